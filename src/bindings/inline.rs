@@ -1,0 +1,388 @@
+//! The `static inline` functions of `verbs.h`, in Rust.
+//!
+//! C callers get these from the header; a binding generator cannot, because
+//! there is no symbol to link. Each one here does what the header's body does
+//! (a call through the provider's function table, or through the extended
+//! `verbs_context`), marked `#[inline(always)]` so that no call layer remains.
+//! A null provider entry, which C would call and crash on, panics here with
+//! the entry's name instead.
+//!
+//! `cargo xtask bindings --check` fails if the installed header gains an
+//! inline that this file neither mirrors nor lists as deliberately absent.
+
+#![allow(non_snake_case, clippy::missing_safety_doc)]
+
+use core::ffi::{c_int, c_uint, c_void};
+use core::mem::{offset_of, size_of};
+use core::ptr;
+
+use super::sys::*;
+
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn missing_op(name: &str) -> ! {
+    panic!("the RDMA provider leaves `{name}` unset: this object does not support the operation")
+}
+
+/// Calls a provider function-table entry, panicking with its name when null.
+macro_rules! call_op {
+    ($f:expr, $name:expr, ( $($arg:expr),* )) => {
+        match $f {
+            Some(f) => f($($arg),*),
+            None => missing_op($name),
+        }
+    };
+}
+
+/// `verbs_get_ctx`: the extended context around `ctx`, or null for a legacy provider.
+///
+/// # Safety
+/// `ctx` must point to a live `ibv_context` from `ibv_open_device`.
+#[inline(always)]
+pub unsafe fn verbs_get_ctx(ctx: *mut ibv_context) -> *mut verbs_context {
+    // SAFETY: the caller passes a live context.
+    if unsafe { (*ctx).abi_compat } != usize::MAX as *mut c_void {
+        return ptr::null_mut();
+    }
+    // SAFETY: an extended context embeds `ibv_context` as the last field of
+    // `verbs_context`; stepping back by its offset stays inside that allocation.
+    unsafe {
+        ctx.cast::<u8>()
+            .sub(offset_of!(verbs_context, context))
+            .cast()
+    }
+}
+
+/// `verbs_get_ctx_op`: the extended context if the provider's table reaches
+/// `op` (its size covers the field) and sets it; else null.
+macro_rules! verbs_get_ctx_op {
+    ($ctx:expr, $op:ident) => {{
+        // SAFETY: forwarded from the enclosing function's contract.
+        let vctx = unsafe { verbs_get_ctx($ctx) };
+        // SAFETY: `vctx` is non-null only for an extended context, whose `sz`
+        // says how many bytes before `context` the provider filled in.
+        if vctx.is_null()
+            || unsafe { (*vctx).sz } < size_of::<verbs_context>() - offset_of!(verbs_context, $op)
+            || unsafe { (*vctx).$op }.is_none()
+        {
+            ptr::null_mut()
+        } else {
+            vctx
+        }
+    }};
+}
+
+unsafe extern "C" {
+    /// The exported `ibv_query_port` symbol, which takes the old, shorter
+    /// `struct _compat_ibv_port_attr`. Use [`ibv_query_port`] instead.
+    #[link_name = "ibv_query_port"]
+    pub fn ibv_query_port_compat(
+        context: *mut ibv_context,
+        port_num: u8,
+        port_attr: *mut _compat_ibv_port_attr,
+    ) -> c_int;
+}
+
+fn set_errno(e: c_int) {
+    // SAFETY: `__errno_location` returns this thread's errno slot.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// `ibv_query_port` (the header macro, `___ibv_query_port`).
+///
+/// # Safety
+/// `context` must be live; `port_attr` must be valid for writes.
+#[inline]
+pub unsafe fn ibv_query_port(
+    context: *mut ibv_context,
+    port_num: u8,
+    port_attr: *mut ibv_port_attr,
+) -> c_int {
+    let vctx = verbs_get_ctx_op!(context, query_port);
+    if vctx.is_null() {
+        // SAFETY: `port_attr` is valid for writes of its full size; the compat
+        // struct is a prefix of it.
+        unsafe {
+            ptr::write_bytes(port_attr, 0, 1);
+            return ibv_query_port_compat(context, port_num, port_attr.cast());
+        }
+    }
+    // SAFETY: `vctx` is non-null and `query_port` is set (checked above).
+    unsafe {
+        call_op!(
+            (*vctx).query_port,
+            "query_port",
+            (context, port_num, port_attr, size_of::<ibv_port_attr>())
+        )
+    }
+}
+
+/// `ibv_query_device_ex`.
+///
+/// # Safety
+/// `context` must be live; `input` null or valid; `attr` valid for writes.
+#[inline]
+pub unsafe fn ibv_query_device_ex(
+    context: *mut ibv_context,
+    input: *const ibv_query_device_ex_input,
+    attr: *mut ibv_device_attr_ex,
+) -> c_int {
+    // SAFETY: `input` is null or valid, per the contract.
+    if !input.is_null() && unsafe { (*input).comp_mask } != 0 {
+        return libc::EINVAL;
+    }
+    let vctx = verbs_get_ctx_op!(context, query_device_ex);
+    if !vctx.is_null() {
+        // SAFETY: `vctx` is non-null with `query_device_ex` set.
+        let ret = unsafe {
+            call_op!(
+                (*vctx).query_device_ex,
+                "query_device_ex",
+                (context, input, attr, size_of::<ibv_device_attr_ex>())
+            )
+        };
+        if ret != libc::EOPNOTSUPP && ret != libc::ENOSYS {
+            return ret;
+        }
+    }
+    // SAFETY: `attr` is valid for writes; `orig_attr` is its first member.
+    unsafe {
+        ptr::write_bytes(attr, 0, 1);
+        ibv_query_device(context, ptr::addr_of_mut!((*attr).orig_attr))
+    }
+}
+
+/// `ibv_create_cq_ex`; null with errno `EOPNOTSUPP` when the provider lacks it.
+///
+/// # Safety
+/// `context` must be live; `cq_attr` valid.
+#[inline]
+pub unsafe fn ibv_create_cq_ex(
+    context: *mut ibv_context,
+    cq_attr: *mut ibv_cq_init_attr_ex,
+) -> *mut ibv_cq_ex {
+    let vctx = verbs_get_ctx_op!(context, create_cq_ex);
+    if vctx.is_null() {
+        set_errno(libc::EOPNOTSUPP);
+        return ptr::null_mut();
+    }
+    // SAFETY: `vctx` is non-null with `create_cq_ex` set.
+    unsafe { call_op!((*vctx).create_cq_ex, "create_cq_ex", (context, cq_attr)) }
+}
+
+/// `ibv_create_qp_ex`; null with errno `EOPNOTSUPP` when the provider lacks it.
+///
+/// # Safety
+/// `context` must be live; `attr` valid.
+#[inline]
+pub unsafe fn ibv_create_qp_ex(
+    context: *mut ibv_context,
+    attr: *mut ibv_qp_init_attr_ex,
+) -> *mut ibv_qp {
+    // SAFETY: `attr` is valid per the contract.
+    if unsafe { (*attr).comp_mask } == ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD.0 {
+        // SAFETY: `ibv_qp_init_attr` is the prefix of `ibv_qp_init_attr_ex`.
+        return unsafe { ibv_create_qp((*attr).pd, attr.cast()) };
+    }
+    let vctx = verbs_get_ctx_op!(context, create_qp_ex);
+    if vctx.is_null() {
+        set_errno(libc::EOPNOTSUPP);
+        return ptr::null_mut();
+    }
+    // SAFETY: `vctx` is non-null with `create_qp_ex` set.
+    unsafe { call_op!((*vctx).create_qp_ex, "create_qp_ex", (context, attr)) }
+}
+
+/// `ibv_post_send`: posts a linked list of send work requests.
+///
+/// # Safety
+/// `qp` must be live; `wr` a valid list whose buffers stay registered and
+/// alive until their completions; `bad_wr` valid for writes.
+#[inline(always)]
+pub unsafe fn ibv_post_send(
+    qp: *mut ibv_qp,
+    wr: *mut ibv_send_wr,
+    bad_wr: *mut *mut ibv_send_wr,
+) -> c_int {
+    // SAFETY: a live QP points to its live context.
+    unsafe {
+        call_op!(
+            (*(*qp).context).ops.post_send,
+            "post_send",
+            (qp, wr, bad_wr)
+        )
+    }
+}
+
+/// `ibv_post_recv`: posts a linked list of receive work requests.
+///
+/// # Safety
+/// As [`ibv_post_send`].
+#[inline(always)]
+pub unsafe fn ibv_post_recv(
+    qp: *mut ibv_qp,
+    wr: *mut ibv_recv_wr,
+    bad_wr: *mut *mut ibv_recv_wr,
+) -> c_int {
+    // SAFETY: a live QP points to its live context.
+    unsafe {
+        call_op!(
+            (*(*qp).context).ops.post_recv,
+            "post_recv",
+            (qp, wr, bad_wr)
+        )
+    }
+}
+
+/// `ibv_post_srq_recv`: posts receive work requests to a shared receive queue.
+///
+/// # Safety
+/// As [`ibv_post_send`], for an SRQ.
+#[inline(always)]
+pub unsafe fn ibv_post_srq_recv(
+    srq: *mut ibv_srq,
+    wr: *mut ibv_recv_wr,
+    bad_wr: *mut *mut ibv_recv_wr,
+) -> c_int {
+    // SAFETY: a live SRQ points to its live context.
+    unsafe {
+        call_op!(
+            (*(*srq).context).ops.post_srq_recv,
+            "post_srq_recv",
+            (srq, wr, bad_wr)
+        )
+    }
+}
+
+/// `ibv_poll_cq`: polls up to `num_entries` completions into `wc`.
+///
+/// # Safety
+/// `cq` must be live; `wc` valid for `num_entries` writes.
+#[inline(always)]
+pub unsafe fn ibv_poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_wc) -> c_int {
+    // SAFETY: a live CQ points to its live context.
+    unsafe {
+        call_op!(
+            (*(*cq).context).ops.poll_cq,
+            "poll_cq",
+            (cq, num_entries, wc)
+        )
+    }
+}
+
+/// `ibv_req_notify_cq`: arms the CQ's completion channel.
+///
+/// # Safety
+/// `cq` must be live.
+#[inline(always)]
+pub unsafe fn ibv_req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
+    // SAFETY: a live CQ points to its live context.
+    unsafe {
+        call_op!(
+            (*(*cq).context).ops.req_notify_cq,
+            "req_notify_cq",
+            (cq, solicited_only)
+        )
+    }
+}
+
+/// `ibv_cq_ex_to_cq`: an extended CQ begins with its `ibv_cq`.
+#[inline(always)]
+pub fn ibv_cq_ex_to_cq(cq: *mut ibv_cq_ex) -> *mut ibv_cq {
+    cq.cast()
+}
+
+/// Functions that forward to a function pointer of the object itself.
+macro_rules! forward {
+    ($( $(#[$m:meta])* pub unsafe fn $name:ident($obj:ident: *mut $ty:ty $(, $arg:ident: $at:ty)*) $(-> $ret:ty)? => $field:ident; )*) => {$(
+        $(#[$m])*
+        ///
+        /// # Safety
+        /// The object must be live and support the operation; pointer
+        /// arguments must be valid as the C function documents.
+        #[inline(always)]
+        pub unsafe fn $name($obj: *mut $ty $(, $arg: $at)*) $(-> $ret)? {
+            // SAFETY: the caller passes a live object; the entry is checked for null.
+            unsafe { call_op!((*$obj).$field, stringify!($field), ($obj $(, $arg)*)) }
+        }
+    )*};
+}
+
+forward! {
+    /// `ibv_wr_atomic_cmp_swp`: 8-byte compare-and-swap at `remote_addr`.
+    pub unsafe fn ibv_wr_atomic_cmp_swp(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, compare: u64, swap: u64) => wr_atomic_cmp_swp;
+    /// `ibv_wr_atomic_fetch_add`: 8-byte fetch-and-add at `remote_addr`.
+    pub unsafe fn ibv_wr_atomic_fetch_add(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, add: u64) => wr_atomic_fetch_add;
+    /// `ibv_wr_local_inv`: invalidates a local rkey.
+    pub unsafe fn ibv_wr_local_inv(qp: *mut ibv_qp_ex, invalidate_rkey: u32) => wr_local_inv;
+    /// `ibv_wr_rdma_read`: RDMA READ from `remote_addr`.
+    pub unsafe fn ibv_wr_rdma_read(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64) => wr_rdma_read;
+    /// `ibv_wr_rdma_write`: RDMA WRITE to `remote_addr`.
+    pub unsafe fn ibv_wr_rdma_write(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64) => wr_rdma_write;
+    /// `ibv_wr_rdma_write_imm`: RDMA WRITE with immediate data (big-endian).
+    pub unsafe fn ibv_wr_rdma_write_imm(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, imm_data: u32) => wr_rdma_write_imm;
+    /// `ibv_wr_send`: SEND.
+    pub unsafe fn ibv_wr_send(qp: *mut ibv_qp_ex) => wr_send;
+    /// `ibv_wr_send_imm`: SEND with immediate data (big-endian).
+    pub unsafe fn ibv_wr_send_imm(qp: *mut ibv_qp_ex, imm_data: u32) => wr_send_imm;
+    /// `ibv_wr_send_inv`: SEND with invalidate.
+    pub unsafe fn ibv_wr_send_inv(qp: *mut ibv_qp_ex, invalidate_rkey: u32) => wr_send_inv;
+    /// `ibv_wr_set_ud_addr`: destination of a UD work request.
+    pub unsafe fn ibv_wr_set_ud_addr(qp: *mut ibv_qp_ex, ah: *mut ibv_ah, remote_qpn: u32, remote_qkey: u32) => wr_set_ud_addr;
+    /// `ibv_wr_set_xrc_srqn`: remote SRQ of an XRC work request.
+    pub unsafe fn ibv_wr_set_xrc_srqn(qp: *mut ibv_qp_ex, remote_srqn: u32) => wr_set_xrc_srqn;
+    /// `ibv_wr_set_inline_data`: inline payload (copied at the call).
+    pub unsafe fn ibv_wr_set_inline_data(qp: *mut ibv_qp_ex, addr: *mut c_void, length: usize) => wr_set_inline_data;
+    /// `ibv_wr_set_inline_data_list`: inline payload gathered from a list.
+    pub unsafe fn ibv_wr_set_inline_data_list(qp: *mut ibv_qp_ex, num_buf: usize, buf_list: *const ibv_data_buf) => wr_set_inline_data_list;
+    /// `ibv_wr_set_sge`: one scatter/gather element.
+    pub unsafe fn ibv_wr_set_sge(qp: *mut ibv_qp_ex, lkey: u32, addr: u64, length: u32) => wr_set_sge;
+    /// `ibv_wr_set_sge_list`: a scatter/gather list.
+    pub unsafe fn ibv_wr_set_sge_list(qp: *mut ibv_qp_ex, num_sge: usize, sg_list: *const ibv_sge) => wr_set_sge_list;
+    /// `ibv_wr_start`: opens a batch of work requests.
+    pub unsafe fn ibv_wr_start(qp: *mut ibv_qp_ex) => wr_start;
+    /// `ibv_wr_complete`: posts the batch with one doorbell; 0 or an errno.
+    pub unsafe fn ibv_wr_complete(qp: *mut ibv_qp_ex) -> c_int => wr_complete;
+    /// `ibv_wr_abort`: drops the open batch.
+    pub unsafe fn ibv_wr_abort(qp: *mut ibv_qp_ex) => wr_abort;
+    /// `ibv_wr_atomic_write`: 8-byte atomic write of `*atomic_wr`.
+    pub unsafe fn ibv_wr_atomic_write(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, atomic_wr: *const c_void) => wr_atomic_write;
+
+    /// `ibv_start_poll`: begins a polling pass; 0, `ENOENT` when empty, or an errno.
+    pub unsafe fn ibv_start_poll(cq: *mut ibv_cq_ex, attr: *mut ibv_poll_cq_attr) -> c_int => start_poll;
+    /// `ibv_next_poll`: advances to the next completion; 0, `ENOENT`, or an errno.
+    pub unsafe fn ibv_next_poll(cq: *mut ibv_cq_ex) -> c_int => next_poll;
+    /// `ibv_end_poll`: ends the polling pass.
+    pub unsafe fn ibv_end_poll(cq: *mut ibv_cq_ex) => end_poll;
+    /// `ibv_wc_read_opcode`: opcode of the current completion.
+    pub unsafe fn ibv_wc_read_opcode(cq: *mut ibv_cq_ex) -> ibv_wc_opcode => read_opcode;
+    /// `ibv_wc_read_vendor_err`: vendor syndrome of the current completion.
+    pub unsafe fn ibv_wc_read_vendor_err(cq: *mut ibv_cq_ex) -> u32 => read_vendor_err;
+    /// `ibv_wc_read_byte_len`: bytes received.
+    pub unsafe fn ibv_wc_read_byte_len(cq: *mut ibv_cq_ex) -> u32 => read_byte_len;
+    /// `ibv_wc_read_imm_data`: immediate data (big-endian).
+    pub unsafe fn ibv_wc_read_imm_data(cq: *mut ibv_cq_ex) -> u32 => read_imm_data;
+    /// `ibv_wc_read_invalidated_rkey`: rkey invalidated by a SEND_WITH_INV.
+    pub unsafe fn ibv_wc_read_invalidated_rkey(cq: *mut ibv_cq_ex) -> u32 => read_imm_data;
+    /// `ibv_wc_read_qp_num`: local QP number.
+    pub unsafe fn ibv_wc_read_qp_num(cq: *mut ibv_cq_ex) -> u32 => read_qp_num;
+    /// `ibv_wc_read_src_qp`: remote QP number (UD).
+    pub unsafe fn ibv_wc_read_src_qp(cq: *mut ibv_cq_ex) -> u32 => read_src_qp;
+    /// `ibv_wc_read_wc_flags`: `IBV_WC_*` flags.
+    pub unsafe fn ibv_wc_read_wc_flags(cq: *mut ibv_cq_ex) -> c_uint => read_wc_flags;
+    /// `ibv_wc_read_slid`: source LID.
+    pub unsafe fn ibv_wc_read_slid(cq: *mut ibv_cq_ex) -> u32 => read_slid;
+    /// `ibv_wc_read_sl`: service level.
+    pub unsafe fn ibv_wc_read_sl(cq: *mut ibv_cq_ex) -> u8 => read_sl;
+    /// `ibv_wc_read_dlid_path_bits`: destination LID path bits.
+    pub unsafe fn ibv_wc_read_dlid_path_bits(cq: *mut ibv_cq_ex) -> u8 => read_dlid_path_bits;
+    /// `ibv_wc_read_completion_ts`: raw hardware completion timestamp.
+    pub unsafe fn ibv_wc_read_completion_ts(cq: *mut ibv_cq_ex) -> u64 => read_completion_ts;
+    /// `ibv_wc_read_completion_wallclock_ns`: completion time in nanoseconds.
+    pub unsafe fn ibv_wc_read_completion_wallclock_ns(cq: *mut ibv_cq_ex) -> u64 => read_completion_wallclock_ns;
+    /// `ibv_wc_read_cvlan`: customer VLAN.
+    pub unsafe fn ibv_wc_read_cvlan(cq: *mut ibv_cq_ex) -> u16 => read_cvlan;
+    /// `ibv_wc_read_flow_tag`: flow tag.
+    pub unsafe fn ibv_wc_read_flow_tag(cq: *mut ibv_cq_ex) -> u32 => read_flow_tag;
+}

@@ -1,0 +1,35 @@
+//! rrddmma: RDMA verbs for Rust, specialised for NVIDIA/Mellanox ConnectX NICs.
+//!
+//! Layers, each a module, arrows pointing down only:
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`ctrl`] | cluster control plane: configuration, rendezvous, endpoint exchange |
+//! | [`wrap`] | convenience set-ups over [`prim`] |
+//! | [`prim`] | thin, zero-cost verbs objects: devices, PD, MR, CQ, QP, work requests |
+//! | [`mlx5dv`] | ConnectX direct verbs |
+//! | [`bindings`] | FFI to libibverbs and mlx5dv, static inlines in Rust |
+//!
+//! How the crate links to libibverbs is decided at build time by a probe
+//! (MLNX_OFED, pkg-config, or a static rdma-core build); [`build_info`] tells
+//! which one a binary carries. See `docs/linkage.md`.
+//!
+//! # Error policy
+//! A broken contract (a programming error) panics with a message saying what
+//! to fix. A runtime failure (the kernel, the library or the device says no)
+//! returns a typed [`prim::Error`]. Values that come from the kernel or the
+//! device never panic.
+
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
+
+#[allow(unsafe_code)]
+pub mod bindings;
+pub mod ctrl;
+pub mod mlx5dv;
+#[allow(unsafe_code)]
+pub mod prim;
+pub mod wrap;
+
+mod build_info;
+pub use build_info::{build_info, BuildInfo};

@@ -1,0 +1,115 @@
+//! Errors of the verbs layer.
+
+use std::fmt;
+use std::io;
+
+/// Result of a verbs operation.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// A runtime failure: what failed and why.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// A verbs call returned an error.
+    Verbs {
+        /// The C function that failed, e.g. `ibv_create_qp`.
+        op: &'static str,
+        /// The errno it reported.
+        errno: i32,
+    },
+    /// No RDMA device has this name.
+    DeviceNotFound {
+        /// The name asked for.
+        name: String,
+        /// The devices libibverbs can open.
+        available: Vec<String>,
+    },
+    /// The kernel has RDMA devices, but this build has no provider for any of them.
+    NoSupportedDevice {
+        /// Devices present in `/sys/class/infiniband`.
+        kernel_devices: Vec<String>,
+        /// Providers registered by a static build (empty for shared linkage).
+        static_providers: &'static [&'static str],
+    },
+}
+
+impl Error {
+    /// The last `errno` as a failure of `op`.
+    pub(crate) fn last(op: &'static str) -> Error {
+        Error::Verbs {
+            op,
+            errno: io::Error::last_os_error().raw_os_error().unwrap_or(0),
+        }
+    }
+
+    /// A failure of `op` with a returned error code (verbs return errno values).
+    pub(crate) fn code(op: &'static str, rc: i32) -> Error {
+        // Some verbs return -errno, others errno: take the magnitude.
+        Error::Verbs {
+            op,
+            errno: rc.abs(),
+        }
+    }
+
+    /// The errno, for [`Error::Verbs`].
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            Error::Verbs { errno, .. } => Some(*errno),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Verbs { op, errno } => {
+                write!(
+                    f,
+                    "{op} failed: {} (errno {errno})",
+                    io::Error::from_raw_os_error(*errno)
+                )
+            }
+            Error::DeviceNotFound { name, available } => {
+                write!(f, "no RDMA device named {name:?}; available: {available:?}")
+            }
+            Error::NoSupportedDevice {
+                kernel_devices,
+                static_providers,
+            } => {
+                write!(f, "no supported RDMA device: ")?;
+                if kernel_devices.is_empty() {
+                    write!(
+                        f,
+                        "the kernel has no RDMA device (/sys/class/infiniband is empty)"
+                    )?;
+                } else {
+                    write!(f, "the kernel has {kernel_devices:?} but no provider of this build drives them")?;
+                }
+                if !static_providers.is_empty() {
+                    write!(
+                        f,
+                        "; this static build registers only the providers {static_providers:?} \
+                         (rebuild with RRDDMMA_STATIC_PROVIDERS, e.g. mlx5,rxe)"
+                    )?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<Error> for io::Error {
+    fn from(e: Error) -> io::Error {
+        match &e {
+            Error::Verbs { errno, .. } => {
+                io::Error::new(io::Error::from_raw_os_error(*errno).kind(), e)
+            }
+            Error::DeviceNotFound { .. } | Error::NoSupportedDevice { .. } => {
+                io::Error::new(io::ErrorKind::NotFound, e)
+            }
+        }
+    }
+}

@@ -1,0 +1,10 @@
+//! Device tests: they need a real RDMA device, named by `RRDDMMA_TEST_DEVICE`.
+//!
+//! They are `#[ignore]`d so that a plain `cargo test` on a machine without a
+//! device reports them as ignored rather than passed. `cargo xtask test` runs
+//! them with `--ignored` on SoftRoCE (in a VM when the host has none); on
+//! hardware: `RRDDMMA_TEST_DEVICE=mlx5_0 cargo test --test device -- --ignored`.
+//! When the variable names a device that is not there, every test fails.
+
+mod common;
+mod loopback;

@@ -1,0 +1,255 @@
+//! Where device tests run: the host's own RDMA devices, the host's SoftRoCE
+//! (`modprobe rdma_rxe`), or a SoftRoCE VM booted with virtme-ng.
+//!
+//! Work for the device is a list of [`Step`]s run by one shell script, so that
+//! a VM boots once per task. Each step's output and exit code land in files
+//! under `target/xtask/steps/`, read back by the caller.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::{deps, root, run, Result};
+
+/// The device name the harness creates for SoftRoCE.
+pub const RXE_DEVICE: &str = "rxe0";
+
+/// One command to run where the device is.
+#[derive(Debug)]
+pub struct Step {
+    /// Short name, for logs.
+    pub name: String,
+    /// A shell command line.
+    pub command: String,
+}
+
+/// A finished step.
+#[derive(Debug)]
+pub struct Done {
+    /// The step's name.
+    pub name: String,
+    /// Exit code (`None` when the step never ran, e.g. the VM died).
+    pub code: Option<i32>,
+    /// Standard output and error, interleaved.
+    pub output: String,
+}
+
+/// Where the device is.
+#[derive(Debug)]
+pub enum Place {
+    /// Devices already exist on the host (hardware, or SoftRoCE set up earlier).
+    Host {
+        /// The device tests use.
+        device: String,
+    },
+    /// The host kernel has rdma_rxe: `rxe0` is created on the host's loopback.
+    HostRxe,
+    /// A SoftRoCE VM is needed.
+    Vm {
+        /// The kernel image to boot.
+        kernel: PathBuf,
+    },
+}
+
+impl Place {
+    /// The device name tests should use.
+    pub fn device(&self) -> &str {
+        match self {
+            Place::Host { device } => device,
+            Place::HostRxe | Place::Vm { .. } => RXE_DEVICE,
+        }
+    }
+
+    /// A sentence for logs.
+    pub fn describe(&self) -> String {
+        match self {
+            Place::Host { device } => format!("device {device} on the host"),
+            Place::HostRxe => format!("device {RXE_DEVICE} (SoftRoCE on the host's loopback)"),
+            Place::Vm { kernel } => format!(
+                "device {RXE_DEVICE} (SoftRoCE in a virtme-ng VM, kernel {})",
+                kernel.display()
+            ),
+        }
+    }
+}
+
+fn host_devices() -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir("/sys/class/infiniband")
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// Finds (or makes) the place for device tests; `wanted` picks a host device.
+pub fn locate(wanted: Option<&str>) -> Result<Place> {
+    let present = host_devices();
+    if let Some(w) = wanted {
+        if present.iter().any(|p| p == w) {
+            return Ok(Place::Host {
+                device: w.to_string(),
+            });
+        }
+        if w != RXE_DEVICE {
+            return Err(format!("device {w} is not on this host (present: {present:?})").into());
+        }
+    } else if let Some(first) = present.first() {
+        return Ok(Place::Host {
+            device: first.clone(),
+        });
+    }
+    let modprobe = Command::new("modprobe").arg("rdma_rxe").output();
+    if modprobe.is_ok_and(|o| o.status.success()) {
+        return Ok(Place::HostRxe);
+    }
+    Ok(Place::Vm {
+        kernel: vm_kernel()?,
+    })
+}
+
+/// The newest installed kernel image that has the rdma_rxe module.
+fn vm_kernel() -> Result<PathBuf> {
+    let mut found: Vec<(String, PathBuf)> = fs::read_dir("/boot")?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let version = name.strip_prefix("vmlinuz-")?.to_string();
+            let rxe = Path::new("/lib/modules")
+                .join(&version)
+                .join("kernel/drivers/infiniband/sw/rxe");
+            rxe.is_dir().then(|| (version, e.path()))
+        })
+        .collect();
+    found.sort();
+    found.pop().map(|(_, p)| p).ok_or_else(|| {
+        "no kernel with rdma_rxe in /boot (the host kernel has none either); \
+         `cargo xtask deps` installs Debian's linux-image-amd64"
+            .into()
+    })
+}
+
+fn kvm_usable() -> bool {
+    let flags = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    Path::new("/dev/kvm").exists()
+        && flags
+            .lines()
+            .any(|l| l.starts_with("flags") && (l.contains(" vmx") || l.contains(" svm")))
+}
+
+fn steps_dir() -> PathBuf {
+    root().join("target/xtask/steps")
+}
+
+/// The shell script: set up SoftRoCE if asked, then run every step.
+fn script(place: &Place, steps: &[Step], dir: &Path) -> String {
+    let mut s = String::from("#!/bin/bash\nset -u\n");
+    s.push_str(&format!("cd '{}'\n", root().display()));
+    if matches!(place, Place::HostRxe | Place::Vm { .. }) {
+        s.push_str(&format!(
+            "ip link set lo up\nmodprobe rdma_rxe || echo 'modprobe rdma_rxe failed' >&2\n\
+             rdma link show {RXE_DEVICE} >/dev/null 2>&1 || rdma link add {RXE_DEVICE} type rxe netdev lo\n"
+        ));
+    }
+    s.push_str(&format!("export RRDDMMA_TEST_DEVICE={}\n", place.device()));
+    for (i, step) in steps.iter().enumerate() {
+        s.push_str(&format!(
+            "( {} ) > '{d}/{i}.log' 2>&1; echo $? > '{d}/{i}.rc'\n",
+            step.command,
+            d = dir.display()
+        ));
+    }
+    s
+}
+
+/// Runs the steps where the device is; each step's outcome is returned.
+pub fn run_steps(place: &Place, steps: &[Step]) -> Result<Vec<Done>> {
+    let dir = steps_dir();
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir)?;
+    let path = dir.join("script.sh");
+    fs::write(&path, script(place, steps, &dir))?;
+    match place {
+        Place::Host { .. } | Place::HostRxe => run(Command::new("bash").arg(&path))?,
+        Place::Vm { kernel } => {
+            deps::ensure()?;
+            let mut cmd = Command::new("vng");
+            cmd.arg("--run").arg(kernel);
+            if !kvm_usable() {
+                cmd.arg("--disable-kvm");
+            }
+            cmd.args(["--memory", "2G", "--cpus", "2", "--rwdir"])
+                .arg(root())
+                .args(["--rwdir", "/tmp", "--exec"])
+                .arg(format!("bash {}", path.display()));
+            run(&mut cmd)?;
+        }
+    }
+    Ok(steps
+        .iter()
+        .enumerate()
+        .map(|(i, step)| Done {
+            name: step.name.clone(),
+            code: fs::read_to_string(dir.join(format!("{i}.rc")))
+                .ok()
+                .and_then(|c| c.trim().parse().ok()),
+            output: fs::read_to_string(dir.join(format!("{i}.log"))).unwrap_or_default(),
+        })
+        .collect())
+}
+
+/// `cargo xtask vm -- CMD...`.
+pub fn vm(args: &[String]) -> Result<()> {
+    let cmd: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .skip_while(|a| *a == "--")
+        .collect();
+    if cmd.is_empty() {
+        return Err("usage: cargo xtask vm -- CMD...".into());
+    }
+    let place = Place::Vm {
+        kernel: vm_kernel()?,
+    };
+    eprintln!("vm: {}", place.describe());
+    let done = run_steps(
+        &place,
+        &[Step {
+            name: "vm".into(),
+            command: cmd.join(" "),
+        }],
+    )?;
+    print!("{}", done[0].output);
+    match done[0].code {
+        Some(0) => Ok(()),
+        code => Err(format!("command exited with {code:?}").into()),
+    }
+}
+
+/// `cargo xtask demo [--device NAME]`: the loopback example, release build.
+pub fn demo(args: &[String]) -> Result<()> {
+    let wanted = args
+        .iter()
+        .position(|a| a == "--device")
+        .and_then(|i| args.get(i + 1));
+    deps::ensure()?;
+    run(Command::new("cargo").args(["build", "--release", "--example", "loopback"]))?;
+    let place = locate(wanted.map(String::as_str))?;
+    eprintln!("demo: {}", place.describe());
+    let exe = root().join("target/release/examples/loopback");
+    let done = run_steps(
+        &place,
+        &[Step {
+            name: "loopback".into(),
+            command: format!("'{}' \"$RRDDMMA_TEST_DEVICE\"", exe.display()),
+        }],
+    )?;
+    print!("{}", done[0].output);
+    match done[0].code {
+        Some(0) => Ok(()),
+        code => Err(format!("loopback exited with {code:?}").into()),
+    }
+}

@@ -1,0 +1,194 @@
+//! Every `static inline` function of the installed verbs.h / mlx5dv.h is either
+//! provided as Rust by `src/bindings/inline.rs` or listed here as not provided
+//! (with the reason). A new inline in the headers fails the check.
+
+use std::fs;
+use std::path::Path;
+
+use crate::{root, Result};
+
+/// Static inlines deliberately not mirrored, with the way to reach the feature.
+pub const NOT_PROVIDED: &[(&str, &str)] = &[
+    (
+        "__ibv_get_device_list",
+        "macro helper; rrddmma registers static providers itself",
+    ),
+    ("ibv_create_flow", "flow steering: not yet wrapped"),
+    ("ibv_destroy_flow", "flow steering: not yet wrapped"),
+    (
+        "ibv_create_flow_action_esp",
+        "IPsec flow actions: out of scope",
+    ),
+    (
+        "ibv_modify_flow_action_esp",
+        "IPsec flow actions: out of scope",
+    ),
+    (
+        "ibv_destroy_flow_action",
+        "IPsec flow actions: out of scope",
+    ),
+    ("ibv_alloc_dm", "device memory: not yet wrapped"),
+    ("ibv_free_dm", "device memory: not yet wrapped"),
+    ("ibv_memcpy_to_dm", "device memory: not yet wrapped"),
+    ("ibv_memcpy_from_dm", "device memory: not yet wrapped"),
+    ("ibv_alloc_null_mr", "not yet wrapped"),
+    ("ibv_reg_dm_mr", "device memory: not yet wrapped"),
+    (
+        "ibv_post_wq_recv",
+        "receive work queues (RSS): not yet wrapped",
+    ),
+    (
+        "ibv_create_wq",
+        "receive work queues (RSS): not yet wrapped",
+    ),
+    (
+        "ibv_modify_wq",
+        "receive work queues (RSS): not yet wrapped",
+    ),
+    (
+        "ibv_destroy_wq",
+        "receive work queues (RSS): not yet wrapped",
+    ),
+    (
+        "ibv_create_rwq_ind_table",
+        "receive work queues (RSS): not yet wrapped",
+    ),
+    (
+        "ibv_destroy_rwq_ind_table",
+        "receive work queues (RSS): not yet wrapped",
+    ),
+    ("ibv_post_srq_ops", "tag matching: not yet wrapped"),
+    ("ibv_alloc_td", "thread domains: not yet wrapped"),
+    ("ibv_dealloc_td", "thread domains: not yet wrapped"),
+    ("ibv_alloc_parent_domain", "parent domains: not yet wrapped"),
+    ("ibv_create_counters", "flow counters: not yet wrapped"),
+    ("ibv_destroy_counters", "flow counters: not yet wrapped"),
+    (
+        "ibv_attach_counters_point_flow",
+        "flow counters: not yet wrapped",
+    ),
+    ("ibv_read_counters", "flow counters: not yet wrapped"),
+    (
+        "ibv_flow_label_to_udp_sport",
+        "pure arithmetic; not yet mirrored",
+    ),
+    ("ibv_wc_read_tm_info", "tag matching: not yet wrapped"),
+    ("ibv_wr_send_tso", "TSO on raw packet QPs: not yet wrapped"),
+    ("ibv_advise_mr", "ODP prefetch: not yet wrapped"),
+    ("ibv_modify_cq", "CQ moderation: not yet wrapped"),
+    ("ibv_query_gid_table", "GID table dump: not yet wrapped"),
+    ("ibv_query_gid_ex", "GID entry with type: not yet wrapped"),
+    (
+        "ibv_query_rt_values_ex",
+        "real-time clock values: not yet wrapped",
+    ),
+    ("ibv_open_xrcd", "XRC domains: not yet wrapped"),
+    ("ibv_close_xrcd", "XRC domains: not yet wrapped"),
+    ("ibv_create_srq_ex", "extended SRQ: not yet wrapped"),
+    ("ibv_get_srq_num", "XRC SRQ number: not yet wrapped"),
+    ("ibv_open_qp", "XRC shared QPs: not yet wrapped"),
+    ("ibv_is_qpt_supported", "pure arithmetic; not yet mirrored"),
+    ("ibv_alloc_mw", "memory windows: not yet wrapped"),
+    ("ibv_dealloc_mw", "memory windows: not yet wrapped"),
+    ("ibv_inc_rkey", "memory windows: not yet wrapped"),
+    ("ibv_bind_mw", "memory windows: not yet wrapped"),
+    ("ibv_wr_bind_mw", "memory windows: not yet wrapped"),
+    ("ibv_query_ece", "not yet wrapped"),
+    ("ibv_set_ece", "not yet wrapped"),
+];
+
+/// mlx5dv.h's inlines belong to the mlx5dv layer; none are mirrored yet.
+const MLX5DV_PENDING: &str = "mlx5dv layer: WQE/CQE helpers not yet mirrored";
+
+/// Names of the `static inline` functions a header defines.
+pub fn header_inlines(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut pending = false;
+    for line in text.lines() {
+        let l = line.trim_start();
+        let decl = if let Some(rest) = l.strip_prefix("static inline") {
+            pending = !rest.contains('(');
+            if pending {
+                continue;
+            }
+            rest
+        } else if pending {
+            pending = false;
+            l
+        } else {
+            continue;
+        };
+        if let Some(before) = decl.split('(').next() {
+            if let Some(name) = before
+                .split(|c: char| c.is_whitespace() || c == '*')
+                .rfind(|w| !w.is_empty())
+            {
+                names.push(name.to_string());
+            }
+        }
+    }
+    names
+}
+
+/// Names of the `pub fn` / `pub unsafe fn` items in inline.rs.
+fn provided(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            l.strip_prefix("pub unsafe fn ")
+                .or_else(|| l.strip_prefix("pub fn "))
+        })
+        .filter_map(|r| r.split(['(', '<']).next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Fails when a header inline is neither provided nor listed as not provided.
+pub fn run(include: &Path) -> Result<()> {
+    let ours = provided(&fs::read_to_string(root().join("src/bindings/inline.rs"))?);
+    let mut unknown = Vec::new();
+    let mut pending = 0;
+    for (header, is_dv) in [("verbs.h", false), ("mlx5dv.h", true)] {
+        let text = fs::read_to_string(include.join(header))?;
+        for name in header_inlines(&text) {
+            let listed = NOT_PROVIDED.iter().any(|(n, _)| *n == name);
+            if ours.contains(&name) || listed {
+                continue;
+            }
+            if is_dv {
+                pending += 1;
+                continue;
+            }
+            unknown.push(name);
+        }
+    }
+    println!(
+        "inlines: {} mirrored in Rust, {} listed as not provided, {pending} mlx5dv ({MLX5DV_PENDING})",
+        ours.len(),
+        NOT_PROVIDED.len()
+    );
+    if !unknown.is_empty() {
+        return Err(format!(
+            "static inlines in the installed headers that src/bindings/inline.rs neither mirrors \
+             nor lists as not provided: {unknown:?}"
+        )
+        .into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_inline_names() {
+        let h = "static inline int ibv_post_send(struct ibv_qp *qp,\n\
+                 static inline struct ibv_qp *\nibv_create_qp_ex(struct ibv_context *c,\n\
+                 static inline void *foo (void)\nint not_inline(void);\n";
+        assert_eq!(
+            header_inlines(h),
+            ["ibv_post_send", "ibv_create_qp_ex", "foo"]
+        );
+    }
+}

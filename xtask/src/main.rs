@@ -1,0 +1,88 @@
+//! rrddmma's project tasks.
+//!
+//! - `cargo xtask test`: fmt, clippy, docs, bindings drift, host tests, then the
+//!   device tests on a real RDMA device (host SoftRoCE or the SoftRoCE VM), the
+//!   static-linkage checks, and a final `N passed, N failed` line.
+//! - `cargo xtask demo [--device NAME]`: the loopback example on the default device.
+//! - `cargo xtask vm -- CMD...`: runs CMD inside the SoftRoCE VM with `rxe0` ready.
+//! - `cargo xtask bindings [--check]`: regenerates or checks `src/bindings/sys.rs`.
+//! - `cargo xtask deps`: installs what the other tasks need (idempotent).
+
+mod bindings;
+mod deps;
+mod device;
+mod inline_check;
+mod tally;
+mod test;
+
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+
+/// Errors end the task with their message.
+pub type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+/// The workspace root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
+}
+
+/// Runs a command at the workspace root, echoing it; fails on a non-zero exit.
+pub fn run(cmd: &mut Command) -> Result<()> {
+    eprintln!("$ {}", show(cmd));
+    let status = cmd
+        .current_dir(root())
+        .status()
+        .map_err(|e| format!("{}: {e}", show(cmd)))?;
+    if !status.success() {
+        return Err(format!("`{}` failed ({status})", show(cmd)).into());
+    }
+    Ok(())
+}
+
+/// A command line as text, for logs.
+pub fn show(cmd: &Command) -> String {
+    let mut s = cmd.get_program().to_string_lossy().into_owned();
+    for a in cmd.get_args() {
+        s.push(' ');
+        s.push_str(&a.to_string_lossy());
+    }
+    s
+}
+
+fn usage() -> ExitCode {
+    eprintln!(
+        "usage: cargo xtask <task>\n\
+         \x20 test                  everything CI checks, host and device\n\
+         \x20 demo [--device NAME]  loopback example on the default device\n\
+         \x20 vm -- CMD...          run CMD in the SoftRoCE VM (rxe0 ready)\n\
+         \x20 bindings [--check]    regenerate / check src/bindings/sys.rs\n\
+         \x20 deps                  install the tools and packages the tasks need"
+    );
+    ExitCode::from(2)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(task) = args.first() else {
+        return usage();
+    };
+    let rest = &args[1..];
+    let result = match task.as_str() {
+        "test" => test::run(rest),
+        "demo" => device::demo(rest),
+        "vm" => device::vm(rest),
+        "bindings" => bindings::run(rest),
+        "deps" => deps::ensure(),
+        _ => return usage(),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask {task}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

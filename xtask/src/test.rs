@@ -1,0 +1,227 @@
+//! `cargo xtask test`: everything CI checks.
+//!
+//! Order: install what is missing; fmt, clippy, docs, bindings drift; host
+//! tests; the no-linkage build message; the static source builds; then one
+//! device session (host SoftRoCE or VM) running the device tests, the
+//! missing-device check and the static binaries. Ends with `N passed, N failed`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::device::{self, Step};
+use crate::tally::Tally;
+use crate::{bindings, deps, root, show, Result};
+
+/// The pinned rdma-core tree for the static check: PyPI's pyverbs 59.0 sdist.
+const PYVERBS: &str = "pyverbs==59.0";
+
+/// Runs a command, prints its output, and returns (success, stdout+stderr).
+fn capture(cmd: &mut Command) -> (bool, String) {
+    eprintln!("$ {}", show(cmd));
+    match cmd.current_dir(root()).output() {
+        Ok(o) => {
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
+            print!("{text}");
+            (o.status.success(), text)
+        }
+        Err(e) => (false, format!("cannot run {}: {e}", show(cmd))),
+    }
+}
+
+fn cargo(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO"));
+    c.args(args);
+    c
+}
+
+/// Builds the `device` integration test and returns its executable.
+fn device_binary(env: &[(&str, &str)], target_dir: Option<&str>) -> Result<PathBuf> {
+    let mut cmd = cargo(&[
+        "test",
+        "--no-run",
+        "--test",
+        "device",
+        "--message-format=json",
+    ]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    if let Some(t) = target_dir {
+        cmd.env("CARGO_TARGET_DIR", root().join(t));
+    }
+    eprintln!("$ {} {env:?}", show(&cmd));
+    let out = cmd.current_dir(root()).output()?;
+    eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    if !out.status.success() {
+        return Err(format!("building the device tests failed ({env:?})").into());
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["reason"] == "compiler-artifact" && v["target"]["name"] == "device")
+        .find_map(|v| v["executable"].as_str().map(PathBuf::from))
+        .ok_or_else(|| "cargo named no executable for the device tests".into())
+}
+
+/// Fetches the pinned rdma-core tree (cached under target/xtask).
+fn rdma_core_source() -> Result<PathBuf> {
+    let dir = root().join("target/xtask/rdma-core-src");
+    let tarball = dir.join("pyverbs-59.0.tar.gz");
+    if !tarball.exists() {
+        std::fs::create_dir_all(&dir)?;
+        crate::run(
+            Command::new("python3")
+                .args([
+                    "-m",
+                    "pip",
+                    "download",
+                    "-q",
+                    "--no-deps",
+                    "--no-binary",
+                    ":all:",
+                    PYVERBS,
+                    "-d",
+                ])
+                .arg(&dir),
+        )?;
+    }
+    Ok(tarball)
+}
+
+/// A build that finds no linkage must fail with the package-naming message.
+fn no_linkage_message(tally: &mut Tally) {
+    let empty = root().join("target/xtask/empty-pkgconfig");
+    let _ = std::fs::create_dir_all(&empty);
+    let (ok, text) = capture(
+        cargo(&["build", "--lib", "--quiet"])
+            .env("RRDDMMA_LINKAGE", "pkg-config")
+            .env("PKG_CONFIG_LIBDIR", &empty)
+            .env("PKG_CONFIG_PATH", &empty)
+            .env("CARGO_TARGET_DIR", root().join("target/no-linkage")),
+    );
+    let good = !ok
+        && text.contains("rrddmma cannot link to libibverbs")
+        && text.contains("apt-get install libibverbs-dev")
+        && text.contains("dnf install rdma-core-devel")
+        && !text.contains("undefined reference");
+    tally.check("build without linkage names the packages", good);
+}
+
+fn quoted(p: &Path) -> String {
+    format!("'{}'", p.display())
+}
+
+/// `cargo xtask test`.
+pub fn run(_args: &[String]) -> Result<()> {
+    deps::ensure()?;
+    let mut tally = Tally::default();
+
+    tally.check(
+        "cargo fmt --check",
+        capture(&mut cargo(&["fmt", "--all", "--", "--check"])).0,
+    );
+    tally.check(
+        "cargo clippy -D warnings",
+        capture(&mut cargo(&[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--quiet",
+            "--",
+            "-D",
+            "warnings",
+        ]))
+        .0,
+    );
+    tally.check(
+        "cargo doc (warnings denied)",
+        capture(
+            cargo(&["doc", "--no-deps", "--quiet", "-p", "rrddmma"])
+                .env("RUSTDOCFLAGS", "-D warnings"),
+        )
+        .0,
+    );
+    let drift = bindings::run(&["--check".to_string()]);
+    if let Err(e) = &drift {
+        println!("{e}");
+    }
+    tally.check("bindings match the installed headers", drift.is_ok());
+
+    let (_, host) = capture(&mut cargo(&["test", "--workspace"]));
+    tally.add_libtest(&host);
+    no_linkage_message(&mut tally);
+
+    let shared = device_binary(&[], None)?;
+    let src = rdma_core_source()?;
+    let src = src.to_string_lossy();
+    let source_env = |providers: &'static str| {
+        [
+            ("RRDDMMA_LINKAGE", "source"),
+            ("RRDDMMA_STATIC_PROVIDERS", providers),
+            ("RRDDMMA_RDMA_CORE_SRC", &*src),
+        ]
+        .map(|(k, v)| (k, v.to_string()))
+    };
+    let build_static = |providers: &'static str, dir: &str| {
+        let env = source_env(providers);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        device_binary(&env, Some(dir))
+    };
+    let static_rxe = build_static("mlx5,rxe", "target/static-rxe")?;
+    let static_mlx5 = build_static("mlx5", "target/static-mlx5")?;
+
+    let place = device::locate(None)?;
+    println!("device tests on {}", place.describe());
+    let steps = [
+        Step { name: "devices".into(), command: "ibv_devices; rdma link show".into() },
+        Step {
+            name: "device tests (pkg-config linkage)".into(),
+            command: format!("{} --ignored --test-threads=1", quoted(&shared)),
+        },
+        Step {
+            name: "missing device".into(),
+            command: format!("RRDDMMA_TEST_DEVICE=missing0 {} --ignored --test-threads=1", quoted(&shared)),
+        },
+        Step {
+            name: "static source build, providers mlx5,rxe".into(),
+            command: format!(
+                "RRDDMMA_EXPECT_LINKAGE=source RRDDMMA_EXPECT_PROVIDERS=mlx5,rxe {} --ignored --test-threads=1",
+                quoted(&static_rxe)
+            ),
+        },
+        Step {
+            name: "static source build, providers mlx5 only".into(),
+            command: format!("{} --ignored --test-threads=1 loopback", quoted(&static_mlx5)),
+        },
+    ];
+    let done = device::run_steps(&place, &steps)?;
+    for d in &done {
+        println!("---- {} (exit {:?}) ----\n{}", d.name, d.code, d.output);
+    }
+    tally.check(
+        "device listed",
+        done[0].code == Some(0) && done[0].output.contains(place.device()),
+    );
+    tally.add_libtest(&done[1].output);
+    tally.check(
+        "device tests fail when the named device is missing",
+        done[2].code.is_some_and(|c| c != 0) && done[2].output.contains("missing0"),
+    );
+    tally.add_libtest(&done[3].output);
+    tally.check(
+        "static mlx5-only build reports no supported device",
+        done[4].code.is_some_and(|c| c != 0)
+            && done[4].output.contains("no supported RDMA device")
+            && done[4].output.contains(place.device()),
+    );
+
+    println!("\n{} passed, {} failed", tally.passed, tally.failed);
+    if tally.failed > 0 {
+        return Err(format!("{} failed", tally.failed).into());
+    }
+    Ok(())
+}
