@@ -52,28 +52,18 @@ struct Outcome {
 
 fn run() -> Result<(), String> {
     let linkage_override = env::var("RRDDMMA_LINKAGE").ok();
-    let linkage_override = linkage_override
-        .as_deref()
-        .map(str::trim)
-        .filter(|s| !s.is_empty());
+    let linkage_override = linkage_override.as_deref().map(str::trim).filter(|s| !s.is_empty());
     // Probe only what the decision can use: an override short-circuits the rest.
     let wants_ofed = matches!(linkage_override, None | Some("mlnx4" | "mlnx5"));
     let ofed_info = if wants_ofed { ofed_info() } else { None };
     let wants_pkg = matches!(linkage_override, None | Some("pkg-config"));
     let ibverbs_pc = if wants_pkg && ofed_info.is_none() {
-        pkg_config::Config::new()
-            .cargo_metadata(false)
-            .env_metadata(false)
-            .probe("libibverbs")
-            .ok()
+        pkg_config::Config::new().cargo_metadata(false).env_metadata(false).probe("libibverbs").ok()
     } else {
         None
     };
-    let inputs = ProbeInputs {
-        linkage_override,
-        ofed_info: ofed_info.as_deref(),
-        pkg_config_found: ibverbs_pc.is_some(),
-    };
+    let inputs =
+        ProbeInputs { linkage_override, ofed_info: ofed_info.as_deref(), pkg_config_found: ibverbs_pc.is_some() };
     let linkage = probe::decide(&inputs).map_err(|e| e.to_string())?;
 
     let providers = if linkage.is_static() {
@@ -98,11 +88,7 @@ fn run() -> Result<(), String> {
     if linkage.is_static() {
         println!("cargo:rustc-cfg=rrddmma_static");
     }
-    let outcome = Outcome {
-        linkage,
-        rdma_core_version,
-        providers,
-    };
+    let outcome = Outcome { linkage, rdma_core_version, providers };
     emit(&outcome)
 }
 
@@ -112,9 +98,7 @@ fn ofed_info() -> Option<String> {
     if !out.status.success() {
         return None;
     }
-    String::from_utf8(out.stdout)
-        .ok()
-        .filter(|s| !s.trim().is_empty())
+    String::from_utf8(out.stdout).ok().filter(|s| !s.trim().is_empty())
 }
 
 /// Shared libraries through pkg-config: libibverbs and libmlx5.
@@ -122,36 +106,30 @@ fn link_pkg_config() -> Result<String, String> {
     let verbs = pkg_config::Config::new()
         .probe("libibverbs")
         .map_err(|e| format!("pkg-config cannot find libibverbs ({e}); {INSTALL_HINT}"))?;
-    pkg_config::Config::new().probe("libmlx5").map_err(|e| {
-        format!("pkg-config finds libibverbs but not libmlx5 ({e}); {INSTALL_HINT}")
-    })?;
+    pkg_config::Config::new()
+        .probe("libmlx5")
+        .map_err(|e| format!("pkg-config finds libibverbs but not libmlx5 ({e}); {INSTALL_HINT}"))?;
     Ok(probe::rdma_core_version_from_libibverbs(&verbs.version).unwrap_or(verbs.version))
 }
 
 /// MLNX_OFED: pkg-config when OFED registered itself there (5.x does), else its
 /// library directory (`RRDDMMA_OFED_LIBDIR`, default the system's).
 fn link_ofed() -> Result<(), String> {
-    let found = pkg_config::Config::new().probe("libibverbs").is_ok()
-        && pkg_config::Config::new().probe("libmlx5").is_ok();
+    let found =
+        pkg_config::Config::new().probe("libibverbs").is_ok() && pkg_config::Config::new().probe("libmlx5").is_ok();
     if found {
         return Ok(());
     }
     let dirs: Vec<PathBuf> = match env::var_os("RRDDMMA_OFED_LIBDIR") {
         Some(d) => vec![d.into()],
-        None => ["/usr/lib64", "/usr/lib/x86_64-linux-gnu", "/usr/lib"]
-            .iter()
-            .map(PathBuf::from)
-            .collect(),
+        None => ["/usr/lib64", "/usr/lib/x86_64-linux-gnu", "/usr/lib"].iter().map(PathBuf::from).collect(),
     };
-    let dir = dirs
-        .iter()
-        .find(|d| d.join("libibverbs.so").exists())
-        .ok_or_else(|| {
-            format!(
-                "MLNX_OFED was detected but libibverbs.so is not in {dirs:?}; \
+    let dir = dirs.iter().find(|d| d.join("libibverbs.so").exists()).ok_or_else(|| {
+        format!(
+            "MLNX_OFED was detected but libibverbs.so is not in {dirs:?}; \
                  set RRDDMMA_OFED_LIBDIR to OFED's library directory"
-            )
-        })?;
+        )
+    })?;
     println!("cargo:rustc-link-search=native={}", dir.display());
     println!("cargo:rustc-link-lib=dylib=ibverbs");
     println!("cargo:rustc-link-lib=dylib=mlx5");
@@ -160,10 +138,7 @@ fn link_ofed() -> Result<(), String> {
 
 /// The static archives of an installed rdma-core (e.g. Debian's libibverbs-dev).
 fn link_static_system(providers: &[String]) -> Result<String, String> {
-    let pc = pkg_config::Config::new()
-        .cargo_metadata(false)
-        .env_metadata(false)
-        .probe("libibverbs");
+    let pc = pkg_config::Config::new().cargo_metadata(false).env_metadata(false).probe("libibverbs");
     let libdir = match env::var_os("RRDDMMA_STATIC_LIBDIR") {
         Some(d) => PathBuf::from(d),
         None => pc
@@ -183,19 +158,14 @@ fn link_static_system(providers: &[String]) -> Result<String, String> {
     }
     let verbs = libdir.join("libibverbs.a");
     if !verbs.exists() {
-        return Err(format!(
-            "RRDDMMA_LINKAGE=static but {} does not exist; {INSTALL_HINT}",
-            verbs.display()
-        ));
+        return Err(format!("RRDDMMA_LINKAGE=static but {} does not exist; {INSTALL_HINT}", verbs.display()));
     }
     archives.push(verbs);
     link_archives(&archives);
     // Distribution builds resolve neighbours through libnl.
     for lib in ["libnl-route-3.0", "libnl-3.0"] {
         if pkg_config::Config::new().probe(lib).is_err() {
-            println!(
-                "cargo:warning=static linkage: {lib} not found by pkg-config; linking may fail"
-            );
+            println!("cargo:warning=static linkage: {lib} not found by pkg-config; linking may fail");
         }
     }
     Ok(version)
@@ -227,25 +197,12 @@ fn link_archives(archives: &[PathBuf]) {
 /// Hands the outcome to the crate: `build_info()` and provider registration.
 fn emit(o: &Outcome) -> Result<(), String> {
     println!("cargo:rustc-env=RRDDMMA_BUILD_LINKAGE={}", o.linkage.name());
-    println!(
-        "cargo:rustc-env=RRDDMMA_BUILD_RDMA_CORE={}",
-        o.rdma_core_version
-    );
-    println!(
-        "cargo:rustc-env=RRDDMMA_BUILD_PROVIDERS={}",
-        o.providers.join(",")
-    );
+    println!("cargo:rustc-env=RRDDMMA_BUILD_RDMA_CORE={}", o.rdma_core_version);
+    println!("cargo:rustc-env=RRDDMMA_BUILD_PROVIDERS={}", o.providers.join(","));
 
     let mut src = String::from("// Generated by build.rs: the statically linked providers.\n");
-    let _ = writeln!(
-        src,
-        "/// Providers linked into this build (empty for shared linkage)."
-    );
-    let _ = writeln!(
-        src,
-        "pub const STATIC_PROVIDERS: &[&str] = &{:?};",
-        o.providers
-    );
+    let _ = writeln!(src, "/// Providers linked into this build (empty for shared linkage).");
+    let _ = writeln!(src, "pub const STATIC_PROVIDERS: &[&str] = &{:?};", o.providers);
     if !o.providers.is_empty() {
         src.push_str("extern \"C\" {\n");
         for p in &o.providers {
@@ -263,9 +220,10 @@ fn emit(o: &Outcome) -> Result<(), String> {
         }
         src.push_str("core::ptr::null::<u8>());\n    }\n}\n");
     } else {
-        src.push_str("/// Shared linkage: libibverbs loads its providers itself.\n#[inline]\npub(crate) fn register() {}\n");
+        src.push_str(
+            "/// Shared linkage: libibverbs loads its providers itself.\n#[inline]\npub(crate) fn register() {}\n",
+        );
     }
     let out = PathBuf::from(env::var_os("OUT_DIR").ok_or("OUT_DIR is not set")?);
-    fs::write(out.join("static_providers.rs"), src)
-        .map_err(|e| format!("writing static_providers.rs: {e}"))
+    fs::write(out.join("static_providers.rs"), src).map_err(|e| format!("writing static_providers.rs: {e}"))
 }

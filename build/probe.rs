@@ -98,10 +98,9 @@ impl fmt::Display for ProbeError {
                 }
                 write!(f, "; unset RRDDMMA_LINKAGE to probe, or {INSTALL_HINT}")
             }
-            ProbeError::PkgConfigNotFound => write!(
-                f,
-                "RRDDMMA_LINKAGE=pkg-config but pkg-config cannot find libibverbs; {INSTALL_HINT}"
-            ),
+            ProbeError::PkgConfigNotFound => {
+                write!(f, "RRDDMMA_LINKAGE=pkg-config but pkg-config cannot find libibverbs; {INSTALL_HINT}")
+            }
         }
     }
 }
@@ -122,25 +121,16 @@ pub struct Ofed {
 pub fn parse_ofed_info(output: &str) -> Option<Ofed> {
     let line = output.lines().map(str::trim).find(|l| !l.is_empty())?;
     let line = line.trim_end_matches(':');
-    let version = ["MLNX_OFED_LINUX-", "OFED-internal-"]
-        .iter()
-        .find_map(|p| line.strip_prefix(p))?;
+    let version = ["MLNX_OFED_LINUX-", "OFED-internal-"].iter().find_map(|p| line.strip_prefix(p))?;
     let major = version.split(['.', '-']).next()?.parse().ok()?;
-    Some(Ofed {
-        major,
-        version: version.to_string(),
-    })
+    Some(Ofed { major, version: version.to_string() })
 }
 
 fn ofed_linkage(ofed: Ofed) -> Linkage {
     if ofed.major < 5 {
-        Linkage::Mlnx4 {
-            version: ofed.version,
-        }
+        Linkage::Mlnx4 { version: ofed.version }
     } else {
-        Linkage::Mlnx5 {
-            version: ofed.version,
-        }
+        Linkage::Mlnx5 { version: ofed.version }
     }
 }
 
@@ -154,10 +144,9 @@ pub fn decide(inputs: &ProbeInputs<'_>) -> Result<Linkage, ProbeError> {
                 let wanted: &'static str = if wanted == "mlnx4" { "mlnx4" } else { "mlnx5" };
                 match ofed.map(ofed_linkage) {
                     Some(l) if l.name() == wanted => Ok(l),
-                    _ => Err(ProbeError::OfedNotFound {
-                        wanted,
-                        found: inputs.ofed_info.map(|s| s.trim().to_string()),
-                    }),
+                    _ => {
+                        Err(ProbeError::OfedNotFound { wanted, found: inputs.ofed_info.map(|s| s.trim().to_string()) })
+                    }
                 }
             }
             "pkg-config" if inputs.pkg_config_found => Ok(Linkage::PkgConfig),
@@ -203,10 +192,7 @@ pub const KNOWN_PROVIDERS: &[&str] = &[
 /// Returns the providers in the given order without duplicates, or the first
 /// name that rdma-core does not know.
 pub fn parse_providers(value: Option<&str>) -> Result<Vec<String>, String> {
-    let value = value
-        .map(str::trim)
-        .filter(|v| !v.is_empty())
-        .unwrap_or("mlx5");
+    let value = value.map(str::trim).filter(|v| !v.is_empty()).unwrap_or("mlx5");
     let mut out: Vec<String> = Vec::new();
     for name in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
         if !KNOWN_PROVIDERS.contains(&name) {
@@ -221,9 +207,7 @@ pub fn parse_providers(value: Option<&str>) -> Result<Vec<String>, String> {
         }
     }
     if out.is_empty() {
-        return Err(
-            "RRDDMMA_STATIC_PROVIDERS names no provider; give e.g. `mlx5` or `mlx5,rxe`".into(),
-        );
+        return Err("RRDDMMA_STATIC_PROVIDERS names no provider; give e.g. `mlx5` or `mlx5,rxe`".into());
     }
     Ok(out)
 }

@@ -27,7 +27,8 @@ or install rdma-core's development packages and let the probe use pkg-config:
 
 /// What the source build produced.
 pub struct Built {
-    /// Provider archives in the order asked, then `libibverbs.a`.
+    /// Provider archives in the order asked, then `libibverbs.a` and rdma-core's
+    /// internal helper archives.
     pub archives: Vec<PathBuf>,
     /// The rdma-core version from the tree's `CMakeLists.txt`.
     pub version: String,
@@ -36,18 +37,11 @@ pub struct Built {
 /// Builds libibverbs and `providers` statically under `out_dir`.
 pub fn build(out_dir: &Path, providers: &[String]) -> Result<Built, String> {
     let tree = source_tree(out_dir)?;
-    println!(
-        "cargo:rerun-if-changed={}",
-        tree.join("CMakeLists.txt").display()
-    );
+    println!("cargo:rerun-if-changed={}", tree.join("CMakeLists.txt").display());
     let cmakelists = fs::read_to_string(tree.join("CMakeLists.txt"))
         .map_err(|e| format!("reading {}: {e}", tree.join("CMakeLists.txt").display()))?;
-    let version = super::probe::rdma_core_version_from_cmake(&cmakelists).ok_or_else(|| {
-        format!(
-            "{} has no PACKAGE_VERSION; is it rdma-core?",
-            tree.display()
-        )
-    })?;
+    let version = super::probe::rdma_core_version_from_cmake(&cmakelists)
+        .ok_or_else(|| format!("{} has no PACKAGE_VERSION; is it rdma-core?", tree.display()))?;
 
     let build_dir = out_dir.join("rdma-core-build");
     fs::create_dir_all(&build_dir).map_err(|e| format!("creating {}: {e}", build_dir.display()))?;
@@ -66,12 +60,8 @@ pub fn build(out_dir: &Path, providers: &[String]) -> Result<Built, String> {
     run(&mut configure, "cmake (configure rdma-core)")?;
 
     // Ask ninja for the archive outputs so that only they (and what they need) get built.
-    let targets = capture(
-        Command::new("ninja")
-            .current_dir(&build_dir)
-            .args(["-t", "targets", "all"]),
-        "ninja -t targets",
-    )?;
+    let targets =
+        capture(Command::new("ninja").current_dir(&build_dir).args(["-t", "targets", "all"]), "ninja -t targets")?;
     let outputs: Vec<&str> = targets
         .lines()
         .filter_map(|l| l.split(':').next())
@@ -82,33 +72,31 @@ pub fn build(out_dir: &Path, providers: &[String]) -> Result<Built, String> {
         let name = outputs
             .iter()
             .find(|o| archive_matches(o.trim_start_matches("lib/statics/"), p))
-            .ok_or_else(|| {
-                format!("rdma-core {version} builds no static archive for provider {p:?}")
-            })?;
+            .ok_or_else(|| format!("rdma-core {version} builds no static archive for provider {p:?}"))?;
         wanted.push(name.to_string());
     }
     wanted.push("lib/statics/libibverbs.a".to_string());
+    // The archives under lib/statics leave rdma-core's internal helpers
+    // (util, ccan) unresolved; rdma-core merges them only into its
+    // "distributable" copies, which need every provider built. Link them directly.
+    for internal in ["util/librdma_util_pic.a", "ccan/libccan_pic.a"] {
+        if !outputs_all(&targets, internal) {
+            return Err(format!("rdma-core {version} has no {internal} target"));
+        }
+        wanted.push(internal.to_string());
+    }
     let jobs = env::var("NUM_JOBS").unwrap_or_else(|_| "2".into());
-    run(
-        Command::new("ninja")
-            .current_dir(&build_dir)
-            .arg("-j")
-            .arg(jobs)
-            .args(&wanted),
-        "ninja (build rdma-core)",
-    )?;
-    Ok(Built {
-        archives: wanted.iter().map(|w| build_dir.join(w)).collect(),
-        version,
-    })
+    run(Command::new("ninja").current_dir(&build_dir).arg("-j").arg(jobs).args(&wanted), "ninja (build rdma-core)")?;
+    Ok(Built { archives: wanted.iter().map(|w| build_dir.join(w)).collect(), version })
+}
+
+fn outputs_all(targets: &str, output: &str) -> bool {
+    targets.lines().any(|l| l.split(':').next() == Some(output))
 }
 
 /// `lib<provider>.a` or `lib<provider>-rdmav<N>.a`.
 fn archive_matches(file: &str, provider: &str) -> bool {
-    let Some(rest) = file
-        .strip_prefix("lib")
-        .and_then(|f| f.strip_prefix(provider))
-    else {
+    let Some(rest) = file.strip_prefix("lib").and_then(|f| f.strip_prefix(provider)) else {
         return false;
     };
     rest == ".a"
@@ -123,11 +111,7 @@ pub fn find_provider_archive(libdir: &Path, provider: &str) -> Result<PathBuf, S
     let entries = fs::read_dir(libdir).map_err(|e| format!("reading {}: {e}", libdir.display()))?;
     let mut found: Vec<PathBuf> = entries
         .filter_map(|e| e.ok())
-        .filter(|e| {
-            e.file_name()
-                .to_str()
-                .is_some_and(|n| archive_matches(n, provider))
-        })
+        .filter(|e| e.file_name().to_str().is_some_and(|n| archive_matches(n, provider)))
         .map(|e| e.path())
         .collect();
     found.sort();
@@ -149,12 +133,7 @@ fn source_tree(out_dir: &Path) -> Result<PathBuf, String> {
             println!("cargo:rerun-if-changed={}", p.display());
             p
         }
-        Some(p) => {
-            return Err(format!(
-                "RRDDMMA_RDMA_CORE_SRC={} does not exist",
-                p.display()
-            ))
-        }
+        Some(p) => return Err(format!("RRDDMMA_RDMA_CORE_SRC={} does not exist", p.display())),
         None => download(out_dir)?,
     };
     let dest = out_dir.join("rdma-core-src");
@@ -162,14 +141,7 @@ fn source_tree(out_dir: &Path) -> Result<PathBuf, String> {
         fs::remove_dir_all(&dest).map_err(|e| format!("removing {}: {e}", dest.display()))?;
     }
     fs::create_dir_all(&dest).map_err(|e| format!("creating {}: {e}", dest.display()))?;
-    run(
-        Command::new("tar")
-            .arg("-xzf")
-            .arg(&archive)
-            .arg("-C")
-            .arg(&dest),
-        "tar (unpack rdma-core)",
-    )?;
+    run(Command::new("tar").arg("-xzf").arg(&archive).arg("-C").arg(&dest), "tar (unpack rdma-core)")?;
     find_root(&dest)
 }
 
@@ -184,19 +156,12 @@ fn find_root(dir: &Path) -> Result<PathBuf, String> {
         }
         if depth < 2 {
             if let Ok(rd) = fs::read_dir(&d) {
-                queue.extend(
-                    rd.filter_map(|e| e.ok())
-                        .map(|e| e.path())
-                        .filter(|p| p.is_dir())
-                        .map(|p| (p, depth + 1)),
-                );
+                queue
+                    .extend(rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_dir()).map(|p| (p, depth + 1)));
             }
         }
     }
-    Err(format!(
-        "{} holds no rdma-core tree (CMakeLists.txt beside libibverbs/)",
-        dir.display()
-    ))
+    Err(format!("{} holds no rdma-core tree (CMakeLists.txt beside libibverbs/)", dir.display()))
 }
 
 /// Downloads the pinned release and checks its SHA-256.
@@ -204,39 +169,25 @@ fn download(out_dir: &Path) -> Result<PathBuf, String> {
     let dest = out_dir.join("pyverbs-59.0.tar.gz");
     if !dest.exists() || sha256_file(&dest)? != PINNED_SHA256 {
         run(
-            Command::new("curl")
-                .args(["-fsSL", "--retry", "3", "-o"])
-                .arg(&dest)
-                .arg(PINNED_URL),
+            Command::new("curl").args(["-fsSL", "--retry", "3", "-o"]).arg(&dest).arg(PINNED_URL),
             "curl (download rdma-core v59.0)",
         )
-        .map_err(|e| {
-            format!(
-                "{e}; without network, set RRDDMMA_RDMA_CORE_SRC to an rdma-core tree or .tar.gz"
-            )
-        })?;
+        .map_err(|e| format!("{e}; without network, set RRDDMMA_RDMA_CORE_SRC to an rdma-core tree or .tar.gz"))?;
     }
     let got = sha256_file(&dest)?;
     if got != PINNED_SHA256 {
-        return Err(format!(
-            "{PINNED_URL} has SHA-256 {got}, expected {PINNED_SHA256}; refusing to build it"
-        ));
+        return Err(format!("{PINNED_URL} has SHA-256 {got}, expected {PINNED_SHA256}; refusing to build it"));
     }
     Ok(dest)
 }
 
 fn sha256_file(path: &Path) -> Result<String, String> {
     let bytes = fs::read(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-    Ok(Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
+    Ok(Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect())
 }
 
 fn run(cmd: &mut Command, what: &str) -> Result<(), String> {
-    let out = cmd
-        .output()
-        .map_err(|e| format!("{what}: cannot run ({e}); {TOOLS_HINT}"))?;
+    let out = cmd.output().map_err(|e| format!("{what}: cannot run ({e}); {TOOLS_HINT}"))?;
     if out.status.success() {
         return Ok(());
     }
@@ -245,18 +196,11 @@ fn run(cmd: &mut Command, what: &str) -> Result<(), String> {
         let lines: Vec<&str> = s.lines().collect();
         lines[lines.len().saturating_sub(20)..].join("\n")
     };
-    Err(format!(
-        "{what} failed ({}):\n{}\n{}",
-        out.status,
-        tail(&out.stdout),
-        tail(&out.stderr)
-    ))
+    Err(format!("{what} failed ({}):\n{}\n{}", out.status, tail(&out.stdout), tail(&out.stderr)))
 }
 
 fn capture(cmd: &mut Command, what: &str) -> Result<String, String> {
-    let out = cmd
-        .output()
-        .map_err(|e| format!("{what}: cannot run ({e}); {TOOLS_HINT}"))?;
+    let out = cmd.output().map_err(|e| format!("{what}: cannot run ({e}); {TOOLS_HINT}"))?;
     if !out.status.success() {
         return Err(format!("{what} failed ({})", out.status));
     }

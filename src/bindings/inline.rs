@@ -47,11 +47,7 @@ pub unsafe fn verbs_get_ctx(ctx: *mut ibv_context) -> *mut verbs_context {
     }
     // SAFETY: an extended context embeds `ibv_context` as the last field of
     // `verbs_context`; stepping back by its offset stays inside that allocation.
-    unsafe {
-        ctx.cast::<u8>()
-            .sub(offset_of!(verbs_context, context))
-            .cast()
-    }
+    unsafe { ctx.cast::<u8>().sub(offset_of!(verbs_context, context)).cast() }
 }
 
 /// `verbs_get_ctx_op`: the extended context if the provider's table reaches
@@ -94,11 +90,7 @@ fn set_errno(e: c_int) {
 /// # Safety
 /// `context` must be live; `port_attr` must be valid for writes.
 #[inline]
-pub unsafe fn ibv_query_port(
-    context: *mut ibv_context,
-    port_num: u8,
-    port_attr: *mut ibv_port_attr,
-) -> c_int {
+pub unsafe fn ibv_query_port(context: *mut ibv_context, port_num: u8, port_attr: *mut ibv_port_attr) -> c_int {
     let vctx = verbs_get_ctx_op!(context, query_port);
     if vctx.is_null() {
         // SAFETY: `port_attr` is valid for writes of its full size; the compat
@@ -109,13 +101,7 @@ pub unsafe fn ibv_query_port(
         }
     }
     // SAFETY: `vctx` is non-null and `query_port` is set (checked above).
-    unsafe {
-        call_op!(
-            (*vctx).query_port,
-            "query_port",
-            (context, port_num, port_attr, size_of::<ibv_port_attr>())
-        )
-    }
+    unsafe { call_op!((*vctx).query_port, "query_port", (context, port_num, port_attr, size_of::<ibv_port_attr>())) }
 }
 
 /// `ibv_query_device_ex`.
@@ -158,10 +144,7 @@ pub unsafe fn ibv_query_device_ex(
 /// # Safety
 /// `context` must be live; `cq_attr` valid.
 #[inline]
-pub unsafe fn ibv_create_cq_ex(
-    context: *mut ibv_context,
-    cq_attr: *mut ibv_cq_init_attr_ex,
-) -> *mut ibv_cq_ex {
+pub unsafe fn ibv_create_cq_ex(context: *mut ibv_context, cq_attr: *mut ibv_cq_init_attr_ex) -> *mut ibv_cq_ex {
     let vctx = verbs_get_ctx_op!(context, create_cq_ex);
     if vctx.is_null() {
         set_errno(libc::EOPNOTSUPP);
@@ -176,10 +159,7 @@ pub unsafe fn ibv_create_cq_ex(
 /// # Safety
 /// `context` must be live; `attr` valid.
 #[inline]
-pub unsafe fn ibv_create_qp_ex(
-    context: *mut ibv_context,
-    attr: *mut ibv_qp_init_attr_ex,
-) -> *mut ibv_qp {
+pub unsafe fn ibv_create_qp_ex(context: *mut ibv_context, attr: *mut ibv_qp_init_attr_ex) -> *mut ibv_qp {
     // SAFETY: `attr` is valid per the contract.
     if unsafe { (*attr).comp_mask } == ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD.0 {
         // SAFETY: `ibv_qp_init_attr` is the prefix of `ibv_qp_init_attr_ex`.
@@ -200,19 +180,9 @@ pub unsafe fn ibv_create_qp_ex(
 /// `qp` must be live; `wr` a valid list whose buffers stay registered and
 /// alive until their completions; `bad_wr` valid for writes.
 #[inline(always)]
-pub unsafe fn ibv_post_send(
-    qp: *mut ibv_qp,
-    wr: *mut ibv_send_wr,
-    bad_wr: *mut *mut ibv_send_wr,
-) -> c_int {
+pub unsafe fn ibv_post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad_wr: *mut *mut ibv_send_wr) -> c_int {
     // SAFETY: a live QP points to its live context.
-    unsafe {
-        call_op!(
-            (*(*qp).context).ops.post_send,
-            "post_send",
-            (qp, wr, bad_wr)
-        )
-    }
+    unsafe { call_op!((*(*qp).context).ops.post_send, "post_send", (qp, wr, bad_wr)) }
 }
 
 /// `ibv_post_recv`: posts a linked list of receive work requests.
@@ -220,19 +190,9 @@ pub unsafe fn ibv_post_send(
 /// # Safety
 /// As [`ibv_post_send`].
 #[inline(always)]
-pub unsafe fn ibv_post_recv(
-    qp: *mut ibv_qp,
-    wr: *mut ibv_recv_wr,
-    bad_wr: *mut *mut ibv_recv_wr,
-) -> c_int {
+pub unsafe fn ibv_post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad_wr: *mut *mut ibv_recv_wr) -> c_int {
     // SAFETY: a live QP points to its live context.
-    unsafe {
-        call_op!(
-            (*(*qp).context).ops.post_recv,
-            "post_recv",
-            (qp, wr, bad_wr)
-        )
-    }
+    unsafe { call_op!((*(*qp).context).ops.post_recv, "post_recv", (qp, wr, bad_wr)) }
 }
 
 /// `ibv_post_srq_recv`: posts receive work requests to a shared receive queue.
@@ -240,19 +200,9 @@ pub unsafe fn ibv_post_recv(
 /// # Safety
 /// As [`ibv_post_send`], for an SRQ.
 #[inline(always)]
-pub unsafe fn ibv_post_srq_recv(
-    srq: *mut ibv_srq,
-    wr: *mut ibv_recv_wr,
-    bad_wr: *mut *mut ibv_recv_wr,
-) -> c_int {
+pub unsafe fn ibv_post_srq_recv(srq: *mut ibv_srq, wr: *mut ibv_recv_wr, bad_wr: *mut *mut ibv_recv_wr) -> c_int {
     // SAFETY: a live SRQ points to its live context.
-    unsafe {
-        call_op!(
-            (*(*srq).context).ops.post_srq_recv,
-            "post_srq_recv",
-            (srq, wr, bad_wr)
-        )
-    }
+    unsafe { call_op!((*(*srq).context).ops.post_srq_recv, "post_srq_recv", (srq, wr, bad_wr)) }
 }
 
 /// `ibv_poll_cq`: polls up to `num_entries` completions into `wc`.
@@ -262,13 +212,7 @@ pub unsafe fn ibv_post_srq_recv(
 #[inline(always)]
 pub unsafe fn ibv_poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_wc) -> c_int {
     // SAFETY: a live CQ points to its live context.
-    unsafe {
-        call_op!(
-            (*(*cq).context).ops.poll_cq,
-            "poll_cq",
-            (cq, num_entries, wc)
-        )
-    }
+    unsafe { call_op!((*(*cq).context).ops.poll_cq, "poll_cq", (cq, num_entries, wc)) }
 }
 
 /// `ibv_req_notify_cq`: arms the CQ's completion channel.
@@ -278,13 +222,7 @@ pub unsafe fn ibv_poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_wc) 
 #[inline(always)]
 pub unsafe fn ibv_req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
     // SAFETY: a live CQ points to its live context.
-    unsafe {
-        call_op!(
-            (*(*cq).context).ops.req_notify_cq,
-            "req_notify_cq",
-            (cq, solicited_only)
-        )
-    }
+    unsafe { call_op!((*(*cq).context).ops.req_notify_cq, "req_notify_cq", (cq, solicited_only)) }
 }
 
 /// `ibv_cq_ex_to_cq`: an extended CQ begins with its `ibv_cq`.
@@ -385,4 +323,77 @@ forward! {
     pub unsafe fn ibv_wc_read_cvlan(cq: *mut ibv_cq_ex) -> u16 => read_cvlan;
     /// `ibv_wc_read_flow_tag`: flow tag.
     pub unsafe fn ibv_wc_read_flow_tag(cq: *mut ibv_cq_ex) -> u32 => read_flow_tag;
+}
+
+#[cfg(test)]
+mod tests {
+    //! Dispatch checks on hand-built provider tables: no device needed.
+    #![allow(clippy::undocumented_unsafe_blocks)]
+
+    use super::*;
+
+    unsafe extern "C" fn fake_create_cq_ex(_: *mut ibv_context, attr: *mut ibv_cq_init_attr_ex) -> *mut ibv_cq_ex {
+        // Returns the attr pointer, so the test can see the call went through.
+        attr.cast()
+    }
+
+    unsafe extern "C" fn fake_post_send(_: *mut ibv_qp, _: *mut ibv_send_wr, bad: *mut *mut ibv_send_wr) -> c_int {
+        unsafe { *bad = ptr::null_mut() };
+        42
+    }
+
+    fn extended() -> Box<verbs_context> {
+        let mut v: Box<verbs_context> = Box::default();
+        v.context.abi_compat = usize::MAX as *mut c_void;
+        v.sz = size_of::<verbs_context>();
+        v
+    }
+
+    #[test]
+    fn legacy_context_has_no_extension() {
+        let mut ctx = ibv_context::default();
+        assert!(unsafe { verbs_get_ctx(&mut ctx) }.is_null());
+        let mut attr = ibv_cq_init_attr_ex::default();
+        assert!(unsafe { ibv_create_cq_ex(&mut ctx, &mut attr) }.is_null());
+        assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EOPNOTSUPP));
+    }
+
+    #[test]
+    fn extended_context_dispatches_when_the_table_reaches_the_op() {
+        let mut v = extended();
+        let vp: *mut verbs_context = &mut *v;
+        let ctx = unsafe { ptr::addr_of_mut!((*vp).context) };
+        assert_eq!(unsafe { verbs_get_ctx(ctx) }, vp);
+        let mut attr = ibv_cq_init_attr_ex::default();
+        let attr_p: *mut ibv_cq_init_attr_ex = &mut attr;
+        // Entry unset: not supported.
+        assert!(unsafe { ibv_create_cq_ex(ctx, attr_p) }.is_null());
+        // Entry set: called.
+        unsafe { (*vp).create_cq_ex = Some(fake_create_cq_ex) };
+        assert_eq!(unsafe { ibv_create_cq_ex(ctx, attr_p) }, attr_p.cast());
+        // Entry set but the provider's table is too short to contain it.
+        unsafe { (*vp).sz = size_of::<verbs_context>() - offset_of!(verbs_context, create_cq_ex) - 1 };
+        assert!(unsafe { ibv_create_cq_ex(ctx, attr_p) }.is_null());
+    }
+
+    #[test]
+    fn post_send_goes_through_the_context_ops() {
+        let mut ctx = ibv_context::default();
+        ctx.ops.post_send = Some(fake_post_send);
+        let mut qp = ibv_qp { context: &mut ctx, ..Default::default() };
+        let mut wr = ibv_send_wr::default();
+        let mut bad = ptr::dangling_mut();
+        assert_eq!(unsafe { ibv_post_send(&mut qp, &mut wr, &mut bad) }, 42);
+        assert!(bad.is_null());
+    }
+
+    #[test]
+    #[should_panic(expected = "the RDMA provider leaves `post_recv` unset")]
+    fn null_provider_entry_panics_with_its_name() {
+        let mut ctx = ibv_context::default();
+        let mut qp = ibv_qp { context: &mut ctx, ..Default::default() };
+        let mut wr = ibv_recv_wr::default();
+        let mut bad = ptr::null_mut();
+        unsafe { ibv_post_recv(&mut qp, &mut wr, &mut bad) };
+    }
 }

@@ -34,35 +34,18 @@ pub struct Cq(Arc<CqInner>);
 
 impl fmt::Debug for Cq {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Cq")
-            .field("device", &self.0.ctx.name())
-            .field("cqe", &self.capacity())
-            .finish()
+        f.debug_struct("Cq").field("device", &self.0.ctx.name()).field("cqe", &self.capacity()).finish()
     }
 }
 
 impl Cq {
     /// Creates a CQ with room for at least `cqe` completions.
     pub fn new(ctx: &Context, cqe: u32) -> Result<Cq> {
-        let cqe = i32::try_from(cqe).map_err(|_| Error::Verbs {
-            op: "ibv_create_cq",
-            errno: libc::EINVAL,
-        })?;
+        let cqe = i32::try_from(cqe).map_err(|_| Error::Verbs { op: "ibv_create_cq", errno: libc::EINVAL })?;
         // SAFETY: live context; no channel, no context pointer.
-        let cq = unsafe {
-            ffi::ibv_create_cq(
-                ctx.as_ptr(),
-                cqe,
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                0,
-            )
-        };
+        let cq = unsafe { ffi::ibv_create_cq(ctx.as_ptr(), cqe, std::ptr::null_mut(), std::ptr::null_mut(), 0) };
         let cq = NonNull::new(cq).ok_or_else(|| Error::last("ibv_create_cq"))?;
-        Ok(Cq(Arc::new(CqInner {
-            cq,
-            ctx: ctx.clone(),
-        })))
+        Ok(Cq(Arc::new(CqInner { cq, ctx: ctx.clone() })))
     }
 
     /// The raw CQ.
@@ -121,8 +104,7 @@ impl Wc {
     pub fn imm(&self) -> Option<u32> {
         let with_imm = ffi::ibv_wc_flags::IBV_WC_WITH_IMM.0;
         // SAFETY: the union's `imm_data` and `invalidated_rkey` are both plain u32.
-        (self.0.wc_flags & with_imm != 0)
-            .then(|| u32::from_be(unsafe { self.0.__bindgen_anon_1.imm_data }))
+        (self.0.wc_flags & with_imm != 0).then(|| u32::from_be(unsafe { self.0.__bindgen_anon_1.imm_data }))
     }
 
     /// Local QP number.
@@ -150,5 +132,26 @@ impl fmt::Debug for Wc {
             .field("byte_len", &self.byte_len())
             .field("imm", &self.imm())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn completion_fields_decode_any_value() {
+        let mut raw = ffi::ibv_wc { wr_id: 9, byte_len: 100, ..Default::default() };
+        raw.status = ffi::ibv_wc_status(0xdead);
+        raw.opcode = ffi::ibv_wc_opcode(0xbeef);
+        raw.__bindgen_anon_1.imm_data = 0x0102_0304u32.to_be();
+        let wc = Wc(raw);
+        assert!(!wc.is_success());
+        assert_eq!(wc.status().0, 0xdead);
+        assert_eq!(wc.opcode().0, 0xbeef);
+        assert_eq!(wc.imm(), None, "no IBV_WC_WITH_IMM flag: no immediate");
+        raw.wc_flags = ffi::ibv_wc_flags::IBV_WC_WITH_IMM.0;
+        assert_eq!(Wc(raw).imm(), Some(0x0102_0304));
+        assert!(format!("{:?}", Wc(raw)).contains("wr_id: 9"));
     }
 }

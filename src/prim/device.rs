@@ -13,10 +13,7 @@ use crate::bindings as ffi;
 /// Names of the RDMA devices in the kernel (`/sys/class/infiniband`).
 fn kernel_devices() -> Vec<String> {
     let mut names: Vec<String> = fs::read_dir("/sys/class/infiniband")
-        .map(|rd| {
-            rd.filter_map(|e| e.ok()?.file_name().into_string().ok())
-                .collect()
-        })
+        .map(|rd| rd.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect())
         .unwrap_or_default();
     names.sort();
     names
@@ -35,10 +32,7 @@ impl DeviceList {
         // SAFETY: `n` is valid for writes; the list is freed in `drop`.
         let list = unsafe { ffi::ibv_get_device_list(&mut n) };
         let list = NonNull::new(list).ok_or_else(|| Error::last("ibv_get_device_list"))?;
-        Ok(DeviceList {
-            list,
-            len: usize::try_from(n).unwrap_or(0),
-        })
+        Ok(DeviceList { list, len: usize::try_from(n).unwrap_or(0) })
     }
 
     fn devices(&self) -> &[*mut ffi::ibv_device] {
@@ -62,15 +56,9 @@ impl DeviceList {
         let available: Vec<String> = self.devices().iter().map(|d| Self::name(*d)).collect();
         match name {
             Some(n) if !available.is_empty() || !kernel_devices().iter().any(|k| k == n) => {
-                Error::DeviceNotFound {
-                    name: n.to_string(),
-                    available,
-                }
+                Error::DeviceNotFound { name: n.to_string(), available }
             }
-            _ => Error::NoSupportedDevice {
-                kernel_devices: kernel_devices(),
-                static_providers: ffi::STATIC_PROVIDERS,
-            },
+            _ => Error::NoSupportedDevice { kernel_devices: kernel_devices(), static_providers: ffi::STATIC_PROVIDERS },
         }
     }
 }
@@ -88,11 +76,7 @@ impl Drop for DeviceList {
 /// `ibv_get_device_list(3)`
 pub fn device_names() -> Result<Vec<String>> {
     let list = DeviceList::get()?;
-    Ok(list
-        .devices()
-        .iter()
-        .map(|d| DeviceList::name(*d))
-        .collect())
+    Ok(list.devices().iter().map(|d| DeviceList::name(*d)).collect())
 }
 
 struct ContextInner {
@@ -122,9 +106,7 @@ pub struct Context(Arc<ContextInner>);
 
 impl fmt::Debug for Context {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Context")
-            .field("name", &self.0.name)
-            .finish()
+        f.debug_struct("Context").field("name", &self.0.name).finish()
     }
 }
 
@@ -191,10 +173,7 @@ impl Context {
     /// `ibv_query_gid(3)`
     pub fn query_gid(&self, port: u8, index: u32) -> Result<Gid> {
         let mut gid = ffi::ibv_gid::default();
-        let idx = i32::try_from(index).map_err(|_| Error::Verbs {
-            op: "ibv_query_gid",
-            errno: libc::EINVAL,
-        })?;
+        let idx = i32::try_from(index).map_err(|_| Error::Verbs { op: "ibv_query_gid", errno: libc::EINVAL })?;
         // SAFETY: live context; `gid` is valid for writes.
         let rc = unsafe { ffi::ibv_query_gid(self.as_ptr(), port, idx, &mut gid) };
         if rc != 0 {
@@ -210,10 +189,7 @@ impl Context {
     pub fn roce_v2_gid_index(&self, port: u8) -> Result<u32> {
         let attr = self.query_port(port)?;
         let len = u32::try_from(attr.gid_tbl_len).unwrap_or(0);
-        let dir = format!(
-            "/sys/class/infiniband/{}/ports/{port}/gid_attrs/types",
-            self.name()
-        );
+        let dir = format!("/sys/class/infiniband/{}/ports/{port}/gid_attrs/types", self.name());
         let mut first_v2 = None;
         for i in 0..len {
             let Ok(kind) = fs::read_to_string(format!("{dir}/{i}")) else {
@@ -267,5 +243,27 @@ impl fmt::Display for Gid {
 impl fmt::Debug for Gid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Gid({self})")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gid_formats_and_maps_ipv4() {
+        let mut raw = [0u8; 16];
+        raw[10] = 0xff;
+        raw[11] = 0xff;
+        raw[12..].copy_from_slice(&[127, 0, 0, 1]);
+        let gid = Gid(raw);
+        assert_eq!(gid.to_string(), "::ffff:127.0.0.1");
+        assert_eq!(gid.ipv4(), Some(std::net::Ipv4Addr::LOCALHOST));
+        assert!(!gid.is_zero() && Gid::default().is_zero());
+        let link_local = Gid([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0xff, 0xfe, 0, 0, 1]);
+        assert_eq!(link_local.to_string(), "fe80::200:ff:fe00:1");
+        assert_eq!(link_local.ipv4(), None);
+        // SAFETY: reading the plain byte array of a union built from it.
+        assert_eq!(unsafe { gid.to_raw().raw }, raw);
     }
 }

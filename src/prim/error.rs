@@ -36,19 +36,13 @@ pub enum Error {
 impl Error {
     /// The last `errno` as a failure of `op`.
     pub(crate) fn last(op: &'static str) -> Error {
-        Error::Verbs {
-            op,
-            errno: io::Error::last_os_error().raw_os_error().unwrap_or(0),
-        }
+        Error::Verbs { op, errno: io::Error::last_os_error().raw_os_error().unwrap_or(0) }
     }
 
     /// A failure of `op` with a returned error code (verbs return errno values).
     pub(crate) fn code(op: &'static str, rc: i32) -> Error {
         // Some verbs return -errno, others errno: take the magnitude.
-        Error::Verbs {
-            op,
-            errno: rc.abs(),
-        }
+        Error::Verbs { op, errno: rc.abs() }
     }
 
     /// The errno, for [`Error::Verbs`].
@@ -64,25 +58,15 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Verbs { op, errno } => {
-                write!(
-                    f,
-                    "{op} failed: {} (errno {errno})",
-                    io::Error::from_raw_os_error(*errno)
-                )
+                write!(f, "{op} failed: {} (errno {errno})", io::Error::from_raw_os_error(*errno))
             }
             Error::DeviceNotFound { name, available } => {
                 write!(f, "no RDMA device named {name:?}; available: {available:?}")
             }
-            Error::NoSupportedDevice {
-                kernel_devices,
-                static_providers,
-            } => {
+            Error::NoSupportedDevice { kernel_devices, static_providers } => {
                 write!(f, "no supported RDMA device: ")?;
                 if kernel_devices.is_empty() {
-                    write!(
-                        f,
-                        "the kernel has no RDMA device (/sys/class/infiniband is empty)"
-                    )?;
+                    write!(f, "the kernel has no RDMA device (/sys/class/infiniband is empty)")?;
                 } else {
                     write!(f, "the kernel has {kernel_devices:?} but no provider of this build drives them")?;
                 }
@@ -104,12 +88,34 @@ impl std::error::Error for Error {}
 impl From<Error> for io::Error {
     fn from(e: Error) -> io::Error {
         match &e {
-            Error::Verbs { errno, .. } => {
-                io::Error::new(io::Error::from_raw_os_error(*errno).kind(), e)
-            }
+            Error::Verbs { errno, .. } => io::Error::new(io::Error::from_raw_os_error(*errno).kind(), e),
             Error::DeviceNotFound { .. } | Error::NoSupportedDevice { .. } => {
                 io::Error::new(io::ErrorKind::NotFound, e)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_say_what_and_why() {
+        let e = Error::Verbs { op: "ibv_create_qp", errno: libc::ENOMEM };
+        assert_eq!(e.errno(), Some(libc::ENOMEM));
+        assert!(e.to_string().starts_with("ibv_create_qp failed: "), "{e}");
+        assert_eq!(io::Error::from(e).kind(), io::ErrorKind::OutOfMemory);
+
+        let e = Error::DeviceNotFound { name: "mlx5_9".into(), available: vec!["rxe0".into()] };
+        assert_eq!(e.to_string(), "no RDMA device named \"mlx5_9\"; available: [\"rxe0\"]");
+        assert_eq!(io::Error::from(e).kind(), io::ErrorKind::NotFound);
+
+        let e = Error::NoSupportedDevice { kernel_devices: vec!["rxe0".into()], static_providers: &["mlx5"] };
+        let s = e.to_string();
+        assert!(s.starts_with("no supported RDMA device: the kernel has [\"rxe0\"]"), "{s}");
+        assert!(s.contains("registers only the providers [\"mlx5\"]"), "{s}");
+        let e = Error::NoSupportedDevice { kernel_devices: vec![], static_providers: &[] };
+        assert!(e.to_string().contains("the kernel has no RDMA device"), "{e}");
     }
 }

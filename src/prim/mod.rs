@@ -24,6 +24,6 @@ pub use qp::{ConnectOpts, Endpoint, Qp, QpCaps};
 
 /// Values of C enums and flags, re-exported from the bindings.
 pub use crate::bindings::{
-    ibv_access_flags as AccessFlags, ibv_send_flags as SendFlags, ibv_wc_opcode as WcOpcode,
-    ibv_wc_status as WcStatus, ibv_wr_opcode as WrOpcode,
+    ibv_access_flags as AccessFlags, ibv_send_flags as SendFlags, ibv_wc_opcode as WcOpcode, ibv_wc_status as WcStatus,
+    ibv_wr_opcode as WrOpcode,
 };

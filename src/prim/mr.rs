@@ -43,20 +43,12 @@ impl Mr {
     /// `addr..addr+len` must be memory of this process that stays allocated
     /// for as long as the region exists and any posted work request or remote
     /// peer may access it.
-    pub unsafe fn register(
-        pd: &Pd,
-        addr: *mut u8,
-        len: usize,
-        access: ffi::ibv_access_flags,
-    ) -> Result<Mr> {
+    pub unsafe fn register(pd: &Pd, addr: *mut u8, len: usize, access: ffi::ibv_access_flags) -> Result<Mr> {
         let access = i32::try_from(access.0).expect("access flags are a 32-bit mask");
         // SAFETY: live PD; the memory contract is the caller's.
         let mr = unsafe { ffi::ibv_reg_mr(pd.as_ptr(), addr.cast(), len, access) };
         let mr = NonNull::new(mr).ok_or_else(|| Error::last("ibv_reg_mr"))?;
-        Ok(Mr {
-            mr,
-            _pd: pd.clone(),
-        })
+        Ok(Mr { mr, _pd: pd.clone() })
     }
 
     fn raw(&self) -> &ffi::ibv_mr {
@@ -100,11 +92,7 @@ impl Mr {
             "sge range {offset}..+{len} is outside the memory region of {} bytes",
             self.len()
         );
-        ffi::ibv_sge {
-            addr: self.addr() + offset as u64,
-            length: len,
-            lkey: self.lkey(),
-        }
+        ffi::ibv_sge { addr: self.addr() + offset as u64, length: len, lkey: self.lkey() }
     }
 }
 

@@ -34,9 +34,7 @@ pub struct Pd(Arc<PdInner>);
 
 impl fmt::Debug for Pd {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Pd")
-            .field("device", &self.0.ctx.name())
-            .finish()
+        f.debug_struct("Pd").field("device", &self.0.ctx.name()).finish()
     }
 }
 
@@ -46,10 +44,7 @@ impl Pd {
         // SAFETY: live context.
         let pd = unsafe { ffi::ibv_alloc_pd(ctx.as_ptr()) };
         let pd = NonNull::new(pd).ok_or_else(|| Error::last("ibv_alloc_pd"))?;
-        Ok(Pd(Arc::new(PdInner {
-            pd,
-            ctx: ctx.clone(),
-        })))
+        Ok(Pd(Arc::new(PdInner { pd, ctx: ctx.clone() })))
     }
 
     /// The device context.

@@ -27,13 +27,7 @@ pub struct QpCaps {
 
 impl Default for QpCaps {
     fn default() -> QpCaps {
-        QpCaps {
-            max_send_wr: 64,
-            max_recv_wr: 64,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data: 0,
-        }
+        QpCaps { max_send_wr: 64, max_recv_wr: 64, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 }
     }
 }
 
@@ -142,12 +136,7 @@ impl Qp {
         // SAFETY: live PD and CQs of the same device; `attr` is valid.
         let qp = unsafe { ffi::ibv_create_qp(pd.as_ptr(), &mut attr) };
         let qp = NonNull::new(qp).ok_or_else(|| Error::last("ibv_create_qp"))?;
-        Ok(Qp {
-            qp,
-            pd: pd.clone(),
-            _send_cq: send_cq.clone(),
-            _recv_cq: recv_cq.clone(),
-        })
+        Ok(Qp { qp, pd: pd.clone(), _send_cq: send_cq.clone(), _recv_cq: recv_cq.clone() })
     }
 
     /// The raw QP.
@@ -166,12 +155,7 @@ impl Qp {
         let ctx = self.pd.context();
         let attr = ctx.query_port(port)?;
         let gid = ctx.query_gid(port, u32::from(gid_index))?;
-        Ok(Endpoint {
-            qpn: self.qpn(),
-            psn: psn & 0xff_ffff,
-            lid: attr.lid,
-            gid,
-        })
+        Ok(Endpoint { qpn: self.qpn(), psn: psn & 0xff_ffff, lid: attr.lid, gid })
     }
 
     fn modify(&self, attr: &mut ffi::ibv_qp_attr, mask: ffi::ibv_qp_attr_mask) -> Result<()> {
@@ -195,10 +179,7 @@ impl Qp {
             qp_access_flags: o.access.0,
             ..Default::default()
         };
-        self.modify(
-            &mut a,
-            M::IBV_QP_STATE | M::IBV_QP_PKEY_INDEX | M::IBV_QP_PORT | M::IBV_QP_ACCESS_FLAGS,
-        )?;
+        self.modify(&mut a, M::IBV_QP_STATE | M::IBV_QP_PKEY_INDEX | M::IBV_QP_PORT | M::IBV_QP_ACCESS_FLAGS)?;
 
         let mut a = ffi::ibv_qp_attr {
             qp_state: ffi::ibv_qp_state::IBV_QPS_RTR,
@@ -260,8 +241,7 @@ impl Qp {
         let mut init = MaybeUninit::<ffi::ibv_qp_init_attr>::zeroed();
         let mask = i32::try_from(ffi::ibv_qp_attr_mask::IBV_QP_STATE.0).unwrap_or(1);
         // SAFETY: live QP; both outputs are valid for writes.
-        let rc =
-            unsafe { ffi::ibv_query_qp(self.as_ptr(), attr.as_mut_ptr(), mask, init.as_mut_ptr()) };
+        let rc = unsafe { ffi::ibv_query_qp(self.as_ptr(), attr.as_mut_ptr(), mask, init.as_mut_ptr()) };
         if rc != 0 {
             return Err(Error::code("ibv_query_qp", rc));
         }

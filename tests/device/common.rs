@@ -10,8 +10,7 @@ pub fn open_device() -> Context {
         "RRDDMMA_TEST_DEVICE is not set: device tests need an RDMA device. \
          Run `cargo xtask test`, or set it to a name from `ibv_devices`",
     );
-    let ctx = Context::open(&name)
-        .unwrap_or_else(|e| panic!("device {name:?} promised by RRDDMMA_TEST_DEVICE: {e}"));
+    let ctx = Context::open(&name).unwrap_or_else(|e| panic!("device {name:?} promised by RRDDMMA_TEST_DEVICE: {e}"));
     eprintln!("device test on {name} ({})", rrddmma::build_info());
     ctx
 }

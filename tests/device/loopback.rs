@@ -1,9 +1,7 @@
 //! First real data movement: two RC QPs of one device connected to each other.
 
 use rrddmma::bindings as ffi;
-use rrddmma::prim::{
-    device_names, AccessFlags, ConnectOpts, Cq, Mr, Pd, QpCaps, WcOpcode, WcStatus, WrOpcode,
-};
+use rrddmma::prim::{device_names, AccessFlags, ConnectOpts, Cq, Mr, Pd, QpCaps, WcOpcode, WcStatus, WrOpcode};
 use rrddmma::wrap::connected_rc_pair;
 
 use crate::common::{open_device, poll_one};
@@ -11,9 +9,7 @@ use crate::common::{open_device, poll_one};
 const LEN: usize = 4096;
 
 fn pattern(seed: u8) -> Vec<u8> {
-    (0..LEN)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
+    (0..LEN).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
 }
 
 fn rdma_wr(opcode: WrOpcode, sge: &mut ffi::ibv_sge, remote: &Mr, wr_id: u64) -> ffi::ibv_send_wr {
@@ -25,10 +21,7 @@ fn rdma_wr(opcode: WrOpcode, sge: &mut ffi::ibv_sge, remote: &Mr, wr_id: u64) ->
         send_flags: ffi::ibv_send_flags::IBV_SEND_SIGNALED.0,
         ..Default::default()
     };
-    wr.wr.rdma = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 {
-        remote_addr: remote.addr(),
-        rkey: remote.rkey(),
-    };
+    wr.wr.rdma = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr: remote.addr(), rkey: remote.rkey() };
     wr
 }
 
@@ -39,11 +32,7 @@ fn check_build_info() {
         assert_eq!(info.linkage, want, "build_info(): {info}");
     }
     if let Ok(want) = std::env::var("RRDDMMA_EXPECT_PROVIDERS") {
-        assert_eq!(
-            info.static_providers.join(","),
-            want,
-            "build_info(): {info}"
-        );
+        assert_eq!(info.static_providers.join(","), want, "build_info(): {info}");
     }
 }
 
@@ -52,18 +41,9 @@ fn check_build_info() {
 fn device_is_listed() {
     let ctx = open_device();
     let names = device_names().expect("ibv_get_device_list");
-    assert!(
-        names.iter().any(|n| n == ctx.name()),
-        "{} not in {names:?}",
-        ctx.name()
-    );
+    assert!(names.iter().any(|n| n == ctx.name()), "{} not in {names:?}", ctx.name());
     let port = ctx.query_port(1).expect("ibv_query_port");
-    assert_eq!(
-        port.state,
-        ffi::ibv_port_state::IBV_PORT_ACTIVE,
-        "port 1 of {} is not active",
-        ctx.name()
-    );
+    assert_eq!(port.state, ffi::ibv_port_state::IBV_PORT_ACTIVE, "port 1 of {} is not active", ctx.name());
 }
 
 #[test]
@@ -82,12 +62,8 @@ fn loopback_write_read_send_imm() {
         access: AccessFlags::IBV_ACCESS_REMOTE_WRITE | AccessFlags::IBV_ACCESS_REMOTE_READ,
         ..ConnectOpts::default()
     };
-    let (qa, qb) =
-        connected_rc_pair(&pd, &cq, QpCaps::default(), 0x1234, &opts).expect("connect RC pair");
-    assert_eq!(
-        qa.state().expect("ibv_query_qp"),
-        ffi::ibv_qp_state::IBV_QPS_RTS
-    );
+    let (qa, qb) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 0x1234, &opts).expect("connect RC pair");
+    assert_eq!(qa.state().expect("ibv_query_qp"), ffi::ibv_qp_state::IBV_QPS_RTS);
 
     let mut buf_a = pattern(1);
     let mut buf_b = vec![0u8; LEN];
@@ -106,10 +82,7 @@ fn loopback_write_read_send_imm() {
     // SAFETY: the SGE lies in `mr_a`; `buf_a`/`buf_b` stay untouched until the completion.
     unsafe { qa.post_send(&mut wr) }.expect("post WRITE");
     let wc = poll_one(&cq);
-    assert_eq!(
-        (wc.status(), wc.opcode(), wc.wr_id()),
-        (WcStatus::IBV_WC_SUCCESS, WcOpcode::IBV_WC_RDMA_WRITE, 1)
-    );
+    assert_eq!((wc.status(), wc.opcode(), wc.wr_id()), (WcStatus::IBV_WC_SUCCESS, WcOpcode::IBV_WC_RDMA_WRITE, 1));
     assert_eq!(wc.qp_num(), qa.qpn());
     assert_eq!(buf_b, pattern(1), "RDMA WRITE: target differs from source");
 
@@ -120,28 +93,16 @@ fn loopback_write_read_send_imm() {
     // SAFETY: as above.
     unsafe { qa.post_send(&mut wr) }.expect("post READ");
     let wc = poll_one(&cq);
-    assert_eq!(
-        (wc.status(), wc.opcode(), wc.wr_id()),
-        (WcStatus::IBV_WC_SUCCESS, WcOpcode::IBV_WC_RDMA_READ, 2)
-    );
+    assert_eq!((wc.status(), wc.opcode(), wc.wr_id()), (WcStatus::IBV_WC_SUCCESS, WcOpcode::IBV_WC_RDMA_READ, 2));
     assert_eq!(wc.byte_len(), LEN as u32, "RDMA READ byte_len");
-    assert_eq!(
-        buf_a,
-        pattern(7),
-        "RDMA READ: local buffer differs from remote"
-    );
+    assert_eq!(buf_a, pattern(7), "RDMA READ: local buffer differs from remote");
 
     // SEND with immediate a -> b, into a posted receive of b.
     const SEND_LEN: u32 = 1000;
     buf_b.fill(0);
     buf_a.copy_from_slice(&pattern(42));
     let mut rsge = mr_b.sge(16, LEN as u32 - 16);
-    let mut rwr = ffi::ibv_recv_wr {
-        wr_id: 3,
-        sg_list: &mut rsge,
-        num_sge: 1,
-        ..Default::default()
-    };
+    let mut rwr = ffi::ibv_recv_wr { wr_id: 3, sg_list: &mut rsge, num_sge: 1, ..Default::default() };
     // SAFETY: the SGE lies in `mr_b`; `buf_b` is untouched until the completion.
     unsafe { qb.post_recv(&mut rwr) }.expect("post RECV");
     let mut sge = mr_a.sge(8, SEND_LEN);
@@ -165,31 +126,15 @@ fn loopback_write_read_send_imm() {
             other => panic!("unexpected completion {other}: {wc:?}"),
         }
     }
-    let (send, recv) = (
-        send.expect("send completion"),
-        recv.expect("recv completion"),
-    );
-    assert_eq!(
-        (send.status(), send.opcode()),
-        (WcStatus::IBV_WC_SUCCESS, WcOpcode::IBV_WC_SEND)
-    );
-    assert_eq!(
-        (recv.status(), recv.opcode()),
-        (WcStatus::IBV_WC_SUCCESS, WcOpcode::IBV_WC_RECV)
-    );
+    let (send, recv) = (send.expect("send completion"), recv.expect("recv completion"));
+    assert_eq!((send.status(), send.opcode()), (WcStatus::IBV_WC_SUCCESS, WcOpcode::IBV_WC_SEND));
+    assert_eq!((recv.status(), recv.opcode()), (WcStatus::IBV_WC_SUCCESS, WcOpcode::IBV_WC_RECV));
     assert_eq!(recv.byte_len(), SEND_LEN, "RECV byte_len");
     assert_eq!(recv.imm(), Some(0xdead_beef), "immediate data");
     assert_eq!(recv.qp_num(), qb.qpn());
-    assert_eq!(
-        &buf_b[16..16 + SEND_LEN as usize],
-        &pattern(42)[8..8 + SEND_LEN as usize],
-        "SEND payload"
-    );
+    assert_eq!(&buf_b[16..16 + SEND_LEN as usize], &pattern(42)[8..8 + SEND_LEN as usize], "SEND payload");
     assert!(
-        buf_b[..16]
-            .iter()
-            .chain(&buf_b[16 + SEND_LEN as usize..])
-            .all(|&b| b == 0),
+        buf_b[..16].iter().chain(&buf_b[16 + SEND_LEN as usize..]).all(|&b| b == 0),
         "bytes outside the SEND changed"
     );
     drop((mr_a, mr_b));

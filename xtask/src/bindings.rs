@@ -30,10 +30,7 @@ pub fn generate() -> Result<String> {
         // `packed` together with `aligned(4)` has no Rust spelling; the mlx5dv
         // layer defines its own segment type, checked against the C helpers.
         .opaque_type("mlx5_wqe_ctrl_seg")
-        .default_enum_style(bindgen::EnumVariation::NewType {
-            is_bitfield: false,
-            is_global: false,
-        })
+        .default_enum_style(bindgen::EnumVariation::NewType { is_bitfield: false, is_global: false })
         .bitfield_enum(".*_(flags|mask|caps|cap_flags|access_flags)")
         .derive_default(true)
         .derive_debug(true)
@@ -43,11 +40,7 @@ pub fn generate() -> Result<String> {
         .use_core()
         .formatter(bindgen::Formatter::Prettyplease)
         .generate()
-        .map_err(|e| {
-            format!(
-                "bindgen failed: {e} (is libclang installed? Debian: apt-get install libclang-dev)"
-            )
-        })?;
+        .map_err(|e| format!("bindgen failed: {e} (is libclang installed? Debian: apt-get install libclang-dev)"))?;
     Ok(format!("{HEADER}{}", b))
 }
 
@@ -64,10 +57,7 @@ pub fn run(args: &[String]) -> Result<()> {
                 .lines()
                 .zip(committed.lines())
                 .position(|(a, b)| a != b)
-                .map_or_else(
-                    || "lengths differ".to_string(),
-                    |n| format!("first difference at line {}", n + 1),
-                );
+                .map_or_else(|| "lengths differ".to_string(), |n| format!("first difference at line {}", n + 1));
             return Err(format!(
                 "{GENERATED} differs from what the installed headers give ({diff_lines}); \
                  run `cargo xtask bindings` and review the diff"

@@ -39,10 +39,7 @@ fn missing_packages() -> Vec<&'static str> {
 
 /// Whether `vng` (virtme-ng) is on the PATH.
 pub fn have_vng() -> bool {
-    Command::new("vng")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
+    Command::new("vng").arg("--version").output().is_ok_and(|o| o.status.success())
 }
 
 /// Installs whatever is missing; does nothing when all is there.

@@ -65,21 +65,16 @@ impl Place {
         match self {
             Place::Host { device } => format!("device {device} on the host"),
             Place::HostRxe => format!("device {RXE_DEVICE} (SoftRoCE on the host's loopback)"),
-            Place::Vm { kernel } => format!(
-                "device {RXE_DEVICE} (SoftRoCE in a virtme-ng VM, kernel {})",
-                kernel.display()
-            ),
+            Place::Vm { kernel } => {
+                format!("device {RXE_DEVICE} (SoftRoCE in a virtme-ng VM, kernel {})", kernel.display())
+            }
         }
     }
 }
 
 fn host_devices() -> Vec<String> {
     let mut names: Vec<String> = fs::read_dir("/sys/class/infiniband")
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .filter_map(|e| e.file_name().into_string().ok())
-                .collect()
-        })
+        .map(|rd| rd.filter_map(|e| e.ok()).filter_map(|e| e.file_name().into_string().ok()).collect())
         .unwrap_or_default();
     names.sort();
     names
@@ -90,25 +85,19 @@ pub fn locate(wanted: Option<&str>) -> Result<Place> {
     let present = host_devices();
     if let Some(w) = wanted {
         if present.iter().any(|p| p == w) {
-            return Ok(Place::Host {
-                device: w.to_string(),
-            });
+            return Ok(Place::Host { device: w.to_string() });
         }
         if w != RXE_DEVICE {
             return Err(format!("device {w} is not on this host (present: {present:?})").into());
         }
     } else if let Some(first) = present.first() {
-        return Ok(Place::Host {
-            device: first.clone(),
-        });
+        return Ok(Place::Host { device: first.clone() });
     }
     let modprobe = Command::new("modprobe").arg("rdma_rxe").output();
     if modprobe.is_ok_and(|o| o.status.success()) {
         return Ok(Place::HostRxe);
     }
-    Ok(Place::Vm {
-        kernel: vm_kernel()?,
-    })
+    Ok(Place::Vm { kernel: vm_kernel()? })
 }
 
 /// The newest installed kernel image that has the rdma_rxe module.
@@ -118,9 +107,7 @@ fn vm_kernel() -> Result<PathBuf> {
         .filter_map(|e| {
             let name = e.file_name().into_string().ok()?;
             let version = name.strip_prefix("vmlinuz-")?.to_string();
-            let rxe = Path::new("/lib/modules")
-                .join(&version)
-                .join("kernel/drivers/infiniband/sw/rxe");
+            let rxe = Path::new("/lib/modules").join(&version).join("kernel/drivers/infiniband/sw/rxe");
             rxe.is_dir().then(|| (version, e.path()))
         })
         .collect();
@@ -135,9 +122,7 @@ fn vm_kernel() -> Result<PathBuf> {
 fn kvm_usable() -> bool {
     let flags = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     Path::new("/dev/kvm").exists()
-        && flags
-            .lines()
-            .any(|l| l.starts_with("flags") && (l.contains(" vmx") || l.contains(" svm")))
+        && flags.lines().any(|l| l.starts_with("flags") && (l.contains(" vmx") || l.contains(" svm")))
 }
 
 fn steps_dir() -> PathBuf {
@@ -156,11 +141,7 @@ fn script(place: &Place, steps: &[Step], dir: &Path) -> String {
     }
     s.push_str(&format!("export RRDDMMA_TEST_DEVICE={}\n", place.device()));
     for (i, step) in steps.iter().enumerate() {
-        s.push_str(&format!(
-            "( {} ) > '{d}/{i}.log' 2>&1; echo $? > '{d}/{i}.rc'\n",
-            step.command,
-            d = dir.display()
-        ));
+        s.push_str(&format!("( {} ) > '{d}/{i}.log' 2>&1; echo $? > '{d}/{i}.rc'\n", step.command, d = dir.display()));
     }
     s
 }
@@ -193,9 +174,7 @@ pub fn run_steps(place: &Place, steps: &[Step]) -> Result<Vec<Done>> {
         .enumerate()
         .map(|(i, step)| Done {
             name: step.name.clone(),
-            code: fs::read_to_string(dir.join(format!("{i}.rc")))
-                .ok()
-                .and_then(|c| c.trim().parse().ok()),
+            code: fs::read_to_string(dir.join(format!("{i}.rc"))).ok().and_then(|c| c.trim().parse().ok()),
             output: fs::read_to_string(dir.join(format!("{i}.log"))).unwrap_or_default(),
         })
         .collect())
@@ -203,25 +182,13 @@ pub fn run_steps(place: &Place, steps: &[Step]) -> Result<Vec<Done>> {
 
 /// `cargo xtask vm -- CMD...`.
 pub fn vm(args: &[String]) -> Result<()> {
-    let cmd: Vec<&str> = args
-        .iter()
-        .map(String::as_str)
-        .skip_while(|a| *a == "--")
-        .collect();
+    let cmd: Vec<&str> = args.iter().map(String::as_str).skip_while(|a| *a == "--").collect();
     if cmd.is_empty() {
         return Err("usage: cargo xtask vm -- CMD...".into());
     }
-    let place = Place::Vm {
-        kernel: vm_kernel()?,
-    };
+    let place = Place::Vm { kernel: vm_kernel()? };
     eprintln!("vm: {}", place.describe());
-    let done = run_steps(
-        &place,
-        &[Step {
-            name: "vm".into(),
-            command: cmd.join(" "),
-        }],
-    )?;
+    let done = run_steps(&place, &[Step { name: "vm".into(), command: cmd.join(" ") }])?;
     print!("{}", done[0].output);
     match done[0].code {
         Some(0) => Ok(()),
@@ -231,10 +198,7 @@ pub fn vm(args: &[String]) -> Result<()> {
 
 /// `cargo xtask demo [--device NAME]`: the loopback example, release build.
 pub fn demo(args: &[String]) -> Result<()> {
-    let wanted = args
-        .iter()
-        .position(|a| a == "--device")
-        .and_then(|i| args.get(i + 1));
+    let wanted = args.iter().position(|a| a == "--device").and_then(|i| args.get(i + 1));
     deps::ensure()?;
     run(Command::new("cargo").args(["build", "--release", "--example", "loopback"]))?;
     let place = locate(wanted.map(String::as_str))?;
@@ -242,10 +206,7 @@ pub fn demo(args: &[String]) -> Result<()> {
     let exe = root().join("target/release/examples/loopback");
     let done = run_steps(
         &place,
-        &[Step {
-            name: "loopback".into(),
-            command: format!("'{}' \"$RRDDMMA_TEST_DEVICE\"", exe.display()),
-        }],
+        &[Step { name: "loopback".into(), command: format!("'{}' \"$RRDDMMA_TEST_DEVICE\"", exe.display()) }],
     )?;
     print!("{}", done[0].output);
     match done[0].code {

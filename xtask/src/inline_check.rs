@@ -9,79 +9,40 @@ use crate::{root, Result};
 
 /// Static inlines deliberately not mirrored, with the way to reach the feature.
 pub const NOT_PROVIDED: &[(&str, &str)] = &[
-    (
-        "__ibv_get_device_list",
-        "macro helper; rrddmma registers static providers itself",
-    ),
+    ("__ibv_get_device_list", "macro helper; rrddmma registers static providers itself"),
     ("ibv_create_flow", "flow steering: not yet wrapped"),
     ("ibv_destroy_flow", "flow steering: not yet wrapped"),
-    (
-        "ibv_create_flow_action_esp",
-        "IPsec flow actions: out of scope",
-    ),
-    (
-        "ibv_modify_flow_action_esp",
-        "IPsec flow actions: out of scope",
-    ),
-    (
-        "ibv_destroy_flow_action",
-        "IPsec flow actions: out of scope",
-    ),
+    ("ibv_create_flow_action_esp", "IPsec flow actions: out of scope"),
+    ("ibv_modify_flow_action_esp", "IPsec flow actions: out of scope"),
+    ("ibv_destroy_flow_action", "IPsec flow actions: out of scope"),
     ("ibv_alloc_dm", "device memory: not yet wrapped"),
     ("ibv_free_dm", "device memory: not yet wrapped"),
     ("ibv_memcpy_to_dm", "device memory: not yet wrapped"),
     ("ibv_memcpy_from_dm", "device memory: not yet wrapped"),
     ("ibv_alloc_null_mr", "not yet wrapped"),
     ("ibv_reg_dm_mr", "device memory: not yet wrapped"),
-    (
-        "ibv_post_wq_recv",
-        "receive work queues (RSS): not yet wrapped",
-    ),
-    (
-        "ibv_create_wq",
-        "receive work queues (RSS): not yet wrapped",
-    ),
-    (
-        "ibv_modify_wq",
-        "receive work queues (RSS): not yet wrapped",
-    ),
-    (
-        "ibv_destroy_wq",
-        "receive work queues (RSS): not yet wrapped",
-    ),
-    (
-        "ibv_create_rwq_ind_table",
-        "receive work queues (RSS): not yet wrapped",
-    ),
-    (
-        "ibv_destroy_rwq_ind_table",
-        "receive work queues (RSS): not yet wrapped",
-    ),
+    ("ibv_post_wq_recv", "receive work queues (RSS): not yet wrapped"),
+    ("ibv_create_wq", "receive work queues (RSS): not yet wrapped"),
+    ("ibv_modify_wq", "receive work queues (RSS): not yet wrapped"),
+    ("ibv_destroy_wq", "receive work queues (RSS): not yet wrapped"),
+    ("ibv_create_rwq_ind_table", "receive work queues (RSS): not yet wrapped"),
+    ("ibv_destroy_rwq_ind_table", "receive work queues (RSS): not yet wrapped"),
     ("ibv_post_srq_ops", "tag matching: not yet wrapped"),
     ("ibv_alloc_td", "thread domains: not yet wrapped"),
     ("ibv_dealloc_td", "thread domains: not yet wrapped"),
     ("ibv_alloc_parent_domain", "parent domains: not yet wrapped"),
     ("ibv_create_counters", "flow counters: not yet wrapped"),
     ("ibv_destroy_counters", "flow counters: not yet wrapped"),
-    (
-        "ibv_attach_counters_point_flow",
-        "flow counters: not yet wrapped",
-    ),
+    ("ibv_attach_counters_point_flow", "flow counters: not yet wrapped"),
     ("ibv_read_counters", "flow counters: not yet wrapped"),
-    (
-        "ibv_flow_label_to_udp_sport",
-        "pure arithmetic; not yet mirrored",
-    ),
+    ("ibv_flow_label_to_udp_sport", "pure arithmetic; not yet mirrored"),
     ("ibv_wc_read_tm_info", "tag matching: not yet wrapped"),
     ("ibv_wr_send_tso", "TSO on raw packet QPs: not yet wrapped"),
     ("ibv_advise_mr", "ODP prefetch: not yet wrapped"),
     ("ibv_modify_cq", "CQ moderation: not yet wrapped"),
     ("ibv_query_gid_table", "GID table dump: not yet wrapped"),
     ("ibv_query_gid_ex", "GID entry with type: not yet wrapped"),
-    (
-        "ibv_query_rt_values_ex",
-        "real-time clock values: not yet wrapped",
-    ),
+    ("ibv_query_rt_values_ex", "real-time clock values: not yet wrapped"),
     ("ibv_open_xrcd", "XRC domains: not yet wrapped"),
     ("ibv_close_xrcd", "XRC domains: not yet wrapped"),
     ("ibv_create_srq_ex", "extended SRQ: not yet wrapped"),
@@ -119,10 +80,7 @@ pub fn header_inlines(text: &str) -> Vec<String> {
             continue;
         };
         if let Some(before) = decl.split('(').next() {
-            if let Some(name) = before
-                .split(|c: char| c.is_whitespace() || c == '*')
-                .rfind(|w| !w.is_empty())
-            {
+            if let Some(name) = before.split(|c: char| c.is_whitespace() || c == '*').rfind(|w| !w.is_empty()) {
                 names.push(name.to_string());
             }
         }
@@ -135,8 +93,7 @@ fn provided(text: &str) -> Vec<String> {
     text.lines()
         .filter_map(|l| {
             let l = l.trim_start();
-            l.strip_prefix("pub unsafe fn ")
-                .or_else(|| l.strip_prefix("pub fn "))
+            l.strip_prefix("pub unsafe fn ").or_else(|| l.strip_prefix("pub fn "))
         })
         .filter_map(|r| r.split(['(', '<']).next())
         .map(str::to_string)
@@ -186,9 +143,6 @@ mod tests {
         let h = "static inline int ibv_post_send(struct ibv_qp *qp,\n\
                  static inline struct ibv_qp *\nibv_create_qp_ex(struct ibv_context *c,\n\
                  static inline void *foo (void)\nint not_inline(void);\n";
-        assert_eq!(
-            header_inlines(h),
-            ["ibv_post_send", "ibv_create_qp_ex", "foo"]
-        );
+        assert_eq!(header_inlines(h), ["ibv_post_send", "ibv_create_qp_ex", "foo"]);
     }
 }

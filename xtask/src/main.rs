@@ -23,19 +23,13 @@ pub type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
 /// The workspace root.
 pub fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives in the workspace")
-        .to_path_buf()
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_path_buf()
 }
 
 /// Runs a command at the workspace root, echoing it; fails on a non-zero exit.
 pub fn run(cmd: &mut Command) -> Result<()> {
     eprintln!("$ {}", show(cmd));
-    let status = cmd
-        .current_dir(root())
-        .status()
-        .map_err(|e| format!("{}: {e}", show(cmd)))?;
+    let status = cmd.current_dir(root()).status().map_err(|e| format!("{}: {e}", show(cmd)))?;
     if !status.success() {
         return Err(format!("`{}` failed ({status})", show(cmd)).into());
     }

@@ -54,13 +54,7 @@ mod tests {
              test result: ok. 3 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.00s\n\
              test result: FAILED. 2 passed; 4 failed; 0 ignored; 0 measured; 0 filtered out\n",
         );
-        assert_eq!(
-            t,
-            Tally {
-                passed: 5,
-                failed: 4
-            }
-        );
+        assert_eq!(t, Tally { passed: 5, failed: 4 });
         t.check("x", false);
         assert_eq!(t.failed, 5);
     }

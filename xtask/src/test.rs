@@ -20,11 +20,7 @@ fn capture(cmd: &mut Command) -> (bool, String) {
     eprintln!("$ {}", show(cmd));
     match cmd.current_dir(root()).output() {
         Ok(o) => {
-            let text = format!(
-                "{}{}",
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr)
-            );
+            let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
             print!("{text}");
             (o.status.success(), text)
         }
@@ -40,13 +36,7 @@ fn cargo(args: &[&str]) -> Command {
 
 /// Builds the `device` integration test and returns its executable.
 fn device_binary(env: &[(&str, &str)], target_dir: Option<&str>) -> Result<PathBuf> {
-    let mut cmd = cargo(&[
-        "test",
-        "--no-run",
-        "--test",
-        "device",
-        "--message-format=json",
-    ]);
+    let mut cmd = cargo(&["test", "--no-run", "--test", "device", "--message-format=json"]);
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -75,17 +65,7 @@ fn rdma_core_source() -> Result<PathBuf> {
         std::fs::create_dir_all(&dir)?;
         crate::run(
             Command::new("python3")
-                .args([
-                    "-m",
-                    "pip",
-                    "download",
-                    "-q",
-                    "--no-deps",
-                    "--no-binary",
-                    ":all:",
-                    PYVERBS,
-                    "-d",
-                ])
+                .args(["-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", PYVERBS, "-d"])
                 .arg(&dir),
         )?;
     }
@@ -120,30 +100,14 @@ pub fn run(_args: &[String]) -> Result<()> {
     deps::ensure()?;
     let mut tally = Tally::default();
 
-    tally.check(
-        "cargo fmt --check",
-        capture(&mut cargo(&["fmt", "--all", "--", "--check"])).0,
-    );
+    tally.check("cargo fmt --check", capture(&mut cargo(&["fmt", "--all", "--", "--check"])).0);
     tally.check(
         "cargo clippy -D warnings",
-        capture(&mut cargo(&[
-            "clippy",
-            "--workspace",
-            "--all-targets",
-            "--quiet",
-            "--",
-            "-D",
-            "warnings",
-        ]))
-        .0,
+        capture(&mut cargo(&["clippy", "--workspace", "--all-targets", "--quiet", "--", "-D", "warnings"])).0,
     );
     tally.check(
         "cargo doc (warnings denied)",
-        capture(
-            cargo(&["doc", "--no-deps", "--quiet", "-p", "rrddmma"])
-                .env("RUSTDOCFLAGS", "-D warnings"),
-        )
-        .0,
+        capture(cargo(&["doc", "--no-deps", "--quiet", "-p", "rrddmma"]).env("RUSTDOCFLAGS", "-D warnings")).0,
     );
     let drift = bindings::run(&["--check".to_string()]);
     if let Err(e) = &drift {
@@ -159,12 +123,8 @@ pub fn run(_args: &[String]) -> Result<()> {
     let src = rdma_core_source()?;
     let src = src.to_string_lossy();
     let source_env = |providers: &'static str| {
-        [
-            ("RRDDMMA_LINKAGE", "source"),
-            ("RRDDMMA_STATIC_PROVIDERS", providers),
-            ("RRDDMMA_RDMA_CORE_SRC", &*src),
-        ]
-        .map(|(k, v)| (k, v.to_string()))
+        [("RRDDMMA_LINKAGE", "source"), ("RRDDMMA_STATIC_PROVIDERS", providers), ("RRDDMMA_RDMA_CORE_SRC", &*src)]
+            .map(|(k, v)| (k, v.to_string()))
     };
     let build_static = |providers: &'static str, dir: &str| {
         let env = source_env(providers);
@@ -202,10 +162,7 @@ pub fn run(_args: &[String]) -> Result<()> {
     for d in &done {
         println!("---- {} (exit {:?}) ----\n{}", d.name, d.code, d.output);
     }
-    tally.check(
-        "device listed",
-        done[0].code == Some(0) && done[0].output.contains(place.device()),
-    );
+    tally.check("device listed", done[0].code == Some(0) && done[0].output.contains(place.device()));
     tally.add_libtest(&done[1].output);
     tally.check(
         "device tests fail when the named device is missing",
