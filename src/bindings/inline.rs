@@ -56,15 +56,20 @@ macro_rules! verbs_get_ctx_op {
     ($ctx:expr, $op:ident) => {{
         // SAFETY: forwarded from the enclosing function's contract.
         let vctx = unsafe { verbs_get_ctx($ctx) };
-        // SAFETY: `vctx` is non-null only for an extended context, whose `sz`
-        // says how many bytes before `context` the provider filled in.
-        if vctx.is_null()
-            || unsafe { (*vctx).sz } < size_of::<verbs_context>() - offset_of!(verbs_context, $op)
-            || unsafe { (*vctx).$op }.is_none()
-        {
+        if vctx.is_null() {
             ptr::null_mut()
         } else {
-            vctx
+            // SAFETY: `vctx` is non-null only for an extended context, whose
+            // `sz` says how many bytes before `context` the provider filled in;
+            // the op is read only when `sz` covers it.
+            let has_op = unsafe {
+                (*vctx).sz >= size_of::<verbs_context>() - offset_of!(verbs_context, $op) && (*vctx).$op.is_some()
+            };
+            if has_op {
+                vctx
+            } else {
+                ptr::null_mut()
+            }
         }
     }};
 }

@@ -34,6 +34,7 @@
     clippy::undocumented_unsafe_blocks,
     rustdoc::all
 )]
+#[rustfmt::skip]
 pub mod sys;
 
 pub mod inline;

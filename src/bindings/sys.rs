@@ -102,8 +102,12 @@ pub struct timespec {
 const _: () = {
     ["Size of timespec"][::core::mem::size_of::<timespec>() - 16usize];
     ["Alignment of timespec"][::core::mem::align_of::<timespec>() - 8usize];
-    ["Offset of field: timespec::tv_sec"][::core::mem::offset_of!(timespec, tv_sec) - 0usize];
-    ["Offset of field: timespec::tv_nsec"][::core::mem::offset_of!(timespec, tv_nsec) - 8usize];
+    [
+        "Offset of field: timespec::tv_sec",
+    ][::core::mem::offset_of!(timespec, tv_sec) - 0usize];
+    [
+        "Offset of field: timespec::tv_nsec",
+    ][::core::mem::offset_of!(timespec, tv_nsec) - 8usize];
 };
 #[repr(C)]
 #[derive(Copy, Clone)]
@@ -119,23 +123,33 @@ pub struct __atomic_wide_counter__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of __atomic_wide_counter__bindgen_ty_1"]
-        [::core::mem::size_of::<__atomic_wide_counter__bindgen_ty_1>() - 8usize];
-    ["Alignment of __atomic_wide_counter__bindgen_ty_1"]
-        [::core::mem::align_of::<__atomic_wide_counter__bindgen_ty_1>() - 4usize];
-    ["Offset of field: __atomic_wide_counter__bindgen_ty_1::__low"]
-        [::core::mem::offset_of!(__atomic_wide_counter__bindgen_ty_1, __low) - 0usize];
-    ["Offset of field: __atomic_wide_counter__bindgen_ty_1::__high"]
-        [::core::mem::offset_of!(__atomic_wide_counter__bindgen_ty_1, __high) - 4usize];
+    [
+        "Size of __atomic_wide_counter__bindgen_ty_1",
+    ][::core::mem::size_of::<__atomic_wide_counter__bindgen_ty_1>() - 8usize];
+    [
+        "Alignment of __atomic_wide_counter__bindgen_ty_1",
+    ][::core::mem::align_of::<__atomic_wide_counter__bindgen_ty_1>() - 4usize];
+    [
+        "Offset of field: __atomic_wide_counter__bindgen_ty_1::__low",
+    ][::core::mem::offset_of!(__atomic_wide_counter__bindgen_ty_1, __low) - 0usize];
+    [
+        "Offset of field: __atomic_wide_counter__bindgen_ty_1::__high",
+    ][::core::mem::offset_of!(__atomic_wide_counter__bindgen_ty_1, __high) - 4usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of __atomic_wide_counter"][::core::mem::size_of::<__atomic_wide_counter>() - 8usize];
-    ["Alignment of __atomic_wide_counter"][::core::mem::align_of::<__atomic_wide_counter>() - 8usize];
-    ["Offset of field: __atomic_wide_counter::__value64"]
-        [::core::mem::offset_of!(__atomic_wide_counter, __value64) - 0usize];
-    ["Offset of field: __atomic_wide_counter::__value32"]
-        [::core::mem::offset_of!(__atomic_wide_counter, __value32) - 0usize];
+    [
+        "Size of __atomic_wide_counter",
+    ][::core::mem::size_of::<__atomic_wide_counter>() - 8usize];
+    [
+        "Alignment of __atomic_wide_counter",
+    ][::core::mem::align_of::<__atomic_wide_counter>() - 8usize];
+    [
+        "Offset of field: __atomic_wide_counter::__value64",
+    ][::core::mem::offset_of!(__atomic_wide_counter, __value64) - 0usize];
+    [
+        "Offset of field: __atomic_wide_counter::__value32",
+    ][::core::mem::offset_of!(__atomic_wide_counter, __value32) - 0usize];
 };
 impl Default for __atomic_wide_counter {
     fn default() -> Self {
@@ -154,12 +168,18 @@ pub struct __pthread_internal_list {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of __pthread_internal_list"][::core::mem::size_of::<__pthread_internal_list>() - 16usize];
-    ["Alignment of __pthread_internal_list"][::core::mem::align_of::<__pthread_internal_list>() - 8usize];
-    ["Offset of field: __pthread_internal_list::__prev"]
-        [::core::mem::offset_of!(__pthread_internal_list, __prev) - 0usize];
-    ["Offset of field: __pthread_internal_list::__next"]
-        [::core::mem::offset_of!(__pthread_internal_list, __next) - 8usize];
+    [
+        "Size of __pthread_internal_list",
+    ][::core::mem::size_of::<__pthread_internal_list>() - 16usize];
+    [
+        "Alignment of __pthread_internal_list",
+    ][::core::mem::align_of::<__pthread_internal_list>() - 8usize];
+    [
+        "Offset of field: __pthread_internal_list::__prev",
+    ][::core::mem::offset_of!(__pthread_internal_list, __prev) - 0usize];
+    [
+        "Offset of field: __pthread_internal_list::__next",
+    ][::core::mem::offset_of!(__pthread_internal_list, __next) - 8usize];
 };
 impl Default for __pthread_internal_list {
     fn default() -> Self {
@@ -186,15 +206,33 @@ pub struct __pthread_mutex_s {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of __pthread_mutex_s"][::core::mem::size_of::<__pthread_mutex_s>() - 40usize];
-    ["Alignment of __pthread_mutex_s"][::core::mem::align_of::<__pthread_mutex_s>() - 8usize];
-    ["Offset of field: __pthread_mutex_s::__lock"][::core::mem::offset_of!(__pthread_mutex_s, __lock) - 0usize];
-    ["Offset of field: __pthread_mutex_s::__count"][::core::mem::offset_of!(__pthread_mutex_s, __count) - 4usize];
-    ["Offset of field: __pthread_mutex_s::__owner"][::core::mem::offset_of!(__pthread_mutex_s, __owner) - 8usize];
-    ["Offset of field: __pthread_mutex_s::__nusers"][::core::mem::offset_of!(__pthread_mutex_s, __nusers) - 12usize];
-    ["Offset of field: __pthread_mutex_s::__kind"][::core::mem::offset_of!(__pthread_mutex_s, __kind) - 16usize];
-    ["Offset of field: __pthread_mutex_s::__spins"][::core::mem::offset_of!(__pthread_mutex_s, __spins) - 20usize];
-    ["Offset of field: __pthread_mutex_s::__elision"][::core::mem::offset_of!(__pthread_mutex_s, __elision) - 22usize];
-    ["Offset of field: __pthread_mutex_s::__list"][::core::mem::offset_of!(__pthread_mutex_s, __list) - 24usize];
+    [
+        "Alignment of __pthread_mutex_s",
+    ][::core::mem::align_of::<__pthread_mutex_s>() - 8usize];
+    [
+        "Offset of field: __pthread_mutex_s::__lock",
+    ][::core::mem::offset_of!(__pthread_mutex_s, __lock) - 0usize];
+    [
+        "Offset of field: __pthread_mutex_s::__count",
+    ][::core::mem::offset_of!(__pthread_mutex_s, __count) - 4usize];
+    [
+        "Offset of field: __pthread_mutex_s::__owner",
+    ][::core::mem::offset_of!(__pthread_mutex_s, __owner) - 8usize];
+    [
+        "Offset of field: __pthread_mutex_s::__nusers",
+    ][::core::mem::offset_of!(__pthread_mutex_s, __nusers) - 12usize];
+    [
+        "Offset of field: __pthread_mutex_s::__kind",
+    ][::core::mem::offset_of!(__pthread_mutex_s, __kind) - 16usize];
+    [
+        "Offset of field: __pthread_mutex_s::__spins",
+    ][::core::mem::offset_of!(__pthread_mutex_s, __spins) - 20usize];
+    [
+        "Offset of field: __pthread_mutex_s::__elision",
+    ][::core::mem::offset_of!(__pthread_mutex_s, __elision) - 22usize];
+    [
+        "Offset of field: __pthread_mutex_s::__list",
+    ][::core::mem::offset_of!(__pthread_mutex_s, __list) - 24usize];
 };
 impl Default for __pthread_mutex_s {
     fn default() -> Self {
@@ -219,16 +257,30 @@ pub struct __pthread_cond_s {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of __pthread_cond_s"][::core::mem::size_of::<__pthread_cond_s>() - 48usize];
-    ["Alignment of __pthread_cond_s"][::core::mem::align_of::<__pthread_cond_s>() - 8usize];
-    ["Offset of field: __pthread_cond_s::__wseq"][::core::mem::offset_of!(__pthread_cond_s, __wseq) - 0usize];
-    ["Offset of field: __pthread_cond_s::__g1_start"][::core::mem::offset_of!(__pthread_cond_s, __g1_start) - 8usize];
-    ["Offset of field: __pthread_cond_s::__g_refs"][::core::mem::offset_of!(__pthread_cond_s, __g_refs) - 16usize];
-    ["Offset of field: __pthread_cond_s::__g_size"][::core::mem::offset_of!(__pthread_cond_s, __g_size) - 24usize];
-    ["Offset of field: __pthread_cond_s::__g1_orig_size"]
-        [::core::mem::offset_of!(__pthread_cond_s, __g1_orig_size) - 32usize];
-    ["Offset of field: __pthread_cond_s::__wrefs"][::core::mem::offset_of!(__pthread_cond_s, __wrefs) - 36usize];
-    ["Offset of field: __pthread_cond_s::__g_signals"]
-        [::core::mem::offset_of!(__pthread_cond_s, __g_signals) - 40usize];
+    [
+        "Alignment of __pthread_cond_s",
+    ][::core::mem::align_of::<__pthread_cond_s>() - 8usize];
+    [
+        "Offset of field: __pthread_cond_s::__wseq",
+    ][::core::mem::offset_of!(__pthread_cond_s, __wseq) - 0usize];
+    [
+        "Offset of field: __pthread_cond_s::__g1_start",
+    ][::core::mem::offset_of!(__pthread_cond_s, __g1_start) - 8usize];
+    [
+        "Offset of field: __pthread_cond_s::__g_refs",
+    ][::core::mem::offset_of!(__pthread_cond_s, __g_refs) - 16usize];
+    [
+        "Offset of field: __pthread_cond_s::__g_size",
+    ][::core::mem::offset_of!(__pthread_cond_s, __g_size) - 24usize];
+    [
+        "Offset of field: __pthread_cond_s::__g1_orig_size",
+    ][::core::mem::offset_of!(__pthread_cond_s, __g1_orig_size) - 32usize];
+    [
+        "Offset of field: __pthread_cond_s::__wrefs",
+    ][::core::mem::offset_of!(__pthread_cond_s, __wrefs) - 36usize];
+    [
+        "Offset of field: __pthread_cond_s::__g_signals",
+    ][::core::mem::offset_of!(__pthread_cond_s, __g_signals) - 40usize];
 };
 impl Default for __pthread_cond_s {
     fn default() -> Self {
@@ -249,10 +301,18 @@ pub union pthread_mutex_t {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of pthread_mutex_t"][::core::mem::size_of::<pthread_mutex_t>() - 40usize];
-    ["Alignment of pthread_mutex_t"][::core::mem::align_of::<pthread_mutex_t>() - 8usize];
-    ["Offset of field: pthread_mutex_t::__data"][::core::mem::offset_of!(pthread_mutex_t, __data) - 0usize];
-    ["Offset of field: pthread_mutex_t::__size"][::core::mem::offset_of!(pthread_mutex_t, __size) - 0usize];
-    ["Offset of field: pthread_mutex_t::__align"][::core::mem::offset_of!(pthread_mutex_t, __align) - 0usize];
+    [
+        "Alignment of pthread_mutex_t",
+    ][::core::mem::align_of::<pthread_mutex_t>() - 8usize];
+    [
+        "Offset of field: pthread_mutex_t::__data",
+    ][::core::mem::offset_of!(pthread_mutex_t, __data) - 0usize];
+    [
+        "Offset of field: pthread_mutex_t::__size",
+    ][::core::mem::offset_of!(pthread_mutex_t, __size) - 0usize];
+    [
+        "Offset of field: pthread_mutex_t::__align",
+    ][::core::mem::offset_of!(pthread_mutex_t, __align) - 0usize];
 };
 impl Default for pthread_mutex_t {
     fn default() -> Self {
@@ -274,9 +334,15 @@ pub union pthread_cond_t {
 const _: () = {
     ["Size of pthread_cond_t"][::core::mem::size_of::<pthread_cond_t>() - 48usize];
     ["Alignment of pthread_cond_t"][::core::mem::align_of::<pthread_cond_t>() - 8usize];
-    ["Offset of field: pthread_cond_t::__data"][::core::mem::offset_of!(pthread_cond_t, __data) - 0usize];
-    ["Offset of field: pthread_cond_t::__size"][::core::mem::offset_of!(pthread_cond_t, __size) - 0usize];
-    ["Offset of field: pthread_cond_t::__align"][::core::mem::offset_of!(pthread_cond_t, __align) - 0usize];
+    [
+        "Offset of field: pthread_cond_t::__data",
+    ][::core::mem::offset_of!(pthread_cond_t, __data) - 0usize];
+    [
+        "Offset of field: pthread_cond_t::__size",
+    ][::core::mem::offset_of!(pthread_cond_t, __size) - 0usize];
+    [
+        "Offset of field: pthread_cond_t::__align",
+    ][::core::mem::offset_of!(pthread_cond_t, __align) - 0usize];
 };
 impl Default for pthread_cond_t {
     fn default() -> Self {
@@ -297,46 +363,112 @@ pub type __be32 = __u32;
 pub type __be64 = __u64;
 pub type off_t = __off_t;
 impl ib_uverbs_write_cmds {
-    pub const IB_USER_VERBS_CMD_GET_CONTEXT: ib_uverbs_write_cmds = ib_uverbs_write_cmds(0);
-    pub const IB_USER_VERBS_CMD_QUERY_DEVICE: ib_uverbs_write_cmds = ib_uverbs_write_cmds(1);
-    pub const IB_USER_VERBS_CMD_QUERY_PORT: ib_uverbs_write_cmds = ib_uverbs_write_cmds(2);
+    pub const IB_USER_VERBS_CMD_GET_CONTEXT: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        0,
+    );
+    pub const IB_USER_VERBS_CMD_QUERY_DEVICE: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        1,
+    );
+    pub const IB_USER_VERBS_CMD_QUERY_PORT: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        2,
+    );
     pub const IB_USER_VERBS_CMD_ALLOC_PD: ib_uverbs_write_cmds = ib_uverbs_write_cmds(3);
-    pub const IB_USER_VERBS_CMD_DEALLOC_PD: ib_uverbs_write_cmds = ib_uverbs_write_cmds(4);
-    pub const IB_USER_VERBS_CMD_CREATE_AH: ib_uverbs_write_cmds = ib_uverbs_write_cmds(5);
-    pub const IB_USER_VERBS_CMD_MODIFY_AH: ib_uverbs_write_cmds = ib_uverbs_write_cmds(6);
+    pub const IB_USER_VERBS_CMD_DEALLOC_PD: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        4,
+    );
+    pub const IB_USER_VERBS_CMD_CREATE_AH: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        5,
+    );
+    pub const IB_USER_VERBS_CMD_MODIFY_AH: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        6,
+    );
     pub const IB_USER_VERBS_CMD_QUERY_AH: ib_uverbs_write_cmds = ib_uverbs_write_cmds(7);
-    pub const IB_USER_VERBS_CMD_DESTROY_AH: ib_uverbs_write_cmds = ib_uverbs_write_cmds(8);
+    pub const IB_USER_VERBS_CMD_DESTROY_AH: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        8,
+    );
     pub const IB_USER_VERBS_CMD_REG_MR: ib_uverbs_write_cmds = ib_uverbs_write_cmds(9);
     pub const IB_USER_VERBS_CMD_REG_SMR: ib_uverbs_write_cmds = ib_uverbs_write_cmds(10);
-    pub const IB_USER_VERBS_CMD_REREG_MR: ib_uverbs_write_cmds = ib_uverbs_write_cmds(11);
-    pub const IB_USER_VERBS_CMD_QUERY_MR: ib_uverbs_write_cmds = ib_uverbs_write_cmds(12);
-    pub const IB_USER_VERBS_CMD_DEREG_MR: ib_uverbs_write_cmds = ib_uverbs_write_cmds(13);
-    pub const IB_USER_VERBS_CMD_ALLOC_MW: ib_uverbs_write_cmds = ib_uverbs_write_cmds(14);
+    pub const IB_USER_VERBS_CMD_REREG_MR: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        11,
+    );
+    pub const IB_USER_VERBS_CMD_QUERY_MR: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        12,
+    );
+    pub const IB_USER_VERBS_CMD_DEREG_MR: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        13,
+    );
+    pub const IB_USER_VERBS_CMD_ALLOC_MW: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        14,
+    );
     pub const IB_USER_VERBS_CMD_BIND_MW: ib_uverbs_write_cmds = ib_uverbs_write_cmds(15);
-    pub const IB_USER_VERBS_CMD_DEALLOC_MW: ib_uverbs_write_cmds = ib_uverbs_write_cmds(16);
-    pub const IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL: ib_uverbs_write_cmds = ib_uverbs_write_cmds(17);
-    pub const IB_USER_VERBS_CMD_CREATE_CQ: ib_uverbs_write_cmds = ib_uverbs_write_cmds(18);
-    pub const IB_USER_VERBS_CMD_RESIZE_CQ: ib_uverbs_write_cmds = ib_uverbs_write_cmds(19);
-    pub const IB_USER_VERBS_CMD_DESTROY_CQ: ib_uverbs_write_cmds = ib_uverbs_write_cmds(20);
+    pub const IB_USER_VERBS_CMD_DEALLOC_MW: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        16,
+    );
+    pub const IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        17,
+    );
+    pub const IB_USER_VERBS_CMD_CREATE_CQ: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        18,
+    );
+    pub const IB_USER_VERBS_CMD_RESIZE_CQ: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        19,
+    );
+    pub const IB_USER_VERBS_CMD_DESTROY_CQ: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        20,
+    );
     pub const IB_USER_VERBS_CMD_POLL_CQ: ib_uverbs_write_cmds = ib_uverbs_write_cmds(21);
     pub const IB_USER_VERBS_CMD_PEEK_CQ: ib_uverbs_write_cmds = ib_uverbs_write_cmds(22);
-    pub const IB_USER_VERBS_CMD_REQ_NOTIFY_CQ: ib_uverbs_write_cmds = ib_uverbs_write_cmds(23);
-    pub const IB_USER_VERBS_CMD_CREATE_QP: ib_uverbs_write_cmds = ib_uverbs_write_cmds(24);
-    pub const IB_USER_VERBS_CMD_QUERY_QP: ib_uverbs_write_cmds = ib_uverbs_write_cmds(25);
-    pub const IB_USER_VERBS_CMD_MODIFY_QP: ib_uverbs_write_cmds = ib_uverbs_write_cmds(26);
-    pub const IB_USER_VERBS_CMD_DESTROY_QP: ib_uverbs_write_cmds = ib_uverbs_write_cmds(27);
-    pub const IB_USER_VERBS_CMD_POST_SEND: ib_uverbs_write_cmds = ib_uverbs_write_cmds(28);
-    pub const IB_USER_VERBS_CMD_POST_RECV: ib_uverbs_write_cmds = ib_uverbs_write_cmds(29);
-    pub const IB_USER_VERBS_CMD_ATTACH_MCAST: ib_uverbs_write_cmds = ib_uverbs_write_cmds(30);
-    pub const IB_USER_VERBS_CMD_DETACH_MCAST: ib_uverbs_write_cmds = ib_uverbs_write_cmds(31);
-    pub const IB_USER_VERBS_CMD_CREATE_SRQ: ib_uverbs_write_cmds = ib_uverbs_write_cmds(32);
-    pub const IB_USER_VERBS_CMD_MODIFY_SRQ: ib_uverbs_write_cmds = ib_uverbs_write_cmds(33);
-    pub const IB_USER_VERBS_CMD_QUERY_SRQ: ib_uverbs_write_cmds = ib_uverbs_write_cmds(34);
-    pub const IB_USER_VERBS_CMD_DESTROY_SRQ: ib_uverbs_write_cmds = ib_uverbs_write_cmds(35);
-    pub const IB_USER_VERBS_CMD_POST_SRQ_RECV: ib_uverbs_write_cmds = ib_uverbs_write_cmds(36);
-    pub const IB_USER_VERBS_CMD_OPEN_XRCD: ib_uverbs_write_cmds = ib_uverbs_write_cmds(37);
-    pub const IB_USER_VERBS_CMD_CLOSE_XRCD: ib_uverbs_write_cmds = ib_uverbs_write_cmds(38);
-    pub const IB_USER_VERBS_CMD_CREATE_XSRQ: ib_uverbs_write_cmds = ib_uverbs_write_cmds(39);
+    pub const IB_USER_VERBS_CMD_REQ_NOTIFY_CQ: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        23,
+    );
+    pub const IB_USER_VERBS_CMD_CREATE_QP: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        24,
+    );
+    pub const IB_USER_VERBS_CMD_QUERY_QP: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        25,
+    );
+    pub const IB_USER_VERBS_CMD_MODIFY_QP: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        26,
+    );
+    pub const IB_USER_VERBS_CMD_DESTROY_QP: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        27,
+    );
+    pub const IB_USER_VERBS_CMD_POST_SEND: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        28,
+    );
+    pub const IB_USER_VERBS_CMD_POST_RECV: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        29,
+    );
+    pub const IB_USER_VERBS_CMD_ATTACH_MCAST: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        30,
+    );
+    pub const IB_USER_VERBS_CMD_DETACH_MCAST: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        31,
+    );
+    pub const IB_USER_VERBS_CMD_CREATE_SRQ: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        32,
+    );
+    pub const IB_USER_VERBS_CMD_MODIFY_SRQ: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        33,
+    );
+    pub const IB_USER_VERBS_CMD_QUERY_SRQ: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        34,
+    );
+    pub const IB_USER_VERBS_CMD_DESTROY_SRQ: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        35,
+    );
+    pub const IB_USER_VERBS_CMD_POST_SRQ_RECV: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        36,
+    );
+    pub const IB_USER_VERBS_CMD_OPEN_XRCD: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        37,
+    );
+    pub const IB_USER_VERBS_CMD_CLOSE_XRCD: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        38,
+    );
+    pub const IB_USER_VERBS_CMD_CREATE_XSRQ: ib_uverbs_write_cmds = ib_uverbs_write_cmds(
+        39,
+    );
     pub const IB_USER_VERBS_CMD_OPEN_QP: ib_uverbs_write_cmds = ib_uverbs_write_cmds(40);
 }
 #[repr(transparent)]
@@ -351,14 +483,21 @@ pub struct ib_uverbs_async_event_desc {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_async_event_desc"][::core::mem::size_of::<ib_uverbs_async_event_desc>() - 16usize];
-    ["Alignment of ib_uverbs_async_event_desc"][::core::mem::align_of::<ib_uverbs_async_event_desc>() - 8usize];
-    ["Offset of field: ib_uverbs_async_event_desc::element"]
-        [::core::mem::offset_of!(ib_uverbs_async_event_desc, element) - 0usize];
-    ["Offset of field: ib_uverbs_async_event_desc::event_type"]
-        [::core::mem::offset_of!(ib_uverbs_async_event_desc, event_type) - 8usize];
-    ["Offset of field: ib_uverbs_async_event_desc::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_async_event_desc, reserved) - 12usize];
+    [
+        "Size of ib_uverbs_async_event_desc",
+    ][::core::mem::size_of::<ib_uverbs_async_event_desc>() - 16usize];
+    [
+        "Alignment of ib_uverbs_async_event_desc",
+    ][::core::mem::align_of::<ib_uverbs_async_event_desc>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_async_event_desc::element",
+    ][::core::mem::offset_of!(ib_uverbs_async_event_desc, element) - 0usize];
+    [
+        "Offset of field: ib_uverbs_async_event_desc::event_type",
+    ][::core::mem::offset_of!(ib_uverbs_async_event_desc, event_type) - 8usize];
+    [
+        "Offset of field: ib_uverbs_async_event_desc::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_async_event_desc, reserved) - 12usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -367,10 +506,15 @@ pub struct ib_uverbs_comp_event_desc {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_comp_event_desc"][::core::mem::size_of::<ib_uverbs_comp_event_desc>() - 8usize];
-    ["Alignment of ib_uverbs_comp_event_desc"][::core::mem::align_of::<ib_uverbs_comp_event_desc>() - 8usize];
-    ["Offset of field: ib_uverbs_comp_event_desc::cq_handle"]
-        [::core::mem::offset_of!(ib_uverbs_comp_event_desc, cq_handle) - 0usize];
+    [
+        "Size of ib_uverbs_comp_event_desc",
+    ][::core::mem::size_of::<ib_uverbs_comp_event_desc>() - 8usize];
+    [
+        "Alignment of ib_uverbs_comp_event_desc",
+    ][::core::mem::align_of::<ib_uverbs_comp_event_desc>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_comp_event_desc::cq_handle",
+    ][::core::mem::offset_of!(ib_uverbs_comp_event_desc, cq_handle) - 0usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -381,14 +525,23 @@ pub struct ib_uverbs_cq_moderation_caps {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_cq_moderation_caps"][::core::mem::size_of::<ib_uverbs_cq_moderation_caps>() - 8usize];
-    ["Alignment of ib_uverbs_cq_moderation_caps"][::core::mem::align_of::<ib_uverbs_cq_moderation_caps>() - 4usize];
-    ["Offset of field: ib_uverbs_cq_moderation_caps::max_cq_moderation_count"]
-        [::core::mem::offset_of!(ib_uverbs_cq_moderation_caps, max_cq_moderation_count) - 0usize];
-    ["Offset of field: ib_uverbs_cq_moderation_caps::max_cq_moderation_period"]
-        [::core::mem::offset_of!(ib_uverbs_cq_moderation_caps, max_cq_moderation_period) - 2usize];
-    ["Offset of field: ib_uverbs_cq_moderation_caps::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_cq_moderation_caps, reserved) - 4usize];
+    [
+        "Size of ib_uverbs_cq_moderation_caps",
+    ][::core::mem::size_of::<ib_uverbs_cq_moderation_caps>() - 8usize];
+    [
+        "Alignment of ib_uverbs_cq_moderation_caps",
+    ][::core::mem::align_of::<ib_uverbs_cq_moderation_caps>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_cq_moderation_caps::max_cq_moderation_count",
+    ][::core::mem::offset_of!(ib_uverbs_cq_moderation_caps, max_cq_moderation_count)
+        - 0usize];
+    [
+        "Offset of field: ib_uverbs_cq_moderation_caps::max_cq_moderation_period",
+    ][::core::mem::offset_of!(ib_uverbs_cq_moderation_caps, max_cq_moderation_period)
+        - 2usize];
+    [
+        "Offset of field: ib_uverbs_cq_moderation_caps::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_cq_moderation_caps, reserved) - 4usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -400,10 +553,18 @@ pub struct ib_uverbs_cmd_hdr {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ib_uverbs_cmd_hdr"][::core::mem::size_of::<ib_uverbs_cmd_hdr>() - 8usize];
-    ["Alignment of ib_uverbs_cmd_hdr"][::core::mem::align_of::<ib_uverbs_cmd_hdr>() - 4usize];
-    ["Offset of field: ib_uverbs_cmd_hdr::command"][::core::mem::offset_of!(ib_uverbs_cmd_hdr, command) - 0usize];
-    ["Offset of field: ib_uverbs_cmd_hdr::in_words"][::core::mem::offset_of!(ib_uverbs_cmd_hdr, in_words) - 4usize];
-    ["Offset of field: ib_uverbs_cmd_hdr::out_words"][::core::mem::offset_of!(ib_uverbs_cmd_hdr, out_words) - 6usize];
+    [
+        "Alignment of ib_uverbs_cmd_hdr",
+    ][::core::mem::align_of::<ib_uverbs_cmd_hdr>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_cmd_hdr::command",
+    ][::core::mem::offset_of!(ib_uverbs_cmd_hdr, command) - 0usize];
+    [
+        "Offset of field: ib_uverbs_cmd_hdr::in_words",
+    ][::core::mem::offset_of!(ib_uverbs_cmd_hdr, in_words) - 4usize];
+    [
+        "Offset of field: ib_uverbs_cmd_hdr::out_words",
+    ][::core::mem::offset_of!(ib_uverbs_cmd_hdr, out_words) - 6usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -415,16 +576,24 @@ pub struct ib_uverbs_ex_cmd_hdr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_ex_cmd_hdr"][::core::mem::size_of::<ib_uverbs_ex_cmd_hdr>() - 16usize];
-    ["Alignment of ib_uverbs_ex_cmd_hdr"][::core::mem::align_of::<ib_uverbs_ex_cmd_hdr>() - 8usize];
-    ["Offset of field: ib_uverbs_ex_cmd_hdr::response"]
-        [::core::mem::offset_of!(ib_uverbs_ex_cmd_hdr, response) - 0usize];
-    ["Offset of field: ib_uverbs_ex_cmd_hdr::provider_in_words"]
-        [::core::mem::offset_of!(ib_uverbs_ex_cmd_hdr, provider_in_words) - 8usize];
-    ["Offset of field: ib_uverbs_ex_cmd_hdr::provider_out_words"]
-        [::core::mem::offset_of!(ib_uverbs_ex_cmd_hdr, provider_out_words) - 10usize];
-    ["Offset of field: ib_uverbs_ex_cmd_hdr::cmd_hdr_reserved"]
-        [::core::mem::offset_of!(ib_uverbs_ex_cmd_hdr, cmd_hdr_reserved) - 12usize];
+    [
+        "Size of ib_uverbs_ex_cmd_hdr",
+    ][::core::mem::size_of::<ib_uverbs_ex_cmd_hdr>() - 16usize];
+    [
+        "Alignment of ib_uverbs_ex_cmd_hdr",
+    ][::core::mem::align_of::<ib_uverbs_ex_cmd_hdr>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_ex_cmd_hdr::response",
+    ][::core::mem::offset_of!(ib_uverbs_ex_cmd_hdr, response) - 0usize];
+    [
+        "Offset of field: ib_uverbs_ex_cmd_hdr::provider_in_words",
+    ][::core::mem::offset_of!(ib_uverbs_ex_cmd_hdr, provider_in_words) - 8usize];
+    [
+        "Offset of field: ib_uverbs_ex_cmd_hdr::provider_out_words",
+    ][::core::mem::offset_of!(ib_uverbs_ex_cmd_hdr, provider_out_words) - 10usize];
+    [
+        "Offset of field: ib_uverbs_ex_cmd_hdr::cmd_hdr_reserved",
+    ][::core::mem::offset_of!(ib_uverbs_ex_cmd_hdr, cmd_hdr_reserved) - 12usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -434,12 +603,18 @@ pub struct ib_uverbs_get_context {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_get_context"][::core::mem::size_of::<ib_uverbs_get_context>() - 8usize];
-    ["Alignment of ib_uverbs_get_context"][::core::mem::align_of::<ib_uverbs_get_context>() - 8usize];
-    ["Offset of field: ib_uverbs_get_context::response"]
-        [::core::mem::offset_of!(ib_uverbs_get_context, response) - 0usize];
-    ["Offset of field: ib_uverbs_get_context::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_get_context, driver_data) - 8usize];
+    [
+        "Size of ib_uverbs_get_context",
+    ][::core::mem::size_of::<ib_uverbs_get_context>() - 8usize];
+    [
+        "Alignment of ib_uverbs_get_context",
+    ][::core::mem::align_of::<ib_uverbs_get_context>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_get_context::response",
+    ][::core::mem::offset_of!(ib_uverbs_get_context, response) - 0usize];
+    [
+        "Offset of field: ib_uverbs_get_context::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_get_context, driver_data) - 8usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -450,14 +625,21 @@ pub struct ib_uverbs_get_context_resp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_get_context_resp"][::core::mem::size_of::<ib_uverbs_get_context_resp>() - 8usize];
-    ["Alignment of ib_uverbs_get_context_resp"][::core::mem::align_of::<ib_uverbs_get_context_resp>() - 8usize];
-    ["Offset of field: ib_uverbs_get_context_resp::async_fd"]
-        [::core::mem::offset_of!(ib_uverbs_get_context_resp, async_fd) - 0usize];
-    ["Offset of field: ib_uverbs_get_context_resp::num_comp_vectors"]
-        [::core::mem::offset_of!(ib_uverbs_get_context_resp, num_comp_vectors) - 4usize];
-    ["Offset of field: ib_uverbs_get_context_resp::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_get_context_resp, driver_data) - 8usize];
+    [
+        "Size of ib_uverbs_get_context_resp",
+    ][::core::mem::size_of::<ib_uverbs_get_context_resp>() - 8usize];
+    [
+        "Alignment of ib_uverbs_get_context_resp",
+    ][::core::mem::align_of::<ib_uverbs_get_context_resp>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_get_context_resp::async_fd",
+    ][::core::mem::offset_of!(ib_uverbs_get_context_resp, async_fd) - 0usize];
+    [
+        "Offset of field: ib_uverbs_get_context_resp::num_comp_vectors",
+    ][::core::mem::offset_of!(ib_uverbs_get_context_resp, num_comp_vectors) - 4usize];
+    [
+        "Offset of field: ib_uverbs_get_context_resp::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_get_context_resp, driver_data) - 8usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -467,12 +649,18 @@ pub struct ib_uverbs_query_device {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_query_device"][::core::mem::size_of::<ib_uverbs_query_device>() - 8usize];
-    ["Alignment of ib_uverbs_query_device"][::core::mem::align_of::<ib_uverbs_query_device>() - 8usize];
-    ["Offset of field: ib_uverbs_query_device::response"]
-        [::core::mem::offset_of!(ib_uverbs_query_device, response) - 0usize];
-    ["Offset of field: ib_uverbs_query_device::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_query_device, driver_data) - 8usize];
+    [
+        "Size of ib_uverbs_query_device",
+    ][::core::mem::size_of::<ib_uverbs_query_device>() - 8usize];
+    [
+        "Alignment of ib_uverbs_query_device",
+    ][::core::mem::align_of::<ib_uverbs_query_device>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_query_device::response",
+    ][::core::mem::offset_of!(ib_uverbs_query_device, response) - 0usize];
+    [
+        "Offset of field: ib_uverbs_query_device::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_query_device, driver_data) - 8usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -521,90 +709,140 @@ pub struct ib_uverbs_query_device_resp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_query_device_resp"][::core::mem::size_of::<ib_uverbs_query_device_resp>() - 176usize];
-    ["Alignment of ib_uverbs_query_device_resp"][::core::mem::align_of::<ib_uverbs_query_device_resp>() - 8usize];
-    ["Offset of field: ib_uverbs_query_device_resp::fw_ver"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, fw_ver) - 0usize];
-    ["Offset of field: ib_uverbs_query_device_resp::node_guid"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, node_guid) - 8usize];
-    ["Offset of field: ib_uverbs_query_device_resp::sys_image_guid"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, sys_image_guid) - 16usize];
-    ["Offset of field: ib_uverbs_query_device_resp::max_mr_size"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, max_mr_size) - 24usize];
-    ["Offset of field: ib_uverbs_query_device_resp::page_size_cap"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, page_size_cap) - 32usize];
-    ["Offset of field: ib_uverbs_query_device_resp::vendor_id"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, vendor_id) - 40usize];
-    ["Offset of field: ib_uverbs_query_device_resp::vendor_part_id"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, vendor_part_id) - 44usize];
-    ["Offset of field: ib_uverbs_query_device_resp::hw_ver"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, hw_ver) - 48usize];
-    ["Offset of field: ib_uverbs_query_device_resp::max_qp"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, max_qp) - 52usize];
-    ["Offset of field: ib_uverbs_query_device_resp::max_qp_wr"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, max_qp_wr) - 56usize];
-    ["Offset of field: ib_uverbs_query_device_resp::device_cap_flags"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, device_cap_flags) - 60usize];
-    ["Offset of field: ib_uverbs_query_device_resp::max_sge"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, max_sge) - 64usize];
-    ["Offset of field: ib_uverbs_query_device_resp::max_sge_rd"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, max_sge_rd) - 68usize];
-    ["Offset of field: ib_uverbs_query_device_resp::max_cq"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, max_cq) - 72usize];
-    ["Offset of field: ib_uverbs_query_device_resp::max_cqe"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, max_cqe) - 76usize];
-    ["Offset of field: ib_uverbs_query_device_resp::max_mr"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, max_mr) - 80usize];
-    ["Offset of field: ib_uverbs_query_device_resp::max_pd"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, max_pd) - 84usize];
-    ["Offset of field: ib_uverbs_query_device_resp::max_qp_rd_atom"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, max_qp_rd_atom) - 88usize];
-    ["Offset of field: ib_uverbs_query_device_resp::max_ee_rd_atom"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, max_ee_rd_atom) - 92usize];
-    ["Offset of field: ib_uverbs_query_device_resp::max_res_rd_atom"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, max_res_rd_atom) - 96usize];
-    ["Offset of field: ib_uverbs_query_device_resp::max_qp_init_rd_atom"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, max_qp_init_rd_atom) - 100usize];
-    ["Offset of field: ib_uverbs_query_device_resp::max_ee_init_rd_atom"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, max_ee_init_rd_atom) - 104usize];
-    ["Offset of field: ib_uverbs_query_device_resp::atomic_cap"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, atomic_cap) - 108usize];
-    ["Offset of field: ib_uverbs_query_device_resp::max_ee"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, max_ee) - 112usize];
-    ["Offset of field: ib_uverbs_query_device_resp::max_rdd"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, max_rdd) - 116usize];
-    ["Offset of field: ib_uverbs_query_device_resp::max_mw"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, max_mw) - 120usize];
-    ["Offset of field: ib_uverbs_query_device_resp::max_raw_ipv6_qp"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, max_raw_ipv6_qp) - 124usize];
-    ["Offset of field: ib_uverbs_query_device_resp::max_raw_ethy_qp"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, max_raw_ethy_qp) - 128usize];
-    ["Offset of field: ib_uverbs_query_device_resp::max_mcast_grp"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, max_mcast_grp) - 132usize];
-    ["Offset of field: ib_uverbs_query_device_resp::max_mcast_qp_attach"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, max_mcast_qp_attach) - 136usize];
-    ["Offset of field: ib_uverbs_query_device_resp::max_total_mcast_qp_attach"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, max_total_mcast_qp_attach) - 140usize];
-    ["Offset of field: ib_uverbs_query_device_resp::max_ah"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, max_ah) - 144usize];
-    ["Offset of field: ib_uverbs_query_device_resp::max_fmr"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, max_fmr) - 148usize];
-    ["Offset of field: ib_uverbs_query_device_resp::max_map_per_fmr"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, max_map_per_fmr) - 152usize];
-    ["Offset of field: ib_uverbs_query_device_resp::max_srq"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, max_srq) - 156usize];
-    ["Offset of field: ib_uverbs_query_device_resp::max_srq_wr"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, max_srq_wr) - 160usize];
-    ["Offset of field: ib_uverbs_query_device_resp::max_srq_sge"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, max_srq_sge) - 164usize];
-    ["Offset of field: ib_uverbs_query_device_resp::max_pkeys"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, max_pkeys) - 168usize];
-    ["Offset of field: ib_uverbs_query_device_resp::local_ca_ack_delay"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, local_ca_ack_delay) - 170usize];
-    ["Offset of field: ib_uverbs_query_device_resp::phys_port_cnt"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, phys_port_cnt) - 171usize];
-    ["Offset of field: ib_uverbs_query_device_resp::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_query_device_resp, reserved) - 172usize];
+    [
+        "Size of ib_uverbs_query_device_resp",
+    ][::core::mem::size_of::<ib_uverbs_query_device_resp>() - 176usize];
+    [
+        "Alignment of ib_uverbs_query_device_resp",
+    ][::core::mem::align_of::<ib_uverbs_query_device_resp>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::fw_ver",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, fw_ver) - 0usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::node_guid",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, node_guid) - 8usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::sys_image_guid",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, sys_image_guid) - 16usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::max_mr_size",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, max_mr_size) - 24usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::page_size_cap",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, page_size_cap) - 32usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::vendor_id",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, vendor_id) - 40usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::vendor_part_id",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, vendor_part_id) - 44usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::hw_ver",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, hw_ver) - 48usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::max_qp",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, max_qp) - 52usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::max_qp_wr",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, max_qp_wr) - 56usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::device_cap_flags",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, device_cap_flags) - 60usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::max_sge",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, max_sge) - 64usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::max_sge_rd",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, max_sge_rd) - 68usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::max_cq",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, max_cq) - 72usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::max_cqe",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, max_cqe) - 76usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::max_mr",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, max_mr) - 80usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::max_pd",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, max_pd) - 84usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::max_qp_rd_atom",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, max_qp_rd_atom) - 88usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::max_ee_rd_atom",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, max_ee_rd_atom) - 92usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::max_res_rd_atom",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, max_res_rd_atom) - 96usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::max_qp_init_rd_atom",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, max_qp_init_rd_atom)
+        - 100usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::max_ee_init_rd_atom",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, max_ee_init_rd_atom)
+        - 104usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::atomic_cap",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, atomic_cap) - 108usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::max_ee",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, max_ee) - 112usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::max_rdd",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, max_rdd) - 116usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::max_mw",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, max_mw) - 120usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::max_raw_ipv6_qp",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, max_raw_ipv6_qp) - 124usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::max_raw_ethy_qp",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, max_raw_ethy_qp) - 128usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::max_mcast_grp",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, max_mcast_grp) - 132usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::max_mcast_qp_attach",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, max_mcast_qp_attach)
+        - 136usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::max_total_mcast_qp_attach",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, max_total_mcast_qp_attach)
+        - 140usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::max_ah",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, max_ah) - 144usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::max_fmr",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, max_fmr) - 148usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::max_map_per_fmr",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, max_map_per_fmr) - 152usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::max_srq",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, max_srq) - 156usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::max_srq_wr",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, max_srq_wr) - 160usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::max_srq_sge",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, max_srq_sge) - 164usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::max_pkeys",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, max_pkeys) - 168usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::local_ca_ack_delay",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, local_ca_ack_delay)
+        - 170usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::phys_port_cnt",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, phys_port_cnt) - 171usize];
+    [
+        "Offset of field: ib_uverbs_query_device_resp::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_query_device_resp, reserved) - 172usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -614,12 +852,18 @@ pub struct ib_uverbs_ex_query_device {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_ex_query_device"][::core::mem::size_of::<ib_uverbs_ex_query_device>() - 8usize];
-    ["Alignment of ib_uverbs_ex_query_device"][::core::mem::align_of::<ib_uverbs_ex_query_device>() - 4usize];
-    ["Offset of field: ib_uverbs_ex_query_device::comp_mask"]
-        [::core::mem::offset_of!(ib_uverbs_ex_query_device, comp_mask) - 0usize];
-    ["Offset of field: ib_uverbs_ex_query_device::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_ex_query_device, reserved) - 4usize];
+    [
+        "Size of ib_uverbs_ex_query_device",
+    ][::core::mem::size_of::<ib_uverbs_ex_query_device>() - 8usize];
+    [
+        "Alignment of ib_uverbs_ex_query_device",
+    ][::core::mem::align_of::<ib_uverbs_ex_query_device>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_ex_query_device::comp_mask",
+    ][::core::mem::offset_of!(ib_uverbs_ex_query_device, comp_mask) - 0usize];
+    [
+        "Offset of field: ib_uverbs_ex_query_device::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_ex_query_device, reserved) - 4usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -637,25 +881,39 @@ pub struct ib_uverbs_odp_caps__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_odp_caps__bindgen_ty_1"][::core::mem::size_of::<ib_uverbs_odp_caps__bindgen_ty_1>() - 12usize];
-    ["Alignment of ib_uverbs_odp_caps__bindgen_ty_1"]
-        [::core::mem::align_of::<ib_uverbs_odp_caps__bindgen_ty_1>() - 4usize];
-    ["Offset of field: ib_uverbs_odp_caps__bindgen_ty_1::rc_odp_caps"]
-        [::core::mem::offset_of!(ib_uverbs_odp_caps__bindgen_ty_1, rc_odp_caps) - 0usize];
-    ["Offset of field: ib_uverbs_odp_caps__bindgen_ty_1::uc_odp_caps"]
-        [::core::mem::offset_of!(ib_uverbs_odp_caps__bindgen_ty_1, uc_odp_caps) - 4usize];
-    ["Offset of field: ib_uverbs_odp_caps__bindgen_ty_1::ud_odp_caps"]
-        [::core::mem::offset_of!(ib_uverbs_odp_caps__bindgen_ty_1, ud_odp_caps) - 8usize];
+    [
+        "Size of ib_uverbs_odp_caps__bindgen_ty_1",
+    ][::core::mem::size_of::<ib_uverbs_odp_caps__bindgen_ty_1>() - 12usize];
+    [
+        "Alignment of ib_uverbs_odp_caps__bindgen_ty_1",
+    ][::core::mem::align_of::<ib_uverbs_odp_caps__bindgen_ty_1>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_odp_caps__bindgen_ty_1::rc_odp_caps",
+    ][::core::mem::offset_of!(ib_uverbs_odp_caps__bindgen_ty_1, rc_odp_caps) - 0usize];
+    [
+        "Offset of field: ib_uverbs_odp_caps__bindgen_ty_1::uc_odp_caps",
+    ][::core::mem::offset_of!(ib_uverbs_odp_caps__bindgen_ty_1, uc_odp_caps) - 4usize];
+    [
+        "Offset of field: ib_uverbs_odp_caps__bindgen_ty_1::ud_odp_caps",
+    ][::core::mem::offset_of!(ib_uverbs_odp_caps__bindgen_ty_1, ud_odp_caps) - 8usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_odp_caps"][::core::mem::size_of::<ib_uverbs_odp_caps>() - 24usize];
-    ["Alignment of ib_uverbs_odp_caps"][::core::mem::align_of::<ib_uverbs_odp_caps>() - 8usize];
-    ["Offset of field: ib_uverbs_odp_caps::general_caps"]
-        [::core::mem::offset_of!(ib_uverbs_odp_caps, general_caps) - 0usize];
-    ["Offset of field: ib_uverbs_odp_caps::per_transport_caps"]
-        [::core::mem::offset_of!(ib_uverbs_odp_caps, per_transport_caps) - 8usize];
-    ["Offset of field: ib_uverbs_odp_caps::reserved"][::core::mem::offset_of!(ib_uverbs_odp_caps, reserved) - 20usize];
+    [
+        "Size of ib_uverbs_odp_caps",
+    ][::core::mem::size_of::<ib_uverbs_odp_caps>() - 24usize];
+    [
+        "Alignment of ib_uverbs_odp_caps",
+    ][::core::mem::align_of::<ib_uverbs_odp_caps>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_odp_caps::general_caps",
+    ][::core::mem::offset_of!(ib_uverbs_odp_caps, general_caps) - 0usize];
+    [
+        "Offset of field: ib_uverbs_odp_caps::per_transport_caps",
+    ][::core::mem::offset_of!(ib_uverbs_odp_caps, per_transport_caps) - 8usize];
+    [
+        "Offset of field: ib_uverbs_odp_caps::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_odp_caps, reserved) - 20usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -667,15 +925,25 @@ pub struct ib_uverbs_rss_caps {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_rss_caps"][::core::mem::size_of::<ib_uverbs_rss_caps>() - 16usize];
-    ["Alignment of ib_uverbs_rss_caps"][::core::mem::align_of::<ib_uverbs_rss_caps>() - 4usize];
-    ["Offset of field: ib_uverbs_rss_caps::supported_qpts"]
-        [::core::mem::offset_of!(ib_uverbs_rss_caps, supported_qpts) - 0usize];
-    ["Offset of field: ib_uverbs_rss_caps::max_rwq_indirection_tables"]
-        [::core::mem::offset_of!(ib_uverbs_rss_caps, max_rwq_indirection_tables) - 4usize];
-    ["Offset of field: ib_uverbs_rss_caps::max_rwq_indirection_table_size"]
-        [::core::mem::offset_of!(ib_uverbs_rss_caps, max_rwq_indirection_table_size) - 8usize];
-    ["Offset of field: ib_uverbs_rss_caps::reserved"][::core::mem::offset_of!(ib_uverbs_rss_caps, reserved) - 12usize];
+    [
+        "Size of ib_uverbs_rss_caps",
+    ][::core::mem::size_of::<ib_uverbs_rss_caps>() - 16usize];
+    [
+        "Alignment of ib_uverbs_rss_caps",
+    ][::core::mem::align_of::<ib_uverbs_rss_caps>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_rss_caps::supported_qpts",
+    ][::core::mem::offset_of!(ib_uverbs_rss_caps, supported_qpts) - 0usize];
+    [
+        "Offset of field: ib_uverbs_rss_caps::max_rwq_indirection_tables",
+    ][::core::mem::offset_of!(ib_uverbs_rss_caps, max_rwq_indirection_tables) - 4usize];
+    [
+        "Offset of field: ib_uverbs_rss_caps::max_rwq_indirection_table_size",
+    ][::core::mem::offset_of!(ib_uverbs_rss_caps, max_rwq_indirection_table_size)
+        - 8usize];
+    [
+        "Offset of field: ib_uverbs_rss_caps::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_rss_caps, reserved) - 12usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -690,15 +958,27 @@ pub struct ib_uverbs_tm_caps {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ib_uverbs_tm_caps"][::core::mem::size_of::<ib_uverbs_tm_caps>() - 24usize];
-    ["Alignment of ib_uverbs_tm_caps"][::core::mem::align_of::<ib_uverbs_tm_caps>() - 4usize];
-    ["Offset of field: ib_uverbs_tm_caps::max_rndv_hdr_size"]
-        [::core::mem::offset_of!(ib_uverbs_tm_caps, max_rndv_hdr_size) - 0usize];
-    ["Offset of field: ib_uverbs_tm_caps::max_num_tags"]
-        [::core::mem::offset_of!(ib_uverbs_tm_caps, max_num_tags) - 4usize];
-    ["Offset of field: ib_uverbs_tm_caps::flags"][::core::mem::offset_of!(ib_uverbs_tm_caps, flags) - 8usize];
-    ["Offset of field: ib_uverbs_tm_caps::max_ops"][::core::mem::offset_of!(ib_uverbs_tm_caps, max_ops) - 12usize];
-    ["Offset of field: ib_uverbs_tm_caps::max_sge"][::core::mem::offset_of!(ib_uverbs_tm_caps, max_sge) - 16usize];
-    ["Offset of field: ib_uverbs_tm_caps::reserved"][::core::mem::offset_of!(ib_uverbs_tm_caps, reserved) - 20usize];
+    [
+        "Alignment of ib_uverbs_tm_caps",
+    ][::core::mem::align_of::<ib_uverbs_tm_caps>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_tm_caps::max_rndv_hdr_size",
+    ][::core::mem::offset_of!(ib_uverbs_tm_caps, max_rndv_hdr_size) - 0usize];
+    [
+        "Offset of field: ib_uverbs_tm_caps::max_num_tags",
+    ][::core::mem::offset_of!(ib_uverbs_tm_caps, max_num_tags) - 4usize];
+    [
+        "Offset of field: ib_uverbs_tm_caps::flags",
+    ][::core::mem::offset_of!(ib_uverbs_tm_caps, flags) - 8usize];
+    [
+        "Offset of field: ib_uverbs_tm_caps::max_ops",
+    ][::core::mem::offset_of!(ib_uverbs_tm_caps, max_ops) - 12usize];
+    [
+        "Offset of field: ib_uverbs_tm_caps::max_sge",
+    ][::core::mem::offset_of!(ib_uverbs_tm_caps, max_sge) - 16usize];
+    [
+        "Offset of field: ib_uverbs_tm_caps::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_tm_caps, reserved) - 20usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -721,38 +1001,64 @@ pub struct ib_uverbs_ex_query_device_resp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_ex_query_device_resp"][::core::mem::size_of::<ib_uverbs_ex_query_device_resp>() - 304usize];
-    ["Alignment of ib_uverbs_ex_query_device_resp"][::core::mem::align_of::<ib_uverbs_ex_query_device_resp>() - 8usize];
-    ["Offset of field: ib_uverbs_ex_query_device_resp::base"]
-        [::core::mem::offset_of!(ib_uverbs_ex_query_device_resp, base) - 0usize];
-    ["Offset of field: ib_uverbs_ex_query_device_resp::comp_mask"]
-        [::core::mem::offset_of!(ib_uverbs_ex_query_device_resp, comp_mask) - 176usize];
-    ["Offset of field: ib_uverbs_ex_query_device_resp::response_length"]
-        [::core::mem::offset_of!(ib_uverbs_ex_query_device_resp, response_length) - 180usize];
-    ["Offset of field: ib_uverbs_ex_query_device_resp::odp_caps"]
-        [::core::mem::offset_of!(ib_uverbs_ex_query_device_resp, odp_caps) - 184usize];
-    ["Offset of field: ib_uverbs_ex_query_device_resp::timestamp_mask"]
-        [::core::mem::offset_of!(ib_uverbs_ex_query_device_resp, timestamp_mask) - 208usize];
-    ["Offset of field: ib_uverbs_ex_query_device_resp::hca_core_clock"]
-        [::core::mem::offset_of!(ib_uverbs_ex_query_device_resp, hca_core_clock) - 216usize];
-    ["Offset of field: ib_uverbs_ex_query_device_resp::device_cap_flags_ex"]
-        [::core::mem::offset_of!(ib_uverbs_ex_query_device_resp, device_cap_flags_ex) - 224usize];
-    ["Offset of field: ib_uverbs_ex_query_device_resp::rss_caps"]
-        [::core::mem::offset_of!(ib_uverbs_ex_query_device_resp, rss_caps) - 232usize];
-    ["Offset of field: ib_uverbs_ex_query_device_resp::max_wq_type_rq"]
-        [::core::mem::offset_of!(ib_uverbs_ex_query_device_resp, max_wq_type_rq) - 248usize];
-    ["Offset of field: ib_uverbs_ex_query_device_resp::raw_packet_caps"]
-        [::core::mem::offset_of!(ib_uverbs_ex_query_device_resp, raw_packet_caps) - 252usize];
-    ["Offset of field: ib_uverbs_ex_query_device_resp::tm_caps"]
-        [::core::mem::offset_of!(ib_uverbs_ex_query_device_resp, tm_caps) - 256usize];
-    ["Offset of field: ib_uverbs_ex_query_device_resp::cq_moderation_caps"]
-        [::core::mem::offset_of!(ib_uverbs_ex_query_device_resp, cq_moderation_caps) - 280usize];
-    ["Offset of field: ib_uverbs_ex_query_device_resp::max_dm_size"]
-        [::core::mem::offset_of!(ib_uverbs_ex_query_device_resp, max_dm_size) - 288usize];
-    ["Offset of field: ib_uverbs_ex_query_device_resp::xrc_odp_caps"]
-        [::core::mem::offset_of!(ib_uverbs_ex_query_device_resp, xrc_odp_caps) - 296usize];
-    ["Offset of field: ib_uverbs_ex_query_device_resp::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_ex_query_device_resp, reserved) - 300usize];
+    [
+        "Size of ib_uverbs_ex_query_device_resp",
+    ][::core::mem::size_of::<ib_uverbs_ex_query_device_resp>() - 304usize];
+    [
+        "Alignment of ib_uverbs_ex_query_device_resp",
+    ][::core::mem::align_of::<ib_uverbs_ex_query_device_resp>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_ex_query_device_resp::base",
+    ][::core::mem::offset_of!(ib_uverbs_ex_query_device_resp, base) - 0usize];
+    [
+        "Offset of field: ib_uverbs_ex_query_device_resp::comp_mask",
+    ][::core::mem::offset_of!(ib_uverbs_ex_query_device_resp, comp_mask) - 176usize];
+    [
+        "Offset of field: ib_uverbs_ex_query_device_resp::response_length",
+    ][::core::mem::offset_of!(ib_uverbs_ex_query_device_resp, response_length)
+        - 180usize];
+    [
+        "Offset of field: ib_uverbs_ex_query_device_resp::odp_caps",
+    ][::core::mem::offset_of!(ib_uverbs_ex_query_device_resp, odp_caps) - 184usize];
+    [
+        "Offset of field: ib_uverbs_ex_query_device_resp::timestamp_mask",
+    ][::core::mem::offset_of!(ib_uverbs_ex_query_device_resp, timestamp_mask)
+        - 208usize];
+    [
+        "Offset of field: ib_uverbs_ex_query_device_resp::hca_core_clock",
+    ][::core::mem::offset_of!(ib_uverbs_ex_query_device_resp, hca_core_clock)
+        - 216usize];
+    [
+        "Offset of field: ib_uverbs_ex_query_device_resp::device_cap_flags_ex",
+    ][::core::mem::offset_of!(ib_uverbs_ex_query_device_resp, device_cap_flags_ex)
+        - 224usize];
+    [
+        "Offset of field: ib_uverbs_ex_query_device_resp::rss_caps",
+    ][::core::mem::offset_of!(ib_uverbs_ex_query_device_resp, rss_caps) - 232usize];
+    [
+        "Offset of field: ib_uverbs_ex_query_device_resp::max_wq_type_rq",
+    ][::core::mem::offset_of!(ib_uverbs_ex_query_device_resp, max_wq_type_rq)
+        - 248usize];
+    [
+        "Offset of field: ib_uverbs_ex_query_device_resp::raw_packet_caps",
+    ][::core::mem::offset_of!(ib_uverbs_ex_query_device_resp, raw_packet_caps)
+        - 252usize];
+    [
+        "Offset of field: ib_uverbs_ex_query_device_resp::tm_caps",
+    ][::core::mem::offset_of!(ib_uverbs_ex_query_device_resp, tm_caps) - 256usize];
+    [
+        "Offset of field: ib_uverbs_ex_query_device_resp::cq_moderation_caps",
+    ][::core::mem::offset_of!(ib_uverbs_ex_query_device_resp, cq_moderation_caps)
+        - 280usize];
+    [
+        "Offset of field: ib_uverbs_ex_query_device_resp::max_dm_size",
+    ][::core::mem::offset_of!(ib_uverbs_ex_query_device_resp, max_dm_size) - 288usize];
+    [
+        "Offset of field: ib_uverbs_ex_query_device_resp::xrc_odp_caps",
+    ][::core::mem::offset_of!(ib_uverbs_ex_query_device_resp, xrc_odp_caps) - 296usize];
+    [
+        "Offset of field: ib_uverbs_ex_query_device_resp::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_ex_query_device_resp, reserved) - 300usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -764,16 +1070,24 @@ pub struct ib_uverbs_query_port {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_query_port"][::core::mem::size_of::<ib_uverbs_query_port>() - 16usize];
-    ["Alignment of ib_uverbs_query_port"][::core::mem::align_of::<ib_uverbs_query_port>() - 8usize];
-    ["Offset of field: ib_uverbs_query_port::response"]
-        [::core::mem::offset_of!(ib_uverbs_query_port, response) - 0usize];
-    ["Offset of field: ib_uverbs_query_port::port_num"]
-        [::core::mem::offset_of!(ib_uverbs_query_port, port_num) - 8usize];
-    ["Offset of field: ib_uverbs_query_port::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_query_port, reserved) - 9usize];
-    ["Offset of field: ib_uverbs_query_port::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_query_port, driver_data) - 16usize];
+    [
+        "Size of ib_uverbs_query_port",
+    ][::core::mem::size_of::<ib_uverbs_query_port>() - 16usize];
+    [
+        "Alignment of ib_uverbs_query_port",
+    ][::core::mem::align_of::<ib_uverbs_query_port>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_query_port::response",
+    ][::core::mem::offset_of!(ib_uverbs_query_port, response) - 0usize];
+    [
+        "Offset of field: ib_uverbs_query_port::port_num",
+    ][::core::mem::offset_of!(ib_uverbs_query_port, port_num) - 8usize];
+    [
+        "Offset of field: ib_uverbs_query_port::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_query_port, reserved) - 9usize];
+    [
+        "Offset of field: ib_uverbs_query_port::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_query_port, driver_data) - 16usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -803,52 +1117,78 @@ pub struct ib_uverbs_query_port_resp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_query_port_resp"][::core::mem::size_of::<ib_uverbs_query_port_resp>() - 40usize];
-    ["Alignment of ib_uverbs_query_port_resp"][::core::mem::align_of::<ib_uverbs_query_port_resp>() - 4usize];
-    ["Offset of field: ib_uverbs_query_port_resp::port_cap_flags"]
-        [::core::mem::offset_of!(ib_uverbs_query_port_resp, port_cap_flags) - 0usize];
-    ["Offset of field: ib_uverbs_query_port_resp::max_msg_sz"]
-        [::core::mem::offset_of!(ib_uverbs_query_port_resp, max_msg_sz) - 4usize];
-    ["Offset of field: ib_uverbs_query_port_resp::bad_pkey_cntr"]
-        [::core::mem::offset_of!(ib_uverbs_query_port_resp, bad_pkey_cntr) - 8usize];
-    ["Offset of field: ib_uverbs_query_port_resp::qkey_viol_cntr"]
-        [::core::mem::offset_of!(ib_uverbs_query_port_resp, qkey_viol_cntr) - 12usize];
-    ["Offset of field: ib_uverbs_query_port_resp::gid_tbl_len"]
-        [::core::mem::offset_of!(ib_uverbs_query_port_resp, gid_tbl_len) - 16usize];
-    ["Offset of field: ib_uverbs_query_port_resp::pkey_tbl_len"]
-        [::core::mem::offset_of!(ib_uverbs_query_port_resp, pkey_tbl_len) - 20usize];
-    ["Offset of field: ib_uverbs_query_port_resp::lid"]
-        [::core::mem::offset_of!(ib_uverbs_query_port_resp, lid) - 22usize];
-    ["Offset of field: ib_uverbs_query_port_resp::sm_lid"]
-        [::core::mem::offset_of!(ib_uverbs_query_port_resp, sm_lid) - 24usize];
-    ["Offset of field: ib_uverbs_query_port_resp::state"]
-        [::core::mem::offset_of!(ib_uverbs_query_port_resp, state) - 26usize];
-    ["Offset of field: ib_uverbs_query_port_resp::max_mtu"]
-        [::core::mem::offset_of!(ib_uverbs_query_port_resp, max_mtu) - 27usize];
-    ["Offset of field: ib_uverbs_query_port_resp::active_mtu"]
-        [::core::mem::offset_of!(ib_uverbs_query_port_resp, active_mtu) - 28usize];
-    ["Offset of field: ib_uverbs_query_port_resp::lmc"]
-        [::core::mem::offset_of!(ib_uverbs_query_port_resp, lmc) - 29usize];
-    ["Offset of field: ib_uverbs_query_port_resp::max_vl_num"]
-        [::core::mem::offset_of!(ib_uverbs_query_port_resp, max_vl_num) - 30usize];
-    ["Offset of field: ib_uverbs_query_port_resp::sm_sl"]
-        [::core::mem::offset_of!(ib_uverbs_query_port_resp, sm_sl) - 31usize];
-    ["Offset of field: ib_uverbs_query_port_resp::subnet_timeout"]
-        [::core::mem::offset_of!(ib_uverbs_query_port_resp, subnet_timeout) - 32usize];
-    ["Offset of field: ib_uverbs_query_port_resp::init_type_reply"]
-        [::core::mem::offset_of!(ib_uverbs_query_port_resp, init_type_reply) - 33usize];
-    ["Offset of field: ib_uverbs_query_port_resp::active_width"]
-        [::core::mem::offset_of!(ib_uverbs_query_port_resp, active_width) - 34usize];
-    ["Offset of field: ib_uverbs_query_port_resp::active_speed"]
-        [::core::mem::offset_of!(ib_uverbs_query_port_resp, active_speed) - 35usize];
-    ["Offset of field: ib_uverbs_query_port_resp::phys_state"]
-        [::core::mem::offset_of!(ib_uverbs_query_port_resp, phys_state) - 36usize];
-    ["Offset of field: ib_uverbs_query_port_resp::link_layer"]
-        [::core::mem::offset_of!(ib_uverbs_query_port_resp, link_layer) - 37usize];
-    ["Offset of field: ib_uverbs_query_port_resp::flags"]
-        [::core::mem::offset_of!(ib_uverbs_query_port_resp, flags) - 38usize];
-    ["Offset of field: ib_uverbs_query_port_resp::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_query_port_resp, reserved) - 39usize];
+    [
+        "Size of ib_uverbs_query_port_resp",
+    ][::core::mem::size_of::<ib_uverbs_query_port_resp>() - 40usize];
+    [
+        "Alignment of ib_uverbs_query_port_resp",
+    ][::core::mem::align_of::<ib_uverbs_query_port_resp>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_query_port_resp::port_cap_flags",
+    ][::core::mem::offset_of!(ib_uverbs_query_port_resp, port_cap_flags) - 0usize];
+    [
+        "Offset of field: ib_uverbs_query_port_resp::max_msg_sz",
+    ][::core::mem::offset_of!(ib_uverbs_query_port_resp, max_msg_sz) - 4usize];
+    [
+        "Offset of field: ib_uverbs_query_port_resp::bad_pkey_cntr",
+    ][::core::mem::offset_of!(ib_uverbs_query_port_resp, bad_pkey_cntr) - 8usize];
+    [
+        "Offset of field: ib_uverbs_query_port_resp::qkey_viol_cntr",
+    ][::core::mem::offset_of!(ib_uverbs_query_port_resp, qkey_viol_cntr) - 12usize];
+    [
+        "Offset of field: ib_uverbs_query_port_resp::gid_tbl_len",
+    ][::core::mem::offset_of!(ib_uverbs_query_port_resp, gid_tbl_len) - 16usize];
+    [
+        "Offset of field: ib_uverbs_query_port_resp::pkey_tbl_len",
+    ][::core::mem::offset_of!(ib_uverbs_query_port_resp, pkey_tbl_len) - 20usize];
+    [
+        "Offset of field: ib_uverbs_query_port_resp::lid",
+    ][::core::mem::offset_of!(ib_uverbs_query_port_resp, lid) - 22usize];
+    [
+        "Offset of field: ib_uverbs_query_port_resp::sm_lid",
+    ][::core::mem::offset_of!(ib_uverbs_query_port_resp, sm_lid) - 24usize];
+    [
+        "Offset of field: ib_uverbs_query_port_resp::state",
+    ][::core::mem::offset_of!(ib_uverbs_query_port_resp, state) - 26usize];
+    [
+        "Offset of field: ib_uverbs_query_port_resp::max_mtu",
+    ][::core::mem::offset_of!(ib_uverbs_query_port_resp, max_mtu) - 27usize];
+    [
+        "Offset of field: ib_uverbs_query_port_resp::active_mtu",
+    ][::core::mem::offset_of!(ib_uverbs_query_port_resp, active_mtu) - 28usize];
+    [
+        "Offset of field: ib_uverbs_query_port_resp::lmc",
+    ][::core::mem::offset_of!(ib_uverbs_query_port_resp, lmc) - 29usize];
+    [
+        "Offset of field: ib_uverbs_query_port_resp::max_vl_num",
+    ][::core::mem::offset_of!(ib_uverbs_query_port_resp, max_vl_num) - 30usize];
+    [
+        "Offset of field: ib_uverbs_query_port_resp::sm_sl",
+    ][::core::mem::offset_of!(ib_uverbs_query_port_resp, sm_sl) - 31usize];
+    [
+        "Offset of field: ib_uverbs_query_port_resp::subnet_timeout",
+    ][::core::mem::offset_of!(ib_uverbs_query_port_resp, subnet_timeout) - 32usize];
+    [
+        "Offset of field: ib_uverbs_query_port_resp::init_type_reply",
+    ][::core::mem::offset_of!(ib_uverbs_query_port_resp, init_type_reply) - 33usize];
+    [
+        "Offset of field: ib_uverbs_query_port_resp::active_width",
+    ][::core::mem::offset_of!(ib_uverbs_query_port_resp, active_width) - 34usize];
+    [
+        "Offset of field: ib_uverbs_query_port_resp::active_speed",
+    ][::core::mem::offset_of!(ib_uverbs_query_port_resp, active_speed) - 35usize];
+    [
+        "Offset of field: ib_uverbs_query_port_resp::phys_state",
+    ][::core::mem::offset_of!(ib_uverbs_query_port_resp, phys_state) - 36usize];
+    [
+        "Offset of field: ib_uverbs_query_port_resp::link_layer",
+    ][::core::mem::offset_of!(ib_uverbs_query_port_resp, link_layer) - 37usize];
+    [
+        "Offset of field: ib_uverbs_query_port_resp::flags",
+    ][::core::mem::offset_of!(ib_uverbs_query_port_resp, flags) - 38usize];
+    [
+        "Offset of field: ib_uverbs_query_port_resp::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_query_port_resp, reserved) - 39usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -858,11 +1198,18 @@ pub struct ib_uverbs_alloc_pd {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_alloc_pd"][::core::mem::size_of::<ib_uverbs_alloc_pd>() - 8usize];
-    ["Alignment of ib_uverbs_alloc_pd"][::core::mem::align_of::<ib_uverbs_alloc_pd>() - 8usize];
-    ["Offset of field: ib_uverbs_alloc_pd::response"][::core::mem::offset_of!(ib_uverbs_alloc_pd, response) - 0usize];
-    ["Offset of field: ib_uverbs_alloc_pd::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_alloc_pd, driver_data) - 8usize];
+    [
+        "Size of ib_uverbs_alloc_pd",
+    ][::core::mem::size_of::<ib_uverbs_alloc_pd>() - 8usize];
+    [
+        "Alignment of ib_uverbs_alloc_pd",
+    ][::core::mem::align_of::<ib_uverbs_alloc_pd>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_alloc_pd::response",
+    ][::core::mem::offset_of!(ib_uverbs_alloc_pd, response) - 0usize];
+    [
+        "Offset of field: ib_uverbs_alloc_pd::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_alloc_pd, driver_data) - 8usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -872,12 +1219,18 @@ pub struct ib_uverbs_alloc_pd_resp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_alloc_pd_resp"][::core::mem::size_of::<ib_uverbs_alloc_pd_resp>() - 4usize];
-    ["Alignment of ib_uverbs_alloc_pd_resp"][::core::mem::align_of::<ib_uverbs_alloc_pd_resp>() - 4usize];
-    ["Offset of field: ib_uverbs_alloc_pd_resp::pd_handle"]
-        [::core::mem::offset_of!(ib_uverbs_alloc_pd_resp, pd_handle) - 0usize];
-    ["Offset of field: ib_uverbs_alloc_pd_resp::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_alloc_pd_resp, driver_data) - 4usize];
+    [
+        "Size of ib_uverbs_alloc_pd_resp",
+    ][::core::mem::size_of::<ib_uverbs_alloc_pd_resp>() - 4usize];
+    [
+        "Alignment of ib_uverbs_alloc_pd_resp",
+    ][::core::mem::align_of::<ib_uverbs_alloc_pd_resp>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_alloc_pd_resp::pd_handle",
+    ][::core::mem::offset_of!(ib_uverbs_alloc_pd_resp, pd_handle) - 0usize];
+    [
+        "Offset of field: ib_uverbs_alloc_pd_resp::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_alloc_pd_resp, driver_data) - 4usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -886,10 +1239,15 @@ pub struct ib_uverbs_dealloc_pd {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_dealloc_pd"][::core::mem::size_of::<ib_uverbs_dealloc_pd>() - 4usize];
-    ["Alignment of ib_uverbs_dealloc_pd"][::core::mem::align_of::<ib_uverbs_dealloc_pd>() - 4usize];
-    ["Offset of field: ib_uverbs_dealloc_pd::pd_handle"]
-        [::core::mem::offset_of!(ib_uverbs_dealloc_pd, pd_handle) - 0usize];
+    [
+        "Size of ib_uverbs_dealloc_pd",
+    ][::core::mem::size_of::<ib_uverbs_dealloc_pd>() - 4usize];
+    [
+        "Alignment of ib_uverbs_dealloc_pd",
+    ][::core::mem::align_of::<ib_uverbs_dealloc_pd>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_dealloc_pd::pd_handle",
+    ][::core::mem::offset_of!(ib_uverbs_dealloc_pd, pd_handle) - 0usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -901,13 +1259,24 @@ pub struct ib_uverbs_open_xrcd {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_open_xrcd"][::core::mem::size_of::<ib_uverbs_open_xrcd>() - 16usize];
-    ["Alignment of ib_uverbs_open_xrcd"][::core::mem::align_of::<ib_uverbs_open_xrcd>() - 8usize];
-    ["Offset of field: ib_uverbs_open_xrcd::response"][::core::mem::offset_of!(ib_uverbs_open_xrcd, response) - 0usize];
-    ["Offset of field: ib_uverbs_open_xrcd::fd"][::core::mem::offset_of!(ib_uverbs_open_xrcd, fd) - 8usize];
-    ["Offset of field: ib_uverbs_open_xrcd::oflags"][::core::mem::offset_of!(ib_uverbs_open_xrcd, oflags) - 12usize];
-    ["Offset of field: ib_uverbs_open_xrcd::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_open_xrcd, driver_data) - 16usize];
+    [
+        "Size of ib_uverbs_open_xrcd",
+    ][::core::mem::size_of::<ib_uverbs_open_xrcd>() - 16usize];
+    [
+        "Alignment of ib_uverbs_open_xrcd",
+    ][::core::mem::align_of::<ib_uverbs_open_xrcd>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_open_xrcd::response",
+    ][::core::mem::offset_of!(ib_uverbs_open_xrcd, response) - 0usize];
+    [
+        "Offset of field: ib_uverbs_open_xrcd::fd",
+    ][::core::mem::offset_of!(ib_uverbs_open_xrcd, fd) - 8usize];
+    [
+        "Offset of field: ib_uverbs_open_xrcd::oflags",
+    ][::core::mem::offset_of!(ib_uverbs_open_xrcd, oflags) - 12usize];
+    [
+        "Offset of field: ib_uverbs_open_xrcd::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_open_xrcd, driver_data) - 16usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -917,12 +1286,18 @@ pub struct ib_uverbs_open_xrcd_resp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_open_xrcd_resp"][::core::mem::size_of::<ib_uverbs_open_xrcd_resp>() - 4usize];
-    ["Alignment of ib_uverbs_open_xrcd_resp"][::core::mem::align_of::<ib_uverbs_open_xrcd_resp>() - 4usize];
-    ["Offset of field: ib_uverbs_open_xrcd_resp::xrcd_handle"]
-        [::core::mem::offset_of!(ib_uverbs_open_xrcd_resp, xrcd_handle) - 0usize];
-    ["Offset of field: ib_uverbs_open_xrcd_resp::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_open_xrcd_resp, driver_data) - 4usize];
+    [
+        "Size of ib_uverbs_open_xrcd_resp",
+    ][::core::mem::size_of::<ib_uverbs_open_xrcd_resp>() - 4usize];
+    [
+        "Alignment of ib_uverbs_open_xrcd_resp",
+    ][::core::mem::align_of::<ib_uverbs_open_xrcd_resp>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_open_xrcd_resp::xrcd_handle",
+    ][::core::mem::offset_of!(ib_uverbs_open_xrcd_resp, xrcd_handle) - 0usize];
+    [
+        "Offset of field: ib_uverbs_open_xrcd_resp::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_open_xrcd_resp, driver_data) - 4usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -931,10 +1306,15 @@ pub struct ib_uverbs_close_xrcd {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_close_xrcd"][::core::mem::size_of::<ib_uverbs_close_xrcd>() - 4usize];
-    ["Alignment of ib_uverbs_close_xrcd"][::core::mem::align_of::<ib_uverbs_close_xrcd>() - 4usize];
-    ["Offset of field: ib_uverbs_close_xrcd::xrcd_handle"]
-        [::core::mem::offset_of!(ib_uverbs_close_xrcd, xrcd_handle) - 0usize];
+    [
+        "Size of ib_uverbs_close_xrcd",
+    ][::core::mem::size_of::<ib_uverbs_close_xrcd>() - 4usize];
+    [
+        "Alignment of ib_uverbs_close_xrcd",
+    ][::core::mem::align_of::<ib_uverbs_close_xrcd>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_close_xrcd::xrcd_handle",
+    ][::core::mem::offset_of!(ib_uverbs_close_xrcd, xrcd_handle) - 0usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -950,16 +1330,30 @@ pub struct ib_uverbs_reg_mr {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ib_uverbs_reg_mr"][::core::mem::size_of::<ib_uverbs_reg_mr>() - 40usize];
-    ["Alignment of ib_uverbs_reg_mr"][::core::mem::align_of::<ib_uverbs_reg_mr>() - 8usize];
-    ["Offset of field: ib_uverbs_reg_mr::response"][::core::mem::offset_of!(ib_uverbs_reg_mr, response) - 0usize];
-    ["Offset of field: ib_uverbs_reg_mr::start"][::core::mem::offset_of!(ib_uverbs_reg_mr, start) - 8usize];
-    ["Offset of field: ib_uverbs_reg_mr::length"][::core::mem::offset_of!(ib_uverbs_reg_mr, length) - 16usize];
-    ["Offset of field: ib_uverbs_reg_mr::hca_va"][::core::mem::offset_of!(ib_uverbs_reg_mr, hca_va) - 24usize];
-    ["Offset of field: ib_uverbs_reg_mr::pd_handle"][::core::mem::offset_of!(ib_uverbs_reg_mr, pd_handle) - 32usize];
-    ["Offset of field: ib_uverbs_reg_mr::access_flags"]
-        [::core::mem::offset_of!(ib_uverbs_reg_mr, access_flags) - 36usize];
-    ["Offset of field: ib_uverbs_reg_mr::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_reg_mr, driver_data) - 40usize];
+    [
+        "Alignment of ib_uverbs_reg_mr",
+    ][::core::mem::align_of::<ib_uverbs_reg_mr>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_reg_mr::response",
+    ][::core::mem::offset_of!(ib_uverbs_reg_mr, response) - 0usize];
+    [
+        "Offset of field: ib_uverbs_reg_mr::start",
+    ][::core::mem::offset_of!(ib_uverbs_reg_mr, start) - 8usize];
+    [
+        "Offset of field: ib_uverbs_reg_mr::length",
+    ][::core::mem::offset_of!(ib_uverbs_reg_mr, length) - 16usize];
+    [
+        "Offset of field: ib_uverbs_reg_mr::hca_va",
+    ][::core::mem::offset_of!(ib_uverbs_reg_mr, hca_va) - 24usize];
+    [
+        "Offset of field: ib_uverbs_reg_mr::pd_handle",
+    ][::core::mem::offset_of!(ib_uverbs_reg_mr, pd_handle) - 32usize];
+    [
+        "Offset of field: ib_uverbs_reg_mr::access_flags",
+    ][::core::mem::offset_of!(ib_uverbs_reg_mr, access_flags) - 36usize];
+    [
+        "Offset of field: ib_uverbs_reg_mr::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_reg_mr, driver_data) - 40usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -971,14 +1365,24 @@ pub struct ib_uverbs_reg_mr_resp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_reg_mr_resp"][::core::mem::size_of::<ib_uverbs_reg_mr_resp>() - 12usize];
-    ["Alignment of ib_uverbs_reg_mr_resp"][::core::mem::align_of::<ib_uverbs_reg_mr_resp>() - 4usize];
-    ["Offset of field: ib_uverbs_reg_mr_resp::mr_handle"]
-        [::core::mem::offset_of!(ib_uverbs_reg_mr_resp, mr_handle) - 0usize];
-    ["Offset of field: ib_uverbs_reg_mr_resp::lkey"][::core::mem::offset_of!(ib_uverbs_reg_mr_resp, lkey) - 4usize];
-    ["Offset of field: ib_uverbs_reg_mr_resp::rkey"][::core::mem::offset_of!(ib_uverbs_reg_mr_resp, rkey) - 8usize];
-    ["Offset of field: ib_uverbs_reg_mr_resp::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_reg_mr_resp, driver_data) - 12usize];
+    [
+        "Size of ib_uverbs_reg_mr_resp",
+    ][::core::mem::size_of::<ib_uverbs_reg_mr_resp>() - 12usize];
+    [
+        "Alignment of ib_uverbs_reg_mr_resp",
+    ][::core::mem::align_of::<ib_uverbs_reg_mr_resp>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_reg_mr_resp::mr_handle",
+    ][::core::mem::offset_of!(ib_uverbs_reg_mr_resp, mr_handle) - 0usize];
+    [
+        "Offset of field: ib_uverbs_reg_mr_resp::lkey",
+    ][::core::mem::offset_of!(ib_uverbs_reg_mr_resp, lkey) - 4usize];
+    [
+        "Offset of field: ib_uverbs_reg_mr_resp::rkey",
+    ][::core::mem::offset_of!(ib_uverbs_reg_mr_resp, rkey) - 8usize];
+    [
+        "Offset of field: ib_uverbs_reg_mr_resp::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_reg_mr_resp, driver_data) - 12usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -995,20 +1399,39 @@ pub struct ib_uverbs_rereg_mr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_rereg_mr"][::core::mem::size_of::<ib_uverbs_rereg_mr>() - 48usize];
-    ["Alignment of ib_uverbs_rereg_mr"][::core::mem::align_of::<ib_uverbs_rereg_mr>() - 8usize];
-    ["Offset of field: ib_uverbs_rereg_mr::response"][::core::mem::offset_of!(ib_uverbs_rereg_mr, response) - 0usize];
-    ["Offset of field: ib_uverbs_rereg_mr::mr_handle"][::core::mem::offset_of!(ib_uverbs_rereg_mr, mr_handle) - 8usize];
-    ["Offset of field: ib_uverbs_rereg_mr::flags"][::core::mem::offset_of!(ib_uverbs_rereg_mr, flags) - 12usize];
-    ["Offset of field: ib_uverbs_rereg_mr::start"][::core::mem::offset_of!(ib_uverbs_rereg_mr, start) - 16usize];
-    ["Offset of field: ib_uverbs_rereg_mr::length"][::core::mem::offset_of!(ib_uverbs_rereg_mr, length) - 24usize];
-    ["Offset of field: ib_uverbs_rereg_mr::hca_va"][::core::mem::offset_of!(ib_uverbs_rereg_mr, hca_va) - 32usize];
-    ["Offset of field: ib_uverbs_rereg_mr::pd_handle"]
-        [::core::mem::offset_of!(ib_uverbs_rereg_mr, pd_handle) - 40usize];
-    ["Offset of field: ib_uverbs_rereg_mr::access_flags"]
-        [::core::mem::offset_of!(ib_uverbs_rereg_mr, access_flags) - 44usize];
-    ["Offset of field: ib_uverbs_rereg_mr::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_rereg_mr, driver_data) - 48usize];
+    [
+        "Size of ib_uverbs_rereg_mr",
+    ][::core::mem::size_of::<ib_uverbs_rereg_mr>() - 48usize];
+    [
+        "Alignment of ib_uverbs_rereg_mr",
+    ][::core::mem::align_of::<ib_uverbs_rereg_mr>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_rereg_mr::response",
+    ][::core::mem::offset_of!(ib_uverbs_rereg_mr, response) - 0usize];
+    [
+        "Offset of field: ib_uverbs_rereg_mr::mr_handle",
+    ][::core::mem::offset_of!(ib_uverbs_rereg_mr, mr_handle) - 8usize];
+    [
+        "Offset of field: ib_uverbs_rereg_mr::flags",
+    ][::core::mem::offset_of!(ib_uverbs_rereg_mr, flags) - 12usize];
+    [
+        "Offset of field: ib_uverbs_rereg_mr::start",
+    ][::core::mem::offset_of!(ib_uverbs_rereg_mr, start) - 16usize];
+    [
+        "Offset of field: ib_uverbs_rereg_mr::length",
+    ][::core::mem::offset_of!(ib_uverbs_rereg_mr, length) - 24usize];
+    [
+        "Offset of field: ib_uverbs_rereg_mr::hca_va",
+    ][::core::mem::offset_of!(ib_uverbs_rereg_mr, hca_va) - 32usize];
+    [
+        "Offset of field: ib_uverbs_rereg_mr::pd_handle",
+    ][::core::mem::offset_of!(ib_uverbs_rereg_mr, pd_handle) - 40usize];
+    [
+        "Offset of field: ib_uverbs_rereg_mr::access_flags",
+    ][::core::mem::offset_of!(ib_uverbs_rereg_mr, access_flags) - 44usize];
+    [
+        "Offset of field: ib_uverbs_rereg_mr::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_rereg_mr, driver_data) - 48usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -1019,12 +1442,21 @@ pub struct ib_uverbs_rereg_mr_resp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_rereg_mr_resp"][::core::mem::size_of::<ib_uverbs_rereg_mr_resp>() - 8usize];
-    ["Alignment of ib_uverbs_rereg_mr_resp"][::core::mem::align_of::<ib_uverbs_rereg_mr_resp>() - 8usize];
-    ["Offset of field: ib_uverbs_rereg_mr_resp::lkey"][::core::mem::offset_of!(ib_uverbs_rereg_mr_resp, lkey) - 0usize];
-    ["Offset of field: ib_uverbs_rereg_mr_resp::rkey"][::core::mem::offset_of!(ib_uverbs_rereg_mr_resp, rkey) - 4usize];
-    ["Offset of field: ib_uverbs_rereg_mr_resp::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_rereg_mr_resp, driver_data) - 8usize];
+    [
+        "Size of ib_uverbs_rereg_mr_resp",
+    ][::core::mem::size_of::<ib_uverbs_rereg_mr_resp>() - 8usize];
+    [
+        "Alignment of ib_uverbs_rereg_mr_resp",
+    ][::core::mem::align_of::<ib_uverbs_rereg_mr_resp>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_rereg_mr_resp::lkey",
+    ][::core::mem::offset_of!(ib_uverbs_rereg_mr_resp, lkey) - 0usize];
+    [
+        "Offset of field: ib_uverbs_rereg_mr_resp::rkey",
+    ][::core::mem::offset_of!(ib_uverbs_rereg_mr_resp, rkey) - 4usize];
+    [
+        "Offset of field: ib_uverbs_rereg_mr_resp::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_rereg_mr_resp, driver_data) - 8usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -1033,9 +1465,15 @@ pub struct ib_uverbs_dereg_mr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_dereg_mr"][::core::mem::size_of::<ib_uverbs_dereg_mr>() - 4usize];
-    ["Alignment of ib_uverbs_dereg_mr"][::core::mem::align_of::<ib_uverbs_dereg_mr>() - 4usize];
-    ["Offset of field: ib_uverbs_dereg_mr::mr_handle"][::core::mem::offset_of!(ib_uverbs_dereg_mr, mr_handle) - 0usize];
+    [
+        "Size of ib_uverbs_dereg_mr",
+    ][::core::mem::size_of::<ib_uverbs_dereg_mr>() - 4usize];
+    [
+        "Alignment of ib_uverbs_dereg_mr",
+    ][::core::mem::align_of::<ib_uverbs_dereg_mr>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_dereg_mr::mr_handle",
+    ][::core::mem::offset_of!(ib_uverbs_dereg_mr, mr_handle) - 0usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -1048,14 +1486,27 @@ pub struct ib_uverbs_alloc_mw {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_alloc_mw"][::core::mem::size_of::<ib_uverbs_alloc_mw>() - 16usize];
-    ["Alignment of ib_uverbs_alloc_mw"][::core::mem::align_of::<ib_uverbs_alloc_mw>() - 8usize];
-    ["Offset of field: ib_uverbs_alloc_mw::response"][::core::mem::offset_of!(ib_uverbs_alloc_mw, response) - 0usize];
-    ["Offset of field: ib_uverbs_alloc_mw::pd_handle"][::core::mem::offset_of!(ib_uverbs_alloc_mw, pd_handle) - 8usize];
-    ["Offset of field: ib_uverbs_alloc_mw::mw_type"][::core::mem::offset_of!(ib_uverbs_alloc_mw, mw_type) - 12usize];
-    ["Offset of field: ib_uverbs_alloc_mw::reserved"][::core::mem::offset_of!(ib_uverbs_alloc_mw, reserved) - 13usize];
-    ["Offset of field: ib_uverbs_alloc_mw::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_alloc_mw, driver_data) - 16usize];
+    [
+        "Size of ib_uverbs_alloc_mw",
+    ][::core::mem::size_of::<ib_uverbs_alloc_mw>() - 16usize];
+    [
+        "Alignment of ib_uverbs_alloc_mw",
+    ][::core::mem::align_of::<ib_uverbs_alloc_mw>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_alloc_mw::response",
+    ][::core::mem::offset_of!(ib_uverbs_alloc_mw, response) - 0usize];
+    [
+        "Offset of field: ib_uverbs_alloc_mw::pd_handle",
+    ][::core::mem::offset_of!(ib_uverbs_alloc_mw, pd_handle) - 8usize];
+    [
+        "Offset of field: ib_uverbs_alloc_mw::mw_type",
+    ][::core::mem::offset_of!(ib_uverbs_alloc_mw, mw_type) - 12usize];
+    [
+        "Offset of field: ib_uverbs_alloc_mw::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_alloc_mw, reserved) - 13usize];
+    [
+        "Offset of field: ib_uverbs_alloc_mw::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_alloc_mw, driver_data) - 16usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -1066,13 +1517,21 @@ pub struct ib_uverbs_alloc_mw_resp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_alloc_mw_resp"][::core::mem::size_of::<ib_uverbs_alloc_mw_resp>() - 8usize];
-    ["Alignment of ib_uverbs_alloc_mw_resp"][::core::mem::align_of::<ib_uverbs_alloc_mw_resp>() - 8usize];
-    ["Offset of field: ib_uverbs_alloc_mw_resp::mw_handle"]
-        [::core::mem::offset_of!(ib_uverbs_alloc_mw_resp, mw_handle) - 0usize];
-    ["Offset of field: ib_uverbs_alloc_mw_resp::rkey"][::core::mem::offset_of!(ib_uverbs_alloc_mw_resp, rkey) - 4usize];
-    ["Offset of field: ib_uverbs_alloc_mw_resp::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_alloc_mw_resp, driver_data) - 8usize];
+    [
+        "Size of ib_uverbs_alloc_mw_resp",
+    ][::core::mem::size_of::<ib_uverbs_alloc_mw_resp>() - 8usize];
+    [
+        "Alignment of ib_uverbs_alloc_mw_resp",
+    ][::core::mem::align_of::<ib_uverbs_alloc_mw_resp>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_alloc_mw_resp::mw_handle",
+    ][::core::mem::offset_of!(ib_uverbs_alloc_mw_resp, mw_handle) - 0usize];
+    [
+        "Offset of field: ib_uverbs_alloc_mw_resp::rkey",
+    ][::core::mem::offset_of!(ib_uverbs_alloc_mw_resp, rkey) - 4usize];
+    [
+        "Offset of field: ib_uverbs_alloc_mw_resp::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_alloc_mw_resp, driver_data) - 8usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -1081,10 +1540,15 @@ pub struct ib_uverbs_dealloc_mw {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_dealloc_mw"][::core::mem::size_of::<ib_uverbs_dealloc_mw>() - 4usize];
-    ["Alignment of ib_uverbs_dealloc_mw"][::core::mem::align_of::<ib_uverbs_dealloc_mw>() - 4usize];
-    ["Offset of field: ib_uverbs_dealloc_mw::mw_handle"]
-        [::core::mem::offset_of!(ib_uverbs_dealloc_mw, mw_handle) - 0usize];
+    [
+        "Size of ib_uverbs_dealloc_mw",
+    ][::core::mem::size_of::<ib_uverbs_dealloc_mw>() - 4usize];
+    [
+        "Alignment of ib_uverbs_dealloc_mw",
+    ][::core::mem::align_of::<ib_uverbs_dealloc_mw>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_dealloc_mw::mw_handle",
+    ][::core::mem::offset_of!(ib_uverbs_dealloc_mw, mw_handle) - 0usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -1093,10 +1557,15 @@ pub struct ib_uverbs_create_comp_channel {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_create_comp_channel"][::core::mem::size_of::<ib_uverbs_create_comp_channel>() - 8usize];
-    ["Alignment of ib_uverbs_create_comp_channel"][::core::mem::align_of::<ib_uverbs_create_comp_channel>() - 8usize];
-    ["Offset of field: ib_uverbs_create_comp_channel::response"]
-        [::core::mem::offset_of!(ib_uverbs_create_comp_channel, response) - 0usize];
+    [
+        "Size of ib_uverbs_create_comp_channel",
+    ][::core::mem::size_of::<ib_uverbs_create_comp_channel>() - 8usize];
+    [
+        "Alignment of ib_uverbs_create_comp_channel",
+    ][::core::mem::align_of::<ib_uverbs_create_comp_channel>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_create_comp_channel::response",
+    ][::core::mem::offset_of!(ib_uverbs_create_comp_channel, response) - 0usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -1105,12 +1574,15 @@ pub struct ib_uverbs_create_comp_channel_resp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_create_comp_channel_resp"]
-        [::core::mem::size_of::<ib_uverbs_create_comp_channel_resp>() - 4usize];
-    ["Alignment of ib_uverbs_create_comp_channel_resp"]
-        [::core::mem::align_of::<ib_uverbs_create_comp_channel_resp>() - 4usize];
-    ["Offset of field: ib_uverbs_create_comp_channel_resp::fd"]
-        [::core::mem::offset_of!(ib_uverbs_create_comp_channel_resp, fd) - 0usize];
+    [
+        "Size of ib_uverbs_create_comp_channel_resp",
+    ][::core::mem::size_of::<ib_uverbs_create_comp_channel_resp>() - 4usize];
+    [
+        "Alignment of ib_uverbs_create_comp_channel_resp",
+    ][::core::mem::align_of::<ib_uverbs_create_comp_channel_resp>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_create_comp_channel_resp::fd",
+    ][::core::mem::offset_of!(ib_uverbs_create_comp_channel_resp, fd) - 0usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -1125,24 +1597,41 @@ pub struct ib_uverbs_create_cq {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_create_cq"][::core::mem::size_of::<ib_uverbs_create_cq>() - 32usize];
-    ["Alignment of ib_uverbs_create_cq"][::core::mem::align_of::<ib_uverbs_create_cq>() - 8usize];
-    ["Offset of field: ib_uverbs_create_cq::response"][::core::mem::offset_of!(ib_uverbs_create_cq, response) - 0usize];
-    ["Offset of field: ib_uverbs_create_cq::user_handle"]
-        [::core::mem::offset_of!(ib_uverbs_create_cq, user_handle) - 8usize];
-    ["Offset of field: ib_uverbs_create_cq::cqe"][::core::mem::offset_of!(ib_uverbs_create_cq, cqe) - 16usize];
-    ["Offset of field: ib_uverbs_create_cq::comp_vector"]
-        [::core::mem::offset_of!(ib_uverbs_create_cq, comp_vector) - 20usize];
-    ["Offset of field: ib_uverbs_create_cq::comp_channel"]
-        [::core::mem::offset_of!(ib_uverbs_create_cq, comp_channel) - 24usize];
-    ["Offset of field: ib_uverbs_create_cq::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_create_cq, reserved) - 28usize];
-    ["Offset of field: ib_uverbs_create_cq::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_create_cq, driver_data) - 32usize];
+    [
+        "Size of ib_uverbs_create_cq",
+    ][::core::mem::size_of::<ib_uverbs_create_cq>() - 32usize];
+    [
+        "Alignment of ib_uverbs_create_cq",
+    ][::core::mem::align_of::<ib_uverbs_create_cq>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_create_cq::response",
+    ][::core::mem::offset_of!(ib_uverbs_create_cq, response) - 0usize];
+    [
+        "Offset of field: ib_uverbs_create_cq::user_handle",
+    ][::core::mem::offset_of!(ib_uverbs_create_cq, user_handle) - 8usize];
+    [
+        "Offset of field: ib_uverbs_create_cq::cqe",
+    ][::core::mem::offset_of!(ib_uverbs_create_cq, cqe) - 16usize];
+    [
+        "Offset of field: ib_uverbs_create_cq::comp_vector",
+    ][::core::mem::offset_of!(ib_uverbs_create_cq, comp_vector) - 20usize];
+    [
+        "Offset of field: ib_uverbs_create_cq::comp_channel",
+    ][::core::mem::offset_of!(ib_uverbs_create_cq, comp_channel) - 24usize];
+    [
+        "Offset of field: ib_uverbs_create_cq::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_create_cq, reserved) - 28usize];
+    [
+        "Offset of field: ib_uverbs_create_cq::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_create_cq, driver_data) - 32usize];
 };
 impl ib_uverbs_ex_create_cq_flags {
-    pub const IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION: ib_uverbs_ex_create_cq_flags = ib_uverbs_ex_create_cq_flags(1);
-    pub const IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN: ib_uverbs_ex_create_cq_flags = ib_uverbs_ex_create_cq_flags(2);
+    pub const IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION: ib_uverbs_ex_create_cq_flags = ib_uverbs_ex_create_cq_flags(
+        1,
+    );
+    pub const IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN: ib_uverbs_ex_create_cq_flags = ib_uverbs_ex_create_cq_flags(
+        2,
+    );
 }
 impl ::core::ops::BitOr<ib_uverbs_ex_create_cq_flags> for ib_uverbs_ex_create_cq_flags {
     type Output = Self;
@@ -1186,21 +1675,33 @@ pub struct ib_uverbs_ex_create_cq {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_ex_create_cq"][::core::mem::size_of::<ib_uverbs_ex_create_cq>() - 32usize];
-    ["Alignment of ib_uverbs_ex_create_cq"][::core::mem::align_of::<ib_uverbs_ex_create_cq>() - 8usize];
-    ["Offset of field: ib_uverbs_ex_create_cq::user_handle"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_cq, user_handle) - 0usize];
-    ["Offset of field: ib_uverbs_ex_create_cq::cqe"][::core::mem::offset_of!(ib_uverbs_ex_create_cq, cqe) - 8usize];
-    ["Offset of field: ib_uverbs_ex_create_cq::comp_vector"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_cq, comp_vector) - 12usize];
-    ["Offset of field: ib_uverbs_ex_create_cq::comp_channel"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_cq, comp_channel) - 16usize];
-    ["Offset of field: ib_uverbs_ex_create_cq::comp_mask"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_cq, comp_mask) - 20usize];
-    ["Offset of field: ib_uverbs_ex_create_cq::flags"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_cq, flags) - 24usize];
-    ["Offset of field: ib_uverbs_ex_create_cq::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_cq, reserved) - 28usize];
+    [
+        "Size of ib_uverbs_ex_create_cq",
+    ][::core::mem::size_of::<ib_uverbs_ex_create_cq>() - 32usize];
+    [
+        "Alignment of ib_uverbs_ex_create_cq",
+    ][::core::mem::align_of::<ib_uverbs_ex_create_cq>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_cq::user_handle",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_cq, user_handle) - 0usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_cq::cqe",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_cq, cqe) - 8usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_cq::comp_vector",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_cq, comp_vector) - 12usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_cq::comp_channel",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_cq, comp_channel) - 16usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_cq::comp_mask",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_cq, comp_mask) - 20usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_cq::flags",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_cq, flags) - 24usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_cq::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_cq, reserved) - 28usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -1211,13 +1712,21 @@ pub struct ib_uverbs_create_cq_resp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_create_cq_resp"][::core::mem::size_of::<ib_uverbs_create_cq_resp>() - 8usize];
-    ["Alignment of ib_uverbs_create_cq_resp"][::core::mem::align_of::<ib_uverbs_create_cq_resp>() - 8usize];
-    ["Offset of field: ib_uverbs_create_cq_resp::cq_handle"]
-        [::core::mem::offset_of!(ib_uverbs_create_cq_resp, cq_handle) - 0usize];
-    ["Offset of field: ib_uverbs_create_cq_resp::cqe"][::core::mem::offset_of!(ib_uverbs_create_cq_resp, cqe) - 4usize];
-    ["Offset of field: ib_uverbs_create_cq_resp::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_create_cq_resp, driver_data) - 8usize];
+    [
+        "Size of ib_uverbs_create_cq_resp",
+    ][::core::mem::size_of::<ib_uverbs_create_cq_resp>() - 8usize];
+    [
+        "Alignment of ib_uverbs_create_cq_resp",
+    ][::core::mem::align_of::<ib_uverbs_create_cq_resp>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_create_cq_resp::cq_handle",
+    ][::core::mem::offset_of!(ib_uverbs_create_cq_resp, cq_handle) - 0usize];
+    [
+        "Offset of field: ib_uverbs_create_cq_resp::cqe",
+    ][::core::mem::offset_of!(ib_uverbs_create_cq_resp, cqe) - 4usize];
+    [
+        "Offset of field: ib_uverbs_create_cq_resp::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_create_cq_resp, driver_data) - 8usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -1228,14 +1737,21 @@ pub struct ib_uverbs_ex_create_cq_resp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_ex_create_cq_resp"][::core::mem::size_of::<ib_uverbs_ex_create_cq_resp>() - 16usize];
-    ["Alignment of ib_uverbs_ex_create_cq_resp"][::core::mem::align_of::<ib_uverbs_ex_create_cq_resp>() - 8usize];
-    ["Offset of field: ib_uverbs_ex_create_cq_resp::base"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_cq_resp, base) - 0usize];
-    ["Offset of field: ib_uverbs_ex_create_cq_resp::comp_mask"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_cq_resp, comp_mask) - 8usize];
-    ["Offset of field: ib_uverbs_ex_create_cq_resp::response_length"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_cq_resp, response_length) - 12usize];
+    [
+        "Size of ib_uverbs_ex_create_cq_resp",
+    ][::core::mem::size_of::<ib_uverbs_ex_create_cq_resp>() - 16usize];
+    [
+        "Alignment of ib_uverbs_ex_create_cq_resp",
+    ][::core::mem::align_of::<ib_uverbs_ex_create_cq_resp>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_cq_resp::base",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_cq_resp, base) - 0usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_cq_resp::comp_mask",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_cq_resp, comp_mask) - 8usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_cq_resp::response_length",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_cq_resp, response_length) - 12usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -1247,14 +1763,24 @@ pub struct ib_uverbs_resize_cq {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_resize_cq"][::core::mem::size_of::<ib_uverbs_resize_cq>() - 16usize];
-    ["Alignment of ib_uverbs_resize_cq"][::core::mem::align_of::<ib_uverbs_resize_cq>() - 8usize];
-    ["Offset of field: ib_uverbs_resize_cq::response"][::core::mem::offset_of!(ib_uverbs_resize_cq, response) - 0usize];
-    ["Offset of field: ib_uverbs_resize_cq::cq_handle"]
-        [::core::mem::offset_of!(ib_uverbs_resize_cq, cq_handle) - 8usize];
-    ["Offset of field: ib_uverbs_resize_cq::cqe"][::core::mem::offset_of!(ib_uverbs_resize_cq, cqe) - 12usize];
-    ["Offset of field: ib_uverbs_resize_cq::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_resize_cq, driver_data) - 16usize];
+    [
+        "Size of ib_uverbs_resize_cq",
+    ][::core::mem::size_of::<ib_uverbs_resize_cq>() - 16usize];
+    [
+        "Alignment of ib_uverbs_resize_cq",
+    ][::core::mem::align_of::<ib_uverbs_resize_cq>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_resize_cq::response",
+    ][::core::mem::offset_of!(ib_uverbs_resize_cq, response) - 0usize];
+    [
+        "Offset of field: ib_uverbs_resize_cq::cq_handle",
+    ][::core::mem::offset_of!(ib_uverbs_resize_cq, cq_handle) - 8usize];
+    [
+        "Offset of field: ib_uverbs_resize_cq::cqe",
+    ][::core::mem::offset_of!(ib_uverbs_resize_cq, cqe) - 12usize];
+    [
+        "Offset of field: ib_uverbs_resize_cq::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_resize_cq, driver_data) - 16usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -1265,13 +1791,21 @@ pub struct ib_uverbs_resize_cq_resp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_resize_cq_resp"][::core::mem::size_of::<ib_uverbs_resize_cq_resp>() - 8usize];
-    ["Alignment of ib_uverbs_resize_cq_resp"][::core::mem::align_of::<ib_uverbs_resize_cq_resp>() - 8usize];
-    ["Offset of field: ib_uverbs_resize_cq_resp::cqe"][::core::mem::offset_of!(ib_uverbs_resize_cq_resp, cqe) - 0usize];
-    ["Offset of field: ib_uverbs_resize_cq_resp::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_resize_cq_resp, reserved) - 4usize];
-    ["Offset of field: ib_uverbs_resize_cq_resp::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_resize_cq_resp, driver_data) - 8usize];
+    [
+        "Size of ib_uverbs_resize_cq_resp",
+    ][::core::mem::size_of::<ib_uverbs_resize_cq_resp>() - 8usize];
+    [
+        "Alignment of ib_uverbs_resize_cq_resp",
+    ][::core::mem::align_of::<ib_uverbs_resize_cq_resp>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_resize_cq_resp::cqe",
+    ][::core::mem::offset_of!(ib_uverbs_resize_cq_resp, cqe) - 0usize];
+    [
+        "Offset of field: ib_uverbs_resize_cq_resp::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_resize_cq_resp, reserved) - 4usize];
+    [
+        "Offset of field: ib_uverbs_resize_cq_resp::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_resize_cq_resp, driver_data) - 8usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -1283,10 +1817,18 @@ pub struct ib_uverbs_poll_cq {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ib_uverbs_poll_cq"][::core::mem::size_of::<ib_uverbs_poll_cq>() - 16usize];
-    ["Alignment of ib_uverbs_poll_cq"][::core::mem::align_of::<ib_uverbs_poll_cq>() - 8usize];
-    ["Offset of field: ib_uverbs_poll_cq::response"][::core::mem::offset_of!(ib_uverbs_poll_cq, response) - 0usize];
-    ["Offset of field: ib_uverbs_poll_cq::cq_handle"][::core::mem::offset_of!(ib_uverbs_poll_cq, cq_handle) - 8usize];
-    ["Offset of field: ib_uverbs_poll_cq::ne"][::core::mem::offset_of!(ib_uverbs_poll_cq, ne) - 12usize];
+    [
+        "Alignment of ib_uverbs_poll_cq",
+    ][::core::mem::align_of::<ib_uverbs_poll_cq>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_poll_cq::response",
+    ][::core::mem::offset_of!(ib_uverbs_poll_cq, response) - 0usize];
+    [
+        "Offset of field: ib_uverbs_poll_cq::cq_handle",
+    ][::core::mem::offset_of!(ib_uverbs_poll_cq, cq_handle) - 8usize];
+    [
+        "Offset of field: ib_uverbs_poll_cq::ne",
+    ][::core::mem::offset_of!(ib_uverbs_poll_cq, ne) - 12usize];
 };
 impl ib_uverbs_wc_opcode {
     pub const IB_UVERBS_WC_SEND: ib_uverbs_wc_opcode = ib_uverbs_wc_opcode(0);
@@ -1328,12 +1870,18 @@ pub union ib_uverbs_wc__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_wc__bindgen_ty_1"][::core::mem::size_of::<ib_uverbs_wc__bindgen_ty_1>() - 4usize];
-    ["Alignment of ib_uverbs_wc__bindgen_ty_1"][::core::mem::align_of::<ib_uverbs_wc__bindgen_ty_1>() - 4usize];
-    ["Offset of field: ib_uverbs_wc__bindgen_ty_1::imm_data"]
-        [::core::mem::offset_of!(ib_uverbs_wc__bindgen_ty_1, imm_data) - 0usize];
-    ["Offset of field: ib_uverbs_wc__bindgen_ty_1::invalidate_rkey"]
-        [::core::mem::offset_of!(ib_uverbs_wc__bindgen_ty_1, invalidate_rkey) - 0usize];
+    [
+        "Size of ib_uverbs_wc__bindgen_ty_1",
+    ][::core::mem::size_of::<ib_uverbs_wc__bindgen_ty_1>() - 4usize];
+    [
+        "Alignment of ib_uverbs_wc__bindgen_ty_1",
+    ][::core::mem::align_of::<ib_uverbs_wc__bindgen_ty_1>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_wc__bindgen_ty_1::imm_data",
+    ][::core::mem::offset_of!(ib_uverbs_wc__bindgen_ty_1, imm_data) - 0usize];
+    [
+        "Offset of field: ib_uverbs_wc__bindgen_ty_1::invalidate_rkey",
+    ][::core::mem::offset_of!(ib_uverbs_wc__bindgen_ty_1, invalidate_rkey) - 0usize];
 };
 impl Default for ib_uverbs_wc__bindgen_ty_1 {
     fn default() -> Self {
@@ -1348,21 +1896,51 @@ impl Default for ib_uverbs_wc__bindgen_ty_1 {
 const _: () = {
     ["Size of ib_uverbs_wc"][::core::mem::size_of::<ib_uverbs_wc>() - 48usize];
     ["Alignment of ib_uverbs_wc"][::core::mem::align_of::<ib_uverbs_wc>() - 8usize];
-    ["Offset of field: ib_uverbs_wc::wr_id"][::core::mem::offset_of!(ib_uverbs_wc, wr_id) - 0usize];
-    ["Offset of field: ib_uverbs_wc::status"][::core::mem::offset_of!(ib_uverbs_wc, status) - 8usize];
-    ["Offset of field: ib_uverbs_wc::opcode"][::core::mem::offset_of!(ib_uverbs_wc, opcode) - 12usize];
-    ["Offset of field: ib_uverbs_wc::vendor_err"][::core::mem::offset_of!(ib_uverbs_wc, vendor_err) - 16usize];
-    ["Offset of field: ib_uverbs_wc::byte_len"][::core::mem::offset_of!(ib_uverbs_wc, byte_len) - 20usize];
-    ["Offset of field: ib_uverbs_wc::ex"][::core::mem::offset_of!(ib_uverbs_wc, ex) - 24usize];
-    ["Offset of field: ib_uverbs_wc::qp_num"][::core::mem::offset_of!(ib_uverbs_wc, qp_num) - 28usize];
-    ["Offset of field: ib_uverbs_wc::src_qp"][::core::mem::offset_of!(ib_uverbs_wc, src_qp) - 32usize];
-    ["Offset of field: ib_uverbs_wc::wc_flags"][::core::mem::offset_of!(ib_uverbs_wc, wc_flags) - 36usize];
-    ["Offset of field: ib_uverbs_wc::pkey_index"][::core::mem::offset_of!(ib_uverbs_wc, pkey_index) - 40usize];
-    ["Offset of field: ib_uverbs_wc::slid"][::core::mem::offset_of!(ib_uverbs_wc, slid) - 42usize];
-    ["Offset of field: ib_uverbs_wc::sl"][::core::mem::offset_of!(ib_uverbs_wc, sl) - 44usize];
-    ["Offset of field: ib_uverbs_wc::dlid_path_bits"][::core::mem::offset_of!(ib_uverbs_wc, dlid_path_bits) - 45usize];
-    ["Offset of field: ib_uverbs_wc::port_num"][::core::mem::offset_of!(ib_uverbs_wc, port_num) - 46usize];
-    ["Offset of field: ib_uverbs_wc::reserved"][::core::mem::offset_of!(ib_uverbs_wc, reserved) - 47usize];
+    [
+        "Offset of field: ib_uverbs_wc::wr_id",
+    ][::core::mem::offset_of!(ib_uverbs_wc, wr_id) - 0usize];
+    [
+        "Offset of field: ib_uverbs_wc::status",
+    ][::core::mem::offset_of!(ib_uverbs_wc, status) - 8usize];
+    [
+        "Offset of field: ib_uverbs_wc::opcode",
+    ][::core::mem::offset_of!(ib_uverbs_wc, opcode) - 12usize];
+    [
+        "Offset of field: ib_uverbs_wc::vendor_err",
+    ][::core::mem::offset_of!(ib_uverbs_wc, vendor_err) - 16usize];
+    [
+        "Offset of field: ib_uverbs_wc::byte_len",
+    ][::core::mem::offset_of!(ib_uverbs_wc, byte_len) - 20usize];
+    [
+        "Offset of field: ib_uverbs_wc::ex",
+    ][::core::mem::offset_of!(ib_uverbs_wc, ex) - 24usize];
+    [
+        "Offset of field: ib_uverbs_wc::qp_num",
+    ][::core::mem::offset_of!(ib_uverbs_wc, qp_num) - 28usize];
+    [
+        "Offset of field: ib_uverbs_wc::src_qp",
+    ][::core::mem::offset_of!(ib_uverbs_wc, src_qp) - 32usize];
+    [
+        "Offset of field: ib_uverbs_wc::wc_flags",
+    ][::core::mem::offset_of!(ib_uverbs_wc, wc_flags) - 36usize];
+    [
+        "Offset of field: ib_uverbs_wc::pkey_index",
+    ][::core::mem::offset_of!(ib_uverbs_wc, pkey_index) - 40usize];
+    [
+        "Offset of field: ib_uverbs_wc::slid",
+    ][::core::mem::offset_of!(ib_uverbs_wc, slid) - 42usize];
+    [
+        "Offset of field: ib_uverbs_wc::sl",
+    ][::core::mem::offset_of!(ib_uverbs_wc, sl) - 44usize];
+    [
+        "Offset of field: ib_uverbs_wc::dlid_path_bits",
+    ][::core::mem::offset_of!(ib_uverbs_wc, dlid_path_bits) - 45usize];
+    [
+        "Offset of field: ib_uverbs_wc::port_num",
+    ][::core::mem::offset_of!(ib_uverbs_wc, port_num) - 46usize];
+    [
+        "Offset of field: ib_uverbs_wc::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_wc, reserved) - 47usize];
 };
 impl Default for ib_uverbs_wc {
     fn default() -> Self {
@@ -1381,12 +1959,21 @@ pub struct ib_uverbs_poll_cq_resp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_poll_cq_resp"][::core::mem::size_of::<ib_uverbs_poll_cq_resp>() - 8usize];
-    ["Alignment of ib_uverbs_poll_cq_resp"][::core::mem::align_of::<ib_uverbs_poll_cq_resp>() - 8usize];
-    ["Offset of field: ib_uverbs_poll_cq_resp::count"][::core::mem::offset_of!(ib_uverbs_poll_cq_resp, count) - 0usize];
-    ["Offset of field: ib_uverbs_poll_cq_resp::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_poll_cq_resp, reserved) - 4usize];
-    ["Offset of field: ib_uverbs_poll_cq_resp::wc"][::core::mem::offset_of!(ib_uverbs_poll_cq_resp, wc) - 8usize];
+    [
+        "Size of ib_uverbs_poll_cq_resp",
+    ][::core::mem::size_of::<ib_uverbs_poll_cq_resp>() - 8usize];
+    [
+        "Alignment of ib_uverbs_poll_cq_resp",
+    ][::core::mem::align_of::<ib_uverbs_poll_cq_resp>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_poll_cq_resp::count",
+    ][::core::mem::offset_of!(ib_uverbs_poll_cq_resp, count) - 0usize];
+    [
+        "Offset of field: ib_uverbs_poll_cq_resp::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_poll_cq_resp, reserved) - 4usize];
+    [
+        "Offset of field: ib_uverbs_poll_cq_resp::wc",
+    ][::core::mem::offset_of!(ib_uverbs_poll_cq_resp, wc) - 8usize];
 };
 impl Default for ib_uverbs_poll_cq_resp {
     fn default() -> Self {
@@ -1405,12 +1992,18 @@ pub struct ib_uverbs_req_notify_cq {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_req_notify_cq"][::core::mem::size_of::<ib_uverbs_req_notify_cq>() - 8usize];
-    ["Alignment of ib_uverbs_req_notify_cq"][::core::mem::align_of::<ib_uverbs_req_notify_cq>() - 4usize];
-    ["Offset of field: ib_uverbs_req_notify_cq::cq_handle"]
-        [::core::mem::offset_of!(ib_uverbs_req_notify_cq, cq_handle) - 0usize];
-    ["Offset of field: ib_uverbs_req_notify_cq::solicited_only"]
-        [::core::mem::offset_of!(ib_uverbs_req_notify_cq, solicited_only) - 4usize];
+    [
+        "Size of ib_uverbs_req_notify_cq",
+    ][::core::mem::size_of::<ib_uverbs_req_notify_cq>() - 8usize];
+    [
+        "Alignment of ib_uverbs_req_notify_cq",
+    ][::core::mem::align_of::<ib_uverbs_req_notify_cq>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_req_notify_cq::cq_handle",
+    ][::core::mem::offset_of!(ib_uverbs_req_notify_cq, cq_handle) - 0usize];
+    [
+        "Offset of field: ib_uverbs_req_notify_cq::solicited_only",
+    ][::core::mem::offset_of!(ib_uverbs_req_notify_cq, solicited_only) - 4usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -1421,14 +2014,21 @@ pub struct ib_uverbs_destroy_cq {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_destroy_cq"][::core::mem::size_of::<ib_uverbs_destroy_cq>() - 16usize];
-    ["Alignment of ib_uverbs_destroy_cq"][::core::mem::align_of::<ib_uverbs_destroy_cq>() - 8usize];
-    ["Offset of field: ib_uverbs_destroy_cq::response"]
-        [::core::mem::offset_of!(ib_uverbs_destroy_cq, response) - 0usize];
-    ["Offset of field: ib_uverbs_destroy_cq::cq_handle"]
-        [::core::mem::offset_of!(ib_uverbs_destroy_cq, cq_handle) - 8usize];
-    ["Offset of field: ib_uverbs_destroy_cq::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_destroy_cq, reserved) - 12usize];
+    [
+        "Size of ib_uverbs_destroy_cq",
+    ][::core::mem::size_of::<ib_uverbs_destroy_cq>() - 16usize];
+    [
+        "Alignment of ib_uverbs_destroy_cq",
+    ][::core::mem::align_of::<ib_uverbs_destroy_cq>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_destroy_cq::response",
+    ][::core::mem::offset_of!(ib_uverbs_destroy_cq, response) - 0usize];
+    [
+        "Offset of field: ib_uverbs_destroy_cq::cq_handle",
+    ][::core::mem::offset_of!(ib_uverbs_destroy_cq, cq_handle) - 8usize];
+    [
+        "Offset of field: ib_uverbs_destroy_cq::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_destroy_cq, reserved) - 12usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -1438,12 +2038,19 @@ pub struct ib_uverbs_destroy_cq_resp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_destroy_cq_resp"][::core::mem::size_of::<ib_uverbs_destroy_cq_resp>() - 8usize];
-    ["Alignment of ib_uverbs_destroy_cq_resp"][::core::mem::align_of::<ib_uverbs_destroy_cq_resp>() - 4usize];
-    ["Offset of field: ib_uverbs_destroy_cq_resp::comp_events_reported"]
-        [::core::mem::offset_of!(ib_uverbs_destroy_cq_resp, comp_events_reported) - 0usize];
-    ["Offset of field: ib_uverbs_destroy_cq_resp::async_events_reported"]
-        [::core::mem::offset_of!(ib_uverbs_destroy_cq_resp, async_events_reported) - 4usize];
+    [
+        "Size of ib_uverbs_destroy_cq_resp",
+    ][::core::mem::size_of::<ib_uverbs_destroy_cq_resp>() - 8usize];
+    [
+        "Alignment of ib_uverbs_destroy_cq_resp",
+    ][::core::mem::align_of::<ib_uverbs_destroy_cq_resp>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_destroy_cq_resp::comp_events_reported",
+    ][::core::mem::offset_of!(ib_uverbs_destroy_cq_resp, comp_events_reported) - 0usize];
+    [
+        "Offset of field: ib_uverbs_destroy_cq_resp::async_events_reported",
+    ][::core::mem::offset_of!(ib_uverbs_destroy_cq_resp, async_events_reported)
+        - 4usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -1457,19 +2064,30 @@ pub struct ib_uverbs_global_route {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_global_route"][::core::mem::size_of::<ib_uverbs_global_route>() - 24usize];
-    ["Alignment of ib_uverbs_global_route"][::core::mem::align_of::<ib_uverbs_global_route>() - 4usize];
-    ["Offset of field: ib_uverbs_global_route::dgid"][::core::mem::offset_of!(ib_uverbs_global_route, dgid) - 0usize];
-    ["Offset of field: ib_uverbs_global_route::flow_label"]
-        [::core::mem::offset_of!(ib_uverbs_global_route, flow_label) - 16usize];
-    ["Offset of field: ib_uverbs_global_route::sgid_index"]
-        [::core::mem::offset_of!(ib_uverbs_global_route, sgid_index) - 20usize];
-    ["Offset of field: ib_uverbs_global_route::hop_limit"]
-        [::core::mem::offset_of!(ib_uverbs_global_route, hop_limit) - 21usize];
-    ["Offset of field: ib_uverbs_global_route::traffic_class"]
-        [::core::mem::offset_of!(ib_uverbs_global_route, traffic_class) - 22usize];
-    ["Offset of field: ib_uverbs_global_route::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_global_route, reserved) - 23usize];
+    [
+        "Size of ib_uverbs_global_route",
+    ][::core::mem::size_of::<ib_uverbs_global_route>() - 24usize];
+    [
+        "Alignment of ib_uverbs_global_route",
+    ][::core::mem::align_of::<ib_uverbs_global_route>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_global_route::dgid",
+    ][::core::mem::offset_of!(ib_uverbs_global_route, dgid) - 0usize];
+    [
+        "Offset of field: ib_uverbs_global_route::flow_label",
+    ][::core::mem::offset_of!(ib_uverbs_global_route, flow_label) - 16usize];
+    [
+        "Offset of field: ib_uverbs_global_route::sgid_index",
+    ][::core::mem::offset_of!(ib_uverbs_global_route, sgid_index) - 20usize];
+    [
+        "Offset of field: ib_uverbs_global_route::hop_limit",
+    ][::core::mem::offset_of!(ib_uverbs_global_route, hop_limit) - 21usize];
+    [
+        "Offset of field: ib_uverbs_global_route::traffic_class",
+    ][::core::mem::offset_of!(ib_uverbs_global_route, traffic_class) - 22usize];
+    [
+        "Offset of field: ib_uverbs_global_route::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_global_route, reserved) - 23usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -1486,17 +2104,33 @@ pub struct ib_uverbs_ah_attr {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ib_uverbs_ah_attr"][::core::mem::size_of::<ib_uverbs_ah_attr>() - 32usize];
-    ["Alignment of ib_uverbs_ah_attr"][::core::mem::align_of::<ib_uverbs_ah_attr>() - 4usize];
-    ["Offset of field: ib_uverbs_ah_attr::grh"][::core::mem::offset_of!(ib_uverbs_ah_attr, grh) - 0usize];
-    ["Offset of field: ib_uverbs_ah_attr::dlid"][::core::mem::offset_of!(ib_uverbs_ah_attr, dlid) - 24usize];
-    ["Offset of field: ib_uverbs_ah_attr::sl"][::core::mem::offset_of!(ib_uverbs_ah_attr, sl) - 26usize];
-    ["Offset of field: ib_uverbs_ah_attr::src_path_bits"]
-        [::core::mem::offset_of!(ib_uverbs_ah_attr, src_path_bits) - 27usize];
-    ["Offset of field: ib_uverbs_ah_attr::static_rate"]
-        [::core::mem::offset_of!(ib_uverbs_ah_attr, static_rate) - 28usize];
-    ["Offset of field: ib_uverbs_ah_attr::is_global"][::core::mem::offset_of!(ib_uverbs_ah_attr, is_global) - 29usize];
-    ["Offset of field: ib_uverbs_ah_attr::port_num"][::core::mem::offset_of!(ib_uverbs_ah_attr, port_num) - 30usize];
-    ["Offset of field: ib_uverbs_ah_attr::reserved"][::core::mem::offset_of!(ib_uverbs_ah_attr, reserved) - 31usize];
+    [
+        "Alignment of ib_uverbs_ah_attr",
+    ][::core::mem::align_of::<ib_uverbs_ah_attr>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_ah_attr::grh",
+    ][::core::mem::offset_of!(ib_uverbs_ah_attr, grh) - 0usize];
+    [
+        "Offset of field: ib_uverbs_ah_attr::dlid",
+    ][::core::mem::offset_of!(ib_uverbs_ah_attr, dlid) - 24usize];
+    [
+        "Offset of field: ib_uverbs_ah_attr::sl",
+    ][::core::mem::offset_of!(ib_uverbs_ah_attr, sl) - 26usize];
+    [
+        "Offset of field: ib_uverbs_ah_attr::src_path_bits",
+    ][::core::mem::offset_of!(ib_uverbs_ah_attr, src_path_bits) - 27usize];
+    [
+        "Offset of field: ib_uverbs_ah_attr::static_rate",
+    ][::core::mem::offset_of!(ib_uverbs_ah_attr, static_rate) - 28usize];
+    [
+        "Offset of field: ib_uverbs_ah_attr::is_global",
+    ][::core::mem::offset_of!(ib_uverbs_ah_attr, is_global) - 29usize];
+    [
+        "Offset of field: ib_uverbs_ah_attr::port_num",
+    ][::core::mem::offset_of!(ib_uverbs_ah_attr, port_num) - 30usize];
+    [
+        "Offset of field: ib_uverbs_ah_attr::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_ah_attr, reserved) - 31usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -1535,59 +2169,105 @@ pub struct ib_uverbs_qp_attr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_qp_attr"][::core::mem::size_of::<ib_uverbs_qp_attr>() - 144usize];
-    ["Alignment of ib_uverbs_qp_attr"][::core::mem::align_of::<ib_uverbs_qp_attr>() - 4usize];
-    ["Offset of field: ib_uverbs_qp_attr::qp_attr_mask"]
-        [::core::mem::offset_of!(ib_uverbs_qp_attr, qp_attr_mask) - 0usize];
-    ["Offset of field: ib_uverbs_qp_attr::qp_state"][::core::mem::offset_of!(ib_uverbs_qp_attr, qp_state) - 4usize];
-    ["Offset of field: ib_uverbs_qp_attr::cur_qp_state"]
-        [::core::mem::offset_of!(ib_uverbs_qp_attr, cur_qp_state) - 8usize];
-    ["Offset of field: ib_uverbs_qp_attr::path_mtu"][::core::mem::offset_of!(ib_uverbs_qp_attr, path_mtu) - 12usize];
-    ["Offset of field: ib_uverbs_qp_attr::path_mig_state"]
-        [::core::mem::offset_of!(ib_uverbs_qp_attr, path_mig_state) - 16usize];
-    ["Offset of field: ib_uverbs_qp_attr::qkey"][::core::mem::offset_of!(ib_uverbs_qp_attr, qkey) - 20usize];
-    ["Offset of field: ib_uverbs_qp_attr::rq_psn"][::core::mem::offset_of!(ib_uverbs_qp_attr, rq_psn) - 24usize];
-    ["Offset of field: ib_uverbs_qp_attr::sq_psn"][::core::mem::offset_of!(ib_uverbs_qp_attr, sq_psn) - 28usize];
-    ["Offset of field: ib_uverbs_qp_attr::dest_qp_num"]
-        [::core::mem::offset_of!(ib_uverbs_qp_attr, dest_qp_num) - 32usize];
-    ["Offset of field: ib_uverbs_qp_attr::qp_access_flags"]
-        [::core::mem::offset_of!(ib_uverbs_qp_attr, qp_access_flags) - 36usize];
-    ["Offset of field: ib_uverbs_qp_attr::ah_attr"][::core::mem::offset_of!(ib_uverbs_qp_attr, ah_attr) - 40usize];
-    ["Offset of field: ib_uverbs_qp_attr::alt_ah_attr"]
-        [::core::mem::offset_of!(ib_uverbs_qp_attr, alt_ah_attr) - 72usize];
-    ["Offset of field: ib_uverbs_qp_attr::max_send_wr"]
-        [::core::mem::offset_of!(ib_uverbs_qp_attr, max_send_wr) - 104usize];
-    ["Offset of field: ib_uverbs_qp_attr::max_recv_wr"]
-        [::core::mem::offset_of!(ib_uverbs_qp_attr, max_recv_wr) - 108usize];
-    ["Offset of field: ib_uverbs_qp_attr::max_send_sge"]
-        [::core::mem::offset_of!(ib_uverbs_qp_attr, max_send_sge) - 112usize];
-    ["Offset of field: ib_uverbs_qp_attr::max_recv_sge"]
-        [::core::mem::offset_of!(ib_uverbs_qp_attr, max_recv_sge) - 116usize];
-    ["Offset of field: ib_uverbs_qp_attr::max_inline_data"]
-        [::core::mem::offset_of!(ib_uverbs_qp_attr, max_inline_data) - 120usize];
-    ["Offset of field: ib_uverbs_qp_attr::pkey_index"]
-        [::core::mem::offset_of!(ib_uverbs_qp_attr, pkey_index) - 124usize];
-    ["Offset of field: ib_uverbs_qp_attr::alt_pkey_index"]
-        [::core::mem::offset_of!(ib_uverbs_qp_attr, alt_pkey_index) - 126usize];
-    ["Offset of field: ib_uverbs_qp_attr::en_sqd_async_notify"]
-        [::core::mem::offset_of!(ib_uverbs_qp_attr, en_sqd_async_notify) - 128usize];
-    ["Offset of field: ib_uverbs_qp_attr::sq_draining"]
-        [::core::mem::offset_of!(ib_uverbs_qp_attr, sq_draining) - 129usize];
-    ["Offset of field: ib_uverbs_qp_attr::max_rd_atomic"]
-        [::core::mem::offset_of!(ib_uverbs_qp_attr, max_rd_atomic) - 130usize];
-    ["Offset of field: ib_uverbs_qp_attr::max_dest_rd_atomic"]
-        [::core::mem::offset_of!(ib_uverbs_qp_attr, max_dest_rd_atomic) - 131usize];
-    ["Offset of field: ib_uverbs_qp_attr::min_rnr_timer"]
-        [::core::mem::offset_of!(ib_uverbs_qp_attr, min_rnr_timer) - 132usize];
-    ["Offset of field: ib_uverbs_qp_attr::port_num"][::core::mem::offset_of!(ib_uverbs_qp_attr, port_num) - 133usize];
-    ["Offset of field: ib_uverbs_qp_attr::timeout"][::core::mem::offset_of!(ib_uverbs_qp_attr, timeout) - 134usize];
-    ["Offset of field: ib_uverbs_qp_attr::retry_cnt"][::core::mem::offset_of!(ib_uverbs_qp_attr, retry_cnt) - 135usize];
-    ["Offset of field: ib_uverbs_qp_attr::rnr_retry"][::core::mem::offset_of!(ib_uverbs_qp_attr, rnr_retry) - 136usize];
-    ["Offset of field: ib_uverbs_qp_attr::alt_port_num"]
-        [::core::mem::offset_of!(ib_uverbs_qp_attr, alt_port_num) - 137usize];
-    ["Offset of field: ib_uverbs_qp_attr::alt_timeout"]
-        [::core::mem::offset_of!(ib_uverbs_qp_attr, alt_timeout) - 138usize];
-    ["Offset of field: ib_uverbs_qp_attr::reserved"][::core::mem::offset_of!(ib_uverbs_qp_attr, reserved) - 139usize];
+    [
+        "Size of ib_uverbs_qp_attr",
+    ][::core::mem::size_of::<ib_uverbs_qp_attr>() - 144usize];
+    [
+        "Alignment of ib_uverbs_qp_attr",
+    ][::core::mem::align_of::<ib_uverbs_qp_attr>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_qp_attr::qp_attr_mask",
+    ][::core::mem::offset_of!(ib_uverbs_qp_attr, qp_attr_mask) - 0usize];
+    [
+        "Offset of field: ib_uverbs_qp_attr::qp_state",
+    ][::core::mem::offset_of!(ib_uverbs_qp_attr, qp_state) - 4usize];
+    [
+        "Offset of field: ib_uverbs_qp_attr::cur_qp_state",
+    ][::core::mem::offset_of!(ib_uverbs_qp_attr, cur_qp_state) - 8usize];
+    [
+        "Offset of field: ib_uverbs_qp_attr::path_mtu",
+    ][::core::mem::offset_of!(ib_uverbs_qp_attr, path_mtu) - 12usize];
+    [
+        "Offset of field: ib_uverbs_qp_attr::path_mig_state",
+    ][::core::mem::offset_of!(ib_uverbs_qp_attr, path_mig_state) - 16usize];
+    [
+        "Offset of field: ib_uverbs_qp_attr::qkey",
+    ][::core::mem::offset_of!(ib_uverbs_qp_attr, qkey) - 20usize];
+    [
+        "Offset of field: ib_uverbs_qp_attr::rq_psn",
+    ][::core::mem::offset_of!(ib_uverbs_qp_attr, rq_psn) - 24usize];
+    [
+        "Offset of field: ib_uverbs_qp_attr::sq_psn",
+    ][::core::mem::offset_of!(ib_uverbs_qp_attr, sq_psn) - 28usize];
+    [
+        "Offset of field: ib_uverbs_qp_attr::dest_qp_num",
+    ][::core::mem::offset_of!(ib_uverbs_qp_attr, dest_qp_num) - 32usize];
+    [
+        "Offset of field: ib_uverbs_qp_attr::qp_access_flags",
+    ][::core::mem::offset_of!(ib_uverbs_qp_attr, qp_access_flags) - 36usize];
+    [
+        "Offset of field: ib_uverbs_qp_attr::ah_attr",
+    ][::core::mem::offset_of!(ib_uverbs_qp_attr, ah_attr) - 40usize];
+    [
+        "Offset of field: ib_uverbs_qp_attr::alt_ah_attr",
+    ][::core::mem::offset_of!(ib_uverbs_qp_attr, alt_ah_attr) - 72usize];
+    [
+        "Offset of field: ib_uverbs_qp_attr::max_send_wr",
+    ][::core::mem::offset_of!(ib_uverbs_qp_attr, max_send_wr) - 104usize];
+    [
+        "Offset of field: ib_uverbs_qp_attr::max_recv_wr",
+    ][::core::mem::offset_of!(ib_uverbs_qp_attr, max_recv_wr) - 108usize];
+    [
+        "Offset of field: ib_uverbs_qp_attr::max_send_sge",
+    ][::core::mem::offset_of!(ib_uverbs_qp_attr, max_send_sge) - 112usize];
+    [
+        "Offset of field: ib_uverbs_qp_attr::max_recv_sge",
+    ][::core::mem::offset_of!(ib_uverbs_qp_attr, max_recv_sge) - 116usize];
+    [
+        "Offset of field: ib_uverbs_qp_attr::max_inline_data",
+    ][::core::mem::offset_of!(ib_uverbs_qp_attr, max_inline_data) - 120usize];
+    [
+        "Offset of field: ib_uverbs_qp_attr::pkey_index",
+    ][::core::mem::offset_of!(ib_uverbs_qp_attr, pkey_index) - 124usize];
+    [
+        "Offset of field: ib_uverbs_qp_attr::alt_pkey_index",
+    ][::core::mem::offset_of!(ib_uverbs_qp_attr, alt_pkey_index) - 126usize];
+    [
+        "Offset of field: ib_uverbs_qp_attr::en_sqd_async_notify",
+    ][::core::mem::offset_of!(ib_uverbs_qp_attr, en_sqd_async_notify) - 128usize];
+    [
+        "Offset of field: ib_uverbs_qp_attr::sq_draining",
+    ][::core::mem::offset_of!(ib_uverbs_qp_attr, sq_draining) - 129usize];
+    [
+        "Offset of field: ib_uverbs_qp_attr::max_rd_atomic",
+    ][::core::mem::offset_of!(ib_uverbs_qp_attr, max_rd_atomic) - 130usize];
+    [
+        "Offset of field: ib_uverbs_qp_attr::max_dest_rd_atomic",
+    ][::core::mem::offset_of!(ib_uverbs_qp_attr, max_dest_rd_atomic) - 131usize];
+    [
+        "Offset of field: ib_uverbs_qp_attr::min_rnr_timer",
+    ][::core::mem::offset_of!(ib_uverbs_qp_attr, min_rnr_timer) - 132usize];
+    [
+        "Offset of field: ib_uverbs_qp_attr::port_num",
+    ][::core::mem::offset_of!(ib_uverbs_qp_attr, port_num) - 133usize];
+    [
+        "Offset of field: ib_uverbs_qp_attr::timeout",
+    ][::core::mem::offset_of!(ib_uverbs_qp_attr, timeout) - 134usize];
+    [
+        "Offset of field: ib_uverbs_qp_attr::retry_cnt",
+    ][::core::mem::offset_of!(ib_uverbs_qp_attr, retry_cnt) - 135usize];
+    [
+        "Offset of field: ib_uverbs_qp_attr::rnr_retry",
+    ][::core::mem::offset_of!(ib_uverbs_qp_attr, rnr_retry) - 136usize];
+    [
+        "Offset of field: ib_uverbs_qp_attr::alt_port_num",
+    ][::core::mem::offset_of!(ib_uverbs_qp_attr, alt_port_num) - 137usize];
+    [
+        "Offset of field: ib_uverbs_qp_attr::alt_timeout",
+    ][::core::mem::offset_of!(ib_uverbs_qp_attr, alt_timeout) - 138usize];
+    [
+        "Offset of field: ib_uverbs_qp_attr::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_qp_attr, reserved) - 139usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -1611,40 +2291,65 @@ pub struct ib_uverbs_create_qp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_create_qp"][::core::mem::size_of::<ib_uverbs_create_qp>() - 56usize];
-    ["Alignment of ib_uverbs_create_qp"][::core::mem::align_of::<ib_uverbs_create_qp>() - 8usize];
-    ["Offset of field: ib_uverbs_create_qp::response"][::core::mem::offset_of!(ib_uverbs_create_qp, response) - 0usize];
-    ["Offset of field: ib_uverbs_create_qp::user_handle"]
-        [::core::mem::offset_of!(ib_uverbs_create_qp, user_handle) - 8usize];
-    ["Offset of field: ib_uverbs_create_qp::pd_handle"]
-        [::core::mem::offset_of!(ib_uverbs_create_qp, pd_handle) - 16usize];
-    ["Offset of field: ib_uverbs_create_qp::send_cq_handle"]
-        [::core::mem::offset_of!(ib_uverbs_create_qp, send_cq_handle) - 20usize];
-    ["Offset of field: ib_uverbs_create_qp::recv_cq_handle"]
-        [::core::mem::offset_of!(ib_uverbs_create_qp, recv_cq_handle) - 24usize];
-    ["Offset of field: ib_uverbs_create_qp::srq_handle"]
-        [::core::mem::offset_of!(ib_uverbs_create_qp, srq_handle) - 28usize];
-    ["Offset of field: ib_uverbs_create_qp::max_send_wr"]
-        [::core::mem::offset_of!(ib_uverbs_create_qp, max_send_wr) - 32usize];
-    ["Offset of field: ib_uverbs_create_qp::max_recv_wr"]
-        [::core::mem::offset_of!(ib_uverbs_create_qp, max_recv_wr) - 36usize];
-    ["Offset of field: ib_uverbs_create_qp::max_send_sge"]
-        [::core::mem::offset_of!(ib_uverbs_create_qp, max_send_sge) - 40usize];
-    ["Offset of field: ib_uverbs_create_qp::max_recv_sge"]
-        [::core::mem::offset_of!(ib_uverbs_create_qp, max_recv_sge) - 44usize];
-    ["Offset of field: ib_uverbs_create_qp::max_inline_data"]
-        [::core::mem::offset_of!(ib_uverbs_create_qp, max_inline_data) - 48usize];
-    ["Offset of field: ib_uverbs_create_qp::sq_sig_all"]
-        [::core::mem::offset_of!(ib_uverbs_create_qp, sq_sig_all) - 52usize];
-    ["Offset of field: ib_uverbs_create_qp::qp_type"][::core::mem::offset_of!(ib_uverbs_create_qp, qp_type) - 53usize];
-    ["Offset of field: ib_uverbs_create_qp::is_srq"][::core::mem::offset_of!(ib_uverbs_create_qp, is_srq) - 54usize];
-    ["Offset of field: ib_uverbs_create_qp::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_create_qp, reserved) - 55usize];
-    ["Offset of field: ib_uverbs_create_qp::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_create_qp, driver_data) - 56usize];
+    [
+        "Size of ib_uverbs_create_qp",
+    ][::core::mem::size_of::<ib_uverbs_create_qp>() - 56usize];
+    [
+        "Alignment of ib_uverbs_create_qp",
+    ][::core::mem::align_of::<ib_uverbs_create_qp>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_create_qp::response",
+    ][::core::mem::offset_of!(ib_uverbs_create_qp, response) - 0usize];
+    [
+        "Offset of field: ib_uverbs_create_qp::user_handle",
+    ][::core::mem::offset_of!(ib_uverbs_create_qp, user_handle) - 8usize];
+    [
+        "Offset of field: ib_uverbs_create_qp::pd_handle",
+    ][::core::mem::offset_of!(ib_uverbs_create_qp, pd_handle) - 16usize];
+    [
+        "Offset of field: ib_uverbs_create_qp::send_cq_handle",
+    ][::core::mem::offset_of!(ib_uverbs_create_qp, send_cq_handle) - 20usize];
+    [
+        "Offset of field: ib_uverbs_create_qp::recv_cq_handle",
+    ][::core::mem::offset_of!(ib_uverbs_create_qp, recv_cq_handle) - 24usize];
+    [
+        "Offset of field: ib_uverbs_create_qp::srq_handle",
+    ][::core::mem::offset_of!(ib_uverbs_create_qp, srq_handle) - 28usize];
+    [
+        "Offset of field: ib_uverbs_create_qp::max_send_wr",
+    ][::core::mem::offset_of!(ib_uverbs_create_qp, max_send_wr) - 32usize];
+    [
+        "Offset of field: ib_uverbs_create_qp::max_recv_wr",
+    ][::core::mem::offset_of!(ib_uverbs_create_qp, max_recv_wr) - 36usize];
+    [
+        "Offset of field: ib_uverbs_create_qp::max_send_sge",
+    ][::core::mem::offset_of!(ib_uverbs_create_qp, max_send_sge) - 40usize];
+    [
+        "Offset of field: ib_uverbs_create_qp::max_recv_sge",
+    ][::core::mem::offset_of!(ib_uverbs_create_qp, max_recv_sge) - 44usize];
+    [
+        "Offset of field: ib_uverbs_create_qp::max_inline_data",
+    ][::core::mem::offset_of!(ib_uverbs_create_qp, max_inline_data) - 48usize];
+    [
+        "Offset of field: ib_uverbs_create_qp::sq_sig_all",
+    ][::core::mem::offset_of!(ib_uverbs_create_qp, sq_sig_all) - 52usize];
+    [
+        "Offset of field: ib_uverbs_create_qp::qp_type",
+    ][::core::mem::offset_of!(ib_uverbs_create_qp, qp_type) - 53usize];
+    [
+        "Offset of field: ib_uverbs_create_qp::is_srq",
+    ][::core::mem::offset_of!(ib_uverbs_create_qp, is_srq) - 54usize];
+    [
+        "Offset of field: ib_uverbs_create_qp::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_create_qp, reserved) - 55usize];
+    [
+        "Offset of field: ib_uverbs_create_qp::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_create_qp, driver_data) - 56usize];
 };
 impl ib_uverbs_create_qp_mask {
-    pub const IB_UVERBS_CREATE_QP_MASK_IND_TABLE: ib_uverbs_create_qp_mask = ib_uverbs_create_qp_mask(1);
+    pub const IB_UVERBS_CREATE_QP_MASK_IND_TABLE: ib_uverbs_create_qp_mask = ib_uverbs_create_qp_mask(
+        1,
+    );
 }
 impl ::core::ops::BitOr<ib_uverbs_create_qp_mask> for ib_uverbs_create_qp_mask {
     type Output = Self;
@@ -1703,44 +2408,66 @@ pub struct ib_uverbs_ex_create_qp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_ex_create_qp"][::core::mem::size_of::<ib_uverbs_ex_create_qp>() - 64usize];
-    ["Alignment of ib_uverbs_ex_create_qp"][::core::mem::align_of::<ib_uverbs_ex_create_qp>() - 8usize];
-    ["Offset of field: ib_uverbs_ex_create_qp::user_handle"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_qp, user_handle) - 0usize];
-    ["Offset of field: ib_uverbs_ex_create_qp::pd_handle"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_qp, pd_handle) - 8usize];
-    ["Offset of field: ib_uverbs_ex_create_qp::send_cq_handle"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_qp, send_cq_handle) - 12usize];
-    ["Offset of field: ib_uverbs_ex_create_qp::recv_cq_handle"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_qp, recv_cq_handle) - 16usize];
-    ["Offset of field: ib_uverbs_ex_create_qp::srq_handle"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_qp, srq_handle) - 20usize];
-    ["Offset of field: ib_uverbs_ex_create_qp::max_send_wr"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_qp, max_send_wr) - 24usize];
-    ["Offset of field: ib_uverbs_ex_create_qp::max_recv_wr"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_qp, max_recv_wr) - 28usize];
-    ["Offset of field: ib_uverbs_ex_create_qp::max_send_sge"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_qp, max_send_sge) - 32usize];
-    ["Offset of field: ib_uverbs_ex_create_qp::max_recv_sge"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_qp, max_recv_sge) - 36usize];
-    ["Offset of field: ib_uverbs_ex_create_qp::max_inline_data"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_qp, max_inline_data) - 40usize];
-    ["Offset of field: ib_uverbs_ex_create_qp::sq_sig_all"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_qp, sq_sig_all) - 44usize];
-    ["Offset of field: ib_uverbs_ex_create_qp::qp_type"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_qp, qp_type) - 45usize];
-    ["Offset of field: ib_uverbs_ex_create_qp::is_srq"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_qp, is_srq) - 46usize];
-    ["Offset of field: ib_uverbs_ex_create_qp::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_qp, reserved) - 47usize];
-    ["Offset of field: ib_uverbs_ex_create_qp::comp_mask"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_qp, comp_mask) - 48usize];
-    ["Offset of field: ib_uverbs_ex_create_qp::create_flags"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_qp, create_flags) - 52usize];
-    ["Offset of field: ib_uverbs_ex_create_qp::rwq_ind_tbl_handle"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_qp, rwq_ind_tbl_handle) - 56usize];
-    ["Offset of field: ib_uverbs_ex_create_qp::source_qpn"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_qp, source_qpn) - 60usize];
+    [
+        "Size of ib_uverbs_ex_create_qp",
+    ][::core::mem::size_of::<ib_uverbs_ex_create_qp>() - 64usize];
+    [
+        "Alignment of ib_uverbs_ex_create_qp",
+    ][::core::mem::align_of::<ib_uverbs_ex_create_qp>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_qp::user_handle",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_qp, user_handle) - 0usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_qp::pd_handle",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_qp, pd_handle) - 8usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_qp::send_cq_handle",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_qp, send_cq_handle) - 12usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_qp::recv_cq_handle",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_qp, recv_cq_handle) - 16usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_qp::srq_handle",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_qp, srq_handle) - 20usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_qp::max_send_wr",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_qp, max_send_wr) - 24usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_qp::max_recv_wr",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_qp, max_recv_wr) - 28usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_qp::max_send_sge",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_qp, max_send_sge) - 32usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_qp::max_recv_sge",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_qp, max_recv_sge) - 36usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_qp::max_inline_data",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_qp, max_inline_data) - 40usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_qp::sq_sig_all",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_qp, sq_sig_all) - 44usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_qp::qp_type",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_qp, qp_type) - 45usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_qp::is_srq",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_qp, is_srq) - 46usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_qp::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_qp, reserved) - 47usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_qp::comp_mask",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_qp, comp_mask) - 48usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_qp::create_flags",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_qp, create_flags) - 52usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_qp::rwq_ind_tbl_handle",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_qp, rwq_ind_tbl_handle) - 56usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_qp::source_qpn",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_qp, source_qpn) - 60usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -1756,16 +2483,30 @@ pub struct ib_uverbs_open_qp {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ib_uverbs_open_qp"][::core::mem::size_of::<ib_uverbs_open_qp>() - 32usize];
-    ["Alignment of ib_uverbs_open_qp"][::core::mem::align_of::<ib_uverbs_open_qp>() - 8usize];
-    ["Offset of field: ib_uverbs_open_qp::response"][::core::mem::offset_of!(ib_uverbs_open_qp, response) - 0usize];
-    ["Offset of field: ib_uverbs_open_qp::user_handle"]
-        [::core::mem::offset_of!(ib_uverbs_open_qp, user_handle) - 8usize];
-    ["Offset of field: ib_uverbs_open_qp::pd_handle"][::core::mem::offset_of!(ib_uverbs_open_qp, pd_handle) - 16usize];
-    ["Offset of field: ib_uverbs_open_qp::qpn"][::core::mem::offset_of!(ib_uverbs_open_qp, qpn) - 20usize];
-    ["Offset of field: ib_uverbs_open_qp::qp_type"][::core::mem::offset_of!(ib_uverbs_open_qp, qp_type) - 24usize];
-    ["Offset of field: ib_uverbs_open_qp::reserved"][::core::mem::offset_of!(ib_uverbs_open_qp, reserved) - 25usize];
-    ["Offset of field: ib_uverbs_open_qp::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_open_qp, driver_data) - 32usize];
+    [
+        "Alignment of ib_uverbs_open_qp",
+    ][::core::mem::align_of::<ib_uverbs_open_qp>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_open_qp::response",
+    ][::core::mem::offset_of!(ib_uverbs_open_qp, response) - 0usize];
+    [
+        "Offset of field: ib_uverbs_open_qp::user_handle",
+    ][::core::mem::offset_of!(ib_uverbs_open_qp, user_handle) - 8usize];
+    [
+        "Offset of field: ib_uverbs_open_qp::pd_handle",
+    ][::core::mem::offset_of!(ib_uverbs_open_qp, pd_handle) - 16usize];
+    [
+        "Offset of field: ib_uverbs_open_qp::qpn",
+    ][::core::mem::offset_of!(ib_uverbs_open_qp, qpn) - 20usize];
+    [
+        "Offset of field: ib_uverbs_open_qp::qp_type",
+    ][::core::mem::offset_of!(ib_uverbs_open_qp, qp_type) - 24usize];
+    [
+        "Offset of field: ib_uverbs_open_qp::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_open_qp, reserved) - 25usize];
+    [
+        "Offset of field: ib_uverbs_open_qp::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_open_qp, driver_data) - 32usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -1782,25 +2523,39 @@ pub struct ib_uverbs_create_qp_resp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_create_qp_resp"][::core::mem::size_of::<ib_uverbs_create_qp_resp>() - 32usize];
-    ["Alignment of ib_uverbs_create_qp_resp"][::core::mem::align_of::<ib_uverbs_create_qp_resp>() - 4usize];
-    ["Offset of field: ib_uverbs_create_qp_resp::qp_handle"]
-        [::core::mem::offset_of!(ib_uverbs_create_qp_resp, qp_handle) - 0usize];
-    ["Offset of field: ib_uverbs_create_qp_resp::qpn"][::core::mem::offset_of!(ib_uverbs_create_qp_resp, qpn) - 4usize];
-    ["Offset of field: ib_uverbs_create_qp_resp::max_send_wr"]
-        [::core::mem::offset_of!(ib_uverbs_create_qp_resp, max_send_wr) - 8usize];
-    ["Offset of field: ib_uverbs_create_qp_resp::max_recv_wr"]
-        [::core::mem::offset_of!(ib_uverbs_create_qp_resp, max_recv_wr) - 12usize];
-    ["Offset of field: ib_uverbs_create_qp_resp::max_send_sge"]
-        [::core::mem::offset_of!(ib_uverbs_create_qp_resp, max_send_sge) - 16usize];
-    ["Offset of field: ib_uverbs_create_qp_resp::max_recv_sge"]
-        [::core::mem::offset_of!(ib_uverbs_create_qp_resp, max_recv_sge) - 20usize];
-    ["Offset of field: ib_uverbs_create_qp_resp::max_inline_data"]
-        [::core::mem::offset_of!(ib_uverbs_create_qp_resp, max_inline_data) - 24usize];
-    ["Offset of field: ib_uverbs_create_qp_resp::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_create_qp_resp, reserved) - 28usize];
-    ["Offset of field: ib_uverbs_create_qp_resp::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_create_qp_resp, driver_data) - 32usize];
+    [
+        "Size of ib_uverbs_create_qp_resp",
+    ][::core::mem::size_of::<ib_uverbs_create_qp_resp>() - 32usize];
+    [
+        "Alignment of ib_uverbs_create_qp_resp",
+    ][::core::mem::align_of::<ib_uverbs_create_qp_resp>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_create_qp_resp::qp_handle",
+    ][::core::mem::offset_of!(ib_uverbs_create_qp_resp, qp_handle) - 0usize];
+    [
+        "Offset of field: ib_uverbs_create_qp_resp::qpn",
+    ][::core::mem::offset_of!(ib_uverbs_create_qp_resp, qpn) - 4usize];
+    [
+        "Offset of field: ib_uverbs_create_qp_resp::max_send_wr",
+    ][::core::mem::offset_of!(ib_uverbs_create_qp_resp, max_send_wr) - 8usize];
+    [
+        "Offset of field: ib_uverbs_create_qp_resp::max_recv_wr",
+    ][::core::mem::offset_of!(ib_uverbs_create_qp_resp, max_recv_wr) - 12usize];
+    [
+        "Offset of field: ib_uverbs_create_qp_resp::max_send_sge",
+    ][::core::mem::offset_of!(ib_uverbs_create_qp_resp, max_send_sge) - 16usize];
+    [
+        "Offset of field: ib_uverbs_create_qp_resp::max_recv_sge",
+    ][::core::mem::offset_of!(ib_uverbs_create_qp_resp, max_recv_sge) - 20usize];
+    [
+        "Offset of field: ib_uverbs_create_qp_resp::max_inline_data",
+    ][::core::mem::offset_of!(ib_uverbs_create_qp_resp, max_inline_data) - 24usize];
+    [
+        "Offset of field: ib_uverbs_create_qp_resp::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_create_qp_resp, reserved) - 28usize];
+    [
+        "Offset of field: ib_uverbs_create_qp_resp::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_create_qp_resp, driver_data) - 32usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -1811,14 +2566,21 @@ pub struct ib_uverbs_ex_create_qp_resp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_ex_create_qp_resp"][::core::mem::size_of::<ib_uverbs_ex_create_qp_resp>() - 40usize];
-    ["Alignment of ib_uverbs_ex_create_qp_resp"][::core::mem::align_of::<ib_uverbs_ex_create_qp_resp>() - 4usize];
-    ["Offset of field: ib_uverbs_ex_create_qp_resp::base"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_qp_resp, base) - 0usize];
-    ["Offset of field: ib_uverbs_ex_create_qp_resp::comp_mask"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_qp_resp, comp_mask) - 32usize];
-    ["Offset of field: ib_uverbs_ex_create_qp_resp::response_length"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_qp_resp, response_length) - 36usize];
+    [
+        "Size of ib_uverbs_ex_create_qp_resp",
+    ][::core::mem::size_of::<ib_uverbs_ex_create_qp_resp>() - 40usize];
+    [
+        "Alignment of ib_uverbs_ex_create_qp_resp",
+    ][::core::mem::align_of::<ib_uverbs_ex_create_qp_resp>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_qp_resp::base",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_qp_resp, base) - 0usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_qp_resp::comp_mask",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_qp_resp, comp_mask) - 32usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_qp_resp::response_length",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_qp_resp, response_length) - 36usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -1839,24 +2601,45 @@ pub struct ib_uverbs_qp_dest {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ib_uverbs_qp_dest"][::core::mem::size_of::<ib_uverbs_qp_dest>() - 32usize];
-    ["Alignment of ib_uverbs_qp_dest"][::core::mem::align_of::<ib_uverbs_qp_dest>() - 4usize];
-    ["Offset of field: ib_uverbs_qp_dest::dgid"][::core::mem::offset_of!(ib_uverbs_qp_dest, dgid) - 0usize];
-    ["Offset of field: ib_uverbs_qp_dest::flow_label"]
-        [::core::mem::offset_of!(ib_uverbs_qp_dest, flow_label) - 16usize];
-    ["Offset of field: ib_uverbs_qp_dest::dlid"][::core::mem::offset_of!(ib_uverbs_qp_dest, dlid) - 20usize];
-    ["Offset of field: ib_uverbs_qp_dest::reserved"][::core::mem::offset_of!(ib_uverbs_qp_dest, reserved) - 22usize];
-    ["Offset of field: ib_uverbs_qp_dest::sgid_index"]
-        [::core::mem::offset_of!(ib_uverbs_qp_dest, sgid_index) - 24usize];
-    ["Offset of field: ib_uverbs_qp_dest::hop_limit"][::core::mem::offset_of!(ib_uverbs_qp_dest, hop_limit) - 25usize];
-    ["Offset of field: ib_uverbs_qp_dest::traffic_class"]
-        [::core::mem::offset_of!(ib_uverbs_qp_dest, traffic_class) - 26usize];
-    ["Offset of field: ib_uverbs_qp_dest::sl"][::core::mem::offset_of!(ib_uverbs_qp_dest, sl) - 27usize];
-    ["Offset of field: ib_uverbs_qp_dest::src_path_bits"]
-        [::core::mem::offset_of!(ib_uverbs_qp_dest, src_path_bits) - 28usize];
-    ["Offset of field: ib_uverbs_qp_dest::static_rate"]
-        [::core::mem::offset_of!(ib_uverbs_qp_dest, static_rate) - 29usize];
-    ["Offset of field: ib_uverbs_qp_dest::is_global"][::core::mem::offset_of!(ib_uverbs_qp_dest, is_global) - 30usize];
-    ["Offset of field: ib_uverbs_qp_dest::port_num"][::core::mem::offset_of!(ib_uverbs_qp_dest, port_num) - 31usize];
+    [
+        "Alignment of ib_uverbs_qp_dest",
+    ][::core::mem::align_of::<ib_uverbs_qp_dest>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_qp_dest::dgid",
+    ][::core::mem::offset_of!(ib_uverbs_qp_dest, dgid) - 0usize];
+    [
+        "Offset of field: ib_uverbs_qp_dest::flow_label",
+    ][::core::mem::offset_of!(ib_uverbs_qp_dest, flow_label) - 16usize];
+    [
+        "Offset of field: ib_uverbs_qp_dest::dlid",
+    ][::core::mem::offset_of!(ib_uverbs_qp_dest, dlid) - 20usize];
+    [
+        "Offset of field: ib_uverbs_qp_dest::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_qp_dest, reserved) - 22usize];
+    [
+        "Offset of field: ib_uverbs_qp_dest::sgid_index",
+    ][::core::mem::offset_of!(ib_uverbs_qp_dest, sgid_index) - 24usize];
+    [
+        "Offset of field: ib_uverbs_qp_dest::hop_limit",
+    ][::core::mem::offset_of!(ib_uverbs_qp_dest, hop_limit) - 25usize];
+    [
+        "Offset of field: ib_uverbs_qp_dest::traffic_class",
+    ][::core::mem::offset_of!(ib_uverbs_qp_dest, traffic_class) - 26usize];
+    [
+        "Offset of field: ib_uverbs_qp_dest::sl",
+    ][::core::mem::offset_of!(ib_uverbs_qp_dest, sl) - 27usize];
+    [
+        "Offset of field: ib_uverbs_qp_dest::src_path_bits",
+    ][::core::mem::offset_of!(ib_uverbs_qp_dest, src_path_bits) - 28usize];
+    [
+        "Offset of field: ib_uverbs_qp_dest::static_rate",
+    ][::core::mem::offset_of!(ib_uverbs_qp_dest, static_rate) - 29usize];
+    [
+        "Offset of field: ib_uverbs_qp_dest::is_global",
+    ][::core::mem::offset_of!(ib_uverbs_qp_dest, is_global) - 30usize];
+    [
+        "Offset of field: ib_uverbs_qp_dest::port_num",
+    ][::core::mem::offset_of!(ib_uverbs_qp_dest, port_num) - 31usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -1868,14 +2651,24 @@ pub struct ib_uverbs_query_qp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_query_qp"][::core::mem::size_of::<ib_uverbs_query_qp>() - 16usize];
-    ["Alignment of ib_uverbs_query_qp"][::core::mem::align_of::<ib_uverbs_query_qp>() - 8usize];
-    ["Offset of field: ib_uverbs_query_qp::response"][::core::mem::offset_of!(ib_uverbs_query_qp, response) - 0usize];
-    ["Offset of field: ib_uverbs_query_qp::qp_handle"][::core::mem::offset_of!(ib_uverbs_query_qp, qp_handle) - 8usize];
-    ["Offset of field: ib_uverbs_query_qp::attr_mask"]
-        [::core::mem::offset_of!(ib_uverbs_query_qp, attr_mask) - 12usize];
-    ["Offset of field: ib_uverbs_query_qp::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_query_qp, driver_data) - 16usize];
+    [
+        "Size of ib_uverbs_query_qp",
+    ][::core::mem::size_of::<ib_uverbs_query_qp>() - 16usize];
+    [
+        "Alignment of ib_uverbs_query_qp",
+    ][::core::mem::align_of::<ib_uverbs_query_qp>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_query_qp::response",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp, response) - 0usize];
+    [
+        "Offset of field: ib_uverbs_query_qp::qp_handle",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp, qp_handle) - 8usize];
+    [
+        "Offset of field: ib_uverbs_query_qp::attr_mask",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp, attr_mask) - 12usize];
+    [
+        "Offset of field: ib_uverbs_query_qp::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp, driver_data) - 16usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -1914,69 +2707,105 @@ pub struct ib_uverbs_query_qp_resp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_query_qp_resp"][::core::mem::size_of::<ib_uverbs_query_qp_resp>() - 128usize];
-    ["Alignment of ib_uverbs_query_qp_resp"][::core::mem::align_of::<ib_uverbs_query_qp_resp>() - 8usize];
-    ["Offset of field: ib_uverbs_query_qp_resp::dest"][::core::mem::offset_of!(ib_uverbs_query_qp_resp, dest) - 0usize];
-    ["Offset of field: ib_uverbs_query_qp_resp::alt_dest"]
-        [::core::mem::offset_of!(ib_uverbs_query_qp_resp, alt_dest) - 32usize];
-    ["Offset of field: ib_uverbs_query_qp_resp::max_send_wr"]
-        [::core::mem::offset_of!(ib_uverbs_query_qp_resp, max_send_wr) - 64usize];
-    ["Offset of field: ib_uverbs_query_qp_resp::max_recv_wr"]
-        [::core::mem::offset_of!(ib_uverbs_query_qp_resp, max_recv_wr) - 68usize];
-    ["Offset of field: ib_uverbs_query_qp_resp::max_send_sge"]
-        [::core::mem::offset_of!(ib_uverbs_query_qp_resp, max_send_sge) - 72usize];
-    ["Offset of field: ib_uverbs_query_qp_resp::max_recv_sge"]
-        [::core::mem::offset_of!(ib_uverbs_query_qp_resp, max_recv_sge) - 76usize];
-    ["Offset of field: ib_uverbs_query_qp_resp::max_inline_data"]
-        [::core::mem::offset_of!(ib_uverbs_query_qp_resp, max_inline_data) - 80usize];
-    ["Offset of field: ib_uverbs_query_qp_resp::qkey"]
-        [::core::mem::offset_of!(ib_uverbs_query_qp_resp, qkey) - 84usize];
-    ["Offset of field: ib_uverbs_query_qp_resp::rq_psn"]
-        [::core::mem::offset_of!(ib_uverbs_query_qp_resp, rq_psn) - 88usize];
-    ["Offset of field: ib_uverbs_query_qp_resp::sq_psn"]
-        [::core::mem::offset_of!(ib_uverbs_query_qp_resp, sq_psn) - 92usize];
-    ["Offset of field: ib_uverbs_query_qp_resp::dest_qp_num"]
-        [::core::mem::offset_of!(ib_uverbs_query_qp_resp, dest_qp_num) - 96usize];
-    ["Offset of field: ib_uverbs_query_qp_resp::qp_access_flags"]
-        [::core::mem::offset_of!(ib_uverbs_query_qp_resp, qp_access_flags) - 100usize];
-    ["Offset of field: ib_uverbs_query_qp_resp::pkey_index"]
-        [::core::mem::offset_of!(ib_uverbs_query_qp_resp, pkey_index) - 104usize];
-    ["Offset of field: ib_uverbs_query_qp_resp::alt_pkey_index"]
-        [::core::mem::offset_of!(ib_uverbs_query_qp_resp, alt_pkey_index) - 106usize];
-    ["Offset of field: ib_uverbs_query_qp_resp::qp_state"]
-        [::core::mem::offset_of!(ib_uverbs_query_qp_resp, qp_state) - 108usize];
-    ["Offset of field: ib_uverbs_query_qp_resp::cur_qp_state"]
-        [::core::mem::offset_of!(ib_uverbs_query_qp_resp, cur_qp_state) - 109usize];
-    ["Offset of field: ib_uverbs_query_qp_resp::path_mtu"]
-        [::core::mem::offset_of!(ib_uverbs_query_qp_resp, path_mtu) - 110usize];
-    ["Offset of field: ib_uverbs_query_qp_resp::path_mig_state"]
-        [::core::mem::offset_of!(ib_uverbs_query_qp_resp, path_mig_state) - 111usize];
-    ["Offset of field: ib_uverbs_query_qp_resp::sq_draining"]
-        [::core::mem::offset_of!(ib_uverbs_query_qp_resp, sq_draining) - 112usize];
-    ["Offset of field: ib_uverbs_query_qp_resp::max_rd_atomic"]
-        [::core::mem::offset_of!(ib_uverbs_query_qp_resp, max_rd_atomic) - 113usize];
-    ["Offset of field: ib_uverbs_query_qp_resp::max_dest_rd_atomic"]
-        [::core::mem::offset_of!(ib_uverbs_query_qp_resp, max_dest_rd_atomic) - 114usize];
-    ["Offset of field: ib_uverbs_query_qp_resp::min_rnr_timer"]
-        [::core::mem::offset_of!(ib_uverbs_query_qp_resp, min_rnr_timer) - 115usize];
-    ["Offset of field: ib_uverbs_query_qp_resp::port_num"]
-        [::core::mem::offset_of!(ib_uverbs_query_qp_resp, port_num) - 116usize];
-    ["Offset of field: ib_uverbs_query_qp_resp::timeout"]
-        [::core::mem::offset_of!(ib_uverbs_query_qp_resp, timeout) - 117usize];
-    ["Offset of field: ib_uverbs_query_qp_resp::retry_cnt"]
-        [::core::mem::offset_of!(ib_uverbs_query_qp_resp, retry_cnt) - 118usize];
-    ["Offset of field: ib_uverbs_query_qp_resp::rnr_retry"]
-        [::core::mem::offset_of!(ib_uverbs_query_qp_resp, rnr_retry) - 119usize];
-    ["Offset of field: ib_uverbs_query_qp_resp::alt_port_num"]
-        [::core::mem::offset_of!(ib_uverbs_query_qp_resp, alt_port_num) - 120usize];
-    ["Offset of field: ib_uverbs_query_qp_resp::alt_timeout"]
-        [::core::mem::offset_of!(ib_uverbs_query_qp_resp, alt_timeout) - 121usize];
-    ["Offset of field: ib_uverbs_query_qp_resp::sq_sig_all"]
-        [::core::mem::offset_of!(ib_uverbs_query_qp_resp, sq_sig_all) - 122usize];
-    ["Offset of field: ib_uverbs_query_qp_resp::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_query_qp_resp, reserved) - 123usize];
-    ["Offset of field: ib_uverbs_query_qp_resp::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_query_qp_resp, driver_data) - 128usize];
+    [
+        "Size of ib_uverbs_query_qp_resp",
+    ][::core::mem::size_of::<ib_uverbs_query_qp_resp>() - 128usize];
+    [
+        "Alignment of ib_uverbs_query_qp_resp",
+    ][::core::mem::align_of::<ib_uverbs_query_qp_resp>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_query_qp_resp::dest",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp_resp, dest) - 0usize];
+    [
+        "Offset of field: ib_uverbs_query_qp_resp::alt_dest",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp_resp, alt_dest) - 32usize];
+    [
+        "Offset of field: ib_uverbs_query_qp_resp::max_send_wr",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp_resp, max_send_wr) - 64usize];
+    [
+        "Offset of field: ib_uverbs_query_qp_resp::max_recv_wr",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp_resp, max_recv_wr) - 68usize];
+    [
+        "Offset of field: ib_uverbs_query_qp_resp::max_send_sge",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp_resp, max_send_sge) - 72usize];
+    [
+        "Offset of field: ib_uverbs_query_qp_resp::max_recv_sge",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp_resp, max_recv_sge) - 76usize];
+    [
+        "Offset of field: ib_uverbs_query_qp_resp::max_inline_data",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp_resp, max_inline_data) - 80usize];
+    [
+        "Offset of field: ib_uverbs_query_qp_resp::qkey",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp_resp, qkey) - 84usize];
+    [
+        "Offset of field: ib_uverbs_query_qp_resp::rq_psn",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp_resp, rq_psn) - 88usize];
+    [
+        "Offset of field: ib_uverbs_query_qp_resp::sq_psn",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp_resp, sq_psn) - 92usize];
+    [
+        "Offset of field: ib_uverbs_query_qp_resp::dest_qp_num",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp_resp, dest_qp_num) - 96usize];
+    [
+        "Offset of field: ib_uverbs_query_qp_resp::qp_access_flags",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp_resp, qp_access_flags) - 100usize];
+    [
+        "Offset of field: ib_uverbs_query_qp_resp::pkey_index",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp_resp, pkey_index) - 104usize];
+    [
+        "Offset of field: ib_uverbs_query_qp_resp::alt_pkey_index",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp_resp, alt_pkey_index) - 106usize];
+    [
+        "Offset of field: ib_uverbs_query_qp_resp::qp_state",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp_resp, qp_state) - 108usize];
+    [
+        "Offset of field: ib_uverbs_query_qp_resp::cur_qp_state",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp_resp, cur_qp_state) - 109usize];
+    [
+        "Offset of field: ib_uverbs_query_qp_resp::path_mtu",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp_resp, path_mtu) - 110usize];
+    [
+        "Offset of field: ib_uverbs_query_qp_resp::path_mig_state",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp_resp, path_mig_state) - 111usize];
+    [
+        "Offset of field: ib_uverbs_query_qp_resp::sq_draining",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp_resp, sq_draining) - 112usize];
+    [
+        "Offset of field: ib_uverbs_query_qp_resp::max_rd_atomic",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp_resp, max_rd_atomic) - 113usize];
+    [
+        "Offset of field: ib_uverbs_query_qp_resp::max_dest_rd_atomic",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp_resp, max_dest_rd_atomic) - 114usize];
+    [
+        "Offset of field: ib_uverbs_query_qp_resp::min_rnr_timer",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp_resp, min_rnr_timer) - 115usize];
+    [
+        "Offset of field: ib_uverbs_query_qp_resp::port_num",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp_resp, port_num) - 116usize];
+    [
+        "Offset of field: ib_uverbs_query_qp_resp::timeout",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp_resp, timeout) - 117usize];
+    [
+        "Offset of field: ib_uverbs_query_qp_resp::retry_cnt",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp_resp, retry_cnt) - 118usize];
+    [
+        "Offset of field: ib_uverbs_query_qp_resp::rnr_retry",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp_resp, rnr_retry) - 119usize];
+    [
+        "Offset of field: ib_uverbs_query_qp_resp::alt_port_num",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp_resp, alt_port_num) - 120usize];
+    [
+        "Offset of field: ib_uverbs_query_qp_resp::alt_timeout",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp_resp, alt_timeout) - 121usize];
+    [
+        "Offset of field: ib_uverbs_query_qp_resp::sq_sig_all",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp_resp, sq_sig_all) - 122usize];
+    [
+        "Offset of field: ib_uverbs_query_qp_resp::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp_resp, reserved) - 123usize];
+    [
+        "Offset of field: ib_uverbs_query_qp_resp::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_query_qp_resp, driver_data) - 128usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -2011,57 +2840,93 @@ pub struct ib_uverbs_modify_qp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_modify_qp"][::core::mem::size_of::<ib_uverbs_modify_qp>() - 112usize];
-    ["Alignment of ib_uverbs_modify_qp"][::core::mem::align_of::<ib_uverbs_modify_qp>() - 8usize];
-    ["Offset of field: ib_uverbs_modify_qp::dest"][::core::mem::offset_of!(ib_uverbs_modify_qp, dest) - 0usize];
-    ["Offset of field: ib_uverbs_modify_qp::alt_dest"]
-        [::core::mem::offset_of!(ib_uverbs_modify_qp, alt_dest) - 32usize];
-    ["Offset of field: ib_uverbs_modify_qp::qp_handle"]
-        [::core::mem::offset_of!(ib_uverbs_modify_qp, qp_handle) - 64usize];
-    ["Offset of field: ib_uverbs_modify_qp::attr_mask"]
-        [::core::mem::offset_of!(ib_uverbs_modify_qp, attr_mask) - 68usize];
-    ["Offset of field: ib_uverbs_modify_qp::qkey"][::core::mem::offset_of!(ib_uverbs_modify_qp, qkey) - 72usize];
-    ["Offset of field: ib_uverbs_modify_qp::rq_psn"][::core::mem::offset_of!(ib_uverbs_modify_qp, rq_psn) - 76usize];
-    ["Offset of field: ib_uverbs_modify_qp::sq_psn"][::core::mem::offset_of!(ib_uverbs_modify_qp, sq_psn) - 80usize];
-    ["Offset of field: ib_uverbs_modify_qp::dest_qp_num"]
-        [::core::mem::offset_of!(ib_uverbs_modify_qp, dest_qp_num) - 84usize];
-    ["Offset of field: ib_uverbs_modify_qp::qp_access_flags"]
-        [::core::mem::offset_of!(ib_uverbs_modify_qp, qp_access_flags) - 88usize];
-    ["Offset of field: ib_uverbs_modify_qp::pkey_index"]
-        [::core::mem::offset_of!(ib_uverbs_modify_qp, pkey_index) - 92usize];
-    ["Offset of field: ib_uverbs_modify_qp::alt_pkey_index"]
-        [::core::mem::offset_of!(ib_uverbs_modify_qp, alt_pkey_index) - 94usize];
-    ["Offset of field: ib_uverbs_modify_qp::qp_state"]
-        [::core::mem::offset_of!(ib_uverbs_modify_qp, qp_state) - 96usize];
-    ["Offset of field: ib_uverbs_modify_qp::cur_qp_state"]
-        [::core::mem::offset_of!(ib_uverbs_modify_qp, cur_qp_state) - 97usize];
-    ["Offset of field: ib_uverbs_modify_qp::path_mtu"]
-        [::core::mem::offset_of!(ib_uverbs_modify_qp, path_mtu) - 98usize];
-    ["Offset of field: ib_uverbs_modify_qp::path_mig_state"]
-        [::core::mem::offset_of!(ib_uverbs_modify_qp, path_mig_state) - 99usize];
-    ["Offset of field: ib_uverbs_modify_qp::en_sqd_async_notify"]
-        [::core::mem::offset_of!(ib_uverbs_modify_qp, en_sqd_async_notify) - 100usize];
-    ["Offset of field: ib_uverbs_modify_qp::max_rd_atomic"]
-        [::core::mem::offset_of!(ib_uverbs_modify_qp, max_rd_atomic) - 101usize];
-    ["Offset of field: ib_uverbs_modify_qp::max_dest_rd_atomic"]
-        [::core::mem::offset_of!(ib_uverbs_modify_qp, max_dest_rd_atomic) - 102usize];
-    ["Offset of field: ib_uverbs_modify_qp::min_rnr_timer"]
-        [::core::mem::offset_of!(ib_uverbs_modify_qp, min_rnr_timer) - 103usize];
-    ["Offset of field: ib_uverbs_modify_qp::port_num"]
-        [::core::mem::offset_of!(ib_uverbs_modify_qp, port_num) - 104usize];
-    ["Offset of field: ib_uverbs_modify_qp::timeout"][::core::mem::offset_of!(ib_uverbs_modify_qp, timeout) - 105usize];
-    ["Offset of field: ib_uverbs_modify_qp::retry_cnt"]
-        [::core::mem::offset_of!(ib_uverbs_modify_qp, retry_cnt) - 106usize];
-    ["Offset of field: ib_uverbs_modify_qp::rnr_retry"]
-        [::core::mem::offset_of!(ib_uverbs_modify_qp, rnr_retry) - 107usize];
-    ["Offset of field: ib_uverbs_modify_qp::alt_port_num"]
-        [::core::mem::offset_of!(ib_uverbs_modify_qp, alt_port_num) - 108usize];
-    ["Offset of field: ib_uverbs_modify_qp::alt_timeout"]
-        [::core::mem::offset_of!(ib_uverbs_modify_qp, alt_timeout) - 109usize];
-    ["Offset of field: ib_uverbs_modify_qp::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_modify_qp, reserved) - 110usize];
-    ["Offset of field: ib_uverbs_modify_qp::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_modify_qp, driver_data) - 112usize];
+    [
+        "Size of ib_uverbs_modify_qp",
+    ][::core::mem::size_of::<ib_uverbs_modify_qp>() - 112usize];
+    [
+        "Alignment of ib_uverbs_modify_qp",
+    ][::core::mem::align_of::<ib_uverbs_modify_qp>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_modify_qp::dest",
+    ][::core::mem::offset_of!(ib_uverbs_modify_qp, dest) - 0usize];
+    [
+        "Offset of field: ib_uverbs_modify_qp::alt_dest",
+    ][::core::mem::offset_of!(ib_uverbs_modify_qp, alt_dest) - 32usize];
+    [
+        "Offset of field: ib_uverbs_modify_qp::qp_handle",
+    ][::core::mem::offset_of!(ib_uverbs_modify_qp, qp_handle) - 64usize];
+    [
+        "Offset of field: ib_uverbs_modify_qp::attr_mask",
+    ][::core::mem::offset_of!(ib_uverbs_modify_qp, attr_mask) - 68usize];
+    [
+        "Offset of field: ib_uverbs_modify_qp::qkey",
+    ][::core::mem::offset_of!(ib_uverbs_modify_qp, qkey) - 72usize];
+    [
+        "Offset of field: ib_uverbs_modify_qp::rq_psn",
+    ][::core::mem::offset_of!(ib_uverbs_modify_qp, rq_psn) - 76usize];
+    [
+        "Offset of field: ib_uverbs_modify_qp::sq_psn",
+    ][::core::mem::offset_of!(ib_uverbs_modify_qp, sq_psn) - 80usize];
+    [
+        "Offset of field: ib_uverbs_modify_qp::dest_qp_num",
+    ][::core::mem::offset_of!(ib_uverbs_modify_qp, dest_qp_num) - 84usize];
+    [
+        "Offset of field: ib_uverbs_modify_qp::qp_access_flags",
+    ][::core::mem::offset_of!(ib_uverbs_modify_qp, qp_access_flags) - 88usize];
+    [
+        "Offset of field: ib_uverbs_modify_qp::pkey_index",
+    ][::core::mem::offset_of!(ib_uverbs_modify_qp, pkey_index) - 92usize];
+    [
+        "Offset of field: ib_uverbs_modify_qp::alt_pkey_index",
+    ][::core::mem::offset_of!(ib_uverbs_modify_qp, alt_pkey_index) - 94usize];
+    [
+        "Offset of field: ib_uverbs_modify_qp::qp_state",
+    ][::core::mem::offset_of!(ib_uverbs_modify_qp, qp_state) - 96usize];
+    [
+        "Offset of field: ib_uverbs_modify_qp::cur_qp_state",
+    ][::core::mem::offset_of!(ib_uverbs_modify_qp, cur_qp_state) - 97usize];
+    [
+        "Offset of field: ib_uverbs_modify_qp::path_mtu",
+    ][::core::mem::offset_of!(ib_uverbs_modify_qp, path_mtu) - 98usize];
+    [
+        "Offset of field: ib_uverbs_modify_qp::path_mig_state",
+    ][::core::mem::offset_of!(ib_uverbs_modify_qp, path_mig_state) - 99usize];
+    [
+        "Offset of field: ib_uverbs_modify_qp::en_sqd_async_notify",
+    ][::core::mem::offset_of!(ib_uverbs_modify_qp, en_sqd_async_notify) - 100usize];
+    [
+        "Offset of field: ib_uverbs_modify_qp::max_rd_atomic",
+    ][::core::mem::offset_of!(ib_uverbs_modify_qp, max_rd_atomic) - 101usize];
+    [
+        "Offset of field: ib_uverbs_modify_qp::max_dest_rd_atomic",
+    ][::core::mem::offset_of!(ib_uverbs_modify_qp, max_dest_rd_atomic) - 102usize];
+    [
+        "Offset of field: ib_uverbs_modify_qp::min_rnr_timer",
+    ][::core::mem::offset_of!(ib_uverbs_modify_qp, min_rnr_timer) - 103usize];
+    [
+        "Offset of field: ib_uverbs_modify_qp::port_num",
+    ][::core::mem::offset_of!(ib_uverbs_modify_qp, port_num) - 104usize];
+    [
+        "Offset of field: ib_uverbs_modify_qp::timeout",
+    ][::core::mem::offset_of!(ib_uverbs_modify_qp, timeout) - 105usize];
+    [
+        "Offset of field: ib_uverbs_modify_qp::retry_cnt",
+    ][::core::mem::offset_of!(ib_uverbs_modify_qp, retry_cnt) - 106usize];
+    [
+        "Offset of field: ib_uverbs_modify_qp::rnr_retry",
+    ][::core::mem::offset_of!(ib_uverbs_modify_qp, rnr_retry) - 107usize];
+    [
+        "Offset of field: ib_uverbs_modify_qp::alt_port_num",
+    ][::core::mem::offset_of!(ib_uverbs_modify_qp, alt_port_num) - 108usize];
+    [
+        "Offset of field: ib_uverbs_modify_qp::alt_timeout",
+    ][::core::mem::offset_of!(ib_uverbs_modify_qp, alt_timeout) - 109usize];
+    [
+        "Offset of field: ib_uverbs_modify_qp::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_modify_qp, reserved) - 110usize];
+    [
+        "Offset of field: ib_uverbs_modify_qp::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_modify_qp, driver_data) - 112usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -2072,13 +2937,21 @@ pub struct ib_uverbs_ex_modify_qp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_ex_modify_qp"][::core::mem::size_of::<ib_uverbs_ex_modify_qp>() - 120usize];
-    ["Alignment of ib_uverbs_ex_modify_qp"][::core::mem::align_of::<ib_uverbs_ex_modify_qp>() - 8usize];
-    ["Offset of field: ib_uverbs_ex_modify_qp::base"][::core::mem::offset_of!(ib_uverbs_ex_modify_qp, base) - 0usize];
-    ["Offset of field: ib_uverbs_ex_modify_qp::rate_limit"]
-        [::core::mem::offset_of!(ib_uverbs_ex_modify_qp, rate_limit) - 112usize];
-    ["Offset of field: ib_uverbs_ex_modify_qp::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_ex_modify_qp, reserved) - 116usize];
+    [
+        "Size of ib_uverbs_ex_modify_qp",
+    ][::core::mem::size_of::<ib_uverbs_ex_modify_qp>() - 120usize];
+    [
+        "Alignment of ib_uverbs_ex_modify_qp",
+    ][::core::mem::align_of::<ib_uverbs_ex_modify_qp>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_ex_modify_qp::base",
+    ][::core::mem::offset_of!(ib_uverbs_ex_modify_qp, base) - 0usize];
+    [
+        "Offset of field: ib_uverbs_ex_modify_qp::rate_limit",
+    ][::core::mem::offset_of!(ib_uverbs_ex_modify_qp, rate_limit) - 112usize];
+    [
+        "Offset of field: ib_uverbs_ex_modify_qp::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_ex_modify_qp, reserved) - 116usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -2088,12 +2961,18 @@ pub struct ib_uverbs_ex_modify_qp_resp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_ex_modify_qp_resp"][::core::mem::size_of::<ib_uverbs_ex_modify_qp_resp>() - 8usize];
-    ["Alignment of ib_uverbs_ex_modify_qp_resp"][::core::mem::align_of::<ib_uverbs_ex_modify_qp_resp>() - 4usize];
-    ["Offset of field: ib_uverbs_ex_modify_qp_resp::comp_mask"]
-        [::core::mem::offset_of!(ib_uverbs_ex_modify_qp_resp, comp_mask) - 0usize];
-    ["Offset of field: ib_uverbs_ex_modify_qp_resp::response_length"]
-        [::core::mem::offset_of!(ib_uverbs_ex_modify_qp_resp, response_length) - 4usize];
+    [
+        "Size of ib_uverbs_ex_modify_qp_resp",
+    ][::core::mem::size_of::<ib_uverbs_ex_modify_qp_resp>() - 8usize];
+    [
+        "Alignment of ib_uverbs_ex_modify_qp_resp",
+    ][::core::mem::align_of::<ib_uverbs_ex_modify_qp_resp>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_ex_modify_qp_resp::comp_mask",
+    ][::core::mem::offset_of!(ib_uverbs_ex_modify_qp_resp, comp_mask) - 0usize];
+    [
+        "Offset of field: ib_uverbs_ex_modify_qp_resp::response_length",
+    ][::core::mem::offset_of!(ib_uverbs_ex_modify_qp_resp, response_length) - 4usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -2104,14 +2983,21 @@ pub struct ib_uverbs_destroy_qp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_destroy_qp"][::core::mem::size_of::<ib_uverbs_destroy_qp>() - 16usize];
-    ["Alignment of ib_uverbs_destroy_qp"][::core::mem::align_of::<ib_uverbs_destroy_qp>() - 8usize];
-    ["Offset of field: ib_uverbs_destroy_qp::response"]
-        [::core::mem::offset_of!(ib_uverbs_destroy_qp, response) - 0usize];
-    ["Offset of field: ib_uverbs_destroy_qp::qp_handle"]
-        [::core::mem::offset_of!(ib_uverbs_destroy_qp, qp_handle) - 8usize];
-    ["Offset of field: ib_uverbs_destroy_qp::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_destroy_qp, reserved) - 12usize];
+    [
+        "Size of ib_uverbs_destroy_qp",
+    ][::core::mem::size_of::<ib_uverbs_destroy_qp>() - 16usize];
+    [
+        "Alignment of ib_uverbs_destroy_qp",
+    ][::core::mem::align_of::<ib_uverbs_destroy_qp>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_destroy_qp::response",
+    ][::core::mem::offset_of!(ib_uverbs_destroy_qp, response) - 0usize];
+    [
+        "Offset of field: ib_uverbs_destroy_qp::qp_handle",
+    ][::core::mem::offset_of!(ib_uverbs_destroy_qp, qp_handle) - 8usize];
+    [
+        "Offset of field: ib_uverbs_destroy_qp::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_destroy_qp, reserved) - 12usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -2120,10 +3006,15 @@ pub struct ib_uverbs_destroy_qp_resp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_destroy_qp_resp"][::core::mem::size_of::<ib_uverbs_destroy_qp_resp>() - 4usize];
-    ["Alignment of ib_uverbs_destroy_qp_resp"][::core::mem::align_of::<ib_uverbs_destroy_qp_resp>() - 4usize];
-    ["Offset of field: ib_uverbs_destroy_qp_resp::events_reported"]
-        [::core::mem::offset_of!(ib_uverbs_destroy_qp_resp, events_reported) - 0usize];
+    [
+        "Size of ib_uverbs_destroy_qp_resp",
+    ][::core::mem::size_of::<ib_uverbs_destroy_qp_resp>() - 4usize];
+    [
+        "Alignment of ib_uverbs_destroy_qp_resp",
+    ][::core::mem::align_of::<ib_uverbs_destroy_qp_resp>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_destroy_qp_resp::events_reported",
+    ][::core::mem::offset_of!(ib_uverbs_destroy_qp_resp, events_reported) - 0usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -2136,25 +3027,43 @@ pub struct ib_uverbs_sge {
 const _: () = {
     ["Size of ib_uverbs_sge"][::core::mem::size_of::<ib_uverbs_sge>() - 16usize];
     ["Alignment of ib_uverbs_sge"][::core::mem::align_of::<ib_uverbs_sge>() - 8usize];
-    ["Offset of field: ib_uverbs_sge::addr"][::core::mem::offset_of!(ib_uverbs_sge, addr) - 0usize];
-    ["Offset of field: ib_uverbs_sge::length"][::core::mem::offset_of!(ib_uverbs_sge, length) - 8usize];
-    ["Offset of field: ib_uverbs_sge::lkey"][::core::mem::offset_of!(ib_uverbs_sge, lkey) - 12usize];
+    [
+        "Offset of field: ib_uverbs_sge::addr",
+    ][::core::mem::offset_of!(ib_uverbs_sge, addr) - 0usize];
+    [
+        "Offset of field: ib_uverbs_sge::length",
+    ][::core::mem::offset_of!(ib_uverbs_sge, length) - 8usize];
+    [
+        "Offset of field: ib_uverbs_sge::lkey",
+    ][::core::mem::offset_of!(ib_uverbs_sge, lkey) - 12usize];
 };
 impl ib_uverbs_wr_opcode {
     pub const IB_UVERBS_WR_RDMA_WRITE: ib_uverbs_wr_opcode = ib_uverbs_wr_opcode(0);
-    pub const IB_UVERBS_WR_RDMA_WRITE_WITH_IMM: ib_uverbs_wr_opcode = ib_uverbs_wr_opcode(1);
+    pub const IB_UVERBS_WR_RDMA_WRITE_WITH_IMM: ib_uverbs_wr_opcode = ib_uverbs_wr_opcode(
+        1,
+    );
     pub const IB_UVERBS_WR_SEND: ib_uverbs_wr_opcode = ib_uverbs_wr_opcode(2);
     pub const IB_UVERBS_WR_SEND_WITH_IMM: ib_uverbs_wr_opcode = ib_uverbs_wr_opcode(3);
     pub const IB_UVERBS_WR_RDMA_READ: ib_uverbs_wr_opcode = ib_uverbs_wr_opcode(4);
-    pub const IB_UVERBS_WR_ATOMIC_CMP_AND_SWP: ib_uverbs_wr_opcode = ib_uverbs_wr_opcode(5);
-    pub const IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD: ib_uverbs_wr_opcode = ib_uverbs_wr_opcode(6);
+    pub const IB_UVERBS_WR_ATOMIC_CMP_AND_SWP: ib_uverbs_wr_opcode = ib_uverbs_wr_opcode(
+        5,
+    );
+    pub const IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD: ib_uverbs_wr_opcode = ib_uverbs_wr_opcode(
+        6,
+    );
     pub const IB_UVERBS_WR_LOCAL_INV: ib_uverbs_wr_opcode = ib_uverbs_wr_opcode(7);
     pub const IB_UVERBS_WR_BIND_MW: ib_uverbs_wr_opcode = ib_uverbs_wr_opcode(8);
     pub const IB_UVERBS_WR_SEND_WITH_INV: ib_uverbs_wr_opcode = ib_uverbs_wr_opcode(9);
     pub const IB_UVERBS_WR_TSO: ib_uverbs_wr_opcode = ib_uverbs_wr_opcode(10);
-    pub const IB_UVERBS_WR_RDMA_READ_WITH_INV: ib_uverbs_wr_opcode = ib_uverbs_wr_opcode(11);
-    pub const IB_UVERBS_WR_MASKED_ATOMIC_CMP_AND_SWP: ib_uverbs_wr_opcode = ib_uverbs_wr_opcode(12);
-    pub const IB_UVERBS_WR_MASKED_ATOMIC_FETCH_AND_ADD: ib_uverbs_wr_opcode = ib_uverbs_wr_opcode(13);
+    pub const IB_UVERBS_WR_RDMA_READ_WITH_INV: ib_uverbs_wr_opcode = ib_uverbs_wr_opcode(
+        11,
+    );
+    pub const IB_UVERBS_WR_MASKED_ATOMIC_CMP_AND_SWP: ib_uverbs_wr_opcode = ib_uverbs_wr_opcode(
+        12,
+    );
+    pub const IB_UVERBS_WR_MASKED_ATOMIC_FETCH_AND_ADD: ib_uverbs_wr_opcode = ib_uverbs_wr_opcode(
+        13,
+    );
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
@@ -2177,13 +3086,19 @@ pub union ib_uverbs_send_wr__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_send_wr__bindgen_ty_1"][::core::mem::size_of::<ib_uverbs_send_wr__bindgen_ty_1>() - 4usize];
-    ["Alignment of ib_uverbs_send_wr__bindgen_ty_1"]
-        [::core::mem::align_of::<ib_uverbs_send_wr__bindgen_ty_1>() - 4usize];
-    ["Offset of field: ib_uverbs_send_wr__bindgen_ty_1::imm_data"]
-        [::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_1, imm_data) - 0usize];
-    ["Offset of field: ib_uverbs_send_wr__bindgen_ty_1::invalidate_rkey"]
-        [::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_1, invalidate_rkey) - 0usize];
+    [
+        "Size of ib_uverbs_send_wr__bindgen_ty_1",
+    ][::core::mem::size_of::<ib_uverbs_send_wr__bindgen_ty_1>() - 4usize];
+    [
+        "Alignment of ib_uverbs_send_wr__bindgen_ty_1",
+    ][::core::mem::align_of::<ib_uverbs_send_wr__bindgen_ty_1>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_send_wr__bindgen_ty_1::imm_data",
+    ][::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_1, imm_data) - 0usize];
+    [
+        "Offset of field: ib_uverbs_send_wr__bindgen_ty_1::invalidate_rkey",
+    ][::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_1, invalidate_rkey)
+        - 0usize];
 };
 impl Default for ib_uverbs_send_wr__bindgen_ty_1 {
     fn default() -> Self {
@@ -2210,16 +3125,24 @@ pub struct ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_1"]
-        [::core::mem::size_of::<ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_1>() - 16usize];
-    ["Alignment of ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_1"]
-        [::core::mem::align_of::<ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_1>() - 8usize];
-    ["Offset of field: ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_1::remote_addr"]
-        [::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_1, remote_addr) - 0usize];
-    ["Offset of field: ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_1::rkey"]
-        [::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_1, rkey) - 8usize];
-    ["Offset of field: ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_1::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_1, reserved) - 12usize];
+    [
+        "Size of ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_1",
+    ][::core::mem::size_of::<ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_1>() - 16usize];
+    [
+        "Alignment of ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_1",
+    ][::core::mem::align_of::<ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_1>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_1::remote_addr",
+    ][::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_1, remote_addr)
+        - 0usize];
+    [
+        "Offset of field: ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_1::rkey",
+    ][::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_1, rkey)
+        - 8usize];
+    [
+        "Offset of field: ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_1::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_1, reserved)
+        - 12usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -2232,20 +3155,32 @@ pub struct ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_2 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_2"]
-        [::core::mem::size_of::<ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_2>() - 32usize];
-    ["Alignment of ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_2"]
-        [::core::mem::align_of::<ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_2>() - 8usize];
-    ["Offset of field: ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_2::remote_addr"]
-        [::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_2, remote_addr) - 0usize];
-    ["Offset of field: ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_2::compare_add"]
-        [::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_2, compare_add) - 8usize];
-    ["Offset of field: ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_2::swap"]
-        [::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_2, swap) - 16usize];
-    ["Offset of field: ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_2::rkey"]
-        [::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_2, rkey) - 24usize];
-    ["Offset of field: ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_2::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_2, reserved) - 28usize];
+    [
+        "Size of ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_2",
+    ][::core::mem::size_of::<ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_2>() - 32usize];
+    [
+        "Alignment of ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_2",
+    ][::core::mem::align_of::<ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_2>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_2::remote_addr",
+    ][::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_2, remote_addr)
+        - 0usize];
+    [
+        "Offset of field: ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_2::compare_add",
+    ][::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_2, compare_add)
+        - 8usize];
+    [
+        "Offset of field: ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_2::swap",
+    ][::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_2, swap)
+        - 16usize];
+    [
+        "Offset of field: ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_2::rkey",
+    ][::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_2, rkey)
+        - 24usize];
+    [
+        "Offset of field: ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_2::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_2, reserved)
+        - 28usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -2257,30 +3192,46 @@ pub struct ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_3 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_3"]
-        [::core::mem::size_of::<ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_3>() - 16usize];
-    ["Alignment of ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_3"]
-        [::core::mem::align_of::<ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_3>() - 4usize];
-    ["Offset of field: ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_3::ah"]
-        [::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_3, ah) - 0usize];
-    ["Offset of field: ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_3::remote_qpn"]
-        [::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_3, remote_qpn) - 4usize];
-    ["Offset of field: ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_3::remote_qkey"]
-        [::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_3, remote_qkey) - 8usize];
-    ["Offset of field: ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_3::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_3, reserved) - 12usize];
+    [
+        "Size of ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_3",
+    ][::core::mem::size_of::<ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_3>() - 16usize];
+    [
+        "Alignment of ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_3",
+    ][::core::mem::align_of::<ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_3>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_3::ah",
+    ][::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_3, ah)
+        - 0usize];
+    [
+        "Offset of field: ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_3::remote_qpn",
+    ][::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_3, remote_qpn)
+        - 4usize];
+    [
+        "Offset of field: ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_3::remote_qkey",
+    ][::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_3, remote_qkey)
+        - 8usize];
+    [
+        "Offset of field: ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_3::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_2__bindgen_ty_3, reserved)
+        - 12usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_send_wr__bindgen_ty_2"][::core::mem::size_of::<ib_uverbs_send_wr__bindgen_ty_2>() - 32usize];
-    ["Alignment of ib_uverbs_send_wr__bindgen_ty_2"]
-        [::core::mem::align_of::<ib_uverbs_send_wr__bindgen_ty_2>() - 8usize];
-    ["Offset of field: ib_uverbs_send_wr__bindgen_ty_2::rdma"]
-        [::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_2, rdma) - 0usize];
-    ["Offset of field: ib_uverbs_send_wr__bindgen_ty_2::atomic"]
-        [::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_2, atomic) - 0usize];
-    ["Offset of field: ib_uverbs_send_wr__bindgen_ty_2::ud"]
-        [::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_2, ud) - 0usize];
+    [
+        "Size of ib_uverbs_send_wr__bindgen_ty_2",
+    ][::core::mem::size_of::<ib_uverbs_send_wr__bindgen_ty_2>() - 32usize];
+    [
+        "Alignment of ib_uverbs_send_wr__bindgen_ty_2",
+    ][::core::mem::align_of::<ib_uverbs_send_wr__bindgen_ty_2>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_send_wr__bindgen_ty_2::rdma",
+    ][::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_2, rdma) - 0usize];
+    [
+        "Offset of field: ib_uverbs_send_wr__bindgen_ty_2::atomic",
+    ][::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_2, atomic) - 0usize];
+    [
+        "Offset of field: ib_uverbs_send_wr__bindgen_ty_2::ud",
+    ][::core::mem::offset_of!(ib_uverbs_send_wr__bindgen_ty_2, ud) - 0usize];
 };
 impl Default for ib_uverbs_send_wr__bindgen_ty_2 {
     fn default() -> Self {
@@ -2294,14 +3245,27 @@ impl Default for ib_uverbs_send_wr__bindgen_ty_2 {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ib_uverbs_send_wr"][::core::mem::size_of::<ib_uverbs_send_wr>() - 56usize];
-    ["Alignment of ib_uverbs_send_wr"][::core::mem::align_of::<ib_uverbs_send_wr>() - 8usize];
-    ["Offset of field: ib_uverbs_send_wr::wr_id"][::core::mem::offset_of!(ib_uverbs_send_wr, wr_id) - 0usize];
-    ["Offset of field: ib_uverbs_send_wr::num_sge"][::core::mem::offset_of!(ib_uverbs_send_wr, num_sge) - 8usize];
-    ["Offset of field: ib_uverbs_send_wr::opcode"][::core::mem::offset_of!(ib_uverbs_send_wr, opcode) - 12usize];
-    ["Offset of field: ib_uverbs_send_wr::send_flags"]
-        [::core::mem::offset_of!(ib_uverbs_send_wr, send_flags) - 16usize];
-    ["Offset of field: ib_uverbs_send_wr::ex"][::core::mem::offset_of!(ib_uverbs_send_wr, ex) - 20usize];
-    ["Offset of field: ib_uverbs_send_wr::wr"][::core::mem::offset_of!(ib_uverbs_send_wr, wr) - 24usize];
+    [
+        "Alignment of ib_uverbs_send_wr",
+    ][::core::mem::align_of::<ib_uverbs_send_wr>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_send_wr::wr_id",
+    ][::core::mem::offset_of!(ib_uverbs_send_wr, wr_id) - 0usize];
+    [
+        "Offset of field: ib_uverbs_send_wr::num_sge",
+    ][::core::mem::offset_of!(ib_uverbs_send_wr, num_sge) - 8usize];
+    [
+        "Offset of field: ib_uverbs_send_wr::opcode",
+    ][::core::mem::offset_of!(ib_uverbs_send_wr, opcode) - 12usize];
+    [
+        "Offset of field: ib_uverbs_send_wr::send_flags",
+    ][::core::mem::offset_of!(ib_uverbs_send_wr, send_flags) - 16usize];
+    [
+        "Offset of field: ib_uverbs_send_wr::ex",
+    ][::core::mem::offset_of!(ib_uverbs_send_wr, ex) - 20usize];
+    [
+        "Offset of field: ib_uverbs_send_wr::wr",
+    ][::core::mem::offset_of!(ib_uverbs_send_wr, wr) - 24usize];
 };
 impl Default for ib_uverbs_send_wr {
     fn default() -> Self {
@@ -2323,18 +3287,30 @@ pub struct ib_uverbs_post_send {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_post_send"][::core::mem::size_of::<ib_uverbs_post_send>() - 24usize];
-    ["Alignment of ib_uverbs_post_send"][::core::mem::align_of::<ib_uverbs_post_send>() - 8usize];
-    ["Offset of field: ib_uverbs_post_send::response"][::core::mem::offset_of!(ib_uverbs_post_send, response) - 0usize];
-    ["Offset of field: ib_uverbs_post_send::qp_handle"]
-        [::core::mem::offset_of!(ib_uverbs_post_send, qp_handle) - 8usize];
-    ["Offset of field: ib_uverbs_post_send::wr_count"]
-        [::core::mem::offset_of!(ib_uverbs_post_send, wr_count) - 12usize];
-    ["Offset of field: ib_uverbs_post_send::sge_count"]
-        [::core::mem::offset_of!(ib_uverbs_post_send, sge_count) - 16usize];
-    ["Offset of field: ib_uverbs_post_send::wqe_size"]
-        [::core::mem::offset_of!(ib_uverbs_post_send, wqe_size) - 20usize];
-    ["Offset of field: ib_uverbs_post_send::send_wr"][::core::mem::offset_of!(ib_uverbs_post_send, send_wr) - 24usize];
+    [
+        "Size of ib_uverbs_post_send",
+    ][::core::mem::size_of::<ib_uverbs_post_send>() - 24usize];
+    [
+        "Alignment of ib_uverbs_post_send",
+    ][::core::mem::align_of::<ib_uverbs_post_send>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_post_send::response",
+    ][::core::mem::offset_of!(ib_uverbs_post_send, response) - 0usize];
+    [
+        "Offset of field: ib_uverbs_post_send::qp_handle",
+    ][::core::mem::offset_of!(ib_uverbs_post_send, qp_handle) - 8usize];
+    [
+        "Offset of field: ib_uverbs_post_send::wr_count",
+    ][::core::mem::offset_of!(ib_uverbs_post_send, wr_count) - 12usize];
+    [
+        "Offset of field: ib_uverbs_post_send::sge_count",
+    ][::core::mem::offset_of!(ib_uverbs_post_send, sge_count) - 16usize];
+    [
+        "Offset of field: ib_uverbs_post_send::wqe_size",
+    ][::core::mem::offset_of!(ib_uverbs_post_send, wqe_size) - 20usize];
+    [
+        "Offset of field: ib_uverbs_post_send::send_wr",
+    ][::core::mem::offset_of!(ib_uverbs_post_send, send_wr) - 24usize];
 };
 impl Default for ib_uverbs_post_send {
     fn default() -> Self {
@@ -2352,10 +3328,15 @@ pub struct ib_uverbs_post_send_resp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_post_send_resp"][::core::mem::size_of::<ib_uverbs_post_send_resp>() - 4usize];
-    ["Alignment of ib_uverbs_post_send_resp"][::core::mem::align_of::<ib_uverbs_post_send_resp>() - 4usize];
-    ["Offset of field: ib_uverbs_post_send_resp::bad_wr"]
-        [::core::mem::offset_of!(ib_uverbs_post_send_resp, bad_wr) - 0usize];
+    [
+        "Size of ib_uverbs_post_send_resp",
+    ][::core::mem::size_of::<ib_uverbs_post_send_resp>() - 4usize];
+    [
+        "Alignment of ib_uverbs_post_send_resp",
+    ][::core::mem::align_of::<ib_uverbs_post_send_resp>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_post_send_resp::bad_wr",
+    ][::core::mem::offset_of!(ib_uverbs_post_send_resp, bad_wr) - 0usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -2367,10 +3348,18 @@ pub struct ib_uverbs_recv_wr {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ib_uverbs_recv_wr"][::core::mem::size_of::<ib_uverbs_recv_wr>() - 16usize];
-    ["Alignment of ib_uverbs_recv_wr"][::core::mem::align_of::<ib_uverbs_recv_wr>() - 8usize];
-    ["Offset of field: ib_uverbs_recv_wr::wr_id"][::core::mem::offset_of!(ib_uverbs_recv_wr, wr_id) - 0usize];
-    ["Offset of field: ib_uverbs_recv_wr::num_sge"][::core::mem::offset_of!(ib_uverbs_recv_wr, num_sge) - 8usize];
-    ["Offset of field: ib_uverbs_recv_wr::reserved"][::core::mem::offset_of!(ib_uverbs_recv_wr, reserved) - 12usize];
+    [
+        "Alignment of ib_uverbs_recv_wr",
+    ][::core::mem::align_of::<ib_uverbs_recv_wr>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_recv_wr::wr_id",
+    ][::core::mem::offset_of!(ib_uverbs_recv_wr, wr_id) - 0usize];
+    [
+        "Offset of field: ib_uverbs_recv_wr::num_sge",
+    ][::core::mem::offset_of!(ib_uverbs_recv_wr, num_sge) - 8usize];
+    [
+        "Offset of field: ib_uverbs_recv_wr::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_recv_wr, reserved) - 12usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -2384,18 +3373,30 @@ pub struct ib_uverbs_post_recv {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_post_recv"][::core::mem::size_of::<ib_uverbs_post_recv>() - 24usize];
-    ["Alignment of ib_uverbs_post_recv"][::core::mem::align_of::<ib_uverbs_post_recv>() - 8usize];
-    ["Offset of field: ib_uverbs_post_recv::response"][::core::mem::offset_of!(ib_uverbs_post_recv, response) - 0usize];
-    ["Offset of field: ib_uverbs_post_recv::qp_handle"]
-        [::core::mem::offset_of!(ib_uverbs_post_recv, qp_handle) - 8usize];
-    ["Offset of field: ib_uverbs_post_recv::wr_count"]
-        [::core::mem::offset_of!(ib_uverbs_post_recv, wr_count) - 12usize];
-    ["Offset of field: ib_uverbs_post_recv::sge_count"]
-        [::core::mem::offset_of!(ib_uverbs_post_recv, sge_count) - 16usize];
-    ["Offset of field: ib_uverbs_post_recv::wqe_size"]
-        [::core::mem::offset_of!(ib_uverbs_post_recv, wqe_size) - 20usize];
-    ["Offset of field: ib_uverbs_post_recv::recv_wr"][::core::mem::offset_of!(ib_uverbs_post_recv, recv_wr) - 24usize];
+    [
+        "Size of ib_uverbs_post_recv",
+    ][::core::mem::size_of::<ib_uverbs_post_recv>() - 24usize];
+    [
+        "Alignment of ib_uverbs_post_recv",
+    ][::core::mem::align_of::<ib_uverbs_post_recv>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_post_recv::response",
+    ][::core::mem::offset_of!(ib_uverbs_post_recv, response) - 0usize];
+    [
+        "Offset of field: ib_uverbs_post_recv::qp_handle",
+    ][::core::mem::offset_of!(ib_uverbs_post_recv, qp_handle) - 8usize];
+    [
+        "Offset of field: ib_uverbs_post_recv::wr_count",
+    ][::core::mem::offset_of!(ib_uverbs_post_recv, wr_count) - 12usize];
+    [
+        "Offset of field: ib_uverbs_post_recv::sge_count",
+    ][::core::mem::offset_of!(ib_uverbs_post_recv, sge_count) - 16usize];
+    [
+        "Offset of field: ib_uverbs_post_recv::wqe_size",
+    ][::core::mem::offset_of!(ib_uverbs_post_recv, wqe_size) - 20usize];
+    [
+        "Offset of field: ib_uverbs_post_recv::recv_wr",
+    ][::core::mem::offset_of!(ib_uverbs_post_recv, recv_wr) - 24usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -2404,10 +3405,15 @@ pub struct ib_uverbs_post_recv_resp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_post_recv_resp"][::core::mem::size_of::<ib_uverbs_post_recv_resp>() - 4usize];
-    ["Alignment of ib_uverbs_post_recv_resp"][::core::mem::align_of::<ib_uverbs_post_recv_resp>() - 4usize];
-    ["Offset of field: ib_uverbs_post_recv_resp::bad_wr"]
-        [::core::mem::offset_of!(ib_uverbs_post_recv_resp, bad_wr) - 0usize];
+    [
+        "Size of ib_uverbs_post_recv_resp",
+    ][::core::mem::size_of::<ib_uverbs_post_recv_resp>() - 4usize];
+    [
+        "Alignment of ib_uverbs_post_recv_resp",
+    ][::core::mem::align_of::<ib_uverbs_post_recv_resp>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_post_recv_resp::bad_wr",
+    ][::core::mem::offset_of!(ib_uverbs_post_recv_resp, bad_wr) - 0usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -2421,20 +3427,30 @@ pub struct ib_uverbs_post_srq_recv {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_post_srq_recv"][::core::mem::size_of::<ib_uverbs_post_srq_recv>() - 24usize];
-    ["Alignment of ib_uverbs_post_srq_recv"][::core::mem::align_of::<ib_uverbs_post_srq_recv>() - 8usize];
-    ["Offset of field: ib_uverbs_post_srq_recv::response"]
-        [::core::mem::offset_of!(ib_uverbs_post_srq_recv, response) - 0usize];
-    ["Offset of field: ib_uverbs_post_srq_recv::srq_handle"]
-        [::core::mem::offset_of!(ib_uverbs_post_srq_recv, srq_handle) - 8usize];
-    ["Offset of field: ib_uverbs_post_srq_recv::wr_count"]
-        [::core::mem::offset_of!(ib_uverbs_post_srq_recv, wr_count) - 12usize];
-    ["Offset of field: ib_uverbs_post_srq_recv::sge_count"]
-        [::core::mem::offset_of!(ib_uverbs_post_srq_recv, sge_count) - 16usize];
-    ["Offset of field: ib_uverbs_post_srq_recv::wqe_size"]
-        [::core::mem::offset_of!(ib_uverbs_post_srq_recv, wqe_size) - 20usize];
-    ["Offset of field: ib_uverbs_post_srq_recv::recv"]
-        [::core::mem::offset_of!(ib_uverbs_post_srq_recv, recv) - 24usize];
+    [
+        "Size of ib_uverbs_post_srq_recv",
+    ][::core::mem::size_of::<ib_uverbs_post_srq_recv>() - 24usize];
+    [
+        "Alignment of ib_uverbs_post_srq_recv",
+    ][::core::mem::align_of::<ib_uverbs_post_srq_recv>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_post_srq_recv::response",
+    ][::core::mem::offset_of!(ib_uverbs_post_srq_recv, response) - 0usize];
+    [
+        "Offset of field: ib_uverbs_post_srq_recv::srq_handle",
+    ][::core::mem::offset_of!(ib_uverbs_post_srq_recv, srq_handle) - 8usize];
+    [
+        "Offset of field: ib_uverbs_post_srq_recv::wr_count",
+    ][::core::mem::offset_of!(ib_uverbs_post_srq_recv, wr_count) - 12usize];
+    [
+        "Offset of field: ib_uverbs_post_srq_recv::sge_count",
+    ][::core::mem::offset_of!(ib_uverbs_post_srq_recv, sge_count) - 16usize];
+    [
+        "Offset of field: ib_uverbs_post_srq_recv::wqe_size",
+    ][::core::mem::offset_of!(ib_uverbs_post_srq_recv, wqe_size) - 20usize];
+    [
+        "Offset of field: ib_uverbs_post_srq_recv::recv",
+    ][::core::mem::offset_of!(ib_uverbs_post_srq_recv, recv) - 24usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -2443,10 +3459,15 @@ pub struct ib_uverbs_post_srq_recv_resp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_post_srq_recv_resp"][::core::mem::size_of::<ib_uverbs_post_srq_recv_resp>() - 4usize];
-    ["Alignment of ib_uverbs_post_srq_recv_resp"][::core::mem::align_of::<ib_uverbs_post_srq_recv_resp>() - 4usize];
-    ["Offset of field: ib_uverbs_post_srq_recv_resp::bad_wr"]
-        [::core::mem::offset_of!(ib_uverbs_post_srq_recv_resp, bad_wr) - 0usize];
+    [
+        "Size of ib_uverbs_post_srq_recv_resp",
+    ][::core::mem::size_of::<ib_uverbs_post_srq_recv_resp>() - 4usize];
+    [
+        "Alignment of ib_uverbs_post_srq_recv_resp",
+    ][::core::mem::align_of::<ib_uverbs_post_srq_recv_resp>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_post_srq_recv_resp::bad_wr",
+    ][::core::mem::offset_of!(ib_uverbs_post_srq_recv_resp, bad_wr) - 0usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -2460,18 +3481,30 @@ pub struct ib_uverbs_create_ah {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_create_ah"][::core::mem::size_of::<ib_uverbs_create_ah>() - 56usize];
-    ["Alignment of ib_uverbs_create_ah"][::core::mem::align_of::<ib_uverbs_create_ah>() - 8usize];
-    ["Offset of field: ib_uverbs_create_ah::response"][::core::mem::offset_of!(ib_uverbs_create_ah, response) - 0usize];
-    ["Offset of field: ib_uverbs_create_ah::user_handle"]
-        [::core::mem::offset_of!(ib_uverbs_create_ah, user_handle) - 8usize];
-    ["Offset of field: ib_uverbs_create_ah::pd_handle"]
-        [::core::mem::offset_of!(ib_uverbs_create_ah, pd_handle) - 16usize];
-    ["Offset of field: ib_uverbs_create_ah::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_create_ah, reserved) - 20usize];
-    ["Offset of field: ib_uverbs_create_ah::attr"][::core::mem::offset_of!(ib_uverbs_create_ah, attr) - 24usize];
-    ["Offset of field: ib_uverbs_create_ah::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_create_ah, driver_data) - 56usize];
+    [
+        "Size of ib_uverbs_create_ah",
+    ][::core::mem::size_of::<ib_uverbs_create_ah>() - 56usize];
+    [
+        "Alignment of ib_uverbs_create_ah",
+    ][::core::mem::align_of::<ib_uverbs_create_ah>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_create_ah::response",
+    ][::core::mem::offset_of!(ib_uverbs_create_ah, response) - 0usize];
+    [
+        "Offset of field: ib_uverbs_create_ah::user_handle",
+    ][::core::mem::offset_of!(ib_uverbs_create_ah, user_handle) - 8usize];
+    [
+        "Offset of field: ib_uverbs_create_ah::pd_handle",
+    ][::core::mem::offset_of!(ib_uverbs_create_ah, pd_handle) - 16usize];
+    [
+        "Offset of field: ib_uverbs_create_ah::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_create_ah, reserved) - 20usize];
+    [
+        "Offset of field: ib_uverbs_create_ah::attr",
+    ][::core::mem::offset_of!(ib_uverbs_create_ah, attr) - 24usize];
+    [
+        "Offset of field: ib_uverbs_create_ah::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_create_ah, driver_data) - 56usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -2481,12 +3514,18 @@ pub struct ib_uverbs_create_ah_resp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_create_ah_resp"][::core::mem::size_of::<ib_uverbs_create_ah_resp>() - 4usize];
-    ["Alignment of ib_uverbs_create_ah_resp"][::core::mem::align_of::<ib_uverbs_create_ah_resp>() - 4usize];
-    ["Offset of field: ib_uverbs_create_ah_resp::ah_handle"]
-        [::core::mem::offset_of!(ib_uverbs_create_ah_resp, ah_handle) - 0usize];
-    ["Offset of field: ib_uverbs_create_ah_resp::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_create_ah_resp, driver_data) - 4usize];
+    [
+        "Size of ib_uverbs_create_ah_resp",
+    ][::core::mem::size_of::<ib_uverbs_create_ah_resp>() - 4usize];
+    [
+        "Alignment of ib_uverbs_create_ah_resp",
+    ][::core::mem::align_of::<ib_uverbs_create_ah_resp>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_create_ah_resp::ah_handle",
+    ][::core::mem::offset_of!(ib_uverbs_create_ah_resp, ah_handle) - 0usize];
+    [
+        "Offset of field: ib_uverbs_create_ah_resp::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_create_ah_resp, driver_data) - 4usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -2495,10 +3534,15 @@ pub struct ib_uverbs_destroy_ah {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_destroy_ah"][::core::mem::size_of::<ib_uverbs_destroy_ah>() - 4usize];
-    ["Alignment of ib_uverbs_destroy_ah"][::core::mem::align_of::<ib_uverbs_destroy_ah>() - 4usize];
-    ["Offset of field: ib_uverbs_destroy_ah::ah_handle"]
-        [::core::mem::offset_of!(ib_uverbs_destroy_ah, ah_handle) - 0usize];
+    [
+        "Size of ib_uverbs_destroy_ah",
+    ][::core::mem::size_of::<ib_uverbs_destroy_ah>() - 4usize];
+    [
+        "Alignment of ib_uverbs_destroy_ah",
+    ][::core::mem::align_of::<ib_uverbs_destroy_ah>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_destroy_ah::ah_handle",
+    ][::core::mem::offset_of!(ib_uverbs_destroy_ah, ah_handle) - 0usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -2511,16 +3555,27 @@ pub struct ib_uverbs_attach_mcast {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_attach_mcast"][::core::mem::size_of::<ib_uverbs_attach_mcast>() - 24usize];
-    ["Alignment of ib_uverbs_attach_mcast"][::core::mem::align_of::<ib_uverbs_attach_mcast>() - 8usize];
-    ["Offset of field: ib_uverbs_attach_mcast::gid"][::core::mem::offset_of!(ib_uverbs_attach_mcast, gid) - 0usize];
-    ["Offset of field: ib_uverbs_attach_mcast::qp_handle"]
-        [::core::mem::offset_of!(ib_uverbs_attach_mcast, qp_handle) - 16usize];
-    ["Offset of field: ib_uverbs_attach_mcast::mlid"][::core::mem::offset_of!(ib_uverbs_attach_mcast, mlid) - 20usize];
-    ["Offset of field: ib_uverbs_attach_mcast::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_attach_mcast, reserved) - 22usize];
-    ["Offset of field: ib_uverbs_attach_mcast::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_attach_mcast, driver_data) - 24usize];
+    [
+        "Size of ib_uverbs_attach_mcast",
+    ][::core::mem::size_of::<ib_uverbs_attach_mcast>() - 24usize];
+    [
+        "Alignment of ib_uverbs_attach_mcast",
+    ][::core::mem::align_of::<ib_uverbs_attach_mcast>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_attach_mcast::gid",
+    ][::core::mem::offset_of!(ib_uverbs_attach_mcast, gid) - 0usize];
+    [
+        "Offset of field: ib_uverbs_attach_mcast::qp_handle",
+    ][::core::mem::offset_of!(ib_uverbs_attach_mcast, qp_handle) - 16usize];
+    [
+        "Offset of field: ib_uverbs_attach_mcast::mlid",
+    ][::core::mem::offset_of!(ib_uverbs_attach_mcast, mlid) - 20usize];
+    [
+        "Offset of field: ib_uverbs_attach_mcast::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_attach_mcast, reserved) - 22usize];
+    [
+        "Offset of field: ib_uverbs_attach_mcast::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_attach_mcast, driver_data) - 24usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -2533,16 +3588,27 @@ pub struct ib_uverbs_detach_mcast {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_detach_mcast"][::core::mem::size_of::<ib_uverbs_detach_mcast>() - 24usize];
-    ["Alignment of ib_uverbs_detach_mcast"][::core::mem::align_of::<ib_uverbs_detach_mcast>() - 8usize];
-    ["Offset of field: ib_uverbs_detach_mcast::gid"][::core::mem::offset_of!(ib_uverbs_detach_mcast, gid) - 0usize];
-    ["Offset of field: ib_uverbs_detach_mcast::qp_handle"]
-        [::core::mem::offset_of!(ib_uverbs_detach_mcast, qp_handle) - 16usize];
-    ["Offset of field: ib_uverbs_detach_mcast::mlid"][::core::mem::offset_of!(ib_uverbs_detach_mcast, mlid) - 20usize];
-    ["Offset of field: ib_uverbs_detach_mcast::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_detach_mcast, reserved) - 22usize];
-    ["Offset of field: ib_uverbs_detach_mcast::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_detach_mcast, driver_data) - 24usize];
+    [
+        "Size of ib_uverbs_detach_mcast",
+    ][::core::mem::size_of::<ib_uverbs_detach_mcast>() - 24usize];
+    [
+        "Alignment of ib_uverbs_detach_mcast",
+    ][::core::mem::align_of::<ib_uverbs_detach_mcast>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_detach_mcast::gid",
+    ][::core::mem::offset_of!(ib_uverbs_detach_mcast, gid) - 0usize];
+    [
+        "Offset of field: ib_uverbs_detach_mcast::qp_handle",
+    ][::core::mem::offset_of!(ib_uverbs_detach_mcast, qp_handle) - 16usize];
+    [
+        "Offset of field: ib_uverbs_detach_mcast::mlid",
+    ][::core::mem::offset_of!(ib_uverbs_detach_mcast, mlid) - 20usize];
+    [
+        "Offset of field: ib_uverbs_detach_mcast::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_detach_mcast, reserved) - 22usize];
+    [
+        "Offset of field: ib_uverbs_detach_mcast::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_detach_mcast, driver_data) - 24usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -2554,15 +3620,24 @@ pub struct ib_uverbs_flow_spec_hdr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_hdr"][::core::mem::size_of::<ib_uverbs_flow_spec_hdr>() - 8usize];
-    ["Alignment of ib_uverbs_flow_spec_hdr"][::core::mem::align_of::<ib_uverbs_flow_spec_hdr>() - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_hdr::type_"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_hdr, type_) - 0usize];
-    ["Offset of field: ib_uverbs_flow_spec_hdr::size"][::core::mem::offset_of!(ib_uverbs_flow_spec_hdr, size) - 4usize];
-    ["Offset of field: ib_uverbs_flow_spec_hdr::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_hdr, reserved) - 6usize];
-    ["Offset of field: ib_uverbs_flow_spec_hdr::flow_spec_data"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_hdr, flow_spec_data) - 8usize];
+    [
+        "Size of ib_uverbs_flow_spec_hdr",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_hdr>() - 8usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_hdr",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_hdr>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_hdr::type_",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_hdr, type_) - 0usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_hdr::size",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_hdr, size) - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_hdr::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_hdr, reserved) - 6usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_hdr::flow_spec_data",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_hdr, flow_spec_data) - 8usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -2574,16 +3649,24 @@ pub struct ib_uverbs_flow_eth_filter {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_eth_filter"][::core::mem::size_of::<ib_uverbs_flow_eth_filter>() - 16usize];
-    ["Alignment of ib_uverbs_flow_eth_filter"][::core::mem::align_of::<ib_uverbs_flow_eth_filter>() - 2usize];
-    ["Offset of field: ib_uverbs_flow_eth_filter::dst_mac"]
-        [::core::mem::offset_of!(ib_uverbs_flow_eth_filter, dst_mac) - 0usize];
-    ["Offset of field: ib_uverbs_flow_eth_filter::src_mac"]
-        [::core::mem::offset_of!(ib_uverbs_flow_eth_filter, src_mac) - 6usize];
-    ["Offset of field: ib_uverbs_flow_eth_filter::ether_type"]
-        [::core::mem::offset_of!(ib_uverbs_flow_eth_filter, ether_type) - 12usize];
-    ["Offset of field: ib_uverbs_flow_eth_filter::vlan_tag"]
-        [::core::mem::offset_of!(ib_uverbs_flow_eth_filter, vlan_tag) - 14usize];
+    [
+        "Size of ib_uverbs_flow_eth_filter",
+    ][::core::mem::size_of::<ib_uverbs_flow_eth_filter>() - 16usize];
+    [
+        "Alignment of ib_uverbs_flow_eth_filter",
+    ][::core::mem::align_of::<ib_uverbs_flow_eth_filter>() - 2usize];
+    [
+        "Offset of field: ib_uverbs_flow_eth_filter::dst_mac",
+    ][::core::mem::offset_of!(ib_uverbs_flow_eth_filter, dst_mac) - 0usize];
+    [
+        "Offset of field: ib_uverbs_flow_eth_filter::src_mac",
+    ][::core::mem::offset_of!(ib_uverbs_flow_eth_filter, src_mac) - 6usize];
+    [
+        "Offset of field: ib_uverbs_flow_eth_filter::ether_type",
+    ][::core::mem::offset_of!(ib_uverbs_flow_eth_filter, ether_type) - 12usize];
+    [
+        "Offset of field: ib_uverbs_flow_eth_filter::vlan_tag",
+    ][::core::mem::offset_of!(ib_uverbs_flow_eth_filter, vlan_tag) - 14usize];
 };
 #[repr(C)]
 pub struct ib_uverbs_flow_spec_eth {
@@ -2594,7 +3677,9 @@ pub struct ib_uverbs_flow_spec_eth {
 #[repr(C)]
 pub struct ib_uverbs_flow_spec_eth__bindgen_ty_1 {
     pub hdr: __BindgenUnionField<ib_uverbs_flow_spec_hdr>,
-    pub __bindgen_anon_1: __BindgenUnionField<ib_uverbs_flow_spec_eth__bindgen_ty_1__bindgen_ty_1>,
+    pub __bindgen_anon_1: __BindgenUnionField<
+        ib_uverbs_flow_spec_eth__bindgen_ty_1__bindgen_ty_1,
+    >,
     pub bindgen_union_field: __BindgenOpaqueArray8<[u8; 8usize]>,
 }
 #[repr(C)]
@@ -2606,25 +3691,39 @@ pub struct ib_uverbs_flow_spec_eth__bindgen_ty_1__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_eth__bindgen_ty_1__bindgen_ty_1"]
-        [::core::mem::size_of::<ib_uverbs_flow_spec_eth__bindgen_ty_1__bindgen_ty_1>() - 8usize];
-    ["Alignment of ib_uverbs_flow_spec_eth__bindgen_ty_1__bindgen_ty_1"]
-        [::core::mem::align_of::<ib_uverbs_flow_spec_eth__bindgen_ty_1__bindgen_ty_1>() - 4usize];
-    ["Offset of field: ib_uverbs_flow_spec_eth__bindgen_ty_1__bindgen_ty_1::type_"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_eth__bindgen_ty_1__bindgen_ty_1, type_) - 0usize];
-    ["Offset of field: ib_uverbs_flow_spec_eth__bindgen_ty_1__bindgen_ty_1::size"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_eth__bindgen_ty_1__bindgen_ty_1, size) - 4usize];
-    ["Offset of field: ib_uverbs_flow_spec_eth__bindgen_ty_1__bindgen_ty_1::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_eth__bindgen_ty_1__bindgen_ty_1, reserved) - 6usize];
+    [
+        "Size of ib_uverbs_flow_spec_eth__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_eth__bindgen_ty_1__bindgen_ty_1>()
+        - 8usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_eth__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_eth__bindgen_ty_1__bindgen_ty_1>()
+        - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_eth__bindgen_ty_1__bindgen_ty_1::type_",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_eth__bindgen_ty_1__bindgen_ty_1, type_)
+        - 0usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_eth__bindgen_ty_1__bindgen_ty_1::size",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_eth__bindgen_ty_1__bindgen_ty_1, size)
+        - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_eth__bindgen_ty_1__bindgen_ty_1::reserved",
+    ][::core::mem::offset_of!(
+        ib_uverbs_flow_spec_eth__bindgen_ty_1__bindgen_ty_1, reserved
+    ) - 6usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_eth__bindgen_ty_1"]
-        [::core::mem::size_of::<ib_uverbs_flow_spec_eth__bindgen_ty_1>() - 8usize];
-    ["Alignment of ib_uverbs_flow_spec_eth__bindgen_ty_1"]
-        [::core::mem::align_of::<ib_uverbs_flow_spec_eth__bindgen_ty_1>() - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_eth__bindgen_ty_1::hdr"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_eth__bindgen_ty_1, hdr) - 0usize];
+    [
+        "Size of ib_uverbs_flow_spec_eth__bindgen_ty_1",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_eth__bindgen_ty_1>() - 8usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_eth__bindgen_ty_1",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_eth__bindgen_ty_1>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_eth__bindgen_ty_1::hdr",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_eth__bindgen_ty_1, hdr) - 0usize];
 };
 impl Default for ib_uverbs_flow_spec_eth__bindgen_ty_1 {
     fn default() -> Self {
@@ -2637,11 +3736,18 @@ impl Default for ib_uverbs_flow_spec_eth__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_eth"][::core::mem::size_of::<ib_uverbs_flow_spec_eth>() - 40usize];
-    ["Alignment of ib_uverbs_flow_spec_eth"][::core::mem::align_of::<ib_uverbs_flow_spec_eth>() - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_eth::val"][::core::mem::offset_of!(ib_uverbs_flow_spec_eth, val) - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_eth::mask"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_eth, mask) - 24usize];
+    [
+        "Size of ib_uverbs_flow_spec_eth",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_eth>() - 40usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_eth",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_eth>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_eth::val",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_eth, val) - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_eth::mask",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_eth, mask) - 24usize];
 };
 impl Default for ib_uverbs_flow_spec_eth {
     fn default() -> Self {
@@ -2664,20 +3770,30 @@ pub struct ib_uverbs_flow_ipv4_filter {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_ipv4_filter"][::core::mem::size_of::<ib_uverbs_flow_ipv4_filter>() - 12usize];
-    ["Alignment of ib_uverbs_flow_ipv4_filter"][::core::mem::align_of::<ib_uverbs_flow_ipv4_filter>() - 4usize];
-    ["Offset of field: ib_uverbs_flow_ipv4_filter::src_ip"]
-        [::core::mem::offset_of!(ib_uverbs_flow_ipv4_filter, src_ip) - 0usize];
-    ["Offset of field: ib_uverbs_flow_ipv4_filter::dst_ip"]
-        [::core::mem::offset_of!(ib_uverbs_flow_ipv4_filter, dst_ip) - 4usize];
-    ["Offset of field: ib_uverbs_flow_ipv4_filter::proto"]
-        [::core::mem::offset_of!(ib_uverbs_flow_ipv4_filter, proto) - 8usize];
-    ["Offset of field: ib_uverbs_flow_ipv4_filter::tos"]
-        [::core::mem::offset_of!(ib_uverbs_flow_ipv4_filter, tos) - 9usize];
-    ["Offset of field: ib_uverbs_flow_ipv4_filter::ttl"]
-        [::core::mem::offset_of!(ib_uverbs_flow_ipv4_filter, ttl) - 10usize];
-    ["Offset of field: ib_uverbs_flow_ipv4_filter::flags"]
-        [::core::mem::offset_of!(ib_uverbs_flow_ipv4_filter, flags) - 11usize];
+    [
+        "Size of ib_uverbs_flow_ipv4_filter",
+    ][::core::mem::size_of::<ib_uverbs_flow_ipv4_filter>() - 12usize];
+    [
+        "Alignment of ib_uverbs_flow_ipv4_filter",
+    ][::core::mem::align_of::<ib_uverbs_flow_ipv4_filter>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_ipv4_filter::src_ip",
+    ][::core::mem::offset_of!(ib_uverbs_flow_ipv4_filter, src_ip) - 0usize];
+    [
+        "Offset of field: ib_uverbs_flow_ipv4_filter::dst_ip",
+    ][::core::mem::offset_of!(ib_uverbs_flow_ipv4_filter, dst_ip) - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_ipv4_filter::proto",
+    ][::core::mem::offset_of!(ib_uverbs_flow_ipv4_filter, proto) - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_ipv4_filter::tos",
+    ][::core::mem::offset_of!(ib_uverbs_flow_ipv4_filter, tos) - 9usize];
+    [
+        "Offset of field: ib_uverbs_flow_ipv4_filter::ttl",
+    ][::core::mem::offset_of!(ib_uverbs_flow_ipv4_filter, ttl) - 10usize];
+    [
+        "Offset of field: ib_uverbs_flow_ipv4_filter::flags",
+    ][::core::mem::offset_of!(ib_uverbs_flow_ipv4_filter, flags) - 11usize];
 };
 #[repr(C)]
 pub struct ib_uverbs_flow_spec_ipv4 {
@@ -2688,7 +3804,9 @@ pub struct ib_uverbs_flow_spec_ipv4 {
 #[repr(C)]
 pub struct ib_uverbs_flow_spec_ipv4__bindgen_ty_1 {
     pub hdr: __BindgenUnionField<ib_uverbs_flow_spec_hdr>,
-    pub __bindgen_anon_1: __BindgenUnionField<ib_uverbs_flow_spec_ipv4__bindgen_ty_1__bindgen_ty_1>,
+    pub __bindgen_anon_1: __BindgenUnionField<
+        ib_uverbs_flow_spec_ipv4__bindgen_ty_1__bindgen_ty_1,
+    >,
     pub bindgen_union_field: __BindgenOpaqueArray8<[u8; 8usize]>,
 }
 #[repr(C)]
@@ -2700,25 +3818,40 @@ pub struct ib_uverbs_flow_spec_ipv4__bindgen_ty_1__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_ipv4__bindgen_ty_1__bindgen_ty_1"]
-        [::core::mem::size_of::<ib_uverbs_flow_spec_ipv4__bindgen_ty_1__bindgen_ty_1>() - 8usize];
-    ["Alignment of ib_uverbs_flow_spec_ipv4__bindgen_ty_1__bindgen_ty_1"]
-        [::core::mem::align_of::<ib_uverbs_flow_spec_ipv4__bindgen_ty_1__bindgen_ty_1>() - 4usize];
-    ["Offset of field: ib_uverbs_flow_spec_ipv4__bindgen_ty_1__bindgen_ty_1::type_"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_ipv4__bindgen_ty_1__bindgen_ty_1, type_) - 0usize];
-    ["Offset of field: ib_uverbs_flow_spec_ipv4__bindgen_ty_1__bindgen_ty_1::size"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_ipv4__bindgen_ty_1__bindgen_ty_1, size) - 4usize];
-    ["Offset of field: ib_uverbs_flow_spec_ipv4__bindgen_ty_1__bindgen_ty_1::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_ipv4__bindgen_ty_1__bindgen_ty_1, reserved) - 6usize];
+    [
+        "Size of ib_uverbs_flow_spec_ipv4__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_ipv4__bindgen_ty_1__bindgen_ty_1>()
+        - 8usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_ipv4__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_ipv4__bindgen_ty_1__bindgen_ty_1>()
+        - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_ipv4__bindgen_ty_1__bindgen_ty_1::type_",
+    ][::core::mem::offset_of!(
+        ib_uverbs_flow_spec_ipv4__bindgen_ty_1__bindgen_ty_1, type_
+    ) - 0usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_ipv4__bindgen_ty_1__bindgen_ty_1::size",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_ipv4__bindgen_ty_1__bindgen_ty_1, size)
+        - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_ipv4__bindgen_ty_1__bindgen_ty_1::reserved",
+    ][::core::mem::offset_of!(
+        ib_uverbs_flow_spec_ipv4__bindgen_ty_1__bindgen_ty_1, reserved
+    ) - 6usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_ipv4__bindgen_ty_1"]
-        [::core::mem::size_of::<ib_uverbs_flow_spec_ipv4__bindgen_ty_1>() - 8usize];
-    ["Alignment of ib_uverbs_flow_spec_ipv4__bindgen_ty_1"]
-        [::core::mem::align_of::<ib_uverbs_flow_spec_ipv4__bindgen_ty_1>() - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_ipv4__bindgen_ty_1::hdr"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_ipv4__bindgen_ty_1, hdr) - 0usize];
+    [
+        "Size of ib_uverbs_flow_spec_ipv4__bindgen_ty_1",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_ipv4__bindgen_ty_1>() - 8usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_ipv4__bindgen_ty_1",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_ipv4__bindgen_ty_1>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_ipv4__bindgen_ty_1::hdr",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_ipv4__bindgen_ty_1, hdr) - 0usize];
 };
 impl Default for ib_uverbs_flow_spec_ipv4__bindgen_ty_1 {
     fn default() -> Self {
@@ -2731,11 +3864,18 @@ impl Default for ib_uverbs_flow_spec_ipv4__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_ipv4"][::core::mem::size_of::<ib_uverbs_flow_spec_ipv4>() - 32usize];
-    ["Alignment of ib_uverbs_flow_spec_ipv4"][::core::mem::align_of::<ib_uverbs_flow_spec_ipv4>() - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_ipv4::val"][::core::mem::offset_of!(ib_uverbs_flow_spec_ipv4, val) - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_ipv4::mask"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_ipv4, mask) - 20usize];
+    [
+        "Size of ib_uverbs_flow_spec_ipv4",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_ipv4>() - 32usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_ipv4",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_ipv4>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_ipv4::val",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_ipv4, val) - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_ipv4::mask",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_ipv4, mask) - 20usize];
 };
 impl Default for ib_uverbs_flow_spec_ipv4 {
     fn default() -> Self {
@@ -2754,12 +3894,18 @@ pub struct ib_uverbs_flow_tcp_udp_filter {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_tcp_udp_filter"][::core::mem::size_of::<ib_uverbs_flow_tcp_udp_filter>() - 4usize];
-    ["Alignment of ib_uverbs_flow_tcp_udp_filter"][::core::mem::align_of::<ib_uverbs_flow_tcp_udp_filter>() - 2usize];
-    ["Offset of field: ib_uverbs_flow_tcp_udp_filter::dst_port"]
-        [::core::mem::offset_of!(ib_uverbs_flow_tcp_udp_filter, dst_port) - 0usize];
-    ["Offset of field: ib_uverbs_flow_tcp_udp_filter::src_port"]
-        [::core::mem::offset_of!(ib_uverbs_flow_tcp_udp_filter, src_port) - 2usize];
+    [
+        "Size of ib_uverbs_flow_tcp_udp_filter",
+    ][::core::mem::size_of::<ib_uverbs_flow_tcp_udp_filter>() - 4usize];
+    [
+        "Alignment of ib_uverbs_flow_tcp_udp_filter",
+    ][::core::mem::align_of::<ib_uverbs_flow_tcp_udp_filter>() - 2usize];
+    [
+        "Offset of field: ib_uverbs_flow_tcp_udp_filter::dst_port",
+    ][::core::mem::offset_of!(ib_uverbs_flow_tcp_udp_filter, dst_port) - 0usize];
+    [
+        "Offset of field: ib_uverbs_flow_tcp_udp_filter::src_port",
+    ][::core::mem::offset_of!(ib_uverbs_flow_tcp_udp_filter, src_port) - 2usize];
 };
 #[repr(C)]
 pub struct ib_uverbs_flow_spec_tcp_udp {
@@ -2770,7 +3916,9 @@ pub struct ib_uverbs_flow_spec_tcp_udp {
 #[repr(C)]
 pub struct ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1 {
     pub hdr: __BindgenUnionField<ib_uverbs_flow_spec_hdr>,
-    pub __bindgen_anon_1: __BindgenUnionField<ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1__bindgen_ty_1>,
+    pub __bindgen_anon_1: __BindgenUnionField<
+        ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1__bindgen_ty_1,
+    >,
     pub bindgen_union_field: __BindgenOpaqueArray8<[u8; 8usize]>,
 }
 #[repr(C)]
@@ -2782,25 +3930,41 @@ pub struct ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1__bindgen_ty_1"]
-        [::core::mem::size_of::<ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1__bindgen_ty_1>() - 8usize];
-    ["Alignment of ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1__bindgen_ty_1"]
-        [::core::mem::align_of::<ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1__bindgen_ty_1>() - 4usize];
-    ["Offset of field: ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1__bindgen_ty_1::type_"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1__bindgen_ty_1, type_) - 0usize];
-    ["Offset of field: ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1__bindgen_ty_1::size"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1__bindgen_ty_1, size) - 4usize];
-    ["Offset of field: ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1__bindgen_ty_1::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1__bindgen_ty_1, reserved) - 6usize];
+    [
+        "Size of ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1__bindgen_ty_1>()
+        - 8usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1__bindgen_ty_1>()
+        - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1__bindgen_ty_1::type_",
+    ][::core::mem::offset_of!(
+        ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1__bindgen_ty_1, type_
+    ) - 0usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1__bindgen_ty_1::size",
+    ][::core::mem::offset_of!(
+        ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1__bindgen_ty_1, size
+    ) - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1__bindgen_ty_1::reserved",
+    ][::core::mem::offset_of!(
+        ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1__bindgen_ty_1, reserved
+    ) - 6usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1"]
-        [::core::mem::size_of::<ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1>() - 8usize];
-    ["Alignment of ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1"]
-        [::core::mem::align_of::<ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1>() - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1::hdr"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1, hdr) - 0usize];
+    [
+        "Size of ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1>() - 8usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1::hdr",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1, hdr) - 0usize];
 };
 impl Default for ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1 {
     fn default() -> Self {
@@ -2813,12 +3977,18 @@ impl Default for ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_tcp_udp"][::core::mem::size_of::<ib_uverbs_flow_spec_tcp_udp>() - 16usize];
-    ["Alignment of ib_uverbs_flow_spec_tcp_udp"][::core::mem::align_of::<ib_uverbs_flow_spec_tcp_udp>() - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_tcp_udp::val"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_tcp_udp, val) - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_tcp_udp::mask"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_tcp_udp, mask) - 12usize];
+    [
+        "Size of ib_uverbs_flow_spec_tcp_udp",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_tcp_udp>() - 16usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_tcp_udp",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_tcp_udp>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_tcp_udp::val",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_tcp_udp, val) - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_tcp_udp::mask",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_tcp_udp, mask) - 12usize];
 };
 impl Default for ib_uverbs_flow_spec_tcp_udp {
     fn default() -> Self {
@@ -2842,22 +4012,33 @@ pub struct ib_uverbs_flow_ipv6_filter {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_ipv6_filter"][::core::mem::size_of::<ib_uverbs_flow_ipv6_filter>() - 40usize];
-    ["Alignment of ib_uverbs_flow_ipv6_filter"][::core::mem::align_of::<ib_uverbs_flow_ipv6_filter>() - 4usize];
-    ["Offset of field: ib_uverbs_flow_ipv6_filter::src_ip"]
-        [::core::mem::offset_of!(ib_uverbs_flow_ipv6_filter, src_ip) - 0usize];
-    ["Offset of field: ib_uverbs_flow_ipv6_filter::dst_ip"]
-        [::core::mem::offset_of!(ib_uverbs_flow_ipv6_filter, dst_ip) - 16usize];
-    ["Offset of field: ib_uverbs_flow_ipv6_filter::flow_label"]
-        [::core::mem::offset_of!(ib_uverbs_flow_ipv6_filter, flow_label) - 32usize];
-    ["Offset of field: ib_uverbs_flow_ipv6_filter::next_hdr"]
-        [::core::mem::offset_of!(ib_uverbs_flow_ipv6_filter, next_hdr) - 36usize];
-    ["Offset of field: ib_uverbs_flow_ipv6_filter::traffic_class"]
-        [::core::mem::offset_of!(ib_uverbs_flow_ipv6_filter, traffic_class) - 37usize];
-    ["Offset of field: ib_uverbs_flow_ipv6_filter::hop_limit"]
-        [::core::mem::offset_of!(ib_uverbs_flow_ipv6_filter, hop_limit) - 38usize];
-    ["Offset of field: ib_uverbs_flow_ipv6_filter::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_flow_ipv6_filter, reserved) - 39usize];
+    [
+        "Size of ib_uverbs_flow_ipv6_filter",
+    ][::core::mem::size_of::<ib_uverbs_flow_ipv6_filter>() - 40usize];
+    [
+        "Alignment of ib_uverbs_flow_ipv6_filter",
+    ][::core::mem::align_of::<ib_uverbs_flow_ipv6_filter>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_ipv6_filter::src_ip",
+    ][::core::mem::offset_of!(ib_uverbs_flow_ipv6_filter, src_ip) - 0usize];
+    [
+        "Offset of field: ib_uverbs_flow_ipv6_filter::dst_ip",
+    ][::core::mem::offset_of!(ib_uverbs_flow_ipv6_filter, dst_ip) - 16usize];
+    [
+        "Offset of field: ib_uverbs_flow_ipv6_filter::flow_label",
+    ][::core::mem::offset_of!(ib_uverbs_flow_ipv6_filter, flow_label) - 32usize];
+    [
+        "Offset of field: ib_uverbs_flow_ipv6_filter::next_hdr",
+    ][::core::mem::offset_of!(ib_uverbs_flow_ipv6_filter, next_hdr) - 36usize];
+    [
+        "Offset of field: ib_uverbs_flow_ipv6_filter::traffic_class",
+    ][::core::mem::offset_of!(ib_uverbs_flow_ipv6_filter, traffic_class) - 37usize];
+    [
+        "Offset of field: ib_uverbs_flow_ipv6_filter::hop_limit",
+    ][::core::mem::offset_of!(ib_uverbs_flow_ipv6_filter, hop_limit) - 38usize];
+    [
+        "Offset of field: ib_uverbs_flow_ipv6_filter::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_flow_ipv6_filter, reserved) - 39usize];
 };
 #[repr(C)]
 pub struct ib_uverbs_flow_spec_ipv6 {
@@ -2868,7 +4049,9 @@ pub struct ib_uverbs_flow_spec_ipv6 {
 #[repr(C)]
 pub struct ib_uverbs_flow_spec_ipv6__bindgen_ty_1 {
     pub hdr: __BindgenUnionField<ib_uverbs_flow_spec_hdr>,
-    pub __bindgen_anon_1: __BindgenUnionField<ib_uverbs_flow_spec_ipv6__bindgen_ty_1__bindgen_ty_1>,
+    pub __bindgen_anon_1: __BindgenUnionField<
+        ib_uverbs_flow_spec_ipv6__bindgen_ty_1__bindgen_ty_1,
+    >,
     pub bindgen_union_field: __BindgenOpaqueArray8<[u8; 8usize]>,
 }
 #[repr(C)]
@@ -2880,25 +4063,40 @@ pub struct ib_uverbs_flow_spec_ipv6__bindgen_ty_1__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_ipv6__bindgen_ty_1__bindgen_ty_1"]
-        [::core::mem::size_of::<ib_uverbs_flow_spec_ipv6__bindgen_ty_1__bindgen_ty_1>() - 8usize];
-    ["Alignment of ib_uverbs_flow_spec_ipv6__bindgen_ty_1__bindgen_ty_1"]
-        [::core::mem::align_of::<ib_uverbs_flow_spec_ipv6__bindgen_ty_1__bindgen_ty_1>() - 4usize];
-    ["Offset of field: ib_uverbs_flow_spec_ipv6__bindgen_ty_1__bindgen_ty_1::type_"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_ipv6__bindgen_ty_1__bindgen_ty_1, type_) - 0usize];
-    ["Offset of field: ib_uverbs_flow_spec_ipv6__bindgen_ty_1__bindgen_ty_1::size"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_ipv6__bindgen_ty_1__bindgen_ty_1, size) - 4usize];
-    ["Offset of field: ib_uverbs_flow_spec_ipv6__bindgen_ty_1__bindgen_ty_1::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_ipv6__bindgen_ty_1__bindgen_ty_1, reserved) - 6usize];
+    [
+        "Size of ib_uverbs_flow_spec_ipv6__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_ipv6__bindgen_ty_1__bindgen_ty_1>()
+        - 8usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_ipv6__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_ipv6__bindgen_ty_1__bindgen_ty_1>()
+        - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_ipv6__bindgen_ty_1__bindgen_ty_1::type_",
+    ][::core::mem::offset_of!(
+        ib_uverbs_flow_spec_ipv6__bindgen_ty_1__bindgen_ty_1, type_
+    ) - 0usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_ipv6__bindgen_ty_1__bindgen_ty_1::size",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_ipv6__bindgen_ty_1__bindgen_ty_1, size)
+        - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_ipv6__bindgen_ty_1__bindgen_ty_1::reserved",
+    ][::core::mem::offset_of!(
+        ib_uverbs_flow_spec_ipv6__bindgen_ty_1__bindgen_ty_1, reserved
+    ) - 6usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_ipv6__bindgen_ty_1"]
-        [::core::mem::size_of::<ib_uverbs_flow_spec_ipv6__bindgen_ty_1>() - 8usize];
-    ["Alignment of ib_uverbs_flow_spec_ipv6__bindgen_ty_1"]
-        [::core::mem::align_of::<ib_uverbs_flow_spec_ipv6__bindgen_ty_1>() - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_ipv6__bindgen_ty_1::hdr"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_ipv6__bindgen_ty_1, hdr) - 0usize];
+    [
+        "Size of ib_uverbs_flow_spec_ipv6__bindgen_ty_1",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_ipv6__bindgen_ty_1>() - 8usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_ipv6__bindgen_ty_1",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_ipv6__bindgen_ty_1>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_ipv6__bindgen_ty_1::hdr",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_ipv6__bindgen_ty_1, hdr) - 0usize];
 };
 impl Default for ib_uverbs_flow_spec_ipv6__bindgen_ty_1 {
     fn default() -> Self {
@@ -2911,11 +4109,18 @@ impl Default for ib_uverbs_flow_spec_ipv6__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_ipv6"][::core::mem::size_of::<ib_uverbs_flow_spec_ipv6>() - 88usize];
-    ["Alignment of ib_uverbs_flow_spec_ipv6"][::core::mem::align_of::<ib_uverbs_flow_spec_ipv6>() - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_ipv6::val"][::core::mem::offset_of!(ib_uverbs_flow_spec_ipv6, val) - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_ipv6::mask"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_ipv6, mask) - 48usize];
+    [
+        "Size of ib_uverbs_flow_spec_ipv6",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_ipv6>() - 88usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_ipv6",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_ipv6>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_ipv6::val",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_ipv6, val) - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_ipv6::mask",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_ipv6, mask) - 48usize];
 };
 impl Default for ib_uverbs_flow_spec_ipv6 {
     fn default() -> Self {
@@ -2935,7 +4140,9 @@ pub struct ib_uverbs_flow_spec_action_tag {
 #[repr(C)]
 pub struct ib_uverbs_flow_spec_action_tag__bindgen_ty_1 {
     pub hdr: __BindgenUnionField<ib_uverbs_flow_spec_hdr>,
-    pub __bindgen_anon_1: __BindgenUnionField<ib_uverbs_flow_spec_action_tag__bindgen_ty_1__bindgen_ty_1>,
+    pub __bindgen_anon_1: __BindgenUnionField<
+        ib_uverbs_flow_spec_action_tag__bindgen_ty_1__bindgen_ty_1,
+    >,
     pub bindgen_union_field: __BindgenOpaqueArray8<[u8; 8usize]>,
 }
 #[repr(C)]
@@ -2947,25 +4154,44 @@ pub struct ib_uverbs_flow_spec_action_tag__bindgen_ty_1__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_action_tag__bindgen_ty_1__bindgen_ty_1"]
-        [::core::mem::size_of::<ib_uverbs_flow_spec_action_tag__bindgen_ty_1__bindgen_ty_1>() - 8usize];
-    ["Alignment of ib_uverbs_flow_spec_action_tag__bindgen_ty_1__bindgen_ty_1"]
-        [::core::mem::align_of::<ib_uverbs_flow_spec_action_tag__bindgen_ty_1__bindgen_ty_1>() - 4usize];
-    ["Offset of field: ib_uverbs_flow_spec_action_tag__bindgen_ty_1__bindgen_ty_1::type_"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_action_tag__bindgen_ty_1__bindgen_ty_1, type_) - 0usize];
-    ["Offset of field: ib_uverbs_flow_spec_action_tag__bindgen_ty_1__bindgen_ty_1::size"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_action_tag__bindgen_ty_1__bindgen_ty_1, size) - 4usize];
-    ["Offset of field: ib_uverbs_flow_spec_action_tag__bindgen_ty_1__bindgen_ty_1::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_action_tag__bindgen_ty_1__bindgen_ty_1, reserved) - 6usize];
+    [
+        "Size of ib_uverbs_flow_spec_action_tag__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::size_of::<
+        ib_uverbs_flow_spec_action_tag__bindgen_ty_1__bindgen_ty_1,
+    >() - 8usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_action_tag__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::align_of::<
+        ib_uverbs_flow_spec_action_tag__bindgen_ty_1__bindgen_ty_1,
+    >() - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_action_tag__bindgen_ty_1__bindgen_ty_1::type_",
+    ][::core::mem::offset_of!(
+        ib_uverbs_flow_spec_action_tag__bindgen_ty_1__bindgen_ty_1, type_
+    ) - 0usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_action_tag__bindgen_ty_1__bindgen_ty_1::size",
+    ][::core::mem::offset_of!(
+        ib_uverbs_flow_spec_action_tag__bindgen_ty_1__bindgen_ty_1, size
+    ) - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_action_tag__bindgen_ty_1__bindgen_ty_1::reserved",
+    ][::core::mem::offset_of!(
+        ib_uverbs_flow_spec_action_tag__bindgen_ty_1__bindgen_ty_1, reserved
+    ) - 6usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_action_tag__bindgen_ty_1"]
-        [::core::mem::size_of::<ib_uverbs_flow_spec_action_tag__bindgen_ty_1>() - 8usize];
-    ["Alignment of ib_uverbs_flow_spec_action_tag__bindgen_ty_1"]
-        [::core::mem::align_of::<ib_uverbs_flow_spec_action_tag__bindgen_ty_1>() - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_action_tag__bindgen_ty_1::hdr"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_action_tag__bindgen_ty_1, hdr) - 0usize];
+    [
+        "Size of ib_uverbs_flow_spec_action_tag__bindgen_ty_1",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_action_tag__bindgen_ty_1>() - 8usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_action_tag__bindgen_ty_1",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_action_tag__bindgen_ty_1>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_action_tag__bindgen_ty_1::hdr",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_action_tag__bindgen_ty_1, hdr)
+        - 0usize];
 };
 impl Default for ib_uverbs_flow_spec_action_tag__bindgen_ty_1 {
     fn default() -> Self {
@@ -2978,12 +4204,18 @@ impl Default for ib_uverbs_flow_spec_action_tag__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_action_tag"][::core::mem::size_of::<ib_uverbs_flow_spec_action_tag>() - 16usize];
-    ["Alignment of ib_uverbs_flow_spec_action_tag"][::core::mem::align_of::<ib_uverbs_flow_spec_action_tag>() - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_action_tag::tag_id"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_action_tag, tag_id) - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_action_tag::reserved1"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_action_tag, reserved1) - 12usize];
+    [
+        "Size of ib_uverbs_flow_spec_action_tag",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_action_tag>() - 16usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_action_tag",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_action_tag>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_action_tag::tag_id",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_action_tag, tag_id) - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_action_tag::reserved1",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_action_tag, reserved1) - 12usize];
 };
 impl Default for ib_uverbs_flow_spec_action_tag {
     fn default() -> Self {
@@ -3001,7 +4233,9 @@ pub struct ib_uverbs_flow_spec_action_drop {
 #[repr(C)]
 pub struct ib_uverbs_flow_spec_action_drop__bindgen_ty_1 {
     pub hdr: __BindgenUnionField<ib_uverbs_flow_spec_hdr>,
-    pub __bindgen_anon_1: __BindgenUnionField<ib_uverbs_flow_spec_action_drop__bindgen_ty_1__bindgen_ty_1>,
+    pub __bindgen_anon_1: __BindgenUnionField<
+        ib_uverbs_flow_spec_action_drop__bindgen_ty_1__bindgen_ty_1,
+    >,
     pub bindgen_union_field: __BindgenOpaqueArray8<[u8; 8usize]>,
 }
 #[repr(C)]
@@ -3013,25 +4247,44 @@ pub struct ib_uverbs_flow_spec_action_drop__bindgen_ty_1__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_action_drop__bindgen_ty_1__bindgen_ty_1"]
-        [::core::mem::size_of::<ib_uverbs_flow_spec_action_drop__bindgen_ty_1__bindgen_ty_1>() - 8usize];
-    ["Alignment of ib_uverbs_flow_spec_action_drop__bindgen_ty_1__bindgen_ty_1"]
-        [::core::mem::align_of::<ib_uverbs_flow_spec_action_drop__bindgen_ty_1__bindgen_ty_1>() - 4usize];
-    ["Offset of field: ib_uverbs_flow_spec_action_drop__bindgen_ty_1__bindgen_ty_1::type_"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_action_drop__bindgen_ty_1__bindgen_ty_1, type_) - 0usize];
-    ["Offset of field: ib_uverbs_flow_spec_action_drop__bindgen_ty_1__bindgen_ty_1::size"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_action_drop__bindgen_ty_1__bindgen_ty_1, size) - 4usize];
-    ["Offset of field: ib_uverbs_flow_spec_action_drop__bindgen_ty_1__bindgen_ty_1::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_action_drop__bindgen_ty_1__bindgen_ty_1, reserved) - 6usize];
+    [
+        "Size of ib_uverbs_flow_spec_action_drop__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::size_of::<
+        ib_uverbs_flow_spec_action_drop__bindgen_ty_1__bindgen_ty_1,
+    >() - 8usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_action_drop__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::align_of::<
+        ib_uverbs_flow_spec_action_drop__bindgen_ty_1__bindgen_ty_1,
+    >() - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_action_drop__bindgen_ty_1__bindgen_ty_1::type_",
+    ][::core::mem::offset_of!(
+        ib_uverbs_flow_spec_action_drop__bindgen_ty_1__bindgen_ty_1, type_
+    ) - 0usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_action_drop__bindgen_ty_1__bindgen_ty_1::size",
+    ][::core::mem::offset_of!(
+        ib_uverbs_flow_spec_action_drop__bindgen_ty_1__bindgen_ty_1, size
+    ) - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_action_drop__bindgen_ty_1__bindgen_ty_1::reserved",
+    ][::core::mem::offset_of!(
+        ib_uverbs_flow_spec_action_drop__bindgen_ty_1__bindgen_ty_1, reserved
+    ) - 6usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_action_drop__bindgen_ty_1"]
-        [::core::mem::size_of::<ib_uverbs_flow_spec_action_drop__bindgen_ty_1>() - 8usize];
-    ["Alignment of ib_uverbs_flow_spec_action_drop__bindgen_ty_1"]
-        [::core::mem::align_of::<ib_uverbs_flow_spec_action_drop__bindgen_ty_1>() - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_action_drop__bindgen_ty_1::hdr"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_action_drop__bindgen_ty_1, hdr) - 0usize];
+    [
+        "Size of ib_uverbs_flow_spec_action_drop__bindgen_ty_1",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_action_drop__bindgen_ty_1>() - 8usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_action_drop__bindgen_ty_1",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_action_drop__bindgen_ty_1>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_action_drop__bindgen_ty_1::hdr",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_action_drop__bindgen_ty_1, hdr)
+        - 0usize];
 };
 impl Default for ib_uverbs_flow_spec_action_drop__bindgen_ty_1 {
     fn default() -> Self {
@@ -3044,9 +4297,12 @@ impl Default for ib_uverbs_flow_spec_action_drop__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_action_drop"][::core::mem::size_of::<ib_uverbs_flow_spec_action_drop>() - 8usize];
-    ["Alignment of ib_uverbs_flow_spec_action_drop"]
-        [::core::mem::align_of::<ib_uverbs_flow_spec_action_drop>() - 8usize];
+    [
+        "Size of ib_uverbs_flow_spec_action_drop",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_action_drop>() - 8usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_action_drop",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_action_drop>() - 8usize];
 };
 impl Default for ib_uverbs_flow_spec_action_drop {
     fn default() -> Self {
@@ -3066,7 +4322,9 @@ pub struct ib_uverbs_flow_spec_action_handle {
 #[repr(C)]
 pub struct ib_uverbs_flow_spec_action_handle__bindgen_ty_1 {
     pub hdr: __BindgenUnionField<ib_uverbs_flow_spec_hdr>,
-    pub __bindgen_anon_1: __BindgenUnionField<ib_uverbs_flow_spec_action_handle__bindgen_ty_1__bindgen_ty_1>,
+    pub __bindgen_anon_1: __BindgenUnionField<
+        ib_uverbs_flow_spec_action_handle__bindgen_ty_1__bindgen_ty_1,
+    >,
     pub bindgen_union_field: __BindgenOpaqueArray8<[u8; 8usize]>,
 }
 #[repr(C)]
@@ -3078,25 +4336,46 @@ pub struct ib_uverbs_flow_spec_action_handle__bindgen_ty_1__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_action_handle__bindgen_ty_1__bindgen_ty_1"]
-        [::core::mem::size_of::<ib_uverbs_flow_spec_action_handle__bindgen_ty_1__bindgen_ty_1>() - 8usize];
-    ["Alignment of ib_uverbs_flow_spec_action_handle__bindgen_ty_1__bindgen_ty_1"]
-        [::core::mem::align_of::<ib_uverbs_flow_spec_action_handle__bindgen_ty_1__bindgen_ty_1>() - 4usize];
-    ["Offset of field: ib_uverbs_flow_spec_action_handle__bindgen_ty_1__bindgen_ty_1::type_"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_action_handle__bindgen_ty_1__bindgen_ty_1, type_) - 0usize];
-    ["Offset of field: ib_uverbs_flow_spec_action_handle__bindgen_ty_1__bindgen_ty_1::size"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_action_handle__bindgen_ty_1__bindgen_ty_1, size) - 4usize];
-    ["Offset of field: ib_uverbs_flow_spec_action_handle__bindgen_ty_1__bindgen_ty_1::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_action_handle__bindgen_ty_1__bindgen_ty_1, reserved) - 6usize];
+    [
+        "Size of ib_uverbs_flow_spec_action_handle__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::size_of::<
+        ib_uverbs_flow_spec_action_handle__bindgen_ty_1__bindgen_ty_1,
+    >() - 8usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_action_handle__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::align_of::<
+        ib_uverbs_flow_spec_action_handle__bindgen_ty_1__bindgen_ty_1,
+    >() - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_action_handle__bindgen_ty_1__bindgen_ty_1::type_",
+    ][::core::mem::offset_of!(
+        ib_uverbs_flow_spec_action_handle__bindgen_ty_1__bindgen_ty_1, type_
+    ) - 0usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_action_handle__bindgen_ty_1__bindgen_ty_1::size",
+    ][::core::mem::offset_of!(
+        ib_uverbs_flow_spec_action_handle__bindgen_ty_1__bindgen_ty_1, size
+    ) - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_action_handle__bindgen_ty_1__bindgen_ty_1::reserved",
+    ][::core::mem::offset_of!(
+        ib_uverbs_flow_spec_action_handle__bindgen_ty_1__bindgen_ty_1, reserved
+    ) - 6usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_action_handle__bindgen_ty_1"]
-        [::core::mem::size_of::<ib_uverbs_flow_spec_action_handle__bindgen_ty_1>() - 8usize];
-    ["Alignment of ib_uverbs_flow_spec_action_handle__bindgen_ty_1"]
-        [::core::mem::align_of::<ib_uverbs_flow_spec_action_handle__bindgen_ty_1>() - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_action_handle__bindgen_ty_1::hdr"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_action_handle__bindgen_ty_1, hdr) - 0usize];
+    [
+        "Size of ib_uverbs_flow_spec_action_handle__bindgen_ty_1",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_action_handle__bindgen_ty_1>()
+        - 8usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_action_handle__bindgen_ty_1",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_action_handle__bindgen_ty_1>()
+        - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_action_handle__bindgen_ty_1::hdr",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_action_handle__bindgen_ty_1, hdr)
+        - 0usize];
 };
 impl Default for ib_uverbs_flow_spec_action_handle__bindgen_ty_1 {
     fn default() -> Self {
@@ -3109,14 +4388,18 @@ impl Default for ib_uverbs_flow_spec_action_handle__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_action_handle"]
-        [::core::mem::size_of::<ib_uverbs_flow_spec_action_handle>() - 16usize];
-    ["Alignment of ib_uverbs_flow_spec_action_handle"]
-        [::core::mem::align_of::<ib_uverbs_flow_spec_action_handle>() - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_action_handle::handle"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_action_handle, handle) - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_action_handle::reserved1"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_action_handle, reserved1) - 12usize];
+    [
+        "Size of ib_uverbs_flow_spec_action_handle",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_action_handle>() - 16usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_action_handle",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_action_handle>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_action_handle::handle",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_action_handle, handle) - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_action_handle::reserved1",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_action_handle, reserved1) - 12usize];
 };
 impl Default for ib_uverbs_flow_spec_action_handle {
     fn default() -> Self {
@@ -3136,7 +4419,9 @@ pub struct ib_uverbs_flow_spec_action_count {
 #[repr(C)]
 pub struct ib_uverbs_flow_spec_action_count__bindgen_ty_1 {
     pub hdr: __BindgenUnionField<ib_uverbs_flow_spec_hdr>,
-    pub __bindgen_anon_1: __BindgenUnionField<ib_uverbs_flow_spec_action_count__bindgen_ty_1__bindgen_ty_1>,
+    pub __bindgen_anon_1: __BindgenUnionField<
+        ib_uverbs_flow_spec_action_count__bindgen_ty_1__bindgen_ty_1,
+    >,
     pub bindgen_union_field: __BindgenOpaqueArray8<[u8; 8usize]>,
 }
 #[repr(C)]
@@ -3148,25 +4433,45 @@ pub struct ib_uverbs_flow_spec_action_count__bindgen_ty_1__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_action_count__bindgen_ty_1__bindgen_ty_1"]
-        [::core::mem::size_of::<ib_uverbs_flow_spec_action_count__bindgen_ty_1__bindgen_ty_1>() - 8usize];
-    ["Alignment of ib_uverbs_flow_spec_action_count__bindgen_ty_1__bindgen_ty_1"]
-        [::core::mem::align_of::<ib_uverbs_flow_spec_action_count__bindgen_ty_1__bindgen_ty_1>() - 4usize];
-    ["Offset of field: ib_uverbs_flow_spec_action_count__bindgen_ty_1__bindgen_ty_1::type_"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_action_count__bindgen_ty_1__bindgen_ty_1, type_) - 0usize];
-    ["Offset of field: ib_uverbs_flow_spec_action_count__bindgen_ty_1__bindgen_ty_1::size"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_action_count__bindgen_ty_1__bindgen_ty_1, size) - 4usize];
-    ["Offset of field: ib_uverbs_flow_spec_action_count__bindgen_ty_1__bindgen_ty_1::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_action_count__bindgen_ty_1__bindgen_ty_1, reserved) - 6usize];
+    [
+        "Size of ib_uverbs_flow_spec_action_count__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::size_of::<
+        ib_uverbs_flow_spec_action_count__bindgen_ty_1__bindgen_ty_1,
+    >() - 8usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_action_count__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::align_of::<
+        ib_uverbs_flow_spec_action_count__bindgen_ty_1__bindgen_ty_1,
+    >() - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_action_count__bindgen_ty_1__bindgen_ty_1::type_",
+    ][::core::mem::offset_of!(
+        ib_uverbs_flow_spec_action_count__bindgen_ty_1__bindgen_ty_1, type_
+    ) - 0usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_action_count__bindgen_ty_1__bindgen_ty_1::size",
+    ][::core::mem::offset_of!(
+        ib_uverbs_flow_spec_action_count__bindgen_ty_1__bindgen_ty_1, size
+    ) - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_action_count__bindgen_ty_1__bindgen_ty_1::reserved",
+    ][::core::mem::offset_of!(
+        ib_uverbs_flow_spec_action_count__bindgen_ty_1__bindgen_ty_1, reserved
+    ) - 6usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_action_count__bindgen_ty_1"]
-        [::core::mem::size_of::<ib_uverbs_flow_spec_action_count__bindgen_ty_1>() - 8usize];
-    ["Alignment of ib_uverbs_flow_spec_action_count__bindgen_ty_1"]
-        [::core::mem::align_of::<ib_uverbs_flow_spec_action_count__bindgen_ty_1>() - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_action_count__bindgen_ty_1::hdr"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_action_count__bindgen_ty_1, hdr) - 0usize];
+    [
+        "Size of ib_uverbs_flow_spec_action_count__bindgen_ty_1",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_action_count__bindgen_ty_1>() - 8usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_action_count__bindgen_ty_1",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_action_count__bindgen_ty_1>()
+        - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_action_count__bindgen_ty_1::hdr",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_action_count__bindgen_ty_1, hdr)
+        - 0usize];
 };
 impl Default for ib_uverbs_flow_spec_action_count__bindgen_ty_1 {
     fn default() -> Self {
@@ -3179,13 +4484,18 @@ impl Default for ib_uverbs_flow_spec_action_count__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_action_count"][::core::mem::size_of::<ib_uverbs_flow_spec_action_count>() - 16usize];
-    ["Alignment of ib_uverbs_flow_spec_action_count"]
-        [::core::mem::align_of::<ib_uverbs_flow_spec_action_count>() - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_action_count::handle"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_action_count, handle) - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_action_count::reserved1"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_action_count, reserved1) - 12usize];
+    [
+        "Size of ib_uverbs_flow_spec_action_count",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_action_count>() - 16usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_action_count",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_action_count>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_action_count::handle",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_action_count, handle) - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_action_count::reserved1",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_action_count, reserved1) - 12usize];
 };
 impl Default for ib_uverbs_flow_spec_action_count {
     fn default() -> Self {
@@ -3203,10 +4513,15 @@ pub struct ib_uverbs_flow_tunnel_filter {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_tunnel_filter"][::core::mem::size_of::<ib_uverbs_flow_tunnel_filter>() - 4usize];
-    ["Alignment of ib_uverbs_flow_tunnel_filter"][::core::mem::align_of::<ib_uverbs_flow_tunnel_filter>() - 4usize];
-    ["Offset of field: ib_uverbs_flow_tunnel_filter::tunnel_id"]
-        [::core::mem::offset_of!(ib_uverbs_flow_tunnel_filter, tunnel_id) - 0usize];
+    [
+        "Size of ib_uverbs_flow_tunnel_filter",
+    ][::core::mem::size_of::<ib_uverbs_flow_tunnel_filter>() - 4usize];
+    [
+        "Alignment of ib_uverbs_flow_tunnel_filter",
+    ][::core::mem::align_of::<ib_uverbs_flow_tunnel_filter>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_tunnel_filter::tunnel_id",
+    ][::core::mem::offset_of!(ib_uverbs_flow_tunnel_filter, tunnel_id) - 0usize];
 };
 #[repr(C)]
 pub struct ib_uverbs_flow_spec_tunnel {
@@ -3217,7 +4532,9 @@ pub struct ib_uverbs_flow_spec_tunnel {
 #[repr(C)]
 pub struct ib_uverbs_flow_spec_tunnel__bindgen_ty_1 {
     pub hdr: __BindgenUnionField<ib_uverbs_flow_spec_hdr>,
-    pub __bindgen_anon_1: __BindgenUnionField<ib_uverbs_flow_spec_tunnel__bindgen_ty_1__bindgen_ty_1>,
+    pub __bindgen_anon_1: __BindgenUnionField<
+        ib_uverbs_flow_spec_tunnel__bindgen_ty_1__bindgen_ty_1,
+    >,
     pub bindgen_union_field: __BindgenOpaqueArray8<[u8; 8usize]>,
 }
 #[repr(C)]
@@ -3229,25 +4546,41 @@ pub struct ib_uverbs_flow_spec_tunnel__bindgen_ty_1__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_tunnel__bindgen_ty_1__bindgen_ty_1"]
-        [::core::mem::size_of::<ib_uverbs_flow_spec_tunnel__bindgen_ty_1__bindgen_ty_1>() - 8usize];
-    ["Alignment of ib_uverbs_flow_spec_tunnel__bindgen_ty_1__bindgen_ty_1"]
-        [::core::mem::align_of::<ib_uverbs_flow_spec_tunnel__bindgen_ty_1__bindgen_ty_1>() - 4usize];
-    ["Offset of field: ib_uverbs_flow_spec_tunnel__bindgen_ty_1__bindgen_ty_1::type_"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_tunnel__bindgen_ty_1__bindgen_ty_1, type_) - 0usize];
-    ["Offset of field: ib_uverbs_flow_spec_tunnel__bindgen_ty_1__bindgen_ty_1::size"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_tunnel__bindgen_ty_1__bindgen_ty_1, size) - 4usize];
-    ["Offset of field: ib_uverbs_flow_spec_tunnel__bindgen_ty_1__bindgen_ty_1::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_tunnel__bindgen_ty_1__bindgen_ty_1, reserved) - 6usize];
+    [
+        "Size of ib_uverbs_flow_spec_tunnel__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_tunnel__bindgen_ty_1__bindgen_ty_1>()
+        - 8usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_tunnel__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_tunnel__bindgen_ty_1__bindgen_ty_1>()
+        - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_tunnel__bindgen_ty_1__bindgen_ty_1::type_",
+    ][::core::mem::offset_of!(
+        ib_uverbs_flow_spec_tunnel__bindgen_ty_1__bindgen_ty_1, type_
+    ) - 0usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_tunnel__bindgen_ty_1__bindgen_ty_1::size",
+    ][::core::mem::offset_of!(
+        ib_uverbs_flow_spec_tunnel__bindgen_ty_1__bindgen_ty_1, size
+    ) - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_tunnel__bindgen_ty_1__bindgen_ty_1::reserved",
+    ][::core::mem::offset_of!(
+        ib_uverbs_flow_spec_tunnel__bindgen_ty_1__bindgen_ty_1, reserved
+    ) - 6usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_tunnel__bindgen_ty_1"]
-        [::core::mem::size_of::<ib_uverbs_flow_spec_tunnel__bindgen_ty_1>() - 8usize];
-    ["Alignment of ib_uverbs_flow_spec_tunnel__bindgen_ty_1"]
-        [::core::mem::align_of::<ib_uverbs_flow_spec_tunnel__bindgen_ty_1>() - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_tunnel__bindgen_ty_1::hdr"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_tunnel__bindgen_ty_1, hdr) - 0usize];
+    [
+        "Size of ib_uverbs_flow_spec_tunnel__bindgen_ty_1",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_tunnel__bindgen_ty_1>() - 8usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_tunnel__bindgen_ty_1",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_tunnel__bindgen_ty_1>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_tunnel__bindgen_ty_1::hdr",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_tunnel__bindgen_ty_1, hdr) - 0usize];
 };
 impl Default for ib_uverbs_flow_spec_tunnel__bindgen_ty_1 {
     fn default() -> Self {
@@ -3260,12 +4593,18 @@ impl Default for ib_uverbs_flow_spec_tunnel__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_tunnel"][::core::mem::size_of::<ib_uverbs_flow_spec_tunnel>() - 16usize];
-    ["Alignment of ib_uverbs_flow_spec_tunnel"][::core::mem::align_of::<ib_uverbs_flow_spec_tunnel>() - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_tunnel::val"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_tunnel, val) - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_tunnel::mask"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_tunnel, mask) - 12usize];
+    [
+        "Size of ib_uverbs_flow_spec_tunnel",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_tunnel>() - 16usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_tunnel",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_tunnel>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_tunnel::val",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_tunnel, val) - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_tunnel::mask",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_tunnel, mask) - 12usize];
 };
 impl Default for ib_uverbs_flow_spec_tunnel {
     fn default() -> Self {
@@ -3284,12 +4623,18 @@ pub struct ib_uverbs_flow_spec_esp_filter {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_esp_filter"][::core::mem::size_of::<ib_uverbs_flow_spec_esp_filter>() - 8usize];
-    ["Alignment of ib_uverbs_flow_spec_esp_filter"][::core::mem::align_of::<ib_uverbs_flow_spec_esp_filter>() - 4usize];
-    ["Offset of field: ib_uverbs_flow_spec_esp_filter::spi"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_esp_filter, spi) - 0usize];
-    ["Offset of field: ib_uverbs_flow_spec_esp_filter::seq"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_esp_filter, seq) - 4usize];
+    [
+        "Size of ib_uverbs_flow_spec_esp_filter",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_esp_filter>() - 8usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_esp_filter",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_esp_filter>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_esp_filter::spi",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_esp_filter, spi) - 0usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_esp_filter::seq",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_esp_filter, seq) - 4usize];
 };
 #[repr(C)]
 pub struct ib_uverbs_flow_spec_esp {
@@ -3300,7 +4645,9 @@ pub struct ib_uverbs_flow_spec_esp {
 #[repr(C)]
 pub struct ib_uverbs_flow_spec_esp__bindgen_ty_1 {
     pub hdr: __BindgenUnionField<ib_uverbs_flow_spec_hdr>,
-    pub __bindgen_anon_1: __BindgenUnionField<ib_uverbs_flow_spec_esp__bindgen_ty_1__bindgen_ty_1>,
+    pub __bindgen_anon_1: __BindgenUnionField<
+        ib_uverbs_flow_spec_esp__bindgen_ty_1__bindgen_ty_1,
+    >,
     pub bindgen_union_field: __BindgenOpaqueArray8<[u8; 8usize]>,
 }
 #[repr(C)]
@@ -3312,25 +4659,39 @@ pub struct ib_uverbs_flow_spec_esp__bindgen_ty_1__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_esp__bindgen_ty_1__bindgen_ty_1"]
-        [::core::mem::size_of::<ib_uverbs_flow_spec_esp__bindgen_ty_1__bindgen_ty_1>() - 8usize];
-    ["Alignment of ib_uverbs_flow_spec_esp__bindgen_ty_1__bindgen_ty_1"]
-        [::core::mem::align_of::<ib_uverbs_flow_spec_esp__bindgen_ty_1__bindgen_ty_1>() - 4usize];
-    ["Offset of field: ib_uverbs_flow_spec_esp__bindgen_ty_1__bindgen_ty_1::type_"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_esp__bindgen_ty_1__bindgen_ty_1, type_) - 0usize];
-    ["Offset of field: ib_uverbs_flow_spec_esp__bindgen_ty_1__bindgen_ty_1::size"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_esp__bindgen_ty_1__bindgen_ty_1, size) - 4usize];
-    ["Offset of field: ib_uverbs_flow_spec_esp__bindgen_ty_1__bindgen_ty_1::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_esp__bindgen_ty_1__bindgen_ty_1, reserved) - 6usize];
+    [
+        "Size of ib_uverbs_flow_spec_esp__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_esp__bindgen_ty_1__bindgen_ty_1>()
+        - 8usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_esp__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_esp__bindgen_ty_1__bindgen_ty_1>()
+        - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_esp__bindgen_ty_1__bindgen_ty_1::type_",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_esp__bindgen_ty_1__bindgen_ty_1, type_)
+        - 0usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_esp__bindgen_ty_1__bindgen_ty_1::size",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_esp__bindgen_ty_1__bindgen_ty_1, size)
+        - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_esp__bindgen_ty_1__bindgen_ty_1::reserved",
+    ][::core::mem::offset_of!(
+        ib_uverbs_flow_spec_esp__bindgen_ty_1__bindgen_ty_1, reserved
+    ) - 6usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_esp__bindgen_ty_1"]
-        [::core::mem::size_of::<ib_uverbs_flow_spec_esp__bindgen_ty_1>() - 8usize];
-    ["Alignment of ib_uverbs_flow_spec_esp__bindgen_ty_1"]
-        [::core::mem::align_of::<ib_uverbs_flow_spec_esp__bindgen_ty_1>() - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_esp__bindgen_ty_1::hdr"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_esp__bindgen_ty_1, hdr) - 0usize];
+    [
+        "Size of ib_uverbs_flow_spec_esp__bindgen_ty_1",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_esp__bindgen_ty_1>() - 8usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_esp__bindgen_ty_1",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_esp__bindgen_ty_1>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_esp__bindgen_ty_1::hdr",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_esp__bindgen_ty_1, hdr) - 0usize];
 };
 impl Default for ib_uverbs_flow_spec_esp__bindgen_ty_1 {
     fn default() -> Self {
@@ -3343,11 +4704,18 @@ impl Default for ib_uverbs_flow_spec_esp__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_esp"][::core::mem::size_of::<ib_uverbs_flow_spec_esp>() - 24usize];
-    ["Alignment of ib_uverbs_flow_spec_esp"][::core::mem::align_of::<ib_uverbs_flow_spec_esp>() - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_esp::val"][::core::mem::offset_of!(ib_uverbs_flow_spec_esp, val) - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_esp::mask"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_esp, mask) - 16usize];
+    [
+        "Size of ib_uverbs_flow_spec_esp",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_esp>() - 24usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_esp",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_esp>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_esp::val",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_esp, val) - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_esp::mask",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_esp, mask) - 16usize];
 };
 impl Default for ib_uverbs_flow_spec_esp {
     fn default() -> Self {
@@ -3367,14 +4735,21 @@ pub struct ib_uverbs_flow_gre_filter {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_gre_filter"][::core::mem::size_of::<ib_uverbs_flow_gre_filter>() - 8usize];
-    ["Alignment of ib_uverbs_flow_gre_filter"][::core::mem::align_of::<ib_uverbs_flow_gre_filter>() - 4usize];
-    ["Offset of field: ib_uverbs_flow_gre_filter::c_ks_res0_ver"]
-        [::core::mem::offset_of!(ib_uverbs_flow_gre_filter, c_ks_res0_ver) - 0usize];
-    ["Offset of field: ib_uverbs_flow_gre_filter::protocol"]
-        [::core::mem::offset_of!(ib_uverbs_flow_gre_filter, protocol) - 2usize];
-    ["Offset of field: ib_uverbs_flow_gre_filter::key"]
-        [::core::mem::offset_of!(ib_uverbs_flow_gre_filter, key) - 4usize];
+    [
+        "Size of ib_uverbs_flow_gre_filter",
+    ][::core::mem::size_of::<ib_uverbs_flow_gre_filter>() - 8usize];
+    [
+        "Alignment of ib_uverbs_flow_gre_filter",
+    ][::core::mem::align_of::<ib_uverbs_flow_gre_filter>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_gre_filter::c_ks_res0_ver",
+    ][::core::mem::offset_of!(ib_uverbs_flow_gre_filter, c_ks_res0_ver) - 0usize];
+    [
+        "Offset of field: ib_uverbs_flow_gre_filter::protocol",
+    ][::core::mem::offset_of!(ib_uverbs_flow_gre_filter, protocol) - 2usize];
+    [
+        "Offset of field: ib_uverbs_flow_gre_filter::key",
+    ][::core::mem::offset_of!(ib_uverbs_flow_gre_filter, key) - 4usize];
 };
 #[repr(C)]
 pub struct ib_uverbs_flow_spec_gre {
@@ -3385,7 +4760,9 @@ pub struct ib_uverbs_flow_spec_gre {
 #[repr(C)]
 pub struct ib_uverbs_flow_spec_gre__bindgen_ty_1 {
     pub hdr: __BindgenUnionField<ib_uverbs_flow_spec_hdr>,
-    pub __bindgen_anon_1: __BindgenUnionField<ib_uverbs_flow_spec_gre__bindgen_ty_1__bindgen_ty_1>,
+    pub __bindgen_anon_1: __BindgenUnionField<
+        ib_uverbs_flow_spec_gre__bindgen_ty_1__bindgen_ty_1,
+    >,
     pub bindgen_union_field: __BindgenOpaqueArray8<[u8; 8usize]>,
 }
 #[repr(C)]
@@ -3397,25 +4774,39 @@ pub struct ib_uverbs_flow_spec_gre__bindgen_ty_1__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_gre__bindgen_ty_1__bindgen_ty_1"]
-        [::core::mem::size_of::<ib_uverbs_flow_spec_gre__bindgen_ty_1__bindgen_ty_1>() - 8usize];
-    ["Alignment of ib_uverbs_flow_spec_gre__bindgen_ty_1__bindgen_ty_1"]
-        [::core::mem::align_of::<ib_uverbs_flow_spec_gre__bindgen_ty_1__bindgen_ty_1>() - 4usize];
-    ["Offset of field: ib_uverbs_flow_spec_gre__bindgen_ty_1__bindgen_ty_1::type_"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_gre__bindgen_ty_1__bindgen_ty_1, type_) - 0usize];
-    ["Offset of field: ib_uverbs_flow_spec_gre__bindgen_ty_1__bindgen_ty_1::size"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_gre__bindgen_ty_1__bindgen_ty_1, size) - 4usize];
-    ["Offset of field: ib_uverbs_flow_spec_gre__bindgen_ty_1__bindgen_ty_1::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_gre__bindgen_ty_1__bindgen_ty_1, reserved) - 6usize];
+    [
+        "Size of ib_uverbs_flow_spec_gre__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_gre__bindgen_ty_1__bindgen_ty_1>()
+        - 8usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_gre__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_gre__bindgen_ty_1__bindgen_ty_1>()
+        - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_gre__bindgen_ty_1__bindgen_ty_1::type_",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_gre__bindgen_ty_1__bindgen_ty_1, type_)
+        - 0usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_gre__bindgen_ty_1__bindgen_ty_1::size",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_gre__bindgen_ty_1__bindgen_ty_1, size)
+        - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_gre__bindgen_ty_1__bindgen_ty_1::reserved",
+    ][::core::mem::offset_of!(
+        ib_uverbs_flow_spec_gre__bindgen_ty_1__bindgen_ty_1, reserved
+    ) - 6usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_gre__bindgen_ty_1"]
-        [::core::mem::size_of::<ib_uverbs_flow_spec_gre__bindgen_ty_1>() - 8usize];
-    ["Alignment of ib_uverbs_flow_spec_gre__bindgen_ty_1"]
-        [::core::mem::align_of::<ib_uverbs_flow_spec_gre__bindgen_ty_1>() - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_gre__bindgen_ty_1::hdr"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_gre__bindgen_ty_1, hdr) - 0usize];
+    [
+        "Size of ib_uverbs_flow_spec_gre__bindgen_ty_1",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_gre__bindgen_ty_1>() - 8usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_gre__bindgen_ty_1",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_gre__bindgen_ty_1>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_gre__bindgen_ty_1::hdr",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_gre__bindgen_ty_1, hdr) - 0usize];
 };
 impl Default for ib_uverbs_flow_spec_gre__bindgen_ty_1 {
     fn default() -> Self {
@@ -3428,11 +4819,18 @@ impl Default for ib_uverbs_flow_spec_gre__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_gre"][::core::mem::size_of::<ib_uverbs_flow_spec_gre>() - 24usize];
-    ["Alignment of ib_uverbs_flow_spec_gre"][::core::mem::align_of::<ib_uverbs_flow_spec_gre>() - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_gre::val"][::core::mem::offset_of!(ib_uverbs_flow_spec_gre, val) - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_gre::mask"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_gre, mask) - 16usize];
+    [
+        "Size of ib_uverbs_flow_spec_gre",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_gre>() - 24usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_gre",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_gre>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_gre::val",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_gre, val) - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_gre::mask",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_gre, mask) - 16usize];
 };
 impl Default for ib_uverbs_flow_spec_gre {
     fn default() -> Self {
@@ -3450,10 +4848,15 @@ pub struct ib_uverbs_flow_mpls_filter {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_mpls_filter"][::core::mem::size_of::<ib_uverbs_flow_mpls_filter>() - 4usize];
-    ["Alignment of ib_uverbs_flow_mpls_filter"][::core::mem::align_of::<ib_uverbs_flow_mpls_filter>() - 4usize];
-    ["Offset of field: ib_uverbs_flow_mpls_filter::label"]
-        [::core::mem::offset_of!(ib_uverbs_flow_mpls_filter, label) - 0usize];
+    [
+        "Size of ib_uverbs_flow_mpls_filter",
+    ][::core::mem::size_of::<ib_uverbs_flow_mpls_filter>() - 4usize];
+    [
+        "Alignment of ib_uverbs_flow_mpls_filter",
+    ][::core::mem::align_of::<ib_uverbs_flow_mpls_filter>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_mpls_filter::label",
+    ][::core::mem::offset_of!(ib_uverbs_flow_mpls_filter, label) - 0usize];
 };
 #[repr(C)]
 pub struct ib_uverbs_flow_spec_mpls {
@@ -3464,7 +4867,9 @@ pub struct ib_uverbs_flow_spec_mpls {
 #[repr(C)]
 pub struct ib_uverbs_flow_spec_mpls__bindgen_ty_1 {
     pub hdr: __BindgenUnionField<ib_uverbs_flow_spec_hdr>,
-    pub __bindgen_anon_1: __BindgenUnionField<ib_uverbs_flow_spec_mpls__bindgen_ty_1__bindgen_ty_1>,
+    pub __bindgen_anon_1: __BindgenUnionField<
+        ib_uverbs_flow_spec_mpls__bindgen_ty_1__bindgen_ty_1,
+    >,
     pub bindgen_union_field: __BindgenOpaqueArray8<[u8; 8usize]>,
 }
 #[repr(C)]
@@ -3476,25 +4881,40 @@ pub struct ib_uverbs_flow_spec_mpls__bindgen_ty_1__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_mpls__bindgen_ty_1__bindgen_ty_1"]
-        [::core::mem::size_of::<ib_uverbs_flow_spec_mpls__bindgen_ty_1__bindgen_ty_1>() - 8usize];
-    ["Alignment of ib_uverbs_flow_spec_mpls__bindgen_ty_1__bindgen_ty_1"]
-        [::core::mem::align_of::<ib_uverbs_flow_spec_mpls__bindgen_ty_1__bindgen_ty_1>() - 4usize];
-    ["Offset of field: ib_uverbs_flow_spec_mpls__bindgen_ty_1__bindgen_ty_1::type_"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_mpls__bindgen_ty_1__bindgen_ty_1, type_) - 0usize];
-    ["Offset of field: ib_uverbs_flow_spec_mpls__bindgen_ty_1__bindgen_ty_1::size"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_mpls__bindgen_ty_1__bindgen_ty_1, size) - 4usize];
-    ["Offset of field: ib_uverbs_flow_spec_mpls__bindgen_ty_1__bindgen_ty_1::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_mpls__bindgen_ty_1__bindgen_ty_1, reserved) - 6usize];
+    [
+        "Size of ib_uverbs_flow_spec_mpls__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_mpls__bindgen_ty_1__bindgen_ty_1>()
+        - 8usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_mpls__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_mpls__bindgen_ty_1__bindgen_ty_1>()
+        - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_mpls__bindgen_ty_1__bindgen_ty_1::type_",
+    ][::core::mem::offset_of!(
+        ib_uverbs_flow_spec_mpls__bindgen_ty_1__bindgen_ty_1, type_
+    ) - 0usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_mpls__bindgen_ty_1__bindgen_ty_1::size",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_mpls__bindgen_ty_1__bindgen_ty_1, size)
+        - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_mpls__bindgen_ty_1__bindgen_ty_1::reserved",
+    ][::core::mem::offset_of!(
+        ib_uverbs_flow_spec_mpls__bindgen_ty_1__bindgen_ty_1, reserved
+    ) - 6usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_mpls__bindgen_ty_1"]
-        [::core::mem::size_of::<ib_uverbs_flow_spec_mpls__bindgen_ty_1>() - 8usize];
-    ["Alignment of ib_uverbs_flow_spec_mpls__bindgen_ty_1"]
-        [::core::mem::align_of::<ib_uverbs_flow_spec_mpls__bindgen_ty_1>() - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_mpls__bindgen_ty_1::hdr"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_mpls__bindgen_ty_1, hdr) - 0usize];
+    [
+        "Size of ib_uverbs_flow_spec_mpls__bindgen_ty_1",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_mpls__bindgen_ty_1>() - 8usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_mpls__bindgen_ty_1",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_mpls__bindgen_ty_1>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_mpls__bindgen_ty_1::hdr",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_mpls__bindgen_ty_1, hdr) - 0usize];
 };
 impl Default for ib_uverbs_flow_spec_mpls__bindgen_ty_1 {
     fn default() -> Self {
@@ -3507,11 +4927,18 @@ impl Default for ib_uverbs_flow_spec_mpls__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_spec_mpls"][::core::mem::size_of::<ib_uverbs_flow_spec_mpls>() - 16usize];
-    ["Alignment of ib_uverbs_flow_spec_mpls"][::core::mem::align_of::<ib_uverbs_flow_spec_mpls>() - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_mpls::val"][::core::mem::offset_of!(ib_uverbs_flow_spec_mpls, val) - 8usize];
-    ["Offset of field: ib_uverbs_flow_spec_mpls::mask"]
-        [::core::mem::offset_of!(ib_uverbs_flow_spec_mpls, mask) - 12usize];
+    [
+        "Size of ib_uverbs_flow_spec_mpls",
+    ][::core::mem::size_of::<ib_uverbs_flow_spec_mpls>() - 16usize];
+    [
+        "Alignment of ib_uverbs_flow_spec_mpls",
+    ][::core::mem::align_of::<ib_uverbs_flow_spec_mpls>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_mpls::val",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_mpls, val) - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_spec_mpls::mask",
+    ][::core::mem::offset_of!(ib_uverbs_flow_spec_mpls, mask) - 12usize];
 };
 impl Default for ib_uverbs_flow_spec_mpls {
     fn default() -> Self {
@@ -3536,18 +4963,36 @@ pub struct ib_uverbs_flow_attr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_attr"][::core::mem::size_of::<ib_uverbs_flow_attr>() - 16usize];
-    ["Alignment of ib_uverbs_flow_attr"][::core::mem::align_of::<ib_uverbs_flow_attr>() - 8usize];
-    ["Offset of field: ib_uverbs_flow_attr::type_"][::core::mem::offset_of!(ib_uverbs_flow_attr, type_) - 0usize];
-    ["Offset of field: ib_uverbs_flow_attr::size"][::core::mem::offset_of!(ib_uverbs_flow_attr, size) - 4usize];
-    ["Offset of field: ib_uverbs_flow_attr::priority"][::core::mem::offset_of!(ib_uverbs_flow_attr, priority) - 6usize];
-    ["Offset of field: ib_uverbs_flow_attr::num_of_specs"]
-        [::core::mem::offset_of!(ib_uverbs_flow_attr, num_of_specs) - 8usize];
-    ["Offset of field: ib_uverbs_flow_attr::reserved"][::core::mem::offset_of!(ib_uverbs_flow_attr, reserved) - 9usize];
-    ["Offset of field: ib_uverbs_flow_attr::port"][::core::mem::offset_of!(ib_uverbs_flow_attr, port) - 11usize];
-    ["Offset of field: ib_uverbs_flow_attr::flags"][::core::mem::offset_of!(ib_uverbs_flow_attr, flags) - 12usize];
-    ["Offset of field: ib_uverbs_flow_attr::flow_specs"]
-        [::core::mem::offset_of!(ib_uverbs_flow_attr, flow_specs) - 16usize];
+    [
+        "Size of ib_uverbs_flow_attr",
+    ][::core::mem::size_of::<ib_uverbs_flow_attr>() - 16usize];
+    [
+        "Alignment of ib_uverbs_flow_attr",
+    ][::core::mem::align_of::<ib_uverbs_flow_attr>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_attr::type_",
+    ][::core::mem::offset_of!(ib_uverbs_flow_attr, type_) - 0usize];
+    [
+        "Offset of field: ib_uverbs_flow_attr::size",
+    ][::core::mem::offset_of!(ib_uverbs_flow_attr, size) - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_attr::priority",
+    ][::core::mem::offset_of!(ib_uverbs_flow_attr, priority) - 6usize];
+    [
+        "Offset of field: ib_uverbs_flow_attr::num_of_specs",
+    ][::core::mem::offset_of!(ib_uverbs_flow_attr, num_of_specs) - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_attr::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_flow_attr, reserved) - 9usize];
+    [
+        "Offset of field: ib_uverbs_flow_attr::port",
+    ][::core::mem::offset_of!(ib_uverbs_flow_attr, port) - 11usize];
+    [
+        "Offset of field: ib_uverbs_flow_attr::flags",
+    ][::core::mem::offset_of!(ib_uverbs_flow_attr, flags) - 12usize];
+    [
+        "Offset of field: ib_uverbs_flow_attr::flow_specs",
+    ][::core::mem::offset_of!(ib_uverbs_flow_attr, flow_specs) - 16usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -3558,14 +5003,21 @@ pub struct ib_uverbs_create_flow {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_create_flow"][::core::mem::size_of::<ib_uverbs_create_flow>() - 24usize];
-    ["Alignment of ib_uverbs_create_flow"][::core::mem::align_of::<ib_uverbs_create_flow>() - 8usize];
-    ["Offset of field: ib_uverbs_create_flow::comp_mask"]
-        [::core::mem::offset_of!(ib_uverbs_create_flow, comp_mask) - 0usize];
-    ["Offset of field: ib_uverbs_create_flow::qp_handle"]
-        [::core::mem::offset_of!(ib_uverbs_create_flow, qp_handle) - 4usize];
-    ["Offset of field: ib_uverbs_create_flow::flow_attr"]
-        [::core::mem::offset_of!(ib_uverbs_create_flow, flow_attr) - 8usize];
+    [
+        "Size of ib_uverbs_create_flow",
+    ][::core::mem::size_of::<ib_uverbs_create_flow>() - 24usize];
+    [
+        "Alignment of ib_uverbs_create_flow",
+    ][::core::mem::align_of::<ib_uverbs_create_flow>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_create_flow::comp_mask",
+    ][::core::mem::offset_of!(ib_uverbs_create_flow, comp_mask) - 0usize];
+    [
+        "Offset of field: ib_uverbs_create_flow::qp_handle",
+    ][::core::mem::offset_of!(ib_uverbs_create_flow, qp_handle) - 4usize];
+    [
+        "Offset of field: ib_uverbs_create_flow::flow_attr",
+    ][::core::mem::offset_of!(ib_uverbs_create_flow, flow_attr) - 8usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -3575,12 +5027,18 @@ pub struct ib_uverbs_create_flow_resp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_create_flow_resp"][::core::mem::size_of::<ib_uverbs_create_flow_resp>() - 8usize];
-    ["Alignment of ib_uverbs_create_flow_resp"][::core::mem::align_of::<ib_uverbs_create_flow_resp>() - 4usize];
-    ["Offset of field: ib_uverbs_create_flow_resp::comp_mask"]
-        [::core::mem::offset_of!(ib_uverbs_create_flow_resp, comp_mask) - 0usize];
-    ["Offset of field: ib_uverbs_create_flow_resp::flow_handle"]
-        [::core::mem::offset_of!(ib_uverbs_create_flow_resp, flow_handle) - 4usize];
+    [
+        "Size of ib_uverbs_create_flow_resp",
+    ][::core::mem::size_of::<ib_uverbs_create_flow_resp>() - 8usize];
+    [
+        "Alignment of ib_uverbs_create_flow_resp",
+    ][::core::mem::align_of::<ib_uverbs_create_flow_resp>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_create_flow_resp::comp_mask",
+    ][::core::mem::offset_of!(ib_uverbs_create_flow_resp, comp_mask) - 0usize];
+    [
+        "Offset of field: ib_uverbs_create_flow_resp::flow_handle",
+    ][::core::mem::offset_of!(ib_uverbs_create_flow_resp, flow_handle) - 4usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -3590,12 +5048,18 @@ pub struct ib_uverbs_destroy_flow {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_destroy_flow"][::core::mem::size_of::<ib_uverbs_destroy_flow>() - 8usize];
-    ["Alignment of ib_uverbs_destroy_flow"][::core::mem::align_of::<ib_uverbs_destroy_flow>() - 4usize];
-    ["Offset of field: ib_uverbs_destroy_flow::comp_mask"]
-        [::core::mem::offset_of!(ib_uverbs_destroy_flow, comp_mask) - 0usize];
-    ["Offset of field: ib_uverbs_destroy_flow::flow_handle"]
-        [::core::mem::offset_of!(ib_uverbs_destroy_flow, flow_handle) - 4usize];
+    [
+        "Size of ib_uverbs_destroy_flow",
+    ][::core::mem::size_of::<ib_uverbs_destroy_flow>() - 8usize];
+    [
+        "Alignment of ib_uverbs_destroy_flow",
+    ][::core::mem::align_of::<ib_uverbs_destroy_flow>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_destroy_flow::comp_mask",
+    ][::core::mem::offset_of!(ib_uverbs_destroy_flow, comp_mask) - 0usize];
+    [
+        "Offset of field: ib_uverbs_destroy_flow::flow_handle",
+    ][::core::mem::offset_of!(ib_uverbs_destroy_flow, flow_handle) - 4usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -3610,21 +5074,33 @@ pub struct ib_uverbs_create_srq {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_create_srq"][::core::mem::size_of::<ib_uverbs_create_srq>() - 32usize];
-    ["Alignment of ib_uverbs_create_srq"][::core::mem::align_of::<ib_uverbs_create_srq>() - 8usize];
-    ["Offset of field: ib_uverbs_create_srq::response"]
-        [::core::mem::offset_of!(ib_uverbs_create_srq, response) - 0usize];
-    ["Offset of field: ib_uverbs_create_srq::user_handle"]
-        [::core::mem::offset_of!(ib_uverbs_create_srq, user_handle) - 8usize];
-    ["Offset of field: ib_uverbs_create_srq::pd_handle"]
-        [::core::mem::offset_of!(ib_uverbs_create_srq, pd_handle) - 16usize];
-    ["Offset of field: ib_uverbs_create_srq::max_wr"][::core::mem::offset_of!(ib_uverbs_create_srq, max_wr) - 20usize];
-    ["Offset of field: ib_uverbs_create_srq::max_sge"]
-        [::core::mem::offset_of!(ib_uverbs_create_srq, max_sge) - 24usize];
-    ["Offset of field: ib_uverbs_create_srq::srq_limit"]
-        [::core::mem::offset_of!(ib_uverbs_create_srq, srq_limit) - 28usize];
-    ["Offset of field: ib_uverbs_create_srq::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_create_srq, driver_data) - 32usize];
+    [
+        "Size of ib_uverbs_create_srq",
+    ][::core::mem::size_of::<ib_uverbs_create_srq>() - 32usize];
+    [
+        "Alignment of ib_uverbs_create_srq",
+    ][::core::mem::align_of::<ib_uverbs_create_srq>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_create_srq::response",
+    ][::core::mem::offset_of!(ib_uverbs_create_srq, response) - 0usize];
+    [
+        "Offset of field: ib_uverbs_create_srq::user_handle",
+    ][::core::mem::offset_of!(ib_uverbs_create_srq, user_handle) - 8usize];
+    [
+        "Offset of field: ib_uverbs_create_srq::pd_handle",
+    ][::core::mem::offset_of!(ib_uverbs_create_srq, pd_handle) - 16usize];
+    [
+        "Offset of field: ib_uverbs_create_srq::max_wr",
+    ][::core::mem::offset_of!(ib_uverbs_create_srq, max_wr) - 20usize];
+    [
+        "Offset of field: ib_uverbs_create_srq::max_sge",
+    ][::core::mem::offset_of!(ib_uverbs_create_srq, max_sge) - 24usize];
+    [
+        "Offset of field: ib_uverbs_create_srq::srq_limit",
+    ][::core::mem::offset_of!(ib_uverbs_create_srq, srq_limit) - 28usize];
+    [
+        "Offset of field: ib_uverbs_create_srq::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_create_srq, driver_data) - 32usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -3643,30 +5119,45 @@ pub struct ib_uverbs_create_xsrq {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_create_xsrq"][::core::mem::size_of::<ib_uverbs_create_xsrq>() - 48usize];
-    ["Alignment of ib_uverbs_create_xsrq"][::core::mem::align_of::<ib_uverbs_create_xsrq>() - 8usize];
-    ["Offset of field: ib_uverbs_create_xsrq::response"]
-        [::core::mem::offset_of!(ib_uverbs_create_xsrq, response) - 0usize];
-    ["Offset of field: ib_uverbs_create_xsrq::user_handle"]
-        [::core::mem::offset_of!(ib_uverbs_create_xsrq, user_handle) - 8usize];
-    ["Offset of field: ib_uverbs_create_xsrq::srq_type"]
-        [::core::mem::offset_of!(ib_uverbs_create_xsrq, srq_type) - 16usize];
-    ["Offset of field: ib_uverbs_create_xsrq::pd_handle"]
-        [::core::mem::offset_of!(ib_uverbs_create_xsrq, pd_handle) - 20usize];
-    ["Offset of field: ib_uverbs_create_xsrq::max_wr"]
-        [::core::mem::offset_of!(ib_uverbs_create_xsrq, max_wr) - 24usize];
-    ["Offset of field: ib_uverbs_create_xsrq::max_sge"]
-        [::core::mem::offset_of!(ib_uverbs_create_xsrq, max_sge) - 28usize];
-    ["Offset of field: ib_uverbs_create_xsrq::srq_limit"]
-        [::core::mem::offset_of!(ib_uverbs_create_xsrq, srq_limit) - 32usize];
-    ["Offset of field: ib_uverbs_create_xsrq::max_num_tags"]
-        [::core::mem::offset_of!(ib_uverbs_create_xsrq, max_num_tags) - 36usize];
-    ["Offset of field: ib_uverbs_create_xsrq::xrcd_handle"]
-        [::core::mem::offset_of!(ib_uverbs_create_xsrq, xrcd_handle) - 40usize];
-    ["Offset of field: ib_uverbs_create_xsrq::cq_handle"]
-        [::core::mem::offset_of!(ib_uverbs_create_xsrq, cq_handle) - 44usize];
-    ["Offset of field: ib_uverbs_create_xsrq::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_create_xsrq, driver_data) - 48usize];
+    [
+        "Size of ib_uverbs_create_xsrq",
+    ][::core::mem::size_of::<ib_uverbs_create_xsrq>() - 48usize];
+    [
+        "Alignment of ib_uverbs_create_xsrq",
+    ][::core::mem::align_of::<ib_uverbs_create_xsrq>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_create_xsrq::response",
+    ][::core::mem::offset_of!(ib_uverbs_create_xsrq, response) - 0usize];
+    [
+        "Offset of field: ib_uverbs_create_xsrq::user_handle",
+    ][::core::mem::offset_of!(ib_uverbs_create_xsrq, user_handle) - 8usize];
+    [
+        "Offset of field: ib_uverbs_create_xsrq::srq_type",
+    ][::core::mem::offset_of!(ib_uverbs_create_xsrq, srq_type) - 16usize];
+    [
+        "Offset of field: ib_uverbs_create_xsrq::pd_handle",
+    ][::core::mem::offset_of!(ib_uverbs_create_xsrq, pd_handle) - 20usize];
+    [
+        "Offset of field: ib_uverbs_create_xsrq::max_wr",
+    ][::core::mem::offset_of!(ib_uverbs_create_xsrq, max_wr) - 24usize];
+    [
+        "Offset of field: ib_uverbs_create_xsrq::max_sge",
+    ][::core::mem::offset_of!(ib_uverbs_create_xsrq, max_sge) - 28usize];
+    [
+        "Offset of field: ib_uverbs_create_xsrq::srq_limit",
+    ][::core::mem::offset_of!(ib_uverbs_create_xsrq, srq_limit) - 32usize];
+    [
+        "Offset of field: ib_uverbs_create_xsrq::max_num_tags",
+    ][::core::mem::offset_of!(ib_uverbs_create_xsrq, max_num_tags) - 36usize];
+    [
+        "Offset of field: ib_uverbs_create_xsrq::xrcd_handle",
+    ][::core::mem::offset_of!(ib_uverbs_create_xsrq, xrcd_handle) - 40usize];
+    [
+        "Offset of field: ib_uverbs_create_xsrq::cq_handle",
+    ][::core::mem::offset_of!(ib_uverbs_create_xsrq, cq_handle) - 44usize];
+    [
+        "Offset of field: ib_uverbs_create_xsrq::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_create_xsrq, driver_data) - 48usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -3679,18 +5170,27 @@ pub struct ib_uverbs_create_srq_resp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_create_srq_resp"][::core::mem::size_of::<ib_uverbs_create_srq_resp>() - 16usize];
-    ["Alignment of ib_uverbs_create_srq_resp"][::core::mem::align_of::<ib_uverbs_create_srq_resp>() - 4usize];
-    ["Offset of field: ib_uverbs_create_srq_resp::srq_handle"]
-        [::core::mem::offset_of!(ib_uverbs_create_srq_resp, srq_handle) - 0usize];
-    ["Offset of field: ib_uverbs_create_srq_resp::max_wr"]
-        [::core::mem::offset_of!(ib_uverbs_create_srq_resp, max_wr) - 4usize];
-    ["Offset of field: ib_uverbs_create_srq_resp::max_sge"]
-        [::core::mem::offset_of!(ib_uverbs_create_srq_resp, max_sge) - 8usize];
-    ["Offset of field: ib_uverbs_create_srq_resp::srqn"]
-        [::core::mem::offset_of!(ib_uverbs_create_srq_resp, srqn) - 12usize];
-    ["Offset of field: ib_uverbs_create_srq_resp::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_create_srq_resp, driver_data) - 16usize];
+    [
+        "Size of ib_uverbs_create_srq_resp",
+    ][::core::mem::size_of::<ib_uverbs_create_srq_resp>() - 16usize];
+    [
+        "Alignment of ib_uverbs_create_srq_resp",
+    ][::core::mem::align_of::<ib_uverbs_create_srq_resp>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_create_srq_resp::srq_handle",
+    ][::core::mem::offset_of!(ib_uverbs_create_srq_resp, srq_handle) - 0usize];
+    [
+        "Offset of field: ib_uverbs_create_srq_resp::max_wr",
+    ][::core::mem::offset_of!(ib_uverbs_create_srq_resp, max_wr) - 4usize];
+    [
+        "Offset of field: ib_uverbs_create_srq_resp::max_sge",
+    ][::core::mem::offset_of!(ib_uverbs_create_srq_resp, max_sge) - 8usize];
+    [
+        "Offset of field: ib_uverbs_create_srq_resp::srqn",
+    ][::core::mem::offset_of!(ib_uverbs_create_srq_resp, srqn) - 12usize];
+    [
+        "Offset of field: ib_uverbs_create_srq_resp::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_create_srq_resp, driver_data) - 16usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -3703,17 +5203,27 @@ pub struct ib_uverbs_modify_srq {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_modify_srq"][::core::mem::size_of::<ib_uverbs_modify_srq>() - 16usize];
-    ["Alignment of ib_uverbs_modify_srq"][::core::mem::align_of::<ib_uverbs_modify_srq>() - 8usize];
-    ["Offset of field: ib_uverbs_modify_srq::srq_handle"]
-        [::core::mem::offset_of!(ib_uverbs_modify_srq, srq_handle) - 0usize];
-    ["Offset of field: ib_uverbs_modify_srq::attr_mask"]
-        [::core::mem::offset_of!(ib_uverbs_modify_srq, attr_mask) - 4usize];
-    ["Offset of field: ib_uverbs_modify_srq::max_wr"][::core::mem::offset_of!(ib_uverbs_modify_srq, max_wr) - 8usize];
-    ["Offset of field: ib_uverbs_modify_srq::srq_limit"]
-        [::core::mem::offset_of!(ib_uverbs_modify_srq, srq_limit) - 12usize];
-    ["Offset of field: ib_uverbs_modify_srq::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_modify_srq, driver_data) - 16usize];
+    [
+        "Size of ib_uverbs_modify_srq",
+    ][::core::mem::size_of::<ib_uverbs_modify_srq>() - 16usize];
+    [
+        "Alignment of ib_uverbs_modify_srq",
+    ][::core::mem::align_of::<ib_uverbs_modify_srq>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_modify_srq::srq_handle",
+    ][::core::mem::offset_of!(ib_uverbs_modify_srq, srq_handle) - 0usize];
+    [
+        "Offset of field: ib_uverbs_modify_srq::attr_mask",
+    ][::core::mem::offset_of!(ib_uverbs_modify_srq, attr_mask) - 4usize];
+    [
+        "Offset of field: ib_uverbs_modify_srq::max_wr",
+    ][::core::mem::offset_of!(ib_uverbs_modify_srq, max_wr) - 8usize];
+    [
+        "Offset of field: ib_uverbs_modify_srq::srq_limit",
+    ][::core::mem::offset_of!(ib_uverbs_modify_srq, srq_limit) - 12usize];
+    [
+        "Offset of field: ib_uverbs_modify_srq::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_modify_srq, driver_data) - 16usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -3725,15 +5235,24 @@ pub struct ib_uverbs_query_srq {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_query_srq"][::core::mem::size_of::<ib_uverbs_query_srq>() - 16usize];
-    ["Alignment of ib_uverbs_query_srq"][::core::mem::align_of::<ib_uverbs_query_srq>() - 8usize];
-    ["Offset of field: ib_uverbs_query_srq::response"][::core::mem::offset_of!(ib_uverbs_query_srq, response) - 0usize];
-    ["Offset of field: ib_uverbs_query_srq::srq_handle"]
-        [::core::mem::offset_of!(ib_uverbs_query_srq, srq_handle) - 8usize];
-    ["Offset of field: ib_uverbs_query_srq::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_query_srq, reserved) - 12usize];
-    ["Offset of field: ib_uverbs_query_srq::driver_data"]
-        [::core::mem::offset_of!(ib_uverbs_query_srq, driver_data) - 16usize];
+    [
+        "Size of ib_uverbs_query_srq",
+    ][::core::mem::size_of::<ib_uverbs_query_srq>() - 16usize];
+    [
+        "Alignment of ib_uverbs_query_srq",
+    ][::core::mem::align_of::<ib_uverbs_query_srq>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_query_srq::response",
+    ][::core::mem::offset_of!(ib_uverbs_query_srq, response) - 0usize];
+    [
+        "Offset of field: ib_uverbs_query_srq::srq_handle",
+    ][::core::mem::offset_of!(ib_uverbs_query_srq, srq_handle) - 8usize];
+    [
+        "Offset of field: ib_uverbs_query_srq::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_query_srq, reserved) - 12usize];
+    [
+        "Offset of field: ib_uverbs_query_srq::driver_data",
+    ][::core::mem::offset_of!(ib_uverbs_query_srq, driver_data) - 16usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -3745,16 +5264,24 @@ pub struct ib_uverbs_query_srq_resp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_query_srq_resp"][::core::mem::size_of::<ib_uverbs_query_srq_resp>() - 16usize];
-    ["Alignment of ib_uverbs_query_srq_resp"][::core::mem::align_of::<ib_uverbs_query_srq_resp>() - 4usize];
-    ["Offset of field: ib_uverbs_query_srq_resp::max_wr"]
-        [::core::mem::offset_of!(ib_uverbs_query_srq_resp, max_wr) - 0usize];
-    ["Offset of field: ib_uverbs_query_srq_resp::max_sge"]
-        [::core::mem::offset_of!(ib_uverbs_query_srq_resp, max_sge) - 4usize];
-    ["Offset of field: ib_uverbs_query_srq_resp::srq_limit"]
-        [::core::mem::offset_of!(ib_uverbs_query_srq_resp, srq_limit) - 8usize];
-    ["Offset of field: ib_uverbs_query_srq_resp::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_query_srq_resp, reserved) - 12usize];
+    [
+        "Size of ib_uverbs_query_srq_resp",
+    ][::core::mem::size_of::<ib_uverbs_query_srq_resp>() - 16usize];
+    [
+        "Alignment of ib_uverbs_query_srq_resp",
+    ][::core::mem::align_of::<ib_uverbs_query_srq_resp>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_query_srq_resp::max_wr",
+    ][::core::mem::offset_of!(ib_uverbs_query_srq_resp, max_wr) - 0usize];
+    [
+        "Offset of field: ib_uverbs_query_srq_resp::max_sge",
+    ][::core::mem::offset_of!(ib_uverbs_query_srq_resp, max_sge) - 4usize];
+    [
+        "Offset of field: ib_uverbs_query_srq_resp::srq_limit",
+    ][::core::mem::offset_of!(ib_uverbs_query_srq_resp, srq_limit) - 8usize];
+    [
+        "Offset of field: ib_uverbs_query_srq_resp::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_query_srq_resp, reserved) - 12usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -3765,14 +5292,21 @@ pub struct ib_uverbs_destroy_srq {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_destroy_srq"][::core::mem::size_of::<ib_uverbs_destroy_srq>() - 16usize];
-    ["Alignment of ib_uverbs_destroy_srq"][::core::mem::align_of::<ib_uverbs_destroy_srq>() - 8usize];
-    ["Offset of field: ib_uverbs_destroy_srq::response"]
-        [::core::mem::offset_of!(ib_uverbs_destroy_srq, response) - 0usize];
-    ["Offset of field: ib_uverbs_destroy_srq::srq_handle"]
-        [::core::mem::offset_of!(ib_uverbs_destroy_srq, srq_handle) - 8usize];
-    ["Offset of field: ib_uverbs_destroy_srq::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_destroy_srq, reserved) - 12usize];
+    [
+        "Size of ib_uverbs_destroy_srq",
+    ][::core::mem::size_of::<ib_uverbs_destroy_srq>() - 16usize];
+    [
+        "Alignment of ib_uverbs_destroy_srq",
+    ][::core::mem::align_of::<ib_uverbs_destroy_srq>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_destroy_srq::response",
+    ][::core::mem::offset_of!(ib_uverbs_destroy_srq, response) - 0usize];
+    [
+        "Offset of field: ib_uverbs_destroy_srq::srq_handle",
+    ][::core::mem::offset_of!(ib_uverbs_destroy_srq, srq_handle) - 8usize];
+    [
+        "Offset of field: ib_uverbs_destroy_srq::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_destroy_srq, reserved) - 12usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -3781,10 +5315,15 @@ pub struct ib_uverbs_destroy_srq_resp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_destroy_srq_resp"][::core::mem::size_of::<ib_uverbs_destroy_srq_resp>() - 4usize];
-    ["Alignment of ib_uverbs_destroy_srq_resp"][::core::mem::align_of::<ib_uverbs_destroy_srq_resp>() - 4usize];
-    ["Offset of field: ib_uverbs_destroy_srq_resp::events_reported"]
-        [::core::mem::offset_of!(ib_uverbs_destroy_srq_resp, events_reported) - 0usize];
+    [
+        "Size of ib_uverbs_destroy_srq_resp",
+    ][::core::mem::size_of::<ib_uverbs_destroy_srq_resp>() - 4usize];
+    [
+        "Alignment of ib_uverbs_destroy_srq_resp",
+    ][::core::mem::align_of::<ib_uverbs_destroy_srq_resp>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_destroy_srq_resp::events_reported",
+    ][::core::mem::offset_of!(ib_uverbs_destroy_srq_resp, events_reported) - 0usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -3801,26 +5340,39 @@ pub struct ib_uverbs_ex_create_wq {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_ex_create_wq"][::core::mem::size_of::<ib_uverbs_ex_create_wq>() - 40usize];
-    ["Alignment of ib_uverbs_ex_create_wq"][::core::mem::align_of::<ib_uverbs_ex_create_wq>() - 8usize];
-    ["Offset of field: ib_uverbs_ex_create_wq::comp_mask"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_wq, comp_mask) - 0usize];
-    ["Offset of field: ib_uverbs_ex_create_wq::wq_type"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_wq, wq_type) - 4usize];
-    ["Offset of field: ib_uverbs_ex_create_wq::user_handle"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_wq, user_handle) - 8usize];
-    ["Offset of field: ib_uverbs_ex_create_wq::pd_handle"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_wq, pd_handle) - 16usize];
-    ["Offset of field: ib_uverbs_ex_create_wq::cq_handle"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_wq, cq_handle) - 20usize];
-    ["Offset of field: ib_uverbs_ex_create_wq::max_wr"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_wq, max_wr) - 24usize];
-    ["Offset of field: ib_uverbs_ex_create_wq::max_sge"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_wq, max_sge) - 28usize];
-    ["Offset of field: ib_uverbs_ex_create_wq::create_flags"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_wq, create_flags) - 32usize];
-    ["Offset of field: ib_uverbs_ex_create_wq::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_wq, reserved) - 36usize];
+    [
+        "Size of ib_uverbs_ex_create_wq",
+    ][::core::mem::size_of::<ib_uverbs_ex_create_wq>() - 40usize];
+    [
+        "Alignment of ib_uverbs_ex_create_wq",
+    ][::core::mem::align_of::<ib_uverbs_ex_create_wq>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_wq::comp_mask",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_wq, comp_mask) - 0usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_wq::wq_type",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_wq, wq_type) - 4usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_wq::user_handle",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_wq, user_handle) - 8usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_wq::pd_handle",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_wq, pd_handle) - 16usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_wq::cq_handle",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_wq, cq_handle) - 20usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_wq::max_wr",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_wq, max_wr) - 24usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_wq::max_sge",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_wq, max_sge) - 28usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_wq::create_flags",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_wq, create_flags) - 32usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_wq::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_wq, reserved) - 36usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -3834,20 +5386,30 @@ pub struct ib_uverbs_ex_create_wq_resp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_ex_create_wq_resp"][::core::mem::size_of::<ib_uverbs_ex_create_wq_resp>() - 24usize];
-    ["Alignment of ib_uverbs_ex_create_wq_resp"][::core::mem::align_of::<ib_uverbs_ex_create_wq_resp>() - 4usize];
-    ["Offset of field: ib_uverbs_ex_create_wq_resp::comp_mask"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_wq_resp, comp_mask) - 0usize];
-    ["Offset of field: ib_uverbs_ex_create_wq_resp::response_length"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_wq_resp, response_length) - 4usize];
-    ["Offset of field: ib_uverbs_ex_create_wq_resp::wq_handle"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_wq_resp, wq_handle) - 8usize];
-    ["Offset of field: ib_uverbs_ex_create_wq_resp::max_wr"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_wq_resp, max_wr) - 12usize];
-    ["Offset of field: ib_uverbs_ex_create_wq_resp::max_sge"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_wq_resp, max_sge) - 16usize];
-    ["Offset of field: ib_uverbs_ex_create_wq_resp::wqn"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_wq_resp, wqn) - 20usize];
+    [
+        "Size of ib_uverbs_ex_create_wq_resp",
+    ][::core::mem::size_of::<ib_uverbs_ex_create_wq_resp>() - 24usize];
+    [
+        "Alignment of ib_uverbs_ex_create_wq_resp",
+    ][::core::mem::align_of::<ib_uverbs_ex_create_wq_resp>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_wq_resp::comp_mask",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_wq_resp, comp_mask) - 0usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_wq_resp::response_length",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_wq_resp, response_length) - 4usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_wq_resp::wq_handle",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_wq_resp, wq_handle) - 8usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_wq_resp::max_wr",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_wq_resp, max_wr) - 12usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_wq_resp::max_sge",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_wq_resp, max_sge) - 16usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_wq_resp::wqn",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_wq_resp, wqn) - 20usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -3857,12 +5419,18 @@ pub struct ib_uverbs_ex_destroy_wq {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_ex_destroy_wq"][::core::mem::size_of::<ib_uverbs_ex_destroy_wq>() - 8usize];
-    ["Alignment of ib_uverbs_ex_destroy_wq"][::core::mem::align_of::<ib_uverbs_ex_destroy_wq>() - 4usize];
-    ["Offset of field: ib_uverbs_ex_destroy_wq::comp_mask"]
-        [::core::mem::offset_of!(ib_uverbs_ex_destroy_wq, comp_mask) - 0usize];
-    ["Offset of field: ib_uverbs_ex_destroy_wq::wq_handle"]
-        [::core::mem::offset_of!(ib_uverbs_ex_destroy_wq, wq_handle) - 4usize];
+    [
+        "Size of ib_uverbs_ex_destroy_wq",
+    ][::core::mem::size_of::<ib_uverbs_ex_destroy_wq>() - 8usize];
+    [
+        "Alignment of ib_uverbs_ex_destroy_wq",
+    ][::core::mem::align_of::<ib_uverbs_ex_destroy_wq>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_ex_destroy_wq::comp_mask",
+    ][::core::mem::offset_of!(ib_uverbs_ex_destroy_wq, comp_mask) - 0usize];
+    [
+        "Offset of field: ib_uverbs_ex_destroy_wq::wq_handle",
+    ][::core::mem::offset_of!(ib_uverbs_ex_destroy_wq, wq_handle) - 4usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -3874,16 +5442,24 @@ pub struct ib_uverbs_ex_destroy_wq_resp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_ex_destroy_wq_resp"][::core::mem::size_of::<ib_uverbs_ex_destroy_wq_resp>() - 16usize];
-    ["Alignment of ib_uverbs_ex_destroy_wq_resp"][::core::mem::align_of::<ib_uverbs_ex_destroy_wq_resp>() - 4usize];
-    ["Offset of field: ib_uverbs_ex_destroy_wq_resp::comp_mask"]
-        [::core::mem::offset_of!(ib_uverbs_ex_destroy_wq_resp, comp_mask) - 0usize];
-    ["Offset of field: ib_uverbs_ex_destroy_wq_resp::response_length"]
-        [::core::mem::offset_of!(ib_uverbs_ex_destroy_wq_resp, response_length) - 4usize];
-    ["Offset of field: ib_uverbs_ex_destroy_wq_resp::events_reported"]
-        [::core::mem::offset_of!(ib_uverbs_ex_destroy_wq_resp, events_reported) - 8usize];
-    ["Offset of field: ib_uverbs_ex_destroy_wq_resp::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_ex_destroy_wq_resp, reserved) - 12usize];
+    [
+        "Size of ib_uverbs_ex_destroy_wq_resp",
+    ][::core::mem::size_of::<ib_uverbs_ex_destroy_wq_resp>() - 16usize];
+    [
+        "Alignment of ib_uverbs_ex_destroy_wq_resp",
+    ][::core::mem::align_of::<ib_uverbs_ex_destroy_wq_resp>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_ex_destroy_wq_resp::comp_mask",
+    ][::core::mem::offset_of!(ib_uverbs_ex_destroy_wq_resp, comp_mask) - 0usize];
+    [
+        "Offset of field: ib_uverbs_ex_destroy_wq_resp::response_length",
+    ][::core::mem::offset_of!(ib_uverbs_ex_destroy_wq_resp, response_length) - 4usize];
+    [
+        "Offset of field: ib_uverbs_ex_destroy_wq_resp::events_reported",
+    ][::core::mem::offset_of!(ib_uverbs_ex_destroy_wq_resp, events_reported) - 8usize];
+    [
+        "Offset of field: ib_uverbs_ex_destroy_wq_resp::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_ex_destroy_wq_resp, reserved) - 12usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -3897,20 +5473,30 @@ pub struct ib_uverbs_ex_modify_wq {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_ex_modify_wq"][::core::mem::size_of::<ib_uverbs_ex_modify_wq>() - 24usize];
-    ["Alignment of ib_uverbs_ex_modify_wq"][::core::mem::align_of::<ib_uverbs_ex_modify_wq>() - 4usize];
-    ["Offset of field: ib_uverbs_ex_modify_wq::attr_mask"]
-        [::core::mem::offset_of!(ib_uverbs_ex_modify_wq, attr_mask) - 0usize];
-    ["Offset of field: ib_uverbs_ex_modify_wq::wq_handle"]
-        [::core::mem::offset_of!(ib_uverbs_ex_modify_wq, wq_handle) - 4usize];
-    ["Offset of field: ib_uverbs_ex_modify_wq::wq_state"]
-        [::core::mem::offset_of!(ib_uverbs_ex_modify_wq, wq_state) - 8usize];
-    ["Offset of field: ib_uverbs_ex_modify_wq::curr_wq_state"]
-        [::core::mem::offset_of!(ib_uverbs_ex_modify_wq, curr_wq_state) - 12usize];
-    ["Offset of field: ib_uverbs_ex_modify_wq::flags"]
-        [::core::mem::offset_of!(ib_uverbs_ex_modify_wq, flags) - 16usize];
-    ["Offset of field: ib_uverbs_ex_modify_wq::flags_mask"]
-        [::core::mem::offset_of!(ib_uverbs_ex_modify_wq, flags_mask) - 20usize];
+    [
+        "Size of ib_uverbs_ex_modify_wq",
+    ][::core::mem::size_of::<ib_uverbs_ex_modify_wq>() - 24usize];
+    [
+        "Alignment of ib_uverbs_ex_modify_wq",
+    ][::core::mem::align_of::<ib_uverbs_ex_modify_wq>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_ex_modify_wq::attr_mask",
+    ][::core::mem::offset_of!(ib_uverbs_ex_modify_wq, attr_mask) - 0usize];
+    [
+        "Offset of field: ib_uverbs_ex_modify_wq::wq_handle",
+    ][::core::mem::offset_of!(ib_uverbs_ex_modify_wq, wq_handle) - 4usize];
+    [
+        "Offset of field: ib_uverbs_ex_modify_wq::wq_state",
+    ][::core::mem::offset_of!(ib_uverbs_ex_modify_wq, wq_state) - 8usize];
+    [
+        "Offset of field: ib_uverbs_ex_modify_wq::curr_wq_state",
+    ][::core::mem::offset_of!(ib_uverbs_ex_modify_wq, curr_wq_state) - 12usize];
+    [
+        "Offset of field: ib_uverbs_ex_modify_wq::flags",
+    ][::core::mem::offset_of!(ib_uverbs_ex_modify_wq, flags) - 16usize];
+    [
+        "Offset of field: ib_uverbs_ex_modify_wq::flags_mask",
+    ][::core::mem::offset_of!(ib_uverbs_ex_modify_wq, flags_mask) - 20usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -3921,15 +5507,22 @@ pub struct ib_uverbs_ex_create_rwq_ind_table {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_ex_create_rwq_ind_table"][::core::mem::size_of::<ib_uverbs_ex_create_rwq_ind_table>() - 8usize];
-    ["Alignment of ib_uverbs_ex_create_rwq_ind_table"]
-        [::core::mem::align_of::<ib_uverbs_ex_create_rwq_ind_table>() - 4usize];
-    ["Offset of field: ib_uverbs_ex_create_rwq_ind_table::comp_mask"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_rwq_ind_table, comp_mask) - 0usize];
-    ["Offset of field: ib_uverbs_ex_create_rwq_ind_table::log_ind_tbl_size"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_rwq_ind_table, log_ind_tbl_size) - 4usize];
-    ["Offset of field: ib_uverbs_ex_create_rwq_ind_table::wq_handles"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_rwq_ind_table, wq_handles) - 8usize];
+    [
+        "Size of ib_uverbs_ex_create_rwq_ind_table",
+    ][::core::mem::size_of::<ib_uverbs_ex_create_rwq_ind_table>() - 8usize];
+    [
+        "Alignment of ib_uverbs_ex_create_rwq_ind_table",
+    ][::core::mem::align_of::<ib_uverbs_ex_create_rwq_ind_table>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_rwq_ind_table::comp_mask",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_rwq_ind_table, comp_mask) - 0usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_rwq_ind_table::log_ind_tbl_size",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_rwq_ind_table, log_ind_tbl_size)
+        - 4usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_rwq_ind_table::wq_handles",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_rwq_ind_table, wq_handles) - 8usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -3941,18 +5534,28 @@ pub struct ib_uverbs_ex_create_rwq_ind_table_resp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_ex_create_rwq_ind_table_resp"]
-        [::core::mem::size_of::<ib_uverbs_ex_create_rwq_ind_table_resp>() - 16usize];
-    ["Alignment of ib_uverbs_ex_create_rwq_ind_table_resp"]
-        [::core::mem::align_of::<ib_uverbs_ex_create_rwq_ind_table_resp>() - 4usize];
-    ["Offset of field: ib_uverbs_ex_create_rwq_ind_table_resp::comp_mask"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_rwq_ind_table_resp, comp_mask) - 0usize];
-    ["Offset of field: ib_uverbs_ex_create_rwq_ind_table_resp::response_length"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_rwq_ind_table_resp, response_length) - 4usize];
-    ["Offset of field: ib_uverbs_ex_create_rwq_ind_table_resp::ind_tbl_handle"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_rwq_ind_table_resp, ind_tbl_handle) - 8usize];
-    ["Offset of field: ib_uverbs_ex_create_rwq_ind_table_resp::ind_tbl_num"]
-        [::core::mem::offset_of!(ib_uverbs_ex_create_rwq_ind_table_resp, ind_tbl_num) - 12usize];
+    [
+        "Size of ib_uverbs_ex_create_rwq_ind_table_resp",
+    ][::core::mem::size_of::<ib_uverbs_ex_create_rwq_ind_table_resp>() - 16usize];
+    [
+        "Alignment of ib_uverbs_ex_create_rwq_ind_table_resp",
+    ][::core::mem::align_of::<ib_uverbs_ex_create_rwq_ind_table_resp>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_rwq_ind_table_resp::comp_mask",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_rwq_ind_table_resp, comp_mask)
+        - 0usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_rwq_ind_table_resp::response_length",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_rwq_ind_table_resp, response_length)
+        - 4usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_rwq_ind_table_resp::ind_tbl_handle",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_rwq_ind_table_resp, ind_tbl_handle)
+        - 8usize];
+    [
+        "Offset of field: ib_uverbs_ex_create_rwq_ind_table_resp::ind_tbl_num",
+    ][::core::mem::offset_of!(ib_uverbs_ex_create_rwq_ind_table_resp, ind_tbl_num)
+        - 12usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -3962,14 +5565,19 @@ pub struct ib_uverbs_ex_destroy_rwq_ind_table {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_ex_destroy_rwq_ind_table"]
-        [::core::mem::size_of::<ib_uverbs_ex_destroy_rwq_ind_table>() - 8usize];
-    ["Alignment of ib_uverbs_ex_destroy_rwq_ind_table"]
-        [::core::mem::align_of::<ib_uverbs_ex_destroy_rwq_ind_table>() - 4usize];
-    ["Offset of field: ib_uverbs_ex_destroy_rwq_ind_table::comp_mask"]
-        [::core::mem::offset_of!(ib_uverbs_ex_destroy_rwq_ind_table, comp_mask) - 0usize];
-    ["Offset of field: ib_uverbs_ex_destroy_rwq_ind_table::ind_tbl_handle"]
-        [::core::mem::offset_of!(ib_uverbs_ex_destroy_rwq_ind_table, ind_tbl_handle) - 4usize];
+    [
+        "Size of ib_uverbs_ex_destroy_rwq_ind_table",
+    ][::core::mem::size_of::<ib_uverbs_ex_destroy_rwq_ind_table>() - 8usize];
+    [
+        "Alignment of ib_uverbs_ex_destroy_rwq_ind_table",
+    ][::core::mem::align_of::<ib_uverbs_ex_destroy_rwq_ind_table>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_ex_destroy_rwq_ind_table::comp_mask",
+    ][::core::mem::offset_of!(ib_uverbs_ex_destroy_rwq_ind_table, comp_mask) - 0usize];
+    [
+        "Offset of field: ib_uverbs_ex_destroy_rwq_ind_table::ind_tbl_handle",
+    ][::core::mem::offset_of!(ib_uverbs_ex_destroy_rwq_ind_table, ind_tbl_handle)
+        - 4usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -3979,12 +5587,18 @@ pub struct ib_uverbs_cq_moderation {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_cq_moderation"][::core::mem::size_of::<ib_uverbs_cq_moderation>() - 4usize];
-    ["Alignment of ib_uverbs_cq_moderation"][::core::mem::align_of::<ib_uverbs_cq_moderation>() - 2usize];
-    ["Offset of field: ib_uverbs_cq_moderation::cq_count"]
-        [::core::mem::offset_of!(ib_uverbs_cq_moderation, cq_count) - 0usize];
-    ["Offset of field: ib_uverbs_cq_moderation::cq_period"]
-        [::core::mem::offset_of!(ib_uverbs_cq_moderation, cq_period) - 2usize];
+    [
+        "Size of ib_uverbs_cq_moderation",
+    ][::core::mem::size_of::<ib_uverbs_cq_moderation>() - 4usize];
+    [
+        "Alignment of ib_uverbs_cq_moderation",
+    ][::core::mem::align_of::<ib_uverbs_cq_moderation>() - 2usize];
+    [
+        "Offset of field: ib_uverbs_cq_moderation::cq_count",
+    ][::core::mem::offset_of!(ib_uverbs_cq_moderation, cq_count) - 0usize];
+    [
+        "Offset of field: ib_uverbs_cq_moderation::cq_period",
+    ][::core::mem::offset_of!(ib_uverbs_cq_moderation, cq_period) - 2usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -3996,44 +5610,101 @@ pub struct ib_uverbs_ex_modify_cq {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_ex_modify_cq"][::core::mem::size_of::<ib_uverbs_ex_modify_cq>() - 16usize];
-    ["Alignment of ib_uverbs_ex_modify_cq"][::core::mem::align_of::<ib_uverbs_ex_modify_cq>() - 4usize];
-    ["Offset of field: ib_uverbs_ex_modify_cq::cq_handle"]
-        [::core::mem::offset_of!(ib_uverbs_ex_modify_cq, cq_handle) - 0usize];
-    ["Offset of field: ib_uverbs_ex_modify_cq::attr_mask"]
-        [::core::mem::offset_of!(ib_uverbs_ex_modify_cq, attr_mask) - 4usize];
-    ["Offset of field: ib_uverbs_ex_modify_cq::attr"][::core::mem::offset_of!(ib_uverbs_ex_modify_cq, attr) - 8usize];
-    ["Offset of field: ib_uverbs_ex_modify_cq::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_ex_modify_cq, reserved) - 12usize];
+    [
+        "Size of ib_uverbs_ex_modify_cq",
+    ][::core::mem::size_of::<ib_uverbs_ex_modify_cq>() - 16usize];
+    [
+        "Alignment of ib_uverbs_ex_modify_cq",
+    ][::core::mem::align_of::<ib_uverbs_ex_modify_cq>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_ex_modify_cq::cq_handle",
+    ][::core::mem::offset_of!(ib_uverbs_ex_modify_cq, cq_handle) - 0usize];
+    [
+        "Offset of field: ib_uverbs_ex_modify_cq::attr_mask",
+    ][::core::mem::offset_of!(ib_uverbs_ex_modify_cq, attr_mask) - 4usize];
+    [
+        "Offset of field: ib_uverbs_ex_modify_cq::attr",
+    ][::core::mem::offset_of!(ib_uverbs_ex_modify_cq, attr) - 8usize];
+    [
+        "Offset of field: ib_uverbs_ex_modify_cq::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_ex_modify_cq, reserved) - 12usize];
 };
 impl ib_uverbs_device_cap_flags {
-    pub const IB_UVERBS_DEVICE_RESIZE_MAX_WR: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(1);
-    pub const IB_UVERBS_DEVICE_BAD_PKEY_CNTR: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(2);
-    pub const IB_UVERBS_DEVICE_BAD_QKEY_CNTR: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(4);
-    pub const IB_UVERBS_DEVICE_RAW_MULTI: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(8);
-    pub const IB_UVERBS_DEVICE_AUTO_PATH_MIG: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(16);
-    pub const IB_UVERBS_DEVICE_CHANGE_PHY_PORT: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(32);
-    pub const IB_UVERBS_DEVICE_UD_AV_PORT_ENFORCE: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(64);
-    pub const IB_UVERBS_DEVICE_CURR_QP_STATE_MOD: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(128);
-    pub const IB_UVERBS_DEVICE_SHUTDOWN_PORT: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(256);
-    pub const IB_UVERBS_DEVICE_PORT_ACTIVE_EVENT: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(1024);
-    pub const IB_UVERBS_DEVICE_SYS_IMAGE_GUID: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(2048);
-    pub const IB_UVERBS_DEVICE_RC_RNR_NAK_GEN: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(4096);
-    pub const IB_UVERBS_DEVICE_SRQ_RESIZE: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(8192);
-    pub const IB_UVERBS_DEVICE_N_NOTIFY_CQ: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(16384);
-    pub const IB_UVERBS_DEVICE_MEM_WINDOW: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(131072);
-    pub const IB_UVERBS_DEVICE_UD_IP_CSUM: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(262144);
-    pub const IB_UVERBS_DEVICE_XRC: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(1048576);
-    pub const IB_UVERBS_DEVICE_MEM_MGT_EXTENSIONS: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(2097152);
-    pub const IB_UVERBS_DEVICE_MEM_WINDOW_TYPE_2A: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(8388608);
-    pub const IB_UVERBS_DEVICE_MEM_WINDOW_TYPE_2B: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(16777216);
-    pub const IB_UVERBS_DEVICE_RC_IP_CSUM: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(33554432);
-    pub const IB_UVERBS_DEVICE_RAW_IP_CSUM: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(67108864);
-    pub const IB_UVERBS_DEVICE_MANAGED_FLOW_STEERING: ib_uverbs_device_cap_flags =
-        ib_uverbs_device_cap_flags(536870912);
-    pub const IB_UVERBS_DEVICE_RAW_SCATTER_FCS: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(17179869184);
-    pub const IB_UVERBS_DEVICE_PCI_WRITE_END_PADDING: ib_uverbs_device_cap_flags =
-        ib_uverbs_device_cap_flags(68719476736);
+    pub const IB_UVERBS_DEVICE_RESIZE_MAX_WR: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(
+        1,
+    );
+    pub const IB_UVERBS_DEVICE_BAD_PKEY_CNTR: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(
+        2,
+    );
+    pub const IB_UVERBS_DEVICE_BAD_QKEY_CNTR: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(
+        4,
+    );
+    pub const IB_UVERBS_DEVICE_RAW_MULTI: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(
+        8,
+    );
+    pub const IB_UVERBS_DEVICE_AUTO_PATH_MIG: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(
+        16,
+    );
+    pub const IB_UVERBS_DEVICE_CHANGE_PHY_PORT: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(
+        32,
+    );
+    pub const IB_UVERBS_DEVICE_UD_AV_PORT_ENFORCE: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(
+        64,
+    );
+    pub const IB_UVERBS_DEVICE_CURR_QP_STATE_MOD: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(
+        128,
+    );
+    pub const IB_UVERBS_DEVICE_SHUTDOWN_PORT: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(
+        256,
+    );
+    pub const IB_UVERBS_DEVICE_PORT_ACTIVE_EVENT: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(
+        1024,
+    );
+    pub const IB_UVERBS_DEVICE_SYS_IMAGE_GUID: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(
+        2048,
+    );
+    pub const IB_UVERBS_DEVICE_RC_RNR_NAK_GEN: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(
+        4096,
+    );
+    pub const IB_UVERBS_DEVICE_SRQ_RESIZE: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(
+        8192,
+    );
+    pub const IB_UVERBS_DEVICE_N_NOTIFY_CQ: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(
+        16384,
+    );
+    pub const IB_UVERBS_DEVICE_MEM_WINDOW: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(
+        131072,
+    );
+    pub const IB_UVERBS_DEVICE_UD_IP_CSUM: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(
+        262144,
+    );
+    pub const IB_UVERBS_DEVICE_XRC: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(
+        1048576,
+    );
+    pub const IB_UVERBS_DEVICE_MEM_MGT_EXTENSIONS: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(
+        2097152,
+    );
+    pub const IB_UVERBS_DEVICE_MEM_WINDOW_TYPE_2A: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(
+        8388608,
+    );
+    pub const IB_UVERBS_DEVICE_MEM_WINDOW_TYPE_2B: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(
+        16777216,
+    );
+    pub const IB_UVERBS_DEVICE_RC_IP_CSUM: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(
+        33554432,
+    );
+    pub const IB_UVERBS_DEVICE_RAW_IP_CSUM: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(
+        67108864,
+    );
+    pub const IB_UVERBS_DEVICE_MANAGED_FLOW_STEERING: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(
+        536870912,
+    );
+    pub const IB_UVERBS_DEVICE_RAW_SCATTER_FCS: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(
+        17179869184,
+    );
+    pub const IB_UVERBS_DEVICE_PCI_WRITE_END_PADDING: ib_uverbs_device_cap_flags = ib_uverbs_device_cap_flags(
+        68719476736,
+    );
 }
 impl ::core::ops::BitOr<ib_uverbs_device_cap_flags> for ib_uverbs_device_cap_flags {
     type Output = Self;
@@ -4065,10 +5736,18 @@ impl ::core::ops::BitAndAssign for ib_uverbs_device_cap_flags {
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct ib_uverbs_device_cap_flags(pub ::core::ffi::c_ulong);
 impl ib_uverbs_raw_packet_caps {
-    pub const IB_UVERBS_RAW_PACKET_CAP_CVLAN_STRIPPING: ib_uverbs_raw_packet_caps = ib_uverbs_raw_packet_caps(1);
-    pub const IB_UVERBS_RAW_PACKET_CAP_SCATTER_FCS: ib_uverbs_raw_packet_caps = ib_uverbs_raw_packet_caps(2);
-    pub const IB_UVERBS_RAW_PACKET_CAP_IP_CSUM: ib_uverbs_raw_packet_caps = ib_uverbs_raw_packet_caps(4);
-    pub const IB_UVERBS_RAW_PACKET_CAP_DELAY_DROP: ib_uverbs_raw_packet_caps = ib_uverbs_raw_packet_caps(8);
+    pub const IB_UVERBS_RAW_PACKET_CAP_CVLAN_STRIPPING: ib_uverbs_raw_packet_caps = ib_uverbs_raw_packet_caps(
+        1,
+    );
+    pub const IB_UVERBS_RAW_PACKET_CAP_SCATTER_FCS: ib_uverbs_raw_packet_caps = ib_uverbs_raw_packet_caps(
+        2,
+    );
+    pub const IB_UVERBS_RAW_PACKET_CAP_IP_CSUM: ib_uverbs_raw_packet_caps = ib_uverbs_raw_packet_caps(
+        4,
+    );
+    pub const IB_UVERBS_RAW_PACKET_CAP_DELAY_DROP: ib_uverbs_raw_packet_caps = ib_uverbs_raw_packet_caps(
+        8,
+    );
 }
 impl ::core::ops::BitOr<ib_uverbs_raw_packet_caps> for ib_uverbs_raw_packet_caps {
     type Output = Self;
@@ -4100,22 +5779,44 @@ impl ::core::ops::BitAndAssign for ib_uverbs_raw_packet_caps {
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct ib_uverbs_raw_packet_caps(pub ::core::ffi::c_uint);
 impl ib_uverbs_core_support {
-    pub const IB_UVERBS_CORE_SUPPORT_OPTIONAL_MR_ACCESS: ib_uverbs_core_support = ib_uverbs_core_support(1);
+    pub const IB_UVERBS_CORE_SUPPORT_OPTIONAL_MR_ACCESS: ib_uverbs_core_support = ib_uverbs_core_support(
+        1,
+    );
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct ib_uverbs_core_support(pub ::core::ffi::c_uint);
 impl ib_uverbs_access_flags {
-    pub const IB_UVERBS_ACCESS_LOCAL_WRITE: ib_uverbs_access_flags = ib_uverbs_access_flags(1);
-    pub const IB_UVERBS_ACCESS_REMOTE_WRITE: ib_uverbs_access_flags = ib_uverbs_access_flags(2);
-    pub const IB_UVERBS_ACCESS_REMOTE_READ: ib_uverbs_access_flags = ib_uverbs_access_flags(4);
-    pub const IB_UVERBS_ACCESS_REMOTE_ATOMIC: ib_uverbs_access_flags = ib_uverbs_access_flags(8);
-    pub const IB_UVERBS_ACCESS_MW_BIND: ib_uverbs_access_flags = ib_uverbs_access_flags(16);
-    pub const IB_UVERBS_ACCESS_ZERO_BASED: ib_uverbs_access_flags = ib_uverbs_access_flags(32);
-    pub const IB_UVERBS_ACCESS_ON_DEMAND: ib_uverbs_access_flags = ib_uverbs_access_flags(64);
-    pub const IB_UVERBS_ACCESS_HUGETLB: ib_uverbs_access_flags = ib_uverbs_access_flags(128);
-    pub const IB_UVERBS_ACCESS_RELAXED_ORDERING: ib_uverbs_access_flags = ib_uverbs_access_flags(1048576);
-    pub const IB_UVERBS_ACCESS_OPTIONAL_RANGE: ib_uverbs_access_flags = ib_uverbs_access_flags(1072693248);
+    pub const IB_UVERBS_ACCESS_LOCAL_WRITE: ib_uverbs_access_flags = ib_uverbs_access_flags(
+        1,
+    );
+    pub const IB_UVERBS_ACCESS_REMOTE_WRITE: ib_uverbs_access_flags = ib_uverbs_access_flags(
+        2,
+    );
+    pub const IB_UVERBS_ACCESS_REMOTE_READ: ib_uverbs_access_flags = ib_uverbs_access_flags(
+        4,
+    );
+    pub const IB_UVERBS_ACCESS_REMOTE_ATOMIC: ib_uverbs_access_flags = ib_uverbs_access_flags(
+        8,
+    );
+    pub const IB_UVERBS_ACCESS_MW_BIND: ib_uverbs_access_flags = ib_uverbs_access_flags(
+        16,
+    );
+    pub const IB_UVERBS_ACCESS_ZERO_BASED: ib_uverbs_access_flags = ib_uverbs_access_flags(
+        32,
+    );
+    pub const IB_UVERBS_ACCESS_ON_DEMAND: ib_uverbs_access_flags = ib_uverbs_access_flags(
+        64,
+    );
+    pub const IB_UVERBS_ACCESS_HUGETLB: ib_uverbs_access_flags = ib_uverbs_access_flags(
+        128,
+    );
+    pub const IB_UVERBS_ACCESS_RELAXED_ORDERING: ib_uverbs_access_flags = ib_uverbs_access_flags(
+        1048576,
+    );
+    pub const IB_UVERBS_ACCESS_OPTIONAL_RANGE: ib_uverbs_access_flags = ib_uverbs_access_flags(
+        1072693248,
+    );
 }
 impl ::core::ops::BitOr<ib_uverbs_access_flags> for ib_uverbs_access_flags {
     type Output = Self;
@@ -4161,10 +5862,14 @@ impl ib_uverbs_wq_type {
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct ib_uverbs_wq_type(pub ::core::ffi::c_uint);
 impl ib_uverbs_wq_flags {
-    pub const IB_UVERBS_WQ_FLAGS_CVLAN_STRIPPING: ib_uverbs_wq_flags = ib_uverbs_wq_flags(1);
+    pub const IB_UVERBS_WQ_FLAGS_CVLAN_STRIPPING: ib_uverbs_wq_flags = ib_uverbs_wq_flags(
+        1,
+    );
     pub const IB_UVERBS_WQ_FLAGS_SCATTER_FCS: ib_uverbs_wq_flags = ib_uverbs_wq_flags(2);
     pub const IB_UVERBS_WQ_FLAGS_DELAY_DROP: ib_uverbs_wq_flags = ib_uverbs_wq_flags(4);
-    pub const IB_UVERBS_WQ_FLAGS_PCI_WRITE_END_PADDING: ib_uverbs_wq_flags = ib_uverbs_wq_flags(8);
+    pub const IB_UVERBS_WQ_FLAGS_PCI_WRITE_END_PADDING: ib_uverbs_wq_flags = ib_uverbs_wq_flags(
+        8,
+    );
 }
 impl ::core::ops::BitOr<ib_uverbs_wq_flags> for ib_uverbs_wq_flags {
     type Output = Self;
@@ -4208,11 +5913,21 @@ impl ib_uverbs_qp_type {
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct ib_uverbs_qp_type(pub ::core::ffi::c_uint);
 impl ib_uverbs_qp_create_flags {
-    pub const IB_UVERBS_QP_CREATE_BLOCK_MULTICAST_LOOPBACK: ib_uverbs_qp_create_flags = ib_uverbs_qp_create_flags(2);
-    pub const IB_UVERBS_QP_CREATE_SCATTER_FCS: ib_uverbs_qp_create_flags = ib_uverbs_qp_create_flags(256);
-    pub const IB_UVERBS_QP_CREATE_CVLAN_STRIPPING: ib_uverbs_qp_create_flags = ib_uverbs_qp_create_flags(512);
-    pub const IB_UVERBS_QP_CREATE_PCI_WRITE_END_PADDING: ib_uverbs_qp_create_flags = ib_uverbs_qp_create_flags(2048);
-    pub const IB_UVERBS_QP_CREATE_SQ_SIG_ALL: ib_uverbs_qp_create_flags = ib_uverbs_qp_create_flags(4096);
+    pub const IB_UVERBS_QP_CREATE_BLOCK_MULTICAST_LOOPBACK: ib_uverbs_qp_create_flags = ib_uverbs_qp_create_flags(
+        2,
+    );
+    pub const IB_UVERBS_QP_CREATE_SCATTER_FCS: ib_uverbs_qp_create_flags = ib_uverbs_qp_create_flags(
+        256,
+    );
+    pub const IB_UVERBS_QP_CREATE_CVLAN_STRIPPING: ib_uverbs_qp_create_flags = ib_uverbs_qp_create_flags(
+        512,
+    );
+    pub const IB_UVERBS_QP_CREATE_PCI_WRITE_END_PADDING: ib_uverbs_qp_create_flags = ib_uverbs_qp_create_flags(
+        2048,
+    );
+    pub const IB_UVERBS_QP_CREATE_SQ_SIG_ALL: ib_uverbs_qp_create_flags = ib_uverbs_qp_create_flags(
+        4096,
+    );
 }
 impl ::core::ops::BitOr<ib_uverbs_qp_create_flags> for ib_uverbs_qp_create_flags {
     type Output = Self;
@@ -4244,44 +5959,96 @@ impl ::core::ops::BitAndAssign for ib_uverbs_qp_create_flags {
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct ib_uverbs_qp_create_flags(pub ::core::ffi::c_uint);
 impl ib_uverbs_query_port_cap_flags {
-    pub const IB_UVERBS_PCF_SM: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(2);
-    pub const IB_UVERBS_PCF_NOTICE_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(4);
-    pub const IB_UVERBS_PCF_TRAP_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(8);
-    pub const IB_UVERBS_PCF_OPT_IPD_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(16);
-    pub const IB_UVERBS_PCF_AUTO_MIGR_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(32);
-    pub const IB_UVERBS_PCF_SL_MAP_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(64);
-    pub const IB_UVERBS_PCF_MKEY_NVRAM: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(128);
-    pub const IB_UVERBS_PCF_PKEY_NVRAM: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(256);
-    pub const IB_UVERBS_PCF_LED_INFO_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(512);
-    pub const IB_UVERBS_PCF_SM_DISABLED: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(1024);
-    pub const IB_UVERBS_PCF_SYS_IMAGE_GUID_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(2048);
-    pub const IB_UVERBS_PCF_PKEY_SW_EXT_PORT_TRAP_SUP: ib_uverbs_query_port_cap_flags =
-        ib_uverbs_query_port_cap_flags(4096);
-    pub const IB_UVERBS_PCF_EXTENDED_SPEEDS_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(16384);
-    pub const IB_UVERBS_PCF_CM_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(65536);
-    pub const IB_UVERBS_PCF_SNMP_TUNNEL_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(131072);
-    pub const IB_UVERBS_PCF_REINIT_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(262144);
-    pub const IB_UVERBS_PCF_DEVICE_MGMT_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(524288);
-    pub const IB_UVERBS_PCF_VENDOR_CLASS_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(1048576);
-    pub const IB_UVERBS_PCF_DR_NOTICE_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(2097152);
-    pub const IB_UVERBS_PCF_CAP_MASK_NOTICE_SUP: ib_uverbs_query_port_cap_flags =
-        ib_uverbs_query_port_cap_flags(4194304);
-    pub const IB_UVERBS_PCF_BOOT_MGMT_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(8388608);
-    pub const IB_UVERBS_PCF_LINK_LATENCY_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(16777216);
-    pub const IB_UVERBS_PCF_CLIENT_REG_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(33554432);
-    pub const IB_UVERBS_PCF_LINK_SPEED_WIDTH_TABLE_SUP: ib_uverbs_query_port_cap_flags =
-        ib_uverbs_query_port_cap_flags(134217728);
-    pub const IB_UVERBS_PCF_VENDOR_SPECIFIC_MADS_TABLE_SUP: ib_uverbs_query_port_cap_flags =
-        ib_uverbs_query_port_cap_flags(268435456);
-    pub const IB_UVERBS_PCF_MCAST_PKEY_TRAP_SUPPRESSION_SUP: ib_uverbs_query_port_cap_flags =
-        ib_uverbs_query_port_cap_flags(536870912);
-    pub const IB_UVERBS_PCF_MCAST_FDB_TOP_SUP: ib_uverbs_query_port_cap_flags =
-        ib_uverbs_query_port_cap_flags(1073741824);
-    pub const IB_UVERBS_PCF_HIERARCHY_INFO_SUP: ib_uverbs_query_port_cap_flags =
-        ib_uverbs_query_port_cap_flags(2147483648);
-    pub const IB_UVERBS_PCF_IP_BASED_GIDS: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(67108864);
+    pub const IB_UVERBS_PCF_SM: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(
+        2,
+    );
+    pub const IB_UVERBS_PCF_NOTICE_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(
+        4,
+    );
+    pub const IB_UVERBS_PCF_TRAP_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(
+        8,
+    );
+    pub const IB_UVERBS_PCF_OPT_IPD_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(
+        16,
+    );
+    pub const IB_UVERBS_PCF_AUTO_MIGR_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(
+        32,
+    );
+    pub const IB_UVERBS_PCF_SL_MAP_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(
+        64,
+    );
+    pub const IB_UVERBS_PCF_MKEY_NVRAM: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(
+        128,
+    );
+    pub const IB_UVERBS_PCF_PKEY_NVRAM: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(
+        256,
+    );
+    pub const IB_UVERBS_PCF_LED_INFO_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(
+        512,
+    );
+    pub const IB_UVERBS_PCF_SM_DISABLED: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(
+        1024,
+    );
+    pub const IB_UVERBS_PCF_SYS_IMAGE_GUID_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(
+        2048,
+    );
+    pub const IB_UVERBS_PCF_PKEY_SW_EXT_PORT_TRAP_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(
+        4096,
+    );
+    pub const IB_UVERBS_PCF_EXTENDED_SPEEDS_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(
+        16384,
+    );
+    pub const IB_UVERBS_PCF_CM_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(
+        65536,
+    );
+    pub const IB_UVERBS_PCF_SNMP_TUNNEL_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(
+        131072,
+    );
+    pub const IB_UVERBS_PCF_REINIT_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(
+        262144,
+    );
+    pub const IB_UVERBS_PCF_DEVICE_MGMT_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(
+        524288,
+    );
+    pub const IB_UVERBS_PCF_VENDOR_CLASS_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(
+        1048576,
+    );
+    pub const IB_UVERBS_PCF_DR_NOTICE_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(
+        2097152,
+    );
+    pub const IB_UVERBS_PCF_CAP_MASK_NOTICE_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(
+        4194304,
+    );
+    pub const IB_UVERBS_PCF_BOOT_MGMT_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(
+        8388608,
+    );
+    pub const IB_UVERBS_PCF_LINK_LATENCY_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(
+        16777216,
+    );
+    pub const IB_UVERBS_PCF_CLIENT_REG_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(
+        33554432,
+    );
+    pub const IB_UVERBS_PCF_LINK_SPEED_WIDTH_TABLE_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(
+        134217728,
+    );
+    pub const IB_UVERBS_PCF_VENDOR_SPECIFIC_MADS_TABLE_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(
+        268435456,
+    );
+    pub const IB_UVERBS_PCF_MCAST_PKEY_TRAP_SUPPRESSION_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(
+        536870912,
+    );
+    pub const IB_UVERBS_PCF_MCAST_FDB_TOP_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(
+        1073741824,
+    );
+    pub const IB_UVERBS_PCF_HIERARCHY_INFO_SUP: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(
+        2147483648,
+    );
+    pub const IB_UVERBS_PCF_IP_BASED_GIDS: ib_uverbs_query_port_cap_flags = ib_uverbs_query_port_cap_flags(
+        67108864,
+    );
 }
-impl ::core::ops::BitOr<ib_uverbs_query_port_cap_flags> for ib_uverbs_query_port_cap_flags {
+impl ::core::ops::BitOr<ib_uverbs_query_port_cap_flags>
+for ib_uverbs_query_port_cap_flags {
     type Output = Self;
     #[inline]
     fn bitor(self, other: Self) -> Self {
@@ -4294,7 +6061,8 @@ impl ::core::ops::BitOrAssign for ib_uverbs_query_port_cap_flags {
         self.0 |= rhs.0;
     }
 }
-impl ::core::ops::BitAnd<ib_uverbs_query_port_cap_flags> for ib_uverbs_query_port_cap_flags {
+impl ::core::ops::BitAnd<ib_uverbs_query_port_cap_flags>
+for ib_uverbs_query_port_cap_flags {
     type Output = Self;
     #[inline]
     fn bitand(self, other: Self) -> Self {
@@ -4311,7 +6079,9 @@ impl ::core::ops::BitAndAssign for ib_uverbs_query_port_cap_flags {
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct ib_uverbs_query_port_cap_flags(pub ::core::ffi::c_uint);
 impl ib_uverbs_query_port_flags {
-    pub const IB_UVERBS_QPF_GRH_REQUIRED: ib_uverbs_query_port_flags = ib_uverbs_query_port_flags(1);
+    pub const IB_UVERBS_QPF_GRH_REQUIRED: ib_uverbs_query_port_flags = ib_uverbs_query_port_flags(
+        1,
+    );
 }
 impl ::core::ops::BitOr<ib_uverbs_query_port_flags> for ib_uverbs_query_port_flags {
     type Output = Self;
@@ -4343,15 +6113,17 @@ impl ::core::ops::BitAndAssign for ib_uverbs_query_port_flags {
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct ib_uverbs_query_port_flags(pub ::core::ffi::c_uint);
 impl ib_uverbs_flow_action_esp_keymat {
-    pub const IB_UVERBS_FLOW_ACTION_ESP_KEYMAT_AES_GCM: ib_uverbs_flow_action_esp_keymat =
-        ib_uverbs_flow_action_esp_keymat(0);
+    pub const IB_UVERBS_FLOW_ACTION_ESP_KEYMAT_AES_GCM: ib_uverbs_flow_action_esp_keymat = ib_uverbs_flow_action_esp_keymat(
+        0,
+    );
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct ib_uverbs_flow_action_esp_keymat(pub ::core::ffi::c_uint);
 impl ib_uverbs_flow_action_esp_keymat_aes_gcm_iv_algo {
-    pub const IB_UVERBS_FLOW_ACTION_IV_ALGO_SEQ: ib_uverbs_flow_action_esp_keymat_aes_gcm_iv_algo =
-        ib_uverbs_flow_action_esp_keymat_aes_gcm_iv_algo(0);
+    pub const IB_UVERBS_FLOW_ACTION_IV_ALGO_SEQ: ib_uverbs_flow_action_esp_keymat_aes_gcm_iv_algo = ib_uverbs_flow_action_esp_keymat_aes_gcm_iv_algo(
+        0,
+    );
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
@@ -4368,28 +6140,42 @@ pub struct ib_uverbs_flow_action_esp_keymat_aes_gcm {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_action_esp_keymat_aes_gcm"]
-        [::core::mem::size_of::<ib_uverbs_flow_action_esp_keymat_aes_gcm>() - 56usize];
-    ["Alignment of ib_uverbs_flow_action_esp_keymat_aes_gcm"]
-        [::core::mem::align_of::<ib_uverbs_flow_action_esp_keymat_aes_gcm>() - 8usize];
-    ["Offset of field: ib_uverbs_flow_action_esp_keymat_aes_gcm::iv"]
-        [::core::mem::offset_of!(ib_uverbs_flow_action_esp_keymat_aes_gcm, iv) - 0usize];
-    ["Offset of field: ib_uverbs_flow_action_esp_keymat_aes_gcm::iv_algo"]
-        [::core::mem::offset_of!(ib_uverbs_flow_action_esp_keymat_aes_gcm, iv_algo) - 8usize];
-    ["Offset of field: ib_uverbs_flow_action_esp_keymat_aes_gcm::salt"]
-        [::core::mem::offset_of!(ib_uverbs_flow_action_esp_keymat_aes_gcm, salt) - 12usize];
-    ["Offset of field: ib_uverbs_flow_action_esp_keymat_aes_gcm::icv_len"]
-        [::core::mem::offset_of!(ib_uverbs_flow_action_esp_keymat_aes_gcm, icv_len) - 16usize];
-    ["Offset of field: ib_uverbs_flow_action_esp_keymat_aes_gcm::key_len"]
-        [::core::mem::offset_of!(ib_uverbs_flow_action_esp_keymat_aes_gcm, key_len) - 20usize];
-    ["Offset of field: ib_uverbs_flow_action_esp_keymat_aes_gcm::aes_key"]
-        [::core::mem::offset_of!(ib_uverbs_flow_action_esp_keymat_aes_gcm, aes_key) - 24usize];
+    [
+        "Size of ib_uverbs_flow_action_esp_keymat_aes_gcm",
+    ][::core::mem::size_of::<ib_uverbs_flow_action_esp_keymat_aes_gcm>() - 56usize];
+    [
+        "Alignment of ib_uverbs_flow_action_esp_keymat_aes_gcm",
+    ][::core::mem::align_of::<ib_uverbs_flow_action_esp_keymat_aes_gcm>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_action_esp_keymat_aes_gcm::iv",
+    ][::core::mem::offset_of!(ib_uverbs_flow_action_esp_keymat_aes_gcm, iv) - 0usize];
+    [
+        "Offset of field: ib_uverbs_flow_action_esp_keymat_aes_gcm::iv_algo",
+    ][::core::mem::offset_of!(ib_uverbs_flow_action_esp_keymat_aes_gcm, iv_algo)
+        - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_action_esp_keymat_aes_gcm::salt",
+    ][::core::mem::offset_of!(ib_uverbs_flow_action_esp_keymat_aes_gcm, salt) - 12usize];
+    [
+        "Offset of field: ib_uverbs_flow_action_esp_keymat_aes_gcm::icv_len",
+    ][::core::mem::offset_of!(ib_uverbs_flow_action_esp_keymat_aes_gcm, icv_len)
+        - 16usize];
+    [
+        "Offset of field: ib_uverbs_flow_action_esp_keymat_aes_gcm::key_len",
+    ][::core::mem::offset_of!(ib_uverbs_flow_action_esp_keymat_aes_gcm, key_len)
+        - 20usize];
+    [
+        "Offset of field: ib_uverbs_flow_action_esp_keymat_aes_gcm::aes_key",
+    ][::core::mem::offset_of!(ib_uverbs_flow_action_esp_keymat_aes_gcm, aes_key)
+        - 24usize];
 };
 impl ib_uverbs_flow_action_esp_replay {
-    pub const IB_UVERBS_FLOW_ACTION_ESP_REPLAY_NONE: ib_uverbs_flow_action_esp_replay =
-        ib_uverbs_flow_action_esp_replay(0);
-    pub const IB_UVERBS_FLOW_ACTION_ESP_REPLAY_BMP: ib_uverbs_flow_action_esp_replay =
-        ib_uverbs_flow_action_esp_replay(1);
+    pub const IB_UVERBS_FLOW_ACTION_ESP_REPLAY_NONE: ib_uverbs_flow_action_esp_replay = ib_uverbs_flow_action_esp_replay(
+        0,
+    );
+    pub const IB_UVERBS_FLOW_ACTION_ESP_REPLAY_BMP: ib_uverbs_flow_action_esp_replay = ib_uverbs_flow_action_esp_replay(
+        1,
+    );
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
@@ -4401,30 +6187,41 @@ pub struct ib_uverbs_flow_action_esp_replay_bmp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_action_esp_replay_bmp"]
-        [::core::mem::size_of::<ib_uverbs_flow_action_esp_replay_bmp>() - 4usize];
-    ["Alignment of ib_uverbs_flow_action_esp_replay_bmp"]
-        [::core::mem::align_of::<ib_uverbs_flow_action_esp_replay_bmp>() - 4usize];
-    ["Offset of field: ib_uverbs_flow_action_esp_replay_bmp::size"]
-        [::core::mem::offset_of!(ib_uverbs_flow_action_esp_replay_bmp, size) - 0usize];
+    [
+        "Size of ib_uverbs_flow_action_esp_replay_bmp",
+    ][::core::mem::size_of::<ib_uverbs_flow_action_esp_replay_bmp>() - 4usize];
+    [
+        "Alignment of ib_uverbs_flow_action_esp_replay_bmp",
+    ][::core::mem::align_of::<ib_uverbs_flow_action_esp_replay_bmp>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_action_esp_replay_bmp::size",
+    ][::core::mem::offset_of!(ib_uverbs_flow_action_esp_replay_bmp, size) - 0usize];
 };
 impl ib_uverbs_flow_action_esp_flags {
-    pub const IB_UVERBS_FLOW_ACTION_ESP_FLAGS_INLINE_CRYPTO: ib_uverbs_flow_action_esp_flags =
-        ib_uverbs_flow_action_esp_flags(0);
-    pub const IB_UVERBS_FLOW_ACTION_ESP_FLAGS_FULL_OFFLOAD: ib_uverbs_flow_action_esp_flags =
-        ib_uverbs_flow_action_esp_flags(1);
-    pub const IB_UVERBS_FLOW_ACTION_ESP_FLAGS_TUNNEL: ib_uverbs_flow_action_esp_flags =
-        ib_uverbs_flow_action_esp_flags(0);
-    pub const IB_UVERBS_FLOW_ACTION_ESP_FLAGS_TRANSPORT: ib_uverbs_flow_action_esp_flags =
-        ib_uverbs_flow_action_esp_flags(2);
-    pub const IB_UVERBS_FLOW_ACTION_ESP_FLAGS_DECRYPT: ib_uverbs_flow_action_esp_flags =
-        ib_uverbs_flow_action_esp_flags(0);
-    pub const IB_UVERBS_FLOW_ACTION_ESP_FLAGS_ENCRYPT: ib_uverbs_flow_action_esp_flags =
-        ib_uverbs_flow_action_esp_flags(4);
-    pub const IB_UVERBS_FLOW_ACTION_ESP_FLAGS_ESN_NEW_WINDOW: ib_uverbs_flow_action_esp_flags =
-        ib_uverbs_flow_action_esp_flags(8);
+    pub const IB_UVERBS_FLOW_ACTION_ESP_FLAGS_INLINE_CRYPTO: ib_uverbs_flow_action_esp_flags = ib_uverbs_flow_action_esp_flags(
+        0,
+    );
+    pub const IB_UVERBS_FLOW_ACTION_ESP_FLAGS_FULL_OFFLOAD: ib_uverbs_flow_action_esp_flags = ib_uverbs_flow_action_esp_flags(
+        1,
+    );
+    pub const IB_UVERBS_FLOW_ACTION_ESP_FLAGS_TUNNEL: ib_uverbs_flow_action_esp_flags = ib_uverbs_flow_action_esp_flags(
+        0,
+    );
+    pub const IB_UVERBS_FLOW_ACTION_ESP_FLAGS_TRANSPORT: ib_uverbs_flow_action_esp_flags = ib_uverbs_flow_action_esp_flags(
+        2,
+    );
+    pub const IB_UVERBS_FLOW_ACTION_ESP_FLAGS_DECRYPT: ib_uverbs_flow_action_esp_flags = ib_uverbs_flow_action_esp_flags(
+        0,
+    );
+    pub const IB_UVERBS_FLOW_ACTION_ESP_FLAGS_ENCRYPT: ib_uverbs_flow_action_esp_flags = ib_uverbs_flow_action_esp_flags(
+        4,
+    );
+    pub const IB_UVERBS_FLOW_ACTION_ESP_FLAGS_ESN_NEW_WINDOW: ib_uverbs_flow_action_esp_flags = ib_uverbs_flow_action_esp_flags(
+        8,
+    );
 }
-impl ::core::ops::BitOr<ib_uverbs_flow_action_esp_flags> for ib_uverbs_flow_action_esp_flags {
+impl ::core::ops::BitOr<ib_uverbs_flow_action_esp_flags>
+for ib_uverbs_flow_action_esp_flags {
     type Output = Self;
     #[inline]
     fn bitor(self, other: Self) -> Self {
@@ -4437,7 +6234,8 @@ impl ::core::ops::BitOrAssign for ib_uverbs_flow_action_esp_flags {
         self.0 |= rhs.0;
     }
 }
-impl ::core::ops::BitAnd<ib_uverbs_flow_action_esp_flags> for ib_uverbs_flow_action_esp_flags {
+impl ::core::ops::BitAnd<ib_uverbs_flow_action_esp_flags>
+for ib_uverbs_flow_action_esp_flags {
     type Output = Self;
     #[inline]
     fn bitand(self, other: Self) -> Self {
@@ -4469,14 +6267,21 @@ pub union ib_uverbs_flow_action_esp_encap__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_action_esp_encap__bindgen_ty_1"]
-        [::core::mem::size_of::<ib_uverbs_flow_action_esp_encap__bindgen_ty_1>() - 8usize];
-    ["Alignment of ib_uverbs_flow_action_esp_encap__bindgen_ty_1"]
-        [::core::mem::align_of::<ib_uverbs_flow_action_esp_encap__bindgen_ty_1>() - 8usize];
-    ["Offset of field: ib_uverbs_flow_action_esp_encap__bindgen_ty_1::val_ptr"]
-        [::core::mem::offset_of!(ib_uverbs_flow_action_esp_encap__bindgen_ty_1, val_ptr) - 0usize];
-    ["Offset of field: ib_uverbs_flow_action_esp_encap__bindgen_ty_1::val_ptr_data_u64"]
-        [::core::mem::offset_of!(ib_uverbs_flow_action_esp_encap__bindgen_ty_1, val_ptr_data_u64) - 0usize];
+    [
+        "Size of ib_uverbs_flow_action_esp_encap__bindgen_ty_1",
+    ][::core::mem::size_of::<ib_uverbs_flow_action_esp_encap__bindgen_ty_1>() - 8usize];
+    [
+        "Alignment of ib_uverbs_flow_action_esp_encap__bindgen_ty_1",
+    ][::core::mem::align_of::<ib_uverbs_flow_action_esp_encap__bindgen_ty_1>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_action_esp_encap__bindgen_ty_1::val_ptr",
+    ][::core::mem::offset_of!(ib_uverbs_flow_action_esp_encap__bindgen_ty_1, val_ptr)
+        - 0usize];
+    [
+        "Offset of field: ib_uverbs_flow_action_esp_encap__bindgen_ty_1::val_ptr_data_u64",
+    ][::core::mem::offset_of!(
+        ib_uverbs_flow_action_esp_encap__bindgen_ty_1, val_ptr_data_u64
+    ) - 0usize];
 };
 impl Default for ib_uverbs_flow_action_esp_encap__bindgen_ty_1 {
     fn default() -> Self {
@@ -4495,14 +6300,21 @@ pub union ib_uverbs_flow_action_esp_encap__bindgen_ty_2 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_action_esp_encap__bindgen_ty_2"]
-        [::core::mem::size_of::<ib_uverbs_flow_action_esp_encap__bindgen_ty_2>() - 8usize];
-    ["Alignment of ib_uverbs_flow_action_esp_encap__bindgen_ty_2"]
-        [::core::mem::align_of::<ib_uverbs_flow_action_esp_encap__bindgen_ty_2>() - 8usize];
-    ["Offset of field: ib_uverbs_flow_action_esp_encap__bindgen_ty_2::next_ptr"]
-        [::core::mem::offset_of!(ib_uverbs_flow_action_esp_encap__bindgen_ty_2, next_ptr) - 0usize];
-    ["Offset of field: ib_uverbs_flow_action_esp_encap__bindgen_ty_2::next_ptr_data_u64"]
-        [::core::mem::offset_of!(ib_uverbs_flow_action_esp_encap__bindgen_ty_2, next_ptr_data_u64) - 0usize];
+    [
+        "Size of ib_uverbs_flow_action_esp_encap__bindgen_ty_2",
+    ][::core::mem::size_of::<ib_uverbs_flow_action_esp_encap__bindgen_ty_2>() - 8usize];
+    [
+        "Alignment of ib_uverbs_flow_action_esp_encap__bindgen_ty_2",
+    ][::core::mem::align_of::<ib_uverbs_flow_action_esp_encap__bindgen_ty_2>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_action_esp_encap__bindgen_ty_2::next_ptr",
+    ][::core::mem::offset_of!(ib_uverbs_flow_action_esp_encap__bindgen_ty_2, next_ptr)
+        - 0usize];
+    [
+        "Offset of field: ib_uverbs_flow_action_esp_encap__bindgen_ty_2::next_ptr_data_u64",
+    ][::core::mem::offset_of!(
+        ib_uverbs_flow_action_esp_encap__bindgen_ty_2, next_ptr_data_u64
+    ) - 0usize];
 };
 impl Default for ib_uverbs_flow_action_esp_encap__bindgen_ty_2 {
     fn default() -> Self {
@@ -4515,13 +6327,18 @@ impl Default for ib_uverbs_flow_action_esp_encap__bindgen_ty_2 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_action_esp_encap"][::core::mem::size_of::<ib_uverbs_flow_action_esp_encap>() - 24usize];
-    ["Alignment of ib_uverbs_flow_action_esp_encap"]
-        [::core::mem::align_of::<ib_uverbs_flow_action_esp_encap>() - 8usize];
-    ["Offset of field: ib_uverbs_flow_action_esp_encap::len"]
-        [::core::mem::offset_of!(ib_uverbs_flow_action_esp_encap, len) - 16usize];
-    ["Offset of field: ib_uverbs_flow_action_esp_encap::type_"]
-        [::core::mem::offset_of!(ib_uverbs_flow_action_esp_encap, type_) - 18usize];
+    [
+        "Size of ib_uverbs_flow_action_esp_encap",
+    ][::core::mem::size_of::<ib_uverbs_flow_action_esp_encap>() - 24usize];
+    [
+        "Alignment of ib_uverbs_flow_action_esp_encap",
+    ][::core::mem::align_of::<ib_uverbs_flow_action_esp_encap>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_action_esp_encap::len",
+    ][::core::mem::offset_of!(ib_uverbs_flow_action_esp_encap, len) - 16usize];
+    [
+        "Offset of field: ib_uverbs_flow_action_esp_encap::type_",
+    ][::core::mem::offset_of!(ib_uverbs_flow_action_esp_encap, type_) - 18usize];
 };
 impl Default for ib_uverbs_flow_action_esp_encap {
     fn default() -> Self {
@@ -4543,23 +6360,35 @@ pub struct ib_uverbs_flow_action_esp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_flow_action_esp"][::core::mem::size_of::<ib_uverbs_flow_action_esp>() - 24usize];
-    ["Alignment of ib_uverbs_flow_action_esp"][::core::mem::align_of::<ib_uverbs_flow_action_esp>() - 8usize];
-    ["Offset of field: ib_uverbs_flow_action_esp::spi"]
-        [::core::mem::offset_of!(ib_uverbs_flow_action_esp, spi) - 0usize];
-    ["Offset of field: ib_uverbs_flow_action_esp::seq"]
-        [::core::mem::offset_of!(ib_uverbs_flow_action_esp, seq) - 4usize];
-    ["Offset of field: ib_uverbs_flow_action_esp::tfc_pad"]
-        [::core::mem::offset_of!(ib_uverbs_flow_action_esp, tfc_pad) - 8usize];
-    ["Offset of field: ib_uverbs_flow_action_esp::flags"]
-        [::core::mem::offset_of!(ib_uverbs_flow_action_esp, flags) - 12usize];
-    ["Offset of field: ib_uverbs_flow_action_esp::hard_limit_pkts"]
-        [::core::mem::offset_of!(ib_uverbs_flow_action_esp, hard_limit_pkts) - 16usize];
+    [
+        "Size of ib_uverbs_flow_action_esp",
+    ][::core::mem::size_of::<ib_uverbs_flow_action_esp>() - 24usize];
+    [
+        "Alignment of ib_uverbs_flow_action_esp",
+    ][::core::mem::align_of::<ib_uverbs_flow_action_esp>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_action_esp::spi",
+    ][::core::mem::offset_of!(ib_uverbs_flow_action_esp, spi) - 0usize];
+    [
+        "Offset of field: ib_uverbs_flow_action_esp::seq",
+    ][::core::mem::offset_of!(ib_uverbs_flow_action_esp, seq) - 4usize];
+    [
+        "Offset of field: ib_uverbs_flow_action_esp::tfc_pad",
+    ][::core::mem::offset_of!(ib_uverbs_flow_action_esp, tfc_pad) - 8usize];
+    [
+        "Offset of field: ib_uverbs_flow_action_esp::flags",
+    ][::core::mem::offset_of!(ib_uverbs_flow_action_esp, flags) - 12usize];
+    [
+        "Offset of field: ib_uverbs_flow_action_esp::hard_limit_pkts",
+    ][::core::mem::offset_of!(ib_uverbs_flow_action_esp, hard_limit_pkts) - 16usize];
 };
 impl ib_uverbs_read_counters_flags {
-    pub const IB_UVERBS_READ_COUNTERS_PREFER_CACHED: ib_uverbs_read_counters_flags = ib_uverbs_read_counters_flags(1);
+    pub const IB_UVERBS_READ_COUNTERS_PREFER_CACHED: ib_uverbs_read_counters_flags = ib_uverbs_read_counters_flags(
+        1,
+    );
 }
-impl ::core::ops::BitOr<ib_uverbs_read_counters_flags> for ib_uverbs_read_counters_flags {
+impl ::core::ops::BitOr<ib_uverbs_read_counters_flags>
+for ib_uverbs_read_counters_flags {
     type Output = Self;
     #[inline]
     fn bitor(self, other: Self) -> Self {
@@ -4572,7 +6401,8 @@ impl ::core::ops::BitOrAssign for ib_uverbs_read_counters_flags {
         self.0 |= rhs.0;
     }
 }
-impl ::core::ops::BitAnd<ib_uverbs_read_counters_flags> for ib_uverbs_read_counters_flags {
+impl ::core::ops::BitAnd<ib_uverbs_read_counters_flags>
+for ib_uverbs_read_counters_flags {
     type Output = Self;
     #[inline]
     fn bitand(self, other: Self) -> Self {
@@ -4589,15 +6419,23 @@ impl ::core::ops::BitAndAssign for ib_uverbs_read_counters_flags {
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct ib_uverbs_read_counters_flags(pub ::core::ffi::c_uint);
 impl ib_uverbs_advise_mr_advice {
-    pub const IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH: ib_uverbs_advise_mr_advice = ib_uverbs_advise_mr_advice(0);
-    pub const IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_WRITE: ib_uverbs_advise_mr_advice = ib_uverbs_advise_mr_advice(1);
-    pub const IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT: ib_uverbs_advise_mr_advice = ib_uverbs_advise_mr_advice(2);
+    pub const IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH: ib_uverbs_advise_mr_advice = ib_uverbs_advise_mr_advice(
+        0,
+    );
+    pub const IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_WRITE: ib_uverbs_advise_mr_advice = ib_uverbs_advise_mr_advice(
+        1,
+    );
+    pub const IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT: ib_uverbs_advise_mr_advice = ib_uverbs_advise_mr_advice(
+        2,
+    );
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct ib_uverbs_advise_mr_advice(pub ::core::ffi::c_uint);
 impl ib_uverbs_advise_mr_flag {
-    pub const IB_UVERBS_ADVISE_MR_FLAG_FLUSH: ib_uverbs_advise_mr_flag = ib_uverbs_advise_mr_flag(1);
+    pub const IB_UVERBS_ADVISE_MR_FLAG_FLUSH: ib_uverbs_advise_mr_flag = ib_uverbs_advise_mr_flag(
+        1,
+    );
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
@@ -4611,14 +6449,21 @@ pub struct ib_uverbs_query_port_resp_ex {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_query_port_resp_ex"][::core::mem::size_of::<ib_uverbs_query_port_resp_ex>() - 48usize];
-    ["Alignment of ib_uverbs_query_port_resp_ex"][::core::mem::align_of::<ib_uverbs_query_port_resp_ex>() - 4usize];
-    ["Offset of field: ib_uverbs_query_port_resp_ex::legacy_resp"]
-        [::core::mem::offset_of!(ib_uverbs_query_port_resp_ex, legacy_resp) - 0usize];
-    ["Offset of field: ib_uverbs_query_port_resp_ex::port_cap_flags2"]
-        [::core::mem::offset_of!(ib_uverbs_query_port_resp_ex, port_cap_flags2) - 40usize];
-    ["Offset of field: ib_uverbs_query_port_resp_ex::reserved"]
-        [::core::mem::offset_of!(ib_uverbs_query_port_resp_ex, reserved) - 42usize];
+    [
+        "Size of ib_uverbs_query_port_resp_ex",
+    ][::core::mem::size_of::<ib_uverbs_query_port_resp_ex>() - 48usize];
+    [
+        "Alignment of ib_uverbs_query_port_resp_ex",
+    ][::core::mem::align_of::<ib_uverbs_query_port_resp_ex>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_query_port_resp_ex::legacy_resp",
+    ][::core::mem::offset_of!(ib_uverbs_query_port_resp_ex, legacy_resp) - 0usize];
+    [
+        "Offset of field: ib_uverbs_query_port_resp_ex::port_cap_flags2",
+    ][::core::mem::offset_of!(ib_uverbs_query_port_resp_ex, port_cap_flags2) - 40usize];
+    [
+        "Offset of field: ib_uverbs_query_port_resp_ex::reserved",
+    ][::core::mem::offset_of!(ib_uverbs_query_port_resp_ex, reserved) - 42usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -4632,15 +6477,24 @@ pub struct ib_uverbs_qp_cap {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ib_uverbs_qp_cap"][::core::mem::size_of::<ib_uverbs_qp_cap>() - 20usize];
-    ["Alignment of ib_uverbs_qp_cap"][::core::mem::align_of::<ib_uverbs_qp_cap>() - 4usize];
-    ["Offset of field: ib_uverbs_qp_cap::max_send_wr"][::core::mem::offset_of!(ib_uverbs_qp_cap, max_send_wr) - 0usize];
-    ["Offset of field: ib_uverbs_qp_cap::max_recv_wr"][::core::mem::offset_of!(ib_uverbs_qp_cap, max_recv_wr) - 4usize];
-    ["Offset of field: ib_uverbs_qp_cap::max_send_sge"]
-        [::core::mem::offset_of!(ib_uverbs_qp_cap, max_send_sge) - 8usize];
-    ["Offset of field: ib_uverbs_qp_cap::max_recv_sge"]
-        [::core::mem::offset_of!(ib_uverbs_qp_cap, max_recv_sge) - 12usize];
-    ["Offset of field: ib_uverbs_qp_cap::max_inline_data"]
-        [::core::mem::offset_of!(ib_uverbs_qp_cap, max_inline_data) - 16usize];
+    [
+        "Alignment of ib_uverbs_qp_cap",
+    ][::core::mem::align_of::<ib_uverbs_qp_cap>() - 4usize];
+    [
+        "Offset of field: ib_uverbs_qp_cap::max_send_wr",
+    ][::core::mem::offset_of!(ib_uverbs_qp_cap, max_send_wr) - 0usize];
+    [
+        "Offset of field: ib_uverbs_qp_cap::max_recv_wr",
+    ][::core::mem::offset_of!(ib_uverbs_qp_cap, max_recv_wr) - 4usize];
+    [
+        "Offset of field: ib_uverbs_qp_cap::max_send_sge",
+    ][::core::mem::offset_of!(ib_uverbs_qp_cap, max_send_sge) - 8usize];
+    [
+        "Offset of field: ib_uverbs_qp_cap::max_recv_sge",
+    ][::core::mem::offset_of!(ib_uverbs_qp_cap, max_recv_sge) - 12usize];
+    [
+        "Offset of field: ib_uverbs_qp_cap::max_inline_data",
+    ][::core::mem::offset_of!(ib_uverbs_qp_cap, max_inline_data) - 16usize];
 };
 impl ib_uverbs_gid_type {
     pub const IB_UVERBS_GID_TYPE_IB: ib_uverbs_gid_type = ib_uverbs_gid_type(0);
@@ -4661,17 +6515,27 @@ pub struct ib_uverbs_gid_entry {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ib_uverbs_gid_entry"][::core::mem::size_of::<ib_uverbs_gid_entry>() - 32usize];
-    ["Alignment of ib_uverbs_gid_entry"][::core::mem::align_of::<ib_uverbs_gid_entry>() - 8usize];
-    ["Offset of field: ib_uverbs_gid_entry::gid"][::core::mem::offset_of!(ib_uverbs_gid_entry, gid) - 0usize];
-    ["Offset of field: ib_uverbs_gid_entry::gid_index"]
-        [::core::mem::offset_of!(ib_uverbs_gid_entry, gid_index) - 16usize];
-    ["Offset of field: ib_uverbs_gid_entry::port_num"]
-        [::core::mem::offset_of!(ib_uverbs_gid_entry, port_num) - 20usize];
-    ["Offset of field: ib_uverbs_gid_entry::gid_type"]
-        [::core::mem::offset_of!(ib_uverbs_gid_entry, gid_type) - 24usize];
-    ["Offset of field: ib_uverbs_gid_entry::netdev_ifindex"]
-        [::core::mem::offset_of!(ib_uverbs_gid_entry, netdev_ifindex) - 28usize];
+    [
+        "Size of ib_uverbs_gid_entry",
+    ][::core::mem::size_of::<ib_uverbs_gid_entry>() - 32usize];
+    [
+        "Alignment of ib_uverbs_gid_entry",
+    ][::core::mem::align_of::<ib_uverbs_gid_entry>() - 8usize];
+    [
+        "Offset of field: ib_uverbs_gid_entry::gid",
+    ][::core::mem::offset_of!(ib_uverbs_gid_entry, gid) - 0usize];
+    [
+        "Offset of field: ib_uverbs_gid_entry::gid_index",
+    ][::core::mem::offset_of!(ib_uverbs_gid_entry, gid_index) - 16usize];
+    [
+        "Offset of field: ib_uverbs_gid_entry::port_num",
+    ][::core::mem::offset_of!(ib_uverbs_gid_entry, port_num) - 20usize];
+    [
+        "Offset of field: ib_uverbs_gid_entry::gid_type",
+    ][::core::mem::offset_of!(ib_uverbs_gid_entry, gid_type) - 24usize];
+    [
+        "Offset of field: ib_uverbs_gid_entry::netdev_ifindex",
+    ][::core::mem::offset_of!(ib_uverbs_gid_entry, netdev_ifindex) - 28usize];
 };
 #[repr(C)]
 #[derive(Copy, Clone)]
@@ -4687,19 +6551,27 @@ pub struct ibv_gid__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_gid__bindgen_ty_1"][::core::mem::size_of::<ibv_gid__bindgen_ty_1>() - 16usize];
-    ["Alignment of ibv_gid__bindgen_ty_1"][::core::mem::align_of::<ibv_gid__bindgen_ty_1>() - 8usize];
-    ["Offset of field: ibv_gid__bindgen_ty_1::subnet_prefix"]
-        [::core::mem::offset_of!(ibv_gid__bindgen_ty_1, subnet_prefix) - 0usize];
-    ["Offset of field: ibv_gid__bindgen_ty_1::interface_id"]
-        [::core::mem::offset_of!(ibv_gid__bindgen_ty_1, interface_id) - 8usize];
+    [
+        "Size of ibv_gid__bindgen_ty_1",
+    ][::core::mem::size_of::<ibv_gid__bindgen_ty_1>() - 16usize];
+    [
+        "Alignment of ibv_gid__bindgen_ty_1",
+    ][::core::mem::align_of::<ibv_gid__bindgen_ty_1>() - 8usize];
+    [
+        "Offset of field: ibv_gid__bindgen_ty_1::subnet_prefix",
+    ][::core::mem::offset_of!(ibv_gid__bindgen_ty_1, subnet_prefix) - 0usize];
+    [
+        "Offset of field: ibv_gid__bindgen_ty_1::interface_id",
+    ][::core::mem::offset_of!(ibv_gid__bindgen_ty_1, interface_id) - 8usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ibv_gid"][::core::mem::size_of::<ibv_gid>() - 16usize];
     ["Alignment of ibv_gid"][::core::mem::align_of::<ibv_gid>() - 8usize];
     ["Offset of field: ibv_gid::raw"][::core::mem::offset_of!(ibv_gid, raw) - 0usize];
-    ["Offset of field: ibv_gid::global"][::core::mem::offset_of!(ibv_gid, global) - 0usize];
+    [
+        "Offset of field: ibv_gid::global",
+    ][::core::mem::offset_of!(ibv_gid, global) - 0usize];
 };
 impl Default for ibv_gid {
     fn default() -> Self {
@@ -4731,11 +6603,21 @@ pub struct ibv_gid_entry {
 const _: () = {
     ["Size of ibv_gid_entry"][::core::mem::size_of::<ibv_gid_entry>() - 32usize];
     ["Alignment of ibv_gid_entry"][::core::mem::align_of::<ibv_gid_entry>() - 8usize];
-    ["Offset of field: ibv_gid_entry::gid"][::core::mem::offset_of!(ibv_gid_entry, gid) - 0usize];
-    ["Offset of field: ibv_gid_entry::gid_index"][::core::mem::offset_of!(ibv_gid_entry, gid_index) - 16usize];
-    ["Offset of field: ibv_gid_entry::port_num"][::core::mem::offset_of!(ibv_gid_entry, port_num) - 20usize];
-    ["Offset of field: ibv_gid_entry::gid_type"][::core::mem::offset_of!(ibv_gid_entry, gid_type) - 24usize];
-    ["Offset of field: ibv_gid_entry::ndev_ifindex"][::core::mem::offset_of!(ibv_gid_entry, ndev_ifindex) - 28usize];
+    [
+        "Offset of field: ibv_gid_entry::gid",
+    ][::core::mem::offset_of!(ibv_gid_entry, gid) - 0usize];
+    [
+        "Offset of field: ibv_gid_entry::gid_index",
+    ][::core::mem::offset_of!(ibv_gid_entry, gid_index) - 16usize];
+    [
+        "Offset of field: ibv_gid_entry::port_num",
+    ][::core::mem::offset_of!(ibv_gid_entry, port_num) - 20usize];
+    [
+        "Offset of field: ibv_gid_entry::gid_type",
+    ][::core::mem::offset_of!(ibv_gid_entry, gid_type) - 24usize];
+    [
+        "Offset of field: ibv_gid_entry::ndev_ifindex",
+    ][::core::mem::offset_of!(ibv_gid_entry, ndev_ifindex) - 28usize];
 };
 impl Default for ibv_gid_entry {
     fn default() -> Self {
@@ -4776,25 +6658,49 @@ impl ibv_device_cap_flags {
     pub const IBV_DEVICE_BAD_QKEY_CNTR: ibv_device_cap_flags = ibv_device_cap_flags(4);
     pub const IBV_DEVICE_RAW_MULTI: ibv_device_cap_flags = ibv_device_cap_flags(8);
     pub const IBV_DEVICE_AUTO_PATH_MIG: ibv_device_cap_flags = ibv_device_cap_flags(16);
-    pub const IBV_DEVICE_CHANGE_PHY_PORT: ibv_device_cap_flags = ibv_device_cap_flags(32);
-    pub const IBV_DEVICE_UD_AV_PORT_ENFORCE: ibv_device_cap_flags = ibv_device_cap_flags(64);
-    pub const IBV_DEVICE_CURR_QP_STATE_MOD: ibv_device_cap_flags = ibv_device_cap_flags(128);
+    pub const IBV_DEVICE_CHANGE_PHY_PORT: ibv_device_cap_flags = ibv_device_cap_flags(
+        32,
+    );
+    pub const IBV_DEVICE_UD_AV_PORT_ENFORCE: ibv_device_cap_flags = ibv_device_cap_flags(
+        64,
+    );
+    pub const IBV_DEVICE_CURR_QP_STATE_MOD: ibv_device_cap_flags = ibv_device_cap_flags(
+        128,
+    );
     pub const IBV_DEVICE_SHUTDOWN_PORT: ibv_device_cap_flags = ibv_device_cap_flags(256);
     pub const IBV_DEVICE_INIT_TYPE: ibv_device_cap_flags = ibv_device_cap_flags(512);
-    pub const IBV_DEVICE_PORT_ACTIVE_EVENT: ibv_device_cap_flags = ibv_device_cap_flags(1024);
-    pub const IBV_DEVICE_SYS_IMAGE_GUID: ibv_device_cap_flags = ibv_device_cap_flags(2048);
-    pub const IBV_DEVICE_RC_RNR_NAK_GEN: ibv_device_cap_flags = ibv_device_cap_flags(4096);
+    pub const IBV_DEVICE_PORT_ACTIVE_EVENT: ibv_device_cap_flags = ibv_device_cap_flags(
+        1024,
+    );
+    pub const IBV_DEVICE_SYS_IMAGE_GUID: ibv_device_cap_flags = ibv_device_cap_flags(
+        2048,
+    );
+    pub const IBV_DEVICE_RC_RNR_NAK_GEN: ibv_device_cap_flags = ibv_device_cap_flags(
+        4096,
+    );
     pub const IBV_DEVICE_SRQ_RESIZE: ibv_device_cap_flags = ibv_device_cap_flags(8192);
     pub const IBV_DEVICE_N_NOTIFY_CQ: ibv_device_cap_flags = ibv_device_cap_flags(16384);
     pub const IBV_DEVICE_MEM_WINDOW: ibv_device_cap_flags = ibv_device_cap_flags(131072);
     pub const IBV_DEVICE_UD_IP_CSUM: ibv_device_cap_flags = ibv_device_cap_flags(262144);
     pub const IBV_DEVICE_XRC: ibv_device_cap_flags = ibv_device_cap_flags(1048576);
-    pub const IBV_DEVICE_MEM_MGT_EXTENSIONS: ibv_device_cap_flags = ibv_device_cap_flags(2097152);
-    pub const IBV_DEVICE_MEM_WINDOW_TYPE_2A: ibv_device_cap_flags = ibv_device_cap_flags(8388608);
-    pub const IBV_DEVICE_MEM_WINDOW_TYPE_2B: ibv_device_cap_flags = ibv_device_cap_flags(16777216);
-    pub const IBV_DEVICE_RC_IP_CSUM: ibv_device_cap_flags = ibv_device_cap_flags(33554432);
-    pub const IBV_DEVICE_RAW_IP_CSUM: ibv_device_cap_flags = ibv_device_cap_flags(67108864);
-    pub const IBV_DEVICE_MANAGED_FLOW_STEERING: ibv_device_cap_flags = ibv_device_cap_flags(536870912);
+    pub const IBV_DEVICE_MEM_MGT_EXTENSIONS: ibv_device_cap_flags = ibv_device_cap_flags(
+        2097152,
+    );
+    pub const IBV_DEVICE_MEM_WINDOW_TYPE_2A: ibv_device_cap_flags = ibv_device_cap_flags(
+        8388608,
+    );
+    pub const IBV_DEVICE_MEM_WINDOW_TYPE_2B: ibv_device_cap_flags = ibv_device_cap_flags(
+        16777216,
+    );
+    pub const IBV_DEVICE_RC_IP_CSUM: ibv_device_cap_flags = ibv_device_cap_flags(
+        33554432,
+    );
+    pub const IBV_DEVICE_RAW_IP_CSUM: ibv_device_cap_flags = ibv_device_cap_flags(
+        67108864,
+    );
+    pub const IBV_DEVICE_MANAGED_FLOW_STEERING: ibv_device_cap_flags = ibv_device_cap_flags(
+        536870912,
+    );
 }
 impl ::core::ops::BitOr<ibv_device_cap_flags> for ibv_device_cap_flags {
     type Output = Self;
@@ -4851,11 +6757,18 @@ pub struct ibv_alloc_dm_attr {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ibv_alloc_dm_attr"][::core::mem::size_of::<ibv_alloc_dm_attr>() - 16usize];
-    ["Alignment of ibv_alloc_dm_attr"][::core::mem::align_of::<ibv_alloc_dm_attr>() - 8usize];
-    ["Offset of field: ibv_alloc_dm_attr::length"][::core::mem::offset_of!(ibv_alloc_dm_attr, length) - 0usize];
-    ["Offset of field: ibv_alloc_dm_attr::log_align_req"]
-        [::core::mem::offset_of!(ibv_alloc_dm_attr, log_align_req) - 8usize];
-    ["Offset of field: ibv_alloc_dm_attr::comp_mask"][::core::mem::offset_of!(ibv_alloc_dm_attr, comp_mask) - 12usize];
+    [
+        "Alignment of ibv_alloc_dm_attr",
+    ][::core::mem::align_of::<ibv_alloc_dm_attr>() - 8usize];
+    [
+        "Offset of field: ibv_alloc_dm_attr::length",
+    ][::core::mem::offset_of!(ibv_alloc_dm_attr, length) - 0usize];
+    [
+        "Offset of field: ibv_alloc_dm_attr::log_align_req",
+    ][::core::mem::offset_of!(ibv_alloc_dm_attr, log_align_req) - 8usize];
+    [
+        "Offset of field: ibv_alloc_dm_attr::comp_mask",
+    ][::core::mem::offset_of!(ibv_alloc_dm_attr, comp_mask) - 12usize];
 };
 impl ibv_dm_mask {
     pub const IBV_DM_MASK_HANDLE: ibv_dm_mask = ibv_dm_mask(1);
@@ -4916,11 +6829,21 @@ pub struct ibv_dm {
 const _: () = {
     ["Size of ibv_dm"][::core::mem::size_of::<ibv_dm>() - 32usize];
     ["Alignment of ibv_dm"][::core::mem::align_of::<ibv_dm>() - 8usize];
-    ["Offset of field: ibv_dm::context"][::core::mem::offset_of!(ibv_dm, context) - 0usize];
-    ["Offset of field: ibv_dm::memcpy_to_dm"][::core::mem::offset_of!(ibv_dm, memcpy_to_dm) - 8usize];
-    ["Offset of field: ibv_dm::memcpy_from_dm"][::core::mem::offset_of!(ibv_dm, memcpy_from_dm) - 16usize];
-    ["Offset of field: ibv_dm::comp_mask"][::core::mem::offset_of!(ibv_dm, comp_mask) - 24usize];
-    ["Offset of field: ibv_dm::handle"][::core::mem::offset_of!(ibv_dm, handle) - 28usize];
+    [
+        "Offset of field: ibv_dm::context",
+    ][::core::mem::offset_of!(ibv_dm, context) - 0usize];
+    [
+        "Offset of field: ibv_dm::memcpy_to_dm",
+    ][::core::mem::offset_of!(ibv_dm, memcpy_to_dm) - 8usize];
+    [
+        "Offset of field: ibv_dm::memcpy_from_dm",
+    ][::core::mem::offset_of!(ibv_dm, memcpy_from_dm) - 16usize];
+    [
+        "Offset of field: ibv_dm::comp_mask",
+    ][::core::mem::offset_of!(ibv_dm, comp_mask) - 24usize];
+    [
+        "Offset of field: ibv_dm::handle",
+    ][::core::mem::offset_of!(ibv_dm, handle) - 28usize];
 };
 impl Default for ibv_dm {
     fn default() -> Self {
@@ -4978,64 +6901,129 @@ pub struct ibv_device_attr {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ibv_device_attr"][::core::mem::size_of::<ibv_device_attr>() - 232usize];
-    ["Alignment of ibv_device_attr"][::core::mem::align_of::<ibv_device_attr>() - 8usize];
-    ["Offset of field: ibv_device_attr::fw_ver"][::core::mem::offset_of!(ibv_device_attr, fw_ver) - 0usize];
-    ["Offset of field: ibv_device_attr::node_guid"][::core::mem::offset_of!(ibv_device_attr, node_guid) - 64usize];
-    ["Offset of field: ibv_device_attr::sys_image_guid"]
-        [::core::mem::offset_of!(ibv_device_attr, sys_image_guid) - 72usize];
-    ["Offset of field: ibv_device_attr::max_mr_size"][::core::mem::offset_of!(ibv_device_attr, max_mr_size) - 80usize];
-    ["Offset of field: ibv_device_attr::page_size_cap"]
-        [::core::mem::offset_of!(ibv_device_attr, page_size_cap) - 88usize];
-    ["Offset of field: ibv_device_attr::vendor_id"][::core::mem::offset_of!(ibv_device_attr, vendor_id) - 96usize];
-    ["Offset of field: ibv_device_attr::vendor_part_id"]
-        [::core::mem::offset_of!(ibv_device_attr, vendor_part_id) - 100usize];
-    ["Offset of field: ibv_device_attr::hw_ver"][::core::mem::offset_of!(ibv_device_attr, hw_ver) - 104usize];
-    ["Offset of field: ibv_device_attr::max_qp"][::core::mem::offset_of!(ibv_device_attr, max_qp) - 108usize];
-    ["Offset of field: ibv_device_attr::max_qp_wr"][::core::mem::offset_of!(ibv_device_attr, max_qp_wr) - 112usize];
-    ["Offset of field: ibv_device_attr::device_cap_flags"]
-        [::core::mem::offset_of!(ibv_device_attr, device_cap_flags) - 116usize];
-    ["Offset of field: ibv_device_attr::max_sge"][::core::mem::offset_of!(ibv_device_attr, max_sge) - 120usize];
-    ["Offset of field: ibv_device_attr::max_sge_rd"][::core::mem::offset_of!(ibv_device_attr, max_sge_rd) - 124usize];
-    ["Offset of field: ibv_device_attr::max_cq"][::core::mem::offset_of!(ibv_device_attr, max_cq) - 128usize];
-    ["Offset of field: ibv_device_attr::max_cqe"][::core::mem::offset_of!(ibv_device_attr, max_cqe) - 132usize];
-    ["Offset of field: ibv_device_attr::max_mr"][::core::mem::offset_of!(ibv_device_attr, max_mr) - 136usize];
-    ["Offset of field: ibv_device_attr::max_pd"][::core::mem::offset_of!(ibv_device_attr, max_pd) - 140usize];
-    ["Offset of field: ibv_device_attr::max_qp_rd_atom"]
-        [::core::mem::offset_of!(ibv_device_attr, max_qp_rd_atom) - 144usize];
-    ["Offset of field: ibv_device_attr::max_ee_rd_atom"]
-        [::core::mem::offset_of!(ibv_device_attr, max_ee_rd_atom) - 148usize];
-    ["Offset of field: ibv_device_attr::max_res_rd_atom"]
-        [::core::mem::offset_of!(ibv_device_attr, max_res_rd_atom) - 152usize];
-    ["Offset of field: ibv_device_attr::max_qp_init_rd_atom"]
-        [::core::mem::offset_of!(ibv_device_attr, max_qp_init_rd_atom) - 156usize];
-    ["Offset of field: ibv_device_attr::max_ee_init_rd_atom"]
-        [::core::mem::offset_of!(ibv_device_attr, max_ee_init_rd_atom) - 160usize];
-    ["Offset of field: ibv_device_attr::atomic_cap"][::core::mem::offset_of!(ibv_device_attr, atomic_cap) - 164usize];
-    ["Offset of field: ibv_device_attr::max_ee"][::core::mem::offset_of!(ibv_device_attr, max_ee) - 168usize];
-    ["Offset of field: ibv_device_attr::max_rdd"][::core::mem::offset_of!(ibv_device_attr, max_rdd) - 172usize];
-    ["Offset of field: ibv_device_attr::max_mw"][::core::mem::offset_of!(ibv_device_attr, max_mw) - 176usize];
-    ["Offset of field: ibv_device_attr::max_raw_ipv6_qp"]
-        [::core::mem::offset_of!(ibv_device_attr, max_raw_ipv6_qp) - 180usize];
-    ["Offset of field: ibv_device_attr::max_raw_ethy_qp"]
-        [::core::mem::offset_of!(ibv_device_attr, max_raw_ethy_qp) - 184usize];
-    ["Offset of field: ibv_device_attr::max_mcast_grp"]
-        [::core::mem::offset_of!(ibv_device_attr, max_mcast_grp) - 188usize];
-    ["Offset of field: ibv_device_attr::max_mcast_qp_attach"]
-        [::core::mem::offset_of!(ibv_device_attr, max_mcast_qp_attach) - 192usize];
-    ["Offset of field: ibv_device_attr::max_total_mcast_qp_attach"]
-        [::core::mem::offset_of!(ibv_device_attr, max_total_mcast_qp_attach) - 196usize];
-    ["Offset of field: ibv_device_attr::max_ah"][::core::mem::offset_of!(ibv_device_attr, max_ah) - 200usize];
-    ["Offset of field: ibv_device_attr::max_fmr"][::core::mem::offset_of!(ibv_device_attr, max_fmr) - 204usize];
-    ["Offset of field: ibv_device_attr::max_map_per_fmr"]
-        [::core::mem::offset_of!(ibv_device_attr, max_map_per_fmr) - 208usize];
-    ["Offset of field: ibv_device_attr::max_srq"][::core::mem::offset_of!(ibv_device_attr, max_srq) - 212usize];
-    ["Offset of field: ibv_device_attr::max_srq_wr"][::core::mem::offset_of!(ibv_device_attr, max_srq_wr) - 216usize];
-    ["Offset of field: ibv_device_attr::max_srq_sge"][::core::mem::offset_of!(ibv_device_attr, max_srq_sge) - 220usize];
-    ["Offset of field: ibv_device_attr::max_pkeys"][::core::mem::offset_of!(ibv_device_attr, max_pkeys) - 224usize];
-    ["Offset of field: ibv_device_attr::local_ca_ack_delay"]
-        [::core::mem::offset_of!(ibv_device_attr, local_ca_ack_delay) - 226usize];
-    ["Offset of field: ibv_device_attr::phys_port_cnt"]
-        [::core::mem::offset_of!(ibv_device_attr, phys_port_cnt) - 227usize];
+    [
+        "Alignment of ibv_device_attr",
+    ][::core::mem::align_of::<ibv_device_attr>() - 8usize];
+    [
+        "Offset of field: ibv_device_attr::fw_ver",
+    ][::core::mem::offset_of!(ibv_device_attr, fw_ver) - 0usize];
+    [
+        "Offset of field: ibv_device_attr::node_guid",
+    ][::core::mem::offset_of!(ibv_device_attr, node_guid) - 64usize];
+    [
+        "Offset of field: ibv_device_attr::sys_image_guid",
+    ][::core::mem::offset_of!(ibv_device_attr, sys_image_guid) - 72usize];
+    [
+        "Offset of field: ibv_device_attr::max_mr_size",
+    ][::core::mem::offset_of!(ibv_device_attr, max_mr_size) - 80usize];
+    [
+        "Offset of field: ibv_device_attr::page_size_cap",
+    ][::core::mem::offset_of!(ibv_device_attr, page_size_cap) - 88usize];
+    [
+        "Offset of field: ibv_device_attr::vendor_id",
+    ][::core::mem::offset_of!(ibv_device_attr, vendor_id) - 96usize];
+    [
+        "Offset of field: ibv_device_attr::vendor_part_id",
+    ][::core::mem::offset_of!(ibv_device_attr, vendor_part_id) - 100usize];
+    [
+        "Offset of field: ibv_device_attr::hw_ver",
+    ][::core::mem::offset_of!(ibv_device_attr, hw_ver) - 104usize];
+    [
+        "Offset of field: ibv_device_attr::max_qp",
+    ][::core::mem::offset_of!(ibv_device_attr, max_qp) - 108usize];
+    [
+        "Offset of field: ibv_device_attr::max_qp_wr",
+    ][::core::mem::offset_of!(ibv_device_attr, max_qp_wr) - 112usize];
+    [
+        "Offset of field: ibv_device_attr::device_cap_flags",
+    ][::core::mem::offset_of!(ibv_device_attr, device_cap_flags) - 116usize];
+    [
+        "Offset of field: ibv_device_attr::max_sge",
+    ][::core::mem::offset_of!(ibv_device_attr, max_sge) - 120usize];
+    [
+        "Offset of field: ibv_device_attr::max_sge_rd",
+    ][::core::mem::offset_of!(ibv_device_attr, max_sge_rd) - 124usize];
+    [
+        "Offset of field: ibv_device_attr::max_cq",
+    ][::core::mem::offset_of!(ibv_device_attr, max_cq) - 128usize];
+    [
+        "Offset of field: ibv_device_attr::max_cqe",
+    ][::core::mem::offset_of!(ibv_device_attr, max_cqe) - 132usize];
+    [
+        "Offset of field: ibv_device_attr::max_mr",
+    ][::core::mem::offset_of!(ibv_device_attr, max_mr) - 136usize];
+    [
+        "Offset of field: ibv_device_attr::max_pd",
+    ][::core::mem::offset_of!(ibv_device_attr, max_pd) - 140usize];
+    [
+        "Offset of field: ibv_device_attr::max_qp_rd_atom",
+    ][::core::mem::offset_of!(ibv_device_attr, max_qp_rd_atom) - 144usize];
+    [
+        "Offset of field: ibv_device_attr::max_ee_rd_atom",
+    ][::core::mem::offset_of!(ibv_device_attr, max_ee_rd_atom) - 148usize];
+    [
+        "Offset of field: ibv_device_attr::max_res_rd_atom",
+    ][::core::mem::offset_of!(ibv_device_attr, max_res_rd_atom) - 152usize];
+    [
+        "Offset of field: ibv_device_attr::max_qp_init_rd_atom",
+    ][::core::mem::offset_of!(ibv_device_attr, max_qp_init_rd_atom) - 156usize];
+    [
+        "Offset of field: ibv_device_attr::max_ee_init_rd_atom",
+    ][::core::mem::offset_of!(ibv_device_attr, max_ee_init_rd_atom) - 160usize];
+    [
+        "Offset of field: ibv_device_attr::atomic_cap",
+    ][::core::mem::offset_of!(ibv_device_attr, atomic_cap) - 164usize];
+    [
+        "Offset of field: ibv_device_attr::max_ee",
+    ][::core::mem::offset_of!(ibv_device_attr, max_ee) - 168usize];
+    [
+        "Offset of field: ibv_device_attr::max_rdd",
+    ][::core::mem::offset_of!(ibv_device_attr, max_rdd) - 172usize];
+    [
+        "Offset of field: ibv_device_attr::max_mw",
+    ][::core::mem::offset_of!(ibv_device_attr, max_mw) - 176usize];
+    [
+        "Offset of field: ibv_device_attr::max_raw_ipv6_qp",
+    ][::core::mem::offset_of!(ibv_device_attr, max_raw_ipv6_qp) - 180usize];
+    [
+        "Offset of field: ibv_device_attr::max_raw_ethy_qp",
+    ][::core::mem::offset_of!(ibv_device_attr, max_raw_ethy_qp) - 184usize];
+    [
+        "Offset of field: ibv_device_attr::max_mcast_grp",
+    ][::core::mem::offset_of!(ibv_device_attr, max_mcast_grp) - 188usize];
+    [
+        "Offset of field: ibv_device_attr::max_mcast_qp_attach",
+    ][::core::mem::offset_of!(ibv_device_attr, max_mcast_qp_attach) - 192usize];
+    [
+        "Offset of field: ibv_device_attr::max_total_mcast_qp_attach",
+    ][::core::mem::offset_of!(ibv_device_attr, max_total_mcast_qp_attach) - 196usize];
+    [
+        "Offset of field: ibv_device_attr::max_ah",
+    ][::core::mem::offset_of!(ibv_device_attr, max_ah) - 200usize];
+    [
+        "Offset of field: ibv_device_attr::max_fmr",
+    ][::core::mem::offset_of!(ibv_device_attr, max_fmr) - 204usize];
+    [
+        "Offset of field: ibv_device_attr::max_map_per_fmr",
+    ][::core::mem::offset_of!(ibv_device_attr, max_map_per_fmr) - 208usize];
+    [
+        "Offset of field: ibv_device_attr::max_srq",
+    ][::core::mem::offset_of!(ibv_device_attr, max_srq) - 212usize];
+    [
+        "Offset of field: ibv_device_attr::max_srq_wr",
+    ][::core::mem::offset_of!(ibv_device_attr, max_srq_wr) - 216usize];
+    [
+        "Offset of field: ibv_device_attr::max_srq_sge",
+    ][::core::mem::offset_of!(ibv_device_attr, max_srq_sge) - 220usize];
+    [
+        "Offset of field: ibv_device_attr::max_pkeys",
+    ][::core::mem::offset_of!(ibv_device_attr, max_pkeys) - 224usize];
+    [
+        "Offset of field: ibv_device_attr::local_ca_ack_delay",
+    ][::core::mem::offset_of!(ibv_device_attr, local_ca_ack_delay) - 226usize];
+    [
+        "Offset of field: ibv_device_attr::phys_port_cnt",
+    ][::core::mem::offset_of!(ibv_device_attr, phys_port_cnt) - 227usize];
 };
 impl Default for ibv_device_attr {
     fn default() -> Self {
@@ -5053,18 +7041,35 @@ pub struct ibv_query_device_ex_input {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_query_device_ex_input"][::core::mem::size_of::<ibv_query_device_ex_input>() - 4usize];
-    ["Alignment of ibv_query_device_ex_input"][::core::mem::align_of::<ibv_query_device_ex_input>() - 4usize];
-    ["Offset of field: ibv_query_device_ex_input::comp_mask"]
-        [::core::mem::offset_of!(ibv_query_device_ex_input, comp_mask) - 0usize];
+    [
+        "Size of ibv_query_device_ex_input",
+    ][::core::mem::size_of::<ibv_query_device_ex_input>() - 4usize];
+    [
+        "Alignment of ibv_query_device_ex_input",
+    ][::core::mem::align_of::<ibv_query_device_ex_input>() - 4usize];
+    [
+        "Offset of field: ibv_query_device_ex_input::comp_mask",
+    ][::core::mem::offset_of!(ibv_query_device_ex_input, comp_mask) - 0usize];
 };
 impl ibv_odp_transport_cap_bits {
-    pub const IBV_ODP_SUPPORT_SEND: ibv_odp_transport_cap_bits = ibv_odp_transport_cap_bits(1);
-    pub const IBV_ODP_SUPPORT_RECV: ibv_odp_transport_cap_bits = ibv_odp_transport_cap_bits(2);
-    pub const IBV_ODP_SUPPORT_WRITE: ibv_odp_transport_cap_bits = ibv_odp_transport_cap_bits(4);
-    pub const IBV_ODP_SUPPORT_READ: ibv_odp_transport_cap_bits = ibv_odp_transport_cap_bits(8);
-    pub const IBV_ODP_SUPPORT_ATOMIC: ibv_odp_transport_cap_bits = ibv_odp_transport_cap_bits(16);
-    pub const IBV_ODP_SUPPORT_SRQ_RECV: ibv_odp_transport_cap_bits = ibv_odp_transport_cap_bits(32);
+    pub const IBV_ODP_SUPPORT_SEND: ibv_odp_transport_cap_bits = ibv_odp_transport_cap_bits(
+        1,
+    );
+    pub const IBV_ODP_SUPPORT_RECV: ibv_odp_transport_cap_bits = ibv_odp_transport_cap_bits(
+        2,
+    );
+    pub const IBV_ODP_SUPPORT_WRITE: ibv_odp_transport_cap_bits = ibv_odp_transport_cap_bits(
+        4,
+    );
+    pub const IBV_ODP_SUPPORT_READ: ibv_odp_transport_cap_bits = ibv_odp_transport_cap_bits(
+        8,
+    );
+    pub const IBV_ODP_SUPPORT_ATOMIC: ibv_odp_transport_cap_bits = ibv_odp_transport_cap_bits(
+        16,
+    );
+    pub const IBV_ODP_SUPPORT_SRQ_RECV: ibv_odp_transport_cap_bits = ibv_odp_transport_cap_bits(
+        32,
+    );
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
@@ -5084,22 +7089,32 @@ pub struct ibv_odp_caps__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_odp_caps__bindgen_ty_1"][::core::mem::size_of::<ibv_odp_caps__bindgen_ty_1>() - 12usize];
-    ["Alignment of ibv_odp_caps__bindgen_ty_1"][::core::mem::align_of::<ibv_odp_caps__bindgen_ty_1>() - 4usize];
-    ["Offset of field: ibv_odp_caps__bindgen_ty_1::rc_odp_caps"]
-        [::core::mem::offset_of!(ibv_odp_caps__bindgen_ty_1, rc_odp_caps) - 0usize];
-    ["Offset of field: ibv_odp_caps__bindgen_ty_1::uc_odp_caps"]
-        [::core::mem::offset_of!(ibv_odp_caps__bindgen_ty_1, uc_odp_caps) - 4usize];
-    ["Offset of field: ibv_odp_caps__bindgen_ty_1::ud_odp_caps"]
-        [::core::mem::offset_of!(ibv_odp_caps__bindgen_ty_1, ud_odp_caps) - 8usize];
+    [
+        "Size of ibv_odp_caps__bindgen_ty_1",
+    ][::core::mem::size_of::<ibv_odp_caps__bindgen_ty_1>() - 12usize];
+    [
+        "Alignment of ibv_odp_caps__bindgen_ty_1",
+    ][::core::mem::align_of::<ibv_odp_caps__bindgen_ty_1>() - 4usize];
+    [
+        "Offset of field: ibv_odp_caps__bindgen_ty_1::rc_odp_caps",
+    ][::core::mem::offset_of!(ibv_odp_caps__bindgen_ty_1, rc_odp_caps) - 0usize];
+    [
+        "Offset of field: ibv_odp_caps__bindgen_ty_1::uc_odp_caps",
+    ][::core::mem::offset_of!(ibv_odp_caps__bindgen_ty_1, uc_odp_caps) - 4usize];
+    [
+        "Offset of field: ibv_odp_caps__bindgen_ty_1::ud_odp_caps",
+    ][::core::mem::offset_of!(ibv_odp_caps__bindgen_ty_1, ud_odp_caps) - 8usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ibv_odp_caps"][::core::mem::size_of::<ibv_odp_caps>() - 24usize];
     ["Alignment of ibv_odp_caps"][::core::mem::align_of::<ibv_odp_caps>() - 8usize];
-    ["Offset of field: ibv_odp_caps::general_caps"][::core::mem::offset_of!(ibv_odp_caps, general_caps) - 0usize];
-    ["Offset of field: ibv_odp_caps::per_transport_caps"]
-        [::core::mem::offset_of!(ibv_odp_caps, per_transport_caps) - 8usize];
+    [
+        "Offset of field: ibv_odp_caps::general_caps",
+    ][::core::mem::offset_of!(ibv_odp_caps, general_caps) - 0usize];
+    [
+        "Offset of field: ibv_odp_caps::per_transport_caps",
+    ][::core::mem::offset_of!(ibv_odp_caps, per_transport_caps) - 8usize];
 };
 impl ibv_odp_general_caps {
     pub const IBV_ODP_SUPPORT: ibv_odp_general_caps = ibv_odp_general_caps(1);
@@ -5144,11 +7159,17 @@ pub struct ibv_tso_caps {
 const _: () = {
     ["Size of ibv_tso_caps"][::core::mem::size_of::<ibv_tso_caps>() - 8usize];
     ["Alignment of ibv_tso_caps"][::core::mem::align_of::<ibv_tso_caps>() - 4usize];
-    ["Offset of field: ibv_tso_caps::max_tso"][::core::mem::offset_of!(ibv_tso_caps, max_tso) - 0usize];
-    ["Offset of field: ibv_tso_caps::supported_qpts"][::core::mem::offset_of!(ibv_tso_caps, supported_qpts) - 4usize];
+    [
+        "Offset of field: ibv_tso_caps::max_tso",
+    ][::core::mem::offset_of!(ibv_tso_caps, max_tso) - 0usize];
+    [
+        "Offset of field: ibv_tso_caps::supported_qpts",
+    ][::core::mem::offset_of!(ibv_tso_caps, supported_qpts) - 4usize];
 };
 impl ibv_rx_hash_function_flags {
-    pub const IBV_RX_HASH_FUNC_TOEPLITZ: ibv_rx_hash_function_flags = ibv_rx_hash_function_flags(1);
+    pub const IBV_RX_HASH_FUNC_TOEPLITZ: ibv_rx_hash_function_flags = ibv_rx_hash_function_flags(
+        1,
+    );
 }
 impl ::core::ops::BitOr<ibv_rx_hash_function_flags> for ibv_rx_hash_function_flags {
     type Output = Self;
@@ -5207,15 +7228,21 @@ pub struct ibv_rss_caps {
 const _: () = {
     ["Size of ibv_rss_caps"][::core::mem::size_of::<ibv_rss_caps>() - 32usize];
     ["Alignment of ibv_rss_caps"][::core::mem::align_of::<ibv_rss_caps>() - 8usize];
-    ["Offset of field: ibv_rss_caps::supported_qpts"][::core::mem::offset_of!(ibv_rss_caps, supported_qpts) - 0usize];
-    ["Offset of field: ibv_rss_caps::max_rwq_indirection_tables"]
-        [::core::mem::offset_of!(ibv_rss_caps, max_rwq_indirection_tables) - 4usize];
-    ["Offset of field: ibv_rss_caps::max_rwq_indirection_table_size"]
-        [::core::mem::offset_of!(ibv_rss_caps, max_rwq_indirection_table_size) - 8usize];
-    ["Offset of field: ibv_rss_caps::rx_hash_fields_mask"]
-        [::core::mem::offset_of!(ibv_rss_caps, rx_hash_fields_mask) - 16usize];
-    ["Offset of field: ibv_rss_caps::rx_hash_function"]
-        [::core::mem::offset_of!(ibv_rss_caps, rx_hash_function) - 24usize];
+    [
+        "Offset of field: ibv_rss_caps::supported_qpts",
+    ][::core::mem::offset_of!(ibv_rss_caps, supported_qpts) - 0usize];
+    [
+        "Offset of field: ibv_rss_caps::max_rwq_indirection_tables",
+    ][::core::mem::offset_of!(ibv_rss_caps, max_rwq_indirection_tables) - 4usize];
+    [
+        "Offset of field: ibv_rss_caps::max_rwq_indirection_table_size",
+    ][::core::mem::offset_of!(ibv_rss_caps, max_rwq_indirection_table_size) - 8usize];
+    [
+        "Offset of field: ibv_rss_caps::rx_hash_fields_mask",
+    ][::core::mem::offset_of!(ibv_rss_caps, rx_hash_fields_mask) - 16usize];
+    [
+        "Offset of field: ibv_rss_caps::rx_hash_function",
+    ][::core::mem::offset_of!(ibv_rss_caps, rx_hash_function) - 24usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -5226,20 +7253,33 @@ pub struct ibv_packet_pacing_caps {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_packet_pacing_caps"][::core::mem::size_of::<ibv_packet_pacing_caps>() - 12usize];
-    ["Alignment of ibv_packet_pacing_caps"][::core::mem::align_of::<ibv_packet_pacing_caps>() - 4usize];
-    ["Offset of field: ibv_packet_pacing_caps::qp_rate_limit_min"]
-        [::core::mem::offset_of!(ibv_packet_pacing_caps, qp_rate_limit_min) - 0usize];
-    ["Offset of field: ibv_packet_pacing_caps::qp_rate_limit_max"]
-        [::core::mem::offset_of!(ibv_packet_pacing_caps, qp_rate_limit_max) - 4usize];
-    ["Offset of field: ibv_packet_pacing_caps::supported_qpts"]
-        [::core::mem::offset_of!(ibv_packet_pacing_caps, supported_qpts) - 8usize];
+    [
+        "Size of ibv_packet_pacing_caps",
+    ][::core::mem::size_of::<ibv_packet_pacing_caps>() - 12usize];
+    [
+        "Alignment of ibv_packet_pacing_caps",
+    ][::core::mem::align_of::<ibv_packet_pacing_caps>() - 4usize];
+    [
+        "Offset of field: ibv_packet_pacing_caps::qp_rate_limit_min",
+    ][::core::mem::offset_of!(ibv_packet_pacing_caps, qp_rate_limit_min) - 0usize];
+    [
+        "Offset of field: ibv_packet_pacing_caps::qp_rate_limit_max",
+    ][::core::mem::offset_of!(ibv_packet_pacing_caps, qp_rate_limit_max) - 4usize];
+    [
+        "Offset of field: ibv_packet_pacing_caps::supported_qpts",
+    ][::core::mem::offset_of!(ibv_packet_pacing_caps, supported_qpts) - 8usize];
 };
 impl ibv_raw_packet_caps {
-    pub const IBV_RAW_PACKET_CAP_CVLAN_STRIPPING: ibv_raw_packet_caps = ibv_raw_packet_caps(1);
-    pub const IBV_RAW_PACKET_CAP_SCATTER_FCS: ibv_raw_packet_caps = ibv_raw_packet_caps(2);
+    pub const IBV_RAW_PACKET_CAP_CVLAN_STRIPPING: ibv_raw_packet_caps = ibv_raw_packet_caps(
+        1,
+    );
+    pub const IBV_RAW_PACKET_CAP_SCATTER_FCS: ibv_raw_packet_caps = ibv_raw_packet_caps(
+        2,
+    );
     pub const IBV_RAW_PACKET_CAP_IP_CSUM: ibv_raw_packet_caps = ibv_raw_packet_caps(4);
-    pub const IBV_RAW_PACKET_CAP_DELAY_DROP: ibv_raw_packet_caps = ibv_raw_packet_caps(8);
+    pub const IBV_RAW_PACKET_CAP_DELAY_DROP: ibv_raw_packet_caps = ibv_raw_packet_caps(
+        8,
+    );
 }
 impl ::core::ops::BitOr<ibv_raw_packet_caps> for ibv_raw_packet_caps {
     type Output = Self;
@@ -5315,12 +7355,21 @@ pub struct ibv_tm_caps {
 const _: () = {
     ["Size of ibv_tm_caps"][::core::mem::size_of::<ibv_tm_caps>() - 20usize];
     ["Alignment of ibv_tm_caps"][::core::mem::align_of::<ibv_tm_caps>() - 4usize];
-    ["Offset of field: ibv_tm_caps::max_rndv_hdr_size"]
-        [::core::mem::offset_of!(ibv_tm_caps, max_rndv_hdr_size) - 0usize];
-    ["Offset of field: ibv_tm_caps::max_num_tags"][::core::mem::offset_of!(ibv_tm_caps, max_num_tags) - 4usize];
-    ["Offset of field: ibv_tm_caps::flags"][::core::mem::offset_of!(ibv_tm_caps, flags) - 8usize];
-    ["Offset of field: ibv_tm_caps::max_ops"][::core::mem::offset_of!(ibv_tm_caps, max_ops) - 12usize];
-    ["Offset of field: ibv_tm_caps::max_sge"][::core::mem::offset_of!(ibv_tm_caps, max_sge) - 16usize];
+    [
+        "Offset of field: ibv_tm_caps::max_rndv_hdr_size",
+    ][::core::mem::offset_of!(ibv_tm_caps, max_rndv_hdr_size) - 0usize];
+    [
+        "Offset of field: ibv_tm_caps::max_num_tags",
+    ][::core::mem::offset_of!(ibv_tm_caps, max_num_tags) - 4usize];
+    [
+        "Offset of field: ibv_tm_caps::flags",
+    ][::core::mem::offset_of!(ibv_tm_caps, flags) - 8usize];
+    [
+        "Offset of field: ibv_tm_caps::max_ops",
+    ][::core::mem::offset_of!(ibv_tm_caps, max_ops) - 12usize];
+    [
+        "Offset of field: ibv_tm_caps::max_sge",
+    ][::core::mem::offset_of!(ibv_tm_caps, max_sge) - 16usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -5330,17 +7379,29 @@ pub struct ibv_cq_moderation_caps {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_cq_moderation_caps"][::core::mem::size_of::<ibv_cq_moderation_caps>() - 4usize];
-    ["Alignment of ibv_cq_moderation_caps"][::core::mem::align_of::<ibv_cq_moderation_caps>() - 2usize];
-    ["Offset of field: ibv_cq_moderation_caps::max_cq_count"]
-        [::core::mem::offset_of!(ibv_cq_moderation_caps, max_cq_count) - 0usize];
-    ["Offset of field: ibv_cq_moderation_caps::max_cq_period"]
-        [::core::mem::offset_of!(ibv_cq_moderation_caps, max_cq_period) - 2usize];
+    [
+        "Size of ibv_cq_moderation_caps",
+    ][::core::mem::size_of::<ibv_cq_moderation_caps>() - 4usize];
+    [
+        "Alignment of ibv_cq_moderation_caps",
+    ][::core::mem::align_of::<ibv_cq_moderation_caps>() - 2usize];
+    [
+        "Offset of field: ibv_cq_moderation_caps::max_cq_count",
+    ][::core::mem::offset_of!(ibv_cq_moderation_caps, max_cq_count) - 0usize];
+    [
+        "Offset of field: ibv_cq_moderation_caps::max_cq_period",
+    ][::core::mem::offset_of!(ibv_cq_moderation_caps, max_cq_period) - 2usize];
 };
 impl ibv_pci_atomic_op_size {
-    pub const IBV_PCI_ATOMIC_OPERATION_4_BYTE_SIZE_SUP: ibv_pci_atomic_op_size = ibv_pci_atomic_op_size(1);
-    pub const IBV_PCI_ATOMIC_OPERATION_8_BYTE_SIZE_SUP: ibv_pci_atomic_op_size = ibv_pci_atomic_op_size(2);
-    pub const IBV_PCI_ATOMIC_OPERATION_16_BYTE_SIZE_SUP: ibv_pci_atomic_op_size = ibv_pci_atomic_op_size(4);
+    pub const IBV_PCI_ATOMIC_OPERATION_4_BYTE_SIZE_SUP: ibv_pci_atomic_op_size = ibv_pci_atomic_op_size(
+        1,
+    );
+    pub const IBV_PCI_ATOMIC_OPERATION_8_BYTE_SIZE_SUP: ibv_pci_atomic_op_size = ibv_pci_atomic_op_size(
+        2,
+    );
+    pub const IBV_PCI_ATOMIC_OPERATION_16_BYTE_SIZE_SUP: ibv_pci_atomic_op_size = ibv_pci_atomic_op_size(
+        4,
+    );
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
@@ -5354,13 +7415,21 @@ pub struct ibv_pci_atomic_caps {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_pci_atomic_caps"][::core::mem::size_of::<ibv_pci_atomic_caps>() - 6usize];
-    ["Alignment of ibv_pci_atomic_caps"][::core::mem::align_of::<ibv_pci_atomic_caps>() - 2usize];
-    ["Offset of field: ibv_pci_atomic_caps::fetch_add"]
-        [::core::mem::offset_of!(ibv_pci_atomic_caps, fetch_add) - 0usize];
-    ["Offset of field: ibv_pci_atomic_caps::swap"][::core::mem::offset_of!(ibv_pci_atomic_caps, swap) - 2usize];
-    ["Offset of field: ibv_pci_atomic_caps::compare_swap"]
-        [::core::mem::offset_of!(ibv_pci_atomic_caps, compare_swap) - 4usize];
+    [
+        "Size of ibv_pci_atomic_caps",
+    ][::core::mem::size_of::<ibv_pci_atomic_caps>() - 6usize];
+    [
+        "Alignment of ibv_pci_atomic_caps",
+    ][::core::mem::align_of::<ibv_pci_atomic_caps>() - 2usize];
+    [
+        "Offset of field: ibv_pci_atomic_caps::fetch_add",
+    ][::core::mem::offset_of!(ibv_pci_atomic_caps, fetch_add) - 0usize];
+    [
+        "Offset of field: ibv_pci_atomic_caps::swap",
+    ][::core::mem::offset_of!(ibv_pci_atomic_caps, swap) - 2usize];
+    [
+        "Offset of field: ibv_pci_atomic_caps::compare_swap",
+    ][::core::mem::offset_of!(ibv_pci_atomic_caps, compare_swap) - 4usize];
 };
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -5385,37 +7454,63 @@ pub struct ibv_device_attr_ex {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_device_attr_ex"][::core::mem::size_of::<ibv_device_attr_ex>() - 400usize];
-    ["Alignment of ibv_device_attr_ex"][::core::mem::align_of::<ibv_device_attr_ex>() - 8usize];
-    ["Offset of field: ibv_device_attr_ex::orig_attr"][::core::mem::offset_of!(ibv_device_attr_ex, orig_attr) - 0usize];
-    ["Offset of field: ibv_device_attr_ex::comp_mask"]
-        [::core::mem::offset_of!(ibv_device_attr_ex, comp_mask) - 232usize];
-    ["Offset of field: ibv_device_attr_ex::odp_caps"][::core::mem::offset_of!(ibv_device_attr_ex, odp_caps) - 240usize];
-    ["Offset of field: ibv_device_attr_ex::completion_timestamp_mask"]
-        [::core::mem::offset_of!(ibv_device_attr_ex, completion_timestamp_mask) - 264usize];
-    ["Offset of field: ibv_device_attr_ex::hca_core_clock"]
-        [::core::mem::offset_of!(ibv_device_attr_ex, hca_core_clock) - 272usize];
-    ["Offset of field: ibv_device_attr_ex::device_cap_flags_ex"]
-        [::core::mem::offset_of!(ibv_device_attr_ex, device_cap_flags_ex) - 280usize];
-    ["Offset of field: ibv_device_attr_ex::tso_caps"][::core::mem::offset_of!(ibv_device_attr_ex, tso_caps) - 288usize];
-    ["Offset of field: ibv_device_attr_ex::rss_caps"][::core::mem::offset_of!(ibv_device_attr_ex, rss_caps) - 296usize];
-    ["Offset of field: ibv_device_attr_ex::max_wq_type_rq"]
-        [::core::mem::offset_of!(ibv_device_attr_ex, max_wq_type_rq) - 328usize];
-    ["Offset of field: ibv_device_attr_ex::packet_pacing_caps"]
-        [::core::mem::offset_of!(ibv_device_attr_ex, packet_pacing_caps) - 332usize];
-    ["Offset of field: ibv_device_attr_ex::raw_packet_caps"]
-        [::core::mem::offset_of!(ibv_device_attr_ex, raw_packet_caps) - 344usize];
-    ["Offset of field: ibv_device_attr_ex::tm_caps"][::core::mem::offset_of!(ibv_device_attr_ex, tm_caps) - 348usize];
-    ["Offset of field: ibv_device_attr_ex::cq_mod_caps"]
-        [::core::mem::offset_of!(ibv_device_attr_ex, cq_mod_caps) - 368usize];
-    ["Offset of field: ibv_device_attr_ex::max_dm_size"]
-        [::core::mem::offset_of!(ibv_device_attr_ex, max_dm_size) - 376usize];
-    ["Offset of field: ibv_device_attr_ex::pci_atomic_caps"]
-        [::core::mem::offset_of!(ibv_device_attr_ex, pci_atomic_caps) - 384usize];
-    ["Offset of field: ibv_device_attr_ex::xrc_odp_caps"]
-        [::core::mem::offset_of!(ibv_device_attr_ex, xrc_odp_caps) - 392usize];
-    ["Offset of field: ibv_device_attr_ex::phys_port_cnt_ex"]
-        [::core::mem::offset_of!(ibv_device_attr_ex, phys_port_cnt_ex) - 396usize];
+    [
+        "Size of ibv_device_attr_ex",
+    ][::core::mem::size_of::<ibv_device_attr_ex>() - 400usize];
+    [
+        "Alignment of ibv_device_attr_ex",
+    ][::core::mem::align_of::<ibv_device_attr_ex>() - 8usize];
+    [
+        "Offset of field: ibv_device_attr_ex::orig_attr",
+    ][::core::mem::offset_of!(ibv_device_attr_ex, orig_attr) - 0usize];
+    [
+        "Offset of field: ibv_device_attr_ex::comp_mask",
+    ][::core::mem::offset_of!(ibv_device_attr_ex, comp_mask) - 232usize];
+    [
+        "Offset of field: ibv_device_attr_ex::odp_caps",
+    ][::core::mem::offset_of!(ibv_device_attr_ex, odp_caps) - 240usize];
+    [
+        "Offset of field: ibv_device_attr_ex::completion_timestamp_mask",
+    ][::core::mem::offset_of!(ibv_device_attr_ex, completion_timestamp_mask) - 264usize];
+    [
+        "Offset of field: ibv_device_attr_ex::hca_core_clock",
+    ][::core::mem::offset_of!(ibv_device_attr_ex, hca_core_clock) - 272usize];
+    [
+        "Offset of field: ibv_device_attr_ex::device_cap_flags_ex",
+    ][::core::mem::offset_of!(ibv_device_attr_ex, device_cap_flags_ex) - 280usize];
+    [
+        "Offset of field: ibv_device_attr_ex::tso_caps",
+    ][::core::mem::offset_of!(ibv_device_attr_ex, tso_caps) - 288usize];
+    [
+        "Offset of field: ibv_device_attr_ex::rss_caps",
+    ][::core::mem::offset_of!(ibv_device_attr_ex, rss_caps) - 296usize];
+    [
+        "Offset of field: ibv_device_attr_ex::max_wq_type_rq",
+    ][::core::mem::offset_of!(ibv_device_attr_ex, max_wq_type_rq) - 328usize];
+    [
+        "Offset of field: ibv_device_attr_ex::packet_pacing_caps",
+    ][::core::mem::offset_of!(ibv_device_attr_ex, packet_pacing_caps) - 332usize];
+    [
+        "Offset of field: ibv_device_attr_ex::raw_packet_caps",
+    ][::core::mem::offset_of!(ibv_device_attr_ex, raw_packet_caps) - 344usize];
+    [
+        "Offset of field: ibv_device_attr_ex::tm_caps",
+    ][::core::mem::offset_of!(ibv_device_attr_ex, tm_caps) - 348usize];
+    [
+        "Offset of field: ibv_device_attr_ex::cq_mod_caps",
+    ][::core::mem::offset_of!(ibv_device_attr_ex, cq_mod_caps) - 368usize];
+    [
+        "Offset of field: ibv_device_attr_ex::max_dm_size",
+    ][::core::mem::offset_of!(ibv_device_attr_ex, max_dm_size) - 376usize];
+    [
+        "Offset of field: ibv_device_attr_ex::pci_atomic_caps",
+    ][::core::mem::offset_of!(ibv_device_attr_ex, pci_atomic_caps) - 384usize];
+    [
+        "Offset of field: ibv_device_attr_ex::xrc_odp_caps",
+    ][::core::mem::offset_of!(ibv_device_attr_ex, xrc_odp_caps) - 392usize];
+    [
+        "Offset of field: ibv_device_attr_ex::phys_port_cnt_ex",
+    ][::core::mem::offset_of!(ibv_device_attr_ex, phys_port_cnt_ex) - 396usize];
 };
 impl Default for ibv_device_attr_ex {
     fn default() -> Self {
@@ -5464,18 +7559,28 @@ impl ibv_port_cap_flags {
     pub const IBV_PORT_PKEY_NVRAM: ibv_port_cap_flags = ibv_port_cap_flags(256);
     pub const IBV_PORT_LED_INFO_SUP: ibv_port_cap_flags = ibv_port_cap_flags(512);
     pub const IBV_PORT_SYS_IMAGE_GUID_SUP: ibv_port_cap_flags = ibv_port_cap_flags(2048);
-    pub const IBV_PORT_PKEY_SW_EXT_PORT_TRAP_SUP: ibv_port_cap_flags = ibv_port_cap_flags(4096);
-    pub const IBV_PORT_EXTENDED_SPEEDS_SUP: ibv_port_cap_flags = ibv_port_cap_flags(16384);
+    pub const IBV_PORT_PKEY_SW_EXT_PORT_TRAP_SUP: ibv_port_cap_flags = ibv_port_cap_flags(
+        4096,
+    );
+    pub const IBV_PORT_EXTENDED_SPEEDS_SUP: ibv_port_cap_flags = ibv_port_cap_flags(
+        16384,
+    );
     pub const IBV_PORT_CAP_MASK2_SUP: ibv_port_cap_flags = ibv_port_cap_flags(32768);
     pub const IBV_PORT_CM_SUP: ibv_port_cap_flags = ibv_port_cap_flags(65536);
     pub const IBV_PORT_SNMP_TUNNEL_SUP: ibv_port_cap_flags = ibv_port_cap_flags(131072);
     pub const IBV_PORT_REINIT_SUP: ibv_port_cap_flags = ibv_port_cap_flags(262144);
     pub const IBV_PORT_DEVICE_MGMT_SUP: ibv_port_cap_flags = ibv_port_cap_flags(524288);
-    pub const IBV_PORT_VENDOR_CLASS_SUP: ibv_port_cap_flags = ibv_port_cap_flags(1048576);
+    pub const IBV_PORT_VENDOR_CLASS_SUP: ibv_port_cap_flags = ibv_port_cap_flags(
+        1048576,
+    );
     pub const IBV_PORT_DR_NOTICE_SUP: ibv_port_cap_flags = ibv_port_cap_flags(2097152);
-    pub const IBV_PORT_CAP_MASK_NOTICE_SUP: ibv_port_cap_flags = ibv_port_cap_flags(4194304);
+    pub const IBV_PORT_CAP_MASK_NOTICE_SUP: ibv_port_cap_flags = ibv_port_cap_flags(
+        4194304,
+    );
     pub const IBV_PORT_BOOT_MGMT_SUP: ibv_port_cap_flags = ibv_port_cap_flags(8388608);
-    pub const IBV_PORT_LINK_LATENCY_SUP: ibv_port_cap_flags = ibv_port_cap_flags(16777216);
+    pub const IBV_PORT_LINK_LATENCY_SUP: ibv_port_cap_flags = ibv_port_cap_flags(
+        16777216,
+    );
     pub const IBV_PORT_CLIENT_REG_SUP: ibv_port_cap_flags = ibv_port_cap_flags(33554432);
     pub const IBV_PORT_IP_BASED_GIDS: ibv_port_cap_flags = ibv_port_cap_flags(67108864);
 }
@@ -5512,10 +7617,14 @@ impl ibv_port_cap_flags2 {
     pub const IBV_PORT_SET_NODE_DESC_SUP: ibv_port_cap_flags2 = ibv_port_cap_flags2(1);
     pub const IBV_PORT_INFO_EXT_SUP: ibv_port_cap_flags2 = ibv_port_cap_flags2(2);
     pub const IBV_PORT_VIRT_SUP: ibv_port_cap_flags2 = ibv_port_cap_flags2(4);
-    pub const IBV_PORT_SWITCH_PORT_STATE_TABLE_SUP: ibv_port_cap_flags2 = ibv_port_cap_flags2(8);
+    pub const IBV_PORT_SWITCH_PORT_STATE_TABLE_SUP: ibv_port_cap_flags2 = ibv_port_cap_flags2(
+        8,
+    );
     pub const IBV_PORT_LINK_WIDTH_2X_SUP: ibv_port_cap_flags2 = ibv_port_cap_flags2(16);
     pub const IBV_PORT_LINK_SPEED_HDR_SUP: ibv_port_cap_flags2 = ibv_port_cap_flags2(32);
-    pub const IBV_PORT_LINK_SPEED_NDR_SUP: ibv_port_cap_flags2 = ibv_port_cap_flags2(1024);
+    pub const IBV_PORT_LINK_SPEED_NDR_SUP: ibv_port_cap_flags2 = ibv_port_cap_flags2(
+        1024,
+    );
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
@@ -5550,33 +7659,72 @@ pub struct ibv_port_attr {
 const _: () = {
     ["Size of ibv_port_attr"][::core::mem::size_of::<ibv_port_attr>() - 52usize];
     ["Alignment of ibv_port_attr"][::core::mem::align_of::<ibv_port_attr>() - 4usize];
-    ["Offset of field: ibv_port_attr::state"][::core::mem::offset_of!(ibv_port_attr, state) - 0usize];
-    ["Offset of field: ibv_port_attr::max_mtu"][::core::mem::offset_of!(ibv_port_attr, max_mtu) - 4usize];
-    ["Offset of field: ibv_port_attr::active_mtu"][::core::mem::offset_of!(ibv_port_attr, active_mtu) - 8usize];
-    ["Offset of field: ibv_port_attr::gid_tbl_len"][::core::mem::offset_of!(ibv_port_attr, gid_tbl_len) - 12usize];
-    ["Offset of field: ibv_port_attr::port_cap_flags"]
-        [::core::mem::offset_of!(ibv_port_attr, port_cap_flags) - 16usize];
-    ["Offset of field: ibv_port_attr::max_msg_sz"][::core::mem::offset_of!(ibv_port_attr, max_msg_sz) - 20usize];
-    ["Offset of field: ibv_port_attr::bad_pkey_cntr"][::core::mem::offset_of!(ibv_port_attr, bad_pkey_cntr) - 24usize];
-    ["Offset of field: ibv_port_attr::qkey_viol_cntr"]
-        [::core::mem::offset_of!(ibv_port_attr, qkey_viol_cntr) - 28usize];
-    ["Offset of field: ibv_port_attr::pkey_tbl_len"][::core::mem::offset_of!(ibv_port_attr, pkey_tbl_len) - 32usize];
-    ["Offset of field: ibv_port_attr::lid"][::core::mem::offset_of!(ibv_port_attr, lid) - 34usize];
-    ["Offset of field: ibv_port_attr::sm_lid"][::core::mem::offset_of!(ibv_port_attr, sm_lid) - 36usize];
-    ["Offset of field: ibv_port_attr::lmc"][::core::mem::offset_of!(ibv_port_attr, lmc) - 38usize];
-    ["Offset of field: ibv_port_attr::max_vl_num"][::core::mem::offset_of!(ibv_port_attr, max_vl_num) - 39usize];
-    ["Offset of field: ibv_port_attr::sm_sl"][::core::mem::offset_of!(ibv_port_attr, sm_sl) - 40usize];
-    ["Offset of field: ibv_port_attr::subnet_timeout"]
-        [::core::mem::offset_of!(ibv_port_attr, subnet_timeout) - 41usize];
-    ["Offset of field: ibv_port_attr::init_type_reply"]
-        [::core::mem::offset_of!(ibv_port_attr, init_type_reply) - 42usize];
-    ["Offset of field: ibv_port_attr::active_width"][::core::mem::offset_of!(ibv_port_attr, active_width) - 43usize];
-    ["Offset of field: ibv_port_attr::active_speed"][::core::mem::offset_of!(ibv_port_attr, active_speed) - 44usize];
-    ["Offset of field: ibv_port_attr::phys_state"][::core::mem::offset_of!(ibv_port_attr, phys_state) - 45usize];
-    ["Offset of field: ibv_port_attr::link_layer"][::core::mem::offset_of!(ibv_port_attr, link_layer) - 46usize];
-    ["Offset of field: ibv_port_attr::flags"][::core::mem::offset_of!(ibv_port_attr, flags) - 47usize];
-    ["Offset of field: ibv_port_attr::port_cap_flags2"]
-        [::core::mem::offset_of!(ibv_port_attr, port_cap_flags2) - 48usize];
+    [
+        "Offset of field: ibv_port_attr::state",
+    ][::core::mem::offset_of!(ibv_port_attr, state) - 0usize];
+    [
+        "Offset of field: ibv_port_attr::max_mtu",
+    ][::core::mem::offset_of!(ibv_port_attr, max_mtu) - 4usize];
+    [
+        "Offset of field: ibv_port_attr::active_mtu",
+    ][::core::mem::offset_of!(ibv_port_attr, active_mtu) - 8usize];
+    [
+        "Offset of field: ibv_port_attr::gid_tbl_len",
+    ][::core::mem::offset_of!(ibv_port_attr, gid_tbl_len) - 12usize];
+    [
+        "Offset of field: ibv_port_attr::port_cap_flags",
+    ][::core::mem::offset_of!(ibv_port_attr, port_cap_flags) - 16usize];
+    [
+        "Offset of field: ibv_port_attr::max_msg_sz",
+    ][::core::mem::offset_of!(ibv_port_attr, max_msg_sz) - 20usize];
+    [
+        "Offset of field: ibv_port_attr::bad_pkey_cntr",
+    ][::core::mem::offset_of!(ibv_port_attr, bad_pkey_cntr) - 24usize];
+    [
+        "Offset of field: ibv_port_attr::qkey_viol_cntr",
+    ][::core::mem::offset_of!(ibv_port_attr, qkey_viol_cntr) - 28usize];
+    [
+        "Offset of field: ibv_port_attr::pkey_tbl_len",
+    ][::core::mem::offset_of!(ibv_port_attr, pkey_tbl_len) - 32usize];
+    [
+        "Offset of field: ibv_port_attr::lid",
+    ][::core::mem::offset_of!(ibv_port_attr, lid) - 34usize];
+    [
+        "Offset of field: ibv_port_attr::sm_lid",
+    ][::core::mem::offset_of!(ibv_port_attr, sm_lid) - 36usize];
+    [
+        "Offset of field: ibv_port_attr::lmc",
+    ][::core::mem::offset_of!(ibv_port_attr, lmc) - 38usize];
+    [
+        "Offset of field: ibv_port_attr::max_vl_num",
+    ][::core::mem::offset_of!(ibv_port_attr, max_vl_num) - 39usize];
+    [
+        "Offset of field: ibv_port_attr::sm_sl",
+    ][::core::mem::offset_of!(ibv_port_attr, sm_sl) - 40usize];
+    [
+        "Offset of field: ibv_port_attr::subnet_timeout",
+    ][::core::mem::offset_of!(ibv_port_attr, subnet_timeout) - 41usize];
+    [
+        "Offset of field: ibv_port_attr::init_type_reply",
+    ][::core::mem::offset_of!(ibv_port_attr, init_type_reply) - 42usize];
+    [
+        "Offset of field: ibv_port_attr::active_width",
+    ][::core::mem::offset_of!(ibv_port_attr, active_width) - 43usize];
+    [
+        "Offset of field: ibv_port_attr::active_speed",
+    ][::core::mem::offset_of!(ibv_port_attr, active_speed) - 44usize];
+    [
+        "Offset of field: ibv_port_attr::phys_state",
+    ][::core::mem::offset_of!(ibv_port_attr, phys_state) - 45usize];
+    [
+        "Offset of field: ibv_port_attr::link_layer",
+    ][::core::mem::offset_of!(ibv_port_attr, link_layer) - 46usize];
+    [
+        "Offset of field: ibv_port_attr::flags",
+    ][::core::mem::offset_of!(ibv_port_attr, flags) - 47usize];
+    [
+        "Offset of field: ibv_port_attr::port_cap_flags2",
+    ][::core::mem::offset_of!(ibv_port_attr, port_cap_flags2) - 48usize];
 };
 impl Default for ibv_port_attr {
     fn default() -> Self {
@@ -5629,18 +7777,27 @@ pub union ibv_async_event__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_async_event__bindgen_ty_1"][::core::mem::size_of::<ibv_async_event__bindgen_ty_1>() - 8usize];
-    ["Alignment of ibv_async_event__bindgen_ty_1"][::core::mem::align_of::<ibv_async_event__bindgen_ty_1>() - 8usize];
-    ["Offset of field: ibv_async_event__bindgen_ty_1::cq"]
-        [::core::mem::offset_of!(ibv_async_event__bindgen_ty_1, cq) - 0usize];
-    ["Offset of field: ibv_async_event__bindgen_ty_1::qp"]
-        [::core::mem::offset_of!(ibv_async_event__bindgen_ty_1, qp) - 0usize];
-    ["Offset of field: ibv_async_event__bindgen_ty_1::srq"]
-        [::core::mem::offset_of!(ibv_async_event__bindgen_ty_1, srq) - 0usize];
-    ["Offset of field: ibv_async_event__bindgen_ty_1::wq"]
-        [::core::mem::offset_of!(ibv_async_event__bindgen_ty_1, wq) - 0usize];
-    ["Offset of field: ibv_async_event__bindgen_ty_1::port_num"]
-        [::core::mem::offset_of!(ibv_async_event__bindgen_ty_1, port_num) - 0usize];
+    [
+        "Size of ibv_async_event__bindgen_ty_1",
+    ][::core::mem::size_of::<ibv_async_event__bindgen_ty_1>() - 8usize];
+    [
+        "Alignment of ibv_async_event__bindgen_ty_1",
+    ][::core::mem::align_of::<ibv_async_event__bindgen_ty_1>() - 8usize];
+    [
+        "Offset of field: ibv_async_event__bindgen_ty_1::cq",
+    ][::core::mem::offset_of!(ibv_async_event__bindgen_ty_1, cq) - 0usize];
+    [
+        "Offset of field: ibv_async_event__bindgen_ty_1::qp",
+    ][::core::mem::offset_of!(ibv_async_event__bindgen_ty_1, qp) - 0usize];
+    [
+        "Offset of field: ibv_async_event__bindgen_ty_1::srq",
+    ][::core::mem::offset_of!(ibv_async_event__bindgen_ty_1, srq) - 0usize];
+    [
+        "Offset of field: ibv_async_event__bindgen_ty_1::wq",
+    ][::core::mem::offset_of!(ibv_async_event__bindgen_ty_1, wq) - 0usize];
+    [
+        "Offset of field: ibv_async_event__bindgen_ty_1::port_num",
+    ][::core::mem::offset_of!(ibv_async_event__bindgen_ty_1, port_num) - 0usize];
 };
 impl Default for ibv_async_event__bindgen_ty_1 {
     fn default() -> Self {
@@ -5654,9 +7811,15 @@ impl Default for ibv_async_event__bindgen_ty_1 {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ibv_async_event"][::core::mem::size_of::<ibv_async_event>() - 16usize];
-    ["Alignment of ibv_async_event"][::core::mem::align_of::<ibv_async_event>() - 8usize];
-    ["Offset of field: ibv_async_event::element"][::core::mem::offset_of!(ibv_async_event, element) - 0usize];
-    ["Offset of field: ibv_async_event::event_type"][::core::mem::offset_of!(ibv_async_event, event_type) - 8usize];
+    [
+        "Alignment of ibv_async_event",
+    ][::core::mem::align_of::<ibv_async_event>() - 8usize];
+    [
+        "Offset of field: ibv_async_event::element",
+    ][::core::mem::offset_of!(ibv_async_event, element) - 0usize];
+    [
+        "Offset of field: ibv_async_event::event_type",
+    ][::core::mem::offset_of!(ibv_async_event, event_type) - 8usize];
 };
 impl Default for ibv_async_event {
     fn default() -> Self {
@@ -5728,18 +7891,30 @@ pub const IBV_WC_IP_CSUM_OK_SHIFT: _bindgen_ty_14 = _bindgen_ty_14(2);
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct _bindgen_ty_14(pub ::core::ffi::c_uint);
 impl ibv_create_cq_wc_flags {
-    pub const IBV_WC_EX_WITH_BYTE_LEN: ibv_create_cq_wc_flags = ibv_create_cq_wc_flags(1);
+    pub const IBV_WC_EX_WITH_BYTE_LEN: ibv_create_cq_wc_flags = ibv_create_cq_wc_flags(
+        1,
+    );
     pub const IBV_WC_EX_WITH_IMM: ibv_create_cq_wc_flags = ibv_create_cq_wc_flags(2);
     pub const IBV_WC_EX_WITH_QP_NUM: ibv_create_cq_wc_flags = ibv_create_cq_wc_flags(4);
     pub const IBV_WC_EX_WITH_SRC_QP: ibv_create_cq_wc_flags = ibv_create_cq_wc_flags(8);
     pub const IBV_WC_EX_WITH_SLID: ibv_create_cq_wc_flags = ibv_create_cq_wc_flags(16);
     pub const IBV_WC_EX_WITH_SL: ibv_create_cq_wc_flags = ibv_create_cq_wc_flags(32);
-    pub const IBV_WC_EX_WITH_DLID_PATH_BITS: ibv_create_cq_wc_flags = ibv_create_cq_wc_flags(64);
-    pub const IBV_WC_EX_WITH_COMPLETION_TIMESTAMP: ibv_create_cq_wc_flags = ibv_create_cq_wc_flags(128);
+    pub const IBV_WC_EX_WITH_DLID_PATH_BITS: ibv_create_cq_wc_flags = ibv_create_cq_wc_flags(
+        64,
+    );
+    pub const IBV_WC_EX_WITH_COMPLETION_TIMESTAMP: ibv_create_cq_wc_flags = ibv_create_cq_wc_flags(
+        128,
+    );
     pub const IBV_WC_EX_WITH_CVLAN: ibv_create_cq_wc_flags = ibv_create_cq_wc_flags(256);
-    pub const IBV_WC_EX_WITH_FLOW_TAG: ibv_create_cq_wc_flags = ibv_create_cq_wc_flags(512);
-    pub const IBV_WC_EX_WITH_TM_INFO: ibv_create_cq_wc_flags = ibv_create_cq_wc_flags(1024);
-    pub const IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK: ibv_create_cq_wc_flags = ibv_create_cq_wc_flags(2048);
+    pub const IBV_WC_EX_WITH_FLOW_TAG: ibv_create_cq_wc_flags = ibv_create_cq_wc_flags(
+        512,
+    );
+    pub const IBV_WC_EX_WITH_TM_INFO: ibv_create_cq_wc_flags = ibv_create_cq_wc_flags(
+        1024,
+    );
+    pub const IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK: ibv_create_cq_wc_flags = ibv_create_cq_wc_flags(
+        2048,
+    );
 }
 impl ::core::ops::BitOr<ibv_create_cq_wc_flags> for ibv_create_cq_wc_flags {
     type Output = Self;
@@ -5841,12 +8016,18 @@ pub union ibv_wc__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_wc__bindgen_ty_1"][::core::mem::size_of::<ibv_wc__bindgen_ty_1>() - 4usize];
-    ["Alignment of ibv_wc__bindgen_ty_1"][::core::mem::align_of::<ibv_wc__bindgen_ty_1>() - 4usize];
-    ["Offset of field: ibv_wc__bindgen_ty_1::imm_data"]
-        [::core::mem::offset_of!(ibv_wc__bindgen_ty_1, imm_data) - 0usize];
-    ["Offset of field: ibv_wc__bindgen_ty_1::invalidated_rkey"]
-        [::core::mem::offset_of!(ibv_wc__bindgen_ty_1, invalidated_rkey) - 0usize];
+    [
+        "Size of ibv_wc__bindgen_ty_1",
+    ][::core::mem::size_of::<ibv_wc__bindgen_ty_1>() - 4usize];
+    [
+        "Alignment of ibv_wc__bindgen_ty_1",
+    ][::core::mem::align_of::<ibv_wc__bindgen_ty_1>() - 4usize];
+    [
+        "Offset of field: ibv_wc__bindgen_ty_1::imm_data",
+    ][::core::mem::offset_of!(ibv_wc__bindgen_ty_1, imm_data) - 0usize];
+    [
+        "Offset of field: ibv_wc__bindgen_ty_1::invalidated_rkey",
+    ][::core::mem::offset_of!(ibv_wc__bindgen_ty_1, invalidated_rkey) - 0usize];
 };
 impl Default for ibv_wc__bindgen_ty_1 {
     fn default() -> Self {
@@ -5862,17 +8043,35 @@ const _: () = {
     ["Size of ibv_wc"][::core::mem::size_of::<ibv_wc>() - 48usize];
     ["Alignment of ibv_wc"][::core::mem::align_of::<ibv_wc>() - 8usize];
     ["Offset of field: ibv_wc::wr_id"][::core::mem::offset_of!(ibv_wc, wr_id) - 0usize];
-    ["Offset of field: ibv_wc::status"][::core::mem::offset_of!(ibv_wc, status) - 8usize];
-    ["Offset of field: ibv_wc::opcode"][::core::mem::offset_of!(ibv_wc, opcode) - 12usize];
-    ["Offset of field: ibv_wc::vendor_err"][::core::mem::offset_of!(ibv_wc, vendor_err) - 16usize];
-    ["Offset of field: ibv_wc::byte_len"][::core::mem::offset_of!(ibv_wc, byte_len) - 20usize];
-    ["Offset of field: ibv_wc::qp_num"][::core::mem::offset_of!(ibv_wc, qp_num) - 28usize];
-    ["Offset of field: ibv_wc::src_qp"][::core::mem::offset_of!(ibv_wc, src_qp) - 32usize];
-    ["Offset of field: ibv_wc::wc_flags"][::core::mem::offset_of!(ibv_wc, wc_flags) - 36usize];
-    ["Offset of field: ibv_wc::pkey_index"][::core::mem::offset_of!(ibv_wc, pkey_index) - 40usize];
+    [
+        "Offset of field: ibv_wc::status",
+    ][::core::mem::offset_of!(ibv_wc, status) - 8usize];
+    [
+        "Offset of field: ibv_wc::opcode",
+    ][::core::mem::offset_of!(ibv_wc, opcode) - 12usize];
+    [
+        "Offset of field: ibv_wc::vendor_err",
+    ][::core::mem::offset_of!(ibv_wc, vendor_err) - 16usize];
+    [
+        "Offset of field: ibv_wc::byte_len",
+    ][::core::mem::offset_of!(ibv_wc, byte_len) - 20usize];
+    [
+        "Offset of field: ibv_wc::qp_num",
+    ][::core::mem::offset_of!(ibv_wc, qp_num) - 28usize];
+    [
+        "Offset of field: ibv_wc::src_qp",
+    ][::core::mem::offset_of!(ibv_wc, src_qp) - 32usize];
+    [
+        "Offset of field: ibv_wc::wc_flags",
+    ][::core::mem::offset_of!(ibv_wc, wc_flags) - 36usize];
+    [
+        "Offset of field: ibv_wc::pkey_index",
+    ][::core::mem::offset_of!(ibv_wc, pkey_index) - 40usize];
     ["Offset of field: ibv_wc::slid"][::core::mem::offset_of!(ibv_wc, slid) - 42usize];
     ["Offset of field: ibv_wc::sl"][::core::mem::offset_of!(ibv_wc, sl) - 44usize];
-    ["Offset of field: ibv_wc::dlid_path_bits"][::core::mem::offset_of!(ibv_wc, dlid_path_bits) - 45usize];
+    [
+        "Offset of field: ibv_wc::dlid_path_bits",
+    ][::core::mem::offset_of!(ibv_wc, dlid_path_bits) - 45usize];
 };
 impl Default for ibv_wc {
     fn default() -> Self {
@@ -5934,12 +8133,21 @@ pub struct ibv_mw_bind_info {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ibv_mw_bind_info"][::core::mem::size_of::<ibv_mw_bind_info>() - 32usize];
-    ["Alignment of ibv_mw_bind_info"][::core::mem::align_of::<ibv_mw_bind_info>() - 8usize];
-    ["Offset of field: ibv_mw_bind_info::mr"][::core::mem::offset_of!(ibv_mw_bind_info, mr) - 0usize];
-    ["Offset of field: ibv_mw_bind_info::addr"][::core::mem::offset_of!(ibv_mw_bind_info, addr) - 8usize];
-    ["Offset of field: ibv_mw_bind_info::length"][::core::mem::offset_of!(ibv_mw_bind_info, length) - 16usize];
-    ["Offset of field: ibv_mw_bind_info::mw_access_flags"]
-        [::core::mem::offset_of!(ibv_mw_bind_info, mw_access_flags) - 24usize];
+    [
+        "Alignment of ibv_mw_bind_info",
+    ][::core::mem::align_of::<ibv_mw_bind_info>() - 8usize];
+    [
+        "Offset of field: ibv_mw_bind_info::mr",
+    ][::core::mem::offset_of!(ibv_mw_bind_info, mr) - 0usize];
+    [
+        "Offset of field: ibv_mw_bind_info::addr",
+    ][::core::mem::offset_of!(ibv_mw_bind_info, addr) - 8usize];
+    [
+        "Offset of field: ibv_mw_bind_info::length",
+    ][::core::mem::offset_of!(ibv_mw_bind_info, length) - 16usize];
+    [
+        "Offset of field: ibv_mw_bind_info::mw_access_flags",
+    ][::core::mem::offset_of!(ibv_mw_bind_info, mw_access_flags) - 24usize];
 };
 impl Default for ibv_mw_bind_info {
     fn default() -> Self {
@@ -5960,8 +8168,12 @@ pub struct ibv_pd {
 const _: () = {
     ["Size of ibv_pd"][::core::mem::size_of::<ibv_pd>() - 16usize];
     ["Alignment of ibv_pd"][::core::mem::align_of::<ibv_pd>() - 8usize];
-    ["Offset of field: ibv_pd::context"][::core::mem::offset_of!(ibv_pd, context) - 0usize];
-    ["Offset of field: ibv_pd::handle"][::core::mem::offset_of!(ibv_pd, handle) - 8usize];
+    [
+        "Offset of field: ibv_pd::context",
+    ][::core::mem::offset_of!(ibv_pd, context) - 0usize];
+    [
+        "Offset of field: ibv_pd::handle",
+    ][::core::mem::offset_of!(ibv_pd, handle) - 8usize];
 };
 impl Default for ibv_pd {
     fn default() -> Self {
@@ -5980,8 +8192,12 @@ pub struct ibv_td_init_attr {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ibv_td_init_attr"][::core::mem::size_of::<ibv_td_init_attr>() - 4usize];
-    ["Alignment of ibv_td_init_attr"][::core::mem::align_of::<ibv_td_init_attr>() - 4usize];
-    ["Offset of field: ibv_td_init_attr::comp_mask"][::core::mem::offset_of!(ibv_td_init_attr, comp_mask) - 0usize];
+    [
+        "Alignment of ibv_td_init_attr",
+    ][::core::mem::align_of::<ibv_td_init_attr>() - 4usize];
+    [
+        "Offset of field: ibv_td_init_attr::comp_mask",
+    ][::core::mem::offset_of!(ibv_td_init_attr, comp_mask) - 0usize];
 };
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -5992,7 +8208,9 @@ pub struct ibv_td {
 const _: () = {
     ["Size of ibv_td"][::core::mem::size_of::<ibv_td>() - 8usize];
     ["Alignment of ibv_td"][::core::mem::align_of::<ibv_td>() - 8usize];
-    ["Offset of field: ibv_td::context"][::core::mem::offset_of!(ibv_td, context) - 0usize];
+    [
+        "Offset of field: ibv_td::context",
+    ][::core::mem::offset_of!(ibv_td, context) - 0usize];
 };
 impl Default for ibv_td {
     fn default() -> Self {
@@ -6004,9 +8222,15 @@ impl Default for ibv_td {
     }
 }
 impl ibv_xrcd_init_attr_mask {
-    pub const IBV_XRCD_INIT_ATTR_FD: ibv_xrcd_init_attr_mask = ibv_xrcd_init_attr_mask(1);
-    pub const IBV_XRCD_INIT_ATTR_OFLAGS: ibv_xrcd_init_attr_mask = ibv_xrcd_init_attr_mask(2);
-    pub const IBV_XRCD_INIT_ATTR_RESERVED: ibv_xrcd_init_attr_mask = ibv_xrcd_init_attr_mask(4);
+    pub const IBV_XRCD_INIT_ATTR_FD: ibv_xrcd_init_attr_mask = ibv_xrcd_init_attr_mask(
+        1,
+    );
+    pub const IBV_XRCD_INIT_ATTR_OFLAGS: ibv_xrcd_init_attr_mask = ibv_xrcd_init_attr_mask(
+        2,
+    );
+    pub const IBV_XRCD_INIT_ATTR_RESERVED: ibv_xrcd_init_attr_mask = ibv_xrcd_init_attr_mask(
+        4,
+    );
 }
 impl ::core::ops::BitOr<ibv_xrcd_init_attr_mask> for ibv_xrcd_init_attr_mask {
     type Output = Self;
@@ -6046,11 +8270,21 @@ pub struct ibv_xrcd_init_attr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_xrcd_init_attr"][::core::mem::size_of::<ibv_xrcd_init_attr>() - 12usize];
-    ["Alignment of ibv_xrcd_init_attr"][::core::mem::align_of::<ibv_xrcd_init_attr>() - 4usize];
-    ["Offset of field: ibv_xrcd_init_attr::comp_mask"][::core::mem::offset_of!(ibv_xrcd_init_attr, comp_mask) - 0usize];
-    ["Offset of field: ibv_xrcd_init_attr::fd"][::core::mem::offset_of!(ibv_xrcd_init_attr, fd) - 4usize];
-    ["Offset of field: ibv_xrcd_init_attr::oflags"][::core::mem::offset_of!(ibv_xrcd_init_attr, oflags) - 8usize];
+    [
+        "Size of ibv_xrcd_init_attr",
+    ][::core::mem::size_of::<ibv_xrcd_init_attr>() - 12usize];
+    [
+        "Alignment of ibv_xrcd_init_attr",
+    ][::core::mem::align_of::<ibv_xrcd_init_attr>() - 4usize];
+    [
+        "Offset of field: ibv_xrcd_init_attr::comp_mask",
+    ][::core::mem::offset_of!(ibv_xrcd_init_attr, comp_mask) - 0usize];
+    [
+        "Offset of field: ibv_xrcd_init_attr::fd",
+    ][::core::mem::offset_of!(ibv_xrcd_init_attr, fd) - 4usize];
+    [
+        "Offset of field: ibv_xrcd_init_attr::oflags",
+    ][::core::mem::offset_of!(ibv_xrcd_init_attr, oflags) - 8usize];
 };
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -6061,7 +8295,9 @@ pub struct ibv_xrcd {
 const _: () = {
     ["Size of ibv_xrcd"][::core::mem::size_of::<ibv_xrcd>() - 8usize];
     ["Alignment of ibv_xrcd"][::core::mem::align_of::<ibv_xrcd>() - 8usize];
-    ["Offset of field: ibv_xrcd::context"][::core::mem::offset_of!(ibv_xrcd, context) - 0usize];
+    [
+        "Offset of field: ibv_xrcd::context",
+    ][::core::mem::offset_of!(ibv_xrcd, context) - 0usize];
 };
 impl Default for ibv_xrcd {
     fn default() -> Self {
@@ -6073,7 +8309,9 @@ impl Default for ibv_xrcd {
     }
 }
 impl ibv_rereg_mr_flags {
-    pub const IBV_REREG_MR_CHANGE_TRANSLATION: ibv_rereg_mr_flags = ibv_rereg_mr_flags(1);
+    pub const IBV_REREG_MR_CHANGE_TRANSLATION: ibv_rereg_mr_flags = ibv_rereg_mr_flags(
+        1,
+    );
     pub const IBV_REREG_MR_CHANGE_PD: ibv_rereg_mr_flags = ibv_rereg_mr_flags(2);
     pub const IBV_REREG_MR_CHANGE_ACCESS: ibv_rereg_mr_flags = ibv_rereg_mr_flags(4);
     pub const IBV_REREG_MR_FLAGS_SUPPORTED: ibv_rereg_mr_flags = ibv_rereg_mr_flags(7);
@@ -6122,11 +8360,17 @@ pub struct ibv_mr {
 const _: () = {
     ["Size of ibv_mr"][::core::mem::size_of::<ibv_mr>() - 48usize];
     ["Alignment of ibv_mr"][::core::mem::align_of::<ibv_mr>() - 8usize];
-    ["Offset of field: ibv_mr::context"][::core::mem::offset_of!(ibv_mr, context) - 0usize];
+    [
+        "Offset of field: ibv_mr::context",
+    ][::core::mem::offset_of!(ibv_mr, context) - 0usize];
     ["Offset of field: ibv_mr::pd"][::core::mem::offset_of!(ibv_mr, pd) - 8usize];
     ["Offset of field: ibv_mr::addr"][::core::mem::offset_of!(ibv_mr, addr) - 16usize];
-    ["Offset of field: ibv_mr::length"][::core::mem::offset_of!(ibv_mr, length) - 24usize];
-    ["Offset of field: ibv_mr::handle"][::core::mem::offset_of!(ibv_mr, handle) - 32usize];
+    [
+        "Offset of field: ibv_mr::length",
+    ][::core::mem::offset_of!(ibv_mr, length) - 24usize];
+    [
+        "Offset of field: ibv_mr::handle",
+    ][::core::mem::offset_of!(ibv_mr, handle) - 32usize];
     ["Offset of field: ibv_mr::lkey"][::core::mem::offset_of!(ibv_mr, lkey) - 36usize];
     ["Offset of field: ibv_mr::rkey"][::core::mem::offset_of!(ibv_mr, rkey) - 40usize];
 };
@@ -6159,10 +8403,14 @@ pub struct ibv_mw {
 const _: () = {
     ["Size of ibv_mw"][::core::mem::size_of::<ibv_mw>() - 32usize];
     ["Alignment of ibv_mw"][::core::mem::align_of::<ibv_mw>() - 8usize];
-    ["Offset of field: ibv_mw::context"][::core::mem::offset_of!(ibv_mw, context) - 0usize];
+    [
+        "Offset of field: ibv_mw::context",
+    ][::core::mem::offset_of!(ibv_mw, context) - 0usize];
     ["Offset of field: ibv_mw::pd"][::core::mem::offset_of!(ibv_mw, pd) - 8usize];
     ["Offset of field: ibv_mw::rkey"][::core::mem::offset_of!(ibv_mw, rkey) - 16usize];
-    ["Offset of field: ibv_mw::handle"][::core::mem::offset_of!(ibv_mw, handle) - 20usize];
+    [
+        "Offset of field: ibv_mw::handle",
+    ][::core::mem::offset_of!(ibv_mw, handle) - 20usize];
     ["Offset of field: ibv_mw::type_"][::core::mem::offset_of!(ibv_mw, type_) - 24usize];
 };
 impl Default for ibv_mw {
@@ -6186,13 +8434,24 @@ pub struct ibv_global_route {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ibv_global_route"][::core::mem::size_of::<ibv_global_route>() - 24usize];
-    ["Alignment of ibv_global_route"][::core::mem::align_of::<ibv_global_route>() - 8usize];
-    ["Offset of field: ibv_global_route::dgid"][::core::mem::offset_of!(ibv_global_route, dgid) - 0usize];
-    ["Offset of field: ibv_global_route::flow_label"][::core::mem::offset_of!(ibv_global_route, flow_label) - 16usize];
-    ["Offset of field: ibv_global_route::sgid_index"][::core::mem::offset_of!(ibv_global_route, sgid_index) - 20usize];
-    ["Offset of field: ibv_global_route::hop_limit"][::core::mem::offset_of!(ibv_global_route, hop_limit) - 21usize];
-    ["Offset of field: ibv_global_route::traffic_class"]
-        [::core::mem::offset_of!(ibv_global_route, traffic_class) - 22usize];
+    [
+        "Alignment of ibv_global_route",
+    ][::core::mem::align_of::<ibv_global_route>() - 8usize];
+    [
+        "Offset of field: ibv_global_route::dgid",
+    ][::core::mem::offset_of!(ibv_global_route, dgid) - 0usize];
+    [
+        "Offset of field: ibv_global_route::flow_label",
+    ][::core::mem::offset_of!(ibv_global_route, flow_label) - 16usize];
+    [
+        "Offset of field: ibv_global_route::sgid_index",
+    ][::core::mem::offset_of!(ibv_global_route, sgid_index) - 20usize];
+    [
+        "Offset of field: ibv_global_route::hop_limit",
+    ][::core::mem::offset_of!(ibv_global_route, hop_limit) - 21usize];
+    [
+        "Offset of field: ibv_global_route::traffic_class",
+    ][::core::mem::offset_of!(ibv_global_route, traffic_class) - 22usize];
 };
 impl Default for ibv_global_route {
     fn default() -> Self {
@@ -6217,10 +8476,18 @@ pub struct ibv_grh {
 const _: () = {
     ["Size of ibv_grh"][::core::mem::size_of::<ibv_grh>() - 40usize];
     ["Alignment of ibv_grh"][::core::mem::align_of::<ibv_grh>() - 8usize];
-    ["Offset of field: ibv_grh::version_tclass_flow"][::core::mem::offset_of!(ibv_grh, version_tclass_flow) - 0usize];
-    ["Offset of field: ibv_grh::paylen"][::core::mem::offset_of!(ibv_grh, paylen) - 4usize];
-    ["Offset of field: ibv_grh::next_hdr"][::core::mem::offset_of!(ibv_grh, next_hdr) - 6usize];
-    ["Offset of field: ibv_grh::hop_limit"][::core::mem::offset_of!(ibv_grh, hop_limit) - 7usize];
+    [
+        "Offset of field: ibv_grh::version_tclass_flow",
+    ][::core::mem::offset_of!(ibv_grh, version_tclass_flow) - 0usize];
+    [
+        "Offset of field: ibv_grh::paylen",
+    ][::core::mem::offset_of!(ibv_grh, paylen) - 4usize];
+    [
+        "Offset of field: ibv_grh::next_hdr",
+    ][::core::mem::offset_of!(ibv_grh, next_hdr) - 6usize];
+    [
+        "Offset of field: ibv_grh::hop_limit",
+    ][::core::mem::offset_of!(ibv_grh, hop_limit) - 7usize];
     ["Offset of field: ibv_grh::sgid"][::core::mem::offset_of!(ibv_grh, sgid) - 8usize];
     ["Offset of field: ibv_grh::dgid"][::core::mem::offset_of!(ibv_grh, dgid) - 24usize];
 };
@@ -6283,13 +8550,27 @@ pub struct ibv_ah_attr {
 const _: () = {
     ["Size of ibv_ah_attr"][::core::mem::size_of::<ibv_ah_attr>() - 32usize];
     ["Alignment of ibv_ah_attr"][::core::mem::align_of::<ibv_ah_attr>() - 8usize];
-    ["Offset of field: ibv_ah_attr::grh"][::core::mem::offset_of!(ibv_ah_attr, grh) - 0usize];
-    ["Offset of field: ibv_ah_attr::dlid"][::core::mem::offset_of!(ibv_ah_attr, dlid) - 24usize];
-    ["Offset of field: ibv_ah_attr::sl"][::core::mem::offset_of!(ibv_ah_attr, sl) - 26usize];
-    ["Offset of field: ibv_ah_attr::src_path_bits"][::core::mem::offset_of!(ibv_ah_attr, src_path_bits) - 27usize];
-    ["Offset of field: ibv_ah_attr::static_rate"][::core::mem::offset_of!(ibv_ah_attr, static_rate) - 28usize];
-    ["Offset of field: ibv_ah_attr::is_global"][::core::mem::offset_of!(ibv_ah_attr, is_global) - 29usize];
-    ["Offset of field: ibv_ah_attr::port_num"][::core::mem::offset_of!(ibv_ah_attr, port_num) - 30usize];
+    [
+        "Offset of field: ibv_ah_attr::grh",
+    ][::core::mem::offset_of!(ibv_ah_attr, grh) - 0usize];
+    [
+        "Offset of field: ibv_ah_attr::dlid",
+    ][::core::mem::offset_of!(ibv_ah_attr, dlid) - 24usize];
+    [
+        "Offset of field: ibv_ah_attr::sl",
+    ][::core::mem::offset_of!(ibv_ah_attr, sl) - 26usize];
+    [
+        "Offset of field: ibv_ah_attr::src_path_bits",
+    ][::core::mem::offset_of!(ibv_ah_attr, src_path_bits) - 27usize];
+    [
+        "Offset of field: ibv_ah_attr::static_rate",
+    ][::core::mem::offset_of!(ibv_ah_attr, static_rate) - 28usize];
+    [
+        "Offset of field: ibv_ah_attr::is_global",
+    ][::core::mem::offset_of!(ibv_ah_attr, is_global) - 29usize];
+    [
+        "Offset of field: ibv_ah_attr::port_num",
+    ][::core::mem::offset_of!(ibv_ah_attr, port_num) - 30usize];
 };
 impl Default for ibv_ah_attr {
     fn default() -> Self {
@@ -6344,9 +8625,15 @@ pub struct ibv_srq_attr {
 const _: () = {
     ["Size of ibv_srq_attr"][::core::mem::size_of::<ibv_srq_attr>() - 12usize];
     ["Alignment of ibv_srq_attr"][::core::mem::align_of::<ibv_srq_attr>() - 4usize];
-    ["Offset of field: ibv_srq_attr::max_wr"][::core::mem::offset_of!(ibv_srq_attr, max_wr) - 0usize];
-    ["Offset of field: ibv_srq_attr::max_sge"][::core::mem::offset_of!(ibv_srq_attr, max_sge) - 4usize];
-    ["Offset of field: ibv_srq_attr::srq_limit"][::core::mem::offset_of!(ibv_srq_attr, srq_limit) - 8usize];
+    [
+        "Offset of field: ibv_srq_attr::max_wr",
+    ][::core::mem::offset_of!(ibv_srq_attr, max_wr) - 0usize];
+    [
+        "Offset of field: ibv_srq_attr::max_sge",
+    ][::core::mem::offset_of!(ibv_srq_attr, max_sge) - 4usize];
+    [
+        "Offset of field: ibv_srq_attr::srq_limit",
+    ][::core::mem::offset_of!(ibv_srq_attr, srq_limit) - 8usize];
 };
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -6357,10 +8644,15 @@ pub struct ibv_srq_init_attr {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ibv_srq_init_attr"][::core::mem::size_of::<ibv_srq_init_attr>() - 24usize];
-    ["Alignment of ibv_srq_init_attr"][::core::mem::align_of::<ibv_srq_init_attr>() - 8usize];
-    ["Offset of field: ibv_srq_init_attr::srq_context"]
-        [::core::mem::offset_of!(ibv_srq_init_attr, srq_context) - 0usize];
-    ["Offset of field: ibv_srq_init_attr::attr"][::core::mem::offset_of!(ibv_srq_init_attr, attr) - 8usize];
+    [
+        "Alignment of ibv_srq_init_attr",
+    ][::core::mem::align_of::<ibv_srq_init_attr>() - 8usize];
+    [
+        "Offset of field: ibv_srq_init_attr::srq_context",
+    ][::core::mem::offset_of!(ibv_srq_init_attr, srq_context) - 0usize];
+    [
+        "Offset of field: ibv_srq_init_attr::attr",
+    ][::core::mem::offset_of!(ibv_srq_init_attr, attr) - 8usize];
 };
 impl Default for ibv_srq_init_attr {
     fn default() -> Self {
@@ -6385,7 +8677,9 @@ impl ibv_srq_init_attr_mask {
     pub const IBV_SRQ_INIT_ATTR_XRCD: ibv_srq_init_attr_mask = ibv_srq_init_attr_mask(4);
     pub const IBV_SRQ_INIT_ATTR_CQ: ibv_srq_init_attr_mask = ibv_srq_init_attr_mask(8);
     pub const IBV_SRQ_INIT_ATTR_TM: ibv_srq_init_attr_mask = ibv_srq_init_attr_mask(16);
-    pub const IBV_SRQ_INIT_ATTR_RESERVED: ibv_srq_init_attr_mask = ibv_srq_init_attr_mask(32);
+    pub const IBV_SRQ_INIT_ATTR_RESERVED: ibv_srq_init_attr_mask = ibv_srq_init_attr_mask(
+        32,
+    );
 }
 impl ::core::ops::BitOr<ibv_srq_init_attr_mask> for ibv_srq_init_attr_mask {
     type Output = Self;
@@ -6426,8 +8720,12 @@ pub struct ibv_tm_cap {
 const _: () = {
     ["Size of ibv_tm_cap"][::core::mem::size_of::<ibv_tm_cap>() - 8usize];
     ["Alignment of ibv_tm_cap"][::core::mem::align_of::<ibv_tm_cap>() - 4usize];
-    ["Offset of field: ibv_tm_cap::max_num_tags"][::core::mem::offset_of!(ibv_tm_cap, max_num_tags) - 0usize];
-    ["Offset of field: ibv_tm_cap::max_ops"][::core::mem::offset_of!(ibv_tm_cap, max_ops) - 4usize];
+    [
+        "Offset of field: ibv_tm_cap::max_num_tags",
+    ][::core::mem::offset_of!(ibv_tm_cap, max_num_tags) - 0usize];
+    [
+        "Offset of field: ibv_tm_cap::max_ops",
+    ][::core::mem::offset_of!(ibv_tm_cap, max_ops) - 4usize];
 };
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -6443,19 +8741,36 @@ pub struct ibv_srq_init_attr_ex {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_srq_init_attr_ex"][::core::mem::size_of::<ibv_srq_init_attr_ex>() - 64usize];
-    ["Alignment of ibv_srq_init_attr_ex"][::core::mem::align_of::<ibv_srq_init_attr_ex>() - 8usize];
-    ["Offset of field: ibv_srq_init_attr_ex::srq_context"]
-        [::core::mem::offset_of!(ibv_srq_init_attr_ex, srq_context) - 0usize];
-    ["Offset of field: ibv_srq_init_attr_ex::attr"][::core::mem::offset_of!(ibv_srq_init_attr_ex, attr) - 8usize];
-    ["Offset of field: ibv_srq_init_attr_ex::comp_mask"]
-        [::core::mem::offset_of!(ibv_srq_init_attr_ex, comp_mask) - 20usize];
-    ["Offset of field: ibv_srq_init_attr_ex::srq_type"]
-        [::core::mem::offset_of!(ibv_srq_init_attr_ex, srq_type) - 24usize];
-    ["Offset of field: ibv_srq_init_attr_ex::pd"][::core::mem::offset_of!(ibv_srq_init_attr_ex, pd) - 32usize];
-    ["Offset of field: ibv_srq_init_attr_ex::xrcd"][::core::mem::offset_of!(ibv_srq_init_attr_ex, xrcd) - 40usize];
-    ["Offset of field: ibv_srq_init_attr_ex::cq"][::core::mem::offset_of!(ibv_srq_init_attr_ex, cq) - 48usize];
-    ["Offset of field: ibv_srq_init_attr_ex::tm_cap"][::core::mem::offset_of!(ibv_srq_init_attr_ex, tm_cap) - 56usize];
+    [
+        "Size of ibv_srq_init_attr_ex",
+    ][::core::mem::size_of::<ibv_srq_init_attr_ex>() - 64usize];
+    [
+        "Alignment of ibv_srq_init_attr_ex",
+    ][::core::mem::align_of::<ibv_srq_init_attr_ex>() - 8usize];
+    [
+        "Offset of field: ibv_srq_init_attr_ex::srq_context",
+    ][::core::mem::offset_of!(ibv_srq_init_attr_ex, srq_context) - 0usize];
+    [
+        "Offset of field: ibv_srq_init_attr_ex::attr",
+    ][::core::mem::offset_of!(ibv_srq_init_attr_ex, attr) - 8usize];
+    [
+        "Offset of field: ibv_srq_init_attr_ex::comp_mask",
+    ][::core::mem::offset_of!(ibv_srq_init_attr_ex, comp_mask) - 20usize];
+    [
+        "Offset of field: ibv_srq_init_attr_ex::srq_type",
+    ][::core::mem::offset_of!(ibv_srq_init_attr_ex, srq_type) - 24usize];
+    [
+        "Offset of field: ibv_srq_init_attr_ex::pd",
+    ][::core::mem::offset_of!(ibv_srq_init_attr_ex, pd) - 32usize];
+    [
+        "Offset of field: ibv_srq_init_attr_ex::xrcd",
+    ][::core::mem::offset_of!(ibv_srq_init_attr_ex, xrcd) - 40usize];
+    [
+        "Offset of field: ibv_srq_init_attr_ex::cq",
+    ][::core::mem::offset_of!(ibv_srq_init_attr_ex, cq) - 48usize];
+    [
+        "Offset of field: ibv_srq_init_attr_ex::tm_cap",
+    ][::core::mem::offset_of!(ibv_srq_init_attr_ex, tm_cap) - 56usize];
 };
 impl Default for ibv_srq_init_attr_ex {
     fn default() -> Self {
@@ -6474,7 +8789,9 @@ impl ibv_wq_type {
 pub struct ibv_wq_type(pub ::core::ffi::c_uint);
 impl ibv_wq_init_attr_mask {
     pub const IBV_WQ_INIT_ATTR_FLAGS: ibv_wq_init_attr_mask = ibv_wq_init_attr_mask(1);
-    pub const IBV_WQ_INIT_ATTR_RESERVED: ibv_wq_init_attr_mask = ibv_wq_init_attr_mask(2);
+    pub const IBV_WQ_INIT_ATTR_RESERVED: ibv_wq_init_attr_mask = ibv_wq_init_attr_mask(
+        2,
+    );
 }
 impl ::core::ops::BitOr<ibv_wq_init_attr_mask> for ibv_wq_init_attr_mask {
     type Output = Self;
@@ -6556,16 +8873,33 @@ pub struct ibv_wq_init_attr {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ibv_wq_init_attr"][::core::mem::size_of::<ibv_wq_init_attr>() - 48usize];
-    ["Alignment of ibv_wq_init_attr"][::core::mem::align_of::<ibv_wq_init_attr>() - 8usize];
-    ["Offset of field: ibv_wq_init_attr::wq_context"][::core::mem::offset_of!(ibv_wq_init_attr, wq_context) - 0usize];
-    ["Offset of field: ibv_wq_init_attr::wq_type"][::core::mem::offset_of!(ibv_wq_init_attr, wq_type) - 8usize];
-    ["Offset of field: ibv_wq_init_attr::max_wr"][::core::mem::offset_of!(ibv_wq_init_attr, max_wr) - 12usize];
-    ["Offset of field: ibv_wq_init_attr::max_sge"][::core::mem::offset_of!(ibv_wq_init_attr, max_sge) - 16usize];
-    ["Offset of field: ibv_wq_init_attr::pd"][::core::mem::offset_of!(ibv_wq_init_attr, pd) - 24usize];
-    ["Offset of field: ibv_wq_init_attr::cq"][::core::mem::offset_of!(ibv_wq_init_attr, cq) - 32usize];
-    ["Offset of field: ibv_wq_init_attr::comp_mask"][::core::mem::offset_of!(ibv_wq_init_attr, comp_mask) - 40usize];
-    ["Offset of field: ibv_wq_init_attr::create_flags"]
-        [::core::mem::offset_of!(ibv_wq_init_attr, create_flags) - 44usize];
+    [
+        "Alignment of ibv_wq_init_attr",
+    ][::core::mem::align_of::<ibv_wq_init_attr>() - 8usize];
+    [
+        "Offset of field: ibv_wq_init_attr::wq_context",
+    ][::core::mem::offset_of!(ibv_wq_init_attr, wq_context) - 0usize];
+    [
+        "Offset of field: ibv_wq_init_attr::wq_type",
+    ][::core::mem::offset_of!(ibv_wq_init_attr, wq_type) - 8usize];
+    [
+        "Offset of field: ibv_wq_init_attr::max_wr",
+    ][::core::mem::offset_of!(ibv_wq_init_attr, max_wr) - 12usize];
+    [
+        "Offset of field: ibv_wq_init_attr::max_sge",
+    ][::core::mem::offset_of!(ibv_wq_init_attr, max_sge) - 16usize];
+    [
+        "Offset of field: ibv_wq_init_attr::pd",
+    ][::core::mem::offset_of!(ibv_wq_init_attr, pd) - 24usize];
+    [
+        "Offset of field: ibv_wq_init_attr::cq",
+    ][::core::mem::offset_of!(ibv_wq_init_attr, cq) - 32usize];
+    [
+        "Offset of field: ibv_wq_init_attr::comp_mask",
+    ][::core::mem::offset_of!(ibv_wq_init_attr, comp_mask) - 40usize];
+    [
+        "Offset of field: ibv_wq_init_attr::create_flags",
+    ][::core::mem::offset_of!(ibv_wq_init_attr, create_flags) - 44usize];
 };
 impl Default for ibv_wq_init_attr {
     fn default() -> Self {
@@ -6633,11 +8967,21 @@ pub struct ibv_wq_attr {
 const _: () = {
     ["Size of ibv_wq_attr"][::core::mem::size_of::<ibv_wq_attr>() - 20usize];
     ["Alignment of ibv_wq_attr"][::core::mem::align_of::<ibv_wq_attr>() - 4usize];
-    ["Offset of field: ibv_wq_attr::attr_mask"][::core::mem::offset_of!(ibv_wq_attr, attr_mask) - 0usize];
-    ["Offset of field: ibv_wq_attr::wq_state"][::core::mem::offset_of!(ibv_wq_attr, wq_state) - 4usize];
-    ["Offset of field: ibv_wq_attr::curr_wq_state"][::core::mem::offset_of!(ibv_wq_attr, curr_wq_state) - 8usize];
-    ["Offset of field: ibv_wq_attr::flags"][::core::mem::offset_of!(ibv_wq_attr, flags) - 12usize];
-    ["Offset of field: ibv_wq_attr::flags_mask"][::core::mem::offset_of!(ibv_wq_attr, flags_mask) - 16usize];
+    [
+        "Offset of field: ibv_wq_attr::attr_mask",
+    ][::core::mem::offset_of!(ibv_wq_attr, attr_mask) - 0usize];
+    [
+        "Offset of field: ibv_wq_attr::wq_state",
+    ][::core::mem::offset_of!(ibv_wq_attr, wq_state) - 4usize];
+    [
+        "Offset of field: ibv_wq_attr::curr_wq_state",
+    ][::core::mem::offset_of!(ibv_wq_attr, curr_wq_state) - 8usize];
+    [
+        "Offset of field: ibv_wq_attr::flags",
+    ][::core::mem::offset_of!(ibv_wq_attr, flags) - 12usize];
+    [
+        "Offset of field: ibv_wq_attr::flags_mask",
+    ][::core::mem::offset_of!(ibv_wq_attr, flags_mask) - 16usize];
 };
 impl Default for ibv_wq_attr {
     fn default() -> Self {
@@ -6659,13 +9003,21 @@ pub struct ibv_rwq_ind_table {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ibv_rwq_ind_table"][::core::mem::size_of::<ibv_rwq_ind_table>() - 24usize];
-    ["Alignment of ibv_rwq_ind_table"][::core::mem::align_of::<ibv_rwq_ind_table>() - 8usize];
-    ["Offset of field: ibv_rwq_ind_table::context"][::core::mem::offset_of!(ibv_rwq_ind_table, context) - 0usize];
-    ["Offset of field: ibv_rwq_ind_table::ind_tbl_handle"]
-        [::core::mem::offset_of!(ibv_rwq_ind_table, ind_tbl_handle) - 8usize];
-    ["Offset of field: ibv_rwq_ind_table::ind_tbl_num"]
-        [::core::mem::offset_of!(ibv_rwq_ind_table, ind_tbl_num) - 12usize];
-    ["Offset of field: ibv_rwq_ind_table::comp_mask"][::core::mem::offset_of!(ibv_rwq_ind_table, comp_mask) - 16usize];
+    [
+        "Alignment of ibv_rwq_ind_table",
+    ][::core::mem::align_of::<ibv_rwq_ind_table>() - 8usize];
+    [
+        "Offset of field: ibv_rwq_ind_table::context",
+    ][::core::mem::offset_of!(ibv_rwq_ind_table, context) - 0usize];
+    [
+        "Offset of field: ibv_rwq_ind_table::ind_tbl_handle",
+    ][::core::mem::offset_of!(ibv_rwq_ind_table, ind_tbl_handle) - 8usize];
+    [
+        "Offset of field: ibv_rwq_ind_table::ind_tbl_num",
+    ][::core::mem::offset_of!(ibv_rwq_ind_table, ind_tbl_num) - 12usize];
+    [
+        "Offset of field: ibv_rwq_ind_table::comp_mask",
+    ][::core::mem::offset_of!(ibv_rwq_ind_table, comp_mask) - 16usize];
 };
 impl Default for ibv_rwq_ind_table {
     fn default() -> Self {
@@ -6677,7 +9029,9 @@ impl Default for ibv_rwq_ind_table {
     }
 }
 impl ibv_ind_table_init_attr_mask {
-    pub const IBV_CREATE_IND_TABLE_RESERVED: ibv_ind_table_init_attr_mask = ibv_ind_table_init_attr_mask(1);
+    pub const IBV_CREATE_IND_TABLE_RESERVED: ibv_ind_table_init_attr_mask = ibv_ind_table_init_attr_mask(
+        1,
+    );
 }
 impl ::core::ops::BitOr<ibv_ind_table_init_attr_mask> for ibv_ind_table_init_attr_mask {
     type Output = Self;
@@ -6717,14 +9071,21 @@ pub struct ibv_rwq_ind_table_init_attr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_rwq_ind_table_init_attr"][::core::mem::size_of::<ibv_rwq_ind_table_init_attr>() - 24usize];
-    ["Alignment of ibv_rwq_ind_table_init_attr"][::core::mem::align_of::<ibv_rwq_ind_table_init_attr>() - 8usize];
-    ["Offset of field: ibv_rwq_ind_table_init_attr::log_ind_tbl_size"]
-        [::core::mem::offset_of!(ibv_rwq_ind_table_init_attr, log_ind_tbl_size) - 0usize];
-    ["Offset of field: ibv_rwq_ind_table_init_attr::ind_tbl"]
-        [::core::mem::offset_of!(ibv_rwq_ind_table_init_attr, ind_tbl) - 8usize];
-    ["Offset of field: ibv_rwq_ind_table_init_attr::comp_mask"]
-        [::core::mem::offset_of!(ibv_rwq_ind_table_init_attr, comp_mask) - 16usize];
+    [
+        "Size of ibv_rwq_ind_table_init_attr",
+    ][::core::mem::size_of::<ibv_rwq_ind_table_init_attr>() - 24usize];
+    [
+        "Alignment of ibv_rwq_ind_table_init_attr",
+    ][::core::mem::align_of::<ibv_rwq_ind_table_init_attr>() - 8usize];
+    [
+        "Offset of field: ibv_rwq_ind_table_init_attr::log_ind_tbl_size",
+    ][::core::mem::offset_of!(ibv_rwq_ind_table_init_attr, log_ind_tbl_size) - 0usize];
+    [
+        "Offset of field: ibv_rwq_ind_table_init_attr::ind_tbl",
+    ][::core::mem::offset_of!(ibv_rwq_ind_table_init_attr, ind_tbl) - 8usize];
+    [
+        "Offset of field: ibv_rwq_ind_table_init_attr::comp_mask",
+    ][::core::mem::offset_of!(ibv_rwq_ind_table_init_attr, comp_mask) - 16usize];
 };
 impl Default for ibv_rwq_ind_table_init_attr {
     fn default() -> Self {
@@ -6760,11 +9121,21 @@ pub struct ibv_qp_cap {
 const _: () = {
     ["Size of ibv_qp_cap"][::core::mem::size_of::<ibv_qp_cap>() - 20usize];
     ["Alignment of ibv_qp_cap"][::core::mem::align_of::<ibv_qp_cap>() - 4usize];
-    ["Offset of field: ibv_qp_cap::max_send_wr"][::core::mem::offset_of!(ibv_qp_cap, max_send_wr) - 0usize];
-    ["Offset of field: ibv_qp_cap::max_recv_wr"][::core::mem::offset_of!(ibv_qp_cap, max_recv_wr) - 4usize];
-    ["Offset of field: ibv_qp_cap::max_send_sge"][::core::mem::offset_of!(ibv_qp_cap, max_send_sge) - 8usize];
-    ["Offset of field: ibv_qp_cap::max_recv_sge"][::core::mem::offset_of!(ibv_qp_cap, max_recv_sge) - 12usize];
-    ["Offset of field: ibv_qp_cap::max_inline_data"][::core::mem::offset_of!(ibv_qp_cap, max_inline_data) - 16usize];
+    [
+        "Offset of field: ibv_qp_cap::max_send_wr",
+    ][::core::mem::offset_of!(ibv_qp_cap, max_send_wr) - 0usize];
+    [
+        "Offset of field: ibv_qp_cap::max_recv_wr",
+    ][::core::mem::offset_of!(ibv_qp_cap, max_recv_wr) - 4usize];
+    [
+        "Offset of field: ibv_qp_cap::max_send_sge",
+    ][::core::mem::offset_of!(ibv_qp_cap, max_send_sge) - 8usize];
+    [
+        "Offset of field: ibv_qp_cap::max_recv_sge",
+    ][::core::mem::offset_of!(ibv_qp_cap, max_recv_sge) - 12usize];
+    [
+        "Offset of field: ibv_qp_cap::max_inline_data",
+    ][::core::mem::offset_of!(ibv_qp_cap, max_inline_data) - 16usize];
 };
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -6780,14 +9151,30 @@ pub struct ibv_qp_init_attr {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ibv_qp_init_attr"][::core::mem::size_of::<ibv_qp_init_attr>() - 64usize];
-    ["Alignment of ibv_qp_init_attr"][::core::mem::align_of::<ibv_qp_init_attr>() - 8usize];
-    ["Offset of field: ibv_qp_init_attr::qp_context"][::core::mem::offset_of!(ibv_qp_init_attr, qp_context) - 0usize];
-    ["Offset of field: ibv_qp_init_attr::send_cq"][::core::mem::offset_of!(ibv_qp_init_attr, send_cq) - 8usize];
-    ["Offset of field: ibv_qp_init_attr::recv_cq"][::core::mem::offset_of!(ibv_qp_init_attr, recv_cq) - 16usize];
-    ["Offset of field: ibv_qp_init_attr::srq"][::core::mem::offset_of!(ibv_qp_init_attr, srq) - 24usize];
-    ["Offset of field: ibv_qp_init_attr::cap"][::core::mem::offset_of!(ibv_qp_init_attr, cap) - 32usize];
-    ["Offset of field: ibv_qp_init_attr::qp_type"][::core::mem::offset_of!(ibv_qp_init_attr, qp_type) - 52usize];
-    ["Offset of field: ibv_qp_init_attr::sq_sig_all"][::core::mem::offset_of!(ibv_qp_init_attr, sq_sig_all) - 56usize];
+    [
+        "Alignment of ibv_qp_init_attr",
+    ][::core::mem::align_of::<ibv_qp_init_attr>() - 8usize];
+    [
+        "Offset of field: ibv_qp_init_attr::qp_context",
+    ][::core::mem::offset_of!(ibv_qp_init_attr, qp_context) - 0usize];
+    [
+        "Offset of field: ibv_qp_init_attr::send_cq",
+    ][::core::mem::offset_of!(ibv_qp_init_attr, send_cq) - 8usize];
+    [
+        "Offset of field: ibv_qp_init_attr::recv_cq",
+    ][::core::mem::offset_of!(ibv_qp_init_attr, recv_cq) - 16usize];
+    [
+        "Offset of field: ibv_qp_init_attr::srq",
+    ][::core::mem::offset_of!(ibv_qp_init_attr, srq) - 24usize];
+    [
+        "Offset of field: ibv_qp_init_attr::cap",
+    ][::core::mem::offset_of!(ibv_qp_init_attr, cap) - 32usize];
+    [
+        "Offset of field: ibv_qp_init_attr::qp_type",
+    ][::core::mem::offset_of!(ibv_qp_init_attr, qp_type) - 52usize];
+    [
+        "Offset of field: ibv_qp_init_attr::sq_sig_all",
+    ][::core::mem::offset_of!(ibv_qp_init_attr, sq_sig_all) - 56usize];
 };
 impl Default for ibv_qp_init_attr {
     fn default() -> Self {
@@ -6801,11 +9188,21 @@ impl Default for ibv_qp_init_attr {
 impl ibv_qp_init_attr_mask {
     pub const IBV_QP_INIT_ATTR_PD: ibv_qp_init_attr_mask = ibv_qp_init_attr_mask(1);
     pub const IBV_QP_INIT_ATTR_XRCD: ibv_qp_init_attr_mask = ibv_qp_init_attr_mask(2);
-    pub const IBV_QP_INIT_ATTR_CREATE_FLAGS: ibv_qp_init_attr_mask = ibv_qp_init_attr_mask(4);
-    pub const IBV_QP_INIT_ATTR_MAX_TSO_HEADER: ibv_qp_init_attr_mask = ibv_qp_init_attr_mask(8);
-    pub const IBV_QP_INIT_ATTR_IND_TABLE: ibv_qp_init_attr_mask = ibv_qp_init_attr_mask(16);
-    pub const IBV_QP_INIT_ATTR_RX_HASH: ibv_qp_init_attr_mask = ibv_qp_init_attr_mask(32);
-    pub const IBV_QP_INIT_ATTR_SEND_OPS_FLAGS: ibv_qp_init_attr_mask = ibv_qp_init_attr_mask(64);
+    pub const IBV_QP_INIT_ATTR_CREATE_FLAGS: ibv_qp_init_attr_mask = ibv_qp_init_attr_mask(
+        4,
+    );
+    pub const IBV_QP_INIT_ATTR_MAX_TSO_HEADER: ibv_qp_init_attr_mask = ibv_qp_init_attr_mask(
+        8,
+    );
+    pub const IBV_QP_INIT_ATTR_IND_TABLE: ibv_qp_init_attr_mask = ibv_qp_init_attr_mask(
+        16,
+    );
+    pub const IBV_QP_INIT_ATTR_RX_HASH: ibv_qp_init_attr_mask = ibv_qp_init_attr_mask(
+        32,
+    );
+    pub const IBV_QP_INIT_ATTR_SEND_OPS_FLAGS: ibv_qp_init_attr_mask = ibv_qp_init_attr_mask(
+        64,
+    );
 }
 impl ::core::ops::BitOr<ibv_qp_init_attr_mask> for ibv_qp_init_attr_mask {
     type Output = Self;
@@ -6837,11 +9234,17 @@ impl ::core::ops::BitAndAssign for ibv_qp_init_attr_mask {
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct ibv_qp_init_attr_mask(pub ::core::ffi::c_uint);
 impl ibv_qp_create_flags {
-    pub const IBV_QP_CREATE_BLOCK_SELF_MCAST_LB: ibv_qp_create_flags = ibv_qp_create_flags(2);
+    pub const IBV_QP_CREATE_BLOCK_SELF_MCAST_LB: ibv_qp_create_flags = ibv_qp_create_flags(
+        2,
+    );
     pub const IBV_QP_CREATE_SCATTER_FCS: ibv_qp_create_flags = ibv_qp_create_flags(256);
-    pub const IBV_QP_CREATE_CVLAN_STRIPPING: ibv_qp_create_flags = ibv_qp_create_flags(512);
+    pub const IBV_QP_CREATE_CVLAN_STRIPPING: ibv_qp_create_flags = ibv_qp_create_flags(
+        512,
+    );
     pub const IBV_QP_CREATE_SOURCE_QPN: ibv_qp_create_flags = ibv_qp_create_flags(1024);
-    pub const IBV_QP_CREATE_PCI_WRITE_END_PADDING: ibv_qp_create_flags = ibv_qp_create_flags(2048);
+    pub const IBV_QP_CREATE_PCI_WRITE_END_PADDING: ibv_qp_create_flags = ibv_qp_create_flags(
+        2048,
+    );
 }
 impl ::core::ops::BitOr<ibv_qp_create_flags> for ibv_qp_create_flags {
     type Output = Self;
@@ -6873,18 +9276,42 @@ impl ::core::ops::BitAndAssign for ibv_qp_create_flags {
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct ibv_qp_create_flags(pub ::core::ffi::c_uint);
 impl ibv_qp_create_send_ops_flags {
-    pub const IBV_QP_EX_WITH_RDMA_WRITE: ibv_qp_create_send_ops_flags = ibv_qp_create_send_ops_flags(1);
-    pub const IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM: ibv_qp_create_send_ops_flags = ibv_qp_create_send_ops_flags(2);
-    pub const IBV_QP_EX_WITH_SEND: ibv_qp_create_send_ops_flags = ibv_qp_create_send_ops_flags(4);
-    pub const IBV_QP_EX_WITH_SEND_WITH_IMM: ibv_qp_create_send_ops_flags = ibv_qp_create_send_ops_flags(8);
-    pub const IBV_QP_EX_WITH_RDMA_READ: ibv_qp_create_send_ops_flags = ibv_qp_create_send_ops_flags(16);
-    pub const IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP: ibv_qp_create_send_ops_flags = ibv_qp_create_send_ops_flags(32);
-    pub const IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD: ibv_qp_create_send_ops_flags = ibv_qp_create_send_ops_flags(64);
-    pub const IBV_QP_EX_WITH_LOCAL_INV: ibv_qp_create_send_ops_flags = ibv_qp_create_send_ops_flags(128);
-    pub const IBV_QP_EX_WITH_BIND_MW: ibv_qp_create_send_ops_flags = ibv_qp_create_send_ops_flags(256);
-    pub const IBV_QP_EX_WITH_SEND_WITH_INV: ibv_qp_create_send_ops_flags = ibv_qp_create_send_ops_flags(512);
-    pub const IBV_QP_EX_WITH_TSO: ibv_qp_create_send_ops_flags = ibv_qp_create_send_ops_flags(1024);
-    pub const IBV_QP_EX_WITH_ATOMIC_WRITE: ibv_qp_create_send_ops_flags = ibv_qp_create_send_ops_flags(4096);
+    pub const IBV_QP_EX_WITH_RDMA_WRITE: ibv_qp_create_send_ops_flags = ibv_qp_create_send_ops_flags(
+        1,
+    );
+    pub const IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM: ibv_qp_create_send_ops_flags = ibv_qp_create_send_ops_flags(
+        2,
+    );
+    pub const IBV_QP_EX_WITH_SEND: ibv_qp_create_send_ops_flags = ibv_qp_create_send_ops_flags(
+        4,
+    );
+    pub const IBV_QP_EX_WITH_SEND_WITH_IMM: ibv_qp_create_send_ops_flags = ibv_qp_create_send_ops_flags(
+        8,
+    );
+    pub const IBV_QP_EX_WITH_RDMA_READ: ibv_qp_create_send_ops_flags = ibv_qp_create_send_ops_flags(
+        16,
+    );
+    pub const IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP: ibv_qp_create_send_ops_flags = ibv_qp_create_send_ops_flags(
+        32,
+    );
+    pub const IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD: ibv_qp_create_send_ops_flags = ibv_qp_create_send_ops_flags(
+        64,
+    );
+    pub const IBV_QP_EX_WITH_LOCAL_INV: ibv_qp_create_send_ops_flags = ibv_qp_create_send_ops_flags(
+        128,
+    );
+    pub const IBV_QP_EX_WITH_BIND_MW: ibv_qp_create_send_ops_flags = ibv_qp_create_send_ops_flags(
+        256,
+    );
+    pub const IBV_QP_EX_WITH_SEND_WITH_INV: ibv_qp_create_send_ops_flags = ibv_qp_create_send_ops_flags(
+        512,
+    );
+    pub const IBV_QP_EX_WITH_TSO: ibv_qp_create_send_ops_flags = ibv_qp_create_send_ops_flags(
+        1024,
+    );
+    pub const IBV_QP_EX_WITH_ATOMIC_WRITE: ibv_qp_create_send_ops_flags = ibv_qp_create_send_ops_flags(
+        4096,
+    );
 }
 impl ::core::ops::BitOr<ibv_qp_create_send_ops_flags> for ibv_qp_create_send_ops_flags {
     type Output = Self;
@@ -6926,14 +9353,21 @@ pub struct ibv_rx_hash_conf {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ibv_rx_hash_conf"][::core::mem::size_of::<ibv_rx_hash_conf>() - 24usize];
-    ["Alignment of ibv_rx_hash_conf"][::core::mem::align_of::<ibv_rx_hash_conf>() - 8usize];
-    ["Offset of field: ibv_rx_hash_conf::rx_hash_function"]
-        [::core::mem::offset_of!(ibv_rx_hash_conf, rx_hash_function) - 0usize];
-    ["Offset of field: ibv_rx_hash_conf::rx_hash_key_len"]
-        [::core::mem::offset_of!(ibv_rx_hash_conf, rx_hash_key_len) - 1usize];
-    ["Offset of field: ibv_rx_hash_conf::rx_hash_key"][::core::mem::offset_of!(ibv_rx_hash_conf, rx_hash_key) - 8usize];
-    ["Offset of field: ibv_rx_hash_conf::rx_hash_fields_mask"]
-        [::core::mem::offset_of!(ibv_rx_hash_conf, rx_hash_fields_mask) - 16usize];
+    [
+        "Alignment of ibv_rx_hash_conf",
+    ][::core::mem::align_of::<ibv_rx_hash_conf>() - 8usize];
+    [
+        "Offset of field: ibv_rx_hash_conf::rx_hash_function",
+    ][::core::mem::offset_of!(ibv_rx_hash_conf, rx_hash_function) - 0usize];
+    [
+        "Offset of field: ibv_rx_hash_conf::rx_hash_key_len",
+    ][::core::mem::offset_of!(ibv_rx_hash_conf, rx_hash_key_len) - 1usize];
+    [
+        "Offset of field: ibv_rx_hash_conf::rx_hash_key",
+    ][::core::mem::offset_of!(ibv_rx_hash_conf, rx_hash_key) - 8usize];
+    [
+        "Offset of field: ibv_rx_hash_conf::rx_hash_fields_mask",
+    ][::core::mem::offset_of!(ibv_rx_hash_conf, rx_hash_fields_mask) - 16usize];
 };
 impl Default for ibv_rx_hash_conf {
     fn default() -> Self {
@@ -6966,33 +9400,60 @@ pub struct ibv_qp_init_attr_ex {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_qp_init_attr_ex"][::core::mem::size_of::<ibv_qp_init_attr_ex>() - 136usize];
-    ["Alignment of ibv_qp_init_attr_ex"][::core::mem::align_of::<ibv_qp_init_attr_ex>() - 8usize];
-    ["Offset of field: ibv_qp_init_attr_ex::qp_context"]
-        [::core::mem::offset_of!(ibv_qp_init_attr_ex, qp_context) - 0usize];
-    ["Offset of field: ibv_qp_init_attr_ex::send_cq"][::core::mem::offset_of!(ibv_qp_init_attr_ex, send_cq) - 8usize];
-    ["Offset of field: ibv_qp_init_attr_ex::recv_cq"][::core::mem::offset_of!(ibv_qp_init_attr_ex, recv_cq) - 16usize];
-    ["Offset of field: ibv_qp_init_attr_ex::srq"][::core::mem::offset_of!(ibv_qp_init_attr_ex, srq) - 24usize];
-    ["Offset of field: ibv_qp_init_attr_ex::cap"][::core::mem::offset_of!(ibv_qp_init_attr_ex, cap) - 32usize];
-    ["Offset of field: ibv_qp_init_attr_ex::qp_type"][::core::mem::offset_of!(ibv_qp_init_attr_ex, qp_type) - 52usize];
-    ["Offset of field: ibv_qp_init_attr_ex::sq_sig_all"]
-        [::core::mem::offset_of!(ibv_qp_init_attr_ex, sq_sig_all) - 56usize];
-    ["Offset of field: ibv_qp_init_attr_ex::comp_mask"]
-        [::core::mem::offset_of!(ibv_qp_init_attr_ex, comp_mask) - 60usize];
-    ["Offset of field: ibv_qp_init_attr_ex::pd"][::core::mem::offset_of!(ibv_qp_init_attr_ex, pd) - 64usize];
-    ["Offset of field: ibv_qp_init_attr_ex::xrcd"][::core::mem::offset_of!(ibv_qp_init_attr_ex, xrcd) - 72usize];
-    ["Offset of field: ibv_qp_init_attr_ex::create_flags"]
-        [::core::mem::offset_of!(ibv_qp_init_attr_ex, create_flags) - 80usize];
-    ["Offset of field: ibv_qp_init_attr_ex::max_tso_header"]
-        [::core::mem::offset_of!(ibv_qp_init_attr_ex, max_tso_header) - 84usize];
-    ["Offset of field: ibv_qp_init_attr_ex::rwq_ind_tbl"]
-        [::core::mem::offset_of!(ibv_qp_init_attr_ex, rwq_ind_tbl) - 88usize];
-    ["Offset of field: ibv_qp_init_attr_ex::rx_hash_conf"]
-        [::core::mem::offset_of!(ibv_qp_init_attr_ex, rx_hash_conf) - 96usize];
-    ["Offset of field: ibv_qp_init_attr_ex::source_qpn"]
-        [::core::mem::offset_of!(ibv_qp_init_attr_ex, source_qpn) - 120usize];
-    ["Offset of field: ibv_qp_init_attr_ex::send_ops_flags"]
-        [::core::mem::offset_of!(ibv_qp_init_attr_ex, send_ops_flags) - 128usize];
+    [
+        "Size of ibv_qp_init_attr_ex",
+    ][::core::mem::size_of::<ibv_qp_init_attr_ex>() - 136usize];
+    [
+        "Alignment of ibv_qp_init_attr_ex",
+    ][::core::mem::align_of::<ibv_qp_init_attr_ex>() - 8usize];
+    [
+        "Offset of field: ibv_qp_init_attr_ex::qp_context",
+    ][::core::mem::offset_of!(ibv_qp_init_attr_ex, qp_context) - 0usize];
+    [
+        "Offset of field: ibv_qp_init_attr_ex::send_cq",
+    ][::core::mem::offset_of!(ibv_qp_init_attr_ex, send_cq) - 8usize];
+    [
+        "Offset of field: ibv_qp_init_attr_ex::recv_cq",
+    ][::core::mem::offset_of!(ibv_qp_init_attr_ex, recv_cq) - 16usize];
+    [
+        "Offset of field: ibv_qp_init_attr_ex::srq",
+    ][::core::mem::offset_of!(ibv_qp_init_attr_ex, srq) - 24usize];
+    [
+        "Offset of field: ibv_qp_init_attr_ex::cap",
+    ][::core::mem::offset_of!(ibv_qp_init_attr_ex, cap) - 32usize];
+    [
+        "Offset of field: ibv_qp_init_attr_ex::qp_type",
+    ][::core::mem::offset_of!(ibv_qp_init_attr_ex, qp_type) - 52usize];
+    [
+        "Offset of field: ibv_qp_init_attr_ex::sq_sig_all",
+    ][::core::mem::offset_of!(ibv_qp_init_attr_ex, sq_sig_all) - 56usize];
+    [
+        "Offset of field: ibv_qp_init_attr_ex::comp_mask",
+    ][::core::mem::offset_of!(ibv_qp_init_attr_ex, comp_mask) - 60usize];
+    [
+        "Offset of field: ibv_qp_init_attr_ex::pd",
+    ][::core::mem::offset_of!(ibv_qp_init_attr_ex, pd) - 64usize];
+    [
+        "Offset of field: ibv_qp_init_attr_ex::xrcd",
+    ][::core::mem::offset_of!(ibv_qp_init_attr_ex, xrcd) - 72usize];
+    [
+        "Offset of field: ibv_qp_init_attr_ex::create_flags",
+    ][::core::mem::offset_of!(ibv_qp_init_attr_ex, create_flags) - 80usize];
+    [
+        "Offset of field: ibv_qp_init_attr_ex::max_tso_header",
+    ][::core::mem::offset_of!(ibv_qp_init_attr_ex, max_tso_header) - 84usize];
+    [
+        "Offset of field: ibv_qp_init_attr_ex::rwq_ind_tbl",
+    ][::core::mem::offset_of!(ibv_qp_init_attr_ex, rwq_ind_tbl) - 88usize];
+    [
+        "Offset of field: ibv_qp_init_attr_ex::rx_hash_conf",
+    ][::core::mem::offset_of!(ibv_qp_init_attr_ex, rx_hash_conf) - 96usize];
+    [
+        "Offset of field: ibv_qp_init_attr_ex::source_qpn",
+    ][::core::mem::offset_of!(ibv_qp_init_attr_ex, source_qpn) - 120usize];
+    [
+        "Offset of field: ibv_qp_init_attr_ex::send_ops_flags",
+    ][::core::mem::offset_of!(ibv_qp_init_attr_ex, send_ops_flags) - 128usize];
 };
 impl Default for ibv_qp_init_attr_ex {
     fn default() -> Self {
@@ -7008,7 +9469,9 @@ impl ibv_qp_open_attr_mask {
     pub const IBV_QP_OPEN_ATTR_XRCD: ibv_qp_open_attr_mask = ibv_qp_open_attr_mask(2);
     pub const IBV_QP_OPEN_ATTR_CONTEXT: ibv_qp_open_attr_mask = ibv_qp_open_attr_mask(4);
     pub const IBV_QP_OPEN_ATTR_TYPE: ibv_qp_open_attr_mask = ibv_qp_open_attr_mask(8);
-    pub const IBV_QP_OPEN_ATTR_RESERVED: ibv_qp_open_attr_mask = ibv_qp_open_attr_mask(16);
+    pub const IBV_QP_OPEN_ATTR_RESERVED: ibv_qp_open_attr_mask = ibv_qp_open_attr_mask(
+        16,
+    );
 }
 impl ::core::ops::BitOr<ibv_qp_open_attr_mask> for ibv_qp_open_attr_mask {
     type Output = Self;
@@ -7051,12 +9514,24 @@ pub struct ibv_qp_open_attr {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ibv_qp_open_attr"][::core::mem::size_of::<ibv_qp_open_attr>() - 32usize];
-    ["Alignment of ibv_qp_open_attr"][::core::mem::align_of::<ibv_qp_open_attr>() - 8usize];
-    ["Offset of field: ibv_qp_open_attr::comp_mask"][::core::mem::offset_of!(ibv_qp_open_attr, comp_mask) - 0usize];
-    ["Offset of field: ibv_qp_open_attr::qp_num"][::core::mem::offset_of!(ibv_qp_open_attr, qp_num) - 4usize];
-    ["Offset of field: ibv_qp_open_attr::xrcd"][::core::mem::offset_of!(ibv_qp_open_attr, xrcd) - 8usize];
-    ["Offset of field: ibv_qp_open_attr::qp_context"][::core::mem::offset_of!(ibv_qp_open_attr, qp_context) - 16usize];
-    ["Offset of field: ibv_qp_open_attr::qp_type"][::core::mem::offset_of!(ibv_qp_open_attr, qp_type) - 24usize];
+    [
+        "Alignment of ibv_qp_open_attr",
+    ][::core::mem::align_of::<ibv_qp_open_attr>() - 8usize];
+    [
+        "Offset of field: ibv_qp_open_attr::comp_mask",
+    ][::core::mem::offset_of!(ibv_qp_open_attr, comp_mask) - 0usize];
+    [
+        "Offset of field: ibv_qp_open_attr::qp_num",
+    ][::core::mem::offset_of!(ibv_qp_open_attr, qp_num) - 4usize];
+    [
+        "Offset of field: ibv_qp_open_attr::xrcd",
+    ][::core::mem::offset_of!(ibv_qp_open_attr, xrcd) - 8usize];
+    [
+        "Offset of field: ibv_qp_open_attr::qp_context",
+    ][::core::mem::offset_of!(ibv_qp_open_attr, qp_context) - 16usize];
+    [
+        "Offset of field: ibv_qp_open_attr::qp_type",
+    ][::core::mem::offset_of!(ibv_qp_open_attr, qp_type) - 24usize];
 };
 impl Default for ibv_qp_open_attr {
     fn default() -> Self {
@@ -7175,34 +9650,84 @@ pub struct ibv_qp_attr {
 const _: () = {
     ["Size of ibv_qp_attr"][::core::mem::size_of::<ibv_qp_attr>() - 144usize];
     ["Alignment of ibv_qp_attr"][::core::mem::align_of::<ibv_qp_attr>() - 8usize];
-    ["Offset of field: ibv_qp_attr::qp_state"][::core::mem::offset_of!(ibv_qp_attr, qp_state) - 0usize];
-    ["Offset of field: ibv_qp_attr::cur_qp_state"][::core::mem::offset_of!(ibv_qp_attr, cur_qp_state) - 4usize];
-    ["Offset of field: ibv_qp_attr::path_mtu"][::core::mem::offset_of!(ibv_qp_attr, path_mtu) - 8usize];
-    ["Offset of field: ibv_qp_attr::path_mig_state"][::core::mem::offset_of!(ibv_qp_attr, path_mig_state) - 12usize];
-    ["Offset of field: ibv_qp_attr::qkey"][::core::mem::offset_of!(ibv_qp_attr, qkey) - 16usize];
-    ["Offset of field: ibv_qp_attr::rq_psn"][::core::mem::offset_of!(ibv_qp_attr, rq_psn) - 20usize];
-    ["Offset of field: ibv_qp_attr::sq_psn"][::core::mem::offset_of!(ibv_qp_attr, sq_psn) - 24usize];
-    ["Offset of field: ibv_qp_attr::dest_qp_num"][::core::mem::offset_of!(ibv_qp_attr, dest_qp_num) - 28usize];
-    ["Offset of field: ibv_qp_attr::qp_access_flags"][::core::mem::offset_of!(ibv_qp_attr, qp_access_flags) - 32usize];
-    ["Offset of field: ibv_qp_attr::cap"][::core::mem::offset_of!(ibv_qp_attr, cap) - 36usize];
-    ["Offset of field: ibv_qp_attr::ah_attr"][::core::mem::offset_of!(ibv_qp_attr, ah_attr) - 56usize];
-    ["Offset of field: ibv_qp_attr::alt_ah_attr"][::core::mem::offset_of!(ibv_qp_attr, alt_ah_attr) - 88usize];
-    ["Offset of field: ibv_qp_attr::pkey_index"][::core::mem::offset_of!(ibv_qp_attr, pkey_index) - 120usize];
-    ["Offset of field: ibv_qp_attr::alt_pkey_index"][::core::mem::offset_of!(ibv_qp_attr, alt_pkey_index) - 122usize];
-    ["Offset of field: ibv_qp_attr::en_sqd_async_notify"]
-        [::core::mem::offset_of!(ibv_qp_attr, en_sqd_async_notify) - 124usize];
-    ["Offset of field: ibv_qp_attr::sq_draining"][::core::mem::offset_of!(ibv_qp_attr, sq_draining) - 125usize];
-    ["Offset of field: ibv_qp_attr::max_rd_atomic"][::core::mem::offset_of!(ibv_qp_attr, max_rd_atomic) - 126usize];
-    ["Offset of field: ibv_qp_attr::max_dest_rd_atomic"]
-        [::core::mem::offset_of!(ibv_qp_attr, max_dest_rd_atomic) - 127usize];
-    ["Offset of field: ibv_qp_attr::min_rnr_timer"][::core::mem::offset_of!(ibv_qp_attr, min_rnr_timer) - 128usize];
-    ["Offset of field: ibv_qp_attr::port_num"][::core::mem::offset_of!(ibv_qp_attr, port_num) - 129usize];
-    ["Offset of field: ibv_qp_attr::timeout"][::core::mem::offset_of!(ibv_qp_attr, timeout) - 130usize];
-    ["Offset of field: ibv_qp_attr::retry_cnt"][::core::mem::offset_of!(ibv_qp_attr, retry_cnt) - 131usize];
-    ["Offset of field: ibv_qp_attr::rnr_retry"][::core::mem::offset_of!(ibv_qp_attr, rnr_retry) - 132usize];
-    ["Offset of field: ibv_qp_attr::alt_port_num"][::core::mem::offset_of!(ibv_qp_attr, alt_port_num) - 133usize];
-    ["Offset of field: ibv_qp_attr::alt_timeout"][::core::mem::offset_of!(ibv_qp_attr, alt_timeout) - 134usize];
-    ["Offset of field: ibv_qp_attr::rate_limit"][::core::mem::offset_of!(ibv_qp_attr, rate_limit) - 136usize];
+    [
+        "Offset of field: ibv_qp_attr::qp_state",
+    ][::core::mem::offset_of!(ibv_qp_attr, qp_state) - 0usize];
+    [
+        "Offset of field: ibv_qp_attr::cur_qp_state",
+    ][::core::mem::offset_of!(ibv_qp_attr, cur_qp_state) - 4usize];
+    [
+        "Offset of field: ibv_qp_attr::path_mtu",
+    ][::core::mem::offset_of!(ibv_qp_attr, path_mtu) - 8usize];
+    [
+        "Offset of field: ibv_qp_attr::path_mig_state",
+    ][::core::mem::offset_of!(ibv_qp_attr, path_mig_state) - 12usize];
+    [
+        "Offset of field: ibv_qp_attr::qkey",
+    ][::core::mem::offset_of!(ibv_qp_attr, qkey) - 16usize];
+    [
+        "Offset of field: ibv_qp_attr::rq_psn",
+    ][::core::mem::offset_of!(ibv_qp_attr, rq_psn) - 20usize];
+    [
+        "Offset of field: ibv_qp_attr::sq_psn",
+    ][::core::mem::offset_of!(ibv_qp_attr, sq_psn) - 24usize];
+    [
+        "Offset of field: ibv_qp_attr::dest_qp_num",
+    ][::core::mem::offset_of!(ibv_qp_attr, dest_qp_num) - 28usize];
+    [
+        "Offset of field: ibv_qp_attr::qp_access_flags",
+    ][::core::mem::offset_of!(ibv_qp_attr, qp_access_flags) - 32usize];
+    [
+        "Offset of field: ibv_qp_attr::cap",
+    ][::core::mem::offset_of!(ibv_qp_attr, cap) - 36usize];
+    [
+        "Offset of field: ibv_qp_attr::ah_attr",
+    ][::core::mem::offset_of!(ibv_qp_attr, ah_attr) - 56usize];
+    [
+        "Offset of field: ibv_qp_attr::alt_ah_attr",
+    ][::core::mem::offset_of!(ibv_qp_attr, alt_ah_attr) - 88usize];
+    [
+        "Offset of field: ibv_qp_attr::pkey_index",
+    ][::core::mem::offset_of!(ibv_qp_attr, pkey_index) - 120usize];
+    [
+        "Offset of field: ibv_qp_attr::alt_pkey_index",
+    ][::core::mem::offset_of!(ibv_qp_attr, alt_pkey_index) - 122usize];
+    [
+        "Offset of field: ibv_qp_attr::en_sqd_async_notify",
+    ][::core::mem::offset_of!(ibv_qp_attr, en_sqd_async_notify) - 124usize];
+    [
+        "Offset of field: ibv_qp_attr::sq_draining",
+    ][::core::mem::offset_of!(ibv_qp_attr, sq_draining) - 125usize];
+    [
+        "Offset of field: ibv_qp_attr::max_rd_atomic",
+    ][::core::mem::offset_of!(ibv_qp_attr, max_rd_atomic) - 126usize];
+    [
+        "Offset of field: ibv_qp_attr::max_dest_rd_atomic",
+    ][::core::mem::offset_of!(ibv_qp_attr, max_dest_rd_atomic) - 127usize];
+    [
+        "Offset of field: ibv_qp_attr::min_rnr_timer",
+    ][::core::mem::offset_of!(ibv_qp_attr, min_rnr_timer) - 128usize];
+    [
+        "Offset of field: ibv_qp_attr::port_num",
+    ][::core::mem::offset_of!(ibv_qp_attr, port_num) - 129usize];
+    [
+        "Offset of field: ibv_qp_attr::timeout",
+    ][::core::mem::offset_of!(ibv_qp_attr, timeout) - 130usize];
+    [
+        "Offset of field: ibv_qp_attr::retry_cnt",
+    ][::core::mem::offset_of!(ibv_qp_attr, retry_cnt) - 131usize];
+    [
+        "Offset of field: ibv_qp_attr::rnr_retry",
+    ][::core::mem::offset_of!(ibv_qp_attr, rnr_retry) - 132usize];
+    [
+        "Offset of field: ibv_qp_attr::alt_port_num",
+    ][::core::mem::offset_of!(ibv_qp_attr, alt_port_num) - 133usize];
+    [
+        "Offset of field: ibv_qp_attr::alt_timeout",
+    ][::core::mem::offset_of!(ibv_qp_attr, alt_timeout) - 134usize];
+    [
+        "Offset of field: ibv_qp_attr::rate_limit",
+    ][::core::mem::offset_of!(ibv_qp_attr, rate_limit) - 136usize];
 };
 impl Default for ibv_qp_attr {
     fn default() -> Self {
@@ -7223,16 +9748,24 @@ pub struct ibv_qp_rate_limit_attr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_qp_rate_limit_attr"][::core::mem::size_of::<ibv_qp_rate_limit_attr>() - 16usize];
-    ["Alignment of ibv_qp_rate_limit_attr"][::core::mem::align_of::<ibv_qp_rate_limit_attr>() - 4usize];
-    ["Offset of field: ibv_qp_rate_limit_attr::rate_limit"]
-        [::core::mem::offset_of!(ibv_qp_rate_limit_attr, rate_limit) - 0usize];
-    ["Offset of field: ibv_qp_rate_limit_attr::max_burst_sz"]
-        [::core::mem::offset_of!(ibv_qp_rate_limit_attr, max_burst_sz) - 4usize];
-    ["Offset of field: ibv_qp_rate_limit_attr::typical_pkt_sz"]
-        [::core::mem::offset_of!(ibv_qp_rate_limit_attr, typical_pkt_sz) - 8usize];
-    ["Offset of field: ibv_qp_rate_limit_attr::comp_mask"]
-        [::core::mem::offset_of!(ibv_qp_rate_limit_attr, comp_mask) - 12usize];
+    [
+        "Size of ibv_qp_rate_limit_attr",
+    ][::core::mem::size_of::<ibv_qp_rate_limit_attr>() - 16usize];
+    [
+        "Alignment of ibv_qp_rate_limit_attr",
+    ][::core::mem::align_of::<ibv_qp_rate_limit_attr>() - 4usize];
+    [
+        "Offset of field: ibv_qp_rate_limit_attr::rate_limit",
+    ][::core::mem::offset_of!(ibv_qp_rate_limit_attr, rate_limit) - 0usize];
+    [
+        "Offset of field: ibv_qp_rate_limit_attr::max_burst_sz",
+    ][::core::mem::offset_of!(ibv_qp_rate_limit_attr, max_burst_sz) - 4usize];
+    [
+        "Offset of field: ibv_qp_rate_limit_attr::typical_pkt_sz",
+    ][::core::mem::offset_of!(ibv_qp_rate_limit_attr, typical_pkt_sz) - 8usize];
+    [
+        "Offset of field: ibv_qp_rate_limit_attr::comp_mask",
+    ][::core::mem::offset_of!(ibv_qp_rate_limit_attr, comp_mask) - 12usize];
 };
 impl ibv_wr_opcode {
     pub const IBV_WR_RDMA_WRITE: ibv_wr_opcode = ibv_wr_opcode(0);
@@ -7298,8 +9831,12 @@ pub struct ibv_data_buf {
 const _: () = {
     ["Size of ibv_data_buf"][::core::mem::size_of::<ibv_data_buf>() - 16usize];
     ["Alignment of ibv_data_buf"][::core::mem::align_of::<ibv_data_buf>() - 8usize];
-    ["Offset of field: ibv_data_buf::addr"][::core::mem::offset_of!(ibv_data_buf, addr) - 0usize];
-    ["Offset of field: ibv_data_buf::length"][::core::mem::offset_of!(ibv_data_buf, length) - 8usize];
+    [
+        "Offset of field: ibv_data_buf::addr",
+    ][::core::mem::offset_of!(ibv_data_buf, addr) - 0usize];
+    [
+        "Offset of field: ibv_data_buf::length",
+    ][::core::mem::offset_of!(ibv_data_buf, length) - 8usize];
 };
 impl Default for ibv_data_buf {
     fn default() -> Self {
@@ -7322,7 +9859,9 @@ const _: () = {
     ["Size of ibv_sge"][::core::mem::size_of::<ibv_sge>() - 16usize];
     ["Alignment of ibv_sge"][::core::mem::align_of::<ibv_sge>() - 8usize];
     ["Offset of field: ibv_sge::addr"][::core::mem::offset_of!(ibv_sge, addr) - 0usize];
-    ["Offset of field: ibv_sge::length"][::core::mem::offset_of!(ibv_sge, length) - 8usize];
+    [
+        "Offset of field: ibv_sge::length",
+    ][::core::mem::offset_of!(ibv_sge, length) - 8usize];
     ["Offset of field: ibv_sge::lkey"][::core::mem::offset_of!(ibv_sge, lkey) - 12usize];
 };
 #[repr(C)]
@@ -7347,12 +9886,18 @@ pub union ibv_send_wr__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_send_wr__bindgen_ty_1"][::core::mem::size_of::<ibv_send_wr__bindgen_ty_1>() - 4usize];
-    ["Alignment of ibv_send_wr__bindgen_ty_1"][::core::mem::align_of::<ibv_send_wr__bindgen_ty_1>() - 4usize];
-    ["Offset of field: ibv_send_wr__bindgen_ty_1::imm_data"]
-        [::core::mem::offset_of!(ibv_send_wr__bindgen_ty_1, imm_data) - 0usize];
-    ["Offset of field: ibv_send_wr__bindgen_ty_1::invalidate_rkey"]
-        [::core::mem::offset_of!(ibv_send_wr__bindgen_ty_1, invalidate_rkey) - 0usize];
+    [
+        "Size of ibv_send_wr__bindgen_ty_1",
+    ][::core::mem::size_of::<ibv_send_wr__bindgen_ty_1>() - 4usize];
+    [
+        "Alignment of ibv_send_wr__bindgen_ty_1",
+    ][::core::mem::align_of::<ibv_send_wr__bindgen_ty_1>() - 4usize];
+    [
+        "Offset of field: ibv_send_wr__bindgen_ty_1::imm_data",
+    ][::core::mem::offset_of!(ibv_send_wr__bindgen_ty_1, imm_data) - 0usize];
+    [
+        "Offset of field: ibv_send_wr__bindgen_ty_1::invalidate_rkey",
+    ][::core::mem::offset_of!(ibv_send_wr__bindgen_ty_1, invalidate_rkey) - 0usize];
 };
 impl Default for ibv_send_wr__bindgen_ty_1 {
     fn default() -> Self {
@@ -7378,14 +9923,19 @@ pub struct ibv_send_wr__bindgen_ty_2__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_send_wr__bindgen_ty_2__bindgen_ty_1"]
-        [::core::mem::size_of::<ibv_send_wr__bindgen_ty_2__bindgen_ty_1>() - 16usize];
-    ["Alignment of ibv_send_wr__bindgen_ty_2__bindgen_ty_1"]
-        [::core::mem::align_of::<ibv_send_wr__bindgen_ty_2__bindgen_ty_1>() - 8usize];
-    ["Offset of field: ibv_send_wr__bindgen_ty_2__bindgen_ty_1::remote_addr"]
-        [::core::mem::offset_of!(ibv_send_wr__bindgen_ty_2__bindgen_ty_1, remote_addr) - 0usize];
-    ["Offset of field: ibv_send_wr__bindgen_ty_2__bindgen_ty_1::rkey"]
-        [::core::mem::offset_of!(ibv_send_wr__bindgen_ty_2__bindgen_ty_1, rkey) - 8usize];
+    [
+        "Size of ibv_send_wr__bindgen_ty_2__bindgen_ty_1",
+    ][::core::mem::size_of::<ibv_send_wr__bindgen_ty_2__bindgen_ty_1>() - 16usize];
+    [
+        "Alignment of ibv_send_wr__bindgen_ty_2__bindgen_ty_1",
+    ][::core::mem::align_of::<ibv_send_wr__bindgen_ty_2__bindgen_ty_1>() - 8usize];
+    [
+        "Offset of field: ibv_send_wr__bindgen_ty_2__bindgen_ty_1::remote_addr",
+    ][::core::mem::offset_of!(ibv_send_wr__bindgen_ty_2__bindgen_ty_1, remote_addr)
+        - 0usize];
+    [
+        "Offset of field: ibv_send_wr__bindgen_ty_2__bindgen_ty_1::rkey",
+    ][::core::mem::offset_of!(ibv_send_wr__bindgen_ty_2__bindgen_ty_1, rkey) - 8usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -7397,18 +9947,26 @@ pub struct ibv_send_wr__bindgen_ty_2__bindgen_ty_2 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_send_wr__bindgen_ty_2__bindgen_ty_2"]
-        [::core::mem::size_of::<ibv_send_wr__bindgen_ty_2__bindgen_ty_2>() - 32usize];
-    ["Alignment of ibv_send_wr__bindgen_ty_2__bindgen_ty_2"]
-        [::core::mem::align_of::<ibv_send_wr__bindgen_ty_2__bindgen_ty_2>() - 8usize];
-    ["Offset of field: ibv_send_wr__bindgen_ty_2__bindgen_ty_2::remote_addr"]
-        [::core::mem::offset_of!(ibv_send_wr__bindgen_ty_2__bindgen_ty_2, remote_addr) - 0usize];
-    ["Offset of field: ibv_send_wr__bindgen_ty_2__bindgen_ty_2::compare_add"]
-        [::core::mem::offset_of!(ibv_send_wr__bindgen_ty_2__bindgen_ty_2, compare_add) - 8usize];
-    ["Offset of field: ibv_send_wr__bindgen_ty_2__bindgen_ty_2::swap"]
-        [::core::mem::offset_of!(ibv_send_wr__bindgen_ty_2__bindgen_ty_2, swap) - 16usize];
-    ["Offset of field: ibv_send_wr__bindgen_ty_2__bindgen_ty_2::rkey"]
-        [::core::mem::offset_of!(ibv_send_wr__bindgen_ty_2__bindgen_ty_2, rkey) - 24usize];
+    [
+        "Size of ibv_send_wr__bindgen_ty_2__bindgen_ty_2",
+    ][::core::mem::size_of::<ibv_send_wr__bindgen_ty_2__bindgen_ty_2>() - 32usize];
+    [
+        "Alignment of ibv_send_wr__bindgen_ty_2__bindgen_ty_2",
+    ][::core::mem::align_of::<ibv_send_wr__bindgen_ty_2__bindgen_ty_2>() - 8usize];
+    [
+        "Offset of field: ibv_send_wr__bindgen_ty_2__bindgen_ty_2::remote_addr",
+    ][::core::mem::offset_of!(ibv_send_wr__bindgen_ty_2__bindgen_ty_2, remote_addr)
+        - 0usize];
+    [
+        "Offset of field: ibv_send_wr__bindgen_ty_2__bindgen_ty_2::compare_add",
+    ][::core::mem::offset_of!(ibv_send_wr__bindgen_ty_2__bindgen_ty_2, compare_add)
+        - 8usize];
+    [
+        "Offset of field: ibv_send_wr__bindgen_ty_2__bindgen_ty_2::swap",
+    ][::core::mem::offset_of!(ibv_send_wr__bindgen_ty_2__bindgen_ty_2, swap) - 16usize];
+    [
+        "Offset of field: ibv_send_wr__bindgen_ty_2__bindgen_ty_2::rkey",
+    ][::core::mem::offset_of!(ibv_send_wr__bindgen_ty_2__bindgen_ty_2, rkey) - 24usize];
 };
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -7419,16 +9977,23 @@ pub struct ibv_send_wr__bindgen_ty_2__bindgen_ty_3 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_send_wr__bindgen_ty_2__bindgen_ty_3"]
-        [::core::mem::size_of::<ibv_send_wr__bindgen_ty_2__bindgen_ty_3>() - 16usize];
-    ["Alignment of ibv_send_wr__bindgen_ty_2__bindgen_ty_3"]
-        [::core::mem::align_of::<ibv_send_wr__bindgen_ty_2__bindgen_ty_3>() - 8usize];
-    ["Offset of field: ibv_send_wr__bindgen_ty_2__bindgen_ty_3::ah"]
-        [::core::mem::offset_of!(ibv_send_wr__bindgen_ty_2__bindgen_ty_3, ah) - 0usize];
-    ["Offset of field: ibv_send_wr__bindgen_ty_2__bindgen_ty_3::remote_qpn"]
-        [::core::mem::offset_of!(ibv_send_wr__bindgen_ty_2__bindgen_ty_3, remote_qpn) - 8usize];
-    ["Offset of field: ibv_send_wr__bindgen_ty_2__bindgen_ty_3::remote_qkey"]
-        [::core::mem::offset_of!(ibv_send_wr__bindgen_ty_2__bindgen_ty_3, remote_qkey) - 12usize];
+    [
+        "Size of ibv_send_wr__bindgen_ty_2__bindgen_ty_3",
+    ][::core::mem::size_of::<ibv_send_wr__bindgen_ty_2__bindgen_ty_3>() - 16usize];
+    [
+        "Alignment of ibv_send_wr__bindgen_ty_2__bindgen_ty_3",
+    ][::core::mem::align_of::<ibv_send_wr__bindgen_ty_2__bindgen_ty_3>() - 8usize];
+    [
+        "Offset of field: ibv_send_wr__bindgen_ty_2__bindgen_ty_3::ah",
+    ][::core::mem::offset_of!(ibv_send_wr__bindgen_ty_2__bindgen_ty_3, ah) - 0usize];
+    [
+        "Offset of field: ibv_send_wr__bindgen_ty_2__bindgen_ty_3::remote_qpn",
+    ][::core::mem::offset_of!(ibv_send_wr__bindgen_ty_2__bindgen_ty_3, remote_qpn)
+        - 8usize];
+    [
+        "Offset of field: ibv_send_wr__bindgen_ty_2__bindgen_ty_3::remote_qkey",
+    ][::core::mem::offset_of!(ibv_send_wr__bindgen_ty_2__bindgen_ty_3, remote_qkey)
+        - 12usize];
 };
 impl Default for ibv_send_wr__bindgen_ty_2__bindgen_ty_3 {
     fn default() -> Self {
@@ -7441,13 +10006,21 @@ impl Default for ibv_send_wr__bindgen_ty_2__bindgen_ty_3 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_send_wr__bindgen_ty_2"][::core::mem::size_of::<ibv_send_wr__bindgen_ty_2>() - 32usize];
-    ["Alignment of ibv_send_wr__bindgen_ty_2"][::core::mem::align_of::<ibv_send_wr__bindgen_ty_2>() - 8usize];
-    ["Offset of field: ibv_send_wr__bindgen_ty_2::rdma"]
-        [::core::mem::offset_of!(ibv_send_wr__bindgen_ty_2, rdma) - 0usize];
-    ["Offset of field: ibv_send_wr__bindgen_ty_2::atomic"]
-        [::core::mem::offset_of!(ibv_send_wr__bindgen_ty_2, atomic) - 0usize];
-    ["Offset of field: ibv_send_wr__bindgen_ty_2::ud"][::core::mem::offset_of!(ibv_send_wr__bindgen_ty_2, ud) - 0usize];
+    [
+        "Size of ibv_send_wr__bindgen_ty_2",
+    ][::core::mem::size_of::<ibv_send_wr__bindgen_ty_2>() - 32usize];
+    [
+        "Alignment of ibv_send_wr__bindgen_ty_2",
+    ][::core::mem::align_of::<ibv_send_wr__bindgen_ty_2>() - 8usize];
+    [
+        "Offset of field: ibv_send_wr__bindgen_ty_2::rdma",
+    ][::core::mem::offset_of!(ibv_send_wr__bindgen_ty_2, rdma) - 0usize];
+    [
+        "Offset of field: ibv_send_wr__bindgen_ty_2::atomic",
+    ][::core::mem::offset_of!(ibv_send_wr__bindgen_ty_2, atomic) - 0usize];
+    [
+        "Offset of field: ibv_send_wr__bindgen_ty_2::ud",
+    ][::core::mem::offset_of!(ibv_send_wr__bindgen_ty_2, ud) - 0usize];
 };
 impl Default for ibv_send_wr__bindgen_ty_2 {
     fn default() -> Self {
@@ -7470,19 +10043,28 @@ pub struct ibv_send_wr__bindgen_ty_3__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_send_wr__bindgen_ty_3__bindgen_ty_1"]
-        [::core::mem::size_of::<ibv_send_wr__bindgen_ty_3__bindgen_ty_1>() - 4usize];
-    ["Alignment of ibv_send_wr__bindgen_ty_3__bindgen_ty_1"]
-        [::core::mem::align_of::<ibv_send_wr__bindgen_ty_3__bindgen_ty_1>() - 4usize];
-    ["Offset of field: ibv_send_wr__bindgen_ty_3__bindgen_ty_1::remote_srqn"]
-        [::core::mem::offset_of!(ibv_send_wr__bindgen_ty_3__bindgen_ty_1, remote_srqn) - 0usize];
+    [
+        "Size of ibv_send_wr__bindgen_ty_3__bindgen_ty_1",
+    ][::core::mem::size_of::<ibv_send_wr__bindgen_ty_3__bindgen_ty_1>() - 4usize];
+    [
+        "Alignment of ibv_send_wr__bindgen_ty_3__bindgen_ty_1",
+    ][::core::mem::align_of::<ibv_send_wr__bindgen_ty_3__bindgen_ty_1>() - 4usize];
+    [
+        "Offset of field: ibv_send_wr__bindgen_ty_3__bindgen_ty_1::remote_srqn",
+    ][::core::mem::offset_of!(ibv_send_wr__bindgen_ty_3__bindgen_ty_1, remote_srqn)
+        - 0usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_send_wr__bindgen_ty_3"][::core::mem::size_of::<ibv_send_wr__bindgen_ty_3>() - 4usize];
-    ["Alignment of ibv_send_wr__bindgen_ty_3"][::core::mem::align_of::<ibv_send_wr__bindgen_ty_3>() - 4usize];
-    ["Offset of field: ibv_send_wr__bindgen_ty_3::xrc"]
-        [::core::mem::offset_of!(ibv_send_wr__bindgen_ty_3, xrc) - 0usize];
+    [
+        "Size of ibv_send_wr__bindgen_ty_3",
+    ][::core::mem::size_of::<ibv_send_wr__bindgen_ty_3>() - 4usize];
+    [
+        "Alignment of ibv_send_wr__bindgen_ty_3",
+    ][::core::mem::align_of::<ibv_send_wr__bindgen_ty_3>() - 4usize];
+    [
+        "Offset of field: ibv_send_wr__bindgen_ty_3::xrc",
+    ][::core::mem::offset_of!(ibv_send_wr__bindgen_ty_3, xrc) - 0usize];
 };
 impl Default for ibv_send_wr__bindgen_ty_3 {
     fn default() -> Self {
@@ -7508,16 +10090,22 @@ pub struct ibv_send_wr__bindgen_ty_4__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_send_wr__bindgen_ty_4__bindgen_ty_1"]
-        [::core::mem::size_of::<ibv_send_wr__bindgen_ty_4__bindgen_ty_1>() - 48usize];
-    ["Alignment of ibv_send_wr__bindgen_ty_4__bindgen_ty_1"]
-        [::core::mem::align_of::<ibv_send_wr__bindgen_ty_4__bindgen_ty_1>() - 8usize];
-    ["Offset of field: ibv_send_wr__bindgen_ty_4__bindgen_ty_1::mw"]
-        [::core::mem::offset_of!(ibv_send_wr__bindgen_ty_4__bindgen_ty_1, mw) - 0usize];
-    ["Offset of field: ibv_send_wr__bindgen_ty_4__bindgen_ty_1::rkey"]
-        [::core::mem::offset_of!(ibv_send_wr__bindgen_ty_4__bindgen_ty_1, rkey) - 8usize];
-    ["Offset of field: ibv_send_wr__bindgen_ty_4__bindgen_ty_1::bind_info"]
-        [::core::mem::offset_of!(ibv_send_wr__bindgen_ty_4__bindgen_ty_1, bind_info) - 16usize];
+    [
+        "Size of ibv_send_wr__bindgen_ty_4__bindgen_ty_1",
+    ][::core::mem::size_of::<ibv_send_wr__bindgen_ty_4__bindgen_ty_1>() - 48usize];
+    [
+        "Alignment of ibv_send_wr__bindgen_ty_4__bindgen_ty_1",
+    ][::core::mem::align_of::<ibv_send_wr__bindgen_ty_4__bindgen_ty_1>() - 8usize];
+    [
+        "Offset of field: ibv_send_wr__bindgen_ty_4__bindgen_ty_1::mw",
+    ][::core::mem::offset_of!(ibv_send_wr__bindgen_ty_4__bindgen_ty_1, mw) - 0usize];
+    [
+        "Offset of field: ibv_send_wr__bindgen_ty_4__bindgen_ty_1::rkey",
+    ][::core::mem::offset_of!(ibv_send_wr__bindgen_ty_4__bindgen_ty_1, rkey) - 8usize];
+    [
+        "Offset of field: ibv_send_wr__bindgen_ty_4__bindgen_ty_1::bind_info",
+    ][::core::mem::offset_of!(ibv_send_wr__bindgen_ty_4__bindgen_ty_1, bind_info)
+        - 16usize];
 };
 impl Default for ibv_send_wr__bindgen_ty_4__bindgen_ty_1 {
     fn default() -> Self {
@@ -7537,16 +10125,21 @@ pub struct ibv_send_wr__bindgen_ty_4__bindgen_ty_2 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_send_wr__bindgen_ty_4__bindgen_ty_2"]
-        [::core::mem::size_of::<ibv_send_wr__bindgen_ty_4__bindgen_ty_2>() - 16usize];
-    ["Alignment of ibv_send_wr__bindgen_ty_4__bindgen_ty_2"]
-        [::core::mem::align_of::<ibv_send_wr__bindgen_ty_4__bindgen_ty_2>() - 8usize];
-    ["Offset of field: ibv_send_wr__bindgen_ty_4__bindgen_ty_2::hdr"]
-        [::core::mem::offset_of!(ibv_send_wr__bindgen_ty_4__bindgen_ty_2, hdr) - 0usize];
-    ["Offset of field: ibv_send_wr__bindgen_ty_4__bindgen_ty_2::hdr_sz"]
-        [::core::mem::offset_of!(ibv_send_wr__bindgen_ty_4__bindgen_ty_2, hdr_sz) - 8usize];
-    ["Offset of field: ibv_send_wr__bindgen_ty_4__bindgen_ty_2::mss"]
-        [::core::mem::offset_of!(ibv_send_wr__bindgen_ty_4__bindgen_ty_2, mss) - 10usize];
+    [
+        "Size of ibv_send_wr__bindgen_ty_4__bindgen_ty_2",
+    ][::core::mem::size_of::<ibv_send_wr__bindgen_ty_4__bindgen_ty_2>() - 16usize];
+    [
+        "Alignment of ibv_send_wr__bindgen_ty_4__bindgen_ty_2",
+    ][::core::mem::align_of::<ibv_send_wr__bindgen_ty_4__bindgen_ty_2>() - 8usize];
+    [
+        "Offset of field: ibv_send_wr__bindgen_ty_4__bindgen_ty_2::hdr",
+    ][::core::mem::offset_of!(ibv_send_wr__bindgen_ty_4__bindgen_ty_2, hdr) - 0usize];
+    [
+        "Offset of field: ibv_send_wr__bindgen_ty_4__bindgen_ty_2::hdr_sz",
+    ][::core::mem::offset_of!(ibv_send_wr__bindgen_ty_4__bindgen_ty_2, hdr_sz) - 8usize];
+    [
+        "Offset of field: ibv_send_wr__bindgen_ty_4__bindgen_ty_2::mss",
+    ][::core::mem::offset_of!(ibv_send_wr__bindgen_ty_4__bindgen_ty_2, mss) - 10usize];
 };
 impl Default for ibv_send_wr__bindgen_ty_4__bindgen_ty_2 {
     fn default() -> Self {
@@ -7559,12 +10152,18 @@ impl Default for ibv_send_wr__bindgen_ty_4__bindgen_ty_2 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_send_wr__bindgen_ty_4"][::core::mem::size_of::<ibv_send_wr__bindgen_ty_4>() - 48usize];
-    ["Alignment of ibv_send_wr__bindgen_ty_4"][::core::mem::align_of::<ibv_send_wr__bindgen_ty_4>() - 8usize];
-    ["Offset of field: ibv_send_wr__bindgen_ty_4::bind_mw"]
-        [::core::mem::offset_of!(ibv_send_wr__bindgen_ty_4, bind_mw) - 0usize];
-    ["Offset of field: ibv_send_wr__bindgen_ty_4::tso"]
-        [::core::mem::offset_of!(ibv_send_wr__bindgen_ty_4, tso) - 0usize];
+    [
+        "Size of ibv_send_wr__bindgen_ty_4",
+    ][::core::mem::size_of::<ibv_send_wr__bindgen_ty_4>() - 48usize];
+    [
+        "Alignment of ibv_send_wr__bindgen_ty_4",
+    ][::core::mem::align_of::<ibv_send_wr__bindgen_ty_4>() - 8usize];
+    [
+        "Offset of field: ibv_send_wr__bindgen_ty_4::bind_mw",
+    ][::core::mem::offset_of!(ibv_send_wr__bindgen_ty_4, bind_mw) - 0usize];
+    [
+        "Offset of field: ibv_send_wr__bindgen_ty_4::tso",
+    ][::core::mem::offset_of!(ibv_send_wr__bindgen_ty_4, tso) - 0usize];
 };
 impl Default for ibv_send_wr__bindgen_ty_4 {
     fn default() -> Self {
@@ -7579,14 +10178,30 @@ impl Default for ibv_send_wr__bindgen_ty_4 {
 const _: () = {
     ["Size of ibv_send_wr"][::core::mem::size_of::<ibv_send_wr>() - 128usize];
     ["Alignment of ibv_send_wr"][::core::mem::align_of::<ibv_send_wr>() - 8usize];
-    ["Offset of field: ibv_send_wr::wr_id"][::core::mem::offset_of!(ibv_send_wr, wr_id) - 0usize];
-    ["Offset of field: ibv_send_wr::next"][::core::mem::offset_of!(ibv_send_wr, next) - 8usize];
-    ["Offset of field: ibv_send_wr::sg_list"][::core::mem::offset_of!(ibv_send_wr, sg_list) - 16usize];
-    ["Offset of field: ibv_send_wr::num_sge"][::core::mem::offset_of!(ibv_send_wr, num_sge) - 24usize];
-    ["Offset of field: ibv_send_wr::opcode"][::core::mem::offset_of!(ibv_send_wr, opcode) - 28usize];
-    ["Offset of field: ibv_send_wr::send_flags"][::core::mem::offset_of!(ibv_send_wr, send_flags) - 32usize];
-    ["Offset of field: ibv_send_wr::wr"][::core::mem::offset_of!(ibv_send_wr, wr) - 40usize];
-    ["Offset of field: ibv_send_wr::qp_type"][::core::mem::offset_of!(ibv_send_wr, qp_type) - 72usize];
+    [
+        "Offset of field: ibv_send_wr::wr_id",
+    ][::core::mem::offset_of!(ibv_send_wr, wr_id) - 0usize];
+    [
+        "Offset of field: ibv_send_wr::next",
+    ][::core::mem::offset_of!(ibv_send_wr, next) - 8usize];
+    [
+        "Offset of field: ibv_send_wr::sg_list",
+    ][::core::mem::offset_of!(ibv_send_wr, sg_list) - 16usize];
+    [
+        "Offset of field: ibv_send_wr::num_sge",
+    ][::core::mem::offset_of!(ibv_send_wr, num_sge) - 24usize];
+    [
+        "Offset of field: ibv_send_wr::opcode",
+    ][::core::mem::offset_of!(ibv_send_wr, opcode) - 28usize];
+    [
+        "Offset of field: ibv_send_wr::send_flags",
+    ][::core::mem::offset_of!(ibv_send_wr, send_flags) - 32usize];
+    [
+        "Offset of field: ibv_send_wr::wr",
+    ][::core::mem::offset_of!(ibv_send_wr, wr) - 40usize];
+    [
+        "Offset of field: ibv_send_wr::qp_type",
+    ][::core::mem::offset_of!(ibv_send_wr, qp_type) - 72usize];
 };
 impl Default for ibv_send_wr {
     fn default() -> Self {
@@ -7609,10 +10224,18 @@ pub struct ibv_recv_wr {
 const _: () = {
     ["Size of ibv_recv_wr"][::core::mem::size_of::<ibv_recv_wr>() - 32usize];
     ["Alignment of ibv_recv_wr"][::core::mem::align_of::<ibv_recv_wr>() - 8usize];
-    ["Offset of field: ibv_recv_wr::wr_id"][::core::mem::offset_of!(ibv_recv_wr, wr_id) - 0usize];
-    ["Offset of field: ibv_recv_wr::next"][::core::mem::offset_of!(ibv_recv_wr, next) - 8usize];
-    ["Offset of field: ibv_recv_wr::sg_list"][::core::mem::offset_of!(ibv_recv_wr, sg_list) - 16usize];
-    ["Offset of field: ibv_recv_wr::num_sge"][::core::mem::offset_of!(ibv_recv_wr, num_sge) - 24usize];
+    [
+        "Offset of field: ibv_recv_wr::wr_id",
+    ][::core::mem::offset_of!(ibv_recv_wr, wr_id) - 0usize];
+    [
+        "Offset of field: ibv_recv_wr::next",
+    ][::core::mem::offset_of!(ibv_recv_wr, next) - 8usize];
+    [
+        "Offset of field: ibv_recv_wr::sg_list",
+    ][::core::mem::offset_of!(ibv_recv_wr, sg_list) - 16usize];
+    [
+        "Offset of field: ibv_recv_wr::num_sge",
+    ][::core::mem::offset_of!(ibv_recv_wr, num_sge) - 24usize];
 };
 impl Default for ibv_recv_wr {
     fn default() -> Self {
@@ -7691,20 +10314,29 @@ pub struct ibv_ops_wr__bindgen_ty_1__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_ops_wr__bindgen_ty_1__bindgen_ty_1"]
-        [::core::mem::size_of::<ibv_ops_wr__bindgen_ty_1__bindgen_ty_1>() - 40usize];
-    ["Alignment of ibv_ops_wr__bindgen_ty_1__bindgen_ty_1"]
-        [::core::mem::align_of::<ibv_ops_wr__bindgen_ty_1__bindgen_ty_1>() - 8usize];
-    ["Offset of field: ibv_ops_wr__bindgen_ty_1__bindgen_ty_1::recv_wr_id"]
-        [::core::mem::offset_of!(ibv_ops_wr__bindgen_ty_1__bindgen_ty_1, recv_wr_id) - 0usize];
-    ["Offset of field: ibv_ops_wr__bindgen_ty_1__bindgen_ty_1::sg_list"]
-        [::core::mem::offset_of!(ibv_ops_wr__bindgen_ty_1__bindgen_ty_1, sg_list) - 8usize];
-    ["Offset of field: ibv_ops_wr__bindgen_ty_1__bindgen_ty_1::num_sge"]
-        [::core::mem::offset_of!(ibv_ops_wr__bindgen_ty_1__bindgen_ty_1, num_sge) - 16usize];
-    ["Offset of field: ibv_ops_wr__bindgen_ty_1__bindgen_ty_1::tag"]
-        [::core::mem::offset_of!(ibv_ops_wr__bindgen_ty_1__bindgen_ty_1, tag) - 24usize];
-    ["Offset of field: ibv_ops_wr__bindgen_ty_1__bindgen_ty_1::mask"]
-        [::core::mem::offset_of!(ibv_ops_wr__bindgen_ty_1__bindgen_ty_1, mask) - 32usize];
+    [
+        "Size of ibv_ops_wr__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::size_of::<ibv_ops_wr__bindgen_ty_1__bindgen_ty_1>() - 40usize];
+    [
+        "Alignment of ibv_ops_wr__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::align_of::<ibv_ops_wr__bindgen_ty_1__bindgen_ty_1>() - 8usize];
+    [
+        "Offset of field: ibv_ops_wr__bindgen_ty_1__bindgen_ty_1::recv_wr_id",
+    ][::core::mem::offset_of!(ibv_ops_wr__bindgen_ty_1__bindgen_ty_1, recv_wr_id)
+        - 0usize];
+    [
+        "Offset of field: ibv_ops_wr__bindgen_ty_1__bindgen_ty_1::sg_list",
+    ][::core::mem::offset_of!(ibv_ops_wr__bindgen_ty_1__bindgen_ty_1, sg_list) - 8usize];
+    [
+        "Offset of field: ibv_ops_wr__bindgen_ty_1__bindgen_ty_1::num_sge",
+    ][::core::mem::offset_of!(ibv_ops_wr__bindgen_ty_1__bindgen_ty_1, num_sge)
+        - 16usize];
+    [
+        "Offset of field: ibv_ops_wr__bindgen_ty_1__bindgen_ty_1::tag",
+    ][::core::mem::offset_of!(ibv_ops_wr__bindgen_ty_1__bindgen_ty_1, tag) - 24usize];
+    [
+        "Offset of field: ibv_ops_wr__bindgen_ty_1__bindgen_ty_1::mask",
+    ][::core::mem::offset_of!(ibv_ops_wr__bindgen_ty_1__bindgen_ty_1, mask) - 32usize];
 };
 impl Default for ibv_ops_wr__bindgen_ty_1__bindgen_ty_1 {
     fn default() -> Self {
@@ -7717,13 +10349,21 @@ impl Default for ibv_ops_wr__bindgen_ty_1__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_ops_wr__bindgen_ty_1"][::core::mem::size_of::<ibv_ops_wr__bindgen_ty_1>() - 48usize];
-    ["Alignment of ibv_ops_wr__bindgen_ty_1"][::core::mem::align_of::<ibv_ops_wr__bindgen_ty_1>() - 8usize];
-    ["Offset of field: ibv_ops_wr__bindgen_ty_1::unexpected_cnt"]
-        [::core::mem::offset_of!(ibv_ops_wr__bindgen_ty_1, unexpected_cnt) - 0usize];
-    ["Offset of field: ibv_ops_wr__bindgen_ty_1::handle"]
-        [::core::mem::offset_of!(ibv_ops_wr__bindgen_ty_1, handle) - 4usize];
-    ["Offset of field: ibv_ops_wr__bindgen_ty_1::add"][::core::mem::offset_of!(ibv_ops_wr__bindgen_ty_1, add) - 8usize];
+    [
+        "Size of ibv_ops_wr__bindgen_ty_1",
+    ][::core::mem::size_of::<ibv_ops_wr__bindgen_ty_1>() - 48usize];
+    [
+        "Alignment of ibv_ops_wr__bindgen_ty_1",
+    ][::core::mem::align_of::<ibv_ops_wr__bindgen_ty_1>() - 8usize];
+    [
+        "Offset of field: ibv_ops_wr__bindgen_ty_1::unexpected_cnt",
+    ][::core::mem::offset_of!(ibv_ops_wr__bindgen_ty_1, unexpected_cnt) - 0usize];
+    [
+        "Offset of field: ibv_ops_wr__bindgen_ty_1::handle",
+    ][::core::mem::offset_of!(ibv_ops_wr__bindgen_ty_1, handle) - 4usize];
+    [
+        "Offset of field: ibv_ops_wr__bindgen_ty_1::add",
+    ][::core::mem::offset_of!(ibv_ops_wr__bindgen_ty_1, add) - 8usize];
 };
 impl Default for ibv_ops_wr__bindgen_ty_1 {
     fn default() -> Self {
@@ -7738,11 +10378,21 @@ impl Default for ibv_ops_wr__bindgen_ty_1 {
 const _: () = {
     ["Size of ibv_ops_wr"][::core::mem::size_of::<ibv_ops_wr>() - 72usize];
     ["Alignment of ibv_ops_wr"][::core::mem::align_of::<ibv_ops_wr>() - 8usize];
-    ["Offset of field: ibv_ops_wr::wr_id"][::core::mem::offset_of!(ibv_ops_wr, wr_id) - 0usize];
-    ["Offset of field: ibv_ops_wr::next"][::core::mem::offset_of!(ibv_ops_wr, next) - 8usize];
-    ["Offset of field: ibv_ops_wr::opcode"][::core::mem::offset_of!(ibv_ops_wr, opcode) - 16usize];
-    ["Offset of field: ibv_ops_wr::flags"][::core::mem::offset_of!(ibv_ops_wr, flags) - 20usize];
-    ["Offset of field: ibv_ops_wr::tm"][::core::mem::offset_of!(ibv_ops_wr, tm) - 24usize];
+    [
+        "Offset of field: ibv_ops_wr::wr_id",
+    ][::core::mem::offset_of!(ibv_ops_wr, wr_id) - 0usize];
+    [
+        "Offset of field: ibv_ops_wr::next",
+    ][::core::mem::offset_of!(ibv_ops_wr, next) - 8usize];
+    [
+        "Offset of field: ibv_ops_wr::opcode",
+    ][::core::mem::offset_of!(ibv_ops_wr, opcode) - 16usize];
+    [
+        "Offset of field: ibv_ops_wr::flags",
+    ][::core::mem::offset_of!(ibv_ops_wr, flags) - 20usize];
+    [
+        "Offset of field: ibv_ops_wr::tm",
+    ][::core::mem::offset_of!(ibv_ops_wr, tm) - 24usize];
 };
 impl Default for ibv_ops_wr {
     fn default() -> Self {
@@ -7764,9 +10414,15 @@ pub struct ibv_mw_bind {
 const _: () = {
     ["Size of ibv_mw_bind"][::core::mem::size_of::<ibv_mw_bind>() - 48usize];
     ["Alignment of ibv_mw_bind"][::core::mem::align_of::<ibv_mw_bind>() - 8usize];
-    ["Offset of field: ibv_mw_bind::wr_id"][::core::mem::offset_of!(ibv_mw_bind, wr_id) - 0usize];
-    ["Offset of field: ibv_mw_bind::send_flags"][::core::mem::offset_of!(ibv_mw_bind, send_flags) - 8usize];
-    ["Offset of field: ibv_mw_bind::bind_info"][::core::mem::offset_of!(ibv_mw_bind, bind_info) - 16usize];
+    [
+        "Offset of field: ibv_mw_bind::wr_id",
+    ][::core::mem::offset_of!(ibv_mw_bind, wr_id) - 0usize];
+    [
+        "Offset of field: ibv_mw_bind::send_flags",
+    ][::core::mem::offset_of!(ibv_mw_bind, send_flags) - 8usize];
+    [
+        "Offset of field: ibv_mw_bind::bind_info",
+    ][::core::mem::offset_of!(ibv_mw_bind, bind_info) - 16usize];
 };
 impl Default for ibv_mw_bind {
     fn default() -> Self {
@@ -7792,13 +10448,23 @@ pub struct ibv_srq {
 const _: () = {
     ["Size of ibv_srq"][::core::mem::size_of::<ibv_srq>() - 128usize];
     ["Alignment of ibv_srq"][::core::mem::align_of::<ibv_srq>() - 8usize];
-    ["Offset of field: ibv_srq::context"][::core::mem::offset_of!(ibv_srq, context) - 0usize];
-    ["Offset of field: ibv_srq::srq_context"][::core::mem::offset_of!(ibv_srq, srq_context) - 8usize];
+    [
+        "Offset of field: ibv_srq::context",
+    ][::core::mem::offset_of!(ibv_srq, context) - 0usize];
+    [
+        "Offset of field: ibv_srq::srq_context",
+    ][::core::mem::offset_of!(ibv_srq, srq_context) - 8usize];
     ["Offset of field: ibv_srq::pd"][::core::mem::offset_of!(ibv_srq, pd) - 16usize];
-    ["Offset of field: ibv_srq::handle"][::core::mem::offset_of!(ibv_srq, handle) - 24usize];
-    ["Offset of field: ibv_srq::mutex"][::core::mem::offset_of!(ibv_srq, mutex) - 32usize];
+    [
+        "Offset of field: ibv_srq::handle",
+    ][::core::mem::offset_of!(ibv_srq, handle) - 24usize];
+    [
+        "Offset of field: ibv_srq::mutex",
+    ][::core::mem::offset_of!(ibv_srq, mutex) - 32usize];
     ["Offset of field: ibv_srq::cond"][::core::mem::offset_of!(ibv_srq, cond) - 72usize];
-    ["Offset of field: ibv_srq::events_completed"][::core::mem::offset_of!(ibv_srq, events_completed) - 120usize];
+    [
+        "Offset of field: ibv_srq::events_completed",
+    ][::core::mem::offset_of!(ibv_srq, events_completed) - 120usize];
 };
 impl Default for ibv_srq {
     fn default() -> Self {
@@ -7836,19 +10502,35 @@ pub struct ibv_wq {
 const _: () = {
     ["Size of ibv_wq"][::core::mem::size_of::<ibv_wq>() - 152usize];
     ["Alignment of ibv_wq"][::core::mem::align_of::<ibv_wq>() - 8usize];
-    ["Offset of field: ibv_wq::context"][::core::mem::offset_of!(ibv_wq, context) - 0usize];
-    ["Offset of field: ibv_wq::wq_context"][::core::mem::offset_of!(ibv_wq, wq_context) - 8usize];
+    [
+        "Offset of field: ibv_wq::context",
+    ][::core::mem::offset_of!(ibv_wq, context) - 0usize];
+    [
+        "Offset of field: ibv_wq::wq_context",
+    ][::core::mem::offset_of!(ibv_wq, wq_context) - 8usize];
     ["Offset of field: ibv_wq::pd"][::core::mem::offset_of!(ibv_wq, pd) - 16usize];
     ["Offset of field: ibv_wq::cq"][::core::mem::offset_of!(ibv_wq, cq) - 24usize];
-    ["Offset of field: ibv_wq::wq_num"][::core::mem::offset_of!(ibv_wq, wq_num) - 32usize];
-    ["Offset of field: ibv_wq::handle"][::core::mem::offset_of!(ibv_wq, handle) - 36usize];
+    [
+        "Offset of field: ibv_wq::wq_num",
+    ][::core::mem::offset_of!(ibv_wq, wq_num) - 32usize];
+    [
+        "Offset of field: ibv_wq::handle",
+    ][::core::mem::offset_of!(ibv_wq, handle) - 36usize];
     ["Offset of field: ibv_wq::state"][::core::mem::offset_of!(ibv_wq, state) - 40usize];
-    ["Offset of field: ibv_wq::wq_type"][::core::mem::offset_of!(ibv_wq, wq_type) - 44usize];
-    ["Offset of field: ibv_wq::post_recv"][::core::mem::offset_of!(ibv_wq, post_recv) - 48usize];
+    [
+        "Offset of field: ibv_wq::wq_type",
+    ][::core::mem::offset_of!(ibv_wq, wq_type) - 44usize];
+    [
+        "Offset of field: ibv_wq::post_recv",
+    ][::core::mem::offset_of!(ibv_wq, post_recv) - 48usize];
     ["Offset of field: ibv_wq::mutex"][::core::mem::offset_of!(ibv_wq, mutex) - 56usize];
     ["Offset of field: ibv_wq::cond"][::core::mem::offset_of!(ibv_wq, cond) - 96usize];
-    ["Offset of field: ibv_wq::events_completed"][::core::mem::offset_of!(ibv_wq, events_completed) - 144usize];
-    ["Offset of field: ibv_wq::comp_mask"][::core::mem::offset_of!(ibv_wq, comp_mask) - 148usize];
+    [
+        "Offset of field: ibv_wq::events_completed",
+    ][::core::mem::offset_of!(ibv_wq, events_completed) - 144usize];
+    [
+        "Offset of field: ibv_wq::comp_mask",
+    ][::core::mem::offset_of!(ibv_wq, comp_mask) - 148usize];
 };
 impl Default for ibv_wq {
     fn default() -> Self {
@@ -7880,19 +10562,35 @@ pub struct ibv_qp {
 const _: () = {
     ["Size of ibv_qp"][::core::mem::size_of::<ibv_qp>() - 160usize];
     ["Alignment of ibv_qp"][::core::mem::align_of::<ibv_qp>() - 8usize];
-    ["Offset of field: ibv_qp::context"][::core::mem::offset_of!(ibv_qp, context) - 0usize];
-    ["Offset of field: ibv_qp::qp_context"][::core::mem::offset_of!(ibv_qp, qp_context) - 8usize];
+    [
+        "Offset of field: ibv_qp::context",
+    ][::core::mem::offset_of!(ibv_qp, context) - 0usize];
+    [
+        "Offset of field: ibv_qp::qp_context",
+    ][::core::mem::offset_of!(ibv_qp, qp_context) - 8usize];
     ["Offset of field: ibv_qp::pd"][::core::mem::offset_of!(ibv_qp, pd) - 16usize];
-    ["Offset of field: ibv_qp::send_cq"][::core::mem::offset_of!(ibv_qp, send_cq) - 24usize];
-    ["Offset of field: ibv_qp::recv_cq"][::core::mem::offset_of!(ibv_qp, recv_cq) - 32usize];
+    [
+        "Offset of field: ibv_qp::send_cq",
+    ][::core::mem::offset_of!(ibv_qp, send_cq) - 24usize];
+    [
+        "Offset of field: ibv_qp::recv_cq",
+    ][::core::mem::offset_of!(ibv_qp, recv_cq) - 32usize];
     ["Offset of field: ibv_qp::srq"][::core::mem::offset_of!(ibv_qp, srq) - 40usize];
-    ["Offset of field: ibv_qp::handle"][::core::mem::offset_of!(ibv_qp, handle) - 48usize];
-    ["Offset of field: ibv_qp::qp_num"][::core::mem::offset_of!(ibv_qp, qp_num) - 52usize];
+    [
+        "Offset of field: ibv_qp::handle",
+    ][::core::mem::offset_of!(ibv_qp, handle) - 48usize];
+    [
+        "Offset of field: ibv_qp::qp_num",
+    ][::core::mem::offset_of!(ibv_qp, qp_num) - 52usize];
     ["Offset of field: ibv_qp::state"][::core::mem::offset_of!(ibv_qp, state) - 56usize];
-    ["Offset of field: ibv_qp::qp_type"][::core::mem::offset_of!(ibv_qp, qp_type) - 60usize];
+    [
+        "Offset of field: ibv_qp::qp_type",
+    ][::core::mem::offset_of!(ibv_qp, qp_type) - 60usize];
     ["Offset of field: ibv_qp::mutex"][::core::mem::offset_of!(ibv_qp, mutex) - 64usize];
     ["Offset of field: ibv_qp::cond"][::core::mem::offset_of!(ibv_qp, cond) - 104usize];
-    ["Offset of field: ibv_qp::events_completed"][::core::mem::offset_of!(ibv_qp, events_completed) - 152usize];
+    [
+        "Offset of field: ibv_qp::events_completed",
+    ][::core::mem::offset_of!(ibv_qp, events_completed) - 152usize];
 };
 impl Default for ibv_qp {
     fn default() -> Self {
@@ -7911,74 +10609,181 @@ pub struct ibv_qp_ex {
     pub wr_id: u64,
     pub wr_flags: ::core::ffi::c_uint,
     pub wr_atomic_cmp_swp: ::core::option::Option<
-        unsafe extern "C" fn(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, compare: u64, swap: u64),
+        unsafe extern "C" fn(
+            qp: *mut ibv_qp_ex,
+            rkey: u32,
+            remote_addr: u64,
+            compare: u64,
+            swap: u64,
+        ),
     >,
-    pub wr_atomic_fetch_add:
-        ::core::option::Option<unsafe extern "C" fn(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, add: u64)>,
+    pub wr_atomic_fetch_add: ::core::option::Option<
+        unsafe extern "C" fn(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, add: u64),
+    >,
     pub wr_bind_mw: ::core::option::Option<
-        unsafe extern "C" fn(qp: *mut ibv_qp_ex, mw: *mut ibv_mw, rkey: u32, bind_info: *const ibv_mw_bind_info),
+        unsafe extern "C" fn(
+            qp: *mut ibv_qp_ex,
+            mw: *mut ibv_mw,
+            rkey: u32,
+            bind_info: *const ibv_mw_bind_info,
+        ),
     >,
-    pub wr_local_inv: ::core::option::Option<unsafe extern "C" fn(qp: *mut ibv_qp_ex, invalidate_rkey: u32)>,
-    pub wr_rdma_read: ::core::option::Option<unsafe extern "C" fn(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64)>,
-    pub wr_rdma_write: ::core::option::Option<unsafe extern "C" fn(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64)>,
-    pub wr_rdma_write_imm:
-        ::core::option::Option<unsafe extern "C" fn(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, imm_data: __be32)>,
+    pub wr_local_inv: ::core::option::Option<
+        unsafe extern "C" fn(qp: *mut ibv_qp_ex, invalidate_rkey: u32),
+    >,
+    pub wr_rdma_read: ::core::option::Option<
+        unsafe extern "C" fn(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64),
+    >,
+    pub wr_rdma_write: ::core::option::Option<
+        unsafe extern "C" fn(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64),
+    >,
+    pub wr_rdma_write_imm: ::core::option::Option<
+        unsafe extern "C" fn(
+            qp: *mut ibv_qp_ex,
+            rkey: u32,
+            remote_addr: u64,
+            imm_data: __be32,
+        ),
+    >,
     pub wr_send: ::core::option::Option<unsafe extern "C" fn(qp: *mut ibv_qp_ex)>,
-    pub wr_send_imm: ::core::option::Option<unsafe extern "C" fn(qp: *mut ibv_qp_ex, imm_data: __be32)>,
-    pub wr_send_inv: ::core::option::Option<unsafe extern "C" fn(qp: *mut ibv_qp_ex, invalidate_rkey: u32)>,
+    pub wr_send_imm: ::core::option::Option<
+        unsafe extern "C" fn(qp: *mut ibv_qp_ex, imm_data: __be32),
+    >,
+    pub wr_send_inv: ::core::option::Option<
+        unsafe extern "C" fn(qp: *mut ibv_qp_ex, invalidate_rkey: u32),
+    >,
     pub wr_send_tso: ::core::option::Option<
-        unsafe extern "C" fn(qp: *mut ibv_qp_ex, hdr: *mut ::core::ffi::c_void, hdr_sz: u16, mss: u16),
+        unsafe extern "C" fn(
+            qp: *mut ibv_qp_ex,
+            hdr: *mut ::core::ffi::c_void,
+            hdr_sz: u16,
+            mss: u16,
+        ),
     >,
     pub wr_set_ud_addr: ::core::option::Option<
-        unsafe extern "C" fn(qp: *mut ibv_qp_ex, ah: *mut ibv_ah, remote_qpn: u32, remote_qkey: u32),
+        unsafe extern "C" fn(
+            qp: *mut ibv_qp_ex,
+            ah: *mut ibv_ah,
+            remote_qpn: u32,
+            remote_qkey: u32,
+        ),
     >,
-    pub wr_set_xrc_srqn: ::core::option::Option<unsafe extern "C" fn(qp: *mut ibv_qp_ex, remote_srqn: u32)>,
-    pub wr_set_inline_data:
-        ::core::option::Option<unsafe extern "C" fn(qp: *mut ibv_qp_ex, addr: *mut ::core::ffi::c_void, length: usize)>,
-    pub wr_set_inline_data_list:
-        ::core::option::Option<unsafe extern "C" fn(qp: *mut ibv_qp_ex, num_buf: usize, buf_list: *const ibv_data_buf)>,
-    pub wr_set_sge: ::core::option::Option<unsafe extern "C" fn(qp: *mut ibv_qp_ex, lkey: u32, addr: u64, length: u32)>,
-    pub wr_set_sge_list:
-        ::core::option::Option<unsafe extern "C" fn(qp: *mut ibv_qp_ex, num_sge: usize, sg_list: *const ibv_sge)>,
+    pub wr_set_xrc_srqn: ::core::option::Option<
+        unsafe extern "C" fn(qp: *mut ibv_qp_ex, remote_srqn: u32),
+    >,
+    pub wr_set_inline_data: ::core::option::Option<
+        unsafe extern "C" fn(
+            qp: *mut ibv_qp_ex,
+            addr: *mut ::core::ffi::c_void,
+            length: usize,
+        ),
+    >,
+    pub wr_set_inline_data_list: ::core::option::Option<
+        unsafe extern "C" fn(
+            qp: *mut ibv_qp_ex,
+            num_buf: usize,
+            buf_list: *const ibv_data_buf,
+        ),
+    >,
+    pub wr_set_sge: ::core::option::Option<
+        unsafe extern "C" fn(qp: *mut ibv_qp_ex, lkey: u32, addr: u64, length: u32),
+    >,
+    pub wr_set_sge_list: ::core::option::Option<
+        unsafe extern "C" fn(qp: *mut ibv_qp_ex, num_sge: usize, sg_list: *const ibv_sge),
+    >,
     pub wr_start: ::core::option::Option<unsafe extern "C" fn(qp: *mut ibv_qp_ex)>,
-    pub wr_complete: ::core::option::Option<unsafe extern "C" fn(qp: *mut ibv_qp_ex) -> ::core::ffi::c_int>,
+    pub wr_complete: ::core::option::Option<
+        unsafe extern "C" fn(qp: *mut ibv_qp_ex) -> ::core::ffi::c_int,
+    >,
     pub wr_abort: ::core::option::Option<unsafe extern "C" fn(qp: *mut ibv_qp_ex)>,
     pub wr_atomic_write: ::core::option::Option<
-        unsafe extern "C" fn(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, atomic_wr: *const ::core::ffi::c_void),
+        unsafe extern "C" fn(
+            qp: *mut ibv_qp_ex,
+            rkey: u32,
+            remote_addr: u64,
+            atomic_wr: *const ::core::ffi::c_void,
+        ),
     >,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ibv_qp_ex"][::core::mem::size_of::<ibv_qp_ex>() - 352usize];
     ["Alignment of ibv_qp_ex"][::core::mem::align_of::<ibv_qp_ex>() - 8usize];
-    ["Offset of field: ibv_qp_ex::qp_base"][::core::mem::offset_of!(ibv_qp_ex, qp_base) - 0usize];
-    ["Offset of field: ibv_qp_ex::comp_mask"][::core::mem::offset_of!(ibv_qp_ex, comp_mask) - 160usize];
-    ["Offset of field: ibv_qp_ex::wr_id"][::core::mem::offset_of!(ibv_qp_ex, wr_id) - 168usize];
-    ["Offset of field: ibv_qp_ex::wr_flags"][::core::mem::offset_of!(ibv_qp_ex, wr_flags) - 176usize];
-    ["Offset of field: ibv_qp_ex::wr_atomic_cmp_swp"][::core::mem::offset_of!(ibv_qp_ex, wr_atomic_cmp_swp) - 184usize];
-    ["Offset of field: ibv_qp_ex::wr_atomic_fetch_add"]
-        [::core::mem::offset_of!(ibv_qp_ex, wr_atomic_fetch_add) - 192usize];
-    ["Offset of field: ibv_qp_ex::wr_bind_mw"][::core::mem::offset_of!(ibv_qp_ex, wr_bind_mw) - 200usize];
-    ["Offset of field: ibv_qp_ex::wr_local_inv"][::core::mem::offset_of!(ibv_qp_ex, wr_local_inv) - 208usize];
-    ["Offset of field: ibv_qp_ex::wr_rdma_read"][::core::mem::offset_of!(ibv_qp_ex, wr_rdma_read) - 216usize];
-    ["Offset of field: ibv_qp_ex::wr_rdma_write"][::core::mem::offset_of!(ibv_qp_ex, wr_rdma_write) - 224usize];
-    ["Offset of field: ibv_qp_ex::wr_rdma_write_imm"][::core::mem::offset_of!(ibv_qp_ex, wr_rdma_write_imm) - 232usize];
-    ["Offset of field: ibv_qp_ex::wr_send"][::core::mem::offset_of!(ibv_qp_ex, wr_send) - 240usize];
-    ["Offset of field: ibv_qp_ex::wr_send_imm"][::core::mem::offset_of!(ibv_qp_ex, wr_send_imm) - 248usize];
-    ["Offset of field: ibv_qp_ex::wr_send_inv"][::core::mem::offset_of!(ibv_qp_ex, wr_send_inv) - 256usize];
-    ["Offset of field: ibv_qp_ex::wr_send_tso"][::core::mem::offset_of!(ibv_qp_ex, wr_send_tso) - 264usize];
-    ["Offset of field: ibv_qp_ex::wr_set_ud_addr"][::core::mem::offset_of!(ibv_qp_ex, wr_set_ud_addr) - 272usize];
-    ["Offset of field: ibv_qp_ex::wr_set_xrc_srqn"][::core::mem::offset_of!(ibv_qp_ex, wr_set_xrc_srqn) - 280usize];
-    ["Offset of field: ibv_qp_ex::wr_set_inline_data"]
-        [::core::mem::offset_of!(ibv_qp_ex, wr_set_inline_data) - 288usize];
-    ["Offset of field: ibv_qp_ex::wr_set_inline_data_list"]
-        [::core::mem::offset_of!(ibv_qp_ex, wr_set_inline_data_list) - 296usize];
-    ["Offset of field: ibv_qp_ex::wr_set_sge"][::core::mem::offset_of!(ibv_qp_ex, wr_set_sge) - 304usize];
-    ["Offset of field: ibv_qp_ex::wr_set_sge_list"][::core::mem::offset_of!(ibv_qp_ex, wr_set_sge_list) - 312usize];
-    ["Offset of field: ibv_qp_ex::wr_start"][::core::mem::offset_of!(ibv_qp_ex, wr_start) - 320usize];
-    ["Offset of field: ibv_qp_ex::wr_complete"][::core::mem::offset_of!(ibv_qp_ex, wr_complete) - 328usize];
-    ["Offset of field: ibv_qp_ex::wr_abort"][::core::mem::offset_of!(ibv_qp_ex, wr_abort) - 336usize];
-    ["Offset of field: ibv_qp_ex::wr_atomic_write"][::core::mem::offset_of!(ibv_qp_ex, wr_atomic_write) - 344usize];
+    [
+        "Offset of field: ibv_qp_ex::qp_base",
+    ][::core::mem::offset_of!(ibv_qp_ex, qp_base) - 0usize];
+    [
+        "Offset of field: ibv_qp_ex::comp_mask",
+    ][::core::mem::offset_of!(ibv_qp_ex, comp_mask) - 160usize];
+    [
+        "Offset of field: ibv_qp_ex::wr_id",
+    ][::core::mem::offset_of!(ibv_qp_ex, wr_id) - 168usize];
+    [
+        "Offset of field: ibv_qp_ex::wr_flags",
+    ][::core::mem::offset_of!(ibv_qp_ex, wr_flags) - 176usize];
+    [
+        "Offset of field: ibv_qp_ex::wr_atomic_cmp_swp",
+    ][::core::mem::offset_of!(ibv_qp_ex, wr_atomic_cmp_swp) - 184usize];
+    [
+        "Offset of field: ibv_qp_ex::wr_atomic_fetch_add",
+    ][::core::mem::offset_of!(ibv_qp_ex, wr_atomic_fetch_add) - 192usize];
+    [
+        "Offset of field: ibv_qp_ex::wr_bind_mw",
+    ][::core::mem::offset_of!(ibv_qp_ex, wr_bind_mw) - 200usize];
+    [
+        "Offset of field: ibv_qp_ex::wr_local_inv",
+    ][::core::mem::offset_of!(ibv_qp_ex, wr_local_inv) - 208usize];
+    [
+        "Offset of field: ibv_qp_ex::wr_rdma_read",
+    ][::core::mem::offset_of!(ibv_qp_ex, wr_rdma_read) - 216usize];
+    [
+        "Offset of field: ibv_qp_ex::wr_rdma_write",
+    ][::core::mem::offset_of!(ibv_qp_ex, wr_rdma_write) - 224usize];
+    [
+        "Offset of field: ibv_qp_ex::wr_rdma_write_imm",
+    ][::core::mem::offset_of!(ibv_qp_ex, wr_rdma_write_imm) - 232usize];
+    [
+        "Offset of field: ibv_qp_ex::wr_send",
+    ][::core::mem::offset_of!(ibv_qp_ex, wr_send) - 240usize];
+    [
+        "Offset of field: ibv_qp_ex::wr_send_imm",
+    ][::core::mem::offset_of!(ibv_qp_ex, wr_send_imm) - 248usize];
+    [
+        "Offset of field: ibv_qp_ex::wr_send_inv",
+    ][::core::mem::offset_of!(ibv_qp_ex, wr_send_inv) - 256usize];
+    [
+        "Offset of field: ibv_qp_ex::wr_send_tso",
+    ][::core::mem::offset_of!(ibv_qp_ex, wr_send_tso) - 264usize];
+    [
+        "Offset of field: ibv_qp_ex::wr_set_ud_addr",
+    ][::core::mem::offset_of!(ibv_qp_ex, wr_set_ud_addr) - 272usize];
+    [
+        "Offset of field: ibv_qp_ex::wr_set_xrc_srqn",
+    ][::core::mem::offset_of!(ibv_qp_ex, wr_set_xrc_srqn) - 280usize];
+    [
+        "Offset of field: ibv_qp_ex::wr_set_inline_data",
+    ][::core::mem::offset_of!(ibv_qp_ex, wr_set_inline_data) - 288usize];
+    [
+        "Offset of field: ibv_qp_ex::wr_set_inline_data_list",
+    ][::core::mem::offset_of!(ibv_qp_ex, wr_set_inline_data_list) - 296usize];
+    [
+        "Offset of field: ibv_qp_ex::wr_set_sge",
+    ][::core::mem::offset_of!(ibv_qp_ex, wr_set_sge) - 304usize];
+    [
+        "Offset of field: ibv_qp_ex::wr_set_sge_list",
+    ][::core::mem::offset_of!(ibv_qp_ex, wr_set_sge_list) - 312usize];
+    [
+        "Offset of field: ibv_qp_ex::wr_start",
+    ][::core::mem::offset_of!(ibv_qp_ex, wr_start) - 320usize];
+    [
+        "Offset of field: ibv_qp_ex::wr_complete",
+    ][::core::mem::offset_of!(ibv_qp_ex, wr_complete) - 328usize];
+    [
+        "Offset of field: ibv_qp_ex::wr_abort",
+    ][::core::mem::offset_of!(ibv_qp_ex, wr_abort) - 336usize];
+    [
+        "Offset of field: ibv_qp_ex::wr_atomic_write",
+    ][::core::mem::offset_of!(ibv_qp_ex, wr_atomic_write) - 344usize];
 };
 impl Default for ibv_qp_ex {
     fn default() -> Self {
@@ -8003,9 +10808,15 @@ pub struct ibv_ece {
 const _: () = {
     ["Size of ibv_ece"][::core::mem::size_of::<ibv_ece>() - 12usize];
     ["Alignment of ibv_ece"][::core::mem::align_of::<ibv_ece>() - 4usize];
-    ["Offset of field: ibv_ece::vendor_id"][::core::mem::offset_of!(ibv_ece, vendor_id) - 0usize];
-    ["Offset of field: ibv_ece::options"][::core::mem::offset_of!(ibv_ece, options) - 4usize];
-    ["Offset of field: ibv_ece::comp_mask"][::core::mem::offset_of!(ibv_ece, comp_mask) - 8usize];
+    [
+        "Offset of field: ibv_ece::vendor_id",
+    ][::core::mem::offset_of!(ibv_ece, vendor_id) - 0usize];
+    [
+        "Offset of field: ibv_ece::options",
+    ][::core::mem::offset_of!(ibv_ece, options) - 4usize];
+    [
+        "Offset of field: ibv_ece::comp_mask",
+    ][::core::mem::offset_of!(ibv_ece, comp_mask) - 8usize];
 };
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -8017,10 +10828,18 @@ pub struct ibv_comp_channel {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ibv_comp_channel"][::core::mem::size_of::<ibv_comp_channel>() - 16usize];
-    ["Alignment of ibv_comp_channel"][::core::mem::align_of::<ibv_comp_channel>() - 8usize];
-    ["Offset of field: ibv_comp_channel::context"][::core::mem::offset_of!(ibv_comp_channel, context) - 0usize];
-    ["Offset of field: ibv_comp_channel::fd"][::core::mem::offset_of!(ibv_comp_channel, fd) - 8usize];
-    ["Offset of field: ibv_comp_channel::refcnt"][::core::mem::offset_of!(ibv_comp_channel, refcnt) - 12usize];
+    [
+        "Alignment of ibv_comp_channel",
+    ][::core::mem::align_of::<ibv_comp_channel>() - 8usize];
+    [
+        "Offset of field: ibv_comp_channel::context",
+    ][::core::mem::offset_of!(ibv_comp_channel, context) - 0usize];
+    [
+        "Offset of field: ibv_comp_channel::fd",
+    ][::core::mem::offset_of!(ibv_comp_channel, fd) - 8usize];
+    [
+        "Offset of field: ibv_comp_channel::refcnt",
+    ][::core::mem::offset_of!(ibv_comp_channel, refcnt) - 12usize];
 };
 impl Default for ibv_comp_channel {
     fn default() -> Self {
@@ -8048,17 +10867,27 @@ pub struct ibv_cq {
 const _: () = {
     ["Size of ibv_cq"][::core::mem::size_of::<ibv_cq>() - 128usize];
     ["Alignment of ibv_cq"][::core::mem::align_of::<ibv_cq>() - 8usize];
-    ["Offset of field: ibv_cq::context"][::core::mem::offset_of!(ibv_cq, context) - 0usize];
-    ["Offset of field: ibv_cq::channel"][::core::mem::offset_of!(ibv_cq, channel) - 8usize];
-    ["Offset of field: ibv_cq::cq_context"][::core::mem::offset_of!(ibv_cq, cq_context) - 16usize];
-    ["Offset of field: ibv_cq::handle"][::core::mem::offset_of!(ibv_cq, handle) - 24usize];
+    [
+        "Offset of field: ibv_cq::context",
+    ][::core::mem::offset_of!(ibv_cq, context) - 0usize];
+    [
+        "Offset of field: ibv_cq::channel",
+    ][::core::mem::offset_of!(ibv_cq, channel) - 8usize];
+    [
+        "Offset of field: ibv_cq::cq_context",
+    ][::core::mem::offset_of!(ibv_cq, cq_context) - 16usize];
+    [
+        "Offset of field: ibv_cq::handle",
+    ][::core::mem::offset_of!(ibv_cq, handle) - 24usize];
     ["Offset of field: ibv_cq::cqe"][::core::mem::offset_of!(ibv_cq, cqe) - 28usize];
     ["Offset of field: ibv_cq::mutex"][::core::mem::offset_of!(ibv_cq, mutex) - 32usize];
     ["Offset of field: ibv_cq::cond"][::core::mem::offset_of!(ibv_cq, cond) - 72usize];
-    ["Offset of field: ibv_cq::comp_events_completed"]
-        [::core::mem::offset_of!(ibv_cq, comp_events_completed) - 120usize];
-    ["Offset of field: ibv_cq::async_events_completed"]
-        [::core::mem::offset_of!(ibv_cq, async_events_completed) - 124usize];
+    [
+        "Offset of field: ibv_cq::comp_events_completed",
+    ][::core::mem::offset_of!(ibv_cq, comp_events_completed) - 120usize];
+    [
+        "Offset of field: ibv_cq::async_events_completed",
+    ][::core::mem::offset_of!(ibv_cq, async_events_completed) - 124usize];
 };
 impl Default for ibv_cq {
     fn default() -> Self {
@@ -8077,8 +10906,12 @@ pub struct ibv_poll_cq_attr {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ibv_poll_cq_attr"][::core::mem::size_of::<ibv_poll_cq_attr>() - 4usize];
-    ["Alignment of ibv_poll_cq_attr"][::core::mem::align_of::<ibv_poll_cq_attr>() - 4usize];
-    ["Offset of field: ibv_poll_cq_attr::comp_mask"][::core::mem::offset_of!(ibv_poll_cq_attr, comp_mask) - 0usize];
+    [
+        "Alignment of ibv_poll_cq_attr",
+    ][::core::mem::align_of::<ibv_poll_cq_attr>() - 4usize];
+    [
+        "Offset of field: ibv_poll_cq_attr::comp_mask",
+    ][::core::mem::offset_of!(ibv_poll_cq_attr, comp_mask) - 0usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -8090,8 +10923,12 @@ pub struct ibv_wc_tm_info {
 const _: () = {
     ["Size of ibv_wc_tm_info"][::core::mem::size_of::<ibv_wc_tm_info>() - 16usize];
     ["Alignment of ibv_wc_tm_info"][::core::mem::align_of::<ibv_wc_tm_info>() - 8usize];
-    ["Offset of field: ibv_wc_tm_info::tag"][::core::mem::offset_of!(ibv_wc_tm_info, tag) - 0usize];
-    ["Offset of field: ibv_wc_tm_info::priv_"][::core::mem::offset_of!(ibv_wc_tm_info, priv_) - 8usize];
+    [
+        "Offset of field: ibv_wc_tm_info::tag",
+    ][::core::mem::offset_of!(ibv_wc_tm_info, tag) - 0usize];
+    [
+        "Offset of field: ibv_wc_tm_info::priv_",
+    ][::core::mem::offset_of!(ibv_wc_tm_info, priv_) - 8usize];
 };
 #[repr(C)]
 #[derive(Copy, Clone)]
@@ -8109,66 +10946,155 @@ pub struct ibv_cq_ex {
     pub status: ibv_wc_status,
     pub wr_id: u64,
     pub start_poll: ::core::option::Option<
-        unsafe extern "C" fn(current: *mut ibv_cq_ex, attr: *mut ibv_poll_cq_attr) -> ::core::ffi::c_int,
+        unsafe extern "C" fn(
+            current: *mut ibv_cq_ex,
+            attr: *mut ibv_poll_cq_attr,
+        ) -> ::core::ffi::c_int,
     >,
-    pub next_poll: ::core::option::Option<unsafe extern "C" fn(current: *mut ibv_cq_ex) -> ::core::ffi::c_int>,
+    pub next_poll: ::core::option::Option<
+        unsafe extern "C" fn(current: *mut ibv_cq_ex) -> ::core::ffi::c_int,
+    >,
     pub end_poll: ::core::option::Option<unsafe extern "C" fn(current: *mut ibv_cq_ex)>,
-    pub read_opcode: ::core::option::Option<unsafe extern "C" fn(current: *mut ibv_cq_ex) -> ibv_wc_opcode>,
-    pub read_vendor_err: ::core::option::Option<unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u32>,
-    pub read_byte_len: ::core::option::Option<unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u32>,
-    pub read_imm_data: ::core::option::Option<unsafe extern "C" fn(current: *mut ibv_cq_ex) -> __be32>,
-    pub read_qp_num: ::core::option::Option<unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u32>,
-    pub read_src_qp: ::core::option::Option<unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u32>,
-    pub read_wc_flags: ::core::option::Option<unsafe extern "C" fn(current: *mut ibv_cq_ex) -> ::core::ffi::c_uint>,
-    pub read_slid: ::core::option::Option<unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u32>,
-    pub read_sl: ::core::option::Option<unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u8>,
-    pub read_dlid_path_bits: ::core::option::Option<unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u8>,
-    pub read_completion_ts: ::core::option::Option<unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u64>,
-    pub read_cvlan: ::core::option::Option<unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u16>,
-    pub read_flow_tag: ::core::option::Option<unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u32>,
-    pub read_tm_info:
-        ::core::option::Option<unsafe extern "C" fn(current: *mut ibv_cq_ex, tm_info: *mut ibv_wc_tm_info)>,
-    pub read_completion_wallclock_ns: ::core::option::Option<unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u64>,
+    pub read_opcode: ::core::option::Option<
+        unsafe extern "C" fn(current: *mut ibv_cq_ex) -> ibv_wc_opcode,
+    >,
+    pub read_vendor_err: ::core::option::Option<
+        unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u32,
+    >,
+    pub read_byte_len: ::core::option::Option<
+        unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u32,
+    >,
+    pub read_imm_data: ::core::option::Option<
+        unsafe extern "C" fn(current: *mut ibv_cq_ex) -> __be32,
+    >,
+    pub read_qp_num: ::core::option::Option<
+        unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u32,
+    >,
+    pub read_src_qp: ::core::option::Option<
+        unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u32,
+    >,
+    pub read_wc_flags: ::core::option::Option<
+        unsafe extern "C" fn(current: *mut ibv_cq_ex) -> ::core::ffi::c_uint,
+    >,
+    pub read_slid: ::core::option::Option<
+        unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u32,
+    >,
+    pub read_sl: ::core::option::Option<
+        unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u8,
+    >,
+    pub read_dlid_path_bits: ::core::option::Option<
+        unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u8,
+    >,
+    pub read_completion_ts: ::core::option::Option<
+        unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u64,
+    >,
+    pub read_cvlan: ::core::option::Option<
+        unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u16,
+    >,
+    pub read_flow_tag: ::core::option::Option<
+        unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u32,
+    >,
+    pub read_tm_info: ::core::option::Option<
+        unsafe extern "C" fn(current: *mut ibv_cq_ex, tm_info: *mut ibv_wc_tm_info),
+    >,
+    pub read_completion_wallclock_ns: ::core::option::Option<
+        unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u64,
+    >,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ibv_cq_ex"][::core::mem::size_of::<ibv_cq_ex>() - 288usize];
     ["Alignment of ibv_cq_ex"][::core::mem::align_of::<ibv_cq_ex>() - 8usize];
-    ["Offset of field: ibv_cq_ex::context"][::core::mem::offset_of!(ibv_cq_ex, context) - 0usize];
-    ["Offset of field: ibv_cq_ex::channel"][::core::mem::offset_of!(ibv_cq_ex, channel) - 8usize];
-    ["Offset of field: ibv_cq_ex::cq_context"][::core::mem::offset_of!(ibv_cq_ex, cq_context) - 16usize];
-    ["Offset of field: ibv_cq_ex::handle"][::core::mem::offset_of!(ibv_cq_ex, handle) - 24usize];
-    ["Offset of field: ibv_cq_ex::cqe"][::core::mem::offset_of!(ibv_cq_ex, cqe) - 28usize];
-    ["Offset of field: ibv_cq_ex::mutex"][::core::mem::offset_of!(ibv_cq_ex, mutex) - 32usize];
-    ["Offset of field: ibv_cq_ex::cond"][::core::mem::offset_of!(ibv_cq_ex, cond) - 72usize];
-    ["Offset of field: ibv_cq_ex::comp_events_completed"]
-        [::core::mem::offset_of!(ibv_cq_ex, comp_events_completed) - 120usize];
-    ["Offset of field: ibv_cq_ex::async_events_completed"]
-        [::core::mem::offset_of!(ibv_cq_ex, async_events_completed) - 124usize];
-    ["Offset of field: ibv_cq_ex::comp_mask"][::core::mem::offset_of!(ibv_cq_ex, comp_mask) - 128usize];
-    ["Offset of field: ibv_cq_ex::status"][::core::mem::offset_of!(ibv_cq_ex, status) - 132usize];
-    ["Offset of field: ibv_cq_ex::wr_id"][::core::mem::offset_of!(ibv_cq_ex, wr_id) - 136usize];
-    ["Offset of field: ibv_cq_ex::start_poll"][::core::mem::offset_of!(ibv_cq_ex, start_poll) - 144usize];
-    ["Offset of field: ibv_cq_ex::next_poll"][::core::mem::offset_of!(ibv_cq_ex, next_poll) - 152usize];
-    ["Offset of field: ibv_cq_ex::end_poll"][::core::mem::offset_of!(ibv_cq_ex, end_poll) - 160usize];
-    ["Offset of field: ibv_cq_ex::read_opcode"][::core::mem::offset_of!(ibv_cq_ex, read_opcode) - 168usize];
-    ["Offset of field: ibv_cq_ex::read_vendor_err"][::core::mem::offset_of!(ibv_cq_ex, read_vendor_err) - 176usize];
-    ["Offset of field: ibv_cq_ex::read_byte_len"][::core::mem::offset_of!(ibv_cq_ex, read_byte_len) - 184usize];
-    ["Offset of field: ibv_cq_ex::read_imm_data"][::core::mem::offset_of!(ibv_cq_ex, read_imm_data) - 192usize];
-    ["Offset of field: ibv_cq_ex::read_qp_num"][::core::mem::offset_of!(ibv_cq_ex, read_qp_num) - 200usize];
-    ["Offset of field: ibv_cq_ex::read_src_qp"][::core::mem::offset_of!(ibv_cq_ex, read_src_qp) - 208usize];
-    ["Offset of field: ibv_cq_ex::read_wc_flags"][::core::mem::offset_of!(ibv_cq_ex, read_wc_flags) - 216usize];
-    ["Offset of field: ibv_cq_ex::read_slid"][::core::mem::offset_of!(ibv_cq_ex, read_slid) - 224usize];
-    ["Offset of field: ibv_cq_ex::read_sl"][::core::mem::offset_of!(ibv_cq_ex, read_sl) - 232usize];
-    ["Offset of field: ibv_cq_ex::read_dlid_path_bits"]
-        [::core::mem::offset_of!(ibv_cq_ex, read_dlid_path_bits) - 240usize];
-    ["Offset of field: ibv_cq_ex::read_completion_ts"]
-        [::core::mem::offset_of!(ibv_cq_ex, read_completion_ts) - 248usize];
-    ["Offset of field: ibv_cq_ex::read_cvlan"][::core::mem::offset_of!(ibv_cq_ex, read_cvlan) - 256usize];
-    ["Offset of field: ibv_cq_ex::read_flow_tag"][::core::mem::offset_of!(ibv_cq_ex, read_flow_tag) - 264usize];
-    ["Offset of field: ibv_cq_ex::read_tm_info"][::core::mem::offset_of!(ibv_cq_ex, read_tm_info) - 272usize];
-    ["Offset of field: ibv_cq_ex::read_completion_wallclock_ns"]
-        [::core::mem::offset_of!(ibv_cq_ex, read_completion_wallclock_ns) - 280usize];
+    [
+        "Offset of field: ibv_cq_ex::context",
+    ][::core::mem::offset_of!(ibv_cq_ex, context) - 0usize];
+    [
+        "Offset of field: ibv_cq_ex::channel",
+    ][::core::mem::offset_of!(ibv_cq_ex, channel) - 8usize];
+    [
+        "Offset of field: ibv_cq_ex::cq_context",
+    ][::core::mem::offset_of!(ibv_cq_ex, cq_context) - 16usize];
+    [
+        "Offset of field: ibv_cq_ex::handle",
+    ][::core::mem::offset_of!(ibv_cq_ex, handle) - 24usize];
+    [
+        "Offset of field: ibv_cq_ex::cqe",
+    ][::core::mem::offset_of!(ibv_cq_ex, cqe) - 28usize];
+    [
+        "Offset of field: ibv_cq_ex::mutex",
+    ][::core::mem::offset_of!(ibv_cq_ex, mutex) - 32usize];
+    [
+        "Offset of field: ibv_cq_ex::cond",
+    ][::core::mem::offset_of!(ibv_cq_ex, cond) - 72usize];
+    [
+        "Offset of field: ibv_cq_ex::comp_events_completed",
+    ][::core::mem::offset_of!(ibv_cq_ex, comp_events_completed) - 120usize];
+    [
+        "Offset of field: ibv_cq_ex::async_events_completed",
+    ][::core::mem::offset_of!(ibv_cq_ex, async_events_completed) - 124usize];
+    [
+        "Offset of field: ibv_cq_ex::comp_mask",
+    ][::core::mem::offset_of!(ibv_cq_ex, comp_mask) - 128usize];
+    [
+        "Offset of field: ibv_cq_ex::status",
+    ][::core::mem::offset_of!(ibv_cq_ex, status) - 132usize];
+    [
+        "Offset of field: ibv_cq_ex::wr_id",
+    ][::core::mem::offset_of!(ibv_cq_ex, wr_id) - 136usize];
+    [
+        "Offset of field: ibv_cq_ex::start_poll",
+    ][::core::mem::offset_of!(ibv_cq_ex, start_poll) - 144usize];
+    [
+        "Offset of field: ibv_cq_ex::next_poll",
+    ][::core::mem::offset_of!(ibv_cq_ex, next_poll) - 152usize];
+    [
+        "Offset of field: ibv_cq_ex::end_poll",
+    ][::core::mem::offset_of!(ibv_cq_ex, end_poll) - 160usize];
+    [
+        "Offset of field: ibv_cq_ex::read_opcode",
+    ][::core::mem::offset_of!(ibv_cq_ex, read_opcode) - 168usize];
+    [
+        "Offset of field: ibv_cq_ex::read_vendor_err",
+    ][::core::mem::offset_of!(ibv_cq_ex, read_vendor_err) - 176usize];
+    [
+        "Offset of field: ibv_cq_ex::read_byte_len",
+    ][::core::mem::offset_of!(ibv_cq_ex, read_byte_len) - 184usize];
+    [
+        "Offset of field: ibv_cq_ex::read_imm_data",
+    ][::core::mem::offset_of!(ibv_cq_ex, read_imm_data) - 192usize];
+    [
+        "Offset of field: ibv_cq_ex::read_qp_num",
+    ][::core::mem::offset_of!(ibv_cq_ex, read_qp_num) - 200usize];
+    [
+        "Offset of field: ibv_cq_ex::read_src_qp",
+    ][::core::mem::offset_of!(ibv_cq_ex, read_src_qp) - 208usize];
+    [
+        "Offset of field: ibv_cq_ex::read_wc_flags",
+    ][::core::mem::offset_of!(ibv_cq_ex, read_wc_flags) - 216usize];
+    [
+        "Offset of field: ibv_cq_ex::read_slid",
+    ][::core::mem::offset_of!(ibv_cq_ex, read_slid) - 224usize];
+    [
+        "Offset of field: ibv_cq_ex::read_sl",
+    ][::core::mem::offset_of!(ibv_cq_ex, read_sl) - 232usize];
+    [
+        "Offset of field: ibv_cq_ex::read_dlid_path_bits",
+    ][::core::mem::offset_of!(ibv_cq_ex, read_dlid_path_bits) - 240usize];
+    [
+        "Offset of field: ibv_cq_ex::read_completion_ts",
+    ][::core::mem::offset_of!(ibv_cq_ex, read_completion_ts) - 248usize];
+    [
+        "Offset of field: ibv_cq_ex::read_cvlan",
+    ][::core::mem::offset_of!(ibv_cq_ex, read_cvlan) - 256usize];
+    [
+        "Offset of field: ibv_cq_ex::read_flow_tag",
+    ][::core::mem::offset_of!(ibv_cq_ex, read_flow_tag) - 264usize];
+    [
+        "Offset of field: ibv_cq_ex::read_tm_info",
+    ][::core::mem::offset_of!(ibv_cq_ex, read_tm_info) - 272usize];
+    [
+        "Offset of field: ibv_cq_ex::read_completion_wallclock_ns",
+    ][::core::mem::offset_of!(ibv_cq_ex, read_completion_wallclock_ns) - 280usize];
 };
 impl Default for ibv_cq_ex {
     fn default() -> Self {
@@ -8221,9 +11147,15 @@ pub struct ibv_moderate_cq {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ibv_moderate_cq"][::core::mem::size_of::<ibv_moderate_cq>() - 4usize];
-    ["Alignment of ibv_moderate_cq"][::core::mem::align_of::<ibv_moderate_cq>() - 2usize];
-    ["Offset of field: ibv_moderate_cq::cq_count"][::core::mem::offset_of!(ibv_moderate_cq, cq_count) - 0usize];
-    ["Offset of field: ibv_moderate_cq::cq_period"][::core::mem::offset_of!(ibv_moderate_cq, cq_period) - 2usize];
+    [
+        "Alignment of ibv_moderate_cq",
+    ][::core::mem::align_of::<ibv_moderate_cq>() - 2usize];
+    [
+        "Offset of field: ibv_moderate_cq::cq_count",
+    ][::core::mem::offset_of!(ibv_moderate_cq, cq_count) - 0usize];
+    [
+        "Offset of field: ibv_moderate_cq::cq_period",
+    ][::core::mem::offset_of!(ibv_moderate_cq, cq_period) - 2usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -8233,10 +11165,18 @@ pub struct ibv_modify_cq_attr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_modify_cq_attr"][::core::mem::size_of::<ibv_modify_cq_attr>() - 8usize];
-    ["Alignment of ibv_modify_cq_attr"][::core::mem::align_of::<ibv_modify_cq_attr>() - 4usize];
-    ["Offset of field: ibv_modify_cq_attr::attr_mask"][::core::mem::offset_of!(ibv_modify_cq_attr, attr_mask) - 0usize];
-    ["Offset of field: ibv_modify_cq_attr::moderate"][::core::mem::offset_of!(ibv_modify_cq_attr, moderate) - 4usize];
+    [
+        "Size of ibv_modify_cq_attr",
+    ][::core::mem::size_of::<ibv_modify_cq_attr>() - 8usize];
+    [
+        "Alignment of ibv_modify_cq_attr",
+    ][::core::mem::align_of::<ibv_modify_cq_attr>() - 4usize];
+    [
+        "Offset of field: ibv_modify_cq_attr::attr_mask",
+    ][::core::mem::offset_of!(ibv_modify_cq_attr, attr_mask) - 0usize];
+    [
+        "Offset of field: ibv_modify_cq_attr::moderate",
+    ][::core::mem::offset_of!(ibv_modify_cq_attr, moderate) - 4usize];
 };
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -8249,9 +11189,13 @@ pub struct ibv_ah {
 const _: () = {
     ["Size of ibv_ah"][::core::mem::size_of::<ibv_ah>() - 24usize];
     ["Alignment of ibv_ah"][::core::mem::align_of::<ibv_ah>() - 8usize];
-    ["Offset of field: ibv_ah::context"][::core::mem::offset_of!(ibv_ah, context) - 0usize];
+    [
+        "Offset of field: ibv_ah::context",
+    ][::core::mem::offset_of!(ibv_ah, context) - 0usize];
     ["Offset of field: ibv_ah::pd"][::core::mem::offset_of!(ibv_ah, pd) - 8usize];
-    ["Offset of field: ibv_ah::handle"][::core::mem::offset_of!(ibv_ah, handle) - 16usize];
+    [
+        "Offset of field: ibv_ah::handle",
+    ][::core::mem::offset_of!(ibv_ah, handle) - 16usize];
 };
 impl Default for ibv_ah {
     fn default() -> Self {
@@ -8334,14 +11278,24 @@ pub struct ibv_flow_eth_filter {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_flow_eth_filter"][::core::mem::size_of::<ibv_flow_eth_filter>() - 16usize];
-    ["Alignment of ibv_flow_eth_filter"][::core::mem::align_of::<ibv_flow_eth_filter>() - 2usize];
-    ["Offset of field: ibv_flow_eth_filter::dst_mac"][::core::mem::offset_of!(ibv_flow_eth_filter, dst_mac) - 0usize];
-    ["Offset of field: ibv_flow_eth_filter::src_mac"][::core::mem::offset_of!(ibv_flow_eth_filter, src_mac) - 6usize];
-    ["Offset of field: ibv_flow_eth_filter::ether_type"]
-        [::core::mem::offset_of!(ibv_flow_eth_filter, ether_type) - 12usize];
-    ["Offset of field: ibv_flow_eth_filter::vlan_tag"]
-        [::core::mem::offset_of!(ibv_flow_eth_filter, vlan_tag) - 14usize];
+    [
+        "Size of ibv_flow_eth_filter",
+    ][::core::mem::size_of::<ibv_flow_eth_filter>() - 16usize];
+    [
+        "Alignment of ibv_flow_eth_filter",
+    ][::core::mem::align_of::<ibv_flow_eth_filter>() - 2usize];
+    [
+        "Offset of field: ibv_flow_eth_filter::dst_mac",
+    ][::core::mem::offset_of!(ibv_flow_eth_filter, dst_mac) - 0usize];
+    [
+        "Offset of field: ibv_flow_eth_filter::src_mac",
+    ][::core::mem::offset_of!(ibv_flow_eth_filter, src_mac) - 6usize];
+    [
+        "Offset of field: ibv_flow_eth_filter::ether_type",
+    ][::core::mem::offset_of!(ibv_flow_eth_filter, ether_type) - 12usize];
+    [
+        "Offset of field: ibv_flow_eth_filter::vlan_tag",
+    ][::core::mem::offset_of!(ibv_flow_eth_filter, vlan_tag) - 14usize];
 };
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -8354,11 +11308,21 @@ pub struct ibv_flow_spec_eth {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ibv_flow_spec_eth"][::core::mem::size_of::<ibv_flow_spec_eth>() - 40usize];
-    ["Alignment of ibv_flow_spec_eth"][::core::mem::align_of::<ibv_flow_spec_eth>() - 4usize];
-    ["Offset of field: ibv_flow_spec_eth::type_"][::core::mem::offset_of!(ibv_flow_spec_eth, type_) - 0usize];
-    ["Offset of field: ibv_flow_spec_eth::size"][::core::mem::offset_of!(ibv_flow_spec_eth, size) - 4usize];
-    ["Offset of field: ibv_flow_spec_eth::val"][::core::mem::offset_of!(ibv_flow_spec_eth, val) - 6usize];
-    ["Offset of field: ibv_flow_spec_eth::mask"][::core::mem::offset_of!(ibv_flow_spec_eth, mask) - 22usize];
+    [
+        "Alignment of ibv_flow_spec_eth",
+    ][::core::mem::align_of::<ibv_flow_spec_eth>() - 4usize];
+    [
+        "Offset of field: ibv_flow_spec_eth::type_",
+    ][::core::mem::offset_of!(ibv_flow_spec_eth, type_) - 0usize];
+    [
+        "Offset of field: ibv_flow_spec_eth::size",
+    ][::core::mem::offset_of!(ibv_flow_spec_eth, size) - 4usize];
+    [
+        "Offset of field: ibv_flow_spec_eth::val",
+    ][::core::mem::offset_of!(ibv_flow_spec_eth, val) - 6usize];
+    [
+        "Offset of field: ibv_flow_spec_eth::mask",
+    ][::core::mem::offset_of!(ibv_flow_spec_eth, mask) - 22usize];
 };
 impl Default for ibv_flow_spec_eth {
     fn default() -> Self {
@@ -8377,10 +11341,18 @@ pub struct ibv_flow_ipv4_filter {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_flow_ipv4_filter"][::core::mem::size_of::<ibv_flow_ipv4_filter>() - 8usize];
-    ["Alignment of ibv_flow_ipv4_filter"][::core::mem::align_of::<ibv_flow_ipv4_filter>() - 4usize];
-    ["Offset of field: ibv_flow_ipv4_filter::src_ip"][::core::mem::offset_of!(ibv_flow_ipv4_filter, src_ip) - 0usize];
-    ["Offset of field: ibv_flow_ipv4_filter::dst_ip"][::core::mem::offset_of!(ibv_flow_ipv4_filter, dst_ip) - 4usize];
+    [
+        "Size of ibv_flow_ipv4_filter",
+    ][::core::mem::size_of::<ibv_flow_ipv4_filter>() - 8usize];
+    [
+        "Alignment of ibv_flow_ipv4_filter",
+    ][::core::mem::align_of::<ibv_flow_ipv4_filter>() - 4usize];
+    [
+        "Offset of field: ibv_flow_ipv4_filter::src_ip",
+    ][::core::mem::offset_of!(ibv_flow_ipv4_filter, src_ip) - 0usize];
+    [
+        "Offset of field: ibv_flow_ipv4_filter::dst_ip",
+    ][::core::mem::offset_of!(ibv_flow_ipv4_filter, dst_ip) - 4usize];
 };
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -8392,12 +11364,24 @@ pub struct ibv_flow_spec_ipv4 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_flow_spec_ipv4"][::core::mem::size_of::<ibv_flow_spec_ipv4>() - 24usize];
-    ["Alignment of ibv_flow_spec_ipv4"][::core::mem::align_of::<ibv_flow_spec_ipv4>() - 4usize];
-    ["Offset of field: ibv_flow_spec_ipv4::type_"][::core::mem::offset_of!(ibv_flow_spec_ipv4, type_) - 0usize];
-    ["Offset of field: ibv_flow_spec_ipv4::size"][::core::mem::offset_of!(ibv_flow_spec_ipv4, size) - 4usize];
-    ["Offset of field: ibv_flow_spec_ipv4::val"][::core::mem::offset_of!(ibv_flow_spec_ipv4, val) - 8usize];
-    ["Offset of field: ibv_flow_spec_ipv4::mask"][::core::mem::offset_of!(ibv_flow_spec_ipv4, mask) - 16usize];
+    [
+        "Size of ibv_flow_spec_ipv4",
+    ][::core::mem::size_of::<ibv_flow_spec_ipv4>() - 24usize];
+    [
+        "Alignment of ibv_flow_spec_ipv4",
+    ][::core::mem::align_of::<ibv_flow_spec_ipv4>() - 4usize];
+    [
+        "Offset of field: ibv_flow_spec_ipv4::type_",
+    ][::core::mem::offset_of!(ibv_flow_spec_ipv4, type_) - 0usize];
+    [
+        "Offset of field: ibv_flow_spec_ipv4::size",
+    ][::core::mem::offset_of!(ibv_flow_spec_ipv4, size) - 4usize];
+    [
+        "Offset of field: ibv_flow_spec_ipv4::val",
+    ][::core::mem::offset_of!(ibv_flow_spec_ipv4, val) - 8usize];
+    [
+        "Offset of field: ibv_flow_spec_ipv4::mask",
+    ][::core::mem::offset_of!(ibv_flow_spec_ipv4, mask) - 16usize];
 };
 impl Default for ibv_flow_spec_ipv4 {
     fn default() -> Self {
@@ -8420,19 +11404,30 @@ pub struct ibv_flow_ipv4_ext_filter {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_flow_ipv4_ext_filter"][::core::mem::size_of::<ibv_flow_ipv4_ext_filter>() - 12usize];
-    ["Alignment of ibv_flow_ipv4_ext_filter"][::core::mem::align_of::<ibv_flow_ipv4_ext_filter>() - 4usize];
-    ["Offset of field: ibv_flow_ipv4_ext_filter::src_ip"]
-        [::core::mem::offset_of!(ibv_flow_ipv4_ext_filter, src_ip) - 0usize];
-    ["Offset of field: ibv_flow_ipv4_ext_filter::dst_ip"]
-        [::core::mem::offset_of!(ibv_flow_ipv4_ext_filter, dst_ip) - 4usize];
-    ["Offset of field: ibv_flow_ipv4_ext_filter::proto"]
-        [::core::mem::offset_of!(ibv_flow_ipv4_ext_filter, proto) - 8usize];
-    ["Offset of field: ibv_flow_ipv4_ext_filter::tos"][::core::mem::offset_of!(ibv_flow_ipv4_ext_filter, tos) - 9usize];
-    ["Offset of field: ibv_flow_ipv4_ext_filter::ttl"]
-        [::core::mem::offset_of!(ibv_flow_ipv4_ext_filter, ttl) - 10usize];
-    ["Offset of field: ibv_flow_ipv4_ext_filter::flags"]
-        [::core::mem::offset_of!(ibv_flow_ipv4_ext_filter, flags) - 11usize];
+    [
+        "Size of ibv_flow_ipv4_ext_filter",
+    ][::core::mem::size_of::<ibv_flow_ipv4_ext_filter>() - 12usize];
+    [
+        "Alignment of ibv_flow_ipv4_ext_filter",
+    ][::core::mem::align_of::<ibv_flow_ipv4_ext_filter>() - 4usize];
+    [
+        "Offset of field: ibv_flow_ipv4_ext_filter::src_ip",
+    ][::core::mem::offset_of!(ibv_flow_ipv4_ext_filter, src_ip) - 0usize];
+    [
+        "Offset of field: ibv_flow_ipv4_ext_filter::dst_ip",
+    ][::core::mem::offset_of!(ibv_flow_ipv4_ext_filter, dst_ip) - 4usize];
+    [
+        "Offset of field: ibv_flow_ipv4_ext_filter::proto",
+    ][::core::mem::offset_of!(ibv_flow_ipv4_ext_filter, proto) - 8usize];
+    [
+        "Offset of field: ibv_flow_ipv4_ext_filter::tos",
+    ][::core::mem::offset_of!(ibv_flow_ipv4_ext_filter, tos) - 9usize];
+    [
+        "Offset of field: ibv_flow_ipv4_ext_filter::ttl",
+    ][::core::mem::offset_of!(ibv_flow_ipv4_ext_filter, ttl) - 10usize];
+    [
+        "Offset of field: ibv_flow_ipv4_ext_filter::flags",
+    ][::core::mem::offset_of!(ibv_flow_ipv4_ext_filter, flags) - 11usize];
 };
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -8444,12 +11439,24 @@ pub struct ibv_flow_spec_ipv4_ext {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_flow_spec_ipv4_ext"][::core::mem::size_of::<ibv_flow_spec_ipv4_ext>() - 32usize];
-    ["Alignment of ibv_flow_spec_ipv4_ext"][::core::mem::align_of::<ibv_flow_spec_ipv4_ext>() - 4usize];
-    ["Offset of field: ibv_flow_spec_ipv4_ext::type_"][::core::mem::offset_of!(ibv_flow_spec_ipv4_ext, type_) - 0usize];
-    ["Offset of field: ibv_flow_spec_ipv4_ext::size"][::core::mem::offset_of!(ibv_flow_spec_ipv4_ext, size) - 4usize];
-    ["Offset of field: ibv_flow_spec_ipv4_ext::val"][::core::mem::offset_of!(ibv_flow_spec_ipv4_ext, val) - 8usize];
-    ["Offset of field: ibv_flow_spec_ipv4_ext::mask"][::core::mem::offset_of!(ibv_flow_spec_ipv4_ext, mask) - 20usize];
+    [
+        "Size of ibv_flow_spec_ipv4_ext",
+    ][::core::mem::size_of::<ibv_flow_spec_ipv4_ext>() - 32usize];
+    [
+        "Alignment of ibv_flow_spec_ipv4_ext",
+    ][::core::mem::align_of::<ibv_flow_spec_ipv4_ext>() - 4usize];
+    [
+        "Offset of field: ibv_flow_spec_ipv4_ext::type_",
+    ][::core::mem::offset_of!(ibv_flow_spec_ipv4_ext, type_) - 0usize];
+    [
+        "Offset of field: ibv_flow_spec_ipv4_ext::size",
+    ][::core::mem::offset_of!(ibv_flow_spec_ipv4_ext, size) - 4usize];
+    [
+        "Offset of field: ibv_flow_spec_ipv4_ext::val",
+    ][::core::mem::offset_of!(ibv_flow_spec_ipv4_ext, val) - 8usize];
+    [
+        "Offset of field: ibv_flow_spec_ipv4_ext::mask",
+    ][::core::mem::offset_of!(ibv_flow_spec_ipv4_ext, mask) - 20usize];
 };
 impl Default for ibv_flow_spec_ipv4_ext {
     fn default() -> Self {
@@ -8472,18 +11479,30 @@ pub struct ibv_flow_ipv6_filter {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_flow_ipv6_filter"][::core::mem::size_of::<ibv_flow_ipv6_filter>() - 40usize];
-    ["Alignment of ibv_flow_ipv6_filter"][::core::mem::align_of::<ibv_flow_ipv6_filter>() - 4usize];
-    ["Offset of field: ibv_flow_ipv6_filter::src_ip"][::core::mem::offset_of!(ibv_flow_ipv6_filter, src_ip) - 0usize];
-    ["Offset of field: ibv_flow_ipv6_filter::dst_ip"][::core::mem::offset_of!(ibv_flow_ipv6_filter, dst_ip) - 16usize];
-    ["Offset of field: ibv_flow_ipv6_filter::flow_label"]
-        [::core::mem::offset_of!(ibv_flow_ipv6_filter, flow_label) - 32usize];
-    ["Offset of field: ibv_flow_ipv6_filter::next_hdr"]
-        [::core::mem::offset_of!(ibv_flow_ipv6_filter, next_hdr) - 36usize];
-    ["Offset of field: ibv_flow_ipv6_filter::traffic_class"]
-        [::core::mem::offset_of!(ibv_flow_ipv6_filter, traffic_class) - 37usize];
-    ["Offset of field: ibv_flow_ipv6_filter::hop_limit"]
-        [::core::mem::offset_of!(ibv_flow_ipv6_filter, hop_limit) - 38usize];
+    [
+        "Size of ibv_flow_ipv6_filter",
+    ][::core::mem::size_of::<ibv_flow_ipv6_filter>() - 40usize];
+    [
+        "Alignment of ibv_flow_ipv6_filter",
+    ][::core::mem::align_of::<ibv_flow_ipv6_filter>() - 4usize];
+    [
+        "Offset of field: ibv_flow_ipv6_filter::src_ip",
+    ][::core::mem::offset_of!(ibv_flow_ipv6_filter, src_ip) - 0usize];
+    [
+        "Offset of field: ibv_flow_ipv6_filter::dst_ip",
+    ][::core::mem::offset_of!(ibv_flow_ipv6_filter, dst_ip) - 16usize];
+    [
+        "Offset of field: ibv_flow_ipv6_filter::flow_label",
+    ][::core::mem::offset_of!(ibv_flow_ipv6_filter, flow_label) - 32usize];
+    [
+        "Offset of field: ibv_flow_ipv6_filter::next_hdr",
+    ][::core::mem::offset_of!(ibv_flow_ipv6_filter, next_hdr) - 36usize];
+    [
+        "Offset of field: ibv_flow_ipv6_filter::traffic_class",
+    ][::core::mem::offset_of!(ibv_flow_ipv6_filter, traffic_class) - 37usize];
+    [
+        "Offset of field: ibv_flow_ipv6_filter::hop_limit",
+    ][::core::mem::offset_of!(ibv_flow_ipv6_filter, hop_limit) - 38usize];
 };
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -8495,12 +11514,24 @@ pub struct ibv_flow_spec_ipv6 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_flow_spec_ipv6"][::core::mem::size_of::<ibv_flow_spec_ipv6>() - 88usize];
-    ["Alignment of ibv_flow_spec_ipv6"][::core::mem::align_of::<ibv_flow_spec_ipv6>() - 4usize];
-    ["Offset of field: ibv_flow_spec_ipv6::type_"][::core::mem::offset_of!(ibv_flow_spec_ipv6, type_) - 0usize];
-    ["Offset of field: ibv_flow_spec_ipv6::size"][::core::mem::offset_of!(ibv_flow_spec_ipv6, size) - 4usize];
-    ["Offset of field: ibv_flow_spec_ipv6::val"][::core::mem::offset_of!(ibv_flow_spec_ipv6, val) - 8usize];
-    ["Offset of field: ibv_flow_spec_ipv6::mask"][::core::mem::offset_of!(ibv_flow_spec_ipv6, mask) - 48usize];
+    [
+        "Size of ibv_flow_spec_ipv6",
+    ][::core::mem::size_of::<ibv_flow_spec_ipv6>() - 88usize];
+    [
+        "Alignment of ibv_flow_spec_ipv6",
+    ][::core::mem::align_of::<ibv_flow_spec_ipv6>() - 4usize];
+    [
+        "Offset of field: ibv_flow_spec_ipv6::type_",
+    ][::core::mem::offset_of!(ibv_flow_spec_ipv6, type_) - 0usize];
+    [
+        "Offset of field: ibv_flow_spec_ipv6::size",
+    ][::core::mem::offset_of!(ibv_flow_spec_ipv6, size) - 4usize];
+    [
+        "Offset of field: ibv_flow_spec_ipv6::val",
+    ][::core::mem::offset_of!(ibv_flow_spec_ipv6, val) - 8usize];
+    [
+        "Offset of field: ibv_flow_spec_ipv6::mask",
+    ][::core::mem::offset_of!(ibv_flow_spec_ipv6, mask) - 48usize];
 };
 impl Default for ibv_flow_spec_ipv6 {
     fn default() -> Self {
@@ -8519,10 +11550,18 @@ pub struct ibv_flow_esp_filter {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_flow_esp_filter"][::core::mem::size_of::<ibv_flow_esp_filter>() - 8usize];
-    ["Alignment of ibv_flow_esp_filter"][::core::mem::align_of::<ibv_flow_esp_filter>() - 4usize];
-    ["Offset of field: ibv_flow_esp_filter::spi"][::core::mem::offset_of!(ibv_flow_esp_filter, spi) - 0usize];
-    ["Offset of field: ibv_flow_esp_filter::seq"][::core::mem::offset_of!(ibv_flow_esp_filter, seq) - 4usize];
+    [
+        "Size of ibv_flow_esp_filter",
+    ][::core::mem::size_of::<ibv_flow_esp_filter>() - 8usize];
+    [
+        "Alignment of ibv_flow_esp_filter",
+    ][::core::mem::align_of::<ibv_flow_esp_filter>() - 4usize];
+    [
+        "Offset of field: ibv_flow_esp_filter::spi",
+    ][::core::mem::offset_of!(ibv_flow_esp_filter, spi) - 0usize];
+    [
+        "Offset of field: ibv_flow_esp_filter::seq",
+    ][::core::mem::offset_of!(ibv_flow_esp_filter, seq) - 4usize];
 };
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -8535,11 +11574,21 @@ pub struct ibv_flow_spec_esp {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ibv_flow_spec_esp"][::core::mem::size_of::<ibv_flow_spec_esp>() - 24usize];
-    ["Alignment of ibv_flow_spec_esp"][::core::mem::align_of::<ibv_flow_spec_esp>() - 4usize];
-    ["Offset of field: ibv_flow_spec_esp::type_"][::core::mem::offset_of!(ibv_flow_spec_esp, type_) - 0usize];
-    ["Offset of field: ibv_flow_spec_esp::size"][::core::mem::offset_of!(ibv_flow_spec_esp, size) - 4usize];
-    ["Offset of field: ibv_flow_spec_esp::val"][::core::mem::offset_of!(ibv_flow_spec_esp, val) - 8usize];
-    ["Offset of field: ibv_flow_spec_esp::mask"][::core::mem::offset_of!(ibv_flow_spec_esp, mask) - 16usize];
+    [
+        "Alignment of ibv_flow_spec_esp",
+    ][::core::mem::align_of::<ibv_flow_spec_esp>() - 4usize];
+    [
+        "Offset of field: ibv_flow_spec_esp::type_",
+    ][::core::mem::offset_of!(ibv_flow_spec_esp, type_) - 0usize];
+    [
+        "Offset of field: ibv_flow_spec_esp::size",
+    ][::core::mem::offset_of!(ibv_flow_spec_esp, size) - 4usize];
+    [
+        "Offset of field: ibv_flow_spec_esp::val",
+    ][::core::mem::offset_of!(ibv_flow_spec_esp, val) - 8usize];
+    [
+        "Offset of field: ibv_flow_spec_esp::mask",
+    ][::core::mem::offset_of!(ibv_flow_spec_esp, mask) - 16usize];
 };
 impl Default for ibv_flow_spec_esp {
     fn default() -> Self {
@@ -8558,12 +11607,18 @@ pub struct ibv_flow_tcp_udp_filter {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_flow_tcp_udp_filter"][::core::mem::size_of::<ibv_flow_tcp_udp_filter>() - 4usize];
-    ["Alignment of ibv_flow_tcp_udp_filter"][::core::mem::align_of::<ibv_flow_tcp_udp_filter>() - 2usize];
-    ["Offset of field: ibv_flow_tcp_udp_filter::dst_port"]
-        [::core::mem::offset_of!(ibv_flow_tcp_udp_filter, dst_port) - 0usize];
-    ["Offset of field: ibv_flow_tcp_udp_filter::src_port"]
-        [::core::mem::offset_of!(ibv_flow_tcp_udp_filter, src_port) - 2usize];
+    [
+        "Size of ibv_flow_tcp_udp_filter",
+    ][::core::mem::size_of::<ibv_flow_tcp_udp_filter>() - 4usize];
+    [
+        "Alignment of ibv_flow_tcp_udp_filter",
+    ][::core::mem::align_of::<ibv_flow_tcp_udp_filter>() - 2usize];
+    [
+        "Offset of field: ibv_flow_tcp_udp_filter::dst_port",
+    ][::core::mem::offset_of!(ibv_flow_tcp_udp_filter, dst_port) - 0usize];
+    [
+        "Offset of field: ibv_flow_tcp_udp_filter::src_port",
+    ][::core::mem::offset_of!(ibv_flow_tcp_udp_filter, src_port) - 2usize];
 };
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -8575,12 +11630,24 @@ pub struct ibv_flow_spec_tcp_udp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_flow_spec_tcp_udp"][::core::mem::size_of::<ibv_flow_spec_tcp_udp>() - 16usize];
-    ["Alignment of ibv_flow_spec_tcp_udp"][::core::mem::align_of::<ibv_flow_spec_tcp_udp>() - 4usize];
-    ["Offset of field: ibv_flow_spec_tcp_udp::type_"][::core::mem::offset_of!(ibv_flow_spec_tcp_udp, type_) - 0usize];
-    ["Offset of field: ibv_flow_spec_tcp_udp::size"][::core::mem::offset_of!(ibv_flow_spec_tcp_udp, size) - 4usize];
-    ["Offset of field: ibv_flow_spec_tcp_udp::val"][::core::mem::offset_of!(ibv_flow_spec_tcp_udp, val) - 6usize];
-    ["Offset of field: ibv_flow_spec_tcp_udp::mask"][::core::mem::offset_of!(ibv_flow_spec_tcp_udp, mask) - 10usize];
+    [
+        "Size of ibv_flow_spec_tcp_udp",
+    ][::core::mem::size_of::<ibv_flow_spec_tcp_udp>() - 16usize];
+    [
+        "Alignment of ibv_flow_spec_tcp_udp",
+    ][::core::mem::align_of::<ibv_flow_spec_tcp_udp>() - 4usize];
+    [
+        "Offset of field: ibv_flow_spec_tcp_udp::type_",
+    ][::core::mem::offset_of!(ibv_flow_spec_tcp_udp, type_) - 0usize];
+    [
+        "Offset of field: ibv_flow_spec_tcp_udp::size",
+    ][::core::mem::offset_of!(ibv_flow_spec_tcp_udp, size) - 4usize];
+    [
+        "Offset of field: ibv_flow_spec_tcp_udp::val",
+    ][::core::mem::offset_of!(ibv_flow_spec_tcp_udp, val) - 6usize];
+    [
+        "Offset of field: ibv_flow_spec_tcp_udp::mask",
+    ][::core::mem::offset_of!(ibv_flow_spec_tcp_udp, mask) - 10usize];
 };
 impl Default for ibv_flow_spec_tcp_udp {
     fn default() -> Self {
@@ -8600,12 +11667,21 @@ pub struct ibv_flow_gre_filter {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_flow_gre_filter"][::core::mem::size_of::<ibv_flow_gre_filter>() - 8usize];
-    ["Alignment of ibv_flow_gre_filter"][::core::mem::align_of::<ibv_flow_gre_filter>() - 4usize];
-    ["Offset of field: ibv_flow_gre_filter::c_ks_res0_ver"]
-        [::core::mem::offset_of!(ibv_flow_gre_filter, c_ks_res0_ver) - 0usize];
-    ["Offset of field: ibv_flow_gre_filter::protocol"][::core::mem::offset_of!(ibv_flow_gre_filter, protocol) - 2usize];
-    ["Offset of field: ibv_flow_gre_filter::key"][::core::mem::offset_of!(ibv_flow_gre_filter, key) - 4usize];
+    [
+        "Size of ibv_flow_gre_filter",
+    ][::core::mem::size_of::<ibv_flow_gre_filter>() - 8usize];
+    [
+        "Alignment of ibv_flow_gre_filter",
+    ][::core::mem::align_of::<ibv_flow_gre_filter>() - 4usize];
+    [
+        "Offset of field: ibv_flow_gre_filter::c_ks_res0_ver",
+    ][::core::mem::offset_of!(ibv_flow_gre_filter, c_ks_res0_ver) - 0usize];
+    [
+        "Offset of field: ibv_flow_gre_filter::protocol",
+    ][::core::mem::offset_of!(ibv_flow_gre_filter, protocol) - 2usize];
+    [
+        "Offset of field: ibv_flow_gre_filter::key",
+    ][::core::mem::offset_of!(ibv_flow_gre_filter, key) - 4usize];
 };
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -8618,11 +11694,21 @@ pub struct ibv_flow_spec_gre {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ibv_flow_spec_gre"][::core::mem::size_of::<ibv_flow_spec_gre>() - 24usize];
-    ["Alignment of ibv_flow_spec_gre"][::core::mem::align_of::<ibv_flow_spec_gre>() - 4usize];
-    ["Offset of field: ibv_flow_spec_gre::type_"][::core::mem::offset_of!(ibv_flow_spec_gre, type_) - 0usize];
-    ["Offset of field: ibv_flow_spec_gre::size"][::core::mem::offset_of!(ibv_flow_spec_gre, size) - 4usize];
-    ["Offset of field: ibv_flow_spec_gre::val"][::core::mem::offset_of!(ibv_flow_spec_gre, val) - 8usize];
-    ["Offset of field: ibv_flow_spec_gre::mask"][::core::mem::offset_of!(ibv_flow_spec_gre, mask) - 16usize];
+    [
+        "Alignment of ibv_flow_spec_gre",
+    ][::core::mem::align_of::<ibv_flow_spec_gre>() - 4usize];
+    [
+        "Offset of field: ibv_flow_spec_gre::type_",
+    ][::core::mem::offset_of!(ibv_flow_spec_gre, type_) - 0usize];
+    [
+        "Offset of field: ibv_flow_spec_gre::size",
+    ][::core::mem::offset_of!(ibv_flow_spec_gre, size) - 4usize];
+    [
+        "Offset of field: ibv_flow_spec_gre::val",
+    ][::core::mem::offset_of!(ibv_flow_spec_gre, val) - 8usize];
+    [
+        "Offset of field: ibv_flow_spec_gre::mask",
+    ][::core::mem::offset_of!(ibv_flow_spec_gre, mask) - 16usize];
 };
 impl Default for ibv_flow_spec_gre {
     fn default() -> Self {
@@ -8640,9 +11726,15 @@ pub struct ibv_flow_mpls_filter {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_flow_mpls_filter"][::core::mem::size_of::<ibv_flow_mpls_filter>() - 4usize];
-    ["Alignment of ibv_flow_mpls_filter"][::core::mem::align_of::<ibv_flow_mpls_filter>() - 4usize];
-    ["Offset of field: ibv_flow_mpls_filter::label"][::core::mem::offset_of!(ibv_flow_mpls_filter, label) - 0usize];
+    [
+        "Size of ibv_flow_mpls_filter",
+    ][::core::mem::size_of::<ibv_flow_mpls_filter>() - 4usize];
+    [
+        "Alignment of ibv_flow_mpls_filter",
+    ][::core::mem::align_of::<ibv_flow_mpls_filter>() - 4usize];
+    [
+        "Offset of field: ibv_flow_mpls_filter::label",
+    ][::core::mem::offset_of!(ibv_flow_mpls_filter, label) - 0usize];
 };
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -8654,12 +11746,24 @@ pub struct ibv_flow_spec_mpls {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_flow_spec_mpls"][::core::mem::size_of::<ibv_flow_spec_mpls>() - 16usize];
-    ["Alignment of ibv_flow_spec_mpls"][::core::mem::align_of::<ibv_flow_spec_mpls>() - 4usize];
-    ["Offset of field: ibv_flow_spec_mpls::type_"][::core::mem::offset_of!(ibv_flow_spec_mpls, type_) - 0usize];
-    ["Offset of field: ibv_flow_spec_mpls::size"][::core::mem::offset_of!(ibv_flow_spec_mpls, size) - 4usize];
-    ["Offset of field: ibv_flow_spec_mpls::val"][::core::mem::offset_of!(ibv_flow_spec_mpls, val) - 8usize];
-    ["Offset of field: ibv_flow_spec_mpls::mask"][::core::mem::offset_of!(ibv_flow_spec_mpls, mask) - 12usize];
+    [
+        "Size of ibv_flow_spec_mpls",
+    ][::core::mem::size_of::<ibv_flow_spec_mpls>() - 16usize];
+    [
+        "Alignment of ibv_flow_spec_mpls",
+    ][::core::mem::align_of::<ibv_flow_spec_mpls>() - 4usize];
+    [
+        "Offset of field: ibv_flow_spec_mpls::type_",
+    ][::core::mem::offset_of!(ibv_flow_spec_mpls, type_) - 0usize];
+    [
+        "Offset of field: ibv_flow_spec_mpls::size",
+    ][::core::mem::offset_of!(ibv_flow_spec_mpls, size) - 4usize];
+    [
+        "Offset of field: ibv_flow_spec_mpls::val",
+    ][::core::mem::offset_of!(ibv_flow_spec_mpls, val) - 8usize];
+    [
+        "Offset of field: ibv_flow_spec_mpls::mask",
+    ][::core::mem::offset_of!(ibv_flow_spec_mpls, mask) - 12usize];
 };
 impl Default for ibv_flow_spec_mpls {
     fn default() -> Self {
@@ -8677,10 +11781,15 @@ pub struct ibv_flow_tunnel_filter {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_flow_tunnel_filter"][::core::mem::size_of::<ibv_flow_tunnel_filter>() - 4usize];
-    ["Alignment of ibv_flow_tunnel_filter"][::core::mem::align_of::<ibv_flow_tunnel_filter>() - 4usize];
-    ["Offset of field: ibv_flow_tunnel_filter::tunnel_id"]
-        [::core::mem::offset_of!(ibv_flow_tunnel_filter, tunnel_id) - 0usize];
+    [
+        "Size of ibv_flow_tunnel_filter",
+    ][::core::mem::size_of::<ibv_flow_tunnel_filter>() - 4usize];
+    [
+        "Alignment of ibv_flow_tunnel_filter",
+    ][::core::mem::align_of::<ibv_flow_tunnel_filter>() - 4usize];
+    [
+        "Offset of field: ibv_flow_tunnel_filter::tunnel_id",
+    ][::core::mem::offset_of!(ibv_flow_tunnel_filter, tunnel_id) - 0usize];
 };
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -8692,12 +11801,24 @@ pub struct ibv_flow_spec_tunnel {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_flow_spec_tunnel"][::core::mem::size_of::<ibv_flow_spec_tunnel>() - 16usize];
-    ["Alignment of ibv_flow_spec_tunnel"][::core::mem::align_of::<ibv_flow_spec_tunnel>() - 4usize];
-    ["Offset of field: ibv_flow_spec_tunnel::type_"][::core::mem::offset_of!(ibv_flow_spec_tunnel, type_) - 0usize];
-    ["Offset of field: ibv_flow_spec_tunnel::size"][::core::mem::offset_of!(ibv_flow_spec_tunnel, size) - 4usize];
-    ["Offset of field: ibv_flow_spec_tunnel::val"][::core::mem::offset_of!(ibv_flow_spec_tunnel, val) - 8usize];
-    ["Offset of field: ibv_flow_spec_tunnel::mask"][::core::mem::offset_of!(ibv_flow_spec_tunnel, mask) - 12usize];
+    [
+        "Size of ibv_flow_spec_tunnel",
+    ][::core::mem::size_of::<ibv_flow_spec_tunnel>() - 16usize];
+    [
+        "Alignment of ibv_flow_spec_tunnel",
+    ][::core::mem::align_of::<ibv_flow_spec_tunnel>() - 4usize];
+    [
+        "Offset of field: ibv_flow_spec_tunnel::type_",
+    ][::core::mem::offset_of!(ibv_flow_spec_tunnel, type_) - 0usize];
+    [
+        "Offset of field: ibv_flow_spec_tunnel::size",
+    ][::core::mem::offset_of!(ibv_flow_spec_tunnel, size) - 4usize];
+    [
+        "Offset of field: ibv_flow_spec_tunnel::val",
+    ][::core::mem::offset_of!(ibv_flow_spec_tunnel, val) - 8usize];
+    [
+        "Offset of field: ibv_flow_spec_tunnel::mask",
+    ][::core::mem::offset_of!(ibv_flow_spec_tunnel, mask) - 12usize];
 };
 impl Default for ibv_flow_spec_tunnel {
     fn default() -> Self {
@@ -8717,14 +11838,21 @@ pub struct ibv_flow_spec_action_tag {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_flow_spec_action_tag"][::core::mem::size_of::<ibv_flow_spec_action_tag>() - 12usize];
-    ["Alignment of ibv_flow_spec_action_tag"][::core::mem::align_of::<ibv_flow_spec_action_tag>() - 4usize];
-    ["Offset of field: ibv_flow_spec_action_tag::type_"]
-        [::core::mem::offset_of!(ibv_flow_spec_action_tag, type_) - 0usize];
-    ["Offset of field: ibv_flow_spec_action_tag::size"]
-        [::core::mem::offset_of!(ibv_flow_spec_action_tag, size) - 4usize];
-    ["Offset of field: ibv_flow_spec_action_tag::tag_id"]
-        [::core::mem::offset_of!(ibv_flow_spec_action_tag, tag_id) - 8usize];
+    [
+        "Size of ibv_flow_spec_action_tag",
+    ][::core::mem::size_of::<ibv_flow_spec_action_tag>() - 12usize];
+    [
+        "Alignment of ibv_flow_spec_action_tag",
+    ][::core::mem::align_of::<ibv_flow_spec_action_tag>() - 4usize];
+    [
+        "Offset of field: ibv_flow_spec_action_tag::type_",
+    ][::core::mem::offset_of!(ibv_flow_spec_action_tag, type_) - 0usize];
+    [
+        "Offset of field: ibv_flow_spec_action_tag::size",
+    ][::core::mem::offset_of!(ibv_flow_spec_action_tag, size) - 4usize];
+    [
+        "Offset of field: ibv_flow_spec_action_tag::tag_id",
+    ][::core::mem::offset_of!(ibv_flow_spec_action_tag, tag_id) - 8usize];
 };
 impl Default for ibv_flow_spec_action_tag {
     fn default() -> Self {
@@ -8743,12 +11871,18 @@ pub struct ibv_flow_spec_action_drop {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_flow_spec_action_drop"][::core::mem::size_of::<ibv_flow_spec_action_drop>() - 8usize];
-    ["Alignment of ibv_flow_spec_action_drop"][::core::mem::align_of::<ibv_flow_spec_action_drop>() - 4usize];
-    ["Offset of field: ibv_flow_spec_action_drop::type_"]
-        [::core::mem::offset_of!(ibv_flow_spec_action_drop, type_) - 0usize];
-    ["Offset of field: ibv_flow_spec_action_drop::size"]
-        [::core::mem::offset_of!(ibv_flow_spec_action_drop, size) - 4usize];
+    [
+        "Size of ibv_flow_spec_action_drop",
+    ][::core::mem::size_of::<ibv_flow_spec_action_drop>() - 8usize];
+    [
+        "Alignment of ibv_flow_spec_action_drop",
+    ][::core::mem::align_of::<ibv_flow_spec_action_drop>() - 4usize];
+    [
+        "Offset of field: ibv_flow_spec_action_drop::type_",
+    ][::core::mem::offset_of!(ibv_flow_spec_action_drop, type_) - 0usize];
+    [
+        "Offset of field: ibv_flow_spec_action_drop::size",
+    ][::core::mem::offset_of!(ibv_flow_spec_action_drop, size) - 4usize];
 };
 impl Default for ibv_flow_spec_action_drop {
     fn default() -> Self {
@@ -8768,14 +11902,21 @@ pub struct ibv_flow_spec_action_handle {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_flow_spec_action_handle"][::core::mem::size_of::<ibv_flow_spec_action_handle>() - 16usize];
-    ["Alignment of ibv_flow_spec_action_handle"][::core::mem::align_of::<ibv_flow_spec_action_handle>() - 8usize];
-    ["Offset of field: ibv_flow_spec_action_handle::type_"]
-        [::core::mem::offset_of!(ibv_flow_spec_action_handle, type_) - 0usize];
-    ["Offset of field: ibv_flow_spec_action_handle::size"]
-        [::core::mem::offset_of!(ibv_flow_spec_action_handle, size) - 4usize];
-    ["Offset of field: ibv_flow_spec_action_handle::action"]
-        [::core::mem::offset_of!(ibv_flow_spec_action_handle, action) - 8usize];
+    [
+        "Size of ibv_flow_spec_action_handle",
+    ][::core::mem::size_of::<ibv_flow_spec_action_handle>() - 16usize];
+    [
+        "Alignment of ibv_flow_spec_action_handle",
+    ][::core::mem::align_of::<ibv_flow_spec_action_handle>() - 8usize];
+    [
+        "Offset of field: ibv_flow_spec_action_handle::type_",
+    ][::core::mem::offset_of!(ibv_flow_spec_action_handle, type_) - 0usize];
+    [
+        "Offset of field: ibv_flow_spec_action_handle::size",
+    ][::core::mem::offset_of!(ibv_flow_spec_action_handle, size) - 4usize];
+    [
+        "Offset of field: ibv_flow_spec_action_handle::action",
+    ][::core::mem::offset_of!(ibv_flow_spec_action_handle, action) - 8usize];
 };
 impl Default for ibv_flow_spec_action_handle {
     fn default() -> Self {
@@ -8795,14 +11936,21 @@ pub struct ibv_flow_spec_counter_action {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_flow_spec_counter_action"][::core::mem::size_of::<ibv_flow_spec_counter_action>() - 16usize];
-    ["Alignment of ibv_flow_spec_counter_action"][::core::mem::align_of::<ibv_flow_spec_counter_action>() - 8usize];
-    ["Offset of field: ibv_flow_spec_counter_action::type_"]
-        [::core::mem::offset_of!(ibv_flow_spec_counter_action, type_) - 0usize];
-    ["Offset of field: ibv_flow_spec_counter_action::size"]
-        [::core::mem::offset_of!(ibv_flow_spec_counter_action, size) - 4usize];
-    ["Offset of field: ibv_flow_spec_counter_action::counters"]
-        [::core::mem::offset_of!(ibv_flow_spec_counter_action, counters) - 8usize];
+    [
+        "Size of ibv_flow_spec_counter_action",
+    ][::core::mem::size_of::<ibv_flow_spec_counter_action>() - 16usize];
+    [
+        "Alignment of ibv_flow_spec_counter_action",
+    ][::core::mem::align_of::<ibv_flow_spec_counter_action>() - 8usize];
+    [
+        "Offset of field: ibv_flow_spec_counter_action::type_",
+    ][::core::mem::offset_of!(ibv_flow_spec_counter_action, type_) - 0usize];
+    [
+        "Offset of field: ibv_flow_spec_counter_action::size",
+    ][::core::mem::offset_of!(ibv_flow_spec_counter_action, size) - 4usize];
+    [
+        "Offset of field: ibv_flow_spec_counter_action::counters",
+    ][::core::mem::offset_of!(ibv_flow_spec_counter_action, counters) - 8usize];
 };
 impl Default for ibv_flow_spec_counter_action {
     fn default() -> Self {
@@ -8844,14 +11992,19 @@ pub struct ibv_flow_spec__bindgen_ty_1__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_flow_spec__bindgen_ty_1__bindgen_ty_1"]
-        [::core::mem::size_of::<ibv_flow_spec__bindgen_ty_1__bindgen_ty_1>() - 8usize];
-    ["Alignment of ibv_flow_spec__bindgen_ty_1__bindgen_ty_1"]
-        [::core::mem::align_of::<ibv_flow_spec__bindgen_ty_1__bindgen_ty_1>() - 4usize];
-    ["Offset of field: ibv_flow_spec__bindgen_ty_1__bindgen_ty_1::type_"]
-        [::core::mem::offset_of!(ibv_flow_spec__bindgen_ty_1__bindgen_ty_1, type_) - 0usize];
-    ["Offset of field: ibv_flow_spec__bindgen_ty_1__bindgen_ty_1::size"]
-        [::core::mem::offset_of!(ibv_flow_spec__bindgen_ty_1__bindgen_ty_1, size) - 4usize];
+    [
+        "Size of ibv_flow_spec__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::size_of::<ibv_flow_spec__bindgen_ty_1__bindgen_ty_1>() - 8usize];
+    [
+        "Alignment of ibv_flow_spec__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::align_of::<ibv_flow_spec__bindgen_ty_1__bindgen_ty_1>() - 4usize];
+    [
+        "Offset of field: ibv_flow_spec__bindgen_ty_1__bindgen_ty_1::type_",
+    ][::core::mem::offset_of!(ibv_flow_spec__bindgen_ty_1__bindgen_ty_1, type_)
+        - 0usize];
+    [
+        "Offset of field: ibv_flow_spec__bindgen_ty_1__bindgen_ty_1::size",
+    ][::core::mem::offset_of!(ibv_flow_spec__bindgen_ty_1__bindgen_ty_1, size) - 4usize];
 };
 impl Default for ibv_flow_spec__bindgen_ty_1__bindgen_ty_1 {
     fn default() -> Self {
@@ -8864,36 +12017,54 @@ impl Default for ibv_flow_spec__bindgen_ty_1__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_flow_spec__bindgen_ty_1"][::core::mem::size_of::<ibv_flow_spec__bindgen_ty_1>() - 88usize];
-    ["Alignment of ibv_flow_spec__bindgen_ty_1"][::core::mem::align_of::<ibv_flow_spec__bindgen_ty_1>() - 8usize];
-    ["Offset of field: ibv_flow_spec__bindgen_ty_1::hdr"]
-        [::core::mem::offset_of!(ibv_flow_spec__bindgen_ty_1, hdr) - 0usize];
-    ["Offset of field: ibv_flow_spec__bindgen_ty_1::eth"]
-        [::core::mem::offset_of!(ibv_flow_spec__bindgen_ty_1, eth) - 0usize];
-    ["Offset of field: ibv_flow_spec__bindgen_ty_1::ipv4"]
-        [::core::mem::offset_of!(ibv_flow_spec__bindgen_ty_1, ipv4) - 0usize];
-    ["Offset of field: ibv_flow_spec__bindgen_ty_1::tcp_udp"]
-        [::core::mem::offset_of!(ibv_flow_spec__bindgen_ty_1, tcp_udp) - 0usize];
-    ["Offset of field: ibv_flow_spec__bindgen_ty_1::ipv4_ext"]
-        [::core::mem::offset_of!(ibv_flow_spec__bindgen_ty_1, ipv4_ext) - 0usize];
-    ["Offset of field: ibv_flow_spec__bindgen_ty_1::ipv6"]
-        [::core::mem::offset_of!(ibv_flow_spec__bindgen_ty_1, ipv6) - 0usize];
-    ["Offset of field: ibv_flow_spec__bindgen_ty_1::esp"]
-        [::core::mem::offset_of!(ibv_flow_spec__bindgen_ty_1, esp) - 0usize];
-    ["Offset of field: ibv_flow_spec__bindgen_ty_1::tunnel"]
-        [::core::mem::offset_of!(ibv_flow_spec__bindgen_ty_1, tunnel) - 0usize];
-    ["Offset of field: ibv_flow_spec__bindgen_ty_1::gre"]
-        [::core::mem::offset_of!(ibv_flow_spec__bindgen_ty_1, gre) - 0usize];
-    ["Offset of field: ibv_flow_spec__bindgen_ty_1::mpls"]
-        [::core::mem::offset_of!(ibv_flow_spec__bindgen_ty_1, mpls) - 0usize];
-    ["Offset of field: ibv_flow_spec__bindgen_ty_1::flow_tag"]
-        [::core::mem::offset_of!(ibv_flow_spec__bindgen_ty_1, flow_tag) - 0usize];
-    ["Offset of field: ibv_flow_spec__bindgen_ty_1::drop"]
-        [::core::mem::offset_of!(ibv_flow_spec__bindgen_ty_1, drop) - 0usize];
-    ["Offset of field: ibv_flow_spec__bindgen_ty_1::handle"]
-        [::core::mem::offset_of!(ibv_flow_spec__bindgen_ty_1, handle) - 0usize];
-    ["Offset of field: ibv_flow_spec__bindgen_ty_1::flow_count"]
-        [::core::mem::offset_of!(ibv_flow_spec__bindgen_ty_1, flow_count) - 0usize];
+    [
+        "Size of ibv_flow_spec__bindgen_ty_1",
+    ][::core::mem::size_of::<ibv_flow_spec__bindgen_ty_1>() - 88usize];
+    [
+        "Alignment of ibv_flow_spec__bindgen_ty_1",
+    ][::core::mem::align_of::<ibv_flow_spec__bindgen_ty_1>() - 8usize];
+    [
+        "Offset of field: ibv_flow_spec__bindgen_ty_1::hdr",
+    ][::core::mem::offset_of!(ibv_flow_spec__bindgen_ty_1, hdr) - 0usize];
+    [
+        "Offset of field: ibv_flow_spec__bindgen_ty_1::eth",
+    ][::core::mem::offset_of!(ibv_flow_spec__bindgen_ty_1, eth) - 0usize];
+    [
+        "Offset of field: ibv_flow_spec__bindgen_ty_1::ipv4",
+    ][::core::mem::offset_of!(ibv_flow_spec__bindgen_ty_1, ipv4) - 0usize];
+    [
+        "Offset of field: ibv_flow_spec__bindgen_ty_1::tcp_udp",
+    ][::core::mem::offset_of!(ibv_flow_spec__bindgen_ty_1, tcp_udp) - 0usize];
+    [
+        "Offset of field: ibv_flow_spec__bindgen_ty_1::ipv4_ext",
+    ][::core::mem::offset_of!(ibv_flow_spec__bindgen_ty_1, ipv4_ext) - 0usize];
+    [
+        "Offset of field: ibv_flow_spec__bindgen_ty_1::ipv6",
+    ][::core::mem::offset_of!(ibv_flow_spec__bindgen_ty_1, ipv6) - 0usize];
+    [
+        "Offset of field: ibv_flow_spec__bindgen_ty_1::esp",
+    ][::core::mem::offset_of!(ibv_flow_spec__bindgen_ty_1, esp) - 0usize];
+    [
+        "Offset of field: ibv_flow_spec__bindgen_ty_1::tunnel",
+    ][::core::mem::offset_of!(ibv_flow_spec__bindgen_ty_1, tunnel) - 0usize];
+    [
+        "Offset of field: ibv_flow_spec__bindgen_ty_1::gre",
+    ][::core::mem::offset_of!(ibv_flow_spec__bindgen_ty_1, gre) - 0usize];
+    [
+        "Offset of field: ibv_flow_spec__bindgen_ty_1::mpls",
+    ][::core::mem::offset_of!(ibv_flow_spec__bindgen_ty_1, mpls) - 0usize];
+    [
+        "Offset of field: ibv_flow_spec__bindgen_ty_1::flow_tag",
+    ][::core::mem::offset_of!(ibv_flow_spec__bindgen_ty_1, flow_tag) - 0usize];
+    [
+        "Offset of field: ibv_flow_spec__bindgen_ty_1::drop",
+    ][::core::mem::offset_of!(ibv_flow_spec__bindgen_ty_1, drop) - 0usize];
+    [
+        "Offset of field: ibv_flow_spec__bindgen_ty_1::handle",
+    ][::core::mem::offset_of!(ibv_flow_spec__bindgen_ty_1, handle) - 0usize];
+    [
+        "Offset of field: ibv_flow_spec__bindgen_ty_1::flow_count",
+    ][::core::mem::offset_of!(ibv_flow_spec__bindgen_ty_1, flow_count) - 0usize];
 };
 impl Default for ibv_flow_spec__bindgen_ty_1 {
     fn default() -> Self {
@@ -8933,13 +12104,27 @@ pub struct ibv_flow_attr {
 const _: () = {
     ["Size of ibv_flow_attr"][::core::mem::size_of::<ibv_flow_attr>() - 20usize];
     ["Alignment of ibv_flow_attr"][::core::mem::align_of::<ibv_flow_attr>() - 4usize];
-    ["Offset of field: ibv_flow_attr::comp_mask"][::core::mem::offset_of!(ibv_flow_attr, comp_mask) - 0usize];
-    ["Offset of field: ibv_flow_attr::type_"][::core::mem::offset_of!(ibv_flow_attr, type_) - 4usize];
-    ["Offset of field: ibv_flow_attr::size"][::core::mem::offset_of!(ibv_flow_attr, size) - 8usize];
-    ["Offset of field: ibv_flow_attr::priority"][::core::mem::offset_of!(ibv_flow_attr, priority) - 10usize];
-    ["Offset of field: ibv_flow_attr::num_of_specs"][::core::mem::offset_of!(ibv_flow_attr, num_of_specs) - 12usize];
-    ["Offset of field: ibv_flow_attr::port"][::core::mem::offset_of!(ibv_flow_attr, port) - 13usize];
-    ["Offset of field: ibv_flow_attr::flags"][::core::mem::offset_of!(ibv_flow_attr, flags) - 16usize];
+    [
+        "Offset of field: ibv_flow_attr::comp_mask",
+    ][::core::mem::offset_of!(ibv_flow_attr, comp_mask) - 0usize];
+    [
+        "Offset of field: ibv_flow_attr::type_",
+    ][::core::mem::offset_of!(ibv_flow_attr, type_) - 4usize];
+    [
+        "Offset of field: ibv_flow_attr::size",
+    ][::core::mem::offset_of!(ibv_flow_attr, size) - 8usize];
+    [
+        "Offset of field: ibv_flow_attr::priority",
+    ][::core::mem::offset_of!(ibv_flow_attr, priority) - 10usize];
+    [
+        "Offset of field: ibv_flow_attr::num_of_specs",
+    ][::core::mem::offset_of!(ibv_flow_attr, num_of_specs) - 12usize];
+    [
+        "Offset of field: ibv_flow_attr::port",
+    ][::core::mem::offset_of!(ibv_flow_attr, port) - 13usize];
+    [
+        "Offset of field: ibv_flow_attr::flags",
+    ][::core::mem::offset_of!(ibv_flow_attr, flags) - 16usize];
 };
 impl Default for ibv_flow_attr {
     fn default() -> Self {
@@ -8961,9 +12146,15 @@ pub struct ibv_flow {
 const _: () = {
     ["Size of ibv_flow"][::core::mem::size_of::<ibv_flow>() - 24usize];
     ["Alignment of ibv_flow"][::core::mem::align_of::<ibv_flow>() - 8usize];
-    ["Offset of field: ibv_flow::comp_mask"][::core::mem::offset_of!(ibv_flow, comp_mask) - 0usize];
-    ["Offset of field: ibv_flow::context"][::core::mem::offset_of!(ibv_flow, context) - 8usize];
-    ["Offset of field: ibv_flow::handle"][::core::mem::offset_of!(ibv_flow, handle) - 16usize];
+    [
+        "Offset of field: ibv_flow::comp_mask",
+    ][::core::mem::offset_of!(ibv_flow, comp_mask) - 0usize];
+    [
+        "Offset of field: ibv_flow::context",
+    ][::core::mem::offset_of!(ibv_flow, context) - 8usize];
+    [
+        "Offset of field: ibv_flow::handle",
+    ][::core::mem::offset_of!(ibv_flow, handle) - 16usize];
 };
 impl Default for ibv_flow {
     fn default() -> Self {
@@ -8982,8 +12173,12 @@ pub struct ibv_flow_action {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ibv_flow_action"][::core::mem::size_of::<ibv_flow_action>() - 8usize];
-    ["Alignment of ibv_flow_action"][::core::mem::align_of::<ibv_flow_action>() - 8usize];
-    ["Offset of field: ibv_flow_action::context"][::core::mem::offset_of!(ibv_flow_action, context) - 0usize];
+    [
+        "Alignment of ibv_flow_action",
+    ][::core::mem::align_of::<ibv_flow_action>() - 8usize];
+    [
+        "Offset of field: ibv_flow_action::context",
+    ][::core::mem::offset_of!(ibv_flow_action, context) - 0usize];
 };
 impl Default for ibv_flow_action {
     fn default() -> Self {
@@ -8995,7 +12190,9 @@ impl Default for ibv_flow_action {
     }
 }
 impl ibv_flow_action_esp_mask {
-    pub const IBV_FLOW_ACTION_ESP_MASK_ESN: ibv_flow_action_esp_mask = ibv_flow_action_esp_mask(1);
+    pub const IBV_FLOW_ACTION_ESP_MASK_ESN: ibv_flow_action_esp_mask = ibv_flow_action_esp_mask(
+        1,
+    );
 }
 impl ::core::ops::BitOr<ibv_flow_action_esp_mask> for ibv_flow_action_esp_mask {
     type Output = Self;
@@ -9042,28 +12239,42 @@ pub struct ibv_flow_action_esp_attr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_flow_action_esp_attr"][::core::mem::size_of::<ibv_flow_action_esp_attr>() - 56usize];
-    ["Alignment of ibv_flow_action_esp_attr"][::core::mem::align_of::<ibv_flow_action_esp_attr>() - 8usize];
-    ["Offset of field: ibv_flow_action_esp_attr::esp_attr"]
-        [::core::mem::offset_of!(ibv_flow_action_esp_attr, esp_attr) - 0usize];
-    ["Offset of field: ibv_flow_action_esp_attr::keymat_proto"]
-        [::core::mem::offset_of!(ibv_flow_action_esp_attr, keymat_proto) - 8usize];
-    ["Offset of field: ibv_flow_action_esp_attr::keymat_len"]
-        [::core::mem::offset_of!(ibv_flow_action_esp_attr, keymat_len) - 12usize];
-    ["Offset of field: ibv_flow_action_esp_attr::keymat_ptr"]
-        [::core::mem::offset_of!(ibv_flow_action_esp_attr, keymat_ptr) - 16usize];
-    ["Offset of field: ibv_flow_action_esp_attr::replay_proto"]
-        [::core::mem::offset_of!(ibv_flow_action_esp_attr, replay_proto) - 24usize];
-    ["Offset of field: ibv_flow_action_esp_attr::replay_len"]
-        [::core::mem::offset_of!(ibv_flow_action_esp_attr, replay_len) - 28usize];
-    ["Offset of field: ibv_flow_action_esp_attr::replay_ptr"]
-        [::core::mem::offset_of!(ibv_flow_action_esp_attr, replay_ptr) - 32usize];
-    ["Offset of field: ibv_flow_action_esp_attr::esp_encap"]
-        [::core::mem::offset_of!(ibv_flow_action_esp_attr, esp_encap) - 40usize];
-    ["Offset of field: ibv_flow_action_esp_attr::comp_mask"]
-        [::core::mem::offset_of!(ibv_flow_action_esp_attr, comp_mask) - 48usize];
-    ["Offset of field: ibv_flow_action_esp_attr::esn"]
-        [::core::mem::offset_of!(ibv_flow_action_esp_attr, esn) - 52usize];
+    [
+        "Size of ibv_flow_action_esp_attr",
+    ][::core::mem::size_of::<ibv_flow_action_esp_attr>() - 56usize];
+    [
+        "Alignment of ibv_flow_action_esp_attr",
+    ][::core::mem::align_of::<ibv_flow_action_esp_attr>() - 8usize];
+    [
+        "Offset of field: ibv_flow_action_esp_attr::esp_attr",
+    ][::core::mem::offset_of!(ibv_flow_action_esp_attr, esp_attr) - 0usize];
+    [
+        "Offset of field: ibv_flow_action_esp_attr::keymat_proto",
+    ][::core::mem::offset_of!(ibv_flow_action_esp_attr, keymat_proto) - 8usize];
+    [
+        "Offset of field: ibv_flow_action_esp_attr::keymat_len",
+    ][::core::mem::offset_of!(ibv_flow_action_esp_attr, keymat_len) - 12usize];
+    [
+        "Offset of field: ibv_flow_action_esp_attr::keymat_ptr",
+    ][::core::mem::offset_of!(ibv_flow_action_esp_attr, keymat_ptr) - 16usize];
+    [
+        "Offset of field: ibv_flow_action_esp_attr::replay_proto",
+    ][::core::mem::offset_of!(ibv_flow_action_esp_attr, replay_proto) - 24usize];
+    [
+        "Offset of field: ibv_flow_action_esp_attr::replay_len",
+    ][::core::mem::offset_of!(ibv_flow_action_esp_attr, replay_len) - 28usize];
+    [
+        "Offset of field: ibv_flow_action_esp_attr::replay_ptr",
+    ][::core::mem::offset_of!(ibv_flow_action_esp_attr, replay_ptr) - 32usize];
+    [
+        "Offset of field: ibv_flow_action_esp_attr::esp_encap",
+    ][::core::mem::offset_of!(ibv_flow_action_esp_attr, esp_encap) - 40usize];
+    [
+        "Offset of field: ibv_flow_action_esp_attr::comp_mask",
+    ][::core::mem::offset_of!(ibv_flow_action_esp_attr, comp_mask) - 48usize];
+    [
+        "Offset of field: ibv_flow_action_esp_attr::esn",
+    ][::core::mem::offset_of!(ibv_flow_action_esp_attr, esn) - 52usize];
 };
 impl Default for ibv_flow_action_esp_attr {
     fn default() -> Self {
@@ -9078,16 +12289,25 @@ impl Default for ibv_flow_action_esp_attr {
 #[derive(Debug, Default, Copy, Clone)]
 pub struct _ibv_device_ops {
     pub _dummy1: ::core::option::Option<
-        unsafe extern "C" fn(device: *mut ibv_device, cmd_fd: ::core::ffi::c_int) -> *mut ibv_context,
+        unsafe extern "C" fn(
+            device: *mut ibv_device,
+            cmd_fd: ::core::ffi::c_int,
+        ) -> *mut ibv_context,
     >,
     pub _dummy2: ::core::option::Option<unsafe extern "C" fn(context: *mut ibv_context)>,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of _ibv_device_ops"][::core::mem::size_of::<_ibv_device_ops>() - 16usize];
-    ["Alignment of _ibv_device_ops"][::core::mem::align_of::<_ibv_device_ops>() - 8usize];
-    ["Offset of field: _ibv_device_ops::_dummy1"][::core::mem::offset_of!(_ibv_device_ops, _dummy1) - 0usize];
-    ["Offset of field: _ibv_device_ops::_dummy2"][::core::mem::offset_of!(_ibv_device_ops, _dummy2) - 8usize];
+    [
+        "Alignment of _ibv_device_ops",
+    ][::core::mem::align_of::<_ibv_device_ops>() - 8usize];
+    [
+        "Offset of field: _ibv_device_ops::_dummy1",
+    ][::core::mem::offset_of!(_ibv_device_ops, _dummy1) - 0usize];
+    [
+        "Offset of field: _ibv_device_ops::_dummy2",
+    ][::core::mem::offset_of!(_ibv_device_ops, _dummy2) - 8usize];
 };
 pub const IBV_SYSFS_NAME_MAX: _bindgen_ty_17 = _bindgen_ty_17(64);
 pub const IBV_SYSFS_PATH_MAX: _bindgen_ty_17 = _bindgen_ty_17(256);
@@ -9109,13 +12329,27 @@ pub struct ibv_device {
 const _: () = {
     ["Size of ibv_device"][::core::mem::size_of::<ibv_device>() - 664usize];
     ["Alignment of ibv_device"][::core::mem::align_of::<ibv_device>() - 8usize];
-    ["Offset of field: ibv_device::_ops"][::core::mem::offset_of!(ibv_device, _ops) - 0usize];
-    ["Offset of field: ibv_device::node_type"][::core::mem::offset_of!(ibv_device, node_type) - 16usize];
-    ["Offset of field: ibv_device::transport_type"][::core::mem::offset_of!(ibv_device, transport_type) - 20usize];
-    ["Offset of field: ibv_device::name"][::core::mem::offset_of!(ibv_device, name) - 24usize];
-    ["Offset of field: ibv_device::dev_name"][::core::mem::offset_of!(ibv_device, dev_name) - 88usize];
-    ["Offset of field: ibv_device::dev_path"][::core::mem::offset_of!(ibv_device, dev_path) - 152usize];
-    ["Offset of field: ibv_device::ibdev_path"][::core::mem::offset_of!(ibv_device, ibdev_path) - 408usize];
+    [
+        "Offset of field: ibv_device::_ops",
+    ][::core::mem::offset_of!(ibv_device, _ops) - 0usize];
+    [
+        "Offset of field: ibv_device::node_type",
+    ][::core::mem::offset_of!(ibv_device, node_type) - 16usize];
+    [
+        "Offset of field: ibv_device::transport_type",
+    ][::core::mem::offset_of!(ibv_device, transport_type) - 20usize];
+    [
+        "Offset of field: ibv_device::name",
+    ][::core::mem::offset_of!(ibv_device, name) - 24usize];
+    [
+        "Offset of field: ibv_device::dev_name",
+    ][::core::mem::offset_of!(ibv_device, dev_name) - 88usize];
+    [
+        "Offset of field: ibv_device::dev_path",
+    ][::core::mem::offset_of!(ibv_device, dev_path) - 152usize];
+    [
+        "Offset of field: ibv_device::ibdev_path",
+    ][::core::mem::offset_of!(ibv_device, ibdev_path) - 408usize];
 };
 impl Default for ibv_device {
     fn default() -> Self {
@@ -9135,7 +12369,10 @@ pub struct _compat_ibv_port_attr {
 #[derive(Debug, Default, Copy, Clone)]
 pub struct ibv_context_ops {
     pub _compat_query_device: ::core::option::Option<
-        unsafe extern "C" fn(context: *mut ibv_context, device_attr: *mut ibv_device_attr) -> ::core::ffi::c_int,
+        unsafe extern "C" fn(
+            context: *mut ibv_context,
+            device_attr: *mut ibv_device_attr,
+        ) -> ::core::ffi::c_int,
     >,
     pub _compat_query_port: ::core::option::Option<
         unsafe extern "C" fn(
@@ -9144,30 +12381,71 @@ pub struct ibv_context_ops {
             port_attr: *mut _compat_ibv_port_attr,
         ) -> ::core::ffi::c_int,
     >,
-    pub _compat_alloc_pd: ::core::option::Option<unsafe extern "C" fn() -> *mut ::core::ffi::c_void>,
-    pub _compat_dealloc_pd: ::core::option::Option<unsafe extern "C" fn() -> *mut ::core::ffi::c_void>,
-    pub _compat_reg_mr: ::core::option::Option<unsafe extern "C" fn() -> *mut ::core::ffi::c_void>,
-    pub _compat_rereg_mr: ::core::option::Option<unsafe extern "C" fn() -> *mut ::core::ffi::c_void>,
-    pub _compat_dereg_mr: ::core::option::Option<unsafe extern "C" fn() -> *mut ::core::ffi::c_void>,
-    pub alloc_mw: ::core::option::Option<unsafe extern "C" fn(pd: *mut ibv_pd, type_: ibv_mw_type) -> *mut ibv_mw>,
-    pub bind_mw: ::core::option::Option<
-        unsafe extern "C" fn(qp: *mut ibv_qp, mw: *mut ibv_mw, mw_bind: *mut ibv_mw_bind) -> ::core::ffi::c_int,
+    pub _compat_alloc_pd: ::core::option::Option<
+        unsafe extern "C" fn() -> *mut ::core::ffi::c_void,
     >,
-    pub dealloc_mw: ::core::option::Option<unsafe extern "C" fn(mw: *mut ibv_mw) -> ::core::ffi::c_int>,
-    pub _compat_create_cq: ::core::option::Option<unsafe extern "C" fn() -> *mut ::core::ffi::c_void>,
+    pub _compat_dealloc_pd: ::core::option::Option<
+        unsafe extern "C" fn() -> *mut ::core::ffi::c_void,
+    >,
+    pub _compat_reg_mr: ::core::option::Option<
+        unsafe extern "C" fn() -> *mut ::core::ffi::c_void,
+    >,
+    pub _compat_rereg_mr: ::core::option::Option<
+        unsafe extern "C" fn() -> *mut ::core::ffi::c_void,
+    >,
+    pub _compat_dereg_mr: ::core::option::Option<
+        unsafe extern "C" fn() -> *mut ::core::ffi::c_void,
+    >,
+    pub alloc_mw: ::core::option::Option<
+        unsafe extern "C" fn(pd: *mut ibv_pd, type_: ibv_mw_type) -> *mut ibv_mw,
+    >,
+    pub bind_mw: ::core::option::Option<
+        unsafe extern "C" fn(
+            qp: *mut ibv_qp,
+            mw: *mut ibv_mw,
+            mw_bind: *mut ibv_mw_bind,
+        ) -> ::core::ffi::c_int,
+    >,
+    pub dealloc_mw: ::core::option::Option<
+        unsafe extern "C" fn(mw: *mut ibv_mw) -> ::core::ffi::c_int,
+    >,
+    pub _compat_create_cq: ::core::option::Option<
+        unsafe extern "C" fn() -> *mut ::core::ffi::c_void,
+    >,
     pub poll_cq: ::core::option::Option<
-        unsafe extern "C" fn(cq: *mut ibv_cq, num_entries: ::core::ffi::c_int, wc: *mut ibv_wc) -> ::core::ffi::c_int,
+        unsafe extern "C" fn(
+            cq: *mut ibv_cq,
+            num_entries: ::core::ffi::c_int,
+            wc: *mut ibv_wc,
+        ) -> ::core::ffi::c_int,
     >,
     pub req_notify_cq: ::core::option::Option<
-        unsafe extern "C" fn(cq: *mut ibv_cq, solicited_only: ::core::ffi::c_int) -> ::core::ffi::c_int,
+        unsafe extern "C" fn(
+            cq: *mut ibv_cq,
+            solicited_only: ::core::ffi::c_int,
+        ) -> ::core::ffi::c_int,
     >,
-    pub _compat_cq_event: ::core::option::Option<unsafe extern "C" fn() -> *mut ::core::ffi::c_void>,
-    pub _compat_resize_cq: ::core::option::Option<unsafe extern "C" fn() -> *mut ::core::ffi::c_void>,
-    pub _compat_destroy_cq: ::core::option::Option<unsafe extern "C" fn() -> *mut ::core::ffi::c_void>,
-    pub _compat_create_srq: ::core::option::Option<unsafe extern "C" fn() -> *mut ::core::ffi::c_void>,
-    pub _compat_modify_srq: ::core::option::Option<unsafe extern "C" fn() -> *mut ::core::ffi::c_void>,
-    pub _compat_query_srq: ::core::option::Option<unsafe extern "C" fn() -> *mut ::core::ffi::c_void>,
-    pub _compat_destroy_srq: ::core::option::Option<unsafe extern "C" fn() -> *mut ::core::ffi::c_void>,
+    pub _compat_cq_event: ::core::option::Option<
+        unsafe extern "C" fn() -> *mut ::core::ffi::c_void,
+    >,
+    pub _compat_resize_cq: ::core::option::Option<
+        unsafe extern "C" fn() -> *mut ::core::ffi::c_void,
+    >,
+    pub _compat_destroy_cq: ::core::option::Option<
+        unsafe extern "C" fn() -> *mut ::core::ffi::c_void,
+    >,
+    pub _compat_create_srq: ::core::option::Option<
+        unsafe extern "C" fn() -> *mut ::core::ffi::c_void,
+    >,
+    pub _compat_modify_srq: ::core::option::Option<
+        unsafe extern "C" fn() -> *mut ::core::ffi::c_void,
+    >,
+    pub _compat_query_srq: ::core::option::Option<
+        unsafe extern "C" fn() -> *mut ::core::ffi::c_void,
+    >,
+    pub _compat_destroy_srq: ::core::option::Option<
+        unsafe extern "C" fn() -> *mut ::core::ffi::c_void,
+    >,
     pub post_srq_recv: ::core::option::Option<
         unsafe extern "C" fn(
             srq: *mut ibv_srq,
@@ -9175,10 +12453,18 @@ pub struct ibv_context_ops {
             bad_recv_wr: *mut *mut ibv_recv_wr,
         ) -> ::core::ffi::c_int,
     >,
-    pub _compat_create_qp: ::core::option::Option<unsafe extern "C" fn() -> *mut ::core::ffi::c_void>,
-    pub _compat_query_qp: ::core::option::Option<unsafe extern "C" fn() -> *mut ::core::ffi::c_void>,
-    pub _compat_modify_qp: ::core::option::Option<unsafe extern "C" fn() -> *mut ::core::ffi::c_void>,
-    pub _compat_destroy_qp: ::core::option::Option<unsafe extern "C" fn() -> *mut ::core::ffi::c_void>,
+    pub _compat_create_qp: ::core::option::Option<
+        unsafe extern "C" fn() -> *mut ::core::ffi::c_void,
+    >,
+    pub _compat_query_qp: ::core::option::Option<
+        unsafe extern "C" fn() -> *mut ::core::ffi::c_void,
+    >,
+    pub _compat_modify_qp: ::core::option::Option<
+        unsafe extern "C" fn() -> *mut ::core::ffi::c_void,
+    >,
+    pub _compat_destroy_qp: ::core::option::Option<
+        unsafe extern "C" fn() -> *mut ::core::ffi::c_void,
+    >,
     pub post_send: ::core::option::Option<
         unsafe extern "C" fn(
             qp: *mut ibv_qp,
@@ -9193,74 +12479,124 @@ pub struct ibv_context_ops {
             bad_wr: *mut *mut ibv_recv_wr,
         ) -> ::core::ffi::c_int,
     >,
-    pub _compat_create_ah: ::core::option::Option<unsafe extern "C" fn() -> *mut ::core::ffi::c_void>,
-    pub _compat_destroy_ah: ::core::option::Option<unsafe extern "C" fn() -> *mut ::core::ffi::c_void>,
-    pub _compat_attach_mcast: ::core::option::Option<unsafe extern "C" fn() -> *mut ::core::ffi::c_void>,
-    pub _compat_detach_mcast: ::core::option::Option<unsafe extern "C" fn() -> *mut ::core::ffi::c_void>,
-    pub _compat_async_event: ::core::option::Option<unsafe extern "C" fn() -> *mut ::core::ffi::c_void>,
+    pub _compat_create_ah: ::core::option::Option<
+        unsafe extern "C" fn() -> *mut ::core::ffi::c_void,
+    >,
+    pub _compat_destroy_ah: ::core::option::Option<
+        unsafe extern "C" fn() -> *mut ::core::ffi::c_void,
+    >,
+    pub _compat_attach_mcast: ::core::option::Option<
+        unsafe extern "C" fn() -> *mut ::core::ffi::c_void,
+    >,
+    pub _compat_detach_mcast: ::core::option::Option<
+        unsafe extern "C" fn() -> *mut ::core::ffi::c_void,
+    >,
+    pub _compat_async_event: ::core::option::Option<
+        unsafe extern "C" fn() -> *mut ::core::ffi::c_void,
+    >,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of ibv_context_ops"][::core::mem::size_of::<ibv_context_ops>() - 256usize];
-    ["Alignment of ibv_context_ops"][::core::mem::align_of::<ibv_context_ops>() - 8usize];
-    ["Offset of field: ibv_context_ops::_compat_query_device"]
-        [::core::mem::offset_of!(ibv_context_ops, _compat_query_device) - 0usize];
-    ["Offset of field: ibv_context_ops::_compat_query_port"]
-        [::core::mem::offset_of!(ibv_context_ops, _compat_query_port) - 8usize];
-    ["Offset of field: ibv_context_ops::_compat_alloc_pd"]
-        [::core::mem::offset_of!(ibv_context_ops, _compat_alloc_pd) - 16usize];
-    ["Offset of field: ibv_context_ops::_compat_dealloc_pd"]
-        [::core::mem::offset_of!(ibv_context_ops, _compat_dealloc_pd) - 24usize];
-    ["Offset of field: ibv_context_ops::_compat_reg_mr"]
-        [::core::mem::offset_of!(ibv_context_ops, _compat_reg_mr) - 32usize];
-    ["Offset of field: ibv_context_ops::_compat_rereg_mr"]
-        [::core::mem::offset_of!(ibv_context_ops, _compat_rereg_mr) - 40usize];
-    ["Offset of field: ibv_context_ops::_compat_dereg_mr"]
-        [::core::mem::offset_of!(ibv_context_ops, _compat_dereg_mr) - 48usize];
-    ["Offset of field: ibv_context_ops::alloc_mw"][::core::mem::offset_of!(ibv_context_ops, alloc_mw) - 56usize];
-    ["Offset of field: ibv_context_ops::bind_mw"][::core::mem::offset_of!(ibv_context_ops, bind_mw) - 64usize];
-    ["Offset of field: ibv_context_ops::dealloc_mw"][::core::mem::offset_of!(ibv_context_ops, dealloc_mw) - 72usize];
-    ["Offset of field: ibv_context_ops::_compat_create_cq"]
-        [::core::mem::offset_of!(ibv_context_ops, _compat_create_cq) - 80usize];
-    ["Offset of field: ibv_context_ops::poll_cq"][::core::mem::offset_of!(ibv_context_ops, poll_cq) - 88usize];
-    ["Offset of field: ibv_context_ops::req_notify_cq"]
-        [::core::mem::offset_of!(ibv_context_ops, req_notify_cq) - 96usize];
-    ["Offset of field: ibv_context_ops::_compat_cq_event"]
-        [::core::mem::offset_of!(ibv_context_ops, _compat_cq_event) - 104usize];
-    ["Offset of field: ibv_context_ops::_compat_resize_cq"]
-        [::core::mem::offset_of!(ibv_context_ops, _compat_resize_cq) - 112usize];
-    ["Offset of field: ibv_context_ops::_compat_destroy_cq"]
-        [::core::mem::offset_of!(ibv_context_ops, _compat_destroy_cq) - 120usize];
-    ["Offset of field: ibv_context_ops::_compat_create_srq"]
-        [::core::mem::offset_of!(ibv_context_ops, _compat_create_srq) - 128usize];
-    ["Offset of field: ibv_context_ops::_compat_modify_srq"]
-        [::core::mem::offset_of!(ibv_context_ops, _compat_modify_srq) - 136usize];
-    ["Offset of field: ibv_context_ops::_compat_query_srq"]
-        [::core::mem::offset_of!(ibv_context_ops, _compat_query_srq) - 144usize];
-    ["Offset of field: ibv_context_ops::_compat_destroy_srq"]
-        [::core::mem::offset_of!(ibv_context_ops, _compat_destroy_srq) - 152usize];
-    ["Offset of field: ibv_context_ops::post_srq_recv"]
-        [::core::mem::offset_of!(ibv_context_ops, post_srq_recv) - 160usize];
-    ["Offset of field: ibv_context_ops::_compat_create_qp"]
-        [::core::mem::offset_of!(ibv_context_ops, _compat_create_qp) - 168usize];
-    ["Offset of field: ibv_context_ops::_compat_query_qp"]
-        [::core::mem::offset_of!(ibv_context_ops, _compat_query_qp) - 176usize];
-    ["Offset of field: ibv_context_ops::_compat_modify_qp"]
-        [::core::mem::offset_of!(ibv_context_ops, _compat_modify_qp) - 184usize];
-    ["Offset of field: ibv_context_ops::_compat_destroy_qp"]
-        [::core::mem::offset_of!(ibv_context_ops, _compat_destroy_qp) - 192usize];
-    ["Offset of field: ibv_context_ops::post_send"][::core::mem::offset_of!(ibv_context_ops, post_send) - 200usize];
-    ["Offset of field: ibv_context_ops::post_recv"][::core::mem::offset_of!(ibv_context_ops, post_recv) - 208usize];
-    ["Offset of field: ibv_context_ops::_compat_create_ah"]
-        [::core::mem::offset_of!(ibv_context_ops, _compat_create_ah) - 216usize];
-    ["Offset of field: ibv_context_ops::_compat_destroy_ah"]
-        [::core::mem::offset_of!(ibv_context_ops, _compat_destroy_ah) - 224usize];
-    ["Offset of field: ibv_context_ops::_compat_attach_mcast"]
-        [::core::mem::offset_of!(ibv_context_ops, _compat_attach_mcast) - 232usize];
-    ["Offset of field: ibv_context_ops::_compat_detach_mcast"]
-        [::core::mem::offset_of!(ibv_context_ops, _compat_detach_mcast) - 240usize];
-    ["Offset of field: ibv_context_ops::_compat_async_event"]
-        [::core::mem::offset_of!(ibv_context_ops, _compat_async_event) - 248usize];
+    [
+        "Alignment of ibv_context_ops",
+    ][::core::mem::align_of::<ibv_context_ops>() - 8usize];
+    [
+        "Offset of field: ibv_context_ops::_compat_query_device",
+    ][::core::mem::offset_of!(ibv_context_ops, _compat_query_device) - 0usize];
+    [
+        "Offset of field: ibv_context_ops::_compat_query_port",
+    ][::core::mem::offset_of!(ibv_context_ops, _compat_query_port) - 8usize];
+    [
+        "Offset of field: ibv_context_ops::_compat_alloc_pd",
+    ][::core::mem::offset_of!(ibv_context_ops, _compat_alloc_pd) - 16usize];
+    [
+        "Offset of field: ibv_context_ops::_compat_dealloc_pd",
+    ][::core::mem::offset_of!(ibv_context_ops, _compat_dealloc_pd) - 24usize];
+    [
+        "Offset of field: ibv_context_ops::_compat_reg_mr",
+    ][::core::mem::offset_of!(ibv_context_ops, _compat_reg_mr) - 32usize];
+    [
+        "Offset of field: ibv_context_ops::_compat_rereg_mr",
+    ][::core::mem::offset_of!(ibv_context_ops, _compat_rereg_mr) - 40usize];
+    [
+        "Offset of field: ibv_context_ops::_compat_dereg_mr",
+    ][::core::mem::offset_of!(ibv_context_ops, _compat_dereg_mr) - 48usize];
+    [
+        "Offset of field: ibv_context_ops::alloc_mw",
+    ][::core::mem::offset_of!(ibv_context_ops, alloc_mw) - 56usize];
+    [
+        "Offset of field: ibv_context_ops::bind_mw",
+    ][::core::mem::offset_of!(ibv_context_ops, bind_mw) - 64usize];
+    [
+        "Offset of field: ibv_context_ops::dealloc_mw",
+    ][::core::mem::offset_of!(ibv_context_ops, dealloc_mw) - 72usize];
+    [
+        "Offset of field: ibv_context_ops::_compat_create_cq",
+    ][::core::mem::offset_of!(ibv_context_ops, _compat_create_cq) - 80usize];
+    [
+        "Offset of field: ibv_context_ops::poll_cq",
+    ][::core::mem::offset_of!(ibv_context_ops, poll_cq) - 88usize];
+    [
+        "Offset of field: ibv_context_ops::req_notify_cq",
+    ][::core::mem::offset_of!(ibv_context_ops, req_notify_cq) - 96usize];
+    [
+        "Offset of field: ibv_context_ops::_compat_cq_event",
+    ][::core::mem::offset_of!(ibv_context_ops, _compat_cq_event) - 104usize];
+    [
+        "Offset of field: ibv_context_ops::_compat_resize_cq",
+    ][::core::mem::offset_of!(ibv_context_ops, _compat_resize_cq) - 112usize];
+    [
+        "Offset of field: ibv_context_ops::_compat_destroy_cq",
+    ][::core::mem::offset_of!(ibv_context_ops, _compat_destroy_cq) - 120usize];
+    [
+        "Offset of field: ibv_context_ops::_compat_create_srq",
+    ][::core::mem::offset_of!(ibv_context_ops, _compat_create_srq) - 128usize];
+    [
+        "Offset of field: ibv_context_ops::_compat_modify_srq",
+    ][::core::mem::offset_of!(ibv_context_ops, _compat_modify_srq) - 136usize];
+    [
+        "Offset of field: ibv_context_ops::_compat_query_srq",
+    ][::core::mem::offset_of!(ibv_context_ops, _compat_query_srq) - 144usize];
+    [
+        "Offset of field: ibv_context_ops::_compat_destroy_srq",
+    ][::core::mem::offset_of!(ibv_context_ops, _compat_destroy_srq) - 152usize];
+    [
+        "Offset of field: ibv_context_ops::post_srq_recv",
+    ][::core::mem::offset_of!(ibv_context_ops, post_srq_recv) - 160usize];
+    [
+        "Offset of field: ibv_context_ops::_compat_create_qp",
+    ][::core::mem::offset_of!(ibv_context_ops, _compat_create_qp) - 168usize];
+    [
+        "Offset of field: ibv_context_ops::_compat_query_qp",
+    ][::core::mem::offset_of!(ibv_context_ops, _compat_query_qp) - 176usize];
+    [
+        "Offset of field: ibv_context_ops::_compat_modify_qp",
+    ][::core::mem::offset_of!(ibv_context_ops, _compat_modify_qp) - 184usize];
+    [
+        "Offset of field: ibv_context_ops::_compat_destroy_qp",
+    ][::core::mem::offset_of!(ibv_context_ops, _compat_destroy_qp) - 192usize];
+    [
+        "Offset of field: ibv_context_ops::post_send",
+    ][::core::mem::offset_of!(ibv_context_ops, post_send) - 200usize];
+    [
+        "Offset of field: ibv_context_ops::post_recv",
+    ][::core::mem::offset_of!(ibv_context_ops, post_recv) - 208usize];
+    [
+        "Offset of field: ibv_context_ops::_compat_create_ah",
+    ][::core::mem::offset_of!(ibv_context_ops, _compat_create_ah) - 216usize];
+    [
+        "Offset of field: ibv_context_ops::_compat_destroy_ah",
+    ][::core::mem::offset_of!(ibv_context_ops, _compat_destroy_ah) - 224usize];
+    [
+        "Offset of field: ibv_context_ops::_compat_attach_mcast",
+    ][::core::mem::offset_of!(ibv_context_ops, _compat_attach_mcast) - 232usize];
+    [
+        "Offset of field: ibv_context_ops::_compat_detach_mcast",
+    ][::core::mem::offset_of!(ibv_context_ops, _compat_detach_mcast) - 240usize];
+    [
+        "Offset of field: ibv_context_ops::_compat_async_event",
+    ][::core::mem::offset_of!(ibv_context_ops, _compat_async_event) - 248usize];
 };
 #[repr(C)]
 #[derive(Copy, Clone)]
@@ -9277,14 +12613,27 @@ pub struct ibv_context {
 const _: () = {
     ["Size of ibv_context"][::core::mem::size_of::<ibv_context>() - 328usize];
     ["Alignment of ibv_context"][::core::mem::align_of::<ibv_context>() - 8usize];
-    ["Offset of field: ibv_context::device"][::core::mem::offset_of!(ibv_context, device) - 0usize];
-    ["Offset of field: ibv_context::ops"][::core::mem::offset_of!(ibv_context, ops) - 8usize];
-    ["Offset of field: ibv_context::cmd_fd"][::core::mem::offset_of!(ibv_context, cmd_fd) - 264usize];
-    ["Offset of field: ibv_context::async_fd"][::core::mem::offset_of!(ibv_context, async_fd) - 268usize];
-    ["Offset of field: ibv_context::num_comp_vectors"]
-        [::core::mem::offset_of!(ibv_context, num_comp_vectors) - 272usize];
-    ["Offset of field: ibv_context::mutex"][::core::mem::offset_of!(ibv_context, mutex) - 280usize];
-    ["Offset of field: ibv_context::abi_compat"][::core::mem::offset_of!(ibv_context, abi_compat) - 320usize];
+    [
+        "Offset of field: ibv_context::device",
+    ][::core::mem::offset_of!(ibv_context, device) - 0usize];
+    [
+        "Offset of field: ibv_context::ops",
+    ][::core::mem::offset_of!(ibv_context, ops) - 8usize];
+    [
+        "Offset of field: ibv_context::cmd_fd",
+    ][::core::mem::offset_of!(ibv_context, cmd_fd) - 264usize];
+    [
+        "Offset of field: ibv_context::async_fd",
+    ][::core::mem::offset_of!(ibv_context, async_fd) - 268usize];
+    [
+        "Offset of field: ibv_context::num_comp_vectors",
+    ][::core::mem::offset_of!(ibv_context, num_comp_vectors) - 272usize];
+    [
+        "Offset of field: ibv_context::mutex",
+    ][::core::mem::offset_of!(ibv_context, mutex) - 280usize];
+    [
+        "Offset of field: ibv_context::abi_compat",
+    ][::core::mem::offset_of!(ibv_context, abi_compat) - 320usize];
 };
 impl Default for ibv_context {
     fn default() -> Self {
@@ -9296,7 +12645,9 @@ impl Default for ibv_context {
     }
 }
 impl ibv_cq_init_attr_mask {
-    pub const IBV_CQ_INIT_ATTR_MASK_FLAGS: ibv_cq_init_attr_mask = ibv_cq_init_attr_mask(1);
+    pub const IBV_CQ_INIT_ATTR_MASK_FLAGS: ibv_cq_init_attr_mask = ibv_cq_init_attr_mask(
+        1,
+    );
     pub const IBV_CQ_INIT_ATTR_MASK_PD: ibv_cq_init_attr_mask = ibv_cq_init_attr_mask(2);
 }
 impl ::core::ops::BitOr<ibv_cq_init_attr_mask> for ibv_cq_init_attr_mask {
@@ -9329,8 +12680,12 @@ impl ::core::ops::BitAndAssign for ibv_cq_init_attr_mask {
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct ibv_cq_init_attr_mask(pub ::core::ffi::c_uint);
 impl ibv_create_cq_attr_flags {
-    pub const IBV_CREATE_CQ_ATTR_SINGLE_THREADED: ibv_create_cq_attr_flags = ibv_create_cq_attr_flags(1);
-    pub const IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN: ibv_create_cq_attr_flags = ibv_create_cq_attr_flags(2);
+    pub const IBV_CREATE_CQ_ATTR_SINGLE_THREADED: ibv_create_cq_attr_flags = ibv_create_cq_attr_flags(
+        1,
+    );
+    pub const IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN: ibv_create_cq_attr_flags = ibv_create_cq_attr_flags(
+        2,
+    );
 }
 impl ::core::ops::BitOr<ibv_create_cq_attr_flags> for ibv_create_cq_attr_flags {
     type Output = Self;
@@ -9375,21 +12730,36 @@ pub struct ibv_cq_init_attr_ex {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_cq_init_attr_ex"][::core::mem::size_of::<ibv_cq_init_attr_ex>() - 56usize];
-    ["Alignment of ibv_cq_init_attr_ex"][::core::mem::align_of::<ibv_cq_init_attr_ex>() - 8usize];
-    ["Offset of field: ibv_cq_init_attr_ex::cqe"][::core::mem::offset_of!(ibv_cq_init_attr_ex, cqe) - 0usize];
-    ["Offset of field: ibv_cq_init_attr_ex::cq_context"]
-        [::core::mem::offset_of!(ibv_cq_init_attr_ex, cq_context) - 8usize];
-    ["Offset of field: ibv_cq_init_attr_ex::channel"][::core::mem::offset_of!(ibv_cq_init_attr_ex, channel) - 16usize];
-    ["Offset of field: ibv_cq_init_attr_ex::comp_vector"]
-        [::core::mem::offset_of!(ibv_cq_init_attr_ex, comp_vector) - 24usize];
-    ["Offset of field: ibv_cq_init_attr_ex::wc_flags"]
-        [::core::mem::offset_of!(ibv_cq_init_attr_ex, wc_flags) - 32usize];
-    ["Offset of field: ibv_cq_init_attr_ex::comp_mask"]
-        [::core::mem::offset_of!(ibv_cq_init_attr_ex, comp_mask) - 40usize];
-    ["Offset of field: ibv_cq_init_attr_ex::flags"][::core::mem::offset_of!(ibv_cq_init_attr_ex, flags) - 44usize];
-    ["Offset of field: ibv_cq_init_attr_ex::parent_domain"]
-        [::core::mem::offset_of!(ibv_cq_init_attr_ex, parent_domain) - 48usize];
+    [
+        "Size of ibv_cq_init_attr_ex",
+    ][::core::mem::size_of::<ibv_cq_init_attr_ex>() - 56usize];
+    [
+        "Alignment of ibv_cq_init_attr_ex",
+    ][::core::mem::align_of::<ibv_cq_init_attr_ex>() - 8usize];
+    [
+        "Offset of field: ibv_cq_init_attr_ex::cqe",
+    ][::core::mem::offset_of!(ibv_cq_init_attr_ex, cqe) - 0usize];
+    [
+        "Offset of field: ibv_cq_init_attr_ex::cq_context",
+    ][::core::mem::offset_of!(ibv_cq_init_attr_ex, cq_context) - 8usize];
+    [
+        "Offset of field: ibv_cq_init_attr_ex::channel",
+    ][::core::mem::offset_of!(ibv_cq_init_attr_ex, channel) - 16usize];
+    [
+        "Offset of field: ibv_cq_init_attr_ex::comp_vector",
+    ][::core::mem::offset_of!(ibv_cq_init_attr_ex, comp_vector) - 24usize];
+    [
+        "Offset of field: ibv_cq_init_attr_ex::wc_flags",
+    ][::core::mem::offset_of!(ibv_cq_init_attr_ex, wc_flags) - 32usize];
+    [
+        "Offset of field: ibv_cq_init_attr_ex::comp_mask",
+    ][::core::mem::offset_of!(ibv_cq_init_attr_ex, comp_mask) - 40usize];
+    [
+        "Offset of field: ibv_cq_init_attr_ex::flags",
+    ][::core::mem::offset_of!(ibv_cq_init_attr_ex, flags) - 44usize];
+    [
+        "Offset of field: ibv_cq_init_attr_ex::parent_domain",
+    ][::core::mem::offset_of!(ibv_cq_init_attr_ex, parent_domain) - 48usize];
 };
 impl Default for ibv_cq_init_attr_ex {
     fn default() -> Self {
@@ -9401,12 +12771,15 @@ impl Default for ibv_cq_init_attr_ex {
     }
 }
 impl ibv_parent_domain_init_attr_mask {
-    pub const IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS: ibv_parent_domain_init_attr_mask =
-        ibv_parent_domain_init_attr_mask(1);
-    pub const IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT: ibv_parent_domain_init_attr_mask =
-        ibv_parent_domain_init_attr_mask(2);
+    pub const IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS: ibv_parent_domain_init_attr_mask = ibv_parent_domain_init_attr_mask(
+        1,
+    );
+    pub const IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT: ibv_parent_domain_init_attr_mask = ibv_parent_domain_init_attr_mask(
+        2,
+    );
 }
-impl ::core::ops::BitOr<ibv_parent_domain_init_attr_mask> for ibv_parent_domain_init_attr_mask {
+impl ::core::ops::BitOr<ibv_parent_domain_init_attr_mask>
+for ibv_parent_domain_init_attr_mask {
     type Output = Self;
     #[inline]
     fn bitor(self, other: Self) -> Self {
@@ -9419,7 +12792,8 @@ impl ::core::ops::BitOrAssign for ibv_parent_domain_init_attr_mask {
         self.0 |= rhs.0;
     }
 }
-impl ::core::ops::BitAnd<ibv_parent_domain_init_attr_mask> for ibv_parent_domain_init_attr_mask {
+impl ::core::ops::BitAnd<ibv_parent_domain_init_attr_mask>
+for ibv_parent_domain_init_attr_mask {
     type Output = Self;
     #[inline]
     fn bitand(self, other: Self) -> Self {
@@ -9462,20 +12836,30 @@ pub struct ibv_parent_domain_init_attr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_parent_domain_init_attr"][::core::mem::size_of::<ibv_parent_domain_init_attr>() - 48usize];
-    ["Alignment of ibv_parent_domain_init_attr"][::core::mem::align_of::<ibv_parent_domain_init_attr>() - 8usize];
-    ["Offset of field: ibv_parent_domain_init_attr::pd"]
-        [::core::mem::offset_of!(ibv_parent_domain_init_attr, pd) - 0usize];
-    ["Offset of field: ibv_parent_domain_init_attr::td"]
-        [::core::mem::offset_of!(ibv_parent_domain_init_attr, td) - 8usize];
-    ["Offset of field: ibv_parent_domain_init_attr::comp_mask"]
-        [::core::mem::offset_of!(ibv_parent_domain_init_attr, comp_mask) - 16usize];
-    ["Offset of field: ibv_parent_domain_init_attr::alloc"]
-        [::core::mem::offset_of!(ibv_parent_domain_init_attr, alloc) - 24usize];
-    ["Offset of field: ibv_parent_domain_init_attr::free"]
-        [::core::mem::offset_of!(ibv_parent_domain_init_attr, free) - 32usize];
-    ["Offset of field: ibv_parent_domain_init_attr::pd_context"]
-        [::core::mem::offset_of!(ibv_parent_domain_init_attr, pd_context) - 40usize];
+    [
+        "Size of ibv_parent_domain_init_attr",
+    ][::core::mem::size_of::<ibv_parent_domain_init_attr>() - 48usize];
+    [
+        "Alignment of ibv_parent_domain_init_attr",
+    ][::core::mem::align_of::<ibv_parent_domain_init_attr>() - 8usize];
+    [
+        "Offset of field: ibv_parent_domain_init_attr::pd",
+    ][::core::mem::offset_of!(ibv_parent_domain_init_attr, pd) - 0usize];
+    [
+        "Offset of field: ibv_parent_domain_init_attr::td",
+    ][::core::mem::offset_of!(ibv_parent_domain_init_attr, td) - 8usize];
+    [
+        "Offset of field: ibv_parent_domain_init_attr::comp_mask",
+    ][::core::mem::offset_of!(ibv_parent_domain_init_attr, comp_mask) - 16usize];
+    [
+        "Offset of field: ibv_parent_domain_init_attr::alloc",
+    ][::core::mem::offset_of!(ibv_parent_domain_init_attr, alloc) - 24usize];
+    [
+        "Offset of field: ibv_parent_domain_init_attr::free",
+    ][::core::mem::offset_of!(ibv_parent_domain_init_attr, free) - 32usize];
+    [
+        "Offset of field: ibv_parent_domain_init_attr::pd_context",
+    ][::core::mem::offset_of!(ibv_parent_domain_init_attr, pd_context) - 40usize];
 };
 impl Default for ibv_parent_domain_init_attr {
     fn default() -> Self {
@@ -9493,10 +12877,15 @@ pub struct ibv_counters_init_attr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_counters_init_attr"][::core::mem::size_of::<ibv_counters_init_attr>() - 4usize];
-    ["Alignment of ibv_counters_init_attr"][::core::mem::align_of::<ibv_counters_init_attr>() - 4usize];
-    ["Offset of field: ibv_counters_init_attr::comp_mask"]
-        [::core::mem::offset_of!(ibv_counters_init_attr, comp_mask) - 0usize];
+    [
+        "Size of ibv_counters_init_attr",
+    ][::core::mem::size_of::<ibv_counters_init_attr>() - 4usize];
+    [
+        "Alignment of ibv_counters_init_attr",
+    ][::core::mem::align_of::<ibv_counters_init_attr>() - 4usize];
+    [
+        "Offset of field: ibv_counters_init_attr::comp_mask",
+    ][::core::mem::offset_of!(ibv_counters_init_attr, comp_mask) - 0usize];
 };
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -9507,7 +12896,9 @@ pub struct ibv_counters {
 const _: () = {
     ["Size of ibv_counters"][::core::mem::size_of::<ibv_counters>() - 8usize];
     ["Alignment of ibv_counters"][::core::mem::align_of::<ibv_counters>() - 8usize];
-    ["Offset of field: ibv_counters::context"][::core::mem::offset_of!(ibv_counters, context) - 0usize];
+    [
+        "Offset of field: ibv_counters::context",
+    ][::core::mem::offset_of!(ibv_counters, context) - 0usize];
 };
 impl Default for ibv_counters {
     fn default() -> Self {
@@ -9534,14 +12925,21 @@ pub struct ibv_counter_attach_attr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ibv_counter_attach_attr"][::core::mem::size_of::<ibv_counter_attach_attr>() - 12usize];
-    ["Alignment of ibv_counter_attach_attr"][::core::mem::align_of::<ibv_counter_attach_attr>() - 4usize];
-    ["Offset of field: ibv_counter_attach_attr::counter_desc"]
-        [::core::mem::offset_of!(ibv_counter_attach_attr, counter_desc) - 0usize];
-    ["Offset of field: ibv_counter_attach_attr::index"]
-        [::core::mem::offset_of!(ibv_counter_attach_attr, index) - 4usize];
-    ["Offset of field: ibv_counter_attach_attr::comp_mask"]
-        [::core::mem::offset_of!(ibv_counter_attach_attr, comp_mask) - 8usize];
+    [
+        "Size of ibv_counter_attach_attr",
+    ][::core::mem::size_of::<ibv_counter_attach_attr>() - 12usize];
+    [
+        "Alignment of ibv_counter_attach_attr",
+    ][::core::mem::align_of::<ibv_counter_attach_attr>() - 4usize];
+    [
+        "Offset of field: ibv_counter_attach_attr::counter_desc",
+    ][::core::mem::offset_of!(ibv_counter_attach_attr, counter_desc) - 0usize];
+    [
+        "Offset of field: ibv_counter_attach_attr::index",
+    ][::core::mem::offset_of!(ibv_counter_attach_attr, index) - 4usize];
+    [
+        "Offset of field: ibv_counter_attach_attr::comp_mask",
+    ][::core::mem::offset_of!(ibv_counter_attach_attr, comp_mask) - 8usize];
 };
 impl Default for ibv_counter_attach_attr {
     fn default() -> Self {
@@ -9553,7 +12951,9 @@ impl Default for ibv_counter_attach_attr {
     }
 }
 impl ibv_read_counters_flags {
-    pub const IBV_READ_COUNTERS_ATTR_PREFER_CACHED: ibv_read_counters_flags = ibv_read_counters_flags(1);
+    pub const IBV_READ_COUNTERS_ATTR_PREFER_CACHED: ibv_read_counters_flags = ibv_read_counters_flags(
+        1,
+    );
 }
 impl ::core::ops::BitOr<ibv_read_counters_flags> for ibv_read_counters_flags {
     type Output = Self;
@@ -9627,8 +13027,12 @@ pub struct ibv_values_ex {
 const _: () = {
     ["Size of ibv_values_ex"][::core::mem::size_of::<ibv_values_ex>() - 24usize];
     ["Alignment of ibv_values_ex"][::core::mem::align_of::<ibv_values_ex>() - 8usize];
-    ["Offset of field: ibv_values_ex::comp_mask"][::core::mem::offset_of!(ibv_values_ex, comp_mask) - 0usize];
-    ["Offset of field: ibv_values_ex::raw_clock"][::core::mem::offset_of!(ibv_values_ex, raw_clock) - 8usize];
+    [
+        "Offset of field: ibv_values_ex::comp_mask",
+    ][::core::mem::offset_of!(ibv_values_ex, comp_mask) - 0usize];
+    [
+        "Offset of field: ibv_values_ex::raw_clock",
+    ][::core::mem::offset_of!(ibv_values_ex, raw_clock) - 8usize];
 };
 #[repr(C)]
 #[derive(Copy, Clone)]
@@ -9650,7 +13054,9 @@ pub struct verbs_context {
             num_sges: u32,
         ) -> ::core::ffi::c_int,
     >,
-    pub alloc_null_mr: ::core::option::Option<unsafe extern "C" fn(pd: *mut ibv_pd) -> *mut ibv_mr>,
+    pub alloc_null_mr: ::core::option::Option<
+        unsafe extern "C" fn(pd: *mut ibv_pd) -> *mut ibv_mr,
+    >,
     pub read_counters: ::core::option::Option<
         unsafe extern "C" fn(
             counters: *mut ibv_counters,
@@ -9667,10 +13073,14 @@ pub struct verbs_context {
         ) -> ::core::ffi::c_int,
     >,
     pub create_counters: ::core::option::Option<
-        unsafe extern "C" fn(context: *mut ibv_context, init_attr: *mut ibv_counters_init_attr) -> *mut ibv_counters,
+        unsafe extern "C" fn(
+            context: *mut ibv_context,
+            init_attr: *mut ibv_counters_init_attr,
+        ) -> *mut ibv_counters,
     >,
-    pub destroy_counters:
-        ::core::option::Option<unsafe extern "C" fn(counters: *mut ibv_counters) -> ::core::ffi::c_int>,
+    pub destroy_counters: ::core::option::Option<
+        unsafe extern "C" fn(counters: *mut ibv_counters) -> ::core::ffi::c_int,
+    >,
     pub reg_dm_mr: ::core::option::Option<
         unsafe extern "C" fn(
             pd: *mut ibv_pd,
@@ -9681,29 +13091,55 @@ pub struct verbs_context {
         ) -> *mut ibv_mr,
     >,
     pub alloc_dm: ::core::option::Option<
-        unsafe extern "C" fn(context: *mut ibv_context, attr: *mut ibv_alloc_dm_attr) -> *mut ibv_dm,
+        unsafe extern "C" fn(
+            context: *mut ibv_context,
+            attr: *mut ibv_alloc_dm_attr,
+        ) -> *mut ibv_dm,
     >,
-    pub free_dm: ::core::option::Option<unsafe extern "C" fn(dm: *mut ibv_dm) -> ::core::ffi::c_int>,
+    pub free_dm: ::core::option::Option<
+        unsafe extern "C" fn(dm: *mut ibv_dm) -> ::core::ffi::c_int,
+    >,
     pub modify_flow_action_esp: ::core::option::Option<
-        unsafe extern "C" fn(action: *mut ibv_flow_action, attr: *mut ibv_flow_action_esp_attr) -> ::core::ffi::c_int,
+        unsafe extern "C" fn(
+            action: *mut ibv_flow_action,
+            attr: *mut ibv_flow_action_esp_attr,
+        ) -> ::core::ffi::c_int,
     >,
-    pub destroy_flow_action:
-        ::core::option::Option<unsafe extern "C" fn(action: *mut ibv_flow_action) -> ::core::ffi::c_int>,
+    pub destroy_flow_action: ::core::option::Option<
+        unsafe extern "C" fn(action: *mut ibv_flow_action) -> ::core::ffi::c_int,
+    >,
     pub create_flow_action_esp: ::core::option::Option<
-        unsafe extern "C" fn(context: *mut ibv_context, attr: *mut ibv_flow_action_esp_attr) -> *mut ibv_flow_action,
+        unsafe extern "C" fn(
+            context: *mut ibv_context,
+            attr: *mut ibv_flow_action_esp_attr,
+        ) -> *mut ibv_flow_action,
     >,
     pub modify_qp_rate_limit: ::core::option::Option<
-        unsafe extern "C" fn(qp: *mut ibv_qp, attr: *mut ibv_qp_rate_limit_attr) -> ::core::ffi::c_int,
+        unsafe extern "C" fn(
+            qp: *mut ibv_qp,
+            attr: *mut ibv_qp_rate_limit_attr,
+        ) -> ::core::ffi::c_int,
     >,
     pub alloc_parent_domain: ::core::option::Option<
-        unsafe extern "C" fn(context: *mut ibv_context, attr: *mut ibv_parent_domain_init_attr) -> *mut ibv_pd,
+        unsafe extern "C" fn(
+            context: *mut ibv_context,
+            attr: *mut ibv_parent_domain_init_attr,
+        ) -> *mut ibv_pd,
     >,
-    pub dealloc_td: ::core::option::Option<unsafe extern "C" fn(td: *mut ibv_td) -> ::core::ffi::c_int>,
+    pub dealloc_td: ::core::option::Option<
+        unsafe extern "C" fn(td: *mut ibv_td) -> ::core::ffi::c_int,
+    >,
     pub alloc_td: ::core::option::Option<
-        unsafe extern "C" fn(context: *mut ibv_context, init_attr: *mut ibv_td_init_attr) -> *mut ibv_td,
+        unsafe extern "C" fn(
+            context: *mut ibv_context,
+            init_attr: *mut ibv_td_init_attr,
+        ) -> *mut ibv_td,
     >,
     pub modify_cq: ::core::option::Option<
-        unsafe extern "C" fn(cq: *mut ibv_cq, attr: *mut ibv_modify_cq_attr) -> ::core::ffi::c_int,
+        unsafe extern "C" fn(
+            cq: *mut ibv_cq,
+            attr: *mut ibv_modify_cq_attr,
+        ) -> ::core::ffi::c_int,
     >,
     pub post_srq_ops: ::core::option::Option<
         unsafe extern "C" fn(
@@ -9712,25 +13148,41 @@ pub struct verbs_context {
             bad_op: *mut *mut ibv_ops_wr,
         ) -> ::core::ffi::c_int,
     >,
-    pub destroy_rwq_ind_table:
-        ::core::option::Option<unsafe extern "C" fn(rwq_ind_table: *mut ibv_rwq_ind_table) -> ::core::ffi::c_int>,
+    pub destroy_rwq_ind_table: ::core::option::Option<
+        unsafe extern "C" fn(rwq_ind_table: *mut ibv_rwq_ind_table) -> ::core::ffi::c_int,
+    >,
     pub create_rwq_ind_table: ::core::option::Option<
         unsafe extern "C" fn(
             context: *mut ibv_context,
             init_attr: *mut ibv_rwq_ind_table_init_attr,
         ) -> *mut ibv_rwq_ind_table,
     >,
-    pub destroy_wq: ::core::option::Option<unsafe extern "C" fn(wq: *mut ibv_wq) -> ::core::ffi::c_int>,
-    pub modify_wq:
-        ::core::option::Option<unsafe extern "C" fn(wq: *mut ibv_wq, wq_attr: *mut ibv_wq_attr) -> ::core::ffi::c_int>,
+    pub destroy_wq: ::core::option::Option<
+        unsafe extern "C" fn(wq: *mut ibv_wq) -> ::core::ffi::c_int,
+    >,
+    pub modify_wq: ::core::option::Option<
+        unsafe extern "C" fn(
+            wq: *mut ibv_wq,
+            wq_attr: *mut ibv_wq_attr,
+        ) -> ::core::ffi::c_int,
+    >,
     pub create_wq: ::core::option::Option<
-        unsafe extern "C" fn(context: *mut ibv_context, wq_init_attr: *mut ibv_wq_init_attr) -> *mut ibv_wq,
+        unsafe extern "C" fn(
+            context: *mut ibv_context,
+            wq_init_attr: *mut ibv_wq_init_attr,
+        ) -> *mut ibv_wq,
     >,
     pub query_rt_values: ::core::option::Option<
-        unsafe extern "C" fn(context: *mut ibv_context, values: *mut ibv_values_ex) -> ::core::ffi::c_int,
+        unsafe extern "C" fn(
+            context: *mut ibv_context,
+            values: *mut ibv_values_ex,
+        ) -> ::core::ffi::c_int,
     >,
     pub create_cq_ex: ::core::option::Option<
-        unsafe extern "C" fn(context: *mut ibv_context, init_attr: *mut ibv_cq_init_attr_ex) -> *mut ibv_cq_ex,
+        unsafe extern "C" fn(
+            context: *mut ibv_context,
+            init_attr: *mut ibv_cq_init_attr_ex,
+        ) -> *mut ibv_cq_ex,
     >,
     pub priv_: *mut verbs_ex_private,
     pub query_device_ex: ::core::option::Option<
@@ -9741,26 +13193,47 @@ pub struct verbs_context {
             attr_size: usize,
         ) -> ::core::ffi::c_int,
     >,
-    pub ibv_destroy_flow: ::core::option::Option<unsafe extern "C" fn(flow: *mut ibv_flow) -> ::core::ffi::c_int>,
+    pub ibv_destroy_flow: ::core::option::Option<
+        unsafe extern "C" fn(flow: *mut ibv_flow) -> ::core::ffi::c_int,
+    >,
     pub ABI_placeholder2: ::core::option::Option<unsafe extern "C" fn()>,
-    pub ibv_create_flow:
-        ::core::option::Option<unsafe extern "C" fn(qp: *mut ibv_qp, flow_attr: *mut ibv_flow_attr) -> *mut ibv_flow>,
+    pub ibv_create_flow: ::core::option::Option<
+        unsafe extern "C" fn(
+            qp: *mut ibv_qp,
+            flow_attr: *mut ibv_flow_attr,
+        ) -> *mut ibv_flow,
+    >,
     pub ABI_placeholder1: ::core::option::Option<unsafe extern "C" fn()>,
     pub open_qp: ::core::option::Option<
-        unsafe extern "C" fn(context: *mut ibv_context, attr: *mut ibv_qp_open_attr) -> *mut ibv_qp,
+        unsafe extern "C" fn(
+            context: *mut ibv_context,
+            attr: *mut ibv_qp_open_attr,
+        ) -> *mut ibv_qp,
     >,
     pub create_qp_ex: ::core::option::Option<
-        unsafe extern "C" fn(context: *mut ibv_context, qp_init_attr_ex: *mut ibv_qp_init_attr_ex) -> *mut ibv_qp,
+        unsafe extern "C" fn(
+            context: *mut ibv_context,
+            qp_init_attr_ex: *mut ibv_qp_init_attr_ex,
+        ) -> *mut ibv_qp,
     >,
-    pub get_srq_num:
-        ::core::option::Option<unsafe extern "C" fn(srq: *mut ibv_srq, srq_num: *mut u32) -> ::core::ffi::c_int>,
+    pub get_srq_num: ::core::option::Option<
+        unsafe extern "C" fn(srq: *mut ibv_srq, srq_num: *mut u32) -> ::core::ffi::c_int,
+    >,
     pub create_srq_ex: ::core::option::Option<
-        unsafe extern "C" fn(context: *mut ibv_context, srq_init_attr_ex: *mut ibv_srq_init_attr_ex) -> *mut ibv_srq,
+        unsafe extern "C" fn(
+            context: *mut ibv_context,
+            srq_init_attr_ex: *mut ibv_srq_init_attr_ex,
+        ) -> *mut ibv_srq,
     >,
     pub open_xrcd: ::core::option::Option<
-        unsafe extern "C" fn(context: *mut ibv_context, xrcd_init_attr: *mut ibv_xrcd_init_attr) -> *mut ibv_xrcd,
+        unsafe extern "C" fn(
+            context: *mut ibv_context,
+            xrcd_init_attr: *mut ibv_xrcd_init_attr,
+        ) -> *mut ibv_xrcd,
     >,
-    pub close_xrcd: ::core::option::Option<unsafe extern "C" fn(xrcd: *mut ibv_xrcd) -> ::core::ffi::c_int>,
+    pub close_xrcd: ::core::option::Option<
+        unsafe extern "C" fn(xrcd: *mut ibv_xrcd) -> ::core::ffi::c_int,
+    >,
     pub _ABI_placeholder3: u64,
     pub sz: usize,
     pub context: ibv_context,
@@ -9769,64 +13242,129 @@ pub struct verbs_context {
 const _: () = {
     ["Size of verbs_context"][::core::mem::size_of::<verbs_context>() - 648usize];
     ["Alignment of verbs_context"][::core::mem::align_of::<verbs_context>() - 8usize];
-    ["Offset of field: verbs_context::query_port"][::core::mem::offset_of!(verbs_context, query_port) - 0usize];
-    ["Offset of field: verbs_context::advise_mr"][::core::mem::offset_of!(verbs_context, advise_mr) - 8usize];
-    ["Offset of field: verbs_context::alloc_null_mr"][::core::mem::offset_of!(verbs_context, alloc_null_mr) - 16usize];
-    ["Offset of field: verbs_context::read_counters"][::core::mem::offset_of!(verbs_context, read_counters) - 24usize];
-    ["Offset of field: verbs_context::attach_counters_point_flow"]
-        [::core::mem::offset_of!(verbs_context, attach_counters_point_flow) - 32usize];
-    ["Offset of field: verbs_context::create_counters"]
-        [::core::mem::offset_of!(verbs_context, create_counters) - 40usize];
-    ["Offset of field: verbs_context::destroy_counters"]
-        [::core::mem::offset_of!(verbs_context, destroy_counters) - 48usize];
-    ["Offset of field: verbs_context::reg_dm_mr"][::core::mem::offset_of!(verbs_context, reg_dm_mr) - 56usize];
-    ["Offset of field: verbs_context::alloc_dm"][::core::mem::offset_of!(verbs_context, alloc_dm) - 64usize];
-    ["Offset of field: verbs_context::free_dm"][::core::mem::offset_of!(verbs_context, free_dm) - 72usize];
-    ["Offset of field: verbs_context::modify_flow_action_esp"]
-        [::core::mem::offset_of!(verbs_context, modify_flow_action_esp) - 80usize];
-    ["Offset of field: verbs_context::destroy_flow_action"]
-        [::core::mem::offset_of!(verbs_context, destroy_flow_action) - 88usize];
-    ["Offset of field: verbs_context::create_flow_action_esp"]
-        [::core::mem::offset_of!(verbs_context, create_flow_action_esp) - 96usize];
-    ["Offset of field: verbs_context::modify_qp_rate_limit"]
-        [::core::mem::offset_of!(verbs_context, modify_qp_rate_limit) - 104usize];
-    ["Offset of field: verbs_context::alloc_parent_domain"]
-        [::core::mem::offset_of!(verbs_context, alloc_parent_domain) - 112usize];
-    ["Offset of field: verbs_context::dealloc_td"][::core::mem::offset_of!(verbs_context, dealloc_td) - 120usize];
-    ["Offset of field: verbs_context::alloc_td"][::core::mem::offset_of!(verbs_context, alloc_td) - 128usize];
-    ["Offset of field: verbs_context::modify_cq"][::core::mem::offset_of!(verbs_context, modify_cq) - 136usize];
-    ["Offset of field: verbs_context::post_srq_ops"][::core::mem::offset_of!(verbs_context, post_srq_ops) - 144usize];
-    ["Offset of field: verbs_context::destroy_rwq_ind_table"]
-        [::core::mem::offset_of!(verbs_context, destroy_rwq_ind_table) - 152usize];
-    ["Offset of field: verbs_context::create_rwq_ind_table"]
-        [::core::mem::offset_of!(verbs_context, create_rwq_ind_table) - 160usize];
-    ["Offset of field: verbs_context::destroy_wq"][::core::mem::offset_of!(verbs_context, destroy_wq) - 168usize];
-    ["Offset of field: verbs_context::modify_wq"][::core::mem::offset_of!(verbs_context, modify_wq) - 176usize];
-    ["Offset of field: verbs_context::create_wq"][::core::mem::offset_of!(verbs_context, create_wq) - 184usize];
-    ["Offset of field: verbs_context::query_rt_values"]
-        [::core::mem::offset_of!(verbs_context, query_rt_values) - 192usize];
-    ["Offset of field: verbs_context::create_cq_ex"][::core::mem::offset_of!(verbs_context, create_cq_ex) - 200usize];
-    ["Offset of field: verbs_context::priv_"][::core::mem::offset_of!(verbs_context, priv_) - 208usize];
-    ["Offset of field: verbs_context::query_device_ex"]
-        [::core::mem::offset_of!(verbs_context, query_device_ex) - 216usize];
-    ["Offset of field: verbs_context::ibv_destroy_flow"]
-        [::core::mem::offset_of!(verbs_context, ibv_destroy_flow) - 224usize];
-    ["Offset of field: verbs_context::ABI_placeholder2"]
-        [::core::mem::offset_of!(verbs_context, ABI_placeholder2) - 232usize];
-    ["Offset of field: verbs_context::ibv_create_flow"]
-        [::core::mem::offset_of!(verbs_context, ibv_create_flow) - 240usize];
-    ["Offset of field: verbs_context::ABI_placeholder1"]
-        [::core::mem::offset_of!(verbs_context, ABI_placeholder1) - 248usize];
-    ["Offset of field: verbs_context::open_qp"][::core::mem::offset_of!(verbs_context, open_qp) - 256usize];
-    ["Offset of field: verbs_context::create_qp_ex"][::core::mem::offset_of!(verbs_context, create_qp_ex) - 264usize];
-    ["Offset of field: verbs_context::get_srq_num"][::core::mem::offset_of!(verbs_context, get_srq_num) - 272usize];
-    ["Offset of field: verbs_context::create_srq_ex"][::core::mem::offset_of!(verbs_context, create_srq_ex) - 280usize];
-    ["Offset of field: verbs_context::open_xrcd"][::core::mem::offset_of!(verbs_context, open_xrcd) - 288usize];
-    ["Offset of field: verbs_context::close_xrcd"][::core::mem::offset_of!(verbs_context, close_xrcd) - 296usize];
-    ["Offset of field: verbs_context::_ABI_placeholder3"]
-        [::core::mem::offset_of!(verbs_context, _ABI_placeholder3) - 304usize];
-    ["Offset of field: verbs_context::sz"][::core::mem::offset_of!(verbs_context, sz) - 312usize];
-    ["Offset of field: verbs_context::context"][::core::mem::offset_of!(verbs_context, context) - 320usize];
+    [
+        "Offset of field: verbs_context::query_port",
+    ][::core::mem::offset_of!(verbs_context, query_port) - 0usize];
+    [
+        "Offset of field: verbs_context::advise_mr",
+    ][::core::mem::offset_of!(verbs_context, advise_mr) - 8usize];
+    [
+        "Offset of field: verbs_context::alloc_null_mr",
+    ][::core::mem::offset_of!(verbs_context, alloc_null_mr) - 16usize];
+    [
+        "Offset of field: verbs_context::read_counters",
+    ][::core::mem::offset_of!(verbs_context, read_counters) - 24usize];
+    [
+        "Offset of field: verbs_context::attach_counters_point_flow",
+    ][::core::mem::offset_of!(verbs_context, attach_counters_point_flow) - 32usize];
+    [
+        "Offset of field: verbs_context::create_counters",
+    ][::core::mem::offset_of!(verbs_context, create_counters) - 40usize];
+    [
+        "Offset of field: verbs_context::destroy_counters",
+    ][::core::mem::offset_of!(verbs_context, destroy_counters) - 48usize];
+    [
+        "Offset of field: verbs_context::reg_dm_mr",
+    ][::core::mem::offset_of!(verbs_context, reg_dm_mr) - 56usize];
+    [
+        "Offset of field: verbs_context::alloc_dm",
+    ][::core::mem::offset_of!(verbs_context, alloc_dm) - 64usize];
+    [
+        "Offset of field: verbs_context::free_dm",
+    ][::core::mem::offset_of!(verbs_context, free_dm) - 72usize];
+    [
+        "Offset of field: verbs_context::modify_flow_action_esp",
+    ][::core::mem::offset_of!(verbs_context, modify_flow_action_esp) - 80usize];
+    [
+        "Offset of field: verbs_context::destroy_flow_action",
+    ][::core::mem::offset_of!(verbs_context, destroy_flow_action) - 88usize];
+    [
+        "Offset of field: verbs_context::create_flow_action_esp",
+    ][::core::mem::offset_of!(verbs_context, create_flow_action_esp) - 96usize];
+    [
+        "Offset of field: verbs_context::modify_qp_rate_limit",
+    ][::core::mem::offset_of!(verbs_context, modify_qp_rate_limit) - 104usize];
+    [
+        "Offset of field: verbs_context::alloc_parent_domain",
+    ][::core::mem::offset_of!(verbs_context, alloc_parent_domain) - 112usize];
+    [
+        "Offset of field: verbs_context::dealloc_td",
+    ][::core::mem::offset_of!(verbs_context, dealloc_td) - 120usize];
+    [
+        "Offset of field: verbs_context::alloc_td",
+    ][::core::mem::offset_of!(verbs_context, alloc_td) - 128usize];
+    [
+        "Offset of field: verbs_context::modify_cq",
+    ][::core::mem::offset_of!(verbs_context, modify_cq) - 136usize];
+    [
+        "Offset of field: verbs_context::post_srq_ops",
+    ][::core::mem::offset_of!(verbs_context, post_srq_ops) - 144usize];
+    [
+        "Offset of field: verbs_context::destroy_rwq_ind_table",
+    ][::core::mem::offset_of!(verbs_context, destroy_rwq_ind_table) - 152usize];
+    [
+        "Offset of field: verbs_context::create_rwq_ind_table",
+    ][::core::mem::offset_of!(verbs_context, create_rwq_ind_table) - 160usize];
+    [
+        "Offset of field: verbs_context::destroy_wq",
+    ][::core::mem::offset_of!(verbs_context, destroy_wq) - 168usize];
+    [
+        "Offset of field: verbs_context::modify_wq",
+    ][::core::mem::offset_of!(verbs_context, modify_wq) - 176usize];
+    [
+        "Offset of field: verbs_context::create_wq",
+    ][::core::mem::offset_of!(verbs_context, create_wq) - 184usize];
+    [
+        "Offset of field: verbs_context::query_rt_values",
+    ][::core::mem::offset_of!(verbs_context, query_rt_values) - 192usize];
+    [
+        "Offset of field: verbs_context::create_cq_ex",
+    ][::core::mem::offset_of!(verbs_context, create_cq_ex) - 200usize];
+    [
+        "Offset of field: verbs_context::priv_",
+    ][::core::mem::offset_of!(verbs_context, priv_) - 208usize];
+    [
+        "Offset of field: verbs_context::query_device_ex",
+    ][::core::mem::offset_of!(verbs_context, query_device_ex) - 216usize];
+    [
+        "Offset of field: verbs_context::ibv_destroy_flow",
+    ][::core::mem::offset_of!(verbs_context, ibv_destroy_flow) - 224usize];
+    [
+        "Offset of field: verbs_context::ABI_placeholder2",
+    ][::core::mem::offset_of!(verbs_context, ABI_placeholder2) - 232usize];
+    [
+        "Offset of field: verbs_context::ibv_create_flow",
+    ][::core::mem::offset_of!(verbs_context, ibv_create_flow) - 240usize];
+    [
+        "Offset of field: verbs_context::ABI_placeholder1",
+    ][::core::mem::offset_of!(verbs_context, ABI_placeholder1) - 248usize];
+    [
+        "Offset of field: verbs_context::open_qp",
+    ][::core::mem::offset_of!(verbs_context, open_qp) - 256usize];
+    [
+        "Offset of field: verbs_context::create_qp_ex",
+    ][::core::mem::offset_of!(verbs_context, create_qp_ex) - 264usize];
+    [
+        "Offset of field: verbs_context::get_srq_num",
+    ][::core::mem::offset_of!(verbs_context, get_srq_num) - 272usize];
+    [
+        "Offset of field: verbs_context::create_srq_ex",
+    ][::core::mem::offset_of!(verbs_context, create_srq_ex) - 280usize];
+    [
+        "Offset of field: verbs_context::open_xrcd",
+    ][::core::mem::offset_of!(verbs_context, open_xrcd) - 288usize];
+    [
+        "Offset of field: verbs_context::close_xrcd",
+    ][::core::mem::offset_of!(verbs_context, close_xrcd) - 296usize];
+    [
+        "Offset of field: verbs_context::_ABI_placeholder3",
+    ][::core::mem::offset_of!(verbs_context, _ABI_placeholder3) - 304usize];
+    [
+        "Offset of field: verbs_context::sz",
+    ][::core::mem::offset_of!(verbs_context, sz) - 312usize];
+    [
+        "Offset of field: verbs_context::context",
+    ][::core::mem::offset_of!(verbs_context, context) - 320usize];
 };
 impl Default for verbs_context {
     fn default() -> Self {
@@ -9838,7 +13376,9 @@ impl Default for verbs_context {
     }
 }
 unsafe extern "C" {
-    pub fn ibv_get_device_list(num_devices: *mut ::core::ffi::c_int) -> *mut *mut ibv_device;
+    pub fn ibv_get_device_list(
+        num_devices: *mut ::core::ffi::c_int,
+    ) -> *mut *mut ibv_device;
 }
 unsafe extern "C" {
     pub fn ibv_free_device_list(list: *mut *mut ibv_device);
@@ -9880,13 +13420,19 @@ unsafe extern "C" {
     pub fn ibv_unimport_dm(dm: *mut ibv_dm);
 }
 unsafe extern "C" {
-    pub fn ibv_get_async_event(context: *mut ibv_context, event: *mut ibv_async_event) -> ::core::ffi::c_int;
+    pub fn ibv_get_async_event(
+        context: *mut ibv_context,
+        event: *mut ibv_async_event,
+    ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
     pub fn ibv_ack_async_event(event: *mut ibv_async_event);
 }
 unsafe extern "C" {
-    pub fn ibv_query_device(context: *mut ibv_context, device_attr: *mut ibv_device_attr) -> ::core::ffi::c_int;
+    pub fn ibv_query_device(
+        context: *mut ibv_context,
+        device_attr: *mut ibv_device_attr,
+    ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
     pub fn ibv_query_gid(
@@ -9924,7 +13470,11 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    pub fn ibv_get_pkey_index(context: *mut ibv_context, port_num: u8, pkey: __be16) -> ::core::ffi::c_int;
+    pub fn ibv_get_pkey_index(
+        context: *mut ibv_context,
+        port_num: u8,
+        pkey: __be16,
+    ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
     pub fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd;
@@ -9970,10 +13520,16 @@ unsafe extern "C" {
 }
 impl ibv_rereg_mr_err_code {
     pub const IBV_REREG_MR_ERR_INPUT: ibv_rereg_mr_err_code = ibv_rereg_mr_err_code(-1);
-    pub const IBV_REREG_MR_ERR_DONT_FORK_NEW: ibv_rereg_mr_err_code = ibv_rereg_mr_err_code(-2);
-    pub const IBV_REREG_MR_ERR_DO_FORK_OLD: ibv_rereg_mr_err_code = ibv_rereg_mr_err_code(-3);
+    pub const IBV_REREG_MR_ERR_DONT_FORK_NEW: ibv_rereg_mr_err_code = ibv_rereg_mr_err_code(
+        -2,
+    );
+    pub const IBV_REREG_MR_ERR_DO_FORK_OLD: ibv_rereg_mr_err_code = ibv_rereg_mr_err_code(
+        -3,
+    );
     pub const IBV_REREG_MR_ERR_CMD: ibv_rereg_mr_err_code = ibv_rereg_mr_err_code(-4);
-    pub const IBV_REREG_MR_ERR_CMD_AND_DO_FORK_NEW: ibv_rereg_mr_err_code = ibv_rereg_mr_err_code(-5);
+    pub const IBV_REREG_MR_ERR_CMD_AND_DO_FORK_NEW: ibv_rereg_mr_err_code = ibv_rereg_mr_err_code(
+        -5,
+    );
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
@@ -9995,7 +13551,9 @@ unsafe extern "C" {
     pub fn ibv_create_comp_channel(context: *mut ibv_context) -> *mut ibv_comp_channel;
 }
 unsafe extern "C" {
-    pub fn ibv_destroy_comp_channel(channel: *mut ibv_comp_channel) -> ::core::ffi::c_int;
+    pub fn ibv_destroy_comp_channel(
+        channel: *mut ibv_comp_channel,
+    ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
     pub fn ibv_create_cq(
@@ -10023,7 +13581,10 @@ unsafe extern "C" {
     pub fn ibv_ack_cq_events(cq: *mut ibv_cq, nevents: ::core::ffi::c_uint);
 }
 unsafe extern "C" {
-    pub fn ibv_create_srq(pd: *mut ibv_pd, srq_init_attr: *mut ibv_srq_init_attr) -> *mut ibv_srq;
+    pub fn ibv_create_srq(
+        pd: *mut ibv_pd,
+        srq_init_attr: *mut ibv_srq_init_attr,
+    ) -> *mut ibv_srq;
 }
 unsafe extern "C" {
     pub fn ibv_modify_srq(
@@ -10033,19 +13594,33 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    pub fn ibv_query_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq_attr) -> ::core::ffi::c_int;
+    pub fn ibv_query_srq(
+        srq: *mut ibv_srq,
+        srq_attr: *mut ibv_srq_attr,
+    ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
     pub fn ibv_destroy_srq(srq: *mut ibv_srq) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    pub fn ibv_create_qp(pd: *mut ibv_pd, qp_init_attr: *mut ibv_qp_init_attr) -> *mut ibv_qp;
+    pub fn ibv_create_qp(
+        pd: *mut ibv_pd,
+        qp_init_attr: *mut ibv_qp_init_attr,
+    ) -> *mut ibv_qp;
 }
 unsafe extern "C" {
-    pub fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, attr_mask: ::core::ffi::c_int) -> ::core::ffi::c_int;
+    pub fn ibv_modify_qp(
+        qp: *mut ibv_qp,
+        attr: *mut ibv_qp_attr,
+        attr_mask: ::core::ffi::c_int,
+    ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    pub fn ibv_query_qp_data_in_order(qp: *mut ibv_qp, op: ibv_wr_opcode, flags: u32) -> ::core::ffi::c_int;
+    pub fn ibv_query_qp_data_in_order(
+        qp: *mut ibv_qp,
+        op: ibv_wr_opcode,
+        flags: u32,
+    ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
     pub fn ibv_query_qp(
@@ -10071,16 +13646,29 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    pub fn ibv_create_ah_from_wc(pd: *mut ibv_pd, wc: *mut ibv_wc, grh: *mut ibv_grh, port_num: u8) -> *mut ibv_ah;
+    pub fn ibv_create_ah_from_wc(
+        pd: *mut ibv_pd,
+        wc: *mut ibv_wc,
+        grh: *mut ibv_grh,
+        port_num: u8,
+    ) -> *mut ibv_ah;
 }
 unsafe extern "C" {
     pub fn ibv_destroy_ah(ah: *mut ibv_ah) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    pub fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> ::core::ffi::c_int;
+    pub fn ibv_attach_mcast(
+        qp: *mut ibv_qp,
+        gid: *const ibv_gid,
+        lid: u16,
+    ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    pub fn ibv_detach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> ::core::ffi::c_int;
+    pub fn ibv_detach_mcast(
+        qp: *mut ibv_qp,
+        gid: *const ibv_gid,
+        lid: u16,
+    ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
     pub fn ibv_fork_init() -> ::core::ffi::c_int;
@@ -10165,35 +13753,93 @@ pub struct _IO_FILE {
 const _: () = {
     ["Size of _IO_FILE"][::core::mem::size_of::<_IO_FILE>() - 216usize];
     ["Alignment of _IO_FILE"][::core::mem::align_of::<_IO_FILE>() - 8usize];
-    ["Offset of field: _IO_FILE::_flags"][::core::mem::offset_of!(_IO_FILE, _flags) - 0usize];
-    ["Offset of field: _IO_FILE::_IO_read_ptr"][::core::mem::offset_of!(_IO_FILE, _IO_read_ptr) - 8usize];
-    ["Offset of field: _IO_FILE::_IO_read_end"][::core::mem::offset_of!(_IO_FILE, _IO_read_end) - 16usize];
-    ["Offset of field: _IO_FILE::_IO_read_base"][::core::mem::offset_of!(_IO_FILE, _IO_read_base) - 24usize];
-    ["Offset of field: _IO_FILE::_IO_write_base"][::core::mem::offset_of!(_IO_FILE, _IO_write_base) - 32usize];
-    ["Offset of field: _IO_FILE::_IO_write_ptr"][::core::mem::offset_of!(_IO_FILE, _IO_write_ptr) - 40usize];
-    ["Offset of field: _IO_FILE::_IO_write_end"][::core::mem::offset_of!(_IO_FILE, _IO_write_end) - 48usize];
-    ["Offset of field: _IO_FILE::_IO_buf_base"][::core::mem::offset_of!(_IO_FILE, _IO_buf_base) - 56usize];
-    ["Offset of field: _IO_FILE::_IO_buf_end"][::core::mem::offset_of!(_IO_FILE, _IO_buf_end) - 64usize];
-    ["Offset of field: _IO_FILE::_IO_save_base"][::core::mem::offset_of!(_IO_FILE, _IO_save_base) - 72usize];
-    ["Offset of field: _IO_FILE::_IO_backup_base"][::core::mem::offset_of!(_IO_FILE, _IO_backup_base) - 80usize];
-    ["Offset of field: _IO_FILE::_IO_save_end"][::core::mem::offset_of!(_IO_FILE, _IO_save_end) - 88usize];
-    ["Offset of field: _IO_FILE::_markers"][::core::mem::offset_of!(_IO_FILE, _markers) - 96usize];
-    ["Offset of field: _IO_FILE::_chain"][::core::mem::offset_of!(_IO_FILE, _chain) - 104usize];
-    ["Offset of field: _IO_FILE::_fileno"][::core::mem::offset_of!(_IO_FILE, _fileno) - 112usize];
-    ["Offset of field: _IO_FILE::_flags2"][::core::mem::offset_of!(_IO_FILE, _flags2) - 116usize];
-    ["Offset of field: _IO_FILE::_old_offset"][::core::mem::offset_of!(_IO_FILE, _old_offset) - 120usize];
-    ["Offset of field: _IO_FILE::_cur_column"][::core::mem::offset_of!(_IO_FILE, _cur_column) - 128usize];
-    ["Offset of field: _IO_FILE::_vtable_offset"][::core::mem::offset_of!(_IO_FILE, _vtable_offset) - 130usize];
-    ["Offset of field: _IO_FILE::_shortbuf"][::core::mem::offset_of!(_IO_FILE, _shortbuf) - 131usize];
-    ["Offset of field: _IO_FILE::_lock"][::core::mem::offset_of!(_IO_FILE, _lock) - 136usize];
-    ["Offset of field: _IO_FILE::_offset"][::core::mem::offset_of!(_IO_FILE, _offset) - 144usize];
-    ["Offset of field: _IO_FILE::_codecvt"][::core::mem::offset_of!(_IO_FILE, _codecvt) - 152usize];
-    ["Offset of field: _IO_FILE::_wide_data"][::core::mem::offset_of!(_IO_FILE, _wide_data) - 160usize];
-    ["Offset of field: _IO_FILE::_freeres_list"][::core::mem::offset_of!(_IO_FILE, _freeres_list) - 168usize];
-    ["Offset of field: _IO_FILE::_freeres_buf"][::core::mem::offset_of!(_IO_FILE, _freeres_buf) - 176usize];
-    ["Offset of field: _IO_FILE::__pad5"][::core::mem::offset_of!(_IO_FILE, __pad5) - 184usize];
-    ["Offset of field: _IO_FILE::_mode"][::core::mem::offset_of!(_IO_FILE, _mode) - 192usize];
-    ["Offset of field: _IO_FILE::_unused2"][::core::mem::offset_of!(_IO_FILE, _unused2) - 196usize];
+    [
+        "Offset of field: _IO_FILE::_flags",
+    ][::core::mem::offset_of!(_IO_FILE, _flags) - 0usize];
+    [
+        "Offset of field: _IO_FILE::_IO_read_ptr",
+    ][::core::mem::offset_of!(_IO_FILE, _IO_read_ptr) - 8usize];
+    [
+        "Offset of field: _IO_FILE::_IO_read_end",
+    ][::core::mem::offset_of!(_IO_FILE, _IO_read_end) - 16usize];
+    [
+        "Offset of field: _IO_FILE::_IO_read_base",
+    ][::core::mem::offset_of!(_IO_FILE, _IO_read_base) - 24usize];
+    [
+        "Offset of field: _IO_FILE::_IO_write_base",
+    ][::core::mem::offset_of!(_IO_FILE, _IO_write_base) - 32usize];
+    [
+        "Offset of field: _IO_FILE::_IO_write_ptr",
+    ][::core::mem::offset_of!(_IO_FILE, _IO_write_ptr) - 40usize];
+    [
+        "Offset of field: _IO_FILE::_IO_write_end",
+    ][::core::mem::offset_of!(_IO_FILE, _IO_write_end) - 48usize];
+    [
+        "Offset of field: _IO_FILE::_IO_buf_base",
+    ][::core::mem::offset_of!(_IO_FILE, _IO_buf_base) - 56usize];
+    [
+        "Offset of field: _IO_FILE::_IO_buf_end",
+    ][::core::mem::offset_of!(_IO_FILE, _IO_buf_end) - 64usize];
+    [
+        "Offset of field: _IO_FILE::_IO_save_base",
+    ][::core::mem::offset_of!(_IO_FILE, _IO_save_base) - 72usize];
+    [
+        "Offset of field: _IO_FILE::_IO_backup_base",
+    ][::core::mem::offset_of!(_IO_FILE, _IO_backup_base) - 80usize];
+    [
+        "Offset of field: _IO_FILE::_IO_save_end",
+    ][::core::mem::offset_of!(_IO_FILE, _IO_save_end) - 88usize];
+    [
+        "Offset of field: _IO_FILE::_markers",
+    ][::core::mem::offset_of!(_IO_FILE, _markers) - 96usize];
+    [
+        "Offset of field: _IO_FILE::_chain",
+    ][::core::mem::offset_of!(_IO_FILE, _chain) - 104usize];
+    [
+        "Offset of field: _IO_FILE::_fileno",
+    ][::core::mem::offset_of!(_IO_FILE, _fileno) - 112usize];
+    [
+        "Offset of field: _IO_FILE::_flags2",
+    ][::core::mem::offset_of!(_IO_FILE, _flags2) - 116usize];
+    [
+        "Offset of field: _IO_FILE::_old_offset",
+    ][::core::mem::offset_of!(_IO_FILE, _old_offset) - 120usize];
+    [
+        "Offset of field: _IO_FILE::_cur_column",
+    ][::core::mem::offset_of!(_IO_FILE, _cur_column) - 128usize];
+    [
+        "Offset of field: _IO_FILE::_vtable_offset",
+    ][::core::mem::offset_of!(_IO_FILE, _vtable_offset) - 130usize];
+    [
+        "Offset of field: _IO_FILE::_shortbuf",
+    ][::core::mem::offset_of!(_IO_FILE, _shortbuf) - 131usize];
+    [
+        "Offset of field: _IO_FILE::_lock",
+    ][::core::mem::offset_of!(_IO_FILE, _lock) - 136usize];
+    [
+        "Offset of field: _IO_FILE::_offset",
+    ][::core::mem::offset_of!(_IO_FILE, _offset) - 144usize];
+    [
+        "Offset of field: _IO_FILE::_codecvt",
+    ][::core::mem::offset_of!(_IO_FILE, _codecvt) - 152usize];
+    [
+        "Offset of field: _IO_FILE::_wide_data",
+    ][::core::mem::offset_of!(_IO_FILE, _wide_data) - 160usize];
+    [
+        "Offset of field: _IO_FILE::_freeres_list",
+    ][::core::mem::offset_of!(_IO_FILE, _freeres_list) - 168usize];
+    [
+        "Offset of field: _IO_FILE::_freeres_buf",
+    ][::core::mem::offset_of!(_IO_FILE, _freeres_buf) - 176usize];
+    [
+        "Offset of field: _IO_FILE::__pad5",
+    ][::core::mem::offset_of!(_IO_FILE, __pad5) - 184usize];
+    [
+        "Offset of field: _IO_FILE::_mode",
+    ][::core::mem::offset_of!(_IO_FILE, _mode) - 192usize];
+    [
+        "Offset of field: _IO_FILE::_unused2",
+    ][::core::mem::offset_of!(_IO_FILE, _unused2) - 196usize];
 };
 impl Default for _IO_FILE {
     fn default() -> Self {
@@ -10225,9 +13871,15 @@ pub struct ibv_tmh {
 const _: () = {
     ["Size of ibv_tmh"][::core::mem::size_of::<ibv_tmh>() - 16usize];
     ["Alignment of ibv_tmh"][::core::mem::align_of::<ibv_tmh>() - 8usize];
-    ["Offset of field: ibv_tmh::opcode"][::core::mem::offset_of!(ibv_tmh, opcode) - 0usize];
-    ["Offset of field: ibv_tmh::reserved"][::core::mem::offset_of!(ibv_tmh, reserved) - 1usize];
-    ["Offset of field: ibv_tmh::app_ctx"][::core::mem::offset_of!(ibv_tmh, app_ctx) - 4usize];
+    [
+        "Offset of field: ibv_tmh::opcode",
+    ][::core::mem::offset_of!(ibv_tmh, opcode) - 0usize];
+    [
+        "Offset of field: ibv_tmh::reserved",
+    ][::core::mem::offset_of!(ibv_tmh, reserved) - 1usize];
+    [
+        "Offset of field: ibv_tmh::app_ctx",
+    ][::core::mem::offset_of!(ibv_tmh, app_ctx) - 4usize];
     ["Offset of field: ibv_tmh::tag"][::core::mem::offset_of!(ibv_tmh, tag) - 8usize];
 };
 #[repr(C)]
@@ -10246,10 +13898,12 @@ const _: () = {
     ["Offset of field: ibv_rvh::len"][::core::mem::offset_of!(ibv_rvh, len) - 12usize];
 };
 impl mlx5_ib_uapi_flow_action_flags {
-    pub const MLX5_IB_UAPI_FLOW_ACTION_FLAGS_REQUIRE_METADATA: mlx5_ib_uapi_flow_action_flags =
-        mlx5_ib_uapi_flow_action_flags(1);
+    pub const MLX5_IB_UAPI_FLOW_ACTION_FLAGS_REQUIRE_METADATA: mlx5_ib_uapi_flow_action_flags = mlx5_ib_uapi_flow_action_flags(
+        1,
+    );
 }
-impl ::core::ops::BitOr<mlx5_ib_uapi_flow_action_flags> for mlx5_ib_uapi_flow_action_flags {
+impl ::core::ops::BitOr<mlx5_ib_uapi_flow_action_flags>
+for mlx5_ib_uapi_flow_action_flags {
     type Output = Self;
     #[inline]
     fn bitor(self, other: Self) -> Self {
@@ -10262,7 +13916,8 @@ impl ::core::ops::BitOrAssign for mlx5_ib_uapi_flow_action_flags {
         self.0 |= rhs.0;
     }
 }
-impl ::core::ops::BitAnd<mlx5_ib_uapi_flow_action_flags> for mlx5_ib_uapi_flow_action_flags {
+impl ::core::ops::BitAnd<mlx5_ib_uapi_flow_action_flags>
+for mlx5_ib_uapi_flow_action_flags {
     type Output = Self;
     #[inline]
     fn bitand(self, other: Self) -> Self {
@@ -10279,24 +13934,38 @@ impl ::core::ops::BitAndAssign for mlx5_ib_uapi_flow_action_flags {
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct mlx5_ib_uapi_flow_action_flags(pub ::core::ffi::c_uint);
 impl mlx5_ib_uapi_flow_table_type {
-    pub const MLX5_IB_UAPI_FLOW_TABLE_TYPE_NIC_RX: mlx5_ib_uapi_flow_table_type = mlx5_ib_uapi_flow_table_type(0);
-    pub const MLX5_IB_UAPI_FLOW_TABLE_TYPE_NIC_TX: mlx5_ib_uapi_flow_table_type = mlx5_ib_uapi_flow_table_type(1);
-    pub const MLX5_IB_UAPI_FLOW_TABLE_TYPE_FDB: mlx5_ib_uapi_flow_table_type = mlx5_ib_uapi_flow_table_type(2);
-    pub const MLX5_IB_UAPI_FLOW_TABLE_TYPE_RDMA_RX: mlx5_ib_uapi_flow_table_type = mlx5_ib_uapi_flow_table_type(3);
-    pub const MLX5_IB_UAPI_FLOW_TABLE_TYPE_RDMA_TX: mlx5_ib_uapi_flow_table_type = mlx5_ib_uapi_flow_table_type(4);
+    pub const MLX5_IB_UAPI_FLOW_TABLE_TYPE_NIC_RX: mlx5_ib_uapi_flow_table_type = mlx5_ib_uapi_flow_table_type(
+        0,
+    );
+    pub const MLX5_IB_UAPI_FLOW_TABLE_TYPE_NIC_TX: mlx5_ib_uapi_flow_table_type = mlx5_ib_uapi_flow_table_type(
+        1,
+    );
+    pub const MLX5_IB_UAPI_FLOW_TABLE_TYPE_FDB: mlx5_ib_uapi_flow_table_type = mlx5_ib_uapi_flow_table_type(
+        2,
+    );
+    pub const MLX5_IB_UAPI_FLOW_TABLE_TYPE_RDMA_RX: mlx5_ib_uapi_flow_table_type = mlx5_ib_uapi_flow_table_type(
+        3,
+    );
+    pub const MLX5_IB_UAPI_FLOW_TABLE_TYPE_RDMA_TX: mlx5_ib_uapi_flow_table_type = mlx5_ib_uapi_flow_table_type(
+        4,
+    );
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct mlx5_ib_uapi_flow_table_type(pub ::core::ffi::c_uint);
 impl mlx5_ib_uapi_flow_action_packet_reformat_type {
-    pub const MLX5_IB_UAPI_FLOW_ACTION_PACKET_REFORMAT_TYPE_L2_TUNNEL_TO_L2:
-        mlx5_ib_uapi_flow_action_packet_reformat_type = mlx5_ib_uapi_flow_action_packet_reformat_type(0);
-    pub const MLX5_IB_UAPI_FLOW_ACTION_PACKET_REFORMAT_TYPE_L2_TO_L2_TUNNEL:
-        mlx5_ib_uapi_flow_action_packet_reformat_type = mlx5_ib_uapi_flow_action_packet_reformat_type(1);
-    pub const MLX5_IB_UAPI_FLOW_ACTION_PACKET_REFORMAT_TYPE_L3_TUNNEL_TO_L2:
-        mlx5_ib_uapi_flow_action_packet_reformat_type = mlx5_ib_uapi_flow_action_packet_reformat_type(2);
-    pub const MLX5_IB_UAPI_FLOW_ACTION_PACKET_REFORMAT_TYPE_L2_TO_L3_TUNNEL:
-        mlx5_ib_uapi_flow_action_packet_reformat_type = mlx5_ib_uapi_flow_action_packet_reformat_type(3);
+    pub const MLX5_IB_UAPI_FLOW_ACTION_PACKET_REFORMAT_TYPE_L2_TUNNEL_TO_L2: mlx5_ib_uapi_flow_action_packet_reformat_type = mlx5_ib_uapi_flow_action_packet_reformat_type(
+        0,
+    );
+    pub const MLX5_IB_UAPI_FLOW_ACTION_PACKET_REFORMAT_TYPE_L2_TO_L2_TUNNEL: mlx5_ib_uapi_flow_action_packet_reformat_type = mlx5_ib_uapi_flow_action_packet_reformat_type(
+        1,
+    );
+    pub const MLX5_IB_UAPI_FLOW_ACTION_PACKET_REFORMAT_TYPE_L3_TUNNEL_TO_L2: mlx5_ib_uapi_flow_action_packet_reformat_type = mlx5_ib_uapi_flow_action_packet_reformat_type(
+        2,
+    );
+    pub const MLX5_IB_UAPI_FLOW_ACTION_PACKET_REFORMAT_TYPE_L2_TO_L3_TUNNEL: mlx5_ib_uapi_flow_action_packet_reformat_type = mlx5_ib_uapi_flow_action_packet_reformat_type(
+        3,
+    );
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
@@ -10309,28 +13978,41 @@ pub struct mlx5_ib_uapi_devx_async_cmd_hdr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5_ib_uapi_devx_async_cmd_hdr"][::core::mem::size_of::<mlx5_ib_uapi_devx_async_cmd_hdr>() - 8usize];
-    ["Alignment of mlx5_ib_uapi_devx_async_cmd_hdr"]
-        [::core::mem::align_of::<mlx5_ib_uapi_devx_async_cmd_hdr>() - 8usize];
-    ["Offset of field: mlx5_ib_uapi_devx_async_cmd_hdr::wr_id"]
-        [::core::mem::offset_of!(mlx5_ib_uapi_devx_async_cmd_hdr, wr_id) - 0usize];
-    ["Offset of field: mlx5_ib_uapi_devx_async_cmd_hdr::out_data"]
-        [::core::mem::offset_of!(mlx5_ib_uapi_devx_async_cmd_hdr, out_data) - 8usize];
+    [
+        "Size of mlx5_ib_uapi_devx_async_cmd_hdr",
+    ][::core::mem::size_of::<mlx5_ib_uapi_devx_async_cmd_hdr>() - 8usize];
+    [
+        "Alignment of mlx5_ib_uapi_devx_async_cmd_hdr",
+    ][::core::mem::align_of::<mlx5_ib_uapi_devx_async_cmd_hdr>() - 8usize];
+    [
+        "Offset of field: mlx5_ib_uapi_devx_async_cmd_hdr::wr_id",
+    ][::core::mem::offset_of!(mlx5_ib_uapi_devx_async_cmd_hdr, wr_id) - 0usize];
+    [
+        "Offset of field: mlx5_ib_uapi_devx_async_cmd_hdr::out_data",
+    ][::core::mem::offset_of!(mlx5_ib_uapi_devx_async_cmd_hdr, out_data) - 8usize];
 };
 impl mlx5_ib_uapi_dm_type {
     pub const MLX5_IB_UAPI_DM_TYPE_MEMIC: mlx5_ib_uapi_dm_type = mlx5_ib_uapi_dm_type(0);
-    pub const MLX5_IB_UAPI_DM_TYPE_STEERING_SW_ICM: mlx5_ib_uapi_dm_type = mlx5_ib_uapi_dm_type(1);
-    pub const MLX5_IB_UAPI_DM_TYPE_HEADER_MODIFY_SW_ICM: mlx5_ib_uapi_dm_type = mlx5_ib_uapi_dm_type(2);
-    pub const MLX5_IB_UAPI_DM_TYPE_HEADER_MODIFY_PATTERN_SW_ICM: mlx5_ib_uapi_dm_type = mlx5_ib_uapi_dm_type(3);
+    pub const MLX5_IB_UAPI_DM_TYPE_STEERING_SW_ICM: mlx5_ib_uapi_dm_type = mlx5_ib_uapi_dm_type(
+        1,
+    );
+    pub const MLX5_IB_UAPI_DM_TYPE_HEADER_MODIFY_SW_ICM: mlx5_ib_uapi_dm_type = mlx5_ib_uapi_dm_type(
+        2,
+    );
+    pub const MLX5_IB_UAPI_DM_TYPE_HEADER_MODIFY_PATTERN_SW_ICM: mlx5_ib_uapi_dm_type = mlx5_ib_uapi_dm_type(
+        3,
+    );
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct mlx5_ib_uapi_dm_type(pub ::core::ffi::c_uint);
 impl mlx5_ib_uapi_devx_create_event_channel_flags {
-    pub const MLX5_IB_UAPI_DEVX_CR_EV_CH_FLAGS_OMIT_DATA: mlx5_ib_uapi_devx_create_event_channel_flags =
-        mlx5_ib_uapi_devx_create_event_channel_flags(1);
+    pub const MLX5_IB_UAPI_DEVX_CR_EV_CH_FLAGS_OMIT_DATA: mlx5_ib_uapi_devx_create_event_channel_flags = mlx5_ib_uapi_devx_create_event_channel_flags(
+        1,
+    );
 }
-impl ::core::ops::BitOr<mlx5_ib_uapi_devx_create_event_channel_flags> for mlx5_ib_uapi_devx_create_event_channel_flags {
+impl ::core::ops::BitOr<mlx5_ib_uapi_devx_create_event_channel_flags>
+for mlx5_ib_uapi_devx_create_event_channel_flags {
     type Output = Self;
     #[inline]
     fn bitor(self, other: Self) -> Self {
@@ -10344,8 +14026,7 @@ impl ::core::ops::BitOrAssign for mlx5_ib_uapi_devx_create_event_channel_flags {
     }
 }
 impl ::core::ops::BitAnd<mlx5_ib_uapi_devx_create_event_channel_flags>
-    for mlx5_ib_uapi_devx_create_event_channel_flags
-{
+for mlx5_ib_uapi_devx_create_event_channel_flags {
     type Output = Self;
     #[inline]
     fn bitand(self, other: Self) -> Self {
@@ -10369,16 +14050,23 @@ pub struct mlx5_ib_uapi_devx_async_event_hdr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5_ib_uapi_devx_async_event_hdr"][::core::mem::size_of::<mlx5_ib_uapi_devx_async_event_hdr>() - 8usize];
-    ["Alignment of mlx5_ib_uapi_devx_async_event_hdr"]
-        [::core::mem::align_of::<mlx5_ib_uapi_devx_async_event_hdr>() - 8usize];
-    ["Offset of field: mlx5_ib_uapi_devx_async_event_hdr::cookie"]
-        [::core::mem::offset_of!(mlx5_ib_uapi_devx_async_event_hdr, cookie) - 0usize];
-    ["Offset of field: mlx5_ib_uapi_devx_async_event_hdr::out_data"]
-        [::core::mem::offset_of!(mlx5_ib_uapi_devx_async_event_hdr, out_data) - 8usize];
+    [
+        "Size of mlx5_ib_uapi_devx_async_event_hdr",
+    ][::core::mem::size_of::<mlx5_ib_uapi_devx_async_event_hdr>() - 8usize];
+    [
+        "Alignment of mlx5_ib_uapi_devx_async_event_hdr",
+    ][::core::mem::align_of::<mlx5_ib_uapi_devx_async_event_hdr>() - 8usize];
+    [
+        "Offset of field: mlx5_ib_uapi_devx_async_event_hdr::cookie",
+    ][::core::mem::offset_of!(mlx5_ib_uapi_devx_async_event_hdr, cookie) - 0usize];
+    [
+        "Offset of field: mlx5_ib_uapi_devx_async_event_hdr::out_data",
+    ][::core::mem::offset_of!(mlx5_ib_uapi_devx_async_event_hdr, out_data) - 8usize];
 };
 impl mlx5_ib_uapi_pp_alloc_flags {
-    pub const MLX5_IB_UAPI_PP_ALLOC_FLAGS_DEDICATED_INDEX: mlx5_ib_uapi_pp_alloc_flags = mlx5_ib_uapi_pp_alloc_flags(1);
+    pub const MLX5_IB_UAPI_PP_ALLOC_FLAGS_DEDICATED_INDEX: mlx5_ib_uapi_pp_alloc_flags = mlx5_ib_uapi_pp_alloc_flags(
+        1,
+    );
 }
 impl ::core::ops::BitOr<mlx5_ib_uapi_pp_alloc_flags> for mlx5_ib_uapi_pp_alloc_flags {
     type Output = Self;
@@ -10410,24 +14098,38 @@ impl ::core::ops::BitAndAssign for mlx5_ib_uapi_pp_alloc_flags {
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct mlx5_ib_uapi_pp_alloc_flags(pub ::core::ffi::c_uint);
 impl mlx5_ib_uapi_uar_alloc_type {
-    pub const MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF: mlx5_ib_uapi_uar_alloc_type = mlx5_ib_uapi_uar_alloc_type(0);
-    pub const MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC: mlx5_ib_uapi_uar_alloc_type = mlx5_ib_uapi_uar_alloc_type(1);
+    pub const MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF: mlx5_ib_uapi_uar_alloc_type = mlx5_ib_uapi_uar_alloc_type(
+        0,
+    );
+    pub const MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC: mlx5_ib_uapi_uar_alloc_type = mlx5_ib_uapi_uar_alloc_type(
+        1,
+    );
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct mlx5_ib_uapi_uar_alloc_type(pub ::core::ffi::c_uint);
 impl mlx5_ib_uapi_query_port_flags {
-    pub const MLX5_IB_UAPI_QUERY_PORT_VPORT: mlx5_ib_uapi_query_port_flags = mlx5_ib_uapi_query_port_flags(1);
-    pub const MLX5_IB_UAPI_QUERY_PORT_VPORT_VHCA_ID: mlx5_ib_uapi_query_port_flags = mlx5_ib_uapi_query_port_flags(2);
-    pub const MLX5_IB_UAPI_QUERY_PORT_VPORT_STEERING_ICM_RX: mlx5_ib_uapi_query_port_flags =
-        mlx5_ib_uapi_query_port_flags(4);
-    pub const MLX5_IB_UAPI_QUERY_PORT_VPORT_STEERING_ICM_TX: mlx5_ib_uapi_query_port_flags =
-        mlx5_ib_uapi_query_port_flags(8);
-    pub const MLX5_IB_UAPI_QUERY_PORT_VPORT_REG_C0: mlx5_ib_uapi_query_port_flags = mlx5_ib_uapi_query_port_flags(16);
-    pub const MLX5_IB_UAPI_QUERY_PORT_ESW_OWNER_VHCA_ID: mlx5_ib_uapi_query_port_flags =
-        mlx5_ib_uapi_query_port_flags(32);
+    pub const MLX5_IB_UAPI_QUERY_PORT_VPORT: mlx5_ib_uapi_query_port_flags = mlx5_ib_uapi_query_port_flags(
+        1,
+    );
+    pub const MLX5_IB_UAPI_QUERY_PORT_VPORT_VHCA_ID: mlx5_ib_uapi_query_port_flags = mlx5_ib_uapi_query_port_flags(
+        2,
+    );
+    pub const MLX5_IB_UAPI_QUERY_PORT_VPORT_STEERING_ICM_RX: mlx5_ib_uapi_query_port_flags = mlx5_ib_uapi_query_port_flags(
+        4,
+    );
+    pub const MLX5_IB_UAPI_QUERY_PORT_VPORT_STEERING_ICM_TX: mlx5_ib_uapi_query_port_flags = mlx5_ib_uapi_query_port_flags(
+        8,
+    );
+    pub const MLX5_IB_UAPI_QUERY_PORT_VPORT_REG_C0: mlx5_ib_uapi_query_port_flags = mlx5_ib_uapi_query_port_flags(
+        16,
+    );
+    pub const MLX5_IB_UAPI_QUERY_PORT_ESW_OWNER_VHCA_ID: mlx5_ib_uapi_query_port_flags = mlx5_ib_uapi_query_port_flags(
+        32,
+    );
 }
-impl ::core::ops::BitOr<mlx5_ib_uapi_query_port_flags> for mlx5_ib_uapi_query_port_flags {
+impl ::core::ops::BitOr<mlx5_ib_uapi_query_port_flags>
+for mlx5_ib_uapi_query_port_flags {
     type Output = Self;
     #[inline]
     fn bitor(self, other: Self) -> Self {
@@ -10440,7 +14142,8 @@ impl ::core::ops::BitOrAssign for mlx5_ib_uapi_query_port_flags {
         self.0 |= rhs.0;
     }
 }
-impl ::core::ops::BitAnd<mlx5_ib_uapi_query_port_flags> for mlx5_ib_uapi_query_port_flags {
+impl ::core::ops::BitAnd<mlx5_ib_uapi_query_port_flags>
+for mlx5_ib_uapi_query_port_flags {
     type Output = Self;
     #[inline]
     fn bitand(self, other: Self) -> Self {
@@ -10465,9 +14168,15 @@ pub struct mlx5_ib_uapi_reg {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of mlx5_ib_uapi_reg"][::core::mem::size_of::<mlx5_ib_uapi_reg>() - 8usize];
-    ["Alignment of mlx5_ib_uapi_reg"][::core::mem::align_of::<mlx5_ib_uapi_reg>() - 4usize];
-    ["Offset of field: mlx5_ib_uapi_reg::value"][::core::mem::offset_of!(mlx5_ib_uapi_reg, value) - 0usize];
-    ["Offset of field: mlx5_ib_uapi_reg::mask"][::core::mem::offset_of!(mlx5_ib_uapi_reg, mask) - 4usize];
+    [
+        "Alignment of mlx5_ib_uapi_reg",
+    ][::core::mem::align_of::<mlx5_ib_uapi_reg>() - 4usize];
+    [
+        "Offset of field: mlx5_ib_uapi_reg::value",
+    ][::core::mem::offset_of!(mlx5_ib_uapi_reg, value) - 0usize];
+    [
+        "Offset of field: mlx5_ib_uapi_reg::mask",
+    ][::core::mem::offset_of!(mlx5_ib_uapi_reg, mask) - 4usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -10483,24 +14192,36 @@ pub struct mlx5_ib_uapi_query_port {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5_ib_uapi_query_port"][::core::mem::size_of::<mlx5_ib_uapi_query_port>() - 40usize];
-    ["Alignment of mlx5_ib_uapi_query_port"][::core::mem::align_of::<mlx5_ib_uapi_query_port>() - 8usize];
-    ["Offset of field: mlx5_ib_uapi_query_port::flags"]
-        [::core::mem::offset_of!(mlx5_ib_uapi_query_port, flags) - 0usize];
-    ["Offset of field: mlx5_ib_uapi_query_port::vport"]
-        [::core::mem::offset_of!(mlx5_ib_uapi_query_port, vport) - 8usize];
-    ["Offset of field: mlx5_ib_uapi_query_port::vport_vhca_id"]
-        [::core::mem::offset_of!(mlx5_ib_uapi_query_port, vport_vhca_id) - 10usize];
-    ["Offset of field: mlx5_ib_uapi_query_port::esw_owner_vhca_id"]
-        [::core::mem::offset_of!(mlx5_ib_uapi_query_port, esw_owner_vhca_id) - 12usize];
-    ["Offset of field: mlx5_ib_uapi_query_port::rsvd0"]
-        [::core::mem::offset_of!(mlx5_ib_uapi_query_port, rsvd0) - 14usize];
-    ["Offset of field: mlx5_ib_uapi_query_port::vport_steering_icm_rx"]
-        [::core::mem::offset_of!(mlx5_ib_uapi_query_port, vport_steering_icm_rx) - 16usize];
-    ["Offset of field: mlx5_ib_uapi_query_port::vport_steering_icm_tx"]
-        [::core::mem::offset_of!(mlx5_ib_uapi_query_port, vport_steering_icm_tx) - 24usize];
-    ["Offset of field: mlx5_ib_uapi_query_port::reg_c0"]
-        [::core::mem::offset_of!(mlx5_ib_uapi_query_port, reg_c0) - 32usize];
+    [
+        "Size of mlx5_ib_uapi_query_port",
+    ][::core::mem::size_of::<mlx5_ib_uapi_query_port>() - 40usize];
+    [
+        "Alignment of mlx5_ib_uapi_query_port",
+    ][::core::mem::align_of::<mlx5_ib_uapi_query_port>() - 8usize];
+    [
+        "Offset of field: mlx5_ib_uapi_query_port::flags",
+    ][::core::mem::offset_of!(mlx5_ib_uapi_query_port, flags) - 0usize];
+    [
+        "Offset of field: mlx5_ib_uapi_query_port::vport",
+    ][::core::mem::offset_of!(mlx5_ib_uapi_query_port, vport) - 8usize];
+    [
+        "Offset of field: mlx5_ib_uapi_query_port::vport_vhca_id",
+    ][::core::mem::offset_of!(mlx5_ib_uapi_query_port, vport_vhca_id) - 10usize];
+    [
+        "Offset of field: mlx5_ib_uapi_query_port::esw_owner_vhca_id",
+    ][::core::mem::offset_of!(mlx5_ib_uapi_query_port, esw_owner_vhca_id) - 12usize];
+    [
+        "Offset of field: mlx5_ib_uapi_query_port::rsvd0",
+    ][::core::mem::offset_of!(mlx5_ib_uapi_query_port, rsvd0) - 14usize];
+    [
+        "Offset of field: mlx5_ib_uapi_query_port::vport_steering_icm_rx",
+    ][::core::mem::offset_of!(mlx5_ib_uapi_query_port, vport_steering_icm_rx) - 16usize];
+    [
+        "Offset of field: mlx5_ib_uapi_query_port::vport_steering_icm_tx",
+    ][::core::mem::offset_of!(mlx5_ib_uapi_query_port, vport_steering_icm_tx) - 24usize];
+    [
+        "Offset of field: mlx5_ib_uapi_query_port::reg_c0",
+    ][::core::mem::offset_of!(mlx5_ib_uapi_query_port, reg_c0) - 32usize];
 };
 pub const MLX5_RCV_DBR: _bindgen_ty_18 = _bindgen_ty_18(0);
 pub const MLX5_SND_DBR: _bindgen_ty_18 = _bindgen_ty_18(1);
@@ -10508,20 +14229,48 @@ pub const MLX5_SND_DBR: _bindgen_ty_18 = _bindgen_ty_18(1);
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct _bindgen_ty_18(pub ::core::ffi::c_uint);
 impl mlx5dv_context_comp_mask {
-    pub const MLX5DV_CONTEXT_MASK_CQE_COMPRESION: mlx5dv_context_comp_mask = mlx5dv_context_comp_mask(1);
-    pub const MLX5DV_CONTEXT_MASK_SWP: mlx5dv_context_comp_mask = mlx5dv_context_comp_mask(2);
-    pub const MLX5DV_CONTEXT_MASK_STRIDING_RQ: mlx5dv_context_comp_mask = mlx5dv_context_comp_mask(4);
-    pub const MLX5DV_CONTEXT_MASK_TUNNEL_OFFLOADS: mlx5dv_context_comp_mask = mlx5dv_context_comp_mask(8);
-    pub const MLX5DV_CONTEXT_MASK_DYN_BFREGS: mlx5dv_context_comp_mask = mlx5dv_context_comp_mask(16);
-    pub const MLX5DV_CONTEXT_MASK_CLOCK_INFO_UPDATE: mlx5dv_context_comp_mask = mlx5dv_context_comp_mask(32);
-    pub const MLX5DV_CONTEXT_MASK_FLOW_ACTION_FLAGS: mlx5dv_context_comp_mask = mlx5dv_context_comp_mask(64);
-    pub const MLX5DV_CONTEXT_MASK_DC_ODP_CAPS: mlx5dv_context_comp_mask = mlx5dv_context_comp_mask(128);
-    pub const MLX5DV_CONTEXT_MASK_HCA_CORE_CLOCK: mlx5dv_context_comp_mask = mlx5dv_context_comp_mask(256);
-    pub const MLX5DV_CONTEXT_MASK_NUM_LAG_PORTS: mlx5dv_context_comp_mask = mlx5dv_context_comp_mask(512);
-    pub const MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD: mlx5dv_context_comp_mask = mlx5dv_context_comp_mask(1024);
-    pub const MLX5DV_CONTEXT_MASK_DCI_STREAMS: mlx5dv_context_comp_mask = mlx5dv_context_comp_mask(2048);
-    pub const MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH: mlx5dv_context_comp_mask = mlx5dv_context_comp_mask(4096);
-    pub const MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD: mlx5dv_context_comp_mask = mlx5dv_context_comp_mask(8192);
+    pub const MLX5DV_CONTEXT_MASK_CQE_COMPRESION: mlx5dv_context_comp_mask = mlx5dv_context_comp_mask(
+        1,
+    );
+    pub const MLX5DV_CONTEXT_MASK_SWP: mlx5dv_context_comp_mask = mlx5dv_context_comp_mask(
+        2,
+    );
+    pub const MLX5DV_CONTEXT_MASK_STRIDING_RQ: mlx5dv_context_comp_mask = mlx5dv_context_comp_mask(
+        4,
+    );
+    pub const MLX5DV_CONTEXT_MASK_TUNNEL_OFFLOADS: mlx5dv_context_comp_mask = mlx5dv_context_comp_mask(
+        8,
+    );
+    pub const MLX5DV_CONTEXT_MASK_DYN_BFREGS: mlx5dv_context_comp_mask = mlx5dv_context_comp_mask(
+        16,
+    );
+    pub const MLX5DV_CONTEXT_MASK_CLOCK_INFO_UPDATE: mlx5dv_context_comp_mask = mlx5dv_context_comp_mask(
+        32,
+    );
+    pub const MLX5DV_CONTEXT_MASK_FLOW_ACTION_FLAGS: mlx5dv_context_comp_mask = mlx5dv_context_comp_mask(
+        64,
+    );
+    pub const MLX5DV_CONTEXT_MASK_DC_ODP_CAPS: mlx5dv_context_comp_mask = mlx5dv_context_comp_mask(
+        128,
+    );
+    pub const MLX5DV_CONTEXT_MASK_HCA_CORE_CLOCK: mlx5dv_context_comp_mask = mlx5dv_context_comp_mask(
+        256,
+    );
+    pub const MLX5DV_CONTEXT_MASK_NUM_LAG_PORTS: mlx5dv_context_comp_mask = mlx5dv_context_comp_mask(
+        512,
+    );
+    pub const MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD: mlx5dv_context_comp_mask = mlx5dv_context_comp_mask(
+        1024,
+    );
+    pub const MLX5DV_CONTEXT_MASK_DCI_STREAMS: mlx5dv_context_comp_mask = mlx5dv_context_comp_mask(
+        2048,
+    );
+    pub const MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH: mlx5dv_context_comp_mask = mlx5dv_context_comp_mask(
+        4096,
+    );
+    pub const MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD: mlx5dv_context_comp_mask = mlx5dv_context_comp_mask(
+        8192,
+    );
 }
 impl ::core::ops::BitOr<mlx5dv_context_comp_mask> for mlx5dv_context_comp_mask {
     type Output = Self;
@@ -10560,11 +14309,18 @@ pub struct mlx5dv_cqe_comp_caps {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_cqe_comp_caps"][::core::mem::size_of::<mlx5dv_cqe_comp_caps>() - 8usize];
-    ["Alignment of mlx5dv_cqe_comp_caps"][::core::mem::align_of::<mlx5dv_cqe_comp_caps>() - 4usize];
-    ["Offset of field: mlx5dv_cqe_comp_caps::max_num"][::core::mem::offset_of!(mlx5dv_cqe_comp_caps, max_num) - 0usize];
-    ["Offset of field: mlx5dv_cqe_comp_caps::supported_format"]
-        [::core::mem::offset_of!(mlx5dv_cqe_comp_caps, supported_format) - 4usize];
+    [
+        "Size of mlx5dv_cqe_comp_caps",
+    ][::core::mem::size_of::<mlx5dv_cqe_comp_caps>() - 8usize];
+    [
+        "Alignment of mlx5dv_cqe_comp_caps",
+    ][::core::mem::align_of::<mlx5dv_cqe_comp_caps>() - 4usize];
+    [
+        "Offset of field: mlx5dv_cqe_comp_caps::max_num",
+    ][::core::mem::offset_of!(mlx5dv_cqe_comp_caps, max_num) - 0usize];
+    [
+        "Offset of field: mlx5dv_cqe_comp_caps::supported_format",
+    ][::core::mem::offset_of!(mlx5dv_cqe_comp_caps, supported_format) - 4usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -10574,12 +14330,18 @@ pub struct mlx5dv_sw_parsing_caps {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_sw_parsing_caps"][::core::mem::size_of::<mlx5dv_sw_parsing_caps>() - 8usize];
-    ["Alignment of mlx5dv_sw_parsing_caps"][::core::mem::align_of::<mlx5dv_sw_parsing_caps>() - 4usize];
-    ["Offset of field: mlx5dv_sw_parsing_caps::sw_parsing_offloads"]
-        [::core::mem::offset_of!(mlx5dv_sw_parsing_caps, sw_parsing_offloads) - 0usize];
-    ["Offset of field: mlx5dv_sw_parsing_caps::supported_qpts"]
-        [::core::mem::offset_of!(mlx5dv_sw_parsing_caps, supported_qpts) - 4usize];
+    [
+        "Size of mlx5dv_sw_parsing_caps",
+    ][::core::mem::size_of::<mlx5dv_sw_parsing_caps>() - 8usize];
+    [
+        "Alignment of mlx5dv_sw_parsing_caps",
+    ][::core::mem::align_of::<mlx5dv_sw_parsing_caps>() - 4usize];
+    [
+        "Offset of field: mlx5dv_sw_parsing_caps::sw_parsing_offloads",
+    ][::core::mem::offset_of!(mlx5dv_sw_parsing_caps, sw_parsing_offloads) - 0usize];
+    [
+        "Offset of field: mlx5dv_sw_parsing_caps::supported_qpts",
+    ][::core::mem::offset_of!(mlx5dv_sw_parsing_caps, supported_qpts) - 4usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -10592,18 +14354,33 @@ pub struct mlx5dv_striding_rq_caps {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_striding_rq_caps"][::core::mem::size_of::<mlx5dv_striding_rq_caps>() - 20usize];
-    ["Alignment of mlx5dv_striding_rq_caps"][::core::mem::align_of::<mlx5dv_striding_rq_caps>() - 4usize];
-    ["Offset of field: mlx5dv_striding_rq_caps::min_single_stride_log_num_of_bytes"]
-        [::core::mem::offset_of!(mlx5dv_striding_rq_caps, min_single_stride_log_num_of_bytes) - 0usize];
-    ["Offset of field: mlx5dv_striding_rq_caps::max_single_stride_log_num_of_bytes"]
-        [::core::mem::offset_of!(mlx5dv_striding_rq_caps, max_single_stride_log_num_of_bytes) - 4usize];
-    ["Offset of field: mlx5dv_striding_rq_caps::min_single_wqe_log_num_of_strides"]
-        [::core::mem::offset_of!(mlx5dv_striding_rq_caps, min_single_wqe_log_num_of_strides) - 8usize];
-    ["Offset of field: mlx5dv_striding_rq_caps::max_single_wqe_log_num_of_strides"]
-        [::core::mem::offset_of!(mlx5dv_striding_rq_caps, max_single_wqe_log_num_of_strides) - 12usize];
-    ["Offset of field: mlx5dv_striding_rq_caps::supported_qpts"]
-        [::core::mem::offset_of!(mlx5dv_striding_rq_caps, supported_qpts) - 16usize];
+    [
+        "Size of mlx5dv_striding_rq_caps",
+    ][::core::mem::size_of::<mlx5dv_striding_rq_caps>() - 20usize];
+    [
+        "Alignment of mlx5dv_striding_rq_caps",
+    ][::core::mem::align_of::<mlx5dv_striding_rq_caps>() - 4usize];
+    [
+        "Offset of field: mlx5dv_striding_rq_caps::min_single_stride_log_num_of_bytes",
+    ][::core::mem::offset_of!(
+        mlx5dv_striding_rq_caps, min_single_stride_log_num_of_bytes
+    ) - 0usize];
+    [
+        "Offset of field: mlx5dv_striding_rq_caps::max_single_stride_log_num_of_bytes",
+    ][::core::mem::offset_of!(
+        mlx5dv_striding_rq_caps, max_single_stride_log_num_of_bytes
+    ) - 4usize];
+    [
+        "Offset of field: mlx5dv_striding_rq_caps::min_single_wqe_log_num_of_strides",
+    ][::core::mem::offset_of!(mlx5dv_striding_rq_caps, min_single_wqe_log_num_of_strides)
+        - 8usize];
+    [
+        "Offset of field: mlx5dv_striding_rq_caps::max_single_wqe_log_num_of_strides",
+    ][::core::mem::offset_of!(mlx5dv_striding_rq_caps, max_single_wqe_log_num_of_strides)
+        - 12usize];
+    [
+        "Offset of field: mlx5dv_striding_rq_caps::supported_qpts",
+    ][::core::mem::offset_of!(mlx5dv_striding_rq_caps, supported_qpts) - 16usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -10613,35 +14390,55 @@ pub struct mlx5dv_dci_streams_caps {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_dci_streams_caps"][::core::mem::size_of::<mlx5dv_dci_streams_caps>() - 2usize];
-    ["Alignment of mlx5dv_dci_streams_caps"][::core::mem::align_of::<mlx5dv_dci_streams_caps>() - 1usize];
-    ["Offset of field: mlx5dv_dci_streams_caps::max_log_num_concurent"]
-        [::core::mem::offset_of!(mlx5dv_dci_streams_caps, max_log_num_concurent) - 0usize];
-    ["Offset of field: mlx5dv_dci_streams_caps::max_log_num_errored"]
-        [::core::mem::offset_of!(mlx5dv_dci_streams_caps, max_log_num_errored) - 1usize];
+    [
+        "Size of mlx5dv_dci_streams_caps",
+    ][::core::mem::size_of::<mlx5dv_dci_streams_caps>() - 2usize];
+    [
+        "Alignment of mlx5dv_dci_streams_caps",
+    ][::core::mem::align_of::<mlx5dv_dci_streams_caps>() - 1usize];
+    [
+        "Offset of field: mlx5dv_dci_streams_caps::max_log_num_concurent",
+    ][::core::mem::offset_of!(mlx5dv_dci_streams_caps, max_log_num_concurent) - 0usize];
+    [
+        "Offset of field: mlx5dv_dci_streams_caps::max_log_num_errored",
+    ][::core::mem::offset_of!(mlx5dv_dci_streams_caps, max_log_num_errored) - 1usize];
 };
 impl mlx5dv_tunnel_offloads {
-    pub const MLX5DV_RAW_PACKET_CAP_TUNNELED_OFFLOAD_VXLAN: mlx5dv_tunnel_offloads = mlx5dv_tunnel_offloads(1);
-    pub const MLX5DV_RAW_PACKET_CAP_TUNNELED_OFFLOAD_GRE: mlx5dv_tunnel_offloads = mlx5dv_tunnel_offloads(2);
-    pub const MLX5DV_RAW_PACKET_CAP_TUNNELED_OFFLOAD_GENEVE: mlx5dv_tunnel_offloads = mlx5dv_tunnel_offloads(4);
-    pub const MLX5DV_RAW_PACKET_CAP_TUNNELED_OFFLOAD_CW_MPLS_OVER_GRE: mlx5dv_tunnel_offloads =
-        mlx5dv_tunnel_offloads(8);
-    pub const MLX5DV_RAW_PACKET_CAP_TUNNELED_OFFLOAD_CW_MPLS_OVER_UDP: mlx5dv_tunnel_offloads =
-        mlx5dv_tunnel_offloads(16);
+    pub const MLX5DV_RAW_PACKET_CAP_TUNNELED_OFFLOAD_VXLAN: mlx5dv_tunnel_offloads = mlx5dv_tunnel_offloads(
+        1,
+    );
+    pub const MLX5DV_RAW_PACKET_CAP_TUNNELED_OFFLOAD_GRE: mlx5dv_tunnel_offloads = mlx5dv_tunnel_offloads(
+        2,
+    );
+    pub const MLX5DV_RAW_PACKET_CAP_TUNNELED_OFFLOAD_GENEVE: mlx5dv_tunnel_offloads = mlx5dv_tunnel_offloads(
+        4,
+    );
+    pub const MLX5DV_RAW_PACKET_CAP_TUNNELED_OFFLOAD_CW_MPLS_OVER_GRE: mlx5dv_tunnel_offloads = mlx5dv_tunnel_offloads(
+        8,
+    );
+    pub const MLX5DV_RAW_PACKET_CAP_TUNNELED_OFFLOAD_CW_MPLS_OVER_UDP: mlx5dv_tunnel_offloads = mlx5dv_tunnel_offloads(
+        16,
+    );
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct mlx5dv_tunnel_offloads(pub ::core::ffi::c_uint);
 impl mlx5dv_flow_action_cap_flags {
-    pub const MLX5DV_FLOW_ACTION_FLAGS_ESP_AES_GCM: mlx5dv_flow_action_cap_flags = mlx5dv_flow_action_cap_flags(1);
-    pub const MLX5DV_FLOW_ACTION_FLAGS_ESP_AES_GCM_REQ_METADATA: mlx5dv_flow_action_cap_flags =
-        mlx5dv_flow_action_cap_flags(2);
-    pub const MLX5DV_FLOW_ACTION_FLAGS_ESP_AES_GCM_SPI_STEERING: mlx5dv_flow_action_cap_flags =
-        mlx5dv_flow_action_cap_flags(4);
-    pub const MLX5DV_FLOW_ACTION_FLAGS_ESP_AES_GCM_FULL_OFFLOAD: mlx5dv_flow_action_cap_flags =
-        mlx5dv_flow_action_cap_flags(8);
-    pub const MLX5DV_FLOW_ACTION_FLAGS_ESP_AES_GCM_TX_IV_IS_ESN: mlx5dv_flow_action_cap_flags =
-        mlx5dv_flow_action_cap_flags(16);
+    pub const MLX5DV_FLOW_ACTION_FLAGS_ESP_AES_GCM: mlx5dv_flow_action_cap_flags = mlx5dv_flow_action_cap_flags(
+        1,
+    );
+    pub const MLX5DV_FLOW_ACTION_FLAGS_ESP_AES_GCM_REQ_METADATA: mlx5dv_flow_action_cap_flags = mlx5dv_flow_action_cap_flags(
+        2,
+    );
+    pub const MLX5DV_FLOW_ACTION_FLAGS_ESP_AES_GCM_SPI_STEERING: mlx5dv_flow_action_cap_flags = mlx5dv_flow_action_cap_flags(
+        4,
+    );
+    pub const MLX5DV_FLOW_ACTION_FLAGS_ESP_AES_GCM_FULL_OFFLOAD: mlx5dv_flow_action_cap_flags = mlx5dv_flow_action_cap_flags(
+        8,
+    );
+    pub const MLX5DV_FLOW_ACTION_FLAGS_ESP_AES_GCM_TX_IV_IS_ESN: mlx5dv_flow_action_cap_flags = mlx5dv_flow_action_cap_flags(
+        16,
+    );
 }
 impl ::core::ops::BitOr<mlx5dv_flow_action_cap_flags> for mlx5dv_flow_action_cap_flags {
     type Output = Self;
@@ -10713,15 +14510,23 @@ impl ::core::ops::BitAndAssign for mlx5dv_sig_prot_caps {
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct mlx5dv_sig_prot_caps(pub ::core::ffi::c_uint);
 impl mlx5dv_sig_t10dif_bg_type {
-    pub const MLX5DV_SIG_T10DIF_CRC: mlx5dv_sig_t10dif_bg_type = mlx5dv_sig_t10dif_bg_type(0);
-    pub const MLX5DV_SIG_T10DIF_CSUM: mlx5dv_sig_t10dif_bg_type = mlx5dv_sig_t10dif_bg_type(1);
+    pub const MLX5DV_SIG_T10DIF_CRC: mlx5dv_sig_t10dif_bg_type = mlx5dv_sig_t10dif_bg_type(
+        0,
+    );
+    pub const MLX5DV_SIG_T10DIF_CSUM: mlx5dv_sig_t10dif_bg_type = mlx5dv_sig_t10dif_bg_type(
+        1,
+    );
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct mlx5dv_sig_t10dif_bg_type(pub ::core::ffi::c_uint);
 impl mlx5dv_sig_t10dif_bg_caps {
-    pub const MLX5DV_SIG_T10DIF_BG_CAP_CRC: mlx5dv_sig_t10dif_bg_caps = mlx5dv_sig_t10dif_bg_caps(1);
-    pub const MLX5DV_SIG_T10DIF_BG_CAP_CSUM: mlx5dv_sig_t10dif_bg_caps = mlx5dv_sig_t10dif_bg_caps(2);
+    pub const MLX5DV_SIG_T10DIF_BG_CAP_CRC: mlx5dv_sig_t10dif_bg_caps = mlx5dv_sig_t10dif_bg_caps(
+        1,
+    );
+    pub const MLX5DV_SIG_T10DIF_BG_CAP_CSUM: mlx5dv_sig_t10dif_bg_caps = mlx5dv_sig_t10dif_bg_caps(
+        2,
+    );
 }
 impl ::core::ops::BitOr<mlx5dv_sig_t10dif_bg_caps> for mlx5dv_sig_t10dif_bg_caps {
     type Output = Self;
@@ -10755,15 +14560,23 @@ pub struct mlx5dv_sig_t10dif_bg_caps(pub ::core::ffi::c_uint);
 impl mlx5dv_sig_crc_type {
     pub const MLX5DV_SIG_CRC_TYPE_CRC32: mlx5dv_sig_crc_type = mlx5dv_sig_crc_type(0);
     pub const MLX5DV_SIG_CRC_TYPE_CRC32C: mlx5dv_sig_crc_type = mlx5dv_sig_crc_type(1);
-    pub const MLX5DV_SIG_CRC_TYPE_CRC64_XP10: mlx5dv_sig_crc_type = mlx5dv_sig_crc_type(2);
+    pub const MLX5DV_SIG_CRC_TYPE_CRC64_XP10: mlx5dv_sig_crc_type = mlx5dv_sig_crc_type(
+        2,
+    );
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct mlx5dv_sig_crc_type(pub ::core::ffi::c_uint);
 impl mlx5dv_sig_crc_type_caps {
-    pub const MLX5DV_SIG_CRC_TYPE_CAP_CRC32: mlx5dv_sig_crc_type_caps = mlx5dv_sig_crc_type_caps(1);
-    pub const MLX5DV_SIG_CRC_TYPE_CAP_CRC32C: mlx5dv_sig_crc_type_caps = mlx5dv_sig_crc_type_caps(2);
-    pub const MLX5DV_SIG_CRC_TYPE_CAP_CRC64_XP10: mlx5dv_sig_crc_type_caps = mlx5dv_sig_crc_type_caps(4);
+    pub const MLX5DV_SIG_CRC_TYPE_CAP_CRC32: mlx5dv_sig_crc_type_caps = mlx5dv_sig_crc_type_caps(
+        1,
+    );
+    pub const MLX5DV_SIG_CRC_TYPE_CAP_CRC32C: mlx5dv_sig_crc_type_caps = mlx5dv_sig_crc_type_caps(
+        2,
+    );
+    pub const MLX5DV_SIG_CRC_TYPE_CAP_CRC64_XP10: mlx5dv_sig_crc_type_caps = mlx5dv_sig_crc_type_caps(
+        4,
+    );
 }
 impl ::core::ops::BitOr<mlx5dv_sig_crc_type_caps> for mlx5dv_sig_crc_type_caps {
     type Output = Self;
@@ -10805,11 +14618,21 @@ impl mlx5dv_block_size {
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct mlx5dv_block_size(pub ::core::ffi::c_uint);
 impl mlx5dv_block_size_caps {
-    pub const MLX5DV_BLOCK_SIZE_CAP_512: mlx5dv_block_size_caps = mlx5dv_block_size_caps(1);
-    pub const MLX5DV_BLOCK_SIZE_CAP_520: mlx5dv_block_size_caps = mlx5dv_block_size_caps(2);
-    pub const MLX5DV_BLOCK_SIZE_CAP_4048: mlx5dv_block_size_caps = mlx5dv_block_size_caps(4);
-    pub const MLX5DV_BLOCK_SIZE_CAP_4096: mlx5dv_block_size_caps = mlx5dv_block_size_caps(8);
-    pub const MLX5DV_BLOCK_SIZE_CAP_4160: mlx5dv_block_size_caps = mlx5dv_block_size_caps(16);
+    pub const MLX5DV_BLOCK_SIZE_CAP_512: mlx5dv_block_size_caps = mlx5dv_block_size_caps(
+        1,
+    );
+    pub const MLX5DV_BLOCK_SIZE_CAP_520: mlx5dv_block_size_caps = mlx5dv_block_size_caps(
+        2,
+    );
+    pub const MLX5DV_BLOCK_SIZE_CAP_4048: mlx5dv_block_size_caps = mlx5dv_block_size_caps(
+        4,
+    );
+    pub const MLX5DV_BLOCK_SIZE_CAP_4096: mlx5dv_block_size_caps = mlx5dv_block_size_caps(
+        8,
+    );
+    pub const MLX5DV_BLOCK_SIZE_CAP_4160: mlx5dv_block_size_caps = mlx5dv_block_size_caps(
+        16,
+    );
 }
 impl ::core::ops::BitOr<mlx5dv_block_size_caps> for mlx5dv_block_size_caps {
     type Output = Self;
@@ -10851,17 +14674,32 @@ pub struct mlx5dv_sig_caps {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of mlx5dv_sig_caps"][::core::mem::size_of::<mlx5dv_sig_caps>() - 16usize];
-    ["Alignment of mlx5dv_sig_caps"][::core::mem::align_of::<mlx5dv_sig_caps>() - 8usize];
-    ["Offset of field: mlx5dv_sig_caps::block_size"][::core::mem::offset_of!(mlx5dv_sig_caps, block_size) - 0usize];
-    ["Offset of field: mlx5dv_sig_caps::block_prot"][::core::mem::offset_of!(mlx5dv_sig_caps, block_prot) - 8usize];
-    ["Offset of field: mlx5dv_sig_caps::t10dif_bg"][::core::mem::offset_of!(mlx5dv_sig_caps, t10dif_bg) - 12usize];
-    ["Offset of field: mlx5dv_sig_caps::crc_type"][::core::mem::offset_of!(mlx5dv_sig_caps, crc_type) - 14usize];
+    [
+        "Alignment of mlx5dv_sig_caps",
+    ][::core::mem::align_of::<mlx5dv_sig_caps>() - 8usize];
+    [
+        "Offset of field: mlx5dv_sig_caps::block_size",
+    ][::core::mem::offset_of!(mlx5dv_sig_caps, block_size) - 0usize];
+    [
+        "Offset of field: mlx5dv_sig_caps::block_prot",
+    ][::core::mem::offset_of!(mlx5dv_sig_caps, block_prot) - 8usize];
+    [
+        "Offset of field: mlx5dv_sig_caps::t10dif_bg",
+    ][::core::mem::offset_of!(mlx5dv_sig_caps, t10dif_bg) - 12usize];
+    [
+        "Offset of field: mlx5dv_sig_caps::crc_type",
+    ][::core::mem::offset_of!(mlx5dv_sig_caps, crc_type) - 14usize];
 };
 impl mlx5dv_crypto_engines_caps {
-    pub const MLX5DV_CRYPTO_ENGINES_CAP_AES_XTS: mlx5dv_crypto_engines_caps = mlx5dv_crypto_engines_caps(1);
-    pub const MLX5DV_CRYPTO_ENGINES_CAP_AES_XTS_SINGLE_BLOCK: mlx5dv_crypto_engines_caps =
-        mlx5dv_crypto_engines_caps(2);
-    pub const MLX5DV_CRYPTO_ENGINES_CAP_AES_XTS_MULTI_BLOCK: mlx5dv_crypto_engines_caps = mlx5dv_crypto_engines_caps(4);
+    pub const MLX5DV_CRYPTO_ENGINES_CAP_AES_XTS: mlx5dv_crypto_engines_caps = mlx5dv_crypto_engines_caps(
+        1,
+    );
+    pub const MLX5DV_CRYPTO_ENGINES_CAP_AES_XTS_SINGLE_BLOCK: mlx5dv_crypto_engines_caps = mlx5dv_crypto_engines_caps(
+        2,
+    );
+    pub const MLX5DV_CRYPTO_ENGINES_CAP_AES_XTS_MULTI_BLOCK: mlx5dv_crypto_engines_caps = mlx5dv_crypto_engines_caps(
+        4,
+    );
 }
 impl ::core::ops::BitOr<mlx5dv_crypto_engines_caps> for mlx5dv_crypto_engines_caps {
     type Output = Self;
@@ -10893,10 +14731,12 @@ impl ::core::ops::BitAndAssign for mlx5dv_crypto_engines_caps {
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct mlx5dv_crypto_engines_caps(pub ::core::ffi::c_uint);
 impl mlx5dv_crypto_wrapped_import_method_caps {
-    pub const MLX5DV_CRYPTO_WRAPPED_IMPORT_METHOD_CAP_AES_XTS: mlx5dv_crypto_wrapped_import_method_caps =
-        mlx5dv_crypto_wrapped_import_method_caps(1);
+    pub const MLX5DV_CRYPTO_WRAPPED_IMPORT_METHOD_CAP_AES_XTS: mlx5dv_crypto_wrapped_import_method_caps = mlx5dv_crypto_wrapped_import_method_caps(
+        1,
+    );
 }
-impl ::core::ops::BitOr<mlx5dv_crypto_wrapped_import_method_caps> for mlx5dv_crypto_wrapped_import_method_caps {
+impl ::core::ops::BitOr<mlx5dv_crypto_wrapped_import_method_caps>
+for mlx5dv_crypto_wrapped_import_method_caps {
     type Output = Self;
     #[inline]
     fn bitor(self, other: Self) -> Self {
@@ -10909,7 +14749,8 @@ impl ::core::ops::BitOrAssign for mlx5dv_crypto_wrapped_import_method_caps {
         self.0 |= rhs.0;
     }
 }
-impl ::core::ops::BitAnd<mlx5dv_crypto_wrapped_import_method_caps> for mlx5dv_crypto_wrapped_import_method_caps {
+impl ::core::ops::BitAnd<mlx5dv_crypto_wrapped_import_method_caps>
+for mlx5dv_crypto_wrapped_import_method_caps {
     type Output = Self;
     #[inline]
     fn bitand(self, other: Self) -> Self {
@@ -10926,10 +14767,15 @@ impl ::core::ops::BitAndAssign for mlx5dv_crypto_wrapped_import_method_caps {
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct mlx5dv_crypto_wrapped_import_method_caps(pub ::core::ffi::c_uint);
 impl mlx5dv_crypto_caps_flags {
-    pub const MLX5DV_CRYPTO_CAPS_CRYPTO: mlx5dv_crypto_caps_flags = mlx5dv_crypto_caps_flags(1);
-    pub const MLX5DV_CRYPTO_CAPS_WRAPPED_CRYPTO_OPERATIONAL: mlx5dv_crypto_caps_flags = mlx5dv_crypto_caps_flags(2);
-    pub const MLX5DV_CRYPTO_CAPS_WRAPPED_CRYPTO_GOING_TO_COMMISSIONING: mlx5dv_crypto_caps_flags =
-        mlx5dv_crypto_caps_flags(4);
+    pub const MLX5DV_CRYPTO_CAPS_CRYPTO: mlx5dv_crypto_caps_flags = mlx5dv_crypto_caps_flags(
+        1,
+    );
+    pub const MLX5DV_CRYPTO_CAPS_WRAPPED_CRYPTO_OPERATIONAL: mlx5dv_crypto_caps_flags = mlx5dv_crypto_caps_flags(
+        2,
+    );
+    pub const MLX5DV_CRYPTO_CAPS_WRAPPED_CRYPTO_GOING_TO_COMMISSIONING: mlx5dv_crypto_caps_flags = mlx5dv_crypto_caps_flags(
+        4,
+    );
 }
 impl ::core::ops::BitOr<mlx5dv_crypto_caps_flags> for mlx5dv_crypto_caps_flags {
     type Output = Self;
@@ -10971,17 +14817,27 @@ pub struct mlx5dv_crypto_caps {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_crypto_caps"][::core::mem::size_of::<mlx5dv_crypto_caps>() - 12usize];
-    ["Alignment of mlx5dv_crypto_caps"][::core::mem::align_of::<mlx5dv_crypto_caps>() - 4usize];
-    ["Offset of field: mlx5dv_crypto_caps::failed_selftests"]
-        [::core::mem::offset_of!(mlx5dv_crypto_caps, failed_selftests) - 0usize];
-    ["Offset of field: mlx5dv_crypto_caps::crypto_engines"]
-        [::core::mem::offset_of!(mlx5dv_crypto_caps, crypto_engines) - 2usize];
-    ["Offset of field: mlx5dv_crypto_caps::wrapped_import_method"]
-        [::core::mem::offset_of!(mlx5dv_crypto_caps, wrapped_import_method) - 3usize];
-    ["Offset of field: mlx5dv_crypto_caps::log_max_num_deks"]
-        [::core::mem::offset_of!(mlx5dv_crypto_caps, log_max_num_deks) - 4usize];
-    ["Offset of field: mlx5dv_crypto_caps::flags"][::core::mem::offset_of!(mlx5dv_crypto_caps, flags) - 8usize];
+    [
+        "Size of mlx5dv_crypto_caps",
+    ][::core::mem::size_of::<mlx5dv_crypto_caps>() - 12usize];
+    [
+        "Alignment of mlx5dv_crypto_caps",
+    ][::core::mem::align_of::<mlx5dv_crypto_caps>() - 4usize];
+    [
+        "Offset of field: mlx5dv_crypto_caps::failed_selftests",
+    ][::core::mem::offset_of!(mlx5dv_crypto_caps, failed_selftests) - 0usize];
+    [
+        "Offset of field: mlx5dv_crypto_caps::crypto_engines",
+    ][::core::mem::offset_of!(mlx5dv_crypto_caps, crypto_engines) - 2usize];
+    [
+        "Offset of field: mlx5dv_crypto_caps::wrapped_import_method",
+    ][::core::mem::offset_of!(mlx5dv_crypto_caps, wrapped_import_method) - 3usize];
+    [
+        "Offset of field: mlx5dv_crypto_caps::log_max_num_deks",
+    ][::core::mem::offset_of!(mlx5dv_crypto_caps, log_max_num_deks) - 4usize];
+    [
+        "Offset of field: mlx5dv_crypto_caps::flags",
+    ][::core::mem::offset_of!(mlx5dv_crypto_caps, flags) - 8usize];
 };
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -11008,34 +14864,57 @@ pub struct mlx5dv_context {
 const _: () = {
     ["Size of mlx5dv_context"][::core::mem::size_of::<mlx5dv_context>() - 152usize];
     ["Alignment of mlx5dv_context"][::core::mem::align_of::<mlx5dv_context>() - 8usize];
-    ["Offset of field: mlx5dv_context::version"][::core::mem::offset_of!(mlx5dv_context, version) - 0usize];
-    ["Offset of field: mlx5dv_context::flags"][::core::mem::offset_of!(mlx5dv_context, flags) - 8usize];
-    ["Offset of field: mlx5dv_context::comp_mask"][::core::mem::offset_of!(mlx5dv_context, comp_mask) - 16usize];
-    ["Offset of field: mlx5dv_context::cqe_comp_caps"]
-        [::core::mem::offset_of!(mlx5dv_context, cqe_comp_caps) - 24usize];
-    ["Offset of field: mlx5dv_context::sw_parsing_caps"]
-        [::core::mem::offset_of!(mlx5dv_context, sw_parsing_caps) - 32usize];
-    ["Offset of field: mlx5dv_context::striding_rq_caps"]
-        [::core::mem::offset_of!(mlx5dv_context, striding_rq_caps) - 40usize];
-    ["Offset of field: mlx5dv_context::tunnel_offloads_caps"]
-        [::core::mem::offset_of!(mlx5dv_context, tunnel_offloads_caps) - 60usize];
-    ["Offset of field: mlx5dv_context::max_dynamic_bfregs"]
-        [::core::mem::offset_of!(mlx5dv_context, max_dynamic_bfregs) - 64usize];
-    ["Offset of field: mlx5dv_context::max_clock_info_update_nsec"]
-        [::core::mem::offset_of!(mlx5dv_context, max_clock_info_update_nsec) - 72usize];
-    ["Offset of field: mlx5dv_context::flow_action_flags"]
-        [::core::mem::offset_of!(mlx5dv_context, flow_action_flags) - 80usize];
-    ["Offset of field: mlx5dv_context::dc_odp_caps"][::core::mem::offset_of!(mlx5dv_context, dc_odp_caps) - 84usize];
-    ["Offset of field: mlx5dv_context::hca_core_clock"]
-        [::core::mem::offset_of!(mlx5dv_context, hca_core_clock) - 88usize];
-    ["Offset of field: mlx5dv_context::num_lag_ports"]
-        [::core::mem::offset_of!(mlx5dv_context, num_lag_ports) - 96usize];
-    ["Offset of field: mlx5dv_context::sig_caps"][::core::mem::offset_of!(mlx5dv_context, sig_caps) - 104usize];
-    ["Offset of field: mlx5dv_context::dci_streams_caps"]
-        [::core::mem::offset_of!(mlx5dv_context, dci_streams_caps) - 120usize];
-    ["Offset of field: mlx5dv_context::max_wr_memcpy_length"]
-        [::core::mem::offset_of!(mlx5dv_context, max_wr_memcpy_length) - 128usize];
-    ["Offset of field: mlx5dv_context::crypto_caps"][::core::mem::offset_of!(mlx5dv_context, crypto_caps) - 136usize];
+    [
+        "Offset of field: mlx5dv_context::version",
+    ][::core::mem::offset_of!(mlx5dv_context, version) - 0usize];
+    [
+        "Offset of field: mlx5dv_context::flags",
+    ][::core::mem::offset_of!(mlx5dv_context, flags) - 8usize];
+    [
+        "Offset of field: mlx5dv_context::comp_mask",
+    ][::core::mem::offset_of!(mlx5dv_context, comp_mask) - 16usize];
+    [
+        "Offset of field: mlx5dv_context::cqe_comp_caps",
+    ][::core::mem::offset_of!(mlx5dv_context, cqe_comp_caps) - 24usize];
+    [
+        "Offset of field: mlx5dv_context::sw_parsing_caps",
+    ][::core::mem::offset_of!(mlx5dv_context, sw_parsing_caps) - 32usize];
+    [
+        "Offset of field: mlx5dv_context::striding_rq_caps",
+    ][::core::mem::offset_of!(mlx5dv_context, striding_rq_caps) - 40usize];
+    [
+        "Offset of field: mlx5dv_context::tunnel_offloads_caps",
+    ][::core::mem::offset_of!(mlx5dv_context, tunnel_offloads_caps) - 60usize];
+    [
+        "Offset of field: mlx5dv_context::max_dynamic_bfregs",
+    ][::core::mem::offset_of!(mlx5dv_context, max_dynamic_bfregs) - 64usize];
+    [
+        "Offset of field: mlx5dv_context::max_clock_info_update_nsec",
+    ][::core::mem::offset_of!(mlx5dv_context, max_clock_info_update_nsec) - 72usize];
+    [
+        "Offset of field: mlx5dv_context::flow_action_flags",
+    ][::core::mem::offset_of!(mlx5dv_context, flow_action_flags) - 80usize];
+    [
+        "Offset of field: mlx5dv_context::dc_odp_caps",
+    ][::core::mem::offset_of!(mlx5dv_context, dc_odp_caps) - 84usize];
+    [
+        "Offset of field: mlx5dv_context::hca_core_clock",
+    ][::core::mem::offset_of!(mlx5dv_context, hca_core_clock) - 88usize];
+    [
+        "Offset of field: mlx5dv_context::num_lag_ports",
+    ][::core::mem::offset_of!(mlx5dv_context, num_lag_ports) - 96usize];
+    [
+        "Offset of field: mlx5dv_context::sig_caps",
+    ][::core::mem::offset_of!(mlx5dv_context, sig_caps) - 104usize];
+    [
+        "Offset of field: mlx5dv_context::dci_streams_caps",
+    ][::core::mem::offset_of!(mlx5dv_context, dci_streams_caps) - 120usize];
+    [
+        "Offset of field: mlx5dv_context::max_wr_memcpy_length",
+    ][::core::mem::offset_of!(mlx5dv_context, max_wr_memcpy_length) - 128usize];
+    [
+        "Offset of field: mlx5dv_context::crypto_caps",
+    ][::core::mem::offset_of!(mlx5dv_context, crypto_caps) - 136usize];
 };
 impl Default for mlx5dv_context {
     fn default() -> Self {
@@ -11047,14 +14926,30 @@ impl Default for mlx5dv_context {
     }
 }
 impl mlx5dv_context_flags {
-    pub const MLX5DV_CONTEXT_FLAGS_CQE_V1: mlx5dv_context_flags = mlx5dv_context_flags(1);
-    pub const MLX5DV_CONTEXT_FLAGS_OBSOLETE: mlx5dv_context_flags = mlx5dv_context_flags(2);
-    pub const MLX5DV_CONTEXT_FLAGS_MPW_ALLOWED: mlx5dv_context_flags = mlx5dv_context_flags(4);
-    pub const MLX5DV_CONTEXT_FLAGS_ENHANCED_MPW: mlx5dv_context_flags = mlx5dv_context_flags(8);
-    pub const MLX5DV_CONTEXT_FLAGS_CQE_128B_COMP: mlx5dv_context_flags = mlx5dv_context_flags(16);
-    pub const MLX5DV_CONTEXT_FLAGS_CQE_128B_PAD: mlx5dv_context_flags = mlx5dv_context_flags(32);
-    pub const MLX5DV_CONTEXT_FLAGS_PACKET_BASED_CREDIT_MODE: mlx5dv_context_flags = mlx5dv_context_flags(64);
-    pub const MLX5DV_CONTEXT_FLAGS_REAL_TIME_TS: mlx5dv_context_flags = mlx5dv_context_flags(128);
+    pub const MLX5DV_CONTEXT_FLAGS_CQE_V1: mlx5dv_context_flags = mlx5dv_context_flags(
+        1,
+    );
+    pub const MLX5DV_CONTEXT_FLAGS_OBSOLETE: mlx5dv_context_flags = mlx5dv_context_flags(
+        2,
+    );
+    pub const MLX5DV_CONTEXT_FLAGS_MPW_ALLOWED: mlx5dv_context_flags = mlx5dv_context_flags(
+        4,
+    );
+    pub const MLX5DV_CONTEXT_FLAGS_ENHANCED_MPW: mlx5dv_context_flags = mlx5dv_context_flags(
+        8,
+    );
+    pub const MLX5DV_CONTEXT_FLAGS_CQE_128B_COMP: mlx5dv_context_flags = mlx5dv_context_flags(
+        16,
+    );
+    pub const MLX5DV_CONTEXT_FLAGS_CQE_128B_PAD: mlx5dv_context_flags = mlx5dv_context_flags(
+        32,
+    );
+    pub const MLX5DV_CONTEXT_FLAGS_PACKET_BASED_CREDIT_MODE: mlx5dv_context_flags = mlx5dv_context_flags(
+        64,
+    );
+    pub const MLX5DV_CONTEXT_FLAGS_REAL_TIME_TS: mlx5dv_context_flags = mlx5dv_context_flags(
+        128,
+    );
 }
 impl ::core::ops::BitOr<mlx5dv_context_flags> for mlx5dv_context_flags {
     type Output = Self;
@@ -11086,9 +14981,15 @@ impl ::core::ops::BitAndAssign for mlx5dv_context_flags {
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct mlx5dv_context_flags(pub ::core::ffi::c_uint);
 impl mlx5dv_cq_init_attr_mask {
-    pub const MLX5DV_CQ_INIT_ATTR_MASK_COMPRESSED_CQE: mlx5dv_cq_init_attr_mask = mlx5dv_cq_init_attr_mask(1);
-    pub const MLX5DV_CQ_INIT_ATTR_MASK_FLAGS: mlx5dv_cq_init_attr_mask = mlx5dv_cq_init_attr_mask(2);
-    pub const MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE: mlx5dv_cq_init_attr_mask = mlx5dv_cq_init_attr_mask(4);
+    pub const MLX5DV_CQ_INIT_ATTR_MASK_COMPRESSED_CQE: mlx5dv_cq_init_attr_mask = mlx5dv_cq_init_attr_mask(
+        1,
+    );
+    pub const MLX5DV_CQ_INIT_ATTR_MASK_FLAGS: mlx5dv_cq_init_attr_mask = mlx5dv_cq_init_attr_mask(
+        2,
+    );
+    pub const MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE: mlx5dv_cq_init_attr_mask = mlx5dv_cq_init_attr_mask(
+        4,
+    );
 }
 impl ::core::ops::BitOr<mlx5dv_cq_init_attr_mask> for mlx5dv_cq_init_attr_mask {
     type Output = Self;
@@ -11120,8 +15021,12 @@ impl ::core::ops::BitAndAssign for mlx5dv_cq_init_attr_mask {
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct mlx5dv_cq_init_attr_mask(pub ::core::ffi::c_uint);
 impl mlx5dv_cq_init_attr_flags {
-    pub const MLX5DV_CQ_INIT_ATTR_FLAGS_CQE_PAD: mlx5dv_cq_init_attr_flags = mlx5dv_cq_init_attr_flags(1);
-    pub const MLX5DV_CQ_INIT_ATTR_FLAGS_RESERVED: mlx5dv_cq_init_attr_flags = mlx5dv_cq_init_attr_flags(2);
+    pub const MLX5DV_CQ_INIT_ATTR_FLAGS_CQE_PAD: mlx5dv_cq_init_attr_flags = mlx5dv_cq_init_attr_flags(
+        1,
+    );
+    pub const MLX5DV_CQ_INIT_ATTR_FLAGS_RESERVED: mlx5dv_cq_init_attr_flags = mlx5dv_cq_init_attr_flags(
+        2,
+    );
 }
 impl ::core::ops::BitOr<mlx5dv_cq_init_attr_flags> for mlx5dv_cq_init_attr_flags {
     type Output = Self;
@@ -11162,15 +15067,24 @@ pub struct mlx5dv_cq_init_attr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_cq_init_attr"][::core::mem::size_of::<mlx5dv_cq_init_attr>() - 24usize];
-    ["Alignment of mlx5dv_cq_init_attr"][::core::mem::align_of::<mlx5dv_cq_init_attr>() - 8usize];
-    ["Offset of field: mlx5dv_cq_init_attr::comp_mask"]
-        [::core::mem::offset_of!(mlx5dv_cq_init_attr, comp_mask) - 0usize];
-    ["Offset of field: mlx5dv_cq_init_attr::cqe_comp_res_format"]
-        [::core::mem::offset_of!(mlx5dv_cq_init_attr, cqe_comp_res_format) - 8usize];
-    ["Offset of field: mlx5dv_cq_init_attr::flags"][::core::mem::offset_of!(mlx5dv_cq_init_attr, flags) - 12usize];
-    ["Offset of field: mlx5dv_cq_init_attr::cqe_size"]
-        [::core::mem::offset_of!(mlx5dv_cq_init_attr, cqe_size) - 16usize];
+    [
+        "Size of mlx5dv_cq_init_attr",
+    ][::core::mem::size_of::<mlx5dv_cq_init_attr>() - 24usize];
+    [
+        "Alignment of mlx5dv_cq_init_attr",
+    ][::core::mem::align_of::<mlx5dv_cq_init_attr>() - 8usize];
+    [
+        "Offset of field: mlx5dv_cq_init_attr::comp_mask",
+    ][::core::mem::offset_of!(mlx5dv_cq_init_attr, comp_mask) - 0usize];
+    [
+        "Offset of field: mlx5dv_cq_init_attr::cqe_comp_res_format",
+    ][::core::mem::offset_of!(mlx5dv_cq_init_attr, cqe_comp_res_format) - 8usize];
+    [
+        "Offset of field: mlx5dv_cq_init_attr::flags",
+    ][::core::mem::offset_of!(mlx5dv_cq_init_attr, flags) - 12usize];
+    [
+        "Offset of field: mlx5dv_cq_init_attr::cqe_size",
+    ][::core::mem::offset_of!(mlx5dv_cq_init_attr, cqe_size) - 16usize];
 };
 unsafe extern "C" {
     pub fn mlx5dv_create_cq(
@@ -11180,13 +15094,27 @@ unsafe extern "C" {
     ) -> *mut ibv_cq_ex;
 }
 impl mlx5dv_qp_create_flags {
-    pub const MLX5DV_QP_CREATE_TUNNEL_OFFLOADS: mlx5dv_qp_create_flags = mlx5dv_qp_create_flags(1);
-    pub const MLX5DV_QP_CREATE_TIR_ALLOW_SELF_LOOPBACK_UC: mlx5dv_qp_create_flags = mlx5dv_qp_create_flags(2);
-    pub const MLX5DV_QP_CREATE_TIR_ALLOW_SELF_LOOPBACK_MC: mlx5dv_qp_create_flags = mlx5dv_qp_create_flags(4);
-    pub const MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE: mlx5dv_qp_create_flags = mlx5dv_qp_create_flags(8);
-    pub const MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE: mlx5dv_qp_create_flags = mlx5dv_qp_create_flags(16);
-    pub const MLX5DV_QP_CREATE_PACKET_BASED_CREDIT_MODE: mlx5dv_qp_create_flags = mlx5dv_qp_create_flags(32);
-    pub const MLX5DV_QP_CREATE_SIG_PIPELINING: mlx5dv_qp_create_flags = mlx5dv_qp_create_flags(64);
+    pub const MLX5DV_QP_CREATE_TUNNEL_OFFLOADS: mlx5dv_qp_create_flags = mlx5dv_qp_create_flags(
+        1,
+    );
+    pub const MLX5DV_QP_CREATE_TIR_ALLOW_SELF_LOOPBACK_UC: mlx5dv_qp_create_flags = mlx5dv_qp_create_flags(
+        2,
+    );
+    pub const MLX5DV_QP_CREATE_TIR_ALLOW_SELF_LOOPBACK_MC: mlx5dv_qp_create_flags = mlx5dv_qp_create_flags(
+        4,
+    );
+    pub const MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE: mlx5dv_qp_create_flags = mlx5dv_qp_create_flags(
+        8,
+    );
+    pub const MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE: mlx5dv_qp_create_flags = mlx5dv_qp_create_flags(
+        16,
+    );
+    pub const MLX5DV_QP_CREATE_PACKET_BASED_CREDIT_MODE: mlx5dv_qp_create_flags = mlx5dv_qp_create_flags(
+        32,
+    );
+    pub const MLX5DV_QP_CREATE_SIG_PIPELINING: mlx5dv_qp_create_flags = mlx5dv_qp_create_flags(
+        64,
+    );
 }
 impl ::core::ops::BitOr<mlx5dv_qp_create_flags> for mlx5dv_qp_create_flags {
     type Output = Self;
@@ -11218,12 +15146,21 @@ impl ::core::ops::BitAndAssign for mlx5dv_qp_create_flags {
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct mlx5dv_qp_create_flags(pub ::core::ffi::c_uint);
 impl mlx5dv_mkey_init_attr_flags {
-    pub const MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT: mlx5dv_mkey_init_attr_flags = mlx5dv_mkey_init_attr_flags(1);
-    pub const MLX5DV_MKEY_INIT_ATTR_FLAGS_BLOCK_SIGNATURE: mlx5dv_mkey_init_attr_flags = mlx5dv_mkey_init_attr_flags(2);
-    pub const MLX5DV_MKEY_INIT_ATTR_FLAGS_CRYPTO: mlx5dv_mkey_init_attr_flags = mlx5dv_mkey_init_attr_flags(4);
-    pub const MLX5DV_MKEY_INIT_ATTR_FLAGS_UPDATE_TAG: mlx5dv_mkey_init_attr_flags = mlx5dv_mkey_init_attr_flags(8);
-    pub const MLX5DV_MKEY_INIT_ATTR_FLAGS_REMOTE_INVALIDATE: mlx5dv_mkey_init_attr_flags =
-        mlx5dv_mkey_init_attr_flags(16);
+    pub const MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT: mlx5dv_mkey_init_attr_flags = mlx5dv_mkey_init_attr_flags(
+        1,
+    );
+    pub const MLX5DV_MKEY_INIT_ATTR_FLAGS_BLOCK_SIGNATURE: mlx5dv_mkey_init_attr_flags = mlx5dv_mkey_init_attr_flags(
+        2,
+    );
+    pub const MLX5DV_MKEY_INIT_ATTR_FLAGS_CRYPTO: mlx5dv_mkey_init_attr_flags = mlx5dv_mkey_init_attr_flags(
+        4,
+    );
+    pub const MLX5DV_MKEY_INIT_ATTR_FLAGS_UPDATE_TAG: mlx5dv_mkey_init_attr_flags = mlx5dv_mkey_init_attr_flags(
+        8,
+    );
+    pub const MLX5DV_MKEY_INIT_ATTR_FLAGS_REMOTE_INVALIDATE: mlx5dv_mkey_init_attr_flags = mlx5dv_mkey_init_attr_flags(
+        16,
+    );
 }
 impl ::core::ops::BitOr<mlx5dv_mkey_init_attr_flags> for mlx5dv_mkey_init_attr_flags {
     type Output = Self;
@@ -11263,13 +15200,21 @@ pub struct mlx5dv_mkey_init_attr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_mkey_init_attr"][::core::mem::size_of::<mlx5dv_mkey_init_attr>() - 16usize];
-    ["Alignment of mlx5dv_mkey_init_attr"][::core::mem::align_of::<mlx5dv_mkey_init_attr>() - 8usize];
-    ["Offset of field: mlx5dv_mkey_init_attr::pd"][::core::mem::offset_of!(mlx5dv_mkey_init_attr, pd) - 0usize];
-    ["Offset of field: mlx5dv_mkey_init_attr::create_flags"]
-        [::core::mem::offset_of!(mlx5dv_mkey_init_attr, create_flags) - 8usize];
-    ["Offset of field: mlx5dv_mkey_init_attr::max_entries"]
-        [::core::mem::offset_of!(mlx5dv_mkey_init_attr, max_entries) - 12usize];
+    [
+        "Size of mlx5dv_mkey_init_attr",
+    ][::core::mem::size_of::<mlx5dv_mkey_init_attr>() - 16usize];
+    [
+        "Alignment of mlx5dv_mkey_init_attr",
+    ][::core::mem::align_of::<mlx5dv_mkey_init_attr>() - 8usize];
+    [
+        "Offset of field: mlx5dv_mkey_init_attr::pd",
+    ][::core::mem::offset_of!(mlx5dv_mkey_init_attr, pd) - 0usize];
+    [
+        "Offset of field: mlx5dv_mkey_init_attr::create_flags",
+    ][::core::mem::offset_of!(mlx5dv_mkey_init_attr, create_flags) - 8usize];
+    [
+        "Offset of field: mlx5dv_mkey_init_attr::max_entries",
+    ][::core::mem::offset_of!(mlx5dv_mkey_init_attr, max_entries) - 12usize];
 };
 impl Default for mlx5dv_mkey_init_attr {
     fn default() -> Self {
@@ -11290,20 +15235,34 @@ pub struct mlx5dv_mkey {
 const _: () = {
     ["Size of mlx5dv_mkey"][::core::mem::size_of::<mlx5dv_mkey>() - 8usize];
     ["Alignment of mlx5dv_mkey"][::core::mem::align_of::<mlx5dv_mkey>() - 4usize];
-    ["Offset of field: mlx5dv_mkey::lkey"][::core::mem::offset_of!(mlx5dv_mkey, lkey) - 0usize];
-    ["Offset of field: mlx5dv_mkey::rkey"][::core::mem::offset_of!(mlx5dv_mkey, rkey) - 4usize];
+    [
+        "Offset of field: mlx5dv_mkey::lkey",
+    ][::core::mem::offset_of!(mlx5dv_mkey, lkey) - 0usize];
+    [
+        "Offset of field: mlx5dv_mkey::rkey",
+    ][::core::mem::offset_of!(mlx5dv_mkey, rkey) - 4usize];
 };
 unsafe extern "C" {
-    pub fn mlx5dv_create_mkey(mkey_init_attr: *mut mlx5dv_mkey_init_attr) -> *mut mlx5dv_mkey;
+    pub fn mlx5dv_create_mkey(
+        mkey_init_attr: *mut mlx5dv_mkey_init_attr,
+    ) -> *mut mlx5dv_mkey;
 }
 unsafe extern "C" {
     pub fn mlx5dv_destroy_mkey(mkey: *mut mlx5dv_mkey) -> ::core::ffi::c_int;
 }
 impl mlx5dv_qp_init_attr_mask {
-    pub const MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS: mlx5dv_qp_init_attr_mask = mlx5dv_qp_init_attr_mask(1);
-    pub const MLX5DV_QP_INIT_ATTR_MASK_DC: mlx5dv_qp_init_attr_mask = mlx5dv_qp_init_attr_mask(2);
-    pub const MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS: mlx5dv_qp_init_attr_mask = mlx5dv_qp_init_attr_mask(4);
-    pub const MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS: mlx5dv_qp_init_attr_mask = mlx5dv_qp_init_attr_mask(8);
+    pub const MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS: mlx5dv_qp_init_attr_mask = mlx5dv_qp_init_attr_mask(
+        1,
+    );
+    pub const MLX5DV_QP_INIT_ATTR_MASK_DC: mlx5dv_qp_init_attr_mask = mlx5dv_qp_init_attr_mask(
+        2,
+    );
+    pub const MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS: mlx5dv_qp_init_attr_mask = mlx5dv_qp_init_attr_mask(
+        4,
+    );
+    pub const MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS: mlx5dv_qp_init_attr_mask = mlx5dv_qp_init_attr_mask(
+        8,
+    );
 }
 impl ::core::ops::BitOr<mlx5dv_qp_init_attr_mask> for mlx5dv_qp_init_attr_mask {
     type Output = Self;
@@ -11349,12 +15308,18 @@ pub struct mlx5dv_dci_streams {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_dci_streams"][::core::mem::size_of::<mlx5dv_dci_streams>() - 2usize];
-    ["Alignment of mlx5dv_dci_streams"][::core::mem::align_of::<mlx5dv_dci_streams>() - 1usize];
-    ["Offset of field: mlx5dv_dci_streams::log_num_concurent"]
-        [::core::mem::offset_of!(mlx5dv_dci_streams, log_num_concurent) - 0usize];
-    ["Offset of field: mlx5dv_dci_streams::log_num_errored"]
-        [::core::mem::offset_of!(mlx5dv_dci_streams, log_num_errored) - 1usize];
+    [
+        "Size of mlx5dv_dci_streams",
+    ][::core::mem::size_of::<mlx5dv_dci_streams>() - 2usize];
+    [
+        "Alignment of mlx5dv_dci_streams",
+    ][::core::mem::align_of::<mlx5dv_dci_streams>() - 1usize];
+    [
+        "Offset of field: mlx5dv_dci_streams::log_num_concurent",
+    ][::core::mem::offset_of!(mlx5dv_dci_streams, log_num_concurent) - 0usize];
+    [
+        "Offset of field: mlx5dv_dci_streams::log_num_errored",
+    ][::core::mem::offset_of!(mlx5dv_dci_streams, log_num_errored) - 1usize];
 };
 #[repr(C)]
 #[derive(Copy, Clone)]
@@ -11370,13 +15335,19 @@ pub union mlx5dv_dc_init_attr__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_dc_init_attr__bindgen_ty_1"][::core::mem::size_of::<mlx5dv_dc_init_attr__bindgen_ty_1>() - 8usize];
-    ["Alignment of mlx5dv_dc_init_attr__bindgen_ty_1"]
-        [::core::mem::align_of::<mlx5dv_dc_init_attr__bindgen_ty_1>() - 8usize];
-    ["Offset of field: mlx5dv_dc_init_attr__bindgen_ty_1::dct_access_key"]
-        [::core::mem::offset_of!(mlx5dv_dc_init_attr__bindgen_ty_1, dct_access_key) - 0usize];
-    ["Offset of field: mlx5dv_dc_init_attr__bindgen_ty_1::dci_streams"]
-        [::core::mem::offset_of!(mlx5dv_dc_init_attr__bindgen_ty_1, dci_streams) - 0usize];
+    [
+        "Size of mlx5dv_dc_init_attr__bindgen_ty_1",
+    ][::core::mem::size_of::<mlx5dv_dc_init_attr__bindgen_ty_1>() - 8usize];
+    [
+        "Alignment of mlx5dv_dc_init_attr__bindgen_ty_1",
+    ][::core::mem::align_of::<mlx5dv_dc_init_attr__bindgen_ty_1>() - 8usize];
+    [
+        "Offset of field: mlx5dv_dc_init_attr__bindgen_ty_1::dct_access_key",
+    ][::core::mem::offset_of!(mlx5dv_dc_init_attr__bindgen_ty_1, dct_access_key)
+        - 0usize];
+    [
+        "Offset of field: mlx5dv_dc_init_attr__bindgen_ty_1::dci_streams",
+    ][::core::mem::offset_of!(mlx5dv_dc_init_attr__bindgen_ty_1, dci_streams) - 0usize];
 };
 impl Default for mlx5dv_dc_init_attr__bindgen_ty_1 {
     fn default() -> Self {
@@ -11389,9 +15360,15 @@ impl Default for mlx5dv_dc_init_attr__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_dc_init_attr"][::core::mem::size_of::<mlx5dv_dc_init_attr>() - 16usize];
-    ["Alignment of mlx5dv_dc_init_attr"][::core::mem::align_of::<mlx5dv_dc_init_attr>() - 8usize];
-    ["Offset of field: mlx5dv_dc_init_attr::dc_type"][::core::mem::offset_of!(mlx5dv_dc_init_attr, dc_type) - 0usize];
+    [
+        "Size of mlx5dv_dc_init_attr",
+    ][::core::mem::size_of::<mlx5dv_dc_init_attr>() - 16usize];
+    [
+        "Alignment of mlx5dv_dc_init_attr",
+    ][::core::mem::align_of::<mlx5dv_dc_init_attr>() - 8usize];
+    [
+        "Offset of field: mlx5dv_dc_init_attr::dc_type",
+    ][::core::mem::offset_of!(mlx5dv_dc_init_attr, dc_type) - 0usize];
 };
 impl Default for mlx5dv_dc_init_attr {
     fn default() -> Self {
@@ -11403,13 +15380,24 @@ impl Default for mlx5dv_dc_init_attr {
     }
 }
 impl mlx5dv_qp_create_send_ops_flags {
-    pub const MLX5DV_QP_EX_WITH_MR_INTERLEAVED: mlx5dv_qp_create_send_ops_flags = mlx5dv_qp_create_send_ops_flags(1);
-    pub const MLX5DV_QP_EX_WITH_MR_LIST: mlx5dv_qp_create_send_ops_flags = mlx5dv_qp_create_send_ops_flags(2);
-    pub const MLX5DV_QP_EX_WITH_MKEY_CONFIGURE: mlx5dv_qp_create_send_ops_flags = mlx5dv_qp_create_send_ops_flags(4);
-    pub const MLX5DV_QP_EX_WITH_RAW_WQE: mlx5dv_qp_create_send_ops_flags = mlx5dv_qp_create_send_ops_flags(8);
-    pub const MLX5DV_QP_EX_WITH_MEMCPY: mlx5dv_qp_create_send_ops_flags = mlx5dv_qp_create_send_ops_flags(16);
+    pub const MLX5DV_QP_EX_WITH_MR_INTERLEAVED: mlx5dv_qp_create_send_ops_flags = mlx5dv_qp_create_send_ops_flags(
+        1,
+    );
+    pub const MLX5DV_QP_EX_WITH_MR_LIST: mlx5dv_qp_create_send_ops_flags = mlx5dv_qp_create_send_ops_flags(
+        2,
+    );
+    pub const MLX5DV_QP_EX_WITH_MKEY_CONFIGURE: mlx5dv_qp_create_send_ops_flags = mlx5dv_qp_create_send_ops_flags(
+        4,
+    );
+    pub const MLX5DV_QP_EX_WITH_RAW_WQE: mlx5dv_qp_create_send_ops_flags = mlx5dv_qp_create_send_ops_flags(
+        8,
+    );
+    pub const MLX5DV_QP_EX_WITH_MEMCPY: mlx5dv_qp_create_send_ops_flags = mlx5dv_qp_create_send_ops_flags(
+        16,
+    );
 }
-impl ::core::ops::BitOr<mlx5dv_qp_create_send_ops_flags> for mlx5dv_qp_create_send_ops_flags {
+impl ::core::ops::BitOr<mlx5dv_qp_create_send_ops_flags>
+for mlx5dv_qp_create_send_ops_flags {
     type Output = Self;
     #[inline]
     fn bitor(self, other: Self) -> Self {
@@ -11422,7 +15410,8 @@ impl ::core::ops::BitOrAssign for mlx5dv_qp_create_send_ops_flags {
         self.0 |= rhs.0;
     }
 }
-impl ::core::ops::BitAnd<mlx5dv_qp_create_send_ops_flags> for mlx5dv_qp_create_send_ops_flags {
+impl ::core::ops::BitAnd<mlx5dv_qp_create_send_ops_flags>
+for mlx5dv_qp_create_send_ops_flags {
     type Output = Self;
     #[inline]
     fn bitand(self, other: Self) -> Self {
@@ -11448,16 +15437,24 @@ pub struct mlx5dv_qp_init_attr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_qp_init_attr"][::core::mem::size_of::<mlx5dv_qp_init_attr>() - 40usize];
-    ["Alignment of mlx5dv_qp_init_attr"][::core::mem::align_of::<mlx5dv_qp_init_attr>() - 8usize];
-    ["Offset of field: mlx5dv_qp_init_attr::comp_mask"]
-        [::core::mem::offset_of!(mlx5dv_qp_init_attr, comp_mask) - 0usize];
-    ["Offset of field: mlx5dv_qp_init_attr::create_flags"]
-        [::core::mem::offset_of!(mlx5dv_qp_init_attr, create_flags) - 8usize];
-    ["Offset of field: mlx5dv_qp_init_attr::dc_init_attr"]
-        [::core::mem::offset_of!(mlx5dv_qp_init_attr, dc_init_attr) - 16usize];
-    ["Offset of field: mlx5dv_qp_init_attr::send_ops_flags"]
-        [::core::mem::offset_of!(mlx5dv_qp_init_attr, send_ops_flags) - 32usize];
+    [
+        "Size of mlx5dv_qp_init_attr",
+    ][::core::mem::size_of::<mlx5dv_qp_init_attr>() - 40usize];
+    [
+        "Alignment of mlx5dv_qp_init_attr",
+    ][::core::mem::align_of::<mlx5dv_qp_init_attr>() - 8usize];
+    [
+        "Offset of field: mlx5dv_qp_init_attr::comp_mask",
+    ][::core::mem::offset_of!(mlx5dv_qp_init_attr, comp_mask) - 0usize];
+    [
+        "Offset of field: mlx5dv_qp_init_attr::create_flags",
+    ][::core::mem::offset_of!(mlx5dv_qp_init_attr, create_flags) - 8usize];
+    [
+        "Offset of field: mlx5dv_qp_init_attr::dc_init_attr",
+    ][::core::mem::offset_of!(mlx5dv_qp_init_attr, dc_init_attr) - 16usize];
+    [
+        "Offset of field: mlx5dv_qp_init_attr::send_ops_flags",
+    ][::core::mem::offset_of!(mlx5dv_qp_init_attr, send_ops_flags) - 32usize];
 };
 impl Default for mlx5dv_qp_init_attr {
     fn default() -> Self {
@@ -11485,19 +15482,35 @@ pub struct mlx5dv_mr_interleaved {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_mr_interleaved"][::core::mem::size_of::<mlx5dv_mr_interleaved>() - 24usize];
-    ["Alignment of mlx5dv_mr_interleaved"][::core::mem::align_of::<mlx5dv_mr_interleaved>() - 8usize];
-    ["Offset of field: mlx5dv_mr_interleaved::addr"][::core::mem::offset_of!(mlx5dv_mr_interleaved, addr) - 0usize];
-    ["Offset of field: mlx5dv_mr_interleaved::bytes_count"]
-        [::core::mem::offset_of!(mlx5dv_mr_interleaved, bytes_count) - 8usize];
-    ["Offset of field: mlx5dv_mr_interleaved::bytes_skip"]
-        [::core::mem::offset_of!(mlx5dv_mr_interleaved, bytes_skip) - 12usize];
-    ["Offset of field: mlx5dv_mr_interleaved::lkey"][::core::mem::offset_of!(mlx5dv_mr_interleaved, lkey) - 16usize];
+    [
+        "Size of mlx5dv_mr_interleaved",
+    ][::core::mem::size_of::<mlx5dv_mr_interleaved>() - 24usize];
+    [
+        "Alignment of mlx5dv_mr_interleaved",
+    ][::core::mem::align_of::<mlx5dv_mr_interleaved>() - 8usize];
+    [
+        "Offset of field: mlx5dv_mr_interleaved::addr",
+    ][::core::mem::offset_of!(mlx5dv_mr_interleaved, addr) - 0usize];
+    [
+        "Offset of field: mlx5dv_mr_interleaved::bytes_count",
+    ][::core::mem::offset_of!(mlx5dv_mr_interleaved, bytes_count) - 8usize];
+    [
+        "Offset of field: mlx5dv_mr_interleaved::bytes_skip",
+    ][::core::mem::offset_of!(mlx5dv_mr_interleaved, bytes_skip) - 12usize];
+    [
+        "Offset of field: mlx5dv_mr_interleaved::lkey",
+    ][::core::mem::offset_of!(mlx5dv_mr_interleaved, lkey) - 16usize];
 };
 impl mlx5dv_sig_t10dif_flags {
-    pub const MLX5DV_SIG_T10DIF_FLAG_REF_REMAP: mlx5dv_sig_t10dif_flags = mlx5dv_sig_t10dif_flags(1);
-    pub const MLX5DV_SIG_T10DIF_FLAG_APP_ESCAPE: mlx5dv_sig_t10dif_flags = mlx5dv_sig_t10dif_flags(2);
-    pub const MLX5DV_SIG_T10DIF_FLAG_APP_REF_ESCAPE: mlx5dv_sig_t10dif_flags = mlx5dv_sig_t10dif_flags(4);
+    pub const MLX5DV_SIG_T10DIF_FLAG_REF_REMAP: mlx5dv_sig_t10dif_flags = mlx5dv_sig_t10dif_flags(
+        1,
+    );
+    pub const MLX5DV_SIG_T10DIF_FLAG_APP_ESCAPE: mlx5dv_sig_t10dif_flags = mlx5dv_sig_t10dif_flags(
+        2,
+    );
+    pub const MLX5DV_SIG_T10DIF_FLAG_APP_REF_ESCAPE: mlx5dv_sig_t10dif_flags = mlx5dv_sig_t10dif_flags(
+        4,
+    );
 }
 impl ::core::ops::BitOr<mlx5dv_sig_t10dif_flags> for mlx5dv_sig_t10dif_flags {
     type Output = Self;
@@ -11540,12 +15553,24 @@ pub struct mlx5dv_sig_t10dif {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of mlx5dv_sig_t10dif"][::core::mem::size_of::<mlx5dv_sig_t10dif>() - 16usize];
-    ["Alignment of mlx5dv_sig_t10dif"][::core::mem::align_of::<mlx5dv_sig_t10dif>() - 4usize];
-    ["Offset of field: mlx5dv_sig_t10dif::bg_type"][::core::mem::offset_of!(mlx5dv_sig_t10dif, bg_type) - 0usize];
-    ["Offset of field: mlx5dv_sig_t10dif::bg"][::core::mem::offset_of!(mlx5dv_sig_t10dif, bg) - 4usize];
-    ["Offset of field: mlx5dv_sig_t10dif::app_tag"][::core::mem::offset_of!(mlx5dv_sig_t10dif, app_tag) - 6usize];
-    ["Offset of field: mlx5dv_sig_t10dif::ref_tag"][::core::mem::offset_of!(mlx5dv_sig_t10dif, ref_tag) - 8usize];
-    ["Offset of field: mlx5dv_sig_t10dif::flags"][::core::mem::offset_of!(mlx5dv_sig_t10dif, flags) - 12usize];
+    [
+        "Alignment of mlx5dv_sig_t10dif",
+    ][::core::mem::align_of::<mlx5dv_sig_t10dif>() - 4usize];
+    [
+        "Offset of field: mlx5dv_sig_t10dif::bg_type",
+    ][::core::mem::offset_of!(mlx5dv_sig_t10dif, bg_type) - 0usize];
+    [
+        "Offset of field: mlx5dv_sig_t10dif::bg",
+    ][::core::mem::offset_of!(mlx5dv_sig_t10dif, bg) - 4usize];
+    [
+        "Offset of field: mlx5dv_sig_t10dif::app_tag",
+    ][::core::mem::offset_of!(mlx5dv_sig_t10dif, app_tag) - 6usize];
+    [
+        "Offset of field: mlx5dv_sig_t10dif::ref_tag",
+    ][::core::mem::offset_of!(mlx5dv_sig_t10dif, ref_tag) - 8usize];
+    [
+        "Offset of field: mlx5dv_sig_t10dif::flags",
+    ][::core::mem::offset_of!(mlx5dv_sig_t10dif, flags) - 12usize];
 };
 impl Default for mlx5dv_sig_t10dif {
     fn default() -> Self {
@@ -11566,8 +15591,12 @@ pub struct mlx5dv_sig_crc {
 const _: () = {
     ["Size of mlx5dv_sig_crc"][::core::mem::size_of::<mlx5dv_sig_crc>() - 16usize];
     ["Alignment of mlx5dv_sig_crc"][::core::mem::align_of::<mlx5dv_sig_crc>() - 8usize];
-    ["Offset of field: mlx5dv_sig_crc::type_"][::core::mem::offset_of!(mlx5dv_sig_crc, type_) - 0usize];
-    ["Offset of field: mlx5dv_sig_crc::seed"][::core::mem::offset_of!(mlx5dv_sig_crc, seed) - 8usize];
+    [
+        "Offset of field: mlx5dv_sig_crc::type_",
+    ][::core::mem::offset_of!(mlx5dv_sig_crc, type_) - 0usize];
+    [
+        "Offset of field: mlx5dv_sig_crc::seed",
+    ][::core::mem::offset_of!(mlx5dv_sig_crc, seed) - 8usize];
 };
 impl Default for mlx5dv_sig_crc {
     fn default() -> Self {
@@ -11594,14 +15623,18 @@ pub union mlx5dv_sig_block_domain__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_sig_block_domain__bindgen_ty_1"]
-        [::core::mem::size_of::<mlx5dv_sig_block_domain__bindgen_ty_1>() - 8usize];
-    ["Alignment of mlx5dv_sig_block_domain__bindgen_ty_1"]
-        [::core::mem::align_of::<mlx5dv_sig_block_domain__bindgen_ty_1>() - 8usize];
-    ["Offset of field: mlx5dv_sig_block_domain__bindgen_ty_1::dif"]
-        [::core::mem::offset_of!(mlx5dv_sig_block_domain__bindgen_ty_1, dif) - 0usize];
-    ["Offset of field: mlx5dv_sig_block_domain__bindgen_ty_1::crc"]
-        [::core::mem::offset_of!(mlx5dv_sig_block_domain__bindgen_ty_1, crc) - 0usize];
+    [
+        "Size of mlx5dv_sig_block_domain__bindgen_ty_1",
+    ][::core::mem::size_of::<mlx5dv_sig_block_domain__bindgen_ty_1>() - 8usize];
+    [
+        "Alignment of mlx5dv_sig_block_domain__bindgen_ty_1",
+    ][::core::mem::align_of::<mlx5dv_sig_block_domain__bindgen_ty_1>() - 8usize];
+    [
+        "Offset of field: mlx5dv_sig_block_domain__bindgen_ty_1::dif",
+    ][::core::mem::offset_of!(mlx5dv_sig_block_domain__bindgen_ty_1, dif) - 0usize];
+    [
+        "Offset of field: mlx5dv_sig_block_domain__bindgen_ty_1::crc",
+    ][::core::mem::offset_of!(mlx5dv_sig_block_domain__bindgen_ty_1, crc) - 0usize];
 };
 impl Default for mlx5dv_sig_block_domain__bindgen_ty_1 {
     fn default() -> Self {
@@ -11614,15 +15647,24 @@ impl Default for mlx5dv_sig_block_domain__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_sig_block_domain"][::core::mem::size_of::<mlx5dv_sig_block_domain>() - 32usize];
-    ["Alignment of mlx5dv_sig_block_domain"][::core::mem::align_of::<mlx5dv_sig_block_domain>() - 8usize];
-    ["Offset of field: mlx5dv_sig_block_domain::sig_type"]
-        [::core::mem::offset_of!(mlx5dv_sig_block_domain, sig_type) - 0usize];
-    ["Offset of field: mlx5dv_sig_block_domain::sig"][::core::mem::offset_of!(mlx5dv_sig_block_domain, sig) - 8usize];
-    ["Offset of field: mlx5dv_sig_block_domain::block_size"]
-        [::core::mem::offset_of!(mlx5dv_sig_block_domain, block_size) - 16usize];
-    ["Offset of field: mlx5dv_sig_block_domain::comp_mask"]
-        [::core::mem::offset_of!(mlx5dv_sig_block_domain, comp_mask) - 24usize];
+    [
+        "Size of mlx5dv_sig_block_domain",
+    ][::core::mem::size_of::<mlx5dv_sig_block_domain>() - 32usize];
+    [
+        "Alignment of mlx5dv_sig_block_domain",
+    ][::core::mem::align_of::<mlx5dv_sig_block_domain>() - 8usize];
+    [
+        "Offset of field: mlx5dv_sig_block_domain::sig_type",
+    ][::core::mem::offset_of!(mlx5dv_sig_block_domain, sig_type) - 0usize];
+    [
+        "Offset of field: mlx5dv_sig_block_domain::sig",
+    ][::core::mem::offset_of!(mlx5dv_sig_block_domain, sig) - 8usize];
+    [
+        "Offset of field: mlx5dv_sig_block_domain::block_size",
+    ][::core::mem::offset_of!(mlx5dv_sig_block_domain, block_size) - 16usize];
+    [
+        "Offset of field: mlx5dv_sig_block_domain::comp_mask",
+    ][::core::mem::offset_of!(mlx5dv_sig_block_domain, comp_mask) - 24usize];
 };
 impl Default for mlx5dv_sig_block_domain {
     fn default() -> Self {
@@ -11671,7 +15713,9 @@ impl ::core::ops::BitAndAssign for mlx5dv_sig_mask {
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct mlx5dv_sig_mask(pub ::core::ffi::c_uint);
 impl mlx5dv_sig_block_attr_flags {
-    pub const MLX5DV_SIG_BLOCK_ATTR_FLAG_COPY_MASK: mlx5dv_sig_block_attr_flags = mlx5dv_sig_block_attr_flags(1);
+    pub const MLX5DV_SIG_BLOCK_ATTR_FLAG_COPY_MASK: mlx5dv_sig_block_attr_flags = mlx5dv_sig_block_attr_flags(
+        1,
+    );
 }
 impl ::core::ops::BitOr<mlx5dv_sig_block_attr_flags> for mlx5dv_sig_block_attr_flags {
     type Output = Self;
@@ -11714,17 +15758,30 @@ pub struct mlx5dv_sig_block_attr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_sig_block_attr"][::core::mem::size_of::<mlx5dv_sig_block_attr>() - 32usize];
-    ["Alignment of mlx5dv_sig_block_attr"][::core::mem::align_of::<mlx5dv_sig_block_attr>() - 8usize];
-    ["Offset of field: mlx5dv_sig_block_attr::mem"][::core::mem::offset_of!(mlx5dv_sig_block_attr, mem) - 0usize];
-    ["Offset of field: mlx5dv_sig_block_attr::wire"][::core::mem::offset_of!(mlx5dv_sig_block_attr, wire) - 8usize];
-    ["Offset of field: mlx5dv_sig_block_attr::flags"][::core::mem::offset_of!(mlx5dv_sig_block_attr, flags) - 16usize];
-    ["Offset of field: mlx5dv_sig_block_attr::check_mask"]
-        [::core::mem::offset_of!(mlx5dv_sig_block_attr, check_mask) - 20usize];
-    ["Offset of field: mlx5dv_sig_block_attr::copy_mask"]
-        [::core::mem::offset_of!(mlx5dv_sig_block_attr, copy_mask) - 21usize];
-    ["Offset of field: mlx5dv_sig_block_attr::comp_mask"]
-        [::core::mem::offset_of!(mlx5dv_sig_block_attr, comp_mask) - 24usize];
+    [
+        "Size of mlx5dv_sig_block_attr",
+    ][::core::mem::size_of::<mlx5dv_sig_block_attr>() - 32usize];
+    [
+        "Alignment of mlx5dv_sig_block_attr",
+    ][::core::mem::align_of::<mlx5dv_sig_block_attr>() - 8usize];
+    [
+        "Offset of field: mlx5dv_sig_block_attr::mem",
+    ][::core::mem::offset_of!(mlx5dv_sig_block_attr, mem) - 0usize];
+    [
+        "Offset of field: mlx5dv_sig_block_attr::wire",
+    ][::core::mem::offset_of!(mlx5dv_sig_block_attr, wire) - 8usize];
+    [
+        "Offset of field: mlx5dv_sig_block_attr::flags",
+    ][::core::mem::offset_of!(mlx5dv_sig_block_attr, flags) - 16usize];
+    [
+        "Offset of field: mlx5dv_sig_block_attr::check_mask",
+    ][::core::mem::offset_of!(mlx5dv_sig_block_attr, check_mask) - 20usize];
+    [
+        "Offset of field: mlx5dv_sig_block_attr::copy_mask",
+    ][::core::mem::offset_of!(mlx5dv_sig_block_attr, copy_mask) - 21usize];
+    [
+        "Offset of field: mlx5dv_sig_block_attr::comp_mask",
+    ][::core::mem::offset_of!(mlx5dv_sig_block_attr, comp_mask) - 24usize];
 };
 impl Default for mlx5dv_sig_block_attr {
     fn default() -> Self {
@@ -11736,16 +15793,20 @@ impl Default for mlx5dv_sig_block_attr {
     }
 }
 impl mlx5dv_crypto_standard {
-    pub const MLX5DV_CRYPTO_STANDARD_AES_XTS: mlx5dv_crypto_standard = mlx5dv_crypto_standard(0);
+    pub const MLX5DV_CRYPTO_STANDARD_AES_XTS: mlx5dv_crypto_standard = mlx5dv_crypto_standard(
+        0,
+    );
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct mlx5dv_crypto_standard(pub ::core::ffi::c_uint);
 impl mlx5dv_signature_crypto_order {
-    pub const MLX5DV_SIGNATURE_CRYPTO_ORDER_SIGNATURE_AFTER_CRYPTO_ON_TX: mlx5dv_signature_crypto_order =
-        mlx5dv_signature_crypto_order(0);
-    pub const MLX5DV_SIGNATURE_CRYPTO_ORDER_SIGNATURE_BEFORE_CRYPTO_ON_TX: mlx5dv_signature_crypto_order =
-        mlx5dv_signature_crypto_order(1);
+    pub const MLX5DV_SIGNATURE_CRYPTO_ORDER_SIGNATURE_AFTER_CRYPTO_ON_TX: mlx5dv_signature_crypto_order = mlx5dv_signature_crypto_order(
+        0,
+    );
+    pub const MLX5DV_SIGNATURE_CRYPTO_ORDER_SIGNATURE_BEFORE_CRYPTO_ON_TX: mlx5dv_signature_crypto_order = mlx5dv_signature_crypto_order(
+        1,
+    );
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
@@ -11764,22 +15825,36 @@ pub struct mlx5dv_crypto_attr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_crypto_attr"][::core::mem::size_of::<mlx5dv_crypto_attr>() - 56usize];
-    ["Alignment of mlx5dv_crypto_attr"][::core::mem::align_of::<mlx5dv_crypto_attr>() - 8usize];
-    ["Offset of field: mlx5dv_crypto_attr::crypto_standard"]
-        [::core::mem::offset_of!(mlx5dv_crypto_attr, crypto_standard) - 0usize];
-    ["Offset of field: mlx5dv_crypto_attr::encrypt_on_tx"]
-        [::core::mem::offset_of!(mlx5dv_crypto_attr, encrypt_on_tx) - 4usize];
-    ["Offset of field: mlx5dv_crypto_attr::signature_crypto_order"]
-        [::core::mem::offset_of!(mlx5dv_crypto_attr, signature_crypto_order) - 8usize];
-    ["Offset of field: mlx5dv_crypto_attr::data_unit_size"]
-        [::core::mem::offset_of!(mlx5dv_crypto_attr, data_unit_size) - 12usize];
-    ["Offset of field: mlx5dv_crypto_attr::initial_tweak"]
-        [::core::mem::offset_of!(mlx5dv_crypto_attr, initial_tweak) - 16usize];
-    ["Offset of field: mlx5dv_crypto_attr::dek"][::core::mem::offset_of!(mlx5dv_crypto_attr, dek) - 32usize];
-    ["Offset of field: mlx5dv_crypto_attr::keytag"][::core::mem::offset_of!(mlx5dv_crypto_attr, keytag) - 40usize];
-    ["Offset of field: mlx5dv_crypto_attr::comp_mask"]
-        [::core::mem::offset_of!(mlx5dv_crypto_attr, comp_mask) - 48usize];
+    [
+        "Size of mlx5dv_crypto_attr",
+    ][::core::mem::size_of::<mlx5dv_crypto_attr>() - 56usize];
+    [
+        "Alignment of mlx5dv_crypto_attr",
+    ][::core::mem::align_of::<mlx5dv_crypto_attr>() - 8usize];
+    [
+        "Offset of field: mlx5dv_crypto_attr::crypto_standard",
+    ][::core::mem::offset_of!(mlx5dv_crypto_attr, crypto_standard) - 0usize];
+    [
+        "Offset of field: mlx5dv_crypto_attr::encrypt_on_tx",
+    ][::core::mem::offset_of!(mlx5dv_crypto_attr, encrypt_on_tx) - 4usize];
+    [
+        "Offset of field: mlx5dv_crypto_attr::signature_crypto_order",
+    ][::core::mem::offset_of!(mlx5dv_crypto_attr, signature_crypto_order) - 8usize];
+    [
+        "Offset of field: mlx5dv_crypto_attr::data_unit_size",
+    ][::core::mem::offset_of!(mlx5dv_crypto_attr, data_unit_size) - 12usize];
+    [
+        "Offset of field: mlx5dv_crypto_attr::initial_tweak",
+    ][::core::mem::offset_of!(mlx5dv_crypto_attr, initial_tweak) - 16usize];
+    [
+        "Offset of field: mlx5dv_crypto_attr::dek",
+    ][::core::mem::offset_of!(mlx5dv_crypto_attr, dek) - 32usize];
+    [
+        "Offset of field: mlx5dv_crypto_attr::keytag",
+    ][::core::mem::offset_of!(mlx5dv_crypto_attr, keytag) - 40usize];
+    [
+        "Offset of field: mlx5dv_crypto_attr::comp_mask",
+    ][::core::mem::offset_of!(mlx5dv_crypto_attr, comp_mask) - 48usize];
 };
 impl Default for mlx5dv_crypto_attr {
     fn default() -> Self {
@@ -11791,7 +15866,9 @@ impl Default for mlx5dv_crypto_attr {
     }
 }
 impl mlx5dv_mkey_conf_flags {
-    pub const MLX5DV_MKEY_CONF_FLAG_RESET_SIG_ATTR: mlx5dv_mkey_conf_flags = mlx5dv_mkey_conf_flags(1);
+    pub const MLX5DV_MKEY_CONF_FLAG_RESET_SIG_ATTR: mlx5dv_mkey_conf_flags = mlx5dv_mkey_conf_flags(
+        1,
+    );
 }
 impl ::core::ops::BitOr<mlx5dv_mkey_conf_flags> for mlx5dv_mkey_conf_flags {
     type Output = Self;
@@ -11830,12 +15907,18 @@ pub struct mlx5dv_mkey_conf_attr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_mkey_conf_attr"][::core::mem::size_of::<mlx5dv_mkey_conf_attr>() - 16usize];
-    ["Alignment of mlx5dv_mkey_conf_attr"][::core::mem::align_of::<mlx5dv_mkey_conf_attr>() - 8usize];
-    ["Offset of field: mlx5dv_mkey_conf_attr::conf_flags"]
-        [::core::mem::offset_of!(mlx5dv_mkey_conf_attr, conf_flags) - 0usize];
-    ["Offset of field: mlx5dv_mkey_conf_attr::comp_mask"]
-        [::core::mem::offset_of!(mlx5dv_mkey_conf_attr, comp_mask) - 8usize];
+    [
+        "Size of mlx5dv_mkey_conf_attr",
+    ][::core::mem::size_of::<mlx5dv_mkey_conf_attr>() - 16usize];
+    [
+        "Alignment of mlx5dv_mkey_conf_attr",
+    ][::core::mem::align_of::<mlx5dv_mkey_conf_attr>() - 8usize];
+    [
+        "Offset of field: mlx5dv_mkey_conf_attr::conf_flags",
+    ][::core::mem::offset_of!(mlx5dv_mkey_conf_attr, conf_flags) - 0usize];
+    [
+        "Offset of field: mlx5dv_mkey_conf_attr::comp_mask",
+    ][::core::mem::offset_of!(mlx5dv_mkey_conf_attr, comp_mask) - 8usize];
 };
 impl mlx5dv_wc_opcode {
     pub const MLX5DV_WC_UMR: mlx5dv_wc_opcode = mlx5dv_wc_opcode(135);
@@ -11850,7 +15933,12 @@ pub struct mlx5dv_wc_opcode(pub ::core::ffi::c_uint);
 pub struct mlx5dv_qp_ex {
     pub comp_mask: u64,
     pub wr_set_dc_addr: ::core::option::Option<
-        unsafe extern "C" fn(mqp: *mut mlx5dv_qp_ex, ah: *mut ibv_ah, remote_dctn: u32, remote_dc_key: u64),
+        unsafe extern "C" fn(
+            mqp: *mut mlx5dv_qp_ex,
+            ah: *mut ibv_ah,
+            remote_dctn: u32,
+            remote_dc_key: u64,
+        ),
     >,
     pub wr_mr_interleaved: ::core::option::Option<
         unsafe extern "C" fn(
@@ -11879,10 +15967,12 @@ pub struct mlx5dv_qp_ex {
             attr: *mut mlx5dv_mkey_conf_attr,
         ),
     >,
-    pub wr_set_mkey_access_flags:
-        ::core::option::Option<unsafe extern "C" fn(mqp: *mut mlx5dv_qp_ex, access_flags: u32)>,
-    pub wr_set_mkey_layout_list:
-        ::core::option::Option<unsafe extern "C" fn(mqp: *mut mlx5dv_qp_ex, num_sges: u16, sge: *const ibv_sge)>,
+    pub wr_set_mkey_access_flags: ::core::option::Option<
+        unsafe extern "C" fn(mqp: *mut mlx5dv_qp_ex, access_flags: u32),
+    >,
+    pub wr_set_mkey_layout_list: ::core::option::Option<
+        unsafe extern "C" fn(mqp: *mut mlx5dv_qp_ex, num_sges: u16, sge: *const ibv_sge),
+    >,
     pub wr_set_mkey_layout_interleaved: ::core::option::Option<
         unsafe extern "C" fn(
             mqp: *mut mlx5dv_qp_ex,
@@ -11891,10 +15981,12 @@ pub struct mlx5dv_qp_ex {
             data: *const mlx5dv_mr_interleaved,
         ),
     >,
-    pub wr_set_mkey_sig_block:
-        ::core::option::Option<unsafe extern "C" fn(mqp: *mut mlx5dv_qp_ex, attr: *const mlx5dv_sig_block_attr)>,
-    pub wr_raw_wqe:
-        ::core::option::Option<unsafe extern "C" fn(mqp: *mut mlx5dv_qp_ex, wqe: *const ::core::ffi::c_void)>,
+    pub wr_set_mkey_sig_block: ::core::option::Option<
+        unsafe extern "C" fn(mqp: *mut mlx5dv_qp_ex, attr: *const mlx5dv_sig_block_attr),
+    >,
+    pub wr_raw_wqe: ::core::option::Option<
+        unsafe extern "C" fn(mqp: *mut mlx5dv_qp_ex, wqe: *const ::core::ffi::c_void),
+    >,
     pub wr_set_dc_addr_stream: ::core::option::Option<
         unsafe extern "C" fn(
             mqp: *mut mlx5dv_qp_ex,
@@ -11914,43 +16006,68 @@ pub struct mlx5dv_qp_ex {
             length: usize,
         ),
     >,
-    pub wr_set_mkey_crypto:
-        ::core::option::Option<unsafe extern "C" fn(mqp: *mut mlx5dv_qp_ex, attr: *const mlx5dv_crypto_attr)>,
+    pub wr_set_mkey_crypto: ::core::option::Option<
+        unsafe extern "C" fn(mqp: *mut mlx5dv_qp_ex, attr: *const mlx5dv_crypto_attr),
+    >,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of mlx5dv_qp_ex"][::core::mem::size_of::<mlx5dv_qp_ex>() - 104usize];
     ["Alignment of mlx5dv_qp_ex"][::core::mem::align_of::<mlx5dv_qp_ex>() - 8usize];
-    ["Offset of field: mlx5dv_qp_ex::comp_mask"][::core::mem::offset_of!(mlx5dv_qp_ex, comp_mask) - 0usize];
-    ["Offset of field: mlx5dv_qp_ex::wr_set_dc_addr"][::core::mem::offset_of!(mlx5dv_qp_ex, wr_set_dc_addr) - 8usize];
-    ["Offset of field: mlx5dv_qp_ex::wr_mr_interleaved"]
-        [::core::mem::offset_of!(mlx5dv_qp_ex, wr_mr_interleaved) - 16usize];
-    ["Offset of field: mlx5dv_qp_ex::wr_mr_list"][::core::mem::offset_of!(mlx5dv_qp_ex, wr_mr_list) - 24usize];
-    ["Offset of field: mlx5dv_qp_ex::wr_mkey_configure"]
-        [::core::mem::offset_of!(mlx5dv_qp_ex, wr_mkey_configure) - 32usize];
-    ["Offset of field: mlx5dv_qp_ex::wr_set_mkey_access_flags"]
-        [::core::mem::offset_of!(mlx5dv_qp_ex, wr_set_mkey_access_flags) - 40usize];
-    ["Offset of field: mlx5dv_qp_ex::wr_set_mkey_layout_list"]
-        [::core::mem::offset_of!(mlx5dv_qp_ex, wr_set_mkey_layout_list) - 48usize];
-    ["Offset of field: mlx5dv_qp_ex::wr_set_mkey_layout_interleaved"]
-        [::core::mem::offset_of!(mlx5dv_qp_ex, wr_set_mkey_layout_interleaved) - 56usize];
-    ["Offset of field: mlx5dv_qp_ex::wr_set_mkey_sig_block"]
-        [::core::mem::offset_of!(mlx5dv_qp_ex, wr_set_mkey_sig_block) - 64usize];
-    ["Offset of field: mlx5dv_qp_ex::wr_raw_wqe"][::core::mem::offset_of!(mlx5dv_qp_ex, wr_raw_wqe) - 72usize];
-    ["Offset of field: mlx5dv_qp_ex::wr_set_dc_addr_stream"]
-        [::core::mem::offset_of!(mlx5dv_qp_ex, wr_set_dc_addr_stream) - 80usize];
-    ["Offset of field: mlx5dv_qp_ex::wr_memcpy"][::core::mem::offset_of!(mlx5dv_qp_ex, wr_memcpy) - 88usize];
-    ["Offset of field: mlx5dv_qp_ex::wr_set_mkey_crypto"]
-        [::core::mem::offset_of!(mlx5dv_qp_ex, wr_set_mkey_crypto) - 96usize];
+    [
+        "Offset of field: mlx5dv_qp_ex::comp_mask",
+    ][::core::mem::offset_of!(mlx5dv_qp_ex, comp_mask) - 0usize];
+    [
+        "Offset of field: mlx5dv_qp_ex::wr_set_dc_addr",
+    ][::core::mem::offset_of!(mlx5dv_qp_ex, wr_set_dc_addr) - 8usize];
+    [
+        "Offset of field: mlx5dv_qp_ex::wr_mr_interleaved",
+    ][::core::mem::offset_of!(mlx5dv_qp_ex, wr_mr_interleaved) - 16usize];
+    [
+        "Offset of field: mlx5dv_qp_ex::wr_mr_list",
+    ][::core::mem::offset_of!(mlx5dv_qp_ex, wr_mr_list) - 24usize];
+    [
+        "Offset of field: mlx5dv_qp_ex::wr_mkey_configure",
+    ][::core::mem::offset_of!(mlx5dv_qp_ex, wr_mkey_configure) - 32usize];
+    [
+        "Offset of field: mlx5dv_qp_ex::wr_set_mkey_access_flags",
+    ][::core::mem::offset_of!(mlx5dv_qp_ex, wr_set_mkey_access_flags) - 40usize];
+    [
+        "Offset of field: mlx5dv_qp_ex::wr_set_mkey_layout_list",
+    ][::core::mem::offset_of!(mlx5dv_qp_ex, wr_set_mkey_layout_list) - 48usize];
+    [
+        "Offset of field: mlx5dv_qp_ex::wr_set_mkey_layout_interleaved",
+    ][::core::mem::offset_of!(mlx5dv_qp_ex, wr_set_mkey_layout_interleaved) - 56usize];
+    [
+        "Offset of field: mlx5dv_qp_ex::wr_set_mkey_sig_block",
+    ][::core::mem::offset_of!(mlx5dv_qp_ex, wr_set_mkey_sig_block) - 64usize];
+    [
+        "Offset of field: mlx5dv_qp_ex::wr_raw_wqe",
+    ][::core::mem::offset_of!(mlx5dv_qp_ex, wr_raw_wqe) - 72usize];
+    [
+        "Offset of field: mlx5dv_qp_ex::wr_set_dc_addr_stream",
+    ][::core::mem::offset_of!(mlx5dv_qp_ex, wr_set_dc_addr_stream) - 80usize];
+    [
+        "Offset of field: mlx5dv_qp_ex::wr_memcpy",
+    ][::core::mem::offset_of!(mlx5dv_qp_ex, wr_memcpy) - 88usize];
+    [
+        "Offset of field: mlx5dv_qp_ex::wr_set_mkey_crypto",
+    ][::core::mem::offset_of!(mlx5dv_qp_ex, wr_set_mkey_crypto) - 96usize];
 };
 unsafe extern "C" {
     pub fn mlx5dv_qp_ex_from_ibv_qp_ex(qp: *mut ibv_qp_ex) -> *mut mlx5dv_qp_ex;
 }
 impl mlx5dv_mkey_err_type {
     pub const MLX5DV_MKEY_NO_ERR: mlx5dv_mkey_err_type = mlx5dv_mkey_err_type(0);
-    pub const MLX5DV_MKEY_SIG_BLOCK_BAD_GUARD: mlx5dv_mkey_err_type = mlx5dv_mkey_err_type(1);
-    pub const MLX5DV_MKEY_SIG_BLOCK_BAD_REFTAG: mlx5dv_mkey_err_type = mlx5dv_mkey_err_type(2);
-    pub const MLX5DV_MKEY_SIG_BLOCK_BAD_APPTAG: mlx5dv_mkey_err_type = mlx5dv_mkey_err_type(3);
+    pub const MLX5DV_MKEY_SIG_BLOCK_BAD_GUARD: mlx5dv_mkey_err_type = mlx5dv_mkey_err_type(
+        1,
+    );
+    pub const MLX5DV_MKEY_SIG_BLOCK_BAD_REFTAG: mlx5dv_mkey_err_type = mlx5dv_mkey_err_type(
+        2,
+    );
+    pub const MLX5DV_MKEY_SIG_BLOCK_BAD_APPTAG: mlx5dv_mkey_err_type = mlx5dv_mkey_err_type(
+        3,
+    );
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
@@ -11966,10 +16083,15 @@ pub struct mlx5dv_sig_err {
 const _: () = {
     ["Size of mlx5dv_sig_err"][::core::mem::size_of::<mlx5dv_sig_err>() - 24usize];
     ["Alignment of mlx5dv_sig_err"][::core::mem::align_of::<mlx5dv_sig_err>() - 8usize];
-    ["Offset of field: mlx5dv_sig_err::actual_value"][::core::mem::offset_of!(mlx5dv_sig_err, actual_value) - 0usize];
-    ["Offset of field: mlx5dv_sig_err::expected_value"]
-        [::core::mem::offset_of!(mlx5dv_sig_err, expected_value) - 8usize];
-    ["Offset of field: mlx5dv_sig_err::offset"][::core::mem::offset_of!(mlx5dv_sig_err, offset) - 16usize];
+    [
+        "Offset of field: mlx5dv_sig_err::actual_value",
+    ][::core::mem::offset_of!(mlx5dv_sig_err, actual_value) - 0usize];
+    [
+        "Offset of field: mlx5dv_sig_err::expected_value",
+    ][::core::mem::offset_of!(mlx5dv_sig_err, expected_value) - 8usize];
+    [
+        "Offset of field: mlx5dv_sig_err::offset",
+    ][::core::mem::offset_of!(mlx5dv_sig_err, offset) - 16usize];
 };
 #[repr(C)]
 #[derive(Copy, Clone)]
@@ -11984,10 +16106,15 @@ pub union mlx5dv_mkey_err__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_mkey_err__bindgen_ty_1"][::core::mem::size_of::<mlx5dv_mkey_err__bindgen_ty_1>() - 24usize];
-    ["Alignment of mlx5dv_mkey_err__bindgen_ty_1"][::core::mem::align_of::<mlx5dv_mkey_err__bindgen_ty_1>() - 8usize];
-    ["Offset of field: mlx5dv_mkey_err__bindgen_ty_1::sig"]
-        [::core::mem::offset_of!(mlx5dv_mkey_err__bindgen_ty_1, sig) - 0usize];
+    [
+        "Size of mlx5dv_mkey_err__bindgen_ty_1",
+    ][::core::mem::size_of::<mlx5dv_mkey_err__bindgen_ty_1>() - 24usize];
+    [
+        "Alignment of mlx5dv_mkey_err__bindgen_ty_1",
+    ][::core::mem::align_of::<mlx5dv_mkey_err__bindgen_ty_1>() - 8usize];
+    [
+        "Offset of field: mlx5dv_mkey_err__bindgen_ty_1::sig",
+    ][::core::mem::offset_of!(mlx5dv_mkey_err__bindgen_ty_1, sig) - 0usize];
 };
 impl Default for mlx5dv_mkey_err__bindgen_ty_1 {
     fn default() -> Self {
@@ -12001,9 +16128,15 @@ impl Default for mlx5dv_mkey_err__bindgen_ty_1 {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of mlx5dv_mkey_err"][::core::mem::size_of::<mlx5dv_mkey_err>() - 32usize];
-    ["Alignment of mlx5dv_mkey_err"][::core::mem::align_of::<mlx5dv_mkey_err>() - 8usize];
-    ["Offset of field: mlx5dv_mkey_err::err_type"][::core::mem::offset_of!(mlx5dv_mkey_err, err_type) - 0usize];
-    ["Offset of field: mlx5dv_mkey_err::err"][::core::mem::offset_of!(mlx5dv_mkey_err, err) - 8usize];
+    [
+        "Alignment of mlx5dv_mkey_err",
+    ][::core::mem::align_of::<mlx5dv_mkey_err>() - 8usize];
+    [
+        "Offset of field: mlx5dv_mkey_err::err_type",
+    ][::core::mem::offset_of!(mlx5dv_mkey_err, err_type) - 0usize];
+    [
+        "Offset of field: mlx5dv_mkey_err::err",
+    ][::core::mem::offset_of!(mlx5dv_mkey_err, err) - 8usize];
 };
 impl Default for mlx5dv_mkey_err {
     fn default() -> Self {
@@ -12015,7 +16148,10 @@ impl Default for mlx5dv_mkey_err {
     }
 }
 unsafe extern "C" {
-    pub fn mlx5dv_qp_cancel_posted_send_wrs(mqp: *mut mlx5dv_qp_ex, wr_id: u64) -> ::core::ffi::c_int;
+    pub fn mlx5dv_qp_cancel_posted_send_wrs(
+        mqp: *mut mlx5dv_qp_ex,
+        wr_id: u64,
+    ) -> ::core::ffi::c_int;
 }
 #[repr(C)]
 #[derive(Debug)]
@@ -12032,16 +16168,24 @@ pub struct mlx5dv_crypto_login_attr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_crypto_login_attr"][::core::mem::size_of::<mlx5dv_crypto_login_attr>() - 64usize];
-    ["Alignment of mlx5dv_crypto_login_attr"][::core::mem::align_of::<mlx5dv_crypto_login_attr>() - 8usize];
-    ["Offset of field: mlx5dv_crypto_login_attr::credential_id"]
-        [::core::mem::offset_of!(mlx5dv_crypto_login_attr, credential_id) - 0usize];
-    ["Offset of field: mlx5dv_crypto_login_attr::import_kek_id"]
-        [::core::mem::offset_of!(mlx5dv_crypto_login_attr, import_kek_id) - 4usize];
-    ["Offset of field: mlx5dv_crypto_login_attr::credential"]
-        [::core::mem::offset_of!(mlx5dv_crypto_login_attr, credential) - 8usize];
-    ["Offset of field: mlx5dv_crypto_login_attr::comp_mask"]
-        [::core::mem::offset_of!(mlx5dv_crypto_login_attr, comp_mask) - 56usize];
+    [
+        "Size of mlx5dv_crypto_login_attr",
+    ][::core::mem::size_of::<mlx5dv_crypto_login_attr>() - 64usize];
+    [
+        "Alignment of mlx5dv_crypto_login_attr",
+    ][::core::mem::align_of::<mlx5dv_crypto_login_attr>() - 8usize];
+    [
+        "Offset of field: mlx5dv_crypto_login_attr::credential_id",
+    ][::core::mem::offset_of!(mlx5dv_crypto_login_attr, credential_id) - 0usize];
+    [
+        "Offset of field: mlx5dv_crypto_login_attr::import_kek_id",
+    ][::core::mem::offset_of!(mlx5dv_crypto_login_attr, import_kek_id) - 4usize];
+    [
+        "Offset of field: mlx5dv_crypto_login_attr::credential",
+    ][::core::mem::offset_of!(mlx5dv_crypto_login_attr, credential) - 8usize];
+    [
+        "Offset of field: mlx5dv_crypto_login_attr::comp_mask",
+    ][::core::mem::offset_of!(mlx5dv_crypto_login_attr, comp_mask) - 56usize];
 };
 impl Default for mlx5dv_crypto_login_attr {
     fn default() -> Self {
@@ -12063,18 +16207,27 @@ pub struct mlx5dv_crypto_login_attr_ex {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_crypto_login_attr_ex"][::core::mem::size_of::<mlx5dv_crypto_login_attr_ex>() - 32usize];
-    ["Alignment of mlx5dv_crypto_login_attr_ex"][::core::mem::align_of::<mlx5dv_crypto_login_attr_ex>() - 8usize];
-    ["Offset of field: mlx5dv_crypto_login_attr_ex::credential_id"]
-        [::core::mem::offset_of!(mlx5dv_crypto_login_attr_ex, credential_id) - 0usize];
-    ["Offset of field: mlx5dv_crypto_login_attr_ex::import_kek_id"]
-        [::core::mem::offset_of!(mlx5dv_crypto_login_attr_ex, import_kek_id) - 4usize];
-    ["Offset of field: mlx5dv_crypto_login_attr_ex::credential"]
-        [::core::mem::offset_of!(mlx5dv_crypto_login_attr_ex, credential) - 8usize];
-    ["Offset of field: mlx5dv_crypto_login_attr_ex::credential_len"]
-        [::core::mem::offset_of!(mlx5dv_crypto_login_attr_ex, credential_len) - 16usize];
-    ["Offset of field: mlx5dv_crypto_login_attr_ex::comp_mask"]
-        [::core::mem::offset_of!(mlx5dv_crypto_login_attr_ex, comp_mask) - 24usize];
+    [
+        "Size of mlx5dv_crypto_login_attr_ex",
+    ][::core::mem::size_of::<mlx5dv_crypto_login_attr_ex>() - 32usize];
+    [
+        "Alignment of mlx5dv_crypto_login_attr_ex",
+    ][::core::mem::align_of::<mlx5dv_crypto_login_attr_ex>() - 8usize];
+    [
+        "Offset of field: mlx5dv_crypto_login_attr_ex::credential_id",
+    ][::core::mem::offset_of!(mlx5dv_crypto_login_attr_ex, credential_id) - 0usize];
+    [
+        "Offset of field: mlx5dv_crypto_login_attr_ex::import_kek_id",
+    ][::core::mem::offset_of!(mlx5dv_crypto_login_attr_ex, import_kek_id) - 4usize];
+    [
+        "Offset of field: mlx5dv_crypto_login_attr_ex::credential",
+    ][::core::mem::offset_of!(mlx5dv_crypto_login_attr_ex, credential) - 8usize];
+    [
+        "Offset of field: mlx5dv_crypto_login_attr_ex::credential_len",
+    ][::core::mem::offset_of!(mlx5dv_crypto_login_attr_ex, credential_len) - 16usize];
+    [
+        "Offset of field: mlx5dv_crypto_login_attr_ex::comp_mask",
+    ][::core::mem::offset_of!(mlx5dv_crypto_login_attr_ex, comp_mask) - 24usize];
 };
 impl Default for mlx5dv_crypto_login_attr_ex {
     fn default() -> Self {
@@ -12086,9 +16239,15 @@ impl Default for mlx5dv_crypto_login_attr_ex {
     }
 }
 impl mlx5dv_crypto_login_state {
-    pub const MLX5DV_CRYPTO_LOGIN_STATE_VALID: mlx5dv_crypto_login_state = mlx5dv_crypto_login_state(0);
-    pub const MLX5DV_CRYPTO_LOGIN_STATE_NO_LOGIN: mlx5dv_crypto_login_state = mlx5dv_crypto_login_state(1);
-    pub const MLX5DV_CRYPTO_LOGIN_STATE_INVALID: mlx5dv_crypto_login_state = mlx5dv_crypto_login_state(2);
+    pub const MLX5DV_CRYPTO_LOGIN_STATE_VALID: mlx5dv_crypto_login_state = mlx5dv_crypto_login_state(
+        0,
+    );
+    pub const MLX5DV_CRYPTO_LOGIN_STATE_NO_LOGIN: mlx5dv_crypto_login_state = mlx5dv_crypto_login_state(
+        1,
+    );
+    pub const MLX5DV_CRYPTO_LOGIN_STATE_INVALID: mlx5dv_crypto_login_state = mlx5dv_crypto_login_state(
+        2,
+    );
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
@@ -12101,12 +16260,18 @@ pub struct mlx5dv_crypto_login_query_attr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_crypto_login_query_attr"][::core::mem::size_of::<mlx5dv_crypto_login_query_attr>() - 16usize];
-    ["Alignment of mlx5dv_crypto_login_query_attr"][::core::mem::align_of::<mlx5dv_crypto_login_query_attr>() - 8usize];
-    ["Offset of field: mlx5dv_crypto_login_query_attr::state"]
-        [::core::mem::offset_of!(mlx5dv_crypto_login_query_attr, state) - 0usize];
-    ["Offset of field: mlx5dv_crypto_login_query_attr::comp_mask"]
-        [::core::mem::offset_of!(mlx5dv_crypto_login_query_attr, comp_mask) - 8usize];
+    [
+        "Size of mlx5dv_crypto_login_query_attr",
+    ][::core::mem::size_of::<mlx5dv_crypto_login_query_attr>() - 16usize];
+    [
+        "Alignment of mlx5dv_crypto_login_query_attr",
+    ][::core::mem::align_of::<mlx5dv_crypto_login_query_attr>() - 8usize];
+    [
+        "Offset of field: mlx5dv_crypto_login_query_attr::state",
+    ][::core::mem::offset_of!(mlx5dv_crypto_login_query_attr, state) - 0usize];
+    [
+        "Offset of field: mlx5dv_crypto_login_query_attr::comp_mask",
+    ][::core::mem::offset_of!(mlx5dv_crypto_login_query_attr, comp_mask) - 8usize];
 };
 impl Default for mlx5dv_crypto_login_query_attr {
     fn default() -> Self {
@@ -12145,17 +16310,25 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    pub fn mlx5dv_crypto_login_destroy(crypto_login: *mut mlx5dv_crypto_login_obj) -> ::core::ffi::c_int;
+    pub fn mlx5dv_crypto_login_destroy(
+        crypto_login: *mut mlx5dv_crypto_login_obj,
+    ) -> ::core::ffi::c_int;
 }
 impl mlx5dv_crypto_key_size {
-    pub const MLX5DV_CRYPTO_KEY_SIZE_128: mlx5dv_crypto_key_size = mlx5dv_crypto_key_size(0);
-    pub const MLX5DV_CRYPTO_KEY_SIZE_256: mlx5dv_crypto_key_size = mlx5dv_crypto_key_size(1);
+    pub const MLX5DV_CRYPTO_KEY_SIZE_128: mlx5dv_crypto_key_size = mlx5dv_crypto_key_size(
+        0,
+    );
+    pub const MLX5DV_CRYPTO_KEY_SIZE_256: mlx5dv_crypto_key_size = mlx5dv_crypto_key_size(
+        1,
+    );
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct mlx5dv_crypto_key_size(pub ::core::ffi::c_uint);
 impl mlx5dv_crypto_key_purpose {
-    pub const MLX5DV_CRYPTO_KEY_PURPOSE_AES_XTS: mlx5dv_crypto_key_purpose = mlx5dv_crypto_key_purpose(0);
+    pub const MLX5DV_CRYPTO_KEY_PURPOSE_AES_XTS: mlx5dv_crypto_key_purpose = mlx5dv_crypto_key_purpose(
+        0,
+    );
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
@@ -12168,7 +16341,9 @@ impl mlx5dv_dek_state {
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct mlx5dv_dek_state(pub ::core::ffi::c_uint);
 impl mlx5dv_dek_init_attr_mask {
-    pub const MLX5DV_DEK_INIT_ATTR_CRYPTO_LOGIN: mlx5dv_dek_init_attr_mask = mlx5dv_dek_init_attr_mask(1);
+    pub const MLX5DV_DEK_INIT_ATTR_CRYPTO_LOGIN: mlx5dv_dek_init_attr_mask = mlx5dv_dek_init_attr_mask(
+        1,
+    );
 }
 impl ::core::ops::BitOr<mlx5dv_dek_init_attr_mask> for mlx5dv_dek_init_attr_mask {
     type Output = Self;
@@ -12213,21 +16388,36 @@ pub struct mlx5dv_dek_init_attr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_dek_init_attr"][::core::mem::size_of::<mlx5dv_dek_init_attr>() - 176usize];
-    ["Alignment of mlx5dv_dek_init_attr"][::core::mem::align_of::<mlx5dv_dek_init_attr>() - 8usize];
-    ["Offset of field: mlx5dv_dek_init_attr::key_size"]
-        [::core::mem::offset_of!(mlx5dv_dek_init_attr, key_size) - 0usize];
-    ["Offset of field: mlx5dv_dek_init_attr::has_keytag"]
-        [::core::mem::offset_of!(mlx5dv_dek_init_attr, has_keytag) - 4usize];
-    ["Offset of field: mlx5dv_dek_init_attr::key_purpose"]
-        [::core::mem::offset_of!(mlx5dv_dek_init_attr, key_purpose) - 8usize];
-    ["Offset of field: mlx5dv_dek_init_attr::pd"][::core::mem::offset_of!(mlx5dv_dek_init_attr, pd) - 16usize];
-    ["Offset of field: mlx5dv_dek_init_attr::opaque"][::core::mem::offset_of!(mlx5dv_dek_init_attr, opaque) - 24usize];
-    ["Offset of field: mlx5dv_dek_init_attr::key"][::core::mem::offset_of!(mlx5dv_dek_init_attr, key) - 32usize];
-    ["Offset of field: mlx5dv_dek_init_attr::comp_mask"]
-        [::core::mem::offset_of!(mlx5dv_dek_init_attr, comp_mask) - 160usize];
-    ["Offset of field: mlx5dv_dek_init_attr::crypto_login"]
-        [::core::mem::offset_of!(mlx5dv_dek_init_attr, crypto_login) - 168usize];
+    [
+        "Size of mlx5dv_dek_init_attr",
+    ][::core::mem::size_of::<mlx5dv_dek_init_attr>() - 176usize];
+    [
+        "Alignment of mlx5dv_dek_init_attr",
+    ][::core::mem::align_of::<mlx5dv_dek_init_attr>() - 8usize];
+    [
+        "Offset of field: mlx5dv_dek_init_attr::key_size",
+    ][::core::mem::offset_of!(mlx5dv_dek_init_attr, key_size) - 0usize];
+    [
+        "Offset of field: mlx5dv_dek_init_attr::has_keytag",
+    ][::core::mem::offset_of!(mlx5dv_dek_init_attr, has_keytag) - 4usize];
+    [
+        "Offset of field: mlx5dv_dek_init_attr::key_purpose",
+    ][::core::mem::offset_of!(mlx5dv_dek_init_attr, key_purpose) - 8usize];
+    [
+        "Offset of field: mlx5dv_dek_init_attr::pd",
+    ][::core::mem::offset_of!(mlx5dv_dek_init_attr, pd) - 16usize];
+    [
+        "Offset of field: mlx5dv_dek_init_attr::opaque",
+    ][::core::mem::offset_of!(mlx5dv_dek_init_attr, opaque) - 24usize];
+    [
+        "Offset of field: mlx5dv_dek_init_attr::key",
+    ][::core::mem::offset_of!(mlx5dv_dek_init_attr, key) - 32usize];
+    [
+        "Offset of field: mlx5dv_dek_init_attr::comp_mask",
+    ][::core::mem::offset_of!(mlx5dv_dek_init_attr, comp_mask) - 160usize];
+    [
+        "Offset of field: mlx5dv_dek_init_attr::crypto_login",
+    ][::core::mem::offset_of!(mlx5dv_dek_init_attr, crypto_login) - 168usize];
 };
 impl Default for mlx5dv_dek_init_attr {
     fn default() -> Self {
@@ -12248,10 +16438,18 @@ pub struct mlx5dv_dek_attr {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of mlx5dv_dek_attr"][::core::mem::size_of::<mlx5dv_dek_attr>() - 24usize];
-    ["Alignment of mlx5dv_dek_attr"][::core::mem::align_of::<mlx5dv_dek_attr>() - 8usize];
-    ["Offset of field: mlx5dv_dek_attr::state"][::core::mem::offset_of!(mlx5dv_dek_attr, state) - 0usize];
-    ["Offset of field: mlx5dv_dek_attr::opaque"][::core::mem::offset_of!(mlx5dv_dek_attr, opaque) - 4usize];
-    ["Offset of field: mlx5dv_dek_attr::comp_mask"][::core::mem::offset_of!(mlx5dv_dek_attr, comp_mask) - 16usize];
+    [
+        "Alignment of mlx5dv_dek_attr",
+    ][::core::mem::align_of::<mlx5dv_dek_attr>() - 8usize];
+    [
+        "Offset of field: mlx5dv_dek_attr::state",
+    ][::core::mem::offset_of!(mlx5dv_dek_attr, state) - 0usize];
+    [
+        "Offset of field: mlx5dv_dek_attr::opaque",
+    ][::core::mem::offset_of!(mlx5dv_dek_attr, opaque) - 4usize];
+    [
+        "Offset of field: mlx5dv_dek_attr::comp_mask",
+    ][::core::mem::offset_of!(mlx5dv_dek_attr, comp_mask) - 16usize];
 };
 impl Default for mlx5dv_dek_attr {
     fn default() -> Self {
@@ -12268,16 +16466,24 @@ pub struct mlx5dv_dek {
     _unused: [u8; 0],
 }
 unsafe extern "C" {
-    pub fn mlx5dv_dek_create(context: *mut ibv_context, init_attr: *mut mlx5dv_dek_init_attr) -> *mut mlx5dv_dek;
+    pub fn mlx5dv_dek_create(
+        context: *mut ibv_context,
+        init_attr: *mut mlx5dv_dek_init_attr,
+    ) -> *mut mlx5dv_dek;
 }
 unsafe extern "C" {
-    pub fn mlx5dv_dek_query(dek: *mut mlx5dv_dek, attr: *mut mlx5dv_dek_attr) -> ::core::ffi::c_int;
+    pub fn mlx5dv_dek_query(
+        dek: *mut mlx5dv_dek,
+        attr: *mut mlx5dv_dek_attr,
+    ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
     pub fn mlx5dv_dek_destroy(dek: *mut mlx5dv_dek) -> ::core::ffi::c_int;
 }
 impl mlx5dv_flow_action_esp_mask {
-    pub const MLX5DV_FLOW_ACTION_ESP_MASK_FLAGS: mlx5dv_flow_action_esp_mask = mlx5dv_flow_action_esp_mask(1);
+    pub const MLX5DV_FLOW_ACTION_ESP_MASK_FLAGS: mlx5dv_flow_action_esp_mask = mlx5dv_flow_action_esp_mask(
+        1,
+    );
 }
 impl ::core::ops::BitOr<mlx5dv_flow_action_esp_mask> for mlx5dv_flow_action_esp_mask {
     type Output = Self;
@@ -12316,12 +16522,18 @@ pub struct mlx5dv_flow_action_esp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_flow_action_esp"][::core::mem::size_of::<mlx5dv_flow_action_esp>() - 16usize];
-    ["Alignment of mlx5dv_flow_action_esp"][::core::mem::align_of::<mlx5dv_flow_action_esp>() - 8usize];
-    ["Offset of field: mlx5dv_flow_action_esp::comp_mask"]
-        [::core::mem::offset_of!(mlx5dv_flow_action_esp, comp_mask) - 0usize];
-    ["Offset of field: mlx5dv_flow_action_esp::action_flags"]
-        [::core::mem::offset_of!(mlx5dv_flow_action_esp, action_flags) - 8usize];
+    [
+        "Size of mlx5dv_flow_action_esp",
+    ][::core::mem::size_of::<mlx5dv_flow_action_esp>() - 16usize];
+    [
+        "Alignment of mlx5dv_flow_action_esp",
+    ][::core::mem::align_of::<mlx5dv_flow_action_esp>() - 8usize];
+    [
+        "Offset of field: mlx5dv_flow_action_esp::comp_mask",
+    ][::core::mem::offset_of!(mlx5dv_flow_action_esp, comp_mask) - 0usize];
+    [
+        "Offset of field: mlx5dv_flow_action_esp::action_flags",
+    ][::core::mem::offset_of!(mlx5dv_flow_action_esp, action_flags) - 8usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -12331,17 +16543,26 @@ pub struct mlx5dv_flow_match_parameters {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_flow_match_parameters"][::core::mem::size_of::<mlx5dv_flow_match_parameters>() - 8usize];
-    ["Alignment of mlx5dv_flow_match_parameters"][::core::mem::align_of::<mlx5dv_flow_match_parameters>() - 8usize];
-    ["Offset of field: mlx5dv_flow_match_parameters::match_sz"]
-        [::core::mem::offset_of!(mlx5dv_flow_match_parameters, match_sz) - 0usize];
-    ["Offset of field: mlx5dv_flow_match_parameters::match_buf"]
-        [::core::mem::offset_of!(mlx5dv_flow_match_parameters, match_buf) - 8usize];
+    [
+        "Size of mlx5dv_flow_match_parameters",
+    ][::core::mem::size_of::<mlx5dv_flow_match_parameters>() - 8usize];
+    [
+        "Alignment of mlx5dv_flow_match_parameters",
+    ][::core::mem::align_of::<mlx5dv_flow_match_parameters>() - 8usize];
+    [
+        "Offset of field: mlx5dv_flow_match_parameters::match_sz",
+    ][::core::mem::offset_of!(mlx5dv_flow_match_parameters, match_sz) - 0usize];
+    [
+        "Offset of field: mlx5dv_flow_match_parameters::match_buf",
+    ][::core::mem::offset_of!(mlx5dv_flow_match_parameters, match_buf) - 8usize];
 };
 impl mlx5dv_flow_matcher_attr_mask {
-    pub const MLX5DV_FLOW_MATCHER_MASK_FT_TYPE: mlx5dv_flow_matcher_attr_mask = mlx5dv_flow_matcher_attr_mask(1);
+    pub const MLX5DV_FLOW_MATCHER_MASK_FT_TYPE: mlx5dv_flow_matcher_attr_mask = mlx5dv_flow_matcher_attr_mask(
+        1,
+    );
 }
-impl ::core::ops::BitOr<mlx5dv_flow_matcher_attr_mask> for mlx5dv_flow_matcher_attr_mask {
+impl ::core::ops::BitOr<mlx5dv_flow_matcher_attr_mask>
+for mlx5dv_flow_matcher_attr_mask {
     type Output = Self;
     #[inline]
     fn bitor(self, other: Self) -> Self {
@@ -12354,7 +16575,8 @@ impl ::core::ops::BitOrAssign for mlx5dv_flow_matcher_attr_mask {
         self.0 |= rhs.0;
     }
 }
-impl ::core::ops::BitAnd<mlx5dv_flow_matcher_attr_mask> for mlx5dv_flow_matcher_attr_mask {
+impl ::core::ops::BitAnd<mlx5dv_flow_matcher_attr_mask>
+for mlx5dv_flow_matcher_attr_mask {
     type Output = Self;
     #[inline]
     fn bitand(self, other: Self) -> Self {
@@ -12383,22 +16605,34 @@ pub struct mlx5dv_flow_matcher_attr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_flow_matcher_attr"][::core::mem::size_of::<mlx5dv_flow_matcher_attr>() - 40usize];
-    ["Alignment of mlx5dv_flow_matcher_attr"][::core::mem::align_of::<mlx5dv_flow_matcher_attr>() - 8usize];
-    ["Offset of field: mlx5dv_flow_matcher_attr::type_"]
-        [::core::mem::offset_of!(mlx5dv_flow_matcher_attr, type_) - 0usize];
-    ["Offset of field: mlx5dv_flow_matcher_attr::flags"]
-        [::core::mem::offset_of!(mlx5dv_flow_matcher_attr, flags) - 4usize];
-    ["Offset of field: mlx5dv_flow_matcher_attr::priority"]
-        [::core::mem::offset_of!(mlx5dv_flow_matcher_attr, priority) - 8usize];
-    ["Offset of field: mlx5dv_flow_matcher_attr::match_criteria_enable"]
-        [::core::mem::offset_of!(mlx5dv_flow_matcher_attr, match_criteria_enable) - 10usize];
-    ["Offset of field: mlx5dv_flow_matcher_attr::match_mask"]
-        [::core::mem::offset_of!(mlx5dv_flow_matcher_attr, match_mask) - 16usize];
-    ["Offset of field: mlx5dv_flow_matcher_attr::comp_mask"]
-        [::core::mem::offset_of!(mlx5dv_flow_matcher_attr, comp_mask) - 24usize];
-    ["Offset of field: mlx5dv_flow_matcher_attr::ft_type"]
-        [::core::mem::offset_of!(mlx5dv_flow_matcher_attr, ft_type) - 32usize];
+    [
+        "Size of mlx5dv_flow_matcher_attr",
+    ][::core::mem::size_of::<mlx5dv_flow_matcher_attr>() - 40usize];
+    [
+        "Alignment of mlx5dv_flow_matcher_attr",
+    ][::core::mem::align_of::<mlx5dv_flow_matcher_attr>() - 8usize];
+    [
+        "Offset of field: mlx5dv_flow_matcher_attr::type_",
+    ][::core::mem::offset_of!(mlx5dv_flow_matcher_attr, type_) - 0usize];
+    [
+        "Offset of field: mlx5dv_flow_matcher_attr::flags",
+    ][::core::mem::offset_of!(mlx5dv_flow_matcher_attr, flags) - 4usize];
+    [
+        "Offset of field: mlx5dv_flow_matcher_attr::priority",
+    ][::core::mem::offset_of!(mlx5dv_flow_matcher_attr, priority) - 8usize];
+    [
+        "Offset of field: mlx5dv_flow_matcher_attr::match_criteria_enable",
+    ][::core::mem::offset_of!(mlx5dv_flow_matcher_attr, match_criteria_enable)
+        - 10usize];
+    [
+        "Offset of field: mlx5dv_flow_matcher_attr::match_mask",
+    ][::core::mem::offset_of!(mlx5dv_flow_matcher_attr, match_mask) - 16usize];
+    [
+        "Offset of field: mlx5dv_flow_matcher_attr::comp_mask",
+    ][::core::mem::offset_of!(mlx5dv_flow_matcher_attr, comp_mask) - 24usize];
+    [
+        "Offset of field: mlx5dv_flow_matcher_attr::ft_type",
+    ][::core::mem::offset_of!(mlx5dv_flow_matcher_attr, ft_type) - 32usize];
 };
 impl Default for mlx5dv_flow_matcher_attr {
     fn default() -> Self {
@@ -12421,7 +16655,9 @@ unsafe extern "C" {
     ) -> *mut mlx5dv_flow_matcher;
 }
 unsafe extern "C" {
-    pub fn mlx5dv_destroy_flow_matcher(matcher: *mut mlx5dv_flow_matcher) -> ::core::ffi::c_int;
+    pub fn mlx5dv_destroy_flow_matcher(
+        matcher: *mut mlx5dv_flow_matcher,
+    ) -> ::core::ffi::c_int;
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -12432,14 +16668,21 @@ pub struct mlx5dv_steering_anchor_attr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_steering_anchor_attr"][::core::mem::size_of::<mlx5dv_steering_anchor_attr>() - 16usize];
-    ["Alignment of mlx5dv_steering_anchor_attr"][::core::mem::align_of::<mlx5dv_steering_anchor_attr>() - 8usize];
-    ["Offset of field: mlx5dv_steering_anchor_attr::ft_type"]
-        [::core::mem::offset_of!(mlx5dv_steering_anchor_attr, ft_type) - 0usize];
-    ["Offset of field: mlx5dv_steering_anchor_attr::priority"]
-        [::core::mem::offset_of!(mlx5dv_steering_anchor_attr, priority) - 4usize];
-    ["Offset of field: mlx5dv_steering_anchor_attr::comp_mask"]
-        [::core::mem::offset_of!(mlx5dv_steering_anchor_attr, comp_mask) - 8usize];
+    [
+        "Size of mlx5dv_steering_anchor_attr",
+    ][::core::mem::size_of::<mlx5dv_steering_anchor_attr>() - 16usize];
+    [
+        "Alignment of mlx5dv_steering_anchor_attr",
+    ][::core::mem::align_of::<mlx5dv_steering_anchor_attr>() - 8usize];
+    [
+        "Offset of field: mlx5dv_steering_anchor_attr::ft_type",
+    ][::core::mem::offset_of!(mlx5dv_steering_anchor_attr, ft_type) - 0usize];
+    [
+        "Offset of field: mlx5dv_steering_anchor_attr::priority",
+    ][::core::mem::offset_of!(mlx5dv_steering_anchor_attr, priority) - 4usize];
+    [
+        "Offset of field: mlx5dv_steering_anchor_attr::comp_mask",
+    ][::core::mem::offset_of!(mlx5dv_steering_anchor_attr, comp_mask) - 8usize];
 };
 impl Default for mlx5dv_steering_anchor_attr {
     fn default() -> Self {
@@ -12457,9 +16700,15 @@ pub struct mlx5dv_steering_anchor {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_steering_anchor"][::core::mem::size_of::<mlx5dv_steering_anchor>() - 4usize];
-    ["Alignment of mlx5dv_steering_anchor"][::core::mem::align_of::<mlx5dv_steering_anchor>() - 4usize];
-    ["Offset of field: mlx5dv_steering_anchor::id"][::core::mem::offset_of!(mlx5dv_steering_anchor, id) - 0usize];
+    [
+        "Size of mlx5dv_steering_anchor",
+    ][::core::mem::size_of::<mlx5dv_steering_anchor>() - 4usize];
+    [
+        "Alignment of mlx5dv_steering_anchor",
+    ][::core::mem::align_of::<mlx5dv_steering_anchor>() - 4usize];
+    [
+        "Offset of field: mlx5dv_steering_anchor::id",
+    ][::core::mem::offset_of!(mlx5dv_steering_anchor, id) - 0usize];
 };
 unsafe extern "C" {
     pub fn mlx5dv_create_steering_anchor(
@@ -12468,17 +16717,35 @@ unsafe extern "C" {
     ) -> *mut mlx5dv_steering_anchor;
 }
 unsafe extern "C" {
-    pub fn mlx5dv_destroy_steering_anchor(sa: *mut mlx5dv_steering_anchor) -> ::core::ffi::c_int;
+    pub fn mlx5dv_destroy_steering_anchor(
+        sa: *mut mlx5dv_steering_anchor,
+    ) -> ::core::ffi::c_int;
 }
 impl mlx5dv_flow_action_type {
-    pub const MLX5DV_FLOW_ACTION_DEST_IBV_QP: mlx5dv_flow_action_type = mlx5dv_flow_action_type(0);
-    pub const MLX5DV_FLOW_ACTION_DROP: mlx5dv_flow_action_type = mlx5dv_flow_action_type(1);
-    pub const MLX5DV_FLOW_ACTION_IBV_COUNTER: mlx5dv_flow_action_type = mlx5dv_flow_action_type(2);
-    pub const MLX5DV_FLOW_ACTION_IBV_FLOW_ACTION: mlx5dv_flow_action_type = mlx5dv_flow_action_type(3);
-    pub const MLX5DV_FLOW_ACTION_TAG: mlx5dv_flow_action_type = mlx5dv_flow_action_type(4);
-    pub const MLX5DV_FLOW_ACTION_DEST_DEVX: mlx5dv_flow_action_type = mlx5dv_flow_action_type(5);
-    pub const MLX5DV_FLOW_ACTION_COUNTERS_DEVX: mlx5dv_flow_action_type = mlx5dv_flow_action_type(6);
-    pub const MLX5DV_FLOW_ACTION_DEFAULT_MISS: mlx5dv_flow_action_type = mlx5dv_flow_action_type(7);
+    pub const MLX5DV_FLOW_ACTION_DEST_IBV_QP: mlx5dv_flow_action_type = mlx5dv_flow_action_type(
+        0,
+    );
+    pub const MLX5DV_FLOW_ACTION_DROP: mlx5dv_flow_action_type = mlx5dv_flow_action_type(
+        1,
+    );
+    pub const MLX5DV_FLOW_ACTION_IBV_COUNTER: mlx5dv_flow_action_type = mlx5dv_flow_action_type(
+        2,
+    );
+    pub const MLX5DV_FLOW_ACTION_IBV_FLOW_ACTION: mlx5dv_flow_action_type = mlx5dv_flow_action_type(
+        3,
+    );
+    pub const MLX5DV_FLOW_ACTION_TAG: mlx5dv_flow_action_type = mlx5dv_flow_action_type(
+        4,
+    );
+    pub const MLX5DV_FLOW_ACTION_DEST_DEVX: mlx5dv_flow_action_type = mlx5dv_flow_action_type(
+        5,
+    );
+    pub const MLX5DV_FLOW_ACTION_COUNTERS_DEVX: mlx5dv_flow_action_type = mlx5dv_flow_action_type(
+        6,
+    );
+    pub const MLX5DV_FLOW_ACTION_DEFAULT_MISS: mlx5dv_flow_action_type = mlx5dv_flow_action_type(
+        7,
+    );
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
@@ -12500,20 +16767,28 @@ pub union mlx5dv_flow_action_attr__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_flow_action_attr__bindgen_ty_1"]
-        [::core::mem::size_of::<mlx5dv_flow_action_attr__bindgen_ty_1>() - 8usize];
-    ["Alignment of mlx5dv_flow_action_attr__bindgen_ty_1"]
-        [::core::mem::align_of::<mlx5dv_flow_action_attr__bindgen_ty_1>() - 8usize];
-    ["Offset of field: mlx5dv_flow_action_attr__bindgen_ty_1::qp"]
-        [::core::mem::offset_of!(mlx5dv_flow_action_attr__bindgen_ty_1, qp) - 0usize];
-    ["Offset of field: mlx5dv_flow_action_attr__bindgen_ty_1::counter"]
-        [::core::mem::offset_of!(mlx5dv_flow_action_attr__bindgen_ty_1, counter) - 0usize];
-    ["Offset of field: mlx5dv_flow_action_attr__bindgen_ty_1::action"]
-        [::core::mem::offset_of!(mlx5dv_flow_action_attr__bindgen_ty_1, action) - 0usize];
-    ["Offset of field: mlx5dv_flow_action_attr__bindgen_ty_1::tag_value"]
-        [::core::mem::offset_of!(mlx5dv_flow_action_attr__bindgen_ty_1, tag_value) - 0usize];
-    ["Offset of field: mlx5dv_flow_action_attr__bindgen_ty_1::obj"]
-        [::core::mem::offset_of!(mlx5dv_flow_action_attr__bindgen_ty_1, obj) - 0usize];
+    [
+        "Size of mlx5dv_flow_action_attr__bindgen_ty_1",
+    ][::core::mem::size_of::<mlx5dv_flow_action_attr__bindgen_ty_1>() - 8usize];
+    [
+        "Alignment of mlx5dv_flow_action_attr__bindgen_ty_1",
+    ][::core::mem::align_of::<mlx5dv_flow_action_attr__bindgen_ty_1>() - 8usize];
+    [
+        "Offset of field: mlx5dv_flow_action_attr__bindgen_ty_1::qp",
+    ][::core::mem::offset_of!(mlx5dv_flow_action_attr__bindgen_ty_1, qp) - 0usize];
+    [
+        "Offset of field: mlx5dv_flow_action_attr__bindgen_ty_1::counter",
+    ][::core::mem::offset_of!(mlx5dv_flow_action_attr__bindgen_ty_1, counter) - 0usize];
+    [
+        "Offset of field: mlx5dv_flow_action_attr__bindgen_ty_1::action",
+    ][::core::mem::offset_of!(mlx5dv_flow_action_attr__bindgen_ty_1, action) - 0usize];
+    [
+        "Offset of field: mlx5dv_flow_action_attr__bindgen_ty_1::tag_value",
+    ][::core::mem::offset_of!(mlx5dv_flow_action_attr__bindgen_ty_1, tag_value)
+        - 0usize];
+    [
+        "Offset of field: mlx5dv_flow_action_attr__bindgen_ty_1::obj",
+    ][::core::mem::offset_of!(mlx5dv_flow_action_attr__bindgen_ty_1, obj) - 0usize];
 };
 impl Default for mlx5dv_flow_action_attr__bindgen_ty_1 {
     fn default() -> Self {
@@ -12526,10 +16801,15 @@ impl Default for mlx5dv_flow_action_attr__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_flow_action_attr"][::core::mem::size_of::<mlx5dv_flow_action_attr>() - 16usize];
-    ["Alignment of mlx5dv_flow_action_attr"][::core::mem::align_of::<mlx5dv_flow_action_attr>() - 8usize];
-    ["Offset of field: mlx5dv_flow_action_attr::type_"]
-        [::core::mem::offset_of!(mlx5dv_flow_action_attr, type_) - 0usize];
+    [
+        "Size of mlx5dv_flow_action_attr",
+    ][::core::mem::size_of::<mlx5dv_flow_action_attr>() - 16usize];
+    [
+        "Alignment of mlx5dv_flow_action_attr",
+    ][::core::mem::align_of::<mlx5dv_flow_action_attr>() - 8usize];
+    [
+        "Offset of field: mlx5dv_flow_action_attr::type_",
+    ][::core::mem::offset_of!(mlx5dv_flow_action_attr, type_) - 0usize];
 };
 impl Default for mlx5dv_flow_action_attr {
     fn default() -> Self {
@@ -12573,15 +16853,24 @@ unsafe extern "C" {
     ) -> *mut ibv_flow_action;
 }
 unsafe extern "C" {
-    pub fn mlx5dv_query_device(ctx_in: *mut ibv_context, attrs_out: *mut mlx5dv_context) -> ::core::ffi::c_int;
+    pub fn mlx5dv_query_device(
+        ctx_in: *mut ibv_context,
+        attrs_out: *mut mlx5dv_context,
+    ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
     pub fn mlx5dv_map_ah_to_qp(ah: *mut ibv_ah, qp_num: u32) -> ::core::ffi::c_int;
 }
 impl mlx5dv_qp_comp_mask {
-    pub const MLX5DV_QP_MASK_UAR_MMAP_OFFSET: mlx5dv_qp_comp_mask = mlx5dv_qp_comp_mask(1);
-    pub const MLX5DV_QP_MASK_RAW_QP_HANDLES: mlx5dv_qp_comp_mask = mlx5dv_qp_comp_mask(2);
-    pub const MLX5DV_QP_MASK_RAW_QP_TIR_ADDR: mlx5dv_qp_comp_mask = mlx5dv_qp_comp_mask(4);
+    pub const MLX5DV_QP_MASK_UAR_MMAP_OFFSET: mlx5dv_qp_comp_mask = mlx5dv_qp_comp_mask(
+        1,
+    );
+    pub const MLX5DV_QP_MASK_RAW_QP_HANDLES: mlx5dv_qp_comp_mask = mlx5dv_qp_comp_mask(
+        2,
+    );
+    pub const MLX5DV_QP_MASK_RAW_QP_TIR_ADDR: mlx5dv_qp_comp_mask = mlx5dv_qp_comp_mask(
+        4,
+    );
 }
 impl ::core::ops::BitOr<mlx5dv_qp_comp_mask> for mlx5dv_qp_comp_mask {
     type Output = Self;
@@ -12636,13 +16925,21 @@ pub struct mlx5dv_qp__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_qp__bindgen_ty_1"][::core::mem::size_of::<mlx5dv_qp__bindgen_ty_1>() - 16usize];
-    ["Alignment of mlx5dv_qp__bindgen_ty_1"][::core::mem::align_of::<mlx5dv_qp__bindgen_ty_1>() - 8usize];
-    ["Offset of field: mlx5dv_qp__bindgen_ty_1::buf"][::core::mem::offset_of!(mlx5dv_qp__bindgen_ty_1, buf) - 0usize];
-    ["Offset of field: mlx5dv_qp__bindgen_ty_1::wqe_cnt"]
-        [::core::mem::offset_of!(mlx5dv_qp__bindgen_ty_1, wqe_cnt) - 8usize];
-    ["Offset of field: mlx5dv_qp__bindgen_ty_1::stride"]
-        [::core::mem::offset_of!(mlx5dv_qp__bindgen_ty_1, stride) - 12usize];
+    [
+        "Size of mlx5dv_qp__bindgen_ty_1",
+    ][::core::mem::size_of::<mlx5dv_qp__bindgen_ty_1>() - 16usize];
+    [
+        "Alignment of mlx5dv_qp__bindgen_ty_1",
+    ][::core::mem::align_of::<mlx5dv_qp__bindgen_ty_1>() - 8usize];
+    [
+        "Offset of field: mlx5dv_qp__bindgen_ty_1::buf",
+    ][::core::mem::offset_of!(mlx5dv_qp__bindgen_ty_1, buf) - 0usize];
+    [
+        "Offset of field: mlx5dv_qp__bindgen_ty_1::wqe_cnt",
+    ][::core::mem::offset_of!(mlx5dv_qp__bindgen_ty_1, wqe_cnt) - 8usize];
+    [
+        "Offset of field: mlx5dv_qp__bindgen_ty_1::stride",
+    ][::core::mem::offset_of!(mlx5dv_qp__bindgen_ty_1, stride) - 12usize];
 };
 impl Default for mlx5dv_qp__bindgen_ty_1 {
     fn default() -> Self {
@@ -12662,13 +16959,21 @@ pub struct mlx5dv_qp__bindgen_ty_2 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_qp__bindgen_ty_2"][::core::mem::size_of::<mlx5dv_qp__bindgen_ty_2>() - 16usize];
-    ["Alignment of mlx5dv_qp__bindgen_ty_2"][::core::mem::align_of::<mlx5dv_qp__bindgen_ty_2>() - 8usize];
-    ["Offset of field: mlx5dv_qp__bindgen_ty_2::buf"][::core::mem::offset_of!(mlx5dv_qp__bindgen_ty_2, buf) - 0usize];
-    ["Offset of field: mlx5dv_qp__bindgen_ty_2::wqe_cnt"]
-        [::core::mem::offset_of!(mlx5dv_qp__bindgen_ty_2, wqe_cnt) - 8usize];
-    ["Offset of field: mlx5dv_qp__bindgen_ty_2::stride"]
-        [::core::mem::offset_of!(mlx5dv_qp__bindgen_ty_2, stride) - 12usize];
+    [
+        "Size of mlx5dv_qp__bindgen_ty_2",
+    ][::core::mem::size_of::<mlx5dv_qp__bindgen_ty_2>() - 16usize];
+    [
+        "Alignment of mlx5dv_qp__bindgen_ty_2",
+    ][::core::mem::align_of::<mlx5dv_qp__bindgen_ty_2>() - 8usize];
+    [
+        "Offset of field: mlx5dv_qp__bindgen_ty_2::buf",
+    ][::core::mem::offset_of!(mlx5dv_qp__bindgen_ty_2, buf) - 0usize];
+    [
+        "Offset of field: mlx5dv_qp__bindgen_ty_2::wqe_cnt",
+    ][::core::mem::offset_of!(mlx5dv_qp__bindgen_ty_2, wqe_cnt) - 8usize];
+    [
+        "Offset of field: mlx5dv_qp__bindgen_ty_2::stride",
+    ][::core::mem::offset_of!(mlx5dv_qp__bindgen_ty_2, stride) - 12usize];
 };
 impl Default for mlx5dv_qp__bindgen_ty_2 {
     fn default() -> Self {
@@ -12687,10 +16992,18 @@ pub struct mlx5dv_qp__bindgen_ty_3 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_qp__bindgen_ty_3"][::core::mem::size_of::<mlx5dv_qp__bindgen_ty_3>() - 16usize];
-    ["Alignment of mlx5dv_qp__bindgen_ty_3"][::core::mem::align_of::<mlx5dv_qp__bindgen_ty_3>() - 8usize];
-    ["Offset of field: mlx5dv_qp__bindgen_ty_3::reg"][::core::mem::offset_of!(mlx5dv_qp__bindgen_ty_3, reg) - 0usize];
-    ["Offset of field: mlx5dv_qp__bindgen_ty_3::size"][::core::mem::offset_of!(mlx5dv_qp__bindgen_ty_3, size) - 8usize];
+    [
+        "Size of mlx5dv_qp__bindgen_ty_3",
+    ][::core::mem::size_of::<mlx5dv_qp__bindgen_ty_3>() - 16usize];
+    [
+        "Alignment of mlx5dv_qp__bindgen_ty_3",
+    ][::core::mem::align_of::<mlx5dv_qp__bindgen_ty_3>() - 8usize];
+    [
+        "Offset of field: mlx5dv_qp__bindgen_ty_3::reg",
+    ][::core::mem::offset_of!(mlx5dv_qp__bindgen_ty_3, reg) - 0usize];
+    [
+        "Offset of field: mlx5dv_qp__bindgen_ty_3::size",
+    ][::core::mem::offset_of!(mlx5dv_qp__bindgen_ty_3, size) - 8usize];
 };
 impl Default for mlx5dv_qp__bindgen_ty_3 {
     fn default() -> Self {
@@ -12705,17 +17018,33 @@ impl Default for mlx5dv_qp__bindgen_ty_3 {
 const _: () = {
     ["Size of mlx5dv_qp"][::core::mem::size_of::<mlx5dv_qp>() - 96usize];
     ["Alignment of mlx5dv_qp"][::core::mem::align_of::<mlx5dv_qp>() - 8usize];
-    ["Offset of field: mlx5dv_qp::dbrec"][::core::mem::offset_of!(mlx5dv_qp, dbrec) - 0usize];
+    [
+        "Offset of field: mlx5dv_qp::dbrec",
+    ][::core::mem::offset_of!(mlx5dv_qp, dbrec) - 0usize];
     ["Offset of field: mlx5dv_qp::sq"][::core::mem::offset_of!(mlx5dv_qp, sq) - 8usize];
     ["Offset of field: mlx5dv_qp::rq"][::core::mem::offset_of!(mlx5dv_qp, rq) - 24usize];
     ["Offset of field: mlx5dv_qp::bf"][::core::mem::offset_of!(mlx5dv_qp, bf) - 40usize];
-    ["Offset of field: mlx5dv_qp::comp_mask"][::core::mem::offset_of!(mlx5dv_qp, comp_mask) - 56usize];
-    ["Offset of field: mlx5dv_qp::uar_mmap_offset"][::core::mem::offset_of!(mlx5dv_qp, uar_mmap_offset) - 64usize];
-    ["Offset of field: mlx5dv_qp::tirn"][::core::mem::offset_of!(mlx5dv_qp, tirn) - 72usize];
-    ["Offset of field: mlx5dv_qp::tisn"][::core::mem::offset_of!(mlx5dv_qp, tisn) - 76usize];
-    ["Offset of field: mlx5dv_qp::rqn"][::core::mem::offset_of!(mlx5dv_qp, rqn) - 80usize];
-    ["Offset of field: mlx5dv_qp::sqn"][::core::mem::offset_of!(mlx5dv_qp, sqn) - 84usize];
-    ["Offset of field: mlx5dv_qp::tir_icm_addr"][::core::mem::offset_of!(mlx5dv_qp, tir_icm_addr) - 88usize];
+    [
+        "Offset of field: mlx5dv_qp::comp_mask",
+    ][::core::mem::offset_of!(mlx5dv_qp, comp_mask) - 56usize];
+    [
+        "Offset of field: mlx5dv_qp::uar_mmap_offset",
+    ][::core::mem::offset_of!(mlx5dv_qp, uar_mmap_offset) - 64usize];
+    [
+        "Offset of field: mlx5dv_qp::tirn",
+    ][::core::mem::offset_of!(mlx5dv_qp, tirn) - 72usize];
+    [
+        "Offset of field: mlx5dv_qp::tisn",
+    ][::core::mem::offset_of!(mlx5dv_qp, tisn) - 76usize];
+    [
+        "Offset of field: mlx5dv_qp::rqn",
+    ][::core::mem::offset_of!(mlx5dv_qp, rqn) - 80usize];
+    [
+        "Offset of field: mlx5dv_qp::sqn",
+    ][::core::mem::offset_of!(mlx5dv_qp, sqn) - 84usize];
+    [
+        "Offset of field: mlx5dv_qp::tir_icm_addr",
+    ][::core::mem::offset_of!(mlx5dv_qp, tir_icm_addr) - 88usize];
 };
 impl Default for mlx5dv_qp {
     fn default() -> Self {
@@ -12741,13 +17070,27 @@ pub struct mlx5dv_cq {
 const _: () = {
     ["Size of mlx5dv_cq"][::core::mem::size_of::<mlx5dv_cq>() - 48usize];
     ["Alignment of mlx5dv_cq"][::core::mem::align_of::<mlx5dv_cq>() - 8usize];
-    ["Offset of field: mlx5dv_cq::buf"][::core::mem::offset_of!(mlx5dv_cq, buf) - 0usize];
-    ["Offset of field: mlx5dv_cq::dbrec"][::core::mem::offset_of!(mlx5dv_cq, dbrec) - 8usize];
-    ["Offset of field: mlx5dv_cq::cqe_cnt"][::core::mem::offset_of!(mlx5dv_cq, cqe_cnt) - 16usize];
-    ["Offset of field: mlx5dv_cq::cqe_size"][::core::mem::offset_of!(mlx5dv_cq, cqe_size) - 20usize];
-    ["Offset of field: mlx5dv_cq::cq_uar"][::core::mem::offset_of!(mlx5dv_cq, cq_uar) - 24usize];
-    ["Offset of field: mlx5dv_cq::cqn"][::core::mem::offset_of!(mlx5dv_cq, cqn) - 32usize];
-    ["Offset of field: mlx5dv_cq::comp_mask"][::core::mem::offset_of!(mlx5dv_cq, comp_mask) - 40usize];
+    [
+        "Offset of field: mlx5dv_cq::buf",
+    ][::core::mem::offset_of!(mlx5dv_cq, buf) - 0usize];
+    [
+        "Offset of field: mlx5dv_cq::dbrec",
+    ][::core::mem::offset_of!(mlx5dv_cq, dbrec) - 8usize];
+    [
+        "Offset of field: mlx5dv_cq::cqe_cnt",
+    ][::core::mem::offset_of!(mlx5dv_cq, cqe_cnt) - 16usize];
+    [
+        "Offset of field: mlx5dv_cq::cqe_size",
+    ][::core::mem::offset_of!(mlx5dv_cq, cqe_size) - 20usize];
+    [
+        "Offset of field: mlx5dv_cq::cq_uar",
+    ][::core::mem::offset_of!(mlx5dv_cq, cq_uar) - 24usize];
+    [
+        "Offset of field: mlx5dv_cq::cqn",
+    ][::core::mem::offset_of!(mlx5dv_cq, cqn) - 32usize];
+    [
+        "Offset of field: mlx5dv_cq::comp_mask",
+    ][::core::mem::offset_of!(mlx5dv_cq, comp_mask) - 40usize];
 };
 impl Default for mlx5dv_cq {
     fn default() -> Self {
@@ -12805,13 +17148,27 @@ pub struct mlx5dv_srq {
 const _: () = {
     ["Size of mlx5dv_srq"][::core::mem::size_of::<mlx5dv_srq>() - 48usize];
     ["Alignment of mlx5dv_srq"][::core::mem::align_of::<mlx5dv_srq>() - 8usize];
-    ["Offset of field: mlx5dv_srq::buf"][::core::mem::offset_of!(mlx5dv_srq, buf) - 0usize];
-    ["Offset of field: mlx5dv_srq::dbrec"][::core::mem::offset_of!(mlx5dv_srq, dbrec) - 8usize];
-    ["Offset of field: mlx5dv_srq::stride"][::core::mem::offset_of!(mlx5dv_srq, stride) - 16usize];
-    ["Offset of field: mlx5dv_srq::head"][::core::mem::offset_of!(mlx5dv_srq, head) - 20usize];
-    ["Offset of field: mlx5dv_srq::tail"][::core::mem::offset_of!(mlx5dv_srq, tail) - 24usize];
-    ["Offset of field: mlx5dv_srq::comp_mask"][::core::mem::offset_of!(mlx5dv_srq, comp_mask) - 32usize];
-    ["Offset of field: mlx5dv_srq::srqn"][::core::mem::offset_of!(mlx5dv_srq, srqn) - 40usize];
+    [
+        "Offset of field: mlx5dv_srq::buf",
+    ][::core::mem::offset_of!(mlx5dv_srq, buf) - 0usize];
+    [
+        "Offset of field: mlx5dv_srq::dbrec",
+    ][::core::mem::offset_of!(mlx5dv_srq, dbrec) - 8usize];
+    [
+        "Offset of field: mlx5dv_srq::stride",
+    ][::core::mem::offset_of!(mlx5dv_srq, stride) - 16usize];
+    [
+        "Offset of field: mlx5dv_srq::head",
+    ][::core::mem::offset_of!(mlx5dv_srq, head) - 20usize];
+    [
+        "Offset of field: mlx5dv_srq::tail",
+    ][::core::mem::offset_of!(mlx5dv_srq, tail) - 24usize];
+    [
+        "Offset of field: mlx5dv_srq::comp_mask",
+    ][::core::mem::offset_of!(mlx5dv_srq, comp_mask) - 32usize];
+    [
+        "Offset of field: mlx5dv_srq::srqn",
+    ][::core::mem::offset_of!(mlx5dv_srq, srqn) - 40usize];
 };
 impl Default for mlx5dv_srq {
     fn default() -> Self {
@@ -12835,11 +17192,21 @@ pub struct mlx5dv_rwq {
 const _: () = {
     ["Size of mlx5dv_rwq"][::core::mem::size_of::<mlx5dv_rwq>() - 32usize];
     ["Alignment of mlx5dv_rwq"][::core::mem::align_of::<mlx5dv_rwq>() - 8usize];
-    ["Offset of field: mlx5dv_rwq::buf"][::core::mem::offset_of!(mlx5dv_rwq, buf) - 0usize];
-    ["Offset of field: mlx5dv_rwq::dbrec"][::core::mem::offset_of!(mlx5dv_rwq, dbrec) - 8usize];
-    ["Offset of field: mlx5dv_rwq::wqe_cnt"][::core::mem::offset_of!(mlx5dv_rwq, wqe_cnt) - 16usize];
-    ["Offset of field: mlx5dv_rwq::stride"][::core::mem::offset_of!(mlx5dv_rwq, stride) - 20usize];
-    ["Offset of field: mlx5dv_rwq::comp_mask"][::core::mem::offset_of!(mlx5dv_rwq, comp_mask) - 24usize];
+    [
+        "Offset of field: mlx5dv_rwq::buf",
+    ][::core::mem::offset_of!(mlx5dv_rwq, buf) - 0usize];
+    [
+        "Offset of field: mlx5dv_rwq::dbrec",
+    ][::core::mem::offset_of!(mlx5dv_rwq, dbrec) - 8usize];
+    [
+        "Offset of field: mlx5dv_rwq::wqe_cnt",
+    ][::core::mem::offset_of!(mlx5dv_rwq, wqe_cnt) - 16usize];
+    [
+        "Offset of field: mlx5dv_rwq::stride",
+    ][::core::mem::offset_of!(mlx5dv_rwq, stride) - 20usize];
+    [
+        "Offset of field: mlx5dv_rwq::comp_mask",
+    ][::core::mem::offset_of!(mlx5dv_rwq, comp_mask) - 24usize];
 };
 impl Default for mlx5dv_rwq {
     fn default() -> Self {
@@ -12858,11 +17225,18 @@ pub struct mlx5dv_alloc_dm_attr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_alloc_dm_attr"][::core::mem::size_of::<mlx5dv_alloc_dm_attr>() - 16usize];
-    ["Alignment of mlx5dv_alloc_dm_attr"][::core::mem::align_of::<mlx5dv_alloc_dm_attr>() - 8usize];
-    ["Offset of field: mlx5dv_alloc_dm_attr::type_"][::core::mem::offset_of!(mlx5dv_alloc_dm_attr, type_) - 0usize];
-    ["Offset of field: mlx5dv_alloc_dm_attr::comp_mask"]
-        [::core::mem::offset_of!(mlx5dv_alloc_dm_attr, comp_mask) - 8usize];
+    [
+        "Size of mlx5dv_alloc_dm_attr",
+    ][::core::mem::size_of::<mlx5dv_alloc_dm_attr>() - 16usize];
+    [
+        "Alignment of mlx5dv_alloc_dm_attr",
+    ][::core::mem::align_of::<mlx5dv_alloc_dm_attr>() - 8usize];
+    [
+        "Offset of field: mlx5dv_alloc_dm_attr::type_",
+    ][::core::mem::offset_of!(mlx5dv_alloc_dm_attr, type_) - 0usize];
+    [
+        "Offset of field: mlx5dv_alloc_dm_attr::comp_mask",
+    ][::core::mem::offset_of!(mlx5dv_alloc_dm_attr, comp_mask) - 8usize];
 };
 impl Default for mlx5dv_alloc_dm_attr {
     fn default() -> Self {
@@ -12917,10 +17291,18 @@ pub struct mlx5dv_dm {
 const _: () = {
     ["Size of mlx5dv_dm"][::core::mem::size_of::<mlx5dv_dm>() - 32usize];
     ["Alignment of mlx5dv_dm"][::core::mem::align_of::<mlx5dv_dm>() - 8usize];
-    ["Offset of field: mlx5dv_dm::buf"][::core::mem::offset_of!(mlx5dv_dm, buf) - 0usize];
-    ["Offset of field: mlx5dv_dm::length"][::core::mem::offset_of!(mlx5dv_dm, length) - 8usize];
-    ["Offset of field: mlx5dv_dm::comp_mask"][::core::mem::offset_of!(mlx5dv_dm, comp_mask) - 16usize];
-    ["Offset of field: mlx5dv_dm::remote_va"][::core::mem::offset_of!(mlx5dv_dm, remote_va) - 24usize];
+    [
+        "Offset of field: mlx5dv_dm::buf",
+    ][::core::mem::offset_of!(mlx5dv_dm, buf) - 0usize];
+    [
+        "Offset of field: mlx5dv_dm::length",
+    ][::core::mem::offset_of!(mlx5dv_dm, length) - 8usize];
+    [
+        "Offset of field: mlx5dv_dm::comp_mask",
+    ][::core::mem::offset_of!(mlx5dv_dm, comp_mask) - 16usize];
+    [
+        "Offset of field: mlx5dv_dm::remote_va",
+    ][::core::mem::offset_of!(mlx5dv_dm, remote_va) - 24usize];
 };
 impl Default for mlx5dv_dm {
     fn default() -> Self {
@@ -12952,7 +17334,9 @@ const _: () = {
     ["Size of mlx5dv_ah"][::core::mem::size_of::<mlx5dv_ah>() - 16usize];
     ["Alignment of mlx5dv_ah"][::core::mem::align_of::<mlx5dv_ah>() - 8usize];
     ["Offset of field: mlx5dv_ah::av"][::core::mem::offset_of!(mlx5dv_ah, av) - 0usize];
-    ["Offset of field: mlx5dv_ah::comp_mask"][::core::mem::offset_of!(mlx5dv_ah, comp_mask) - 8usize];
+    [
+        "Offset of field: mlx5dv_ah::comp_mask",
+    ][::core::mem::offset_of!(mlx5dv_ah, comp_mask) - 8usize];
 };
 impl Default for mlx5dv_ah {
     fn default() -> Self {
@@ -12973,8 +17357,12 @@ pub struct mlx5dv_pd {
 const _: () = {
     ["Size of mlx5dv_pd"][::core::mem::size_of::<mlx5dv_pd>() - 16usize];
     ["Alignment of mlx5dv_pd"][::core::mem::align_of::<mlx5dv_pd>() - 8usize];
-    ["Offset of field: mlx5dv_pd::pdn"][::core::mem::offset_of!(mlx5dv_pd, pdn) - 0usize];
-    ["Offset of field: mlx5dv_pd::comp_mask"][::core::mem::offset_of!(mlx5dv_pd, comp_mask) - 8usize];
+    [
+        "Offset of field: mlx5dv_pd::pdn",
+    ][::core::mem::offset_of!(mlx5dv_pd, pdn) - 0usize];
+    [
+        "Offset of field: mlx5dv_pd::comp_mask",
+    ][::core::mem::offset_of!(mlx5dv_pd, comp_mask) - 8usize];
 };
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -12995,10 +17383,18 @@ pub struct mlx5dv_obj__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_obj__bindgen_ty_1"][::core::mem::size_of::<mlx5dv_obj__bindgen_ty_1>() - 16usize];
-    ["Alignment of mlx5dv_obj__bindgen_ty_1"][::core::mem::align_of::<mlx5dv_obj__bindgen_ty_1>() - 8usize];
-    ["Offset of field: mlx5dv_obj__bindgen_ty_1::in_"][::core::mem::offset_of!(mlx5dv_obj__bindgen_ty_1, in_) - 0usize];
-    ["Offset of field: mlx5dv_obj__bindgen_ty_1::out"][::core::mem::offset_of!(mlx5dv_obj__bindgen_ty_1, out) - 8usize];
+    [
+        "Size of mlx5dv_obj__bindgen_ty_1",
+    ][::core::mem::size_of::<mlx5dv_obj__bindgen_ty_1>() - 16usize];
+    [
+        "Alignment of mlx5dv_obj__bindgen_ty_1",
+    ][::core::mem::align_of::<mlx5dv_obj__bindgen_ty_1>() - 8usize];
+    [
+        "Offset of field: mlx5dv_obj__bindgen_ty_1::in_",
+    ][::core::mem::offset_of!(mlx5dv_obj__bindgen_ty_1, in_) - 0usize];
+    [
+        "Offset of field: mlx5dv_obj__bindgen_ty_1::out",
+    ][::core::mem::offset_of!(mlx5dv_obj__bindgen_ty_1, out) - 8usize];
 };
 impl Default for mlx5dv_obj__bindgen_ty_1 {
     fn default() -> Self {
@@ -13017,10 +17413,18 @@ pub struct mlx5dv_obj__bindgen_ty_2 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_obj__bindgen_ty_2"][::core::mem::size_of::<mlx5dv_obj__bindgen_ty_2>() - 16usize];
-    ["Alignment of mlx5dv_obj__bindgen_ty_2"][::core::mem::align_of::<mlx5dv_obj__bindgen_ty_2>() - 8usize];
-    ["Offset of field: mlx5dv_obj__bindgen_ty_2::in_"][::core::mem::offset_of!(mlx5dv_obj__bindgen_ty_2, in_) - 0usize];
-    ["Offset of field: mlx5dv_obj__bindgen_ty_2::out"][::core::mem::offset_of!(mlx5dv_obj__bindgen_ty_2, out) - 8usize];
+    [
+        "Size of mlx5dv_obj__bindgen_ty_2",
+    ][::core::mem::size_of::<mlx5dv_obj__bindgen_ty_2>() - 16usize];
+    [
+        "Alignment of mlx5dv_obj__bindgen_ty_2",
+    ][::core::mem::align_of::<mlx5dv_obj__bindgen_ty_2>() - 8usize];
+    [
+        "Offset of field: mlx5dv_obj__bindgen_ty_2::in_",
+    ][::core::mem::offset_of!(mlx5dv_obj__bindgen_ty_2, in_) - 0usize];
+    [
+        "Offset of field: mlx5dv_obj__bindgen_ty_2::out",
+    ][::core::mem::offset_of!(mlx5dv_obj__bindgen_ty_2, out) - 8usize];
 };
 impl Default for mlx5dv_obj__bindgen_ty_2 {
     fn default() -> Self {
@@ -13039,10 +17443,18 @@ pub struct mlx5dv_obj__bindgen_ty_3 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_obj__bindgen_ty_3"][::core::mem::size_of::<mlx5dv_obj__bindgen_ty_3>() - 16usize];
-    ["Alignment of mlx5dv_obj__bindgen_ty_3"][::core::mem::align_of::<mlx5dv_obj__bindgen_ty_3>() - 8usize];
-    ["Offset of field: mlx5dv_obj__bindgen_ty_3::in_"][::core::mem::offset_of!(mlx5dv_obj__bindgen_ty_3, in_) - 0usize];
-    ["Offset of field: mlx5dv_obj__bindgen_ty_3::out"][::core::mem::offset_of!(mlx5dv_obj__bindgen_ty_3, out) - 8usize];
+    [
+        "Size of mlx5dv_obj__bindgen_ty_3",
+    ][::core::mem::size_of::<mlx5dv_obj__bindgen_ty_3>() - 16usize];
+    [
+        "Alignment of mlx5dv_obj__bindgen_ty_3",
+    ][::core::mem::align_of::<mlx5dv_obj__bindgen_ty_3>() - 8usize];
+    [
+        "Offset of field: mlx5dv_obj__bindgen_ty_3::in_",
+    ][::core::mem::offset_of!(mlx5dv_obj__bindgen_ty_3, in_) - 0usize];
+    [
+        "Offset of field: mlx5dv_obj__bindgen_ty_3::out",
+    ][::core::mem::offset_of!(mlx5dv_obj__bindgen_ty_3, out) - 8usize];
 };
 impl Default for mlx5dv_obj__bindgen_ty_3 {
     fn default() -> Self {
@@ -13061,10 +17473,18 @@ pub struct mlx5dv_obj__bindgen_ty_4 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_obj__bindgen_ty_4"][::core::mem::size_of::<mlx5dv_obj__bindgen_ty_4>() - 16usize];
-    ["Alignment of mlx5dv_obj__bindgen_ty_4"][::core::mem::align_of::<mlx5dv_obj__bindgen_ty_4>() - 8usize];
-    ["Offset of field: mlx5dv_obj__bindgen_ty_4::in_"][::core::mem::offset_of!(mlx5dv_obj__bindgen_ty_4, in_) - 0usize];
-    ["Offset of field: mlx5dv_obj__bindgen_ty_4::out"][::core::mem::offset_of!(mlx5dv_obj__bindgen_ty_4, out) - 8usize];
+    [
+        "Size of mlx5dv_obj__bindgen_ty_4",
+    ][::core::mem::size_of::<mlx5dv_obj__bindgen_ty_4>() - 16usize];
+    [
+        "Alignment of mlx5dv_obj__bindgen_ty_4",
+    ][::core::mem::align_of::<mlx5dv_obj__bindgen_ty_4>() - 8usize];
+    [
+        "Offset of field: mlx5dv_obj__bindgen_ty_4::in_",
+    ][::core::mem::offset_of!(mlx5dv_obj__bindgen_ty_4, in_) - 0usize];
+    [
+        "Offset of field: mlx5dv_obj__bindgen_ty_4::out",
+    ][::core::mem::offset_of!(mlx5dv_obj__bindgen_ty_4, out) - 8usize];
 };
 impl Default for mlx5dv_obj__bindgen_ty_4 {
     fn default() -> Self {
@@ -13083,10 +17503,18 @@ pub struct mlx5dv_obj__bindgen_ty_5 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_obj__bindgen_ty_5"][::core::mem::size_of::<mlx5dv_obj__bindgen_ty_5>() - 16usize];
-    ["Alignment of mlx5dv_obj__bindgen_ty_5"][::core::mem::align_of::<mlx5dv_obj__bindgen_ty_5>() - 8usize];
-    ["Offset of field: mlx5dv_obj__bindgen_ty_5::in_"][::core::mem::offset_of!(mlx5dv_obj__bindgen_ty_5, in_) - 0usize];
-    ["Offset of field: mlx5dv_obj__bindgen_ty_5::out"][::core::mem::offset_of!(mlx5dv_obj__bindgen_ty_5, out) - 8usize];
+    [
+        "Size of mlx5dv_obj__bindgen_ty_5",
+    ][::core::mem::size_of::<mlx5dv_obj__bindgen_ty_5>() - 16usize];
+    [
+        "Alignment of mlx5dv_obj__bindgen_ty_5",
+    ][::core::mem::align_of::<mlx5dv_obj__bindgen_ty_5>() - 8usize];
+    [
+        "Offset of field: mlx5dv_obj__bindgen_ty_5::in_",
+    ][::core::mem::offset_of!(mlx5dv_obj__bindgen_ty_5, in_) - 0usize];
+    [
+        "Offset of field: mlx5dv_obj__bindgen_ty_5::out",
+    ][::core::mem::offset_of!(mlx5dv_obj__bindgen_ty_5, out) - 8usize];
 };
 impl Default for mlx5dv_obj__bindgen_ty_5 {
     fn default() -> Self {
@@ -13105,10 +17533,18 @@ pub struct mlx5dv_obj__bindgen_ty_6 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_obj__bindgen_ty_6"][::core::mem::size_of::<mlx5dv_obj__bindgen_ty_6>() - 16usize];
-    ["Alignment of mlx5dv_obj__bindgen_ty_6"][::core::mem::align_of::<mlx5dv_obj__bindgen_ty_6>() - 8usize];
-    ["Offset of field: mlx5dv_obj__bindgen_ty_6::in_"][::core::mem::offset_of!(mlx5dv_obj__bindgen_ty_6, in_) - 0usize];
-    ["Offset of field: mlx5dv_obj__bindgen_ty_6::out"][::core::mem::offset_of!(mlx5dv_obj__bindgen_ty_6, out) - 8usize];
+    [
+        "Size of mlx5dv_obj__bindgen_ty_6",
+    ][::core::mem::size_of::<mlx5dv_obj__bindgen_ty_6>() - 16usize];
+    [
+        "Alignment of mlx5dv_obj__bindgen_ty_6",
+    ][::core::mem::align_of::<mlx5dv_obj__bindgen_ty_6>() - 8usize];
+    [
+        "Offset of field: mlx5dv_obj__bindgen_ty_6::in_",
+    ][::core::mem::offset_of!(mlx5dv_obj__bindgen_ty_6, in_) - 0usize];
+    [
+        "Offset of field: mlx5dv_obj__bindgen_ty_6::out",
+    ][::core::mem::offset_of!(mlx5dv_obj__bindgen_ty_6, out) - 8usize];
 };
 impl Default for mlx5dv_obj__bindgen_ty_6 {
     fn default() -> Self {
@@ -13127,10 +17563,18 @@ pub struct mlx5dv_obj__bindgen_ty_7 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_obj__bindgen_ty_7"][::core::mem::size_of::<mlx5dv_obj__bindgen_ty_7>() - 16usize];
-    ["Alignment of mlx5dv_obj__bindgen_ty_7"][::core::mem::align_of::<mlx5dv_obj__bindgen_ty_7>() - 8usize];
-    ["Offset of field: mlx5dv_obj__bindgen_ty_7::in_"][::core::mem::offset_of!(mlx5dv_obj__bindgen_ty_7, in_) - 0usize];
-    ["Offset of field: mlx5dv_obj__bindgen_ty_7::out"][::core::mem::offset_of!(mlx5dv_obj__bindgen_ty_7, out) - 8usize];
+    [
+        "Size of mlx5dv_obj__bindgen_ty_7",
+    ][::core::mem::size_of::<mlx5dv_obj__bindgen_ty_7>() - 16usize];
+    [
+        "Alignment of mlx5dv_obj__bindgen_ty_7",
+    ][::core::mem::align_of::<mlx5dv_obj__bindgen_ty_7>() - 8usize];
+    [
+        "Offset of field: mlx5dv_obj__bindgen_ty_7::in_",
+    ][::core::mem::offset_of!(mlx5dv_obj__bindgen_ty_7, in_) - 0usize];
+    [
+        "Offset of field: mlx5dv_obj__bindgen_ty_7::out",
+    ][::core::mem::offset_of!(mlx5dv_obj__bindgen_ty_7, out) - 8usize];
 };
 impl Default for mlx5dv_obj__bindgen_ty_7 {
     fn default() -> Self {
@@ -13145,13 +17589,27 @@ impl Default for mlx5dv_obj__bindgen_ty_7 {
 const _: () = {
     ["Size of mlx5dv_obj"][::core::mem::size_of::<mlx5dv_obj>() - 112usize];
     ["Alignment of mlx5dv_obj"][::core::mem::align_of::<mlx5dv_obj>() - 8usize];
-    ["Offset of field: mlx5dv_obj::qp"][::core::mem::offset_of!(mlx5dv_obj, qp) - 0usize];
-    ["Offset of field: mlx5dv_obj::cq"][::core::mem::offset_of!(mlx5dv_obj, cq) - 16usize];
-    ["Offset of field: mlx5dv_obj::srq"][::core::mem::offset_of!(mlx5dv_obj, srq) - 32usize];
-    ["Offset of field: mlx5dv_obj::rwq"][::core::mem::offset_of!(mlx5dv_obj, rwq) - 48usize];
-    ["Offset of field: mlx5dv_obj::dm"][::core::mem::offset_of!(mlx5dv_obj, dm) - 64usize];
-    ["Offset of field: mlx5dv_obj::ah"][::core::mem::offset_of!(mlx5dv_obj, ah) - 80usize];
-    ["Offset of field: mlx5dv_obj::pd"][::core::mem::offset_of!(mlx5dv_obj, pd) - 96usize];
+    [
+        "Offset of field: mlx5dv_obj::qp",
+    ][::core::mem::offset_of!(mlx5dv_obj, qp) - 0usize];
+    [
+        "Offset of field: mlx5dv_obj::cq",
+    ][::core::mem::offset_of!(mlx5dv_obj, cq) - 16usize];
+    [
+        "Offset of field: mlx5dv_obj::srq",
+    ][::core::mem::offset_of!(mlx5dv_obj, srq) - 32usize];
+    [
+        "Offset of field: mlx5dv_obj::rwq",
+    ][::core::mem::offset_of!(mlx5dv_obj, rwq) - 48usize];
+    [
+        "Offset of field: mlx5dv_obj::dm",
+    ][::core::mem::offset_of!(mlx5dv_obj, dm) - 64usize];
+    [
+        "Offset of field: mlx5dv_obj::ah",
+    ][::core::mem::offset_of!(mlx5dv_obj, ah) - 80usize];
+    [
+        "Offset of field: mlx5dv_obj::pd",
+    ][::core::mem::offset_of!(mlx5dv_obj, pd) - 96usize];
 };
 impl Default for mlx5dv_obj {
     fn default() -> Self {
@@ -13175,7 +17633,9 @@ impl mlx5dv_obj_type {
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct mlx5dv_obj_type(pub ::core::ffi::c_uint);
 impl mlx5dv_wq_init_attr_mask {
-    pub const MLX5DV_WQ_INIT_ATTR_MASK_STRIDING_RQ: mlx5dv_wq_init_attr_mask = mlx5dv_wq_init_attr_mask(1);
+    pub const MLX5DV_WQ_INIT_ATTR_MASK_STRIDING_RQ: mlx5dv_wq_init_attr_mask = mlx5dv_wq_init_attr_mask(
+        1,
+    );
 }
 impl ::core::ops::BitOr<mlx5dv_wq_init_attr_mask> for mlx5dv_wq_init_attr_mask {
     type Output = Self;
@@ -13215,14 +17675,25 @@ pub struct mlx5dv_striding_rq_init_attr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_striding_rq_init_attr"][::core::mem::size_of::<mlx5dv_striding_rq_init_attr>() - 12usize];
-    ["Alignment of mlx5dv_striding_rq_init_attr"][::core::mem::align_of::<mlx5dv_striding_rq_init_attr>() - 4usize];
-    ["Offset of field: mlx5dv_striding_rq_init_attr::single_stride_log_num_of_bytes"]
-        [::core::mem::offset_of!(mlx5dv_striding_rq_init_attr, single_stride_log_num_of_bytes) - 0usize];
-    ["Offset of field: mlx5dv_striding_rq_init_attr::single_wqe_log_num_of_strides"]
-        [::core::mem::offset_of!(mlx5dv_striding_rq_init_attr, single_wqe_log_num_of_strides) - 4usize];
-    ["Offset of field: mlx5dv_striding_rq_init_attr::two_byte_shift_en"]
-        [::core::mem::offset_of!(mlx5dv_striding_rq_init_attr, two_byte_shift_en) - 8usize];
+    [
+        "Size of mlx5dv_striding_rq_init_attr",
+    ][::core::mem::size_of::<mlx5dv_striding_rq_init_attr>() - 12usize];
+    [
+        "Alignment of mlx5dv_striding_rq_init_attr",
+    ][::core::mem::align_of::<mlx5dv_striding_rq_init_attr>() - 4usize];
+    [
+        "Offset of field: mlx5dv_striding_rq_init_attr::single_stride_log_num_of_bytes",
+    ][::core::mem::offset_of!(
+        mlx5dv_striding_rq_init_attr, single_stride_log_num_of_bytes
+    ) - 0usize];
+    [
+        "Offset of field: mlx5dv_striding_rq_init_attr::single_wqe_log_num_of_strides",
+    ][::core::mem::offset_of!(
+        mlx5dv_striding_rq_init_attr, single_wqe_log_num_of_strides
+    ) - 4usize];
+    [
+        "Offset of field: mlx5dv_striding_rq_init_attr::two_byte_shift_en",
+    ][::core::mem::offset_of!(mlx5dv_striding_rq_init_attr, two_byte_shift_en) - 8usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -13232,12 +17703,18 @@ pub struct mlx5dv_wq_init_attr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_wq_init_attr"][::core::mem::size_of::<mlx5dv_wq_init_attr>() - 24usize];
-    ["Alignment of mlx5dv_wq_init_attr"][::core::mem::align_of::<mlx5dv_wq_init_attr>() - 8usize];
-    ["Offset of field: mlx5dv_wq_init_attr::comp_mask"]
-        [::core::mem::offset_of!(mlx5dv_wq_init_attr, comp_mask) - 0usize];
-    ["Offset of field: mlx5dv_wq_init_attr::striding_rq_attrs"]
-        [::core::mem::offset_of!(mlx5dv_wq_init_attr, striding_rq_attrs) - 8usize];
+    [
+        "Size of mlx5dv_wq_init_attr",
+    ][::core::mem::size_of::<mlx5dv_wq_init_attr>() - 24usize];
+    [
+        "Alignment of mlx5dv_wq_init_attr",
+    ][::core::mem::align_of::<mlx5dv_wq_init_attr>() - 8usize];
+    [
+        "Offset of field: mlx5dv_wq_init_attr::comp_mask",
+    ][::core::mem::offset_of!(mlx5dv_wq_init_attr, comp_mask) - 0usize];
+    [
+        "Offset of field: mlx5dv_wq_init_attr::striding_rq_attrs",
+    ][::core::mem::offset_of!(mlx5dv_wq_init_attr, striding_rq_attrs) - 8usize];
 };
 unsafe extern "C" {
     pub fn mlx5dv_create_wq(
@@ -13350,17 +17827,33 @@ pub struct mlx5_err_cqe {
 const _: () = {
     ["Size of mlx5_err_cqe"][::core::mem::size_of::<mlx5_err_cqe>() - 64usize];
     ["Alignment of mlx5_err_cqe"][::core::mem::align_of::<mlx5_err_cqe>() - 4usize];
-    ["Offset of field: mlx5_err_cqe::rsvd0"][::core::mem::offset_of!(mlx5_err_cqe, rsvd0) - 0usize];
-    ["Offset of field: mlx5_err_cqe::srqn"][::core::mem::offset_of!(mlx5_err_cqe, srqn) - 32usize];
-    ["Offset of field: mlx5_err_cqe::rsvd1"][::core::mem::offset_of!(mlx5_err_cqe, rsvd1) - 36usize];
-    ["Offset of field: mlx5_err_cqe::vendor_err_synd"]
-        [::core::mem::offset_of!(mlx5_err_cqe, vendor_err_synd) - 54usize];
-    ["Offset of field: mlx5_err_cqe::syndrome"][::core::mem::offset_of!(mlx5_err_cqe, syndrome) - 55usize];
-    ["Offset of field: mlx5_err_cqe::s_wqe_opcode_qpn"]
-        [::core::mem::offset_of!(mlx5_err_cqe, s_wqe_opcode_qpn) - 56usize];
-    ["Offset of field: mlx5_err_cqe::wqe_counter"][::core::mem::offset_of!(mlx5_err_cqe, wqe_counter) - 60usize];
-    ["Offset of field: mlx5_err_cqe::signature"][::core::mem::offset_of!(mlx5_err_cqe, signature) - 62usize];
-    ["Offset of field: mlx5_err_cqe::op_own"][::core::mem::offset_of!(mlx5_err_cqe, op_own) - 63usize];
+    [
+        "Offset of field: mlx5_err_cqe::rsvd0",
+    ][::core::mem::offset_of!(mlx5_err_cqe, rsvd0) - 0usize];
+    [
+        "Offset of field: mlx5_err_cqe::srqn",
+    ][::core::mem::offset_of!(mlx5_err_cqe, srqn) - 32usize];
+    [
+        "Offset of field: mlx5_err_cqe::rsvd1",
+    ][::core::mem::offset_of!(mlx5_err_cqe, rsvd1) - 36usize];
+    [
+        "Offset of field: mlx5_err_cqe::vendor_err_synd",
+    ][::core::mem::offset_of!(mlx5_err_cqe, vendor_err_synd) - 54usize];
+    [
+        "Offset of field: mlx5_err_cqe::syndrome",
+    ][::core::mem::offset_of!(mlx5_err_cqe, syndrome) - 55usize];
+    [
+        "Offset of field: mlx5_err_cqe::s_wqe_opcode_qpn",
+    ][::core::mem::offset_of!(mlx5_err_cqe, s_wqe_opcode_qpn) - 56usize];
+    [
+        "Offset of field: mlx5_err_cqe::wqe_counter",
+    ][::core::mem::offset_of!(mlx5_err_cqe, wqe_counter) - 60usize];
+    [
+        "Offset of field: mlx5_err_cqe::signature",
+    ][::core::mem::offset_of!(mlx5_err_cqe, signature) - 62usize];
+    [
+        "Offset of field: mlx5_err_cqe::op_own",
+    ][::core::mem::offset_of!(mlx5_err_cqe, op_own) - 63usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -13373,9 +17866,15 @@ pub struct mlx5_tm_cqe {
 const _: () = {
     ["Size of mlx5_tm_cqe"][::core::mem::size_of::<mlx5_tm_cqe>() - 20usize];
     ["Alignment of mlx5_tm_cqe"][::core::mem::align_of::<mlx5_tm_cqe>() - 4usize];
-    ["Offset of field: mlx5_tm_cqe::success"][::core::mem::offset_of!(mlx5_tm_cqe, success) - 0usize];
-    ["Offset of field: mlx5_tm_cqe::hw_phase_cnt"][::core::mem::offset_of!(mlx5_tm_cqe, hw_phase_cnt) - 4usize];
-    ["Offset of field: mlx5_tm_cqe::rsvd0"][::core::mem::offset_of!(mlx5_tm_cqe, rsvd0) - 6usize];
+    [
+        "Offset of field: mlx5_tm_cqe::success",
+    ][::core::mem::offset_of!(mlx5_tm_cqe, success) - 0usize];
+    [
+        "Offset of field: mlx5_tm_cqe::hw_phase_cnt",
+    ][::core::mem::offset_of!(mlx5_tm_cqe, hw_phase_cnt) - 4usize];
+    [
+        "Offset of field: mlx5_tm_cqe::rsvd0",
+    ][::core::mem::offset_of!(mlx5_tm_cqe, rsvd0) - 6usize];
 };
 #[repr(C)]
 #[derive(Copy, Clone)]
@@ -13416,38 +17915,62 @@ pub struct mlx5_cqe64__bindgen_ty_1__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5_cqe64__bindgen_ty_1__bindgen_ty_1"]
-        [::core::mem::size_of::<mlx5_cqe64__bindgen_ty_1__bindgen_ty_1>() - 32usize];
-    ["Alignment of mlx5_cqe64__bindgen_ty_1__bindgen_ty_1"]
-        [::core::mem::align_of::<mlx5_cqe64__bindgen_ty_1__bindgen_ty_1>() - 4usize];
-    ["Offset of field: mlx5_cqe64__bindgen_ty_1__bindgen_ty_1::rsvd0"]
-        [::core::mem::offset_of!(mlx5_cqe64__bindgen_ty_1__bindgen_ty_1, rsvd0) - 0usize];
-    ["Offset of field: mlx5_cqe64__bindgen_ty_1__bindgen_ty_1::wqe_id"]
-        [::core::mem::offset_of!(mlx5_cqe64__bindgen_ty_1__bindgen_ty_1, wqe_id) - 2usize];
-    ["Offset of field: mlx5_cqe64__bindgen_ty_1__bindgen_ty_1::rsvd4"]
-        [::core::mem::offset_of!(mlx5_cqe64__bindgen_ty_1__bindgen_ty_1, rsvd4) - 4usize];
-    ["Offset of field: mlx5_cqe64__bindgen_ty_1__bindgen_ty_1::ml_path"]
-        [::core::mem::offset_of!(mlx5_cqe64__bindgen_ty_1__bindgen_ty_1, ml_path) - 17usize];
-    ["Offset of field: mlx5_cqe64__bindgen_ty_1__bindgen_ty_1::rsvd20"]
-        [::core::mem::offset_of!(mlx5_cqe64__bindgen_ty_1__bindgen_ty_1, rsvd20) - 18usize];
-    ["Offset of field: mlx5_cqe64__bindgen_ty_1__bindgen_ty_1::slid"]
-        [::core::mem::offset_of!(mlx5_cqe64__bindgen_ty_1__bindgen_ty_1, slid) - 22usize];
-    ["Offset of field: mlx5_cqe64__bindgen_ty_1__bindgen_ty_1::flags_rqpn"]
-        [::core::mem::offset_of!(mlx5_cqe64__bindgen_ty_1__bindgen_ty_1, flags_rqpn) - 24usize];
-    ["Offset of field: mlx5_cqe64__bindgen_ty_1__bindgen_ty_1::hds_ip_ext"]
-        [::core::mem::offset_of!(mlx5_cqe64__bindgen_ty_1__bindgen_ty_1, hds_ip_ext) - 28usize];
-    ["Offset of field: mlx5_cqe64__bindgen_ty_1__bindgen_ty_1::l4_hdr_type_etc"]
-        [::core::mem::offset_of!(mlx5_cqe64__bindgen_ty_1__bindgen_ty_1, l4_hdr_type_etc) - 29usize];
-    ["Offset of field: mlx5_cqe64__bindgen_ty_1__bindgen_ty_1::vlan_info"]
-        [::core::mem::offset_of!(mlx5_cqe64__bindgen_ty_1__bindgen_ty_1, vlan_info) - 30usize];
+    [
+        "Size of mlx5_cqe64__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::size_of::<mlx5_cqe64__bindgen_ty_1__bindgen_ty_1>() - 32usize];
+    [
+        "Alignment of mlx5_cqe64__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::align_of::<mlx5_cqe64__bindgen_ty_1__bindgen_ty_1>() - 4usize];
+    [
+        "Offset of field: mlx5_cqe64__bindgen_ty_1__bindgen_ty_1::rsvd0",
+    ][::core::mem::offset_of!(mlx5_cqe64__bindgen_ty_1__bindgen_ty_1, rsvd0) - 0usize];
+    [
+        "Offset of field: mlx5_cqe64__bindgen_ty_1__bindgen_ty_1::wqe_id",
+    ][::core::mem::offset_of!(mlx5_cqe64__bindgen_ty_1__bindgen_ty_1, wqe_id) - 2usize];
+    [
+        "Offset of field: mlx5_cqe64__bindgen_ty_1__bindgen_ty_1::rsvd4",
+    ][::core::mem::offset_of!(mlx5_cqe64__bindgen_ty_1__bindgen_ty_1, rsvd4) - 4usize];
+    [
+        "Offset of field: mlx5_cqe64__bindgen_ty_1__bindgen_ty_1::ml_path",
+    ][::core::mem::offset_of!(mlx5_cqe64__bindgen_ty_1__bindgen_ty_1, ml_path)
+        - 17usize];
+    [
+        "Offset of field: mlx5_cqe64__bindgen_ty_1__bindgen_ty_1::rsvd20",
+    ][::core::mem::offset_of!(mlx5_cqe64__bindgen_ty_1__bindgen_ty_1, rsvd20) - 18usize];
+    [
+        "Offset of field: mlx5_cqe64__bindgen_ty_1__bindgen_ty_1::slid",
+    ][::core::mem::offset_of!(mlx5_cqe64__bindgen_ty_1__bindgen_ty_1, slid) - 22usize];
+    [
+        "Offset of field: mlx5_cqe64__bindgen_ty_1__bindgen_ty_1::flags_rqpn",
+    ][::core::mem::offset_of!(mlx5_cqe64__bindgen_ty_1__bindgen_ty_1, flags_rqpn)
+        - 24usize];
+    [
+        "Offset of field: mlx5_cqe64__bindgen_ty_1__bindgen_ty_1::hds_ip_ext",
+    ][::core::mem::offset_of!(mlx5_cqe64__bindgen_ty_1__bindgen_ty_1, hds_ip_ext)
+        - 28usize];
+    [
+        "Offset of field: mlx5_cqe64__bindgen_ty_1__bindgen_ty_1::l4_hdr_type_etc",
+    ][::core::mem::offset_of!(mlx5_cqe64__bindgen_ty_1__bindgen_ty_1, l4_hdr_type_etc)
+        - 29usize];
+    [
+        "Offset of field: mlx5_cqe64__bindgen_ty_1__bindgen_ty_1::vlan_info",
+    ][::core::mem::offset_of!(mlx5_cqe64__bindgen_ty_1__bindgen_ty_1, vlan_info)
+        - 30usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5_cqe64__bindgen_ty_1"][::core::mem::size_of::<mlx5_cqe64__bindgen_ty_1>() - 32usize];
-    ["Alignment of mlx5_cqe64__bindgen_ty_1"][::core::mem::align_of::<mlx5_cqe64__bindgen_ty_1>() - 8usize];
-    ["Offset of field: mlx5_cqe64__bindgen_ty_1::tm_cqe"]
-        [::core::mem::offset_of!(mlx5_cqe64__bindgen_ty_1, tm_cqe) - 0usize];
-    ["Offset of field: mlx5_cqe64__bindgen_ty_1::tmh"][::core::mem::offset_of!(mlx5_cqe64__bindgen_ty_1, tmh) - 0usize];
+    [
+        "Size of mlx5_cqe64__bindgen_ty_1",
+    ][::core::mem::size_of::<mlx5_cqe64__bindgen_ty_1>() - 32usize];
+    [
+        "Alignment of mlx5_cqe64__bindgen_ty_1",
+    ][::core::mem::align_of::<mlx5_cqe64__bindgen_ty_1>() - 8usize];
+    [
+        "Offset of field: mlx5_cqe64__bindgen_ty_1::tm_cqe",
+    ][::core::mem::offset_of!(mlx5_cqe64__bindgen_ty_1, tm_cqe) - 0usize];
+    [
+        "Offset of field: mlx5_cqe64__bindgen_ty_1::tmh",
+    ][::core::mem::offset_of!(mlx5_cqe64__bindgen_ty_1, tmh) - 0usize];
 };
 impl Default for mlx5_cqe64__bindgen_ty_1 {
     fn default() -> Self {
@@ -13462,17 +17985,39 @@ impl Default for mlx5_cqe64__bindgen_ty_1 {
 const _: () = {
     ["Size of mlx5_cqe64"][::core::mem::size_of::<mlx5_cqe64>() - 64usize];
     ["Alignment of mlx5_cqe64"][::core::mem::align_of::<mlx5_cqe64>() - 8usize];
-    ["Offset of field: mlx5_cqe64::srqn_uidx"][::core::mem::offset_of!(mlx5_cqe64, srqn_uidx) - 32usize];
-    ["Offset of field: mlx5_cqe64::imm_inval_pkey"][::core::mem::offset_of!(mlx5_cqe64, imm_inval_pkey) - 36usize];
-    ["Offset of field: mlx5_cqe64::app"][::core::mem::offset_of!(mlx5_cqe64, app) - 40usize];
-    ["Offset of field: mlx5_cqe64::app_op"][::core::mem::offset_of!(mlx5_cqe64, app_op) - 41usize];
-    ["Offset of field: mlx5_cqe64::app_info"][::core::mem::offset_of!(mlx5_cqe64, app_info) - 42usize];
-    ["Offset of field: mlx5_cqe64::byte_cnt"][::core::mem::offset_of!(mlx5_cqe64, byte_cnt) - 44usize];
-    ["Offset of field: mlx5_cqe64::timestamp"][::core::mem::offset_of!(mlx5_cqe64, timestamp) - 48usize];
-    ["Offset of field: mlx5_cqe64::sop_drop_qpn"][::core::mem::offset_of!(mlx5_cqe64, sop_drop_qpn) - 56usize];
-    ["Offset of field: mlx5_cqe64::wqe_counter"][::core::mem::offset_of!(mlx5_cqe64, wqe_counter) - 60usize];
-    ["Offset of field: mlx5_cqe64::signature"][::core::mem::offset_of!(mlx5_cqe64, signature) - 62usize];
-    ["Offset of field: mlx5_cqe64::op_own"][::core::mem::offset_of!(mlx5_cqe64, op_own) - 63usize];
+    [
+        "Offset of field: mlx5_cqe64::srqn_uidx",
+    ][::core::mem::offset_of!(mlx5_cqe64, srqn_uidx) - 32usize];
+    [
+        "Offset of field: mlx5_cqe64::imm_inval_pkey",
+    ][::core::mem::offset_of!(mlx5_cqe64, imm_inval_pkey) - 36usize];
+    [
+        "Offset of field: mlx5_cqe64::app",
+    ][::core::mem::offset_of!(mlx5_cqe64, app) - 40usize];
+    [
+        "Offset of field: mlx5_cqe64::app_op",
+    ][::core::mem::offset_of!(mlx5_cqe64, app_op) - 41usize];
+    [
+        "Offset of field: mlx5_cqe64::app_info",
+    ][::core::mem::offset_of!(mlx5_cqe64, app_info) - 42usize];
+    [
+        "Offset of field: mlx5_cqe64::byte_cnt",
+    ][::core::mem::offset_of!(mlx5_cqe64, byte_cnt) - 44usize];
+    [
+        "Offset of field: mlx5_cqe64::timestamp",
+    ][::core::mem::offset_of!(mlx5_cqe64, timestamp) - 48usize];
+    [
+        "Offset of field: mlx5_cqe64::sop_drop_qpn",
+    ][::core::mem::offset_of!(mlx5_cqe64, sop_drop_qpn) - 56usize];
+    [
+        "Offset of field: mlx5_cqe64::wqe_counter",
+    ][::core::mem::offset_of!(mlx5_cqe64, wqe_counter) - 60usize];
+    [
+        "Offset of field: mlx5_cqe64::signature",
+    ][::core::mem::offset_of!(mlx5_cqe64, signature) - 62usize];
+    [
+        "Offset of field: mlx5_cqe64::op_own",
+    ][::core::mem::offset_of!(mlx5_cqe64, op_own) - 63usize];
 };
 impl Default for mlx5_cqe64 {
     fn default() -> Self {
@@ -13488,17 +18033,29 @@ pub const MLX5_TMC_SUCCESS: _bindgen_ty_28 = _bindgen_ty_28(2147483648);
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct _bindgen_ty_28(pub ::core::ffi::c_uint);
 impl mlx5dv_cqe_comp_res_format {
-    pub const MLX5DV_CQE_RES_FORMAT_HASH: mlx5dv_cqe_comp_res_format = mlx5dv_cqe_comp_res_format(1);
-    pub const MLX5DV_CQE_RES_FORMAT_CSUM: mlx5dv_cqe_comp_res_format = mlx5dv_cqe_comp_res_format(2);
-    pub const MLX5DV_CQE_RES_FORMAT_CSUM_STRIDX: mlx5dv_cqe_comp_res_format = mlx5dv_cqe_comp_res_format(4);
+    pub const MLX5DV_CQE_RES_FORMAT_HASH: mlx5dv_cqe_comp_res_format = mlx5dv_cqe_comp_res_format(
+        1,
+    );
+    pub const MLX5DV_CQE_RES_FORMAT_CSUM: mlx5dv_cqe_comp_res_format = mlx5dv_cqe_comp_res_format(
+        2,
+    );
+    pub const MLX5DV_CQE_RES_FORMAT_CSUM_STRIDX: mlx5dv_cqe_comp_res_format = mlx5dv_cqe_comp_res_format(
+        4,
+    );
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct mlx5dv_cqe_comp_res_format(pub ::core::ffi::c_uint);
 impl mlx5dv_sw_parsing_offloads {
-    pub const MLX5DV_SW_PARSING: mlx5dv_sw_parsing_offloads = mlx5dv_sw_parsing_offloads(1);
-    pub const MLX5DV_SW_PARSING_CSUM: mlx5dv_sw_parsing_offloads = mlx5dv_sw_parsing_offloads(2);
-    pub const MLX5DV_SW_PARSING_LSO: mlx5dv_sw_parsing_offloads = mlx5dv_sw_parsing_offloads(4);
+    pub const MLX5DV_SW_PARSING: mlx5dv_sw_parsing_offloads = mlx5dv_sw_parsing_offloads(
+        1,
+    );
+    pub const MLX5DV_SW_PARSING_CSUM: mlx5dv_sw_parsing_offloads = mlx5dv_sw_parsing_offloads(
+        2,
+    );
+    pub const MLX5DV_SW_PARSING_LSO: mlx5dv_sw_parsing_offloads = mlx5dv_sw_parsing_offloads(
+        4,
+    );
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
@@ -13542,14 +18099,24 @@ pub struct mlx5_wqe_srq_next_seg {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5_wqe_srq_next_seg"][::core::mem::size_of::<mlx5_wqe_srq_next_seg>() - 16usize];
-    ["Alignment of mlx5_wqe_srq_next_seg"][::core::mem::align_of::<mlx5_wqe_srq_next_seg>() - 2usize];
-    ["Offset of field: mlx5_wqe_srq_next_seg::rsvd0"][::core::mem::offset_of!(mlx5_wqe_srq_next_seg, rsvd0) - 0usize];
-    ["Offset of field: mlx5_wqe_srq_next_seg::next_wqe_index"]
-        [::core::mem::offset_of!(mlx5_wqe_srq_next_seg, next_wqe_index) - 2usize];
-    ["Offset of field: mlx5_wqe_srq_next_seg::signature"]
-        [::core::mem::offset_of!(mlx5_wqe_srq_next_seg, signature) - 4usize];
-    ["Offset of field: mlx5_wqe_srq_next_seg::rsvd1"][::core::mem::offset_of!(mlx5_wqe_srq_next_seg, rsvd1) - 5usize];
+    [
+        "Size of mlx5_wqe_srq_next_seg",
+    ][::core::mem::size_of::<mlx5_wqe_srq_next_seg>() - 16usize];
+    [
+        "Alignment of mlx5_wqe_srq_next_seg",
+    ][::core::mem::align_of::<mlx5_wqe_srq_next_seg>() - 2usize];
+    [
+        "Offset of field: mlx5_wqe_srq_next_seg::rsvd0",
+    ][::core::mem::offset_of!(mlx5_wqe_srq_next_seg, rsvd0) - 0usize];
+    [
+        "Offset of field: mlx5_wqe_srq_next_seg::next_wqe_index",
+    ][::core::mem::offset_of!(mlx5_wqe_srq_next_seg, next_wqe_index) - 2usize];
+    [
+        "Offset of field: mlx5_wqe_srq_next_seg::signature",
+    ][::core::mem::offset_of!(mlx5_wqe_srq_next_seg, signature) - 4usize];
+    [
+        "Offset of field: mlx5_wqe_srq_next_seg::rsvd1",
+    ][::core::mem::offset_of!(mlx5_wqe_srq_next_seg, rsvd1) - 5usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -13561,10 +18128,18 @@ pub struct mlx5_wqe_data_seg {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of mlx5_wqe_data_seg"][::core::mem::size_of::<mlx5_wqe_data_seg>() - 16usize];
-    ["Alignment of mlx5_wqe_data_seg"][::core::mem::align_of::<mlx5_wqe_data_seg>() - 8usize];
-    ["Offset of field: mlx5_wqe_data_seg::byte_count"][::core::mem::offset_of!(mlx5_wqe_data_seg, byte_count) - 0usize];
-    ["Offset of field: mlx5_wqe_data_seg::lkey"][::core::mem::offset_of!(mlx5_wqe_data_seg, lkey) - 4usize];
-    ["Offset of field: mlx5_wqe_data_seg::addr"][::core::mem::offset_of!(mlx5_wqe_data_seg, addr) - 8usize];
+    [
+        "Alignment of mlx5_wqe_data_seg",
+    ][::core::mem::align_of::<mlx5_wqe_data_seg>() - 8usize];
+    [
+        "Offset of field: mlx5_wqe_data_seg::byte_count",
+    ][::core::mem::offset_of!(mlx5_wqe_data_seg, byte_count) - 0usize];
+    [
+        "Offset of field: mlx5_wqe_data_seg::lkey",
+    ][::core::mem::offset_of!(mlx5_wqe_data_seg, lkey) - 4usize];
+    [
+        "Offset of field: mlx5_wqe_data_seg::addr",
+    ][::core::mem::offset_of!(mlx5_wqe_data_seg, addr) - 8usize];
 };
 #[repr(C)]
 #[repr(align(4))]
@@ -13575,7 +18150,9 @@ pub struct mlx5_wqe_ctrl_seg {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of mlx5_wqe_ctrl_seg"][::core::mem::size_of::<mlx5_wqe_ctrl_seg>() - 16usize];
-    ["Alignment of mlx5_wqe_ctrl_seg"][::core::mem::align_of::<mlx5_wqe_ctrl_seg>() - 4usize];
+    [
+        "Alignment of mlx5_wqe_ctrl_seg",
+    ][::core::mem::align_of::<mlx5_wqe_ctrl_seg>() - 4usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -13587,8 +18164,12 @@ pub struct mlx5_mprq_wqe {
 const _: () = {
     ["Size of mlx5_mprq_wqe"][::core::mem::size_of::<mlx5_mprq_wqe>() - 32usize];
     ["Alignment of mlx5_mprq_wqe"][::core::mem::align_of::<mlx5_mprq_wqe>() - 8usize];
-    ["Offset of field: mlx5_mprq_wqe::nseg"][::core::mem::offset_of!(mlx5_mprq_wqe, nseg) - 0usize];
-    ["Offset of field: mlx5_mprq_wqe::dseg"][::core::mem::offset_of!(mlx5_mprq_wqe, dseg) - 16usize];
+    [
+        "Offset of field: mlx5_mprq_wqe::nseg",
+    ][::core::mem::offset_of!(mlx5_mprq_wqe, nseg) - 0usize];
+    [
+        "Offset of field: mlx5_mprq_wqe::dseg",
+    ][::core::mem::offset_of!(mlx5_mprq_wqe, dseg) - 16usize];
 };
 #[repr(C)]
 #[derive(Copy, Clone)]
@@ -13619,23 +18200,34 @@ pub struct mlx5_wqe_av__bindgen_ty_1__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5_wqe_av__bindgen_ty_1__bindgen_ty_1"]
-        [::core::mem::size_of::<mlx5_wqe_av__bindgen_ty_1__bindgen_ty_1>() - 8usize];
-    ["Alignment of mlx5_wqe_av__bindgen_ty_1__bindgen_ty_1"]
-        [::core::mem::align_of::<mlx5_wqe_av__bindgen_ty_1__bindgen_ty_1>() - 4usize];
-    ["Offset of field: mlx5_wqe_av__bindgen_ty_1__bindgen_ty_1::qkey"]
-        [::core::mem::offset_of!(mlx5_wqe_av__bindgen_ty_1__bindgen_ty_1, qkey) - 0usize];
-    ["Offset of field: mlx5_wqe_av__bindgen_ty_1__bindgen_ty_1::reserved"]
-        [::core::mem::offset_of!(mlx5_wqe_av__bindgen_ty_1__bindgen_ty_1, reserved) - 4usize];
+    [
+        "Size of mlx5_wqe_av__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::size_of::<mlx5_wqe_av__bindgen_ty_1__bindgen_ty_1>() - 8usize];
+    [
+        "Alignment of mlx5_wqe_av__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::align_of::<mlx5_wqe_av__bindgen_ty_1__bindgen_ty_1>() - 4usize];
+    [
+        "Offset of field: mlx5_wqe_av__bindgen_ty_1__bindgen_ty_1::qkey",
+    ][::core::mem::offset_of!(mlx5_wqe_av__bindgen_ty_1__bindgen_ty_1, qkey) - 0usize];
+    [
+        "Offset of field: mlx5_wqe_av__bindgen_ty_1__bindgen_ty_1::reserved",
+    ][::core::mem::offset_of!(mlx5_wqe_av__bindgen_ty_1__bindgen_ty_1, reserved)
+        - 4usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5_wqe_av__bindgen_ty_1"][::core::mem::size_of::<mlx5_wqe_av__bindgen_ty_1>() - 8usize];
-    ["Alignment of mlx5_wqe_av__bindgen_ty_1"][::core::mem::align_of::<mlx5_wqe_av__bindgen_ty_1>() - 8usize];
-    ["Offset of field: mlx5_wqe_av__bindgen_ty_1::qkey"]
-        [::core::mem::offset_of!(mlx5_wqe_av__bindgen_ty_1, qkey) - 0usize];
-    ["Offset of field: mlx5_wqe_av__bindgen_ty_1::dc_key"]
-        [::core::mem::offset_of!(mlx5_wqe_av__bindgen_ty_1, dc_key) - 0usize];
+    [
+        "Size of mlx5_wqe_av__bindgen_ty_1",
+    ][::core::mem::size_of::<mlx5_wqe_av__bindgen_ty_1>() - 8usize];
+    [
+        "Alignment of mlx5_wqe_av__bindgen_ty_1",
+    ][::core::mem::align_of::<mlx5_wqe_av__bindgen_ty_1>() - 8usize];
+    [
+        "Offset of field: mlx5_wqe_av__bindgen_ty_1::qkey",
+    ][::core::mem::offset_of!(mlx5_wqe_av__bindgen_ty_1, qkey) - 0usize];
+    [
+        "Offset of field: mlx5_wqe_av__bindgen_ty_1::dc_key",
+    ][::core::mem::offset_of!(mlx5_wqe_av__bindgen_ty_1, dc_key) - 0usize];
 };
 impl Default for mlx5_wqe_av__bindgen_ty_1 {
     fn default() -> Self {
@@ -13650,17 +18242,39 @@ impl Default for mlx5_wqe_av__bindgen_ty_1 {
 const _: () = {
     ["Size of mlx5_wqe_av"][::core::mem::size_of::<mlx5_wqe_av>() - 48usize];
     ["Alignment of mlx5_wqe_av"][::core::mem::align_of::<mlx5_wqe_av>() - 8usize];
-    ["Offset of field: mlx5_wqe_av::key"][::core::mem::offset_of!(mlx5_wqe_av, key) - 0usize];
-    ["Offset of field: mlx5_wqe_av::dqp_dct"][::core::mem::offset_of!(mlx5_wqe_av, dqp_dct) - 8usize];
-    ["Offset of field: mlx5_wqe_av::stat_rate_sl"][::core::mem::offset_of!(mlx5_wqe_av, stat_rate_sl) - 12usize];
-    ["Offset of field: mlx5_wqe_av::fl_mlid"][::core::mem::offset_of!(mlx5_wqe_av, fl_mlid) - 13usize];
-    ["Offset of field: mlx5_wqe_av::rlid"][::core::mem::offset_of!(mlx5_wqe_av, rlid) - 14usize];
-    ["Offset of field: mlx5_wqe_av::reserved0"][::core::mem::offset_of!(mlx5_wqe_av, reserved0) - 16usize];
-    ["Offset of field: mlx5_wqe_av::rmac"][::core::mem::offset_of!(mlx5_wqe_av, rmac) - 20usize];
-    ["Offset of field: mlx5_wqe_av::tclass"][::core::mem::offset_of!(mlx5_wqe_av, tclass) - 26usize];
-    ["Offset of field: mlx5_wqe_av::hop_limit"][::core::mem::offset_of!(mlx5_wqe_av, hop_limit) - 27usize];
-    ["Offset of field: mlx5_wqe_av::grh_gid_fl"][::core::mem::offset_of!(mlx5_wqe_av, grh_gid_fl) - 28usize];
-    ["Offset of field: mlx5_wqe_av::rgid"][::core::mem::offset_of!(mlx5_wqe_av, rgid) - 32usize];
+    [
+        "Offset of field: mlx5_wqe_av::key",
+    ][::core::mem::offset_of!(mlx5_wqe_av, key) - 0usize];
+    [
+        "Offset of field: mlx5_wqe_av::dqp_dct",
+    ][::core::mem::offset_of!(mlx5_wqe_av, dqp_dct) - 8usize];
+    [
+        "Offset of field: mlx5_wqe_av::stat_rate_sl",
+    ][::core::mem::offset_of!(mlx5_wqe_av, stat_rate_sl) - 12usize];
+    [
+        "Offset of field: mlx5_wqe_av::fl_mlid",
+    ][::core::mem::offset_of!(mlx5_wqe_av, fl_mlid) - 13usize];
+    [
+        "Offset of field: mlx5_wqe_av::rlid",
+    ][::core::mem::offset_of!(mlx5_wqe_av, rlid) - 14usize];
+    [
+        "Offset of field: mlx5_wqe_av::reserved0",
+    ][::core::mem::offset_of!(mlx5_wqe_av, reserved0) - 16usize];
+    [
+        "Offset of field: mlx5_wqe_av::rmac",
+    ][::core::mem::offset_of!(mlx5_wqe_av, rmac) - 20usize];
+    [
+        "Offset of field: mlx5_wqe_av::tclass",
+    ][::core::mem::offset_of!(mlx5_wqe_av, tclass) - 26usize];
+    [
+        "Offset of field: mlx5_wqe_av::hop_limit",
+    ][::core::mem::offset_of!(mlx5_wqe_av, hop_limit) - 27usize];
+    [
+        "Offset of field: mlx5_wqe_av::grh_gid_fl",
+    ][::core::mem::offset_of!(mlx5_wqe_av, grh_gid_fl) - 28usize];
+    [
+        "Offset of field: mlx5_wqe_av::rgid",
+    ][::core::mem::offset_of!(mlx5_wqe_av, rgid) - 32usize];
 };
 impl Default for mlx5_wqe_av {
     fn default() -> Self {
@@ -13678,9 +18292,15 @@ pub struct mlx5_wqe_datagram_seg {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5_wqe_datagram_seg"][::core::mem::size_of::<mlx5_wqe_datagram_seg>() - 48usize];
-    ["Alignment of mlx5_wqe_datagram_seg"][::core::mem::align_of::<mlx5_wqe_datagram_seg>() - 8usize];
-    ["Offset of field: mlx5_wqe_datagram_seg::av"][::core::mem::offset_of!(mlx5_wqe_datagram_seg, av) - 0usize];
+    [
+        "Size of mlx5_wqe_datagram_seg",
+    ][::core::mem::size_of::<mlx5_wqe_datagram_seg>() - 48usize];
+    [
+        "Alignment of mlx5_wqe_datagram_seg",
+    ][::core::mem::align_of::<mlx5_wqe_datagram_seg>() - 8usize];
+    [
+        "Offset of field: mlx5_wqe_datagram_seg::av",
+    ][::core::mem::offset_of!(mlx5_wqe_datagram_seg, av) - 0usize];
 };
 impl Default for mlx5_wqe_datagram_seg {
     fn default() -> Self {
@@ -13700,11 +18320,21 @@ pub struct mlx5_wqe_raddr_seg {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5_wqe_raddr_seg"][::core::mem::size_of::<mlx5_wqe_raddr_seg>() - 16usize];
-    ["Alignment of mlx5_wqe_raddr_seg"][::core::mem::align_of::<mlx5_wqe_raddr_seg>() - 8usize];
-    ["Offset of field: mlx5_wqe_raddr_seg::raddr"][::core::mem::offset_of!(mlx5_wqe_raddr_seg, raddr) - 0usize];
-    ["Offset of field: mlx5_wqe_raddr_seg::rkey"][::core::mem::offset_of!(mlx5_wqe_raddr_seg, rkey) - 8usize];
-    ["Offset of field: mlx5_wqe_raddr_seg::reserved"][::core::mem::offset_of!(mlx5_wqe_raddr_seg, reserved) - 12usize];
+    [
+        "Size of mlx5_wqe_raddr_seg",
+    ][::core::mem::size_of::<mlx5_wqe_raddr_seg>() - 16usize];
+    [
+        "Alignment of mlx5_wqe_raddr_seg",
+    ][::core::mem::align_of::<mlx5_wqe_raddr_seg>() - 8usize];
+    [
+        "Offset of field: mlx5_wqe_raddr_seg::raddr",
+    ][::core::mem::offset_of!(mlx5_wqe_raddr_seg, raddr) - 0usize];
+    [
+        "Offset of field: mlx5_wqe_raddr_seg::rkey",
+    ][::core::mem::offset_of!(mlx5_wqe_raddr_seg, rkey) - 8usize];
+    [
+        "Offset of field: mlx5_wqe_raddr_seg::reserved",
+    ][::core::mem::offset_of!(mlx5_wqe_raddr_seg, reserved) - 12usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -13714,10 +18344,18 @@ pub struct mlx5_wqe_atomic_seg {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5_wqe_atomic_seg"][::core::mem::size_of::<mlx5_wqe_atomic_seg>() - 16usize];
-    ["Alignment of mlx5_wqe_atomic_seg"][::core::mem::align_of::<mlx5_wqe_atomic_seg>() - 8usize];
-    ["Offset of field: mlx5_wqe_atomic_seg::swap_add"][::core::mem::offset_of!(mlx5_wqe_atomic_seg, swap_add) - 0usize];
-    ["Offset of field: mlx5_wqe_atomic_seg::compare"][::core::mem::offset_of!(mlx5_wqe_atomic_seg, compare) - 8usize];
+    [
+        "Size of mlx5_wqe_atomic_seg",
+    ][::core::mem::size_of::<mlx5_wqe_atomic_seg>() - 16usize];
+    [
+        "Alignment of mlx5_wqe_atomic_seg",
+    ][::core::mem::align_of::<mlx5_wqe_atomic_seg>() - 8usize];
+    [
+        "Offset of field: mlx5_wqe_atomic_seg::swap_add",
+    ][::core::mem::offset_of!(mlx5_wqe_atomic_seg, swap_add) - 0usize];
+    [
+        "Offset of field: mlx5_wqe_atomic_seg::compare",
+    ][::core::mem::offset_of!(mlx5_wqe_atomic_seg, compare) - 8usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -13726,10 +18364,15 @@ pub struct mlx5_wqe_inl_data_seg {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5_wqe_inl_data_seg"][::core::mem::size_of::<mlx5_wqe_inl_data_seg>() - 4usize];
-    ["Alignment of mlx5_wqe_inl_data_seg"][::core::mem::align_of::<mlx5_wqe_inl_data_seg>() - 4usize];
-    ["Offset of field: mlx5_wqe_inl_data_seg::byte_count"]
-        [::core::mem::offset_of!(mlx5_wqe_inl_data_seg, byte_count) - 0usize];
+    [
+        "Size of mlx5_wqe_inl_data_seg",
+    ][::core::mem::size_of::<mlx5_wqe_inl_data_seg>() - 4usize];
+    [
+        "Alignment of mlx5_wqe_inl_data_seg",
+    ][::core::mem::align_of::<mlx5_wqe_inl_data_seg>() - 4usize];
+    [
+        "Offset of field: mlx5_wqe_inl_data_seg::byte_count",
+    ][::core::mem::offset_of!(mlx5_wqe_inl_data_seg, byte_count) - 0usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -13746,17 +18389,33 @@ pub struct mlx5_wqe_eth_seg {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of mlx5_wqe_eth_seg"][::core::mem::size_of::<mlx5_wqe_eth_seg>() - 32usize];
-    ["Alignment of mlx5_wqe_eth_seg"][::core::mem::align_of::<mlx5_wqe_eth_seg>() - 4usize];
-    ["Offset of field: mlx5_wqe_eth_seg::rsvd0"][::core::mem::offset_of!(mlx5_wqe_eth_seg, rsvd0) - 0usize];
-    ["Offset of field: mlx5_wqe_eth_seg::cs_flags"][::core::mem::offset_of!(mlx5_wqe_eth_seg, cs_flags) - 4usize];
-    ["Offset of field: mlx5_wqe_eth_seg::rsvd1"][::core::mem::offset_of!(mlx5_wqe_eth_seg, rsvd1) - 5usize];
-    ["Offset of field: mlx5_wqe_eth_seg::mss"][::core::mem::offset_of!(mlx5_wqe_eth_seg, mss) - 6usize];
-    ["Offset of field: mlx5_wqe_eth_seg::rsvd2"][::core::mem::offset_of!(mlx5_wqe_eth_seg, rsvd2) - 8usize];
-    ["Offset of field: mlx5_wqe_eth_seg::inline_hdr_sz"]
-        [::core::mem::offset_of!(mlx5_wqe_eth_seg, inline_hdr_sz) - 12usize];
-    ["Offset of field: mlx5_wqe_eth_seg::inline_hdr_start"]
-        [::core::mem::offset_of!(mlx5_wqe_eth_seg, inline_hdr_start) - 14usize];
-    ["Offset of field: mlx5_wqe_eth_seg::inline_hdr"][::core::mem::offset_of!(mlx5_wqe_eth_seg, inline_hdr) - 16usize];
+    [
+        "Alignment of mlx5_wqe_eth_seg",
+    ][::core::mem::align_of::<mlx5_wqe_eth_seg>() - 4usize];
+    [
+        "Offset of field: mlx5_wqe_eth_seg::rsvd0",
+    ][::core::mem::offset_of!(mlx5_wqe_eth_seg, rsvd0) - 0usize];
+    [
+        "Offset of field: mlx5_wqe_eth_seg::cs_flags",
+    ][::core::mem::offset_of!(mlx5_wqe_eth_seg, cs_flags) - 4usize];
+    [
+        "Offset of field: mlx5_wqe_eth_seg::rsvd1",
+    ][::core::mem::offset_of!(mlx5_wqe_eth_seg, rsvd1) - 5usize];
+    [
+        "Offset of field: mlx5_wqe_eth_seg::mss",
+    ][::core::mem::offset_of!(mlx5_wqe_eth_seg, mss) - 6usize];
+    [
+        "Offset of field: mlx5_wqe_eth_seg::rsvd2",
+    ][::core::mem::offset_of!(mlx5_wqe_eth_seg, rsvd2) - 8usize];
+    [
+        "Offset of field: mlx5_wqe_eth_seg::inline_hdr_sz",
+    ][::core::mem::offset_of!(mlx5_wqe_eth_seg, inline_hdr_sz) - 12usize];
+    [
+        "Offset of field: mlx5_wqe_eth_seg::inline_hdr_start",
+    ][::core::mem::offset_of!(mlx5_wqe_eth_seg, inline_hdr_start) - 14usize];
+    [
+        "Offset of field: mlx5_wqe_eth_seg::inline_hdr",
+    ][::core::mem::offset_of!(mlx5_wqe_eth_seg, inline_hdr) - 16usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -13773,15 +18432,33 @@ pub struct mlx5_wqe_tm_seg {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of mlx5_wqe_tm_seg"][::core::mem::size_of::<mlx5_wqe_tm_seg>() - 32usize];
-    ["Alignment of mlx5_wqe_tm_seg"][::core::mem::align_of::<mlx5_wqe_tm_seg>() - 8usize];
-    ["Offset of field: mlx5_wqe_tm_seg::opcode"][::core::mem::offset_of!(mlx5_wqe_tm_seg, opcode) - 0usize];
-    ["Offset of field: mlx5_wqe_tm_seg::flags"][::core::mem::offset_of!(mlx5_wqe_tm_seg, flags) - 1usize];
-    ["Offset of field: mlx5_wqe_tm_seg::index"][::core::mem::offset_of!(mlx5_wqe_tm_seg, index) - 2usize];
-    ["Offset of field: mlx5_wqe_tm_seg::rsvd0"][::core::mem::offset_of!(mlx5_wqe_tm_seg, rsvd0) - 4usize];
-    ["Offset of field: mlx5_wqe_tm_seg::sw_cnt"][::core::mem::offset_of!(mlx5_wqe_tm_seg, sw_cnt) - 6usize];
-    ["Offset of field: mlx5_wqe_tm_seg::rsvd1"][::core::mem::offset_of!(mlx5_wqe_tm_seg, rsvd1) - 8usize];
-    ["Offset of field: mlx5_wqe_tm_seg::append_tag"][::core::mem::offset_of!(mlx5_wqe_tm_seg, append_tag) - 16usize];
-    ["Offset of field: mlx5_wqe_tm_seg::append_mask"][::core::mem::offset_of!(mlx5_wqe_tm_seg, append_mask) - 24usize];
+    [
+        "Alignment of mlx5_wqe_tm_seg",
+    ][::core::mem::align_of::<mlx5_wqe_tm_seg>() - 8usize];
+    [
+        "Offset of field: mlx5_wqe_tm_seg::opcode",
+    ][::core::mem::offset_of!(mlx5_wqe_tm_seg, opcode) - 0usize];
+    [
+        "Offset of field: mlx5_wqe_tm_seg::flags",
+    ][::core::mem::offset_of!(mlx5_wqe_tm_seg, flags) - 1usize];
+    [
+        "Offset of field: mlx5_wqe_tm_seg::index",
+    ][::core::mem::offset_of!(mlx5_wqe_tm_seg, index) - 2usize];
+    [
+        "Offset of field: mlx5_wqe_tm_seg::rsvd0",
+    ][::core::mem::offset_of!(mlx5_wqe_tm_seg, rsvd0) - 4usize];
+    [
+        "Offset of field: mlx5_wqe_tm_seg::sw_cnt",
+    ][::core::mem::offset_of!(mlx5_wqe_tm_seg, sw_cnt) - 6usize];
+    [
+        "Offset of field: mlx5_wqe_tm_seg::rsvd1",
+    ][::core::mem::offset_of!(mlx5_wqe_tm_seg, rsvd1) - 8usize];
+    [
+        "Offset of field: mlx5_wqe_tm_seg::append_tag",
+    ][::core::mem::offset_of!(mlx5_wqe_tm_seg, append_tag) - 16usize];
+    [
+        "Offset of field: mlx5_wqe_tm_seg::append_mask",
+    ][::core::mem::offset_of!(mlx5_wqe_tm_seg, append_mask) - 24usize];
 };
 pub const MLX5_WQE_UMR_CTRL_FLAG_INLINE: _bindgen_ty_35 = _bindgen_ty_35(128);
 pub const MLX5_WQE_UMR_CTRL_FLAG_CHECK_FREE: _bindgen_ty_35 = _bindgen_ty_35(32);
@@ -13796,10 +18473,18 @@ pub const MLX5_WQE_UMR_CTRL_MKEY_MASK_SIG_ERR: _bindgen_ty_36 = _bindgen_ty_36(5
 pub const MLX5_WQE_UMR_CTRL_MKEY_MASK_BSF_ENABLE: _bindgen_ty_36 = _bindgen_ty_36(4096);
 pub const MLX5_WQE_UMR_CTRL_MKEY_MASK_MKEY: _bindgen_ty_36 = _bindgen_ty_36(8192);
 pub const MLX5_WQE_UMR_CTRL_MKEY_MASK_QPN: _bindgen_ty_36 = _bindgen_ty_36(16384);
-pub const MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_LOCAL_WRITE: _bindgen_ty_36 = _bindgen_ty_36(262144);
-pub const MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_READ: _bindgen_ty_36 = _bindgen_ty_36(524288);
-pub const MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_WRITE: _bindgen_ty_36 = _bindgen_ty_36(1048576);
-pub const MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_ATOMIC: _bindgen_ty_36 = _bindgen_ty_36(2097152);
+pub const MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_LOCAL_WRITE: _bindgen_ty_36 = _bindgen_ty_36(
+    262144,
+);
+pub const MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_READ: _bindgen_ty_36 = _bindgen_ty_36(
+    524288,
+);
+pub const MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_WRITE: _bindgen_ty_36 = _bindgen_ty_36(
+    1048576,
+);
+pub const MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_ATOMIC: _bindgen_ty_36 = _bindgen_ty_36(
+    2097152,
+);
 pub const MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE: _bindgen_ty_36 = _bindgen_ty_36(536870912);
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
@@ -13822,14 +18507,20 @@ pub union mlx5_wqe_umr_ctrl_seg__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5_wqe_umr_ctrl_seg__bindgen_ty_1"]
-        [::core::mem::size_of::<mlx5_wqe_umr_ctrl_seg__bindgen_ty_1>() - 2usize];
-    ["Alignment of mlx5_wqe_umr_ctrl_seg__bindgen_ty_1"]
-        [::core::mem::align_of::<mlx5_wqe_umr_ctrl_seg__bindgen_ty_1>() - 2usize];
-    ["Offset of field: mlx5_wqe_umr_ctrl_seg__bindgen_ty_1::translation_offset"]
-        [::core::mem::offset_of!(mlx5_wqe_umr_ctrl_seg__bindgen_ty_1, translation_offset) - 0usize];
-    ["Offset of field: mlx5_wqe_umr_ctrl_seg__bindgen_ty_1::bsf_octowords"]
-        [::core::mem::offset_of!(mlx5_wqe_umr_ctrl_seg__bindgen_ty_1, bsf_octowords) - 0usize];
+    [
+        "Size of mlx5_wqe_umr_ctrl_seg__bindgen_ty_1",
+    ][::core::mem::size_of::<mlx5_wqe_umr_ctrl_seg__bindgen_ty_1>() - 2usize];
+    [
+        "Alignment of mlx5_wqe_umr_ctrl_seg__bindgen_ty_1",
+    ][::core::mem::align_of::<mlx5_wqe_umr_ctrl_seg__bindgen_ty_1>() - 2usize];
+    [
+        "Offset of field: mlx5_wqe_umr_ctrl_seg__bindgen_ty_1::translation_offset",
+    ][::core::mem::offset_of!(mlx5_wqe_umr_ctrl_seg__bindgen_ty_1, translation_offset)
+        - 0usize];
+    [
+        "Offset of field: mlx5_wqe_umr_ctrl_seg__bindgen_ty_1::bsf_octowords",
+    ][::core::mem::offset_of!(mlx5_wqe_umr_ctrl_seg__bindgen_ty_1, bsf_octowords)
+        - 0usize];
 };
 impl Default for mlx5_wqe_umr_ctrl_seg__bindgen_ty_1 {
     fn default() -> Self {
@@ -13842,15 +18533,27 @@ impl Default for mlx5_wqe_umr_ctrl_seg__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5_wqe_umr_ctrl_seg"][::core::mem::size_of::<mlx5_wqe_umr_ctrl_seg>() - 48usize];
-    ["Alignment of mlx5_wqe_umr_ctrl_seg"][::core::mem::align_of::<mlx5_wqe_umr_ctrl_seg>() - 8usize];
-    ["Offset of field: mlx5_wqe_umr_ctrl_seg::flags"][::core::mem::offset_of!(mlx5_wqe_umr_ctrl_seg, flags) - 0usize];
-    ["Offset of field: mlx5_wqe_umr_ctrl_seg::rsvd0"][::core::mem::offset_of!(mlx5_wqe_umr_ctrl_seg, rsvd0) - 1usize];
-    ["Offset of field: mlx5_wqe_umr_ctrl_seg::klm_octowords"]
-        [::core::mem::offset_of!(mlx5_wqe_umr_ctrl_seg, klm_octowords) - 4usize];
-    ["Offset of field: mlx5_wqe_umr_ctrl_seg::mkey_mask"]
-        [::core::mem::offset_of!(mlx5_wqe_umr_ctrl_seg, mkey_mask) - 8usize];
-    ["Offset of field: mlx5_wqe_umr_ctrl_seg::rsvd1"][::core::mem::offset_of!(mlx5_wqe_umr_ctrl_seg, rsvd1) - 16usize];
+    [
+        "Size of mlx5_wqe_umr_ctrl_seg",
+    ][::core::mem::size_of::<mlx5_wqe_umr_ctrl_seg>() - 48usize];
+    [
+        "Alignment of mlx5_wqe_umr_ctrl_seg",
+    ][::core::mem::align_of::<mlx5_wqe_umr_ctrl_seg>() - 8usize];
+    [
+        "Offset of field: mlx5_wqe_umr_ctrl_seg::flags",
+    ][::core::mem::offset_of!(mlx5_wqe_umr_ctrl_seg, flags) - 0usize];
+    [
+        "Offset of field: mlx5_wqe_umr_ctrl_seg::rsvd0",
+    ][::core::mem::offset_of!(mlx5_wqe_umr_ctrl_seg, rsvd0) - 1usize];
+    [
+        "Offset of field: mlx5_wqe_umr_ctrl_seg::klm_octowords",
+    ][::core::mem::offset_of!(mlx5_wqe_umr_ctrl_seg, klm_octowords) - 4usize];
+    [
+        "Offset of field: mlx5_wqe_umr_ctrl_seg::mkey_mask",
+    ][::core::mem::offset_of!(mlx5_wqe_umr_ctrl_seg, mkey_mask) - 8usize];
+    [
+        "Offset of field: mlx5_wqe_umr_ctrl_seg::rsvd1",
+    ][::core::mem::offset_of!(mlx5_wqe_umr_ctrl_seg, rsvd1) - 16usize];
 };
 impl Default for mlx5_wqe_umr_ctrl_seg {
     fn default() -> Self {
@@ -13870,12 +18573,21 @@ pub struct mlx5_wqe_umr_klm_seg {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5_wqe_umr_klm_seg"][::core::mem::size_of::<mlx5_wqe_umr_klm_seg>() - 16usize];
-    ["Alignment of mlx5_wqe_umr_klm_seg"][::core::mem::align_of::<mlx5_wqe_umr_klm_seg>() - 8usize];
-    ["Offset of field: mlx5_wqe_umr_klm_seg::byte_count"]
-        [::core::mem::offset_of!(mlx5_wqe_umr_klm_seg, byte_count) - 0usize];
-    ["Offset of field: mlx5_wqe_umr_klm_seg::mkey"][::core::mem::offset_of!(mlx5_wqe_umr_klm_seg, mkey) - 4usize];
-    ["Offset of field: mlx5_wqe_umr_klm_seg::address"][::core::mem::offset_of!(mlx5_wqe_umr_klm_seg, address) - 8usize];
+    [
+        "Size of mlx5_wqe_umr_klm_seg",
+    ][::core::mem::size_of::<mlx5_wqe_umr_klm_seg>() - 16usize];
+    [
+        "Alignment of mlx5_wqe_umr_klm_seg",
+    ][::core::mem::align_of::<mlx5_wqe_umr_klm_seg>() - 8usize];
+    [
+        "Offset of field: mlx5_wqe_umr_klm_seg::byte_count",
+    ][::core::mem::offset_of!(mlx5_wqe_umr_klm_seg, byte_count) - 0usize];
+    [
+        "Offset of field: mlx5_wqe_umr_klm_seg::mkey",
+    ][::core::mem::offset_of!(mlx5_wqe_umr_klm_seg, mkey) - 4usize];
+    [
+        "Offset of field: mlx5_wqe_umr_klm_seg::address",
+    ][::core::mem::offset_of!(mlx5_wqe_umr_klm_seg, address) - 8usize];
 };
 #[repr(C)]
 #[derive(Copy, Clone)]
@@ -13884,9 +18596,15 @@ pub union mlx5_wqe_umr_inline_seg {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5_wqe_umr_inline_seg"][::core::mem::size_of::<mlx5_wqe_umr_inline_seg>() - 16usize];
-    ["Alignment of mlx5_wqe_umr_inline_seg"][::core::mem::align_of::<mlx5_wqe_umr_inline_seg>() - 8usize];
-    ["Offset of field: mlx5_wqe_umr_inline_seg::klm"][::core::mem::offset_of!(mlx5_wqe_umr_inline_seg, klm) - 0usize];
+    [
+        "Size of mlx5_wqe_umr_inline_seg",
+    ][::core::mem::size_of::<mlx5_wqe_umr_inline_seg>() - 16usize];
+    [
+        "Alignment of mlx5_wqe_umr_inline_seg",
+    ][::core::mem::align_of::<mlx5_wqe_umr_inline_seg>() - 8usize];
+    [
+        "Offset of field: mlx5_wqe_umr_inline_seg::klm",
+    ][::core::mem::offset_of!(mlx5_wqe_umr_inline_seg, klm) - 0usize];
 };
 impl Default for mlx5_wqe_umr_inline_seg {
     fn default() -> Self {
@@ -13907,16 +18625,24 @@ pub struct mlx5_wqe_umr_repeat_ent_seg {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5_wqe_umr_repeat_ent_seg"][::core::mem::size_of::<mlx5_wqe_umr_repeat_ent_seg>() - 16usize];
-    ["Alignment of mlx5_wqe_umr_repeat_ent_seg"][::core::mem::align_of::<mlx5_wqe_umr_repeat_ent_seg>() - 8usize];
-    ["Offset of field: mlx5_wqe_umr_repeat_ent_seg::stride"]
-        [::core::mem::offset_of!(mlx5_wqe_umr_repeat_ent_seg, stride) - 0usize];
-    ["Offset of field: mlx5_wqe_umr_repeat_ent_seg::byte_count"]
-        [::core::mem::offset_of!(mlx5_wqe_umr_repeat_ent_seg, byte_count) - 2usize];
-    ["Offset of field: mlx5_wqe_umr_repeat_ent_seg::memkey"]
-        [::core::mem::offset_of!(mlx5_wqe_umr_repeat_ent_seg, memkey) - 4usize];
-    ["Offset of field: mlx5_wqe_umr_repeat_ent_seg::va"]
-        [::core::mem::offset_of!(mlx5_wqe_umr_repeat_ent_seg, va) - 8usize];
+    [
+        "Size of mlx5_wqe_umr_repeat_ent_seg",
+    ][::core::mem::size_of::<mlx5_wqe_umr_repeat_ent_seg>() - 16usize];
+    [
+        "Alignment of mlx5_wqe_umr_repeat_ent_seg",
+    ][::core::mem::align_of::<mlx5_wqe_umr_repeat_ent_seg>() - 8usize];
+    [
+        "Offset of field: mlx5_wqe_umr_repeat_ent_seg::stride",
+    ][::core::mem::offset_of!(mlx5_wqe_umr_repeat_ent_seg, stride) - 0usize];
+    [
+        "Offset of field: mlx5_wqe_umr_repeat_ent_seg::byte_count",
+    ][::core::mem::offset_of!(mlx5_wqe_umr_repeat_ent_seg, byte_count) - 2usize];
+    [
+        "Offset of field: mlx5_wqe_umr_repeat_ent_seg::memkey",
+    ][::core::mem::offset_of!(mlx5_wqe_umr_repeat_ent_seg, memkey) - 4usize];
+    [
+        "Offset of field: mlx5_wqe_umr_repeat_ent_seg::va",
+    ][::core::mem::offset_of!(mlx5_wqe_umr_repeat_ent_seg, va) - 8usize];
 };
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -13930,30 +18656,48 @@ pub struct mlx5_wqe_umr_repeat_block_seg {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5_wqe_umr_repeat_block_seg"][::core::mem::size_of::<mlx5_wqe_umr_repeat_block_seg>() - 16usize];
-    ["Alignment of mlx5_wqe_umr_repeat_block_seg"][::core::mem::align_of::<mlx5_wqe_umr_repeat_block_seg>() - 8usize];
-    ["Offset of field: mlx5_wqe_umr_repeat_block_seg::byte_count"]
-        [::core::mem::offset_of!(mlx5_wqe_umr_repeat_block_seg, byte_count) - 0usize];
-    ["Offset of field: mlx5_wqe_umr_repeat_block_seg::op"]
-        [::core::mem::offset_of!(mlx5_wqe_umr_repeat_block_seg, op) - 4usize];
-    ["Offset of field: mlx5_wqe_umr_repeat_block_seg::repeat_count"]
-        [::core::mem::offset_of!(mlx5_wqe_umr_repeat_block_seg, repeat_count) - 8usize];
-    ["Offset of field: mlx5_wqe_umr_repeat_block_seg::reserved"]
-        [::core::mem::offset_of!(mlx5_wqe_umr_repeat_block_seg, reserved) - 12usize];
-    ["Offset of field: mlx5_wqe_umr_repeat_block_seg::num_ent"]
-        [::core::mem::offset_of!(mlx5_wqe_umr_repeat_block_seg, num_ent) - 14usize];
-    ["Offset of field: mlx5_wqe_umr_repeat_block_seg::entries"]
-        [::core::mem::offset_of!(mlx5_wqe_umr_repeat_block_seg, entries) - 16usize];
+    [
+        "Size of mlx5_wqe_umr_repeat_block_seg",
+    ][::core::mem::size_of::<mlx5_wqe_umr_repeat_block_seg>() - 16usize];
+    [
+        "Alignment of mlx5_wqe_umr_repeat_block_seg",
+    ][::core::mem::align_of::<mlx5_wqe_umr_repeat_block_seg>() - 8usize];
+    [
+        "Offset of field: mlx5_wqe_umr_repeat_block_seg::byte_count",
+    ][::core::mem::offset_of!(mlx5_wqe_umr_repeat_block_seg, byte_count) - 0usize];
+    [
+        "Offset of field: mlx5_wqe_umr_repeat_block_seg::op",
+    ][::core::mem::offset_of!(mlx5_wqe_umr_repeat_block_seg, op) - 4usize];
+    [
+        "Offset of field: mlx5_wqe_umr_repeat_block_seg::repeat_count",
+    ][::core::mem::offset_of!(mlx5_wqe_umr_repeat_block_seg, repeat_count) - 8usize];
+    [
+        "Offset of field: mlx5_wqe_umr_repeat_block_seg::reserved",
+    ][::core::mem::offset_of!(mlx5_wqe_umr_repeat_block_seg, reserved) - 12usize];
+    [
+        "Offset of field: mlx5_wqe_umr_repeat_block_seg::num_ent",
+    ][::core::mem::offset_of!(mlx5_wqe_umr_repeat_block_seg, num_ent) - 14usize];
+    [
+        "Offset of field: mlx5_wqe_umr_repeat_block_seg::entries",
+    ][::core::mem::offset_of!(mlx5_wqe_umr_repeat_block_seg, entries) - 16usize];
 };
 pub const MLX5_WQE_MKEY_CONTEXT_FREE: _bindgen_ty_37 = _bindgen_ty_37(64);
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct _bindgen_ty_37(pub ::core::ffi::c_uint);
 pub const MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_ATOMIC: _bindgen_ty_38 = _bindgen_ty_38(64);
-pub const MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_WRITE: _bindgen_ty_38 = _bindgen_ty_38(32);
-pub const MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_READ: _bindgen_ty_38 = _bindgen_ty_38(16);
-pub const MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_LOCAL_WRITE: _bindgen_ty_38 = _bindgen_ty_38(8);
-pub const MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_LOCAL_READ: _bindgen_ty_38 = _bindgen_ty_38(4);
+pub const MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_WRITE: _bindgen_ty_38 = _bindgen_ty_38(
+    32,
+);
+pub const MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_READ: _bindgen_ty_38 = _bindgen_ty_38(
+    16,
+);
+pub const MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_LOCAL_WRITE: _bindgen_ty_38 = _bindgen_ty_38(
+    8,
+);
+pub const MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_LOCAL_READ: _bindgen_ty_38 = _bindgen_ty_38(
+    4,
+);
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct _bindgen_ty_38(pub ::core::ffi::c_uint);
@@ -13978,39 +18722,61 @@ pub struct mlx5_wqe_mkey_context_seg {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5_wqe_mkey_context_seg"][::core::mem::size_of::<mlx5_wqe_mkey_context_seg>() - 64usize];
-    ["Alignment of mlx5_wqe_mkey_context_seg"][::core::mem::align_of::<mlx5_wqe_mkey_context_seg>() - 8usize];
-    ["Offset of field: mlx5_wqe_mkey_context_seg::free"]
-        [::core::mem::offset_of!(mlx5_wqe_mkey_context_seg, free) - 0usize];
-    ["Offset of field: mlx5_wqe_mkey_context_seg::reserved1"]
-        [::core::mem::offset_of!(mlx5_wqe_mkey_context_seg, reserved1) - 1usize];
-    ["Offset of field: mlx5_wqe_mkey_context_seg::access_flags"]
-        [::core::mem::offset_of!(mlx5_wqe_mkey_context_seg, access_flags) - 2usize];
-    ["Offset of field: mlx5_wqe_mkey_context_seg::sf"][::core::mem::offset_of!(mlx5_wqe_mkey_context_seg, sf) - 3usize];
-    ["Offset of field: mlx5_wqe_mkey_context_seg::qpn_mkey"]
-        [::core::mem::offset_of!(mlx5_wqe_mkey_context_seg, qpn_mkey) - 4usize];
-    ["Offset of field: mlx5_wqe_mkey_context_seg::reserved2"]
-        [::core::mem::offset_of!(mlx5_wqe_mkey_context_seg, reserved2) - 8usize];
-    ["Offset of field: mlx5_wqe_mkey_context_seg::flags_pd"]
-        [::core::mem::offset_of!(mlx5_wqe_mkey_context_seg, flags_pd) - 12usize];
-    ["Offset of field: mlx5_wqe_mkey_context_seg::start_addr"]
-        [::core::mem::offset_of!(mlx5_wqe_mkey_context_seg, start_addr) - 16usize];
-    ["Offset of field: mlx5_wqe_mkey_context_seg::len"]
-        [::core::mem::offset_of!(mlx5_wqe_mkey_context_seg, len) - 24usize];
-    ["Offset of field: mlx5_wqe_mkey_context_seg::bsf_octword_size"]
-        [::core::mem::offset_of!(mlx5_wqe_mkey_context_seg, bsf_octword_size) - 32usize];
-    ["Offset of field: mlx5_wqe_mkey_context_seg::reserved3"]
-        [::core::mem::offset_of!(mlx5_wqe_mkey_context_seg, reserved3) - 36usize];
-    ["Offset of field: mlx5_wqe_mkey_context_seg::translations_octword_size"]
-        [::core::mem::offset_of!(mlx5_wqe_mkey_context_seg, translations_octword_size) - 52usize];
-    ["Offset of field: mlx5_wqe_mkey_context_seg::reserved4"]
-        [::core::mem::offset_of!(mlx5_wqe_mkey_context_seg, reserved4) - 56usize];
-    ["Offset of field: mlx5_wqe_mkey_context_seg::log_page_size"]
-        [::core::mem::offset_of!(mlx5_wqe_mkey_context_seg, log_page_size) - 59usize];
-    ["Offset of field: mlx5_wqe_mkey_context_seg::reserved"]
-        [::core::mem::offset_of!(mlx5_wqe_mkey_context_seg, reserved) - 60usize];
-    ["Offset of field: mlx5_wqe_mkey_context_seg::inseg"]
-        [::core::mem::offset_of!(mlx5_wqe_mkey_context_seg, inseg) - 64usize];
+    [
+        "Size of mlx5_wqe_mkey_context_seg",
+    ][::core::mem::size_of::<mlx5_wqe_mkey_context_seg>() - 64usize];
+    [
+        "Alignment of mlx5_wqe_mkey_context_seg",
+    ][::core::mem::align_of::<mlx5_wqe_mkey_context_seg>() - 8usize];
+    [
+        "Offset of field: mlx5_wqe_mkey_context_seg::free",
+    ][::core::mem::offset_of!(mlx5_wqe_mkey_context_seg, free) - 0usize];
+    [
+        "Offset of field: mlx5_wqe_mkey_context_seg::reserved1",
+    ][::core::mem::offset_of!(mlx5_wqe_mkey_context_seg, reserved1) - 1usize];
+    [
+        "Offset of field: mlx5_wqe_mkey_context_seg::access_flags",
+    ][::core::mem::offset_of!(mlx5_wqe_mkey_context_seg, access_flags) - 2usize];
+    [
+        "Offset of field: mlx5_wqe_mkey_context_seg::sf",
+    ][::core::mem::offset_of!(mlx5_wqe_mkey_context_seg, sf) - 3usize];
+    [
+        "Offset of field: mlx5_wqe_mkey_context_seg::qpn_mkey",
+    ][::core::mem::offset_of!(mlx5_wqe_mkey_context_seg, qpn_mkey) - 4usize];
+    [
+        "Offset of field: mlx5_wqe_mkey_context_seg::reserved2",
+    ][::core::mem::offset_of!(mlx5_wqe_mkey_context_seg, reserved2) - 8usize];
+    [
+        "Offset of field: mlx5_wqe_mkey_context_seg::flags_pd",
+    ][::core::mem::offset_of!(mlx5_wqe_mkey_context_seg, flags_pd) - 12usize];
+    [
+        "Offset of field: mlx5_wqe_mkey_context_seg::start_addr",
+    ][::core::mem::offset_of!(mlx5_wqe_mkey_context_seg, start_addr) - 16usize];
+    [
+        "Offset of field: mlx5_wqe_mkey_context_seg::len",
+    ][::core::mem::offset_of!(mlx5_wqe_mkey_context_seg, len) - 24usize];
+    [
+        "Offset of field: mlx5_wqe_mkey_context_seg::bsf_octword_size",
+    ][::core::mem::offset_of!(mlx5_wqe_mkey_context_seg, bsf_octword_size) - 32usize];
+    [
+        "Offset of field: mlx5_wqe_mkey_context_seg::reserved3",
+    ][::core::mem::offset_of!(mlx5_wqe_mkey_context_seg, reserved3) - 36usize];
+    [
+        "Offset of field: mlx5_wqe_mkey_context_seg::translations_octword_size",
+    ][::core::mem::offset_of!(mlx5_wqe_mkey_context_seg, translations_octword_size)
+        - 52usize];
+    [
+        "Offset of field: mlx5_wqe_mkey_context_seg::reserved4",
+    ][::core::mem::offset_of!(mlx5_wqe_mkey_context_seg, reserved4) - 56usize];
+    [
+        "Offset of field: mlx5_wqe_mkey_context_seg::log_page_size",
+    ][::core::mem::offset_of!(mlx5_wqe_mkey_context_seg, log_page_size) - 59usize];
+    [
+        "Offset of field: mlx5_wqe_mkey_context_seg::reserved",
+    ][::core::mem::offset_of!(mlx5_wqe_mkey_context_seg, reserved) - 60usize];
+    [
+        "Offset of field: mlx5_wqe_mkey_context_seg::inseg",
+    ][::core::mem::offset_of!(mlx5_wqe_mkey_context_seg, inseg) - 64usize];
 };
 impl Default for mlx5_wqe_mkey_context_seg {
     fn default() -> Self {
@@ -14022,7 +18788,9 @@ impl Default for mlx5_wqe_mkey_context_seg {
     }
 }
 impl mlx5dv_set_ctx_attr_type {
-    pub const MLX5DV_CTX_ATTR_BUF_ALLOCATORS: mlx5dv_set_ctx_attr_type = mlx5dv_set_ctx_attr_type(1);
+    pub const MLX5DV_CTX_ATTR_BUF_ALLOCATORS: mlx5dv_set_ctx_attr_type = mlx5dv_set_ctx_attr_type(
+        1,
+    );
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
@@ -14036,20 +18804,36 @@ pub struct _bindgen_ty_39(pub ::core::ffi::c_uint);
 #[derive(Debug, Copy, Clone)]
 pub struct mlx5dv_ctx_allocators {
     pub alloc: ::core::option::Option<
-        unsafe extern "C" fn(size: usize, priv_data: *mut ::core::ffi::c_void) -> *mut ::core::ffi::c_void,
+        unsafe extern "C" fn(
+            size: usize,
+            priv_data: *mut ::core::ffi::c_void,
+        ) -> *mut ::core::ffi::c_void,
     >,
     pub free: ::core::option::Option<
-        unsafe extern "C" fn(ptr: *mut ::core::ffi::c_void, priv_data: *mut ::core::ffi::c_void),
+        unsafe extern "C" fn(
+            ptr: *mut ::core::ffi::c_void,
+            priv_data: *mut ::core::ffi::c_void,
+        ),
     >,
     pub data: *mut ::core::ffi::c_void,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_ctx_allocators"][::core::mem::size_of::<mlx5dv_ctx_allocators>() - 24usize];
-    ["Alignment of mlx5dv_ctx_allocators"][::core::mem::align_of::<mlx5dv_ctx_allocators>() - 8usize];
-    ["Offset of field: mlx5dv_ctx_allocators::alloc"][::core::mem::offset_of!(mlx5dv_ctx_allocators, alloc) - 0usize];
-    ["Offset of field: mlx5dv_ctx_allocators::free"][::core::mem::offset_of!(mlx5dv_ctx_allocators, free) - 8usize];
-    ["Offset of field: mlx5dv_ctx_allocators::data"][::core::mem::offset_of!(mlx5dv_ctx_allocators, data) - 16usize];
+    [
+        "Size of mlx5dv_ctx_allocators",
+    ][::core::mem::size_of::<mlx5dv_ctx_allocators>() - 24usize];
+    [
+        "Alignment of mlx5dv_ctx_allocators",
+    ][::core::mem::align_of::<mlx5dv_ctx_allocators>() - 8usize];
+    [
+        "Offset of field: mlx5dv_ctx_allocators::alloc",
+    ][::core::mem::offset_of!(mlx5dv_ctx_allocators, alloc) - 0usize];
+    [
+        "Offset of field: mlx5dv_ctx_allocators::free",
+    ][::core::mem::offset_of!(mlx5dv_ctx_allocators, free) - 8usize];
+    [
+        "Offset of field: mlx5dv_ctx_allocators::data",
+    ][::core::mem::offset_of!(mlx5dv_ctx_allocators, data) - 16usize];
 };
 impl Default for mlx5dv_ctx_allocators {
     fn default() -> Self {
@@ -14080,20 +18864,38 @@ pub struct mlx5dv_clock_info {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of mlx5dv_clock_info"][::core::mem::size_of::<mlx5dv_clock_info>() - 40usize];
-    ["Alignment of mlx5dv_clock_info"][::core::mem::align_of::<mlx5dv_clock_info>() - 8usize];
-    ["Offset of field: mlx5dv_clock_info::nsec"][::core::mem::offset_of!(mlx5dv_clock_info, nsec) - 0usize];
-    ["Offset of field: mlx5dv_clock_info::last_cycles"]
-        [::core::mem::offset_of!(mlx5dv_clock_info, last_cycles) - 8usize];
-    ["Offset of field: mlx5dv_clock_info::frac"][::core::mem::offset_of!(mlx5dv_clock_info, frac) - 16usize];
-    ["Offset of field: mlx5dv_clock_info::mult"][::core::mem::offset_of!(mlx5dv_clock_info, mult) - 24usize];
-    ["Offset of field: mlx5dv_clock_info::shift"][::core::mem::offset_of!(mlx5dv_clock_info, shift) - 28usize];
-    ["Offset of field: mlx5dv_clock_info::mask"][::core::mem::offset_of!(mlx5dv_clock_info, mask) - 32usize];
+    [
+        "Alignment of mlx5dv_clock_info",
+    ][::core::mem::align_of::<mlx5dv_clock_info>() - 8usize];
+    [
+        "Offset of field: mlx5dv_clock_info::nsec",
+    ][::core::mem::offset_of!(mlx5dv_clock_info, nsec) - 0usize];
+    [
+        "Offset of field: mlx5dv_clock_info::last_cycles",
+    ][::core::mem::offset_of!(mlx5dv_clock_info, last_cycles) - 8usize];
+    [
+        "Offset of field: mlx5dv_clock_info::frac",
+    ][::core::mem::offset_of!(mlx5dv_clock_info, frac) - 16usize];
+    [
+        "Offset of field: mlx5dv_clock_info::mult",
+    ][::core::mem::offset_of!(mlx5dv_clock_info, mult) - 24usize];
+    [
+        "Offset of field: mlx5dv_clock_info::shift",
+    ][::core::mem::offset_of!(mlx5dv_clock_info, shift) - 28usize];
+    [
+        "Offset of field: mlx5dv_clock_info::mask",
+    ][::core::mem::offset_of!(mlx5dv_clock_info, mask) - 32usize];
 };
 unsafe extern "C" {
-    pub fn mlx5dv_get_clock_info(context: *mut ibv_context, clock_info: *mut mlx5dv_clock_info) -> ::core::ffi::c_int;
+    pub fn mlx5dv_get_clock_info(
+        context: *mut ibv_context,
+        clock_info: *mut mlx5dv_clock_info,
+    ) -> ::core::ffi::c_int;
 }
 impl mlx5dv_context_attr_flags {
-    pub const MLX5DV_CONTEXT_FLAGS_DEVX: mlx5dv_context_attr_flags = mlx5dv_context_attr_flags(1);
+    pub const MLX5DV_CONTEXT_FLAGS_DEVX: mlx5dv_context_attr_flags = mlx5dv_context_attr_flags(
+        1,
+    );
 }
 impl ::core::ops::BitOr<mlx5dv_context_attr_flags> for mlx5dv_context_attr_flags {
     type Output = Self;
@@ -14132,19 +18934,29 @@ pub struct mlx5dv_context_attr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_context_attr"][::core::mem::size_of::<mlx5dv_context_attr>() - 16usize];
-    ["Alignment of mlx5dv_context_attr"][::core::mem::align_of::<mlx5dv_context_attr>() - 8usize];
-    ["Offset of field: mlx5dv_context_attr::flags"][::core::mem::offset_of!(mlx5dv_context_attr, flags) - 0usize];
-    ["Offset of field: mlx5dv_context_attr::comp_mask"]
-        [::core::mem::offset_of!(mlx5dv_context_attr, comp_mask) - 8usize];
+    [
+        "Size of mlx5dv_context_attr",
+    ][::core::mem::size_of::<mlx5dv_context_attr>() - 16usize];
+    [
+        "Alignment of mlx5dv_context_attr",
+    ][::core::mem::align_of::<mlx5dv_context_attr>() - 8usize];
+    [
+        "Offset of field: mlx5dv_context_attr::flags",
+    ][::core::mem::offset_of!(mlx5dv_context_attr, flags) - 0usize];
+    [
+        "Offset of field: mlx5dv_context_attr::comp_mask",
+    ][::core::mem::offset_of!(mlx5dv_context_attr, comp_mask) - 8usize];
 };
 unsafe extern "C" {
     pub fn mlx5dv_is_supported(device: *mut ibv_device) -> bool;
 }
 impl mlx5dv_vfio_context_attr_flags {
-    pub const MLX5DV_VFIO_CTX_FLAGS_INIT_LINK_DOWN: mlx5dv_vfio_context_attr_flags = mlx5dv_vfio_context_attr_flags(1);
+    pub const MLX5DV_VFIO_CTX_FLAGS_INIT_LINK_DOWN: mlx5dv_vfio_context_attr_flags = mlx5dv_vfio_context_attr_flags(
+        1,
+    );
 }
-impl ::core::ops::BitOr<mlx5dv_vfio_context_attr_flags> for mlx5dv_vfio_context_attr_flags {
+impl ::core::ops::BitOr<mlx5dv_vfio_context_attr_flags>
+for mlx5dv_vfio_context_attr_flags {
     type Output = Self;
     #[inline]
     fn bitor(self, other: Self) -> Self {
@@ -14157,7 +18969,8 @@ impl ::core::ops::BitOrAssign for mlx5dv_vfio_context_attr_flags {
         self.0 |= rhs.0;
     }
 }
-impl ::core::ops::BitAnd<mlx5dv_vfio_context_attr_flags> for mlx5dv_vfio_context_attr_flags {
+impl ::core::ops::BitAnd<mlx5dv_vfio_context_attr_flags>
+for mlx5dv_vfio_context_attr_flags {
     type Output = Self;
     #[inline]
     fn bitand(self, other: Self) -> Self {
@@ -14182,14 +18995,21 @@ pub struct mlx5dv_vfio_context_attr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_vfio_context_attr"][::core::mem::size_of::<mlx5dv_vfio_context_attr>() - 24usize];
-    ["Alignment of mlx5dv_vfio_context_attr"][::core::mem::align_of::<mlx5dv_vfio_context_attr>() - 8usize];
-    ["Offset of field: mlx5dv_vfio_context_attr::pci_name"]
-        [::core::mem::offset_of!(mlx5dv_vfio_context_attr, pci_name) - 0usize];
-    ["Offset of field: mlx5dv_vfio_context_attr::flags"]
-        [::core::mem::offset_of!(mlx5dv_vfio_context_attr, flags) - 8usize];
-    ["Offset of field: mlx5dv_vfio_context_attr::comp_mask"]
-        [::core::mem::offset_of!(mlx5dv_vfio_context_attr, comp_mask) - 16usize];
+    [
+        "Size of mlx5dv_vfio_context_attr",
+    ][::core::mem::size_of::<mlx5dv_vfio_context_attr>() - 24usize];
+    [
+        "Alignment of mlx5dv_vfio_context_attr",
+    ][::core::mem::align_of::<mlx5dv_vfio_context_attr>() - 8usize];
+    [
+        "Offset of field: mlx5dv_vfio_context_attr::pci_name",
+    ][::core::mem::offset_of!(mlx5dv_vfio_context_attr, pci_name) - 0usize];
+    [
+        "Offset of field: mlx5dv_vfio_context_attr::flags",
+    ][::core::mem::offset_of!(mlx5dv_vfio_context_attr, flags) - 8usize];
+    [
+        "Offset of field: mlx5dv_vfio_context_attr::comp_mask",
+    ][::core::mem::offset_of!(mlx5dv_vfio_context_attr, comp_mask) - 16usize];
 };
 impl Default for mlx5dv_vfio_context_attr {
     fn default() -> Self {
@@ -14201,7 +19021,9 @@ impl Default for mlx5dv_vfio_context_attr {
     }
 }
 unsafe extern "C" {
-    pub fn mlx5dv_get_vfio_device_list(attr: *mut mlx5dv_vfio_context_attr) -> *mut *mut ibv_device;
+    pub fn mlx5dv_get_vfio_device_list(
+        attr: *mut mlx5dv_vfio_context_attr,
+    ) -> *mut *mut ibv_device;
 }
 unsafe extern "C" {
     pub fn mlx5dv_vfio_get_events_fd(ibctx: *mut ibv_context) -> ::core::ffi::c_int;
@@ -14210,7 +19032,10 @@ unsafe extern "C" {
     pub fn mlx5dv_vfio_process_events(context: *mut ibv_context) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    pub fn mlx5dv_open_device(device: *mut ibv_device, attr: *mut mlx5dv_context_attr) -> *mut ibv_context;
+    pub fn mlx5dv_open_device(
+        device: *mut ibv_device,
+        attr: *mut mlx5dv_context_attr,
+    ) -> *mut ibv_context;
 }
 #[repr(C)]
 #[derive(Debug)]
@@ -14264,8 +19089,12 @@ pub struct mlx5dv_devx_umem {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of mlx5dv_devx_umem"][::core::mem::size_of::<mlx5dv_devx_umem>() - 4usize];
-    ["Alignment of mlx5dv_devx_umem"][::core::mem::align_of::<mlx5dv_devx_umem>() - 4usize];
-    ["Offset of field: mlx5dv_devx_umem::umem_id"][::core::mem::offset_of!(mlx5dv_devx_umem, umem_id) - 0usize];
+    [
+        "Alignment of mlx5dv_devx_umem",
+    ][::core::mem::align_of::<mlx5dv_devx_umem>() - 4usize];
+    [
+        "Offset of field: mlx5dv_devx_umem::umem_id",
+    ][::core::mem::offset_of!(mlx5dv_devx_umem, umem_id) - 0usize];
 };
 unsafe extern "C" {
     pub fn mlx5dv_devx_umem_reg(
@@ -14276,7 +19105,9 @@ unsafe extern "C" {
     ) -> *mut mlx5dv_devx_umem;
 }
 impl mlx5dv_devx_umem_in_mask {
-    pub const MLX5DV_UMEM_MASK_DMABUF: mlx5dv_devx_umem_in_mask = mlx5dv_devx_umem_in_mask(1);
+    pub const MLX5DV_UMEM_MASK_DMABUF: mlx5dv_devx_umem_in_mask = mlx5dv_devx_umem_in_mask(
+        1,
+    );
 }
 impl ::core::ops::BitOr<mlx5dv_devx_umem_in_mask> for mlx5dv_devx_umem_in_mask {
     type Output = Self;
@@ -14319,17 +19150,30 @@ pub struct mlx5dv_devx_umem_in {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_devx_umem_in"][::core::mem::size_of::<mlx5dv_devx_umem_in>() - 48usize];
-    ["Alignment of mlx5dv_devx_umem_in"][::core::mem::align_of::<mlx5dv_devx_umem_in>() - 8usize];
-    ["Offset of field: mlx5dv_devx_umem_in::addr"][::core::mem::offset_of!(mlx5dv_devx_umem_in, addr) - 0usize];
-    ["Offset of field: mlx5dv_devx_umem_in::size"][::core::mem::offset_of!(mlx5dv_devx_umem_in, size) - 8usize];
-    ["Offset of field: mlx5dv_devx_umem_in::access"][::core::mem::offset_of!(mlx5dv_devx_umem_in, access) - 16usize];
-    ["Offset of field: mlx5dv_devx_umem_in::pgsz_bitmap"]
-        [::core::mem::offset_of!(mlx5dv_devx_umem_in, pgsz_bitmap) - 24usize];
-    ["Offset of field: mlx5dv_devx_umem_in::comp_mask"]
-        [::core::mem::offset_of!(mlx5dv_devx_umem_in, comp_mask) - 32usize];
-    ["Offset of field: mlx5dv_devx_umem_in::dmabuf_fd"]
-        [::core::mem::offset_of!(mlx5dv_devx_umem_in, dmabuf_fd) - 40usize];
+    [
+        "Size of mlx5dv_devx_umem_in",
+    ][::core::mem::size_of::<mlx5dv_devx_umem_in>() - 48usize];
+    [
+        "Alignment of mlx5dv_devx_umem_in",
+    ][::core::mem::align_of::<mlx5dv_devx_umem_in>() - 8usize];
+    [
+        "Offset of field: mlx5dv_devx_umem_in::addr",
+    ][::core::mem::offset_of!(mlx5dv_devx_umem_in, addr) - 0usize];
+    [
+        "Offset of field: mlx5dv_devx_umem_in::size",
+    ][::core::mem::offset_of!(mlx5dv_devx_umem_in, size) - 8usize];
+    [
+        "Offset of field: mlx5dv_devx_umem_in::access",
+    ][::core::mem::offset_of!(mlx5dv_devx_umem_in, access) - 16usize];
+    [
+        "Offset of field: mlx5dv_devx_umem_in::pgsz_bitmap",
+    ][::core::mem::offset_of!(mlx5dv_devx_umem_in, pgsz_bitmap) - 24usize];
+    [
+        "Offset of field: mlx5dv_devx_umem_in::comp_mask",
+    ][::core::mem::offset_of!(mlx5dv_devx_umem_in, comp_mask) - 32usize];
+    [
+        "Offset of field: mlx5dv_devx_umem_in::dmabuf_fd",
+    ][::core::mem::offset_of!(mlx5dv_devx_umem_in, dmabuf_fd) - 40usize];
 };
 impl Default for mlx5dv_devx_umem_in {
     fn default() -> Self {
@@ -14341,7 +19185,10 @@ impl Default for mlx5dv_devx_umem_in {
     }
 }
 unsafe extern "C" {
-    pub fn mlx5dv_devx_umem_reg_ex(ctx: *mut ibv_context, umem_in: *mut mlx5dv_devx_umem_in) -> *mut mlx5dv_devx_umem;
+    pub fn mlx5dv_devx_umem_reg_ex(
+        ctx: *mut ibv_context,
+        umem_in: *mut mlx5dv_devx_umem_in,
+    ) -> *mut mlx5dv_devx_umem;
 }
 unsafe extern "C" {
     pub fn mlx5dv_devx_umem_dereg(umem: *mut mlx5dv_devx_umem) -> ::core::ffi::c_int;
@@ -14358,12 +19205,24 @@ pub struct mlx5dv_devx_uar {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of mlx5dv_devx_uar"][::core::mem::size_of::<mlx5dv_devx_uar>() - 40usize];
-    ["Alignment of mlx5dv_devx_uar"][::core::mem::align_of::<mlx5dv_devx_uar>() - 8usize];
-    ["Offset of field: mlx5dv_devx_uar::reg_addr"][::core::mem::offset_of!(mlx5dv_devx_uar, reg_addr) - 0usize];
-    ["Offset of field: mlx5dv_devx_uar::base_addr"][::core::mem::offset_of!(mlx5dv_devx_uar, base_addr) - 8usize];
-    ["Offset of field: mlx5dv_devx_uar::page_id"][::core::mem::offset_of!(mlx5dv_devx_uar, page_id) - 16usize];
-    ["Offset of field: mlx5dv_devx_uar::mmap_off"][::core::mem::offset_of!(mlx5dv_devx_uar, mmap_off) - 24usize];
-    ["Offset of field: mlx5dv_devx_uar::comp_mask"][::core::mem::offset_of!(mlx5dv_devx_uar, comp_mask) - 32usize];
+    [
+        "Alignment of mlx5dv_devx_uar",
+    ][::core::mem::align_of::<mlx5dv_devx_uar>() - 8usize];
+    [
+        "Offset of field: mlx5dv_devx_uar::reg_addr",
+    ][::core::mem::offset_of!(mlx5dv_devx_uar, reg_addr) - 0usize];
+    [
+        "Offset of field: mlx5dv_devx_uar::base_addr",
+    ][::core::mem::offset_of!(mlx5dv_devx_uar, base_addr) - 8usize];
+    [
+        "Offset of field: mlx5dv_devx_uar::page_id",
+    ][::core::mem::offset_of!(mlx5dv_devx_uar, page_id) - 16usize];
+    [
+        "Offset of field: mlx5dv_devx_uar::mmap_off",
+    ][::core::mem::offset_of!(mlx5dv_devx_uar, mmap_off) - 24usize];
+    [
+        "Offset of field: mlx5dv_devx_uar::comp_mask",
+    ][::core::mem::offset_of!(mlx5dv_devx_uar, comp_mask) - 32usize];
 };
 impl Default for mlx5dv_devx_uar {
     fn default() -> Self {
@@ -14375,7 +19234,10 @@ impl Default for mlx5dv_devx_uar {
     }
 }
 unsafe extern "C" {
-    pub fn mlx5dv_devx_alloc_uar(context: *mut ibv_context, flags: u32) -> *mut mlx5dv_devx_uar;
+    pub fn mlx5dv_devx_alloc_uar(
+        context: *mut ibv_context,
+        flags: u32,
+    ) -> *mut mlx5dv_devx_uar;
 }
 unsafe extern "C" {
     pub fn mlx5dv_devx_free_uar(devx_uar: *mut mlx5dv_devx_uar);
@@ -14392,10 +19254,18 @@ pub struct mlx5dv_var {
 const _: () = {
     ["Size of mlx5dv_var"][::core::mem::size_of::<mlx5dv_var>() - 24usize];
     ["Alignment of mlx5dv_var"][::core::mem::align_of::<mlx5dv_var>() - 8usize];
-    ["Offset of field: mlx5dv_var::page_id"][::core::mem::offset_of!(mlx5dv_var, page_id) - 0usize];
-    ["Offset of field: mlx5dv_var::length"][::core::mem::offset_of!(mlx5dv_var, length) - 4usize];
-    ["Offset of field: mlx5dv_var::mmap_off"][::core::mem::offset_of!(mlx5dv_var, mmap_off) - 8usize];
-    ["Offset of field: mlx5dv_var::comp_mask"][::core::mem::offset_of!(mlx5dv_var, comp_mask) - 16usize];
+    [
+        "Offset of field: mlx5dv_var::page_id",
+    ][::core::mem::offset_of!(mlx5dv_var, page_id) - 0usize];
+    [
+        "Offset of field: mlx5dv_var::length",
+    ][::core::mem::offset_of!(mlx5dv_var, length) - 4usize];
+    [
+        "Offset of field: mlx5dv_var::mmap_off",
+    ][::core::mem::offset_of!(mlx5dv_var, mmap_off) - 8usize];
+    [
+        "Offset of field: mlx5dv_var::comp_mask",
+    ][::core::mem::offset_of!(mlx5dv_var, comp_mask) - 16usize];
 };
 unsafe extern "C" {
     pub fn mlx5dv_alloc_var(context: *mut ibv_context, flags: u32) -> *mut mlx5dv_var;
@@ -14404,7 +19274,11 @@ unsafe extern "C" {
     pub fn mlx5dv_free_var(dv_var: *mut mlx5dv_var);
 }
 unsafe extern "C" {
-    pub fn mlx5dv_devx_query_eqn(context: *mut ibv_context, vector: u32, eqn: *mut u32) -> ::core::ffi::c_int;
+    pub fn mlx5dv_devx_query_eqn(
+        context: *mut ibv_context,
+        vector: u32,
+        eqn: *mut u32,
+    ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
     pub fn mlx5dv_devx_cq_query(
@@ -14503,12 +19377,20 @@ pub struct mlx5dv_devx_cmd_comp {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_devx_cmd_comp"][::core::mem::size_of::<mlx5dv_devx_cmd_comp>() - 4usize];
-    ["Alignment of mlx5dv_devx_cmd_comp"][::core::mem::align_of::<mlx5dv_devx_cmd_comp>() - 4usize];
-    ["Offset of field: mlx5dv_devx_cmd_comp::fd"][::core::mem::offset_of!(mlx5dv_devx_cmd_comp, fd) - 0usize];
+    [
+        "Size of mlx5dv_devx_cmd_comp",
+    ][::core::mem::size_of::<mlx5dv_devx_cmd_comp>() - 4usize];
+    [
+        "Alignment of mlx5dv_devx_cmd_comp",
+    ][::core::mem::align_of::<mlx5dv_devx_cmd_comp>() - 4usize];
+    [
+        "Offset of field: mlx5dv_devx_cmd_comp::fd",
+    ][::core::mem::offset_of!(mlx5dv_devx_cmd_comp, fd) - 0usize];
 };
 unsafe extern "C" {
-    pub fn mlx5dv_devx_create_cmd_comp(context: *mut ibv_context) -> *mut mlx5dv_devx_cmd_comp;
+    pub fn mlx5dv_devx_create_cmd_comp(
+        context: *mut ibv_context,
+    ) -> *mut mlx5dv_devx_cmd_comp;
 }
 unsafe extern "C" {
     pub fn mlx5dv_devx_destroy_cmd_comp(cmd_comp: *mut mlx5dv_devx_cmd_comp);
@@ -14537,9 +19419,15 @@ pub struct mlx5dv_devx_event_channel {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_devx_event_channel"][::core::mem::size_of::<mlx5dv_devx_event_channel>() - 4usize];
-    ["Alignment of mlx5dv_devx_event_channel"][::core::mem::align_of::<mlx5dv_devx_event_channel>() - 4usize];
-    ["Offset of field: mlx5dv_devx_event_channel::fd"][::core::mem::offset_of!(mlx5dv_devx_event_channel, fd) - 0usize];
+    [
+        "Size of mlx5dv_devx_event_channel",
+    ][::core::mem::size_of::<mlx5dv_devx_event_channel>() - 4usize];
+    [
+        "Alignment of mlx5dv_devx_event_channel",
+    ][::core::mem::align_of::<mlx5dv_devx_event_channel>() - 4usize];
+    [
+        "Offset of field: mlx5dv_devx_event_channel::fd",
+    ][::core::mem::offset_of!(mlx5dv_devx_event_channel, fd) - 0usize];
 };
 unsafe extern "C" {
     pub fn mlx5dv_devx_create_event_channel(
@@ -14548,7 +19436,9 @@ unsafe extern "C" {
     ) -> *mut mlx5dv_devx_event_channel;
 }
 unsafe extern "C" {
-    pub fn mlx5dv_devx_destroy_event_channel(event_channel: *mut mlx5dv_devx_event_channel);
+    pub fn mlx5dv_devx_destroy_event_channel(
+        event_channel: *mut mlx5dv_devx_event_channel,
+    );
 }
 unsafe extern "C" {
     pub fn mlx5dv_devx_subscribe_devx_event(
@@ -14600,17 +19490,29 @@ pub struct mlx5dv_dr_action {
     _unused: [u8; 0],
 }
 impl mlx5dv_dr_domain_type {
-    pub const MLX5DV_DR_DOMAIN_TYPE_NIC_RX: mlx5dv_dr_domain_type = mlx5dv_dr_domain_type(0);
-    pub const MLX5DV_DR_DOMAIN_TYPE_NIC_TX: mlx5dv_dr_domain_type = mlx5dv_dr_domain_type(1);
-    pub const MLX5DV_DR_DOMAIN_TYPE_FDB: mlx5dv_dr_domain_type = mlx5dv_dr_domain_type(2);
+    pub const MLX5DV_DR_DOMAIN_TYPE_NIC_RX: mlx5dv_dr_domain_type = mlx5dv_dr_domain_type(
+        0,
+    );
+    pub const MLX5DV_DR_DOMAIN_TYPE_NIC_TX: mlx5dv_dr_domain_type = mlx5dv_dr_domain_type(
+        1,
+    );
+    pub const MLX5DV_DR_DOMAIN_TYPE_FDB: mlx5dv_dr_domain_type = mlx5dv_dr_domain_type(
+        2,
+    );
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct mlx5dv_dr_domain_type(pub ::core::ffi::c_uint);
 impl mlx5dv_dr_domain_sync_flags {
-    pub const MLX5DV_DR_DOMAIN_SYNC_FLAGS_SW: mlx5dv_dr_domain_sync_flags = mlx5dv_dr_domain_sync_flags(1);
-    pub const MLX5DV_DR_DOMAIN_SYNC_FLAGS_HW: mlx5dv_dr_domain_sync_flags = mlx5dv_dr_domain_sync_flags(2);
-    pub const MLX5DV_DR_DOMAIN_SYNC_FLAGS_MEM: mlx5dv_dr_domain_sync_flags = mlx5dv_dr_domain_sync_flags(4);
+    pub const MLX5DV_DR_DOMAIN_SYNC_FLAGS_SW: mlx5dv_dr_domain_sync_flags = mlx5dv_dr_domain_sync_flags(
+        1,
+    );
+    pub const MLX5DV_DR_DOMAIN_SYNC_FLAGS_HW: mlx5dv_dr_domain_sync_flags = mlx5dv_dr_domain_sync_flags(
+        2,
+    );
+    pub const MLX5DV_DR_DOMAIN_SYNC_FLAGS_MEM: mlx5dv_dr_domain_sync_flags = mlx5dv_dr_domain_sync_flags(
+        4,
+    );
 }
 impl ::core::ops::BitOr<mlx5dv_dr_domain_sync_flags> for mlx5dv_dr_domain_sync_flags {
     type Output = Self;
@@ -14652,18 +19554,29 @@ pub struct mlx5dv_dr_flow_meter_attr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_dr_flow_meter_attr"][::core::mem::size_of::<mlx5dv_dr_flow_meter_attr>() - 32usize];
-    ["Alignment of mlx5dv_dr_flow_meter_attr"][::core::mem::align_of::<mlx5dv_dr_flow_meter_attr>() - 8usize];
-    ["Offset of field: mlx5dv_dr_flow_meter_attr::next_table"]
-        [::core::mem::offset_of!(mlx5dv_dr_flow_meter_attr, next_table) - 0usize];
-    ["Offset of field: mlx5dv_dr_flow_meter_attr::active"]
-        [::core::mem::offset_of!(mlx5dv_dr_flow_meter_attr, active) - 8usize];
-    ["Offset of field: mlx5dv_dr_flow_meter_attr::reg_c_index"]
-        [::core::mem::offset_of!(mlx5dv_dr_flow_meter_attr, reg_c_index) - 9usize];
-    ["Offset of field: mlx5dv_dr_flow_meter_attr::flow_meter_parameter_sz"]
-        [::core::mem::offset_of!(mlx5dv_dr_flow_meter_attr, flow_meter_parameter_sz) - 16usize];
-    ["Offset of field: mlx5dv_dr_flow_meter_attr::flow_meter_parameter"]
-        [::core::mem::offset_of!(mlx5dv_dr_flow_meter_attr, flow_meter_parameter) - 24usize];
+    [
+        "Size of mlx5dv_dr_flow_meter_attr",
+    ][::core::mem::size_of::<mlx5dv_dr_flow_meter_attr>() - 32usize];
+    [
+        "Alignment of mlx5dv_dr_flow_meter_attr",
+    ][::core::mem::align_of::<mlx5dv_dr_flow_meter_attr>() - 8usize];
+    [
+        "Offset of field: mlx5dv_dr_flow_meter_attr::next_table",
+    ][::core::mem::offset_of!(mlx5dv_dr_flow_meter_attr, next_table) - 0usize];
+    [
+        "Offset of field: mlx5dv_dr_flow_meter_attr::active",
+    ][::core::mem::offset_of!(mlx5dv_dr_flow_meter_attr, active) - 8usize];
+    [
+        "Offset of field: mlx5dv_dr_flow_meter_attr::reg_c_index",
+    ][::core::mem::offset_of!(mlx5dv_dr_flow_meter_attr, reg_c_index) - 9usize];
+    [
+        "Offset of field: mlx5dv_dr_flow_meter_attr::flow_meter_parameter_sz",
+    ][::core::mem::offset_of!(mlx5dv_dr_flow_meter_attr, flow_meter_parameter_sz)
+        - 16usize];
+    [
+        "Offset of field: mlx5dv_dr_flow_meter_attr::flow_meter_parameter",
+    ][::core::mem::offset_of!(mlx5dv_dr_flow_meter_attr, flow_meter_parameter)
+        - 24usize];
 };
 impl Default for mlx5dv_dr_flow_meter_attr {
     fn default() -> Self {
@@ -14685,18 +19598,28 @@ pub struct mlx5dv_dr_flow_sampler_attr {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_dr_flow_sampler_attr"][::core::mem::size_of::<mlx5dv_dr_flow_sampler_attr>() - 40usize];
-    ["Alignment of mlx5dv_dr_flow_sampler_attr"][::core::mem::align_of::<mlx5dv_dr_flow_sampler_attr>() - 8usize];
-    ["Offset of field: mlx5dv_dr_flow_sampler_attr::sample_ratio"]
-        [::core::mem::offset_of!(mlx5dv_dr_flow_sampler_attr, sample_ratio) - 0usize];
-    ["Offset of field: mlx5dv_dr_flow_sampler_attr::default_next_table"]
-        [::core::mem::offset_of!(mlx5dv_dr_flow_sampler_attr, default_next_table) - 8usize];
-    ["Offset of field: mlx5dv_dr_flow_sampler_attr::num_sample_actions"]
-        [::core::mem::offset_of!(mlx5dv_dr_flow_sampler_attr, num_sample_actions) - 16usize];
-    ["Offset of field: mlx5dv_dr_flow_sampler_attr::sample_actions"]
-        [::core::mem::offset_of!(mlx5dv_dr_flow_sampler_attr, sample_actions) - 24usize];
-    ["Offset of field: mlx5dv_dr_flow_sampler_attr::action"]
-        [::core::mem::offset_of!(mlx5dv_dr_flow_sampler_attr, action) - 32usize];
+    [
+        "Size of mlx5dv_dr_flow_sampler_attr",
+    ][::core::mem::size_of::<mlx5dv_dr_flow_sampler_attr>() - 40usize];
+    [
+        "Alignment of mlx5dv_dr_flow_sampler_attr",
+    ][::core::mem::align_of::<mlx5dv_dr_flow_sampler_attr>() - 8usize];
+    [
+        "Offset of field: mlx5dv_dr_flow_sampler_attr::sample_ratio",
+    ][::core::mem::offset_of!(mlx5dv_dr_flow_sampler_attr, sample_ratio) - 0usize];
+    [
+        "Offset of field: mlx5dv_dr_flow_sampler_attr::default_next_table",
+    ][::core::mem::offset_of!(mlx5dv_dr_flow_sampler_attr, default_next_table) - 8usize];
+    [
+        "Offset of field: mlx5dv_dr_flow_sampler_attr::num_sample_actions",
+    ][::core::mem::offset_of!(mlx5dv_dr_flow_sampler_attr, num_sample_actions)
+        - 16usize];
+    [
+        "Offset of field: mlx5dv_dr_flow_sampler_attr::sample_actions",
+    ][::core::mem::offset_of!(mlx5dv_dr_flow_sampler_attr, sample_actions) - 24usize];
+    [
+        "Offset of field: mlx5dv_dr_flow_sampler_attr::action",
+    ][::core::mem::offset_of!(mlx5dv_dr_flow_sampler_attr, action) - 32usize];
 };
 impl Default for mlx5dv_dr_flow_sampler_attr {
     fn default() -> Self {
@@ -14708,22 +19631,37 @@ impl Default for mlx5dv_dr_flow_sampler_attr {
     }
 }
 unsafe extern "C" {
-    pub fn mlx5dv_dr_domain_create(ctx: *mut ibv_context, type_: mlx5dv_dr_domain_type) -> *mut mlx5dv_dr_domain;
+    pub fn mlx5dv_dr_domain_create(
+        ctx: *mut ibv_context,
+        type_: mlx5dv_dr_domain_type,
+    ) -> *mut mlx5dv_dr_domain;
 }
 unsafe extern "C" {
     pub fn mlx5dv_dr_domain_destroy(domain: *mut mlx5dv_dr_domain) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    pub fn mlx5dv_dr_domain_sync(domain: *mut mlx5dv_dr_domain, flags: u32) -> ::core::ffi::c_int;
+    pub fn mlx5dv_dr_domain_sync(
+        domain: *mut mlx5dv_dr_domain,
+        flags: u32,
+    ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    pub fn mlx5dv_dr_domain_set_reclaim_device_memory(dmn: *mut mlx5dv_dr_domain, enable: bool);
+    pub fn mlx5dv_dr_domain_set_reclaim_device_memory(
+        dmn: *mut mlx5dv_dr_domain,
+        enable: bool,
+    );
 }
 unsafe extern "C" {
-    pub fn mlx5dv_dr_domain_allow_duplicate_rules(domain: *mut mlx5dv_dr_domain, allow: bool);
+    pub fn mlx5dv_dr_domain_allow_duplicate_rules(
+        domain: *mut mlx5dv_dr_domain,
+        allow: bool,
+    );
 }
 unsafe extern "C" {
-    pub fn mlx5dv_dr_table_create(domain: *mut mlx5dv_dr_domain, level: u32) -> *mut mlx5dv_dr_table;
+    pub fn mlx5dv_dr_table_create(
+        domain: *mut mlx5dv_dr_domain,
+        level: u32,
+    ) -> *mut mlx5dv_dr_table;
 }
 unsafe extern "C" {
     pub fn mlx5dv_dr_table_destroy(table: *mut mlx5dv_dr_table) -> ::core::ffi::c_int;
@@ -14737,13 +19675,20 @@ unsafe extern "C" {
     ) -> *mut mlx5dv_dr_matcher;
 }
 unsafe extern "C" {
-    pub fn mlx5dv_dr_matcher_destroy(matcher: *mut mlx5dv_dr_matcher) -> ::core::ffi::c_int;
+    pub fn mlx5dv_dr_matcher_destroy(
+        matcher: *mut mlx5dv_dr_matcher,
+    ) -> ::core::ffi::c_int;
 }
 impl mlx5dv_dr_matcher_layout_flags {
-    pub const MLX5DV_DR_MATCHER_LAYOUT_RESIZABLE: mlx5dv_dr_matcher_layout_flags = mlx5dv_dr_matcher_layout_flags(1);
-    pub const MLX5DV_DR_MATCHER_LAYOUT_NUM_RULE: mlx5dv_dr_matcher_layout_flags = mlx5dv_dr_matcher_layout_flags(2);
+    pub const MLX5DV_DR_MATCHER_LAYOUT_RESIZABLE: mlx5dv_dr_matcher_layout_flags = mlx5dv_dr_matcher_layout_flags(
+        1,
+    );
+    pub const MLX5DV_DR_MATCHER_LAYOUT_NUM_RULE: mlx5dv_dr_matcher_layout_flags = mlx5dv_dr_matcher_layout_flags(
+        2,
+    );
 }
-impl ::core::ops::BitOr<mlx5dv_dr_matcher_layout_flags> for mlx5dv_dr_matcher_layout_flags {
+impl ::core::ops::BitOr<mlx5dv_dr_matcher_layout_flags>
+for mlx5dv_dr_matcher_layout_flags {
     type Output = Self;
     #[inline]
     fn bitor(self, other: Self) -> Self {
@@ -14756,7 +19701,8 @@ impl ::core::ops::BitOrAssign for mlx5dv_dr_matcher_layout_flags {
         self.0 |= rhs.0;
     }
 }
-impl ::core::ops::BitAnd<mlx5dv_dr_matcher_layout_flags> for mlx5dv_dr_matcher_layout_flags {
+impl ::core::ops::BitAnd<mlx5dv_dr_matcher_layout_flags>
+for mlx5dv_dr_matcher_layout_flags {
     type Output = Self;
     #[inline]
     fn bitand(self, other: Self) -> Self {
@@ -14780,12 +19726,18 @@ pub struct mlx5dv_dr_matcher_layout {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_dr_matcher_layout"][::core::mem::size_of::<mlx5dv_dr_matcher_layout>() - 8usize];
-    ["Alignment of mlx5dv_dr_matcher_layout"][::core::mem::align_of::<mlx5dv_dr_matcher_layout>() - 4usize];
-    ["Offset of field: mlx5dv_dr_matcher_layout::flags"]
-        [::core::mem::offset_of!(mlx5dv_dr_matcher_layout, flags) - 0usize];
-    ["Offset of field: mlx5dv_dr_matcher_layout::log_num_of_rules_hint"]
-        [::core::mem::offset_of!(mlx5dv_dr_matcher_layout, log_num_of_rules_hint) - 4usize];
+    [
+        "Size of mlx5dv_dr_matcher_layout",
+    ][::core::mem::size_of::<mlx5dv_dr_matcher_layout>() - 8usize];
+    [
+        "Alignment of mlx5dv_dr_matcher_layout",
+    ][::core::mem::align_of::<mlx5dv_dr_matcher_layout>() - 4usize];
+    [
+        "Offset of field: mlx5dv_dr_matcher_layout::flags",
+    ][::core::mem::offset_of!(mlx5dv_dr_matcher_layout, flags) - 0usize];
+    [
+        "Offset of field: mlx5dv_dr_matcher_layout::log_num_of_rules_hint",
+    ][::core::mem::offset_of!(mlx5dv_dr_matcher_layout, log_num_of_rules_hint) - 4usize];
 };
 unsafe extern "C" {
     pub fn mlx5dv_dr_matcher_set_layout(
@@ -14805,7 +19757,9 @@ unsafe extern "C" {
     pub fn mlx5dv_dr_rule_destroy(rule: *mut mlx5dv_dr_rule) -> ::core::ffi::c_int;
 }
 impl mlx5dv_dr_action_flags {
-    pub const MLX5DV_DR_ACTION_FLAGS_ROOT_LEVEL: mlx5dv_dr_action_flags = mlx5dv_dr_action_flags(1);
+    pub const MLX5DV_DR_ACTION_FLAGS_ROOT_LEVEL: mlx5dv_dr_action_flags = mlx5dv_dr_action_flags(
+        1,
+    );
 }
 impl ::core::ops::BitOr<mlx5dv_dr_action_flags> for mlx5dv_dr_action_flags {
     type Output = Self;
@@ -14837,23 +19791,39 @@ impl ::core::ops::BitAndAssign for mlx5dv_dr_action_flags {
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct mlx5dv_dr_action_flags(pub ::core::ffi::c_uint);
 unsafe extern "C" {
-    pub fn mlx5dv_dr_action_create_dest_ibv_qp(ibqp: *mut ibv_qp) -> *mut mlx5dv_dr_action;
+    pub fn mlx5dv_dr_action_create_dest_ibv_qp(
+        ibqp: *mut ibv_qp,
+    ) -> *mut mlx5dv_dr_action;
 }
 unsafe extern "C" {
-    pub fn mlx5dv_dr_action_create_dest_table(table: *mut mlx5dv_dr_table) -> *mut mlx5dv_dr_action;
+    pub fn mlx5dv_dr_action_create_dest_table(
+        table: *mut mlx5dv_dr_table,
+    ) -> *mut mlx5dv_dr_action;
 }
 unsafe extern "C" {
-    pub fn mlx5dv_dr_action_create_dest_vport(domain: *mut mlx5dv_dr_domain, vport: u32) -> *mut mlx5dv_dr_action;
+    pub fn mlx5dv_dr_action_create_dest_vport(
+        domain: *mut mlx5dv_dr_domain,
+        vport: u32,
+    ) -> *mut mlx5dv_dr_action;
 }
 unsafe extern "C" {
-    pub fn mlx5dv_dr_action_create_dest_ib_port(domain: *mut mlx5dv_dr_domain, ib_port: u32) -> *mut mlx5dv_dr_action;
+    pub fn mlx5dv_dr_action_create_dest_ib_port(
+        domain: *mut mlx5dv_dr_domain,
+        ib_port: u32,
+    ) -> *mut mlx5dv_dr_action;
 }
 unsafe extern "C" {
-    pub fn mlx5dv_dr_action_create_dest_devx_tir(devx_obj: *mut mlx5dv_devx_obj) -> *mut mlx5dv_dr_action;
+    pub fn mlx5dv_dr_action_create_dest_devx_tir(
+        devx_obj: *mut mlx5dv_devx_obj,
+    ) -> *mut mlx5dv_dr_action;
 }
 impl mlx5dv_dr_action_dest_type {
-    pub const MLX5DV_DR_ACTION_DEST: mlx5dv_dr_action_dest_type = mlx5dv_dr_action_dest_type(0);
-    pub const MLX5DV_DR_ACTION_DEST_REFORMAT: mlx5dv_dr_action_dest_type = mlx5dv_dr_action_dest_type(1);
+    pub const MLX5DV_DR_ACTION_DEST: mlx5dv_dr_action_dest_type = mlx5dv_dr_action_dest_type(
+        0,
+    );
+    pub const MLX5DV_DR_ACTION_DEST_REFORMAT: mlx5dv_dr_action_dest_type = mlx5dv_dr_action_dest_type(
+        1,
+    );
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
@@ -14866,12 +19836,18 @@ pub struct mlx5dv_dr_action_dest_reformat {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_dr_action_dest_reformat"][::core::mem::size_of::<mlx5dv_dr_action_dest_reformat>() - 16usize];
-    ["Alignment of mlx5dv_dr_action_dest_reformat"][::core::mem::align_of::<mlx5dv_dr_action_dest_reformat>() - 8usize];
-    ["Offset of field: mlx5dv_dr_action_dest_reformat::reformat"]
-        [::core::mem::offset_of!(mlx5dv_dr_action_dest_reformat, reformat) - 0usize];
-    ["Offset of field: mlx5dv_dr_action_dest_reformat::dest"]
-        [::core::mem::offset_of!(mlx5dv_dr_action_dest_reformat, dest) - 8usize];
+    [
+        "Size of mlx5dv_dr_action_dest_reformat",
+    ][::core::mem::size_of::<mlx5dv_dr_action_dest_reformat>() - 16usize];
+    [
+        "Alignment of mlx5dv_dr_action_dest_reformat",
+    ][::core::mem::align_of::<mlx5dv_dr_action_dest_reformat>() - 8usize];
+    [
+        "Offset of field: mlx5dv_dr_action_dest_reformat::reformat",
+    ][::core::mem::offset_of!(mlx5dv_dr_action_dest_reformat, reformat) - 0usize];
+    [
+        "Offset of field: mlx5dv_dr_action_dest_reformat::dest",
+    ][::core::mem::offset_of!(mlx5dv_dr_action_dest_reformat, dest) - 8usize];
 };
 impl Default for mlx5dv_dr_action_dest_reformat {
     fn default() -> Self {
@@ -14896,14 +19872,19 @@ pub union mlx5dv_dr_action_dest_attr__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_dr_action_dest_attr__bindgen_ty_1"]
-        [::core::mem::size_of::<mlx5dv_dr_action_dest_attr__bindgen_ty_1>() - 8usize];
-    ["Alignment of mlx5dv_dr_action_dest_attr__bindgen_ty_1"]
-        [::core::mem::align_of::<mlx5dv_dr_action_dest_attr__bindgen_ty_1>() - 8usize];
-    ["Offset of field: mlx5dv_dr_action_dest_attr__bindgen_ty_1::dest"]
-        [::core::mem::offset_of!(mlx5dv_dr_action_dest_attr__bindgen_ty_1, dest) - 0usize];
-    ["Offset of field: mlx5dv_dr_action_dest_attr__bindgen_ty_1::dest_reformat"]
-        [::core::mem::offset_of!(mlx5dv_dr_action_dest_attr__bindgen_ty_1, dest_reformat) - 0usize];
+    [
+        "Size of mlx5dv_dr_action_dest_attr__bindgen_ty_1",
+    ][::core::mem::size_of::<mlx5dv_dr_action_dest_attr__bindgen_ty_1>() - 8usize];
+    [
+        "Alignment of mlx5dv_dr_action_dest_attr__bindgen_ty_1",
+    ][::core::mem::align_of::<mlx5dv_dr_action_dest_attr__bindgen_ty_1>() - 8usize];
+    [
+        "Offset of field: mlx5dv_dr_action_dest_attr__bindgen_ty_1::dest",
+    ][::core::mem::offset_of!(mlx5dv_dr_action_dest_attr__bindgen_ty_1, dest) - 0usize];
+    [
+        "Offset of field: mlx5dv_dr_action_dest_attr__bindgen_ty_1::dest_reformat",
+    ][::core::mem::offset_of!(mlx5dv_dr_action_dest_attr__bindgen_ty_1, dest_reformat)
+        - 0usize];
 };
 impl Default for mlx5dv_dr_action_dest_attr__bindgen_ty_1 {
     fn default() -> Self {
@@ -14916,10 +19897,15 @@ impl Default for mlx5dv_dr_action_dest_attr__bindgen_ty_1 {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_dr_action_dest_attr"][::core::mem::size_of::<mlx5dv_dr_action_dest_attr>() - 16usize];
-    ["Alignment of mlx5dv_dr_action_dest_attr"][::core::mem::align_of::<mlx5dv_dr_action_dest_attr>() - 8usize];
-    ["Offset of field: mlx5dv_dr_action_dest_attr::type_"]
-        [::core::mem::offset_of!(mlx5dv_dr_action_dest_attr, type_) - 0usize];
+    [
+        "Size of mlx5dv_dr_action_dest_attr",
+    ][::core::mem::size_of::<mlx5dv_dr_action_dest_attr>() - 16usize];
+    [
+        "Alignment of mlx5dv_dr_action_dest_attr",
+    ][::core::mem::align_of::<mlx5dv_dr_action_dest_attr>() - 8usize];
+    [
+        "Offset of field: mlx5dv_dr_action_dest_attr::type_",
+    ][::core::mem::offset_of!(mlx5dv_dr_action_dest_attr, type_) - 0usize];
 };
 impl Default for mlx5dv_dr_action_dest_attr {
     fn default() -> Self {
@@ -14947,13 +19933,18 @@ unsafe extern "C" {
     pub fn mlx5dv_dr_action_create_tag(tag_value: u32) -> *mut mlx5dv_dr_action;
 }
 unsafe extern "C" {
-    pub fn mlx5dv_dr_action_create_flow_counter(devx_obj: *mut mlx5dv_devx_obj, offset: u32) -> *mut mlx5dv_dr_action;
+    pub fn mlx5dv_dr_action_create_flow_counter(
+        devx_obj: *mut mlx5dv_devx_obj,
+        offset: u32,
+    ) -> *mut mlx5dv_dr_action;
 }
 impl mlx5dv_dr_action_aso_first_hit_flags {
-    pub const MLX5DV_DR_ACTION_FLAGS_ASO_FIRST_HIT_SET: mlx5dv_dr_action_aso_first_hit_flags =
-        mlx5dv_dr_action_aso_first_hit_flags(1);
+    pub const MLX5DV_DR_ACTION_FLAGS_ASO_FIRST_HIT_SET: mlx5dv_dr_action_aso_first_hit_flags = mlx5dv_dr_action_aso_first_hit_flags(
+        1,
+    );
 }
-impl ::core::ops::BitOr<mlx5dv_dr_action_aso_first_hit_flags> for mlx5dv_dr_action_aso_first_hit_flags {
+impl ::core::ops::BitOr<mlx5dv_dr_action_aso_first_hit_flags>
+for mlx5dv_dr_action_aso_first_hit_flags {
     type Output = Self;
     #[inline]
     fn bitor(self, other: Self) -> Self {
@@ -14966,7 +19957,8 @@ impl ::core::ops::BitOrAssign for mlx5dv_dr_action_aso_first_hit_flags {
         self.0 |= rhs.0;
     }
 }
-impl ::core::ops::BitAnd<mlx5dv_dr_action_aso_first_hit_flags> for mlx5dv_dr_action_aso_first_hit_flags {
+impl ::core::ops::BitAnd<mlx5dv_dr_action_aso_first_hit_flags>
+for mlx5dv_dr_action_aso_first_hit_flags {
     type Output = Self;
     #[inline]
     fn bitand(self, other: Self) -> Self {
@@ -14983,16 +19975,21 @@ impl ::core::ops::BitAndAssign for mlx5dv_dr_action_aso_first_hit_flags {
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct mlx5dv_dr_action_aso_first_hit_flags(pub ::core::ffi::c_uint);
 impl mlx5dv_dr_action_aso_flow_meter_flags {
-    pub const MLX5DV_DR_ACTION_FLAGS_ASO_FLOW_METER_RED: mlx5dv_dr_action_aso_flow_meter_flags =
-        mlx5dv_dr_action_aso_flow_meter_flags(1);
-    pub const MLX5DV_DR_ACTION_FLAGS_ASO_FLOW_METER_YELLOW: mlx5dv_dr_action_aso_flow_meter_flags =
-        mlx5dv_dr_action_aso_flow_meter_flags(2);
-    pub const MLX5DV_DR_ACTION_FLAGS_ASO_FLOW_METER_GREEN: mlx5dv_dr_action_aso_flow_meter_flags =
-        mlx5dv_dr_action_aso_flow_meter_flags(4);
-    pub const MLX5DV_DR_ACTION_FLAGS_ASO_FLOW_METER_UNDEFINED: mlx5dv_dr_action_aso_flow_meter_flags =
-        mlx5dv_dr_action_aso_flow_meter_flags(8);
+    pub const MLX5DV_DR_ACTION_FLAGS_ASO_FLOW_METER_RED: mlx5dv_dr_action_aso_flow_meter_flags = mlx5dv_dr_action_aso_flow_meter_flags(
+        1,
+    );
+    pub const MLX5DV_DR_ACTION_FLAGS_ASO_FLOW_METER_YELLOW: mlx5dv_dr_action_aso_flow_meter_flags = mlx5dv_dr_action_aso_flow_meter_flags(
+        2,
+    );
+    pub const MLX5DV_DR_ACTION_FLAGS_ASO_FLOW_METER_GREEN: mlx5dv_dr_action_aso_flow_meter_flags = mlx5dv_dr_action_aso_flow_meter_flags(
+        4,
+    );
+    pub const MLX5DV_DR_ACTION_FLAGS_ASO_FLOW_METER_UNDEFINED: mlx5dv_dr_action_aso_flow_meter_flags = mlx5dv_dr_action_aso_flow_meter_flags(
+        8,
+    );
 }
-impl ::core::ops::BitOr<mlx5dv_dr_action_aso_flow_meter_flags> for mlx5dv_dr_action_aso_flow_meter_flags {
+impl ::core::ops::BitOr<mlx5dv_dr_action_aso_flow_meter_flags>
+for mlx5dv_dr_action_aso_flow_meter_flags {
     type Output = Self;
     #[inline]
     fn bitor(self, other: Self) -> Self {
@@ -15005,7 +20002,8 @@ impl ::core::ops::BitOrAssign for mlx5dv_dr_action_aso_flow_meter_flags {
         self.0 |= rhs.0;
     }
 }
-impl ::core::ops::BitAnd<mlx5dv_dr_action_aso_flow_meter_flags> for mlx5dv_dr_action_aso_flow_meter_flags {
+impl ::core::ops::BitAnd<mlx5dv_dr_action_aso_flow_meter_flags>
+for mlx5dv_dr_action_aso_flow_meter_flags {
     type Output = Self;
     #[inline]
     fn bitand(self, other: Self) -> Self {
@@ -15022,12 +20020,15 @@ impl ::core::ops::BitAndAssign for mlx5dv_dr_action_aso_flow_meter_flags {
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct mlx5dv_dr_action_aso_flow_meter_flags(pub ::core::ffi::c_uint);
 impl mlx5dv_dr_action_aso_ct_flags {
-    pub const MLX5DV_DR_ACTION_FLAGS_ASO_CT_DIRECTION_INITIATOR: mlx5dv_dr_action_aso_ct_flags =
-        mlx5dv_dr_action_aso_ct_flags(1);
-    pub const MLX5DV_DR_ACTION_FLAGS_ASO_CT_DIRECTION_RESPONDER: mlx5dv_dr_action_aso_ct_flags =
-        mlx5dv_dr_action_aso_ct_flags(2);
+    pub const MLX5DV_DR_ACTION_FLAGS_ASO_CT_DIRECTION_INITIATOR: mlx5dv_dr_action_aso_ct_flags = mlx5dv_dr_action_aso_ct_flags(
+        1,
+    );
+    pub const MLX5DV_DR_ACTION_FLAGS_ASO_CT_DIRECTION_RESPONDER: mlx5dv_dr_action_aso_ct_flags = mlx5dv_dr_action_aso_ct_flags(
+        2,
+    );
 }
-impl ::core::ops::BitOr<mlx5dv_dr_action_aso_ct_flags> for mlx5dv_dr_action_aso_ct_flags {
+impl ::core::ops::BitOr<mlx5dv_dr_action_aso_ct_flags>
+for mlx5dv_dr_action_aso_ct_flags {
     type Output = Self;
     #[inline]
     fn bitor(self, other: Self) -> Self {
@@ -15040,7 +20041,8 @@ impl ::core::ops::BitOrAssign for mlx5dv_dr_action_aso_ct_flags {
         self.0 |= rhs.0;
     }
 }
-impl ::core::ops::BitAnd<mlx5dv_dr_action_aso_ct_flags> for mlx5dv_dr_action_aso_ct_flags {
+impl ::core::ops::BitAnd<mlx5dv_dr_action_aso_ct_flags>
+for mlx5dv_dr_action_aso_ct_flags {
     type Output = Self;
     #[inline]
     fn bitand(self, other: Self) -> Self {
@@ -15091,7 +20093,9 @@ unsafe extern "C" {
     ) -> *mut mlx5dv_dr_action;
 }
 unsafe extern "C" {
-    pub fn mlx5dv_dr_action_create_flow_meter(attr: *mut mlx5dv_dr_flow_meter_attr) -> *mut mlx5dv_dr_action;
+    pub fn mlx5dv_dr_action_create_flow_meter(
+        attr: *mut mlx5dv_dr_flow_meter_attr,
+    ) -> *mut mlx5dv_dr_action;
 }
 unsafe extern "C" {
     pub fn mlx5dv_dr_action_modify_flow_meter(
@@ -15101,32 +20105,51 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    pub fn mlx5dv_dr_action_create_flow_sampler(attr: *mut mlx5dv_dr_flow_sampler_attr) -> *mut mlx5dv_dr_action;
+    pub fn mlx5dv_dr_action_create_flow_sampler(
+        attr: *mut mlx5dv_dr_flow_sampler_attr,
+    ) -> *mut mlx5dv_dr_action;
 }
 unsafe extern "C" {
     pub fn mlx5dv_dr_action_create_pop_vlan() -> *mut mlx5dv_dr_action;
 }
 unsafe extern "C" {
-    pub fn mlx5dv_dr_action_create_push_vlan(domain: *mut mlx5dv_dr_domain, vlan_hdr: __be32) -> *mut mlx5dv_dr_action;
+    pub fn mlx5dv_dr_action_create_push_vlan(
+        domain: *mut mlx5dv_dr_domain,
+        vlan_hdr: __be32,
+    ) -> *mut mlx5dv_dr_action;
 }
 unsafe extern "C" {
-    pub fn mlx5dv_dr_action_create_dest_root_table(table: *mut mlx5dv_dr_table, priority: u16)
-        -> *mut mlx5dv_dr_action;
+    pub fn mlx5dv_dr_action_create_dest_root_table(
+        table: *mut mlx5dv_dr_table,
+        priority: u16,
+    ) -> *mut mlx5dv_dr_action;
 }
 unsafe extern "C" {
     pub fn mlx5dv_dr_action_destroy(action: *mut mlx5dv_dr_action) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    pub fn mlx5dv_dump_dr_domain(fout: *mut FILE, domain: *mut mlx5dv_dr_domain) -> ::core::ffi::c_int;
+    pub fn mlx5dv_dump_dr_domain(
+        fout: *mut FILE,
+        domain: *mut mlx5dv_dr_domain,
+    ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    pub fn mlx5dv_dump_dr_table(fout: *mut FILE, table: *mut mlx5dv_dr_table) -> ::core::ffi::c_int;
+    pub fn mlx5dv_dump_dr_table(
+        fout: *mut FILE,
+        table: *mut mlx5dv_dr_table,
+    ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    pub fn mlx5dv_dump_dr_matcher(fout: *mut FILE, matcher: *mut mlx5dv_dr_matcher) -> ::core::ffi::c_int;
+    pub fn mlx5dv_dump_dr_matcher(
+        fout: *mut FILE,
+        matcher: *mut mlx5dv_dr_matcher,
+    ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    pub fn mlx5dv_dump_dr_rule(fout: *mut FILE, rule: *mut mlx5dv_dr_rule) -> ::core::ffi::c_int;
+    pub fn mlx5dv_dump_dr_rule(
+        fout: *mut FILE,
+        rule: *mut mlx5dv_dr_rule,
+    ) -> ::core::ffi::c_int;
 }
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -15137,7 +20160,9 @@ pub struct mlx5dv_pp {
 const _: () = {
     ["Size of mlx5dv_pp"][::core::mem::size_of::<mlx5dv_pp>() - 2usize];
     ["Alignment of mlx5dv_pp"][::core::mem::align_of::<mlx5dv_pp>() - 2usize];
-    ["Offset of field: mlx5dv_pp::index"][::core::mem::offset_of!(mlx5dv_pp, index) - 0usize];
+    [
+        "Offset of field: mlx5dv_pp::index",
+    ][::core::mem::offset_of!(mlx5dv_pp, index) - 0usize];
 };
 unsafe extern "C" {
     pub fn mlx5dv_pp_alloc(
@@ -15151,21 +20176,37 @@ unsafe extern "C" {
     pub fn mlx5dv_pp_free(pp: *mut mlx5dv_pp);
 }
 unsafe extern "C" {
-    pub fn mlx5dv_query_qp_lag_port(qp: *mut ibv_qp, port_num: *mut u8, active_port_num: *mut u8)
-        -> ::core::ffi::c_int;
+    pub fn mlx5dv_query_qp_lag_port(
+        qp: *mut ibv_qp,
+        port_num: *mut u8,
+        active_port_num: *mut u8,
+    ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    pub fn mlx5dv_modify_qp_lag_port(qp: *mut ibv_qp, port_num: u8) -> ::core::ffi::c_int;
+    pub fn mlx5dv_modify_qp_lag_port(
+        qp: *mut ibv_qp,
+        port_num: u8,
+    ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    pub fn mlx5dv_modify_qp_udp_sport(qp: *mut ibv_qp, udp_sport: u16) -> ::core::ffi::c_int;
+    pub fn mlx5dv_modify_qp_udp_sport(
+        qp: *mut ibv_qp,
+        udp_sport: u16,
+    ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    pub fn mlx5dv_dci_stream_id_reset(qp: *mut ibv_qp, stream_id: u16) -> ::core::ffi::c_int;
+    pub fn mlx5dv_dci_stream_id_reset(
+        qp: *mut ibv_qp,
+        stream_id: u16,
+    ) -> ::core::ffi::c_int;
 }
 impl mlx5dv_sched_elem_attr_flags {
-    pub const MLX5DV_SCHED_ELEM_ATTR_FLAGS_BW_SHARE: mlx5dv_sched_elem_attr_flags = mlx5dv_sched_elem_attr_flags(1);
-    pub const MLX5DV_SCHED_ELEM_ATTR_FLAGS_MAX_AVG_BW: mlx5dv_sched_elem_attr_flags = mlx5dv_sched_elem_attr_flags(2);
+    pub const MLX5DV_SCHED_ELEM_ATTR_FLAGS_BW_SHARE: mlx5dv_sched_elem_attr_flags = mlx5dv_sched_elem_attr_flags(
+        1,
+    );
+    pub const MLX5DV_SCHED_ELEM_ATTR_FLAGS_MAX_AVG_BW: mlx5dv_sched_elem_attr_flags = mlx5dv_sched_elem_attr_flags(
+        2,
+    );
 }
 impl ::core::ops::BitOr<mlx5dv_sched_elem_attr_flags> for mlx5dv_sched_elem_attr_flags {
     type Output = Self;
@@ -15208,13 +20249,24 @@ pub struct mlx5dv_sched_attr {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of mlx5dv_sched_attr"][::core::mem::size_of::<mlx5dv_sched_attr>() - 32usize];
-    ["Alignment of mlx5dv_sched_attr"][::core::mem::align_of::<mlx5dv_sched_attr>() - 8usize];
-    ["Offset of field: mlx5dv_sched_attr::parent"][::core::mem::offset_of!(mlx5dv_sched_attr, parent) - 0usize];
-    ["Offset of field: mlx5dv_sched_attr::flags"][::core::mem::offset_of!(mlx5dv_sched_attr, flags) - 8usize];
-    ["Offset of field: mlx5dv_sched_attr::bw_share"][::core::mem::offset_of!(mlx5dv_sched_attr, bw_share) - 12usize];
-    ["Offset of field: mlx5dv_sched_attr::max_avg_bw"]
-        [::core::mem::offset_of!(mlx5dv_sched_attr, max_avg_bw) - 16usize];
-    ["Offset of field: mlx5dv_sched_attr::comp_mask"][::core::mem::offset_of!(mlx5dv_sched_attr, comp_mask) - 24usize];
+    [
+        "Alignment of mlx5dv_sched_attr",
+    ][::core::mem::align_of::<mlx5dv_sched_attr>() - 8usize];
+    [
+        "Offset of field: mlx5dv_sched_attr::parent",
+    ][::core::mem::offset_of!(mlx5dv_sched_attr, parent) - 0usize];
+    [
+        "Offset of field: mlx5dv_sched_attr::flags",
+    ][::core::mem::offset_of!(mlx5dv_sched_attr, flags) - 8usize];
+    [
+        "Offset of field: mlx5dv_sched_attr::bw_share",
+    ][::core::mem::offset_of!(mlx5dv_sched_attr, bw_share) - 12usize];
+    [
+        "Offset of field: mlx5dv_sched_attr::max_avg_bw",
+    ][::core::mem::offset_of!(mlx5dv_sched_attr, max_avg_bw) - 16usize];
+    [
+        "Offset of field: mlx5dv_sched_attr::comp_mask",
+    ][::core::mem::offset_of!(mlx5dv_sched_attr, comp_mask) - 24usize];
 };
 impl Default for mlx5dv_sched_attr {
     fn default() -> Self {
@@ -15273,10 +20325,16 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    pub fn mlx5dv_reserved_qpn_alloc(ctx: *mut ibv_context, qpn: *mut u32) -> ::core::ffi::c_int;
+    pub fn mlx5dv_reserved_qpn_alloc(
+        ctx: *mut ibv_context,
+        qpn: *mut u32,
+    ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    pub fn mlx5dv_reserved_qpn_dealloc(ctx: *mut ibv_context, qpn: u32) -> ::core::ffi::c_int;
+    pub fn mlx5dv_reserved_qpn_dealloc(
+        ctx: *mut ibv_context,
+        qpn: u32,
+    ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
     pub fn mlx5dv_dr_aso_other_domain_link(
@@ -15301,17 +20359,28 @@ pub struct mlx5dv_devx_msi_vector {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of mlx5dv_devx_msi_vector"][::core::mem::size_of::<mlx5dv_devx_msi_vector>() - 8usize];
-    ["Alignment of mlx5dv_devx_msi_vector"][::core::mem::align_of::<mlx5dv_devx_msi_vector>() - 4usize];
-    ["Offset of field: mlx5dv_devx_msi_vector::vector"]
-        [::core::mem::offset_of!(mlx5dv_devx_msi_vector, vector) - 0usize];
-    ["Offset of field: mlx5dv_devx_msi_vector::fd"][::core::mem::offset_of!(mlx5dv_devx_msi_vector, fd) - 4usize];
+    [
+        "Size of mlx5dv_devx_msi_vector",
+    ][::core::mem::size_of::<mlx5dv_devx_msi_vector>() - 8usize];
+    [
+        "Alignment of mlx5dv_devx_msi_vector",
+    ][::core::mem::align_of::<mlx5dv_devx_msi_vector>() - 4usize];
+    [
+        "Offset of field: mlx5dv_devx_msi_vector::vector",
+    ][::core::mem::offset_of!(mlx5dv_devx_msi_vector, vector) - 0usize];
+    [
+        "Offset of field: mlx5dv_devx_msi_vector::fd",
+    ][::core::mem::offset_of!(mlx5dv_devx_msi_vector, fd) - 4usize];
 };
 unsafe extern "C" {
-    pub fn mlx5dv_devx_alloc_msi_vector(ibctx: *mut ibv_context) -> *mut mlx5dv_devx_msi_vector;
+    pub fn mlx5dv_devx_alloc_msi_vector(
+        ibctx: *mut ibv_context,
+    ) -> *mut mlx5dv_devx_msi_vector;
 }
 unsafe extern "C" {
-    pub fn mlx5dv_devx_free_msi_vector(msi: *mut mlx5dv_devx_msi_vector) -> ::core::ffi::c_int;
+    pub fn mlx5dv_devx_free_msi_vector(
+        msi: *mut mlx5dv_devx_msi_vector,
+    ) -> ::core::ffi::c_int;
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -15322,7 +20391,9 @@ pub struct mlx5dv_devx_eq {
 const _: () = {
     ["Size of mlx5dv_devx_eq"][::core::mem::size_of::<mlx5dv_devx_eq>() - 8usize];
     ["Alignment of mlx5dv_devx_eq"][::core::mem::align_of::<mlx5dv_devx_eq>() - 8usize];
-    ["Offset of field: mlx5dv_devx_eq::vaddr"][::core::mem::offset_of!(mlx5dv_devx_eq, vaddr) - 0usize];
+    [
+        "Offset of field: mlx5dv_devx_eq::vaddr",
+    ][::core::mem::offset_of!(mlx5dv_devx_eq, vaddr) - 0usize];
 };
 impl Default for mlx5dv_devx_eq {
     fn default() -> Self {

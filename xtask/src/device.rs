@@ -7,7 +7,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use crate::{deps, root, run, Result};
 
@@ -166,7 +166,14 @@ pub fn run_steps(place: &Place, steps: &[Step]) -> Result<Vec<Done>> {
                 .arg(root())
                 .args(["--rwdir", "/tmp", "--exec"])
                 .arg(format!("bash {}", path.display()));
-            run(&mut cmd)?;
+            // virtme-ng reopens /dev/stdout, which truncates a redirected log:
+            // keep its console to ourselves and show it only when it fails.
+            eprintln!("$ {}", crate::show(&cmd));
+            let out = cmd.stdin(Stdio::null()).output().map_err(|e| format!("cannot run vng: {e}"))?;
+            if !out.status.success() {
+                eprint!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+                return Err(format!("the SoftRoCE VM failed ({})", out.status).into());
+            }
         }
     }
     Ok(steps

@@ -10,6 +10,8 @@ use crate::{root, Result};
 /// Static inlines deliberately not mirrored, with the way to reach the feature.
 pub const NOT_PROVIDED: &[(&str, &str)] = &[
     ("__ibv_get_device_list", "macro helper; rrddmma registers static providers itself"),
+    ("___ibv_query_port", "the body of the `ibv_query_port` macro: mirrored as `ibv_query_port`"),
+    ("ibv_modify_qp_rate_limit", "packet pacing: not yet wrapped"),
     ("ibv_create_flow", "flow steering: not yet wrapped"),
     ("ibv_destroy_flow", "flow steering: not yet wrapped"),
     ("ibv_create_flow_action_esp", "IPsec flow actions: out of scope"),
@@ -96,6 +98,7 @@ fn provided(text: &str) -> Vec<String> {
             l.strip_prefix("pub unsafe fn ").or_else(|| l.strip_prefix("pub fn "))
         })
         .filter_map(|r| r.split(['(', '<']).next())
+        .filter(|n| n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
         .map(str::to_string)
         .collect()
 }
