@@ -31,6 +31,18 @@ impl Tally {
         }
     }
 
+    /// Counts a libtest run: its `test result:` lines, plus one failure when
+    /// the run failed (`ok == false`) without a failing test to show for it
+    /// (a build error, a crash) or ran no test at all.
+    pub fn add_run(&mut self, name: &str, ok: bool, output: &str) {
+        let before = *self;
+        self.add_libtest(output);
+        let ran = self.passed + self.failed > before.passed + before.failed;
+        if !ran || (!ok && self.failed == before.failed) {
+            self.check(name, false);
+        }
+    }
+
     /// Records one check of the harness's own (not a libtest test).
     pub fn check(&mut self, name: &str, ok: bool) {
         println!("check {name} ... {}", if ok { "ok" } else { "FAILED" });
@@ -57,5 +69,21 @@ mod tests {
         assert_eq!(t, Tally { passed: 5, failed: 4 });
         t.check("x", false);
         assert_eq!(t.failed, 5);
+    }
+
+    #[test]
+    fn runs_that_fail_without_a_failing_test_count_as_failed() {
+        let ok = "test result: ok. 2 passed; 0 failed; 0 ignored\n";
+        let mut t = Tally::default();
+        t.add_run("fine", true, ok);
+        assert_eq!(t, Tally { passed: 2, failed: 0 });
+        t.add_run("crashed after its tests", false, ok);
+        assert_eq!(t, Tally { passed: 4, failed: 1 });
+        t.add_run("did not build", false, "error[E0308]: mismatched types");
+        assert_eq!(t, Tally { passed: 4, failed: 2 });
+        t.add_run("ran nothing", true, "running 0 tests");
+        assert_eq!(t, Tally { passed: 4, failed: 3 });
+        t.add_run("a test failed", false, "test result: FAILED. 1 passed; 1 failed;");
+        assert_eq!(t, Tally { passed: 5, failed: 4 });
     }
 }

@@ -115,8 +115,8 @@ pub fn run(_args: &[String]) -> Result<()> {
     }
     tally.check("bindings match the installed headers", drift.is_ok());
 
-    let (_, host) = capture(&mut cargo(&["test", "--workspace"]));
-    tally.add_libtest(&host);
+    let (ok, host) = capture(&mut cargo(&["test", "--workspace"]));
+    tally.add_run("host tests", ok, &host);
     no_linkage_message(&mut tally);
 
     let shared = device_binary(&[], None)?;
@@ -133,6 +133,10 @@ pub fn run(_args: &[String]) -> Result<()> {
     };
     let static_rxe = build_static("mlx5,rxe", "target/static-rxe")?;
     let static_mlx5 = build_static("mlx5", "target/static-mlx5")?;
+    let static_debian = device_binary(
+        &[("RRDDMMA_LINKAGE", "static"), ("RRDDMMA_STATIC_PROVIDERS", "mlx5,rxe")],
+        Some("target/static-debian"),
+    )?;
 
     let place = device::locate(None)?;
     println!("device tests on {}", place.describe());
@@ -154,6 +158,13 @@ pub fn run(_args: &[String]) -> Result<()> {
             ),
         },
         Step {
+            name: "static distribution archives, providers mlx5,rxe".into(),
+            command: format!(
+                "RRDDMMA_EXPECT_LINKAGE=static RRDDMMA_EXPECT_PROVIDERS=mlx5,rxe {} --ignored --test-threads=1",
+                quoted(&static_debian)
+            ),
+        },
+        Step {
             name: "static source build, providers mlx5 only".into(),
             command: format!("{} --ignored --test-threads=1 loopback", quoted(&static_mlx5)),
         },
@@ -163,17 +174,19 @@ pub fn run(_args: &[String]) -> Result<()> {
         println!("---- {} (exit {:?}) ----\n{}", d.name, d.code, d.output);
     }
     tally.check("device listed", done[0].code == Some(0) && done[0].output.contains(place.device()));
-    tally.add_libtest(&done[1].output);
+    let run_ok = |d: &device::Done| d.code == Some(0);
+    tally.add_run(&done[1].name, run_ok(&done[1]), &done[1].output);
     tally.check(
         "device tests fail when the named device is missing",
         done[2].code.is_some_and(|c| c != 0) && done[2].output.contains("missing0"),
     );
-    tally.add_libtest(&done[3].output);
+    tally.add_run(&done[3].name, run_ok(&done[3]), &done[3].output);
+    tally.add_run(&done[4].name, run_ok(&done[4]), &done[4].output);
     tally.check(
         "static mlx5-only build reports no supported device",
-        done[4].code.is_some_and(|c| c != 0)
-            && done[4].output.contains("no supported RDMA device")
-            && done[4].output.contains(place.device()),
+        done[5].code.is_some_and(|c| c != 0)
+            && done[5].output.contains("no supported RDMA device")
+            && done[5].output.contains(place.device()),
     );
 
     println!("\n{} passed, {} failed", tally.passed, tally.failed);
