@@ -8,8 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use rrddmma::bindings as ffi;
-use rrddmma::prim::{AccessFlags, ConnectOpts, Context, Cq, Mr, Pd, Qp, QpCaps, Wc, WcStatus, WrOpcode};
+use rrddmma::prim::{AccessFlags, ConnectOpts, Context, Cq, Mr, Pd, Qp, QpCaps, RecvWr, SendWr, Wc, WcStatus};
 use rrddmma::wrap::connected_rc_pair;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -18,16 +17,15 @@ const DEPTH: usize = 16;
 
 /// Posts `iters` signalled work requests, at most `DEPTH` outstanding, and
 /// waits for all completions.
-fn run(qp: &Qp, cq: &Cq, iters: usize, mut make: impl FnMut(usize) -> ffi::ibv_send_wr) -> Res<Duration> {
+fn run<'a>(qp: &Qp, cq: &Cq, iters: usize, make: impl Fn(usize) -> SendWr<'a>) -> Res<Duration> {
     let start = Instant::now();
     let (mut posted, mut done) = (0, 0);
     let mut wcs = [Wc::default(); DEPTH];
     while done < iters {
         while posted < iters && posted - done < DEPTH {
-            let mut wr = make(posted);
-            // SAFETY: `make` builds requests whose SGEs lie in registered
+            // SAFETY: `make` builds requests whose entries lie in registered
             // regions that outlive this function.
-            unsafe { qp.post_send(&mut wr)? };
+            unsafe { qp.post_send(&mut [make(posted)])? };
             posted += 1;
         }
         let n = cq.poll(&mut wcs)?;
@@ -87,28 +85,16 @@ fn main() -> Res<()> {
         (Mr::register(&pd, src.as_mut_ptr(), size, access)?, Mr::register(&pd, dst.as_mut_ptr(), size, access)?)
     };
 
-    let mut sge_src = mr_src.sge(0, len);
-    let rdma = |opcode, sge: &mut ffi::ibv_sge, remote: &Mr, i: usize| {
-        let mut wr = ffi::ibv_send_wr {
-            wr_id: i as u64,
-            sg_list: sge,
-            num_sge: 1,
-            opcode,
-            send_flags: ffi::ibv_send_flags::IBV_SEND_SIGNALED.0,
-            ..Default::default()
-        };
-        wr.wr.rdma = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr: remote.addr(), rkey: remote.rkey() };
-        wr
-    };
-
-    let t = run(&qa, &cq, iters, |i| rdma(WrOpcode::IBV_WR_RDMA_WRITE, &mut sge_src, &mr_dst, i))?;
+    let src_sges = [mr_src.sge(0, len)];
+    let remote = mr_dst.remote().at(0);
+    let t = run(&qa, &cq, iters, |i| SendWr::write(&src_sges, remote).wr_id(i as u64).signaled())?;
     if dst != src {
         return Err("RDMA WRITE: destination differs from source".into());
     }
     report("RDMA WRITE", iters, size, t);
 
     dst.iter_mut().enumerate().for_each(|(i, b)| *b = (i % 13) as u8);
-    let t = run(&qa, &cq, iters, |i| rdma(WrOpcode::IBV_WR_RDMA_READ, &mut sge_src, &mr_dst, i))?;
+    let t = run(&qa, &cq, iters, |i| SendWr::read(&src_sges, remote).wr_id(i as u64).signaled())?;
     if src != dst {
         return Err("RDMA READ: local buffer differs from remote".into());
     }
@@ -120,14 +106,10 @@ fn main() -> Res<()> {
     let mut wcs = [Wc::default(); 1];
     let start = Instant::now();
     for i in 0..iters {
-        let mut rsge = mr_dst.sge(0, len);
-        let mut rwr = ffi::ibv_recv_wr { wr_id: i as u64, sg_list: &mut rsge, num_sge: 1, ..Default::default() };
-        // SAFETY: the SGE lies in `mr_dst`, alive until the end of `main`.
-        unsafe { qb.post_recv(&mut rwr)? };
-        run(&qa, &cq, 1, |i| ffi::ibv_send_wr {
-            opcode: WrOpcode::IBV_WR_SEND,
-            ..rdma(WrOpcode::IBV_WR_SEND, &mut sge_src, &mr_dst, i)
-        })?;
+        let rsges = [mr_dst.sge(0, len)];
+        // SAFETY: the entry lies in `mr_dst`, alive until the end of `main`.
+        unsafe { qb.post_recv(&mut [RecvWr::new(&rsges, i as u64)])? };
+        run(&qa, &cq, 1, |i| SendWr::send(&src_sges).wr_id(i as u64).signaled())?;
         while recv_cq.poll(&mut wcs)? == 0 {}
         if !wcs[0].is_success() || wcs[0].byte_len() != len {
             return Err(format!("receive {i} failed: {:?}", wcs[0]).into());

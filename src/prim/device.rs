@@ -151,6 +151,21 @@ impl Context {
         self.0.ctx.as_ptr()
     }
 
+    /// Device attributes (limits and capabilities).
+    ///
+    /// # References
+    /// `ibv_query_device(3)`
+    pub fn query_device(&self) -> Result<ffi::ibv_device_attr> {
+        let mut attr = MaybeUninit::<ffi::ibv_device_attr>::zeroed();
+        // SAFETY: live context; `attr` is valid for writes.
+        let rc = unsafe { ffi::ibv_query_device(self.as_ptr(), attr.as_mut_ptr()) };
+        if rc != 0 {
+            return Err(Error::code("ibv_query_device", rc));
+        }
+        // SAFETY: zero-initialised and filled in; all-zero is valid for this C struct.
+        Ok(unsafe { attr.assume_init() })
+    }
+
     /// Port attributes, as the device reports them now.
     ///
     /// # References

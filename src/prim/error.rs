@@ -24,6 +24,36 @@ pub enum Error {
         /// The devices libibverbs can open.
         available: Vec<String>,
     },
+    /// The provider refused a posted work request.
+    Post {
+        /// `ibv_post_send`, `ibv_post_recv` or `ibv_post_srq_recv`.
+        op: &'static str,
+        /// The errno it reported.
+        errno: i32,
+        /// Index of the refused request in the batch (those before it were
+        /// posted); `None` if the provider did not say.
+        index: Option<usize>,
+    },
+    /// A QP capacity asked for is above the device's limit.
+    CapExceeded {
+        /// The capacity, e.g. `max_send_wr`.
+        what: &'static str,
+        /// The value asked for.
+        asked: u64,
+        /// The device's limit.
+        limit: u64,
+    },
+    /// A QP modify that the state machine forbids, refused before the system call.
+    QpTransition {
+        /// The QP's transport.
+        qp_type: crate::bindings::ibv_qp_type,
+        /// The state the QP is in (as last moved, or as the caller asserted).
+        from: crate::bindings::ibv_qp_state,
+        /// The state asked for.
+        to: crate::bindings::ibv_qp_state,
+        /// What is wrong.
+        refusal: crate::prim::Refusal,
+    },
     /// The kernel has RDMA devices, but this build has no provider for any of them.
     NoSupportedDevice {
         /// Devices present in `/sys/class/infiniband`.
@@ -45,10 +75,19 @@ impl Error {
         Error::Verbs { op, errno: rc.abs() }
     }
 
-    /// The errno, for [`Error::Verbs`].
+    /// A refused post: which request of the list at `head` the provider
+    /// named in `bad` (the requests are contiguous in the caller's slice).
+    pub(crate) fn post<T>(op: &'static str, rc: i32, head: *mut T, bad: *mut T) -> Error {
+        let offset = (bad as usize).wrapping_sub(head as usize);
+        let index =
+            (!bad.is_null() && offset % std::mem::size_of::<T>() == 0).then(|| offset / std::mem::size_of::<T>());
+        Error::Post { op, errno: rc.abs(), index }
+    }
+
+    /// The errno, for failures that carry one.
     pub fn errno(&self) -> Option<i32> {
         match self {
-            Error::Verbs { errno, .. } => Some(*errno),
+            Error::Verbs { errno, .. } | Error::Post { errno, .. } => Some(*errno),
             _ => None,
         }
     }
@@ -59,6 +98,33 @@ impl fmt::Display for Error {
         match self {
             Error::Verbs { op, errno } => {
                 write!(f, "{op} failed: {} (errno {errno})", io::Error::from_raw_os_error(*errno))
+            }
+            Error::Post { op, errno, index } => {
+                write!(f, "{op} failed: {} (errno {errno})", io::Error::from_raw_os_error(*errno))?;
+                match index {
+                    Some(i) => write!(f, " at work request {i} of the batch; the ones before it were posted"),
+                    None => Ok(()),
+                }
+            }
+            Error::CapExceeded { what, asked, limit } => {
+                write!(f, "QP capacity {what} = {asked} is above the device's limit of {limit}")
+            }
+            Error::QpTransition { qp_type, from, to, refusal } => {
+                use crate::prim::names::{qp_state, qp_type as ty};
+                write!(f, "{} QP {} -> {}: ", ty(*qp_type), qp_state(*from), qp_state(*to))?;
+                match refusal {
+                    crate::prim::Refusal::NoTransition => write!(f, "no such transition"),
+                    crate::prim::Refusal::Attributes { missing, forbidden } => {
+                        if !missing.is_empty() {
+                            write!(f, "missing attributes [{missing}]")?;
+                        }
+                        if !forbidden.is_empty() {
+                            let sep = if missing.is_empty() { "" } else { "; " };
+                            write!(f, "{sep}attributes not allowed here [{forbidden}]")?;
+                        }
+                        Ok(())
+                    }
+                }
             }
             Error::DeviceNotFound { name, available } => {
                 write!(f, "no RDMA device named {name:?}; available: {available:?}")
@@ -89,9 +155,11 @@ impl From<Error> for io::Error {
     fn from(e: Error) -> io::Error {
         match &e {
             Error::Verbs { errno, .. } => io::Error::new(io::Error::from_raw_os_error(*errno).kind(), e),
+            Error::Post { errno, .. } => io::Error::new(io::Error::from_raw_os_error(*errno).kind(), e),
             Error::DeviceNotFound { .. } | Error::NoSupportedDevice { .. } => {
                 io::Error::new(io::ErrorKind::NotFound, e)
             }
+            Error::CapExceeded { .. } | Error::QpTransition { .. } => io::Error::new(io::ErrorKind::InvalidInput, e),
         }
     }
 }

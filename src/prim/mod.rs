@@ -1,29 +1,33 @@
 //! Thin, zero-cost verbs objects.
 //!
-//! Resources hold their parents by `Arc` (a QP keeps its PD and CQs alive, an
-//! MR its PD, every object its device context), so there are no lifetime
-//! parameters on resource types and no reference counting on the data path.
-//! Posting and polling are `#[inline]` calls straight into the provider.
-//!
-//! Present: device listing and opening, port and GID queries, PD, MR, CQ,
-//! RC queue pairs with their state transitions, posting and polling.
+//! Resources hold their parents by `Arc` (a QP keeps its PD, CQs and SRQ
+//! alive, an MR its PD, every object its device context), so there are no
+//! lifetime parameters on resource types and no reference counting on the
+//! data path. Posting and polling are `#[inline]` calls straight into the
+//! provider, with batches linked in place (no allocation).
 
+mod ah;
 mod cq;
 mod device;
 mod error;
 mod mr;
+pub(crate) mod names;
 mod pd;
 mod qp;
+mod srq;
+mod wr;
 
+pub use ah::{Ah, AhAttr};
 pub use cq::{Cq, Wc};
 pub use device::{device_names, Context, Gid};
 pub use error::{Error, Result};
-pub use mr::Mr;
+pub use mr::{Mr, RemoteMr};
 pub use pd::Pd;
-pub use qp::{ConnectOpts, Endpoint, Qp, QpCaps};
+pub use qp::{AttrMask, ConnectOpts, Endpoint, Qp, QpAttr, QpBuilder, QpCaps, QpState, QpType, Refusal, Rule};
+pub use srq::Srq;
+pub use wr::{RecvWr, RemoteAddr, SendFlags, SendWr, Sge};
 
 /// Values of C enums and flags, re-exported from the bindings.
 pub use crate::bindings::{
-    ibv_access_flags as AccessFlags, ibv_send_flags as SendFlags, ibv_wc_opcode as WcOpcode, ibv_wc_status as WcStatus,
-    ibv_wr_opcode as WrOpcode,
+    ibv_access_flags as AccessFlags, ibv_wc_opcode as WcOpcode, ibv_wc_status as WcStatus, ibv_wr_opcode as WrOpcode,
 };

@@ -5,6 +5,7 @@ use std::ptr::NonNull;
 
 use super::error::{Error, Result};
 use super::pd::Pd;
+use super::wr::{RemoteAddr, Sge};
 use crate::bindings as ffi;
 
 /// A registered memory region. Deregistered on drop.
@@ -85,14 +86,20 @@ impl Mr {
     ///
     /// # Panics
     /// If the range does not lie inside the region (a programming error).
-    pub fn sge(&self, offset: usize, len: u32) -> ffi::ibv_sge {
+    #[inline]
+    pub fn sge(&self, offset: usize, len: u32) -> Sge {
         let end = offset.checked_add(len as usize);
         assert!(
             end.is_some_and(|e| e <= self.len()),
             "sge range {offset}..+{len} is outside the memory region of {} bytes",
             self.len()
         );
-        ffi::ibv_sge { addr: self.addr() + offset as u64, length: len, lkey: self.lkey() }
+        Sge::from_raw(self.addr() + offset as u64, len, self.lkey())
+    }
+
+    /// The token a peer needs to access this region remotely.
+    pub fn remote(&self) -> RemoteMr {
+        RemoteMr { addr: self.addr(), len: self.len() as u64, rkey: self.rkey() }
     }
 }
 
@@ -100,5 +107,59 @@ impl Drop for Mr {
     fn drop(&mut self) {
         // SAFETY: registered by `ibv_reg_mr`, deregistered once.
         unsafe { ffi::ibv_dereg_mr(self.mr.as_ptr()) };
+    }
+}
+
+/// A peer's memory region: address, length and rkey, as exchanged out of band.
+///
+/// ```
+/// use rrddmma::prim::RemoteMr;
+/// let mr = RemoteMr { addr: 0x7f00_0000_1000, len: 4096, rkey: 0x1234 };
+/// assert_eq!(RemoteMr::from_bytes(&mr.to_bytes()), mr);
+/// assert_eq!(mr.at(64).addr, 0x7f00_0000_1040);
+/// assert!(mr.checked_at(4096, 1).is_none());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RemoteMr {
+    /// Start address in the peer's address space.
+    pub addr: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// Remote key.
+    pub rkey: u32,
+}
+
+impl RemoteMr {
+    /// Size of the wire form.
+    pub const WIRE_LEN: usize = 20;
+
+    /// Wire form: address, length (u64) and rkey (u32), little-endian.
+    pub fn to_bytes(&self) -> [u8; Self::WIRE_LEN] {
+        let mut b = [0u8; Self::WIRE_LEN];
+        b[..8].copy_from_slice(&self.addr.to_le_bytes());
+        b[8..16].copy_from_slice(&self.len.to_le_bytes());
+        b[16..].copy_from_slice(&self.rkey.to_le_bytes());
+        b
+    }
+
+    /// Parses the wire form of [`RemoteMr::to_bytes`].
+    pub fn from_bytes(b: &[u8; Self::WIRE_LEN]) -> RemoteMr {
+        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        RemoteMr { addr: u64_at(0), len: u64_at(8), rkey: u32::from_le_bytes(b[16..].try_into().expect("4 bytes")) }
+    }
+
+    /// The remote location `offset` bytes in, if `len` bytes fit there.
+    pub fn checked_at(&self, offset: u64, len: u64) -> Option<RemoteAddr> {
+        (offset.checked_add(len)? <= self.len).then(|| RemoteAddr { addr: self.addr + offset, rkey: self.rkey })
+    }
+
+    /// The remote location `offset` bytes in.
+    ///
+    /// # Panics
+    /// If `offset` is not inside the region (a programming error).
+    pub fn at(&self, offset: u64) -> RemoteAddr {
+        self.checked_at(offset, 0)
+            .filter(|_| offset < self.len)
+            .unwrap_or_else(|| panic!("offset {offset} is outside the remote region of {} bytes", self.len))
     }
 }

@@ -2,7 +2,11 @@
 
 use std::time::{Duration, Instant};
 
-use rrddmma::prim::{Context, Cq, Wc};
+use rrddmma::prim::{AccessFlags, ConnectOpts, Context, Cq, Mr, Pd, Qp, QpCaps, Wc};
+use rrddmma::wrap::connected_rc_pair;
+
+/// Size of each side's buffer in [`Loopback`].
+pub const LEN: usize = 4096;
 
 /// The device the harness promised; panics (fails the test) when it is absent.
 pub fn open_device() -> Context {
@@ -25,5 +29,76 @@ pub fn poll_one(cq: &Cq) -> Wc {
         }
         assert!(Instant::now() < deadline, "no completion within 10 s");
         std::hint::spin_loop();
+    }
+}
+
+/// Polls two completions, returned in the order of the given `wr_id`s.
+pub fn poll_pair(cq: &Cq, first: u64, second: u64) -> (Wc, Wc) {
+    let (mut x, mut y) = (None, None);
+    for _ in 0..2 {
+        let wc = poll_one(cq);
+        match wc.wr_id() {
+            id if id == first => x = Some(wc),
+            id if id == second => y = Some(wc),
+            other => panic!("unexpected completion {other}: {wc:?}"),
+        }
+    }
+    (x.expect("first completion"), y.expect("second completion"))
+}
+
+/// Two RC QPs of the test device connected to each other, one CQ, and a
+/// registered buffer on each side.
+pub struct Loopback {
+    pub ctx: Context,
+    pub pd: Pd,
+    pub cq: Cq,
+    pub qa: Qp,
+    pub qb: Qp,
+    // Declared before the buffers: dropped (deregistered) first.
+    pub mr_a: Mr,
+    pub mr_b: Mr,
+    buf_a: Box<[u8]>,
+    buf_b: Box<[u8]>,
+}
+
+impl Loopback {
+    pub fn new(caps: QpCaps) -> Loopback {
+        let ctx = open_device();
+        let gid_index = ctx.roce_v2_gid_index(1).expect("GID table");
+        let pd = Pd::new(&ctx).expect("ibv_alloc_pd");
+        let cq = Cq::new(&ctx, 256).expect("ibv_create_cq");
+        let opts = ConnectOpts {
+            gid_index: u8::try_from(gid_index).expect("GID index < 256"),
+            access: AccessFlags::IBV_ACCESS_REMOTE_WRITE
+                | AccessFlags::IBV_ACCESS_REMOTE_READ
+                | AccessFlags::IBV_ACCESS_REMOTE_ATOMIC,
+            ..ConnectOpts::default()
+        };
+        let (qa, qb) = connected_rc_pair(&pd, &cq, &cq, caps, 0x1234, &opts).expect("connect RC pair");
+        let access = AccessFlags::IBV_ACCESS_LOCAL_WRITE
+            | AccessFlags::IBV_ACCESS_REMOTE_WRITE
+            | AccessFlags::IBV_ACCESS_REMOTE_READ
+            | AccessFlags::IBV_ACCESS_REMOTE_ATOMIC;
+        let mut buf_a = vec![0u8; LEN].into_boxed_slice();
+        let mut buf_b = vec![0u8; LEN].into_boxed_slice();
+        // SAFETY: the boxes are owned by the same struct and dropped after the
+        // MRs (field order); their heap memory never moves.
+        let (mr_a, mr_b) = unsafe {
+            (
+                Mr::register(&pd, buf_a.as_mut_ptr(), LEN, access).expect("ibv_reg_mr a"),
+                Mr::register(&pd, buf_b.as_mut_ptr(), LEN, access).expect("ibv_reg_mr b"),
+            )
+        };
+        Loopback { ctx, pd, cq, qa, qb, mr_a, mr_b, buf_a, buf_b }
+    }
+
+    /// Side a's buffer (only between operations: the device may write it).
+    pub fn a(&mut self) -> &mut [u8] {
+        &mut self.buf_a
+    }
+
+    /// Side b's buffer (only between operations).
+    pub fn b(&mut self) -> &mut [u8] {
+        &mut self.buf_b
     }
 }

@@ -7,4 +7,7 @@
 //! When the variable names a device that is not there, every test fails.
 
 mod common;
+mod errors;
 mod loopback;
+mod ops;
+mod ud_srq;

@@ -1,0 +1,141 @@
+//! Address vectors and address handles.
+
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use super::device::Gid;
+use super::error::{Error, Result};
+use super::pd::Pd;
+use crate::bindings as ffi;
+
+/// An address vector (`struct ibv_ah_attr`): where packets go. Used for UD
+/// address handles and for the primary path of connected QPs.
+#[derive(Clone, Copy)]
+pub struct AhAttr(ffi::ibv_ah_attr);
+
+impl fmt::Debug for AhAttr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let g = &self.0.grh;
+        f.debug_struct("AhAttr")
+            .field("port", &self.0.port_num)
+            .field("dlid", &self.0.dlid)
+            .field("sl", &self.0.sl)
+            .field("global", &(self.0.is_global != 0))
+            // SAFETY: every bit pattern of the GID union is a valid byte array.
+            .field("dgid", &Gid(unsafe { g.dgid.raw }))
+            .field("sgid_index", &g.sgid_index)
+            .finish()
+    }
+}
+
+impl AhAttr {
+    /// A path out of `port` to LID `dlid` (InfiniBand, within the subnet).
+    pub fn lid(port: u8, dlid: u16) -> AhAttr {
+        AhAttr(ffi::ibv_ah_attr { dlid, port_num: port, ..Default::default() })
+    }
+
+    /// A routed path (GRH) out of `port`, from the local GID at `sgid_index`
+    /// to `dgid`: what RoCE always needs. Hop limit 64, traffic class 0.
+    pub fn global(port: u8, sgid_index: u8, dgid: Gid) -> AhAttr {
+        AhAttr(ffi::ibv_ah_attr {
+            port_num: port,
+            is_global: 1,
+            grh: ffi::ibv_global_route {
+                dgid: dgid.to_raw(),
+                sgid_index,
+                hop_limit: 64,
+                traffic_class: 0,
+                flow_label: 0,
+            },
+            ..Default::default()
+        })
+    }
+
+    /// Destination LID (also meaningful with a GRH on InfiniBand).
+    pub fn dlid(mut self, dlid: u16) -> AhAttr {
+        self.0.dlid = dlid;
+        self
+    }
+
+    /// Service level.
+    pub fn sl(mut self, sl: u8) -> AhAttr {
+        self.0.sl = sl;
+        self
+    }
+
+    /// Hop limit of the GRH.
+    pub fn hop_limit(mut self, hop_limit: u8) -> AhAttr {
+        self.0.grh.hop_limit = hop_limit;
+        self
+    }
+
+    /// Traffic class of the GRH (RoCE: DSCP and ECN).
+    pub fn traffic_class(mut self, tc: u8) -> AhAttr {
+        self.0.grh.traffic_class = tc;
+        self
+    }
+
+    /// Flow label of the GRH (20 bits).
+    pub fn flow_label(mut self, label: u32) -> AhAttr {
+        self.0.grh.flow_label = label & 0xf_ffff;
+        self
+    }
+
+    /// Static rate (`IBV_RATE_*`).
+    pub fn static_rate(mut self, rate: u8) -> AhAttr {
+        self.0.static_rate = rate;
+        self
+    }
+
+    /// The raw attributes.
+    pub fn as_raw(&self) -> &ffi::ibv_ah_attr {
+        &self.0
+    }
+}
+
+struct AhInner {
+    ah: NonNull<ffi::ibv_ah>,
+    _pd: Pd,
+}
+
+// SAFETY: an address handle is immutable after creation.
+unsafe impl Send for AhInner {}
+// SAFETY: as above.
+unsafe impl Sync for AhInner {}
+
+impl Drop for AhInner {
+    fn drop(&mut self) {
+        // SAFETY: created by `ibv_create_ah`, destroyed once.
+        unsafe { ffi::ibv_destroy_ah(self.ah.as_ptr()) };
+    }
+}
+
+/// An address handle for UD sends. Cloning shares it.
+///
+/// # References
+/// `ibv_create_ah(3)`
+#[derive(Clone)]
+pub struct Ah(Arc<AhInner>);
+
+impl fmt::Debug for Ah {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ah").field("ptr", &self.0.ah).finish()
+    }
+}
+
+impl Ah {
+    /// Creates an address handle on `pd`.
+    pub fn new(pd: &Pd, attr: &AhAttr) -> Result<Ah> {
+        let mut raw = attr.0;
+        // SAFETY: live PD; `raw` is valid for the call.
+        let ah = unsafe { ffi::ibv_create_ah(pd.as_ptr(), &mut raw) };
+        let ah = NonNull::new(ah).ok_or_else(|| Error::last("ibv_create_ah"))?;
+        Ok(Ah(Arc::new(AhInner { ah, _pd: pd.clone() })))
+    }
+
+    /// The raw handle.
+    pub fn as_ptr(&self) -> *mut ffi::ibv_ah {
+        self.0.ah.as_ptr()
+    }
+}

@@ -1,0 +1,210 @@
+//! QP attributes for `ibv_modify_qp`, with the mask kept in step.
+
+use std::fmt;
+
+use super::super::ah::AhAttr;
+use crate::bindings as ffi;
+
+/// A set of QP attributes (`IBV_QP_*` mask bits).
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct AttrMask(pub u32);
+
+macro_rules! attr_names {
+    ($($name:ident = $c:ident, $text:literal;)*) => {
+        impl AttrMask {
+            $(
+                #[doc = concat!("`", stringify!($c), "`")]
+                pub const $name: AttrMask = AttrMask(ffi::ibv_qp_attr_mask::$c.0);
+            )*
+            /// Every named attribute, with its name, in mask order.
+            pub const ALL: &'static [(AttrMask, &'static str)] = &[$((AttrMask::$name, $text)),*];
+        }
+    };
+}
+
+attr_names! {
+    STATE = IBV_QP_STATE, "state";
+    CUR_STATE = IBV_QP_CUR_STATE, "cur_state";
+    EN_SQD_ASYNC_NOTIFY = IBV_QP_EN_SQD_ASYNC_NOTIFY, "en_sqd_async_notify";
+    ACCESS_FLAGS = IBV_QP_ACCESS_FLAGS, "access_flags";
+    PKEY_INDEX = IBV_QP_PKEY_INDEX, "pkey_index";
+    PORT = IBV_QP_PORT, "port";
+    QKEY = IBV_QP_QKEY, "qkey";
+    AV = IBV_QP_AV, "av";
+    PATH_MTU = IBV_QP_PATH_MTU, "path_mtu";
+    TIMEOUT = IBV_QP_TIMEOUT, "timeout";
+    RETRY_CNT = IBV_QP_RETRY_CNT, "retry_cnt";
+    RNR_RETRY = IBV_QP_RNR_RETRY, "rnr_retry";
+    RQ_PSN = IBV_QP_RQ_PSN, "rq_psn";
+    MAX_QP_RD_ATOMIC = IBV_QP_MAX_QP_RD_ATOMIC, "max_rd_atomic";
+    ALT_PATH = IBV_QP_ALT_PATH, "alt_path";
+    MIN_RNR_TIMER = IBV_QP_MIN_RNR_TIMER, "min_rnr_timer";
+    SQ_PSN = IBV_QP_SQ_PSN, "sq_psn";
+    MAX_DEST_RD_ATOMIC = IBV_QP_MAX_DEST_RD_ATOMIC, "max_dest_rd_atomic";
+    PATH_MIG_STATE = IBV_QP_PATH_MIG_STATE, "path_mig_state";
+    CAP = IBV_QP_CAP, "cap";
+    DEST_QPN = IBV_QP_DEST_QPN, "dest_qpn";
+    RATE_LIMIT = IBV_QP_RATE_LIMIT, "rate_limit";
+}
+
+impl AttrMask {
+    /// No attribute.
+    pub const EMPTY: AttrMask = AttrMask(0);
+
+    /// Union.
+    pub const fn or(self, other: AttrMask) -> AttrMask {
+        AttrMask(self.0 | other.0)
+    }
+
+    /// The attributes of `self` not in `other`.
+    pub const fn minus(self, other: AttrMask) -> AttrMask {
+        AttrMask(self.0 & !other.0)
+    }
+
+    /// Whether no attribute is set.
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// Whether every attribute of `other` is in `self`.
+    pub const fn contains(self, other: AttrMask) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// The names of the attributes set, e.g. `["av", "dest_qpn"]`; unknown bits as hex.
+    pub fn names(self) -> Vec<String> {
+        let mut rest = self.0;
+        let mut out = Vec::new();
+        for (m, name) in AttrMask::ALL {
+            if self.contains(*m) {
+                out.push((*name).to_string());
+                rest &= !m.0;
+            }
+        }
+        if rest != 0 {
+            out.push(format!("{rest:#x}"));
+        }
+        out
+    }
+}
+
+impl std::ops::BitOr for AttrMask {
+    type Output = AttrMask;
+    fn bitor(self, rhs: AttrMask) -> AttrMask {
+        self.or(rhs)
+    }
+}
+
+impl fmt::Debug for AttrMask {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "AttrMask({})", self.names().join(" | "))
+    }
+}
+
+impl fmt::Display for AttrMask {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.names().join(", "))
+    }
+}
+
+/// Attributes for [`super::Qp::modify`]: each setter sets the value and its mask bit.
+///
+/// ```
+/// use rrddmma::prim::{AttrMask, QpAttr, QpState};
+/// let a = QpAttr::new(QpState::IBV_QPS_INIT).pkey_index(0).port(1).qkey(0x1111);
+/// assert_eq!(a.mask(), AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::QKEY);
+/// ```
+#[derive(Clone, Copy)]
+pub struct QpAttr {
+    raw: ffi::ibv_qp_attr,
+    mask: AttrMask,
+}
+
+impl fmt::Debug for QpAttr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QpAttr").field("state", &self.raw.qp_state).field("mask", &self.mask).finish()
+    }
+}
+
+macro_rules! setters {
+    ($($(#[$m:meta])* $fn:ident($t:ty) => $field:ident, $bit:ident;)*) => {$(
+        $(#[$m])*
+        #[inline]
+        pub fn $fn(mut self, v: $t) -> QpAttr {
+            self.raw.$field = v.into();
+            self.mask = self.mask.or(AttrMask::$bit);
+            self
+        }
+    )*};
+}
+
+impl QpAttr {
+    /// Attributes moving the QP to `state`.
+    pub fn new(state: ffi::ibv_qp_state) -> QpAttr {
+        QpAttr { raw: ffi::ibv_qp_attr { qp_state: state, ..Default::default() }, mask: AttrMask::STATE }
+    }
+
+    /// The attribute mask.
+    pub fn mask(&self) -> AttrMask {
+        self.mask
+    }
+
+    /// The target state.
+    pub fn state(&self) -> ffi::ibv_qp_state {
+        self.raw.qp_state
+    }
+
+    /// The raw attributes.
+    pub fn as_raw(&self) -> &ffi::ibv_qp_attr {
+        &self.raw
+    }
+
+    setters! {
+        /// Current state the caller asserts (`IBV_QP_CUR_STATE`).
+        cur_state(ffi::ibv_qp_state) => cur_qp_state, CUR_STATE;
+        /// P_Key table index.
+        pkey_index(u16) => pkey_index, PKEY_INDEX;
+        /// Physical port number.
+        port(u8) => port_num, PORT;
+        /// Q_Key (UD).
+        qkey(u32) => qkey, QKEY;
+        /// Path MTU.
+        path_mtu(ffi::ibv_mtu) => path_mtu, PATH_MTU;
+        /// Local ACK timeout exponent: 4.096 µs × 2^timeout (0 = infinite).
+        timeout(u8) => timeout, TIMEOUT;
+        /// Transport retries (0..=7).
+        retry_cnt(u8) => retry_cnt, RETRY_CNT;
+        /// RNR retries (0..=7, 7 = infinite).
+        rnr_retry(u8) => rnr_retry, RNR_RETRY;
+        /// Expected first PSN of the receive queue (24 bits).
+        rq_psn(u32) => rq_psn, RQ_PSN;
+        /// First PSN of the send queue (24 bits).
+        sq_psn(u32) => sq_psn, SQ_PSN;
+        /// Outstanding RDMA READ / atomics as initiator.
+        max_rd_atomic(u8) => max_rd_atomic, MAX_QP_RD_ATOMIC;
+        /// Outstanding RDMA READ / atomics as responder.
+        max_dest_rd_atomic(u8) => max_dest_rd_atomic, MAX_DEST_RD_ATOMIC;
+        /// Minimum RNR NAK timer code.
+        min_rnr_timer(u8) => min_rnr_timer, MIN_RNR_TIMER;
+        /// Remote QP number.
+        dest_qpn(u32) => dest_qp_num, DEST_QPN;
+        /// Packet pacing rate limit, kbps.
+        rate_limit(u32) => rate_limit, RATE_LIMIT;
+    }
+
+    /// Remote access rights (`IBV_ACCESS_REMOTE_*`).
+    #[inline]
+    pub fn access(mut self, access: ffi::ibv_access_flags) -> QpAttr {
+        self.raw.qp_access_flags = access.0;
+        self.mask = self.mask.or(AttrMask::ACCESS_FLAGS);
+        self
+    }
+
+    /// Primary path address vector (`IBV_QP_AV`).
+    #[inline]
+    pub fn av(mut self, av: &AhAttr) -> QpAttr {
+        self.raw.ah_attr = *av.as_raw();
+        self.mask = self.mask.or(AttrMask::AV);
+        self
+    }
+}

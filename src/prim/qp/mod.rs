@@ -1,0 +1,399 @@
+//! Queue pairs: creation checked against device limits, state transitions
+//! checked against the specification's table, posting.
+
+mod attr;
+pub(crate) mod state;
+
+use std::fmt;
+use std::mem::MaybeUninit;
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+pub use attr::{AttrMask, QpAttr};
+pub use state::{Refusal, Rule};
+
+use super::ah::AhAttr;
+use super::cq::Cq;
+use super::device::Gid;
+use super::error::{Error, Result};
+use super::pd::Pd;
+use super::srq::Srq;
+use super::wr::{link_in_place, RecvWr, SendWr};
+use crate::bindings as ffi;
+
+/// QP transport type (`IBV_QPT_*`); any value is representable.
+pub type QpType = ffi::ibv_qp_type;
+/// QP state (`IBV_QPS_*`); any value is representable.
+pub type QpState = ffi::ibv_qp_state;
+
+/// Queue sizes of a QP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpCaps {
+    /// Outstanding send work requests.
+    pub max_send_wr: u32,
+    /// Outstanding receive work requests.
+    pub max_recv_wr: u32,
+    /// Scatter/gather entries per send work request.
+    pub max_send_sge: u32,
+    /// Scatter/gather entries per receive work request.
+    pub max_recv_sge: u32,
+    /// Bytes of inline data per send work request.
+    pub max_inline_data: u32,
+}
+
+impl Default for QpCaps {
+    fn default() -> QpCaps {
+        QpCaps { max_send_wr: 64, max_recv_wr: 64, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 }
+    }
+}
+
+/// What a peer needs to connect to a QP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    /// QP number.
+    pub qpn: u32,
+    /// First packet sequence number the QP sends (24 bits).
+    pub psn: u32,
+    /// Port LID (InfiniBand; 0 on RoCE).
+    pub lid: u16,
+    /// Port GID (RoCE; routes InfiniBand across subnets).
+    pub gid: Gid,
+}
+
+/// Connection parameters for RC and UC QPs: every knob, with common defaults.
+#[derive(Clone, Copy, Debug)]
+pub struct ConnectOpts {
+    /// Local port number.
+    pub port: u8,
+    /// Local GID index (RoCE: see [`super::Context::roce_v2_gid_index`]).
+    pub gid_index: u8,
+    /// P_Key index.
+    pub pkey_index: u16,
+    /// Path MTU.
+    pub mtu: ffi::ibv_mtu,
+    /// Local ACK timeout exponent: 4.096 µs × 2^timeout (RC).
+    pub timeout: u8,
+    /// Transport retries before an error completion, 0..=7 (RC).
+    pub retry_cnt: u8,
+    /// RNR retries, 7 = infinite (RC).
+    pub rnr_retry: u8,
+    /// Minimum RNR NAK timer code (RC).
+    pub min_rnr_timer: u8,
+    /// Outstanding RDMA READ / atomic operations as initiator (RC).
+    pub max_rd_atomic: u8,
+    /// Outstanding RDMA READ / atomic operations as responder (RC).
+    pub max_dest_rd_atomic: u8,
+    /// Service level.
+    pub sl: u8,
+    /// Traffic class (RoCE: DSCP/ECN byte).
+    pub traffic_class: u8,
+    /// Hop limit of the GRH.
+    pub hop_limit: u8,
+    /// Remote access allowed on this QP (none by default).
+    pub access: ffi::ibv_access_flags,
+}
+
+impl Default for ConnectOpts {
+    fn default() -> ConnectOpts {
+        ConnectOpts {
+            port: 1,
+            gid_index: 0,
+            pkey_index: 0,
+            mtu: ffi::ibv_mtu::IBV_MTU_1024,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 12,
+            max_rd_atomic: 1,
+            max_dest_rd_atomic: 1,
+            sl: 0,
+            traffic_class: 0,
+            hop_limit: 64,
+            access: ffi::ibv_access_flags(0),
+        }
+    }
+}
+
+/// Creates a QP: `new(required)`, then setters, then [`QpBuilder::build`].
+#[derive(Debug)]
+pub struct QpBuilder<'a> {
+    pd: &'a Pd,
+    qp_type: QpType,
+    send_cq: &'a Cq,
+    recv_cq: &'a Cq,
+    srq: Option<&'a Srq>,
+    caps: QpCaps,
+    sig_all: bool,
+}
+
+impl<'a> QpBuilder<'a> {
+    /// A QP of `qp_type` on `pd` completing on `send_cq` / `recv_cq`.
+    pub fn new(pd: &'a Pd, qp_type: QpType, send_cq: &'a Cq, recv_cq: &'a Cq) -> QpBuilder<'a> {
+        QpBuilder { pd, qp_type, send_cq, recv_cq, srq: None, caps: QpCaps::default(), sig_all: false }
+    }
+
+    /// Queue sizes (default: [`QpCaps::default`]).
+    pub fn caps(mut self, caps: QpCaps) -> QpBuilder<'a> {
+        self.caps = caps;
+        self
+    }
+
+    /// Takes receives from `srq` instead of a receive queue of its own.
+    pub fn srq(mut self, srq: &'a Srq) -> QpBuilder<'a> {
+        self.srq = Some(srq);
+        self
+    }
+
+    /// Signals every send (`sq_sig_all`); default: only requests that ask.
+    pub fn sig_all(mut self, yes: bool) -> QpBuilder<'a> {
+        self.sig_all = yes;
+        self
+    }
+
+    /// Checks the capacities against the device's limits, then creates the QP.
+    pub fn build(self) -> Result<Qp> {
+        let dev = self.pd.context().query_device()?;
+        let limit = |v: i32| u32::try_from(v).unwrap_or(0);
+        let c = &self.caps;
+        let mut checks = vec![
+            ("max_send_wr", c.max_send_wr, limit(dev.max_qp_wr)),
+            ("max_send_sge", c.max_send_sge, limit(dev.max_sge)),
+        ];
+        if self.srq.is_none() {
+            checks.push(("max_recv_wr", c.max_recv_wr, limit(dev.max_qp_wr)));
+            checks.push(("max_recv_sge", c.max_recv_sge, limit(dev.max_sge)));
+        }
+        for (what, asked, limit) in checks {
+            if asked > limit {
+                return Err(Error::CapExceeded { what, asked: u64::from(asked), limit: u64::from(limit) });
+            }
+        }
+        let mut attr = ffi::ibv_qp_init_attr {
+            send_cq: self.send_cq.as_ptr(),
+            recv_cq: self.recv_cq.as_ptr(),
+            srq: self.srq.map_or(ptr::null_mut(), Srq::as_ptr),
+            cap: ffi::ibv_qp_cap {
+                max_send_wr: c.max_send_wr,
+                max_recv_wr: if self.srq.is_some() { 0 } else { c.max_recv_wr },
+                max_send_sge: c.max_send_sge,
+                max_recv_sge: if self.srq.is_some() { 0 } else { c.max_recv_sge },
+                max_inline_data: c.max_inline_data,
+            },
+            qp_type: self.qp_type,
+            sq_sig_all: i32::from(self.sig_all),
+            ..Default::default()
+        };
+        // SAFETY: live PD, CQs and SRQ of the same device; `attr` is valid.
+        let qp = unsafe { ffi::ibv_create_qp(self.pd.as_ptr(), &mut attr) };
+        let qp = NonNull::new(qp).ok_or_else(|| Error::last("ibv_create_qp"))?;
+        Ok(Qp {
+            qp,
+            qp_type: self.qp_type,
+            state: AtomicU32::new(ffi::ibv_qp_state::IBV_QPS_RESET.0),
+            caps: QpCaps { max_inline_data: attr.cap.max_inline_data, ..self.caps },
+            pd: self.pd.clone(),
+            _send_cq: self.send_cq.clone(),
+            _recv_cq: self.recv_cq.clone(),
+            _srq: self.srq.cloned(),
+        })
+    }
+}
+
+/// A queue pair. Destroyed on drop; keeps its PD, CQs and SRQ alive.
+///
+/// # References
+/// `ibv_create_qp(3)`, `ibv_modify_qp(3)`, `ibv_post_send(3)`, `ibv_post_recv(3)`
+pub struct Qp {
+    qp: NonNull<ffi::ibv_qp>,
+    qp_type: QpType,
+    /// The state of the last successful modify: input to the transition check
+    /// only. [`Qp::query_state`] asks the device.
+    state: AtomicU32,
+    caps: QpCaps,
+    pd: Pd,
+    _send_cq: Cq,
+    _recv_cq: Cq,
+    _srq: Option<Srq>,
+}
+
+// SAFETY: posting and modifying are thread-safe in libibverbs providers;
+// destroy happens once.
+unsafe impl Send for Qp {}
+// SAFETY: as above.
+unsafe impl Sync for Qp {}
+
+impl fmt::Debug for Qp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Qp").field("qpn", &self.qpn()).field("type", &self.qp_type).finish()
+    }
+}
+
+impl Qp {
+    /// Creates a reliable-connected QP with default settings.
+    pub fn new_rc(pd: &Pd, send_cq: &Cq, recv_cq: &Cq, caps: QpCaps) -> Result<Qp> {
+        QpBuilder::new(pd, ffi::ibv_qp_type::IBV_QPT_RC, send_cq, recv_cq).caps(caps).build()
+    }
+
+    /// The raw QP.
+    pub fn as_ptr(&self) -> *mut ffi::ibv_qp {
+        self.qp.as_ptr()
+    }
+
+    /// The QP number.
+    pub fn qpn(&self) -> u32 {
+        // SAFETY: live QP.
+        unsafe { self.qp.as_ref() }.qp_num
+    }
+
+    /// The transport type.
+    pub fn qp_type(&self) -> QpType {
+        self.qp_type
+    }
+
+    /// Capacities as created (`max_inline_data` as the provider granted it).
+    pub fn caps(&self) -> QpCaps {
+        self.caps
+    }
+
+    /// The protection domain.
+    pub fn pd(&self) -> &Pd {
+        &self.pd
+    }
+
+    /// This QP's endpoint on `port` with the GID at `gid_index`, sending from `psn`.
+    pub fn endpoint(&self, port: u8, gid_index: u8, psn: u32) -> Result<Endpoint> {
+        let ctx = self.pd.context();
+        let attr = ctx.query_port(port)?;
+        let gid = ctx.query_gid(port, u32::from(gid_index))?;
+        Ok(Endpoint { qpn: self.qpn(), psn: psn & 0xff_ffff, lid: attr.lid, gid })
+    }
+
+    /// Modifies the QP. The transition and the attribute set are checked
+    /// against the specification's table first (from the state this QP was
+    /// last moved to, or `cur_state` when given), so that a refusal names the
+    /// missing and the forbidden attributes.
+    pub fn modify(&self, attr: &QpAttr) -> Result<()> {
+        let from = if attr.mask().contains(AttrMask::CUR_STATE) {
+            attr.as_raw().cur_qp_state
+        } else {
+            ffi::ibv_qp_state(self.state.load(Ordering::Acquire))
+        };
+        let to = attr.state();
+        state::check(self.qp_type, from, to, attr.mask()).map_err(|refusal| Error::QpTransition {
+            qp_type: self.qp_type,
+            from,
+            to,
+            refusal,
+        })?;
+        let mask = i32::try_from(attr.mask().0).expect("QP attribute masks fit in 31 bits");
+        let mut raw = *attr.as_raw();
+        // SAFETY: live QP; `raw` is valid for the call.
+        let rc = unsafe { ffi::ibv_modify_qp(self.as_ptr(), &mut raw, mask) };
+        if rc != 0 {
+            return Err(Error::code("ibv_modify_qp", rc));
+        }
+        self.state.store(to.0, Ordering::Release);
+        Ok(())
+    }
+
+    /// The QP's current state, queried from the device.
+    pub fn query_state(&self) -> Result<QpState> {
+        let mut attr = MaybeUninit::<ffi::ibv_qp_attr>::zeroed();
+        let mut init = MaybeUninit::<ffi::ibv_qp_init_attr>::zeroed();
+        let mask = i32::try_from(ffi::ibv_qp_attr_mask::IBV_QP_STATE.0).unwrap_or(1);
+        // SAFETY: live QP; both outputs are valid for writes.
+        let rc = unsafe { ffi::ibv_query_qp(self.as_ptr(), attr.as_mut_ptr(), mask, init.as_mut_ptr()) };
+        if rc != 0 {
+            return Err(Error::code("ibv_query_qp", rc));
+        }
+        // SAFETY: zero-initialised, then filled by the provider; zero is valid.
+        Ok(unsafe { attr.assume_init() }.qp_state)
+    }
+
+    /// Brings an RC or UC QP from RESET through INIT and RTR to RTS, connected
+    /// to `remote`. `local_psn` is the PSN this QP sends from.
+    pub fn connect(&self, remote: &Endpoint, local_psn: u32, o: &ConnectOpts) -> Result<()> {
+        let rc = self.qp_type == ffi::ibv_qp_type::IBV_QPT_RC;
+        self.modify(
+            &QpAttr::new(ffi::ibv_qp_state::IBV_QPS_INIT).pkey_index(o.pkey_index).port(o.port).access(o.access),
+        )?;
+        let av = if remote.gid.is_zero() {
+            AhAttr::lid(o.port, remote.lid)
+        } else {
+            AhAttr::global(o.port, o.gid_index, remote.gid)
+                .dlid(remote.lid)
+                .hop_limit(o.hop_limit)
+                .traffic_class(o.traffic_class)
+        }
+        .sl(o.sl);
+        let mut rtr = QpAttr::new(ffi::ibv_qp_state::IBV_QPS_RTR)
+            .av(&av)
+            .path_mtu(o.mtu)
+            .dest_qpn(remote.qpn)
+            .rq_psn(remote.psn & 0xff_ffff);
+        if rc {
+            rtr = rtr.max_dest_rd_atomic(o.max_dest_rd_atomic).min_rnr_timer(o.min_rnr_timer);
+        }
+        self.modify(&rtr)?;
+        let mut rts = QpAttr::new(ffi::ibv_qp_state::IBV_QPS_RTS).sq_psn(local_psn & 0xff_ffff);
+        if rc {
+            rts = rts.timeout(o.timeout).retry_cnt(o.retry_cnt).rnr_retry(o.rnr_retry).max_rd_atomic(o.max_rd_atomic);
+        }
+        self.modify(&rts)
+    }
+
+    /// Brings a UD QP from RESET to RTS on `port` with Q_Key `qkey`, sending from `psn`.
+    pub fn bring_up_ud(&self, port: u8, pkey_index: u16, qkey: u32, psn: u32) -> Result<()> {
+        self.modify(&QpAttr::new(ffi::ibv_qp_state::IBV_QPS_INIT).pkey_index(pkey_index).port(port).qkey(qkey))?;
+        self.modify(&QpAttr::new(ffi::ibv_qp_state::IBV_QPS_RTR))?;
+        self.modify(&QpAttr::new(ffi::ibv_qp_state::IBV_QPS_RTS).sq_psn(psn & 0xff_ffff))
+    }
+
+    /// Posts send work requests, linked in place and handed to the provider
+    /// with one call (one doorbell on hardware). No allocation.
+    ///
+    /// On failure, [`Error::Post`] says which request the provider refused;
+    /// the ones before it were posted.
+    ///
+    /// # Safety
+    /// Every entry of every request must lie in memory registered on this
+    /// QP's PD with the access the operation needs, and stay alive and
+    /// untouched until the request's completion (inline payloads are copied
+    /// at the call and are exempt). UD requests' address handles must stay
+    /// alive until completion too.
+    #[inline]
+    pub unsafe fn post_send(&self, wrs: &mut [SendWr<'_>]) -> Result<()> {
+        let Some(head) = link_in_place!(&mut *wrs) else { return Ok(()) };
+        let mut bad = ptr::null_mut();
+        // SAFETY: live QP; the list is linked above; memory is the caller's contract.
+        let rc = unsafe { ffi::ibv_post_send(self.as_ptr(), head, &mut bad) };
+        if rc != 0 {
+            return Err(Error::post("ibv_post_send", rc, head, bad));
+        }
+        Ok(())
+    }
+
+    /// Posts receive work requests, linked in place, with one call.
+    ///
+    /// # Safety
+    /// Every entry must lie in memory registered on this QP's PD with local
+    /// write access, alive and untouched until its completion.
+    #[inline]
+    pub unsafe fn post_recv(&self, wrs: &mut [RecvWr<'_>]) -> Result<()> {
+        let Some(head) = link_in_place!(&mut *wrs) else { return Ok(()) };
+        let mut bad = ptr::null_mut();
+        // SAFETY: live QP; the list is linked above; memory is the caller's contract.
+        let rc = unsafe { ffi::ibv_post_recv(self.as_ptr(), head, &mut bad) };
+        if rc != 0 {
+            return Err(Error::post("ibv_post_recv", rc, head, bad));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Qp {
+    fn drop(&mut self) {
+        // SAFETY: created by `ibv_create_qp`, destroyed once.
+        unsafe { ffi::ibv_destroy_qp(self.qp.as_ptr()) };
+    }
+}

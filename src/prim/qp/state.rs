@@ -1,0 +1,240 @@
+//! The QP state machine: which transitions exist for each transport, and
+//! which attributes each requires and allows (the InfiniBand specification's
+//! table, as the kernel's `ib_modify_qp_is_ok` encodes it). Checked before the
+//! `ibv_modify_qp` system call so that the error can name the attributes.
+
+use super::attr::AttrMask;
+use crate::bindings::{ibv_qp_state as S, ibv_qp_type as T};
+
+/// What a transition requires and allows besides `STATE`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rule {
+    /// Attributes that must be given.
+    pub required: AttrMask,
+    /// Attributes that may be given.
+    pub optional: AttrMask,
+}
+
+const fn m(bits: &[AttrMask]) -> AttrMask {
+    let mut acc = AttrMask::EMPTY;
+    let mut i = 0;
+    while i < bits.len() {
+        acc = acc.or(bits[i]);
+        i += 1;
+    }
+    acc
+}
+
+use AttrMask as A;
+
+const NONE: Rule = Rule { required: AttrMask::EMPTY, optional: AttrMask::EMPTY };
+
+const fn rule(required: AttrMask, optional: AttrMask) -> Rule {
+    Rule { required, optional }
+}
+
+/// Transport families that share a column of the table.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Ud,
+    Uc,
+    Rc,
+    XrcIni,
+    XrcTgt,
+    Raw,
+}
+
+const fn kind(t: T) -> Option<Kind> {
+    match t {
+        T::IBV_QPT_UD => Some(Kind::Ud),
+        T::IBV_QPT_UC => Some(Kind::Uc),
+        T::IBV_QPT_RC => Some(Kind::Rc),
+        T::IBV_QPT_XRC_SEND => Some(Kind::XrcIni),
+        T::IBV_QPT_XRC_RECV => Some(Kind::XrcTgt),
+        T::IBV_QPT_RAW_PACKET => Some(Kind::Raw),
+        _ => None,
+    }
+}
+
+/// The rule for moving a QP of type `t` from `from` to `to`, or `None` when
+/// the transition does not exist (or the type is not one the table knows:
+/// driver-specific types are left to the provider).
+pub const fn transition(t: T, from: S, to: S) -> Option<Rule> {
+    let Some(k) = kind(t) else { return None };
+    // Any state may go to RESET or ERR with no other attribute.
+    if matches!(to, S::IBV_QPS_RESET | S::IBV_QPS_ERR) {
+        return Some(NONE);
+    }
+    let pkey_port = m(&[A::PKEY_INDEX, A::PORT]);
+    match (from, to) {
+        (S::IBV_QPS_RESET, S::IBV_QPS_INIT) => Some(match k {
+            Kind::Ud => rule(m(&[pkey_port, A::QKEY]), A::EMPTY),
+            Kind::Raw => rule(A::PORT, A::EMPTY),
+            _ => rule(m(&[pkey_port, A::ACCESS_FLAGS]), A::EMPTY),
+        }),
+        (S::IBV_QPS_INIT, S::IBV_QPS_INIT) => Some(match k {
+            Kind::Ud => rule(A::EMPTY, m(&[pkey_port, A::QKEY])),
+            Kind::Raw => rule(A::EMPTY, A::PORT),
+            _ => rule(A::EMPTY, m(&[pkey_port, A::ACCESS_FLAGS])),
+        }),
+        (S::IBV_QPS_INIT, S::IBV_QPS_RTR) => {
+            let path = m(&[A::AV, A::PATH_MTU, A::DEST_QPN, A::RQ_PSN]);
+            let resp = m(&[path, A::MAX_DEST_RD_ATOMIC, A::MIN_RNR_TIMER]);
+            let opt = m(&[A::ALT_PATH, A::ACCESS_FLAGS, A::PKEY_INDEX]);
+            Some(match k {
+                Kind::Ud => rule(A::EMPTY, m(&[A::PKEY_INDEX, A::QKEY])),
+                Kind::Raw => NONE,
+                Kind::Uc | Kind::XrcIni => rule(path, opt),
+                Kind::Rc | Kind::XrcTgt => rule(resp, opt),
+            })
+        }
+        (S::IBV_QPS_RTR, S::IBV_QPS_RTS) => {
+            let req_ack = m(&[A::TIMEOUT, A::RETRY_CNT, A::RNR_RETRY, A::SQ_PSN, A::MAX_QP_RD_ATOMIC]);
+            let conn_opt = m(&[A::CUR_STATE, A::ALT_PATH, A::ACCESS_FLAGS, A::PATH_MIG_STATE, A::RATE_LIMIT]);
+            Some(match k {
+                Kind::Ud => rule(A::SQ_PSN, m(&[A::CUR_STATE, A::QKEY, A::RATE_LIMIT])),
+                Kind::Raw => rule(A::EMPTY, A::RATE_LIMIT),
+                Kind::Uc => rule(A::SQ_PSN, conn_opt),
+                Kind::Rc | Kind::XrcIni => rule(req_ack, m(&[conn_opt, A::MIN_RNR_TIMER])),
+                Kind::XrcTgt => rule(m(&[A::TIMEOUT, A::SQ_PSN]), m(&[conn_opt, A::MIN_RNR_TIMER])),
+            })
+        }
+        (S::IBV_QPS_RTS, S::IBV_QPS_RTS) | (S::IBV_QPS_SQD, S::IBV_QPS_RTS) => {
+            let conn_opt = m(&[A::CUR_STATE, A::ACCESS_FLAGS, A::ALT_PATH, A::PATH_MIG_STATE, A::RATE_LIMIT]);
+            Some(match k {
+                Kind::Ud => rule(A::EMPTY, m(&[A::CUR_STATE, A::QKEY, A::RATE_LIMIT])),
+                Kind::Raw => rule(A::EMPTY, A::RATE_LIMIT),
+                Kind::Uc => rule(A::EMPTY, conn_opt),
+                _ => rule(A::EMPTY, m(&[conn_opt, A::MIN_RNR_TIMER])),
+            })
+        }
+        (S::IBV_QPS_RTS, S::IBV_QPS_SQD) => Some(rule(A::EMPTY, A::EN_SQD_ASYNC_NOTIFY)),
+        (S::IBV_QPS_SQD, S::IBV_QPS_SQD) => Some(match k {
+            Kind::Ud => rule(A::EMPTY, m(&[A::PKEY_INDEX, A::QKEY])),
+            Kind::Raw => NONE,
+            Kind::Uc => rule(A::EMPTY, m(&[A::AV, A::ALT_PATH, A::ACCESS_FLAGS, A::PKEY_INDEX, A::PATH_MIG_STATE])),
+            _ => rule(
+                A::EMPTY,
+                m(&[
+                    A::PORT,
+                    A::AV,
+                    A::TIMEOUT,
+                    A::RETRY_CNT,
+                    A::RNR_RETRY,
+                    A::MAX_QP_RD_ATOMIC,
+                    A::MAX_DEST_RD_ATOMIC,
+                    A::ALT_PATH,
+                    A::ACCESS_FLAGS,
+                    A::PKEY_INDEX,
+                    A::MIN_RNR_TIMER,
+                    A::PATH_MIG_STATE,
+                ]),
+            ),
+        }),
+        (S::IBV_QPS_SQE, S::IBV_QPS_RTS) => Some(match k {
+            Kind::Ud | Kind::Raw => rule(A::EMPTY, m(&[A::CUR_STATE, A::QKEY])),
+            Kind::Uc => rule(A::EMPTY, m(&[A::CUR_STATE, A::ACCESS_FLAGS])),
+            // SQE exists only for unreliable transports.
+            _ => return None,
+        }),
+        _ => None,
+    }
+}
+
+/// Why a modify was refused before reaching the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// No such transition for this QP type.
+    NoTransition,
+    /// The transition exists but the attributes do not fit it.
+    Attributes {
+        /// Required attributes that were not given.
+        missing: AttrMask,
+        /// Given attributes the transition does not accept.
+        forbidden: AttrMask,
+    },
+}
+
+/// Checks `mask` (which includes `STATE`) for `t` moving `from` → `to`.
+/// Types the table does not know pass unchecked.
+pub fn check(t: T, from: S, to: S, mask: AttrMask) -> Result<(), Refusal> {
+    if kind(t).is_none() {
+        return Ok(());
+    }
+    let Some(r) = transition(t, from, to) else { return Err(Refusal::NoTransition) };
+    let given = mask.minus(AttrMask::STATE);
+    let missing = r.required.minus(given);
+    let forbidden = given.minus(r.required.or(r.optional));
+    if missing.is_empty() && forbidden.is_empty() {
+        Ok(())
+    } else {
+        Err(Refusal::Attributes { missing, forbidden })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL_STATES: [S; 7] = [
+        S::IBV_QPS_RESET,
+        S::IBV_QPS_INIT,
+        S::IBV_QPS_RTR,
+        S::IBV_QPS_RTS,
+        S::IBV_QPS_SQD,
+        S::IBV_QPS_SQE,
+        S::IBV_QPS_ERR,
+    ];
+
+    #[test]
+    fn rc_bring_up_needs_exactly_the_spec_attributes() {
+        let init = A::STATE | A::PKEY_INDEX | A::PORT | A::ACCESS_FLAGS;
+        assert_eq!(check(T::IBV_QPT_RC, S::IBV_QPS_RESET, S::IBV_QPS_INIT, init), Ok(()));
+        let e = check(T::IBV_QPT_RC, S::IBV_QPS_RESET, S::IBV_QPS_INIT, A::STATE | A::PORT | A::QKEY);
+        assert_eq!(e, Err(Refusal::Attributes { missing: A::PKEY_INDEX | A::ACCESS_FLAGS, forbidden: A::QKEY }));
+        let rtr = A::STATE | A::AV | A::PATH_MTU | A::DEST_QPN | A::RQ_PSN | A::MAX_DEST_RD_ATOMIC;
+        assert_eq!(
+            check(T::IBV_QPT_RC, S::IBV_QPS_INIT, S::IBV_QPS_RTR, rtr),
+            Err(Refusal::Attributes { missing: A::MIN_RNR_TIMER, forbidden: A::EMPTY })
+        );
+        let rts = A::STATE | A::TIMEOUT | A::RETRY_CNT | A::RNR_RETRY | A::SQ_PSN | A::MAX_QP_RD_ATOMIC;
+        assert_eq!(check(T::IBV_QPT_RC, S::IBV_QPS_RTR, S::IBV_QPS_RTS, rts), Ok(()));
+    }
+
+    #[test]
+    fn ud_and_uc_differ_from_rc() {
+        let ud_init = A::STATE | A::PKEY_INDEX | A::PORT | A::QKEY;
+        assert_eq!(check(T::IBV_QPT_UD, S::IBV_QPS_RESET, S::IBV_QPS_INIT, ud_init), Ok(()));
+        assert_eq!(check(T::IBV_QPT_UD, S::IBV_QPS_INIT, S::IBV_QPS_RTR, A::STATE), Ok(()));
+        assert_eq!(check(T::IBV_QPT_UD, S::IBV_QPS_RTR, S::IBV_QPS_RTS, A::STATE | A::SQ_PSN), Ok(()));
+        let uc_rtr = A::STATE | A::AV | A::PATH_MTU | A::DEST_QPN | A::RQ_PSN;
+        assert_eq!(check(T::IBV_QPT_UC, S::IBV_QPS_INIT, S::IBV_QPS_RTR, uc_rtr), Ok(()));
+        assert_eq!(
+            check(T::IBV_QPT_UC, S::IBV_QPS_RTR, S::IBV_QPS_RTS, A::STATE | A::SQ_PSN | A::TIMEOUT),
+            Err(Refusal::Attributes { missing: A::EMPTY, forbidden: A::TIMEOUT })
+        );
+    }
+
+    #[test]
+    fn reset_and_err_are_reachable_from_every_state() {
+        for t in [T::IBV_QPT_RC, T::IBV_QPT_UC, T::IBV_QPT_UD, T::IBV_QPT_XRC_SEND, T::IBV_QPT_XRC_RECV] {
+            for from in ALL_STATES {
+                assert_eq!(check(t, from, S::IBV_QPS_RESET, A::STATE), Ok(()));
+                assert_eq!(check(t, from, S::IBV_QPS_ERR, A::STATE), Ok(()));
+            }
+        }
+    }
+
+    #[test]
+    fn skipping_states_is_refused() {
+        for t in [T::IBV_QPT_RC, T::IBV_QPT_UD] {
+            assert_eq!(check(t, S::IBV_QPS_RESET, S::IBV_QPS_RTS, A::STATE), Err(Refusal::NoTransition));
+            assert_eq!(check(t, S::IBV_QPS_INIT, S::IBV_QPS_RTS, A::STATE), Err(Refusal::NoTransition));
+            assert_eq!(check(t, S::IBV_QPS_RTS, S::IBV_QPS_RTR, A::STATE), Err(Refusal::NoTransition));
+        }
+        assert_eq!(check(T::IBV_QPT_RC, S::IBV_QPS_SQE, S::IBV_QPS_RTS, A::STATE), Err(Refusal::NoTransition));
+        // Unknown states and types never panic.
+        assert_eq!(check(T::IBV_QPT_RC, S(77), S(99), A::STATE), Err(Refusal::NoTransition));
+        assert_eq!(check(T(0xff), S::IBV_QPS_RESET, S::IBV_QPS_RTS, A::STATE), Ok(()));
+    }
+}

@@ -1,0 +1,331 @@
+//! Work requests: scatter/gather entries, send and receive requests.
+//!
+//! Requests are plain values built by safe `const` constructors; what makes
+//! posting `unsafe` is only the memory the entries name (it must stay
+//! registered and alive until the completion), which no type can track once
+//! the device holds it. The lifetime `'a` ties a request to the entry list it
+//! points at, so a request, or a batch of them, cannot outlive that list.
+
+use std::marker::PhantomData;
+
+use crate::bindings as ffi;
+
+/// A scatter/gather entry: `len` bytes at `addr` in the region of `lkey`.
+/// Made by [`super::Mr::sge`], which checks the range.
+#[derive(Clone, Copy, Debug)]
+#[repr(transparent)]
+pub struct Sge(pub(crate) ffi::ibv_sge);
+
+impl PartialEq for Sge {
+    fn eq(&self, o: &Sge) -> bool {
+        (self.0.addr, self.0.length, self.0.lkey) == (o.0.addr, o.0.length, o.0.lkey)
+    }
+}
+
+impl Eq for Sge {}
+
+impl Sge {
+    /// From raw parts, for memory the caller registered by other means.
+    pub const fn from_raw(addr: u64, length: u32, lkey: u32) -> Sge {
+        Sge(ffi::ibv_sge { addr, length, lkey })
+    }
+
+    /// Start address.
+    pub const fn addr(&self) -> u64 {
+        self.0.addr
+    }
+
+    /// Length in bytes.
+    pub const fn len(&self) -> u32 {
+        self.0.length
+    }
+
+    /// Whether the entry is empty.
+    pub const fn is_empty(&self) -> bool {
+        self.0.length == 0
+    }
+
+    /// Local key.
+    pub const fn lkey(&self) -> u32 {
+        self.0.lkey
+    }
+}
+
+/// A remote location: address and rkey, as a peer's [`super::RemoteMr`] gives it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RemoteAddr {
+    /// Remote virtual address.
+    pub addr: u64,
+    /// Remote key of the region holding it.
+    pub rkey: u32,
+}
+
+/// Send flags (`IBV_SEND_*`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SendFlags(pub u32);
+
+impl SendFlags {
+    /// `IBV_SEND_FENCE`: wait for earlier READs and atomics first.
+    pub const FENCE: SendFlags = SendFlags(ffi::ibv_send_flags::IBV_SEND_FENCE.0);
+    /// `IBV_SEND_SIGNALED`: generate a completion.
+    pub const SIGNALED: SendFlags = SendFlags(ffi::ibv_send_flags::IBV_SEND_SIGNALED.0);
+    /// `IBV_SEND_SOLICITED`: set the solicited-event bit.
+    pub const SOLICITED: SendFlags = SendFlags(ffi::ibv_send_flags::IBV_SEND_SOLICITED.0);
+    /// `IBV_SEND_INLINE`: copy the payload into the WQE at post time.
+    pub const INLINE: SendFlags = SendFlags(ffi::ibv_send_flags::IBV_SEND_INLINE.0);
+}
+
+impl std::ops::BitOr for SendFlags {
+    type Output = SendFlags;
+    fn bitor(self, rhs: SendFlags) -> SendFlags {
+        SendFlags(self.0 | rhs.0)
+    }
+}
+
+/// A send work request (`struct ibv_send_wr`) over entries borrowed for `'a`.
+///
+/// ```
+/// use rrddmma::prim::{RemoteAddr, SendWr, Sge};
+/// let sges = [Sge::from_raw(0x1000, 64, 7)];
+/// let wr = SendWr::write(&sges, RemoteAddr { addr: 0x2000, rkey: 9 }).wr_id(1).signaled();
+/// assert_eq!(wr.as_raw().num_sge, 1);
+/// ```
+///
+/// A request cannot outlive its entries:
+///
+/// ```compile_fail
+/// use rrddmma::prim::{RemoteAddr, SendWr, Sge};
+/// let wr = {
+///     let sges = [Sge::from_raw(0x1000, 64, 7)];
+///     SendWr::write(&sges, RemoteAddr { addr: 0x2000, rkey: 9 })
+/// };
+/// drop(wr);
+/// ```
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+pub struct SendWr<'a> {
+    raw: ffi::ibv_send_wr,
+    _sges: PhantomData<&'a [Sge]>,
+}
+
+// SAFETY: the raw pointers only name the borrowed `[Sge]` (and, for UD, an
+// address handle that is itself `Sync`); nothing is owned.
+unsafe impl Send for SendWr<'_> {}
+// SAFETY: as above; a shared `SendWr` is never written through.
+unsafe impl Sync for SendWr<'_> {}
+
+impl std::fmt::Debug for SendWr<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SendWr")
+            .field("wr_id", &self.raw.wr_id)
+            .field("opcode", &self.raw.opcode)
+            .field("num_sge", &self.raw.num_sge)
+            .field("send_flags", &self.raw.send_flags)
+            .finish()
+    }
+}
+
+impl<'a> SendWr<'a> {
+    #[inline]
+    fn new(opcode: ffi::ibv_wr_opcode, sges: &'a [Sge]) -> SendWr<'a> {
+        let num_sge = i32::try_from(sges.len()).expect("more than i32::MAX scatter/gather entries");
+        SendWr {
+            raw: ffi::ibv_send_wr {
+                wr_id: 0,
+                next: std::ptr::null_mut(),
+                // Providers only read the list; the C type is not const.
+                sg_list: sges.as_ptr().cast_mut().cast(),
+                num_sge,
+                opcode,
+                send_flags: 0,
+                ..Default::default()
+            },
+            _sges: PhantomData,
+        }
+    }
+
+    #[inline]
+    fn rdma(mut self, remote: RemoteAddr) -> SendWr<'a> {
+        self.raw.wr.rdma = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr: remote.addr, rkey: remote.rkey };
+        self
+    }
+
+    /// SEND of the entries' bytes.
+    #[inline]
+    pub fn send(sges: &'a [Sge]) -> SendWr<'a> {
+        SendWr::new(ffi::ibv_wr_opcode::IBV_WR_SEND, sges)
+    }
+
+    /// SEND with 32-bit immediate data (given in host order).
+    #[inline]
+    pub fn send_imm(sges: &'a [Sge], imm: u32) -> SendWr<'a> {
+        let mut wr = SendWr::new(ffi::ibv_wr_opcode::IBV_WR_SEND_WITH_IMM, sges);
+        wr.raw.__bindgen_anon_1.imm_data = imm.to_be();
+        wr
+    }
+
+    /// RDMA WRITE of the entries' bytes to `remote`.
+    #[inline]
+    pub fn write(sges: &'a [Sge], remote: RemoteAddr) -> SendWr<'a> {
+        SendWr::new(ffi::ibv_wr_opcode::IBV_WR_RDMA_WRITE, sges).rdma(remote)
+    }
+
+    /// RDMA WRITE with immediate data (host order), consuming a receive at the peer.
+    #[inline]
+    pub fn write_imm(sges: &'a [Sge], remote: RemoteAddr, imm: u32) -> SendWr<'a> {
+        let mut wr = SendWr::new(ffi::ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM, sges).rdma(remote);
+        wr.raw.__bindgen_anon_1.imm_data = imm.to_be();
+        wr
+    }
+
+    /// RDMA READ from `remote` into the entries.
+    #[inline]
+    pub fn read(sges: &'a [Sge], remote: RemoteAddr) -> SendWr<'a> {
+        SendWr::new(ffi::ibv_wr_opcode::IBV_WR_RDMA_READ, sges).rdma(remote)
+    }
+
+    /// 8-byte compare-and-swap at `remote` (8-byte aligned); the old value
+    /// lands in `old` (one 8-byte entry).
+    #[inline]
+    pub fn compare_swap(old: &'a [Sge; 1], remote: RemoteAddr, compare: u64, swap: u64) -> SendWr<'a> {
+        let mut wr = SendWr::new(ffi::ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP, old);
+        wr.raw.wr.atomic = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_2 {
+            remote_addr: remote.addr,
+            compare_add: compare,
+            swap,
+            rkey: remote.rkey,
+        };
+        wr
+    }
+
+    /// 8-byte fetch-and-add at `remote` (8-byte aligned); the old value lands
+    /// in `old` (one 8-byte entry).
+    #[inline]
+    pub fn fetch_add(old: &'a [Sge; 1], remote: RemoteAddr, add: u64) -> SendWr<'a> {
+        let mut wr = SendWr::new(ffi::ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD, old);
+        wr.raw.wr.atomic = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_2 {
+            remote_addr: remote.addr,
+            compare_add: add,
+            swap: 0,
+            rkey: remote.rkey,
+        };
+        wr
+    }
+
+    /// UD destination: address handle, remote QP number and Q_Key.
+    #[inline]
+    pub fn ud(mut self, ah: &'a super::Ah, remote_qpn: u32, remote_qkey: u32) -> SendWr<'a> {
+        self.raw.wr.ud = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_3 { ah: ah.as_ptr(), remote_qpn, remote_qkey };
+        self
+    }
+
+    /// Sets the caller's identifier, returned in the completion.
+    #[inline]
+    pub const fn wr_id(mut self, wr_id: u64) -> SendWr<'a> {
+        self.raw.wr_id = wr_id;
+        self
+    }
+
+    /// Adds send flags.
+    #[inline]
+    pub const fn flags(mut self, flags: SendFlags) -> SendWr<'a> {
+        self.raw.send_flags |= flags.0;
+        self
+    }
+
+    /// Asks for a completion (`IBV_SEND_SIGNALED`).
+    #[inline]
+    pub const fn signaled(self) -> SendWr<'a> {
+        self.flags(SendFlags::SIGNALED)
+    }
+
+    /// Sends the payload inline (`IBV_SEND_INLINE`): copied at post time, up
+    /// to the QP's `max_inline_data`.
+    #[inline]
+    pub const fn inline(self) -> SendWr<'a> {
+        self.flags(SendFlags::INLINE)
+    }
+
+    /// Fences behind earlier READs and atomics (`IBV_SEND_FENCE`).
+    #[inline]
+    pub const fn fence(self) -> SendWr<'a> {
+        self.flags(SendFlags::FENCE)
+    }
+
+    /// Sets the solicited-event bit (`IBV_SEND_SOLICITED`).
+    #[inline]
+    pub const fn solicited(self) -> SendWr<'a> {
+        self.flags(SendFlags::SOLICITED)
+    }
+
+    /// The raw request.
+    pub const fn as_raw(&self) -> &ffi::ibv_send_wr {
+        &self.raw
+    }
+
+    pub(crate) fn raw_mut(&mut self) -> &mut ffi::ibv_send_wr {
+        &mut self.raw
+    }
+}
+
+/// A receive work request (`struct ibv_recv_wr`) over entries borrowed for `'a`.
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+pub struct RecvWr<'a> {
+    raw: ffi::ibv_recv_wr,
+    _sges: PhantomData<&'a [Sge]>,
+}
+
+// SAFETY: as for `SendWr`.
+unsafe impl Send for RecvWr<'_> {}
+// SAFETY: as for `SendWr`.
+unsafe impl Sync for RecvWr<'_> {}
+
+impl std::fmt::Debug for RecvWr<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecvWr").field("wr_id", &self.raw.wr_id).field("num_sge", &self.raw.num_sge).finish()
+    }
+}
+
+impl<'a> RecvWr<'a> {
+    /// A receive into the entries, identified by `wr_id`.
+    #[inline]
+    pub fn new(sges: &'a [Sge], wr_id: u64) -> RecvWr<'a> {
+        let num_sge = i32::try_from(sges.len()).expect("more than i32::MAX scatter/gather entries");
+        RecvWr {
+            raw: ffi::ibv_recv_wr {
+                wr_id,
+                next: std::ptr::null_mut(),
+                sg_list: sges.as_ptr().cast_mut().cast(),
+                num_sge,
+            },
+            _sges: PhantomData,
+        }
+    }
+
+    /// The raw request.
+    pub const fn as_raw(&self) -> &ffi::ibv_recv_wr {
+        &self.raw
+    }
+
+    pub(crate) fn raw_mut(&mut self) -> &mut ffi::ibv_recv_wr {
+        &mut self.raw
+    }
+}
+
+/// Links `wrs` into one list in place (no allocation) and returns its head.
+macro_rules! link_in_place {
+    ($wrs:expr) => {{
+        let wrs = $wrs;
+        let n = wrs.len();
+        for i in 1..n {
+            let next: *mut _ = wrs[i].raw_mut();
+            wrs[i - 1].raw_mut().next = next;
+        }
+        if let Some(last) = wrs.last_mut() {
+            last.raw_mut().next = std::ptr::null_mut();
+        }
+        wrs.first_mut().map(|w| w.raw_mut() as *mut _)
+    }};
+}
+pub(crate) use link_in_place;

@@ -1,0 +1,132 @@
+//! Error paths: typed errors that say what to fix, never a panic or a hang.
+
+use std::time::{Duration, Instant};
+
+use rrddmma::bindings as ffi;
+use rrddmma::prim::{
+    AccessFlags, AttrMask, ConnectOpts, Context, Cq, Error, Mr, Pd, QpAttr, QpBuilder, QpCaps, Refusal, SendWr,
+    WcStatus,
+};
+
+use crate::common::{open_device, Loopback};
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn unknown_device_name_lists_the_available_ones() {
+    let ctx = open_device();
+    match Context::open("no_such_device_0") {
+        Err(Error::DeviceNotFound { name, available }) => {
+            assert_eq!(name, "no_such_device_0");
+            assert!(available.iter().any(|a| a == ctx.name()), "{available:?}");
+        }
+        other => panic!("expected DeviceNotFound, got {other:?}"),
+    }
+}
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn qp_caps_over_device_limits_name_the_cap() {
+    let ctx = open_device();
+    let limit = u32::try_from(ctx.query_device().unwrap().max_qp_wr).unwrap();
+    let pd = Pd::new(&ctx).unwrap();
+    let cq = Cq::new(&ctx, 4).unwrap();
+    let caps = QpCaps { max_send_wr: limit + 1, ..QpCaps::default() };
+    let err = QpBuilder::new(&pd, ffi::ibv_qp_type::IBV_QPT_RC, &cq, &cq).caps(caps).build().unwrap_err();
+    match &err {
+        Error::CapExceeded { what, asked, limit: l } => {
+            assert_eq!((*what, *asked, *l), ("max_send_wr", u64::from(limit) + 1, u64::from(limit)));
+        }
+        other => panic!("expected CapExceeded, got {other:?}"),
+    }
+    assert!(err.to_string().contains("max_send_wr"), "{err}");
+}
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn modify_with_a_missing_attribute_names_it() {
+    let ctx = open_device();
+    let pd = Pd::new(&ctx).unwrap();
+    let cq = Cq::new(&ctx, 4).unwrap();
+    let qp = QpBuilder::new(&pd, ffi::ibv_qp_type::IBV_QPT_RC, &cq, &cq).build().unwrap();
+    // RESET -> INIT without access flags, with a Q_Key that RC does not take.
+    let attr = QpAttr::new(ffi::ibv_qp_state::IBV_QPS_INIT).pkey_index(0).port(1).qkey(5);
+    let err = qp.modify(&attr).unwrap_err();
+    match &err {
+        Error::QpTransition { refusal: Refusal::Attributes { missing, forbidden }, .. } => {
+            assert_eq!((*missing, *forbidden), (AttrMask::ACCESS_FLAGS, AttrMask::QKEY));
+        }
+        other => panic!("expected QpTransition, got {other:?}"),
+    }
+    let msg = err.to_string();
+    assert!(msg.contains("RC QP RESET -> INIT") && msg.contains("[access_flags]") && msg.contains("[qkey]"), "{msg}");
+    // Nothing reached the device: the QP is still in RESET.
+    assert_eq!(qp.query_state().unwrap(), ffi::ibv_qp_state::IBV_QPS_RESET);
+    // Skipping a state is refused too.
+    let err = qp.modify(&QpAttr::new(ffi::ibv_qp_state::IBV_QPS_RTS)).unwrap_err();
+    assert!(matches!(err, Error::QpTransition { refusal: Refusal::NoTransition, .. }), "{err:?}");
+}
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn post_on_a_reset_qp_is_an_error() {
+    let mut lb = Loopback::new(QpCaps::default());
+    let cq = Cq::new(&lb.ctx, 4).unwrap();
+    let qp = QpBuilder::new(&lb.pd, ffi::ibv_qp_type::IBV_QPT_RC, &cq, &cq).build().unwrap();
+    let s = [lb.mr_a.sge(0, 8)];
+    let remote = lb.mr_b.remote().at(0);
+    // SAFETY: entries in registered regions.
+    let err = unsafe { qp.post_send(&mut [SendWr::write(&s, remote).signaled()]) }.unwrap_err();
+    match err {
+        Error::Post { op, errno, index } => {
+            assert_eq!(op, "ibv_post_send");
+            assert!(errno != 0);
+            // rxe accepts the request into its queue and fails at the
+            // doorbell system call, so it names no request; hardware
+            // providers name the first.
+            assert!(matches!(index, None | Some(0)), "refused request index {index:?}");
+        }
+        other => panic!("expected Post, got {other:?}"),
+    }
+    lb.a()[0] = 1; // the buffers are still ours
+}
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn registering_an_invalid_range_is_an_error() {
+    let ctx = open_device();
+    let pd = Pd::new(&ctx).unwrap();
+    // An address this process has not mapped.
+    // SAFETY: registration of unmapped memory fails in the kernel; nothing is accessed.
+    let err = unsafe { Mr::register(&pd, 0x10 as *mut u8, 1 << 20, AccessFlags::IBV_ACCESS_LOCAL_WRITE) }.unwrap_err();
+    assert!(matches!(err, Error::Verbs { op: "ibv_reg_mr", .. }), "{err:?}");
+    assert!(err.errno().is_some_and(|e| e != 0));
+}
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn destroyed_peer_gives_retry_exceeded_not_a_hang() {
+    let ctx = open_device();
+    let gid_index = u8::try_from(ctx.roce_v2_gid_index(1).unwrap()).unwrap();
+    let pd = Pd::new(&ctx).unwrap();
+    let cq = Cq::new(&ctx, 8).unwrap();
+    let access = AccessFlags::IBV_ACCESS_LOCAL_WRITE | AccessFlags::IBV_ACCESS_REMOTE_WRITE;
+    // timeout 12: 4.096 us * 2^12 = 16.8 ms per try; retry_cnt 2: three tries.
+    let opts = ConnectOpts { gid_index, timeout: 12, retry_cnt: 2, access, ..ConnectOpts::default() };
+    let (qa, qb) = rrddmma::wrap::connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 9, &opts).unwrap();
+    let mut buf = vec![0u8; 64].into_boxed_slice();
+    // SAFETY: `buf` outlives `mr`.
+    let mr = unsafe { Mr::register(&pd, buf.as_mut_ptr(), 64, access) }.unwrap();
+    let remote = mr.remote().at(0);
+    drop(qb);
+    let s = [mr.sge(0, 8)];
+    let start = Instant::now();
+    // SAFETY: entries in `mr`, alive until the completion.
+    unsafe { qa.post_send(&mut [SendWr::write(&s, remote).wr_id(77).signaled()]) }.unwrap();
+    let wc = crate::common::poll_one(&cq);
+    let took = start.elapsed();
+    assert_eq!(wc.wr_id(), 77);
+    assert_eq!(wc.status(), WcStatus::IBV_WC_RETRY_EXC_ERR, "{wc:?}");
+    assert!(took < Duration::from_secs(5), "error completion took {took:?}");
+    assert_eq!(qa.query_state().unwrap(), ffi::ibv_qp_state::IBV_QPS_ERR);
+    drop(mr);
+}

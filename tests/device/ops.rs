@@ -1,0 +1,157 @@
+//! Every operation of the send queue, byte for byte, with completion fields.
+
+use rrddmma::prim::{QpCaps, RecvWr, SendWr, Sge, WcOpcode, WcStatus};
+
+use crate::common::{poll_one, poll_pair, Loopback, LEN};
+
+fn u64_at(buf: &[u8], off: usize) -> u64 {
+    u64::from_ne_bytes(buf[off..off + 8].try_into().unwrap())
+}
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn atomics_return_the_old_value_and_update_memory() {
+    let mut lb = Loopback::new(QpCaps::default());
+    lb.b()[64..72].copy_from_slice(&100u64.to_ne_bytes());
+    let old = [lb.mr_a.sge(0, 8)];
+    let target = lb.mr_b.remote().at(64);
+
+    // Fetch-and-add: old value back, memory increased.
+    // SAFETY: entries in registered regions, untouched until completion.
+    unsafe { lb.qa.post_send(&mut [SendWr::fetch_add(&old, target, 23).wr_id(1).signaled()]) }.unwrap();
+    let wc = poll_one(&lb.cq);
+    assert_eq!((wc.status(), wc.opcode(), wc.wr_id()), (WcStatus::IBV_WC_SUCCESS, WcOpcode::IBV_WC_FETCH_ADD, 1));
+    assert_eq!(wc.byte_len(), 8);
+    assert_eq!(u64_at(lb.a(), 0), 100, "FAA returns the old value");
+    assert_eq!(u64_at(lb.b(), 64), 123, "FAA adds");
+
+    // Compare-and-swap that matches: swapped.
+    // SAFETY: as above.
+    unsafe { lb.qa.post_send(&mut [SendWr::compare_swap(&old, target, 123, 7).wr_id(2).signaled()]) }.unwrap();
+    let wc = poll_one(&lb.cq);
+    assert_eq!((wc.status(), wc.opcode()), (WcStatus::IBV_WC_SUCCESS, WcOpcode::IBV_WC_COMP_SWAP));
+    assert_eq!(u64_at(lb.a(), 0), 123);
+    assert_eq!(u64_at(lb.b(), 64), 7, "CAS with a matching compare swaps");
+
+    // Compare-and-swap that does not match: memory unchanged, old value back.
+    // SAFETY: as above.
+    unsafe { lb.qa.post_send(&mut [SendWr::compare_swap(&old, target, 999, 55).wr_id(3).signaled()]) }.unwrap();
+    let wc = poll_one(&lb.cq);
+    assert_eq!(wc.status(), WcStatus::IBV_WC_SUCCESS);
+    assert_eq!(u64_at(lb.a(), 0), 7);
+    assert_eq!(u64_at(lb.b(), 64), 7, "CAS with a different compare leaves memory alone");
+}
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn write_with_immediate_consumes_a_receive() {
+    let mut lb = Loopback::new(QpCaps::default());
+    lb.a()[..512].iter_mut().enumerate().for_each(|(i, x)| *x = (i % 256) as u8);
+    let none: [Sge; 0] = [];
+    // SAFETY: an empty receive; the WRITE's entries lie in registered regions.
+    unsafe { lb.qb.post_recv(&mut [RecvWr::new(&none, 10)]) }.unwrap();
+    let src = [lb.mr_a.sge(0, 512)];
+    // SAFETY: as above.
+    unsafe {
+        lb.qa.post_send(&mut [SendWr::write_imm(&src, lb.mr_b.remote().at(1024), 0x0bad_cafe).wr_id(11).signaled()])
+    }
+    .unwrap();
+    let (send, recv) = poll_pair(&lb.cq, 11, 10);
+    assert_eq!((send.status(), send.opcode()), (WcStatus::IBV_WC_SUCCESS, WcOpcode::IBV_WC_RDMA_WRITE));
+    assert_eq!((recv.status(), recv.opcode()), (WcStatus::IBV_WC_SUCCESS, WcOpcode::IBV_WC_RECV_RDMA_WITH_IMM));
+    assert_eq!(recv.imm(), Some(0x0bad_cafe));
+    assert_eq!(recv.byte_len(), 512);
+    let expect: Vec<u8> = (0..512).map(|i| (i % 256) as u8).collect();
+    assert_eq!(&lb.b()[1024..1536], &expect[..]);
+}
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn batch_of_writes_with_one_post_and_selective_signalling() {
+    const N: usize = 16;
+    const CHUNK: usize = LEN / N;
+    let mut lb = Loopback::new(QpCaps { max_send_wr: N as u32, ..QpCaps::default() });
+    lb.a().iter_mut().enumerate().for_each(|(i, x)| *x = (i * 7 % 253) as u8);
+    let sges: Vec<[Sge; 1]> = (0..N).map(|i| [lb.mr_a.sge(i * CHUNK, CHUNK as u32)]).collect();
+    let remote = lb.mr_b.remote();
+    let mut wrs: Vec<SendWr<'_>> =
+        (0..N).map(|i| SendWr::write(&sges[i], remote.at((i * CHUNK) as u64)).wr_id(i as u64)).collect();
+    // Only the last is signalled; on an RC QP its completion implies the others.
+    wrs[N - 1] = wrs[N - 1].signaled();
+    // SAFETY: entries in registered regions, untouched until completion.
+    unsafe { lb.qa.post_send(&mut wrs) }.unwrap();
+    let wc = poll_one(&lb.cq);
+    assert_eq!(
+        (wc.status(), wc.opcode(), wc.wr_id()),
+        (WcStatus::IBV_WC_SUCCESS, WcOpcode::IBV_WC_RDMA_WRITE, (N - 1) as u64)
+    );
+    let mut more = [rrddmma::prim::Wc::default(); 4];
+    assert_eq!(lb.cq.poll(&mut more).unwrap(), 0, "unsignalled requests produce no completion");
+    let a = lb.a().to_vec();
+    assert_eq!(lb.b(), &a[..]);
+}
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn inline_fenced_and_solicited_sends() {
+    let mut lb = Loopback::new(QpCaps { max_inline_data: 64, ..QpCaps::default() });
+    assert!(lb.qa.caps().max_inline_data >= 64, "provider granted {:?}", lb.qa.caps());
+    lb.a()[..48].copy_from_slice(&[0x5a; 48]);
+    let src = [lb.mr_a.sge(0, 48)];
+    // Inline WRITE: the payload is copied at the call.
+    // SAFETY: inline payload copied at post; entries in registered regions.
+    unsafe { lb.qa.post_send(&mut [SendWr::write(&src, lb.mr_b.remote().at(0)).inline().wr_id(1).signaled()]) }
+        .unwrap();
+    lb.a()[..48].fill(0); // changing the source after posting must not matter
+    let wc = poll_one(&lb.cq);
+    assert_eq!((wc.status(), wc.opcode()), (WcStatus::IBV_WC_SUCCESS, WcOpcode::IBV_WC_RDMA_WRITE));
+    assert_eq!(&lb.b()[..48], &[0x5a; 48]);
+
+    // READ, then a fenced WRITE that must not start before the READ is done.
+    lb.b()[256..264].copy_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
+    let dst = [lb.mr_a.sge(256, 8)];
+    let src2 = [lb.mr_a.sge(512, 8)];
+    lb.a()[512..520].copy_from_slice(&[9; 8]);
+    let remote = lb.mr_b.remote();
+    let mut wrs = [
+        SendWr::read(&dst, remote.at(256)).wr_id(2).signaled(),
+        SendWr::write(&src2, remote.at(256)).fence().wr_id(3).signaled(),
+    ];
+    // SAFETY: as above.
+    unsafe { lb.qa.post_send(&mut wrs) }.unwrap();
+    let (r, w) = poll_pair(&lb.cq, 2, 3);
+    assert_eq!((r.status(), w.status()), (WcStatus::IBV_WC_SUCCESS, WcStatus::IBV_WC_SUCCESS));
+    assert_eq!(&lb.a()[256..264], &[1, 2, 3, 4, 5, 6, 7, 8], "the READ saw memory before the fenced WRITE");
+    assert_eq!(&lb.b()[256..264], &[9; 8]);
+
+    // Solicited SEND: delivered like any SEND (the bit matters to event channels).
+    let rs = [lb.mr_b.sge(1024, 64)];
+    // SAFETY: as above.
+    unsafe { lb.qb.post_recv(&mut [RecvWr::new(&rs, 20)]) }.unwrap();
+    let ss = [lb.mr_a.sge(512, 8)];
+    // SAFETY: as above.
+    unsafe { lb.qa.post_send(&mut [SendWr::send(&ss).solicited().wr_id(21).signaled()]) }.unwrap();
+    let (s, r) = poll_pair(&lb.cq, 21, 20);
+    assert_eq!((s.status(), r.status(), r.byte_len()), (WcStatus::IBV_WC_SUCCESS, WcStatus::IBV_WC_SUCCESS, 8));
+}
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn multi_sge_gather_and_scatter() {
+    let mut lb = Loopback::new(QpCaps { max_send_sge: 3, max_recv_sge: 2, ..QpCaps::default() });
+    lb.a()[0..10].copy_from_slice(b"0123456789");
+    lb.a()[100..105].copy_from_slice(b"abcde");
+    lb.a()[200..207].copy_from_slice(b"ABCDEFG");
+    let gather = [lb.mr_a.sge(0, 10), lb.mr_a.sge(100, 5), lb.mr_a.sge(200, 7)];
+    let scatter = [lb.mr_b.sge(0, 12), lb.mr_b.sge(2000, 100)];
+    // SAFETY: entries in registered regions, untouched until completion.
+    unsafe { lb.qb.post_recv(&mut [RecvWr::new(&scatter, 1)]) }.unwrap();
+    // SAFETY: as above.
+    unsafe { lb.qa.post_send(&mut [SendWr::send(&gather).wr_id(2).signaled()]) }.unwrap();
+    let (recv, send) = poll_pair(&lb.cq, 1, 2);
+    assert_eq!((send.status(), recv.status()), (WcStatus::IBV_WC_SUCCESS, WcStatus::IBV_WC_SUCCESS));
+    assert_eq!(recv.byte_len(), 22);
+    assert_eq!(&lb.b()[0..12], b"0123456789ab");
+    assert_eq!(&lb.b()[2000..2010], b"cdeABCDEFG");
+    assert_eq!(lb.b()[12], 0);
+}
