@@ -4,8 +4,8 @@ use std::fmt;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use super::device::Gid;
 use super::error::{Error, Result};
+use super::gid::Gid;
 use super::pd::Pd;
 use crate::bindings as ffi;
 

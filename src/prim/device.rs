@@ -3,11 +3,14 @@
 use std::ffi::CStr;
 use std::fmt;
 use std::fs;
+use std::mem::size_of;
 use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
 use super::error::{Error, Result};
+use super::gid::{Gid, GidEntry, GidType};
+use super::port::PortAttr;
 use crate::bindings as ffi;
 
 /// Names of the RDMA devices in the kernel (`/sys/class/infiniband`).
@@ -127,6 +130,19 @@ impl Context {
         Self::open_device(dev, name.to_string())
     }
 
+    /// Opens the device with node GUID `guid` (host order, as `ibv_devinfo` prints it).
+    pub fn open_guid(guid: u64) -> Result<Context> {
+        let list = DeviceList::get()?;
+        let dev = list
+            .devices()
+            .iter()
+            .copied()
+            // SAFETY: `d` is from the live list.
+            .find(|d| u64::from_be(unsafe { ffi::ibv_get_device_guid(*d) }) == guid)
+            .ok_or_else(|| list.not_found(Some(&format!("guid {guid:#018x}"))))?;
+        Self::open_device(dev, DeviceList::name(dev))
+    }
+
     /// Opens the first device libibverbs lists.
     pub fn open_first() -> Result<Context> {
         let list = DeviceList::get()?;
@@ -166,20 +182,75 @@ impl Context {
         Ok(unsafe { attr.assume_init() })
     }
 
-    /// Port attributes, as the device reports them now.
+    /// Extended device attributes: ODP, timestamp and clock, device memory,
+    /// moderation and the rest, with the classic ones in `orig_attr`.
+    ///
+    /// # References
+    /// `ibv_query_device_ex(3)`
+    pub fn query_device_ex(&self) -> Result<ffi::ibv_device_attr_ex> {
+        let mut attr = MaybeUninit::<ffi::ibv_device_attr_ex>::zeroed();
+        // SAFETY: live context; no input; `attr` is valid for writes.
+        let rc = unsafe { ffi::ibv_query_device_ex(self.as_ptr(), std::ptr::null(), attr.as_mut_ptr()) };
+        if rc != 0 {
+            return Err(Error::code("ibv_query_device_ex", rc));
+        }
+        // SAFETY: zero-initialised and filled in; all-zero is valid for this C struct.
+        Ok(unsafe { attr.assume_init() })
+    }
+
+    /// Port attributes, as the device reports them now; speed and width are
+    /// values safe for any code (XDR included when libibverbs reports it).
     ///
     /// # References
     /// `ibv_query_port(3)`
-    pub fn query_port(&self, port: u8) -> Result<ffi::ibv_port_attr> {
-        let mut attr = MaybeUninit::<ffi::ibv_port_attr>::zeroed();
-        // SAFETY: live context; `attr` is valid for writes.
-        let rc = unsafe { ffi::ibv_query_port(self.as_ptr(), port, attr.as_mut_ptr()) };
+    pub fn query_port(&self, port: u8) -> Result<PortAttr> {
+        let mut attr = PortAttr::default();
+        let p: *mut PortAttr = &mut attr;
+        // SAFETY: live context. A provider table without `query_port` gets the
+        // compat call on the leading `ibv_port_attr`; otherwise libibverbs is
+        // told the full size of `PortAttr`, which is at least what any
+        // provider writes (it copies through a buffer of its own when smaller).
+        let rc = unsafe {
+            let vctx = ffi::verbs_get_ctx(self.as_ptr());
+            match vctx.as_ref().and_then(|v| v.query_port) {
+                Some(f)
+                    if (*vctx).sz
+                        >= size_of::<ffi::verbs_context>() - std::mem::offset_of!(ffi::verbs_context, query_port) =>
+                {
+                    f(self.as_ptr(), port, p.cast(), size_of::<PortAttr>())
+                }
+                _ => ffi::ibv_query_port(self.as_ptr(), port, p.cast()),
+            }
+        };
         if rc != 0 {
             return Err(Error::code("ibv_query_port", rc));
         }
-        // SAFETY: zero-initialised and filled in by the provider; all-zero is
-        // a valid value of this plain C struct.
-        Ok(unsafe { attr.assume_init() })
+        Ok(attr)
+    }
+
+    /// The GID table entry at `index` of `port`: GID, type, network device.
+    ///
+    /// # References
+    /// `ibv_query_gid_ex(3)`
+    pub fn query_gid_entry(&self, port: u8, index: u32) -> Result<GidEntry> {
+        let mut e = ffi::ibv_gid_entry::default();
+        // SAFETY: live context; `e` is valid for writes of its size.
+        let rc = unsafe {
+            ffi::_ibv_query_gid_ex(self.as_ptr(), u32::from(port), index, &mut e, 0, size_of::<ffi::ibv_gid_entry>())
+        };
+        if rc != 0 {
+            return Err(Error::code("ibv_query_gid_ex", rc));
+        }
+        Ok(GidEntry::from_raw(&e))
+    }
+
+    /// Every valid entry of `port`'s GID table.
+    ///
+    /// # References
+    /// `ibv_query_gid_table(3)`
+    pub fn gid_table(&self, port: u8) -> Result<Vec<GidEntry>> {
+        let len = self.query_port(port)?.gid_table_len();
+        Ok((0..len).filter_map(|i| self.query_gid_entry(port, i).ok()).filter(|e| !e.gid.is_zero()).collect())
     }
 
     /// The GID at `index` of `port`'s table.
@@ -200,85 +271,10 @@ impl Context {
 
     /// The GID index to use for RoCE v2 on `port`: the first RoCE v2 entry
     /// mapping an IPv4 address, else the first RoCE v2 entry, else index 0
-    /// (InfiniBand, or a kernel that does not say GID types).
+    /// (InfiniBand).
     pub fn roce_v2_gid_index(&self, port: u8) -> Result<u32> {
-        let attr = self.query_port(port)?;
-        let len = u32::try_from(attr.gid_tbl_len).unwrap_or(0);
-        let dir = format!("/sys/class/infiniband/{}/ports/{port}/gid_attrs/types", self.name());
-        let mut first_v2 = None;
-        for i in 0..len {
-            let Ok(kind) = fs::read_to_string(format!("{dir}/{i}")) else {
-                continue;
-            };
-            if !kind.trim().eq_ignore_ascii_case("RoCE v2") {
-                continue;
-            }
-            let Ok(gid) = self.query_gid(port, i) else {
-                continue;
-            };
-            if gid.is_zero() {
-                continue;
-            }
-            if gid.ipv4().is_some() {
-                return Ok(i);
-            }
-            first_v2.get_or_insert(i);
-        }
-        Ok(first_v2.unwrap_or(0))
-    }
-}
-
-/// A 128-bit global identifier (IPv6 format).
-#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct Gid(pub [u8; 16]);
-
-impl Gid {
-    /// Whether every byte is zero (an unused table entry).
-    pub fn is_zero(&self) -> bool {
-        self.0 == [0; 16]
-    }
-
-    /// The IPv4 address of an IPv4-mapped GID (`::ffff:a.b.c.d`).
-    pub fn ipv4(&self) -> Option<std::net::Ipv4Addr> {
-        std::net::Ipv6Addr::from(self.0).to_ipv4_mapped()
-    }
-
-    /// As the C union.
-    pub fn to_raw(self) -> ffi::ibv_gid {
-        ffi::ibv_gid { raw: self.0 }
-    }
-}
-
-impl fmt::Display for Gid {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&std::net::Ipv6Addr::from(self.0), f)
-    }
-}
-
-impl fmt::Debug for Gid {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Gid({self})")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn gid_formats_and_maps_ipv4() {
-        let mut raw = [0u8; 16];
-        raw[10] = 0xff;
-        raw[11] = 0xff;
-        raw[12..].copy_from_slice(&[127, 0, 0, 1]);
-        let gid = Gid(raw);
-        assert_eq!(gid.to_string(), "::ffff:127.0.0.1");
-        assert_eq!(gid.ipv4(), Some(std::net::Ipv4Addr::LOCALHOST));
-        assert!(!gid.is_zero() && Gid::default().is_zero());
-        let link_local = Gid([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0xff, 0xfe, 0, 0, 1]);
-        assert_eq!(link_local.to_string(), "fe80::200:ff:fe00:1");
-        assert_eq!(link_local.ipv4(), None);
-        // SAFETY: reading the plain byte array of a union built from it.
-        assert_eq!(unsafe { gid.to_raw().raw }, raw);
+        let table = self.gid_table(port)?;
+        let v2 = || table.iter().filter(|e| e.gid_type == GidType::ROCE_V2);
+        Ok(v2().find(|e| e.ipv4().is_some()).or_else(|| v2().next()).map_or(0, |e| e.index))
     }
 }

@@ -27,7 +27,7 @@ fn device_is_listed() {
     let names = device_names().expect("ibv_get_device_list");
     assert!(names.iter().any(|n| n == ctx.name()), "{} not in {names:?}", ctx.name());
     let port = ctx.query_port(1).expect("ibv_query_port");
-    assert_eq!(port.state, ffi::ibv_port_state::IBV_PORT_ACTIVE, "port 1 of {} is not active", ctx.name());
+    assert_eq!(port.state(), ffi::ibv_port_state::IBV_PORT_ACTIVE, "port 1 of {} is not active", ctx.name());
 }
 
 #[test]

@@ -14,8 +14,8 @@ pub use state::{Refusal, Rule};
 
 use super::ah::AhAttr;
 use super::cq::Cq;
-use super::device::Gid;
 use super::error::{Error, Result};
+use super::gid::Gid;
 use super::pd::Pd;
 use super::srq::Srq;
 use super::wr::{link_in_place, RecvWr, SendWr};
@@ -265,7 +265,7 @@ impl Qp {
         let ctx = self.pd.context();
         let attr = ctx.query_port(port)?;
         let gid = ctx.query_gid(port, u32::from(gid_index))?;
-        Ok(Endpoint { qpn: self.qpn(), psn: psn & 0xff_ffff, lid: attr.lid, gid })
+        Ok(Endpoint { qpn: self.qpn(), psn: psn & 0xff_ffff, lid: attr.lid(), gid })
     }
 
     /// Modifies the QP. The transition and the attribute set are checked
