@@ -7,7 +7,7 @@ use crate::bindings as ffi;
 
 /// Port attributes as the device reports them (`struct ibv_port_attr`), plus
 /// `active_speed_ex` when the installed libibverbs fills it (rdma-core ≥ 47).
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 #[repr(C)]
 pub struct PortAttr {
     /// The C attributes of the bound rdma-core release.
@@ -21,12 +21,6 @@ const _: () = assert!(
     std::mem::offset_of!(PortAttr, active_speed_ex) == 52 && std::mem::size_of::<PortAttr>() == 56,
     "PortAttr must match rdma-core >= 47's struct ibv_port_attr"
 );
-
-impl Default for PortAttr {
-    fn default() -> PortAttr {
-        PortAttr { raw: ffi::ibv_port_attr::default(), active_speed_ex: 0 }
-    }
-}
 
 impl PortAttr {
     /// Port state (`IBV_PORT_ACTIVE`, ...).
