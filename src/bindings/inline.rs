@@ -236,6 +236,179 @@ pub fn ibv_cq_ex_to_cq(cq: *mut ibv_cq_ex) -> *mut ibv_cq {
     cq.cast()
 }
 
+/// Calls an extended-context entry, or returns `EOPNOTSUPP` / sets errno and
+/// returns null when the provider lacks it, as the header's inlines do.
+macro_rules! vctx_call {
+    ($ctx:expr, $op:ident, int ($($arg:expr),*)) => {{
+        let vctx = verbs_get_ctx_op!($ctx, $op);
+        if vctx.is_null() {
+            return libc::EOPNOTSUPP;
+        }
+        // SAFETY: `vctx` is non-null with the entry set (checked above).
+        unsafe { call_op!((*vctx).$op, stringify!($op), ($($arg),*)) }
+    }};
+    ($ctx:expr, $op:ident, ptr ($($arg:expr),*)) => {{
+        let vctx = verbs_get_ctx_op!($ctx, $op);
+        if vctx.is_null() {
+            set_errno(libc::EOPNOTSUPP);
+            return ptr::null_mut();
+        }
+        // SAFETY: `vctx` is non-null with the entry set (checked above).
+        unsafe { call_op!((*vctx).$op, stringify!($op), ($($arg),*)) }
+    }};
+}
+
+/// `ibv_modify_cq`: CQ moderation; `EOPNOTSUPP` when the provider has none.
+///
+/// # Safety
+/// `cq` must be live; `attr` valid.
+#[inline]
+pub unsafe fn ibv_modify_cq(cq: *mut ibv_cq, attr: *mut ibv_modify_cq_attr) -> c_int {
+    // SAFETY: a live CQ points to its live context.
+    let ctx = unsafe { (*cq).context };
+    vctx_call!(ctx, modify_cq, int(cq, attr))
+}
+
+/// `ibv_query_rt_values_ex`: the device's real-time clock values.
+///
+/// # Safety
+/// `context` must be live; `values` valid.
+#[inline]
+pub unsafe fn ibv_query_rt_values_ex(context: *mut ibv_context, values: *mut ibv_values_ex) -> c_int {
+    vctx_call!(context, query_rt_values, int(context, values))
+}
+
+/// `ibv_advise_mr`: prefetch hints for ODP regions.
+///
+/// # Safety
+/// `pd` must be live; `sg_list` valid for `num_sge` entries.
+#[inline]
+pub unsafe fn ibv_advise_mr(
+    pd: *mut ibv_pd,
+    advice: ib_uverbs_advise_mr_advice,
+    flags: u32,
+    sg_list: *mut ibv_sge,
+    num_sge: u32,
+) -> c_int {
+    // SAFETY: a live PD points to its live context.
+    let ctx = unsafe { (*pd).context };
+    vctx_call!(ctx, advise_mr, int(pd, advice, flags, sg_list, num_sge))
+}
+
+/// `ibv_query_gid_ex`: one GID table entry with its type and netdev.
+///
+/// # Safety
+/// `context` must be live; `entry` valid for writes.
+#[inline]
+pub unsafe fn ibv_query_gid_ex(
+    context: *mut ibv_context,
+    port_num: u32,
+    gid_index: u32,
+    entry: *mut ibv_gid_entry,
+    flags: u32,
+) -> c_int {
+    // SAFETY: forwarded contract; the size is the bound struct's.
+    unsafe { _ibv_query_gid_ex(context, port_num, gid_index, entry, flags, size_of::<ibv_gid_entry>()) }
+}
+
+/// `ibv_open_xrcd`: null with errno `EOPNOTSUPP` when the provider has no XRC.
+///
+/// # Safety
+/// `context` must be live; `attr` valid.
+#[inline]
+pub unsafe fn ibv_open_xrcd(context: *mut ibv_context, attr: *mut ibv_xrcd_init_attr) -> *mut ibv_xrcd {
+    vctx_call!(context, open_xrcd, ptr(context, attr))
+}
+
+/// `ibv_close_xrcd`.
+///
+/// # Safety
+/// `xrcd` must come from [`ibv_open_xrcd`] and not be used afterwards.
+#[inline]
+pub unsafe fn ibv_close_xrcd(xrcd: *mut ibv_xrcd) -> c_int {
+    // SAFETY: an XRCD exists only on an extended context that opened it.
+    unsafe {
+        let vctx = verbs_get_ctx((*xrcd).context);
+        call_op!((*vctx).close_xrcd, "close_xrcd", (xrcd))
+    }
+}
+
+/// `ibv_alloc_dm`: device memory; null with errno `EOPNOTSUPP` when there is none.
+///
+/// # Safety
+/// `context` must be live; `attr` valid.
+#[inline]
+pub unsafe fn ibv_alloc_dm(context: *mut ibv_context, attr: *mut ibv_alloc_dm_attr) -> *mut ibv_dm {
+    vctx_call!(context, alloc_dm, ptr(context, attr))
+}
+
+/// `ibv_free_dm`.
+///
+/// # Safety
+/// `dm` must come from [`ibv_alloc_dm`] and not be used afterwards.
+#[inline]
+pub unsafe fn ibv_free_dm(dm: *mut ibv_dm) -> c_int {
+    // SAFETY: a live DM points to its live context.
+    let ctx = unsafe { (*dm).context };
+    vctx_call!(ctx, free_dm, int(dm))
+}
+
+/// `ibv_alloc_mw`: a memory window; null with errno `EOPNOTSUPP` when the
+/// provider has none.
+///
+/// # Safety
+/// `pd` must be live.
+#[inline]
+pub unsafe fn ibv_alloc_mw(pd: *mut ibv_pd, mw_type: ibv_mw_type) -> *mut ibv_mw {
+    // SAFETY: a live PD points to its live context.
+    match unsafe { (*(*pd).context).ops.alloc_mw } {
+        // SAFETY: the provider's entry, called as the header does.
+        Some(f) => unsafe { f(pd, mw_type) },
+        None => {
+            set_errno(libc::EOPNOTSUPP);
+            ptr::null_mut()
+        }
+    }
+}
+
+/// `ibv_dealloc_mw`.
+///
+/// # Safety
+/// `mw` must come from [`ibv_alloc_mw`] and not be used afterwards.
+#[inline]
+pub unsafe fn ibv_dealloc_mw(mw: *mut ibv_mw) -> c_int {
+    // SAFETY: a live MW points to its live context.
+    unsafe { call_op!((*(*mw).context).ops.dealloc_mw, "dealloc_mw", (mw)) }
+}
+
+/// `ibv_inc_rkey`: the next rkey tag (low 8 bits) for rebinding a window.
+#[inline]
+pub fn ibv_inc_rkey(rkey: u32) -> u32 {
+    (rkey & !0xff) | (rkey.wrapping_add(1) & 0xff)
+}
+
+/// `ibv_bind_mw`: binds a type 1 window through the send queue.
+///
+/// # Safety
+/// `qp` and `mw` must be live; `mw_bind` valid.
+#[inline]
+pub unsafe fn ibv_bind_mw(qp: *mut ibv_qp, mw: *mut ibv_mw, mw_bind: *mut ibv_mw_bind) -> c_int {
+    // SAFETY: the caller passes live objects.
+    unsafe {
+        let info = &(*mw_bind).bind_info;
+        if (*mw).type_ != ibv_mw_type::IBV_MW_TYPE_1 {
+            return libc::EINVAL;
+        }
+        if info.mr.is_null() && (info.addr != 0 || info.length != 0) {
+            return libc::EINVAL;
+        }
+        if !info.mr.is_null() && (*mw).pd != (*info.mr).pd {
+            return libc::EPERM;
+        }
+        call_op!((*(*mw).context).ops.bind_mw, "bind_mw", (qp, mw, mw_bind))
+    }
+}
+
 /// Functions that forward to a function pointer of the object itself.
 macro_rules! forward {
     ($( $(#[$m:meta])* pub unsafe fn $name:ident($obj:ident: *mut $ty:ty $(, $arg:ident: $at:ty)*) $(-> $ret:ty)? => $field:ident; )*) => {$(

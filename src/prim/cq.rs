@@ -1,15 +1,34 @@
-//! Completion queues and work completions.
+//! Completion queues: classic polling into a caller buffer, the extended
+//! poller, completion channels.
+
+mod poller;
 
 use std::fmt;
-use std::ptr::NonNull;
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
+pub use poller::{ExWc, Poller, WcFlagsEx};
+
+use super::channel::{wait_readable, CompChannel};
 use super::device::Context;
 use super::error::{Error, Result};
 use crate::bindings as ffi;
 
+/// Events acknowledged in one `ibv_ack_cq_events` call (acks take a lock).
+const ACK_BATCH: u32 = 64;
+
 struct CqInner {
     cq: NonNull<ffi::ibv_cq>,
+    /// The extended view, when created with `ibv_create_cq_ex`.
+    ex: Option<NonNull<ffi::ibv_cq_ex>>,
+    wc_flags: WcFlagsEx,
+    channel: Option<CompChannel>,
+    unacked: AtomicU32,
+    /// rdma-core < 55 rxe: `next_poll` at the end of the queue already does
+    /// `end_poll`'s work, which must then be skipped.
+    next_poll_ends: bool,
     ctx: Context,
 }
 
@@ -20,32 +39,129 @@ unsafe impl Sync for CqInner {}
 
 impl Drop for CqInner {
     fn drop(&mut self) {
-        // SAFETY: created by `ibv_create_cq`; QPs using it hold an `Arc` to this.
-        unsafe { ffi::ibv_destroy_cq(self.cq.as_ptr()) };
+        let n = *self.unacked.get_mut();
+        // SAFETY: created by `ibv_create_cq(_ex)`; events read from its channel
+        // are acknowledged before destruction, which waits for them; QPs using
+        // it hold an `Arc` to this.
+        unsafe {
+            if n > 0 {
+                ffi::ibv_ack_cq_events(self.cq.as_ptr(), n);
+            }
+            ffi::ibv_destroy_cq(self.cq.as_ptr());
+        }
     }
 }
 
 /// A completion queue. Cloning shares it.
 ///
 /// # References
-/// `ibv_create_cq(3)`, `ibv_poll_cq(3)`
+/// `ibv_create_cq(3)`, `ibv_create_cq_ex(3)`, `ibv_poll_cq(3)`, `ibv_req_notify_cq(3)`
 #[derive(Clone)]
 pub struct Cq(Arc<CqInner>);
 
 impl fmt::Debug for Cq {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Cq").field("device", &self.0.ctx.name()).field("cqe", &self.capacity()).finish()
+        f.debug_struct("Cq")
+            .field("device", &self.0.ctx.name())
+            .field("cqe", &self.capacity())
+            .field("extended", &self.0.ex.is_some())
+            .finish()
+    }
+}
+
+/// Creates a CQ: `new(required)`, setters, [`CqBuilder::build`].
+#[derive(Debug)]
+pub struct CqBuilder<'a> {
+    ctx: &'a Context,
+    cqe: u32,
+    channel: Option<&'a CompChannel>,
+    comp_vector: u32,
+    wc_flags: Option<WcFlagsEx>,
+    single_threaded: bool,
+}
+
+impl<'a> CqBuilder<'a> {
+    /// A CQ on `ctx` with room for at least `cqe` completions.
+    pub fn new(ctx: &'a Context, cqe: u32) -> CqBuilder<'a> {
+        CqBuilder { ctx, cqe, channel: None, comp_vector: 0, wc_flags: None, single_threaded: false }
+    }
+
+    /// Reports completions on `channel` once armed ([`Cq::req_notify`]).
+    pub fn channel(mut self, channel: &'a CompChannel) -> CqBuilder<'a> {
+        self.channel = Some(channel);
+        self
+    }
+
+    /// Completion vector (interrupt) to use.
+    pub fn comp_vector(mut self, v: u32) -> CqBuilder<'a> {
+        self.comp_vector = v;
+        self
+    }
+
+    /// Creates an extended CQ (`ibv_create_cq_ex`) whose completions carry
+    /// the fields in `flags`, read through [`Cq::start_poll`].
+    pub fn extended(mut self, flags: WcFlagsEx) -> CqBuilder<'a> {
+        self.wc_flags = Some(flags);
+        self
+    }
+
+    /// Promises single-threaded use, letting the provider skip its lock
+    /// (`IBV_CREATE_CQ_ATTR_SINGLE_THREADED`; extended CQs only).
+    pub fn single_threaded(mut self, yes: bool) -> CqBuilder<'a> {
+        self.single_threaded = yes;
+        self
+    }
+
+    /// Creates the CQ. Fields or flags the device cannot provide give
+    /// [`Error::Unsupported`].
+    pub fn build(self) -> Result<Cq> {
+        let channel = self.channel.map_or(ptr::null_mut(), CompChannel::as_ptr);
+        let (cq, ex, flags) = match self.wc_flags {
+            None => {
+                let cqe =
+                    i32::try_from(self.cqe).map_err(|_| Error::Verbs { op: "ibv_create_cq", errno: libc::EINVAL })?;
+                let comp_vector = i32::try_from(self.comp_vector).unwrap_or(i32::MAX);
+                // SAFETY: live context and channel.
+                let cq = unsafe { ffi::ibv_create_cq(self.ctx.as_ptr(), cqe, ptr::null_mut(), channel, comp_vector) };
+                (NonNull::new(cq).ok_or_else(|| Error::last("ibv_create_cq"))?, None, WcFlagsEx::empty())
+            }
+            Some(flags) => {
+                let mut attr = ffi::ibv_cq_init_attr_ex {
+                    cqe: self.cqe,
+                    channel,
+                    comp_vector: self.comp_vector,
+                    wc_flags: flags.bits(),
+                    ..Default::default()
+                };
+                if self.single_threaded {
+                    attr.comp_mask |= ffi::ibv_cq_init_attr_mask::IBV_CQ_INIT_ATTR_MASK_FLAGS.0;
+                    attr.flags |= ffi::ibv_create_cq_attr_flags::IBV_CREATE_CQ_ATTR_SINGLE_THREADED.0;
+                }
+                // SAFETY: live context; `attr` is valid for the call.
+                let ex = unsafe { ffi::ibv_create_cq_ex(self.ctx.as_ptr(), &mut attr) };
+                let ex = NonNull::new(ex).ok_or_else(|| Error::last("ibv_create_cq_ex"))?;
+                (ex.cast(), Some(ex), flags)
+            }
+        };
+        if let Some(ch) = self.channel {
+            ch.attach();
+        }
+        Ok(Cq(Arc::new(CqInner {
+            cq,
+            ex,
+            wc_flags: flags,
+            channel: self.channel.cloned(),
+            unacked: AtomicU32::new(0),
+            next_poll_ends: self.ctx.quirks().rxe_next_poll_ends,
+            ctx: self.ctx.clone(),
+        })))
     }
 }
 
 impl Cq {
-    /// Creates a CQ with room for at least `cqe` completions.
+    /// Creates a classic CQ with room for at least `cqe` completions.
     pub fn new(ctx: &Context, cqe: u32) -> Result<Cq> {
-        let cqe = i32::try_from(cqe).map_err(|_| Error::Verbs { op: "ibv_create_cq", errno: libc::EINVAL })?;
-        // SAFETY: live context; no channel, no context pointer.
-        let cq = unsafe { ffi::ibv_create_cq(ctx.as_ptr(), cqe, std::ptr::null_mut(), std::ptr::null_mut(), 0) };
-        let cq = NonNull::new(cq).ok_or_else(|| Error::last("ibv_create_cq"))?;
-        Ok(Cq(Arc::new(CqInner { cq, ctx: ctx.clone() })))
+        CqBuilder::new(ctx, cqe).build()
     }
 
     /// The raw CQ.
@@ -59,13 +175,93 @@ impl Cq {
         u32::try_from(unsafe { self.0.cq.as_ref() }.cqe).unwrap_or(0)
     }
 
-    /// Polls completions into `wc`; returns how many were written.
+    /// Polls completions into `wc`; returns how many were written. No
+    /// allocation, no lock of ours.
     #[inline]
     pub fn poll(&self, wc: &mut [Wc]) -> Result<usize> {
         let n = i32::try_from(wc.len()).unwrap_or(i32::MAX);
         // SAFETY: live CQ; `wc` holds `n` writable `ibv_wc` (same layout).
         let rc = unsafe { ffi::ibv_poll_cq(self.as_ptr(), n, wc.as_mut_ptr().cast()) };
         usize::try_from(rc).map_err(|_| Error::code("ibv_poll_cq", rc))
+    }
+
+    /// Arms the CQ: the next completion (or the next solicited one) raises an
+    /// event on its channel.
+    ///
+    /// # Panics
+    /// If the CQ was created without a channel (a programming error).
+    pub fn req_notify(&self, solicited_only: bool) -> Result<()> {
+        assert!(
+            self.0.channel.is_some(),
+            "req_notify on a CQ without a CompChannel: create it with CqBuilder::channel"
+        );
+        // SAFETY: live CQ.
+        let rc = unsafe { ffi::ibv_req_notify_cq(self.as_ptr(), i32::from(solicited_only)) };
+        if rc != 0 {
+            return Err(Error::code("ibv_req_notify_cq", rc));
+        }
+        Ok(())
+    }
+
+    /// Waits up to `timeout` (`None`: forever) for an event on the CQ's
+    /// channel; `Ok(false)` on timeout. Events are acknowledged in batches,
+    /// and at drop. Re-arm with [`Cq::req_notify`] and poll after a wake-up.
+    ///
+    /// # Panics
+    /// If the CQ was created without a channel (a programming error).
+    pub fn wait(&self, timeout: Option<Duration>) -> Result<bool> {
+        use std::os::fd::AsRawFd;
+        let ch =
+            self.0.channel.as_ref().expect("wait on a CQ without a CompChannel: create it with CqBuilder::channel");
+        if !wait_readable(ch.as_raw_fd(), timeout)? {
+            return Ok(false);
+        }
+        let mut cq = ptr::null_mut();
+        let mut cq_ctx = ptr::null_mut();
+        // SAFETY: live channel; the outputs are valid for writes.
+        let rc = unsafe { ffi::ibv_get_cq_event(ch.as_ptr(), &mut cq, &mut cq_ctx) };
+        if rc != 0 {
+            let e = Error::last("ibv_get_cq_event");
+            // A non-blocking channel whose event another waiter took.
+            return if e.errno() == Some(libc::EAGAIN) { Ok(false) } else { Err(e) };
+        }
+        debug_assert_eq!(cq, self.as_ptr(), "a channel serves one CQ");
+        if self.0.unacked.fetch_add(1, Ordering::AcqRel) + 1 >= ACK_BATCH {
+            self.ack_events();
+        }
+        Ok(true)
+    }
+
+    /// Acknowledges the events taken so far (also done in batches and at drop).
+    pub fn ack_events(&self) {
+        let n = self.0.unacked.swap(0, Ordering::AcqRel);
+        if n > 0 {
+            // SAFETY: live CQ; `n` events were taken from its channel.
+            unsafe { ffi::ibv_ack_cq_events(self.as_ptr(), n) };
+        }
+    }
+
+    /// Events taken from the channel and not yet acknowledged.
+    pub fn unacked_events(&self) -> u32 {
+        self.0.unacked.load(Ordering::Acquire)
+    }
+
+    /// Sets CQ moderation: an event after `count` completions or `period_us`
+    /// microseconds. [`Error::Unsupported`] where the device has none.
+    ///
+    /// # References
+    /// `ibv_modify_cq(3)`
+    pub fn set_moderation(&self, count: u16, period_us: u16) -> Result<()> {
+        let mut attr = ffi::ibv_modify_cq_attr {
+            attr_mask: ffi::ibv_cq_attr_mask::IBV_CQ_ATTR_MODERATE.0,
+            moderate: ffi::ibv_moderate_cq { cq_count: count, cq_period: period_us },
+        };
+        // SAFETY: live CQ; `attr` is valid for the call.
+        let rc = unsafe { ffi::ibv_modify_cq(self.as_ptr(), &mut attr) };
+        if rc != 0 {
+            return Err(Error::code("ibv_modify_cq", rc));
+        }
+        Ok(())
     }
 }
 
@@ -105,6 +301,11 @@ impl Wc {
         let with_imm = ffi::ibv_wc_flags::IBV_WC_WITH_IMM.0;
         // SAFETY: the union's `imm_data` and `invalidated_rkey` are both plain u32.
         (self.0.wc_flags & with_imm != 0).then(|| u32::from_be(unsafe { self.0.__bindgen_anon_1.imm_data }))
+    }
+
+    /// `IBV_WC_*` flags (GRH present, immediate, ...).
+    pub fn flags(&self) -> u32 {
+        self.0.wc_flags
     }
 
     /// Local QP number.

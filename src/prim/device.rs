@@ -11,6 +11,7 @@ use std::sync::Arc;
 use super::error::{Error, Result};
 use super::gid::{Gid, GidEntry, GidType};
 use super::port::PortAttr;
+use super::quirks::{runtime_rdma_core_major, Quirks};
 use crate::bindings as ffi;
 
 /// Names of the RDMA devices in the kernel (`/sys/class/infiniband`).
@@ -85,6 +86,7 @@ pub fn device_names() -> Result<Vec<String>> {
 struct ContextInner {
     ctx: NonNull<ffi::ibv_context>,
     name: String,
+    quirks: Quirks,
 }
 
 // SAFETY: libibverbs contexts may be used from any thread (verbs are thread-safe).
@@ -154,12 +156,21 @@ impl Context {
         // SAFETY: `dev` is from a live device list.
         let ctx = unsafe { ffi::ibv_open_device(dev) };
         let ctx = NonNull::new(ctx).ok_or_else(|| Error::last("ibv_open_device"))?;
-        Ok(Context(Arc::new(ContextInner { ctx, name })))
+        let mut c = Context(Arc::new(ContextInner { ctx, name, quirks: Quirks::default() }));
+        let vendor = c.query_device()?.vendor_id;
+        let quirks = Quirks::for_device(vendor, runtime_rdma_core_major());
+        Arc::get_mut(&mut c.0).expect("no clone yet").quirks = quirks;
+        Ok(c)
     }
 
     /// The device name.
     pub fn name(&self) -> &str {
         &self.0.name
+    }
+
+    /// Provider bugs this device needs worked around.
+    pub(crate) fn quirks(&self) -> Quirks {
+        self.0.quirks
     }
 
     /// The raw context, for calls into [`crate::bindings`].

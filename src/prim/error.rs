@@ -17,6 +17,14 @@ pub enum Error {
         /// The errno it reported.
         errno: i32,
     },
+    /// The device or its provider does not support what was asked
+    /// (`EOPNOTSUPP` / `ENOSYS`, or a capability the device reports absent).
+    Unsupported {
+        /// The C function, e.g. `ibv_create_cq_ex`.
+        op: &'static str,
+        /// What is missing, when known (e.g. `on-demand paging`); empty otherwise.
+        feature: &'static str,
+    },
     /// No RDMA device has this name.
     DeviceNotFound {
         /// The name asked for.
@@ -66,13 +74,25 @@ pub enum Error {
 impl Error {
     /// The last `errno` as a failure of `op`.
     pub(crate) fn last(op: &'static str) -> Error {
-        Error::Verbs { op, errno: io::Error::last_os_error().raw_os_error().unwrap_or(0) }
+        Error::from_errno(op, io::Error::last_os_error().raw_os_error().unwrap_or(0))
     }
 
     /// A failure of `op` with a returned error code (verbs return errno values).
     pub(crate) fn code(op: &'static str, rc: i32) -> Error {
         // Some verbs return -errno, others errno: take the magnitude.
-        Error::Verbs { op, errno: rc.abs() }
+        Error::from_errno(op, rc.abs())
+    }
+
+    fn from_errno(op: &'static str, errno: i32) -> Error {
+        match errno {
+            libc::EOPNOTSUPP | libc::ENOSYS => Error::Unsupported { op, feature: "" },
+            _ => Error::Verbs { op, errno },
+        }
+    }
+
+    /// Whether the failure means "not supported here".
+    pub fn is_unsupported(&self) -> bool {
+        matches!(self, Error::Unsupported { .. })
     }
 
     /// A refused post: which request of the list at `head` the provider
@@ -88,6 +108,7 @@ impl Error {
     pub fn errno(&self) -> Option<i32> {
         match self {
             Error::Verbs { errno, .. } | Error::Post { errno, .. } => Some(*errno),
+            Error::Unsupported { .. } => Some(libc::EOPNOTSUPP),
             _ => None,
         }
     }
@@ -106,6 +127,10 @@ impl fmt::Display for Error {
                     None => Ok(()),
                 }
             }
+            Error::Unsupported { op, feature: "" } => {
+                write!(f, "{op}: not supported by this device or provider (EOPNOTSUPP)")
+            }
+            Error::Unsupported { op, feature } => write!(f, "{op}: {feature} is not supported by this device"),
             Error::CapExceeded { what, asked, limit } => {
                 write!(f, "QP capacity {what} = {asked} is above the device's limit of {limit}")
             }
@@ -160,6 +185,7 @@ impl From<Error> for io::Error {
                 io::Error::new(io::ErrorKind::NotFound, e)
             }
             Error::CapExceeded { .. } | Error::QpTransition { .. } => io::Error::new(io::ErrorKind::InvalidInput, e),
+            Error::Unsupported { .. } => io::Error::new(io::ErrorKind::Unsupported, e),
         }
     }
 }
@@ -183,6 +209,11 @@ mod tests {
         let s = e.to_string();
         assert!(s.starts_with("no supported RDMA device: the kernel has [\"rxe0\"]"), "{s}");
         assert!(s.contains("registers only the providers [\"mlx5\"]"), "{s}");
+        let e = Error::code("ibv_create_cq_ex", -libc::EOPNOTSUPP);
+        assert!(e.is_unsupported(), "{e:?}");
+        assert_eq!(io::Error::from(e).kind(), io::ErrorKind::Unsupported);
+        let e = Error::Unsupported { op: "ibv_reg_mr", feature: "on-demand paging" };
+        assert_eq!(e.to_string(), "ibv_reg_mr: on-demand paging is not supported by this device");
         let e = Error::NoSupportedDevice { kernel_devices: vec![], static_providers: &[] };
         assert!(e.to_string().contains("the kernel has no RDMA device"), "{e}");
     }

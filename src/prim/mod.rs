@@ -7,6 +7,7 @@
 //! provider, with batches linked in place (no allocation).
 
 mod ah;
+mod channel;
 mod cq;
 mod device;
 mod error;
@@ -16,11 +17,13 @@ pub(crate) mod names;
 mod pd;
 mod port;
 mod qp;
+mod quirks;
 mod srq;
 mod wr;
 
 pub use ah::{Ah, AhAttr};
-pub use cq::{Cq, Wc};
+pub use channel::CompChannel;
+pub use cq::{Cq, CqBuilder, ExWc, Poller, Wc, WcFlagsEx};
 pub use device::{device_names, Context};
 pub use error::{Error, Result};
 pub use gid::{Gid, GidEntry, GidType};

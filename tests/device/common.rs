@@ -102,3 +102,38 @@ impl Loopback {
         &mut self.buf_b
     }
 }
+
+/// A registered heap buffer; the region is deregistered before the memory is freed.
+pub struct Buf {
+    pub mr: Mr,
+    mem: Box<[u8]>,
+}
+
+impl Buf {
+    pub fn new(pd: &Pd, len: usize) -> Buf {
+        let access = AccessFlags::IBV_ACCESS_LOCAL_WRITE
+            | AccessFlags::IBV_ACCESS_REMOTE_WRITE
+            | AccessFlags::IBV_ACCESS_REMOTE_READ
+            | AccessFlags::IBV_ACCESS_REMOTE_ATOMIC;
+        let mut mem = vec![0u8; len].into_boxed_slice();
+        // SAFETY: `mem` lives in the same struct and is dropped after `mr`.
+        let mr = unsafe { Mr::register(pd, mem.as_mut_ptr(), len, access) }.expect("ibv_reg_mr");
+        Buf { mr, mem }
+    }
+
+    /// The bytes (only between operations: the device may write them).
+    pub fn bytes(&mut self) -> &mut [u8] {
+        &mut self.mem
+    }
+}
+
+/// Connect options for the test device's RoCE v2 GID, remote access allowed.
+pub fn opts(ctx: &Context) -> ConnectOpts {
+    ConnectOpts {
+        gid_index: u8::try_from(ctx.roce_v2_gid_index(1).expect("GID table")).expect("GID index < 256"),
+        access: AccessFlags::IBV_ACCESS_REMOTE_WRITE
+            | AccessFlags::IBV_ACCESS_REMOTE_READ
+            | AccessFlags::IBV_ACCESS_REMOTE_ATOMIC,
+        ..ConnectOpts::default()
+    }
+}

@@ -7,6 +7,7 @@
 //! When the variable names a device that is not there, every test fails.
 
 mod common;
+mod cq;
 mod device;
 mod errors;
 mod loopback;

@@ -1,0 +1,99 @@
+//! Known provider bugs that the library works around, detected per device.
+//!
+//! rdma-core's rxe provider before v55 ends the polling pass inside
+//! `ibv_next_poll` when the CQ runs empty (so a following `ibv_end_poll`
+//! would advance the consumer index a second time and unlock twice); before
+//! v64 its `ibv_wr_set_sge_list` computes the length from the first entry only
+//! and `ibv_wr_set_inline_data_list` posts length 0.
+
+use std::ffi::c_void;
+use std::path::Path;
+
+use crate::bindings as ffi;
+
+/// rxe's vendor id.
+const RXE_VENDOR_ID: u32 = 0xff_ffff;
+
+/// Which workarounds a device needs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Quirks {
+    /// `ibv_next_poll` returning `ENOENT` already ended the pass.
+    pub rxe_next_poll_ends: bool,
+    /// `ibv_wr_set_sge_list` and `ibv_wr_set_inline_data_list` get lengths wrong.
+    pub rxe_list_lengths: bool,
+}
+
+impl Quirks {
+    /// For a device with `vendor_id`, under rdma-core `major` (None: unknown,
+    /// taken as fixed).
+    pub fn for_device(vendor_id: u32, major: Option<u32>) -> Quirks {
+        let rxe = vendor_id == RXE_VENDOR_ID;
+        let before = |v| rxe && major.is_some_and(|m| m < v);
+        Quirks { rxe_next_poll_ends: before(55), rxe_list_lengths: before(64) }
+    }
+}
+
+/// The rdma-core release of the libibverbs in use: the built-in one for a
+/// static build, else read off the loaded shared object's file name
+/// (`libibverbs.so.1.14.44.0` → 44).
+pub(crate) fn runtime_rdma_core_major() -> Option<u32> {
+    let info = crate::build_info();
+    if info.is_static() {
+        return info.rdma_core.split('.').next()?.parse().ok();
+    }
+    let mut dl = std::mem::MaybeUninit::<libc::Dl_info>::zeroed();
+    let addr = ffi::ibv_get_device_list as *const c_void;
+    // SAFETY: `addr` is a function of a loaded object; `dl` is valid for writes.
+    if unsafe { libc::dladdr(addr, dl.as_mut_ptr()) } == 0 {
+        return None;
+    }
+    // SAFETY: dladdr succeeded and filled the struct.
+    let dl = unsafe { dl.assume_init() };
+    if dl.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: a NUL-terminated path owned by the dynamic loader.
+    let path = unsafe { std::ffi::CStr::from_ptr(dl.dli_fname) }.to_str().ok()?;
+    let real = std::fs::canonicalize(Path::new(path)).ok()?;
+    major_from_soname(real.file_name()?.to_str()?)
+}
+
+/// `libibverbs.so.1.14.44.0` → 44.
+fn major_from_soname(name: &str) -> Option<u32> {
+    let (_, version) = name.split_once(".so.")?;
+    version.split('.').nth(2)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_from_file_names() {
+        assert_eq!(major_from_soname("libibverbs.so.1.14.44.0"), Some(44));
+        assert_eq!(major_from_soname("libibverbs.so.1.15.59.0"), Some(59));
+        assert_eq!(major_from_soname("libibverbs.so.1"), None);
+        assert_eq!(major_from_soname("libibverbs.so.1.0.0"), Some(0));
+        assert_eq!(major_from_soname("libibverbs.a"), None);
+    }
+
+    #[test]
+    fn only_old_rxe_needs_workarounds() {
+        assert_eq!(
+            Quirks::for_device(RXE_VENDOR_ID, Some(44)),
+            Quirks { rxe_next_poll_ends: true, rxe_list_lengths: true }
+        );
+        assert_eq!(
+            Quirks::for_device(RXE_VENDOR_ID, Some(59)),
+            Quirks { rxe_next_poll_ends: false, rxe_list_lengths: true }
+        );
+        assert_eq!(Quirks::for_device(RXE_VENDOR_ID, Some(64)), Quirks::default());
+        assert_eq!(Quirks::for_device(RXE_VENDOR_ID, None), Quirks::default());
+        assert_eq!(Quirks::for_device(0x02c9, Some(44)), Quirks::default(), "Mellanox");
+    }
+
+    #[test]
+    fn the_linked_library_has_a_version() {
+        assert!(runtime_rdma_core_major().is_some_and(|m| m >= 17));
+    }
+}

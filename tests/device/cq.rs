@@ -1,0 +1,123 @@
+//! Extended CQ polling, completion channels, moderation, timestamps.
+
+use std::time::{Duration, Instant};
+
+use rrddmma::prim::{CompChannel, Cq, CqBuilder, Pd, QpCaps, RecvWr, SendWr, Wc, WcFlagsEx, WcOpcode, WcStatus};
+use rrddmma::wrap::connected_rc_pair;
+
+use crate::common::{open_device, opts, poll_one, Buf};
+
+/// Collects `n` completions through extended polling passes.
+fn collect(cq: &Cq, n: usize) -> Vec<(u64, WcStatus, WcOpcode, u32, u32)> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut out = Vec::new();
+    while out.len() < n {
+        assert!(Instant::now() < deadline, "only {} of {n} completions within 10 s", out.len());
+        let mut pass = cq.start_poll().expect("ibv_start_poll");
+        while let Some(p) = pass {
+            let wc = p.wc();
+            out.push((wc.wr_id(), wc.status(), wc.opcode(), wc.byte_len(), wc.qp_num()));
+            pass = p.advance().expect("ibv_next_poll");
+        }
+    }
+    out
+}
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn extended_poller_drains_and_resumes_in_order() {
+    let ctx = open_device();
+    let pd = Pd::new(&ctx).unwrap();
+    let cq = CqBuilder::new(&ctx, 64).extended(WcFlagsEx::STANDARD).build().unwrap();
+    assert!(cq.start_poll().unwrap().is_none(), "a new CQ is empty");
+    let (qa, _qb) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 3, &opts(&ctx)).unwrap();
+    let mut src = Buf::new(&pd, 4096);
+    let dst = Buf::new(&pd, 4096);
+    src.bytes().fill(0xab);
+    let sges: Vec<_> = (0..8).map(|i| [src.mr.sge(i * 512, 512)]).collect();
+    // Several rounds: each drains the CQ to empty (the path where rdma-core
+    // < 55 rxe ends the pass inside next_poll), then more completions follow.
+    let mut next_id = 0u64;
+    for round in [5usize, 3, 1, 8] {
+        let mut wrs: Vec<SendWr<'_>> = (0..round)
+            .map(|i| SendWr::write(&sges[i], dst.mr.remote().at((i * 512) as u64)).wr_id(next_id + i as u64).signaled())
+            .collect();
+        // SAFETY: entries in registered memory, alive until completion.
+        unsafe { qa.post_send(&mut wrs) }.unwrap();
+        let got = collect(&cq, round);
+        for (i, (id, status, op, _len, qpn)) in got.iter().enumerate() {
+            assert_eq!(*id, next_id + i as u64, "completions in order, none skipped or repeated: {got:?}");
+            assert_eq!((*status, *op, *qpn), (WcStatus::IBV_WC_SUCCESS, WcOpcode::IBV_WC_RDMA_WRITE, qa.qpn()));
+        }
+        next_id += round as u64;
+        assert!(cq.start_poll().unwrap().is_none(), "nothing left after round of {round}");
+    }
+    let mut wc = [Wc::default()];
+    assert_eq!(cq.poll(&mut wc).unwrap(), 0, "classic poll agrees the CQ is empty");
+}
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn completion_channel_wakes_a_blocked_thread() {
+    let ctx = open_device();
+    let pd = Pd::new(&ctx).unwrap();
+    let ch = CompChannel::new(&ctx).unwrap();
+    let send_cq = Cq::new(&ctx, 16).unwrap();
+    let recv_cq = CqBuilder::new(&ctx, 16).channel(&ch).build().unwrap();
+    let (qa, qb) = connected_rc_pair(&pd, &send_cq, &recv_cq, QpCaps::default(), 1, &opts(&ctx)).unwrap();
+    let src = Buf::new(&pd, 64);
+    let dst = Buf::new(&pd, 64);
+
+    // Nothing armed and nothing sent: the wait times out.
+    recv_cq.req_notify(false).unwrap();
+    let t = Instant::now();
+    assert!(!recv_cq.wait(Some(Duration::from_millis(50))).unwrap());
+    assert!(t.elapsed() >= Duration::from_millis(45));
+
+    let rs = [dst.mr.sge(0, 64)];
+    // SAFETY: entry in registered memory, alive until completion.
+    unsafe { qb.post_recv(&mut [RecvWr::new(&rs, 42)]) }.unwrap();
+    let waiter = {
+        let cq = recv_cq.clone();
+        std::thread::spawn(move || {
+            let t = Instant::now();
+            let woke = cq.wait(Some(Duration::from_secs(10))).unwrap();
+            let mut wc = [Wc::default()];
+            let n = cq.poll(&mut wc).unwrap();
+            (woke, t.elapsed(), n, wc[0])
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let ss = [src.mr.sge(0, 32)];
+    // SAFETY: as above.
+    unsafe { qa.post_send(&mut [SendWr::send(&ss).wr_id(1).signaled()]) }.unwrap();
+    let (woke, blocked_for, n, wc) = waiter.join().unwrap();
+    assert!(woke, "the waiter was woken by the completion");
+    assert!(blocked_for >= Duration::from_millis(150), "the waiter really blocked ({blocked_for:?})");
+    assert!(blocked_for < Duration::from_secs(10));
+    assert_eq!((n, wc.wr_id(), wc.status(), wc.byte_len()), (1, 42, WcStatus::IBV_WC_SUCCESS, 32));
+    assert_eq!(recv_cq.unacked_events(), 1, "the event awaits a batched ack");
+    recv_cq.ack_events();
+    assert_eq!(recv_cq.unacked_events(), 0);
+    assert_eq!(poll_one(&send_cq).status(), WcStatus::IBV_WC_SUCCESS);
+}
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn timestamps_and_moderation_report_unsupported_where_absent() {
+    let ctx = open_device();
+    let attr = ctx.query_device_ex().unwrap();
+    let ts = CqBuilder::new(&ctx, 16).extended(WcFlagsEx::STANDARD | WcFlagsEx::COMPLETION_TIMESTAMP).build();
+    if attr.completion_timestamp_mask == 0 {
+        let err = ts.unwrap_err();
+        assert!(err.is_unsupported(), "{err:?}");
+    } else {
+        let cq = ts.unwrap();
+        assert!(cq.wc_flags().contains(WcFlagsEx::COMPLETION_TIMESTAMP));
+    }
+    let cq = Cq::new(&ctx, 16).unwrap();
+    match cq.set_moderation(16, 10) {
+        Ok(()) => assert!(attr.cq_mod_caps.max_cq_count > 0, "moderation accepted, so the device says it has it"),
+        Err(e) => assert!(e.is_unsupported(), "{e:?}"),
+    }
+}
