@@ -30,7 +30,9 @@ pub use gid::{Gid, GidEntry, GidType};
 pub use mr::{Mr, RemoteMr};
 pub use pd::Pd;
 pub use port::{PortAttr, Speed, Width};
-pub use qp::{AttrMask, ConnectOpts, Endpoint, Qp, QpAttr, QpBuilder, QpCaps, QpState, QpType, Refusal, Rule};
+pub use qp::{
+    AttrMask, ConnectOpts, Endpoint, Qp, QpAttr, QpBuilder, QpCaps, QpState, QpType, Refusal, Rule, SendOps, WrBatch,
+};
 pub use srq::Srq;
 pub use wr::{RecvWr, RemoteAddr, SendFlags, SendWr, Sge};
 

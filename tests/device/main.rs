@@ -10,6 +10,7 @@ mod common;
 mod cq;
 mod device;
 mod errors;
+mod ex_post;
 mod loopback;
 mod ops;
 mod ud_srq;

@@ -2,6 +2,7 @@
 //! checked against the specification's table, posting.
 
 mod attr;
+mod ex;
 pub(crate) mod state;
 
 use std::fmt;
@@ -10,6 +11,7 @@ use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 pub use attr::{AttrMask, QpAttr};
+pub use ex::{SendOps, WrBatch};
 pub use state::{Refusal, Rule};
 
 use super::ah::AhAttr;
@@ -17,6 +19,7 @@ use super::cq::Cq;
 use super::error::{Error, Result};
 use super::gid::Gid;
 use super::pd::Pd;
+use super::quirks::Quirks;
 use super::srq::Srq;
 use super::wr::{link_in_place, RecvWr, SendWr};
 use crate::bindings as ffi;
@@ -124,12 +127,13 @@ pub struct QpBuilder<'a> {
     srq: Option<&'a Srq>,
     caps: QpCaps,
     sig_all: bool,
+    send_ops: Option<SendOps>,
 }
 
 impl<'a> QpBuilder<'a> {
     /// A QP of `qp_type` on `pd` completing on `send_cq` / `recv_cq`.
     pub fn new(pd: &'a Pd, qp_type: QpType, send_cq: &'a Cq, recv_cq: &'a Cq) -> QpBuilder<'a> {
-        QpBuilder { pd, qp_type, send_cq, recv_cq, srq: None, caps: QpCaps::default(), sig_all: false }
+        QpBuilder { pd, qp_type, send_cq, recv_cq, srq: None, caps: QpCaps::default(), sig_all: false, send_ops: None }
     }
 
     /// Queue sizes (default: [`QpCaps::default`]).
@@ -147,6 +151,13 @@ impl<'a> QpBuilder<'a> {
     /// Signals every send (`sq_sig_all`); default: only requests that ask.
     pub fn sig_all(mut self, yes: bool) -> QpBuilder<'a> {
         self.sig_all = yes;
+        self
+    }
+
+    /// Creates the QP through `ibv_create_qp_ex` with the extended post API
+    /// enabled for `ops`, for [`Qp::wr_batch`].
+    pub fn send_ops(mut self, ops: SendOps) -> QpBuilder<'a> {
+        self.send_ops = Some(ops);
         self
     }
 
@@ -168,26 +179,43 @@ impl<'a> QpBuilder<'a> {
                 return Err(Error::CapExceeded { what, asked: u64::from(asked), limit: u64::from(limit) });
             }
         }
-        let mut attr = ffi::ibv_qp_init_attr {
+        let cap = ffi::ibv_qp_cap {
+            max_send_wr: c.max_send_wr,
+            max_recv_wr: if self.srq.is_some() { 0 } else { c.max_recv_wr },
+            max_send_sge: c.max_send_sge,
+            max_recv_sge: if self.srq.is_some() { 0 } else { c.max_recv_sge },
+            max_inline_data: c.max_inline_data,
+        };
+        let mut attr = ffi::ibv_qp_init_attr_ex {
             send_cq: self.send_cq.as_ptr(),
             recv_cq: self.recv_cq.as_ptr(),
             srq: self.srq.map_or(ptr::null_mut(), Srq::as_ptr),
-            cap: ffi::ibv_qp_cap {
-                max_send_wr: c.max_send_wr,
-                max_recv_wr: if self.srq.is_some() { 0 } else { c.max_recv_wr },
-                max_send_sge: c.max_send_sge,
-                max_recv_sge: if self.srq.is_some() { 0 } else { c.max_recv_sge },
-                max_inline_data: c.max_inline_data,
-            },
+            cap,
             qp_type: self.qp_type,
             sq_sig_all: i32::from(self.sig_all),
+            comp_mask: ffi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD.0,
+            pd: self.pd.as_ptr(),
             ..Default::default()
         };
+        if let Some(ops) = self.send_ops {
+            attr.comp_mask |= ffi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.0;
+            attr.send_ops_flags = ops.0;
+        }
+        let ctx = self.pd.context();
         // SAFETY: live PD, CQs and SRQ of the same device; `attr` is valid.
-        let qp = unsafe { ffi::ibv_create_qp(self.pd.as_ptr(), &mut attr) };
-        let qp = NonNull::new(qp).ok_or_else(|| Error::last("ibv_create_qp"))?;
+        let qp = unsafe { ffi::ibv_create_qp_ex(ctx.as_ptr(), &mut attr) };
+        let op = if self.send_ops.is_some() { "ibv_create_qp_ex" } else { "ibv_create_qp" };
+        let qp = NonNull::new(qp).ok_or_else(|| Error::last(op))?;
+        let ex = if self.send_ops.is_some() {
+            // SAFETY: a QP created with send_ops_flags has an extended view.
+            NonNull::new(unsafe { ffi::ibv_qp_to_qp_ex(qp.as_ptr()) })
+        } else {
+            None
+        };
         Ok(Qp {
             qp,
+            ex,
+            quirks: ctx.quirks(),
             qp_type: self.qp_type,
             state: AtomicU32::new(ffi::ibv_qp_state::IBV_QPS_RESET.0),
             caps: QpCaps { max_inline_data: attr.cap.max_inline_data, ..self.caps },
@@ -205,6 +233,9 @@ impl<'a> QpBuilder<'a> {
 /// `ibv_create_qp(3)`, `ibv_modify_qp(3)`, `ibv_post_send(3)`, `ibv_post_recv(3)`
 pub struct Qp {
     qp: NonNull<ffi::ibv_qp>,
+    /// The extended view, for QPs created with send ops.
+    ex: Option<NonNull<ffi::ibv_qp_ex>>,
+    quirks: Quirks,
     qp_type: QpType,
     /// The state of the last successful modify: input to the transition check
     /// only. [`Qp::query_state`] asks the device.

@@ -1,0 +1,289 @@
+//! The extended post API (`ibv_wr_start` / `ibv_wr_*` / `ibv_wr_complete`).
+//!
+//! A [`WrBatch`] takes the same [`SendWr`] values as the classic path and
+//! writes each with the `ibv_wr_*` calls; [`WrBatch::complete`] rings one
+//! doorbell for all of them. On rxe of rdma-core < 64, whose list setters
+//! compute wrong lengths, lists are rewritten into forms it gets right:
+//! inline buffers are gathered into one (on the stack), and entries of unequal
+//! length are cut into equal pieces.
+
+use std::fmt;
+use std::ptr::NonNull;
+
+use super::Qp;
+use crate::bindings as ffi;
+use crate::prim::error::{Error, Result};
+use crate::prim::wr::{SendWr, Sge};
+
+/// Operations an extended QP may post (`IBV_QP_EX_WITH_*`).
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct SendOps(pub u64);
+
+macro_rules! send_ops {
+    ($($name:ident = $c:ident;)*) => {
+        impl SendOps {
+            $(
+                #[doc = concat!("`", stringify!($c), "`")]
+                pub const $name: SendOps = SendOps(ffi::ibv_qp_create_send_ops_flags::$c.0 as u64);
+            )*
+        }
+    };
+}
+
+send_ops! {
+    RDMA_WRITE = IBV_QP_EX_WITH_RDMA_WRITE;
+    RDMA_WRITE_WITH_IMM = IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
+    SEND = IBV_QP_EX_WITH_SEND;
+    SEND_WITH_IMM = IBV_QP_EX_WITH_SEND_WITH_IMM;
+    RDMA_READ = IBV_QP_EX_WITH_RDMA_READ;
+    ATOMIC_CMP_AND_SWP = IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP;
+    ATOMIC_FETCH_AND_ADD = IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+    LOCAL_INV = IBV_QP_EX_WITH_LOCAL_INV;
+    BIND_MW = IBV_QP_EX_WITH_BIND_MW;
+    SEND_WITH_INV = IBV_QP_EX_WITH_SEND_WITH_INV;
+}
+
+impl SendOps {
+    /// SEND, WRITE and READ with and without immediate, and both atomics.
+    pub const BASIC: SendOps = SendOps(
+        SendOps::RDMA_WRITE.0
+            | SendOps::RDMA_WRITE_WITH_IMM.0
+            | SendOps::SEND.0
+            | SendOps::SEND_WITH_IMM.0
+            | SendOps::RDMA_READ.0
+            | SendOps::ATOMIC_CMP_AND_SWP.0
+            | SendOps::ATOMIC_FETCH_AND_ADD.0,
+    );
+}
+
+impl std::ops::BitOr for SendOps {
+    type Output = SendOps;
+    fn bitor(self, rhs: SendOps) -> SendOps {
+        SendOps(self.0 | rhs.0)
+    }
+}
+
+impl fmt::Debug for SendOps {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SendOps({:#x})", self.0)
+    }
+}
+
+/// Most entries a rewritten list may have (rxe's own limit is 32).
+const MAX_PIECES: usize = 32;
+/// Largest inline payload gathered on the stack for the rxe workaround.
+const MAX_GATHER: usize = 4096;
+
+/// An open extended-API batch on a QP. Dropped without
+/// [`WrBatch::complete`], it is aborted (`ibv_wr_abort`): nothing is posted.
+pub struct WrBatch<'q> {
+    qp: &'q Qp,
+    ex: NonNull<ffi::ibv_qp_ex>,
+    open: bool,
+}
+
+impl fmt::Debug for WrBatch<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WrBatch").field("qpn", &self.qp.qpn()).finish()
+    }
+}
+
+impl Qp {
+    /// Opens a batch of the extended post API (`ibv_wr_start`).
+    ///
+    /// # Panics
+    /// If the QP was not created with [`super::QpBuilder::send_ops`] (a
+    /// programming error).
+    ///
+    /// # Safety
+    /// As [`Qp::post_send`], for every request added to the batch: their
+    /// memory must stay registered, alive and untouched until completion.
+    #[inline]
+    pub unsafe fn wr_batch(&self) -> WrBatch<'_> {
+        let ex = self.ex.expect("wr_batch on a QP without send_ops: create it with QpBuilder::send_ops");
+        // SAFETY: live extended QP.
+        unsafe { ffi::ibv_wr_start(ex.as_ptr()) };
+        WrBatch { qp: self, ex, open: true }
+    }
+}
+
+impl WrBatch<'_> {
+    /// Adds a request: its opcode, `wr_id`, flags, remote address or UD
+    /// destination, and entries (inline when the request says so).
+    ///
+    /// A request this QP cannot take is refused here, leaving the batch as it
+    /// was; errors the provider records surface at [`WrBatch::complete`].
+    #[inline]
+    pub fn post(&mut self, wr: &SendWr<'_>) -> Result<()> {
+        use ffi::ibv_wr_opcode as O;
+        let raw = wr.as_raw();
+        let q = self.ex.as_ptr();
+        let inline = raw.send_flags & ffi::ibv_send_flags::IBV_SEND_INLINE.0 != 0;
+        let n = usize::try_from(raw.num_sge).unwrap_or(0);
+        let sges: &[Sge] = if n == 0 {
+            &[]
+        } else {
+            // SAFETY: `SendWr` points at `num_sge` borrowed `Sge`s (same layout as `ibv_sge`).
+            unsafe { std::slice::from_raw_parts(raw.sg_list.cast::<Sge>(), n) }
+        };
+        if inline && sges.iter().map(|s| s.len() as usize).sum::<usize>() > self.qp.caps.max_inline_data as usize {
+            return Err(Error::Verbs { op: "ibv_wr_set_inline_data", errno: libc::ENOSPC });
+        }
+        // SAFETY: an open batch on a live extended QP; the union members read
+        // are the ones the opcode uses; the provider copies everything now.
+        unsafe {
+            (*q).wr_id = raw.wr_id;
+            // IBV_SEND_INLINE stays set: rxe's kernel side reads the payload
+            // from the WQE only when it sees the flag; mlx5 ignores it here.
+            (*q).wr_flags = raw.send_flags;
+            let imm = raw.__bindgen_anon_1.imm_data;
+            let rdma = raw.wr.rdma;
+            let atomic = raw.wr.atomic;
+            match raw.opcode {
+                O::IBV_WR_RDMA_WRITE => ffi::ibv_wr_rdma_write(q, rdma.rkey, rdma.remote_addr),
+                O::IBV_WR_RDMA_WRITE_WITH_IMM => ffi::ibv_wr_rdma_write_imm(q, rdma.rkey, rdma.remote_addr, imm),
+                O::IBV_WR_SEND => ffi::ibv_wr_send(q),
+                O::IBV_WR_SEND_WITH_IMM => ffi::ibv_wr_send_imm(q, imm),
+                O::IBV_WR_RDMA_READ => ffi::ibv_wr_rdma_read(q, rdma.rkey, rdma.remote_addr),
+                O::IBV_WR_ATOMIC_CMP_AND_SWP => {
+                    ffi::ibv_wr_atomic_cmp_swp(q, atomic.rkey, atomic.remote_addr, atomic.compare_add, atomic.swap)
+                }
+                O::IBV_WR_ATOMIC_FETCH_AND_ADD => {
+                    ffi::ibv_wr_atomic_fetch_add(q, atomic.rkey, atomic.remote_addr, atomic.compare_add)
+                }
+                other => panic!("opcode {} has no SendWr constructor", other.0),
+            }
+            if self.qp.qp_type == ffi::ibv_qp_type::IBV_QPT_UD {
+                let ud = raw.wr.ud;
+                ffi::ibv_wr_set_ud_addr(q, ud.ah, ud.remote_qpn, ud.remote_qkey);
+            }
+        }
+        if inline {
+            self.set_inline(sges)
+        } else {
+            self.set_sges(sges)
+        }
+    }
+
+    fn set_inline(&mut self, sges: &[Sge]) -> Result<()> {
+        let q = self.ex.as_ptr();
+        match sges {
+            [] => Ok(()),
+            [one] => {
+                // SAFETY: open batch; the payload is copied now.
+                unsafe { ffi::ibv_wr_set_inline_data(q, one.addr() as *mut _, one.len() as usize) };
+                Ok(())
+            }
+            many if self.qp.quirks.rxe_list_lengths => {
+                // Gather into one buffer: the provider's list setter posts length 0.
+                let mut buf = [0u8; MAX_GATHER];
+                let mut at = 0;
+                for s in many {
+                    let len = s.len() as usize;
+                    let dst = buf
+                        .get_mut(at..at + len)
+                        .ok_or(Error::Verbs { op: "ibv_wr_set_inline_data", errno: libc::ENOSPC })?;
+                    // SAFETY: the caller's inline source: `len` readable bytes at `addr`.
+                    dst.copy_from_slice(unsafe { std::slice::from_raw_parts(s.addr() as *const u8, len) });
+                    at += len;
+                }
+                // SAFETY: open batch; the payload is copied now.
+                unsafe { ffi::ibv_wr_set_inline_data(q, buf.as_mut_ptr().cast(), at) };
+                Ok(())
+            }
+            many => {
+                let mut bufs = [ffi::ibv_data_buf { addr: std::ptr::null_mut(), length: 0 }; MAX_PIECES];
+                let bufs = bufs
+                    .get_mut(..many.len())
+                    .ok_or(Error::Verbs { op: "ibv_wr_set_inline_data_list", errno: libc::EINVAL })?;
+                for (b, s) in bufs.iter_mut().zip(many) {
+                    *b = ffi::ibv_data_buf { addr: s.addr() as *mut _, length: s.len() as usize };
+                }
+                // SAFETY: open batch; the payload is copied now.
+                unsafe { ffi::ibv_wr_set_inline_data_list(q, bufs.len(), bufs.as_ptr()) };
+                Ok(())
+            }
+        }
+    }
+
+    fn set_sges(&mut self, sges: &[Sge]) -> Result<()> {
+        let q = self.ex.as_ptr();
+        match sges {
+            [] => Ok(()),
+            [one] => {
+                // SAFETY: open batch; the entry is copied now.
+                unsafe { ffi::ibv_wr_set_sge(q, one.lkey(), one.addr(), one.len()) };
+                Ok(())
+            }
+            many if self.qp.quirks.rxe_list_lengths && many.iter().any(|s| s.len() != many[0].len()) => {
+                // The provider takes the length as count × first length: cut
+                // the entries into equal pieces of their greatest common divisor.
+                let g = many.iter().fold(0u32, |g, s| gcd(g, s.len()));
+                let total: u64 = many.iter().map(|s| u64::from(s.len())).sum();
+                let pieces = usize::try_from(total / u64::from(g.max(1))).unwrap_or(usize::MAX);
+                if g == 0 || pieces > MAX_PIECES || pieces > self.qp.caps.max_send_sge as usize {
+                    return Err(Error::Unsupported {
+                        op: "ibv_wr_set_sge_list",
+                        feature: "a scatter/gather list of unequal lengths (rxe before rdma-core 64; \
+                                  use Qp::post_send or equal-length entries)",
+                    });
+                }
+                let mut out = [ffi::ibv_sge::default(); MAX_PIECES];
+                let mut k = 0;
+                for s in many {
+                    for j in 0..s.len() / g {
+                        out[k] = ffi::ibv_sge { addr: s.addr() + u64::from(j * g), length: g, lkey: s.lkey() };
+                        k += 1;
+                    }
+                }
+                // SAFETY: open batch; the list is copied now.
+                unsafe { ffi::ibv_wr_set_sge_list(q, k, out.as_ptr()) };
+                Ok(())
+            }
+            many => {
+                // SAFETY: open batch; `Sge` has the layout of `ibv_sge`; copied now.
+                unsafe { ffi::ibv_wr_set_sge_list(q, many.len(), many.as_ptr().cast()) };
+                Ok(())
+            }
+        }
+    }
+
+    /// Posts the batch with one doorbell (`ibv_wr_complete`).
+    #[inline]
+    pub fn complete(mut self) -> Result<()> {
+        self.open = false;
+        // SAFETY: open batch on a live extended QP; closed once.
+        let rc = unsafe { ffi::ibv_wr_complete(self.ex.as_ptr()) };
+        if rc != 0 {
+            return Err(Error::code("ibv_wr_complete", rc));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for WrBatch<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            // SAFETY: open batch on a live extended QP; closed once.
+            unsafe { ffi::ibv_wr_abort(self.ex.as_ptr()) };
+        }
+    }
+}
+
+fn gcd(a: u32, b: u32) -> u32 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn gcd_of_lengths() {
+        assert_eq!(super::gcd(0, 12), 12);
+        assert_eq!([4096u32, 8192, 2048].iter().fold(0, |g, &x| super::gcd(g, x)), 2048);
+        assert_eq!([10u32, 5, 7].iter().fold(0, |g, &x| super::gcd(g, x)), 1);
+    }
+}

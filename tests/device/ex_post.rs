@@ -1,0 +1,128 @@
+//! The extended post API (`ibv_wr_*`): one doorbell for a batch of mixed requests.
+
+use rrddmma::bindings as ffi;
+use rrddmma::prim::{Cq, Pd, Qp, QpBuilder, QpCaps, RecvWr, SendOps, SendWr, Wc, WcOpcode, WcStatus};
+
+use crate::common::{open_device, opts, poll_one, Buf};
+
+fn ex_pair(pd: &Pd, cq: &Cq, caps: QpCaps) -> (Qp, Qp) {
+    let ctx = pd.context();
+    let o = opts(ctx);
+    let build = || {
+        QpBuilder::new(pd, ffi::ibv_qp_type::IBV_QPT_RC, cq, cq).caps(caps).send_ops(SendOps::BASIC).build().unwrap()
+    };
+    let (a, b) = (build(), build());
+    let (ea, eb) = (a.endpoint(1, o.gid_index, 100).unwrap(), b.endpoint(1, o.gid_index, 200).unwrap());
+    a.connect(&eb, ea.psn, &o).unwrap();
+    b.connect(&ea, eb.psn, &o).unwrap();
+    (a, b)
+}
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn mixed_batch_with_one_doorbell() {
+    let ctx = open_device();
+    let pd = Pd::new(&ctx).unwrap();
+    let cq = Cq::new(&ctx, 64).unwrap();
+    let caps = QpCaps { max_send_sge: 4, max_inline_data: 64, ..QpCaps::default() };
+    let (qa, qb) = ex_pair(&pd, &cq, caps);
+    let mut a = Buf::new(&pd, 8192);
+    let mut b = Buf::new(&pd, 8192);
+    a.bytes().iter_mut().enumerate().for_each(|(i, x)| *x = (i % 251) as u8);
+    b.bytes()[4096..4104].copy_from_slice(&40u64.to_ne_bytes());
+    b.bytes()[4104..4112].copy_from_slice(&5u64.to_ne_bytes());
+    b.bytes()[6000..6064].fill(0xee);
+    let rb = b.mr.remote();
+
+    // Entries of unequal lengths (1024 + 512 + 512): what rdma-core < 64 rxe miscounts.
+    let gather = [a.mr.sge(0, 1024), a.mr.sge(2048, 512), a.mr.sge(3072, 512)];
+    // Inline list (5 + 7 + 9 bytes): what rdma-core < 64 rxe posts as empty.
+    let inl = [a.mr.sge(1100, 5), a.mr.sge(1200, 7), a.mr.sge(1300, 9)];
+    let read_into = [a.mr.sge(5000, 64)];
+    let old_faa = [a.mr.sge(6000, 8)];
+    let old_cas = [a.mr.sge(6008, 8)];
+    let recv1 = [b.mr.sge(7000, 64)];
+    let recv2 = [b.mr.sge(7100, 64)];
+    // SAFETY: receives in registered memory, untouched until completion.
+    unsafe { qb.post_recv(&mut [RecvWr::new(&recv1, 901), RecvWr::new(&recv2, 902)]) }.unwrap();
+
+    let wrs = [
+        SendWr::write(&gather, rb.at(0)).wr_id(1).signaled(),
+        SendWr::send(&inl).inline().wr_id(2).signaled(),
+        SendWr::read(&read_into, rb.at(6000)).wr_id(3).signaled(),
+        SendWr::fetch_add(&old_faa, rb.at(4096), 2).wr_id(4).signaled(),
+        SendWr::compare_swap(&old_cas, rb.at(4104), 5, 77).wr_id(5).signaled(),
+        SendWr::send_imm(&read_into[..0], 0xabcd).wr_id(6).signaled(),
+    ];
+    // SAFETY: every entry lies in registered memory, untouched until completion.
+    let mut batch = unsafe { qa.wr_batch() };
+    for wr in &wrs {
+        batch.post(wr).unwrap();
+    }
+    a.bytes()[1100..1105].fill(0); // inline payloads were copied at post time
+    batch.complete().unwrap();
+
+    let mut got: Vec<Wc> = (0..8).map(|_| poll_one(&cq)).collect();
+    got.sort_by_key(|w| w.wr_id());
+    for w in &got {
+        assert_eq!(w.status(), WcStatus::IBV_WC_SUCCESS, "{w:?}");
+    }
+    let ops: Vec<(u64, WcOpcode)> = got.iter().map(|w| (w.wr_id(), w.opcode())).collect();
+    assert_eq!(
+        ops,
+        [
+            (1, WcOpcode::IBV_WC_RDMA_WRITE),
+            (2, WcOpcode::IBV_WC_SEND),
+            (3, WcOpcode::IBV_WC_RDMA_READ),
+            (4, WcOpcode::IBV_WC_FETCH_ADD),
+            (5, WcOpcode::IBV_WC_COMP_SWAP),
+            (6, WcOpcode::IBV_WC_SEND),
+            (901, WcOpcode::IBV_WC_RECV),
+            (902, WcOpcode::IBV_WC_RECV),
+        ]
+    );
+    let expect = |r: std::ops::Range<usize>| r.map(|i| (i % 251) as u8).collect::<Vec<u8>>();
+    let mut written = expect(0..1024);
+    written.extend(expect(2048..2560));
+    written.extend(expect(3072..3584));
+    assert!(b.bytes()[..2048] == written[..], "gathered WRITE differs");
+    assert_eq!(got[6].byte_len(), 21, "inline SEND length");
+    let mut inline_payload = expect(1100..1105);
+    inline_payload.extend(expect(1200..1207));
+    inline_payload.extend(expect(1300..1309));
+    assert_eq!(&b.bytes()[7000..7021], &inline_payload[..], "inline SEND payload");
+    assert_eq!((got[7].byte_len(), got[7].imm()), (0, Some(0xabcd)));
+    assert_eq!(&a.bytes()[5000..5064], &[0xee; 64], "READ");
+    assert_eq!(u64::from_ne_bytes(a.bytes()[6000..6008].try_into().unwrap()), 40, "FAA old value");
+    assert_eq!(u64::from_ne_bytes(b.bytes()[4096..4104].try_into().unwrap()), 42, "FAA result");
+    assert_eq!(u64::from_ne_bytes(a.bytes()[6008..6016].try_into().unwrap()), 5, "CAS old value");
+    assert_eq!(u64::from_ne_bytes(b.bytes()[4104..4112].try_into().unwrap()), 77, "CAS result");
+}
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn dropped_batch_posts_nothing() {
+    let ctx = open_device();
+    let pd = Pd::new(&ctx).unwrap();
+    let cq = Cq::new(&ctx, 16).unwrap();
+    let (qa, _qb) = ex_pair(&pd, &cq, QpCaps::default());
+    let mut a = Buf::new(&pd, 64);
+    let mut b = Buf::new(&pd, 64);
+    a.bytes().fill(1);
+    let s = [a.mr.sge(0, 64)];
+    {
+        // SAFETY: entries in registered memory.
+        let mut batch = unsafe { qa.wr_batch() };
+        batch.post(&SendWr::write(&s, b.mr.remote().at(0)).wr_id(1).signaled()).unwrap();
+    } // aborted
+      // A later batch still works, and only its request completes.
+      // SAFETY: as above.
+    let mut batch = unsafe { qa.wr_batch() };
+    batch.post(&SendWr::write(&s[..], b.mr.remote().at(0)).wr_id(2).signaled()).unwrap();
+    batch.complete().unwrap();
+    let wc = poll_one(&cq);
+    assert_eq!((wc.wr_id(), wc.status()), (2, WcStatus::IBV_WC_SUCCESS));
+    let mut more = [Wc::default(); 2];
+    assert_eq!(cq.poll(&mut more).unwrap(), 0, "the aborted request never completes");
+    assert_eq!(b.bytes(), &[1u8; 64][..]);
+}
