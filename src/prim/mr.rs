@@ -44,12 +44,26 @@ impl Mr {
     /// `addr..addr+len` must be memory of this process that stays allocated
     /// for as long as the region exists and any posted work request or remote
     /// peer may access it.
+    ///
+    /// With `IBV_ACCESS_ON_DEMAND` on a device without on-demand paging, the
+    /// result is [`Error::Unsupported`], decided before the system call.
     pub unsafe fn register(pd: &Pd, addr: *mut u8, len: usize, access: ffi::ibv_access_flags) -> Result<Mr> {
+        if access.0 & ffi::ibv_access_flags::IBV_ACCESS_ON_DEMAND.0 != 0 {
+            let odp = pd.context().query_device_ex()?.odp_caps.general_caps;
+            if odp & u64::from(ffi::ibv_odp_general_caps::IBV_ODP_SUPPORT.0) == 0 {
+                return Err(Error::Unsupported { op: "ibv_reg_mr", feature: "on-demand paging" });
+            }
+        }
         let access = i32::try_from(access.0).expect("access flags are a 32-bit mask");
         // SAFETY: live PD; the memory contract is the caller's.
         let mr = unsafe { ffi::ibv_reg_mr(pd.as_ptr(), addr.cast(), len, access) };
         let mr = NonNull::new(mr).ok_or_else(|| Error::last("ibv_reg_mr"))?;
         Ok(Mr { mr, _pd: pd.clone() })
+    }
+
+    /// The raw region.
+    pub fn as_ptr(&self) -> *mut ffi::ibv_mr {
+        self.mr.as_ptr()
     }
 
     fn raw(&self) -> &ffi::ibv_mr {

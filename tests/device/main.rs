@@ -11,6 +11,7 @@ mod cq;
 mod device;
 mod errors;
 mod ex_post;
+mod features;
 mod loopback;
 mod ops;
 mod ud_srq;

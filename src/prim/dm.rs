@@ -1,0 +1,150 @@
+//! Device memory and XRC domains: present on some ConnectX devices, reported
+//! as [`Error::Unsupported`] elsewhere.
+
+use std::fmt;
+use std::ptr::NonNull;
+
+use super::device::Context;
+use super::error::{Error, Result};
+use crate::bindings as ffi;
+
+/// On-device memory (`struct ibv_dm`). Freed on drop.
+///
+/// # References
+/// `ibv_alloc_dm(3)`
+pub struct Dm {
+    dm: NonNull<ffi::ibv_dm>,
+    len: usize,
+    _ctx: Context,
+}
+
+// SAFETY: copies go through the provider's thread-safe entries.
+unsafe impl Send for Dm {}
+// SAFETY: as above.
+unsafe impl Sync for Dm {}
+
+impl fmt::Debug for Dm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Dm").field("len", &self.len).finish()
+    }
+}
+
+impl Dm {
+    /// Allocates `len` bytes of device memory. [`Error::Unsupported`] when
+    /// the device reports none (`max_dm_size` 0) or the provider lacks it.
+    pub fn alloc(ctx: &Context, len: usize) -> Result<Dm> {
+        let max = ctx.query_device_ex()?.max_dm_size;
+        if max == 0 {
+            return Err(Error::Unsupported { op: "ibv_alloc_dm", feature: "device memory" });
+        }
+        let mut attr = ffi::ibv_alloc_dm_attr { length: len, log_align_req: 0, comp_mask: 0 };
+        // SAFETY: live context; `attr` is valid for the call.
+        let dm = unsafe { ffi::ibv_alloc_dm(ctx.as_ptr(), &mut attr) };
+        let dm = NonNull::new(dm).ok_or_else(|| Error::last("ibv_alloc_dm"))?;
+        Ok(Dm { dm, len, _ctx: ctx.clone() })
+    }
+
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the allocation is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Copies `data` to `offset` in device memory.
+    ///
+    /// # Panics
+    /// If the range is outside the allocation (a programming error).
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        assert!(offset.checked_add(data.len()).is_some_and(|e| e <= self.len), "device memory write out of range");
+        // SAFETY: live DM; the provider's entry copies `data.len()` bytes from `data`.
+        let rc = unsafe {
+            match (*self.dm.as_ptr()).memcpy_to_dm {
+                Some(f) => f(self.dm.as_ptr(), offset as u64, data.as_ptr().cast(), data.len()),
+                None => libc::EOPNOTSUPP,
+            }
+        };
+        if rc != 0 {
+            return Err(Error::code("ibv_memcpy_to_dm", rc));
+        }
+        Ok(())
+    }
+
+    /// Copies from `offset` in device memory into `out`.
+    ///
+    /// # Panics
+    /// If the range is outside the allocation (a programming error).
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        assert!(offset.checked_add(out.len()).is_some_and(|e| e <= self.len), "device memory read out of range");
+        // SAFETY: live DM; the provider's entry writes `out.len()` bytes into `out`.
+        let rc = unsafe {
+            match (*self.dm.as_ptr()).memcpy_from_dm {
+                Some(f) => f(out.as_mut_ptr().cast(), self.dm.as_ptr(), offset as u64, out.len()),
+                None => libc::EOPNOTSUPP,
+            }
+        };
+        if rc != 0 {
+            return Err(Error::code("ibv_memcpy_from_dm", rc));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Dm {
+    fn drop(&mut self) {
+        // SAFETY: allocated by `ibv_alloc_dm`, freed once.
+        unsafe { ffi::ibv_free_dm(self.dm.as_ptr()) };
+    }
+}
+
+/// An XRC domain (`struct ibv_xrcd`). Closed on drop.
+///
+/// # References
+/// `ibv_open_xrcd(3)`
+pub struct Xrcd {
+    xrcd: NonNull<ffi::ibv_xrcd>,
+    _ctx: Context,
+}
+
+// SAFETY: an XRCD handle is used through thread-safe verbs calls.
+unsafe impl Send for Xrcd {}
+// SAFETY: as above.
+unsafe impl Sync for Xrcd {}
+
+impl fmt::Debug for Xrcd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Xrcd").finish_non_exhaustive()
+    }
+}
+
+impl Xrcd {
+    /// Opens a process-private XRC domain. [`Error::Unsupported`] when the
+    /// device has no XRC.
+    pub fn open(ctx: &Context) -> Result<Xrcd> {
+        let mut attr = ffi::ibv_xrcd_init_attr {
+            comp_mask: ffi::ibv_xrcd_init_attr_mask::IBV_XRCD_INIT_ATTR_FD.0
+                | ffi::ibv_xrcd_init_attr_mask::IBV_XRCD_INIT_ATTR_OFLAGS.0,
+            fd: -1,
+            oflags: libc::O_CREAT,
+        };
+        // SAFETY: live context; `attr` is valid for the call.
+        let xrcd = unsafe { ffi::ibv_open_xrcd(ctx.as_ptr(), &mut attr) };
+        let xrcd = NonNull::new(xrcd).ok_or_else(|| Error::last("ibv_open_xrcd"))?;
+        Ok(Xrcd { xrcd, _ctx: ctx.clone() })
+    }
+
+    /// The raw domain.
+    pub fn as_ptr(&self) -> *mut ffi::ibv_xrcd {
+        self.xrcd.as_ptr()
+    }
+}
+
+impl Drop for Xrcd {
+    fn drop(&mut self) {
+        // SAFETY: opened by `ibv_open_xrcd`, closed once.
+        unsafe { ffi::ibv_close_xrcd(self.xrcd.as_ptr()) };
+    }
+}
