@@ -6,12 +6,18 @@
 //! hardware: `RRDDMMA_TEST_DEVICE=mlx5_0 cargo test --test device -- --ignored`.
 //! When the variable names a device that is not there, every test fails.
 
+mod alloc;
 mod common;
 mod cq;
 mod device;
 mod errors;
+mod events;
 mod ex_post;
 mod features;
 mod loopback;
 mod ops;
+mod stress;
 mod ud_srq;
+
+#[global_allocator]
+static ALLOC: alloc::Counting = alloc::Counting;

@@ -155,3 +155,43 @@ fn multi_sge_gather_and_scatter() {
     assert_eq!(&lb.b()[2000..2010], b"cdeABCDEFG");
     assert_eq!(lb.b()[12], 0);
 }
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn uc_write_and_send() {
+    use rrddmma::bindings as ffi;
+    use rrddmma::prim::{Cq, Pd, QpBuilder};
+    let ctx = crate::common::open_device();
+    let pd = Pd::new(&ctx).unwrap();
+    let cq = Cq::new(&ctx, 16).unwrap();
+    let uc = ffi::ibv_qp_type::IBV_QPT_UC;
+    let qa = QpBuilder::new(&pd, uc, &cq, &cq).build().unwrap();
+    let qb = QpBuilder::new(&pd, uc, &cq, &cq).build().unwrap();
+    let o = rrddmma::prim::ConnectOpts {
+        access: rrddmma::prim::AccessFlags::IBV_ACCESS_REMOTE_WRITE,
+        ..crate::common::opts(&ctx)
+    };
+    let (ea, eb) = (qa.endpoint(1, o.gid_index, 11).unwrap(), qb.endpoint(1, o.gid_index, 22).unwrap());
+    qa.connect(&eb, ea.psn, &o).unwrap();
+    qb.connect(&ea, eb.psn, &o).unwrap();
+    assert_eq!(qa.query_state().unwrap(), ffi::ibv_qp_state::IBV_QPS_RTS);
+    let mut a = crate::common::Buf::new(&pd, 256);
+    let mut b = crate::common::Buf::new(&pd, 256);
+    a.bytes().fill(0x61);
+    let s = [a.mr.sge(0, 128)];
+    // SAFETY: entries in registered memory, alive until completion.
+    unsafe { qa.post_send(&mut [SendWr::write(&s, b.mr.remote().at(0)).wr_id(1).signaled()]) }.unwrap();
+    let wc = poll_one(&cq);
+    assert_eq!((wc.status(), wc.opcode()), (WcStatus::IBV_WC_SUCCESS, WcOpcode::IBV_WC_RDMA_WRITE));
+    let r = [b.mr.sge(128, 128)];
+    // SAFETY: as above.
+    unsafe { qb.post_recv(&mut [RecvWr::new(&r, 2)]) }.unwrap();
+    // SAFETY: as above.
+    unsafe { qa.post_send(&mut [SendWr::send(&s).wr_id(3).signaled()]) }.unwrap();
+    let (recv, send) = poll_pair(&cq, 2, 3);
+    assert_eq!(
+        (send.status(), recv.status(), recv.byte_len()),
+        (WcStatus::IBV_WC_SUCCESS, WcStatus::IBV_WC_SUCCESS, 128)
+    );
+    assert!(b.bytes().iter().all(|&x| x == 0x61), "UC WRITE and SEND both landed");
+}
