@@ -138,6 +138,8 @@ fn script(place: &Place, steps: &[Step], dir: &Path) -> String {
             "ip link set lo up\nmodprobe rdma_rxe || echo 'modprobe rdma_rxe failed' >&2\n\
              rdma link show {RXE_DEVICE} >/dev/null 2>&1 || rdma link add {RXE_DEVICE} type rxe netdev lo\n"
         ));
+        // Tests may create SoftRoCE devices of their own here (root, rdma_rxe loaded).
+        s.push_str("export RRDDMMA_TEST_SOFTROCE_ADMIN=1\n");
     }
     s.push_str(&format!("export RRDDMMA_TEST_DEVICE={}\n", place.device()));
     for (i, step) in steps.iter().enumerate() {
