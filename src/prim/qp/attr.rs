@@ -200,6 +200,42 @@ impl QpAttr {
         self
     }
 
+    /// Path migration state (`IBV_QP_PATH_MIG_STATE`).
+    #[inline]
+    pub fn path_mig_state(mut self, state: ffi::ibv_mig_state) -> QpAttr {
+        self.raw.path_mig_state = state;
+        self.mask = self.mask.or(AttrMask::PATH_MIG_STATE);
+        self
+    }
+
+    /// Asks for an event when the send queue has drained (`IBV_QP_EN_SQD_ASYNC_NOTIFY`).
+    #[inline]
+    pub fn en_sqd_async_notify(mut self, yes: bool) -> QpAttr {
+        self.raw.en_sqd_async_notify = u8::from(yes);
+        self.mask = self.mask.or(AttrMask::EN_SQD_ASYNC_NOTIFY);
+        self
+    }
+
+    /// New queue capacities (`IBV_QP_CAP`), where the provider can resize.
+    #[inline]
+    pub fn cap(mut self, cap: ffi::ibv_qp_cap) -> QpAttr {
+        self.raw.cap = cap;
+        self.mask = self.mask.or(AttrMask::CAP);
+        self
+    }
+
+    /// Alternate path for automatic path migration (`IBV_QP_ALT_PATH`): its
+    /// address vector, P_Key index, port and ACK timeout.
+    #[inline]
+    pub fn alt_path(mut self, av: &AhAttr, pkey_index: u16, port: u8, timeout: u8) -> QpAttr {
+        self.raw.alt_ah_attr = *av.as_raw();
+        self.raw.alt_pkey_index = pkey_index;
+        self.raw.alt_port_num = port;
+        self.raw.alt_timeout = timeout;
+        self.mask = self.mask.or(AttrMask::ALT_PATH);
+        self
+    }
+
     /// Primary path address vector (`IBV_QP_AV`).
     #[inline]
     pub fn av(mut self, av: &AhAttr) -> QpAttr {

@@ -16,6 +16,7 @@ pub use state::{Refusal, Rule};
 
 use super::ah::AhAttr;
 use super::cq::Cq;
+use super::dm::Xrcd;
 use super::error::{Error, Result};
 use super::gid::Gid;
 use super::pd::Pd;
@@ -128,12 +129,23 @@ pub struct QpBuilder<'a> {
     caps: QpCaps,
     sig_all: bool,
     send_ops: Option<SendOps>,
+    xrcd: Option<&'a Xrcd>,
 }
 
 impl<'a> QpBuilder<'a> {
     /// A QP of `qp_type` on `pd` completing on `send_cq` / `recv_cq`.
     pub fn new(pd: &'a Pd, qp_type: QpType, send_cq: &'a Cq, recv_cq: &'a Cq) -> QpBuilder<'a> {
-        QpBuilder { pd, qp_type, send_cq, recv_cq, srq: None, caps: QpCaps::default(), sig_all: false, send_ops: None }
+        QpBuilder {
+            pd,
+            qp_type,
+            send_cq,
+            recv_cq,
+            srq: None,
+            caps: QpCaps::default(),
+            sig_all: false,
+            send_ops: None,
+            xrcd: None,
+        }
     }
 
     /// Queue sizes (default: [`QpCaps::default`]).
@@ -158,6 +170,12 @@ impl<'a> QpBuilder<'a> {
     /// enabled for `ops`, for [`Qp::wr_batch`].
     pub fn send_ops(mut self, ops: SendOps) -> QpBuilder<'a> {
         self.send_ops = Some(ops);
+        self
+    }
+
+    /// The XRC domain of an `IBV_QPT_XRC_RECV` QP.
+    pub fn xrcd(mut self, xrcd: &'a Xrcd) -> QpBuilder<'a> {
+        self.xrcd = Some(xrcd);
         self
     }
 
@@ -197,6 +215,10 @@ impl<'a> QpBuilder<'a> {
             pd: self.pd.as_ptr(),
             ..Default::default()
         };
+        if let Some(x) = self.xrcd {
+            attr.comp_mask |= ffi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_XRCD.0;
+            attr.xrcd = x.as_ptr();
+        }
         if let Some(ops) = self.send_ops {
             attr.comp_mask |= ffi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.0;
             attr.send_ops_flags = ops.0;
@@ -204,7 +226,8 @@ impl<'a> QpBuilder<'a> {
         let ctx = self.pd.context();
         // SAFETY: live PD, CQs and SRQ of the same device; `attr` is valid.
         let qp = unsafe { ffi::ibv_create_qp_ex(ctx.as_ptr(), &mut attr) };
-        let op = if self.send_ops.is_some() { "ibv_create_qp_ex" } else { "ibv_create_qp" };
+        let extended = self.send_ops.is_some() || self.xrcd.is_some();
+        let op = if extended { "ibv_create_qp_ex" } else { "ibv_create_qp" };
         let qp = NonNull::new(qp).ok_or_else(|| Error::last(op))?;
         let ex = if self.send_ops.is_some() {
             // SAFETY: a QP created with send_ops_flags has an extended view.
@@ -385,6 +408,19 @@ impl Qp {
     ///
     /// On failure, [`Error::Post`] says which request the provider refused;
     /// the ones before it were posted.
+    ///
+    /// A batch cannot outlive the entry lists it references:
+    ///
+    /// ```compile_fail
+    /// # fn f(qp: &rrddmma::prim::Qp, mr: &rrddmma::prim::Mr) {
+    /// let mut batch = Vec::new();
+    /// for i in 0..4 {
+    ///     let sges = [mr.sge(i * 64, 64)];
+    ///     batch.push(rrddmma::prim::SendWr::write(&sges, mr.remote().at(0)));
+    /// }
+    /// unsafe { qp.post_send(&mut batch) }.unwrap();
+    /// # }
+    /// ```
     ///
     /// # Safety
     /// Every entry of every request must lie in memory registered on this
