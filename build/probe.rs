@@ -209,6 +209,12 @@ pub fn parse_providers(value: Option<&str>) -> Result<Vec<String>, String> {
     if out.is_empty() {
         return Err("RRDDMMA_STATIC_PROVIDERS names no provider; give e.g. `mlx5` or `mlx5,rxe`".into());
     }
+    if !out.iter().any(|p| p == "mlx5") {
+        return Err(format!(
+            "RRDDMMA_STATIC_PROVIDERS={value:?} leaves out mlx5, which rrddmma's mlx5dv layer links against; \
+             add it, e.g. `mlx5,{value}`"
+        ));
+    }
     Ok(out)
 }
 

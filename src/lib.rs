@@ -26,6 +26,7 @@
 #[allow(unsafe_code)]
 pub mod bindings;
 pub mod ctrl;
+#[allow(unsafe_code)]
 pub mod mlx5dv;
 #[allow(unsafe_code)]
 pub mod prim;

@@ -93,6 +93,8 @@ fn providers_default_to_mlx5_and_are_checked() {
     let e = parse_providers(Some("mlx5,rxee")).unwrap_err();
     assert!(e.contains("\"rxee\"") && e.contains("known providers"), "{e}");
     assert!(parse_providers(Some(",,")).is_err());
+    let e = parse_providers(Some("rxe")).unwrap_err();
+    assert!(e.contains("leaves out mlx5") && e.contains("mlx5,rxe"), "{e}");
 }
 
 #[test]

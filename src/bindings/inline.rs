@@ -465,6 +465,9 @@ forward! {
     /// `ibv_wr_atomic_write`: 8-byte atomic write of `*atomic_wr`.
     pub unsafe fn ibv_wr_atomic_write(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, atomic_wr: *const c_void) => wr_atomic_write;
 
+    /// `mlx5dv_wr_set_dc_addr`: DC destination of the current request.
+    pub unsafe fn mlx5dv_wr_set_dc_addr(mqp: *mut mlx5dv_qp_ex, ah: *mut ibv_ah, remote_dctn: u32, remote_dc_key: u64) => wr_set_dc_addr;
+
     /// `ibv_start_poll`: begins a polling pass; 0, `ENOENT` when empty, or an errno.
     pub unsafe fn ibv_start_poll(cq: *mut ibv_cq_ex, attr: *mut ibv_poll_cq_attr) -> c_int => start_poll;
     /// `ibv_next_poll`: advances to the next completion; 0, `ENOENT`, or an errno.

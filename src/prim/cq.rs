@@ -164,6 +164,11 @@ impl Cq {
         CqBuilder::new(ctx, cqe).build()
     }
 
+    /// The device context.
+    pub fn context(&self) -> &Context {
+        &self.0.ctx
+    }
+
     /// The raw CQ.
     pub fn as_ptr(&self) -> *mut ffi::ibv_cq {
         self.0.cq.as_ptr()

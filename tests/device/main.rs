@@ -15,6 +15,7 @@ mod events;
 mod ex_post;
 mod features;
 mod loopback;
+mod mlx5dv;
 mod ops;
 mod stress;
 mod ud_srq;

@@ -115,6 +115,23 @@ impl WrBatch<'_> {
     /// was; errors the provider records surface at [`WrBatch::complete`].
     #[inline]
     pub fn post(&mut self, wr: &SendWr<'_>) -> Result<()> {
+        let ud = self.qp.qp_type == ffi::ibv_qp_type::IBV_QPT_UD;
+        self.post_with(wr, |q| {
+            if ud {
+                // SAFETY: an open batch with an operation just started; the
+                // UD members are the ones `SendWr::ud` set (plain data).
+                unsafe {
+                    let ud = wr.as_raw().wr.ud;
+                    ffi::ibv_wr_set_ud_addr(q, ud.ah, ud.remote_qpn, ud.remote_qkey);
+                }
+            }
+        })
+    }
+
+    /// As [`WrBatch::post`], with `address` called between the operation and
+    /// its data (where `ibv_wr_set_ud_addr` / `mlx5dv_wr_set_dc_addr` go).
+    #[inline]
+    pub(crate) fn post_with(&mut self, wr: &SendWr<'_>, address: impl FnOnce(*mut ffi::ibv_qp_ex)) -> Result<()> {
         use ffi::ibv_wr_opcode as O;
         let raw = wr.as_raw();
         let q = self.ex.as_ptr();
@@ -153,11 +170,8 @@ impl WrBatch<'_> {
                 }
                 other => panic!("opcode {} has no SendWr constructor", other.0),
             }
-            if self.qp.qp_type == ffi::ibv_qp_type::IBV_QPT_UD {
-                let ud = raw.wr.ud;
-                ffi::ibv_wr_set_ud_addr(q, ud.ah, ud.remote_qpn, ud.remote_qkey);
-            }
         }
+        address(q);
         if inline {
             self.set_inline(sges)
         } else {

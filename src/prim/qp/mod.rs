@@ -283,6 +283,36 @@ impl fmt::Debug for Qp {
 }
 
 impl Qp {
+    /// A QP created elsewhere in the crate (mlx5dv DC).
+    ///
+    /// # Safety
+    /// `qp` must be a live QP created on `pd` with these CQs and SRQ, owned
+    /// by the result (destroyed on its drop); `ex` its extended view if any.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn from_parts(
+        qp: NonNull<ffi::ibv_qp>,
+        ex: Option<NonNull<ffi::ibv_qp_ex>>,
+        qp_type: QpType,
+        caps: QpCaps,
+        pd: &Pd,
+        send_cq: &Cq,
+        recv_cq: &Cq,
+        srq: Option<&Srq>,
+    ) -> Qp {
+        Qp {
+            qp,
+            ex,
+            quirks: pd.context().quirks(),
+            qp_type,
+            state: AtomicU32::new(ffi::ibv_qp_state::IBV_QPS_RESET.0),
+            caps,
+            pd: pd.clone(),
+            _send_cq: send_cq.clone(),
+            _recv_cq: recv_cq.clone(),
+            _srq: srq.cloned(),
+        }
+    }
+
     /// Creates a reliable-connected QP with default settings.
     pub fn new_rc(pd: &Pd, send_cq: &Cq, recv_cq: &Cq, caps: QpCaps) -> Result<Qp> {
         QpBuilder::new(pd, ffi::ibv_qp_type::IBV_QPT_RC, send_cq, recv_cq).caps(caps).build()

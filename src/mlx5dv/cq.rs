@@ -1,0 +1,129 @@
+//! Direct CQ polling: the CQE ring, owner-bit validity, the consumer record, arming.
+
+use std::fmt;
+
+use super::be::Be32;
+use super::cqe::{Completion, Cqe64};
+use super::mmio::Mmio;
+
+/// `MLX5_CQ_DOORBELL`: offset of the CQ doorbell in the UAR page.
+pub const CQ_DOORBELL: usize = 0x20;
+/// `MLX5_CQ_DB_REQ_NOT`: arm for any completion.
+pub const DB_REQ_NOT: u32 = 0;
+/// `MLX5_CQ_DB_REQ_NOT_SOL`: arm for solicited completions.
+pub const DB_REQ_NOT_SOL: u32 = 1 << 24;
+
+/// A completion queue owned by this process: CQE buffer, doorbell records
+/// (`[0]` consumer index, `[1]` arm) and UAR, from [`super::obj::cq_ring`]
+/// or, for tests, from raw parts.
+pub struct CqRing {
+    buf: *const u8,
+    cqe_cnt: u32,
+    cqe_size: u32,
+    dbrec: *mut Be32,
+    uar: *mut u8,
+    cqn: u32,
+    /// Consumer index (free-running).
+    ci: u32,
+    /// Arm sequence number.
+    arm_sn: u32,
+}
+
+// SAFETY: plain memory and registers of one CQ; `&mut self` serialises access.
+unsafe impl Send for CqRing {}
+
+impl fmt::Debug for CqRing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CqRing").field("cqn", &self.cqn).field("cqe_cnt", &self.cqe_cnt).field("ci", &self.ci).finish()
+    }
+}
+
+impl CqRing {
+    /// A ring over raw parts.
+    ///
+    /// # Safety
+    /// `buf` must be `cqe_cnt * cqe_size` readable bytes written by the
+    /// device (or a test's producer), `dbrec` two writable records, `uar` a
+    /// mapped UAR page (any writable 0x28 bytes for tests), all alive while
+    /// the ring lives, and nothing else may consume this CQ.
+    ///
+    /// # Panics
+    /// If `cqe_cnt` is not a power of two or `cqe_size` is not 64 or 128.
+    pub unsafe fn from_raw(
+        buf: *const u8,
+        cqe_cnt: u32,
+        cqe_size: u32,
+        dbrec: *mut Be32,
+        uar: *mut u8,
+        cqn: u32,
+    ) -> CqRing {
+        assert!(cqe_cnt.is_power_of_two(), "CQ size {cqe_cnt} is not a power of two");
+        assert!(cqe_size == 64 || cqe_size == 128, "CQE size {cqe_size} is neither 64 nor 128");
+        CqRing { buf, cqe_cnt, cqe_size, dbrec, uar, cqn, ci: 0, arm_sn: 0 }
+    }
+
+    /// The consumer index (free-running).
+    pub fn consumer_index(&self) -> u32 {
+        self.ci
+    }
+
+    /// The 64-byte CQE at consumer index `ci` (the second half of a 128-byte entry).
+    #[inline(always)]
+    fn cqe(&self, ci: u32) -> *const Cqe64 {
+        let idx = (ci & (self.cqe_cnt - 1)) as usize;
+        let extra = if self.cqe_size == 128 { 64 } else { 0 };
+        // SAFETY: `idx` is below `cqe_cnt`, so the entry is inside the buffer.
+        unsafe { self.buf.add(idx * self.cqe_size as usize + extra).cast() }
+    }
+
+    /// Polls up to `out.len()` completions, decoding them into `out`; then
+    /// updates the consumer record (`dbrec[0] = ci & 0xffffff`) if any were
+    /// taken. No allocation, no system call.
+    #[inline]
+    pub fn poll(&mut self, out: &mut [Completion]) -> usize {
+        let mut n = 0;
+        while n < out.len() {
+            let cqe = self.cqe(self.ci);
+            // SAFETY: the entry is inside the buffer; `op_own` is read
+            // volatile because the device writes it.
+            let op_own = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*cqe).op_own)) };
+            if !Cqe64::is_valid_for(op_own, self.ci, self.cqe_cnt) {
+                break;
+            }
+            // Read the rest only after seeing ownership (udma_from_device_barrier).
+            std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+            // SAFETY: the device handed this entry over (owner bit).
+            out[n] = unsafe { std::ptr::read_volatile(cqe) }.decode();
+            self.ci = self.ci.wrapping_add(1);
+            n += 1;
+        }
+        if n > 0 {
+            // SAFETY: `dbrec` is the CQ's consumer record (ring contract).
+            unsafe { std::ptr::write_volatile(self.dbrec, Be32::new(self.ci & 0xff_ffff)) };
+        }
+        n
+    }
+
+    /// Arms the CQ for the next (or next solicited) completion, in libmlx5's
+    /// order: arm record `sn << 28 | cmd | ci`; `wc_start`; the 64-bit
+    /// doorbell `(sn << 28 | cmd | ci) << 32 | cqn` at UAR + 0x20; flush.
+    /// Call [`CqRing::event_received`] when the event comes.
+    pub fn arm<M: Mmio>(&mut self, mmio: &mut M, solicited: bool) {
+        let sn = self.arm_sn & 3;
+        let ci = self.ci & 0xff_ffff;
+        let cmd = if solicited { DB_REQ_NOT_SOL } else { DB_REQ_NOT };
+        let word = (sn << 28) | cmd | ci;
+        // SAFETY: `dbrec + 1` is the CQ's arm record (ring contract).
+        unsafe { mmio.write_dbrec(self.dbrec.add(1), word) };
+        mmio.wc_start();
+        let db = (u64::from(word) << 32) | u64::from(self.cqn);
+        // SAFETY: the CQ doorbell inside the mapped UAR page (ring contract).
+        unsafe { mmio.write64(self.uar, CQ_DOORBELL, db.to_be_bytes()) };
+        mmio.flush_writes();
+    }
+
+    /// Advances the arm sequence number after a completion event.
+    pub fn event_received(&mut self) {
+        self.arm_sn = self.arm_sn.wrapping_add(1);
+    }
+}

@@ -1,0 +1,302 @@
+//! WQE segments (`#[repr(C)]`, big-endian fields) and their encoders.
+//!
+//! Layouts and encoders follow `mlx5dv.h`; `tests/mlx5_oracle.rs` compares
+//! them byte for byte with the header's own helpers on random inputs.
+
+use super::be::{Be16, Be32, Be64};
+
+/// Size of a WQE basic block.
+pub const SEND_WQE_BB: usize = 64;
+/// Bytes per DS unit (octoword).
+pub const DS_BYTES: usize = 16;
+
+/// `fm_ce_se` bits of the control segment.
+pub mod fm_ce_se {
+    /// `MLX5_WQE_CTRL_CQ_UPDATE`: generate a CQE.
+    pub const CQ_UPDATE: u8 = 0x08;
+    /// `MLX5_WQE_CTRL_SOLICITED`.
+    pub const SOLICITED: u8 = 0x02;
+    /// `MLX5_WQE_CTRL_FENCE`: strong fence.
+    pub const FENCE: u8 = 0x80;
+    /// `MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE`.
+    pub const SMALL_FENCE: u8 = 0x20;
+}
+
+/// Send WQE opcodes (`MLX5_OPCODE_*`).
+pub mod opcode {
+    /// NOP.
+    pub const NOP: u8 = 0x00;
+    /// RDMA WRITE.
+    pub const RDMA_WRITE: u8 = 0x08;
+    /// RDMA WRITE with immediate.
+    pub const RDMA_WRITE_IMM: u8 = 0x09;
+    /// SEND.
+    pub const SEND: u8 = 0x0a;
+    /// SEND with immediate.
+    pub const SEND_IMM: u8 = 0x0b;
+    /// RDMA READ.
+    pub const RDMA_READ: u8 = 0x10;
+    /// Compare-and-swap.
+    pub const ATOMIC_CS: u8 = 0x11;
+    /// Fetch-and-add.
+    pub const ATOMIC_FA: u8 = 0x12;
+    /// Masked compare-and-swap (extended atomics).
+    pub const ATOMIC_MASKED_CS: u8 = 0x14;
+    /// Masked fetch-and-add (extended atomics).
+    pub const ATOMIC_MASKED_FA: u8 = 0x15;
+}
+
+/// Control segment (`struct mlx5_wqe_ctrl_seg`, packed, 4-aligned).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C, align(4))]
+pub struct CtrlSeg {
+    /// `opmod << 24 | wqe_index << 8 | opcode`.
+    pub opmod_idx_opcode: Be32,
+    /// `qpn << 8 | ds`.
+    pub qpn_ds: Be32,
+    /// WQE signature.
+    pub signature: u8,
+    /// DCI stream channel (big-endian, unaligned in the C layout).
+    pub dci_stream_channel_id: [u8; 2],
+    /// Fence mode, completion and solicited-event bits.
+    pub fm_ce_se: u8,
+    /// Immediate data / invalidation key, stored as given.
+    pub imm: u32,
+}
+
+impl CtrlSeg {
+    /// What `mlx5dv_set_ctrl_seg` writes: `imm` is stored as given (already
+    /// in network order for immediates); bytes 9-10 are left untouched.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub fn set(&mut self, pi: u16, opcode: u8, opmod: u8, qpn: u32, fm_ce_se: u8, ds: u8, signature: u8, imm: u32) {
+        self.opmod_idx_opcode = Be32::new((u32::from(opmod) << 24) | (u32::from(pi) << 8) | u32::from(opcode));
+        self.qpn_ds = Be32::new((qpn << 8) | u32::from(ds));
+        self.fm_ce_se = fm_ce_se;
+        self.signature = signature;
+        self.imm = imm;
+    }
+
+    /// The opcode.
+    pub fn opcode(&self) -> u8 {
+        self.opmod_idx_opcode.get() as u8
+    }
+
+    /// The WQE index (`pi` at post time).
+    pub fn wqe_index(&self) -> u16 {
+        (self.opmod_idx_opcode.get() >> 8) as u16
+    }
+
+    /// The DS count.
+    pub fn ds(&self) -> u8 {
+        self.qpn_ds.get() as u8
+    }
+
+    /// The QP number.
+    pub fn qpn(&self) -> u32 {
+        self.qpn_ds.get() >> 8
+    }
+}
+
+/// Remote address segment (`struct mlx5_wqe_raddr_seg`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct RaddrSeg {
+    /// Remote address.
+    pub raddr: Be64,
+    /// Remote key.
+    pub rkey: Be32,
+    /// Reserved (zero).
+    pub reserved: u32,
+}
+
+impl RaddrSeg {
+    /// Sets address and key.
+    #[inline(always)]
+    pub fn set(&mut self, raddr: u64, rkey: u32) {
+        self.raddr = Be64::new(raddr);
+        self.rkey = Be32::new(rkey);
+        self.reserved = 0;
+    }
+}
+
+/// Data (scatter/gather) segment (`struct mlx5_wqe_data_seg`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct DataSeg {
+    /// Length in bytes.
+    pub byte_count: Be32,
+    /// Local key.
+    pub lkey: Be32,
+    /// Address.
+    pub addr: Be64,
+}
+
+impl DataSeg {
+    /// What `mlx5dv_set_data_seg` writes.
+    #[inline(always)]
+    pub fn set(&mut self, length: u32, lkey: u32, addr: u64) {
+        self.byte_count = Be32::new(length);
+        self.lkey = Be32::new(lkey);
+        self.addr = Be64::new(addr);
+    }
+}
+
+/// Atomic segment (`struct mlx5_wqe_atomic_seg`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct AtomicSeg {
+    /// Swap value (CAS) or addend (FAA).
+    pub swap_add: Be64,
+    /// Compare value (CAS).
+    pub compare: Be64,
+}
+
+/// Masked 8-byte atomic segment for compare-and-swap: swap, compare and
+/// their masks (32 bytes; `log_arg_sz` 3 in the opmod).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct MaskedCasSeg {
+    /// Swap value.
+    pub swap: Be64,
+    /// Compare value.
+    pub compare: Be64,
+    /// Bits of `swap` to write.
+    pub swap_mask: Be64,
+    /// Bits to compare.
+    pub compare_mask: Be64,
+}
+
+/// Masked 8-byte atomic segment for fetch-and-add: addend and the mask of
+/// field boundaries (16 bytes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct MaskedFaSeg {
+    /// Addend.
+    pub add: Be64,
+    /// Bits where a carry stops (field boundaries).
+    pub field_boundary: Be64,
+}
+
+/// Inline data header (`struct mlx5_wqe_inl_data_seg`); the data follows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct InlineSeg {
+    /// `BE32(len | MLX5_INLINE_SEG)`.
+    pub byte_count: Be32,
+}
+
+/// `MLX5_INLINE_SEG`.
+pub const INLINE_SEG: u32 = 0x8000_0000;
+
+/// Address vector / datagram segment (`struct mlx5_wqe_av`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct DatagramSeg {
+    /// Q_Key in the high half (UD), or the DC access key.
+    pub key: Be64,
+    /// `ext << 31 | dest QPN (UD) or DCT number (DC)`.
+    pub dqp_dct: Be32,
+    /// Static rate and SL.
+    pub stat_rate_sl: u8,
+    /// Force loopback and source LID bits.
+    pub fl_mlid: u8,
+    /// Remote LID.
+    pub rlid: Be16,
+    /// Reserved.
+    pub reserved0: [u8; 4],
+    /// Remote MAC (RoCE).
+    pub rmac: [u8; 6],
+    /// Traffic class.
+    pub tclass: u8,
+    /// Hop limit.
+    pub hop_limit: u8,
+    /// GRH flag, source GID index, flow label.
+    pub grh_gid_fl: Be32,
+    /// Remote GID.
+    pub rgid: [u8; 16],
+}
+
+impl DatagramSeg {
+    /// What `mlx5dv_set_dgram_seg` writes.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub fn set(
+        &mut self,
+        key: u64,
+        dqp_dct: u32,
+        ext: u8,
+        stat_rate_sl: u8,
+        fl_mlid: u8,
+        rlid: u16,
+        rmac: &[u8; 6],
+        tclass: u8,
+        hop_limit: u8,
+        grh_gid_fl: u32,
+        rgid: &[u8; 16],
+    ) {
+        self.key = Be64::new(key);
+        self.dqp_dct = Be32::new((u32::from(ext) << 31) | dqp_dct);
+        self.stat_rate_sl = stat_rate_sl;
+        self.fl_mlid = fl_mlid;
+        self.rlid = Be16::new(rlid);
+        self.rmac = *rmac;
+        self.tclass = tclass;
+        self.hop_limit = hop_limit;
+        self.grh_gid_fl = Be32::new(grh_gid_fl);
+        self.rgid = *rgid;
+    }
+}
+
+/// Ethernet segment (`struct mlx5_wqe_eth_seg`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct EthSeg {
+    /// Reserved.
+    pub rsvd0: u32,
+    /// Checksum offload flags.
+    pub cs_flags: u8,
+    /// Reserved.
+    pub rsvd1: u8,
+    /// TSO maximum segment size.
+    pub mss: Be16,
+    /// Reserved.
+    pub rsvd2: u32,
+    /// Length of the inlined headers.
+    pub inline_hdr_sz: Be16,
+    /// First two bytes of the inlined headers.
+    pub inline_hdr_start: [u8; 2],
+    /// Next sixteen bytes of the inlined headers.
+    pub inline_hdr: [u8; 16],
+}
+
+impl EthSeg {
+    /// What `mlx5dv_set_eth_seg` writes: `hdr` is copied from
+    /// `inline_hdr_start` on (into `inline_hdr` beyond two bytes).
+    ///
+    /// # Panics
+    /// If `hdr` is longer than the 18 bytes the segment holds (a programming
+    /// error: longer headers continue in the following segments).
+    #[inline(always)]
+    pub fn set(&mut self, cs_flags: u8, mss: u16, hdr: &[u8]) {
+        assert!(hdr.len() <= 18, "an Ethernet segment holds 18 inline header bytes, not {}", hdr.len());
+        self.cs_flags = cs_flags;
+        self.mss = Be16::new(mss);
+        self.inline_hdr_sz = Be16::new(hdr.len() as u16);
+        let (a, b) = hdr.split_at(hdr.len().min(2));
+        self.inline_hdr_start[..a.len()].copy_from_slice(a);
+        self.inline_hdr[..b.len()].copy_from_slice(b);
+    }
+}
+
+const _: () = {
+    use std::mem::{align_of, offset_of, size_of};
+    assert!(size_of::<CtrlSeg>() == 16 && align_of::<CtrlSeg>() == 4);
+    assert!(offset_of!(CtrlSeg, signature) == 8 && offset_of!(CtrlSeg, dci_stream_channel_id) == 9);
+    assert!(offset_of!(CtrlSeg, fm_ce_se) == 11 && offset_of!(CtrlSeg, imm) == 12);
+    assert!(size_of::<RaddrSeg>() == 16 && size_of::<DataSeg>() == 16 && size_of::<AtomicSeg>() == 16);
+    assert!(size_of::<MaskedCasSeg>() == 32 && size_of::<MaskedFaSeg>() == 16 && size_of::<InlineSeg>() == 4);
+    assert!(size_of::<DatagramSeg>() == 48 && offset_of!(DatagramSeg, rgid) == 32);
+    assert!(offset_of!(DatagramSeg, rmac) == 20 && offset_of!(DatagramSeg, grh_gid_fl) == 28);
+    assert!(size_of::<EthSeg>() == 32 && offset_of!(EthSeg, inline_hdr_sz) == 12);
+};

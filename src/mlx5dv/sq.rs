@@ -1,0 +1,308 @@
+//! The send queue as a ring of 64-byte basic blocks: a WQE writer that
+//! accounts DS, pads inline data, wraps at the queue end and advances the
+//! producer index, and the doorbell / BlueFlame sequence of libmlx5.
+
+use std::fmt;
+
+use super::be::Be32;
+use super::mmio::Mmio;
+use super::seg::{CtrlSeg, DataSeg, DatagramSeg, RaddrSeg, DS_BYTES, INLINE_SEG, SEND_WQE_BB};
+
+/// A send queue owned by this process: its buffer, doorbell record and
+/// BlueFlame register, from [`super::obj::sq_ring`] or, for tests, from raw
+/// parts.
+pub struct SqRing {
+    buf: *mut u8,
+    /// Basic blocks in the ring (a power of two).
+    wqe_cnt: u32,
+    dbrec: *mut Be32,
+    bf_reg: *mut u8,
+    bf_size: u32,
+    bf_offset: u32,
+    qpn: u32,
+    /// Basic blocks posted (free-running).
+    cur_post: u32,
+    /// Basic blocks retired by completions (free-running).
+    head: u32,
+    /// Basic blocks of the WQE starting at each slot, for retiring.
+    bbs: Box<[u8]>,
+    /// WQEs written since the last doorbell, and the last one's start and DS.
+    pending: u32,
+    last: (u32, u8),
+    last_inline: bool,
+    prefer_bf: bool,
+}
+
+// SAFETY: the ring is plain memory and registers owned by one QP; `&mut self`
+// serialises every write.
+unsafe impl Send for SqRing {}
+
+impl fmt::Debug for SqRing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqRing")
+            .field("qpn", &self.qpn)
+            .field("wqe_cnt", &self.wqe_cnt)
+            .field("cur_post", &self.cur_post)
+            .field("head", &self.head)
+            .field("bf_size", &self.bf_size)
+            .finish()
+    }
+}
+
+impl SqRing {
+    /// A ring over raw parts.
+    ///
+    /// # Safety
+    /// `buf` must be `wqe_cnt * 64` writable bytes, `dbrec` a writable
+    /// doorbell record, and `bf_reg` (when `bf_size > 0`, else any 8-byte
+    /// register) a mapped MMIO area of `2 * bf_size` bytes (8 when `bf_size`
+    /// is 0), all alive and used by nothing else while the ring lives.
+    ///
+    /// # Panics
+    /// If `wqe_cnt` is not a power of two (a programming error).
+    pub unsafe fn from_raw(
+        buf: *mut u8,
+        wqe_cnt: u32,
+        dbrec: *mut Be32,
+        bf_reg: *mut u8,
+        bf_size: u32,
+        qpn: u32,
+    ) -> SqRing {
+        assert!(wqe_cnt.is_power_of_two(), "SQ size {wqe_cnt} is not a power of two");
+        SqRing {
+            buf,
+            wqe_cnt,
+            dbrec,
+            bf_reg,
+            bf_size,
+            bf_offset: 0,
+            qpn,
+            cur_post: 0,
+            head: 0,
+            bbs: vec![0u8; wqe_cnt as usize].into_boxed_slice(),
+            pending: 0,
+            last: (0, 0),
+            last_inline: false,
+            prefer_bf: true,
+        }
+    }
+
+    /// Whether single-WQE doorbells that fit go through BlueFlame even
+    /// without inline data (libmlx5's `MLX5_POST_SEND_PREFER_BF`, default on).
+    pub fn set_prefer_bf(&mut self, yes: bool) {
+        self.prefer_bf = yes;
+    }
+
+    /// Basic blocks in the ring.
+    pub fn wqe_cnt(&self) -> u32 {
+        self.wqe_cnt
+    }
+
+    /// The producer index in basic blocks (free-running; the WQE index is its low 16 bits).
+    pub fn cur_post(&self) -> u32 {
+        self.cur_post
+    }
+
+    /// Basic blocks free for new WQEs.
+    #[inline(always)]
+    pub fn available(&self) -> u32 {
+        self.wqe_cnt - self.cur_post.wrapping_sub(self.head)
+    }
+
+    /// The BlueFlame offset the next doorbell uses (toggles between 0 and `bf_size`).
+    pub fn bf_offset(&self) -> u32 {
+        self.bf_offset
+    }
+
+    /// Frees the ring up to and including the WQE whose index a CQE reported
+    /// (`wqe_counter`); completions of unsignalled WQEs are implied.
+    #[inline]
+    pub fn retire(&mut self, wqe_counter: u16) {
+        let start = self.head.wrapping_add(u32::from(wqe_counter.wrapping_sub(self.head as u16)));
+        let bbs = u32::from(self.bbs[(start & (self.wqe_cnt - 1)) as usize]).max(1);
+        self.head = start.wrapping_add(bbs);
+    }
+
+    /// Starts a WQE: `opcode`, `opmod` (e.g. the masked-atomic argument
+    /// size), `fm_ce_se` flags and `imm` (stored as given, network order for
+    /// immediates). Add segments, then [`WqeWriter::finish`].
+    #[inline(always)]
+    pub fn wqe(&mut self, opcode: u8, opmod: u8, fm_ce_se: u8, imm: u32) -> WqeWriter<'_> {
+        let start = self.cur_post;
+        WqeWriter { sq: self, start, off: DS_BYTES, opcode, opmod, fm_ce_se, imm, inline: false }
+    }
+
+    #[inline(always)]
+    fn slot(&self, start: u32, off: usize) -> *mut u8 {
+        let ring = (self.wqe_cnt as usize) * SEND_WQE_BB;
+        let pos = (start as usize * SEND_WQE_BB + off) & (ring - 1);
+        // SAFETY: `pos` is inside the ring buffer (masked by its size).
+        unsafe { self.buf.add(pos) }
+    }
+
+    /// Rings the doorbell for the WQEs written since the last one, in
+    /// libmlx5's order: barrier; doorbell record = `cur_post & 0xffff`;
+    /// `wc_start`; the whole WQE by BlueFlame (one WQE, more than one DS,
+    /// fits the BlueFlame buffer) or else the first 8 control bytes; flush;
+    /// toggle the BlueFlame offset.
+    #[inline]
+    pub fn ring<M: Mmio>(&mut self, mmio: &mut M) {
+        if self.pending == 0 {
+            return;
+        }
+        mmio.to_device_barrier();
+        // SAFETY: the SQ's doorbell record (`from_raw` contract).
+        unsafe { mmio.write_dbrec(self.dbrec, self.cur_post & 0xffff) };
+        mmio.wc_start();
+        let (start, ds) = self.last;
+        let bytes = (usize::from(ds) * DS_BYTES).div_ceil(SEND_WQE_BB) * SEND_WQE_BB;
+        let bf = self.pending == 1
+            && self.bf_size > 0
+            && (self.last_inline || self.prefer_bf)
+            && ds > 1
+            && usize::from(ds) <= self.bf_size as usize / DS_BYTES;
+        let base = self.bf_offset as usize;
+        // SAFETY: offsets stay inside the BlueFlame buffer half in use
+        // (`bytes <= bf_size`) or at its first 8 bytes (`from_raw` contract).
+        unsafe {
+            if bf {
+                for i in 0..bytes / 8 {
+                    mmio.write64(self.bf_reg, base + i * 8, self.read8(start, i * 8));
+                }
+            } else {
+                mmio.write64(self.bf_reg, base, self.read8(start, 0));
+            }
+        }
+        mmio.flush_writes();
+        self.bf_offset ^= self.bf_size;
+        self.pending = 0;
+    }
+
+    fn read8(&self, start: u32, off: usize) -> [u8; 8] {
+        let mut b = [0u8; 8];
+        // SAFETY: 8-byte aligned offsets never straddle the ring end (its
+        // size is a multiple of 64); the bytes were written by this ring.
+        unsafe { std::ptr::copy_nonoverlapping(self.slot(start, off), b.as_mut_ptr(), 8) };
+        b
+    }
+}
+
+/// Appends segments to one WQE; see [`SqRing::wqe`].
+pub struct WqeWriter<'s> {
+    sq: &'s mut SqRing,
+    start: u32,
+    off: usize,
+    opcode: u8,
+    opmod: u8,
+    fm_ce_se: u8,
+    imm: u32,
+    inline: bool,
+}
+
+impl fmt::Debug for WqeWriter<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WqeWriter").field("opcode", &self.opcode).field("bytes", &self.off).finish()
+    }
+}
+
+impl WqeWriter<'_> {
+    /// Writes `bytes` at the current offset, wrapping at the ring end.
+    ///
+    /// # Panics
+    /// If the WQE would overrun WQEs not yet retired (a programming error:
+    /// check [`SqRing::available`], retire completions first).
+    #[inline(always)]
+    fn put(&mut self, bytes: &[u8]) {
+        let end = self.off + bytes.len();
+        assert!(
+            end.div_ceil(SEND_WQE_BB) <= self.sq.available() as usize,
+            "send queue full: a {end}-byte WQE needs more than the {} free basic blocks; retire completions first",
+            self.sq.available()
+        );
+        let ring = self.sq.wqe_cnt as usize * SEND_WQE_BB;
+        let mut done = 0;
+        while done < bytes.len() {
+            let pos = (self.start as usize * SEND_WQE_BB + self.off + done) & (ring - 1);
+            let n = (ring - pos).min(bytes.len() - done);
+            // SAFETY: `pos..pos + n` is inside the ring buffer.
+            unsafe { std::ptr::copy_nonoverlapping(bytes[done..].as_ptr(), self.sq.buf.add(pos), n) };
+            done += n;
+        }
+        self.off = end;
+    }
+
+    #[inline(always)]
+    fn put_seg<T: Copy>(mut self, seg: &T) -> Self {
+        // SAFETY: segments are plain `#[repr(C)]` data without padding.
+        let bytes = unsafe { std::slice::from_raw_parts((seg as *const T).cast::<u8>(), size_of::<T>()) };
+        self.put(bytes);
+        self
+    }
+
+    /// Remote address segment.
+    #[inline(always)]
+    pub fn raddr(self, raddr: u64, rkey: u32) -> Self {
+        let mut s = RaddrSeg::default();
+        s.set(raddr, rkey);
+        self.put_seg(&s)
+    }
+
+    /// Data segment.
+    #[inline(always)]
+    pub fn data(self, len: u32, lkey: u32, addr: u64) -> Self {
+        let mut s = DataSeg::default();
+        s.set(len, lkey, addr);
+        self.put_seg(&s)
+    }
+
+    /// Any other segment (atomic, masked atomic, datagram, ...), 16-byte multiple.
+    ///
+    /// # Panics
+    /// If the segment's size is not a multiple of 16 bytes (a programming error).
+    #[inline(always)]
+    pub fn seg<T: Copy>(self, seg: &T) -> Self {
+        assert!(size_of::<T>() % DS_BYTES == 0, "segments are whole 16-byte units");
+        self.put_seg(seg)
+    }
+
+    /// Datagram (address vector) segment for UD and DC.
+    #[inline(always)]
+    pub fn datagram(self, av: &DatagramSeg) -> Self {
+        self.put_seg(av)
+    }
+
+    /// Inline data: a 4-byte header `len | MLX5_INLINE_SEG` and the bytes,
+    /// padded so that the WQE grows by `align(len + 4, 16)`.
+    #[inline(always)]
+    pub fn inline(mut self, data: &[u8]) -> Self {
+        let hdr = Be32::new(data.len() as u32 | INLINE_SEG);
+        self.put(&hdr.raw().to_ne_bytes());
+        self.put(data);
+        let pad = self.off.next_multiple_of(DS_BYTES) - self.off;
+        self.put(&[0u8; DS_BYTES][..pad]);
+        self.inline = true;
+        self
+    }
+
+    /// Writes the control segment (DS counted from the segments added),
+    /// advances the producer index by the WQE's basic blocks, and returns
+    /// the WQE index. The doorbell is rung separately ([`SqRing::ring`]).
+    #[inline(always)]
+    pub fn finish(self) -> u16 {
+        let ds = u8::try_from(self.off / DS_BYTES).expect("a WQE holds at most 255 DS");
+        let bbs = self.off.div_ceil(SEND_WQE_BB) as u32;
+        assert!(bbs <= self.sq.available(), "send queue full: retire completions first");
+        let pi = self.start as u16;
+        let mut ctrl = CtrlSeg::default();
+        ctrl.set(pi, self.opcode, self.opmod, self.sq.qpn, self.fm_ce_se, ds, 0, self.imm);
+        // SAFETY: the control segment's 16 bytes sit at the WQE start, inside the ring.
+        unsafe { std::ptr::write_unaligned(self.sq.slot(self.start, 0).cast::<CtrlSeg>(), ctrl) };
+        let sq = self.sq;
+        sq.bbs[(self.start & (sq.wqe_cnt - 1)) as usize] = bbs as u8;
+        sq.cur_post = sq.cur_post.wrapping_add(bbs);
+        sq.pending += 1;
+        sq.last = (self.start, ds);
+        sq.last_inline = self.inline;
+        pi
+    }
+}

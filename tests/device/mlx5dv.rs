@@ -1,0 +1,36 @@
+//! On a device that is not mlx5, every mlx5dv entry point reports Unsupported.
+
+use rrddmma::mlx5dv::{self, dc};
+use rrddmma::prim::{Cq, Error, Pd, QpCaps, SendOps, Srq};
+use rrddmma::wrap::connected_rc_pair;
+
+use crate::common::{open_device, opts};
+
+fn unsupported<T: std::fmt::Debug>(r: rrddmma::prim::Result<T>, what: &str) {
+    match r {
+        Err(Error::Unsupported { .. }) => {}
+        other => panic!("{what}: expected Unsupported, got {other:?}"),
+    }
+}
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn every_entry_point_is_unsupported_off_mlx5() {
+    let ctx = open_device();
+    if mlx5dv::is_supported(&ctx) {
+        eprintln!("skipped: {} is an mlx5 device", ctx.name());
+        return;
+    }
+    unsupported(mlx5dv::query_device(&ctx), "query_device");
+    unsupported(mlx5dv::clock_info(&ctx), "clock_info");
+    let pd = Pd::new(&ctx).unwrap();
+    let cq = Cq::new(&ctx, 8).unwrap();
+    let (qa, _qb) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 1, &opts(&ctx)).unwrap();
+    unsupported(mlx5dv::obj::sq_ring(&qa), "sq_ring");
+    unsupported(mlx5dv::obj::cq_ring(&cq), "cq_ring");
+    let srq = Srq::new(&pd, 4, 1).unwrap();
+    unsupported(dc::create_dct(&pd, &cq, &srq, 0x1234), "create_dct");
+    unsupported(dc::Dci::new(&pd, &cq, &cq, QpCaps::default(), SendOps::BASIC), "Dci::new");
+    // The QP is untouched and still usable through verbs.
+    assert_eq!(qa.query_state().unwrap(), rrddmma::bindings::ibv_qp_state::IBV_QPS_RTS);
+}

@@ -1,0 +1,329 @@
+//! Ring models for the direct-verbs queues, without hardware: a software CQE
+//! producer drives the direct poller across many laps; a send queue of the
+//! smallest size is forced to wrap and parsed back with the C structs; the
+//! recorded doorbell sequence is libmlx5's.
+
+use rrddmma::bindings as ffi;
+use rrddmma::mlx5dv::be::{Be16, Be32, Be64};
+use rrddmma::mlx5dv::cq::CqRing;
+use rrddmma::mlx5dv::cqe::{opcode as cqe_op, Completion, Cqe64};
+use rrddmma::mlx5dv::mmio::{Op, Recorder};
+use rrddmma::mlx5dv::seg::{fm_ce_se, opcode, AtomicSeg, INLINE_SEG};
+use rrddmma::mlx5dv::sq::SqRing;
+
+/// A 64-byte-aligned zeroed buffer.
+fn aligned(len: usize) -> Vec<u64> {
+    vec![0u64; len.div_ceil(8)]
+}
+
+/// Tiny deterministic generator for test inputs.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+fn cq_laps(cqe_size: u32) {
+    const CNT: u32 = 16;
+    let mut buf = aligned((CNT * cqe_size) as usize);
+    let base = buf.as_mut_ptr().cast::<u8>();
+    // Fresh CQ buffers hold op_own = 0xF0 (INVALID, owner 0).
+    for i in 0..CNT {
+        let off = (i * cqe_size) as usize + if cqe_size == 128 { 64 } else { 0 };
+        // SAFETY: inside `buf`.
+        unsafe { *base.add(off + 63) = 0xf0 };
+    }
+    let mut dbrec = [Be32::default(); 2];
+    let mut uar = aligned(64);
+    // SAFETY: buffers live until the end of the function; nothing else consumes.
+    let mut cq = unsafe { CqRing::from_raw(base, CNT, cqe_size, dbrec.as_mut_ptr(), uar.as_mut_ptr().cast(), 0x77) };
+    let mut rng = Rng(0x1234_5678_9abc_def1);
+    let (mut produced, mut consumed) = (0u32, 0u32);
+    let total = CNT * 60;
+    let mut out = [Completion {
+        opcode: 0,
+        status: ffi::ibv_wc_status(0),
+        vendor_err: 0,
+        qpn: 0,
+        wqe_counter: 0,
+        byte_len: 0,
+        imm: 0,
+        timestamp: 0,
+        inline_scatter: 0,
+        solicited: false,
+    }; 8];
+    while consumed < total {
+        // The "hardware" writes a few CQEs, never overrunning the consumer.
+        let burst = (rng.next() % 6) as u32;
+        for _ in 0..burst {
+            if produced == total || produced - consumed == CNT {
+                break;
+            }
+            let slot = produced & (CNT - 1);
+            let off = (slot * cqe_size) as usize + if cqe_size == 128 { 64 } else { 0 };
+            let err = produced % 97 == 5;
+            let op = if err { cqe_op::REQ_ERR } else { cqe_op::RESP_SEND };
+            let owner = u8::from(produced & CNT != 0);
+            let mut c = Cqe64 {
+                byte_cnt: Be32::new(produced),
+                timestamp: Be64::new(if err { 0x2015 } else { u64::from(produced) << 20 }),
+                sop_drop_qpn: Be32::new((u32::from(op) << 24) | 0x00ab_cdef),
+                wqe_counter: Be16::new(produced as u16),
+                op_own: 0xf0,
+                ..Cqe64::default()
+            };
+            // SAFETY: the entry is inside `buf`; the body first, the owner byte last.
+            unsafe {
+                std::ptr::write(base.add(off).cast::<Cqe64>(), c);
+                c.op_own = (op << 4) | owner;
+                std::ptr::write_volatile(base.add(off + 63), c.op_own);
+            }
+            produced += 1;
+        }
+        let want = 1 + (rng.next() % 8) as usize;
+        let n = cq.poll(&mut out[..want]);
+        for c in &out[..n] {
+            assert_eq!(c.wqe_counter, consumed as u16, "in order, none skipped");
+            assert_eq!(c.qpn, 0x00ab_cdef);
+            if consumed % 97 == 5 {
+                assert_eq!(
+                    (c.opcode, c.status, c.vendor_err),
+                    (cqe_op::REQ_ERR, ffi::ibv_wc_status::IBV_WC_RETRY_EXC_ERR, 0x20)
+                );
+            } else {
+                assert_eq!(
+                    (c.opcode, c.status, c.byte_len),
+                    (cqe_op::RESP_SEND, ffi::ibv_wc_status::IBV_WC_SUCCESS, consumed)
+                );
+                assert_eq!(c.timestamp, u64::from(consumed) << 20);
+            }
+            consumed += 1;
+        }
+        assert!(n <= (produced - (consumed - n as u32)) as usize);
+        assert_eq!(cq.consumer_index(), consumed);
+        if n > 0 {
+            assert_eq!(dbrec[0].get(), consumed & 0xff_ffff, "consumer record");
+        }
+    }
+    assert!(total / CNT >= 50, "many laps, owner bit flipping each");
+    // Nothing new: the stale entries of the last lap are not valid.
+    assert_eq!(cq.poll(&mut out), 0);
+}
+
+#[test]
+fn cq_poller_across_laps_64_byte_cqes() {
+    cq_laps(64);
+}
+
+#[test]
+fn cq_poller_across_laps_128_byte_cqes() {
+    cq_laps(128);
+}
+
+/// Reads `len` bytes of the ring starting `off` bytes into the WQE at BB `start`.
+fn ring_bytes(ring: &[u8], start: u32, off: usize, len: usize) -> Vec<u8> {
+    (0..len).map(|i| ring[(start as usize * 64 + off + i) % ring.len()]).collect()
+}
+
+fn cast<T: Copy>(b: &[u8]) -> T {
+    assert!(b.len() >= size_of::<T>());
+    // SAFETY: `T` is a plain C struct; unaligned read of enough bytes.
+    unsafe { std::ptr::read_unaligned(b.as_ptr().cast::<T>()) }
+}
+
+#[test]
+fn smallest_sq_wraps_and_parses_back_with_c_structs() {
+    const BBS: u32 = 4; // 256 bytes: every WQE below crosses or touches the end sometime
+    let mut buf = aligned((BBS * 64) as usize);
+    let mut dbrec = [Be32::default(); 2];
+    let mut bf = aligned(512);
+    // SAFETY: buffers live until the end; the ring is their only user.
+    let mut sq = unsafe {
+        SqRing::from_raw(buf.as_mut_ptr().cast(), BBS, dbrec.as_mut_ptr().add(1), bf.as_mut_ptr().cast(), 256, 0x1234)
+    };
+    let mut rec = Recorder::default();
+    let mut rng = Rng(42);
+    let mut expected_post = 0u32;
+    for i in 0..200u32 {
+        let kind = i % 4;
+        let inline_len = (rng.next() % 60) as usize + 1;
+        let payload: Vec<u8> = (0..inline_len).map(|j| (i as usize * 7 + j) as u8).collect();
+        let before = sq.cur_post();
+        let w = match kind {
+            0 => {
+                sq.wqe(opcode::RDMA_WRITE, 0, fm_ce_se::CQ_UPDATE, 0).raddr(0x1000 + u64::from(i), 77).inline(&payload)
+            }
+            1 => sq
+                .wqe(opcode::SEND_IMM, 0, fm_ce_se::CQ_UPDATE | fm_ce_se::SOLICITED, 0xaabb_ccdd_u32.to_be())
+                .data(64, 5, 0x5000)
+                .data(32, 6, 0x6000),
+            2 => sq
+                .wqe(opcode::ATOMIC_FA, 0, fm_ce_se::CQ_UPDATE, 0)
+                .raddr(0x2000, 8)
+                .seg(&AtomicSeg { swap_add: Be64::new(3), compare: Be64::new(0) })
+                .data(8, 9, 0x7000),
+            _ => sq.wqe(opcode::RDMA_WRITE, 0, 0, 0).raddr(0x3000, 10).data(4096, 11, 0x8000),
+        };
+        let pi = w.finish();
+        let ring: Vec<u8> = buf.iter().flat_map(|w| w.to_ne_bytes()).collect();
+        let ctrl = ring_bytes(&ring, before, 0, 16);
+        let opmod_idx_opcode = u32::from_be_bytes(ctrl[0..4].try_into().unwrap());
+        let qpn_ds = u32::from_be_bytes(ctrl[4..8].try_into().unwrap());
+        let ds = (qpn_ds & 0xff) as usize;
+        assert_eq!(pi, before as u16);
+        assert_eq!((opmod_idx_opcode >> 8) & 0xffff, u32::from(pi), "WQE index in the control segment");
+        assert_eq!(qpn_ds >> 8, 0x1234);
+        let raddr: ffi::mlx5_wqe_raddr_seg = cast(&ring_bytes(&ring, before, 16, 16));
+        match kind {
+            0 => {
+                assert_eq!(opmod_idx_opcode & 0xff, u32::from(opcode::RDMA_WRITE));
+                assert_eq!((u64::from_be(raddr.raddr), u32::from_be(raddr.rkey)), (0x1000 + u64::from(i), 77));
+                let inl: ffi::mlx5_wqe_inl_data_seg = cast(&ring_bytes(&ring, before, 32, 4));
+                assert_eq!(u32::from_be(inl.byte_count), inline_len as u32 | INLINE_SEG);
+                assert_eq!(ring_bytes(&ring, before, 36, inline_len), payload, "inline bytes across the wrap");
+                assert_eq!(ds, 2 + (inline_len + 4).div_ceil(16), "DS counts the padded inline data");
+            }
+            1 => {
+                assert_eq!(ctrl[11], fm_ce_se::CQ_UPDATE | fm_ce_se::SOLICITED);
+                assert_eq!(
+                    u32::from_be_bytes(ctrl[12..16].try_into().unwrap()),
+                    0xaabb_ccdd,
+                    "immediate stored as given"
+                );
+                let d0: ffi::mlx5_wqe_data_seg = cast(&ring_bytes(&ring, before, 16, 16));
+                let d1: ffi::mlx5_wqe_data_seg = cast(&ring_bytes(&ring, before, 32, 16));
+                assert_eq!(
+                    (u32::from_be(d0.byte_count), u32::from_be(d0.lkey), u64::from_be(d0.addr)),
+                    (64, 5, 0x5000)
+                );
+                assert_eq!(
+                    (u32::from_be(d1.byte_count), u32::from_be(d1.lkey), u64::from_be(d1.addr)),
+                    (32, 6, 0x6000)
+                );
+                assert_eq!(ds, 3);
+            }
+            2 => {
+                let a: ffi::mlx5_wqe_atomic_seg = cast(&ring_bytes(&ring, before, 32, 16));
+                assert_eq!((u64::from_be(a.swap_add), u64::from_be(a.compare)), (3, 0));
+                let d: ffi::mlx5_wqe_data_seg = cast(&ring_bytes(&ring, before, 48, 16));
+                assert_eq!(u64::from_be(d.addr), 0x7000);
+                assert_eq!(ds, 4);
+            }
+            _ => assert_eq!(ds, 3),
+        }
+        expected_post += (ds * 16).div_ceil(64) as u32;
+        assert_eq!(sq.cur_post(), expected_post, "producer index advances by whole basic blocks");
+        sq.ring(&mut rec);
+        assert_eq!(dbrec[1].get(), expected_post & 0xffff, "doorbell record");
+        // The "hardware" completes it at once.
+        sq.retire(pi);
+        assert_eq!(sq.available(), BBS);
+    }
+    assert!(expected_post / BBS >= 50, "the ring wrapped many times");
+}
+
+#[test]
+fn doorbell_sequence_matches_libmlx5() {
+    const BBS: u32 = 8;
+    let mut buf = aligned((BBS * 64) as usize);
+    let mut dbrec = [Be32::default(); 2];
+    let mut bf = aligned(512);
+    // SAFETY: as above.
+    let mut sq = unsafe {
+        SqRing::from_raw(buf.as_mut_ptr().cast(), BBS, dbrec.as_mut_ptr().add(1), bf.as_mut_ptr().cast(), 256, 7)
+    };
+    let mut rec = Recorder::default();
+    let first8 = |buf: &[u64], bb: usize| buf[bb * 8].to_ne_bytes();
+
+    // One WQE with more than one DS that fits: BlueFlame copy of align(ds*16, 64) bytes.
+    sq.wqe(opcode::RDMA_WRITE, 0, fm_ce_se::CQ_UPDATE, 0).raddr(1, 2).data(3, 4, 5).finish();
+    sq.ring(&mut rec);
+    let mut want = vec![Op::Barrier, Op::DbRec(1), Op::WcStart];
+    want.extend((0..8).map(|i| Op::Write64(i * 8, buf[i].to_ne_bytes())));
+    want.push(Op::Flush);
+    assert_eq!(rec.ops, want);
+    assert_eq!(sq.bf_offset(), 256, "the BlueFlame offset toggles");
+    sq.retire(0);
+
+    // Two WQEs in one doorbell: only the first 8 bytes of the last control segment.
+    rec.ops.clear();
+    sq.wqe(opcode::SEND, 0, 0, 0).data(1, 1, 1).finish();
+    sq.wqe(opcode::SEND, 0, fm_ce_se::CQ_UPDATE, 0).data(1, 1, 1).finish();
+    sq.ring(&mut rec);
+    assert_eq!(rec.ops, vec![Op::Barrier, Op::DbRec(3), Op::WcStart, Op::Write64(256, first8(&buf, 2)), Op::Flush]);
+    assert_eq!(sq.bf_offset(), 0);
+    sq.retire(2);
+
+    // A control-only WQE (one DS) is not sent by BlueFlame.
+    rec.ops.clear();
+    sq.wqe(opcode::NOP, 0, fm_ce_se::CQ_UPDATE, 0).finish();
+    sq.ring(&mut rec);
+    assert_eq!(rec.ops, vec![Op::Barrier, Op::DbRec(4), Op::WcStart, Op::Write64(0, first8(&buf, 3)), Op::Flush]);
+    sq.retire(3);
+
+    // No doorbell without new WQEs.
+    rec.ops.clear();
+    sq.ring(&mut rec);
+    assert!(rec.ops.is_empty());
+
+    // Without BlueFlame (bf.size 0): the 8-byte doorbell, offset stays 0.
+    let mut buf2 = aligned((BBS * 64) as usize);
+    let mut db2 = [Be32::default(); 2];
+    let mut reg = aligned(8);
+    // SAFETY: as above.
+    let mut plain = unsafe {
+        SqRing::from_raw(buf2.as_mut_ptr().cast(), BBS, db2.as_mut_ptr().add(1), reg.as_mut_ptr().cast(), 0, 7)
+    };
+    plain.wqe(opcode::RDMA_WRITE, 0, fm_ce_se::CQ_UPDATE, 0).raddr(1, 2).data(3, 4, 5).finish();
+    plain.ring(&mut rec);
+    assert_eq!(rec.ops, vec![Op::Barrier, Op::DbRec(1), Op::WcStart, Op::Write64(0, first8(&buf2, 0)), Op::Flush]);
+    assert_eq!(plain.bf_offset(), 0);
+}
+
+#[test]
+fn cq_arm_sequence_matches_libmlx5() {
+    let mut buf = aligned(64 * 4);
+    let mut dbrec = [Be32::default(); 2];
+    let mut uar = aligned(64);
+    // SAFETY: as above.
+    let mut cq =
+        unsafe { CqRing::from_raw(buf.as_mut_ptr().cast(), 4, 64, dbrec.as_mut_ptr(), uar.as_mut_ptr().cast(), 0x55) };
+    let mut rec = Recorder::default();
+    cq.arm(&mut rec, false);
+    let word = 0u32; // sn 0, REQ_NOT, ci 0
+    assert_eq!(
+        rec.ops,
+        vec![
+            Op::DbRec(word),
+            Op::WcStart,
+            Op::Write64(0x20, ((u64::from(word) << 32) | 0x55).to_be_bytes()),
+            Op::Flush
+        ]
+    );
+    assert_eq!(dbrec[1].get(), word, "arm record");
+    cq.event_received();
+    rec.ops.clear();
+    cq.arm(&mut rec, true);
+    let word = (1 << 28) | (1 << 24);
+    assert_eq!(rec.ops[0], Op::DbRec(word), "sequence number and solicited command");
+    assert_eq!(rec.ops[2], Op::Write64(0x20, ((u64::from(word) << 32) | 0x55).to_be_bytes()));
+}
+
+#[test]
+#[should_panic(expected = "send queue full")]
+fn overrunning_unretired_wqes_panics() {
+    let mut buf = aligned(64 * 2);
+    let mut dbrec = [Be32::default(); 2];
+    let mut bf = aligned(8);
+    // SAFETY: as above.
+    let mut sq = unsafe {
+        SqRing::from_raw(buf.as_mut_ptr().cast(), 2, dbrec.as_mut_ptr().add(1), bf.as_mut_ptr().cast(), 0, 1)
+    };
+    for _ in 0..3 {
+        sq.wqe(opcode::SEND, 0, 0, 0).data(1, 1, 1).finish();
+    }
+}
