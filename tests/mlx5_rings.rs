@@ -314,6 +314,36 @@ fn cq_arm_sequence_matches_libmlx5() {
 }
 
 #[test]
+fn masked_atomic_wqes() {
+    use rrddmma::mlx5dv::seg::ext_atomic_opmod;
+    let mut buf = aligned(64 * 4);
+    let mut dbrec = [Be32::default(); 2];
+    let mut bf = aligned(8);
+    // SAFETY: as above.
+    let mut sq = unsafe {
+        SqRing::from_raw(buf.as_mut_ptr().cast(), 4, dbrec.as_mut_ptr().add(1), bf.as_mut_ptr().cast(), 0, 3)
+    };
+    sq.wqe(opcode::ATOMIC_MASKED_CS, ext_atomic_opmod(3), fm_ce_se::CQ_UPDATE, 0)
+        .raddr(0x100, 1)
+        .masked_cas(1, 2, 3, 4)
+        .data(8, 5, 0x200)
+        .finish();
+    let ring: Vec<u8> = buf.iter().flat_map(|w| w.to_ne_bytes()).collect();
+    assert_eq!(u32::from_be_bytes(ring[0..4].try_into().unwrap()), (0x09 << 24) | 0x14, "opmod 0x09, masked CS");
+    assert_eq!(ring[7], 5, "ctrl + raddr + 32-byte masked CAS + data = 5 DS");
+    let words: Vec<u64> =
+        (0..4).map(|i| u64::from_be_bytes(ring[32 + 8 * i..40 + 8 * i].try_into().unwrap())).collect();
+    assert_eq!(words, [1, 2, 3, 4]);
+    assert_eq!(sq.cur_post(), 2, "80 bytes take two basic blocks");
+    sq.wqe(opcode::ATOMIC_MASKED_FA, ext_atomic_opmod(3), 0, 0).raddr(0x100, 1).masked_fa(7, 0xff00).finish();
+    let ring: Vec<u8> = buf.iter().flat_map(|w| w.to_ne_bytes()).collect();
+    assert_eq!(ring[128 + 3], 0x15);
+    assert_eq!(u64::from_be_bytes(ring[160..168].try_into().unwrap()), 7);
+    assert_eq!(u64::from_be_bytes(ring[168..176].try_into().unwrap()), 0xff00);
+    assert_eq!(ext_atomic_opmod(2), 0x08);
+}
+
+#[test]
 #[should_panic(expected = "send queue full")]
 fn overrunning_unretired_wqes_panics() {
     let mut buf = aligned(64 * 2);

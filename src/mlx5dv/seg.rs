@@ -46,6 +46,13 @@ pub mod opcode {
     pub const ATOMIC_MASKED_FA: u8 = 0x15;
 }
 
+/// The control segment's opmod for masked (extended) atomics on arguments of
+/// `2^log_arg_bytes` bytes: `0x08 | (log_arg_bytes - 2)` (0x08 for 4 bytes,
+/// 0x09 for 8). Checked against public mlx5 code, not on hardware.
+pub const fn ext_atomic_opmod(log_arg_bytes: u8) -> u8 {
+    0x08 | (log_arg_bytes - 2)
+}
+
 /// Control segment (`struct mlx5_wqe_ctrl_seg`, packed, 4-aligned).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C, align(4))]

@@ -4,9 +4,11 @@
 
 use std::fmt;
 
-use super::be::Be32;
+use super::be::{Be32, Be64};
 use super::mmio::Mmio;
-use super::seg::{CtrlSeg, DataSeg, DatagramSeg, RaddrSeg, DS_BYTES, INLINE_SEG, SEND_WQE_BB};
+use super::seg::{
+    AtomicSeg, CtrlSeg, DataSeg, DatagramSeg, MaskedCasSeg, MaskedFaSeg, RaddrSeg, DS_BYTES, INLINE_SEG, SEND_WQE_BB,
+};
 
 /// A send queue owned by this process: its buffer, doorbell record and
 /// BlueFlame register, from [`super::obj::sq_ring`] or, for tests, from raw
@@ -263,6 +265,33 @@ impl WqeWriter<'_> {
     pub fn seg<T: Copy>(self, seg: &T) -> Self {
         assert!(size_of::<T>() % DS_BYTES == 0, "segments are whole 16-byte units");
         self.put_seg(seg)
+    }
+
+    /// Masked 8-byte compare-and-swap arguments (after [`WqeWriter::raddr`];
+    /// start the WQE with `opcode::ATOMIC_MASKED_CS` and
+    /// `ext_atomic_opmod(3)`).
+    #[inline(always)]
+    pub fn masked_cas(self, swap: u64, compare: u64, swap_mask: u64, compare_mask: u64) -> Self {
+        self.put_seg(&MaskedCasSeg {
+            swap: Be64::new(swap),
+            compare: Be64::new(compare),
+            swap_mask: Be64::new(swap_mask),
+            compare_mask: Be64::new(compare_mask),
+        })
+    }
+
+    /// Masked 8-byte fetch-and-add arguments: the addend and the bits where
+    /// carries stop (start the WQE with `opcode::ATOMIC_MASKED_FA` and
+    /// `ext_atomic_opmod(3)`).
+    #[inline(always)]
+    pub fn masked_fa(self, add: u64, field_boundary: u64) -> Self {
+        self.put_seg(&MaskedFaSeg { add: Be64::new(add), field_boundary: Be64::new(field_boundary) })
+    }
+
+    /// Plain atomic arguments: swap (or addend) and compare.
+    #[inline(always)]
+    pub fn atomic(self, swap_add: u64, compare: u64) -> Self {
+        self.put_seg(&AtomicSeg { swap_add: Be64::new(swap_add), compare: Be64::new(compare) })
     }
 
     /// Datagram (address vector) segment for UD and DC.

@@ -138,6 +138,9 @@ pub fn run(_args: &[String]) -> Result<()> {
         Some("target/static-debian"),
     )?;
 
+    let example_built = capture(&mut cargo(&["build", "--quiet", "--example", "mlx5_direct_write"])).0;
+    let direct = root().join("target/debug/examples/mlx5_direct_write");
+
     let place = device::locate(None)?;
     println!("device tests on {}", place.describe());
     let steps = [
@@ -168,6 +171,10 @@ pub fn run(_args: &[String]) -> Result<()> {
             name: "static source build, providers mlx5 only".into(),
             command: format!("{} --ignored --test-threads=1 loopback", quoted(&static_mlx5)),
         },
+        Step {
+            name: "direct WQE example".into(),
+            command: format!("{} \"$RRDDMMA_TEST_DEVICE\" 100", quoted(&direct)),
+        },
     ];
     let done = device::run_steps(&place, &steps)?;
     for d in &done {
@@ -187,6 +194,13 @@ pub fn run(_args: &[String]) -> Result<()> {
         done[5].code.is_some_and(|c| c != 0)
             && done[5].output.contains("no supported RDMA device")
             && done[5].output.contains(place.device()),
+    );
+
+    tally.check(
+        "direct WQE example runs (or reports unsupported off mlx5)",
+        example_built
+            && done[6].code == Some(0)
+            && (done[6].output.starts_with("unsupported: ") || done[6].output.contains("direct 64-byte RDMA WRITEs")),
     );
 
     println!("\n{} passed, {} failed", tally.passed, tally.failed);
