@@ -20,6 +20,8 @@ pub struct SqRing {
     dbrec: *mut Be32,
     bf_reg: *mut u8,
     bf_size: u32,
+    /// Largest WQE (in DS) that fits the BlueFlame buffer; 0 without BlueFlame.
+    bf_max_ds: u32,
     bf_offset: u32,
     qpn: u32,
     /// Basic blocks posted (free-running).
@@ -32,6 +34,8 @@ pub struct SqRing {
     pending: u32,
     last: (u32, u8),
     last_inline: bool,
+    /// First 8 bytes of the last control segment (the plain doorbell's payload).
+    last_ctrl8: [u8; 8],
     prefer_bf: bool,
 }
 
@@ -77,6 +81,7 @@ impl SqRing {
             dbrec,
             bf_reg,
             bf_size,
+            bf_max_ds: bf_size / DS_BYTES as u32,
             bf_offset: 0,
             qpn,
             cur_post: 0,
@@ -85,6 +90,7 @@ impl SqRing {
             pending: 0,
             last: (0, 0),
             last_inline: false,
+            last_ctrl8: [0; 8],
             prefer_bf: true,
         }
     }
@@ -121,7 +127,9 @@ impl SqRing {
     #[inline]
     pub fn retire(&mut self, wqe_counter: u16) {
         let start = self.head.wrapping_add(u32::from(wqe_counter.wrapping_sub(self.head as u16)));
-        let bbs = u32::from(self.bbs[(start & (self.wqe_cnt - 1)) as usize]).max(1);
+        let slot = (start & (self.wqe_cnt - 1)) as usize;
+        // SAFETY: `slot` is masked below `wqe_cnt`, the table's length.
+        let bbs = u32::from(unsafe { *self.bbs.get_unchecked(slot) }).max(1);
         self.head = start.wrapping_add(bbs);
     }
 
@@ -131,7 +139,9 @@ impl SqRing {
     #[inline(always)]
     pub fn wqe(&mut self, opcode: u8, opmod: u8, fm_ce_se: u8, imm: u32) -> WqeWriter<'_> {
         let start = self.cur_post;
-        WqeWriter { sq: self, start, off: DS_BYTES, opcode, opmod, fm_ce_se, imm, inline: false }
+        let limit = self.available() as usize * SEND_WQE_BB;
+        let base = self.slot(start, 0);
+        WqeWriter { sq: self, start, base, off: DS_BYTES, limit, opcode, opmod, fm_ce_se, imm, inline: false }
     }
 
     #[inline(always)]
@@ -158,11 +168,8 @@ impl SqRing {
         mmio.wc_start();
         let (start, ds) = self.last;
         let bytes = (usize::from(ds) * DS_BYTES).div_ceil(SEND_WQE_BB) * SEND_WQE_BB;
-        let bf = self.pending == 1
-            && self.bf_size > 0
-            && (self.last_inline || self.prefer_bf)
-            && ds > 1
-            && usize::from(ds) <= self.bf_size as usize / DS_BYTES;
+        // `bf_max_ds` is 0 without BlueFlame.
+        let bf = self.pending == 1 && ds > 1 && u32::from(ds) <= self.bf_max_ds && (self.last_inline || self.prefer_bf);
         let base = self.bf_offset as usize;
         // SAFETY: offsets stay inside the BlueFlame buffer half in use
         // (`bytes <= bf_size`) or at its first 8 bytes (`from_raw` contract).
@@ -172,7 +179,7 @@ impl SqRing {
                     mmio.write64(self.bf_reg, base + i * 8, self.read8(start, i * 8));
                 }
             } else {
-                mmio.write64(self.bf_reg, base, self.read8(start, 0));
+                mmio.write64(self.bf_reg, base, self.last_ctrl8);
             }
         }
         mmio.flush_writes();
@@ -189,11 +196,22 @@ impl SqRing {
     }
 }
 
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn full(end: usize, limit: usize) -> ! {
+    panic!("send queue full: a {end}-byte WQE needs more than the {limit} bytes free; retire completions first")
+}
+
 /// Appends segments to one WQE; see [`SqRing::wqe`].
 pub struct WqeWriter<'s> {
     sq: &'s mut SqRing,
     start: u32,
+    /// Address of the WQE's first byte.
+    base: *mut u8,
     off: usize,
+    /// Bytes this WQE may take without overrunning unretired WQEs.
+    limit: usize,
     opcode: u8,
     opmod: u8,
     fm_ce_se: u8,
@@ -216,11 +234,7 @@ impl WqeWriter<'_> {
     #[inline(always)]
     fn put(&mut self, bytes: &[u8]) {
         let end = self.off + bytes.len();
-        assert!(
-            end.div_ceil(SEND_WQE_BB) <= self.sq.available() as usize,
-            "send queue full: a {end}-byte WQE needs more than the {} free basic blocks; retire completions first",
-            self.sq.available()
-        );
+        self.check(end);
         let ring = self.sq.wqe_cnt as usize * SEND_WQE_BB;
         let mut done = 0;
         while done < bytes.len() {
@@ -234,7 +248,25 @@ impl WqeWriter<'_> {
     }
 
     #[inline(always)]
+    fn check(&self, end: usize) {
+        if end > self.limit {
+            full(end, self.limit);
+        }
+    }
+
+    /// Appends a segment. Inside the WQE's first basic block (contiguous) a
+    /// 16-byte segment is one store; anything else may wrap and goes through
+    /// [`WqeWriter::put`].
+    #[inline(always)]
     fn put_seg<T: Copy>(mut self, seg: &T) -> Self {
+        if size_of::<T>() == DS_BYTES && self.off < SEND_WQE_BB {
+            let end = self.off + DS_BYTES;
+            self.check(end);
+            // SAFETY: `base + off .. + 16` lies in the WQE's first basic block, inside the ring.
+            unsafe { std::ptr::write_unaligned(self.base.add(self.off).cast::<T>(), *seg) };
+            self.off = end;
+            return self;
+        }
         // SAFETY: segments are plain `#[repr(C)]` data without padding.
         let bytes = unsafe { std::slice::from_raw_parts((seg as *const T).cast::<u8>(), size_of::<T>()) };
         self.put(bytes);
@@ -318,20 +350,27 @@ impl WqeWriter<'_> {
     /// the WQE index. The doorbell is rung separately ([`SqRing::ring`]).
     #[inline(always)]
     pub fn finish(self) -> u16 {
-        let ds = u8::try_from(self.off / DS_BYTES).expect("a WQE holds at most 255 DS");
+        debug_assert!(self.off / DS_BYTES <= 255, "a WQE holds at most 255 DS");
+        let ds = (self.off / DS_BYTES) as u8;
         let bbs = self.off.div_ceil(SEND_WQE_BB) as u32;
-        assert!(bbs <= self.sq.available(), "send queue full: retire completions first");
+        self.check(bbs as usize * SEND_WQE_BB);
         let pi = self.start as u16;
         let mut ctrl = CtrlSeg::default();
         ctrl.set(pi, self.opcode, self.opmod, self.sq.qpn, self.fm_ce_se, ds, 0, self.imm);
         // SAFETY: the control segment's 16 bytes sit at the WQE start, inside the ring.
-        unsafe { std::ptr::write_unaligned(self.sq.slot(self.start, 0).cast::<CtrlSeg>(), ctrl) };
+        unsafe { std::ptr::write_unaligned(self.base.cast::<CtrlSeg>(), ctrl) };
         let sq = self.sq;
-        sq.bbs[(self.start & (sq.wqe_cnt - 1)) as usize] = bbs as u8;
+        let slot = (self.start & (sq.wqe_cnt - 1)) as usize;
+        // SAFETY: `slot` is masked below `wqe_cnt`, the table's length.
+        unsafe { *sq.bbs.get_unchecked_mut(slot) = bbs as u8 };
         sq.cur_post = sq.cur_post.wrapping_add(bbs);
         sq.pending += 1;
         sq.last = (self.start, ds);
         sq.last_inline = self.inline;
+        let mut first8 = [0u8; 8];
+        first8[..4].copy_from_slice(&ctrl.opmod_idx_opcode.raw().to_ne_bytes());
+        first8[4..].copy_from_slice(&ctrl.qpn_ds.raw().to_ne_bytes());
+        sq.last_ctrl8 = first8;
         pi
     }
 }

@@ -7,7 +7,9 @@
 //! - `cargo xtask vm -- CMD...`: runs CMD inside the SoftRoCE VM with `rxe0` ready.
 //! - `cargo xtask bindings [--check]`: regenerates or checks `src/bindings/sys.rs`.
 //! - `cargo xtask deps`: installs what the other tasks need (idempotent).
+//! - `cargo xtask bench-wqe`: callgrind count of the direct WQE writer vs the C helpers.
 
+mod bench;
 mod bindings;
 mod deps;
 mod device;
@@ -53,7 +55,8 @@ fn usage() -> ExitCode {
          \x20 demo [--device NAME]  loopback example on the default device\n\
          \x20 vm -- CMD...          run CMD in the SoftRoCE VM (rxe0 ready)\n\
          \x20 bindings [--check]    regenerate / check src/bindings/sys.rs\n\
-         \x20 deps                  install the tools and packages the tasks need"
+         \x20 deps                  install the tools and packages the tasks need\n\
+         \x20 bench-wqe             callgrind: instructions per direct WQE, Rust vs C helpers"
     );
     ExitCode::from(2)
 }
@@ -70,6 +73,7 @@ fn main() -> ExitCode {
         "vm" => device::vm(rest),
         "bindings" => bindings::run(rest),
         "deps" => deps::ensure(),
+        "bench-wqe" => bench::run_bench(),
         _ => return usage(),
     };
     match result {

@@ -1,0 +1,42 @@
+//! The Rust side of `cargo xtask bench-wqe`: builds RDMA WRITE WQEs with
+//! `mlx5dv::sq::SqRing` and rings the plain (non-BlueFlame) doorbell, N
+//! times, over memory of its own (no device). See benches/wqe_cost/wqe_cost.c.
+
+use rrddmma::mlx5dv::be::Be32;
+use rrddmma::mlx5dv::mmio::HwMmio;
+use rrddmma::mlx5dv::seg::{fm_ce_se, opcode};
+use rrddmma::mlx5dv::sq::SqRing;
+
+const BBS: u32 = 64;
+
+#[repr(C, align(64))]
+struct Ring([u8; BBS as usize * 64]);
+
+#[inline(never)]
+fn post_write(sq: &mut SqRing, mmio: &mut HwMmio, raddr: u64, rkey: u32, len: u32, lkey: u32, addr: u64) -> u16 {
+    let pi = sq.wqe(opcode::RDMA_WRITE, 0, fm_ce_se::CQ_UPDATE, 0).raddr(raddr, rkey).data(len, lkey, addr).finish();
+    sq.ring(mmio);
+    pi
+}
+
+fn main() {
+    let n: u64 = std::env::args().nth(1).map_or(0, |s| s.parse().expect("iterations"));
+    let mut ring = Box::new(Ring([0; BBS as usize * 64]));
+    let mut dbrec = [Be32::default(); 2];
+    let mut reg = Box::new([0u64; 8]);
+    // SAFETY: plain memory standing in for the queue, record and register,
+    // alive until the end of `main`.
+    let mut sq = unsafe {
+        SqRing::from_raw(ring.0.as_mut_ptr(), BBS, dbrec.as_mut_ptr().add(1), reg.as_mut_ptr().cast(), 0, 0x1234)
+    };
+    let mut mmio = HwMmio;
+    for i in 0..n {
+        let pi = post_write(&mut sq, &mut mmio, 0x10000 + i * 64, 0x55, 64, 0x66, 0x20000 + i * 64);
+        // A completion every half ring frees the slots, as a selectively
+        // signalled sender would see (the C side does no bookkeeping).
+        if sq.available() <= BBS / 2 {
+            sq.retire(pi);
+        }
+    }
+    println!("{} {}", sq.cur_post(), dbrec[1].get());
+}
