@@ -28,15 +28,17 @@ pub struct SqRing {
     cur_post: u32,
     /// Basic blocks retired by completions (free-running).
     head: u32,
-    /// Basic blocks of the WQE starting at each slot, for retiring.
-    bbs: Box<[u8]>,
     /// WQEs written since the last doorbell, and the last one's start and DS.
     pending: u32,
-    last: (u32, u8),
+    /// Byte mask of the ring (`wqe_cnt * 64 - 1`).
+    ring_mask: usize,
+    /// The last WQE written: its first byte and its DS count.
+    last_base: *mut u8,
+    last_ds: u8,
     last_inline: bool,
-    /// First 8 bytes of the last control segment (the plain doorbell's payload).
-    last_ctrl8: [u8; 8],
-    prefer_bf: bool,
+    /// Largest WQE (DS) sent by BlueFlame without inline data: `bf_max_ds`
+    /// when BlueFlame is preferred (libmlx5's default), else 0.
+    bf_max_ds_plain: u32,
 }
 
 // SAFETY: the ring is plain memory and registers owned by one QP; `&mut self`
@@ -86,19 +88,19 @@ impl SqRing {
             qpn,
             cur_post: 0,
             head: 0,
-            bbs: vec![0u8; wqe_cnt as usize].into_boxed_slice(),
             pending: 0,
-            last: (0, 0),
+            ring_mask: wqe_cnt as usize * SEND_WQE_BB - 1,
+            last_base: buf,
+            last_ds: 0,
             last_inline: false,
-            last_ctrl8: [0; 8],
-            prefer_bf: true,
+            bf_max_ds_plain: bf_size / DS_BYTES as u32,
         }
     }
 
     /// Whether single-WQE doorbells that fit go through BlueFlame even
     /// without inline data (libmlx5's `MLX5_POST_SEND_PREFER_BF`, default on).
     pub fn set_prefer_bf(&mut self, yes: bool) {
-        self.prefer_bf = yes;
+        self.bf_max_ds_plain = if yes { self.bf_max_ds } else { 0 };
     }
 
     /// Basic blocks in the ring.
@@ -127,9 +129,10 @@ impl SqRing {
     #[inline]
     pub fn retire(&mut self, wqe_counter: u16) {
         let start = self.head.wrapping_add(u32::from(wqe_counter.wrapping_sub(self.head as u16)));
-        let slot = (start & (self.wqe_cnt - 1)) as usize;
-        // SAFETY: `slot` is masked below `wqe_cnt`, the table's length.
-        let bbs = u32::from(unsafe { *self.bbs.get_unchecked(slot) }).max(1);
+        // The WQE's DS count is in its own control segment (byte 7), still
+        // in the ring since the WQE was not retired.
+        let ds = self.read8(start, 0)[7];
+        let bbs = (u32::from(ds) * DS_BYTES as u32).div_ceil(SEND_WQE_BB as u32).max(1);
         self.head = start.wrapping_add(bbs);
     }
 
@@ -140,14 +143,16 @@ impl SqRing {
     pub fn wqe(&mut self, opcode: u8, opmod: u8, fm_ce_se: u8, imm: u32) -> WqeWriter<'_> {
         let start = self.cur_post;
         let limit = self.available() as usize * SEND_WQE_BB;
+        if limit == 0 {
+            full(SEND_WQE_BB, 0);
+        }
         let base = self.slot(start, 0);
         WqeWriter { sq: self, start, base, off: DS_BYTES, limit, opcode, opmod, fm_ce_se, imm, inline: false }
     }
 
     #[inline(always)]
     fn slot(&self, start: u32, off: usize) -> *mut u8 {
-        let ring = (self.wqe_cnt as usize) * SEND_WQE_BB;
-        let pos = (start as usize * SEND_WQE_BB + off) & (ring - 1);
+        let pos = (start as usize * SEND_WQE_BB + off) & self.ring_mask;
         // SAFETY: `pos` is inside the ring buffer (masked by its size).
         unsafe { self.buf.add(pos) }
     }
@@ -166,20 +171,21 @@ impl SqRing {
         // SAFETY: the SQ's doorbell record (`from_raw` contract).
         unsafe { mmio.write_dbrec(self.dbrec, self.cur_post & 0xffff) };
         mmio.wc_start();
-        let (start, ds) = self.last;
+        let (src, ds) = (self.last_base, self.last_ds);
         let bytes = (usize::from(ds) * DS_BYTES).div_ceil(SEND_WQE_BB) * SEND_WQE_BB;
-        // `bf_max_ds` is 0 without BlueFlame.
-        let bf = self.pending == 1 && ds > 1 && u32::from(ds) <= self.bf_max_ds && (self.last_inline || self.prefer_bf);
+        // The limits are 0 without BlueFlame.
+        let max = if self.last_inline { self.bf_max_ds } else { self.bf_max_ds_plain };
+        let bf = self.pending == 1 && ds > 1 && u32::from(ds) <= max;
         let base = self.bf_offset as usize;
         // SAFETY: offsets stay inside the BlueFlame buffer half in use
         // (`bytes <= bf_size`) or at its first 8 bytes (`from_raw` contract).
         unsafe {
             if bf {
                 for i in 0..bytes / 8 {
-                    mmio.write64(self.bf_reg, base + i * 8, self.read8(start, i * 8));
+                    mmio.write64(self.bf_reg, base + i * 8, self.read8_at(src, i * 8));
                 }
             } else {
-                mmio.write64(self.bf_reg, base, self.last_ctrl8);
+                mmio.write64(self.bf_reg, base, self.read8_at(src, 0));
             }
         }
         mmio.flush_writes();
@@ -187,6 +193,18 @@ impl SqRing {
         self.pending = 0;
     }
 
+    /// 8 bytes at `off` from the WQE starting at `base`, wrapping at the ring end.
+    #[inline(always)]
+    fn read8_at(&self, base: *const u8, off: usize) -> [u8; 8] {
+        let pos = (base as usize - self.buf as usize + off) & self.ring_mask;
+        let mut b = [0u8; 8];
+        // SAFETY: `pos` is inside the ring and 8-aligned (WQEs start on basic
+        // blocks), so the 8 bytes never straddle its end.
+        unsafe { std::ptr::copy_nonoverlapping(self.buf.add(pos), b.as_mut_ptr(), 8) };
+        b
+    }
+
+    #[inline(always)]
     fn read8(&self, start: u32, off: usize) -> [u8; 8] {
         let mut b = [0u8; 8];
         // SAFETY: 8-byte aligned offsets never straddle the ring end (its
@@ -260,8 +278,9 @@ impl WqeWriter<'_> {
     #[inline(always)]
     fn put_seg<T: Copy>(mut self, seg: &T) -> Self {
         if size_of::<T>() == DS_BYTES && self.off < SEND_WQE_BB {
+            // Within the first basic block, which `wqe` found free (checked
+            // again, for the whole WQE, in `finish`).
             let end = self.off + DS_BYTES;
-            self.check(end);
             // SAFETY: `base + off .. + 16` lies in the WQE's first basic block, inside the ring.
             unsafe { std::ptr::write_unaligned(self.base.add(self.off).cast::<T>(), *seg) };
             self.off = end;
@@ -360,17 +379,11 @@ impl WqeWriter<'_> {
         // SAFETY: the control segment's 16 bytes sit at the WQE start, inside the ring.
         unsafe { std::ptr::write_unaligned(self.base.cast::<CtrlSeg>(), ctrl) };
         let sq = self.sq;
-        let slot = (self.start & (sq.wqe_cnt - 1)) as usize;
-        // SAFETY: `slot` is masked below `wqe_cnt`, the table's length.
-        unsafe { *sq.bbs.get_unchecked_mut(slot) = bbs as u8 };
         sq.cur_post = sq.cur_post.wrapping_add(bbs);
         sq.pending += 1;
-        sq.last = (self.start, ds);
+        sq.last_base = self.base;
+        sq.last_ds = ds;
         sq.last_inline = self.inline;
-        let mut first8 = [0u8; 8];
-        first8[..4].copy_from_slice(&ctrl.opmod_idx_opcode.raw().to_ne_bytes());
-        first8[4..].copy_from_slice(&ctrl.qpn_ds.raw().to_ne_bytes());
-        sq.last_ctrl8 = first8;
         pi
     }
 }
