@@ -58,8 +58,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         sq.wqe(seg::opcode::RDMA_WRITE, 0, seg::fm_ce_se::CQ_UPDATE, 0)
             .raddr(mr_dst.addr(), mr_dst.rkey())
             .data(64, mr_src.lkey(), mr_src.addr())
-            .finish();
-        sq.ring(&mut mmio);
+            .post(&mut mmio);
         while dcq.poll(&mut out) == 0 {}
         if out[0].status != rrddmma::bindings::ibv_wc_status::IBV_WC_SUCCESS {
             return Err(format!("WRITE failed: {:?}", out[0]).into());

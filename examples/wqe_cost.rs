@@ -14,9 +14,7 @@ struct Ring([u8; BBS as usize * 64]);
 
 #[inline(never)]
 fn post_write(sq: &mut SqRing, mmio: &mut HwMmio, raddr: u64, rkey: u32, len: u32, lkey: u32, addr: u64) -> u16 {
-    let pi = sq.wqe(opcode::RDMA_WRITE, 0, fm_ce_se::CQ_UPDATE, 0).raddr(raddr, rkey).data(len, lkey, addr).finish();
-    sq.ring(mmio);
-    pi
+    sq.wqe(opcode::RDMA_WRITE, 0, fm_ce_se::CQ_UPDATE, 0).raddr(raddr, rkey).data(len, lkey, addr).post(mmio)
 }
 
 fn main() {

@@ -285,6 +285,42 @@ fn doorbell_sequence_matches_libmlx5() {
 }
 
 #[test]
+fn post_rings_like_finish_then_ring() {
+    let run = |use_post: bool| {
+        let mut buf = aligned(64 * 8);
+        let mut dbrec = [Be32::default(); 2];
+        let mut bf = aligned(512);
+        // SAFETY: as above.
+        let mut sq = unsafe {
+            SqRing::from_raw(buf.as_mut_ptr().cast(), 8, dbrec.as_mut_ptr().add(1), bf.as_mut_ptr().cast(), 256, 9)
+        };
+        let mut rec = Recorder::default();
+        for (i, bf_size_fits) in [(0u64, true), (1, false)] {
+            let w = sq.wqe(opcode::RDMA_WRITE, 0, fm_ce_se::CQ_UPDATE, 0).raddr(i, 1);
+            let w = if bf_size_fits { w.data(8, 2, 3) } else { w.inline(&[7u8; 200]) };
+            if use_post {
+                w.post(&mut rec);
+            } else {
+                w.finish();
+                sq.ring(&mut rec);
+            }
+        }
+        // Two WQEs finished before one doorbell, then one posted with it.
+        sq.wqe(opcode::SEND, 0, 0, 0).data(1, 1, 1).finish();
+        sq.wqe(opcode::SEND, 0, fm_ce_se::CQ_UPDATE, 0).data(1, 1, 1).post(&mut rec);
+        (rec.ops, buf, dbrec[1].get())
+    };
+    let (a, ring_a, db_a) = run(true);
+    let (b, ring_b, db_b) = run(false);
+    assert_eq!(a.len(), b.len());
+    assert_eq!(&a[..a.len() - 5], &b[..b.len() - 5], "post == finish + ring");
+    assert_eq!(ring_a, ring_b);
+    assert_eq!(db_a, db_b);
+    // The last doorbell covered two WQEs: no BlueFlame, the 8-byte doorbell only.
+    assert!(matches!(a[a.len() - 2], Op::Write64(_, _)) && matches!(a[a.len() - 3], Op::WcStart));
+}
+
+#[test]
 fn cq_arm_sequence_matches_libmlx5() {
     let mut buf = aligned(64 * 4);
     let mut dbrec = [Be32::default(); 2];

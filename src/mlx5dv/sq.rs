@@ -143,9 +143,6 @@ impl SqRing {
     pub fn wqe(&mut self, opcode: u8, opmod: u8, fm_ce_se: u8, imm: u32) -> WqeWriter<'_> {
         let start = self.cur_post;
         let limit = self.available() as usize * SEND_WQE_BB;
-        if limit == 0 {
-            full(SEND_WQE_BB, 0);
-        }
         let base = self.slot(start, 0);
         WqeWriter { sq: self, start, base, off: DS_BYTES, limit, opcode, opmod, fm_ce_se, imm, inline: false }
     }
@@ -167,15 +164,22 @@ impl SqRing {
         if self.pending == 0 {
             return;
         }
+        let first = self.read8_at(self.last_base, 0);
+        self.doorbell(mmio, self.pending, self.last_base, self.last_ds, self.last_inline, first);
+    }
+
+    /// The doorbell for `nreq` WQEs, the last at `src` with `ds` DS and
+    /// `first` as its first 8 control bytes.
+    #[inline(always)]
+    fn doorbell<M: Mmio>(&mut self, mmio: &mut M, nreq: u32, src: *const u8, ds: u8, inline: bool, first: [u8; 8]) {
         mmio.to_device_barrier();
         // SAFETY: the SQ's doorbell record (`from_raw` contract).
         unsafe { mmio.write_dbrec(self.dbrec, self.cur_post & 0xffff) };
         mmio.wc_start();
-        let (src, ds) = (self.last_base, self.last_ds);
         let bytes = (usize::from(ds) * DS_BYTES).div_ceil(SEND_WQE_BB) * SEND_WQE_BB;
         // The limits are 0 without BlueFlame.
-        let max = if self.last_inline { self.bf_max_ds } else { self.bf_max_ds_plain };
-        let bf = self.pending == 1 && ds > 1 && u32::from(ds) <= max;
+        let max = if inline { self.bf_max_ds } else { self.bf_max_ds_plain };
+        let bf = nreq == 1 && ds > 1 && u32::from(ds) <= max;
         let base = self.bf_offset as usize;
         // SAFETY: offsets stay inside the BlueFlame buffer half in use
         // (`bytes <= bf_size`) or at its first 8 bytes (`from_raw` contract).
@@ -185,7 +189,7 @@ impl SqRing {
                     mmio.write64(self.bf_reg, base + i * 8, self.read8_at(src, i * 8));
                 }
             } else {
-                mmio.write64(self.bf_reg, base, self.read8_at(src, 0));
+                mmio.write64(self.bf_reg, base, first);
             }
         }
         mmio.flush_writes();
@@ -243,7 +247,7 @@ impl fmt::Debug for WqeWriter<'_> {
     }
 }
 
-impl WqeWriter<'_> {
+impl<'s> WqeWriter<'s> {
     /// Writes `bytes` at the current offset, wrapping at the ring end.
     ///
     /// # Panics
@@ -369,6 +373,27 @@ impl WqeWriter<'_> {
     /// the WQE index. The doorbell is rung separately ([`SqRing::ring`]).
     #[inline(always)]
     pub fn finish(self) -> u16 {
+        let (pi, sq, base, ds, inline, _) = self.finish_inner();
+        sq.pending += 1;
+        sq.last_base = base;
+        sq.last_ds = ds;
+        sq.last_inline = inline;
+        pi
+    }
+
+    /// Finishes the WQE and rings the doorbell at once (for it and any WQEs
+    /// finished before without a doorbell): [`WqeWriter::finish`] then
+    /// [`SqRing::ring`], with what is known of this WQE folded in.
+    #[inline(always)]
+    pub fn post<M: Mmio>(self, mmio: &mut M) -> u16 {
+        let (pi, sq, base, ds, inline, first) = self.finish_inner();
+        let nreq = sq.pending + 1;
+        sq.doorbell(mmio, nreq, base, ds, inline, first.to_ne_bytes());
+        pi
+    }
+
+    #[inline(always)]
+    fn finish_inner(self) -> (u16, &'s mut SqRing, *mut u8, u8, bool, u64) {
         debug_assert!(self.off / DS_BYTES <= 255, "a WQE holds at most 255 DS");
         let ds = (self.off / DS_BYTES) as u8;
         let bbs = self.off.div_ceil(SEND_WQE_BB) as u32;
@@ -376,14 +401,21 @@ impl WqeWriter<'_> {
         let pi = self.start as u16;
         let mut ctrl = CtrlSeg::default();
         ctrl.set(pi, self.opcode, self.opmod, self.sq.qpn, self.fm_ce_se, ds, 0, self.imm);
-        // SAFETY: the control segment's 16 bytes sit at the WQE start, inside the ring.
-        unsafe { std::ptr::write_unaligned(self.base.cast::<CtrlSeg>(), ctrl) };
+        // The same 16 bytes as two 8-byte stores, in memory order: the two
+        // big-endian words, then signature, the DCI stream id (bytes 9-10,
+        // zero), fm_ce_se and imm.
+        let (a, b) = (u64::from(ctrl.opmod_idx_opcode.raw()), u64::from(ctrl.qpn_ds.raw()));
+        let (sig, fm, imm) = (u64::from(ctrl.signature), u64::from(ctrl.fm_ce_se), u64::from(ctrl.imm));
+        let words: [u64; 2] = if cfg!(target_endian = "little") {
+            [a | (b << 32), sig | (fm << 24) | (imm << 32)]
+        } else {
+            [(a << 32) | b, (sig << 56) | (fm << 32) | imm]
+        };
+        // SAFETY: the control segment's 16 bytes sit at the WQE start, inside
+        // the ring; WQEs start on 64-byte basic blocks, so 8-byte aligned.
+        unsafe { std::ptr::write(self.base.cast::<[u64; 2]>(), words) };
         let sq = self.sq;
         sq.cur_post = sq.cur_post.wrapping_add(bbs);
-        sq.pending += 1;
-        sq.last_base = self.base;
-        sq.last_ds = ds;
-        sq.last_inline = self.inline;
-        pi
+        (pi, sq, self.base, ds, self.inline, words[0])
     }
 }
