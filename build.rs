@@ -34,7 +34,6 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=build/probe.rs");
     println!("cargo:rerun-if-changed=build/source.rs");
-    println!("cargo::rustc-check-cfg=cfg(rrddmma_mlnx4)");
     println!("cargo::rustc-check-cfg=cfg(rrddmma_static)");
 
     if let Err(msg) = run() {
@@ -74,17 +73,24 @@ fn run() -> Result<(), String> {
 
     let rdma_core_version = match &linkage {
         Linkage::PkgConfig => link_pkg_config()?,
-        Linkage::Mlnx5 { version } | Linkage::Mlnx4 { version } => {
+        Linkage::Mlnx5 { version } => {
             link_ofed()?;
             format!("MLNX_OFED {version}")
+        }
+        Linkage::Mlnx4 { version } => {
+            // Legacy libibverbs differs from rdma-core beyond the base verbs
+            // (the extended context, newer symbols); linking the rdma-core
+            // bindings against it would fail or misbehave.
+            return Err(format!(
+                "MLNX_OFED {version} (4.x) was found, and rrddmma does not bind its legacy libibverbs \
+                 and experimental verbs yet; build against rdma-core instead with \
+                 RRDDMMA_LINKAGE=source (static, mlx5 provider) or RRDDMMA_LINKAGE=pkg-config"
+            ));
         }
         Linkage::Static => link_static_system(&providers)?,
         Linkage::Source => link_source(&providers)?,
     };
 
-    if matches!(linkage, Linkage::Mlnx4 { .. }) {
-        println!("cargo:rustc-cfg=rrddmma_mlnx4");
-    }
     if linkage.is_static() {
         println!("cargo:rustc-cfg=rrddmma_static");
     }

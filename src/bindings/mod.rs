@@ -19,9 +19,8 @@
 //! The safe layers above ([`crate::prim`]) uphold them.
 //!
 //! # MLNX_OFED 4.x
-//! Builds linked to MLNX_OFED 4.x (cfg `rrddmma_mlnx4`) keep these bindings for
-//! the base verbs, whose ABI is shared with rdma-core; the experimental verbs
-//! (`ibv_exp_*`) are not bound yet.
+//! Not supported yet: the build refuses MLNX_OFED 4.x (legacy libibverbs,
+//! experimental verbs) with a message; see `docs/linkage.md`.
 
 #[allow(
     non_camel_case_types,
