@@ -38,8 +38,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // SAFETY: both buffers outlive their regions and every request on them.
     let (mr_src, mr_dst) =
         unsafe { (Mr::register(&pd, src.as_mut_ptr(), 64, access)?, Mr::register(&pd, dst.as_mut_ptr(), 64, access)?) };
-    let mut sq = obj::sq_ring(&qa)?;
-    let mut dcq = obj::cq_ring(&cq)?;
+    // SAFETY: the QP and CQ are used only through these views below, and
+    // every WQE names the registered buffers, which outlive the loop.
+    let (mut sq, mut dcq) = unsafe { (obj::sq_ring(&qa)?, obj::cq_ring(&cq)?) };
     let mut mmio = HwMmio;
     let mut out = [Completion {
         opcode: 0,

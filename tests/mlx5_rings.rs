@@ -380,6 +380,28 @@ fn masked_atomic_wqes() {
 }
 
 #[test]
+fn stale_or_foreign_wqe_counters_retire_nothing() {
+    let mut buf = aligned(64 * 4);
+    let mut dbrec = [Be32::default(); 2];
+    let mut bf = aligned(8);
+    // SAFETY: as above.
+    let mut sq = unsafe {
+        SqRing::from_raw(buf.as_mut_ptr().cast(), 4, dbrec.as_mut_ptr().add(1), bf.as_mut_ptr().cast(), 0, 1)
+    };
+    let a = sq.wqe(opcode::SEND, 0, 0, 0).data(1, 1, 1).finish();
+    let b = sq.wqe(opcode::SEND, 0, 0, 0).data(1, 1, 1).finish();
+    assert_eq!(sq.available(), 2);
+    assert!(!sq.retire(b.wrapping_add(1)), "a WQE not posted yet");
+    assert!(!sq.retire(0x8000), "a counter from elsewhere");
+    assert_eq!(sq.available(), 2, "nothing freed");
+    assert!(sq.retire(a));
+    assert_eq!(sq.available(), 3);
+    assert!(!sq.retire(a), "already retired");
+    assert!(sq.retire(b));
+    assert_eq!(sq.available(), 4);
+}
+
+#[test]
 #[should_panic(expected = "send queue full")]
 fn overrunning_unretired_wqes_panics() {
     let mut buf = aligned(64 * 2);

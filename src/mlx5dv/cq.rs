@@ -62,6 +62,11 @@ impl CqRing {
         CqRing { buf, cqe_cnt, cqe_size, dbrec, uar, cqn, ci: 0, arm_sn: 0 }
     }
 
+    /// Starts the consumer index at `ci` (a CQ that was polled before the view).
+    pub(crate) fn start_at(&mut self, ci: u32) {
+        self.ci = ci;
+    }
+
     /// The consumer index (free-running).
     pub fn consumer_index(&self) -> u32 {
         self.ci

@@ -100,10 +100,11 @@ impl Dci {
     pub fn new(pd: &Pd, send_cq: &Cq, recv_cq: &Cq, caps: QpCaps, ops: SendOps) -> Result<Dci> {
         let dc = ffi::mlx5dv_dc_init_attr { dc_type: ffi::mlx5dv_dc_type::MLX5DV_DCTYPE_DCI, ..Default::default() };
         let raw = create(pd, send_cq, recv_cq, None, caps, Some(ops), dc)?;
-        // SAFETY: `raw` is an mlx5 QP created with send ops: both views exist.
+        // SAFETY: `raw` is an mlx5 QP created with send ops, so it has an
+        // extended view; the mlx5 view is taken only from a non-null one.
         let (ex, mqp) = unsafe {
-            let ex = ffi::ibv_qp_to_qp_ex(raw.as_ptr());
-            (NonNull::new(ex), NonNull::new(ffi::mlx5dv_qp_ex_from_ibv_qp_ex(ex)))
+            let ex = NonNull::new(ffi::ibv_qp_to_qp_ex(raw.as_ptr()));
+            (ex, ex.and_then(|e| NonNull::new(ffi::mlx5dv_qp_ex_from_ibv_qp_ex(e.as_ptr()))))
         };
         // SAFETY: created just now on `pd` with these CQs.
         let qp = unsafe { Qp::from_parts(raw, ex, ffi::ibv_qp_type::IBV_QPT_DRIVER, caps, pd, send_cq, recv_cq, None) };

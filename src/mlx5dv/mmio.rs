@@ -28,10 +28,14 @@ pub trait Mmio {
     fn flush_writes(&mut self);
 }
 
-/// Real MMIO: volatile stores and the x86-64 fences rdma-core uses.
+/// Real MMIO: volatile stores and the x86-64 fences rdma-core uses
+/// (x86-64 only: other architectures need the barriers of rdma-core's
+/// `udma_barrier.h`, not written here).
+#[cfg(target_arch = "x86_64")]
 #[derive(Debug, Default, Clone, Copy)]
 pub struct HwMmio;
 
+#[cfg(target_arch = "x86_64")]
 impl Mmio for HwMmio {
     #[inline(always)]
     fn to_device_barrier(&mut self) {
@@ -62,15 +66,11 @@ impl Mmio for HwMmio {
     }
 }
 
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn sfence() {
-    #[cfg(target_arch = "x86_64")]
     // SAFETY: `sfence` has no operands and no memory effects beyond ordering.
-    unsafe {
-        std::arch::x86_64::_mm_sfence()
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    unsafe { std::arch::x86_64::_mm_sfence() };
 }
 
 /// One recorded MMIO operation.

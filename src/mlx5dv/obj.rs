@@ -10,9 +10,6 @@ use crate::bindings as ffi;
 use crate::prim::{Cq, Error, Qp, Result};
 
 /// A QP's send queue for direct WQE posting; borrows the QP.
-///
-/// Post through this view only, starting on a QP that has posted nothing
-/// through verbs: the view keeps its own producer index.
 #[derive(Debug)]
 pub struct DirectSq<'q> {
     ring: SqRing,
@@ -52,8 +49,20 @@ impl DerefMut for DirectCq<'_> {
     }
 }
 
-/// The send queue of `qp`. [`Error::Unsupported`] on a device that is not mlx5.
-pub fn sq_ring(qp: &Qp) -> Result<DirectSq<'_>> {
+/// The send queue of `qp`, its indices taken from the doorbell record.
+/// [`Error::Unsupported`] on a device that is not mlx5.
+///
+/// The view rings plain doorbells; BlueFlame is off, because the register
+/// libmlx5 gave the QP may be shared with other QPs of the context
+/// ([`SqRing::set_blueflame`] turns it on for a dedicated one).
+///
+/// # Safety
+/// While the view lives, the QP's send queue is posted to through it only
+/// (no `Qp::post_send`, `Qp::wr_batch` or second view, on any thread), and
+/// every WQE written through it must meet the contract of
+/// [`Qp::post_send`]: its memory registered, alive and untouched until
+/// completion.
+pub unsafe fn sq_ring(qp: &Qp) -> Result<DirectSq<'_>> {
     require(qp.pd().context(), "mlx5dv_init_obj")?;
     let mut out = ffi::mlx5dv_qp::default();
     let mut obj = ffi::mlx5dv_obj::default();
@@ -68,22 +77,32 @@ pub fn sq_ring(qp: &Qp) -> Result<DirectSq<'_>> {
         return Err(Error::Unsupported { op: "mlx5dv_init_obj", feature: "a send queue stride other than 64 bytes" });
     }
     // SAFETY: libmlx5 reports the live QP's SQ buffer, its doorbell records
-    // (`[1]` is the SQ's) and BlueFlame register; the view borrows the QP.
-    let ring = unsafe {
+    // (`[1]` is the SQ's) and BlueFlame register; the view borrows the QP,
+    // and the caller gives it the queue alone.
+    let mut ring = unsafe {
         SqRing::from_raw(
             out.sq.buf.cast(),
             out.sq.wqe_cnt,
             out.dbrec.add(1).cast::<Be32>(),
             out.bf.reg.cast(),
-            out.bf.size,
+            0,
             qp.qpn(),
         )
     };
+    // SAFETY: as above; the record holds the producer index's low 16 bits.
+    let pi = unsafe { std::ptr::read_volatile(out.dbrec.add(1).cast::<Be32>()) }.get() & 0xffff;
+    ring.start_at(pi);
+    ring.bf_size_available = out.bf.size;
     Ok(DirectSq { ring, _qp: qp })
 }
 
-/// `cq` for direct polling. [`Error::Unsupported`] on a device that is not mlx5.
-pub fn cq_ring(cq: &Cq) -> Result<DirectCq<'_>> {
+/// `cq` for direct polling, its consumer index taken from the doorbell
+/// record. [`Error::Unsupported`] on a device that is not mlx5.
+///
+/// # Safety
+/// While the view lives, the CQ is polled and armed through it only (no
+/// `Cq::poll`, `Cq::start_poll` or second view, on any thread).
+pub unsafe fn cq_ring(cq: &Cq) -> Result<DirectCq<'_>> {
     require(cq.context(), "mlx5dv_init_obj")?;
     let mut out = ffi::mlx5dv_cq::default();
     let mut obj = ffi::mlx5dv_obj::default();
@@ -94,9 +113,13 @@ pub fn cq_ring(cq: &Cq) -> Result<DirectCq<'_>> {
     if rc != 0 {
         return Err(Error::code("mlx5dv_init_obj", rc));
     }
-    // SAFETY: libmlx5 reports the live CQ's buffer, records and UAR; the view borrows the CQ.
-    let ring = unsafe {
+    // SAFETY: libmlx5 reports the live CQ's buffer, records and UAR; the view
+    // borrows the CQ, and the caller gives it the CQ alone.
+    let mut ring = unsafe {
         CqRing::from_raw(out.buf.cast(), out.cqe_cnt, out.cqe_size, out.dbrec.cast(), out.cq_uar.cast(), out.cqn)
     };
+    // SAFETY: as above; record 0 holds the consumer index's low 24 bits.
+    let ci = unsafe { std::ptr::read_volatile(out.dbrec.cast::<Be32>()) }.get() & 0xff_ffff;
+    ring.start_at(ci);
     Ok(DirectCq { ring, _cq: cq })
 }

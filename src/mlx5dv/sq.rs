@@ -20,6 +20,8 @@ pub struct SqRing {
     dbrec: *mut Be32,
     bf_reg: *mut u8,
     bf_size: u32,
+    /// The BlueFlame size the queue has, for [`SqRing::set_blueflame`].
+    pub(crate) bf_size_available: u32,
     /// Largest WQE (in DS) that fits the BlueFlame buffer; 0 without BlueFlame.
     bf_max_ds: u32,
     bf_offset: u32,
@@ -83,6 +85,7 @@ impl SqRing {
             dbrec,
             bf_reg,
             bf_size,
+            bf_size_available: bf_size,
             bf_max_ds: bf_size / DS_BYTES as u32,
             bf_offset: 0,
             qpn,
@@ -101,6 +104,20 @@ impl SqRing {
     /// without inline data (libmlx5's `MLX5_POST_SEND_PREFER_BF`, default on).
     pub fn set_prefer_bf(&mut self, yes: bool) {
         self.bf_max_ds_plain = if yes { self.bf_max_ds } else { 0 };
+    }
+
+    /// Uses the queue's BlueFlame buffer (when it has one) for single-WQE
+    /// doorbells, or stops using it.
+    ///
+    /// # Safety
+    /// With `yes`, the BlueFlame register must be this QP's alone: libmlx5
+    /// shares registers between QPs of a context unless asked otherwise, and
+    /// two 64-byte copies into one register interleave.
+    pub unsafe fn set_blueflame(&mut self, yes: bool) {
+        self.bf_size = if yes { self.bf_size_available } else { 0 };
+        self.bf_offset = 0;
+        self.bf_max_ds = self.bf_size / DS_BYTES as u32;
+        self.bf_max_ds_plain = self.bf_max_ds;
     }
 
     /// Basic blocks in the ring.
@@ -125,15 +142,28 @@ impl SqRing {
     }
 
     /// Frees the ring up to and including the WQE whose index a CQE reported
-    /// (`wqe_counter`); completions of unsignalled WQEs are implied.
+    /// (`wqe_counter`); completions of unsignalled WQEs are implied. A counter
+    /// that names no outstanding WQE (a stale or foreign CQE) changes nothing
+    /// and returns `false`.
     #[inline]
-    pub fn retire(&mut self, wqe_counter: u16) {
-        let start = self.head.wrapping_add(u32::from(wqe_counter.wrapping_sub(self.head as u16)));
+    pub fn retire(&mut self, wqe_counter: u16) -> bool {
+        let ahead = u32::from(wqe_counter.wrapping_sub(self.head as u16));
+        if ahead >= self.cur_post.wrapping_sub(self.head) {
+            return false;
+        }
+        let start = self.head.wrapping_add(ahead);
         // The WQE's DS count is in its own control segment (byte 7), still
         // in the ring since the WQE was not retired.
         let ds = self.read8(start, 0)[7];
         let bbs = (u32::from(ds) * DS_BYTES as u32).div_ceil(SEND_WQE_BB as u32).max(1);
         self.head = start.wrapping_add(bbs);
+        true
+    }
+
+    /// Starts the indices at `pi` (a queue that was used before the view).
+    pub(crate) fn start_at(&mut self, pi: u32) {
+        self.cur_post = pi;
+        self.head = pi;
     }
 
     /// Starts a WQE: `opcode`, `opmod` (e.g. the masked-atomic argument
@@ -143,6 +173,9 @@ impl SqRing {
     pub fn wqe(&mut self, opcode: u8, opmod: u8, fm_ce_se: u8, imm: u32) -> WqeWriter<'_> {
         let start = self.cur_post;
         let limit = self.available() as usize * SEND_WQE_BB;
+        if limit == 0 {
+            full(SEND_WQE_BB, 0);
+        }
         let base = self.slot(start, 0);
         WqeWriter { sq: self, start, base, off: DS_BYTES, limit, opcode, opmod, fm_ce_se, imm, inline: false }
     }
@@ -394,7 +427,7 @@ impl<'s> WqeWriter<'s> {
 
     #[inline(always)]
     fn finish_inner(self) -> (u16, &'s mut SqRing, *mut u8, u8, bool, u64) {
-        debug_assert!(self.off / DS_BYTES <= 255, "a WQE holds at most 255 DS");
+        assert!(self.off / DS_BYTES <= 255, "a WQE holds at most 255 DS (16-byte units)");
         let ds = (self.off / DS_BYTES) as u8;
         let bbs = self.off.div_ceil(SEND_WQE_BB) as u32;
         self.check(bbs as usize * SEND_WQE_BB);

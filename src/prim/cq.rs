@@ -107,7 +107,11 @@ impl<'a> CqBuilder<'a> {
 
     /// Promises single-threaded use, letting the provider skip its lock
     /// (`IBV_CREATE_CQ_ATTR_SINGLE_THREADED`; extended CQs only).
-    pub fn single_threaded(mut self, yes: bool) -> CqBuilder<'a> {
+    ///
+    /// # Safety
+    /// The CQ (all its clones) must then be polled by one thread at a time;
+    /// the provider no longer serialises polling passes.
+    pub unsafe fn single_threaded(mut self, yes: bool) -> CqBuilder<'a> {
         self.single_threaded = yes;
         self
     }
@@ -187,7 +191,7 @@ impl Cq {
         let n = i32::try_from(wc.len()).unwrap_or(i32::MAX);
         // SAFETY: live CQ; `wc` holds `n` writable `ibv_wc` (same layout).
         let rc = unsafe { ffi::ibv_poll_cq(self.as_ptr(), n, wc.as_mut_ptr().cast()) };
-        usize::try_from(rc).map_err(|_| Error::code("ibv_poll_cq", rc))
+        usize::try_from(rc).map_err(|_| Error::poll_failed("ibv_poll_cq"))
     }
 
     /// Arms the CQ: the next completion (or the next solicited one) raises an

@@ -223,14 +223,12 @@ impl Context {
         // provider writes (it copies through a buffer of its own when smaller).
         let rc = unsafe {
             let vctx = ffi::verbs_get_ctx(self.as_ptr());
-            match vctx.as_ref().and_then(|v| v.query_port) {
-                Some(f)
-                    if (*vctx).sz
-                        >= size_of::<ffi::verbs_context>() - std::mem::offset_of!(ffi::verbs_context, query_port) =>
-                {
-                    f(self.as_ptr(), port, p.cast(), size_of::<PortAttr>())
-                }
-                _ => ffi::ibv_query_port(self.as_ptr(), port, p.cast()),
+            let reach = size_of::<ffi::verbs_context>() - std::mem::offset_of!(ffi::verbs_context, query_port);
+            // Read the entry only once `sz` says the provider's table holds it.
+            let entry = if !vctx.is_null() && (*vctx).sz >= reach { (*vctx).query_port } else { None };
+            match entry {
+                Some(f) => f(self.as_ptr(), port, p.cast(), size_of::<PortAttr>()),
+                None => ffi::ibv_query_port(self.as_ptr(), port, p.cast()),
             }
         };
         if rc != 0 {

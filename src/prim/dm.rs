@@ -100,19 +100,31 @@ impl Drop for Dm {
     }
 }
 
-/// An XRC domain (`struct ibv_xrcd`). Closed on drop.
-///
-/// # References
-/// `ibv_open_xrcd(3)`
-pub struct Xrcd {
+struct XrcdInner {
     xrcd: NonNull<ffi::ibv_xrcd>,
     _ctx: Context,
 }
 
 // SAFETY: an XRCD handle is used through thread-safe verbs calls.
-unsafe impl Send for Xrcd {}
+unsafe impl Send for XrcdInner {}
 // SAFETY: as above.
-unsafe impl Sync for Xrcd {}
+unsafe impl Sync for XrcdInner {}
+
+impl Drop for XrcdInner {
+    fn drop(&mut self) {
+        // SAFETY: opened by `ibv_open_xrcd`, closed once, after every QP on it
+        // (they hold an `Arc` to this).
+        unsafe { ffi::ibv_close_xrcd(self.xrcd.as_ptr()) };
+    }
+}
+
+/// An XRC domain (`struct ibv_xrcd`). Closed when the last clone and the
+/// last QP on it are gone.
+///
+/// # References
+/// `ibv_open_xrcd(3)`
+#[derive(Clone)]
+pub struct Xrcd(std::sync::Arc<XrcdInner>);
 
 impl fmt::Debug for Xrcd {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -133,18 +145,11 @@ impl Xrcd {
         // SAFETY: live context; `attr` is valid for the call.
         let xrcd = unsafe { ffi::ibv_open_xrcd(ctx.as_ptr(), &mut attr) };
         let xrcd = NonNull::new(xrcd).ok_or_else(|| Error::last("ibv_open_xrcd"))?;
-        Ok(Xrcd { xrcd, _ctx: ctx.clone() })
+        Ok(Xrcd(std::sync::Arc::new(XrcdInner { xrcd, _ctx: ctx.clone() })))
     }
 
     /// The raw domain.
     pub fn as_ptr(&self) -> *mut ffi::ibv_xrcd {
-        self.xrcd.as_ptr()
-    }
-}
-
-impl Drop for Xrcd {
-    fn drop(&mut self) {
-        // SAFETY: opened by `ibv_open_xrcd`, closed once.
-        unsafe { ffi::ibv_close_xrcd(self.xrcd.as_ptr()) };
+        self.0.xrcd.as_ptr()
     }
 }

@@ -80,7 +80,13 @@ impl Error {
     /// A failure of `op` with a returned error code (verbs return errno values).
     pub(crate) fn code(op: &'static str, rc: i32) -> Error {
         // Some verbs return -errno, others errno: take the magnitude.
-        Error::from_errno(op, rc.abs())
+        Error::from_errno(op, i32::try_from(rc.unsigned_abs()).unwrap_or(libc::EIO))
+    }
+
+    /// A failed poll: providers return a negative value of their own (mlx5:
+    /// -2), not an errno, so it is reported as `EIO`.
+    pub(crate) fn poll_failed(op: &'static str) -> Error {
+        Error::Verbs { op, errno: libc::EIO }
     }
 
     fn from_errno(op: &'static str, errno: i32) -> Error {
@@ -101,7 +107,7 @@ impl Error {
         let offset = (bad as usize).wrapping_sub(head as usize);
         let index =
             (!bad.is_null() && offset % std::mem::size_of::<T>() == 0).then(|| offset / std::mem::size_of::<T>());
-        Error::Post { op, errno: rc.abs(), index }
+        Error::Post { op, errno: i32::try_from(rc.unsigned_abs()).unwrap_or(libc::EIO), index }
     }
 
     /// The errno, for failures that carry one.

@@ -42,8 +42,9 @@ impl Mw {
 
     /// The current remote key (changes with each bind).
     pub fn rkey(&self) -> u32 {
-        // SAFETY: live window.
-        unsafe { self.mw.as_ref() }.rkey
+        // SAFETY: live window; the field is written only by a bind, which
+        // takes `&mut self`.
+        unsafe { std::ptr::addr_of!((*self.mw.as_ptr()).rkey).read() }
     }
 
     /// The raw window.
@@ -69,7 +70,7 @@ impl Qp {
     /// If the range is outside `mr` (a programming error).
     pub fn bind_mw(
         &self,
-        mw: &Mw,
+        mw: &mut Mw,
         mr: &Mr,
         offset: u64,
         len: u64,

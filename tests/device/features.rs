@@ -56,7 +56,7 @@ fn memory_window_grants_part_of_a_region() {
     let access = AccessFlags::IBV_ACCESS_LOCAL_WRITE | AccessFlags::IBV_ACCESS_MW_BIND;
     // SAFETY: `mem` outlives the region (declared first, dropped last).
     let mr = unsafe { Mr::register(&pd, mem.as_mut_ptr(), mem.len(), access) }.unwrap();
-    let mw = match Mw::alloc(&pd, ffi::ibv_mw_type::IBV_MW_TYPE_1) {
+    let mut mw = match Mw::alloc(&pd, ffi::ibv_mw_type::IBV_MW_TYPE_1) {
         Ok(mw) => mw,
         Err(e) => {
             assert!(e.is_unsupported(), "{e:?}");
@@ -65,7 +65,7 @@ fn memory_window_grants_part_of_a_region() {
         }
     };
     // The owner (b) grants remote write to 1 KiB at offset 4096.
-    let token = qb.bind_mw(&mw, &mr, 4096, 1024, AccessFlags::IBV_ACCESS_REMOTE_WRITE, 50).unwrap();
+    let token = qb.bind_mw(&mut mw, &mr, 4096, 1024, AccessFlags::IBV_ACCESS_REMOTE_WRITE, 50).unwrap();
     let wc = poll_one(&cq);
     assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (50, WcStatus::IBV_WC_SUCCESS, WcOpcode::IBV_WC_BIND_MW));
     assert_eq!(token.rkey, mw.rkey());

@@ -26,8 +26,10 @@ fn every_entry_point_is_unsupported_off_mlx5() {
     let pd = Pd::new(&ctx).unwrap();
     let cq = Cq::new(&ctx, 8).unwrap();
     let (qa, _qb) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 1, &opts(&ctx)).unwrap();
-    unsupported(mlx5dv::obj::sq_ring(&qa), "sq_ring");
-    unsupported(mlx5dv::obj::cq_ring(&cq), "cq_ring");
+    // SAFETY: the views are refused before they exist.
+    unsupported(unsafe { mlx5dv::obj::sq_ring(&qa) }, "sq_ring");
+    // SAFETY: as above.
+    unsupported(unsafe { mlx5dv::obj::cq_ring(&cq) }, "cq_ring");
     let srq = Srq::new(&pd, 4, 1).unwrap();
     unsupported(dc::create_dct(&pd, &cq, &srq, 0x1234), "create_dct");
     unsupported(dc::Dci::new(&pd, &cq, &cq, QpCaps::default(), SendOps::BASIC), "Dci::new");

@@ -119,7 +119,9 @@ impl fmt::Debug for Poller<'_> {
 
 impl Cq {
     /// Starts a polling pass: `Ok(None)` when the CQ is empty, else a
-    /// [`Poller`] on the first completion. No allocation.
+    /// [`Poller`] on the first completion. No allocation. The provider holds
+    /// the CQ's lock for the pass: starting a second pass on the same CQ
+    /// from the same thread before the first ends deadlocks.
     ///
     /// # Panics
     /// If the CQ was not created extended ([`super::CqBuilder::extended`]).
@@ -131,6 +133,7 @@ impl Cq {
         match unsafe { ffi::ibv_start_poll(ex.as_ptr(), &mut attr) } {
             0 => Ok(Some(Poller { cq: self, ex })),
             libc::ENOENT => Ok(None),
+            rc if rc < 0 => Err(Error::poll_failed("ibv_start_poll")),
             rc => Err(Error::code("ibv_start_poll", rc)),
         }
     }
@@ -163,6 +166,7 @@ impl<'cq> Poller<'cq> {
                 Ok(None)
             }
             libc::ENOENT => Ok(None),
+            rc if rc < 0 => Err(Error::poll_failed("ibv_next_poll")),
             rc => Err(Error::code("ibv_next_poll", rc)),
         }
     }

@@ -113,6 +113,11 @@ impl WrBatch<'_> {
     ///
     /// A request this QP cannot take is refused here, leaving the batch as it
     /// was; errors the provider records surface at [`WrBatch::complete`].
+    /// On mlx5 an open batch holds the send queue's lock: do not post to the
+    /// same QP by other means on this thread until it is completed or dropped.
+    ///
+    /// # Panics
+    /// If a request on a UD QP has no destination ([`SendWr::ud`]).
     #[inline]
     pub fn post(&mut self, wr: &SendWr<'_>) -> Result<()> {
         let ud = self.qp.qp_type == ffi::ibv_qp_type::IBV_QPT_UD;
@@ -143,9 +148,9 @@ impl WrBatch<'_> {
             // SAFETY: `SendWr` points at `num_sge` borrowed `Sge`s (same layout as `ibv_sge`).
             unsafe { std::slice::from_raw_parts(raw.sg_list.cast::<Sge>(), n) }
         };
-        if inline && sges.iter().map(|s| s.len() as usize).sum::<usize>() > self.qp.caps.max_inline_data as usize {
-            return Err(Error::Verbs { op: "ibv_wr_set_inline_data", errno: libc::ENOSPC });
-        }
+        // Everything that can refuse the request is checked before the
+        // operation starts, so that a refusal leaves the batch as it was.
+        self.validate(raw, inline, sges)?;
         // SAFETY: an open batch on a live extended QP; the union members read
         // are the ones the opcode uses; the provider copies everything now.
         unsafe {
@@ -177,6 +182,45 @@ impl WrBatch<'_> {
         } else {
             self.set_sges(sges)
         }
+    }
+
+    /// The checks of [`WrBatch::post`], before anything is written.
+    fn validate(&self, raw: &ffi::ibv_send_wr, inline: bool, sges: &[Sge]) -> Result<()> {
+        use ffi::ibv_wr_opcode as O;
+        if self.qp.qp_type == ffi::ibv_qp_type::IBV_QPT_UD {
+            if !matches!(raw.opcode, O::IBV_WR_SEND | O::IBV_WR_SEND_WITH_IMM) {
+                return Err(Error::Verbs { op: "ibv_wr_start", errno: libc::EINVAL });
+            }
+            // SAFETY: plain data; zero unless `SendWr::ud` set it.
+            let ah = unsafe { raw.wr.ud.ah };
+            assert!(
+                !ah.is_null(),
+                "a request on a UD QP needs its destination: SendWr::ud(ah, remote_qpn, remote_qkey)"
+            );
+        }
+        let total: usize = sges.iter().map(|s| s.len() as usize).sum();
+        let list = sges.len() > 1;
+        let quirk = self.qp.quirks.rxe_list_lengths;
+        let nospc = |op| Err(Error::Verbs { op, errno: libc::ENOSPC });
+        if inline {
+            if total > self.qp.caps.max_inline_data as usize || (quirk && list && total > MAX_GATHER) {
+                return nospc("ibv_wr_set_inline_data");
+            }
+            if !quirk && sges.len() > MAX_PIECES {
+                return nospc("ibv_wr_set_inline_data_list");
+            }
+        } else if quirk && list && sges.iter().any(|s| s.len() != sges[0].len()) {
+            let g = sges.iter().fold(0u32, |g, s| gcd(g, s.len()));
+            let pieces = if g == 0 { usize::MAX } else { total / g as usize };
+            if pieces > MAX_PIECES || pieces > self.qp.caps.max_send_sge as usize {
+                return Err(Error::Unsupported {
+                    op: "ibv_wr_set_sge_list",
+                    feature: "a scatter/gather list of unequal lengths (rxe before rdma-core 64; \
+                              use Qp::post_send or equal-length entries)",
+                });
+            }
+        }
+        Ok(())
     }
 
     fn set_inline(&mut self, sges: &[Sge]) -> Result<()> {

@@ -246,6 +246,7 @@ impl<'a> QpBuilder<'a> {
             _send_cq: self.send_cq.clone(),
             _recv_cq: self.recv_cq.clone(),
             _srq: self.srq.cloned(),
+            _xrcd: self.xrcd.cloned(),
         })
     }
 }
@@ -268,6 +269,7 @@ pub struct Qp {
     _send_cq: Cq,
     _recv_cq: Cq,
     _srq: Option<Srq>,
+    _xrcd: Option<Xrcd>,
 }
 
 // SAFETY: posting and modifying are thread-safe in libibverbs providers;
@@ -310,6 +312,7 @@ impl Qp {
             _send_cq: send_cq.clone(),
             _recv_cq: recv_cq.clone(),
             _srq: srq.cloned(),
+            _xrcd: None,
         }
     }
 

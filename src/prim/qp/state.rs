@@ -74,7 +74,7 @@ pub const fn transition(t: T, from: S, to: S) -> Option<Rule> {
         }),
         (S::IBV_QPS_INIT, S::IBV_QPS_INIT) => Some(match k {
             Kind::Ud => rule(A::EMPTY, m(&[pkey_port, A::QKEY])),
-            Kind::Raw => rule(A::EMPTY, A::PORT),
+            Kind::Raw => NONE,
             _ => rule(A::EMPTY, m(&[pkey_port, A::ACCESS_FLAGS])),
         }),
         (S::IBV_QPS_INIT, S::IBV_QPS_RTR) => {
@@ -95,7 +95,8 @@ pub const fn transition(t: T, from: S, to: S) -> Option<Rule> {
                 Kind::Ud => rule(A::SQ_PSN, m(&[A::CUR_STATE, A::QKEY, A::RATE_LIMIT])),
                 Kind::Raw => rule(A::EMPTY, A::RATE_LIMIT),
                 Kind::Uc => rule(A::SQ_PSN, conn_opt),
-                Kind::Rc | Kind::XrcIni => rule(req_ack, m(&[conn_opt, A::MIN_RNR_TIMER])),
+                Kind::XrcIni => rule(req_ack, conn_opt),
+                Kind::Rc => rule(req_ack, m(&[conn_opt, A::MIN_RNR_TIMER])),
                 Kind::XrcTgt => rule(m(&[A::TIMEOUT, A::SQ_PSN]), m(&[conn_opt, A::MIN_RNR_TIMER])),
             })
         }
@@ -103,17 +104,49 @@ pub const fn transition(t: T, from: S, to: S) -> Option<Rule> {
             let conn_opt = m(&[A::CUR_STATE, A::ACCESS_FLAGS, A::ALT_PATH, A::PATH_MIG_STATE, A::RATE_LIMIT]);
             Some(match k {
                 Kind::Ud => rule(A::EMPTY, m(&[A::CUR_STATE, A::QKEY, A::RATE_LIMIT])),
-                Kind::Raw => rule(A::EMPTY, A::RATE_LIMIT),
-                Kind::Uc => rule(A::EMPTY, conn_opt),
-                _ => rule(A::EMPTY, m(&[conn_opt, A::MIN_RNR_TIMER])),
+                Kind::Raw => NONE,
+                Kind::Uc | Kind::XrcIni => rule(A::EMPTY, conn_opt),
+                Kind::Rc | Kind::XrcTgt => rule(A::EMPTY, m(&[conn_opt, A::MIN_RNR_TIMER])),
             })
         }
-        (S::IBV_QPS_RTS, S::IBV_QPS_SQD) => Some(rule(A::EMPTY, A::EN_SQD_ASYNC_NOTIFY)),
+        (S::IBV_QPS_RTS, S::IBV_QPS_SQD) => Some(match k {
+            Kind::Raw => NONE,
+            _ => rule(A::EMPTY, A::EN_SQD_ASYNC_NOTIFY),
+        }),
         (S::IBV_QPS_SQD, S::IBV_QPS_SQD) => Some(match k {
             Kind::Ud => rule(A::EMPTY, m(&[A::PKEY_INDEX, A::QKEY])),
             Kind::Raw => NONE,
             Kind::Uc => rule(A::EMPTY, m(&[A::AV, A::ALT_PATH, A::ACCESS_FLAGS, A::PKEY_INDEX, A::PATH_MIG_STATE])),
-            _ => rule(
+            Kind::XrcIni => rule(
+                A::EMPTY,
+                m(&[
+                    A::PORT,
+                    A::AV,
+                    A::TIMEOUT,
+                    A::RETRY_CNT,
+                    A::RNR_RETRY,
+                    A::MAX_QP_RD_ATOMIC,
+                    A::ALT_PATH,
+                    A::ACCESS_FLAGS,
+                    A::PKEY_INDEX,
+                    A::PATH_MIG_STATE,
+                ]),
+            ),
+            Kind::XrcTgt => rule(
+                A::EMPTY,
+                m(&[
+                    A::PORT,
+                    A::AV,
+                    A::TIMEOUT,
+                    A::MAX_DEST_RD_ATOMIC,
+                    A::ALT_PATH,
+                    A::ACCESS_FLAGS,
+                    A::PKEY_INDEX,
+                    A::MIN_RNR_TIMER,
+                    A::PATH_MIG_STATE,
+                ]),
+            ),
+            Kind::Rc => rule(
                 A::EMPTY,
                 m(&[
                     A::PORT,
@@ -132,7 +165,8 @@ pub const fn transition(t: T, from: S, to: S) -> Option<Rule> {
             ),
         }),
         (S::IBV_QPS_SQE, S::IBV_QPS_RTS) => Some(match k {
-            Kind::Ud | Kind::Raw => rule(A::EMPTY, m(&[A::CUR_STATE, A::QKEY])),
+            Kind::Ud => rule(A::EMPTY, m(&[A::CUR_STATE, A::QKEY])),
+            Kind::Raw => NONE,
             Kind::Uc => rule(A::EMPTY, m(&[A::CUR_STATE, A::ACCESS_FLAGS])),
             // SQE exists only for unreliable transports.
             _ => return None,
@@ -164,7 +198,8 @@ pub fn check(t: T, from: S, to: S, mask: AttrMask) -> Result<(), Refusal> {
     let Some(r) = transition(t, from, to) else { return Err(Refusal::NoTransition) };
     let given = mask.minus(AttrMask::STATE);
     let missing = r.required.minus(given);
-    let forbidden = given.minus(r.required.or(r.optional));
+    // Packet pacing is left to the provider: kernels differ on where they allow it.
+    let forbidden = given.minus(r.required.or(r.optional)).minus(AttrMask::RATE_LIMIT);
     if missing.is_empty() && forbidden.is_empty() {
         Ok(())
     } else {
@@ -233,6 +268,14 @@ mod tests {
             assert_eq!(check(t, S::IBV_QPS_RTS, S::IBV_QPS_RTR, A::STATE), Err(Refusal::NoTransition));
         }
         assert_eq!(check(T::IBV_QPT_RC, S::IBV_QPS_SQE, S::IBV_QPS_RTS, A::STATE), Err(Refusal::NoTransition));
+        // XRC initiators take no RNR timer (they receive nothing).
+        let rts = A::STATE | A::TIMEOUT | A::RETRY_CNT | A::RNR_RETRY | A::SQ_PSN | A::MAX_QP_RD_ATOMIC;
+        assert_eq!(
+            check(T::IBV_QPT_XRC_SEND, S::IBV_QPS_RTR, S::IBV_QPS_RTS, rts | A::MIN_RNR_TIMER),
+            Err(Refusal::Attributes { missing: A::EMPTY, forbidden: A::MIN_RNR_TIMER })
+        );
+        // Packet pacing is never refused here.
+        assert_eq!(check(T::IBV_QPT_RC, S::IBV_QPS_RTR, S::IBV_QPS_RTS, rts | A::RATE_LIMIT), Ok(()));
         // Unknown states and types never panic.
         assert_eq!(check(T::IBV_QPT_RC, S(77), S(99), A::STATE), Err(Refusal::NoTransition));
         assert_eq!(check(T(0xff), S::IBV_QPS_RESET, S::IBV_QPS_RTS, A::STATE), Ok(()));
