@@ -42,18 +42,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // every WQE names the registered buffers, which outlive the loop.
     let (mut sq, mut dcq) = unsafe { (obj::sq_ring(&qa)?, obj::cq_ring(&cq)?) };
     let mut mmio = HwMmio;
-    let mut out = [Completion {
-        opcode: 0,
-        status: rrddmma::bindings::ibv_wc_status(0),
-        vendor_err: 0,
-        qpn: 0,
-        wqe_counter: 0,
-        byte_len: 0,
-        imm: 0,
-        timestamp: 0,
-        inline_scatter: 0,
-        solicited: false,
-    }; 1];
+    let mut out = [Completion::default(); 1];
     let start = Instant::now();
     for _ in 0..iters {
         sq.wqe(seg::opcode::RDMA_WRITE, 0, seg::fm_ce_se::CQ_UPDATE, 0)

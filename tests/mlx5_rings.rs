@@ -44,18 +44,7 @@ fn cq_laps(cqe_size: u32) {
     let mut rng = Rng(0x1234_5678_9abc_def1);
     let (mut produced, mut consumed) = (0u32, 0u32);
     let total = CNT * 60;
-    let mut out = [Completion {
-        opcode: 0,
-        status: ffi::ibv_wc_status(0),
-        vendor_err: 0,
-        qpn: 0,
-        wqe_counter: 0,
-        byte_len: 0,
-        imm: 0,
-        timestamp: 0,
-        inline_scatter: 0,
-        solicited: false,
-    }; 8];
+    let mut out = [Completion::default(); 8];
     while consumed < total {
         // The "hardware" writes a few CQEs, never overrunning the consumer.
         let burst = (rng.next() % 6) as u32;

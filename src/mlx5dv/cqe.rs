@@ -132,6 +132,23 @@ pub struct Completion {
     pub solicited: bool,
 }
 
+impl Default for Completion {
+    fn default() -> Completion {
+        Completion {
+            opcode: opcode::INVALID,
+            status: ffi::ibv_wc_status::IBV_WC_SUCCESS,
+            vendor_err: 0,
+            qpn: 0,
+            wqe_counter: 0,
+            byte_len: 0,
+            imm: 0,
+            timestamp: 0,
+            inline_scatter: 0,
+            solicited: false,
+        }
+    }
+}
+
 impl Cqe64 {
     /// Decodes the CQE (valid ones; see [`Cqe64::is_valid_for`]).
     #[inline]
