@@ -96,17 +96,35 @@ fn set_errno(e: c_int) {
 /// `context` must be live; `port_attr` must be valid for writes.
 #[inline]
 pub unsafe fn ibv_query_port(context: *mut ibv_context, port_num: u8, port_attr: *mut ibv_port_attr) -> c_int {
+    // SAFETY: forwarded contract, with the bound struct's size.
+    unsafe { ibv_query_port_sized(context, port_num, port_attr, size_of::<ibv_port_attr>()) }
+}
+
+/// `ibv_query_port` telling libibverbs that `port_attr` holds `size` bytes,
+/// so that a newer libibverbs fills fields these bindings do not have (it
+/// copies through a buffer of its own when `size` is smaller than its struct).
+///
+/// # Safety
+/// `context` must be live; `port_attr` valid for writes of `size` bytes, at
+/// least `size_of::<ibv_port_attr>()`.
+#[inline]
+pub unsafe fn ibv_query_port_sized(
+    context: *mut ibv_context,
+    port_num: u8,
+    port_attr: *mut ibv_port_attr,
+    size: usize,
+) -> c_int {
     let vctx = verbs_get_ctx_op!(context, query_port);
     if vctx.is_null() {
-        // SAFETY: `port_attr` is valid for writes of its full size; the compat
+        // SAFETY: `port_attr` is valid for writes of `size` bytes; the compat
         // struct is a prefix of it.
         unsafe {
-            ptr::write_bytes(port_attr, 0, 1);
+            ptr::write_bytes(port_attr.cast::<u8>(), 0, size);
             return ibv_query_port_compat(context, port_num, port_attr.cast());
         }
     }
     // SAFETY: `vctx` is non-null and `query_port` is set (checked above).
-    unsafe { call_op!((*vctx).query_port, "query_port", (context, port_num, port_attr, size_of::<ibv_port_attr>())) }
+    unsafe { call_op!((*vctx).query_port, "query_port", (context, port_num, port_attr, size)) }
 }
 
 /// `ibv_query_device_ex`.

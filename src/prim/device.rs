@@ -221,16 +221,7 @@ impl Context {
         // compat call on the leading `ibv_port_attr`; otherwise libibverbs is
         // told the full size of `PortAttr`, which is at least what any
         // provider writes (it copies through a buffer of its own when smaller).
-        let rc = unsafe {
-            let vctx = ffi::verbs_get_ctx(self.as_ptr());
-            let reach = size_of::<ffi::verbs_context>() - std::mem::offset_of!(ffi::verbs_context, query_port);
-            // Read the entry only once `sz` says the provider's table holds it.
-            let entry = if !vctx.is_null() && (*vctx).sz >= reach { (*vctx).query_port } else { None };
-            match entry {
-                Some(f) => f(self.as_ptr(), port, p.cast(), size_of::<PortAttr>()),
-                None => ffi::ibv_query_port(self.as_ptr(), port, p.cast()),
-            }
-        };
+        let rc = unsafe { ffi::ibv_query_port_sized(self.as_ptr(), port, p.cast(), size_of::<PortAttr>()) };
         if rc != 0 {
             return Err(Error::code("ibv_query_port", rc));
         }
