@@ -23,6 +23,46 @@ pub struct Step {
     pub command: String,
 }
 
+/// A step together with how its outcome is judged: device work contributed by
+/// one area of the project (the device tests, the examples, rrddmma-perf, the
+/// cluster tests) to the single device session of `cargo xtask test`.
+pub struct Check {
+    /// What to run.
+    pub step: Step,
+    /// Adds the step's outcome to the tally.
+    pub judge: Box<dyn Fn(&Done, &mut crate::tally::Tally)>,
+}
+
+impl Check {
+    /// A check whose step runs a libtest binary: its tests are counted.
+    pub fn libtest(name: &str, command: String) -> Check {
+        Check {
+            step: Step { name: name.into(), command },
+            judge: Box::new(|d, t| t.add_run(&d.name, d.code == Some(0), &d.output)),
+        }
+    }
+
+    /// A check with its own verdict on the step's exit code and output.
+    pub fn verdict(name: &str, command: String, ok: impl Fn(&Done) -> bool + 'static) -> Check {
+        Check {
+            step: Step { name: name.into(), command },
+            judge: Box::new(move |d, t| t.check(&d.name, ok(d))),
+        }
+    }
+}
+
+/// Runs every check's step in one device session and judges each.
+pub fn run_checks(place: &Place, checks: &[Check], tally: &mut crate::tally::Tally) -> Result<()> {
+    let steps: Vec<Step> =
+        checks.iter().map(|c| Step { name: c.step.name.clone(), command: c.step.command.clone() }).collect();
+    let done = run_steps(place, &steps)?;
+    for (d, c) in done.iter().zip(checks) {
+        println!("---- {} (exit {:?}) ----\n{}", d.name, d.code, d.output);
+        (c.judge)(d, tally);
+    }
+    Ok(())
+}
+
 /// A finished step.
 #[derive(Debug)]
 pub struct Done {
@@ -125,8 +165,9 @@ fn kvm_usable() -> bool {
         && flags.lines().any(|l| l.starts_with("flags") && (l.contains(" vmx") || l.contains(" svm")))
 }
 
+/// Per-process, so that two tasks running at once do not share step files.
 fn steps_dir() -> PathBuf {
-    root().join("target/xtask/steps")
+    root().join(format!("target/xtask/steps-{}", std::process::id()))
 }
 
 /// The shell script: set up SoftRoCE if asked, then run every step.
@@ -178,7 +219,7 @@ pub fn run_steps(place: &Place, steps: &[Step]) -> Result<Vec<Done>> {
             }
         }
     }
-    Ok(steps
+    let done = steps
         .iter()
         .enumerate()
         .map(|(i, step)| Done {
@@ -186,7 +227,9 @@ pub fn run_steps(place: &Place, steps: &[Step]) -> Result<Vec<Done>> {
             code: fs::read_to_string(dir.join(format!("{i}.rc"))).ok().and_then(|c| c.trim().parse().ok()),
             output: fs::read_to_string(dir.join(format!("{i}.log"))).unwrap_or_default(),
         })
-        .collect())
+        .collect();
+    let _ = fs::remove_dir_all(&dir);
+    Ok(done)
 }
 
 /// `cargo xtask vm -- CMD...`.

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::device::{self, Step};
+use crate::device::{self, Check};
 use crate::tally::Tally;
 use crate::{bindings, deps, root, show, Result};
 
@@ -143,65 +143,45 @@ pub fn run(_args: &[String]) -> Result<()> {
 
     let place = device::locate(None)?;
     println!("device tests on {}", place.describe());
-    let steps = [
-        Step { name: "devices".into(), command: "ibv_devices; rdma link show".into() },
-        Step {
-            name: "device tests (pkg-config linkage)".into(),
-            command: format!("{} --ignored --test-threads=1", quoted(&shared)),
-        },
-        Step {
-            name: "missing device".into(),
-            command: format!("RRDDMMA_TEST_DEVICE=missing0 {} --ignored --test-threads=1", quoted(&shared)),
-        },
-        Step {
-            name: "static source build, providers mlx5,rxe".into(),
-            command: format!(
-                "RRDDMMA_EXPECT_LINKAGE=source RRDDMMA_EXPECT_PROVIDERS=mlx5,rxe {} --ignored --test-threads=1",
-                quoted(&static_rxe)
-            ),
-        },
-        Step {
-            name: "static distribution archives, providers mlx5,rxe".into(),
-            command: format!(
-                "RRDDMMA_EXPECT_LINKAGE=static RRDDMMA_EXPECT_PROVIDERS=mlx5,rxe {} --ignored --test-threads=1",
-                quoted(&static_debian)
-            ),
-        },
-        Step {
-            name: "static source build, providers mlx5 only".into(),
-            command: format!("{} --ignored --test-threads=1 loopback", quoted(&static_mlx5)),
-        },
-        Step {
-            name: "direct WQE example".into(),
-            command: format!("{} \"$RRDDMMA_TEST_DEVICE\" 100", quoted(&direct)),
-        },
+    let dev = place.device().to_string();
+    let tests = |bin: &Path, filter: &str| format!("{} --ignored --test-threads=1 {filter}", quoted(bin));
+    let mut checks = vec![
+        Check::verdict("device listed", "ibv_devices; rdma link show".into(), move |d| {
+            d.code == Some(0) && d.output.contains(&dev)
+        }),
+        Check::libtest("device tests (pkg-config linkage)", tests(&shared, "")),
+        Check::verdict(
+            "device tests fail when the named device is missing",
+            format!("RRDDMMA_TEST_DEVICE=missing0 {}", tests(&shared, "")),
+            |d| d.code.is_some_and(|c| c != 0) && d.output.contains("missing0"),
+        ),
+        Check::libtest(
+            "static source build, providers mlx5,rxe",
+            format!("RRDDMMA_EXPECT_LINKAGE=source RRDDMMA_EXPECT_PROVIDERS=mlx5,rxe {}", tests(&static_rxe, "")),
+        ),
+        Check::libtest(
+            "static distribution archives, providers mlx5,rxe",
+            format!("RRDDMMA_EXPECT_LINKAGE=static RRDDMMA_EXPECT_PROVIDERS=mlx5,rxe {}", tests(&static_debian, "")),
+        ),
     ];
-    let done = device::run_steps(&place, &steps)?;
-    for d in &done {
-        println!("---- {} (exit {:?}) ----\n{}", d.name, d.code, d.output);
-    }
-    tally.check("device listed", done[0].code == Some(0) && done[0].output.contains(place.device()));
-    let run_ok = |d: &device::Done| d.code == Some(0);
-    tally.add_run(&done[1].name, run_ok(&done[1]), &done[1].output);
-    tally.check(
-        "device tests fail when the named device is missing",
-        done[2].code.is_some_and(|c| c != 0) && done[2].output.contains("missing0"),
-    );
-    tally.add_run(&done[3].name, run_ok(&done[3]), &done[3].output);
-    tally.add_run(&done[4].name, run_ok(&done[4]), &done[4].output);
-    tally.check(
+    let dev = place.device().to_string();
+    checks.push(Check::verdict(
         "static mlx5-only build reports no supported device",
-        done[5].code.is_some_and(|c| c != 0)
-            && done[5].output.contains("no supported RDMA device")
-            && done[5].output.contains(place.device()),
-    );
-
-    tally.check(
+        tests(&static_mlx5, "loopback"),
+        move |d| {
+            d.code.is_some_and(|c| c != 0) && d.output.contains("no supported RDMA device") && d.output.contains(&dev)
+        },
+    ));
+    checks.push(Check::verdict(
         "direct WQE example runs (or reports unsupported off mlx5)",
-        example_built
-            && done[6].code == Some(0)
-            && (done[6].output.starts_with("unsupported: ") || done[6].output.contains("direct 64-byte RDMA WRITEs")),
-    );
+        format!("{} \"$RRDDMMA_TEST_DEVICE\" 100", quoted(&direct)),
+        move |d| {
+            example_built
+                && d.code == Some(0)
+                && (d.output.starts_with("unsupported: ") || d.output.contains("direct 64-byte RDMA WRITEs"))
+        },
+    ));
+    device::run_checks(&place, &checks, &mut tally)?;
 
     println!("\n{} passed, {} failed", tally.passed, tally.failed);
     if tally.failed > 0 {
