@@ -23,6 +23,9 @@ pub struct Step {
     pub command: String,
 }
 
+/// How a check's outcome is added to the tally.
+pub type Judge = Box<dyn Fn(&Done, &mut crate::tally::Tally)>;
+
 /// A step together with how its outcome is judged: device work contributed by
 /// one area of the project (the device tests, the examples, rrddmma-perf, the
 /// cluster tests) to the single device session of `cargo xtask test`.
@@ -30,7 +33,7 @@ pub struct Check {
     /// What to run.
     pub step: Step,
     /// Adds the step's outcome to the tally.
-    pub judge: Box<dyn Fn(&Done, &mut crate::tally::Tally)>,
+    pub judge: Judge,
 }
 
 impl Check {
