@@ -1,0 +1,162 @@
+//! Control-plane errors.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Why a peer refused or ended a session, as carried by a reject frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum RejectCode {
+    /// The protocol versions differ (`detail`: the sender's version).
+    Version = 1,
+    /// The shared secret did not match, or one side has none.
+    Auth = 2,
+    /// The cluster sizes differ (`detail`: the sender's size).
+    Size = 3,
+    /// The rank is out of range or is the coordinator's (`detail`: the rank).
+    Rank = 4,
+    /// Another member already holds the rank (`detail`: the rank).
+    Duplicate = 5,
+    /// A member vanished during the session (`detail`: its rank).
+    PeerLost = 6,
+    /// A message broke the protocol.
+    Protocol = 7,
+    /// A deadline passed at the coordinator.
+    Timeout = 8,
+    /// A code this build does not know (from a newer peer).
+    Unknown = 255,
+}
+
+impl RejectCode {
+    /// The code for a wire byte; unknown bytes map to [`RejectCode::Unknown`].
+    pub fn from_u8(v: u8) -> RejectCode {
+        match v {
+            1 => RejectCode::Version,
+            2 => RejectCode::Auth,
+            3 => RejectCode::Size,
+            4 => RejectCode::Rank,
+            5 => RejectCode::Duplicate,
+            6 => RejectCode::PeerLost,
+            7 => RejectCode::Protocol,
+            8 => RejectCode::Timeout,
+            _ => RejectCode::Unknown,
+        }
+    }
+}
+
+/// A control-plane failure. Every variant says what failed and, where known,
+/// which peer.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// A socket operation failed.
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The peer or local address involved, if known.
+        addr: Option<SocketAddr>,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A deadline passed.
+    Timeout {
+        /// What was awaited.
+        what: &'static str,
+        /// How long was allowed.
+        after: Duration,
+        /// Ranks that had not answered, when known.
+        missing: Vec<u32>,
+    },
+    /// A frame announced a payload above the cap.
+    FrameTooLarge {
+        /// Announced length.
+        len: u32,
+        /// The cap.
+        cap: u32,
+    },
+    /// The bytes are not this protocol (wrong magic).
+    BadMagic,
+    /// A frame of this protocol could not be parsed.
+    Malformed(&'static str),
+    /// The peer speaks another protocol version.
+    VersionMismatch {
+        /// This build's version.
+        ours: u8,
+        /// The peer's version.
+        theirs: u8,
+    },
+    /// The peer failed to prove the shared secret, or the secrets are configured
+    /// on one side only.
+    AuthFailed(&'static str),
+    /// The peer refused us or ended the session, saying why.
+    Rejected {
+        /// The peer's rank (0 for the coordinator).
+        by: u32,
+        /// Its reason code.
+        code: RejectCode,
+        /// The number qualifying the code.
+        detail: u32,
+        /// Its words.
+        reason: String,
+    },
+    /// A peer closed its connection or stopped answering mid-session.
+    PeerLost {
+        /// Its rank.
+        rank: u32,
+    },
+    /// A message arrived that the protocol does not allow at this point.
+    Protocol(String),
+    /// The cluster description is incomplete or inconsistent.
+    Config(String),
+    /// A contribution larger than the frame cap allows.
+    TooLarge {
+        /// Bytes offered.
+        len: usize,
+        /// Most bytes one rank may contribute.
+        max: usize,
+    },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io { op, addr: Some(a), source } => write!(f, "{op} ({a}): {source}"),
+            Error::Io { op, addr: None, source } => write!(f, "{op}: {source}"),
+            Error::Timeout { what, after, missing } if missing.is_empty() => {
+                write!(f, "timed out after {after:?} waiting for {what}")
+            }
+            Error::Timeout { what, after, missing } => {
+                write!(f, "timed out after {after:?} waiting for {what}; missing ranks {missing:?}")
+            }
+            Error::FrameTooLarge { len, cap } => write!(f, "frame of {len} bytes exceeds the cap of {cap} bytes"),
+            Error::BadMagic => write!(f, "the peer does not speak the rrddmma control protocol (bad magic)"),
+            Error::Malformed(what) => write!(f, "malformed frame: {what}"),
+            Error::VersionMismatch { ours, theirs } => {
+                write!(f, "protocol version mismatch: we speak {ours}, the peer {theirs}")
+            }
+            Error::AuthFailed(why) => write!(f, "authentication failed: {why}"),
+            Error::Rejected { by, code, detail, reason } => {
+                write!(f, "rank {by} ended the session ({code:?}, {detail}): {reason}")
+            }
+            Error::PeerLost { rank } => write!(f, "rank {rank} closed its connection or vanished mid-session"),
+            Error::Protocol(what) => write!(f, "protocol violation: {what}"),
+            Error::Config(what) => write!(f, "cluster configuration: {what}"),
+            Error::TooLarge { len, max } => {
+                write!(f, "contribution of {len} bytes exceeds the {max} bytes one rank may send (raise max_frame)")
+            }
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// Result with the control-plane [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;

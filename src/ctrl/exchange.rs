@@ -1,0 +1,132 @@
+//! Typed exchanges over a [`Session`]: QP endpoints and MR tokens.
+
+use super::error::{Error, Result};
+use super::session::Session;
+use crate::bindings as ffi;
+use crate::prim::{Endpoint, Gid, RemoteMr};
+
+/// What a peer needs to connect to one of this rank's QPs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpInfo {
+    /// QP number.
+    pub qpn: u32,
+    /// First PSN the QP sends (24 bits).
+    pub psn: u32,
+    /// Port LID (InfiniBand; 0 on RoCE).
+    pub lid: u16,
+    /// Port GID.
+    pub gid: Gid,
+    /// Index of `gid` in the port's table.
+    pub gid_index: u8,
+    /// Port number.
+    pub port: u8,
+    /// Path MTU this side will use.
+    pub mtu: ffi::ibv_mtu,
+}
+
+impl QpInfo {
+    /// Size of the wire form.
+    pub const WIRE_LEN: usize = 29;
+
+    /// A QP's endpoint with the port facts around it.
+    pub fn new(e: &Endpoint, gid_index: u8, port: u8, mtu: ffi::ibv_mtu) -> QpInfo {
+        QpInfo { qpn: e.qpn, psn: e.psn, lid: e.lid, gid: e.gid, gid_index, port, mtu }
+    }
+
+    /// The endpoint to pass to [`crate::prim::Qp::connect`].
+    pub fn endpoint(&self) -> Endpoint {
+        Endpoint { qpn: self.qpn, psn: self.psn, lid: self.lid, gid: self.gid }
+    }
+
+    /// Wire form, big-endian: QPN, PSN, LID, GID, GID index, port, MTU.
+    pub fn to_bytes(&self) -> [u8; Self::WIRE_LEN] {
+        let mut b = [0u8; Self::WIRE_LEN];
+        b[0..4].copy_from_slice(&self.qpn.to_be_bytes());
+        b[4..8].copy_from_slice(&self.psn.to_be_bytes());
+        b[8..10].copy_from_slice(&self.lid.to_be_bytes());
+        b[10..26].copy_from_slice(&self.gid.0);
+        b[26] = self.gid_index;
+        b[27] = self.port;
+        b[28] = self.mtu.0 as u8;
+        b
+    }
+
+    /// Parses [`QpInfo::to_bytes`]; refuses values no port can have.
+    pub fn from_bytes(b: &[u8; Self::WIRE_LEN]) -> Result<QpInfo> {
+        let be32 = |i: usize| u32::from_be_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+        let psn = be32(4);
+        if psn > 0xff_ffff {
+            return Err(Error::Malformed("QP endpoint PSN above 24 bits"));
+        }
+        if !(1..=5).contains(&b[28]) {
+            return Err(Error::Malformed("QP endpoint MTU is not one of 256..4096"));
+        }
+        Ok(QpInfo {
+            qpn: be32(0),
+            psn,
+            lid: u16::from_be_bytes([b[8], b[9]]),
+            gid: Gid(b[10..26].try_into().expect("16 bytes")),
+            gid_index: b[26],
+            port: b[27],
+            mtu: ffi::ibv_mtu(u32::from(b[28])),
+        })
+    }
+}
+
+fn parse_list<T, const N: usize>(part: &[u8], what: &'static str, f: impl Fn(&[u8; N]) -> Result<T>) -> Result<Vec<T>> {
+    if part.len() % N != 0 {
+        return Err(Error::Malformed(what));
+    }
+    part.chunks_exact(N).map(|c| f(c.try_into().expect("chunk of N"))).collect()
+}
+
+impl Session {
+    /// All-gathers QP endpoints: this rank offers `mine` (typically one per
+    /// peer, indexed by the peer's rank), and gets every rank's list back, in
+    /// rank order. Rank `j`'s QP for this rank is then `result[j][self.rank()]`.
+    pub fn exchange_endpoints(&mut self, mine: &[QpInfo]) -> Result<Vec<Vec<QpInfo>>> {
+        let bytes: Vec<u8> = mine.iter().flat_map(QpInfo::to_bytes).collect();
+        self.all_gather(&bytes)?
+            .iter()
+            .map(|p| parse_list(p, "QP endpoint list length is not a multiple of 29", QpInfo::from_bytes))
+            .collect()
+    }
+
+    /// All-gathers one MR token per rank, in rank order.
+    pub fn exchange_mrs(&mut self, mine: &RemoteMr) -> Result<Vec<RemoteMr>> {
+        self.all_gather(&mine.to_bytes())?
+            .iter()
+            .map(|p| {
+                let b: &[u8; RemoteMr::WIRE_LEN] =
+                    p.as_slice().try_into().map_err(|_| Error::Malformed("MR token is not 20 bytes"))?;
+                Ok(RemoteMr::from_bytes(b))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qp_info_round_trip_and_checks() {
+        let q = QpInfo {
+            qpn: 0x12_3456,
+            psn: 0xab_cdef,
+            lid: 7,
+            gid: Gid([9; 16]),
+            gid_index: 3,
+            port: 1,
+            mtu: ffi::ibv_mtu::IBV_MTU_4096,
+        };
+        assert_eq!(QpInfo::from_bytes(&q.to_bytes()).unwrap(), q);
+        let mut b = q.to_bytes();
+        b[28] = 6;
+        assert!(QpInfo::from_bytes(&b).is_err());
+        let mut b = q.to_bytes();
+        b[4] = 1;
+        assert!(QpInfo::from_bytes(&b).is_err());
+        assert!(parse_list(&[0u8; 30], "bad", QpInfo::from_bytes).is_err());
+    }
+}

@@ -1,0 +1,681 @@
+//! The rendezvous protocol as two state machines, free of I/O.
+//!
+//! A [`Coordinator`] (rank 0) and a [`Member`] (every other rank) are fed
+//! received bytes, connection events and the current time; they hand back
+//! frames to send ([`Output`]) and what happened ([`Event`]). Randomness
+//! (nonces) is an input too, so every run of the machines is reproducible.
+//! [`super::Session`] drives them over TCP; the tests drive them in memory.
+//!
+//! A session is a star: members connect to the coordinator, prove the shared
+//! secret if one is set, and then take part in numbered rounds. In each round
+//! every rank contributes bytes and every rank receives all contributions in
+//! rank order (an all-gather; a barrier is an all-gather of nothing).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use super::auth::{hello_mac, mac_eq, welcome_mac};
+use super::error::{Error, RejectCode};
+use super::wire::{Decoder, Msg, MAC_LEN, NONCE_LEN, VERSION};
+
+/// A connection, named by the driver.
+pub type ConnId = u64;
+
+/// Settings both machines share.
+#[derive(Clone, Debug)]
+pub struct Params {
+    /// Number of ranks, coordinator included.
+    pub size: u32,
+    /// Shared secret; `None` admits anyone who speaks the protocol.
+    pub secret: Option<Vec<u8>>,
+    /// Largest frame payload accepted or sent.
+    pub max_frame: u32,
+    /// How long a new connection may take to complete its handshake.
+    pub handshake_timeout: Duration,
+}
+
+impl Params {
+    /// Most bytes one rank may contribute to a round, so that the gathered
+    /// frame of all ranks stays within `max_frame`.
+    pub fn max_contribution(&self) -> usize {
+        (self.max_frame as usize).saturating_sub(8) / self.size.max(1) as usize - 4
+    }
+}
+
+/// What a coordinator asks its driver to do.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Write these bytes to the connection.
+    Send {
+        /// Where.
+        conn: ConnId,
+        /// One or more whole frames.
+        bytes: Vec<u8>,
+    },
+    /// Close the connection (after the sends queued before this).
+    Close {
+        /// Which.
+        conn: ConnId,
+    },
+}
+
+/// What happened, for the driver and the caller.
+#[derive(Debug)]
+pub enum Event {
+    /// A rank completed its handshake (on a member: this rank was admitted).
+    Joined {
+        /// The rank.
+        rank: u32,
+    },
+    /// A connection that never became a member was dropped, and why. The
+    /// session goes on: strangers and garbage do not hurt it.
+    Dropped {
+        /// The connection.
+        conn: ConnId,
+        /// Why.
+        error: Error,
+    },
+    /// A round completed: every rank's contribution, in rank order.
+    Gathered {
+        /// The round.
+        round: u32,
+        /// Contributions.
+        parts: Vec<Vec<u8>>,
+    },
+    /// The session failed; the machine does nothing more.
+    Failed(Error),
+}
+
+#[derive(Debug)]
+enum Peer {
+    Handshaking { nonce: [u8; NONCE_LEN], deadline: Instant },
+    Member { rank: u32 },
+}
+
+#[derive(Debug)]
+struct Conn {
+    dec: Decoder,
+    peer: Peer,
+}
+
+/// Slot of a rank at the coordinator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Slot {
+    Empty,
+    Joined(ConnId),
+    Lost,
+}
+
+/// A deadline and what it guards.
+#[derive(Clone, Copy, Debug)]
+struct Wait {
+    what: &'static str,
+    deadline: Instant,
+    allowed: Duration,
+}
+
+/// Rank 0's machine: admits members and completes rounds.
+#[derive(Debug)]
+pub struct Coordinator {
+    p: Params,
+    conns: BTreeMap<ConnId, Conn>,
+    slots: Vec<Slot>,
+    round: u32,
+    parts: Vec<Option<Vec<u8>>>,
+    join_wait: Option<Wait>,
+    round_wait: Option<Wait>,
+    out: VecDeque<Output>,
+    events: VecDeque<Event>,
+    failed: bool,
+}
+
+impl Coordinator {
+    /// A coordinator for `p.size` ranks.
+    ///
+    /// # Panics
+    /// If `p.size` is 0.
+    pub fn new(p: Params) -> Coordinator {
+        assert!(p.size >= 1, "a cluster has at least one rank (size is 0)");
+        let n = p.size as usize;
+        let mut slots = vec![Slot::Empty; n];
+        slots[0] = Slot::Joined(ConnId::MAX);
+        Coordinator {
+            p,
+            conns: BTreeMap::new(),
+            slots,
+            round: 0,
+            parts: vec![None; n],
+            join_wait: None,
+            round_wait: None,
+            out: VecDeque::new(),
+            events: VecDeque::new(),
+            failed: false,
+        }
+    }
+
+    /// Whether every rank has joined.
+    pub fn all_joined(&self) -> bool {
+        self.slots.iter().all(|s| matches!(s, Slot::Joined(_)))
+    }
+
+    /// Ranks that have not joined (or were lost).
+    pub fn missing(&self) -> Vec<u32> {
+        (0..self.p.size).filter(|&r| !matches!(self.slots[r as usize], Slot::Joined(_))).collect()
+    }
+
+    /// Whether the session failed.
+    pub fn failed(&self) -> bool {
+        self.failed
+    }
+
+    /// Sets the deadline by which every member must have joined.
+    pub fn expect_joins(&mut self, now: Instant, allowed: Duration) {
+        self.join_wait = Some(Wait { what: "members to join", deadline: now + allowed, allowed });
+    }
+
+    /// A new connection was accepted; `nonce` must be fresh and random.
+    pub fn accept(&mut self, conn: ConnId, nonce: [u8; NONCE_LEN], now: Instant) {
+        if self.failed {
+            self.out.push_back(Output::Close { conn });
+            return;
+        }
+        let deadline = now + self.p.handshake_timeout;
+        self.conns
+            .insert(conn, Conn { dec: Decoder::new(self.p.max_frame), peer: Peer::Handshaking { nonce, deadline } });
+        self.send(conn, &Msg::Challenge { nonce, auth: self.p.secret.is_some() });
+    }
+
+    /// Bytes arrived on a connection.
+    pub fn receive(&mut self, conn: ConnId, data: &[u8], now: Instant) {
+        let Some(c) = self.conns.get_mut(&conn) else { return };
+        c.dec.feed(data);
+        loop {
+            let Some(c) = self.conns.get_mut(&conn) else { return };
+            match c.dec.next_msg() {
+                Ok(Some(msg)) => self.on_msg(conn, msg, now),
+                Ok(None) => return,
+                Err(e) => return self.on_decode_error(conn, e),
+            }
+            if self.failed {
+                return;
+            }
+        }
+    }
+
+    /// A connection closed (end of stream or an I/O error).
+    pub fn closed(&mut self, conn: ConnId) {
+        let Some(c) = self.conns.remove(&conn) else { return };
+        match c.peer {
+            Peer::Handshaking { .. } => self.events.push_back(Event::Dropped {
+                conn,
+                error: Error::Protocol("connection closed before the handshake completed".into()),
+            }),
+            Peer::Member { rank } => {
+                self.slots[rank as usize] = Slot::Lost;
+                if self.round_in_progress() {
+                    self.fail(Error::PeerLost { rank }, RejectCode::PeerLost, rank);
+                }
+            }
+        }
+    }
+
+    /// Rank 0's own contribution to the current round, to be complete within `allowed`.
+    pub fn contribute(&mut self, data: Vec<u8>, now: Instant, allowed: Duration) {
+        if self.failed {
+            return;
+        }
+        assert!(self.parts[0].is_none(), "rank 0 contributed twice to round {}: wait for its result", self.round);
+        if data.len() > self.p.max_contribution() {
+            self.events.push_back(Event::Failed(Error::TooLarge { len: data.len(), max: self.p.max_contribution() }));
+            return;
+        }
+        self.parts[0] = Some(data);
+        self.round_wait = Some(Wait { what: "contributions to a round", deadline: now + allowed, allowed });
+        if let Some(rank) = self.slots.iter().position(|s| *s == Slot::Lost) {
+            let rank = rank as u32;
+            return self.fail(Error::PeerLost { rank }, RejectCode::PeerLost, rank);
+        }
+        self.try_complete();
+    }
+
+    /// The time passed: enforces handshake, join and round deadlines.
+    pub fn tick(&mut self, now: Instant) {
+        if self.failed {
+            return;
+        }
+        let expired: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| matches!(c.peer, Peer::Handshaking { deadline, .. } if deadline <= now))
+            .map(|(id, _)| *id)
+            .collect();
+        for conn in expired {
+            self.reject(conn, RejectCode::Timeout, 0, "handshake not completed in time");
+            self.drop_conn(
+                conn,
+                Error::Timeout { what: "a handshake", after: self.p.handshake_timeout, missing: vec![] },
+            );
+        }
+        if let Some(w) = self.join_wait {
+            if self.all_joined() {
+                self.join_wait = None;
+            } else if w.deadline <= now {
+                let missing = self.missing();
+                return self.fail(Error::Timeout { what: w.what, after: w.allowed, missing }, RejectCode::Timeout, 0);
+            }
+        }
+        if let Some(w) = self.round_wait {
+            if w.deadline <= now {
+                let missing = (0..self.p.size).filter(|&r| self.parts[r as usize].is_none()).collect();
+                self.fail(Error::Timeout { what: w.what, after: w.allowed, missing }, RejectCode::Timeout, 0);
+            }
+        }
+    }
+
+    /// The earliest deadline the driver must wake up for.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let hs = self.conns.values().filter_map(|c| match c.peer {
+            Peer::Handshaking { deadline, .. } => Some(deadline),
+            Peer::Member { .. } => None,
+        });
+        hs.chain(self.join_wait.map(|w| w.deadline)).chain(self.round_wait.map(|w| w.deadline)).min()
+    }
+
+    /// The next thing to do.
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.out.pop_front()
+    }
+
+    /// The next thing that happened.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    fn round_in_progress(&self) -> bool {
+        self.parts.iter().any(Option::is_some)
+    }
+
+    fn send(&mut self, conn: ConnId, msg: &Msg) {
+        self.out.push_back(Output::Send { conn, bytes: msg.encode() });
+    }
+
+    fn reject(&mut self, conn: ConnId, code: RejectCode, detail: u32, reason: &str) {
+        self.send(conn, &Msg::Reject { code, detail, reason: reason.into() });
+    }
+
+    fn drop_conn(&mut self, conn: ConnId, error: Error) {
+        self.conns.remove(&conn);
+        self.out.push_back(Output::Close { conn });
+        self.events.push_back(Event::Dropped { conn, error });
+    }
+
+    /// Ends the session: tells every member why and closes everything.
+    fn fail(&mut self, error: Error, code: RejectCode, detail: u32) {
+        let reason = error.to_string();
+        let conns: Vec<ConnId> = self.conns.keys().copied().collect();
+        for conn in conns {
+            self.reject(conn, code, detail, &reason);
+            self.out.push_back(Output::Close { conn });
+        }
+        self.conns.clear();
+        self.failed = true;
+        self.join_wait = None;
+        self.round_wait = None;
+        self.events.push_back(Event::Failed(error));
+    }
+
+    fn on_decode_error(&mut self, conn: ConnId, e: Error) {
+        let rank = match self.conns.get(&conn).map(|c| &c.peer) {
+            Some(Peer::Member { rank }) => Some(*rank),
+            _ => None,
+        };
+        if let Error::VersionMismatch { .. } = e {
+            self.reject(conn, RejectCode::Version, u32::from(VERSION), &e.to_string());
+        }
+        match rank {
+            // A stranger or a confused client: drop it, keep serving the others.
+            None => self.drop_conn(conn, e),
+            Some(rank) => {
+                self.conns.remove(&conn);
+                self.out.push_back(Output::Close { conn });
+                self.slots[rank as usize] = Slot::Lost;
+                self.fail(Error::Protocol(format!("rank {rank} sent a bad frame: {e}")), RejectCode::Protocol, rank);
+            }
+        }
+    }
+
+    fn on_msg(&mut self, conn: ConnId, msg: Msg, now: Instant) {
+        // Err: still handshaking (with the nonce we sent); Ok: a member's rank.
+        let peer = match &self.conns[&conn].peer {
+            Peer::Handshaking { nonce, .. } => Err(*nonce),
+            Peer::Member { rank } => Ok(*rank),
+        };
+        match (peer, msg) {
+            (Err(cnonce), Msg::Hello { rank, size, nonce, mac }) => {
+                self.on_hello(conn, cnonce, rank, size, nonce, mac, now)
+            }
+            (Ok(rank), Msg::Contribute { round, data }) => self.on_contribution(rank, round, data),
+            (Err(_), Msg::Reject { reason, .. }) => {
+                self.drop_conn(conn, Error::Protocol(format!("a connecting peer gave up: {reason}")))
+            }
+            (Ok(rank), Msg::Reject { code, detail, reason }) => {
+                self.conns.remove(&conn);
+                self.out.push_back(Output::Close { conn });
+                self.slots[rank as usize] = Slot::Lost;
+                self.fail(Error::Rejected { by: rank, code, detail, reason }, RejectCode::PeerLost, rank);
+            }
+            (Err(_), other) => {
+                let why = format!("expected a hello, got {:?}", kind_name(&other));
+                self.reject(conn, RejectCode::Protocol, 0, &why);
+                self.drop_conn(conn, Error::Protocol(why));
+            }
+            (Ok(rank), other) => {
+                let why = format!("rank {rank} sent {} during a session", kind_name(&other));
+                self.conns.remove(&conn);
+                self.out.push_back(Output::Close { conn });
+                self.slots[rank as usize] = Slot::Lost;
+                self.fail(Error::Protocol(why), RejectCode::Protocol, rank);
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_hello(
+        &mut self,
+        conn: ConnId,
+        cnonce: [u8; NONCE_LEN],
+        rank: u32,
+        size: u32,
+        mnonce: [u8; NONCE_LEN],
+        mac: [u8; MAC_LEN],
+        _now: Instant,
+    ) {
+        let refuse = |s: &mut Coordinator, code, detail, why: String| {
+            s.reject(conn, code, detail, &why);
+            s.drop_conn(conn, Error::Protocol(why));
+        };
+        if let Some(secret) = &self.p.secret {
+            if !mac_eq(&mac, &hello_mac(secret, &cnonce, &mnonce, rank, size)) {
+                let why = "wrong shared secret (or none) in hello".to_string();
+                self.reject(conn, RejectCode::Auth, 0, &why);
+                return self.drop_conn(conn, Error::AuthFailed("a peer did not prove the shared secret"));
+            }
+        }
+        if size != self.p.size {
+            let why = format!("cluster size {size} does not match the coordinator's {}", self.p.size);
+            return refuse(self, RejectCode::Size, self.p.size, why);
+        }
+        if rank == 0 || rank >= self.p.size {
+            let why = format!("rank {rank} is not a member rank of a cluster of {}", self.p.size);
+            return refuse(self, RejectCode::Rank, rank, why);
+        }
+        if matches!(self.slots[rank as usize], Slot::Joined(_)) {
+            let why = format!("rank {rank} has already joined");
+            return refuse(self, RejectCode::Duplicate, rank, why);
+        }
+        if self.slots[rank as usize] == Slot::Lost {
+            let why = format!("rank {rank} left this session; it cannot rejoin");
+            return refuse(self, RejectCode::Duplicate, rank, why);
+        }
+        let mac = match &self.p.secret {
+            Some(secret) => welcome_mac(secret, &mnonce, &cnonce),
+            None => [0; MAC_LEN],
+        };
+        self.conns.get_mut(&conn).expect("connection present").peer = Peer::Member { rank };
+        self.slots[rank as usize] = Slot::Joined(conn);
+        self.send(conn, &Msg::Welcome { mac });
+        self.events.push_back(Event::Joined { rank });
+        if self.all_joined() {
+            self.join_wait = None;
+        }
+    }
+
+    fn on_contribution(&mut self, rank: u32, round: u32, data: Vec<u8>) {
+        if round != self.round || self.parts[rank as usize].is_some() {
+            let why = format!("rank {rank} contributed to round {round} while round {} is open", self.round);
+            return self.fail(Error::Protocol(why), RejectCode::Protocol, rank);
+        }
+        if data.len() > self.p.max_contribution() {
+            let why = format!("rank {rank} contributed {} bytes, above {}", data.len(), self.p.max_contribution());
+            return self.fail(Error::Protocol(why), RejectCode::Protocol, rank);
+        }
+        self.parts[rank as usize] = Some(data);
+        self.try_complete();
+    }
+
+    fn try_complete(&mut self) {
+        if self.parts.iter().any(Option::is_none) {
+            return;
+        }
+        let parts: Vec<Vec<u8>> = self.parts.iter_mut().map(|p| p.take().expect("all present")).collect();
+        let round = self.round;
+        let msg = Msg::Gathered { round, parts };
+        let frame = msg.encode();
+        let members: Vec<ConnId> = self.slots[1..]
+            .iter()
+            .filter_map(|s| match s {
+                Slot::Joined(c) => Some(*c),
+                _ => None,
+            })
+            .collect();
+        for conn in members {
+            self.out.push_back(Output::Send { conn, bytes: frame.clone() });
+        }
+        let Msg::Gathered { parts, .. } = msg else { unreachable!("built as Gathered") };
+        self.round += 1;
+        self.round_wait = None;
+        self.events.push_back(Event::Gathered { round, parts });
+    }
+}
+
+fn kind_name(m: &Msg) -> &'static str {
+    match m {
+        Msg::Challenge { .. } => "a challenge",
+        Msg::Hello { .. } => "a hello",
+        Msg::Welcome { .. } => "a welcome",
+        Msg::Contribute { .. } => "a contribution",
+        Msg::Gathered { .. } => "a gathered result",
+        Msg::Reject { .. } => "a reject",
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MState {
+    Connecting,
+    AwaitChallenge,
+    AwaitWelcome { coordinator: [u8; NONCE_LEN] },
+    Ready,
+    Failed,
+}
+
+/// A member rank's machine: one connection, to the coordinator.
+#[derive(Debug)]
+pub struct Member {
+    p: Params,
+    rank: u32,
+    nonce: [u8; NONCE_LEN],
+    dec: Decoder,
+    state: MState,
+    round: u32,
+    wait: Option<Wait>,
+    awaiting: bool,
+    lost: bool,
+    out: VecDeque<Vec<u8>>,
+    events: VecDeque<Event>,
+}
+
+impl Member {
+    /// A member for `rank`; `nonce` must be fresh and random.
+    ///
+    /// # Panics
+    /// If `rank` is 0 or not below `p.size` (the caller resolves ranks first).
+    pub fn new(p: Params, rank: u32, nonce: [u8; NONCE_LEN]) -> Member {
+        assert!(rank != 0 && rank < p.size, "member rank {rank} must be in 1..{}", p.size);
+        Member {
+            dec: Decoder::new(p.max_frame),
+            p,
+            rank,
+            nonce,
+            state: MState::Connecting,
+            round: 0,
+            wait: None,
+            awaiting: false,
+            lost: false,
+            out: VecDeque::new(),
+            events: VecDeque::new(),
+        }
+    }
+
+    /// This member's rank.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// Whether the coordinator admitted this rank.
+    pub fn joined(&self) -> bool {
+        self.state == MState::Ready
+    }
+
+    /// Whether the session failed.
+    pub fn failed(&self) -> bool {
+        self.state == MState::Failed
+    }
+
+    /// The connection is up; the handshake must finish within `allowed`.
+    pub fn connected(&mut self, now: Instant, allowed: Duration) {
+        if self.state == MState::Connecting {
+            self.state = MState::AwaitChallenge;
+            self.wait = Some(Wait { what: "the coordinator's handshake", deadline: now + allowed, allowed });
+        }
+    }
+
+    /// Bytes arrived from the coordinator.
+    pub fn receive(&mut self, data: &[u8]) {
+        if self.failed() {
+            return;
+        }
+        self.dec.feed(data);
+        while !self.failed() {
+            match self.dec.next_msg() {
+                Ok(Some(m)) => self.on_msg(m),
+                Ok(None) => return,
+                Err(e) => return self.fail(e),
+            }
+        }
+    }
+
+    /// The connection closed.
+    pub fn closed(&mut self) {
+        self.lost = true;
+        if self.awaiting || matches!(self.state, MState::AwaitChallenge | MState::AwaitWelcome { .. }) {
+            self.fail(Error::PeerLost { rank: 0 });
+        }
+    }
+
+    /// This rank's contribution to the next round, whose result must come within `allowed`.
+    ///
+    /// # Panics
+    /// If called again before the previous round's result, or before joining.
+    pub fn contribute(&mut self, data: Vec<u8>, now: Instant, allowed: Duration) {
+        if self.failed() {
+            return;
+        }
+        assert!(self.joined(), "contribute before the member joined");
+        assert!(!self.awaiting, "rank {} contributed twice to round {}: wait for its result", self.rank, self.round);
+        if data.len() > self.p.max_contribution() {
+            return self
+                .events
+                .push_back(Event::Failed(Error::TooLarge { len: data.len(), max: self.p.max_contribution() }));
+        }
+        if self.lost {
+            return self.fail(Error::PeerLost { rank: 0 });
+        }
+        self.out.push_back(Msg::Contribute { round: self.round, data }.encode());
+        self.awaiting = true;
+        self.wait = Some(Wait { what: "a round's result", deadline: now + allowed, allowed });
+    }
+
+    /// The time passed.
+    pub fn tick(&mut self, now: Instant) {
+        if let Some(w) = self.wait {
+            if !self.failed() && w.deadline <= now {
+                self.fail(Error::Timeout { what: w.what, after: w.allowed, missing: vec![] });
+            }
+        }
+    }
+
+    /// The earliest deadline the driver must wake up for.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.wait.map(|w| w.deadline)
+    }
+
+    /// Bytes to write to the coordinator.
+    pub fn poll_output(&mut self) -> Option<Vec<u8>> {
+        self.out.pop_front()
+    }
+
+    /// The next thing that happened.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    fn fail(&mut self, e: Error) {
+        self.state = MState::Failed;
+        self.wait = None;
+        self.awaiting = false;
+        self.events.push_back(Event::Failed(e));
+    }
+
+    fn on_msg(&mut self, m: Msg) {
+        match (self.state, m) {
+            (_, Msg::Reject { code, detail, reason }) => {
+                self.fail(Error::Rejected { by: 0, code, detail, reason });
+            }
+            (MState::AwaitChallenge, Msg::Challenge { nonce, auth }) => {
+                let mac = match (&self.p.secret, auth) {
+                    (Some(s), true) => hello_mac(s, &nonce, &self.nonce, self.rank, self.p.size),
+                    (None, false) => [0; MAC_LEN],
+                    (None, true) => {
+                        return self.fail(Error::AuthFailed(
+                            "the coordinator requires a shared secret and none is configured here",
+                        ))
+                    }
+                    (Some(_), false) => {
+                        return self.fail(Error::AuthFailed(
+                            "a shared secret is configured here but the coordinator does not check it",
+                        ))
+                    }
+                };
+                self.out.push_back(Msg::Hello { rank: self.rank, size: self.p.size, nonce: self.nonce, mac }.encode());
+                self.state = MState::AwaitWelcome { coordinator: nonce };
+            }
+            (MState::AwaitWelcome { coordinator }, Msg::Welcome { mac }) => {
+                if let Some(s) = &self.p.secret {
+                    if !mac_eq(&mac, &welcome_mac(s, &self.nonce, &coordinator)) {
+                        return self.fail(Error::AuthFailed("the coordinator did not prove the shared secret"));
+                    }
+                }
+                self.state = MState::Ready;
+                self.wait = None;
+                self.events.push_back(Event::Joined { rank: self.rank });
+            }
+            (MState::Ready, Msg::Gathered { round, parts }) if self.awaiting && round == self.round => {
+                if parts.len() != self.p.size as usize {
+                    return self.fail(Error::Protocol(format!(
+                        "round {round} gathered {} parts for {} ranks",
+                        parts.len(),
+                        self.p.size
+                    )));
+                }
+                self.awaiting = false;
+                self.wait = None;
+                self.round += 1;
+                self.events.push_back(Event::Gathered { round, parts });
+            }
+            (_, other) => {
+                let why = format!("unexpected {} from the coordinator", kind_name(&other));
+                self.fail(Error::Protocol(why));
+            }
+        }
+    }
+}

@@ -1,0 +1,344 @@
+//! [`Session`]: the rendezvous machines of [`super::proto`] driven over TCP.
+//!
+//! Rank 0 listens on the coordinator address until every member has joined,
+//! then closes the listener; members connect (retrying while the coordinator
+//! is not up yet) and stay connected. Every wait has a deadline. Sockets are
+//! blocking with a write timeout; reads happen only after `poll(2)` says a
+//! socket is readable, so one slow or hostile peer cannot stall the others.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use super::auth;
+use super::config::{ClusterConfig, Resolved};
+use super::error::{Error, Result};
+use super::poll;
+use super::proto::{ConnId, Coordinator, Event, Member, Output, Params};
+
+/// Longest a single socket write may block.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often a member retries connecting while the coordinator is not up.
+const RETRY: Duration = Duration::from_millis(50);
+/// Most refused connections remembered for [`Session::refused`].
+const REFUSED_KEPT: usize = 16;
+
+enum Role {
+    Solo,
+    Coordinator { m: Coordinator, conns: BTreeMap<ConnId, TcpStream>, next: ConnId },
+    Member { m: Member, stream: Option<TcpStream> },
+}
+
+/// A joined cluster session: this rank's connection(s) to the others.
+pub struct Session {
+    rank: u32,
+    size: u32,
+    device: Option<String>,
+    op_timeout: Duration,
+    role: Role,
+    failed: Option<String>,
+    refused: VecDeque<String>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").field("rank", &self.rank).field("size", &self.size).finish_non_exhaustive()
+    }
+}
+
+fn io(op: &'static str, addr: Option<SocketAddr>) -> impl FnOnce(std::io::Error) -> Error {
+    move |source| Error::Io { op, addr, source }
+}
+
+impl Session {
+    /// Resolves this process's rank from `cfg` and the environment (launcher
+    /// variables, local addresses) and joins the cluster.
+    pub fn join(cfg: &ClusterConfig) -> Result<Session> {
+        let r = cfg.resolve(&|k| std::env::var(k).ok())?;
+        Session::join_as(cfg, &r)
+    }
+
+    /// Joins the cluster in the place `r` gives.
+    pub fn join_as(cfg: &ClusterConfig, r: &Resolved) -> Result<Session> {
+        let p = Params {
+            size: r.size,
+            secret: cfg.secret.clone(),
+            max_frame: cfg.max_frame,
+            handshake_timeout: cfg.handshake_timeout,
+        };
+        let mut s = Session {
+            rank: r.rank,
+            size: r.size,
+            device: r.device.clone(),
+            op_timeout: cfg.op_timeout,
+            role: Role::Solo,
+            failed: None,
+            refused: VecDeque::new(),
+        };
+        let start = Instant::now();
+        if r.size == 1 {
+            return Ok(s);
+        }
+        if r.rank == 0 {
+            let listener = TcpListener::bind(r.coordinator)
+                .map_err(io("listen on the coordinator address", Some(r.coordinator)))?;
+            listener.set_nonblocking(true).map_err(io("set the listener non-blocking", Some(r.coordinator)))?;
+            let mut m = Coordinator::new(p);
+            m.expect_joins(start, cfg.join_timeout);
+            s.role = Role::Coordinator { m, conns: BTreeMap::new(), next: 0 };
+            s.run(Some(&listener), |role| matches!(role, Role::Coordinator { m, .. } if m.all_joined()))?;
+            return Ok(s);
+        }
+        let nonce = auth::nonce().map_err(io("read /dev/urandom", None))?;
+        let deadline = start + cfg.join_timeout;
+        let stream = connect_until(r.coordinator, deadline, cfg.join_timeout)?;
+        let mut m = Member::new(p, r.rank, nonce);
+        m.connected(Instant::now(), deadline.saturating_duration_since(Instant::now()));
+        s.role = Role::Member { m, stream: Some(stream) };
+        s.run(None, |role| matches!(role, Role::Member { m, .. } if m.joined()))?;
+        Ok(s)
+    }
+
+    /// This process's rank.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// Number of ranks.
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// This rank's RDMA device, if the configuration names one.
+    pub fn device(&self) -> Option<&str> {
+        self.device.as_deref()
+    }
+
+    /// Why connections that never became members were refused (the
+    /// coordinator only; the latest few).
+    pub fn refused(&self) -> impl Iterator<Item = &str> {
+        self.refused.iter().map(String::as_str)
+    }
+
+    /// Every rank's `data`, in rank order, within the configured operation timeout.
+    pub fn all_gather(&mut self, data: &[u8]) -> Result<Vec<Vec<u8>>> {
+        self.all_gather_within(data, self.op_timeout)
+    }
+
+    /// [`Session::all_gather`] with its own deadline.
+    pub fn all_gather_within(&mut self, data: &[u8], allowed: Duration) -> Result<Vec<Vec<u8>>> {
+        if let Some(why) = &self.failed {
+            return Err(Error::Protocol(format!("the session failed earlier: {why}")));
+        }
+        let now = Instant::now();
+        match &mut self.role {
+            Role::Solo => return Ok(vec![data.to_vec()]),
+            Role::Coordinator { m, .. } => m.contribute(data.to_vec(), now, allowed),
+            Role::Member { m, .. } => m.contribute(data.to_vec(), now, allowed),
+        }
+        match self.run(None, |_| false)? {
+            Some(parts) => Ok(parts),
+            None => unreachable!("run only returns without a result when `done` holds"),
+        }
+    }
+
+    /// Waits until every rank has called `barrier`.
+    pub fn barrier(&mut self) -> Result<()> {
+        self.all_gather(&[]).map(drop)
+    }
+
+    /// Runs the machine until `done` holds (`Ok(None)`), a round completes
+    /// (`Ok(Some(parts))`) or the session fails.
+    fn run(&mut self, listener: Option<&TcpListener>, done: impl Fn(&Role) -> bool) -> Result<Option<Vec<Vec<u8>>>> {
+        loop {
+            self.flush();
+            while let Some(ev) = self.next_event() {
+                match ev {
+                    Event::Joined { .. } => {}
+                    Event::Dropped { conn, error } => {
+                        if self.refused.len() == REFUSED_KEPT {
+                            self.refused.pop_front();
+                        }
+                        self.refused.push_back(format!("connection {conn}: {error}"));
+                    }
+                    Event::Gathered { parts, .. } => return Ok(Some(parts)),
+                    Event::Failed(e) => {
+                        self.flush();
+                        self.failed = Some(e.to_string());
+                        return Err(e);
+                    }
+                }
+            }
+            if done(&self.role) {
+                return Ok(None);
+            }
+            if let Err(e) = self.step(listener) {
+                self.failed = Some(e.to_string());
+                return Err(e);
+            }
+        }
+    }
+
+    fn next_event(&mut self) -> Option<Event> {
+        match &mut self.role {
+            Role::Solo => None,
+            Role::Coordinator { m, .. } => m.poll_event(),
+            Role::Member { m, .. } => m.poll_event(),
+        }
+    }
+
+    /// Writes what the machine queued; a failed write counts as a closed connection.
+    fn flush(&mut self) {
+        match &mut self.role {
+            Role::Solo => {}
+            Role::Coordinator { m, conns, .. } => {
+                while let Some(o) = m.poll_output() {
+                    match o {
+                        Output::Send { conn, bytes } => {
+                            let broke = conns.get_mut(&conn).is_some_and(|s| s.write_all(&bytes).is_err());
+                            if broke {
+                                conns.remove(&conn);
+                                m.closed(conn);
+                            }
+                        }
+                        Output::Close { conn } => {
+                            if let Some(s) = conns.remove(&conn) {
+                                let _ = s.shutdown(Shutdown::Write);
+                            }
+                        }
+                    }
+                }
+            }
+            Role::Member { m, stream, .. } => {
+                while let Some(bytes) = m.poll_output() {
+                    let broke = stream.as_mut().is_some_and(|s| s.write_all(&bytes).is_err());
+                    if broke {
+                        *stream = None;
+                        m.closed();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Waits for input or the next deadline, then feeds the machine.
+    fn step(&mut self, listener: Option<&TcpListener>) -> Result<()> {
+        let now = Instant::now();
+        let mut buf = [0u8; 64 << 10];
+        match &mut self.role {
+            Role::Solo => Ok(()),
+            Role::Coordinator { m, conns, next } => {
+                let wait = until(m.next_deadline(), now);
+                let ids: Vec<ConnId> = conns.keys().copied().collect();
+                let mut fds: Vec<_> = listener.iter().map(|l| poll::fd(*l)).collect();
+                fds.extend(ids.iter().map(|id| poll::fd(&conns[id])));
+                let ready = poll::readable(&fds, wait).map_err(io("poll", None))?;
+                let (lready, cready) = ready.split_at(usize::from(listener.is_some()));
+                if let (Some(l), [true]) = (listener, lready) {
+                    loop {
+                        match l.accept() {
+                            Ok((stream, _)) => {
+                                let id = *next;
+                                *next += 1;
+                                let nonce = auth::nonce().map_err(io("read /dev/urandom", None))?;
+                                if prepare(&stream).is_ok() {
+                                    conns.insert(id, stream);
+                                    m.accept(id, nonce, Instant::now());
+                                }
+                            }
+                            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                            // A connection that died in the backlog: not ours to fail on.
+                            Err(e) if e.kind() == ErrorKind::ConnectionAborted => continue,
+                            Err(e) => return Err(io("accept", None)(e)),
+                        }
+                    }
+                }
+                for (id, _) in ids.iter().zip(cready).filter(|(_, r)| **r) {
+                    let Some(s) = conns.get_mut(id) else { continue };
+                    match s.read(&mut buf) {
+                        Ok(0) => {
+                            conns.remove(id);
+                            m.closed(*id);
+                        }
+                        Ok(n) => m.receive(*id, &buf[..n], Instant::now()),
+                        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {}
+                        Err(_) => {
+                            conns.remove(id);
+                            m.closed(*id);
+                        }
+                    }
+                }
+                m.tick(Instant::now());
+                Ok(())
+            }
+            Role::Member { m, stream, .. } => {
+                let wait = until(m.next_deadline(), now);
+                match stream {
+                    Some(s) => {
+                        let ready = poll::readable(&[poll::fd(s)], wait).map_err(io("poll", None))?;
+                        if ready[0] {
+                            match s.read(&mut buf) {
+                                Ok(0) => {
+                                    *stream = None;
+                                    m.closed();
+                                }
+                                Ok(n) => m.receive(&buf[..n]),
+                                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {}
+                                Err(_) => {
+                                    *stream = None;
+                                    m.closed();
+                                }
+                            }
+                        }
+                    }
+                    None => std::thread::sleep(wait),
+                }
+                m.tick(Instant::now());
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Time left until `deadline` (a short nap when there is none).
+fn until(deadline: Option<Instant>, now: Instant) -> Duration {
+    deadline.map_or(Duration::from_millis(100), |d| d.saturating_duration_since(now))
+}
+
+fn prepare(s: &TcpStream) -> std::io::Result<()> {
+    s.set_nonblocking(false)?;
+    s.set_nodelay(true)?;
+    s.set_write_timeout(Some(WRITE_TIMEOUT))
+}
+
+/// Connects to the coordinator, retrying while it is not listening yet.
+fn connect_until(addr: SocketAddr, deadline: Instant, allowed: Duration) -> Result<TcpStream> {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Error::Timeout {
+                what: "the coordinator to accept a connection",
+                after: allowed,
+                missing: vec![0],
+            });
+        }
+        match TcpStream::connect_timeout(&addr, left) {
+            Ok(s) => {
+                prepare(&s).map_err(io("configure the connection", Some(addr)))?;
+                return Ok(s);
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::ConnectionRefused | ErrorKind::TimedOut | ErrorKind::Interrupted | ErrorKind::WouldBlock
+                ) || e.raw_os_error() == Some(libc::EHOSTUNREACH)
+                    || e.raw_os_error() == Some(libc::ENETUNREACH) =>
+            {
+                std::thread::sleep(RETRY.min(deadline.saturating_duration_since(Instant::now())));
+            }
+            Err(e) => return Err(io("connect to the coordinator", Some(addr))(e)),
+        }
+    }
+}
