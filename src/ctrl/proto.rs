@@ -18,6 +18,11 @@ use super::auth::{hello_mac, mac_eq, welcome_mac};
 use super::error::{Error, RejectCode};
 use super::wire::{Decoder, Msg, MAC_LEN, NONCE_LEN, VERSION};
 
+/// How much longer than its deadline a member waits for a round's result, so
+/// that the coordinator's timeout (which names the missing ranks) reaches it
+/// before its own.
+pub const MEMBER_GRACE: Duration = Duration::from_millis(250);
+
 /// A connection, named by the driver.
 pub type ConnId = u64;
 
@@ -592,7 +597,8 @@ impl Member {
         }
         self.out.push_back(Msg::Contribute { round: self.round, data }.encode());
         self.awaiting = true;
-        self.wait = Some(Wait { what: "a round's result", deadline: now + allowed, allowed });
+        // The coordinator's verdict names the missing ranks: give it a moment to arrive.
+        self.wait = Some(Wait { what: "a round's result", deadline: now + allowed + MEMBER_GRACE, allowed });
     }
 
     /// The time passed.

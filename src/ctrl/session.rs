@@ -126,7 +126,9 @@ impl Session {
         self.all_gather_within(data, self.op_timeout)
     }
 
-    /// [`Session::all_gather`] with its own deadline.
+    /// [`Session::all_gather`] with its own deadline. Rank 0 enforces it; the
+    /// others wait up to [`super::proto::MEMBER_GRACE`] longer for rank 0's
+    /// verdict, which names the ranks that did not contribute.
     pub fn all_gather_within(&mut self, data: &[u8], allowed: Duration) -> Result<Vec<Vec<u8>>> {
         if let Some(why) = &self.failed {
             return Err(Error::Protocol(format!("the session failed earlier: {why}")));

@@ -1,0 +1,243 @@
+//! The rendezvous over real TCP sockets on loopback: ranks as threads,
+//! strangers as raw sockets. Each fault must end in its typed error within
+//! its deadline, and a coordinator must keep serving the honest members.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use rrddmma::ctrl::wire::{Msg, MAC_LEN, NONCE_LEN};
+use rrddmma::ctrl::{ClusterConfig, Error, RankSource, RejectCode, Resolved, Session};
+
+fn free_port() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+}
+
+fn cfg(secret: Option<&str>) -> ClusterConfig {
+    ClusterConfig {
+        secret: secret.map(|s| s.as_bytes().to_vec()),
+        join_timeout: Duration::from_secs(10),
+        op_timeout: Duration::from_secs(10),
+        handshake_timeout: Duration::from_secs(1),
+        ..Default::default()
+    }
+}
+
+fn place(rank: u32, size: u32, coordinator: SocketAddr) -> Resolved {
+    Resolved { rank, size, coordinator, rank_source: RankSource::Config, device: None }
+}
+
+/// Runs `f` as every rank of a cluster of `size`, each in its own thread.
+fn cluster<T: Send + 'static>(
+    size: u32,
+    c: ClusterConfig,
+    f: impl Fn(Result<Session, Error>) -> T + Send + Sync + Clone + 'static,
+) -> Vec<T> {
+    let addr = free_port();
+    let hs: Vec<_> = (0..size)
+        .map(|r| {
+            let (c, f) = (c.clone(), f.clone());
+            thread::spawn(move || f(Session::join_as(&c, &place(r, size, addr))))
+        })
+        .collect();
+    hs.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+#[test]
+fn four_ranks_gather_barrier_and_exchange() {
+    let out = cluster(4, cfg(Some("k")), |s| {
+        let mut s = s.unwrap();
+        let r = s.rank();
+        let all = s.all_gather(format!("rank {r}").as_bytes()).unwrap();
+        s.barrier().unwrap();
+        let big = vec![r as u8; 100_000];
+        let bigs = s.all_gather(&big).unwrap();
+        assert!(bigs.iter().enumerate().all(|(i, b)| b.len() == 100_000 && b.iter().all(|&x| x == i as u8)));
+        let mr = rrddmma::prim::RemoteMr { addr: 0x1000 * u64::from(r), len: 64, rkey: r + 7 };
+        let mrs = s.exchange_mrs(&mr).unwrap();
+        (r, all, mrs)
+    });
+    for (r, all, mrs) in out {
+        let want: Vec<Vec<u8>> = (0..4).map(|i| format!("rank {i}").into_bytes()).collect();
+        assert_eq!(all, want, "rank {r}");
+        assert_eq!(mrs.iter().map(|m| m.rkey).collect::<Vec<_>>(), vec![7, 8, 9, 10]);
+    }
+}
+
+#[test]
+fn members_may_start_before_the_coordinator() {
+    let addr = free_port();
+    let c = cfg(None);
+    let m = {
+        let c = c.clone();
+        thread::spawn(move || Session::join_as(&c, &place(1, 2, addr)).and_then(|mut s| s.barrier()))
+    };
+    thread::sleep(Duration::from_millis(300));
+    let mut s = Session::join_as(&c, &place(0, 2, addr)).unwrap();
+    s.barrier().unwrap();
+    m.join().unwrap().unwrap();
+}
+
+#[test]
+fn strangers_do_not_stop_the_session() {
+    let addr = free_port();
+    let c = cfg(Some("k"));
+    let coord = {
+        let c = c.clone();
+        thread::spawn(move || {
+            let mut s = Session::join_as(&c, &place(0, 2, addr)).unwrap();
+            let all = s.all_gather(b"zero").unwrap();
+            (all, s.refused().map(String::from).collect::<Vec<_>>())
+        })
+    };
+    // Wait for the listener.
+    let connect = || loop {
+        if let Ok(s) = TcpStream::connect(addr) {
+            return s;
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    // Garbage.
+    let mut g = connect();
+    g.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    // An oversize frame.
+    let mut o = connect();
+    let mut f = Msg::Contribute { round: 0, data: vec![] }.encode();
+    f[8..12].copy_from_slice(&u32::MAX.to_be_bytes());
+    o.write_all(&f).unwrap();
+    // A wrong-version hello.
+    let mut v = connect();
+    let mut f = Msg::Hello { rank: 1, size: 2, nonce: [0; NONCE_LEN], mac: [0; MAC_LEN] }.encode();
+    f[4] = 77;
+    v.write_all(&f).unwrap();
+    // A silent one, which the handshake timeout removes.
+    let _silent = connect();
+    // A member with the wrong secret: a typed refusal, fast.
+    let t = Instant::now();
+    let e = Session::join_as(&cfg(Some("nope")), &place(1, 2, addr)).unwrap_err();
+    assert!(matches!(e, Error::Rejected { code: RejectCode::Auth, by: 0, .. }), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(2));
+    // The garbage sender was cut off.
+    let mut buf = Vec::new();
+    g.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let _ = g.read_to_end(&mut buf);
+    // The honest member still joins and completes a round.
+    let mut s = Session::join_as(&c, &place(1, 2, addr)).unwrap();
+    assert_eq!(s.all_gather(b"one").unwrap(), vec![b"zero".to_vec(), b"one".to_vec()]);
+    let (all, refused) = coord.join().unwrap();
+    assert_eq!(all[1], b"one");
+    let text = refused.join("\n");
+    for what in ["bad magic", "exceeds the cap", "version mismatch", "shared secret"] {
+        assert!(text.contains(what), "refusals name {what:?}: {text}");
+    }
+}
+
+#[test]
+fn a_version_mismatch_reaches_the_peer_as_a_typed_reject() {
+    let addr = free_port();
+    let c = cfg(None);
+    let coord = {
+        let c = c.clone();
+        thread::spawn(move || Session::join_as(&c, &place(0, 2, addr)).map(drop))
+    };
+    let mut s = loop {
+        if let Ok(s) = TcpStream::connect(addr) {
+            break s;
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    let mut f = Msg::Hello { rank: 1, size: 2, nonce: [0; NONCE_LEN], mac: [0; MAC_LEN] }.encode();
+    f[4] = 2;
+    s.write_all(&f).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    let (msgs, _) = rrddmma::ctrl::wire::decode_all(&got, 4096);
+    assert!(msgs.iter().any(|m| matches!(m, Msg::Reject { code: RejectCode::Version, detail: 1, .. })), "{msgs:?}");
+    // Let the coordinator finish.
+    Session::join_as(&c, &place(1, 2, addr)).unwrap();
+    coord.join().unwrap().unwrap();
+}
+
+#[test]
+fn a_rank_that_never_comes_times_out_with_its_number() {
+    let mut c = cfg(None);
+    c.join_timeout = Duration::from_millis(800);
+    let addr = free_port();
+    let t = Instant::now();
+    let m = {
+        let c = c.clone();
+        // Joins, then waits in a barrier that can never complete.
+        thread::spawn(move || Session::join_as(&c, &place(1, 3, addr)).and_then(|mut s| s.barrier()))
+    };
+    let e = Session::join_as(&c, &place(0, 3, addr)).unwrap_err();
+    let took = t.elapsed();
+    assert!(matches!(&e, Error::Timeout { missing, .. } if missing == &[2]), "{e}");
+    assert!(took >= Duration::from_millis(800) && took < Duration::from_secs(3), "{took:?}");
+    let me = m.join().unwrap().unwrap_err();
+    assert!(matches!(me, Error::Rejected { code: RejectCode::Timeout, .. } | Error::PeerLost { rank: 0 }), "{me}");
+    // A member with no coordinator at all.
+    let t = Instant::now();
+    let e = Session::join_as(&c, &place(1, 2, free_port())).unwrap_err();
+    assert!(matches!(&e, Error::Timeout { missing, .. } if missing == &[0]), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(3));
+}
+
+#[test]
+fn a_rank_vanishing_mid_exchange_fails_the_others_with_its_rank() {
+    let out = cluster(3, cfg(None), |s| {
+        let mut s = s.unwrap();
+        s.barrier().unwrap();
+        if s.rank() == 2 {
+            drop(s);
+            return None;
+        }
+        let t = Instant::now();
+        let e = s.all_gather(b"x").unwrap_err();
+        let again = s.barrier().unwrap_err();
+        Some((s.rank(), e.to_string(), matches_lost(&e), t.elapsed(), again.to_string()))
+    });
+    for (rank, text, lost, took, again) in out.into_iter().flatten() {
+        assert!(lost, "rank {rank}: {text}");
+        assert!(took < Duration::from_secs(5), "rank {rank} took {took:?}");
+        assert!(again.contains("failed earlier"), "{again}");
+    }
+}
+
+fn matches_lost(e: &Error) -> bool {
+    matches!(e, Error::PeerLost { rank: 2 } | Error::Rejected { code: RejectCode::PeerLost, detail: 2, .. })
+}
+
+#[test]
+fn a_round_that_a_rank_skips_times_out() {
+    let mut c = cfg(None);
+    c.op_timeout = Duration::from_millis(500);
+    let out = cluster(3, c, |s| {
+        let mut s = s.unwrap();
+        if s.rank() == 1 {
+            // Joined, but never contributes; stays connected past the others' deadline.
+            thread::sleep(Duration::from_millis(1500));
+            return None;
+        }
+        let t = Instant::now();
+        let e = s.all_gather(b"x").unwrap_err();
+        Some((s.rank(), e, t.elapsed()))
+    });
+    for (rank, e, took) in out.into_iter().flatten() {
+        assert!(took < Duration::from_millis(1400), "rank {rank} took {took:?}");
+        match rank {
+            0 => assert!(matches!(&e, Error::Timeout { missing, .. } if missing == &[1]), "{e}"),
+            _ => {
+                assert!(matches!(&e, Error::Rejected { code: RejectCode::Timeout, .. } | Error::Timeout { .. }), "{e}")
+            }
+        }
+    }
+}
+
+#[test]
+fn a_single_rank_needs_no_network() {
+    let mut s = Session::join_as(&cfg(None), &place(0, 1, "192.0.2.1:1".parse().unwrap())).unwrap();
+    assert_eq!(s.all_gather(b"me").unwrap(), vec![b"me".to_vec()]);
+    s.barrier().unwrap();
+}
