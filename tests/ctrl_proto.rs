@@ -346,3 +346,23 @@ fn contributions_above_the_cap_are_refused_before_sending() {
     assert!(m.poll_output().is_none());
     assert!(matches!(failure(&events(m)), Some(Error::TooLarge { .. })));
 }
+
+#[test]
+fn the_fuzz_corpus_seeds_decode_as_named() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/wire_decode");
+    let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
+    let ok = |name: &str| {
+        let (msgs, err) = decode_all(&read(name), 1 << 16);
+        assert!(err.is_none(), "{name}: {err:?}");
+        msgs
+    };
+    assert!(matches!(ok("hello")[..], [Msg::Hello { rank: 1, size: 3, .. }]));
+    assert!(matches!(ok("gathered")[..], [Msg::Gathered { round: 0, ref parts }] if parts.len() == 3));
+    assert!(matches!(ok("reject_v9")[..], [Msg::Reject { code: RejectCode::Version, detail: 9, .. }]));
+    assert_eq!(ok("two_frames").len(), 2);
+    for (name, want) in [("garbage", "bad magic"), ("oversize", "exceeds the cap"), ("huge_count", "exceeds the frame")]
+    {
+        let err = decode_all(&read(name), 1 << 16).1.unwrap_or_else(|| panic!("{name} must not decode"));
+        assert!(err.to_string().contains(want), "{name}: {err}");
+    }
+}

@@ -1,31 +1,23 @@
-//! Convenience set-ups over [`crate::prim`].
+//! Convenience set-ups over [`crate::prim`] and [`crate::ctrl`]: the common
+//! case in one call, with every knob still reachable.
 //!
-//! Present: [`connected_rc_pair`], two RC QPs of one device connected to each
-//! other (loopback), every knob passed through.
-//!
-//! To come: `RegisteredMem` (aligned, optionally huge-page, registered
-//! memory), RC pairs across hosts through [`crate::ctrl`], UD endpoints with an
-//! address-handle cache, and MR-token exchange.
+//! - [`RegisteredMem`]: aligned, zeroed, optionally huge-page memory,
+//!   registered with the access flags chosen.
+//! - [`connected_rc_pair`]: two RC QPs of one device connected to each other.
+//! - [`connect_rc_mesh`]: one RC QP to every other rank of a
+//!   [`crate::ctrl::Session`], connected through its endpoint exchange.
+//! - [`UdEndpoint`]: a UD QP brought up, with an address-handle cache keyed by
+//!   the peer's port address.
+//! - MR tokens: [`crate::ctrl::Session::exchange_mrs`] with
+//!   [`RegisteredMem::remote`].
 
-use crate::prim::{ConnectOpts, Cq, Endpoint, Pd, Qp, QpCaps, Result};
+mod error;
+#[allow(unsafe_code)]
+mod mem;
+mod rc;
+mod ud;
 
-/// Creates two RC QPs on `pd`, both completing sends on `send_cq` and
-/// receives on `recv_cq` (which may be the same CQ), and connects them to each
-/// other through `opts.port` / `opts.gid_index`. The first QP sends from PSN
-/// `psn`, the second from `psn + 1` (mod 2^24).
-pub fn connected_rc_pair(
-    pd: &Pd,
-    send_cq: &Cq,
-    recv_cq: &Cq,
-    caps: QpCaps,
-    psn: u32,
-    opts: &ConnectOpts,
-) -> Result<(Qp, Qp)> {
-    let a = Qp::new_rc(pd, send_cq, recv_cq, caps)?;
-    let b = Qp::new_rc(pd, send_cq, recv_cq, caps)?;
-    let ea: Endpoint = a.endpoint(opts.port, opts.gid_index, psn)?;
-    let eb: Endpoint = b.endpoint(opts.port, opts.gid_index, psn.wrapping_add(1))?;
-    a.connect(&eb, ea.psn, opts)?;
-    b.connect(&ea, eb.psn, opts)?;
-    Ok((a, b))
-}
+pub use error::{Error, Result};
+pub use mem::{HugePages, MemOpts, RegisteredMem};
+pub use rc::{connect_rc_mesh, connected_rc_pair, MeshOpts};
+pub use ud::UdEndpoint;

@@ -19,6 +19,7 @@ mod mlx5dv;
 mod ops;
 mod stress;
 mod ud_srq;
+mod wrap;
 
 #[global_allocator]
 static ALLOC: alloc::Counting = alloc::Counting;

@@ -1,0 +1,228 @@
+//! [`RegisteredMem`]: memory that owns its registration.
+
+use std::mem::ManuallyDrop;
+use std::ops::Range;
+use std::ptr::NonNull;
+
+use super::error::{Error, Result};
+use crate::bindings as ffi;
+use crate::prim::{Mr, Pd, RemoteMr, Sge};
+
+/// Huge-page policy of a [`RegisteredMem`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HugePages {
+    /// Ordinary pages.
+    #[default]
+    No,
+    /// Aligned to 2 MiB and advised for transparent huge pages
+    /// (`madvise(MADV_HUGEPAGE)`); falls back to small pages silently, as THP does.
+    Transparent,
+    /// Explicit 2 MiB huge pages (`MAP_HUGETLB`); fails if none are reserved
+    /// (`/proc/sys/vm/nr_hugepages`).
+    Explicit,
+}
+
+/// How to allocate and register a [`RegisteredMem`]. The default: page
+/// alignment, small pages, and local write plus remote read, write and atomic access.
+#[derive(Clone, Copy, Debug)]
+pub struct MemOpts {
+    /// Alignment of the start, a power of two (at least the page size is used).
+    pub align: usize,
+    /// Huge pages.
+    pub huge: HugePages,
+    /// Access rights of the registration.
+    pub access: ffi::ibv_access_flags,
+}
+
+impl Default for MemOpts {
+    fn default() -> MemOpts {
+        use ffi::ibv_access_flags as A;
+        MemOpts {
+            align: 4096,
+            huge: HugePages::No,
+            access: A(A::IBV_ACCESS_LOCAL_WRITE.0
+                | A::IBV_ACCESS_REMOTE_WRITE.0
+                | A::IBV_ACCESS_REMOTE_READ.0
+                | A::IBV_ACCESS_REMOTE_ATOMIC.0),
+        }
+    }
+}
+
+const HUGE: usize = 2 << 20;
+
+/// Zeroed, aligned memory of this process, registered with a PD.
+///
+/// The bytes may change under the process at any time (remote writes,
+/// receives), so the safe accessors copy ([`RegisteredMem::read`],
+/// [`RegisteredMem::write`]) without ever forming a Rust reference to the
+/// memory; [`RegisteredMem::as_slice`] is there, `unsafe`, for callers who
+/// know no remote access is in flight.
+pub struct RegisteredMem {
+    /// Dropped by hand in `Drop`, before the mapping goes.
+    mr: ManuallyDrop<Mr>,
+    base: NonNull<u8>,
+    map_len: usize,
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is owned by this value; every safe access copies
+// through raw pointers, and the MR is Send + Sync.
+unsafe impl Send for RegisteredMem {}
+// SAFETY: as above.
+unsafe impl Sync for RegisteredMem {}
+
+impl std::fmt::Debug for RegisteredMem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegisteredMem").field("addr", &self.ptr).field("len", &self.len).field("mr", &self.mr).finish()
+    }
+}
+
+impl RegisteredMem {
+    /// `len` zeroed bytes with [`MemOpts::default`].
+    pub fn new(pd: &Pd, len: usize) -> Result<RegisteredMem> {
+        RegisteredMem::with(pd, len, &MemOpts::default())
+    }
+
+    /// `len` zeroed bytes allocated and registered as `opts` says.
+    ///
+    /// # Panics
+    /// If `len` is 0 or `opts.align` is not a power of two.
+    pub fn with(pd: &Pd, len: usize, opts: &MemOpts) -> Result<RegisteredMem> {
+        assert!(len > 0, "RegisteredMem of 0 bytes: ask for at least one byte");
+        assert!(opts.align.is_power_of_two(), "MemOpts::align ({}) must be a power of two", opts.align);
+        let page = match opts.huge {
+            HugePages::No => 4096,
+            HugePages::Transparent | HugePages::Explicit => HUGE,
+        };
+        let align = opts.align.max(page);
+        let round = |n: usize| n.checked_add(page - 1).map(|n| n & !(page - 1));
+        let too_big = || Error::Alloc { len, source: std::io::Error::from_raw_os_error(libc::ENOMEM) };
+        let body = round(len).ok_or_else(too_big)?;
+        // mmap aligns to `page`; over-map to reach a larger alignment.
+        let map_len = body.checked_add(align - page).ok_or_else(too_big)?;
+        let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+        if opts.huge == HugePages::Explicit {
+            flags |= libc::MAP_HUGETLB;
+        }
+        // SAFETY: an anonymous private mapping at an address of the kernel's
+        // choosing; no existing memory is touched.
+        let base =
+            unsafe { libc::mmap(std::ptr::null_mut(), map_len, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0) };
+        if base == libc::MAP_FAILED {
+            return Err(Error::Alloc { len, source: std::io::Error::last_os_error() });
+        }
+        let base = NonNull::new(base.cast::<u8>()).expect("mmap does not return null on success");
+        let offset = (align - (base.as_ptr() as usize & (align - 1))) & (align - 1);
+        // SAFETY: `offset + body <= map_len` by construction, so the result
+        // stays inside the mapping.
+        let ptr = unsafe { NonNull::new_unchecked(base.as_ptr().add(offset)) };
+        if opts.huge == HugePages::Transparent {
+            // SAFETY: advice on our own mapping; failure only means no THP.
+            unsafe { libc::madvise(ptr.as_ptr().cast(), body, libc::MADV_HUGEPAGE) };
+        }
+        // SAFETY: the mapping lives until `Drop`, which deregisters before unmapping.
+        let mr = unsafe { Mr::register(pd, ptr.as_ptr(), len, opts.access) };
+        match mr {
+            Ok(mr) => Ok(RegisteredMem { mr: ManuallyDrop::new(mr), base, map_len, ptr, len }),
+            Err(e) => {
+                // SAFETY: our mapping, never shared.
+                unsafe { libc::munmap(base.as_ptr().cast(), map_len) };
+                Err(e.into())
+            }
+        }
+    }
+
+    /// The registration.
+    pub fn mr(&self) -> &Mr {
+        &self.mr
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Never true: a `RegisteredMem` holds at least one byte.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Start of the memory.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// The token a peer needs to access the whole region remotely.
+    pub fn remote(&self) -> RemoteMr {
+        self.mr.remote()
+    }
+
+    /// A scatter/gather entry for `range`.
+    ///
+    /// # Panics
+    /// If `range` is not inside the memory or longer than 4 GiB.
+    pub fn sge(&self, range: Range<usize>) -> Sge {
+        self.check(&range);
+        let len = u32::try_from(range.len()).expect("an SGE covers at most 4 GiB - 1");
+        self.mr.sge(range.start, len)
+    }
+
+    /// Copies `dst.len()` bytes out, starting at `offset`.
+    ///
+    /// # Panics
+    /// If the range is not inside the memory.
+    pub fn read(&self, offset: usize, dst: &mut [u8]) {
+        self.check(&(offset..offset.saturating_add(dst.len())));
+        // SAFETY: in bounds (checked); `dst` is a distinct Rust buffer. The
+        // source is read through a raw pointer: no reference to memory that
+        // the device may write is formed.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(offset), dst.as_mut_ptr(), dst.len()) }
+    }
+
+    /// Copies `src` in, starting at `offset`.
+    ///
+    /// # Panics
+    /// If the range is not inside the memory.
+    pub fn write(&self, offset: usize, src: &[u8]) {
+        self.check(&(offset..offset.saturating_add(src.len())));
+        // SAFETY: in bounds (checked); written through a raw pointer only.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(offset), src.len()) }
+    }
+
+    /// The memory as a slice.
+    ///
+    /// # Safety
+    /// No RDMA operation (local receive or READ, remote WRITE or atomic) may
+    /// write the memory while the slice lives.
+    pub unsafe fn as_slice(&self) -> &[u8] {
+        // SAFETY: a live mapping of `len` bytes; the no-writer contract is the caller's.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// The memory as a mutable slice.
+    ///
+    /// # Safety
+    /// No RDMA operation may read or write the memory while the slice lives.
+    pub unsafe fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as `as_slice`, and `&mut self` excludes other slices.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+
+    fn check(&self, r: &Range<usize>) {
+        assert!(
+            r.start <= r.end && r.end <= self.len,
+            "range {r:?} is outside the {} bytes of this RegisteredMem",
+            self.len
+        );
+    }
+}
+
+impl Drop for RegisteredMem {
+    fn drop(&mut self) {
+        // SAFETY: dropped once, here, and never used again.
+        unsafe { ManuallyDrop::drop(&mut self.mr) };
+        // SAFETY: our mapping; the registration over it is gone.
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.map_len) };
+    }
+}

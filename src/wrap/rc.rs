@@ -1,0 +1,77 @@
+//! Connected RC QPs: a local pair, or one QP per peer of a cluster session.
+
+use crate::ctrl::{QpInfo, Session};
+use crate::prim::{ConnectOpts, Cq, Endpoint, Pd, Qp, QpCaps, Result};
+
+/// Creates two RC QPs on `pd`, both completing sends on `send_cq` and
+/// receives on `recv_cq` (which may be the same CQ), and connects them to each
+/// other through `opts.port` / `opts.gid_index`. The first QP sends from PSN
+/// `psn`, the second from `psn + 1` (mod 2^24).
+pub fn connected_rc_pair(
+    pd: &Pd,
+    send_cq: &Cq,
+    recv_cq: &Cq,
+    caps: QpCaps,
+    psn: u32,
+    opts: &ConnectOpts,
+) -> Result<(Qp, Qp)> {
+    let a = Qp::new_rc(pd, send_cq, recv_cq, caps)?;
+    let b = Qp::new_rc(pd, send_cq, recv_cq, caps)?;
+    let ea: Endpoint = a.endpoint(opts.port, opts.gid_index, psn)?;
+    let eb: Endpoint = b.endpoint(opts.port, opts.gid_index, psn.wrapping_add(1))?;
+    a.connect(&eb, ea.psn, opts)?;
+    b.connect(&ea, eb.psn, opts)?;
+    Ok((a, b))
+}
+
+/// Settings of [`connect_rc_mesh`].
+#[derive(Clone, Copy, Debug)]
+pub struct MeshOpts {
+    /// QP capacities.
+    pub caps: QpCaps,
+    /// Connection parameters (port, GID index, MTU, timeouts...). The path
+    /// MTU used with each peer is the smaller of both sides' `mtu`.
+    pub connect: ConnectOpts,
+    /// The QP to peer `j` sends from PSN `(psn + j) mod 2^24`.
+    pub psn: u32,
+}
+
+/// Creates one RC QP per other rank of `session` on `pd`, exchanges their
+/// endpoints through the session, and connects each to its peer's QP for
+/// this rank. Every rank must call it with the same session round.
+///
+/// Returns the QPs indexed by peer rank (`None` at this rank's own index).
+pub fn connect_rc_mesh(
+    session: &mut Session,
+    pd: &Pd,
+    send_cq: &Cq,
+    recv_cq: &Cq,
+    opts: &MeshOpts,
+) -> super::Result<Vec<Option<Qp>>> {
+    let (me, n) = (session.rank(), session.size());
+    let c = &opts.connect;
+    let mut qps = Vec::with_capacity(n as usize);
+    let mut infos = Vec::with_capacity(n as usize);
+    for peer in 0..n {
+        if peer == me {
+            qps.push(None);
+            // Never read by the peer: a placeholder keeping indices aligned.
+            infos.push(QpInfo::new(&Endpoint { qpn: 0, psn: 0, lid: 0, gid: Default::default() }, 0, 0, c.mtu));
+            continue;
+        }
+        let qp = Qp::new_rc(pd, send_cq, recv_cq, opts.caps)?;
+        let e = qp.endpoint(c.port, c.gid_index, opts.psn.wrapping_add(peer))?;
+        infos.push(QpInfo::new(&e, c.gid_index, c.port, c.mtu));
+        qps.push(Some(qp));
+    }
+    let all = session.exchange_endpoints(&infos)?;
+    for (peer, qp) in qps.iter().enumerate() {
+        let Some(qp) = qp else { continue };
+        let theirs = all[peer].get(me as usize).ok_or_else(|| {
+            crate::ctrl::Error::Protocol(format!("rank {peer} sent {} endpoints for {n} ranks", all[peer].len()))
+        })?;
+        let mtu = crate::bindings::ibv_mtu(c.mtu.0.min(theirs.mtu.0));
+        qp.connect(&theirs.endpoint(), infos[peer].psn, &ConnectOpts { mtu, ..*c })?;
+    }
+    Ok(qps)
+}

@@ -1,0 +1,146 @@
+//! The convenience layer on the device: registered memory, an RC mesh
+//! through the control plane, and UD endpoints with their AH cache.
+
+use std::net::TcpListener;
+use std::thread;
+use std::time::Duration;
+
+use rrddmma::bindings as ffi;
+use rrddmma::ctrl::{ClusterConfig, RankSource, Resolved, Session};
+use rrddmma::prim::{Cq, Pd, QpCaps, RecvWr, SendWr, WcOpcode, WcStatus};
+use rrddmma::wrap::{connect_rc_mesh, connected_rc_pair, HugePages, MemOpts, MeshOpts, RegisteredMem, UdEndpoint};
+
+use crate::common::{open_device, opts, poll_one};
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn registered_mem_is_aligned_zeroed_and_remotely_writable() {
+    let ctx = open_device();
+    let pd = Pd::new(&ctx).unwrap();
+    let cq = Cq::new(&ctx, 16).unwrap();
+    let o = MemOpts { align: 1 << 16, huge: HugePages::Transparent, ..MemOpts::default() };
+    let a = RegisteredMem::with(&pd, 100_000, &o).unwrap();
+    let b = RegisteredMem::new(&pd, 4096).unwrap();
+    assert_eq!(a.as_ptr() as usize % (1 << 16), 0, "alignment");
+    assert_eq!(a.len(), 100_000);
+    let mut all = vec![1u8; a.len()];
+    a.read(0, &mut all);
+    assert!(all.iter().all(|&x| x == 0), "zeroed");
+    assert_eq!(a.remote().len, 100_000);
+
+    let (qa, _qb) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 1, &opts(&ctx)).unwrap();
+    a.write(99_000, b"registered memory");
+    let s = [a.sge(99_000..99_017)];
+    // SAFETY: both buffers outlive the completion polled below.
+    unsafe { qa.post_send(&mut [SendWr::write(&s, b.remote().at(100)).signaled()]) }.unwrap();
+    let wc = poll_one(&cq);
+    assert_eq!(wc.status(), WcStatus::IBV_WC_SUCCESS, "{wc:?}");
+    let mut got = [0u8; 17];
+    b.read(100, &mut got);
+    assert_eq!(&got, b"registered memory");
+
+    // Explicit huge pages: an allocation error when none are reserved, memory otherwise.
+    let reserved: u64 =
+        std::fs::read_to_string("/proc/sys/vm/nr_hugepages").map_or(0, |s| s.trim().parse().unwrap_or(0));
+    let huge = RegisteredMem::with(&pd, 4096, &MemOpts { huge: HugePages::Explicit, ..MemOpts::default() });
+    match (reserved, huge) {
+        (0, Err(rrddmma::wrap::Error::Alloc { .. })) => {}
+        (n, Ok(m)) if n > 0 => assert_eq!(m.as_ptr() as usize % (2 << 20), 0),
+        (n, other) => panic!("{n} huge pages reserved, got {other:?}"),
+    }
+}
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+#[should_panic(expected = "outside the 64 bytes")]
+fn registered_mem_ranges_are_checked() {
+    let ctx = open_device();
+    let pd = Pd::new(&ctx).unwrap();
+    let m = RegisteredMem::new(&pd, 64).unwrap();
+    m.sge(60..68);
+}
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn a_three_rank_mesh_writes_to_every_peer() {
+    const N: u32 = 3;
+    let coordinator = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let ranks: Vec<_> = (0..N)
+        .map(|rank| {
+            thread::spawn(move || {
+                let cfg = ClusterConfig { op_timeout: Duration::from_secs(20), ..Default::default() };
+                let place = Resolved { rank, size: N, coordinator, rank_source: RankSource::Config, device: None };
+                let mut s = Session::join_as(&cfg, &place).unwrap();
+                let ctx = open_device();
+                let pd = Pd::new(&ctx).unwrap();
+                let cq = Cq::new(&ctx, 64).unwrap();
+                let mem = RegisteredMem::new(&pd, 4096).unwrap();
+                let mesh = MeshOpts { caps: QpCaps::default(), connect: opts(&ctx), psn: 100 * rank };
+                let qps = connect_rc_mesh(&mut s, &pd, &cq, &cq, &mesh).unwrap();
+                assert!(qps[rank as usize].is_none() && qps.iter().filter(|q| q.is_some()).count() == 2);
+                let mrs = s.exchange_mrs(&mem.remote()).unwrap();
+                for (peer, qp) in qps.iter().enumerate() {
+                    let Some(qp) = qp else { continue };
+                    let msg = format!("{rank}->{peer}");
+                    mem.write(1024 + 64 * peer, msg.as_bytes());
+                    let sge = [mem.sge(1024 + 64 * peer..1024 + 64 * peer + msg.len())];
+                    let at = mrs[peer].at(64 * u64::from(rank));
+                    // SAFETY: `mem` outlives the completion polled below.
+                    unsafe { qp.post_send(&mut [SendWr::write(&sge, at).wr_id(peer as u64).signaled()]) }.unwrap();
+                    let wc = poll_one(&cq);
+                    assert_eq!(wc.status(), WcStatus::IBV_WC_SUCCESS, "rank {rank} to {peer}: {wc:?}");
+                }
+                s.barrier().unwrap();
+                for from in (0..N).filter(|&f| f != rank) {
+                    let want = format!("{from}->{rank}");
+                    let mut got = vec![0u8; want.len()];
+                    mem.read(64 * from as usize, &mut got);
+                    assert_eq!(String::from_utf8_lossy(&got), want, "rank {rank} from {from}");
+                }
+                s.barrier().unwrap();
+            })
+        })
+        .collect();
+    for r in ranks {
+        r.join().unwrap();
+    }
+}
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn ud_endpoints_cache_address_handles() {
+    const GRH: usize = 40;
+    let ctx = open_device();
+    let pd = Pd::new(&ctx).unwrap();
+    let cq = Cq::new(&ctx, 64).unwrap();
+    let gi = opts(&ctx).gid_index;
+    let mut a = UdEndpoint::new(&pd, &cq, &cq, QpCaps::default(), 1, gi, 0x5151).unwrap();
+    let b = UdEndpoint::new(&pd, &cq, &cq, QpCaps::default(), 1, gi, 0x5151).unwrap();
+    let to_b = b.info(ffi::ibv_mtu::IBV_MTU_1024).unwrap();
+    let mem = RegisteredMem::new(&pd, 4096).unwrap();
+    for i in 0..3u8 {
+        let r = [mem.sge(2048..2048 + GRH + 64)];
+        // SAFETY: `mem` outlives the completions polled below.
+        unsafe { b.qp().post_recv(&mut [RecvWr::new(&r, 10)]) }.unwrap();
+        mem.write(0, &[i; 64]);
+        let s = [mem.sge(0..64)];
+        let (qp, ah) = a.route(&to_b, 0).unwrap();
+        // SAFETY: as above; the AH lives in `a`'s cache.
+        unsafe { qp.post_send(&mut [SendWr::send(&s).ud(ah, to_b.qpn, b.qkey()).wr_id(20).signaled()]) }.unwrap();
+        let mut seen = Vec::new();
+        for _ in 0..2 {
+            let wc = poll_one(&cq);
+            assert_eq!(wc.status(), WcStatus::IBV_WC_SUCCESS, "{wc:?}");
+            seen.push(wc.opcode());
+        }
+        assert!(seen.contains(&WcOpcode::IBV_WC_RECV) && seen.contains(&WcOpcode::IBV_WC_SEND));
+        let mut got = [0u8; 64];
+        mem.read(2048 + GRH, &mut got);
+        assert_eq!(got, [i; 64]);
+    }
+    assert_eq!(a.cached(), 1, "one peer port, one AH");
+    a.route(&to_b, 3).unwrap();
+    assert_eq!(a.cached(), 2, "another service level is another AH");
+    a.clear_cache();
+    assert_eq!(a.cached(), 0);
+}
