@@ -303,6 +303,9 @@ impl Decoder {
         if len > self.cap {
             return Err(Error::FrameTooLarge { len, cap: self.cap });
         }
+        if self.buf[6..8] != [0, 0] {
+            return Err(Error::Malformed("reserved header bytes are not zero"));
+        }
         let kind = Kind::from_u8(kind).ok_or(Error::Malformed("unknown frame kind"))?;
         if version != VERSION && kind != Kind::Reject {
             return Err(Error::VersionMismatch { ours: VERSION, theirs: version });
@@ -407,6 +410,13 @@ mod tests {
         let len = (long.len() - HEADER_LEN) as u32;
         long[8..12].copy_from_slice(&len.to_be_bytes());
         assert!(matches!(decode_all(&long, 1024).1, Some(Error::Malformed(_))));
+    }
+
+    #[test]
+    fn reserved_bytes_must_be_zero() {
+        let mut f = Msg::Welcome { mac: [0; MAC_LEN] }.encode();
+        f[7] = 1;
+        assert!(matches!(decode_all(&f, 1024).1, Some(Error::Malformed(m)) if m.contains("reserved")));
     }
 
     #[test]
