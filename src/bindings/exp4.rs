@@ -25,7 +25,13 @@
 //! invalid-`comp_mask` checks are kept (`EINVAL`), without their message on
 //! standard error.
 
-#![allow(non_camel_case_types, non_upper_case_globals, missing_docs, clippy::missing_safety_doc)]
+#![allow(
+    non_camel_case_types,
+    non_upper_case_globals,
+    missing_docs,
+    missing_debug_implementations,
+    clippy::missing_safety_doc
+)]
 
 use core::ffi::{c_int, c_void};
 use core::mem::{offset_of, size_of};
@@ -746,15 +752,18 @@ macro_rules! exp_ctx_op {
     ($ctx:expr, $op:ident) => {{
         // SAFETY: forwarded from the enclosing function's contract.
         let v = unsafe { verbs_get_exp_ctx($ctx) };
-        // SAFETY: a non-null result points to the live experimental context.
-        if v.is_null()
-            || unsafe { (*v).sz } < size_of::<verbs_context_exp>() - offset_of!(verbs_context_exp, $op)
-            || unsafe { (*v).$op.is_none() }
-        {
+        if v.is_null() {
             None
         } else {
-            // SAFETY: checked non-null and set just above.
-            unsafe { (*v).$op }
+            // SAFETY: non-null: the live experimental context of `$ctx`;
+            // `sz` is read first and the entry only when `sz` covers it.
+            unsafe {
+                if (*v).sz < size_of::<verbs_context_exp>() - offset_of!(verbs_context_exp, $op) {
+                    None
+                } else {
+                    (*v).$op
+                }
+            }
         }
     }};
 }
@@ -958,11 +967,7 @@ pub unsafe fn ibv_exp_poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_
 /// `qp` must be a live QP of a 4.x context; the request list valid, with
 /// `post_send`'s memory contract for the buffers it names.
 #[inline(always)]
-pub unsafe fn ibv_exp_post_send(
-    qp: *mut ibv_qp,
-    wr: *mut ibv_exp_send_wr,
-    bad_wr: *mut *mut ibv_exp_send_wr,
-) -> c_int {
+pub unsafe fn ibv_exp_post_send(qp: *mut ibv_qp, wr: *mut ibv_exp_send_wr, bad_wr: *mut *mut ibv_exp_send_wr) -> c_int {
     // SAFETY: live QP (caller).
     let ctx = unsafe { (*qp).context };
     let Some(f) = exp_ctx_op!(ctx, drv_exp_post_send) else {
@@ -1005,13 +1010,9 @@ pub fn ibv_exp_cqe_ts_to_ns(clock_info: &ibv_exp_clock_info, ts: u64) -> u64 {
     let delta = ts.wrapping_sub(clock_info.cycles) & clock_info.mask;
     if delta > clock_info.mask / 2 {
         let delta = clock_info.cycles.wrapping_sub(ts) & clock_info.mask;
-        clock_info
-            .nsec
-            .wrapping_sub(shr(delta.wrapping_mul(u64::from(clock_info.mult)).wrapping_sub(clock_info.frac)))
+        clock_info.nsec.wrapping_sub(shr(delta.wrapping_mul(u64::from(clock_info.mult)).wrapping_sub(clock_info.frac)))
     } else {
-        clock_info
-            .nsec
-            .wrapping_add(shr(delta.wrapping_mul(u64::from(clock_info.mult)).wrapping_add(clock_info.frac)))
+        clock_info.nsec.wrapping_add(shr(delta.wrapping_mul(u64::from(clock_info.mult)).wrapping_add(clock_info.frac)))
     }
 }
 
