@@ -15,9 +15,10 @@
 //! the build machines, so nothing here has been compiled against them or run.
 //!
 //! # Symbols and inlines
-//! Of the experimental API, 4.x libibverbs exports only
-//! `ibv_exp_get_device_list` and the provider-side `ibv_exp_cmd_*` helpers.
-//! Every `ibv_exp_*` verb used here is a `static inline` in `verbs_exp.h` that
+//! Of the experimental API, 4.x libibverbs exports only the provider-side
+//! `ibv_exp_cmd_*` helpers (`src/libibverbs.map`; the header also declares
+//! `ibv_exp_get_device_list`, which that map does not export, so it is not
+//! bound). Every `ibv_exp_*` verb used here is a `static inline` in `verbs_exp.h` that
 //! finds `struct verbs_context_exp` in front of the extended context
 //! (`verbs_get_exp_ctx`) and calls one of its function pointers; they are
 //! mirrored below as Rust functions. As in C, a missing entry yields `ENOSYS`
@@ -1016,8 +1017,169 @@ pub fn ibv_exp_cqe_ts_to_ns(clock_info: &ibv_exp_clock_info, ts: u64) -> u64 {
     }
 }
 
-extern "C" {
-    /// `ibv_exp_get_device_list` (exported by 4.x libibverbs, `IBVERBS_1.1`):
-    /// a refreshed device list, freed with `ibv_free_device_list`.
-    pub fn ibv_exp_get_device_list(num_devices: *mut c_int) -> *mut *mut super::sys::ibv_device;
+#[cfg(test)]
+mod tests {
+    //! The inline mirrors over a block laid out as 4.x libibverbs allocates an
+    //! extended context (`src/device.c` of the same revision: the
+    //! experimental context, then `struct verbs_context`, whose `sz` is its own
+    //! size, ending with the `ibv_context`), with entries of this test's own.
+
+    use super::*;
+    use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+
+    /// 4.x `struct verbs_context`: 11 entries, `has_comp_mask`, `sz`, context.
+    #[repr(C)]
+    struct Block {
+        exp: verbs_context_exp,
+        legacy_ops: [usize; 11],
+        has_comp_mask: u64,
+        sz: usize,
+        ctx: ibv_context,
+    }
+    const LEGACY_VERBS_CONTEXT_SIZE: usize = 11 * 8 + 8 + 8 + IBV_CONTEXT_SIZE;
+    const _: () = assert!(LEGACY_VERBS_CONTEXT_SIZE == 432);
+    const _: () = assert!(offset_of!(Block, ctx) == 664 + 432 - IBV_CONTEXT_SIZE);
+
+    fn block() -> Box<Block> {
+        // SAFETY: integers, raw pointers, `Option<fn>` and a glibc mutex, for
+        // all of which all-zero is valid (the mutex: PTHREAD_MUTEX_INITIALIZER).
+        let mut b: Box<Block> = Box::new(unsafe { core::mem::zeroed() });
+        b.ctx.abi_compat = usize::MAX as *mut c_void;
+        b.has_comp_mask = VERBS_CONTEXT_EXP | 0b111;
+        b.sz = LEGACY_VERBS_CONTEXT_SIZE;
+        b.exp.sz = size_of::<verbs_context_exp>();
+        b
+    }
+
+    #[test]
+    fn finds_the_experimental_context_in_front_of_the_legacy_one() {
+        let mut b = block();
+        let want: *mut verbs_context_exp = &mut b.exp;
+        // SAFETY: a block laid out as a 4.x extended context.
+        assert_eq!(unsafe { verbs_get_exp_ctx(&mut b.ctx) }, want);
+        b.has_comp_mask = 0b111;
+        // SAFETY: as above.
+        assert!(unsafe { verbs_get_exp_ctx(&mut b.ctx) }.is_null(), "no VERBS_CONTEXT_EXP: no experimental context");
+        b.has_comp_mask = VERBS_CONTEXT_EXP;
+        b.ctx.abi_compat = ptr::null_mut();
+        // SAFETY: as above.
+        assert!(unsafe { verbs_get_exp_ctx(&mut b.ctx) }.is_null(), "a legacy (non-extended) context has none");
+    }
+
+    static POLLED_WC_SIZE: AtomicU32 = AtomicU32::new(0);
+    unsafe extern "C" fn poll(_cq: *mut ibv_cq, n: c_int, _wc: *mut ibv_exp_wc, wc_size: u32) -> c_int {
+        POLLED_WC_SIZE.store(wc_size, Ordering::SeqCst);
+        n - 1
+    }
+
+    #[test]
+    fn poll_dispatches_and_respects_the_table_size() {
+        let mut b = block();
+        // SAFETY: all-zero is a valid `ibv_cq` for the fields read here.
+        let mut cq: ibv_cq = unsafe { core::mem::zeroed() };
+        cq.context = &mut b.ctx;
+        let mut wc = [ibv_exp_wc::default(); 4];
+        let size = size_of::<ibv_exp_wc>() as u32;
+        // SAFETY: the block's context; `wc` holds 4 entries.
+        let call = |cq: &mut ibv_cq, wc: &mut [ibv_exp_wc; 4]| unsafe { ibv_exp_poll_cq(cq, 4, wc.as_mut_ptr(), size) };
+        assert_eq!(call(&mut cq, &mut wc), -libc::ENOSYS, "unset entry");
+        b.exp.drv_exp_ibv_poll_cq = Some(poll);
+        assert_eq!(call(&mut cq, &mut wc), 3);
+        assert_eq!(POLLED_WC_SIZE.load(Ordering::SeqCst), 104);
+        // A table too small to hold the entry (an older library) is not used.
+        b.exp.sz = size_of::<verbs_context_exp>() - offset_of!(verbs_context_exp, drv_exp_ibv_poll_cq) - 1;
+        assert_eq!(call(&mut cq, &mut wc), -libc::ENOSYS, "entry beyond the library's table");
+    }
+
+    static DCT_CALLS: AtomicUsize = AtomicUsize::new(0);
+    unsafe extern "C" fn create_dct(_ctx: *mut ibv_context, attr: *mut ibv_exp_dct_init_attr) -> *mut ibv_exp_dct {
+        DCT_CALLS.fetch_add(1, Ordering::SeqCst);
+        // SAFETY: all-zero is valid for `ibv_exp_dct`; leaked to the test.
+        let dct: &mut ibv_exp_dct = Box::leak(Box::new(unsafe { core::mem::zeroed() }));
+        // SAFETY: the caller's valid attribute struct.
+        dct.dct_num = unsafe { (*attr).dc_key } as u32;
+        dct
+    }
+
+    #[test]
+    fn create_dct_sets_the_context_and_checks_comp_mask() {
+        let mut b = block();
+        b.exp.create_dct = Some(create_dct);
+        // SAFETY: all-zero is valid for the attribute struct.
+        let mut attr: ibv_exp_dct_init_attr = unsafe { core::mem::zeroed() };
+        attr.dc_key = 0x1234;
+        // SAFETY: the block's context; a valid attribute struct.
+        let dct = unsafe { ibv_exp_create_dct(&mut b.ctx, &mut attr) };
+        assert!(!dct.is_null());
+        // SAFETY: returned by the entry above.
+        let d = unsafe { &*dct };
+        assert_eq!((d.context, d.dct_num), (&mut b.ctx as *mut ibv_context, 0x1234));
+        attr.comp_mask = IBV_EXP_DCT_INIT_ATTR_RESERVED;
+        // SAFETY: as above.
+        assert!(unsafe { ibv_exp_create_dct(&mut b.ctx, &mut attr) }.is_null());
+        assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EINVAL));
+        assert_eq!(DCT_CALLS.load(Ordering::SeqCst), 1, "an invalid comp_mask never reaches the provider");
+    }
+
+    static CQ: AtomicUsize = AtomicUsize::new(0);
+    unsafe extern "C" fn create_cq(
+        _ctx: *mut ibv_context,
+        cqe: c_int,
+        _ch: *mut ibv_comp_channel,
+        _vec: c_int,
+        attr: *mut ibv_exp_cq_init_attr,
+    ) -> *mut ibv_cq {
+        // SAFETY: the caller's valid attribute struct.
+        assert_eq!(unsafe { (*attr).flags }, ibv_exp_cq_create_flags::IBV_EXP_CQ_TIMESTAMP);
+        let cq = CQ.load(Ordering::SeqCst) as *mut ibv_cq;
+        // SAFETY: the test's CQ.
+        unsafe { (*cq).cqe = cqe };
+        cq
+    }
+
+    #[test]
+    fn create_cq_fills_the_generic_fields() {
+        let mut b = block();
+        b.exp.exp_create_cq = Some(create_cq);
+        // SAFETY: all-zero is valid for these C structs.
+        let (mut cq, mut ch): (ibv_cq, ibv_comp_channel) = unsafe { (core::mem::zeroed(), core::mem::zeroed()) };
+        cq.comp_events_completed = 7;
+        CQ.store(&mut cq as *mut ibv_cq as usize, Ordering::SeqCst);
+        let mut attr = ibv_exp_cq_init_attr {
+            comp_mask: ibv_exp_cq_init_attr_mask::IBV_EXP_CQ_INIT_ATTR_FLAGS,
+            flags: ibv_exp_cq_create_flags::IBV_EXP_CQ_TIMESTAMP,
+            ..Default::default()
+        };
+        let user = 0x55usize as *mut c_void;
+        // SAFETY: the block's context, a live channel, a valid attribute struct.
+        let got = unsafe { ibv_exp_create_cq(&mut b.ctx, 64, user, &mut ch, 0, &mut attr) };
+        assert_eq!(got, &mut cq as *mut ibv_cq);
+        assert_eq!((cq.context, cq.channel, cq.cq_context), (&mut b.ctx as *mut _, &mut ch as *mut _, user));
+        assert_eq!((cq.cqe, cq.comp_events_completed, ch.refcnt), (64, 0, 1));
+    }
+
+    #[test]
+    fn timestamps_convert_as_the_rdma_core_path() {
+        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        for _ in 0..10_000 {
+            let c = ibv_exp_clock_info {
+                cycles: next(),
+                nsec: next(),
+                frac: next() & 0xffff,
+                mask: next() >> (next() % 40),
+                shift: (next() % 32) as u32,
+                mult: next() as u32,
+                comp_mask: 0,
+            };
+            let ts = next();
+            let ci = crate::mlx5dv::exp4::to_clock_info(&c);
+            assert_eq!(ibv_exp_cqe_ts_to_ns(&c, ts), crate::mlx5dv::clock::ts_to_ns(&ci, ts));
+        }
+    }
 }
