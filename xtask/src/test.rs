@@ -2,8 +2,9 @@
 //!
 //! Order: install what is missing; fmt, clippy, docs, bindings drift; host
 //! tests; the no-linkage build message; the MLNX_OFED 4.x cfg checks; the
-//! static source builds; then one device session (host SoftRoCE or VM) running the device tests, the
-//! missing-device check and the static binaries. Ends with `N passed, N failed`.
+//! static source builds; then one device session (host SoftRoCE or VM)
+//! running the device tests, the missing-device check and the static
+//! binaries. Ends with `N passed, N failed`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
