@@ -34,7 +34,9 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=build/probe.rs");
     println!("cargo:rerun-if-changed=build/source.rs");
-    println!("cargo::rustc-check-cfg=cfg(rrddmma_static)");
+    for cfg in probe::ALL_CFGS {
+        println!("cargo::rustc-check-cfg=cfg({cfg})");
+    }
 
     if let Err(msg) = run() {
         eprintln!("\nerror: rrddmma cannot link to libibverbs: {msg}\n");
@@ -78,21 +80,18 @@ fn run() -> Result<(), String> {
             format!("MLNX_OFED {version}")
         }
         Linkage::Mlnx4 { version } => {
-            // Legacy libibverbs differs from rdma-core beyond the base verbs
-            // (the extended context, newer symbols); linking the rdma-core
-            // bindings against it would fail or misbehave.
-            return Err(format!(
-                "MLNX_OFED {version} (4.x) was found, and rrddmma does not bind its legacy libibverbs \
-                 and experimental verbs yet; build against rdma-core instead with \
-                 RRDDMMA_LINKAGE=source (static, mlx5 provider) or RRDDMMA_LINKAGE=pkg-config"
-            ));
+            // Legacy libibverbs and its separate libmlx5; the crate binds
+            // their experimental verbs by hand (`bindings::exp4`) and leaves
+            // out what only rdma-core exports (docs/mlnx-ofed-4.md).
+            link_ofed()?;
+            format!("MLNX_OFED {version} (legacy libibverbs, experimental verbs)")
         }
         Linkage::Static => link_static_system(&providers)?,
         Linkage::Source => link_source(&providers)?,
     };
 
-    if linkage.is_static() {
-        println!("cargo:rustc-cfg=rrddmma_static");
+    for cfg in linkage.rustc_cfgs() {
+        println!("cargo:rustc-cfg={cfg}");
     }
     let outcome = Outcome { linkage, rdma_core_version, providers };
     emit(&outcome)

@@ -44,7 +44,24 @@ impl Linkage {
     pub fn is_static(&self) -> bool {
         matches!(self, Linkage::Static | Linkage::Source)
     }
+
+    /// The `--cfg` names the library is compiled with under this linkage:
+    /// `rrddmma_static` for static builds, `rrddmma_mlnx_ofed4` for the
+    /// MLNX_OFED 4.x experimental verbs.
+    pub fn rustc_cfgs(&self) -> &'static [&'static str] {
+        match self {
+            Linkage::Mlnx4 { .. } => &[CFG_MLNX_OFED4],
+            Linkage::Static | Linkage::Source => &["rrddmma_static"],
+            Linkage::Mlnx5 { .. } | Linkage::PkgConfig => &[],
+        }
+    }
 }
+
+/// The cfg of the MLNX_OFED 4.x experimental-verbs build.
+pub const CFG_MLNX_OFED4: &str = "rrddmma_mlnx_ofed4";
+
+/// Every cfg `rustc_cfgs` can name, declared to rustc so none warns.
+pub const ALL_CFGS: &[&str] = &["rrddmma_static", CFG_MLNX_OFED4];
 
 /// What the build machine showed, gathered by `build.rs`.
 #[derive(Clone, Debug, Default)]

@@ -122,3 +122,22 @@ fn linkage_names_match_the_override_values() {
         assert_eq!(l.is_static(), matches!(l, Linkage::Static | Linkage::Source));
     }
 }
+
+#[test]
+fn ofed_4_builds_with_the_experimental_verbs_cfg() {
+    let l = decide(&inputs(None, Some(OFED_4_9), false)).unwrap();
+    assert_eq!(l.rustc_cfgs(), ["rrddmma_mlnx_ofed4"]);
+    assert!(!l.is_static());
+    for other in [Linkage::Mlnx5 { version: String::new() }, Linkage::PkgConfig] {
+        assert!(other.rustc_cfgs().is_empty(), "{other:?}");
+    }
+    for st in [Linkage::Static, Linkage::Source] {
+        assert_eq!(st.rustc_cfgs(), ["rrddmma_static"]);
+    }
+    // Every cfg that can be emitted is declared to rustc.
+    for l in [Linkage::Mlnx4 { version: String::new() }, Linkage::Static] {
+        for c in l.rustc_cfgs() {
+            assert!(probe::ALL_CFGS.contains(c), "{c} is not declared");
+        }
+    }
+}

@@ -314,9 +314,11 @@ pub unsafe fn ibv_advise_mr(
 }
 
 /// `ibv_query_gid_ex`: one GID table entry with its type and netdev.
+/// (Absent with MLNX_OFED 4.x, whose libibverbs lacks `_ibv_query_gid_ex`.)
 ///
 /// # Safety
 /// `context` must be live; `entry` valid for writes.
+#[cfg(not(rrddmma_mlnx_ofed4))]
 #[inline]
 pub unsafe fn ibv_query_gid_ex(
     context: *mut ibv_context,

@@ -19,8 +19,10 @@
 //! The safe layers above ([`crate::prim`]) uphold them.
 //!
 //! # MLNX_OFED 4.x
-//! Not supported yet: the build refuses MLNX_OFED 4.x (legacy libibverbs,
-//! experimental verbs) with a message; see `docs/linkage.md`.
+//! With MLNX_OFED 4.x (cfg `rrddmma_mlnx_ofed4`, set by the linkage probe),
+//! `exp4` binds the experimental verbs by hand; the rdma-core-only symbols
+//! (`_ibv_query_gid_ex`, `ibv_qp_to_qp_ex`, `mlx5dv_*`) are left uncalled.
+//! See `docs/mlnx-ofed-4.md`.
 
 #[allow(
     non_camel_case_types,
@@ -37,6 +39,9 @@
 pub mod sys;
 
 pub mod inline;
+
+#[cfg(rrddmma_mlnx_ofed4)]
+pub mod exp4;
 
 mod providers {
     include!(concat!(env!("OUT_DIR"), "/static_providers.rs"));

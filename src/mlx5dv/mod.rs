@@ -13,26 +13,49 @@
 //!
 //! On a device that is not mlx5 every entry point returns
 //! [`Error::Unsupported`] before calling into libmlx5 with its objects.
+//!
+//! # MLNX_OFED 4.x
+//! Built for MLNX_OFED 4.x (cfg `rrddmma_mlnx_ofed4`), the parts that call
+//! rdma-core's libmlx5 (`mlx5dv_*`: `obj`, `dc`, `is_supported`,
+//! `query_device`) are left out, [`clock_info`] is answered by
+//! `ibv_exp_query_values`, and `exp4` offers DC, masked atomics and
+//! completion timestamps through the experimental verbs
+//! (`docs/mlnx-ofed-4.md`). The segment, CQE, ring and clock code is plain
+//! Rust and stays.
+
+// The links above to `obj`, `dc` and `Error` name items a 4.x build leaves out.
+#![cfg_attr(rrddmma_mlnx_ofed4, allow(rustdoc::broken_intra_doc_links))]
 
 pub mod be;
 pub mod clock;
 pub mod cq;
 pub mod cqe;
+#[cfg(not(rrddmma_mlnx_ofed4))]
 pub mod dc;
+#[cfg(rrddmma_mlnx_ofed4)]
+pub mod exp4;
 pub mod mmio;
+#[cfg(not(rrddmma_mlnx_ofed4))]
 pub mod obj;
 pub mod seg;
 pub mod sq;
 
+#[cfg(not(rrddmma_mlnx_ofed4))]
 use crate::bindings as ffi;
+#[cfg(not(rrddmma_mlnx_ofed4))]
 use crate::prim::{Context, Error, Result};
 
+#[cfg(rrddmma_mlnx_ofed4)]
+pub use exp4::clock_info;
+
+#[cfg(not(rrddmma_mlnx_ofed4))]
 /// Whether `ctx` is an mlx5 device (`mlx5dv_is_supported`).
 pub fn is_supported(ctx: &Context) -> bool {
     // SAFETY: a live context points to its device.
     unsafe { ffi::mlx5dv_is_supported((*ctx.as_ptr()).device) }
 }
 
+#[cfg(not(rrddmma_mlnx_ofed4))]
 /// `Err(Unsupported)` unless `ctx` is an mlx5 device.
 pub(crate) fn require(ctx: &Context, op: &'static str) -> Result<()> {
     if is_supported(ctx) {
@@ -42,6 +65,7 @@ pub(crate) fn require(ctx: &Context, op: &'static str) -> Result<()> {
     }
 }
 
+#[cfg(not(rrddmma_mlnx_ofed4))]
 /// mlx5 capabilities (`mlx5dv_query_device`), asking for every field.
 pub fn query_device(ctx: &Context) -> Result<ffi::mlx5dv_context> {
     require(ctx, "mlx5dv_query_device")?;
@@ -54,6 +78,7 @@ pub fn query_device(ctx: &Context) -> Result<ffi::mlx5dv_context> {
     Ok(attr)
 }
 
+#[cfg(not(rrddmma_mlnx_ofed4))]
 /// The device clock parameters for [`clock::ts_to_ns`] (`mlx5dv_get_clock_info`).
 pub fn clock_info(ctx: &Context) -> Result<clock::ClockInfo> {
     require(ctx, "mlx5dv_get_clock_info")?;

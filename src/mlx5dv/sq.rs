@@ -161,6 +161,8 @@ impl SqRing {
     }
 
     /// Starts the indices at `pi` (a queue that was used before the view).
+    // Used by the `obj` views, which MLNX_OFED 4.x builds leave out.
+    #[cfg_attr(rrddmma_mlnx_ofed4, allow(dead_code))]
     pub(crate) fn start_at(&mut self, pi: u32) {
         self.cur_post = pi;
         self.head = pi;

@@ -162,6 +162,27 @@ impl<'a> CqBuilder<'a> {
     }
 }
 
+#[cfg(rrddmma_mlnx_ofed4)]
+impl Cq {
+    /// Takes ownership of a CQ created outside [`CqBuilder`] (MLNX_OFED 4.x
+    /// `ibv_exp_create_cq`); destroyed with `ibv_destroy_cq` like any other.
+    ///
+    /// # Safety
+    /// `cq` must be a live CQ of `ctx` without a completion channel, owned
+    /// by nothing else.
+    pub(crate) unsafe fn from_exp(ctx: &Context, cq: NonNull<ffi::ibv_cq>) -> Cq {
+        Cq(Arc::new(CqInner {
+            cq,
+            ex: None,
+            wc_flags: WcFlagsEx::default(),
+            channel: None,
+            unacked: AtomicU32::new(0),
+            next_poll_ends: false,
+            ctx: ctx.clone(),
+        }))
+    }
+}
+
 impl Cq {
     /// Creates a classic CQ with room for at least `cqe` completions.
     pub fn new(ctx: &Context, cqe: u32) -> Result<Cq> {

@@ -233,15 +233,31 @@ impl Context {
     /// # References
     /// `ibv_query_gid_ex(3)`
     pub fn query_gid_entry(&self, port: u8, index: u32) -> Result<GidEntry> {
-        let mut e = ffi::ibv_gid_entry::default();
-        // SAFETY: live context; `e` is valid for writes of its size.
-        let rc = unsafe {
-            ffi::_ibv_query_gid_ex(self.as_ptr(), u32::from(port), index, &mut e, 0, size_of::<ffi::ibv_gid_entry>())
-        };
-        if rc != 0 {
-            return Err(Error::code("ibv_query_gid_ex", rc));
+        // MLNX_OFED 4.x libibverbs has no `ibv_query_gid_ex`.
+        #[cfg(rrddmma_mlnx_ofed4)]
+        {
+            let _ = (port, index);
+            Err(Error::Unsupported { op: "ibv_query_gid_ex", feature: "GID entries (MLNX_OFED 4.x)" })
         }
-        Ok(GidEntry::from_raw(&e))
+        #[cfg(not(rrddmma_mlnx_ofed4))]
+        {
+            let mut e = ffi::ibv_gid_entry::default();
+            // SAFETY: live context; `e` is valid for writes of its size.
+            let rc = unsafe {
+                ffi::_ibv_query_gid_ex(
+                    self.as_ptr(),
+                    u32::from(port),
+                    index,
+                    &mut e,
+                    0,
+                    size_of::<ffi::ibv_gid_entry>(),
+                )
+            };
+            if rc != 0 {
+                return Err(Error::code("ibv_query_gid_ex", rc));
+            }
+            Ok(GidEntry::from_raw(&e))
+        }
     }
 
     /// Every valid entry of `port`'s GID table.

@@ -14,6 +14,7 @@ mod bindings;
 mod deps;
 mod device;
 mod inline_check;
+mod mlnx4;
 mod tally;
 mod test;
 

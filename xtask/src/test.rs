@@ -1,9 +1,10 @@
 //! `cargo xtask test`: everything CI checks.
 //!
 //! Order: install what is missing; fmt, clippy, docs, bindings drift; host
-//! tests; the no-linkage build message; the static source builds; then one
-//! device session (host SoftRoCE or VM) running the device tests, the
-//! missing-device check and the static binaries. Ends with `N passed, N failed`.
+//! tests; the no-linkage build message; the MLNX_OFED 4.x cfg checks; the
+//! static source builds; then one device session (host SoftRoCE or VM)
+//! running the device tests, the missing-device check and the static
+//! binaries. Ends with `N passed, N failed`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,7 +17,7 @@ use crate::{bindings, deps, root, show, Result};
 const PYVERBS: &str = "pyverbs==59.0";
 
 /// Runs a command, prints its output, and returns (success, stdout+stderr).
-fn capture(cmd: &mut Command) -> (bool, String) {
+pub(crate) fn capture(cmd: &mut Command) -> (bool, String) {
     eprintln!("$ {}", show(cmd));
     match cmd.current_dir(root()).output() {
         Ok(o) => {
@@ -118,6 +119,7 @@ pub fn run(_args: &[String]) -> Result<()> {
     let (ok, host) = capture(&mut cargo(&["test", "--workspace"]));
     tally.add_run("host tests", ok, &host);
     no_linkage_message(&mut tally);
+    crate::mlnx4::check(&mut tally);
 
     let shared = device_binary(&[], None)?;
     let src = rdma_core_source()?;

@@ -219,6 +219,13 @@ impl<'a> QpBuilder<'a> {
             attr.comp_mask |= ffi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_XRCD.0;
             attr.xrcd = x.as_ptr();
         }
+        #[cfg(rrddmma_mlnx_ofed4)]
+        if self.send_ops.is_some() {
+            return Err(Error::Unsupported {
+                op: "ibv_create_qp_ex",
+                feature: "send ops (ibv_wr_*) with MLNX_OFED 4.x",
+            });
+        }
         if let Some(ops) = self.send_ops {
             attr.comp_mask |= ffi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.0;
             attr.send_ops_flags = ops.0;
@@ -229,12 +236,16 @@ impl<'a> QpBuilder<'a> {
         let extended = self.send_ops.is_some() || self.xrcd.is_some();
         let op = if extended { "ibv_create_qp_ex" } else { "ibv_create_qp" };
         let qp = NonNull::new(qp).ok_or_else(|| Error::last(op))?;
+        #[cfg(not(rrddmma_mlnx_ofed4))]
         let ex = if self.send_ops.is_some() {
             // SAFETY: a QP created with send_ops_flags has an extended view.
             NonNull::new(unsafe { ffi::ibv_qp_to_qp_ex(qp.as_ptr()) })
         } else {
             None
         };
+        // MLNX_OFED 4.x libibverbs has no `ibv_qp_to_qp_ex` (nor `ibv_qp_ex`).
+        #[cfg(rrddmma_mlnx_ofed4)]
+        let ex = None;
         Ok(Qp {
             qp,
             ex,

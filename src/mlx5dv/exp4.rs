@@ -1,0 +1,726 @@
+//! MLNX_OFED 4.x: DC, masked atomics and completion timestamps through the
+//! experimental verbs (`ibv_exp_*`, bound in [`crate::bindings::exp4`]).
+//!
+//! Built only for MLNX_OFED 4.x (cfg `rrddmma_mlnx_ofed4`). The shapes follow
+//! the rdma-core path where the 4.x API allows:
+//!
+//! | rdma-core path | here |
+//! |---|---|
+//! | [`super::clock_info`] + [`super::clock::ts_to_ns`] | the same two functions ([`clock_info`] via `ibv_exp_query_values`) |
+//! | `dc::create_dct` → a [`Qp`] brought up with `modify` | [`Dct::new`]: `ibv_exp_create_dct` takes port, MTU, access and timers at creation and returns an active target, no QP |
+//! | `dc::Dci::new` + `modify` + `DciBatch::post(wr, &DctAddr)` | [`Dci::new`] + [`Dci::connect`] (the DC key is set at INIT with `IBV_EXP_QP_DC_KEY`) + [`Dci::post`] of an [`ExpSendWr`] addressed with [`ExpSendWr::to_dct`] |
+//! | masked atomics as hand-built WQE segments (`seg`) | [`ExpSendWr::masked_cas`] / [`ExpSendWr::masked_faa`] posted with `ibv_exp_post_send` on a QP from [`create_rc`] or a [`Dci`] |
+//! | extended CQ with `IBV_WC_EX_WITH_COMPLETION_TIMESTAMP` | [`ExpCq`] (`IBV_EXP_CQ_TIMESTAMP`) polled into [`ExpWc`] |
+//!
+//! Checked against the public 4.x headers by hand and type-checked; never
+//! linked against a 4.x library nor run (`docs/mlnx-ofed-4.md`).
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::mem::size_of;
+use std::ptr::{self, NonNull};
+
+use super::clock::ClockInfo;
+use crate::bindings as ffi;
+use crate::bindings::exp4 as x;
+use crate::prim::{Ah, Context, Cq, Error, Pd, Qp, QpCaps, Result, Sge, Srq};
+
+/// Whether `ctx` has the experimental verbs context (every mlx5 and mlx4
+/// context of MLNX_OFED 4.x libibverbs does).
+pub fn is_supported(ctx: &Context) -> bool {
+    // SAFETY: a live context of this (4.x) build.
+    !unsafe { x::verbs_get_exp_ctx(ctx.as_ptr()) }.is_null()
+}
+
+fn require(ctx: &Context, op: &'static str) -> Result<()> {
+    if is_supported(ctx) {
+        Ok(())
+    } else {
+        Err(Error::Unsupported { op, feature: "MLNX_OFED 4.x experimental verbs" })
+    }
+}
+
+/// Maps a verb's return value (0, a positive or a negated error number).
+fn rc(op: &'static str, rc: i32) -> Result<()> {
+    match rc.unsigned_abs() as i32 {
+        0 => Ok(()),
+        e if e == libc::ENOSYS || e == libc::EOPNOTSUPP => Err(Error::Unsupported { op, feature: "" }),
+        e => Err(Error::Verbs { op, errno: e }),
+    }
+}
+
+fn last(op: &'static str) -> Error {
+    let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+    if e == libc::ENOSYS || e == libc::EOPNOTSUPP {
+        Error::Unsupported { op, feature: "" }
+    } else {
+        Error::Verbs { op, errno: e }
+    }
+}
+
+/// What the device reports for the three experimental features.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExpCaps {
+    /// `IBV_EXP_DEVICE_DC_TRANSPORT`.
+    pub dc: bool,
+    /// Maximum DC targets (`max_dct`).
+    pub max_dct: u32,
+    /// `IBV_EXP_DEVICE_EXT_MASKED_ATOMICS`.
+    pub masked_atomics: bool,
+    /// Bit `n` set: masked atomics on `2^n`-byte operands
+    /// (`masked_atomic.masked_log_atomic_arg_sizes`).
+    pub masked_log_arg_sizes: u64,
+    /// Largest field boundary of a masked fetch-and-add, in bits.
+    pub max_fa_bit_boundary: u32,
+    /// log2 of the largest inline atomic operand.
+    pub log_max_atomic_inline: u32,
+    /// Valid bits of a completion timestamp (0: no timestamps).
+    pub timestamp_mask: u64,
+    /// Device clock frequency in kHz.
+    pub hca_core_clock_khz: u64,
+}
+
+/// The device's experimental attributes (`ibv_exp_query_device`), asking for
+/// the fields [`ExpCaps`] reads.
+pub fn query_device(ctx: &Context) -> Result<x::ibv_exp_device_attr> {
+    use x::ibv_exp_device_attr_comp_mask as M;
+    require(ctx, "ibv_exp_query_device")?;
+    let mut attr = x::ibv_exp_device_attr {
+        comp_mask: M::IBV_EXP_DEVICE_ATTR_WITH_TIMESTAMP_MASK
+            | M::IBV_EXP_DEVICE_ATTR_WITH_HCA_CORE_CLOCK
+            | M::IBV_EXP_DEVICE_ATTR_EXP_CAP_FLAGS
+            | M::IBV_EXP_DEVICE_ATTR_EXT_ATOMIC_ARGS
+            | M::IBV_EXP_DEVICE_ATTR_MAX_DCT
+            | M::IBV_EXP_DEVICE_ATTR_MASKED_ATOMICS,
+        ..Default::default()
+    };
+    // SAFETY: a live 4.x context; `attr` is valid and as large as the C struct.
+    rc("ibv_exp_query_device", unsafe { x::ibv_exp_query_device(ctx.as_ptr(), &mut attr) })?;
+    Ok(attr)
+}
+
+/// [`query_device`] summarised.
+pub fn caps(ctx: &Context) -> Result<ExpCaps> {
+    use x::ibv_exp_device_attr_comp_mask as M;
+    use x::ibv_exp_device_cap_flags as F;
+    let a = query_device(ctx)?;
+    let has = |m: u32| a.comp_mask & m != 0;
+    let flags = if has(M::IBV_EXP_DEVICE_ATTR_EXP_CAP_FLAGS) { a.exp_device_cap_flags } else { 0 };
+    let masked = flags & F::IBV_EXP_DEVICE_EXT_MASKED_ATOMICS != 0 && has(M::IBV_EXP_DEVICE_ATTR_MASKED_ATOMICS);
+    Ok(ExpCaps {
+        dc: flags & F::IBV_EXP_DEVICE_DC_TRANSPORT != 0,
+        max_dct: if has(M::IBV_EXP_DEVICE_ATTR_MAX_DCT) { u32::try_from(a.max_dct).unwrap_or(0) } else { 0 },
+        masked_atomics: masked,
+        masked_log_arg_sizes: if masked { a.masked_atomic.masked_log_atomic_arg_sizes } else { 0 },
+        max_fa_bit_boundary: if masked { a.masked_atomic.max_fa_bit_boundary } else { 0 },
+        log_max_atomic_inline: if masked { a.masked_atomic.log_max_atomic_inline } else { 0 },
+        timestamp_mask: if has(M::IBV_EXP_DEVICE_ATTR_WITH_TIMESTAMP_MASK) { a.timestamp_mask } else { 0 },
+        hca_core_clock_khz: if has(M::IBV_EXP_DEVICE_ATTR_WITH_HCA_CORE_CLOCK) { a.hca_core_clock } else { 0 },
+    })
+}
+
+/// The device clock parameters for [`super::clock::ts_to_ns`], from
+/// `ibv_exp_query_values(IBV_EXP_VALUES_CLOCK_INFO)`: the same parameters,
+/// under the same name, as the rdma-core path's `mlx5dv_get_clock_info`.
+pub fn clock_info(ctx: &Context) -> Result<ClockInfo> {
+    use x::ibv_exp_values_comp_mask as V;
+    require(ctx, "ibv_exp_query_values")?;
+    let mut v = x::ibv_exp_values { comp_mask: V::IBV_EXP_VALUES_CLOCK_INFO, ..Default::default() };
+    // SAFETY: a live 4.x context; `v` is valid.
+    let r = unsafe { x::ibv_exp_query_values(ctx.as_ptr(), V::IBV_EXP_VALUES_CLOCK_INFO as i32, &mut v) };
+    rc("ibv_exp_query_values", r)?;
+    if v.comp_mask & V::IBV_EXP_VALUES_CLOCK_INFO == 0 {
+        return Err(Error::Unsupported { op: "ibv_exp_query_values", feature: "clock info" });
+    }
+    Ok(to_clock_info(&v.clock_info))
+}
+
+/// The 4.x clock parameters under the rdma-core names (the conversion
+/// formulas of `ibv_exp_cqe_ts_to_ns` and `mlx5dv_ts_to_ns` are the same).
+pub fn to_clock_info(c: &x::ibv_exp_clock_info) -> ClockInfo {
+    ClockInfo { nsec: c.nsec, last_cycles: c.cycles, frac: c.frac, mult: c.mult, shift: c.shift, mask: c.mask }
+}
+
+// ------------------------------------------------------------ timestamps
+
+/// A CQ created with `ibv_exp_create_cq`, polled with `ibv_exp_poll_cq`.
+/// [`ExpCq::cq`] is the same CQ as a [`Cq`], to hand to QP and DC creation.
+#[derive(Clone, Debug)]
+pub struct ExpCq {
+    cq: Cq,
+}
+
+impl ExpCq {
+    /// A CQ with room for at least `cqe` completions; with `timestamps`, the
+    /// device stamps each completion (`IBV_EXP_CQ_TIMESTAMP`; read with
+    /// [`ExpWc::timestamp`]).
+    pub fn new(ctx: &Context, cqe: u32, timestamps: bool) -> Result<ExpCq> {
+        use x::ibv_exp_cq_create_flags as C;
+        use x::ibv_exp_cq_init_attr_mask as A;
+        require(ctx, "ibv_exp_create_cq")?;
+        let mut attr = x::ibv_exp_cq_init_attr::default();
+        if timestamps {
+            attr.comp_mask = A::IBV_EXP_CQ_INIT_ATTR_FLAGS;
+            attr.flags = C::IBV_EXP_CQ_TIMESTAMP;
+        }
+        let n = i32::try_from(cqe).unwrap_or(i32::MAX);
+        // SAFETY: a live 4.x context, no channel, a valid attribute struct.
+        let raw = unsafe { x::ibv_exp_create_cq(ctx.as_ptr(), n, ptr::null_mut(), ptr::null_mut(), 0, &mut attr) };
+        let raw = NonNull::new(raw).ok_or_else(|| last("ibv_exp_create_cq"))?;
+        // SAFETY: created just now on `ctx`, without a channel, owned here.
+        Ok(ExpCq { cq: unsafe { Cq::from_exp(ctx, raw) } })
+    }
+
+    /// The CQ as a [`Cq`] (for QP, DCI and DCT creation, or classic polling).
+    pub fn cq(&self) -> &Cq {
+        &self.cq
+    }
+
+    /// Polls completions into `wc`; returns how many were written.
+    #[inline]
+    pub fn poll(&self, wc: &mut [ExpWc]) -> Result<usize> {
+        let n = i32::try_from(wc.len()).unwrap_or(i32::MAX);
+        // SAFETY: a live CQ of a 4.x context; `wc` holds `n` writable
+        // `ibv_exp_wc` (transparent wrapper), whose size is passed.
+        let r = unsafe {
+            x::ibv_exp_poll_cq(self.cq.as_ptr(), n, wc.as_mut_ptr().cast(), size_of::<x::ibv_exp_wc>() as u32)
+        };
+        if r == -libc::ENOSYS {
+            return Err(Error::Unsupported { op: "ibv_exp_poll_cq", feature: "" });
+        }
+        usize::try_from(r).map_err(|_| Error::Verbs { op: "ibv_exp_poll_cq", errno: libc::EIO })
+    }
+}
+
+/// One experimental completion (`struct ibv_exp_wc`).
+#[derive(Clone, Copy, Default)]
+#[repr(transparent)]
+pub struct ExpWc(pub x::ibv_exp_wc);
+
+impl ExpWc {
+    /// The request's `wr_id`.
+    pub fn wr_id(&self) -> u64 {
+        self.0.wr_id
+    }
+
+    /// The completion status.
+    pub fn status(&self) -> ffi::ibv_wc_status {
+        ffi::ibv_wc_status(self.0.status)
+    }
+
+    /// Whether the request succeeded.
+    pub fn is_ok(&self) -> bool {
+        self.status() == ffi::ibv_wc_status::IBV_WC_SUCCESS
+    }
+
+    /// `enum ibv_exp_wc_opcode` (`bindings::exp4::ibv_exp_wc_opcode`).
+    pub fn opcode(&self) -> u32 {
+        self.0.exp_opcode
+    }
+
+    /// Bytes received (receive completions).
+    pub fn byte_len(&self) -> u32 {
+        self.0.byte_len
+    }
+
+    /// The device timestamp, when the CQ stamps completions
+    /// (`IBV_EXP_WC_WITH_TIMESTAMP`); nanoseconds through
+    /// [`super::clock::ts_to_ns`] with [`clock_info`].
+    pub fn timestamp(&self) -> Option<u64> {
+        (self.0.exp_wc_flags & x::ibv_exp_wc_flags::IBV_EXP_WC_WITH_TIMESTAMP != 0).then_some(self.0.timestamp)
+    }
+}
+
+impl fmt::Debug for ExpWc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExpWc")
+            .field("wr_id", &self.0.wr_id)
+            .field("status", &self.0.status)
+            .field("opcode", &self.0.exp_opcode)
+            .field("timestamp", &self.timestamp())
+            .finish()
+    }
+}
+
+// ------------------------------------------------------------ work requests
+
+/// An experimental send request (`struct ibv_exp_send_wr`) over entries
+/// borrowed for `'a`.
+#[derive(Clone, Copy)]
+pub struct ExpSendWr<'a> {
+    raw: x::ibv_exp_send_wr,
+    _sges: PhantomData<&'a [Sge]>,
+}
+
+impl fmt::Debug for ExpSendWr<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExpSendWr")
+            .field("wr_id", &self.raw.wr_id)
+            .field("exp_opcode", &self.raw.exp_opcode)
+            .field("exp_send_flags", &self.raw.exp_send_flags)
+            .finish()
+    }
+}
+
+/// `Sge` is a transparent `ibv_sge`; the provider only reads the list.
+fn sg(sges: &[Sge]) -> (*mut ffi::ibv_sge, i32) {
+    (sges.as_ptr().cast_mut().cast(), i32::try_from(sges.len()).expect("more than i32::MAX entries"))
+}
+
+fn masked_checks(local: &Sge, remote_addr: u64, log_arg_sz: u32) {
+    assert!(
+        log_arg_sz == 2 || log_arg_sz == 3,
+        "masked atomics take 4- or 8-byte operands here (log_arg_sz 2 or 3), not 2^{log_arg_sz}"
+    );
+    let bytes = 1u64 << log_arg_sz;
+    assert!(remote_addr % bytes == 0, "masked atomic remote address {remote_addr:#x} is not {bytes}-byte aligned");
+    assert!(
+        u64::from(local.0.length) == bytes,
+        "masked atomic result entry holds {} bytes; it must hold the operand's {bytes}",
+        local.0.length
+    );
+}
+
+impl<'a> ExpSendWr<'a> {
+    fn new(wr_id: u64, opcode: u32, sges: &'a [Sge]) -> ExpSendWr<'a> {
+        let mut raw = x::ibv_exp_send_wr { wr_id, exp_opcode: opcode, ..Default::default() };
+        (raw.sg_list, raw.num_sge) = sg(sges);
+        ExpSendWr { raw, _sges: PhantomData }
+    }
+
+    /// RDMA WRITE of `local` to `remote_addr` in the region of `rkey`.
+    pub fn write(wr_id: u64, local: &'a [Sge], remote_addr: u64, rkey: u32) -> ExpSendWr<'a> {
+        let mut w = Self::new(wr_id, x::ibv_exp_wr_opcode::IBV_EXP_WR_RDMA_WRITE, local);
+        w.raw.wr.rdma = x::ibv_exp_wr_rdma { remote_addr, rkey };
+        w
+    }
+
+    /// RDMA READ from `remote_addr` into `local`.
+    pub fn read(wr_id: u64, local: &'a [Sge], remote_addr: u64, rkey: u32) -> ExpSendWr<'a> {
+        let mut w = Self::new(wr_id, x::ibv_exp_wr_opcode::IBV_EXP_WR_RDMA_READ, local);
+        w.raw.wr.rdma = x::ibv_exp_wr_rdma { remote_addr, rkey };
+        w
+    }
+
+    /// SEND of `local`.
+    pub fn send(wr_id: u64, local: &'a [Sge]) -> ExpSendWr<'a> {
+        Self::new(wr_id, x::ibv_exp_wr_opcode::IBV_EXP_WR_SEND, local)
+    }
+
+    /// Masked compare-and-swap on the `2^log_arg_sz`-byte word at
+    /// `remote_addr`: where `(word & compare_mask) == (compare & compare_mask)`,
+    /// the bits of `swap_mask` take `swap`'s; the old word lands in `result`.
+    /// Operands are inline (`IBV_EXP_SEND_EXT_ATOMIC_INLINE`).
+    ///
+    /// # Panics
+    /// If `log_arg_sz` is not 2 or 3, `remote_addr` is not aligned to the
+    /// operand, or `result` does not hold exactly one operand.
+    #[allow(clippy::too_many_arguments)]
+    pub fn masked_cas(
+        wr_id: u64,
+        result: &'a Sge,
+        remote_addr: u64,
+        rkey: u32,
+        log_arg_sz: u32,
+        compare: u64,
+        compare_mask: u64,
+        swap: u64,
+        swap_mask: u64,
+    ) -> ExpSendWr<'a> {
+        masked_checks(result, remote_addr, log_arg_sz);
+        let mut w = Self::new(
+            wr_id,
+            x::ibv_exp_wr_opcode::IBV_EXP_WR_EXT_MASKED_ATOMIC_CMP_AND_SWP,
+            std::slice::from_ref(result),
+        );
+        w.raw.exp_send_flags |= x::ibv_exp_send_flags::IBV_EXP_SEND_EXT_ATOMIC_INLINE;
+        w.raw.ext_op.masked_atomics = x::ibv_exp_masked_atomics {
+            log_arg_sz,
+            remote_addr,
+            rkey,
+            op: x::ibv_exp_masked_atomic_op {
+                cmp_swap: x::ibv_exp_cmp_swap { compare_mask, compare_val: compare, swap_val: swap, swap_mask },
+            },
+        };
+        w
+    }
+
+    /// Masked fetch-and-add: adds `add` to the `2^log_arg_sz`-byte word at
+    /// `remote_addr` as independent fields whose top bits are set in
+    /// `field_boundary` (carries stop there; 0 for one field); the old word
+    /// lands in `result`.
+    ///
+    /// # Panics
+    /// As [`ExpSendWr::masked_cas`].
+    pub fn masked_faa(
+        wr_id: u64,
+        result: &'a Sge,
+        remote_addr: u64,
+        rkey: u32,
+        log_arg_sz: u32,
+        add: u64,
+        field_boundary: u64,
+    ) -> ExpSendWr<'a> {
+        masked_checks(result, remote_addr, log_arg_sz);
+        let mut w = Self::new(
+            wr_id,
+            x::ibv_exp_wr_opcode::IBV_EXP_WR_EXT_MASKED_ATOMIC_FETCH_AND_ADD,
+            std::slice::from_ref(result),
+        );
+        w.raw.exp_send_flags |= x::ibv_exp_send_flags::IBV_EXP_SEND_EXT_ATOMIC_INLINE;
+        w.raw.ext_op.masked_atomics = x::ibv_exp_masked_atomics {
+            log_arg_sz,
+            remote_addr,
+            rkey,
+            op: x::ibv_exp_masked_atomic_op { fetch_add: x::ibv_exp_fetch_add { add_val: add, field_boundary } },
+        };
+        w
+    }
+
+    /// Asks for a completion (`IBV_EXP_SEND_SIGNALED`).
+    pub fn signaled(mut self) -> Self {
+        self.raw.exp_send_flags |= x::ibv_exp_send_flags::IBV_EXP_SEND_SIGNALED;
+        self
+    }
+
+    /// Waits for earlier READs and atomics first (`IBV_EXP_SEND_FENCE`).
+    pub fn fence(mut self) -> Self {
+        self.raw.exp_send_flags |= x::ibv_exp_send_flags::IBV_EXP_SEND_FENCE;
+        self
+    }
+
+    /// Copies the data into the request (`IBV_EXP_SEND_INLINE`).
+    pub fn inline(mut self) -> Self {
+        self.raw.exp_send_flags |= x::ibv_exp_send_flags::IBV_EXP_SEND_INLINE;
+        self
+    }
+
+    /// Addresses the request to a DC target (DCI requests only).
+    pub fn to_dct(mut self, to: &DctAddr<'a>) -> Self {
+        self.raw.dc = x::ibv_exp_wr_dc { ah: to.ah.as_ptr(), dct_access_key: to.key, dct_number: to.dctn };
+        self
+    }
+
+    /// The raw request.
+    pub fn as_raw(&self) -> &x::ibv_exp_send_wr {
+        &self.raw
+    }
+}
+
+/// Posts `wr` on `qp` with `ibv_exp_post_send` (masked atomics on an RC QP
+/// from [`create_rc`]).
+///
+/// # Safety
+/// As `ibv_post_send`: the memory named by `wr` stays valid and untouched
+/// by the program until the request completes; `qp` is a QP of a 4.x context.
+pub unsafe fn post_send(qp: &Qp, wr: &ExpSendWr<'_>) -> Result<()> {
+    let mut raw = wr.raw;
+    raw.next = ptr::null_mut();
+    let mut bad = ptr::null_mut();
+    // SAFETY: a live QP; one request whose memory the caller keeps valid.
+    let r = unsafe { x::ibv_exp_post_send(qp.as_ptr(), &mut raw, &mut bad) };
+    match r {
+        0 => Ok(()),
+        r if r == -libc::ENOSYS => Err(Error::Unsupported { op: "ibv_exp_post_send", feature: "" }),
+        r => Err(Error::Post { op: "ibv_exp_post_send", errno: r.abs(), index: Some(0) }),
+    }
+}
+
+/// An RC QP created with `ibv_exp_create_qp`, accepting masked atomics on
+/// operands up to `max_atomic_arg` bytes (`IBV_EXP_QP_INIT_ATTR_ATOMICS_ARG`).
+/// Bring it up as any RC QP ([`Qp::connect`] or `modify`).
+pub fn create_rc(pd: &Pd, send_cq: &Cq, recv_cq: &Cq, caps: QpCaps, max_atomic_arg: u32) -> Result<Qp> {
+    use x::ibv_exp_qp_init_attr_comp_mask as M;
+    let ctx = pd.context();
+    require(ctx, "ibv_exp_create_qp")?;
+    let mut attr = x::ibv_exp_qp_init_attr {
+        send_cq: send_cq.as_ptr(),
+        recv_cq: recv_cq.as_ptr(),
+        cap: ffi::ibv_qp_cap {
+            max_send_wr: caps.max_send_wr,
+            max_recv_wr: caps.max_recv_wr,
+            max_send_sge: caps.max_send_sge,
+            max_recv_sge: caps.max_recv_sge,
+            max_inline_data: caps.max_inline_data,
+        },
+        qp_type: ffi::ibv_qp_type::IBV_QPT_RC.0,
+        comp_mask: M::IBV_EXP_QP_INIT_ATTR_PD | M::IBV_EXP_QP_INIT_ATTR_ATOMICS_ARG,
+        pd: pd.as_ptr(),
+        max_atomic_arg,
+        ..Default::default()
+    };
+    // SAFETY: a live 4.x context; PD and CQs of it; `attr` valid.
+    let qp = unsafe { x::ibv_exp_create_qp(ctx.as_ptr(), &mut attr) };
+    let qp = NonNull::new(qp).ok_or_else(|| last("ibv_exp_create_qp"))?;
+    let caps = QpCaps { max_inline_data: attr.cap.max_inline_data, ..caps };
+    // SAFETY: created just now on `pd` with these CQs.
+    Ok(unsafe { Qp::from_parts(qp, None, ffi::ibv_qp_type::IBV_QPT_RC, caps, pd, send_cq, recv_cq, None) })
+}
+
+// ------------------------------------------------------------ DC
+
+/// DC target parameters, fixed at creation (`struct ibv_exp_dct_init_attr`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DctParams {
+    /// Port number.
+    pub port: u8,
+    /// Path MTU.
+    pub mtu: ffi::ibv_mtu,
+    /// Remote access allowed (`ibv_access_flags` bits).
+    pub access: u32,
+    /// Minimum RNR NAK timer code.
+    pub min_rnr_timer: u8,
+    /// P_Key index.
+    pub pkey_index: u8,
+    /// Source GID index (RoCE).
+    pub gid_index: u8,
+    /// Hop limit (RoCE).
+    pub hop_limit: u8,
+    /// Traffic class (RoCE).
+    pub tclass: u8,
+}
+
+impl DctParams {
+    /// `port` and `mtu`, remote READ/WRITE/atomics allowed, RNR timer
+    /// code 12 (0.64 ms), P_Key index 0, GID index 0, hop limit 1.
+    pub fn new(port: u8, mtu: ffi::ibv_mtu) -> DctParams {
+        let access = ffi::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0
+            | ffi::ibv_access_flags::IBV_ACCESS_REMOTE_READ.0
+            | ffi::ibv_access_flags::IBV_ACCESS_REMOTE_ATOMIC.0;
+        DctParams { port, mtu, access, min_rnr_timer: 12, pkey_index: 0, gid_index: 0, hop_limit: 1, tclass: 0 }
+    }
+}
+
+/// A DC target (`ibv_exp_create_dct`): active from creation, receives on
+/// its SRQ and completes on its CQ.
+pub struct Dct {
+    raw: NonNull<x::ibv_exp_dct>,
+    key: u64,
+    _pd: Pd,
+    _cq: Cq,
+    _srq: Srq,
+}
+
+// SAFETY: the DCT is only read (its number) and destroyed under the
+// context's mutex; libibverbs serialises the rest.
+unsafe impl Send for Dct {}
+// SAFETY: as above.
+unsafe impl Sync for Dct {}
+
+impl fmt::Debug for Dct {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Dct").field("dctn", &self.dctn()).finish()
+    }
+}
+
+impl Dct {
+    /// Creates a DC target with access key `key` on `srq`.
+    pub fn new(pd: &Pd, cq: &Cq, srq: &Srq, key: u64, p: &DctParams) -> Result<Dct> {
+        let ctx = pd.context();
+        require(ctx, "ibv_exp_create_dct")?;
+        let mut attr = x::ibv_exp_dct_init_attr {
+            pd: pd.as_ptr(),
+            cq: cq.as_ptr(),
+            srq: srq.as_ptr(),
+            dc_key: key,
+            port: p.port,
+            access_flags: p.access,
+            min_rnr_timer: p.min_rnr_timer,
+            tclass: p.tclass,
+            flow_label: 0,
+            mtu: p.mtu.0,
+            pkey_index: p.pkey_index,
+            gid_index: p.gid_index,
+            hop_limit: p.hop_limit,
+            inline_size: 0,
+            create_flags: 0,
+            comp_mask: 0,
+        };
+        // SAFETY: a live 4.x context; PD, CQ and SRQ of it; `attr` valid.
+        let raw = unsafe { x::ibv_exp_create_dct(ctx.as_ptr(), &mut attr) };
+        let raw = NonNull::new(raw).ok_or_else(|| last("ibv_exp_create_dct"))?;
+        Ok(Dct { raw, key, _pd: pd.clone(), _cq: cq.clone(), _srq: srq.clone() })
+    }
+
+    /// The DCT number initiators address.
+    pub fn dctn(&self) -> u32 {
+        // SAFETY: live while `self` is.
+        unsafe { self.raw.as_ref() }.dct_num
+    }
+
+    /// The access key.
+    pub fn key(&self) -> u64 {
+        self.key
+    }
+
+    /// The raw DCT.
+    pub fn as_ptr(&self) -> *mut x::ibv_exp_dct {
+        self.raw.as_ptr()
+    }
+}
+
+impl Drop for Dct {
+    fn drop(&mut self) {
+        // SAFETY: created by `ibv_exp_create_dct`, destroyed once.
+        unsafe { x::ibv_exp_destroy_dct(self.raw.as_ptr()) };
+    }
+}
+
+/// Where a DCI request goes: an address handle to the target's port, its
+/// DCT number and access key.
+#[derive(Debug, Clone, Copy)]
+pub struct DctAddr<'a> {
+    /// Address handle for the target's port.
+    pub ah: &'a Ah,
+    /// DCT number.
+    pub dctn: u32,
+    /// DC access key.
+    pub key: u64,
+}
+
+/// How [`Dci::connect`] brings a DCI to RTS.
+#[derive(Clone, Copy)]
+pub struct DciConnect {
+    /// Port number.
+    pub port: u8,
+    /// P_Key index.
+    pub pkey_index: u16,
+    /// Path MTU.
+    pub mtu: ffi::ibv_mtu,
+    /// DC access key of the targets (`IBV_EXP_QP_DC_KEY`, at INIT).
+    pub key: u64,
+    /// Address vector template for RTR (port, and for RoCE the GRH with the
+    /// source GID index); the destination of each request comes from its AH.
+    pub av: ffi::ibv_ah_attr,
+    /// Local ACK timeout code.
+    pub timeout: u8,
+    /// Transport retries.
+    pub retry_cnt: u8,
+    /// RNR retries (7: unlimited).
+    pub rnr_retry: u8,
+    /// Outstanding READs / atomics.
+    pub max_rd_atomic: u8,
+}
+
+impl fmt::Debug for DciConnect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DciConnect")
+            .field("port", &self.port)
+            .field("pkey_index", &self.pkey_index)
+            .field("mtu", &self.mtu)
+            .field("timeout", &self.timeout)
+            .field("retry_cnt", &self.retry_cnt)
+            .field("rnr_retry", &self.rnr_retry)
+            .field("max_rd_atomic", &self.max_rd_atomic)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DciConnect {
+    /// `port`, P_Key index 0, `mtu`, `key`, an address vector naming only the
+    /// port, timeout 14, 7 retries, unlimited RNR retries, 1 outstanding
+    /// READ/atomic.
+    pub fn new(port: u8, mtu: ffi::ibv_mtu, key: u64) -> DciConnect {
+        let av = ffi::ibv_ah_attr { port_num: port, ..Default::default() };
+        DciConnect { port, pkey_index: 0, mtu, key, av, timeout: 14, retry_cnt: 7, rnr_retry: 7, max_rd_atomic: 1 }
+    }
+}
+
+/// A DC initiator (`ibv_exp_create_qp` with `IBV_EXP_QPT_DC_INI`).
+#[derive(Debug)]
+pub struct Dci {
+    qp: Qp,
+}
+
+impl Dci {
+    /// Creates a DC initiator; bring it up with [`Dci::connect`].
+    pub fn new(pd: &Pd, send_cq: &Cq, recv_cq: &Cq, caps: QpCaps) -> Result<Dci> {
+        let ctx = pd.context();
+        require(ctx, "ibv_exp_create_qp")?;
+        let mut attr = x::ibv_exp_qp_init_attr {
+            send_cq: send_cq.as_ptr(),
+            recv_cq: recv_cq.as_ptr(),
+            cap: ffi::ibv_qp_cap {
+                max_send_wr: caps.max_send_wr,
+                max_recv_wr: 0,
+                max_send_sge: caps.max_send_sge,
+                max_recv_sge: 0,
+                max_inline_data: caps.max_inline_data,
+            },
+            qp_type: x::IBV_EXP_QPT_DC_INI,
+            comp_mask: x::ibv_exp_qp_init_attr_comp_mask::IBV_EXP_QP_INIT_ATTR_PD,
+            pd: pd.as_ptr(),
+            ..Default::default()
+        };
+        // SAFETY: a live 4.x context; PD and CQs of it; `attr` valid.
+        let qp = unsafe { x::ibv_exp_create_qp(ctx.as_ptr(), &mut attr) };
+        let qp = NonNull::new(qp).ok_or_else(|| last("ibv_exp_create_qp"))?;
+        let caps = QpCaps { max_recv_wr: 0, max_recv_sge: 0, max_inline_data: attr.cap.max_inline_data, ..caps };
+        let qp_type = ffi::ibv_qp_type(x::IBV_EXP_QPT_DC_INI);
+        // SAFETY: created just now on `pd` with these CQs.
+        Ok(Dci { qp: unsafe { Qp::from_parts(qp, None, qp_type, caps, pd, send_cq, recv_cq, None) } })
+    }
+
+    /// The QP (for `qpn` and queries; bring-up goes through [`Dci::connect`]).
+    pub fn qp(&self) -> &Qp {
+        &self.qp
+    }
+
+    /// `ibv_exp_modify_qp` with the experimental attribute mask.
+    pub fn modify(&self, attr: &mut x::ibv_exp_qp_attr, mask: u64) -> Result<()> {
+        // SAFETY: a live QP of a 4.x context; `attr` valid.
+        rc("ibv_exp_modify_qp", unsafe { x::ibv_exp_modify_qp(self.qp.as_ptr(), attr, mask) })
+    }
+
+    /// RESET → INIT (P_Key index, port, DC key) → RTR (path MTU, address
+    /// vector) → RTS (timeout, retries, PSN 0, outstanding READs/atomics).
+    pub fn connect(&self, c: &DciConnect) -> Result<()> {
+        use ffi::ibv_qp_state as S;
+        use x::ibv_exp_qp_attr_mask as M;
+        let mut a = x::ibv_exp_qp_attr {
+            qp_state: S::IBV_QPS_INIT.0,
+            pkey_index: c.pkey_index,
+            port_num: c.port,
+            dct_key: c.key,
+            ..Default::default()
+        };
+        self.modify(
+            &mut a,
+            M::IBV_EXP_QP_STATE | M::IBV_EXP_QP_PKEY_INDEX | M::IBV_EXP_QP_PORT | M::IBV_EXP_QP_DC_KEY,
+        )?;
+        let mut a =
+            x::ibv_exp_qp_attr { qp_state: S::IBV_QPS_RTR.0, path_mtu: c.mtu.0, ah_attr: c.av, ..Default::default() };
+        self.modify(&mut a, M::IBV_EXP_QP_STATE | M::IBV_EXP_QP_PATH_MTU | M::IBV_EXP_QP_AV)?;
+        let mut a = x::ibv_exp_qp_attr {
+            qp_state: S::IBV_QPS_RTS.0,
+            timeout: c.timeout,
+            retry_cnt: c.retry_cnt,
+            rnr_retry: c.rnr_retry,
+            sq_psn: 0,
+            max_rd_atomic: c.max_rd_atomic,
+            ..Default::default()
+        };
+        self.modify(
+            &mut a,
+            M::IBV_EXP_QP_STATE
+                | M::IBV_EXP_QP_TIMEOUT
+                | M::IBV_EXP_QP_RETRY_CNT
+                | M::IBV_EXP_QP_RNR_RETRY
+                | M::IBV_EXP_QP_SQ_PSN
+                | M::IBV_EXP_QP_MAX_QP_RD_ATOMIC,
+        )
+    }
+
+    /// Posts `wr`, which must name its target with [`ExpSendWr::to_dct`].
+    ///
+    /// # Safety
+    /// As [`post_send`].
+    ///
+    /// # Panics
+    /// If `wr` has no DC target.
+    pub unsafe fn post(&self, wr: &ExpSendWr<'_>) -> Result<()> {
+        assert!(!wr.raw.dc.ah.is_null(), "a DCI request needs its target: call ExpSendWr::to_dct");
+        // SAFETY: forwarded contract.
+        unsafe { post_send(&self.qp, wr) }
+    }
+}
