@@ -24,6 +24,7 @@ pub const APT_PACKAGES: &[&str] = &[
     "python3",
     "curl",
     "libclang-dev",
+    "openmpi-bin",
 ];
 
 fn missing_packages() -> Vec<&'static str> {

@@ -11,6 +11,7 @@
 
 mod bench;
 mod bindings;
+mod cluster;
 mod deps;
 mod device;
 mod inline_check;

@@ -120,6 +120,7 @@ pub fn run(_args: &[String]) -> Result<()> {
     tally.add_run("host tests", ok, &host);
     no_linkage_message(&mut tally);
     crate::mlnx4::check(&mut tally);
+    crate::cluster::fuzz_smoke(&mut tally);
 
     let shared = device_binary(&[], None)?;
     let src = rdma_core_source()?;
@@ -183,6 +184,8 @@ pub fn run(_args: &[String]) -> Result<()> {
                 && (d.output.starts_with("unsupported: ") || d.output.contains("direct 64-byte RDMA WRITEs"))
         },
     ));
+    // Last: they add devices and namespaces.
+    checks.extend(crate::cluster::checks()?);
     device::run_checks(&place, &checks, &mut tally)?;
 
     println!("\n{} passed, {} failed", tally.passed, tally.failed);
