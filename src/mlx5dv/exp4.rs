@@ -327,21 +327,28 @@ impl<'a> ExpSendWr<'a> {
         swap: u64,
         swap_mask: u64,
     ) -> ExpSendWr<'a> {
-        masked_checks(result, remote_addr, log_arg_sz);
-        let mut w = Self::new(
-            wr_id,
-            x::ibv_exp_wr_opcode::IBV_EXP_WR_EXT_MASKED_ATOMIC_CMP_AND_SWP,
-            std::slice::from_ref(result),
-        );
-        w.raw.exp_send_flags |= x::ibv_exp_send_flags::IBV_EXP_SEND_EXT_ATOMIC_INLINE;
-        w.raw.ext_op.masked_atomics = x::ibv_exp_masked_atomics {
-            log_arg_sz,
-            remote_addr,
-            rkey,
-            op: x::ibv_exp_masked_atomic_op {
-                cmp_swap: x::ibv_exp_cmp_swap { compare_mask, compare_val: compare, swap_val: swap, swap_mask },
-            },
+        let op = x::ibv_exp_masked_atomic_op {
+            cmp_swap: x::ibv_exp_cmp_swap { compare_mask, compare_val: compare, swap_val: swap, swap_mask },
         };
+        let opcode = x::ibv_exp_wr_opcode::IBV_EXP_WR_EXT_MASKED_ATOMIC_CMP_AND_SWP;
+        Self::masked(wr_id, result, remote_addr, rkey, log_arg_sz, opcode, op)
+    }
+
+    /// A masked atomic of `opcode` with its operands.
+    #[allow(clippy::too_many_arguments)]
+    fn masked(
+        wr_id: u64,
+        result: &'a Sge,
+        remote_addr: u64,
+        rkey: u32,
+        log_arg_sz: u32,
+        opcode: u32,
+        op: x::ibv_exp_masked_atomic_op,
+    ) -> ExpSendWr<'a> {
+        masked_checks(result, remote_addr, log_arg_sz);
+        let mut w = Self::new(wr_id, opcode, std::slice::from_ref(result));
+        w.raw.exp_send_flags |= x::ibv_exp_send_flags::IBV_EXP_SEND_EXT_ATOMIC_INLINE;
+        w.raw.ext_op.masked_atomics = x::ibv_exp_masked_atomics { log_arg_sz, remote_addr, rkey, op };
         w
     }
 
@@ -361,20 +368,9 @@ impl<'a> ExpSendWr<'a> {
         add: u64,
         field_boundary: u64,
     ) -> ExpSendWr<'a> {
-        masked_checks(result, remote_addr, log_arg_sz);
-        let mut w = Self::new(
-            wr_id,
-            x::ibv_exp_wr_opcode::IBV_EXP_WR_EXT_MASKED_ATOMIC_FETCH_AND_ADD,
-            std::slice::from_ref(result),
-        );
-        w.raw.exp_send_flags |= x::ibv_exp_send_flags::IBV_EXP_SEND_EXT_ATOMIC_INLINE;
-        w.raw.ext_op.masked_atomics = x::ibv_exp_masked_atomics {
-            log_arg_sz,
-            remote_addr,
-            rkey,
-            op: x::ibv_exp_masked_atomic_op { fetch_add: x::ibv_exp_fetch_add { add_val: add, field_boundary } },
-        };
-        w
+        let op = x::ibv_exp_masked_atomic_op { fetch_add: x::ibv_exp_fetch_add { add_val: add, field_boundary } };
+        let opcode = x::ibv_exp_wr_opcode::IBV_EXP_WR_EXT_MASKED_ATOMIC_FETCH_AND_ADD;
+        Self::masked(wr_id, result, remote_addr, rkey, log_arg_sz, opcode, op)
     }
 
     /// Asks for a completion (`IBV_EXP_SEND_SIGNALED`).
