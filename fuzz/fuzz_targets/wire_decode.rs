@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rrddmma::ctrl::wire::{decode_all, Decoder, Msg};
+use rrddmma::ctrl::wire::{decode_all, Decoder, Msg, MAX_REASON};
 use rrddmma::ctrl::RejectCode;
 
 fuzz_target!(|data: &[u8]| {
@@ -25,19 +25,28 @@ fuzz_target!(|data: &[u8]| {
     if err.is_none() {
         assert_eq!(whole, pieces);
     }
-    // What decoded re-encodes to the bytes it came from, but for the version
-    // byte (rejects of other versions are read, and re-encoded as ours),
-    // reject codes this build does not know, and reasons that were not UTF-8.
+    // What decoded re-encodes to the bytes it came from, but for rejects: they
+    // are read from any version, unknown codes become `Unknown`, and reasons
+    // are cut to MAX_REASON bytes and read lossily as UTF-8.
     let mut off = 0;
     for m in &whole {
+        let len = 12 + u32::from_be_bytes(data[off + 8..off + 12].try_into().unwrap()) as usize;
+        let frame = &data[off..off + len];
         let e = m.encode();
-        let lossy = matches!(m, Msg::Reject { code, reason, .. }
-            if *code == RejectCode::Unknown || reason.contains('\u{fffd}'));
-        if !lossy {
-            assert_eq!(&data[off..off + 4], &e[..4]);
-            assert_eq!(&data[off + 5..off + e.len()], &e[5..]);
+        match m {
+            Msg::Reject { code, reason, .. } => {
+                assert!(reason.len() <= MAX_REASON);
+                assert_eq!(&frame[..4], &e[..4]);
+                if *code != RejectCode::Unknown {
+                    assert_eq!(frame[12], e[12]);
+                }
+                assert_eq!(&frame[13..17], &e[13..17]);
+                if !reason.contains('\u{fffd}') {
+                    assert!(frame[17..].starts_with(reason.as_bytes()));
+                }
+            }
+            _ => assert_eq!(frame, &e[..]),
         }
-        off +=
-            if lossy { 12 + u32::from_be_bytes(data[off + 8..off + 12].try_into().unwrap()) as usize } else { e.len() };
+        off += len;
     }
 });

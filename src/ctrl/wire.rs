@@ -212,7 +212,14 @@ impl Msg {
                 let detail = r.u32("reject detail")?;
                 let rest = r.rest();
                 let rest = &rest[..rest.len().min(MAX_REASON)];
-                Msg::Reject { code, detail, reason: String::from_utf8_lossy(rest).into_owned() }
+                // Replacement characters can make the text longer than its bytes: cut again.
+                let mut reason = String::from_utf8_lossy(rest).into_owned();
+                let mut end = reason.len().min(MAX_REASON);
+                while !reason.is_char_boundary(end) {
+                    end -= 1;
+                }
+                reason.truncate(end);
+                Msg::Reject { code, detail, reason }
             }
         };
         if !r.b.is_empty() {
@@ -410,6 +417,18 @@ mod tests {
         let len = (long.len() - HEADER_LEN) as u32;
         long[8..12].copy_from_slice(&len.to_be_bytes());
         assert!(matches!(decode_all(&long, 1024).1, Some(Error::Malformed(_))));
+    }
+
+    #[test]
+    fn invalid_utf8_reasons_stay_within_the_bound() {
+        let mut f = Msg::Reject { code: RejectCode::Protocol, detail: 0, reason: String::new() }.encode();
+        f.extend(std::iter::repeat_n(0xff, MAX_REASON));
+        let len = (f.len() - HEADER_LEN) as u32;
+        f[8..12].copy_from_slice(&len.to_be_bytes());
+        let (msgs, err) = decode_all(&f, 4096);
+        assert!(err.is_none());
+        let Msg::Reject { reason, .. } = &msgs[0] else { panic!("not a reject") };
+        assert!(reason.len() <= MAX_REASON && reason.chars().all(|c| c == '\u{fffd}'));
     }
 
     #[test]
