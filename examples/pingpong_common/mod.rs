@@ -342,7 +342,7 @@ pub struct Dest {
 
 impl Dest {
     /// The message: `%04x:%06x:%06x:` then the GID in wire form, NUL-terminated.
-    pub fn to_wire(&self) -> [u8; MSG_LEN] {
+    pub fn to_wire(self) -> [u8; MSG_LEN] {
         let hex: String = self.gid.0.iter().map(|b| format!("{b:02x}")).collect();
         let text = format!("{:04x}:{:06x}:{:06x}:{hex}", self.lid, self.qpn & 0xff_ffff, self.psn & 0xff_ffff);
         let mut msg = [0u8; MSG_LEN];
