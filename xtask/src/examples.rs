@@ -209,6 +209,14 @@ pub fn checks(dev: &str) -> Result<Vec<Check>> {
         300,
         64,
     );
+    // The -c check can fail: a client sending the plain 0x7b buffer.
+    let cmd = pair(dev, 18607, &format!("{rc} -n 10 -c"), "ibv_rc_pingpong -n 10");
+    v.push(Check::verdict("rc_pingpong -c refuses data without the pattern", cmd, move |d| {
+        built
+            && d.code.is_some_and(|c| c != 0)
+            && d.output.contains("server: invalid data in page 0")
+            && d.output.contains("exit server=1 client=0")
+    }));
 
     let sysfs = format!(
         "P=/sys/class/infiniband/{dev}/ports/1; for f in $P/gids/*; do i=${{f##*/}}; g=$(cat $f 2>/dev/null) || continue; \
@@ -271,4 +279,57 @@ pub fn run(_args: &[String]) -> Result<()> {
         return Err(format!("{} failed", tally.failed).into());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn done(code: i32, output: &str) -> Done {
+        Done { name: "t".into(), code: Some(code), output: output.into() }
+    }
+
+    #[test]
+    fn exchange_verdict_needs_both_sides_and_no_complaint() {
+        let both = "server: 400 bytes in 0.10 seconds = 0.03 Mbit/sec\nserver: 2 iters in 0.10 seconds = 5.00 usec/iter\n\
+                    client: 400 bytes in 0.10 seconds = 0.03 Mbit/sec\nclient: 2 iters in 0.10 seconds = 5.00 usec/iter\n";
+        assert!(exchanged(&done(0, both), 2, 100));
+        assert!(!exchanged(&done(1, both), 2, 100), "exit code");
+        assert!(!exchanged(&done(0, both), 3, 100), "iteration count");
+        assert!(!exchanged(&done(0, both), 2, 50), "byte count");
+        let one = both.lines().filter(|l| l.starts_with("server")).collect::<Vec<_>>().join("\n");
+        assert!(!exchanged(&done(0, &one), 2, 100), "client line missing");
+        assert!(!exchanged(&done(0, &format!("{both}invalid data in page 0\n")), 2, 100));
+    }
+
+    #[test]
+    fn devinfo_verdict_compares_values() {
+        let keys = "hca_id transport fw_ver node_guid sys_image_guid vendor_id vendor_part_id phys_port_cnt \
+                    max_mr_size max_qp max_qp_wr max_cqe max_sge atomic_cap num_comp_vectors port state max_mtu \
+                    active_mtu port_lid link_layer gid_tbl_len active_width active_speed";
+        let report = |guid: &str| {
+            let mut s: String = keys.split_whitespace().map(|k| format!("\t{k}:\t\tv_{k}\n")).collect();
+            s = s.replace("hca_id:\t\tv_hca_id", "hca_id:\trxe0").replace("v_node_guid", guid);
+            s + "\t\t\tGID[  0]:\t\tfe80::1, RoCE v2\n"
+        };
+        let same = format!("{}=== ibv_devinfo\n{}", report("0200:00ff"), report("0200:00ff"));
+        assert!(devinfo_matches(&done(0, &same), "rxe0"));
+        assert!(!devinfo_matches(&done(0, &same), "rxe1"));
+        let other = format!("{}=== ibv_devinfo\n{}", report("0200:00ff"), report("0200:00fe"));
+        assert!(!devinfo_matches(&done(0, &other), "rxe0"));
+        assert!(!devinfo_matches(&done(0, &report("0200:00ff")), "rxe0"), "no ibv_devinfo part");
+    }
+
+    #[test]
+    fn show_gids_verdict_matches_rows_to_sysfs() {
+        let table = "rxe0 1 1 0000:0000:0000:0000:0000:ffff:7f00:0001 127.0.0.1 v2 lo\n\
+                     rxe0 1 2 0000:0000:0000:0000:0000:0000:0000:0001 v2 lo\nn_gids_found=2\n";
+        let sysfs = "sysfs 1 0000:0000:0000:0000:0000:ffff:7f00:0001 v2 lo\n\
+                     sysfs 2 0000:0000:0000:0000:0000:0000:0000:0001 v2 lo\n";
+        assert!(show_gids_matches(&done(0, &format!("{table}{sysfs}")), "rxe0"));
+        assert!(!show_gids_matches(&done(0, &format!("{}{sysfs}", table.replace("127.0.0.1", "127.0.0.2"))), "rxe0"));
+        assert!(!show_gids_matches(&done(0, &format!("{}{sysfs}", table.replace("=2", "=3"))), "rxe0"));
+        assert!(!show_gids_matches(&done(0, &format!("{table}{}", sysfs.replacen("v2", "v1", 1))), "rxe0"));
+        assert!(!show_gids_matches(&done(0, table), "rxe0"), "no sysfs rows");
+    }
 }
