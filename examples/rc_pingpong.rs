@@ -53,7 +53,7 @@ fn run(c: &Config) -> Res<()> {
         access |= AccessFlags::IBV_ACCESS_ON_DEMAND;
     }
 
-    let buf = Buf::new(size);
+    let buf = Buf::new(size)?;
     let channel = if c.events { Some(CompChannel::new(&ctx)?) } else { None };
     let pd = Pd::new(&ctx)?;
     // SAFETY: `buf` holds `size` bytes and is declared before `mr`, so it

@@ -52,7 +52,7 @@ fn run(c: &Config) -> Res<()> {
         return Err(format!("Requested size larger than port MTU ({mtu})").into());
     }
 
-    let buf = Buf::new(size + GRH);
+    let buf = Buf::new(size + GRH)?;
     let channel = if c.events { Some(CompChannel::new(&ctx)?) } else { None };
     let pd = Pd::new(&ctx)?;
     // SAFETY: `buf` holds `size + GRH` bytes and is declared before `mr`, so

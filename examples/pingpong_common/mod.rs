@@ -564,17 +564,18 @@ pub struct Buf {
 }
 
 impl Buf {
-    /// Allocates and fills the buffer.
-    pub fn new(len: usize) -> Buf {
-        let layout = std::alloc::Layout::from_size_align(len.max(1), page_size()).expect("buffer layout");
+    /// Allocates and fills the buffer; an error when memory is short.
+    pub fn new(len: usize) -> Res<Buf> {
+        let layout = std::alloc::Layout::from_size_align(len.max(1), page_size())
+            .map_err(|_| format!("Couldn't allocate work buf of {len} bytes"))?;
         // SAFETY: the layout has a non-zero size.
         let ptr = unsafe { std::alloc::alloc(layout) };
         if ptr.is_null() {
-            std::alloc::handle_alloc_error(layout);
+            return Err(format!("Couldn't allocate work buf of {len} bytes").into());
         }
         // SAFETY: `ptr` holds `layout.size()` bytes just allocated.
         unsafe { ptr.write_bytes(0x7b, layout.size()) };
-        Buf { ptr, layout }
+        Ok(Buf { ptr, layout })
     }
 
     /// The start of the buffer.
