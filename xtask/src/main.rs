@@ -14,6 +14,7 @@ mod bindings;
 mod cluster;
 mod deps;
 mod device;
+mod examples;
 mod inline_check;
 mod mlnx4;
 mod tally;
@@ -55,6 +56,7 @@ fn usage() -> ExitCode {
         "usage: cargo xtask <task>\n\
          \x20 test                  everything CI checks, host and device\n\
          \x20 demo [--device NAME]  loopback example on the default device\n\
+         \x20 examples              device checks of the interoperable examples only\n\
          \x20 vm -- CMD...          run CMD in the SoftRoCE VM (rxe0 ready)\n\
          \x20 bindings [--check]    regenerate / check src/bindings/sys.rs\n\
          \x20 deps                  install the tools and packages the tasks need\n\
@@ -72,6 +74,7 @@ fn main() -> ExitCode {
     let result = match task.as_str() {
         "test" => test::run(rest),
         "demo" => device::demo(rest),
+        "examples" => examples::run(rest),
         "vm" => device::vm(rest),
         "bindings" => bindings::run(rest),
         "deps" => deps::ensure(),
