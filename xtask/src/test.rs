@@ -181,6 +181,7 @@ pub fn run(_args: &[String]) -> Result<()> {
                 && (d.output.starts_with("unsupported: ") || d.output.contains("direct 64-byte RDMA WRITEs"))
         },
     ));
+    checks.extend(crate::perf::checks()?);
     device::run_checks(&place, &checks, &mut tally)?;
 
     println!("\n{} passed, {} failed", tally.passed, tally.failed);
