@@ -1,6 +1,6 @@
 //! The Rust side of `cargo xtask bench-verbs`: a loopback RC pair on one
 //! device; each iteration arms the CQ, posts BATCH RDMA WRITEs of 64 bytes as
-//! one linked list (only the last signaled) with `Qp::post_send`, waits for
+//! one prebuilt `SendList` (only the last signaled) with `Qp::post_send_list`, waits for
 //! the completion event, and takes the one completion with one `Cq::poll`.
 //! callgrind counts only `verbs_cost_post` and `verbs_cost_poll`; the C side
 //! is `benches/verbs_cost/verbs_cost.c`, making the same verbs calls.
@@ -9,25 +9,40 @@
 //! cargo run --release --example verbs_cost -- DEVICE BATCH ITERATIONS
 //! ```
 
-use rrddmma::prim::{AccessFlags, CompChannel, ConnectOpts, Context, Cq, CqBuilder, Mr, Pd, Qp, QpCaps, SendWr, Wc};
+use rrddmma::prim::{
+    AccessFlags, CompChannel, ConnectOpts, Context, Cq, CqBuilder, Error, Mr, Pd, Qp, QpCaps, SendList, SendWr, Wc,
+};
 use rrddmma::wrap::connected_rc_pair;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
+/// Ends the program on a failed call (the C side's `die`).
+#[cold]
+#[inline(never)]
+fn die(e: Error) -> ! {
+    eprintln!("{e}");
+    std::process::exit(1)
+}
+
 /// The measured post: one `ibv_post_send` of the whole list.
 #[no_mangle]
 #[inline(never)]
-pub fn verbs_cost_post(qp: &Qp, wrs: &mut [SendWr<'_>]) {
+pub fn verbs_cost_post(qp: &Qp, list: &mut SendList<'_>) {
     // SAFETY: the entries lie in a registered region alive for the whole run,
     // and every batch completes before the next is posted.
-    unsafe { qp.post_send(wrs) }.expect("ibv_post_send failed");
+    if let Err(e) = unsafe { qp.post_send_list(list) } {
+        die(e)
+    }
 }
 
 /// The measured poll: one `ibv_poll_cq` into a caller buffer.
 #[no_mangle]
 #[inline(never)]
 pub fn verbs_cost_poll(cq: &Cq, wcs: &mut [Wc]) -> usize {
-    cq.poll(wcs).expect("ibv_poll_cq failed")
+    match cq.poll(wcs) {
+        Ok(n) => n,
+        Err(e) => die(e),
+    }
 }
 
 fn main() -> Res<()> {
@@ -51,7 +66,7 @@ fn main() -> Res<()> {
     // SAFETY: `buf` outlives the MR (declared before it) and all requests.
     let mr = unsafe { Mr::register(&pd, buf.as_mut_ptr(), buf.len(), access)? };
     let sges: Vec<[rrddmma::prim::Sge; 1]> = (0..batch).map(|i| [mr.sge(i * 64, 64)]).collect();
-    let mut wrs: Vec<SendWr<'_>> = sges
+    let wrs: Vec<SendWr<'_>> = sges
         .iter()
         .enumerate()
         .map(|(i, s)| {
@@ -63,10 +78,11 @@ fn main() -> Res<()> {
             }
         })
         .collect();
+    let mut list = SendList::new(wrs);
     let mut wcs = [Wc::default(); 32];
     for i in 0..iters {
         cq.req_notify(false)?;
-        verbs_cost_post(&qa, &mut wrs);
+        verbs_cost_post(&qa, &mut list);
         while !cq.wait(None)? {}
         let n = verbs_cost_poll(&cq, &mut wcs);
         if n != 1 || !wcs[0].is_success() {

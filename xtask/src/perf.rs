@@ -61,7 +61,8 @@ fn bw_plausible(out: &str, size: u64, iters: u64, want_rows: usize) -> bool {
 fn lat_plausible(out: &str, size: u64, iters: u64, want_rows: usize) -> bool {
     let r = rows(out, size);
     r.len() >= want_rows
-        && r.iter().all(|r| r.len() >= 7 && r[1] == iters as f64 && r[2] > 0.0 && r[2] <= r[4] && r[4] <= r[3] && r[4] < 1e5)
+        && r.iter()
+            .all(|r| r.len() >= 7 && r[1] == iters as f64 && r[2] > 0.0 && r[2] <= r[4] && r[4] <= r[3] && r[4] < 1e5)
 }
 
 /// The checks for `cargo xtask test`.
@@ -73,22 +74,34 @@ pub fn checks() -> Result<Vec<Check>> {
 
     v.push(Check::verdict(
         "perf interop: rrddmma-perf write bw client -> ib_write_bw server",
-        pair(&format!("ib_write_bw {dev} -p 18601 -s 4096 -n 500"), &format!("{me} write bw {dev} -p 18601 -s 4096 -n 500 127.0.0.1")),
+        pair(
+            &format!("ib_write_bw {dev} -p 18601 -s 4096 -n 500"),
+            &format!("{me} write bw {dev} -p 18601 -s 4096 -n 500 127.0.0.1"),
+        ),
         |d| both_ok(d) && zero_allocs(&d.output) && bw_plausible(&d.output, 4096, 500, 2),
     ));
     v.push(Check::verdict(
         "perf interop: ib_write_bw client -> rrddmma-perf write bw server",
-        pair(&format!("{me} write bw {dev} -p 18602 -s 4096 -n 500"), &format!("ib_write_bw {dev} -p 18602 -s 4096 -n 500 127.0.0.1")),
+        pair(
+            &format!("{me} write bw {dev} -p 18602 -s 4096 -n 500"),
+            &format!("ib_write_bw {dev} -p 18602 -s 4096 -n 500 127.0.0.1"),
+        ),
         |d| both_ok(d) && bw_plausible(&d.output, 4096, 500, 2),
     ));
     v.push(Check::verdict(
         "perf interop: rrddmma-perf write lat client -> ib_write_lat server",
-        pair(&format!("ib_write_lat {dev} -p 18603 -n 200"), &format!("{me} write lat {dev} -p 18603 -n 200 127.0.0.1")),
+        pair(
+            &format!("ib_write_lat {dev} -p 18603 -n 200"),
+            &format!("{me} write lat {dev} -p 18603 -n 200 127.0.0.1"),
+        ),
         |d| both_ok(d) && zero_allocs(&d.output) && lat_plausible(&d.output, 2, 200, 2),
     ));
     v.push(Check::verdict(
         "perf interop: ib_write_lat client -> rrddmma-perf write lat server",
-        pair(&format!("{me} write lat {dev} -p 18604 -n 200"), &format!("ib_write_lat {dev} -p 18604 -n 200 127.0.0.1")),
+        pair(
+            &format!("{me} write lat {dev} -p 18604 -n 200"),
+            &format!("ib_write_lat {dev} -p 18604 -n 200 127.0.0.1"),
+        ),
         |d| both_ok(d) && zero_allocs(&d.output) && lat_plausible(&d.output, 2, 200, 2),
     ));
 
@@ -108,7 +121,10 @@ pub fn checks() -> Result<Vec<Check>> {
         let name = format!("perf: rrddmma-perf {test} {flags} (zero allocations in loops)");
         v.push(Check::verdict(
             &name,
-            pair(&format!("{me} {test} {dev} -p {port} {flags}"), &format!("{me} {test} {dev} -p {port} {flags} 127.0.0.1")),
+            pair(
+                &format!("{me} {test} {dev} -p {port} {flags}"),
+                &format!("{me} {test} {dev} -p {port} {flags} 127.0.0.1"),
+            ),
             move |d| {
                 both_ok(d)
                     && zero_allocs(&d.output)
@@ -272,7 +288,8 @@ pub fn demo(args: &[String]) -> Result<()> {
     let mut lat_ratios = Vec::new();
     for (it, (p, r)) in items.iter().zip(&results) {
         if it.bw {
-            let (Some(pm), Some(rm)) = (median(p.iter().map(|v| v.0).collect()), median(r.iter().map(|v| v.0).collect()))
+            let (Some(pm), Some(rm)) =
+                (median(p.iter().map(|v| v.0).collect()), median(r.iter().map(|v| v.0).collect()))
             else {
                 println!("| {} | {} | failed | failed | - |", it.name, it.size);
                 continue;
@@ -281,7 +298,8 @@ pub fn demo(args: &[String]) -> Result<()> {
             bw_ratios.push(rm / pm);
             println!("| {} MiB/s | {} | {pm:.2} | {rm:.2} | {:.2}x |", it.name, it.size, rm / pm);
         } else {
-            let med = |v: &Vec<(f64, f64)>, i: usize| median(v.iter().map(|x| if i == 0 { x.0 } else { x.1 }).collect());
+            let med =
+                |v: &Vec<(f64, f64)>, i: usize| median(v.iter().map(|x| if i == 0 { x.0 } else { x.1 }).collect());
             for (i, what) in [(0, "median"), (1, "p99")] {
                 let (Some(pm), Some(rm)) = (med(p, i), med(r, i)) else {
                     println!("| {} {what} | {} | failed | failed | - |", it.name, it.size);
