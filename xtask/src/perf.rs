@@ -381,7 +381,9 @@ pub fn bench_verbs() -> Result<()> {
         }
     }
     let per = |i: usize| (counts[i + 1] as f64 - counts[i] as f64) / (VERBS_N[1] - VERBS_N[0]) as f64;
-    println!("| WRITEs per post | C (libibverbs calls) | rrddmma (`Qp::post_send` + `Cq::poll`) | ratio rrddmma / C |");
+    println!(
+        "| WRITEs per post | C (libibverbs calls) | rrddmma (`Qp::post_send_list` + `Cq::poll`) | ratio rrddmma / C |"
+    );
     println!("|---|---|---|---|");
     let mut worst: f64 = 0.0;
     for (b, base) in [(1, 0), (32, 4)] {
