@@ -258,7 +258,8 @@ pub fn demo(args: &[String]) -> Result<()> {
     let out = &done[0].output;
 
     // results[k] = (perftest values, rrddmma values)
-    let mut results: Vec<(Vec<(f64, f64)>, Vec<(f64, f64)>)> = items.iter().map(|_| (vec![], vec![])).collect();
+    type Samples = Vec<(f64, f64)>;
+    let mut results: Vec<(Samples, Samples)> = items.iter().map(|_| (vec![], vec![])).collect();
     let mut failures = Vec::new();
     for chunk in out.split("=== ").skip(1) {
         let head = chunk.lines().next().unwrap_or("");
