@@ -4,7 +4,8 @@ use std::alloc::Layout;
 use std::time::{Duration, Instant};
 
 use rrddmma::prim::{
-    AccessFlags, ConnectOpts, Context, Cq, Endpoint, Gid, Mr, Pd, Qp, QpCaps, RecvWr, RemoteAddr, SendWr, Sge, Wc,
+    AccessFlags, ConnectOpts, Context, Cq, Endpoint, Gid, Mr, Pd, Qp, QpCaps, RecvWr, RemoteAddr, SendList, SendWr,
+    Sge, Wc,
 };
 
 use crate::alloc;
@@ -284,6 +285,22 @@ struct Counts {
     done: u64,
 }
 
+/// The request of a bandwidth test for one slot (unsignaled).
+fn request<'a>(o: &Opts, sge: &'a [Sge; 1], r: RemoteAddr, g: u64, inline: bool) -> SendWr<'a> {
+    let wr = match o.verb {
+        Verb::Write => SendWr::write(sge, r),
+        Verb::Read => SendWr::read(sge, r),
+        Verb::Send => SendWr::send(sge),
+        Verb::Atomic if o.cas => SendWr::compare_swap(sge, r, 0, g),
+        Verb::Atomic => SendWr::fetch_add(sge, r, 1),
+    };
+    if inline {
+        wr.inline()
+    } else {
+        wr
+    }
+}
+
 /// A bandwidth run of one thread over its QPs; returns (ops, start, end).
 fn bw_thread(s: &Session, o: &Opts, cq: &Cq, mine: &[usize], size: usize) -> Res<(u64, Instant, Instant)> {
     let len = size as u32;
@@ -300,10 +317,16 @@ fn bw_thread(s: &Session, o: &Opts, cq: &Cq, mine: &[usize], size: usize) -> Res
         })
         .collect();
     let mut counts = vec![Counts::default(); streams.len()];
+    let inline = size <= o.inline as usize && matches!(o.verb, Verb::Write | Verb::Send);
+    let mut lists: Vec<Vec<SendList<'_>>> = streams
+        .iter()
+        .map(|st| {
+            (0..st.sges.len()).map(|k| SendList::new(vec![request(o, &st.sges[k], st.remotes[k], 0, inline)])).collect()
+        })
+        .collect();
     let pl = o.post_list as u64;
     let depth = u64::from(o.tx_depth);
     let cq_mod = u64::from(o.cq_mod);
-    let inline = size <= o.inline as usize;
     let mut limit = if o.duration.is_some() { u64::MAX } else { o.iters };
     let deadline = o.duration.map(Duration::from_secs_f64);
     let mut wrs: Vec<SendWr<'_>> = Vec::with_capacity(o.post_list as usize);
@@ -319,30 +342,29 @@ fn bw_thread(s: &Session, o: &Opts, cq: &Cq, mine: &[usize], size: usize) -> Res
             for (si, (st, c)) in streams.iter().zip(counts.iter_mut()).enumerate() {
                 while c.posted < limit && c.posted - c.done + pl <= depth {
                     let n = pl.min(limit - c.posted);
-                    wrs.clear();
-                    for j in 0..n {
-                        let g = c.posted + j;
+                    let make = |g: u64| {
                         let k = (g as usize) % st.sges.len();
-                        let sge = &st.sges[k];
-                        let r = st.remotes[k];
-                        let mut wr = match o.verb {
-                            Verb::Write => SendWr::write(sge, r),
-                            Verb::Read => SendWr::read(sge, r),
-                            Verb::Send => SendWr::send(sge),
-                            Verb::Atomic if o.cas => SendWr::compare_swap(sge, r, 0, g),
-                            Verb::Atomic => SendWr::fetch_add(sge, r, 1),
-                        };
+                        let mut wr = request(o, &st.sges[k], st.remotes[k], g, inline);
                         if (g + 1) % cq_mod == 0 || g + 1 == limit {
                             wr = wr.signaled().wr_id(((si as u64) << COUNT_BITS) | (g + 1));
                         }
-                        if inline && matches!(o.verb, Verb::Write | Verb::Send) {
-                            wr = wr.inline();
-                        }
-                        wrs.push(wr);
+                        wr
+                    };
+                    let g = c.posted;
+                    let unsignaled = (g + 1) % cq_mod != 0 && g + 1 != limit;
+                    if n == 1 && unsignaled && !o.cas {
+                        // The prebuilt request of this slot (perftest's
+                        // prebuilt WRs); signaled ones carry their count.
+                        let k = (g as usize) % st.sges.len();
+                        // SAFETY: every entry lies in the session's MR, which
+                        // outlives the run; the run waits for all completions.
+                        unsafe { s.qps[st.qp].post_send_list(&mut lists[si][k]) }.map_err(err("ibv_post_send"))?;
+                    } else {
+                        wrs.clear();
+                        wrs.extend((0..n).map(|j| make(g + j)));
+                        // SAFETY: as above.
+                        unsafe { s.qps[st.qp].post_send(&mut wrs) }.map_err(err("ibv_post_send"))?;
                     }
-                    // SAFETY: every entry lies in the session's MR, which
-                    // outlives the run; the run waits for all completions.
-                    unsafe { s.qps[st.qp].post_send(&mut wrs) }.map_err(err("ibv_post_send"))?;
                     c.posted += n;
                 }
                 all_done &= c.done >= limit;
@@ -437,11 +459,33 @@ pub fn send_bw_server(s: &Session) -> Res<u64> {
     }
 }
 
+/// A timestamp for latency samples: the time-stamp counter on x86-64 (as
+/// perftest's `get_cycles`; `clock_gettime` can be a system call where the
+/// kernel does not trust the TSC, as in emulated VMs), else nanoseconds
+/// since `t0`.
+#[inline(always)]
+fn ticks(t0: Instant) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let _ = t0;
+        // SAFETY: RDTSC is available on every x86-64 CPU and has no effect
+        // beyond reading the counter.
+        #[allow(unused_unsafe)]
+        unsafe {
+            std::arch::x86_64::_rdtsc()
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        t0.elapsed().as_nanos() as u64
+    }
+}
+
 /// Sorted latency samples from post timestamps (perftest: intervals between
 /// consecutive posts, halved for ping-pong tests).
 fn samples(stamps: &[u64], halve: bool) -> Vec<f64> {
     let div = if halve { 2.0 } else { 1.0 };
-    let mut v: Vec<f64> = stamps.windows(2).map(|w| (w[1] - w[0]) as f64 / div).collect();
+    let mut v: Vec<f64> = stamps.windows(2).map(|w| w[1].wrapping_sub(w[0]) as f64 / div).collect();
     v.sort_by(f64::total_cmp);
     v
 }
@@ -462,11 +506,20 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
     let poll_byte = s.ptr(s.target(0) + size - 1);
     let post_byte = s.ptr(s.local(0) + size - 1);
 
-    let post = |wr: SendWr<'_>| -> Res<()> {
-        let wr = if inline { wr.inline() } else { wr };
+    // The one request, built before the loop (perftest's prebuilt WR).
+    let wr = match o.verb {
+        Verb::Write => SendWr::write(&sge, remote),
+        Verb::Send => SendWr::send(&sge),
+        Verb::Read => SendWr::read(&sge, remote),
+        Verb::Atomic if o.cas => SendWr::compare_swap(&sge, remote, 0, 0),
+        Verb::Atomic => SendWr::fetch_add(&sge, remote, 1),
+    }
+    .signaled();
+    let mut list = SendList::new(vec![if inline { wr.inline() } else { wr }]);
+    let post = |list: &mut SendList<'_>| -> Res<()> {
         // SAFETY: the entry lies in the session's MR; each request is
         // completed before the next is posted.
-        unsafe { qp.post_send(&mut [wr.signaled()]) }.map_err(err("ibv_post_send"))
+        unsafe { qp.post_send_list(list) }.map_err(err("ibv_post_send"))
     };
     let wait = |cq: &Cq, wcs: &mut [Wc; 1]| -> Res<()> {
         while cq.poll(wcs).map_err(err("ibv_poll_cq"))? == 0 {}
@@ -475,6 +528,7 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
 
     alloc::measuring(true);
     let t0 = Instant::now();
+    let c0 = ticks(t0);
     let result = (|| -> Res<()> {
         match o.verb {
             Verb::Write => {
@@ -487,12 +541,12 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
                         while unsafe { poll_byte.read_volatile() } != rc as u8 {}
                     }
                     if sc < n {
-                        stamps[sc] = t0.elapsed().as_nanos() as u64;
+                        stamps[sc] = ticks(t0);
                         sc += 1;
                         // SAFETY: as above; the device reads it at post time
                         // or later, and nothing is in flight here.
                         unsafe { post_byte.write_volatile(sc as u8) };
-                        post(SendWr::write(&sge, remote))?;
+                        post(&mut list)?;
                     }
                     if cc < n {
                         wait(cq, &mut wcs)?;
@@ -509,38 +563,35 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
                         s.post_recv(0)?;
                     }
                     if sc < n {
-                        stamps[sc] = t0.elapsed().as_nanos() as u64;
+                        stamps[sc] = ticks(t0);
                         sc += 1;
-                        post(SendWr::send(&sge))?;
+                        post(&mut list)?;
                         wait(cq, &mut wcs)?;
                     }
                 }
             }
             Verb::Read | Verb::Atomic => {
                 for (i, st) in stamps.iter_mut().enumerate() {
-                    *st = t0.elapsed().as_nanos() as u64;
-                    let wr = match o.verb {
-                        Verb::Read => SendWr::read(&sge, remote),
-                        _ if o.cas => SendWr::compare_swap(&sge, remote, 0, i as u64),
-                        _ => SendWr::fetch_add(&sge, remote, 1),
-                    };
-                    post(wr)?;
+                    if o.cas {
+                        list.set(0, SendWr::compare_swap(&sge, remote, 0, i as u64).signaled());
+                    }
+                    *st = ticks(t0);
+                    post(&mut list)?;
                     wait(cq, &mut wcs)?;
                 }
             }
         }
         Ok(())
     })();
+    let (t1, c1) = (Instant::now(), ticks(t0));
     alloc::measuring(false);
     result?;
+    // Ticks to nanoseconds, calibrated over the run itself.
+    let ns_per_tick = (t1 - t0).as_nanos() as f64 / c1.wrapping_sub(c0).max(1) as f64;
     let halve = matches!(o.verb, Verb::Write | Verb::Send);
-    Ok(Outcome {
-        size,
-        iters: o.iters,
-        lat_ns: samples(&stamps, halve),
-        allocs: alloc::in_loop_allocations() - before,
-        ..Outcome::default()
-    })
+    let mut lat_ns = samples(&stamps, halve);
+    lat_ns.iter_mut().for_each(|v| *v *= ns_per_tick);
+    Ok(Outcome { size, iters: o.iters, lat_ns, allocs: alloc::in_loop_allocations() - before, ..Outcome::default() })
 }
 
 /// The bandwidth report this side sends at the end.

@@ -212,13 +212,16 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
     Some(if v.len() % 2 == 1 { v[v.len() / 2] } else { (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0 })
 }
 
-/// The client's result row of one run: (bandwidth MiB/s) or (median, p99) in µs.
+/// The client's result row of one run: (bandwidth MiB/s) or (median, p99) in
+/// µs. Bandwidth comes from the message rate (printed with six decimals by
+/// both tools; MB/s has two, too coarse for small messages here).
 fn client_numbers(out: &str, size: u64, perftest: bool, bw: bool) -> Option<(f64, f64)> {
     let client = out.split("--- server output").next()?;
     let r = rows(client, size).into_iter().next()?;
+    let mib = |mpps: f64| mpps * 1e6 * size as f64 / 1048576.0;
     match (bw, perftest) {
-        (true, true) => Some((*r.get(3)?, 0.0)),
-        (true, false) => Some((r[2], 0.0)),
+        (true, true) => Some((mib(*r.get(4)?), 0.0)),
+        (true, false) => Some((mib(r[3]), 0.0)),
         (false, _) => Some((*r.get(4)?, *r.get(7)?)),
     }
 }
@@ -256,6 +259,9 @@ pub fn demo(args: &[String]) -> Result<()> {
     script.push_str("echo '=== end'");
     let done = device::run_steps(&place, &[Step { name: "demo".into(), command: script }])?;
     let out = &done[0].output;
+    let dir = root().join("target/demo");
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join("runs.log"), out)?;
 
     // results[k] = (perftest values, rrddmma values)
     type Samples = Vec<(f64, f64)>;
@@ -279,8 +285,6 @@ pub fn demo(args: &[String]) -> Result<()> {
         eprintln!("run failed: {f}");
     }
 
-    let dir = root().join("target/demo");
-    std::fs::create_dir_all(&dir)?;
     let mut csv = String::from("series,size,value\n");
     println!("\nrrddmma-perf vs perftest on {} (median of {REPS} alternating runs, {DEMO_ITERS} iterations each, inline off)\n", place.describe());
     println!("| test | size (B) | perftest | rrddmma-perf | ratio |");
@@ -329,7 +333,12 @@ pub fn demo(args: &[String]) -> Result<()> {
         .arg(&svg_path)
         .arg(format!("RDMA WRITE bandwidth on {}, rrddmma-perf vs perftest", place.device()))
         .arg("MiB/s"))?;
-    println!("plot: {}\ndata: {}", svg_path.display(), csv_path.display());
+    println!(
+        "plot: {}\ndata: {}\nevery run's output: {}",
+        svg_path.display(),
+        csv_path.display(),
+        dir.join("runs.log").display()
+    );
     if !failures.is_empty() {
         return Err(format!("{} demo run(s) failed", failures.len()).into());
     }
