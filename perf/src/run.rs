@@ -406,7 +406,12 @@ pub fn bw_client(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
                 let mine: Vec<usize> = (0..s.qps.len()).filter(|i| i % threads == t).collect();
                 let barrier = &barrier;
                 scope.spawn(move || {
+                    // Warm-up (as perftest's): one queue's worth of requests,
+                    // so first-touch costs stay out of the measurement.
+                    let warm = Opts { iters: u64::from(o.tx_depth), duration: None, ..o.clone() };
+                    let warmed = bw_thread(s, &warm, &s.cqs[t], &mine, size);
                     barrier.wait();
+                    warmed?;
                     bw_thread(s, o, &s.cqs[t], &mine, size)
                 })
             })
@@ -427,7 +432,8 @@ pub fn bw_client(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
     };
     Ok(Outcome {
         size,
-        iters: ops,
+        // Per QP, as perftest reports it; the rates cover all QPs.
+        iters: ops / u64::from(o.qps),
         bytes_per_sec: (ops * size as u64) as f64 / secs,
         ops_per_sec: ops as f64 / secs,
         lat_ns: Vec::new(),

@@ -25,8 +25,13 @@ const GID_SHELL: &str = "D=\"$RRDDMMA_TEST_DEVICE\"; P=/sys/class/infiniband/$D/
 /// Shell for a server and a client run against each other, with timeouts;
 /// prints both outputs and both exit codes.
 fn pair(server: &str, client: &str) -> String {
+    // Wait until the server listens on its `-p` port (perftest's client does
+    // not retry), at most 20 s.
+    let words: Vec<&str> = server.split_whitespace().collect();
+    let port = words.iter().position(|w| *w == "-p").and_then(|i| words.get(i + 1)).copied().unwrap_or("18515");
     format!(
-        "{GID_SHELL}; L=$(mktemp); timeout 90 {server} > $L 2>&1 & S=$!; sleep 1; \
+        "{GID_SHELL}; L=$(mktemp); timeout 90 {server} > $L 2>&1 & S=$!; \
+         for i in $(seq 200); do ss -ltn | grep -q ':{port} ' && break; sleep 0.1; done; \
          timeout 60 {client}; echo CLIENT-RC=$?; wait $S; echo SERVER-RC=$?; echo '--- server output'; cat $L; rm -f $L"
     )
 }
