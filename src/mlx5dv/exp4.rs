@@ -168,7 +168,7 @@ impl ExpCq {
         let raw = unsafe { x::ibv_exp_create_cq(ctx.as_ptr(), n, ptr::null_mut(), ptr::null_mut(), 0, &mut attr) };
         let raw = NonNull::new(raw).ok_or_else(|| last("ibv_exp_create_cq"))?;
         // SAFETY: created just now on `ctx`, without a channel, owned here.
-        Ok(ExpCq { cq: unsafe { Cq::from_exp(ctx, raw) } })
+        Ok(ExpCq { cq: unsafe { Cq::from_exp(ctx, raw) }? })
     }
 
     /// The CQ as a [`Cq`] (for QP, DCI and DCT creation, or classic polling).

@@ -57,14 +57,30 @@ impl Drop for CqInner {
 /// # References
 /// `ibv_create_cq(3)`, `ibv_create_cq_ex(3)`, `ibv_poll_cq(3)`, `ibv_req_notify_cq(3)`
 #[derive(Clone)]
-pub struct Cq(Arc<CqInner>);
+pub struct Cq {
+    /// The raw CQ and its provider's `poll_cq` entry (checked when the CQ
+    /// is made), kept beside the shared state so that polling loads no more
+    /// than C's inline `ibv_poll_cq` does.
+    raw: NonNull<ffi::ibv_cq>,
+    poll_fn: PollFn,
+    inner: Arc<CqInner>,
+}
+
+/// A provider's `poll_cq` entry.
+type PollFn = unsafe extern "C" fn(*mut ffi::ibv_cq, std::ffi::c_int, *mut ffi::ibv_wc) -> std::ffi::c_int;
+
+// SAFETY: `raw` and `poll_fn` are copies out of the shared, thread-safe
+// `CqInner` (see there); the CQ lives as long as `inner`.
+unsafe impl Send for Cq {}
+// SAFETY: as above.
+unsafe impl Sync for Cq {}
 
 impl fmt::Debug for Cq {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Cq")
-            .field("device", &self.0.ctx.name())
+            .field("device", &self.inner.ctx.name())
             .field("cqe", &self.capacity())
-            .field("extended", &self.0.ex.is_some())
+            .field("extended", &self.inner.ex.is_some())
             .finish()
     }
 }
@@ -150,7 +166,7 @@ impl<'a> CqBuilder<'a> {
         if let Some(ch) = self.channel {
             ch.attach();
         }
-        Ok(Cq(Arc::new(CqInner {
+        let inner = Arc::new(CqInner {
             cq,
             ex,
             wc_flags: flags,
@@ -158,7 +174,11 @@ impl<'a> CqBuilder<'a> {
             unacked: AtomicU32::new(0),
             next_poll_ends: self.ctx.quirks().rxe_next_poll_ends,
             ctx: self.ctx.clone(),
-        })))
+        });
+        // SAFETY: a live CQ points to its live context.
+        let poll_fn = unsafe { (*(*cq.as_ptr()).context).ops.poll_cq }
+            .ok_or(Error::Unsupported { op: "ibv_poll_cq", feature: "a poll_cq entry in the provider" })?;
+        Ok(Cq { raw: cq, poll_fn, inner })
     }
 }
 
@@ -169,9 +189,9 @@ impl Cq {
     ///
     /// # Safety
     /// `cq` must be a live CQ of `ctx` without a completion channel, owned
-    /// by nothing else.
-    pub(crate) unsafe fn from_exp(ctx: &Context, cq: NonNull<ffi::ibv_cq>) -> Cq {
-        Cq(Arc::new(CqInner {
+    /// by nothing else. On error it has been destroyed.
+    pub(crate) unsafe fn from_exp(ctx: &Context, cq: NonNull<ffi::ibv_cq>) -> Result<Cq> {
+        let inner = Arc::new(CqInner {
             cq,
             ex: None,
             wc_flags: WcFlagsEx::default(),
@@ -179,7 +199,11 @@ impl Cq {
             unacked: AtomicU32::new(0),
             next_poll_ends: false,
             ctx: ctx.clone(),
-        }))
+        });
+        // SAFETY: a live CQ points to its live context.
+        let poll_fn = unsafe { (*(*cq.as_ptr()).context).ops.poll_cq }
+            .ok_or(Error::Unsupported { op: "ibv_poll_cq", feature: "a poll_cq entry in the provider" })?;
+        Ok(Cq { raw: cq, poll_fn, inner })
     }
 }
 
@@ -191,27 +215,36 @@ impl Cq {
 
     /// The device context.
     pub fn context(&self) -> &Context {
-        &self.0.ctx
+        &self.inner.ctx
     }
 
     /// The raw CQ.
     pub fn as_ptr(&self) -> *mut ffi::ibv_cq {
-        self.0.cq.as_ptr()
+        self.inner.cq.as_ptr()
     }
 
     /// The capacity the provider granted.
     pub fn capacity(&self) -> u32 {
         // SAFETY: the CQ is live while `self` is.
-        u32::try_from(unsafe { self.0.cq.as_ref() }.cqe).unwrap_or(0)
+        u32::try_from(unsafe { self.inner.cq.as_ref() }.cqe).unwrap_or(0)
     }
 
     /// Polls completions into `wc`; returns how many were written. No
     /// allocation, no lock of ours.
+    ///
+    /// The provider takes a C `int` count, so a buffer is used up to
+    /// `i32::MAX` entries: the length is passed as C passes it, truncated to
+    /// 32 bits (debug builds assert it fits), which never exceeds the buffer
+    /// (a negative count polls nothing).
     #[inline]
     pub fn poll(&self, wc: &mut [Wc]) -> Result<usize> {
-        let n = i32::try_from(wc.len()).unwrap_or(i32::MAX);
-        // SAFETY: live CQ; `wc` holds `n` writable `ibv_wc` (same layout).
-        let rc = unsafe { ffi::ibv_poll_cq(self.as_ptr(), n, wc.as_mut_ptr().cast()) };
+        debug_assert!(wc.len() <= i32::MAX as usize, "Cq::poll: at most i32::MAX completions per call");
+        #[allow(clippy::cast_possible_truncation)]
+        let n = wc.len() as i32;
+        // SAFETY: live CQ and its provider's entry (what `ibv_poll_cq`
+        // calls); `wc` holds at least `n` writable `ibv_wc` (same layout)
+        // when `n` is positive, and none are written otherwise.
+        let rc = unsafe { (self.poll_fn)(self.raw.as_ptr(), n, wc.as_mut_ptr().cast()) };
         usize::try_from(rc).map_err(|_| Error::poll_failed("ibv_poll_cq"))
     }
 
@@ -222,7 +255,7 @@ impl Cq {
     /// If the CQ was created without a channel (a programming error).
     pub fn req_notify(&self, solicited_only: bool) -> Result<()> {
         assert!(
-            self.0.channel.is_some(),
+            self.inner.channel.is_some(),
             "req_notify on a CQ without a CompChannel: create it with CqBuilder::channel"
         );
         // SAFETY: live CQ.
@@ -242,7 +275,7 @@ impl Cq {
     pub fn wait(&self, timeout: Option<Duration>) -> Result<bool> {
         use std::os::fd::AsRawFd;
         let ch =
-            self.0.channel.as_ref().expect("wait on a CQ without a CompChannel: create it with CqBuilder::channel");
+            self.inner.channel.as_ref().expect("wait on a CQ without a CompChannel: create it with CqBuilder::channel");
         if !wait_readable(ch.as_raw_fd(), timeout)? {
             return Ok(false);
         }
@@ -256,7 +289,7 @@ impl Cq {
             return if e.errno() == Some(libc::EAGAIN) { Ok(false) } else { Err(e) };
         }
         debug_assert_eq!(cq, self.as_ptr(), "a channel serves one CQ");
-        if self.0.unacked.fetch_add(1, Ordering::AcqRel) + 1 >= ACK_BATCH {
+        if self.inner.unacked.fetch_add(1, Ordering::AcqRel) + 1 >= ACK_BATCH {
             self.ack_events();
         }
         Ok(true)
@@ -264,7 +297,7 @@ impl Cq {
 
     /// Acknowledges the events taken so far (also done in batches and at drop).
     pub fn ack_events(&self) {
-        let n = self.0.unacked.swap(0, Ordering::AcqRel);
+        let n = self.inner.unacked.swap(0, Ordering::AcqRel);
         if n > 0 {
             // SAFETY: live CQ; `n` events were taken from its channel.
             unsafe { ffi::ibv_ack_cq_events(self.as_ptr(), n) };
@@ -273,7 +306,7 @@ impl Cq {
 
     /// Events taken from the channel and not yet acknowledged.
     pub fn unacked_events(&self) -> u32 {
-        self.0.unacked.load(Ordering::Acquire)
+        self.inner.unacked.load(Ordering::Acquire)
     }
 
     /// Sets CQ moderation: an event after `count` completions or `period_us`

@@ -110,6 +110,13 @@ impl Error {
         Error::Post { op, errno: i32::try_from(rc.unsigned_abs()).unwrap_or(libc::EIO), index }
     }
 
+    /// A failed post of a [`super::SendList`] (which keeps the refused index).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn post_list(op: &'static str, rc: i32) -> Error {
+        Error::Post { op, errno: i32::try_from(rc.unsigned_abs()).unwrap_or(libc::EIO), index: None }
+    }
+
     /// The errno, for failures that carry one.
     pub fn errno(&self) -> Option<i32> {
         match self {

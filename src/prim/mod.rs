@@ -40,7 +40,7 @@ pub use qp::{
     AttrMask, ConnectOpts, Endpoint, Qp, QpAttr, QpBuilder, QpCaps, QpState, QpType, Refusal, Rule, SendOps, WrBatch,
 };
 pub use srq::Srq;
-pub use wr::{RecvWr, RemoteAddr, SendFlags, SendWr, Sge};
+pub use wr::{RecvWr, RemoteAddr, SendFlags, SendList, SendWr, Sge};
 
 /// Values of C enums and flags, re-exported from the bindings.
 pub use crate::bindings::{

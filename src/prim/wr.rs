@@ -268,6 +268,97 @@ impl<'a> SendWr<'a> {
     }
 }
 
+/// A prebuilt list of send requests, linked once when built, for posting the
+/// same shape again and again with [`super::Qp::post_send_list`] (as C code
+/// posts a prebuilt `ibv_send_wr` chain). The requests live in one heap
+/// block that never moves, so moving the list keeps the links; requests are
+/// replaced with [`SendList::set`], which keeps them too.
+///
+/// ```
+/// use rrddmma::prim::{RemoteAddr, SendList, SendWr, Sge};
+/// let sges = [Sge::from_raw(0x1000, 64, 7), Sge::from_raw(0x1040, 64, 7)];
+/// let r = RemoteAddr { addr: 0x2000, rkey: 9 };
+/// let mut list = SendList::new(vec![SendWr::write(&sges[..1], r), SendWr::write(&sges[1..], r).signaled()]);
+/// list.set(0, SendWr::write(&sges[..1], RemoteAddr { addr: 0x3000, rkey: 9 }));
+/// assert_eq!(list.len(), 2);
+/// assert_eq!(list.get(0).as_raw().next, list.get(1).as_raw() as *const _ as *mut _);
+/// ```
+pub struct SendList<'a> {
+    wrs: Box<[SendWr<'a>]>,
+    /// The provider's `bad_wr` output of the last failed post (null before).
+    bad: *mut ffi::ibv_send_wr,
+}
+
+// SAFETY: as for `SendWr`; `bad` only ever points into `wrs`.
+unsafe impl Send for SendList<'_> {}
+// SAFETY: as above; a shared list is never written through.
+unsafe impl Sync for SendList<'_> {}
+
+impl std::fmt::Debug for SendList<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.wrs.iter()).finish()
+    }
+}
+
+impl<'a> SendList<'a> {
+    /// Links `wrs` into a list.
+    ///
+    /// # Panics
+    /// If `wrs` is empty: a list holds at least one request.
+    pub fn new(wrs: Vec<SendWr<'a>>) -> SendList<'a> {
+        assert!(!wrs.is_empty(), "SendList::new: a list needs at least one request");
+        let mut wrs = wrs.into_boxed_slice();
+        link_in_place!(&mut wrs[..]);
+        SendList { wrs, bad: std::ptr::null_mut() }
+    }
+
+    /// Number of requests.
+    pub fn len(&self) -> usize {
+        self.wrs.len()
+    }
+
+    /// Always false: a list holds at least one request.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Request `i`.
+    ///
+    /// # Panics
+    /// If `i` is out of range.
+    pub fn get(&self, i: usize) -> &SendWr<'a> {
+        &self.wrs[i]
+    }
+
+    /// Replaces request `i`, keeping the links.
+    ///
+    /// # Panics
+    /// If `i` is out of range.
+    #[inline]
+    pub fn set(&mut self, i: usize, wr: SendWr<'a>) {
+        let next = self.wrs[i].raw.next;
+        self.wrs[i] = wr;
+        self.wrs[i].raw.next = next;
+    }
+
+    /// The head of the list and the `bad_wr` slot, for the provider call.
+    #[inline(always)]
+    pub(crate) fn parts(&mut self) -> (*mut ffi::ibv_send_wr, *mut *mut ffi::ibv_send_wr) {
+        // `SendWr` is a transparent `ibv_send_wr`, and the list is never empty.
+        let bad: *mut *mut ffi::ibv_send_wr = &mut self.bad;
+        (self.wrs.as_mut_ptr().cast(), bad)
+    }
+
+    /// After a failed [`super::Qp::post_send_list`]: the index of the
+    /// request the provider refused (the ones before it were posted), when
+    /// it said. Meaningful only right after a failed post, until the next.
+    pub fn refused(&self) -> Option<usize> {
+        let size = std::mem::size_of::<SendWr<'_>>();
+        let offset = (self.bad as usize).wrapping_sub(self.wrs.as_ptr() as usize);
+        (!self.bad.is_null() && offset % size == 0 && offset / size < self.wrs.len()).then_some(offset / size)
+    }
+}
+
 /// A receive work request (`struct ibv_recv_wr`) over entries borrowed for `'a`.
 #[derive(Clone, Copy)]
 #[repr(transparent)]
@@ -329,3 +420,35 @@ macro_rules! link_in_place {
     }};
 }
 pub(crate) use link_in_place;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn send_list_stays_linked_when_moved_and_set() {
+        let sges = [Sge::from_raw(0x1000, 8, 1); 3];
+        let r = RemoteAddr { addr: 0x2000, rkey: 2 };
+        let list = SendList::new(sges.iter().map(|s| SendWr::write(std::slice::from_ref(s), r)).collect());
+        let mut moved = Box::new(list);
+        moved.set(1, SendWr::read(&sges[..1], r).wr_id(7));
+        let raw: Vec<*const ffi::ibv_send_wr> = (0..3).map(|i| moved.get(i).as_raw() as *const _).collect();
+        assert_eq!(moved.get(0).as_raw().next as *const _, raw[1]);
+        assert_eq!(moved.get(1).as_raw().next as *const _, raw[2]);
+        assert!(moved.get(2).as_raw().next.is_null());
+        assert_eq!(moved.get(1).as_raw().wr_id, 7);
+        let (head, bad) = moved.parts();
+        assert_eq!(head as *const _, raw[0]);
+        assert_eq!(moved.refused(), None, "no failed post yet");
+        // What a provider does when it refuses the third request.
+        // SAFETY: `bad` points at the list's own slot.
+        unsafe { *bad = raw[2].cast_mut() };
+        assert_eq!(moved.refused(), Some(2));
+    }
+
+    #[test]
+    #[should_panic(expected = "at least one request")]
+    fn empty_send_list_is_refused() {
+        let _ = SendList::new(Vec::new());
+    }
+}

@@ -195,3 +195,37 @@ fn uc_write_and_send() {
     );
     assert!(b.bytes().iter().all(|&x| x == 0x61), "UC WRITE and SEND both landed");
 }
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn send_list_posts_a_prebuilt_chain_and_names_the_refused_request() {
+    use rrddmma::prim::{Error, SendList};
+
+    let mut lb = Loopback::new(QpCaps { max_send_wr: 8, ..QpCaps::default() });
+    lb.a()[..256].iter_mut().enumerate().for_each(|(i, x)| *x = i as u8 ^ 0x5a);
+    let src = lb.a()[..256].to_vec();
+    let sges: Vec<[Sge; 1]> = (0..4).map(|i| [lb.mr_a.sge(i * 64, 64)]).collect();
+    let remote = lb.mr_b.remote();
+    let wrs = sges.iter().enumerate().map(|(i, s)| SendWr::write(s, remote.at(1024 + i as u64 * 64)).wr_id(i as u64));
+    let mut list = SendList::new(wrs.collect());
+    list.set(3, SendWr::write(&sges[3], remote.at(1024 + 192)).wr_id(3).signaled());
+    for round in 0..3 {
+        lb.b()[1024..1280].fill(0);
+        // SAFETY: entries in registered regions, untouched until completion.
+        unsafe { lb.qa.post_send_list(&mut list) }.unwrap();
+        let wc = poll_one(&lb.cq);
+        assert_eq!((wc.status(), wc.wr_id()), (WcStatus::IBV_WC_SUCCESS, 3), "round {round}");
+        assert_eq!(&lb.b()[1024..1280], &src[..], "round {round}: all four WRITEs of the list landed");
+    }
+
+    // More requests than the send queue holds: the provider refuses one,
+    // and the list says which.
+    let one = [lb.mr_a.sge(0, 8)];
+    let mut long = SendList::new((0..4096).map(|i| SendWr::write(&one, remote.at(0)).wr_id(i)).collect());
+    // SAFETY: as above; the requests that were posted complete unsignaled.
+    let err = unsafe { lb.qa.post_send_list(&mut long) }.unwrap_err();
+    assert!(matches!(err, Error::Post { index: None, .. }), "{err:?}");
+    assert!(err.errno().is_some_and(|e| e != 0), "{err:?}");
+    let k = long.refused().expect("the provider names the refused request");
+    assert!((1..4096).contains(&k), "refused at {k}: the queue holds at least one and fewer than 4096");
+}

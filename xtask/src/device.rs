@@ -247,22 +247,3 @@ pub fn vm(args: &[String]) -> Result<()> {
         code => Err(format!("command exited with {code:?}").into()),
     }
 }
-
-/// `cargo xtask demo [--device NAME]`: the loopback example, release build.
-pub fn demo(args: &[String]) -> Result<()> {
-    let wanted = args.iter().position(|a| a == "--device").and_then(|i| args.get(i + 1));
-    deps::ensure()?;
-    run(Command::new("cargo").args(["build", "--release", "--example", "loopback"]))?;
-    let place = locate(wanted.map(String::as_str))?;
-    eprintln!("demo: {}", place.describe());
-    let exe = root().join("target/release/examples/loopback");
-    let done = run_steps(
-        &place,
-        &[Step { name: "loopback".into(), command: format!("'{}' \"$RRDDMMA_TEST_DEVICE\"", exe.display()) }],
-    )?;
-    print!("{}", done[0].output);
-    match done[0].code {
-        Some(0) => Ok(()),
-        code => Err(format!("loopback exited with {code:?}").into()),
-    }
-}

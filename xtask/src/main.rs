@@ -3,7 +3,9 @@
 //! - `cargo xtask test`: fmt, clippy, docs, bindings drift, host tests, then the
 //!   device tests on a real RDMA device (host SoftRoCE or the SoftRoCE VM), the
 //!   static-linkage checks, and a final `N passed, N failed` line.
-//! - `cargo xtask demo [--device NAME]`: the loopback example on the default device.
+//! - `cargo xtask demo [--device NAME]`: rrddmma-perf beside perftest on the default device.
+//! - `cargo xtask perf-checks`: only rrddmma-perf's device checks.
+//! - `cargo xtask bench-verbs`: callgrind count of post + poll, rrddmma vs C verbs calls.
 //! - `cargo xtask vm -- CMD...`: runs CMD inside the SoftRoCE VM with `rxe0` ready.
 //! - `cargo xtask bindings [--check]`: regenerates or checks `src/bindings/sys.rs`.
 //! - `cargo xtask deps`: installs what the other tasks need (idempotent).
@@ -17,6 +19,7 @@ mod device;
 mod examples;
 mod inline_check;
 mod mlnx4;
+mod perf;
 mod tally;
 mod test;
 
@@ -55,8 +58,10 @@ fn usage() -> ExitCode {
     eprintln!(
         "usage: cargo xtask <task>\n\
          \x20 test                  everything CI checks, host and device\n\
-         \x20 demo [--device NAME]  loopback example on the default device\n\
+         \x20 demo [--device NAME]  rrddmma-perf beside perftest: table of ratios and a plot\n\
          \x20 examples              device checks of the interoperable examples only\n\
+         \x20 perf-checks           rrddmma-perf's device checks only (interop, zero allocations)\n\
+         \x20 bench-verbs           callgrind: instructions per post + poll, rrddmma vs C\n\
          \x20 vm -- CMD...          run CMD in the SoftRoCE VM (rxe0 ready)\n\
          \x20 bindings [--check]    regenerate / check src/bindings/sys.rs\n\
          \x20 deps                  install the tools and packages the tasks need\n\
@@ -73,8 +78,10 @@ fn main() -> ExitCode {
     let rest = &args[1..];
     let result = match task.as_str() {
         "test" => test::run(rest),
-        "demo" => device::demo(rest),
+        "demo" => perf::demo(rest),
         "examples" => examples::run(rest),
+        "perf-checks" => perf::run_checks(),
+        "bench-verbs" => perf::bench_verbs(),
         "vm" => device::vm(rest),
         "bindings" => bindings::run(rest),
         "deps" => deps::ensure(),

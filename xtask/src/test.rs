@@ -184,6 +184,7 @@ pub fn run(_args: &[String]) -> Result<()> {
                 && (d.output.starts_with("unsupported: ") || d.output.contains("direct 64-byte RDMA WRITEs"))
         },
     ));
+    checks.extend(crate::perf::checks()?);
     checks.extend(crate::examples::checks(place.device())?);
     // Last: they add devices and namespaces.
     checks.extend(crate::cluster::checks()?);

@@ -127,7 +127,7 @@ impl Cq {
     /// If the CQ was not created extended ([`super::CqBuilder::extended`]).
     #[inline]
     pub fn start_poll(&self) -> Result<Option<Poller<'_>>> {
-        let ex = self.0.ex.expect("start_poll on a classic CQ: create it with CqBuilder::extended");
+        let ex = self.inner.ex.expect("start_poll on a classic CQ: create it with CqBuilder::extended");
         let mut attr = ffi::ibv_poll_cq_attr::default();
         // SAFETY: live extended CQ; `attr` is valid for the call.
         match unsafe { ffi::ibv_start_poll(ex.as_ptr(), &mut attr) } {
@@ -140,7 +140,7 @@ impl Cq {
 
     /// The fields this CQ's completions carry.
     pub fn wc_flags(&self) -> WcFlagsEx {
-        self.0.wc_flags
+        self.inner.wc_flags
     }
 }
 
@@ -148,7 +148,7 @@ impl<'cq> Poller<'cq> {
     /// The current completion.
     #[inline]
     pub fn wc(&self) -> ExWc<'_> {
-        ExWc { ex: self.ex, flags: self.cq.0.wc_flags, _poller: PhantomData }
+        ExWc { ex: self.ex, flags: self.cq.inner.wc_flags, _poller: PhantomData }
     }
 
     /// Moves to the next completion; `Ok(None)` (and the pass ended) when
@@ -159,7 +159,7 @@ impl<'cq> Poller<'cq> {
         let rc = unsafe { ffi::ibv_next_poll(self.ex.as_ptr()) };
         match rc {
             0 => Ok(Some(self)),
-            libc::ENOENT if self.cq.0.next_poll_ends => {
+            libc::ENOENT if self.cq.inner.next_poll_ends => {
                 // rdma-core < 55 rxe already ended the pass (consumer index
                 // stored, lock released); `end_poll` would advance twice.
                 std::mem::forget(self);

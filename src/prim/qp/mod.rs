@@ -22,7 +22,7 @@ use super::gid::Gid;
 use super::pd::Pd;
 use super::quirks::Quirks;
 use super::srq::Srq;
-use super::wr::{link_in_place, RecvWr, SendWr};
+use super::wr::{link_in_place, RecvWr, SendList, SendWr};
 use crate::bindings as ffi;
 
 /// QP transport type (`IBV_QPT_*`); any value is representable.
@@ -236,6 +236,11 @@ impl<'a> QpBuilder<'a> {
         let extended = self.send_ops.is_some() || self.xrcd.is_some();
         let op = if extended { "ibv_create_qp_ex" } else { "ibv_create_qp" };
         let qp = NonNull::new(qp).ok_or_else(|| Error::last(op))?;
+        let Some((post_send_fn, post_recv_fn)) = post_ops(qp) else {
+            // SAFETY: just created, not shared.
+            unsafe { ffi::ibv_destroy_qp(qp.as_ptr()) };
+            return Err(Error::Unsupported { op, feature: "post_send and post_recv entries in the provider" });
+        };
         #[cfg(not(rrddmma_mlnx_ofed4))]
         let ex = if self.send_ops.is_some() {
             // SAFETY: a QP created with send_ops_flags has an extended view.
@@ -248,6 +253,8 @@ impl<'a> QpBuilder<'a> {
         let ex = None;
         Ok(Qp {
             qp,
+            post_send_fn,
+            post_recv_fn,
             ex,
             quirks: ctx.quirks(),
             qp_type: self.qp_type,
@@ -262,12 +269,28 @@ impl<'a> QpBuilder<'a> {
     }
 }
 
+type PostSendFn = unsafe extern "C" fn(*mut ffi::ibv_qp, *mut ffi::ibv_send_wr, *mut *mut ffi::ibv_send_wr) -> i32;
+type PostRecvFn = unsafe extern "C" fn(*mut ffi::ibv_qp, *mut ffi::ibv_recv_wr, *mut *mut ffi::ibv_recv_wr) -> i32;
+
+/// The provider's post entries of a live QP, if both are set.
+fn post_ops(qp: NonNull<ffi::ibv_qp>) -> Option<(PostSendFn, PostRecvFn)> {
+    // SAFETY: a live QP points to its live context; the function table is
+    // fixed when the context is opened.
+    let ops = unsafe { &(*(*qp.as_ptr()).context).ops };
+    Some((ops.post_send?, ops.post_recv?))
+}
+
 /// A queue pair. Destroyed on drop; keeps its PD, CQs and SRQ alive.
 ///
 /// # References
 /// `ibv_create_qp(3)`, `ibv_modify_qp(3)`, `ibv_post_send(3)`, `ibv_post_recv(3)`
 pub struct Qp {
     qp: NonNull<ffi::ibv_qp>,
+    /// The provider's post entries (what `ibv_post_send` / `ibv_post_recv`
+    /// call), checked non-null at creation and kept here so that posting
+    /// loads no more than C's inline `ibv_post_send` does.
+    post_send_fn: PostSendFn,
+    post_recv_fn: PostRecvFn,
     /// The extended view, for QPs created with send ops.
     ex: Option<NonNull<ffi::ibv_qp_ex>>,
     quirks: Quirks,
@@ -312,8 +335,12 @@ impl Qp {
         recv_cq: &Cq,
         srq: Option<&Srq>,
     ) -> Qp {
+        let (post_send_fn, post_recv_fn) =
+            post_ops(qp).expect("the provider of a driver QP has no post_send/post_recv entries");
         Qp {
             qp,
+            post_send_fn,
+            post_recv_fn,
             ex,
             quirks: pd.context().quirks(),
             qp_type,
@@ -475,9 +502,37 @@ impl Qp {
     #[inline]
     pub unsafe fn post_send(&self, wrs: &mut [SendWr<'_>]) -> Result<()> {
         let Some(head) = link_in_place!(&mut *wrs) else { return Ok(()) };
+        // SAFETY: the list is linked above; the rest is the caller's contract.
+        unsafe { self.post_send_raw(head) }
+    }
+
+    /// Posts a [`SendList`], linked when it was built: no linking at post
+    /// time, one provider call. No allocation. On failure the error carries
+    /// no index; [`SendList::refused`] says which request was refused.
+    ///
+    /// # Safety
+    /// As [`Qp::post_send`], for every request of the list.
+    #[inline]
+    pub unsafe fn post_send_list(&self, list: &mut SendList<'_>) -> Result<()> {
+        let (head, bad) = list.parts();
+        // SAFETY: live QP and its provider's entry (what `ibv_post_send`
+        // calls); a `SendList` is never empty and always linked; the
+        // memory is the caller's contract.
+        let rc = unsafe { (self.post_send_fn)(self.as_ptr(), head, bad) };
+        if rc != 0 {
+            return Err(Error::post_list("ibv_post_send", rc));
+        }
+        Ok(())
+    }
+
+    /// # Safety
+    /// `head` starts a valid, null-terminated list; as [`Qp::post_send`].
+    #[inline(always)]
+    unsafe fn post_send_raw(&self, head: *mut ffi::ibv_send_wr) -> Result<()> {
         let mut bad = ptr::null_mut();
-        // SAFETY: live QP; the list is linked above; memory is the caller's contract.
-        let rc = unsafe { ffi::ibv_post_send(self.as_ptr(), head, &mut bad) };
+        // SAFETY: live QP and its provider's entry (what `ibv_post_send`
+        // calls); the list and its memory are the caller's contract.
+        let rc = unsafe { (self.post_send_fn)(self.as_ptr(), head, &mut bad) };
         if rc != 0 {
             return Err(Error::post("ibv_post_send", rc, head, bad));
         }
@@ -493,8 +548,9 @@ impl Qp {
     pub unsafe fn post_recv(&self, wrs: &mut [RecvWr<'_>]) -> Result<()> {
         let Some(head) = link_in_place!(&mut *wrs) else { return Ok(()) };
         let mut bad = ptr::null_mut();
-        // SAFETY: live QP; the list is linked above; memory is the caller's contract.
-        let rc = unsafe { ffi::ibv_post_recv(self.as_ptr(), head, &mut bad) };
+        // SAFETY: live QP and its provider's entry (what `ibv_post_recv`
+        // calls); the list is linked above; memory is the caller's contract.
+        let rc = unsafe { (self.post_recv_fn)(self.as_ptr(), head, &mut bad) };
         if rc != 0 {
             return Err(Error::post("ibv_post_recv", rc, head, bad));
         }

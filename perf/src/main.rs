@@ -1,0 +1,158 @@
+//! `rrddmma-perf`: perftest's RDMA microbenchmarks on rrddmma, speaking
+//! perftest's out-of-band exchange so either side can be perftest, with
+//! latency percentiles, JSON/CSV output, sweeps with a progress bar and SVG
+//! plots, threads, and a counting allocator that fails the run if a measured
+//! loop allocates.
+
+mod alloc;
+mod args;
+mod oob;
+mod out;
+mod run;
+
+use std::process::ExitCode;
+
+use args::{Opts, Test, Verb};
+
+#[global_allocator]
+static GLOBAL: alloc::Counting = alloc::Counting;
+
+fn write_file(path: &std::path::Path, text: &str) -> Result<(), String> {
+    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+fn plot(args: &[String]) -> Result<(), String> {
+    let [input, output, rest @ ..] = args else {
+        return Err("usage: rrddmma-perf plot IN.csv OUT.svg [TITLE] [Y-LABEL]".into());
+    };
+    let text = std::fs::read_to_string(input).map_err(|e| format!("cannot read {input}: {e}"))?;
+    let series = out::series_from_csv(&text)?;
+    let title = rest.first().map_or("rrddmma-perf", String::as_str);
+    let y = rest.get(1).map_or("value", String::as_str);
+    write_file(output.as_ref(), &out::svg(title, y, &series))
+}
+
+fn bench(o: &Opts) -> Result<(), String> {
+    let s = run::setup(o)?;
+    let client = s.oob.is_client();
+    let sizes = args::sizes(o);
+    println!(
+        "rrddmma-perf {}_{} on {} port {}: {} QP(s), {} thread(s), tx depth {}, post list {}, CQ moderation {}, \
+         inline {}, {}",
+        o.verb.name(),
+        if o.test == Test::Bw { "bw" } else { "lat" },
+        s.ctx.name(),
+        o.ib_port,
+        o.qps,
+        o.threads,
+        o.tx_depth,
+        o.post_list,
+        o.cq_mod,
+        o.inline,
+        if client { "client" } else { "server" }
+    );
+    for (m, r) in s.my.iter().zip(&s.rem) {
+        println!(" local QPN {:#08x} PSN {:#08x} | remote QPN {:#08x} PSN {:#08x}", m.qpn, m.psn, r.qpn, r.psn);
+    }
+    let mut results = Vec::new();
+    let progress = out::Progress::new(sizes.len(), o.progress);
+    let mut s = s;
+    match (o.test, client) {
+        (Test::Bw, true) => {
+            println!("{}", out::header(o));
+            for (i, &size) in sizes.iter().enumerate() {
+                let r = run::bw_client(&s, o, size)?;
+                println!("{}", out::row(o, &r));
+                progress.step(i + 1, size);
+                results.push(r);
+            }
+            s.oob.handshake(&s.my[0])?;
+            let last = results.last().cloned().unwrap_or_default();
+            s.oob.reports(&run::report_of(o, &last))?;
+            s.oob.close(&s.my[0])?;
+        }
+        (Test::Bw, false) => {
+            if o.verb == Verb::Send {
+                let got = run::send_bw_server(&s)?;
+                println!(" received {got} messages");
+            }
+            s.oob.handshake(&s.my[0])?;
+            let rep = s.oob.reports(&oob::BwReport::default())?;
+            println!("{}", out::header(o));
+            println!(
+                " {:<10} {:<14} {:<20.2} {:<15.6} (reported by the client)",
+                rep.size, rep.iters, rep.bw_avg, rep.msg_rate
+            );
+            s.oob.close(&s.my[0])?;
+        }
+        (Test::Lat, _) if client || matches!(o.verb, Verb::Write | Verb::Send) => {
+            println!("{}", out::header(o));
+            for (i, &size) in sizes.iter().enumerate() {
+                let r = run::lat(&s, o, size)?;
+                println!("{}", out::row(o, &r));
+                progress.step(i + 1, size);
+                results.push(r);
+            }
+            if matches!(o.verb, Verb::Read | Verb::Atomic) {
+                s.oob.close(&s.my[0])?;
+            }
+        }
+        (Test::Lat, _) => {
+            // READ and atomic latency: the server only waits for the end.
+            s.oob.close(&s.my[0])?;
+            println!(" server done");
+        }
+    }
+    if let Some(p) = &o.json {
+        write_file(p, &out::json(o, s.ctx.name(), &results))?;
+    }
+    if let Some(p) = &o.csv {
+        write_file(p, &out::csv(o, &results))?;
+    }
+    if let Some(p) = &o.svg {
+        let (y, points): (&str, Vec<(f64, f64)>) = match o.test {
+            Test::Bw if o.gbits => {
+                ("Gb/s", results.iter().map(|r| (r.size as f64, r.bytes_per_sec / 1.25e8)).collect())
+            }
+            Test::Bw => ("MiB/s", results.iter().map(|r| (r.size as f64, r.bytes_per_sec / 1048576.0)).collect()),
+            Test::Lat => (
+                "median latency (us)",
+                results.iter().map(|r| (r.size as f64, out::lat_stats(&r.lat_ns).map_or(0.0, |l| l.p50))).collect(),
+            ),
+        };
+        let title = format!("rrddmma-perf {}", o.verb.name());
+        write_file(p, &out::svg(&title, y, &[out::Series { name: "rrddmma-perf".into(), points }]))?;
+    }
+    let allocs: u64 = results.iter().map(|r| r.allocs).sum();
+    println!(" heap allocations inside measured loops: {allocs}");
+    if allocs > 0 {
+        return Err(format!("{allocs} heap allocation(s) happened inside measured loops"));
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.is_empty() || argv.iter().any(|a| a == "-h" || a == "--help") {
+        println!("{}", args::USAGE);
+        return if argv.is_empty() { ExitCode::from(2) } else { ExitCode::SUCCESS };
+    }
+    let result = if argv[0] == "plot" {
+        plot(&argv[1..])
+    } else {
+        match args::parse(&argv) {
+            Ok(o) => bench(&o),
+            Err(e) => {
+                eprintln!("rrddmma-perf: {e}\n\n{}", args::USAGE);
+                return ExitCode::from(2);
+            }
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rrddmma-perf: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,632 @@
+//! Resources, connection set-up, and the measured loops.
+
+use std::alloc::Layout;
+use std::time::{Duration, Instant};
+
+use rrddmma::prim::{
+    AccessFlags, ConnectOpts, Context, Cq, Endpoint, Gid, Mr, Pd, Qp, QpCaps, RecvWr, RemoteAddr, SendList, SendWr,
+    Sge, Wc,
+};
+
+use crate::alloc;
+use crate::args::{Opts, Test, Verb};
+use crate::oob::{BwReport, Dest, Oob};
+
+type Res<T> = Result<T, String>;
+
+fn err<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> String {
+    move |e| format!("{what}: {e}")
+}
+
+/// Completions polled at once.
+const POLL_BATCH: usize = 16;
+/// Bits of a `wr_id` that count requests; the QP index sits above them.
+const COUNT_BITS: u32 = 40;
+
+/// One measured size.
+#[derive(Clone, Debug, Default)]
+pub struct Outcome {
+    /// Message size.
+    pub size: usize,
+    /// Operations completed (bandwidth) or samples taken (latency).
+    pub iters: u64,
+    /// Bytes per second (bandwidth tests).
+    pub bytes_per_sec: f64,
+    /// Operations per second (bandwidth tests).
+    pub ops_per_sec: f64,
+    /// Latency samples in nanoseconds, sorted (latency tests).
+    pub lat_ns: Vec<f64>,
+    /// Heap allocations inside the measured loop.
+    pub allocs: u64,
+}
+
+/// A page-aligned zeroed buffer.
+struct Buf {
+    ptr: *mut u8,
+    layout: Layout,
+}
+
+impl Buf {
+    fn new(len: usize) -> Res<Buf> {
+        let layout = Layout::from_size_align(len, 4096).map_err(err("buffer layout"))?;
+        // SAFETY: `len` is non-zero (at least one cycle buffer).
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        if ptr.is_null() {
+            return Err(format!("cannot allocate a {len}-byte buffer"));
+        }
+        Ok(Buf { ptr, layout })
+    }
+}
+
+// SAFETY: the buffer is plain memory owned by the session; threads only
+// reach it through the device (posted requests) or volatile byte accesses.
+unsafe impl Send for Buf {}
+// SAFETY: as above.
+unsafe impl Sync for Buf {}
+
+impl Drop for Buf {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { std::alloc::dealloc(self.ptr, self.layout) }
+    }
+}
+
+/// Round `v` up to a multiple of `a` (perftest's `INC`: at least one `a`).
+fn inc(v: usize, a: usize) -> usize {
+    v.max(1).div_ceil(a) * a
+}
+
+/// Everything a test runs on. Field order is drop order: QPs, then the MR,
+/// then the buffer.
+pub struct Session {
+    pub qps: Vec<Qp>,
+    pub cqs: Vec<Cq>,
+    pub recv_cq: Cq,
+    pub mr: Mr,
+    _buf: Buf,
+    pub oob: Oob,
+    pub my: Vec<Dest>,
+    pub rem: Vec<Dest>,
+    /// Bytes per QP region (perftest's `BUFF_SIZE`, cache-line rounded).
+    pub slot: usize,
+    pub cycle: usize,
+    pub line: usize,
+    pub ctx: Context,
+}
+
+fn mtu_enum(bytes: u32) -> u32 {
+    match bytes {
+        256 => 1,
+        512 => 2,
+        1024 => 3,
+        2048 => 4,
+        _ => 5,
+    }
+}
+
+/// Opens the device, talks to the peer and connects the QPs.
+pub fn setup(o: &Opts) -> Res<Session> {
+    let ctx = match &o.device {
+        Some(d) => Context::open(d),
+        None => Context::open_first(),
+    }
+    .map_err(err("opening the device"))?;
+    let port = ctx.query_port(o.ib_port).map_err(err("querying the port"))?;
+    let dev = ctx.query_device().map_err(err("querying the device"))?;
+    let with_gid = port.is_ethernet() || o.gid_index.is_some();
+    let gid_index = match o.gid_index {
+        Some(i) => i,
+        None if port.is_ethernet() => {
+            u8::try_from(ctx.roce_v2_gid_index(o.ib_port).map_err(err("reading the GID table"))?).unwrap_or(0)
+        }
+        None => 0,
+    };
+    let mut mtu = port.active_mtu().0;
+    if let Some(m) = o.mtu {
+        mtu = mtu.min(mtu_enum(m));
+    }
+
+    let mut oob = Oob::open(o.server.as_deref(), o.tcp_port, Duration::from_secs(30))?;
+    let page = 4096u32;
+    let (cycle, line, mtu) = oob.preamble(o.dont_xchg_versions, page, 64, mtu)?;
+    let (cycle, line) = (cycle as usize, line as usize);
+
+    let max_size = crate::args::sizes(o).into_iter().max().unwrap_or(o.size);
+    let slot = inc(max_size.max(cycle), line);
+    let q = o.qps as usize;
+    let buf = Buf::new(slot * 2 * q)?;
+    let pd = Pd::new(&ctx).map_err(err("allocating a PD"))?;
+    let access = AccessFlags::IBV_ACCESS_LOCAL_WRITE
+        | AccessFlags::IBV_ACCESS_REMOTE_WRITE
+        | AccessFlags::IBV_ACCESS_REMOTE_READ
+        | AccessFlags::IBV_ACCESS_REMOTE_ATOMIC;
+    // SAFETY: the buffer outlives the MR (field order of `Session`) and is
+    // only touched by the device and by volatile accesses in the loops.
+    let mr = unsafe { Mr::register(&pd, buf.ptr, buf.layout.size(), access) }.map_err(err("registering memory"))?;
+
+    let threads = o.threads as usize;
+    let per_thread = q.div_ceil(threads) as u32;
+    let cqs = (0..threads)
+        .map(|_| Cq::new(&ctx, (o.tx_depth * per_thread).max(2)))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(err("creating a CQ"))?;
+    let rx = if o.verb == Verb::Send { o.rx_depth.max(2) } else { 1 };
+    let recv_cq = Cq::new(&ctx, rx * o.qps).map_err(err("creating a CQ"))?;
+    let caps = QpCaps {
+        max_send_wr: o.tx_depth.max(o.post_list),
+        max_recv_wr: rx,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: o.inline,
+    };
+    let qps = (0..q)
+        .map(|i| Qp::new_rc(&pd, &cqs[i % threads], &recv_cq, caps))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(err("creating a QP"))?;
+
+    let out_reads = u32::try_from(dev.max_qp_rd_atom).unwrap_or(1).clamp(1, 16);
+    let seed = Instant::now().elapsed().as_nanos() as u32 ^ std::process::id().wrapping_mul(0x9e37_79b9);
+    let gid = if with_gid {
+        Some(ctx.query_gid(o.ib_port, u32::from(gid_index)).map_err(err("reading the GID"))?.0)
+    } else {
+        None
+    };
+    let my: Vec<Dest> = qps
+        .iter()
+        .enumerate()
+        .map(|(i, qp)| Dest {
+            lid: port.lid(),
+            out_reads,
+            qpn: qp.qpn(),
+            psn: (seed.wrapping_mul(2_654_435_761).wrapping_add(i as u32 * 7919)) & 0xff_ffff,
+            rkey: mr.rkey(),
+            vaddr: mr.addr() + ((q + i) * slot) as u64,
+            gid,
+            srqn: 0,
+        })
+        .collect();
+
+    // perftest: one exchange before the per-QP ones in latency tests.
+    if o.test == Test::Lat {
+        oob.handshake(&my[0])?;
+    }
+    let mut rem = Vec::with_capacity(q);
+    for d in &my {
+        rem.push(oob.handshake(d)?);
+    }
+    for (i, qp) in qps.iter().enumerate() {
+        let r = &rem[i];
+        let remote = Endpoint { qpn: r.qpn, psn: r.psn, lid: r.lid, gid: Gid(r.gid.unwrap_or([0; 16])) };
+        let opts = ConnectOpts {
+            port: o.ib_port,
+            gid_index,
+            mtu: rrddmma::bindings::ibv_mtu(mtu),
+            max_rd_atomic: r.out_reads.clamp(1, out_reads) as u8,
+            max_dest_rd_atomic: out_reads as u8,
+            access,
+            ..ConnectOpts::default()
+        };
+        qp.connect(&remote, my[i].psn, &opts).map_err(err("connecting the QP"))?;
+    }
+    let mut s = Session { qps, cqs, recv_cq, mr, _buf: buf, oob, my, rem, slot, cycle, line, ctx };
+    // Receives go up before the peer may send.
+    if o.verb == Verb::Send {
+        for i in 0..q {
+            for _ in 0..rx {
+                s.post_recv(i)?;
+            }
+        }
+    }
+    for i in 0..q {
+        let d = s.oob.handshake(&s.my[i])?;
+        s.rem[i] = d;
+    }
+    s.oob.handshake(&s.my[0])?;
+    Ok(s)
+}
+
+impl Session {
+    /// The local (source) region of QP `i`.
+    fn local(&self, i: usize) -> usize {
+        i * self.slot
+    }
+
+    /// The target region of QP `i` (what the peer writes to).
+    fn target(&self, i: usize) -> usize {
+        (self.qps.len() + i) * self.slot
+    }
+
+    fn post_recv(&self, i: usize) -> Res<()> {
+        let sges = [self.mr.sge(self.target(i), self.slot as u32)];
+        // SAFETY: the entry lies in the session's MR, alive as long as the QP.
+        unsafe { self.qps[i].post_recv(&mut [RecvWr::new(&sges, i as u64)]) }.map_err(err("ibv_post_recv"))
+    }
+
+    fn ptr(&self, off: usize) -> *mut u8 {
+        (self.mr.addr() as usize + off) as *mut u8
+    }
+}
+
+fn check(wc: &Wc) -> Res<()> {
+    if wc.is_success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "work request {:#x} completed with status {:?} (vendor error {:#x})",
+            wc.wr_id(),
+            wc.status(),
+            wc.vendor_err()
+        ))
+    }
+}
+
+/// perftest's address cycling: sizes up to half a cycle buffer walk through
+/// it in cache-line steps; larger ones use one place.
+fn offsets(size: usize, cycle: usize, line: usize) -> Vec<usize> {
+    if size <= cycle / 2 {
+        let step = inc(size, line);
+        (0..cycle / step).map(|k| k * step).collect()
+    } else {
+        vec![0]
+    }
+}
+
+/// Per-QP posting state of a bandwidth run.
+struct Stream {
+    qp: usize,
+    sges: Vec<[Sge; 1]>,
+    remotes: Vec<RemoteAddr>,
+}
+
+/// Requests posted and completed on one stream.
+#[derive(Clone, Copy, Default)]
+struct Counts {
+    posted: u64,
+    done: u64,
+}
+
+/// The request of a bandwidth test for one slot (unsignaled).
+fn request<'a>(o: &Opts, sge: &'a [Sge; 1], r: RemoteAddr, g: u64, inline: bool) -> SendWr<'a> {
+    let wr = match o.verb {
+        Verb::Write => SendWr::write(sge, r),
+        Verb::Read => SendWr::read(sge, r),
+        Verb::Send => SendWr::send(sge),
+        Verb::Atomic if o.cas => SendWr::compare_swap(sge, r, 0, g),
+        Verb::Atomic => SendWr::fetch_add(sge, r, 1),
+    };
+    if inline {
+        wr.inline()
+    } else {
+        wr
+    }
+}
+
+/// A bandwidth run of one thread over its QPs; returns (ops, start, end).
+fn bw_thread(s: &Session, o: &Opts, cq: &Cq, mine: &[usize], size: usize) -> Res<(u64, Instant, Instant)> {
+    let len = size as u32;
+    let offs = offsets(size, s.cycle, s.line);
+    let streams: Vec<Stream> = mine
+        .iter()
+        .map(|&qp| Stream {
+            qp,
+            sges: offs.iter().map(|&k| [s.mr.sge(s.local(qp) + k, len)]).collect(),
+            remotes: offs
+                .iter()
+                .map(|&k| RemoteAddr { addr: s.rem[qp].vaddr + k as u64, rkey: s.rem[qp].rkey })
+                .collect(),
+        })
+        .collect();
+    let mut counts = vec![Counts::default(); streams.len()];
+    let inline = size <= o.inline as usize && matches!(o.verb, Verb::Write | Verb::Send);
+    let mut lists: Vec<Vec<SendList<'_>>> = streams
+        .iter()
+        .map(|st| {
+            (0..st.sges.len()).map(|k| SendList::new(vec![request(o, &st.sges[k], st.remotes[k], 0, inline)])).collect()
+        })
+        .collect();
+    let pl = o.post_list as u64;
+    let depth = u64::from(o.tx_depth);
+    let cq_mod = u64::from(o.cq_mod);
+    let mut limit = if o.duration.is_some() { u64::MAX } else { o.iters };
+    let deadline = o.duration.map(Duration::from_secs_f64);
+    let mut wrs: Vec<SendWr<'_>> = Vec::with_capacity(o.post_list as usize);
+    let mut wcs = [Wc::default(); POLL_BATCH];
+    let mask = (1u64 << COUNT_BITS) - 1;
+
+    alloc::measuring(true);
+    let start = Instant::now();
+    let result = (|| -> Res<()> {
+        let mut polls = 0u32;
+        loop {
+            let mut all_done = true;
+            for (si, (st, c)) in streams.iter().zip(counts.iter_mut()).enumerate() {
+                while c.posted < limit && c.posted - c.done + pl <= depth {
+                    let n = pl.min(limit - c.posted);
+                    let make = |g: u64| {
+                        let k = (g as usize) % st.sges.len();
+                        let mut wr = request(o, &st.sges[k], st.remotes[k], g, inline);
+                        if (g + 1) % cq_mod == 0 || g + 1 == limit {
+                            wr = wr.signaled().wr_id(((si as u64) << COUNT_BITS) | (g + 1));
+                        }
+                        wr
+                    };
+                    let g = c.posted;
+                    let unsignaled = (g + 1) % cq_mod != 0 && g + 1 != limit;
+                    if n == 1 && unsignaled && !o.cas {
+                        // The prebuilt request of this slot (perftest's
+                        // prebuilt WRs); signaled ones carry their count.
+                        let k = (g as usize) % st.sges.len();
+                        // SAFETY: every entry lies in the session's MR, which
+                        // outlives the run; the run waits for all completions.
+                        unsafe { s.qps[st.qp].post_send_list(&mut lists[si][k]) }.map_err(err("ibv_post_send"))?;
+                    } else {
+                        wrs.clear();
+                        wrs.extend((0..n).map(|j| make(g + j)));
+                        // SAFETY: as above.
+                        unsafe { s.qps[st.qp].post_send(&mut wrs) }.map_err(err("ibv_post_send"))?;
+                    }
+                    c.posted += n;
+                }
+                all_done &= c.done >= limit;
+            }
+            if all_done {
+                return Ok(());
+            }
+            let n = cq.poll(&mut wcs).map_err(err("ibv_poll_cq"))?;
+            for wc in &wcs[..n] {
+                check(wc)?;
+                let c = &mut counts[(wc.wr_id() >> COUNT_BITS) as usize];
+                c.done = c.done.max(wc.wr_id() & mask);
+            }
+            if let Some(d) = deadline {
+                polls = polls.wrapping_add(1);
+                if limit == u64::MAX && polls % 64 == 0 && start.elapsed() >= d {
+                    // One more request each, signaled, so that all complete.
+                    let most = counts.iter().map(|c| c.posted).max().unwrap_or(0);
+                    limit = most + 1;
+                }
+            }
+        }
+    })();
+    let end = Instant::now();
+    alloc::measuring(false);
+    result?;
+    let ops = counts.iter().map(|c| c.posted).sum();
+    Ok((ops, start, end))
+}
+
+/// The client side of a bandwidth test for one size.
+pub fn bw_client(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
+    let threads = o.threads as usize;
+    let before = alloc::in_loop_allocations();
+    let barrier = std::sync::Barrier::new(threads);
+    let results: Vec<Res<(u64, Instant, Instant)>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let mine: Vec<usize> = (0..s.qps.len()).filter(|i| i % threads == t).collect();
+                let barrier = &barrier;
+                scope.spawn(move || {
+                    // Warm-up (as perftest's): one queue's worth of requests,
+                    // so first-touch costs stay out of the measurement.
+                    let warm = Opts { iters: u64::from(o.tx_depth), duration: None, ..o.clone() };
+                    let warmed = bw_thread(s, &warm, &s.cqs[t], &mine, size);
+                    barrier.wait();
+                    warmed?;
+                    bw_thread(s, o, &s.cqs[t], &mine, size)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a benchmark thread panicked".into()))).collect()
+    });
+    let mut ops = 0;
+    let (mut first, mut last) = (None::<Instant>, None::<Instant>);
+    for r in results {
+        let (n, a, b) = r?;
+        ops += n;
+        first = Some(first.map_or(a, |f| f.min(a)));
+        last = Some(last.map_or(b, |l| l.max(b)));
+    }
+    let secs = match (first, last) {
+        (Some(a), Some(b)) => (b - a).as_secs_f64().max(1e-9),
+        _ => 1e-9,
+    };
+    Ok(Outcome {
+        size,
+        // Per QP, as perftest reports it; the rates cover all QPs.
+        iters: ops / u64::from(o.qps),
+        bytes_per_sec: (ops * size as u64) as f64 / secs,
+        ops_per_sec: ops as f64 / secs,
+        lat_ns: Vec::new(),
+        allocs: alloc::in_loop_allocations() - before,
+    })
+}
+
+/// The server side of a SEND bandwidth test: receives and re-posts until the
+/// client's closing handshake arrives. Returns the messages received.
+pub fn send_bw_server(s: &Session) -> Res<u64> {
+    let mut wcs = [Wc::default(); POLL_BATCH];
+    let mut got = 0u64;
+    let mut idle = 0u32;
+    loop {
+        let n = s.recv_cq.poll(&mut wcs).map_err(err("ibv_poll_cq"))?;
+        for wc in &wcs[..n] {
+            check(wc)?;
+            s.post_recv(wc.wr_id() as usize)?;
+        }
+        got += n as u64;
+        if n == 0 {
+            idle += 1;
+            if idle % 1024 == 0 && s.oob.peer_spoke() {
+                return Ok(got);
+            }
+        } else {
+            idle = 0;
+        }
+    }
+}
+
+/// A timestamp for latency samples: the time-stamp counter on x86-64 (as
+/// perftest's `get_cycles`; `clock_gettime` can be a system call where the
+/// kernel does not trust the TSC, as in emulated VMs), else nanoseconds
+/// since `t0`.
+#[inline(always)]
+fn ticks(t0: Instant) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let _ = t0;
+        // SAFETY: RDTSC is available on every x86-64 CPU and has no effect
+        // beyond reading the counter.
+        #[allow(unused_unsafe)]
+        unsafe {
+            std::arch::x86_64::_rdtsc()
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        t0.elapsed().as_nanos() as u64
+    }
+}
+
+/// Sorted latency samples from post timestamps (perftest: intervals between
+/// consecutive posts, halved for ping-pong tests).
+fn samples(stamps: &[u64], halve: bool) -> Vec<f64> {
+    let div = if halve { 2.0 } else { 1.0 };
+    let mut v: Vec<f64> = stamps.windows(2).map(|w| w[1].wrapping_sub(w[0]) as f64 / div).collect();
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+/// A latency test for one size, on either side.
+pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
+    let n = o.iters as usize;
+    let mut stamps = vec![0u64; n];
+    let len = size as u32;
+    let server = !s.oob.is_client();
+    let qp = &s.qps[0];
+    let cq = &s.cqs[0];
+    let sge = [s.mr.sge(s.local(0), len)];
+    let remote = RemoteAddr { addr: s.rem[0].vaddr, rkey: s.rem[0].rkey };
+    let inline = size <= o.inline as usize && matches!(o.verb, Verb::Write | Verb::Send);
+    let mut wcs = [Wc::default(); 1];
+    let before = alloc::in_loop_allocations();
+    let poll_byte = s.ptr(s.target(0) + size - 1);
+    let post_byte = s.ptr(s.local(0) + size - 1);
+
+    // The one request, built before the loop (perftest's prebuilt WR).
+    let wr = match o.verb {
+        Verb::Write => SendWr::write(&sge, remote),
+        Verb::Send => SendWr::send(&sge),
+        Verb::Read => SendWr::read(&sge, remote),
+        Verb::Atomic if o.cas => SendWr::compare_swap(&sge, remote, 0, 0),
+        Verb::Atomic => SendWr::fetch_add(&sge, remote, 1),
+    }
+    .signaled();
+    let mut list = SendList::new(vec![if inline { wr.inline() } else { wr }]);
+    let post = |list: &mut SendList<'_>| -> Res<()> {
+        // SAFETY: the entry lies in the session's MR; each request is
+        // completed before the next is posted.
+        unsafe { qp.post_send_list(list) }.map_err(err("ibv_post_send"))
+    };
+    let wait = |cq: &Cq, wcs: &mut [Wc; 1]| -> Res<()> {
+        while cq.poll(wcs).map_err(err("ibv_poll_cq"))? == 0 {}
+        check(&wcs[0])
+    };
+
+    alloc::measuring(true);
+    let t0 = Instant::now();
+    let c0 = ticks(t0);
+    let result = (|| -> Res<()> {
+        match o.verb {
+            Verb::Write => {
+                let (mut sc, mut rc, mut cc) = (0usize, 0usize, 0usize);
+                while sc < n || cc < n || rc < n {
+                    if rc < n && !(sc == 0 && server) {
+                        rc += 1;
+                        // SAFETY: the byte lies in the registered buffer; the
+                        // peer's RDMA WRITE changes it, hence volatile.
+                        while unsafe { poll_byte.read_volatile() } != rc as u8 {}
+                    }
+                    if sc < n {
+                        stamps[sc] = ticks(t0);
+                        sc += 1;
+                        // SAFETY: as above; the device reads it at post time
+                        // or later, and nothing is in flight here.
+                        unsafe { post_byte.write_volatile(sc as u8) };
+                        post(&mut list)?;
+                    }
+                    if cc < n {
+                        wait(cq, &mut wcs)?;
+                        cc += 1;
+                    }
+                }
+            }
+            Verb::Send => {
+                let (mut sc, mut rc) = (0usize, 0usize);
+                while sc < n || rc < n {
+                    if rc < n && (server || sc != 0) {
+                        wait(&s.recv_cq, &mut wcs)?;
+                        rc += 1;
+                        s.post_recv(0)?;
+                    }
+                    if sc < n {
+                        stamps[sc] = ticks(t0);
+                        sc += 1;
+                        post(&mut list)?;
+                        wait(cq, &mut wcs)?;
+                    }
+                }
+            }
+            Verb::Read | Verb::Atomic => {
+                for (i, st) in stamps.iter_mut().enumerate() {
+                    if o.cas {
+                        list.set(0, SendWr::compare_swap(&sge, remote, 0, i as u64).signaled());
+                    }
+                    *st = ticks(t0);
+                    post(&mut list)?;
+                    wait(cq, &mut wcs)?;
+                }
+            }
+        }
+        Ok(())
+    })();
+    let (t1, c1) = (Instant::now(), ticks(t0));
+    alloc::measuring(false);
+    result?;
+    // Ticks to nanoseconds, calibrated over the run itself.
+    let ns_per_tick = (t1 - t0).as_nanos() as f64 / c1.wrapping_sub(c0).max(1) as f64;
+    let halve = matches!(o.verb, Verb::Write | Verb::Send);
+    let mut lat_ns = samples(&stamps, halve);
+    lat_ns.iter_mut().for_each(|v| *v *= ns_per_tick);
+    Ok(Outcome { size, iters: o.iters, lat_ns, allocs: alloc::in_loop_allocations() - before, ..Outcome::default() })
+}
+
+/// The bandwidth report this side sends at the end.
+pub fn report_of(o: &Opts, r: &Outcome) -> BwReport {
+    let unit = if o.gbits { 1.25e8 } else { 1048576.0 };
+    BwReport {
+        size: r.size as u64,
+        iters: r.iters,
+        bw_peak: r.bytes_per_sec / unit,
+        bw_avg: r.bytes_per_sec / unit,
+        msg_rate: r.ops_per_sec / 1e6,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn address_cycling_follows_perftest() {
+        assert_eq!(offsets(2, 4096, 64).len(), 64);
+        assert_eq!(offsets(100, 4096, 64)[1], 128);
+        assert_eq!(offsets(4096, 4096, 64), vec![0]);
+        assert_eq!(inc(65536, 64), 65536);
+    }
+
+    #[test]
+    fn latency_samples_are_sorted_intervals() {
+        assert_eq!(samples(&[0, 10, 30, 33], true), vec![1.5, 5.0, 10.0]);
+        assert_eq!(samples(&[0, 10, 30], false), vec![10.0, 20.0]);
+    }
+}

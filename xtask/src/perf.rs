@@ -1,0 +1,415 @@
+//! rrddmma-perf's device checks (perftest interoperability in both
+//! directions, zero allocations in measured loops), `cargo xtask demo`
+//! (rrddmma-perf beside perftest) and `cargo xtask bench-verbs` (callgrind:
+//! userspace instructions per post + poll, rrddmma against C).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use crate::device::{self, Check, Done, Step};
+use crate::{root, run, Result};
+
+/// Builds rrddmma-perf (release) and returns its path.
+pub fn binary() -> Result<PathBuf> {
+    run(Command::new(env!("CARGO")).args(["build", "--release", "--quiet", "-p", "rrddmma-perf"]))?;
+    Ok(root().join("target/release/rrddmma-perf"))
+}
+
+/// Shell: `D` is the device, `X` the index of its RoCE v2 GID that maps an
+/// IPv4 address (else its first RoCE v2 GID, else 0), as perftest's `-x` wants.
+const GID_SHELL: &str = "D=\"$RRDDMMA_TEST_DEVICE\"; P=/sys/class/infiniband/$D/ports/1; X=; \
+    for t in $P/gid_attrs/types/*; do i=${t##*/}; [ \"$(cat $t 2>/dev/null)\" = 'RoCE v2' ] || continue; \
+    case $(cat $P/gids/$i) in 0000:0000:0000:0000:0000:ffff:*) X=$i; break;; esac; [ -n \"$X\" ] || X=$i; done; \
+    X=${X:-0}";
+
+/// Shell for a server and a client run against each other, with timeouts;
+/// prints both outputs and both exit codes.
+fn pair(server: &str, client: &str) -> String {
+    // Wait until the server listens on its `-p` port (perftest's client does
+    // not retry), at most 20 s.
+    let words: Vec<&str> = server.split_whitespace().collect();
+    let port = words.iter().position(|w| *w == "-p").and_then(|i| words.get(i + 1)).copied().unwrap_or("18515");
+    format!(
+        "{GID_SHELL}; L=$(mktemp); timeout 90 {server} > $L 2>&1 & S=$!; \
+         for i in $(seq 200); do ss -ltn | grep -q ':{port} ' && break; sleep 0.1; done; \
+         timeout 60 {client}; echo CLIENT-RC=$?; wait $S; echo SERVER-RC=$?; echo '--- server output'; cat $L; rm -f $L"
+    )
+}
+
+/// Rows of a result table whose first column is `size`, as numbers (the
+/// leading numeric columns only).
+fn rows(out: &str, size: u64) -> Vec<Vec<f64>> {
+    out.lines()
+        .map(|l| l.split_whitespace().map_while(|w| w.parse::<f64>().ok()).collect::<Vec<f64>>())
+        .filter(|r| r.len() >= 4 && r[0] == size as f64)
+        .collect()
+}
+
+fn both_ok(d: &Done) -> bool {
+    d.code == Some(0) && d.output.contains("CLIENT-RC=0") && d.output.contains("SERVER-RC=0")
+}
+
+/// Every rrddmma-perf report of in-loop allocations says 0, and there is one.
+fn zero_allocs(out: &str) -> bool {
+    let counts: Vec<&str> =
+        out.lines().filter_map(|l| l.trim().strip_prefix("heap allocations inside measured loops: ")).collect();
+    !counts.is_empty() && counts.iter().all(|c| c.trim() == "0")
+}
+
+/// A bandwidth table row: size, iterations as asked, a positive bandwidth in column 3.
+fn bw_plausible(out: &str, size: u64, iters: u64, want_rows: usize) -> bool {
+    let r = rows(out, size);
+    r.len() >= want_rows && r.iter().all(|r| r[1] == iters as f64 && r[2] > 0.0 && r[2] < 1e7)
+}
+
+/// A latency table row: min <= typical <= max, all positive and sane.
+fn lat_plausible(out: &str, size: u64, iters: u64, want_rows: usize) -> bool {
+    let r = rows(out, size);
+    r.len() >= want_rows
+        && r.iter()
+            .all(|r| r.len() >= 7 && r[1] == iters as f64 && r[2] > 0.0 && r[2] <= r[4] && r[4] <= r[3] && r[4] < 1e5)
+}
+
+/// The checks for `cargo xtask test`.
+pub fn checks() -> Result<Vec<Check>> {
+    let exe = binary()?;
+    let me = format!("'{}'", exe.display());
+    let mut v = Vec::new();
+    let dev = "-d $D -x $X";
+
+    v.push(Check::verdict(
+        "perf interop: rrddmma-perf write bw client -> ib_write_bw server",
+        pair(
+            &format!("ib_write_bw {dev} -p 18601 -s 4096 -n 500"),
+            &format!("{me} write bw {dev} -p 18601 -s 4096 -n 500 127.0.0.1"),
+        ),
+        |d| both_ok(d) && zero_allocs(&d.output) && bw_plausible(&d.output, 4096, 500, 2),
+    ));
+    v.push(Check::verdict(
+        "perf interop: ib_write_bw client -> rrddmma-perf write bw server",
+        pair(
+            &format!("{me} write bw {dev} -p 18602 -s 4096 -n 500"),
+            &format!("ib_write_bw {dev} -p 18602 -s 4096 -n 500 127.0.0.1"),
+        ),
+        |d| both_ok(d) && bw_plausible(&d.output, 4096, 500, 2),
+    ));
+    v.push(Check::verdict(
+        "perf interop: rrddmma-perf write lat client -> ib_write_lat server",
+        pair(
+            &format!("ib_write_lat {dev} -p 18603 -n 200"),
+            &format!("{me} write lat {dev} -p 18603 -n 200 127.0.0.1"),
+        ),
+        |d| both_ok(d) && zero_allocs(&d.output) && lat_plausible(&d.output, 2, 200, 2),
+    ));
+    v.push(Check::verdict(
+        "perf interop: ib_write_lat client -> rrddmma-perf write lat server",
+        pair(
+            &format!("{me} write lat {dev} -p 18604 -n 200"),
+            &format!("ib_write_lat {dev} -p 18604 -n 200 127.0.0.1"),
+        ),
+        |d| both_ok(d) && zero_allocs(&d.output) && lat_plausible(&d.output, 2, 200, 2),
+    ));
+
+    // rrddmma-perf against itself: every test kind, no allocation in any loop.
+    let own: [(&str, &str, u64, u64, bool); 8] = [
+        ("write bw", "-s 64 -n 2000 -q 2 --threads 2 -l 4 -Q 8", 64, 2000, true),
+        ("read bw", "-s 4096 -n 500", 4096, 500, true),
+        ("send bw", "-s 256 -n 2000", 256, 2000, true),
+        ("atomic bw", "-n 1000", 8, 1000, true),
+        ("read lat", "-s 64 -n 200", 64, 200, false),
+        ("send lat", "-s 64 -n 200", 64, 200, false),
+        ("atomic lat", "-n 200", 8, 200, false),
+        ("write bw", "-s 1024 -D 1", 1024, 0, true),
+    ];
+    for (k, (test, flags, size, iters, bw)) in own.into_iter().enumerate() {
+        let port = 18610 + k;
+        let name = format!("perf: rrddmma-perf {test} {flags} (zero allocations in loops)");
+        v.push(Check::verdict(
+            &name,
+            pair(
+                &format!("{me} {test} {dev} -p {port} {flags}"),
+                &format!("{me} {test} {dev} -p {port} {flags} 127.0.0.1"),
+            ),
+            move |d| {
+                both_ok(d)
+                    && zero_allocs(&d.output)
+                    && match (bw, iters) {
+                        (true, 0) => rows(&d.output, size).iter().any(|r| r[1] > 0.0 && r[2] > 0.0),
+                        (true, n) => bw_plausible(&d.output, size, n, 1),
+                        (false, n) => lat_plausible(&d.output, size, n, 1),
+                    }
+            },
+        ));
+    }
+
+    // A sweep with every output format.
+    let dir = "/tmp/rrddmma-perf-sweep";
+    v.push(Check::verdict(
+        "perf: sweep writes JSON, CSV and SVG",
+        format!(
+            "rm -rf {dir}; mkdir -p {dir}; {}; ls {dir}; cat {dir}/r.json {dir}/r.csv; head -c 200 {dir}/r.svg",
+            pair(
+                &format!("{me} write bw {dev} -p 18620 -a --max-size 4096 -n 200"),
+                &format!("{me} write bw {dev} -p 18620 -a --max-size 4096 -n 200 --json {dir}/r.json --csv {dir}/r.csv --svg {dir}/r.svg 127.0.0.1")
+            )
+        ),
+        |d| {
+            let json_ok = d.output.find("{\n  \"tool\"").and_then(|start| {
+                let rest = &d.output[start..];
+                let end = rest.find("\n}\n")? + 3;
+                serde_json::from_str::<serde_json::Value>(&rest[..end]).ok()
+            });
+            let sizes_ok = json_ok.is_some_and(|j| {
+                let r = j["results"].as_array().cloned().unwrap_or_default();
+                r.len() == 12
+                    && r.iter().all(|x| x["allocations_in_loop"] == 0 && x["bw_mib_s"].as_f64().is_some_and(|b| b > 0.0))
+            });
+            both_ok(d) && sizes_ok && d.output.contains("test,size,iterations") && d.output.contains("<svg")
+        },
+    ));
+    Ok(v)
+}
+
+/// `cargo xtask perf-checks`: rrddmma-perf's device checks alone.
+pub fn run_checks() -> Result<()> {
+    let checks = checks()?;
+    let place = device::locate(None)?;
+    eprintln!("perf checks on {}", place.describe());
+    let mut tally = crate::tally::Tally::default();
+    device::run_checks(&place, &checks, &mut tally)?;
+    println!("\n{} passed, {} failed", tally.passed, tally.failed);
+    if tally.failed > 0 {
+        return Err(format!("{} failed", tally.failed).into());
+    }
+    Ok(())
+}
+
+/// Repetitions of every demo measurement (tools alternate, order flips).
+const REPS: usize = 3;
+/// Iterations per demo run.
+const DEMO_ITERS: u64 = 1000;
+
+/// One demo measurement: (perftest command, rrddmma-perf test, flags, size).
+struct Item {
+    name: &'static str,
+    perftest: &'static str,
+    ours: &'static str,
+    size: u64,
+    bw: bool,
+}
+
+fn demo_items() -> Vec<Item> {
+    let mut v: Vec<Item> = (1..=16)
+        .map(|i| Item { name: "write bw", perftest: "ib_write_bw", ours: "write bw", size: 1 << i, bw: true })
+        .collect();
+    v.push(Item { name: "write lat", perftest: "ib_write_lat", ours: "write lat", size: 2, bw: false });
+    v.push(Item { name: "read lat", perftest: "ib_read_lat", ours: "read lat", size: 2, bw: false });
+    v.push(Item { name: "send lat", perftest: "ib_send_lat", ours: "send lat", size: 2, bw: false });
+    v.push(Item { name: "atomic lat", perftest: "ib_atomic_lat", ours: "atomic lat", size: 8, bw: false });
+    v
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(if v.len() % 2 == 1 { v[v.len() / 2] } else { (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0 })
+}
+
+/// The client's result row of one run: (bandwidth MiB/s) or (median, p99) in
+/// µs. Bandwidth comes from the message rate (printed with six decimals by
+/// both tools; MB/s has two, too coarse for small messages here).
+fn client_numbers(out: &str, size: u64, perftest: bool, bw: bool) -> Option<(f64, f64)> {
+    let client = out.split("--- server output").next()?;
+    let r = rows(client, size).into_iter().next()?;
+    let mib = |mpps: f64| mpps * 1e6 * size as f64 / 1048576.0;
+    match (bw, perftest) {
+        (true, true) => Some((mib(*r.get(4)?), 0.0)),
+        (true, false) => Some((mib(r[3]), 0.0)),
+        (false, _) => Some((*r.get(4)?, *r.get(7)?)),
+    }
+}
+
+/// `cargo xtask demo [--device NAME]`: rrddmma-perf and perftest side by side.
+pub fn demo(args: &[String]) -> Result<()> {
+    let wanted = args.iter().position(|a| a == "--device").and_then(|i| args.get(i + 1));
+    crate::deps::ensure()?;
+    let exe = binary()?;
+    let me = format!("'{}'", exe.display());
+    let place = device::locate(wanted.map(String::as_str))?;
+    eprintln!("demo: {}; {REPS} alternating repetitions of each run", place.describe());
+    let items = demo_items();
+    let mut script = String::new();
+    let mut port = 18700;
+    for rep in 0..REPS {
+        for (k, it) in items.iter().enumerate() {
+            let size_flag = if it.ours.starts_with("atomic") { String::new() } else { format!("-s {}", it.size) };
+            let common = format!("-d $D -x $X -n {DEMO_ITERS} {size_flag}");
+            let runs = [
+                ("perftest", format!("{} {common}", it.perftest)),
+                ("rrddmma", format!("{me} {} {common} --no-progress", it.ours)),
+            ];
+            let order: Vec<usize> = if (rep + k) % 2 == 0 { vec![0, 1] } else { vec![1, 0] };
+            for i in order {
+                let (tool, cmd) = &runs[i];
+                port = if port >= 18790 { 18700 } else { port + 1 };
+                script.push_str(&format!(
+                    "echo '=== {tool}|{k}|{rep}'; ( {} ); ",
+                    pair(&format!("{cmd} -p {port}"), &format!("{cmd} -p {port} 127.0.0.1"))
+                ));
+            }
+        }
+    }
+    script.push_str("echo '=== end'");
+    let done = device::run_steps(&place, &[Step { name: "demo".into(), command: script }])?;
+    let out = &done[0].output;
+    let dir = root().join("target/demo");
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join("runs.log"), out)?;
+
+    // results[k] = (perftest values, rrddmma values)
+    type Samples = Vec<(f64, f64)>;
+    let mut results: Vec<(Samples, Samples)> = items.iter().map(|_| (vec![], vec![])).collect();
+    let mut failures = Vec::new();
+    for chunk in out.split("=== ").skip(1) {
+        let head = chunk.lines().next().unwrap_or("");
+        let f: Vec<&str> = head.split('|').collect();
+        let [tool, k, _rep] = f[..] else { continue };
+        let Ok(k) = k.parse::<usize>() else { continue };
+        let it = &items[k];
+        let perftest = tool == "perftest";
+        let ok = chunk.contains("CLIENT-RC=0") && chunk.contains("SERVER-RC=0");
+        match client_numbers(chunk, it.size, perftest, it.bw).filter(|_| ok) {
+            Some(v) if perftest => results[k].0.push(v),
+            Some(v) => results[k].1.push(v),
+            None => failures.push(format!("{tool} {} {} B:\n{chunk}", it.name, it.size)),
+        }
+    }
+    for f in &failures {
+        eprintln!("run failed: {f}");
+    }
+
+    let mut csv = String::from("series,size,value\n");
+    println!("\nrrddmma-perf vs perftest on {} (median of {REPS} alternating runs, {DEMO_ITERS} iterations each, inline off)\n", place.describe());
+    println!("| test | size (B) | perftest | rrddmma-perf | ratio |");
+    println!("|---|---|---|---|---|");
+    let mut bw_ratios = Vec::new();
+    let mut lat_ratios = Vec::new();
+    for (it, (p, r)) in items.iter().zip(&results) {
+        if it.bw {
+            let (Some(pm), Some(rm)) =
+                (median(p.iter().map(|v| v.0).collect()), median(r.iter().map(|v| v.0).collect()))
+            else {
+                println!("| {} | {} | failed | failed | - |", it.name, it.size);
+                continue;
+            };
+            csv.push_str(&format!("perftest (ib_write_bw),{},{pm:.3}\nrrddmma-perf,{},{rm:.3}\n", it.size, it.size));
+            bw_ratios.push(rm / pm);
+            println!("| {} MiB/s | {} | {pm:.2} | {rm:.2} | {:.2}x |", it.name, it.size, rm / pm);
+        } else {
+            let med =
+                |v: &Vec<(f64, f64)>, i: usize| median(v.iter().map(|x| if i == 0 { x.0 } else { x.1 }).collect());
+            for (i, what) in [(0, "median"), (1, "p99")] {
+                let (Some(pm), Some(rm)) = (med(p, i), med(r, i)) else {
+                    println!("| {} {what} | {} | failed | failed | - |", it.name, it.size);
+                    continue;
+                };
+                lat_ratios.push((format!("{} {what}", it.name), rm / pm));
+                println!("| {} {what} µs | {} | {pm:.2} | {rm:.2} | {:.2}x |", it.name, it.size, rm / pm);
+            }
+        }
+    }
+    let geo = |v: &[f64]| (v.iter().map(|x| x.ln()).sum::<f64>() / v.len().max(1) as f64).exp();
+    println!();
+    if !bw_ratios.is_empty() {
+        let min = bw_ratios.iter().copied().fold(f64::MAX, f64::min);
+        println!("write bandwidth rrddmma-perf / perftest: geometric mean {:.3}x, lowest {min:.3}x (>= 1.00 is as fast or faster)", geo(&bw_ratios));
+    }
+    for (name, r) in &lat_ratios {
+        println!("{name} latency rrddmma-perf / perftest: {r:.3}x (<= 1.00 is as fast or faster)");
+    }
+    let csv_path = dir.join("write_bw_sweep.csv");
+    let svg_path = dir.join("write_bw_sweep.svg");
+    std::fs::write(&csv_path, &csv)?;
+    run(Command::new(&exe)
+        .arg("plot")
+        .arg(&csv_path)
+        .arg(&svg_path)
+        .arg(format!("RDMA WRITE bandwidth on {}, rrddmma-perf vs perftest", place.device()))
+        .arg("MiB/s"))?;
+    println!(
+        "plot: {}\ndata: {}\nevery run's output: {}",
+        svg_path.display(),
+        csv_path.display(),
+        dir.join("runs.log").display()
+    );
+    if !failures.is_empty() {
+        return Err(format!("{} demo run(s) failed", failures.len()).into());
+    }
+    Ok(())
+}
+
+/// Iteration counts whose difference gives the per-iteration count.
+const VERBS_N: [u64; 2] = [100, 400];
+
+/// `cargo xtask bench-verbs`: userspace instructions per post + poll of 1
+/// and of 32 RDMA WRITEs, rrddmma (`examples/verbs_cost.rs`) against C
+/// (`benches/verbs_cost/verbs_cost.c`), counted by callgrind inside
+/// `verbs_cost_post` and `verbs_cost_poll` only, on the default device.
+pub fn bench_verbs() -> Result<()> {
+    run(Command::new(env!("CARGO")).args(["build", "--release", "--quiet", "--example", "verbs_cost"]))?;
+    let rust = root().join("target/release/examples/verbs_cost");
+    let c = root().join("target/xtask/verbs_cost_c");
+    std::fs::create_dir_all(root().join("target/xtask"))?;
+    run(Command::new("cc")
+        .args(["-O2", "-Wall", "-o"])
+        .arg(&c)
+        .arg(root().join("benches/verbs_cost/verbs_cost.c"))
+        .arg("-libverbs"))?;
+    let place = device::locate(None)?;
+    eprintln!("bench-verbs on {}", place.describe());
+    let mut steps = Vec::new();
+    let mut keys = Vec::new();
+    for batch in [1u32, 32] {
+        for (side, exe) in [("rrddmma", &rust), ("C", &c)] {
+            for n in VERBS_N {
+                steps.push(Step {
+                    name: format!("{side} batch {batch} n {n}"),
+                    command: format!(
+                        "valgrind --tool=callgrind --vgdb=no --callgrind-out-file=/dev/null --toggle-collect=verbs_cost_post \
+                         --toggle-collect=verbs_cost_poll '{}' \"$RRDDMMA_TEST_DEVICE\" {batch} {n}",
+                        exe.display()
+                    ),
+                });
+                keys.push((batch, side));
+            }
+        }
+    }
+    let done = device::run_steps(&place, &steps)?;
+    let mut counts = Vec::new();
+    for d in &done {
+        let n = d.output.lines().find_map(|l| l.split("Collected :").nth(1)).and_then(|v| v.trim().parse::<u64>().ok());
+        match n {
+            Some(n) if d.code == Some(0) => counts.push(n),
+            _ => return Err(format!("{} failed ({:?}):\n{}", d.name, d.code, d.output).into()),
+        }
+    }
+    let per = |i: usize| (counts[i + 1] as f64 - counts[i] as f64) / (VERBS_N[1] - VERBS_N[0]) as f64;
+    println!(
+        "| WRITEs per post | C (libibverbs calls) | rrddmma (`Qp::post_send_list` + `Cq::poll`) | ratio rrddmma / C |"
+    );
+    println!("|---|---|---|---|");
+    let mut worst: f64 = 0.0;
+    for (b, base) in [(1, 0), (32, 4)] {
+        let (r, cc) = (per(base), per(base + 2));
+        worst = worst.max(r / cc);
+        println!("| {b} | {cc:.1} | {r:.1} | {:.3} |", r / cc);
+    }
+    let _ = keys;
+    println!("\nuserspace instructions per iteration (post + poll), device {}", place.device());
+    if worst > 1.02 {
+        return Err(format!("rrddmma costs {worst:.3}x the C calls (limit 1.02)").into());
+    }
+    Ok(())
+}
