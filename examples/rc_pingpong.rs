@@ -24,17 +24,7 @@ use rrddmma::prim::{
 };
 
 fn main() -> ExitCode {
-    let c = match config_or_exit(Kind::Rc) {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
-    match run(&c) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("{e}");
-            ExitCode::from(1)
-        }
-    }
+    tool_main(Kind::Rc, run)
 }
 
 fn run(c: &Config) -> Res<()> {

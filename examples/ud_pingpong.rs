@@ -29,17 +29,7 @@ const GRH: usize = 40;
 const QKEY: u32 = 0x1111_1111;
 
 fn main() -> ExitCode {
-    let c = match config_or_exit(Kind::Ud) {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
-    match run(&c) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("{e}");
-            ExitCode::from(1)
-        }
-    }
+    tool_main(Kind::Ud, run)
 }
 
 fn run(c: &Config) -> Res<()> {

@@ -291,6 +291,22 @@ pub fn parse_args(args: &[String], kind: Kind) -> Result<Config, ArgError> {
     Ok(c)
 }
 
+/// A pingpong tool's `main`: parse the flags, run, exit 0 on success, 1 on a
+/// run-time failure (printed), 2 on a usage error.
+pub fn tool_main(kind: Kind, run: fn(&Config) -> Res<()>) -> ExitCode {
+    let c = match config_or_exit(kind) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    match run(&c) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 /// Parses `std::env::args()`; on a usage error prints it with the usage text
 /// and gives exit code 2 (help: exit 0).
 pub fn config_or_exit(kind: Kind) -> Result<Config, ExitCode> {
