@@ -35,6 +35,9 @@ use std::time::Duration;
 
 use super::error::{Error, Result};
 
+/// Smallest `max_frame` accepted: room for every handshake frame with margin.
+pub const MIN_FRAME: u32 = 1024;
+
 /// Default TCP port of the coordinator.
 pub const DEFAULT_PORT: u16 = 18650;
 
@@ -235,6 +238,12 @@ impl ClusterConfig {
         };
         if size == 0 {
             return Err(cfg_err("the cluster size is 0"));
+        }
+        if self.max_frame < MIN_FRAME {
+            return Err(cfg_err(format!(
+                "max_frame {} is below the {MIN_FRAME} bytes a handshake needs",
+                self.max_frame
+            )));
         }
         if let Some((src, _, s)) = launcher {
             if s != size {
@@ -514,6 +523,9 @@ mod tests {
         assert!(e.contains("rank 4"), "{e}");
         let e = c.resolve(&vars(&[])).unwrap_err().to_string();
         assert!(e.contains("size is unknown"), "{e}");
+        let tiny = ClusterConfig { max_frame: 100, size: Some(2), rank: Some(0), ..c.clone() };
+        let e = tiny.resolve(&vars(&[])).unwrap_err().to_string();
+        assert!(e.contains("max_frame 100"), "{e}");
     }
 
     #[test]

@@ -43,7 +43,7 @@ impl Params {
     /// Most bytes one rank may contribute to a round, so that the gathered
     /// frame of all ranks stays within `max_frame`.
     pub fn max_contribution(&self) -> usize {
-        (self.max_frame as usize).saturating_sub(8) / self.size.max(1) as usize - 4
+        ((self.max_frame as usize).saturating_sub(8) / self.size.max(1) as usize).saturating_sub(4)
     }
 }
 
