@@ -432,13 +432,7 @@ pub fn create_rc(pd: &Pd, send_cq: &Cq, recv_cq: &Cq, caps: QpCaps, max_atomic_a
     let mut attr = x::ibv_exp_qp_init_attr {
         send_cq: send_cq.as_ptr(),
         recv_cq: recv_cq.as_ptr(),
-        cap: ffi::ibv_qp_cap {
-            max_send_wr: caps.max_send_wr,
-            max_recv_wr: caps.max_recv_wr,
-            max_send_sge: caps.max_send_sge,
-            max_recv_sge: caps.max_recv_sge,
-            max_inline_data: caps.max_inline_data,
-        },
+        cap: caps.to_raw(true),
         qp_type: ffi::ibv_qp_type::IBV_QPT_RC.0,
         comp_mask: M::IBV_EXP_QP_INIT_ATTR_PD | M::IBV_EXP_QP_INIT_ATTR_ATOMICS_ARG,
         pd: pd.as_ptr(),
@@ -636,13 +630,7 @@ impl Dci {
         let mut attr = x::ibv_exp_qp_init_attr {
             send_cq: send_cq.as_ptr(),
             recv_cq: recv_cq.as_ptr(),
-            cap: ffi::ibv_qp_cap {
-                max_send_wr: caps.max_send_wr,
-                max_recv_wr: 0,
-                max_send_sge: caps.max_send_sge,
-                max_recv_sge: 0,
-                max_inline_data: caps.max_inline_data,
-            },
+            cap: caps.to_raw(false),
             qp_type: x::IBV_EXP_QPT_DC_INI,
             comp_mask: x::ibv_exp_qp_init_attr_comp_mask::IBV_EXP_QP_INIT_ATTR_PD,
             pd: pd.as_ptr(),

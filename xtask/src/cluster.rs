@@ -7,7 +7,7 @@ use std::process::Command;
 
 use crate::device::Check;
 use crate::tally::Tally;
-use crate::test::capture;
+use crate::test::{capture, executable};
 use crate::{root, Result};
 
 /// Fuzz targets of `fuzz/`, each run briefly from its committed corpus.
@@ -67,11 +67,7 @@ fn built(kind: &str, name: &str) -> Result<PathBuf> {
         eprint!("{}", String::from_utf8_lossy(&out.stderr));
         return Err(format!("building {kind} {name} failed").into());
     }
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["reason"] == "compiler-artifact" && v["target"]["name"] == name)
-        .find_map(|v| v["executable"].as_str().map(PathBuf::from))
+    executable(&String::from_utf8_lossy(&out.stdout), name)
         .ok_or_else(|| format!("cargo named no executable for {kind} {name}").into())
 }
 

@@ -50,12 +50,17 @@ fn device_binary(env: &[(&str, &str)], target_dir: Option<&str>) -> Result<PathB
     if !out.status.success() {
         return Err(format!("building the device tests failed ({env:?})").into());
     }
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["reason"] == "compiler-artifact" && v["target"]["name"] == "device")
-        .find_map(|v| v["executable"].as_str().map(PathBuf::from))
+    executable(&String::from_utf8_lossy(&out.stdout), "device")
         .ok_or_else(|| "cargo named no executable for the device tests".into())
+}
+
+/// The executable that cargo's JSON messages (`--message-format=json`) name
+/// for the target `name`.
+pub(crate) fn executable(json: &str, name: &str) -> Option<PathBuf> {
+    json.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["reason"] == "compiler-artifact" && v["target"]["name"] == name)
+        .find_map(|v| v["executable"].as_str().map(PathBuf::from))
 }
 
 /// Fetches the pinned rdma-core tree (cached under target/xtask).

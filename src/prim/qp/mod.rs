@@ -45,6 +45,21 @@ pub struct QpCaps {
     pub max_inline_data: u32,
 }
 
+impl QpCaps {
+    /// The raw capacities; without `recv` the receive side is zero (a QP
+    /// taking receives from an SRQ, or one that never receives, such as a DC
+    /// initiator).
+    pub fn to_raw(&self, recv: bool) -> ffi::ibv_qp_cap {
+        ffi::ibv_qp_cap {
+            max_send_wr: self.max_send_wr,
+            max_recv_wr: if recv { self.max_recv_wr } else { 0 },
+            max_send_sge: self.max_send_sge,
+            max_recv_sge: if recv { self.max_recv_sge } else { 0 },
+            max_inline_data: self.max_inline_data,
+        }
+    }
+}
+
 impl Default for QpCaps {
     fn default() -> QpCaps {
         QpCaps { max_send_wr: 64, max_recv_wr: 64, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 }
@@ -197,13 +212,7 @@ impl<'a> QpBuilder<'a> {
                 return Err(Error::CapExceeded { what, asked: u64::from(asked), limit: u64::from(limit) });
             }
         }
-        let cap = ffi::ibv_qp_cap {
-            max_send_wr: c.max_send_wr,
-            max_recv_wr: if self.srq.is_some() { 0 } else { c.max_recv_wr },
-            max_send_sge: c.max_send_sge,
-            max_recv_sge: if self.srq.is_some() { 0 } else { c.max_recv_sge },
-            max_inline_data: c.max_inline_data,
-        };
+        let cap = c.to_raw(self.srq.is_none());
         let mut attr = ffi::ibv_qp_init_attr_ex {
             send_cq: self.send_cq.as_ptr(),
             recv_cq: self.recv_cq.as_ptr(),
