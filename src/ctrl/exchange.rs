@@ -94,14 +94,17 @@ impl Session {
 
     /// All-gathers one MR token per rank, in rank order.
     pub fn exchange_mrs(&mut self, mine: &RemoteMr) -> Result<Vec<RemoteMr>> {
-        self.all_gather(&mine.to_bytes())?
-            .iter()
-            .map(|p| {
-                let b: &[u8; RemoteMr::WIRE_LEN] =
-                    p.as_slice().try_into().map_err(|_| Error::Malformed("MR token is not 20 bytes"))?;
-                Ok(RemoteMr::from_bytes(b))
-            })
-            .collect()
+        self.all_gather(&mine.to_bytes())?.iter().map(|p| parse_mr(p)).collect()
+    }
+}
+
+/// A peer's MR token: 20 bytes whose address range fits in 64 bits.
+fn parse_mr(p: &[u8]) -> Result<RemoteMr> {
+    let b: &[u8; RemoteMr::WIRE_LEN] = p.try_into().map_err(|_| Error::Malformed("MR token is not 20 bytes"))?;
+    let mr = RemoteMr::from_bytes(b);
+    match mr.end() {
+        Some(_) => Ok(mr),
+        None => Err(Error::Malformed("MR token's address plus length exceeds 64 bits")),
     }
 }
 
@@ -128,5 +131,15 @@ mod tests {
         b[4] = 1;
         assert!(QpInfo::from_bytes(&b).is_err());
         assert!(parse_list(&[0u8; 30], "bad", QpInfo::from_bytes).is_err());
+    }
+
+    #[test]
+    fn mr_token_that_wraps_is_malformed() {
+        let ok = RemoteMr { addr: 0x1000, len: 64, rkey: 5 };
+        assert_eq!(parse_mr(&ok.to_bytes()).unwrap(), ok);
+        let bad = RemoteMr { addr: u64::MAX - 8, len: 64, rkey: 5 };
+        let e = parse_mr(&bad.to_bytes()).unwrap_err();
+        assert!(e.to_string().contains("exceeds 64 bits"), "{e}");
+        assert!(parse_mr(&[0; 19]).is_err());
     }
 }

@@ -66,10 +66,40 @@ pub(crate) fn require(ctx: &Context, op: &'static str) -> Result<()> {
 }
 
 #[cfg(not(rrddmma_mlnx_ofed4))]
-/// mlx5 capabilities (`mlx5dv_query_device`), asking for every field.
+/// The `mlx5dv_context` fields the bindings' struct holds, as a request mask.
+///
+/// `mlx5dv_query_device` takes no size: it fills every field whose bit is set
+/// in `comp_mask`. A newer libmlx5 knows fields past the end of the struct
+/// these bindings were generated from (`MAX_DC_RD_ATOM`, `REG_C0`,
+/// `OOO_RECV_WRS`, ...); asking for their bits would let it write past the
+/// caller's struct. So the mask names exactly the bits whose fields exist
+/// here, the highest being `CRYPTO_OFFLOAD` for the last field, `crypto_caps`.
+pub const QUERY_DEVICE_MASK: u64 = {
+    use ffi::mlx5dv_context_comp_mask as M;
+    let all = M::MLX5DV_CONTEXT_MASK_CQE_COMPRESION.0
+        | M::MLX5DV_CONTEXT_MASK_SWP.0
+        | M::MLX5DV_CONTEXT_MASK_STRIDING_RQ.0
+        | M::MLX5DV_CONTEXT_MASK_TUNNEL_OFFLOADS.0
+        | M::MLX5DV_CONTEXT_MASK_DYN_BFREGS.0
+        | M::MLX5DV_CONTEXT_MASK_CLOCK_INFO_UPDATE.0
+        | M::MLX5DV_CONTEXT_MASK_FLOW_ACTION_FLAGS.0
+        | M::MLX5DV_CONTEXT_MASK_DC_ODP_CAPS.0
+        | M::MLX5DV_CONTEXT_MASK_HCA_CORE_CLOCK.0
+        | M::MLX5DV_CONTEXT_MASK_NUM_LAG_PORTS.0
+        | M::MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD.0
+        | M::MLX5DV_CONTEXT_MASK_DCI_STREAMS.0
+        | M::MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH.0
+        | M::MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD.0;
+    all as u64
+};
+
+#[cfg(not(rrddmma_mlnx_ofed4))]
+/// mlx5 capabilities (`mlx5dv_query_device`), asking for every field the
+/// bindings' struct holds ([`QUERY_DEVICE_MASK`]); `comp_mask` of the result
+/// says which of them the library filled.
 pub fn query_device(ctx: &Context) -> Result<ffi::mlx5dv_context> {
     require(ctx, "mlx5dv_query_device")?;
-    let mut attr = ffi::mlx5dv_context { comp_mask: u64::MAX >> 1, ..Default::default() };
+    let mut attr = ffi::mlx5dv_context { comp_mask: QUERY_DEVICE_MASK, ..Default::default() };
     // SAFETY: an mlx5 context (checked above); `attr` is valid for writes.
     let rc = unsafe { ffi::mlx5dv_query_device(ctx.as_ptr(), &mut attr) };
     if rc != 0 {
@@ -89,4 +119,38 @@ pub fn clock_info(ctx: &Context) -> Result<clock::ClockInfo> {
         return Err(Error::code("mlx5dv_get_clock_info", rc));
     }
     Ok(ci)
+}
+
+#[cfg(all(test, not(rrddmma_mlnx_ofed4)))]
+mod tests {
+    use super::*;
+    use std::mem::{offset_of, size_of};
+
+    /// The request mask is every bit the bindings define, and the highest of
+    /// them is the one for the struct's last field, so libmlx5 is never asked
+    /// to fill a field past the end of `mlx5dv_context`.
+    #[test]
+    fn query_mask_stays_inside_the_struct() {
+        let crypto = u64::from(ffi::mlx5dv_context_comp_mask::MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD.0);
+        assert_eq!(QUERY_DEVICE_MASK, (crypto << 1) - 1, "mask must be contiguous up to CRYPTO_OFFLOAD");
+        assert_eq!(64 - QUERY_DEVICE_MASK.leading_zeros(), crypto.trailing_zeros() + 1);
+        let end = offset_of!(ffi::mlx5dv_context, crypto_caps) + size_of::<ffi::mlx5dv_crypto_caps>();
+        assert_eq!(end.next_multiple_of(8), size_of::<ffi::mlx5dv_context>(), "crypto_caps must be the last field");
+        // Every MLX5DV_CONTEXT_MASK_* constant in the committed bindings is in
+        // the mask: regenerated bindings with a new bit (and field) fail here
+        // until the mask and this test are brought up to date.
+        let sys = include_str!("../bindings/sys.rs");
+        let mut seen = 0;
+        let mut rest = sys;
+        while let Some(i) = rest.find("pub const MLX5DV_CONTEXT_MASK_") {
+            rest = &rest[i..];
+            let open = rest.find("mlx5dv_context_comp_mask(").expect("constant value") + "mlx5dv_context_comp_mask(".len();
+            let close = open + rest[open..].find(')').expect("closing parenthesis");
+            let bit: u64 = rest[open..close].trim().trim_end_matches(',').trim().parse().expect("numeric mask bit");
+            assert_eq!(QUERY_DEVICE_MASK & bit, bit, "bindings define mask bit {bit:#x} that the request leaves out");
+            seen |= bit;
+            rest = &rest[close..];
+        }
+        assert_eq!(seen, QUERY_DEVICE_MASK, "the request names a bit the bindings do not define");
+    }
 }

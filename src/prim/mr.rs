@@ -162,18 +162,75 @@ impl RemoteMr {
         RemoteMr { addr: u64_at(0), len: u64_at(8), rkey: u32::from_le_bytes(b[16..].try_into().expect("4 bytes")) }
     }
 
+    /// One past the region's last byte, or `None` when `addr + len` does not
+    /// fit in 64 bits (a token no real registration produces: treat it as a
+    /// peer's error).
+    pub fn end(&self) -> Option<u64> {
+        self.addr.checked_add(self.len)
+    }
+
     /// The remote location `offset` bytes in, if `len` bytes fit there.
+    ///
+    /// `None` when `offset + len` passes the region's length, or when the
+    /// region's addresses do not fit in 64 bits. Every sum is checked: the
+    /// fields usually come from a peer, and no peer value can make this panic
+    /// or wrap.
+    ///
+    /// ```
+    /// use rrddmma::prim::RemoteMr;
+    /// let bogus = RemoteMr { addr: u64::MAX - 16, len: 4096, rkey: 1 };
+    /// assert!(bogus.checked_at(0, 8).is_none());
+    /// assert!(bogus.checked_at(u64::MAX, 2).is_none());
+    /// ```
     pub fn checked_at(&self, offset: u64, len: u64) -> Option<RemoteAddr> {
-        (offset.checked_add(len)? <= self.len).then(|| RemoteAddr { addr: self.addr + offset, rkey: self.rkey })
+        let last = offset.checked_add(len)?;
+        if last > self.len {
+            return None;
+        }
+        self.end()?;
+        Some(RemoteAddr { addr: self.addr.checked_add(offset)?, rkey: self.rkey })
     }
 
     /// The remote location `offset` bytes in.
     ///
     /// # Panics
-    /// If `offset` is not inside the region (a programming error).
+    /// If `offset` is not inside the region (a programming error), or if the
+    /// region's addresses do not fit in 64 bits. For a token that came from a
+    /// peer and has not been checked, use [`RemoteMr::checked_at`], which
+    /// returns `None` instead.
     pub fn at(&self, offset: u64) -> RemoteAddr {
+        if self.end().is_none() {
+            panic!(
+                "remote region at {:#x} of {} bytes wraps past the end of the address space \
+                 (a bad token: check peer tokens with RemoteMr::checked_at or RemoteMr::end)",
+                self.addr, self.len
+            );
+        }
         self.checked_at(offset, 0)
             .filter(|_| offset < self.len)
             .unwrap_or_else(|| panic!("offset {offset} is outside the remote region of {} bytes", self.len))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RemoteMr;
+
+    /// A peer's token near the top of the address space: every lookup is
+    /// `None`, nothing panics or wraps (debug and release alike).
+    #[test]
+    fn peer_token_near_u64_max_is_refused_not_wrapped() {
+        let bogus = RemoteMr { addr: u64::MAX - 100, len: 4096, rkey: 7 };
+        assert_eq!(bogus.end(), None);
+        for (off, len) in [(0, 0), (0, 8), (200, 8), (4095, 1), (u64::MAX, 1), (1, u64::MAX)] {
+            assert!(bogus.checked_at(off, len).is_none(), "({off}, {len}) must be refused");
+        }
+        let top = RemoteMr { addr: u64::MAX - 4096, len: 4096, rkey: 7 };
+        assert_eq!(top.end(), Some(u64::MAX));
+        assert_eq!(top.checked_at(4088, 8).map(|r| r.addr), Some(u64::MAX - 8));
+        assert!(top.checked_at(4089, 8).is_none());
+        let r = std::panic::catch_unwind(|| bogus.at(0)).expect_err("at() on a wrapping token panics");
+        let msg = r.downcast_ref::<String>().expect("message");
+        assert!(msg.contains("wraps past the end of the address space") && msg.contains("checked_at"), "{msg}");
     }
 }
