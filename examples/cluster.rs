@@ -39,7 +39,7 @@ fn run() -> Result<String, Box<dyn std::error::Error>> {
     let gid_index = u8::try_from(ctx.roce_v2_gid_index(port)?)?;
     let pd = Pd::new(&ctx)?;
     let cq = Cq::new(&ctx, 2 * size)?;
-    let mem = RegisteredMem::new(&pd, 2 * SLOT * size as usize)?;
+    let mut mem = RegisteredMem::new(&pd, 2 * SLOT * size as usize)?;
     let connect =
         ConnectOpts { port, gid_index, access: AccessFlags::IBV_ACCESS_REMOTE_WRITE, ..ConnectOpts::default() };
     let qps = connect_rc_mesh(&mut s, &pd, &cq, &cq, &MeshOpts { caps: QpCaps::default(), connect, psn: rank << 8 })?;

@@ -552,7 +552,10 @@ impl Dct {
 impl Drop for Dct {
     fn drop(&mut self) {
         // SAFETY: created by `ibv_exp_create_dct`, destroyed once.
-        unsafe { x::ibv_exp_destroy_dct(self.raw.as_ptr()) };
+        let rc = unsafe { x::ibv_exp_destroy_dct(self.raw.as_ptr()) };
+        if rc != 0 {
+            crate::prim::count_destroy_failure("ibv_exp_destroy_dct", rc);
+        }
     }
 }
 

@@ -107,7 +107,10 @@ unsafe impl Sync for AhInner {}
 impl Drop for AhInner {
     fn drop(&mut self) {
         // SAFETY: created by `ibv_create_ah`, destroyed once.
-        unsafe { ffi::ibv_destroy_ah(self.ah.as_ptr()) };
+        let rc = unsafe { ffi::ibv_destroy_ah(self.ah.as_ptr()) };
+        if rc != 0 {
+            crate::prim::error::count_destroy_failure("ibv_destroy_ah", rc);
+        }
     }
 }
 

@@ -28,7 +28,10 @@ impl Drop for ChannelInner {
     fn drop(&mut self) {
         // SAFETY: created by `ibv_create_comp_channel`; the CQ on it holds an
         // `Arc` to this, so it is gone.
-        unsafe { ffi::ibv_destroy_comp_channel(self.ch.as_ptr()) };
+        let rc = unsafe { ffi::ibv_destroy_comp_channel(self.ch.as_ptr()) };
+        if rc != 0 {
+            crate::prim::error::count_destroy_failure("ibv_destroy_comp_channel", rc);
+        }
     }
 }
 

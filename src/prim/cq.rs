@@ -43,11 +43,14 @@ impl Drop for CqInner {
         // SAFETY: created by `ibv_create_cq(_ex)`; events read from its channel
         // are acknowledged before destruction, which waits for them; QPs using
         // it hold an `Arc` to this.
-        unsafe {
+        let rc = unsafe {
             if n > 0 {
                 ffi::ibv_ack_cq_events(self.cq.as_ptr(), n);
             }
-            ffi::ibv_destroy_cq(self.cq.as_ptr());
+            ffi::ibv_destroy_cq(self.cq.as_ptr())
+        };
+        if rc != 0 {
+            crate::prim::error::count_destroy_failure("ibv_destroy_cq", rc);
         }
     }
 }

@@ -98,7 +98,10 @@ impl Drop for ContextInner {
     fn drop(&mut self) {
         // SAFETY: opened by `ibv_open_device`; every child holds an `Arc` to
         // this, so none is alive any more.
-        unsafe { ffi::ibv_close_device(self.ctx.as_ptr()) };
+        let rc = unsafe { ffi::ibv_close_device(self.ctx.as_ptr()) };
+        if rc != 0 {
+            crate::prim::error::count_destroy_failure("ibv_close_device", rc);
+        }
     }
 }
 

@@ -96,7 +96,10 @@ impl Dm {
 impl Drop for Dm {
     fn drop(&mut self) {
         // SAFETY: allocated by `ibv_alloc_dm`, freed once.
-        unsafe { ffi::ibv_free_dm(self.dm.as_ptr()) };
+        let rc = unsafe { ffi::ibv_free_dm(self.dm.as_ptr()) };
+        if rc != 0 {
+            crate::prim::error::count_destroy_failure("ibv_free_dm", rc);
+        }
     }
 }
 
@@ -114,7 +117,10 @@ impl Drop for XrcdInner {
     fn drop(&mut self) {
         // SAFETY: opened by `ibv_open_xrcd`, closed once, after every QP on it
         // (they hold an `Arc` to this).
-        unsafe { ffi::ibv_close_xrcd(self.xrcd.as_ptr()) };
+        let rc = unsafe { ffi::ibv_close_xrcd(self.xrcd.as_ptr()) };
+        if rc != 0 {
+            crate::prim::error::count_destroy_failure("ibv_close_xrcd", rc);
+        }
     }
 }
 
@@ -146,6 +152,11 @@ impl Xrcd {
         let xrcd = unsafe { ffi::ibv_open_xrcd(ctx.as_ptr(), &mut attr) };
         let xrcd = NonNull::new(xrcd).ok_or_else(|| Error::last("ibv_open_xrcd"))?;
         Ok(Xrcd(std::sync::Arc::new(XrcdInner { xrcd, _ctx: ctx.clone() })))
+    }
+
+    /// The device context the domain belongs to.
+    pub fn context(&self) -> &Context {
+        &self.0._ctx
     }
 
     /// The raw domain.

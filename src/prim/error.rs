@@ -2,6 +2,29 @@
 
 use std::fmt;
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static DESTROY_FAILURES: AtomicU64 = AtomicU64::new(0);
+
+/// How many times a `Drop` of this crate saw a destroy verb fail
+/// (`ibv_dereg_mr`, `ibv_destroy_qp`, `ibv_dealloc_pd`, ...) in this process.
+///
+/// A `Drop` cannot return the error. The object's resources are then left as
+/// they are: memory under a region whose deregistration failed is never freed
+/// (the device may still reach it). Debug builds also print each failure to
+/// standard error. A test or a long-running program can check that this stays 0.
+pub fn destroy_failures() -> u64 {
+    DESTROY_FAILURES.load(Ordering::Relaxed)
+}
+
+/// Records a failed destroy verb (see [`destroy_failures`]).
+pub(crate) fn count_destroy_failure(op: &'static str, rc: i32) {
+    DESTROY_FAILURES.fetch_add(1, Ordering::Relaxed);
+    if cfg!(debug_assertions) {
+        let errno = if rc < 0 { -rc } else { rc };
+        eprintln!("rrddmma: {op} failed in drop: {}; its resources are left in place", io::Error::from_raw_os_error(errno));
+    }
+}
 
 /// Result of a verbs operation.
 pub type Result<T> = std::result::Result<T, Error>;

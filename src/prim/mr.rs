@@ -2,26 +2,53 @@
 
 use std::fmt;
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 use super::error::{Error, Result};
 use super::pd::Pd;
 use super::wr::{RemoteAddr, Sge};
 use crate::bindings as ffi;
 
-/// A registered memory region. Deregistered on drop.
+/// A registered memory region. Cloning shares it; deregistered when the
+/// last clone (and every memory window bound to it, see [`Mw`](super::Mw))
+/// is gone.
+///
+/// If the deregistration fails (a provider that refuses while a window is
+/// still bound, a kernel error), the memory under the region is never freed
+/// by this crate: memory it owns ([`RegisteredMem`](crate::wrap::RegisteredMem))
+/// is leaked and the failure counted in [`destroy_failures`](super::destroy_failures),
+/// because the device may still access it.
 ///
 /// # References
 /// `ibv_reg_mr(3)`
-pub struct Mr {
+#[derive(Clone)]
+pub struct Mr(Arc<MrInner>);
+
+struct MrInner {
     mr: NonNull<ffi::ibv_mr>,
     _pd: Pd,
+    /// What owns the memory under the region; dropped only after a
+    /// successful deregistration.
+    backing: Option<Box<dyn Send + Sync>>,
 }
 
 // SAFETY: an MR is an immutable handle once registered; deregistration
-// happens once, on drop.
-unsafe impl Send for Mr {}
+// happens once, when the last clone goes. The backing is Send + Sync.
+unsafe impl Send for MrInner {}
 // SAFETY: as above.
-unsafe impl Sync for Mr {}
+unsafe impl Sync for MrInner {}
+
+impl Drop for MrInner {
+    fn drop(&mut self) {
+        // SAFETY: registered by `ibv_reg_mr`, deregistered once, here.
+        let rc = unsafe { ffi::ibv_dereg_mr(self.mr.as_ptr()) };
+        if rc != 0 {
+            // The device may still reach the memory: never free it.
+            std::mem::forget(self.backing.take());
+            super::error::count_destroy_failure("ibv_dereg_mr", rc);
+        }
+    }
+}
 
 impl fmt::Debug for Mr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -42,12 +69,31 @@ impl Mr {
     ///
     /// # Safety
     /// `addr..addr+len` must be memory of this process that stays allocated
-    /// for as long as the region exists and any posted work request or remote
-    /// peer may access it.
+    /// for as long as the region exists (until the last clone of the
+    /// returned `Mr` and every memory window bound to it are dropped) and any
+    /// posted work request or remote peer may access it. If deregistration
+    /// fails (counted in [`destroy_failures`](super::destroy_failures)), the
+    /// device may still reach the memory: do not free it then.
     ///
     /// With `IBV_ACCESS_ON_DEMAND` on a device without on-demand paging, the
     /// result is [`Error::Unsupported`], decided before the system call.
     pub unsafe fn register(pd: &Pd, addr: *mut u8, len: usize, access: ffi::ibv_access_flags) -> Result<Mr> {
+        // SAFETY: the caller's contract.
+        unsafe { Mr::register_backed(pd, addr, len, access, None) }
+    }
+
+    /// [`Mr::register`] for memory owned by `backing`, which is dropped only
+    /// after the region is deregistered successfully (and leaked otherwise).
+    ///
+    /// # Safety
+    /// `addr..addr+len` must stay valid for as long as `backing` lives.
+    pub(crate) unsafe fn register_backed(
+        pd: &Pd,
+        addr: *mut u8,
+        len: usize,
+        access: ffi::ibv_access_flags,
+        backing: Option<Box<dyn Send + Sync>>,
+    ) -> Result<Mr> {
         if access.0 & ffi::ibv_access_flags::IBV_ACCESS_ON_DEMAND.0 != 0 {
             let odp = pd.context().query_device_ex()?.odp_caps.general_caps;
             if odp & u64::from(ffi::ibv_odp_general_caps::IBV_ODP_SUPPORT.0) == 0 {
@@ -58,17 +104,23 @@ impl Mr {
         // SAFETY: live PD; the memory contract is the caller's.
         let mr = unsafe { ffi::ibv_reg_mr(pd.as_ptr(), addr.cast(), len, access) };
         let mr = NonNull::new(mr).ok_or_else(|| Error::last("ibv_reg_mr"))?;
-        Ok(Mr { mr, _pd: pd.clone() })
+        Ok(Mr(Arc::new(MrInner { mr, _pd: pd.clone(), backing })))
+    }
+
+    /// The PD the region belongs to.
+    pub fn pd(&self) -> &Pd {
+        &self.0._pd
     }
 
     /// The raw region.
     pub fn as_ptr(&self) -> *mut ffi::ibv_mr {
-        self.mr.as_ptr()
+        self.0.mr.as_ptr()
     }
 
+    #[inline]
     fn raw(&self) -> &ffi::ibv_mr {
         // SAFETY: the MR stays registered while `self` lives.
-        unsafe { self.mr.as_ref() }
+        unsafe { self.0.mr.as_ref() }
     }
 
     /// Start address of the region.
@@ -114,13 +166,6 @@ impl Mr {
     /// The token a peer needs to access this region remotely.
     pub fn remote(&self) -> RemoteMr {
         RemoteMr { addr: self.addr(), len: self.len() as u64, rkey: self.rkey() }
-    }
-}
-
-impl Drop for Mr {
-    fn drop(&mut self) {
-        // SAFETY: registered by `ibv_reg_mr`, deregistered once.
-        unsafe { ffi::ibv_dereg_mr(self.mr.as_ptr()) };
     }
 }
 

@@ -16,7 +16,10 @@ use crate::bindings as ffi;
 /// `ibv_alloc_mw(3)`, `ibv_bind_mw(3)`
 pub struct Mw {
     mw: NonNull<ffi::ibv_mw>,
-    _pd: Pd,
+    pd: Pd,
+    /// The region of the last bind: the window keeps it (and the memory
+    /// under it) registered for as long as the window may grant access.
+    bound: Option<Mr>,
 }
 
 // SAFETY: a window handle is used through thread-safe verbs calls.
@@ -37,7 +40,7 @@ impl Mw {
         // SAFETY: live PD.
         let mw = unsafe { ffi::ibv_alloc_mw(pd.as_ptr(), mw_type) };
         let mw = NonNull::new(mw).ok_or_else(|| Error::last("ibv_alloc_mw"))?;
-        Ok(Mw { mw, _pd: pd.clone() })
+        Ok(Mw { mw, pd: pd.clone(), bound: None })
     }
 
     /// The current remote key (changes with each bind).
@@ -56,7 +59,13 @@ impl Mw {
 impl Drop for Mw {
     fn drop(&mut self) {
         // SAFETY: allocated by `ibv_alloc_mw`, deallocated once.
-        unsafe { ffi::ibv_dealloc_mw(self.mw.as_ptr()) };
+        let rc = unsafe { ffi::ibv_dealloc_mw(self.mw.as_ptr()) };
+        if rc != 0 {
+            // The window may still grant access: keep its region registered.
+            std::mem::forget(self.bound.take());
+            super::error::count_destroy_failure("ibv_dealloc_mw", rc);
+        }
+        // `bound` drops after this: the region outlives the window.
     }
 }
 
@@ -66,8 +75,16 @@ impl Qp {
     /// with `wr_id`). Returns the window's token once the bind is posted; it
     /// is valid after the bind's completion. `len == 0` unbinds.
     ///
+    /// The window keeps a clone of `mr` until it is bound again or dropped,
+    /// so the region (and memory that it owns, such as a
+    /// [`RegisteredMem`](crate::wrap::RegisteredMem)'s) stays registered
+    /// while a peer may use the window's key.
+    ///
     /// # Panics
-    /// If the range is outside `mr` (a programming error).
+    /// If the range is outside `mr`, if the window and the region are of
+    /// different PDs, or if the QP is of another device context than the
+    /// window (programming errors: handles of another context would name
+    /// unrelated kernel objects).
     pub fn bind_mw(
         &self,
         mw: &mut Mw,
@@ -81,6 +98,17 @@ impl Qp {
             offset.checked_add(len).is_some_and(|e| e <= mr.len() as u64),
             "window {offset}..+{len} is outside the memory region of {} bytes",
             mr.len()
+        );
+        assert!(
+            mr.pd().as_ptr() == mw.pd.as_ptr(),
+            "bind_mw on QP {:#x}: the window and the region must belong to one PD",
+            self.qpn()
+        );
+        assert!(
+            self.pd().context().as_ptr() == mw.pd.context().as_ptr(),
+            "bind_mw on QP {:#x}: the QP and the window belong to different device contexts \
+             (open the device once and create both from that Context)",
+            self.qpn()
         );
         let mut bind = ffi::ibv_mw_bind {
             wr_id,
@@ -96,6 +124,12 @@ impl Qp {
         let rc = unsafe { ffi::ibv_bind_mw(self.as_ptr(), mw.as_ptr(), &mut bind) };
         if rc != 0 {
             return Err(Error::code("ibv_bind_mw", rc));
+        }
+        // A rebind keeps the new region; the old one is released (its
+        // deregistration, if the provider still refuses it, leaks the memory
+        // rather than freeing it: see `Mr`).
+        if len != 0 {
+            mw.bound = Some(mr.clone());
         }
         Ok(RemoteMr { addr: mr.addr() + offset, len, rkey: mw.rkey() })
     }

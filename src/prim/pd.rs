@@ -21,7 +21,10 @@ unsafe impl Sync for PdInner {}
 impl Drop for PdInner {
     fn drop(&mut self) {
         // SAFETY: allocated by `ibv_alloc_pd`; children hold an `Arc` to this.
-        unsafe { ffi::ibv_dealloc_pd(self.pd.as_ptr()) };
+        let rc = unsafe { ffi::ibv_dealloc_pd(self.pd.as_ptr()) };
+        if rc != 0 {
+            crate::prim::error::count_destroy_failure("ibv_dealloc_pd", rc);
+        }
     }
 }
 

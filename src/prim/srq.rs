@@ -22,7 +22,10 @@ unsafe impl Sync for SrqInner {}
 impl Drop for SrqInner {
     fn drop(&mut self) {
         // SAFETY: created by `ibv_create_srq`; QPs using it hold an `Arc` to this.
-        unsafe { ffi::ibv_destroy_srq(self.srq.as_ptr()) };
+        let rc = unsafe { ffi::ibv_destroy_srq(self.srq.as_ptr()) };
+        if rc != 0 {
+            crate::prim::error::count_destroy_failure("ibv_destroy_srq", rc);
+        }
     }
 }
 
@@ -50,6 +53,11 @@ impl Srq {
         let srq = unsafe { ffi::ibv_create_srq(pd.as_ptr(), &mut attr) };
         let srq = NonNull::new(srq).ok_or_else(|| Error::last("ibv_create_srq"))?;
         Ok(Srq(Arc::new(SrqInner { srq, _pd: pd.clone() })))
+    }
+
+    /// The PD the SRQ belongs to.
+    pub fn pd(&self) -> &Pd {
+        &self.0._pd
     }
 
     /// The raw SRQ.

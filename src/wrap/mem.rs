@@ -1,6 +1,5 @@
 //! [`RegisteredMem`]: memory that owns its registration.
 
-use std::mem::ManuallyDrop;
 use std::ops::Range;
 use std::ptr::NonNull;
 
@@ -57,19 +56,63 @@ const HUGE: usize = 2 << 20;
 /// [`RegisteredMem::write`]) without ever forming a Rust reference to the
 /// memory; [`RegisteredMem::as_slice`] is there, `unsafe`, for callers who
 /// know no remote access is in flight.
+///
+/// `write` takes `&mut self`: two threads cannot store into the same bytes
+/// at once, and no safe store can happen under a slice from `as_slice`.
+/// Shared readers (`&self`, also across threads) copy out with `read`.
+/// (Atomic byte-wise copies would let `write` take `&self`, but cost the
+/// vectorised `memcpy` that bulk copies into registered buffers want; a
+/// caller who needs shared writers wraps the value in a lock.)
+///
+/// The mapping belongs to the registration: it is unmapped when the last
+/// handle to the region is gone (this value, clones of [`RegisteredMem::mr`],
+/// and memory windows bound to it), and never if the deregistration fails.
+///
+/// ```compile_fail
+/// // Stores need exclusive access: this does not compile.
+/// fn store(mem: &rrddmma::wrap::RegisteredMem) {
+///     mem.write(0, b"x");
+/// }
+/// ```
+///
+/// ```compile_fail
+/// // No safe store can happen while a slice of the memory lives.
+/// fn alias(mem: &mut rrddmma::wrap::RegisteredMem) {
+///     // SAFETY: (for the example) no RDMA operation is in flight.
+///     let view = unsafe { mem.as_slice() };
+///     mem.write(0, b"x");
+///     assert_eq!(view[0], b'x');
+/// }
+/// ```
 pub struct RegisteredMem {
-    /// Dropped by hand in `Drop`, before the mapping goes.
-    mr: ManuallyDrop<Mr>,
-    base: NonNull<u8>,
-    map_len: usize,
+    mr: Mr,
     ptr: NonNull<u8>,
     len: usize,
 }
 
-// SAFETY: the mapping is owned by this value; every safe access copies
-// through raw pointers, and the MR is Send + Sync.
-unsafe impl Send for RegisteredMem {}
+/// An anonymous mapping, unmapped on drop. Owned by the registration over it.
+struct Mapping {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain process memory; only `Drop` touches it here.
+unsafe impl Send for Mapping {}
 // SAFETY: as above.
+unsafe impl Sync for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: our mapping; it is dropped only after the registration over
+        // it was removed (see `Mr`).
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+    }
+}
+
+// SAFETY: the memory is owned by the registration `mr` (Send + Sync); every
+// safe access copies through raw pointers, and stores need `&mut self`.
+unsafe impl Send for RegisteredMem {}
+// SAFETY: as above: `&self` only reads.
 unsafe impl Sync for RegisteredMem {}
 
 impl std::fmt::Debug for RegisteredMem {
@@ -121,16 +164,12 @@ impl RegisteredMem {
             // SAFETY: advice on our own mapping; failure only means no THP.
             unsafe { libc::madvise(ptr.as_ptr().cast(), body, libc::MADV_HUGEPAGE) };
         }
-        // SAFETY: the mapping lives until `Drop`, which deregisters before unmapping.
-        let mr = unsafe { Mr::register(pd, ptr.as_ptr(), len, opts.access) };
-        match mr {
-            Ok(mr) => Ok(RegisteredMem { mr: ManuallyDrop::new(mr), base, map_len, ptr, len }),
-            Err(e) => {
-                // SAFETY: our mapping, never shared.
-                unsafe { libc::munmap(base.as_ptr().cast(), map_len) };
-                Err(e.into())
-            }
-        }
+        let mapping = Mapping { base, len: map_len };
+        // SAFETY: the mapping is handed to the registration as its backing:
+        // it is unmapped only after a successful deregistration.
+        let mr = unsafe { Mr::register_backed(pd, ptr.as_ptr(), len, opts.access, Some(Box::new(mapping))) };
+        // On error the backing was dropped (unmapped) with the failed attempt.
+        Ok(RegisteredMem { mr: mr?, ptr, len })
     }
 
     /// The registration.
@@ -182,9 +221,13 @@ impl RegisteredMem {
 
     /// Copies `src` in, starting at `offset`.
     ///
+    /// Exclusive (`&mut self`): see the type's documentation. The device may
+    /// still read or write these bytes if an operation on them is in flight;
+    /// that is a question of the data's meaning, not of memory safety.
+    ///
     /// # Panics
     /// If the range is not inside the memory.
-    pub fn write(&self, offset: usize, src: &[u8]) {
+    pub fn write(&mut self, offset: usize, src: &[u8]) {
         self.check(&(offset..offset.saturating_add(src.len())));
         // SAFETY: in bounds (checked); written through a raw pointer only.
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(offset), src.len()) }
@@ -194,7 +237,10 @@ impl RegisteredMem {
     ///
     /// # Safety
     /// No RDMA operation (local receive or READ, remote WRITE or atomic) may
-    /// write the memory while the slice lives.
+    /// write the memory while the slice lives, and no other thread may hold a
+    /// `&mut` to this value meanwhile (safe code cannot: [`RegisteredMem::write`]
+    /// takes `&mut self`, so the borrow of the slice excludes it; the
+    /// contract is about the device, whose writes Rust cannot see).
     pub unsafe fn as_slice(&self) -> &[u8] {
         // SAFETY: a live mapping of `len` bytes; the no-writer contract is the caller's.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
@@ -215,14 +261,5 @@ impl RegisteredMem {
             "range {r:?} is outside the {} bytes of this RegisteredMem",
             self.len
         );
-    }
-}
-
-impl Drop for RegisteredMem {
-    fn drop(&mut self) {
-        // SAFETY: dropped once, here, and never used again.
-        unsafe { ManuallyDrop::drop(&mut self.mr) };
-        // SAFETY: our mapping; the registration over it is gone.
-        unsafe { libc::munmap(self.base.as_ptr().cast(), self.map_len) };
     }
 }

@@ -130,3 +130,55 @@ fn destroyed_peer_gives_retry_exceeded_not_a_hang() {
     assert_eq!(qa.query_state().unwrap(), ffi::ibv_qp_state::IBV_QPS_ERR);
     drop(mr);
 }
+
+/// A CQ of a second `Context` (same device) names an unrelated kernel handle
+/// in the first: the build refuses it before any system call.
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn qp_build_refuses_a_cq_of_another_context() {
+    let ctx = open_device();
+    let other = Context::open(ctx.name()).expect("second context of the same device");
+    let pd = Pd::new(&ctx).unwrap();
+    let mine = Cq::new(&ctx, 8).unwrap();
+    let theirs = Cq::new(&other, 8).unwrap();
+    let build = |send: &Cq, recv: &Cq| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            QpBuilder::new(&pd, ffi::ibv_qp_type::IBV_QPT_RC, send, recv).build()
+        }))
+    };
+    for (send, recv, what) in [(&theirs, &mine, "send CQ"), (&mine, &theirs, "receive CQ")] {
+        let msg = build(send, recv).expect_err("a foreign CQ panics");
+        let msg = msg.downcast_ref::<String>().expect("message");
+        assert!(msg.contains(what) && msg.contains("another device context"), "{msg}");
+    }
+    let srq_other = rrddmma::prim::Srq::new(&Pd::new(&other).unwrap(), 8, 1).unwrap();
+    let msg = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        QpBuilder::new(&pd, ffi::ibv_qp_type::IBV_QPT_RC, &mine, &mine).srq(&srq_other).build()
+    }))
+    .expect_err("a foreign SRQ panics");
+    assert!(msg.downcast_ref::<String>().expect("message").contains("SRQ"));
+    // The same objects of one context build a QP.
+    assert!(build(&mine, &mine).expect("no panic").is_ok());
+}
+
+/// `bind_mw` refuses a QP of another context than the window.
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn bind_mw_refuses_a_qp_of_another_context() {
+    let ctx = open_device();
+    let pd = Pd::new(&ctx).unwrap();
+    let mut mem = vec![0u8; 4096].into_boxed_slice();
+    let access = AccessFlags::IBV_ACCESS_LOCAL_WRITE | AccessFlags::IBV_ACCESS_MW_BIND;
+    // SAFETY: `mem` outlives the region (declared first, dropped last).
+    let mr = unsafe { Mr::register(&pd, mem.as_mut_ptr(), mem.len(), access) }.unwrap();
+    let mut mw = rrddmma::prim::Mw::alloc(&pd, ffi::ibv_mw_type::IBV_MW_TYPE_1).expect("type 1 window");
+    let lb = Loopback::new(QpCaps::default());
+    // `lb` opened the device again: its QP is of another context.
+    let msg = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        lb.qa.bind_mw(&mut mw, &mr, 0, 64, AccessFlags::IBV_ACCESS_REMOTE_WRITE, 1)
+    }))
+    .expect_err("a QP of another context panics");
+    let msg = msg.downcast_ref::<String>().expect("message");
+    assert!(msg.contains("different device contexts"), "{msg}");
+    drop((mw, mr));
+}

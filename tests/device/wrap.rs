@@ -19,7 +19,7 @@ fn registered_mem_is_aligned_zeroed_and_remotely_writable() {
     let pd = Pd::new(&ctx).unwrap();
     let cq = Cq::new(&ctx, 16).unwrap();
     let o = MemOpts { align: 1 << 16, huge: HugePages::Transparent, ..MemOpts::default() };
-    let a = RegisteredMem::with(&pd, 100_000, &o).unwrap();
+    let mut a = RegisteredMem::with(&pd, 100_000, &o).unwrap();
     let b = RegisteredMem::new(&pd, 4096).unwrap();
     assert_eq!(a.as_ptr() as usize % (1 << 16), 0, "alignment");
     assert_eq!(a.len(), 100_000);
@@ -74,7 +74,7 @@ fn a_three_rank_mesh_writes_to_every_peer() {
                 let ctx = open_device();
                 let pd = Pd::new(&ctx).unwrap();
                 let cq = Cq::new(&ctx, 64).unwrap();
-                let mem = RegisteredMem::new(&pd, 4096).unwrap();
+                let mut mem = RegisteredMem::new(&pd, 4096).unwrap();
                 let mesh = MeshOpts { caps: QpCaps::default(), connect: opts(&ctx), psn: 100 * rank };
                 let qps = connect_rc_mesh(&mut s, &pd, &cq, &cq, &mesh).unwrap();
                 assert!(qps[rank as usize].is_none() && qps.iter().filter(|q| q.is_some()).count() == 2);
@@ -117,7 +117,7 @@ fn ud_endpoints_cache_address_handles() {
     let mut a = UdEndpoint::new(&pd, &cq, &cq, QpCaps::default(), 1, gi, 0x5151).unwrap();
     let b = UdEndpoint::new(&pd, &cq, &cq, QpCaps::default(), 1, gi, 0x5151).unwrap();
     let to_b = b.info(ffi::ibv_mtu::IBV_MTU_1024).unwrap();
-    let mem = RegisteredMem::new(&pd, 4096).unwrap();
+    let mut mem = RegisteredMem::new(&pd, 4096).unwrap();
     for i in 0..3u8 {
         let r = [mem.sge(2048..2048 + GRH + 64)];
         // SAFETY: `mem` outlives the completions polled below.
@@ -143,4 +143,51 @@ fn ud_endpoints_cache_address_handles() {
     assert_eq!(a.cached(), 2, "another service level is another AH");
     a.clear_cache();
     assert_eq!(a.cached(), 0);
+}
+
+/// Whether a mapping of this process starts at `addr` (`/proc/self/maps`).
+fn mapped_at(addr: usize) -> bool {
+    let maps = std::fs::read_to_string("/proc/self/maps").expect("/proc/self/maps");
+    maps.lines().any(|l| l.split('-').next().and_then(|s| usize::from_str_radix(s, 16).ok()) == Some(addr))
+}
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn memory_window_keeps_registered_mem_alive() {
+    use rrddmma::prim::{destroy_failures, AccessFlags, Mw};
+    let ctx = open_device();
+    let pd = Pd::new(&ctx).unwrap();
+    let cq = Cq::new(&ctx, 16).unwrap();
+    let (qa, qb) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 9, &opts(&ctx)).unwrap();
+    let mut src = RegisteredMem::new(&pd, 4096).unwrap();
+    let access = AccessFlags::IBV_ACCESS_LOCAL_WRITE | AccessFlags::IBV_ACCESS_MW_BIND;
+    let mem = RegisteredMem::with(&pd, 8192, &MemOpts { access, ..MemOpts::default() }).unwrap();
+    let addr = mem.as_ptr() as usize;
+    let mut mw = Mw::alloc(&pd, ffi::ibv_mw_type::IBV_MW_TYPE_1).expect("type 1 memory window");
+    let grant = AccessFlags::IBV_ACCESS_REMOTE_WRITE | AccessFlags::IBV_ACCESS_REMOTE_READ;
+    let token = qb.bind_mw(&mut mw, mem.mr(), 0, 8192, grant, 1).unwrap();
+    assert_eq!(poll_one(&cq).status(), WcStatus::IBV_WC_SUCCESS);
+    let failures = destroy_failures();
+
+    // The owner drops its memory while a peer still holds the window's key.
+    drop(mem);
+    assert!(mapped_at(addr), "the window keeps the registration, and the mapping under it, alive");
+    src.write(0, b"still here");
+    let s = [src.sge(0..10)];
+    // SAFETY: `src` outlives the completion polled below.
+    unsafe { qa.post_send(&mut [SendWr::write(&s, token.at(100)).signaled()]) }.unwrap();
+    let wc = poll_one(&cq);
+    assert_eq!(wc.status(), WcStatus::IBV_WC_SUCCESS, "write through the window: {wc:?}");
+    let d = [src.sge(100..110)];
+    // SAFETY: as above.
+    unsafe { qa.post_send(&mut [SendWr::read(&d, token.at(100)).signaled()]) }.unwrap();
+    assert_eq!(poll_one(&cq).status(), WcStatus::IBV_WC_SUCCESS);
+    let mut back = [0u8; 10];
+    src.read(100, &mut back);
+    assert_eq!(&back, b"still here", "the bytes live in the window's memory");
+
+    // Dropping the window releases the region: deregistered, then unmapped.
+    drop(mw);
+    assert_eq!(destroy_failures(), failures, "deregistration after the window went succeeded");
+    assert!(!mapped_at(addr), "the mapping is gone with the last handle to its region");
 }

@@ -195,7 +195,32 @@ impl<'a> QpBuilder<'a> {
     }
 
     /// Checks the capacities against the device's limits, then creates the QP.
+    ///
+    /// # Panics
+    /// If the CQs, the SRQ or the XRC domain belong to another device
+    /// context than the PD (a programming error: their handles would name
+    /// unrelated kernel objects of that other context). Open the device once
+    /// and create every object from that [`Context`](super::Context).
     pub fn build(self) -> Result<Qp> {
+        let ctx = self.pd.context().as_ptr();
+        let foreign = |what: &str| {
+            panic!(
+                "QpBuilder::build: the {what} belongs to another device context than the PD \
+                 (open the device once and create the PD, CQs, SRQ and XRCD from that Context)"
+            )
+        };
+        if self.send_cq.context().as_ptr() != ctx {
+            foreign("send CQ");
+        }
+        if self.recv_cq.context().as_ptr() != ctx {
+            foreign("receive CQ");
+        }
+        if self.srq.is_some_and(|q| q.pd().context().as_ptr() != ctx) {
+            foreign("SRQ");
+        }
+        if self.xrcd.is_some_and(|x| x.context().as_ptr() != ctx) {
+            foreign("XRC domain");
+        }
         let dev = self.pd.context().query_device()?;
         let limit = |v: i32| u32::try_from(v).unwrap_or(0);
         let c = &self.caps;
@@ -240,7 +265,7 @@ impl<'a> QpBuilder<'a> {
             attr.send_ops_flags = ops.0;
         }
         let ctx = self.pd.context();
-        // SAFETY: live PD, CQs and SRQ of the same device; `attr` is valid.
+        // SAFETY: live PD, CQs and SRQ of the same context (checked above); `attr` is valid.
         let qp = unsafe { ffi::ibv_create_qp_ex(ctx.as_ptr(), &mut attr) };
         let extended = self.send_ops.is_some() || self.xrcd.is_some();
         let op = if extended { "ibv_create_qp_ex" } else { "ibv_create_qp" };
@@ -570,6 +595,9 @@ impl Qp {
 impl Drop for Qp {
     fn drop(&mut self) {
         // SAFETY: created by `ibv_create_qp`, destroyed once.
-        unsafe { ffi::ibv_destroy_qp(self.qp.as_ptr()) };
+        let rc = unsafe { ffi::ibv_destroy_qp(self.qp.as_ptr()) };
+        if rc != 0 {
+            crate::prim::error::count_destroy_failure("ibv_destroy_qp", rc);
+        }
     }
 }
