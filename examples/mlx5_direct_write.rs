@@ -45,15 +45,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut out = [Completion::default(); 1];
     let start = Instant::now();
     for _ in 0..iters {
-        sq.wqe(seg::opcode::RDMA_WRITE, 0, seg::fm_ce_se::CQ_UPDATE, 0)
-            .raddr(mr_dst.addr(), mr_dst.rkey())
-            .data(64, mr_src.lkey(), mr_src.addr())
-            .post(&mut mmio);
+        let w = sq.wqe(seg::opcode::RDMA_WRITE, 0, seg::fm_ce_se::CQ_UPDATE, 0).raddr(mr_dst.addr(), mr_dst.rkey());
+        // SAFETY: `mr_src` covers these 64 bytes and outlives the loop.
+        unsafe { w.data(64, mr_src.lkey(), mr_src.addr()) }.post(&mut mmio);
         while dcq.poll(&mut out) == 0 {}
         if out[0].status != rrddmma::bindings::ibv_wc_status::IBV_WC_SUCCESS {
             return Err(format!("WRITE failed: {:?}", out[0]).into());
         }
-        sq.retire(out[0].wqe_counter);
+        if !sq.retire(&out[0]) {
+            return Err(format!("completion names no outstanding WQE of this QP: {:?}", out[0]).into());
+        }
     }
     let t = start.elapsed();
     drop((mr_src, mr_dst));

@@ -3,6 +3,7 @@
 //! times, over memory of its own (no device). See benches/wqe_cost/wqe_cost.c.
 
 use rrddmma::mlx5dv::be::Be32;
+use rrddmma::mlx5dv::cqe::{opcode as cqe_op, Completion};
 use rrddmma::mlx5dv::mmio::HwMmio;
 use rrddmma::mlx5dv::seg::{fm_ce_se, opcode};
 use rrddmma::mlx5dv::sq::SqRing;
@@ -14,7 +15,9 @@ struct Ring([u8; BBS as usize * 64]);
 
 #[inline(never)]
 fn post_write(sq: &mut SqRing, mmio: &mut HwMmio, raddr: u64, rkey: u32, len: u32, lkey: u32, addr: u64) -> u16 {
-    sq.wqe(opcode::RDMA_WRITE, 0, fm_ce_se::CQ_UPDATE, 0).raddr(raddr, rkey).data(len, lkey, addr).post(mmio)
+    let w = sq.wqe(opcode::RDMA_WRITE, 0, fm_ce_se::CQ_UPDATE, 0).raddr(raddr, rkey);
+    // SAFETY: no device reads this ring (plain memory, see `main`).
+    unsafe { w.data(len, lkey, addr) }.post(mmio)
 }
 
 fn main() {
@@ -33,7 +36,8 @@ fn main() {
         // A completion every half ring frees the slots, as a selectively
         // signalled sender would see (the C side does no bookkeeping).
         if sq.available() <= BBS / 2 {
-            sq.retire(pi);
+            let done = Completion { opcode: cqe_op::REQ, qpn: sq.qpn(), wqe_counter: pi, ..Completion::default() };
+            sq.retire(&done);
         }
     }
     println!("{} {}", sq.cur_post(), dbrec[1].get());

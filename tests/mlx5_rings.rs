@@ -9,7 +9,31 @@ use rrddmma::mlx5dv::cq::CqRing;
 use rrddmma::mlx5dv::cqe::{opcode as cqe_op, Completion, Cqe64};
 use rrddmma::mlx5dv::mmio::{Op, Recorder};
 use rrddmma::mlx5dv::seg::{fm_ce_se, opcode, AtomicSeg, INLINE_SEG};
-use rrddmma::mlx5dv::sq::SqRing;
+use rrddmma::mlx5dv::sq::{SqRing, WqeWriter};
+
+/// Data segments in the ring models.
+trait Data {
+    fn d(self, len: u32, lkey: u32, addr: u64) -> Self;
+}
+
+impl Data for WqeWriter<'_> {
+    fn d(self, len: u32, lkey: u32, addr: u64) -> Self {
+        // SAFETY: ring models: no device ever reads these rings, so the
+        // addresses are only bytes to check.
+        unsafe { self.data(len, lkey, addr) }
+    }
+}
+
+/// A requester completion of `sq`'s QP for the WQE at `counter`.
+fn req(sq: &SqRing, counter: u16) -> Completion {
+    Completion { opcode: cqe_op::REQ, qpn: sq.qpn(), wqe_counter: counter, ..Completion::default() }
+}
+
+/// Retires the WQE at `counter` as its requester completion would.
+fn retire(sq: &mut SqRing, counter: u16) -> bool {
+    let c = req(sq, counter);
+    sq.retire(&c)
+}
 
 /// A 64-byte-aligned zeroed buffer.
 fn aligned(len: usize) -> Vec<u64> {
@@ -148,14 +172,14 @@ fn smallest_sq_wraps_and_parses_back_with_c_structs() {
             }
             1 => sq
                 .wqe(opcode::SEND_IMM, 0, fm_ce_se::CQ_UPDATE | fm_ce_se::SOLICITED, 0xaabb_ccdd_u32.to_be())
-                .data(64, 5, 0x5000)
-                .data(32, 6, 0x6000),
+                .d(64, 5, 0x5000)
+                .d(32, 6, 0x6000),
             2 => sq
                 .wqe(opcode::ATOMIC_FA, 0, fm_ce_se::CQ_UPDATE, 0)
                 .raddr(0x2000, 8)
                 .seg(&AtomicSeg { swap_add: Be64::new(3), compare: Be64::new(0) })
-                .data(8, 9, 0x7000),
-            _ => sq.wqe(opcode::RDMA_WRITE, 0, 0, 0).raddr(0x3000, 10).data(4096, 11, 0x8000),
+                .d(8, 9, 0x7000),
+            _ => sq.wqe(opcode::RDMA_WRITE, 0, 0, 0).raddr(0x3000, 10).d(4096, 11, 0x8000),
         };
         let pi = w.finish();
         let ring: Vec<u8> = buf.iter().flat_map(|w| w.to_ne_bytes()).collect();
@@ -209,7 +233,7 @@ fn smallest_sq_wraps_and_parses_back_with_c_structs() {
         sq.ring(&mut rec);
         assert_eq!(dbrec[1].get(), expected_post & 0xffff, "doorbell record");
         // The "hardware" completes it at once.
-        sq.retire(pi);
+        retire(&mut sq, pi);
         assert_eq!(sq.available(), BBS);
     }
     assert!(expected_post / BBS >= 50, "the ring wrapped many times");
@@ -229,30 +253,30 @@ fn doorbell_sequence_matches_libmlx5() {
     let first8 = |buf: &[u64], bb: usize| buf[bb * 8].to_ne_bytes();
 
     // One WQE with more than one DS that fits: BlueFlame copy of align(ds*16, 64) bytes.
-    sq.wqe(opcode::RDMA_WRITE, 0, fm_ce_se::CQ_UPDATE, 0).raddr(1, 2).data(3, 4, 5).finish();
+    sq.wqe(opcode::RDMA_WRITE, 0, fm_ce_se::CQ_UPDATE, 0).raddr(1, 2).d(3, 4, 5).finish();
     sq.ring(&mut rec);
     let mut want = vec![Op::Barrier, Op::DbRec(1), Op::WcStart];
     want.extend((0..8).map(|i| Op::Write64(i * 8, buf[i].to_ne_bytes())));
     want.push(Op::Flush);
     assert_eq!(rec.ops, want);
     assert_eq!(sq.bf_offset(), 256, "the BlueFlame offset toggles");
-    sq.retire(0);
+    retire(&mut sq, 0);
 
     // Two WQEs in one doorbell: only the first 8 bytes of the last control segment.
     rec.ops.clear();
-    sq.wqe(opcode::SEND, 0, 0, 0).data(1, 1, 1).finish();
-    sq.wqe(opcode::SEND, 0, fm_ce_se::CQ_UPDATE, 0).data(1, 1, 1).finish();
+    sq.wqe(opcode::SEND, 0, 0, 0).d(1, 1, 1).finish();
+    sq.wqe(opcode::SEND, 0, fm_ce_se::CQ_UPDATE, 0).d(1, 1, 1).finish();
     sq.ring(&mut rec);
     assert_eq!(rec.ops, vec![Op::Barrier, Op::DbRec(3), Op::WcStart, Op::Write64(256, first8(&buf, 2)), Op::Flush]);
     assert_eq!(sq.bf_offset(), 0);
-    sq.retire(2);
+    retire(&mut sq, 2);
 
     // A control-only WQE (one DS) is not sent by BlueFlame.
     rec.ops.clear();
     sq.wqe(opcode::NOP, 0, fm_ce_se::CQ_UPDATE, 0).finish();
     sq.ring(&mut rec);
     assert_eq!(rec.ops, vec![Op::Barrier, Op::DbRec(4), Op::WcStart, Op::Write64(0, first8(&buf, 3)), Op::Flush]);
-    sq.retire(3);
+    retire(&mut sq, 3);
 
     // No doorbell without new WQEs.
     rec.ops.clear();
@@ -267,7 +291,7 @@ fn doorbell_sequence_matches_libmlx5() {
     let mut plain = unsafe {
         SqRing::from_raw(buf2.as_mut_ptr().cast(), BBS, db2.as_mut_ptr().add(1), reg.as_mut_ptr().cast(), 0, 7)
     };
-    plain.wqe(opcode::RDMA_WRITE, 0, fm_ce_se::CQ_UPDATE, 0).raddr(1, 2).data(3, 4, 5).finish();
+    plain.wqe(opcode::RDMA_WRITE, 0, fm_ce_se::CQ_UPDATE, 0).raddr(1, 2).d(3, 4, 5).finish();
     plain.ring(&mut rec);
     assert_eq!(rec.ops, vec![Op::Barrier, Op::DbRec(1), Op::WcStart, Op::Write64(0, first8(&buf2, 0)), Op::Flush]);
     assert_eq!(plain.bf_offset(), 0);
@@ -286,7 +310,7 @@ fn post_rings_like_finish_then_ring() {
         let mut rec = Recorder::default();
         for (i, bf_size_fits) in [(0u64, true), (1, false)] {
             let w = sq.wqe(opcode::RDMA_WRITE, 0, fm_ce_se::CQ_UPDATE, 0).raddr(i, 1);
-            let w = if bf_size_fits { w.data(8, 2, 3) } else { w.inline(&[7u8; 200]) };
+            let w = if bf_size_fits { w.d(8, 2, 3) } else { w.inline(&[7u8; 200]) };
             if use_post {
                 w.post(&mut rec);
             } else {
@@ -295,8 +319,8 @@ fn post_rings_like_finish_then_ring() {
             }
         }
         // Two WQEs finished before one doorbell, then one posted with it.
-        sq.wqe(opcode::SEND, 0, 0, 0).data(1, 1, 1).finish();
-        sq.wqe(opcode::SEND, 0, fm_ce_se::CQ_UPDATE, 0).data(1, 1, 1).post(&mut rec);
+        sq.wqe(opcode::SEND, 0, 0, 0).d(1, 1, 1).finish();
+        sq.wqe(opcode::SEND, 0, fm_ce_se::CQ_UPDATE, 0).d(1, 1, 1).post(&mut rec);
         (rec.ops, buf, dbrec[1].get())
     };
     let (a, ring_a, db_a) = run(true);
@@ -351,7 +375,7 @@ fn masked_atomic_wqes() {
     sq.wqe(opcode::ATOMIC_MASKED_CS, ext_atomic_opmod(3), fm_ce_se::CQ_UPDATE, 0)
         .raddr(0x100, 1)
         .masked_cas(1, 2, 3, 4)
-        .data(8, 5, 0x200)
+        .d(8, 5, 0x200)
         .finish();
     let ring: Vec<u8> = buf.iter().flat_map(|w| w.to_ne_bytes()).collect();
     assert_eq!(u32::from_be_bytes(ring[0..4].try_into().unwrap()), (0x09 << 24) | 0x14, "opmod 0x09, masked CS");
@@ -377,16 +401,16 @@ fn stale_or_foreign_wqe_counters_retire_nothing() {
     let mut sq = unsafe {
         SqRing::from_raw(buf.as_mut_ptr().cast(), 4, dbrec.as_mut_ptr().add(1), bf.as_mut_ptr().cast(), 0, 1)
     };
-    let a = sq.wqe(opcode::SEND, 0, 0, 0).data(1, 1, 1).finish();
-    let b = sq.wqe(opcode::SEND, 0, 0, 0).data(1, 1, 1).finish();
+    let a = sq.wqe(opcode::SEND, 0, 0, 0).d(1, 1, 1).finish();
+    let b = sq.wqe(opcode::SEND, 0, 0, 0).d(1, 1, 1).finish();
     assert_eq!(sq.available(), 2);
-    assert!(!sq.retire(b.wrapping_add(1)), "a WQE not posted yet");
-    assert!(!sq.retire(0x8000), "a counter from elsewhere");
+    assert!(!retire(&mut sq, b.wrapping_add(1)), "a WQE not posted yet");
+    assert!(!retire(&mut sq, 0x8000), "a counter from elsewhere");
     assert_eq!(sq.available(), 2, "nothing freed");
-    assert!(sq.retire(a));
+    assert!(retire(&mut sq, a));
     assert_eq!(sq.available(), 3);
-    assert!(!sq.retire(a), "already retired");
-    assert!(sq.retire(b));
+    assert!(!retire(&mut sq, a), "already retired");
+    assert!(retire(&mut sq, b));
     assert_eq!(sq.available(), 4);
 }
 
@@ -401,6 +425,6 @@ fn overrunning_unretired_wqes_panics() {
         SqRing::from_raw(buf.as_mut_ptr().cast(), 2, dbrec.as_mut_ptr().add(1), bf.as_mut_ptr().cast(), 0, 1)
     };
     for _ in 0..3 {
-        sq.wqe(opcode::SEND, 0, 0, 0).data(1, 1, 1).finish();
+        sq.wqe(opcode::SEND, 0, 0, 0).d(1, 1, 1).finish();
     }
 }

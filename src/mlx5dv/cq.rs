@@ -43,12 +43,14 @@ impl CqRing {
     ///
     /// # Safety
     /// `buf` must be `cqe_cnt * cqe_size` readable bytes written by the
-    /// device (or a test's producer), `dbrec` two writable records, `uar` a
-    /// mapped UAR page (any writable 0x28 bytes for tests), all alive while
+    /// device (or a test's producer), aligned to 8 (CQEs hold 8-byte
+    /// fields); `dbrec` two writable records aligned to 4; `uar` a mapped UAR
+    /// page (any writable 0x28 bytes for tests) aligned to 8; all alive while
     /// the ring lives, and nothing else may consume this CQ.
     ///
     /// # Panics
-    /// If `cqe_cnt` is not a power of two or `cqe_size` is not 64 or 128.
+    /// If `cqe_cnt` is not a power of two, `cqe_size` is not 64 or 128, or a
+    /// pointer is misaligned (programming errors).
     pub unsafe fn from_raw(
         buf: *const u8,
         cqe_cnt: u32,
@@ -59,6 +61,9 @@ impl CqRing {
     ) -> CqRing {
         assert!(cqe_cnt.is_power_of_two(), "CQ size {cqe_cnt} is not a power of two");
         assert!(cqe_size == 64 || cqe_size == 128, "CQE size {cqe_size} is neither 64 nor 128");
+        assert!(buf as usize % 8 == 0, "CQ buffer {buf:p} is not 8-byte aligned");
+        assert!(dbrec as usize % 4 == 0, "CQ doorbell records {dbrec:p} are not 4-byte aligned");
+        assert!(uar as usize % 8 == 0, "UAR {uar:p} is not 8-byte aligned");
         CqRing { buf, cqe_cnt, cqe_size, dbrec, uar, cqn, ci: 0, arm_sn: 0 }
     }
 

@@ -106,8 +106,31 @@ impl Dci {
         Ok(Dci { qp, mqp })
     }
 
-    /// The QP (for `modify`, `qpn`, state queries).
-    pub fn qp(&self) -> &Qp {
+    /// The DCI's QP number.
+    pub fn qpn(&self) -> u32 {
+        self.qp.qpn()
+    }
+
+    /// Modifies the DCI's QP ([`Qp::modify`]): the RESET → INIT → RTR → RTS
+    /// transitions of a DCI.
+    pub fn modify(&self, attr: &crate::prim::QpAttr) -> Result<()> {
+        self.qp.modify(attr)
+    }
+
+    /// The DCI's state, queried from the device ([`Qp::query_state`]).
+    pub fn query_state(&self) -> Result<crate::prim::QpState> {
+        self.qp.query_state()
+    }
+
+    /// The underlying QP.
+    ///
+    /// A DCI request needs a DC address ([`DciBatch::post`] sets one); the
+    /// plain posting paths of [`Qp`] would send without one.
+    ///
+    /// # Safety
+    /// Nothing may be posted through the returned QP (`post_send`,
+    /// `post_send_list`, `wr_batch`): use [`Dci::batch`].
+    pub unsafe fn qp(&self) -> &Qp {
         &self.qp
     }
 
@@ -130,7 +153,11 @@ pub struct DciBatch<'q> {
 
 impl DciBatch<'_> {
     /// Adds `wr`, addressed to `to`.
-    pub fn post(&mut self, wr: &SendWr<'_>, to: &DctAddr<'_>) -> Result<()> {
+    ///
+    /// # Safety
+    /// As [`WrBatch::post`](crate::prim::WrBatch::post): the entries of `wr`
+    /// name registered memory, alive and untouched until completion.
+    pub unsafe fn post(&mut self, wr: &SendWr<'_>, to: &DctAddr<'_>) -> Result<()> {
         let mqp = self.mqp.as_ptr();
         self.inner.post_with(wr, |_| {
             // SAFETY: an open batch on a live DCI with an operation started.

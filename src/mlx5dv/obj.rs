@@ -1,15 +1,27 @@
 //! Direct views of a QP's send queue and a CQ (`mlx5dv_init_obj`).
 
-use std::ops::{Deref, DerefMut};
+use std::ops::Deref;
 
 use super::be::Be32;
 use super::cq::CqRing;
+use super::cqe::Completion;
+use super::mmio::Mmio;
 use super::require;
-use super::sq::SqRing;
+use super::sq::{SqRing, WqeWriter};
 use crate::bindings as ffi;
 use crate::prim::{Cq, Error, Qp, Result};
 
 /// A QP's send queue for direct WQE posting; borrows the QP.
+///
+/// Reads go through `Deref` to [`SqRing`]; writes through the view's own
+/// methods. The view never hands out `&mut SqRing`, so one QP's ring cannot
+/// be swapped into another QP's view:
+///
+/// ```compile_fail
+/// fn swap(a: &mut rrddmma::mlx5dv::obj::DirectSq<'_>, b: &mut rrddmma::mlx5dv::obj::DirectSq<'_>) {
+///     std::mem::swap(&mut **a, &mut **b);
+/// }
+/// ```
 #[derive(Debug)]
 pub struct DirectSq<'q> {
     ring: SqRing,
@@ -23,13 +35,51 @@ impl Deref for DirectSq<'_> {
     }
 }
 
-impl DerefMut for DirectSq<'_> {
-    fn deref_mut(&mut self) -> &mut SqRing {
-        &mut self.ring
+impl DirectSq<'_> {
+    /// Starts a WQE ([`SqRing::wqe`]).
+    #[inline(always)]
+    pub fn wqe(&mut self, opcode: u8, opmod: u8, fm_ce_se: u8, imm: u32) -> WqeWriter<'_> {
+        self.ring.wqe(opcode, opmod, fm_ce_se, imm)
+    }
+
+    /// Rings the doorbell for the WQEs finished since the last one ([`SqRing::ring`]).
+    #[inline]
+    pub fn ring<M: Mmio>(&mut self, mmio: &mut M) {
+        self.ring.ring(mmio)
+    }
+
+    /// Frees WQEs up to the one a completion reports ([`SqRing::retire`]).
+    #[inline]
+    pub fn retire(&mut self, c: &Completion) -> bool {
+        self.ring.retire(c)
+    }
+
+    /// [`SqRing::set_prefer_bf`].
+    pub fn set_prefer_bf(&mut self, yes: bool) {
+        self.ring.set_prefer_bf(yes)
+    }
+
+    /// [`SqRing::set_blueflame`].
+    ///
+    /// # Safety
+    /// As [`SqRing::set_blueflame`]: with `yes`, the QP's BlueFlame register
+    /// must be its own.
+    pub unsafe fn set_blueflame(&mut self, yes: bool) {
+        // SAFETY: forwarded contract.
+        unsafe { self.ring.set_blueflame(yes) }
     }
 }
 
 /// A CQ for direct polling; borrows the CQ. Poll through this view only.
+///
+/// As with [`DirectSq`], the ring is reachable for writes only through the
+/// view's methods, never as `&mut CqRing`:
+///
+/// ```compile_fail
+/// fn swap(a: &mut rrddmma::mlx5dv::obj::DirectCq<'_>, b: &mut rrddmma::mlx5dv::obj::DirectCq<'_>) {
+///     std::mem::swap(&mut **a, &mut **b);
+/// }
+/// ```
 #[derive(Debug)]
 pub struct DirectCq<'c> {
     ring: CqRing,
@@ -43,9 +93,21 @@ impl Deref for DirectCq<'_> {
     }
 }
 
-impl DerefMut for DirectCq<'_> {
-    fn deref_mut(&mut self) -> &mut CqRing {
-        &mut self.ring
+impl DirectCq<'_> {
+    /// Polls completions into `out` ([`CqRing::poll`]).
+    #[inline]
+    pub fn poll(&mut self, out: &mut [Completion]) -> usize {
+        self.ring.poll(out)
+    }
+
+    /// Arms the CQ ([`CqRing::arm`]).
+    pub fn arm<M: Mmio>(&mut self, mmio: &mut M, solicited: bool) {
+        self.ring.arm(mmio, solicited)
+    }
+
+    /// [`CqRing::event_received`].
+    pub fn event_received(&mut self) {
+        self.ring.event_received()
     }
 }
 
@@ -57,11 +119,18 @@ impl DerefMut for DirectCq<'_> {
 /// ([`SqRing::set_blueflame`] turns it on for a dedicated one).
 ///
 /// # Safety
-/// While the view lives, the QP's send queue is posted to through it only
-/// (no `Qp::post_send`, `Qp::wr_batch` or second view, on any thread), and
-/// every WQE written through it must meet the contract of
-/// [`Qp::post_send`]: its memory registered, alive and untouched until
-/// completion.
+/// - The send queue must be idle when the view is made: no request posted
+///   through libibverbs still outstanding (the view starts retiring from the
+///   producer index it reads, and knows nothing of earlier WQEs).
+/// - While the view lives, the QP's send queue is posted to through it only
+///   (no `Qp::post_send`, `Qp::wr_batch` or second view, on any thread).
+/// - After the view is dropped, the QP must not be posted to through
+///   libibverbs again (`Qp::post_send`, `Qp::wr_batch`): libmlx5's own
+///   producer index and bookkeeping are stale, and it would overwrite WQEs
+///   or ring a doorbell with a wrong index. A new view is fine.
+/// - Every WQE written through it must meet the contract of
+///   [`Qp::post_send`]: its memory registered, alive and untouched until
+///   completion (see [`WqeWriter::data`]).
 pub unsafe fn sq_ring(qp: &Qp) -> Result<DirectSq<'_>> {
     require(qp.pd().context(), "mlx5dv_init_obj")?;
     let mut out = ffi::mlx5dv_qp::default();
@@ -100,8 +169,10 @@ pub unsafe fn sq_ring(qp: &Qp) -> Result<DirectSq<'_>> {
 /// record. [`Error::Unsupported`] on a device that is not mlx5.
 ///
 /// # Safety
-/// While the view lives, the CQ is polled and armed through it only (no
-/// `Cq::poll`, `Cq::start_poll` or second view, on any thread).
+/// - While the view lives, the CQ is polled and armed through it only (no
+///   `Cq::poll`, `Cq::start_poll`, `Cq::wait` or second view, on any thread).
+/// - After the view is dropped, the CQ must not be polled or armed through
+///   libibverbs again: libmlx5's consumer index is stale. A new view is fine.
 pub unsafe fn cq_ring(cq: &Cq) -> Result<DirectCq<'_>> {
     require(cq.context(), "mlx5dv_init_obj")?;
     let mut out = ffi::mlx5dv_cq::default();

@@ -5,9 +5,11 @@
 use std::fmt;
 
 use super::be::{Be32, Be64};
+use super::cqe::{opcode as cqe_op, Completion};
 use super::mmio::Mmio;
 use super::seg::{
-    AtomicSeg, CtrlSeg, DataSeg, DatagramSeg, MaskedCasSeg, MaskedFaSeg, RaddrSeg, DS_BYTES, INLINE_SEG, SEND_WQE_BB,
+    AtomicSeg, CtrlSeg, DataSeg, DatagramSeg, EthSeg, MaskedCasSeg, MaskedFaSeg, RaddrSeg, DS_BYTES, INLINE_SEG,
+    SEND_WQE_BB,
 };
 
 /// A send queue owned by this process: its buffer, doorbell record and
@@ -41,6 +43,13 @@ pub struct SqRing {
     /// Largest WQE (DS) sent by BlueFlame without inline data: `bf_max_ds`
     /// when BlueFlame is preferred (libmlx5's default), else 0.
     bf_max_ds_plain: u32,
+    /// Per basic block: the free-running index of the WQE that covers it
+    /// (written at `finish`). A block starts a WQE exactly when its entry
+    /// equals its own free-running index; continuation blocks hold their
+    /// WQE's start, which differs from theirs. Allocated once, at creation.
+    starts: Box<[u32]>,
+    /// Per basic block: the size in blocks of the WQE starting there.
+    sizes: Box<[u8]>,
 }
 
 // SAFETY: the ring is plain memory and registers owned by one QP; `&mut self`
@@ -63,13 +72,19 @@ impl SqRing {
     /// A ring over raw parts.
     ///
     /// # Safety
-    /// `buf` must be `wqe_cnt * 64` writable bytes, `dbrec` a writable
-    /// doorbell record, and `bf_reg` (when `bf_size > 0`, else any 8-byte
-    /// register) a mapped MMIO area of `2 * bf_size` bytes (8 when `bf_size`
-    /// is 0), all alive and used by nothing else while the ring lives.
+    /// `buf` must be `wqe_cnt * 64` writable bytes aligned to 64 (8 at
+    /// least: control segments are stored as 8-byte words), `dbrec` a
+    /// writable doorbell record aligned to 4, and `bf_reg` (when
+    /// `bf_size > 0`, else any 8-byte register) a mapped MMIO area of
+    /// `2 * bf_size` bytes (8 when `bf_size` is 0) aligned to 8, all alive
+    /// and used by nothing else while the ring lives. Every WQE the device
+    /// is then told about (through the doorbell) must meet the contract of
+    /// [`Qp::post_send`](crate::prim::Qp::post_send).
     ///
     /// # Panics
-    /// If `wqe_cnt` is not a power of two (a programming error).
+    /// If `wqe_cnt` is not a power of two or above 65536, or if a pointer is
+    /// misaligned (programming errors; the alignment checks are cheap and
+    /// run in every build).
     pub unsafe fn from_raw(
         buf: *mut u8,
         wqe_cnt: u32,
@@ -79,6 +94,10 @@ impl SqRing {
         qpn: u32,
     ) -> SqRing {
         assert!(wqe_cnt.is_power_of_two(), "SQ size {wqe_cnt} is not a power of two");
+        assert!(wqe_cnt <= 1 << 16, "SQ size {wqe_cnt} exceeds the 16-bit WQE counter");
+        assert!(buf as usize % 8 == 0, "SQ buffer {buf:p} is not 8-byte aligned");
+        assert!(dbrec as usize % 4 == 0, "doorbell record {dbrec:p} is not 4-byte aligned");
+        assert!(bf_reg as usize % 8 == 0, "BlueFlame register {bf_reg:p} is not 8-byte aligned");
         SqRing {
             buf,
             wqe_cnt,
@@ -97,6 +116,9 @@ impl SqRing {
             last_ds: 0,
             last_inline: false,
             bf_max_ds_plain: bf_size / DS_BYTES as u32,
+            // No block starts a WQE yet: entry i != i (the ring is at index 0).
+            starts: (0..wqe_cnt).map(|i| i.wrapping_sub(1)).collect(),
+            sizes: vec![0; wqe_cnt as usize].into_boxed_slice(),
         }
     }
 
@@ -120,6 +142,11 @@ impl SqRing {
         self.bf_max_ds_plain = self.bf_max_ds;
     }
 
+    /// The QP number the ring's control segments carry.
+    pub fn qpn(&self) -> u32 {
+        self.qpn
+    }
+
     /// Basic blocks in the ring.
     pub fn wqe_cnt(&self) -> u32 {
         self.wqe_cnt
@@ -141,22 +168,39 @@ impl SqRing {
         self.bf_offset
     }
 
-    /// Frees the ring up to and including the WQE whose index a CQE reported
-    /// (`wqe_counter`); completions of unsignalled WQEs are implied. A counter
-    /// that names no outstanding WQE (a stale or foreign CQE) changes nothing
-    /// and returns `false`.
+    /// Frees the ring up to and including the WQE that a requester CQE of
+    /// this QP reports (`wqe_counter`); completions of unsignalled WQEs
+    /// before it are implied.
+    ///
+    /// Only a completion that names an outstanding WQE's first block is
+    /// taken: a CQE of another QP (shared CQ), a receive CQE, a stale
+    /// counter, or one that points inside a multi-block WQE changes nothing
+    /// and returns `false`. The freed range therefore always ends at a WQE
+    /// boundary at or before the producer index, so new WQEs never
+    /// overwrite ones the device has not completed.
     #[inline]
-    pub fn retire(&mut self, wqe_counter: u16) -> bool {
+    pub fn retire(&mut self, c: &Completion) -> bool {
+        if c.qpn != self.qpn || !(c.opcode == cqe_op::REQ || c.opcode == cqe_op::REQ_ERR) {
+            return false;
+        }
+        self.retire_counter(c.wqe_counter)
+    }
+
+    #[inline]
+    fn retire_counter(&mut self, wqe_counter: u16) -> bool {
+        let outstanding = self.cur_post.wrapping_sub(self.head);
         let ahead = u32::from(wqe_counter.wrapping_sub(self.head as u16));
-        if ahead >= self.cur_post.wrapping_sub(self.head) {
+        if ahead >= outstanding {
             return false;
         }
         let start = self.head.wrapping_add(ahead);
-        // The WQE's DS count is in its own control segment (byte 7), still
-        // in the ring since the WQE was not retired.
-        let ds = self.read8(start, 0)[7];
-        let bbs = (u32::from(ds) * DS_BYTES as u32).div_ceil(SEND_WQE_BB as u32).max(1);
-        self.head = start.wrapping_add(bbs);
+        let slot = (start & (self.wqe_cnt - 1)) as usize;
+        if self.starts[slot] != start {
+            return false;
+        }
+        let end = start.wrapping_add(u32::from(self.sizes[slot]));
+        debug_assert!(end.wrapping_sub(self.head) <= outstanding, "a recorded WQE ends past the producer index");
+        self.head = end;
         true
     }
 
@@ -166,6 +210,10 @@ impl SqRing {
     pub(crate) fn start_at(&mut self, pi: u32) {
         self.cur_post = pi;
         self.head = pi;
+        for (i, s) in self.starts.iter_mut().enumerate() {
+            // No block starts a WQE: every entry differs from its block's index.
+            *s = pi.wrapping_add(i as u32).wrapping_sub(1);
+        }
     }
 
     /// Starts a WQE: `opcode`, `opmod` (e.g. the masked-atomic argument
@@ -242,15 +290,6 @@ impl SqRing {
         unsafe { std::ptr::copy_nonoverlapping(self.buf.add(pos), b.as_mut_ptr(), 8) };
         b
     }
-
-    #[inline(always)]
-    fn read8(&self, start: u32, off: usize) -> [u8; 8] {
-        let mut b = [0u8; 8];
-        // SAFETY: 8-byte aligned offsets never straddle the ring end (its
-        // size is a multiple of 64); the bytes were written by this ring.
-        unsafe { std::ptr::copy_nonoverlapping(self.slot(start, off), b.as_mut_ptr(), 8) };
-        b
-    }
 }
 
 #[cold]
@@ -315,7 +354,7 @@ impl<'s> WqeWriter<'s> {
     /// 16-byte segment is one store; anything else may wrap and goes through
     /// [`WqeWriter::put`].
     #[inline(always)]
-    fn put_seg<T: Copy>(mut self, seg: &T) -> Self {
+    fn put_seg<T: Segment>(mut self, seg: &T) -> Self {
         if size_of::<T>() == DS_BYTES && self.off < SEND_WQE_BB {
             // Within the first basic block, which `wqe` found free (checked
             // again, for the whole WQE, in `finish`).
@@ -325,7 +364,8 @@ impl<'s> WqeWriter<'s> {
             self.off = end;
             return self;
         }
-        // SAFETY: segments are plain `#[repr(C)]` data without padding.
+        // SAFETY: `Segment` is sealed to the crate's `#[repr(C)]` segment
+        // types, whose fields fill them without padding (sizes asserted in `seg`).
         let bytes = unsafe { std::slice::from_raw_parts((seg as *const T).cast::<u8>(), size_of::<T>()) };
         self.put(bytes);
         self
@@ -339,20 +379,31 @@ impl<'s> WqeWriter<'s> {
         self.put_seg(&s)
     }
 
-    /// Data segment.
+    /// Data segment: `len` bytes at `addr` of a region with `lkey`.
+    ///
+    /// # Safety
+    /// The device reads (or, for a READ's target, writes) `addr..addr+len`
+    /// once the doorbell is rung: the range must lie in memory of this
+    /// process registered with `lkey` (with local write for targets), alive
+    /// and untouched until the WQE's completion, as [`Qp::post_send`]
+    /// requires of its entries.
+    ///
+    /// [`Qp::post_send`]: crate::prim::Qp::post_send
     #[inline(always)]
-    pub fn data(self, len: u32, lkey: u32, addr: u64) -> Self {
+    pub unsafe fn data(self, len: u32, lkey: u32, addr: u64) -> Self {
         let mut s = DataSeg::default();
         s.set(len, lkey, addr);
         self.put_seg(&s)
     }
 
-    /// Any other segment (atomic, masked atomic, datagram, ...), 16-byte multiple.
+    /// Any other segment of [`super::seg`] (atomic, masked atomic,
+    /// datagram, Ethernet, ...); [`Segment`] is implemented for those types
+    /// only, so no padding byte is ever copied into the ring.
     ///
     /// # Panics
     /// If the segment's size is not a multiple of 16 bytes (a programming error).
     #[inline(always)]
-    pub fn seg<T: Copy>(self, seg: &T) -> Self {
+    pub fn seg<T: Segment>(self, seg: &T) -> Self {
         assert!(size_of::<T>() % DS_BYTES == 0, "segments are whole 16-byte units");
         self.put_seg(seg)
     }
@@ -450,7 +501,28 @@ impl<'s> WqeWriter<'s> {
         // the ring; WQEs start on 64-byte basic blocks, so 8-byte aligned.
         unsafe { std::ptr::write(self.base.cast::<[u64; 2]>(), words) };
         let sq = self.sq;
+        let mask = sq.wqe_cnt - 1;
+        for i in 0..bbs {
+            sq.starts[(self.start.wrapping_add(i) & mask) as usize] = self.start;
+        }
+        sq.sizes[(self.start & mask) as usize] = bbs as u8;
         sq.cur_post = sq.cur_post.wrapping_add(bbs);
         (pi, sq, self.base, ds, self.inline, words[0])
     }
 }
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A WQE segment type of [`super::seg`]: `#[repr(C)]`, a multiple of 16
+/// bytes or a part of one, no padding. Sealed: implemented by this crate only.
+pub trait Segment: Copy + sealed::Sealed {}
+
+macro_rules! segments {
+    ($($t:ty),*) => {$(
+        impl sealed::Sealed for $t {}
+        impl Segment for $t {}
+    )*};
+}
+segments!(RaddrSeg, DataSeg, AtomicSeg, MaskedCasSeg, MaskedFaSeg, DatagramSeg, EthSeg);

@@ -119,7 +119,8 @@ fn extended_post_and_poll_allocate_nothing() {
             if i == BATCH - 1 {
                 wr = wr.signaled();
             }
-            batch.post(&wr).unwrap();
+            // SAFETY: as above.
+            unsafe { batch.post(&wr) }.unwrap();
         }
         batch.complete().unwrap();
         let mut got = 0;

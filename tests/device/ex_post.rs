@@ -57,7 +57,8 @@ fn mixed_batch_with_one_doorbell() {
     // SAFETY: every entry lies in registered memory, untouched until completion.
     let mut batch = unsafe { qa.wr_batch() };
     for wr in &wrs {
-        batch.post(wr).unwrap();
+        // SAFETY: as above.
+        unsafe { batch.post(wr) }.unwrap();
     }
     a.bytes()[1100..1105].fill(0); // inline payloads were copied at post time
     batch.complete().unwrap();
@@ -113,12 +114,14 @@ fn dropped_batch_posts_nothing() {
     {
         // SAFETY: entries in registered memory.
         let mut batch = unsafe { qa.wr_batch() };
-        batch.post(&SendWr::write(&s, b.mr.remote().at(0)).wr_id(1).signaled()).unwrap();
+        // SAFETY: as above.
+        unsafe { batch.post(&SendWr::write(&s, b.mr.remote().at(0)).wr_id(1).signaled()) }.unwrap();
     } // aborted
       // A later batch still works, and only its request completes.
       // SAFETY: as above.
     let mut batch = unsafe { qa.wr_batch() };
-    batch.post(&SendWr::write(&s[..], b.mr.remote().at(0)).wr_id(2).signaled()).unwrap();
+    // SAFETY: as above.
+    unsafe { batch.post(&SendWr::write(&s[..], b.mr.remote().at(0)).wr_id(2).signaled()) }.unwrap();
     batch.complete().unwrap();
     let wc = poll_one(&cq);
     assert_eq!((wc.wr_id(), wc.status()), (2, WcStatus::IBV_WC_SUCCESS));

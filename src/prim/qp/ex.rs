@@ -118,8 +118,20 @@ impl WrBatch<'_> {
     ///
     /// # Panics
     /// If a request on a UD QP has no destination ([`SendWr::ud`]).
+    ///
+    /// # Safety
+    /// As [`Qp::post_send`], for `wr`: its entries name memory of this
+    /// process, registered with their keys, alive and untouched until the
+    /// request's completion. Inline entries are also read by the CPU here
+    /// (the whole list, on providers whose inline-list entry point this
+    /// crate works around), so they must be readable now. An [`Sge`] from
+    /// [`Mr::sge`](crate::prim::Mr::sge) names registered memory; one from
+    /// [`Sge::from_raw`](crate::prim::Sge::from_raw) is only what the caller
+    /// says it is.
+    ///
+    /// [`Sge`]: crate::prim::Sge
     #[inline]
-    pub fn post(&mut self, wr: &SendWr<'_>) -> Result<()> {
+    pub unsafe fn post(&mut self, wr: &SendWr<'_>) -> Result<()> {
         let ud = self.qp.qp_type == ffi::ibv_qp_type::IBV_QPT_UD;
         self.post_with(wr, |q| {
             if ud {

@@ -1,0 +1,211 @@
+//! `SqRing::retire` against the device's view of the send queue: only a
+//! requester completion of this QP naming the first block of an outstanding
+//! WQE frees anything, and no outstanding WQE is ever overwritten.
+
+use proptest::prelude::*;
+use rrddmma::mlx5dv::be::Be32;
+use rrddmma::mlx5dv::cqe::{opcode as cqe_op, Completion};
+use rrddmma::mlx5dv::seg::{fm_ce_se, opcode};
+use rrddmma::mlx5dv::sq::SqRing;
+
+const QPN: u32 = 0x42;
+
+/// A ring over test memory, and the memory.
+struct Model {
+    buf: Vec<u64>,
+    _dbrec: Box<[Be32; 2]>,
+    _bf: Vec<u64>,
+    sq: SqRing,
+    /// Outstanding WQEs in posting order: free-running start, blocks, bytes.
+    outstanding: Vec<(u32, u32, Vec<u8>)>,
+}
+
+impl Model {
+    fn new(bbs: u32) -> Model {
+        let mut buf = vec![0u64; bbs as usize * 8];
+        let mut dbrec = Box::new([Be32::default(); 2]);
+        let mut bf = vec![0u64; 1];
+        // SAFETY: the buffers live in the model beside the ring (their heap
+        // memory never moves) and no device reads them.
+        let sq = unsafe {
+            SqRing::from_raw(buf.as_mut_ptr().cast(), bbs, dbrec.as_mut_ptr().add(1), bf.as_mut_ptr().cast(), 0, QPN)
+        };
+        Model { buf, _dbrec: dbrec, _bf: bf, sq, outstanding: Vec::new() }
+    }
+
+    fn ring_bytes(&self, start: u32, blocks: u32) -> Vec<u8> {
+        let all: Vec<u8> = self.buf.iter().flat_map(|w| w.to_ne_bytes()).collect();
+        let n = all.len();
+        (0..blocks as usize * 64).map(|i| all[(start as usize * 64 + i) % n]).collect()
+    }
+
+    /// Posts a WQE of control + remote address + `data` data segments
+    /// (1 to 5 blocks) if it fits; returns its start.
+    fn post(&mut self, data: u32, tag: u64) -> Option<u32> {
+        let blocks = (16 * (2 + data)).div_ceil(64);
+        if self.sq.available() < blocks {
+            return None;
+        }
+        let start = self.sq.cur_post();
+        let mut w = self.sq.wqe(opcode::RDMA_WRITE, 0, fm_ce_se::CQ_UPDATE, 0).raddr(tag, 1);
+        for i in 0..data {
+            // SAFETY: no device reads this ring.
+            w = unsafe { w.data(8, 2, tag + u64::from(i)) };
+        }
+        w.finish();
+        assert_eq!(self.sq.cur_post().wrapping_sub(start), blocks);
+        let bytes = self.ring_bytes(start, blocks);
+        self.outstanding.push((start, blocks, bytes));
+        Some(start)
+    }
+
+    fn completion(&self, qpn: u32, op: u8, counter: u32) -> Completion {
+        Completion { opcode: op, qpn, wqe_counter: counter as u16, ..Completion::default() }
+    }
+
+    /// The device completes the `k`-th outstanding WQE (and those before it).
+    fn complete(&mut self, k: usize) {
+        let (start, _, _) = self.outstanding[k];
+        let c = self.completion(QPN, cqe_op::REQ, start);
+        assert!(self.sq.retire(&c), "a genuine completion of WQE {start} is taken");
+        self.outstanding.drain(..=k);
+    }
+
+    /// Every outstanding WQE still holds what was written; the free count
+    /// matches the model.
+    fn check(&self) {
+        for (start, blocks, bytes) in &self.outstanding {
+            assert_eq!(&self.ring_bytes(*start, *blocks), bytes, "outstanding WQE at {start} was overwritten");
+        }
+        let used: u32 = self.outstanding.iter().map(|w| w.1).sum();
+        assert_eq!(self.sq.available(), self.sq.wqe_cnt() - used);
+    }
+}
+
+#[test]
+fn foreign_qpn_and_receive_completions_retire_nothing() {
+    let mut m = Model::new(8);
+    let a = m.post(1, 1).unwrap();
+    for c in [
+        m.completion(QPN + 1, cqe_op::REQ, a),
+        m.completion(QPN, cqe_op::RESP_SEND, a),
+        m.completion(QPN, cqe_op::RESP_ERR, a),
+        m.completion(QPN, cqe_op::RESP_WR_IMM, a),
+    ] {
+        assert!(!m.sq.retire(&c), "{c:?} must not retire WQE {a}");
+        m.check();
+    }
+    // An error completion of the requester does retire it.
+    assert!(m.sq.retire(&m.completion(QPN, cqe_op::REQ_ERR, a)));
+    m.outstanding.clear();
+    m.check();
+}
+
+/// On a 4-block ring, a counter inside a 2-block WQE once made `available()`
+/// underflow; it is refused now.
+#[test]
+fn a_counter_inside_a_multi_block_wqe_is_refused() {
+    let mut m = Model::new(4);
+    let a = m.post(5, 1).unwrap(); // 7 DS: 2 blocks
+    let b = m.post(1, 2).unwrap(); // 1 block
+    assert_eq!((a, b), (0, 2));
+    assert!(!m.sq.retire(&m.completion(QPN, cqe_op::REQ, a + 1)), "block 1 is inside WQE 0");
+    m.check();
+    assert_eq!(m.sq.available(), 1);
+    m.complete(0);
+    m.check();
+    assert_eq!(m.sq.available(), 3);
+    m.complete(0);
+    m.check();
+}
+
+#[test]
+fn counters_wrap_with_the_ring_and_the_16_bit_index() {
+    let mut m = Model::new(4);
+    let mut retired = None;
+    for i in 0..70_000u32 {
+        let data = if i % 3 == 0 { 4 } else { 1 };
+        m.post(data, u64::from(i)).expect("room after every completion");
+        if i % 2 == 1 || m.sq.available() < 2 {
+            let last = m.outstanding.len() - 1;
+            retired = Some(m.outstanding[last].0);
+            m.complete(last);
+        }
+        // Stale: the first block of a WQE already retired.
+        if let Some(old) = retired {
+            assert!(!m.sq.retire(&m.completion(QPN, cqe_op::REQ, old)), "WQE {old} was retired already");
+        }
+    }
+    assert!(m.sq.cur_post() > 1 << 16, "the 16-bit WQE counter wrapped");
+    m.check();
+}
+
+#[derive(Clone, Debug)]
+enum Step {
+    Post { data: u32 },
+    Complete { pick: usize },
+    ForeignQpn { pick: usize },
+    Receive { pick: usize },
+    MidWqe { pick: usize },
+    Random { counter: u16 },
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        3 => (0u32..=8).prop_map(|data| Step::Post { data }),
+        2 => any::<usize>().prop_map(|pick| Step::Complete { pick }),
+        1 => any::<usize>().prop_map(|pick| Step::ForeignQpn { pick }),
+        1 => any::<usize>().prop_map(|pick| Step::Receive { pick }),
+        1 => any::<usize>().prop_map(|pick| Step::MidWqe { pick }),
+        1 => any::<u16>().prop_map(|counter| Step::Random { counter }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Random posts and random genuine and bogus completions: no outstanding
+    /// WQE is ever overwritten, bogus completions change nothing, and the
+    /// free count always matches the device's view.
+    #[test]
+    fn no_outstanding_wqe_is_ever_overwritten(log2 in 2u32..=4, steps in prop::collection::vec(step(), 1..400)) {
+        let mut m = Model::new(1 << log2);
+        for (i, s) in steps.into_iter().enumerate() {
+            let before = m.sq.available();
+            match s {
+                Step::Post { data } => { m.post(data, i as u64); }
+                Step::Complete { pick } if !m.outstanding.is_empty() => {
+                    let k = pick % m.outstanding.len();
+                    m.complete(k);
+                }
+                Step::ForeignQpn { pick } if !m.outstanding.is_empty() => {
+                    let start = m.outstanding[pick % m.outstanding.len()].0;
+                    prop_assert!(!m.sq.retire(&m.completion(QPN ^ 1, cqe_op::REQ, start)));
+                    prop_assert_eq!(m.sq.available(), before);
+                }
+                Step::Receive { pick } if !m.outstanding.is_empty() => {
+                    let start = m.outstanding[pick % m.outstanding.len()].0;
+                    prop_assert!(!m.sq.retire(&m.completion(QPN, cqe_op::RESP_SEND, start)));
+                    prop_assert_eq!(m.sq.available(), before);
+                }
+                Step::MidWqe { pick } if !m.outstanding.is_empty() => {
+                    let (start, blocks, _) = m.outstanding[pick % m.outstanding.len()];
+                    for off in 1..blocks {
+                        prop_assert!(!m.sq.retire(&m.completion(QPN, cqe_op::REQ, start + off)));
+                    }
+                    prop_assert_eq!(m.sq.available(), before);
+                }
+                Step::Random { counter } => {
+                    let genuine = m.outstanding.iter().position(|w| w.0 as u16 == counter);
+                    let took = m.sq.retire(&m.completion(QPN, cqe_op::REQ, u32::from(counter)));
+                    prop_assert_eq!(took, genuine.is_some(), "counter {} taken iff it starts an outstanding WQE", counter);
+                    if let Some(k) = genuine {
+                        m.outstanding.drain(..=k);
+                    }
+                }
+                _ => {}
+            }
+            m.check();
+        }
+    }
+}
