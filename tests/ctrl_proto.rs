@@ -14,6 +14,7 @@ fn params(size: u32, secret: Option<&str>) -> Params {
         secret: secret.map(|s| s.as_bytes().to_vec()),
         max_frame: 4096,
         handshake_timeout: Duration::from_secs(2),
+        max_pending: 8,
     }
 }
 
@@ -220,7 +221,7 @@ fn strangers_garbage_oversize_and_other_versions_are_dropped() {
         })
     };
     assert!(matches!(dropped(100), Some(Error::BadMagic)));
-    assert!(matches!(dropped(101), Some(Error::FrameTooLarge { len: 0x4000_0000, cap: 4096 })));
+    assert!(matches!(dropped(101), Some(Error::FrameTooLarge { len: 0x4000_0000, cap: 56 })));
     assert!(matches!(dropped(102), Some(Error::VersionMismatch { ours: 1, theirs: 2 })));
     assert!(matches!(dropped(103), Some(Error::Protocol(s)) if s.contains("size 5")));
     assert!(matches!(dropped(104), Some(Error::Protocol(s)) if s.contains("rank 7")));
@@ -230,6 +231,69 @@ fn strangers_garbage_oversize_and_other_versions_are_dropped() {
     let (msgs, _) = decode_all(&sent, 4096);
     assert!(msgs.iter().any(|m| matches!(m, Msg::Reject { code: RejectCode::Version, detail: 1, .. })), "{msgs:?}");
     // And a real member still joins.
+    n.add_member(1, 1, params(2, None));
+    n.settle();
+    assert!(n.c.all_joined() && !n.c.failed());
+}
+
+/// Before its hello is accepted, a connection may send no frame larger than
+/// a hello (56 bytes), whatever `max_frame` allows members afterwards; a
+/// frame just over that is refused from its header, before any payload is
+/// buffered.
+#[test]
+fn a_strangers_frame_before_hello_is_capped_at_the_hello_size() {
+    assert_eq!(Params::PRE_HELLO_FRAME, 56);
+    let mut n = Net::new(2, None);
+    let now = n.now;
+    n.c.accept(200, [0; NONCE_LEN], now);
+    let f = Msg::Contribute { round: 0, data: vec![0; 53] }.encode(); // payload 57
+    n.c.receive(200, &f[..12], now);
+    n.settle();
+    let dropped: Vec<&Error> = n
+        .c_events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Dropped { conn: 200, error } => Some(error),
+            _ => None,
+        })
+        .collect();
+    assert!(matches!(dropped[..], [Error::FrameTooLarge { len: 57, cap: 56 }]), "{dropped:?}");
+    assert!(dropped[0].to_string().contains("57"), "{}", dropped[0]);
+    // A member's frames, after its hello, may use the whole max_frame.
+    n.add_member(1, 1, params(2, None));
+    n.settle();
+    assert!(n.c.all_joined());
+    n.c.contribute(vec![1; 8], n.now, Duration::from_secs(1));
+    n.members[0].1.contribute(vec![2; 1000], n.now, Duration::from_secs(1));
+    n.settle();
+    assert!(!n.c.failed(), "a 1 KiB contribution after the hello is within max_frame");
+}
+
+/// At most `max_pending` connections sit in the handshake; one more is
+/// closed at once, and the coordinator still admits members afterwards.
+#[test]
+fn pending_connections_are_bounded() {
+    let mut n = Net::new(2, None);
+    let now = n.now;
+    let max = params(2, None).max_pending as u64;
+    for conn in 0..max + 3 {
+        n.c.accept(1000 + conn, [0; NONCE_LEN], now);
+    }
+    n.settle();
+    let refused: Vec<u64> = n
+        .c_events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Dropped { conn, error: Error::Protocol(why) } if why.contains("max_pending") => Some(conn),
+            _ => None,
+        })
+        .copied()
+        .collect();
+    assert_eq!(refused, vec![1000 + max, 1001 + max, 1002 + max]);
+    // The pending ones go (here: they close); a member then joins.
+    for conn in 0..max {
+        n.c.closed(1000 + conn);
+    }
     n.add_member(1, 1, params(2, None));
     n.settle();
     assert!(n.c.all_joined() && !n.c.failed());

@@ -37,9 +37,22 @@ pub struct Params {
     pub max_frame: u32,
     /// How long a new connection may take to complete its handshake.
     pub handshake_timeout: Duration,
+    /// Most connections the coordinator keeps in the handshake at once
+    /// (default [`Params::DEFAULT_MAX_PENDING`]). One more is closed at
+    /// once, so a flood of strangers cannot grow the coordinator's memory;
+    /// ranks that were refused connect again (the member side retries).
+    pub max_pending: usize,
 }
 
 impl Params {
+    /// Default bound of connections in the handshake at once.
+    pub const DEFAULT_MAX_PENDING: usize = 64;
+
+    /// Largest frame a connection may send before its hello is accepted:
+    /// the hello's own payload. Until then a stranger cannot make the
+    /// coordinator buffer more than this, whatever `max_frame` says.
+    pub const PRE_HELLO_FRAME: u32 = (8 + NONCE_LEN + MAC_LEN) as u32;
+
     /// Most bytes one rank may contribute to a round, so that the gathered
     /// frame of all ranks stays within `max_frame`.
     pub fn max_contribution(&self) -> usize {
@@ -184,9 +197,17 @@ impl Coordinator {
             self.out.push_back(Output::Close { conn });
             return;
         }
+        let pending = self.conns.values().filter(|c| matches!(c.peer, Peer::Handshaking { .. })).count();
+        if pending >= self.p.max_pending {
+            self.reject(conn, RejectCode::Protocol, 0, "too many connections in the handshake; try again");
+            self.out.push_back(Output::Close { conn });
+            let why = format!("{pending} connections already in the handshake (max_pending)");
+            self.events.push_back(Event::Dropped { conn, error: Error::Protocol(why) });
+            return;
+        }
         let deadline = now + self.p.handshake_timeout;
-        self.conns
-            .insert(conn, Conn { dec: Decoder::new(self.p.max_frame), peer: Peer::Handshaking { nonce, deadline } });
+        let dec = Decoder::new(Params::PRE_HELLO_FRAME.min(self.p.max_frame));
+        self.conns.insert(conn, Conn { dec, peer: Peer::Handshaking { nonce, deadline } });
         self.send(conn, &Msg::Challenge { nonce, auth: self.p.secret.is_some() });
     }
 
@@ -426,7 +447,9 @@ impl Coordinator {
             Some(secret) => welcome_mac(secret, &mnonce, &cnonce),
             None => [0; MAC_LEN],
         };
-        self.conns.get_mut(&conn).expect("connection present").peer = Peer::Member { rank };
+        let c = self.conns.get_mut(&conn).expect("connection present");
+        c.peer = Peer::Member { rank };
+        c.dec.set_cap(self.p.max_frame);
         self.slots[rank as usize] = Slot::Joined(conn);
         self.send(conn, &Msg::Welcome { mac });
         self.events.push_back(Event::Joined { rank });

@@ -66,6 +66,7 @@ impl Session {
             secret: cfg.secret.clone(),
             max_frame: cfg.max_frame,
             handshake_timeout: cfg.handshake_timeout,
+            max_pending: Params::DEFAULT_MAX_PENDING.max(2 * r.size as usize),
         };
         let mut s = Session {
             rank: r.rank,

@@ -272,6 +272,12 @@ impl Decoder {
         Decoder { buf: Vec::new(), cap, failed: false }
     }
 
+    /// Changes the largest payload accepted from here on (for example once
+    /// a peer has authenticated).
+    pub fn set_cap(&mut self, cap: u32) {
+        self.cap = cap;
+    }
+
     /// Appends received bytes.
     pub fn feed(&mut self, data: &[u8]) {
         self.buf.extend_from_slice(data);
@@ -307,15 +313,16 @@ impl Decoder {
         let version = self.buf[4];
         let kind = self.buf[5];
         let len = u32::from_be_bytes(self.buf[8..12].try_into().expect("4 bytes"));
-        if len > self.cap {
-            return Err(Error::FrameTooLarge { len, cap: self.cap });
-        }
         if self.buf[6..8] != [0, 0] {
             return Err(Error::Malformed("reserved header bytes are not zero"));
         }
         let kind = Kind::from_u8(kind).ok_or(Error::Malformed("unknown frame kind"))?;
+        // The version first: a newer peer's frames may be larger than ours.
         if version != VERSION && kind != Kind::Reject {
             return Err(Error::VersionMismatch { ours: VERSION, theirs: version });
+        }
+        if len > self.cap {
+            return Err(Error::FrameTooLarge { len, cap: self.cap });
         }
         let total = HEADER_LEN + len as usize;
         if self.buf.len() < total {

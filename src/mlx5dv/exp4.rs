@@ -648,8 +648,18 @@ impl Dci {
         Ok(Dci { qp: unsafe { Qp::from_parts(qp, None, qp_type, caps, pd, send_cq, recv_cq, None) } })
     }
 
-    /// The QP (for `qpn` and queries; bring-up goes through [`Dci::connect`]).
-    pub fn qp(&self) -> &Qp {
+    /// The DCI's QP number.
+    pub fn qpn(&self) -> u32 {
+        self.qp.qpn()
+    }
+
+    /// The underlying QP (bring-up goes through [`Dci::connect`]).
+    ///
+    /// # Safety
+    /// Nothing may be posted through the returned QP (`post_send`,
+    /// `post_send_list`): a DCI request needs a DC address, which only
+    /// [`Dci::post`] sets.
+    pub unsafe fn qp(&self) -> &Qp {
         &self.qp
     }
 
