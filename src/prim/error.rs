@@ -115,7 +115,7 @@ impl Error {
         Error::Verbs { op, errno: libc::EIO }
     }
 
-    fn from_errno(op: &'static str, errno: i32) -> Error {
+    pub(crate) fn from_errno(op: &'static str, errno: i32) -> Error {
         match errno {
             libc::EOPNOTSUPP | libc::ENOSYS => Error::Unsupported { op, feature: "" },
             _ => Error::Verbs { op, errno },
@@ -189,6 +189,11 @@ impl fmt::Display for Error {
                     }
                 }
             }
+            Error::DeviceNotFound { name, available } if available.is_empty() => write!(
+                f,
+                "no RDMA device named {name:?}: libibverbs finds no RDMA device on this machine \
+                 (load the NIC's driver, or add SoftRoCE with `rdma link add rxe0 type rxe netdev IFACE`)"
+            ),
             Error::DeviceNotFound { name, available } => {
                 write!(f, "no RDMA device named {name:?}; available: {available:?}")
             }
