@@ -36,11 +36,10 @@ fn run() -> Result<String, Box<dyn std::error::Error>> {
         None => Context::open_first()?,
     };
     let port = 1;
-    let gid_index = u8::try_from(ctx.roce_v2_gid_index(port)?)?;
     let pd = Pd::new(&ctx)?;
     let cq = Cq::new(&ctx, 2 * size)?;
     let mut mem = RegisteredMem::new(&pd, 2 * SLOT * size as usize)?;
-    let connect = ConnectOpts { port, gid_index, access: AccessFlags::REMOTE_WRITE, ..ConnectOpts::default() };
+    let connect = ConnectOpts { port, access: AccessFlags::REMOTE_WRITE, ..ConnectOpts::default() };
     let qps = connect_rc_mesh(&mut s, &pd, &cq, &cq, &MeshOpts { caps: QpCaps::default(), connect, psn: rank << 8 })?;
     let tokens = s.exchange_mrs(&mem.remote())?;
 

@@ -64,9 +64,9 @@ fn main() -> Res<()> {
     let pd = Pd::new(&ctx)?;
     let cq = Cq::new(&ctx, DEPTH as u32)?;
     let recv_cq = Cq::new(&ctx, DEPTH as u32)?;
-    let gid_index = u8::try_from(ctx.roce_v2_gid_index(1)?)?;
+    let gid_index = ctx.roce_v2_gid_index(1)?;
     let opts = ConnectOpts {
-        gid_index,
+        gid_index: Some(gid_index),
         access: AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ,
         ..ConnectOpts::default()
     };

@@ -27,11 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let pd = Pd::new(&ctx)?;
     let cq = Cq::new(&ctx, 64)?;
-    let opts = ConnectOpts {
-        gid_index: u8::try_from(ctx.roce_v2_gid_index(1)?)?,
-        access: AccessFlags::REMOTE_WRITE,
-        ..ConnectOpts::default()
-    };
+    let opts = ConnectOpts { access: AccessFlags::REMOTE_WRITE, ..ConnectOpts::default() };
     let (qa, _qb) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 1, &opts)?;
     let mut src = vec![0x5au8; 64];
     let mut dst = vec![0u8; 64];

@@ -94,7 +94,7 @@ fn run(c: &Config) -> Res<()> {
 
     let opts = ConnectOpts {
         port: c.ib_port,
-        gid_index: c.gid_idx.unwrap_or(0),
+        gid_index: Some(c.gid_idx.unwrap_or(0)),
         mtu: c.mtu,
         sl: c.sl,
         hop_limit: 1,

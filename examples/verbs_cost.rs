@@ -57,8 +57,7 @@ fn main() -> Res<()> {
     let ch = CompChannel::new(&ctx)?;
     let cq = CqBuilder::new(&ctx, 64).channel(&ch).build()?;
     let rcq = Cq::new(&ctx, 64)?;
-    let gid_index = u8::try_from(ctx.roce_v2_gid_index(1)?)?;
-    let opts = ConnectOpts { gid_index, access: AccessFlags::REMOTE_WRITE, ..ConnectOpts::default() };
+    let opts = ConnectOpts { access: AccessFlags::REMOTE_WRITE, ..ConnectOpts::default() };
     let caps = QpCaps { max_send_wr: 64, max_recv_wr: 1, ..QpCaps::default() };
     let (qa, _qb) = connected_rc_pair(&pd, &cq, &rcq, caps, 1, &opts)?;
     let mut buf = vec![0u8; 2 * 64 * batch];

@@ -116,9 +116,7 @@ pub fn setup(o: &Opts) -> Res<Session> {
     let with_gid = port.is_ethernet() || o.gid_index.is_some();
     let gid_index = match o.gid_index {
         Some(i) => i,
-        None if port.is_ethernet() => {
-            u8::try_from(ctx.roce_v2_gid_index(o.ib_port).map_err(err("reading the GID table"))?).unwrap_or(0)
-        }
+        None if port.is_ethernet() => ctx.roce_v2_gid_index(o.ib_port).map_err(err("reading the GID table"))?,
         None => 0,
     };
     let mut mtu = port.active_mtu().0;
@@ -197,7 +195,7 @@ pub fn setup(o: &Opts) -> Res<Session> {
         let remote = Endpoint { qpn: r.qpn, psn: r.psn, lid: r.lid, gid: Gid(r.gid.unwrap_or([0; 16])) };
         let opts = ConnectOpts {
             port: o.ib_port,
-            gid_index,
+            gid_index: Some(gid_index),
             mtu: rrddmma::prim::Mtu(mtu),
             max_rd_atomic: r.out_reads.clamp(1, out_reads) as u8,
             max_dest_rd_atomic: out_reads as u8,

@@ -335,10 +335,14 @@ impl Context {
     /// The GID index to use for RoCE v2 on `port`: the first RoCE v2 entry
     /// mapping an IPv4 address, else the first RoCE v2 entry, else index 0
     /// (InfiniBand).
-    pub fn roce_v2_gid_index(&self, port: u8) -> Result<u32> {
+    ///
+    /// Address handles and QP attributes take the index as a `u8`; a RoCE v2
+    /// entry past index 255 is passed over.
+    pub fn roce_v2_gid_index(&self, port: u8) -> Result<u8> {
         let table = self.gid_table(port)?;
-        let v2 = || table.iter().filter(|e| e.gid_type == GidType::ROCE_V2);
-        Ok(v2().find(|e| e.ipv4().is_some()).or_else(|| v2().next()).map_or(0, |e| e.index))
+        let v2 = || table.iter().filter(|e| e.gid_type == GidType::ROCE_V2 && e.index <= u32::from(u8::MAX));
+        let index = v2().find(|e| e.ipv4().is_some()).or_else(|| v2().next()).map_or(0, |e| e.index);
+        Ok(u8::try_from(index).unwrap_or(0))
     }
 }
 

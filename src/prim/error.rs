@@ -88,6 +88,25 @@ pub enum Error {
         /// What is wrong.
         refusal: crate::prim::Refusal,
     },
+    /// A QP transition of [`Qp::connect`](crate::prim::Qp::connect) was
+    /// refused by the device: which QP, which transition, where to, and the
+    /// usual cause when it is one.
+    Connect {
+        /// The local QP number.
+        qpn: u32,
+        /// The state asked for (`INIT`, `RTR` or `RTS`).
+        to: crate::prim::QpState,
+        /// The errno of `ibv_modify_qp`.
+        errno: i32,
+        /// The peer's address.
+        remote: crate::prim::Endpoint,
+        /// The local GID index used.
+        gid_index: u8,
+        /// The path MTU asked for.
+        mtu: crate::prim::Mtu,
+        /// What usually causes this refusal, from the port and its GID table.
+        hint: Option<String>,
+    },
     /// The kernel has RDMA devices, but this build has no provider for any of them.
     NoSupportedDevice {
         /// Devices present in `/sys/class/infiniband`.
@@ -146,7 +165,7 @@ impl Error {
     /// The errno, for failures that carry one.
     pub fn errno(&self) -> Option<i32> {
         match self {
-            Error::Verbs { errno, .. } | Error::Post { errno, .. } => Some(*errno),
+            Error::Verbs { errno, .. } | Error::Post { errno, .. } | Error::Connect { errno, .. } => Some(*errno),
             Error::Unsupported { .. } => Some(libc::EOPNOTSUPP),
             _ => None,
         }
@@ -172,6 +191,27 @@ impl fmt::Display for Error {
             Error::Unsupported { op, feature } => write!(f, "{op}: {feature} is not supported by this device"),
             Error::CapExceeded { what, asked, limit } => {
                 write!(f, "QP capacity {what} = {asked} is above the device's limit of {limit}")
+            }
+            Error::Connect { qpn, to, errno, remote, gid_index, mtu, hint } => {
+                let from = match *to {
+                    crate::prim::QpState::INIT => "RESET",
+                    crate::prim::QpState::RTR => "INIT",
+                    _ => "RTR",
+                };
+                write!(
+                    f,
+                    "connecting QP {qpn:#x}: {from} -> {to} refused by ibv_modify_qp: {} \
+                     (peer QPN {:#x}, LID {}, GID {}; local GID index {gid_index}, path MTU {})",
+                    io::Error::from_raw_os_error(*errno),
+                    remote.qpn,
+                    remote.lid,
+                    remote.gid,
+                    mtu.bytes()
+                )?;
+                if let Some(h) = hint {
+                    write!(f, ": {h}")?;
+                }
+                Ok(())
             }
             Error::QpTransition { qp_type, from, to, refusal } => {
                 write!(f, "{qp_type} QP {from} -> {to}: ")?;
@@ -223,7 +263,9 @@ impl From<Error> for io::Error {
     fn from(e: Error) -> io::Error {
         match &e {
             Error::Verbs { errno, .. } => io::Error::new(io::Error::from_raw_os_error(*errno).kind(), e),
-            Error::Post { errno, .. } => io::Error::new(io::Error::from_raw_os_error(*errno).kind(), e),
+            Error::Post { errno, .. } | Error::Connect { errno, .. } => {
+                io::Error::new(io::Error::from_raw_os_error(*errno).kind(), e)
+            }
             Error::DeviceNotFound { .. } | Error::NoSupportedDevice { .. } => {
                 io::Error::new(io::ErrorKind::NotFound, e)
             }

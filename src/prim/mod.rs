@@ -26,7 +26,7 @@ mod wr;
 
 pub use ah::{Ah, AhAttr};
 pub use channel::CompChannel;
-pub use cq::{Cq, CqBuilder, ExWc, Poller, Wc, WcFlagsEx};
+pub use cq::{Cq, CqBuilder, ExWc, Poller, Wc, WcError, WcFlagsEx};
 pub use device::{device_names, Context};
 pub use dm::{Dm, Xrcd};
 #[allow(unused_imports)]

@@ -17,8 +17,9 @@ pub fn connected_rc_pair(
 ) -> Result<(Qp, Qp)> {
     let a = Qp::new_rc(pd, send_cq, recv_cq, caps)?;
     let b = Qp::new_rc(pd, send_cq, recv_cq, caps)?;
-    let ea: Endpoint = a.endpoint(opts.port, opts.gid_index, psn)?;
-    let eb: Endpoint = b.endpoint(opts.port, opts.gid_index, psn.wrapping_add(1))?;
+    let gid_index = opts.gid_index_on(pd.context())?;
+    let ea: Endpoint = a.endpoint(opts.port, gid_index, psn)?;
+    let eb: Endpoint = b.endpoint(opts.port, gid_index, psn.wrapping_add(1))?;
     a.connect(&eb, ea.psn, opts)?;
     b.connect(&ea, eb.psn, opts)?;
     Ok((a, b))
@@ -50,6 +51,7 @@ pub fn connect_rc_mesh(
 ) -> super::Result<Vec<Option<Qp>>> {
     let (me, n) = (session.rank(), session.size());
     let c = &opts.connect;
+    let gid_index = c.gid_index_on(pd.context())?;
     let mut qps = Vec::with_capacity(n as usize);
     let mut infos = Vec::with_capacity(n as usize);
     for peer in 0..n {
@@ -60,8 +62,8 @@ pub fn connect_rc_mesh(
             continue;
         }
         let qp = Qp::new_rc(pd, send_cq, recv_cq, opts.caps)?;
-        let e = qp.endpoint(c.port, c.gid_index, opts.psn.wrapping_add(peer))?;
-        infos.push(QpInfo::new(&e, c.gid_index, c.port, c.mtu));
+        let e = qp.endpoint(c.port, gid_index, opts.psn.wrapping_add(peer))?;
+        infos.push(QpInfo::new(&e, gid_index, c.port, c.mtu));
         qps.push(Some(qp));
     }
     let all = session.exchange_endpoints(&infos)?;
@@ -71,7 +73,7 @@ pub fn connect_rc_mesh(
             crate::ctrl::Error::Protocol(format!("rank {peer} sent {} endpoints for {n} ranks", all[peer].len()))
         })?;
         let mtu = crate::prim::Mtu(c.mtu.0.min(theirs.mtu.0));
-        qp.connect(&theirs.endpoint(), infos[peer].psn, &ConnectOpts { mtu, ..*c })?;
+        qp.connect(&theirs.endpoint(), infos[peer].psn, &ConnectOpts { mtu, gid_index: Some(gid_index), ..*c })?;
     }
     Ok(qps)
 }

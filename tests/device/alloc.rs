@@ -101,7 +101,8 @@ fn extended_post_and_poll_allocate_nothing() {
             .unwrap()
     };
     let (qa, qb) = (build(), build());
-    let (ea, eb) = (qa.endpoint(1, o.gid_index, 1).unwrap(), qb.endpoint(1, o.gid_index, 2).unwrap());
+    let gi = o.gid_index_on(pd.context()).unwrap();
+    let (ea, eb) = (qa.endpoint(1, gi, 1).unwrap(), qb.endpoint(1, gi, 2).unwrap());
     qa.connect(&eb, ea.psn, &o).unwrap();
     qb.connect(&ea, eb.psn, &o).unwrap();
     let a = crate::common::Buf::new(&pd, BATCH * 64);

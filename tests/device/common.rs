@@ -64,11 +64,9 @@ pub struct Loopback {
 impl Loopback {
     pub fn new(caps: QpCaps) -> Loopback {
         let ctx = open_device();
-        let gid_index = ctx.roce_v2_gid_index(1).expect("GID table");
         let pd = Pd::new(&ctx).expect("ibv_alloc_pd");
         let cq = Cq::new(&ctx, 256).expect("ibv_create_cq");
         let opts = ConnectOpts {
-            gid_index: u8::try_from(gid_index).expect("GID index < 256"),
             access: AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC,
             ..ConnectOpts::default()
         };
@@ -125,10 +123,10 @@ impl Buf {
     }
 }
 
-/// Connect options for the test device's RoCE v2 GID, remote access allowed.
-pub fn opts(ctx: &Context) -> ConnectOpts {
+/// Connect options with remote access allowed; the GID is the default's
+/// automatic choice (the device's RoCE v2 GID).
+pub fn opts(_ctx: &Context) -> ConnectOpts {
     ConnectOpts {
-        gid_index: u8::try_from(ctx.roce_v2_gid_index(1).expect("GID table")).expect("GID index < 256"),
         access: AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC,
         ..ConnectOpts::default()
     }

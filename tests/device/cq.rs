@@ -121,3 +121,36 @@ fn timestamps_and_moderation_report_unsupported_where_absent() {
         Err(e) => assert!(e.is_unsupported(), "{e:?}"),
     }
 }
+
+/// `spin_one` and `wait_one`: one completion, or `None` once the timeout
+/// passes on an empty CQ; `wait_one` sleeps on the channel.
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn one_completion_helpers_return_it_or_time_out() {
+    use rrddmma::prim::{CompChannel, CqBuilder, Pd, QpCaps, SendWr};
+    use rrddmma::wrap::connected_rc_pair;
+    let ctx = crate::common::open_device();
+    let pd = Pd::new(&ctx).unwrap();
+    let ch = CompChannel::new(&ctx).unwrap();
+    let cq = CqBuilder::new(&ctx, 16).channel(&ch).build().unwrap();
+    let (qa, _qb) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 5, &crate::common::opts(&ctx)).unwrap();
+    let mut buf = crate::common::Buf::new(&pd, 64);
+    buf.bytes().fill(3);
+    let t = std::time::Instant::now();
+    assert!(cq.wait_one(std::time::Duration::from_millis(200)).unwrap().is_none());
+    assert!(t.elapsed() >= std::time::Duration::from_millis(200), "waited the whole timeout");
+    assert!(cq.spin_one(std::time::Duration::from_millis(50)).unwrap().is_none());
+    assert!(cq.poll_one().unwrap().is_none());
+    let s = [buf.mr.sge(0, 8)];
+    for (i, how) in ["wait", "spin"].into_iter().enumerate() {
+        // SAFETY: `buf` outlives the completion taken below.
+        unsafe { qa.post_send(&mut [SendWr::write(&s, buf.mr.remote().at(32)).wr_id(i as u64).signaled()]) }.unwrap();
+        let wc = match how {
+            "wait" => cq.wait_one(std::time::Duration::from_secs(10)),
+            _ => cq.spin_one(std::time::Duration::from_secs(10)),
+        }
+        .unwrap()
+        .unwrap_or_else(|| panic!("{how}_one: no completion within 10 s"));
+        assert_eq!(wc.ok().unwrap().wr_id(), i as u64);
+    }
+}

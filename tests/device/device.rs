@@ -21,12 +21,12 @@ fn port_speed_width_and_gid_table() {
         eprintln!("gid {} {} {} {:?} {:?}", e.index, e.gid, e.gid_type, e.netdev(), e.ipv4());
     }
     let idx = ctx.roce_v2_gid_index(1).unwrap();
-    let chosen = ctx.query_gid_entry(1, idx).unwrap();
+    let chosen = ctx.query_gid_entry(1, u32::from(idx)).unwrap();
     if port.is_ethernet() {
         assert_eq!(chosen.gid_type, GidType::ROCE_V2, "{chosen:?}");
         assert!(chosen.ipv4().is_some(), "recommended RoCE v2 GID maps an IPv4 address: {chosen:?}");
         assert!(chosen.netdev().is_some(), "a RoCE GID names its netdev: {chosen:?}");
-        assert_eq!(ctx.query_gid(1, idx).unwrap(), chosen.gid, "ibv_query_gid agrees with ibv_query_gid_ex");
+        assert_eq!(ctx.query_gid(1, u32::from(idx)).unwrap(), chosen.gid, "ibv_query_gid agrees with ibv_query_gid_ex");
     }
 }
 

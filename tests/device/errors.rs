@@ -106,12 +106,11 @@ fn registering_an_invalid_range_is_an_error() {
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn destroyed_peer_gives_retry_exceeded_not_a_hang() {
     let ctx = open_device();
-    let gid_index = u8::try_from(ctx.roce_v2_gid_index(1).unwrap()).unwrap();
     let pd = Pd::new(&ctx).unwrap();
     let cq = Cq::new(&ctx, 8).unwrap();
     let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
     // timeout 12: 4.096 us * 2^12 = 16.8 ms per try; retry_cnt 2: three tries.
-    let opts = ConnectOpts { gid_index, timeout: 12, retry_cnt: 2, access, ..ConnectOpts::default() };
+    let opts = ConnectOpts { timeout: 12, retry_cnt: 2, access, ..ConnectOpts::default() };
     let (qa, qb) = rrddmma::wrap::connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 9, &opts).unwrap();
     let mut buf = vec![0u8; 64].into_boxed_slice();
     // SAFETY: `buf` outlives `mr`.
@@ -195,4 +194,79 @@ fn single_threaded_provider_mode_is_refused() {
         other => panic!("expected Unsupported naming MLX5_SINGLE_THREADED, got {other:?}"),
     }
     Context::open(ctx.name()).expect("opens again once the variable is gone");
+}
+
+/// Connecting from a GID index that is not the port's RoCE v2 GID fails at
+/// INIT -> RTR; the error names the QP, the transition, the peer's address
+/// and the local GID index, and points at the RoCE v2 GID. The default
+/// (automatic GID) connects.
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn a_wrong_gid_index_names_the_transition_the_peer_and_the_roce_v2_gid() {
+    use rrddmma::prim::Qp;
+    let ctx = open_device();
+    assert!(ctx.query_port(1).unwrap().is_ethernet(), "this test is for RoCE ports");
+    let best = ctx.roce_v2_gid_index(1).unwrap();
+    let table = ctx.gid_table(1).unwrap();
+    for e in &table {
+        eprintln!("gid {} {} {}", e.index, e.gid, e.gid_type);
+    }
+    let wrong = table
+        .iter()
+        .filter(|e| e.index != u32::from(best) && e.index <= 255)
+        .find(|e| {
+            e.gid.0[..12] != table[usize::from(best)].gid.0[..12] || e.gid_type != rrddmma::prim::GidType::ROCE_V2
+        })
+        .map(|e| e.index as u8)
+        .expect("a GID of another kind than the RoCE v2 IPv4 one");
+    let pd = Pd::new(&ctx).unwrap();
+    let cq = Cq::new(&ctx, 8).unwrap();
+    let qa = Qp::new_rc(&pd, &cq, &cq, QpCaps::default()).unwrap();
+    let qb = Qp::new_rc(&pd, &cq, &cq, QpCaps::default()).unwrap();
+    let eb = qb.endpoint(1, best, 2).unwrap();
+    let o = ConnectOpts { gid_index: Some(wrong), ..crate::common::opts(&ctx) };
+    let err = qa.connect(&eb, 1, &o).expect_err("a link-local or RoCE v1 source GID cannot reach an IPv4 GID");
+    let msg = err.to_string();
+    eprintln!("{msg}");
+    match &err {
+        Error::Connect { qpn, to, remote, gid_index, hint, .. } => {
+            assert_eq!((*qpn, *to, *remote, *gid_index), (qa.qpn(), QpState::RTR, eb, wrong));
+            let hint = hint.as_deref().expect("a hint");
+            assert!(hint.contains(&format!("GID index {wrong}")), "{hint}");
+            assert!(hint.contains(&format!("RoCE v2 GID is index {best}")), "{hint}");
+        }
+        other => panic!("expected Error::Connect, got {other:?}"),
+    }
+    assert!(msg.contains(&format!("connecting QP {:#x}: INIT -> RTR refused", qa.qpn())), "{msg}");
+    assert!(msg.contains(&format!("peer QPN {:#x}", eb.qpn)) && msg.contains(&eb.gid.to_string()), "{msg}");
+    assert!(msg.contains(&format!("local GID index {wrong}")), "{msg}");
+    // The default chooses the RoCE v2 GID and connects.
+    let qc = Qp::new_rc(&pd, &cq, &cq, QpCaps::default()).unwrap();
+    qc.connect(&eb, 3, &crate::common::opts(&ctx)).expect("the automatic GID connects");
+}
+
+/// A READ of a region registered without REMOTE_READ: the completion's
+/// `ok()` names the status and the usual fix.
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn a_read_without_remote_read_access_names_the_status_and_the_fix() {
+    let lb = Loopback::new(QpCaps::default());
+    let mut target = vec![0u8; 64].into_boxed_slice();
+    // SAFETY: `target` outlives the region (dropped at the end, after it).
+    let no_read = unsafe { Mr::register(&lb.pd, target.as_mut_ptr(), 64, AccessFlags::LOCAL_WRITE) }.unwrap();
+    let dst = [lb.mr_a.sge(0, 8)];
+    let remote = no_read.remote();
+    // SAFETY: `dst` lies in `lb`'s registered buffer, alive until the completion.
+    unsafe { lb.qa.post_send(&mut [SendWr::read(&dst, remote.at(0)).wr_id(77).signaled()]) }.unwrap();
+    let wc = lb.cq.spin_one(Duration::from_secs(10)).unwrap().expect("a completion within 10 s");
+    let dbg = format!("{wc:?}");
+    assert!(dbg.contains("REM_ACCESS_ERR") || dbg.contains("REM_INV_REQ_ERR"), "{dbg}");
+    let e = wc.ok().expect_err("the READ fails");
+    assert_eq!((e.wr_id, e.qp_num), (77, lb.qa.qpn()));
+    let msg = e.to_string();
+    eprintln!("{msg}");
+    if e.status == WcStatus::REM_ACCESS_ERR {
+        assert!(msg.contains("REM_ACCESS_ERR") && msg.contains("REMOTE_READ"), "{msg}");
+    }
+    drop(no_read);
 }

@@ -10,7 +10,8 @@ fn ex_pair(pd: &Pd, cq: &Cq, caps: QpCaps) -> (Qp, Qp) {
     let o = opts(ctx);
     let build = || QpBuilder::new(pd, QpType::RC, cq, cq).caps(caps).send_ops(SendOps::BASIC).build().unwrap();
     let (a, b) = (build(), build());
-    let (ea, eb) = (a.endpoint(1, o.gid_index, 100).unwrap(), b.endpoint(1, o.gid_index, 200).unwrap());
+    let gi = o.gid_index_on(pd.context()).unwrap();
+    let (ea, eb) = (a.endpoint(1, gi, 100).unwrap(), b.endpoint(1, gi, 200).unwrap());
     a.connect(&eb, ea.psn, &o).unwrap();
     b.connect(&ea, eb.psn, &o).unwrap();
     (a, b)

@@ -166,7 +166,8 @@ fn uc_write_and_send() {
     let qb = QpBuilder::new(&pd, uc, &cq, &cq).build().unwrap();
     let o =
         rrddmma::prim::ConnectOpts { access: rrddmma::prim::AccessFlags::REMOTE_WRITE, ..crate::common::opts(&ctx) };
-    let (ea, eb) = (qa.endpoint(1, o.gid_index, 11).unwrap(), qb.endpoint(1, o.gid_index, 22).unwrap());
+    let gi = o.gid_index_on(pd.context()).unwrap();
+    let (ea, eb) = (qa.endpoint(1, gi, 11).unwrap(), qb.endpoint(1, gi, 22).unwrap());
     qa.connect(&eb, ea.psn, &o).unwrap();
     qb.connect(&ea, eb.psn, &o).unwrap();
     assert_eq!(qa.query_state().unwrap(), QpState::RTS);

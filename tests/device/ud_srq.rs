@@ -12,7 +12,7 @@ const GRH: usize = 40;
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn ud_send_with_grh_reports_source_qp() {
     let ctx = open_device();
-    let gid_index = u8::try_from(ctx.roce_v2_gid_index(1).unwrap()).unwrap();
+    let gid_index = ctx.roce_v2_gid_index(1).unwrap();
     let pd = Pd::new(&ctx).unwrap();
     let cq = Cq::new(&ctx, 16).unwrap();
     let ud = QpType::UD;
@@ -56,12 +56,10 @@ fn srq_receives_for_a_qp_attached_to_it() {
     let rc = QpType::RC;
     let qa = QpBuilder::new(&lb.pd, rc, &cq, &cq).build().unwrap();
     let qb = QpBuilder::new(&lb.pd, rc, &cq, &cq).srq(&srq).build().unwrap();
-    let opts = rrddmma::prim::ConnectOpts {
-        gid_index: u8::try_from(lb.ctx.roce_v2_gid_index(1).unwrap()).unwrap(),
-        ..Default::default()
-    };
-    let ea = qa.endpoint(1, opts.gid_index, 5).unwrap();
-    let eb = qb.endpoint(1, opts.gid_index, 6).unwrap();
+    let opts = rrddmma::prim::ConnectOpts { ..Default::default() };
+    let gi = opts.gid_index_on(&lb.ctx).unwrap();
+    let ea = qa.endpoint(1, gi, 5).unwrap();
+    let eb = qb.endpoint(1, gi, 6).unwrap();
     qa.connect(&eb, ea.psn, &opts).unwrap();
     qb.connect(&ea, eb.psn, &opts).unwrap();
 

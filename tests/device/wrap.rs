@@ -113,7 +113,7 @@ fn ud_endpoints_cache_address_handles() {
     let ctx = open_device();
     let pd = Pd::new(&ctx).unwrap();
     let cq = Cq::new(&ctx, 64).unwrap();
-    let gi = opts(&ctx).gid_index;
+    let gi = opts(&ctx).gid_index_on(&ctx).unwrap();
     let mut a = UdEndpoint::new(&pd, &cq, &cq, QpCaps::default(), 1, gi, 0x5151).unwrap();
     let b = UdEndpoint::new(&pd, &cq, &cq, QpCaps::default(), 1, gi, 0x5151).unwrap();
     let to_b = b.info(Mtu::MTU_1024).unwrap();

@@ -10,11 +10,13 @@ use std::mem::MaybeUninit;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicU32, Ordering};
 
+mod connect;
+
 pub use attr::{AttrMask, QpAttr};
+pub use connect::ConnectOpts;
 pub use ex::{SendOps, WrBatch};
 pub use state::{Refusal, Rule};
 
-use super::ah::AhAttr;
 use super::cq::Cq;
 use super::dm::Xrcd;
 use super::error::{Error, Result};
@@ -24,7 +26,6 @@ use super::quirks::Quirks;
 use super::srq::Srq;
 use super::wr::{link_in_place, RecvWr, SendList, SendWr};
 use crate::bindings as ffi;
-use crate::prim::{AccessFlags, Mtu};
 
 pub use super::values::{QpState, QpType};
 
@@ -75,60 +76,6 @@ pub struct Endpoint {
     pub lid: u16,
     /// Port GID (RoCE; routes InfiniBand across subnets).
     pub gid: Gid,
-}
-
-/// Connection parameters for RC and UC QPs: every knob, with common defaults.
-#[derive(Clone, Copy, Debug)]
-pub struct ConnectOpts {
-    /// Local port number.
-    pub port: u8,
-    /// Local GID index (RoCE: see [`super::Context::roce_v2_gid_index`]).
-    pub gid_index: u8,
-    /// P_Key index.
-    pub pkey_index: u16,
-    /// Path MTU.
-    pub mtu: Mtu,
-    /// Local ACK timeout exponent: 4.096 µs × 2^timeout (RC).
-    pub timeout: u8,
-    /// Transport retries before an error completion, 0..=7 (RC).
-    pub retry_cnt: u8,
-    /// RNR retries, 7 = infinite (RC).
-    pub rnr_retry: u8,
-    /// Minimum RNR NAK timer code (RC).
-    pub min_rnr_timer: u8,
-    /// Outstanding RDMA READ / atomic operations as initiator (RC).
-    pub max_rd_atomic: u8,
-    /// Outstanding RDMA READ / atomic operations as responder (RC).
-    pub max_dest_rd_atomic: u8,
-    /// Service level.
-    pub sl: u8,
-    /// Traffic class (RoCE: DSCP/ECN byte).
-    pub traffic_class: u8,
-    /// Hop limit of the GRH.
-    pub hop_limit: u8,
-    /// Remote access allowed on this QP (none by default).
-    pub access: AccessFlags,
-}
-
-impl Default for ConnectOpts {
-    fn default() -> ConnectOpts {
-        ConnectOpts {
-            port: 1,
-            gid_index: 0,
-            pkey_index: 0,
-            mtu: Mtu::MTU_1024,
-            timeout: 14,
-            retry_cnt: 7,
-            rnr_retry: 7,
-            min_rnr_timer: 12,
-            max_rd_atomic: 1,
-            max_dest_rd_atomic: 1,
-            sl: 0,
-            traffic_class: 0,
-            hop_limit: 64,
-            access: AccessFlags::empty(),
-        }
-    }
 }
 
 /// Creates a QP: `new(required)`, then setters, then [`QpBuilder::build`].
@@ -465,33 +412,6 @@ impl Qp {
         }
         // SAFETY: zero-initialised, then filled by the provider; zero is valid.
         Ok(unsafe { attr.assume_init() }.qp_state.into())
-    }
-
-    /// Brings an RC or UC QP from RESET through INIT and RTR to RTS, connected
-    /// to `remote`. `local_psn` is the PSN this QP sends from.
-    pub fn connect(&self, remote: &Endpoint, local_psn: u32, o: &ConnectOpts) -> Result<()> {
-        let rc = self.qp_type == QpType::RC;
-        self.modify(&QpAttr::new(QpState::INIT).pkey_index(o.pkey_index).port(o.port).access(o.access))?;
-        let av = if remote.gid.is_zero() {
-            AhAttr::lid(o.port, remote.lid)
-        } else {
-            AhAttr::global(o.port, o.gid_index, remote.gid)
-                .dlid(remote.lid)
-                .hop_limit(o.hop_limit)
-                .traffic_class(o.traffic_class)
-        }
-        .sl(o.sl);
-        let mut rtr =
-            QpAttr::new(QpState::RTR).av(&av).path_mtu(o.mtu).dest_qpn(remote.qpn).rq_psn(remote.psn & 0xff_ffff);
-        if rc {
-            rtr = rtr.max_dest_rd_atomic(o.max_dest_rd_atomic).min_rnr_timer(o.min_rnr_timer);
-        }
-        self.modify(&rtr)?;
-        let mut rts = QpAttr::new(QpState::RTS).sq_psn(local_psn & 0xff_ffff);
-        if rc {
-            rts = rts.timeout(o.timeout).retry_cnt(o.retry_cnt).rnr_retry(o.rnr_retry).max_rd_atomic(o.max_rd_atomic);
-        }
-        self.modify(&rts)
     }
 
     /// Brings a UD QP from RESET to RTS on `port` with Q_Key `qkey`, sending from `psn`.

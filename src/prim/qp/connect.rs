@@ -1,0 +1,203 @@
+//! Bringing RC and UC QPs up to a peer: [`ConnectOpts`], [`Qp::connect`],
+//! and the diagnosis of a refused transition.
+
+use super::{Endpoint, Qp, QpAttr};
+use crate::prim::{AccessFlags, AhAttr, Context, Error, GidType, Mtu, QpState, QpType, Result};
+
+/// Connection parameters for RC and UC QPs: every knob, with defaults that
+/// work on InfiniBand and RoCE alike.
+///
+/// | field | default | |
+/// |---|---|---|
+/// | `port` | 1 | |
+/// | `gid_index` | `None` | chosen per port: the RoCE v2 GID of the port's IPv4 address, else the first RoCE v2 GID, else 0 (InfiniBand) — [`Context::roce_v2_gid_index`] |
+/// | `pkey_index` | 0 | |
+/// | `mtu` | `MTU_1024` | what every RoCE and InfiniBand port carries; raise it to the port's active MTU for bandwidth |
+/// | `timeout` | 14 | 4.096 µs × 2^14 ≈ 67 ms per try |
+/// | `retry_cnt` | 7 | |
+/// | `rnr_retry` | 7 | retry forever while the peer has no receive posted |
+/// | `min_rnr_timer` | 12 | 0.64 ms |
+/// | `max_rd_atomic`, `max_dest_rd_atomic` | 1 | READs/atomics in flight per direction |
+/// | `sl`, `traffic_class` | 0 | |
+/// | `hop_limit` | 64 | |
+/// | `access` | empty | no remote access: grant `REMOTE_WRITE`, `REMOTE_READ`, `REMOTE_ATOMIC` as the peer needs |
+#[derive(Clone, Copy, Debug)]
+pub struct ConnectOpts {
+    /// Local port number.
+    pub port: u8,
+    /// Local GID index; `None` chooses the port's RoCE v2 GID
+    /// ([`Context::roce_v2_gid_index`], 0 on InfiniBand).
+    pub gid_index: Option<u8>,
+    /// P_Key index.
+    pub pkey_index: u16,
+    /// Path MTU.
+    pub mtu: Mtu,
+    /// Local ACK timeout exponent: 4.096 µs × 2^timeout (RC).
+    pub timeout: u8,
+    /// Transport retries before an error completion, 0..=7 (RC).
+    pub retry_cnt: u8,
+    /// RNR retries, 7 = infinite (RC).
+    pub rnr_retry: u8,
+    /// Minimum RNR NAK timer code (RC).
+    pub min_rnr_timer: u8,
+    /// Outstanding RDMA READ / atomic operations as initiator (RC).
+    pub max_rd_atomic: u8,
+    /// Outstanding RDMA READ / atomic operations as responder (RC).
+    pub max_dest_rd_atomic: u8,
+    /// Service level.
+    pub sl: u8,
+    /// Traffic class (RoCE: DSCP/ECN byte).
+    pub traffic_class: u8,
+    /// Hop limit of the GRH.
+    pub hop_limit: u8,
+    /// Remote access allowed on this QP (none by default).
+    pub access: AccessFlags,
+}
+
+impl Default for ConnectOpts {
+    fn default() -> ConnectOpts {
+        ConnectOpts {
+            port: 1,
+            gid_index: None,
+            pkey_index: 0,
+            mtu: Mtu::MTU_1024,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 12,
+            max_rd_atomic: 1,
+            max_dest_rd_atomic: 1,
+            sl: 0,
+            traffic_class: 0,
+            hop_limit: 64,
+            access: AccessFlags::empty(),
+        }
+    }
+}
+
+impl ConnectOpts {
+    /// The GID index these options use on `ctx`: the one set, else the
+    /// port's RoCE v2 GID ([`Context::roce_v2_gid_index`]).
+    pub fn gid_index_on(&self, ctx: &Context) -> Result<u8> {
+        match self.gid_index {
+            Some(i) => Ok(i),
+            None => ctx.roce_v2_gid_index(self.port),
+        }
+    }
+}
+
+impl Qp {
+    /// Brings an RC or UC QP from RESET through INIT and RTR to RTS, connected
+    /// to `remote`. `local_psn` is the PSN this QP sends from.
+    ///
+    /// A transition the device refuses gives [`Error::Connect`], naming this
+    /// QP, the transition, the peer's address and the local GID index and
+    /// MTU, with a hint when the cause is a usual one (a GID index that is not
+    /// the port's RoCE v2 GID, an MTU above the port's, access flags).
+    pub fn connect(&self, remote: &Endpoint, local_psn: u32, o: &ConnectOpts) -> Result<()> {
+        let ctx = self.pd().context();
+        let gid_index = o.gid_index_on(ctx)?;
+        let rc = self.qp_type == QpType::RC;
+        let step = |attr: &QpAttr| {
+            self.modify(attr).map_err(|e| match e {
+                Error::Verbs { op: "ibv_modify_qp", errno } => Error::Connect {
+                    qpn: self.qpn(),
+                    to: attr.state(),
+                    errno,
+                    remote: *remote,
+                    gid_index,
+                    mtu: o.mtu,
+                    hint: diagnose(ctx, o, gid_index, attr.state(), remote),
+                },
+                other => other,
+            })
+        };
+        step(&QpAttr::new(QpState::INIT).pkey_index(o.pkey_index).port(o.port).access(o.access))?;
+        let av = if remote.gid.is_zero() {
+            AhAttr::lid(o.port, remote.lid)
+        } else {
+            AhAttr::global(o.port, gid_index, remote.gid)
+                .dlid(remote.lid)
+                .hop_limit(o.hop_limit)
+                .traffic_class(o.traffic_class)
+        }
+        .sl(o.sl);
+        let mut rtr =
+            QpAttr::new(QpState::RTR).av(&av).path_mtu(o.mtu).dest_qpn(remote.qpn).rq_psn(remote.psn & 0xff_ffff);
+        if rc {
+            rtr = rtr.max_dest_rd_atomic(o.max_dest_rd_atomic).min_rnr_timer(o.min_rnr_timer);
+        }
+        step(&rtr)?;
+        let mut rts = QpAttr::new(QpState::RTS).sq_psn(local_psn & 0xff_ffff);
+        if rc {
+            rts = rts.timeout(o.timeout).retry_cnt(o.retry_cnt).rnr_retry(o.rnr_retry).max_rd_atomic(o.max_rd_atomic);
+        }
+        step(&rts)
+    }
+}
+
+/// The usual cause of a refused transition to `to`, from what the device
+/// says about its port and GID table (read only on this error path).
+fn diagnose(ctx: &Context, o: &ConnectOpts, gid_index: u8, to: QpState, remote: &Endpoint) -> Option<String> {
+    let port = ctx.query_port(o.port).ok()?;
+    if to == QpState::INIT {
+        let remote = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
+        let extra = o.access.difference(remote);
+        if !extra.is_empty() {
+            return Some(format!(
+                "ConnectOpts::access holds {extra}, which a QP does not take: only REMOTE_WRITE, \
+                 REMOTE_READ and REMOTE_ATOMIC (local rights belong to memory regions)"
+            ));
+        }
+        return None;
+    }
+    if to != QpState::RTR {
+        return None;
+    }
+    let active = port.active_mtu();
+    if o.mtu.0 > active.0 {
+        return Some(format!(
+            "path MTU {} is above port {}'s active MTU {} (set ConnectOpts::mtu to at most {})",
+            o.mtu.bytes(),
+            o.port,
+            active.bytes(),
+            active.bytes()
+        ));
+    }
+    if port.is_ethernet() {
+        let table = ctx.gid_table(o.port).ok()?;
+        let best = ctx.roce_v2_gid_index(o.port).ok();
+        let entry = table.iter().find(|e| e.index == u32::from(gid_index));
+        let use_best = match best {
+            Some(b) if b != gid_index => {
+                format!(" (the port's RoCE v2 GID is index {b}: leave ConnectOpts::gid_index as None to choose it)")
+            }
+            _ => String::new(),
+        };
+        return match entry {
+            None => Some(format!("GID index {gid_index} is empty on port {} of {}{use_best}", o.port, ctx.name())),
+            Some(e) if e.gid_type != GidType::ROCE_V2 => Some(format!(
+                "GID index {gid_index} is a {} GID; RoCE v2 peers need the port's RoCE v2 GID{use_best}",
+                e.gid_type
+            )),
+            Some(e) => {
+                let family = |g: &crate::prim::Gid| if g.ipv4().is_some() { "IPv4" } else { "IPv6" };
+                let mismatch = if family(&e.gid) != family(&remote.gid) {
+                    format!(
+                        "local GID {} (index {gid_index}) is {} and the peer's {} is {}: both ends need GIDs of one IP family; ",
+                        e.gid,
+                        family(&e.gid),
+                        remote.gid,
+                        family(&remote.gid)
+                    )
+                } else {
+                    String::new()
+                };
+                Some(format!(
+                    "{mismatch}check the peer's address (QPN, GID) and the route to it from GID index {gid_index}{use_best}"
+                ))
+            }
+        };
+    }
+    None
+}
