@@ -1,6 +1,8 @@
 //! Typed exchanges over a [`Session`]: QP endpoints and MR tokens.
 
 use super::error::{Error, Result};
+use std::time::Duration;
+
 use super::session::Session;
 use crate::prim::{Endpoint, Gid, Mtu, RemoteMr};
 
@@ -84,8 +86,13 @@ impl Session {
     /// peer, indexed by the peer's rank), and gets every rank's list back, in
     /// rank order. Rank `j`'s QP for this rank is then `result[j][self.rank()]`.
     pub fn exchange_endpoints(&mut self, mine: &[QpInfo]) -> Result<Vec<Vec<QpInfo>>> {
+        self.exchange_endpoints_within(mine, self.op_timeout())
+    }
+
+    /// [`Session::exchange_endpoints`] with its own deadline.
+    pub fn exchange_endpoints_within(&mut self, mine: &[QpInfo], allowed: Duration) -> Result<Vec<Vec<QpInfo>>> {
         let bytes: Vec<u8> = mine.iter().flat_map(QpInfo::to_bytes).collect();
-        self.all_gather(&bytes)?
+        self.all_gather_within(&bytes, allowed)?
             .iter()
             .map(|p| parse_list(p, "QP endpoint list length is not a multiple of 29", QpInfo::from_bytes))
             .collect()
@@ -93,7 +100,12 @@ impl Session {
 
     /// All-gathers one MR token per rank, in rank order.
     pub fn exchange_mrs(&mut self, mine: &RemoteMr) -> Result<Vec<RemoteMr>> {
-        self.all_gather(&mine.to_bytes())?.iter().map(|p| parse_mr(p)).collect()
+        self.exchange_mrs_within(mine, self.op_timeout())
+    }
+
+    /// [`Session::exchange_mrs`] with its own deadline.
+    pub fn exchange_mrs_within(&mut self, mine: &RemoteMr, allowed: Duration) -> Result<Vec<RemoteMr>> {
+        self.all_gather_within(&mine.to_bytes(), allowed)?.iter().map(|p| parse_mr(p)).collect()
     }
 }
 

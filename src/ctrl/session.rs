@@ -106,6 +106,12 @@ impl Session {
         self.rank
     }
 
+    /// The deadline of a collective without one of its own
+    /// (`ClusterConfig::op_timeout`).
+    pub fn op_timeout(&self) -> Duration {
+        self.op_timeout
+    }
+
     /// Number of ranks.
     pub fn size(&self) -> u32 {
         self.size
@@ -146,9 +152,18 @@ impl Session {
         }
     }
 
-    /// Waits until every rank has called `barrier`.
+    /// Waits until every rank has called `barrier`, within the session's
+    /// operation timeout (`ClusterConfig::op_timeout`).
     pub fn barrier(&mut self) -> Result<()> {
         self.all_gather(&[]).map(drop)
+    }
+
+    /// [`Session::barrier`] with its own deadline: for a phase that may take
+    /// longer (or must take less) than the operation timeout, such as waiting
+    /// for every rank to finish a benchmark. A rank missing when it passes is
+    /// named in the error ([`Error::Timeout`](super::Error)).
+    pub fn barrier_within(&mut self, allowed: Duration) -> Result<()> {
+        self.all_gather_within(&[], allowed).map(drop)
     }
 
     /// Runs the machine until `done` holds (`Ok(None)`), a round completes
