@@ -144,7 +144,8 @@ mod tests {
         let mut rest = sys;
         while let Some(i) = rest.find("pub const MLX5DV_CONTEXT_MASK_") {
             rest = &rest[i..];
-            let open = rest.find("mlx5dv_context_comp_mask(").expect("constant value") + "mlx5dv_context_comp_mask(".len();
+            let open =
+                rest.find("mlx5dv_context_comp_mask(").expect("constant value") + "mlx5dv_context_comp_mask(".len();
             let close = open + rest[open..].find(')').expect("closing parenthesis");
             let bit: u64 = rest[open..close].trim().trim_end_matches(',').trim().parse().expect("numeric mask bit");
             assert_eq!(QUERY_DEVICE_MASK & bit, bit, "bindings define mask bit {bit:#x} that the request leaves out");

@@ -22,7 +22,10 @@ pub(crate) fn count_destroy_failure(op: &'static str, rc: i32) {
     DESTROY_FAILURES.fetch_add(1, Ordering::Relaxed);
     if cfg!(debug_assertions) {
         let errno = if rc < 0 { -rc } else { rc };
-        eprintln!("rrddmma: {op} failed in drop: {}; its resources are left in place", io::Error::from_raw_os_error(errno));
+        eprintln!(
+            "rrddmma: {op} failed in drop: {}; its resources are left in place",
+            io::Error::from_raw_os_error(errno)
+        );
     }
 }
 

@@ -29,9 +29,9 @@ pub use channel::CompChannel;
 pub use cq::{Cq, CqBuilder, ExWc, Poller, Wc, WcFlagsEx};
 pub use device::{device_names, Context};
 pub use dm::{Dm, Xrcd};
-pub use error::{destroy_failures, Error, Result};
 #[allow(unused_imports)]
 pub(crate) use error::count_destroy_failure;
+pub use error::{destroy_failures, Error, Result};
 pub use event::{AsyncEvent, EventElement};
 pub use gid::{Gid, GidEntry, GidType};
 pub use mr::{Mr, RemoteMr};
