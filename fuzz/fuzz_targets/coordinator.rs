@@ -15,6 +15,7 @@ fuzz_target!(|data: &[u8]| {
         secret: Some(b"fuzz".to_vec()),
         max_frame: 1 << 12,
         handshake_timeout: Duration::from_secs(1),
+        max_pending: 3,
     };
     let mut c = Coordinator::new(p);
     c.expect_joins(t0, Duration::from_secs(60));

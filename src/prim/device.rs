@@ -118,12 +118,26 @@ impl fmt::Debug for Context {
     }
 }
 
+/// Whether the environment turns off libmlx5's locks (`MLX5_SINGLE_THREADED`
+/// set to a number other than 0, read as libmlx5 reads it with `atoi`).
+fn single_threaded_provider(var: impl Fn(&str) -> Option<String>) -> bool {
+    var("MLX5_SINGLE_THREADED").is_some_and(|v| {
+        let digits: String = v.trim_start().chars().take_while(|c| c.is_ascii_digit()).collect();
+        digits.parse::<u64>().is_ok_and(|n| n != 0)
+    })
+}
+
 impl Context {
     /// Opens the device called `name` (as `ibv_devices` lists it).
     ///
     /// Fails with [`Error::DeviceNotFound`] when no device has the name, or
     /// [`Error::NoSupportedDevice`] when the kernel has devices that no
     /// provider of this build drives.
+    ///
+    /// With `MLX5_SINGLE_THREADED` set (to a nonzero number) in the
+    /// environment, every open fails with [`Error::Unsupported`]: libmlx5
+    /// then drops the locks that make this crate's `Send + Sync` QPs, CQs
+    /// and SRQs sound to share between threads.
     pub fn open(name: &str) -> Result<Context> {
         let list = DeviceList::get()?;
         let dev = list
@@ -156,6 +170,13 @@ impl Context {
     }
 
     fn open_device(dev: *mut ffi::ibv_device, name: String) -> Result<Context> {
+        if single_threaded_provider(|k| std::env::var(k).ok()) {
+            return Err(Error::Unsupported {
+                op: "ibv_open_device",
+                feature: "MLX5_SINGLE_THREADED=1 in the environment: it turns off libmlx5's locks, which \
+                          rrddmma's Send + Sync QPs, CQs and SRQs rely on; unset it",
+            });
+        }
         // SAFETY: `dev` is from a live device list.
         let ctx = unsafe { ffi::ibv_open_device(dev) };
         let ctx = NonNull::new(ctx).ok_or_else(|| Error::last("ibv_open_device"))?;
@@ -295,5 +316,21 @@ impl Context {
         let table = self.gid_table(port)?;
         let v2 = || table.iter().filter(|e| e.gid_type == GidType::ROCE_V2);
         Ok(v2().find(|e| e.ipv4().is_some()).or_else(|| v2().next()).map_or(0, |e| e.index))
+    }
+}
+
+#[cfg(test)]
+mod single_threaded_tests {
+    use super::single_threaded_provider;
+
+    #[test]
+    fn mlx5_single_threaded_is_read_as_libmlx5_reads_it() {
+        let env = |v: &'static str| move |k: &str| (k == "MLX5_SINGLE_THREADED").then(|| v.to_string());
+        assert!(single_threaded_provider(env("1")));
+        assert!(single_threaded_provider(env(" 2x")));
+        assert!(!single_threaded_provider(env("0")));
+        assert!(!single_threaded_provider(env("")));
+        assert!(!single_threaded_provider(env("yes")));
+        assert!(!single_threaded_provider(|_| None));
     }
 }

@@ -24,11 +24,17 @@ pub(crate) struct Quirks {
 }
 
 impl Quirks {
-    /// For a device with `vendor_id`, under rdma-core `major` (None: unknown,
-    /// taken as fixed).
+    /// For a device with `vendor_id`, under rdma-core `major`.
+    ///
+    /// An unknown release (`None`: a renamed or relinked library whose
+    /// version cannot be read) is taken as an old, buggy one: a workaround
+    /// applied to a fixed provider costs a little speed at worst (or, for the
+    /// polling pass, leaves the pass open, which the next `start_poll` waits
+    /// on), while a missing one lets the provider unlock twice and skip
+    /// completions, which is undefined behaviour in the provider.
     pub fn for_device(vendor_id: u32, major: Option<u32>) -> Quirks {
         let rxe = vendor_id == RXE_VENDOR_ID;
-        let before = |v| rxe && major.is_some_and(|m| m < v);
+        let before = |v| rxe && major.map_or(true, |m| m < v);
         Quirks { rxe_next_poll_ends: before(55), rxe_list_lengths: before(64) }
     }
 }
@@ -88,7 +94,11 @@ mod tests {
             Quirks { rxe_next_poll_ends: false, rxe_list_lengths: true }
         );
         assert_eq!(Quirks::for_device(RXE_VENDOR_ID, Some(64)), Quirks::default());
-        assert_eq!(Quirks::for_device(RXE_VENDOR_ID, None), Quirks::default());
+        assert_eq!(
+            Quirks::for_device(RXE_VENDOR_ID, None),
+            Quirks { rxe_next_poll_ends: true, rxe_list_lengths: true },
+            "an unknown release is taken as the buggy one"
+        );
         assert_eq!(Quirks::for_device(0x02c9, Some(44)), Quirks::default(), "Mellanox");
     }
 

@@ -182,3 +182,19 @@ fn bind_mw_refuses_a_qp_of_another_context() {
     assert!(msg.contains("different device contexts"), "{msg}");
     drop((mw, mr));
 }
+
+/// `MLX5_SINGLE_THREADED=1` turns off the provider locks that the crate's
+/// `Send + Sync` objects rely on: opening refuses, naming the variable.
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn single_threaded_provider_mode_is_refused() {
+    let ctx = open_device();
+    std::env::set_var("MLX5_SINGLE_THREADED", "1");
+    let r = Context::open(ctx.name());
+    std::env::remove_var("MLX5_SINGLE_THREADED");
+    match r {
+        Err(e @ Error::Unsupported { .. }) => assert!(e.to_string().contains("MLX5_SINGLE_THREADED"), "{e}"),
+        other => panic!("expected Unsupported naming MLX5_SINGLE_THREADED, got {other:?}"),
+    }
+    Context::open(ctx.name()).expect("opens again once the variable is gone");
+}
