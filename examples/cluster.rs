@@ -40,8 +40,7 @@ fn run() -> Result<String, Box<dyn std::error::Error>> {
     let pd = Pd::new(&ctx)?;
     let cq = Cq::new(&ctx, 2 * size)?;
     let mut mem = RegisteredMem::new(&pd, 2 * SLOT * size as usize)?;
-    let connect =
-        ConnectOpts { port, gid_index, access: AccessFlags::IBV_ACCESS_REMOTE_WRITE, ..ConnectOpts::default() };
+    let connect = ConnectOpts { port, gid_index, access: AccessFlags::REMOTE_WRITE, ..ConnectOpts::default() };
     let qps = connect_rc_mesh(&mut s, &pd, &cq, &cq, &MeshOpts { caps: QpCaps::default(), connect, psn: rank << 8 })?;
     let tokens = s.exchange_mrs(&mem.remote())?;
 
@@ -65,7 +64,7 @@ fn run() -> Result<String, Box<dyn std::error::Error>> {
     while done < posted {
         let n = cq.poll(&mut wc)?;
         for c in &wc[..n] {
-            if c.status() != WcStatus::IBV_WC_SUCCESS {
+            if c.status() != WcStatus::SUCCESS {
                 return Err(format!("rank {rank}: write to rank {} failed: {c:?}", c.wr_id()).into());
             }
             done += 1;

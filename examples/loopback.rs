@@ -30,7 +30,7 @@ fn run<'a>(qp: &Qp, cq: &Cq, iters: usize, make: impl Fn(usize) -> SendWr<'a>) -
         }
         let n = cq.poll(&mut wcs)?;
         for wc in &wcs[..n] {
-            if wc.status() != WcStatus::IBV_WC_SUCCESS {
+            if wc.status() != WcStatus::SUCCESS {
                 return Err(format!("work request {} failed: {wc:?}", wc.wr_id()).into());
             }
         }
@@ -67,7 +67,7 @@ fn main() -> Res<()> {
     let gid_index = u8::try_from(ctx.roce_v2_gid_index(1)?)?;
     let opts = ConnectOpts {
         gid_index,
-        access: AccessFlags::IBV_ACCESS_REMOTE_WRITE | AccessFlags::IBV_ACCESS_REMOTE_READ,
+        access: AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ,
         ..ConnectOpts::default()
     };
     let caps = QpCaps { max_send_wr: DEPTH as u32, max_recv_wr: DEPTH as u32, ..QpCaps::default() };
@@ -76,9 +76,7 @@ fn main() -> Res<()> {
 
     let mut src: Vec<u8> = (0..size).map(|i| (i * 7 % 251) as u8).collect();
     let mut dst = vec![0u8; size];
-    let access = AccessFlags::IBV_ACCESS_LOCAL_WRITE
-        | AccessFlags::IBV_ACCESS_REMOTE_WRITE
-        | AccessFlags::IBV_ACCESS_REMOTE_READ;
+    let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ;
     // SAFETY: the buffers are declared before the MRs, so they outlive them,
     // and every work request completes before `main` returns.
     let (mr_src, mr_dst) = unsafe {

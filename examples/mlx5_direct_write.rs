@@ -10,6 +10,7 @@
 use std::time::Instant;
 
 use rrddmma::mlx5dv::{self, cqe::Completion, mmio::HwMmio, obj, seg};
+use rrddmma::prim::WcStatus;
 use rrddmma::prim::{AccessFlags, ConnectOpts, Context, Cq, Mr, Pd, QpCaps};
 use rrddmma::wrap::connected_rc_pair;
 
@@ -28,13 +29,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cq = Cq::new(&ctx, 64)?;
     let opts = ConnectOpts {
         gid_index: u8::try_from(ctx.roce_v2_gid_index(1)?)?,
-        access: AccessFlags::IBV_ACCESS_REMOTE_WRITE,
+        access: AccessFlags::REMOTE_WRITE,
         ..ConnectOpts::default()
     };
     let (qa, _qb) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 1, &opts)?;
     let mut src = vec![0x5au8; 64];
     let mut dst = vec![0u8; 64];
-    let access = AccessFlags::IBV_ACCESS_LOCAL_WRITE | AccessFlags::IBV_ACCESS_REMOTE_WRITE;
+    let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
     // SAFETY: both buffers outlive their regions and every request on them.
     let (mr_src, mr_dst) =
         unsafe { (Mr::register(&pd, src.as_mut_ptr(), 64, access)?, Mr::register(&pd, dst.as_mut_ptr(), 64, access)?) };
@@ -49,7 +50,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // SAFETY: `mr_src` covers these 64 bytes and outlives the loop.
         unsafe { w.data(64, mr_src.lkey(), mr_src.addr()) }.post(&mut mmio);
         while dcq.poll(&mut out) == 0 {}
-        if out[0].status != rrddmma::bindings::ibv_wc_status::IBV_WC_SUCCESS {
+        if out[0].status != WcStatus::SUCCESS {
             return Err(format!("WRITE failed: {:?}", out[0]).into());
         }
         if !sq.retire(&out[0]) {

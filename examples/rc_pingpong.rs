@@ -30,7 +30,7 @@ fn main() -> ExitCode {
 fn run(c: &Config) -> Res<()> {
     let ctx = open(c)?;
     let size = c.size as usize;
-    let mut access = AccessFlags::IBV_ACCESS_LOCAL_WRITE;
+    let mut access = AccessFlags::LOCAL_WRITE;
     if c.odp {
         let x = ctx.query_device_ex()?;
         let need = ffi::ibv_odp_transport_cap_bits::IBV_ODP_SUPPORT_SEND.0
@@ -40,7 +40,7 @@ fn run(c: &Config) -> Res<()> {
         {
             return Err("The device isn't ODP capable or does not support RC send and receive with ODP".into());
         }
-        access |= AccessFlags::IBV_ACCESS_ON_DEMAND;
+        access |= AccessFlags::ON_DEMAND;
     }
 
     let buf = Buf::new(size)?;
@@ -56,7 +56,7 @@ fn run(c: &Config) -> Res<()> {
     }
     let cq = cq.build()?;
     let caps = QpCaps { max_send_wr: 1, max_recv_wr: c.rx_depth, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-    let qp = QpBuilder::new(&pd, QpType::IBV_QPT_RC, &cq, &cq).caps(caps).build()?;
+    let qp = QpBuilder::new(&pd, QpType::RC, &cq, &cq).caps(caps).build()?;
 
     let sges = [mr.sge(0, c.size)];
     let post_recv = |n: u32| -> u32 {

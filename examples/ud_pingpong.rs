@@ -48,14 +48,14 @@ fn run(c: &Config) -> Res<()> {
     // SAFETY: `buf` holds `size + GRH` bytes and is declared before `mr`, so
     // it outlives the registration; every request completes or is flushed
     // (QP destroyed) before `mr` is dropped, the QP being declared after it.
-    let mr = unsafe { Mr::register(&pd, buf.ptr(), size + GRH, AccessFlags::IBV_ACCESS_LOCAL_WRITE)? };
+    let mr = unsafe { Mr::register(&pd, buf.ptr(), size + GRH, AccessFlags::LOCAL_WRITE)? };
     let mut cq = CqBuilder::new(&ctx, c.rx_depth + 1);
     if let Some(ch) = &channel {
         cq = cq.channel(ch);
     }
     let cq = cq.build()?;
     let caps = QpCaps { max_send_wr: 1, max_recv_wr: c.rx_depth, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-    let qp = QpBuilder::new(&pd, QpType::IBV_QPT_UD, &cq, &cq).caps(caps).build()?;
+    let qp = QpBuilder::new(&pd, QpType::UD, &cq, &cq).caps(caps).build()?;
     let inline = qp.caps().max_inline_data >= c.size;
     let psn = random_psn();
     // A UD QP needs no peer to reach RTS.

@@ -58,11 +58,11 @@ fn main() -> Res<()> {
     let cq = CqBuilder::new(&ctx, 64).channel(&ch).build()?;
     let rcq = Cq::new(&ctx, 64)?;
     let gid_index = u8::try_from(ctx.roce_v2_gid_index(1)?)?;
-    let opts = ConnectOpts { gid_index, access: AccessFlags::IBV_ACCESS_REMOTE_WRITE, ..ConnectOpts::default() };
+    let opts = ConnectOpts { gid_index, access: AccessFlags::REMOTE_WRITE, ..ConnectOpts::default() };
     let caps = QpCaps { max_send_wr: 64, max_recv_wr: 1, ..QpCaps::default() };
     let (qa, _qb) = connected_rc_pair(&pd, &cq, &rcq, caps, 1, &opts)?;
     let mut buf = vec![0u8; 2 * 64 * batch];
-    let access = AccessFlags::IBV_ACCESS_LOCAL_WRITE | AccessFlags::IBV_ACCESS_REMOTE_WRITE;
+    let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
     // SAFETY: `buf` outlives the MR (declared before it) and all requests.
     let mr = unsafe { Mr::register(&pd, buf.as_mut_ptr(), buf.len(), access)? };
     let sges: Vec<[rrddmma::prim::Sge; 1]> = (0..batch).map(|i| [mr.sge(i * 64, 64)]).collect();

@@ -10,6 +10,7 @@ use rrddmma::mlx5dv::cqe::{opcode as cqe_op, Completion, Cqe64};
 use rrddmma::mlx5dv::mmio::{Op, Recorder};
 use rrddmma::mlx5dv::seg::{fm_ce_se, opcode, AtomicSeg, INLINE_SEG};
 use rrddmma::mlx5dv::sq::{SqRing, WqeWriter};
+use rrddmma::prim::WcStatus;
 
 /// Data segments in the ring models.
 trait Data {
@@ -103,15 +104,9 @@ fn cq_laps(cqe_size: u32) {
             assert_eq!(c.wqe_counter, consumed as u16, "in order, none skipped");
             assert_eq!(c.qpn, 0x00ab_cdef);
             if consumed % 97 == 5 {
-                assert_eq!(
-                    (c.opcode, c.status, c.vendor_err),
-                    (cqe_op::REQ_ERR, ffi::ibv_wc_status::IBV_WC_RETRY_EXC_ERR, 0x20)
-                );
+                assert_eq!((c.opcode, c.status, c.vendor_err), (cqe_op::REQ_ERR, WcStatus::RETRY_EXC_ERR, 0x20));
             } else {
-                assert_eq!(
-                    (c.opcode, c.status, c.byte_len),
-                    (cqe_op::RESP_SEND, ffi::ibv_wc_status::IBV_WC_SUCCESS, consumed)
-                );
+                assert_eq!((c.opcode, c.status, c.byte_len), (cqe_op::RESP_SEND, WcStatus::SUCCESS, consumed));
                 assert_eq!(c.timestamp, u64::from(consumed) << 20);
             }
             consumed += 1;

@@ -20,6 +20,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use rrddmma::bindings as ffi;
+use rrddmma::prim::Mtu;
 use rrddmma::prim::{Context, Cq, Gid, Wc};
 
 /// Any failure after the command line was accepted (exit code 1).
@@ -56,7 +57,7 @@ pub struct Config {
     /// Message size in bytes (`-s`).
     pub size: u32,
     /// Path MTU (`-m`, RC only).
-    pub mtu: ffi::ibv_mtu,
+    pub mtu: Mtu,
     /// Receives kept posted (`-r`).
     pub rx_depth: u32,
     /// Exchanges (`-n`).
@@ -166,13 +167,13 @@ fn number<T: TryFrom<u64>>(flag: char, v: &str, min: u64, max: u64) -> Result<T,
 }
 
 /// The path MTU for a size in bytes.
-pub fn mtu_from_bytes(n: u64) -> Option<ffi::ibv_mtu> {
+pub fn mtu_from_bytes(n: u64) -> Option<Mtu> {
     Some(match n {
-        256 => ffi::ibv_mtu::IBV_MTU_256,
-        512 => ffi::ibv_mtu::IBV_MTU_512,
-        1024 => ffi::ibv_mtu::IBV_MTU_1024,
-        2048 => ffi::ibv_mtu::IBV_MTU_2048,
-        4096 => ffi::ibv_mtu::IBV_MTU_4096,
+        256 => Mtu::MTU_256,
+        512 => Mtu::MTU_512,
+        1024 => Mtu::MTU_1024,
+        2048 => Mtu::MTU_2048,
+        4096 => Mtu::MTU_4096,
         _ => return None,
     })
 }
@@ -186,7 +187,7 @@ pub fn parse_args(args: &[String], kind: Kind) -> Result<Config, ArgError> {
         ib_dev: None,
         ib_port: 1,
         size: if kind == Kind::Rc { 4096 } else { 1024 },
-        mtu: ffi::ibv_mtu::IBV_MTU_1024,
+        mtu: Mtu::MTU_1024,
         rx_depth: 500,
         iters: 1000,
         sl: 0,
@@ -522,7 +523,7 @@ pub fn ping_pong(
 pub fn status_str(st: rrddmma::prim::WcStatus) -> String {
     // SAFETY: `ibv_wc_status_str` takes any value and returns a static,
     // NUL-terminated string.
-    let p = unsafe { ffi::ibv_wc_status_str(st) };
+    let p = unsafe { ffi::ibv_wc_status_str(st.into()) };
     if p.is_null() {
         return format!("status {}", st.0);
     }
@@ -639,7 +640,7 @@ mod tests {
         let c = parse_args(&args("-p 9000 -d rxe0 -g1 -n 10 -ec -s 0x100 -m 2048 host"), Kind::Rc).unwrap();
         assert_eq!((c.port, c.ib_dev.as_deref(), c.gid_idx, c.iters), (9000, Some("rxe0"), Some(1), 10));
         assert!(c.events && c.chk);
-        assert_eq!((c.size, c.mtu, c.server.as_deref()), (256, ffi::ibv_mtu::IBV_MTU_2048, Some("host")));
+        assert_eq!((c.size, c.mtu, c.server.as_deref()), (256, Mtu::MTU_2048, Some("host")));
         let c = parse_args(&args("host --iters=5 --rx-depth 7"), Kind::Ud).unwrap();
         assert_eq!((c.iters, c.rx_depth, c.size, c.server.as_deref()), (5, 7, 1024, Some("host")));
         let usage = |s: &str, k| matches!(parse_args(&args(s), k), Err(ArgError::Usage(_)));

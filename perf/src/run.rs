@@ -136,10 +136,8 @@ pub fn setup(o: &Opts) -> Res<Session> {
     let q = o.qps as usize;
     let buf = Buf::new(slot * 2 * q)?;
     let pd = Pd::new(&ctx).map_err(err("allocating a PD"))?;
-    let access = AccessFlags::IBV_ACCESS_LOCAL_WRITE
-        | AccessFlags::IBV_ACCESS_REMOTE_WRITE
-        | AccessFlags::IBV_ACCESS_REMOTE_READ
-        | AccessFlags::IBV_ACCESS_REMOTE_ATOMIC;
+    let access =
+        AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
     // SAFETY: the buffer outlives the MR (field order of `Session`) and is
     // only touched by the device and by volatile accesses in the loops.
     let mr = unsafe { Mr::register(&pd, buf.ptr, buf.layout.size(), access) }.map_err(err("registering memory"))?;
@@ -200,7 +198,7 @@ pub fn setup(o: &Opts) -> Res<Session> {
         let opts = ConnectOpts {
             port: o.ib_port,
             gid_index,
-            mtu: rrddmma::bindings::ibv_mtu(mtu),
+            mtu: rrddmma::prim::Mtu(mtu),
             max_rd_atomic: r.out_reads.clamp(1, out_reads) as u8,
             max_dest_rd_atomic: out_reads as u8,
             access,

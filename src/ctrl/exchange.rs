@@ -2,8 +2,7 @@
 
 use super::error::{Error, Result};
 use super::session::Session;
-use crate::bindings as ffi;
-use crate::prim::{Endpoint, Gid, RemoteMr};
+use crate::prim::{Endpoint, Gid, Mtu, RemoteMr};
 
 /// What a peer needs to connect to one of this rank's QPs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,7 +20,7 @@ pub struct QpInfo {
     /// Port number.
     pub port: u8,
     /// Path MTU this side will use.
-    pub mtu: ffi::ibv_mtu,
+    pub mtu: Mtu,
 }
 
 impl QpInfo {
@@ -29,7 +28,7 @@ impl QpInfo {
     pub const WIRE_LEN: usize = 29;
 
     /// A QP's endpoint with the port facts around it.
-    pub fn new(e: &Endpoint, gid_index: u8, port: u8, mtu: ffi::ibv_mtu) -> QpInfo {
+    pub fn new(e: &Endpoint, gid_index: u8, port: u8, mtu: Mtu) -> QpInfo {
         QpInfo { qpn: e.qpn, psn: e.psn, lid: e.lid, gid: e.gid, gid_index, port, mtu }
     }
 
@@ -68,7 +67,7 @@ impl QpInfo {
             gid: Gid(b[10..26].try_into().expect("16 bytes")),
             gid_index: b[26],
             port: b[27],
-            mtu: ffi::ibv_mtu(u32::from(b[28])),
+            mtu: Mtu(u32::from(b[28])),
         })
     }
 }
@@ -121,7 +120,7 @@ mod tests {
             gid: Gid([9; 16]),
             gid_index: 3,
             port: 1,
-            mtu: ffi::ibv_mtu::IBV_MTU_4096,
+            mtu: Mtu::MTU_4096,
         };
         assert_eq!(QpInfo::from_bytes(&q.to_bytes()).unwrap(), q);
         let mut b = q.to_bytes();

@@ -4,7 +4,7 @@
 //! `op_own` value against the header's `mlx5dv_get_cqe_*` helpers.
 
 use super::be::{Be16, Be32, Be64};
-use crate::bindings as ffi;
+use crate::prim::WcStatus;
 
 /// CQE opcodes (high nibble of `op_own`).
 pub mod opcode {
@@ -86,24 +86,24 @@ pub const fn cqe_opcode(op_own: u8) -> u8 {
 }
 
 /// Completion status from an error CQE's syndrome (as libmlx5 maps it).
-/// Unknown syndromes map to `IBV_WC_GENERAL_ERR`.
-pub fn syndrome_status(syndrome: u8) -> ffi::ibv_wc_status {
-    use ffi::ibv_wc_status as S;
+/// Unknown syndromes map to `GENERAL_ERR`.
+pub fn syndrome_status(syndrome: u8) -> WcStatus {
+    use WcStatus as S;
     match syndrome {
-        0x01 => S::IBV_WC_LOC_LEN_ERR,
-        0x02 => S::IBV_WC_LOC_QP_OP_ERR,
-        0x04 => S::IBV_WC_LOC_PROT_ERR,
-        0x05 => S::IBV_WC_WR_FLUSH_ERR,
-        0x06 => S::IBV_WC_MW_BIND_ERR,
-        0x10 => S::IBV_WC_BAD_RESP_ERR,
-        0x11 => S::IBV_WC_LOC_ACCESS_ERR,
-        0x12 => S::IBV_WC_REM_INV_REQ_ERR,
-        0x13 => S::IBV_WC_REM_ACCESS_ERR,
-        0x14 => S::IBV_WC_REM_OP_ERR,
-        0x15 => S::IBV_WC_RETRY_EXC_ERR,
-        0x16 => S::IBV_WC_RNR_RETRY_EXC_ERR,
-        0x22 => S::IBV_WC_REM_ABORT_ERR,
-        _ => S::IBV_WC_GENERAL_ERR,
+        0x01 => S::LOC_LEN_ERR,
+        0x02 => S::LOC_QP_OP_ERR,
+        0x04 => S::LOC_PROT_ERR,
+        0x05 => S::WR_FLUSH_ERR,
+        0x06 => S::MW_BIND_ERR,
+        0x10 => S::BAD_RESP_ERR,
+        0x11 => S::LOC_ACCESS_ERR,
+        0x12 => S::REM_INV_REQ_ERR,
+        0x13 => S::REM_ACCESS_ERR,
+        0x14 => S::REM_OP_ERR,
+        0x15 => S::RETRY_EXC_ERR,
+        0x16 => S::RNR_RETRY_EXC_ERR,
+        0x22 => S::REM_ABORT_ERR,
+        _ => S::GENERAL_ERR,
     }
 }
 
@@ -113,7 +113,7 @@ pub struct Completion {
     /// CQE opcode (see [`opcode`]).
     pub opcode: u8,
     /// Status: success, or mapped from the error syndrome.
-    pub status: ffi::ibv_wc_status,
+    pub status: WcStatus,
     /// Vendor error syndrome (error CQEs).
     pub vendor_err: u8,
     /// QP number.
@@ -136,7 +136,7 @@ impl Default for Completion {
     fn default() -> Completion {
         Completion {
             opcode: opcode::INVALID,
-            status: ffi::ibv_wc_status::IBV_WC_SUCCESS,
+            status: WcStatus::SUCCESS,
             vendor_err: 0,
             qpn: 0,
             wqe_counter: 0,
@@ -161,7 +161,7 @@ impl Cqe64 {
             // In an error CQE, byte 54 is vendor_err_synd and byte 55 the syndrome.
             (syndrome_status(ts as u8), (ts >> 8) as u8)
         } else {
-            (ffi::ibv_wc_status::IBV_WC_SUCCESS, 0)
+            (WcStatus::SUCCESS, 0)
         };
         let fmt = format(self.op_own);
         Completion {

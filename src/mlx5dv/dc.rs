@@ -10,6 +10,7 @@ use std::ptr::{self, NonNull};
 
 use super::require;
 use crate::bindings as ffi;
+use crate::prim::QpType;
 use crate::prim::{Ah, Cq, Error, Pd, Qp, QpCaps, Result, SendOps, SendWr, Srq, WrBatch};
 
 fn create(
@@ -28,7 +29,7 @@ fn create(
         recv_cq: recv_cq.as_ptr(),
         srq: srq.map_or(ptr::null_mut(), Srq::as_ptr),
         cap: caps.to_raw(false),
-        qp_type: ffi::ibv_qp_type::IBV_QPT_DRIVER,
+        qp_type: QpType::DRIVER.into(),
         comp_mask: ffi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD.0,
         pd: pd.as_ptr(),
         ..Default::default()
@@ -55,7 +56,7 @@ pub fn create_dct(pd: &Pd, cq: &Cq, srq: &Srq, key: u64) -> Result<Qp> {
     dc.__bindgen_anon_1.dct_access_key = key;
     let qp = create(pd, cq, cq, Some(srq), QpCaps::default(), None, dc)?;
     // SAFETY: created just now on `pd` with these CQs and SRQ.
-    Ok(unsafe { Qp::from_parts(qp, None, ffi::ibv_qp_type::IBV_QPT_DRIVER, QpCaps::default(), pd, cq, cq, Some(srq)) })
+    Ok(unsafe { Qp::from_parts(qp, None, QpType::DRIVER, QpCaps::default(), pd, cq, cq, Some(srq)) })
 }
 
 /// A DC initiator: sends to any DCT, each request addressed with [`DctAddr`].
@@ -101,7 +102,7 @@ impl Dci {
             (ex, ex.and_then(|e| NonNull::new(ffi::mlx5dv_qp_ex_from_ibv_qp_ex(e.as_ptr()))))
         };
         // SAFETY: created just now on `pd` with these CQs.
-        let qp = unsafe { Qp::from_parts(raw, ex, ffi::ibv_qp_type::IBV_QPT_DRIVER, caps, pd, send_cq, recv_cq, None) };
+        let qp = unsafe { Qp::from_parts(raw, ex, QpType::DRIVER, caps, pd, send_cq, recv_cq, None) };
         let mqp = mqp.ok_or(Error::Unsupported { op: "mlx5dv_qp_ex_from_ibv_qp_ex", feature: "DC" })?;
         Ok(Dci { qp, mqp })
     }

@@ -23,7 +23,7 @@ use std::ptr::{self, NonNull};
 use super::clock::ClockInfo;
 use crate::bindings as ffi;
 use crate::bindings::exp4 as x;
-use crate::prim::{Ah, Context, Cq, Error, Pd, Qp, QpCaps, Result, Sge, Srq};
+use crate::prim::{AccessFlags, Ah, Context, Cq, Error, Mtu, Pd, Qp, QpCaps, QpType, Result, Sge, Srq, WcStatus};
 
 /// Whether `ctx` has the experimental verbs context (every mlx5 and mlx4
 /// context of MLNX_OFED 4.x libibverbs does).
@@ -204,13 +204,13 @@ impl ExpWc {
     }
 
     /// The completion status.
-    pub fn status(&self) -> ffi::ibv_wc_status {
-        ffi::ibv_wc_status(self.0.status)
+    pub fn status(&self) -> WcStatus {
+        WcStatus(self.0.status)
     }
 
     /// Whether the request succeeded.
     pub fn is_ok(&self) -> bool {
-        self.status() == ffi::ibv_wc_status::IBV_WC_SUCCESS
+        self.status() == WcStatus::SUCCESS
     }
 
     /// `enum ibv_exp_wc_opcode` (`bindings::exp4::ibv_exp_wc_opcode`).
@@ -433,7 +433,7 @@ pub fn create_rc(pd: &Pd, send_cq: &Cq, recv_cq: &Cq, caps: QpCaps, max_atomic_a
         send_cq: send_cq.as_ptr(),
         recv_cq: recv_cq.as_ptr(),
         cap: caps.to_raw(true),
-        qp_type: ffi::ibv_qp_type::IBV_QPT_RC.0,
+        qp_type: QpType::RC.0,
         comp_mask: M::IBV_EXP_QP_INIT_ATTR_PD | M::IBV_EXP_QP_INIT_ATTR_ATOMICS_ARG,
         pd: pd.as_ptr(),
         max_atomic_arg,
@@ -444,7 +444,7 @@ pub fn create_rc(pd: &Pd, send_cq: &Cq, recv_cq: &Cq, caps: QpCaps, max_atomic_a
     let qp = NonNull::new(qp).ok_or_else(|| last("ibv_exp_create_qp"))?;
     let caps = QpCaps { max_inline_data: attr.cap.max_inline_data, ..caps };
     // SAFETY: created just now on `pd` with these CQs.
-    Ok(unsafe { Qp::from_parts(qp, None, ffi::ibv_qp_type::IBV_QPT_RC, caps, pd, send_cq, recv_cq, None) })
+    Ok(unsafe { Qp::from_parts(qp, None, QpType::RC, caps, pd, send_cq, recv_cq, None) })
 }
 
 // ------------------------------------------------------------ DC
@@ -455,7 +455,7 @@ pub struct DctParams {
     /// Port number.
     pub port: u8,
     /// Path MTU.
-    pub mtu: ffi::ibv_mtu,
+    pub mtu: Mtu,
     /// Remote access allowed (`ibv_access_flags` bits).
     pub access: u32,
     /// Minimum RNR NAK timer code.
@@ -473,10 +473,8 @@ pub struct DctParams {
 impl DctParams {
     /// `port` and `mtu`, remote READ/WRITE/atomics allowed, RNR timer
     /// code 12 (0.64 ms), P_Key index 0, GID index 0, hop limit 1.
-    pub fn new(port: u8, mtu: ffi::ibv_mtu) -> DctParams {
-        let access = ffi::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0
-            | ffi::ibv_access_flags::IBV_ACCESS_REMOTE_READ.0
-            | ffi::ibv_access_flags::IBV_ACCESS_REMOTE_ATOMIC.0;
+    pub fn new(port: u8, mtu: Mtu) -> DctParams {
+        let access = AccessFlags::REMOTE_WRITE.0 | AccessFlags::REMOTE_READ.0 | AccessFlags::REMOTE_ATOMIC.0;
         DctParams { port, mtu, access, min_rnr_timer: 12, pkey_index: 0, gid_index: 0, hop_limit: 1, tclass: 0 }
     }
 }
@@ -579,7 +577,7 @@ pub struct DciConnect {
     /// P_Key index.
     pub pkey_index: u16,
     /// Path MTU.
-    pub mtu: ffi::ibv_mtu,
+    pub mtu: Mtu,
     /// DC access key of the targets (`IBV_EXP_QP_DC_KEY`, at INIT).
     pub key: u64,
     /// Address vector template for RTR (port, and for RoCE the GRH with the
@@ -613,7 +611,7 @@ impl DciConnect {
     /// `port`, P_Key index 0, `mtu`, `key`, an address vector naming only the
     /// port, timeout 14, 7 retries, unlimited RNR retries, 1 outstanding
     /// READ/atomic.
-    pub fn new(port: u8, mtu: ffi::ibv_mtu, key: u64) -> DciConnect {
+    pub fn new(port: u8, mtu: Mtu, key: u64) -> DciConnect {
         let av = ffi::ibv_ah_attr { port_num: port, ..Default::default() };
         DciConnect { port, pkey_index: 0, mtu, key, av, timeout: 14, retry_cnt: 7, rnr_retry: 7, max_rd_atomic: 1 }
     }
@@ -643,7 +641,7 @@ impl Dci {
         let qp = unsafe { x::ibv_exp_create_qp(ctx.as_ptr(), &mut attr) };
         let qp = NonNull::new(qp).ok_or_else(|| last("ibv_exp_create_qp"))?;
         let caps = QpCaps { max_recv_wr: 0, max_recv_sge: 0, max_inline_data: attr.cap.max_inline_data, ..caps };
-        let qp_type = ffi::ibv_qp_type(x::IBV_EXP_QPT_DC_INI);
+        let qp_type = QpType(x::IBV_EXP_QPT_DC_INI);
         // SAFETY: created just now on `pd` with these CQs.
         Ok(Dci { qp: unsafe { Qp::from_parts(qp, None, qp_type, caps, pd, send_cq, recv_cq, None) } })
     }

@@ -15,6 +15,7 @@ use super::channel::{wait_readable, CompChannel};
 use super::device::Context;
 use super::error::{Error, Result};
 use crate::bindings as ffi;
+use crate::prim::{WcOpcode, WcStatus};
 
 /// Events acknowledged in one `ibv_ack_cq_events` call (acks take a lock).
 const ACK_BATCH: u32 = 64;
@@ -352,18 +353,18 @@ impl Wc {
     }
 
     /// Completion status; any value the device reports is representable.
-    pub fn status(&self) -> ffi::ibv_wc_status {
-        self.0.status
+    pub fn status(&self) -> WcStatus {
+        self.0.status.into()
     }
 
     /// Whether the status is success.
     pub fn is_success(&self) -> bool {
-        self.0.status == ffi::ibv_wc_status::IBV_WC_SUCCESS
+        self.status().is_success()
     }
 
     /// The operation that completed (valid when successful).
-    pub fn opcode(&self) -> ffi::ibv_wc_opcode {
-        self.0.opcode
+    pub fn opcode(&self) -> WcOpcode {
+        self.0.opcode.into()
     }
 
     /// Bytes received (receive completions).

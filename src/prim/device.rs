@@ -25,8 +25,17 @@ fn kernel_devices() -> Vec<String> {
 
 /// The device list from libibverbs, freed on drop.
 struct DeviceList {
-    list: NonNull<*mut ffi::ibv_device>,
+    /// `None`: libibverbs found no RDMA support at all (an empty list).
+    list: Option<NonNull<*mut ffi::ibv_device>>,
     len: usize,
+}
+
+/// Whether `errno` from `ibv_get_device_list` means "no RDMA here" rather
+/// than a failure: libibverbs reports a machine without the kernel's
+/// InfiniBand support (no `/sys/class/infiniband_verbs`) as `ENOSYS`,
+/// and some releases as `EOPNOTSUPP`; `ENODEV` and `ENOENT` mean no device.
+fn means_no_device(errno: i32) -> bool {
+    matches!(errno, libc::ENOSYS | libc::EOPNOTSUPP | libc::ENODEV | libc::ENOENT)
 }
 
 impl DeviceList {
@@ -35,13 +44,25 @@ impl DeviceList {
         let mut n = 0;
         // SAFETY: `n` is valid for writes; the list is freed in `drop`.
         let list = unsafe { ffi::ibv_get_device_list(&mut n) };
-        let list = NonNull::new(list).ok_or_else(|| Error::last("ibv_get_device_list"))?;
-        Ok(DeviceList { list, len: usize::try_from(n).unwrap_or(0) })
+        match NonNull::new(list) {
+            Some(list) => Ok(DeviceList { list: Some(list), len: usize::try_from(n).unwrap_or(0) }),
+            None => {
+                let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+                if means_no_device(errno) {
+                    Ok(DeviceList { list: None, len: 0 })
+                } else {
+                    Err(Error::from_errno("ibv_get_device_list", errno))
+                }
+            }
+        }
     }
 
     fn devices(&self) -> &[*mut ffi::ibv_device] {
-        // SAFETY: libibverbs returned `len` device pointers at `list`.
-        unsafe { std::slice::from_raw_parts(self.list.as_ptr(), self.len) }
+        match self.list {
+            // SAFETY: libibverbs returned `len` device pointers at `list`.
+            Some(list) => unsafe { std::slice::from_raw_parts(list.as_ptr(), self.len) },
+            None => &[],
+        }
     }
 
     fn name(dev: *mut ffi::ibv_device) -> String {
@@ -69,8 +90,10 @@ impl DeviceList {
 
 impl Drop for DeviceList {
     fn drop(&mut self) {
-        // SAFETY: the list came from `ibv_get_device_list` and is freed once.
-        unsafe { ffi::ibv_free_device_list(self.list.as_ptr()) }
+        if let Some(list) = self.list {
+            // SAFETY: the list came from `ibv_get_device_list` and is freed once.
+            unsafe { ffi::ibv_free_device_list(list.as_ptr()) }
+        }
     }
 }
 

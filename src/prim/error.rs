@@ -80,11 +80,11 @@ pub enum Error {
     /// A QP modify that the state machine forbids, refused before the system call.
     QpTransition {
         /// The QP's transport.
-        qp_type: crate::bindings::ibv_qp_type,
+        qp_type: crate::prim::QpType,
         /// The state the QP is in (as last moved, or as the caller asserted).
-        from: crate::bindings::ibv_qp_state,
+        from: crate::prim::QpState,
         /// The state asked for.
-        to: crate::bindings::ibv_qp_state,
+        to: crate::prim::QpState,
         /// What is wrong.
         refusal: crate::prim::Refusal,
     },
@@ -115,7 +115,7 @@ impl Error {
         Error::Verbs { op, errno: libc::EIO }
     }
 
-    fn from_errno(op: &'static str, errno: i32) -> Error {
+    pub(crate) fn from_errno(op: &'static str, errno: i32) -> Error {
         match errno {
             libc::EOPNOTSUPP | libc::ENOSYS => Error::Unsupported { op, feature: "" },
             _ => Error::Verbs { op, errno },
@@ -174,8 +174,7 @@ impl fmt::Display for Error {
                 write!(f, "QP capacity {what} = {asked} is above the device's limit of {limit}")
             }
             Error::QpTransition { qp_type, from, to, refusal } => {
-                use crate::prim::names::{qp_state, qp_type as ty};
-                write!(f, "{} QP {} -> {}: ", ty(*qp_type), qp_state(*from), qp_state(*to))?;
+                write!(f, "{qp_type} QP {from} -> {to}: ")?;
                 match refusal {
                     crate::prim::Refusal::NoTransition => write!(f, "no such transition"),
                     crate::prim::Refusal::Attributes { missing, forbidden } => {
@@ -190,6 +189,11 @@ impl fmt::Display for Error {
                     }
                 }
             }
+            Error::DeviceNotFound { name, available } if available.is_empty() => write!(
+                f,
+                "no RDMA device named {name:?}: libibverbs finds no RDMA device on this machine \
+                 (load the NIC's driver, or add SoftRoCE with `rdma link add rxe0 type rxe netdev IFACE`)"
+            ),
             Error::DeviceNotFound { name, available } => {
                 write!(f, "no RDMA device named {name:?}; available: {available:?}")
             }

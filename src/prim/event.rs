@@ -12,7 +12,7 @@ use crate::bindings as ffi;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AsyncEvent {
     /// The event (`IBV_EVENT_*`); any value is representable.
-    pub event_type: ffi::ibv_event_type,
+    pub event_type: super::EventType,
     /// What it concerns.
     pub element: EventElement,
 }
@@ -99,7 +99,7 @@ impl Context {
         }
         // SAFETY: filled by a successful call.
         let mut ev = unsafe { ev.assume_init() };
-        let out = AsyncEvent { event_type: ev.event_type, element: element(&ev) };
+        let out = AsyncEvent { event_type: ev.event_type.into(), element: element(&ev) };
         // SAFETY: the event just read, acknowledged once.
         unsafe { ffi::ibv_ack_async_event(&mut ev) };
         Ok(Some(out))

@@ -16,12 +16,12 @@ mod event;
 mod gid;
 mod mr;
 mod mw;
-pub(crate) mod names;
 mod pd;
 mod port;
 mod qp;
 mod quirks;
 mod srq;
+mod values;
 mod wr;
 
 pub use ah::{Ah, AhAttr};
@@ -38,13 +38,11 @@ pub use mr::{Mr, RemoteMr};
 pub use mw::Mw;
 pub use pd::Pd;
 pub use port::{PortAttr, Speed, Width};
-pub use qp::{
-    AttrMask, ConnectOpts, Endpoint, Qp, QpAttr, QpBuilder, QpCaps, QpState, QpType, Refusal, Rule, SendOps, WrBatch,
-};
+pub use qp::{AttrMask, ConnectOpts, Endpoint, Qp, QpAttr, QpBuilder, QpCaps, Refusal, Rule, SendOps, WrBatch};
 pub use srq::Srq;
-pub use wr::{RecvWr, RemoteAddr, SendFlags, SendList, SendWr, Sge};
+pub use wr::{RecvWr, RemoteAddr, SendList, SendWr, Sge};
 
-/// Values of C enums and flags, re-exported from the bindings.
-pub use crate::bindings::{
-    ibv_access_flags as AccessFlags, ibv_wc_opcode as WcOpcode, ibv_wc_status as WcStatus, ibv_wr_opcode as WrOpcode,
+pub use values::{
+    AccessFlags, EventType, MigState, Mtu, MwType, PortState, QpState, QpType, SendFlags, WcFlags, WcOpcode, WcStatus,
+    WrOpcode,
 };

@@ -8,6 +8,7 @@ use super::error::{Error, Result};
 use super::pd::Pd;
 use super::wr::{RemoteAddr, Sge};
 use crate::bindings as ffi;
+use crate::prim::AccessFlags;
 
 /// A registered memory region. Cloning shares it; deregistered when the
 /// last clone (and every memory window bound to it, see [`Mw`](super::Mw))
@@ -77,7 +78,7 @@ impl Mr {
     ///
     /// With `IBV_ACCESS_ON_DEMAND` on a device without on-demand paging, the
     /// result is [`Error::Unsupported`], decided before the system call.
-    pub unsafe fn register(pd: &Pd, addr: *mut u8, len: usize, access: ffi::ibv_access_flags) -> Result<Mr> {
+    pub unsafe fn register(pd: &Pd, addr: *mut u8, len: usize, access: AccessFlags) -> Result<Mr> {
         // SAFETY: the caller's contract.
         unsafe { Mr::register_backed(pd, addr, len, access, None) }
     }
@@ -91,10 +92,10 @@ impl Mr {
         pd: &Pd,
         addr: *mut u8,
         len: usize,
-        access: ffi::ibv_access_flags,
+        access: AccessFlags,
         backing: Option<Box<dyn Send + Sync>>,
     ) -> Result<Mr> {
-        if access.0 & ffi::ibv_access_flags::IBV_ACCESS_ON_DEMAND.0 != 0 {
+        if access.0 & AccessFlags::ON_DEMAND.0 != 0 {
             let odp = pd.context().query_device_ex()?.odp_caps.general_caps;
             if odp & u64::from(ffi::ibv_odp_general_caps::IBV_ODP_SUPPORT.0) == 0 {
                 return Err(Error::Unsupported { op: "ibv_reg_mr", feature: "on-demand paging" });

@@ -9,6 +9,7 @@ use super::mr::{Mr, RemoteMr};
 use super::pd::Pd;
 use super::qp::Qp;
 use crate::bindings as ffi;
+use crate::prim::{AccessFlags, MwType, SendFlags};
 
 /// A memory window (`struct ibv_mw`). Deallocated on drop.
 ///
@@ -36,9 +37,9 @@ impl fmt::Debug for Mw {
 impl Mw {
     /// Allocates a window of `mw_type` (1: bound with [`Qp::bind_mw`]; 2:
     /// bound by a work request). [`Error::Unsupported`] where the device has none.
-    pub fn alloc(pd: &Pd, mw_type: ffi::ibv_mw_type) -> Result<Mw> {
+    pub fn alloc(pd: &Pd, mw_type: MwType) -> Result<Mw> {
         // SAFETY: live PD.
-        let mw = unsafe { ffi::ibv_alloc_mw(pd.as_ptr(), mw_type) };
+        let mw = unsafe { ffi::ibv_alloc_mw(pd.as_ptr(), mw_type.into()) };
         let mw = NonNull::new(mw).ok_or_else(|| Error::last("ibv_alloc_mw"))?;
         Ok(Mw { mw, pd: pd.clone(), bound: None })
     }
@@ -91,7 +92,7 @@ impl Qp {
         mr: &Mr,
         offset: u64,
         len: u64,
-        access: ffi::ibv_access_flags,
+        access: AccessFlags,
         wr_id: u64,
     ) -> Result<RemoteMr> {
         assert!(
@@ -112,7 +113,7 @@ impl Qp {
         );
         let mut bind = ffi::ibv_mw_bind {
             wr_id,
-            send_flags: ffi::ibv_send_flags::IBV_SEND_SIGNALED.0,
+            send_flags: SendFlags::SIGNALED.0,
             bind_info: ffi::ibv_mw_bind_info {
                 mr: if len == 0 { std::ptr::null_mut() } else { mr.as_ptr() },
                 addr: if len == 0 { 0 } else { mr.addr() + offset },

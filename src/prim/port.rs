@@ -4,6 +4,7 @@
 use std::fmt;
 
 use crate::bindings as ffi;
+use crate::prim::{Mtu, PortState};
 
 /// Port attributes as the device reports them (`struct ibv_port_attr`), plus
 /// `active_speed_ex` when the installed libibverbs fills it (rdma-core ≥ 47).
@@ -24,18 +25,18 @@ const _: () = assert!(
 
 impl PortAttr {
     /// Port state (`IBV_PORT_ACTIVE`, ...).
-    pub fn state(&self) -> ffi::ibv_port_state {
-        self.raw.state
+    pub fn state(&self) -> PortState {
+        self.raw.state.into()
     }
 
     /// Whether the port is ACTIVE.
     pub fn is_active(&self) -> bool {
-        self.raw.state == ffi::ibv_port_state::IBV_PORT_ACTIVE
+        self.state() == PortState::ACTIVE
     }
 
     /// Active MTU.
-    pub fn active_mtu(&self) -> ffi::ibv_mtu {
-        self.raw.active_mtu
+    pub fn active_mtu(&self) -> Mtu {
+        self.raw.active_mtu.into()
     }
 
     /// LID (0 on RoCE).

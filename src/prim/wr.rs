@@ -8,7 +8,9 @@
 
 use std::marker::PhantomData;
 
+use super::values::SendFlags;
 use crate::bindings as ffi;
+use crate::prim::WrOpcode;
 
 /// A scatter/gather entry: `len` bytes at `addr` in the region of `lkey`.
 /// Made by [`super::Mr::sge`], which checks the range.
@@ -60,28 +62,6 @@ pub struct RemoteAddr {
     pub rkey: u32,
 }
 
-/// Send flags (`IBV_SEND_*`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SendFlags(pub u32);
-
-impl SendFlags {
-    /// `IBV_SEND_FENCE`: wait for earlier READs and atomics first.
-    pub const FENCE: SendFlags = SendFlags(ffi::ibv_send_flags::IBV_SEND_FENCE.0);
-    /// `IBV_SEND_SIGNALED`: generate a completion.
-    pub const SIGNALED: SendFlags = SendFlags(ffi::ibv_send_flags::IBV_SEND_SIGNALED.0);
-    /// `IBV_SEND_SOLICITED`: set the solicited-event bit.
-    pub const SOLICITED: SendFlags = SendFlags(ffi::ibv_send_flags::IBV_SEND_SOLICITED.0);
-    /// `IBV_SEND_INLINE`: copy the payload into the WQE at post time.
-    pub const INLINE: SendFlags = SendFlags(ffi::ibv_send_flags::IBV_SEND_INLINE.0);
-}
-
-impl std::ops::BitOr for SendFlags {
-    type Output = SendFlags;
-    fn bitor(self, rhs: SendFlags) -> SendFlags {
-        SendFlags(self.0 | rhs.0)
-    }
-}
-
 /// A send work request (`struct ibv_send_wr`) over entries borrowed for `'a`.
 ///
 /// ```
@@ -118,7 +98,7 @@ impl std::fmt::Debug for SendWr<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SendWr")
             .field("wr_id", &self.raw.wr_id)
-            .field("opcode", &self.raw.opcode)
+            .field("opcode", &WrOpcode::from(self.raw.opcode))
             .field("num_sge", &self.raw.num_sge)
             .field("send_flags", &self.raw.send_flags)
             .finish()
@@ -127,7 +107,7 @@ impl std::fmt::Debug for SendWr<'_> {
 
 impl<'a> SendWr<'a> {
     #[inline]
-    fn new(opcode: ffi::ibv_wr_opcode, sges: &'a [Sge]) -> SendWr<'a> {
+    fn new(opcode: WrOpcode, sges: &'a [Sge]) -> SendWr<'a> {
         let num_sge = i32::try_from(sges.len()).expect("more than i32::MAX scatter/gather entries");
         SendWr {
             raw: ffi::ibv_send_wr {
@@ -136,7 +116,7 @@ impl<'a> SendWr<'a> {
                 // Providers only read the list; the C type is not const.
                 sg_list: sges.as_ptr().cast_mut().cast(),
                 num_sge,
-                opcode,
+                opcode: opcode.into(),
                 send_flags: 0,
                 ..Default::default()
             },
@@ -153,13 +133,13 @@ impl<'a> SendWr<'a> {
     /// SEND of the entries' bytes.
     #[inline]
     pub fn send(sges: &'a [Sge]) -> SendWr<'a> {
-        SendWr::new(ffi::ibv_wr_opcode::IBV_WR_SEND, sges)
+        SendWr::new(WrOpcode::SEND, sges)
     }
 
     /// SEND with 32-bit immediate data (given in host order).
     #[inline]
     pub fn send_imm(sges: &'a [Sge], imm: u32) -> SendWr<'a> {
-        let mut wr = SendWr::new(ffi::ibv_wr_opcode::IBV_WR_SEND_WITH_IMM, sges);
+        let mut wr = SendWr::new(WrOpcode::SEND_WITH_IMM, sges);
         wr.raw.__bindgen_anon_1.imm_data = imm.to_be();
         wr
     }
@@ -167,13 +147,13 @@ impl<'a> SendWr<'a> {
     /// RDMA WRITE of the entries' bytes to `remote`.
     #[inline]
     pub fn write(sges: &'a [Sge], remote: RemoteAddr) -> SendWr<'a> {
-        SendWr::new(ffi::ibv_wr_opcode::IBV_WR_RDMA_WRITE, sges).rdma(remote)
+        SendWr::new(WrOpcode::RDMA_WRITE, sges).rdma(remote)
     }
 
     /// RDMA WRITE with immediate data (host order), consuming a receive at the peer.
     #[inline]
     pub fn write_imm(sges: &'a [Sge], remote: RemoteAddr, imm: u32) -> SendWr<'a> {
-        let mut wr = SendWr::new(ffi::ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM, sges).rdma(remote);
+        let mut wr = SendWr::new(WrOpcode::RDMA_WRITE_WITH_IMM, sges).rdma(remote);
         wr.raw.__bindgen_anon_1.imm_data = imm.to_be();
         wr
     }
@@ -181,14 +161,14 @@ impl<'a> SendWr<'a> {
     /// RDMA READ from `remote` into the entries.
     #[inline]
     pub fn read(sges: &'a [Sge], remote: RemoteAddr) -> SendWr<'a> {
-        SendWr::new(ffi::ibv_wr_opcode::IBV_WR_RDMA_READ, sges).rdma(remote)
+        SendWr::new(WrOpcode::RDMA_READ, sges).rdma(remote)
     }
 
     /// 8-byte compare-and-swap at `remote` (8-byte aligned); the old value
     /// lands in `old` (one 8-byte entry).
     #[inline]
     pub fn compare_swap(old: &'a [Sge; 1], remote: RemoteAddr, compare: u64, swap: u64) -> SendWr<'a> {
-        let mut wr = SendWr::new(ffi::ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP, old);
+        let mut wr = SendWr::new(WrOpcode::ATOMIC_CMP_AND_SWP, old);
         wr.raw.wr.atomic = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_2 {
             remote_addr: remote.addr,
             compare_add: compare,
@@ -202,7 +182,7 @@ impl<'a> SendWr<'a> {
     /// in `old` (one 8-byte entry).
     #[inline]
     pub fn fetch_add(old: &'a [Sge; 1], remote: RemoteAddr, add: u64) -> SendWr<'a> {
-        let mut wr = SendWr::new(ffi::ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD, old);
+        let mut wr = SendWr::new(WrOpcode::ATOMIC_FETCH_AND_ADD, old);
         wr.raw.wr.atomic = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_2 {
             remote_addr: remote.addr,
             compare_add: add,

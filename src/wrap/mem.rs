@@ -4,8 +4,7 @@ use std::ops::Range;
 use std::ptr::NonNull;
 
 use super::error::{Error, Result};
-use crate::bindings as ffi;
-use crate::prim::{Mr, Pd, RemoteMr, Sge};
+use crate::prim::{AccessFlags, Mr, Pd, RemoteMr, Sge};
 
 /// Huge-page policy of a [`RegisteredMem`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -30,19 +29,16 @@ pub struct MemOpts {
     /// Huge pages.
     pub huge: HugePages,
     /// Access rights of the registration.
-    pub access: ffi::ibv_access_flags,
+    pub access: AccessFlags,
 }
 
 impl Default for MemOpts {
     fn default() -> MemOpts {
-        use ffi::ibv_access_flags as A;
+        use AccessFlags as A;
         MemOpts {
             align: 4096,
             huge: HugePages::No,
-            access: A(A::IBV_ACCESS_LOCAL_WRITE.0
-                | A::IBV_ACCESS_REMOTE_WRITE.0
-                | A::IBV_ACCESS_REMOTE_READ.0
-                | A::IBV_ACCESS_REMOTE_ATOMIC.0),
+            access: A::LOCAL_WRITE | A::REMOTE_WRITE | A::REMOTE_READ | A::REMOTE_ATOMIC,
         }
     }
 }

@@ -70,7 +70,7 @@ pub fn connect_rc_mesh(
         let theirs = all[peer].get(me as usize).ok_or_else(|| {
             crate::ctrl::Error::Protocol(format!("rank {peer} sent {} endpoints for {n} ranks", all[peer].len()))
         })?;
-        let mtu = crate::bindings::ibv_mtu(c.mtu.0.min(theirs.mtu.0));
+        let mtu = crate::prim::Mtu(c.mtu.0.min(theirs.mtu.0));
         qp.connect(&theirs.endpoint(), infos[peer].psn, &ConnectOpts { mtu, ..*c })?;
     }
     Ok(qps)

@@ -2,8 +2,8 @@
 
 use std::collections::HashMap;
 
-use crate::bindings as ffi;
 use crate::ctrl::QpInfo;
+use crate::prim::QpType;
 use crate::prim::{Ah, AhAttr, Cq, Gid, Pd, Qp, QpBuilder, QpCaps};
 
 /// The fields of a peer's port address that an address handle depends on.
@@ -39,7 +39,7 @@ impl UdEndpoint {
         gid_index: u8,
         qkey: u32,
     ) -> crate::prim::Result<UdEndpoint> {
-        let qp = QpBuilder::new(pd, ffi::ibv_qp_type::IBV_QPT_UD, send_cq, recv_cq).caps(caps).build()?;
+        let qp = QpBuilder::new(pd, QpType::UD, send_cq, recv_cq).caps(caps).build()?;
         qp.bring_up_ud(port, 0, qkey, 0)?;
         Ok(UdEndpoint { qp, pd: pd.clone(), port, gid_index, qkey, ahs: HashMap::new() })
     }
@@ -55,7 +55,7 @@ impl UdEndpoint {
     }
 
     /// What peers need to reach this endpoint (the PSN field is unused by UD).
-    pub fn info(&self, mtu: ffi::ibv_mtu) -> crate::prim::Result<QpInfo> {
+    pub fn info(&self, mtu: crate::prim::Mtu) -> crate::prim::Result<QpInfo> {
         let e = self.qp.endpoint(self.port, self.gid_index, 0)?;
         Ok(QpInfo::new(&e, self.gid_index, self.port, mtu))
     }

@@ -7,6 +7,7 @@ use std::cell::Cell;
 use rrddmma::prim::{CqBuilder, QpCaps, SendWr, Sge, Wc, WcFlagsEx, WcStatus};
 
 use crate::common::Loopback;
+use rrddmma::prim::QpType;
 
 /// Counts this thread's allocations; passes everything to the system allocator.
 pub struct Counting;
@@ -66,7 +67,7 @@ fn posting_and_polling_allocate_nothing() {
         loop {
             let n = lb.cq.poll(&mut wcs).unwrap();
             if n == 1 {
-                assert_eq!(wcs[0].status(), WcStatus::IBV_WC_SUCCESS);
+                assert_eq!(wcs[0].status(), WcStatus::SUCCESS);
                 break;
             }
         }
@@ -93,7 +94,7 @@ fn extended_post_and_poll_allocate_nothing() {
     let caps = QpCaps { max_send_wr: 2 * BATCH as u32, ..QpCaps::default() };
     let o = crate::common::opts(&ctx);
     let build = || {
-        rrddmma::prim::QpBuilder::new(&pd, rrddmma::bindings::ibv_qp_type::IBV_QPT_RC, &cq, &cq)
+        rrddmma::prim::QpBuilder::new(&pd, QpType::RC, &cq, &cq)
             .caps(caps)
             .send_ops(rrddmma::prim::SendOps::BASIC)
             .build()
@@ -127,7 +128,7 @@ fn extended_post_and_poll_allocate_nothing() {
         while got == 0 {
             let mut pass = cq.start_poll().unwrap();
             while let Some(p) = pass {
-                assert_eq!(p.wc().status(), WcStatus::IBV_WC_SUCCESS);
+                assert_eq!(p.wc().status(), WcStatus::SUCCESS);
                 got += 1;
                 pass = p.advance().unwrap();
             }

@@ -69,16 +69,14 @@ impl Loopback {
         let cq = Cq::new(&ctx, 256).expect("ibv_create_cq");
         let opts = ConnectOpts {
             gid_index: u8::try_from(gid_index).expect("GID index < 256"),
-            access: AccessFlags::IBV_ACCESS_REMOTE_WRITE
-                | AccessFlags::IBV_ACCESS_REMOTE_READ
-                | AccessFlags::IBV_ACCESS_REMOTE_ATOMIC,
+            access: AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC,
             ..ConnectOpts::default()
         };
         let (qa, qb) = connected_rc_pair(&pd, &cq, &cq, caps, 0x1234, &opts).expect("connect RC pair");
-        let access = AccessFlags::IBV_ACCESS_LOCAL_WRITE
-            | AccessFlags::IBV_ACCESS_REMOTE_WRITE
-            | AccessFlags::IBV_ACCESS_REMOTE_READ
-            | AccessFlags::IBV_ACCESS_REMOTE_ATOMIC;
+        let access = AccessFlags::LOCAL_WRITE
+            | AccessFlags::REMOTE_WRITE
+            | AccessFlags::REMOTE_READ
+            | AccessFlags::REMOTE_ATOMIC;
         let mut buf_a = vec![0u8; LEN].into_boxed_slice();
         let mut buf_b = vec![0u8; LEN].into_boxed_slice();
         // SAFETY: the boxes are owned by the same struct and dropped after the
@@ -111,10 +109,10 @@ pub struct Buf {
 
 impl Buf {
     pub fn new(pd: &Pd, len: usize) -> Buf {
-        let access = AccessFlags::IBV_ACCESS_LOCAL_WRITE
-            | AccessFlags::IBV_ACCESS_REMOTE_WRITE
-            | AccessFlags::IBV_ACCESS_REMOTE_READ
-            | AccessFlags::IBV_ACCESS_REMOTE_ATOMIC;
+        let access = AccessFlags::LOCAL_WRITE
+            | AccessFlags::REMOTE_WRITE
+            | AccessFlags::REMOTE_READ
+            | AccessFlags::REMOTE_ATOMIC;
         let mut mem = vec![0u8; len].into_boxed_slice();
         // SAFETY: `mem` lives in the same struct and is dropped after `mr`.
         let mr = unsafe { Mr::register(pd, mem.as_mut_ptr(), len, access) }.expect("ibv_reg_mr");
@@ -131,9 +129,7 @@ impl Buf {
 pub fn opts(ctx: &Context) -> ConnectOpts {
     ConnectOpts {
         gid_index: u8::try_from(ctx.roce_v2_gid_index(1).expect("GID table")).expect("GID index < 256"),
-        access: AccessFlags::IBV_ACCESS_REMOTE_WRITE
-            | AccessFlags::IBV_ACCESS_REMOTE_READ
-            | AccessFlags::IBV_ACCESS_REMOTE_ATOMIC,
+        access: AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC,
         ..ConnectOpts::default()
     }
 }

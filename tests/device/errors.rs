@@ -2,13 +2,13 @@
 
 use std::time::{Duration, Instant};
 
-use rrddmma::bindings as ffi;
 use rrddmma::prim::{
     AccessFlags, AttrMask, ConnectOpts, Context, Cq, Error, Mr, Pd, QpAttr, QpBuilder, QpCaps, Refusal, SendWr,
     WcStatus,
 };
 
 use crate::common::{open_device, Loopback};
+use rrddmma::prim::{MwType, QpState, QpType};
 
 #[test]
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
@@ -31,7 +31,7 @@ fn qp_caps_over_device_limits_name_the_cap() {
     let pd = Pd::new(&ctx).unwrap();
     let cq = Cq::new(&ctx, 4).unwrap();
     let caps = QpCaps { max_send_wr: limit + 1, ..QpCaps::default() };
-    let err = QpBuilder::new(&pd, ffi::ibv_qp_type::IBV_QPT_RC, &cq, &cq).caps(caps).build().unwrap_err();
+    let err = QpBuilder::new(&pd, QpType::RC, &cq, &cq).caps(caps).build().unwrap_err();
     match &err {
         Error::CapExceeded { what, asked, limit: l } => {
             assert_eq!((*what, *asked, *l), ("max_send_wr", u64::from(limit) + 1, u64::from(limit)));
@@ -47,9 +47,9 @@ fn modify_with_a_missing_attribute_names_it() {
     let ctx = open_device();
     let pd = Pd::new(&ctx).unwrap();
     let cq = Cq::new(&ctx, 4).unwrap();
-    let qp = QpBuilder::new(&pd, ffi::ibv_qp_type::IBV_QPT_RC, &cq, &cq).build().unwrap();
+    let qp = QpBuilder::new(&pd, QpType::RC, &cq, &cq).build().unwrap();
     // RESET -> INIT without access flags, with a Q_Key that RC does not take.
-    let attr = QpAttr::new(ffi::ibv_qp_state::IBV_QPS_INIT).pkey_index(0).port(1).qkey(5);
+    let attr = QpAttr::new(QpState::INIT).pkey_index(0).port(1).qkey(5);
     let err = qp.modify(&attr).unwrap_err();
     match &err {
         Error::QpTransition { refusal: Refusal::Attributes { missing, forbidden }, .. } => {
@@ -60,9 +60,9 @@ fn modify_with_a_missing_attribute_names_it() {
     let msg = err.to_string();
     assert!(msg.contains("RC QP RESET -> INIT") && msg.contains("[access_flags]") && msg.contains("[qkey]"), "{msg}");
     // Nothing reached the device: the QP is still in RESET.
-    assert_eq!(qp.query_state().unwrap(), ffi::ibv_qp_state::IBV_QPS_RESET);
+    assert_eq!(qp.query_state().unwrap(), QpState::RESET);
     // Skipping a state is refused too.
-    let err = qp.modify(&QpAttr::new(ffi::ibv_qp_state::IBV_QPS_RTS)).unwrap_err();
+    let err = qp.modify(&QpAttr::new(QpState::RTS)).unwrap_err();
     assert!(matches!(err, Error::QpTransition { refusal: Refusal::NoTransition, .. }), "{err:?}");
 }
 
@@ -71,7 +71,7 @@ fn modify_with_a_missing_attribute_names_it() {
 fn post_on_a_reset_qp_is_an_error() {
     let mut lb = Loopback::new(QpCaps::default());
     let cq = Cq::new(&lb.ctx, 4).unwrap();
-    let qp = QpBuilder::new(&lb.pd, ffi::ibv_qp_type::IBV_QPT_RC, &cq, &cq).build().unwrap();
+    let qp = QpBuilder::new(&lb.pd, QpType::RC, &cq, &cq).build().unwrap();
     let s = [lb.mr_a.sge(0, 8)];
     let remote = lb.mr_b.remote().at(0);
     // SAFETY: entries in registered regions.
@@ -97,7 +97,7 @@ fn registering_an_invalid_range_is_an_error() {
     let pd = Pd::new(&ctx).unwrap();
     // An address this process has not mapped.
     // SAFETY: registration of unmapped memory fails in the kernel; nothing is accessed.
-    let err = unsafe { Mr::register(&pd, 0x10 as *mut u8, 1 << 20, AccessFlags::IBV_ACCESS_LOCAL_WRITE) }.unwrap_err();
+    let err = unsafe { Mr::register(&pd, 0x10 as *mut u8, 1 << 20, AccessFlags::LOCAL_WRITE) }.unwrap_err();
     assert!(matches!(err, Error::Verbs { op: "ibv_reg_mr", .. }), "{err:?}");
     assert!(err.errno().is_some_and(|e| e != 0));
 }
@@ -109,7 +109,7 @@ fn destroyed_peer_gives_retry_exceeded_not_a_hang() {
     let gid_index = u8::try_from(ctx.roce_v2_gid_index(1).unwrap()).unwrap();
     let pd = Pd::new(&ctx).unwrap();
     let cq = Cq::new(&ctx, 8).unwrap();
-    let access = AccessFlags::IBV_ACCESS_LOCAL_WRITE | AccessFlags::IBV_ACCESS_REMOTE_WRITE;
+    let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
     // timeout 12: 4.096 us * 2^12 = 16.8 ms per try; retry_cnt 2: three tries.
     let opts = ConnectOpts { gid_index, timeout: 12, retry_cnt: 2, access, ..ConnectOpts::default() };
     let (qa, qb) = rrddmma::wrap::connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 9, &opts).unwrap();
@@ -125,9 +125,9 @@ fn destroyed_peer_gives_retry_exceeded_not_a_hang() {
     let wc = crate::common::poll_one(&cq);
     let took = start.elapsed();
     assert_eq!(wc.wr_id(), 77);
-    assert_eq!(wc.status(), WcStatus::IBV_WC_RETRY_EXC_ERR, "{wc:?}");
+    assert_eq!(wc.status(), WcStatus::RETRY_EXC_ERR, "{wc:?}");
     assert!(took < Duration::from_secs(5), "error completion took {took:?}");
-    assert_eq!(qa.query_state().unwrap(), ffi::ibv_qp_state::IBV_QPS_ERR);
+    assert_eq!(qa.query_state().unwrap(), QpState::ERR);
     drop(mr);
 }
 
@@ -142,9 +142,7 @@ fn qp_build_refuses_a_cq_of_another_context() {
     let mine = Cq::new(&ctx, 8).unwrap();
     let theirs = Cq::new(&other, 8).unwrap();
     let build = |send: &Cq, recv: &Cq| {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            QpBuilder::new(&pd, ffi::ibv_qp_type::IBV_QPT_RC, send, recv).build()
-        }))
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| QpBuilder::new(&pd, QpType::RC, send, recv).build()))
     };
     for (send, recv, what) in [(&theirs, &mine, "send CQ"), (&mine, &theirs, "receive CQ")] {
         let msg = build(send, recv).expect_err("a foreign CQ panics");
@@ -153,7 +151,7 @@ fn qp_build_refuses_a_cq_of_another_context() {
     }
     let srq_other = rrddmma::prim::Srq::new(&Pd::new(&other).unwrap(), 8, 1).unwrap();
     let msg = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        QpBuilder::new(&pd, ffi::ibv_qp_type::IBV_QPT_RC, &mine, &mine).srq(&srq_other).build()
+        QpBuilder::new(&pd, QpType::RC, &mine, &mine).srq(&srq_other).build()
     }))
     .expect_err("a foreign SRQ panics");
     assert!(msg.downcast_ref::<String>().expect("message").contains("SRQ"));
@@ -168,14 +166,14 @@ fn bind_mw_refuses_a_qp_of_another_context() {
     let ctx = open_device();
     let pd = Pd::new(&ctx).unwrap();
     let mut mem = vec![0u8; 4096].into_boxed_slice();
-    let access = AccessFlags::IBV_ACCESS_LOCAL_WRITE | AccessFlags::IBV_ACCESS_MW_BIND;
+    let access = AccessFlags::LOCAL_WRITE | AccessFlags::MW_BIND;
     // SAFETY: `mem` outlives the region (declared first, dropped last).
     let mr = unsafe { Mr::register(&pd, mem.as_mut_ptr(), mem.len(), access) }.unwrap();
-    let mut mw = rrddmma::prim::Mw::alloc(&pd, ffi::ibv_mw_type::IBV_MW_TYPE_1).expect("type 1 window");
+    let mut mw = rrddmma::prim::Mw::alloc(&pd, MwType::TYPE_1).expect("type 1 window");
     let lb = Loopback::new(QpCaps::default());
     // `lb` opened the device again: its QP is of another context.
     let msg = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        lb.qa.bind_mw(&mut mw, &mr, 0, 64, AccessFlags::IBV_ACCESS_REMOTE_WRITE, 1)
+        lb.qa.bind_mw(&mut mw, &mr, 0, 64, AccessFlags::REMOTE_WRITE, 1)
     }))
     .expect_err("a QP of another context panics");
     let msg = msg.downcast_ref::<String>().expect("message");

@@ -3,7 +3,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use rrddmma::bindings as ffi;
+use rrddmma::prim::EventType;
 use rrddmma::prim::{Context, EventElement};
 
 fn sh(cmd: &str) -> bool {
@@ -39,15 +39,13 @@ fn port_down_raises_a_port_error_event() {
     let mut seen = Vec::new();
     while let Some(ev) = ctx.async_event(Some(Duration::from_secs(5))).unwrap() {
         seen.push(ev);
-        if ev.event_type == ffi::ibv_event_type::IBV_EVENT_PORT_ERR {
+        if ev.event_type == EventType::PORT_ERR {
             break;
         }
     }
     let last = seen.last().copied();
     assert!(
-        last.is_some_and(
-            |e| e.event_type == ffi::ibv_event_type::IBV_EVENT_PORT_ERR && e.element == EventElement::Port(1)
-        ),
+        last.is_some_and(|e| e.event_type == EventType::PORT_ERR && e.element == EventElement::Port(1)),
         "expected PORT_ERR on port 1, got {seen:?}"
     );
     assert!(!ctx.query_port(1).unwrap().is_active());

@@ -1,16 +1,14 @@
 //! The extended post API (`ibv_wr_*`): one doorbell for a batch of mixed requests.
 
-use rrddmma::bindings as ffi;
 use rrddmma::prim::{Cq, Pd, Qp, QpBuilder, QpCaps, RecvWr, SendOps, SendWr, Wc, WcOpcode, WcStatus};
 
 use crate::common::{open_device, opts, poll_one, Buf};
+use rrddmma::prim::QpType;
 
 fn ex_pair(pd: &Pd, cq: &Cq, caps: QpCaps) -> (Qp, Qp) {
     let ctx = pd.context();
     let o = opts(ctx);
-    let build = || {
-        QpBuilder::new(pd, ffi::ibv_qp_type::IBV_QPT_RC, cq, cq).caps(caps).send_ops(SendOps::BASIC).build().unwrap()
-    };
+    let build = || QpBuilder::new(pd, QpType::RC, cq, cq).caps(caps).send_ops(SendOps::BASIC).build().unwrap();
     let (a, b) = (build(), build());
     let (ea, eb) = (a.endpoint(1, o.gid_index, 100).unwrap(), b.endpoint(1, o.gid_index, 200).unwrap());
     a.connect(&eb, ea.psn, &o).unwrap();
@@ -66,20 +64,20 @@ fn mixed_batch_with_one_doorbell() {
     let mut got: Vec<Wc> = (0..8).map(|_| poll_one(&cq)).collect();
     got.sort_by_key(|w| w.wr_id());
     for w in &got {
-        assert_eq!(w.status(), WcStatus::IBV_WC_SUCCESS, "{w:?}");
+        assert_eq!(w.status(), WcStatus::SUCCESS, "{w:?}");
     }
     let ops: Vec<(u64, WcOpcode)> = got.iter().map(|w| (w.wr_id(), w.opcode())).collect();
     assert_eq!(
         ops,
         [
-            (1, WcOpcode::IBV_WC_RDMA_WRITE),
-            (2, WcOpcode::IBV_WC_SEND),
-            (3, WcOpcode::IBV_WC_RDMA_READ),
-            (4, WcOpcode::IBV_WC_FETCH_ADD),
-            (5, WcOpcode::IBV_WC_COMP_SWAP),
-            (6, WcOpcode::IBV_WC_SEND),
-            (901, WcOpcode::IBV_WC_RECV),
-            (902, WcOpcode::IBV_WC_RECV),
+            (1, WcOpcode::RDMA_WRITE),
+            (2, WcOpcode::SEND),
+            (3, WcOpcode::RDMA_READ),
+            (4, WcOpcode::FETCH_ADD),
+            (5, WcOpcode::COMP_SWAP),
+            (6, WcOpcode::SEND),
+            (901, WcOpcode::RECV),
+            (902, WcOpcode::RECV),
         ]
     );
     let expect = |r: std::ops::Range<usize>| r.map(|i| (i % 251) as u8).collect::<Vec<u8>>();
@@ -124,7 +122,7 @@ fn dropped_batch_posts_nothing() {
     unsafe { batch.post(&SendWr::write(&s[..], b.mr.remote().at(0)).wr_id(2).signaled()) }.unwrap();
     batch.complete().unwrap();
     let wc = poll_one(&cq);
-    assert_eq!((wc.wr_id(), wc.status()), (2, WcStatus::IBV_WC_SUCCESS));
+    assert_eq!((wc.wr_id(), wc.status()), (2, WcStatus::SUCCESS));
     let mut more = [Wc::default(); 2];
     assert_eq!(cq.poll(&mut more).unwrap(), 0, "the aborted request never completes");
     assert_eq!(b.bytes(), &[1u8; 64][..]);

@@ -5,6 +5,7 @@ use rrddmma::prim::{AccessFlags, Cq, Dm, Mr, Mw, Pd, QpCaps, SendWr, WcOpcode, W
 use rrddmma::wrap::connected_rc_pair;
 
 use crate::common::{open_device, opts, poll_one, Buf};
+use rrddmma::prim::MwType;
 
 #[test]
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
@@ -14,7 +15,7 @@ fn odp_dm_and_xrc_are_unsupported_where_absent() {
     let pd = Pd::new(&ctx).unwrap();
 
     let mut buf = vec![0u8; 4096].into_boxed_slice();
-    let odp = AccessFlags::IBV_ACCESS_LOCAL_WRITE | AccessFlags::IBV_ACCESS_ON_DEMAND;
+    let odp = AccessFlags::LOCAL_WRITE | AccessFlags::ON_DEMAND;
     // SAFETY: `buf` outlives the region (dropped at the end of the test).
     let mr = unsafe { Mr::register(&pd, buf.as_mut_ptr(), buf.len(), odp) };
     if attr.odp_caps.general_caps & u64::from(ffi::ibv_odp_general_caps::IBV_ODP_SUPPORT.0) == 0 {
@@ -53,10 +54,10 @@ fn memory_window_grants_part_of_a_region() {
     let (qa, qb) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 7, &opts(&ctx)).unwrap();
     let mut src = Buf::new(&pd, 256);
     let mut mem = vec![0u8; 8192].into_boxed_slice();
-    let access = AccessFlags::IBV_ACCESS_LOCAL_WRITE | AccessFlags::IBV_ACCESS_MW_BIND;
+    let access = AccessFlags::LOCAL_WRITE | AccessFlags::MW_BIND;
     // SAFETY: `mem` outlives the region (declared first, dropped last).
     let mr = unsafe { Mr::register(&pd, mem.as_mut_ptr(), mem.len(), access) }.unwrap();
-    let mut mw = match Mw::alloc(&pd, ffi::ibv_mw_type::IBV_MW_TYPE_1) {
+    let mut mw = match Mw::alloc(&pd, MwType::TYPE_1) {
         Ok(mw) => mw,
         Err(e) => {
             assert!(e.is_unsupported(), "{e:?}");
@@ -65,9 +66,9 @@ fn memory_window_grants_part_of_a_region() {
         }
     };
     // The owner (b) grants remote write to 1 KiB at offset 4096.
-    let token = qb.bind_mw(&mut mw, &mr, 4096, 1024, AccessFlags::IBV_ACCESS_REMOTE_WRITE, 50).unwrap();
+    let token = qb.bind_mw(&mut mw, &mr, 4096, 1024, AccessFlags::REMOTE_WRITE, 50).unwrap();
     let wc = poll_one(&cq);
-    assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (50, WcStatus::IBV_WC_SUCCESS, WcOpcode::IBV_WC_BIND_MW));
+    assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (50, WcStatus::SUCCESS, WcOpcode::BIND_MW));
     assert_eq!(token.rkey, mw.rkey());
     assert_ne!(token.rkey, mr.rkey(), "the window has its own key");
 
@@ -76,7 +77,7 @@ fn memory_window_grants_part_of_a_region() {
     // SAFETY: entries in registered memory, alive until completion.
     unsafe { qa.post_send(&mut [SendWr::write(&s, token.at(512)).wr_id(51).signaled()]) }.unwrap();
     let wc = poll_one(&cq);
-    assert_eq!((wc.wr_id(), wc.status()), (51, WcStatus::IBV_WC_SUCCESS));
+    assert_eq!((wc.wr_id(), wc.status()), (51, WcStatus::SUCCESS));
     assert!(mem[4096 + 512..4096 + 768].iter().all(|&b| b == 0x3c), "write through the window landed");
     assert!(mem[..4096 + 512].iter().all(|&b| b == 0), "nothing outside the target range changed");
 
@@ -89,10 +90,10 @@ fn memory_window_grants_part_of_a_region() {
     let wc = poll_one(&cq);
     assert_eq!(wc.wr_id(), 52);
     let rxe = ctx.query_device().unwrap().vendor_id == 0xff_ffff;
-    if rxe && wc.status() == WcStatus::IBV_WC_SUCCESS {
+    if rxe && wc.status() == WcStatus::SUCCESS {
         eprintln!("note: {} does not enforce memory-window bounds (wrote outside: {})", ctx.name(), mem[6144] == 0x3c);
     } else {
-        assert_eq!(wc.status(), WcStatus::IBV_WC_REM_ACCESS_ERR, "{wc:?}");
+        assert_eq!(wc.status(), WcStatus::REM_ACCESS_ERR, "{wc:?}");
     }
     drop((mw, mr));
 }

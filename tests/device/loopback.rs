@@ -1,9 +1,9 @@
 //! First real data movement: two RC QPs of one device connected to each other.
 
-use rrddmma::bindings as ffi;
 use rrddmma::prim::{device_names, RecvWr, SendWr, WcOpcode, WcStatus};
 
 use crate::common::{open_device, poll_one, Loopback, LEN};
+use rrddmma::prim::{PortState, QpState};
 
 fn pattern(seed: u8) -> Vec<u8> {
     (0..LEN).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
@@ -27,7 +27,7 @@ fn device_is_listed() {
     let names = device_names().expect("ibv_get_device_list");
     assert!(names.iter().any(|n| n == ctx.name()), "{} not in {names:?}", ctx.name());
     let port = ctx.query_port(1).expect("ibv_query_port");
-    assert_eq!(port.state(), ffi::ibv_port_state::IBV_PORT_ACTIVE, "port 1 of {} is not active", ctx.name());
+    assert_eq!(port.state(), PortState::ACTIVE, "port 1 of {} is not active", ctx.name());
 }
 
 #[test]
@@ -35,7 +35,7 @@ fn device_is_listed() {
 fn loopback_write_read_send_imm() {
     check_build_info();
     let mut lb = Loopback::new(Default::default());
-    assert_eq!(lb.qa.query_state().expect("ibv_query_qp"), ffi::ibv_qp_state::IBV_QPS_RTS);
+    assert_eq!(lb.qa.query_state().expect("ibv_query_qp"), QpState::RTS);
     lb.a().copy_from_slice(&pattern(1));
 
     // RDMA WRITE a -> b.
@@ -44,7 +44,7 @@ fn loopback_write_read_send_imm() {
     // SAFETY: the entry lies in `mr_a`; the buffers stay untouched until the completion.
     unsafe { lb.qa.post_send(&mut [wr]) }.expect("post WRITE");
     let wc = poll_one(&lb.cq);
-    assert_eq!((wc.status(), wc.opcode(), wc.wr_id()), (WcStatus::IBV_WC_SUCCESS, WcOpcode::IBV_WC_RDMA_WRITE, 1));
+    assert_eq!((wc.status(), wc.opcode(), wc.wr_id()), (WcStatus::SUCCESS, WcOpcode::RDMA_WRITE, 1));
     assert_eq!(wc.qp_num(), lb.qa.qpn());
     assert_eq!(lb.b(), &pattern(1)[..], "RDMA WRITE: target differs from source");
 
@@ -54,7 +54,7 @@ fn loopback_write_read_send_imm() {
     // SAFETY: as above.
     unsafe { lb.qa.post_send(&mut [wr]) }.expect("post READ");
     let wc = poll_one(&lb.cq);
-    assert_eq!((wc.status(), wc.opcode(), wc.wr_id()), (WcStatus::IBV_WC_SUCCESS, WcOpcode::IBV_WC_RDMA_READ, 2));
+    assert_eq!((wc.status(), wc.opcode(), wc.wr_id()), (WcStatus::SUCCESS, WcOpcode::RDMA_READ, 2));
     assert_eq!(wc.byte_len(), LEN as u32, "RDMA READ byte_len");
     assert_eq!(lb.a(), &pattern(7)[..], "RDMA READ: local buffer differs from remote");
 
@@ -70,8 +70,8 @@ fn loopback_write_read_send_imm() {
     unsafe { lb.qa.post_send(&mut [SendWr::send_imm(&ssges, 0xdead_beef).wr_id(4).signaled()]) }
         .expect("post SEND_WITH_IMM");
     let (send, recv) = crate::common::poll_pair(&lb.cq, 4, 3);
-    assert_eq!((send.status(), send.opcode()), (WcStatus::IBV_WC_SUCCESS, WcOpcode::IBV_WC_SEND));
-    assert_eq!((recv.status(), recv.opcode()), (WcStatus::IBV_WC_SUCCESS, WcOpcode::IBV_WC_RECV));
+    assert_eq!((send.status(), send.opcode()), (WcStatus::SUCCESS, WcOpcode::SEND));
+    assert_eq!((recv.status(), recv.opcode()), (WcStatus::SUCCESS, WcOpcode::RECV));
     assert_eq!(recv.byte_len(), SEND_LEN, "RECV byte_len");
     assert_eq!(recv.imm(), Some(0xdead_beef), "immediate data");
     assert_eq!(recv.qp_num(), lb.qb.qpn());

@@ -5,6 +5,7 @@ use rrddmma::prim::{Cq, Error, Pd, QpCaps, SendOps, Srq};
 use rrddmma::wrap::connected_rc_pair;
 
 use crate::common::{open_device, opts};
+use rrddmma::prim::QpState;
 
 fn unsupported<T: std::fmt::Debug>(r: rrddmma::prim::Result<T>, what: &str) {
     match r {
@@ -34,5 +35,5 @@ fn every_entry_point_is_unsupported_off_mlx5() {
     unsupported(dc::create_dct(&pd, &cq, &srq, 0x1234), "create_dct");
     unsupported(dc::Dci::new(&pd, &cq, &cq, QpCaps::default(), SendOps::BASIC), "Dci::new");
     // The QP is untouched and still usable through verbs.
-    assert_eq!(qa.query_state().unwrap(), rrddmma::bindings::ibv_qp_state::IBV_QPS_RTS);
+    assert_eq!(qa.query_state().unwrap(), QpState::RTS);
 }

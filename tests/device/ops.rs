@@ -3,6 +3,7 @@
 use rrddmma::prim::{QpCaps, RecvWr, SendWr, Sge, WcOpcode, WcStatus};
 
 use crate::common::{poll_one, poll_pair, Loopback, LEN};
+use rrddmma::prim::{QpState, QpType};
 
 fn u64_at(buf: &[u8], off: usize) -> u64 {
     u64::from_ne_bytes(buf[off..off + 8].try_into().unwrap())
@@ -20,7 +21,7 @@ fn atomics_return_the_old_value_and_update_memory() {
     // SAFETY: entries in registered regions, untouched until completion.
     unsafe { lb.qa.post_send(&mut [SendWr::fetch_add(&old, target, 23).wr_id(1).signaled()]) }.unwrap();
     let wc = poll_one(&lb.cq);
-    assert_eq!((wc.status(), wc.opcode(), wc.wr_id()), (WcStatus::IBV_WC_SUCCESS, WcOpcode::IBV_WC_FETCH_ADD, 1));
+    assert_eq!((wc.status(), wc.opcode(), wc.wr_id()), (WcStatus::SUCCESS, WcOpcode::FETCH_ADD, 1));
     assert_eq!(wc.byte_len(), 8);
     assert_eq!(u64_at(lb.a(), 0), 100, "FAA returns the old value");
     assert_eq!(u64_at(lb.b(), 64), 123, "FAA adds");
@@ -29,7 +30,7 @@ fn atomics_return_the_old_value_and_update_memory() {
     // SAFETY: as above.
     unsafe { lb.qa.post_send(&mut [SendWr::compare_swap(&old, target, 123, 7).wr_id(2).signaled()]) }.unwrap();
     let wc = poll_one(&lb.cq);
-    assert_eq!((wc.status(), wc.opcode()), (WcStatus::IBV_WC_SUCCESS, WcOpcode::IBV_WC_COMP_SWAP));
+    assert_eq!((wc.status(), wc.opcode()), (WcStatus::SUCCESS, WcOpcode::COMP_SWAP));
     assert_eq!(u64_at(lb.a(), 0), 123);
     assert_eq!(u64_at(lb.b(), 64), 7, "CAS with a matching compare swaps");
 
@@ -37,7 +38,7 @@ fn atomics_return_the_old_value_and_update_memory() {
     // SAFETY: as above.
     unsafe { lb.qa.post_send(&mut [SendWr::compare_swap(&old, target, 999, 55).wr_id(3).signaled()]) }.unwrap();
     let wc = poll_one(&lb.cq);
-    assert_eq!(wc.status(), WcStatus::IBV_WC_SUCCESS);
+    assert_eq!(wc.status(), WcStatus::SUCCESS);
     assert_eq!(u64_at(lb.a(), 0), 7);
     assert_eq!(u64_at(lb.b(), 64), 7, "CAS with a different compare leaves memory alone");
 }
@@ -57,8 +58,8 @@ fn write_with_immediate_consumes_a_receive() {
     }
     .unwrap();
     let (send, recv) = poll_pair(&lb.cq, 11, 10);
-    assert_eq!((send.status(), send.opcode()), (WcStatus::IBV_WC_SUCCESS, WcOpcode::IBV_WC_RDMA_WRITE));
-    assert_eq!((recv.status(), recv.opcode()), (WcStatus::IBV_WC_SUCCESS, WcOpcode::IBV_WC_RECV_RDMA_WITH_IMM));
+    assert_eq!((send.status(), send.opcode()), (WcStatus::SUCCESS, WcOpcode::RDMA_WRITE));
+    assert_eq!((recv.status(), recv.opcode()), (WcStatus::SUCCESS, WcOpcode::RECV_RDMA_WITH_IMM));
     assert_eq!(recv.imm(), Some(0x0bad_cafe));
     assert_eq!(recv.byte_len(), 512);
     let expect: Vec<u8> = (0..512).map(|i| (i % 256) as u8).collect();
@@ -81,10 +82,7 @@ fn batch_of_writes_with_one_post_and_selective_signalling() {
     // SAFETY: entries in registered regions, untouched until completion.
     unsafe { lb.qa.post_send(&mut wrs) }.unwrap();
     let wc = poll_one(&lb.cq);
-    assert_eq!(
-        (wc.status(), wc.opcode(), wc.wr_id()),
-        (WcStatus::IBV_WC_SUCCESS, WcOpcode::IBV_WC_RDMA_WRITE, (N - 1) as u64)
-    );
+    assert_eq!((wc.status(), wc.opcode(), wc.wr_id()), (WcStatus::SUCCESS, WcOpcode::RDMA_WRITE, (N - 1) as u64));
     let mut more = [rrddmma::prim::Wc::default(); 4];
     assert_eq!(lb.cq.poll(&mut more).unwrap(), 0, "unsignalled requests produce no completion");
     let a = lb.a().to_vec();
@@ -104,7 +102,7 @@ fn inline_fenced_and_solicited_sends() {
         .unwrap();
     lb.a()[..48].fill(0); // changing the source after posting must not matter
     let wc = poll_one(&lb.cq);
-    assert_eq!((wc.status(), wc.opcode()), (WcStatus::IBV_WC_SUCCESS, WcOpcode::IBV_WC_RDMA_WRITE));
+    assert_eq!((wc.status(), wc.opcode()), (WcStatus::SUCCESS, WcOpcode::RDMA_WRITE));
     assert_eq!(&lb.b()[..48], &[0x5a; 48]);
 
     // READ, then a fenced WRITE that must not start before the READ is done.
@@ -120,7 +118,7 @@ fn inline_fenced_and_solicited_sends() {
     // SAFETY: as above.
     unsafe { lb.qa.post_send(&mut wrs) }.unwrap();
     let (r, w) = poll_pair(&lb.cq, 2, 3);
-    assert_eq!((r.status(), w.status()), (WcStatus::IBV_WC_SUCCESS, WcStatus::IBV_WC_SUCCESS));
+    assert_eq!((r.status(), w.status()), (WcStatus::SUCCESS, WcStatus::SUCCESS));
     assert_eq!(&lb.a()[256..264], &[1, 2, 3, 4, 5, 6, 7, 8], "the READ saw memory before the fenced WRITE");
     assert_eq!(&lb.b()[256..264], &[9; 8]);
 
@@ -132,7 +130,7 @@ fn inline_fenced_and_solicited_sends() {
     // SAFETY: as above.
     unsafe { lb.qa.post_send(&mut [SendWr::send(&ss).solicited().wr_id(21).signaled()]) }.unwrap();
     let (s, r) = poll_pair(&lb.cq, 21, 20);
-    assert_eq!((s.status(), r.status(), r.byte_len()), (WcStatus::IBV_WC_SUCCESS, WcStatus::IBV_WC_SUCCESS, 8));
+    assert_eq!((s.status(), r.status(), r.byte_len()), (WcStatus::SUCCESS, WcStatus::SUCCESS, 8));
 }
 
 #[test]
@@ -149,7 +147,7 @@ fn multi_sge_gather_and_scatter() {
     // SAFETY: as above.
     unsafe { lb.qa.post_send(&mut [SendWr::send(&gather).wr_id(2).signaled()]) }.unwrap();
     let (recv, send) = poll_pair(&lb.cq, 1, 2);
-    assert_eq!((send.status(), recv.status()), (WcStatus::IBV_WC_SUCCESS, WcStatus::IBV_WC_SUCCESS));
+    assert_eq!((send.status(), recv.status()), (WcStatus::SUCCESS, WcStatus::SUCCESS));
     assert_eq!(recv.byte_len(), 22);
     assert_eq!(&lb.b()[0..12], b"0123456789ab");
     assert_eq!(&lb.b()[2000..2010], b"cdeABCDEFG");
@@ -159,22 +157,19 @@ fn multi_sge_gather_and_scatter() {
 #[test]
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn uc_write_and_send() {
-    use rrddmma::bindings as ffi;
     use rrddmma::prim::{Cq, Pd, QpBuilder};
     let ctx = crate::common::open_device();
     let pd = Pd::new(&ctx).unwrap();
     let cq = Cq::new(&ctx, 16).unwrap();
-    let uc = ffi::ibv_qp_type::IBV_QPT_UC;
+    let uc = QpType::UC;
     let qa = QpBuilder::new(&pd, uc, &cq, &cq).build().unwrap();
     let qb = QpBuilder::new(&pd, uc, &cq, &cq).build().unwrap();
-    let o = rrddmma::prim::ConnectOpts {
-        access: rrddmma::prim::AccessFlags::IBV_ACCESS_REMOTE_WRITE,
-        ..crate::common::opts(&ctx)
-    };
+    let o =
+        rrddmma::prim::ConnectOpts { access: rrddmma::prim::AccessFlags::REMOTE_WRITE, ..crate::common::opts(&ctx) };
     let (ea, eb) = (qa.endpoint(1, o.gid_index, 11).unwrap(), qb.endpoint(1, o.gid_index, 22).unwrap());
     qa.connect(&eb, ea.psn, &o).unwrap();
     qb.connect(&ea, eb.psn, &o).unwrap();
-    assert_eq!(qa.query_state().unwrap(), ffi::ibv_qp_state::IBV_QPS_RTS);
+    assert_eq!(qa.query_state().unwrap(), QpState::RTS);
     let mut a = crate::common::Buf::new(&pd, 256);
     let mut b = crate::common::Buf::new(&pd, 256);
     a.bytes().fill(0x61);
@@ -182,17 +177,14 @@ fn uc_write_and_send() {
     // SAFETY: entries in registered memory, alive until completion.
     unsafe { qa.post_send(&mut [SendWr::write(&s, b.mr.remote().at(0)).wr_id(1).signaled()]) }.unwrap();
     let wc = poll_one(&cq);
-    assert_eq!((wc.status(), wc.opcode()), (WcStatus::IBV_WC_SUCCESS, WcOpcode::IBV_WC_RDMA_WRITE));
+    assert_eq!((wc.status(), wc.opcode()), (WcStatus::SUCCESS, WcOpcode::RDMA_WRITE));
     let r = [b.mr.sge(128, 128)];
     // SAFETY: as above.
     unsafe { qb.post_recv(&mut [RecvWr::new(&r, 2)]) }.unwrap();
     // SAFETY: as above.
     unsafe { qa.post_send(&mut [SendWr::send(&s).wr_id(3).signaled()]) }.unwrap();
     let (recv, send) = poll_pair(&cq, 2, 3);
-    assert_eq!(
-        (send.status(), recv.status(), recv.byte_len()),
-        (WcStatus::IBV_WC_SUCCESS, WcStatus::IBV_WC_SUCCESS, 128)
-    );
+    assert_eq!((send.status(), recv.status(), recv.byte_len()), (WcStatus::SUCCESS, WcStatus::SUCCESS, 128));
     assert!(b.bytes().iter().all(|&x| x == 0x61), "UC WRITE and SEND both landed");
 }
 
@@ -214,7 +206,7 @@ fn send_list_posts_a_prebuilt_chain_and_names_the_refused_request() {
         // SAFETY: entries in registered regions, untouched until completion.
         unsafe { lb.qa.post_send_list(&mut list) }.unwrap();
         let wc = poll_one(&lb.cq);
-        assert_eq!((wc.status(), wc.wr_id()), (WcStatus::IBV_WC_SUCCESS, 3), "round {round}");
+        assert_eq!((wc.status(), wc.wr_id()), (WcStatus::SUCCESS, 3), "round {round}");
         assert_eq!(&lb.b()[1024..1280], &src[..], "round {round}: all four WRITEs of the list landed");
     }
 

@@ -7,6 +7,7 @@ use std::process::Command;
 use rrddmma::prim::{Ah, AhAttr, CompChannel, Context, Cq, CqBuilder, Pd, QpBuilder, QpCaps, Srq};
 
 use crate::common::{open_device, Buf};
+use rrddmma::prim::QpType;
 
 const N: usize = 1000;
 
@@ -44,14 +45,8 @@ fn thousand_of_each_object_and_back() {
         let mrs: Vec<Buf> = (0..N).map(|_| Buf::new(pd, 64)).collect();
         let srqs: Vec<Srq> = (0..N).map(|_| Srq::new(pd, 4, 1).unwrap()).collect();
         let caps = QpCaps { max_send_wr: 4, max_recv_wr: 4, ..QpCaps::default() };
-        let qps: Vec<_> = (0..N)
-            .map(|i| {
-                QpBuilder::new(pd, rrddmma::bindings::ibv_qp_type::IBV_QPT_RC, &cqs[i], &cqs[i])
-                    .caps(caps)
-                    .build()
-                    .unwrap()
-            })
-            .collect();
+        let qps: Vec<_> =
+            (0..N).map(|i| QpBuilder::new(pd, QpType::RC, &cqs[i], &cqs[i]).caps(caps).build().unwrap()).collect();
         let gid_index = u8::try_from(ctx.roce_v2_gid_index(1).unwrap()).unwrap();
         let dgid = ctx.query_gid(1, u32::from(gid_index)).unwrap();
         let ahs: Vec<Ah> = (0..N).map(|_| Ah::new(pd, &AhAttr::global(1, gid_index, dgid)).unwrap()).collect();

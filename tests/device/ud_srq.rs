@@ -4,6 +4,7 @@ use rrddmma::bindings as ffi;
 use rrddmma::prim::{AccessFlags, Ah, AhAttr, Cq, Mr, Pd, QpBuilder, QpCaps, RecvWr, SendWr, Srq, WcOpcode, WcStatus};
 
 use crate::common::{open_device, poll_one, poll_pair, Loopback};
+use rrddmma::prim::QpType;
 
 const GRH: usize = 40;
 
@@ -14,7 +15,7 @@ fn ud_send_with_grh_reports_source_qp() {
     let gid_index = u8::try_from(ctx.roce_v2_gid_index(1).unwrap()).unwrap();
     let pd = Pd::new(&ctx).unwrap();
     let cq = Cq::new(&ctx, 16).unwrap();
-    let ud = ffi::ibv_qp_type::IBV_QPT_UD;
+    let ud = QpType::UD;
     let qa = QpBuilder::new(&pd, ud, &cq, &cq).build().unwrap();
     let qb = QpBuilder::new(&pd, ud, &cq, &cq).build().unwrap();
     const QKEY: u32 = 0x1111_1111;
@@ -23,7 +24,7 @@ fn ud_send_with_grh_reports_source_qp() {
 
     let mut buf = vec![0u8; 4096].into_boxed_slice();
     // SAFETY: `buf` outlives `mr` (dropped at the end of the test, after it).
-    let mr = unsafe { Mr::register(&pd, buf.as_mut_ptr(), buf.len(), AccessFlags::IBV_ACCESS_LOCAL_WRITE) }.unwrap();
+    let mr = unsafe { Mr::register(&pd, buf.as_mut_ptr(), buf.len(), AccessFlags::LOCAL_WRITE) }.unwrap();
     let dgid = ctx.query_gid(1, u32::from(gid_index)).unwrap();
     let ah = Ah::new(&pd, &AhAttr::global(1, gid_index, dgid)).unwrap();
 
@@ -35,8 +36,8 @@ fn ud_send_with_grh_reports_source_qp() {
     // SAFETY: as above; `ah` lives until the completion.
     unsafe { qa.post_send(&mut [SendWr::send(&ss).ud(&ah, qb.qpn(), QKEY).wr_id(2).signaled()]) }.unwrap();
     let (recv, send) = poll_pair(&cq, 1, 2);
-    assert_eq!((send.status(), send.opcode()), (WcStatus::IBV_WC_SUCCESS, WcOpcode::IBV_WC_SEND));
-    assert_eq!((recv.status(), recv.opcode()), (WcStatus::IBV_WC_SUCCESS, WcOpcode::IBV_WC_RECV));
+    assert_eq!((send.status(), send.opcode()), (WcStatus::SUCCESS, WcOpcode::SEND));
+    assert_eq!((recv.status(), recv.opcode()), (WcStatus::SUCCESS, WcOpcode::RECV));
     assert_eq!(recv.byte_len(), (GRH + 100) as u32, "UD byte_len includes the 40-byte GRH");
     assert_eq!(recv.src_qp(), qa.qpn(), "source QP of a UD receive");
     assert_ne!(recv.0.wc_flags & ffi::ibv_wc_flags::IBV_WC_GRH.0, 0, "GRH flag");
@@ -52,7 +53,7 @@ fn srq_receives_for_a_qp_attached_to_it() {
     let lb = Loopback::new(QpCaps::default());
     let srq = Srq::new(&lb.pd, 16, 1).unwrap();
     let cq = Cq::new(&lb.ctx, 16).unwrap();
-    let rc = ffi::ibv_qp_type::IBV_QPT_RC;
+    let rc = QpType::RC;
     let qa = QpBuilder::new(&lb.pd, rc, &cq, &cq).build().unwrap();
     let qb = QpBuilder::new(&lb.pd, rc, &cq, &cq).srq(&srq).build().unwrap();
     let opts = rrddmma::prim::ConnectOpts {
@@ -76,8 +77,8 @@ fn srq_receives_for_a_qp_attached_to_it() {
     let mut got = Vec::new();
     for _ in 0..4 {
         let wc = poll_one(&cq);
-        assert_eq!(wc.status(), WcStatus::IBV_WC_SUCCESS, "{wc:?}");
-        if wc.opcode() == WcOpcode::IBV_WC_RECV {
+        assert_eq!(wc.status(), WcStatus::SUCCESS, "{wc:?}");
+        if wc.opcode() == WcOpcode::RECV {
             assert_eq!(wc.qp_num(), qb.qpn(), "SRQ receive reports the QP it arrived on");
             assert_eq!(wc.byte_len(), 32);
             got.push((wc.wr_id(), wc.imm()));

@@ -5,12 +5,12 @@ use std::net::TcpListener;
 use std::thread;
 use std::time::Duration;
 
-use rrddmma::bindings as ffi;
 use rrddmma::ctrl::{ClusterConfig, RankSource, Resolved, Session};
 use rrddmma::prim::{Cq, Pd, QpCaps, RecvWr, SendWr, WcOpcode, WcStatus};
 use rrddmma::wrap::{connect_rc_mesh, connected_rc_pair, HugePages, MemOpts, MeshOpts, RegisteredMem, UdEndpoint};
 
 use crate::common::{open_device, opts, poll_one};
+use rrddmma::prim::{Mtu, MwType};
 
 #[test]
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
@@ -34,7 +34,7 @@ fn registered_mem_is_aligned_zeroed_and_remotely_writable() {
     // SAFETY: both buffers outlive the completion polled below.
     unsafe { qa.post_send(&mut [SendWr::write(&s, b.remote().at(100)).signaled()]) }.unwrap();
     let wc = poll_one(&cq);
-    assert_eq!(wc.status(), WcStatus::IBV_WC_SUCCESS, "{wc:?}");
+    assert_eq!(wc.status(), WcStatus::SUCCESS, "{wc:?}");
     let mut got = [0u8; 17];
     b.read(100, &mut got);
     assert_eq!(&got, b"registered memory");
@@ -88,7 +88,7 @@ fn a_three_rank_mesh_writes_to_every_peer() {
                     // SAFETY: `mem` outlives the completion polled below.
                     unsafe { qp.post_send(&mut [SendWr::write(&sge, at).wr_id(peer as u64).signaled()]) }.unwrap();
                     let wc = poll_one(&cq);
-                    assert_eq!(wc.status(), WcStatus::IBV_WC_SUCCESS, "rank {rank} to {peer}: {wc:?}");
+                    assert_eq!(wc.status(), WcStatus::SUCCESS, "rank {rank} to {peer}: {wc:?}");
                 }
                 s.barrier().unwrap();
                 for from in (0..N).filter(|&f| f != rank) {
@@ -116,7 +116,7 @@ fn ud_endpoints_cache_address_handles() {
     let gi = opts(&ctx).gid_index;
     let mut a = UdEndpoint::new(&pd, &cq, &cq, QpCaps::default(), 1, gi, 0x5151).unwrap();
     let b = UdEndpoint::new(&pd, &cq, &cq, QpCaps::default(), 1, gi, 0x5151).unwrap();
-    let to_b = b.info(ffi::ibv_mtu::IBV_MTU_1024).unwrap();
+    let to_b = b.info(Mtu::MTU_1024).unwrap();
     let mut mem = RegisteredMem::new(&pd, 4096).unwrap();
     for i in 0..3u8 {
         let r = [mem.sge(2048..2048 + GRH + 64)];
@@ -130,10 +130,10 @@ fn ud_endpoints_cache_address_handles() {
         let mut seen = Vec::new();
         for _ in 0..2 {
             let wc = poll_one(&cq);
-            assert_eq!(wc.status(), WcStatus::IBV_WC_SUCCESS, "{wc:?}");
+            assert_eq!(wc.status(), WcStatus::SUCCESS, "{wc:?}");
             seen.push(wc.opcode());
         }
-        assert!(seen.contains(&WcOpcode::IBV_WC_RECV) && seen.contains(&WcOpcode::IBV_WC_SEND));
+        assert!(seen.contains(&WcOpcode::RECV) && seen.contains(&WcOpcode::SEND));
         let mut got = [0u8; 64];
         mem.read(2048 + GRH, &mut got);
         assert_eq!(got, [i; 64]);
@@ -160,13 +160,13 @@ fn memory_window_keeps_registered_mem_alive() {
     let cq = Cq::new(&ctx, 16).unwrap();
     let (qa, qb) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 9, &opts(&ctx)).unwrap();
     let mut src = RegisteredMem::new(&pd, 4096).unwrap();
-    let access = AccessFlags::IBV_ACCESS_LOCAL_WRITE | AccessFlags::IBV_ACCESS_MW_BIND;
+    let access = AccessFlags::LOCAL_WRITE | AccessFlags::MW_BIND;
     let mem = RegisteredMem::with(&pd, 8192, &MemOpts { access, ..MemOpts::default() }).unwrap();
     let addr = mem.as_ptr() as usize;
-    let mut mw = Mw::alloc(&pd, ffi::ibv_mw_type::IBV_MW_TYPE_1).expect("type 1 memory window");
-    let grant = AccessFlags::IBV_ACCESS_REMOTE_WRITE | AccessFlags::IBV_ACCESS_REMOTE_READ;
+    let mut mw = Mw::alloc(&pd, MwType::TYPE_1).expect("type 1 memory window");
+    let grant = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ;
     let token = qb.bind_mw(&mut mw, mem.mr(), 0, 8192, grant, 1).unwrap();
-    assert_eq!(poll_one(&cq).status(), WcStatus::IBV_WC_SUCCESS);
+    assert_eq!(poll_one(&cq).status(), WcStatus::SUCCESS);
     let failures = destroy_failures();
 
     // The owner drops its memory while a peer still holds the window's key.
@@ -177,11 +177,11 @@ fn memory_window_keeps_registered_mem_alive() {
     // SAFETY: `src` outlives the completion polled below.
     unsafe { qa.post_send(&mut [SendWr::write(&s, token.at(100)).signaled()]) }.unwrap();
     let wc = poll_one(&cq);
-    assert_eq!(wc.status(), WcStatus::IBV_WC_SUCCESS, "write through the window: {wc:?}");
+    assert_eq!(wc.status(), WcStatus::SUCCESS, "write through the window: {wc:?}");
     let d = [src.sge(100..110)];
     // SAFETY: as above.
     unsafe { qa.post_send(&mut [SendWr::read(&d, token.at(100)).signaled()]) }.unwrap();
-    assert_eq!(poll_one(&cq).status(), WcStatus::IBV_WC_SUCCESS);
+    assert_eq!(poll_one(&cq).status(), WcStatus::SUCCESS);
     let mut back = [0u8; 10];
     src.read(100, &mut back);
     assert_eq!(&back, b"still here", "the bytes live in the window's memory");

@@ -224,16 +224,16 @@ impl ExWc<'_> {
 
     /// Completion status; any value is representable.
     #[inline]
-    pub fn status(&self) -> ffi::ibv_wc_status {
+    pub fn status(&self) -> crate::prim::WcStatus {
         // SAFETY: as above.
-        unsafe { (*self.ex.as_ptr()).status }
+        unsafe { (*self.ex.as_ptr()).status }.into()
     }
 
     /// The operation that completed.
     #[inline]
-    pub fn opcode(&self) -> ffi::ibv_wc_opcode {
+    pub fn opcode(&self) -> crate::prim::WcOpcode {
         // SAFETY: the pass is open; every extended CQ reports the opcode.
-        unsafe { ffi::ibv_wc_read_opcode(self.ex.as_ptr()) }
+        unsafe { ffi::ibv_wc_read_opcode(self.ex.as_ptr()) }.into()
     }
 
     /// Vendor error syndrome.

@@ -4,6 +4,7 @@ use std::fmt;
 
 use super::super::ah::AhAttr;
 use crate::bindings as ffi;
+use crate::prim::{AccessFlags, MigState, Mtu, QpState};
 
 /// A set of QP attributes (`IBV_QP_*` mask bits).
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -111,7 +112,7 @@ impl fmt::Display for AttrMask {
 ///
 /// ```
 /// use rrddmma::prim::{AttrMask, QpAttr, QpState};
-/// let a = QpAttr::new(QpState::IBV_QPS_INIT).pkey_index(0).port(1).qkey(0x1111);
+/// let a = QpAttr::new(QpState::INIT).pkey_index(0).port(1).qkey(0x1111);
 /// assert_eq!(a.mask(), AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::QKEY);
 /// ```
 #[derive(Clone, Copy)]
@@ -122,7 +123,7 @@ pub struct QpAttr {
 
 impl fmt::Debug for QpAttr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("QpAttr").field("state", &self.raw.qp_state).field("mask", &self.mask).finish()
+        f.debug_struct("QpAttr").field("state", &QpState::from(self.raw.qp_state)).field("mask", &self.mask).finish()
     }
 }
 
@@ -140,8 +141,8 @@ macro_rules! setters {
 
 impl QpAttr {
     /// Attributes moving the QP to `state`.
-    pub fn new(state: ffi::ibv_qp_state) -> QpAttr {
-        QpAttr { raw: ffi::ibv_qp_attr { qp_state: state, ..Default::default() }, mask: AttrMask::STATE }
+    pub fn new(state: QpState) -> QpAttr {
+        QpAttr { raw: ffi::ibv_qp_attr { qp_state: state.into(), ..Default::default() }, mask: AttrMask::STATE }
     }
 
     /// The attribute mask.
@@ -150,8 +151,8 @@ impl QpAttr {
     }
 
     /// The target state.
-    pub fn state(&self) -> ffi::ibv_qp_state {
-        self.raw.qp_state
+    pub fn state(&self) -> QpState {
+        self.raw.qp_state.into()
     }
 
     /// The raw attributes.
@@ -161,7 +162,7 @@ impl QpAttr {
 
     setters! {
         /// Current state the caller asserts (`IBV_QP_CUR_STATE`).
-        cur_state(ffi::ibv_qp_state) => cur_qp_state, CUR_STATE;
+        cur_state(QpState) => cur_qp_state, CUR_STATE;
         /// P_Key table index.
         pkey_index(u16) => pkey_index, PKEY_INDEX;
         /// Physical port number.
@@ -169,7 +170,7 @@ impl QpAttr {
         /// Q_Key (UD).
         qkey(u32) => qkey, QKEY;
         /// Path MTU.
-        path_mtu(ffi::ibv_mtu) => path_mtu, PATH_MTU;
+        path_mtu(Mtu) => path_mtu, PATH_MTU;
         /// Local ACK timeout exponent: 4.096 µs × 2^timeout (0 = infinite).
         timeout(u8) => timeout, TIMEOUT;
         /// Transport retries (0..=7).
@@ -194,7 +195,7 @@ impl QpAttr {
 
     /// Remote access rights (`IBV_ACCESS_REMOTE_*`).
     #[inline]
-    pub fn access(mut self, access: ffi::ibv_access_flags) -> QpAttr {
+    pub fn access(mut self, access: AccessFlags) -> QpAttr {
         self.raw.qp_access_flags = access.0;
         self.mask = self.mask.or(AttrMask::ACCESS_FLAGS);
         self
@@ -202,8 +203,8 @@ impl QpAttr {
 
     /// Path migration state (`IBV_QP_PATH_MIG_STATE`).
     #[inline]
-    pub fn path_mig_state(mut self, state: ffi::ibv_mig_state) -> QpAttr {
-        self.raw.path_mig_state = state;
+    pub fn path_mig_state(mut self, state: MigState) -> QpAttr {
+        self.raw.path_mig_state = state.into();
         self.mask = self.mask.or(AttrMask::PATH_MIG_STATE);
         self
     }

@@ -14,6 +14,7 @@ use super::Qp;
 use crate::bindings as ffi;
 use crate::prim::error::{Error, Result};
 use crate::prim::wr::{SendWr, Sge};
+use crate::prim::{QpType, SendFlags};
 
 /// Operations an extended QP may post (`IBV_QP_EX_WITH_*`).
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -132,7 +133,7 @@ impl WrBatch<'_> {
     /// [`Sge`]: crate::prim::Sge
     #[inline]
     pub unsafe fn post(&mut self, wr: &SendWr<'_>) -> Result<()> {
-        let ud = self.qp.qp_type == ffi::ibv_qp_type::IBV_QPT_UD;
+        let ud = self.qp.qp_type == QpType::UD;
         self.post_with(wr, |q| {
             if ud {
                 // SAFETY: an open batch with an operation just started; the
@@ -152,7 +153,7 @@ impl WrBatch<'_> {
         use ffi::ibv_wr_opcode as O;
         let raw = wr.as_raw();
         let q = self.ex.as_ptr();
-        let inline = raw.send_flags & ffi::ibv_send_flags::IBV_SEND_INLINE.0 != 0;
+        let inline = raw.send_flags & SendFlags::INLINE.0 != 0;
         let n = usize::try_from(raw.num_sge).unwrap_or(0);
         let sges: &[Sge] = if n == 0 {
             &[]
@@ -199,7 +200,7 @@ impl WrBatch<'_> {
     /// The checks of [`WrBatch::post`], before anything is written.
     fn validate(&self, raw: &ffi::ibv_send_wr, inline: bool, sges: &[Sge]) -> Result<()> {
         use ffi::ibv_wr_opcode as O;
-        if self.qp.qp_type == ffi::ibv_qp_type::IBV_QPT_UD {
+        if self.qp.qp_type == QpType::UD {
             if !matches!(raw.opcode, O::IBV_WR_SEND | O::IBV_WR_SEND_WITH_IMM) {
                 return Err(Error::Verbs { op: "ibv_wr_start", errno: libc::EINVAL });
             }

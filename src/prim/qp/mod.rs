@@ -24,11 +24,9 @@ use super::quirks::Quirks;
 use super::srq::Srq;
 use super::wr::{link_in_place, RecvWr, SendList, SendWr};
 use crate::bindings as ffi;
+use crate::prim::{AccessFlags, Mtu};
 
-/// QP transport type (`IBV_QPT_*`); any value is representable.
-pub type QpType = ffi::ibv_qp_type;
-/// QP state (`IBV_QPS_*`); any value is representable.
-pub type QpState = ffi::ibv_qp_state;
+pub use super::values::{QpState, QpType};
 
 /// Queue sizes of a QP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,7 +87,7 @@ pub struct ConnectOpts {
     /// P_Key index.
     pub pkey_index: u16,
     /// Path MTU.
-    pub mtu: ffi::ibv_mtu,
+    pub mtu: Mtu,
     /// Local ACK timeout exponent: 4.096 µs × 2^timeout (RC).
     pub timeout: u8,
     /// Transport retries before an error completion, 0..=7 (RC).
@@ -109,7 +107,7 @@ pub struct ConnectOpts {
     /// Hop limit of the GRH.
     pub hop_limit: u8,
     /// Remote access allowed on this QP (none by default).
-    pub access: ffi::ibv_access_flags,
+    pub access: AccessFlags,
 }
 
 impl Default for ConnectOpts {
@@ -118,7 +116,7 @@ impl Default for ConnectOpts {
             port: 1,
             gid_index: 0,
             pkey_index: 0,
-            mtu: ffi::ibv_mtu::IBV_MTU_1024,
+            mtu: Mtu::MTU_1024,
             timeout: 14,
             retry_cnt: 7,
             rnr_retry: 7,
@@ -128,7 +126,7 @@ impl Default for ConnectOpts {
             sl: 0,
             traffic_class: 0,
             hop_limit: 64,
-            access: ffi::ibv_access_flags(0),
+            access: AccessFlags::empty(),
         }
     }
 }
@@ -243,7 +241,7 @@ impl<'a> QpBuilder<'a> {
             recv_cq: self.recv_cq.as_ptr(),
             srq: self.srq.map_or(ptr::null_mut(), Srq::as_ptr),
             cap,
-            qp_type: self.qp_type,
+            qp_type: self.qp_type.into(),
             sq_sig_all: i32::from(self.sig_all),
             comp_mask: ffi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD.0,
             pd: self.pd.as_ptr(),
@@ -292,7 +290,7 @@ impl<'a> QpBuilder<'a> {
             ex,
             quirks: ctx.quirks(),
             qp_type: self.qp_type,
-            state: AtomicU32::new(ffi::ibv_qp_state::IBV_QPS_RESET.0),
+            state: AtomicU32::new(QpState::RESET.0),
             caps: QpCaps { max_inline_data: attr.cap.max_inline_data, ..self.caps },
             pd: self.pd.clone(),
             _send_cq: self.send_cq.clone(),
@@ -378,7 +376,7 @@ impl Qp {
             ex,
             quirks: pd.context().quirks(),
             qp_type,
-            state: AtomicU32::new(ffi::ibv_qp_state::IBV_QPS_RESET.0),
+            state: AtomicU32::new(QpState::RESET.0),
             caps,
             pd: pd.clone(),
             _send_cq: send_cq.clone(),
@@ -390,7 +388,7 @@ impl Qp {
 
     /// Creates a reliable-connected QP with default settings.
     pub fn new_rc(pd: &Pd, send_cq: &Cq, recv_cq: &Cq, caps: QpCaps) -> Result<Qp> {
-        QpBuilder::new(pd, ffi::ibv_qp_type::IBV_QPT_RC, send_cq, recv_cq).caps(caps).build()
+        QpBuilder::new(pd, QpType::RC, send_cq, recv_cq).caps(caps).build()
     }
 
     /// The raw QP.
@@ -433,9 +431,9 @@ impl Qp {
     /// missing and the forbidden attributes.
     pub fn modify(&self, attr: &QpAttr) -> Result<()> {
         let from = if attr.mask().contains(AttrMask::CUR_STATE) {
-            attr.as_raw().cur_qp_state
+            attr.as_raw().cur_qp_state.into()
         } else {
-            ffi::ibv_qp_state(self.state.load(Ordering::Acquire))
+            QpState(self.state.load(Ordering::Acquire))
         };
         let to = attr.state();
         state::check(self.qp_type, from, to, attr.mask()).map_err(|refusal| Error::QpTransition {
@@ -466,16 +464,14 @@ impl Qp {
             return Err(Error::code("ibv_query_qp", rc));
         }
         // SAFETY: zero-initialised, then filled by the provider; zero is valid.
-        Ok(unsafe { attr.assume_init() }.qp_state)
+        Ok(unsafe { attr.assume_init() }.qp_state.into())
     }
 
     /// Brings an RC or UC QP from RESET through INIT and RTR to RTS, connected
     /// to `remote`. `local_psn` is the PSN this QP sends from.
     pub fn connect(&self, remote: &Endpoint, local_psn: u32, o: &ConnectOpts) -> Result<()> {
-        let rc = self.qp_type == ffi::ibv_qp_type::IBV_QPT_RC;
-        self.modify(
-            &QpAttr::new(ffi::ibv_qp_state::IBV_QPS_INIT).pkey_index(o.pkey_index).port(o.port).access(o.access),
-        )?;
+        let rc = self.qp_type == QpType::RC;
+        self.modify(&QpAttr::new(QpState::INIT).pkey_index(o.pkey_index).port(o.port).access(o.access))?;
         let av = if remote.gid.is_zero() {
             AhAttr::lid(o.port, remote.lid)
         } else {
@@ -485,16 +481,13 @@ impl Qp {
                 .traffic_class(o.traffic_class)
         }
         .sl(o.sl);
-        let mut rtr = QpAttr::new(ffi::ibv_qp_state::IBV_QPS_RTR)
-            .av(&av)
-            .path_mtu(o.mtu)
-            .dest_qpn(remote.qpn)
-            .rq_psn(remote.psn & 0xff_ffff);
+        let mut rtr =
+            QpAttr::new(QpState::RTR).av(&av).path_mtu(o.mtu).dest_qpn(remote.qpn).rq_psn(remote.psn & 0xff_ffff);
         if rc {
             rtr = rtr.max_dest_rd_atomic(o.max_dest_rd_atomic).min_rnr_timer(o.min_rnr_timer);
         }
         self.modify(&rtr)?;
-        let mut rts = QpAttr::new(ffi::ibv_qp_state::IBV_QPS_RTS).sq_psn(local_psn & 0xff_ffff);
+        let mut rts = QpAttr::new(QpState::RTS).sq_psn(local_psn & 0xff_ffff);
         if rc {
             rts = rts.timeout(o.timeout).retry_cnt(o.retry_cnt).rnr_retry(o.rnr_retry).max_rd_atomic(o.max_rd_atomic);
         }
@@ -503,9 +496,9 @@ impl Qp {
 
     /// Brings a UD QP from RESET to RTS on `port` with Q_Key `qkey`, sending from `psn`.
     pub fn bring_up_ud(&self, port: u8, pkey_index: u16, qkey: u32, psn: u32) -> Result<()> {
-        self.modify(&QpAttr::new(ffi::ibv_qp_state::IBV_QPS_INIT).pkey_index(pkey_index).port(port).qkey(qkey))?;
-        self.modify(&QpAttr::new(ffi::ibv_qp_state::IBV_QPS_RTR))?;
-        self.modify(&QpAttr::new(ffi::ibv_qp_state::IBV_QPS_RTS).sq_psn(psn & 0xff_ffff))
+        self.modify(&QpAttr::new(QpState::INIT).pkey_index(pkey_index).port(port).qkey(qkey))?;
+        self.modify(&QpAttr::new(QpState::RTR))?;
+        self.modify(&QpAttr::new(QpState::RTS).sq_psn(psn & 0xff_ffff))
     }
 
     /// Posts send work requests, linked in place and handed to the provider

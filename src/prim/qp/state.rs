@@ -4,7 +4,7 @@
 //! `ibv_modify_qp` system call so that the error can name the attributes.
 
 use super::attr::AttrMask;
-use crate::bindings::{ibv_qp_state as S, ibv_qp_type as T};
+use crate::prim::{QpState as S, QpType as T};
 
 /// What a transition requires and allows besides `STATE`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,12 +46,12 @@ enum Kind {
 
 const fn kind(t: T) -> Option<Kind> {
     match t {
-        T::IBV_QPT_UD => Some(Kind::Ud),
-        T::IBV_QPT_UC => Some(Kind::Uc),
-        T::IBV_QPT_RC => Some(Kind::Rc),
-        T::IBV_QPT_XRC_SEND => Some(Kind::XrcIni),
-        T::IBV_QPT_XRC_RECV => Some(Kind::XrcTgt),
-        T::IBV_QPT_RAW_PACKET => Some(Kind::Raw),
+        T::UD => Some(Kind::Ud),
+        T::UC => Some(Kind::Uc),
+        T::RC => Some(Kind::Rc),
+        T::XRC_SEND => Some(Kind::XrcIni),
+        T::XRC_RECV => Some(Kind::XrcTgt),
+        T::RAW_PACKET => Some(Kind::Raw),
         _ => None,
     }
 }
@@ -62,22 +62,22 @@ const fn kind(t: T) -> Option<Kind> {
 pub const fn transition(t: T, from: S, to: S) -> Option<Rule> {
     let Some(k) = kind(t) else { return None };
     // Any state may go to RESET or ERR with no other attribute.
-    if matches!(to, S::IBV_QPS_RESET | S::IBV_QPS_ERR) {
+    if matches!(to, S::RESET | S::ERR) {
         return Some(NONE);
     }
     let pkey_port = m(&[A::PKEY_INDEX, A::PORT]);
     match (from, to) {
-        (S::IBV_QPS_RESET, S::IBV_QPS_INIT) => Some(match k {
+        (S::RESET, S::INIT) => Some(match k {
             Kind::Ud => rule(m(&[pkey_port, A::QKEY]), A::EMPTY),
             Kind::Raw => rule(A::PORT, A::EMPTY),
             _ => rule(m(&[pkey_port, A::ACCESS_FLAGS]), A::EMPTY),
         }),
-        (S::IBV_QPS_INIT, S::IBV_QPS_INIT) => Some(match k {
+        (S::INIT, S::INIT) => Some(match k {
             Kind::Ud => rule(A::EMPTY, m(&[pkey_port, A::QKEY])),
             Kind::Raw => NONE,
             _ => rule(A::EMPTY, m(&[pkey_port, A::ACCESS_FLAGS])),
         }),
-        (S::IBV_QPS_INIT, S::IBV_QPS_RTR) => {
+        (S::INIT, S::RTR) => {
             let path = m(&[A::AV, A::PATH_MTU, A::DEST_QPN, A::RQ_PSN]);
             let resp = m(&[path, A::MAX_DEST_RD_ATOMIC, A::MIN_RNR_TIMER]);
             let opt = m(&[A::ALT_PATH, A::ACCESS_FLAGS, A::PKEY_INDEX]);
@@ -88,7 +88,7 @@ pub const fn transition(t: T, from: S, to: S) -> Option<Rule> {
                 Kind::Rc | Kind::XrcTgt => rule(resp, opt),
             })
         }
-        (S::IBV_QPS_RTR, S::IBV_QPS_RTS) => {
+        (S::RTR, S::RTS) => {
             let req_ack = m(&[A::TIMEOUT, A::RETRY_CNT, A::RNR_RETRY, A::SQ_PSN, A::MAX_QP_RD_ATOMIC]);
             let conn_opt = m(&[A::CUR_STATE, A::ALT_PATH, A::ACCESS_FLAGS, A::PATH_MIG_STATE, A::RATE_LIMIT]);
             Some(match k {
@@ -100,7 +100,7 @@ pub const fn transition(t: T, from: S, to: S) -> Option<Rule> {
                 Kind::XrcTgt => rule(m(&[A::TIMEOUT, A::SQ_PSN]), m(&[conn_opt, A::MIN_RNR_TIMER])),
             })
         }
-        (S::IBV_QPS_RTS, S::IBV_QPS_RTS) | (S::IBV_QPS_SQD, S::IBV_QPS_RTS) => {
+        (S::RTS, S::RTS) | (S::SQD, S::RTS) => {
             let conn_opt = m(&[A::CUR_STATE, A::ACCESS_FLAGS, A::ALT_PATH, A::PATH_MIG_STATE, A::RATE_LIMIT]);
             Some(match k {
                 Kind::Ud => rule(A::EMPTY, m(&[A::CUR_STATE, A::QKEY, A::RATE_LIMIT])),
@@ -109,11 +109,11 @@ pub const fn transition(t: T, from: S, to: S) -> Option<Rule> {
                 Kind::Rc | Kind::XrcTgt => rule(A::EMPTY, m(&[conn_opt, A::MIN_RNR_TIMER])),
             })
         }
-        (S::IBV_QPS_RTS, S::IBV_QPS_SQD) => Some(match k {
+        (S::RTS, S::SQD) => Some(match k {
             Kind::Raw => NONE,
             _ => rule(A::EMPTY, A::EN_SQD_ASYNC_NOTIFY),
         }),
-        (S::IBV_QPS_SQD, S::IBV_QPS_SQD) => Some({
+        (S::SQD, S::SQD) => Some({
             let sqd_rc = m(&[
                 A::PORT,
                 A::AV,
@@ -138,7 +138,7 @@ pub const fn transition(t: T, from: S, to: S) -> Option<Rule> {
                 Kind::Rc => rule(A::EMPTY, sqd_rc),
             }
         }),
-        (S::IBV_QPS_SQE, S::IBV_QPS_RTS) => Some(match k {
+        (S::SQE, S::RTS) => Some(match k {
             Kind::Ud => rule(A::EMPTY, m(&[A::CUR_STATE, A::QKEY])),
             Kind::Raw => NONE,
             Kind::Uc => rule(A::EMPTY, m(&[A::CUR_STATE, A::ACCESS_FLAGS])),
@@ -185,73 +185,65 @@ pub fn check(t: T, from: S, to: S, mask: AttrMask) -> Result<(), Refusal> {
 mod tests {
     use super::*;
 
-    const ALL_STATES: [S; 7] = [
-        S::IBV_QPS_RESET,
-        S::IBV_QPS_INIT,
-        S::IBV_QPS_RTR,
-        S::IBV_QPS_RTS,
-        S::IBV_QPS_SQD,
-        S::IBV_QPS_SQE,
-        S::IBV_QPS_ERR,
-    ];
+    const ALL_STATES: [S; 7] = [S::RESET, S::INIT, S::RTR, S::RTS, S::SQD, S::SQE, S::ERR];
 
     #[test]
     fn rc_bring_up_needs_exactly_the_spec_attributes() {
         let init = A::STATE | A::PKEY_INDEX | A::PORT | A::ACCESS_FLAGS;
-        assert_eq!(check(T::IBV_QPT_RC, S::IBV_QPS_RESET, S::IBV_QPS_INIT, init), Ok(()));
-        let e = check(T::IBV_QPT_RC, S::IBV_QPS_RESET, S::IBV_QPS_INIT, A::STATE | A::PORT | A::QKEY);
+        assert_eq!(check(T::RC, S::RESET, S::INIT, init), Ok(()));
+        let e = check(T::RC, S::RESET, S::INIT, A::STATE | A::PORT | A::QKEY);
         assert_eq!(e, Err(Refusal::Attributes { missing: A::PKEY_INDEX | A::ACCESS_FLAGS, forbidden: A::QKEY }));
         let rtr = A::STATE | A::AV | A::PATH_MTU | A::DEST_QPN | A::RQ_PSN | A::MAX_DEST_RD_ATOMIC;
         assert_eq!(
-            check(T::IBV_QPT_RC, S::IBV_QPS_INIT, S::IBV_QPS_RTR, rtr),
+            check(T::RC, S::INIT, S::RTR, rtr),
             Err(Refusal::Attributes { missing: A::MIN_RNR_TIMER, forbidden: A::EMPTY })
         );
         let rts = A::STATE | A::TIMEOUT | A::RETRY_CNT | A::RNR_RETRY | A::SQ_PSN | A::MAX_QP_RD_ATOMIC;
-        assert_eq!(check(T::IBV_QPT_RC, S::IBV_QPS_RTR, S::IBV_QPS_RTS, rts), Ok(()));
+        assert_eq!(check(T::RC, S::RTR, S::RTS, rts), Ok(()));
     }
 
     #[test]
     fn ud_and_uc_differ_from_rc() {
         let ud_init = A::STATE | A::PKEY_INDEX | A::PORT | A::QKEY;
-        assert_eq!(check(T::IBV_QPT_UD, S::IBV_QPS_RESET, S::IBV_QPS_INIT, ud_init), Ok(()));
-        assert_eq!(check(T::IBV_QPT_UD, S::IBV_QPS_INIT, S::IBV_QPS_RTR, A::STATE), Ok(()));
-        assert_eq!(check(T::IBV_QPT_UD, S::IBV_QPS_RTR, S::IBV_QPS_RTS, A::STATE | A::SQ_PSN), Ok(()));
+        assert_eq!(check(T::UD, S::RESET, S::INIT, ud_init), Ok(()));
+        assert_eq!(check(T::UD, S::INIT, S::RTR, A::STATE), Ok(()));
+        assert_eq!(check(T::UD, S::RTR, S::RTS, A::STATE | A::SQ_PSN), Ok(()));
         let uc_rtr = A::STATE | A::AV | A::PATH_MTU | A::DEST_QPN | A::RQ_PSN;
-        assert_eq!(check(T::IBV_QPT_UC, S::IBV_QPS_INIT, S::IBV_QPS_RTR, uc_rtr), Ok(()));
+        assert_eq!(check(T::UC, S::INIT, S::RTR, uc_rtr), Ok(()));
         assert_eq!(
-            check(T::IBV_QPT_UC, S::IBV_QPS_RTR, S::IBV_QPS_RTS, A::STATE | A::SQ_PSN | A::TIMEOUT),
+            check(T::UC, S::RTR, S::RTS, A::STATE | A::SQ_PSN | A::TIMEOUT),
             Err(Refusal::Attributes { missing: A::EMPTY, forbidden: A::TIMEOUT })
         );
     }
 
     #[test]
     fn reset_and_err_are_reachable_from_every_state() {
-        for t in [T::IBV_QPT_RC, T::IBV_QPT_UC, T::IBV_QPT_UD, T::IBV_QPT_XRC_SEND, T::IBV_QPT_XRC_RECV] {
+        for t in [T::RC, T::UC, T::UD, T::XRC_SEND, T::XRC_RECV] {
             for from in ALL_STATES {
-                assert_eq!(check(t, from, S::IBV_QPS_RESET, A::STATE), Ok(()));
-                assert_eq!(check(t, from, S::IBV_QPS_ERR, A::STATE), Ok(()));
+                assert_eq!(check(t, from, S::RESET, A::STATE), Ok(()));
+                assert_eq!(check(t, from, S::ERR, A::STATE), Ok(()));
             }
         }
     }
 
     #[test]
     fn skipping_states_is_refused() {
-        for t in [T::IBV_QPT_RC, T::IBV_QPT_UD] {
-            assert_eq!(check(t, S::IBV_QPS_RESET, S::IBV_QPS_RTS, A::STATE), Err(Refusal::NoTransition));
-            assert_eq!(check(t, S::IBV_QPS_INIT, S::IBV_QPS_RTS, A::STATE), Err(Refusal::NoTransition));
-            assert_eq!(check(t, S::IBV_QPS_RTS, S::IBV_QPS_RTR, A::STATE), Err(Refusal::NoTransition));
+        for t in [T::RC, T::UD] {
+            assert_eq!(check(t, S::RESET, S::RTS, A::STATE), Err(Refusal::NoTransition));
+            assert_eq!(check(t, S::INIT, S::RTS, A::STATE), Err(Refusal::NoTransition));
+            assert_eq!(check(t, S::RTS, S::RTR, A::STATE), Err(Refusal::NoTransition));
         }
-        assert_eq!(check(T::IBV_QPT_RC, S::IBV_QPS_SQE, S::IBV_QPS_RTS, A::STATE), Err(Refusal::NoTransition));
+        assert_eq!(check(T::RC, S::SQE, S::RTS, A::STATE), Err(Refusal::NoTransition));
         // XRC initiators take no RNR timer (they receive nothing).
         let rts = A::STATE | A::TIMEOUT | A::RETRY_CNT | A::RNR_RETRY | A::SQ_PSN | A::MAX_QP_RD_ATOMIC;
         assert_eq!(
-            check(T::IBV_QPT_XRC_SEND, S::IBV_QPS_RTR, S::IBV_QPS_RTS, rts | A::MIN_RNR_TIMER),
+            check(T::XRC_SEND, S::RTR, S::RTS, rts | A::MIN_RNR_TIMER),
             Err(Refusal::Attributes { missing: A::EMPTY, forbidden: A::MIN_RNR_TIMER })
         );
         // Packet pacing is never refused here.
-        assert_eq!(check(T::IBV_QPT_RC, S::IBV_QPS_RTR, S::IBV_QPS_RTS, rts | A::RATE_LIMIT), Ok(()));
+        assert_eq!(check(T::RC, S::RTR, S::RTS, rts | A::RATE_LIMIT), Ok(()));
         // Unknown states and types never panic.
-        assert_eq!(check(T::IBV_QPT_RC, S(77), S(99), A::STATE), Err(Refusal::NoTransition));
-        assert_eq!(check(T(0xff), S::IBV_QPS_RESET, S::IBV_QPS_RTS, A::STATE), Ok(()));
+        assert_eq!(check(T::RC, S(77), S(99), A::STATE), Err(Refusal::NoTransition));
+        assert_eq!(check(T(0xff), S::RESET, S::RTS, A::STATE), Ok(()));
     }
 }
