@@ -430,3 +430,31 @@ fn the_fuzz_corpus_seeds_decode_as_named() {
         assert!(err.to_string().contains(want), "{name}: {err}");
     }
 }
+
+/// A member caps the coordinator's frames at the handshake's largest frame
+/// (a reject with the longest reason) until it is welcomed; after the
+/// welcome, a gathered frame may use all of `max_frame`.
+#[test]
+fn a_member_caps_frames_before_the_welcome() {
+    use rrddmma::ctrl::wire::{HANDSHAKE_MAX, HEADER_LEN};
+    let mut m = Member::new(params(2, None), 1, [1; NONCE_LEN]);
+    m.connected(Instant::now(), Duration::from_secs(1));
+    let mut f = Msg::Challenge { nonce: [5; NONCE_LEN], auth: false }.encode();
+    f[8..12].copy_from_slice(&(HANDSHAKE_MAX as u32 + 1).to_be_bytes());
+    m.receive(&f[..HEADER_LEN]);
+    let evs = events(&mut m);
+    assert!(matches!(failure(&evs), Some(Error::FrameTooLarge { cap, .. }) if *cap == HANDSHAKE_MAX as u32), "{evs:?}");
+
+    // Welcomed, the same member takes a round's result larger than the handshake cap.
+    let mut n = Net::new(2, None);
+    n.add_member(1, 1, params(2, None));
+    n.settle();
+    assert!(n.member(1).joined());
+    let big = vec![3u8; 2 * HANDSHAKE_MAX];
+    let now = n.now;
+    n.member(1).contribute(big.clone(), now, Duration::from_secs(1));
+    n.c.contribute(vec![], now, Duration::from_secs(1));
+    n.settle();
+    let evs = events(n.member(1));
+    assert_eq!(gathered(&evs).expect("round completes"), &vec![vec![], big]);
+}

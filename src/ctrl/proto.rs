@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use super::auth::{hello_mac, mac_eq, welcome_mac};
 use super::error::{Error, RejectCode};
-use super::wire::{Decoder, Msg, MAC_LEN, NONCE_LEN, VERSION};
+use super::wire::{Decoder, Msg, HANDSHAKE_MAX, MAC_LEN, NONCE_LEN, VERSION};
 
 /// How much longer than its deadline a member waits for a round's result, so
 /// that the coordinator's timeout (which names the missing ranks) reaches it
@@ -540,7 +540,8 @@ impl Member {
     pub fn new(p: Params, rank: u32, nonce: [u8; NONCE_LEN]) -> Member {
         assert!(rank != 0 && rank < p.size, "member rank {rank} must be in 1..{}", p.size);
         Member {
-            dec: Decoder::new(p.max_frame),
+            // Until the coordinator welcomes this rank, only handshake frames are expected.
+            dec: Decoder::new(p.max_frame.min(HANDSHAKE_MAX as u32)),
             p,
             rank,
             nonce,
@@ -685,6 +686,7 @@ impl Member {
                     }
                 }
                 self.state = MState::Ready;
+                self.dec.set_cap(self.p.max_frame);
                 self.wait = None;
                 self.events.push_back(Event::Joined { rank: self.rank });
             }

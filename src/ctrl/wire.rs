@@ -29,6 +29,12 @@ pub const NONCE_LEN: usize = 16;
 pub const MAC_LEN: usize = 32;
 /// Longest reject message carried (longer ones are cut).
 pub const MAX_REASON: usize = 256;
+/// Largest payload of a frame the coordinator sends before it admits a
+/// member (a [`Kind::Reject`] with the longest reason; a challenge and a
+/// welcome are smaller): a member caps its frames at this size until it is
+/// welcomed, so a stranger posing as the coordinator cannot make it buffer
+/// up to `max_frame`.
+pub const HANDSHAKE_MAX: usize = 1 + 4 + MAX_REASON;
 
 /// Frame kinds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -378,6 +384,15 @@ mod tests {
         }
         assert_eq!(got, samples());
         assert_eq!(d.buffered(), 0);
+    }
+
+    #[test]
+    fn handshake_max_is_the_longest_reject() {
+        let r = Msg::Reject { code: RejectCode::Auth, detail: 0, reason: "x".repeat(2 * MAX_REASON) }.encode();
+        assert_eq!(r.len(), HEADER_LEN + HANDSHAKE_MAX);
+        let c = Msg::Challenge { nonce: [0; NONCE_LEN], auth: true }.encode();
+        let w = Msg::Welcome { mac: [0; MAC_LEN] }.encode();
+        assert!(c.len().max(w.len()) <= HEADER_LEN + HANDSHAKE_MAX);
     }
 
     #[test]

@@ -354,7 +354,7 @@ impl<'s> WqeWriter<'s> {
     /// 16-byte segment is one store; anything else may wrap and goes through
     /// [`WqeWriter::put`].
     #[inline(always)]
-    fn put_seg<T: Segment>(mut self, seg: &T) -> Self {
+    fn put_seg<T: sealed::Sealed>(mut self, seg: &T) -> Self {
         if size_of::<T>() == DS_BYTES && self.off < SEND_WQE_BB {
             // Within the first basic block, which `wqe` found free (checked
             // again, for the whole WQE, in `finish`).
@@ -364,7 +364,7 @@ impl<'s> WqeWriter<'s> {
             self.off = end;
             return self;
         }
-        // SAFETY: `Segment` is sealed to the crate's `#[repr(C)]` segment
+        // SAFETY: `Sealed` is implemented only for the crate's `#[repr(C)]` segment
         // types, whose fields fill them without padding (sizes asserted in `seg`).
         let bytes = unsafe { std::slice::from_raw_parts((seg as *const T).cast::<u8>(), size_of::<T>()) };
         self.put(bytes);
@@ -512,12 +512,44 @@ impl<'s> WqeWriter<'s> {
 }
 
 mod sealed {
-    pub trait Sealed {}
+    /// The crate's segment types: `#[repr(C)]`, no padding. Private, so
+    /// that `put_seg` can take the data segment too, which [`super::Segment`]
+    /// (the public bound of `seg`) leaves out.
+    pub trait Sealed: Copy {}
 }
 
-/// A WQE segment type of [`super::seg`]: `#[repr(C)]`, a multiple of 16
-/// bytes or a part of one, no padding. Sealed: implemented by this crate only.
-pub trait Segment: Copy + sealed::Sealed {}
+/// A WQE segment type of [`super::seg`] that [`WqeWriter::seg`] takes:
+/// `#[repr(C)]`, a multiple of 16 bytes, no padding. Sealed: implemented by
+/// this crate only, for the segments that name no local memory. The data
+/// segment ([`DataSeg`], an address the device reads or writes) goes in only
+/// through the `unsafe` [`WqeWriter::data`].
+///
+/// A type of the caller's, which may have padding bytes, is refused:
+///
+/// ```compile_fail
+/// use rrddmma::mlx5dv::sq::WqeWriter;
+/// #[derive(Clone, Copy)]
+/// #[repr(C)]
+/// struct Padded { a: u8, b: u64 }
+/// fn add(w: WqeWriter<'_>) -> WqeWriter<'_> {
+///     w.seg(&Padded { a: 1, b: 2 })
+/// }
+/// ```
+///
+/// and so is a data segment, whose address only the `unsafe`
+/// [`WqeWriter::data`] may put in a WQE:
+///
+/// ```compile_fail
+/// use rrddmma::mlx5dv::{seg::DataSeg, sq::WqeWriter};
+/// fn add(w: WqeWriter<'_>) -> WqeWriter<'_> {
+///     let mut d = DataSeg::default();
+///     d.set(64, 1, 0xdead_0000);
+///     w.seg(&d)
+/// }
+/// ```
+pub trait Segment: sealed::Sealed {}
+
+impl sealed::Sealed for DataSeg {}
 
 macro_rules! segments {
     ($($t:ty),*) => {$(
@@ -525,4 +557,4 @@ macro_rules! segments {
         impl Segment for $t {}
     )*};
 }
-segments!(RaddrSeg, DataSeg, AtomicSeg, MaskedCasSeg, MaskedFaSeg, DatagramSeg, EthSeg);
+segments!(RaddrSeg, AtomicSeg, MaskedCasSeg, MaskedFaSeg, DatagramSeg, EthSeg);

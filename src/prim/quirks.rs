@@ -21,21 +21,32 @@ pub(crate) struct Quirks {
     pub rxe_next_poll_ends: bool,
     /// `ibv_wr_set_sge_list` and `ibv_wr_set_inline_data_list` get lengths wrong.
     pub rxe_list_lengths: bool,
+    /// rxe under an rdma-core whose release could not be read: extended CQs
+    /// are refused (see [`Quirks::for_device`]).
+    pub rxe_release_unknown: bool,
 }
 
 impl Quirks {
     /// For a device with `vendor_id`, under rdma-core `major`.
     ///
     /// An unknown release (`None`: a renamed or relinked library whose
-    /// version cannot be read) is taken as an old, buggy one: a workaround
-    /// applied to a fixed provider costs a little speed at worst (or, for the
-    /// polling pass, leaves the pass open, which the next `start_poll` waits
-    /// on), while a missing one lets the provider unlock twice and skip
-    /// completions, which is undefined behaviour in the provider.
+    /// version cannot be read) is taken as an old, buggy one: a list
+    /// workaround applied to a fixed provider costs a little speed at worst,
+    /// while a missing one lets the provider post wrong lengths. The end of
+    /// an extended polling pass has no such safe guess (skipping `end_poll`
+    /// on a fixed provider leaves the pass open, and the next `start_poll`
+    /// waits on it forever; calling it on an old one unlocks twice, which is
+    /// undefined behaviour in the provider), so on such an rxe extended CQs
+    /// are refused with [`Error::Unsupported`](super::Error::Unsupported)
+    /// and classic CQs, which have no pass, are used instead.
     pub fn for_device(vendor_id: u32, major: Option<u32>) -> Quirks {
         let rxe = vendor_id == RXE_VENDOR_ID;
         let before = |v| rxe && major.map_or(true, |m| m < v);
-        Quirks { rxe_next_poll_ends: before(55), rxe_list_lengths: before(64) }
+        Quirks {
+            rxe_next_poll_ends: before(55),
+            rxe_list_lengths: before(64),
+            rxe_release_unknown: rxe && major.is_none(),
+        }
     }
 }
 
@@ -85,21 +96,17 @@ mod tests {
 
     #[test]
     fn only_old_rxe_needs_workarounds() {
-        assert_eq!(
-            Quirks::for_device(RXE_VENDOR_ID, Some(44)),
-            Quirks { rxe_next_poll_ends: true, rxe_list_lengths: true }
-        );
-        assert_eq!(
-            Quirks::for_device(RXE_VENDOR_ID, Some(59)),
-            Quirks { rxe_next_poll_ends: false, rxe_list_lengths: true }
-        );
+        let q = |poll, lists| Quirks { rxe_next_poll_ends: poll, rxe_list_lengths: lists, rxe_release_unknown: false };
+        assert_eq!(Quirks::for_device(RXE_VENDOR_ID, Some(44)), q(true, true));
+        assert_eq!(Quirks::for_device(RXE_VENDOR_ID, Some(59)), q(false, true));
         assert_eq!(Quirks::for_device(RXE_VENDOR_ID, Some(64)), Quirks::default());
         assert_eq!(
             Quirks::for_device(RXE_VENDOR_ID, None),
-            Quirks { rxe_next_poll_ends: true, rxe_list_lengths: true },
-            "an unknown release is taken as the buggy one"
+            Quirks { rxe_next_poll_ends: true, rxe_list_lengths: true, rxe_release_unknown: true },
+            "an unknown release is taken as the buggy one, and flagged for the CQ builder"
         );
         assert_eq!(Quirks::for_device(0x02c9, Some(44)), Quirks::default(), "Mellanox");
+        assert_eq!(Quirks::for_device(0x02c9, None), Quirks::default(), "Mellanox, release unknown");
     }
 
     #[test]

@@ -101,7 +101,11 @@ impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: our mapping; it is dropped only after the registration over
         // it was removed (see `Mr`).
-        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+        let rc = unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+        if rc != 0 {
+            let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+            crate::prim::count_destroy_failure("munmap", errno);
+        }
     }
 }
 
@@ -257,5 +261,21 @@ impl RegisteredMem {
             "range {r:?} is outside the {} bytes of this RegisteredMem",
             self.len
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Mapping;
+    use std::ptr::NonNull;
+
+    /// A failed `munmap` in `Mapping`'s drop is counted, not ignored.
+    #[test]
+    fn a_failed_unmap_is_counted() {
+        let before = crate::prim::destroy_failures();
+        // An address that is not page-aligned: munmap refuses it (EINVAL)
+        // without touching any mapping.
+        drop(Mapping { base: NonNull::new(8 as *mut u8).expect("non-null"), len: 4096 });
+        assert!(crate::prim::destroy_failures() > before, "the failed munmap was counted");
     }
 }
