@@ -449,6 +449,16 @@ impl Wc {
         self.0.src_qp
     }
 
+    /// Source LID (UD receives on InfiniBand).
+    pub fn slid(&self) -> u16 {
+        self.0.slid
+    }
+
+    /// Service level of the received packet (UD).
+    pub fn sl(&self) -> u8 {
+        self.0.sl
+    }
+
     /// Vendor error syndrome (on errors).
     pub fn vendor_err(&self) -> u32 {
         self.0.vendor_err

@@ -24,7 +24,7 @@ mod srq;
 mod values;
 mod wr;
 
-pub use ah::{Ah, AhAttr};
+pub use ah::{Ah, AhAttr, GRH_LEN};
 pub use channel::CompChannel;
 pub use cq::{Cq, CqBuilder, ExWc, Poller, Wc, WcError, WcFlagsEx};
 pub use device::{device_names, Context};

@@ -20,4 +20,4 @@ mod ud;
 pub use error::{Error, Result};
 pub use mem::{HugePages, MemOpts, RegisteredMem};
 pub use rc::{connect_rc_mesh, connected_rc_pair, MeshOpts};
-pub use ud::UdEndpoint;
+pub use ud::{UdEndpoint, UdOpts};
