@@ -90,11 +90,35 @@ fn run() -> Result<(), String> {
         Linkage::Source => link_source(&providers)?,
     };
 
+    if cm_wanted() && !linkage.is_static() {
+        link_rdmacm_shared()?;
+    }
     for cfg in linkage.rustc_cfgs() {
         println!("cargo:rustc-cfg={cfg}");
     }
     let outcome = Outcome { linkage, rdma_core_version, providers };
     emit(&outcome)
+}
+
+/// Whether the `cm` feature (librdmacm) is on.
+fn cm_wanted() -> bool {
+    env::var_os("CARGO_FEATURE_CM").is_some()
+}
+
+/// librdmacm, shared: through pkg-config, else beside libibverbs.
+fn link_rdmacm_shared() -> Result<(), String> {
+    if pkg_config::Config::new().probe("librdmacm").is_ok() {
+        return Ok(());
+    }
+    if ofed_info().is_some() {
+        println!("cargo:rustc-link-lib=dylib=rdmacm");
+        return Ok(());
+    }
+    Err(format!(
+        "the `cm` feature needs librdmacm, which pkg-config does not find; install it \
+         (Debian/Ubuntu: apt-get install librdmacm-dev; RHEL/Fedora: dnf install rdma-core-devel) \
+         or build without it (--no-default-features)"
+    ))
 }
 
 /// Runs `ofed_info -s`; `None` when the command is missing or fails.
@@ -165,6 +189,18 @@ fn link_static_system(providers: &[String]) -> Result<String, String> {
     if !verbs.exists() {
         return Err(format!("RRDDMMA_LINKAGE=static but {} does not exist; {INSTALL_HINT}", verbs.display()));
     }
+    if cm_wanted() {
+        let cm = libdir.join("librdmacm.a");
+        if !cm.exists() {
+            return Err(format!(
+                "RRDDMMA_LINKAGE=static with the `cm` feature but {} does not exist; \
+                 install librdmacm-dev or build without `cm` (--no-default-features)",
+                cm.display()
+            ));
+        }
+        // librdmacm calls into libibverbs: it comes first.
+        archives.push(cm);
+    }
     archives.push(verbs);
     link_archives(&archives);
     // Distribution builds resolve neighbours through libnl.
@@ -179,7 +215,7 @@ fn link_static_system(providers: &[String]) -> Result<String, String> {
 /// rdma-core built from source, static, with only the chosen providers.
 fn link_source(providers: &[String]) -> Result<String, String> {
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").ok_or("OUT_DIR is not set")?);
-    let built = source::build(&out_dir, providers)?;
+    let built = source::build(&out_dir, providers, cm_wanted())?;
     link_archives(&built.archives);
     Ok(built.version)
 }

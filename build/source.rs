@@ -3,7 +3,8 @@
 //! Source: `RRDDMMA_RDMA_CORE_SRC` (a directory or a `.tar.gz`), else the pinned
 //! rdma-core v59.0 release tree as published inside the `pyverbs==59.0` source
 //! distribution on PyPI, downloaded with curl and checked against its SHA-256.
-//! Only libibverbs and the chosen providers' static archives are built.
+//! Only libibverbs, the chosen providers' static archives and (with the `cm`
+//! feature) librdmacm's are built.
 
 use std::env;
 use std::fs;
@@ -34,8 +35,8 @@ pub struct Built {
     pub version: String,
 }
 
-/// Builds libibverbs and `providers` statically under `out_dir`.
-pub fn build(out_dir: &Path, providers: &[String]) -> Result<Built, String> {
+/// Builds libibverbs, `providers` and (when `with_rdmacm`) librdmacm statically under `out_dir`.
+pub fn build(out_dir: &Path, providers: &[String], with_rdmacm: bool) -> Result<Built, String> {
     let tree = source_tree(out_dir)?;
     println!("cargo:rerun-if-changed={}", tree.join("CMakeLists.txt").display());
     let cmakelists = fs::read_to_string(tree.join("CMakeLists.txt"))
@@ -74,6 +75,13 @@ pub fn build(out_dir: &Path, providers: &[String]) -> Result<Built, String> {
             .find(|o| archive_matches(o.trim_start_matches("lib/statics/"), p))
             .ok_or_else(|| format!("rdma-core {version} builds no static archive for provider {p:?}"))?;
         wanted.push(name.to_string());
+    }
+    if with_rdmacm {
+        // librdmacm calls into libibverbs: it comes first.
+        if !outputs_all(&targets, "lib/statics/librdmacm.a") {
+            return Err(format!("rdma-core {version} has no lib/statics/librdmacm.a target"));
+        }
+        wanted.push("lib/statics/librdmacm.a".to_string());
     }
     wanted.push("lib/statics/libibverbs.a".to_string());
     // The archives under lib/statics leave rdma-core's internal helpers

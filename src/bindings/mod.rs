@@ -8,6 +8,7 @@
 //! - [`inline`]: the header's `static inline` verbs (`ibv_post_send`,
 //!   `ibv_poll_cq`, `ibv_wr_*`, `ibv_start_poll`, ...) written in Rust, so
 //!   they inline into the caller like they do in C.
+//! - `cm` (feature `cm`): librdmacm, generated and checked like [`sys`].
 //! - [`register_static_providers`]: in a static build, pulls the chosen
 //!   providers into the link and registers them.
 //!
@@ -39,6 +40,24 @@
 pub mod sys;
 
 pub mod inline;
+
+/// librdmacm (`rdma/rdma_cma.h`), generated like [`sys`] (`cargo xtask
+/// bindings`); the verbs types it names are [`sys`]'s. Not re-exported flat:
+/// reach it as `bindings::cm::rdma_connect`. Feature `cm`.
+#[cfg(feature = "cm")]
+#[allow(
+    non_camel_case_types,
+    non_snake_case,
+    non_upper_case_globals,
+    missing_docs,
+    missing_debug_implementations,
+    unsafe_op_in_unsafe_fn,
+    clippy::all,
+    clippy::undocumented_unsafe_blocks,
+    rustdoc::all
+)]
+#[rustfmt::skip]
+pub mod cm;
 
 #[cfg(rrddmma_mlnx_ofed4)]
 pub mod exp4;
