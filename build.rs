@@ -114,11 +114,10 @@ fn link_rdmacm_shared() -> Result<(), String> {
         println!("cargo:rustc-link-lib=dylib=rdmacm");
         return Ok(());
     }
-    Err(format!(
-        "the `cm` feature needs librdmacm, which pkg-config does not find; install it \
+    Err("the `cm` feature needs librdmacm, which pkg-config does not find; install it \
          (Debian/Ubuntu: apt-get install librdmacm-dev; RHEL/Fedora: dnf install rdma-core-devel) \
          or build without it (--no-default-features)"
-    ))
+        .into())
 }
 
 /// Runs `ofed_info -s`; `None` when the command is missing or fails.

@@ -95,6 +95,11 @@ impl AhAttr {
         &self.0
     }
 
+    /// From the C struct (e.g. the CM's `rdma_ud_param`).
+    pub fn from_raw(raw: ffi::ibv_ah_attr) -> AhAttr {
+        AhAttr(raw)
+    }
+
     /// The path back to the sender of a received UD completion
     /// (`ibv_init_ah_from_wc`): `wc` from the receive, `grh` the first
     /// [`GRH_LEN`] bytes of its receive buffer, `port` the local port.

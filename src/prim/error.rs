@@ -107,6 +107,48 @@ pub enum Error {
         /// What usually causes this refusal, from the port and its GID table.
         hint: Option<String>,
     },
+    /// A wait ended at its deadline.
+    Timeout {
+        /// What was being waited for.
+        op: &'static str,
+        /// How long was waited (zero when only the deadline is known).
+        waited: std::time::Duration,
+    },
+    /// Private data longer than the CM message carries (see
+    /// `prim::cm::private_data_max`).
+    PrivateDataTooLong {
+        /// `rdma_connect`, `rdma_accept` or `rdma_reject`.
+        op: &'static str,
+        /// Bytes given.
+        len: usize,
+        /// Bytes the message carries.
+        max: usize,
+    },
+    /// A CM event other than the one waited for (a rejection, an
+    /// unreachable peer, an address or route error, a disconnect).
+    #[cfg(feature = "cm")]
+    CmEvent {
+        /// What was being waited for.
+        op: &'static str,
+        /// The event kind waited for.
+        expected: crate::prim::cm::CmEventType,
+        /// The event kind that arrived.
+        got: crate::prim::cm::CmEventType,
+        /// Its status: a negative errno, or for `REJECTED` the IB CM reason
+        /// (8: no listener at that address and port; 28: the peer's application rejected).
+        status: i32,
+        /// The private data it carried (a reject's data from the peer).
+        private_data: Vec<u8>,
+    },
+    /// An argument out of its range.
+    BadArgument {
+        /// The operation.
+        op: &'static str,
+        /// The argument.
+        what: &'static str,
+        /// Its range.
+        why: &'static str,
+    },
     /// The kernel has RDMA devices, but this build has no provider for any of them.
     NoSupportedDevice {
         /// Devices present in `/sys/class/infiniband`.
@@ -229,6 +271,36 @@ impl fmt::Display for Error {
                     }
                 }
             }
+            Error::Timeout { op, waited } if waited.is_zero() => write!(f, "{op}: timed out"),
+            Error::Timeout { op, waited } => write!(f, "{op}: timed out after {waited:?}"),
+            Error::PrivateDataTooLong { op, len, max } => write!(
+                f,
+                "{op}: {len} bytes of private data, but the CM message carries at most {max}; \
+                 send the rest over the connection"
+            ),
+            #[cfg(feature = "cm")]
+            Error::CmEvent { op, expected, got, status, private_data } => {
+                write!(f, "{op}: got {got} (status {status}) instead of {expected}")?;
+                let hint = match (*got, *status) {
+                    (crate::prim::cm::CmEventType::REJECTED, 8) => {
+                        ": no one listens at that address and port (IB CM reject reason 8, invalid service ID)"
+                    }
+                    (crate::prim::cm::CmEventType::REJECTED, 28) => ": the peer's application rejected the connection",
+                    (crate::prim::cm::CmEventType::ADDR_ERROR, _) => {
+                        ": the address does not resolve (no route or no neighbour answering ARP/ND on an RDMA netdev)"
+                    }
+                    (crate::prim::cm::CmEventType::ROUTE_ERROR, _) => ": no route to the peer on an RDMA device",
+                    (crate::prim::cm::CmEventType::UNREACHABLE, _) => ": the peer did not answer the CM request",
+                    _ => "",
+                };
+                f.write_str(hint)?;
+                let used = private_data.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
+                if used > 0 {
+                    write!(f, " (peer's private data: {} bytes)", used)?;
+                }
+                Ok(())
+            }
+            Error::BadArgument { op, what, why } => write!(f, "{op}: {what} {why}"),
             Error::DeviceNotFound { name, available } if available.is_empty() => write!(
                 f,
                 "no RDMA device named {name:?}: libibverbs finds no RDMA device on this machine \
@@ -271,6 +343,22 @@ impl From<Error> for io::Error {
             }
             Error::CapExceeded { .. } | Error::QpTransition { .. } => io::Error::new(io::ErrorKind::InvalidInput, e),
             Error::Unsupported { .. } => io::Error::new(io::ErrorKind::Unsupported, e),
+            Error::Timeout { .. } => io::Error::new(io::ErrorKind::TimedOut, e),
+            Error::PrivateDataTooLong { .. } | Error::BadArgument { .. } => {
+                io::Error::new(io::ErrorKind::InvalidInput, e)
+            }
+            #[cfg(feature = "cm")]
+            Error::CmEvent { got, .. } => {
+                let kind = match *got {
+                    crate::prim::cm::CmEventType::REJECTED => io::ErrorKind::ConnectionRefused,
+                    crate::prim::cm::CmEventType::DISCONNECTED => io::ErrorKind::ConnectionReset,
+                    crate::prim::cm::CmEventType::ADDR_ERROR | crate::prim::cm::CmEventType::ROUTE_ERROR => {
+                        io::ErrorKind::NotFound
+                    }
+                    _ => io::ErrorKind::Other,
+                };
+                io::Error::new(kind, e)
+            }
         }
     }
 }

@@ -8,6 +8,8 @@
 
 mod ah;
 mod channel;
+#[cfg(feature = "cm")]
+pub mod cm;
 mod cq;
 mod device;
 mod dm;

@@ -8,15 +8,21 @@
 //!   [`crate::ctrl::Session`], connected through its endpoint exchange.
 //! - [`UdEndpoint`]: a UD QP brought up, with an address-handle cache keyed by
 //!   the peer's port address.
+//! - [`connect_rc_cm`] / [`accept_rc_cm`] (feature `cm`): RC QPs connected
+//!   by IP address through librdmacm.
 //! - MR tokens: [`crate::ctrl::Session::exchange_mrs`] with
 //!   [`RegisteredMem::remote`].
 
+#[cfg(feature = "cm")]
+mod cm;
 mod error;
 #[allow(unsafe_code)]
 mod mem;
 mod rc;
 mod ud;
 
+#[cfg(feature = "cm")]
+pub use cm::{accept_rc_cm, connect_rc_cm, CmConn, CmListener, CmOpts, CmRequest};
 pub use error::{Error, Result};
 pub use mem::{HugePages, MemOpts, RegisteredMem};
 pub use rc::{connect_rc_mesh, connected_rc_pair, MeshOpts};

@@ -7,6 +7,8 @@
 //! When the variable names a device that is not there, every test fails.
 
 mod alloc;
+#[cfg(feature = "cm")]
+mod cm;
 mod common;
 mod cq;
 mod device;

@@ -14,6 +14,16 @@ use crate::{deps, root, run, Result};
 /// The device name the harness creates for SoftRoCE.
 pub const RXE_DEVICE: &str = "rxe0";
 
+/// The SoftRoCE device the CM tests use, on one end of a veth pair
+/// (rdmacm resolves no route over `lo`).
+pub const CM_DEVICE: &str = "rxe_v0";
+const CM_NETDEV: &str = "v0";
+const CM_PEER_NETDEV: &str = "v1";
+/// The address on `v0` (exported as `RRDDMMA_CM_ADDR`): servers listen here.
+pub const CM_ADDR: &str = "10.77.0.1";
+/// The address on `v1` (exported as `RRDDMMA_CM_PEER_ADDR`).
+pub const CM_PEER_ADDR: &str = "10.77.0.2";
+
 /// One command to run where the device is.
 #[derive(Debug)]
 pub struct Step {
@@ -181,6 +191,17 @@ fn script(place: &Place, steps: &[Step], dir: &Path) -> String {
         ));
         // Tests may create SoftRoCE devices of their own here (root, rdma_rxe loaded).
         s.push_str("export RRDDMMA_TEST_SOFTROCE_ADMIN=1\n");
+        // rdmacm cannot resolve a route on rxe bound to `lo`: a veth pair with
+        // addresses and a second rxe device on one end serve the CM tests.
+        s.push_str(&format!(
+            "if ! ip link show {CM_NETDEV} >/dev/null 2>&1; then\n\
+             \x20 ip link add {CM_NETDEV} type veth peer name {CM_PEER_NETDEV}\n\
+             \x20 ip addr add {CM_ADDR}/24 dev {CM_NETDEV}; ip addr add {CM_PEER_ADDR}/24 dev {CM_PEER_NETDEV}\n\
+             \x20 ip link set {CM_NETDEV} up; ip link set {CM_PEER_NETDEV} up\n\
+             fi\n\
+             rdma link show {CM_DEVICE} >/dev/null 2>&1 || rdma link add {CM_DEVICE} type rxe netdev {CM_NETDEV}\n\
+             export RRDDMMA_CM_ADDR={CM_ADDR} RRDDMMA_CM_PEER_ADDR={CM_PEER_ADDR} RRDDMMA_CM_DEVICE={CM_DEVICE}\n"
+        ));
     }
     s.push_str(&format!("export RRDDMMA_TEST_DEVICE={}\n", place.device()));
     for (i, step) in steps.iter().enumerate() {

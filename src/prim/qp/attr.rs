@@ -145,6 +145,12 @@ impl QpAttr {
         QpAttr { raw: ffi::ibv_qp_attr { qp_state: state.into(), ..Default::default() }, mask: AttrMask::STATE }
     }
 
+    /// Attributes as C gives them (e.g. `rdma_init_qp_attr`): the raw
+    /// struct and its mask. [`super::Qp::modify`] checks them like any other.
+    pub fn from_raw(raw: ffi::ibv_qp_attr, mask: AttrMask) -> QpAttr {
+        QpAttr { raw, mask }
+    }
+
     /// The attribute mask.
     pub fn mask(&self) -> AttrMask {
         self.mask

@@ -1,0 +1,234 @@
+//! CM events, copied out of librdmacm and acknowledged at once.
+
+use std::fmt;
+
+use crate::bindings::cm as cmffi;
+use crate::prim::{AhAttr, Error, Result};
+
+use super::{CmId, EventChannel, PortSpace};
+
+/// The kind of a CM event (`enum rdma_cm_event_type`): a newtype, so a value
+/// this build does not know is kept, never a panic.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(transparent)]
+pub struct CmEventType(pub u32);
+
+macro_rules! kinds {
+    ($($c:ident = $raw:ident,)*) => {
+        impl CmEventType {
+            $(
+                #[doc = concat!("`", stringify!($raw), "`")]
+                pub const $c: CmEventType = CmEventType(cmffi::rdma_cm_event_type::$raw.0);
+            )*
+
+            /// The name of the kind; `None` for a value this build does not know.
+            pub fn name(self) -> Option<&'static str> {
+                $(
+                    if self == Self::$c {
+                        return Some(stringify!($c));
+                    }
+                )*
+                None
+            }
+        }
+    };
+}
+
+kinds! {
+    ADDR_RESOLVED = RDMA_CM_EVENT_ADDR_RESOLVED,
+    ADDR_ERROR = RDMA_CM_EVENT_ADDR_ERROR,
+    ROUTE_RESOLVED = RDMA_CM_EVENT_ROUTE_RESOLVED,
+    ROUTE_ERROR = RDMA_CM_EVENT_ROUTE_ERROR,
+    CONNECT_REQUEST = RDMA_CM_EVENT_CONNECT_REQUEST,
+    CONNECT_RESPONSE = RDMA_CM_EVENT_CONNECT_RESPONSE,
+    CONNECT_ERROR = RDMA_CM_EVENT_CONNECT_ERROR,
+    UNREACHABLE = RDMA_CM_EVENT_UNREACHABLE,
+    REJECTED = RDMA_CM_EVENT_REJECTED,
+    ESTABLISHED = RDMA_CM_EVENT_ESTABLISHED,
+    DISCONNECTED = RDMA_CM_EVENT_DISCONNECTED,
+    DEVICE_REMOVAL = RDMA_CM_EVENT_DEVICE_REMOVAL,
+    MULTICAST_JOIN = RDMA_CM_EVENT_MULTICAST_JOIN,
+    MULTICAST_ERROR = RDMA_CM_EVENT_MULTICAST_ERROR,
+    ADDR_CHANGE = RDMA_CM_EVENT_ADDR_CHANGE,
+    TIMEWAIT_EXIT = RDMA_CM_EVENT_TIMEWAIT_EXIT,
+}
+
+impl CmEventType {
+    /// What a wait for this kind is, for messages.
+    pub(super) fn waiting_for(self) -> &'static str {
+        match self {
+            CmEventType::ADDR_RESOLVED => "resolving the address (rdma_resolve_addr)",
+            CmEventType::ROUTE_RESOLVED => "resolving the route (rdma_resolve_route)",
+            CmEventType::CONNECT_REQUEST => "waiting for a connect request",
+            CmEventType::CONNECT_RESPONSE => "waiting for the connect response (rdma_connect)",
+            CmEventType::ESTABLISHED => "waiting for the connection to be established",
+            CmEventType::DISCONNECTED => "waiting for the disconnect",
+            CmEventType::MULTICAST_JOIN => "joining the multicast group (rdma_join_multicast)",
+            _ => "waiting for a CM event",
+        }
+    }
+}
+
+impl fmt::Debug for CmEventType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "CmEventType({})", self.0),
+        }
+    }
+}
+
+impl fmt::Display for CmEventType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "unknown CM event {}", self.0),
+        }
+    }
+}
+
+/// The UD parameters of an event (`rdma_ud_param`): how to address the peer
+/// (`ESTABLISHED` on a UD id) or the group (`MULTICAST_JOIN`).
+#[derive(Clone, Copy, Debug)]
+pub struct UdParam {
+    /// The address vector (for [`crate::prim::Ah::new`]).
+    pub ah_attr: AhAttr,
+    /// The remote QPN (`0xffffff` for a multicast group).
+    pub qpn: u32,
+    /// The Q_Key to send with.
+    pub qkey: u32,
+}
+
+/// One CM event. Reading it acknowledged it (`rdma_ack_cm_event`); what it
+/// carried is copied here. A `CONNECT_REQUEST` brings the new [`CmId`]
+/// ([`take_request`](Self::take_request)); dropping the event without taking
+/// it destroys that id, which rejects the request.
+pub struct CmEvent {
+    kind: CmEventType,
+    status: i32,
+    id: *mut cmffi::rdma_cm_id,
+    listen_id: *mut cmffi::rdma_cm_id,
+    private_data: Vec<u8>,
+    ud: Option<UdParam>,
+    request: Option<CmId>,
+}
+
+// SAFETY: the raw id pointers are only compared, never dereferenced.
+unsafe impl Send for CmEvent {}
+// SAFETY: as above.
+unsafe impl Sync for CmEvent {}
+
+impl fmt::Debug for CmEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CmEvent")
+            .field("kind", &self.kind)
+            .field("status", &self.status)
+            .field("private_data_len", &self.private_data.len())
+            .field("ud", &self.ud)
+            .finish()
+    }
+}
+
+impl CmEvent {
+    /// Copies `ev` out and acknowledges it.
+    ///
+    /// # Safety
+    /// `ev` is a live event just read from `channel`, not yet acknowledged.
+    pub(super) unsafe fn take(ev: *mut cmffi::rdma_cm_event, channel: &EventChannel) -> CmEvent {
+        // SAFETY: caller: `ev` is live until acked below.
+        let e = unsafe { &*ev };
+        let kind = CmEventType(e.event.0);
+        let ud_ps = !e.id.is_null() && {
+            // SAFETY: the event's id is live while the event is.
+            let ps = unsafe { (*e.id).ps };
+            ps == cmffi::rdma_port_space::RDMA_PS_UDP || ps == cmffi::rdma_port_space::RDMA_PS_IPOIB
+        };
+        // SAFETY: the union member in use follows the id's port space
+        // (`ud` for UDP/IPoIB, `conn` otherwise), as librdmacm fills it.
+        let (pd, len, ud) = unsafe {
+            if ud_ps {
+                let u = e.param.ud.as_ref();
+                let ud = matches!(kind, CmEventType::ESTABLISHED | CmEventType::MULTICAST_JOIN).then(|| UdParam {
+                    ah_attr: AhAttr::from_raw(u.ah_attr),
+                    qpn: u.qp_num,
+                    qkey: u.qkey,
+                });
+                (u.private_data, u.private_data_len, ud)
+            } else {
+                {
+                    let c = e.param.conn.as_ref();
+                    (c.private_data, c.private_data_len, None)
+                }
+            }
+        };
+        let private_data = if pd.is_null() || len == 0 {
+            Vec::new()
+        } else {
+            // SAFETY: librdmacm: `private_data` holds `private_data_len` bytes while the event lives.
+            unsafe { std::slice::from_raw_parts(pd.cast::<u8>(), usize::from(len)) }.to_vec()
+        };
+        let request = (kind == CmEventType::CONNECT_REQUEST && !e.id.is_null()).then(|| {
+            let ps = if ud_ps { PortSpace::Ud } else { PortSpace::Rc };
+            // SAFETY: a connect request's id is new and ours to own; it is on
+            // the listener's channel.
+            unsafe { CmId::from_request(e.id, channel, ps) }
+        });
+        let out = CmEvent { kind, status: e.status, id: e.id, listen_id: e.listen_id, private_data, ud, request };
+        // SAFETY: acked exactly once; nothing above keeps a pointer into it.
+        let _ = unsafe { cmffi::rdma_ack_cm_event(ev) };
+        out
+    }
+
+    /// The kind.
+    pub fn kind(&self) -> CmEventType {
+        self.kind
+    }
+
+    /// The status: 0, a negative errno, or (for `REJECTED`) the IB CM reject
+    /// reason (8: no listener at that port; 28: rejected by the peer's application).
+    pub fn status(&self) -> i32 {
+        self.status
+    }
+
+    /// The private data the peer sent, as the CM delivers it (padded to the
+    /// message's full field with zeros on IB CM transports).
+    pub fn private_data(&self) -> &[u8] {
+        &self.private_data
+    }
+
+    /// UD parameters (`ESTABLISHED` on a UD id, `MULTICAST_JOIN`).
+    pub fn ud_param(&self) -> Option<&UdParam> {
+        self.ud.as_ref()
+    }
+
+    /// The id the event is for (compare with [`CmId::as_ptr`]).
+    pub fn id_ptr(&self) -> *mut cmffi::rdma_cm_id {
+        self.id
+    }
+
+    /// The listening id, for a `CONNECT_REQUEST`.
+    pub fn listen_id_ptr(&self) -> *mut cmffi::rdma_cm_id {
+        self.listen_id
+    }
+
+    /// The new id of a `CONNECT_REQUEST` (once).
+    pub fn take_request(&mut self) -> Option<CmId> {
+        self.request.take()
+    }
+
+    /// `Ok(self)` when the event is of kind `want` with status 0; otherwise
+    /// [`Error::CmEvent`] with what arrived, its status and private data
+    /// (e.g. a `REJECTED` with the peer's reject data).
+    pub fn expect(self, want: CmEventType) -> Result<CmEvent> {
+        if self.kind == want && self.status == 0 {
+            return Ok(self);
+        }
+        Err(Error::CmEvent {
+            op: want.waiting_for(),
+            expected: want,
+            got: self.kind,
+            status: self.status,
+            private_data: self.private_data,
+        })
+    }
+}

@@ -1,0 +1,596 @@
+//! Connection management through librdmacm (feature `cm`): peers addressed by
+//! IP address and port, connections set up by the kernel's RDMA CM.
+//!
+//! - [`EventChannel`]: where CM events arrive (a file descriptor: [`AsFd`],
+//!   [`EventChannel::wait`] with a deadline, non-blocking [`EventChannel::get`]).
+//! - [`CmId`]: one CM identifier (RC or UD port space): address and route
+//!   resolution, `listen`, `connect` / `accept` / `reject` / `disconnect`,
+//!   multicast join and leave on UD.
+//! - [`CmEvent`]: an event, copied out of librdmacm and acknowledged at once,
+//!   so that no event pins a [`CmId`].
+//!
+//! QPs stay ordinary [`Qp`]s, built with [`super::QpBuilder`] on a
+//! [`super::Context`] of the device the `CmId` resolved to
+//! ([`CmId::device_name`]); the `CmId` moves them through their states with
+//! the attributes `rdma_init_qp_attr` gives ([`CmId::modify_qp`]). The data
+//! path is the same as for any other QP, and the QP's lifetime is its own.
+//! See `docs/cm.md`.
+
+use std::ffi::CStr;
+use std::fmt;
+use std::io;
+use std::mem;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::ptr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::bindings as ffi;
+use crate::bindings::cm as cmffi;
+
+use super::{Error, Qp, QpAttr, QpState, Result};
+
+mod event;
+pub use event::{CmEvent, CmEventType, UdParam};
+
+/// Largest private data, in bytes, that each CM message carries for the
+/// application (the IB CM message's field less librdmacm's 36-byte header
+/// where it adds one): RC `CONNECT` (REQ) 56, `accept` (REP) 196, `reject`
+/// (REJ) 148; UD `connect` (SIDR REQ) 180, `accept` and `reject` (SIDR REP) 136.
+pub mod private_data_max {
+    /// RC connect request (REQ: 92 less the 36-byte CM header).
+    pub const RC_CONNECT: usize = 56;
+    /// RC accept (REP).
+    pub const RC_ACCEPT: usize = 196;
+    /// RC reject (REJ).
+    pub const RC_REJECT: usize = 148;
+    /// UD connect (SIDR REQ: 216 less the 36-byte CM header).
+    pub const UD_CONNECT: usize = 180;
+    /// UD accept or reject (SIDR REP).
+    pub const UD_REPLY: usize = 136;
+}
+
+/// The transport of a [`CmId`], which picks the RDMA CM port space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PortSpace {
+    /// Reliable connected (`RDMA_PS_TCP`).
+    Rc,
+    /// Unreliable datagram (`RDMA_PS_UDP`), connections set up by SIDR.
+    Ud,
+}
+
+impl PortSpace {
+    fn raw(self) -> cmffi::rdma_port_space {
+        match self {
+            PortSpace::Rc => cmffi::rdma_port_space::RDMA_PS_TCP,
+            PortSpace::Ud => cmffi::rdma_port_space::RDMA_PS_UDP,
+        }
+    }
+
+    fn limits(self) -> (usize, usize, usize) {
+        use private_data_max::*;
+        match self {
+            PortSpace::Rc => (RC_CONNECT, RC_ACCEPT, RC_REJECT),
+            PortSpace::Ud => (UD_CONNECT, UD_REPLY, UD_REPLY),
+        }
+    }
+}
+
+struct ChannelInner {
+    raw: *mut cmffi::rdma_event_channel,
+}
+
+// SAFETY: librdmacm event channels are used from any thread; `rdma_get_cm_event`
+// is a `read` on the channel's descriptor, safe to call concurrently.
+unsafe impl Send for ChannelInner {}
+// SAFETY: as above.
+unsafe impl Sync for ChannelInner {}
+
+impl Drop for ChannelInner {
+    fn drop(&mut self) {
+        // SAFETY: created by `rdma_create_event_channel`; every CmId holds this
+        // channel by `Arc`, so none lives any more.
+        unsafe { cmffi::rdma_destroy_event_channel(self.raw) };
+    }
+}
+
+/// An RDMA CM event channel (`rdma_event_channel`). Cheap to clone (shared);
+/// destroyed when the last clone and the last [`CmId`] on it are gone.
+///
+/// Its descriptor is non-blocking: [`get`](Self::get) returns an error of
+/// kind [`io::ErrorKind::WouldBlock`] when no event is queued, and
+/// [`wait`](Self::wait) polls it up to a deadline.
+#[derive(Clone)]
+pub struct EventChannel(Arc<ChannelInner>);
+
+impl fmt::Debug for EventChannel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EventChannel").field("fd", &self.as_raw_fd()).finish()
+    }
+}
+
+impl EventChannel {
+    /// Opens a channel (`rdma_create_event_channel`), its descriptor set non-blocking.
+    pub fn new() -> Result<EventChannel> {
+        ffi::register_static_providers();
+        // SAFETY: no arguments; null on failure with errno set.
+        let raw = unsafe { cmffi::rdma_create_event_channel() };
+        if raw.is_null() {
+            return Err(Error::last("rdma_create_event_channel"));
+        }
+        let ch = EventChannel(Arc::new(ChannelInner { raw }));
+        let fd = ch.as_raw_fd();
+        // SAFETY: `fd` is the channel's open descriptor; F_GETFL/F_SETFL take ints.
+        let rc = unsafe { libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK) };
+        if rc < 0 {
+            return Err(Error::last("fcntl(O_NONBLOCK) on the CM event channel"));
+        }
+        Ok(ch)
+    }
+
+    /// The raw channel, for librdmacm calls of your own.
+    pub fn as_ptr(&self) -> *mut cmffi::rdma_event_channel {
+        self.0.raw
+    }
+
+    /// The next event if one is queued; an error of kind
+    /// [`io::ErrorKind::WouldBlock`] (`errno` `EAGAIN`) otherwise.
+    pub fn get(&self) -> Result<CmEvent> {
+        let mut ev: *mut cmffi::rdma_cm_event = ptr::null_mut();
+        // SAFETY: live channel; `ev` receives an event owned by librdmacm until acked.
+        let rc = unsafe { cmffi::rdma_get_cm_event(self.0.raw, &mut ev) };
+        if rc != 0 {
+            return Err(Error::last("rdma_get_cm_event"));
+        }
+        // SAFETY: `ev` is a live event from this channel, acked exactly once inside.
+        Ok(unsafe { CmEvent::take(ev, self) })
+    }
+
+    /// The next event, waiting until `deadline`; [`Error::Timeout`] past it.
+    pub fn wait(&self, deadline: Instant) -> Result<CmEvent> {
+        loop {
+            match self.get() {
+                Err(Error::Verbs { errno, .. }) if errno == libc::EAGAIN => {}
+                other => return other,
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(Error::Timeout { op: "waiting for a CM event", waited: Duration::ZERO });
+            }
+            let ms = (deadline - now).as_millis().clamp(1, i32::MAX as u128) as i32;
+            let mut pfd = libc::pollfd { fd: self.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+            // SAFETY: one valid pollfd.
+            let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+            if rc < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                return Err(Error::last("poll on the CM event channel"));
+            }
+        }
+    }
+}
+
+impl AsFd for EventChannel {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: the descriptor stays open while the channel (borrowed here) lives.
+        unsafe { BorrowedFd::borrow_raw(self.as_raw_fd()) }
+    }
+}
+
+impl AsRawFd for EventChannel {
+    fn as_raw_fd(&self) -> RawFd {
+        // SAFETY: live channel; `fd` is set at creation and never changed.
+        unsafe { (*self.0.raw).fd }
+    }
+}
+
+/// Connection parameters of [`CmId::connect`] and [`CmId::accept`].
+#[derive(Clone, Debug)]
+pub struct ConnParam<'a> {
+    /// Private data for the peer (checked against the message's limit, see [`private_data_max`]).
+    pub private_data: &'a [u8],
+    /// RDMA reads and atomics the peer may have outstanding at this side.
+    pub responder_resources: u8,
+    /// RDMA reads and atomics this side may have outstanding at the peer.
+    pub initiator_depth: u8,
+    /// Transport retries (connect only).
+    pub retry_count: u8,
+    /// RNR retries (7: infinite).
+    pub rnr_retry_count: u8,
+}
+
+impl Default for ConnParam<'_> {
+    fn default() -> Self {
+        ConnParam { private_data: &[], responder_resources: 1, initiator_depth: 1, retry_count: 7, rnr_retry_count: 7 }
+    }
+}
+
+/// An RDMA CM identifier (`rdma_cm_id`) of one port space, on an
+/// [`EventChannel`] it holds by `Arc`. Destroyed on drop (`rdma_destroy_id`),
+/// which for a connected id tells the peer.
+pub struct CmId {
+    raw: *mut cmffi::rdma_cm_id,
+    channel: EventChannel,
+    ps: PortSpace,
+}
+
+// SAFETY: librdmacm's id calls take the id's own lock; the id is owned by this value.
+unsafe impl Send for CmId {}
+// SAFETY: every `&self` method is a librdmacm call that is safe concurrently.
+unsafe impl Sync for CmId {}
+
+impl fmt::Debug for CmId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CmId")
+            .field("ps", &self.ps)
+            .field("local", &self.local_addr())
+            .field("peer", &self.peer_addr())
+            .finish()
+    }
+}
+
+impl Drop for CmId {
+    fn drop(&mut self) {
+        // SAFETY: owned id; its events were acked when read (CmEvent::take),
+        // so the call does not block; no QP was created on it by librdmacm.
+        let rc = unsafe { cmffi::rdma_destroy_id(self.raw) };
+        if rc != 0 {
+            super::count_destroy_failure("rdma_destroy_id", rc);
+        }
+    }
+}
+
+/// A socket address as librdmacm takes it.
+fn to_sockaddr(a: SocketAddr) -> cmffi::sockaddr_storage {
+    // SAFETY: all-zero is a valid sockaddr_storage.
+    let mut st: cmffi::sockaddr_storage = unsafe { mem::zeroed() };
+    match a {
+        SocketAddr::V4(v4) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: v4.port().to_be(),
+                sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(v4.ip().octets()) },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
+            unsafe { ptr::write(ptr::addr_of_mut!(st).cast::<libc::sockaddr_in>(), sin) };
+        }
+        SocketAddr::V6(v6) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: v6.port().to_be(),
+                sin6_flowinfo: v6.flowinfo().to_be(),
+                sin6_addr: libc::in6_addr { s6_addr: v6.ip().octets() },
+                sin6_scope_id: v6.scope_id(),
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
+            unsafe { ptr::write(ptr::addr_of_mut!(st).cast::<libc::sockaddr_in6>(), sin6) };
+        }
+    }
+    st
+}
+
+/// A socket address from librdmacm (`None` for an unset or non-IP one).
+///
+/// # Safety
+/// `sa` is null or points to a sockaddr of at least its family's size.
+unsafe fn from_sockaddr(sa: *const cmffi::sockaddr) -> Option<SocketAddr> {
+    if sa.is_null() {
+        return None;
+    }
+    // SAFETY: caller: `sa` points to a sockaddr, so its family field is readable.
+    match i32::from(unsafe { (*sa).sa_family }) {
+        libc::AF_INET => {
+            // SAFETY: AF_INET: the storage holds a sockaddr_in.
+            let sin = unsafe { ptr::read_unaligned(sa.cast::<libc::sockaddr_in>()) };
+            let ip = Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes());
+            Some(SocketAddr::V4(SocketAddrV4::new(ip, u16::from_be(sin.sin_port))))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: AF_INET6: the storage holds a sockaddr_in6.
+            let s = unsafe { ptr::read_unaligned(sa.cast::<libc::sockaddr_in6>()) };
+            let ip = Ipv6Addr::from(s.sin6_addr.s6_addr);
+            Some(SocketAddr::V6(SocketAddrV6::new(ip, u16::from_be(s.sin6_port), s.sin6_flowinfo, s.sin6_scope_id)))
+        }
+        _ => None,
+    }
+}
+
+fn check_len(op: &'static str, data: &[u8], max: usize) -> Result<u8> {
+    if data.len() > max {
+        return Err(Error::PrivateDataTooLong { op, len: data.len(), max });
+    }
+    Ok(data.len() as u8)
+}
+
+fn timeout_ms(op: &'static str, t: Duration) -> Result<i32> {
+    i32::try_from(t.as_millis()).ok().filter(|ms| *ms > 0).ok_or(Error::BadArgument {
+        op,
+        what: "timeout",
+        why: "must be between 1 ms and i32::MAX ms",
+    })
+}
+
+impl CmId {
+    /// A new id in port space `ps` on `channel` (`rdma_create_id`).
+    pub fn new(channel: &EventChannel, ps: PortSpace) -> Result<CmId> {
+        let mut raw = ptr::null_mut();
+        // SAFETY: live channel; `raw` receives the id.
+        let rc = unsafe { cmffi::rdma_create_id(channel.as_ptr(), &mut raw, ptr::null_mut(), ps.raw()) };
+        if rc != 0 {
+            return Err(Error::last("rdma_create_id"));
+        }
+        Ok(CmId { raw, channel: channel.clone(), ps })
+    }
+
+    /// Takes ownership of an id librdmacm created for a connect request.
+    ///
+    /// # Safety
+    /// `raw` is a live id on `channel`, owned by no one else.
+    pub(crate) unsafe fn from_request(raw: *mut cmffi::rdma_cm_id, channel: &EventChannel, ps: PortSpace) -> CmId {
+        CmId { raw, channel: channel.clone(), ps }
+    }
+
+    /// The raw id, for librdmacm calls of your own.
+    pub fn as_ptr(&self) -> *mut cmffi::rdma_cm_id {
+        self.raw
+    }
+
+    /// The port space.
+    pub fn port_space(&self) -> PortSpace {
+        self.ps
+    }
+
+    /// The channel its events arrive on.
+    pub fn channel(&self) -> &EventChannel {
+        &self.channel
+    }
+
+    /// Moves the id (and its future events) to another channel (`rdma_migrate_id`).
+    pub fn migrate(&mut self, channel: &EventChannel) -> Result<()> {
+        // SAFETY: owned id, live channel; events of the id were acked when read.
+        let rc = unsafe { cmffi::rdma_migrate_id(self.raw, channel.as_ptr()) };
+        if rc != 0 {
+            return Err(Error::last("rdma_migrate_id"));
+        }
+        self.channel = channel.clone();
+        Ok(())
+    }
+
+    /// Binds to a local address (port 0: any); needed before [`listen`](Self::listen).
+    pub fn bind(&self, addr: SocketAddr) -> Result<()> {
+        let mut sa = to_sockaddr(addr);
+        // SAFETY: owned id; `sa` is a valid sockaddr for the call.
+        let rc = unsafe { cmffi::rdma_bind_addr(self.raw, ptr::addr_of_mut!(sa).cast()) };
+        if rc != 0 {
+            return Err(Error::last("rdma_bind_addr"));
+        }
+        Ok(())
+    }
+
+    /// Starts resolving `dst` (and binding to a device); completes with an
+    /// `ADDR_RESOLVED` or `ADDR_ERROR` event within `timeout`.
+    pub fn resolve_addr(&self, src: Option<SocketAddr>, dst: SocketAddr, timeout: Duration) -> Result<()> {
+        let ms = timeout_ms("rdma_resolve_addr", timeout)?;
+        let mut s = src.map(to_sockaddr);
+        let mut d = to_sockaddr(dst);
+        let sp = s.as_mut().map_or(ptr::null_mut(), |s| ptr::addr_of_mut!(*s).cast());
+        // SAFETY: owned id; the addresses are valid for the call (copied by librdmacm).
+        let rc = unsafe { cmffi::rdma_resolve_addr(self.raw, sp, ptr::addr_of_mut!(d).cast(), ms) };
+        if rc != 0 {
+            return Err(Error::last("rdma_resolve_addr"));
+        }
+        Ok(())
+    }
+
+    /// Starts resolving the route; completes with `ROUTE_RESOLVED` or `ROUTE_ERROR` within `timeout`.
+    pub fn resolve_route(&self, timeout: Duration) -> Result<()> {
+        let ms = timeout_ms("rdma_resolve_route", timeout)?;
+        // SAFETY: owned id.
+        let rc = unsafe { cmffi::rdma_resolve_route(self.raw, ms) };
+        if rc != 0 {
+            return Err(Error::last("rdma_resolve_route"));
+        }
+        Ok(())
+    }
+
+    /// Listens for connect requests (`rdma_listen`); they arrive as
+    /// `CONNECT_REQUEST` events carrying a new [`CmId`].
+    pub fn listen(&self, backlog: i32) -> Result<()> {
+        // SAFETY: owned, bound id.
+        let rc = unsafe { cmffi::rdma_listen(self.raw, backlog) };
+        if rc != 0 {
+            return Err(Error::last("rdma_listen"));
+        }
+        Ok(())
+    }
+
+    /// Waits for the next event on this id's channel and checks that it is
+    /// for this id and of kind `want`; see [`CmEvent::expect`].
+    pub fn expect(&self, want: CmEventType, deadline: Instant) -> Result<CmEvent> {
+        let ev = self.channel.wait(deadline).map_err(|e| match e {
+            Error::Timeout { .. } => Error::Timeout { op: want.waiting_for(), waited: Duration::ZERO },
+            e => e,
+        })?;
+        if ev.id_ptr() != self.raw && ev.listen_id_ptr() != self.raw {
+            return Err(Error::CmEvent {
+                op: want.waiting_for(),
+                expected: want,
+                got: ev.kind(),
+                status: ev.status(),
+                private_data: Vec::new(),
+            });
+        }
+        ev.expect(want)
+    }
+
+    /// The name of the device the id is bound to (after address resolution or
+    /// on a connect request); open a [`super::Context`] with it for the QP.
+    pub fn device_name(&self) -> Option<String> {
+        // SAFETY: owned id; `verbs` is null or a live context librdmacm keeps open
+        // while the id is bound to it.
+        let verbs = unsafe { (*self.raw).verbs };
+        if verbs.is_null() {
+            return None;
+        }
+        // SAFETY: live context; its device name is a C string it owns.
+        let name = unsafe { CStr::from_ptr(ffi::ibv_get_device_name((*verbs).device)) };
+        Some(name.to_string_lossy().into_owned())
+    }
+
+    /// The port of the device the id is bound to (0 before binding).
+    pub fn port_num(&self) -> u8 {
+        // SAFETY: owned id; plain field.
+        unsafe { (*self.raw).port_num }
+    }
+
+    /// The local address, once bound.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        // SAFETY: owned id; `route.addr.src_addr` is a sockaddr inside a
+        // sockaddr_storage-sized union.
+        unsafe { from_sockaddr(ptr::addr_of!((*self.raw).route.addr.__bindgen_anon_1).cast()) }
+    }
+
+    /// The peer's address, once resolved or connected.
+    pub fn peer_addr(&self) -> Option<SocketAddr> {
+        // SAFETY: as for `local_addr`.
+        unsafe { from_sockaddr(ptr::addr_of!((*self.raw).route.addr.__bindgen_anon_2).cast()) }
+    }
+
+    /// The QP attributes the CM gives for moving a QP of this connection to
+    /// `state` (`rdma_init_qp_attr`).
+    pub fn qp_attr(&self, state: QpState) -> Result<QpAttr> {
+        let mut raw = ffi::ibv_qp_attr { qp_state: state.into(), ..Default::default() };
+        let mut mask = 0;
+        // SAFETY: owned id; `raw` and `mask` are valid out-parameters.
+        let rc = unsafe { cmffi::rdma_init_qp_attr(self.raw, &mut raw, &mut mask) };
+        if rc != 0 {
+            return Err(Error::last("rdma_init_qp_attr"));
+        }
+        Ok(QpAttr::from_raw(raw, super::AttrMask(mask as u32)))
+    }
+
+    /// Moves `qp` to `state` with the CM's attributes ([`qp_attr`](Self::qp_attr)).
+    pub fn modify_qp(&self, qp: &Qp, state: QpState) -> Result<()> {
+        qp.modify(&self.qp_attr(state)?)
+    }
+
+    fn conn_param(&self, op: &'static str, qp: &Qp, p: &ConnParam<'_>, max: usize) -> Result<cmffi::rdma_conn_param> {
+        let len = check_len(op, p.private_data, max)?;
+        Ok(cmffi::rdma_conn_param {
+            private_data: if len == 0 { ptr::null() } else { p.private_data.as_ptr().cast() },
+            private_data_len: len,
+            responder_resources: p.responder_resources,
+            initiator_depth: p.initiator_depth,
+            flow_control: 1,
+            retry_count: p.retry_count.min(7),
+            rnr_retry_count: p.rnr_retry_count.min(7),
+            srq: 0,
+            qp_num: qp.qpn(),
+        })
+    }
+
+    /// Sends a connect request (RC: REQ; UD: SIDR REQ) for `qp`, after moving
+    /// it to INIT. The route must be resolved. RC continues with a
+    /// `CONNECT_RESPONSE` event, then [`establish`](Self::establish); UD ends
+    /// with `ESTABLISHED` carrying the peer's [`UdParam`].
+    pub fn connect(&self, qp: &Qp, p: &ConnParam<'_>) -> Result<()> {
+        let mut param = self.conn_param("rdma_connect", qp, p, self.ps.limits().0)?;
+        self.modify_qp(qp, QpState::INIT)?;
+        if self.ps == PortSpace::Ud {
+            self.ud_ready(qp)?;
+        }
+        // SAFETY: owned id; `param` and its private data live through the call (copied).
+        let rc = unsafe { cmffi::rdma_connect(self.raw, &mut param) };
+        if rc != 0 {
+            return Err(Error::last("rdma_connect"));
+        }
+        Ok(())
+    }
+
+    /// RC, active side, after `CONNECT_RESPONSE`: moves `qp` to RTR and RTS
+    /// and tells the peer (`rdma_establish`). The connection is up on return.
+    pub fn establish(&self, qp: &Qp) -> Result<()> {
+        self.modify_qp(qp, QpState::RTR)?;
+        self.modify_qp(qp, QpState::RTS)?;
+        // SAFETY: owned id in the connect state.
+        let rc = unsafe { cmffi::rdma_establish(self.raw) };
+        if rc != 0 {
+            return Err(Error::last("rdma_establish"));
+        }
+        Ok(())
+    }
+
+    /// Accepts the connect request this id came with: moves `qp` to INIT,
+    /// RTR and RTS (RC) or INIT, RTR, RTS (UD) and replies. RC ends with an
+    /// `ESTABLISHED` event.
+    pub fn accept(&self, qp: &Qp, p: &ConnParam<'_>) -> Result<()> {
+        let mut param = self.conn_param("rdma_accept", qp, p, self.ps.limits().1)?;
+        self.modify_qp(qp, QpState::INIT)?;
+        match self.ps {
+            PortSpace::Rc => {
+                self.modify_qp(qp, QpState::RTR)?;
+                self.modify_qp(qp, QpState::RTS)?;
+            }
+            PortSpace::Ud => self.ud_ready(qp)?,
+        }
+        // SAFETY: owned id from a connect request; `param` lives through the call.
+        let rc = unsafe { cmffi::rdma_accept(self.raw, &mut param) };
+        if rc != 0 {
+            return Err(Error::last("rdma_accept"));
+        }
+        Ok(())
+    }
+
+    /// UD: RTR and RTS need no peer, as `rdma_init_qp_attr` does not give them.
+    fn ud_ready(&self, qp: &Qp) -> Result<()> {
+        qp.modify(&QpAttr::new(QpState::RTR))?;
+        qp.modify(&QpAttr::new(QpState::RTS).sq_psn(0))
+    }
+
+    /// Rejects the connect request this id came with, with private data for
+    /// the peer (surfaced there by [`Error::CmEvent`]).
+    pub fn reject(&self, private_data: &[u8]) -> Result<()> {
+        let len = check_len("rdma_reject", private_data, self.ps.limits().2)?;
+        let p = if len == 0 { ptr::null() } else { private_data.as_ptr().cast() };
+        // SAFETY: owned id from a connect request; the data is copied.
+        let rc = unsafe { cmffi::rdma_reject(self.raw, p, len) };
+        if rc != 0 {
+            return Err(Error::last("rdma_reject"));
+        }
+        Ok(())
+    }
+
+    /// Disconnects (`rdma_disconnect`); both sides get `DISCONNECTED`. Move
+    /// the QP to ERR yourself to flush its work requests.
+    pub fn disconnect(&self) -> Result<()> {
+        // SAFETY: owned id.
+        let rc = unsafe { cmffi::rdma_disconnect(self.raw) };
+        if rc != 0 {
+            return Err(Error::last("rdma_disconnect"));
+        }
+        Ok(())
+    }
+
+    /// UD: joins the multicast group `group`; completes with `MULTICAST_JOIN`
+    /// (its [`UdParam`] addresses the group) or `MULTICAST_ERROR`.
+    pub fn join_multicast(&self, group: IpAddr) -> Result<()> {
+        let mut sa = to_sockaddr(SocketAddr::new(group, 0));
+        // SAFETY: owned id; the address is copied.
+        let rc = unsafe { cmffi::rdma_join_multicast(self.raw, ptr::addr_of_mut!(sa).cast(), ptr::null_mut()) };
+        if rc != 0 {
+            return Err(Error::last("rdma_join_multicast"));
+        }
+        Ok(())
+    }
+
+    /// UD: leaves a group joined with [`join_multicast`](Self::join_multicast).
+    pub fn leave_multicast(&self, group: IpAddr) -> Result<()> {
+        let mut sa = to_sockaddr(SocketAddr::new(group, 0));
+        // SAFETY: owned id; the address is copied.
+        let rc = unsafe { cmffi::rdma_leave_multicast(self.raw, ptr::addr_of_mut!(sa).cast()) };
+        if rc != 0 {
+            return Err(Error::last("rdma_leave_multicast"));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,234 @@
+//! Connection management through librdmacm, on the harness's CM device
+//! (`RRDDMMA_CM_ADDR`: an address on a veth end with an rxe device on it).
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use rrddmma::prim::cm::{private_data_max, CmEventType, CmId, ConnParam, EventChannel, PortSpace};
+use rrddmma::prim::{Error, QpState, RecvWr, SendWr, WcStatus};
+use rrddmma::wrap::{accept_rc_cm, connect_rc_cm, CmConn, CmListener, CmOpts, RegisteredMem};
+
+use super::common::poll_one;
+
+/// The address the harness put on the CM device's netdev.
+fn cm_ip() -> IpAddr {
+    std::env::var("RRDDMMA_CM_ADDR")
+        .expect(
+            "RRDDMMA_CM_ADDR is not set: the CM tests need an rxe device on a veth end with an address; \
+             `cargo xtask test` / `cargo xtask vm` make one",
+        )
+        .parse()
+        .expect("RRDDMMA_CM_ADDR is an IP address")
+}
+
+fn listener() -> (CmListener, SocketAddr) {
+    let l = CmListener::bind(SocketAddr::new(cm_ip(), 0), 16).expect("bind and listen");
+    let addr = l.local_addr().expect("listener address");
+    assert_ne!(addr.port(), 0, "rdma_bind_addr picked a port");
+    (l, addr)
+}
+
+/// Sends `msg` from `a` to `b` and checks it arrived.
+fn send_and_check(a: &CmConn, b: &CmConn, msg: &[u8]) {
+    let mut src = RegisteredMem::new(&a.pd, 4096).unwrap();
+    let dst = RegisteredMem::new(&b.pd, 4096).unwrap();
+    src.write(0, msg);
+    let rsge = [dst.sge(0..msg.len())];
+    // SAFETY: `dst` is registered on b's PD and outlives the completion polled below.
+    unsafe { b.qp.post_recv(&mut [RecvWr::new(&rsge, 7)]) }.unwrap();
+    let ssge = [src.sge(0..msg.len())];
+    // SAFETY: `src` is registered on a's PD and outlives the completion polled below.
+    unsafe { a.qp.post_send(&mut [SendWr::send(&ssge).wr_id(8).signaled()]) }.unwrap();
+    assert_eq!(poll_one(&a.send_cq).status(), WcStatus::SUCCESS);
+    let wc = poll_one(&b.recv_cq);
+    assert_eq!(wc.status(), WcStatus::SUCCESS);
+    assert_eq!(wc.byte_len() as usize, msg.len());
+    let mut got = vec![0; msg.len()];
+    dst.read(0, &mut got);
+    assert_eq!(got, msg);
+}
+
+fn padded_prefix(data: &[u8], want: &[u8]) {
+    assert!(data.len() >= want.len(), "private data {data:?} shorter than {want:?}");
+    assert_eq!(&data[..want.len()], want);
+    assert!(data[want.len()..].iter().all(|b| *b == 0), "CM padding is zeros");
+}
+
+#[test]
+#[ignore = "needs the harness's CM device (RRDDMMA_CM_ADDR)"]
+fn rc_connect_accept_exchange_private_data_and_send() {
+    let (l, addr) = listener();
+    let server = std::thread::spawn(move || {
+        let opts = CmOpts { private_data: b"from server".to_vec(), ..CmOpts::default() };
+        accept_rc_cm(&l, &opts).expect("accept")
+    });
+    let opts = CmOpts { private_data: b"from client".to_vec(), ..CmOpts::default() };
+    let client = connect_rc_cm(addr, &opts).expect("connect");
+    let server = server.join().unwrap();
+    padded_prefix(&client.peer_data, b"from server");
+    padded_prefix(&server.peer_data, b"from client");
+    assert_eq!(client.qp.query_state().unwrap(), QpState::RTS);
+    assert_eq!(server.qp.query_state().unwrap(), QpState::RTS);
+    assert_eq!(client.id.peer_addr(), Some(addr));
+    send_and_check(&client, &server, b"hello over rdmacm");
+    send_and_check(&server, &client, b"and back");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let waiter = std::thread::spawn(move || server.wait_disconnect(deadline).map(|()| server));
+    client.disconnect(deadline).expect("disconnect confirmed");
+    let server = waiter.join().unwrap().expect("server sees the disconnect");
+    assert_eq!(server.qp.query_state().unwrap(), QpState::RTS, "the QP is the caller's to move to ERR");
+}
+
+#[test]
+#[ignore = "needs the harness's CM device (RRDDMMA_CM_ADDR)"]
+fn server_accepts_many_clients_without_blocking_on_one() {
+    let (l, addr) = listener();
+    // A client that sends a request and then never establishes: the raw id
+    // connects with a QP number but nobody answers the accept's REP.
+    let stalled_ch = EventChannel::new().unwrap();
+    let stalled = CmId::new(&stalled_ch, PortSpace::Rc).unwrap();
+    stalled.resolve_addr(None, addr, Duration::from_secs(2)).unwrap();
+    stalled.expect(CmEventType::ADDR_RESOLVED, Instant::now() + Duration::from_secs(3)).unwrap();
+    stalled.resolve_route(Duration::from_secs(2)).unwrap();
+    stalled.expect(CmEventType::ROUTE_RESOLVED, Instant::now() + Duration::from_secs(3)).unwrap();
+    let ctx = rrddmma::prim::Context::open(&stalled.device_name().unwrap()).unwrap();
+    let pd = rrddmma::prim::Pd::new(&ctx).unwrap();
+    let cq = rrddmma::prim::Cq::new(&ctx, 16).unwrap();
+    let sqp = rrddmma::prim::Qp::new_rc(&pd, &cq, &cq, Default::default()).unwrap();
+    stalled.connect(&sqp, &ConnParam::default()).unwrap();
+    let first = l.next_request(Instant::now() + Duration::from_secs(5)).expect("the stalled request");
+    // Its accept waits on its own channel in another thread ...
+    let slow =
+        std::thread::spawn(move || first.accept(&CmOpts { timeout: Duration::from_secs(3), ..CmOpts::default() }));
+    // ... while three more clients connect and are served.
+    let clients: Vec<_> =
+        (0..3).map(|_| std::thread::spawn(move || connect_rc_cm(addr, &CmOpts::default()).expect("connect"))).collect();
+    let mut served = Vec::new();
+    for _ in 0..3 {
+        let req = l.next_request(Instant::now() + Duration::from_secs(5)).expect("request");
+        served.push(req.accept(&CmOpts::default()).expect("accept"));
+    }
+    let clients: Vec<CmConn> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    for (c, s) in clients.iter().zip(&served) {
+        send_and_check(c, s, b"served");
+    }
+    let slow = slow.join().unwrap();
+    assert!(slow.is_err(), "the stalled client never established");
+}
+
+#[test]
+#[ignore = "needs the harness's CM device (RRDDMMA_CM_ADDR)"]
+fn connect_without_listener_is_rejected_reason_8() {
+    let (l, addr) = listener();
+    drop(l);
+    let t0 = Instant::now();
+    let err = connect_rc_cm(addr, &CmOpts::default()).expect_err("no one listens");
+    match &err {
+        Error::CmEvent { got, status, .. } => {
+            assert_eq!(*got, CmEventType::REJECTED, "{err}");
+            assert_eq!(*status, 8, "{err}");
+        }
+        e => panic!("expected a CM rejection, got {e}"),
+    }
+    assert!(err.to_string().contains("no one listens"), "{err}");
+    assert!(t0.elapsed() < Duration::from_secs(6));
+}
+
+#[test]
+#[ignore = "needs the harness's CM device (RRDDMMA_CM_ADDR)"]
+fn rejected_connect_surfaces_the_peers_private_data() {
+    let (l, addr) = listener();
+    let server = std::thread::spawn(move || {
+        let req = l.next_request(Instant::now() + Duration::from_secs(5)).unwrap();
+        padded_prefix(&req.private_data, b"let me in");
+        assert_eq!(req.private_data.len(), private_data_max::RC_CONNECT);
+        req.reject(b"server full").unwrap();
+    });
+    let err = connect_rc_cm(addr, &CmOpts { private_data: b"let me in".to_vec(), ..CmOpts::default() })
+        .expect_err("rejected");
+    server.join().unwrap();
+    match &err {
+        Error::CmEvent { got, status, private_data, .. } => {
+            assert_eq!(*got, CmEventType::REJECTED);
+            assert_eq!(*status, 28, "consumer-defined reject");
+            padded_prefix(private_data, b"server full");
+        }
+        e => panic!("expected a rejection, got {e}"),
+    }
+    assert_eq!(std::io::Error::from(err).kind(), std::io::ErrorKind::ConnectionRefused);
+}
+
+#[test]
+#[ignore = "needs the harness's CM device (RRDDMMA_CM_ADDR)"]
+fn oversize_private_data_is_refused_before_sending() {
+    let (l, addr) = listener();
+    let too_long = vec![1u8; private_data_max::RC_CONNECT + 1];
+    let err = connect_rc_cm(addr, &CmOpts { private_data: too_long, ..CmOpts::default() }).expect_err("too long");
+    assert!(matches!(err, Error::PrivateDataTooLong { len: 57, max: 56, .. }), "{err}");
+    // Exactly the limit goes through; an accept and a reject past theirs are refused.
+    let server = std::thread::spawn(move || {
+        let req = l.next_request(Instant::now() + Duration::from_secs(5)).unwrap();
+        let e = req.id().reject(&[0; private_data_max::RC_REJECT + 1]).expect_err("reject too long");
+        assert!(matches!(e, Error::PrivateDataTooLong { max: 148, .. }), "{e}");
+        let long = CmOpts { private_data: vec![2; private_data_max::RC_ACCEPT + 1], ..CmOpts::default() };
+        let e = req.accept(&long).expect_err("accept too long");
+        assert!(matches!(e, Error::PrivateDataTooLong { max: 196, .. }), "{e}");
+    });
+    let ok = vec![3u8; private_data_max::RC_CONNECT];
+    let _ = connect_rc_cm(addr, &CmOpts { private_data: ok, timeout: Duration::from_secs(2), ..CmOpts::default() });
+    server.join().unwrap();
+}
+
+#[test]
+#[ignore = "needs the harness's CM device (RRDDMMA_CM_ADDR)"]
+fn unresolvable_address_fails_within_its_timeout() {
+    // An address in the CM device's subnet that no host answers ARP for.
+    let IpAddr::V4(ip) = cm_ip() else { panic!("RRDDMMA_CM_ADDR is IPv4") };
+    let o = ip.octets();
+    let nobody = SocketAddr::from(([o[0], o[1], o[2], 213], 7471));
+    let t0 = Instant::now();
+    let err = connect_rc_cm(nobody, &CmOpts { timeout: Duration::from_millis(1500), ..CmOpts::default() })
+        .expect_err("nobody there");
+    let took = t0.elapsed();
+    assert!(matches!(&err, Error::CmEvent { got: CmEventType::ADDR_ERROR, .. } | Error::Timeout { .. }), "{err}");
+    assert!(took < Duration::from_secs(4), "took {took:?}");
+    eprintln!("unresolvable: {err} after {took:?}");
+}
+
+#[test]
+#[ignore = "needs the harness's CM device (RRDDMMA_CM_ADDR)"]
+fn peer_disconnect_mid_stream_is_seen() {
+    let (l, addr) = listener();
+    let server = std::thread::spawn(move || accept_rc_cm(&l, &CmOpts::default()).unwrap());
+    let client = connect_rc_cm(addr, &CmOpts::default()).unwrap();
+    let server = server.join().unwrap();
+    send_and_check(&client, &server, b"before");
+    drop(server); // the peer goes away: its id is destroyed, which disconnects
+    client.wait_disconnect(Instant::now() + Duration::from_secs(5)).expect("DISCONNECTED on the survivor");
+    let err = client.wait_disconnect(Instant::now() + Duration::from_millis(200)).expect_err("nothing more");
+    assert!(matches!(err, Error::Timeout { .. }), "{err}");
+}
+
+#[test]
+#[ignore = "needs the harness's CM device (RRDDMMA_CM_ADDR)"]
+fn event_channel_dropped_while_id_lives_and_nonblocking_get() {
+    let ch = EventChannel::new().unwrap();
+    let id = CmId::new(&ch, PortSpace::Rc).unwrap();
+    let err = ch.get().expect_err("no event yet");
+    assert_eq!(std::io::Error::from(err).kind(), std::io::ErrorKind::WouldBlock);
+    drop(ch);
+    // The id holds the channel: it still works, and drops cleanly.
+    id.bind(SocketAddr::new(cm_ip(), 0)).unwrap();
+    id.listen(1).unwrap();
+    let err = id.channel().wait(Instant::now() + Duration::from_millis(100)).expect_err("quiet");
+    assert!(matches!(err, Error::Timeout { .. }));
+    drop(id);
+}
+
+#[test]
+fn unknown_event_kinds_are_kept() {
+    let k = CmEventType(999);
+    assert_eq!(k.name(), None);
+    assert_eq!(k.to_string(), "unknown CM event 999");
+    assert_eq!(CmEventType::TIMEWAIT_EXIT.name(), Some("TIMEWAIT_EXIT"));
+}
