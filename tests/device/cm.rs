@@ -232,3 +232,129 @@ fn unknown_event_kinds_are_kept() {
     assert_eq!(k.to_string(), "unknown CM event 999");
     assert_eq!(CmEventType::TIMEWAIT_EXIT.name(), Some("TIMEWAIT_EXIT"));
 }
+
+/// A UD QP with its PD and CQ on the device `id` is bound to.
+fn ud_parts(id: &CmId) -> (rrddmma::prim::Pd, rrddmma::prim::Cq, rrddmma::prim::Qp) {
+    use rrddmma::prim::{Context, Cq, Pd, QpBuilder, QpType};
+    let ctx = Context::open(&id.device_name().expect("bound to a device")).unwrap();
+    let pd = Pd::new(&ctx).unwrap();
+    let cq = Cq::new(&ctx, 64).unwrap();
+    let qp = QpBuilder::new(&pd, QpType::UD, &cq, &cq).build().unwrap();
+    (pd, cq, qp)
+}
+
+#[test]
+#[ignore = "needs the harness's CM device (RRDDMMA_CM_ADDR)"]
+fn ud_through_rdmacm_address_handle_qpn_and_qkey_from_the_event() {
+    use rrddmma::prim::{Ah, GRH_LEN};
+    let deadline = || Instant::now() + Duration::from_secs(5);
+    let sch = EventChannel::new().unwrap();
+    let server = CmId::new(&sch, PortSpace::Ud).unwrap();
+    server.bind(SocketAddr::new(cm_ip(), 0)).unwrap();
+    server.listen(4).unwrap();
+    let addr = server.local_addr().unwrap();
+
+    let cch = EventChannel::new().unwrap();
+    let client = CmId::new(&cch, PortSpace::Ud).unwrap();
+    client.resolve_addr(None, addr, Duration::from_secs(2)).unwrap();
+    client.expect(CmEventType::ADDR_RESOLVED, deadline()).unwrap();
+    client.resolve_route(Duration::from_secs(2)).unwrap();
+    client.expect(CmEventType::ROUTE_RESOLVED, deadline()).unwrap();
+    let (cpd, ccq, cqp) = ud_parts(&client);
+    let too_long = vec![0u8; private_data_max::UD_CONNECT + 1];
+    let e = client.connect(&cqp, &ConnParam { private_data: &too_long, ..ConnParam::default() }).expect_err("long");
+    assert!(matches!(e, Error::PrivateDataTooLong { max: 180, .. }), "{e}");
+    client.connect(&cqp, &ConnParam { private_data: b"ud hello", ..ConnParam::default() }).unwrap();
+
+    let mut req = server.expect(CmEventType::CONNECT_REQUEST, deadline()).unwrap();
+    padded_prefix(req.private_data(), b"ud hello");
+    let conn = req.take_request().expect("a new id");
+    assert_eq!(conn.port_space(), PortSpace::Ud);
+    let (spd, scq, sqp) = ud_parts(&conn);
+    conn.accept(&sqp, &ConnParam { private_data: b"ud welcome", ..ConnParam::default() }).unwrap();
+
+    let est = client.expect(CmEventType::ESTABLISHED, deadline()).unwrap();
+    padded_prefix(est.private_data(), b"ud welcome");
+    let ud = *est.ud_param().expect("UD parameters");
+    assert_eq!(ud.qpn, sqp.qpn(), "the event names the server's QP");
+    assert_eq!(ud.qkey, rrddmma::bindings::cm::RDMA_UDP_QKEY);
+
+    let msg = b"datagram through rdmacm";
+    let dst = RegisteredMem::new(&spd, 4096).unwrap();
+    let rsge = [dst.sge(0..GRH_LEN + msg.len())];
+    // SAFETY: `dst` is registered on the server's PD and outlives the completion.
+    unsafe { sqp.post_recv(&mut [RecvWr::new(&rsge, 1)]) }.unwrap();
+    let mut src = RegisteredMem::new(&cpd, 4096).unwrap();
+    src.write(0, msg);
+    let ah = Ah::new(&cpd, &ud.ah_attr).unwrap();
+    let ssge = [src.sge(0..msg.len())];
+    // SAFETY: `src` is registered on the client's PD; `ah` outlives the completion.
+    unsafe { cqp.post_send(&mut [SendWr::send(&ssge).ud(&ah, ud.qpn, ud.qkey).signaled()]) }.unwrap();
+    assert_eq!(poll_one(&ccq).status(), WcStatus::SUCCESS);
+    let wc = poll_one(&scq);
+    assert_eq!(wc.status(), WcStatus::SUCCESS);
+    let mut got = vec![0; msg.len()];
+    dst.read(GRH_LEN, &mut got);
+    assert_eq!(&got, msg);
+}
+
+#[test]
+#[ignore = "needs the harness's CM device (RRDDMMA_CM_ADDR)"]
+fn ud_multicast_join_and_leave() {
+    let ch = EventChannel::new().unwrap();
+    let id = CmId::new(&ch, PortSpace::Ud).unwrap();
+    // Bind to the CM device's address so the join goes out on its netdev.
+    id.bind(SocketAddr::new(cm_ip(), 0)).unwrap();
+    let group: IpAddr = "239.77.0.1".parse().unwrap();
+    let r = id
+        .join_multicast(group)
+        .and_then(|()| id.expect(CmEventType::MULTICAST_JOIN, Instant::now() + Duration::from_secs(5)));
+    match r {
+        Ok(ev) => {
+            let ud = ev.ud_param().expect("a join carries the group's address vector");
+            assert_eq!(ud.qpn, 0xff_ffff, "multicast QPN");
+            id.leave_multicast(group).unwrap();
+        }
+        Err(e) => panic!("multicast join on rxe: {e}"),
+    }
+}
+
+/// Counts of `rdma resource show` for one device: (cm_id, qp, pd, cq).
+fn resource_counts(dev: &str) -> String {
+    let out = std::process::Command::new("rdma").args(["resource", "show"]).output().expect("rdma resource show");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let line = text.lines().find(|l| l.contains(&format!(" {dev}:"))).unwrap_or_else(|| panic!("{dev} in {text}"));
+    line.split_once(':').map(|x| x.1).unwrap_or(line).split_once(':').map_or(line, |x| x.1).trim().to_string()
+}
+
+#[test]
+#[ignore = "needs the harness's CM device (RRDDMMA_CM_ADDR)"]
+fn thousand_connect_disconnect_cycles_leak_nothing() {
+    let dev = std::env::var("RRDDMMA_CM_DEVICE").expect("RRDDMMA_CM_DEVICE set by the harness");
+    let (l, addr) = listener();
+    let before = resource_counts(&dev);
+    let cycles = 1000;
+    let server = std::thread::spawn(move || {
+        for _ in 0..cycles {
+            let c = accept_rc_cm(&l, &CmOpts::default()).expect("accept");
+            c.wait_disconnect(Instant::now() + Duration::from_secs(10)).expect("peer disconnect");
+        }
+        l
+    });
+    let t0 = Instant::now();
+    for i in 0..cycles {
+        let c = connect_rc_cm(addr, &CmOpts::default()).unwrap_or_else(|e| panic!("cycle {i}: {e}"));
+        c.disconnect(Instant::now() + Duration::from_secs(10)).unwrap_or_else(|e| panic!("cycle {i}: {e}"));
+    }
+    let l = server.join().unwrap();
+    eprintln!("{cycles} cycles in {:?}", t0.elapsed());
+    // Destroyed ids leave the kernel's list once their time-wait ends.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut after = resource_counts(&dev);
+    while after != before && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        after = resource_counts(&dev);
+    }
+    assert_eq!(after, before, "rdma resource counts on {dev} before and after {cycles} cycles");
+    drop(l);
+}
