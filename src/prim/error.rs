@@ -204,6 +204,12 @@ impl Error {
         Error::Post { op, errno: i32::try_from(rc.unsigned_abs()).unwrap_or(libc::EIO), index: None }
     }
 
+    /// Whether a non-blocking call found nothing to do (`EAGAIN`), e.g.
+    /// `prim::cm::EventChannel::get` with no event queued.
+    pub fn is_would_block(&self) -> bool {
+        matches!(self, Error::Verbs { errno, .. } if *errno == libc::EAGAIN)
+    }
+
     /// The errno, for failures that carry one.
     pub fn errno(&self) -> Option<i32> {
         match self {

@@ -14,6 +14,7 @@
 mod bench;
 mod bindings;
 mod cluster;
+mod cm;
 mod deps;
 mod device;
 mod examples;
@@ -60,6 +61,7 @@ fn usage() -> ExitCode {
          \x20 test                  everything CI checks, host and device\n\
          \x20 demo [--device NAME]  rrddmma-perf beside perftest: table of ratios and a plot\n\
          \x20 examples              device checks of the interoperable examples only\n\
+         \x20 cm-examples           device checks of the rdmacm examples only (rping, rdma_server/client)\n\
          \x20 perf-checks           rrddmma-perf's device checks only (interop, zero allocations)\n\
          \x20 bench-verbs           callgrind: instructions per post + poll, rrddmma vs C\n\
          \x20 vm -- CMD...          run CMD in the SoftRoCE VM (rxe0 ready)\n\
@@ -81,6 +83,7 @@ fn main() -> ExitCode {
         "demo" => perf::demo(rest),
         "examples" => examples::run(rest),
         "perf-checks" => perf::run_checks(),
+        "cm-examples" => cm::run(),
         "bench-verbs" => perf::bench_verbs(),
         "vm" => device::vm(rest),
         "bindings" => bindings::run(rest),

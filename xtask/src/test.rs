@@ -191,6 +191,7 @@ pub fn run(_args: &[String]) -> Result<()> {
     ));
     checks.extend(crate::perf::checks()?);
     checks.extend(crate::examples::checks(place.device())?);
+    checks.extend(crate::cm::checks()?);
     // Last: they add devices and namespaces.
     checks.extend(crate::cluster::checks()?);
     device::run_checks(&place, &checks, &mut tally)?;

@@ -507,9 +507,12 @@ impl CmId {
         Ok(())
     }
 
-    /// RC, active side, after `CONNECT_RESPONSE`: moves `qp` to RTR and RTS
+    /// RC, active side, after `CONNECT_RESPONSE`: moves `qp` to INIT (again), RTR and RTS
     /// and tells the peer (`rdma_establish`). The connection is up on return.
     pub fn establish(&self, qp: &Qp) -> Result<()> {
+        // INIT again: before the request the CM knew no responder resources,
+        // so the access flags it gave then leave out remote read and atomics.
+        self.modify_qp(qp, QpState::INIT)?;
         self.modify_qp(qp, QpState::RTR)?;
         self.modify_qp(qp, QpState::RTS)?;
         // SAFETY: owned id in the connect state.
