@@ -344,7 +344,8 @@ mod tests {
         assert_eq!((o.size, o.port, o.count), (64, 7000, 0));
         assert!(p("-c").unwrap_err().contains("-a"));
         assert!(p("-s -S 25").unwrap_err().contains("valid range is 26"));
-        assert!(p("-s -S 65535").is_err());
+        assert!(p("-s -S 65536").is_err());
+        assert!(p("-s -S 65535").is_ok());
         assert!(p("-v").unwrap_err().contains("-s and -c"));
         assert!(p("-s -x").unwrap_err().contains("-x"));
     }
