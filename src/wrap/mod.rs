@@ -11,6 +11,9 @@
 //! - MR tokens: [`crate::ctrl::Session::exchange_mrs`] with
 //!   [`RegisteredMem::remote`].
 
+#[cfg(feature = "tokio")]
+#[allow(unsafe_code)]
+pub mod aio;
 mod error;
 #[allow(unsafe_code)]
 mod mem;

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 mod connect;
 
 pub use attr::{AttrMask, QpAttr};
-pub use connect::ConnectOpts;
+pub use connect::{random_psn, ConnectOpts};
 pub use ex::{SendOps, WrBatch};
 pub use state::{Refusal, Rule};
 
