@@ -40,7 +40,9 @@ pub use mr::{Mr, RemoteMr};
 pub use mw::Mw;
 pub use pd::Pd;
 pub use port::{PortAttr, Speed, Width};
-pub use qp::{AttrMask, ConnectOpts, Endpoint, Qp, QpAttr, QpBuilder, QpCaps, Refusal, Rule, SendOps, WrBatch};
+pub use qp::{
+    random_psn, AttrMask, ConnectOpts, Endpoint, Qp, QpAttr, QpBuilder, QpCaps, Refusal, Rule, SendOps, WrBatch,
+};
 pub use srq::Srq;
 pub use wr::{RecvWr, RemoteAddr, SendList, SendWr, Sge};
 

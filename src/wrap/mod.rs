@@ -13,6 +13,9 @@
 //! - MR tokens: [`crate::ctrl::Session::exchange_mrs`] with
 //!   [`RegisteredMem::remote`].
 
+#[cfg(feature = "tokio")]
+#[allow(unsafe_code)]
+pub mod aio;
 #[cfg(feature = "cm")]
 mod cm;
 mod error;
