@@ -101,13 +101,21 @@ fn server_accepts_many_clients_without_blocking_on_one() {
     let slow =
         std::thread::spawn(move || first.accept(&CmOpts { timeout: Duration::from_secs(3), ..CmOpts::default() }));
     // ... while three more clients connect and are served.
-    let clients: Vec<_> =
-        (0..3).map(|_| std::thread::spawn(move || connect_rc_cm(addr, &CmOpts::default()).expect("connect"))).collect();
+    let clients: Vec<_> = (0..3u8)
+        .map(|i| {
+            std::thread::spawn(move || {
+                connect_rc_cm(addr, &CmOpts { private_data: vec![i + 1], ..CmOpts::default() }).expect("connect")
+            })
+        })
+        .collect();
     let mut served = Vec::new();
     for _ in 0..3 {
         let req = l.next_request(Instant::now() + Duration::from_secs(5)).expect("request");
         served.push(req.accept(&CmOpts::default()).expect("accept"));
     }
+    // Pair each client with the connection that carried its number.
+    served.sort_by_key(|s| s.peer_data[0]);
+    assert_eq!(served.iter().map(|s| s.peer_data[0]).collect::<Vec<_>>(), [1, 2, 3]);
     let clients: Vec<CmConn> = clients.into_iter().map(|c| c.join().unwrap()).collect();
     for (c, s) in clients.iter().zip(&served) {
         send_and_check(c, s, b"served");
