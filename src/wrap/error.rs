@@ -3,6 +3,10 @@
 use std::fmt;
 
 /// A failure in a convenience call.
+///
+/// `Display` prints each message of the chain once: `Verbs` and `Ctrl` print
+/// as the error they carry, and an OS error is left to `source()`, so
+/// `anyhow`'s `{:#}` or a walk of `source()` shows every message exactly once.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
@@ -24,7 +28,8 @@ impl fmt::Display for Error {
         match self {
             Error::Verbs(e) => e.fmt(f),
             Error::Ctrl(e) => e.fmt(f),
-            Error::Alloc { len, source } => write!(f, "cannot allocate {len} bytes: {source}"),
+            // The OS error is the `source()`: printed by whoever walks the chain.
+            Error::Alloc { len, .. } => write!(f, "cannot allocate {len} bytes"),
         }
     }
 }
@@ -32,8 +37,10 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Verbs(e) => Some(e),
-            Error::Ctrl(e) => Some(e),
+            // `Verbs` and `Ctrl` are transparent: they print as the inner
+            // error, so the chain goes on with the inner error's source.
+            Error::Verbs(e) => e.source(),
+            Error::Ctrl(e) => e.source(),
             Error::Alloc { source, .. } => Some(source),
         }
     }
