@@ -93,6 +93,7 @@ impl Default for ClusterConfig {
 
 /// Where a resolved rank came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum RankSource {
     /// The configuration (file or `RRDDMMA_RANK`).
     Config,
@@ -108,6 +109,7 @@ pub enum RankSource {
 
 /// A cluster description with this process's place in it.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Resolved {
     /// This process's rank.
     pub rank: u32,

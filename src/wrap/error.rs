@@ -60,3 +60,46 @@ impl From<crate::ctrl::Error> for Error {
 
 /// Result with the convenience layer's [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    /// Every message of `e`'s chain, outermost first.
+    fn chain(e: &dyn std::error::Error) -> Vec<String> {
+        let mut out = vec![e.to_string()];
+        let mut cur = e.source();
+        while let Some(s) = cur {
+            out.push(s.to_string());
+            cur = s.source();
+        }
+        out
+    }
+
+    /// Asserts that no message of the chain repeats an inner one, as
+    /// `anyhow`'s `{:#}` would show it.
+    fn prints_each_message_once(e: &dyn std::error::Error, levels: usize) {
+        let c = chain(e);
+        assert_eq!(c.len(), levels, "{c:?}");
+        for (i, outer) in c.iter().enumerate() {
+            for inner in &c[i + 1..] {
+                assert!(!outer.contains(inner.as_str()), "{outer:?} repeats {inner:?} in {c:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn chains_print_each_message_once() {
+        let refused = || std::io::Error::from_raw_os_error(libc::ECONNREFUSED);
+        let addr = Some("127.0.0.1:9".parse().unwrap());
+        let io = crate::ctrl::Error::Io { op: "connect to the coordinator", addr, source: refused() };
+        prints_each_message_once(&io, 2);
+        let wrapped = Error::Ctrl(crate::ctrl::Error::Io { op: "connect", addr: None, source: refused() });
+        prints_each_message_once(&wrapped, 2);
+        assert_eq!(chain(&wrapped), ["connect", &refused().to_string()]);
+        prints_each_message_once(&Error::Alloc { len: 4096, source: refused() }, 2);
+        prints_each_message_once(&Error::Ctrl(crate::ctrl::Error::PeerLost { rank: 3 }), 1);
+        prints_each_message_once(&Error::Verbs(crate::prim::Error::from_errno("ibv_create_qp", libc::ENOMEM)), 1);
+    }
+}

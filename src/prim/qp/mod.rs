@@ -31,6 +31,7 @@ pub use super::values::{QpState, QpType};
 
 /// Queue sizes of a QP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct QpCaps {
     /// Outstanding send work requests.
     pub max_send_wr: u32,
@@ -67,6 +68,7 @@ impl Default for QpCaps {
 
 /// What a peer needs to connect to a QP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Endpoint {
     /// QP number.
     pub qpn: u32,
