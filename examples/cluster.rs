@@ -15,7 +15,7 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use rrddmma::ctrl::{ClusterConfig, Session};
+use rrddmma::ctrl::{random_psn, ClusterConfig, Session};
 use rrddmma::prim::{AccessFlags, ConnectOpts, Context, Cq, Pd, QpCaps, SendWr, Wc, WcStatus};
 use rrddmma::wrap::{connect_rc_mesh, MeshOpts, RegisteredMem};
 
@@ -40,7 +40,8 @@ fn run() -> Result<String, Box<dyn std::error::Error>> {
     let cq = Cq::new(&ctx, 2 * size)?;
     let mut mem = RegisteredMem::new(&pd, 2 * SLOT * size as usize)?;
     let connect = ConnectOpts { port, access: AccessFlags::REMOTE_WRITE, ..ConnectOpts::default() };
-    let qps = connect_rc_mesh(&mut s, &pd, &cq, &cq, &MeshOpts { caps: QpCaps::default(), connect, psn: rank << 8 })?;
+    let qps =
+        connect_rc_mesh(&mut s, &pd, &cq, &cq, &MeshOpts { caps: QpCaps::default(), connect, psn: random_psn()? })?;
     let tokens = s.exchange_mrs(&mem.remote())?;
 
     // Write our message into slot `rank` of every peer; the second half of
@@ -96,7 +97,14 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("cluster: {e}");
+            // Each error prints its own message; its causes follow.
+            let mut line = format!("cluster: {e}");
+            let mut cause = e.source();
+            while let Some(c) = cause {
+                line += &format!(": {c}");
+                cause = c.source();
+            }
+            eprintln!("{line}");
             ExitCode::FAILURE
         }
     }

@@ -218,7 +218,7 @@ fn show(name: &str, o: &Opts) -> Res<()> {
         }
         println!("\tnum_comp_vectors:\t\t{comp_vectors}");
     }
-    for port in (1..=d.phys_port_cnt).filter(|p| o.port.map_or(true, |want| want == *p)) {
+    for port in (1..=d.phys_port_cnt).filter(|p| o.port.is_none_or(|want| want == *p)) {
         let pa = ctx.query_port(port).map_err(|e| format!("Failed to query port {port} props: {e}"))?;
         let a = &pa.raw;
         println!("\t\tport:\t{port}");

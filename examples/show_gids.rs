@@ -52,7 +52,7 @@ fn run(dev: Option<&str>, port: Option<u8>) -> Res<usize> {
         if let Some(p) = port.filter(|&p| p > ports) {
             return Err(format!("{name} has {ports} port(s), no port {p}").into());
         }
-        for p in (1..=ports).filter(|p| port.map_or(true, |want| want == *p)) {
+        for p in (1..=ports).filter(|p| port.is_none_or(|want| want == *p)) {
             for e in ctx.gid_table(p)? {
                 let ipv4 = e.ipv4().map(|a| a.to_string()).unwrap_or_default();
                 let ndev = e.netdev().unwrap_or_default();

@@ -22,6 +22,23 @@
 
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+/// A set-up, control-plane or fault event, through the `log` facade when the
+/// `log` feature is on (never used on the data path). Without the feature
+/// the arguments are type-checked and nothing is formatted.
+#[cfg(feature = "log")]
+macro_rules! event {
+    ($level:ident, $($arg:tt)+) => { ::log::$level!($($arg)+) };
+}
+#[cfg(not(feature = "log"))]
+macro_rules! event {
+    ($level:ident, $($arg:tt)+) => {
+        if false {
+            let _ = format_args!($($arg)+);
+        }
+    };
+}
 
 #[allow(unsafe_code)]
 pub mod bindings;

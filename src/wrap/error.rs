@@ -64,7 +64,6 @@ pub type Result<T> = std::result::Result<T, Error>;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::error::Error as _;
 
     /// Every message of `e`'s chain, outermost first.
     fn chain(e: &dyn std::error::Error) -> Vec<String> {
