@@ -22,7 +22,6 @@
 
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
-#![cfg_attr(docsrs, feature(doc_cfg))]
 
 /// A set-up, control-plane or fault event, through the `log` facade when the
 /// `log` feature is on (never used on the data path). Without the feature

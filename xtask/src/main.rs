@@ -19,6 +19,7 @@ mod device;
 mod examples;
 mod inline_check;
 mod mlnx4;
+mod msrv;
 mod perf;
 mod tally;
 mod test;
