@@ -51,7 +51,15 @@ fn report(what: &str, iters: usize, size: usize, t: Duration) {
 }
 
 fn main() -> Res<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    // Operands only (`lexopt`, the grammar of every binary here).
+    let mut args = Vec::new();
+    let mut p = lexopt::Parser::from_env();
+    while let Some(arg) = p.next()? {
+        match arg {
+            lexopt::Arg::Value(v) => args.push(lexopt::ValueExt::string(v)?),
+            other => return Err(format!("{}; usage: loopback [DEVICE [ITERATIONS [SIZE]]]", other.unexpected()).into()),
+        }
+    }
     let ctx = match args.first() {
         Some(name) => Context::open(name)?,
         None => Context::open_first()?,

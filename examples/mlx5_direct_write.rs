@@ -15,7 +15,17 @@ use rrddmma::prim::{AccessFlags, ConnectOpts, Context, Cq, Mr, Pd, QpCaps};
 use rrddmma::wrap::connected_rc_pair;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    // Operands only (`lexopt`, the grammar of every binary here).
+    let mut args = Vec::new();
+    let mut p = lexopt::Parser::from_env();
+    while let Some(arg) = p.next()? {
+        match arg {
+            lexopt::Arg::Value(v) => args.push(lexopt::ValueExt::string(v)?),
+            other => {
+                return Err(format!("{}; usage: mlx5_direct_write [DEVICE [ITERATIONS]]", other.unexpected()).into())
+            }
+        }
+    }
     let ctx = match args.first() {
         Some(name) => Context::open(name)?,
         None => Context::open_first()?,

@@ -46,7 +46,15 @@ pub fn verbs_cost_poll(cq: &Cq, wcs: &mut [Wc]) -> usize {
 }
 
 fn main() -> Res<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    // Operands only (`lexopt`, the grammar of every binary here).
+    let mut args = Vec::new();
+    let mut p = lexopt::Parser::from_env();
+    while let Some(arg) = p.next()? {
+        match arg {
+            lexopt::Arg::Value(v) => args.push(lexopt::ValueExt::string(v)?),
+            other => return Err(format!("{}; usage: verbs_cost DEVICE BATCH ITERATIONS", other.unexpected()).into()),
+        }
+    }
     let [dev, batch, iters] = &args[..] else {
         return Err("usage: verbs_cost DEVICE BATCH ITERATIONS".into());
     };

@@ -50,3 +50,8 @@ pub mod wrap;
 
 mod build_info;
 pub use build_info::{build_info, BuildInfo};
+
+/// The README's code samples, compiled by `cargo test --doc`.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -71,12 +71,47 @@ fn usage() -> ExitCode {
     ExitCode::from(2)
 }
 
-fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let Some(task) = args.first() else {
-        return usage();
+/// The task and its arguments, read with `lexopt` (the grammar of every
+/// binary here): each task's flags are checked, and an argument that is not
+/// UTF-8 is an error. `vm` takes everything after `--` verbatim.
+fn parse() -> std::result::Result<(String, Vec<String>), lexopt::Error> {
+    use lexopt::prelude::*;
+    let mut p = lexopt::Parser::from_env();
+    let task = match p.next()? {
+        Some(Value(v)) => v.string()?,
+        Some(arg) => return Err(arg.unexpected()),
+        None => return Err("no task given".into()),
     };
-    let rest = &args[1..];
+    let mut rest = Vec::new();
+    if task == "vm" {
+        let raw: Vec<_> = p.raw_args()?.collect();
+        for a in raw.into_iter().skip_while(|a| a == "--") {
+            rest.push(a.into_string().map_err(lexopt::Error::NonUnicodeValue)?);
+        }
+        return Ok((task, rest));
+    }
+    while let Some(arg) = p.next()? {
+        match (task.as_str(), arg) {
+            ("demo", Long("device") | Short('d')) => {
+                rest.push("--device".to_string());
+                rest.push(p.value()?.string()?);
+            }
+            ("bindings", Long("check")) => rest.push("--check".to_string()),
+            (_, arg) => return Err(arg.unexpected()),
+        }
+    }
+    Ok((task, rest))
+}
+
+fn main() -> ExitCode {
+    let (task, rest) = match parse() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            return usage();
+        }
+    };
+    let rest = &rest[..];
     let result = match task.as_str() {
         "test" => test::run(rest),
         "demo" => perf::demo(rest),

@@ -228,6 +228,12 @@ pub fn run(_args: &[String]) -> Result<()> {
                 && (d.output.starts_with("unsupported: ") || d.output.contains("direct 64-byte RDMA WRITEs"))
         },
     ));
+    // What `cargo xtask vm -- bash -c 'echo "a b" && exit 3'` hands the VM.
+    checks.push(Check::verdict(
+        "vm runs a quoted command as written",
+        device::shell_words(&["bash", "-c", "echo \"a b\" && exit 3"]),
+        |d| d.code == Some(3) && d.output.lines().any(|l| l == "a b"),
+    ));
     checks.extend(crate::perf::checks()?);
     checks.extend(crate::examples::checks(place.device())?);
     // Last: they add devices and namespaces.
