@@ -48,6 +48,15 @@ pub const DEFAULT_PORT: u16 = 18650;
 
 /// A cluster description, before this process's rank is resolved.
 ///
+/// | field | default |
+/// |---|---|
+/// | `hosts`, `devices` | empty |
+/// | `coordinator`, `rank`, `size`, `secret` | `None` (rank and size then come from the launcher or the local addresses) |
+/// | `join_timeout` | 60 s |
+/// | `op_timeout` | 30 s (per collective; `Session::barrier_within` and the other `_within` forms take their own) |
+/// | `handshake_timeout` | 5 s |
+/// | `max_frame` | 16 MiB |
+///
 /// `Debug` prints `<redacted>` in place of the secret.
 #[derive(Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
