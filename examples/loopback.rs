@@ -6,6 +6,8 @@
 //! ```
 //! DEVICE defaults to the first device libibverbs lists.
 
+mod cli;
+
 use std::time::{Duration, Instant};
 
 use rrddmma::prim::{AccessFlags, ConnectOpts, Context, Cq, Mr, Pd, Qp, QpCaps, RecvWr, SendWr, Wc, WcStatus};
@@ -51,15 +53,7 @@ fn report(what: &str, iters: usize, size: usize, t: Duration) {
 }
 
 fn main() -> Res<()> {
-    // Operands only (`lexopt`, the grammar of every binary here).
-    let mut args = Vec::new();
-    let mut p = lexopt::Parser::from_env();
-    while let Some(arg) = p.next()? {
-        match arg {
-            lexopt::Arg::Value(v) => args.push(lexopt::ValueExt::string(v)?),
-            other => return Err(format!("{}; usage: loopback [DEVICE [ITERATIONS [SIZE]]]", other.unexpected()).into()),
-        }
-    }
+    let args = cli::operands("Usage: loopback [DEVICE [ITERATIONS [SIZE]]]");
     let ctx = match args.first() {
         Some(name) => Context::open(name)?,
         None => Context::open_first()?,

@@ -7,6 +7,8 @@
 //! cargo run --release --example mlx5_direct_write -- [DEVICE] [ITERATIONS]
 //! ```
 
+mod cli;
+
 use std::time::Instant;
 
 use rrddmma::mlx5dv::{self, cqe::Completion, mmio::HwMmio, obj, seg};
@@ -15,17 +17,7 @@ use rrddmma::prim::{AccessFlags, ConnectOpts, Context, Cq, Mr, Pd, QpCaps};
 use rrddmma::wrap::connected_rc_pair;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    // Operands only (`lexopt`, the grammar of every binary here).
-    let mut args = Vec::new();
-    let mut p = lexopt::Parser::from_env();
-    while let Some(arg) = p.next()? {
-        match arg {
-            lexopt::Arg::Value(v) => args.push(lexopt::ValueExt::string(v)?),
-            other => {
-                return Err(format!("{}; usage: mlx5_direct_write [DEVICE [ITERATIONS]]", other.unexpected()).into())
-            }
-        }
-    }
+    let args = cli::operands("Usage: mlx5_direct_write [DEVICE [ITERATIONS]]");
     let ctx = match args.first() {
         Some(name) => Context::open(name)?,
         None => Context::open_first()?,

@@ -9,6 +9,8 @@
 //! cargo run --release --example verbs_cost -- DEVICE BATCH ITERATIONS
 //! ```
 
+mod cli;
+
 use rrddmma::prim::{
     AccessFlags, CompChannel, ConnectOpts, Context, Cq, CqBuilder, Error, Mr, Pd, Qp, QpCaps, SendList, SendWr, Wc,
 };
@@ -46,15 +48,7 @@ pub fn verbs_cost_poll(cq: &Cq, wcs: &mut [Wc]) -> usize {
 }
 
 fn main() -> Res<()> {
-    // Operands only (`lexopt`, the grammar of every binary here).
-    let mut args = Vec::new();
-    let mut p = lexopt::Parser::from_env();
-    while let Some(arg) = p.next()? {
-        match arg {
-            lexopt::Arg::Value(v) => args.push(lexopt::ValueExt::string(v)?),
-            other => return Err(format!("{}; usage: verbs_cost DEVICE BATCH ITERATIONS", other.unexpected()).into()),
-        }
-    }
+    let args = cli::operands("Usage: verbs_cost DEVICE BATCH ITERATIONS");
     let [dev, batch, iters] = &args[..] else {
         return Err("usage: verbs_cost DEVICE BATCH ITERATIONS".into());
     };
