@@ -305,6 +305,9 @@ impl ClusterConfig {
             c.size = Some(small("RRDDMMA_SIZE", v)?);
         }
         if let Some(v) = var("RRDDMMA_SECRET") {
+            if v.is_empty() {
+                return Err(cfg_err("RRDDMMA_SECRET is set but empty; unset it to run without authentication"));
+            }
             c.secret = Some(v.into_bytes());
         }
         if let Some(v) = var("RRDDMMA_DEVICES") {
@@ -352,6 +355,7 @@ impl ClusterConfig {
         if size == 0 {
             return Err(cfg_err("the cluster size is 0"));
         }
+        check_secret(self.secret.as_deref())?;
         if self.max_frame < MIN_FRAME {
             return Err(cfg_err(format!(
                 "max_frame {} is below the {MIN_FRAME} bytes a handshake needs",
@@ -413,6 +417,14 @@ impl ClusterConfig {
                 "hosts of ranks {many:?} are all addresses of this machine; set the rank (RRDDMMA_RANK)"
             ))),
         }
+    }
+}
+
+/// An empty secret would turn authentication on with an empty key.
+pub(crate) fn check_secret(secret: Option<&[u8]>) -> Result<()> {
+    match secret {
+        Some([]) => Err(cfg_err("the secret is empty; use `None` (no `secret` key) to run without authentication")),
+        _ => Ok(()),
     }
 }
 
@@ -669,6 +681,11 @@ max_frame = 4096
         let r = c.resolve(&vars(&[])).unwrap();
         assert_eq!((r.rank, r.size, r.device.as_deref()), (1, 2, Some("rxe_b")));
         assert!(ClusterConfig::from_vars(&vars(&[("RRDDMMA_RANK", "-1")])).is_err());
+        let e = ClusterConfig::from_vars(&vars(&[("RRDDMMA_SECRET", "")])).unwrap_err().to_string();
+        assert!(e.contains("RRDDMMA_SECRET is set but empty"), "{e}");
+        let empty = ClusterConfig { secret: Some(Vec::new()), rank: Some(0), size: Some(1), ..Default::default() };
+        let e = empty.resolve(&vars(&[])).unwrap_err().to_string();
+        assert!(e.contains("secret is empty"), "{e}");
     }
 
     #[test]

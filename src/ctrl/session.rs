@@ -67,6 +67,7 @@ impl Session {
 
     /// Joins the cluster in the place `r` gives.
     pub fn join_as(cfg: &ClusterConfig, r: &Resolved) -> Result<Session> {
+        super::config::check_secret(cfg.secret.as_deref())?;
         let p = Params {
             size: r.size,
             secret: cfg.secret.clone(),
