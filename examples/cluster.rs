@@ -15,7 +15,7 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use rrddmma::ctrl::{random_psn, ClusterConfig, Session};
+use rrddmma::ctrl::{ClusterConfig, Session};
 use rrddmma::prim::{AccessFlags, ConnectOpts, Context, Cq, Pd, QpCaps, SendWr, Wc, WcStatus};
 use rrddmma::wrap::{connect_rc_mesh, MeshOpts, RegisteredMem};
 
@@ -40,8 +40,13 @@ fn run() -> Result<String, Box<dyn std::error::Error>> {
     let cq = Cq::new(&ctx, 2 * size)?;
     let mut mem = RegisteredMem::new(&pd, 2 * SLOT * size as usize)?;
     let connect = ConnectOpts { port, access: AccessFlags::REMOTE_WRITE, ..ConnectOpts::default() };
-    let qps =
-        connect_rc_mesh(&mut s, &pd, &cq, &cq, &MeshOpts { caps: QpCaps::default(), connect, psn: random_psn()? })?;
+    let qps = connect_rc_mesh(
+        &mut s,
+        &pd,
+        &cq,
+        &cq,
+        &MeshOpts { caps: QpCaps::default(), connect, psn: rrddmma::prim::random_psn() },
+    )?;
     let tokens = s.exchange_mrs(&mem.remote())?;
 
     // Write our message into slot `rank` of every peer; the second half of

@@ -89,7 +89,7 @@ fn run(c: &Config) -> Res<()> {
         Some(i) => ctx.query_gid(c.ib_port, u32::from(i)).map_err(|e| format!("can't read sgid of index {i}: {e}"))?,
         None => Gid::default(),
     };
-    let me = Dest { lid: port.lid(), qpn: qp.qpn(), psn: random_psn()?, gid };
+    let me = Dest { lid: port.lid(), qpn: qp.qpn(), psn: random_psn(), gid };
     print_dest("local", &me, ',');
 
     let opts = ConnectOpts {

@@ -291,8 +291,8 @@ pub fn open(c: &Config) -> Res<Context> {
 }
 
 /// A random 24-bit packet sequence number, from the kernel's random source.
-pub fn random_psn() -> Res<u32> {
-    Ok(rrddmma::ctrl::random_psn()?)
+pub fn random_psn() -> u32 {
+    rrddmma::prim::random_psn()
 }
 
 /// One side's QP address, as exchanged.

@@ -85,15 +85,6 @@ pub fn nonce() -> std::io::Result<[u8; NONCE_LEN]> {
     Ok(n)
 }
 
-/// A random first PSN (24 bits) from the kernel's random source, for QPs a
-/// program connects: a stale packet of an earlier run then matches no
-/// expected PSN.
-pub fn random_psn() -> std::io::Result<u32> {
-    let mut b = [0u8; 4];
-    os_random(&mut b)?;
-    Ok(u32::from_le_bytes(b) & 0xff_ffff)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,13 +94,10 @@ mod tests {
     }
 
     #[test]
-    fn os_randomness_differs_and_psns_fit_24_bits() {
+    fn os_randomness_differs() {
         let (a, b) = (nonce().unwrap(), nonce().unwrap());
         assert_ne!(a, b);
         assert_ne!(a, [0; NONCE_LEN]);
-        let psns: Vec<u32> = (0..64).map(|_| random_psn().unwrap()).collect();
-        assert!(psns.iter().all(|p| *p <= 0xff_ffff));
-        assert!(psns.iter().any(|p| *p != psns[0]), "{psns:?}");
         let mut big = vec![0u8; 1 << 20];
         os_random(&mut big).unwrap();
         assert!(big.iter().filter(|b| **b == 0).count() < 8192);

@@ -34,7 +34,6 @@ pub mod proto;
 mod session;
 pub mod wire;
 
-pub use auth::random_psn;
 pub use config::{resolve_addr, ClusterConfig, RankSource, Resolved, DEFAULT_PORT};
 pub use error::{Error, RejectCode, Result};
 pub use exchange::QpInfo;

@@ -38,7 +38,7 @@ pub struct MeshOpts {
     /// MTU used with each peer is the smaller of both sides' `mtu`.
     pub connect: ConnectOpts,
     /// The QP to peer `j` sends from PSN `(psn + j) mod 2^24`
-    /// ([`crate::ctrl::random_psn`] gives a random start).
+    /// ([`crate::prim::random_psn`] gives a random start).
     pub psn: u32,
 }
 
