@@ -193,6 +193,7 @@ pub fn run(_args: &[String]) -> Result<()> {
     checks.extend(crate::examples::checks(place.device())?);
     // Last: they add devices and namespaces.
     checks.extend(crate::cluster::checks()?);
+    checks.extend(crate::perf::cluster_checks()?);
     device::run_checks(&place, &checks, &mut tally)?;
 
     println!("\n{} passed, {} failed", tally.passed, tally.failed);
