@@ -367,11 +367,15 @@ pub fn cluster_checks() -> Result<Vec<Check>> {
     Ok(v)
 }
 
-/// `cargo xtask perf-checks`: rrddmma-perf's device checks alone (the
-/// cluster-mode checks last: they set up the namespace hosts).
-pub fn run_checks() -> Result<()> {
-    let mut checks = checks()?;
-    checks.extend(cluster_checks()?);
+/// `cargo xtask perf-checks [pair|cluster]`: rrddmma-perf's device checks
+/// alone, the pairwise ones, or the cluster-mode ones (last: they set up the
+/// namespace hosts).
+pub fn run_checks(args: &[String]) -> Result<()> {
+    let which = args.first().map(String::as_str);
+    let mut checks = if which == Some("cluster") { Vec::new() } else { checks()? };
+    if which != Some("pair") {
+        checks.extend(cluster_checks()?);
+    }
     let place = device::locate(None)?;
     eprintln!("perf checks on {}", place.describe());
     let mut tally = crate::tally::Tally::default();
