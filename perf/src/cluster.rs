@@ -413,7 +413,7 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
         ..ConnectOpts::default()
     };
     let caps = QpCaps { max_send_wr: o.depth.max(1), max_recv_wr: rx, ..QpCaps::default() };
-    let psn = crate::run::random_psns(1)?[0];
+    let psn = rrddmma::prim::random_psn();
     let qps = connect_rc_mesh(&mut s, &pd, &cq, &recv_cq, &MeshOpts { caps, connect, psn })
         .map_err(err("connecting the QP mesh"))?;
     let tokens = s.exchange_mrs(&mem.remote()).map_err(err("exchanging memory tokens"))?;

@@ -109,16 +109,6 @@ fn mtu_enum(bytes: u32) -> u32 {
     }
 }
 
-/// `n` random 24-bit PSNs from the operating system's generator.
-pub fn random_psns(n: usize) -> Res<Vec<u32>> {
-    use std::io::Read;
-    let mut bytes = vec![0u8; 4 * n];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(err("reading random PSNs from /dev/urandom"))?;
-    Ok(bytes.chunks_exact(4).map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]) & 0xff_ffff).collect())
-}
-
 /// Opens the device, talks to the peer and connects the QPs.
 pub fn setup(o: &Opts) -> Res<Session> {
     let ctx = match &o.device {
@@ -176,7 +166,6 @@ pub fn setup(o: &Opts) -> Res<Session> {
         .map_err(err("creating a QP"))?;
 
     let out_reads = u32::try_from(dev.max_qp_rd_atom).unwrap_or(1).clamp(1, 16);
-    let psns = random_psns(q)?;
     let gid = if with_gid {
         Some(ctx.query_gid(o.ib_port, u32::from(gid_index)).map_err(err("reading the GID"))?.0)
     } else {
@@ -189,7 +178,8 @@ pub fn setup(o: &Opts) -> Res<Session> {
             lid: port.lid(),
             out_reads,
             qpn: qp.qpn(),
-            psn: psns[i],
+            // From the OS (getrandom), not the process id.
+            psn: rrddmma::prim::random_psn(),
             rkey: mr.rkey(),
             vaddr: mr.addr() + ((q + i) * slot) as u64,
             gid,
@@ -747,14 +737,6 @@ mod tests {
         assert_eq!(offsets(100, 4096, 64)[1], 128);
         assert_eq!(offsets(4096, 4096, 64), vec![0]);
         assert_eq!(inc(65536, 64), 65536);
-    }
-
-    #[test]
-    fn psns_are_random_24_bit() {
-        let a = random_psns(64).unwrap();
-        assert!(a.iter().all(|p| *p <= 0xff_ffff));
-        // 64 draws of 24 bits: a repeat of the whole set is impossible in practice.
-        assert_ne!(a, random_psns(64).unwrap());
     }
 
     #[test]

@@ -42,6 +42,15 @@ pub const MIN_FRAME: u32 = 1024;
 pub const DEFAULT_PORT: u16 = 18650;
 
 /// A cluster description, before this process's rank is resolved.
+///
+/// | field | default |
+/// |---|---|
+/// | `hosts`, `devices` | empty |
+/// | `coordinator`, `rank`, `size`, `secret` | `None` (rank and size then come from the launcher or the local addresses) |
+/// | `join_timeout` | 60 s |
+/// | `op_timeout` | 30 s (per collective; `Session::barrier_within` and the other `_within` forms take their own) |
+/// | `handshake_timeout` | 5 s |
+/// | `max_frame` | 16 MiB |
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClusterConfig {
     /// `host:port` of every rank, rank 0 first (the coordinator listens on its entry).

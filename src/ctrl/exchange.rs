@@ -4,7 +4,7 @@ use super::error::{Error, Result};
 use std::time::Duration;
 
 use super::session::Session;
-use crate::prim::{Endpoint, Gid, Mtu, RemoteMr};
+use crate::prim::{AhAttr, Endpoint, Gid, Mtu, RemoteMr};
 
 /// What a peer needs to connect to one of this rank's QPs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,6 +32,17 @@ impl QpInfo {
     /// A QP's endpoint with the port facts around it.
     pub fn new(e: &Endpoint, gid_index: u8, port: u8, mtu: Mtu) -> QpInfo {
         QpInfo { qpn: e.qpn, psn: e.psn, lid: e.lid, gid: e.gid, gid_index, port, mtu }
+    }
+
+    /// The address vector from this host's `port` (with its GID at
+    /// `sgid_index`) to the peer this describes: a GRH path to the peer's
+    /// GID, or a LID path when the peer has no GID (InfiniBand).
+    pub fn ah_attr(&self, port: u8, sgid_index: u8) -> AhAttr {
+        if self.gid.is_zero() {
+            AhAttr::lid(port, self.lid)
+        } else {
+            AhAttr::global(port, sgid_index, self.gid).dlid(self.lid)
+        }
     }
 
     /// The endpoint to pass to [`crate::prim::Qp::connect`].

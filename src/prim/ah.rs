@@ -4,6 +4,8 @@ use std::fmt;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
+use super::cq::Wc;
+use super::device::Context;
 use super::error::{Error, Result};
 use super::gid::Gid;
 use super::pd::Pd;
@@ -92,7 +94,40 @@ impl AhAttr {
     pub fn as_raw(&self) -> &ffi::ibv_ah_attr {
         &self.0
     }
+
+    /// The path back to the sender of a received UD completion
+    /// (`ibv_init_ah_from_wc`): `wc` from the receive, `grh` the first
+    /// [`GRH_LEN`] bytes of its receive buffer, `port` the local port.
+    /// The sender's QPN is `wc.src_qp()`.
+    ///
+    /// # References
+    /// `ibv_init_ah_from_wc(3)`
+    pub fn from_wc(ctx: &Context, port: u8, wc: &Wc, grh: &[u8; GRH_LEN]) -> Result<AhAttr> {
+        let mut raw_wc = wc.0;
+        // SAFETY: `ibv_grh` is 40 bytes of plain integers (layout asserted in
+        // the bindings); any byte pattern is valid, and the copy is unaligned.
+        let mut raw_grh: ffi::ibv_grh = unsafe { std::ptr::read_unaligned(grh.as_ptr().cast()) };
+        let mut attr = ffi::ibv_ah_attr::default();
+        // SAFETY: live context; every pointer is to a local valid for the call.
+        let rc = unsafe { ffi::ibv_init_ah_from_wc(ctx.as_ptr(), port, &mut raw_wc, &mut raw_grh, &mut attr) };
+        if rc != 0 {
+            return Err(Error::code("ibv_init_ah_from_wc", rc));
+        }
+        Ok(AhAttr(attr))
+    }
+
+    /// Destination GID (zero without a GRH).
+    pub fn dgid(&self) -> Gid {
+        // SAFETY: every bit pattern of the GID union is a valid byte array.
+        Gid(unsafe { self.0.grh.dgid.raw })
+    }
 }
+
+/// Bytes a UD receive buffer holds before the payload: the Global Route
+/// Header, written by the device whether or not the packet carried one
+/// (RoCE always does). A UD receive of an `n`-byte message needs
+/// `GRH_LEN + n` bytes.
+pub const GRH_LEN: usize = 40;
 
 struct AhInner {
     ah: NonNull<ffi::ibv_ah>,
@@ -135,6 +170,12 @@ impl Ah {
         let ah = unsafe { ffi::ibv_create_ah(pd.as_ptr(), &mut raw) };
         let ah = NonNull::new(ah).ok_or_else(|| Error::last("ibv_create_ah"))?;
         Ok(Ah(Arc::new(AhInner { ah, _pd: pd.clone() })))
+    }
+
+    /// An address handle back to the sender of a received UD completion
+    /// ([`AhAttr::from_wc`]).
+    pub fn from_wc(pd: &Pd, port: u8, wc: &Wc, grh: &[u8; GRH_LEN]) -> Result<Ah> {
+        Ah::new(pd, &AhAttr::from_wc(pd.context(), port, wc, grh)?)
     }
 
     /// The raw handle.

@@ -16,6 +16,8 @@ struct ChannelInner {
     /// Set once a CQ is created on the channel: the safe API gives each
     /// channel to one CQ, so that every event read is that CQ's.
     attached: AtomicBool,
+    /// Set once the descriptor was made non-blocking for `Cq::try_event`.
+    nonblocking: AtomicBool,
     _ctx: Context,
 }
 
@@ -58,7 +60,12 @@ impl CompChannel {
         // SAFETY: live context.
         let ch = unsafe { ffi::ibv_create_comp_channel(ctx.as_ptr()) };
         let ch = NonNull::new(ch).ok_or_else(|| Error::last("ibv_create_comp_channel"))?;
-        Ok(CompChannel(Arc::new(ChannelInner { ch, attached: AtomicBool::new(false), _ctx: ctx.clone() })))
+        Ok(CompChannel(Arc::new(ChannelInner {
+            ch,
+            attached: AtomicBool::new(false),
+            nonblocking: AtomicBool::new(false),
+            _ctx: ctx.clone(),
+        })))
     }
 
     /// The raw channel.
@@ -68,7 +75,17 @@ impl CompChannel {
 
     /// Makes reads non-blocking (for event loops), or blocking again.
     pub fn set_nonblocking(&self, yes: bool) -> Result<()> {
-        set_nonblocking(self.as_raw_fd(), yes)
+        set_nonblocking(self.as_raw_fd(), yes)?;
+        self.0.nonblocking.store(yes, Ordering::Release);
+        Ok(())
+    }
+
+    /// Non-blocking from now on, with no system call once it is.
+    pub(crate) fn ensure_nonblocking(&self) -> Result<()> {
+        if self.0.nonblocking.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.set_nonblocking(true)
     }
 
     /// Marks the channel as taken by a CQ.

@@ -363,6 +363,43 @@ impl Cq {
         Ok(true)
     }
 
+    /// Takes one pending event from the CQ's channel without blocking:
+    /// `Ok(())` when one was there (acknowledged in batches, as with
+    /// [`Cq::wait`]), else `Err` of kind [`std::io::ErrorKind::WouldBlock`].
+    /// The channel is switched to non-blocking mode. With the channel's
+    /// descriptor ([`CompChannel`]'s `AsFd`) this is all a reactor needs:
+    /// wait for readability, `try_event`, re-arm with [`Cq::req_notify`],
+    /// poll.
+    ///
+    /// # Panics
+    /// If the CQ was created without a channel (a programming error).
+    pub fn try_event(&self) -> std::io::Result<()> {
+        let ch = self
+            .inner
+            .channel
+            .as_ref()
+            .expect("try_event on a CQ without a CompChannel: create it with CqBuilder::channel");
+        ch.ensure_nonblocking()?;
+        let mut cq = ptr::null_mut();
+        let mut cq_ctx = ptr::null_mut();
+        // SAFETY: live channel; the outputs are valid for writes.
+        let rc = unsafe { ffi::ibv_get_cq_event(ch.as_ptr(), &mut cq, &mut cq_ctx) };
+        if rc != 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(if e.raw_os_error() == Some(libc::EAGAIN) { std::io::ErrorKind::WouldBlock.into() } else { e });
+        }
+        debug_assert_eq!(cq, self.as_ptr(), "a channel serves one CQ");
+        if self.inner.unacked.fetch_add(1, Ordering::AcqRel) + 1 >= ACK_BATCH {
+            self.ack_events();
+        }
+        Ok(())
+    }
+
+    /// The CQ's completion channel, if it has one.
+    pub fn channel(&self) -> Option<&CompChannel> {
+        self.inner.channel.as_ref()
+    }
+
     /// Acknowledges the events taken so far (also done in batches and at drop).
     pub fn ack_events(&self) {
         let n = self.inner.unacked.swap(0, Ordering::AcqRel);
@@ -447,6 +484,16 @@ impl Wc {
     /// Remote QP number (UD).
     pub fn src_qp(&self) -> u32 {
         self.0.src_qp
+    }
+
+    /// Source LID (UD receives on InfiniBand).
+    pub fn slid(&self) -> u16 {
+        self.0.slid
+    }
+
+    /// Service level of the received packet (UD).
+    pub fn sl(&self) -> u8 {
+        self.0.sl
     }
 
     /// Vendor error syndrome (on errors).

@@ -88,7 +88,27 @@ impl Context {
         if !wait_readable(self.async_fd(), timeout)? {
             return Ok(None);
         }
-        // Another thread may have taken the event: never block here.
+        match self.take_async_event()? {
+            Some(ev) => Ok(Some(ev)),
+            // Another thread took the event.
+            None => Ok(None),
+        }
+    }
+
+    /// The next asynchronous event if one is pending, without blocking:
+    /// `Err` of kind [`std::io::ErrorKind::WouldBlock`] when none is, so it
+    /// fits `AsyncFd::try_io` and other reactors' readiness loops (the
+    /// descriptor is [`Context::async_fd`]). The event is acknowledged.
+    pub fn try_async_event(&self) -> std::io::Result<AsyncEvent> {
+        match self.take_async_event() {
+            Ok(Some(ev)) => Ok(ev),
+            Ok(None) => Err(std::io::ErrorKind::WouldBlock.into()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn take_async_event(&self) -> Result<Option<AsyncEvent>> {
+        // Never block here: the descriptor stays non-blocking.
         set_nonblocking(self.async_fd(), true)?;
         let mut ev = std::mem::MaybeUninit::<ffi::ibv_async_event>::zeroed();
         // SAFETY: live context; `ev` is valid for writes.

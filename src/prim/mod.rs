@@ -24,7 +24,7 @@ mod srq;
 mod values;
 mod wr;
 
-pub use ah::{Ah, AhAttr};
+pub use ah::{Ah, AhAttr, GRH_LEN};
 pub use channel::CompChannel;
 pub use cq::{Cq, CqBuilder, ExWc, Poller, Wc, WcError, WcFlagsEx};
 pub use device::{device_names, Context};
@@ -38,7 +38,9 @@ pub use mr::{Mr, RemoteMr};
 pub use mw::Mw;
 pub use pd::Pd;
 pub use port::{PortAttr, Speed, Width};
-pub use qp::{AttrMask, ConnectOpts, Endpoint, Qp, QpAttr, QpBuilder, QpCaps, Refusal, Rule, SendOps, WrBatch};
+pub use qp::{
+    random_psn, AttrMask, ConnectOpts, Endpoint, Qp, QpAttr, QpBuilder, QpCaps, Refusal, Rule, SendOps, WrBatch,
+};
 pub use srq::Srq;
 pub use wr::{RecvWr, RemoteAddr, SendList, SendWr, Sge};
 

@@ -172,6 +172,12 @@ impl Mr {
 
 /// A peer's memory region: address, length and rkey, as exchanged out of band.
 ///
+/// Offsets into it are `u64` where local ones ([`Mr::sge`],
+/// `RegisteredMem`'s ranges) are `usize`: the region lives in the peer's
+/// address space, which need not be this process's width, and its fields
+/// come from the peer as 64-bit values. Convert a local `usize` offset with
+/// `as u64` (lossless on every supported target).
+///
 /// ```
 /// use rrddmma::prim::RemoteMr;
 /// let mr = RemoteMr { addr: 0x7f00_0000_1000, len: 4096, rkey: 0x1234 };

@@ -11,6 +11,9 @@
 //! - MR tokens: [`crate::ctrl::Session::exchange_mrs`] with
 //!   [`RegisteredMem::remote`].
 
+#[cfg(feature = "tokio")]
+#[allow(unsafe_code)]
+pub mod aio;
 mod error;
 #[allow(unsafe_code)]
 mod mem;
@@ -20,4 +23,4 @@ mod ud;
 pub use error::{Error, Result};
 pub use mem::{HugePages, MemOpts, RegisteredMem};
 pub use rc::{connect_rc_mesh, connected_rc_pair, MeshOpts};
-pub use ud::UdEndpoint;
+pub use ud::{UdEndpoint, UdOpts};

@@ -26,7 +26,11 @@ pub fn connected_rc_pair(
 }
 
 /// Settings of [`connect_rc_mesh`].
-#[derive(Clone, Copy, Debug)]
+///
+/// Defaults ([`MeshOpts::default`]): [`QpCaps::default`], [`ConnectOpts::default`]
+/// (automatic RoCE v2 GID, MTU 1024, no remote access: grant what the ranks
+/// need), PSN 0.
+#[derive(Clone, Copy, Debug, Default)]
 pub struct MeshOpts {
     /// QP capacities.
     pub caps: QpCaps,

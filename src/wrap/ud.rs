@@ -3,8 +3,7 @@
 use std::collections::HashMap;
 
 use crate::ctrl::QpInfo;
-use crate::prim::QpType;
-use crate::prim::{Ah, AhAttr, Cq, Gid, Pd, Qp, QpBuilder, QpCaps};
+use crate::prim::{Ah, AhAttr, Cq, Gid, Pd, Qp, QpBuilder, QpCaps, QpType, Srq, Wc, GRH_LEN};
 
 /// The fields of a peer's port address that an address handle depends on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -14,9 +13,44 @@ struct AhKey {
     sl: u8,
 }
 
+/// Settings of a [`UdEndpoint`].
+///
+/// | field | default |
+/// |---|---|
+/// | `caps` | [`QpCaps::default`] |
+/// | `port` | 1 |
+/// | `gid_index` | `None`: the port's RoCE v2 GID ([`crate::prim::Context::roce_v2_gid_index`]), 0 on InfiniBand |
+/// | `qkey` | `0x1111_1111` |
+/// | `srq` | `None`: the QP has a receive queue of its own |
+#[derive(Clone, Debug)]
+pub struct UdOpts {
+    /// Queue sizes (receive sizes are ignored with an SRQ).
+    pub caps: QpCaps,
+    /// Local port.
+    pub port: u8,
+    /// Source GID index of the address handles this endpoint creates.
+    pub gid_index: Option<u8>,
+    /// The Q_Key peers send with.
+    pub qkey: u32,
+    /// Take receives from this shared receive queue.
+    pub srq: Option<Srq>,
+}
+
+impl Default for UdOpts {
+    fn default() -> UdOpts {
+        UdOpts { caps: QpCaps::default(), port: 1, gid_index: None, qkey: 0x1111_1111, srq: None }
+    }
+}
+
 /// A UD QP brought up to RTS, with an address-handle cache keyed by the
 /// peer's GID, LID and service level: the first send to a peer port creates
 /// its AH (a system call), later ones reuse it.
+///
+/// Receive buffers of a UD QP hold the 40-byte Global Route Header before
+/// each message ([`GRH_LEN`]): post `GRH_LEN + n` bytes to receive `n`. A
+/// server answers whoever sent a request with [`UdEndpoint::reply_route`],
+/// which builds (and caches) the address handle from the completion and
+/// that header.
 #[derive(Debug)]
 pub struct UdEndpoint {
     qp: Qp,
@@ -25,6 +59,7 @@ pub struct UdEndpoint {
     gid_index: u8,
     qkey: u32,
     ahs: HashMap<AhKey, Ah>,
+    srq: Option<Srq>,
 }
 
 impl UdEndpoint {
@@ -39,9 +74,42 @@ impl UdEndpoint {
         gid_index: u8,
         qkey: u32,
     ) -> crate::prim::Result<UdEndpoint> {
-        let qp = QpBuilder::new(pd, QpType::UD, send_cq, recv_cq).caps(caps).build()?;
-        qp.bring_up_ud(port, 0, qkey, 0)?;
-        Ok(UdEndpoint { qp, pd: pd.clone(), port, gid_index, qkey, ahs: HashMap::new() })
+        let opts = UdOpts { caps, port, gid_index: Some(gid_index), qkey, srq: None };
+        UdEndpoint::with_opts(pd, send_cq, recv_cq, &opts)
+    }
+
+    /// Creates the UD QP as `opts` says (an SRQ, the automatic GID, ...)
+    /// and brings it to RTS.
+    pub fn with_opts(pd: &Pd, send_cq: &Cq, recv_cq: &Cq, opts: &UdOpts) -> crate::prim::Result<UdEndpoint> {
+        let gid_index = match opts.gid_index {
+            Some(i) => i,
+            None => pd.context().roce_v2_gid_index(opts.port)?,
+        };
+        let mut b = QpBuilder::new(pd, QpType::UD, send_cq, recv_cq).caps(opts.caps);
+        if let Some(srq) = &opts.srq {
+            b = b.srq(srq);
+        }
+        let qp = b.build()?;
+        qp.bring_up_ud(opts.port, 0, opts.qkey, 0)?;
+        Ok(UdEndpoint {
+            qp,
+            pd: pd.clone(),
+            port: opts.port,
+            gid_index,
+            qkey: opts.qkey,
+            ahs: HashMap::new(),
+            srq: opts.srq.clone(),
+        })
+    }
+
+    /// The shared receive queue, when the endpoint takes receives from one.
+    pub fn srq(&self) -> Option<&Srq> {
+        self.srq.as_ref()
+    }
+
+    /// The source GID index of the address handles this endpoint creates.
+    pub fn gid_index(&self) -> u8 {
+        self.gid_index
     }
 
     /// The QP, for posting.
@@ -66,12 +134,21 @@ impl UdEndpoint {
     pub fn route(&mut self, peer: &QpInfo, sl: u8) -> crate::prim::Result<(&Qp, &Ah)> {
         let key = AhKey { gid: peer.gid, lid: peer.lid, sl };
         if !self.ahs.contains_key(&key) {
-            let attr = if peer.gid.is_zero() {
-                AhAttr::lid(self.port, peer.lid)
-            } else {
-                AhAttr::global(self.port, self.gid_index, peer.gid).dlid(peer.lid)
-            };
-            let ah = Ah::new(&self.pd, &attr.sl(sl))?;
+            let ah = Ah::new(&self.pd, &peer.ah_attr(self.port, self.gid_index).sl(sl))?;
+            self.ahs.insert(key, ah);
+        }
+        Ok((&self.qp, &self.ahs[&key]))
+    }
+
+    /// The QP and the address handle back to the sender of a received
+    /// completion `wc`, whose receive buffer starts with `grh` (the first
+    /// [`GRH_LEN`] bytes); send to QPN `wc.src_qp()` with [`UdEndpoint::qkey`].
+    /// Handles are cached by the sender's GID, LID and service level.
+    pub fn reply_route(&mut self, wc: &Wc, grh: &[u8; GRH_LEN]) -> crate::prim::Result<(&Qp, &Ah)> {
+        let attr = AhAttr::from_wc(self.pd.context(), self.port, wc, grh)?;
+        let key = AhKey { gid: attr.dgid(), lid: wc.slid(), sl: wc.sl() };
+        if !self.ahs.contains_key(&key) {
+            let ah = Ah::new(&self.pd, &attr)?;
             self.ahs.insert(key, ah);
         }
         Ok((&self.qp, &self.ahs[&key]))

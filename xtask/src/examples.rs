@@ -9,7 +9,11 @@ use std::process::Command;
 use crate::device::{Check, Done};
 use crate::{root, show, Result};
 
-const EXAMPLES: [&str; 4] = ["rc_pingpong", "ud_pingpong", "show_gids", "devinfo"];
+const EXAMPLES: [&str; 5] = ["rc_pingpong", "ud_pingpong", "show_gids", "devinfo", "recipes"];
+
+/// The recipes `examples/recipes.rs` runs (docs/recipes.md).
+const RECIPES: [&str; 6] =
+    ["two_processes", "remote_table", "ud_srq", "wait_without_spinning", "gid_and_mtu", "error_completions"];
 
 fn example(name: &str) -> String {
     let p: PathBuf = root().join("target/debug/examples").join(name);
@@ -154,7 +158,7 @@ pub fn checks(dev: &str) -> Result<Vec<Check>> {
     if !built {
         println!("building the examples failed");
     }
-    let [rc, ud, gids, devinfo] = EXAMPLES.map(example);
+    let [rc, ud, gids, devinfo, recipes] = EXAMPLES.map(example);
     let dev_s = dev.to_string();
     let mut v = Vec::new();
     let mut add_pair = |name: &str, port: u16, server: String, client: String, iters: u32, size: u64| {
@@ -224,6 +228,15 @@ pub fn checks(dev: &str) -> Result<Vec<Check>> {
          t=$(cat $P/gid_attrs/types/$i 2>/dev/null); n=$(cat $P/gid_attrs/ndevs/$i 2>/dev/null); \
          case \"$t\" in 'RoCE v2') t=v2;; *) t=v1;; esac; echo \"sysfs $i $g $t $n\"; done"
     );
+    v.push(Check::verdict(
+        "docs/recipes.md: every recipe runs to its checked end",
+        format!("timeout 300 {recipes} {dev}"),
+        move |done| {
+            built
+                && done.code == Some(0)
+                && RECIPES.iter().all(|r| done.output.lines().any(|l| l == format!("recipe {r}: ok")))
+        },
+    ));
     let d = dev_s.clone();
     v.push(Check::verdict(
         "show_gids lists the sysfs GID table",

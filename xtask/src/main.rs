@@ -11,6 +11,7 @@
 //! - `cargo xtask deps`: installs what the other tasks need (idempotent).
 //! - `cargo xtask bench-wqe`: callgrind count of the direct WQE writer vs the C helpers.
 
+mod aio;
 mod bench;
 mod bindings;
 mod cluster;

@@ -112,8 +112,27 @@ pub fn run(_args: &[String]) -> Result<()> {
         capture(&mut cargo(&["clippy", "--workspace", "--all-targets", "--quiet", "--", "-D", "warnings"])).0,
     );
     tally.check(
+        "cargo clippy -D warnings, feature tokio",
+        capture(&mut cargo(&[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--quiet",
+            "--features",
+            "rrddmma/tokio",
+            "--",
+            "-D",
+            "warnings",
+        ]))
+        .0,
+    );
+    tally.check(
         "cargo doc (warnings denied)",
-        capture(cargo(&["doc", "--no-deps", "--quiet", "-p", "rrddmma"]).env("RUSTDOCFLAGS", "-D warnings")).0,
+        capture(
+            cargo(&["doc", "--no-deps", "--quiet", "-p", "rrddmma", "--features", "tokio"])
+                .env("RUSTDOCFLAGS", "-D warnings"),
+        )
+        .0,
     );
     let drift = bindings::run(&["--check".to_string()]);
     if let Err(e) = &drift {
@@ -191,6 +210,7 @@ pub fn run(_args: &[String]) -> Result<()> {
     ));
     checks.extend(crate::perf::checks()?);
     checks.extend(crate::examples::checks(place.device())?);
+    checks.extend(crate::aio::checks()?);
     // Last: they add devices and namespaces.
     checks.extend(crate::cluster::checks()?);
     checks.extend(crate::perf::cluster_checks()?);

@@ -201,3 +201,17 @@ fn diagnose(ctx: &Context, o: &ConnectOpts, gid_index: u8, to: QpState, remote: 
     }
     None
 }
+
+/// A random packet sequence number (24 bits) from the operating system
+/// (`getrandom(2)`); falls back to the clock's nanoseconds if that fails.
+pub fn random_psn() -> u32 {
+    let mut b = [0u8; 4];
+    // SAFETY: `b` is valid for 4 bytes of writes.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    let v = if n == 4 {
+        u32::from_ne_bytes(b)
+    } else {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos())
+    };
+    v & 0xff_ffff
+}

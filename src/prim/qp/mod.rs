@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 mod connect;
 
 pub use attr::{AttrMask, QpAttr};
-pub use connect::ConnectOpts;
+pub use connect::{random_psn, ConnectOpts};
 pub use ex::{SendOps, WrBatch};
 pub use state::{Refusal, Rule};
 
@@ -30,6 +30,10 @@ use crate::bindings as ffi;
 pub use super::values::{QpState, QpType};
 
 /// Queue sizes of a QP.
+///
+/// Defaults: 64 send and 64 receive requests, one scatter/gather entry each,
+/// no inline data. [`QpBuilder::build`] checks every value against the
+/// device's limits and names the one above it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QpCaps {
     /// Outstanding send work requests.

@@ -1,0 +1,203 @@
+//! Device tests of `wrap::aio` (feature `tokio`): many operations in flight
+//! on one QP, futures dropped mid-flight, a peer that vanishes. Ignored
+//! unless run with `--ignored` on the device `RRDDMMA_TEST_DEVICE` names.
+
+use std::alloc::Layout;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rrddmma::prim::WcStatus;
+use rrddmma::wrap::aio::{AioOpts, Error, Listener, RcEndpoint};
+use tokio::task::JoinSet;
+
+fn opts() -> AioOpts {
+    let dev = std::env::var("RRDDMMA_TEST_DEVICE").expect("RRDDMMA_TEST_DEVICE names the device for device tests");
+    AioOpts::new(&dev)
+}
+
+/// A connected pair in this process: (server, client).
+async fn pair(o: &AioOpts) -> (RcEndpoint, RcEndpoint) {
+    let l = Listener::bind("127.0.0.1:0", o.clone()).await.expect("listen");
+    let addr = l.local_addr().unwrap();
+    let (server, client) = tokio::join!(l.accept(), RcEndpoint::connect(addr, o));
+    (server.expect("accept"), client.expect("connect"))
+}
+
+fn layout(n: usize) -> Layout {
+    Layout::from_size_align(n, 8).unwrap()
+}
+
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+async fn a_thousand_operations_in_flight_on_one_qp() {
+    const N: usize = 1000;
+    let o = opts();
+    let (server, client) = pair(&o).await;
+    let (server, client) = (Arc::new(server), Arc::new(client));
+    // The server lends a table of N 16-byte slots.
+    let table = server.alloc_local_mr(layout(N * 16)).unwrap();
+    server.send_local_mr(table).await.unwrap();
+    let remote = client.receive_remote_mr().await.unwrap();
+    assert_eq!(remote.len, (N * 16) as u64);
+
+    // N writes at once, each from its own buffer.
+    let mut set = JoinSet::new();
+    for i in 0..N {
+        let c = Arc::clone(&client);
+        set.spawn(async move {
+            let mut src = c.alloc_local_mr(layout(16)).unwrap();
+            src.write(0, &(i as u64).to_le_bytes());
+            src.write(8, &(!(i as u64)).to_le_bytes());
+            let at = remote.checked_at((i * 16) as u64, 16).unwrap();
+            c.write(src, 0..16, at).await.map(drop)
+        });
+    }
+    let mut done = 0;
+    while let Some(r) = set.join_next().await {
+        r.unwrap().unwrap();
+        done += 1;
+    }
+    assert_eq!(done, N);
+    // N reads at once, each checking its slot.
+    for i in 0..N {
+        let c = Arc::clone(&client);
+        set.spawn(async move {
+            let dst = c.alloc_local_mr(layout(16)).unwrap();
+            let dst = c.read(dst, 0..16, remote.checked_at((i * 16) as u64, 16).unwrap()).await.unwrap();
+            let mut b = [0u8; 16];
+            dst.read(0, &mut b);
+            assert_eq!(u64::from_le_bytes(b[..8].try_into().unwrap()), i as u64, "slot {i}");
+            assert_eq!(u64::from_le_bytes(b[8..].try_into().unwrap()), !(i as u64), "slot {i}");
+            Ok::<(), Error>(())
+        });
+    }
+    while let Some(r) = set.join_next().await {
+        r.unwrap().unwrap();
+    }
+    // 200 fetch-and-adds on one counter at once: every old value distinct.
+    let counter = remote.checked_at(0, 8).unwrap();
+    client.write(client.alloc_local_mr(layout(8)).unwrap(), 0..8, counter).await.unwrap();
+    let mut adds = JoinSet::new();
+    for _ in 0..200 {
+        let c = Arc::clone(&client);
+        adds.spawn(async move { c.fetch_add(counter, 1).await });
+    }
+    let mut olds = Vec::new();
+    while let Some(r) = adds.join_next().await {
+        olds.push(r.unwrap().unwrap());
+    }
+    olds.sort_unstable();
+    assert_eq!(olds, (0..200).collect::<Vec<u64>>(), "no lost or repeated atomic");
+    assert_eq!(client.compare_swap(counter, 200, 7).await.unwrap(), 200);
+    // The server gets its table back and sees the last writes.
+    client.send_remote_mr(remote).await.unwrap();
+    let back = server.receive_local_mr().await.unwrap();
+    let mut b = [0u8; 16];
+    back.read(16 * 5, &mut b);
+    assert_eq!(u64::from_le_bytes(b[..8].try_into().unwrap()), 5);
+    let mut c = [0u8; 8];
+    back.read(0, &mut c);
+    assert_eq!(u64::from_ne_bytes(c), 7, "the compare-and-swap landed");
+    assert_eq!(client.in_flight(), 0);
+}
+
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+async fn dropped_futures_keep_their_memory_until_completion() {
+    const N: usize = 100;
+    const LEN: usize = 64 << 10;
+    let o = AioOpts { pool_size: 32 << 20, ..opts() };
+    let (server, client) = pair(&o).await;
+    let target = server.alloc_local_mr(layout(LEN)).unwrap();
+    server.send_local_mr(target).await.unwrap();
+    let remote = client.receive_remote_mr().await.unwrap();
+    let free_before = client.pool().free_bytes();
+
+    // Start N large writes and drop each future right after its first poll.
+    let mut addrs = Vec::new();
+    for i in 0..N {
+        let mut src = client.alloc_local_mr(layout(LEN)).unwrap();
+        src.write(0, &[i as u8; 8]);
+        addrs.push(src.addr());
+        let fut = client.write(src, 0..LEN, remote.checked_at(0, LEN as u64).unwrap());
+        tokio::pin!(fut);
+        tokio::select! {
+            biased;
+            _ = &mut fut => {}
+            _ = std::future::ready(()) => {}
+        }
+        // `fut` is dropped here, its request posted and (probably) in flight.
+    }
+    let in_flight = client.in_flight();
+    let held = free_before - client.pool().free_bytes();
+    eprintln!("{in_flight} of {N} dropped writes still in flight, {held} bytes held");
+    assert_eq!(held, in_flight * LEN, "exactly the in-flight requests' buffers are held");
+    // While they are, new pieces never overlap a held one.
+    let fresh = client.alloc_local_mr(layout(LEN)).unwrap();
+    if in_flight > 0 {
+        assert!(client.pool().free_bytes() + LEN <= free_before - in_flight * LEN);
+    }
+    drop(fresh);
+    // Every buffer comes back once its completion arrives.
+    let t = std::time::Instant::now();
+    while client.in_flight() > 0 {
+        assert!(t.elapsed() < Duration::from_secs(30), "completions of dropped futures never came");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(client.pool().free_bytes(), free_before, "all memory back in the pool");
+    // The endpoint still works.
+    let mut src = client.alloc_local_mr(layout(8)).unwrap();
+    src.write(0, b"after!!!");
+    client.write(src, 0..8, remote.checked_at(0, 8).unwrap()).await.unwrap();
+    let dst = client.read(client.alloc_local_mr(layout(8)).unwrap(), 0..8, remote.checked_at(0, 8).unwrap()).await;
+    let mut b = [0u8; 8];
+    dst.unwrap().read(0, &mut b);
+    assert_eq!(&b, b"after!!!");
+}
+
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+async fn a_vanished_peer_fails_every_waiting_operation() {
+    let mut o = opts();
+    o.connect.timeout = 12; // 16.8 ms per try
+    o.connect.retry_cnt = 2;
+    let (server, client) = pair(&o).await;
+    let client = Arc::new(client);
+    let table = server.alloc_local_mr(layout(1 << 20)).unwrap();
+    server.send_local_mr(table).await.unwrap();
+    let remote = client.receive_remote_mr().await.unwrap();
+    client.read(client.alloc_local_mr(layout(64)).unwrap(), 0..64, remote.at(0)).await.unwrap();
+
+    drop(server); // its QPs go to the error state and are destroyed
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut set = JoinSet::new();
+    for i in 0..20u64 {
+        let c = Arc::clone(&client);
+        set.spawn(async move {
+            let dst = c.alloc_local_mr(layout(4096)).unwrap();
+            c.read(dst, 0..4096, remote.checked_at(i * 4096, 4096).unwrap()).await.map(drop)
+        });
+    }
+    let outcomes = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut v = Vec::new();
+        while let Some(r) = set.join_next().await {
+            v.push(r.unwrap());
+        }
+        v
+    })
+    .await
+    .expect("every waiting future answered within 10 s");
+    assert_eq!(outcomes.len(), 20);
+    for r in &outcomes {
+        match r {
+            Err(Error::Completion(e)) => {
+                assert!(matches!(e.status, WcStatus::RETRY_EXC_ERR | WcStatus::WR_FLUSH_ERR), "{e}")
+            }
+            other => panic!("expected a completion error, got {other:?}"),
+        }
+    }
+    assert!(
+        outcomes.iter().any(|r| matches!(r, Err(Error::Completion(e)) if e.status == WcStatus::RETRY_EXC_ERR)),
+        "the first request times out; the rest are flushed"
+    );
+}
