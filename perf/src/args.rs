@@ -68,6 +68,12 @@ pub struct Opts {
     pub progress: bool,
     pub bidir: bool,
     pub check_payload: bool,
+    pub histogram: bool,
+    pub unsorted: bool,
+    pub cpu: Option<usize>,
+    pub numa: bool,
+    pub hugepages: bool,
+    pub run_infinitely: bool,
 }
 
 pub const USAGE: &str = "\
@@ -93,6 +99,11 @@ perftest's flags:
   -A, --atomic_type T      FETCH_AND_ADD (default) or CMP_AND_SWAP
   -p, --port N             TCP port of the exchange (18515)
   -b, --bidirectional      both sides stream at once (bw tests)
+  -H, --report-histogram   print every latency sample, sorted (lat tests)
+  -U, --report-unsorted    print every latency sample in the order taken (lat tests)
+  -c, --connection RC      transport (RC only)
+      --use_hugepages      buffers on 2 MiB huge pages
+      --run_infinitely     bw client: stream until stopped, a report every -D seconds (5)
       --report_gbits       report Gb/s instead of MiB/s
       --dont_xchg_versions skip the version, system-data and MTU exchange
 This tool's own:
@@ -102,6 +113,8 @@ This tool's own:
       --csv FILE           results as CSV
       --svg FILE           plot of the sweep (bandwidth or median latency vs size)
       --no-progress        no progress bar on sweeps
+      --cpu N              run on CPU N
+      --numa               run on the CPUs of the device's NUMA node (buffers become node-local)
       --check-payload      check what arrived against a pattern (both sides; not send/atomic bw)";
 
 /// The value of the flag being parsed, as text (non-UTF-8 is an error).
@@ -179,6 +192,12 @@ where
         progress: true,
         bidir: false,
         check_payload: false,
+        histogram: false,
+        unsorted: false,
+        cpu: None,
+        numa: false,
+        hugepages: false,
+        run_infinitely: false,
     };
     let mut cq_mod_set = false;
     while let Some(arg) = p.next().map_err(|e| e.to_string())? {
@@ -208,6 +227,20 @@ where
             Short('p') | Long("port") => o.tcp_port = num(&mut p, "-p")?,
             Short('F') | Long("CPU-freq") => {}
             Short('b') | Long("bidirectional") => o.bidir = true,
+            // perftest's long name has the typo; both are taken.
+            Short('H') | Long("report-histogrm") | Long("report-histogram") => o.histogram = true,
+            Short('U') | Long("report-unsorted") => o.unsorted = true,
+            Short('c') | Long("connection") => match text(&mut p, "-c")?.as_str() {
+                "RC" => {}
+                v @ ("UC" | "UD" | "XRC" | "DC" | "SRD") => {
+                    return Err(format!("-c {v}: only RC connections are supported by rrddmma-perf so far"))
+                }
+                v => return Err(format!("-c {v:?}: expected RC, UC, UD, XRC or DC")),
+            },
+            Long("cpu") => o.cpu = Some(num(&mut p, "--cpu")?),
+            Long("numa") => o.numa = true,
+            Long("use_hugepages") | Long("use-hugepages") => o.hugepages = true,
+            Long("run_infinitely") | Long("run-infinitely") => o.run_infinitely = true,
             Long("report_gbits") => o.gbits = true,
             Long("dont_xchg_versions") => o.dont_xchg_versions = true,
             Long("threads") => o.threads = num(&mut p, "--threads")?,
@@ -266,8 +299,19 @@ where
     // The signaled request must fit in the queue: posting stops once fewer
     // than a post list's worth of slots is free.
     o.cq_mod = o.cq_mod.min(o.tx_depth - o.post_list + 1);
-    if test == Test::Lat && o.duration.is_some() {
-        return Err("latency tests take -n iterations; -D is for bandwidth tests".into());
+    if test == Test::Lat && o.duration.is_some() && matches!(o.verb, Verb::Write | Verb::Send) {
+        return Err("-D on a latency test: read and atomic lat only; write and send lat are ping-pongs whose \
+                    sides must agree on -n"
+            .into());
+    }
+    if (o.histogram || o.unsorted) && test == Test::Bw {
+        return Err("-H and -U are available on latency tests only".into());
+    }
+    if o.run_infinitely && (test != Test::Bw || o.verb == Verb::Send || o.all || o.bidir) {
+        return Err("--run_infinitely: write, read and atomic bw only, without -a or -b".into());
+    }
+    if o.cpu.is_some() && o.numa {
+        return Err("--cpu and --numa both choose the CPUs: give one".into());
     }
     if o.all && o.max_size < 2 {
         return Err("--max-size must be at least 2".into());

@@ -11,6 +11,7 @@ mod cluster;
 mod oob;
 mod out;
 mod payload;
+mod place;
 mod run;
 
 use std::process::ExitCode;
@@ -117,6 +118,19 @@ fn bench(o: &Opts) -> Result<(), String> {
             }
             s.oob.close(&s.my[0])?;
         }
+        (Test::Bw, true) if o.run_infinitely => {
+            // perftest's --run_infinitely: one report per interval until
+            // the process is stopped; the server waits in its exchange.
+            println!("{}", out::header(o));
+            let every = Opts { duration: Some(o.duration.unwrap_or(5.0)), ..o.clone() };
+            loop {
+                let r = run::bw_client(&s, &every, o.size)?;
+                println!("{}", out::row(o, &r));
+                if r.allocs > 0 {
+                    return Err(format!("{} heap allocation(s) happened inside a measured loop", r.allocs));
+                }
+            }
+        }
         (Test::Bw, true) => {
             println!("{}", out::header(o));
             for (i, &size) in sizes.iter().enumerate() {
@@ -151,6 +165,15 @@ fn bench(o: &Opts) -> Result<(), String> {
             println!("{}", out::header(o));
             for (i, &size) in sizes.iter().enumerate() {
                 let r = run::lat(&s, o, size)?;
+                // perftest's -U and -H: "#, usec" then "N, value" per sample.
+                for (on, v) in [(o.unsorted, &r.unsorted_ns), (o.histogram, &r.lat_ns)] {
+                    if on {
+                        println!("#, usec");
+                        for (k, ns) in v.iter().enumerate() {
+                            println!("{}, {}", k + 1, ns / 1000.0);
+                        }
+                    }
+                }
                 println!("{}", out::row(o, &r));
                 progress.step(i + 1, size);
                 results.push(r);

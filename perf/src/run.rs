@@ -14,6 +14,7 @@ use crate::args::{Opts, Test, Verb};
 use crate::clock::Clock;
 use crate::oob::{BwReport, Dest, Oob};
 use crate::payload;
+use crate::place;
 
 type Res<T> = Result<T, String>;
 
@@ -39,25 +40,56 @@ pub struct Outcome {
     pub ops_per_sec: f64,
     /// Latency samples in nanoseconds, sorted (latency tests).
     pub lat_ns: Vec<f64>,
+    /// The same samples in the order taken (with `-U` only).
+    pub unsorted_ns: Vec<f64>,
     /// Heap allocations inside the measured loop.
     pub allocs: u64,
 }
 
-/// A page-aligned zeroed buffer.
+/// A page-aligned zeroed buffer: from the allocator, or mapped from 2 MiB
+/// huge pages (`--use_hugepages`).
 struct Buf {
     ptr: *mut u8,
     layout: Layout,
+    huge: bool,
 }
 
+/// The huge page size `--use_hugepages` maps (the x86-64 default).
+const HUGE_PAGE: usize = 2 << 20;
+
 impl Buf {
-    fn new(len: usize) -> Res<Buf> {
+    fn new(len: usize, huge: bool) -> Res<Buf> {
+        if huge {
+            let size = len.div_ceil(HUGE_PAGE) * HUGE_PAGE;
+            let layout = Layout::from_size_align(size, HUGE_PAGE).map_err(err("buffer layout"))?;
+            // SAFETY: an anonymous private mapping at an address of the
+            // kernel's choice touches no existing memory.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    size,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB,
+                    -1,
+                    0,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                return Err(format!(
+                    "--use_hugepages: cannot map {size} bytes of 2 MiB huge pages: {} (reserve some first, e.g. \
+                     `echo 64 > /proc/sys/vm/nr_hugepages`)",
+                    std::io::Error::last_os_error()
+                ));
+            }
+            return Ok(Buf { ptr: p.cast(), layout, huge: true });
+        }
         let layout = Layout::from_size_align(len, 4096).map_err(err("buffer layout"))?;
         // SAFETY: `len` is non-zero (at least one cycle buffer).
         let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
         if ptr.is_null() {
             return Err(format!("cannot allocate a {len}-byte buffer"));
         }
-        Ok(Buf { ptr, layout })
+        Ok(Buf { ptr, layout, huge: false })
     }
 }
 
@@ -69,8 +101,14 @@ unsafe impl Sync for Buf {}
 
 impl Drop for Buf {
     fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout.
-        unsafe { std::alloc::dealloc(self.ptr, self.layout) }
+        if self.huge {
+            // SAFETY: mapped in `new` with this size; nothing uses it any more
+            // (the MR is dropped first).
+            unsafe { libc::munmap(self.ptr.cast(), self.layout.size()) };
+        } else {
+            // SAFETY: allocated in `new` with this layout.
+            unsafe { std::alloc::dealloc(self.ptr, self.layout) }
+        }
     }
 }
 
@@ -116,6 +154,24 @@ pub fn setup(o: &Opts) -> Res<Session> {
         None => Context::open_first(),
     }
     .map_err(err("opening the device"))?;
+    // Pin before anything is allocated or registered (see `place`).
+    let placed = if let Some(c) = o.cpu {
+        place::pin(&[c])?;
+        format!("CPU {c}")
+    } else if o.numa {
+        match place::device_node(ctx.name()) {
+            Some(node) => {
+                place::pin(&place::node_cpus(node)?)?;
+                format!("NUMA node {node} (CPUs {:?})", place::current())
+            }
+            None => format!("not pinned: {} reports no NUMA node", ctx.name()),
+        }
+    } else {
+        String::new()
+    };
+    if !placed.is_empty() {
+        println!(" placement: {placed}");
+    }
     let port = ctx.query_port(o.ib_port).map_err(err("querying the port"))?;
     let dev = ctx.query_device().map_err(err("querying the device"))?;
     let with_gid = port.is_ethernet() || o.gid_index.is_some();
@@ -137,7 +193,7 @@ pub fn setup(o: &Opts) -> Res<Session> {
     let max_size = crate::args::sizes(o).into_iter().max().unwrap_or(o.size);
     let slot = inc(max_size.max(cycle), line);
     let q = o.qps as usize;
-    let buf = Buf::new(slot * 2 * q)?;
+    let buf = Buf::new(slot * 2 * q, o.hugepages)?;
     let pd = Pd::new(&ctx).map_err(err("allocating a PD"))?;
     let access =
         AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
@@ -468,8 +524,8 @@ pub fn bw_client(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
         iters: ops / u64::from(o.qps),
         bytes_per_sec: (ops * size as u64) as f64 / secs,
         ops_per_sec: ops as f64 / secs,
-        lat_ns: Vec::new(),
         allocs: alloc::in_loop_allocations() - before,
+        ..Outcome::default()
     })
 }
 
@@ -559,15 +615,19 @@ pub fn send_bw_receiver(s: &Session, o: &Opts, size: usize, stop: Option<&Atomic
 /// consecutive posts, halved for ping-pong tests).
 fn samples(stamps: &[u64], halve: bool) -> Vec<f64> {
     let div = if halve { 2.0 } else { 1.0 };
-    let mut v: Vec<f64> = stamps.windows(2).map(|w| w[1].wrapping_sub(w[0]) as f64 / div).collect();
-    v.sort_by(f64::total_cmp);
-    v
+    stamps.windows(2).map(|w| w[1].wrapping_sub(w[0]) as f64 / div).collect()
 }
+
+/// Samples a `-D` latency run can hold (preallocated: the loop must not
+/// allocate); the run stops early when they are used up.
+const DURATION_SAMPLES: usize = 1 << 21;
 
 /// A latency test for one size, on either side.
 pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
-    let n = o.iters as usize;
+    let n = if o.duration.is_some() { DURATION_SAMPLES } else { o.iters as usize };
     let mut stamps = vec![0u64; n];
+    let mut taken = n;
+    let deadline = o.duration.map(Duration::from_secs_f64);
     let len = size as u32;
     let server = !s.oob.is_client();
     let qp = &s.qps[0];
@@ -676,6 +736,10 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
             }
             Verb::Read | Verb::Atomic => {
                 for (i, st) in stamps.iter_mut().enumerate() {
+                    if deadline.is_some_and(|d| i % 64 == 0 && t0.elapsed() >= d) {
+                        taken = i;
+                        break;
+                    }
                     if o.cas {
                         list.set(0, SendWr::compare_swap(&sge, remote, 0, i as u64).signaled());
                     }
@@ -710,9 +774,18 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
         Clock::Monotonic => 1.0,
     };
     let halve = matches!(o.verb, Verb::Write | Verb::Send);
-    let mut lat_ns = samples(&stamps, halve);
+    let mut lat_ns = samples(&stamps[..taken], halve);
     lat_ns.iter_mut().for_each(|v| *v *= ns_per_tick);
-    Ok(Outcome { size, iters: o.iters, lat_ns, allocs: alloc::in_loop_allocations() - before, ..Outcome::default() })
+    let unsorted_ns = if o.unsorted { lat_ns.clone() } else { Vec::new() };
+    lat_ns.sort_by(f64::total_cmp);
+    Ok(Outcome {
+        size,
+        iters: taken as u64,
+        lat_ns,
+        unsorted_ns,
+        allocs: alloc::in_loop_allocations() - before,
+        ..Outcome::default()
+    })
 }
 
 /// The bandwidth report this side sends at the end.
@@ -740,8 +813,8 @@ mod tests {
     }
 
     #[test]
-    fn latency_samples_are_sorted_intervals() {
-        assert_eq!(samples(&[0, 10, 30, 33], true), vec![1.5, 5.0, 10.0]);
+    fn latency_samples_are_intervals() {
+        assert_eq!(samples(&[0, 10, 30, 33], true), vec![5.0, 10.0, 1.5]);
         assert_eq!(samples(&[0, 10, 30], false), vec![10.0, 20.0]);
     }
 }

@@ -181,6 +181,65 @@ pub fn checks() -> Result<Vec<Check>> {
         ));
     }
 
+    // perftest's -H/-U sample listings, -D on a latency test, placement.
+    v.push(Check::verdict(
+        "perf: rrddmma-perf read lat -D 1 -H (duration, sorted samples), atomic lat -U --cpu 0, write bw --numa -c RC --use_hugepages",
+        format!(
+            "echo 32 > /proc/sys/vm/nr_hugepages && {} && {} && {}",
+            pair(
+                &format!("{me} read lat {dev} -p 18685 -s 64 -D 1 -H"),
+                &format!("{me} read lat {dev} -p 18685 -s 64 -D1 -H 127.0.0.1")
+            ),
+            pair(
+                &format!("{me} atomic lat {dev} -p 18686 -n 100 -U"),
+                &format!("{me} atomic lat {dev} -p 18686 -n100 -U --cpu 0 127.0.0.1")
+            ),
+            pair(
+                &format!("{me} write bw {dev} -p 18687 -s 4096 -n 200 --numa -c RC --use_hugepages"),
+                &format!("{me} write bw {dev} -p 18687 -s 4096 -n 200 --numa -cRC --use_hugepages 127.0.0.1")
+            ),
+        ),
+        |d| {
+            let listing = |from: usize| -> Vec<f64> {
+                d.output[from..]
+                    .lines()
+                    .skip(1)
+                    .map_while(|l| l.split_once(", ").and_then(|(_, v)| v.trim().parse::<f64>().ok()))
+                    .collect()
+            };
+            let heads: Vec<usize> = d.output.match_indices("#, usec").map(|(i, _)| i).collect();
+            let sorted_ok = heads.first().is_some_and(|&h| {
+                let v = listing(h);
+                v.len() > 10 && v.windows(2).all(|w| w[0] <= w[1]) && v[0] > 0.0
+            });
+            let unsorted_ok = heads.get(1).is_some_and(|&h| listing(h).len() == 99);
+            let read_rows = rows(&d.output, 64);
+            d.code == Some(0)
+                && d.output.matches("CLIENT-RC=0").count() == 3
+                && d.output.matches("SERVER-RC=0").count() == 3
+                && zero_allocs(&d.output)
+                && sorted_ok
+                && unsorted_ok
+                && read_rows.iter().any(|r| r[1] > 10.0 && r[2] > 0.0)
+                && d.output.contains(" placement: CPU 0")
+                && d.output.matches(" placement: ").count() == 3
+                && bw_plausible(&d.output, 4096, 200, 2)
+        },
+    ));
+
+    // --run_infinitely: a report per -D interval until stopped.
+    v.push(Check::verdict(
+        "perf: rrddmma-perf write bw --run_infinitely -D 1 reports every second until stopped",
+        pair(
+            &format!("{me} write bw {dev} -p 18688 -s 4096"),
+            &format!("{me} write bw {dev} -p 18688 -s 4096 --run_infinitely -D 1 --no-progress 127.0.0.1 & sleep 15; kill -INT $!; wait $!; [ $? -ne 0 ]"),
+        ),
+        |d| {
+            let client = side(&d.output, true);
+            rows(client, 4096).iter().filter(|r| r[1] > 0.0 && r[2] > 0.0).count() >= 3
+        },
+    ));
+
     // Payload checking: every test kind it covers passes on clean data...
     let checked: [(&str, &str, u64, u64, bool); 6] = [
         ("write bw", "-s 4096 -n 300", 4096, 300, true),
