@@ -36,6 +36,9 @@ pub(crate) struct Shared {
     pub closing: AtomicBool,
     pub wake: Notify,
     pub busy_poll: bool,
+    /// Memory the control protocol owns (posted receives, regions lent or
+    /// granted to the peer): dropped with this, after the QPs.
+    pub keep: std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 impl Shared {

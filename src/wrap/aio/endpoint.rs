@@ -354,7 +354,9 @@ impl RcEndpoint {
             closing: AtomicBool::new(false),
             wake: tokio::sync::Notify::new(),
             busy_poll: o.busy_poll,
+            keep: std::sync::OnceLock::new(),
         });
+        let _ = shared.keep.set(Box::new(Arc::clone(&ctrl)));
         let c = Arc::clone(&ctrl);
         tokio::spawn(driver::run(Arc::clone(&shared), channel, move |s, wc| c.on_completion(s, wc)));
         Ok(RcEndpoint {
