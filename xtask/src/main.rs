@@ -4,7 +4,7 @@
 //!   device tests on a real RDMA device (host SoftRoCE or the SoftRoCE VM), the
 //!   static-linkage checks, and a final `N passed, N failed` line.
 //! - `cargo xtask demo [--device NAME]`: rrddmma-perf beside perftest on the default device.
-//! - `cargo xtask perf-checks`: only rrddmma-perf's device checks.
+//! - `cargo xtask perf-checks [pair|cluster]`: only rrddmma-perf's device checks.
 //! - `cargo xtask bench-verbs`: callgrind count of post + poll, rrddmma vs C verbs calls.
 //! - `cargo xtask vm -- CMD...`: runs CMD inside the SoftRoCE VM with `rxe0` ready.
 //! - `cargo xtask bindings [--check]`: regenerates or checks `src/bindings/sys.rs`.
@@ -62,7 +62,7 @@ fn usage() -> ExitCode {
          \x20 test                  everything CI checks, host and device\n\
          \x20 demo [--device NAME]  rrddmma-perf beside perftest: table of ratios and a plot\n\
          \x20 examples              device checks of the interoperable examples only\n\
-         \x20 perf-checks           rrddmma-perf's device checks only (interop, zero allocations)\n\
+         \x20 perf-checks [pair|cluster] rrddmma-perf's device checks only (interop, payload, cluster mode)\n\
          \x20 bench-verbs           callgrind: instructions per post + poll, rrddmma vs C\n\
          \x20 vm -- CMD...          run CMD in the SoftRoCE VM (rxe0 ready)\n\
          \x20 bindings [--check]    regenerate / check src/bindings/sys.rs\n\
@@ -117,7 +117,7 @@ fn main() -> ExitCode {
         "test" => test::run(rest),
         "demo" => perf::demo(rest),
         "examples" => examples::run(rest),
-        "perf-checks" => perf::run_checks(),
+        "perf-checks" => perf::run_checks(rest),
         "bench-verbs" => perf::bench_verbs(),
         "vm" => device::vm(rest),
         "bindings" => bindings::run(rest),

@@ -258,6 +258,7 @@ pub fn run(_args: &[String]) -> Result<()> {
     checks.extend(crate::aio::checks()?);
     // Last: they add devices and namespaces.
     checks.extend(crate::cluster::checks()?);
+    checks.extend(crate::perf::cluster_checks()?);
     device::run_checks(&place, &checks, &mut tally)?;
 
     println!("\n{} passed, {} failed", tally.passed, tally.failed);
