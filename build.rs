@@ -25,6 +25,7 @@ const ENV_VARS: &[&str] = &[
     "PKG_CONFIG_LIBDIR",
     "PKG_CONFIG_SYSROOT_DIR",
     "PATH",
+    "DOCS_RS",
 ];
 
 fn main() {
@@ -38,6 +39,17 @@ fn main() {
         println!("cargo::rustc-check-cfg=cfg({cfg})");
     }
 
+    // docs.rs builds documentation without libibverbs: the bindings are
+    // committed, so rustdoc needs nothing linked.
+    if env::var_os("DOCS_RS").is_some() {
+        let docs =
+            Outcome { linkage: Linkage::PkgConfig, rdma_core_version: "none (docs.rs)".into(), providers: vec![] };
+        if let Err(msg) = emit(&docs) {
+            eprintln!("\nerror: rrddmma's build script: {msg}\n");
+            std::process::exit(1);
+        }
+        return;
+    }
     if let Err(msg) = run() {
         eprintln!("\nerror: rrddmma cannot link to libibverbs: {msg}\n");
         std::process::exit(1);
@@ -63,8 +75,12 @@ fn run() -> Result<(), String> {
     } else {
         None
     };
-    let inputs =
-        ProbeInputs { linkage_override, ofed_info: ofed_info.as_deref(), pkg_config_found: ibverbs_pc.is_some() };
+    let inputs = ProbeInputs {
+        linkage_override,
+        ofed_info: ofed_info.as_deref(),
+        pkg_config_found: ibverbs_pc.is_some(),
+        vendored: env::var_os("CARGO_FEATURE_VENDORED").is_some(),
+    };
     let linkage = probe::decide(&inputs).map_err(|e| e.to_string())?;
 
     let providers = if linkage.is_static() {

@@ -72,6 +72,9 @@ pub struct ProbeInputs<'a> {
     pub ofed_info: Option<&'a str>,
     /// Whether pkg-config found `libibverbs`.
     pub pkg_config_found: bool,
+    /// Whether the `vendored` feature is on: with nothing installed found,
+    /// build rdma-core from source.
+    pub vendored: bool,
 }
 
 /// Why no linkage could be chosen.
@@ -89,6 +92,9 @@ pub enum ProbeError {
     },
     /// `RRDDMMA_LINKAGE=pkg-config` was asked for but pkg-config found no `libibverbs`.
     PkgConfigNotFound,
+    /// Neither MLNX_OFED nor pkg-config found libibverbs, and the `vendored`
+    /// feature is off.
+    NothingFound,
 }
 
 /// The packages that provide libibverbs and libmlx5, for error messages.
@@ -96,8 +102,10 @@ pub const INSTALL_HINT: &str = "\
 install the RDMA user-space libraries and headers, then build again:
     Debian/Ubuntu:  apt-get install libibverbs-dev ibverbs-providers pkg-config
     RHEL/Fedora:    dnf install rdma-core-devel libibverbs pkgconf-pkg-config
-or build rdma-core from source with RRDDMMA_LINKAGE=source (needs cmake, ninja-build,
-python3 and pkg-config; RRDDMMA_RDMA_CORE_SRC may point at an rdma-core tree or .tar.gz)";
+or build rdma-core from source: enable rrddmma's `vendored` feature
+(`cargo build --features rrddmma/vendored`) or set RRDDMMA_LINKAGE=source (needs cmake,
+ninja-build, python3 and pkg-config; RRDDMMA_RDMA_CORE_SRC may point at an rdma-core tree
+or .tar.gz; otherwise the build downloads the pinned release)";
 
 impl fmt::Display for ProbeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -117,6 +125,9 @@ impl fmt::Display for ProbeError {
             }
             ProbeError::PkgConfigNotFound => {
                 write!(f, "RRDDMMA_LINKAGE=pkg-config but pkg-config cannot find libibverbs; {INSTALL_HINT}")
+            }
+            ProbeError::NothingFound => {
+                write!(f, "neither MLNX_OFED (`ofed_info -s`) nor pkg-config finds libibverbs; {INSTALL_HINT}")
             }
         }
     }
@@ -151,8 +162,8 @@ fn ofed_linkage(ofed: Ofed) -> Linkage {
     }
 }
 
-/// Decides the linkage: the override, else MLNX_OFED, else pkg-config, else a
-/// static build from source.
+/// Decides the linkage: the override, else MLNX_OFED, else pkg-config, else
+/// (with the `vendored` feature) a static build from source, else an error.
 pub fn decide(inputs: &ProbeInputs<'_>) -> Result<Linkage, ProbeError> {
     let ofed = inputs.ofed_info.and_then(parse_ofed_info);
     if let Some(wanted) = inputs.linkage_override {
@@ -179,7 +190,10 @@ pub fn decide(inputs: &ProbeInputs<'_>) -> Result<Linkage, ProbeError> {
     if inputs.pkg_config_found {
         return Ok(Linkage::PkgConfig);
     }
-    Ok(Linkage::Source)
+    if inputs.vendored {
+        return Ok(Linkage::Source);
+    }
+    Err(ProbeError::NothingFound)
 }
 
 /// Providers that rdma-core can link statically (`verbs_provider_<name>`).

@@ -9,6 +9,8 @@
 //! alternate the paths; the table gives each path's median over the
 //! rounds, its spread (min-max) and its ratio to `sync-spin`.
 
+mod cli;
+
 use std::alloc::Layout;
 use std::time::{Duration, Instant};
 
@@ -95,10 +97,11 @@ async fn join_all<F: std::future::Future>(v: Vec<F>) -> Vec<F::Output> {
 }
 
 fn main() -> Result<()> {
-    let a: Vec<String> = std::env::args().collect();
-    let dev = a.get(1).ok_or("Usage: aio_bench DEVICE [ITERS] [ROUNDS]")?;
-    let iters: usize = a.get(2).map_or(Ok(2000), |s| s.parse())?;
-    let rounds: usize = a.get(3).map_or(Ok(5), |s| s.parse())?;
+    const USAGE: &str = "Usage: aio_bench DEVICE [ITERS] [ROUNDS]";
+    let a = cli::operands(USAGE);
+    let dev = a.first().ok_or(USAGE)?;
+    let iters: usize = a.get(1).map_or(Ok(2000), |s| s.parse())?;
+    let rounds: usize = a.get(2).map_or(Ok(5), |s| s.parse())?;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let names = ["sync-spin", "sync-event", "async-event", "async-busy", "async-32"];
     let mut us: Vec<Vec<f64>> = vec![Vec::new(); names.len()];

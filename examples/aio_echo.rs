@@ -7,6 +7,8 @@
 //! aio_echo DEVICE client HOST:PORT CLIENTS ROUNDS
 //! ```
 
+mod cli;
+
 use std::alloc::Layout;
 
 use rrddmma::wrap::aio::{AioOpts, Listener, RcEndpoint};
@@ -78,9 +80,11 @@ async fn clients(opts: AioOpts, addr: &str, n: usize, rounds: usize) -> Result<(
 }
 
 fn main() {
-    let a: Vec<String> = std::env::args().collect();
+    const USAGE: &str = "Usage: aio_echo DEVICE server PORT CLIENTS | aio_echo DEVICE client HOST:PORT CLIENTS ROUNDS";
+    // `a[0]` stands for the program name, so the indices below are argv's.
+    let a: Vec<String> = std::iter::once(String::new()).chain(cli::operands(USAGE)).collect();
     let usage = || -> ! {
-        eprintln!("Usage: aio_echo DEVICE server PORT CLIENTS | aio_echo DEVICE client HOST:PORT CLIENTS ROUNDS");
+        eprintln!("{USAGE}");
         std::process::exit(2)
     };
     if a.len() < 5 {

@@ -8,6 +8,8 @@
 //! aio_events DEVICE NETDEV      # e.g. a SoftRoCE device on a veth of its own
 //! ```
 
+mod cli;
+
 use std::os::fd::{AsRawFd, RawFd};
 use std::process::Command;
 use std::time::Duration;
@@ -54,8 +56,8 @@ fn ip_link(netdev: &str, state: &str) -> Result<(), String> {
 }
 
 fn main() {
-    let a: Vec<String> = std::env::args().collect();
-    let (Some(dev), Some(netdev)) = (a.get(1), a.get(2)) else {
+    let a = cli::operands("Usage: aio_events DEVICE NETDEV");
+    let (Some(dev), Some(netdev)) = (a.first(), a.get(1)) else {
         eprintln!("Usage: aio_events DEVICE NETDEV");
         std::process::exit(2);
     };

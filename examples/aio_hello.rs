@@ -7,6 +7,8 @@
 //! aio_hello DEVICE client HOST:PORT
 //! ```
 
+mod cli;
+
 use std::alloc::Layout;
 
 use rrddmma::wrap::aio::{AioOpts, Listener, RcEndpoint};
@@ -44,8 +46,8 @@ async fn client(opts: AioOpts, addr: &str) -> Result<()> {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let (Some(dev), Some(role), Some(target)) = (args.get(1), args.get(2), args.get(3)) else {
+    let args = cli::operands("Usage: aio_hello DEVICE server PORT | aio_hello DEVICE client HOST:PORT");
+    let (Some(dev), Some(role), Some(target)) = (args.first(), args.get(1), args.get(2)) else {
         eprintln!("Usage: aio_hello DEVICE server PORT | aio_hello DEVICE client HOST:PORT");
         std::process::exit(2);
     };

@@ -40,7 +40,13 @@ fn run() -> Result<String, Box<dyn std::error::Error>> {
     let cq = Cq::new(&ctx, 2 * size)?;
     let mut mem = RegisteredMem::new(&pd, 2 * SLOT * size as usize)?;
     let connect = ConnectOpts { port, access: AccessFlags::REMOTE_WRITE, ..ConnectOpts::default() };
-    let qps = connect_rc_mesh(&mut s, &pd, &cq, &cq, &MeshOpts { caps: QpCaps::default(), connect, psn: rank << 8 })?;
+    let qps = connect_rc_mesh(
+        &mut s,
+        &pd,
+        &cq,
+        &cq,
+        &MeshOpts { caps: QpCaps::default(), connect, psn: rrddmma::prim::random_psn() },
+    )?;
     let tokens = s.exchange_mrs(&mem.remote())?;
 
     // Write our message into slot `rank` of every peer; the second half of
@@ -96,7 +102,14 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("cluster: {e}");
+            // Each error prints its own message; its causes follow.
+            let mut line = format!("cluster: {e}");
+            let mut cause = e.source();
+            while let Some(c) = cause {
+                line += &format!(": {c}");
+                cause = c.source();
+            }
+            eprintln!("{line}");
             ExitCode::FAILURE
         }
     }

@@ -31,35 +31,23 @@ struct Opts {
     verbose: bool,
 }
 
-fn parse(args: &[String]) -> Result<Option<Opts>, String> {
+/// The flags, getopt-style (`lexopt`): `-i1`, `-i 1`, `--ib-port=1`,
+/// `--ib-port 1`, `-vl`. `None`: help was asked for.
+fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Option<Opts>, lexopt::Error> {
+    use lexopt::prelude::*;
     let mut o = Opts::default();
-    let mut i = 0;
-    while i < args.len() {
-        let a = args[i].as_str();
-        i += 1;
-        let (flag, inline) = match a.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
-            _ if a.len() > 2 && a.starts_with('-') && !a.starts_with("--") => (&a[..2], Some(a[2..].to_string())),
-            _ => (a, None),
-        };
-        let mut value = || -> Result<String, String> {
-            if let Some(v) = inline.clone() {
-                return Ok(v);
-            }
-            let v = args.get(i).cloned().ok_or_else(|| format!("option {flag} requires an argument"))?;
-            i += 1;
-            Ok(v)
-        };
-        match flag {
-            "-d" | "--ib-dev" => o.dev = Some(value()?),
-            "-i" | "--ib-port" => {
-                let v = value()?;
+    let mut p = lexopt::Parser::from_args(args);
+    while let Some(arg) = p.next()? {
+        match arg {
+            Short('d') | Long("ib-dev") => o.dev = Some(p.value()?.string()?),
+            Short('i') | Long("ib-port") => {
+                let v = p.value()?.string()?;
                 o.port = Some(v.parse::<u8>().ok().filter(|&p| p >= 1).ok_or(format!("invalid port {v:?}"))?);
             }
-            "-l" | "--list" if inline.is_none() => o.list = true,
-            "-v" | "--verbose" if inline.is_none() => o.verbose = true,
-            "-h" | "--help" => return Ok(None),
-            _ => return Err(format!("invalid option {a:?}")),
+            Short('l') | Long("list") => o.list = true,
+            Short('v') | Long("verbose") => o.verbose = true,
+            Short('h') | Long("help") => return Ok(None),
+            _ => return Err(arg.unexpected()),
         }
     }
     Ok(Some(o))
@@ -218,7 +206,7 @@ fn show(name: &str, o: &Opts) -> Res<()> {
         }
         println!("\tnum_comp_vectors:\t\t{comp_vectors}");
     }
-    for port in (1..=d.phys_port_cnt).filter(|p| o.port.map_or(true, |want| want == *p)) {
+    for port in (1..=d.phys_port_cnt).filter(|p| o.port.is_none_or(|want| want == *p)) {
         let pa = ctx.query_port(port).map_err(|e| format!("Failed to query port {port} props: {e}"))?;
         let a = &pa.raw;
         println!("\t\tport:\t{port}");
@@ -269,8 +257,7 @@ fn show(name: &str, o: &Opts) -> Res<()> {
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let o = match parse(&args) {
+    let o = match parse(std::env::args_os().skip(1)) {
         Ok(Some(o)) => o,
         Ok(None) => {
             print!("{USAGE}");

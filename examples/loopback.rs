@@ -6,6 +6,8 @@
 //! ```
 //! DEVICE defaults to the first device libibverbs lists.
 
+mod cli;
+
 use std::time::{Duration, Instant};
 
 use rrddmma::prim::{AccessFlags, ConnectOpts, Context, Cq, Mr, Pd, Qp, QpCaps, RecvWr, SendWr, Wc, WcStatus};
@@ -51,7 +53,7 @@ fn report(what: &str, iters: usize, size: usize, t: Duration) {
 }
 
 fn main() -> Res<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args = cli::operands("Usage: loopback [DEVICE [ITERATIONS [SIZE]]]");
     let ctx = match args.first() {
         Some(name) => Context::open(name)?,
         None => Context::open_first()?,

@@ -7,6 +7,8 @@
 //! cargo run --release --example mlx5_direct_write -- [DEVICE] [ITERATIONS]
 //! ```
 
+mod cli;
+
 use std::time::Instant;
 
 use rrddmma::mlx5dv::{self, cqe::Completion, mmio::HwMmio, obj, seg};
@@ -15,7 +17,7 @@ use rrddmma::prim::{AccessFlags, ConnectOpts, Context, Cq, Mr, Pd, QpCaps};
 use rrddmma::wrap::connected_rc_pair;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args = cli::operands("Usage: mlx5_direct_write [DEVICE [ITERATIONS]]");
     let ctx = match args.first() {
         Some(name) => Context::open(name)?,
         None => Context::open_first()?,

@@ -264,14 +264,34 @@ fn error_completions(dev: &str) -> Result<()> {
 }
 // end recipe
 
+/// `DEVICE [--client PORT]`, read with `lexopt` as every binary here.
+fn parse_args() -> std::result::Result<(Option<String>, Option<u16>), lexopt::Error> {
+    use lexopt::prelude::*;
+    let (mut dev, mut client) = (None, None);
+    let mut p = lexopt::Parser::from_env();
+    while let Some(arg) = p.next()? {
+        match arg {
+            Long("client") => client = Some(p.value()?.parse()?),
+            Value(v) if dev.is_none() => dev = Some(v.string()?),
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    Ok((dev, client))
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let Some(dev) = args.get(1) else {
-        eprintln!("Usage: recipes DEVICE");
-        std::process::exit(2);
+    let (dev, client) = match parse_args() {
+        Ok((Some(dev), client)) => (dev, client),
+        other => {
+            if let Err(e) = other {
+                eprintln!("recipes: {e}");
+            }
+            eprintln!("Usage: recipes DEVICE [--client PORT]");
+            std::process::exit(2);
+        }
     };
-    if args.get(2).map(String::as_str) == Some("--client") {
-        let port = args.get(3).and_then(|p| p.parse().ok()).expect("--client PORT");
+    let dev = &dev;
+    if let Some(port) = client {
         if let Err(e) = two_processes_client(dev, port) {
             eprintln!("client: {e}");
             std::process::exit(1);

@@ -52,7 +52,7 @@ fn run(dev: Option<&str>, port: Option<u8>) -> Res<usize> {
         if let Some(p) = port.filter(|&p| p > ports) {
             return Err(format!("{name} has {ports} port(s), no port {p}").into());
         }
-        for p in (1..=ports).filter(|p| port.map_or(true, |want| want == *p)) {
+        for p in (1..=ports).filter(|p| port.is_none_or(|want| want == *p)) {
             for e in ctx.gid_table(p)? {
                 let ipv4 = e.ipv4().map(|a| a.to_string()).unwrap_or_default();
                 let ndev = e.netdev().unwrap_or_default();
@@ -75,20 +75,35 @@ fn run(dev: Option<&str>, port: Option<u8>) -> Res<usize> {
     Ok(found)
 }
 
-fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.iter().any(|a| a == "-h" || a == "--help") {
-        print!("{USAGE}");
-        return ExitCode::SUCCESS;
+/// The operands (`lexopt`); `None`: help was asked for.
+fn operands() -> Result<Option<Vec<String>>, lexopt::Error> {
+    use lexopt::prelude::*;
+    let mut p = lexopt::Parser::from_env();
+    let mut out = Vec::new();
+    while let Some(arg) = p.next()? {
+        match arg {
+            Short('h') | Long("help") => return Ok(None),
+            Value(v) => out.push(v.string()?),
+            _ => return Err(arg.unexpected()),
+        }
     }
+    Ok(Some(out))
+}
+
+fn main() -> ExitCode {
     let usage = |msg: String| {
         eprintln!("show_gids: {msg}");
         eprint!("{USAGE}");
         ExitCode::from(2)
     };
-    if let Some(a) = args.iter().find(|a| a.starts_with('-')) {
-        return usage(format!("unknown option {a:?}"));
-    }
+    let args = match operands() {
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            print!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => return usage(e.to_string()),
+    };
     if args.len() > 2 {
         return usage(format!("too many arguments: {args:?}"));
     }

@@ -9,6 +9,8 @@
 //! cargo run --release --example verbs_cost -- DEVICE BATCH ITERATIONS
 //! ```
 
+mod cli;
+
 use rrddmma::prim::{
     AccessFlags, CompChannel, ConnectOpts, Context, Cq, CqBuilder, Error, Mr, Pd, Qp, QpCaps, SendList, SendWr, Wc,
 };
@@ -46,7 +48,7 @@ pub fn verbs_cost_poll(cq: &Cq, wcs: &mut [Wc]) -> usize {
 }
 
 fn main() -> Res<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args = cli::operands("Usage: verbs_cost DEVICE BATCH ITERATIONS");
     let [dev, batch, iters] = &args[..] else {
         return Err("usage: verbs_cost DEVICE BATCH ITERATIONS".into());
     };

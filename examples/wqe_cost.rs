@@ -20,8 +20,19 @@ fn post_write(sq: &mut SqRing, mmio: &mut HwMmio, raddr: u64, rkey: u32, len: u3
     unsafe { w.data(len, lkey, addr) }.post(mmio)
 }
 
+fn usage(e: lexopt::Error) -> ! {
+    eprintln!("wqe_cost: {e}\nusage: wqe_cost [ITERATIONS]");
+    std::process::exit(2)
+}
+
 fn main() {
-    let n: u64 = std::env::args().nth(1).map_or(0, |s| s.parse().expect("iterations"));
+    let mut p = lexopt::Parser::from_env();
+    let n: u64 = match p.next() {
+        Ok(Some(lexopt::Arg::Value(v))) => lexopt::ValueExt::parse(&v).unwrap_or_else(|e| usage(e)),
+        Ok(None) => 0,
+        Ok(Some(other)) => usage(other.unexpected()),
+        Err(e) => usage(e),
+    };
     let mut ring = Box::new(Ring([0; BBS as usize * 64]));
     let mut dbrec = [Be32::default(); 2];
     let mut reg = Box::new([0u64; 8]);

@@ -23,6 +23,22 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+/// A set-up, control-plane or fault event, through the `log` facade when the
+/// `log` feature is on (never used on the data path). Without the feature
+/// the arguments are type-checked and nothing is formatted.
+#[cfg(feature = "log")]
+macro_rules! event {
+    ($level:ident, $($arg:tt)+) => { ::log::$level!($($arg)+) };
+}
+#[cfg(not(feature = "log"))]
+macro_rules! event {
+    ($level:ident, $($arg:tt)+) => {
+        if false {
+            let _ = format_args!($($arg)+);
+        }
+    };
+}
+
 #[allow(unsafe_code)]
 pub mod bindings;
 pub mod ctrl;
@@ -34,3 +50,8 @@ pub mod wrap;
 
 mod build_info;
 pub use build_info::{build_info, BuildInfo};
+
+/// The README's code samples, compiled by `cargo test --doc`.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -13,7 +13,7 @@ const OFED_23_07: &str = "OFED-internal-23.07-0.5.0:\n";
 const OFED_24_10: &str = "OFED-internal-24.10-1.1.4:\n";
 
 fn inputs<'a>(ovr: Option<&'a str>, ofed: Option<&'a str>, pkg: bool) -> ProbeInputs<'a> {
-    ProbeInputs { linkage_override: ovr, ofed_info: ofed, pkg_config_found: pkg }
+    ProbeInputs { linkage_override: ovr, ofed_info: ofed, pkg_config_found: pkg, vendored: false }
 }
 
 #[test]
@@ -44,9 +44,18 @@ fn ofed_5_and_doca_use_rdma_core_api() {
 }
 
 #[test]
-fn no_ofed_prefers_pkg_config_then_source() {
+fn no_ofed_prefers_pkg_config_then_source_only_when_vendored() {
     assert_eq!(decide(&inputs(None, None, true)).unwrap(), Linkage::PkgConfig);
-    assert_eq!(decide(&inputs(None, None, false)).unwrap(), Linkage::Source);
+    let vendored = |pkg| ProbeInputs { vendored: true, ..inputs(None, None, pkg) };
+    assert_eq!(decide(&vendored(false)).unwrap(), Linkage::Source);
+    // An installed rdma-core still wins over the vendored build.
+    assert_eq!(decide(&vendored(true)).unwrap(), Linkage::PkgConfig);
+    // Without the feature, nothing found is an error naming the packages and the feature.
+    let e = decide(&inputs(None, None, false)).unwrap_err();
+    assert_eq!(e, ProbeError::NothingFound);
+    let msg = e.to_string();
+    assert!(msg.contains("apt-get install libibverbs-dev") && msg.contains("dnf install rdma-core-devel"), "{msg}");
+    assert!(msg.contains("`vendored` feature") && msg.contains("RRDDMMA_LINKAGE=source"), "{msg}");
     // Unrecognised ofed_info output is ignored, not fatal.
     assert_eq!(decide(&inputs(None, Some("garbage"), true)).unwrap(), Linkage::PkgConfig);
 }

@@ -12,8 +12,7 @@
 // Each example uses its own part of this module.
 #![allow(dead_code)]
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
+use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::ExitCode;
@@ -178,10 +177,16 @@ pub fn mtu_from_bytes(n: u64) -> Option<Mtu> {
     })
 }
 
-/// Parses the arguments after the program name, getopt-style: short flags
-/// (clustered, value attached or next), `--long=value` / `--long value`,
-/// `--` ending the flags, and operands anywhere.
-pub fn parse_args(args: &[String], kind: Kind) -> Result<Config, ArgError> {
+/// Parses the arguments after the program name, getopt-style (`lexopt`):
+/// short flags clustered or with the value attached or next (`-ec`, `-s64`,
+/// `-n 100`), `--long=value` / `--long value`, `--` ending the flags, and
+/// operands anywhere. An argument that is not UTF-8 is a usage error.
+pub fn parse_args<I>(args: I, kind: Kind) -> Result<Config, ArgError>
+where
+    I: IntoIterator,
+    I::Item: Into<OsString>,
+{
+    use lexopt::prelude::*;
     let mut c = Config {
         port: 18515,
         ib_dev: None,
@@ -197,91 +202,41 @@ pub fn parse_args(args: &[String], kind: Kind) -> Result<Config, ArgError> {
         odp: false,
         server: None,
     };
-    let known = |f: &Flag| kind == Kind::Rc || !f.rc_only;
+    let known = |f: &&Flag| kind == Kind::Rc || !f.rc_only;
+    let bad = |e: lexopt::Error| ArgError::Usage(e.to_string());
     let mut operands = Vec::new();
-    let mut i = 0;
-    while i < args.len() {
-        let a = &args[i];
-        i += 1;
-        let mut found: Vec<(char, Option<String>)> = Vec::new();
-        if a == "--" {
-            operands.extend(args[i..].iter().cloned());
-            break;
-        } else if let Some(long) = a.strip_prefix("--") {
-            let (name, inline) = match long.split_once('=') {
-                Some((n, v)) => (n, Some(v.to_string())),
-                None => (long, None),
-            };
-            let f = FLAGS
-                .iter()
-                .find(|f| f.long == name && known(f))
-                .ok_or_else(|| ArgError::Usage(format!("unrecognized option '--{name}'")))?;
-            let value = match (f.arg, inline) {
-                (true, Some(v)) => Some(v),
-                (true, None) => {
-                    let v = args
-                        .get(i)
-                        .ok_or_else(|| ArgError::Usage(format!("option '--{name}' requires an argument")))?;
-                    i += 1;
-                    Some(v.clone())
-                }
-                (false, Some(_)) => {
-                    return Err(ArgError::Usage(format!("option '--{name}' doesn't allow an argument")))
-                }
-                (false, None) => None,
-            };
-            found.push((f.short, value));
-        } else if a.len() > 1 && a.starts_with('-') {
-            let chars: Vec<char> = a[1..].chars().collect();
-            let mut j = 0;
-            while j < chars.len() {
-                let ch = chars[j];
-                j += 1;
-                let f = FLAGS
-                    .iter()
-                    .find(|f| f.short == ch && known(f))
-                    .ok_or_else(|| ArgError::Usage(format!("invalid option -- '{ch}'")))?;
-                if !f.arg {
-                    found.push((ch, None));
-                    continue;
-                }
-                let rest: String = chars[j..].iter().collect();
-                let v = if !rest.is_empty() {
-                    rest
-                } else {
-                    let v =
-                        args.get(i).ok_or_else(|| ArgError::Usage(format!("option requires an argument -- '{ch}'")))?;
-                    i += 1;
-                    v.clone()
-                };
-                found.push((ch, Some(v)));
-                break;
+    let mut p = lexopt::Parser::from_args(args);
+    while let Some(arg) = p.next().map_err(bad)? {
+        let f = match arg {
+            Short(ch) => FLAGS.iter().find(|f| f.short == ch).filter(known),
+            Long(name) => FLAGS.iter().find(|f| f.long == name).filter(known),
+            Value(v) => {
+                operands.push(v.string().map_err(bad)?);
+                continue;
             }
-        } else {
-            operands.push(a.clone());
-        }
-        for (flag, value) in found {
-            let v = value.as_deref().unwrap_or("");
-            match flag {
-                'p' => c.port = number(flag, v, 0, 65535)?,
-                'd' => c.ib_dev = Some(v.to_string()),
-                'i' => c.ib_port = number(flag, v, 1, 255)?,
-                's' => c.size = number(flag, v, 1, u64::from(u32::MAX) - 40)?,
-                'm' => {
-                    c.mtu = parse_num(v).and_then(mtu_from_bytes).ok_or_else(|| {
-                        ArgError::Usage(format!("invalid value {v:?} for -m: expected 256, 512, 1024, 2048 or 4096"))
-                    })?
-                }
-                'r' => c.rx_depth = number(flag, v, 1, u64::from(u32::MAX - 1))?,
-                'n' => c.iters = number(flag, v, 1, u64::from(u32::MAX))?,
-                'l' => c.sl = number(flag, v, 0, 15)?,
-                'e' => c.events = true,
-                'g' => c.gid_idx = Some(number(flag, v, 0, 255)?),
-                'c' => c.chk = true,
-                'o' => c.odp = true,
-                'h' => return Err(ArgError::Help),
-                _ => unreachable!("every flag of FLAGS is handled"),
+        };
+        let Some(f) = f else { return Err(bad(arg.unexpected())) };
+        let value = if f.arg { p.value().map_err(bad)?.string().map_err(bad)? } else { String::new() };
+        let (flag, v) = (f.short, value.as_str());
+        match flag {
+            'p' => c.port = number(flag, v, 0, 65535)?,
+            'd' => c.ib_dev = Some(value),
+            'i' => c.ib_port = number(flag, v, 1, 255)?,
+            's' => c.size = number(flag, v, 1, u64::from(u32::MAX) - 40)?,
+            'm' => {
+                c.mtu = parse_num(v).and_then(mtu_from_bytes).ok_or_else(|| {
+                    ArgError::Usage(format!("invalid value {v:?} for -m: expected 256, 512, 1024, 2048 or 4096"))
+                })?
             }
+            'r' => c.rx_depth = number(flag, v, 1, u64::from(u32::MAX - 1))?,
+            'n' => c.iters = number(flag, v, 1, u64::from(u32::MAX))?,
+            'l' => c.sl = number(flag, v, 0, 15)?,
+            'e' => c.events = true,
+            'g' => c.gid_idx = Some(number(flag, v, 0, 255)?),
+            'c' => c.chk = true,
+            'o' => c.odp = true,
+            'h' => return Err(ArgError::Help),
+            _ => unreachable!("every flag of FLAGS is handled"),
         }
     }
     match operands.len() {
@@ -311,10 +266,9 @@ pub fn tool_main(kind: Kind, run: fn(&Config) -> Res<()>) -> ExitCode {
 /// Parses `std::env::args()`; on a usage error prints it with the usage text
 /// and gives exit code 2 (help: exit 0).
 pub fn config_or_exit(kind: Kind) -> Result<Config, ExitCode> {
-    let mut args = std::env::args();
-    let prog = args.next().unwrap_or_else(|| "pingpong".into());
-    let rest: Vec<String> = args.collect();
-    match parse_args(&rest, kind) {
+    let mut args = std::env::args_os();
+    let prog = args.next().map_or_else(|| "pingpong".into(), |p| p.to_string_lossy().into_owned());
+    match parse_args(args, kind) {
         Ok(c) => Ok(c),
         Err(ArgError::Help) => {
             print!("{}", usage(&prog, kind));
@@ -336,12 +290,9 @@ pub fn open(c: &Config) -> Res<Context> {
     })
 }
 
-/// A random 24-bit packet sequence number.
+/// A random 24-bit packet sequence number, from the kernel's random source.
 pub fn random_psn() -> u32 {
-    let mut h = RandomState::new().build_hasher();
-    h.write_u32(std::process::id());
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
-    (h.finish() & 0xff_ffff) as u32
+    rrddmma::prim::random_psn()
 }
 
 /// One side's QP address, as exchanged.
@@ -637,13 +588,13 @@ mod tests {
 
     #[test]
     fn flags_parse_like_getopt() {
-        let c = parse_args(&args("-p 9000 -d rxe0 -g1 -n 10 -ec -s 0x100 -m 2048 host"), Kind::Rc).unwrap();
+        let c = parse_args(args("-p 9000 -d rxe0 -g1 -n 10 -ec -s 0x100 -m 2048 host"), Kind::Rc).unwrap();
         assert_eq!((c.port, c.ib_dev.as_deref(), c.gid_idx, c.iters), (9000, Some("rxe0"), Some(1), 10));
         assert!(c.events && c.chk);
         assert_eq!((c.size, c.mtu, c.server.as_deref()), (256, Mtu::MTU_2048, Some("host")));
-        let c = parse_args(&args("host --iters=5 --rx-depth 7"), Kind::Ud).unwrap();
+        let c = parse_args(args("host --iters=5 --rx-depth 7"), Kind::Ud).unwrap();
         assert_eq!((c.iters, c.rx_depth, c.size, c.server.as_deref()), (5, 7, 1024, Some("host")));
-        let usage = |s: &str, k| matches!(parse_args(&args(s), k), Err(ArgError::Usage(_)));
+        let usage = |s: &str, k| matches!(parse_args(args(s), k), Err(ArgError::Usage(_)));
         assert!(usage("-s abc", Kind::Rc));
         assert!(usage("-s 0", Kind::Rc));
         assert!(usage("-x", Kind::Rc));
@@ -653,7 +604,19 @@ mod tests {
         assert!(usage("-n", Kind::Rc));
         assert!(usage("a b", Kind::Rc));
         assert!(usage("--bogus", Kind::Rc));
-        assert_eq!(parse_args(&args("--help"), Kind::Rc), Err(ArgError::Help));
+        assert_eq!(parse_args(args("--help"), Kind::Rc), Err(ArgError::Help));
+        // perftest's and getopt's forms of one value.
+        for form in ["-s64", "-s 64", "--size=64", "--size 64", "-cs64", "-s=64"] {
+            let c = parse_args(args(form), Kind::Rc).unwrap_or_else(|e| panic!("{form}: {e:?}"));
+            assert_eq!(c.size, 64, "{form}");
+        }
+        assert!(usage("--events=yes", Kind::Rc));
+        // Not UTF-8: an error, never a panic.
+        use std::os::unix::ffi::OsStringExt;
+        let bad = vec![OsString::from("-d"), OsString::from_vec(vec![b'm', 0xff, b'x'])];
+        assert!(matches!(parse_args(bad, Kind::Rc), Err(ArgError::Usage(m)) if m.contains("unicode")));
+        let bad = vec![OsString::from_vec(vec![0xfe])];
+        assert!(matches!(parse_args(bad, Kind::Rc), Err(ArgError::Usage(_))));
         assert_eq!(parse_num("010"), Some(8));
         assert_eq!(parse_num("12x"), None);
     }

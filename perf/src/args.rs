@@ -66,11 +66,20 @@ pub struct Opts {
     pub csv: Option<PathBuf>,
     pub svg: Option<PathBuf>,
     pub progress: bool,
+    pub bidir: bool,
+    pub check_payload: bool,
+    pub histogram: bool,
+    pub unsorted: bool,
+    pub cpu: Option<usize>,
+    pub numa: bool,
+    pub hugepages: bool,
+    pub run_infinitely: bool,
 }
 
 pub const USAGE: &str = "\
 usage: rrddmma-perf {write,read,send,atomic} {bw,lat} [FLAGS] [SERVER]
        rrddmma-perf plot IN.csv OUT.svg [TITLE]
+       rrddmma-perf cluster [FLAGS]   (every rank; see rrddmma-perf cluster --help)
 Without SERVER this side is the server and waits for a client on the TCP port.
 perftest's flags:
   -d, --ib-dev NAME        device (default: the first one)
@@ -89,6 +98,12 @@ perftest's flags:
   -m, --mtu BYTES          path MTU (default: the port's active MTU)
   -A, --atomic_type T      FETCH_AND_ADD (default) or CMP_AND_SWAP
   -p, --port N             TCP port of the exchange (18515)
+  -b, --bidirectional      both sides stream at once (bw tests)
+  -H, --report-histogram   print every latency sample, sorted (lat tests)
+  -U, --report-unsorted    print every latency sample in the order taken (lat tests)
+  -c, --connection RC      transport (RC only)
+      --use_hugepages      buffers on 2 MiB huge pages
+      --run_infinitely     bw client: stream until stopped, a report every -D seconds (5)
       --report_gbits       report Gb/s instead of MiB/s
       --dont_xchg_versions skip the version, system-data and MTU exchange
 This tool's own:
@@ -97,29 +112,55 @@ This tool's own:
       --json FILE          results as JSON
       --csv FILE           results as CSV
       --svg FILE           plot of the sweep (bandwidth or median latency vs size)
-      --no-progress        no progress bar on sweeps";
+      --no-progress        no progress bar on sweeps
+      --cpu N              run on CPU N
+      --numa               run on the CPUs of the device's NUMA node (buffers become node-local)
+      --check-payload      check what arrived against a pattern (both sides; not send/atomic bw)";
 
-fn num<T: std::str::FromStr>(flag: &str, v: Option<String>) -> Result<T, String> {
-    let v = v.ok_or_else(|| format!("{flag} needs a value"))?;
+/// The value of the flag being parsed, as text (non-UTF-8 is an error).
+pub fn text(p: &mut lexopt::Parser, flag: &str) -> Result<String, String> {
+    let v = p.value().map_err(|e| format!("{flag}: {e}"))?;
+    v.into_string().map_err(|v| format!("{flag}: {v:?} is not valid UTF-8"))
+}
+
+/// The value of the flag being parsed, as a number.
+pub fn num<T: std::str::FromStr>(p: &mut lexopt::Parser, flag: &str) -> Result<T, String> {
+    let v = text(p, flag)?;
     v.parse().map_err(|_| format!("{flag}: {v:?} is not a valid number"))
 }
 
-/// Parses the arguments after the program name.
-pub fn parse(args: &[String]) -> Result<Opts, String> {
-    let mut it = args.iter().cloned();
-    let verb = match it.next().as_deref() {
-        Some("write") => Verb::Write,
-        Some("read") => Verb::Read,
-        Some("send") => Verb::Send,
-        Some("atomic") => Verb::Atomic,
-        Some(other) => return Err(format!("unknown test {other:?}: expected write, read, send or atomic")),
-        None => return Err("missing the test name".into()),
+/// A positional argument as text (non-UTF-8 is an error).
+fn positional(v: std::ffi::OsString) -> Result<String, String> {
+    v.into_string().map_err(|v| format!("argument {v:?} is not valid UTF-8"))
+}
+
+/// Parses the arguments after the program name, with perftest's getopt
+/// forms: `-s64`, `-s 64`, `--size=64`, `--size 64`.
+pub fn parse<I>(args: I) -> Result<Opts, String>
+where
+    I: IntoIterator,
+    I::Item: Into<std::ffi::OsString>,
+{
+    use lexopt::Arg::{Long, Short, Value};
+    let mut p = lexopt::Parser::from_args(args);
+    let mut next_word = |what: &str| -> Result<String, String> {
+        match p.next().map_err(|e| e.to_string())? {
+            Some(Value(v)) => positional(v),
+            Some(other) => Err(format!("expected {what} first, found {}", other.unexpected())),
+            None => Err(format!("missing {what}")),
+        }
     };
-    let test = match it.next().as_deref() {
-        Some("bw") => Test::Bw,
-        Some("lat") => Test::Lat,
-        Some(other) => return Err(format!("unknown kind {other:?}: expected bw or lat")),
-        None => return Err("missing bw or lat after the test name".into()),
+    let verb = match next_word("the test name")?.as_str() {
+        "write" => Verb::Write,
+        "read" => Verb::Read,
+        "send" => Verb::Send,
+        "atomic" => Verb::Atomic,
+        other => return Err(format!("unknown test {other:?}: expected write, read, send or atomic")),
+    };
+    let test = match next_word("bw or lat after the test name")?.as_str() {
+        "bw" => Test::Bw,
+        "lat" => Test::Lat,
+        other => return Err(format!("unknown kind {other:?}: expected bw or lat")),
     };
     let mut o = Opts {
         verb,
@@ -149,61 +190,75 @@ pub fn parse(args: &[String]) -> Result<Opts, String> {
         csv: None,
         svg: None,
         progress: true,
+        bidir: false,
+        check_payload: false,
+        histogram: false,
+        unsorted: false,
+        cpu: None,
+        numa: false,
+        hugepages: false,
+        run_infinitely: false,
     };
     let mut cq_mod_set = false;
-    while let Some(a) = it.next() {
-        // `--flag=value` as well as `--flag value`.
-        let (flag, inline_val) = match a.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
-            _ => (a.clone(), None),
-        };
-        let mut val = || inline_val.clone().or_else(|| it.next());
-        match flag.as_str() {
-            "-d" | "--ib-dev" => o.device = Some(val().ok_or("-d needs a device name")?),
-            "-i" | "--ib-port" => o.ib_port = num(&flag, val())?,
-            "-x" | "--gid-index" => o.gid_index = Some(num(&flag, val())?),
-            "-s" | "--size" => o.size = num(&flag, val())?,
-            "-a" | "--all" => o.all = true,
-            "-n" | "--iters" => o.iters = num(&flag, val())?,
-            "-D" | "--duration" => o.duration = Some(num(&flag, val())?),
-            "-t" | "--tx-depth" => o.tx_depth = num(&flag, val())?,
-            "-r" | "--rx-depth" => o.rx_depth = num(&flag, val())?,
-            "-l" | "--post_list" => o.post_list = num(&flag, val())?,
-            "-Q" | "--cq-mod" | "--cq_mod" => {
-                o.cq_mod = num(&flag, val())?;
+    while let Some(arg) = p.next().map_err(|e| e.to_string())? {
+        match arg {
+            Short('d') | Long("ib-dev") => o.device = Some(text(&mut p, "-d")?),
+            Short('i') | Long("ib-port") => o.ib_port = num(&mut p, "-i")?,
+            Short('x') | Long("gid-index") => o.gid_index = Some(num(&mut p, "-x")?),
+            Short('s') | Long("size") => o.size = num(&mut p, "-s")?,
+            Short('a') | Long("all") => o.all = true,
+            Short('n') | Long("iters") => o.iters = num(&mut p, "-n")?,
+            Short('D') | Long("duration") => o.duration = Some(num(&mut p, "-D")?),
+            Short('t') | Long("tx-depth") => o.tx_depth = num(&mut p, "-t")?,
+            Short('r') | Long("rx-depth") => o.rx_depth = num(&mut p, "-r")?,
+            Short('l') | Long("post_list") => o.post_list = num(&mut p, "-l")?,
+            Short('Q') | Long("cq-mod") | Long("cq_mod") => {
+                o.cq_mod = num(&mut p, "-Q")?;
                 cq_mod_set = true;
             }
-            "-q" | "--qp" => o.qps = num(&flag, val())?,
-            "-I" | "--inline_size" => o.inline = num(&flag, val())?,
-            "-m" | "--mtu" => o.mtu = Some(num(&flag, val())?),
-            "-A" | "--atomic_type" => match val().as_deref() {
-                Some("FETCH_AND_ADD") => o.cas = false,
-                Some("CMP_AND_SWAP") => o.cas = true,
+            Short('q') | Long("qp") => o.qps = num(&mut p, "-q")?,
+            Short('I') | Long("inline_size") => o.inline = num(&mut p, "-I")?,
+            Short('m') | Long("mtu") => o.mtu = Some(num(&mut p, "-m")?),
+            Short('A') | Long("atomic_type") => match text(&mut p, "-A")?.as_str() {
+                "FETCH_AND_ADD" => o.cas = false,
+                "CMP_AND_SWAP" => o.cas = true,
                 v => return Err(format!("-A: {v:?} is not FETCH_AND_ADD or CMP_AND_SWAP")),
             },
-            "-p" | "--port" => o.tcp_port = num(&flag, val())?,
-            "-F" | "--CPU-freq" => {}
-            "--report_gbits" => o.gbits = true,
-            "--dont_xchg_versions" => o.dont_xchg_versions = true,
-            "--threads" => o.threads = num(&flag, val())?,
-            "--max-size" => o.max_size = num(&flag, val())?,
-            "--json" => o.json = Some(val().ok_or("--json needs a file")?.into()),
-            "--csv" => o.csv = Some(val().ok_or("--csv needs a file")?.into()),
-            "--svg" => o.svg = Some(val().ok_or("--svg needs a file")?.into()),
-            "--no-progress" => o.progress = false,
-            f if f.starts_with('-') => return Err(format!("unknown flag {f}")),
-            _ if o.server.is_none() => o.server = Some(a),
-            _ => return Err(format!("unexpected argument {a:?}")),
+            Short('p') | Long("port") => o.tcp_port = num(&mut p, "-p")?,
+            Short('F') | Long("CPU-freq") => {}
+            Short('b') | Long("bidirectional") => o.bidir = true,
+            // perftest's long name has the typo; both are taken.
+            Short('H') | Long("report-histogrm") | Long("report-histogram") => o.histogram = true,
+            Short('U') | Long("report-unsorted") => o.unsorted = true,
+            Short('c') | Long("connection") => match text(&mut p, "-c")?.as_str() {
+                "RC" => {}
+                v @ ("UC" | "UD" | "XRC" | "DC" | "SRD") => {
+                    return Err(format!("-c {v}: only RC connections are supported by rrddmma-perf so far"))
+                }
+                v => return Err(format!("-c {v:?}: expected RC, UC, UD, XRC or DC")),
+            },
+            Long("cpu") => o.cpu = Some(num(&mut p, "--cpu")?),
+            Long("numa") => o.numa = true,
+            Long("use_hugepages") | Long("use-hugepages") => o.hugepages = true,
+            Long("run_infinitely") | Long("run-infinitely") => o.run_infinitely = true,
+            Long("report_gbits") => o.gbits = true,
+            Long("dont_xchg_versions") => o.dont_xchg_versions = true,
+            Long("threads") => o.threads = num(&mut p, "--threads")?,
+            Long("max-size") => o.max_size = num(&mut p, "--max-size")?,
+            Long("json") => o.json = Some(p.value().map_err(|e| format!("--json: {e}"))?.into()),
+            Long("csv") => o.csv = Some(p.value().map_err(|e| format!("--csv: {e}"))?.into()),
+            Long("svg") => o.svg = Some(p.value().map_err(|e| format!("--svg: {e}"))?.into()),
+            Long("no-progress") => o.progress = false,
+            Long("check-payload") => o.check_payload = true,
+            Value(v) if o.server.is_none() => o.server = Some(positional(v)?),
+            Value(v) => return Err(format!("unexpected argument {v:?}")),
+            Short(c) => return Err(format!("unknown flag -{c}")),
+            Long(f) => return Err(format!("unknown flag --{f}")),
         }
     }
+    o.size = message_size(o.verb, o.size, if test == Test::Bw { 65536 } else { 2 })?;
     if o.verb == Verb::Atomic {
-        if o.size != 0 && o.size != 8 {
-            return Err("atomic operations are 8 bytes: -s must be 8".into());
-        }
-        o.size = 8;
         o.all = false;
-    } else if o.size == 0 {
-        o.size = if test == Test::Bw { 65536 } else { 2 };
     }
     if o.tx_depth == 0 {
         o.tx_depth = if test == Test::Bw { 128 } else { 1 };
@@ -220,6 +275,18 @@ pub fn parse(args: &[String]) -> Result<Opts, String> {
     if test == Test::Lat && (o.qps != 1 || o.threads != 1 || o.post_list != 1) {
         return Err("latency tests use one QP, one thread and no post list".into());
     }
+    if o.bidir && test == Test::Lat {
+        return Err("-b (bidirectional) is for bandwidth tests; latency tests are ping-pongs already".into());
+    }
+    if o.bidir && o.verb == Verb::Send && o.duration.is_some() {
+        return Err("-b with -D is not supported for send bw: the receiving half counts -n messages".into());
+    }
+    if o.check_payload && test == Test::Bw && matches!(o.verb, Verb::Send | Verb::Atomic) {
+        return Err("--check-payload covers write and read bw and every latency test; not send or atomic bw".into());
+    }
+    if o.check_payload && o.verb == Verb::Atomic && o.cas {
+        return Err("--check-payload checks fetch-and-add results; not -A CMP_AND_SWAP".into());
+    }
     if o.threads > o.qps {
         return Err(format!("--threads {} needs at least as many QPs (-q)", o.threads));
     }
@@ -232,8 +299,19 @@ pub fn parse(args: &[String]) -> Result<Opts, String> {
     // The signaled request must fit in the queue: posting stops once fewer
     // than a post list's worth of slots is free.
     o.cq_mod = o.cq_mod.min(o.tx_depth - o.post_list + 1);
-    if test == Test::Lat && o.duration.is_some() {
-        return Err("latency tests take -n iterations; -D is for bandwidth tests".into());
+    if test == Test::Lat && o.duration.is_some() && matches!(o.verb, Verb::Write | Verb::Send) {
+        return Err("-D on a latency test: read and atomic lat only; write and send lat are ping-pongs whose \
+                    sides must agree on -n"
+            .into());
+    }
+    if (o.histogram || o.unsorted) && test == Test::Bw {
+        return Err("-H and -U are available on latency tests only".into());
+    }
+    if o.run_infinitely && (test != Test::Bw || o.verb == Verb::Send || o.all || o.bidir) {
+        return Err("--run_infinitely: write, read and atomic bw only, without -a or -b".into());
+    }
+    if o.cpu.is_some() && o.numa {
+        return Err("--cpu and --numa both choose the CPUs: give one".into());
     }
     if o.all && o.max_size < 2 {
         return Err("--max-size must be at least 2".into());
@@ -244,6 +322,16 @@ pub fn parse(args: &[String]) -> Result<Opts, String> {
         }
     }
     Ok(o)
+}
+
+/// The message size: `-s` as given, else `default`; atomics are 8 bytes.
+pub fn message_size(verb: Verb, size: usize, default: usize) -> Result<usize, String> {
+    match (verb, size) {
+        (Verb::Atomic, 0 | 8) => Ok(8),
+        (Verb::Atomic, _) => Err("atomic operations are 8 bytes: -s must be 8".into()),
+        (_, 0) => Ok(default),
+        (_, s) => Ok(s),
+    }
 }
 
 /// The message sizes to run.
@@ -260,7 +348,7 @@ mod tests {
     use super::*;
 
     fn p(s: &str) -> Result<Opts, String> {
-        parse(&s.split_whitespace().map(String::from).collect::<Vec<_>>())
+        parse(s.split_whitespace())
     }
 
     #[test]
@@ -286,5 +374,34 @@ mod tests {
         assert!(p("write bw --bogus").unwrap_err().contains("unknown flag"));
         assert!(p("atomic bw -s 64").unwrap_err().contains("8 bytes"));
         assert!(p("write bw -q 1 --threads 2").unwrap_err().contains("QPs"));
+        assert!(p("write bw -s").unwrap_err().contains("-s"));
+    }
+
+    #[test]
+    fn getopt_forms_as_perftest_takes_them() {
+        for line in [
+            "write bw -s64 -n100",
+            "write bw -s 64 -n 100",
+            "write bw --size=64 --iters=100",
+            "write bw --size 64 --iters 100",
+        ] {
+            let o = p(line).unwrap();
+            assert_eq!((o.size, o.iters), (64, 100), "{line}");
+        }
+        let o = p("write bw -as64 -x1 10.0.0.1").unwrap();
+        assert!(o.all);
+        assert_eq!((o.size, o.gid_index, o.server.as_deref()), (64, Some(1), Some("10.0.0.1")));
+    }
+
+    #[test]
+    fn non_utf8_is_an_error_not_a_panic() {
+        use std::os::unix::ffi::OsStringExt;
+        let bad = std::ffi::OsString::from_vec(vec![b'r', 0xff, b'x']);
+        let e = parse(["write".into(), "bw".into(), "-d".into(), bad.clone()]).unwrap_err();
+        assert!(e.contains("not valid UTF-8"), "{e}");
+        let e = parse([std::ffi::OsString::from("write"), "bw".into(), bad.clone()]).unwrap_err();
+        assert!(e.contains("not valid UTF-8"), "{e}");
+        let e = parse([bad]).unwrap_err();
+        assert!(e.contains("not valid UTF-8"), "{e}");
     }
 }

@@ -6,8 +6,12 @@
 
 mod alloc;
 mod args;
+mod clock;
+mod cluster;
 mod oob;
 mod out;
+mod payload;
+mod place;
 mod run;
 
 use std::process::ExitCode;
@@ -38,7 +42,7 @@ fn bench(o: &Opts) -> Result<(), String> {
     let sizes = args::sizes(o);
     println!(
         "rrddmma-perf {}_{} on {} port {}: {} QP(s), {} thread(s), tx depth {}, post list {}, CQ moderation {}, \
-         inline {}, {}",
+         inline {}, clock {}, {}",
         o.verb.name(),
         if o.test == Test::Bw { "bw" } else { "lat" },
         s.ctx.name(),
@@ -49,6 +53,7 @@ fn bench(o: &Opts) -> Result<(), String> {
         o.post_list,
         o.cq_mod,
         o.inline,
+        s.clock.name(),
         if client { "client" } else { "server" }
     );
     for (m, r) in s.my.iter().zip(&s.rem) {
@@ -58,10 +63,81 @@ fn bench(o: &Opts) -> Result<(), String> {
     let progress = out::Progress::new(sizes.len(), o.progress);
     let mut s = s;
     match (o.test, client) {
+        (Test::Bw, _) if o.bidir => {
+            // perftest's duplex runs: both sides stream; one exchange before
+            // each size (for SEND the set-up's last one is the first size's),
+            // one after it in sweeps, then the reports.
+            println!("{}", out::header(o));
+            for (i, &size) in sizes.iter().enumerate() {
+                if o.verb != Verb::Send || i > 0 {
+                    s.oob.handshake(&s.my[0])?;
+                }
+                let r = run::bw_bidir(&s, o, size)?;
+                if o.all && o.verb != Verb::Send {
+                    s.oob.handshake(&s.my[0])?;
+                }
+                let rep = s.oob.reports(&run::report_of(o, &r))?;
+                if o.check_payload {
+                    // WRITE: what the peer wrote here; READ: what this side read.
+                    let iters = if o.verb == Verb::Write { rep.iters } else { r.iters };
+                    run::verify_bw(&s, o.verb, size, iters)?;
+                }
+                if o.all && o.verb == Verb::Send {
+                    s.oob.handshake(&s.my[0])?;
+                }
+                println!("{}", out::row(o, &r));
+                println!(
+                    " {:<10} {:<14} {:<20.2} {:<15.6} (reported by the peer; both directions: {:.2})",
+                    rep.size,
+                    rep.iters,
+                    rep.bw_avg,
+                    rep.msg_rate,
+                    rep.bw_avg + run::report_of(o, &r).bw_avg
+                );
+                progress.step(i + 1, size);
+                results.push(r);
+            }
+            s.oob.close(&s.my[0])?;
+        }
+        (Test::Bw, _) if o.verb == Verb::Send => {
+            // perftest's SEND bandwidth: no report exchange; in sweeps one
+            // exchange before each size (the set-up's last one is the
+            // first size's) and one after it. The receiver counts messages.
+            println!("{}", out::header(o));
+            for (i, &size) in sizes.iter().enumerate() {
+                if i > 0 {
+                    s.oob.handshake(&s.my[0])?;
+                }
+                let r = if client { run::bw_client(&s, o, size)? } else { run::send_bw_receiver(&s, o, size, None)? };
+                if o.all {
+                    s.oob.handshake(&s.my[0])?;
+                }
+                println!("{}{}", out::row(o, &r), if client { "" } else { " (received)" });
+                progress.step(i + 1, size);
+                results.push(r);
+            }
+            s.oob.close(&s.my[0])?;
+        }
+        (Test::Bw, true) if o.run_infinitely => {
+            // perftest's --run_infinitely: one report per interval until
+            // the process is stopped; the server waits in its exchange.
+            println!("{}", out::header(o));
+            let every = Opts { duration: Some(o.duration.unwrap_or(5.0)), ..o.clone() };
+            loop {
+                let r = run::bw_client(&s, &every, o.size)?;
+                println!("{}", out::row(o, &r));
+                if r.allocs > 0 {
+                    return Err(format!("{} heap allocation(s) happened inside a measured loop", r.allocs));
+                }
+            }
+        }
         (Test::Bw, true) => {
             println!("{}", out::header(o));
             for (i, &size) in sizes.iter().enumerate() {
                 let r = run::bw_client(&s, o, size)?;
+                if o.check_payload && o.verb == Verb::Read {
+                    run::verify_bw(&s, o.verb, size, r.iters)?;
+                }
                 println!("{}", out::row(o, &r));
                 progress.step(i + 1, size);
                 results.push(r);
@@ -72,10 +148,6 @@ fn bench(o: &Opts) -> Result<(), String> {
             s.oob.close(&s.my[0])?;
         }
         (Test::Bw, false) => {
-            if o.verb == Verb::Send {
-                let got = run::send_bw_server(&s)?;
-                println!(" received {got} messages");
-            }
             s.oob.handshake(&s.my[0])?;
             let rep = s.oob.reports(&oob::BwReport::default())?;
             println!("{}", out::header(o));
@@ -83,17 +155,32 @@ fn bench(o: &Opts) -> Result<(), String> {
                 " {:<10} {:<14} {:<20.2} {:<15.6} (reported by the client)",
                 rep.size, rep.iters, rep.bw_avg, rep.msg_rate
             );
+            if o.check_payload && o.verb == Verb::Write {
+                run::verify_bw(&s, o.verb, rep.size as usize, rep.iters)?;
+                println!(" payload checked: every region the client wrote holds its pattern");
+            }
             s.oob.close(&s.my[0])?;
         }
         (Test::Lat, _) if client || matches!(o.verb, Verb::Write | Verb::Send) => {
             println!("{}", out::header(o));
             for (i, &size) in sizes.iter().enumerate() {
                 let r = run::lat(&s, o, size)?;
+                // perftest's -U and -H: "#, usec" then "N, value" per sample.
+                for (on, v) in [(o.unsorted, &r.unsorted_ns), (o.histogram, &r.lat_ns)] {
+                    if on {
+                        println!("#, usec");
+                        for (k, ns) in v.iter().enumerate() {
+                            println!("{}, {}", k + 1, ns / 1000.0);
+                        }
+                    }
+                }
                 println!("{}", out::row(o, &r));
                 progress.step(i + 1, size);
                 results.push(r);
             }
-            if matches!(o.verb, Verb::Read | Verb::Atomic) {
+            // perftest closes READ, atomic and SEND latency tests with the
+            // closing handshake; WRITE latency ends without one.
+            if o.verb != Verb::Write {
                 s.oob.close(&s.my[0])?;
             }
         }
@@ -104,7 +191,7 @@ fn bench(o: &Opts) -> Result<(), String> {
         }
     }
     if let Some(p) = &o.json {
-        write_file(p, &out::json(o, s.ctx.name(), &results))?;
+        write_file(p, &out::json(o, s.ctx.name(), s.clock.name(), &results))?;
     }
     if let Some(p) = &o.csv {
         write_file(p, &out::csv(o, &results))?;
@@ -132,13 +219,31 @@ fn bench(o: &Opts) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    if argv.is_empty() || argv.iter().any(|a| a == "-h" || a == "--help") {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if argv.is_empty() || (argv[0] != "cluster" && argv.iter().any(|a| a == "-h" || a == "--help")) {
         println!("{}", args::USAGE);
         return if argv.is_empty() { ExitCode::from(2) } else { ExitCode::SUCCESS };
     }
-    let result = if argv[0] == "plot" {
-        plot(&argv[1..])
+    let result = if argv[0] == "cluster" {
+        if argv.iter().any(|a| a == "-h" || a == "--help") {
+            println!("{}", cluster::USAGE);
+            return ExitCode::SUCCESS;
+        }
+        match cluster::parse(&argv[1..]) {
+            Ok(o) => cluster::run(&o),
+            Err(e) => {
+                eprintln!("rrddmma-perf cluster: {e}\n\n{}", cluster::USAGE);
+                return ExitCode::from(2);
+            }
+        }
+    } else if argv[0] == "plot" {
+        match argv[1..].iter().map(|a| a.clone().into_string()).collect::<Result<Vec<_>, _>>() {
+            Ok(rest) => plot(&rest),
+            Err(a) => {
+                eprintln!("rrddmma-perf: argument {a:?} is not valid UTF-8");
+                return ExitCode::from(2);
+            }
+        }
     } else {
         match args::parse(&argv) {
             Ok(o) => bench(&o),

@@ -90,13 +90,14 @@ fn test_name(o: &Opts) -> String {
 }
 
 /// Results as JSON.
-pub fn json(o: &Opts, device: &str, rs: &[Outcome]) -> String {
+pub fn json(o: &Opts, device: &str, clock: &str, rs: &[Outcome]) -> String {
     let mut s = format!(
-        "{{\n  \"tool\": \"rrddmma-perf\",\n  \"test\": \"{}\",\n  \"device\": \"{}\",\n  \"qps\": {},\n  \
+        "{{\n  \"tool\": \"rrddmma-perf\",\n  \"test\": \"{}\",\n  \"device\": \"{}\",\n  \"clock\": \"{}\",\n  \"qps\": {},\n  \
          \"threads\": {},\n  \"tx_depth\": {},\n  \"post_list\": {},\n  \"cq_mod\": {},\n  \"inline\": {},\n  \
          \"results\": [",
         test_name(o),
         device.replace(['"', '\\'], "_"),
+        clock,
         o.qps,
         o.threads,
         o.tx_depth,

@@ -1,6 +1,7 @@
 //! Resources, connection set-up, and the measured loops.
 
 use std::alloc::Layout;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use rrddmma::prim::{
@@ -10,7 +11,10 @@ use rrddmma::prim::{
 
 use crate::alloc;
 use crate::args::{Opts, Test, Verb};
+use crate::clock::Clock;
 use crate::oob::{BwReport, Dest, Oob};
+use crate::payload;
+use crate::place;
 
 type Res<T> = Result<T, String>;
 
@@ -36,25 +40,56 @@ pub struct Outcome {
     pub ops_per_sec: f64,
     /// Latency samples in nanoseconds, sorted (latency tests).
     pub lat_ns: Vec<f64>,
+    /// The same samples in the order taken (with `-U` only).
+    pub unsorted_ns: Vec<f64>,
     /// Heap allocations inside the measured loop.
     pub allocs: u64,
 }
 
-/// A page-aligned zeroed buffer.
+/// A page-aligned zeroed buffer: from the allocator, or mapped from 2 MiB
+/// huge pages (`--use_hugepages`).
 struct Buf {
     ptr: *mut u8,
     layout: Layout,
+    huge: bool,
 }
 
+/// The huge page size `--use_hugepages` maps (the x86-64 default).
+const HUGE_PAGE: usize = 2 << 20;
+
 impl Buf {
-    fn new(len: usize) -> Res<Buf> {
+    fn new(len: usize, huge: bool) -> Res<Buf> {
+        if huge {
+            let size = len.div_ceil(HUGE_PAGE) * HUGE_PAGE;
+            let layout = Layout::from_size_align(size, HUGE_PAGE).map_err(err("buffer layout"))?;
+            // SAFETY: an anonymous private mapping at an address of the
+            // kernel's choice touches no existing memory.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    size,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB,
+                    -1,
+                    0,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                return Err(format!(
+                    "--use_hugepages: cannot map {size} bytes of 2 MiB huge pages: {} (reserve some first, e.g. \
+                     `echo 64 > /proc/sys/vm/nr_hugepages`)",
+                    std::io::Error::last_os_error()
+                ));
+            }
+            return Ok(Buf { ptr: p.cast(), layout, huge: true });
+        }
         let layout = Layout::from_size_align(len, 4096).map_err(err("buffer layout"))?;
         // SAFETY: `len` is non-zero (at least one cycle buffer).
         let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
         if ptr.is_null() {
             return Err(format!("cannot allocate a {len}-byte buffer"));
         }
-        Ok(Buf { ptr, layout })
+        Ok(Buf { ptr, layout, huge: false })
     }
 }
 
@@ -66,8 +101,14 @@ unsafe impl Sync for Buf {}
 
 impl Drop for Buf {
     fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout.
-        unsafe { std::alloc::dealloc(self.ptr, self.layout) }
+        if self.huge {
+            // SAFETY: mapped in `new` with this size; nothing uses it any more
+            // (the MR is dropped first).
+            unsafe { libc::munmap(self.ptr.cast(), self.layout.size()) };
+        } else {
+            // SAFETY: allocated in `new` with this layout.
+            unsafe { std::alloc::dealloc(self.ptr, self.layout) }
+        }
     }
 }
 
@@ -91,6 +132,8 @@ pub struct Session {
     pub slot: usize,
     pub cycle: usize,
     pub line: usize,
+    /// The clock of the latency samples.
+    pub clock: Clock,
     pub ctx: Context,
 }
 
@@ -111,6 +154,24 @@ pub fn setup(o: &Opts) -> Res<Session> {
         None => Context::open_first(),
     }
     .map_err(err("opening the device"))?;
+    // Pin before anything is allocated or registered (see `place`).
+    let placed = if let Some(c) = o.cpu {
+        place::pin(&[c])?;
+        format!("CPU {c}")
+    } else if o.numa {
+        match place::device_node(ctx.name()) {
+            Some(node) => {
+                place::pin(&place::node_cpus(node)?)?;
+                format!("NUMA node {node} (CPUs {:?})", place::current())
+            }
+            None => format!("not pinned: {} reports no NUMA node", ctx.name()),
+        }
+    } else {
+        String::new()
+    };
+    if !placed.is_empty() {
+        println!(" placement: {placed}");
+    }
     let port = ctx.query_port(o.ib_port).map_err(err("querying the port"))?;
     let dev = ctx.query_device().map_err(err("querying the device"))?;
     let with_gid = port.is_ethernet() || o.gid_index.is_some();
@@ -132,7 +193,7 @@ pub fn setup(o: &Opts) -> Res<Session> {
     let max_size = crate::args::sizes(o).into_iter().max().unwrap_or(o.size);
     let slot = inc(max_size.max(cycle), line);
     let q = o.qps as usize;
-    let buf = Buf::new(slot * 2 * q)?;
+    let buf = Buf::new(slot * 2 * q, o.hugepages)?;
     let pd = Pd::new(&ctx).map_err(err("allocating a PD"))?;
     let access =
         AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
@@ -161,7 +222,6 @@ pub fn setup(o: &Opts) -> Res<Session> {
         .map_err(err("creating a QP"))?;
 
     let out_reads = u32::try_from(dev.max_qp_rd_atom).unwrap_or(1).clamp(1, 16);
-    let seed = Instant::now().elapsed().as_nanos() as u32 ^ std::process::id().wrapping_mul(0x9e37_79b9);
     let gid = if with_gid {
         Some(ctx.query_gid(o.ib_port, u32::from(gid_index)).map_err(err("reading the GID"))?.0)
     } else {
@@ -174,7 +234,8 @@ pub fn setup(o: &Opts) -> Res<Session> {
             lid: port.lid(),
             out_reads,
             qpn: qp.qpn(),
-            psn: (seed.wrapping_mul(2_654_435_761).wrapping_add(i as u32 * 7919)) & 0xff_ffff,
+            // From the OS (getrandom), not the process id.
+            psn: rrddmma::prim::random_psn(),
             rkey: mr.rkey(),
             vaddr: mr.addr() + ((q + i) * slot) as u64,
             gid,
@@ -182,8 +243,9 @@ pub fn setup(o: &Opts) -> Res<Session> {
         })
         .collect();
 
-    // perftest: one exchange before the per-QP ones in latency tests.
-    if o.test == Test::Lat {
+    // perftest: one exchange before the per-QP ones in the latency tests
+    // other than SEND.
+    if o.test == Test::Lat && o.verb != Verb::Send {
         oob.handshake(&my[0])?;
     }
     let mut rem = Vec::with_capacity(q);
@@ -204,7 +266,34 @@ pub fn setup(o: &Opts) -> Res<Session> {
         };
         qp.connect(&remote, my[i].psn, &opts).map_err(err("connecting the QP"))?;
     }
-    let mut s = Session { qps, cqs, recv_cq, mr, _buf: buf, oob, my, rem, slot, cycle, line, ctx };
+    // perftest's SEND tests: one exchange right after connecting.
+    if o.verb == Verb::Send {
+        oob.handshake(&my[0])?;
+    }
+    let mut s =
+        Session { qps, cqs, recv_cq, mr, _buf: buf, oob, my, rem, slot, cycle, line, clock: Clock::detect(), ctx };
+    // Payload checking: the bandwidth sources carry the positional pattern
+    // (WRITE: this side's source regions; READ: the regions the peer reads).
+    if o.check_payload && o.test == Test::Bw && matches!(o.verb, Verb::Write | Verb::Read) {
+        for i in 0..q {
+            let off = if o.verb == Verb::Write { s.local(i) } else { s.target(i) };
+            // SAFETY: the region lies in the buffer; nothing is posted yet.
+            unsafe { payload::fill(s.ptr(off), s.slot, 0, 0) };
+        }
+        if payload::corrupt_requested() {
+            let off = if o.verb == Verb::Write { s.local(0) } else { s.target(0) };
+            // SAFETY: as above.
+            unsafe { payload::flip(s.ptr(off)) };
+        }
+    }
+    if o.check_payload && o.test == Test::Lat && o.verb == Verb::Read {
+        // SAFETY: as above.
+        unsafe { payload::fill(s.ptr(s.target(0)), s.slot, 0, 0) };
+        if payload::corrupt_requested() {
+            // SAFETY: as above.
+            unsafe { payload::flip(s.ptr(s.target(0))) };
+        }
+    }
     // Receives go up before the peer may send.
     if o.verb == Verb::Send {
         for i in 0..q {
@@ -403,11 +492,14 @@ pub fn bw_client(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
                 let barrier = &barrier;
                 scope.spawn(move || {
                     // Warm-up (as perftest's): one queue's worth of requests,
-                    // so first-touch costs stay out of the measurement.
-                    let warm = Opts { iters: u64::from(o.tx_depth), duration: None, ..o.clone() };
-                    let warmed = bw_thread(s, &warm, &s.cqs[t], &mine, size);
-                    barrier.wait();
-                    warmed?;
+                    // so first-touch costs stay out of the measurement. Not
+                    // for SEND, whose receiver counts every message.
+                    if o.verb != Verb::Send {
+                        let warm = Opts { iters: u64::from(o.tx_depth), duration: None, ..o.clone() };
+                        let warmed = bw_thread(s, &warm, &s.cqs[t], &mine, size);
+                        barrier.wait();
+                        warmed?;
+                    }
                     bw_thread(s, o, &s.cqs[t], &mine, size)
                 })
             })
@@ -432,70 +524,110 @@ pub fn bw_client(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
         iters: ops / u64::from(o.qps),
         bytes_per_sec: (ops * size as u64) as f64 / secs,
         ops_per_sec: ops as f64 / secs,
-        lat_ns: Vec::new(),
         allocs: alloc::in_loop_allocations() - before,
+        ..Outcome::default()
     })
 }
 
-/// The server side of a SEND bandwidth test: receives and re-posts until the
-/// client's closing handshake arrives. Returns the messages received.
-pub fn send_bw_server(s: &Session) -> Res<u64> {
+/// Checks the regions a WRITE (`incoming`: what the peer wrote here) or
+/// READ (this side's own local regions) bandwidth run of `iters` requests
+/// per QP of `size` bytes left, against the positional pattern.
+pub fn verify_bw(s: &Session, verb: Verb, size: usize, iters: u64) -> Res<()> {
+    let offs = offsets(size, s.cycle, s.line);
+    let used = offs.len().min(iters.max(1) as usize);
+    for i in 0..s.qps.len() {
+        let base = if verb == Verb::Write { s.target(i) } else { s.local(i) };
+        for &k in &offs[..used] {
+            let what = format!("{} bw, QP {i}, {size}-byte message at offset {k}", verb.name());
+            // SAFETY: the region lies in the buffer and the run is over.
+            unsafe { payload::verify(s.ptr(base + k), size, 0, k, &what) }?;
+        }
+    }
+    Ok(())
+}
+
+/// One side of a bidirectional (`-b`) bandwidth run for one size: this side
+/// streams as a client does and, for SEND, receives the peer's stream at the
+/// same time on a second thread. Returns what this side sent.
+pub fn bw_bidir(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
+    if o.verb != Verb::Send {
+        return bw_client(s, o, size);
+    }
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let rx = scope.spawn(|| send_bw_receiver(s, o, size, Some(&stop)));
+        let tx = bw_client(s, o, size);
+        if tx.is_err() {
+            stop.store(true, Ordering::Relaxed);
+        }
+        let rx = rx.join().unwrap_or_else(|_| Err("the receiving thread panicked".into()));
+        let tx = tx?;
+        rx.map_err(|e| format!("receiving: {e}"))?;
+        Ok(tx)
+    })
+}
+
+/// The receiving side of a SEND bandwidth test for one size: receives and
+/// re-posts `-n` messages per QP (as perftest's server counts them), or with
+/// `-D` until the sender's next exchange message arrives. `stop`, when given,
+/// ends the wait early (set by a bidirectional run whose sending half failed).
+pub fn send_bw_receiver(s: &Session, o: &Opts, size: usize, stop: Option<&AtomicBool>) -> Res<Outcome> {
     let mut wcs = [Wc::default(); POLL_BATCH];
+    let want = if o.duration.is_some() { u64::MAX } else { o.iters * s.qps.len() as u64 };
     let mut got = 0u64;
     let mut idle = 0u32;
-    loop {
+    let mut first = None;
+    let mut last = Instant::now();
+    while got < want {
         let n = s.recv_cq.poll(&mut wcs).map_err(err("ibv_poll_cq"))?;
         for wc in &wcs[..n] {
             check(wc)?;
             s.post_recv(wc.wr_id() as usize)?;
         }
-        got += n as u64;
         if n == 0 {
-            idle += 1;
-            if idle % 1024 == 0 && s.oob.peer_spoke() {
-                return Ok(got);
+            idle = idle.wrapping_add(1);
+            if idle % 1024 == 0 {
+                if stop.is_some_and(|f| f.load(Ordering::Relaxed)) {
+                    return Err("the sending half of the run failed".into());
+                }
+                if want == u64::MAX && s.oob.peer_spoke() {
+                    break;
+                }
             }
-        } else {
-            idle = 0;
+            continue;
         }
+        idle = 0;
+        last = Instant::now();
+        first.get_or_insert(last);
+        got += n as u64;
     }
-}
-
-/// A timestamp for latency samples: the time-stamp counter on x86-64 (as
-/// perftest's `get_cycles`; `clock_gettime` can be a system call where the
-/// kernel does not trust the TSC, as in emulated VMs), else nanoseconds
-/// since `t0`.
-#[inline(always)]
-fn ticks(t0: Instant) -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let _ = t0;
-        // SAFETY: RDTSC is available on every x86-64 CPU and has no effect
-        // beyond reading the counter.
-        #[allow(unused_unsafe)]
-        unsafe {
-            std::arch::x86_64::_rdtsc()
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        t0.elapsed().as_nanos() as u64
-    }
+    let secs = first.map_or(1e-9, |f| (last - f).as_secs_f64().max(1e-9));
+    Ok(Outcome {
+        size,
+        iters: got / s.qps.len() as u64,
+        bytes_per_sec: (got * size as u64) as f64 / secs,
+        ops_per_sec: got as f64 / secs,
+        ..Outcome::default()
+    })
 }
 
 /// Sorted latency samples from post timestamps (perftest: intervals between
 /// consecutive posts, halved for ping-pong tests).
 fn samples(stamps: &[u64], halve: bool) -> Vec<f64> {
     let div = if halve { 2.0 } else { 1.0 };
-    let mut v: Vec<f64> = stamps.windows(2).map(|w| w[1].wrapping_sub(w[0]) as f64 / div).collect();
-    v.sort_by(f64::total_cmp);
-    v
+    stamps.windows(2).map(|w| w[1].wrapping_sub(w[0]) as f64 / div).collect()
 }
+
+/// Samples a `-D` latency run can hold (preallocated: the loop must not
+/// allocate); the run stops early when they are used up.
+const DURATION_SAMPLES: usize = 1 << 21;
 
 /// A latency test for one size, on either side.
 pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
-    let n = o.iters as usize;
+    let n = if o.duration.is_some() { DURATION_SAMPLES } else { o.iters as usize };
     let mut stamps = vec![0u64; n];
+    let mut taken = n;
+    let deadline = o.duration.map(Duration::from_secs_f64);
     let len = size as u32;
     let server = !s.oob.is_client();
     let qp = &s.qps[0];
@@ -507,6 +639,9 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
     let before = alloc::in_loop_allocations();
     let poll_byte = s.ptr(s.target(0) + size - 1);
     let post_byte = s.ptr(s.local(0) + size - 1);
+    let (send_at, recv_at) = (s.ptr(s.local(0)), s.ptr(s.target(0)).cast_const());
+    let checking = o.check_payload;
+    let corrupt = checking && payload::corrupt_requested();
 
     // The one request, built before the loop (perftest's prebuilt WR).
     let wr = match o.verb {
@@ -529,8 +664,9 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
     };
 
     alloc::measuring(true);
+    let clock = s.clock;
     let t0 = Instant::now();
-    let c0 = ticks(t0);
+    let c0 = clock.ticks(t0);
     let result = (|| -> Res<()> {
         match o.verb {
             Verb::Write => {
@@ -541,10 +677,23 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
                         // SAFETY: the byte lies in the registered buffer; the
                         // peer's RDMA WRITE changes it, hence volatile.
                         while unsafe { poll_byte.read_volatile() } != rc as u8 {}
+                        if checking {
+                            // SAFETY: the message lies in the buffer; the peer
+                            // writes again only after this side's next post.
+                            unsafe { payload::verify(recv_at, size - 1, rc as u64, 0, "write lat") }?;
+                        }
                     }
                     if sc < n {
-                        stamps[sc] = ticks(t0);
+                        stamps[sc] = clock.ticks(t0);
                         sc += 1;
+                        if checking {
+                            // SAFETY: nothing is in flight from this region.
+                            unsafe { payload::fill(send_at, size - 1, sc as u64, 0) };
+                            if corrupt && sc == 3 {
+                                // SAFETY: as above.
+                                unsafe { payload::flip(send_at) };
+                            }
+                        }
                         // SAFETY: as above; the device reads it at post time
                         // or later, and nothing is in flight here.
                         unsafe { post_byte.write_volatile(sc as u8) };
@@ -562,11 +711,24 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
                     if rc < n && (server || sc != 0) {
                         wait(&s.recv_cq, &mut wcs)?;
                         rc += 1;
+                        if checking {
+                            // SAFETY: the message arrived (completion seen) and
+                            // its receive is not re-posted yet.
+                            unsafe { payload::verify(recv_at, size, rc as u64, 0, "send lat") }?;
+                        }
                         s.post_recv(0)?;
                     }
                     if sc < n {
-                        stamps[sc] = ticks(t0);
+                        stamps[sc] = clock.ticks(t0);
                         sc += 1;
+                        if checking {
+                            // SAFETY: the previous send has completed.
+                            unsafe { payload::fill(send_at, size, sc as u64, 0) };
+                            if corrupt && sc == 3 {
+                                // SAFETY: as above.
+                                unsafe { payload::flip(send_at) };
+                            }
+                        }
                         post(&mut list)?;
                         wait(cq, &mut wcs)?;
                     }
@@ -574,26 +736,56 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
             }
             Verb::Read | Verb::Atomic => {
                 for (i, st) in stamps.iter_mut().enumerate() {
+                    if deadline.is_some_and(|d| i % 64 == 0 && t0.elapsed() >= d) {
+                        taken = i;
+                        break;
+                    }
                     if o.cas {
                         list.set(0, SendWr::compare_swap(&sge, remote, 0, i as u64).signaled());
                     }
-                    *st = ticks(t0);
+                    *st = clock.ticks(t0);
                     post(&mut list)?;
                     wait(cq, &mut wcs)?;
+                    if checking && o.verb == Verb::Read {
+                        // SAFETY: the READ has completed into this region.
+                        unsafe { payload::verify(send_at, size, 0, 0, "read lat") }?;
+                    } else if checking {
+                        // SAFETY: the fetch-and-add has completed; its old
+                        // value (8 bytes) is in this region.
+                        let old = unsafe { send_at.cast::<u64>().read_volatile() };
+                        if old != i as u64 {
+                            return Err(format!(
+                                "payload check failed: atomic lat, iteration {i}: fetch-and-add returned {old}, \
+                                 expected {i} (each iteration adds 1 to a counter that starts at 0)"
+                            ));
+                        }
+                    }
                 }
             }
         }
         Ok(())
     })();
-    let (t1, c1) = (Instant::now(), ticks(t0));
+    let (t1, c1) = (Instant::now(), clock.ticks(t0));
     alloc::measuring(false);
     result?;
-    // Ticks to nanoseconds, calibrated over the run itself.
-    let ns_per_tick = (t1 - t0).as_nanos() as f64 / c1.wrapping_sub(c0).max(1) as f64;
+    // TSC ticks to nanoseconds, calibrated over the run itself.
+    let ns_per_tick = match clock {
+        Clock::Tsc => (t1 - t0).as_nanos() as f64 / c1.wrapping_sub(c0).max(1) as f64,
+        Clock::Monotonic => 1.0,
+    };
     let halve = matches!(o.verb, Verb::Write | Verb::Send);
-    let mut lat_ns = samples(&stamps, halve);
+    let mut lat_ns = samples(&stamps[..taken], halve);
     lat_ns.iter_mut().for_each(|v| *v *= ns_per_tick);
-    Ok(Outcome { size, iters: o.iters, lat_ns, allocs: alloc::in_loop_allocations() - before, ..Outcome::default() })
+    let unsorted_ns = if o.unsorted { lat_ns.clone() } else { Vec::new() };
+    lat_ns.sort_by(f64::total_cmp);
+    Ok(Outcome {
+        size,
+        iters: taken as u64,
+        lat_ns,
+        unsorted_ns,
+        allocs: alloc::in_loop_allocations() - before,
+        ..Outcome::default()
+    })
 }
 
 /// The bandwidth report this side sends at the end.
@@ -621,8 +813,8 @@ mod tests {
     }
 
     #[test]
-    fn latency_samples_are_sorted_intervals() {
-        assert_eq!(samples(&[0, 10, 30, 33], true), vec![1.5, 5.0, 10.0]);
+    fn latency_samples_are_intervals() {
+        assert_eq!(samples(&[0, 10, 30, 33], true), vec![5.0, 10.0, 1.5]);
         assert_eq!(samples(&[0, 10, 30], false), vec![10.0, 20.0]);
     }
 }

@@ -9,8 +9,6 @@
 //! not authenticated: the secret keeps strangers and misconfigured jobs out,
 //! it does not defend against an attacker on the path.
 
-use std::io::Read;
-
 use sha2::{Digest, Sha256};
 
 use super::wire::{MAC_LEN, NONCE_LEN};
@@ -57,10 +55,33 @@ pub fn mac_eq(a: &[u8; MAC_LEN], b: &[u8; MAC_LEN]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// Fills `buf` from the kernel's random source with getrandom(2): no file
+/// to open (so it works where `/dev` is not mounted) and no new dependency.
+/// It blocks only until the kernel's pool is first initialised at boot.
+#[allow(unsafe_code)]
+pub fn os_random(buf: &mut [u8]) -> std::io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        let rest = &mut buf[done..];
+        // SAFETY: `rest` is a live, writable buffer of `rest.len()` bytes;
+        // getrandom(2) writes at most that many.
+        let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        done += n as usize;
+    }
+    Ok(())
+}
+
 /// A fresh nonce from the kernel's random source.
 pub fn nonce() -> std::io::Result<[u8; NONCE_LEN]> {
     let mut n = [0u8; NONCE_LEN];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut n)?;
+    os_random(&mut n)?;
     Ok(n)
 }
 
@@ -70,6 +91,16 @@ mod tests {
 
     fn hex(b: &[u8]) -> String {
         b.iter().map(|x| format!("{x:02x}")).collect()
+    }
+
+    #[test]
+    fn os_randomness_differs() {
+        let (a, b) = (nonce().unwrap(), nonce().unwrap());
+        assert_ne!(a, b);
+        assert_ne!(a, [0; NONCE_LEN]);
+        let mut big = vec![0u8; 1 << 20];
+        os_random(&mut big).unwrap();
+        assert!(big.iter().filter(|b| **b == 0).count() < 8192);
     }
 
     #[test]

@@ -12,8 +12,9 @@
 //! ```
 //! Keys: `hosts`, `coordinator`, `rank`, `size`, `secret`, `devices`,
 //! `join_timeout_ms`, `op_timeout_ms`, `handshake_timeout_ms`, `max_frame`,
-//! optionally under a `[cluster]` table. The parser takes this subset of TOML
-//! (strings, integers, arrays of strings, comments) and rejects unknown keys,
+//! optionally under a `[cluster]` table. The file is TOML 1.0, read by the
+//! `toml` crate; on top of the format's own rules (no key twice, no leading
+//! zeros) an unknown key and an empty `secret` are errors naming their line,
 //! so a typo is an error rather than a silent default.
 //!
 //! # Environment
@@ -29,9 +30,13 @@
 //! size is the explicit `size`, else the launcher's, else the number of hosts;
 //! sources that disagree are an error.
 
+use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 use std::path::Path;
 use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
 
 use super::error::{Error, Result};
 
@@ -51,7 +56,10 @@ pub const DEFAULT_PORT: u16 = 18650;
 /// | `op_timeout` | 30 s (per collective; `Session::barrier_within` and the other `_within` forms take their own) |
 /// | `handshake_timeout` | 5 s |
 /// | `max_frame` | 16 MiB |
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// `Debug` prints `<redacted>` in place of the secret.
+#[derive(Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct ClusterConfig {
     /// `host:port` of every rank, rank 0 first (the coordinator listens on its entry).
     pub hosts: Vec<String>,
@@ -94,6 +102,7 @@ impl Default for ClusterConfig {
 
 /// Where a resolved rank came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum RankSource {
     /// The configuration (file or `RRDDMMA_RANK`).
     Config,
@@ -109,6 +118,7 @@ pub enum RankSource {
 
 /// A cluster description with this process's place in it.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Resolved {
     /// This process's rank.
     pub rank: u32,
@@ -126,40 +136,129 @@ fn cfg_err(msg: impl Into<String>) -> Error {
     Error::Config(msg.into())
 }
 
+impl fmt::Debug for ClusterConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClusterConfig")
+            .field("hosts", &self.hosts)
+            .field("coordinator", &self.coordinator)
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("secret", &self.secret.as_ref().map(|_| Redacted))
+            .field("devices", &self.devices)
+            .field("join_timeout", &self.join_timeout)
+            .field("op_timeout", &self.op_timeout)
+            .field("handshake_timeout", &self.handshake_timeout)
+            .field("max_frame", &self.max_frame)
+            .finish()
+    }
+}
+
+/// Stands for a secret in `Debug` output.
+pub(crate) struct Redacted;
+
+impl fmt::Debug for Redacted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// The keys of a cluster file, each with where it stood (spans need named
+/// fields: serde's `flatten` would lose them).
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileKeys {
+    hosts: Option<Spanned<Vec<String>>>,
+    coordinator: Option<Spanned<String>>,
+    rank: Option<Spanned<u32>>,
+    size: Option<Spanned<u32>>,
+    secret: Option<Spanned<String>>,
+    devices: Option<Spanned<Vec<String>>>,
+    join_timeout_ms: Option<Spanned<u64>>,
+    op_timeout_ms: Option<Spanned<u64>>,
+    handshake_timeout_ms: Option<Spanned<u64>>,
+    max_frame: Option<Spanned<u32>>,
+    /// The same keys under `[cluster]` (only at the top level).
+    cluster: Option<Box<Spanned<FileKeys>>>,
+}
+
+/// The 1-based line and column of byte `at` in `text`.
+fn line_col(text: &str, at: usize) -> (usize, usize) {
+    let before = &text[..at.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
 impl ClusterConfig {
     /// Parses a TOML description (see the module docs for the keys).
+    ///
+    /// Any TOML 1.0 document is read (literal and multi-line strings,
+    /// escapes, quoted or dotted keys, a leading byte-order mark). An unknown
+    /// key, a key given twice (also once at the top and once under
+    /// `[cluster]`), a value of the wrong type or range and an empty `secret`
+    /// are [`Error::ConfigFile`] errors naming the line.
     pub fn from_toml(text: &str) -> Result<ClusterConfig> {
-        let mut c = ClusterConfig::default();
-        for (line_no, key, value) in toml_subset(text)? {
-            let at = |m: &str| cfg_err(format!("line {line_no}: `{key}` {m}"));
-            let int = |v: &Value| match v {
-                Value::Int(i) => Ok(*i),
-                _ => Err(at("must be an integer")),
-            };
-            let string = |v: &Value| match v {
-                Value::Str(s) => Ok(s.clone()),
-                _ => Err(at("must be a string")),
-            };
-            let strings = |v: &Value| match v {
-                Value::List(l) => Ok(l.clone()),
-                _ => Err(at("must be an array of strings")),
-            };
-            let u32_of = |v: &Value| u32::try_from(int(v)?).map_err(|_| at("is out of range"));
-            let ms = |v: &Value| Ok::<_, Error>(Duration::from_millis(int(v)?));
-            match key.as_str() {
-                "hosts" => c.hosts = strings(&value)?,
-                "coordinator" => c.coordinator = Some(string(&value)?),
-                "rank" => c.rank = Some(u32_of(&value)?),
-                "size" => c.size = Some(u32_of(&value)?),
-                "secret" => c.secret = Some(string(&value)?.into_bytes()),
-                "devices" => c.devices = strings(&value)?,
-                "join_timeout_ms" => c.join_timeout = ms(&value)?,
-                "op_timeout_ms" => c.op_timeout = ms(&value)?,
-                "handshake_timeout_ms" => c.handshake_timeout = ms(&value)?,
-                "max_frame" => c.max_frame = u32_of(&value)?,
-                _ => return Err(at("is not a known key")),
+        let at = |span: std::ops::Range<usize>, message: String| {
+            let (line, column) = line_col(text, span.start);
+            Error::ConfigFile { path: None, line, column, message }
+        };
+        let mut k: FileKeys = toml::from_str(text).map_err(|e| {
+            let (line, column) = e.span().map_or((0, 0), |s| line_col(text, s.start));
+            let mut message = e.message().trim_end().to_string();
+            // The parser's span covers the repeated key: name it.
+            if let Some(key) = e.span().and_then(|s| text.get(s)).filter(|k| message == "duplicate key" && k.len() < 80)
+            {
+                message = format!("duplicate key `{key}`");
             }
+            Error::ConfigFile { path: None, line, column, message }
+        })?;
+        if let Some(table) = k.cluster.take() {
+            let table = table.into_inner();
+            if let Some(inner) = &table.cluster {
+                return Err(at(inner.span(), "a `cluster` table inside [cluster]".to_string()));
+            }
+            macro_rules! merge {
+                ($($f:ident),*) => {$(
+                    if let Some(v) = table.$f {
+                        if k.$f.is_some() {
+                            let m = format!("`{}` is given both at the top level and under [cluster]", stringify!($f));
+                            return Err(at(v.span(), m));
+                        }
+                        k.$f = Some(v);
+                    }
+                )*};
+            }
+            merge!(
+                hosts,
+                coordinator,
+                rank,
+                size,
+                secret,
+                devices,
+                join_timeout_ms,
+                op_timeout_ms,
+                handshake_timeout_ms,
+                max_frame
+            );
         }
+        let mut c = ClusterConfig::default();
+        if let Some(secret) = k.secret {
+            if secret.get_ref().is_empty() {
+                let m = "`secret` is empty; remove the key to run without authentication".to_string();
+                return Err(at(secret.span(), m));
+            }
+            c.secret = Some(secret.into_inner().into_bytes());
+        }
+        let ms = |v: Spanned<u64>| Duration::from_millis(v.into_inner());
+        c.hosts = k.hosts.map(Spanned::into_inner).unwrap_or_default();
+        c.coordinator = k.coordinator.map(Spanned::into_inner);
+        c.rank = k.rank.map(Spanned::into_inner);
+        c.size = k.size.map(Spanned::into_inner);
+        c.devices = k.devices.map(Spanned::into_inner).unwrap_or_default();
+        c.join_timeout = k.join_timeout_ms.map_or(c.join_timeout, ms);
+        c.op_timeout = k.op_timeout_ms.map_or(c.op_timeout, ms);
+        c.handshake_timeout = k.handshake_timeout_ms.map_or(c.handshake_timeout, ms);
+        c.max_frame = k.max_frame.map_or(c.max_frame, Spanned::into_inner);
         Ok(c)
     }
 
@@ -167,7 +266,12 @@ impl ClusterConfig {
     pub fn from_file(path: &Path) -> Result<ClusterConfig> {
         let text =
             std::fs::read_to_string(path).map_err(|e| cfg_err(format!("cannot read {}: {e}", path.display())))?;
-        ClusterConfig::from_toml(&text).map_err(|e| cfg_err(format!("{}: {e}", path.display())))
+        ClusterConfig::from_toml(&text).map_err(|e| match e {
+            Error::ConfigFile { path: None, line, column, message } => {
+                Error::ConfigFile { path: Some(path.to_path_buf()), line, column, message }
+            }
+            e => e,
+        })
     }
 
     /// The description from the process environment (see the module docs).
@@ -201,6 +305,9 @@ impl ClusterConfig {
             c.size = Some(small("RRDDMMA_SIZE", v)?);
         }
         if let Some(v) = var("RRDDMMA_SECRET") {
+            if v.is_empty() {
+                return Err(cfg_err("RRDDMMA_SECRET is set but empty; unset it to run without authentication"));
+            }
             c.secret = Some(v.into_bytes());
         }
         if let Some(v) = var("RRDDMMA_DEVICES") {
@@ -248,6 +355,7 @@ impl ClusterConfig {
         if size == 0 {
             return Err(cfg_err("the cluster size is 0"));
         }
+        check_secret(self.secret.as_deref())?;
         if self.max_frame < MIN_FRAME {
             return Err(cfg_err(format!(
                 "max_frame {} is below the {MIN_FRAME} bytes a handshake needs",
@@ -312,6 +420,14 @@ impl ClusterConfig {
     }
 }
 
+/// An empty secret would turn authentication on with an empty key.
+pub(crate) fn check_secret(secret: Option<&[u8]>) -> Result<()> {
+    match secret {
+        Some([]) => Err(cfg_err("the secret is empty; use `None` (no `secret` key) to run without authentication")),
+        _ => Ok(()),
+    }
+}
+
 /// The rank and size variables of a launcher.
 fn launcher_vars(src: RankSource) -> (&'static str, &'static str) {
     match src {
@@ -342,133 +458,6 @@ pub fn resolve_addr(text: &str) -> Result<SocketAddr> {
         .ok_or_else(|| cfg_err(format!("{text:?} resolves to no address")))
 }
 
-#[derive(Debug)]
-enum Value {
-    Str(String),
-    Int(u64),
-    List(Vec<String>),
-}
-
-/// The `key = value` pairs of the supported TOML subset, with line numbers.
-fn toml_subset(text: &str) -> Result<Vec<(usize, String, Value)>> {
-    let mut out = Vec::new();
-    let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l));
-    while let Some((no, line)) = lines.next() {
-        let line = strip_comment(line);
-        let line = line.trim();
-        if line.is_empty() {
-            continue;
-        }
-        if line.starts_with('[') && !line.contains('=') {
-            if line == "[cluster]" {
-                continue;
-            }
-            return Err(cfg_err(format!("line {no}: only a [cluster] table is understood, not {line}")));
-        }
-        let (key, rest) =
-            line.split_once('=').ok_or_else(|| cfg_err(format!("line {no}: expected `key = value`, got {line:?}")))?;
-        let key = key.trim().to_string();
-        let mut value = rest.trim().to_string();
-        // Arrays may span lines.
-        if value.starts_with('[') {
-            while !array_closed(&value) {
-                let (_, more) = lines.next().ok_or_else(|| cfg_err(format!("line {no}: unterminated array")))?;
-                value.push(' ');
-                value.push_str(strip_comment(more).trim());
-            }
-        }
-        out.push((no, key.clone(), parse_value(&value).map_err(|m| cfg_err(format!("line {no}: `{key}`: {m}")))?));
-    }
-    Ok(out)
-}
-
-fn strip_comment(line: &str) -> &str {
-    let mut in_str = false;
-    let mut escaped = false;
-    for (i, c) in line.char_indices() {
-        match c {
-            '\\' if in_str && !escaped => {
-                escaped = true;
-                continue;
-            }
-            '"' if !escaped => in_str = !in_str,
-            '#' if !in_str => return &line[..i],
-            _ => {}
-        }
-        escaped = false;
-    }
-    line
-}
-
-fn array_closed(v: &str) -> bool {
-    let mut in_str = false;
-    let mut escaped = false;
-    for c in v.chars() {
-        match c {
-            '\\' if in_str && !escaped => {
-                escaped = true;
-                continue;
-            }
-            '"' if !escaped => in_str = !in_str,
-            ']' if !in_str => return true,
-            _ => {}
-        }
-        escaped = false;
-    }
-    false
-}
-
-fn parse_string(v: &str) -> std::result::Result<(String, &str), String> {
-    let body = v.strip_prefix('"').ok_or("a string must start with a double quote")?;
-    let mut s = String::new();
-    let mut chars = body.char_indices();
-    while let Some((i, c)) = chars.next() {
-        match c {
-            '"' => return Ok((s, &body[i + 1..])),
-            '\\' => match chars.next() {
-                Some((_, '"')) => s.push('"'),
-                Some((_, '\\')) => s.push('\\'),
-                Some((_, 'n')) => s.push('\n'),
-                Some((_, 't')) => s.push('\t'),
-                _ => return Err("unsupported escape in string".into()),
-            },
-            c => s.push(c),
-        }
-    }
-    Err("unterminated string".into())
-}
-
-fn parse_value(v: &str) -> std::result::Result<Value, String> {
-    if v.starts_with('"') {
-        let (s, rest) = parse_string(v)?;
-        if !rest.trim().is_empty() {
-            return Err(format!("unexpected {rest:?} after the string"));
-        }
-        return Ok(Value::Str(s));
-    }
-    if let Some(inner) = v.strip_prefix('[') {
-        let mut items = Vec::new();
-        let mut rest = inner.trim_start();
-        loop {
-            if let Some(after) = rest.strip_prefix(']') {
-                if !after.trim().is_empty() {
-                    return Err(format!("unexpected {after:?} after the array"));
-                }
-                return Ok(Value::List(items));
-            }
-            let (s, r) = parse_string(rest).map_err(|e| format!("array item: {e}"))?;
-            items.push(s);
-            rest = r.trim_start();
-            if let Some(r) = rest.strip_prefix(',') {
-                rest = r.trim_start();
-            } else if !rest.starts_with(']') {
-                return Err("array items must be separated by commas".into());
-            }
-        }
-    }
-    v.replace('_', "").parse::<u64>().map(Value::Int).map_err(|_| format!("{v:?} is not a string, integer or array"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -479,32 +468,155 @@ mod tests {
         move |k| m.get(k).cloned()
     }
 
-    #[test]
-    fn parses_the_documented_file() {
-        let c = ClusterConfig::from_toml(
-            "# comment\n[cluster]\nhosts = [\"10.0.0.1:1\", # first\n  \"10.0.0.2:2\",\n  \"h#3:3\"]\n\
-             secret = \"s3\\\"cret # not a comment\"\nrank = 2\njoin_timeout_ms = 1_500\nmax_frame = 4096\n",
-        )
-        .unwrap();
-        assert_eq!(c.hosts, ["10.0.0.1:1", "10.0.0.2:2", "h#3:3"]);
-        assert_eq!(c.secret.as_deref(), Some(&b"s3\"cret # not a comment"[..]));
-        assert_eq!(c.rank, Some(2));
-        assert_eq!(c.join_timeout, Duration::from_millis(1500));
-        assert_eq!(c.max_frame, 4096);
+    /// The configuration every spelling in `same_config_in_every_toml_form` means.
+    fn expected() -> ClusterConfig {
+        ClusterConfig {
+            hosts: vec!["10.0.0.1:1".into(), "10.0.0.2:2".into(), "h#3:3".into()],
+            secret: Some("s3\"cret # é".as_bytes().to_vec()),
+            rank: Some(2),
+            join_timeout: Duration::from_millis(1500),
+            max_frame: 4096,
+            ..Default::default()
+        }
     }
 
     #[test]
-    fn bad_files_name_the_line_and_key() {
-        let e = ClusterConfig::from_toml("hosts = [\"a\"]\nrnak = 1\n").unwrap_err().to_string();
-        assert!(e.contains("line 2") && e.contains("rnak"), "{e}");
-        let e = ClusterConfig::from_toml("rank = \"one\"").unwrap_err().to_string();
-        assert!(e.contains("rank") && e.contains("integer"), "{e}");
-        let e = ClusterConfig::from_toml("hosts = [\"a\" \"b\"]").unwrap_err().to_string();
-        assert!(e.contains("commas"), "{e}");
-        let e = ClusterConfig::from_toml("[servers]\n").unwrap_err().to_string();
-        assert!(e.contains("[cluster]"), "{e}");
-        assert!(ClusterConfig::from_toml("hosts = [\"a\",\n").is_err());
-        assert!(ClusterConfig::from_toml("size = 99999999999").is_err());
+    fn same_config_in_every_toml_form() {
+        let forms: &[(&str, &str)] = &[
+            (
+                "basic strings, comments, multi-line array, underscores",
+                r##"# comment
+[cluster]
+hosts = ["10.0.0.1:1", # first
+  "10.0.0.2:2",
+  "h#3:3"]
+secret = "s3\"cret # é"
+rank = 2
+join_timeout_ms = 1_500
+max_frame = 4096
+"##,
+            ),
+            (
+                "literal strings, top level, hex integer",
+                r##"hosts = ['10.0.0.1:1', '10.0.0.2:2', 'h#3:3']
+secret = 's3"cret # é'
+rank = 2
+join_timeout_ms = 1500
+max_frame = 0x1000
+"##,
+            ),
+            (
+                "\\u and \\U escapes, table header with spaces",
+                r##"[ cluster ]
+hosts = ["10.0.0.1:1", "10.0.0.2:2", "h\u00233:3"]
+secret = "s3\u0022cret # \U000000E9"
+rank = 2
+join_timeout_ms = 1500
+max_frame = 4096
+"##,
+            ),
+            (
+                "quoted and dotted keys",
+                r##""hosts" = ["10.0.0.1:1", "10.0.0.2:2", "h#3:3"]
+'secret' = 's3"cret # é'
+cluster.rank = 2
+cluster."join_timeout_ms" = 1500
+"cluster".max_frame = 4096
+"##,
+            ),
+            (
+                "multi-line strings",
+                r##"hosts = ["""10.0.0.1:1""", '''10.0.0.2:2''', """
+h#3:3"""]
+secret = """
+s3"cret \
+   # é"""
+rank = 2
+join_timeout_ms = 1500
+max_frame = 4096
+"##,
+            ),
+            (
+                "leading byte-order mark, inline table",
+                "\u{feff}cluster = { hosts = [\"10.0.0.1:1\", \"10.0.0.2:2\", \"h#3:3\"], \
+                 secret = 's3\"cret # é', rank = 2, join_timeout_ms = 1500, max_frame = 4096 }\n",
+            ),
+        ];
+        for (form, text) in forms {
+            match ClusterConfig::from_toml(text) {
+                Ok(c) => assert_eq!(c, expected(), "{form}"),
+                Err(e) => panic!("{form}: {e}\n{text}"),
+            }
+        }
+    }
+
+    /// The error of `text`, which must be a `ConfigFile` error at `line`.
+    fn file_error(text: &str, line: usize) -> String {
+        match ClusterConfig::from_toml(text) {
+            Err(e @ Error::ConfigFile { line: l, .. }) => {
+                assert_eq!(l, line, "{e}\n{text}");
+                let msg = e.to_string();
+                assert!(msg.contains(&format!("line {line}")), "{msg}");
+                msg
+            }
+            other => panic!("{text:?} gave {other:?}"),
+        }
+    }
+
+    #[test]
+    fn bad_files_are_typed_errors_naming_the_line() {
+        let e = file_error("hosts = [\"a\"]\nrnak = 1\n", 2);
+        assert!(e.contains("rnak"), "{e}");
+        let e = file_error("[cluster]\nrank = 1\n\nrank = 2\n", 4);
+        assert!(e.contains("duplicate key `rank`"), "{e}");
+        let e = file_error("rank = 1\n[cluster]\nrank = 2\n", 3);
+        assert!(e.contains("both at the top level and under [cluster]"), "{e}");
+        let e = file_error("hosts = [\"a\"]\nsize = 007\n", 2);
+        assert!(e.to_lowercase().contains("leading zero"), "{e}");
+        let e = file_error("hosts = [\"a\"]\n\nsecret = ''\n", 3);
+        assert!(e.contains("`secret` is empty"), "{e}");
+        let e = file_error("rank = \"one\"", 1);
+        assert!(e.contains("\"one\"") && e.contains("u32"), "{e}");
+        file_error("hosts = [\"a\" \"b\"]", 1);
+        let e = file_error("\n[servers]\nx = 1\n", 2);
+        assert!(e.contains("servers"), "{e}");
+        file_error("hosts = [\"a\",\n", 1);
+        file_error("\n\nsize = 99999999999", 3);
+        file_error("join_timeout_ms = -1", 1);
+        let e = file_error("[cluster]\ncluster.rank = 1", 2);
+        assert!(e.contains("inside [cluster]"), "{e}");
+    }
+
+    #[test]
+    fn a_file_error_names_the_file() {
+        let dir = std::env::temp_dir().join(format!("rrddmma-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("cluster.toml");
+        std::fs::write(&path, "hosts = [\"a\"]\nrnak = 1\n").unwrap();
+        let e = ClusterConfig::from_file(&path).unwrap_err();
+        assert!(matches!(&e, Error::ConfigFile { path: Some(p), line: 2, .. } if *p == path), "{e:?}");
+        assert!(e.to_string().starts_with(&format!("cluster file {}, line 2", path.display())), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn debug_never_prints_the_secret() {
+        let c = ClusterConfig { secret: Some(b"hunter2".to_vec()), ..Default::default() };
+        let d = format!("{c:?} {c:#?}");
+        assert!(!d.contains("hunter2") && !d.contains("104, 117") && d.contains("<redacted>"), "{d}");
+        let none = format!("{:?}", ClusterConfig::default());
+        assert!(none.contains("secret: None"), "{none}");
+        // The protocol machines hold the secret too.
+        use crate::ctrl::proto::{Coordinator, Member, Params};
+        let p = Params {
+            size: 2,
+            secret: c.secret.clone(),
+            max_frame: 4096,
+            handshake_timeout: Duration::from_secs(1),
+            max_pending: Params::DEFAULT_MAX_PENDING,
+        };
+        let d = format!("{:?} {:?} {:?}", p, Coordinator::new(p.clone()), Member::new(p.clone(), 1, [7; 16]));
+        assert!(!d.contains("hunter2") && !d.contains("104, 117") && d.contains("<redacted>"), "{d}");
     }
 
     #[test]
@@ -569,6 +681,11 @@ mod tests {
         let r = c.resolve(&vars(&[])).unwrap();
         assert_eq!((r.rank, r.size, r.device.as_deref()), (1, 2, Some("rxe_b")));
         assert!(ClusterConfig::from_vars(&vars(&[("RRDDMMA_RANK", "-1")])).is_err());
+        let e = ClusterConfig::from_vars(&vars(&[("RRDDMMA_SECRET", "")])).unwrap_err().to_string();
+        assert!(e.contains("RRDDMMA_SECRET is set but empty"), "{e}");
+        let empty = ClusterConfig { secret: Some(Vec::new()), rank: Some(0), size: Some(1), ..Default::default() };
+        let e = empty.resolve(&vars(&[])).unwrap_err().to_string();
+        assert!(e.contains("secret is empty"), "{e}");
     }
 
     #[test]

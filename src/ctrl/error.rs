@@ -109,6 +109,17 @@ pub enum Error {
     Protocol(String),
     /// The cluster description is incomplete or inconsistent.
     Config(String),
+    /// A cluster file is not valid TOML or not a valid description.
+    ConfigFile {
+        /// The file, when read from one.
+        path: Option<std::path::PathBuf>,
+        /// 1-based line of the offending text (0 if the parser gave no place).
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What is wrong.
+        message: String,
+    },
     /// A contribution larger than the frame cap allows.
     TooLarge {
         /// Bytes offered.
@@ -121,8 +132,9 @@ pub enum Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Io { op, addr: Some(a), source } => write!(f, "{op} ({a}): {source}"),
-            Error::Io { op, addr: None, source } => write!(f, "{op}: {source}"),
+            // The OS error is the `source()`: printed by whoever walks the chain.
+            Error::Io { op, addr: Some(a), .. } => write!(f, "{op} ({a})"),
+            Error::Io { op, addr: None, .. } => write!(f, "{op}"),
             Error::Timeout { what, after, missing } if missing.is_empty() => {
                 write!(f, "timed out after {after:?} waiting for {what}")
             }
@@ -142,6 +154,13 @@ impl fmt::Display for Error {
             Error::PeerLost { rank } => write!(f, "rank {rank} closed its connection or vanished mid-session"),
             Error::Protocol(what) => write!(f, "protocol violation: {what}"),
             Error::Config(what) => write!(f, "cluster configuration: {what}"),
+            Error::ConfigFile { path, line, column, message } => {
+                match path {
+                    Some(p) => write!(f, "cluster file {}", p.display())?,
+                    None => write!(f, "cluster file")?,
+                }
+                write!(f, ", line {line}, column {column}: {message}")
+            }
             Error::TooLarge { len, max } => {
                 write!(f, "contribution of {len} bytes exceeds the {max} bytes one rank may send (raise max_frame)")
             }

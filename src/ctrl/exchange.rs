@@ -8,6 +8,7 @@ use crate::prim::{AhAttr, Endpoint, Gid, Mtu, RemoteMr};
 
 /// What a peer needs to connect to one of this rank's QPs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct QpInfo {
     /// QP number.
     pub qpn: u32,

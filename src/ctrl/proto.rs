@@ -26,8 +26,8 @@ pub const MEMBER_GRACE: Duration = Duration::from_millis(250);
 /// A connection, named by the driver.
 pub type ConnId = u64;
 
-/// Settings both machines share.
-#[derive(Clone, Debug)]
+/// Settings both machines share. `Debug` prints `<redacted>` for the secret.
+#[derive(Clone)]
 pub struct Params {
     /// Number of ranks, coordinator included.
     pub size: u32,
@@ -42,6 +42,18 @@ pub struct Params {
     /// once, so a flood of strangers cannot grow the coordinator's memory;
     /// ranks that were refused connect again (the member side retries).
     pub max_pending: usize,
+}
+
+impl std::fmt::Debug for Params {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Params")
+            .field("size", &self.size)
+            .field("secret", &self.secret.as_ref().map(|_| super::config::Redacted))
+            .field("max_frame", &self.max_frame)
+            .field("handshake_timeout", &self.handshake_timeout)
+            .field("max_pending", &self.max_pending)
+            .finish()
+    }
 }
 
 impl Params {

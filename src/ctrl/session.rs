@@ -23,6 +23,10 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 const RETRY: Duration = Duration::from_millis(50);
 /// Most refused connections remembered for [`Session::refused`].
 const REFUSED_KEPT: usize = 16;
+/// When the coordinator first logs the ranks it still waits for, and how
+/// often after that.
+const REPORT_FIRST: Duration = Duration::from_secs(1);
+const REPORT_EVERY: Duration = Duration::from_secs(5);
 
 enum Role {
     Solo,
@@ -39,6 +43,8 @@ pub struct Session {
     role: Role,
     failed: Option<String>,
     refused: VecDeque<String>,
+    /// Which ranks have joined (for the log of who is still missing).
+    joined: Vec<bool>,
 }
 
 impl std::fmt::Debug for Session {
@@ -61,6 +67,7 @@ impl Session {
 
     /// Joins the cluster in the place `r` gives.
     pub fn join_as(cfg: &ClusterConfig, r: &Resolved) -> Result<Session> {
+        super::config::check_secret(cfg.secret.as_deref())?;
         let p = Params {
             size: r.size,
             secret: cfg.secret.clone(),
@@ -76,8 +83,17 @@ impl Session {
             role: Role::Solo,
             failed: None,
             refused: VecDeque::new(),
+            joined: (0..r.size).map(|k| k == r.rank).collect(),
         };
         let start = Instant::now();
+        event!(
+            info,
+            "joining a session of {} ranks as rank {} ({:?}), coordinator {}",
+            r.size,
+            r.rank,
+            r.rank_source,
+            r.coordinator
+        );
         if r.size == 1 {
             return Ok(s);
         }
@@ -88,16 +104,19 @@ impl Session {
             let mut m = Coordinator::new(p);
             m.expect_joins(start, cfg.join_timeout);
             s.role = Role::Coordinator { m, conns: BTreeMap::new(), next: 0 };
+            event!(info, "listening on {} for {} ranks", r.coordinator, r.size - 1);
             s.run(Some(&listener), |role| matches!(role, Role::Coordinator { m, .. } if m.all_joined()))?;
+            event!(info, "all {} ranks joined in {:?}", r.size, start.elapsed());
             return Ok(s);
         }
-        let nonce = auth::nonce().map_err(io("read /dev/urandom", None))?;
+        let nonce = auth::nonce().map_err(io("getrandom", None))?;
         let deadline = start + cfg.join_timeout;
         let stream = connect_until(r.coordinator, deadline, cfg.join_timeout)?;
         let mut m = Member::new(p, r.rank, nonce);
         m.connected(Instant::now(), deadline.saturating_duration_since(Instant::now()));
         s.role = Role::Member { m, stream: Some(stream) };
         s.run(None, |role| matches!(role, Role::Member { m, .. } if m.joined()))?;
+        event!(info, "rank {} joined in {:?}", r.rank, start.elapsed());
         Ok(s)
     }
 
@@ -169,12 +188,22 @@ impl Session {
     /// Runs the machine until `done` holds (`Ok(None)`), a round completes
     /// (`Ok(Some(parts))`) or the session fails.
     fn run(&mut self, listener: Option<&TcpListener>, done: impl Fn(&Role) -> bool) -> Result<Option<Vec<Vec<u8>>>> {
+        let mut report = Instant::now() + REPORT_FIRST;
         loop {
             self.flush();
             while let Some(ev) = self.next_event() {
                 match ev {
-                    Event::Joined { .. } => {}
+                    Event::Joined { rank } => {
+                        if let Some(j) = self.joined.get_mut(rank as usize) {
+                            *j = true;
+                        }
+                        if matches!(self.role, Role::Coordinator { .. }) {
+                            let n = self.joined.iter().filter(|j| **j).count();
+                            event!(debug, "rank {rank} joined ({n} of {} ranks present)", self.size);
+                        }
+                    }
                     Event::Dropped { conn, error } => {
+                        event!(warn, "refused connection {conn}: {error}");
                         if self.refused.len() == REFUSED_KEPT {
                             self.refused.pop_front();
                         }
@@ -182,6 +211,7 @@ impl Session {
                     }
                     Event::Gathered { parts, .. } => return Ok(Some(parts)),
                     Event::Failed(e) => {
+                        event!(error, "rank {}: the session failed: {e}", self.rank);
                         self.flush();
                         self.failed = Some(e.to_string());
                         return Err(e);
@@ -190,6 +220,12 @@ impl Session {
             }
             if done(&self.role) {
                 return Ok(None);
+            }
+            if listener.is_some() && Instant::now() >= report {
+                let missing: Vec<usize> =
+                    self.joined.iter().enumerate().filter(|(_, j)| !**j).map(|(k, _)| k).collect();
+                event!(info, "still waiting for ranks {missing:?} to join");
+                report = Instant::now() + REPORT_EVERY;
             }
             if let Err(e) = self.step(listener) {
                 self.failed = Some(e.to_string());
@@ -247,7 +283,9 @@ impl Session {
         match &mut self.role {
             Role::Solo => Ok(()),
             Role::Coordinator { m, conns, next } => {
-                let wait = until(m.next_deadline(), now);
+                // While joining, wake often enough to log who is missing.
+                let nap = if listener.is_some() { REPORT_FIRST } else { Duration::MAX };
+                let wait = until(m.next_deadline(), now).min(nap);
                 let ids: Vec<ConnId> = conns.keys().copied().collect();
                 let mut fds: Vec<_> = listener.iter().map(|l| poll::fd(*l)).collect();
                 fds.extend(ids.iter().map(|id| poll::fd(&conns[id])));
@@ -259,7 +297,7 @@ impl Session {
                             Ok((stream, _)) => {
                                 let id = *next;
                                 *next += 1;
-                                let nonce = auth::nonce().map_err(io("read /dev/urandom", None))?;
+                                let nonce = auth::nonce().map_err(io("getrandom", None))?;
                                 if prepare(&stream).is_ok() {
                                     conns.insert(id, stream);
                                     m.accept(id, nonce, Instant::now());
@@ -354,6 +392,7 @@ fn connect_until(addr: SocketAddr, deadline: Instant, allowed: Duration) -> Resu
                 ) || e.raw_os_error() == Some(libc::EHOSTUNREACH)
                     || e.raw_os_error() == Some(libc::ENETUNREACH) =>
             {
+                event!(debug, "coordinator {addr} not reachable yet ({e}); retrying");
                 std::thread::sleep(RETRY.min(deadline.saturating_duration_since(Instant::now())));
             }
             Err(e) => return Err(io("connect to the coordinator", Some(addr))(e)),

@@ -7,6 +7,7 @@ use crate::bindings as ffi;
 
 /// A 128-bit global identifier (IPv6 format).
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Gid(pub [u8; 16]);
 
 impl Gid {

@@ -186,6 +186,7 @@ impl Mr {
 /// assert!(mr.checked_at(4096, 1).is_none());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct RemoteMr {
     /// Start address in the peer's address space.
     pub addr: u64,

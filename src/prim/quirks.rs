@@ -41,7 +41,7 @@ impl Quirks {
     /// and classic CQs, which have no pass, are used instead.
     pub fn for_device(vendor_id: u32, major: Option<u32>) -> Quirks {
         let rxe = vendor_id == RXE_VENDOR_ID;
-        let before = |v| rxe && major.map_or(true, |m| m < v);
+        let before = |v| rxe && major.is_none_or(|m| m < v);
         Quirks {
             rxe_next_poll_ends: before(55),
             rxe_list_lengths: before(64),

@@ -25,6 +25,7 @@ macro_rules! c_values {
     ($(#[$m:meta])* $name:ident = ffi::$raw:ident { $($c:ident = $cc:ident,)* }) => {
         $(#[$m])*
         #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
         #[repr(transparent)]
         pub struct $name(pub u32);
 
@@ -96,6 +97,7 @@ macro_rules! c_flags {
     ($(#[$m:meta])* $name:ident = ffi::$raw:ident { $($c:ident = $cc:ident,)* }) => {
         $(#[$m])*
         #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+        #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
         #[repr(transparent)]
         pub struct $name(pub u32);
 

@@ -37,7 +37,8 @@ pub struct MeshOpts {
     /// Connection parameters (port, GID index, MTU, timeouts...). The path
     /// MTU used with each peer is the smaller of both sides' `mtu`.
     pub connect: ConnectOpts,
-    /// The QP to peer `j` sends from PSN `(psn + j) mod 2^24`.
+    /// The QP to peer `j` sends from PSN `(psn + j) mod 2^24`
+    /// ([`crate::prim::random_psn`] gives a random start).
     pub psn: u32,
 }
 
@@ -77,7 +78,9 @@ pub fn connect_rc_mesh(
             crate::ctrl::Error::Protocol(format!("rank {peer} sent {} endpoints for {n} ranks", all[peer].len()))
         })?;
         let mtu = crate::prim::Mtu(c.mtu.0.min(theirs.mtu.0));
-        qp.connect(&theirs.endpoint(), infos[peer].psn, &ConnectOpts { mtu, gid_index: Some(gid_index), ..*c })?;
+        qp.connect(&theirs.endpoint(), infos[peer].psn, &ConnectOpts { mtu, gid_index: Some(gid_index), ..*c })
+            .inspect_err(|e| event!(warn, "rank {me}: connecting the RC QP to rank {peer} failed: {e}"))?;
     }
+    event!(info, "rank {me}: RC QPs connected to {} peers (GID index {gid_index}, port {})", n - 1, c.port);
     Ok(qps)
 }

@@ -253,18 +253,62 @@ pub fn run_steps(place: &Place, steps: &[Step]) -> Result<Vec<Done>> {
     Ok(done)
 }
 
-/// `cargo xtask vm -- CMD...`.
+/// `cargo xtask vm -- CMD...`: runs CMD's words as given (each one quoted for
+/// the VM's shell), so `bash -c 'echo "a b" && exit 3'` runs as written.
 pub fn vm(args: &[String]) -> Result<()> {
-    let cmd: Vec<&str> = args.iter().map(String::as_str).skip_while(|a| *a == "--").collect();
+    let cmd = args.strip_prefix(&["--".to_string()]).unwrap_or(args);
     if cmd.is_empty() {
         return Err("usage: cargo xtask vm -- CMD...".into());
     }
     let place = Place::Vm { kernel: vm_kernel()? };
     eprintln!("vm: {}", place.describe());
-    let done = run_steps(&place, &[Step { name: "vm".into(), command: cmd.join(" ") }])?;
+    let done = run_steps(&place, &[Step { name: "vm".into(), command: shell_words(cmd) }])?;
     print!("{}", done[0].output);
     match done[0].code {
         Some(0) => Ok(()),
         code => Err(format!("command exited with {code:?}").into()),
+    }
+}
+
+/// One word for a POSIX shell: left bare when it holds only safe characters,
+/// else in single quotes (a `'` inside becomes `'\''`).
+pub fn shell_quote(word: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c);
+    if !word.is_empty() && word.chars().all(safe) {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+/// A command line whose words a shell splits back into exactly `words`.
+pub fn shell_words<S: AsRef<str>>(words: &[S]) -> String {
+    words.iter().map(|w| shell_quote(w.as_ref())).collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What bash makes of `line`: its words, one per line of output.
+    fn bash_words(line: &str) -> Vec<String> {
+        let out = Command::new("bash").arg("-c").arg(format!("printf '%s\\n' {line}")).output().unwrap();
+        String::from_utf8(out.stdout).unwrap().lines().map(String::from).collect()
+    }
+
+    #[test]
+    fn quoted_words_survive_the_shell() {
+        let words = ["bash", "-c", "echo \"a b\" && exit 3", "it's", "$HOME", "a\\b", "*", "--x=1", "new\tline;"];
+        assert_eq!(bash_words(&shell_words(&words)), words);
+        assert_eq!(shell_words(&["target/debug/deps/device-1", "--ignored"]), "target/debug/deps/device-1 --ignored");
+        assert_eq!(shell_quote(""), "''");
+    }
+
+    #[test]
+    fn a_quoted_command_runs_as_written() {
+        let out = Command::new("bash").arg("-c").arg(shell_words(&["bash", "-c", "echo \"a b\" && exit 3"])).output();
+        let out = out.unwrap();
+        assert_eq!(out.status.code(), Some(3));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "a b\n");
     }
 }

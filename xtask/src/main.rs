@@ -4,7 +4,7 @@
 //!   device tests on a real RDMA device (host SoftRoCE or the SoftRoCE VM), the
 //!   static-linkage checks, and a final `N passed, N failed` line.
 //! - `cargo xtask demo [--device NAME]`: rrddmma-perf beside perftest on the default device.
-//! - `cargo xtask perf-checks`: only rrddmma-perf's device checks.
+//! - `cargo xtask perf-checks [pair|cluster]`: only rrddmma-perf's device checks.
 //! - `cargo xtask bench-verbs`: callgrind count of post + poll, rrddmma vs C verbs calls.
 //! - `cargo xtask vm -- CMD...`: runs CMD inside the SoftRoCE VM with `rxe0` ready.
 //! - `cargo xtask bindings [--check]`: regenerates or checks `src/bindings/sys.rs`.
@@ -21,6 +21,7 @@ mod device;
 mod examples;
 mod inline_check;
 mod mlnx4;
+mod msrv;
 mod perf;
 mod tally;
 mod test;
@@ -63,7 +64,7 @@ fn usage() -> ExitCode {
          \x20 demo [--device NAME]  rrddmma-perf beside perftest: table of ratios and a plot\n\
          \x20 examples              device checks of the interoperable examples only\n\
          \x20 cm-examples           device checks of the rdmacm examples only (rping, rdma_server/client)\n\
-         \x20 perf-checks           rrddmma-perf's device checks only (interop, zero allocations)\n\
+         \x20 perf-checks [pair|cluster] rrddmma-perf's device checks only (interop, payload, cluster mode)\n\
          \x20 bench-verbs           callgrind: instructions per post + poll, rrddmma vs C\n\
          \x20 vm -- CMD...          run CMD in the SoftRoCE VM (rxe0 ready)\n\
          \x20 bindings [--check]    regenerate / check src/bindings/sys.rs\n\
@@ -73,17 +74,52 @@ fn usage() -> ExitCode {
     ExitCode::from(2)
 }
 
-fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let Some(task) = args.first() else {
-        return usage();
+/// The task and its arguments, read with `lexopt` (the grammar of every
+/// binary here): each task's flags are checked, and an argument that is not
+/// UTF-8 is an error. `vm` takes everything after `--` verbatim.
+fn parse() -> std::result::Result<(String, Vec<String>), lexopt::Error> {
+    use lexopt::prelude::*;
+    let mut p = lexopt::Parser::from_env();
+    let task = match p.next()? {
+        Some(Value(v)) => v.string()?,
+        Some(arg) => return Err(arg.unexpected()),
+        None => return Err("no task given".into()),
     };
-    let rest = &args[1..];
+    let mut rest = Vec::new();
+    if task == "vm" {
+        let raw: Vec<_> = p.raw_args()?.collect();
+        for a in raw.into_iter().skip_while(|a| a == "--") {
+            rest.push(a.into_string().map_err(lexopt::Error::NonUnicodeValue)?);
+        }
+        return Ok((task, rest));
+    }
+    while let Some(arg) = p.next()? {
+        match (task.as_str(), arg) {
+            ("demo", Long("device") | Short('d')) => {
+                rest.push("--device".to_string());
+                rest.push(p.value()?.string()?);
+            }
+            ("bindings", Long("check")) => rest.push("--check".to_string()),
+            (_, arg) => return Err(arg.unexpected()),
+        }
+    }
+    Ok((task, rest))
+}
+
+fn main() -> ExitCode {
+    let (task, rest) = match parse() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            return usage();
+        }
+    };
+    let rest = &rest[..];
     let result = match task.as_str() {
         "test" => test::run(rest),
         "demo" => perf::demo(rest),
         "examples" => examples::run(rest),
-        "perf-checks" => perf::run_checks(),
+        "perf-checks" => perf::run_checks(rest),
         "cm-examples" => cm::run(),
         "bench-verbs" => perf::bench_verbs(),
         "vm" => device::vm(rest),

@@ -45,6 +45,20 @@ fn rows(out: &str, size: u64) -> Vec<Vec<f64>> {
         .collect()
 }
 
+/// The client's (`client`) or the server's part of a [`pair`]'s output.
+fn side(out: &str, client: bool) -> &str {
+    match out.split_once("--- server output") {
+        Some((c, srv)) => {
+            if client {
+                c
+            } else {
+                srv
+            }
+        }
+        None => out,
+    }
+}
+
 fn both_ok(d: &Done) -> bool {
     d.code == Some(0) && d.output.contains("CLIENT-RC=0") && d.output.contains("SERVER-RC=0")
 }
@@ -77,49 +91,74 @@ pub fn checks() -> Result<Vec<Check>> {
     let mut v = Vec::new();
     let dev = "-d $D -x $X";
 
-    v.push(Check::verdict(
-        "perf interop: rrddmma-perf write bw client -> ib_write_bw server",
-        pair(
-            &format!("ib_write_bw {dev} -p 18601 -s 4096 -n 500"),
-            &format!("{me} write bw {dev} -p 18601 -s 4096 -n 500 127.0.0.1"),
-        ),
-        |d| both_ok(d) && zero_allocs(&d.output) && bw_plausible(&d.output, 4096, 500, 2),
-    ));
-    v.push(Check::verdict(
-        "perf interop: ib_write_bw client -> rrddmma-perf write bw server",
-        pair(
-            &format!("{me} write bw {dev} -p 18602 -s 4096 -n 500"),
-            &format!("ib_write_bw {dev} -p 18602 -s 4096 -n 500 127.0.0.1"),
-        ),
-        |d| both_ok(d) && bw_plausible(&d.output, 4096, 500, 2),
-    ));
-    v.push(Check::verdict(
-        "perf interop: rrddmma-perf write lat client -> ib_write_lat server",
-        pair(
-            &format!("ib_write_lat {dev} -p 18603 -n 200"),
-            &format!("{me} write lat {dev} -p 18603 -n 200 127.0.0.1"),
-        ),
-        |d| both_ok(d) && zero_allocs(&d.output) && lat_plausible(&d.output, 2, 200, 2),
-    ));
-    v.push(Check::verdict(
-        "perf interop: ib_write_lat client -> rrddmma-perf write lat server",
-        pair(
-            &format!("{me} write lat {dev} -p 18604 -n 200"),
-            &format!("ib_write_lat {dev} -p 18604 -n 200 127.0.0.1"),
-        ),
-        |d| both_ok(d) && zero_allocs(&d.output) && lat_plausible(&d.output, 2, 200, 2),
-    ));
+    // Interoperability with perftest: every test kind, both directions.
+    // (test, perftest binary, flags for both, size, iterations, bandwidth)
+    let interop: [(&str, &str, &str, u64, u64, bool); 10] = [
+        ("write bw", "ib_write_bw", "-s 4096 -n 500", 4096, 500, true),
+        ("read bw", "ib_read_bw", "-s 4096 -n 300", 4096, 300, true),
+        ("send bw", "ib_send_bw", "-s 1024 -n 500", 1024, 500, true),
+        ("atomic bw", "ib_atomic_bw", "-n 300", 8, 300, true),
+        ("write lat", "ib_write_lat", "-n 200", 2, 200, false),
+        ("read lat", "ib_read_lat", "-s 64 -n 200", 64, 200, false),
+        ("send lat", "ib_send_lat", "-s 64 -n 200", 64, 200, false),
+        ("atomic lat", "ib_atomic_lat", "-n 200", 8, 200, false),
+        // Bidirectional: both sides stream; each prints its own direction.
+        ("write bw", "ib_write_bw", "-b -s 4096 -n 300", 4096, 0, true),
+        ("send bw", "ib_send_bw", "-b -s 1024 -n 300", 1024, 0, true),
+    ];
+    for (k, (test, tool, flags, size, iters, bw)) in interop.into_iter().enumerate() {
+        for ours_client in [true, false] {
+            let port = 18630 + 2 * k + usize::from(ours_client);
+            let ours = format!("{me} {test} {dev} -p {port} {flags}");
+            // `-F`: perftest's CPU-frequency estimate is unreliable under
+            // TCG ("Correlation coefficient r^2 < 0.9"); without it a perftest
+            // side may refuse to print its report and fail.
+            let theirs = format!("{tool} {dev} -p {port} -F {flags}");
+            let (name, server, client) = if ours_client {
+                (
+                    format!("perf interop: rrddmma-perf {test} {flags} client -> {tool} server"),
+                    theirs,
+                    format!("{ours} 127.0.0.1"),
+                )
+            } else {
+                (
+                    format!("perf interop: {tool} {flags} client -> rrddmma-perf {test} server"),
+                    ours,
+                    format!("{theirs} 127.0.0.1"),
+                )
+            };
+            v.push(Check::verdict(&name, pair(&server, &client), move |d| {
+                // Our side's rows (perftest's layouts differ: its server's
+                // "BW peak" is 0, its latency columns can be "inf" when its
+                // clock estimate fails).
+                let mine = side(&d.output, ours_client);
+                let judged = match (bw, iters) {
+                    // -b: this side's row and the peer's reported one, positive.
+                    (true, 0) => rows(mine, size).iter().filter(|r| r[2] > 0.0).count() >= 2,
+                    (true, n) => bw_plausible(mine, size, n, 1),
+                    // READ/atomic latency servers are passive.
+                    (false, _) if !ours_client && matches!(test, "read lat" | "atomic lat") => true,
+                    (false, n) => lat_plausible(mine, size, n, 1),
+                };
+                both_ok(d) && zero_allocs(&d.output) && judged
+            }));
+        }
+    }
 
     // rrddmma-perf against itself: every test kind, no allocation in any loop.
-    let own: [(&str, &str, u64, u64, bool); 8] = [
-        ("write bw", "-s 64 -n 2000 -q 2 --threads 2 -l 4 -Q 8", 64, 2000, true),
+    let own: [(&str, &str, u64, u64, bool); 11] = [
+        // perftest's getopt forms: value attached, `--flag=value`, `--flag value`.
+        ("write bw", "-s64 -n2000 -q2 --threads=2 -l 4 --cq-mod 8", 64, 2000, true),
         ("read bw", "-s 4096 -n 500", 4096, 500, true),
         ("send bw", "-s 256 -n 2000", 256, 2000, true),
         ("atomic bw", "-n 1000", 8, 1000, true),
         ("read lat", "-s 64 -n 200", 64, 200, false),
         ("send lat", "-s 64 -n 200", 64, 200, false),
         ("atomic lat", "-n 200", 8, 200, false),
-        ("write bw", "-s 1024 -D 1", 1024, 0, true),
+        ("write bw", "--size=1024 -D1", 1024, 0, true),
+        ("send bw", "-b -s 256 -n 500", 256, 500, true),
+        ("send bw", "-a --max-size 64 -n 100", 64, 100, true),
+        ("read bw", "-b -a --max-size 64 -n 100", 64, 100, true),
     ];
     for (k, (test, flags, size, iters, bw)) in own.into_iter().enumerate() {
         let port = 18610 + k;
@@ -142,6 +181,124 @@ pub fn checks() -> Result<Vec<Check>> {
         ));
     }
 
+    // perftest's -H/-U sample listings, -D on a latency test, placement.
+    v.push(Check::verdict(
+        "perf: rrddmma-perf read lat -D 1 -H (duration, sorted samples), atomic lat -U --cpu 0, write bw --numa -c RC --use_hugepages",
+        format!(
+            "echo 32 > /proc/sys/vm/nr_hugepages && {} && {} && {}",
+            pair(
+                &format!("{me} read lat {dev} -p 18685 -s 64 -D 1 -H"),
+                &format!("{me} read lat {dev} -p 18685 -s 64 -D1 -H 127.0.0.1")
+            ),
+            pair(
+                &format!("{me} atomic lat {dev} -p 18686 -n 100 -U"),
+                &format!("{me} atomic lat {dev} -p 18686 -n100 -U --cpu 0 127.0.0.1")
+            ),
+            pair(
+                &format!("{me} write bw {dev} -p 18687 -s 4096 -n 200 --numa -c RC --use_hugepages"),
+                &format!("{me} write bw {dev} -p 18687 -s 4096 -n 200 --numa -cRC --use_hugepages 127.0.0.1")
+            ),
+        ),
+        |d| {
+            let listing = |from: usize| -> Vec<f64> {
+                d.output[from..]
+                    .lines()
+                    .skip(1)
+                    .map_while(|l| l.split_once(", ").and_then(|(_, v)| v.trim().parse::<f64>().ok()))
+                    .collect()
+            };
+            let heads: Vec<usize> = d.output.match_indices("#, usec").map(|(i, _)| i).collect();
+            let sorted_ok = heads.first().is_some_and(|&h| {
+                let v = listing(h);
+                v.len() > 10 && v.windows(2).all(|w| w[0] <= w[1]) && v[0] > 0.0
+            });
+            let unsorted_ok = heads.get(1).is_some_and(|&h| listing(h).len() == 99);
+            let read_rows = rows(&d.output, 64);
+            d.code == Some(0)
+                && d.output.matches("CLIENT-RC=0").count() == 3
+                && d.output.matches("SERVER-RC=0").count() == 3
+                && zero_allocs(&d.output)
+                && sorted_ok
+                && unsorted_ok
+                && read_rows.iter().any(|r| r[1] > 10.0 && r[2] > 0.0)
+                && d.output.contains(" placement: CPU 0")
+                && d.output.matches(" placement: ").count() == 3
+                && bw_plausible(&d.output, 4096, 200, 2)
+        },
+    ));
+
+    // --run_infinitely: a report per -D interval until stopped.
+    v.push(Check::verdict(
+        "perf: rrddmma-perf write bw --run_infinitely -D 1 reports every second until stopped",
+        pair(
+            &format!("{me} write bw {dev} -p 18688 -s 4096"),
+            &format!("{me} write bw {dev} -p 18688 -s 4096 --run_infinitely -D 1 --no-progress 127.0.0.1 & sleep 15; kill -INT $!; wait $!; [ $? -ne 0 ]"),
+        ),
+        |d| {
+            let client = side(&d.output, true);
+            rows(client, 4096).iter().filter(|r| r[1] > 0.0 && r[2] > 0.0).count() >= 3
+        },
+    ));
+
+    // Payload checking: every test kind it covers passes on clean data...
+    let checked: [(&str, &str, u64, u64, bool); 6] = [
+        ("write bw", "-s 4096 -n 300", 4096, 300, true),
+        ("read bw", "-s 1024 -n 200 -q 2", 1024, 200, true),
+        ("write lat", "-s 64 -n 100", 64, 100, false),
+        ("send lat", "-s 64 -n 100", 64, 100, false),
+        ("read lat", "-s 64 -n 100", 64, 100, false),
+        ("atomic lat", "-n 100", 8, 100, false),
+    ];
+    for (k, (test, flags, size, iters, bw)) in checked.into_iter().enumerate() {
+        let port = 18670 + k;
+        let flags = format!("{flags} --check-payload");
+        v.push(Check::verdict(
+            &format!("perf: rrddmma-perf {test} {flags}"),
+            pair(
+                &format!("{me} {test} {dev} -p {port} {flags}"),
+                &format!("{me} {test} {dev} -p {port} {flags} 127.0.0.1"),
+            ),
+            move |d| {
+                both_ok(d)
+                    && zero_allocs(&d.output)
+                    && !d.output.contains("payload check failed")
+                    && if bw {
+                        bw_plausible(&d.output, size, iters, 1)
+                    } else {
+                        lat_plausible(&d.output, size, iters, 1)
+                    }
+            },
+        ));
+    }
+    // ... and one byte corrupted on purpose by the sending side is caught by
+    // the receiving side, which names it and fails.
+    v.push(Check::verdict(
+        "perf: --check-payload catches a byte the WRITE sender corrupted",
+        pair(
+            &format!("{me} write bw {dev} -p 18680 -s 4096 -n 300 --check-payload"),
+            &format!(
+                "env RRDDMMA_PERF_CORRUPT=1 {me} write bw {dev} -p 18680 -s 4096 -n 300 --check-payload 127.0.0.1"
+            ),
+        ),
+        |d| {
+            !d.output.contains("SERVER-RC=0")
+                && d.output.contains(
+                    "payload check failed: write bw, QP 0, 4096-byte message at offset 0, iteration 0, byte 0",
+                )
+        },
+    ));
+    v.push(Check::verdict(
+        "perf: --check-payload catches a byte the READ source corrupted",
+        pair(
+            &format!("env RRDDMMA_PERF_CORRUPT=1 {me} read lat {dev} -p 18681 -s 64 -n 100 --check-payload"),
+            &format!("{me} read lat {dev} -p 18681 -s 64 -n 100 --check-payload 127.0.0.1"),
+        ),
+        |d| {
+            !d.output.contains("CLIENT-RC=0")
+                && d.output.contains("payload check failed: read lat, iteration 0, byte 0")
+        },
+    ));
+
     // A sweep with every output format.
     let dir = "/tmp/rrddmma-perf-sweep";
     v.push(Check::verdict(
@@ -149,19 +306,17 @@ pub fn checks() -> Result<Vec<Check>> {
         format!(
             "rm -rf {dir}; mkdir -p {dir}; {}; ls {dir}; cat {dir}/r.json {dir}/r.csv; head -c 200 {dir}/r.svg",
             pair(
-                &format!("{me} write bw {dev} -p 18620 -a --max-size 4096 -n 200"),
-                &format!("{me} write bw {dev} -p 18620 -a --max-size 4096 -n 200 --json {dir}/r.json --csv {dir}/r.csv --svg {dir}/r.svg 127.0.0.1")
+                &format!("{me} write bw {dev} -p 18660 -a --max-size 4096 -n 200"),
+                &format!("{me} write bw {dev} -p 18660 -a --max-size 4096 -n 200 --json {dir}/r.json --csv {dir}/r.csv --svg {dir}/r.svg 127.0.0.1")
             )
         ),
         |d| {
-            let json_ok = d.output.find("{\n  \"tool\"").and_then(|start| {
-                let rest = &d.output[start..];
-                let end = rest.find("\n}\n")? + 3;
-                serde_json::from_str::<serde_json::Value>(&rest[..end]).ok()
-            });
+            let json_ok = json_in(&d.output);
             let sizes_ok = json_ok.is_some_and(|j| {
+                let clock_ok = matches!(j["clock"].as_str(), Some("tsc" | "monotonic"));
                 let r = j["results"].as_array().cloned().unwrap_or_default();
-                r.len() == 12
+                clock_ok
+                    && r.len() == 12
                     && r.iter().all(|x| x["allocations_in_loop"] == 0 && x["bw_mib_s"].as_f64().is_some_and(|b| b > 0.0))
             });
             both_ok(d) && sizes_ok && d.output.contains("test,size,iterations") && d.output.contains("<svg")
@@ -170,9 +325,116 @@ pub fn checks() -> Result<Vec<Check>> {
     Ok(v)
 }
 
-/// `cargo xtask perf-checks`: rrddmma-perf's device checks alone.
-pub fn run_checks() -> Result<()> {
-    let checks = checks()?;
+/// The first JSON object in `out` that starts with rrddmma-perf's `"tool"` key.
+fn json_in(out: &str) -> Option<serde_json::Value> {
+    let start = out.find("{\n  \"tool\"")?;
+    let rest = &out[start..];
+    let end = rest.find("\n}\n")? + 3;
+    serde_json::from_str(&rest[..end]).ok()
+}
+
+/// The cluster-mode JSON of `ranks` ranks holds exactly `pairs` flows, each
+/// with requests as asked, positive bandwidth, message rate and latency, and
+/// consistent totals, aggregate and fairness.
+fn cluster_json_ok(j: &serde_json::Value, pattern: &str, ranks: u64, pairs: &[(u64, u64)], iters: u64) -> bool {
+    let flows = j["flows"].as_array().cloned().unwrap_or_default();
+    let pos = |v: &serde_json::Value| v.as_f64().is_some_and(|x| x > 0.0);
+    let mut got: Vec<(u64, u64)> =
+        flows.iter().filter_map(|f| Some((f["src"].as_u64()?, f["dst"].as_u64()?))).collect();
+    got.sort();
+    let mut want = pairs.to_vec();
+    want.sort();
+    let flows_ok = flows.iter().all(|f| {
+        f["requests"].as_u64() == Some(iters)
+            && pos(&f["bw_mib_s"])
+            && pos(&f["msg_rate_mpps"])
+            && pos(&f["seconds"])
+            && ["p50", "p99", "p999", "avg"].iter().all(|k| pos(&f["lat_us"][k]))
+    });
+    let totals = j["rank_totals"].as_array().map_or(0, Vec::len) as u64;
+    let jain = j["jain_fairness"].as_f64().unwrap_or(0.0);
+    j["mode"] == "cluster"
+        && j["pattern"] == pattern
+        && j["ranks"].as_u64() == Some(ranks)
+        && got == want
+        && flows_ok
+        && totals == ranks
+        && pos(&j["aggregate_mib_s"])
+        && jain > 0.0
+        && jain <= 1.0 + 1e-9
+}
+
+/// `rrddmma-perf cluster` on three ranks: all-to-all and incast on the three
+/// namespace hosts (`tests/cluster/hosts.sh`, set up here unless an earlier
+/// check did) and under `mpirun -np 3`.
+pub fn cluster_checks() -> Result<Vec<Check>> {
+    let exe = binary()?;
+    let me = format!("'{}'", exe.display());
+    let devices = "rxe_h1,rxe_h2,rxe_h3";
+    let hosts_up = "{ ip netns list | grep -q '^h1' || bash tests/cluster/hosts.sh 3 >/dev/null; }";
+    let iters = 200u64;
+    let all: Vec<(u64, u64)> = (0..3).flat_map(|s| (0..3).map(move |d| (s, d))).filter(|(s, d)| s != d).collect();
+    let incast = vec![(1, 0), (2, 0)];
+    let mut v = Vec::new();
+    for (k, (pattern, pairs)) in [("all-to-all", all.clone()), ("incast", incast.clone())].into_iter().enumerate() {
+        for mpi in [false, true] {
+            let dir = format!("/tmp/rrddmma-perf-cluster-{pattern}-{}", if mpi { "mpi" } else { "ns" });
+            let flags = format!(
+                "cluster --pattern {pattern} -s 4096 -n {iters} --lat-samples 50 --json {dir}/r.json --csv {dir}/r.csv                  --svg {dir}/r.svg"
+            );
+            let port = 18690 + 2 * k + usize::from(mpi);
+            let launch = if mpi {
+                format!(
+                    "mkdir -p /dev/shm/ompi && TMPDIR=/dev/shm/ompi timeout 180 mpirun --allow-run-as-root \
+                     --oversubscribe -np 3 -x RRDDMMA_COORDINATOR=127.0.0.1:{port} -x RRDDMMA_DEVICES={devices} {me} {flags}"
+                )
+            } else {
+                let hosts = format!("10.79.0.1:{port},10.79.0.2:{port},10.79.0.3:{port}");
+                format!(
+                    "pids= && for i in 3 2 1; do ip netns exec h$i env RRDDMMA_HOSTS={hosts} RRDDMMA_DEVICES={devices} \
+                     RRDDMMA_JOIN_TIMEOUT_MS=60000 timeout 120 {me} {flags} & pids=\"$pids $!\"; done; rc=0; \
+                     for p in $pids; do wait $p || rc=1; done; [ $rc = 0 ]"
+                )
+            };
+            let name = format!(
+                "perf cluster: {pattern}, 3 ranks, {}: every pair present and non-zero, JSON schema, SVG",
+                if mpi { "mpirun -np 3" } else { "three namespace hosts" }
+            );
+            let pairs = pairs.clone();
+            let pattern_s = pattern.to_string();
+            v.push(Check::verdict(
+                &name,
+                format!(
+                    "{hosts_up} && rm -rf {dir} && mkdir -p {dir} && {launch}; rc=$?; cat {dir}/r.json; \
+                     head -c 120 {dir}/r.svg; echo; head -c 120 {dir}/r-bars.svg; echo; head -3 {dir}/r.csv; exit $rc"
+                ),
+                move |d| {
+                    let json_ok = json_in(&d.output).is_some_and(|j| cluster_json_ok(&j, &pattern_s, 3, &pairs, iters));
+                    let ranks_ok = (0..3).all(|r| {
+                        d.output.contains(&format!("rank {r}/3: "))
+                            && d.output.contains("heap allocations inside measured loops: 0")
+                    });
+                    d.code == Some(0)
+                        && json_ok
+                        && ranks_ok
+                        && d.output.matches("<svg").count() == 2
+                        && d.output.contains("pattern,op,size,src,dst")
+                },
+            ));
+        }
+    }
+    Ok(v)
+}
+
+/// `cargo xtask perf-checks [pair|cluster]`: rrddmma-perf's device checks
+/// alone, the pairwise ones, or the cluster-mode ones (last: they set up the
+/// namespace hosts).
+pub fn run_checks(args: &[String]) -> Result<()> {
+    let which = args.first().map(String::as_str);
+    let mut checks = if which == Some("cluster") { Vec::new() } else { checks()? };
+    if which != Some("pair") {
+        checks.extend(cluster_checks()?);
+    }
     let place = device::locate(None)?;
     eprintln!("perf checks on {}", place.describe());
     let mut tally = crate::tally::Tally::default();

@@ -78,23 +78,61 @@ fn rdma_core_source() -> Result<PathBuf> {
     Ok(tarball)
 }
 
-/// A build that finds no linkage must fail with the package-naming message.
-fn no_linkage_message(tally: &mut Tally) {
+/// A cargo command that sees no installed libibverbs (an empty pkg-config path).
+fn cargo_without_linkage(args: &[&str]) -> Command {
     let empty = root().join("target/xtask/empty-pkgconfig");
     let _ = std::fs::create_dir_all(&empty);
-    let (ok, text) = capture(
-        cargo(&["build", "--lib", "--quiet"])
-            .env("RRDDMMA_LINKAGE", "pkg-config")
-            .env("PKG_CONFIG_LIBDIR", &empty)
-            .env("PKG_CONFIG_PATH", &empty)
-            .env("CARGO_TARGET_DIR", root().join("target/no-linkage")),
+    let mut c = cargo(args);
+    c.env("PKG_CONFIG_LIBDIR", &empty)
+        .env("PKG_CONFIG_PATH", &empty)
+        .env_remove("RRDDMMA_LINKAGE")
+        .env("CARGO_TARGET_DIR", root().join("target/no-linkage"));
+    c
+}
+
+/// A build that finds no linkage must fail with the package-naming message;
+/// without an override it also names the `vendored` feature. docs.rs
+/// (`DOCS_RS`) documents the crate with nothing to link.
+fn no_linkage_message(tally: &mut Tally) {
+    let names_packages = |text: &str| {
+        text.contains("rrddmma cannot link to libibverbs")
+            && text.contains("apt-get install libibverbs-dev")
+            && text.contains("dnf install rdma-core-devel")
+            && !text.contains("undefined reference")
+    };
+    let (ok, text) =
+        capture(cargo_without_linkage(&["build", "--lib", "--quiet"]).env("RRDDMMA_LINKAGE", "pkg-config"));
+    tally.check("build without linkage names the packages", !ok && names_packages(&text));
+    let (ok, text) = capture(&mut cargo_without_linkage(&["build", "--lib", "--quiet"]));
+    let good = !ok && names_packages(&text) && text.contains("`vendored` feature");
+    tally.check("build without linkage or `vendored` fails naming the feature", good);
+    let (ok, _) = capture(
+        cargo_without_linkage(&["doc", "--no-deps", "--quiet", "-p", "rrddmma", "--all-features"])
+            .env("DOCS_RS", "1")
+            .env("RUSTDOCFLAGS", "-D warnings"),
     );
-    let good = !ok
-        && text.contains("rrddmma cannot link to libibverbs")
-        && text.contains("apt-get install libibverbs-dev")
-        && text.contains("dnf install rdma-core-devel")
-        && !text.contains("undefined reference");
-    tally.check("build without linkage names the packages", good);
+    tally.check("docs build as on docs.rs (no libibverbs, all features)", ok);
+}
+
+/// Feature sets build, the optional features' tests pass, and the MSRV holds.
+fn feature_checks(tally: &mut Tally) {
+    for set in ["--no-default-features", "--all-features"] {
+        let ok = capture(&mut cargo(&["build", "--quiet", "-p", "rrddmma", "--lib", "--examples", set])).0;
+        tally.check(&format!("cargo build {set}"), ok);
+    }
+    let (ok, out) = capture(&mut cargo(&[
+        "test",
+        "-p",
+        "rrddmma",
+        "--features",
+        "serde,log",
+        "--test",
+        "serde_roundtrip",
+        "--test",
+        "ctrl_log",
+    ]));
+    tally.add_run("serde round trips and log events", ok, &out);
+    crate::msrv::check(tally);
 }
 
 fn quoted(p: &Path) -> String {
@@ -143,6 +181,7 @@ pub fn run(_args: &[String]) -> Result<()> {
     let (ok, host) = capture(&mut cargo(&["test", "--workspace"]));
     tally.add_run("host tests", ok, &host);
     no_linkage_message(&mut tally);
+    feature_checks(&mut tally);
     crate::mlnx4::check(&mut tally);
     crate::cluster::fuzz_smoke(&mut tally);
 
@@ -208,12 +247,19 @@ pub fn run(_args: &[String]) -> Result<()> {
                 && (d.output.starts_with("unsupported: ") || d.output.contains("direct 64-byte RDMA WRITEs"))
         },
     ));
+    // What `cargo xtask vm -- bash -c 'echo "a b" && exit 3'` hands the VM.
+    checks.push(Check::verdict(
+        "vm runs a quoted command as written",
+        device::shell_words(&["bash", "-c", "echo \"a b\" && exit 3"]),
+        |d| d.code == Some(3) && d.output.lines().any(|l| l == "a b"),
+    ));
     checks.extend(crate::perf::checks()?);
     checks.extend(crate::examples::checks(place.device())?);
     checks.extend(crate::cm::checks()?);
     checks.extend(crate::aio::checks()?);
     // Last: they add devices and namespaces.
     checks.extend(crate::cluster::checks()?);
+    checks.extend(crate::perf::cluster_checks()?);
     device::run_checks(&place, &checks, &mut tally)?;
 
     println!("\n{} passed, {} failed", tally.passed, tally.failed);

@@ -35,6 +35,7 @@ pub use super::values::{QpState, QpType};
 /// no inline data. [`QpBuilder::build`] checks every value against the
 /// device's limits and names the one above it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct QpCaps {
     /// Outstanding send work requests.
     pub max_send_wr: u32,
@@ -71,6 +72,7 @@ impl Default for QpCaps {
 
 /// What a peer needs to connect to a QP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Endpoint {
     /// QP number.
     pub qpn: u32,

@@ -69,7 +69,8 @@ impl From<crate::wrap::Error> for Error {
     fn from(e: crate::wrap::Error) -> Error {
         match e {
             crate::wrap::Error::Verbs(v) => Error::Verbs(v),
-            other => Error::Io(std::io::Error::other(other.to_string())),
+            // Kept whole (not its text), so its own source stays in the chain.
+            other => Error::Io(std::io::Error::other(other)),
         }
     }
 }
