@@ -193,6 +193,8 @@ fn script(place: &Place, steps: &[Step], dir: &Path) -> String {
         s.push_str("export RRDDMMA_TEST_SOFTROCE_ADMIN=1\n");
         // rdmacm cannot resolve a route on rxe bound to `lo`: a veth pair with
         // addresses and a second rxe device on one end serve the CM tests.
+        // The VM has no udev to create /dev/infiniband/rdma_cm on first use:
+        // rdma_ucm is loaded here.
         s.push_str(&format!(
             "if ! ip link show {CM_NETDEV} >/dev/null 2>&1; then\n\
              \x20 ip link add {CM_NETDEV} type veth peer name {CM_PEER_NETDEV}\n\
@@ -200,6 +202,7 @@ fn script(place: &Place, steps: &[Step], dir: &Path) -> String {
              \x20 ip link set {CM_NETDEV} up; ip link set {CM_PEER_NETDEV} up\n\
              fi\n\
              rdma link show {CM_DEVICE} >/dev/null 2>&1 || rdma link add {CM_DEVICE} type rxe netdev {CM_NETDEV}\n\
+             modprobe rdma_ucm || echo 'modprobe rdma_ucm failed' >&2\n\
              export RRDDMMA_CM_ADDR={CM_ADDR} RRDDMMA_CM_PEER_ADDR={CM_PEER_ADDR} RRDDMMA_CM_DEVICE={CM_DEVICE}\n"
         ));
     }
