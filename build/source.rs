@@ -57,6 +57,10 @@ pub fn build(out_dir: &Path, providers: &[String], with_rdmacm: bool) -> Result<
         .arg("-DCMAKE_BUILD_TYPE=Release")
         .arg("-DCMAKE_POSITION_INDEPENDENT_CODE=ON")
         .arg("-DIN_PLACE=1")
+        // Runtime paths (librdmacm's ibacm socket) are the system's, not the
+        // build directory's: a socket path must fit `sun_path` (108 bytes),
+        // which a deep build directory does not.
+        .arg("-DCMAKE_INSTALL_RUNDIR=/run")
         .arg(&tree);
     run(&mut configure, "cmake (configure rdma-core)")?;
 
