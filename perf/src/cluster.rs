@@ -6,17 +6,19 @@
 //! Phases start after a barrier and every duration is measured locally by
 //! the rank that drives the flow, so clocks need not be synchronised.
 
-use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use rrddmma::ctrl::{ClusterConfig, Session};
-use rrddmma::prim::{AccessFlags, ConnectOpts, Context, Cq, Pd, Qp, QpCaps, RecvWr, RemoteMr, SendWr, Wc};
-use rrddmma::wrap::{connect_rc_mesh, MeshOpts, RegisteredMem};
+use rrddmma::ctrl::{ClusterConfig, QpInfo, Session};
+use rrddmma::prim::{
+    AccessFlags, ConnectOpts, Context, Cq, Endpoint, Pd, Qp, QpCaps, RecvWr, RemoteMr, SendWr, Wc,
+};
+use rrddmma::wrap::{MeshOpts, RegisteredMem};
 
 use crate::alloc;
 use crate::args::{num, text, Verb};
+use crate::cluster_report::{FlowResult, Report};
 use crate::out;
 
 type Res<T> = Result<T, String>;
@@ -42,7 +44,7 @@ pub enum Pattern {
 }
 
 impl Pattern {
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Pattern::AllToAll => "all-to-all",
             Pattern::Incast => "incast",
@@ -70,7 +72,12 @@ impl Pattern {
 pub struct ClusterOpts {
     pub pattern: Pattern,
     pub verb: Verb,
-    pub size: usize,
+    /// Message sizes, run one after the other, each with its own phases.
+    pub sizes: Vec<usize>,
+    /// RC QPs per pair of ranks (each flow is spread over them).
+    pub qps: u32,
+    /// Threads per rank, each driving its share of the rank's QPs.
+    pub threads: u32,
     pub iters: u64,
     pub duration: Option<f64>,
     pub depth: u32,
@@ -84,16 +91,27 @@ pub const USAGE: &str = "\
 usage: rrddmma-perf cluster [FLAGS]     (on every rank: mpirun, srun, or RRDDMMA_HOSTS)
   --pattern P          all-to-all (default), incast, outcast, ring, loaded-latency
   --op OP              write (default), read, send, atomic
-  -s, --size BYTES     message size (4096; atomic 8)
-  -n, --iters N        requests per flow (1000)
-  -D, --duration SECS  stream for SECS seconds instead (not with --op send)
-  -t, --tx-depth N     requests in flight per flow (16)
-      --lat-samples N  latency samples per flow after the bandwidth phase (200)
+  -s, --size BYTES     message size (4096; atomic 8), or a list: -s 64,4096,65536
+  -a, --all            sweep sizes 2 .. 2^23 (see --max-size)
+      --max-size BYTES largest size of a -a sweep (2^23)
+  -q, --qp N           RC QPs per pair of ranks; -n and -t count per QP (1)
+      --threads N      threads per rank, each driving its share of the QPs (1)
+  -n, --iters N        requests per QP of a flow (1000)
+  -D, --duration SECS  stream for SECS seconds per size instead (not with --op send)
+  -t, --tx-depth N     requests in flight per QP (16)
+      --lat-samples N  latency samples per flow (on its first QP) after the bandwidth phase (200)
       --json FILE      results as JSON (rank 0)
       --csv FILE       per-flow results as CSV (rank 0)
       --svg FILE       heatmap of the matrix; FILE with -bars.svg: per-rank bar chart (rank 0)
 Rendezvous as rrddmma's ctrl session: RRDDMMA_COORDINATOR, RRDDMMA_HOSTS,
 RRDDMMA_DEVICES (see docs/perf.md).";
+
+/// A `-s` value: one size or a comma-separated list.
+fn size_list(v: &str) -> Res<Vec<usize>> {
+    v.split(',')
+        .map(|s| s.trim().parse().map_err(|_| format!("-s: {s:?} is not a valid size (a number, or a list: 64,4096)")))
+        .collect()
+}
 
 /// Parses the arguments after `cluster`.
 pub fn parse<I>(args: I) -> Res<ClusterOpts>
@@ -106,7 +124,9 @@ where
     let mut o = ClusterOpts {
         pattern: Pattern::AllToAll,
         verb: Verb::Write,
-        size: 0,
+        sizes: Vec::new(),
+        qps: 1,
+        threads: 1,
         iters: 1000,
         duration: None,
         depth: 16,
@@ -115,6 +135,7 @@ where
         csv: None,
         svg: None,
     };
+    let (mut all, mut max_size) = (false, 1usize << 23);
     while let Some(arg) = p.next().map_err(|e| e.to_string())? {
         match arg {
             Long("pattern") => {
@@ -140,7 +161,11 @@ where
                     v => return Err(format!("--op {v:?}: expected write, read, send or atomic")),
                 }
             }
-            Short('s') | Long("size") => o.size = num(&mut p, "-s")?,
+            Short('s') | Long("size") => o.sizes.extend(size_list(&text(&mut p, "-s")?)?),
+            Short('a') | Long("all") => all = true,
+            Long("max-size") => max_size = num(&mut p, "--max-size")?,
+            Short('q') | Long("qp") => o.qps = num(&mut p, "-q")?,
+            Long("threads") => o.threads = num(&mut p, "--threads")?,
             Short('n') | Long("iters") => o.iters = num(&mut p, "-n")?,
             Short('D') | Long("duration") => o.duration = Some(num(&mut p, "-D")?),
             Short('t') | Long("tx-depth") => o.depth = num(&mut p, "-t")?,
@@ -153,9 +178,34 @@ where
             Long(f) => return Err(format!("unknown flag --{f}")),
         }
     }
-    o.size = crate::args::message_size(o.verb, o.size, 4096)?;
-    if o.iters == 0 || o.depth == 0 || o.lat_samples == 0 {
-        return Err("-n, -t and --lat-samples must be at least 1".into());
+    if all {
+        if !o.sizes.is_empty() {
+            return Err("-a sweeps sizes itself: give -s or -a, not both".into());
+        }
+        if o.verb == Verb::Atomic {
+            return Err("atomic operations are 8 bytes: -a has nothing to sweep".into());
+        }
+        o.sizes = (1..24).map(|i| 1usize << i).take_while(|s| *s <= max_size).collect();
+        if o.sizes.is_empty() {
+            return Err(format!("--max-size {max_size}: a -a sweep starts at 2 bytes"));
+        }
+    } else if o.sizes.is_empty() {
+        o.sizes.push(0);
+    }
+    for s in &mut o.sizes {
+        *s = crate::args::message_size(o.verb, *s, 4096)?;
+    }
+    if o.sizes.len() > 64 {
+        return Err(format!("{} sizes: at most 64 per run", o.sizes.len()));
+    }
+    if o.iters == 0 || o.depth == 0 || o.lat_samples == 0 || o.qps == 0 || o.threads == 0 {
+        return Err("-n, -t, -q, --threads and --lat-samples must be at least 1".into());
+    }
+    if o.qps > 64 || o.threads > 64 {
+        return Err(format!("-q {} --threads {}: at most 64 each", o.qps, o.threads));
+    }
+    if o.iters >= 1 << COUNT_BITS {
+        return Err(format!("-n {}: at most 2^{COUNT_BITS} - 1", o.iters));
     }
     if o.duration.is_some_and(|d| d.is_nan() || d <= 0.0) {
         return Err("-D must be a positive number of seconds".into());
@@ -164,87 +214,48 @@ where
         return Err("--pattern loaded-latency runs write, read or atomic probes".into());
     }
     if o.verb == Verb::Send && o.duration.is_some() {
-        return Err("--op send counts -n messages per flow at the receiver; -D is for write, read and atomic".into());
+        return Err("--op send counts -n messages per QP at the receiver; -D is for write, read and atomic".into());
     }
     Ok(o)
 }
 
-/// One flow's outcome, measured by its source rank.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct FlowResult {
-    pub src: u32,
-    pub dst: u32,
-    pub ops: u64,
-    pub secs: f64,
-    pub size: usize,
-    /// Latency percentiles in µs: p50, p99, p99.9, mean (0 without samples).
-    pub lat: [f64; 4],
+/// One QP of one of this rank's flows: the `k`th QP to rank `dst`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Unit {
+    dst: u32,
+    k: u32,
 }
 
-impl FlowResult {
-    fn mib_s(&self) -> f64 {
-        if self.secs > 0.0 {
-            (self.ops * self.size as u64) as f64 / self.secs / 1048576.0
-        } else {
-            0.0
-        }
-    }
-
-    fn mpps(&self) -> f64 {
-        if self.secs > 0.0 {
-            self.ops as f64 / self.secs / 1e6
-        } else {
-            0.0
-        }
-    }
-
-    fn encode(&self) -> String {
-        format!(
-            "{} {} {} {:e} {} {:e} {:e} {:e} {:e}\n",
-            self.src, self.dst, self.ops, self.secs, self.size, self.lat[0], self.lat[1], self.lat[2], self.lat[3]
-        )
-    }
-
-    fn decode(line: &str) -> Res<FlowResult> {
-        let w: Vec<&str> = line.split_whitespace().collect();
-        let bad = || format!("malformed flow result {line:?}");
-        if w.len() != 9 {
-            return Err(bad());
-        }
-        let f = |i: usize| w[i].parse::<f64>().map_err(|_| bad());
-        Ok(FlowResult {
-            src: w[0].parse().map_err(|_| bad())?,
-            dst: w[1].parse().map_err(|_| bad())?,
-            ops: w[2].parse().map_err(|_| bad())?,
-            secs: f(3)?,
-            size: w[4].parse().map_err(|_| bad())?,
-            lat: [f(5)?, f(6)?, f(7)?, f(8)?],
-        })
-    }
+/// This rank's units, QP index major, so that consecutive units (dealt to
+/// threads round-robin) go to different destinations.
+fn units_of(dsts: &[u32], qps: u32) -> Vec<Unit> {
+    (0..qps).flat_map(|k| dsts.iter().map(move |&dst| Unit { dst, k })).collect()
 }
 
-/// Jain's fairness index of `x`: (Σx)² / (n·Σx²), 1 when all are equal.
-pub fn jain(x: &[f64]) -> f64 {
-    let s: f64 = x.iter().sum();
-    let q: f64 = x.iter().map(|v| v * v).sum();
-    if x.is_empty() || q == 0.0 {
-        return 0.0;
-    }
-    s * s / (x.len() as f64 * q)
+/// The units thread `t` of `threads` drives.
+fn share(units: &[Unit], t: usize, threads: usize) -> Vec<Unit> {
+    units.iter().skip(t).step_by(threads).copied().collect()
 }
 
 /// Everything a rank needs during the phases.
 struct Net {
-    qps: Vec<Option<Qp>>,
-    cq: Cq,
+    /// `qps[peer][k]`: the `k`th QP to `peer` (empty at this rank's index).
+    qps: Vec<Vec<Qp>>,
+    /// One send CQ per thread.
+    cqs: Vec<Cq>,
     recv_cq: Cq,
     mem: RegisteredMem,
     tokens: Vec<RemoteMr>,
     slot: usize,
     n: usize,
+    q: usize,
 }
 
 impl Net {
+    fn qp(&self, u: Unit) -> Res<&Qp> {
+        self.qps.get(u.dst as usize).and_then(|v| v.get(u.k as usize)).ok_or_else(|| format!("no QP {u:?}"))
+    }
+
     fn request<'a>(&self, verb: Verb, sge: &'a [rrddmma::prim::Sge; 1], me: u32, dst: u32) -> SendWr<'a> {
         let remote = self.tokens[dst as usize].at(((self.n + me as usize) * self.slot) as u64);
         match verb {
@@ -255,13 +266,66 @@ impl Net {
         }
     }
 
-    fn post_recv(&self, from: usize) -> Res<()> {
+    fn sge(&self, dst: u32, size: usize) -> [rrddmma::prim::Sge; 1] {
+        let off = dst as usize * self.slot;
+        [self.mem.sge(off..off + size)]
+    }
+
+    /// Posts one receive on QP `qi` (= peer × q + k) into the peer's slot.
+    fn post_recv(&self, qi: usize) -> Res<()> {
+        let from = qi / self.q;
         let off = (self.n + from) * self.slot;
         let sges = [self.mem.sge(off..off + self.slot)];
-        let qp = self.qps[from].as_ref().ok_or("no QP to receive on")?;
+        let qp = self.qps[from].get(qi % self.q).ok_or("no QP to receive on")?;
         // SAFETY: the entry lies in `mem`, which outlives the QPs' use.
-        unsafe { qp.post_recv(&mut [RecvWr::new(&sges, from as u64)]) }.map_err(err("ibv_post_recv"))
+        unsafe { qp.post_recv(&mut [RecvWr::new(&sges, qi as u64)]) }.map_err(err("ibv_post_recv"))
     }
+}
+
+/// Creates `q` RC QPs to every other rank, the send CQ of QP (peer, k) being
+/// `send_cq(peer, k)`, exchanges their endpoints in one session round and
+/// connects QP k of each pair to the peer's QP k.
+fn connect_mesh<'c>(
+    s: &mut Session,
+    pd: &Pd,
+    q: u32,
+    send_cq: impl Fn(u32, u32) -> &'c Cq,
+    recv_cq: &Cq,
+    opts: &MeshOpts,
+) -> Res<Vec<Vec<Qp>>> {
+    let (me, n) = (s.rank(), s.size());
+    let c = &opts.connect;
+    let gid_index = c.gid_index_on(pd.context()).map_err(err("choosing a GID"))?;
+    let mut qps: Vec<Vec<Qp>> = (0..n).map(|_| Vec::new()).collect();
+    let mut infos = Vec::with_capacity((n * q) as usize);
+    for peer in 0..n {
+        for k in 0..q {
+            let psn = opts.psn.wrapping_add(peer * q + k) & 0xff_ffff;
+            if peer == me {
+                // Never read by a peer: keeps the list indexed by peer × q + k.
+                infos.push(QpInfo::new(&Endpoint { qpn: 0, psn, lid: 0, gid: Default::default() }, 0, 0, c.mtu));
+                continue;
+            }
+            let qp = Qp::new_rc(pd, send_cq(peer, k), recv_cq, opts.caps).map_err(err("creating an RC QP"))?;
+            let e = qp.endpoint(c.port, gid_index, psn).map_err(err("querying the QP's endpoint"))?;
+            infos.push(QpInfo::new(&e, gid_index, c.port, c.mtu));
+            qps[peer as usize].push(qp);
+        }
+    }
+    let all = s.exchange_endpoints(&infos).map_err(err("exchanging QP endpoints"))?;
+    for (peer, list) in qps.iter().enumerate() {
+        for (k, qp) in list.iter().enumerate() {
+            let i = me as usize * q as usize + k;
+            let theirs = all[peer]
+                .get(i)
+                .ok_or_else(|| format!("rank {peer} sent {} endpoints, expected {}", all[peer].len(), n * q))?;
+            let mine = &infos[peer * q as usize + k];
+            let mtu = rrddmma::prim::Mtu(c.mtu.0.min(theirs.mtu.0));
+            qp.connect(&theirs.endpoint(), mine.psn, &ConnectOpts { mtu, gid_index: Some(gid_index), ..*c })
+                .map_err(|e| format!("connecting QP {k} to rank {peer}: {e}"))?;
+        }
+    }
+    Ok(qps)
 }
 
 fn check_wc(wc: &Wc, what: &str) -> Res<()> {
@@ -272,16 +336,17 @@ fn check_wc(wc: &Wc, what: &str) -> Res<()> {
     }
 }
 
-/// Bits of a `wr_id` that count requests; the flow index sits above them.
+/// Bits of a `wr_id` that count requests; the unit index sits above them.
 const COUNT_BITS: u32 = 40;
 
-/// Streams this rank's flows; returns (ops, seconds) per flow.
-fn stream(net: &Net, o: &ClusterOpts, me: u32, dsts: &[u32]) -> Res<Vec<(u64, f64)>> {
-    let sges: Vec<[rrddmma::prim::Sge; 1]> =
-        dsts.iter().map(|&d| [net.mem.sge(d as usize * net.slot..d as usize * net.slot + o.size)]).collect();
-    let mut posted = vec![0u64; dsts.len()];
-    let mut done = vec![0u64; dsts.len()];
-    let mut end = vec![0f64; dsts.len()];
+/// Streams `units` on `cq`; returns (ops, seconds to the last completion)
+/// per unit.
+fn stream(net: &Net, cq: &Cq, o: &ClusterOpts, size: usize, me: u32, units: &[Unit]) -> Res<Vec<(u64, f64)>> {
+    let qps: Vec<&Qp> = units.iter().map(|&u| net.qp(u)).collect::<Res<_>>()?;
+    let sges: Vec<[rrddmma::prim::Sge; 1]> = units.iter().map(|u| net.sge(u.dst, size)).collect();
+    let mut posted = vec![0u64; units.len()];
+    let mut done = vec![0u64; units.len()];
+    let mut end = vec![0f64; units.len()];
     let limit = if o.duration.is_some() { u64::MAX } else { o.iters };
     let depth = u64::from(o.depth);
     let mut wcs = [Wc::default(); 16];
@@ -292,13 +357,12 @@ fn stream(net: &Net, o: &ClusterOpts, me: u32, dsts: &[u32]) -> Res<Vec<(u64, f6
     let r = (|| -> Res<()> {
         loop {
             if !stopping {
-                for (f, &d) in dsts.iter().enumerate() {
-                    let qp = net.qps[d as usize].as_ref().ok_or("no QP to the peer")?;
+                for (f, u) in units.iter().enumerate() {
                     while posted[f] < limit && posted[f] - done[f] < depth {
                         let id = ((f as u64) << COUNT_BITS) | (posted[f] + 1);
-                        let wr = net.request(o.verb, &sges[f], me, d).signaled().wr_id(id);
+                        let wr = net.request(o.verb, &sges[f], me, u.dst).signaled().wr_id(id);
                         // SAFETY: the entry lies in `mem`; completions are awaited below.
-                        unsafe { qp.post_send(&mut [wr]) }.map_err(err("ibv_post_send"))?;
+                        unsafe { qps[f].post_send(&mut [wr]) }.map_err(err("ibv_post_send"))?;
                         posted[f] += 1;
                     }
                 }
@@ -311,8 +375,8 @@ fn stream(net: &Net, o: &ClusterOpts, me: u32, dsts: &[u32]) -> Res<Vec<(u64, f6
             if finished {
                 return Ok(());
             }
-            let n = net.cq.poll(&mut wcs).map_err(err("ibv_poll_cq"))?;
-            for wc in &wcs[..n] {
+            let got = cq.poll(&mut wcs).map_err(err("ibv_poll_cq"))?;
+            for wc in &wcs[..got] {
                 check_wc(wc, "cluster stream")?;
                 let f = (wc.wr_id() >> COUNT_BITS) as usize;
                 done[f] = done[f].max(wc.wr_id() & ((1 << COUNT_BITS) - 1));
@@ -328,22 +392,22 @@ fn stream(net: &Net, o: &ClusterOpts, me: u32, dsts: &[u32]) -> Res<Vec<(u64, f6
     Ok(posted.iter().zip(&end).map(|(&p, &e)| (p, e)).collect())
 }
 
-/// One request at a time on each flow; latency percentiles per flow.
-fn probe(net: &Net, o: &ClusterOpts, me: u32, dsts: &[u32]) -> Res<Vec<[f64; 4]>> {
+/// One request at a time on each unit; latency percentiles per unit.
+fn probe(net: &Net, cq: &Cq, o: &ClusterOpts, size: usize, me: u32, units: &[Unit]) -> Res<Vec<[f64; 4]>> {
     let mut wcs = [Wc::default(); 1];
-    let mut out = Vec::with_capacity(dsts.len());
+    let mut out = Vec::with_capacity(units.len());
     let mut samples = vec![0f64; o.lat_samples as usize];
-    for &d in dsts {
-        let qp = net.qps[d as usize].as_ref().ok_or("no QP to the peer")?;
-        let sge = [net.mem.sge(d as usize * net.slot..d as usize * net.slot + o.size)];
+    for &u in units {
+        let qp = net.qp(u)?;
+        let sge = net.sge(u.dst, size);
         alloc::measuring(true);
         let r = (|| -> Res<()> {
             for s in samples.iter_mut() {
                 let t = Instant::now();
                 // SAFETY: the entry lies in `mem`; the completion is awaited.
-                unsafe { qp.post_send(&mut [net.request(o.verb, &sge, me, d).signaled()]) }
+                unsafe { qp.post_send(&mut [net.request(o.verb, &sge, me, u.dst).signaled()]) }
                     .map_err(err("ibv_post_send"))?;
-                while net.cq.poll(&mut wcs).map_err(err("ibv_poll_cq"))? == 0 {}
+                while cq.poll(&mut wcs).map_err(err("ibv_poll_cq"))? == 0 {}
                 check_wc(&wcs[0], "cluster latency probe")?;
                 *s = t.elapsed().as_nanos() as f64;
             }
@@ -358,26 +422,90 @@ fn probe(net: &Net, o: &ClusterOpts, me: u32, dsts: &[u32]) -> Res<Vec<[f64; 4]>
     Ok(out)
 }
 
-/// Receives `want[from]` SEND messages from each peer, re-posting.
-fn receive(net: &Net, mut want: Vec<u64>, stop: &AtomicBool) -> Res<()> {
+/// Receives `want[qi]` SEND messages on each QP (qi = peer × q + k),
+/// re-posting after each completion only while more messages are still to
+/// come; `posted` counts those posted before the call.
+fn receive(net: &Net, mut want: Vec<u64>, mut posted: Vec<u64>, stop: &AtomicBool) -> Res<()> {
     let mut wcs = [Wc::default(); 16];
-    let deadline = Instant::now() + Duration::from_secs(300);
+    let total = want.clone();
+    let mut last = Instant::now();
     while want.iter().any(|&w| w > 0) {
-        let n = net.recv_cq.poll(&mut wcs).map_err(err("ibv_poll_cq"))?;
-        for wc in &wcs[..n] {
+        let got = net.recv_cq.poll(&mut wcs).map_err(err("ibv_poll_cq"))?;
+        for wc in &wcs[..got] {
             check_wc(wc, "cluster receive")?;
-            let from = wc.wr_id() as usize;
-            want[from] = want[from].saturating_sub(1);
-            net.post_recv(from)?;
+            let qi = wc.wr_id() as usize;
+            want[qi] = want[qi].saturating_sub(1);
+            if posted[qi] < total[qi] {
+                net.post_recv(qi)?;
+                posted[qi] += 1;
+            }
         }
-        if n == 0 && stop.load(Ordering::Relaxed) {
+        if got > 0 {
+            last = Instant::now();
+        } else if stop.load(Ordering::Relaxed) {
             return Err("stopped: this rank's sending half failed".into());
-        }
-        if n == 0 && Instant::now() > deadline {
-            return Err(format!("receives still missing after 300 s: {want:?} by source rank"));
+        } else if last.elapsed() > Duration::from_secs(300) {
+            return Err(format!("no message for 300 s; still missing per QP (peer × q + k): {want:?}"));
         }
     }
     Ok(())
+}
+
+/// Runs every thread's share of `units` with `f` (one scoped thread each,
+/// the thread's CQ passed along), and returns the per-unit results in the
+/// order of `units`.
+fn per_thread<T: Send>(
+    net: &Net,
+    units: &[Unit],
+    threads: usize,
+    f: impl Fn(&Cq, &[Unit]) -> Res<Vec<T>> + Sync,
+) -> Res<Vec<(Unit, T)>> {
+    let parts: Vec<(usize, Vec<Unit>)> =
+        (0..threads).map(|t| (t, share(units, t, threads))).filter(|(_, u)| !u.is_empty()).collect();
+    let outs = std::thread::scope(|scope| {
+        let hs: Vec<_> = parts.iter().map(|(t, u)| scope.spawn(|| f(&net.cqs[*t], u))).collect();
+        hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a worker thread panicked".into()))).collect::<Vec<_>>()
+    });
+    let mut r = Vec::with_capacity(units.len());
+    for ((_, u), out) in parts.iter().zip(outs) {
+        r.extend(u.iter().copied().zip(out?));
+    }
+    Ok(r)
+}
+
+/// One size's two phases on this rank: its flows' results.
+fn measure(net: &Net, s: &mut Session, o: &ClusterOpts, size: usize, me: u32, units: &[Unit]) -> Res<Vec<FlowResult>> {
+    let threads = o.threads as usize;
+    let probes: Vec<Unit> = units.iter().filter(|u| u.k == 0).copied().collect();
+    let mut res: Vec<FlowResult> = probes
+        .iter()
+        .map(|u| FlowResult { src: me, dst: u.dst, size, ..FlowResult::default() })
+        .collect();
+    let slot = |res: &[FlowResult], dst: u32| res.iter().position(|f| f.dst == dst);
+    s.barrier().map_err(err("barrier before the bandwidth phase"))?;
+    if o.pattern == Pattern::Loaded && me == 0 {
+        // Rank 0 probes rank 1 while the others stream.
+        let lat = probe(net, &net.cqs[0], o, size, me, &probes)?;
+        for (r, l) in res.iter_mut().zip(lat) {
+            r.lat = l;
+        }
+    } else {
+        for (u, (ops, secs)) in per_thread(net, units, threads, |cq, u| stream(net, cq, o, size, me, u))? {
+            let i = slot(&res, u.dst).ok_or("a unit without its flow")?;
+            res[i].ops += ops;
+            res[i].secs = res[i].secs.max(secs);
+        }
+    }
+    // Phase 2, after a barrier: latency probes on the first QP of every flow
+    // (loaded-latency mode probed already).
+    s.barrier().map_err(err("barrier before the latency phase"))?;
+    if o.pattern != Pattern::Loaded {
+        for (u, l) in per_thread(net, &probes, threads, |cq, u| probe(net, cq, o, size, me, u))? {
+            let i = slot(&res, u.dst).ok_or("a probe without its flow")?;
+            res[i].lat = l;
+        }
+    }
+    Ok(res)
 }
 
 /// Runs the cluster mode on this rank.
@@ -396,13 +524,22 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
     let port = ctx.query_port(1).map_err(err("querying port 1"))?;
     let pd = Pd::new(&ctx).map_err(err("allocating a PD"))?;
     let flows = o.pattern.flows(n);
-    let probe_flow = (o.pattern == Pattern::Loaded).then_some((0u32, 1u32));
-    let mine: Vec<u32> = flows.iter().filter(|f| f.0 == me).map(|f| f.1).collect();
+    let mine: Vec<u32> = if o.pattern == Pattern::Loaded && me == 0 {
+        vec![1]
+    } else {
+        flows.iter().filter(|f| f.0 == me).map(|f| f.1).collect()
+    };
+    let units = units_of(&mine, o.qps);
+    let threads = o.threads as usize;
     let rx = 64u32;
-    let cq_len = (o.depth * n).max(16);
-    let cq = Cq::new(&ctx, cq_len).map_err(err("creating a CQ"))?;
-    let recv_cq = Cq::new(&ctx, rx * n).map_err(err("creating a CQ"))?;
-    let slot = o.size.max(64).div_ceil(64) * 64;
+    // Each thread's CQ holds a full window of each of its QPs.
+    let cqs = (0..threads)
+        .map(|t| Cq::new(&ctx, (o.depth * share(&units, t, threads).len() as u32).max(16)))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(err("creating a CQ"))?;
+    let recv_cq = Cq::new(&ctx, rx * n * o.qps).map_err(err("creating a CQ"))?;
+    let max_size = o.sizes.iter().copied().max().unwrap_or(8);
+    let slot = max_size.max(64).div_ceil(64) * 64;
     let mem = RegisteredMem::new(&pd, 2 * slot * n as usize).map_err(err("registering memory"))?;
     let access = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
     let connect = ConnectOpts {
@@ -413,62 +550,59 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
         ..ConnectOpts::default()
     };
     let caps = QpCaps { max_send_wr: o.depth.max(1), max_recv_wr: rx, ..QpCaps::default() };
-    let psn = rrddmma::prim::random_psn();
-    let qps = connect_rc_mesh(&mut s, &pd, &cq, &recv_cq, &MeshOpts { caps, connect, psn })
-        .map_err(err("connecting the QP mesh"))?;
+    let mesh = MeshOpts { caps, connect, psn: rrddmma::prim::random_psn() };
+    let cq_of = |peer: u32, k: u32| {
+        let t = units.iter().position(|u| *u == Unit { dst: peer, k }).map_or(0, |i| i % threads);
+        &cqs[t]
+    };
+    let qps = connect_mesh(&mut s, &pd, o.qps, cq_of, &recv_cq, &mesh)?;
     let tokens = s.exchange_mrs(&mem.remote()).map_err(err("exchanging memory tokens"))?;
-    let net = Net { qps, cq, recv_cq, mem, tokens, slot, n: n as usize };
-    // SEND: receives for every incoming flow go up before the first barrier.
-    let mut want = vec![0u64; n as usize];
+    let q = o.qps as usize;
+    let net = Net { qps, cqs, recv_cq, mem, tokens, slot, n: n as usize, q };
+    // SEND: every size's messages on each incoming QP; the first receives go
+    // up before the first barrier.
+    let mut want = vec![0u64; n as usize * q];
+    let mut posted = vec![0u64; n as usize * q];
     if o.verb == Verb::Send {
         for &(src, dst) in &flows {
             if dst == me {
-                want[src as usize] += o.iters + u64::from(o.lat_samples);
+                for k in 0..q {
+                    let per_size = o.iters + if k == 0 { u64::from(o.lat_samples) } else { 0 };
+                    want[src as usize * q + k] = per_size * o.sizes.len() as u64;
+                }
             }
         }
-        for (from, w) in want.iter().enumerate() {
+        for (qi, w) in want.iter().enumerate() {
             for _ in 0..(*w).min(u64::from(rx)) {
-                net.post_recv(from)?;
+                net.post_recv(qi)?;
+                posted[qi] += 1;
             }
         }
     }
     if me == 0 {
         println!(
-            "rrddmma-perf cluster: {} ranks, pattern {}, op {}, {} B, {} flows, {} per flow, depth {}",
+            "rrddmma-perf cluster: {} ranks, pattern {}, op {}, sizes {:?} B, {} flows, {} QP(s) per pair, {} thread(s) per rank, {} per QP, depth {}",
             n,
             o.pattern.name(),
             o.verb.name(),
-            o.size,
+            o.sizes,
             flows.len(),
+            o.qps,
+            o.threads,
             o.duration.map_or(format!("{} requests", o.iters), |d| format!("{d} s")),
             o.depth
         );
     }
-    s.barrier().map_err(err("barrier before the bandwidth phase"))?;
     let stop = AtomicBool::new(false);
     let results = std::thread::scope(|scope| -> Res<Vec<FlowResult>> {
-        let rx_thread = (o.verb == Verb::Send).then(|| scope.spawn(|| receive(&net, want.clone(), &stop)));
+        let rx_thread = (o.verb == Verb::Send)
+            .then(|| scope.spawn(|| receive(&net, want.clone(), posted.clone(), &stop)));
         let r = (|| -> Res<Vec<FlowResult>> {
-            // Phase 1: bandwidth (rank 0 probes instead in loaded-latency mode).
-            let mut res = Vec::new();
-            if probe_flow.is_some_and(|p| p.0 == me) {
-                let lat = probe(&net, o, me, &[1])?;
-                res.push(FlowResult { src: me, dst: 1, ops: 0, secs: 0.0, size: o.size, lat: lat[0] });
-            } else {
-                let bw = stream(&net, o, me, &mine)?;
-                for (&d, (ops, secs)) in mine.iter().zip(bw) {
-                    res.push(FlowResult { src: me, dst: d, ops, secs, size: o.size, lat: [0.0; 4] });
-                }
+            let mut all = Vec::new();
+            for &size in &o.sizes {
+                all.extend(measure(&net, &mut s, o, size, me, &units)?);
             }
-            // Phase 2, after a barrier: latency probes on every flow of this
-            // rank, one request at a time (loaded-latency mode probed already).
-            s.barrier().map_err(err("barrier before the latency phase"))?;
-            if probe_flow.is_none() {
-                for (r, l) in res.iter_mut().zip(probe(&net, o, me, &mine)?) {
-                    r.lat = l;
-                }
-            }
-            Ok(res)
+            Ok(all)
         })();
         if r.is_err() {
             stop.store(true, Ordering::Relaxed);
@@ -481,7 +615,7 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
         }
         r
     })?;
-    s.barrier().map_err(err("barrier after the latency phase"))?;
+    s.barrier().map_err(err("barrier after the last phase"))?;
     // Gather at every rank; rank 0 reports.
     let text: String = results.iter().map(FlowResult::encode).collect();
     let all = s.all_gather(text.as_bytes()).map_err(err("gathering results"))?;
@@ -492,10 +626,9 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
             every.push(FlowResult::decode(l)?);
         }
     }
-    every.sort_by_key(|f| (f.src, f.dst));
     let allocs = alloc::in_loop_allocations();
     if me == 0 {
-        let rep = Report { o, n, flows: &every };
+        let rep = Report::new(o, n, every);
         println!("{}", rep.table());
         if let Some(p) = &o.json {
             std::fs::write(p, rep.json()).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
@@ -509,7 +642,11 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
             std::fs::write(&bars, rep.bars()).map_err(|e| format!("cannot write {}: {e}", bars.display()))?;
         }
     }
-    println!("rank {me}/{n}: {} flow(s) measured, heap allocations inside measured loops: {allocs}", results.len());
+    println!(
+        "rank {me}/{n}: {} flow(s) measured over {} size(s), heap allocations inside measured loops: {allocs}",
+        results.len() / o.sizes.len(),
+        o.sizes.len()
+    );
     // Nobody tears down QPs while a peer may still be using them.
     s.barrier().map_err(err("final barrier"))?;
     if allocs > 0 {
@@ -521,229 +658,6 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
 fn bars_path(p: &std::path::Path) -> PathBuf {
     let stem = p.file_stem().map_or("cluster".into(), |s| s.to_string_lossy().into_owned());
     p.with_file_name(format!("{stem}-bars.svg"))
-}
-
-/// Rank 0's view of every flow.
-struct Report<'a> {
-    o: &'a ClusterOpts,
-    n: u32,
-    flows: &'a [FlowResult],
-}
-
-impl Report<'_> {
-    fn bw_flows(&self) -> Vec<&FlowResult> {
-        self.flows.iter().filter(|f| f.ops > 0).collect()
-    }
-
-    /// (out MiB/s, in MiB/s) per rank.
-    fn totals(&self) -> Vec<(f64, f64)> {
-        let mut t = vec![(0.0, 0.0); self.n as usize];
-        for f in self.bw_flows() {
-            t[f.src as usize].0 += f.mib_s();
-            t[f.dst as usize].1 += f.mib_s();
-        }
-        t
-    }
-
-    fn aggregate(&self) -> f64 {
-        self.bw_flows().iter().map(|f| f.mib_s()).sum()
-    }
-
-    fn fairness(&self) -> f64 {
-        jain(&self.bw_flows().iter().map(|f| f.mib_s()).collect::<Vec<_>>())
-    }
-
-    fn table(&self) -> String {
-        let mut s =
-            String::from(" src -> dst   requests   MiB/s        Mpps       p50[us]    p99[us]    p99.9[us]  avg[us]\n");
-        for f in self.flows {
-            let _ = writeln!(
-                s,
-                " {:>3} -> {:<3}  {:<10} {:<12.2} {:<10.6} {:<10.2} {:<10.2} {:<10.2} {:.2}",
-                f.src,
-                f.dst,
-                f.ops,
-                f.mib_s(),
-                f.mpps(),
-                f.lat[0],
-                f.lat[1],
-                f.lat[2],
-                f.lat[3]
-            );
-        }
-        s.push_str(" rank   out MiB/s    in MiB/s\n");
-        for (r, (o, i)) in self.totals().iter().enumerate() {
-            let _ = writeln!(s, " {r:<6} {o:<12.2} {i:.2}");
-        }
-        let _ = write!(s, " aggregate {:.2} MiB/s, Jain's fairness index {:.4}", self.aggregate(), self.fairness());
-        s
-    }
-
-    fn json(&self) -> String {
-        let mut s = format!(
-            "{{\n  \"tool\": \"rrddmma-perf\",\n  \"mode\": \"cluster\",\n  \"pattern\": \"{}\",\n  \"op\": \"{}\",\n  \
-             \"size\": {},\n  \"ranks\": {},\n  \"flows\": [",
-            self.o.pattern.name(),
-            self.o.verb.name(),
-            self.o.size,
-            self.n
-        );
-        for (i, f) in self.flows.iter().enumerate() {
-            let _ = write!(
-                s,
-                "{}\n    {{\"src\": {}, \"dst\": {}, \"requests\": {}, \"seconds\": {:.6}, \"bw_mib_s\": {:.3}, \
-                 \"msg_rate_mpps\": {:.6}, \"lat_us\": {{\"p50\": {:.3}, \"p99\": {:.3}, \"p999\": {:.3}, \"avg\": {:.3}}}}}",
-                if i == 0 { "" } else { "," },
-                f.src,
-                f.dst,
-                f.ops,
-                f.secs,
-                f.mib_s(),
-                f.mpps(),
-                f.lat[0],
-                f.lat[1],
-                f.lat[2],
-                f.lat[3]
-            );
-        }
-        s.push_str("\n  ],\n  \"rank_totals\": [");
-        for (r, (o, i)) in self.totals().iter().enumerate() {
-            let _ = write!(
-                s,
-                "{}\n    {{\"rank\": {r}, \"out_mib_s\": {o:.3}, \"in_mib_s\": {i:.3}}}",
-                if r == 0 { "" } else { "," }
-            );
-        }
-        let _ = write!(
-            s,
-            "\n  ],\n  \"aggregate_mib_s\": {:.3},\n  \"jain_fairness\": {:.6}\n}}\n",
-            self.aggregate(),
-            self.fairness()
-        );
-        s
-    }
-
-    fn csv(&self) -> String {
-        let mut s = String::from(
-            "pattern,op,size,src,dst,requests,seconds,bw_mib_s,msg_rate_mpps,p50_us,p99_us,p999_us,avg_us\n",
-        );
-        for f in self.flows {
-            let _ = writeln!(
-                s,
-                "{},{},{},{},{},{},{:.6},{:.3},{:.6},{:.3},{:.3},{:.3},{:.3}",
-                self.o.pattern.name(),
-                self.o.verb.name(),
-                f.size,
-                f.src,
-                f.dst,
-                f.ops,
-                f.secs,
-                f.mib_s(),
-                f.mpps(),
-                f.lat[0],
-                f.lat[1],
-                f.lat[2],
-                f.lat[3]
-            );
-        }
-        s
-    }
-
-    /// An N×N heatmap of bandwidth (source rows, destination columns).
-    fn heatmap(&self) -> String {
-        let n = self.n as usize;
-        let cell = 60;
-        let (x0, y0) = (80, 60);
-        let max = self.bw_flows().iter().map(|f| f.mib_s()).fold(0.0, f64::max).max(1e-9);
-        let w = x0 + cell * n + 40;
-        let h = y0 + cell * n + 40;
-        let mut s = format!(
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n\
-             <text x=\"{}\" y=\"20\" text-anchor=\"middle\" font-size=\"14\">rrddmma-perf cluster {} {}: MiB/s per flow</text>\n\
-             <text x=\"{}\" y=\"45\" text-anchor=\"middle\">destination rank</text>\n\
-             <text x=\"20\" y=\"{}\" transform=\"rotate(-90 20 {})\" text-anchor=\"middle\">source rank</text>\n",
-            w / 2,
-            self.o.pattern.name(),
-            self.o.verb.name(),
-            x0 + cell * n / 2,
-            y0 + cell * n / 2,
-            y0 + cell * n / 2
-        );
-        for i in 0..n {
-            let _ = writeln!(
-                s,
-                "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{i}</text>",
-                x0 + cell * i + cell / 2,
-                y0 - 4
-            );
-            let _ = writeln!(
-                s,
-                "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{i}</text>",
-                x0 - 6,
-                y0 + cell * i + cell / 2 + 4
-            );
-        }
-        for src in 0..n {
-            for dst in 0..n {
-                let v = self.flows.iter().find(|f| f.src as usize == src && f.dst as usize == dst).map(|f| f.mib_s());
-                let (fill, label) = match v {
-                    Some(v) if v > 0.0 => {
-                        let t = v / max;
-                        let r = (255.0 * (1.0 - t)) as u8;
-                        let g = (255.0 - 120.0 * t) as u8;
-                        (format!("rgb({r},{g},255)"), format!("{v:.1}"))
-                    }
-                    _ => ("#eeeeee".to_string(), String::new()),
-                };
-                let _ = writeln!(
-                    s,
-                    "<rect x=\"{}\" y=\"{}\" width=\"{cell}\" height=\"{cell}\" fill=\"{fill}\" stroke=\"white\"/>\
-                     <text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{label}</text>",
-                    x0 + cell * dst,
-                    y0 + cell * src,
-                    x0 + cell * dst + cell / 2,
-                    y0 + cell * src + cell / 2 + 4
-                );
-            }
-        }
-        s.push_str("</svg>\n");
-        s
-    }
-
-    /// Per-rank out/in bandwidth bars.
-    fn bars(&self) -> String {
-        let t = self.totals();
-        let max = t.iter().map(|(o, i)| o.max(*i)).fold(0.0, f64::max).max(1e-9);
-        let (x0, y0, hgt, group) = (60, 40, 200, 70);
-        let w = x0 + group * t.len() + 40;
-        let mut s = format!(
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"12\">\n\
-             <text x=\"{}\" y=\"20\" text-anchor=\"middle\" font-size=\"14\">per-rank MiB/s (blue: out, orange: in); \
-             Jain {:.3}</text>\n",
-            y0 + hgt + 40,
-            w / 2,
-            self.fairness()
-        );
-        for (r, (o, i)) in t.iter().enumerate() {
-            for (k, (v, colour)) in [(o, "#4477aa"), (i, "#ee7733")].into_iter().enumerate() {
-                let bh = (v / max * hgt as f64) as usize;
-                let _ = writeln!(
-                    s,
-                    "<rect x=\"{}\" y=\"{}\" width=\"25\" height=\"{bh}\" fill=\"{colour}\"><title>{v:.2}</title></rect>",
-                    x0 + group * r + 28 * k,
-                    y0 + hgt - bh
-                );
-            }
-            let _ = writeln!(
-                s,
-                "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">rank {r}</text>",
-                x0 + group * r + 26,
-                y0 + hgt + 16
-            );
-        }
-        s.push_str("</svg>\n");
-        s
-    }
 }
 
 #[cfg(test)]
@@ -760,19 +674,42 @@ mod tests {
     }
 
     #[test]
-    fn fairness_and_round_trip() {
-        assert!((jain(&[5.0, 5.0, 5.0]) - 1.0).abs() < 1e-12);
-        assert!((jain(&[1.0, 0.0]) - 0.5).abs() < 1e-12);
-        let f = FlowResult { src: 2, dst: 0, ops: 99, secs: 0.5, size: 4096, lat: [1.5, 2.5, 3.5, 1.75] };
-        assert_eq!(FlowResult::decode(f.encode().trim()).unwrap(), f);
-        assert!(FlowResult::decode("1 2 x").is_err());
+    fn flags_parse_with_getopt_forms() {
+        let o = parse(["--pattern=incast", "--op", "read", "-s64", "-n", "10"]).unwrap();
+        assert_eq!((o.pattern, o.verb, o.sizes.clone(), o.iters), (Pattern::Incast, Verb::Read, vec![64], 10));
+        assert_eq!((o.qps, o.threads), (1, 1));
+        assert!(parse(["--pattern", "star"]).unwrap_err().contains("expected all-to-all"));
+        assert!(parse(["--op", "send", "-D", "1"]).is_err());
     }
 
     #[test]
-    fn flags_parse_with_getopt_forms() {
-        let o = parse(["--pattern=incast", "--op", "read", "-s64", "-n", "10"]).unwrap();
-        assert_eq!((o.pattern, o.verb, o.size, o.iters), (Pattern::Incast, Verb::Read, 64, 10));
-        assert!(parse(["--pattern", "star"]).unwrap_err().contains("expected all-to-all"));
-        assert!(parse(["--op", "send", "-D", "1"]).is_err());
+    fn sizes_qps_and_threads() {
+        assert_eq!(parse::<[&str; 0]>([]).unwrap().sizes, vec![4096]);
+        let o = parse(["-s", "64,4096", "-s1024", "-q", "2", "--threads=3"]).unwrap();
+        assert_eq!((o.sizes, o.qps, o.threads), (vec![64, 4096, 1024], 2, 3));
+        assert_eq!(parse(["-a", "--max-size", "16"]).unwrap().sizes, vec![2, 4, 8, 16]);
+        assert_eq!(parse(["-a"]).unwrap().sizes.last(), Some(&(1 << 23)));
+        assert_eq!(parse(["--op", "atomic"]).unwrap().sizes, vec![8]);
+        assert!(parse(["--op", "atomic", "-a"]).unwrap_err().contains("8 bytes"));
+        assert!(parse(["--op", "atomic", "-s", "8,16"]).unwrap_err().contains("8 bytes"));
+        assert!(parse(["-a", "-s", "64"]).unwrap_err().contains("not both"));
+        assert!(parse(["-s", "64,x"]).unwrap_err().contains("\"x\" is not a valid size"));
+        assert!(parse(["-q", "0"]).unwrap_err().contains("at least 1"));
+        assert!(parse(["--threads", "65"]).unwrap_err().contains("at most 64"));
+    }
+
+    #[test]
+    fn units_spread_over_destinations_then_threads() {
+        let u = units_of(&[1, 2], 2);
+        let d = |dst, k| Unit { dst, k };
+        assert_eq!(u, vec![d(1, 0), d(2, 0), d(1, 1), d(2, 1)]);
+        assert_eq!(share(&u, 0, 2), vec![d(1, 0), d(1, 1)]);
+        assert_eq!(share(&u, 1, 2), vec![d(2, 0), d(2, 1)]);
+        assert_eq!(share(&u, 0, 1), u);
+        assert!(share(&u, 5, 8).is_empty());
+        // Every unit goes to exactly one thread.
+        let mut all: Vec<Unit> = (0..3).flat_map(|t| share(&u, t, 3)).collect();
+        all.sort_by_key(|x| (x.dst, x.k));
+        assert_eq!(all.len(), 4);
     }
 }

@@ -8,6 +8,7 @@ mod alloc;
 mod args;
 mod clock;
 mod cluster;
+mod cluster_report;
 mod oob;
 mod out;
 mod payload;

@@ -14,6 +14,13 @@
 # of short-cutting to the local address. RDMA devices are shared across
 # namespaces (`rdma system` netns mode "shared"), so each host opens its own.
 #
+# All r$i share the initial namespace, so by default any of them answers ARP
+# for any of their addresses ("ARP flux"): the first reply can name the
+# wrong veth, whose rxe device then drops the packets meant for another
+# device's QP until the neighbour entry is re-validated some 5 s later.
+# arp_ignore=1 / arp_announce=2 keep each veth to its own address, and
+# permanent neighbour entries make resolution deterministic.
+#
 # Usage: hosts.sh N
 set -eu
 n=${1:-3}
@@ -28,7 +35,8 @@ ip rule del pref 0
 for i in $(seq 1 "$n"); do
     ip link add "r$i" type veth peer name "q$i"
     ip link set "q$i" master rbr && ip link set "q$i" up
-    sysctl -qw "net.ipv4.conf.r$i.accept_local=1" "net.ipv4.conf.r$i.rp_filter=0"
+    sysctl -qw "net.ipv4.conf.r$i.accept_local=1" "net.ipv4.conf.r$i.rp_filter=0" \
+        "net.ipv4.conf.r$i.arp_ignore=1" "net.ipv4.conf.r$i.arp_announce=2"
     ip addr add "10.78.0.$i/24" dev "r$i" && ip link set "r$i" up
     ip route add 10.78.0.0/24 dev "r$i" src "10.78.0.$i" table $((100 + i))
     ip rule add pref $((100 + i)) oif "r$i" lookup $((100 + i))
@@ -41,6 +49,12 @@ for i in $(seq 1 "$n"); do
     ip -n "h$i" addr add "10.79.0.$i/24" dev "c$i"
     ip -n "h$i" link set "c$i" up
     ip -n "h$i" link set lo up
+done
+for i in $(seq 1 "$n"); do
+    for j in $(seq 1 "$n"); do
+        [ "$i" = "$j" ] && continue
+        ip neigh replace "10.78.0.$j" lladdr "$(cat "/sys/class/net/r$j/address")" dev "r$i" nud permanent
+    done
 done
 # Wait for the devices' GIDs (the IPv4 GID appears with the address).
 for i in $(seq 1 "$n"); do

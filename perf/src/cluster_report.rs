@@ -1,0 +1,409 @@
+//! Rank 0's report of `rrddmma-perf cluster`: per size, the per-flow matrix,
+//! per-rank totals, the aggregate and Jain's fairness index, as a table,
+//! JSON, CSV and two SVG charts (a heatmap and per-rank bars, one panel per
+//! size).
+
+use std::fmt::Write as _;
+
+use crate::cluster::ClusterOpts;
+
+type Res<T> = Result<T, String>;
+
+/// One flow's outcome, measured by its source rank.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FlowResult {
+    pub src: u32,
+    pub dst: u32,
+    pub ops: u64,
+    pub secs: f64,
+    pub size: usize,
+    /// Latency percentiles in µs: p50, p99, p99.9, mean (0 without samples).
+    pub lat: [f64; 4],
+}
+
+impl FlowResult {
+    fn mib_s(&self) -> f64 {
+        if self.secs > 0.0 {
+            (self.ops * self.size as u64) as f64 / self.secs / 1048576.0
+        } else {
+            0.0
+        }
+    }
+
+    fn mpps(&self) -> f64 {
+        if self.secs > 0.0 {
+            self.ops as f64 / self.secs / 1e6
+        } else {
+            0.0
+        }
+    }
+
+    pub fn encode(&self) -> String {
+        format!(
+            "{} {} {} {:e} {} {:e} {:e} {:e} {:e}\n",
+            self.src, self.dst, self.ops, self.secs, self.size, self.lat[0], self.lat[1], self.lat[2], self.lat[3]
+        )
+    }
+
+    pub fn decode(line: &str) -> Res<FlowResult> {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        let bad = || format!("malformed flow result {line:?}");
+        if w.len() != 9 {
+            return Err(bad());
+        }
+        let f = |i: usize| w[i].parse::<f64>().map_err(|_| bad());
+        Ok(FlowResult {
+            src: w[0].parse().map_err(|_| bad())?,
+            dst: w[1].parse().map_err(|_| bad())?,
+            ops: w[2].parse().map_err(|_| bad())?,
+            secs: f(3)?,
+            size: w[4].parse().map_err(|_| bad())?,
+            lat: [f(5)?, f(6)?, f(7)?, f(8)?],
+        })
+    }
+}
+
+/// Jain's fairness index of `x`: (Σx)² / (n·Σx²), 1 when all are equal.
+pub fn jain(x: &[f64]) -> f64 {
+    let s: f64 = x.iter().sum();
+    let q: f64 = x.iter().map(|v| v * v).sum();
+    if x.is_empty() || q == 0.0 {
+        return 0.0;
+    }
+    s * s / (x.len() as f64 * q)
+}
+
+/// The flows of one message size.
+struct SizeRun {
+    size: usize,
+    flows: Vec<FlowResult>,
+}
+
+impl SizeRun {
+    fn bw_flows(&self) -> impl Iterator<Item = &FlowResult> {
+        self.flows.iter().filter(|f| f.ops > 0)
+    }
+
+    /// (out MiB/s, in MiB/s) per rank of `n`.
+    fn totals(&self, n: u32) -> Vec<(f64, f64)> {
+        let mut t = vec![(0.0, 0.0); n as usize];
+        for f in self.bw_flows() {
+            t[f.src as usize].0 += f.mib_s();
+            t[f.dst as usize].1 += f.mib_s();
+        }
+        t
+    }
+
+    fn aggregate(&self) -> f64 {
+        self.bw_flows().map(FlowResult::mib_s).sum()
+    }
+
+    fn fairness(&self) -> f64 {
+        jain(&self.bw_flows().map(FlowResult::mib_s).collect::<Vec<_>>())
+    }
+}
+
+/// Rank 0's view of every flow of every size.
+pub struct Report<'a> {
+    o: &'a ClusterOpts,
+    n: u32,
+    runs: Vec<SizeRun>,
+}
+
+/// Width and height of one SVG panel, and the panels per row.
+const PANEL_COLUMNS: usize = 4;
+
+impl<'a> Report<'a> {
+    /// Groups `every` flow by size, in the order of `o.sizes`, each sorted
+    /// by (source, destination).
+    pub fn new(o: &'a ClusterOpts, n: u32, every: Vec<FlowResult>) -> Report<'a> {
+        let mut runs: Vec<SizeRun> = o.sizes.iter().map(|&size| SizeRun { size, flows: Vec::new() }).collect();
+        for f in every {
+            if let Some(r) = runs.iter_mut().find(|r| r.size == f.size) {
+                r.flows.push(f);
+            }
+        }
+        for r in &mut runs {
+            r.flows.sort_by_key(|f| (f.src, f.dst));
+        }
+        Report { o, n, runs }
+    }
+
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        for (i, r) in self.runs.iter().enumerate() {
+            if i > 0 {
+                s.push('\n');
+            }
+            let _ = writeln!(s, " size {} B", r.size);
+            s.push_str(" src -> dst   requests   MiB/s        Mpps       p50[us]    p99[us]    p99.9[us]  avg[us]\n");
+            for f in &r.flows {
+                let _ = writeln!(
+                    s,
+                    " {:>3} -> {:<3}  {:<10} {:<12.2} {:<10.6} {:<10.2} {:<10.2} {:<10.2} {:.2}",
+                    f.src,
+                    f.dst,
+                    f.ops,
+                    f.mib_s(),
+                    f.mpps(),
+                    f.lat[0],
+                    f.lat[1],
+                    f.lat[2],
+                    f.lat[3]
+                );
+            }
+            s.push_str(" rank   out MiB/s    in MiB/s\n");
+            for (rank, (o, i)) in r.totals(self.n).iter().enumerate() {
+                let _ = writeln!(s, " {rank:<6} {o:<12.2} {i:.2}");
+            }
+            let _ = write!(s, " aggregate {:.2} MiB/s, Jain's fairness index {:.4}", r.aggregate(), r.fairness());
+        }
+        s
+    }
+
+    pub fn json(&self) -> String {
+        let o = self.o;
+        let sizes: Vec<String> = o.sizes.iter().map(usize::to_string).collect();
+        let mut s = format!(
+            "{{\n  \"tool\": \"rrddmma-perf\",\n  \"mode\": \"cluster\",\n  \"pattern\": \"{}\",\n  \"op\": \"{}\",\n  \
+             \"ranks\": {},\n  \"qps_per_pair\": {},\n  \"threads_per_rank\": {},\n  \"tx_depth\": {},\n  \
+             \"iterations_per_qp\": {},\n  \"duration_s\": {},\n  \"lat_samples\": {},\n  \"sizes\": [{}],\n  \"results\": [",
+            o.pattern.name(),
+            o.verb.name(),
+            self.n,
+            o.qps,
+            o.threads,
+            o.depth,
+            if o.duration.is_some() { "null".to_string() } else { o.iters.to_string() },
+            o.duration.map_or("null".to_string(), |d| d.to_string()),
+            o.lat_samples,
+            sizes.join(", ")
+        );
+        for (k, r) in self.runs.iter().enumerate() {
+            let _ = write!(s, "{}\n    {{\n      \"size\": {},\n      \"flows\": [", if k == 0 { "" } else { "," }, r.size);
+            for (i, f) in r.flows.iter().enumerate() {
+                let _ = write!(
+                    s,
+                    "{}\n        {{\"src\": {}, \"dst\": {}, \"requests\": {}, \"seconds\": {:.6}, \"bw_mib_s\": {:.3}, \
+                     \"msg_rate_mpps\": {:.6}, \"lat_us\": {{\"p50\": {:.3}, \"p99\": {:.3}, \"p999\": {:.3}, \"avg\": {:.3}}}}}",
+                    if i == 0 { "" } else { "," },
+                    f.src,
+                    f.dst,
+                    f.ops,
+                    f.secs,
+                    f.mib_s(),
+                    f.mpps(),
+                    f.lat[0],
+                    f.lat[1],
+                    f.lat[2],
+                    f.lat[3]
+                );
+            }
+            s.push_str("\n      ],\n      \"rank_totals\": [");
+            for (rank, (o, i)) in r.totals(self.n).iter().enumerate() {
+                let _ = write!(
+                    s,
+                    "{}\n        {{\"rank\": {rank}, \"out_mib_s\": {o:.3}, \"in_mib_s\": {i:.3}}}",
+                    if rank == 0 { "" } else { "," }
+                );
+            }
+            let _ = write!(
+                s,
+                "\n      ],\n      \"aggregate_mib_s\": {:.3},\n      \"jain_fairness\": {:.6}\n    }}",
+                r.aggregate(),
+                r.fairness()
+            );
+        }
+        s.push_str("\n  ]\n}\n");
+        s
+    }
+
+    pub fn csv(&self) -> String {
+        let mut s = String::from(
+            "pattern,op,size,qps_per_pair,threads_per_rank,src,dst,requests,seconds,bw_mib_s,msg_rate_mpps,\
+             p50_us,p99_us,p999_us,avg_us\n",
+        );
+        for f in self.runs.iter().flat_map(|r| &r.flows) {
+            let _ = writeln!(
+                s,
+                "{},{},{},{},{},{},{},{},{:.6},{:.3},{:.6},{:.3},{:.3},{:.3},{:.3}",
+                self.o.pattern.name(),
+                self.o.verb.name(),
+                f.size,
+                self.o.qps,
+                self.o.threads,
+                f.src,
+                f.dst,
+                f.ops,
+                f.secs,
+                f.mib_s(),
+                f.mpps(),
+                f.lat[0],
+                f.lat[1],
+                f.lat[2],
+                f.lat[3]
+            );
+        }
+        s
+    }
+
+    /// One SVG holding `panels` (each of `w` × `h`, drawn by `draw` at an
+    /// offset), `PANEL_COLUMNS` to a row, under `title`.
+    fn grid(&self, title: &str, w: usize, h: usize, draw: impl Fn(&mut String, &SizeRun, usize, usize)) -> String {
+        let cols = self.runs.len().clamp(1, PANEL_COLUMNS);
+        let rows = self.runs.len().div_ceil(cols).max(1);
+        let (tw, th) = (w * cols, 30 + h * rows);
+        let mut s = format!(
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{tw}\" height=\"{th}\" font-family=\"sans-serif\" font-size=\"12\">\n\
+             <text x=\"{}\" y=\"20\" text-anchor=\"middle\" font-size=\"14\">{title}</text>\n",
+            tw / 2
+        );
+        for (i, r) in self.runs.iter().enumerate() {
+            draw(&mut s, r, w * (i % cols), 30 + h * (i / cols));
+        }
+        s.push_str("</svg>\n");
+        s
+    }
+
+    /// Per size, an N×N heatmap of bandwidth (source rows, destination
+    /// columns).
+    pub fn heatmap(&self) -> String {
+        let n = self.n as usize;
+        let cell = 60;
+        let (x0, y0) = (60, 50);
+        let (w, h) = (x0 + cell * n + 30, y0 + cell * n + 30);
+        let title = format!("rrddmma-perf cluster {} {}: MiB/s per flow", self.o.pattern.name(), self.o.verb.name());
+        self.grid(&title, w, h, |s, r, ox, oy| {
+            let max = r.bw_flows().map(FlowResult::mib_s).fold(0.0, f64::max).max(1e-9);
+            let _ = writeln!(
+                s,
+                "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{} B: destination rank</text>\n\
+                 <text x=\"{}\" y=\"{}\" transform=\"rotate(-90 {} {})\" text-anchor=\"middle\">source rank</text>",
+                ox + x0 + cell * n / 2,
+                oy + 15,
+                r.size,
+                ox + 20,
+                oy + y0 + cell * n / 2,
+                ox + 20,
+                oy + y0 + cell * n / 2
+            );
+            for i in 0..n {
+                let _ = writeln!(
+                    s,
+                    "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{i}</text>\n\
+                     <text x=\"{}\" y=\"{}\" text-anchor=\"end\">{i}</text>",
+                    ox + x0 + cell * i + cell / 2,
+                    oy + y0 - 4,
+                    ox + x0 - 6,
+                    oy + y0 + cell * i + cell / 2 + 4
+                );
+            }
+            for src in 0..n {
+                for dst in 0..n {
+                    let v = r.flows.iter().find(|f| f.src as usize == src && f.dst as usize == dst).map(|f| f.mib_s());
+                    let (fill, label) = match v {
+                        Some(v) if v > 0.0 => {
+                            let t = v / max;
+                            let red = (255.0 * (1.0 - t)) as u8;
+                            let green = (255.0 - 120.0 * t) as u8;
+                            (format!("rgb({red},{green},255)"), format!("{v:.1}"))
+                        }
+                        _ => ("#eeeeee".to_string(), String::new()),
+                    };
+                    let _ = writeln!(
+                        s,
+                        "<rect x=\"{}\" y=\"{}\" width=\"{cell}\" height=\"{cell}\" fill=\"{fill}\" stroke=\"white\"/>\
+                         <text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{label}</text>",
+                        ox + x0 + cell * dst,
+                        oy + y0 + cell * src,
+                        ox + x0 + cell * dst + cell / 2,
+                        oy + y0 + cell * src + cell / 2 + 4
+                    );
+                }
+            }
+        })
+    }
+
+    /// Per size, per-rank out/in bandwidth bars.
+    pub fn bars(&self) -> String {
+        let n = self.n as usize;
+        let (x0, y0, hgt, group) = (50, 40, 160, 70);
+        let (w, h) = (x0 + group * n + 20, y0 + hgt + 40);
+        self.grid("rrddmma-perf cluster: per-rank MiB/s (blue: out, orange: in)", w, h, |s, r, ox, oy| {
+            let t = r.totals(self.n);
+            let max = t.iter().map(|(o, i)| o.max(*i)).fold(0.0, f64::max).max(1e-9);
+            let _ = writeln!(
+                s,
+                "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{} B, Jain {:.3}</text>",
+                ox + w / 2,
+                oy + 15,
+                r.size,
+                r.fairness()
+            );
+            for (rank, (o, i)) in t.iter().enumerate() {
+                for (k, (v, colour)) in [(o, "#4477aa"), (i, "#ee7733")].into_iter().enumerate() {
+                    let bh = (v / max * hgt as f64) as usize;
+                    let _ = writeln!(
+                        s,
+                        "<rect x=\"{}\" y=\"{}\" width=\"25\" height=\"{bh}\" fill=\"{colour}\"><title>{v:.2}</title></rect>",
+                        ox + x0 + group * rank + 28 * k,
+                        oy + y0 + hgt - bh
+                    );
+                }
+                let _ = writeln!(
+                    s,
+                    "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">rank {rank}</text>",
+                    ox + x0 + group * rank + 26,
+                    oy + y0 + hgt + 16
+                );
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::parse;
+
+    #[test]
+    fn fairness_and_round_trip() {
+        assert!((jain(&[5.0, 5.0, 5.0]) - 1.0).abs() < 1e-12);
+        assert!((jain(&[1.0, 0.0]) - 0.5).abs() < 1e-12);
+        let f = FlowResult { src: 2, dst: 0, ops: 99, secs: 0.5, size: 4096, lat: [1.5, 2.5, 3.5, 1.75] };
+        assert_eq!(FlowResult::decode(f.encode().trim()).unwrap(), f);
+        assert!(FlowResult::decode("1 2 x").is_err());
+    }
+
+    fn flow(src: u32, dst: u32, size: usize, ops: u64) -> FlowResult {
+        FlowResult { src, dst, ops, secs: 1.0, size, lat: [1.0, 2.0, 3.0, 1.5] }
+    }
+
+    #[test]
+    fn every_size_gets_its_matrix_in_every_format() {
+        let o = parse(["--pattern", "incast", "-s", "1048576,2097152", "-q", "2", "--threads", "2"]).unwrap();
+        // Out of order, as gathered from the ranks.
+        let every = vec![flow(2, 0, 2097152, 10), flow(1, 0, 1048576, 10), flow(2, 0, 1048576, 30), flow(1, 0, 2097152, 10)];
+        let r = Report::new(&o, 3, every);
+        assert_eq!(r.runs.iter().map(|x| x.size).collect::<Vec<_>>(), vec![1048576, 2097152]);
+        assert_eq!(r.runs[0].flows.iter().map(|f| f.src).collect::<Vec<_>>(), vec![1, 2]);
+        // 10 and 30 MiB/s: Jain = 40² / (2 · 1000) = 0.8; rank 0 takes in 40.
+        assert!((r.runs[0].fairness() - 0.8).abs() < 1e-12);
+        assert_eq!(r.runs[0].totals(3)[0], (0.0, 40.0));
+        assert!((r.runs[1].fairness() - 1.0).abs() < 1e-12);
+        let t = r.table();
+        assert!(t.contains(" size 1048576 B\n") && t.contains(" size 2097152 B\n"));
+        assert_eq!(t.matches("Jain's fairness index").count(), 2);
+        let j = r.json();
+        assert!(j.contains("\"qps_per_pair\": 2,") && j.contains("\"threads_per_rank\": 2,"));
+        assert!(j.contains("\"sizes\": [1048576, 2097152],") && j.contains("\"jain_fairness\": 0.800000"));
+        assert_eq!(j.matches("\"rank_totals\"").count(), 2);
+        let c = r.csv();
+        assert_eq!(c.lines().count(), 5);
+        assert!(c.lines().nth(1).unwrap().starts_with("incast,write,1048576,2,2,1,0,10,"));
+        let (h, b) = (r.heatmap(), r.bars());
+        assert_eq!(h.matches("<svg").count(), 1);
+        assert!(h.contains("1048576 B: destination rank") && h.contains("2097152 B: destination rank"));
+        assert!(b.contains("1048576 B, Jain 0.800") && b.contains("2097152 B, Jain 1.000"));
+    }
+}
