@@ -11,9 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use rrddmma::ctrl::{ClusterConfig, QpInfo, Session};
-use rrddmma::prim::{
-    AccessFlags, ConnectOpts, Context, Cq, Endpoint, Pd, Qp, QpCaps, RecvWr, RemoteMr, SendWr, Wc,
-};
+use rrddmma::prim::{AccessFlags, ConnectOpts, Context, Cq, Endpoint, Pd, Qp, QpCaps, RecvWr, RemoteMr, SendWr, Wc};
 use rrddmma::wrap::{MeshOpts, RegisteredMem};
 
 use crate::alloc;
@@ -477,10 +475,8 @@ fn per_thread<T: Send>(
 fn measure(net: &Net, s: &mut Session, o: &ClusterOpts, size: usize, me: u32, units: &[Unit]) -> Res<Vec<FlowResult>> {
     let threads = o.threads as usize;
     let probes: Vec<Unit> = units.iter().filter(|u| u.k == 0).copied().collect();
-    let mut res: Vec<FlowResult> = probes
-        .iter()
-        .map(|u| FlowResult { src: me, dst: u.dst, size, ..FlowResult::default() })
-        .collect();
+    let mut res: Vec<FlowResult> =
+        probes.iter().map(|u| FlowResult { src: me, dst: u.dst, size, ..FlowResult::default() }).collect();
     let slot = |res: &[FlowResult], dst: u32| res.iter().position(|f| f.dst == dst);
     s.barrier().map_err(err("barrier before the bandwidth phase"))?;
     if o.pattern == Pattern::Loaded && me == 0 {
@@ -595,8 +591,8 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
     }
     let stop = AtomicBool::new(false);
     let results = std::thread::scope(|scope| -> Res<Vec<FlowResult>> {
-        let rx_thread = (o.verb == Verb::Send)
-            .then(|| scope.spawn(|| receive(&net, want.clone(), posted.clone(), &stop)));
+        let rx_thread =
+            (o.verb == Verb::Send).then(|| scope.spawn(|| receive(&net, want.clone(), posted.clone(), &stop)));
         let r = (|| -> Res<Vec<FlowResult>> {
             let mut all = Vec::new();
             for &size in &o.sizes {

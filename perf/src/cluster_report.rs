@@ -180,7 +180,8 @@ impl<'a> Report<'a> {
             sizes.join(", ")
         );
         for (k, r) in self.runs.iter().enumerate() {
-            let _ = write!(s, "{}\n    {{\n      \"size\": {},\n      \"flows\": [", if k == 0 { "" } else { "," }, r.size);
+            let _ =
+                write!(s, "{}\n    {{\n      \"size\": {},\n      \"flows\": [", if k == 0 { "" } else { "," }, r.size);
             for (i, f) in r.flows.iter().enumerate() {
                 let _ = write!(
                     s,
@@ -383,7 +384,8 @@ mod tests {
     fn every_size_gets_its_matrix_in_every_format() {
         let o = parse(["--pattern", "incast", "-s", "1048576,2097152", "-q", "2", "--threads", "2"]).unwrap();
         // Out of order, as gathered from the ranks.
-        let every = vec![flow(2, 0, 2097152, 10), flow(1, 0, 1048576, 10), flow(2, 0, 1048576, 30), flow(1, 0, 2097152, 10)];
+        let every =
+            vec![flow(2, 0, 2097152, 10), flow(1, 0, 1048576, 10), flow(2, 0, 1048576, 30), flow(1, 0, 2097152, 10)];
         let r = Report::new(&o, 3, every);
         assert_eq!(r.runs.iter().map(|x| x.size).collect::<Vec<_>>(), vec![1048576, 2097152]);
         assert_eq!(r.runs[0].flows.iter().map(|f| f.src).collect::<Vec<_>>(), vec![1, 2]);

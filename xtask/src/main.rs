@@ -100,6 +100,7 @@ fn parse() -> std::result::Result<(String, Vec<String>), lexopt::Error> {
                 rest.push(p.value()?.string()?);
             }
             ("bindings", Long("check")) => rest.push("--check".to_string()),
+            ("perf-checks", Value(v)) if rest.is_empty() => rest.push(v.string()?),
             (_, arg) => return Err(arg.unexpected()),
         }
     }
