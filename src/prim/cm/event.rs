@@ -55,7 +55,7 @@ kinds! {
 
 impl CmEventType {
     /// What a wait for this kind is, for messages.
-    pub(super) fn waiting_for(self) -> &'static str {
+    pub(crate) fn waiting_for(self) -> &'static str {
         match self {
             CmEventType::ADDR_RESOLVED => "resolving the address (rdma_resolve_addr)",
             CmEventType::ROUTE_RESOLVED => "resolving the route (rdma_resolve_route)",

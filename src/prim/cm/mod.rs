@@ -214,7 +214,8 @@ pub struct ConnParam<'a> {
     pub responder_resources: u8,
     /// RDMA reads and atomics this side may have outstanding at the peer.
     pub initiator_depth: u8,
-    /// Transport retries (connect only).
+    /// Transport retries (connect only; default 6: SoftRoCE retries
+    /// forever at 7, see [`ConnectOpts::retry_cnt`](crate::prim::ConnectOpts::retry_cnt)).
     pub retry_count: u8,
     /// RNR retries (7: infinite).
     pub rnr_retry_count: u8,
@@ -222,7 +223,7 @@ pub struct ConnParam<'a> {
 
 impl Default for ConnParam<'_> {
     fn default() -> Self {
-        ConnParam { private_data: &[], responder_resources: 1, initiator_depth: 1, retry_count: 7, rnr_retry_count: 7 }
+        ConnParam { private_data: &[], responder_resources: 1, initiator_depth: 1, retry_count: 6, rnr_retry_count: 7 }
     }
 }
 
@@ -441,6 +442,36 @@ impl CmId {
         let rc = unsafe { cmffi::rdma_bind_addr(self.raw, ptr::addr_of_mut!(sa).cast()) };
         if rc != 0 {
             return Err(Error::last("rdma_bind_addr"));
+        }
+        Ok(())
+    }
+
+    /// Sets the local ACK timeout the CM gives the QP for RTS
+    /// (`RDMA_OPTION_ID_ACK_TIMEOUT`): 4.096 µs × 2^`timeout`, 0..=31. Without
+    /// it the CM derives one from the path, which on RoCE can leave a
+    /// request to a vanished peer unanswered for minutes. Set it before
+    /// [`connect`](Self::connect) or [`accept`](Self::accept).
+    pub fn set_ack_timeout(&self, timeout: u8) -> Result<()> {
+        if timeout > 31 {
+            return Err(Error::BadArgument {
+                op: "rdma_set_option(ACK_TIMEOUT)",
+                what: "timeout",
+                why: "is an exponent of 4.096 µs and must be 0..=31 (14 is 67 ms)",
+            });
+        }
+        let mut v = timeout;
+        // SAFETY: owned id; the option value is one byte, copied by the call.
+        let rc = unsafe {
+            cmffi::rdma_set_option(
+                self.raw,
+                cmffi::RDMA_OPTION_ID.0 as i32,
+                cmffi::RDMA_OPTION_ID_ACK_TIMEOUT.0 as i32,
+                ptr::addr_of_mut!(v).cast(),
+                1,
+            )
+        };
+        if rc != 0 {
+            return Err(Error::last("rdma_set_option(ACK_TIMEOUT)"));
         }
         Ok(())
     }
