@@ -425,17 +425,22 @@ fn thousand_connect_disconnect_cycles_leak_nothing() {
     let (l, addr) = listener();
     let before = resource_counts(&dev);
     let cycles = 1000;
+    // A leak check, not a latency one: generous bounds, as a loaded
+    // emulated machine can stall one cycle for seconds.
+    let opts = CmOpts { timeout: Duration::from_secs(30), ..CmOpts::default() };
+    let server_opts = opts.clone();
     let server = std::thread::spawn(move || {
-        for _ in 0..cycles {
-            let c = accept_rc_cm(&l, &CmOpts::default()).expect("accept");
-            c.wait_disconnect(Instant::now() + Duration::from_secs(10)).expect("peer disconnect");
+        for i in 0..cycles {
+            let c = accept_rc_cm(&l, &server_opts).unwrap_or_else(|e| panic!("accept {i}: {e}"));
+            c.wait_disconnect(Instant::now() + Duration::from_secs(30))
+                .unwrap_or_else(|e| panic!("peer disconnect {i}: {e}"));
         }
         l
     });
     let t0 = Instant::now();
     for i in 0..cycles {
-        let c = connect_rc_cm(addr, &CmOpts::default()).unwrap_or_else(|e| panic!("cycle {i}: {e}"));
-        c.disconnect(Instant::now() + Duration::from_secs(10)).unwrap_or_else(|e| panic!("cycle {i}: {e}"));
+        let c = connect_rc_cm(addr, &opts).unwrap_or_else(|e| panic!("cycle {i}: {e}"));
+        c.disconnect(Instant::now() + Duration::from_secs(30)).unwrap_or_else(|e| panic!("cycle {i}: {e}"));
     }
     let l = server.join().unwrap();
     eprintln!("{cycles} cycles in {:?}", t0.elapsed());
