@@ -373,6 +373,42 @@ pub unsafe fn ibv_free_dm(dm: *mut ibv_dm) -> c_int {
     vctx_call!(ctx, free_dm, int(dm))
 }
 
+/// `ibv_alloc_td`: a thread domain; null with errno `EOPNOTSUPP` when the
+/// provider has none.
+///
+/// # Safety
+/// `context` must be live; `init_attr` valid.
+#[inline]
+pub unsafe fn ibv_alloc_td(context: *mut ibv_context, init_attr: *mut ibv_td_init_attr) -> *mut ibv_td {
+    vctx_call!(context, alloc_td, ptr(context, init_attr))
+}
+
+/// `ibv_dealloc_td`; `EOPNOTSUPP` when the provider has no entry for it.
+///
+/// # Safety
+/// `td` must come from [`ibv_alloc_td`] and not be used afterwards.
+#[inline]
+pub unsafe fn ibv_dealloc_td(td: *mut ibv_td) -> c_int {
+    // SAFETY: a live TD points to its live context.
+    let ctx = unsafe { (*td).context };
+    vctx_call!(ctx, dealloc_td, int(td))
+}
+
+/// `ibv_alloc_parent_domain`: a PD-like object over `attr.pd` (and
+/// `attr.td`); null with errno `EOPNOTSUPP` when the provider has none.
+/// Freed with `ibv_dealloc_pd`.
+///
+/// # Safety
+/// `context` must be live; `attr` valid, its PD (and TD, if any) live objects
+/// of `context`.
+#[inline]
+pub unsafe fn ibv_alloc_parent_domain(
+    context: *mut ibv_context,
+    attr: *mut ibv_parent_domain_init_attr,
+) -> *mut ibv_pd {
+    vctx_call!(context, alloc_parent_domain, ptr(context, attr))
+}
+
 /// `ibv_alloc_mw`: a memory window; null with errno `EOPNOTSUPP` when the
 /// provider has none.
 ///
