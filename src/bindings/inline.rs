@@ -613,6 +613,31 @@ mod tests {
         assert!(unsafe { ibv_create_cq_ex(ctx, attr_p) }.is_null());
     }
 
+    unsafe extern "C" fn fake_alloc_td(_: *mut ibv_context, _: *mut ibv_td_init_attr) -> *mut ibv_td {
+        ptr::dangling_mut()
+    }
+
+    #[test]
+    fn domain_verbs_need_the_providers_entries() {
+        let mut ctx = ibv_context::default();
+        let mut td_attr = ibv_td_init_attr::default();
+        let mut pd_attr = ibv_parent_domain_init_attr::default();
+        // A legacy context has neither entry.
+        assert!(unsafe { ibv_alloc_td(&mut ctx, &mut td_attr) }.is_null());
+        assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EOPNOTSUPP));
+        assert!(unsafe { ibv_alloc_parent_domain(&mut ctx, &mut pd_attr) }.is_null());
+        assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EOPNOTSUPP));
+        // An extended context: unset entries are unsupported, set ones called.
+        let mut v = extended();
+        let vp: *mut verbs_context = &mut *v;
+        let ctx = unsafe { ptr::addr_of_mut!((*vp).context) };
+        let mut td = ibv_td { context: ctx };
+        assert_eq!(unsafe { ibv_dealloc_td(&mut td) }, libc::EOPNOTSUPP);
+        assert!(unsafe { ibv_alloc_parent_domain(ctx, &mut pd_attr) }.is_null());
+        unsafe { (*vp).alloc_td = Some(fake_alloc_td) };
+        assert_eq!(unsafe { ibv_alloc_td(ctx, &mut td_attr) }, ptr::dangling_mut());
+    }
+
     #[test]
     fn post_send_goes_through_the_context_ops() {
         let mut ctx = ibv_context::default();

@@ -1,5 +1,5 @@
 //! Thread domains and parent domains: present on ConnectX (mlx5), reported
-//! as [`Error::Unsupported`] by providers without them (rxe, siw).
+//! as [`Error::Unsupported`] by providers without them (rxe among them).
 //!
 //! A parent domain extends a PD; it is "completely interchangeable with the
 //! `struct ibv_pd` used to create it" (`ibv_alloc_parent_domain(3)`), so

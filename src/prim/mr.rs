@@ -116,7 +116,7 @@ impl Mr {
     /// Refused before any call, as [`Error::BadArgument`]: a zero `len`,
     /// `offset + len` or `iova + len` past 64 bits. [`Error::Unsupported`]
     /// (feature `dma-buf registration`) when the provider or kernel driver
-    /// has none (rxe, siw; MLNX_OFED 4.x). The kernel checks the rest: that
+    /// has none (rxe; MLNX_OFED 4.x). The kernel checks the rest: that
     /// `fd` is a dma-buf, that the range lies inside it, that the exporter
     /// lets the device attach (a failure is [`Error::Verbs`] with its errno).
     ///
