@@ -5,6 +5,8 @@
 //! ```text
 //! aio_hello DEVICE server PORT        # waits for one client
 //! aio_hello DEVICE client HOST:PORT
+//! aio_hello - cm-server IP:PORT       # the same through the RDMA CM, by the
+//! aio_hello - cm-client IP:PORT       # IP address of an RDMA netdev
 //! ```
 
 mod cli;
@@ -17,8 +19,7 @@ type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
 const LEN: usize = 8;
 
-async fn server(opts: AioOpts, port: u16) -> Result<()> {
-    let listener = Listener::bind(("0.0.0.0", port), opts).await?;
+async fn server(listener: Listener) -> Result<()> {
     let ep = listener.accept().await?;
     // The client requested a region of this side's pool and wrote into it;
     // it comes back here once the client gives it back.
@@ -30,8 +31,7 @@ async fn server(opts: AioOpts, port: u16) -> Result<()> {
     Ok(())
 }
 
-async fn client(opts: AioOpts, addr: &str) -> Result<()> {
-    let ep = RcEndpoint::connect(addr, &opts).await?;
+async fn client(ep: RcEndpoint) -> Result<()> {
     let mut lmr = ep.alloc_local_mr(Layout::new::<[u8; LEN]>())?;
     let rmr = ep.request_remote_mr(Layout::new::<[u8; LEN]>()).await?;
     lmr.write(0, &[1u8; LEN / 2]);
@@ -46,18 +46,22 @@ async fn client(opts: AioOpts, addr: &str) -> Result<()> {
 }
 
 fn main() {
-    let args = cli::operands("Usage: aio_hello DEVICE server PORT | aio_hello DEVICE client HOST:PORT");
+    const USAGE: &str = "Usage: aio_hello DEVICE server PORT | aio_hello DEVICE client HOST:PORT | \
+                         aio_hello - cm-server IP:PORT | aio_hello - cm-client IP:PORT";
+    let args = cli::operands(USAGE);
     let (Some(dev), Some(role), Some(target)) = (args.first(), args.get(1), args.get(2)) else {
-        eprintln!("Usage: aio_hello DEVICE server PORT | aio_hello DEVICE client HOST:PORT");
+        eprintln!("{USAGE}");
         std::process::exit(2);
     };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
     let opts = AioOpts::new(dev);
     let r = rt.block_on(async {
         match role.as_str() {
-            "server" => server(opts, target.parse()?).await,
-            "client" => client(opts, target).await,
-            other => Err(format!("unknown role {other:?}: server or client").into()),
+            "server" => server(Listener::bind(("0.0.0.0", target.parse::<u16>()?), opts).await?).await,
+            "client" => client(RcEndpoint::connect(target.as_str(), &opts).await?).await,
+            "cm-server" => server(Listener::bind_cm(target.parse()?, opts).await?).await,
+            "cm-client" => client(RcEndpoint::connect_cm(target.parse()?, &opts).await?).await,
+            other => Err(format!("unknown role {other:?}: server, client, cm-server or cm-client").into()),
         }
     });
     if let Err(e) = r {

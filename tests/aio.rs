@@ -201,3 +201,92 @@ async fn a_vanished_peer_fails_every_waiting_operation() {
         "the first request times out; the rest are flushed"
     );
 }
+
+/// The harness's CM device address (an rxe device on a veth end).
+fn cm_addr() -> std::net::SocketAddr {
+    let ip: std::net::IpAddr = std::env::var("RRDDMMA_CM_ADDR")
+        .expect("RRDDMMA_CM_ADDR is set by the harness (an rxe device on a veth end)")
+        .parse()
+        .expect("an IP address");
+    std::net::SocketAddr::new(ip, 0)
+}
+
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "device test: needs RRDDMMA_CM_ADDR (cargo xtask test)"]
+async fn connected_through_the_rdma_cm_by_ip_address() {
+    use rrddmma::prim::cm::CmEventType;
+    let o = opts();
+    let l = Listener::bind_cm(cm_addr(), o.clone()).await.expect("listen through the CM");
+    let addr = l.local_addr().unwrap();
+    assert_ne!(addr.port(), 0);
+    let server = tokio::spawn(async move {
+        let ep = l.accept().await.expect("accept");
+        // The server gets a message, then lends a region the client writes.
+        let (got, buf) = ep.recv(ep.alloc_local_mr(layout(64)).unwrap()).await.unwrap();
+        let mut b = vec![0u8; got.len];
+        buf.read(0, &mut b);
+        assert_eq!(b, b"hello through rdmacm");
+        ep.send_local_mr(ep.alloc_local_mr(layout(4096)).unwrap()).await.unwrap();
+        let back = ep.receive_local_mr().await.unwrap();
+        let mut w = [0u8; 5];
+        back.read(100, &mut w);
+        assert_eq!(&w, b"wrote");
+        ep
+    });
+
+    // A foreign client (plain rdmacm, not an endpoint's hello) is refused
+    // with a reason, and the listener goes on serving.
+    let foreign = tokio::task::spawn_blocking(move || {
+        rrddmma::wrap::connect_rc_cm(
+            addr,
+            &rrddmma::wrap::CmOpts { private_data: b"not a hello".to_vec(), ..Default::default() },
+        )
+    })
+    .await
+    .unwrap();
+    match foreign {
+        Err(rrddmma::prim::Error::CmEvent { got, private_data, .. }) => {
+            assert_eq!(got, CmEventType::REJECTED);
+            let why = String::from_utf8_lossy(&private_data);
+            assert!(why.contains("not an RcEndpoint hello"), "{why}");
+        }
+        other => panic!("a foreign client must be rejected: {other:?}"),
+    }
+
+    let client = RcEndpoint::connect_cm(addr, &o).await.expect("connect through the CM");
+    let mut msg = client.alloc_local_mr(layout(64)).unwrap();
+    msg.write(0, b"hello through rdmacm");
+    client.send(msg, 0..20).await.unwrap();
+    let lent = client.receive_remote_mr().await.unwrap();
+    let mut src = client.alloc_local_mr(layout(8)).unwrap();
+    src.write(0, b"wrote");
+    let src = client.write(src, 0..5, lent.checked_at(100, 5).unwrap()).await.unwrap();
+    let src = client.read(src, 0..5, lent.checked_at(100, 5).unwrap()).await.unwrap();
+    let mut r = [0u8; 5];
+    src.read(0, &mut r);
+    assert_eq!(&r, b"wrote");
+    assert_eq!(client.fetch_add(lent.checked_at(0, 8).unwrap(), 3).await.unwrap(), 0);
+    assert_eq!(client.compare_swap(lent.checked_at(0, 8).unwrap(), 3, 9).await.unwrap(), 3);
+    client.send_remote_mr(lent).await.unwrap();
+    let server = server.await.expect("server checks passed");
+
+    // The peer vanishing (its CM id destroyed, its QPs gone): the server's
+    // next operation fails within the retries, nothing hangs.
+    drop(client);
+    let t0 = std::time::Instant::now();
+    let err =
+        tokio::time::timeout(Duration::from_secs(20), server.send(server.alloc_local_mr(layout(8)).unwrap(), 0..8))
+            .await
+            .expect("no hang")
+            .expect_err("the peer is gone");
+    assert!(t0.elapsed() < Duration::from_secs(10), "answered within the retries ({:?})", t0.elapsed());
+    // With the default retry count (6: rxe would retry forever at 7).
+    assert!(matches!(&err, Error::Completion(e) if e.status == WcStatus::RETRY_EXC_ERR), "{err:?}");
+
+    // Nobody at a port: the CM's REJECTED, as a typed error.
+    let none = std::net::SocketAddr::new(addr.ip(), addr.port().wrapping_add(1));
+    match RcEndpoint::connect_cm(none, &o).await {
+        Err(Error::Verbs(rrddmma::prim::Error::CmEvent { got, .. })) => assert_eq!(got, CmEventType::REJECTED),
+        other => panic!("no listener: {other:?}"),
+    }
+}

@@ -373,6 +373,42 @@ pub unsafe fn ibv_free_dm(dm: *mut ibv_dm) -> c_int {
     vctx_call!(ctx, free_dm, int(dm))
 }
 
+/// `ibv_alloc_td`: a thread domain; null with errno `EOPNOTSUPP` when the
+/// provider has none.
+///
+/// # Safety
+/// `context` must be live; `init_attr` valid.
+#[inline]
+pub unsafe fn ibv_alloc_td(context: *mut ibv_context, init_attr: *mut ibv_td_init_attr) -> *mut ibv_td {
+    vctx_call!(context, alloc_td, ptr(context, init_attr))
+}
+
+/// `ibv_dealloc_td`; `EOPNOTSUPP` when the provider has no entry for it.
+///
+/// # Safety
+/// `td` must come from [`ibv_alloc_td`] and not be used afterwards.
+#[inline]
+pub unsafe fn ibv_dealloc_td(td: *mut ibv_td) -> c_int {
+    // SAFETY: a live TD points to its live context.
+    let ctx = unsafe { (*td).context };
+    vctx_call!(ctx, dealloc_td, int(td))
+}
+
+/// `ibv_alloc_parent_domain`: a PD-like object over `attr.pd` (and
+/// `attr.td`); null with errno `EOPNOTSUPP` when the provider has none.
+/// Freed with `ibv_dealloc_pd`.
+///
+/// # Safety
+/// `context` must be live; `attr` valid, its PD (and TD, if any) live objects
+/// of `context`.
+#[inline]
+pub unsafe fn ibv_alloc_parent_domain(
+    context: *mut ibv_context,
+    attr: *mut ibv_parent_domain_init_attr,
+) -> *mut ibv_pd {
+    vctx_call!(context, alloc_parent_domain, ptr(context, attr))
+}
+
 /// `ibv_alloc_mw`: a memory window; null with errno `EOPNOTSUPP` when the
 /// provider has none.
 ///
@@ -575,6 +611,31 @@ mod tests {
         // Entry set but the provider's table is too short to contain it.
         unsafe { (*vp).sz = size_of::<verbs_context>() - offset_of!(verbs_context, create_cq_ex) - 1 };
         assert!(unsafe { ibv_create_cq_ex(ctx, attr_p) }.is_null());
+    }
+
+    unsafe extern "C" fn fake_alloc_td(_: *mut ibv_context, _: *mut ibv_td_init_attr) -> *mut ibv_td {
+        ptr::dangling_mut()
+    }
+
+    #[test]
+    fn domain_verbs_need_the_providers_entries() {
+        let mut ctx = ibv_context::default();
+        let mut td_attr = ibv_td_init_attr::default();
+        let mut pd_attr = ibv_parent_domain_init_attr::default();
+        // A legacy context has neither entry.
+        assert!(unsafe { ibv_alloc_td(&mut ctx, &mut td_attr) }.is_null());
+        assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EOPNOTSUPP));
+        assert!(unsafe { ibv_alloc_parent_domain(&mut ctx, &mut pd_attr) }.is_null());
+        assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EOPNOTSUPP));
+        // An extended context: unset entries are unsupported, set ones called.
+        let mut v = extended();
+        let vp: *mut verbs_context = &mut *v;
+        let ctx = unsafe { ptr::addr_of_mut!((*vp).context) };
+        let mut td = ibv_td { context: ctx };
+        assert_eq!(unsafe { ibv_dealloc_td(&mut td) }, libc::EOPNOTSUPP);
+        assert!(unsafe { ibv_alloc_parent_domain(ctx, &mut pd_attr) }.is_null());
+        unsafe { (*vp).alloc_td = Some(fake_alloc_td) };
+        assert_eq!(unsafe { ibv_alloc_td(ctx, &mut td_attr) }, ptr::dangling_mut());
     }
 
     #[test]

@@ -15,7 +15,9 @@ pub use wc_error::WcError;
 
 use super::channel::{wait_readable, CompChannel};
 use super::device::Context;
+use super::domain::ParentDomain;
 use super::error::{Error, Result};
+use super::pd::Pd;
 use crate::bindings as ffi;
 use crate::prim::{WcFlags, WcOpcode, WcStatus};
 
@@ -33,6 +35,8 @@ struct CqInner {
     /// `end_poll`'s work, which must then be skipped.
     next_poll_ends: bool,
     ctx: Context,
+    /// The parent domain the CQ was created on, kept until after its destruction.
+    _pd: Option<Pd>,
 }
 
 // SAFETY: polling a CQ is thread-safe in libibverbs providers.
@@ -100,12 +104,21 @@ pub struct CqBuilder<'a> {
     comp_vector: u32,
     wc_flags: Option<WcFlagsEx>,
     single_threaded: bool,
+    parent_domain: Option<&'a ParentDomain>,
 }
 
 impl<'a> CqBuilder<'a> {
     /// A CQ on `ctx` with room for at least `cqe` completions.
     pub fn new(ctx: &'a Context, cqe: u32) -> CqBuilder<'a> {
-        CqBuilder { ctx, cqe, channel: None, comp_vector: 0, wc_flags: None, single_threaded: false }
+        CqBuilder {
+            ctx,
+            cqe,
+            channel: None,
+            comp_vector: 0,
+            wc_flags: None,
+            single_threaded: false,
+            parent_domain: None,
+        }
     }
 
     /// Reports completions on `channel` once armed ([`Cq::req_notify`]).
@@ -138,14 +151,39 @@ impl<'a> CqBuilder<'a> {
         self
     }
 
+    /// Creates the CQ on a parent domain (`ibv_create_cq_ex` with
+    /// `IBV_CQ_INIT_ATTR_MASK_PD`), which it keeps alive. With a thread
+    /// domain in it, the provider may skip the CQ's lock: the contract of
+    /// [`ParentDomain::with_td`] covers this CQ. Without
+    /// [`CqBuilder::extended`] the CQ is still made by `ibv_create_cq_ex`
+    /// (no extra completion fields) and polled the classic way.
+    ///
+    /// [`CqBuilder::build`] gives [`Error::Unsupported`] (feature `a CQ on a
+    /// parent domain`) when the provider has no extended CQs or refuses the
+    /// attribute as unsupported.
+    pub fn parent_domain(mut self, pd: &'a ParentDomain) -> CqBuilder<'a> {
+        self.parent_domain = Some(pd);
+        self
+    }
+
     /// Creates the CQ. Fields or flags the device cannot provide give
     /// [`Error::Unsupported`]; so does an extended CQ on rxe when the
     /// rdma-core release in use cannot be read (its polling pass ends
     /// differently across releases, and neither guess is safe).
+    ///
+    /// # Panics
+    /// If the [parent domain](CqBuilder::parent_domain) belongs to another
+    /// device context (a programming error).
     pub fn build(self) -> Result<Cq> {
+        if self.parent_domain.is_some_and(|pd| pd.context().as_ptr() != self.ctx.as_ptr()) {
+            panic!(
+                "CqBuilder::build: the parent domain belongs to another device context than the CQ \
+                 (open the device once and create both from that Context)"
+            );
+        }
         let channel = self.channel.map_or(ptr::null_mut(), CompChannel::as_ptr);
         let (cq, ex, flags) = match self.wc_flags {
-            None => {
+            None if self.parent_domain.is_none() => {
                 let cqe =
                     i32::try_from(self.cqe).map_err(|_| Error::Verbs { op: "ibv_create_cq", errno: libc::EINVAL })?;
                 let comp_vector = i32::try_from(self.comp_vector).unwrap_or(i32::MAX);
@@ -160,7 +198,8 @@ impl<'a> CqBuilder<'a> {
                               (ending a polling pass differs between releases; use a classic CQ)",
                 });
             }
-            Some(flags) => {
+            wc_flags => {
+                let flags = wc_flags.unwrap_or_else(WcFlagsEx::empty);
                 let mut attr = ffi::ibv_cq_init_attr_ex {
                     cqe: self.cqe,
                     channel,
@@ -168,14 +207,26 @@ impl<'a> CqBuilder<'a> {
                     wc_flags: flags.bits(),
                     ..Default::default()
                 };
+                if let Some(pd) = self.parent_domain {
+                    attr.comp_mask |= ffi::ibv_cq_init_attr_mask::IBV_CQ_INIT_ATTR_MASK_PD.0;
+                    attr.parent_domain = pd.as_ptr();
+                }
                 if self.single_threaded {
                     attr.comp_mask |= ffi::ibv_cq_init_attr_mask::IBV_CQ_INIT_ATTR_MASK_FLAGS.0;
                     attr.flags |= ffi::ibv_create_cq_attr_flags::IBV_CREATE_CQ_ATTR_SINGLE_THREADED.0;
                 }
                 // SAFETY: live context; `attr` is valid for the call.
                 let ex = unsafe { ffi::ibv_create_cq_ex(self.ctx.as_ptr(), &mut attr) };
-                let ex = NonNull::new(ex).ok_or_else(|| Error::last("ibv_create_cq_ex"))?;
-                (ex.cast(), Some(ex), flags)
+                let ex = NonNull::new(ex).ok_or_else(|| {
+                    let e = Error::last("ibv_create_cq_ex");
+                    if self.parent_domain.is_some() {
+                        e.lacking("a CQ on a parent domain")
+                    } else {
+                        e
+                    }
+                })?;
+                // A CQ made here only for its parent domain is polled the classic way.
+                (ex.cast(), wc_flags.map(|_| ex), flags)
             }
         };
         if let Some(ch) = self.channel {
@@ -189,6 +240,7 @@ impl<'a> CqBuilder<'a> {
             unacked: AtomicU32::new(0),
             next_poll_ends: self.ctx.quirks().rxe_next_poll_ends,
             ctx: self.ctx.clone(),
+            _pd: self.parent_domain.map(|pd| pd.as_pd().clone()),
         });
         // SAFETY: a live CQ points to its live context.
         let poll_fn = unsafe { (*(*cq.as_ptr()).context).ops.poll_cq }
@@ -214,6 +266,7 @@ impl Cq {
             unacked: AtomicU32::new(0),
             next_poll_ends: false,
             ctx: ctx.clone(),
+            _pd: None,
         });
         // SAFETY: a live CQ points to its live context.
         let poll_fn = unsafe { (*(*cq.as_ptr()).context).ops.poll_cq }

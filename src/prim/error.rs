@@ -183,6 +183,15 @@ impl Error {
         }
     }
 
+    /// A bare "not supported" ([`Error::Unsupported`] with no feature) with
+    /// what is missing named; any other error unchanged.
+    pub(crate) fn lacking(self, feature: &'static str) -> Error {
+        match self {
+            Error::Unsupported { op, feature: "" } => Error::Unsupported { op, feature },
+            e => e,
+        }
+    }
+
     /// Whether the failure means "not supported here".
     pub fn is_unsupported(&self) -> bool {
         matches!(self, Error::Unsupported { .. })

@@ -13,6 +13,7 @@ pub mod cm;
 mod cq;
 mod device;
 mod dm;
+mod domain;
 mod error;
 mod event;
 mod gid;
@@ -31,6 +32,7 @@ pub use channel::CompChannel;
 pub use cq::{Cq, CqBuilder, ExWc, Poller, Wc, WcError, WcFlagsEx};
 pub use device::{device_names, Context};
 pub use dm::{Dm, Xrcd};
+pub use domain::{ParentDomain, Td};
 #[allow(unused_imports)]
 pub(crate) use error::count_destroy_failure;
 pub use error::{destroy_failures, Error, Result};

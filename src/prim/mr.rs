@@ -108,6 +108,62 @@ impl Mr {
         Ok(Mr(Arc::new(MrInner { mr, _pd: pd.clone(), backing })))
     }
 
+    /// Registers `len` bytes of a dma-buf, from `offset` into the buffer
+    /// behind `fd`, at device address `iova`, with the given access rights.
+    /// Work requests and peers address the region by `iova`:
+    /// [`Mr::addr`] is `iova`, [`Mr::sge`] and [`Mr::remote`] follow it.
+    ///
+    /// Refused before any call, as [`Error::BadArgument`]: a zero `len`,
+    /// `offset + len` or `iova + len` past 64 bits. [`Error::Unsupported`]
+    /// (feature `dma-buf registration`) when the provider or kernel driver
+    /// has none (rxe; MLNX_OFED 4.x). The kernel checks the rest: that
+    /// `fd` is a dma-buf, that the range lies inside it, that the exporter
+    /// lets the device attach (a failure is [`Error::Verbs`] with its errno).
+    ///
+    /// # Why this is safe
+    /// The memory belongs to the buffer's exporter (a GPU driver,
+    /// `/dev/udmabuf`, a DMA heap), not to this process's allocator: the
+    /// kernel takes its own reference to the dma-buf for the life of the
+    /// region, so `fd` may be closed after the call and no memory this
+    /// process frees can be reached through the region. What the region does
+    /// not change is that the buffer is shared memory: local work requests
+    /// and, with remote access granted, peers write it at any time. A CPU
+    /// mapping of the same buffer (an `mmap` of the dma-buf, or of the memfd
+    /// behind a udmabuf) must be treated as such, which is the business of
+    /// the code that maps it (e.g. `memmap2`'s mappings are `unsafe` to make
+    /// for this reason). Posting work requests stays `unsafe` as for any region.
+    ///
+    /// # References
+    /// `ibv_reg_dmabuf_mr(3)`
+    pub fn register_dmabuf(
+        pd: &Pd,
+        fd: std::os::fd::BorrowedFd<'_>,
+        offset: u64,
+        len: usize,
+        iova: u64,
+        access: AccessFlags,
+    ) -> Result<Mr> {
+        check_dmabuf_range(offset, len, iova)?;
+        #[cfg(rrddmma_mlnx_ofed4)]
+        {
+            let _ = (pd, fd, access);
+            Err(Error::Unsupported { op: "ibv_reg_dmabuf_mr", feature: "dma-buf registration with MLNX_OFED 4.x" })
+        }
+        #[cfg(not(rrddmma_mlnx_ofed4))]
+        {
+            use std::os::fd::AsRawFd;
+            let access = i32::try_from(access.0).expect("access flags are a 32-bit mask");
+            // SAFETY: live PD; `fd` is an open descriptor for the call (the
+            // kernel takes its own reference to the dma-buf); the region
+            // reaches only the exporter's memory, which the kernel keeps
+            // alive until deregistration.
+            let mr = unsafe { ffi::ibv_reg_dmabuf_mr(pd.as_ptr(), offset, len, iova, fd.as_raw_fd(), access) };
+            let mr =
+                NonNull::new(mr).ok_or_else(|| Error::last("ibv_reg_dmabuf_mr").lacking("dma-buf registration"))?;
+            Ok(Mr(Arc::new(MrInner { mr, _pd: pd.clone(), backing: None })))
+        }
+    }
+
     /// The PD the region belongs to.
     pub fn pd(&self) -> &Pd {
         &self.0._pd
@@ -168,6 +224,30 @@ impl Mr {
     pub fn remote(&self) -> RemoteMr {
         RemoteMr { addr: self.addr(), len: self.len() as u64, rkey: self.rkey() }
     }
+}
+
+/// The checks of [`Mr::register_dmabuf`] that need no device.
+fn check_dmabuf_range(offset: u64, len: usize, iova: u64) -> Result<()> {
+    const OP: &str = "ibv_reg_dmabuf_mr";
+    if len == 0 {
+        return Err(Error::BadArgument { op: OP, what: "length", why: "is 0; a region holds at least one byte" });
+    }
+    let len = len as u64;
+    if offset.checked_add(len).is_none() {
+        return Err(Error::BadArgument {
+            op: OP,
+            what: "offset + length",
+            why: "passes 2^64; the range must lie inside the dma-buf",
+        });
+    }
+    if iova.checked_add(len).is_none() {
+        return Err(Error::BadArgument {
+            op: OP,
+            what: "iova + length",
+            why: "passes 2^64; the region's device addresses must fit in 64 bits (iova 0 is a common choice)",
+        });
+    }
+    Ok(())
 }
 
 /// A peer's memory region: address, length and rkey, as exchanged out of band.
@@ -267,7 +347,31 @@ impl RemoteMr {
 
 #[cfg(test)]
 mod tests {
-    use super::RemoteMr;
+    use super::{check_dmabuf_range, RemoteMr};
+    use crate::prim::Error;
+
+    /// Lengths and offsets that cannot describe a region are refused before
+    /// any call, naming the argument.
+    #[test]
+    fn dmabuf_ranges_are_checked_before_the_call() {
+        assert!(check_dmabuf_range(0, 4096, 0).is_ok());
+        assert!(check_dmabuf_range(u64::MAX - 4096, 4096, u64::MAX - 4096).is_ok());
+        let cases = [
+            (0, 0, 0, "length"),
+            (u64::MAX - 4095, 4097, 0, "offset + length"),
+            (u64::MAX, 1, 0, "offset + length"),
+            (0, 4096, u64::MAX - 10, "iova + length"),
+        ];
+        for (offset, len, iova, named) in cases {
+            let e = check_dmabuf_range(offset, len, iova).unwrap_err();
+            assert!(
+                matches!(e, Error::BadArgument { op: "ibv_reg_dmabuf_mr", what, .. } if what == named),
+                "({offset}, {len}, {iova}): {e:?}"
+            );
+            assert!(e.to_string().starts_with(&format!("ibv_reg_dmabuf_mr: {named} ")), "{e}");
+            assert_eq!(std::io::Error::from(e).kind(), std::io::ErrorKind::InvalidInput);
+        }
+    }
 
     /// A peer's token near the top of the address space: every lookup is
     /// `None`, nothing panics or wraps (debug and release alike).

@@ -5,12 +5,17 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use super::device::Context;
+use super::domain::Td;
 use super::error::{Error, Result};
 use crate::bindings as ffi;
 
 struct PdInner {
     pd: NonNull<ffi::ibv_pd>,
     ctx: Context,
+    /// For a parent domain: the PD it extends and its thread domain, released
+    /// after the parent domain (fields drop after `Drop::drop`).
+    parent: Option<Pd>,
+    td: Option<Td>,
 }
 
 // SAFETY: a PD is used only through thread-safe verbs calls.
@@ -20,7 +25,8 @@ unsafe impl Sync for PdInner {}
 
 impl Drop for PdInner {
     fn drop(&mut self) {
-        // SAFETY: allocated by `ibv_alloc_pd`; children hold an `Arc` to this.
+        // SAFETY: allocated by `ibv_alloc_pd` (or `ibv_alloc_parent_domain`,
+        // also freed by `ibv_dealloc_pd`); children hold an `Arc` to this.
         let rc = unsafe { ffi::ibv_dealloc_pd(self.pd.as_ptr()) };
         if rc != 0 {
             crate::prim::error::count_destroy_failure("ibv_dealloc_pd", rc);
@@ -30,6 +36,9 @@ impl Drop for PdInner {
 
 /// A protection domain. Cloning shares it.
 ///
+/// A [parent domain](super::ParentDomain) is also a `Pd` (it derefs to one):
+/// what takes a `&Pd` takes it too.
+///
 /// # References
 /// `ibv_alloc_pd(3)`
 #[derive(Clone)]
@@ -37,7 +46,11 @@ pub struct Pd(Arc<PdInner>);
 
 impl fmt::Debug for Pd {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Pd").field("device", &self.0.ctx.name()).finish()
+        f.debug_struct("Pd")
+            .field("device", &self.0.ctx.name())
+            .field("parent_domain", &self.0.parent.is_some())
+            .field("thread_domain", &self.0.td.is_some())
+            .finish()
     }
 }
 
@@ -47,7 +60,26 @@ impl Pd {
         // SAFETY: live context.
         let pd = unsafe { ffi::ibv_alloc_pd(ctx.as_ptr()) };
         let pd = NonNull::new(pd).ok_or_else(|| Error::last("ibv_alloc_pd"))?;
-        Ok(Pd(Arc::new(PdInner { pd, ctx: ctx.clone() })))
+        Ok(Pd(Arc::new(PdInner { pd, ctx: ctx.clone(), parent: None, td: None })))
+    }
+
+    /// Takes ownership of a parent domain allocated over `parent` (and `td`).
+    ///
+    /// # Safety
+    /// `pd` must come from `ibv_alloc_parent_domain` over `parent` and `td`,
+    /// owned by nothing else.
+    pub(crate) unsafe fn from_parent_domain(pd: NonNull<ffi::ibv_pd>, parent: &Pd, td: Option<&Td>) -> Pd {
+        Pd(Arc::new(PdInner { pd, ctx: parent.context().clone(), parent: Some(parent.clone()), td: td.cloned() }))
+    }
+
+    /// For a parent domain, the PD it extends; `None` for a plain PD.
+    pub fn parent(&self) -> Option<&Pd> {
+        self.0.parent.as_ref()
+    }
+
+    /// For a parent domain made with a thread domain, that domain.
+    pub fn thread_domain(&self) -> Option<&Td> {
+        self.0.td.as_ref()
     }
 
     /// The device context.

@@ -241,14 +241,97 @@ fn unknown_event_kinds_are_kept() {
     assert_eq!(CmEventType::TIMEWAIT_EXIT.name(), Some("TIMEWAIT_EXIT"));
 }
 
-/// A UD QP with its PD and CQ on the device `id` is bound to.
-fn ud_parts(id: &CmId) -> (rrddmma::prim::Pd, rrddmma::prim::Cq, rrddmma::prim::Qp) {
-    use rrddmma::prim::{Context, Cq, Pd, QpBuilder, QpType};
+/// A QP of type `ty` with its PD and CQ on the device `id` is bound to.
+fn qp_parts(id: &CmId, ty: rrddmma::prim::QpType) -> (rrddmma::prim::Pd, rrddmma::prim::Cq, rrddmma::prim::Qp) {
+    use rrddmma::prim::{Context, Cq, Pd, QpBuilder};
     let ctx = Context::open(&id.device_name().expect("bound to a device")).unwrap();
     let pd = Pd::new(&ctx).unwrap();
     let cq = Cq::new(&ctx, 64).unwrap();
-    let qp = QpBuilder::new(&pd, QpType::UD, &cq, &cq).build().unwrap();
+    let qp = QpBuilder::new(&pd, ty, &cq, &cq).build().unwrap();
     (pd, cq, qp)
+}
+
+fn ud_parts(id: &CmId) -> (rrddmma::prim::Pd, rrddmma::prim::Cq, rrddmma::prim::Qp) {
+    qp_parts(id, rrddmma::prim::QpType::UD)
+}
+
+#[test]
+#[ignore = "needs the harness's CM device (RRDDMMA_CM_ADDR)"]
+fn uc_through_rdmacm_write_and_send() {
+    use rrddmma::prim::{QpType, RemoteMr};
+    let deadline = || Instant::now() + Duration::from_secs(5);
+    let e = CmId::new(&EventChannel::new().unwrap(), PortSpace::Uc).expect_err("UC ids are made bound");
+    assert!(e.to_string().contains("CmId::bound"), "{e}");
+
+    let sch = EventChannel::new().unwrap();
+    let server = CmId::bound(&sch, PortSpace::Uc, SocketAddr::new(cm_ip(), 0)).unwrap();
+    assert_eq!(server.port_space(), PortSpace::Uc);
+    server.listen(4).unwrap();
+    let addr = server.local_addr().unwrap();
+    assert_ne!(addr.port(), 0);
+
+    let cch = EventChannel::new().unwrap();
+    let client = CmId::bound(&cch, PortSpace::Uc, "0.0.0.0:0".parse().unwrap()).unwrap();
+    client.resolve_addr(None, addr, Duration::from_secs(2)).unwrap();
+    client.expect(CmEventType::ADDR_RESOLVED, deadline()).unwrap();
+    client.resolve_route(Duration::from_secs(2)).unwrap();
+    client.expect(CmEventType::ROUTE_RESOLVED, deadline()).unwrap();
+    let (cpd, ccq, cqp) = qp_parts(&client, QpType::UC);
+    let too_long = vec![0u8; private_data_max::RC_CONNECT + 1];
+    let e = client.connect(&cqp, &ConnParam { private_data: &too_long, ..ConnParam::default() }).expect_err("long");
+    assert!(matches!(e, Error::PrivateDataTooLong { max: 56, .. }), "{e}");
+    let uc = ConnParam { responder_resources: 0, initiator_depth: 0, ..ConnParam::default() };
+    client.connect(&cqp, &ConnParam { private_data: b"uc hello", ..uc.clone() }).unwrap();
+
+    let mut req = server.expect(CmEventType::CONNECT_REQUEST, deadline()).unwrap();
+    padded_prefix(req.private_data(), b"uc hello");
+    let conn = req.take_request().expect("a new id");
+    assert_eq!(conn.port_space(), PortSpace::Uc);
+    let (spd, scq, sqp) = qp_parts(&conn, QpType::UC);
+    let target = RegisteredMem::new(&spd, 4096).unwrap();
+    let token = target.remote().to_bytes();
+    conn.accept(&sqp, &ConnParam { private_data: &token, ..uc }).unwrap();
+
+    let resp = client.expect(CmEventType::CONNECT_RESPONSE, deadline()).unwrap();
+    let remote = RemoteMr::from_bytes(resp.private_data()[..RemoteMr::WIRE_LEN].try_into().unwrap());
+    assert_eq!(remote, target.remote(), "the token came through the REP");
+    client.establish(&cqp).unwrap();
+    conn.expect(CmEventType::ESTABLISHED, deadline()).unwrap();
+    assert_eq!(cqp.query_state().unwrap(), QpState::RTS);
+    assert_eq!(sqp.query_state().unwrap(), QpState::RTS);
+
+    // An RDMA WRITE into the server's region, then a SEND it receives.
+    let msg = b"unreliable but connected";
+    let mut src = RegisteredMem::new(&cpd, 4096).unwrap();
+    src.write(0, msg);
+    src.write(1024, b"done");
+    let inbox = RegisteredMem::new(&spd, 64).unwrap();
+    let rsge = [inbox.sge(0..64)];
+    // SAFETY: `inbox` is registered on the server's PD and outlives the completion.
+    unsafe { sqp.post_recv(&mut [RecvWr::new(&rsge, 3)]) }.unwrap();
+    let wsge = [src.sge(0..msg.len())];
+    let ssge = [src.sge(1024..1028)];
+    let at = remote.checked_at(100, msg.len() as u64).unwrap();
+    // SAFETY: `src` is registered on the client's PD and outlives both completions.
+    unsafe { cqp.post_send(&mut [SendWr::write(&wsge, at).wr_id(1), SendWr::send(&ssge).wr_id(2).signaled()]) }
+        .unwrap();
+    let wc = poll_one(&ccq);
+    assert_eq!((wc.status(), wc.wr_id()), (WcStatus::SUCCESS, 2));
+    let wc = poll_one(&scq);
+    assert_eq!((wc.status(), wc.byte_len()), (WcStatus::SUCCESS, 4));
+    let mut got = vec![0; msg.len()];
+    target.read(100, &mut got);
+    assert_eq!(&got, msg, "the WRITE landed before the SEND that followed it");
+    let mut done = [0; 4];
+    inbox.read(0, &mut done);
+    assert_eq!(&done, b"done");
+
+    // The passive side sees the DREQ and answers it; then the active side's
+    // disconnect is confirmed.
+    client.disconnect().unwrap();
+    conn.expect(CmEventType::DISCONNECTED, deadline()).unwrap();
+    conn.disconnect().unwrap();
+    client.expect(CmEventType::DISCONNECTED, deadline()).unwrap();
 }
 
 #[test]
@@ -342,17 +425,22 @@ fn thousand_connect_disconnect_cycles_leak_nothing() {
     let (l, addr) = listener();
     let before = resource_counts(&dev);
     let cycles = 1000;
+    // A leak check, not a latency one: generous bounds, as a loaded
+    // emulated machine can stall one cycle for seconds.
+    let opts = CmOpts { timeout: Duration::from_secs(30), ..CmOpts::default() };
+    let server_opts = opts.clone();
     let server = std::thread::spawn(move || {
-        for _ in 0..cycles {
-            let c = accept_rc_cm(&l, &CmOpts::default()).expect("accept");
-            c.wait_disconnect(Instant::now() + Duration::from_secs(10)).expect("peer disconnect");
+        for i in 0..cycles {
+            let c = accept_rc_cm(&l, &server_opts).unwrap_or_else(|e| panic!("accept {i}: {e}"));
+            c.wait_disconnect(Instant::now() + Duration::from_secs(30))
+                .unwrap_or_else(|e| panic!("peer disconnect {i}: {e}"));
         }
         l
     });
     let t0 = Instant::now();
     for i in 0..cycles {
-        let c = connect_rc_cm(addr, &CmOpts::default()).unwrap_or_else(|e| panic!("cycle {i}: {e}"));
-        c.disconnect(Instant::now() + Duration::from_secs(10)).unwrap_or_else(|e| panic!("cycle {i}: {e}"));
+        let c = connect_rc_cm(addr, &opts).unwrap_or_else(|e| panic!("cycle {i}: {e}"));
+        c.disconnect(Instant::now() + Duration::from_secs(30)).unwrap_or_else(|e| panic!("cycle {i}: {e}"));
     }
     let l = server.join().unwrap();
     eprintln!("{cycles} cycles in {:?}", t0.elapsed());

@@ -12,6 +12,7 @@ mod cm;
 mod common;
 mod cq;
 mod device;
+mod domains;
 mod errors;
 mod events;
 mod ex_post;

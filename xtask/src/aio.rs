@@ -40,7 +40,7 @@ pub fn checks() -> Result<Vec<Check>> {
     let ex = |n: &str| format!("'{}'", root().join("target/debug/examples").join(n).display());
     let (hello, echo, events) = (ex("aio_hello"), ex("aio_echo"), ex("aio_events"));
     let mut v = vec![Check::libtest(
-        "async layer device tests (1,000 in flight, dropped futures, vanished peer)",
+        "async layer device tests (1,000 in flight, dropped futures, vanished peer, through the RDMA CM)",
         format!("'{}' --ignored --test-threads=1", bin.display()),
     )];
     let hello_cmd = pair(
@@ -50,6 +50,19 @@ pub fn checks() -> Result<Vec<Check>> {
         &format!("{hello} \"$RRDDMMA_TEST_DEVICE\" client 127.0.0.1:18801"),
     );
     v.push(Check::verdict("aio_hello: async-rdma's exchange, checked by the server", hello_cmd, move |d| {
+        built
+            && d.output.contains("hello client exit=0")
+            && d.output.contains("hello server exit=0")
+            && d.output.contains("data [1, 1, 1, 1, 0, 0, 0, 0]")
+    }));
+    // The same exchange through the RDMA CM, by the CM device's address.
+    let cm_hello = format!(
+        "timeout 120 {hello} - cm-server \"$RRDDMMA_CM_ADDR:18803\" & S=$!; \
+         for i in $(seq 100); do rdma res show cm_id | grep -q \"$RRDDMMA_CM_ADDR:18803\" && break; sleep 0.1; done; \
+         timeout 120 {hello} - cm-client \"$RRDDMMA_CM_ADDR:18803\"; echo \"hello client exit=$?\"; \
+         wait $S; echo \"hello server exit=$?\"; "
+    );
+    v.push(Check::verdict("aio_hello through the RDMA CM (connect_cm, bind_cm)", cm_hello, move |d| {
         built
             && d.output.contains("hello client exit=0")
             && d.output.contains("hello server exit=0")

@@ -55,7 +55,7 @@ kinds! {
 
 impl CmEventType {
     /// What a wait for this kind is, for messages.
-    pub(super) fn waiting_for(self) -> &'static str {
+    pub(crate) fn waiting_for(self) -> &'static str {
         match self {
             CmEventType::ADDR_RESOLVED => "resolving the address (rdma_resolve_addr)",
             CmEventType::ROUTE_RESOLVED => "resolving the route (rdma_resolve_route)",
@@ -138,11 +138,9 @@ impl CmEvent {
         // SAFETY: caller: `ev` is live until acked below.
         let e = unsafe { &*ev };
         let kind = CmEventType(e.event.0);
-        let ud_ps = !e.id.is_null() && {
-            // SAFETY: the event's id is live while the event is.
-            let ps = unsafe { (*e.id).ps };
-            ps == cmffi::rdma_port_space::RDMA_PS_UDP || ps == cmffi::rdma_port_space::RDMA_PS_IPOIB
-        };
+        // SAFETY: the event's id is live while the event is.
+        let ps = (!e.id.is_null()).then(|| unsafe { PortSpace::of(e.id) });
+        let ud_ps = ps == Some(PortSpace::Ud);
         // SAFETY: the union member in use follows the id's port space
         // (`ud` for UDP/IPoIB, `conn` otherwise), as librdmacm fills it.
         let (pd, len, ud) = unsafe {
@@ -168,7 +166,7 @@ impl CmEvent {
             unsafe { std::slice::from_raw_parts(pd.cast::<u8>(), usize::from(len)) }.to_vec()
         };
         let request = (kind == CmEventType::CONNECT_REQUEST && !e.id.is_null()).then(|| {
-            let ps = if ud_ps { PortSpace::Ud } else { PortSpace::Rc };
+            let ps = ps.unwrap_or(PortSpace::Rc);
             // SAFETY: a connect request's id is new and ours to own; it is on
             // the listener's channel.
             unsafe { CmId::from_request(e.id, channel, ps) }

@@ -58,6 +58,10 @@ pub enum PortSpace {
     Rc,
     /// Unreliable datagram (`RDMA_PS_UDP`), connections set up by SIDR.
     Ud,
+    /// Unreliable connected (`RDMA_PS_IB` with a UC QP type): connected as RC
+    /// is (REQ, REP, RTU), with the same private-data limits. librdmacm makes
+    /// such ids only bound, so they come from [`CmId::bound`].
+    Uc,
 }
 
 impl PortSpace {
@@ -65,13 +69,31 @@ impl PortSpace {
         match self {
             PortSpace::Rc => cmffi::rdma_port_space::RDMA_PS_TCP,
             PortSpace::Ud => cmffi::rdma_port_space::RDMA_PS_UDP,
+            PortSpace::Uc => cmffi::rdma_port_space::RDMA_PS_IB,
+        }
+    }
+
+    /// The port space of a live id, from its `ps` and QP type.
+    ///
+    /// # Safety
+    /// `id` points to a live `rdma_cm_id`.
+    pub(super) unsafe fn of(id: *const cmffi::rdma_cm_id) -> PortSpace {
+        use cmffi::rdma_port_space as ps_;
+        // SAFETY: caller: live id; plain fields.
+        let (ps, qp_type) = unsafe { ((*id).ps, (*id).qp_type) };
+        if ps == ps_::RDMA_PS_UDP || ps == ps_::RDMA_PS_IPOIB {
+            PortSpace::Ud
+        } else if ps == ps_::RDMA_PS_IB && qp_type == ffi::ibv_qp_type::IBV_QPT_UC {
+            PortSpace::Uc
+        } else {
+            PortSpace::Rc
         }
     }
 
     fn limits(self) -> (usize, usize, usize) {
         use private_data_max::*;
         match self {
-            PortSpace::Rc => (RC_CONNECT, RC_ACCEPT, RC_REJECT),
+            PortSpace::Rc | PortSpace::Uc => (RC_CONNECT, RC_ACCEPT, RC_REJECT),
             PortSpace::Ud => (UD_CONNECT, UD_REPLY, UD_REPLY),
         }
     }
@@ -192,7 +214,8 @@ pub struct ConnParam<'a> {
     pub responder_resources: u8,
     /// RDMA reads and atomics this side may have outstanding at the peer.
     pub initiator_depth: u8,
-    /// Transport retries (connect only).
+    /// Transport retries (connect only; default 6: SoftRoCE retries
+    /// forever at 7, see [`ConnectOpts::retry_cnt`](crate::prim::ConnectOpts::retry_cnt)).
     pub retry_count: u8,
     /// RNR retries (7: infinite).
     pub rnr_retry_count: u8,
@@ -200,7 +223,7 @@ pub struct ConnParam<'a> {
 
 impl Default for ConnParam<'_> {
     fn default() -> Self {
-        ConnParam { private_data: &[], responder_resources: 1, initiator_depth: 1, retry_count: 7, rnr_retry_count: 7 }
+        ConnParam { private_data: &[], responder_resources: 1, initiator_depth: 1, retry_count: 6, rnr_retry_count: 7 }
     }
 }
 
@@ -311,8 +334,20 @@ fn timeout_ms(op: &'static str, t: Duration) -> Result<i32> {
 }
 
 impl CmId {
-    /// A new id in port space `ps` on `channel` (`rdma_create_id`).
+    /// A new, unbound id in port space `ps` on `channel` (`rdma_create_id`).
+    ///
+    /// [`PortSpace::Uc`] ids cannot be made unbound (`rdma_create_id` gives
+    /// RC or UD ids only): this returns [`Error::BadArgument`]; use
+    /// [`CmId::bound`].
     pub fn new(channel: &EventChannel, ps: PortSpace) -> Result<CmId> {
+        if ps == PortSpace::Uc {
+            return Err(Error::BadArgument {
+                op: "rdma_create_id",
+                what: "port space Uc",
+                why: "needs a bound id: use CmId::bound(channel, PortSpace::Uc, addr), with port 0 (and the \
+                      unspecified address on the active side) for any",
+            });
+        }
         let mut raw = ptr::null_mut();
         // SAFETY: live channel; `raw` receives the id.
         let rc = unsafe { cmffi::rdma_create_id(channel.as_ptr(), &mut raw, ptr::null_mut(), ps.raw()) };
@@ -320,6 +355,50 @@ impl CmId {
             return Err(Error::last("rdma_create_id"));
         }
         Ok(CmId { raw, channel: channel.clone(), ps })
+    }
+
+    /// A new id in port space `ps` on `channel`, bound to `addr` (port 0:
+    /// any). The passive side binds to the address it listens on; the
+    /// active side may bind to the unspecified address of the peer's family
+    /// (`0.0.0.0:0`) and then [`resolve_addr`](Self::resolve_addr).
+    ///
+    /// RC and UD ids are `rdma_create_id` then `rdma_bind_addr`. UC ids are
+    /// made by `rdma_create_ep` (passive, with no QP), the only librdmacm
+    /// call that creates an id of another QP type, then moved onto `channel`.
+    pub fn bound(channel: &EventChannel, ps: PortSpace, addr: SocketAddr) -> Result<CmId> {
+        if ps != PortSpace::Uc {
+            let id = CmId::new(channel, ps)?;
+            id.bind(addr)?;
+            return Ok(id);
+        }
+        let mut sa = to_sockaddr(addr);
+        let len = match addr {
+            SocketAddr::V4(_) => mem::size_of::<libc::sockaddr_in>(),
+            SocketAddr::V6(_) => mem::size_of::<libc::sockaddr_in6>(),
+        };
+        // SAFETY: all-zero is a valid rdma_addrinfo (null pointers, zero lengths).
+        let mut hints: cmffi::rdma_addrinfo = unsafe { mem::zeroed() };
+        hints.ai_flags = cmffi::RAI_PASSIVE as i32;
+        hints.ai_family = if addr.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
+        hints.ai_qp_type = ffi::ibv_qp_type::IBV_QPT_UC.0 as i32;
+        hints.ai_port_space = cmffi::rdma_port_space::RDMA_PS_IB.0 as i32;
+        hints.ai_src_len = len as libc::socklen_t;
+        hints.ai_src_addr = ptr::addr_of_mut!(sa).cast();
+        let mut raw = ptr::null_mut();
+        // SAFETY: `hints` is a valid passive rdma_addrinfo whose source
+        // address lives through the call (rdma_bind_addr copies it); no PD
+        // and no QP attributes, so librdmacm keeps no pointer into them.
+        let rc = unsafe { cmffi::rdma_create_ep(&mut raw, &mut hints, ptr::null_mut(), ptr::null_mut()) };
+        if rc != 0 {
+            return Err(Error::last("rdma_create_ep"));
+        }
+        // SAFETY: `rdma_create_ep` made `raw`, a bound id on its own
+        // synchronous channel, owned by no one else.
+        let mut id = unsafe { CmId::from_request(raw, channel, PortSpace::Uc) };
+        // The id's events must arrive on `channel`; librdmacm destroys the
+        // synchronous channel it made when the id leaves it.
+        id.migrate(channel)?;
+        Ok(id)
     }
 
     /// Takes ownership of an id librdmacm created for a connect request.
@@ -363,6 +442,36 @@ impl CmId {
         let rc = unsafe { cmffi::rdma_bind_addr(self.raw, ptr::addr_of_mut!(sa).cast()) };
         if rc != 0 {
             return Err(Error::last("rdma_bind_addr"));
+        }
+        Ok(())
+    }
+
+    /// Sets the local ACK timeout the CM gives the QP for RTS
+    /// (`RDMA_OPTION_ID_ACK_TIMEOUT`): 4.096 µs × 2^`timeout`, 0..=31. Without
+    /// it the CM derives one from the path, which on RoCE can leave a
+    /// request to a vanished peer unanswered for minutes. Set it before
+    /// [`connect`](Self::connect) or [`accept`](Self::accept).
+    pub fn set_ack_timeout(&self, timeout: u8) -> Result<()> {
+        if timeout > 31 {
+            return Err(Error::BadArgument {
+                op: "rdma_set_option(ACK_TIMEOUT)",
+                what: "timeout",
+                why: "is an exponent of 4.096 µs and must be 0..=31 (14 is 67 ms)",
+            });
+        }
+        let mut v = timeout;
+        // SAFETY: owned id; the option value is one byte, copied by the call.
+        let rc = unsafe {
+            cmffi::rdma_set_option(
+                self.raw,
+                cmffi::RDMA_OPTION_ID.0 as i32,
+                cmffi::RDMA_OPTION_ID_ACK_TIMEOUT.0 as i32,
+                ptr::addr_of_mut!(v).cast(),
+                1,
+            )
+        };
+        if rc != 0 {
+            return Err(Error::last("rdma_set_option(ACK_TIMEOUT)"));
         }
         Ok(())
     }
@@ -489,7 +598,7 @@ impl CmId {
         })
     }
 
-    /// Sends a connect request (RC: REQ; UD: SIDR REQ) for `qp`, after moving
+    /// Sends a connect request (RC and UC: REQ; UD: SIDR REQ) for `qp`, after moving
     /// it to INIT. The route must be resolved. RC continues with a
     /// `CONNECT_RESPONSE` event, then [`establish`](Self::establish); UD ends
     /// with `ESTABLISHED` carrying the peer's [`UdParam`].
@@ -507,7 +616,7 @@ impl CmId {
         Ok(())
     }
 
-    /// RC, active side, after `CONNECT_RESPONSE`: moves `qp` to INIT (again), RTR and RTS
+    /// RC and UC, active side, after `CONNECT_RESPONSE`: moves `qp` to INIT (again), RTR and RTS
     /// and tells the peer (`rdma_establish`). The connection is up on return.
     pub fn establish(&self, qp: &Qp) -> Result<()> {
         // INIT again: before the request the CM knew no responder resources,
@@ -524,13 +633,13 @@ impl CmId {
     }
 
     /// Accepts the connect request this id came with: moves `qp` to INIT,
-    /// RTR and RTS (RC) or INIT, RTR, RTS (UD) and replies. RC ends with an
+    /// RTR and RTS (RC, UC) or INIT, RTR, RTS (UD) and replies. RC and UC end with an
     /// `ESTABLISHED` event.
     pub fn accept(&self, qp: &Qp, p: &ConnParam<'_>) -> Result<()> {
         let mut param = self.conn_param("rdma_accept", qp, p, self.ps.limits().1)?;
         self.modify_qp(qp, QpState::INIT)?;
         match self.ps {
-            PortSpace::Rc => {
+            PortSpace::Rc | PortSpace::Uc => {
                 self.modify_qp(qp, QpState::RTR)?;
                 self.modify_qp(qp, QpState::RTS)?;
             }

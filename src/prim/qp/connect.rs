@@ -14,7 +14,7 @@ use crate::prim::{AccessFlags, AhAttr, Context, Error, GidType, Mtu, QpState, Qp
 /// | `pkey_index` | 0 | |
 /// | `mtu` | `MTU_1024` | what every RoCE and InfiniBand port carries; raise it to the port's active MTU for bandwidth |
 /// | `timeout` | 14 | 4.096 µs × 2^14 ≈ 67 ms per try |
-/// | `retry_cnt` | 7 | |
+/// | `retry_cnt` | 6 | a vanished peer fails the request after 7 tries (≈ 0.5 s); 7 would do the same on hardware, but SoftRoCE (rxe) reads 7 as "retry forever" |
 /// | `rnr_retry` | 7 | retry forever while the peer has no receive posted |
 /// | `min_rnr_timer` | 12 | 0.64 ms |
 /// | `max_rd_atomic`, `max_dest_rd_atomic` | 1 | READs/atomics in flight per direction |
@@ -34,7 +34,8 @@ pub struct ConnectOpts {
     pub mtu: Mtu,
     /// Local ACK timeout exponent: 4.096 µs × 2^timeout (RC).
     pub timeout: u8,
-    /// Transport retries before an error completion, 0..=7 (RC).
+    /// Transport retries before an error completion, 0..=7 (RC). SoftRoCE
+    /// (rxe) retries forever at 7; hardware reads it as 7 retries.
     pub retry_cnt: u8,
     /// RNR retries, 7 = infinite (RC).
     pub rnr_retry: u8,
@@ -62,7 +63,7 @@ impl Default for ConnectOpts {
             pkey_index: 0,
             mtu: Mtu::MTU_1024,
             timeout: 14,
-            retry_cnt: 7,
+            retry_cnt: 6,
             rnr_retry: 7,
             min_rnr_timer: 12,
             max_rd_atomic: 1,

@@ -31,6 +31,7 @@ use crate::prim::{
 /// | `cq_size` | 4,096 |
 /// | `connect` | [`ConnectOpts::default`] with remote read, write and atomic access granted |
 /// | `busy_poll` | `false`: the driver sleeps on the completion channel |
+/// | `setup_timeout` | 10 s: bound on each RDMA CM step of [`RcEndpoint::connect_cm`] and [`Listener::bind_cm`]'s accept |
 #[derive(Clone, Debug)]
 pub struct AioOpts {
     /// The RDMA device (as `ibv_devices` lists it).
@@ -48,6 +49,9 @@ pub struct AioOpts {
     /// Spin on the CQ instead of sleeping on its channel: lower latency, a
     /// busy core.
     pub busy_poll: bool,
+    /// Bound on each step of a connection through the RDMA CM (address,
+    /// route, connect, establish).
+    pub setup_timeout: std::time::Duration,
 }
 
 impl AioOpts {
@@ -62,6 +66,7 @@ impl AioOpts {
             cq_size: 4096,
             connect: ConnectOpts { access, ..ConnectOpts::default() },
             busy_poll: false,
+            setup_timeout: std::time::Duration::from_secs(10),
         }
     }
 }
@@ -230,6 +235,10 @@ pub struct RcEndpoint {
     pool: MrPool,
     returned: tokio::sync::Mutex<mpsc::UnboundedReceiver<LocalMr>>,
     lent_in: tokio::sync::Mutex<mpsc::UnboundedReceiver<RemoteMr>>,
+    /// The RDMA CM id of an endpoint connected through it: dropping it
+    /// disconnects (the peer sees `DISCONNECTED`).
+    #[cfg(feature = "cm")]
+    _cm: Option<crate::prim::cm::CmId>,
     _ctx: Context,
 }
 
@@ -245,30 +254,150 @@ impl std::fmt::Debug for Ctrl {
     }
 }
 
-/// Accepts [`RcEndpoint`]s on a TCP address.
+/// Accepts [`RcEndpoint`]s on a TCP address ([`Listener::bind`]) or
+/// through the RDMA CM ([`Listener::bind_cm`], feature `cm`).
 #[derive(Debug)]
 pub struct Listener {
-    tcp: TcpListener,
+    how: How,
     opts: AioOpts,
+}
+
+#[derive(Debug)]
+enum How {
+    Tcp(TcpListener),
+    #[cfg(feature = "cm")]
+    Cm(super::cm::CmListen),
 }
 
 impl Listener {
     /// Listens on `addr` for peers' [`RcEndpoint::connect`].
     pub async fn bind(addr: impl ToSocketAddrs, opts: AioOpts) -> Result<Listener> {
-        Ok(Listener { tcp: TcpListener::bind(addr).await?, opts })
+        Ok(Listener { how: How::Tcp(TcpListener::bind(addr).await?), opts })
+    }
+
+    #[cfg(feature = "cm")]
+    pub(super) fn from_cm(l: super::cm::CmListen, opts: AioOpts) -> Listener {
+        Listener { how: How::Cm(l), opts }
     }
 
     /// The address it listens on.
     pub fn local_addr(&self) -> Result<SocketAddr> {
-        Ok(self.tcp.local_addr()?)
+        match &self.how {
+            How::Tcp(t) => Ok(t.local_addr()?),
+            #[cfg(feature = "cm")]
+            How::Cm(c) => c.local_addr(),
+        }
     }
 
     /// The next connection. Each accepted endpoint has its own QPs, CQ,
     /// pool and driver task; accept in a loop and spawn a task per client
     /// to serve many at once.
     pub async fn accept(&self) -> Result<RcEndpoint> {
-        let (stream, _) = self.tcp.accept().await?;
-        RcEndpoint::establish(stream, &self.opts).await
+        match &self.how {
+            How::Tcp(t) => {
+                let (stream, _) = t.accept().await?;
+                RcEndpoint::establish(stream, &self.opts).await
+            }
+            #[cfg(feature = "cm")]
+            How::Cm(c) => c.accept(&self.opts).await,
+        }
+    }
+}
+
+/// An endpoint's objects before its driver starts: built by both ways of
+/// connecting (TCP exchange, RDMA CM).
+pub(super) struct Parts {
+    pub ctx: Context,
+    channel: CompChannel,
+    cq: crate::prim::Cq,
+    pub data: Qp,
+    pub ctrl_qp: Qp,
+    pool: MrPool,
+    ctrl: Arc<Ctrl>,
+    returned: mpsc::UnboundedReceiver<LocalMr>,
+    lent_in: mpsc::UnboundedReceiver<RemoteMr>,
+    #[cfg(feature = "cm")]
+    pub cm: Option<crate::prim::cm::CmId>,
+}
+
+impl Parts {
+    /// The PD, CQ, data and control QPs (RESET), pool and control buffers on `ctx`.
+    pub fn new(ctx: Context, o: &AioOpts) -> Result<Parts> {
+        let pd = Pd::new(&ctx)?;
+        let channel = CompChannel::new(&ctx)?;
+        let cq = CqBuilder::new(&ctx, o.cq_size).channel(&channel).build()?;
+        let data = Qp::new_rc(&pd, &cq, &cq, o.caps)?;
+        let ctrl_caps =
+            QpCaps { max_send_wr: 128, max_recv_wr: CTRL_RECVS, max_inline_data: MSG as u32, ..QpCaps::default() };
+        let ctrl_qp = QpBuilder::new(&pd, QpType::RC, &cq, &cq).caps(ctrl_caps).build()?;
+        let pool = MrPool::new(&pd, o.pool_size)?;
+        let (returned_tx, returned) = mpsc::unbounded_channel();
+        let (lent_tx, lent_in) = mpsc::unbounded_channel();
+        let bufs = (0..CTRL_RECVS)
+            .map(|_| {
+                pool.alloc(Layout::new::<[u64; MSG / 8]>())
+                    .ok_or(Error::PoolExhausted { size: MSG, free: pool.free_bytes() })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let ctrl = Arc::new(Ctrl {
+            pool: pool.clone(),
+            bufs,
+            requests: Mutex::new(HashMap::new()),
+            next_request: AtomicU32::new(1),
+            out: Mutex::new(Vec::new()),
+            returned: returned_tx,
+            lent_in: lent_tx,
+            broken: AtomicBool::new(false),
+        });
+        Ok(Parts {
+            ctx,
+            channel,
+            cq,
+            data,
+            ctrl_qp,
+            pool,
+            ctrl,
+            returned,
+            lent_in,
+            #[cfg(feature = "cm")]
+            cm: None,
+        })
+    }
+
+    /// Posts the control QP's receives (it must be in INIT or later).
+    pub fn post_ctrl_recvs(&self) -> Result<()> {
+        for i in 0..CTRL_RECVS as usize {
+            self.ctrl.repost(&self.ctrl_qp, i)?;
+        }
+        Ok(())
+    }
+
+    /// Starts the driver task: the endpoint is ready.
+    pub fn start(self, o: &AioOpts) -> RcEndpoint {
+        let shared = Arc::new(Shared {
+            data: self.data,
+            ctrl: self.ctrl_qp,
+            cq: self.cq,
+            table: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            closing: AtomicBool::new(false),
+            wake: tokio::sync::Notify::new(),
+            busy_poll: o.busy_poll,
+            keep: std::sync::OnceLock::new(),
+        });
+        let _ = shared.keep.set(Box::new(Arc::clone(&self.ctrl)));
+        let c = Arc::clone(&self.ctrl);
+        tokio::spawn(driver::run(Arc::clone(&shared), self.channel, move |s, wc| c.on_completion(s, wc)));
+        RcEndpoint {
+            shared,
+            ctrl: self.ctrl,
+            pool: self.pool,
+            returned: tokio::sync::Mutex::new(self.returned),
+            lent_in: tokio::sync::Mutex::new(self.lent_in),
+            #[cfg(feature = "cm")]
+            _cm: self.cm,
+            _ctx: self.ctx,
+        }
     }
 }
 
@@ -280,22 +409,14 @@ impl RcEndpoint {
     }
 
     async fn establish(mut tcp: TcpStream, o: &AioOpts) -> Result<RcEndpoint> {
-        let ctx = Context::open(&o.device)?;
-        let pd = Pd::new(&ctx)?;
-        let channel = CompChannel::new(&ctx)?;
-        let cq = CqBuilder::new(&ctx, o.cq_size).channel(&channel).build()?;
-        let data = Qp::new_rc(&pd, &cq, &cq, o.caps)?;
-        let ctrl_caps =
-            QpCaps { max_send_wr: 128, max_recv_wr: CTRL_RECVS, max_inline_data: MSG as u32, ..QpCaps::default() };
-        let ctrl_qp = QpBuilder::new(&pd, QpType::RC, &cq, &cq).caps(ctrl_caps).build()?;
-        let pool = MrPool::new(&pd, o.pool_size)?;
-        let gid = o.connect.gid_index_on(&ctx)?;
-        let active = ctx.query_port(o.port)?.active_mtu();
+        let p = Parts::new(Context::open(&o.device)?, o)?;
+        let gid = o.connect.gid_index_on(&p.ctx)?;
+        let active = p.ctx.query_port(o.port)?.active_mtu();
         let mtu = crate::prim::Mtu(o.connect.mtu.0.min(active.0));
         let psn = crate::prim::random_psn();
         let mine = [
-            QpInfo::new(&data.endpoint(o.port, gid, psn)?, gid, o.port, mtu),
-            QpInfo::new(&ctrl_qp.endpoint(o.port, gid, psn.wrapping_add(1))?, gid, o.port, mtu),
+            QpInfo::new(&p.data.endpoint(o.port, gid, psn)?, gid, o.port, mtu),
+            QpInfo::new(&p.ctrl_qp.endpoint(o.port, gid, psn.wrapping_add(1))?, gid, o.port, mtu),
         ];
         let mut out = Vec::with_capacity(2 * QpInfo::WIRE_LEN);
         for m in &mine {
@@ -313,30 +434,9 @@ impl RcEndpoint {
             mtu: crate::prim::Mtu(mtu.0.min(peer_data.mtu.0)),
             ..o.connect
         };
-        data.connect(&peer_data.endpoint(), mine[0].psn, &copts)?;
-        ctrl_qp.connect(&peer_ctrl.endpoint(), mine[1].psn, &copts)?;
-
-        let (returned_tx, returned_rx) = mpsc::unbounded_channel();
-        let (lent_tx, lent_rx) = mpsc::unbounded_channel();
-        let bufs = (0..CTRL_RECVS)
-            .map(|_| {
-                pool.alloc(Layout::new::<[u64; MSG / 8]>())
-                    .ok_or(Error::PoolExhausted { size: MSG, free: pool.free_bytes() })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let ctrl = Arc::new(Ctrl {
-            pool: pool.clone(),
-            bufs,
-            requests: Mutex::new(HashMap::new()),
-            next_request: AtomicU32::new(1),
-            out: Mutex::new(Vec::new()),
-            returned: returned_tx,
-            lent_in: lent_tx,
-            broken: AtomicBool::new(false),
-        });
-        for i in 0..CTRL_RECVS as usize {
-            ctrl.repost(&ctrl_qp, i)?;
-        }
+        p.data.connect(&peer_data.endpoint(), mine[0].psn, &copts)?;
+        p.ctrl_qp.connect(&peer_ctrl.endpoint(), mine[1].psn, &copts)?;
+        p.post_ctrl_recvs()?;
         // Both sides' receives are posted: either may send from now on.
         tcp.write_all(b"R").await?;
         let mut ready = [0u8; 1];
@@ -344,29 +444,7 @@ impl RcEndpoint {
         if ready != *b"R" {
             return Err(Error::Protocol("the peer's ready byte is wrong".into()));
         }
-
-        let shared = Arc::new(Shared {
-            data,
-            ctrl: ctrl_qp,
-            cq,
-            table: Mutex::new(HashMap::new()),
-            next_id: AtomicU64::new(1),
-            closing: AtomicBool::new(false),
-            wake: tokio::sync::Notify::new(),
-            busy_poll: o.busy_poll,
-            keep: std::sync::OnceLock::new(),
-        });
-        let _ = shared.keep.set(Box::new(Arc::clone(&ctrl)));
-        let c = Arc::clone(&ctrl);
-        tokio::spawn(driver::run(Arc::clone(&shared), channel, move |s, wc| c.on_completion(s, wc)));
-        Ok(RcEndpoint {
-            shared,
-            ctrl,
-            pool,
-            returned: tokio::sync::Mutex::new(returned_rx),
-            lent_in: tokio::sync::Mutex::new(lent_rx),
-            _ctx: ctx,
-        })
+        Ok(p.start(o))
     }
 
     /// The data QP's number.

@@ -4,6 +4,9 @@
 //! - [`RcEndpoint::connect`] / [`Listener::accept`]: an RC connection set up
 //!   over TCP (the peers swap [`QpInfo`](crate::ctrl::QpInfo)s), carrying a
 //!   data QP and a control QP for the memory-region protocol.
+//!   [`RcEndpoint::connect_cm`] / [`Listener::bind_cm`] (feature `cm`, on by
+//!   default) connect the same pair of QPs through the RDMA CM, by IP
+//!   address with no TCP side channel.
 //! - Operations are futures: [`RcEndpoint::write`], [`RcEndpoint::read`],
 //!   [`RcEndpoint::write_with_imm`], [`RcEndpoint::send`],
 //!   [`RcEndpoint::recv`], [`RcEndpoint::fetch_add`],
@@ -29,6 +32,8 @@
 //! channel (arm, poll again, await readability: no busy polling), unless
 //! [`AioOpts::busy_poll`] asks it to spin for latency.
 
+#[cfg(feature = "cm")]
+mod cm;
 mod driver;
 mod endpoint;
 mod error;

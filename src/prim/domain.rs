@@ -1,0 +1,181 @@
+//! Thread domains and parent domains: present on ConnectX (mlx5), reported
+//! as [`Error::Unsupported`] by providers without them (rxe among them).
+//!
+//! A parent domain extends a PD; it is "completely interchangeable with the
+//! `struct ibv_pd` used to create it" (`ibv_alloc_parent_domain(3)`), so
+//! [`ParentDomain`] derefs to a [`Pd`]: QPs, SRQs and memory regions take
+//! it where they take a PD, and a CQ takes it through
+//! [`CqBuilder::parent_domain`](super::CqBuilder::parent_domain).
+//!
+//! With a thread domain, the provider may drop its locks and give the
+//! objects a doorbell of their own (mlx5 does both). Rust cannot check that
+//! those objects are then used by one thread at a time, so
+//! [`ParentDomain::with_td`] is `unsafe` and states that contract; a parent
+//! domain without a thread domain keeps every lock and is safe.
+
+use std::fmt;
+use std::ops::Deref;
+use std::ptr::{self, NonNull};
+use std::sync::Arc;
+
+use super::device::Context;
+use super::error::{Error, Result};
+use super::pd::Pd;
+use crate::bindings as ffi;
+
+struct TdInner {
+    td: NonNull<ffi::ibv_td>,
+    ctx: Context,
+}
+
+// SAFETY: a TD handle is only passed to thread-safe verbs calls (parent
+// domain allocation, deallocation); the one-thread contract is on the
+// objects created under it (see `ParentDomain::with_td`).
+unsafe impl Send for TdInner {}
+// SAFETY: as above.
+unsafe impl Sync for TdInner {}
+
+impl Drop for TdInner {
+    fn drop(&mut self) {
+        // SAFETY: allocated by `ibv_alloc_td`, freed once, after every parent
+        // domain using it (they hold an `Arc` to this).
+        let rc = unsafe { ffi::ibv_dealloc_td(self.td.as_ptr()) };
+        if rc != 0 {
+            crate::prim::error::count_destroy_failure("ibv_dealloc_td", rc);
+        }
+    }
+}
+
+/// A thread domain (`struct ibv_td`). Cloning shares it; freed when the last
+/// clone and the last parent domain using it are gone.
+///
+/// Alone it does nothing: it takes effect through a parent domain
+/// ([`ParentDomain::with_td`]).
+///
+/// # References
+/// `ibv_alloc_td(3)`
+#[derive(Clone)]
+pub struct Td(Arc<TdInner>);
+
+impl fmt::Debug for Td {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Td").field("device", &self.0.ctx.name()).finish()
+    }
+}
+
+impl Td {
+    /// Allocates a thread domain. [`Error::Unsupported`] (feature
+    /// `thread-domain allocation`) when the provider has none.
+    pub fn alloc(ctx: &Context) -> Result<Td> {
+        let mut attr = ffi::ibv_td_init_attr { comp_mask: 0 };
+        // SAFETY: live context; `attr` is valid for the call.
+        let td = unsafe { ffi::ibv_alloc_td(ctx.as_ptr(), &mut attr) };
+        let td = NonNull::new(td).ok_or_else(|| Error::last("ibv_alloc_td").lacking("thread-domain allocation"))?;
+        Ok(Td(Arc::new(TdInner { td, ctx: ctx.clone() })))
+    }
+
+    /// The device context.
+    pub fn context(&self) -> &Context {
+        &self.0.ctx
+    }
+
+    /// The raw thread domain.
+    pub fn as_ptr(&self) -> *mut ffi::ibv_td {
+        self.0.td.as_ptr()
+    }
+}
+
+/// A parent domain: a [`Pd`] extended with an optional [`Td`]. Cloning
+/// shares it; it keeps its PD and TD alive, and every object created on it
+/// keeps it alive. Deallocated (`ibv_dealloc_pd`) when the last is gone.
+///
+/// Derefs to [`Pd`]: pass `&parent_domain` where a `&Pd` goes (e.g.
+/// [`QpBuilder::new`](super::QpBuilder::new)).
+///
+/// # References
+/// `ibv_alloc_parent_domain(3)`
+#[derive(Clone, Debug)]
+pub struct ParentDomain(Pd);
+
+impl ParentDomain {
+    /// A parent domain over `pd`, without a thread domain: objects created
+    /// on it keep the provider's locks. [`Error::Unsupported`] (feature
+    /// `parent-domain allocation`) when the provider has none.
+    pub fn new(pd: &Pd) -> Result<ParentDomain> {
+        Self::alloc(pd, None)
+    }
+
+    /// A parent domain over `pd` with the thread domain `td`.
+    ///
+    /// # Safety
+    /// The provider may then serialise nothing: every object created on a
+    /// parent domain using `td` (QPs, CQs, SRQs, on this parent domain or any
+    /// other with the same `td`) must be used by one thread at a time, taken
+    /// together: no two calls into any of them (posting, polling, modifying,
+    /// arming) may run concurrently. The types stay `Send` and `Sync`; the
+    /// caller keeps this promise for them.
+    ///
+    /// # Panics
+    /// If `td` belongs to another device context than `pd` (a programming
+    /// error: open the device once and allocate both from that context).
+    pub unsafe fn with_td(pd: &Pd, td: &Td) -> Result<ParentDomain> {
+        assert!(
+            td.context().as_ptr() == pd.context().as_ptr(),
+            "ParentDomain::with_td: the thread domain belongs to another device context than the PD \
+             (open the device once and allocate both from that Context)"
+        );
+        Self::alloc(pd, Some(td))
+    }
+
+    fn alloc(pd: &Pd, td: Option<&Td>) -> Result<ParentDomain> {
+        assert!(pd.parent().is_none(), "ParentDomain: the PD is itself a parent domain; pass the plain PD it extends");
+        let mut attr = ffi::ibv_parent_domain_init_attr {
+            pd: pd.as_ptr(),
+            td: td.map_or(ptr::null_mut(), Td::as_ptr),
+            ..Default::default()
+        };
+        // SAFETY: live context; `attr` is valid for the call and names a live
+        // PD (and TD) of that context (checked above).
+        let raw = unsafe { ffi::ibv_alloc_parent_domain(pd.context().as_ptr(), &mut attr) };
+        let raw = NonNull::new(raw)
+            .ok_or_else(|| Error::last("ibv_alloc_parent_domain").lacking("parent-domain allocation"))?;
+        // SAFETY: just allocated over `pd` and `td`, owned by the result.
+        Ok(ParentDomain(unsafe { Pd::from_parent_domain(raw, pd, td) }))
+    }
+
+    /// The parent domain as a PD (what [`Deref`] gives).
+    pub fn as_pd(&self) -> &Pd {
+        &self.0
+    }
+
+    /// The PD it extends.
+    pub fn protection_domain(&self) -> &Pd {
+        self.0.parent().expect("a ParentDomain always has the PD it extends")
+    }
+
+    /// Its thread domain, if it has one.
+    pub fn td(&self) -> Option<&Td> {
+        self.0.thread_domain()
+    }
+}
+
+impl Deref for ParentDomain {
+    type Target = Pd;
+
+    fn deref(&self) -> &Pd {
+        &self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsupported_names_the_feature_and_keeps_other_errors() {
+        let e = Error::from_errno("ibv_alloc_td", libc::EOPNOTSUPP).lacking("thread-domain allocation");
+        assert_eq!(e.to_string(), "ibv_alloc_td: thread-domain allocation is not supported by this device");
+        let e = Error::from_errno("ibv_alloc_td", libc::ENOMEM).lacking("thread-domain allocation");
+        assert!(matches!(e, Error::Verbs { op: "ibv_alloc_td", errno: libc::ENOMEM }), "{e:?}");
+    }
+}

@@ -1,0 +1,227 @@
+//! Async endpoints connected through the RDMA CM (features `tokio` and `cm`):
+//! by IP address, with no TCP side channel.
+//!
+//! The data QP is the CM's connection. The control QP rides on it: each side
+//! names its control QP's number and first PSN in the private data of the
+//! connect request and of the accept, and moves that QP with the CM's path
+//! attributes (`rdma_init_qp_attr` of the data connection) and the peer's
+//! numbers. Each side posts its control receives and brings its control QP
+//! to RTS before the message that lets the peer send (the accept, the RTU),
+//! so no extra round trip is needed.
+
+use std::io;
+use std::net::SocketAddr;
+
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+use tokio::time::{timeout_at, Instant};
+
+use super::endpoint::{AioOpts, Listener, Parts, RcEndpoint};
+use super::error::{Error, Result};
+use crate::prim::cm::{CmEvent, CmEventType, CmId, ConnParam, EventChannel, PortSpace};
+use crate::prim::{Context, QpState};
+
+/// Private data of both directions: a tag, then the control QP's number and
+/// first PSN (little-endian).
+const TAG: &[u8; 4] = b"rA1c";
+const HELLO_LEN: usize = 12;
+
+fn hello(qpn: u32, psn: u32) -> [u8; HELLO_LEN] {
+    let mut b = [0u8; HELLO_LEN];
+    b[..4].copy_from_slice(TAG);
+    b[4..8].copy_from_slice(&qpn.to_le_bytes());
+    b[8..].copy_from_slice(&psn.to_le_bytes());
+    b
+}
+
+/// The peer's control QP number and PSN from its private data (which the CM
+/// pads with zeros).
+fn parse_hello(data: &[u8]) -> Result<(u32, u32)> {
+    if data.len() < HELLO_LEN || &data[..4] != TAG {
+        return Err(Error::Protocol(format!(
+            "the peer's CM private data ({} bytes) is not an async endpoint's hello: is the peer an \
+             rrddmma RcEndpoint connecting with connect_cm / Listener::bind_cm?",
+            data.len()
+        )));
+    }
+    let u32_at = |i: usize| u32::from_le_bytes(data[i..i + 4].try_into().expect("4 bytes"));
+    Ok((u32_at(4), u32_at(8)))
+}
+
+/// An event channel registered with the reactor.
+struct Events(AsyncFd<EventChannel>);
+
+impl Events {
+    fn new(ch: &EventChannel) -> Result<Events> {
+        // SAFETY: the channel owns its descriptor, which stays open while the
+        // channel (a clone moved into the `AsyncFd`) lives, and `as_raw_fd`
+        // always returns that descriptor.
+        let fd = unsafe { AsyncFd::register_with_interest(ch.clone(), Interest::READABLE) };
+        Ok(Events(fd.map_err(|e| Error::Io(e.into_parts().1))?))
+    }
+
+    /// The next event, by `deadline` if there is one (`waiting` names what
+    /// for, in the timeout error).
+    async fn next(&self, deadline: Option<Instant>, waiting: &'static str) -> Result<CmEvent> {
+        loop {
+            let mut ready = match deadline {
+                Some(d) => timeout_at(d, self.0.readable()).await.map_err(|_| {
+                    Error::Io(io::Error::new(io::ErrorKind::TimedOut, format!("RDMA CM: timed out {waiting}: is the peer listening, and is AioOpts::setup_timeout long enough?")))
+                })??,
+                None => self.0.readable().await?,
+            };
+            match self.0.get_ref().get() {
+                Ok(ev) => return Ok(ev),
+                Err(e) if e.is_would_block() => ready.clear_ready(),
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// The next event, which must be `want` (else the CM's error, e.g. a
+    /// `REJECTED` with the peer's reason).
+    async fn expect(&self, want: CmEventType, deadline: Instant) -> Result<CmEvent> {
+        Ok(self.next(Some(deadline), want.waiting_for()).await?.expect(want)?)
+    }
+}
+
+fn conn_param<'a>(o: &AioOpts, private_data: &'a [u8]) -> ConnParam<'a> {
+    ConnParam {
+        private_data,
+        responder_resources: o.connect.max_dest_rd_atomic,
+        initiator_depth: o.connect.max_rd_atomic,
+        retry_count: o.connect.retry_cnt,
+        rnr_retry_count: o.connect.rnr_retry,
+    }
+}
+
+/// Opens the device the id is bound to and builds the endpoint's objects;
+/// the control QP goes to INIT with its receives posted.
+fn parts_on(id: &CmId, o: &AioOpts) -> Result<Parts> {
+    let dev = id.device_name().ok_or_else(|| Error::Protocol("the RDMA CM bound the id to no device".into()))?;
+    let p = Parts::new(Context::open(&dev)?, o)?;
+    id.modify_qp(&p.ctrl_qp, QpState::INIT)?;
+    p.post_ctrl_recvs()?;
+    Ok(p)
+}
+
+/// Moves the control QP to RTR and RTS on the data connection's path, to
+/// the peer's control QP.
+fn ctrl_ready(id: &CmId, p: &Parts, peer: (u32, u32), my_psn: u32) -> Result<()> {
+    p.ctrl_qp.modify(&id.qp_attr(QpState::RTR)?.dest_qpn(peer.0).rq_psn(peer.1))?;
+    p.ctrl_qp.modify(&id.qp_attr(QpState::RTS)?.sq_psn(my_psn))?;
+    Ok(())
+}
+
+/// Accepts connections of [`RcEndpoint::connect_cm`] on an RDMA CM listener.
+pub(super) struct CmListen {
+    id: CmId,
+    events: Events,
+}
+
+impl std::fmt::Debug for CmListen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CmListen").field("id", &self.id).finish_non_exhaustive()
+    }
+}
+
+impl CmListen {
+    pub fn bind(addr: SocketAddr) -> Result<CmListen> {
+        let ch = EventChannel::new()?;
+        let id = CmId::bound(&ch, PortSpace::Rc, addr)?;
+        id.listen(64)?;
+        Ok(CmListen { events: Events::new(&ch)?, id })
+    }
+
+    pub fn local_addr(&self) -> Result<SocketAddr> {
+        self.id
+            .local_addr()
+            .ok_or_else(|| Error::Io(io::Error::new(io::ErrorKind::NotConnected, "the CM listener has no address")))
+    }
+
+    /// The next connect request, accepted. A request that is not an async
+    /// endpoint's is rejected (with a reason in the reject's private data)
+    /// and skipped.
+    pub async fn accept(&self, o: &AioOpts) -> Result<RcEndpoint> {
+        loop {
+            let mut ev = self.events.next(None, "for a connect request").await?;
+            if ev.kind() != CmEventType::CONNECT_REQUEST {
+                continue;
+            }
+            let Some(mut id) = ev.take_request() else { continue };
+            let peer = match parse_hello(ev.private_data()) {
+                Ok(p) => p,
+                Err(_) => {
+                    let _ = id.reject(b"rrddmma aio: not an RcEndpoint hello");
+                    continue;
+                }
+            };
+            // Its own channel: its events do not mix with the listener's.
+            let ch = EventChannel::new()?;
+            id.migrate(&ch)?;
+            let events = Events::new(&ch)?;
+            id.set_ack_timeout(o.connect.timeout)?;
+            let mut p = parts_on(&id, o)?;
+            let psn = crate::prim::random_psn();
+            ctrl_ready(&id, &p, peer, psn)?;
+            id.accept(&p.data, &conn_param(o, &hello(p.ctrl_qp.qpn(), psn)))?;
+            events.expect(CmEventType::ESTABLISHED, Instant::now() + o.setup_timeout).await?;
+            p.cm = Some(id);
+            return Ok(p.start(o));
+        }
+    }
+}
+
+impl Listener {
+    /// Listens on `addr` (port 0: any) for peers' [`RcEndpoint::connect_cm`],
+    /// through the RDMA CM: the address must be on an RDMA device's netdev
+    /// (RoCE) or IPoIB interface. The device is the one the address is on;
+    /// `opts.device`, `opts.port` and the GID and MTU of `opts.connect` are
+    /// not used (the CM chooses them).
+    pub async fn bind_cm(addr: SocketAddr, opts: AioOpts) -> Result<Listener> {
+        Ok(Listener::from_cm(CmListen::bind(addr)?, opts))
+    }
+}
+
+impl RcEndpoint {
+    /// Connects to a [`Listener::bind_cm`] at `addr` through the RDMA CM
+    /// (address and route resolution, then REQ/REP/RTU with the control
+    /// QP's numbers in the private data). The device is the one the route
+    /// to `addr` leaves from; `opts.device`, `opts.port` and the GID and MTU
+    /// of `opts.connect` are not used. Each step is bounded by
+    /// [`AioOpts::setup_timeout`]; a refused connection is
+    /// [`Error::Verbs`] with the CM's `REJECTED` event and its reason.
+    pub async fn connect_cm(addr: SocketAddr, o: &AioOpts) -> Result<RcEndpoint> {
+        let deadline = || Instant::now() + o.setup_timeout;
+        let ch = EventChannel::new()?;
+        let events = Events::new(&ch)?;
+        let id = CmId::new(&ch, PortSpace::Rc)?;
+        id.resolve_addr(None, addr, o.setup_timeout)?;
+        events.expect(CmEventType::ADDR_RESOLVED, deadline()).await?;
+        id.resolve_route(o.setup_timeout)?;
+        events.expect(CmEventType::ROUTE_RESOLVED, deadline()).await?;
+        id.set_ack_timeout(o.connect.timeout)?;
+        let mut p = parts_on(&id, o)?;
+        let psn = crate::prim::random_psn();
+        id.connect(&p.data, &conn_param(o, &hello(p.ctrl_qp.qpn(), psn)))?;
+        let rep = events.expect(CmEventType::CONNECT_RESPONSE, deadline()).await?;
+        ctrl_ready(&id, &p, parse_hello(rep.private_data())?, psn)?;
+        id.establish(&p.data)?;
+        p.cm = Some(id);
+        Ok(p.start(o))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hello_round_trips_and_foreign_data_is_refused() {
+        let mut padded = hello(0x12_3456, 0xab_cdef).to_vec();
+        padded.resize(56, 0);
+        assert_eq!(parse_hello(&padded).unwrap(), (0x12_3456, 0xab_cdef));
+        let e = parse_hello(b"rping").unwrap_err();
+        assert!(e.to_string().contains("not an async endpoint's hello"), "{e}");
+    }
+}

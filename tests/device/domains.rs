@@ -1,0 +1,205 @@
+//! Thread domains, parent domains (a QP and a CQ on one) and dma-buf memory
+//! regions: data through them where the device has them, the typed
+//! `Unsupported` asserted where it does not (SoftRoCE).
+
+use std::fs::{self, File, OpenOptions};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::process::Command;
+
+use rrddmma::prim::{
+    AccessFlags, Context, Cq, CqBuilder, Error, Mr, ParentDomain, Pd, Qp, QpBuilder, QpCaps, QpType, SendWr, Td,
+    WcStatus,
+};
+
+use crate::common::{open_device, opts, poll_one, Buf};
+
+/// rxe's vendor ID: SoftRoCE lacks all three features in rdma-core 44 and
+/// kernel 6.1, so there the `Unsupported` branch is asserted, not accepted.
+fn is_rxe(ctx: &Context) -> bool {
+    ctx.query_device().unwrap().vendor_id == 0xff_ffff
+}
+
+fn assert_unsupported(e: &Error, op: &str, feature: &str) {
+    assert!(
+        matches!(e, Error::Unsupported { op: o, feature: f } if *o == op && *f == feature),
+        "expected Unsupported {{ {op}, {feature} }}: {e:?}"
+    );
+    assert_eq!(e.to_string(), format!("{op}: {feature} is not supported by this device"));
+    assert_eq!(e.errno(), Some(libc::EOPNOTSUPP));
+}
+
+/// Connects `qa` (on whatever PD) with a plain QP `qb`, WRITEs 256 bytes
+/// from `qa`'s side into `qb`'s buffer, and checks them.
+fn write_through(ctx: &Context, pd_a: &Pd, cq_a: &Cq, qa: &Qp, pd_b: &Pd) {
+    let cq_b = Cq::new(ctx, 16).unwrap();
+    let qb = Qp::new_rc(pd_b, &cq_b, &cq_b, QpCaps::default()).unwrap();
+    let o = opts(ctx);
+    let gid = o.gid_index_on(ctx).unwrap();
+    let (ea, eb) = (qa.endpoint(o.port, gid, 100).unwrap(), qb.endpoint(o.port, gid, 200).unwrap());
+    qa.connect(&eb, ea.psn, &o).unwrap();
+    qb.connect(&ea, eb.psn, &o).unwrap();
+    let mut src = Buf::new(pd_a, 256);
+    let mut dst = Buf::new(pd_b, 256);
+    for (i, b) in src.bytes().iter_mut().enumerate() {
+        *b = (i as u8).wrapping_mul(7) ^ 0x5a;
+    }
+    let s = [src.mr.sge(0, 256)];
+    // SAFETY: both buffers are registered and outlive the completion.
+    unsafe { qa.post_send(&mut [SendWr::write(&s, dst.mr.remote().at(0)).wr_id(9).signaled()]) }.unwrap();
+    let wc = poll_one(cq_a);
+    assert_eq!((wc.wr_id(), wc.status()), (9, WcStatus::SUCCESS), "{wc:?}");
+    let want = src.bytes().to_vec();
+    assert_eq!(dst.bytes(), &want[..]);
+}
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn thread_and_parent_domains_or_unsupported() {
+    let ctx = open_device();
+    let rxe = is_rxe(&ctx);
+    let pd = Pd::new(&ctx).unwrap();
+
+    // Thread domain; with it, a parent domain whose objects lose their locks.
+    match Td::alloc(&ctx) {
+        Err(e) if rxe => assert_unsupported(&e, "ibv_alloc_td", "thread-domain allocation"),
+        Err(e) => assert!(e.is_unsupported(), "{e:?}"),
+        Ok(td) => {
+            // SAFETY: every object on this parent domain is used by this thread only.
+            let dom = unsafe { ParentDomain::with_td(&pd, &td) }.unwrap();
+            assert!(dom.td().is_some() && dom.thread_domain().is_some());
+            let cq = CqBuilder::new(&ctx, 16).parent_domain(&dom).build().unwrap();
+            let qa = QpBuilder::new(&dom, QpType::RC, &cq, &cq).build().unwrap();
+            write_through(&ctx, &dom, &cq, &qa, &pd);
+        }
+    }
+
+    // Parent domain without a thread domain.
+    let failures = rrddmma::prim::destroy_failures();
+    let dom = match ParentDomain::new(&pd) {
+        Err(e) if rxe => return assert_unsupported(&e, "ibv_alloc_parent_domain", "parent-domain allocation"),
+        Err(e) => {
+            assert!(e.is_unsupported(), "{e:?}");
+            return eprintln!("skipped: {} has no parent domains: {e}", ctx.name());
+        }
+        Ok(dom) => dom,
+    };
+    assert_eq!(dom.protection_domain().as_ptr(), pd.as_ptr());
+    assert!(dom.parent().is_some() && dom.td().is_none());
+    // A CQ on the parent domain, classic and extended; a QP on it through
+    // the QP builder, carrying data.
+    let cq = CqBuilder::new(&ctx, 16).parent_domain(&dom).build().unwrap();
+    let ex = CqBuilder::new(&ctx, 16).extended(Default::default()).parent_domain(&dom).build().unwrap();
+    let qa = QpBuilder::new(&dom, QpType::RC, &cq, &ex).build().unwrap();
+    assert_eq!(qa.pd().as_ptr(), dom.as_ptr());
+    write_through(&ctx, &dom, &cq, &qa, &pd);
+    drop(dom);
+    // The QP and CQs keep the parent domain (and its PD) alive.
+    drop((qa, cq, ex, pd));
+    assert_eq!(rrddmma::prim::destroy_failures(), failures, "every destroy succeeded, children first");
+}
+
+/// A dma-buf of `len` bytes from vgem (the kernel's virtual GEM driver, a
+/// dma-buf exporter with no hardware): its DRM device, and the buffer.
+fn vgem_dmabuf(len: u32) -> Option<(File, OwnedFd)> {
+    if std::env::var_os("RRDDMMA_TEST_SOFTROCE_ADMIN").is_some() {
+        // The harness's VM (root): load the exporter.
+        let _ = Command::new("modprobe").arg("vgem").status();
+    }
+    let card = fs::read_dir("/sys/class/drm").ok()?.filter_map(|e| e.ok()).find(|e| {
+        let name = e.file_name().to_string_lossy().into_owned();
+        name.starts_with("card")
+            && !name.contains('-')
+            && fs::read_link(e.path().join("device")).is_ok_and(|l| l.ends_with("vgem"))
+    })?;
+    let dev =
+        OpenOptions::new().read(true).write(true).open(format!("/dev/dri/{}", card.file_name().to_string_lossy()));
+    let dev = dev.expect("open the vgem DRM device");
+    // struct drm_mode_create_dumb: height, width, bpp, flags, handle, pitch (u32); size (u64).
+    let mut dumb = [0u32; 8];
+    dumb[..3].copy_from_slice(&[1, len / 4, 32]);
+    const DRM_IOCTL_MODE_CREATE_DUMB: libc::c_ulong = 0xC020_64B2;
+    // SAFETY: the ioctl reads and writes the 32-byte struct in `dumb`.
+    let rc = unsafe { libc::ioctl(dev.as_raw_fd(), DRM_IOCTL_MODE_CREATE_DUMB, dumb.as_mut_ptr()) };
+    assert_eq!(rc, 0, "DRM_IOCTL_MODE_CREATE_DUMB on vgem: {}", std::io::Error::last_os_error());
+    // struct drm_prime_handle: handle, flags (u32); fd (i32).
+    let mut prime = [dumb[4], (libc::O_CLOEXEC | libc::O_RDWR) as u32, u32::MAX];
+    const DRM_IOCTL_PRIME_HANDLE_TO_FD: libc::c_ulong = 0xC00C_642D;
+    // SAFETY: the ioctl reads and writes the 12-byte struct in `prime`.
+    let rc = unsafe { libc::ioctl(dev.as_raw_fd(), DRM_IOCTL_PRIME_HANDLE_TO_FD, prime.as_mut_ptr()) };
+    assert_eq!(rc, 0, "DRM_IOCTL_PRIME_HANDLE_TO_FD on vgem: {}", std::io::Error::last_os_error());
+    // SAFETY: the kernel returned a new descriptor, owned by nothing else.
+    let buf = unsafe { OwnedFd::from_raw_fd(prime[2] as i32) };
+    // A real dma-buf: a file of the kernel's dma-buf file system, whose
+    // fdinfo names its exporter (vgem exports through DRM PRIME: "drm") and size.
+    let info = fs::read_to_string(format!("/proc/self/fdinfo/{}", buf.as_raw_fd())).unwrap();
+    let link = fs::read_link(format!("/proc/self/fd/{}", buf.as_raw_fd())).unwrap();
+    eprintln!("dma-buf from vgem: {} ({})", link.display(), info.split_whitespace().collect::<Vec<_>>().join(" "));
+    assert!(link.to_string_lossy().starts_with("/dmabuf:"), "{}", link.display());
+    assert!(info.lines().any(|l| l.starts_with("exp_name:")), "{info}");
+    assert!(info.lines().any(|l| l.split_whitespace().eq(["size:".to_string(), len.to_string()])), "{info}");
+    Some((dev, buf))
+}
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn dmabuf_region_or_unsupported() {
+    const LEN: usize = 4096;
+    let ctx = open_device();
+    let rxe = is_rxe(&ctx);
+    let pd = Pd::new(&ctx).unwrap();
+    let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ;
+
+    // Ranges that cannot be a region are refused before any call, on any device.
+    let file = File::open("/proc/self/exe").unwrap();
+    for (offset, len, iova, what) in
+        [(u64::MAX, 1, 0, "offset + length"), (0, 0, 0, "length"), (0, 8, u64::MAX, "iova + length")]
+    {
+        let e = Mr::register_dmabuf(&pd, file.as_fd(), offset, len, iova, access).unwrap_err();
+        assert!(matches!(e, Error::BadArgument { op: "ibv_reg_dmabuf_mr", what: w, .. } if w == what), "{e:?}");
+    }
+    // A descriptor that is no dma-buf: rxe's provider refuses the verb
+    // before the kernel sees it; elsewhere the kernel refuses the descriptor.
+    match Mr::register_dmabuf(&pd, file.as_fd(), 0, LEN, 0, access) {
+        Err(e) if rxe => assert_unsupported(&e, "ibv_reg_dmabuf_mr", "dma-buf registration"),
+        Err(e) => eprintln!("a non-dma-buf descriptor: {e}"),
+        Ok(mr) => panic!("a regular file registered as a dma-buf: {mr:?}"),
+    }
+
+    let Some((_card, buf)) = vgem_dmabuf(LEN as u32) else {
+        assert!(
+            std::env::var_os("RRDDMMA_TEST_SOFTROCE_ADMIN").is_none(),
+            "the harness's VM must provide a vgem dma-buf exporter (modprobe vgem)"
+        );
+        return eprintln!("skipped: no vgem dma-buf exporter here (modprobe vgem as root)");
+    };
+    let mr = match Mr::register_dmabuf(&pd, buf.as_fd(), 0, LEN, 0, access) {
+        Err(e) if rxe => return assert_unsupported(&e, "ibv_reg_dmabuf_mr", "dma-buf registration"),
+        Err(e) => {
+            assert!(e.is_unsupported(), "{e:?}");
+            return eprintln!("skipped: {} has no dma-buf regions: {e}", ctx.name());
+        }
+        Ok(mr) => mr,
+    };
+    drop(buf); // the kernel holds the dma-buf for the region
+    assert_eq!((mr.addr(), mr.len()), (0, LEN));
+    // A WRITE into the dma-buf region, read back by an RDMA READ.
+    let cq = Cq::new(&ctx, 16).unwrap();
+    let (qa, _qb) = rrddmma::wrap::connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 3, &opts(&ctx)).unwrap();
+    let mut src = Buf::new(&pd, 512);
+    let mut back = Buf::new(&pd, 512);
+    for (i, b) in src.bytes().iter_mut().enumerate() {
+        *b = (i as u8) ^ 0xa5;
+    }
+    let s = [src.mr.sge(0, 512)];
+    // SAFETY: registered buffers, alive until the completions.
+    unsafe { qa.post_send(&mut [SendWr::write(&s, mr.remote().at(1024)).wr_id(1).signaled()]) }.unwrap();
+    let wc = poll_one(&cq);
+    assert_eq!((wc.wr_id(), wc.status()), (1, WcStatus::SUCCESS), "{wc:?}");
+    let r = [back.mr.sge(0, 512)];
+    // SAFETY: as above.
+    unsafe { qa.post_send(&mut [SendWr::read(&r, mr.remote().at(1024)).wr_id(2).signaled()]) }.unwrap();
+    let wc = poll_one(&cq);
+    assert_eq!((wc.wr_id(), wc.status()), (2, WcStatus::SUCCESS), "{wc:?}");
+    let want = src.bytes().to_vec();
+    assert_eq!(back.bytes(), &want[..]);
+}
