@@ -391,23 +391,55 @@ fn ud_through_rdmacm_address_handle_qpn_and_qkey_from_the_event() {
 
 #[test]
 #[ignore = "needs the harness's CM device (RRDDMMA_CM_ADDR)"]
-fn ud_multicast_join_and_leave() {
-    let ch = EventChannel::new().unwrap();
-    let id = CmId::new(&ch, PortSpace::Ud).unwrap();
-    // Bind to the CM device's address so the join goes out on its netdev.
-    id.bind(SocketAddr::new(cm_ip(), 0)).unwrap();
+fn ud_multicast_join_send_receive_and_leave() {
+    use rrddmma::prim::{Ah, GRH_LEN};
+    let deadline = || Instant::now() + Duration::from_secs(5);
     let group: IpAddr = "239.77.0.1".parse().unwrap();
-    let r = id
-        .join_multicast(group)
-        .and_then(|()| id.expect(CmEventType::MULTICAST_JOIN, Instant::now() + Duration::from_secs(5)));
-    match r {
-        Ok(ev) => {
-            let ud = ev.ud_param().expect("a join carries the group's address vector");
-            assert_eq!(ud.qpn, 0xff_ffff, "multicast QPN");
-            id.leave_multicast(group).unwrap();
-        }
-        Err(e) => panic!("multicast join on rxe: {e}"),
-    }
+    // Two members on the CM device: one receives, one sends.
+    let join = |ch: &EventChannel| {
+        let id = CmId::new(ch, PortSpace::Ud).unwrap();
+        // Bound to the CM device's address, so the join goes out on its netdev.
+        id.bind(SocketAddr::new(cm_ip(), 0)).unwrap();
+        id.join_multicast(group).unwrap();
+        let ev = id.expect(CmEventType::MULTICAST_JOIN, deadline()).unwrap_or_else(|e| panic!("join on rxe: {e}"));
+        let ud = *ev.ud_param().expect("a join carries the group's address vector");
+        assert_eq!(ud.qpn, 0xff_ffff, "multicast QPN");
+        (id, ud)
+    };
+    let (rch, sch) = (EventChannel::new().unwrap(), EventChannel::new().unwrap());
+    let (rid, rud) = join(&rch);
+    let (sid, sud) = join(&sch);
+    assert_eq!(rud.ah_attr.dgid(), sud.ah_attr.dgid(), "one group");
+
+    let (rpd, rcq, rqp) = ud_parts(&rid);
+    rqp.bring_up_ud(rid.port_num(), 0, rud.qkey, 0).unwrap();
+    let (mgid, mlid) = (rud.ah_attr.dgid(), rud.ah_attr.as_raw().dlid);
+    rqp.attach_mcast(mgid, mlid).unwrap();
+    let (spd, scq, sqp) = ud_parts(&sid);
+    sqp.bring_up_ud(sid.port_num(), 0, sud.qkey, 0).unwrap();
+
+    let msg = b"to every member of 239.77.0.1";
+    let dst = RegisteredMem::new(&rpd, 4096).unwrap();
+    let rsge = [dst.sge(0..GRH_LEN + msg.len())];
+    // SAFETY: `dst` is registered on the receiver's PD and outlives the completion.
+    unsafe { rqp.post_recv(&mut [RecvWr::new(&rsge, 1)]) }.unwrap();
+    let mut src = RegisteredMem::new(&spd, 4096).unwrap();
+    src.write(0, msg);
+    let ah = Ah::new(&spd, &sud.ah_attr).unwrap();
+    let ssge = [src.sge(0..msg.len())];
+    // SAFETY: `src` is registered on the sender's PD; `ah` outlives the completion.
+    unsafe { sqp.post_send(&mut [SendWr::send(&ssge).ud(&ah, sud.qpn, sud.qkey).signaled()]) }.unwrap();
+    assert_eq!(poll_one(&scq).status(), WcStatus::SUCCESS);
+    let wc = poll_one(&rcq);
+    assert_eq!(wc.status(), WcStatus::SUCCESS);
+    assert_eq!(wc.byte_len() as usize, GRH_LEN + msg.len());
+    let mut got = vec![0; msg.len()];
+    dst.read(GRH_LEN, &mut got);
+    assert_eq!(&got, msg);
+
+    rqp.detach_mcast(mgid, mlid).unwrap();
+    rid.leave_multicast(group).unwrap();
+    sid.leave_multicast(group).unwrap();
 }
 
 /// Counts of `rdma resource show` for one device: (cm_id, qp, pd, cq).

@@ -420,6 +420,32 @@ impl Qp {
         Ok(unsafe { attr.assume_init() }.qp_state.into())
     }
 
+    /// Attaches this UD QP to the multicast group `gid` (LID `lid`; 0 on
+    /// RoCE) so that datagrams sent to the group arrive on its receive queue
+    /// (`ibv_attach_mcast`). Through the RDMA CM, the group's GID and LID
+    /// are those of the `MULTICAST_JOIN` event's address vector
+    /// ([`AhAttr::dgid`](super::AhAttr::dgid), [`AhAttr::as_raw`](super::AhAttr::as_raw)`().dlid`).
+    pub fn attach_mcast(&self, gid: Gid, lid: u16) -> Result<()> {
+        let raw = gid.to_raw();
+        // SAFETY: live QP; the GID is read during the call.
+        let rc = unsafe { ffi::ibv_attach_mcast(self.as_ptr(), &raw, lid) };
+        if rc != 0 {
+            return Err(Error::code("ibv_attach_mcast", rc));
+        }
+        Ok(())
+    }
+
+    /// Detaches this QP from a group [`attach_mcast`](Self::attach_mcast) joined (`ibv_detach_mcast`).
+    pub fn detach_mcast(&self, gid: Gid, lid: u16) -> Result<()> {
+        let raw = gid.to_raw();
+        // SAFETY: live QP; the GID is read during the call.
+        let rc = unsafe { ffi::ibv_detach_mcast(self.as_ptr(), &raw, lid) };
+        if rc != 0 {
+            return Err(Error::code("ibv_detach_mcast", rc));
+        }
+        Ok(())
+    }
+
     /// Brings a UD QP from RESET to RTS on `port` with Q_Key `qkey`, sending from `psn`.
     pub fn bring_up_ud(&self, port: u8, pkey_index: u16, qkey: u32, psn: u32) -> Result<()> {
         self.modify(&QpAttr::new(QpState::INIT).pkey_index(pkey_index).port(port).qkey(qkey))?;
