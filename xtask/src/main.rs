@@ -3,7 +3,7 @@
 //! - `cargo xtask test`: fmt, clippy, docs, bindings drift, host tests, then the
 //!   device tests on a real RDMA device (host SoftRoCE or the SoftRoCE VM), the
 //!   static-linkage checks, and a final `N passed, N failed` line.
-//! - `cargo xtask demo [--device NAME]`: rrddmma-perf beside perftest on the default device.
+//! - `cargo xtask demo [--device NAME] [--reps N]`: rrddmma-perf beside perftest on the default device.
 //! - `cargo xtask perf-checks [pair|cluster]`: only rrddmma-perf's device checks.
 //! - `cargo xtask bench-verbs`: callgrind count of post + poll, rrddmma vs C verbs calls.
 //! - `cargo xtask vm -- CMD...`: runs CMD inside the SoftRoCE VM with `rxe0` ready.
@@ -61,7 +61,7 @@ fn usage() -> ExitCode {
     eprintln!(
         "usage: cargo xtask <task>\n\
          \x20 test                  everything CI checks, host and device\n\
-         \x20 demo [--device NAME]  rrddmma-perf beside perftest: table of ratios and a plot\n\
+         \x20 demo [--device NAME] [--reps N]  rrddmma-perf beside perftest: ratios with spread, a plot\n\
          \x20 examples              device checks of the interoperable examples only\n\
          \x20 cm-examples           device checks of the rdmacm examples only (rping, rdma_server/client)\n\
          \x20 perf-checks [pair|cluster] rrddmma-perf's device checks only (interop, payload, cluster mode)\n\
@@ -97,6 +97,10 @@ fn parse() -> std::result::Result<(String, Vec<String>), lexopt::Error> {
         match (task.as_str(), arg) {
             ("demo", Long("device") | Short('d')) => {
                 rest.push("--device".to_string());
+                rest.push(p.value()?.string()?);
+            }
+            ("demo", Long("reps")) => {
+                rest.push("--reps".to_string());
                 rest.push(p.value()?.string()?);
             }
             ("bindings", Long("check")) => rest.push("--check".to_string()),
