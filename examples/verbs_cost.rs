@@ -50,14 +50,14 @@ pub fn verbs_cost_post(qp: &Qp, list: &mut SendList<'_>) {
 /// and its entry per request, `ibv_wr_complete`.
 #[no_mangle]
 #[inline(never)]
-pub fn verbs_cost_post_wr(qp: &Qp, wrs: &[SendWr<'_>]) {
+pub fn verbs_cost_post_wr(qp: &Qp, wrs: &[(rrddmma::prim::Sge, rrddmma::prim::RemoteAddr)]) {
     // SAFETY: as `verbs_cost_post`.
     let mut b = unsafe { qp.wr_batch() };
-    for wr in wrs {
+    let last = wrs.len() - 1;
+    for (i, (sge, remote)) in wrs.iter().enumerate() {
+        let flags = if i == last { rrddmma::prim::SendFlags::SIGNALED } else { rrddmma::prim::SendFlags::empty() };
         // SAFETY: as `verbs_cost_post`.
-        if let Err(e) = unsafe { b.post(wr) } {
-            die(e)
-        }
+        unsafe { b.rdma_write(i as u64, flags, sge, *remote) };
     }
     if let Err(e) = b.complete() {
         die(e)
@@ -172,7 +172,8 @@ fn main() -> Res<()> {
         })
         .collect();
     let mut recvs: Vec<RecvWr<'_>> = rsges.iter().enumerate().map(|(i, s)| RecvWr::new(s, i as u64)).collect();
-    let wr_list = wrs.clone();
+    let wr_list: Vec<_> =
+        sges.iter().enumerate().map(|(i, s)| (s[0], mr.remote().at(((batch + i) * 64) as u64))).collect();
     let mut list = SendList::new(wrs);
     let mut wcs = [Wc::default(); 32];
     for i in 0..iters {

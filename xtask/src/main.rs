@@ -5,7 +5,7 @@
 //!   static-linkage checks, and a final `N passed, N failed` line.
 //! - `cargo xtask demo [--device NAME] [--reps N]`: rrddmma-perf beside perftest on the default device.
 //! - `cargo xtask perf-checks [pair|cluster]`: only rrddmma-perf's device checks.
-//! - `cargo xtask bench-verbs`: callgrind count of post + poll, rrddmma vs C verbs calls.
+//! - `cargo xtask bench-verbs [KIND..]`: callgrind count of post + poll, rrddmma vs C verbs calls.
 //! - `cargo xtask vm -- CMD...`: runs CMD inside the SoftRoCE VM with `rxe0` ready.
 //! - `cargo xtask bindings [--check]`: regenerates or checks `src/bindings/sys.rs`.
 //! - `cargo xtask deps`: installs what the other tasks need (idempotent).
@@ -65,7 +65,7 @@ fn usage() -> ExitCode {
          \x20 examples              device checks of the interoperable examples only\n\
          \x20 cm-examples           device checks of the rdmacm examples only (rping, rdma_server/client)\n\
          \x20 perf-checks [pair|cluster] rrddmma-perf's device checks only (interop, payload, cluster mode)\n\
-         \x20 bench-verbs           callgrind: instructions per post + poll, rrddmma vs C\n\
+         \x20 bench-verbs [KIND..]  callgrind: instructions per post + poll, rrddmma vs C (rows of KINDs only)\n\
          \x20 vm -- CMD...          run CMD in the SoftRoCE VM (rxe0 ready)\n\
          \x20 bindings [--check]    regenerate / check src/bindings/sys.rs\n\
          \x20 deps                  install the tools and packages the tasks need\n\
@@ -105,6 +105,7 @@ fn parse() -> std::result::Result<(String, Vec<String>), lexopt::Error> {
             }
             ("bindings", Long("check")) => rest.push("--check".to_string()),
             ("perf-checks", Value(v)) if rest.is_empty() => rest.push(v.string()?),
+            ("bench-verbs", Value(v)) => rest.push(v.string()?),
             (_, arg) => return Err(arg.unexpected()),
         }
     }
@@ -126,7 +127,7 @@ fn main() -> ExitCode {
         "examples" => examples::run(rest),
         "perf-checks" => perf::run_checks(rest),
         "cm-examples" => cm::run(),
-        "bench-verbs" => perf::bench_verbs(),
+        "bench-verbs" => perf::bench_verbs(rest),
         "vm" => device::vm(rest),
         "bindings" => bindings::run(rest),
         "deps" => deps::ensure(),

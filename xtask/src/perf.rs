@@ -769,7 +769,13 @@ const VERBS_ROWS: [(&str, u32, &str); 9] = [
 /// poll) of each of [`VERBS_ROWS`], rrddmma (`examples/verbs_cost.rs`)
 /// against C (`benches/verbs_cost/verbs_cost.c`), counted by callgrind
 /// inside the functions named `verbs_cost_*` only, on the default device.
-pub fn bench_verbs() -> Result<()> {
+/// With `kinds` (e.g. `wr cqex`), only their rows run.
+pub fn bench_verbs(kinds: &[String]) -> Result<()> {
+    if let Some(k) = kinds.iter().find(|k| !VERBS_ROWS.iter().any(|(kind, _, _)| kind == k)) {
+        return Err(format!("bench-verbs: no row of kind {k:?}; kinds: write read send faa cas wr cqex").into());
+    }
+    let rows: Vec<_> =
+        VERBS_ROWS.iter().filter(|(kind, _, _)| kinds.is_empty() || kinds.iter().any(|k| k == kind)).collect();
     run(Command::new(env!("CARGO")).args(["build", "--release", "--quiet", "--example", "verbs_cost"]))?;
     let rust = root().join("target/release/examples/verbs_cost");
     let c = root().join("target/xtask/verbs_cost_c");
@@ -782,7 +788,7 @@ pub fn bench_verbs() -> Result<()> {
     let place = device::locate(None)?;
     eprintln!("bench-verbs on {}", place.describe());
     let mut steps = Vec::new();
-    for (kind, batch, _) in VERBS_ROWS {
+    for (kind, batch, _) in &rows {
         for (side, exe) in [("rrddmma", &rust), ("C", &c)] {
             for n in VERBS_N {
                 steps.push(Step {
@@ -809,7 +815,7 @@ pub fn bench_verbs() -> Result<()> {
     println!("| requests | per post | C (libibverbs calls) | rrddmma | ratio rrddmma / C |");
     println!("|---|---|---|---|---|");
     let mut over = Vec::new();
-    for (row, (kind, batch, what)) in VERBS_ROWS.iter().enumerate() {
+    for (row, (kind, batch, what)) in rows.iter().enumerate() {
         let (r, cc) = (per(row * 4), per(row * 4 + 2));
         if r / cc > 1.02 {
             over.push(format!("{kind} x{batch} {:.3}", r / cc));

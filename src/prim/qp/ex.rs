@@ -13,7 +13,7 @@ use std::ptr::NonNull;
 use super::Qp;
 use crate::bindings as ffi;
 use crate::prim::error::{Error, Result};
-use crate::prim::wr::{SendWr, Sge};
+use crate::prim::wr::{RemoteAddr, SendWr, Sge};
 use crate::prim::{QpType, SendFlags};
 
 /// Operations an extended QP may post (`IBV_QP_EX_WITH_*`).
@@ -316,6 +316,123 @@ impl WrBatch<'_> {
                 unsafe { ffi::ibv_wr_set_sge_list(q, many.len(), many.as_ptr().cast()) };
                 Ok(())
             }
+        }
+    }
+
+    /// Starts a one-entry request of the direct methods below: `wr_id`, the
+    /// flags (without `INLINE`: these take a registered entry), and the
+    /// check that the QP is not UD (a UD request needs its destination:
+    /// use [`WrBatch::post`] with [`SendWr::ud`]).
+    #[inline(always)]
+    fn begin(&mut self, wr_id: u64, flags: SendFlags) -> *mut ffi::ibv_qp_ex {
+        assert!(
+            self.qp.qp_type != QpType::UD,
+            "WrBatch's one-entry methods are for connected QPs: on a UD QP use WrBatch::post with SendWr::ud"
+        );
+        let q = self.ex.as_ptr();
+        // SAFETY: an open batch on a live extended QP; plain fields the
+        // next `ibv_wr_*` call reads.
+        unsafe {
+            (*q).wr_id = wr_id;
+            (*q).wr_flags = flags.0 & !SendFlags::INLINE.0;
+        }
+        q
+    }
+
+    /// RDMA WRITE of one registered entry to `remote`
+    /// (`ibv_wr_rdma_write`, `ibv_wr_set_sge`): the shortest path, with none
+    /// of [`WrBatch::post`]'s decoding of a [`SendWr`].
+    ///
+    /// # Panics
+    /// On a UD QP.
+    ///
+    /// # Safety
+    /// As [`WrBatch::post`], for `sge`.
+    #[inline]
+    pub unsafe fn rdma_write(&mut self, wr_id: u64, flags: SendFlags, sge: &Sge, remote: RemoteAddr) {
+        let q = self.begin(wr_id, flags);
+        // SAFETY: open batch; the provider copies the operation and entry now.
+        unsafe {
+            ffi::ibv_wr_rdma_write(q, remote.rkey, remote.addr);
+            ffi::ibv_wr_set_sge(q, sge.lkey(), sge.addr(), sge.len());
+        }
+    }
+
+    /// RDMA READ from `remote` into one registered entry (`ibv_wr_rdma_read`).
+    ///
+    /// # Panics
+    /// On a UD QP.
+    ///
+    /// # Safety
+    /// As [`WrBatch::post`], for `sge`.
+    #[inline]
+    pub unsafe fn rdma_read(&mut self, wr_id: u64, flags: SendFlags, sge: &Sge, remote: RemoteAddr) {
+        let q = self.begin(wr_id, flags);
+        // SAFETY: open batch; the provider copies the operation and entry now.
+        unsafe {
+            ffi::ibv_wr_rdma_read(q, remote.rkey, remote.addr);
+            ffi::ibv_wr_set_sge(q, sge.lkey(), sge.addr(), sge.len());
+        }
+    }
+
+    /// SEND of one registered entry (`ibv_wr_send`).
+    ///
+    /// # Panics
+    /// On a UD QP.
+    ///
+    /// # Safety
+    /// As [`WrBatch::post`], for `sge`.
+    #[inline]
+    pub unsafe fn send(&mut self, wr_id: u64, flags: SendFlags, sge: &Sge) {
+        let q = self.begin(wr_id, flags);
+        // SAFETY: open batch; the provider copies the operation and entry now.
+        unsafe {
+            ffi::ibv_wr_send(q);
+            ffi::ibv_wr_set_sge(q, sge.lkey(), sge.addr(), sge.len());
+        }
+    }
+
+    /// 8-byte fetch-and-add at `remote`; the old value lands in `sge`
+    /// (`ibv_wr_atomic_fetch_add`).
+    ///
+    /// # Panics
+    /// On a UD QP.
+    ///
+    /// # Safety
+    /// As [`WrBatch::post`], for `sge` (8 bytes).
+    #[inline]
+    pub unsafe fn fetch_add(&mut self, wr_id: u64, flags: SendFlags, sge: &Sge, remote: RemoteAddr, add: u64) {
+        let q = self.begin(wr_id, flags);
+        // SAFETY: open batch; the provider copies the operation and entry now.
+        unsafe {
+            ffi::ibv_wr_atomic_fetch_add(q, remote.rkey, remote.addr, add);
+            ffi::ibv_wr_set_sge(q, sge.lkey(), sge.addr(), sge.len());
+        }
+    }
+
+    /// 8-byte compare-and-swap at `remote`; the old value lands in `sge`
+    /// (`ibv_wr_atomic_cmp_swp`).
+    ///
+    /// # Panics
+    /// On a UD QP.
+    ///
+    /// # Safety
+    /// As [`WrBatch::post`], for `sge` (8 bytes).
+    #[inline]
+    pub unsafe fn compare_swap(
+        &mut self,
+        wr_id: u64,
+        flags: SendFlags,
+        sge: &Sge,
+        remote: RemoteAddr,
+        compare: u64,
+        swap: u64,
+    ) {
+        let q = self.begin(wr_id, flags);
+        // SAFETY: open batch; the provider copies the operation and entry now.
+        unsafe {
+            ffi::ibv_wr_atomic_cmp_swp(q, remote.rkey, remote.addr, compare, swap);
+            ffi::ibv_wr_set_sge(q, sge.lkey(), sge.addr(), sge.len());
         }
     }
 
