@@ -8,6 +8,7 @@ mod alloc;
 mod args;
 mod clock;
 mod cluster;
+mod cm;
 mod oob;
 mod out;
 mod payload;
