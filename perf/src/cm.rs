@@ -83,17 +83,29 @@ fn connect_one(addr: SocketAddr, device: &str, qp: &Qp, rd_atomic: u8) -> Res<Cm
     Ok(id)
 }
 
-/// Server: listens on `port` (every address) and accepts one connection
-/// per QP, the i-th for `qps[i]`.
-pub fn accept(port: u16, device: &str, qps: &[Qp], rd_atomic: u8, wait: Duration) -> Res<Conns> {
-    let deadline = Instant::now() + wait;
+/// Server: the QPs' listener, on `port` on every address. It goes up
+/// before the exchange message that lets the client connect: perftest's
+/// client gives up (and crashes on its retry) when its first request finds
+/// nobody listening.
+pub struct Listener {
+    id: CmId,
+}
+
+/// Listens on `port` (every address) for up to `backlog` connections.
+pub fn listen(port: u16, backlog: usize) -> Res<Listener> {
     let ch = EventChannel::new().map_err(|e| e.to_string())?;
-    let listener = CmId::new(&ch, PortSpace::Rc).map_err(|e| e.to_string())?;
-    listener
-        .bind(SocketAddr::from(([0, 0, 0, 0], port)))
+    let id = CmId::new(&ch, PortSpace::Rc).map_err(|e| e.to_string())?;
+    id.bind(SocketAddr::from(([0, 0, 0, 0], port)))
         .map_err(|e| format!("rdma_cm: binding the QPs' listener to port {port}: {e}"))?;
-    let backlog = i32::try_from(qps.len()).unwrap_or(i32::MAX);
-    listener.listen(backlog).map_err(|e| format!("rdma_cm: listening on port {port}: {e}"))?;
+    id.listen(i32::try_from(backlog).unwrap_or(i32::MAX))
+        .map_err(|e| format!("rdma_cm: listening on port {port}: {e}"))?;
+    Ok(Listener { id })
+}
+
+/// Server: accepts one connection per QP on `l`, the i-th for `qps[i]`.
+pub fn accept(l: Listener, device: &str, qps: &[Qp], rd_atomic: u8, wait: Duration) -> Res<Conns> {
+    let deadline = Instant::now() + wait;
+    let listener = l.id;
     let mut ids = Vec::with_capacity(qps.len());
     for (i, qp) in qps.iter().enumerate() {
         let what = |e: rrddmma::prim::Error| format!("rdma_cm: accepting the connection of QP {i}: {e}");

@@ -240,12 +240,14 @@ pub fn setup(o: &Opts) -> Res<Session> {
     // (perftest's `create_rdma_cm_connection`); the CM picks the PSNs.
     let mut cm_conns = None;
     if oob.is_cm() {
+        let listener = if oob.is_client() { None } else { Some(crate::cm::listen(o.tcp_port, qps.len())?) };
         oob.handshake(&Dest::default())?;
         let wait = Duration::from_secs(30);
         let rd = out_reads as u8;
-        let conns = match oob.cm_peer() {
-            Some(peer) if oob.is_client() => crate::cm::connect(peer, ctx.name(), &qps, rd, wait)?,
-            _ => crate::cm::accept(o.tcp_port, ctx.name(), &qps, rd, wait)?,
+        let conns = match (listener, oob.cm_peer()) {
+            (Some(l), _) => crate::cm::accept(l, ctx.name(), &qps, rd, wait)?,
+            (None, Some(peer)) => crate::cm::connect(peer, ctx.name(), &qps, rd, wait)?,
+            (None, None) => return Err("rdma_cm: the exchange connection has no peer address".into()),
         };
         oob.handshake(&Dest::default())?;
         cm_conns = Some(conns);
