@@ -74,6 +74,8 @@ pub struct Opts {
     pub numa: bool,
     pub hugepages: bool,
     pub run_infinitely: bool,
+    /// perftest's `-R`: QPs connected through rdma_cm, the exchange over an RC QP.
+    pub rdma_cm: bool,
 }
 
 pub const USAGE: &str = "\
@@ -102,6 +104,7 @@ perftest's flags:
   -H, --report-histogram   print every latency sample, sorted (lat tests)
   -U, --report-unsorted    print every latency sample in the order taken (lat tests)
   -c, --connection RC      transport (RC only)
+  -R, --rdma_cm            connect through rdma_cm (SERVER by IP address; exchange over RDMA SEND)
       --use_hugepages      buffers on 2 MiB huge pages
       --run_infinitely     bw client: stream until stopped, a report every -D seconds (5)
       --report_gbits       report Gb/s instead of MiB/s
@@ -198,6 +201,7 @@ where
         numa: false,
         hugepages: false,
         run_infinitely: false,
+        rdma_cm: false,
     };
     let mut cq_mod_set = false;
     while let Some(arg) = p.next().map_err(|e| e.to_string())? {
@@ -237,6 +241,7 @@ where
                 }
                 v => return Err(format!("-c {v:?}: expected RC, UC, UD, XRC or DC")),
             },
+            Short('R') | Long("rdma_cm") => o.rdma_cm = true,
             Long("cpu") => o.cpu = Some(num(&mut p, "--cpu")?),
             Long("numa") => o.numa = true,
             Long("use_hugepages") | Long("use-hugepages") => o.hugepages = true,

@@ -9,6 +9,7 @@ mod args;
 mod clock;
 mod cluster;
 mod cluster_report;
+mod cm;
 mod oob;
 mod out;
 mod payload;

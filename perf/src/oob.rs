@@ -11,8 +11,13 @@
 //! test the handshakes described in `run`.
 
 use std::io::{self, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use rrddmma::prim::cm::CmEventType;
+use rrddmma::prim::{RecvWr, SendWr, Wc};
+use rrddmma::wrap::{accept_rc_cm, connect_rc_cm, CmConn, CmListener, CmOpts, RegisteredMem};
 
 /// The version this tool's exchange corresponds to.
 pub const VERSION: &str = "6.06";
@@ -22,6 +27,9 @@ const VERSION_LEN: usize = 16;
 pub const KEY_LEN: usize = 59;
 /// QP message with GID (16 `%02x:` bytes before the SRQ number) and a NUL.
 pub const KEY_LEN_GID: usize = 108;
+/// QP message over rdma_cm (`-R`): perftest's `struct pingpong_dest` in
+/// binary, integers big-endian (see [`Dest::encode_cm`]).
+pub const KEY_LEN_CM: usize = 56;
 
 /// What a peer needs about one of our QPs (perftest's `pingpong_dest`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -96,12 +104,85 @@ impl Dest {
         }
         Ok(d)
     }
+
+    /// The message as perftest sends it over rdma_cm: its `struct
+    /// pingpong_dest` (x86-64 layout, 56 bytes) with the integers big-endian:
+    /// LID, outstanding reads, QPN, PSN, rkey at 0, 4, 8, 12, 16; the address
+    /// at 24; the GID bytes at 32; SRQ number and GID index at 48 and 52.
+    pub fn encode_cm(&self) -> [u8; KEY_LEN_CM] {
+        let mut m = [0u8; KEY_LEN_CM];
+        let words = [u32::from(self.lid), self.out_reads, self.qpn, self.psn, self.rkey];
+        for (k, w) in words.iter().enumerate() {
+            m[4 * k..4 * k + 4].copy_from_slice(&w.to_be_bytes());
+        }
+        m[24..32].copy_from_slice(&self.vaddr.to_be_bytes());
+        m[32..48].copy_from_slice(&self.gid.unwrap_or([0; 16]));
+        m[48..52].copy_from_slice(&self.srqn.to_be_bytes());
+        m
+    }
+
+    /// Parses [`encode_cm`](Self::encode_cm)'s form. perftest does not read
+    /// the SRQ number back over rdma_cm; neither does this.
+    pub fn decode_cm(m: &[u8; KEY_LEN_CM], with_gid: bool) -> Dest {
+        let word = |k: usize| u32::from_be_bytes([m[4 * k], m[4 * k + 1], m[4 * k + 2], m[4 * k + 3]]);
+        let mut gid = [0u8; 16];
+        gid.copy_from_slice(&m[32..48]);
+        Dest {
+            lid: word(0) as u16,
+            out_reads: word(1),
+            qpn: word(2),
+            psn: word(3),
+            rkey: word(4),
+            vaddr: u64::from_be_bytes(m[24..32].try_into().expect("8 bytes")),
+            gid: with_gid.then_some(gid),
+            srqn: 0,
+        }
+    }
+}
+
+/// perftest's `-R` exchange: an RC connection made through rdma_cm on the
+/// test's port, each message one SEND into one posted receive.
+struct CmLink {
+    conn: CmConn,
+    /// Receive slot at 0, send slot at [`SLOT`].
+    mem: RegisteredMem,
+    /// A receive completion taken by [`Oob::peer_spoke`], not yet read.
+    stash: Mutex<Option<Wc>>,
+}
+
+/// Bytes of each slot of a [`CmLink`] (perftest posts receives of 56).
+const SLOT: usize = 64;
+
+/// How the exchange travels.
+enum Link {
+    Tcp(TcpStream),
+    Cm(Box<CmLink>),
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Link::Tcp(s) => write!(f, "Tcp({s:?})"),
+            Link::Cm(l) => write!(f, "Cm({:?})", l.conn.id),
+        }
+    }
+}
+
+/// Resolves a server name to its first IPv4 address (perftest asks for
+/// `AF_INET` only) with `port`.
+pub fn ipv4_of(host: &str, port: u16) -> Result<SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {host}: {e}"))?
+        .find(SocketAddr::is_ipv4)
+        .ok_or_else(|| format!("{host} has no IPv4 address (rdma_cm connections here are IPv4, as perftest's)"))
 }
 
 /// The connection to the peer.
 #[derive(Debug)]
 pub struct Oob {
-    s: TcpStream,
+    link: Link,
     client: bool,
     /// The peer's version string (empty when not exchanged).
     pub rem_version: String,
@@ -136,7 +217,83 @@ impl Oob {
             }
         };
         let _ = s.set_nodelay(true);
-        Ok(Oob { s, client: server.is_some(), rem_version: String::new() })
+        Ok(Oob { link: Link::Tcp(s), client: server.is_some(), rem_version: String::new() })
+    }
+
+    /// perftest's `-R`: connects through rdma_cm to `server` on `port`
+    /// (retrying for up to `wait` while nobody listens), or, without a
+    /// server name, listens on every address and accepts one client. One
+    /// receive is kept posted, as perftest keeps one.
+    pub fn open_cm(server: Option<&str>, port: u16, wait: Duration) -> Result<Oob, String> {
+        let opts = CmOpts { cq_depth: 4, ..CmOpts::default() };
+        let conn = match server {
+            Some(host) => {
+                let addr = ipv4_of(host, port)?;
+                let start = Instant::now();
+                loop {
+                    match connect_rc_cm(addr, &opts) {
+                        Ok(c) => break c,
+                        Err(e) if start.elapsed() < wait => {
+                            let _ = e;
+                            std::thread::sleep(Duration::from_millis(100));
+                        }
+                        Err(e) => return Err(format!("rdma_cm: cannot connect to {addr}: {e}")),
+                    }
+                }
+            }
+            None => {
+                let any = SocketAddr::from(([0, 0, 0, 0], port));
+                let l = CmListener::bind(any, 1).map_err(|e| format!("rdma_cm: cannot listen on port {port}: {e}"))?;
+                // perftest's server waits for its client without a limit.
+                loop {
+                    match accept_rc_cm(&l, &CmOpts { timeout: Duration::from_secs(3600), ..opts.clone() }) {
+                        Ok(c) => break c,
+                        Err(rrddmma::prim::Error::Timeout { .. }) => continue,
+                        Err(e) => return Err(format!("rdma_cm: accepting the exchange connection: {e}")),
+                    }
+                }
+                // The listener goes here: the test's QPs listen on the same port next.
+            }
+        };
+        let mem = RegisteredMem::new(&conn.pd, 2 * SLOT).map_err(|e| format!("rdma_cm exchange memory: {e}"))?;
+        let link = CmLink { conn, mem, stash: Mutex::new(None) };
+        link.post_recv()?;
+        Ok(Oob { link: Link::Cm(Box::new(link)), client: server.is_some(), rem_version: String::new() })
+    }
+
+    /// Whether the exchange runs over rdma_cm (`-R`).
+    pub fn is_cm(&self) -> bool {
+        matches!(self.link, Link::Cm(_))
+    }
+
+    /// The device the rdma_cm exchange connection went through.
+    pub fn cm_device(&self) -> Option<String> {
+        match &self.link {
+            Link::Cm(l) => l.conn.id.device_name(),
+            Link::Tcp(_) => None,
+        }
+    }
+
+    /// The peer's address (IPv4, the test's port) of an rdma_cm exchange.
+    pub fn cm_peer(&self) -> Option<SocketAddr> {
+        match &self.link {
+            Link::Cm(l) => l.conn.id.peer_addr(),
+            Link::Tcp(_) => None,
+        }
+    }
+
+    fn write_all(&mut self, b: &[u8]) -> Result<(), String> {
+        match &mut self.link {
+            Link::Tcp(s) => ctx("write", s.write_all(b)),
+            Link::Cm(l) => l.send(b),
+        }
+    }
+
+    fn read_exact(&mut self, b: &mut [u8]) -> Result<(), String> {
+        match &mut self.link {
+            Link::Tcp(s) => ctx("read", s.read_exact(b)),
+            Link::Cm(l) => l.recv(b),
+        }
     }
 
     /// Whether this side is the client.
@@ -148,11 +305,11 @@ impl Oob {
     /// reads then writes; both buffers have the same length.
     pub fn xchg(&mut self, mine: &[u8], theirs: &mut [u8]) -> Result<(), String> {
         if self.client {
-            ctx("write", self.s.write_all(mine))?;
-            ctx("read", self.s.read_exact(theirs))
+            self.write_all(mine)?;
+            self.read_exact(theirs)
         } else {
-            ctx("read", self.s.read_exact(theirs))?;
-            ctx("write", self.s.write_all(mine))
+            self.read_exact(theirs)?;
+            self.write_all(mine)
         }
     }
 
@@ -201,6 +358,11 @@ impl Oob {
 
     /// One QP message each way (perftest's `ctx_hand_shake`).
     pub fn handshake(&mut self, mine: &Dest) -> Result<Dest, String> {
+        if self.is_cm() {
+            let mut theirs = [0u8; KEY_LEN_CM];
+            self.xchg(&mine.encode_cm(), &mut theirs)?;
+            return Ok(Dest::decode_cm(&theirs, mine.gid.is_some()));
+        }
         let msg = mine.encode();
         debug_assert_eq!(msg.len(), if mine.gid.is_some() { KEY_LEN_GID } else { KEY_LEN });
         let mut theirs = [0u8; KEY_LEN_GID];
@@ -234,20 +396,103 @@ impl Oob {
     }
 
     /// The closing handshake (`ctx_close_connection`): one QP message each
-    /// way, then "done" and the socket is closed.
+    /// way, then over TCP "done" and the socket is closed (over rdma_cm the
+    /// message is all).
     pub fn close(&mut self, mine: &Dest) -> Result<(), String> {
         self.handshake(mine)?;
-        ctx("write", self.s.write_all(b"done\0"))
+        match &mut self.link {
+            Link::Tcp(s) => ctx("write", s.write_all(b"done\0")),
+            Link::Cm(_) => Ok(()),
+        }
     }
 
     /// Whether the peer has sent something (used by receivers that run
     /// until the sender's closing handshake); never blocks.
     pub fn peer_spoke(&self) -> bool {
-        let _ = self.s.set_nonblocking(true);
-        let mut b = [0u8; 1];
-        let r = matches!(self.s.peek(&mut b), Ok(n) if n > 0);
-        let _ = self.s.set_nonblocking(false);
-        r
+        match &self.link {
+            Link::Tcp(s) => {
+                let _ = s.set_nonblocking(true);
+                let mut b = [0u8; 1];
+                let r = matches!(s.peek(&mut b), Ok(n) if n > 0);
+                let _ = s.set_nonblocking(false);
+                r
+            }
+            Link::Cm(l) => {
+                let mut stash = l.stash.lock().unwrap_or_else(|p| p.into_inner());
+                if stash.is_none() {
+                    *stash = l.conn.recv_cq.poll_one().ok().flatten();
+                }
+                stash.is_some()
+            }
+        }
+    }
+}
+
+impl CmLink {
+    fn post_recv(&self) -> Result<(), String> {
+        let sges = [self.mem.sge(0..SLOT)];
+        // SAFETY: the slot lies in `mem`, which lives as long as the QP (same struct)
+        // and is read only after the receive completes.
+        unsafe { self.conn.qp.post_recv(&mut [RecvWr::new(&sges, 0)]) }
+            .map_err(|e| format!("rdma_cm exchange: ibv_post_recv: {e}"))
+    }
+
+    /// Waits for one completion on `recv` (the receive CQ) or the send CQ;
+    /// fails when the peer disconnects.
+    fn wait(&self, recv: bool) -> Result<Wc, String> {
+        let cq = if recv { &self.conn.recv_cq } else { &self.conn.send_cq };
+        loop {
+            if recv {
+                if let Some(wc) = self.stash.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                    return Ok(wc);
+                }
+            }
+            match cq.spin_one(Duration::from_millis(1)) {
+                Ok(Some(wc)) => return Ok(wc),
+                Ok(None) => {}
+                Err(e) => return Err(format!("rdma_cm exchange: ibv_poll_cq: {e}")),
+            }
+            match self.conn.id.channel().get() {
+                Ok(ev) if ev.kind() == CmEventType::DISCONNECTED => {
+                    return Err("rdma_cm exchange: the peer disconnected".into())
+                }
+                // Nothing else bears on the exchange.
+                Ok(_) => {}
+                Err(e) if e.is_would_block() => std::thread::sleep(Duration::from_micros(200)),
+                Err(e) => return Err(format!("rdma_cm exchange: reading events: {e}")),
+            }
+        }
+    }
+
+    fn send(&mut self, b: &[u8]) -> Result<(), String> {
+        assert!(b.len() <= SLOT, "an exchange message is at most {SLOT} bytes, not {}", b.len());
+        self.mem.write(SLOT, b);
+        let sges = [self.mem.sge(SLOT..SLOT + b.len())];
+        // SAFETY: the slot lies in `mem` and is not written again before the
+        // completion below.
+        unsafe { self.conn.qp.post_send(&mut [SendWr::send(&sges).signaled()]) }
+            .map_err(|e| format!("rdma_cm exchange: ibv_post_send: {e}"))?;
+        let wc = self.wait(false)?;
+        if !wc.is_success() {
+            return Err(format!("rdma_cm exchange: SEND completed with status {:?}", wc.status()));
+        }
+        Ok(())
+    }
+
+    fn recv(&mut self, b: &mut [u8]) -> Result<(), String> {
+        let wc = self.wait(true)?;
+        if !wc.is_success() {
+            return Err(format!("rdma_cm exchange: receive completed with status {:?}", wc.status()));
+        }
+        if wc.byte_len() as usize != b.len() {
+            return Err(format!(
+                "rdma_cm exchange: the peer sent {} bytes where {} were due (do both sides run the same test with -R?)",
+                wc.byte_len(),
+                b.len()
+            ));
+        }
+        self.mem.read(0, b);
+        self.post_recv()
     }
 }
 

@@ -121,6 +121,8 @@ fn inc(v: usize, a: usize) -> usize {
 /// then the buffer.
 pub struct Session {
     pub qps: Vec<Qp>,
+    /// With -R: the CM ids of the QPs (dropped after them: disconnects).
+    _cm: Option<crate::cm::Conns>,
     pub cqs: Vec<Cq>,
     pub recv_cq: Cq,
     pub mr: Mr,
@@ -149,7 +151,11 @@ fn mtu_enum(bytes: u32) -> u32 {
 
 /// Opens the device, talks to the peer and connects the QPs.
 pub fn setup(o: &Opts) -> Res<Session> {
-    let ctx = match &o.device {
+    // With -R the exchange comes first: its route names the device.
+    let cm_oob =
+        if o.rdma_cm { Some(Oob::open_cm(o.server.as_deref(), o.tcp_port, Duration::from_secs(30))?) } else { None };
+    let device = o.device.clone().or_else(|| cm_oob.as_ref().and_then(Oob::cm_device));
+    let ctx = match &device {
         Some(d) => Context::open(d),
         None => Context::open_first(),
     }
@@ -185,7 +191,10 @@ pub fn setup(o: &Opts) -> Res<Session> {
         mtu = mtu.min(mtu_enum(m));
     }
 
-    let mut oob = Oob::open(o.server.as_deref(), o.tcp_port, Duration::from_secs(30))?;
+    let mut oob = match cm_oob {
+        Some(c) => c,
+        None => Oob::open(o.server.as_deref(), o.tcp_port, Duration::from_secs(30))?,
+    };
     let page = 4096u32;
     let (cycle, line, mtu) = oob.preamble(o.dont_xchg_versions, page, 64, mtu)?;
     let (cycle, line) = (cycle as usize, line as usize);
@@ -227,6 +236,23 @@ pub fn setup(o: &Opts) -> Res<Session> {
     } else {
         None
     };
+    // -R: the CM connects the QPs now, between two exchange messages
+    // (perftest's `create_rdma_cm_connection`); the CM picks the PSNs.
+    let mut cm_conns = None;
+    if oob.is_cm() {
+        let listener = if oob.is_client() { None } else { Some(crate::cm::listen(o.tcp_port, qps.len())?) };
+        oob.handshake(&Dest::default())?;
+        let wait = Duration::from_secs(30);
+        let rd = out_reads as u8;
+        let conns = match (listener, oob.cm_peer()) {
+            (Some(l), _) => crate::cm::accept(l, ctx.name(), &qps, rd, wait)?,
+            (None, Some(peer)) => crate::cm::connect(peer, ctx.name(), &qps, rd, wait)?,
+            (None, None) => return Err("rdma_cm: the exchange connection has no peer address".into()),
+        };
+        oob.handshake(&Dest::default())?;
+        cm_conns = Some(conns);
+    }
+    let cm_psns = cm_conns.as_ref().map(crate::cm::Conns::sq_psns);
     let my: Vec<Dest> = qps
         .iter()
         .enumerate()
@@ -234,8 +260,8 @@ pub fn setup(o: &Opts) -> Res<Session> {
             lid: port.lid(),
             out_reads,
             qpn: qp.qpn(),
-            // From the OS (getrandom), not the process id.
-            psn: rrddmma::prim::random_psn(),
+            // From the OS (getrandom), not the process id; with -R the CM's.
+            psn: cm_psns.as_ref().map_or_else(rrddmma::prim::random_psn, |p| p[i]),
             rkey: mr.rkey(),
             vaddr: mr.addr() + ((q + i) * slot) as u64,
             gid,
@@ -252,7 +278,7 @@ pub fn setup(o: &Opts) -> Res<Session> {
     for d in &my {
         rem.push(oob.handshake(d)?);
     }
-    for (i, qp) in qps.iter().enumerate() {
+    for (i, qp) in qps.iter().enumerate().filter(|_| cm_conns.is_none()) {
         let r = &rem[i];
         let remote = Endpoint { qpn: r.qpn, psn: r.psn, lid: r.lid, gid: Gid(r.gid.unwrap_or([0; 16])) };
         let opts = ConnectOpts {
@@ -270,8 +296,22 @@ pub fn setup(o: &Opts) -> Res<Session> {
     if o.verb == Verb::Send {
         oob.handshake(&my[0])?;
     }
-    let mut s =
-        Session { qps, cqs, recv_cq, mr, _buf: buf, oob, my, rem, slot, cycle, line, clock: Clock::detect(), ctx };
+    let mut s = Session {
+        qps,
+        _cm: cm_conns,
+        cqs,
+        recv_cq,
+        mr,
+        _buf: buf,
+        oob,
+        my,
+        rem,
+        slot,
+        cycle,
+        line,
+        clock: Clock::detect(),
+        ctx,
+    };
     // Payload checking: the bandwidth sources carry the positional pattern
     // (WRITE: this side's source regions; READ: the regions the peer reads).
     if o.check_payload && o.test == Test::Bw && matches!(o.verb, Verb::Write | Verb::Read) {

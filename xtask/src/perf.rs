@@ -36,6 +36,33 @@ fn pair(server: &str, client: &str) -> String {
     )
 }
 
+/// As [`pair`], for servers listening through rdma_cm (no TCP port to
+/// wait on: the CM's listening id on `port` is).
+fn cm_pair(server: &str, client: &str, port: usize) -> String {
+    format!(
+        "L=$(mktemp); timeout 90 {server} > $L 2>&1 & S=$!; \
+         for i in $(seq 200); do rdma res show cm_id | grep -Eq 'LISTEN.*:{port}( |$)' && break; sleep 0.1; done; \
+         timeout 60 {client}; echo CLIENT-RC=$?; wait $S; echo SERVER-RC=$?; echo '--- server output'; cat $L; rm -f $L"
+    )
+}
+
+/// An interop pair's verdict: both exited 0, rrddmma-perf allocated nothing
+/// in its loops, and its own rows are plausible (perftest's layouts differ:
+/// its server's "BW peak" is 0, its latency columns can be "inf" when its
+/// clock estimate fails).
+fn interop_ok(d: &Done, test: &str, size: u64, iters: u64, bw: bool, ours_client: bool) -> bool {
+    let mine = side(&d.output, ours_client);
+    let judged = match (bw, iters) {
+        // -b: this side's row and the peer's reported one, positive.
+        (true, 0) => rows(mine, size).iter().filter(|r| r[2] > 0.0).count() >= 2,
+        (true, n) => bw_plausible(mine, size, n, 1),
+        // READ/atomic latency servers are passive.
+        (false, _) if !ours_client && matches!(test, "read lat" | "atomic lat") => true,
+        (false, n) => lat_plausible(mine, size, n, 1),
+    };
+    both_ok(d) && zero_allocs(&d.output) && judged
+}
+
 /// Rows of a result table whose first column is `size`, as numbers (the
 /// leading numeric columns only).
 fn rows(out: &str, size: u64) -> Vec<Vec<f64>> {
@@ -128,19 +155,41 @@ pub fn checks() -> Result<Vec<Check>> {
                 )
             };
             v.push(Check::verdict(&name, pair(&server, &client), move |d| {
-                // Our side's rows (perftest's layouts differ: its server's
-                // "BW peak" is 0, its latency columns can be "inf" when its
-                // clock estimate fails).
-                let mine = side(&d.output, ours_client);
-                let judged = match (bw, iters) {
-                    // -b: this side's row and the peer's reported one, positive.
-                    (true, 0) => rows(mine, size).iter().filter(|r| r[2] > 0.0).count() >= 2,
-                    (true, n) => bw_plausible(mine, size, n, 1),
-                    // READ/atomic latency servers are passive.
-                    (false, _) if !ours_client && matches!(test, "read lat" | "atomic lat") => true,
-                    (false, n) => lat_plausible(mine, size, n, 1),
-                };
-                both_ok(d) && zero_allocs(&d.output) && judged
+                interop_ok(d, test, size, iters, bw, ours_client)
+            }));
+        }
+    }
+
+    // perftest's rdma_cm mode (-R), both directions, on the CM device (rxe
+    // on a veth): the exchange and the QPs go through rdma_cm.
+    let rdma_cm: [(&str, &str, &str, u64, u64, bool); 5] = [
+        ("write bw", "ib_write_bw", "-s 4096 -n 200", 4096, 200, true),
+        ("send bw", "ib_send_bw", "-s 1024 -n 200", 1024, 200, true),
+        ("write lat", "ib_write_lat", "-n 100", 2, 100, false),
+        ("read lat", "ib_read_lat", "-s 64 -n 100", 64, 100, false),
+        ("atomic lat", "ib_atomic_lat", "-n 100", 8, 100, false),
+    ];
+    for (k, (test, tool, flags, size, iters, bw)) in rdma_cm.into_iter().enumerate() {
+        for ours_client in [true, false] {
+            let port = 18700 + 2 * k + usize::from(ours_client);
+            let cm_dev = "-d $RRDDMMA_CM_DEVICE -R";
+            let ours = format!("{me} {test} {cm_dev} -p {port} {flags}");
+            let theirs = format!("{tool} {cm_dev} -p {port} -F {flags}");
+            let (name, server, client) = if ours_client {
+                (
+                    format!("perf -R interop: rrddmma-perf {test} {flags} client -> {tool} -R server"),
+                    theirs,
+                    format!("{ours} \"$RRDDMMA_CM_ADDR\""),
+                )
+            } else {
+                (
+                    format!("perf -R interop: {tool} -R {flags} client -> rrddmma-perf {test} server"),
+                    ours,
+                    format!("{theirs} \"$RRDDMMA_CM_ADDR\""),
+                )
+            };
+            v.push(Check::verdict(&name, cm_pair(&server, &client, port), move |d| {
+                interop_ok(d, test, size, iters, bw, ours_client)
             }));
         }
     }
@@ -543,7 +592,9 @@ pub fn cluster_checks() -> Result<Vec<Check>> {
 pub fn run_checks(args: &[String]) -> Result<()> {
     let which = args.first().map(String::as_str);
     let mut checks = if which == Some("cluster") { Vec::new() } else { checks()? };
-    if which != Some("pair") {
+    if which == Some("rdma_cm") {
+        checks.retain(|c| c.step.name.starts_with("perf -R "));
+    } else if which != Some("pair") {
         checks.extend(cluster_checks()?);
     }
     let place = device::locate(None)?;
