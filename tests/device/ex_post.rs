@@ -128,3 +128,80 @@ fn dropped_batch_posts_nothing() {
     assert_eq!(cq.poll(&mut more).unwrap(), 0, "the aborted request never completes");
     assert_eq!(b.bytes(), &[1u8; 64][..]);
 }
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn one_entry_methods_write_read_send_and_atomics() {
+    use rrddmma::prim::SendFlags;
+    let ctx = open_device();
+    let pd = Pd::new(&ctx).unwrap();
+    let cq = Cq::new(&ctx, 64).unwrap();
+    let (qa, qb) = ex_pair(&pd, &cq, QpCaps::default());
+    let mut a = Buf::new(&pd, 4096);
+    let mut b = Buf::new(&pd, 4096);
+    a.bytes()[..64].iter_mut().enumerate().for_each(|(i, x)| *x = i as u8 + 1);
+    b.bytes()[1024..1088].fill(0x5a);
+    b.bytes()[2048..2056].copy_from_slice(&10u64.to_ne_bytes());
+    b.bytes()[2056..2064].copy_from_slice(&3u64.to_ne_bytes());
+    let rb = b.mr.remote();
+    let recv = [b.mr.sge(3000, 64)];
+    // SAFETY: a receive in registered memory, untouched until completion.
+    unsafe { qb.post_recv(&mut [RecvWr::new(&recv, 900)]) }.unwrap();
+
+    let sig = SendFlags::SIGNALED;
+    // SAFETY: every entry lies in registered memory, untouched until completion.
+    let mut batch = unsafe { qa.wr_batch() };
+    // SAFETY: as above (`INLINE` is masked out: the entry is registered).
+    unsafe {
+        batch.rdma_write(1, sig | SendFlags::INLINE, &a.mr.sge(0, 64), rb.at(0));
+        batch.rdma_read(2, sig, &a.mr.sge(100, 64), rb.at(1024));
+        batch.send(3, sig, &a.mr.sge(0, 16));
+        batch.fetch_add(4, sig, &a.mr.sge(200, 8), rb.at(2048), 5);
+        batch.compare_swap(5, sig, &a.mr.sge(208, 8), rb.at(2056), 3, 99);
+    }
+    batch.complete().unwrap();
+    let mut got: Vec<Wc> = (0..6).map(|_| poll_one(&cq)).collect();
+    got.sort_by_key(|w| w.wr_id());
+    let ops: Vec<(u64, WcOpcode, WcStatus)> = got.iter().map(|w| (w.wr_id(), w.opcode(), w.status())).collect();
+    use WcOpcode as O;
+    let ok = WcStatus::SUCCESS;
+    assert_eq!(
+        ops,
+        [
+            (1, O::RDMA_WRITE, ok),
+            (2, O::RDMA_READ, ok),
+            (3, O::SEND, ok),
+            (4, O::FETCH_ADD, ok),
+            (5, O::COMP_SWAP, ok),
+            (900, O::RECV, ok)
+        ]
+    );
+    let expect: Vec<u8> = (1..=64).collect();
+    assert_eq!(&b.bytes()[..64], &expect[..], "the WRITE landed");
+    assert_eq!(&a.bytes()[100..164], &[0x5a; 64][..], "the READ brought the bytes back");
+    assert_eq!(&b.bytes()[3000..3016], &expect[..16], "the SEND arrived");
+    assert_eq!(u64::from_ne_bytes(a.bytes()[200..208].try_into().unwrap()), 10, "FAA's old value");
+    assert_eq!(u64::from_ne_bytes(b.bytes()[2048..2056].try_into().unwrap()), 15);
+    assert_eq!(u64::from_ne_bytes(a.bytes()[208..216].try_into().unwrap()), 3, "CAS's old value");
+    assert_eq!(u64::from_ne_bytes(b.bytes()[2056..2064].try_into().unwrap()), 99);
+}
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn one_entry_methods_refuse_ud() {
+    let ctx = open_device();
+    let pd = Pd::new(&ctx).unwrap();
+    let cq = Cq::new(&ctx, 16).unwrap();
+    let qp = QpBuilder::new(&pd, QpType::UD, &cq, &cq).send_ops(SendOps::SEND).build().unwrap();
+    let a = Buf::new(&pd, 64);
+    let sge = a.mr.sge(0, 8);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: registered entry; the call panics before anything is written.
+        let mut batch = unsafe { qp.wr_batch() };
+        // SAFETY: as above.
+        unsafe { batch.send(1, rrddmma::prim::SendFlags::SIGNALED, &sge) };
+    }));
+    let msg = r.expect_err("a one-entry send on a UD QP panics");
+    let msg = msg.downcast_ref::<&str>().copied().map(String::from).or_else(|| msg.downcast_ref::<String>().cloned());
+    assert!(msg.unwrap_or_default().contains("WrBatch::post with SendWr::ud"), "names the fix");
+}
