@@ -637,7 +637,10 @@ fn demo_items() -> Vec<Item> {
 /// The median ratio rrddmma-perf / perftest of the repetitions that have
 /// both, with its spread (lowest, highest); `None` when none has both.
 fn ratio_spread(p: &[Option<f64>], r: &[Option<f64>]) -> Option<(f64, f64, f64)> {
-    let ratios: Vec<f64> = p.iter().zip(r).filter_map(|(p, r)| Some(r.as_ref()? / p.as_ref()?)).collect();
+    // A value that is not a positive finite number (perftest prints "inf"
+    // or 0 when its clock estimate fails) has no ratio.
+    let ok = |v: &Option<f64>| v.filter(|x| x.is_finite() && *x > 0.0);
+    let ratios: Vec<f64> = p.iter().zip(r).filter_map(|(p, r)| Some(ok(r)? / ok(p)?)).collect();
     let lo = ratios.iter().copied().fold(f64::MAX, f64::min);
     let hi = ratios.iter().copied().fold(f64::MIN, f64::max);
     Some((median(ratios)?, lo, hi))
@@ -688,7 +691,10 @@ pub fn demo(args: &[String]) -> Result<()> {
             let size_flag = if it.ours.starts_with("atomic") { String::new() } else { format!("-s {}", it.size) };
             let common = format!("-d $D -x $X -n {DEMO_ITERS} {size_flag}");
             let runs = [
-                ("perftest", format!("{} {common}", it.perftest)),
+                // `-F`: perftest's CPU-frequency estimate fails under TCG
+                // ("Correlation coefficient r^2 < 0.9") and it then refuses
+                // to print its report.
+                ("perftest", format!("{} {common} -F", it.perftest)),
                 ("rrddmma", format!("{me} {} {common} --no-progress", it.ours)),
             ];
             let order: Vec<usize> = if (rep + k) % 2 == 0 { vec![0, 1] } else { vec![1, 0] };
@@ -898,6 +904,10 @@ mod tests {
         let (m, lo, hi) = ratio_spread(&p, &r).unwrap();
         assert_eq!((m, lo, hi), (1.0, 0.9, 1.2));
         assert!(ratio_spread(&[None], &[Some(1.0)]).is_none());
+        // perftest's "inf" or 0 (clock estimate failed) gives no ratio.
+        let p = [Some(f64::INFINITY), Some(0.0), Some(10.0)];
+        let r = [Some(5.0), Some(5.0), Some(11.0)];
+        assert_eq!(ratio_spread(&p, &r).unwrap(), (1.1, 1.1, 1.1));
     }
 
     /// rrddmma-perf's JSON for an outcast run, 2 QPs per pair, 10 per QP.
