@@ -623,6 +623,9 @@ mod tests {
         let mut td_attr = ibv_td_init_attr::default();
         let mut pd_attr = ibv_parent_domain_init_attr::default();
         // A legacy context has neither entry.
+        // SAFETY (every call below): the contexts and attributes are live
+        // locals of this test; the wrappers only read the context's ops and
+        // call the fake entry set here.
         assert!(unsafe { ibv_alloc_td(&mut ctx, &mut td_attr) }.is_null());
         assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EOPNOTSUPP));
         assert!(unsafe { ibv_alloc_parent_domain(&mut ctx, &mut pd_attr) }.is_null());
