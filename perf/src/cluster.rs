@@ -627,10 +627,10 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
         let rep = Report::new(o, n, every);
         println!("{}", rep.table());
         if let Some(p) = &o.json {
-            std::fs::write(p, rep.json()).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+            std::fs::write(p, rep.json()?).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
         }
         if let Some(p) = &o.csv {
-            std::fs::write(p, rep.csv()).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+            std::fs::write(p, rep.csv()?).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
         }
         if let Some(p) = &o.svg {
             std::fs::write(p, rep.heatmap()).map_err(|e| format!("cannot write {}: {e}", p.display()))?;

@@ -5,6 +5,8 @@
 
 use std::fmt::Write as _;
 
+use serde::Serialize;
+
 use crate::cluster::ClusterOpts;
 
 type Res<T> = Result<T, String>;
@@ -103,6 +105,82 @@ impl SizeRun {
     }
 }
 
+/// The JSON document (`--json`).
+#[derive(Serialize)]
+struct ReportJson<'a> {
+    tool: &'static str,
+    mode: &'static str,
+    pattern: &'static str,
+    op: &'static str,
+    ranks: u32,
+    qps_per_pair: u32,
+    threads_per_rank: u32,
+    tx_depth: u32,
+    /// `null` with `-D`.
+    iterations_per_qp: Option<u64>,
+    /// `null` without `-D`.
+    duration_s: Option<f64>,
+    lat_samples: u32,
+    sizes: &'a [usize],
+    results: Vec<SizeJson>,
+}
+
+/// One size's results.
+#[derive(Serialize)]
+struct SizeJson {
+    size: usize,
+    flows: Vec<FlowJson>,
+    rank_totals: Vec<TotalJson>,
+    aggregate_mib_s: f64,
+    jain_fairness: f64,
+}
+
+#[derive(Serialize)]
+struct FlowJson {
+    src: u32,
+    dst: u32,
+    requests: u64,
+    seconds: f64,
+    bw_mib_s: f64,
+    msg_rate_mpps: f64,
+    lat_us: LatJson,
+}
+
+#[derive(Serialize)]
+struct LatJson {
+    p50: f64,
+    p99: f64,
+    p999: f64,
+    avg: f64,
+}
+
+#[derive(Serialize)]
+struct TotalJson {
+    rank: usize,
+    out_mib_s: f64,
+    in_mib_s: f64,
+}
+
+/// A CSV row (`--csv`): the header comes from the field names.
+#[derive(Serialize)]
+struct FlowCsv {
+    pattern: &'static str,
+    op: &'static str,
+    size: usize,
+    qps_per_pair: u32,
+    threads_per_rank: u32,
+    src: u32,
+    dst: u32,
+    requests: u64,
+    seconds: f64,
+    bw_mib_s: f64,
+    msg_rate_mpps: f64,
+    p50_us: f64,
+    p99_us: f64,
+    p999_us: f64,
+    avg_us: f64,
+}
+
 /// Rank 0's view of every flow of every size.
 pub struct Report<'a> {
     o: &'a ClusterOpts,
@@ -161,91 +239,82 @@ impl<'a> Report<'a> {
         s
     }
 
-    pub fn json(&self) -> String {
+    /// The report as JSON (schema in docs/perf.md).
+    pub fn json(&self) -> Res<String> {
         let o = self.o;
-        let sizes: Vec<String> = o.sizes.iter().map(usize::to_string).collect();
-        let mut s = format!(
-            "{{\n  \"tool\": \"rrddmma-perf\",\n  \"mode\": \"cluster\",\n  \"pattern\": \"{}\",\n  \"op\": \"{}\",\n  \
-             \"ranks\": {},\n  \"qps_per_pair\": {},\n  \"threads_per_rank\": {},\n  \"tx_depth\": {},\n  \
-             \"iterations_per_qp\": {},\n  \"duration_s\": {},\n  \"lat_samples\": {},\n  \"sizes\": [{}],\n  \"results\": [",
-            o.pattern.name(),
-            o.verb.name(),
-            self.n,
-            o.qps,
-            o.threads,
-            o.depth,
-            if o.duration.is_some() { "null".to_string() } else { o.iters.to_string() },
-            o.duration.map_or("null".to_string(), |d| d.to_string()),
-            o.lat_samples,
-            sizes.join(", ")
-        );
-        for (k, r) in self.runs.iter().enumerate() {
-            let _ =
-                write!(s, "{}\n    {{\n      \"size\": {},\n      \"flows\": [", if k == 0 { "" } else { "," }, r.size);
-            for (i, f) in r.flows.iter().enumerate() {
-                let _ = write!(
-                    s,
-                    "{}\n        {{\"src\": {}, \"dst\": {}, \"requests\": {}, \"seconds\": {:.6}, \"bw_mib_s\": {:.3}, \
-                     \"msg_rate_mpps\": {:.6}, \"lat_us\": {{\"p50\": {:.3}, \"p99\": {:.3}, \"p999\": {:.3}, \"avg\": {:.3}}}}}",
-                    if i == 0 { "" } else { "," },
-                    f.src,
-                    f.dst,
-                    f.ops,
-                    f.secs,
-                    f.mib_s(),
-                    f.mpps(),
-                    f.lat[0],
-                    f.lat[1],
-                    f.lat[2],
-                    f.lat[3]
-                );
-            }
-            s.push_str("\n      ],\n      \"rank_totals\": [");
-            for (rank, (o, i)) in r.totals(self.n).iter().enumerate() {
-                let _ = write!(
-                    s,
-                    "{}\n        {{\"rank\": {rank}, \"out_mib_s\": {o:.3}, \"in_mib_s\": {i:.3}}}",
-                    if rank == 0 { "" } else { "," }
-                );
-            }
-            let _ = write!(
-                s,
-                "\n      ],\n      \"aggregate_mib_s\": {:.3},\n      \"jain_fairness\": {:.6}\n    }}",
-                r.aggregate(),
-                r.fairness()
-            );
-        }
-        s.push_str("\n  ]\n}\n");
-        s
+        let results = self
+            .runs
+            .iter()
+            .map(|r| SizeJson {
+                size: r.size,
+                flows: r
+                    .flows
+                    .iter()
+                    .map(|f| FlowJson {
+                        src: f.src,
+                        dst: f.dst,
+                        requests: f.ops,
+                        seconds: f.secs,
+                        bw_mib_s: f.mib_s(),
+                        msg_rate_mpps: f.mpps(),
+                        lat_us: LatJson { p50: f.lat[0], p99: f.lat[1], p999: f.lat[2], avg: f.lat[3] },
+                    })
+                    .collect(),
+                rank_totals: r
+                    .totals(self.n)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(rank, (out_mib_s, in_mib_s))| TotalJson { rank, out_mib_s, in_mib_s })
+                    .collect(),
+                aggregate_mib_s: r.aggregate(),
+                jain_fairness: r.fairness(),
+            })
+            .collect();
+        let doc = ReportJson {
+            tool: "rrddmma-perf",
+            mode: "cluster",
+            pattern: o.pattern.name(),
+            op: o.verb.name(),
+            ranks: self.n,
+            qps_per_pair: o.qps,
+            threads_per_rank: o.threads,
+            tx_depth: o.depth,
+            iterations_per_qp: if o.duration.is_some() { None } else { Some(o.iters) },
+            duration_s: o.duration,
+            lat_samples: o.lat_samples,
+            sizes: &o.sizes,
+            results,
+        };
+        let mut s = serde_json::to_string_pretty(&doc).map_err(|e| format!("writing the JSON: {e}"))?;
+        s.push('\n');
+        Ok(s)
     }
 
-    pub fn csv(&self) -> String {
-        let mut s = String::from(
-            "pattern,op,size,qps_per_pair,threads_per_rank,src,dst,requests,seconds,bw_mib_s,msg_rate_mpps,\
-             p50_us,p99_us,p999_us,avg_us\n",
-        );
+    /// One CSV row per flow and size, with the run's settings repeated.
+    pub fn csv(&self) -> Res<String> {
+        let mut w = csv::Writer::from_writer(Vec::new());
         for f in self.runs.iter().flat_map(|r| &r.flows) {
-            let _ = writeln!(
-                s,
-                "{},{},{},{},{},{},{},{},{:.6},{:.3},{:.6},{:.3},{:.3},{:.3},{:.3}",
-                self.o.pattern.name(),
-                self.o.verb.name(),
-                f.size,
-                self.o.qps,
-                self.o.threads,
-                f.src,
-                f.dst,
-                f.ops,
-                f.secs,
-                f.mib_s(),
-                f.mpps(),
-                f.lat[0],
-                f.lat[1],
-                f.lat[2],
-                f.lat[3]
-            );
+            w.serialize(FlowCsv {
+                pattern: self.o.pattern.name(),
+                op: self.o.verb.name(),
+                size: f.size,
+                qps_per_pair: self.o.qps,
+                threads_per_rank: self.o.threads,
+                src: f.src,
+                dst: f.dst,
+                requests: f.ops,
+                seconds: f.secs,
+                bw_mib_s: f.mib_s(),
+                msg_rate_mpps: f.mpps(),
+                p50_us: f.lat[0],
+                p99_us: f.lat[1],
+                p999_us: f.lat[2],
+                avg_us: f.lat[3],
+            })
+            .map_err(|e| format!("writing the CSV: {e}"))?;
         }
-        s
+        let bytes = w.into_inner().map_err(|e| format!("writing the CSV: {e}"))?;
+        String::from_utf8(bytes).map_err(|e| format!("writing the CSV: {e}"))
     }
 
     /// One SVG holding `panels` (each of `w` × `h`, drawn by `draw` at an
@@ -396,12 +465,24 @@ mod tests {
         let t = r.table();
         assert!(t.contains(" size 1048576 B\n") && t.contains(" size 2097152 B\n"));
         assert_eq!(t.matches("Jain's fairness index").count(), 2);
-        let j = r.json();
-        assert!(j.contains("\"qps_per_pair\": 2,") && j.contains("\"threads_per_rank\": 2,"));
-        assert!(j.contains("\"sizes\": [1048576, 2097152],") && j.contains("\"jain_fairness\": 0.800000"));
-        assert_eq!(j.matches("\"rank_totals\"").count(), 2);
-        let c = r.csv();
+        let j: serde_json::Value = serde_json::from_str(&r.json().unwrap()).unwrap();
+        assert_eq!((j["qps_per_pair"].as_u64(), j["threads_per_rank"].as_u64()), (Some(2), Some(2)));
+        assert_eq!(j["sizes"], serde_json::json!([1048576, 2097152]));
+        assert_eq!(j["iterations_per_qp"].as_u64(), Some(o.iters));
+        assert!(j["duration_s"].is_null());
+        let res = j["results"].as_array().unwrap();
+        assert_eq!(res.len(), 2);
+        assert!((res[0]["jain_fairness"].as_f64().unwrap() - 0.8).abs() < 1e-12);
+        assert_eq!(res[0]["flows"][1]["src"].as_u64(), Some(2));
+        assert!((res[0]["flows"][1]["bw_mib_s"].as_f64().unwrap() - 30.0).abs() < 1e-9);
+        assert_eq!(res[0]["rank_totals"][0]["in_mib_s"].as_f64(), Some(40.0));
+        let c = r.csv().unwrap();
         assert_eq!(c.lines().count(), 5);
+        assert_eq!(
+            c.lines().next().unwrap(),
+            "pattern,op,size,qps_per_pair,threads_per_rank,src,dst,requests,seconds,bw_mib_s,msg_rate_mpps,\
+             p50_us,p99_us,p999_us,avg_us"
+        );
         assert!(c.lines().nth(1).unwrap().starts_with("incast,write,1048576,2,2,1,0,10,"));
         let (h, b) = (r.heatmap(), r.bars());
         assert_eq!(h.matches("<svg").count(), 1);

@@ -193,10 +193,10 @@ fn bench(o: &Opts) -> Result<(), String> {
         }
     }
     if let Some(p) = &o.json {
-        write_file(p, &out::json(o, s.ctx.name(), s.clock.name(), &results))?;
+        write_file(p, &out::json(o, s.ctx.name(), s.clock.name(), &results)?)?;
     }
     if let Some(p) = &o.csv {
-        write_file(p, &out::csv(o, &results))?;
+        write_file(p, &out::csv(o, &results)?)?;
     }
     if let Some(p) = &o.svg {
         let (y, points): (&str, Vec<(f64, f64)>) = match o.test {

@@ -3,11 +3,13 @@
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
 
+use serde::Serialize;
+
 use crate::args::{Opts, Test};
 use crate::run::Outcome;
 
-/// Latency statistics in microseconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+/// Latency statistics in microseconds (as `lat_us` in the JSON).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct LatStats {
     pub min: f64,
     pub max: f64,
@@ -15,6 +17,7 @@ pub struct LatStats {
     pub avg: f64,
     pub stdev: f64,
     pub p99: f64,
+    #[serde(rename = "p99_9")]
     pub p999: f64,
 }
 
@@ -89,74 +92,123 @@ fn test_name(o: &Opts) -> String {
     format!("{}_{}", o.verb.name(), if o.test == Test::Bw { "bw" } else { "lat" })
 }
 
-/// Results as JSON.
-pub fn json(o: &Opts, device: &str, clock: &str, rs: &[Outcome]) -> String {
-    let mut s = format!(
-        "{{\n  \"tool\": \"rrddmma-perf\",\n  \"test\": \"{}\",\n  \"device\": \"{}\",\n  \"clock\": \"{}\",\n  \"qps\": {},\n  \
-         \"threads\": {},\n  \"tx_depth\": {},\n  \"post_list\": {},\n  \"cq_mod\": {},\n  \"inline\": {},\n  \
-         \"results\": [",
-        test_name(o),
-        device.replace(['"', '\\'], "_"),
-        clock,
-        o.qps,
-        o.threads,
-        o.tx_depth,
-        o.post_list,
-        o.cq_mod,
-        o.inline
-    );
-    for (i, r) in rs.iter().enumerate() {
-        s.push_str(if i == 0 { "\n    {" } else { ",\n    {" });
-        let _ = write!(s, "\"size\": {}, \"iterations\": {}, \"allocations_in_loop\": {}", r.size, r.iters, r.allocs);
-        match (o.test, lat_stats(&r.lat_ns)) {
-            (Test::Bw, _) => {
-                let _ = write!(
-                    s,
-                    ", \"bw_mib_s\": {:.3}, \"bw_gbit_s\": {:.4}, \"msg_rate_mpps\": {:.6}",
-                    r.bytes_per_sec / 1048576.0,
-                    r.bytes_per_sec / 1.25e8,
-                    r.ops_per_sec / 1e6
-                );
-            }
-            (Test::Lat, Some(l)) => {
-                let _ = write!(
-                    s,
-                    ", \"lat_us\": {{\"min\": {:.3}, \"p50\": {:.3}, \"avg\": {:.3}, \"stdev\": {:.3}, \
-                     \"p99\": {:.3}, \"p99_9\": {:.3}, \"max\": {:.3}}}",
-                    l.min, l.p50, l.avg, l.stdev, l.p99, l.p999, l.max
-                );
-            }
-            (Test::Lat, None) => {}
-        }
-        s.push('}');
+/// The JSON document (`--json`).
+#[derive(Serialize)]
+struct RunJson<'a> {
+    tool: &'static str,
+    test: String,
+    device: &'a str,
+    clock: &'a str,
+    qps: u32,
+    threads: u32,
+    tx_depth: u32,
+    post_list: u32,
+    cq_mod: u32,
+    inline: u32,
+    results: Vec<SizeJson>,
+}
+
+/// One size: bandwidth fields on bandwidth tests, `lat_us` on latency tests.
+#[derive(Serialize)]
+struct SizeJson {
+    size: usize,
+    iterations: u64,
+    allocations_in_loop: u64,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    bw: Option<BwJson>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lat_us: Option<LatStats>,
+}
+
+#[derive(Serialize)]
+struct BwJson {
+    bw_mib_s: f64,
+    bw_gbit_s: f64,
+    msg_rate_mpps: f64,
+}
+
+fn bw_of(r: &Outcome) -> BwJson {
+    BwJson {
+        bw_mib_s: r.bytes_per_sec / 1048576.0,
+        bw_gbit_s: r.bytes_per_sec / 1.25e8,
+        msg_rate_mpps: r.ops_per_sec / 1e6,
     }
-    s.push_str("\n  ]\n}\n");
-    s
+}
+
+/// Results as JSON.
+pub fn json(o: &Opts, device: &str, clock: &str, rs: &[Outcome]) -> Result<String, String> {
+    let results = rs
+        .iter()
+        .map(|r| SizeJson {
+            size: r.size,
+            iterations: r.iters,
+            allocations_in_loop: r.allocs,
+            bw: (o.test == Test::Bw).then(|| bw_of(r)),
+            lat_us: if o.test == Test::Lat { lat_stats(&r.lat_ns) } else { None },
+        })
+        .collect();
+    let doc = RunJson {
+        tool: "rrddmma-perf",
+        test: test_name(o),
+        device,
+        clock,
+        qps: o.qps,
+        threads: o.threads,
+        tx_depth: o.tx_depth,
+        post_list: o.post_list,
+        cq_mod: o.cq_mod,
+        inline: o.inline,
+        results,
+    };
+    let mut s = serde_json::to_string_pretty(&doc).map_err(|e| format!("writing the JSON: {e}"))?;
+    s.push('\n');
+    Ok(s)
+}
+
+/// A CSV row (`--csv`): the header comes from the field names; the columns
+/// a test does not measure are empty.
+#[derive(Serialize)]
+struct SizeCsv {
+    test: String,
+    size: usize,
+    iterations: u64,
+    bw_mib_s: Option<f64>,
+    bw_gbit_s: Option<f64>,
+    msg_rate_mpps: Option<f64>,
+    lat_min_us: Option<f64>,
+    lat_p50_us: Option<f64>,
+    lat_avg_us: Option<f64>,
+    lat_p99_us: Option<f64>,
+    lat_p99_9_us: Option<f64>,
+    lat_max_us: Option<f64>,
+    allocations_in_loop: u64,
 }
 
 /// Results as CSV, one row per size.
-pub fn csv(o: &Opts, rs: &[Outcome]) -> String {
-    let mut s = String::from(
-        "test,size,iterations,bw_mib_s,bw_gbit_s,msg_rate_mpps,lat_min_us,lat_p50_us,lat_avg_us,\
-         lat_p99_us,lat_p99_9_us,lat_max_us,allocations_in_loop\n",
-    );
+pub fn csv(o: &Opts, rs: &[Outcome]) -> Result<String, String> {
+    let mut w = csv::Writer::from_writer(Vec::new());
     for r in rs {
-        let _ = write!(s, "{},{},{},", test_name(o), r.size, r.iters);
-        if o.test == Test::Bw {
-            let _ = write!(
-                s,
-                "{:.3},{:.4},{:.6},,,,,,,",
-                r.bytes_per_sec / 1048576.0,
-                r.bytes_per_sec / 1.25e8,
-                r.ops_per_sec / 1e6
-            );
-        } else {
-            let l = lat_stats(&r.lat_ns).unwrap_or_default();
-            let _ = write!(s, ",,,{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},", l.min, l.p50, l.avg, l.p99, l.p999, l.max);
-        }
-        let _ = writeln!(s, "{}", r.allocs);
+        let bw = (o.test == Test::Bw).then(|| bw_of(r));
+        let l = if o.test == Test::Lat { lat_stats(&r.lat_ns) } else { None };
+        w.serialize(SizeCsv {
+            test: test_name(o),
+            size: r.size,
+            iterations: r.iters,
+            bw_mib_s: bw.as_ref().map(|b| b.bw_mib_s),
+            bw_gbit_s: bw.as_ref().map(|b| b.bw_gbit_s),
+            msg_rate_mpps: bw.as_ref().map(|b| b.msg_rate_mpps),
+            lat_min_us: l.map(|l| l.min),
+            lat_p50_us: l.map(|l| l.p50),
+            lat_avg_us: l.map(|l| l.avg),
+            lat_p99_us: l.map(|l| l.p99),
+            lat_p99_9_us: l.map(|l| l.p999),
+            lat_max_us: l.map(|l| l.max),
+            allocations_in_loop: r.allocs,
+        })
+        .map_err(|e| format!("writing the CSV: {e}"))?;
     }
-    s
+    let bytes = w.into_inner().map_err(|e| format!("writing the CSV: {e}"))?;
+    String::from_utf8(bytes).map_err(|e| format!("writing the CSV: {e}"))
 }
 
 /// A progress bar on standard error (a line per step when not a terminal).
@@ -341,6 +393,43 @@ mod tests {
         let s = lat_stats(&v).unwrap();
         assert_eq!((s.min, s.p50, s.p99, s.p999, s.max), (1.0, 501.0, 990.0, 999.0, 1000.0));
         assert!(lat_stats(&[]).is_none());
+    }
+
+    #[test]
+    fn json_and_csv_carry_what_each_test_measures() {
+        let bw = crate::args::parse(["write", "bw", "-q", "2"]).unwrap();
+        let r = Outcome {
+            size: 4096,
+            iters: 100,
+            bytes_per_sec: 2.0 * 1048576.0,
+            ops_per_sec: 512.0,
+            ..Outcome::default()
+        };
+        // A device name with JSON's special characters stays a valid string.
+        let j: serde_json::Value =
+            serde_json::from_str(&json(&bw, "mlx5_\"0\\", "tsc", std::slice::from_ref(&r)).unwrap()).unwrap();
+        assert_eq!(
+            (j["test"].as_str(), j["device"].as_str(), j["qps"].as_u64()),
+            (Some("write_bw"), Some("mlx5_\"0\\"), Some(2))
+        );
+        let row = &j["results"][0];
+        assert_eq!(
+            (row["size"].as_u64(), row["bw_mib_s"].as_f64(), row["msg_rate_mpps"].as_f64()),
+            (Some(4096), Some(2.0), Some(512e-6))
+        );
+        assert!(row.get("lat_us").is_none());
+        let c = csv(&bw, &[r]).unwrap();
+        assert_eq!(c.lines().nth(1), Some("write_bw,4096,100,2.0,0.016777216,0.000512,,,,,,,0"));
+
+        let lat = crate::args::parse(["send", "lat"]).unwrap();
+        let samples: Vec<f64> = (1..=100).map(|i| f64::from(i) * 1000.0).collect();
+        let r = Outcome { size: 2, iters: 100, lat_ns: samples, ..Outcome::default() };
+        let j: serde_json::Value =
+            serde_json::from_str(&json(&lat, "rxe0", "monotonic", std::slice::from_ref(&r)).unwrap()).unwrap();
+        let row = &j["results"][0];
+        assert_eq!((row["lat_us"]["min"].as_f64(), row["lat_us"]["p99_9"].as_f64()), (Some(1.0), Some(100.0)));
+        assert!(row.get("bw_mib_s").is_none());
+        assert!(csv(&lat, &[r]).unwrap().lines().nth(1).unwrap().starts_with("send_lat,2,100,,,,1.0,51.0,50.5,"));
     }
 
     #[test]
