@@ -27,7 +27,7 @@ const ACK_BATCH: u32 = 64;
 struct CqInner {
     cq: NonNull<ffi::ibv_cq>,
     /// The extended view, when created with `ibv_create_cq_ex`.
-    ex: Option<NonNull<ffi::ibv_cq_ex>>,
+    ex: Option<poller::ExCq>,
     wc_flags: WcFlagsEx,
     channel: Option<CompChannel>,
     unacked: AtomicU32,
@@ -232,9 +232,11 @@ impl<'a> CqBuilder<'a> {
         if let Some(ch) = self.channel {
             ch.attach();
         }
+        // SAFETY: `ex` is the live extended CQ just created.
+        let ex_cq = ex.and_then(|p| unsafe { poller::ExCq::new(p) });
         let inner = Arc::new(CqInner {
             cq,
-            ex,
+            ex: ex_cq,
             wc_flags: flags,
             channel: self.channel.cloned(),
             unacked: AtomicU32::new(0),
@@ -242,6 +244,13 @@ impl<'a> CqBuilder<'a> {
             ctx: self.ctx.clone(),
             _pd: self.parent_domain.map(|pd| pd.as_pd().clone()),
         });
+        if ex.is_some() && inner.ex.is_none() {
+            // Dropping `inner` destroys the CQ.
+            return Err(Error::Unsupported {
+                op: "ibv_create_cq_ex",
+                feature: "start_poll, next_poll and end_poll entries in the provider's extended CQ",
+            });
+        }
         // SAFETY: a live CQ points to its live context.
         let poll_fn = unsafe { (*(*cq.as_ptr()).context).ops.poll_cq }
             .ok_or(Error::Unsupported { op: "ibv_poll_cq", feature: "a poll_cq entry in the provider" })?;

@@ -8,6 +8,54 @@ use super::Cq;
 use crate::bindings as ffi;
 use crate::prim::error::{Error, Result};
 
+/// An extended CQ whose provider set the pass entries (what
+/// `ibv_start_poll`, `ibv_next_poll` and `ibv_end_poll` call): checked once
+/// at creation, so that a pass makes the same loads and calls as C's inline
+/// functions, without a null check per call.
+#[derive(Clone, Copy)]
+pub(super) struct ExCq(NonNull<ffi::ibv_cq_ex>);
+
+impl ExCq {
+    /// `ptr` if its provider set all three pass entries.
+    ///
+    /// # Safety
+    /// `ptr` must be a live extended CQ.
+    pub(super) unsafe fn new(ptr: NonNull<ffi::ibv_cq_ex>) -> Option<ExCq> {
+        // SAFETY: per the contract, `ptr` is live.
+        let c = unsafe { ptr.as_ref() };
+        (c.start_poll.is_some() && c.next_poll.is_some() && c.end_poll.is_some()).then_some(ExCq(ptr))
+    }
+
+    fn ptr(self) -> *mut ffi::ibv_cq_ex {
+        self.0.as_ptr()
+    }
+
+    /// # Safety
+    /// The CQ must be live, with no pass open from this thread.
+    #[inline]
+    unsafe fn start(self, attr: &mut ffi::ibv_poll_cq_attr) -> std::ffi::c_int {
+        // SAFETY: live CQ; the entry was checked non-null in `new`, and a
+        // provider sets a CQ's entries once, when it creates it.
+        unsafe { (*self.ptr()).start_poll.unwrap_unchecked()(self.ptr(), attr) }
+    }
+
+    /// # Safety
+    /// A pass must be open on this live CQ.
+    #[inline]
+    unsafe fn next(self) -> std::ffi::c_int {
+        // SAFETY: as in `start`.
+        unsafe { (*self.ptr()).next_poll.unwrap_unchecked()(self.ptr()) }
+    }
+
+    /// # Safety
+    /// A pass must be open on this live CQ; it is ended once.
+    #[inline]
+    unsafe fn end(self) {
+        // SAFETY: as in `start`.
+        unsafe { (*self.ptr()).end_poll.unwrap_unchecked()(self.ptr()) }
+    }
+}
+
 /// Fields an extended CQ reports (`IBV_WC_EX_WITH_*`).
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct WcFlagsEx(u64);
@@ -108,7 +156,7 @@ impl fmt::Debug for WcFlagsEx {
 /// ```
 pub struct Poller<'cq> {
     cq: &'cq Cq,
-    ex: NonNull<ffi::ibv_cq_ex>,
+    ex: ExCq,
 }
 
 impl fmt::Debug for Poller<'_> {
@@ -129,8 +177,9 @@ impl Cq {
     pub fn start_poll(&self) -> Result<Option<Poller<'_>>> {
         let ex = self.inner.ex.expect("start_poll on a classic CQ: create it with CqBuilder::extended");
         let mut attr = ffi::ibv_poll_cq_attr::default();
-        // SAFETY: live extended CQ; `attr` is valid for the call.
-        match unsafe { ffi::ibv_start_poll(ex.as_ptr(), &mut attr) } {
+        // SAFETY: live extended CQ and its own entry; `attr` is valid for
+        // the call.
+        match unsafe { ex.start(&mut attr) } {
             0 => Ok(Some(Poller { cq: self, ex })),
             libc::ENOENT => Ok(None),
             rc if rc < 0 => Err(Error::poll_failed("ibv_start_poll")),
@@ -148,15 +197,15 @@ impl<'cq> Poller<'cq> {
     /// The current completion.
     #[inline]
     pub fn wc(&self) -> ExWc<'_> {
-        ExWc { ex: self.ex, flags: self.cq.inner.wc_flags, _poller: PhantomData }
+        ExWc { ex: self.ex.0, flags: self.cq.inner.wc_flags, _poller: PhantomData }
     }
 
     /// Moves to the next completion; `Ok(None)` (and the pass ended) when
     /// there is none.
     #[inline]
     pub fn advance(self) -> Result<Option<Poller<'cq>>> {
-        // SAFETY: a pass is open on this live CQ.
-        let rc = unsafe { ffi::ibv_next_poll(self.ex.as_ptr()) };
+        // SAFETY: a pass is open on this live CQ; its own entry.
+        let rc = unsafe { self.ex.next() };
         match rc {
             0 => Ok(Some(self)),
             libc::ENOENT if self.cq.inner.next_poll_ends => {
@@ -175,8 +224,9 @@ impl<'cq> Poller<'cq> {
 impl Drop for Poller<'_> {
     #[inline]
     fn drop(&mut self) {
-        // SAFETY: a pass is open on this live CQ; it is ended once.
-        unsafe { ffi::ibv_end_poll(self.ex.as_ptr()) }
+        // SAFETY: a pass is open on this live CQ; it is ended once, through
+        // the CQ's own entry.
+        unsafe { self.ex.end() }
     }
 }
 
