@@ -5,8 +5,9 @@
 //! `verbs_cost_*`; the C side is `benches/verbs_cost/verbs_cost.c`, making
 //! the same verbs calls.
 //!
-//! Kinds: `write`, `read`, `send` (BATCH receives posted as one list, then
-//! the sends; both CQs polled), `faa` and `cas` (8-byte atomics), all posted
+//! Kinds: `write`, `read`, `send` (BATCH receives posted as one prebuilt
+//! [`RecvList`], then the sends; both CQs polled), `faa` and `cas` (8-byte
+//! atomics), all posted
 //! as one prebuilt [`SendList`] with `Qp::post_send_list` and polled with
 //! `Cq::poll`; `wr` (RDMA WRITEs through the extended post API,
 //! `Qp::wr_batch`, one doorbell) and `cqex` (RDMA WRITEs as `write`, the
@@ -20,7 +21,7 @@ mod cli;
 
 use rrddmma::prim::{
     AccessFlags, CompChannel, ConnectOpts, Context, Cq, CqBuilder, Error, Mr, Pd, Qp, QpBuilder, QpCaps, QpType,
-    RecvWr, SendList, SendOps, SendWr, Wc, WcFlagsEx,
+    RecvList, RecvWr, SendList, SendOps, SendWr, Wc, WcFlagsEx,
 };
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -64,13 +65,13 @@ pub fn verbs_cost_post_wr(qp: &Qp, wrs: &[(rrddmma::prim::Sge, rrddmma::prim::Re
     }
 }
 
-/// The measured receive post: one `ibv_post_recv` of the whole list.
+/// The measured receive post: one `ibv_post_recv` of the whole prebuilt list.
 #[no_mangle]
 #[inline(never)]
-pub fn verbs_cost_post_recv(qp: &Qp, wrs: &mut [RecvWr<'_>]) {
+pub fn verbs_cost_post_recv(qp: &Qp, list: &mut RecvList<'_>) {
     // SAFETY: the entries lie in a registered region alive for the whole run,
     // and every batch completes before the next is posted.
-    if let Err(e) = unsafe { qp.post_recv(wrs) } {
+    if let Err(e) = unsafe { qp.post_recv_list(list) } {
         die(e)
     }
 }
@@ -171,7 +172,7 @@ fn main() -> Res<()> {
             }
         })
         .collect();
-    let mut recvs: Vec<RecvWr<'_>> = rsges.iter().enumerate().map(|(i, s)| RecvWr::new(s, i as u64)).collect();
+    let mut recvs = RecvList::new(rsges.iter().enumerate().map(|(i, s)| RecvWr::new(s, i as u64)).collect());
     let wr_list: Vec<_> =
         sges.iter().enumerate().map(|(i, s)| (s[0], mr.remote().at(((batch + i) * 64) as u64))).collect();
     let mut list = SendList::new(wrs);

@@ -46,7 +46,7 @@ pub use qp::{
     random_psn, AttrMask, ConnectOpts, Endpoint, Qp, QpAttr, QpBuilder, QpCaps, Refusal, Rule, SendOps, WrBatch,
 };
 pub use srq::Srq;
-pub use wr::{RecvWr, RemoteAddr, SendList, SendWr, Sge};
+pub use wr::{RecvList, RecvWr, RemoteAddr, SendList, SendWr, Sge};
 
 pub use values::{
     AccessFlags, EventType, MigState, Mtu, MwType, PortState, QpState, QpType, SendFlags, WcFlags, WcOpcode, WcStatus,

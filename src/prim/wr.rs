@@ -248,95 +248,124 @@ impl<'a> SendWr<'a> {
     }
 }
 
-/// A prebuilt list of send requests, linked once when built, for posting the
-/// same shape again and again with [`super::Qp::post_send_list`] (as C code
-/// posts a prebuilt `ibv_send_wr` chain). The requests live in one heap
-/// block that never moves, so moving the list keeps the links; requests are
-/// replaced with [`SendList::set`], which keeps them too.
-///
-/// ```
-/// use rrddmma::prim::{RemoteAddr, SendList, SendWr, Sge};
-/// let sges = [Sge::from_raw(0x1000, 64, 7), Sge::from_raw(0x1040, 64, 7)];
-/// let r = RemoteAddr { addr: 0x2000, rkey: 9 };
-/// let mut list = SendList::new(vec![SendWr::write(&sges[..1], r), SendWr::write(&sges[1..], r).signaled()]);
-/// list.set(0, SendWr::write(&sges[..1], RemoteAddr { addr: 0x3000, rkey: 9 }));
-/// assert_eq!(list.len(), 2);
-/// assert_eq!(list.get(0).as_raw().next, list.get(1).as_raw() as *const _ as *mut _);
-/// ```
-pub struct SendList<'a> {
-    wrs: Box<[SendWr<'a>]>,
-    /// The provider's `bad_wr` output of the last failed post (null before).
-    bad: *mut ffi::ibv_send_wr,
+/// Defines a prebuilt, linked-once list of `$wr` (raw `$raw`): the list type
+/// and its methods, shared by [`SendList`] and [`RecvList`].
+macro_rules! wr_list {
+    ($(#[$doc:meta])* $name:ident, $wr:ident, $raw:ty, $post:literal) => {
+        $(#[$doc])*
+        pub struct $name<'a> {
+            wrs: Box<[$wr<'a>]>,
+            /// The provider's `bad_wr` output of the last failed post (null before).
+            bad: *mut $raw,
+        }
+
+        // SAFETY: as for the requests; `bad` only ever points into `wrs`.
+        unsafe impl Send for $name<'_> {}
+        // SAFETY: as above; a shared list is never written through.
+        unsafe impl Sync for $name<'_> {}
+
+        impl std::fmt::Debug for $name<'_> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_list().entries(self.wrs.iter()).finish()
+            }
+        }
+
+        impl<'a> $name<'a> {
+            /// Links `wrs` into a list.
+            ///
+            /// # Panics
+            /// If `wrs` is empty: a list holds at least one request.
+            pub fn new(wrs: Vec<$wr<'a>>) -> $name<'a> {
+                assert!(!wrs.is_empty(), concat!(stringify!($name), "::new: a list needs at least one request"));
+                let mut wrs = wrs.into_boxed_slice();
+                link_in_place!(&mut wrs[..]);
+                $name { wrs, bad: std::ptr::null_mut() }
+            }
+
+            /// Number of requests.
+            pub fn len(&self) -> usize {
+                self.wrs.len()
+            }
+
+            /// Always false: a list holds at least one request.
+            pub fn is_empty(&self) -> bool {
+                false
+            }
+
+            /// Request `i`.
+            ///
+            /// # Panics
+            /// If `i` is out of range.
+            pub fn get(&self, i: usize) -> &$wr<'a> {
+                &self.wrs[i]
+            }
+
+            /// Replaces request `i`, keeping the links.
+            ///
+            /// # Panics
+            /// If `i` is out of range.
+            #[inline]
+            pub fn set(&mut self, i: usize, wr: $wr<'a>) {
+                let next = self.wrs[i].raw.next;
+                self.wrs[i] = wr;
+                self.wrs[i].raw.next = next;
+            }
+
+            /// The head of the list and the `bad_wr` slot, for the provider call.
+            #[inline(always)]
+            pub(crate) fn parts(&mut self) -> (*mut $raw, *mut *mut $raw) {
+                // The request is a transparent raw request, and the list is never empty.
+                let bad: *mut *mut $raw = &mut self.bad;
+                (self.wrs.as_mut_ptr().cast(), bad)
+            }
+
+            #[doc = concat!("After a failed [`super::Qp::", $post, "`]: the index of the")]
+            /// request the provider refused (the ones before it were posted), when
+            /// it said. Meaningful only right after a failed post, until the next.
+            pub fn refused(&self) -> Option<usize> {
+                let size = std::mem::size_of::<$wr<'_>>();
+                let offset = (self.bad as usize).wrapping_sub(self.wrs.as_ptr() as usize);
+                (!self.bad.is_null() && offset % size == 0 && offset / size < self.wrs.len()).then_some(offset / size)
+            }
+        }
+    };
 }
 
-// SAFETY: as for `SendWr`; `bad` only ever points into `wrs`.
-unsafe impl Send for SendList<'_> {}
-// SAFETY: as above; a shared list is never written through.
-unsafe impl Sync for SendList<'_> {}
-
-impl std::fmt::Debug for SendList<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.wrs.iter()).finish()
-    }
+wr_list! {
+    /// A prebuilt list of send requests, linked once when built, for posting the
+    /// same shape again and again with [`super::Qp::post_send_list`] (as C code
+    /// posts a prebuilt `ibv_send_wr` chain). The requests live in one heap
+    /// block that never moves, so moving the list keeps the links; requests are
+    /// replaced with [`SendList::set`], which keeps them too.
+    ///
+    /// ```
+    /// use rrddmma::prim::{RemoteAddr, SendList, SendWr, Sge};
+    /// let sges = [Sge::from_raw(0x1000, 64, 7), Sge::from_raw(0x1040, 64, 7)];
+    /// let r = RemoteAddr { addr: 0x2000, rkey: 9 };
+    /// let mut list = SendList::new(vec![SendWr::write(&sges[..1], r), SendWr::write(&sges[1..], r).signaled()]);
+    /// list.set(0, SendWr::write(&sges[..1], RemoteAddr { addr: 0x3000, rkey: 9 }));
+    /// assert_eq!(list.len(), 2);
+    /// assert_eq!(list.get(0).as_raw().next, list.get(1).as_raw() as *const _ as *mut _);
+    /// ```
+    SendList, SendWr, ffi::ibv_send_wr, "post_send_list"
 }
 
-impl<'a> SendList<'a> {
-    /// Links `wrs` into a list.
+wr_list! {
+    /// A prebuilt list of receive requests, linked once when built, for
+    /// re-posting the same receives with [`super::Qp::post_recv_list`] (as C
+    /// code re-posts a prebuilt `ibv_recv_wr` chain): no linking at post time.
+    /// Moving the list keeps the links; [`RecvList::set`] replaces a request
+    /// and keeps them too.
     ///
-    /// # Panics
-    /// If `wrs` is empty: a list holds at least one request.
-    pub fn new(wrs: Vec<SendWr<'a>>) -> SendList<'a> {
-        assert!(!wrs.is_empty(), "SendList::new: a list needs at least one request");
-        let mut wrs = wrs.into_boxed_slice();
-        link_in_place!(&mut wrs[..]);
-        SendList { wrs, bad: std::ptr::null_mut() }
-    }
-
-    /// Number of requests.
-    pub fn len(&self) -> usize {
-        self.wrs.len()
-    }
-
-    /// Always false: a list holds at least one request.
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-
-    /// Request `i`.
-    ///
-    /// # Panics
-    /// If `i` is out of range.
-    pub fn get(&self, i: usize) -> &SendWr<'a> {
-        &self.wrs[i]
-    }
-
-    /// Replaces request `i`, keeping the links.
-    ///
-    /// # Panics
-    /// If `i` is out of range.
-    #[inline]
-    pub fn set(&mut self, i: usize, wr: SendWr<'a>) {
-        let next = self.wrs[i].raw.next;
-        self.wrs[i] = wr;
-        self.wrs[i].raw.next = next;
-    }
-
-    /// The head of the list and the `bad_wr` slot, for the provider call.
-    #[inline(always)]
-    pub(crate) fn parts(&mut self) -> (*mut ffi::ibv_send_wr, *mut *mut ffi::ibv_send_wr) {
-        // `SendWr` is a transparent `ibv_send_wr`, and the list is never empty.
-        let bad: *mut *mut ffi::ibv_send_wr = &mut self.bad;
-        (self.wrs.as_mut_ptr().cast(), bad)
-    }
-
-    /// After a failed [`super::Qp::post_send_list`]: the index of the
-    /// request the provider refused (the ones before it were posted), when
-    /// it said. Meaningful only right after a failed post, until the next.
-    pub fn refused(&self) -> Option<usize> {
-        let size = std::mem::size_of::<SendWr<'_>>();
-        let offset = (self.bad as usize).wrapping_sub(self.wrs.as_ptr() as usize);
-        (!self.bad.is_null() && offset % size == 0 && offset / size < self.wrs.len()).then_some(offset / size)
-    }
+    /// ```
+    /// use rrddmma::prim::{RecvList, RecvWr, Sge};
+    /// let sges = [Sge::from_raw(0x1000, 64, 7), Sge::from_raw(0x1040, 64, 7)];
+    /// let mut list = RecvList::new(vec![RecvWr::new(&sges[..1], 0), RecvWr::new(&sges[1..], 1)]);
+    /// list.set(1, RecvWr::new(&sges[1..], 5));
+    /// assert_eq!(list.get(1).as_raw().wr_id, 5);
+    /// assert_eq!(list.get(0).as_raw().next, list.get(1).as_raw() as *const _ as *mut _);
+    /// ```
+    RecvList, RecvWr, ffi::ibv_recv_wr, "post_recv_list"
 }
 
 /// A receive work request (`struct ibv_recv_wr`) over entries borrowed for `'a`.
@@ -424,6 +453,26 @@ mod tests {
         // SAFETY: `bad` points at the list's own slot.
         unsafe { *bad = raw[2].cast_mut() };
         assert_eq!(moved.refused(), Some(2));
+    }
+
+    #[test]
+    fn recv_list_links_once_and_reports_the_refused_request() {
+        let sges = [Sge::from_raw(0x1000, 8, 1); 2];
+        let mut list = Box::new(RecvList::new(vec![RecvWr::new(&sges[..1], 1), RecvWr::new(&sges[1..], 2)]));
+        list.set(0, RecvWr::new(&sges[..1], 9));
+        let second: *const ffi::ibv_recv_wr = list.get(1).as_raw();
+        assert_eq!((list.get(0).as_raw().next as *const _, list.get(0).as_raw().wr_id), (second, 9));
+        assert!(list.get(1).as_raw().next.is_null());
+        let (_, bad) = list.parts();
+        // SAFETY: `bad` points at the list's own slot.
+        unsafe { *bad = second.cast_mut() };
+        assert_eq!(list.refused(), Some(1));
+    }
+
+    #[test]
+    #[should_panic(expected = "RecvList::new: a list needs at least one request")]
+    fn empty_recv_list_is_refused() {
+        let _ = RecvList::new(Vec::new());
     }
 
     #[test]

@@ -222,3 +222,48 @@ fn send_list_posts_a_prebuilt_chain_and_names_the_refused_request() {
     let k = long.refused().expect("the provider names the refused request");
     assert!((1..4096).contains(&k), "refused at {k}: the queue holds at least one and fewer than 4096");
 }
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn recv_list_reposts_a_prebuilt_chain_and_names_the_refused_request() {
+    use rrddmma::prim::{Error, RecvList};
+
+    let mut lb = Loopback::new(QpCaps { max_send_wr: 8, max_recv_wr: 8, ..QpCaps::default() });
+    let dst: Vec<[Sge; 1]> = (0..2).map(|i| [lb.mr_b.sge(i * 64, 64)]).collect();
+    let mut list = RecvList::new(dst.iter().enumerate().map(|(i, s)| RecvWr::new(s, 100 + i as u64)).collect());
+    let src: Vec<[Sge; 1]> = (0..2).map(|i| [lb.mr_a.sge(512 + i * 64, 64)]).collect();
+    for round in 0..3u8 {
+        lb.a()[512..640].iter_mut().enumerate().for_each(|(i, x)| *x = (i as u8).wrapping_mul(3) ^ round);
+        let sent = lb.a()[512..640].to_vec();
+        lb.b()[..128].fill(0);
+        // SAFETY: entries in registered regions, untouched until completion.
+        unsafe { lb.qb.post_recv_list(&mut list) }.unwrap();
+        let mut sends = [SendWr::send(&src[0]).wr_id(1).signaled(), SendWr::send(&src[1]).wr_id(2).signaled()];
+        // SAFETY: as above.
+        unsafe { lb.qa.post_send(&mut sends) }.unwrap();
+        let mut got: Vec<(u64, u32)> = (0..4)
+            .map(|_| {
+                let wc = poll_one(&lb.cq);
+                assert_eq!(wc.status(), WcStatus::SUCCESS, "round {round}");
+                (wc.wr_id(), if wc.wr_id() >= 100 { wc.byte_len() } else { 0 })
+            })
+            .collect();
+        got.sort();
+        assert_eq!(
+            got,
+            vec![(1, 0), (2, 0), (100, 64), (101, 64)],
+            "round {round}: both receives of the list completed"
+        );
+        assert_eq!(&lb.b()[..128], &sent[..], "round {round}: the SENDs landed in the list's buffers, in order");
+    }
+
+    // More receives than the queue holds: the provider refuses one, and the
+    // list says which.
+    let one = [lb.mr_b.sge(1024, 8)];
+    let mut long = RecvList::new((0..4096).map(|i| RecvWr::new(&one, i)).collect());
+    // SAFETY: as above; the posted receives are never consumed.
+    let err = unsafe { lb.qb.post_recv_list(&mut long) }.unwrap_err();
+    assert!(matches!(err, Error::Post { index: None, .. }), "{err:?}");
+    let k = long.refused().expect("the provider names the refused request");
+    assert!((1..4096).contains(&k), "refused at {k}: the queue holds at least one and fewer than 4096");
+}

@@ -24,7 +24,7 @@ use super::gid::Gid;
 use super::pd::Pd;
 use super::quirks::Quirks;
 use super::srq::Srq;
-use super::wr::{link_in_place, RecvWr, SendList, SendWr};
+use super::wr::{link_in_place, RecvList, RecvWr, SendList, SendWr};
 use crate::bindings as ffi;
 
 pub use super::values::{QpState, QpType};
@@ -532,6 +532,25 @@ impl Qp {
         let rc = unsafe { (self.post_recv_fn)(self.as_ptr(), head, &mut bad) };
         if rc != 0 {
             return Err(Error::post("ibv_post_recv", rc, head, bad));
+        }
+        Ok(())
+    }
+
+    /// Posts a [`RecvList`], linked when it was built: no linking at post
+    /// time, one provider call. No allocation. On failure the error carries
+    /// no index; [`RecvList::refused`] says which request was refused.
+    ///
+    /// # Safety
+    /// As [`Qp::post_recv`], for every request of the list.
+    #[inline]
+    pub unsafe fn post_recv_list(&self, list: &mut RecvList<'_>) -> Result<()> {
+        let (head, bad) = list.parts();
+        // SAFETY: live QP and its provider's entry (what `ibv_post_recv`
+        // calls); a `RecvList` is never empty and always linked; the memory
+        // is the caller's contract.
+        let rc = unsafe { (self.post_recv_fn)(self.as_ptr(), head, bad) };
+        if rc != 0 {
+            return Err(Error::post_list("ibv_post_recv", rc));
         }
         Ok(())
     }
