@@ -166,6 +166,12 @@ fn bench(o: &Opts) -> Result<(), String> {
         (Test::Lat, _) if client || matches!(o.verb, Verb::Write | Verb::Send) => {
             println!("{}", out::header(o));
             for (i, &size) in sizes.iter().enumerate() {
+                // perftest's send lat sweeps: one exchange before each size
+                // (its receives are posted then; the set-up's last exchange
+                // serves the first size).
+                if o.verb == Verb::Send && i > 0 {
+                    s.oob.handshake(&s.my[0])?;
+                }
                 let r = run::lat(&s, o, size)?;
                 // perftest's -U and -H: "#, usec" then "N, value" per sample.
                 for (on, v) in [(o.unsorted, &r.unsorted_ns), (o.histogram, &r.lat_ns)] {
