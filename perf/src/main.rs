@@ -39,17 +39,19 @@ fn plot(args: &[String]) -> Result<(), String> {
 }
 
 fn bench(o: &Opts) -> Result<(), String> {
-    let s = run::setup(o)?;
+    let (s, fitted) = run::setup(o)?;
+    let o = &fitted;
     let client = s.oob.is_client();
     let sizes = args::sizes(o);
     println!(
-        "rrddmma-perf {}_{} on {} port {}: {} QP(s), {} thread(s), tx depth {}, post list {}, CQ moderation {}, \
+        "rrddmma-perf {}_{} on {} port {}: {} {} QP(s), {} thread(s), tx depth {}, post list {}, CQ moderation {}, \
          inline {}, clock {}, {}",
         o.verb.name(),
         if o.test == Test::Bw { "bw" } else { "lat" },
         s.ctx.name(),
         o.ib_port,
         o.qps,
+        o.conn.name(),
         o.threads,
         o.tx_depth,
         o.post_list,

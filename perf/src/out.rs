@@ -92,12 +92,13 @@ fn test_name(o: &Opts) -> String {
 /// Results as JSON.
 pub fn json(o: &Opts, device: &str, clock: &str, rs: &[Outcome]) -> String {
     let mut s = format!(
-        "{{\n  \"tool\": \"rrddmma-perf\",\n  \"test\": \"{}\",\n  \"device\": \"{}\",\n  \"clock\": \"{}\",\n  \"qps\": {},\n  \
+        "{{\n  \"tool\": \"rrddmma-perf\",\n  \"test\": \"{}\",\n  \"device\": \"{}\",\n  \"clock\": \"{}\",\n  \"connection\": \"{}\",\n  \"qps\": {},\n  \
          \"threads\": {},\n  \"tx_depth\": {},\n  \"post_list\": {},\n  \"cq_mod\": {},\n  \"inline\": {},\n  \
          \"results\": [",
         test_name(o),
         device.replace(['"', '\\'], "_"),
         clock,
+        o.conn.name(),
         o.qps,
         o.threads,
         o.tx_depth,
