@@ -27,6 +27,36 @@ impl Verb {
     }
 }
 
+/// The transport (`-c`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Conn {
+    /// Reliable connected.
+    Rc,
+    /// Unreliable connected: RDMA WRITE and SEND, no acknowledgements.
+    Uc,
+    /// Unreliable datagram: SEND of at most one path MTU, to an address handle.
+    Ud,
+}
+
+impl Conn {
+    /// perftest's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Conn::Rc => "RC",
+            Conn::Uc => "UC",
+            Conn::Ud => "UD",
+        }
+    }
+}
+
+/// perftest's largest inline payload on UD (`MAX_INLINE_UD`).
+pub const MAX_INLINE_UD: u32 = 884;
+/// perftest's receive depth for UC and UD runs of `-n` iterations when `-r`
+/// keeps its default: one receive per message, up to this many (`UC_MAX_RX`).
+pub const UC_MAX_RX: u64 = 16000;
+/// The default of `-r`.
+const DEF_RX_DEPTH: u32 = 512;
+
 /// Bandwidth or latency.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Test {
@@ -45,6 +75,8 @@ pub struct Opts {
     pub ib_port: u8,
     pub gid_index: Option<u8>,
     pub size: usize,
+    /// Whether `-s` was given (UD: a larger default is cut to the MTU, a larger `-s` refused).
+    pub size_given: bool,
     pub all: bool,
     pub max_size: usize,
     pub iters: u64,
@@ -76,6 +108,8 @@ pub struct Opts {
     pub run_infinitely: bool,
     /// perftest's `-R`: QPs connected through rdma_cm, the exchange over an RC QP.
     pub rdma_cm: bool,
+    /// perftest's `-c`.
+    pub conn: Conn,
 }
 
 pub const USAGE: &str = "\
@@ -103,7 +137,7 @@ perftest's flags:
   -b, --bidirectional      both sides stream at once (bw tests)
   -H, --report-histogram   print every latency sample, sorted (lat tests)
   -U, --report-unsorted    print every latency sample in the order taken (lat tests)
-  -c, --connection RC      transport (RC only)
+  -c, --connection T       transport: RC (default); UC (write, send); UD (send, messages up to the MTU)
   -R, --rdma_cm            connect through rdma_cm (SERVER by IP address; exchange over RDMA SEND)
       --use_hugepages      buffers on 2 MiB huge pages
       --run_infinitely     bw client: stream until stopped, a report every -D seconds (5)
@@ -172,12 +206,13 @@ where
         ib_port: 1,
         gid_index: None,
         size: 0,
+        size_given: false,
         all: false,
         max_size: 1 << 23,
         iters: if test == Test::Bw { 5000 } else { 1000 },
         duration: None,
         tx_depth: 0,
-        rx_depth: 512,
+        rx_depth: DEF_RX_DEPTH,
         post_list: 1,
         cq_mod: 100,
         qps: 1,
@@ -202,6 +237,7 @@ where
         hugepages: false,
         run_infinitely: false,
         rdma_cm: false,
+        conn: Conn::Rc,
     };
     let mut cq_mod_set = false;
     while let Some(arg) = p.next().map_err(|e| e.to_string())? {
@@ -209,7 +245,10 @@ where
             Short('d') | Long("ib-dev") => o.device = Some(text(&mut p, "-d")?),
             Short('i') | Long("ib-port") => o.ib_port = num(&mut p, "-i")?,
             Short('x') | Long("gid-index") => o.gid_index = Some(num(&mut p, "-x")?),
-            Short('s') | Long("size") => o.size = num(&mut p, "-s")?,
+            Short('s') | Long("size") => {
+                o.size = num(&mut p, "-s")?;
+                o.size_given = true;
+            }
             Short('a') | Long("all") => o.all = true,
             Short('n') | Long("iters") => o.iters = num(&mut p, "-n")?,
             Short('D') | Long("duration") => o.duration = Some(num(&mut p, "-D")?),
@@ -234,13 +273,17 @@ where
             // perftest's long name has the typo; both are taken.
             Short('H') | Long("report-histogrm") | Long("report-histogram") => o.histogram = true,
             Short('U') | Long("report-unsorted") => o.unsorted = true,
-            Short('c') | Long("connection") => match text(&mut p, "-c")?.as_str() {
-                "RC" => {}
-                v @ ("UC" | "UD" | "XRC" | "DC" | "SRD") => {
-                    return Err(format!("-c {v}: only RC connections are supported by rrddmma-perf so far"))
+            Short('c') | Long("connection") => {
+                o.conn = match text(&mut p, "-c")?.as_str() {
+                    "RC" => Conn::Rc,
+                    "UC" => Conn::Uc,
+                    "UD" => Conn::Ud,
+                    v @ ("XRC" | "DC" | "SRD") => {
+                        return Err(format!("-c {v}: rrddmma-perf supports RC, UC and UD connections only"))
+                    }
+                    v => return Err(format!("-c {v:?}: expected RC, UC, UD, XRC, DC or SRD")),
                 }
-                v => return Err(format!("-c {v:?}: expected RC, UC, UD, XRC or DC")),
-            },
+            }
             Short('R') | Long("rdma_cm") => o.rdma_cm = true,
             Long("cpu") => o.cpu = Some(num(&mut p, "--cpu")?),
             Long("numa") => o.numa = true,
@@ -298,7 +341,9 @@ where
     if o.post_list > o.tx_depth {
         return Err(format!("-l {} exceeds the tx depth -t {}", o.post_list, o.tx_depth));
     }
-    if o.size > 8192 && !o.all && !cq_mod_set {
+    transport(&mut o)?;
+    // perftest leaves CQ moderation on for UD, whose messages are small.
+    if o.size > 8192 && !o.all && !cq_mod_set && o.conn != Conn::Ud {
         o.cq_mod = 1;
     }
     // The signaled request must fit in the queue: posting stops once fewer
@@ -327,6 +372,81 @@ where
         }
     }
     Ok(o)
+}
+
+/// The transport's rules, as perftest's parser has them: UC carries WRITE
+/// and SEND, UD SEND alone; neither goes through rdma_cm here (perftest
+/// refuses UC there; UD through rdma_cm is not implemented). UD caps inline
+/// payloads at [`MAX_INLINE_UD`]; UC and UD post one receive per message up
+/// front in `-n` runs (they have no flow control to wait for re-posting).
+fn transport(o: &mut Opts) -> Result<(), String> {
+    let test = format!("{} {}", o.verb.name(), if o.test == Test::Bw { "bw" } else { "lat" });
+    let allowed = match o.verb {
+        Verb::Write => "RC or UC",
+        Verb::Send => "RC, UC or UD",
+        Verb::Read | Verb::Atomic => "RC",
+    };
+    match o.conn {
+        Conn::Rc => return Ok(()),
+        Conn::Uc if matches!(o.verb, Verb::Read | Verb::Atomic) => {
+            return Err(format!(
+                "-c UC: {test} needs {allowed} (UC carries RDMA WRITE and SEND only: write bw, write lat, send bw, \
+                 send lat)"
+            ))
+        }
+        Conn::Ud if o.verb != Verb::Send => {
+            return Err(format!("-c UD: {test} needs {allowed} (UD carries SEND only: send bw, send lat)"))
+        }
+        Conn::Uc if o.rdma_cm => {
+            return Err("-c UC with -R: rdma_cm makes no UC connections (perftest refuses this too); drop -R or use \
+                        -c RC"
+                .into())
+        }
+        Conn::Ud if o.rdma_cm => {
+            return Err("-c UD with -R: rrddmma-perf does not run UD through rdma_cm; drop -R (the exchange then goes \
+                        over TCP) or use -c RC"
+                .into())
+        }
+        _ => {}
+    }
+    if o.conn == Conn::Ud && o.inline > MAX_INLINE_UD {
+        eprintln!(" -I {}: inline size set to {MAX_INLINE_UD} (the most perftest inlines on UD)", o.inline);
+        o.inline = MAX_INLINE_UD;
+    }
+    if o.duration.is_none() && o.rx_depth == DEF_RX_DEPTH {
+        o.rx_depth = o.iters.min(UC_MAX_RX) as u32;
+    }
+    Ok(())
+}
+
+/// UD's message limit, once the path MTU (`mtu` bytes) is known: perftest
+/// cuts a default size, and a `-a` sweep, to the MTU (saying so, as the
+/// returned note) and refuses an explicit `-s` above it.
+pub fn fit_ud(o: &mut Opts, mtu: usize) -> Result<Option<String>, String> {
+    if o.conn != Conn::Ud {
+        return Ok(None);
+    }
+    if o.all {
+        if o.max_size <= mtu {
+            return Ok(None);
+        }
+        o.max_size = mtu;
+        return Ok(Some(format!(
+            " -c UD: a message is at most one packet; the sweep stops at the path MTU, {mtu} bytes"
+        )));
+    }
+    if o.size <= mtu {
+        return Ok(None);
+    }
+    if o.size_given {
+        return Err(format!(
+            "-s {} with -c UD: a UD message is at most one packet and the path MTU is {mtu} bytes; give -s {mtu} or \
+             less",
+            o.size
+        ));
+    }
+    o.size = mtu;
+    Ok(Some(format!(" -c UD: a message is at most one packet; message size set to the path MTU, {mtu} bytes")))
 }
 
 /// The message size: `-s` as given, else `default`; atomics are 8 bytes.
@@ -380,6 +500,59 @@ mod tests {
         assert!(p("atomic bw -s 64").unwrap_err().contains("8 bytes"));
         assert!(p("write bw -q 1 --threads 2").unwrap_err().contains("QPs"));
         assert!(p("write bw -s").unwrap_err().contains("-s"));
+    }
+
+    #[test]
+    fn transports_on_the_tests_perftest_allows_them_on() {
+        for ok in
+            ["write bw -c UC", "write lat -c UC", "send bw -c UC", "send lat -cUC", "send bw -c UD", "send lat -c UD"]
+        {
+            assert!(p(ok).is_ok(), "{ok}");
+        }
+        assert_eq!(p("send lat --connection=UD").unwrap().conn, Conn::Ud);
+        let e = p("read bw -c UC").unwrap_err();
+        assert!(e.starts_with("-c UC: read bw needs RC (UC carries RDMA WRITE and SEND only"), "{e}");
+        assert!(p("atomic lat -c UC").unwrap_err().contains("atomic lat needs RC"));
+        let e = p("write lat -c UD").unwrap_err();
+        assert!(e.starts_with("-c UD: write lat needs RC or UC (UD carries SEND only: send bw, send lat)"), "{e}");
+        assert!(p("read bw -c UD").unwrap_err().contains("read bw needs RC ("));
+        assert!(p("send bw -c UC -R").unwrap_err().contains("-c UC with -R"));
+        assert!(p("send bw -c UD -R").unwrap_err().contains("-c UD with -R"));
+        assert!(p("send bw -c XRC").unwrap_err().contains("RC, UC and UD"));
+        assert!(p("send bw -c rc").unwrap_err().contains("expected RC, UC, UD"));
+    }
+
+    #[test]
+    fn unreliable_transports_take_perftest_defaults() {
+        // One receive per message up front (no RNR retry to wait for re-posting).
+        assert_eq!(p("send bw -c UD -n 300").unwrap().rx_depth, 300);
+        assert_eq!(p("send bw -c UC").unwrap().rx_depth, 5000);
+        assert_eq!(p("send bw -c UC -n 100000").unwrap().rx_depth, 16000);
+        assert_eq!(p("send bw -c UC -n 300 -r 64").unwrap().rx_depth, 64);
+        assert_eq!(p("send bw -c UD -D 2").unwrap().rx_depth, 512);
+        assert_eq!(p("send bw -n 300").unwrap().rx_depth, 512);
+        // UD: inline capped, CQ moderation kept for the (later capped) default size.
+        assert_eq!(p("send lat -c UD -I 4000").unwrap().inline, MAX_INLINE_UD);
+        assert_eq!(p("send bw -c UD").unwrap().cq_mod, 100);
+        assert_eq!(p("send bw -c UC").unwrap().cq_mod, 1);
+    }
+
+    #[test]
+    fn ud_messages_fit_the_path_mtu() {
+        let mut o = p("send bw -c UD").unwrap();
+        assert!(fit_ud(&mut o, 1024).unwrap().unwrap().contains("1024 bytes"));
+        assert_eq!(o.size, 1024);
+        let mut o = p("send lat -c UD -a").unwrap();
+        assert!(fit_ud(&mut o, 4096).unwrap().is_some());
+        assert_eq!(sizes(&o).last(), Some(&4096));
+        let mut o = p("send bw -c UD -s 2048").unwrap();
+        let e = fit_ud(&mut o, 1024).unwrap_err();
+        assert!(e.starts_with("-s 2048 with -c UD:") && e.contains("give -s 1024 or less"), "{e}");
+        let mut o = p("send bw -c UD -s 1024").unwrap();
+        assert_eq!(fit_ud(&mut o, 1024), Ok(None));
+        let mut o = p("send bw -c UC -s 65536").unwrap();
+        assert_eq!(fit_ud(&mut o, 1024), Ok(None));
+        assert_eq!(o.size, 65536);
     }
 
     #[test]

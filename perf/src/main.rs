@@ -39,17 +39,19 @@ fn plot(args: &[String]) -> Result<(), String> {
 }
 
 fn bench(o: &Opts) -> Result<(), String> {
-    let s = run::setup(o)?;
+    let (s, fitted) = run::setup(o)?;
+    let o = &fitted;
     let client = s.oob.is_client();
     let sizes = args::sizes(o);
     println!(
-        "rrddmma-perf {}_{} on {} port {}: {} QP(s), {} thread(s), tx depth {}, post list {}, CQ moderation {}, \
+        "rrddmma-perf {}_{} on {} port {}: {} {} QP(s), {} thread(s), tx depth {}, post list {}, CQ moderation {}, \
          inline {}, clock {}, {}",
         o.verb.name(),
         if o.test == Test::Bw { "bw" } else { "lat" },
         s.ctx.name(),
         o.ib_port,
         o.qps,
+        o.conn.name(),
         o.threads,
         o.tx_depth,
         o.post_list,
@@ -166,6 +168,12 @@ fn bench(o: &Opts) -> Result<(), String> {
         (Test::Lat, _) if client || matches!(o.verb, Verb::Write | Verb::Send) => {
             println!("{}", out::header(o));
             for (i, &size) in sizes.iter().enumerate() {
+                // perftest's send lat sweeps: one exchange before each size
+                // (its receives are posted then; the set-up's last exchange
+                // serves the first size).
+                if o.verb == Verb::Send && i > 0 {
+                    s.oob.handshake(&s.my[0])?;
+                }
                 let r = run::lat(&s, o, size)?;
                 // perftest's -U and -H: "#, usec" then "N, value" per sample.
                 for (on, v) in [(o.unsorted, &r.unsorted_ns), (o.histogram, &r.lat_ns)] {

@@ -99,6 +99,8 @@ struct RunJson<'a> {
     test: String,
     device: &'a str,
     clock: &'a str,
+    /// The transport: RC, UC or UD.
+    connection: &'static str,
     qps: u32,
     threads: u32,
     tx_depth: u32,
@@ -152,6 +154,7 @@ pub fn json(o: &Opts, device: &str, clock: &str, rs: &[Outcome]) -> Result<Strin
         test: test_name(o),
         device,
         clock,
+        connection: o.conn.name(),
         qps: o.qps,
         threads: o.threads,
         tx_depth: o.tx_depth,
@@ -412,6 +415,7 @@ mod tests {
             (j["test"].as_str(), j["device"].as_str(), j["qps"].as_u64()),
             (Some("write_bw"), Some("mlx5_\"0\\"), Some(2))
         );
+        assert_eq!(j["connection"].as_str(), Some("RC"));
         let row = &j["results"][0];
         assert_eq!(
             (row["size"].as_u64(), row["bw_mib_s"].as_f64(), row["msg_rate_mpps"].as_f64()),

@@ -5,12 +5,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use rrddmma::prim::{
-    AccessFlags, ConnectOpts, Context, Cq, Endpoint, Gid, Mr, Pd, Qp, QpCaps, RecvWr, RemoteAddr, SendList, SendWr,
-    Sge, Wc,
+    AccessFlags, Ah, AhAttr, ConnectOpts, Context, Cq, Endpoint, Gid, Mr, Pd, Qp, QpBuilder, QpCaps, QpType, RecvWr,
+    RemoteAddr, SendList, SendWr, Sge, Wc, GRH_LEN,
 };
 
 use crate::alloc;
-use crate::args::{Opts, Test, Verb};
+use crate::args::{Conn, Opts, Test, Verb};
 use crate::clock::Clock;
 use crate::oob::{BwReport, Dest, Oob};
 use crate::payload;
@@ -26,6 +26,8 @@ fn err<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> String {
 const POLL_BATCH: usize = 16;
 /// Bits of a `wr_id` that count requests; the QP index sits above them.
 const COUNT_BITS: u32 = 40;
+/// perftest's Q_Key of UD QPs (`DEF_QKEY`).
+const QKEY: u32 = 0x1111_1111;
 
 /// One measured size.
 #[derive(Clone, Debug, Default)]
@@ -121,6 +123,8 @@ fn inc(v: usize, a: usize) -> usize {
 /// then the buffer.
 pub struct Session {
     pub qps: Vec<Qp>,
+    /// UD: the address handle of each QP's peer (empty otherwise).
+    ahs: Vec<Ah>,
     /// With -R: the CM ids of the QPs (dropped after them: disconnects).
     _cm: Option<crate::cm::Conns>,
     pub cqs: Vec<Cq>,
@@ -130,8 +134,15 @@ pub struct Session {
     pub oob: Oob,
     pub my: Vec<Dest>,
     pub rem: Vec<Dest>,
-    /// Bytes per QP region (perftest's `BUFF_SIZE`, cache-line rounded).
+    /// Bytes per QP region (perftest's `BUFF_SIZE`, cache-line rounded;
+    /// UD: one more cache line for the GRH).
     pub slot: usize,
+    /// Where a received payload starts in a target region: 0, or on UD the
+    /// first cache line boundary at least [`GRH_LEN`] in (the GRH lands
+    /// just before it, as in perftest's receive buffers).
+    rx_payload: usize,
+    /// Bytes of each receive: the region, or on UD the GRH and the largest message.
+    rx_len: u32,
     pub cycle: usize,
     pub line: usize,
     /// The clock of the latency samples.
@@ -149,8 +160,9 @@ fn mtu_enum(bytes: u32) -> u32 {
     }
 }
 
-/// Opens the device, talks to the peer and connects the QPs.
-pub fn setup(o: &Opts) -> Res<Session> {
+/// Opens the device, talks to the peer and connects the QPs. Returns the
+/// options the run goes by: `o`, or on UD with the sizes cut to the path MTU.
+pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
     // With -R the exchange comes first: its route names the device.
     let cm_oob =
         if o.rdma_cm { Some(Oob::open_cm(o.server.as_deref(), o.tcp_port, Duration::from_secs(30))?) } else { None };
@@ -198,14 +210,24 @@ pub fn setup(o: &Opts) -> Res<Session> {
     let page = 4096u32;
     let (cycle, line, mtu) = oob.preamble(o.dont_xchg_versions, page, 64, mtu)?;
     let (cycle, line) = (cycle as usize, line as usize);
+    let mut fitted = o.clone();
+    if let Some(note) = crate::args::fit_ud(&mut fitted, 128 << mtu.clamp(1, 5))? {
+        eprintln!("{note}");
+    }
+    let o = &fitted;
 
     let max_size = crate::args::sizes(o).into_iter().max().unwrap_or(o.size);
-    let slot = inc(max_size.max(cycle), line);
+    let ud = o.conn == Conn::Ud;
+    let rx_payload = if ud { inc(GRH_LEN, line) } else { 0 };
+    let slot = inc(max_size.max(cycle), line) + rx_payload;
+    let rx_len = if ud { max_size + GRH_LEN } else { slot } as u32;
     let q = o.qps as usize;
     let buf = Buf::new(slot * 2 * q, o.hugepages)?;
     let pd = Pd::new(&ctx).map_err(err("allocating a PD"))?;
     let access =
         AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
+    // A UC QP takes remote writes only (UC has no READ or atomics).
+    let qp_access = if o.conn == Conn::Uc { AccessFlags::REMOTE_WRITE } else { access };
     // SAFETY: the buffer outlives the MR (field order of `Session`) and is
     // only touched by the device and by volatile accesses in the loops.
     let mr = unsafe { Mr::register(&pd, buf.ptr, buf.layout.size(), access) }.map_err(err("registering memory"))?;
@@ -225,8 +247,13 @@ pub fn setup(o: &Opts) -> Res<Session> {
         max_recv_sge: 1,
         max_inline_data: o.inline,
     };
+    let qp_type = match o.conn {
+        Conn::Rc => QpType::RC,
+        Conn::Uc => QpType::UC,
+        Conn::Ud => QpType::UD,
+    };
     let qps = (0..q)
-        .map(|i| Qp::new_rc(&pd, &cqs[i % threads], &recv_cq, caps))
+        .map(|i| QpBuilder::new(&pd, qp_type, &cqs[i % threads], &recv_cq).caps(caps).build())
         .collect::<Result<Vec<_>, _>>()
         .map_err(err("creating a QP"))?;
 
@@ -278,16 +305,29 @@ pub fn setup(o: &Opts) -> Res<Session> {
     for d in &my {
         rem.push(oob.handshake(d)?);
     }
+    let mut ahs = Vec::new();
     for (i, qp) in qps.iter().enumerate().filter(|_| cm_conns.is_none()) {
         let r = &rem[i];
         let remote = Endpoint { qpn: r.qpn, psn: r.psn, lid: r.lid, gid: Gid(r.gid.unwrap_or([0; 16])) };
+        if ud {
+            // perftest's UD set-up: RTS with its Q_Key, and an address
+            // handle to the peer (routed, hop limit 255, where GIDs are used).
+            qp.bring_up_ud(o.ib_port, 0, QKEY, my[i].psn).map_err(err("bringing the UD QP to RTS"))?;
+            let av = if remote.gid.is_zero() {
+                AhAttr::lid(o.ib_port, r.lid)
+            } else {
+                AhAttr::global(o.ib_port, gid_index, remote.gid).dlid(r.lid).hop_limit(255)
+            };
+            ahs.push(Ah::new(&pd, &av).map_err(err("creating the address handle"))?);
+            continue;
+        }
         let opts = ConnectOpts {
             port: o.ib_port,
             gid_index: Some(gid_index),
             mtu: rrddmma::prim::Mtu(mtu),
             max_rd_atomic: r.out_reads.clamp(1, out_reads) as u8,
             max_dest_rd_atomic: out_reads as u8,
-            access,
+            access: qp_access,
             ..ConnectOpts::default()
         };
         qp.connect(&remote, my[i].psn, &opts).map_err(err("connecting the QP"))?;
@@ -298,6 +338,7 @@ pub fn setup(o: &Opts) -> Res<Session> {
     }
     let mut s = Session {
         qps,
+        ahs,
         _cm: cm_conns,
         cqs,
         recv_cq,
@@ -307,6 +348,8 @@ pub fn setup(o: &Opts) -> Res<Session> {
         my,
         rem,
         slot,
+        rx_payload,
+        rx_len,
         cycle,
         line,
         clock: Clock::detect(),
@@ -347,7 +390,7 @@ pub fn setup(o: &Opts) -> Res<Session> {
         s.rem[i] = d;
     }
     s.oob.handshake(&s.my[0])?;
-    Ok(s)
+    Ok((s, fitted))
 }
 
 impl Session {
@@ -361,8 +404,23 @@ impl Session {
         (self.qps.len() + i) * self.slot
     }
 
+    /// Where the payload of a message QP `i` received starts.
+    fn received(&self, i: usize) -> usize {
+        self.target(i) + self.rx_payload
+    }
+
+    /// A SEND of `sge` on QP `i`; on UD addressed to the peer's QP.
+    fn send_wr<'a>(&'a self, i: usize, sge: &'a [Sge]) -> SendWr<'a> {
+        match self.ahs.get(i) {
+            Some(ah) => SendWr::send(sge).ud(ah, self.rem[i].qpn, QKEY),
+            None => SendWr::send(sge),
+        }
+    }
+
     fn post_recv(&self, i: usize) -> Res<()> {
-        let sges = [self.mr.sge(self.target(i), self.slot as u32)];
+        // UD: the GRH first, the payload from `received(i)` on.
+        let at = self.received(i) - if self.ahs.is_empty() { 0 } else { GRH_LEN };
+        let sges = [self.mr.sge(at, self.rx_len)];
         // SAFETY: the entry lies in the session's MR, alive as long as the QP.
         unsafe { self.qps[i].post_recv(&mut [RecvWr::new(&sges, i as u64)]) }.map_err(err("ibv_post_recv"))
     }
@@ -410,12 +468,20 @@ struct Counts {
     done: u64,
 }
 
-/// The request of a bandwidth test for one slot (unsignaled).
-fn request<'a>(o: &Opts, sge: &'a [Sge; 1], r: RemoteAddr, g: u64, inline: bool) -> SendWr<'a> {
+/// The request of a bandwidth test on QP `qp` for one slot (unsignaled).
+fn request<'a>(
+    o: &Opts,
+    s: &'a Session,
+    qp: usize,
+    sge: &'a [Sge; 1],
+    r: RemoteAddr,
+    g: u64,
+    inline: bool,
+) -> SendWr<'a> {
     let wr = match o.verb {
         Verb::Write => SendWr::write(sge, r),
         Verb::Read => SendWr::read(sge, r),
-        Verb::Send => SendWr::send(sge),
+        Verb::Send => s.send_wr(qp, sge),
         Verb::Atomic if o.cas => SendWr::compare_swap(sge, r, 0, g),
         Verb::Atomic => SendWr::fetch_add(sge, r, 1),
     };
@@ -446,7 +512,9 @@ fn bw_thread(s: &Session, o: &Opts, cq: &Cq, mine: &[usize], size: usize) -> Res
     let mut lists: Vec<Vec<SendList<'_>>> = streams
         .iter()
         .map(|st| {
-            (0..st.sges.len()).map(|k| SendList::new(vec![request(o, &st.sges[k], st.remotes[k], 0, inline)])).collect()
+            (0..st.sges.len())
+                .map(|k| SendList::new(vec![request(o, s, st.qp, &st.sges[k], st.remotes[k], 0, inline)]))
+                .collect()
         })
         .collect();
     let pl = o.post_list as u64;
@@ -469,7 +537,7 @@ fn bw_thread(s: &Session, o: &Opts, cq: &Cq, mine: &[usize], size: usize) -> Res
                     let n = pl.min(limit - c.posted);
                     let make = |g: u64| {
                         let k = (g as usize) % st.sges.len();
-                        let mut wr = request(o, &st.sges[k], st.remotes[k], g, inline);
+                        let mut wr = request(o, s, st.qp, &st.sges[k], st.remotes[k], g, inline);
                         if (g + 1) % cq_mod == 0 || g + 1 == limit {
                             wr = wr.signaled().wr_id(((si as u64) << COUNT_BITS) | (g + 1));
                         }
@@ -607,11 +675,22 @@ pub fn bw_bidir(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
     })
 }
 
+/// How long a SEND bandwidth receiver waits for the next message before it
+/// gives up (perftest's server checks every 60 s that messages still come):
+/// UC and UD drop what finds no receive, and a lost message must end the
+/// run rather than leave it waiting. `RRDDMMA_PERF_STALL_SECS` overrides it.
+fn stall_limit() -> Duration {
+    let secs = std::env::var("RRDDMMA_PERF_STALL_SECS").ok().and_then(|v| v.parse::<u64>().ok());
+    Duration::from_secs(secs.unwrap_or(60).max(1))
+}
+
 /// The receiving side of a SEND bandwidth test for one size: receives and
 /// re-posts `-n` messages per QP (as perftest's server counts them), or with
 /// `-D` until the sender's next exchange message arrives. `stop`, when given,
 /// ends the wait early (set by a bidirectional run whose sending half failed).
+/// With `-n`, no message for [`stall_limit`] is an error.
 pub fn send_bw_receiver(s: &Session, o: &Opts, size: usize, stop: Option<&AtomicBool>) -> Res<Outcome> {
+    let stall = stall_limit();
     let mut wcs = [Wc::default(); POLL_BATCH];
     let want = if o.duration.is_some() { u64::MAX } else { o.iters * s.qps.len() as u64 };
     let mut got = 0u64;
@@ -633,6 +712,9 @@ pub fn send_bw_receiver(s: &Session, o: &Opts, size: usize, stop: Option<&Atomic
                 if want == u64::MAX && s.oob.peer_spoke() {
                     break;
                 }
+                if want != u64::MAX && last.elapsed() >= stall {
+                    return Err(stalled(got, want, stall, o.conn));
+                }
             }
             continue;
         }
@@ -649,6 +731,16 @@ pub fn send_bw_receiver(s: &Session, o: &Opts, size: usize, stop: Option<&Atomic
         ops_per_sec: got as f64 / secs,
         ..Outcome::default()
     })
+}
+
+#[cold]
+fn stalled(got: u64, want: u64, stall: Duration, conn: Conn) -> String {
+    let why = if conn == Conn::Rc {
+        "the sender stopped"
+    } else {
+        "the sender stopped, or messages were lost: UC and UD drop what arrives without a posted receive"
+    };
+    format!("no message for {} s: received {got} of {want} ({why})", stall.as_secs())
 }
 
 /// Sorted latency samples from post timestamps (perftest: intervals between
@@ -679,14 +771,14 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
     let before = alloc::in_loop_allocations();
     let poll_byte = s.ptr(s.target(0) + size - 1);
     let post_byte = s.ptr(s.local(0) + size - 1);
-    let (send_at, recv_at) = (s.ptr(s.local(0)), s.ptr(s.target(0)).cast_const());
+    let (send_at, recv_at) = (s.ptr(s.local(0)), s.ptr(s.received(0)).cast_const());
     let checking = o.check_payload;
     let corrupt = checking && payload::corrupt_requested();
 
     // The one request, built before the loop (perftest's prebuilt WR).
     let wr = match o.verb {
         Verb::Write => SendWr::write(&sge, remote),
-        Verb::Send => SendWr::send(&sge),
+        Verb::Send => s.send_wr(0, &sge),
         Verb::Read => SendWr::read(&sge, remote),
         Verb::Atomic if o.cas => SendWr::compare_swap(&sge, remote, 0, 0),
         Verb::Atomic => SendWr::fetch_add(&sge, remote, 1),

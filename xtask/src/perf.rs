@@ -55,6 +55,14 @@ fn interop_ok(d: &Done, test: &str, size: u64, iters: u64, bw: bool, ours_client
     let judged = match (bw, iters) {
         // -b: this side's row and the peer's reported one, positive.
         (true, 0) => rows(mine, size).iter().filter(|r| r[2] > 0.0).count() >= 2,
+        // A passive server (WRITE, READ, atomic bw) prints the numbers its
+        // client reports. perftest's client computes them from its CPU
+        // frequency estimate, which TCG can spoil into a 0: the row and its
+        // iteration count must be there, the bandwidth only not negative.
+        (true, n) if !ours_client && matches!(test, "write bw" | "read bw" | "atomic bw") => {
+            let r = rows(mine, size);
+            !r.is_empty() && r.iter().all(|r| r[1] == n as f64 && r[2] >= 0.0 && r[2] < 1e7)
+        }
         (true, n) => bw_plausible(mine, size, n, 1),
         // READ/atomic latency servers are passive.
         (false, _) if !ours_client && matches!(test, "read lat" | "atomic lat") => true,
@@ -133,9 +141,27 @@ pub fn checks() -> Result<Vec<Check>> {
         ("write bw", "ib_write_bw", "-b -s 4096 -n 300", 4096, 0, true),
         ("send bw", "ib_send_bw", "-b -s 1024 -n 300", 1024, 0, true),
     ];
-    for (k, (test, tool, flags, size, iters, bw)) in interop.into_iter().enumerate() {
+    // The unreliable transports on every test perftest takes them on: UC
+    // (WRITE and SEND), UD (SEND; a -a sweep stops at the path MTU, and send
+    // lat sweeps exchange a message before each size).
+    let unreliable: [(&str, &str, &str, u64, u64, bool); 8] = [
+        ("write bw", "ib_write_bw", "-c UC -s 4096 -n 300", 4096, 300, true),
+        ("write lat", "ib_write_lat", "-c UC -n 200", 2, 200, false),
+        ("send bw", "ib_send_bw", "-c UC -s 1024 -n 300", 1024, 300, true),
+        ("send lat", "ib_send_lat", "-c UC -s 64 -n 200", 64, 200, false),
+        ("send bw", "ib_send_bw", "-c UD -s 1024 -n 300", 1024, 300, true),
+        ("send lat", "ib_send_lat", "-c UD -s 64 -n 200", 64, 200, false),
+        // Judged on the 1024-byte row, present at any MTU from 1024 up; both
+        // sides exiting 0 shows that their sweeps stopped at the same size.
+        ("send bw", "ib_send_bw", "-c UD -a -n 50", 1024, 50, true),
+        ("send lat", "ib_send_lat", "-c UD -a -n 20", 1024, 20, false),
+    ];
+    // (first port of the pair, entry)
+    let entries = (interop.into_iter().enumerate().map(|(k, e)| (18630 + 2 * k, e)))
+        .chain(unreliable.into_iter().enumerate().map(|(k, e)| (18740 + 2 * k, e)));
+    for (base, (test, tool, flags, size, iters, bw)) in entries {
         for ours_client in [true, false] {
-            let port = 18630 + 2 * k + usize::from(ours_client);
+            let port = base + usize::from(ours_client);
             let ours = format!("{me} {test} {dev} -p {port} {flags}");
             // `-F`: perftest's CPU-frequency estimate is unreliable under
             // TCG ("Correlation coefficient r^2 < 0.9"); without it a perftest
@@ -195,7 +221,7 @@ pub fn checks() -> Result<Vec<Check>> {
     }
 
     // rrddmma-perf against itself: every test kind, no allocation in any loop.
-    let own: [(&str, &str, u64, u64, bool); 11] = [
+    let own: [(&str, &str, u64, u64, bool); 13] = [
         // perftest's getopt forms: value attached, `--flag=value`, `--flag value`.
         ("write bw", "-s64 -n2000 -q2 --threads=2 -l 4 --cq-mod 8", 64, 2000, true),
         ("read bw", "-s 4096 -n 500", 4096, 500, true),
@@ -208,6 +234,9 @@ pub fn checks() -> Result<Vec<Check>> {
         ("send bw", "-b -s 256 -n 500", 256, 500, true),
         ("send bw", "-a --max-size 64 -n 100", 64, 100, true),
         ("read bw", "-b -a --max-size 64 -n 100", 64, 100, true),
+        // UD: an address handle per QP, post lists; UC both ways at once.
+        ("send bw", "-c UD -s 1024 -n 500 -q 2 --threads 2 -l 4", 1024, 500, true),
+        ("send bw", "-c UC -b -s 256 -n 300", 256, 300, true),
     ];
     for (k, (test, flags, size, iters, bw)) in own.into_iter().enumerate() {
         let port = 18610 + k;
@@ -290,13 +319,16 @@ pub fn checks() -> Result<Vec<Check>> {
     ));
 
     // Payload checking: every test kind it covers passes on clean data...
-    let checked: [(&str, &str, u64, u64, bool); 6] = [
+    let checked: [(&str, &str, u64, u64, bool); 8] = [
         ("write bw", "-s 4096 -n 300", 4096, 300, true),
         ("read bw", "-s 1024 -n 200 -q 2", 1024, 200, true),
         ("write lat", "-s 64 -n 100", 64, 100, false),
         ("send lat", "-s 64 -n 100", 64, 100, false),
         ("read lat", "-s 64 -n 100", 64, 100, false),
         ("atomic lat", "-n 100", 8, 100, false),
+        // UD: the payload lands after the 40-byte GRH, one cache line in.
+        ("send lat", "-c UD -s 1024 -n 100", 1024, 100, false),
+        ("write bw", "-c UC -s 4096 -n 300", 4096, 300, true),
     ];
     for (k, (test, flags, size, iters, bw)) in checked.into_iter().enumerate() {
         let port = 18670 + k;
@@ -345,6 +377,36 @@ pub fn checks() -> Result<Vec<Check>> {
         |d| {
             !d.output.contains("CLIENT-RC=0")
                 && d.output.contains("payload check failed: read lat, iteration 0, byte 0")
+        },
+    ));
+
+    // -c where perftest refuses it (exit 2 naming the flag, the test and
+    // what it takes), an explicit UD size above the path MTU (both sides
+    // fail after the MTU exchange, as perftest's do), and a UD receiver
+    // short of messages failing after its stall limit instead of waiting.
+    v.push(Check::verdict(
+        "perf: -c refusals (read bw -c UD, atomic lat -c UC, send bw -c UD -s 8192 above the MTU) and a UD receiver short of messages",
+        format!(
+            "{me} read bw -c UD; echo READ-UD-RC=$?; {me} atomic lat -c UC; echo ATOMIC-UC-RC=$?; {}; {}",
+            pair(
+                &format!("{me} send bw {dev} -p 18760 -c UD -s 8192 -n 50"),
+                &format!("{me} send bw {dev} -p 18760 -c UD -s 8192 -n 50 127.0.0.1")
+            ),
+            pair(
+                &format!("env RRDDMMA_PERF_STALL_SECS=5 {me} send bw {dev} -p 18761 -c UD -s 1024 -n 300"),
+                &format!("{me} send bw {dev} -p 18761 -c UD -s 1024 -n 200 127.0.0.1")
+            ),
+        ),
+        |d| {
+            let o = &d.output;
+            o.contains("READ-UD-RC=2")
+                && o.contains("rrddmma-perf: -c UD: read bw needs RC (UD carries SEND only: send bw, send lat)")
+                && o.contains("ATOMIC-UC-RC=2")
+                && o.contains("rrddmma-perf: -c UC: atomic lat needs RC (UC carries RDMA WRITE and SEND only")
+                && o.matches("-s 8192 with -c UD: a UD message is at most one packet and the path MTU is").count() == 2
+                && o.contains("no message for 5 s: received 200 of 300")
+                && o.matches("CLIENT-RC=1").count() == 2
+                && o.matches("SERVER-RC=1").count() == 2
         },
     ));
 
