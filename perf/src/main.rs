@@ -44,7 +44,7 @@ fn bench(o: &Opts) -> Result<(), String> {
     let sizes = args::sizes(o);
     println!(
         "rrddmma-perf {}_{} on {} port {}: {} QP(s), {} thread(s), tx depth {}, post list {}, CQ moderation {}, \
-         inline {}, clock {}, {}",
+         inline {}, clock {}, completions by {}, {}",
         o.verb.name(),
         if o.test == Test::Bw { "bw" } else { "lat" },
         s.ctx.name(),
@@ -56,6 +56,7 @@ fn bench(o: &Opts) -> Result<(), String> {
         o.cq_mod,
         o.inline,
         s.clock.name(),
+        if o.events { "events" } else { "polling" },
         if client { "client" } else { "server" }
     );
     for (m, r) in s.my.iter().zip(&s.rem) {

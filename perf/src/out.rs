@@ -94,7 +94,7 @@ pub fn json(o: &Opts, device: &str, clock: &str, rs: &[Outcome]) -> String {
     let mut s = format!(
         "{{\n  \"tool\": \"rrddmma-perf\",\n  \"test\": \"{}\",\n  \"device\": \"{}\",\n  \"clock\": \"{}\",\n  \"qps\": {},\n  \
          \"threads\": {},\n  \"tx_depth\": {},\n  \"post_list\": {},\n  \"cq_mod\": {},\n  \"inline\": {},\n  \
-         \"results\": [",
+         \"events\": {},\n  \"results\": [",
         test_name(o),
         device.replace(['"', '\\'], "_"),
         clock,
@@ -103,7 +103,8 @@ pub fn json(o: &Opts, device: &str, clock: &str, rs: &[Outcome]) -> String {
         o.tx_depth,
         o.post_list,
         o.cq_mod,
-        o.inline
+        o.inline,
+        o.events
     );
     for (i, r) in rs.iter().enumerate() {
         s.push_str(if i == 0 { "\n    {" } else { ",\n    {" });

@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use rrddmma::prim::{
-    AccessFlags, ConnectOpts, Context, Cq, Endpoint, Gid, Mr, Pd, Qp, QpCaps, RecvWr, RemoteAddr, SendList, SendWr,
-    Sge, Wc,
+    AccessFlags, CompChannel, ConnectOpts, Context, Cq, CqBuilder, Endpoint, Gid, Mr, Pd, Qp, QpCaps, RecvWr,
+    RemoteAddr, SendList, SendWr, Sge, Wc,
 };
 
 use crate::alloc;
@@ -212,12 +212,10 @@ pub fn setup(o: &Opts) -> Res<Session> {
 
     let threads = o.threads as usize;
     let per_thread = q.div_ceil(threads) as u32;
-    let cqs = (0..threads)
-        .map(|_| Cq::new(&ctx, (o.tx_depth * per_thread).max(2)))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(err("creating a CQ"))?;
+    let cqs =
+        (0..threads).map(|_| new_cq(&ctx, (o.tx_depth * per_thread).max(2), o.events)).collect::<Res<Vec<_>>>()?;
     let rx = if o.verb == Verb::Send { o.rx_depth.max(2) } else { 1 };
-    let recv_cq = Cq::new(&ctx, rx * o.qps).map_err(err("creating a CQ"))?;
+    let recv_cq = new_cq(&ctx, rx * o.qps, o.events)?;
     let caps = QpCaps {
         max_send_wr: o.tx_depth.max(o.post_list),
         max_recv_wr: rx,
@@ -350,6 +348,33 @@ pub fn setup(o: &Opts) -> Res<Session> {
     Ok(s)
 }
 
+/// A CQ of `cqe` entries; with `-e` on a completion channel of its own and
+/// armed, as perftest arms its CQs before a test (perftest shares one
+/// channel between its CQs; one each tells every wake-up's CQ apart).
+fn new_cq(ctx: &Context, cqe: u32, events: bool) -> Res<Cq> {
+    if !events {
+        return Cq::new(ctx, cqe).map_err(err("creating a CQ"));
+    }
+    let ch = CompChannel::new(ctx).map_err(err("creating a completion channel"))?;
+    let cq = CqBuilder::new(ctx, cqe).channel(&ch).build().map_err(err("creating a CQ"))?;
+    cq.req_notify(false).map_err(err("ibv_req_notify_cq"))?;
+    Ok(cq)
+}
+
+/// perftest's `-e` wait: sleeps until the CQ's channel has an event (read
+/// with `ibv_get_cq_event`; acknowledged in batches by `Cq::wait`), re-arms
+/// the CQ, then polls once into `wcs`. The CQ is armed again before the poll,
+/// so a completion the poll misses raises the next event. `timeout`: `Ok(0)`
+/// once it passes.
+#[inline]
+fn event_poll(cq: &Cq, wcs: &mut [Wc], timeout: Option<Duration>) -> Res<usize> {
+    if !cq.wait(timeout).map_err(err("ibv_get_cq_event"))? {
+        return Ok(0);
+    }
+    cq.req_notify(false).map_err(err("ibv_req_notify_cq"))?;
+    cq.poll(wcs).map_err(err("ibv_poll_cq"))
+}
+
 impl Session {
     /// The local (source) region of QP `i`.
     fn local(&self, i: usize) -> usize {
@@ -457,6 +482,9 @@ fn bw_thread(s: &Session, o: &Opts, cq: &Cq, mine: &[usize], size: usize) -> Res
     let mut wrs: Vec<SendWr<'_>> = Vec::with_capacity(o.post_list as usize);
     let mut wcs = [Wc::default(); POLL_BATCH];
     let mask = (1u64 << COUNT_BITS) - 1;
+    // -e: a full batch may have left completions behind that raise no
+    // event (they came before the re-arm): poll again before sleeping.
+    let mut full = false;
 
     alloc::measuring(true);
     let start = Instant::now();
@@ -497,7 +525,14 @@ fn bw_thread(s: &Session, o: &Opts, cq: &Cq, mine: &[usize], size: usize) -> Res
             if all_done {
                 return Ok(());
             }
-            let n = cq.poll(&mut wcs).map_err(err("ibv_poll_cq"))?;
+            // Nothing more can be posted until something completes: with
+            // -e, sleep on the CQ's channel (perftest's `run_iter_bw`).
+            let n = if o.events && !full {
+                event_poll(cq, &mut wcs, None)?
+            } else {
+                cq.poll(&mut wcs).map_err(err("ibv_poll_cq"))?
+            };
+            full = n == POLL_BATCH;
             for wc in &wcs[..n] {
                 check(wc)?;
                 let c = &mut counts[(wc.wr_id() >> COUNT_BITS) as usize];
@@ -618,15 +653,25 @@ pub fn send_bw_receiver(s: &Session, o: &Opts, size: usize, stop: Option<&Atomic
     let mut idle = 0u32;
     let mut first = None;
     let mut last = Instant::now();
+    // -e: sleep on the channel once a poll comes back empty (perftest's
+    // server drains the CQ after each event); a bidirectional run wakes every
+    // 100 ms to see whether its sending half failed.
+    let wake = stop.map(|_| Duration::from_millis(100));
+    let mut drained = true;
     while got < want {
-        let n = s.recv_cq.poll(&mut wcs).map_err(err("ibv_poll_cq"))?;
+        let n = if o.events && drained {
+            event_poll(&s.recv_cq, &mut wcs, wake)?
+        } else {
+            s.recv_cq.poll(&mut wcs).map_err(err("ibv_poll_cq"))?
+        };
+        drained = n == 0;
         for wc in &wcs[..n] {
             check(wc)?;
             s.post_recv(wc.wr_id() as usize)?;
         }
         if n == 0 {
             idle = idle.wrapping_add(1);
-            if idle % 1024 == 0 {
+            if o.events || idle % 1024 == 0 {
                 if stop.is_some_and(|f| f.load(Ordering::Relaxed)) {
                     return Err("the sending half of the run failed".into());
                 }
@@ -698,8 +743,15 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
         // completed before the next is posted.
         unsafe { qp.post_send_list(list) }.map_err(err("ibv_post_send"))
     };
+    // With -e (perftest's `run_iter_lat`/`run_iter_lat_send`): sleep on the
+    // CQ's channel, re-arm, poll; otherwise busy-poll.
+    let events = o.events;
     let wait = |cq: &Cq, wcs: &mut [Wc; 1]| -> Res<()> {
-        while cq.poll(wcs).map_err(err("ibv_poll_cq"))? == 0 {}
+        if events {
+            while event_poll(cq, wcs, None)? == 0 {}
+        } else {
+            while cq.poll(wcs).map_err(err("ibv_poll_cq"))? == 0 {}
+        }
         check(&wcs[0])
     };
 

@@ -111,31 +111,19 @@ fn lat_plausible(out: &str, size: u64, iters: u64, want_rows: usize) -> bool {
             .all(|r| r.len() >= 7 && r[1] == iters as f64 && r[2] > 0.0 && r[2] <= r[4] && r[4] <= r[3] && r[4] < 1e5)
 }
 
-/// The checks for `cargo xtask test`.
-pub fn checks() -> Result<Vec<Check>> {
-    let exe = binary()?;
-    let me = format!("'{}'", exe.display());
-    let mut v = Vec::new();
-    let dev = "-d $D -x $X";
+/// An interop check: (test, perftest binary, flags for both sides, size,
+/// iterations, bandwidth).
+type Interop = (&'static str, &'static str, &'static str, u64, u64, bool);
 
-    // Interoperability with perftest: every test kind, both directions.
-    // (test, perftest binary, flags for both, size, iterations, bandwidth)
-    let interop: [(&str, &str, &str, u64, u64, bool); 10] = [
-        ("write bw", "ib_write_bw", "-s 4096 -n 500", 4096, 500, true),
-        ("read bw", "ib_read_bw", "-s 4096 -n 300", 4096, 300, true),
-        ("send bw", "ib_send_bw", "-s 1024 -n 500", 1024, 500, true),
-        ("atomic bw", "ib_atomic_bw", "-n 300", 8, 300, true),
-        ("write lat", "ib_write_lat", "-n 200", 2, 200, false),
-        ("read lat", "ib_read_lat", "-s 64 -n 200", 64, 200, false),
-        ("send lat", "ib_send_lat", "-s 64 -n 200", 64, 200, false),
-        ("atomic lat", "ib_atomic_lat", "-n 200", 8, 200, false),
-        // Bidirectional: both sides stream; each prints its own direction.
-        ("write bw", "ib_write_bw", "-b -s 4096 -n 300", 4096, 0, true),
-        ("send bw", "ib_send_bw", "-b -s 1024 -n 300", 1024, 0, true),
-    ];
-    for (k, (test, tool, flags, size, iters, bw)) in interop.into_iter().enumerate() {
+/// The checks of `list` against perftest in both directions on `rxe0`, on
+/// TCP ports from `base` up (two per entry). With `-e` in the flags both
+/// sides must also say they ran on completion events.
+fn interop_checks(v: &mut Vec<Check>, me: &str, list: &[Interop], base: usize) {
+    let dev = "-d $D -x $X";
+    for (k, &(test, tool, flags, size, iters, bw)) in list.iter().enumerate() {
+        let events = flags.split_whitespace().any(|f| f == "-e");
         for ours_client in [true, false] {
-            let port = 18630 + 2 * k + usize::from(ours_client);
+            let port = base + 2 * k + usize::from(ours_client);
             let ours = format!("{me} {test} {dev} -p {port} {flags}");
             // `-F`: perftest's CPU-frequency estimate is unreliable under
             // TCG ("Correlation coefficient r^2 < 0.9"); without it a perftest
@@ -156,9 +144,46 @@ pub fn checks() -> Result<Vec<Check>> {
             };
             v.push(Check::verdict(&name, pair(&server, &client), move |d| {
                 interop_ok(d, test, size, iters, bw, ours_client)
+                    && (!events
+                        || (d.output.contains("completions by events") && d.output.contains("Test with events")))
             }));
         }
     }
+}
+
+/// The checks for `cargo xtask test`.
+pub fn checks() -> Result<Vec<Check>> {
+    let exe = binary()?;
+    let me = format!("'{}'", exe.display());
+    let mut v = Vec::new();
+    let dev = "-d $D -x $X";
+
+    // Interoperability with perftest: every test kind, both directions.
+    // (test, perftest binary, flags for both, size, iterations, bandwidth)
+    let interop: [Interop; 10] = [
+        ("write bw", "ib_write_bw", "-s 4096 -n 500", 4096, 500, true),
+        ("read bw", "ib_read_bw", "-s 4096 -n 300", 4096, 300, true),
+        ("send bw", "ib_send_bw", "-s 1024 -n 500", 1024, 500, true),
+        ("atomic bw", "ib_atomic_bw", "-n 300", 8, 300, true),
+        ("write lat", "ib_write_lat", "-n 200", 2, 200, false),
+        ("read lat", "ib_read_lat", "-s 64 -n 200", 64, 200, false),
+        ("send lat", "ib_send_lat", "-s 64 -n 200", 64, 200, false),
+        ("atomic lat", "ib_atomic_lat", "-n 200", 8, 200, false),
+        // Bidirectional: both sides stream; each prints its own direction.
+        ("write bw", "ib_write_bw", "-b -s 4096 -n 300", 4096, 0, true),
+        ("send bw", "ib_send_bw", "-b -s 1024 -n 300", 1024, 0, true),
+    ];
+    interop_checks(&mut v, &me, &interop, 18630);
+    // perftest's -e (sleep on completion events) on both sides, for a
+    // latency ping-pong, a latency test with a passive server and two
+    // bandwidth tests: each side must say it ran on events.
+    let events: [Interop; 4] = [
+        ("send lat", "ib_send_lat", "-e -s 64 -n 200", 64, 200, false),
+        ("atomic lat", "ib_atomic_lat", "-e -n 200", 8, 200, false),
+        ("send bw", "ib_send_bw", "-e -s 1024 -n 500", 1024, 500, true),
+        ("read bw", "ib_read_bw", "-e -s 4096 -n 300", 4096, 300, true),
+    ];
+    interop_checks(&mut v, &me, &events, 18720);
 
     // perftest's rdma_cm mode (-R), both directions, on the CM device (rxe
     // on a veth): the exchange and the QPs go through rdma_cm.
@@ -195,7 +220,7 @@ pub fn checks() -> Result<Vec<Check>> {
     }
 
     // rrddmma-perf against itself: every test kind, no allocation in any loop.
-    let own: [(&str, &str, u64, u64, bool); 11] = [
+    let own: [(&str, &str, u64, u64, bool); 13] = [
         // perftest's getopt forms: value attached, `--flag=value`, `--flag value`.
         ("write bw", "-s64 -n2000 -q2 --threads=2 -l 4 --cq-mod 8", 64, 2000, true),
         ("read bw", "-s 4096 -n 500", 4096, 500, true),
@@ -208,6 +233,9 @@ pub fn checks() -> Result<Vec<Check>> {
         ("send bw", "-b -s 256 -n 500", 256, 500, true),
         ("send bw", "-a --max-size 64 -n 100", 64, 100, true),
         ("read bw", "-b -a --max-size 64 -n 100", 64, 100, true),
+        // -e: sleeping on completion events, also in the receiving thread of -b.
+        ("read lat", "-e -s 64 -n 200", 64, 200, false),
+        ("send bw", "-e -b -s 256 -n 500", 256, 500, true),
     ];
     for (k, (test, flags, size, iters, bw)) in own.into_iter().enumerate() {
         let port = 18610 + k;
@@ -586,16 +614,24 @@ pub fn cluster_checks() -> Result<Vec<Check>> {
     Ok(v)
 }
 
-/// `cargo xtask perf-checks [pair|cluster]`: rrddmma-perf's device checks
-/// alone, the pairwise ones, or the cluster-mode ones (last: they set up the
-/// namespace hosts).
+/// `cargo xtask perf-checks [pair|cluster|rdma_cm] [--only TEXT]`:
+/// rrddmma-perf's device checks alone, the pairwise ones, the cluster-mode
+/// ones (last: they set up the namespace hosts) or the `-R` ones; with
+/// `--only`, those whose name contains TEXT.
 pub fn run_checks(args: &[String]) -> Result<()> {
-    let which = args.first().map(String::as_str);
+    let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1));
+    let which = args.first().map(String::as_str).filter(|w| *w != "--only");
     let mut checks = if which == Some("cluster") { Vec::new() } else { checks()? };
     if which == Some("rdma_cm") {
         checks.retain(|c| c.step.name.starts_with("perf -R "));
     } else if which != Some("pair") {
         checks.extend(cluster_checks()?);
+    }
+    if let Some(text) = only {
+        checks.retain(|c| c.step.name.contains(text.as_str()));
+        if checks.is_empty() {
+            return Err(format!("perf-checks --only {text:?}: no check's name contains it").into());
+        }
     }
     let place = device::locate(None)?;
     eprintln!("perf checks on {}", place.describe());
