@@ -310,11 +310,6 @@ where
     // The signaled request must fit in the queue: posting stops once fewer
     // than a post list's worth of slots is free.
     o.cq_mod = o.cq_mod.min(o.tx_depth - o.post_list + 1);
-    if test == Test::Lat && o.duration.is_some() && matches!(o.verb, Verb::Write | Verb::Send) {
-        return Err("-D on a latency test: read and atomic lat only; write and send lat are ping-pongs whose \
-                    sides must agree on -n"
-            .into());
-    }
     if o.events && o.verb == Verb::Write {
         return Err("-e (events): not on WRITE tests, as perftest: a WRITE raises no completion at its target \
                     (the write lat receiver watches its buffer), so there is nothing to sleep on; -e takes read, \
@@ -412,6 +407,10 @@ mod tests {
         for t in ["read bw -e -D 2", "read lat -e -D 2", "read bw -e --run_infinitely"] {
             let e = p(t).unwrap_err();
             assert!(e.contains("-e") && e.contains("-D") && e.contains("use -n"), "{e}");
+        }
+        // -D on every latency test, the ping-pongs included.
+        for t in ["write lat -D 2", "send lat -s 64 -D 2", "read lat -D 1", "atomic lat -D 3"] {
+            assert!(p(t).unwrap().duration.is_some(), "{t}");
         }
         // perftest keeps CQ moderation with events, above 8 KiB too.
         assert_eq!(p("send bw -e -s 65536").unwrap().cq_mod, 100);

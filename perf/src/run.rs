@@ -1,7 +1,8 @@
 //! Resources, connection set-up, and the measured loops.
 
 use std::alloc::Layout;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use rrddmma::prim::{
@@ -703,16 +704,52 @@ fn samples(stamps: &[u64], halve: bool) -> Vec<f64> {
     stamps.windows(2).map(|w| w[1].wrapping_sub(w[0]) as f64 / div).collect()
 }
 
-/// Samples a `-D` latency run can hold (preallocated: the loop must not
-/// allocate); the run stops early when they are used up.
+/// Samples a `-D` latency run keeps (preallocated: the loop must not
+/// allocate): the first ones of its sampling phase; the run goes on to its
+/// deadline without recording more.
 const DURATION_SAMPLES: usize = 1 << 21;
 
-/// A latency test for one size, on either side.
+/// The phases of a `-D` latency run, as perftest's alarm moves them
+/// (`catch_alarm`): warm-up, sampling, cool-down, end.
+const WARM_UP: u8 = 0;
+const SAMPLING: u8 = 1;
+const COOL_DOWN: u8 = 2;
+const ENDED: u8 = 3;
+
+/// The warm-up and the cool-down of a `-D` latency run, in seconds:
+/// perftest's default margin, a quarter of the duration in whole seconds
+/// (`-D 2`: none; `-D 8`: 2 s each).
+fn margin(duration: f64) -> f64 {
+    (duration / 4.0).floor()
+}
+
+/// Moves `phase` through a `-D` run of `duration` seconds from now: sampling
+/// after the margin, cool-down at `duration - margin`, the end at `duration`.
+/// Returns early when `stop`'s sender goes (the run ended first).
+fn duration_timer(phase: &AtomicU8, duration: f64, stop: &mpsc::Receiver<()>) {
+    let m = margin(duration);
+    let t0 = Instant::now();
+    for (at, next) in [(m, SAMPLING), (duration - m, COOL_DOWN), (duration, ENDED)] {
+        let left = (t0 + Duration::from_secs_f64(at)).saturating_duration_since(Instant::now());
+        if let Err(mpsc::RecvTimeoutError::Disconnected) = stop.recv_timeout(left) {
+            return;
+        }
+        phase.store(next, Ordering::Release);
+    }
+}
+
+/// A latency test for one size, on either side. With `-D` both sides of a
+/// ping-pong run until their own deadline (perftest's duration mode): a side
+/// waiting for a message or a completion that will not come stops there,
+/// and a request posted last is not waited for.
 pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
-    let n = if o.duration.is_some() { DURATION_SAMPLES } else { o.iters as usize };
+    let timed = o.duration.is_some();
+    let n = if timed { DURATION_SAMPLES } else { o.iters as usize };
     let mut stamps = vec![0u64; n];
-    let mut taken = n;
-    let deadline = o.duration.map(Duration::from_secs_f64);
+    // Samples taken (iterations: every post; -D: posts while sampling).
+    let mut taken = 0usize;
+    let phase = Arc::new(AtomicU8::new(if timed { WARM_UP } else { SAMPLING }));
+    let (stop, stopped) = mpsc::channel::<()>();
     let len = size as u32;
     let server = !s.oob.is_client();
     let qp = &s.qps[0];
@@ -740,43 +777,68 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
     let mut list = SendList::new(vec![if inline { wr.inline() } else { wr }]);
     let post = |list: &mut SendList<'_>| -> Res<()> {
         // SAFETY: the entry lies in the session's MR; each request is
-        // completed before the next is posted.
+        // completed before the next is posted (or, at a -D deadline, left
+        // in flight until the QP goes).
         unsafe { qp.post_send_list(list) }.map_err(err("ibv_post_send"))
     };
-    // With -e (perftest's `run_iter_lat`/`run_iter_lat_send`): sleep on the
-    // CQ's channel, re-arm, poll; otherwise busy-poll.
+    let ended = || timed && phase.load(Ordering::Relaxed) == ENDED;
+    // One completion. With -e (perftest's `run_iter_lat`/`run_iter_lat_send`):
+    // sleep on the CQ's channel, re-arm, poll; otherwise busy-poll, and with
+    // -D give up at the deadline (`Ok(false)`).
     let events = o.events;
-    let wait = |cq: &Cq, wcs: &mut [Wc; 1]| -> Res<()> {
-        if events {
-            while event_poll(cq, wcs, None)? == 0 {}
-        } else {
-            while cq.poll(wcs).map_err(err("ibv_poll_cq"))? == 0 {}
+    let wait = |cq: &Cq, wcs: &mut [Wc; 1]| -> Res<bool> {
+        loop {
+            let got = if events { event_poll(cq, wcs, None)? } else { cq.poll(wcs).map_err(err("ibv_poll_cq"))? };
+            if got > 0 {
+                check(&wcs[0])?;
+                return Ok(true);
+            }
+            if ended() {
+                return Ok(false);
+            }
         }
-        check(&wcs[0])
     };
 
-    alloc::measuring(true);
     let clock = s.clock;
     let t0 = Instant::now();
     let c0 = clock.ticks(t0);
+    // -D: a timer thread moves the phase, as perftest's alarm does.
+    let timer = o.duration.map(|d| {
+        let phase = Arc::clone(&phase);
+        std::thread::spawn(move || duration_timer(&phase, d, &stopped))
+    });
+    // A post's time stamp, when it is a sample.
+    let mut stamp = |taken: &mut usize| {
+        if !timed || phase.load(Ordering::Relaxed) == SAMPLING {
+            if let Some(st) = stamps.get_mut(*taken) {
+                *st = clock.ticks(t0);
+                *taken += 1;
+            }
+        }
+    };
+    alloc::measuring(true);
     let result = (|| -> Res<()> {
         match o.verb {
             Verb::Write => {
                 let (mut sc, mut rc, mut cc) = (0usize, 0usize, 0usize);
-                while sc < n || cc < n || rc < n {
-                    if rc < n && !(sc == 0 && server) {
+                'run: while if timed { !ended() } else { sc < n || cc < n || rc < n } {
+                    if (timed || rc < n) && !(sc == 0 && server) {
                         rc += 1;
                         // SAFETY: the byte lies in the registered buffer; the
                         // peer's RDMA WRITE changes it, hence volatile.
-                        while unsafe { poll_byte.read_volatile() } != rc as u8 {}
+                        while unsafe { poll_byte.read_volatile() } != rc as u8 {
+                            if ended() {
+                                break 'run;
+                            }
+                        }
                         if checking {
                             // SAFETY: the message lies in the buffer; the peer
                             // writes again only after this side's next post.
                             unsafe { payload::verify(recv_at, size - 1, rc as u64, 0, "write lat") }?;
                         }
                     }
-                    if sc < n {
-                        stamps[sc] = clock.ticks(t0);
+                    if timed || sc < n {
+                        stamp(&mut taken);
                         sc += 1;
                         if checking {
                             // SAFETY: nothing is in flight from this region.
@@ -791,17 +853,21 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
                         unsafe { post_byte.write_volatile(sc as u8) };
                         post(&mut list)?;
                     }
-                    if cc < n {
-                        wait(cq, &mut wcs)?;
+                    if timed || cc < n {
+                        if !wait(cq, &mut wcs)? {
+                            break;
+                        }
                         cc += 1;
                     }
                 }
             }
             Verb::Send => {
                 let (mut sc, mut rc) = (0usize, 0usize);
-                while sc < n || rc < n {
-                    if rc < n && (server || sc != 0) {
-                        wait(&s.recv_cq, &mut wcs)?;
+                while if timed { !ended() } else { sc < n || rc < n } {
+                    if (timed || rc < n) && (server || sc != 0) {
+                        if !wait(&s.recv_cq, &mut wcs)? {
+                            break;
+                        }
                         rc += 1;
                         if checking {
                             // SAFETY: the message arrived (completion seen) and
@@ -810,8 +876,8 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
                         }
                         s.post_recv(0)?;
                     }
-                    if sc < n {
-                        stamps[sc] = clock.ticks(t0);
+                    if timed || sc < n {
+                        stamp(&mut taken);
                         sc += 1;
                         if checking {
                             // SAFETY: the previous send has completed.
@@ -822,22 +888,23 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
                             }
                         }
                         post(&mut list)?;
-                        wait(cq, &mut wcs)?;
+                        if !wait(cq, &mut wcs)? {
+                            break;
+                        }
                     }
                 }
             }
             Verb::Read | Verb::Atomic => {
-                for (i, st) in stamps.iter_mut().enumerate() {
-                    if deadline.is_some_and(|d| i % 64 == 0 && t0.elapsed() >= d) {
-                        taken = i;
-                        break;
-                    }
+                let mut i = 0usize;
+                while if timed { !ended() } else { i < n } {
                     if o.cas {
                         list.set(0, SendWr::compare_swap(&sge, remote, 0, i as u64).signaled());
                     }
-                    *st = clock.ticks(t0);
+                    stamp(&mut taken);
                     post(&mut list)?;
-                    wait(cq, &mut wcs)?;
+                    if !wait(cq, &mut wcs)? {
+                        break;
+                    }
                     if checking && o.verb == Verb::Read {
                         // SAFETY: the READ has completed into this region.
                         unsafe { payload::verify(send_at, size, 0, 0, "read lat") }?;
@@ -852,6 +919,7 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
                             ));
                         }
                     }
+                    i += 1;
                 }
             }
         }
@@ -859,6 +927,11 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
     })();
     let (t1, c1) = (Instant::now(), clock.ticks(t0));
     alloc::measuring(false);
+    // The timer thread, if any, ends with the channel.
+    drop(stop);
+    if let Some(t) = timer {
+        let _ = t.join();
+    }
     result?;
     // TSC ticks to nanoseconds, calibrated over the run itself.
     let ns_per_tick = match clock {
@@ -902,6 +975,36 @@ mod tests {
         assert_eq!(offsets(100, 4096, 64)[1], 128);
         assert_eq!(offsets(4096, 4096, 64), vec![0]);
         assert_eq!(inc(65536, 64), 65536);
+    }
+
+    /// Runs `duration_timer` for `secs` on a thread; `early`: the run ends
+    /// at once (the channel goes). Returns the last phase and the time taken.
+    fn timer_run(secs: f64, early: bool) -> (u8, Duration) {
+        let phase = AtomicU8::new(WARM_UP);
+        let (stop, stopped) = mpsc::channel::<()>();
+        let mut stop = Some(stop);
+        let t = Instant::now();
+        std::thread::scope(|s| {
+            let phase = &phase;
+            s.spawn(move || duration_timer(phase, secs, &stopped));
+            if early {
+                stop.take();
+            }
+        });
+        drop(stop);
+        (phase.load(Ordering::Acquire), t.elapsed())
+    }
+
+    #[test]
+    fn duration_phases_follow_perftest() {
+        assert_eq!((margin(2.0), margin(5.0), margin(8.0)), (0.0, 1.0, 2.0));
+        // Without a margin: sampling at once, then the end at the deadline.
+        let (last, took) = timer_run(0.05, false);
+        assert_eq!(last, ENDED);
+        assert!(took >= Duration::from_millis(50));
+        // A run that ends first stops the timer: no waiting for the deadline.
+        let (last, took) = timer_run(60.0, true);
+        assert!(last != ENDED && took < Duration::from_secs(10));
     }
 
     #[test]

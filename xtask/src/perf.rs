@@ -58,6 +58,13 @@ fn interop_ok(d: &Done, test: &str, size: u64, iters: u64, bw: bool, ours_client
         (true, n) => bw_plausible(mine, size, n, 1),
         // READ/atomic latency servers are passive.
         (false, _) if !ours_client && matches!(test, "read lat" | "atomic lat") => true,
+        // -D: perftest's side prints its duration row too (size,
+        // iterations, average latency, transactions per second).
+        (false, 0) => {
+            let theirs = side(&d.output, !ours_client);
+            lat_plausible(mine, size, 0, 1)
+                && rows(theirs, size).iter().any(|r| r[1] > 0.0 && r[2] > 0.0 && r[2] < 1e5 && r[3] > 0.0)
+        }
         (false, n) => lat_plausible(mine, size, n, 1),
     };
     both_ok(d) && zero_allocs(&d.output) && judged
@@ -103,12 +110,13 @@ fn bw_plausible(out: &str, size: u64, iters: u64, want_rows: usize) -> bool {
     r.len() >= want_rows && r.iter().all(|r| r[1] == iters as f64 && r[2] > 0.0 && r[2] < 1e7)
 }
 
-/// A latency table row: min <= typical <= max, all positive and sane.
+/// A latency table row: the iterations asked (0: a `-D` run, any positive
+/// count), min <= typical <= max, all positive and sane.
 fn lat_plausible(out: &str, size: u64, iters: u64, want_rows: usize) -> bool {
+    let count_ok = |n: f64| if iters == 0 { n > 0.0 } else { n == iters as f64 };
     let r = rows(out, size);
     r.len() >= want_rows
-        && r.iter()
-            .all(|r| r.len() >= 7 && r[1] == iters as f64 && r[2] > 0.0 && r[2] <= r[4] && r[4] <= r[3] && r[4] < 1e5)
+        && r.iter().all(|r| r.len() >= 7 && count_ok(r[1]) && r[2] > 0.0 && r[2] <= r[4] && r[4] <= r[3] && r[4] < 1e5)
 }
 
 /// An interop check: (test, perftest binary, flags for both sides, size,
@@ -184,6 +192,11 @@ pub fn checks() -> Result<Vec<Check>> {
         ("read bw", "ib_read_bw", "-e -s 4096 -n 300", 4096, 300, true),
     ];
     interop_checks(&mut v, &me, &events, 18720);
+    // -D on the ping-pongs: each side runs to its own deadline, then they
+    // part cleanly (WRITE: no closing handshake; SEND: the closing one).
+    let durations: [Interop; 2] =
+        [("write lat", "ib_write_lat", "-D 2", 2, 0, false), ("send lat", "ib_send_lat", "-s 64 -D 2", 64, 0, false)];
+    interop_checks(&mut v, &me, &durations, 18740);
 
     // perftest's rdma_cm mode (-R), both directions, on the CM device (rxe
     // on a veth): the exchange and the QPs go through rdma_cm.
@@ -220,7 +233,7 @@ pub fn checks() -> Result<Vec<Check>> {
     }
 
     // rrddmma-perf against itself: every test kind, no allocation in any loop.
-    let own: [(&str, &str, u64, u64, bool); 13] = [
+    let own: [(&str, &str, u64, u64, bool); 15] = [
         // perftest's getopt forms: value attached, `--flag=value`, `--flag value`.
         ("write bw", "-s64 -n2000 -q2 --threads=2 -l 4 --cq-mod 8", 64, 2000, true),
         ("read bw", "-s 4096 -n 500", 4096, 500, true),
@@ -236,6 +249,9 @@ pub fn checks() -> Result<Vec<Check>> {
         // -e: sleeping on completion events, also in the receiving thread of -b.
         ("read lat", "-e -s 64 -n 200", 64, 200, false),
         ("send bw", "-e -b -s 256 -n 500", 256, 500, true),
+        // -D ping-pongs (any number of samples), the SEND one checking every payload.
+        ("write lat", "-D 2", 2, 0, false),
+        ("send lat", "-s 64 -D 2 --check-payload", 64, 0, false),
     ];
     for (k, (test, flags, size, iters, bw)) in own.into_iter().enumerate() {
         let port = 18610 + k;
