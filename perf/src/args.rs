@@ -81,6 +81,8 @@ pub struct Opts {
     pub max_size: usize,
     pub iters: u64,
     pub duration: Option<f64>,
+    /// perftest's `-e`: sleep on completion events instead of polling.
+    pub events: bool,
     pub tx_depth: u32,
     pub rx_depth: u32,
     pub post_list: u32,
@@ -125,6 +127,7 @@ perftest's flags:
   -a, --all                sweep sizes 2 .. 2^23 (see --max-size)
   -n, --iters N            iterations (bw 5000, lat 1000)
   -D, --duration SECS      run for SECS seconds instead of -n iterations
+  -e, --events             sleep on completion events instead of polling (read, send, atomic)
   -t, --tx-depth N         send queue depth (bw 128, lat 1)
   -r, --rx-depth N         receive queue depth for send tests (512)
   -l, --post_list N        requests per doorbell (1)
@@ -211,6 +214,7 @@ where
         max_size: 1 << 23,
         iters: if test == Test::Bw { 5000 } else { 1000 },
         duration: None,
+        events: false,
         tx_depth: 0,
         rx_depth: DEF_RX_DEPTH,
         post_list: 1,
@@ -252,6 +256,7 @@ where
             Short('a') | Long("all") => o.all = true,
             Short('n') | Long("iters") => o.iters = num(&mut p, "-n")?,
             Short('D') | Long("duration") => o.duration = Some(num(&mut p, "-D")?),
+            Short('e') | Long("events") => o.events = true,
             Short('t') | Long("tx-depth") => o.tx_depth = num(&mut p, "-t")?,
             Short('r') | Long("rx-depth") => o.rx_depth = num(&mut p, "-r")?,
             Short('l') | Long("post_list") => o.post_list = num(&mut p, "-l")?,
@@ -342,16 +347,23 @@ where
         return Err(format!("-l {} exceeds the tx depth -t {}", o.post_list, o.tx_depth));
     }
     transport(&mut o)?;
-    // perftest leaves CQ moderation on for UD, whose messages are small.
-    if o.size > 8192 && !o.all && !cq_mod_set && o.conn != Conn::Ud {
+    // perftest leaves CQ moderation on for UD, whose messages are small, and
+    // with -e.
+    if o.size > 8192 && !o.all && !cq_mod_set && o.conn != Conn::Ud && !o.events {
         o.cq_mod = 1;
     }
     // The signaled request must fit in the queue: posting stops once fewer
     // than a post list's worth of slots is free.
     o.cq_mod = o.cq_mod.min(o.tx_depth - o.post_list + 1);
-    if test == Test::Lat && o.duration.is_some() && matches!(o.verb, Verb::Write | Verb::Send) {
-        return Err("-D on a latency test: read and atomic lat only; write and send lat are ping-pongs whose \
-                    sides must agree on -n"
+    if o.events && o.verb == Verb::Write {
+        return Err("-e (events): not on WRITE tests, as perftest: a WRITE raises no completion at its target \
+                    (the write lat receiver watches its buffer), so there is nothing to sleep on; -e takes read, \
+                    send and atomic tests"
+            .into());
+    }
+    if o.events && (o.duration.is_some() || o.run_infinitely) {
+        return Err("-e (events) cannot be combined with -D or --run_infinitely, as in perftest (a side asleep \
+                    on an event does not see its deadline pass); use -n with -e"
             .into());
     }
     if (o.histogram || o.unsorted) && test == Test::Bw {
@@ -553,6 +565,29 @@ mod tests {
         let mut o = p("send bw -c UC -s 65536").unwrap();
         assert_eq!(fit_ud(&mut o, 1024), Ok(None));
         assert_eq!(o.size, 65536);
+    }
+
+    #[test]
+    fn events_where_perftest_takes_them() {
+        for t in ["read bw", "send bw", "atomic bw", "read lat", "send lat", "atomic lat"] {
+            assert!(p(&format!("{t} -e")).unwrap().events, "{t}");
+        }
+        assert!(p("send lat --events").unwrap().events);
+        for t in ["write bw -e", "write lat --events"] {
+            let e = p(t).unwrap_err();
+            assert!(e.contains("-e") && e.contains("WRITE") && e.contains("read, send and atomic"), "{e}");
+        }
+        for t in ["read bw -e -D 2", "read lat -e -D 2", "read bw -e --run_infinitely"] {
+            let e = p(t).unwrap_err();
+            assert!(e.contains("-e") && e.contains("-D") && e.contains("use -n"), "{e}");
+        }
+        // -D on every latency test, the ping-pongs included.
+        for t in ["write lat -D 2", "send lat -s 64 -D 2", "read lat -D 1", "atomic lat -D 3"] {
+            assert!(p(t).unwrap().duration.is_some(), "{t}");
+        }
+        // perftest keeps CQ moderation with events, above 8 KiB too.
+        assert_eq!(p("send bw -e -s 65536").unwrap().cq_mod, 100);
+        assert_eq!(p("send bw -s 65536").unwrap().cq_mod, 1);
     }
 
     #[test]

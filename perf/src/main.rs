@@ -45,7 +45,7 @@ fn bench(o: &Opts) -> Result<(), String> {
     let sizes = args::sizes(o);
     println!(
         "rrddmma-perf {}_{} on {} port {}: {} {} QP(s), {} thread(s), tx depth {}, post list {}, CQ moderation {}, \
-         inline {}, clock {}, {}",
+         inline {}, clock {}, completions by {}, {}",
         o.verb.name(),
         if o.test == Test::Bw { "bw" } else { "lat" },
         s.ctx.name(),
@@ -58,6 +58,7 @@ fn bench(o: &Opts) -> Result<(), String> {
         o.cq_mod,
         o.inline,
         s.clock.name(),
+        if o.events { "events" } else { "polling" },
         if client { "client" } else { "server" }
     );
     for (m, r) in s.my.iter().zip(&s.rem) {
@@ -175,13 +176,18 @@ fn bench(o: &Opts) -> Result<(), String> {
                     s.oob.handshake(&s.my[0])?;
                 }
                 let r = run::lat(&s, o, size)?;
-                // perftest's -U and -H: "#, usec" then "N, value" per sample.
+                // perftest's -U and -H: "#, usec" then "N, value" per sample,
+                // written in large blocks (a -D run can list millions).
                 for (on, v) in [(o.unsorted, &r.unsorted_ns), (o.histogram, &r.lat_ns)] {
                     if on {
-                        println!("#, usec");
-                        for (k, ns) in v.iter().enumerate() {
-                            println!("{}, {}", k + 1, ns / 1000.0);
-                        }
+                        use std::io::Write;
+                        let mut w = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+                        let listed = writeln!(w, "#, usec")
+                            .and_then(|()| {
+                                v.iter().enumerate().try_for_each(|(k, ns)| writeln!(w, "{}, {}", k + 1, ns / 1000.0))
+                            })
+                            .and_then(|()| w.flush());
+                        listed.map_err(|e| format!("writing the sample listing: {e}"))?;
                     }
                 }
                 println!("{}", out::row(o, &r));
@@ -189,9 +195,12 @@ fn bench(o: &Opts) -> Result<(), String> {
                 results.push(r);
             }
             // perftest closes READ, atomic and SEND latency tests with the
-            // closing handshake; WRITE latency ends without one.
+            // closing handshake; WRITE latency ends without one (with -D this
+            // side stays until the peer is done too: see `Oob::linger`).
             if o.verb != Verb::Write {
                 s.oob.close(&s.my[0])?;
+            } else if o.duration.is_some() {
+                s.oob.linger(std::time::Duration::from_secs(10));
             }
         }
         (Test::Lat, _) => {

@@ -417,18 +417,54 @@ impl Oob {
                 let _ = s.set_nonblocking(false);
                 r
             }
+            Link::Cm(l) => l.heard(),
+        }
+    }
+
+    /// The end of a `-D` WRITE latency run, which perftest ends without a
+    /// closing handshake. The peer may run on until its own deadline, and
+    /// its last WRITE is acknowledged only while this side's QP lives: so
+    /// this side says it is done (one byte over TCP, one message over
+    /// rdma_cm; perftest never reads it) and waits until the peer says the
+    /// same, goes away (perftest exits after its loop), or `cap` passes.
+    pub fn linger(&mut self, cap: Duration) {
+        let until = Instant::now() + cap;
+        match &mut self.link {
+            Link::Tcp(s) => {
+                // Errors mean the peer is gone already.
+                let _ = s.write_all(&[0]);
+                let _ = s.set_read_timeout(Some(cap));
+                let _ = s.read(&mut [0u8; 1]);
+            }
             Link::Cm(l) => {
-                let mut stash = l.stash.lock().unwrap_or_else(|p| p.into_inner());
-                if stash.is_none() {
-                    *stash = l.conn.recv_cq.poll_one().ok().flatten();
+                let _ = l.send(&[0]);
+                while Instant::now() < until && !l.heard() && !l.gone() {
+                    std::thread::sleep(Duration::from_millis(1));
                 }
-                stash.is_some()
             }
         }
     }
 }
 
 impl CmLink {
+    /// Whether a message has arrived (kept for the next read); never blocks.
+    fn heard(&self) -> bool {
+        let mut stash = self.stash.lock().unwrap_or_else(|p| p.into_inner());
+        if stash.is_none() {
+            *stash = self.conn.recv_cq.poll_one().ok().flatten();
+        }
+        stash.is_some()
+    }
+
+    /// Whether the peer has disconnected (or the CM channel failed); never
+    /// blocks.
+    fn gone(&self) -> bool {
+        match self.conn.id.channel().get() {
+            Ok(ev) => ev.kind() == CmEventType::DISCONNECTED,
+            Err(e) => !e.is_would_block(),
+        }
+    }
+
     fn post_recv(&self) -> Result<(), String> {
         let sges = [self.mem.sge(0..SLOT)];
         // SAFETY: the slot lies in `mem`, which lives as long as the QP (same struct)

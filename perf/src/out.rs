@@ -101,6 +101,8 @@ struct RunJson<'a> {
     clock: &'a str,
     /// The transport: RC, UC or UD.
     connection: &'static str,
+    /// Whether completions were taken by events (`-e`).
+    events: bool,
     qps: u32,
     threads: u32,
     tx_depth: u32,
@@ -155,6 +157,7 @@ pub fn json(o: &Opts, device: &str, clock: &str, rs: &[Outcome]) -> Result<Strin
         device,
         clock,
         connection: o.conn.name(),
+        events: o.events,
         qps: o.qps,
         threads: o.threads,
         tx_depth: o.tx_depth,
@@ -415,7 +418,7 @@ mod tests {
             (j["test"].as_str(), j["device"].as_str(), j["qps"].as_u64()),
             (Some("write_bw"), Some("mlx5_\"0\\"), Some(2))
         );
-        assert_eq!(j["connection"].as_str(), Some("RC"));
+        assert_eq!((j["connection"].as_str(), j["events"].as_bool()), (Some("RC"), Some(false)));
         let row = &j["results"][0];
         assert_eq!(
             (row["size"].as_u64(), row["bw_mib_s"].as_f64(), row["msg_rate_mpps"].as_f64()),

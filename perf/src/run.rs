@@ -1,12 +1,13 @@
 //! Resources, connection set-up, and the measured loops.
 
 use std::alloc::Layout;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use rrddmma::prim::{
-    AccessFlags, Ah, AhAttr, ConnectOpts, Context, Cq, Endpoint, Gid, Mr, Pd, Qp, QpBuilder, QpCaps, QpType, RecvWr,
-    RemoteAddr, SendList, SendWr, Sge, Wc, GRH_LEN,
+    AccessFlags, Ah, AhAttr, CompChannel, ConnectOpts, Context, Cq, CqBuilder, Endpoint, Gid, Mr, Pd, Qp, QpBuilder,
+    QpCaps, QpType, RecvWr, RemoteAddr, SendList, SendWr, Sge, Wc, GRH_LEN,
 };
 
 use crate::alloc;
@@ -234,12 +235,10 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
 
     let threads = o.threads as usize;
     let per_thread = q.div_ceil(threads) as u32;
-    let cqs = (0..threads)
-        .map(|_| Cq::new(&ctx, (o.tx_depth * per_thread).max(2)))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(err("creating a CQ"))?;
+    let cqs =
+        (0..threads).map(|_| new_cq(&ctx, (o.tx_depth * per_thread).max(2), o.events)).collect::<Res<Vec<_>>>()?;
     let rx = if o.verb == Verb::Send { o.rx_depth.max(2) } else { 1 };
-    let recv_cq = Cq::new(&ctx, rx * o.qps).map_err(err("creating a CQ"))?;
+    let recv_cq = new_cq(&ctx, rx * o.qps, o.events)?;
     let caps = QpCaps {
         max_send_wr: o.tx_depth.max(o.post_list),
         max_recv_wr: rx,
@@ -393,6 +392,33 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
     Ok((s, fitted))
 }
 
+/// A CQ of `cqe` entries; with `-e` on a completion channel of its own and
+/// armed, as perftest arms its CQs before a test (perftest shares one
+/// channel between its CQs; one each tells every wake-up's CQ apart).
+fn new_cq(ctx: &Context, cqe: u32, events: bool) -> Res<Cq> {
+    if !events {
+        return Cq::new(ctx, cqe).map_err(err("creating a CQ"));
+    }
+    let ch = CompChannel::new(ctx).map_err(err("creating a completion channel"))?;
+    let cq = CqBuilder::new(ctx, cqe).channel(&ch).build().map_err(err("creating a CQ"))?;
+    cq.req_notify(false).map_err(err("ibv_req_notify_cq"))?;
+    Ok(cq)
+}
+
+/// perftest's `-e` wait: sleeps until the CQ's channel has an event (read
+/// with `ibv_get_cq_event`; acknowledged in batches by `Cq::wait`), re-arms
+/// the CQ, then polls once into `wcs`. The CQ is armed again before the poll,
+/// so a completion the poll misses raises the next event. `timeout`: `Ok(0)`
+/// once it passes.
+#[inline]
+fn event_poll(cq: &Cq, wcs: &mut [Wc], timeout: Option<Duration>) -> Res<usize> {
+    if !cq.wait(timeout).map_err(err("ibv_get_cq_event"))? {
+        return Ok(0);
+    }
+    cq.req_notify(false).map_err(err("ibv_req_notify_cq"))?;
+    cq.poll(wcs).map_err(err("ibv_poll_cq"))
+}
+
 impl Session {
     /// The local (source) region of QP `i`.
     fn local(&self, i: usize) -> usize {
@@ -525,6 +551,9 @@ fn bw_thread(s: &Session, o: &Opts, cq: &Cq, mine: &[usize], size: usize) -> Res
     let mut wrs: Vec<SendWr<'_>> = Vec::with_capacity(o.post_list as usize);
     let mut wcs = [Wc::default(); POLL_BATCH];
     let mask = (1u64 << COUNT_BITS) - 1;
+    // -e: a full batch may have left completions behind that raise no
+    // event (they came before the re-arm): poll again before sleeping.
+    let mut full = false;
 
     alloc::measuring(true);
     let start = Instant::now();
@@ -565,7 +594,14 @@ fn bw_thread(s: &Session, o: &Opts, cq: &Cq, mine: &[usize], size: usize) -> Res
             if all_done {
                 return Ok(());
             }
-            let n = cq.poll(&mut wcs).map_err(err("ibv_poll_cq"))?;
+            // Nothing more can be posted until something completes: with
+            // -e, sleep on the CQ's channel (perftest's `run_iter_bw`).
+            let n = if o.events && !full {
+                event_poll(cq, &mut wcs, None)?
+            } else {
+                cq.poll(&mut wcs).map_err(err("ibv_poll_cq"))?
+            };
+            full = n == POLL_BATCH;
             for wc in &wcs[..n] {
                 check(wc)?;
                 let c = &mut counts[(wc.wr_id() >> COUNT_BITS) as usize];
@@ -697,15 +733,25 @@ pub fn send_bw_receiver(s: &Session, o: &Opts, size: usize, stop: Option<&Atomic
     let mut idle = 0u32;
     let mut first = None;
     let mut last = Instant::now();
+    // -e: sleep on the channel once a poll comes back empty (perftest's
+    // server drains the CQ after each event); a bidirectional run wakes every
+    // 100 ms to see whether its sending half failed.
+    let wake = stop.map(|_| Duration::from_millis(100));
+    let mut drained = true;
     while got < want {
-        let n = s.recv_cq.poll(&mut wcs).map_err(err("ibv_poll_cq"))?;
+        let n = if o.events && drained {
+            event_poll(&s.recv_cq, &mut wcs, wake)?
+        } else {
+            s.recv_cq.poll(&mut wcs).map_err(err("ibv_poll_cq"))?
+        };
+        drained = n == 0;
         for wc in &wcs[..n] {
             check(wc)?;
             s.post_recv(wc.wr_id() as usize)?;
         }
         if n == 0 {
             idle = idle.wrapping_add(1);
-            if idle % 1024 == 0 {
+            if o.events || idle % 1024 == 0 {
                 if stop.is_some_and(|f| f.load(Ordering::Relaxed)) {
                     return Err("the sending half of the run failed".into());
                 }
@@ -735,12 +781,45 @@ pub fn send_bw_receiver(s: &Session, o: &Opts, size: usize, stop: Option<&Atomic
 
 #[cold]
 fn stalled(got: u64, want: u64, stall: Duration, conn: Conn) -> String {
-    let why = if conn == Conn::Rc {
-        "the sender stopped"
+    format!("no message for {} s: received {got} of {want} ({})", stall.as_secs(), stall_cause(conn))
+}
+
+/// Why a run that expects a message can wait in vain.
+fn stall_cause(conn: Conn) -> &'static str {
+    if conn == Conn::Rc {
+        "the peer stopped"
     } else {
-        "the sender stopped, or messages were lost: UC and UD drop what arrives without a posted receive"
-    };
-    format!("no message for {} s: received {got} of {want} ({why})", stall.as_secs())
+        "the peer stopped, or a message was lost: UC and UD do not retransmit, and drop what arrives without a \
+         posted receive"
+    }
+}
+
+/// Busy-wait bookkeeping of a latency test: every 4096 empty polls, whether
+/// the wait has lasted [`stall_limit`] (checked from the first such poll).
+struct Spin {
+    spins: u32,
+    since: Option<Instant>,
+}
+
+impl Spin {
+    fn new() -> Spin {
+        Spin { spins: 0, since: None }
+    }
+
+    /// One more empty poll; an error once the wait has stalled.
+    #[inline]
+    fn spun(&mut self, stall: Duration, conn: Conn, what: &str) -> Res<()> {
+        self.spins = self.spins.wrapping_add(1);
+        if self.spins % 4096 == 0 && self.since.get_or_insert_with(Instant::now).elapsed() >= stall {
+            return Err(lat_stalled(stall, conn, what));
+        }
+        Ok(())
+    }
+}
+
+#[cold]
+fn lat_stalled(stall: Duration, conn: Conn, what: &str) -> String {
+    format!("no {what} for {} s ({})", stall.as_secs(), stall_cause(conn))
 }
 
 /// Sorted latency samples from post timestamps (perftest: intervals between
@@ -750,16 +829,52 @@ fn samples(stamps: &[u64], halve: bool) -> Vec<f64> {
     stamps.windows(2).map(|w| w[1].wrapping_sub(w[0]) as f64 / div).collect()
 }
 
-/// Samples a `-D` latency run can hold (preallocated: the loop must not
-/// allocate); the run stops early when they are used up.
+/// Samples a `-D` latency run keeps (preallocated: the loop must not
+/// allocate): the first ones of its sampling phase; the run goes on to its
+/// deadline without recording more.
 const DURATION_SAMPLES: usize = 1 << 21;
 
-/// A latency test for one size, on either side.
+/// The phases of a `-D` latency run, as perftest's alarm moves them
+/// (`catch_alarm`): warm-up, sampling, cool-down, end.
+const WARM_UP: u8 = 0;
+const SAMPLING: u8 = 1;
+const COOL_DOWN: u8 = 2;
+const ENDED: u8 = 3;
+
+/// The warm-up and the cool-down of a `-D` latency run, in seconds:
+/// perftest's default margin, a quarter of the duration in whole seconds
+/// (`-D 2`: none; `-D 8`: 2 s each).
+fn margin(duration: f64) -> f64 {
+    (duration / 4.0).floor()
+}
+
+/// Moves `phase` through a `-D` run of `duration` seconds from now: sampling
+/// after the margin, cool-down at `duration - margin`, the end at `duration`.
+/// Returns early when `stop`'s sender goes (the run ended first).
+fn duration_timer(phase: &AtomicU8, duration: f64, stop: &mpsc::Receiver<()>) {
+    let m = margin(duration);
+    let t0 = Instant::now();
+    for (at, next) in [(m, SAMPLING), (duration - m, COOL_DOWN), (duration, ENDED)] {
+        let left = (t0 + Duration::from_secs_f64(at)).saturating_duration_since(Instant::now());
+        if let Err(mpsc::RecvTimeoutError::Disconnected) = stop.recv_timeout(left) {
+            return;
+        }
+        phase.store(next, Ordering::Release);
+    }
+}
+
+/// A latency test for one size, on either side. With `-D` both sides of a
+/// ping-pong run until their own deadline (perftest's duration mode): a side
+/// waiting for a message or a completion that will not come stops there,
+/// and a request posted last is not waited for.
 pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
-    let n = if o.duration.is_some() { DURATION_SAMPLES } else { o.iters as usize };
+    let timed = o.duration.is_some();
+    let n = if timed { DURATION_SAMPLES } else { o.iters as usize };
     let mut stamps = vec![0u64; n];
-    let mut taken = n;
-    let deadline = o.duration.map(Duration::from_secs_f64);
+    // Samples taken (iterations: every post; -D: posts while sampling).
+    let mut taken = 0usize;
+    let phase = Arc::new(AtomicU8::new(if timed { WARM_UP } else { SAMPLING }));
+    let (stop, stopped) = mpsc::channel::<()>();
     let len = size as u32;
     let server = !s.oob.is_client();
     let qp = &s.qps[0];
@@ -787,36 +902,79 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
     let mut list = SendList::new(vec![if inline { wr.inline() } else { wr }]);
     let post = |list: &mut SendList<'_>| -> Res<()> {
         // SAFETY: the entry lies in the session's MR; each request is
-        // completed before the next is posted.
+        // completed before the next is posted (or, at a -D deadline, left
+        // in flight until the QP goes).
         unsafe { qp.post_send_list(list) }.map_err(err("ibv_post_send"))
     };
-    let wait = |cq: &Cq, wcs: &mut [Wc; 1]| -> Res<()> {
-        while cq.poll(wcs).map_err(err("ibv_poll_cq"))? == 0 {}
-        check(&wcs[0])
+    let ended = || timed && phase.load(Ordering::Relaxed) == ENDED;
+    // One completion. With -e (perftest's `run_iter_lat`/`run_iter_lat_send`):
+    // sleep on the CQ's channel, re-arm, poll; otherwise busy-poll, and with
+    // -D give up at the deadline (`Ok(false)`).
+    // Without -D, a busy wait that sees nothing for `stall_limit` fails
+    // (a lost UC/UD message, a vanished peer) instead of spinning forever.
+    let events = o.events;
+    let (stall, conn) = (stall_limit(), o.conn);
+    let wait = |cq: &Cq, wcs: &mut [Wc; 1]| -> Res<bool> {
+        let mut spin = Spin::new();
+        loop {
+            let got = if events { event_poll(cq, wcs, None)? } else { cq.poll(wcs).map_err(err("ibv_poll_cq"))? };
+            if got > 0 {
+                check(&wcs[0])?;
+                return Ok(true);
+            }
+            if ended() {
+                return Ok(false);
+            }
+            if !timed {
+                spin.spun(stall, conn, "completion")?;
+            }
+        }
     };
 
-    alloc::measuring(true);
     let clock = s.clock;
     let t0 = Instant::now();
     let c0 = clock.ticks(t0);
+    // -D: a timer thread moves the phase, as perftest's alarm does.
+    let timer = o.duration.map(|d| {
+        let phase = Arc::clone(&phase);
+        std::thread::spawn(move || duration_timer(&phase, d, &stopped))
+    });
+    // A post's time stamp, when it is a sample.
+    let mut stamp = |taken: &mut usize| {
+        if !timed || phase.load(Ordering::Relaxed) == SAMPLING {
+            if let Some(st) = stamps.get_mut(*taken) {
+                *st = clock.ticks(t0);
+                *taken += 1;
+            }
+        }
+    };
+    alloc::measuring(true);
     let result = (|| -> Res<()> {
         match o.verb {
             Verb::Write => {
                 let (mut sc, mut rc, mut cc) = (0usize, 0usize, 0usize);
-                while sc < n || cc < n || rc < n {
-                    if rc < n && !(sc == 0 && server) {
+                'run: while if timed { !ended() } else { sc < n || cc < n || rc < n } {
+                    if (timed || rc < n) && !(sc == 0 && server) {
                         rc += 1;
+                        let mut spin = Spin::new();
                         // SAFETY: the byte lies in the registered buffer; the
                         // peer's RDMA WRITE changes it, hence volatile.
-                        while unsafe { poll_byte.read_volatile() } != rc as u8 {}
+                        while unsafe { poll_byte.read_volatile() } != rc as u8 {
+                            if ended() {
+                                break 'run;
+                            }
+                            if !timed {
+                                spin.spun(stall, conn, "RDMA WRITE from the peer")?;
+                            }
+                        }
                         if checking {
                             // SAFETY: the message lies in the buffer; the peer
                             // writes again only after this side's next post.
                             unsafe { payload::verify(recv_at, size - 1, rc as u64, 0, "write lat") }?;
                         }
                     }
-                    if sc < n {
-                        stamps[sc] = clock.ticks(t0);
+                    if timed || sc < n {
+                        stamp(&mut taken);
                         sc += 1;
                         if checking {
                             // SAFETY: nothing is in flight from this region.
@@ -831,17 +989,21 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
                         unsafe { post_byte.write_volatile(sc as u8) };
                         post(&mut list)?;
                     }
-                    if cc < n {
-                        wait(cq, &mut wcs)?;
+                    if timed || cc < n {
+                        if !wait(cq, &mut wcs)? {
+                            break;
+                        }
                         cc += 1;
                     }
                 }
             }
             Verb::Send => {
                 let (mut sc, mut rc) = (0usize, 0usize);
-                while sc < n || rc < n {
-                    if rc < n && (server || sc != 0) {
-                        wait(&s.recv_cq, &mut wcs)?;
+                while if timed { !ended() } else { sc < n || rc < n } {
+                    if (timed || rc < n) && (server || sc != 0) {
+                        if !wait(&s.recv_cq, &mut wcs)? {
+                            break;
+                        }
                         rc += 1;
                         if checking {
                             // SAFETY: the message arrived (completion seen) and
@@ -850,8 +1012,8 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
                         }
                         s.post_recv(0)?;
                     }
-                    if sc < n {
-                        stamps[sc] = clock.ticks(t0);
+                    if timed || sc < n {
+                        stamp(&mut taken);
                         sc += 1;
                         if checking {
                             // SAFETY: the previous send has completed.
@@ -862,22 +1024,23 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
                             }
                         }
                         post(&mut list)?;
-                        wait(cq, &mut wcs)?;
+                        if !wait(cq, &mut wcs)? {
+                            break;
+                        }
                     }
                 }
             }
             Verb::Read | Verb::Atomic => {
-                for (i, st) in stamps.iter_mut().enumerate() {
-                    if deadline.is_some_and(|d| i % 64 == 0 && t0.elapsed() >= d) {
-                        taken = i;
-                        break;
-                    }
+                let mut i = 0usize;
+                while if timed { !ended() } else { i < n } {
                     if o.cas {
                         list.set(0, SendWr::compare_swap(&sge, remote, 0, i as u64).signaled());
                     }
-                    *st = clock.ticks(t0);
+                    stamp(&mut taken);
                     post(&mut list)?;
-                    wait(cq, &mut wcs)?;
+                    if !wait(cq, &mut wcs)? {
+                        break;
+                    }
                     if checking && o.verb == Verb::Read {
                         // SAFETY: the READ has completed into this region.
                         unsafe { payload::verify(send_at, size, 0, 0, "read lat") }?;
@@ -892,6 +1055,7 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
                             ));
                         }
                     }
+                    i += 1;
                 }
             }
         }
@@ -899,6 +1063,11 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
     })();
     let (t1, c1) = (Instant::now(), clock.ticks(t0));
     alloc::measuring(false);
+    // The timer thread, if any, ends with the channel.
+    drop(stop);
+    if let Some(t) = timer {
+        let _ = t.join();
+    }
     result?;
     // TSC ticks to nanoseconds, calibrated over the run itself.
     let ns_per_tick = match clock {
@@ -942,6 +1111,36 @@ mod tests {
         assert_eq!(offsets(100, 4096, 64)[1], 128);
         assert_eq!(offsets(4096, 4096, 64), vec![0]);
         assert_eq!(inc(65536, 64), 65536);
+    }
+
+    /// Runs `duration_timer` for `secs` on a thread; `early`: the run ends
+    /// at once (the channel goes). Returns the last phase and the time taken.
+    fn timer_run(secs: f64, early: bool) -> (u8, Duration) {
+        let phase = AtomicU8::new(WARM_UP);
+        let (stop, stopped) = mpsc::channel::<()>();
+        let mut stop = Some(stop);
+        let t = Instant::now();
+        std::thread::scope(|s| {
+            let phase = &phase;
+            s.spawn(move || duration_timer(phase, secs, &stopped));
+            if early {
+                stop.take();
+            }
+        });
+        drop(stop);
+        (phase.load(Ordering::Acquire), t.elapsed())
+    }
+
+    #[test]
+    fn duration_phases_follow_perftest() {
+        assert_eq!((margin(2.0), margin(5.0), margin(8.0)), (0.0, 1.0, 2.0));
+        // Without a margin: sampling at once, then the end at the deadline.
+        let (last, took) = timer_run(0.05, false);
+        assert_eq!(last, ENDED);
+        assert!(took >= Duration::from_millis(50));
+        // A run that ends first stops the timer: no waiting for the deadline.
+        let (last, took) = timer_run(60.0, true);
+        assert!(last != ENDED && took < Duration::from_secs(10));
     }
 
     #[test]

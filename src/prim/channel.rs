@@ -80,6 +80,12 @@ impl CompChannel {
         Ok(())
     }
 
+    /// Whether reads were made non-blocking through [`CompChannel::set_nonblocking`]
+    /// (or `Cq::try_event`).
+    pub(crate) fn is_nonblocking(&self) -> bool {
+        self.0.nonblocking.load(Ordering::Acquire)
+    }
+
     /// Non-blocking from now on, with no system call once it is.
     pub(crate) fn ensure_nonblocking(&self) -> Result<()> {
         if self.0.nonblocking.load(Ordering::Acquire) {

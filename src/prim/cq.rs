@@ -400,23 +400,37 @@ impl Cq {
     /// channel; `Ok(false)` on timeout. Events are acknowledged in batches,
     /// and at drop. Re-arm with [`Cq::req_notify`] and poll after a wake-up.
     ///
+    /// Without a timeout, on a channel left blocking, this is one
+    /// `ibv_get_cq_event` (it blocks in its `read`), as a C program waits;
+    /// with a timeout, or on a non-blocking channel, `poll(2)` waits first.
+    ///
     /// # Panics
     /// If the CQ was created without a channel (a programming error).
     pub fn wait(&self, timeout: Option<Duration>) -> Result<bool> {
         use std::os::fd::AsRawFd;
         let ch =
             self.inner.channel.as_ref().expect("wait on a CQ without a CompChannel: create it with CqBuilder::channel");
-        if !wait_readable(ch.as_raw_fd(), timeout)? {
-            return Ok(false);
-        }
+        let mut direct = timeout.is_none() && !ch.is_nonblocking();
         let mut cq = ptr::null_mut();
         let mut cq_ctx = ptr::null_mut();
-        // SAFETY: live channel; the outputs are valid for writes.
-        let rc = unsafe { ffi::ibv_get_cq_event(ch.as_ptr(), &mut cq, &mut cq_ctx) };
-        if rc != 0 {
+        loop {
+            if !direct && !wait_readable(ch.as_raw_fd(), timeout)? {
+                return Ok(false);
+            }
+            // SAFETY: live channel; the outputs are valid for writes.
+            if unsafe { ffi::ibv_get_cq_event(ch.as_ptr(), &mut cq, &mut cq_ctx) } == 0 {
+                break;
+            }
             let e = Error::last("ibv_get_cq_event");
-            // A non-blocking channel whose event another waiter took.
-            return if e.errno() == Some(libc::EAGAIN) { Ok(false) } else { Err(e) };
+            match e.errno() {
+                Some(libc::EINTR) if direct => {}
+                // Made non-blocking behind this CQ's back (through its
+                // descriptor): wait for readability first from now on.
+                Some(libc::EAGAIN) if direct => direct = false,
+                // A non-blocking channel whose event another waiter took.
+                Some(libc::EAGAIN) => return Ok(false),
+                _ => return Err(e),
+            }
         }
         debug_assert_eq!(cq, self.as_ptr(), "a channel serves one CQ");
         if self.inner.unacked.fetch_add(1, Ordering::AcqRel) + 1 >= ACK_BATCH {

@@ -100,6 +100,29 @@ fn completion_channel_wakes_a_blocked_thread() {
     recv_cq.ack_events();
     assert_eq!(recv_cq.unacked_events(), 0);
     assert_eq!(poll_one(&send_cq).status(), WcStatus::SUCCESS);
+
+    // Without a timeout on a blocking channel the wait is the read inside
+    // `ibv_get_cq_event` alone: it blocks all the same and wakes on the event.
+    recv_cq.req_notify(false).unwrap();
+    // SAFETY: as above.
+    unsafe { qb.post_recv(&mut [RecvWr::new(&rs, 43)]) }.unwrap();
+    let waiter = {
+        let cq = recv_cq.clone();
+        std::thread::spawn(move || {
+            let t = Instant::now();
+            let woke = cq.wait(None).unwrap();
+            let mut wc = [Wc::default()];
+            (woke, t.elapsed(), cq.poll(&mut wc).unwrap(), wc[0])
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    // SAFETY: as above.
+    unsafe { qa.post_send(&mut [SendWr::send(&ss).wr_id(2).signaled()]) }.unwrap();
+    let (woke, blocked_for, n, wc) = waiter.join().unwrap();
+    assert!(woke && blocked_for >= Duration::from_millis(150), "blocked {blocked_for:?}, woke {woke}");
+    assert_eq!((n, wc.wr_id(), wc.status()), (1, 43, WcStatus::SUCCESS));
+    assert_eq!(recv_cq.unacked_events(), 1);
+    assert_eq!(poll_one(&send_cq).status(), WcStatus::SUCCESS);
 }
 
 #[test]

@@ -4,7 +4,8 @@
 //!   device tests on a real RDMA device (host SoftRoCE or the SoftRoCE VM), the
 //!   static-linkage checks, and a final `N passed, N failed` line.
 //! - `cargo xtask demo [--device NAME] [--reps N]`: rrddmma-perf beside perftest on the default device.
-//! - `cargo xtask perf-checks [pair|cluster|rdma_cm]`: only rrddmma-perf's device checks.
+//! - `cargo xtask perf-checks [pair|cluster|rdma_cm] [--only TEXT]`: only rrddmma-perf's device checks
+//!   (those whose name contains TEXT).
 //! - `cargo xtask bench-verbs [KIND..]`: callgrind count of post + poll, rrddmma vs C verbs calls.
 //! - `cargo xtask vm -- CMD...`: runs CMD inside the SoftRoCE VM with `rxe0` ready.
 //! - `cargo xtask bindings [--check]`: regenerates or checks `src/bindings/sys.rs`.
@@ -64,7 +65,8 @@ fn usage() -> ExitCode {
          \x20 demo [--device NAME] [--reps N]  rrddmma-perf beside perftest: ratios with spread, a plot\n\
          \x20 examples              device checks of the interoperable examples only\n\
          \x20 cm-examples           device checks of the rdmacm examples only (rping, rdma_server/client)\n\
-         \x20 perf-checks [pair|cluster|rdma_cm] rrddmma-perf's device checks only (interop, payload, cluster mode, -R)\n\
+         \x20 perf-checks [pair|cluster|rdma_cm] [--only TEXT]  rrddmma-perf's device checks only (interop, payload,\n\
+         \x20                      cluster mode, -R); --only: those whose name contains TEXT\n\
          \x20 bench-verbs [KIND..]  callgrind: instructions per post + poll, rrddmma vs C (rows of KINDs only)\n\
          \x20 vm -- CMD...          run CMD in the SoftRoCE VM (rxe0 ready)\n\
          \x20 bindings [--check]    regenerate / check src/bindings/sys.rs\n\
@@ -105,6 +107,10 @@ fn parse() -> std::result::Result<(String, Vec<String>), lexopt::Error> {
             }
             ("bindings", Long("check")) => rest.push("--check".to_string()),
             ("perf-checks", Value(v)) if rest.is_empty() => rest.push(v.string()?),
+            ("perf-checks", Long("only")) => {
+                rest.push("--only".to_string());
+                rest.push(p.value()?.string()?);
+            }
             ("bench-verbs", Value(v)) => rest.push(v.string()?),
             (_, arg) => return Err(arg.unexpected()),
         }

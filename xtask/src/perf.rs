@@ -66,6 +66,13 @@ fn interop_ok(d: &Done, test: &str, size: u64, iters: u64, bw: bool, ours_client
         (true, n) => bw_plausible(mine, size, n, 1),
         // READ/atomic latency servers are passive.
         (false, _) if !ours_client && matches!(test, "read lat" | "atomic lat") => true,
+        // -D: perftest's side prints its duration row too (size,
+        // iterations, average latency, transactions per second).
+        (false, 0) => {
+            let theirs = side(&d.output, !ours_client);
+            lat_plausible(mine, size, 0, 1)
+                && rows(theirs, size).iter().any(|r| r[1] > 0.0 && r[2] > 0.0 && r[2] < 1e5 && r[3] > 0.0)
+        }
         (false, n) => lat_plausible(mine, size, n, 1),
     };
     both_ok(d) && zero_allocs(&d.output) && judged
@@ -111,57 +118,28 @@ fn bw_plausible(out: &str, size: u64, iters: u64, want_rows: usize) -> bool {
     r.len() >= want_rows && r.iter().all(|r| r[1] == iters as f64 && r[2] > 0.0 && r[2] < 1e7)
 }
 
-/// A latency table row: min <= typical <= max, all positive and sane.
+/// A latency table row: the iterations asked (0: a `-D` run, any positive
+/// count), min <= typical <= max, all positive and sane.
 fn lat_plausible(out: &str, size: u64, iters: u64, want_rows: usize) -> bool {
+    let count_ok = |n: f64| if iters == 0 { n > 0.0 } else { n == iters as f64 };
     let r = rows(out, size);
     r.len() >= want_rows
-        && r.iter()
-            .all(|r| r.len() >= 7 && r[1] == iters as f64 && r[2] > 0.0 && r[2] <= r[4] && r[4] <= r[3] && r[4] < 1e5)
+        && r.iter().all(|r| r.len() >= 7 && count_ok(r[1]) && r[2] > 0.0 && r[2] <= r[4] && r[4] <= r[3] && r[4] < 1e5)
 }
 
-/// The checks for `cargo xtask test`.
-pub fn checks() -> Result<Vec<Check>> {
-    let exe = binary()?;
-    let me = format!("'{}'", exe.display());
-    let mut v = Vec::new();
-    let dev = "-d $D -x $X";
+/// An interop check: (test, perftest binary, flags for both sides, size,
+/// iterations, bandwidth).
+type Interop = (&'static str, &'static str, &'static str, u64, u64, bool);
 
-    // Interoperability with perftest: every test kind, both directions.
-    // (test, perftest binary, flags for both, size, iterations, bandwidth)
-    let interop: [(&str, &str, &str, u64, u64, bool); 10] = [
-        ("write bw", "ib_write_bw", "-s 4096 -n 500", 4096, 500, true),
-        ("read bw", "ib_read_bw", "-s 4096 -n 300", 4096, 300, true),
-        ("send bw", "ib_send_bw", "-s 1024 -n 500", 1024, 500, true),
-        ("atomic bw", "ib_atomic_bw", "-n 300", 8, 300, true),
-        ("write lat", "ib_write_lat", "-n 200", 2, 200, false),
-        ("read lat", "ib_read_lat", "-s 64 -n 200", 64, 200, false),
-        ("send lat", "ib_send_lat", "-s 64 -n 200", 64, 200, false),
-        ("atomic lat", "ib_atomic_lat", "-n 200", 8, 200, false),
-        // Bidirectional: both sides stream; each prints its own direction.
-        ("write bw", "ib_write_bw", "-b -s 4096 -n 300", 4096, 0, true),
-        ("send bw", "ib_send_bw", "-b -s 1024 -n 300", 1024, 0, true),
-    ];
-    // The unreliable transports on every test perftest takes them on: UC
-    // (WRITE and SEND), UD (SEND; a -a sweep stops at the path MTU, and send
-    // lat sweeps exchange a message before each size).
-    let unreliable: [(&str, &str, &str, u64, u64, bool); 8] = [
-        ("write bw", "ib_write_bw", "-c UC -s 4096 -n 300", 4096, 300, true),
-        ("write lat", "ib_write_lat", "-c UC -n 200", 2, 200, false),
-        ("send bw", "ib_send_bw", "-c UC -s 1024 -n 300", 1024, 300, true),
-        ("send lat", "ib_send_lat", "-c UC -s 64 -n 200", 64, 200, false),
-        ("send bw", "ib_send_bw", "-c UD -s 1024 -n 300", 1024, 300, true),
-        ("send lat", "ib_send_lat", "-c UD -s 64 -n 200", 64, 200, false),
-        // Judged on the 1024-byte row, present at any MTU from 1024 up; both
-        // sides exiting 0 shows that their sweeps stopped at the same size.
-        ("send bw", "ib_send_bw", "-c UD -a -n 50", 1024, 50, true),
-        ("send lat", "ib_send_lat", "-c UD -a -n 20", 1024, 20, false),
-    ];
-    // (first port of the pair, entry)
-    let entries = (interop.into_iter().enumerate().map(|(k, e)| (18630 + 2 * k, e)))
-        .chain(unreliable.into_iter().enumerate().map(|(k, e)| (18740 + 2 * k, e)));
-    for (base, (test, tool, flags, size, iters, bw)) in entries {
+/// The checks of `list` against perftest in both directions on `rxe0`, on
+/// TCP ports from `base` up (two per entry). With `-e` in the flags both
+/// sides must also say they ran on completion events.
+fn interop_checks(v: &mut Vec<Check>, me: &str, list: &[Interop], base: usize) {
+    let dev = "-d $D -x $X";
+    for (k, &(test, tool, flags, size, iters, bw)) in list.iter().enumerate() {
+        let events = flags.split_whitespace().any(|f| f == "-e");
         for ours_client in [true, false] {
-            let port = base + usize::from(ours_client);
+            let port = base + 2 * k + usize::from(ours_client);
             let ours = format!("{me} {test} {dev} -p {port} {flags}");
             // `-F`: perftest's CPU-frequency estimate is unreliable under
             // TCG ("Correlation coefficient r^2 < 0.9"); without it a perftest
@@ -182,9 +160,67 @@ pub fn checks() -> Result<Vec<Check>> {
             };
             v.push(Check::verdict(&name, pair(&server, &client), move |d| {
                 interop_ok(d, test, size, iters, bw, ours_client)
+                    && (!events
+                        || (d.output.contains("completions by events") && d.output.contains("Test with events")))
             }));
         }
     }
+}
+
+/// The checks for `cargo xtask test`.
+pub fn checks() -> Result<Vec<Check>> {
+    let exe = binary()?;
+    let me = format!("'{}'", exe.display());
+    let mut v = Vec::new();
+    let dev = "-d $D -x $X";
+
+    // Interoperability with perftest: every test kind, both directions.
+    // (test, perftest binary, flags for both, size, iterations, bandwidth)
+    let interop: [Interop; 10] = [
+        ("write bw", "ib_write_bw", "-s 4096 -n 500", 4096, 500, true),
+        ("read bw", "ib_read_bw", "-s 4096 -n 300", 4096, 300, true),
+        ("send bw", "ib_send_bw", "-s 1024 -n 500", 1024, 500, true),
+        ("atomic bw", "ib_atomic_bw", "-n 300", 8, 300, true),
+        ("write lat", "ib_write_lat", "-n 200", 2, 200, false),
+        ("read lat", "ib_read_lat", "-s 64 -n 200", 64, 200, false),
+        ("send lat", "ib_send_lat", "-s 64 -n 200", 64, 200, false),
+        ("atomic lat", "ib_atomic_lat", "-n 200", 8, 200, false),
+        // Bidirectional: both sides stream; each prints its own direction.
+        ("write bw", "ib_write_bw", "-b -s 4096 -n 300", 4096, 0, true),
+        ("send bw", "ib_send_bw", "-b -s 1024 -n 300", 1024, 0, true),
+    ];
+    interop_checks(&mut v, &me, &interop, 18630);
+    // The unreliable transports on every test perftest takes them on: UC
+    // (WRITE and SEND), UD (SEND; a -a sweep stops at the path MTU, and send
+    // lat sweeps exchange a message before each size).
+    let unreliable: [Interop; 8] = [
+        ("write bw", "ib_write_bw", "-c UC -s 4096 -n 300", 4096, 300, true),
+        ("write lat", "ib_write_lat", "-c UC -n 200", 2, 200, false),
+        ("send bw", "ib_send_bw", "-c UC -s 1024 -n 300", 1024, 300, true),
+        ("send lat", "ib_send_lat", "-c UC -s 64 -n 200", 64, 200, false),
+        ("send bw", "ib_send_bw", "-c UD -s 1024 -n 300", 1024, 300, true),
+        ("send lat", "ib_send_lat", "-c UD -s 64 -n 200", 64, 200, false),
+        // Judged on the 1024-byte row, present at any MTU from 1024 up; both
+        // sides exiting 0 shows that their sweeps stopped at the same size.
+        ("send bw", "ib_send_bw", "-c UD -a -n 50", 1024, 50, true),
+        ("send lat", "ib_send_lat", "-c UD -a -n 20", 1024, 20, false),
+    ];
+    interop_checks(&mut v, &me, &unreliable, 18780);
+    // perftest's -e (sleep on completion events) on both sides, for a
+    // latency ping-pong, a latency test with a passive server and two
+    // bandwidth tests: each side must say it ran on events.
+    let events: [Interop; 4] = [
+        ("send lat", "ib_send_lat", "-e -s 64 -n 200", 64, 200, false),
+        ("atomic lat", "ib_atomic_lat", "-e -n 200", 8, 200, false),
+        ("send bw", "ib_send_bw", "-e -s 1024 -n 500", 1024, 500, true),
+        ("read bw", "ib_read_bw", "-e -s 4096 -n 300", 4096, 300, true),
+    ];
+    interop_checks(&mut v, &me, &events, 18720);
+    // -D on the ping-pongs: each side runs to its own deadline, then they
+    // part cleanly (WRITE: no closing handshake; SEND: the closing one).
+    let durations: [Interop; 2] =
+        [("write lat", "ib_write_lat", "-D 2", 2, 0, false), ("send lat", "ib_send_lat", "-s 64 -D 2", 64, 0, false)];
+    interop_checks(&mut v, &me, &durations, 18740);
 
     // perftest's rdma_cm mode (-R), both directions, on the CM device (rxe
     // on a veth): the exchange and the QPs go through rdma_cm.
@@ -221,7 +257,7 @@ pub fn checks() -> Result<Vec<Check>> {
     }
 
     // rrddmma-perf against itself: every test kind, no allocation in any loop.
-    let own: [(&str, &str, u64, u64, bool); 13] = [
+    let own: [(&str, &str, u64, u64, bool); 17] = [
         // perftest's getopt forms: value attached, `--flag=value`, `--flag value`.
         ("write bw", "-s64 -n2000 -q2 --threads=2 -l 4 --cq-mod 8", 64, 2000, true),
         ("read bw", "-s 4096 -n 500", 4096, 500, true),
@@ -234,6 +270,12 @@ pub fn checks() -> Result<Vec<Check>> {
         ("send bw", "-b -s 256 -n 500", 256, 500, true),
         ("send bw", "-a --max-size 64 -n 100", 64, 100, true),
         ("read bw", "-b -a --max-size 64 -n 100", 64, 100, true),
+        // -e: sleeping on completion events, also in the receiving thread of -b.
+        ("read lat", "-e -s 64 -n 200", 64, 200, false),
+        ("send bw", "-e -b -s 256 -n 500", 256, 500, true),
+        // -D ping-pongs (any number of samples), the SEND one checking every payload.
+        ("write lat", "-D 2", 2, 0, false),
+        ("send lat", "-s 64 -D 2 --check-payload", 64, 0, false),
         // UD: an address handle per QP, post lists; UC both ways at once.
         ("send bw", "-c UD -s 1024 -n 500 -q 2 --threads 2 -l 4", 1024, 500, true),
         ("send bw", "-c UC -b -s 256 -n 300", 256, 300, true),
@@ -406,6 +448,25 @@ pub fn checks() -> Result<Vec<Check>> {
                 && o.matches("-s 8192 with -c UD: a UD message is at most one packet and the path MTU is").count() == 2
                 && o.contains("no message for 5 s: received 200 of 300")
                 && o.matches("CLIENT-RC=1").count() == 2
+                && o.matches("SERVER-RC=1").count() == 2
+        },
+    ));
+
+    // A ping-pong whose peer stops early (as after a lost UC message): the
+    // waiting side fails after the stall limit instead of spinning forever.
+    let short = |test: &str, port: u16| {
+        pair(
+            &format!("env RRDDMMA_PERF_STALL_SECS=5 {me} {test} {dev} -p {port} -c UC -n 300"),
+            &format!("{me} {test} {dev} -p {port} -c UC -n 200 127.0.0.1"),
+        )
+    };
+    v.push(Check::verdict(
+        "perf: a UC latency ping-pong short of messages fails after the stall limit",
+        format!("{}; {}", short("send lat", 18762), short("write lat", 18763)),
+        |d| {
+            let o = &d.output;
+            o.contains("no completion for 5 s (the peer stopped, or a message was lost")
+                && o.contains("no RDMA WRITE from the peer for 5 s (the peer stopped, or a message was lost")
                 && o.matches("SERVER-RC=1").count() == 2
         },
     ));
@@ -648,16 +709,24 @@ pub fn cluster_checks() -> Result<Vec<Check>> {
     Ok(v)
 }
 
-/// `cargo xtask perf-checks [pair|cluster]`: rrddmma-perf's device checks
-/// alone, the pairwise ones, or the cluster-mode ones (last: they set up the
-/// namespace hosts).
+/// `cargo xtask perf-checks [pair|cluster|rdma_cm] [--only TEXT]`:
+/// rrddmma-perf's device checks alone, the pairwise ones, the cluster-mode
+/// ones (last: they set up the namespace hosts) or the `-R` ones; with
+/// `--only`, those whose name contains TEXT.
 pub fn run_checks(args: &[String]) -> Result<()> {
-    let which = args.first().map(String::as_str);
+    let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1));
+    let which = args.first().map(String::as_str).filter(|w| *w != "--only");
     let mut checks = if which == Some("cluster") { Vec::new() } else { checks()? };
     if which == Some("rdma_cm") {
         checks.retain(|c| c.step.name.starts_with("perf -R "));
     } else if which != Some("pair") {
         checks.extend(cluster_checks()?);
+    }
+    if let Some(text) = only {
+        checks.retain(|c| c.step.name.contains(text.as_str()));
+        if checks.is_empty() {
+            return Err(format!("perf-checks --only {text:?}: no check's name contains it").into());
+        }
     }
     let place = device::locate(None)?;
     eprintln!("perf checks on {}", place.describe());
