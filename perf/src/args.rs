@@ -387,8 +387,8 @@ where
 }
 
 /// The transport's rules, as perftest's parser has them: UC carries WRITE
-/// and SEND, UD SEND alone; neither goes through rdma_cm here (perftest
-/// refuses UC there; UD through rdma_cm is not implemented). UD caps inline
+/// and SEND, UD SEND alone; UC does not go through rdma_cm (perftest
+/// refuses it there too), UD does (SIDR, see `cm`). UD caps inline
 /// payloads at [`MAX_INLINE_UD`]; UC and UD post one receive per message up
 /// front in `-n` runs (they have no flow control to wait for re-posting).
 fn transport(o: &mut Opts) -> Result<(), String> {
@@ -412,11 +412,6 @@ fn transport(o: &mut Opts) -> Result<(), String> {
         Conn::Uc if o.rdma_cm => {
             return Err("-c UC with -R: rdma_cm makes no UC connections (perftest refuses this too); drop -R or use \
                         -c RC"
-                .into())
-        }
-        Conn::Ud if o.rdma_cm => {
-            return Err("-c UD with -R: rrddmma-perf does not run UD through rdma_cm; drop -R (the exchange then goes \
-                        over TCP) or use -c RC"
                 .into())
         }
         _ => {}
@@ -529,7 +524,10 @@ mod tests {
         assert!(e.starts_with("-c UD: write lat needs RC or UC (UD carries SEND only: send bw, send lat)"), "{e}");
         assert!(p("read bw -c UD").unwrap_err().contains("read bw needs RC ("));
         assert!(p("send bw -c UC -R").unwrap_err().contains("-c UC with -R"));
-        assert!(p("send bw -c UD -R").unwrap_err().contains("-c UD with -R"));
+        let ud_cm = p("send lat -c UD -R").unwrap();
+        assert!(ud_cm.rdma_cm && ud_cm.conn == Conn::Ud);
+        assert!(p("send bw -c UD -R -b").is_ok());
+        assert!(p("write bw -c UD -R").unwrap_err().contains("write bw needs RC or UC"));
         assert!(p("send bw -c XRC").unwrap_err().contains("RC, UC and UD"));
         assert!(p("send bw -c rc").unwrap_err().contains("expected RC, UC, UD"));
     }

@@ -120,12 +120,21 @@ fn inc(v: usize, a: usize) -> usize {
     v.max(1).div_ceil(a) * a
 }
 
+/// How a UD QP reaches its peer: the address handle, the peer's QPN and the
+/// Q_Key to send with.
+pub struct UdPeer {
+    pub ah: Ah,
+    pub qpn: u32,
+    pub qkey: u32,
+}
+
 /// Everything a test runs on. Field order is drop order: QPs, then the MR,
 /// then the buffer.
 pub struct Session {
     pub qps: Vec<Qp>,
-    /// UD: the address handle of each QP's peer (empty otherwise).
-    ahs: Vec<Ah>,
+    /// UD: how each QP reaches its peer (empty otherwise, and on a `-R`
+    /// server that only receives).
+    ud: Vec<UdPeer>,
     /// With -R: the CM ids of the QPs (dropped after them: disconnects).
     _cm: Option<crate::cm::Conns>,
     pub cqs: Vec<Cq>,
@@ -266,13 +275,22 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
     // (perftest's `create_rdma_cm_connection`); the CM picks the PSNs.
     let mut cm_conns = None;
     if oob.is_cm() {
-        let listener = if oob.is_client() { None } else { Some(crate::cm::listen(o.tcp_port, qps.len())?) };
+        let listener = if oob.is_client() { None } else { Some(crate::cm::listen(o.tcp_port, qps.len(), ud)?) };
         oob.handshake(&Dest::default())?;
         let wait = Duration::from_secs(30);
         let rd = out_reads as u8;
+        // UD: the first target region holds the QP announcements meanwhile.
+        let cm_ud = ud.then(|| crate::cm::Ud {
+            pd: &pd,
+            mr: &mr,
+            scratch: q * slot,
+            send_cqs: (0..q).map(|i| &cqs[i % threads]).collect(),
+            recv_cq: &recv_cq,
+            announce: o.test == Test::Lat || o.bidir,
+        });
         let conns = match (listener, oob.cm_peer()) {
-            (Some(l), _) => crate::cm::accept(l, ctx.name(), &qps, rd, wait)?,
-            (None, Some(peer)) => crate::cm::connect(peer, ctx.name(), &qps, rd, wait)?,
+            (Some(l), _) => crate::cm::accept(l, ctx.name(), &qps, rd, wait, cm_ud)?,
+            (None, Some(peer)) => crate::cm::connect(peer, ctx.name(), &qps, rd, wait, cm_ud)?,
             (None, None) => return Err("rdma_cm: the exchange connection has no peer address".into()),
         };
         oob.handshake(&Dest::default())?;
@@ -304,7 +322,8 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
     for d in &my {
         rem.push(oob.handshake(d)?);
     }
-    let mut ahs = Vec::new();
+    // -R: the CM's peers (cm.rs); otherwise made below from the exchange.
+    let mut ud_peers = cm_conns.as_mut().map(|c| std::mem::take(&mut c.ud)).unwrap_or_default();
     for (i, qp) in qps.iter().enumerate().filter(|_| cm_conns.is_none()) {
         let r = &rem[i];
         let remote = Endpoint { qpn: r.qpn, psn: r.psn, lid: r.lid, gid: Gid(r.gid.unwrap_or([0; 16])) };
@@ -317,7 +336,8 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
             } else {
                 AhAttr::global(o.ib_port, gid_index, remote.gid).dlid(r.lid).hop_limit(255)
             };
-            ahs.push(Ah::new(&pd, &av).map_err(err("creating the address handle"))?);
+            let ah = Ah::new(&pd, &av).map_err(err("creating the address handle"))?;
+            ud_peers.push(UdPeer { ah, qpn: r.qpn, qkey: QKEY });
             continue;
         }
         let opts = ConnectOpts {
@@ -337,7 +357,7 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
     }
     let mut s = Session {
         qps,
-        ahs,
+        ud: ud_peers,
         _cm: cm_conns,
         cqs,
         recv_cq,
@@ -437,15 +457,16 @@ impl Session {
 
     /// A SEND of `sge` on QP `i`; on UD addressed to the peer's QP.
     fn send_wr<'a>(&'a self, i: usize, sge: &'a [Sge]) -> SendWr<'a> {
-        match self.ahs.get(i) {
-            Some(ah) => SendWr::send(sge).ud(ah, self.rem[i].qpn, QKEY),
+        match self.ud.get(i) {
+            Some(p) => SendWr::send(sge).ud(&p.ah, p.qpn, p.qkey),
             None => SendWr::send(sge),
         }
     }
 
     fn post_recv(&self, i: usize) -> Res<()> {
-        // UD: the GRH first, the payload from `received(i)` on.
-        let at = self.received(i) - if self.ahs.is_empty() { 0 } else { GRH_LEN };
+        // UD (the only transport with `rx_payload`): the GRH first, the
+        // payload from `received(i)` on.
+        let at = self.received(i) - if self.rx_payload == 0 { 0 } else { GRH_LEN };
         let sges = [self.mr.sge(at, self.rx_len)];
         // SAFETY: the entry lies in the session's MR, alive as long as the QP.
         unsafe { self.qps[i].post_recv(&mut [RecvWr::new(&sges, i as u64)]) }.map_err(err("ibv_post_recv"))

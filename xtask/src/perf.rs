@@ -223,13 +223,17 @@ pub fn checks() -> Result<Vec<Check>> {
     interop_checks(&mut v, &me, &durations, 18740);
 
     // perftest's rdma_cm mode (-R), both directions, on the CM device (rxe
-    // on a veth): the exchange and the QPs go through rdma_cm.
-    let rdma_cm: [(&str, &str, &str, u64, u64, bool); 5] = [
+    // on a veth): the exchange and the QPs go through rdma_cm; on UD the
+    // QPs by SIDR (send lat: the client then announces its QP, from which
+    // the server makes its address handle).
+    let rdma_cm: [(&str, &str, &str, u64, u64, bool); 7] = [
         ("write bw", "ib_write_bw", "-s 4096 -n 200", 4096, 200, true),
         ("send bw", "ib_send_bw", "-s 1024 -n 200", 1024, 200, true),
         ("write lat", "ib_write_lat", "-n 100", 2, 100, false),
         ("read lat", "ib_read_lat", "-s 64 -n 100", 64, 100, false),
         ("atomic lat", "ib_atomic_lat", "-n 100", 8, 100, false),
+        ("send bw", "ib_send_bw", "-c UD -s 1024 -n 200", 1024, 200, true),
+        ("send lat", "ib_send_lat", "-c UD -s 64 -n 100", 64, 100, false),
     ];
     for (k, (test, tool, flags, size, iters, bw)) in rdma_cm.into_iter().enumerate() {
         for ours_client in [true, false] {
@@ -427,9 +431,10 @@ pub fn checks() -> Result<Vec<Check>> {
     // fail after the MTU exchange, as perftest's do), and a UD receiver
     // short of messages failing after its stall limit instead of waiting.
     v.push(Check::verdict(
-        "perf: -c refusals (read bw -c UD, atomic lat -c UC, send bw -c UD -s 8192 above the MTU) and a UD receiver short of messages",
+        "perf: -c refusals (read bw -c UD, atomic lat -c UC, send bw -c UC -R, send bw -c UD -s 8192 above the MTU) and a UD receiver short of messages",
         format!(
-            "{me} read bw -c UD; echo READ-UD-RC=$?; {me} atomic lat -c UC; echo ATOMIC-UC-RC=$?; {}; {}",
+            "{me} read bw -c UD; echo READ-UD-RC=$?; {me} atomic lat -c UC; echo ATOMIC-UC-RC=$?; \
+             {me} send bw -c UC -R; echo UC-CM-RC=$?; {}; {}",
             pair(
                 &format!("{me} send bw {dev} -p 18760 -c UD -s 8192 -n 50"),
                 &format!("{me} send bw {dev} -p 18760 -c UD -s 8192 -n 50 127.0.0.1")
@@ -445,6 +450,8 @@ pub fn checks() -> Result<Vec<Check>> {
                 && o.contains("rrddmma-perf: -c UD: read bw needs RC (UD carries SEND only: send bw, send lat)")
                 && o.contains("ATOMIC-UC-RC=2")
                 && o.contains("rrddmma-perf: -c UC: atomic lat needs RC (UC carries RDMA WRITE and SEND only")
+                && o.contains("UC-CM-RC=2")
+                && o.contains("rrddmma-perf: -c UC with -R: rdma_cm makes no UC connections")
                 && o.matches("-s 8192 with -c UD: a UD message is at most one packet and the path MTU is").count() == 2
                 && o.contains("no message for 5 s: received 200 of 300")
                 && o.matches("CLIENT-RC=1").count() == 2
