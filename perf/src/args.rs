@@ -174,6 +174,20 @@ fn positional(v: std::ffi::OsString) -> Result<String, String> {
     v.into_string().map_err(|v| format!("argument {v:?} is not valid UTF-8"))
 }
 
+/// Longest `-D`: a year.
+const MAX_DURATION: f64 = 31_536_000.0;
+
+/// `-D` must be a finite number of seconds in (0, a year].
+pub fn check_duration(d: Option<f64>) -> Result<(), String> {
+    match d {
+        Some(d) if !(d > 0.0 && d <= MAX_DURATION) => Err(format!(
+            "-D {d}: give a number of seconds above 0 and at most {MAX_DURATION} (a year); \
+             an endless bandwidth run is --run_infinitely"
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Parses the arguments after the program name, with perftest's getopt
 /// forms: `-s64`, `-s 64`, `--size=64`, `--size 64`.
 pub fn parse<I>(args: I) -> Result<Opts, String>
@@ -319,9 +333,7 @@ where
     if o.size == 0 || o.iters == 0 || o.qps == 0 || o.threads == 0 || o.post_list == 0 || o.cq_mod == 0 {
         return Err("-s, -n, -q, --threads, -l and -Q must be at least 1".into());
     }
-    if o.duration.is_some_and(|d| d.is_nan() || d <= 0.0) {
-        return Err("-D must be a positive number of seconds".into());
-    }
+    check_duration(o.duration)?;
     if o.all && o.duration.is_some() {
         return Err("-a and -D cannot be combined".into());
     }
@@ -586,6 +598,15 @@ mod tests {
         // perftest keeps CQ moderation with events, above 8 KiB too.
         assert_eq!(p("send bw -e -s 65536").unwrap().cq_mod, 100);
         assert_eq!(p("send bw -s 65536").unwrap().cq_mod, 1);
+    }
+
+    #[test]
+    fn durations_are_finite_and_bounded() {
+        for bad in ["0", "-1", "nan", "inf", "1e20"] {
+            let e = p(&format!("write lat -D {bad}")).unwrap_err();
+            assert!(e.starts_with(&format!("-D {}", bad.parse::<f64>().unwrap())) && e.contains("at most"), "{e}");
+        }
+        assert_eq!(p("read lat -D 31536000").unwrap().duration, Some(31_536_000.0));
     }
 
     #[test]

@@ -205,9 +205,7 @@ where
     if o.iters >= 1 << COUNT_BITS {
         return Err(format!("-n {}: at most 2^{COUNT_BITS} - 1", o.iters));
     }
-    if o.duration.is_some_and(|d| d.is_nan() || d <= 0.0) {
-        return Err("-D must be a positive number of seconds".into());
-    }
+    crate::args::check_duration(o.duration)?;
     if o.verb == Verb::Send && o.pattern == Pattern::Loaded {
         return Err("--pattern loaded-latency runs write, read or atomic probes".into());
     }

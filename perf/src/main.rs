@@ -231,6 +231,9 @@ fn bench(o: &Opts) -> Result<(), String> {
     }
     let allocs: u64 = results.iter().map(|r| r.allocs).sum();
     println!(" heap allocations inside measured loops: {allocs}");
+    if o.events {
+        println!(" completion events: {}", run::completion_events());
+    }
     if allocs > 0 {
         return Err(format!("{allocs} heap allocation(s) happened inside measured loops"));
     }

@@ -173,7 +173,7 @@ pub fn json(o: &Opts, device: &str, clock: &str, rs: &[Outcome]) -> Result<Strin
 
 /// A CSV row (`--csv`): the header comes from the field names; the columns
 /// a test does not measure are empty.
-#[derive(Serialize)]
+#[derive(Default, Serialize)]
 struct SizeCsv {
     test: String,
     size: usize,
@@ -212,6 +212,14 @@ pub fn csv(o: &Opts, rs: &[Outcome]) -> Result<String, String> {
             allocations_in_loop: r.allocs,
         })
         .map_err(|e| format!("writing the CSV: {e}"))?;
+    }
+    if rs.is_empty() {
+        // The writer emits the header with the first row; a side with no
+        // rows (a passive latency server) still gets it.
+        w.serialize(SizeCsv::default()).map_err(|e| format!("writing the CSV: {e}"))?;
+        let bytes = w.into_inner().map_err(|e| format!("writing the CSV: {e}"))?;
+        let text = String::from_utf8(bytes).map_err(|e| format!("writing the CSV: {e}"))?;
+        return Ok(text.lines().next().map(|h| format!("{h}\n")).unwrap_or_default());
     }
     let bytes = w.into_inner().map_err(|e| format!("writing the CSV: {e}"))?;
     String::from_utf8(bytes).map_err(|e| format!("writing the CSV: {e}"))
@@ -437,6 +445,8 @@ mod tests {
         assert_eq!((row["lat_us"]["min"].as_f64(), row["lat_us"]["p99_9"].as_f64()), (Some(1.0), Some(100.0)));
         assert!(row.get("bw_mib_s").is_none());
         assert!(csv(&lat, &[r]).unwrap().lines().nth(1).unwrap().starts_with("send_lat,2,100,,,,1.0,51.0,50.5,"));
+        // A side without rows still writes the header.
+        assert_eq!(csv(&lat, &[]).unwrap(), format!("{}\n", c.lines().next().unwrap()));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Resources, connection set-up, and the measured loops.
 
 use std::alloc::Layout;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -21,6 +21,15 @@ type Res<T> = Result<T, String>;
 
 fn err<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> String {
     move |e| format!("{what}: {e}")
+}
+
+/// Completion events taken by every thread (`-e`), reported at the end so
+/// that a run shows it slept on events.
+static EVENTS: AtomicU64 = AtomicU64::new(0);
+
+/// Completion events taken so far (`-e`).
+pub fn completion_events() -> u64 {
+    EVENTS.load(Ordering::Relaxed)
 }
 
 /// Completions polled at once.
@@ -435,6 +444,7 @@ fn event_poll(cq: &Cq, wcs: &mut [Wc], timeout: Option<Duration>) -> Res<usize> 
     if !cq.wait(timeout).map_err(err("ibv_get_cq_event"))? {
         return Ok(0);
     }
+    EVENTS.fetch_add(1, Ordering::Relaxed);
     cq.req_notify(false).map_err(err("ibv_req_notify_cq"))?;
     cq.poll(wcs).map_err(err("ibv_poll_cq"))
 }
@@ -456,10 +466,18 @@ impl Session {
     }
 
     /// A SEND of `sge` on QP `i`; on UD addressed to the peer's QP.
+    ///
+    /// # Panics
+    /// On a UD QP without a peer's address handle (a UD SEND without one
+    /// would hand the provider a null handle): only sides that learnt their
+    /// peer's address send.
     fn send_wr<'a>(&'a self, i: usize, sge: &'a [Sge]) -> SendWr<'a> {
         match self.ud.get(i) {
             Some(p) => SendWr::send(sge).ud(&p.ah, p.qpn, p.qkey),
-            None => SendWr::send(sge),
+            None => {
+                assert!(self.qps[i].qp_type() != QpType::UD, "UD QP {i} has no address handle to its peer to send to");
+                SendWr::send(sge)
+            }
         }
     }
 
@@ -727,8 +745,10 @@ pub fn bw_bidir(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
         }
         let rx = rx.join().unwrap_or_else(|_| Err("the receiving thread panicked".into()));
         let tx = tx?;
-        rx.map_err(|e| format!("receiving: {e}"))?;
-        Ok(tx)
+        let rx = rx.map_err(|e| format!("receiving: {e}"))?;
+        // Both counts are of every thread's measured loops over overlapping
+        // windows: the larger covers both.
+        Ok(Outcome { allocs: tx.allocs.max(rx.allocs), ..tx })
     })
 }
 
@@ -756,53 +776,71 @@ pub fn send_bw_receiver(s: &Session, o: &Opts, size: usize, stop: Option<&Atomic
     let mut last = Instant::now();
     // -e: sleep on the channel once a poll comes back empty (perftest's
     // server drains the CQ after each event); a bidirectional run wakes every
-    // 100 ms to see whether its sending half failed.
-    let wake = stop.map(|_| Duration::from_millis(100));
+    // 100 ms to see whether its sending half failed, a run of -n iterations
+    // when the stall limit is up (perftest's server: its 60 s alarm).
+    let wake = |last: Instant| match stop {
+        Some(_) => Some(Duration::from_millis(100)),
+        None if want != u64::MAX => Some(stall.saturating_sub(last.elapsed()).max(Duration::from_millis(1))),
+        None => None,
+    };
     let mut drained = true;
-    while got < want {
-        let n = if o.events && drained {
-            event_poll(&s.recv_cq, &mut wcs, wake)?
-        } else {
-            s.recv_cq.poll(&mut wcs).map_err(err("ibv_poll_cq"))?
-        };
-        drained = n == 0;
-        for wc in &wcs[..n] {
-            check(wc)?;
-            s.post_recv(wc.wr_id() as usize)?;
-        }
-        if n == 0 {
-            idle = idle.wrapping_add(1);
-            if o.events || idle % 1024 == 0 {
-                if stop.is_some_and(|f| f.load(Ordering::Relaxed)) {
-                    return Err("the sending half of the run failed".into());
-                }
-                if want == u64::MAX && s.oob.peer_spoke() {
-                    break;
-                }
-                if want != u64::MAX && last.elapsed() >= stall {
-                    return Err(stalled(got, want, stall, o.conn));
-                }
+    let before = alloc::in_loop_allocations();
+    alloc::measuring(true);
+    let result = (|| -> Res<()> {
+        while got < want {
+            let n = if o.events && drained {
+                event_poll(&s.recv_cq, &mut wcs, wake(last))?
+            } else {
+                s.recv_cq.poll(&mut wcs).map_err(err("ibv_poll_cq"))?
+            };
+            drained = n == 0;
+            for wc in &wcs[..n] {
+                check(wc)?;
+                s.post_recv(wc.wr_id() as usize)?;
             }
-            continue;
+            if n == 0 {
+                idle = idle.wrapping_add(1);
+                if o.events || idle % 1024 == 0 {
+                    if stop.is_some_and(|f| f.load(Ordering::Relaxed)) {
+                        return Err("the sending half of the run failed".into());
+                    }
+                    if want == u64::MAX && s.oob.peer_spoke() {
+                        break;
+                    }
+                    if want != u64::MAX && last.elapsed() >= stall {
+                        return Err(stalled(got, want, stall, o.conn));
+                    }
+                }
+                continue;
+            }
+            idle = 0;
+            last = Instant::now();
+            first.get_or_insert(last);
+            got += n as u64;
         }
-        idle = 0;
-        last = Instant::now();
-        first.get_or_insert(last);
-        got += n as u64;
-    }
+        Ok(())
+    })();
+    alloc::measuring(false);
+    result?;
     let secs = first.map_or(1e-9, |f| (last - f).as_secs_f64().max(1e-9));
     Ok(Outcome {
         size,
         iters: got / s.qps.len() as u64,
         bytes_per_sec: (got * size as u64) as f64 / secs,
         ops_per_sec: got as f64 / secs,
+        allocs: alloc::in_loop_allocations() - before,
         ..Outcome::default()
     })
 }
 
 #[cold]
 fn stalled(got: u64, want: u64, stall: Duration, conn: Conn) -> String {
-    format!("no message for {} s: received {got} of {want} ({})", stall.as_secs(), stall_cause(conn))
+    format!(
+        "no message for {} s: received {got} of {want} ({}; do both sides run the same -n? \
+         RRDDMMA_PERF_STALL_SECS=N waits longer)",
+        stall.as_secs(),
+        stall_cause(conn)
+    )
 }
 
 /// Why a run that expects a message can wait in vain.
@@ -840,7 +878,11 @@ impl Spin {
 
 #[cold]
 fn lat_stalled(stall: Duration, conn: Conn, what: &str) -> String {
-    format!("no {what} for {} s ({})", stall.as_secs(), stall_cause(conn))
+    format!(
+        "no {what} for {} s ({}; do both sides run the same -n? RRDDMMA_PERF_STALL_SECS=N waits longer)",
+        stall.as_secs(),
+        stall_cause(conn)
+    )
 }
 
 /// Sorted latency samples from post timestamps (perftest: intervals between
@@ -1162,6 +1204,26 @@ mod tests {
         // A run that ends first stops the timer: no waiting for the deadline.
         let (last, took) = timer_run(60.0, true);
         assert!(last != ENDED && took < Duration::from_secs(10));
+    }
+
+    #[test]
+    fn duration_margins_bound_the_sampling_phase() {
+        // -D 4: a 1 s warm-up, sampling from 1 s to 3 s, a 1 s cool-down.
+        let phase = AtomicU8::new(WARM_UP);
+        let (_keep, stopped) = mpsc::channel::<()>();
+        std::thread::scope(|s| {
+            let phase = &phase;
+            s.spawn(move || duration_timer(phase, 4.0, &stopped));
+            let t0 = Instant::now();
+            let at = |secs: f64| {
+                std::thread::sleep((t0 + Duration::from_secs_f64(secs)).saturating_duration_since(Instant::now()));
+                phase.load(Ordering::Acquire)
+            };
+            assert_eq!(at(0.5), WARM_UP, "warm-up until 1 s");
+            assert_eq!(at(2.0), SAMPLING, "sampling from 1 s to 3 s");
+            assert_eq!(at(3.5), COOL_DOWN, "cool-down from 3 s to 4 s");
+            assert_eq!(at(4.5), ENDED, "the end at 4 s");
+        });
     }
 
     #[test]

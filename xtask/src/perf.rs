@@ -105,6 +105,11 @@ fn both_ok(d: &Done) -> bool {
     d.code == Some(0) && d.output.contains("CLIENT-RC=0") && d.output.contains("SERVER-RC=0")
 }
 
+/// rrddmma-perf's reports of completion events taken (`-e`), in order.
+fn event_counts(out: &str) -> Vec<u64> {
+    out.lines().filter_map(|l| l.trim().strip_prefix("completion events: ")?.trim().parse().ok()).collect()
+}
+
 /// Every rrddmma-perf report of in-loop allocations says 0, and there is one.
 fn zero_allocs(out: &str) -> bool {
     let counts: Vec<&str> =
@@ -159,9 +164,22 @@ fn interop_checks(v: &mut Vec<Check>, me: &str, list: &[Interop], base: usize) {
                 )
             };
             v.push(Check::verdict(&name, pair(&server, &client), move |d| {
+                // -e: both say so, and rrddmma-perf took events unless it is
+                // a passive server (one per iteration in latency clients).
+                let passive = !ours_client && matches!(test, "read bw" | "atomic bw" | "read lat" | "atomic lat");
+                let least = if passive {
+                    0
+                } else if bw {
+                    1
+                } else {
+                    iters
+                };
                 interop_ok(d, test, size, iters, bw, ours_client)
                     && (!events
-                        || (d.output.contains("completions by events") && d.output.contains("Test with events")))
+                        || (d.output.contains("completions by events")
+                            && d.output.contains("Test with events")
+                            && event_counts(side(&d.output, ours_client)).iter().all(|&n| n >= least)
+                            && event_counts(side(&d.output, ours_client)).len() == 1))
             }));
         }
     }
@@ -294,8 +312,15 @@ pub fn checks() -> Result<Vec<Check>> {
                 &format!("{me} {test} {dev} -p {port} {flags} 127.0.0.1"),
             ),
             move |d| {
+                // -e: the latency client took one event per iteration at
+                // least; both sides of a -b send bw took some.
+                let events_ok = !flags.split_whitespace().any(|f| f == "-e") || {
+                    let n = event_counts(&d.output);
+                    n.len() == 2 && if bw { n.iter().all(|&e| e > 0) } else { n.iter().any(|&e| e >= iters) }
+                };
                 both_ok(d)
                     && zero_allocs(&d.output)
+                    && events_ok
                     && match (bw, iters) {
                         (true, 0) => rows(&d.output, size).iter().any(|r| r[1] > 0.0 && r[2] > 0.0),
                         (true, n) => bw_plausible(&d.output, size, n, 1),
