@@ -66,11 +66,14 @@ fn interop_ok(d: &Done, test: &str, size: u64, iters: u64, bw: bool, ours_client
         // READ/atomic latency servers are passive.
         (false, _) if !ours_client && matches!(test, "read lat" | "atomic lat") => true,
         // -D: perftest's side prints its duration row too (size,
-        // iterations, average latency, transactions per second).
+        // iterations, average latency, transactions per second), and the
+        // two sides of the ping-pong counted about as many iterations (they
+        // start together and stop at their own deadlines).
         (false, 0) => {
-            let theirs = side(&d.output, !ours_client);
-            lat_plausible(mine, size, 0, 1)
-                && rows(theirs, size).iter().any(|r| r[1] > 0.0 && r[2] > 0.0 && r[2] < 1e5 && r[3] > 0.0)
+            let theirs = rows(side(&d.output, !ours_client), size);
+            let theirs = theirs.iter().find(|r| r[1] > 0.0 && r[2] > 0.0 && r[2] < 1e5 && r[3] > 0.0);
+            let ours = rows(mine, size).first().map_or(0.0, |r| r[1]);
+            lat_plausible(mine, size, 0, 1) && theirs.is_some_and(|t| (t[1] - ours).abs() <= 5.0 + 0.1 * t[1].max(ours))
         }
         (false, n) => lat_plausible(mine, size, n, 1),
     };
@@ -1140,6 +1143,27 @@ mod tests {
         // perftest polling (no event line) counts as a failed run.
         let out = [ours(100, 1_000), ours(300, 3_000), run("perftest", 100, "", 1)].concat();
         assert_eq!(instr_report(&out).len(), 1);
+    }
+
+    /// A `-D` ping-pong against perftest passes only when both sides print
+    /// their rows and counted about as many iterations.
+    #[test]
+    fn duration_interop_wants_matching_counts() {
+        let done = |ours: u32, theirs: u32| {
+            Done {
+            name: String::new(),
+            code: Some(0),
+            output: format!(
+                "rrddmma-perf write_lat\n 2       {ours}     20.1     900.5     22.3     40.2     60.0     300.1     800.2     0\n \
+                 heap allocations inside measured loops: 0\nCLIENT-RC=0\nSERVER-RC=0\n--- server output\n \
+                 #bytes        #iterations       t_avg[usec]    tps average\n 2             {theirs}            \
+                 118.35         4224.85\n"
+            ),
+        }
+        };
+        assert!(interop_ok(&done(7965, 7966), "write lat", 2, 0, false, true));
+        assert!(!interop_ok(&done(7965, 3000), "write lat", 2, 0, false, true));
+        assert!(!interop_ok(&done(0, 7966), "write lat", 2, 0, false, true));
     }
 
     /// rrddmma-perf's JSON for an outcast run, 2 QPs per pair, 10 per QP.
