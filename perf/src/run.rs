@@ -1141,7 +1141,7 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
     let mut lat_ns = samples(&stamps[..taken], halve);
     lat_ns.iter_mut().for_each(|v| *v *= ns_per_tick);
     let unsorted_ns = if o.unsorted { lat_ns.clone() } else { Vec::new() };
-    lat_ns.sort_by(f64::total_cmp);
+    lat_ns.sort_unstable_by(f64::total_cmp);
     Ok(Outcome {
         size,
         iters: taken as u64,

@@ -3,7 +3,8 @@
 //! - `cargo xtask test`: fmt, clippy, docs, bindings drift, host tests, then the
 //!   device tests on a real RDMA device (host SoftRoCE or the SoftRoCE VM), the
 //!   static-linkage checks, and a final `N passed, N failed` line.
-//! - `cargo xtask demo [--device NAME] [--reps N]`: rrddmma-perf beside perftest on the default device.
+//! - `cargo xtask demo [--device NAME] [--reps N] [--no-instructions | --instructions-only]`: rrddmma-perf
+//!   beside perftest on the default device, timed and by instructions per message.
 //! - `cargo xtask perf-checks [pair|cluster|rdma_cm] [--only TEXT]`: only rrddmma-perf's device checks
 //!   (those whose name contains TEXT).
 //! - `cargo xtask bench-verbs [KIND..]`: callgrind count of post + poll, rrddmma vs C verbs calls.
@@ -62,7 +63,8 @@ fn usage() -> ExitCode {
     eprintln!(
         "usage: cargo xtask <task>\n\
          \x20 test                  everything CI checks, host and device\n\
-         \x20 demo [--device NAME] [--reps N]  rrddmma-perf beside perftest: ratios with spread, a plot\n\
+         \x20 demo [--device NAME] [--reps N] [--no-instructions | --instructions-only]\n\
+         \x20                      rrddmma-perf beside perftest: ratios with spread, a plot, instructions per message\n\
          \x20 examples              device checks of the interoperable examples only\n\
          \x20 cm-examples           device checks of the rdmacm examples only (rping, rdma_server/client)\n\
          \x20 perf-checks [pair|cluster|rdma_cm] [--only TEXT]  rrddmma-perf's device checks only (interop, payload,\n\
@@ -105,6 +107,7 @@ fn parse() -> std::result::Result<(String, Vec<String>), lexopt::Error> {
                 rest.push("--reps".to_string());
                 rest.push(p.value()?.string()?);
             }
+            ("demo", Long(f @ ("no-instructions" | "instructions-only"))) => rest.push(format!("--{f}")),
             ("bindings", Long("check")) => rest.push("--check".to_string()),
             ("perf-checks", Value(v)) if rest.is_empty() => rest.push(v.string()?),
             ("perf-checks", Long("only")) => {

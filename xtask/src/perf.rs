@@ -25,14 +25,21 @@ const GID_SHELL: &str = "D=\"$RRDDMMA_TEST_DEVICE\"; P=/sys/class/infiniband/$D/
 /// Shell for a server and a client run against each other, with timeouts;
 /// prints both outputs and both exit codes.
 fn pair(server: &str, client: &str) -> String {
+    pair_within(server, client, 60)
+}
+
+/// As [`pair`], the client given `client_secs` seconds (the server 30 more).
+fn pair_within(server: &str, client: &str, client_secs: u32) -> String {
     // Wait until the server listens on its `-p` port (perftest's client does
     // not retry), at most 20 s.
     let words: Vec<&str> = server.split_whitespace().collect();
     let port = words.iter().position(|w| *w == "-p").and_then(|i| words.get(i + 1)).copied().unwrap_or("18515");
     format!(
-        "{GID_SHELL}; L=$(mktemp); timeout 90 {server} > $L 2>&1 & S=$!; \
+        "{GID_SHELL}; L=$(mktemp); timeout {} {server} > $L 2>&1 & S=$!; \
          for i in $(seq 200); do ss -ltn | grep -q ':{port} ' && break; sleep 0.1; done; \
-         timeout 60 {client}; echo CLIENT-RC=$?; wait $S; echo SERVER-RC=$?; echo '--- server output'; cat $L; rm -f $L"
+         timeout {client_secs} {client}; echo CLIENT-RC=$?; wait $S; echo SERVER-RC=$?; echo '--- server output'; \
+         cat $L; rm -f $L",
+        client_secs + 30
     )
 }
 
@@ -67,11 +74,14 @@ fn interop_ok(d: &Done, test: &str, size: u64, iters: u64, bw: bool, ours_client
         // READ/atomic latency servers are passive.
         (false, _) if !ours_client && matches!(test, "read lat" | "atomic lat") => true,
         // -D: perftest's side prints its duration row too (size,
-        // iterations, average latency, transactions per second).
+        // iterations, average latency, transactions per second), and the
+        // two sides of the ping-pong counted about as many iterations (they
+        // start together and stop at their own deadlines).
         (false, 0) => {
-            let theirs = side(&d.output, !ours_client);
-            lat_plausible(mine, size, 0, 1)
-                && rows(theirs, size).iter().any(|r| r[1] > 0.0 && r[2] > 0.0 && r[2] < 1e5 && r[3] > 0.0)
+            let theirs = rows(side(&d.output, !ours_client), size);
+            let theirs = theirs.iter().find(|r| r[1] > 0.0 && r[2] > 0.0 && r[2] < 1e5 && r[3] > 0.0);
+            let ours = rows(mine, size).first().map_or(0.0, |r| r[1]);
+            lat_plausible(mine, size, 0, 1) && theirs.is_some_and(|t| (t[1] - ours).abs() <= 5.0 + 0.1 * t[1].max(ours))
         }
         (false, n) => lat_plausible(mine, size, n, 1),
     };
@@ -831,7 +841,10 @@ fn client_numbers(out: &str, size: u64, perftest: bool, bw: bool) -> Option<(f64
     }
 }
 
-/// `cargo xtask demo [--device NAME]`: rrddmma-perf and perftest side by side.
+/// `cargo xtask demo [--device NAME] [--reps N] [--no-instructions |
+/// --instructions-only]`: rrddmma-perf and perftest side by side, timed
+/// (see [`timing_script`]) and by userspace instructions per message (see
+/// [`instr_script`]).
 pub fn demo(args: &[String]) -> Result<()> {
     let wanted = args.iter().position(|a| a == "--device").and_then(|i| args.get(i + 1));
     let reps = match args.iter().position(|a| a == "--reps").and_then(|i| args.get(i + 1)) {
@@ -841,11 +854,50 @@ pub fn demo(args: &[String]) -> Result<()> {
             _ => return Err(format!("demo --reps {v}: want a whole number of at least {REPS}").into()),
         },
     };
+    let instr = !args.iter().any(|a| a == "--no-instructions");
+    let timing = !args.iter().any(|a| a == "--instructions-only");
+    if !instr && !timing {
+        return Err("demo: --no-instructions and --instructions-only together leave nothing to run".into());
+    }
     crate::deps::ensure()?;
     let exe = binary()?;
     let me = format!("'{}'", exe.display());
     let place = device::locate(wanted.map(String::as_str))?;
-    eprintln!("demo: {}; {reps} alternating repetitions of each run", place.describe());
+    let mut steps = Vec::new();
+    if timing {
+        eprintln!("demo: {}; {reps} alternating repetitions of each run", place.describe());
+        steps.push(Step { name: "demo".into(), command: timing_script(&me, reps) });
+    }
+    if instr {
+        eprintln!("demo: {}; instructions per message under callgrind (client side)", place.describe());
+        steps.push(Step { name: "instructions".into(), command: instr_script(&me) });
+    }
+    let done = device::run_steps(&place, &steps)?;
+    let dir = root().join("target/demo");
+    std::fs::create_dir_all(&dir)?;
+    let log: String = done.iter().map(|d| d.output.as_str()).collect();
+    std::fs::write(dir.join("runs.log"), &log)?;
+    let mut outputs = done.iter().map(|d| d.output.as_str());
+    let mut failures = Vec::new();
+    if timing {
+        failures.extend(timing_report(outputs.next().unwrap_or(""), &place, reps, &exe)?);
+    }
+    if instr {
+        failures.extend(instr_report(outputs.next().unwrap_or("")));
+    }
+    for f in &failures {
+        eprintln!("run failed: {f}");
+    }
+    println!("every run's output: {}", dir.join("runs.log").display());
+    if !failures.is_empty() {
+        return Err(format!("{} demo run(s) failed", failures.len()).into());
+    }
+    Ok(())
+}
+
+/// The timed runs: every [`demo_items`] entry with each tool against its own
+/// server, `reps` times, the tools alternating.
+fn timing_script(me: &str, reps: usize) -> String {
     let items = demo_items();
     let mut script = String::new();
     let mut port = 18700;
@@ -872,12 +924,13 @@ pub fn demo(args: &[String]) -> Result<()> {
         }
     }
     script.push_str("echo '=== end'");
-    let done = device::run_steps(&place, &[Step { name: "demo".into(), command: script }])?;
-    let out = &done[0].output;
-    let dir = root().join("target/demo");
-    std::fs::create_dir_all(&dir)?;
-    std::fs::write(dir.join("runs.log"), out)?;
+    script
+}
 
+/// The timed runs' table, ratios and plot; returns the failed runs.
+fn timing_report(out: &str, place: &device::Place, reps: usize, exe: &std::path::Path) -> Result<Vec<String>> {
+    let items = demo_items();
+    let dir = root().join("target/demo");
     // results[k] = (perftest values, rrddmma values), one slot per repetition.
     type Samples = Vec<Option<(f64, f64)>>;
     let mut results: Vec<(Samples, Samples)> = items.iter().map(|_| (vec![None; reps], vec![None; reps])).collect();
@@ -895,9 +948,6 @@ pub fn demo(args: &[String]) -> Result<()> {
             Some(v) => results[k].1[rep] = Some(v),
             None => failures.push(format!("{tool} {} {} B:\n{chunk}", it.name, it.size)),
         }
-    }
-    for f in &failures {
-        eprintln!("run failed: {f}");
     }
 
     let mut csv = String::from("series,size,value\n");
@@ -951,22 +1001,133 @@ pub fn demo(args: &[String]) -> Result<()> {
     let csv_path = dir.join("write_bw_sweep.csv");
     let svg_path = dir.join("write_bw_sweep.svg");
     std::fs::write(&csv_path, &csv)?;
-    run(Command::new(&exe)
+    run(Command::new(exe)
         .arg("plot")
         .arg(&csv_path)
         .arg(&svg_path)
         .arg(format!("RDMA WRITE bandwidth on {}, rrddmma-perf vs perftest", place.device()))
         .arg("MiB/s"))?;
-    println!(
-        "plot: {}\ndata: {}\nevery run's output: {}",
-        svg_path.display(),
-        csv_path.display(),
-        dir.join("runs.log").display()
-    );
-    if !failures.is_empty() {
-        return Err(format!("{} demo run(s) failed", failures.len()).into());
+    println!("plot: {}\ndata: {}", svg_path.display(), csv_path.display());
+    Ok(failures)
+}
+
+/// The instruction-count rows: every test kind perftest takes `-e` on,
+/// (test, perftest binary, flags for both sides, perftest's own flags).
+/// WRITE tests are left out: perftest refuses `-e` there, and busy-polled
+/// loops spin as long as the device takes, so their counts follow timing.
+/// perftest's bandwidth runs take `-N` (no peak): otherwise it stamps every
+/// request and, after the run, compares every request with every later
+/// signaled completion (n^2 / cq_mod steps), which rrddmma-perf has no
+/// counterpart of (it reports no peak) and which makes a count per message
+/// grow with `-n` (docs/benchmarks.md).
+const INSTR_ITEMS: [(&str, &str, &str, &str); 6] = [
+    ("send lat", "ib_send_lat", "-e -s 2", ""),
+    ("read lat", "ib_read_lat", "-e -s 2", ""),
+    ("atomic lat", "ib_atomic_lat", "-e", ""),
+    ("send bw", "ib_send_bw", "-e -s 64", "-N"),
+    ("read bw", "ib_read_bw", "-e -s 64", "-N"),
+    ("atomic bw", "ib_atomic_bw", "-e", "-N"),
+];
+
+/// The two `-n` of a row, whose counts' difference is the per-message count.
+/// Far apart: perftest's start-up varies by up to some 3 x 10^5
+/// instructions from run to run (its CPU-clock estimate spins on
+/// `gettimeofday` for a fixed time), which a difference of 5,000 messages
+/// spreads to at most about 60 per message.
+fn instr_n(test: &str) -> [u64; 2] {
+    if test.ends_with("bw") {
+        [1000, 10000]
+    } else {
+        [1000, 6000]
     }
-    Ok(())
+}
+
+/// The instruction-count runs: for each [`INSTR_ITEMS`] row and each tool,
+/// the client under callgrind (counting from start to exit, userspace
+/// only) at both `-n` of [`instr_n`] at once (the counts do not depend on
+/// timing), each against a server of the same tool running natively.
+fn instr_script(me: &str) -> String {
+    let mut script = String::new();
+    let mut port = 18800;
+    for (k, (test, tool, flags, theirs)) in INSTR_ITEMS.iter().enumerate() {
+        let cmds = [
+            ("perftest", format!("{tool} -d $D -x $X -F {flags} {theirs}")),
+            ("rrddmma", format!("{me} {test} -d $D -x $X {flags} --no-progress")),
+        ];
+        for (name, cmd) in &cmds {
+            let mut parts = Vec::new();
+            for (i, n) in instr_n(test).into_iter().enumerate() {
+                port += 1;
+                let server = format!("{cmd} -n {n} -p {port}");
+                let client = format!(
+                    "valgrind --tool=callgrind --vgdb=no --callgrind-out-file=/dev/null {cmd} -n {n} -p {port} 127.0.0.1"
+                );
+                script.push_str(&format!(
+                    "T{i}=$(mktemp); ( {} ) > $T{i} 2>&1 & P{i}=$!; ",
+                    pair_within(&server, &client, 600)
+                ));
+                parts.push(format!("echo '=== {name}|{k}|{n}'; cat $T{i}; rm -f $T{i}; "));
+            }
+            script.push_str("wait $P0 $P1; ");
+            script.push_str(&parts.concat());
+        }
+    }
+    script.push_str("echo '=== end'");
+    script
+}
+
+/// The count callgrind printed at the end of a run (`Collected : N`).
+fn collected(out: &str) -> Option<u64> {
+    out.lines().find_map(|l| l.split("Collected :").nth(1)).and_then(|v| v.trim().parse::<u64>().ok())
+}
+
+/// Userspace instructions per message of one tool from its two runs:
+/// `(I(n2) - I(n1)) / (n2 - n1)`, when both ran, in event mode, and the
+/// second counted more.
+fn per_message(runs: &[(u64, u64)]) -> Option<f64> {
+    let [(n1, i1), (n2, i2)] = runs[..] else { return None };
+    (n2 > n1 && i2 > i1).then(|| (i2 - i1) as f64 / (n2 - n1) as f64)
+}
+
+/// The instruction-count table; returns the failed runs.
+fn instr_report(out: &str) -> Vec<String> {
+    // counts[k] = (perftest runs, rrddmma runs), each run (n, instructions).
+    type Runs = Vec<(u64, u64)>;
+    let mut counts: Vec<(Runs, Runs)> = INSTR_ITEMS.iter().map(|_| Default::default()).collect();
+    let mut failures = Vec::new();
+    for chunk in out.split("=== ").skip(1) {
+        let head = chunk.lines().next().unwrap_or("");
+        let [tool, k, n] = head.split('|').collect::<Vec<_>>()[..] else { continue };
+        let (Ok(k), Ok(n)) = (k.parse::<usize>(), n.parse::<u64>()) else { continue };
+        let perftest = tool == "perftest";
+        // Both exited 0, the client was counted, and both ran on events.
+        let events = if perftest { "Test with events" } else { "completions by events" };
+        let ok = chunk.contains("CLIENT-RC=0") && chunk.contains("SERVER-RC=0");
+        match collected(side(chunk, true)).filter(|_| ok && chunk.matches(events).count() == 2) {
+            Some(c) if perftest => counts[k].0.push((n, c)),
+            Some(c) => counts[k].1.push((n, c)),
+            None => failures.push(format!("{tool} {} -n {n} under callgrind:\n{chunk}", INSTR_ITEMS[k].0)),
+        }
+    }
+    println!(
+        "\nuserspace instructions per message on the client, counted by callgrind (the server runs natively); \
+         both tools in event mode (-e) on both sides, perftest's bandwidth tests with -N (no peak); \
+         (I(n2) - I(n1)) / (n2 - n1), n = {:?} (lat), {:?} (bw)\n",
+        instr_n("lat"),
+        instr_n("bw")
+    );
+    println!("| test | rrddmma-perf instr/msg | perftest instr/msg | ratio |");
+    println!("|---|---|---|---|");
+    for ((test, _, flags, _), (p, r)) in INSTR_ITEMS.iter().zip(&counts) {
+        match (per_message(r), per_message(p)) {
+            (Some(r), Some(p)) => println!("| {test} {flags} | {r:.1} | {p:.1} | {:.3} |", r / p),
+            (r, p) => {
+                let show = |v: Option<f64>| v.map_or("failed".to_string(), |v| format!("{v:.1}"));
+                println!("| {test} {flags} | {} | {} | - |", show(r), show(p));
+            }
+        }
+    }
+    failures
 }
 
 /// Iteration counts whose difference gives the per-iteration count.
@@ -1025,8 +1186,7 @@ pub fn bench_verbs(kinds: &[String]) -> Result<()> {
     let done = device::run_steps(&place, &steps)?;
     let mut counts = Vec::new();
     for d in &done {
-        let n = d.output.lines().find_map(|l| l.split("Collected :").nth(1)).and_then(|v| v.trim().parse::<u64>().ok());
-        match n {
+        match collected(&d.output) {
             Some(n) if d.code == Some(0) => counts.push(n),
             _ => return Err(format!("{} failed ({:?}):\n{}", d.name, d.code, d.output).into()),
         }
@@ -1071,6 +1231,50 @@ mod tests {
         let p = [Some(f64::INFINITY), Some(0.0), Some(10.0)];
         let r = [Some(5.0), Some(5.0), Some(11.0)];
         assert_eq!(ratio_spread(&p, &r).unwrap(), (1.1, 1.1, 1.1));
+    }
+
+    /// The per-message count is the difference of two runs over the
+    /// difference of their `-n`; a failed run, a run without events or a
+    /// count that did not grow leaves the tool's cell empty.
+    #[test]
+    fn instructions_per_message_from_two_runs() {
+        assert_eq!(per_message(&[(100, 5_000), (300, 8_000)]), Some(15.0));
+        assert_eq!(per_message(&[(100, 5_000)]), None);
+        assert_eq!(per_message(&[(100, 5_000), (300, 4_000)]), None);
+        let run = |tool: &str, n: u64, events: &str, count: u64| {
+            format!(
+                "=== {tool}|0|{n}\n{events}\n==1== Collected : {count}\nCLIENT-RC=0\nSERVER-RC=0\n\
+                 --- server output\n{events}\n"
+            )
+        };
+        let ours = |n, c| run("rrddmma", n, "completions by events", c);
+        let theirs = |n, c| run("perftest", n, " Test with events.", c);
+        let out = [ours(100, 1_000), ours(300, 3_000), theirs(100, 2_000), theirs(300, 5_000)].concat();
+        assert!(instr_report(&out).is_empty());
+        // perftest polling (no event line) counts as a failed run.
+        let out = [ours(100, 1_000), ours(300, 3_000), run("perftest", 100, "", 1)].concat();
+        assert_eq!(instr_report(&out).len(), 1);
+    }
+
+    /// A `-D` ping-pong against perftest passes only when both sides print
+    /// their rows and counted about as many iterations.
+    #[test]
+    fn duration_interop_wants_matching_counts() {
+        let done = |ours: u32, theirs: u32| {
+            Done {
+            name: String::new(),
+            code: Some(0),
+            output: format!(
+                "rrddmma-perf write_lat\n 2       {ours}     20.1     900.5     22.3     40.2     60.0     300.1     800.2     0\n \
+                 heap allocations inside measured loops: 0\nCLIENT-RC=0\nSERVER-RC=0\n--- server output\n \
+                 #bytes        #iterations       t_avg[usec]    tps average\n 2             {theirs}            \
+                 118.35         4224.85\n"
+            ),
+        }
+        };
+        assert!(interop_ok(&done(7965, 7966), "write lat", 2, 0, false, true));
+        assert!(!interop_ok(&done(7965, 3000), "write lat", 2, 0, false, true));
+        assert!(!interop_ok(&done(0, 7966), "write lat", 2, 0, false, true));
     }
 
     /// rrddmma-perf's JSON for an outcast run, 2 QPs per pair, 10 per QP.
