@@ -44,6 +44,7 @@ impl Default for MemOpts {
 }
 
 const HUGE: usize = 2 << 20;
+const SMALL: usize = 4096;
 
 /// Zeroed, aligned memory of this process, registered with a PD.
 ///
@@ -84,6 +85,47 @@ pub struct RegisteredMem {
     mr: Mr,
     ptr: NonNull<u8>,
     len: usize,
+}
+
+/// Sizes of the mapping behind a [`RegisteredMem`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Plan {
+    /// The region's bytes, rounded up to its page size.
+    body: usize,
+    /// Bytes to map: the body plus the slack to reach `align` from the
+    /// alignment mmap guarantees.
+    map_len: usize,
+    /// Alignment of the region's start.
+    align: usize,
+}
+
+impl Plan {
+    /// The plan for `len` bytes, or `None` if the sizes overflow.
+    fn new(len: usize, opts: &MemOpts) -> Option<Plan> {
+        let page = match opts.huge {
+            HugePages::No => SMALL,
+            HugePages::Transparent | HugePages::Explicit => HUGE,
+        };
+        // What mmap itself guarantees: hugetlbfs mappings start on a huge
+        // page; anonymous mappings only on a small page, whatever is later
+        // advised (Linux 6.1 returns most 2 MiB anonymous mappings off a
+        // 2 MiB boundary).
+        let mapped = match opts.huge {
+            HugePages::Explicit => HUGE,
+            HugePages::No | HugePages::Transparent => SMALL,
+        };
+        let align = opts.align.max(page);
+        let body = len.checked_add(page - 1)? & !(page - 1);
+        let map_len = body.checked_add(align - mapped)?;
+        Some(Plan { body, map_len, align })
+    }
+
+    /// Where the region starts in a mapping at `base`: `base + offset` is
+    /// aligned, and `offset + body <= map_len` whenever `base` has the
+    /// alignment mmap guarantees.
+    fn offset(&self, base: usize) -> usize {
+        (self.align - (base & (self.align - 1))) & (self.align - 1)
+    }
 }
 
 /// An anonymous mapping, unmapped on drop. Owned by the registration over it.
@@ -134,16 +176,9 @@ impl RegisteredMem {
     pub fn with(pd: &Pd, len: usize, opts: &MemOpts) -> Result<RegisteredMem> {
         assert!(len > 0, "RegisteredMem of 0 bytes: ask for at least one byte");
         assert!(opts.align.is_power_of_two(), "MemOpts::align ({}) must be a power of two", opts.align);
-        let page = match opts.huge {
-            HugePages::No => 4096,
-            HugePages::Transparent | HugePages::Explicit => HUGE,
-        };
-        let align = opts.align.max(page);
-        let round = |n: usize| n.checked_add(page - 1).map(|n| n & !(page - 1));
         let too_big = || Error::Alloc { len, source: std::io::Error::from_raw_os_error(libc::ENOMEM) };
-        let body = round(len).ok_or_else(too_big)?;
-        // mmap aligns to `page`; over-map to reach a larger alignment.
-        let map_len = body.checked_add(align - page).ok_or_else(too_big)?;
+        let plan = Plan::new(len, opts).ok_or_else(too_big)?;
+        let (body, map_len) = (plan.body, plan.map_len);
         let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
         if opts.huge == HugePages::Explicit {
             flags |= libc::MAP_HUGETLB;
@@ -156,9 +191,9 @@ impl RegisteredMem {
             return Err(Error::Alloc { len, source: std::io::Error::last_os_error() });
         }
         let base = NonNull::new(base.cast::<u8>()).expect("mmap does not return null on success");
-        let offset = (align - (base.as_ptr() as usize & (align - 1))) & (align - 1);
-        // SAFETY: `offset + body <= map_len` by construction, so the result
-        // stays inside the mapping.
+        let offset = plan.offset(base.as_ptr() as usize);
+        // SAFETY: `offset + body <= map_len` for any base aligned to what
+        // mmap guarantees (`Plan::offset`), so the result stays inside the mapping.
         let ptr = unsafe { NonNull::new_unchecked(base.as_ptr().add(offset)) };
         if opts.huge == HugePages::Transparent {
             // SAFETY: advice on our own mapping; failure only means no THP.
@@ -266,8 +301,44 @@ impl RegisteredMem {
 
 #[cfg(test)]
 mod tests {
-    use super::Mapping;
+    use super::{HugePages, Mapping, MemOpts, Plan, HUGE, SMALL};
     use std::ptr::NonNull;
+
+    /// Regression (issue: huge-page region past its mapping): for every base
+    /// address mmap may return, the aligned region lies inside the mapping.
+    /// Transparent huge pages come from a plain anonymous mapping, which is
+    /// only 4 KiB-aligned.
+    #[test]
+    fn transparent_huge_region_stays_inside_its_mapping_for_any_base() {
+        for huge in [HugePages::No, HugePages::Transparent, HugePages::Explicit] {
+            for align in [SMALL, 1 << 16, HUGE, 4 * HUGE] {
+                for len in [1, SMALL, HUGE - 1, HUGE, HUGE + 1, 3 * HUGE + 5] {
+                    let plan = Plan::new(len, &MemOpts { align, huge, ..MemOpts::default() }).expect("no overflow");
+                    assert!(plan.body >= len);
+                    let step = if huge == HugePages::Explicit { HUGE } else { SMALL };
+                    let mut base = 0x7f00_0000_0000usize;
+                    while base < 0x7f00_0000_0000 + 4 * HUGE {
+                        let off = plan.offset(base);
+                        assert_eq!((base + off) % plan.align, 0, "{huge:?} align {align} base {base:#x}");
+                        assert!(
+                            off + plan.body <= plan.map_len,
+                            "{huge:?} align {align} len {len} base {base:#x}: region ends {} past the mapping",
+                            off + plan.body - plan.map_len
+                        );
+                        base += step;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sizes that overflow are refused, not wrapped.
+    #[test]
+    fn overflowing_sizes_have_no_plan() {
+        let opts = MemOpts { huge: HugePages::Transparent, ..MemOpts::default() };
+        assert_eq!(Plan::new(usize::MAX - 10, &opts), None);
+        assert_eq!(Plan::new(usize::MAX - 3 * HUGE, &MemOpts { align: 4 * HUGE, ..opts }), None);
+    }
 
     /// A failed `munmap` in `Mapping`'s drop is counted, not ignored.
     #[test]
