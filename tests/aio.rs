@@ -101,6 +101,53 @@ async fn a_thousand_operations_in_flight_on_one_qp() {
     assert_eq!(client.in_flight(), 0);
 }
 
+/// The "window of N operations" pattern of docs/aio.md: at most N in
+/// flight at any time, every operation done, every byte where it belongs.
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+async fn a_window_of_n_operations_stays_at_most_n_in_flight() {
+    const N: usize = 8;
+    const TOTAL: usize = 200;
+    let o = opts();
+    let (server, client) = pair(&o).await;
+    let table = server.alloc_local_mr(layout(TOTAL * 8)).unwrap();
+    server.send_local_mr(table).await.unwrap();
+    let remote = client.receive_remote_mr().await.unwrap();
+    let ep = Arc::new(client);
+    let mut window: JoinSet<Result<(), Error>> = JoinSet::new();
+    let mut most = 0;
+    for i in 0..TOTAL {
+        if window.len() == N {
+            window.join_next().await.expect("a task").unwrap().unwrap();
+        }
+        let (c, at) = (Arc::clone(&ep), remote.checked_at((i * 8) as u64, 8).unwrap());
+        window.spawn(async move {
+            let mut src = c.alloc_local_mr(layout(8)).unwrap();
+            src.write(0, &(i as u64 + 1).to_le_bytes());
+            c.write(src, 0..8, at).await.map(drop)
+        });
+        if window.len() == N {
+            // A full window: let the spawned tasks post, then count.
+            tokio::task::yield_now().await;
+            most = most.max(ep.in_flight());
+        }
+        assert!(ep.in_flight() <= N, "{} in flight with a window of {N}", ep.in_flight());
+    }
+    while let Some(done) = window.join_next().await {
+        done.unwrap().unwrap();
+    }
+    assert!(most >= 2, "the window kept more than one operation in flight ({most} at most)");
+    assert_eq!(ep.in_flight(), 0);
+    // Every slot holds its operation's value, read back through the device.
+    for i in 0..TOTAL {
+        let dst = ep.alloc_local_mr(layout(8)).unwrap();
+        let dst = ep.read(dst, 0..8, remote.checked_at((i * 8) as u64, 8).unwrap()).await.unwrap();
+        let mut b = [0u8; 8];
+        dst.read(0, &mut b);
+        assert_eq!(u64::from_le_bytes(b), i as u64 + 1, "slot {i}");
+    }
+}
+
 #[tokio::test(flavor = "current_thread")]
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 async fn dropped_futures_keep_their_memory_until_completion() {
