@@ -549,7 +549,7 @@ impl Wc {
 
     /// Completion flags (GRH present, immediate, ...).
     pub fn flags(&self) -> WcFlags {
-        WcFlags(self.0.wc_flags)
+        WcFlags::from_bits_retain(self.0.wc_flags)
     }
 
     /// Local QP number.

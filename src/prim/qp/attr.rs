@@ -202,7 +202,7 @@ impl QpAttr {
     /// Remote access rights (`IBV_ACCESS_REMOTE_*`).
     #[inline]
     pub fn access(mut self, access: AccessFlags) -> QpAttr {
-        self.raw.qp_access_flags = access.0;
+        self.raw.qp_access_flags = access.bits();
         self.mask = self.mask.or(AttrMask::ACCESS_FLAGS);
         self
     }

@@ -153,7 +153,7 @@ impl WrBatch<'_> {
         use ffi::ibv_wr_opcode as O;
         let raw = wr.as_raw();
         let q = self.ex.as_ptr();
-        let inline = raw.send_flags & SendFlags::INLINE.0 != 0;
+        let inline = SendFlags::from_bits_retain(raw.send_flags).contains(SendFlags::INLINE);
         let n = usize::try_from(raw.num_sge).unwrap_or(0);
         let sges: &[Sge] = if n == 0 {
             &[]
@@ -334,7 +334,7 @@ impl WrBatch<'_> {
         // next `ibv_wr_*` call reads.
         unsafe {
             (*q).wr_id = wr_id;
-            (*q).wr_flags = flags.0 & !SendFlags::INLINE.0;
+            (*q).wr_flags = (flags - SendFlags::INLINE).bits();
         }
         q
     }

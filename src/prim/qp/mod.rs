@@ -243,7 +243,7 @@ impl<'a> QpBuilder<'a> {
             ex,
             quirks: ctx.quirks(),
             qp_type: self.qp_type,
-            state: AtomicU32::new(QpState::RESET.0),
+            state: AtomicU32::new(QpState::RESET.to_raw()),
             caps: QpCaps { max_inline_data: attr.cap.max_inline_data, ..self.caps },
             pd: self.pd.clone(),
             _send_cq: self.send_cq.clone(),
@@ -329,7 +329,7 @@ impl Qp {
             ex,
             quirks: pd.context().quirks(),
             qp_type,
-            state: AtomicU32::new(QpState::RESET.0),
+            state: AtomicU32::new(QpState::RESET.to_raw()),
             caps,
             pd: pd.clone(),
             _send_cq: send_cq.clone(),
@@ -386,7 +386,7 @@ impl Qp {
         let from = if attr.mask().contains(AttrMask::CUR_STATE) {
             attr.as_raw().cur_qp_state.into()
         } else {
-            QpState(self.state.load(Ordering::Acquire))
+            QpState::from_raw(self.state.load(Ordering::Acquire))
         };
         let to = attr.state();
         state::check(self.qp_type, from, to, attr.mask()).map_err(|refusal| Error::QpTransition {
@@ -402,7 +402,7 @@ impl Qp {
         if rc != 0 {
             return Err(Error::code("ibv_modify_qp", rc));
         }
-        self.state.store(to.0, Ordering::Release);
+        self.state.store(to.to_raw(), Ordering::Release);
         Ok(())
     }
 
