@@ -213,7 +213,7 @@ impl<'a> QpBuilder<'a> {
         }
         if let Some(ops) = self.send_ops {
             attr.comp_mask |= ffi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.0;
-            attr.send_ops_flags = ops.0;
+            attr.send_ops_flags = ops.bits();
         }
         let ctx = self.pd.context();
         // SAFETY: live PD, CQs and SRQ of the same context (checked above); `attr` is valid.
@@ -395,7 +395,7 @@ impl Qp {
             to,
             refusal,
         })?;
-        let mask = i32::try_from(attr.mask().0).expect("QP attribute masks fit in 31 bits");
+        let mask = i32::try_from(attr.mask().bits()).expect("QP attribute masks fit in 31 bits");
         let mut raw = *attr.as_raw();
         // SAFETY: live QP; `raw` is valid for the call.
         let rc = unsafe { ffi::ibv_modify_qp(self.as_ptr(), &mut raw, mask) };
