@@ -605,8 +605,8 @@ mod tests {
         raw.__bindgen_anon_1.imm_data = 0x0102_0304u32.to_be();
         let wc = Wc(raw);
         assert!(!wc.is_success());
-        assert_eq!(wc.status().0, 0xdead);
-        assert_eq!(wc.opcode().0, 0xbeef);
+        assert_eq!(wc.status().to_raw(), 0xdead);
+        assert_eq!(wc.opcode().to_raw(), 0xbeef);
         assert_eq!(wc.imm(), None, "no IBV_WC_WITH_IMM flag: no immediate");
         raw.wc_flags = ffi::ibv_wc_flags::IBV_WC_WITH_IMM.0;
         assert_eq!(Wc(raw).imm(), Some(0x0102_0304));

@@ -243,7 +243,7 @@ mod tests {
         // Packet pacing is never refused here.
         assert_eq!(check(T::RC, S::RTR, S::RTS, rts | A::RATE_LIMIT), Ok(()));
         // Unknown states and types never panic.
-        assert_eq!(check(T::RC, S(77), S(99), A::STATE), Err(Refusal::NoTransition));
-        assert_eq!(check(T(0xff), S::RESET, S::RTS, A::STATE), Ok(()));
+        assert_eq!(check(T::RC, S::from_raw(77), S::from_raw(99), A::STATE), Err(Refusal::NoTransition));
+        assert_eq!(check(T::from_raw(0xff), S::RESET, S::RTS, A::STATE), Ok(()));
     }
 }

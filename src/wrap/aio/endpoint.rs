@@ -412,7 +412,7 @@ impl RcEndpoint {
         let p = Parts::new(Context::open(&o.device)?, o)?;
         let gid = o.connect.gid_index_on(&p.ctx)?;
         let active = p.ctx.query_port(o.port)?.active_mtu();
-        let mtu = crate::prim::Mtu(o.connect.mtu.0.min(active.0));
+        let mtu = o.connect.mtu.min(active);
         let psn = crate::prim::random_psn();
         let mine = [
             QpInfo::new(&p.data.endpoint(o.port, gid, psn)?, gid, o.port, mtu),
@@ -431,7 +431,7 @@ impl RcEndpoint {
         let copts = ConnectOpts {
             gid_index: Some(gid),
             port: o.port,
-            mtu: crate::prim::Mtu(mtu.0.min(peer_data.mtu.0)),
+            mtu: mtu.min(peer_data.mtu),
             ..o.connect
         };
         p.data.connect(&peer_data.endpoint(), mine[0].psn, &copts)?;
