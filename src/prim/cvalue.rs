@@ -342,3 +342,144 @@ pub(crate) struct CInfo {
     /// (Rust name, C name, value) of each constant.
     pub consts: &'static [(&'static str, &'static str, i128)],
 }
+
+/// The bindings comparison: every macro-made type against the committed
+/// bindings, so that regenerated bindings with a new enumerator fail here
+/// until it is named (or listed below with the reason).
+#[cfg(test)]
+mod tests {
+    use super::CInfo;
+
+    /// Enumerators deliberately without a Rust constant, with the reason.
+    const EXCEPTIONS: &[(&str, &str)] = &[
+        ("MLX5_CQE_OWNER_MASK", "the owner bit's mask in op_own, not a CQE opcode (see cqe::owner)"),
+    ];
+
+    /// Every macro-made type and the prefix its C names carry.
+    fn types() -> Vec<(CInfo, &'static str)> {
+        use crate::mlx5dv::{cqe, seg};
+        use crate::prim::*;
+        #[allow(unused_mut)]
+        let mut v = vec![
+            (WcStatus::C_INFO, "IBV_WC_"),
+            (WcOpcode::C_INFO, "IBV_WC_"),
+            (WrOpcode::C_INFO, "IBV_WR_"),
+            (QpType::C_INFO, "IBV_QPT_"),
+            (QpState::C_INFO, "IBV_QPS_"),
+            (Mtu::C_INFO, "IBV_"),
+            (PortState::C_INFO, "IBV_PORT_"),
+            (EventType::C_INFO, "IBV_EVENT_"),
+            (MwType::C_INFO, "IBV_MW_"),
+            (MigState::C_INFO, "IBV_MIG_"),
+            (AccessFlags::C_INFO, "IBV_ACCESS_"),
+            (SendFlags::C_INFO, "IBV_SEND_"),
+            (WcFlags::C_INFO, "IBV_WC_"),
+            (AttrMask::C_INFO, "IBV_QP_"),
+            (SendOps::C_INFO, "IBV_QP_EX_WITH_"),
+            (WcFlagsEx::C_INFO, "IBV_WC_EX_WITH_"),
+            (GidType::C_INFO, "IBV_GID_TYPE_"),
+            (seg::CtrlFlags::C_INFO, "MLX5_WQE_CTRL_"),
+            (seg::WqeOpcode::C_INFO, "MLX5_OPCODE_"),
+            (cqe::CqeOpcode::C_INFO, "MLX5_CQE_"),
+            (cqe::Syndrome::C_INFO, "MLX5_CQE_SYNDROME_"),
+        ];
+        #[cfg(feature = "cm")]
+        v.push((crate::prim::cm::CmEventType::C_INFO, "RDMA_CM_EVENT_"));
+        v
+    }
+
+    /// `(name, type, value)` of every `pub const NAME: TYPE = TYPE(VALUE);`;
+    /// bindgen's anonymous types are numbered per file, so `file` tags them.
+    fn consts(file: &str, src: &str) -> Vec<(String, String, i128)> {
+        let mut out = Vec::new();
+        for item in src.split("pub const ").skip(1) {
+            let item: String = item.split(';').next().unwrap().split_whitespace().collect();
+            let Some((name, rest)) = item.split_once(':') else { continue };
+            let Some((ty, expr)) = rest.split_once('=') else { continue };
+            let inner = expr.strip_prefix(ty).and_then(|e| e.strip_prefix('(')).and_then(|e| e.strip_suffix(')'));
+            let Some(Ok(value)) = inner.map(|e| e.trim_end_matches(',').parse::<i128>()) else { continue };
+            let ty = if ty.starts_with("_bindgen_ty_") { format!("{file}::{ty}") } else { ty.to_string() };
+            out.push((name.to_string(), ty, value));
+        }
+        out
+    }
+
+    /// The mismatches between the types and the bindings' constants.
+    fn mismatches(types: &[(CInfo, &str)], bindings: &[(String, String, i128)]) -> Vec<String> {
+        let mut bad = Vec::new();
+        for (info, prefix) in types {
+            // The C type: named by the source (`enum (ffi :: ibv_wc_status)`), or
+            // for `consts` the (anonymous) type of the first constant.
+            let c_type = if info.source.starts_with("enum") {
+                info.source.rsplit(|c: char| !(c.is_alphanumeric() || c == '_')).find(|s| !s.is_empty()).unwrap()
+            } else {
+                let first = info.consts[0].1;
+                &bindings.iter().find(|b| b.0 == first).expect("a constant the bindings define").1
+            };
+            for &(rust, c, value) in info.consts {
+                if c.strip_prefix(prefix) != Some(rust) {
+                    bad.push(format!("{}::{rust}: C name {c} is not {prefix}{rust}", info.rust));
+                }
+                if !bindings.iter().any(|b| b.0 == c && b.2 == value) {
+                    bad.push(format!("{}::{rust} = {value}: the bindings have no {c} of that value", info.rust));
+                }
+            }
+            let members: Vec<_> = bindings.iter().filter(|b| b.1 == c_type).collect();
+            if members.is_empty() {
+                bad.push(format!("{}: no constants of type {c_type} in the bindings", info.rust));
+            }
+            for (c, _, value) in members {
+                if EXCEPTIONS.iter().any(|e| e.0 == c) {
+                    continue;
+                }
+                let want = c.strip_prefix(prefix).unwrap_or(c);
+                if !info.consts.iter().any(|&(r, _, v)| r == want && v == *value) {
+                    bad.push(format!("{c} = {value} ({c_type}) has no constant {}::{want}", info.rust));
+                }
+            }
+        }
+        bad
+    }
+
+    fn bindings() -> Vec<(String, String, i128)> {
+        #[allow(unused_mut)]
+        let mut b = consts("sys", include_str!("../bindings/sys.rs"));
+        #[cfg(feature = "cm")]
+        b.extend(consts("cm", include_str!("../bindings/cm.rs")));
+        b
+    }
+
+    #[test]
+    fn every_c_enumerator_has_a_rust_constant_of_the_same_value() {
+        let bad = mismatches(&types(), &bindings());
+        assert!(bad.is_empty(), "the bindings and the Rust constants differ:\n{}", bad.join("\n"));
+    }
+
+    #[test]
+    fn a_new_or_changed_enumerator_is_caught() {
+        let mut b = bindings();
+        b.push(("IBV_WC_NEW_ERR".into(), "ibv_wc_status".into(), 99));
+        b.iter_mut().find(|x| x.0 == "MLX5_OPCODE_SEND").unwrap().2 = 0x7f;
+        let bad = mismatches(&types(), &b);
+        assert!(bad.iter().any(|m| m.contains("IBV_WC_NEW_ERR = 99") && m.contains("WcStatus::NEW_ERR")), "{bad:?}");
+        assert!(bad.iter().any(|m| m.contains("WqeOpcode::SEND = 10")), "{bad:?}");
+        assert!(bad.iter().any(|m| m.starts_with("MLX5_OPCODE_SEND = 127")), "{bad:?}");
+    }
+
+    #[test]
+    fn every_macro_invocation_is_compared() {
+        let files = [
+            include_str!("values.rs"),
+            include_str!("qp/attr.rs"),
+            include_str!("qp/ex.rs"),
+            include_str!("cq/poller.rs"),
+            include_str!("cm/event.rs"),
+            include_str!("gid.rs"),
+            include_str!("../mlx5dv/seg.rs"),
+            include_str!("../mlx5dv/cqe.rs"),
+        ];
+        let made: usize = files.iter().map(|f| f.matches("\nc_type! {").count()).sum();
+        let cm_off = usize::from(!cfg!(feature = "cm"));
+        assert_eq!(made, types().len() + cm_off, "add the new type to `types()`");
+    }
+}
