@@ -6,9 +6,9 @@
 use rrddmma::bindings as ffi;
 use rrddmma::mlx5dv::be::{Be16, Be32, Be64};
 use rrddmma::mlx5dv::cq::CqRing;
-use rrddmma::mlx5dv::cqe::{Completion, CqeOpcode, Cqe64};
+use rrddmma::mlx5dv::cqe::{Completion, Cqe64, CqeOpcode};
 use rrddmma::mlx5dv::mmio::{Op, Recorder};
-use rrddmma::mlx5dv::seg::{CtrlFlags, WqeOpcode, AtomicSeg, INLINE_SEG};
+use rrddmma::mlx5dv::seg::{AtomicSeg, CtrlFlags, WqeOpcode, INLINE_SEG};
 use rrddmma::mlx5dv::sq::{SqRing, WqeWriter};
 use rrddmma::prim::WcStatus;
 
@@ -162,9 +162,10 @@ fn smallest_sq_wraps_and_parses_back_with_c_structs() {
         let payload: Vec<u8> = (0..inline_len).map(|j| (i as usize * 7 + j) as u8).collect();
         let before = sq.cur_post();
         let w = match kind {
-            0 => {
-                sq.wqe(WqeOpcode::RDMA_WRITE, 0, CtrlFlags::CQ_UPDATE, 0).raddr(0x1000 + u64::from(i), 77).inline(&payload)
-            }
+            0 => sq
+                .wqe(WqeOpcode::RDMA_WRITE, 0, CtrlFlags::CQ_UPDATE, 0)
+                .raddr(0x1000 + u64::from(i), 77)
+                .inline(&payload),
             1 => sq
                 .wqe(WqeOpcode::SEND_IMM, 0, CtrlFlags::CQ_UPDATE | CtrlFlags::SOLICITED, 0xaabb_ccdd_u32.to_be())
                 .d(64, 5, 0x5000)
@@ -379,7 +380,10 @@ fn masked_atomic_wqes() {
         (0..4).map(|i| u64::from_be_bytes(ring[32 + 8 * i..40 + 8 * i].try_into().unwrap())).collect();
     assert_eq!(words, [1, 2, 3, 4]);
     assert_eq!(sq.cur_post(), 2, "80 bytes take two basic blocks");
-    sq.wqe(WqeOpcode::ATOMIC_MASKED_FA, ext_atomic_opmod(3), CtrlFlags::empty(), 0).raddr(0x100, 1).masked_fa(7, 0xff00).finish();
+    sq.wqe(WqeOpcode::ATOMIC_MASKED_FA, ext_atomic_opmod(3), CtrlFlags::empty(), 0)
+        .raddr(0x100, 1)
+        .masked_fa(7, 0xff00)
+        .finish();
     let ring: Vec<u8> = buf.iter().flat_map(|w| w.to_ne_bytes()).collect();
     assert_eq!(ring[128 + 3], 0x15);
     assert_eq!(u64::from_be_bytes(ring[160..168].try_into().unwrap()), 7);

@@ -440,7 +440,9 @@ pub fn ping_pong(
             for wc in &wcs[..got] {
                 if !wc.is_success() {
                     let st = wc.status();
-                    return Err(format!("Failed status {} ({}) for wr_id {}", status_str(st), st.to_raw(), wc.wr_id()).into());
+                    return Err(
+                        format!("Failed status {} ({}) for wr_id {}", status_str(st), st.to_raw(), wc.wr_id()).into()
+                    );
                 }
                 match wc.wr_id() {
                     SEND_WRID => n.sent += 1,

@@ -683,8 +683,12 @@ impl Dci {
             &mut a,
             M::IBV_EXP_QP_STATE | M::IBV_EXP_QP_PKEY_INDEX | M::IBV_EXP_QP_PORT | M::IBV_EXP_QP_DC_KEY,
         )?;
-        let mut a =
-            x::ibv_exp_qp_attr { qp_state: S::IBV_QPS_RTR.0, path_mtu: c.mtu.to_raw(), ah_attr: c.av, ..Default::default() };
+        let mut a = x::ibv_exp_qp_attr {
+            qp_state: S::IBV_QPS_RTR.0,
+            path_mtu: c.mtu.to_raw(),
+            ah_attr: c.av,
+            ..Default::default()
+        };
         self.modify(&mut a, M::IBV_EXP_QP_STATE | M::IBV_EXP_QP_PATH_MTU | M::IBV_EXP_QP_AV)?;
         let mut a = x::ibv_exp_qp_attr {
             qp_state: S::IBV_QPS_RTS.0,

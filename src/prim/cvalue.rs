@@ -351,9 +351,8 @@ mod tests {
     use super::CInfo;
 
     /// Enumerators deliberately without a Rust constant, with the reason.
-    const EXCEPTIONS: &[(&str, &str)] = &[
-        ("MLX5_CQE_OWNER_MASK", "the owner bit's mask in op_own, not a CQE opcode (see cqe::owner)"),
-    ];
+    const EXCEPTIONS: &[(&str, &str)] =
+        &[("MLX5_CQE_OWNER_MASK", "the owner bit's mask in op_own, not a CQE opcode (see cqe::owner)")];
 
     /// Every macro-made type and the prefix its C names carry.
     fn types() -> Vec<(CInfo, &'static str)> {

@@ -12,9 +12,9 @@ use std::ptr::NonNull;
 
 use super::Qp;
 use crate::bindings as ffi;
+use crate::prim::cvalue::c_type;
 use crate::prim::error::{Error, Result};
 use crate::prim::wr::{RemoteAddr, SendWr, Sge};
-use crate::prim::cvalue::c_type;
 use crate::prim::{QpType, SendFlags};
 
 c_type! {

@@ -131,10 +131,14 @@ pub const fn transition(t: T, from: S, to: S) -> Option<Rule> {
             match k {
                 Kind::Ud => rule(A::empty(), m(&[A::PKEY_INDEX, A::QKEY])),
                 Kind::Raw => NONE,
-                Kind::Uc => rule(A::empty(), m(&[A::AV, A::ALT_PATH, A::ACCESS_FLAGS, A::PKEY_INDEX, A::PATH_MIG_STATE])),
+                Kind::Uc => {
+                    rule(A::empty(), m(&[A::AV, A::ALT_PATH, A::ACCESS_FLAGS, A::PKEY_INDEX, A::PATH_MIG_STATE]))
+                }
                 // XRC initiators have no responder side; targets no requester side.
                 Kind::XrcIni => rule(A::empty(), sqd_rc.difference(m(&[A::MAX_DEST_RD_ATOMIC, A::MIN_RNR_TIMER]))),
-                Kind::XrcTgt => rule(A::empty(), sqd_rc.difference(m(&[A::RETRY_CNT, A::RNR_RETRY, A::MAX_QP_RD_ATOMIC]))),
+                Kind::XrcTgt => {
+                    rule(A::empty(), sqd_rc.difference(m(&[A::RETRY_CNT, A::RNR_RETRY, A::MAX_QP_RD_ATOMIC])))
+                }
                 Kind::Rc => rule(A::empty(), sqd_rc),
             }
         }),

@@ -428,12 +428,7 @@ impl RcEndpoint {
         let parse =
             |b: &[u8]| QpInfo::from_bytes(b.try_into().expect("29 bytes")).map_err(|e| Error::Protocol(e.to_string()));
         let (peer_data, peer_ctrl) = (parse(&theirs[..QpInfo::WIRE_LEN])?, parse(&theirs[QpInfo::WIRE_LEN..])?);
-        let copts = ConnectOpts {
-            gid_index: Some(gid),
-            port: o.port,
-            mtu: mtu.min(peer_data.mtu),
-            ..o.connect
-        };
+        let copts = ConnectOpts { gid_index: Some(gid), port: o.port, mtu: mtu.min(peer_data.mtu), ..o.connect };
         p.data.connect(&peer_data.endpoint(), mine[0].psn, &copts)?;
         p.ctrl_qp.connect(&peer_ctrl.endpoint(), mine[1].psn, &copts)?;
         p.post_ctrl_recvs()?;
