@@ -44,7 +44,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut out = [Completion::default(); 1];
     let start = Instant::now();
     for _ in 0..iters {
-        let w = sq.wqe(seg::opcode::RDMA_WRITE, 0, seg::fm_ce_se::CQ_UPDATE, 0).raddr(mr_dst.addr(), mr_dst.rkey());
+        let w = sq.wqe(seg::WqeOpcode::RDMA_WRITE, 0, seg::CtrlFlags::CQ_UPDATE, 0).raddr(mr_dst.addr(), mr_dst.rkey());
         // SAFETY: `mr_src` covers these 64 bytes and outlives the loop.
         unsafe { w.data(64, mr_src.lkey(), mr_src.addr()) }.post(&mut mmio);
         while dcq.poll(&mut out) == 0 {}

@@ -228,7 +228,7 @@ fn gid_and_mtu(dev: &str) -> Result<()> {
     let gid = ctx.roce_v2_gid_index(1)?;
     println!("  RoCE v2 GID index {gid}; active MTU {} bytes", port.active_mtu().bytes());
     let peer_mtu = rrddmma::prim::Mtu::MTU_4096; // what the peer's QpInfo says
-    let mtu = rrddmma::prim::Mtu(port.active_mtu().0.min(peer_mtu.0));
+    let mtu = port.active_mtu().min(peer_mtu);
     let opts = ConnectOpts { mtu, ..ConnectOpts::default() };
     assert_eq!(opts.gid_index_on(&ctx)?, gid);
     Ok(())

@@ -29,7 +29,7 @@ fn version(t: GidType) -> String {
     match t {
         GidType::ROCE_V2 => "v2".into(),
         GidType::ROCE_V1 | GidType::IB => "v1".into(),
-        GidType(other) => format!("?{other}"),
+        other => format!("?{}", other.to_raw()),
     }
 }
 

@@ -37,7 +37,7 @@ fn run(c: &Config) -> Res<()> {
     let size = c.size as usize;
     let port =
         ctx.query_port(c.ib_port).map_err(|e| format!("Unable to query port info for port {}: {e}", c.ib_port))?;
-    let mtu = 1u64 << (port.active_mtu().0 + 7);
+    let mtu = 1u64 << (port.active_mtu().to_raw() + 7);
     if u64::from(c.size) > mtu {
         return Err(format!("Requested size larger than port MTU ({mtu})").into());
     }

@@ -3,9 +3,9 @@
 //! times, over memory of its own (no device). See benches/wqe_cost/wqe_cost.c.
 
 use rrddmma::mlx5dv::be::Be32;
-use rrddmma::mlx5dv::cqe::{opcode as cqe_op, Completion};
+use rrddmma::mlx5dv::cqe::{Completion, CqeOpcode};
 use rrddmma::mlx5dv::mmio::HwMmio;
-use rrddmma::mlx5dv::seg::{fm_ce_se, opcode};
+use rrddmma::mlx5dv::seg::{CtrlFlags, WqeOpcode};
 use rrddmma::mlx5dv::sq::SqRing;
 
 const BBS: u32 = 64;
@@ -15,7 +15,7 @@ struct Ring([u8; BBS as usize * 64]);
 
 #[inline(never)]
 fn post_write(sq: &mut SqRing, mmio: &mut HwMmio, raddr: u64, rkey: u32, len: u32, lkey: u32, addr: u64) -> u16 {
-    let w = sq.wqe(opcode::RDMA_WRITE, 0, fm_ce_se::CQ_UPDATE, 0).raddr(raddr, rkey);
+    let w = sq.wqe(WqeOpcode::RDMA_WRITE, 0, CtrlFlags::CQ_UPDATE, 0).raddr(raddr, rkey);
     // SAFETY: no device reads this ring (plain memory, see `main`).
     unsafe { w.data(len, lkey, addr) }.post(mmio)
 }
@@ -47,7 +47,7 @@ fn main() {
         // A completion every half ring frees the slots, as a selectively
         // signalled sender would see (the C side does no bookkeeping).
         if sq.available() <= BBS / 2 {
-            let done = Completion { opcode: cqe_op::REQ, qpn: sq.qpn(), wqe_counter: pi, ..Completion::default() };
+            let done = Completion { opcode: CqeOpcode::REQ, qpn: sq.qpn(), wqe_counter: pi, ..Completion::default() };
             sq.retire(&done);
         }
     }

@@ -4,8 +4,8 @@
 
 use proptest::prelude::*;
 use rrddmma::mlx5dv::be::Be32;
-use rrddmma::mlx5dv::cqe::{opcode as cqe_op, Completion};
-use rrddmma::mlx5dv::seg::{fm_ce_se, opcode};
+use rrddmma::mlx5dv::cqe::{Completion, CqeOpcode};
+use rrddmma::mlx5dv::seg::{CtrlFlags, WqeOpcode};
 use rrddmma::mlx5dv::sq::SqRing;
 
 const QPN: u32 = 0x42;
@@ -47,7 +47,7 @@ impl Model {
             return None;
         }
         let start = self.sq.cur_post();
-        let mut w = self.sq.wqe(opcode::RDMA_WRITE, 0, fm_ce_se::CQ_UPDATE, 0).raddr(tag, 1);
+        let mut w = self.sq.wqe(WqeOpcode::RDMA_WRITE, 0, CtrlFlags::CQ_UPDATE, 0).raddr(tag, 1);
         for i in 0..data {
             // SAFETY: no device reads this ring.
             w = unsafe { w.data(8, 2, tag + u64::from(i)) };
@@ -59,14 +59,14 @@ impl Model {
         Some(start)
     }
 
-    fn completion(&self, qpn: u32, op: u8, counter: u32) -> Completion {
+    fn completion(&self, qpn: u32, op: CqeOpcode, counter: u32) -> Completion {
         Completion { opcode: op, qpn, wqe_counter: counter as u16, ..Completion::default() }
     }
 
     /// The device completes the `k`-th outstanding WQE (and those before it).
     fn complete(&mut self, k: usize) {
         let (start, _, _) = self.outstanding[k];
-        let c = self.completion(QPN, cqe_op::REQ, start);
+        let c = self.completion(QPN, CqeOpcode::REQ, start);
         assert!(self.sq.retire(&c), "a genuine completion of WQE {start} is taken");
         self.outstanding.drain(..=k);
     }
@@ -87,16 +87,16 @@ fn foreign_qpn_and_receive_completions_retire_nothing() {
     let mut m = Model::new(8);
     let a = m.post(1, 1).unwrap();
     for c in [
-        m.completion(QPN + 1, cqe_op::REQ, a),
-        m.completion(QPN, cqe_op::RESP_SEND, a),
-        m.completion(QPN, cqe_op::RESP_ERR, a),
-        m.completion(QPN, cqe_op::RESP_WR_IMM, a),
+        m.completion(QPN + 1, CqeOpcode::REQ, a),
+        m.completion(QPN, CqeOpcode::RESP_SEND, a),
+        m.completion(QPN, CqeOpcode::RESP_ERR, a),
+        m.completion(QPN, CqeOpcode::RESP_WR_IMM, a),
     ] {
         assert!(!m.sq.retire(&c), "{c:?} must not retire WQE {a}");
         m.check();
     }
     // An error completion of the requester does retire it.
-    assert!(m.sq.retire(&m.completion(QPN, cqe_op::REQ_ERR, a)));
+    assert!(m.sq.retire(&m.completion(QPN, CqeOpcode::REQ_ERR, a)));
     m.outstanding.clear();
     m.check();
 }
@@ -109,7 +109,7 @@ fn a_counter_inside_a_multi_block_wqe_is_refused() {
     let a = m.post(5, 1).unwrap(); // 7 DS: 2 blocks
     let b = m.post(1, 2).unwrap(); // 1 block
     assert_eq!((a, b), (0, 2));
-    assert!(!m.sq.retire(&m.completion(QPN, cqe_op::REQ, a + 1)), "block 1 is inside WQE 0");
+    assert!(!m.sq.retire(&m.completion(QPN, CqeOpcode::REQ, a + 1)), "block 1 is inside WQE 0");
     m.check();
     assert_eq!(m.sq.available(), 1);
     m.complete(0);
@@ -133,7 +133,7 @@ fn counters_wrap_with_the_ring_and_the_16_bit_index() {
         }
         // Stale: the first block of a WQE already retired.
         if let Some(old) = retired {
-            assert!(!m.sq.retire(&m.completion(QPN, cqe_op::REQ, old)), "WQE {old} was retired already");
+            assert!(!m.sq.retire(&m.completion(QPN, CqeOpcode::REQ, old)), "WQE {old} was retired already");
         }
     }
     assert!(m.sq.cur_post() > 1 << 16, "the 16-bit WQE counter wrapped");
@@ -180,24 +180,24 @@ proptest! {
                 }
                 Step::ForeignQpn { pick } if !m.outstanding.is_empty() => {
                     let start = m.outstanding[pick % m.outstanding.len()].0;
-                    prop_assert!(!m.sq.retire(&m.completion(QPN ^ 1, cqe_op::REQ, start)));
+                    prop_assert!(!m.sq.retire(&m.completion(QPN ^ 1, CqeOpcode::REQ, start)));
                     prop_assert_eq!(m.sq.available(), before);
                 }
                 Step::Receive { pick } if !m.outstanding.is_empty() => {
                     let start = m.outstanding[pick % m.outstanding.len()].0;
-                    prop_assert!(!m.sq.retire(&m.completion(QPN, cqe_op::RESP_SEND, start)));
+                    prop_assert!(!m.sq.retire(&m.completion(QPN, CqeOpcode::RESP_SEND, start)));
                     prop_assert_eq!(m.sq.available(), before);
                 }
                 Step::MidWqe { pick } if !m.outstanding.is_empty() => {
                     let (start, blocks, _) = m.outstanding[pick % m.outstanding.len()];
                     for off in 1..blocks {
-                        prop_assert!(!m.sq.retire(&m.completion(QPN, cqe_op::REQ, start + off)));
+                        prop_assert!(!m.sq.retire(&m.completion(QPN, CqeOpcode::REQ, start + off)));
                     }
                     prop_assert_eq!(m.sq.available(), before);
                 }
                 Step::Random { counter } => {
                     let genuine = m.outstanding.iter().position(|w| w.0 as u16 == counter);
-                    let took = m.sq.retire(&m.completion(QPN, cqe_op::REQ, u32::from(counter)));
+                    let took = m.sq.retire(&m.completion(QPN, CqeOpcode::REQ, u32::from(counter)));
                     prop_assert_eq!(took, genuine.is_some(), "counter {} taken iff it starts an outstanding WQE", counter);
                     if let Some(k) = genuine {
                         m.outstanding.drain(..=k);

@@ -6,9 +6,9 @@
 use rrddmma::bindings as ffi;
 use rrddmma::mlx5dv::be::{Be16, Be32, Be64};
 use rrddmma::mlx5dv::cq::CqRing;
-use rrddmma::mlx5dv::cqe::{opcode as cqe_op, Completion, Cqe64};
+use rrddmma::mlx5dv::cqe::{Completion, Cqe64, CqeOpcode};
 use rrddmma::mlx5dv::mmio::{Op, Recorder};
-use rrddmma::mlx5dv::seg::{fm_ce_se, opcode, AtomicSeg, INLINE_SEG};
+use rrddmma::mlx5dv::seg::{AtomicSeg, CtrlFlags, WqeOpcode, INLINE_SEG};
 use rrddmma::mlx5dv::sq::{SqRing, WqeWriter};
 use rrddmma::prim::WcStatus;
 
@@ -27,7 +27,7 @@ impl Data for WqeWriter<'_> {
 
 /// A requester completion of `sq`'s QP for the WQE at `counter`.
 fn req(sq: &SqRing, counter: u16) -> Completion {
-    Completion { opcode: cqe_op::REQ, qpn: sq.qpn(), wqe_counter: counter, ..Completion::default() }
+    Completion { opcode: CqeOpcode::REQ, qpn: sq.qpn(), wqe_counter: counter, ..Completion::default() }
 }
 
 /// Retires the WQE at `counter` as its requester completion would.
@@ -80,7 +80,7 @@ fn cq_laps(cqe_size: u32) {
             let slot = produced & (CNT - 1);
             let off = (slot * cqe_size) as usize + if cqe_size == 128 { 64 } else { 0 };
             let err = produced % 97 == 5;
-            let op = if err { cqe_op::REQ_ERR } else { cqe_op::RESP_SEND };
+            let op = if err { CqeOpcode::REQ_ERR } else { CqeOpcode::RESP_SEND }.to_raw();
             let owner = u8::from(produced & CNT != 0);
             let mut c = Cqe64 {
                 byte_cnt: Be32::new(produced),
@@ -104,9 +104,9 @@ fn cq_laps(cqe_size: u32) {
             assert_eq!(c.wqe_counter, consumed as u16, "in order, none skipped");
             assert_eq!(c.qpn, 0x00ab_cdef);
             if consumed % 97 == 5 {
-                assert_eq!((c.opcode, c.status, c.vendor_err), (cqe_op::REQ_ERR, WcStatus::RETRY_EXC_ERR, 0x20));
+                assert_eq!((c.opcode, c.status, c.vendor_err), (CqeOpcode::REQ_ERR, WcStatus::RETRY_EXC_ERR, 0x20));
             } else {
-                assert_eq!((c.opcode, c.status, c.byte_len), (cqe_op::RESP_SEND, WcStatus::SUCCESS, consumed));
+                assert_eq!((c.opcode, c.status, c.byte_len), (CqeOpcode::RESP_SEND, WcStatus::SUCCESS, consumed));
                 assert_eq!(c.timestamp, u64::from(consumed) << 20);
             }
             consumed += 1;
@@ -162,19 +162,20 @@ fn smallest_sq_wraps_and_parses_back_with_c_structs() {
         let payload: Vec<u8> = (0..inline_len).map(|j| (i as usize * 7 + j) as u8).collect();
         let before = sq.cur_post();
         let w = match kind {
-            0 => {
-                sq.wqe(opcode::RDMA_WRITE, 0, fm_ce_se::CQ_UPDATE, 0).raddr(0x1000 + u64::from(i), 77).inline(&payload)
-            }
+            0 => sq
+                .wqe(WqeOpcode::RDMA_WRITE, 0, CtrlFlags::CQ_UPDATE, 0)
+                .raddr(0x1000 + u64::from(i), 77)
+                .inline(&payload),
             1 => sq
-                .wqe(opcode::SEND_IMM, 0, fm_ce_se::CQ_UPDATE | fm_ce_se::SOLICITED, 0xaabb_ccdd_u32.to_be())
+                .wqe(WqeOpcode::SEND_IMM, 0, CtrlFlags::CQ_UPDATE | CtrlFlags::SOLICITED, 0xaabb_ccdd_u32.to_be())
                 .d(64, 5, 0x5000)
                 .d(32, 6, 0x6000),
             2 => sq
-                .wqe(opcode::ATOMIC_FA, 0, fm_ce_se::CQ_UPDATE, 0)
+                .wqe(WqeOpcode::ATOMIC_FA, 0, CtrlFlags::CQ_UPDATE, 0)
                 .raddr(0x2000, 8)
                 .seg(&AtomicSeg { swap_add: Be64::new(3), compare: Be64::new(0) })
                 .d(8, 9, 0x7000),
-            _ => sq.wqe(opcode::RDMA_WRITE, 0, 0, 0).raddr(0x3000, 10).d(4096, 11, 0x8000),
+            _ => sq.wqe(WqeOpcode::RDMA_WRITE, 0, CtrlFlags::empty(), 0).raddr(0x3000, 10).d(4096, 11, 0x8000),
         };
         let pi = w.finish();
         let ring: Vec<u8> = buf.iter().flat_map(|w| w.to_ne_bytes()).collect();
@@ -188,7 +189,7 @@ fn smallest_sq_wraps_and_parses_back_with_c_structs() {
         let raddr: ffi::mlx5_wqe_raddr_seg = cast(&ring_bytes(&ring, before, 16, 16));
         match kind {
             0 => {
-                assert_eq!(opmod_idx_opcode & 0xff, u32::from(opcode::RDMA_WRITE));
+                assert_eq!(opmod_idx_opcode & 0xff, u32::from(WqeOpcode::RDMA_WRITE.to_raw()));
                 assert_eq!((u64::from_be(raddr.raddr), u32::from_be(raddr.rkey)), (0x1000 + u64::from(i), 77));
                 let inl: ffi::mlx5_wqe_inl_data_seg = cast(&ring_bytes(&ring, before, 32, 4));
                 assert_eq!(u32::from_be(inl.byte_count), inline_len as u32 | INLINE_SEG);
@@ -196,7 +197,7 @@ fn smallest_sq_wraps_and_parses_back_with_c_structs() {
                 assert_eq!(ds, 2 + (inline_len + 4).div_ceil(16), "DS counts the padded inline data");
             }
             1 => {
-                assert_eq!(ctrl[11], fm_ce_se::CQ_UPDATE | fm_ce_se::SOLICITED);
+                assert_eq!(ctrl[11], (CtrlFlags::CQ_UPDATE | CtrlFlags::SOLICITED).bits());
                 assert_eq!(
                     u32::from_be_bytes(ctrl[12..16].try_into().unwrap()),
                     0xaabb_ccdd,
@@ -248,7 +249,7 @@ fn doorbell_sequence_matches_libmlx5() {
     let first8 = |buf: &[u64], bb: usize| buf[bb * 8].to_ne_bytes();
 
     // One WQE with more than one DS that fits: BlueFlame copy of align(ds*16, 64) bytes.
-    sq.wqe(opcode::RDMA_WRITE, 0, fm_ce_se::CQ_UPDATE, 0).raddr(1, 2).d(3, 4, 5).finish();
+    sq.wqe(WqeOpcode::RDMA_WRITE, 0, CtrlFlags::CQ_UPDATE, 0).raddr(1, 2).d(3, 4, 5).finish();
     sq.ring(&mut rec);
     let mut want = vec![Op::Barrier, Op::DbRec(1), Op::WcStart];
     want.extend((0..8).map(|i| Op::Write64(i * 8, buf[i].to_ne_bytes())));
@@ -259,8 +260,8 @@ fn doorbell_sequence_matches_libmlx5() {
 
     // Two WQEs in one doorbell: only the first 8 bytes of the last control segment.
     rec.ops.clear();
-    sq.wqe(opcode::SEND, 0, 0, 0).d(1, 1, 1).finish();
-    sq.wqe(opcode::SEND, 0, fm_ce_se::CQ_UPDATE, 0).d(1, 1, 1).finish();
+    sq.wqe(WqeOpcode::SEND, 0, CtrlFlags::empty(), 0).d(1, 1, 1).finish();
+    sq.wqe(WqeOpcode::SEND, 0, CtrlFlags::CQ_UPDATE, 0).d(1, 1, 1).finish();
     sq.ring(&mut rec);
     assert_eq!(rec.ops, vec![Op::Barrier, Op::DbRec(3), Op::WcStart, Op::Write64(256, first8(&buf, 2)), Op::Flush]);
     assert_eq!(sq.bf_offset(), 0);
@@ -268,7 +269,7 @@ fn doorbell_sequence_matches_libmlx5() {
 
     // A control-only WQE (one DS) is not sent by BlueFlame.
     rec.ops.clear();
-    sq.wqe(opcode::NOP, 0, fm_ce_se::CQ_UPDATE, 0).finish();
+    sq.wqe(WqeOpcode::NOP, 0, CtrlFlags::CQ_UPDATE, 0).finish();
     sq.ring(&mut rec);
     assert_eq!(rec.ops, vec![Op::Barrier, Op::DbRec(4), Op::WcStart, Op::Write64(0, first8(&buf, 3)), Op::Flush]);
     retire(&mut sq, 3);
@@ -286,7 +287,7 @@ fn doorbell_sequence_matches_libmlx5() {
     let mut plain = unsafe {
         SqRing::from_raw(buf2.as_mut_ptr().cast(), BBS, db2.as_mut_ptr().add(1), reg.as_mut_ptr().cast(), 0, 7)
     };
-    plain.wqe(opcode::RDMA_WRITE, 0, fm_ce_se::CQ_UPDATE, 0).raddr(1, 2).d(3, 4, 5).finish();
+    plain.wqe(WqeOpcode::RDMA_WRITE, 0, CtrlFlags::CQ_UPDATE, 0).raddr(1, 2).d(3, 4, 5).finish();
     plain.ring(&mut rec);
     assert_eq!(rec.ops, vec![Op::Barrier, Op::DbRec(1), Op::WcStart, Op::Write64(0, first8(&buf2, 0)), Op::Flush]);
     assert_eq!(plain.bf_offset(), 0);
@@ -304,7 +305,7 @@ fn post_rings_like_finish_then_ring() {
         };
         let mut rec = Recorder::default();
         for (i, bf_size_fits) in [(0u64, true), (1, false)] {
-            let w = sq.wqe(opcode::RDMA_WRITE, 0, fm_ce_se::CQ_UPDATE, 0).raddr(i, 1);
+            let w = sq.wqe(WqeOpcode::RDMA_WRITE, 0, CtrlFlags::CQ_UPDATE, 0).raddr(i, 1);
             let w = if bf_size_fits { w.d(8, 2, 3) } else { w.inline(&[7u8; 200]) };
             if use_post {
                 w.post(&mut rec);
@@ -314,8 +315,8 @@ fn post_rings_like_finish_then_ring() {
             }
         }
         // Two WQEs finished before one doorbell, then one posted with it.
-        sq.wqe(opcode::SEND, 0, 0, 0).d(1, 1, 1).finish();
-        sq.wqe(opcode::SEND, 0, fm_ce_se::CQ_UPDATE, 0).d(1, 1, 1).post(&mut rec);
+        sq.wqe(WqeOpcode::SEND, 0, CtrlFlags::empty(), 0).d(1, 1, 1).finish();
+        sq.wqe(WqeOpcode::SEND, 0, CtrlFlags::CQ_UPDATE, 0).d(1, 1, 1).post(&mut rec);
         (rec.ops, buf, dbrec[1].get())
     };
     let (a, ring_a, db_a) = run(true);
@@ -367,7 +368,7 @@ fn masked_atomic_wqes() {
     let mut sq = unsafe {
         SqRing::from_raw(buf.as_mut_ptr().cast(), 4, dbrec.as_mut_ptr().add(1), bf.as_mut_ptr().cast(), 0, 3)
     };
-    sq.wqe(opcode::ATOMIC_MASKED_CS, ext_atomic_opmod(3), fm_ce_se::CQ_UPDATE, 0)
+    sq.wqe(WqeOpcode::ATOMIC_MASKED_CS, ext_atomic_opmod(3), CtrlFlags::CQ_UPDATE, 0)
         .raddr(0x100, 1)
         .masked_cas(1, 2, 3, 4)
         .d(8, 5, 0x200)
@@ -379,7 +380,10 @@ fn masked_atomic_wqes() {
         (0..4).map(|i| u64::from_be_bytes(ring[32 + 8 * i..40 + 8 * i].try_into().unwrap())).collect();
     assert_eq!(words, [1, 2, 3, 4]);
     assert_eq!(sq.cur_post(), 2, "80 bytes take two basic blocks");
-    sq.wqe(opcode::ATOMIC_MASKED_FA, ext_atomic_opmod(3), 0, 0).raddr(0x100, 1).masked_fa(7, 0xff00).finish();
+    sq.wqe(WqeOpcode::ATOMIC_MASKED_FA, ext_atomic_opmod(3), CtrlFlags::empty(), 0)
+        .raddr(0x100, 1)
+        .masked_fa(7, 0xff00)
+        .finish();
     let ring: Vec<u8> = buf.iter().flat_map(|w| w.to_ne_bytes()).collect();
     assert_eq!(ring[128 + 3], 0x15);
     assert_eq!(u64::from_be_bytes(ring[160..168].try_into().unwrap()), 7);
@@ -396,8 +400,8 @@ fn stale_or_foreign_wqe_counters_retire_nothing() {
     let mut sq = unsafe {
         SqRing::from_raw(buf.as_mut_ptr().cast(), 4, dbrec.as_mut_ptr().add(1), bf.as_mut_ptr().cast(), 0, 1)
     };
-    let a = sq.wqe(opcode::SEND, 0, 0, 0).d(1, 1, 1).finish();
-    let b = sq.wqe(opcode::SEND, 0, 0, 0).d(1, 1, 1).finish();
+    let a = sq.wqe(WqeOpcode::SEND, 0, CtrlFlags::empty(), 0).d(1, 1, 1).finish();
+    let b = sq.wqe(WqeOpcode::SEND, 0, CtrlFlags::empty(), 0).d(1, 1, 1).finish();
     assert_eq!(sq.available(), 2);
     assert!(!retire(&mut sq, b.wrapping_add(1)), "a WQE not posted yet");
     assert!(!retire(&mut sq, 0x8000), "a counter from elsewhere");
@@ -420,6 +424,6 @@ fn overrunning_unretired_wqes_panics() {
         SqRing::from_raw(buf.as_mut_ptr().cast(), 2, dbrec.as_mut_ptr().add(1), bf.as_mut_ptr().cast(), 0, 1)
     };
     for _ in 0..3 {
-        sq.wqe(opcode::SEND, 0, 0, 0).d(1, 1, 1).finish();
+        sq.wqe(WqeOpcode::SEND, 0, CtrlFlags::empty(), 0).d(1, 1, 1).finish();
     }
 }

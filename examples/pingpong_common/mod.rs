@@ -440,7 +440,9 @@ pub fn ping_pong(
             for wc in &wcs[..got] {
                 if !wc.is_success() {
                     let st = wc.status();
-                    return Err(format!("Failed status {} ({}) for wr_id {}", status_str(st), st.0, wc.wr_id()).into());
+                    return Err(
+                        format!("Failed status {} ({}) for wr_id {}", status_str(st), st.to_raw(), wc.wr_id()).into()
+                    );
                 }
                 match wc.wr_id() {
                     SEND_WRID => n.sent += 1,
@@ -476,7 +478,7 @@ pub fn status_str(st: rrddmma::prim::WcStatus) -> String {
     // NUL-terminated string.
     let p = unsafe { ffi::ibv_wc_status_str(st.into()) };
     if p.is_null() {
-        return format!("status {}", st.0);
+        return format!("status {}", st.to_raw());
     }
     // SAFETY: non-null and NUL-terminated, as above.
     unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned()

@@ -316,7 +316,7 @@ fn connect_mesh<'c>(
                 .get(i)
                 .ok_or_else(|| format!("rank {peer} sent {} endpoints, expected {}", all[peer].len(), n * q))?;
             let mine = &infos[peer * q as usize + k];
-            let mtu = rrddmma::prim::Mtu(c.mtu.0.min(theirs.mtu.0));
+            let mtu = c.mtu.min(theirs.mtu);
             qp.connect(&theirs.endpoint(), mine.psn, &ConnectOpts { mtu, gid_index: Some(gid_index), ..*c })
                 .map_err(|e| format!("connecting QP {k} to rank {peer}: {e}"))?;
         }

@@ -217,7 +217,7 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
         None if port.is_ethernet() => ctx.roce_v2_gid_index(o.ib_port).map_err(err("reading the GID table"))?,
         None => 0,
     };
-    let mut mtu = port.active_mtu().0;
+    let mut mtu = port.active_mtu().to_raw();
     if let Some(m) = o.mtu {
         mtu = mtu.min(mtu_enum(m));
     }
@@ -352,7 +352,7 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
         let opts = ConnectOpts {
             port: o.ib_port,
             gid_index: Some(gid_index),
-            mtu: rrddmma::prim::Mtu(mtu),
+            mtu: rrddmma::prim::Mtu::from_raw(mtu),
             max_rd_atomic: r.out_reads.clamp(1, out_reads) as u8,
             max_dest_rd_atomic: out_reads as u8,
             access: qp_access,

@@ -60,7 +60,7 @@ impl QpInfo {
         b[10..26].copy_from_slice(&self.gid.0);
         b[26] = self.gid_index;
         b[27] = self.port;
-        b[28] = self.mtu.0 as u8;
+        b[28] = self.mtu.to_raw() as u8;
         b
     }
 
@@ -81,7 +81,7 @@ impl QpInfo {
             gid: Gid(b[10..26].try_into().expect("16 bytes")),
             gid_index: b[26],
             port: b[27],
-            mtu: Mtu(u32::from(b[28])),
+            mtu: Mtu::from_raw(u32::from(b[28])),
         })
     }
 }

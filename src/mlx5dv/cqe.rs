@@ -4,26 +4,57 @@
 //! `op_own` value against the header's `mlx5dv_get_cqe_*` helpers.
 
 use super::be::{Be16, Be32, Be64};
+use crate::bindings as ffi;
+use crate::prim::cvalue::c_type;
 use crate::prim::WcStatus;
 
-/// CQE opcodes (high nibble of `op_own`).
-pub mod opcode {
-    /// Requester completion.
-    pub const REQ: u8 = 0;
-    /// Responder: RDMA WRITE with immediate.
-    pub const RESP_WR_IMM: u8 = 1;
-    /// Responder: SEND.
-    pub const RESP_SEND: u8 = 2;
-    /// Responder: SEND with immediate.
-    pub const RESP_SEND_IMM: u8 = 3;
-    /// Responder: SEND with invalidate.
-    pub const RESP_SEND_INV: u8 = 4;
-    /// Requester error.
-    pub const REQ_ERR: u8 = 13;
-    /// Responder error.
-    pub const RESP_ERR: u8 = 14;
-    /// Not yet written by hardware.
-    pub const INVALID: u8 = 15;
+c_type! {
+    /// CQE opcode (`MLX5_CQE_*`), the high nibble of `op_own`.
+    #[doc(alias = "mlx5dv_get_cqe_opcode")]
+    pub value CqeOpcode: u8, from consts ffi {
+        /// Requester completion.
+        REQ = MLX5_CQE_REQ "MLX5_CQE_REQ",
+        /// Responder: RDMA WRITE with immediate.
+        RESP_WR_IMM = MLX5_CQE_RESP_WR_IMM "MLX5_CQE_RESP_WR_IMM",
+        /// Responder: SEND.
+        RESP_SEND = MLX5_CQE_RESP_SEND "MLX5_CQE_RESP_SEND",
+        /// Responder: SEND with immediate.
+        RESP_SEND_IMM = MLX5_CQE_RESP_SEND_IMM "MLX5_CQE_RESP_SEND_IMM",
+        /// Responder: SEND with invalidate.
+        RESP_SEND_INV = MLX5_CQE_RESP_SEND_INV "MLX5_CQE_RESP_SEND_INV",
+        /// CQ resize marker.
+        RESIZE_CQ = MLX5_CQE_RESIZE_CQ "MLX5_CQE_RESIZE_CQ",
+        /// No packet (tag matching).
+        NO_PACKET = MLX5_CQE_NO_PACKET "MLX5_CQE_NO_PACKET",
+        /// Signature error.
+        SIG_ERR = MLX5_CQE_SIG_ERR "MLX5_CQE_SIG_ERR",
+        /// Requester error.
+        REQ_ERR = MLX5_CQE_REQ_ERR "MLX5_CQE_REQ_ERR",
+        /// Responder error.
+        RESP_ERR = MLX5_CQE_RESP_ERR "MLX5_CQE_RESP_ERR",
+        /// Not yet written by hardware.
+        INVALID = MLX5_CQE_INVALID "MLX5_CQE_INVALID",
+    }
+}
+
+c_type! {
+    /// Error syndrome of an error CQE (`MLX5_CQE_SYNDROME_*`), byte 55.
+    #[doc(alias = "MLX5_CQE_SYNDROME")]
+    pub value Syndrome: u8, from consts ffi {
+        LOCAL_LENGTH_ERR = MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR "MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR",
+        LOCAL_QP_OP_ERR = MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR "MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR",
+        LOCAL_PROT_ERR = MLX5_CQE_SYNDROME_LOCAL_PROT_ERR "MLX5_CQE_SYNDROME_LOCAL_PROT_ERR",
+        WR_FLUSH_ERR = MLX5_CQE_SYNDROME_WR_FLUSH_ERR "MLX5_CQE_SYNDROME_WR_FLUSH_ERR",
+        MW_BIND_ERR = MLX5_CQE_SYNDROME_MW_BIND_ERR "MLX5_CQE_SYNDROME_MW_BIND_ERR",
+        BAD_RESP_ERR = MLX5_CQE_SYNDROME_BAD_RESP_ERR "MLX5_CQE_SYNDROME_BAD_RESP_ERR",
+        LOCAL_ACCESS_ERR = MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR "MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR",
+        REMOTE_INVAL_REQ_ERR = MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR "MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR",
+        REMOTE_ACCESS_ERR = MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR "MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR",
+        REMOTE_OP_ERR = MLX5_CQE_SYNDROME_REMOTE_OP_ERR "MLX5_CQE_SYNDROME_REMOTE_OP_ERR",
+        TRANSPORT_RETRY_EXC_ERR = MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR "MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR",
+        RNR_RETRY_EXC_ERR = MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR "MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR",
+        REMOTE_ABORTED_ERR = MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR "MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR",
+    }
 }
 
 /// A 64-byte CQE (`struct mlx5_cqe64`), error fields included.
@@ -87,22 +118,23 @@ pub const fn cqe_opcode(op_own: u8) -> u8 {
 
 /// Completion status from an error CQE's syndrome (as libmlx5 maps it).
 /// Unknown syndromes map to `GENERAL_ERR`.
-pub fn syndrome_status(syndrome: u8) -> WcStatus {
+pub fn syndrome_status(syndrome: Syndrome) -> WcStatus {
+    use Syndrome as Y;
     use WcStatus as S;
     match syndrome {
-        0x01 => S::LOC_LEN_ERR,
-        0x02 => S::LOC_QP_OP_ERR,
-        0x04 => S::LOC_PROT_ERR,
-        0x05 => S::WR_FLUSH_ERR,
-        0x06 => S::MW_BIND_ERR,
-        0x10 => S::BAD_RESP_ERR,
-        0x11 => S::LOC_ACCESS_ERR,
-        0x12 => S::REM_INV_REQ_ERR,
-        0x13 => S::REM_ACCESS_ERR,
-        0x14 => S::REM_OP_ERR,
-        0x15 => S::RETRY_EXC_ERR,
-        0x16 => S::RNR_RETRY_EXC_ERR,
-        0x22 => S::REM_ABORT_ERR,
+        Y::LOCAL_LENGTH_ERR => S::LOC_LEN_ERR,
+        Y::LOCAL_QP_OP_ERR => S::LOC_QP_OP_ERR,
+        Y::LOCAL_PROT_ERR => S::LOC_PROT_ERR,
+        Y::WR_FLUSH_ERR => S::WR_FLUSH_ERR,
+        Y::MW_BIND_ERR => S::MW_BIND_ERR,
+        Y::BAD_RESP_ERR => S::BAD_RESP_ERR,
+        Y::LOCAL_ACCESS_ERR => S::LOC_ACCESS_ERR,
+        Y::REMOTE_INVAL_REQ_ERR => S::REM_INV_REQ_ERR,
+        Y::REMOTE_ACCESS_ERR => S::REM_ACCESS_ERR,
+        Y::REMOTE_OP_ERR => S::REM_OP_ERR,
+        Y::TRANSPORT_RETRY_EXC_ERR => S::RETRY_EXC_ERR,
+        Y::RNR_RETRY_EXC_ERR => S::RNR_RETRY_EXC_ERR,
+        Y::REMOTE_ABORTED_ERR => S::REM_ABORT_ERR,
         _ => S::GENERAL_ERR,
     }
 }
@@ -110,8 +142,8 @@ pub fn syndrome_status(syndrome: u8) -> WcStatus {
 /// A decoded CQE: what a direct poller reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Completion {
-    /// CQE opcode (see [`opcode`]).
-    pub opcode: u8,
+    /// CQE opcode.
+    pub opcode: CqeOpcode,
     /// Status: success, or mapped from the error syndrome.
     pub status: WcStatus,
     /// Vendor error syndrome (error CQEs).
@@ -135,7 +167,7 @@ pub struct Completion {
 impl Default for Completion {
     fn default() -> Completion {
         Completion {
-            opcode: opcode::INVALID,
+            opcode: CqeOpcode::INVALID,
             status: WcStatus::SUCCESS,
             vendor_err: 0,
             qpn: 0,
@@ -153,13 +185,13 @@ impl Cqe64 {
     /// Decodes the CQE (valid ones; see [`Cqe64::is_valid_for`]).
     #[inline]
     pub fn decode(&self) -> Completion {
-        let op = cqe_opcode(self.op_own);
-        let err = op == opcode::REQ_ERR || op == opcode::RESP_ERR;
+        let op = CqeOpcode::from_raw(cqe_opcode(self.op_own));
+        let err = op == CqeOpcode::REQ_ERR || op == CqeOpcode::RESP_ERR;
         let bc = self.byte_cnt.get();
         let ts = self.timestamp.get();
         let (status, vendor_err) = if err {
             // In an error CQE, byte 54 is vendor_err_synd and byte 55 the syndrome.
-            (syndrome_status(ts as u8), (ts >> 8) as u8)
+            (syndrome_status(Syndrome::from_raw(ts as u8)), (ts >> 8) as u8)
         } else {
             (WcStatus::SUCCESS, 0)
         };
@@ -187,6 +219,6 @@ impl Cqe64 {
     /// and the owner bit equals the lap parity `!!(ci & cqe_cnt)`.
     #[inline(always)]
     pub fn is_valid_for(op_own: u8, ci: u32, cqe_cnt: u32) -> bool {
-        cqe_opcode(op_own) != opcode::INVALID && owner(op_own) == u8::from(ci & cqe_cnt != 0)
+        cqe_opcode(op_own) != CqeOpcode::INVALID.to_raw() && owner(op_own) == u8::from(ci & cqe_cnt != 0)
     }
 }

@@ -36,7 +36,7 @@ fn create(
     };
     if let Some(ops) = ops {
         attr.comp_mask |= ffi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.0;
-        attr.send_ops_flags = ops.0;
+        attr.send_ops_flags = ops.bits();
     }
     let mut dv = ffi::mlx5dv_qp_init_attr {
         comp_mask: u64::from(ffi::mlx5dv_qp_init_attr_mask::MLX5DV_QP_INIT_ATTR_MASK_DC.0),

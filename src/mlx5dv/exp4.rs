@@ -205,7 +205,7 @@ impl ExpWc {
 
     /// The completion status.
     pub fn status(&self) -> WcStatus {
-        WcStatus(self.0.status)
+        WcStatus::from_raw(self.0.status)
     }
 
     /// Whether the request succeeded.
@@ -474,7 +474,7 @@ impl DctParams {
     /// `port` and `mtu`, remote READ/WRITE/atomics allowed, RNR timer
     /// code 12 (0.64 ms), P_Key index 0, GID index 0, hop limit 1.
     pub fn new(port: u8, mtu: Mtu) -> DctParams {
-        let access = AccessFlags::REMOTE_WRITE.0 | AccessFlags::REMOTE_READ.0 | AccessFlags::REMOTE_ATOMIC.0;
+        let access = (AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC).bits();
         DctParams { port, mtu, access, min_rnr_timer: 12, pkey_index: 0, gid_index: 0, hop_limit: 1, tclass: 0 }
     }
 }
@@ -516,7 +516,7 @@ impl Dct {
             min_rnr_timer: p.min_rnr_timer,
             tclass: p.tclass,
             flow_label: 0,
-            mtu: p.mtu.0,
+            mtu: p.mtu.to_raw(),
             pkey_index: p.pkey_index,
             gid_index: p.gid_index,
             hop_limit: p.hop_limit,
@@ -641,7 +641,7 @@ impl Dci {
         let qp = unsafe { x::ibv_exp_create_qp(ctx.as_ptr(), &mut attr) };
         let qp = NonNull::new(qp).ok_or_else(|| last("ibv_exp_create_qp"))?;
         let caps = QpCaps { max_recv_wr: 0, max_recv_sge: 0, max_inline_data: attr.cap.max_inline_data, ..caps };
-        let qp_type = QpType(x::IBV_EXP_QPT_DC_INI);
+        let qp_type = QpType::from_raw(x::IBV_EXP_QPT_DC_INI);
         // SAFETY: created just now on `pd` with these CQs.
         Ok(Dci { qp: unsafe { Qp::from_parts(qp, None, qp_type, caps, pd, send_cq, recv_cq, None) } })
     }
@@ -683,8 +683,12 @@ impl Dci {
             &mut a,
             M::IBV_EXP_QP_STATE | M::IBV_EXP_QP_PKEY_INDEX | M::IBV_EXP_QP_PORT | M::IBV_EXP_QP_DC_KEY,
         )?;
-        let mut a =
-            x::ibv_exp_qp_attr { qp_state: S::IBV_QPS_RTR.0, path_mtu: c.mtu.0, ah_attr: c.av, ..Default::default() };
+        let mut a = x::ibv_exp_qp_attr {
+            qp_state: S::IBV_QPS_RTR.0,
+            path_mtu: c.mtu.to_raw(),
+            ah_attr: c.av,
+            ..Default::default()
+        };
         self.modify(&mut a, M::IBV_EXP_QP_STATE | M::IBV_EXP_QP_PATH_MTU | M::IBV_EXP_QP_AV)?;
         let mut a = x::ibv_exp_qp_attr {
             qp_state: S::IBV_QPS_RTS.0,

@@ -7,6 +7,7 @@ use super::cq::CqRing;
 use super::cqe::Completion;
 use super::mmio::Mmio;
 use super::require;
+use super::seg::{CtrlFlags, WqeOpcode};
 use super::sq::{SqRing, WqeWriter};
 use crate::bindings as ffi;
 use crate::prim::{Cq, Error, Qp, Result};
@@ -38,7 +39,7 @@ impl Deref for DirectSq<'_> {
 impl DirectSq<'_> {
     /// Starts a WQE ([`SqRing::wqe`]).
     #[inline(always)]
-    pub fn wqe(&mut self, opcode: u8, opmod: u8, fm_ce_se: u8, imm: u32) -> WqeWriter<'_> {
+    pub fn wqe(&mut self, opcode: WqeOpcode, opmod: u8, fm_ce_se: CtrlFlags, imm: u32) -> WqeWriter<'_> {
         self.ring.wqe(opcode, opmod, fm_ce_se, imm)
     }
 

@@ -4,46 +4,75 @@
 //! them byte for byte with the header's own helpers on random inputs.
 
 use super::be::{Be16, Be32, Be64};
+use crate::bindings as ffi;
+use crate::prim::cvalue::c_type;
 
 /// Size of a WQE basic block.
 pub const SEND_WQE_BB: usize = 64;
 /// Bytes per DS unit (octoword).
 pub const DS_BYTES: usize = 16;
 
-/// `fm_ce_se` bits of the control segment.
-pub mod fm_ce_se {
-    /// `MLX5_WQE_CTRL_CQ_UPDATE`: generate a CQE.
-    pub const CQ_UPDATE: u8 = 0x08;
-    /// `MLX5_WQE_CTRL_SOLICITED`.
-    pub const SOLICITED: u8 = 0x02;
-    /// `MLX5_WQE_CTRL_FENCE`: strong fence.
-    pub const FENCE: u8 = 0x80;
-    /// `MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE`.
-    pub const SMALL_FENCE: u8 = 0x20;
+c_type! {
+    /// The `fm_ce_se` bits of the control segment (`MLX5_WQE_CTRL_*`).
+    #[doc(alias = "fm_ce_se")]
+    pub flags CtrlFlags: u8, from consts ffi {
+        /// Generate a CQE.
+        CQ_UPDATE = MLX5_WQE_CTRL_CQ_UPDATE "MLX5_WQE_CTRL_CQ_UPDATE",
+        /// Solicited event.
+        SOLICITED = MLX5_WQE_CTRL_SOLICITED "MLX5_WQE_CTRL_SOLICITED",
+        /// Strong fence: wait for earlier WQEs to complete.
+        FENCE = MLX5_WQE_CTRL_FENCE "MLX5_WQE_CTRL_FENCE",
+        /// Small fence: wait for earlier RDMA READs and atomics.
+        INITIATOR_SMALL_FENCE = MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE "MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE",
+    }
 }
 
-/// Send WQE opcodes (`MLX5_OPCODE_*`).
-pub mod opcode {
-    /// NOP.
-    pub const NOP: u8 = 0x00;
-    /// RDMA WRITE.
-    pub const RDMA_WRITE: u8 = 0x08;
-    /// RDMA WRITE with immediate.
-    pub const RDMA_WRITE_IMM: u8 = 0x09;
-    /// SEND.
-    pub const SEND: u8 = 0x0a;
-    /// SEND with immediate.
-    pub const SEND_IMM: u8 = 0x0b;
-    /// RDMA READ.
-    pub const RDMA_READ: u8 = 0x10;
-    /// Compare-and-swap.
-    pub const ATOMIC_CS: u8 = 0x11;
-    /// Fetch-and-add.
-    pub const ATOMIC_FA: u8 = 0x12;
-    /// Masked compare-and-swap (extended atomics).
-    pub const ATOMIC_MASKED_CS: u8 = 0x14;
-    /// Masked fetch-and-add (extended atomics).
-    pub const ATOMIC_MASKED_FA: u8 = 0x15;
+c_type! {
+    /// Send WQE opcode (`MLX5_OPCODE_*`), the low byte of the control
+    /// segment's `opmod_idx_opcode`.
+    #[doc(alias = "MLX5_OPCODE")]
+    pub value WqeOpcode: u8, from consts ffi {
+        /// NOP.
+        NOP = MLX5_OPCODE_NOP "MLX5_OPCODE_NOP",
+        /// SEND with invalidate.
+        SEND_INVAL = MLX5_OPCODE_SEND_INVAL "MLX5_OPCODE_SEND_INVAL",
+        /// RDMA WRITE.
+        RDMA_WRITE = MLX5_OPCODE_RDMA_WRITE "MLX5_OPCODE_RDMA_WRITE",
+        /// RDMA WRITE with immediate.
+        RDMA_WRITE_IMM = MLX5_OPCODE_RDMA_WRITE_IMM "MLX5_OPCODE_RDMA_WRITE_IMM",
+        /// SEND.
+        SEND = MLX5_OPCODE_SEND "MLX5_OPCODE_SEND",
+        /// SEND with immediate.
+        SEND_IMM = MLX5_OPCODE_SEND_IMM "MLX5_OPCODE_SEND_IMM",
+        /// TCP segmentation offload (raw packet QPs).
+        TSO = MLX5_OPCODE_TSO "MLX5_OPCODE_TSO",
+        /// RDMA READ.
+        RDMA_READ = MLX5_OPCODE_RDMA_READ "MLX5_OPCODE_RDMA_READ",
+        /// Compare-and-swap.
+        ATOMIC_CS = MLX5_OPCODE_ATOMIC_CS "MLX5_OPCODE_ATOMIC_CS",
+        /// Fetch-and-add.
+        ATOMIC_FA = MLX5_OPCODE_ATOMIC_FA "MLX5_OPCODE_ATOMIC_FA",
+        /// Masked compare-and-swap (extended atomics).
+        ATOMIC_MASKED_CS = MLX5_OPCODE_ATOMIC_MASKED_CS "MLX5_OPCODE_ATOMIC_MASKED_CS",
+        /// Masked fetch-and-add (extended atomics).
+        ATOMIC_MASKED_FA = MLX5_OPCODE_ATOMIC_MASKED_FA "MLX5_OPCODE_ATOMIC_MASKED_FA",
+        /// Fast memory registration.
+        FMR = MLX5_OPCODE_FMR "MLX5_OPCODE_FMR",
+        /// Local invalidate.
+        LOCAL_INVAL = MLX5_OPCODE_LOCAL_INVAL "MLX5_OPCODE_LOCAL_INVAL",
+        /// Configuration command.
+        CONFIG_CMD = MLX5_OPCODE_CONFIG_CMD "MLX5_OPCODE_CONFIG_CMD",
+        /// Set protection-signature value.
+        SET_PSV = MLX5_OPCODE_SET_PSV "MLX5_OPCODE_SET_PSV",
+        /// User-mode memory registration.
+        UMR = MLX5_OPCODE_UMR "MLX5_OPCODE_UMR",
+        /// Tag matching.
+        TAG_MATCHING = MLX5_OPCODE_TAG_MATCHING "MLX5_OPCODE_TAG_MATCHING",
+        /// Flow table access.
+        FLOW_TBL_ACCESS = MLX5_OPCODE_FLOW_TBL_ACCESS "MLX5_OPCODE_FLOW_TBL_ACCESS",
+        /// Memory-to-memory offload.
+        MMO = MLX5_OPCODE_MMO "MLX5_OPCODE_MMO",
+    }
 }
 
 /// The control segment's opmod for masked (extended) atomics on arguments of

@@ -5,11 +5,11 @@
 use std::fmt;
 
 use super::be::{Be32, Be64};
-use super::cqe::{opcode as cqe_op, Completion};
+use super::cqe::{Completion, CqeOpcode};
 use super::mmio::Mmio;
 use super::seg::{
-    AtomicSeg, CtrlSeg, DataSeg, DatagramSeg, EthSeg, MaskedCasSeg, MaskedFaSeg, RaddrSeg, DS_BYTES, INLINE_SEG,
-    SEND_WQE_BB,
+    AtomicSeg, CtrlFlags, CtrlSeg, DataSeg, DatagramSeg, EthSeg, MaskedCasSeg, MaskedFaSeg, RaddrSeg, WqeOpcode,
+    DS_BYTES, INLINE_SEG, SEND_WQE_BB,
 };
 
 /// A send queue owned by this process: its buffer, doorbell record and
@@ -180,7 +180,7 @@ impl SqRing {
     /// overwrite ones the device has not completed.
     #[inline]
     pub fn retire(&mut self, c: &Completion) -> bool {
-        if c.qpn != self.qpn || !(c.opcode == cqe_op::REQ || c.opcode == cqe_op::REQ_ERR) {
+        if c.qpn != self.qpn || !(c.opcode == CqeOpcode::REQ || c.opcode == CqeOpcode::REQ_ERR) {
             return false;
         }
         self.retire_counter(c.wqe_counter)
@@ -220,7 +220,7 @@ impl SqRing {
     /// size), `fm_ce_se` flags and `imm` (stored as given, network order for
     /// immediates). Add segments, then [`WqeWriter::finish`].
     #[inline(always)]
-    pub fn wqe(&mut self, opcode: u8, opmod: u8, fm_ce_se: u8, imm: u32) -> WqeWriter<'_> {
+    pub fn wqe(&mut self, opcode: WqeOpcode, opmod: u8, fm_ce_se: CtrlFlags, imm: u32) -> WqeWriter<'_> {
         let start = self.cur_post;
         let limit = self.available() as usize * SEND_WQE_BB;
         if limit == 0 {
@@ -308,9 +308,9 @@ pub struct WqeWriter<'s> {
     off: usize,
     /// Bytes this WQE may take without overrunning unretired WQEs.
     limit: usize,
-    opcode: u8,
+    opcode: WqeOpcode,
     opmod: u8,
-    fm_ce_se: u8,
+    fm_ce_se: CtrlFlags,
     imm: u32,
     inline: bool,
 }
@@ -409,7 +409,7 @@ impl<'s> WqeWriter<'s> {
     }
 
     /// Masked 8-byte compare-and-swap arguments (after [`WqeWriter::raddr`];
-    /// start the WQE with `opcode::ATOMIC_MASKED_CS` and
+    /// start the WQE with [`WqeOpcode::ATOMIC_MASKED_CS`] and
     /// `ext_atomic_opmod(3)`).
     #[inline(always)]
     pub fn masked_cas(self, swap: u64, compare: u64, swap_mask: u64, compare_mask: u64) -> Self {
@@ -422,7 +422,7 @@ impl<'s> WqeWriter<'s> {
     }
 
     /// Masked 8-byte fetch-and-add arguments: the addend and the bits where
-    /// carries stop (start the WQE with `opcode::ATOMIC_MASKED_FA` and
+    /// carries stop (start the WQE with [`WqeOpcode::ATOMIC_MASKED_FA`] and
     /// `ext_atomic_opmod(3)`).
     #[inline(always)]
     pub fn masked_fa(self, add: u64, field_boundary: u64) -> Self {
@@ -486,7 +486,7 @@ impl<'s> WqeWriter<'s> {
         self.check(bbs as usize * SEND_WQE_BB);
         let pi = self.start as u16;
         let mut ctrl = CtrlSeg::default();
-        ctrl.set(pi, self.opcode, self.opmod, self.sq.qpn, self.fm_ce_se, ds, 0, self.imm);
+        ctrl.set(pi, self.opcode.to_raw(), self.opmod, self.sq.qpn, self.fm_ce_se.bits(), ds, 0, self.imm);
         // The same 16 bytes as two 8-byte stores, in memory order: the two
         // big-endian words, then signature, the DCI stream id (bytes 9-10,
         // zero), fm_ce_se and imm.

@@ -549,7 +549,7 @@ impl Wc {
 
     /// Completion flags (GRH present, immediate, ...).
     pub fn flags(&self) -> WcFlags {
-        WcFlags(self.0.wc_flags)
+        WcFlags::from_bits_retain(self.0.wc_flags)
     }
 
     /// Local QP number.
@@ -578,18 +578,23 @@ impl Wc {
     }
 }
 
+/// Only the fields the verbs define for the status: a failed completion
+/// shows `wr_id`, `status`, `qp_num` and `vendor_err` (its opcode, length,
+/// flags and immediate are undefined, see `ibv_poll_cq(3)`); a successful
+/// one shows `opcode`, `byte_len`, `flags` and `imm` instead of `vendor_err`.
 impl fmt::Debug for Wc {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Wc")
-            .field("wr_id", &self.wr_id())
-            .field("status", &self.status())
-            .field("opcode", &self.opcode())
-            .field("qp_num", &self.qp_num())
-            .field("byte_len", &self.byte_len())
-            .field("imm", &self.imm())
-            .field("flags", &self.flags())
-            .field("vendor_err", &self.vendor_err())
-            .finish()
+        let mut d = f.debug_struct("Wc");
+        d.field("wr_id", &self.wr_id()).field("status", &self.status()).field("qp_num", &self.qp_num());
+        if self.is_success() {
+            d.field("opcode", &self.opcode())
+                .field("byte_len", &self.byte_len())
+                .field("flags", &self.flags())
+                .field("imm", &self.imm());
+        } else {
+            d.field("vendor_err", &self.vendor_err());
+        }
+        d.finish()
     }
 }
 
@@ -605,12 +610,40 @@ mod tests {
         raw.__bindgen_anon_1.imm_data = 0x0102_0304u32.to_be();
         let wc = Wc(raw);
         assert!(!wc.is_success());
-        assert_eq!(wc.status().0, 0xdead);
-        assert_eq!(wc.opcode().0, 0xbeef);
+        assert_eq!(wc.status().to_raw(), 0xdead);
+        assert_eq!(wc.opcode().to_raw(), 0xbeef);
         assert_eq!(wc.imm(), None, "no IBV_WC_WITH_IMM flag: no immediate");
         raw.wc_flags = ffi::ibv_wc_flags::IBV_WC_WITH_IMM.0;
         assert_eq!(Wc(raw).imm(), Some(0x0102_0304));
         assert!(format!("{:?}", Wc(raw)).contains("wr_id: 9"));
+    }
+
+    #[test]
+    fn debug_prints_only_the_fields_defined_for_the_status() {
+        // A failed READ: the provider leaves opcode (here SEND = 0), length and flags undefined.
+        let failed = Wc(ffi::ibv_wc {
+            wr_id: 3,
+            status: WcStatus::REM_INV_REQ_ERR.into(),
+            qp_num: 0x2a,
+            vendor_err: 0x81,
+            byte_len: 77,
+            ..Default::default()
+        });
+        assert_eq!(format!("{failed:?}"), "Wc { wr_id: 3, status: REM_INV_REQ_ERR, qp_num: 42, vendor_err: 129 }");
+        let mut raw = ffi::ibv_wc {
+            wr_id: 4,
+            opcode: WcOpcode::RECV_RDMA_WITH_IMM.into(),
+            qp_num: 7,
+            byte_len: 64,
+            wc_flags: (WcFlags::WITH_IMM | WcFlags::GRH).bits(),
+            ..Default::default()
+        };
+        raw.__bindgen_anon_1.imm_data = 5u32.to_be();
+        assert_eq!(
+            format!("{:?}", Wc(raw)),
+            "Wc { wr_id: 4, status: SUCCESS, qp_num: 7, opcode: RECV_RDMA_WITH_IMM, byte_len: 64, \
+             flags: GRH | WITH_IMM, imm: Some(5) }"
+        );
     }
 
     #[test]
@@ -633,6 +666,6 @@ mod tests {
         let ok = Wc(ffi::ibv_wc { wr_id: 6, ..Default::default() });
         assert_eq!(ok.ok().map(Wc::wr_id), Ok(6));
         let unknown = Wc(ffi::ibv_wc { status: ffi::ibv_wc_status(77), ..Default::default() });
-        assert_eq!(unknown.ok().unwrap_err().to_string(), "work request 0 on QP 0x0 failed: unknown WcStatus 77");
+        assert_eq!(unknown.ok().unwrap_err().to_string(), "work request 0 on QP 0x0 failed: WcStatus(77)");
     }
 }

@@ -276,11 +276,11 @@ impl fmt::Display for Error {
                     crate::prim::Refusal::NoTransition => write!(f, "no such transition"),
                     crate::prim::Refusal::Attributes { missing, forbidden } => {
                         if !missing.is_empty() {
-                            write!(f, "missing attributes [{missing}]")?;
+                            write!(f, "missing attributes [{}]", missing.field_names())?;
                         }
                         if !forbidden.is_empty() {
                             let sep = if missing.is_empty() { "" } else { "; " };
-                            write!(f, "{sep}attributes not allowed here [{forbidden}]")?;
+                            write!(f, "{sep}attributes not allowed here [{}]", forbidden.field_names())?;
                         }
                         Ok(())
                     }

@@ -4,6 +4,7 @@ use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::bindings as ffi;
+use crate::prim::cvalue::c_type;
 
 /// A 128-bit global identifier (IPv6 format).
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -45,33 +46,16 @@ impl fmt::Debug for Gid {
     }
 }
 
-/// GID type (`IBV_GID_TYPE_*`); any value is representable.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct GidType(pub u32);
-
-impl GidType {
-    /// InfiniBand.
-    pub const IB: GidType = GidType(ffi::ibv_gid_type::IBV_GID_TYPE_IB.0);
-    /// RoCE v1 (Ethernet, no IP header).
-    pub const ROCE_V1: GidType = GidType(ffi::ibv_gid_type::IBV_GID_TYPE_ROCE_V1.0);
-    /// RoCE v2 (UDP/IP).
-    pub const ROCE_V2: GidType = GidType(ffi::ibv_gid_type::IBV_GID_TYPE_ROCE_V2.0);
-}
-
-impl fmt::Display for GidType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            GidType::IB => f.write_str("IB"),
-            GidType::ROCE_V1 => f.write_str("RoCE v1"),
-            GidType::ROCE_V2 => f.write_str("RoCE v2"),
-            GidType(other) => write!(f, "unknown GID type {other}"),
-        }
-    }
-}
-
-impl fmt::Debug for GidType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "GidType({self})")
+c_type! {
+    /// GID type (`enum ibv_gid_type`); any value is representable.
+    #[doc(alias = "ibv_gid_type")]
+    pub value GidType: u32, from enum ffi::ibv_gid_type {
+        /// InfiniBand.
+        IB = IBV_GID_TYPE_IB "IBV_GID_TYPE_IB",
+        /// RoCE v1 (Ethernet, no IP header).
+        ROCE_V1 = IBV_GID_TYPE_ROCE_V1 "IBV_GID_TYPE_ROCE_V1",
+        /// RoCE v2 (UDP/IP).
+        ROCE_V2 = IBV_GID_TYPE_ROCE_V2 "IBV_GID_TYPE_ROCE_V2",
     }
 }
 
@@ -97,7 +81,7 @@ impl GidEntry {
             gid: Gid::from_raw(e.gid),
             index: e.gid_index,
             port: e.port_num,
-            gid_type: GidType(e.gid_type),
+            gid_type: GidType::from_raw(e.gid_type),
             netdev_ifindex: e.ndev_ifindex,
         }
     }
@@ -145,8 +129,9 @@ mod tests {
 
     #[test]
     fn gid_types_of_any_value_print() {
-        assert_eq!(GidType::ROCE_V2.to_string(), "RoCE v2");
-        assert_eq!(GidType(9).to_string(), "unknown GID type 9");
+        assert_eq!(GidType::ROCE_V2.to_string(), "ROCE_V2");
+        assert_eq!(format!("{:?}", GidType::from_raw(9)), "GidType(9)");
+        assert_eq!(GidType::from(ffi::ibv_gid_type::IBV_GID_TYPE_ROCE_V1), GidType::ROCE_V1);
         let e = GidEntry { gid: Gid::default(), index: 0, port: 1, gid_type: GidType::IB, netdev_ifindex: 0 };
         assert_eq!(e.netdev(), None);
     }

@@ -11,6 +11,7 @@ mod channel;
 #[cfg(feature = "cm")]
 pub mod cm;
 mod cq;
+pub(crate) mod cvalue;
 mod device;
 mod dm;
 mod domain;

@@ -95,13 +95,13 @@ impl Mr {
         access: AccessFlags,
         backing: Option<Box<dyn Send + Sync>>,
     ) -> Result<Mr> {
-        if access.0 & AccessFlags::ON_DEMAND.0 != 0 {
+        if access.contains(AccessFlags::ON_DEMAND) {
             let odp = pd.context().query_device_ex()?.odp_caps.general_caps;
             if odp & u64::from(ffi::ibv_odp_general_caps::IBV_ODP_SUPPORT.0) == 0 {
                 return Err(Error::Unsupported { op: "ibv_reg_mr", feature: "on-demand paging" });
             }
         }
-        let access = i32::try_from(access.0).expect("access flags are a 32-bit mask");
+        let access = i32::try_from(access.bits()).expect("access flags are a 32-bit mask");
         // SAFETY: live PD; the memory contract is the caller's.
         let mr = unsafe { ffi::ibv_reg_mr(pd.as_ptr(), addr.cast(), len, access) };
         let mr = NonNull::new(mr).ok_or_else(|| Error::last("ibv_reg_mr"))?;
@@ -152,7 +152,7 @@ impl Mr {
         #[cfg(not(rrddmma_mlnx_ofed4))]
         {
             use std::os::fd::AsRawFd;
-            let access = i32::try_from(access.0).expect("access flags are a 32-bit mask");
+            let access = i32::try_from(access.bits()).expect("access flags are a 32-bit mask");
             // SAFETY: live PD; `fd` is an open descriptor for the call (the
             // kernel takes its own reference to the dma-buf); the region
             // reaches only the exporter's memory, which the kernel keeps

@@ -113,12 +113,12 @@ impl Qp {
         );
         let mut bind = ffi::ibv_mw_bind {
             wr_id,
-            send_flags: SendFlags::SIGNALED.0,
+            send_flags: SendFlags::SIGNALED.bits(),
             bind_info: ffi::ibv_mw_bind_info {
                 mr: if len == 0 { std::ptr::null_mut() } else { mr.as_ptr() },
                 addr: if len == 0 { 0 } else { mr.addr() + offset },
                 length: len,
-                mw_access_flags: access.0,
+                mw_access_flags: access.bits(),
             },
         };
         // SAFETY: live QP, window and region of the same PD.

@@ -209,7 +209,7 @@ impl<'a> SendWr<'a> {
     /// Adds send flags.
     #[inline]
     pub const fn flags(mut self, flags: SendFlags) -> SendWr<'a> {
-        self.raw.send_flags |= flags.0;
+        self.raw.send_flags |= flags.bits();
         self
     }
 

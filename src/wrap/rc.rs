@@ -77,7 +77,7 @@ pub fn connect_rc_mesh(
         let theirs = all[peer].get(me as usize).ok_or_else(|| {
             crate::ctrl::Error::Protocol(format!("rank {peer} sent {} endpoints for {n} ranks", all[peer].len()))
         })?;
-        let mtu = crate::prim::Mtu(c.mtu.0.min(theirs.mtu.0));
+        let mtu = c.mtu.min(theirs.mtu);
         qp.connect(&theirs.endpoint(), infos[peer].psn, &ConnectOpts { mtu, gid_index: Some(gid_index), ..*c })
             .inspect_err(|e| event!(warn, "rank {me}: connecting the RC QP to rank {peer} failed: {e}"))?;
     }

@@ -3,54 +3,33 @@
 use std::fmt;
 
 use crate::bindings::cm as cmffi;
+use crate::prim::cvalue::c_type;
 use crate::prim::{AhAttr, Error, Result};
 
 use super::{CmId, EventChannel, PortSpace};
 
-/// The kind of a CM event (`enum rdma_cm_event_type`): a newtype, so a value
-/// this build does not know is kept, never a panic.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(transparent)]
-pub struct CmEventType(pub u32);
-
-macro_rules! kinds {
-    ($($c:ident = $raw:ident,)*) => {
-        impl CmEventType {
-            $(
-                #[doc = concat!("`", stringify!($raw), "`")]
-                pub const $c: CmEventType = CmEventType(cmffi::rdma_cm_event_type::$raw.0);
-            )*
-
-            /// The name of the kind; `None` for a value this build does not know.
-            pub fn name(self) -> Option<&'static str> {
-                $(
-                    if self == Self::$c {
-                        return Some(stringify!($c));
-                    }
-                )*
-                None
-            }
-        }
-    };
-}
-
-kinds! {
-    ADDR_RESOLVED = RDMA_CM_EVENT_ADDR_RESOLVED,
-    ADDR_ERROR = RDMA_CM_EVENT_ADDR_ERROR,
-    ROUTE_RESOLVED = RDMA_CM_EVENT_ROUTE_RESOLVED,
-    ROUTE_ERROR = RDMA_CM_EVENT_ROUTE_ERROR,
-    CONNECT_REQUEST = RDMA_CM_EVENT_CONNECT_REQUEST,
-    CONNECT_RESPONSE = RDMA_CM_EVENT_CONNECT_RESPONSE,
-    CONNECT_ERROR = RDMA_CM_EVENT_CONNECT_ERROR,
-    UNREACHABLE = RDMA_CM_EVENT_UNREACHABLE,
-    REJECTED = RDMA_CM_EVENT_REJECTED,
-    ESTABLISHED = RDMA_CM_EVENT_ESTABLISHED,
-    DISCONNECTED = RDMA_CM_EVENT_DISCONNECTED,
-    DEVICE_REMOVAL = RDMA_CM_EVENT_DEVICE_REMOVAL,
-    MULTICAST_JOIN = RDMA_CM_EVENT_MULTICAST_JOIN,
-    MULTICAST_ERROR = RDMA_CM_EVENT_MULTICAST_ERROR,
-    ADDR_CHANGE = RDMA_CM_EVENT_ADDR_CHANGE,
-    TIMEWAIT_EXIT = RDMA_CM_EVENT_TIMEWAIT_EXIT,
+c_type! {
+    /// The kind of a CM event (`enum rdma_cm_event_type`): a newtype, so a value
+    /// this build does not know is kept, never a panic.
+    #[doc(alias = "rdma_cm_event_type")]
+    pub value CmEventType: u32, from enum cmffi::rdma_cm_event_type {
+        ADDR_RESOLVED = RDMA_CM_EVENT_ADDR_RESOLVED "RDMA_CM_EVENT_ADDR_RESOLVED",
+        ADDR_ERROR = RDMA_CM_EVENT_ADDR_ERROR "RDMA_CM_EVENT_ADDR_ERROR",
+        ROUTE_RESOLVED = RDMA_CM_EVENT_ROUTE_RESOLVED "RDMA_CM_EVENT_ROUTE_RESOLVED",
+        ROUTE_ERROR = RDMA_CM_EVENT_ROUTE_ERROR "RDMA_CM_EVENT_ROUTE_ERROR",
+        CONNECT_REQUEST = RDMA_CM_EVENT_CONNECT_REQUEST "RDMA_CM_EVENT_CONNECT_REQUEST",
+        CONNECT_RESPONSE = RDMA_CM_EVENT_CONNECT_RESPONSE "RDMA_CM_EVENT_CONNECT_RESPONSE",
+        CONNECT_ERROR = RDMA_CM_EVENT_CONNECT_ERROR "RDMA_CM_EVENT_CONNECT_ERROR",
+        UNREACHABLE = RDMA_CM_EVENT_UNREACHABLE "RDMA_CM_EVENT_UNREACHABLE",
+        REJECTED = RDMA_CM_EVENT_REJECTED "RDMA_CM_EVENT_REJECTED",
+        ESTABLISHED = RDMA_CM_EVENT_ESTABLISHED "RDMA_CM_EVENT_ESTABLISHED",
+        DISCONNECTED = RDMA_CM_EVENT_DISCONNECTED "RDMA_CM_EVENT_DISCONNECTED",
+        DEVICE_REMOVAL = RDMA_CM_EVENT_DEVICE_REMOVAL "RDMA_CM_EVENT_DEVICE_REMOVAL",
+        MULTICAST_JOIN = RDMA_CM_EVENT_MULTICAST_JOIN "RDMA_CM_EVENT_MULTICAST_JOIN",
+        MULTICAST_ERROR = RDMA_CM_EVENT_MULTICAST_ERROR "RDMA_CM_EVENT_MULTICAST_ERROR",
+        ADDR_CHANGE = RDMA_CM_EVENT_ADDR_CHANGE "RDMA_CM_EVENT_ADDR_CHANGE",
+        TIMEWAIT_EXIT = RDMA_CM_EVENT_TIMEWAIT_EXIT "RDMA_CM_EVENT_TIMEWAIT_EXIT",
+    }
 }
 
 impl CmEventType {
@@ -65,24 +44,6 @@ impl CmEventType {
             CmEventType::DISCONNECTED => "waiting for the disconnect",
             CmEventType::MULTICAST_JOIN => "joining the multicast group (rdma_join_multicast)",
             _ => "waiting for a CM event",
-        }
-    }
-}
-
-impl fmt::Debug for CmEventType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.name() {
-            Some(n) => f.write_str(n),
-            None => write!(f, "CmEventType({})", self.0),
-        }
-    }
-}
-
-impl fmt::Display for CmEventType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.name() {
-            Some(n) => f.write_str(n),
-            None => write!(f, "unknown CM event {}", self.0),
         }
     }
 }
@@ -137,7 +98,7 @@ impl CmEvent {
     pub(super) unsafe fn take(ev: *mut cmffi::rdma_cm_event, channel: &EventChannel) -> CmEvent {
         // SAFETY: caller: `ev` is live until acked below.
         let e = unsafe { &*ev };
-        let kind = CmEventType(e.event.0);
+        let kind = CmEventType::from(e.event);
         // SAFETY: the event's id is live while the event is.
         let ps = (!e.id.is_null()).then(|| unsafe { PortSpace::of(e.id) });
         let ud_ps = ps == Some(PortSpace::Ud);

@@ -575,7 +575,7 @@ impl CmId {
         if rc != 0 {
             return Err(Error::last("rdma_init_qp_attr"));
         }
-        Ok(QpAttr::from_raw(raw, super::AttrMask(mask as u32)))
+        Ok(QpAttr::from_raw(raw, super::AttrMask::from_bits_retain(mask as u32)))
     }
 
     /// Moves `qp` to `state` with the CM's attributes ([`qp_attr`](Self::qp_attr)).

@@ -6,6 +6,7 @@ use std::ptr::NonNull;
 
 use super::Cq;
 use crate::bindings as ffi;
+use crate::prim::cvalue::c_type;
 use crate::prim::error::{Error, Result};
 
 /// An extended CQ whose provider set the pass entries (what
@@ -56,67 +57,32 @@ impl ExCq {
     }
 }
 
-/// Fields an extended CQ reports (`IBV_WC_EX_WITH_*`).
-#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct WcFlagsEx(u64);
-
-macro_rules! wc_flags {
-    ($($name:ident = $c:ident;)*) => {
-        impl WcFlagsEx {
-            $(
-                #[doc = concat!("`", stringify!($c), "`")]
-                pub const $name: WcFlagsEx = WcFlagsEx(ffi::ibv_create_cq_wc_flags::$c.0 as u64);
-            )*
-        }
-    };
-}
-
-wc_flags! {
-    BYTE_LEN = IBV_WC_EX_WITH_BYTE_LEN;
-    IMM = IBV_WC_EX_WITH_IMM;
-    QP_NUM = IBV_WC_EX_WITH_QP_NUM;
-    SRC_QP = IBV_WC_EX_WITH_SRC_QP;
-    SLID = IBV_WC_EX_WITH_SLID;
-    SL = IBV_WC_EX_WITH_SL;
-    DLID_PATH_BITS = IBV_WC_EX_WITH_DLID_PATH_BITS;
-    COMPLETION_TIMESTAMP = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
-    CVLAN = IBV_WC_EX_WITH_CVLAN;
-    FLOW_TAG = IBV_WC_EX_WITH_FLOW_TAG;
-    COMPLETION_TIMESTAMP_WALLCLOCK = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
+c_type! {
+    /// Fields an extended CQ reports (`enum ibv_create_cq_wc_flags`,
+    /// `IBV_WC_EX_WITH_*`; `wc_flags` is a `uint64_t`). The empty set asks
+    /// for no field beyond status, opcode and `wr_id`.
+    #[doc(alias = "ibv_create_cq_wc_flags")]
+    pub flags WcFlagsEx: u64, from enum ffi::ibv_create_cq_wc_flags {
+        BYTE_LEN = IBV_WC_EX_WITH_BYTE_LEN "IBV_WC_EX_WITH_BYTE_LEN",
+        IMM = IBV_WC_EX_WITH_IMM "IBV_WC_EX_WITH_IMM",
+        QP_NUM = IBV_WC_EX_WITH_QP_NUM "IBV_WC_EX_WITH_QP_NUM",
+        SRC_QP = IBV_WC_EX_WITH_SRC_QP "IBV_WC_EX_WITH_SRC_QP",
+        SLID = IBV_WC_EX_WITH_SLID "IBV_WC_EX_WITH_SLID",
+        SL = IBV_WC_EX_WITH_SL "IBV_WC_EX_WITH_SL",
+        DLID_PATH_BITS = IBV_WC_EX_WITH_DLID_PATH_BITS "IBV_WC_EX_WITH_DLID_PATH_BITS",
+        COMPLETION_TIMESTAMP = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP "IBV_WC_EX_WITH_COMPLETION_TIMESTAMP",
+        CVLAN = IBV_WC_EX_WITH_CVLAN "IBV_WC_EX_WITH_CVLAN",
+        FLOW_TAG = IBV_WC_EX_WITH_FLOW_TAG "IBV_WC_EX_WITH_FLOW_TAG",
+        COMPLETION_TIMESTAMP_WALLCLOCK = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK "IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK",
+        TM_INFO = IBV_WC_EX_WITH_TM_INFO "IBV_WC_EX_WITH_TM_INFO",
+    }
 }
 
 impl WcFlagsEx {
     /// What a classic `ibv_wc` carries: byte length, immediate, QP numbers,
-    /// SLID, SL, path bits.
-    pub const STANDARD: WcFlagsEx = WcFlagsEx(ffi::IBV_WC_STANDARD_FLAGS.0 as u64);
-
-    /// No field beyond status, opcode and `wr_id`.
-    pub const fn empty() -> WcFlagsEx {
-        WcFlagsEx(0)
-    }
-
-    /// The bits.
-    pub const fn bits(self) -> u64 {
-        self.0
-    }
-
-    /// Whether every flag of `other` is set.
-    pub const fn contains(self, other: WcFlagsEx) -> bool {
-        self.0 & other.0 == other.0
-    }
-}
-
-impl std::ops::BitOr for WcFlagsEx {
-    type Output = WcFlagsEx;
-    fn bitor(self, rhs: WcFlagsEx) -> WcFlagsEx {
-        WcFlagsEx(self.0 | rhs.0)
-    }
-}
-
-impl fmt::Debug for WcFlagsEx {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "WcFlagsEx({:#x})", self.0)
-    }
+    /// SLID, SL, path bits (`IBV_WC_STANDARD_FLAGS`).
+    #[doc(alias = "IBV_WC_STANDARD_FLAGS")]
+    pub const STANDARD: WcFlagsEx = WcFlagsEx::from_bits_retain(ffi::IBV_WC_STANDARD_FLAGS.0 as u64);
 }
 
 /// An open polling pass over an extended CQ, positioned on a completion.

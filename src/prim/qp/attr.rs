@@ -4,107 +4,95 @@ use std::fmt;
 
 use super::super::ah::AhAttr;
 use crate::bindings as ffi;
+use crate::prim::cvalue::c_type;
 use crate::prim::{AccessFlags, MigState, Mtu, QpState};
 
-/// A set of QP attributes (`IBV_QP_*` mask bits).
-#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct AttrMask(pub u32);
-
-macro_rules! attr_names {
-    ($($name:ident = $c:ident, $text:literal;)*) => {
-        impl AttrMask {
-            $(
-                #[doc = concat!("`", stringify!($c), "`")]
-                pub const $name: AttrMask = AttrMask(ffi::ibv_qp_attr_mask::$c.0);
-            )*
-            /// Every named attribute, with its name, in mask order.
-            pub const ALL: &'static [(AttrMask, &'static str)] = &[$((AttrMask::$name, $text)),*];
-        }
-    };
+c_type! {
+    /// A set of QP attributes (`enum ibv_qp_attr_mask`, `IBV_QP_*` mask bits).
+    ///
+    /// Prints by Rust name (`STATE | PORT`); [`AttrMask::field_names`] gives
+    /// the `struct ibv_qp_attr` field names (`path_mtu`) for messages.
+    #[doc(alias = "ibv_qp_attr_mask")]
+    pub flags AttrMask: u32, from enum ffi::ibv_qp_attr_mask {
+        STATE = IBV_QP_STATE "IBV_QP_STATE",
+        CUR_STATE = IBV_QP_CUR_STATE "IBV_QP_CUR_STATE",
+        EN_SQD_ASYNC_NOTIFY = IBV_QP_EN_SQD_ASYNC_NOTIFY "IBV_QP_EN_SQD_ASYNC_NOTIFY",
+        ACCESS_FLAGS = IBV_QP_ACCESS_FLAGS "IBV_QP_ACCESS_FLAGS",
+        PKEY_INDEX = IBV_QP_PKEY_INDEX "IBV_QP_PKEY_INDEX",
+        PORT = IBV_QP_PORT "IBV_QP_PORT",
+        QKEY = IBV_QP_QKEY "IBV_QP_QKEY",
+        AV = IBV_QP_AV "IBV_QP_AV",
+        PATH_MTU = IBV_QP_PATH_MTU "IBV_QP_PATH_MTU",
+        TIMEOUT = IBV_QP_TIMEOUT "IBV_QP_TIMEOUT",
+        RETRY_CNT = IBV_QP_RETRY_CNT "IBV_QP_RETRY_CNT",
+        RNR_RETRY = IBV_QP_RNR_RETRY "IBV_QP_RNR_RETRY",
+        RQ_PSN = IBV_QP_RQ_PSN "IBV_QP_RQ_PSN",
+        MAX_QP_RD_ATOMIC = IBV_QP_MAX_QP_RD_ATOMIC "IBV_QP_MAX_QP_RD_ATOMIC",
+        ALT_PATH = IBV_QP_ALT_PATH "IBV_QP_ALT_PATH",
+        MIN_RNR_TIMER = IBV_QP_MIN_RNR_TIMER "IBV_QP_MIN_RNR_TIMER",
+        SQ_PSN = IBV_QP_SQ_PSN "IBV_QP_SQ_PSN",
+        MAX_DEST_RD_ATOMIC = IBV_QP_MAX_DEST_RD_ATOMIC "IBV_QP_MAX_DEST_RD_ATOMIC",
+        PATH_MIG_STATE = IBV_QP_PATH_MIG_STATE "IBV_QP_PATH_MIG_STATE",
+        CAP = IBV_QP_CAP "IBV_QP_CAP",
+        DEST_QPN = IBV_QP_DEST_QPN "IBV_QP_DEST_QPN",
+        RATE_LIMIT = IBV_QP_RATE_LIMIT "IBV_QP_RATE_LIMIT",
+    }
 }
 
-attr_names! {
-    STATE = IBV_QP_STATE, "state";
-    CUR_STATE = IBV_QP_CUR_STATE, "cur_state";
-    EN_SQD_ASYNC_NOTIFY = IBV_QP_EN_SQD_ASYNC_NOTIFY, "en_sqd_async_notify";
-    ACCESS_FLAGS = IBV_QP_ACCESS_FLAGS, "access_flags";
-    PKEY_INDEX = IBV_QP_PKEY_INDEX, "pkey_index";
-    PORT = IBV_QP_PORT, "port";
-    QKEY = IBV_QP_QKEY, "qkey";
-    AV = IBV_QP_AV, "av";
-    PATH_MTU = IBV_QP_PATH_MTU, "path_mtu";
-    TIMEOUT = IBV_QP_TIMEOUT, "timeout";
-    RETRY_CNT = IBV_QP_RETRY_CNT, "retry_cnt";
-    RNR_RETRY = IBV_QP_RNR_RETRY, "rnr_retry";
-    RQ_PSN = IBV_QP_RQ_PSN, "rq_psn";
-    MAX_QP_RD_ATOMIC = IBV_QP_MAX_QP_RD_ATOMIC, "max_rd_atomic";
-    ALT_PATH = IBV_QP_ALT_PATH, "alt_path";
-    MIN_RNR_TIMER = IBV_QP_MIN_RNR_TIMER, "min_rnr_timer";
-    SQ_PSN = IBV_QP_SQ_PSN, "sq_psn";
-    MAX_DEST_RD_ATOMIC = IBV_QP_MAX_DEST_RD_ATOMIC, "max_dest_rd_atomic";
-    PATH_MIG_STATE = IBV_QP_PATH_MIG_STATE, "path_mig_state";
-    CAP = IBV_QP_CAP, "cap";
-    DEST_QPN = IBV_QP_DEST_QPN, "dest_qpn";
-    RATE_LIMIT = IBV_QP_RATE_LIMIT, "rate_limit";
-}
+/// Each named attribute with its `struct ibv_qp_attr` field name, in mask order.
+const FIELDS: &[(AttrMask, &str)] = &[
+    (AttrMask::STATE, "state"),
+    (AttrMask::CUR_STATE, "cur_state"),
+    (AttrMask::EN_SQD_ASYNC_NOTIFY, "en_sqd_async_notify"),
+    (AttrMask::ACCESS_FLAGS, "access_flags"),
+    (AttrMask::PKEY_INDEX, "pkey_index"),
+    (AttrMask::PORT, "port"),
+    (AttrMask::QKEY, "qkey"),
+    (AttrMask::AV, "av"),
+    (AttrMask::PATH_MTU, "path_mtu"),
+    (AttrMask::TIMEOUT, "timeout"),
+    (AttrMask::RETRY_CNT, "retry_cnt"),
+    (AttrMask::RNR_RETRY, "rnr_retry"),
+    (AttrMask::RQ_PSN, "rq_psn"),
+    (AttrMask::MAX_QP_RD_ATOMIC, "max_rd_atomic"),
+    (AttrMask::ALT_PATH, "alt_path"),
+    (AttrMask::MIN_RNR_TIMER, "min_rnr_timer"),
+    (AttrMask::SQ_PSN, "sq_psn"),
+    (AttrMask::MAX_DEST_RD_ATOMIC, "max_dest_rd_atomic"),
+    (AttrMask::PATH_MIG_STATE, "path_mig_state"),
+    (AttrMask::CAP, "cap"),
+    (AttrMask::DEST_QPN, "dest_qpn"),
+    (AttrMask::RATE_LIMIT, "rate_limit"),
+];
 
 impl AttrMask {
-    /// No attribute.
-    pub const EMPTY: AttrMask = AttrMask(0);
-
-    /// Union.
-    pub const fn or(self, other: AttrMask) -> AttrMask {
-        AttrMask(self.0 | other.0)
+    /// The `struct ibv_qp_attr` field names of the attributes set, for
+    /// messages: `av, dest_qpn`; unknown bits as hex.
+    pub fn field_names(self) -> impl fmt::Display {
+        FieldNames(self)
     }
+}
 
-    /// The attributes of `self` not in `other`.
-    pub const fn minus(self, other: AttrMask) -> AttrMask {
-        AttrMask(self.0 & !other.0)
-    }
+/// What [`AttrMask::field_names`] returns.
+struct FieldNames(AttrMask);
 
-    /// Whether no attribute is set.
-    pub const fn is_empty(self) -> bool {
-        self.0 == 0
-    }
-
-    /// Whether every attribute of `other` is in `self`.
-    pub const fn contains(self, other: AttrMask) -> bool {
-        self.0 & other.0 == other.0
-    }
-
-    /// The names of the attributes set, e.g. `["av", "dest_qpn"]`; unknown bits as hex.
-    pub fn names(self) -> Vec<String> {
+impl fmt::Display for FieldNames {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut rest = self.0;
-        let mut out = Vec::new();
-        for (m, name) in AttrMask::ALL {
-            if self.contains(*m) {
-                out.push((*name).to_string());
-                rest &= !m.0;
+        let mut first = true;
+        for &(m, name) in FIELDS {
+            if rest.contains(m) {
+                f.write_str(if first { "" } else { ", " })?;
+                f.write_str(name)?;
+                rest -= m;
+                first = false;
             }
         }
-        if rest != 0 {
-            out.push(format!("{rest:#x}"));
+        if !rest.is_empty() {
+            f.write_str(if first { "" } else { ", " })?;
+            write!(f, "{:#x}", rest.bits())?;
         }
-        out
-    }
-}
-
-impl std::ops::BitOr for AttrMask {
-    type Output = AttrMask;
-    fn bitor(self, rhs: AttrMask) -> AttrMask {
-        self.or(rhs)
-    }
-}
-
-impl fmt::Debug for AttrMask {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "AttrMask({})", self.names().join(" | "))
-    }
-}
-
-impl fmt::Display for AttrMask {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.names().join(", "))
+        Ok(())
     }
 }
 
@@ -133,7 +121,7 @@ macro_rules! setters {
         #[inline]
         pub fn $fn(mut self, v: $t) -> QpAttr {
             self.raw.$field = v.into();
-            self.mask = self.mask.or(AttrMask::$bit);
+            self.mask |= AttrMask::$bit;
             self
         }
     )*};
@@ -202,8 +190,8 @@ impl QpAttr {
     /// Remote access rights (`IBV_ACCESS_REMOTE_*`).
     #[inline]
     pub fn access(mut self, access: AccessFlags) -> QpAttr {
-        self.raw.qp_access_flags = access.0;
-        self.mask = self.mask.or(AttrMask::ACCESS_FLAGS);
+        self.raw.qp_access_flags = access.bits();
+        self.mask |= AttrMask::ACCESS_FLAGS;
         self
     }
 
@@ -211,7 +199,7 @@ impl QpAttr {
     #[inline]
     pub fn path_mig_state(mut self, state: MigState) -> QpAttr {
         self.raw.path_mig_state = state.into();
-        self.mask = self.mask.or(AttrMask::PATH_MIG_STATE);
+        self.mask |= AttrMask::PATH_MIG_STATE;
         self
     }
 
@@ -219,7 +207,7 @@ impl QpAttr {
     #[inline]
     pub fn en_sqd_async_notify(mut self, yes: bool) -> QpAttr {
         self.raw.en_sqd_async_notify = u8::from(yes);
-        self.mask = self.mask.or(AttrMask::EN_SQD_ASYNC_NOTIFY);
+        self.mask |= AttrMask::EN_SQD_ASYNC_NOTIFY;
         self
     }
 
@@ -227,7 +215,7 @@ impl QpAttr {
     #[inline]
     pub fn cap(mut self, cap: ffi::ibv_qp_cap) -> QpAttr {
         self.raw.cap = cap;
-        self.mask = self.mask.or(AttrMask::CAP);
+        self.mask |= AttrMask::CAP;
         self
     }
 
@@ -239,7 +227,7 @@ impl QpAttr {
         self.raw.alt_pkey_index = pkey_index;
         self.raw.alt_port_num = port;
         self.raw.alt_timeout = timeout;
-        self.mask = self.mask.or(AttrMask::ALT_PATH);
+        self.mask |= AttrMask::ALT_PATH;
         self
     }
 
@@ -247,7 +235,7 @@ impl QpAttr {
     #[inline]
     pub fn av(mut self, av: &AhAttr) -> QpAttr {
         self.raw.ah_attr = *av.as_raw();
-        self.mask = self.mask.or(AttrMask::AV);
+        self.mask |= AttrMask::AV;
         self
     }
 }

@@ -156,7 +156,7 @@ fn diagnose(ctx: &Context, o: &ConnectOpts, gid_index: u8, to: QpState, remote: 
         return None;
     }
     let active = port.active_mtu();
-    if o.mtu.0 > active.0 {
+    if o.mtu.to_raw() > active.to_raw() {
         return Some(format!(
             "path MTU {} is above port {}'s active MTU {} (set ConnectOpts::mtu to at most {})",
             o.mtu.bytes(),

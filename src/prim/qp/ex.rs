@@ -12,62 +12,40 @@ use std::ptr::NonNull;
 
 use super::Qp;
 use crate::bindings as ffi;
+use crate::prim::cvalue::c_type;
 use crate::prim::error::{Error, Result};
 use crate::prim::wr::{RemoteAddr, SendWr, Sge};
 use crate::prim::{QpType, SendFlags};
 
-/// Operations an extended QP may post (`IBV_QP_EX_WITH_*`).
-#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct SendOps(pub u64);
-
-macro_rules! send_ops {
-    ($($name:ident = $c:ident;)*) => {
-        impl SendOps {
-            $(
-                #[doc = concat!("`", stringify!($c), "`")]
-                pub const $name: SendOps = SendOps(ffi::ibv_qp_create_send_ops_flags::$c.0 as u64);
-            )*
-        }
-    };
-}
-
-send_ops! {
-    RDMA_WRITE = IBV_QP_EX_WITH_RDMA_WRITE;
-    RDMA_WRITE_WITH_IMM = IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
-    SEND = IBV_QP_EX_WITH_SEND;
-    SEND_WITH_IMM = IBV_QP_EX_WITH_SEND_WITH_IMM;
-    RDMA_READ = IBV_QP_EX_WITH_RDMA_READ;
-    ATOMIC_CMP_AND_SWP = IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP;
-    ATOMIC_FETCH_AND_ADD = IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
-    LOCAL_INV = IBV_QP_EX_WITH_LOCAL_INV;
-    BIND_MW = IBV_QP_EX_WITH_BIND_MW;
-    SEND_WITH_INV = IBV_QP_EX_WITH_SEND_WITH_INV;
+c_type! {
+    /// Operations an extended QP may post (`enum ibv_qp_create_send_ops_flags`,
+    /// `IBV_QP_EX_WITH_*`; `send_ops_flags` is a `uint64_t`).
+    #[doc(alias = "ibv_qp_create_send_ops_flags")]
+    pub flags SendOps: u64, from enum ffi::ibv_qp_create_send_ops_flags {
+        RDMA_WRITE = IBV_QP_EX_WITH_RDMA_WRITE "IBV_QP_EX_WITH_RDMA_WRITE",
+        RDMA_WRITE_WITH_IMM = IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM "IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM",
+        SEND = IBV_QP_EX_WITH_SEND "IBV_QP_EX_WITH_SEND",
+        SEND_WITH_IMM = IBV_QP_EX_WITH_SEND_WITH_IMM "IBV_QP_EX_WITH_SEND_WITH_IMM",
+        RDMA_READ = IBV_QP_EX_WITH_RDMA_READ "IBV_QP_EX_WITH_RDMA_READ",
+        ATOMIC_CMP_AND_SWP = IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP "IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP",
+        ATOMIC_FETCH_AND_ADD = IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD "IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD",
+        LOCAL_INV = IBV_QP_EX_WITH_LOCAL_INV "IBV_QP_EX_WITH_LOCAL_INV",
+        BIND_MW = IBV_QP_EX_WITH_BIND_MW "IBV_QP_EX_WITH_BIND_MW",
+        SEND_WITH_INV = IBV_QP_EX_WITH_SEND_WITH_INV "IBV_QP_EX_WITH_SEND_WITH_INV",
+        TSO = IBV_QP_EX_WITH_TSO "IBV_QP_EX_WITH_TSO",
+        ATOMIC_WRITE = IBV_QP_EX_WITH_ATOMIC_WRITE "IBV_QP_EX_WITH_ATOMIC_WRITE",
+    }
 }
 
 impl SendOps {
     /// SEND, WRITE and READ with and without immediate, and both atomics.
-    pub const BASIC: SendOps = SendOps(
-        SendOps::RDMA_WRITE.0
-            | SendOps::RDMA_WRITE_WITH_IMM.0
-            | SendOps::SEND.0
-            | SendOps::SEND_WITH_IMM.0
-            | SendOps::RDMA_READ.0
-            | SendOps::ATOMIC_CMP_AND_SWP.0
-            | SendOps::ATOMIC_FETCH_AND_ADD.0,
-    );
-}
-
-impl std::ops::BitOr for SendOps {
-    type Output = SendOps;
-    fn bitor(self, rhs: SendOps) -> SendOps {
-        SendOps(self.0 | rhs.0)
-    }
-}
-
-impl fmt::Debug for SendOps {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "SendOps({:#x})", self.0)
-    }
+    pub const BASIC: SendOps = SendOps::RDMA_WRITE
+        .union(SendOps::RDMA_WRITE_WITH_IMM)
+        .union(SendOps::SEND)
+        .union(SendOps::SEND_WITH_IMM)
+        .union(SendOps::RDMA_READ)
+        .union(SendOps::ATOMIC_CMP_AND_SWP)
+        .union(SendOps::ATOMIC_FETCH_AND_ADD);
 }
 
 /// Most entries a rewritten list may have (rxe's own limit is 32).
@@ -153,7 +131,7 @@ impl WrBatch<'_> {
         use ffi::ibv_wr_opcode as O;
         let raw = wr.as_raw();
         let q = self.ex.as_ptr();
-        let inline = raw.send_flags & SendFlags::INLINE.0 != 0;
+        let inline = SendFlags::from_bits_retain(raw.send_flags).contains(SendFlags::INLINE);
         let n = usize::try_from(raw.num_sge).unwrap_or(0);
         let sges: &[Sge] = if n == 0 {
             &[]
@@ -334,7 +312,7 @@ impl WrBatch<'_> {
         // next `ibv_wr_*` call reads.
         unsafe {
             (*q).wr_id = wr_id;
-            (*q).wr_flags = flags.0 & !SendFlags::INLINE.0;
+            (*q).wr_flags = (flags - SendFlags::INLINE).bits();
         }
         q
     }

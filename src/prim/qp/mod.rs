@@ -213,7 +213,7 @@ impl<'a> QpBuilder<'a> {
         }
         if let Some(ops) = self.send_ops {
             attr.comp_mask |= ffi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.0;
-            attr.send_ops_flags = ops.0;
+            attr.send_ops_flags = ops.bits();
         }
         let ctx = self.pd.context();
         // SAFETY: live PD, CQs and SRQ of the same context (checked above); `attr` is valid.
@@ -243,7 +243,7 @@ impl<'a> QpBuilder<'a> {
             ex,
             quirks: ctx.quirks(),
             qp_type: self.qp_type,
-            state: AtomicU32::new(QpState::RESET.0),
+            state: AtomicU32::new(QpState::RESET.to_raw()),
             caps: QpCaps { max_inline_data: attr.cap.max_inline_data, ..self.caps },
             pd: self.pd.clone(),
             _send_cq: self.send_cq.clone(),
@@ -329,7 +329,7 @@ impl Qp {
             ex,
             quirks: pd.context().quirks(),
             qp_type,
-            state: AtomicU32::new(QpState::RESET.0),
+            state: AtomicU32::new(QpState::RESET.to_raw()),
             caps,
             pd: pd.clone(),
             _send_cq: send_cq.clone(),
@@ -386,7 +386,7 @@ impl Qp {
         let from = if attr.mask().contains(AttrMask::CUR_STATE) {
             attr.as_raw().cur_qp_state.into()
         } else {
-            QpState(self.state.load(Ordering::Acquire))
+            QpState::from_raw(self.state.load(Ordering::Acquire))
         };
         let to = attr.state();
         state::check(self.qp_type, from, to, attr.mask()).map_err(|refusal| Error::QpTransition {
@@ -395,14 +395,14 @@ impl Qp {
             to,
             refusal,
         })?;
-        let mask = i32::try_from(attr.mask().0).expect("QP attribute masks fit in 31 bits");
+        let mask = i32::try_from(attr.mask().bits()).expect("QP attribute masks fit in 31 bits");
         let mut raw = *attr.as_raw();
         // SAFETY: live QP; `raw` is valid for the call.
         let rc = unsafe { ffi::ibv_modify_qp(self.as_ptr(), &mut raw, mask) };
         if rc != 0 {
             return Err(Error::code("ibv_modify_qp", rc));
         }
-        self.state.store(to.0, Ordering::Release);
+        self.state.store(to.to_raw(), Ordering::Release);
         Ok(())
     }
 

@@ -16,10 +16,10 @@ pub struct Rule {
 }
 
 const fn m(bits: &[AttrMask]) -> AttrMask {
-    let mut acc = AttrMask::EMPTY;
+    let mut acc = AttrMask::empty();
     let mut i = 0;
     while i < bits.len() {
-        acc = acc.or(bits[i]);
+        acc = acc.union(bits[i]);
         i += 1;
     }
     acc
@@ -27,7 +27,7 @@ const fn m(bits: &[AttrMask]) -> AttrMask {
 
 use AttrMask as A;
 
-const NONE: Rule = Rule { required: AttrMask::EMPTY, optional: AttrMask::EMPTY };
+const NONE: Rule = Rule { required: AttrMask::empty(), optional: AttrMask::empty() };
 
 const fn rule(required: AttrMask, optional: AttrMask) -> Rule {
     Rule { required, optional }
@@ -68,21 +68,21 @@ pub const fn transition(t: T, from: S, to: S) -> Option<Rule> {
     let pkey_port = m(&[A::PKEY_INDEX, A::PORT]);
     match (from, to) {
         (S::RESET, S::INIT) => Some(match k {
-            Kind::Ud => rule(m(&[pkey_port, A::QKEY]), A::EMPTY),
-            Kind::Raw => rule(A::PORT, A::EMPTY),
-            _ => rule(m(&[pkey_port, A::ACCESS_FLAGS]), A::EMPTY),
+            Kind::Ud => rule(m(&[pkey_port, A::QKEY]), A::empty()),
+            Kind::Raw => rule(A::PORT, A::empty()),
+            _ => rule(m(&[pkey_port, A::ACCESS_FLAGS]), A::empty()),
         }),
         (S::INIT, S::INIT) => Some(match k {
-            Kind::Ud => rule(A::EMPTY, m(&[pkey_port, A::QKEY])),
+            Kind::Ud => rule(A::empty(), m(&[pkey_port, A::QKEY])),
             Kind::Raw => NONE,
-            _ => rule(A::EMPTY, m(&[pkey_port, A::ACCESS_FLAGS])),
+            _ => rule(A::empty(), m(&[pkey_port, A::ACCESS_FLAGS])),
         }),
         (S::INIT, S::RTR) => {
             let path = m(&[A::AV, A::PATH_MTU, A::DEST_QPN, A::RQ_PSN]);
             let resp = m(&[path, A::MAX_DEST_RD_ATOMIC, A::MIN_RNR_TIMER]);
             let opt = m(&[A::ALT_PATH, A::ACCESS_FLAGS, A::PKEY_INDEX]);
             Some(match k {
-                Kind::Ud => rule(A::EMPTY, m(&[A::PKEY_INDEX, A::QKEY])),
+                Kind::Ud => rule(A::empty(), m(&[A::PKEY_INDEX, A::QKEY])),
                 Kind::Raw => NONE,
                 Kind::Uc | Kind::XrcIni => rule(path, opt),
                 Kind::Rc | Kind::XrcTgt => rule(resp, opt),
@@ -93,7 +93,7 @@ pub const fn transition(t: T, from: S, to: S) -> Option<Rule> {
             let conn_opt = m(&[A::CUR_STATE, A::ALT_PATH, A::ACCESS_FLAGS, A::PATH_MIG_STATE, A::RATE_LIMIT]);
             Some(match k {
                 Kind::Ud => rule(A::SQ_PSN, m(&[A::CUR_STATE, A::QKEY, A::RATE_LIMIT])),
-                Kind::Raw => rule(A::EMPTY, A::RATE_LIMIT),
+                Kind::Raw => rule(A::empty(), A::RATE_LIMIT),
                 Kind::Uc => rule(A::SQ_PSN, conn_opt),
                 Kind::XrcIni => rule(req_ack, conn_opt),
                 Kind::Rc => rule(req_ack, m(&[conn_opt, A::MIN_RNR_TIMER])),
@@ -103,15 +103,15 @@ pub const fn transition(t: T, from: S, to: S) -> Option<Rule> {
         (S::RTS, S::RTS) | (S::SQD, S::RTS) => {
             let conn_opt = m(&[A::CUR_STATE, A::ACCESS_FLAGS, A::ALT_PATH, A::PATH_MIG_STATE, A::RATE_LIMIT]);
             Some(match k {
-                Kind::Ud => rule(A::EMPTY, m(&[A::CUR_STATE, A::QKEY, A::RATE_LIMIT])),
+                Kind::Ud => rule(A::empty(), m(&[A::CUR_STATE, A::QKEY, A::RATE_LIMIT])),
                 Kind::Raw => NONE,
-                Kind::Uc | Kind::XrcIni => rule(A::EMPTY, conn_opt),
-                Kind::Rc | Kind::XrcTgt => rule(A::EMPTY, m(&[conn_opt, A::MIN_RNR_TIMER])),
+                Kind::Uc | Kind::XrcIni => rule(A::empty(), conn_opt),
+                Kind::Rc | Kind::XrcTgt => rule(A::empty(), m(&[conn_opt, A::MIN_RNR_TIMER])),
             })
         }
         (S::RTS, S::SQD) => Some(match k {
             Kind::Raw => NONE,
-            _ => rule(A::EMPTY, A::EN_SQD_ASYNC_NOTIFY),
+            _ => rule(A::empty(), A::EN_SQD_ASYNC_NOTIFY),
         }),
         (S::SQD, S::SQD) => Some({
             let sqd_rc = m(&[
@@ -129,19 +129,23 @@ pub const fn transition(t: T, from: S, to: S) -> Option<Rule> {
                 A::PATH_MIG_STATE,
             ]);
             match k {
-                Kind::Ud => rule(A::EMPTY, m(&[A::PKEY_INDEX, A::QKEY])),
+                Kind::Ud => rule(A::empty(), m(&[A::PKEY_INDEX, A::QKEY])),
                 Kind::Raw => NONE,
-                Kind::Uc => rule(A::EMPTY, m(&[A::AV, A::ALT_PATH, A::ACCESS_FLAGS, A::PKEY_INDEX, A::PATH_MIG_STATE])),
+                Kind::Uc => {
+                    rule(A::empty(), m(&[A::AV, A::ALT_PATH, A::ACCESS_FLAGS, A::PKEY_INDEX, A::PATH_MIG_STATE]))
+                }
                 // XRC initiators have no responder side; targets no requester side.
-                Kind::XrcIni => rule(A::EMPTY, sqd_rc.minus(m(&[A::MAX_DEST_RD_ATOMIC, A::MIN_RNR_TIMER]))),
-                Kind::XrcTgt => rule(A::EMPTY, sqd_rc.minus(m(&[A::RETRY_CNT, A::RNR_RETRY, A::MAX_QP_RD_ATOMIC]))),
-                Kind::Rc => rule(A::EMPTY, sqd_rc),
+                Kind::XrcIni => rule(A::empty(), sqd_rc.difference(m(&[A::MAX_DEST_RD_ATOMIC, A::MIN_RNR_TIMER]))),
+                Kind::XrcTgt => {
+                    rule(A::empty(), sqd_rc.difference(m(&[A::RETRY_CNT, A::RNR_RETRY, A::MAX_QP_RD_ATOMIC])))
+                }
+                Kind::Rc => rule(A::empty(), sqd_rc),
             }
         }),
         (S::SQE, S::RTS) => Some(match k {
-            Kind::Ud => rule(A::EMPTY, m(&[A::CUR_STATE, A::QKEY])),
+            Kind::Ud => rule(A::empty(), m(&[A::CUR_STATE, A::QKEY])),
             Kind::Raw => NONE,
-            Kind::Uc => rule(A::EMPTY, m(&[A::CUR_STATE, A::ACCESS_FLAGS])),
+            Kind::Uc => rule(A::empty(), m(&[A::CUR_STATE, A::ACCESS_FLAGS])),
             // SQE exists only for unreliable transports.
             _ => return None,
         }),
@@ -170,10 +174,10 @@ pub fn check(t: T, from: S, to: S, mask: AttrMask) -> Result<(), Refusal> {
         return Ok(());
     }
     let Some(r) = transition(t, from, to) else { return Err(Refusal::NoTransition) };
-    let given = mask.minus(AttrMask::STATE);
-    let missing = r.required.minus(given);
+    let given = mask - AttrMask::STATE;
+    let missing = r.required - given;
     // Packet pacing is left to the provider: kernels differ on where they allow it.
-    let forbidden = given.minus(r.required.or(r.optional)).minus(AttrMask::RATE_LIMIT);
+    let forbidden = given - (r.required | r.optional) - AttrMask::RATE_LIMIT;
     if missing.is_empty() && forbidden.is_empty() {
         Ok(())
     } else {
@@ -196,7 +200,7 @@ mod tests {
         let rtr = A::STATE | A::AV | A::PATH_MTU | A::DEST_QPN | A::RQ_PSN | A::MAX_DEST_RD_ATOMIC;
         assert_eq!(
             check(T::RC, S::INIT, S::RTR, rtr),
-            Err(Refusal::Attributes { missing: A::MIN_RNR_TIMER, forbidden: A::EMPTY })
+            Err(Refusal::Attributes { missing: A::MIN_RNR_TIMER, forbidden: A::empty() })
         );
         let rts = A::STATE | A::TIMEOUT | A::RETRY_CNT | A::RNR_RETRY | A::SQ_PSN | A::MAX_QP_RD_ATOMIC;
         assert_eq!(check(T::RC, S::RTR, S::RTS, rts), Ok(()));
@@ -212,7 +216,7 @@ mod tests {
         assert_eq!(check(T::UC, S::INIT, S::RTR, uc_rtr), Ok(()));
         assert_eq!(
             check(T::UC, S::RTR, S::RTS, A::STATE | A::SQ_PSN | A::TIMEOUT),
-            Err(Refusal::Attributes { missing: A::EMPTY, forbidden: A::TIMEOUT })
+            Err(Refusal::Attributes { missing: A::empty(), forbidden: A::TIMEOUT })
         );
     }
 
@@ -238,12 +242,12 @@ mod tests {
         let rts = A::STATE | A::TIMEOUT | A::RETRY_CNT | A::RNR_RETRY | A::SQ_PSN | A::MAX_QP_RD_ATOMIC;
         assert_eq!(
             check(T::XRC_SEND, S::RTR, S::RTS, rts | A::MIN_RNR_TIMER),
-            Err(Refusal::Attributes { missing: A::EMPTY, forbidden: A::MIN_RNR_TIMER })
+            Err(Refusal::Attributes { missing: A::empty(), forbidden: A::MIN_RNR_TIMER })
         );
         // Packet pacing is never refused here.
         assert_eq!(check(T::RC, S::RTR, S::RTS, rts | A::RATE_LIMIT), Ok(()));
         // Unknown states and types never panic.
-        assert_eq!(check(T::RC, S(77), S(99), A::STATE), Err(Refusal::NoTransition));
-        assert_eq!(check(T(0xff), S::RESET, S::RTS, A::STATE), Ok(()));
+        assert_eq!(check(T::RC, S::from_raw(77), S::from_raw(99), A::STATE), Err(Refusal::NoTransition));
+        assert_eq!(check(T::from_raw(0xff), S::RESET, S::RTS, A::STATE), Ok(()));
     }
 }

@@ -412,7 +412,7 @@ impl RcEndpoint {
         let p = Parts::new(Context::open(&o.device)?, o)?;
         let gid = o.connect.gid_index_on(&p.ctx)?;
         let active = p.ctx.query_port(o.port)?.active_mtu();
-        let mtu = crate::prim::Mtu(o.connect.mtu.0.min(active.0));
+        let mtu = o.connect.mtu.min(active);
         let psn = crate::prim::random_psn();
         let mine = [
             QpInfo::new(&p.data.endpoint(o.port, gid, psn)?, gid, o.port, mtu),
@@ -428,12 +428,7 @@ impl RcEndpoint {
         let parse =
             |b: &[u8]| QpInfo::from_bytes(b.try_into().expect("29 bytes")).map_err(|e| Error::Protocol(e.to_string()));
         let (peer_data, peer_ctrl) = (parse(&theirs[..QpInfo::WIRE_LEN])?, parse(&theirs[QpInfo::WIRE_LEN..])?);
-        let copts = ConnectOpts {
-            gid_index: Some(gid),
-            port: o.port,
-            mtu: crate::prim::Mtu(mtu.0.min(peer_data.mtu.0)),
-            ..o.connect
-        };
+        let copts = ConnectOpts { gid_index: Some(gid), port: o.port, mtu: mtu.min(peer_data.mtu), ..o.connect };
         p.data.connect(&peer_data.endpoint(), mine[0].psn, &copts)?;
         p.ctrl_qp.connect(&peer_ctrl.endpoint(), mine[1].psn, &copts)?;
         p.post_ctrl_recvs()?;
