@@ -434,7 +434,7 @@ impl DciBatch<'_> {
         }
         #[cfg(rrddmma_mlnx_ofed4)]
         {
-            let mut raw = imp::exp_send_wr(wr, to);
+            let mut raw = imp::exp_send_wr(wr, to.ah.as_ptr(), to.dctn, to.key);
             // SAFETY: a live DCI of a 4.x context; one request whose memory
             // the caller keeps valid.
             unsafe { super::exp4::post_raw(self.qp, &mut raw) }
@@ -557,7 +557,7 @@ mod imp {
 
     use std::ptr::{self, NonNull};
 
-    use super::{path, Dci, DciOpts, Dct, DctAddr, DctOpts};
+    use super::{path, Dci, DciOpts, Dct, DctOpts};
     use crate::bindings as ffi;
     use crate::bindings::exp4 as x;
     use crate::mlx5dv::exp4::{last, rc, require};
@@ -692,14 +692,15 @@ mod imp {
         (raw, u64::from(attr.mask().0))
     }
 
-    /// `wr` as an `ibv_exp_send_wr` to `to`. The opcodes of `SendWr`'s
+    /// `wr` as an `ibv_exp_send_wr` to the target `dctn` with key `key`
+    /// through `ah`. The opcodes of `SendWr`'s
     /// constructors and the four send flags have the same values in
     /// `enum ibv_exp_wr_opcode` / `enum ibv_exp_send_flags`.
     ///
     /// # Panics
     /// If `wr` carries a send flag other than FENCE, SIGNALED, SOLICITED and
     /// INLINE (no `SendWr` constructor sets one).
-    pub(super) fn exp_send_wr(wr: &SendWr<'_>, to: &DctAddr<'_>) -> x::ibv_exp_send_wr {
+    pub(super) fn exp_send_wr(wr: &SendWr<'_>, ah: *mut ffi::ibv_ah, dctn: u32, key: u64) -> x::ibv_exp_send_wr {
         use x::ibv_exp_send_flags as F;
         let w = wr.as_raw();
         let known = [
@@ -745,9 +746,116 @@ mod imp {
             exp_opcode: w.opcode.0,
             imm_data: imm,
             wr: wr_union,
-            dc: x::ibv_exp_wr_dc { ah: to.ah.as_ptr(), dct_access_key: to.key, dct_number: to.dctn },
+            dc: x::ibv_exp_wr_dc { ah, dct_access_key: key, dct_number: dctn },
             exp_send_flags: flags,
             ..Default::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Defaults are the documented ones; each setter sets its own field only.
+    #[test]
+    fn options_default_and_setters() {
+        let d = DctOpts::default();
+        assert_eq!((d.port, d.gid_index, d.pkey_index, d.mtu), (1, None, 0, Mtu::MTU_1024));
+        assert_eq!(
+            (d.access, d.min_rnr_timer, d.hop_limit, d.traffic_class, d.flow_label, d.sl),
+            (AccessFlags::empty(), 12, 64, 0, 0, 0)
+        );
+        let o = DctOpts::default().gid_index(Some(3)).access(AccessFlags::REMOTE_READ).sl(2);
+        assert_eq!(o, DctOpts { gid_index: Some(3), access: AccessFlags::REMOTE_READ, sl: 2, ..d });
+        let c = DciOpts::default();
+        assert_eq!((c.timeout, c.retry_cnt, c.rnr_retry, c.max_rd_atomic, c.key), (14, 7, 7, 1, 0));
+        assert_eq!(DciOpts::default().key(9).mtu(Mtu::MTU_4096), DciOpts { key: 9, mtu: Mtu::MTU_4096, ..c });
+    }
+
+    /// A request converted for `ibv_exp_post_send` keeps everything the
+    /// rdma-core path hands to `ibv_wr_*` + `mlx5dv_wr_set_dc_addr`.
+    #[cfg(rrddmma_mlnx_ofed4)]
+    #[test]
+    fn send_wr_converts_to_the_experimental_request() {
+        use crate::bindings::exp4 as x;
+        use crate::prim::{RemoteAddr, SendFlags, SendWr, Sge};
+        use x::ibv_exp_send_flags as F;
+        use x::ibv_exp_wr_opcode as O;
+        let sges = [Sge::from_raw(0x1000, 64, 7), Sge::from_raw(0x2000, 8, 8)];
+        let remote = RemoteAddr { addr: 0xdead_0000, rkey: 0x55 };
+        let ah = 0x40usize as *mut crate::bindings::ibv_ah;
+        let check = |wr: SendWr<'_>, opcode: u32, flags: u64| {
+            let e = imp::exp_send_wr(&wr, ah, 0xabc, 0x1234_5678_9abc);
+            assert_eq!((e.wr_id, e.exp_opcode, e.exp_send_flags), (wr.as_raw().wr_id, opcode, flags));
+            assert_eq!((e.sg_list, e.num_sge), (wr.as_raw().sg_list, wr.as_raw().num_sge));
+            assert_eq!((e.dc.ah, e.dc.dct_number, e.dc.dct_access_key), (ah, 0xabc, 0x1234_5678_9abc));
+            assert!(e.next.is_null());
+            e
+        };
+        // SAFETY (reads below): the member the opcode uses, plain integers.
+        let e =
+            check(SendWr::write(&sges, remote).wr_id(5).signaled(), O::IBV_EXP_WR_RDMA_WRITE, F::IBV_EXP_SEND_SIGNALED);
+        assert_eq!(unsafe { (e.wr.rdma.remote_addr, e.wr.rdma.rkey) }, (0xdead_0000, 0x55));
+        let e = check(SendWr::read(&sges[..1], remote).fence(), O::IBV_EXP_WR_RDMA_READ, F::IBV_EXP_SEND_FENCE);
+        assert_eq!(unsafe { e.wr.rdma.rkey }, 0x55);
+        let e = check(
+            SendWr::write_imm(&sges, remote, 0x0102_0304).inline().solicited(),
+            O::IBV_EXP_WR_RDMA_WRITE_WITH_IMM,
+            F::IBV_EXP_SEND_INLINE | F::IBV_EXP_SEND_SOLICITED,
+        );
+        assert_eq!(e.imm_data, 0x0102_0304u32.to_be());
+        check(SendWr::send(&sges), O::IBV_EXP_WR_SEND, 0);
+        check(SendWr::send_imm(&sges, 1), O::IBV_EXP_WR_SEND_WITH_IMM, 0);
+        let old = [Sge::from_raw(0x3000, 8, 9)];
+        let e = check(SendWr::compare_swap(&old, remote, 11, 22), O::IBV_EXP_WR_ATOMIC_CMP_AND_SWP, 0);
+        let a = unsafe { e.wr.atomic };
+        assert_eq!((a.remote_addr, a.compare_add, a.swap, a.rkey), (0xdead_0000, 11, 22, 0x55));
+        let e = check(SendWr::fetch_add(&old, remote, 33), O::IBV_EXP_WR_ATOMIC_FETCH_AND_ADD, 0);
+        let a = unsafe { e.wr.atomic };
+        assert_eq!((a.remote_addr, a.compare_add, a.rkey), (0xdead_0000, 33, 0x55));
+        let all = SendFlags::FENCE | SendFlags::SIGNALED | SendFlags::SOLICITED | SendFlags::INLINE;
+        let every =
+            F::IBV_EXP_SEND_FENCE | F::IBV_EXP_SEND_SIGNALED | F::IBV_EXP_SEND_SOLICITED | F::IBV_EXP_SEND_INLINE;
+        check(SendWr::send(&sges).flags(all), O::IBV_EXP_WR_SEND, every);
+    }
+
+    /// `QpAttr` for `ibv_exp_modify_qp`: the same members and mask bits.
+    #[cfg(rrddmma_mlnx_ofed4)]
+    #[test]
+    fn qp_attr_converts_to_the_experimental_attributes() {
+        use crate::bindings::exp4::ibv_exp_qp_attr_mask as M;
+        let av = AhAttr::global(2, 3, Gid::default()).hop_limit(9).traffic_class(4).sl(5);
+        let a = QpAttr::new(QpState::RTS)
+            .pkey_index(6)
+            .port(2)
+            .path_mtu(Mtu::MTU_2048)
+            .av(&av)
+            .timeout(14)
+            .retry_cnt(5)
+            .rnr_retry(7)
+            .sq_psn(0x12_3456)
+            .max_rd_atomic(4)
+            .access(AccessFlags::REMOTE_READ);
+        let (e, mask) = imp::exp_qp_attr(&a);
+        let want = M::IBV_EXP_QP_STATE
+            | M::IBV_EXP_QP_PKEY_INDEX
+            | M::IBV_EXP_QP_PORT
+            | M::IBV_EXP_QP_PATH_MTU
+            | M::IBV_EXP_QP_AV
+            | M::IBV_EXP_QP_TIMEOUT
+            | M::IBV_EXP_QP_RETRY_CNT
+            | M::IBV_EXP_QP_RNR_RETRY
+            | M::IBV_EXP_QP_SQ_PSN
+            | M::IBV_EXP_QP_MAX_QP_RD_ATOMIC
+            | M::IBV_EXP_QP_ACCESS_FLAGS;
+        assert_eq!(mask, want);
+        assert_eq!((e.qp_state, e.pkey_index, e.port_num, e.path_mtu), (QpState::RTS.0, 6, 2, Mtu::MTU_2048.0));
+        assert_eq!((e.timeout, e.retry_cnt, e.rnr_retry, e.sq_psn, e.max_rd_atomic), (14, 5, 7, 0x12_3456, 4));
+        assert_eq!(e.qp_access_flags as u32, AccessFlags::REMOTE_READ.0);
+        let g = e.ah_attr.grh;
+        assert_eq!((e.ah_attr.port_num, e.ah_attr.is_global, e.ah_attr.sl), (2, 1, 5));
+        assert_eq!((g.sgid_index, g.hop_limit, g.traffic_class), (3, 9, 4));
+        assert_eq!(e.dct_key, 0, "the DC key is set by Dci::connect alone");
     }
 }

@@ -540,3 +540,54 @@ impl ExpQp {
         unsafe { post_raw(&self.qp, &mut raw) }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use x::ibv_exp_wc_flags as F;
+    use x::ibv_exp_wc_opcode as O;
+
+    /// Experimental completions read as the crate's `WcOpcode` and `Wc`.
+    #[test]
+    fn completions_read_as_the_crate_types() {
+        let wc =
+            |op: u32, flags: u64| ExpWc(x::ibv_exp_wc { exp_opcode: op, exp_wc_flags: flags, ..Default::default() });
+        let cases = [
+            (O::IBV_EXP_WC_SEND, WcOpcode::SEND, false),
+            (O::IBV_EXP_WC_RDMA_WRITE, WcOpcode::RDMA_WRITE, false),
+            (O::IBV_EXP_WC_RDMA_READ, WcOpcode::RDMA_READ, false),
+            (O::IBV_EXP_WC_COMP_SWAP, WcOpcode::COMP_SWAP, false),
+            (O::IBV_EXP_WC_FETCH_ADD, WcOpcode::FETCH_ADD, false),
+            (O::IBV_EXP_WC_MASKED_COMP_SWAP, WcOpcode::COMP_SWAP, true),
+            (O::IBV_EXP_WC_MASKED_FETCH_ADD, WcOpcode::FETCH_ADD, true),
+            (O::IBV_EXP_WC_RECV, WcOpcode::RECV, false),
+            (O::IBV_EXP_WC_RECV_RDMA_WITH_IMM, WcOpcode::RECV_RDMA_WITH_IMM, false),
+            (0x1234, WcOpcode(0x1234), false),
+        ];
+        for (raw, op, masked) in cases {
+            let w = wc(raw, 0);
+            assert_eq!((w.opcode(), w.is_masked_atomic(), w.raw_opcode()), (op, masked, raw), "exp opcode {raw}");
+            assert_eq!(w.to_wc().opcode(), op);
+        }
+        // Never read as rdma-core's IBV_WC_ATOMIC_WRITE, which shares the value 9.
+        assert_ne!(wc(O::IBV_EXP_WC_MASKED_COMP_SWAP, 0).opcode(), WcOpcode::ATOMIC_WRITE);
+
+        let mut e = wc(
+            O::IBV_EXP_WC_RECV_RDMA_WITH_IMM,
+            F::IBV_EXP_WC_GRH | F::IBV_EXP_WC_WITH_IMM | F::IBV_EXP_WC_WITH_TIMESTAMP,
+        );
+        (e.0.wr_id, e.0.status, e.0.byte_len, e.0.imm_data, e.0.qp_num, e.0.src_qp) = (7, 0, 64, 5u32.to_be(), 9, 10);
+        (e.0.vendor_err, e.0.pkey_index, e.0.slid, e.0.sl, e.0.dlid_path_bits, e.0.timestamp) = (3, 1, 2, 4, 6, 99);
+        let w = e.to_wc();
+        assert_eq!(
+            (w.wr_id(), w.status(), w.byte_len(), w.imm(), w.qp_num(), w.src_qp()),
+            (7, WcStatus::SUCCESS, 64, Some(5), 9, 10)
+        );
+        assert_eq!((w.vendor_err(), w.0.pkey_index, w.slid(), w.sl(), w.0.dlid_path_bits), (3, 1, 2, 4, 6));
+        assert_eq!(w.flags(), WcFlags::GRH | WcFlags::WITH_IMM);
+        assert_eq!(e.timestamp(), Some(99));
+        assert!(e.is_success() && w.is_success());
+        assert_eq!(wc(0, 0).to_wc().flags(), WcFlags::empty());
+        assert_eq!(wc(0, 0).timestamp(), None);
+    }
+}
