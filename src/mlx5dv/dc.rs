@@ -793,11 +793,12 @@ mod tests {
             assert!(e.next.is_null());
             e
         };
-        // SAFETY (reads below): the member the opcode uses, plain integers.
         let e =
             check(SendWr::write(&sges, remote).wr_id(5).signaled(), O::IBV_EXP_WR_RDMA_WRITE, F::IBV_EXP_SEND_SIGNALED);
+        // SAFETY: the member the opcode uses; plain integers.
         assert_eq!(unsafe { (e.wr.rdma.remote_addr, e.wr.rdma.rkey) }, (0xdead_0000, 0x55));
         let e = check(SendWr::read(&sges[..1], remote).fence(), O::IBV_EXP_WR_RDMA_READ, F::IBV_EXP_SEND_FENCE);
+        // SAFETY: as above.
         assert_eq!(unsafe { e.wr.rdma.rkey }, 0x55);
         let e = check(
             SendWr::write_imm(&sges, remote, 0x0102_0304).inline().solicited(),
@@ -809,9 +810,11 @@ mod tests {
         check(SendWr::send_imm(&sges, 1), O::IBV_EXP_WR_SEND_WITH_IMM, 0);
         let old = [Sge::from_raw(0x3000, 8, 9)];
         let e = check(SendWr::compare_swap(&old, remote, 11, 22), O::IBV_EXP_WR_ATOMIC_CMP_AND_SWP, 0);
+        // SAFETY: the member the opcode uses; plain integers.
         let a = unsafe { e.wr.atomic };
         assert_eq!((a.remote_addr, a.compare_add, a.swap, a.rkey), (0xdead_0000, 11, 22, 0x55));
         let e = check(SendWr::fetch_add(&old, remote, 33), O::IBV_EXP_WR_ATOMIC_FETCH_AND_ADD, 0);
+        // SAFETY: the member the opcode uses; plain integers.
         let a = unsafe { e.wr.atomic };
         assert_eq!((a.remote_addr, a.compare_add, a.rkey), (0xdead_0000, 33, 0x55));
         let all = SendFlags::FENCE | SendFlags::SIGNALED | SendFlags::SOLICITED | SendFlags::INLINE;
