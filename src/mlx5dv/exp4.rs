@@ -1,16 +1,15 @@
 //! MLNX_OFED 4.x: DC, masked atomics and completion timestamps through the
 //! experimental verbs (`ibv_exp_*`, bound in [`crate::bindings::exp4`]).
 //!
-//! Built only for MLNX_OFED 4.x (cfg `rrddmma_mlnx_ofed4`). The shapes follow
-//! the rdma-core path where the 4.x API allows:
+//! Built only for MLNX_OFED 4.x (cfg `rrddmma_mlnx_ofed4`). DC itself is
+//! not here: [`super::dc`] has the same API in both builds. What only 4.x
+//! offers through its own verbs is:
 //!
 //! | rdma-core path | here |
 //! |---|---|
 //! | [`super::clock_info`] + [`super::clock::ts_to_ns`] | the same two functions ([`clock_info`] via `ibv_exp_query_values`) |
-//! | `dc::create_dct` → a [`Qp`] brought up with `modify` | [`Dct::new`]: `ibv_exp_create_dct` takes port, MTU, access and timers at creation and returns an active target, no QP |
-//! | `dc::Dci::new` + `modify` + `DciBatch::post(wr, &DctAddr)` | [`Dci::new`] + [`Dci::connect`] (the DC key is set at INIT with `IBV_EXP_QP_DC_KEY`) + [`Dci::post`] of an [`ExpSendWr`] addressed with [`ExpSendWr::to_dct`] |
-//! | masked atomics as hand-built WQE segments (`seg`) | [`ExpSendWr::masked_cas`] / [`ExpSendWr::masked_faa`] posted with `ibv_exp_post_send` on a QP from [`create_rc`] or a [`Dci`] |
-//! | extended CQ with `IBV_WC_EX_WITH_COMPLETION_TIMESTAMP` | [`ExpCq`] (`IBV_EXP_CQ_TIMESTAMP`) polled into [`ExpWc`] |
+//! | masked atomics as hand-built WQE segments (`seg`) | [`ExpSendWr::masked_cas`] / [`ExpSendWr::masked_faa`] posted with `ibv_exp_post_send`: [`ExpQp::post`] on an RC QP from [`ExpQp::create`], or `dc::Dci::post_masked` to a DC target |
+//! | extended CQ with `IBV_WC_EX_WITH_COMPLETION_TIMESTAMP` | [`ExpCq`] (`IBV_EXP_CQ_TIMESTAMP`) polled into [`ExpWc`], whose [`ExpWc::opcode`] is a [`WcOpcode`] and [`ExpWc::to_wc`] a [`Wc`] |
 //!
 //! Checked against the public 4.x headers by hand and type-checked; never
 //! linked against a 4.x library nor run (`docs/mlnx-ofed-4.md`).
@@ -23,7 +22,7 @@ use std::ptr::{self, NonNull};
 use super::clock::ClockInfo;
 use crate::bindings as ffi;
 use crate::bindings::exp4 as x;
-use crate::prim::{AccessFlags, Ah, Context, Cq, Error, Mtu, Pd, Qp, QpCaps, QpType, Result, Sge, Srq, WcStatus};
+use crate::prim::{Context, Cq, Error, Pd, Qp, QpCaps, QpType, Result, Sge, Wc, WcFlags, WcOpcode, WcStatus};
 
 /// Whether `ctx` has the experimental verbs context (every mlx5 and mlx4
 /// context of MLNX_OFED 4.x libibverbs does).
@@ -32,7 +31,7 @@ pub fn is_supported(ctx: &Context) -> bool {
     !unsafe { x::verbs_get_exp_ctx(ctx.as_ptr()) }.is_null()
 }
 
-fn require(ctx: &Context, op: &'static str) -> Result<()> {
+pub(crate) fn require(ctx: &Context, op: &'static str) -> Result<()> {
     if is_supported(ctx) {
         Ok(())
     } else {
@@ -41,7 +40,7 @@ fn require(ctx: &Context, op: &'static str) -> Result<()> {
 }
 
 /// Maps a verb's return value (0, a positive or a negated error number).
-fn rc(op: &'static str, rc: i32) -> Result<()> {
+pub(crate) fn rc(op: &'static str, rc: i32) -> Result<()> {
     match rc.unsigned_abs() as i32 {
         0 => Ok(()),
         e if e == libc::ENOSYS || e == libc::EOPNOTSUPP => Err(Error::Unsupported { op, feature: "" }),
@@ -49,7 +48,7 @@ fn rc(op: &'static str, rc: i32) -> Result<()> {
     }
 }
 
-fn last(op: &'static str) -> Error {
+pub(crate) fn last(op: &'static str) -> Error {
     let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
     if e == libc::ENOSYS || e == libc::EOPNOTSUPP {
         Error::Unsupported { op, feature: "" }
@@ -154,7 +153,10 @@ impl ExpCq {
     /// A CQ with room for at least `cqe` completions; with `timestamps`, the
     /// device stamps each completion (`IBV_EXP_CQ_TIMESTAMP`; read with
     /// [`ExpWc::timestamp`]).
-    pub fn new(ctx: &Context, cqe: u32, timestamps: bool) -> Result<ExpCq> {
+    ///
+    /// # References
+    /// MLNX_OFED 4.x `ibv_exp_create_cq(3)`.
+    pub fn create(ctx: &Context, cqe: u32, timestamps: bool) -> Result<ExpCq> {
         use x::ibv_exp_cq_create_flags as C;
         use x::ibv_exp_cq_init_attr_mask as A;
         require(ctx, "ibv_exp_create_cq")?;
@@ -205,17 +207,65 @@ impl ExpWc {
 
     /// The completion status.
     pub fn status(&self) -> WcStatus {
-        WcStatus::from_raw(self.0.status)
+        WcStatus(self.0.status)
     }
 
-    /// Whether the request succeeded.
-    pub fn is_ok(&self) -> bool {
+    /// Whether the request succeeded (as [`Wc::is_success`]).
+    pub fn is_success(&self) -> bool {
         self.status() == WcStatus::SUCCESS
     }
 
-    /// `enum ibv_exp_wc_opcode` (`bindings::exp4::ibv_exp_wc_opcode`).
-    pub fn opcode(&self) -> u32 {
+    /// The operation that completed, as the crate's [`WcOpcode`]: the
+    /// values `enum ibv_exp_wc_opcode` shares with `enum ibv_wc_opcode`
+    /// (SEND, RDMA_WRITE, RDMA_READ, COMP_SWAP, FETCH_ADD, RECV,
+    /// RECV_RDMA_WITH_IMM) as they are; a masked compare-and-swap as
+    /// `COMP_SWAP` and a masked fetch-and-add as `FETCH_ADD` (tell them
+    /// apart with [`ExpWc::is_masked_atomic`]); any other value as
+    /// `WcOpcode(value)` ([`ExpWc::raw_opcode`]). Valid when successful.
+    pub fn opcode(&self) -> WcOpcode {
+        wc_opcode(self.0.exp_opcode)
+    }
+
+    /// Whether the completion is of a masked atomic
+    /// (`IBV_EXP_WC_MASKED_COMP_SWAP`, `IBV_EXP_WC_MASKED_FETCH_ADD`).
+    pub fn is_masked_atomic(&self) -> bool {
+        use x::ibv_exp_wc_opcode as O;
+        matches!(self.0.exp_opcode, O::IBV_EXP_WC_MASKED_COMP_SWAP | O::IBV_EXP_WC_MASKED_FETCH_ADD)
+    }
+
+    /// The C value of `enum ibv_exp_wc_opcode`.
+    pub fn raw_opcode(&self) -> u32 {
         self.0.exp_opcode
+    }
+
+    /// The completion as the crate's [`Wc`] (what `ibv_poll_cq` would have
+    /// written): [`ExpWc::opcode`] for the opcode, `IBV_WC_GRH` and
+    /// `IBV_WC_WITH_IMM` for the flags; the timestamp is left behind.
+    pub fn to_wc(&self) -> Wc {
+        use x::ibv_exp_wc_flags as F;
+        let e = &self.0;
+        let mut flags = 0;
+        if e.exp_wc_flags & F::IBV_EXP_WC_GRH != 0 {
+            flags |= WcFlags::GRH.0;
+        }
+        if e.exp_wc_flags & F::IBV_EXP_WC_WITH_IMM != 0 {
+            flags |= WcFlags::WITH_IMM.0;
+        }
+        Wc(ffi::ibv_wc {
+            wr_id: e.wr_id,
+            status: ffi::ibv_wc_status(e.status),
+            opcode: self.opcode().into(),
+            vendor_err: e.vendor_err,
+            byte_len: e.byte_len,
+            __bindgen_anon_1: ffi::ibv_wc__bindgen_ty_1 { imm_data: e.imm_data },
+            qp_num: e.qp_num,
+            src_qp: e.src_qp,
+            wc_flags: flags,
+            pkey_index: e.pkey_index,
+            slid: e.slid,
+            sl: e.sl,
+            dlid_path_bits: e.dlid_path_bits,
+        })
     }
 
     /// Bytes received (receive completions).
@@ -231,12 +281,28 @@ impl ExpWc {
     }
 }
 
+/// `enum ibv_exp_wc_opcode` as [`WcOpcode`] (see [`ExpWc::opcode`]).
+fn wc_opcode(exp: u32) -> WcOpcode {
+    use x::ibv_exp_wc_opcode as O;
+    match exp {
+        O::IBV_EXP_WC_SEND => WcOpcode::SEND,
+        O::IBV_EXP_WC_RDMA_WRITE => WcOpcode::RDMA_WRITE,
+        O::IBV_EXP_WC_RDMA_READ => WcOpcode::RDMA_READ,
+        O::IBV_EXP_WC_COMP_SWAP | O::IBV_EXP_WC_MASKED_COMP_SWAP => WcOpcode::COMP_SWAP,
+        O::IBV_EXP_WC_FETCH_ADD | O::IBV_EXP_WC_MASKED_FETCH_ADD => WcOpcode::FETCH_ADD,
+        O::IBV_EXP_WC_RECV => WcOpcode::RECV,
+        O::IBV_EXP_WC_RECV_RDMA_WITH_IMM => WcOpcode::RECV_RDMA_WITH_IMM,
+        other => WcOpcode(other),
+    }
+}
+
 impl fmt::Debug for ExpWc {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ExpWc")
             .field("wr_id", &self.0.wr_id)
             .field("status", &self.0.status)
-            .field("opcode", &self.0.exp_opcode)
+            .field("opcode", &self.opcode())
+            .field("masked", &self.is_masked_atomic())
             .field("timestamp", &self.timestamp())
             .finish()
     }
@@ -391,10 +457,11 @@ impl<'a> ExpSendWr<'a> {
         self
     }
 
-    /// Addresses the request to a DC target (DCI requests only).
-    pub fn to_dct(mut self, to: &DctAddr<'a>) -> Self {
-        self.raw.dc = x::ibv_exp_wr_dc { ah: to.ah.as_ptr(), dct_access_key: to.key, dct_number: to.dctn };
-        self
+    /// The raw request, addressed to a DC target (for `dc::Dci::post_masked`).
+    pub(crate) fn raw_to_dct(&self, ah: *mut ffi::ibv_ah, dctn: u32, key: u64) -> x::ibv_exp_send_wr {
+        let mut raw = self.raw;
+        raw.dc = x::ibv_exp_wr_dc { ah, dct_access_key: key, dct_number: dctn };
+        raw
     }
 
     /// The raw request.
@@ -403,18 +470,16 @@ impl<'a> ExpSendWr<'a> {
     }
 }
 
-/// Posts `wr` on `qp` with `ibv_exp_post_send` (masked atomics on an RC QP
-/// from [`create_rc`]).
+/// `ibv_exp_post_send` of one request.
 ///
 /// # Safety
-/// As `ibv_post_send`: the memory named by `wr` stays valid and untouched
-/// by the program until the request completes; `qp` is a QP of a 4.x context.
-pub unsafe fn post_send(qp: &Qp, wr: &ExpSendWr<'_>) -> Result<()> {
-    let mut raw = wr.raw;
-    raw.next = ptr::null_mut();
+/// `qp` is a live QP of a 4.x context; the memory `wr` names stays valid and
+/// untouched until the request completes.
+pub(crate) unsafe fn post_raw(qp: &Qp, wr: &mut x::ibv_exp_send_wr) -> Result<()> {
+    wr.next = ptr::null_mut();
     let mut bad = ptr::null_mut();
-    // SAFETY: a live QP; one request whose memory the caller keeps valid.
-    let r = unsafe { x::ibv_exp_post_send(qp.as_ptr(), &mut raw, &mut bad) };
+    // SAFETY: forwarded contract.
+    let r = unsafe { x::ibv_exp_post_send(qp.as_ptr(), wr, &mut bad) };
     match r {
         0 => Ok(()),
         r if r == -libc::ENOSYS => Err(Error::Unsupported { op: "ibv_exp_post_send", feature: "" }),
@@ -422,304 +487,107 @@ pub unsafe fn post_send(qp: &Qp, wr: &ExpSendWr<'_>) -> Result<()> {
     }
 }
 
-/// An RC QP created with `ibv_exp_create_qp`, accepting masked atomics on
-/// operands up to `max_atomic_arg` bytes (`IBV_EXP_QP_INIT_ATTR_ATOMICS_ARG`).
-/// Bring it up as any RC QP ([`Qp::connect`] or `modify`).
-pub fn create_rc(pd: &Pd, send_cq: &Cq, recv_cq: &Cq, caps: QpCaps, max_atomic_arg: u32) -> Result<Qp> {
-    use x::ibv_exp_qp_init_attr_comp_mask as M;
-    let ctx = pd.context();
-    require(ctx, "ibv_exp_create_qp")?;
-    let mut attr = x::ibv_exp_qp_init_attr {
-        send_cq: send_cq.as_ptr(),
-        recv_cq: recv_cq.as_ptr(),
-        cap: caps.to_raw(true),
-        qp_type: QpType::RC.0,
-        comp_mask: M::IBV_EXP_QP_INIT_ATTR_PD | M::IBV_EXP_QP_INIT_ATTR_ATOMICS_ARG,
-        pd: pd.as_ptr(),
-        max_atomic_arg,
-        ..Default::default()
-    };
-    // SAFETY: a live 4.x context; PD and CQs of it; `attr` valid.
-    let qp = unsafe { x::ibv_exp_create_qp(ctx.as_ptr(), &mut attr) };
-    let qp = NonNull::new(qp).ok_or_else(|| last("ibv_exp_create_qp"))?;
-    let caps = QpCaps { max_inline_data: attr.cap.max_inline_data, ..caps };
-    // SAFETY: created just now on `pd` with these CQs.
-    Ok(unsafe { Qp::from_parts(qp, None, QpType::RC, caps, pd, send_cq, recv_cq, None) })
-}
-
-// ------------------------------------------------------------ DC
-
-/// DC target parameters, fixed at creation (`struct ibv_exp_dct_init_attr`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DctParams {
-    /// Port number.
-    pub port: u8,
-    /// Path MTU.
-    pub mtu: Mtu,
-    /// Remote access allowed (`ibv_access_flags` bits).
-    pub access: u32,
-    /// Minimum RNR NAK timer code.
-    pub min_rnr_timer: u8,
-    /// P_Key index.
-    pub pkey_index: u8,
-    /// Source GID index (RoCE).
-    pub gid_index: u8,
-    /// Hop limit (RoCE).
-    pub hop_limit: u8,
-    /// Traffic class (RoCE).
-    pub tclass: u8,
-}
-
-impl DctParams {
-    /// `port` and `mtu`, remote READ/WRITE/atomics allowed, RNR timer
-    /// code 12 (0.64 ms), P_Key index 0, GID index 0, hop limit 1.
-    pub fn new(port: u8, mtu: Mtu) -> DctParams {
-        let access = (AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC).bits();
-        DctParams { port, mtu, access, min_rnr_timer: 12, pkey_index: 0, gid_index: 0, hop_limit: 1, tclass: 0 }
-    }
-}
-
-/// A DC target (`ibv_exp_create_dct`): active from creation, receives on
-/// its SRQ and completes on its CQ.
-pub struct Dct {
-    raw: NonNull<x::ibv_exp_dct>,
-    key: u64,
-    _pd: Pd,
-    _cq: Cq,
-    _srq: Srq,
-}
-
-// SAFETY: the DCT is only read (its number) and destroyed under the
-// context's mutex; libibverbs serialises the rest.
-unsafe impl Send for Dct {}
-// SAFETY: as above.
-unsafe impl Sync for Dct {}
-
-impl fmt::Debug for Dct {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Dct").field("dctn", &self.dctn()).finish()
-    }
-}
-
-impl Dct {
-    /// Creates a DC target with access key `key` on `srq`.
-    pub fn new(pd: &Pd, cq: &Cq, srq: &Srq, key: u64, p: &DctParams) -> Result<Dct> {
-        let ctx = pd.context();
-        require(ctx, "ibv_exp_create_dct")?;
-        let mut attr = x::ibv_exp_dct_init_attr {
-            pd: pd.as_ptr(),
-            cq: cq.as_ptr(),
-            srq: srq.as_ptr(),
-            dc_key: key,
-            port: p.port,
-            access_flags: p.access,
-            min_rnr_timer: p.min_rnr_timer,
-            tclass: p.tclass,
-            flow_label: 0,
-            mtu: p.mtu.to_raw(),
-            pkey_index: p.pkey_index,
-            gid_index: p.gid_index,
-            hop_limit: p.hop_limit,
-            inline_size: 0,
-            create_flags: 0,
-            comp_mask: 0,
-        };
-        // SAFETY: a live 4.x context; PD, CQ and SRQ of it; `attr` valid.
-        let raw = unsafe { x::ibv_exp_create_dct(ctx.as_ptr(), &mut attr) };
-        let raw = NonNull::new(raw).ok_or_else(|| last("ibv_exp_create_dct"))?;
-        Ok(Dct { raw, key, _pd: pd.clone(), _cq: cq.clone(), _srq: srq.clone() })
-    }
-
-    /// The DCT number initiators address.
-    pub fn dctn(&self) -> u32 {
-        // SAFETY: live while `self` is.
-        unsafe { self.raw.as_ref() }.dct_num
-    }
-
-    /// The access key.
-    pub fn key(&self) -> u64 {
-        self.key
-    }
-
-    /// The raw DCT.
-    pub fn as_ptr(&self) -> *mut x::ibv_exp_dct {
-        self.raw.as_ptr()
-    }
-}
-
-impl Drop for Dct {
-    fn drop(&mut self) {
-        // SAFETY: created by `ibv_exp_create_dct`, destroyed once.
-        let rc = unsafe { x::ibv_exp_destroy_dct(self.raw.as_ptr()) };
-        if rc != 0 {
-            crate::prim::count_destroy_failure("ibv_exp_destroy_dct", rc);
-        }
-    }
-}
-
-/// Where a DCI request goes: an address handle to the target's port, its
-/// DCT number and access key.
-#[derive(Debug, Clone, Copy)]
-pub struct DctAddr<'a> {
-    /// Address handle for the target's port.
-    pub ah: &'a Ah,
-    /// DCT number.
-    pub dctn: u32,
-    /// DC access key.
-    pub key: u64,
-}
-
-/// How [`Dci::connect`] brings a DCI to RTS.
-#[derive(Clone, Copy)]
-pub struct DciConnect {
-    /// Port number.
-    pub port: u8,
-    /// P_Key index.
-    pub pkey_index: u16,
-    /// Path MTU.
-    pub mtu: Mtu,
-    /// DC access key of the targets (`IBV_EXP_QP_DC_KEY`, at INIT).
-    pub key: u64,
-    /// Address vector template for RTR (port, and for RoCE the GRH with the
-    /// source GID index); the destination of each request comes from its AH.
-    pub av: ffi::ibv_ah_attr,
-    /// Local ACK timeout code.
-    pub timeout: u8,
-    /// Transport retries.
-    pub retry_cnt: u8,
-    /// RNR retries (7: unlimited).
-    pub rnr_retry: u8,
-    /// Outstanding READs / atomics.
-    pub max_rd_atomic: u8,
-}
-
-impl fmt::Debug for DciConnect {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DciConnect")
-            .field("port", &self.port)
-            .field("pkey_index", &self.pkey_index)
-            .field("mtu", &self.mtu)
-            .field("timeout", &self.timeout)
-            .field("retry_cnt", &self.retry_cnt)
-            .field("rnr_retry", &self.rnr_retry)
-            .field("max_rd_atomic", &self.max_rd_atomic)
-            .finish_non_exhaustive()
-    }
-}
-
-impl DciConnect {
-    /// `port`, P_Key index 0, `mtu`, `key`, an address vector naming only the
-    /// port, timeout 14, 7 retries, unlimited RNR retries, 1 outstanding
-    /// READ/atomic.
-    pub fn new(port: u8, mtu: Mtu, key: u64) -> DciConnect {
-        let av = ffi::ibv_ah_attr { port_num: port, ..Default::default() };
-        DciConnect { port, pkey_index: 0, mtu, key, av, timeout: 14, retry_cnt: 7, rnr_retry: 7, max_rd_atomic: 1 }
-    }
-}
-
-/// A DC initiator (`ibv_exp_create_qp` with `IBV_EXP_QPT_DC_INI`).
+/// An RC QP created with `ibv_exp_create_qp`, accepting masked atomics
+/// ([`ExpSendWr::masked_cas`], [`ExpSendWr::masked_faa`]) posted with
+/// [`ExpQp::post`]. Bring it up as any RC QP through [`ExpQp::qp`]
+/// ([`Qp::connect`] or `modify`).
 #[derive(Debug)]
-pub struct Dci {
+pub struct ExpQp {
     qp: Qp,
 }
 
-impl Dci {
-    /// Creates a DC initiator; bring it up with [`Dci::connect`].
-    pub fn new(pd: &Pd, send_cq: &Cq, recv_cq: &Cq, caps: QpCaps) -> Result<Dci> {
+impl ExpQp {
+    /// Creates an RC QP whose masked atomics take operands up to
+    /// `max_atomic_arg` bytes (`IBV_EXP_QP_INIT_ATTR_ATOMICS_ARG`).
+    ///
+    /// # References
+    /// MLNX_OFED 4.x `ibv_exp_create_qp(3)`.
+    pub fn create(pd: &Pd, send_cq: &Cq, recv_cq: &Cq, caps: QpCaps, max_atomic_arg: u32) -> Result<ExpQp> {
+        use x::ibv_exp_qp_init_attr_comp_mask as M;
         let ctx = pd.context();
         require(ctx, "ibv_exp_create_qp")?;
         let mut attr = x::ibv_exp_qp_init_attr {
             send_cq: send_cq.as_ptr(),
             recv_cq: recv_cq.as_ptr(),
-            cap: caps.to_raw(false),
-            qp_type: x::IBV_EXP_QPT_DC_INI,
-            comp_mask: x::ibv_exp_qp_init_attr_comp_mask::IBV_EXP_QP_INIT_ATTR_PD,
+            cap: caps.to_raw(true),
+            qp_type: QpType::RC.0,
+            comp_mask: M::IBV_EXP_QP_INIT_ATTR_PD | M::IBV_EXP_QP_INIT_ATTR_ATOMICS_ARG,
             pd: pd.as_ptr(),
+            max_atomic_arg,
             ..Default::default()
         };
         // SAFETY: a live 4.x context; PD and CQs of it; `attr` valid.
         let qp = unsafe { x::ibv_exp_create_qp(ctx.as_ptr(), &mut attr) };
         let qp = NonNull::new(qp).ok_or_else(|| last("ibv_exp_create_qp"))?;
-        let caps = QpCaps { max_recv_wr: 0, max_recv_sge: 0, max_inline_data: attr.cap.max_inline_data, ..caps };
-        let qp_type = QpType::from_raw(x::IBV_EXP_QPT_DC_INI);
+        let caps = QpCaps { max_inline_data: attr.cap.max_inline_data, ..caps };
         // SAFETY: created just now on `pd` with these CQs.
-        Ok(Dci { qp: unsafe { Qp::from_parts(qp, None, qp_type, caps, pd, send_cq, recv_cq, None) } })
+        Ok(ExpQp { qp: unsafe { Qp::from_parts(qp, None, QpType::RC, caps, pd, send_cq, recv_cq, None) } })
     }
 
-    /// The DCI's QP number.
-    pub fn qpn(&self) -> u32 {
-        self.qp.qpn()
-    }
-
-    /// The underlying QP (bring-up goes through [`Dci::connect`]).
-    ///
-    /// # Safety
-    /// Nothing may be posted through the returned QP (`post_send`,
-    /// `post_send_list`): a DCI request needs a DC address, which only
-    /// [`Dci::post`] sets.
-    pub unsafe fn qp(&self) -> &Qp {
+    /// The QP, to connect and to post ordinary requests on.
+    pub fn qp(&self) -> &Qp {
         &self.qp
     }
 
-    /// `ibv_exp_modify_qp` with the experimental attribute mask.
-    pub fn modify(&self, attr: &mut x::ibv_exp_qp_attr, mask: u64) -> Result<()> {
-        // SAFETY: a live QP of a 4.x context; `attr` valid.
-        rc("ibv_exp_modify_qp", unsafe { x::ibv_exp_modify_qp(self.qp.as_ptr(), attr, mask) })
-    }
-
-    /// RESET → INIT (P_Key index, port, DC key) → RTR (path MTU, address
-    /// vector) → RTS (timeout, retries, PSN 0, outstanding READs/atomics).
-    pub fn connect(&self, c: &DciConnect) -> Result<()> {
-        use ffi::ibv_qp_state as S;
-        use x::ibv_exp_qp_attr_mask as M;
-        let mut a = x::ibv_exp_qp_attr {
-            qp_state: S::IBV_QPS_INIT.0,
-            pkey_index: c.pkey_index,
-            port_num: c.port,
-            dct_key: c.key,
-            ..Default::default()
-        };
-        self.modify(
-            &mut a,
-            M::IBV_EXP_QP_STATE | M::IBV_EXP_QP_PKEY_INDEX | M::IBV_EXP_QP_PORT | M::IBV_EXP_QP_DC_KEY,
-        )?;
-        let mut a = x::ibv_exp_qp_attr {
-            qp_state: S::IBV_QPS_RTR.0,
-            path_mtu: c.mtu.to_raw(),
-            ah_attr: c.av,
-            ..Default::default()
-        };
-        self.modify(&mut a, M::IBV_EXP_QP_STATE | M::IBV_EXP_QP_PATH_MTU | M::IBV_EXP_QP_AV)?;
-        let mut a = x::ibv_exp_qp_attr {
-            qp_state: S::IBV_QPS_RTS.0,
-            timeout: c.timeout,
-            retry_cnt: c.retry_cnt,
-            rnr_retry: c.rnr_retry,
-            sq_psn: 0,
-            max_rd_atomic: c.max_rd_atomic,
-            ..Default::default()
-        };
-        self.modify(
-            &mut a,
-            M::IBV_EXP_QP_STATE
-                | M::IBV_EXP_QP_TIMEOUT
-                | M::IBV_EXP_QP_RETRY_CNT
-                | M::IBV_EXP_QP_RNR_RETRY
-                | M::IBV_EXP_QP_SQ_PSN
-                | M::IBV_EXP_QP_MAX_QP_RD_ATOMIC,
-        )
-    }
-
-    /// Posts `wr`, which must name its target with [`ExpSendWr::to_dct`].
+    /// Posts `wr` with `ibv_exp_post_send`.
     ///
     /// # Safety
-    /// As [`post_send`].
-    ///
-    /// # Panics
-    /// If `wr` has no DC target.
+    /// As `ibv_post_send`: the memory named by `wr` stays valid and
+    /// untouched by the program until the request completes.
     pub unsafe fn post(&self, wr: &ExpSendWr<'_>) -> Result<()> {
-        assert!(!wr.raw.dc.ah.is_null(), "a DCI request needs its target: call ExpSendWr::to_dct");
-        // SAFETY: forwarded contract.
-        unsafe { post_send(&self.qp, wr) }
+        let mut raw = wr.raw;
+        // SAFETY: a live QP of a 4.x context; forwarded contract.
+        unsafe { post_raw(&self.qp, &mut raw) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use x::ibv_exp_wc_flags as F;
+    use x::ibv_exp_wc_opcode as O;
+
+    /// Experimental completions read as the crate's `WcOpcode` and `Wc`.
+    #[test]
+    fn completions_read_as_the_crate_types() {
+        let wc =
+            |op: u32, flags: u64| ExpWc(x::ibv_exp_wc { exp_opcode: op, exp_wc_flags: flags, ..Default::default() });
+        let cases = [
+            (O::IBV_EXP_WC_SEND, WcOpcode::SEND, false),
+            (O::IBV_EXP_WC_RDMA_WRITE, WcOpcode::RDMA_WRITE, false),
+            (O::IBV_EXP_WC_RDMA_READ, WcOpcode::RDMA_READ, false),
+            (O::IBV_EXP_WC_COMP_SWAP, WcOpcode::COMP_SWAP, false),
+            (O::IBV_EXP_WC_FETCH_ADD, WcOpcode::FETCH_ADD, false),
+            (O::IBV_EXP_WC_MASKED_COMP_SWAP, WcOpcode::COMP_SWAP, true),
+            (O::IBV_EXP_WC_MASKED_FETCH_ADD, WcOpcode::FETCH_ADD, true),
+            (O::IBV_EXP_WC_RECV, WcOpcode::RECV, false),
+            (O::IBV_EXP_WC_RECV_RDMA_WITH_IMM, WcOpcode::RECV_RDMA_WITH_IMM, false),
+            (0x1234, WcOpcode(0x1234), false),
+        ];
+        for (raw, op, masked) in cases {
+            let w = wc(raw, 0);
+            assert_eq!((w.opcode(), w.is_masked_atomic(), w.raw_opcode()), (op, masked, raw), "exp opcode {raw}");
+            assert_eq!(w.to_wc().opcode(), op);
+        }
+        // Never read as rdma-core's IBV_WC_ATOMIC_WRITE, which shares the value 9.
+        assert_ne!(wc(O::IBV_EXP_WC_MASKED_COMP_SWAP, 0).opcode(), WcOpcode::ATOMIC_WRITE);
+
+        let mut e = wc(
+            O::IBV_EXP_WC_RECV_RDMA_WITH_IMM,
+            F::IBV_EXP_WC_GRH | F::IBV_EXP_WC_WITH_IMM | F::IBV_EXP_WC_WITH_TIMESTAMP,
+        );
+        (e.0.wr_id, e.0.status, e.0.byte_len, e.0.imm_data, e.0.qp_num, e.0.src_qp) = (7, 0, 64, 5u32.to_be(), 9, 10);
+        (e.0.vendor_err, e.0.pkey_index, e.0.slid, e.0.sl, e.0.dlid_path_bits, e.0.timestamp) = (3, 1, 2, 4, 6, 99);
+        let w = e.to_wc();
+        assert_eq!(
+            (w.wr_id(), w.status(), w.byte_len(), w.imm(), w.qp_num(), w.src_qp()),
+            (7, WcStatus::SUCCESS, 64, Some(5), 9, 10)
+        );
+        assert_eq!((w.vendor_err(), w.0.pkey_index, w.slid(), w.sl(), w.0.dlid_path_bits), (3, 1, 2, 4, 6));
+        assert_eq!(w.flags(), WcFlags::GRH | WcFlags::WITH_IMM);
+        assert_eq!(e.timestamp(), Some(99));
+        assert!(e.is_success() && w.is_success());
+        assert_eq!(wc(0, 0).to_wc().flags(), WcFlags::empty());
+        assert_eq!(wc(0, 0).timestamp(), None);
     }
 }

@@ -8,7 +8,8 @@
 //!   BlueFlame sequence behind the [`mmio::Mmio`] trait.
 //! - [`cq::CqRing`]: direct CQ polling (owner bit, consumer record) and arming.
 //! - [`obj`]: the views of a real QP and CQ (`mlx5dv_init_obj`).
-//! - [`dc`]: DC transport (DCT and DCI through `mlx5dv_create_qp`).
+//! - [`dc`]: DC transport (targets, initiators, requests to a target), one
+//!   API whether the build links rdma-core or MLNX_OFED 4.x.
 //! - [`clock`]: device timestamps to nanoseconds.
 //!
 //! On a device that is not mlx5 every entry point returns
@@ -16,21 +17,19 @@
 //!
 //! # MLNX_OFED 4.x
 //! Built for MLNX_OFED 4.x (cfg `rrddmma_mlnx_ofed4`), the parts that call
-//! rdma-core's libmlx5 (`mlx5dv_*`: `obj`, `dc`, `is_supported`,
-//! `query_device`) are left out, [`clock_info`] is answered by
-//! `ibv_exp_query_values`, and `exp4` offers DC, masked atomics and
-//! completion timestamps through the experimental verbs
-//! (`docs/mlnx-ofed-4.md`). The segment, CQE, ring and clock code is plain
-//! Rust and stays.
+//! rdma-core's libmlx5 (`mlx5dv_*`: `obj`, `is_supported`, `query_device`)
+//! are left out, [`clock_info`] is answered by `ibv_exp_query_values`, [`dc`]
+//! keeps its API over the experimental verbs, and `exp4` offers masked
+//! atomics and completion timestamps (`docs/mlnx-ofed-4.md`). The segment,
+//! CQE, ring and clock code is plain Rust and stays.
 
-// The links above to `obj`, `dc` and `Error` name items a 4.x build leaves out.
+// The links above to `obj` and `Error` name items a 4.x build leaves out.
 #![cfg_attr(rrddmma_mlnx_ofed4, allow(rustdoc::broken_intra_doc_links))]
 
 pub mod be;
 pub mod clock;
 pub mod cq;
 pub mod cqe;
-#[cfg(not(rrddmma_mlnx_ofed4))]
 pub mod dc;
 #[cfg(rrddmma_mlnx_ofed4)]
 pub mod exp4;

@@ -1,7 +1,7 @@
 //! On a device that is not mlx5, every mlx5dv entry point reports Unsupported.
 
 use rrddmma::mlx5dv::{self, dc};
-use rrddmma::prim::{Cq, Error, Pd, QpCaps, SendOps, Srq};
+use rrddmma::prim::{Cq, Error, Pd, QpCaps, Srq};
 use rrddmma::wrap::connected_rc_pair;
 
 use crate::common::{open_device, opts};
@@ -32,8 +32,8 @@ fn every_entry_point_is_unsupported_off_mlx5() {
     // SAFETY: as above.
     unsupported(unsafe { mlx5dv::obj::cq_ring(&cq) }, "cq_ring");
     let srq = Srq::new(&pd, 4, 1).unwrap();
-    unsupported(dc::create_dct(&pd, &cq, &srq, 0x1234), "create_dct");
-    unsupported(dc::Dci::new(&pd, &cq, &cq, QpCaps::default(), SendOps::BASIC), "Dci::new");
+    unsupported(dc::Dct::create(&pd, &cq, &srq, 0x1234, &dc::DctOpts::default()), "Dct::create");
+    unsupported(dc::Dci::create(&pd, &cq, &cq, QpCaps::default()), "Dci::create");
     // The QP is untouched and still usable through verbs.
     assert_eq!(qa.query_state().unwrap(), QpState::RTS);
 }

@@ -1,7 +1,12 @@
 //! The MLNX_OFED 4.x path (cfg `rrddmma_mlnx_ofed4`) on a host without 4.x:
 //! clippy-clean, its host tests pass (linked against the installed
-//! libibverbs), and the library refers to no libibverbs or libmlx5 symbol
-//! that 4.x libibverbs does not export.
+//! libibverbs), the DC example (the same source the rdma-core build
+//! compiles) builds, and the library refers to no libibverbs or libmlx5
+//! symbol that 4.x libibverbs does not export.
+//!
+//! Alone, the same steps are (`docs/mlnx-ofed-4.md`):
+//! `RUSTFLAGS='--cfg rrddmma_mlnx_ofed4' CARGO_TARGET_DIR=target/mlnx4-check cargo test --lib -- exp4 mlx5dv::dc`
+//! and `... cargo build --example dc`.
 
 use std::process::Command;
 
@@ -95,7 +100,8 @@ fn undefined_verbs_symbols(rlib: &std::path::Path) -> Result<Vec<String>, String
     Ok(syms)
 }
 
-/// Clippy, the `exp4` host tests, and the symbol check, with the cfg set.
+/// Clippy, the `exp4` and `dc` host tests, the DC example, and the symbol
+/// check, with the cfg set.
 pub fn check(tally: &mut Tally) {
     let target = root().join("target/mlnx4-check");
     let cargo = |args: &[&str]| {
@@ -103,10 +109,20 @@ pub fn check(tally: &mut Tally) {
         c.args(args).env("RUSTFLAGS", "--cfg rrddmma_mlnx_ofed4").env("CARGO_TARGET_DIR", &target);
         c
     };
-    let (ok, _) = capture(&mut cargo(&["clippy", "--lib", "--quiet", "--", "-D", "warnings"]));
+    let clippy = |extra: &[&str]| {
+        let args = [&["clippy", "--lib", "--quiet"], extra, &["--", "-D", "warnings"]].concat();
+        capture(&mut cargo(&args)).0
+    };
+    // The library with the DC example, and the library's own tests
+    // (`--profile test`: the integration tests need rdma-core-only items).
+    let ok = clippy(&["--example", "dc"]) && clippy(&["--profile", "test"]);
     tally.check("MLNX_OFED 4.x cfg: clippy -D warnings", ok);
-    let (ok, out) = capture(&mut cargo(&["test", "--lib", "--quiet", "exp4"]));
-    tally.add_run("MLNX_OFED 4.x cfg: exp4 host tests", ok, &out);
+    let (ok, out) = capture(&mut cargo(&["test", "--lib", "--quiet", "--", "exp4", "mlx5dv::dc"]));
+    tally.add_run("MLNX_OFED 4.x cfg: exp4 and dc host tests", ok, &out);
+    // The example also builds without the cfg (`cargo test --workspace`
+    // builds every example): one DC program for both linkages.
+    let (ok, _) = capture(&mut cargo(&["build", "--example", "dc", "--quiet"]));
+    tally.check("MLNX_OFED 4.x cfg: the DC example builds", ok);
 
     let mut build = cargo(&["build", "--lib", "--quiet"]);
     let built = capture(&mut build).0;
