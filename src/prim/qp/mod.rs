@@ -29,27 +29,48 @@ use crate::bindings as ffi;
 
 pub use super::values::{QpState, QpType};
 
-/// Queue sizes of a QP.
+/// Queue sizes of a QP: what [`QpBuilder::caps`] asks for, and what
+/// [`Qp::caps`] says the provider granted.
 ///
-/// Defaults: 64 send and 64 receive requests, one scatter/gather entry each,
-/// no inline data. [`QpBuilder::build`] checks every value against the
-/// device's limits and names the one above it.
+/// Start from [`QpCaps::default`] (64 send and 64 receive requests, one
+/// scatter/gather entry each, no inline data) and chain the setters; each
+/// value can be read back (`get_max_send_wr`, ...). [`QpBuilder::build`]
+/// checks every value against the device's limits and names the one above it.
+///
+/// ```
+/// use rrddmma::prim::QpCaps;
+/// let caps = QpCaps::default().max_send_wr(256).max_inline_data(64);
+/// assert_eq!((caps.get_max_send_wr(), caps.get_max_recv_wr()), (256, 64));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct QpCaps {
-    /// Outstanding send work requests.
-    pub max_send_wr: u32,
-    /// Outstanding receive work requests.
-    pub max_recv_wr: u32,
-    /// Scatter/gather entries per send work request.
-    pub max_send_sge: u32,
-    /// Scatter/gather entries per receive work request.
-    pub max_recv_sge: u32,
-    /// Bytes of inline data per send work request.
-    pub max_inline_data: u32,
+    pub(crate) max_send_wr: u32,
+    pub(crate) max_recv_wr: u32,
+    pub(crate) max_send_sge: u32,
+    pub(crate) max_recv_sge: u32,
+    pub(crate) max_inline_data: u32,
 }
 
 impl QpCaps {
+    setters! {
+        /// Outstanding send work requests (`ibv_qp_cap::max_send_wr`). Default 64.
+        const max_send_wr: u32, get_max_send_wr;
+        /// Outstanding receive work requests (`ibv_qp_cap::max_recv_wr`);
+        /// ignored with an SRQ. Default 64.
+        const max_recv_wr: u32, get_max_recv_wr;
+        /// Scatter/gather entries per send work request
+        /// (`ibv_qp_cap::max_send_sge`). Default 1.
+        const max_send_sge: u32, get_max_send_sge;
+        /// Scatter/gather entries per receive work request
+        /// (`ibv_qp_cap::max_recv_sge`). Default 1.
+        const max_recv_sge: u32, get_max_recv_sge;
+        /// Bytes of inline data per send work request
+        /// (`ibv_qp_cap::max_inline_data`). Default 0.
+        const max_inline_data: u32, get_max_inline_data;
+    }
+
     /// The raw capacities; without `recv` the receive side is zero (a QP
     /// taking receives from an SRQ, or one that never receives, such as a DC
     /// initiator).
