@@ -44,7 +44,7 @@ fn thousand_of_each_object_and_back() {
         let pd = &pds[0];
         let mrs: Vec<Buf> = (0..N).map(|_| Buf::new(pd, 64)).collect();
         let srqs: Vec<Srq> = (0..N).map(|_| Srq::new(pd, 4, 1).unwrap()).collect();
-        let caps = QpCaps { max_send_wr: 4, max_recv_wr: 4, ..QpCaps::default() };
+        let caps = QpCaps::default().max_send_wr(4).max_recv_wr(4);
         let qps: Vec<_> =
             (0..N).map(|i| QpBuilder::new(pd, QpType::RC, &cqs[i], &cqs[i]).caps(caps).build().unwrap()).collect();
         let gid_index = ctx.roce_v2_gid_index(1).unwrap();

@@ -56,7 +56,7 @@ fn srq_receives_for_a_qp_attached_to_it() {
     let rc = QpType::RC;
     let qa = QpBuilder::new(&lb.pd, rc, &cq, &cq).build().unwrap();
     let qb = QpBuilder::new(&lb.pd, rc, &cq, &cq).srq(&srq).build().unwrap();
-    let opts = rrddmma::prim::ConnectOpts { ..Default::default() };
+    let opts = rrddmma::prim::ConnectOpts::default();
     let gi = opts.gid_index_on(&lb.ctx).unwrap();
     let ea = qa.endpoint(1, gi, 5).unwrap();
     let eb = qb.endpoint(1, gi, 6).unwrap();
