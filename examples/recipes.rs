@@ -134,7 +134,7 @@ fn ud_srq(dev: &str) -> Result<()> {
     let ctx = Context::open(dev)?;
     let pd = Pd::new(&ctx)?;
     let cq = Cq::new(&ctx, 64)?;
-    let srq = Srq::new(&pd, 16, 1)?;
+    let srq = Srq::builder(&pd).max_wr(16).build()?;
     let mut server = UdEndpoint::with_opts(&pd, &cq, &cq, &UdOpts::default().srq(Some(srq.clone())))?;
     let mut client = UdEndpoint::with_opts(&pd, &cq, &cq, &UdOpts::default())?;
     let mut smem = RegisteredMem::new(&pd, 16 * SLOT)?;

@@ -148,7 +148,7 @@ fn qp_build_refuses_a_cq_of_another_context() {
         let msg = msg.downcast_ref::<String>().expect("message");
         assert!(msg.contains(what) && msg.contains("another device context"), "{msg}");
     }
-    let srq_other = rrddmma::prim::Srq::new(&Pd::new(&other).unwrap(), 8, 1).unwrap();
+    let srq_other = rrddmma::prim::Srq::builder(&Pd::new(&other).unwrap()).max_wr(8).build().unwrap();
     let msg = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         QpBuilder::new(&pd, QpType::RC, &mine, &mine).srq(&srq_other).build()
     }))

@@ -51,7 +51,7 @@ fn ud_send_with_grh_reports_source_qp() {
 fn srq_receives_for_a_qp_attached_to_it() {
     // A fresh pair where b takes receives from an SRQ.
     let lb = Loopback::new(QpCaps::default());
-    let srq = Srq::new(&lb.pd, 16, 1).unwrap();
+    let srq = Srq::builder(&lb.pd).max_wr(16).build().unwrap();
     let cq = Cq::new(&lb.ctx, 16).unwrap();
     let rc = QpType::RC;
     let qa = QpBuilder::new(&lb.pd, rc, &cq, &cq).build().unwrap();
