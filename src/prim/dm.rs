@@ -6,6 +6,7 @@ use std::ptr::NonNull;
 
 use super::device::Context;
 use super::error::{Error, Result};
+use super::handle::{Destroy, Owned};
 use crate::bindings as ffi;
 
 /// On-device memory (`struct ibv_dm`). Freed on drop.
@@ -103,24 +104,17 @@ impl Drop for Dm {
     }
 }
 
-struct XrcdInner {
-    xrcd: NonNull<ffi::ibv_xrcd>,
+pub(crate) struct XrcdInner {
     _ctx: Context,
 }
 
-// SAFETY: an XRCD handle is used through thread-safe verbs calls.
-unsafe impl Send for XrcdInner {}
-// SAFETY: as above.
-unsafe impl Sync for XrcdInner {}
-
-impl Drop for XrcdInner {
-    fn drop(&mut self) {
-        // SAFETY: opened by `ibv_open_xrcd`, closed once, after every QP on it
-        // (they hold an `Arc` to this).
-        let rc = unsafe { ffi::ibv_close_xrcd(self.xrcd.as_ptr()) };
-        if rc != 0 {
-            crate::prim::error::count_destroy_failure("ibv_close_xrcd", rc);
-        }
+// SAFETY: `ibv_close_xrcd` releases what the matching create verb made; an XRCD handle is used through thread-safe verbs calls.
+unsafe impl Destroy for XrcdInner {
+    type Raw = ffi::ibv_xrcd;
+    const VERB: &'static str = "ibv_close_xrcd";
+    unsafe fn destroy(&mut self, raw: NonNull<ffi::ibv_xrcd>) -> i32 {
+        // SAFETY: the caller's contract.
+        unsafe { ffi::ibv_close_xrcd(raw.as_ptr()) }
     }
 }
 
@@ -130,7 +124,7 @@ impl Drop for XrcdInner {
 /// # References
 /// `ibv_open_xrcd(3)`
 #[derive(Clone)]
-pub struct Xrcd(std::sync::Arc<XrcdInner>);
+pub struct Xrcd(std::sync::Arc<Owned<XrcdInner>>);
 
 impl fmt::Debug for Xrcd {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -151,7 +145,10 @@ impl Xrcd {
         // SAFETY: live context; `attr` is valid for the call.
         let xrcd = unsafe { ffi::ibv_open_xrcd(ctx.as_ptr(), &mut attr) };
         let xrcd = NonNull::new(xrcd).ok_or_else(|| Error::last("ibv_open_xrcd"))?;
-        Ok(Xrcd(std::sync::Arc::new(XrcdInner { xrcd, _ctx: ctx.clone() })))
+        Ok(Xrcd(std::sync::Arc::new(
+            // SAFETY: just made by its create verb, owned by nothing else.
+            unsafe { Owned::new(xrcd, XrcdInner { _ctx: ctx.clone() }) },
+        )))
     }
 
     /// The device context the domain belongs to.
@@ -161,6 +158,6 @@ impl Xrcd {
 
     /// The raw domain.
     pub fn as_ptr(&self) -> *mut ffi::ibv_xrcd {
-        self.0.xrcd.as_ptr()
+        self.0.as_ptr()
     }
 }
