@@ -21,6 +21,7 @@ use super::cq::Cq;
 use super::dm::Xrcd;
 use super::error::{Error, Result};
 use super::gid::Gid;
+use super::handle::{Destroy, Owned};
 use super::pd::Pd;
 use super::quirks::Quirks;
 use super::srq::Srq;
@@ -258,7 +259,8 @@ impl<'a> QpBuilder<'a> {
         #[cfg(rrddmma_mlnx_ofed4)]
         let ex = None;
         Ok(Qp {
-            qp,
+            // SAFETY: made by the create verb above, owned by nothing else.
+            qp: unsafe { Owned::new(qp, QpHandle) },
             post_send_fn,
             post_recv_fn,
             ex,
@@ -291,7 +293,9 @@ fn post_ops(qp: NonNull<ffi::ibv_qp>) -> Option<(PostSendFn, PostRecvFn)> {
 /// # References
 /// `ibv_create_qp(3)`, `ibv_modify_qp(3)`, `ibv_post_send(3)`, `ibv_post_recv(3)`
 pub struct Qp {
-    qp: NonNull<ffi::ibv_qp>,
+    /// The QP itself, destroyed first: the fields after it (PD, CQs, SRQ,
+    /// XRCD) drop after it.
+    qp: Owned<QpHandle>,
     /// The provider's post entries (what `ibv_post_send` / `ibv_post_recv`
     /// call), checked non-null at creation and kept here so that posting
     /// loads no more than C's inline `ibv_post_send` does.
@@ -344,7 +348,8 @@ impl Qp {
         let (post_send_fn, post_recv_fn) =
             post_ops(qp).expect("the provider of a driver QP has no post_send/post_recv entries");
         Qp {
-            qp,
+            // SAFETY: the caller's contract.
+            qp: unsafe { Owned::new(qp, QpHandle) },
             post_send_fn,
             post_recv_fn,
             ex,
@@ -373,7 +378,7 @@ impl Qp {
     /// The QP number.
     pub fn qpn(&self) -> u32 {
         // SAFETY: live QP.
-        unsafe { self.qp.as_ref() }.qp_num
+        unsafe { self.qp.raw().as_ref() }.qp_num
     }
 
     /// The transport type.
@@ -577,12 +582,18 @@ impl Qp {
     }
 }
 
-impl Drop for Qp {
-    fn drop(&mut self) {
-        // SAFETY: created by `ibv_create_qp`, destroyed once.
-        let rc = unsafe { ffi::ibv_destroy_qp(self.qp.as_ptr()) };
-        if rc != 0 {
-            crate::prim::error::count_destroy_failure("ibv_destroy_qp", rc);
-        }
+/// What [`Owned`] needs to destroy a QP; its parents are fields of [`Qp`]
+/// after the handle.
+pub(crate) struct QpHandle;
+
+// SAFETY: `ibv_destroy_qp` releases what `ibv_create_qp(_ex)` (or the
+// mlx5dv / experimental create verbs) made; posting and modifying go through
+// the provider, which locks the QP.
+unsafe impl Destroy for QpHandle {
+    type Raw = ffi::ibv_qp;
+    const VERB: &'static str = "ibv_destroy_qp";
+    unsafe fn destroy(&mut self, raw: NonNull<ffi::ibv_qp>) -> i32 {
+        // SAFETY: the caller's contract.
+        unsafe { ffi::ibv_destroy_qp(raw.as_ptr()) }
     }
 }
