@@ -39,6 +39,12 @@ pub(crate) struct CqInner {
     _pd: Option<Pd>,
 }
 
+// SAFETY: the extended view is the same CQ (the provider serialises its
+// polling passes like `ibv_poll_cq`); the rest is plain data and handles.
+unsafe impl Send for CqInner {}
+// SAFETY: as above.
+unsafe impl Sync for CqInner {}
+
 // SAFETY: `ibv_destroy_cq` releases what the matching create verb made; polling a CQ is thread-safe in libibverbs providers.
 unsafe impl Destroy for CqInner {
     type Raw = ffi::ibv_cq;

@@ -47,7 +47,6 @@ impl fmt::Debug for Srq {
 /// # Ok(()) }
 /// ```
 #[derive(Debug)]
-#[must_use = "a builder does nothing until `build`"]
 pub struct SrqBuilder<'a> {
     pd: &'a Pd,
     max_wr: u32,

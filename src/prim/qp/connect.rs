@@ -245,3 +245,21 @@ pub fn random_psn() -> u32 {
     };
     v & 0xff_ffff
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_setter_sets_its_own_field_and_nothing_else() {
+        let d = ConnectOpts::default();
+        let o = d.port(2).gid_index(Some(3)).mtu(Mtu::MTU_4096).retry_cnt(2).access(AccessFlags::REMOTE_READ);
+        assert_eq!((o.get_port(), o.get_gid_index(), o.get_mtu()), (2, Some(3), Mtu::MTU_4096));
+        assert_eq!((o.retry_cnt, o.access), (2, AccessFlags::REMOTE_READ));
+        assert_eq!((o.timeout, o.rnr_retry, o.hop_limit, o.pkey_index), (d.timeout, d.rnr_retry, d.hop_limit, 0));
+        // The defaults the setters' documentation states.
+        assert_eq!((d.port, d.gid_index, d.mtu, d.timeout, d.retry_cnt), (1, None, Mtu::MTU_1024, 14, 6));
+        let caps = crate::prim::QpCaps::default().max_send_wr(5).max_inline_data(7);
+        assert_eq!((caps.get_max_send_wr(), caps.get_max_recv_wr(), caps.get_max_inline_data()), (5, 64, 7));
+    }
+}
