@@ -26,7 +26,7 @@ fn sync_path(dev: &str, iters: usize, sleep: bool) -> Result<f64> {
     let pd = Pd::new(&ctx)?;
     let ch = CompChannel::new(&ctx)?;
     let cq: Cq = if sleep { CqBuilder::new(&ctx, 64).channel(&ch).build()? } else { Cq::new(&ctx, 64)? };
-    let opts = ConnectOpts { access: AccessFlags::REMOTE_WRITE, ..ConnectOpts::default() };
+    let opts = ConnectOpts::default().access(AccessFlags::REMOTE_WRITE);
     let (a, _b) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 0, &opts)?;
     let mem = RegisteredMem::new(&pd, 128)?;
     let src = [mem.sge(0..64)];
@@ -43,7 +43,7 @@ fn sync_path(dev: &str, iters: usize, sleep: bool) -> Result<f64> {
 
 /// Microseconds per operation of the async path (`inflight` at a time).
 async fn async_path(dev: &str, iters: usize, busy: bool, inflight: usize) -> Result<f64> {
-    let o = AioOpts { busy_poll: busy, ..AioOpts::new(dev) };
+    let o = AioOpts::new(dev).busy_poll(busy);
     let l = Listener::bind("127.0.0.1:0", o.clone()).await?;
     let addr = l.local_addr()?;
     let (server, client) = tokio::join!(l.accept(), RcEndpoint::connect(addr, &o));

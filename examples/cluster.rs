@@ -39,13 +39,13 @@ fn run() -> Result<String, Box<dyn std::error::Error>> {
     let pd = Pd::new(&ctx)?;
     let cq = Cq::new(&ctx, 2 * size)?;
     let mut mem = RegisteredMem::new(&pd, 2 * SLOT * size as usize)?;
-    let connect = ConnectOpts { port, access: AccessFlags::REMOTE_WRITE, ..ConnectOpts::default() };
+    let connect = ConnectOpts::default().port(port).access(AccessFlags::REMOTE_WRITE);
     let qps = connect_rc_mesh(
         &mut s,
         &pd,
         &cq,
         &cq,
-        &MeshOpts { caps: QpCaps::default(), connect, psn: rrddmma::prim::random_psn() },
+        &MeshOpts::default().caps(QpCaps::default()).connect(connect).psn(rrddmma::prim::random_psn()),
     )?;
     let tokens = s.exchange_mrs(&mem.remote())?;
 

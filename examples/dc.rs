@@ -35,7 +35,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let pd = Pd::new(&ctx)?;
     let cq = Cq::new(&ctx, 16)?;
-    let srq = Srq::new(&pd, 4, 1)?;
+    let srq = Srq::builder(&pd).max_wr(4).build()?;
     let opts = DctOpts::default().access(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ);
     let dct = match Dct::create(&pd, &cq, &srq, KEY, &opts) {
         Err(e) if e.is_unsupported() => {

@@ -67,12 +67,9 @@ fn main() -> Res<()> {
     let cq = Cq::new(&ctx, DEPTH as u32)?;
     let recv_cq = Cq::new(&ctx, DEPTH as u32)?;
     let gid_index = ctx.roce_v2_gid_index(1)?;
-    let opts = ConnectOpts {
-        gid_index: Some(gid_index),
-        access: AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ,
-        ..ConnectOpts::default()
-    };
-    let caps = QpCaps { max_send_wr: DEPTH as u32, max_recv_wr: DEPTH as u32, ..QpCaps::default() };
+    let opts =
+        ConnectOpts::default().gid_index(Some(gid_index)).access(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ);
+    let caps = QpCaps::default().max_send_wr(DEPTH as u32).max_recv_wr(DEPTH as u32);
     let (qa, qb) = connected_rc_pair(&pd, &cq, &recv_cq, caps, 1, &opts)?;
     println!("QPs {} <-> {} connected (RC, GID index {gid_index})", qa.qpn(), qb.qpn());
 

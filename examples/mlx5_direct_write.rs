@@ -29,7 +29,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let pd = Pd::new(&ctx)?;
     let cq = Cq::new(&ctx, 64)?;
-    let opts = ConnectOpts { access: AccessFlags::REMOTE_WRITE, ..ConnectOpts::default() };
+    let opts = ConnectOpts::default().access(AccessFlags::REMOTE_WRITE);
     let (qa, _qb) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 1, &opts)?;
     let mut src = vec![0x5au8; 64];
     let mut dst = vec![0u8; 64];

@@ -55,7 +55,8 @@ fn run(c: &Config) -> Res<()> {
         cq = cq.channel(ch);
     }
     let cq = cq.build()?;
-    let caps = QpCaps { max_send_wr: 1, max_recv_wr: c.rx_depth, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+    let caps =
+        QpCaps::default().max_send_wr(1).max_recv_wr(c.rx_depth).max_send_sge(1).max_recv_sge(1).max_inline_data(0);
     let qp = QpBuilder::new(&pd, QpType::RC, &cq, &cq).caps(caps).build()?;
 
     let sges = [mr.sge(0, c.size)];
@@ -92,14 +93,8 @@ fn run(c: &Config) -> Res<()> {
     let me = Dest { lid: port.lid(), qpn: qp.qpn(), psn: random_psn(), gid };
     print_dest("local", &me, ',');
 
-    let opts = ConnectOpts {
-        port: c.ib_port,
-        gid_index: Some(c.gid_idx.unwrap_or(0)),
-        mtu: c.mtu,
-        sl: c.sl,
-        hop_limit: 1,
-        ..ConnectOpts::default()
-    };
+    let opts =
+        ConnectOpts::default().port(c.ib_port).gid_index(Some(c.gid_idx.unwrap_or(0))).mtu(c.mtu).sl(c.sl).hop_limit(1);
     // RESET -> INIT -> RTR -> RTS, then the receives (a RESET QP takes none).
     let mut posted = 0;
     let mut connect = |r: &Dest| -> Res<()> {

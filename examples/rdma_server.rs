@@ -18,7 +18,7 @@ use rrddmma::wrap::{accept_rc_cm, CmListener, RegisteredMem};
 
 fn run(port: u16) -> Result<(), String> {
     let l = CmListener::bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, port)), 0).map_err(|e| e.to_string())?;
-    let opts = rrddmma::wrap::CmOpts { timeout: Duration::from_secs(60), ..cm_common::opts() };
+    let opts = cm_common::opts().timeout(Duration::from_secs(60));
     let c = accept_rc_cm(&l, &opts).map_err(|e| format!("accept: {e}"))?;
     let recv = RegisteredMem::new(&c.pd, cm_common::MSG_LEN).map_err(|e| e.to_string())?;
     let mut send = RegisteredMem::new(&c.pd, cm_common::MSG_LEN).map_err(|e| e.to_string())?;

@@ -43,7 +43,7 @@ fn two_processes(dev: &str) -> Result<()> {
     let mut peer = [0u8; QpInfo::WIRE_LEN];
     tcp.read_exact(&mut peer)?;
     let peer = QpInfo::from_bytes(&peer)?;
-    let opts = ConnectOpts { access: AccessFlags::REMOTE_WRITE, ..ConnectOpts::default() };
+    let opts = ConnectOpts::default().access(AccessFlags::REMOTE_WRITE);
     qp.connect(&peer.endpoint(), me.psn, &opts)?;
     tcp.write_all(b"R")?; // ready: the client may write now
     let mut done = [0u8; 1];
@@ -95,7 +95,7 @@ fn remote_table(dev: &str) -> Result<()> {
     let ctx = Context::open(dev)?;
     let pd = Pd::new(&ctx)?;
     let cq = Cq::new(&ctx, 64)?;
-    let opts = ConnectOpts { access: AccessFlags::REMOTE_READ, ..ConnectOpts::default() };
+    let opts = ConnectOpts::default().access(AccessFlags::REMOTE_READ);
     let (reader, _owner_qp) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 0, &opts)?;
 
     // The owner's side: 1,000 entries, key i at slot i.
@@ -134,8 +134,8 @@ fn ud_srq(dev: &str) -> Result<()> {
     let ctx = Context::open(dev)?;
     let pd = Pd::new(&ctx)?;
     let cq = Cq::new(&ctx, 64)?;
-    let srq = Srq::new(&pd, 16, 1)?;
-    let mut server = UdEndpoint::with_opts(&pd, &cq, &cq, &UdOpts { srq: Some(srq.clone()), ..UdOpts::default() })?;
+    let srq = Srq::builder(&pd).max_wr(16).build()?;
+    let mut server = UdEndpoint::with_opts(&pd, &cq, &cq, &UdOpts::default().srq(Some(srq.clone())))?;
     let mut client = UdEndpoint::with_opts(&pd, &cq, &cq, &UdOpts::default())?;
     let mut smem = RegisteredMem::new(&pd, 16 * SLOT)?;
     let mut cmem = RegisteredMem::new(&pd, 2 * SLOT)?;
@@ -200,7 +200,7 @@ fn wait_without_spinning(dev: &str) -> Result<()> {
     let pd = Pd::new(&ctx)?;
     let channel = CompChannel::new(&ctx)?;
     let cq = CqBuilder::new(&ctx, 16).channel(&channel).build()?;
-    let opts = ConnectOpts { access: AccessFlags::REMOTE_WRITE, ..ConnectOpts::default() };
+    let opts = ConnectOpts::default().access(AccessFlags::REMOTE_WRITE);
     let (a, _b) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 0, &opts)?;
     let mem = RegisteredMem::new(&pd, 128)?;
     let src = [mem.sge(0..64)];
@@ -229,7 +229,7 @@ fn gid_and_mtu(dev: &str) -> Result<()> {
     println!("  RoCE v2 GID index {gid}; active MTU {} bytes", port.active_mtu().bytes());
     let peer_mtu = rrddmma::prim::Mtu::MTU_4096; // what the peer's QpInfo says
     let mtu = port.active_mtu().min(peer_mtu);
-    let opts = ConnectOpts { mtu, ..ConnectOpts::default() };
+    let opts = ConnectOpts::default().mtu(mtu);
     assert_eq!(opts.gid_index_on(&ctx)?, gid);
     Ok(())
 }
@@ -243,10 +243,10 @@ fn error_completions(dev: &str) -> Result<()> {
     let ctx = Context::open(dev)?;
     let pd = Pd::new(&ctx)?;
     let cq = Cq::new(&ctx, 16)?;
-    let opts = ConnectOpts { access: AccessFlags::REMOTE_READ, ..ConnectOpts::default() };
+    let opts = ConnectOpts::default().access(AccessFlags::REMOTE_READ);
     let (a, _b) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 0, &opts)?;
     let local = RegisteredMem::new(&pd, 64)?;
-    let write_only = rrddmma::wrap::MemOpts { access: AccessFlags::LOCAL_WRITE, ..Default::default() };
+    let write_only = rrddmma::wrap::MemOpts::default().access(AccessFlags::LOCAL_WRITE);
     let target = RegisteredMem::with(&pd, 64, &write_only)?;
     let dst = [local.sge(0..8)];
     // SAFETY: both regions outlive the completion awaited below.

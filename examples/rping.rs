@@ -120,11 +120,9 @@ struct Bufs {
 
 impl Bufs {
     fn new(c: &CmConn, size: usize) -> Res<Bufs> {
-        let local = MemOpts { access: AccessFlags::LOCAL_WRITE, ..MemOpts::default() };
-        let remote = MemOpts {
-            access: AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE,
-            ..MemOpts::default()
-        };
+        let local = MemOpts::default().access(AccessFlags::LOCAL_WRITE);
+        let remote =
+            MemOpts::default().access(AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE);
         Ok(Bufs {
             recv: RegisteredMem::with(&c.pd, INFO_LEN, &local)?,
             send: RegisteredMem::with(&c.pd, INFO_LEN, &local)?,
@@ -216,18 +214,16 @@ fn cstr(mem: &RegisteredMem) -> String {
 }
 
 fn cm_opts() -> CmOpts {
-    CmOpts {
-        caps: QpCaps { max_send_wr: 16, max_recv_wr: 2, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 },
-        cq_depth: 32,
-        timeout: Duration::from_secs(5),
-        ..CmOpts::default()
-    }
+    CmOpts::default()
+        .caps(QpCaps::default().max_send_wr(16).max_recv_wr(2).max_send_sge(1).max_recv_sge(1).max_inline_data(0))
+        .cq_depth(32)
+        .timeout(Duration::from_secs(5))
 }
 
 fn server(o: &Opts) -> Res<()> {
     let ip = o.addr.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
     let l = CmListener::bind(SocketAddr::new(ip, o.port), 3)?;
-    let c = accept_rc_cm(&l, &CmOpts { timeout: Duration::from_secs(3600), ..cm_opts() })?;
+    let c = accept_rc_cm(&l, &cm_opts().timeout(Duration::from_secs(3600)))?;
     let b = Bufs::new(&c, o.size)?;
     b.post_recv(&c)?;
     let remote_read = |b: &Bufs, read: bool, addr: u64, rkey: u32, len: usize| -> Res<()> {
@@ -267,10 +263,8 @@ fn client(o: &Opts) -> Res<()> {
     let addr = SocketAddr::new(o.addr.expect("checked by parse"), o.port);
     let c = connect_rc_cm(addr, &cm_opts())?;
     let mut b = Bufs::new(&c, o.size)?;
-    let remote = MemOpts {
-        access: AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE,
-        ..MemOpts::default()
-    };
+    let remote =
+        MemOpts::default().access(AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE);
     let mut start_buf = RegisteredMem::with(&c.pd, o.size, &remote)?;
     b.post_recv(&c)?;
     let mut start = b'A';

@@ -54,9 +54,10 @@ fn run(c: &Config) -> Res<()> {
         cq = cq.channel(ch);
     }
     let cq = cq.build()?;
-    let caps = QpCaps { max_send_wr: 1, max_recv_wr: c.rx_depth, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+    let caps =
+        QpCaps::default().max_send_wr(1).max_recv_wr(c.rx_depth).max_send_sge(1).max_recv_sge(1).max_inline_data(0);
     let qp = QpBuilder::new(&pd, QpType::UD, &cq, &cq).caps(caps).build()?;
-    let inline = qp.caps().max_inline_data >= c.size;
+    let inline = qp.caps().get_max_inline_data() >= c.size;
     let psn = random_psn();
     // A UD QP needs no peer to reach RTS.
     qp.bring_up_ud(c.ib_port, 0, QKEY, psn)?;

@@ -133,8 +133,8 @@ fn main() -> Res<()> {
     let rcq = Cq::new(&ctx, 64)?;
     let access =
         AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
-    let opts = ConnectOpts { access, ..ConnectOpts::default() };
-    let caps = QpCaps { max_send_wr: 64, max_recv_wr: 64, ..QpCaps::default() };
+    let opts = ConnectOpts::default().access(access);
+    let caps = QpCaps::default().max_send_wr(64).max_recv_wr(64);
     let mut qb = QpBuilder::new(&pd, QpType::RC, &cq, &rcq).caps(caps);
     if kind == "wr" {
         qb = qb.send_ops(SendOps::RDMA_WRITE);
@@ -142,7 +142,7 @@ fn main() -> Res<()> {
     let qa = qb.build()?;
     let qb = Qp::new_rc(&pd, &cq, &rcq, caps)?;
     let gi = opts.gid_index_on(&ctx)?;
-    let (ea, eb) = (qa.endpoint(opts.port, gi, 1)?, qb.endpoint(opts.port, gi, 2)?);
+    let (ea, eb) = (qa.endpoint(opts.get_port(), gi, 1)?, qb.endpoint(opts.get_port(), gi, 2)?);
     qa.connect(&eb, ea.psn, &opts)?;
     qb.connect(&ea, eb.psn, &opts)?;
     // Per request 64 bytes at i * 64 (local) and (batch + i) * 64 (remote).

@@ -39,6 +39,66 @@ macro_rules! event {
     };
 }
 
+/// Setters (and, where a reader is needed, `get_` readers) of an option
+/// struct, or of a C attribute struct with a mask: the one way this crate
+/// writes them. Inside an `impl` block:
+///
+/// - `const name: T;`: `pub const fn name(mut self, v: T) -> Self` storing `v`
+///   in the field `name` (for fields whose type has no destructor);
+/// - `name: T;`: the same, not `const` (a `Vec`, a `String`, an `Option<Srq>`);
+/// - either form with `, get_name` after the type also writes
+///   `pub const fn get_name(&self) -> T` (only for `Copy` fields, and only
+///   where programs need to read the value back);
+/// - `name(T) => raw_field | MASK_BIT;`: `pub fn name(mut self, v: T) -> Self`
+///   storing `v.into()` in `self.raw.raw_field` and setting
+///   `AttrMask::MASK_BIT` in `self.mask` (`QpAttr`).
+///
+/// Each entry's doc comment says what it sets, its default and the C field
+/// it maps to.
+macro_rules! setters {
+    () => {};
+    ($(#[$m:meta])* const $name:ident: $t:ty $(, $get:ident)?; $($rest:tt)*) => {
+        $(#[$m])*
+        #[inline]
+        #[must_use]
+        pub const fn $name(mut self, v: $t) -> Self {
+            self.$name = v;
+            self
+        }
+        $(setters!(@get $name $get $t);)?
+        setters!($($rest)*);
+    };
+    ($(#[$m:meta])* $name:ident: $t:ty $(, $get:ident)?; $($rest:tt)*) => {
+        $(#[$m])*
+        #[inline]
+        #[must_use]
+        pub fn $name(mut self, v: $t) -> Self {
+            self.$name = v;
+            self
+        }
+        $(setters!(@get $name $get $t);)?
+        setters!($($rest)*);
+    };
+    ($(#[$m:meta])* $name:ident($t:ty) => $field:ident | $bit:ident; $($rest:tt)*) => {
+        $(#[$m])*
+        #[inline]
+        #[must_use]
+        pub fn $name(mut self, v: $t) -> Self {
+            self.raw.$field = v.into();
+            self.mask |= $crate::prim::AttrMask::$bit;
+            self
+        }
+        setters!($($rest)*);
+    };
+    (@get $name:ident $get:ident $t:ty) => {
+        #[doc = concat!("The value set by [`", stringify!($name), "`](Self::", stringify!($name), ").")]
+        #[inline]
+        pub const fn $get(&self) -> $t {
+            self.$name
+        }
+    };
+}
+
 #[allow(unsafe_code)]
 pub mod bindings;
 pub mod ctrl;

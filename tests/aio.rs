@@ -6,7 +6,7 @@ use std::alloc::Layout;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rrddmma::prim::WcStatus;
+use rrddmma::prim::{AccessFlags, ConnectOpts, WcStatus};
 use rrddmma::wrap::aio::{AioOpts, Error, Listener, RcEndpoint};
 use tokio::task::JoinSet;
 
@@ -153,7 +153,7 @@ async fn a_window_of_n_operations_stays_at_most_n_in_flight() {
 async fn dropped_futures_keep_their_memory_until_completion() {
     const N: usize = 100;
     const LEN: usize = 64 << 10;
-    let o = AioOpts { pool_size: 32 << 20, ..opts() };
+    let o = opts().pool_size(32 << 20);
     let (server, client) = pair(&o).await;
     let target = server.alloc_local_mr(layout(LEN)).unwrap();
     server.send_local_mr(target).await.unwrap();
@@ -205,9 +205,9 @@ async fn dropped_futures_keep_their_memory_until_completion() {
 #[tokio::test(flavor = "current_thread")]
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 async fn a_vanished_peer_fails_every_waiting_operation() {
-    let mut o = opts();
-    o.connect.timeout = 12; // 16.8 ms per try
-    o.connect.retry_cnt = 2;
+    let access = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
+    // 16.8 ms per try, 3 tries.
+    let o = opts().connect(ConnectOpts::default().access(access).timeout(12).retry_cnt(2));
     let (server, client) = pair(&o).await;
     let client = Arc::new(client);
     let table = server.alloc_local_mr(layout(1 << 20)).unwrap();
@@ -284,10 +284,7 @@ async fn connected_through_the_rdma_cm_by_ip_address() {
     // A foreign client (plain rdmacm, not an endpoint's hello) is refused
     // with a reason, and the listener goes on serving.
     let foreign = tokio::task::spawn_blocking(move || {
-        rrddmma::wrap::connect_rc_cm(
-            addr,
-            &rrddmma::wrap::CmOpts { private_data: b"not a hello".to_vec(), ..Default::default() },
-        )
+        rrddmma::wrap::connect_rc_cm(addr, &rrddmma::wrap::CmOpts::default().private_data(b"not a hello".to_vec()))
     })
     .await
     .unwrap();

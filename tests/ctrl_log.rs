@@ -30,7 +30,8 @@ fn a_hanging_join_names_the_missing_ranks() {
     log::set_logger(&Capture).unwrap();
     log::set_max_level(log::LevelFilter::Debug);
     let coordinator = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let cfg = ClusterConfig { join_timeout: Duration::from_millis(1800), ..Default::default() };
+    let mut cfg = ClusterConfig::default();
+    cfg.join_timeout = Duration::from_millis(1800);
     let place = move |rank| Resolved { rank, size: 3, coordinator, rank_source: RankSource::Config, device: None };
     // Ranks 0 and 1 come; rank 2 never does.
     let c = cfg.clone();

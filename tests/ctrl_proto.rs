@@ -8,14 +8,15 @@ use rrddmma::ctrl::proto::{ConnId, Coordinator, Event, Member, Output, Params};
 use rrddmma::ctrl::wire::{decode_all, Msg, MAC_LEN, NONCE_LEN};
 use rrddmma::ctrl::{Error, RejectCode};
 
+/// Connections `params` lets wait in the handshake at once.
+const MAX_PENDING: usize = 8;
+
 fn params(size: u32, secret: Option<&str>) -> Params {
-    Params {
-        size,
-        secret: secret.map(|s| s.as_bytes().to_vec()),
-        max_frame: 4096,
-        handshake_timeout: Duration::from_secs(2),
-        max_pending: 8,
-    }
+    Params::new(size)
+        .secret(secret.map(|s| s.as_bytes().to_vec()))
+        .max_frame(4096)
+        .handshake_timeout(Duration::from_secs(2))
+        .max_pending(MAX_PENDING)
 }
 
 /// A coordinator and its members connected by in-memory pipes.
@@ -275,7 +276,7 @@ fn a_strangers_frame_before_hello_is_capped_at_the_hello_size() {
 fn pending_connections_are_bounded() {
     let mut n = Net::new(2, None);
     let now = n.now;
-    let max = params(2, None).max_pending as u64;
+    let max = MAX_PENDING as u64;
     for conn in 0..max + 3 {
         n.c.accept(1000 + conn, [0; NONCE_LEN], now);
     }

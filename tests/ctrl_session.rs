@@ -15,13 +15,12 @@ fn free_port() -> SocketAddr {
 }
 
 fn cfg(secret: Option<&str>) -> ClusterConfig {
-    ClusterConfig {
-        secret: secret.map(|s| s.as_bytes().to_vec()),
-        join_timeout: Duration::from_secs(10),
-        op_timeout: Duration::from_secs(10),
-        handshake_timeout: Duration::from_secs(1),
-        ..Default::default()
-    }
+    let mut c = ClusterConfig::default();
+    c.secret = secret.map(|s| s.as_bytes().to_vec());
+    c.join_timeout = Duration::from_secs(10);
+    c.op_timeout = Duration::from_secs(10);
+    c.handshake_timeout = Duration::from_secs(1);
+    c
 }
 
 fn place(rank: u32, size: u32, coordinator: SocketAddr) -> Resolved {

@@ -29,19 +29,17 @@ fn wire_values_round_trip() {
     round_trip(&gid());
     round_trip(&Mtu::MTU_1024);
     round_trip(&(AccessFlags::REMOTE_WRITE | AccessFlags::LOCAL_WRITE));
-    round_trip(&QpCaps { max_send_wr: 64, max_recv_wr: 32, max_send_sge: 2, max_recv_sge: 1, max_inline_data: 64 });
+    round_trip(&QpCaps::default().max_send_wr(64).max_recv_wr(32).max_send_sge(2).max_recv_sge(1).max_inline_data(64));
 }
 
 #[test]
 fn config_values_round_trip() {
-    let c = ClusterConfig {
-        hosts: vec!["10.0.0.1:18650".into(), "10.0.0.2:18650".into()],
-        secret: Some(b"k".to_vec()),
-        rank: Some(1),
-        devices: vec!["mlx5_0".into(), "mlx5_1".into()],
-        op_timeout: Duration::from_millis(250),
-        ..Default::default()
-    };
+    let mut c = ClusterConfig::default();
+    c.hosts = vec!["10.0.0.1:18650".into(), "10.0.0.2:18650".into()];
+    c.secret = Some(b"k".to_vec());
+    c.rank = Some(1);
+    c.devices = vec!["mlx5_0".into(), "mlx5_1".into()];
+    c.op_timeout = Duration::from_millis(250);
     round_trip(&c);
     round_trip(&ClusterConfig::default());
     round_trip(&Resolved {

@@ -12,12 +12,10 @@ pub const MSG_LEN: usize = 16;
 
 /// A QP of one send and one receive slot with 16 bytes of inline data.
 pub fn opts() -> CmOpts {
-    CmOpts {
-        caps: QpCaps { max_send_wr: 1, max_recv_wr: 1, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 16 },
-        cq_depth: 4,
-        timeout: Duration::from_secs(10),
-        ..CmOpts::default()
-    }
+    CmOpts::default()
+        .caps(QpCaps::default().max_send_wr(1).max_recv_wr(1).max_send_sge(1).max_recv_sge(1).max_inline_data(16))
+        .cq_depth(4)
+        .timeout(Duration::from_secs(10))
 }
 
 /// Posts the receive of one message into `mem`.

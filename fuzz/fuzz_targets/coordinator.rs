@@ -10,13 +10,11 @@ use rrddmma::ctrl::proto::{Coordinator, Event, Params};
 
 fuzz_target!(|data: &[u8]| {
     let t0 = Instant::now();
-    let p = Params {
-        size: 3,
-        secret: Some(b"fuzz".to_vec()),
-        max_frame: 1 << 12,
-        handshake_timeout: Duration::from_secs(1),
-        max_pending: 3,
-    };
+    let p = Params::new(3)
+        .secret(Some(b"fuzz".to_vec()))
+        .max_frame(1 << 12)
+        .handshake_timeout(Duration::from_secs(1))
+        .max_pending(3);
     let mut c = Coordinator::new(p);
     c.expect_joins(t0, Duration::from_secs(60));
     // Chunks: first byte picks the connection (0..4) and an action.

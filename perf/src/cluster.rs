@@ -290,21 +290,21 @@ fn connect_mesh<'c>(
     opts: &MeshOpts,
 ) -> Res<Vec<Vec<Qp>>> {
     let (me, n) = (s.rank(), s.size());
-    let c = &opts.connect;
+    let c = opts.get_connect();
     let gid_index = c.gid_index_on(pd.context()).map_err(err("choosing a GID"))?;
     let mut qps: Vec<Vec<Qp>> = (0..n).map(|_| Vec::new()).collect();
     let mut infos = Vec::with_capacity((n * q) as usize);
     for peer in 0..n {
         for k in 0..q {
-            let psn = opts.psn.wrapping_add(peer * q + k) & 0xff_ffff;
+            let psn = opts.get_psn().wrapping_add(peer * q + k) & 0xff_ffff;
             if peer == me {
                 // Never read by a peer: keeps the list indexed by peer × q + k.
-                infos.push(QpInfo::new(&Endpoint { qpn: 0, psn, lid: 0, gid: Default::default() }, 0, 0, c.mtu));
+                infos.push(QpInfo::new(&Endpoint { qpn: 0, psn, lid: 0, gid: Default::default() }, 0, 0, c.get_mtu()));
                 continue;
             }
-            let qp = Qp::new_rc(pd, send_cq(peer, k), recv_cq, opts.caps).map_err(err("creating an RC QP"))?;
-            let e = qp.endpoint(c.port, gid_index, psn).map_err(err("querying the QP's endpoint"))?;
-            infos.push(QpInfo::new(&e, gid_index, c.port, c.mtu));
+            let qp = Qp::new_rc(pd, send_cq(peer, k), recv_cq, opts.get_caps()).map_err(err("creating an RC QP"))?;
+            let e = qp.endpoint(c.get_port(), gid_index, psn).map_err(err("querying the QP's endpoint"))?;
+            infos.push(QpInfo::new(&e, gid_index, c.get_port(), c.get_mtu()));
             qps[peer as usize].push(qp);
         }
     }
@@ -316,8 +316,8 @@ fn connect_mesh<'c>(
                 .get(i)
                 .ok_or_else(|| format!("rank {peer} sent {} endpoints, expected {}", all[peer].len(), n * q))?;
             let mine = &infos[peer * q as usize + k];
-            let mtu = c.mtu.min(theirs.mtu);
-            qp.connect(&theirs.endpoint(), mine.psn, &ConnectOpts { mtu, gid_index: Some(gid_index), ..*c })
+            let mtu = c.get_mtu().min(theirs.mtu);
+            qp.connect(&theirs.endpoint(), mine.psn, &c.mtu(mtu).gid_index(Some(gid_index)))
                 .map_err(|e| format!("connecting QP {k} to rank {peer}: {e}"))?;
         }
     }
@@ -536,15 +536,9 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
     let slot = max_size.max(64).div_ceil(64) * 64;
     let mem = RegisteredMem::new(&pd, 2 * slot * n as usize).map_err(err("registering memory"))?;
     let access = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
-    let connect = ConnectOpts {
-        access,
-        mtu: port.active_mtu(),
-        max_rd_atomic: 4,
-        max_dest_rd_atomic: 4,
-        ..ConnectOpts::default()
-    };
-    let caps = QpCaps { max_send_wr: o.depth.max(1), max_recv_wr: rx, ..QpCaps::default() };
-    let mesh = MeshOpts { caps, connect, psn: rrddmma::prim::random_psn() };
+    let connect = ConnectOpts::default().access(access).mtu(port.active_mtu()).max_rd_atomic(4).max_dest_rd_atomic(4);
+    let caps = QpCaps::default().max_send_wr(o.depth.max(1)).max_recv_wr(rx);
+    let mesh = MeshOpts::default().caps(caps).connect(connect).psn(rrddmma::prim::random_psn());
     let cq_of = |peer: u32, k: u32| {
         let t = units.iter().position(|u| *u == Unit { dst: peer, k }).map_or(0, |i| i % threads);
         &cqs[t]

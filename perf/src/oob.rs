@@ -225,7 +225,7 @@ impl Oob {
     /// server name, listens on every address and accepts one client. One
     /// receive is kept posted, as perftest keeps one.
     pub fn open_cm(server: Option<&str>, port: u16, wait: Duration) -> Result<Oob, String> {
-        let opts = CmOpts { cq_depth: 4, ..CmOpts::default() };
+        let opts = CmOpts::default().cq_depth(4);
         let conn = match server {
             Some(host) => {
                 let addr = ipv4_of(host, port)?;
@@ -246,7 +246,7 @@ impl Oob {
                 let l = CmListener::bind(any, 1).map_err(|e| format!("rdma_cm: cannot listen on port {port}: {e}"))?;
                 // perftest's server waits for its client without a limit.
                 loop {
-                    match accept_rc_cm(&l, &CmOpts { timeout: Duration::from_secs(3600), ..opts.clone() }) {
+                    match accept_rc_cm(&l, &opts.clone().timeout(Duration::from_secs(3600))) {
                         Ok(c) => break c,
                         Err(rrddmma::prim::Error::Timeout { .. }) => continue,
                         Err(e) => return Err(format!("rdma_cm: accepting the exchange connection: {e}")),

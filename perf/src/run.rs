@@ -257,13 +257,12 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
         (0..threads).map(|_| new_cq(&ctx, (o.tx_depth * per_thread).max(2), o.events)).collect::<Res<Vec<_>>>()?;
     let rx = if o.verb == Verb::Send { o.rx_depth.max(2) } else { 1 };
     let recv_cq = new_cq(&ctx, rx * o.qps, o.events)?;
-    let caps = QpCaps {
-        max_send_wr: o.tx_depth.max(o.post_list),
-        max_recv_wr: rx,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: o.inline,
-    };
+    let caps = QpCaps::default()
+        .max_send_wr(o.tx_depth.max(o.post_list))
+        .max_recv_wr(rx)
+        .max_send_sge(1)
+        .max_recv_sge(1)
+        .max_inline_data(o.inline);
     let qp_type = match o.conn {
         Conn::Rc => QpType::RC,
         Conn::Uc => QpType::UC,
@@ -349,15 +348,13 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
             ud_peers.push(UdPeer { ah, qpn: r.qpn, qkey: QKEY });
             continue;
         }
-        let opts = ConnectOpts {
-            port: o.ib_port,
-            gid_index: Some(gid_index),
-            mtu: rrddmma::prim::Mtu::from_raw(mtu),
-            max_rd_atomic: r.out_reads.clamp(1, out_reads) as u8,
-            max_dest_rd_atomic: out_reads as u8,
-            access: qp_access,
-            ..ConnectOpts::default()
-        };
+        let opts = ConnectOpts::default()
+            .port(o.ib_port)
+            .gid_index(Some(gid_index))
+            .mtu(rrddmma::prim::Mtu::from_raw(mtu))
+            .max_rd_atomic(r.out_reads.clamp(1, out_reads) as u8)
+            .max_dest_rd_atomic(out_reads as u8)
+            .access(qp_access);
         qp.connect(&remote, my[i].psn, &opts).map_err(err("connecting the QP"))?;
     }
     // perftest's SEND tests: one exchange right after connecting.

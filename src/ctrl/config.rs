@@ -58,8 +58,24 @@ pub const DEFAULT_PORT: u16 = 18650;
 /// | `max_frame` | 16 MiB |
 ///
 /// `Debug` prints `<redacted>` in place of the secret.
+///
+/// A data struct, not an option struct: it is what a cluster file or the
+/// environment says, and programs read it (the hosts, this rank's device,
+/// the timeouts), so its fields are public. It is `#[non_exhaustive]`, so a
+/// new key is not a breaking change: make one with [`ClusterConfig::from_toml`],
+/// [`ClusterConfig::from_env`] or [`ClusterConfig::default`], then assign the
+/// fields to change.
+///
+/// ```
+/// use std::time::Duration;
+/// use rrddmma::ctrl::ClusterConfig;
+/// let mut c = ClusterConfig::default();
+/// c.hosts = vec!["10.0.0.1:18650".into(), "10.0.0.2:18650".into()];
+/// c.op_timeout = Duration::from_secs(10);
+/// ```
 #[derive(Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct ClusterConfig {
     /// `host:port` of every rank, rank 0 first (the coordinator listens on its entry).
     pub hosts: Vec<String>,
@@ -608,13 +624,7 @@ max_frame = 4096
         assert!(none.contains("secret: None"), "{none}");
         // The protocol machines hold the secret too.
         use crate::ctrl::proto::{Coordinator, Member, Params};
-        let p = Params {
-            size: 2,
-            secret: c.secret.clone(),
-            max_frame: 4096,
-            handshake_timeout: Duration::from_secs(1),
-            max_pending: Params::DEFAULT_MAX_PENDING,
-        };
+        let p = Params::new(2).secret(c.secret.clone()).max_frame(4096).handshake_timeout(Duration::from_secs(1));
         let d = format!("{:?} {:?} {:?}", p, Coordinator::new(p.clone()), Member::new(p.clone(), 1, [7; 16]));
         assert!(!d.contains("hunter2") && !d.contains("104, 117") && d.contains("<redacted>"), "{d}");
     }

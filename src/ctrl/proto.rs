@@ -26,22 +26,22 @@ pub const MEMBER_GRACE: Duration = Duration::from_millis(250);
 /// A connection, named by the driver.
 pub type ConnId = u64;
 
-/// Settings both machines share. `Debug` prints `<redacted>` for the secret.
+/// Settings both machines share: [`Params::new`] with the number of ranks,
+/// then the setters. `Debug` prints `<redacted>` for the secret.
+///
+/// ```
+/// use rrddmma::ctrl::proto::Params;
+/// let p = Params::new(4).secret(Some(b"experiment-42".to_vec())).max_frame(1 << 20);
+/// # let _ = p;
+/// ```
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct Params {
-    /// Number of ranks, coordinator included.
-    pub size: u32,
-    /// Shared secret; `None` admits anyone who speaks the protocol.
-    pub secret: Option<Vec<u8>>,
-    /// Largest frame payload accepted or sent.
-    pub max_frame: u32,
-    /// How long a new connection may take to complete its handshake.
-    pub handshake_timeout: Duration,
-    /// Most connections the coordinator keeps in the handshake at once
-    /// (default [`Params::DEFAULT_MAX_PENDING`]). One more is closed at
-    /// once, so a flood of strangers cannot grow the coordinator's memory;
-    /// ranks that were refused connect again (the member side retries).
-    pub max_pending: usize,
+    pub(crate) size: u32,
+    pub(crate) secret: Option<Vec<u8>>,
+    pub(crate) max_frame: u32,
+    pub(crate) handshake_timeout: Duration,
+    pub(crate) max_pending: usize,
 }
 
 impl std::fmt::Debug for Params {
@@ -59,6 +59,36 @@ impl std::fmt::Debug for Params {
 impl Params {
     /// Default bound of connections in the handshake at once.
     pub const DEFAULT_MAX_PENDING: usize = 64;
+
+    /// Settings for a session of `size` ranks, coordinator included; the
+    /// rest as each setter says.
+    pub const fn new(size: u32) -> Params {
+        Params {
+            size,
+            secret: None,
+            max_frame: 16 << 20,
+            handshake_timeout: Duration::from_secs(5),
+            max_pending: Params::DEFAULT_MAX_PENDING,
+        }
+    }
+
+    setters! {
+        /// Number of ranks, coordinator included. Set by [`Params::new`].
+        const size: u32;
+        /// Shared secret. Default `None`: admits anyone who speaks the protocol.
+        secret: Option<Vec<u8>>;
+        /// Largest frame payload accepted or sent. Default 16 MiB (as
+        /// [`super::ClusterConfig`]).
+        const max_frame: u32;
+        /// How long a new connection may take to complete its handshake.
+        /// Default 5 s.
+        const handshake_timeout: Duration;
+        /// Most connections the coordinator keeps in the handshake at once.
+        /// Default [`Params::DEFAULT_MAX_PENDING`]. One more is closed at
+        /// once, so a flood of strangers cannot grow the coordinator's
+        /// memory; ranks that were refused connect again (the member side retries).
+        const max_pending: usize;
+    }
 
     /// Largest frame a connection may send before its hello is accepted:
     /// the hello's own payload. Until then a stranger cannot make the

@@ -68,13 +68,11 @@ impl Session {
     /// Joins the cluster in the place `r` gives.
     pub fn join_as(cfg: &ClusterConfig, r: &Resolved) -> Result<Session> {
         super::config::check_secret(cfg.secret.as_deref())?;
-        let p = Params {
-            size: r.size,
-            secret: cfg.secret.clone(),
-            max_frame: cfg.max_frame,
-            handshake_timeout: cfg.handshake_timeout,
-            max_pending: Params::DEFAULT_MAX_PENDING.max(2 * r.size as usize),
-        };
+        let p = Params::new(r.size)
+            .secret(cfg.secret.clone())
+            .max_frame(cfg.max_frame)
+            .handshake_timeout(cfg.handshake_timeout)
+            .max_pending(Params::DEFAULT_MAX_PENDING.max(2 * r.size as usize));
         let mut s = Session {
             rank: r.rank,
             size: r.size,

@@ -12,7 +12,7 @@
 //! # fn main() -> rrddmma::prim::Result<()> {
 //! let ctx = Context::open_first()?;
 //! let (pd, cq) = (Pd::new(&ctx)?, Cq::new(&ctx, 64)?);
-//! let srq = Srq::new(&pd, 16, 1)?;
+//! let srq = Srq::builder(&pd).max_wr(16).build()?;
 //! // A ready target: created and brought up in one call.
 //! let dct = Dct::create(&pd, &cq, &srq, 0x1234, &DctOpts::default().access(AccessFlags::REMOTE_WRITE))?;
 //! let dci = Dci::create(&pd, &cq, &cq, QpCaps::default())?;
@@ -51,124 +51,179 @@ use crate::prim::WrBatch;
 use crate::prim::{AccessFlags, AhAttr, Context, Cq, Gid, Mtu, Pd, Qp, QpAttr, QpCaps, QpState, Result};
 use crate::prim::{Ah, SendWr, Srq};
 
-/// An option struct: `#[non_exhaustive]`, fields `pub(crate)`, `Default`
-/// from the listed values, and one by-value setter per field, named after it.
-macro_rules! options {
-    (
-        $(#[$m:meta])*
-        pub struct $name:ident {
-            $( $(#[$fm:meta])* $field:ident: $t:ty = $default:expr, )*
-        }
-    ) => {
-        $(#[$m])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-        #[non_exhaustive]
-        pub struct $name {
-            $( pub(crate) $field: $t, )*
-        }
-
-        impl Default for $name {
-            fn default() -> $name {
-                $name { $( $field: $default, )* }
-            }
-        }
-
-        impl $name {
-            $(
-                $(#[$fm])*
-                #[must_use]
-                pub fn $field(mut self, v: $t) -> $name {
-                    self.$field = v;
-                    self
-                }
-            )*
-        }
-    };
+/// How a DC target is set up; every field applies in both builds (see
+/// the module's table for the two limits of MLNX_OFED 4.x).
+///
+/// | field | default | |
+/// |---|---|---|
+/// | `port` | 1 | |
+/// | `gid_index` | `None` | on an Ethernet port, the port's RoCE v2 GID ([`Context::roce_v2_gid_index`]); on InfiniBand no GRH unless set |
+/// | `pkey_index` | 0 | |
+/// | `mtu` | `MTU_1024` | every RoCE and InfiniBand port carries it; raise it to the port's active MTU for bandwidth |
+/// | `access` | empty | as [`ConnectOpts`](crate::prim::ConnectOpts): grant `REMOTE_WRITE`, `REMOTE_READ`, `REMOTE_ATOMIC` as initiators need |
+/// | `min_rnr_timer` | 12 | 0.64 ms |
+/// | `hop_limit` | 64 | |
+/// | `traffic_class` | 0 | |
+/// | `flow_label` | 0 | |
+/// | `sl` | 0 | |
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DctOpts {
+    /// Local port number.
+    pub(crate) port: u8,
+    /// Local GID index; `None` chooses as described on the type.
+    pub(crate) gid_index: Option<u8>,
+    /// P_Key index.
+    pub(crate) pkey_index: u16,
+    /// Path MTU.
+    pub(crate) mtu: Mtu,
+    /// Remote access the target grants (`IBV_ACCESS_REMOTE_*`).
+    pub(crate) access: AccessFlags,
+    /// Minimum RNR NAK timer code.
+    pub(crate) min_rnr_timer: u8,
+    /// Hop limit of the GRH.
+    pub(crate) hop_limit: u8,
+    /// Traffic class (RoCE: DSCP/ECN byte).
+    pub(crate) traffic_class: u8,
+    /// Flow label of the GRH (20 bits).
+    pub(crate) flow_label: u32,
+    /// Service level (rdma-core only: MLNX_OFED 4.x refuses a value other than 0).
+    pub(crate) sl: u8,
 }
 
-options! {
-    /// How a DC target is set up; every field applies in both builds (see
-    /// the module's table for the two limits of MLNX_OFED 4.x).
-    ///
-    /// | field | default | |
-    /// |---|---|---|
-    /// | `port` | 1 | |
-    /// | `gid_index` | `None` | on an Ethernet port, the port's RoCE v2 GID ([`Context::roce_v2_gid_index`]); on InfiniBand no GRH unless set |
-    /// | `pkey_index` | 0 | |
-    /// | `mtu` | `MTU_1024` | every RoCE and InfiniBand port carries it; raise it to the port's active MTU for bandwidth |
-    /// | `access` | empty | as [`ConnectOpts`](crate::prim::ConnectOpts): grant `REMOTE_WRITE`, `REMOTE_READ`, `REMOTE_ATOMIC` as initiators need |
-    /// | `min_rnr_timer` | 12 | 0.64 ms |
-    /// | `hop_limit` | 64 | |
-    /// | `traffic_class` | 0 | |
-    /// | `flow_label` | 0 | |
-    /// | `sl` | 0 | |
-    pub struct DctOpts {
-        /// Local port number.
-        port: u8 = 1,
-        /// Local GID index; `None` chooses as described on the type.
-        gid_index: Option<u8> = None,
-        /// P_Key index.
-        pkey_index: u16 = 0,
-        /// Path MTU.
-        mtu: Mtu = Mtu::MTU_1024,
-        /// Remote access the target grants (`IBV_ACCESS_REMOTE_*`).
-        access: AccessFlags = AccessFlags::empty(),
-        /// Minimum RNR NAK timer code.
-        min_rnr_timer: u8 = 12,
-        /// Hop limit of the GRH.
-        hop_limit: u8 = 64,
-        /// Traffic class (RoCE: DSCP/ECN byte).
-        traffic_class: u8 = 0,
-        /// Flow label of the GRH (20 bits).
-        flow_label: u32 = 0,
-        /// Service level (rdma-core only: MLNX_OFED 4.x refuses a value other than 0).
-        sl: u8 = 0,
+impl Default for DctOpts {
+    fn default() -> DctOpts {
+        DctOpts {
+            port: 1,
+            gid_index: None,
+            pkey_index: 0,
+            mtu: Mtu::MTU_1024,
+            access: AccessFlags::empty(),
+            min_rnr_timer: 12,
+            hop_limit: 64,
+            traffic_class: 0,
+            flow_label: 0,
+            sl: 0,
+        }
     }
 }
 
-options! {
-    /// How [`Dci::connect`] brings a DC initiator to RTS; every field applies
-    /// in both builds.
-    ///
-    /// | field | default | |
-    /// |---|---|---|
-    /// | `port` | 1 | |
-    /// | `gid_index` | `None` | as [`DctOpts`] |
-    /// | `pkey_index` | 0 | |
-    /// | `mtu` | `MTU_1024` | |
-    /// | `timeout` | 14 | 4.096 µs × 2^14 ≈ 67 ms per try |
-    /// | `retry_cnt` | 7 | |
-    /// | `rnr_retry` | 7 | retry forever while the target's SRQ is empty |
-    /// | `max_rd_atomic` | 1 | READs/atomics in flight |
-    /// | `hop_limit` | 64 | |
-    /// | `traffic_class` | 0 | |
-    /// | `sl` | 0 | |
-    /// | `key` | 0 | MLNX_OFED 4.x sets it at INIT (`IBV_EXP_QP_DC_KEY`); rdma-core has no such attribute. In both builds each request carries its target's key ([`DctAddr`]) |
-    pub struct DciOpts {
+impl DctOpts {
+    setters! {
         /// Local port number.
-        port: u8 = 1,
-        /// Local GID index; `None` chooses as for [`DctOpts`].
-        gid_index: Option<u8> = None,
+        const port: u8;
+        /// Local GID index; `None` chooses as described on the type.
+        const gid_index: Option<u8>;
         /// P_Key index.
-        pkey_index: u16 = 0,
+        const pkey_index: u16;
         /// Path MTU.
-        mtu: Mtu = Mtu::MTU_1024,
-        /// Local ACK timeout exponent: 4.096 µs × 2^timeout.
-        timeout: u8 = 14,
-        /// Transport retries (0..=7).
-        retry_cnt: u8 = 7,
-        /// RNR retries (7: infinite).
-        rnr_retry: u8 = 7,
-        /// Outstanding RDMA READ / atomic operations.
-        max_rd_atomic: u8 = 1,
+        const mtu: Mtu;
+        /// Remote access the target grants (`IBV_ACCESS_REMOTE_*`).
+        const access: AccessFlags;
+        /// Minimum RNR NAK timer code.
+        const min_rnr_timer: u8;
         /// Hop limit of the GRH.
-        hop_limit: u8 = 64,
+        const hop_limit: u8;
         /// Traffic class (RoCE: DSCP/ECN byte).
-        traffic_class: u8 = 0,
+        const traffic_class: u8;
+        /// Flow label of the GRH (20 bits).
+        const flow_label: u32;
+        /// Service level (rdma-core only: MLNX_OFED 4.x refuses a value other than 0).
+        const sl: u8;
+    }
+}
+
+/// How [`Dci::connect`] brings a DC initiator to RTS; every field applies
+/// in both builds.
+///
+/// | field | default | |
+/// |---|---|---|
+/// | `port` | 1 | |
+/// | `gid_index` | `None` | as [`DctOpts`] |
+/// | `pkey_index` | 0 | |
+/// | `mtu` | `MTU_1024` | |
+/// | `timeout` | 14 | 4.096 µs × 2^14 ≈ 67 ms per try |
+/// | `retry_cnt` | 7 | |
+/// | `rnr_retry` | 7 | retry forever while the target's SRQ is empty |
+/// | `max_rd_atomic` | 1 | READs/atomics in flight |
+/// | `hop_limit` | 64 | |
+/// | `traffic_class` | 0 | |
+/// | `sl` | 0 | |
+/// | `key` | 0 | MLNX_OFED 4.x sets it at INIT (`IBV_EXP_QP_DC_KEY`); rdma-core has no such attribute. In both builds each request carries its target's key ([`DctAddr`]) |
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DciOpts {
+    /// Local port number.
+    pub(crate) port: u8,
+    /// Local GID index; `None` chooses as for [`DctOpts`].
+    pub(crate) gid_index: Option<u8>,
+    /// P_Key index.
+    pub(crate) pkey_index: u16,
+    /// Path MTU.
+    pub(crate) mtu: Mtu,
+    /// Local ACK timeout exponent: 4.096 µs × 2^timeout.
+    pub(crate) timeout: u8,
+    /// Transport retries (0..=7).
+    pub(crate) retry_cnt: u8,
+    /// RNR retries (7: infinite).
+    pub(crate) rnr_retry: u8,
+    /// Outstanding RDMA READ / atomic operations.
+    pub(crate) max_rd_atomic: u8,
+    /// Hop limit of the GRH.
+    pub(crate) hop_limit: u8,
+    /// Traffic class (RoCE: DSCP/ECN byte).
+    pub(crate) traffic_class: u8,
+    /// Service level.
+    pub(crate) sl: u8,
+    /// DC access key given at INIT under MLNX_OFED 4.x (ignored with rdma-core).
+    pub(crate) key: u64,
+}
+
+impl Default for DciOpts {
+    fn default() -> DciOpts {
+        DciOpts {
+            port: 1,
+            gid_index: None,
+            pkey_index: 0,
+            mtu: Mtu::MTU_1024,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            max_rd_atomic: 1,
+            hop_limit: 64,
+            traffic_class: 0,
+            sl: 0,
+            key: 0,
+        }
+    }
+}
+
+impl DciOpts {
+    setters! {
+        /// Local port number.
+        const port: u8;
+        /// Local GID index; `None` chooses as for [`DctOpts`].
+        const gid_index: Option<u8>;
+        /// P_Key index.
+        const pkey_index: u16;
+        /// Path MTU.
+        const mtu: Mtu;
+        /// Local ACK timeout exponent: 4.096 µs × 2^timeout.
+        const timeout: u8;
+        /// Transport retries (0..=7).
+        const retry_cnt: u8;
+        /// RNR retries (7: infinite).
+        const rnr_retry: u8;
+        /// Outstanding RDMA READ / atomic operations.
+        const max_rd_atomic: u8;
+        /// Hop limit of the GRH.
+        const hop_limit: u8;
+        /// Traffic class (RoCE: DSCP/ECN byte).
+        const traffic_class: u8;
         /// Service level.
-        sl: u8 = 0,
+        const sl: u8;
         /// DC access key given at INIT under MLNX_OFED 4.x (ignored with rdma-core).
-        key: u64 = 0,
+        const key: u64;
     }
 }
 
@@ -501,7 +556,7 @@ mod imp {
         };
         if let Some(ops) = ops {
             attr.comp_mask |= ffi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.0;
-            attr.send_ops_flags = ops.0;
+            attr.send_ops_flags = ops.bits();
         }
         let mut dv = ffi::mlx5dv_qp_init_attr {
             comp_mask: u64::from(ffi::mlx5dv_qp_init_attr_mask::MLX5DV_QP_INIT_ATTR_MASK_DC.0),

@@ -8,6 +8,7 @@ use super::cq::Wc;
 use super::device::Context;
 use super::error::{Error, Result};
 use super::gid::Gid;
+use super::handle::{Destroy, Owned};
 use super::pd::Pd;
 use crate::bindings as ffi;
 
@@ -134,23 +135,17 @@ impl AhAttr {
 /// `GRH_LEN + n` bytes.
 pub const GRH_LEN: usize = 40;
 
-struct AhInner {
-    ah: NonNull<ffi::ibv_ah>,
+pub(crate) struct AhInner {
     _pd: Pd,
 }
 
-// SAFETY: an address handle is immutable after creation.
-unsafe impl Send for AhInner {}
-// SAFETY: as above.
-unsafe impl Sync for AhInner {}
-
-impl Drop for AhInner {
-    fn drop(&mut self) {
-        // SAFETY: created by `ibv_create_ah`, destroyed once.
-        let rc = unsafe { ffi::ibv_destroy_ah(self.ah.as_ptr()) };
-        if rc != 0 {
-            crate::prim::error::count_destroy_failure("ibv_destroy_ah", rc);
-        }
+// SAFETY: `ibv_destroy_ah` releases what the matching create verb made; an address handle is immutable after creation.
+unsafe impl Destroy for AhInner {
+    type Raw = ffi::ibv_ah;
+    const VERB: &'static str = "ibv_destroy_ah";
+    unsafe fn destroy(&mut self, raw: NonNull<ffi::ibv_ah>) -> i32 {
+        // SAFETY: the caller's contract.
+        unsafe { ffi::ibv_destroy_ah(raw.as_ptr()) }
     }
 }
 
@@ -159,11 +154,11 @@ impl Drop for AhInner {
 /// # References
 /// `ibv_create_ah(3)`
 #[derive(Clone)]
-pub struct Ah(Arc<AhInner>);
+pub struct Ah(Arc<Owned<AhInner>>);
 
 impl fmt::Debug for Ah {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Ah").field("ptr", &self.0.ah).finish()
+        f.debug_struct("Ah").field("ptr", &self.0.raw()).finish()
     }
 }
 
@@ -174,7 +169,10 @@ impl Ah {
         // SAFETY: live PD; `raw` is valid for the call.
         let ah = unsafe { ffi::ibv_create_ah(pd.as_ptr(), &mut raw) };
         let ah = NonNull::new(ah).ok_or_else(|| Error::last("ibv_create_ah"))?;
-        Ok(Ah(Arc::new(AhInner { ah, _pd: pd.clone() })))
+        Ok(Ah(Arc::new(
+            // SAFETY: just made by its create verb, owned by nothing else.
+            unsafe { Owned::new(ah, AhInner { _pd: pd.clone() }) },
+        )))
     }
 
     /// An address handle back to the sender of a received UD completion
@@ -185,6 +183,6 @@ impl Ah {
 
     /// The raw handle.
     pub fn as_ptr(&self) -> *mut ffi::ibv_ah {
-        self.0.ah.as_ptr()
+        self.0.as_ptr()
     }
 }

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use super::device::Context;
 use super::error::{Error, Result};
+use super::handle::{Destroy, Owned};
 use crate::bindings as ffi;
 
-struct ChannelInner {
-    ch: NonNull<ffi::ibv_comp_channel>,
+pub(crate) struct ChannelInner {
     /// Set once a CQ is created on the channel: the safe API gives each
     /// channel to one CQ, so that every event read is that CQ's.
     attached: AtomicBool,
@@ -21,19 +21,13 @@ struct ChannelInner {
     _ctx: Context,
 }
 
-// SAFETY: the channel is a file descriptor with kernel-side locking.
-unsafe impl Send for ChannelInner {}
-// SAFETY: as above.
-unsafe impl Sync for ChannelInner {}
-
-impl Drop for ChannelInner {
-    fn drop(&mut self) {
-        // SAFETY: created by `ibv_create_comp_channel`; the CQ on it holds an
-        // `Arc` to this, so it is gone.
-        let rc = unsafe { ffi::ibv_destroy_comp_channel(self.ch.as_ptr()) };
-        if rc != 0 {
-            crate::prim::error::count_destroy_failure("ibv_destroy_comp_channel", rc);
-        }
+// SAFETY: `ibv_destroy_comp_channel` releases what the matching create verb made; the channel is a file descriptor with kernel-side locking.
+unsafe impl Destroy for ChannelInner {
+    type Raw = ffi::ibv_comp_channel;
+    const VERB: &'static str = "ibv_destroy_comp_channel";
+    unsafe fn destroy(&mut self, raw: NonNull<ffi::ibv_comp_channel>) -> i32 {
+        // SAFETY: the caller's contract.
+        unsafe { ffi::ibv_destroy_comp_channel(raw.as_ptr()) }
     }
 }
 
@@ -46,7 +40,7 @@ impl Drop for ChannelInner {
 /// # References
 /// `ibv_create_comp_channel(3)`, `ibv_get_cq_event(3)`
 #[derive(Clone)]
-pub struct CompChannel(Arc<ChannelInner>);
+pub struct CompChannel(Arc<Owned<ChannelInner>>);
 
 impl fmt::Debug for CompChannel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -60,17 +54,24 @@ impl CompChannel {
         // SAFETY: live context.
         let ch = unsafe { ffi::ibv_create_comp_channel(ctx.as_ptr()) };
         let ch = NonNull::new(ch).ok_or_else(|| Error::last("ibv_create_comp_channel"))?;
-        Ok(CompChannel(Arc::new(ChannelInner {
-            ch,
-            attached: AtomicBool::new(false),
-            nonblocking: AtomicBool::new(false),
-            _ctx: ctx.clone(),
-        })))
+        Ok(CompChannel(Arc::new(
+            // SAFETY: just made by its create verb, owned by nothing else.
+            unsafe {
+                Owned::new(
+                    ch,
+                    ChannelInner {
+                        attached: AtomicBool::new(false),
+                        nonblocking: AtomicBool::new(false),
+                        _ctx: ctx.clone(),
+                    },
+                )
+            },
+        )))
     }
 
     /// The raw channel.
     pub fn as_ptr(&self) -> *mut ffi::ibv_comp_channel {
-        self.0.ch.as_ptr()
+        self.0.as_ptr()
     }
 
     /// Makes reads non-blocking (for event loops), or blocking again.
@@ -109,7 +110,7 @@ impl CompChannel {
 impl AsRawFd for CompChannel {
     fn as_raw_fd(&self) -> RawFd {
         // SAFETY: the channel is live while `self` is.
-        unsafe { self.0.ch.as_ref() }.fd
+        unsafe { self.0.raw().as_ref() }.fd
     }
 }
 

@@ -17,6 +17,7 @@ use super::channel::{wait_readable, CompChannel};
 use super::device::Context;
 use super::domain::ParentDomain;
 use super::error::{Error, Result};
+use super::handle::{Destroy, Owned};
 use super::pd::Pd;
 use crate::bindings as ffi;
 use crate::prim::{WcFlags, WcOpcode, WcStatus};
@@ -24,8 +25,7 @@ use crate::prim::{WcFlags, WcOpcode, WcStatus};
 /// Events acknowledged in one `ibv_ack_cq_events` call (acks take a lock).
 const ACK_BATCH: u32 = 64;
 
-struct CqInner {
-    cq: NonNull<ffi::ibv_cq>,
+pub(crate) struct CqInner {
     /// The extended view, when created with `ibv_create_cq_ex`.
     ex: Option<poller::ExCq>,
     wc_flags: WcFlagsEx,
@@ -39,25 +39,26 @@ struct CqInner {
     _pd: Option<Pd>,
 }
 
-// SAFETY: polling a CQ is thread-safe in libibverbs providers.
+// SAFETY: the extended view is the same CQ (the provider serialises its
+// polling passes like `ibv_poll_cq`); the rest is plain data and handles.
 unsafe impl Send for CqInner {}
 // SAFETY: as above.
 unsafe impl Sync for CqInner {}
 
-impl Drop for CqInner {
-    fn drop(&mut self) {
+// SAFETY: `ibv_destroy_cq` releases what the matching create verb made; polling a CQ is thread-safe in libibverbs providers.
+unsafe impl Destroy for CqInner {
+    type Raw = ffi::ibv_cq;
+    const VERB: &'static str = "ibv_destroy_cq";
+    unsafe fn destroy(&mut self, raw: NonNull<ffi::ibv_cq>) -> i32 {
         let n = *self.unacked.get_mut();
-        // SAFETY: created by `ibv_create_cq(_ex)`; events read from its channel
-        // are acknowledged before destruction, which waits for them; QPs using
+        // SAFETY: the caller's contract; events read from its channel are
+        // acknowledged before destruction, which waits for them; QPs using
         // it hold an `Arc` to this.
-        let rc = unsafe {
+        unsafe {
             if n > 0 {
-                ffi::ibv_ack_cq_events(self.cq.as_ptr(), n);
+                ffi::ibv_ack_cq_events(raw.as_ptr(), n);
             }
-            ffi::ibv_destroy_cq(self.cq.as_ptr())
-        };
-        if rc != 0 {
-            crate::prim::error::count_destroy_failure("ibv_destroy_cq", rc);
+            ffi::ibv_destroy_cq(raw.as_ptr())
         }
     }
 }
@@ -73,7 +74,7 @@ pub struct Cq {
     /// than C's inline `ibv_poll_cq` does.
     raw: NonNull<ffi::ibv_cq>,
     poll_fn: PollFn,
-    inner: Arc<CqInner>,
+    inner: Arc<Owned<CqInner>>,
 }
 
 /// A provider's `poll_cq` entry.
@@ -234,16 +235,23 @@ impl<'a> CqBuilder<'a> {
         }
         // SAFETY: `ex` is the live extended CQ just created.
         let ex_cq = ex.and_then(|p| unsafe { poller::ExCq::new(p) });
-        let inner = Arc::new(CqInner {
-            cq,
-            ex: ex_cq,
-            wc_flags: flags,
-            channel: self.channel.cloned(),
-            unacked: AtomicU32::new(0),
-            next_poll_ends: self.ctx.quirks().rxe_next_poll_ends,
-            ctx: self.ctx.clone(),
-            _pd: self.parent_domain.map(|pd| pd.as_pd().clone()),
-        });
+        let inner = Arc::new(
+            // SAFETY: just made by its create verb, owned by nothing else.
+            unsafe {
+                Owned::new(
+                    cq,
+                    CqInner {
+                        ex: ex_cq,
+                        wc_flags: flags,
+                        channel: self.channel.cloned(),
+                        unacked: AtomicU32::new(0),
+                        next_poll_ends: self.ctx.quirks().rxe_next_poll_ends,
+                        ctx: self.ctx.clone(),
+                        _pd: self.parent_domain.map(|pd| pd.as_pd().clone()),
+                    },
+                )
+            },
+        );
         if ex.is_some() && inner.ex.is_none() {
             // Dropping `inner` destroys the CQ.
             return Err(Error::Unsupported {
@@ -267,16 +275,23 @@ impl Cq {
     /// `cq` must be a live CQ of `ctx` without a completion channel, owned
     /// by nothing else. On error it has been destroyed.
     pub(crate) unsafe fn from_exp(ctx: &Context, cq: NonNull<ffi::ibv_cq>) -> Result<Cq> {
-        let inner = Arc::new(CqInner {
-            cq,
-            ex: None,
-            wc_flags: WcFlagsEx::default(),
-            channel: None,
-            unacked: AtomicU32::new(0),
-            next_poll_ends: false,
-            ctx: ctx.clone(),
-            _pd: None,
-        });
+        let inner = Arc::new(
+            // SAFETY: just made by its create verb, owned by nothing else.
+            unsafe {
+                Owned::new(
+                    cq,
+                    CqInner {
+                        ex: None,
+                        wc_flags: WcFlagsEx::default(),
+                        channel: None,
+                        unacked: AtomicU32::new(0),
+                        next_poll_ends: false,
+                        ctx: ctx.clone(),
+                        _pd: None,
+                    },
+                )
+            },
+        );
         // SAFETY: a live CQ points to its live context.
         let poll_fn = unsafe { (*(*cq.as_ptr()).context).ops.poll_cq }
             .ok_or(Error::Unsupported { op: "ibv_poll_cq", feature: "a poll_cq entry in the provider" })?;
@@ -297,13 +312,13 @@ impl Cq {
 
     /// The raw CQ.
     pub fn as_ptr(&self) -> *mut ffi::ibv_cq {
-        self.inner.cq.as_ptr()
+        self.inner.as_ptr()
     }
 
     /// The capacity the provider granted.
     pub fn capacity(&self) -> u32 {
         // SAFETY: the CQ is live while `self` is.
-        u32::try_from(unsafe { self.inner.cq.as_ref() }.cqe).unwrap_or(0)
+        u32::try_from(unsafe { self.inner.raw().as_ref() }.cqe).unwrap_or(0)
     }
 
     /// Polls completions into `wc`; returns how many were written. No

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use super::error::{Error, Result};
 use super::gid::{Gid, GidEntry, GidType};
+use super::handle::{Destroy, Owned};
 use super::port::PortAttr;
 use super::quirks::{runtime_rdma_core_major, Quirks};
 use crate::bindings as ffi;
@@ -106,25 +107,18 @@ pub fn device_names() -> Result<Vec<String>> {
     Ok(list.devices().iter().map(|d| DeviceList::name(*d)).collect())
 }
 
-struct ContextInner {
-    ctx: NonNull<ffi::ibv_context>,
+pub(crate) struct ContextInner {
     name: String,
     quirks: Quirks,
 }
 
-// SAFETY: libibverbs contexts may be used from any thread (verbs are thread-safe).
-unsafe impl Send for ContextInner {}
-// SAFETY: as above; shared use goes through thread-safe verbs calls.
-unsafe impl Sync for ContextInner {}
-
-impl Drop for ContextInner {
-    fn drop(&mut self) {
-        // SAFETY: opened by `ibv_open_device`; every child holds an `Arc` to
-        // this, so none is alive any more.
-        let rc = unsafe { ffi::ibv_close_device(self.ctx.as_ptr()) };
-        if rc != 0 {
-            crate::prim::error::count_destroy_failure("ibv_close_device", rc);
-        }
+// SAFETY: `ibv_close_device` releases what the matching create verb made; a context may be used from any thread (verbs are thread-safe); shared use goes through thread-safe verbs calls.
+unsafe impl Destroy for ContextInner {
+    type Raw = ffi::ibv_context;
+    const VERB: &'static str = "ibv_close_device";
+    unsafe fn destroy(&mut self, raw: NonNull<ffi::ibv_context>) -> i32 {
+        // SAFETY: the caller's contract.
+        unsafe { ffi::ibv_close_device(raw.as_ptr()) }
     }
 }
 
@@ -133,7 +127,7 @@ impl Drop for ContextInner {
 /// # References
 /// `ibv_open_device(3)`
 #[derive(Clone)]
-pub struct Context(Arc<ContextInner>);
+pub struct Context(Arc<Owned<ContextInner>>);
 
 impl fmt::Debug for Context {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -203,10 +197,13 @@ impl Context {
         // SAFETY: `dev` is from a live device list.
         let ctx = unsafe { ffi::ibv_open_device(dev) };
         let ctx = NonNull::new(ctx).ok_or_else(|| Error::last("ibv_open_device"))?;
-        let mut c = Context(Arc::new(ContextInner { ctx, name, quirks: Quirks::default() }));
+        let mut c = Context(Arc::new(
+            // SAFETY: just made by its create verb, owned by nothing else.
+            unsafe { Owned::new(ctx, ContextInner { name, quirks: Quirks::default() }) },
+        ));
         let vendor = c.query_device()?.vendor_id;
         let quirks = Quirks::for_device(vendor, runtime_rdma_core_major());
-        Arc::get_mut(&mut c.0).expect("no clone yet").quirks = quirks;
+        Arc::get_mut(&mut c.0).expect("no clone yet").data_mut().quirks = quirks;
         Ok(c)
     }
 
@@ -222,7 +219,7 @@ impl Context {
 
     /// The raw context, for calls into [`crate::bindings`].
     pub fn as_ptr(&self) -> *mut ffi::ibv_context {
-        self.0.ctx.as_ptr()
+        self.0.as_ptr()
     }
 
     /// Device attributes (limits and capabilities).

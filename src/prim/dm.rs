@@ -6,26 +6,34 @@ use std::ptr::NonNull;
 
 use super::device::Context;
 use super::error::{Error, Result};
+use super::handle::{Destroy, Owned};
 use crate::bindings as ffi;
 
 /// On-device memory (`struct ibv_dm`). Freed on drop.
 ///
 /// # References
 /// `ibv_alloc_dm(3)`
-pub struct Dm {
-    dm: NonNull<ffi::ibv_dm>,
+pub struct Dm(Owned<DmData>);
+
+pub(crate) struct DmData {
     len: usize,
     _ctx: Context,
 }
 
-// SAFETY: copies go through the provider's thread-safe entries.
-unsafe impl Send for Dm {}
-// SAFETY: as above.
-unsafe impl Sync for Dm {}
+// SAFETY: `ibv_free_dm` releases what `ibv_alloc_dm` made; copies go through
+// the provider's thread-safe entries.
+unsafe impl Destroy for DmData {
+    type Raw = ffi::ibv_dm;
+    const VERB: &'static str = "ibv_free_dm";
+    unsafe fn destroy(&mut self, raw: NonNull<ffi::ibv_dm>) -> i32 {
+        // SAFETY: the caller's contract.
+        unsafe { ffi::ibv_free_dm(raw.as_ptr()) }
+    }
+}
 
 impl fmt::Debug for Dm {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Dm").field("len", &self.len).finish()
+        f.debug_struct("Dm").field("len", &self.0.len).finish()
     }
 }
 
@@ -41,17 +49,18 @@ impl Dm {
         // SAFETY: live context; `attr` is valid for the call.
         let dm = unsafe { ffi::ibv_alloc_dm(ctx.as_ptr(), &mut attr) };
         let dm = NonNull::new(dm).ok_or_else(|| Error::last("ibv_alloc_dm"))?;
-        Ok(Dm { dm, len, _ctx: ctx.clone() })
+        // SAFETY: made by `ibv_alloc_dm` just now, owned by nothing else.
+        Ok(Dm(unsafe { Owned::new(dm, DmData { len, _ctx: ctx.clone() }) }))
     }
 
     /// Size in bytes.
     pub fn len(&self) -> usize {
-        self.len
+        self.0.len
     }
 
     /// Whether the allocation is empty.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.0.len == 0
     }
 
     /// Copies `data` to `offset` in device memory.
@@ -59,11 +68,11 @@ impl Dm {
     /// # Panics
     /// If the range is outside the allocation (a programming error).
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
-        assert!(offset.checked_add(data.len()).is_some_and(|e| e <= self.len), "device memory write out of range");
+        assert!(offset.checked_add(data.len()).is_some_and(|e| e <= self.0.len), "device memory write out of range");
         // SAFETY: live DM; the provider's entry copies `data.len()` bytes from `data`.
         let rc = unsafe {
-            match (*self.dm.as_ptr()).memcpy_to_dm {
-                Some(f) => f(self.dm.as_ptr(), offset as u64, data.as_ptr().cast(), data.len()),
+            match (*self.0.as_ptr()).memcpy_to_dm {
+                Some(f) => f(self.0.as_ptr(), offset as u64, data.as_ptr().cast(), data.len()),
                 None => libc::EOPNOTSUPP,
             }
         };
@@ -78,11 +87,11 @@ impl Dm {
     /// # Panics
     /// If the range is outside the allocation (a programming error).
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
-        assert!(offset.checked_add(out.len()).is_some_and(|e| e <= self.len), "device memory read out of range");
+        assert!(offset.checked_add(out.len()).is_some_and(|e| e <= self.0.len), "device memory read out of range");
         // SAFETY: live DM; the provider's entry writes `out.len()` bytes into `out`.
         let rc = unsafe {
-            match (*self.dm.as_ptr()).memcpy_from_dm {
-                Some(f) => f(out.as_mut_ptr().cast(), self.dm.as_ptr(), offset as u64, out.len()),
+            match (*self.0.as_ptr()).memcpy_from_dm {
+                Some(f) => f(out.as_mut_ptr().cast(), self.0.as_ptr(), offset as u64, out.len()),
                 None => libc::EOPNOTSUPP,
             }
         };
@@ -93,34 +102,17 @@ impl Dm {
     }
 }
 
-impl Drop for Dm {
-    fn drop(&mut self) {
-        // SAFETY: allocated by `ibv_alloc_dm`, freed once.
-        let rc = unsafe { ffi::ibv_free_dm(self.dm.as_ptr()) };
-        if rc != 0 {
-            crate::prim::error::count_destroy_failure("ibv_free_dm", rc);
-        }
-    }
-}
-
-struct XrcdInner {
-    xrcd: NonNull<ffi::ibv_xrcd>,
+pub(crate) struct XrcdInner {
     _ctx: Context,
 }
 
-// SAFETY: an XRCD handle is used through thread-safe verbs calls.
-unsafe impl Send for XrcdInner {}
-// SAFETY: as above.
-unsafe impl Sync for XrcdInner {}
-
-impl Drop for XrcdInner {
-    fn drop(&mut self) {
-        // SAFETY: opened by `ibv_open_xrcd`, closed once, after every QP on it
-        // (they hold an `Arc` to this).
-        let rc = unsafe { ffi::ibv_close_xrcd(self.xrcd.as_ptr()) };
-        if rc != 0 {
-            crate::prim::error::count_destroy_failure("ibv_close_xrcd", rc);
-        }
+// SAFETY: `ibv_close_xrcd` releases what the matching create verb made; an XRCD handle is used through thread-safe verbs calls.
+unsafe impl Destroy for XrcdInner {
+    type Raw = ffi::ibv_xrcd;
+    const VERB: &'static str = "ibv_close_xrcd";
+    unsafe fn destroy(&mut self, raw: NonNull<ffi::ibv_xrcd>) -> i32 {
+        // SAFETY: the caller's contract.
+        unsafe { ffi::ibv_close_xrcd(raw.as_ptr()) }
     }
 }
 
@@ -130,7 +122,7 @@ impl Drop for XrcdInner {
 /// # References
 /// `ibv_open_xrcd(3)`
 #[derive(Clone)]
-pub struct Xrcd(std::sync::Arc<XrcdInner>);
+pub struct Xrcd(std::sync::Arc<Owned<XrcdInner>>);
 
 impl fmt::Debug for Xrcd {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -151,7 +143,10 @@ impl Xrcd {
         // SAFETY: live context; `attr` is valid for the call.
         let xrcd = unsafe { ffi::ibv_open_xrcd(ctx.as_ptr(), &mut attr) };
         let xrcd = NonNull::new(xrcd).ok_or_else(|| Error::last("ibv_open_xrcd"))?;
-        Ok(Xrcd(std::sync::Arc::new(XrcdInner { xrcd, _ctx: ctx.clone() })))
+        Ok(Xrcd(std::sync::Arc::new(
+            // SAFETY: just made by its create verb, owned by nothing else.
+            unsafe { Owned::new(xrcd, XrcdInner { _ctx: ctx.clone() }) },
+        )))
     }
 
     /// The device context the domain belongs to.
@@ -161,6 +156,6 @@ impl Xrcd {
 
     /// The raw domain.
     pub fn as_ptr(&self) -> *mut ffi::ibv_xrcd {
-        self.0.xrcd.as_ptr()
+        self.0.as_ptr()
     }
 }

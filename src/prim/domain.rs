@@ -20,29 +20,21 @@ use std::sync::Arc;
 
 use super::device::Context;
 use super::error::{Error, Result};
+use super::handle::{Destroy, Owned};
 use super::pd::Pd;
 use crate::bindings as ffi;
 
-struct TdInner {
-    td: NonNull<ffi::ibv_td>,
+pub(crate) struct TdInner {
     ctx: Context,
 }
 
-// SAFETY: a TD handle is only passed to thread-safe verbs calls (parent
-// domain allocation, deallocation); the one-thread contract is on the
-// objects created under it (see `ParentDomain::with_td`).
-unsafe impl Send for TdInner {}
-// SAFETY: as above.
-unsafe impl Sync for TdInner {}
-
-impl Drop for TdInner {
-    fn drop(&mut self) {
-        // SAFETY: allocated by `ibv_alloc_td`, freed once, after every parent
-        // domain using it (they hold an `Arc` to this).
-        let rc = unsafe { ffi::ibv_dealloc_td(self.td.as_ptr()) };
-        if rc != 0 {
-            crate::prim::error::count_destroy_failure("ibv_dealloc_td", rc);
-        }
+// SAFETY: `ibv_dealloc_td` releases what the matching create verb made; a TD handle is only passed to thread-safe verbs calls (parent domain allocation, deallocation); the one-thread contract is on the objects created under it (see `ParentDomain::with_td`).
+unsafe impl Destroy for TdInner {
+    type Raw = ffi::ibv_td;
+    const VERB: &'static str = "ibv_dealloc_td";
+    unsafe fn destroy(&mut self, raw: NonNull<ffi::ibv_td>) -> i32 {
+        // SAFETY: the caller's contract.
+        unsafe { ffi::ibv_dealloc_td(raw.as_ptr()) }
     }
 }
 
@@ -55,7 +47,7 @@ impl Drop for TdInner {
 /// # References
 /// `ibv_alloc_td(3)`
 #[derive(Clone)]
-pub struct Td(Arc<TdInner>);
+pub struct Td(Arc<Owned<TdInner>>);
 
 impl fmt::Debug for Td {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -71,7 +63,10 @@ impl Td {
         // SAFETY: live context; `attr` is valid for the call.
         let td = unsafe { ffi::ibv_alloc_td(ctx.as_ptr(), &mut attr) };
         let td = NonNull::new(td).ok_or_else(|| Error::last("ibv_alloc_td").lacking("thread-domain allocation"))?;
-        Ok(Td(Arc::new(TdInner { td, ctx: ctx.clone() })))
+        Ok(Td(Arc::new(
+            // SAFETY: just made by its create verb, owned by nothing else.
+            unsafe { Owned::new(td, TdInner { ctx: ctx.clone() }) },
+        )))
     }
 
     /// The device context.
@@ -81,7 +76,7 @@ impl Td {
 
     /// The raw thread domain.
     pub fn as_ptr(&self) -> *mut ffi::ibv_td {
-        self.0.td.as_ptr()
+        self.0.as_ptr()
     }
 }
 

@@ -18,6 +18,7 @@ mod domain;
 mod error;
 mod event;
 mod gid;
+mod handle;
 mod mr;
 mod mw;
 mod pd;
@@ -46,7 +47,7 @@ pub use port::{PortAttr, Speed, Width};
 pub use qp::{
     random_psn, AttrMask, ConnectOpts, Endpoint, Qp, QpAttr, QpBuilder, QpCaps, Refusal, Rule, SendOps, WrBatch,
 };
-pub use srq::Srq;
+pub use srq::{Srq, SrqBuilder};
 pub use wr::{RecvList, RecvWr, RemoteAddr, SendList, SendWr, Sge};
 
 pub use values::{

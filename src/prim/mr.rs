@@ -5,6 +5,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use super::error::{Error, Result};
+use super::handle::{Destroy, Owned};
 use super::pd::Pd;
 use super::wr::{RemoteAddr, Sge};
 use crate::bindings as ffi;
@@ -23,31 +24,26 @@ use crate::prim::AccessFlags;
 /// # References
 /// `ibv_reg_mr(3)`
 #[derive(Clone)]
-pub struct Mr(Arc<MrInner>);
+pub struct Mr(Arc<Owned<MrInner>>);
 
-struct MrInner {
-    mr: NonNull<ffi::ibv_mr>,
+pub(crate) struct MrInner {
     _pd: Pd,
     /// What owns the memory under the region; dropped only after a
     /// successful deregistration.
     backing: Option<Box<dyn Send + Sync>>,
 }
 
-// SAFETY: an MR is an immutable handle once registered; deregistration
-// happens once, when the last clone goes. The backing is Send + Sync.
-unsafe impl Send for MrInner {}
-// SAFETY: as above.
-unsafe impl Sync for MrInner {}
-
-impl Drop for MrInner {
-    fn drop(&mut self) {
-        // SAFETY: registered by `ibv_reg_mr`, deregistered once, here.
-        let rc = unsafe { ffi::ibv_dereg_mr(self.mr.as_ptr()) };
-        if rc != 0 {
-            // The device may still reach the memory: never free it.
-            std::mem::forget(self.backing.take());
-            super::error::count_destroy_failure("ibv_dereg_mr", rc);
-        }
+// SAFETY: `ibv_dereg_mr` releases what the matching create verb made; an MR is an immutable handle once registered, deregistered once, when the last clone goes; the backing is `Send + Sync`.
+unsafe impl Destroy for MrInner {
+    type Raw = ffi::ibv_mr;
+    const VERB: &'static str = "ibv_dereg_mr";
+    unsafe fn destroy(&mut self, raw: NonNull<ffi::ibv_mr>) -> i32 {
+        // SAFETY: the caller's contract.
+        unsafe { ffi::ibv_dereg_mr(raw.as_ptr()) }
+    }
+    fn keep_on_failure(&mut self) {
+        // The device may still reach the memory: never free it.
+        std::mem::forget(self.backing.take());
     }
 }
 
@@ -105,7 +101,10 @@ impl Mr {
         // SAFETY: live PD; the memory contract is the caller's.
         let mr = unsafe { ffi::ibv_reg_mr(pd.as_ptr(), addr.cast(), len, access) };
         let mr = NonNull::new(mr).ok_or_else(|| Error::last("ibv_reg_mr"))?;
-        Ok(Mr(Arc::new(MrInner { mr, _pd: pd.clone(), backing })))
+        Ok(Mr(Arc::new(
+            // SAFETY: just made by its create verb, owned by nothing else.
+            unsafe { Owned::new(mr, MrInner { _pd: pd.clone(), backing }) },
+        )))
     }
 
     /// Registers `len` bytes of a dma-buf, from `offset` into the buffer
@@ -160,7 +159,10 @@ impl Mr {
             let mr = unsafe { ffi::ibv_reg_dmabuf_mr(pd.as_ptr(), offset, len, iova, fd.as_raw_fd(), access) };
             let mr =
                 NonNull::new(mr).ok_or_else(|| Error::last("ibv_reg_dmabuf_mr").lacking("dma-buf registration"))?;
-            Ok(Mr(Arc::new(MrInner { mr, _pd: pd.clone(), backing: None })))
+            Ok(Mr(Arc::new(
+                // SAFETY: just made by its create verb, owned by nothing else.
+                unsafe { Owned::new(mr, MrInner { _pd: pd.clone(), backing: None }) },
+            )))
         }
     }
 
@@ -171,13 +173,13 @@ impl Mr {
 
     /// The raw region.
     pub fn as_ptr(&self) -> *mut ffi::ibv_mr {
-        self.0.mr.as_ptr()
+        self.0.as_ptr()
     }
 
     #[inline]
     fn raw(&self) -> &ffi::ibv_mr {
         // SAFETY: the MR stays registered while `self` lives.
-        unsafe { self.0.mr.as_ref() }
+        unsafe { self.0.raw().as_ref() }
     }
 
     /// Start address of the region.

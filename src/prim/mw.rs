@@ -5,6 +5,7 @@ use std::fmt;
 use std::ptr::NonNull;
 
 use super::error::{Error, Result};
+use super::handle::{Destroy, Owned};
 use super::mr::{Mr, RemoteMr};
 use super::pd::Pd;
 use super::qp::Qp;
@@ -15,18 +16,30 @@ use crate::prim::{AccessFlags, MwType, SendFlags};
 ///
 /// # References
 /// `ibv_alloc_mw(3)`, `ibv_bind_mw(3)`
-pub struct Mw {
-    mw: NonNull<ffi::ibv_mw>,
+pub struct Mw(Owned<MwData>);
+
+pub(crate) struct MwData {
     pd: Pd,
     /// The region of the last bind: the window keeps it (and the memory
     /// under it) registered for as long as the window may grant access.
     bound: Option<Mr>,
 }
 
-// SAFETY: a window handle is used through thread-safe verbs calls.
-unsafe impl Send for Mw {}
-// SAFETY: as above.
-unsafe impl Sync for Mw {}
+// SAFETY: `ibv_dealloc_mw` releases what `ibv_alloc_mw` made; a window
+// handle is used through thread-safe verbs calls.
+unsafe impl Destroy for MwData {
+    type Raw = ffi::ibv_mw;
+    const VERB: &'static str = "ibv_dealloc_mw";
+    unsafe fn destroy(&mut self, raw: NonNull<ffi::ibv_mw>) -> i32 {
+        // SAFETY: the caller's contract. `bound` drops after this: the
+        // region outlives the window.
+        unsafe { ffi::ibv_dealloc_mw(raw.as_ptr()) }
+    }
+    fn keep_on_failure(&mut self) {
+        // The window may still grant access: keep its region registered.
+        std::mem::forget(self.bound.take());
+    }
+}
 
 impl fmt::Debug for Mw {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -41,32 +54,20 @@ impl Mw {
         // SAFETY: live PD.
         let mw = unsafe { ffi::ibv_alloc_mw(pd.as_ptr(), mw_type.into()) };
         let mw = NonNull::new(mw).ok_or_else(|| Error::last("ibv_alloc_mw"))?;
-        Ok(Mw { mw, pd: pd.clone(), bound: None })
+        // SAFETY: made by `ibv_alloc_mw` just now, owned by nothing else.
+        Ok(Mw(unsafe { Owned::new(mw, MwData { pd: pd.clone(), bound: None }) }))
     }
 
     /// The current remote key (changes with each bind).
     pub fn rkey(&self) -> u32 {
         // SAFETY: live window; the field is written only by a bind, which
         // takes `&mut self`.
-        unsafe { std::ptr::addr_of!((*self.mw.as_ptr()).rkey).read() }
+        unsafe { std::ptr::addr_of!((*self.0.as_ptr()).rkey).read() }
     }
 
     /// The raw window.
     pub fn as_ptr(&self) -> *mut ffi::ibv_mw {
-        self.mw.as_ptr()
-    }
-}
-
-impl Drop for Mw {
-    fn drop(&mut self) {
-        // SAFETY: allocated by `ibv_alloc_mw`, deallocated once.
-        let rc = unsafe { ffi::ibv_dealloc_mw(self.mw.as_ptr()) };
-        if rc != 0 {
-            // The window may still grant access: keep its region registered.
-            std::mem::forget(self.bound.take());
-            super::error::count_destroy_failure("ibv_dealloc_mw", rc);
-        }
-        // `bound` drops after this: the region outlives the window.
+        self.0.as_ptr()
     }
 }
 
@@ -101,12 +102,12 @@ impl Qp {
             mr.len()
         );
         assert!(
-            mr.pd().as_ptr() == mw.pd.as_ptr(),
+            mr.pd().as_ptr() == mw.0.pd.as_ptr(),
             "bind_mw on QP {:#x}: the window and the region must belong to one PD",
             self.qpn()
         );
         assert!(
-            self.pd().context().as_ptr() == mw.pd.context().as_ptr(),
+            self.pd().context().as_ptr() == mw.0.pd.context().as_ptr(),
             "bind_mw on QP {:#x}: the QP and the window belong to different device contexts \
              (open the device once and create both from that Context)",
             self.qpn()
@@ -130,7 +131,7 @@ impl Qp {
         // deregistration, if the provider still refuses it, leaks the memory
         // rather than freeing it: see `Mr`).
         if len != 0 {
-            mw.bound = Some(mr.clone());
+            mw.0.data_mut().bound = Some(mr.clone());
         }
         Ok(RemoteMr { addr: mr.addr() + offset, len, rkey: mw.rkey() })
     }

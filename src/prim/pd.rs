@@ -7,10 +7,10 @@ use std::sync::Arc;
 use super::device::Context;
 use super::domain::Td;
 use super::error::{Error, Result};
+use super::handle::{Destroy, Owned};
 use crate::bindings as ffi;
 
-struct PdInner {
-    pd: NonNull<ffi::ibv_pd>,
+pub(crate) struct PdInner {
     ctx: Context,
     /// For a parent domain: the PD it extends and its thread domain, released
     /// after the parent domain (fields drop after `Drop::drop`).
@@ -18,19 +18,13 @@ struct PdInner {
     td: Option<Td>,
 }
 
-// SAFETY: a PD is used only through thread-safe verbs calls.
-unsafe impl Send for PdInner {}
-// SAFETY: as above.
-unsafe impl Sync for PdInner {}
-
-impl Drop for PdInner {
-    fn drop(&mut self) {
-        // SAFETY: allocated by `ibv_alloc_pd` (or `ibv_alloc_parent_domain`,
-        // also freed by `ibv_dealloc_pd`); children hold an `Arc` to this.
-        let rc = unsafe { ffi::ibv_dealloc_pd(self.pd.as_ptr()) };
-        if rc != 0 {
-            crate::prim::error::count_destroy_failure("ibv_dealloc_pd", rc);
-        }
+// SAFETY: `ibv_dealloc_pd` releases what `ibv_alloc_pd` or `ibv_alloc_parent_domain` made; a PD is used only through thread-safe verbs calls.
+unsafe impl Destroy for PdInner {
+    type Raw = ffi::ibv_pd;
+    const VERB: &'static str = "ibv_dealloc_pd";
+    unsafe fn destroy(&mut self, raw: NonNull<ffi::ibv_pd>) -> i32 {
+        // SAFETY: the caller's contract.
+        unsafe { ffi::ibv_dealloc_pd(raw.as_ptr()) }
     }
 }
 
@@ -42,7 +36,7 @@ impl Drop for PdInner {
 /// # References
 /// `ibv_alloc_pd(3)`
 #[derive(Clone)]
-pub struct Pd(Arc<PdInner>);
+pub struct Pd(Arc<Owned<PdInner>>);
 
 impl fmt::Debug for Pd {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -60,7 +54,10 @@ impl Pd {
         // SAFETY: live context.
         let pd = unsafe { ffi::ibv_alloc_pd(ctx.as_ptr()) };
         let pd = NonNull::new(pd).ok_or_else(|| Error::last("ibv_alloc_pd"))?;
-        Ok(Pd(Arc::new(PdInner { pd, ctx: ctx.clone(), parent: None, td: None })))
+        Ok(Pd(Arc::new(
+            // SAFETY: just made by its create verb, owned by nothing else.
+            unsafe { Owned::new(pd, PdInner { ctx: ctx.clone(), parent: None, td: None }) },
+        )))
     }
 
     /// Takes ownership of a parent domain allocated over `parent` (and `td`).
@@ -69,7 +66,12 @@ impl Pd {
     /// `pd` must come from `ibv_alloc_parent_domain` over `parent` and `td`,
     /// owned by nothing else.
     pub(crate) unsafe fn from_parent_domain(pd: NonNull<ffi::ibv_pd>, parent: &Pd, td: Option<&Td>) -> Pd {
-        Pd(Arc::new(PdInner { pd, ctx: parent.context().clone(), parent: Some(parent.clone()), td: td.cloned() }))
+        Pd(Arc::new(
+            // SAFETY: the caller's contract.
+            unsafe {
+                Owned::new(pd, PdInner { ctx: parent.context().clone(), parent: Some(parent.clone()), td: td.cloned() })
+            },
+        ))
     }
 
     /// For a parent domain, the PD it extends; `None` for a plain PD.
@@ -89,6 +91,6 @@ impl Pd {
 
     /// The raw PD.
     pub fn as_ptr(&self) -> *mut ffi::ibv_pd {
-        self.0.pd.as_ptr()
+        self.0.as_ptr()
     }
 }

@@ -5,64 +5,114 @@ use std::ptr::{self, NonNull};
 use std::sync::Arc;
 
 use super::error::{Error, Result};
+use super::handle::{Destroy, Owned};
 use super::pd::Pd;
 use super::wr::{link_in_place, RecvWr};
 use crate::bindings as ffi;
 
-struct SrqInner {
-    srq: NonNull<ffi::ibv_srq>,
-    _pd: Pd,
+pub(crate) struct SrqData {
+    pd: Pd,
 }
 
-// SAFETY: posting to an SRQ is thread-safe in libibverbs providers.
-unsafe impl Send for SrqInner {}
-// SAFETY: as above.
-unsafe impl Sync for SrqInner {}
-
-impl Drop for SrqInner {
-    fn drop(&mut self) {
-        // SAFETY: created by `ibv_create_srq`; QPs using it hold an `Arc` to this.
-        let rc = unsafe { ffi::ibv_destroy_srq(self.srq.as_ptr()) };
-        if rc != 0 {
-            crate::prim::error::count_destroy_failure("ibv_destroy_srq", rc);
-        }
+// SAFETY: `ibv_destroy_srq` releases what `ibv_create_srq` made; posting to
+// an SRQ is thread-safe in libibverbs providers (the provider locks it).
+unsafe impl Destroy for SrqData {
+    type Raw = ffi::ibv_srq;
+    const VERB: &'static str = "ibv_destroy_srq";
+    unsafe fn destroy(&mut self, raw: NonNull<ffi::ibv_srq>) -> i32 {
+        // SAFETY: the caller's contract; QPs using the SRQ hold an `Arc` to it.
+        unsafe { ffi::ibv_destroy_srq(raw.as_ptr()) }
     }
 }
 
-/// A shared receive queue. Cloning shares it.
+/// A shared receive queue. Cloning shares it. Made by [`Srq::builder`].
 ///
 /// # References
-/// `ibv_create_srq(3)`, `ibv_post_srq_recv(3)`
+/// `ibv_create_srq(3)`, `ibv_modify_srq(3)`, `ibv_post_srq_recv(3)`
 #[derive(Clone)]
-pub struct Srq(Arc<SrqInner>);
+pub struct Srq(Arc<Owned<SrqData>>);
 
 impl fmt::Debug for Srq {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Srq").field("ptr", &self.0.srq).finish()
+        f.debug_struct("Srq").field("ptr", &self.0.raw()).finish()
+    }
+}
+
+/// Creates an SRQ: [`Srq::builder`], setters, [`SrqBuilder::build`].
+///
+/// ```no_run
+/// # fn f(pd: &rrddmma::prim::Pd) -> rrddmma::prim::Result<()> {
+/// use rrddmma::prim::Srq;
+/// let srq = Srq::builder(pd).max_wr(1024).max_sge(2).build()?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct SrqBuilder<'a> {
+    pd: &'a Pd,
+    max_wr: u32,
+    max_sge: u32,
+    limit: u32,
+}
+
+impl SrqBuilder<'_> {
+    setters! {
+        /// Receives the SRQ holds (`ibv_srq_attr::max_wr`). Default 64.
+        const max_wr: u32;
+        /// Scatter/gather entries per receive (`ibv_srq_attr::max_sge`). Default 1.
+        const max_sge: u32;
+        /// Limit event threshold (`ibv_srq_attr::srq_limit`, set with
+        /// `ibv_modify_srq` and `IBV_SRQ_LIMIT` after the creation, which
+        /// ignores it): when fewer receives than this remain, the device
+        /// raises `IBV_EVENT_SRQ_LIMIT_REACHED` once. Default 0: no event.
+        const limit: u32;
+    }
+
+    /// Creates the SRQ (`ibv_create_srq`), then arms its limit if one is set.
+    ///
+    /// # References
+    /// `ibv_create_srq(3)`, `ibv_modify_srq(3)`
+    pub fn build(self) -> Result<Srq> {
+        let mut attr = ffi::ibv_srq_init_attr {
+            srq_context: ptr::null_mut(),
+            attr: ffi::ibv_srq_attr { max_wr: self.max_wr, max_sge: self.max_sge, srq_limit: 0 },
+        };
+        // SAFETY: live PD; `attr` is valid for the call.
+        let raw = unsafe { ffi::ibv_create_srq(self.pd.as_ptr(), &mut attr) };
+        let raw = NonNull::new(raw).ok_or_else(|| Error::last("ibv_create_srq"))?;
+        // SAFETY: made by `ibv_create_srq` just now, owned by nothing else.
+        let srq = Srq(Arc::new(unsafe { Owned::new(raw, SrqData { pd: self.pd.clone() }) }));
+        if self.limit > 0 {
+            let mut a = ffi::ibv_srq_attr { max_wr: 0, max_sge: 0, srq_limit: self.limit };
+            // SAFETY: live SRQ; `a` is valid for the call.
+            let rc =
+                unsafe { ffi::ibv_modify_srq(srq.as_ptr(), &mut a, ffi::ibv_srq_attr_mask::IBV_SRQ_LIMIT.0 as i32) };
+            if rc != 0 {
+                return Err(Error::code("ibv_modify_srq", rc));
+            }
+        }
+        Ok(srq)
     }
 }
 
 impl Srq {
-    /// Creates an SRQ with room for `max_wr` receives of up to `max_sge` entries.
-    pub fn new(pd: &Pd, max_wr: u32, max_sge: u32) -> Result<Srq> {
-        let mut attr = ffi::ibv_srq_init_attr {
-            srq_context: ptr::null_mut(),
-            attr: ffi::ibv_srq_attr { max_wr, max_sge, srq_limit: 0 },
-        };
-        // SAFETY: live PD; `attr` is valid for the call.
-        let srq = unsafe { ffi::ibv_create_srq(pd.as_ptr(), &mut attr) };
-        let srq = NonNull::new(srq).ok_or_else(|| Error::last("ibv_create_srq"))?;
-        Ok(Srq(Arc::new(SrqInner { srq, _pd: pd.clone() })))
+    /// Starts an SRQ on `pd`: 64 receives of one entry each, no limit
+    /// event, unless the setters say otherwise.
+    ///
+    /// # References
+    /// `ibv_create_srq(3)`
+    pub fn builder(pd: &Pd) -> SrqBuilder<'_> {
+        SrqBuilder { pd, max_wr: 64, max_sge: 1, limit: 0 }
     }
 
     /// The PD the SRQ belongs to.
     pub fn pd(&self) -> &Pd {
-        &self.0._pd
+        &self.0.pd
     }
 
     /// The raw SRQ.
+    #[inline]
     pub fn as_ptr(&self) -> *mut ffi::ibv_srq {
-        self.0.srq.as_ptr()
+        self.0.as_ptr()
     }
 
     /// Posts receives, linked in place and handed over with one call.

@@ -6,19 +6,16 @@ use std::time::{Duration, Instant};
 use crate::prim::cm::{CmEventType, CmId, ConnParam, EventChannel, PortSpace};
 use crate::prim::{Context, Cq, Error, Pd, Qp, QpCaps, QpState, Result};
 
-/// Settings of [`connect_rc_cm`] and [`accept_rc_cm`].
+/// Settings of [`connect_rc_cm`] and [`accept_rc_cm`]: start from
+/// [`CmOpts::default`] and chain the setters.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct CmOpts {
-    /// The QP's capacities.
-    pub caps: QpCaps,
-    /// Entries of the send and of the receive CQ.
-    pub cq_depth: u32,
-    /// Private data sent with the connect request or the accept.
-    pub private_data: Vec<u8>,
-    /// RDMA reads and atomics outstanding, each way (`responder_resources`, `initiator_depth`).
-    pub rd_atomic: u8,
-    /// Bound on each step (address, route, connection).
-    pub timeout: Duration,
+    pub(crate) caps: QpCaps,
+    pub(crate) cq_depth: u32,
+    pub(crate) private_data: Vec<u8>,
+    pub(crate) rd_atomic: u8,
+    pub(crate) timeout: Duration,
 }
 
 impl Default for CmOpts {
@@ -34,6 +31,21 @@ impl Default for CmOpts {
 }
 
 impl CmOpts {
+    setters! {
+        /// The QP's capacities. Default [`QpCaps::default`].
+        const caps: QpCaps;
+        /// Entries of the send and of the receive CQ. Default 256.
+        const cq_depth: u32;
+        /// Private data sent with the connect request or the accept
+        /// (`rdma_conn_param::private_data`). Default empty.
+        private_data: Vec<u8>;
+        /// RDMA reads and atomics outstanding, each way
+        /// (`rdma_conn_param::responder_resources` and `initiator_depth`). Default 1.
+        const rd_atomic: u8;
+        /// Bound on each step (address, route, connection). Default 5 s.
+        const timeout: Duration;
+    }
+
     fn param(&self) -> ConnParam<'_> {
         ConnParam {
             private_data: &self.private_data,

@@ -20,16 +20,22 @@ pub enum HugePages {
     Explicit,
 }
 
-/// How to allocate and register a [`RegisteredMem`]. The default: page
-/// alignment, small pages, and local write plus remote read, write and atomic access.
+/// How to allocate and register a [`RegisteredMem`]: start from
+/// [`MemOpts::default`] (page alignment, small pages, and local write plus
+/// remote read, write and atomic access) and chain the setters.
+///
+/// ```
+/// use rrddmma::prim::AccessFlags;
+/// use rrddmma::wrap::{HugePages, MemOpts};
+/// let o = MemOpts::default().huge(HugePages::Transparent).access(AccessFlags::LOCAL_WRITE);
+/// # let _ = o;
+/// ```
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct MemOpts {
-    /// Alignment of the start, a power of two (at least the page size is used).
-    pub align: usize,
-    /// Huge pages.
-    pub huge: HugePages,
-    /// Access rights of the registration.
-    pub access: AccessFlags,
+    pub(crate) align: usize,
+    pub(crate) huge: HugePages,
+    pub(crate) access: AccessFlags,
 }
 
 impl Default for MemOpts {
@@ -40,6 +46,19 @@ impl Default for MemOpts {
             huge: HugePages::No,
             access: A::LOCAL_WRITE | A::REMOTE_WRITE | A::REMOTE_READ | A::REMOTE_ATOMIC,
         }
+    }
+}
+
+impl MemOpts {
+    setters! {
+        /// Alignment of the start, a power of two (at least the page size is
+        /// used). Default 4096.
+        const align: usize;
+        /// Huge pages. Default [`HugePages::No`].
+        const huge: HugePages;
+        /// Access rights of the registration (`ibv_reg_mr`'s `access`).
+        /// Default local write and remote read, write and atomic.
+        const access: AccessFlags;
     }
 }
 

@@ -25,21 +25,30 @@ pub fn connected_rc_pair(
     Ok((a, b))
 }
 
-/// Settings of [`connect_rc_mesh`].
-///
-/// Defaults ([`MeshOpts::default`]): [`QpCaps::default`], [`ConnectOpts::default`]
-/// (automatic RoCE v2 GID, MTU 1024, no remote access: grant what the ranks
-/// need), PSN 0.
+/// Settings of [`connect_rc_mesh`]: start from [`MeshOpts::default`] and
+/// chain the setters. The values can be read back (`get_caps`,
+/// `get_connect`, `get_psn`) by code that builds its own mesh.
 #[derive(Clone, Copy, Debug, Default)]
+#[non_exhaustive]
 pub struct MeshOpts {
-    /// QP capacities.
-    pub caps: QpCaps,
-    /// Connection parameters (port, GID index, MTU, timeouts...). The path
-    /// MTU used with each peer is the smaller of both sides' `mtu`.
-    pub connect: ConnectOpts,
-    /// The QP to peer `j` sends from PSN `(psn + j) mod 2^24`
-    /// ([`crate::prim::random_psn`] gives a random start).
-    pub psn: u32,
+    pub(crate) caps: QpCaps,
+    pub(crate) connect: ConnectOpts,
+    pub(crate) psn: u32,
+}
+
+impl MeshOpts {
+    setters! {
+        /// Capacities of every QP. Default [`QpCaps::default`].
+        const caps: QpCaps, get_caps;
+        /// Connection parameters (port, GID index, MTU, timeouts, access).
+        /// The path MTU used with each peer is the smaller of both sides'
+        /// MTU. Default [`ConnectOpts::default`]: automatic RoCE v2 GID, MTU
+        /// 1024, no remote access (grant what the ranks need).
+        const connect: ConnectOpts, get_connect;
+        /// First PSN: the QP to peer `j` sends from `(psn + j) mod 2^24`
+        /// ([`crate::prim::random_psn`] gives a random start). Default 0.
+        const psn: u32, get_psn;
+    }
 }
 
 /// Creates one RC QP per other rank of `session` on `pd`, exchanges their

@@ -13,32 +13,40 @@ struct AhKey {
     sl: u8,
 }
 
-/// Settings of a [`UdEndpoint`].
-///
-/// | field | default |
-/// |---|---|
-/// | `caps` | [`QpCaps::default`] |
-/// | `port` | 1 |
-/// | `gid_index` | `None`: the port's RoCE v2 GID ([`crate::prim::Context::roce_v2_gid_index`]), 0 on InfiniBand |
-/// | `qkey` | `0x1111_1111` |
-/// | `srq` | `None`: the QP has a receive queue of its own |
+/// Settings of a [`UdEndpoint`]: start from [`UdOpts::default`] and chain
+/// the setters.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct UdOpts {
-    /// Queue sizes (receive sizes are ignored with an SRQ).
-    pub caps: QpCaps,
-    /// Local port.
-    pub port: u8,
-    /// Source GID index of the address handles this endpoint creates.
-    pub gid_index: Option<u8>,
-    /// The Q_Key peers send with.
-    pub qkey: u32,
-    /// Take receives from this shared receive queue.
-    pub srq: Option<Srq>,
+    pub(crate) caps: QpCaps,
+    pub(crate) port: u8,
+    pub(crate) gid_index: Option<u8>,
+    pub(crate) qkey: u32,
+    pub(crate) srq: Option<Srq>,
 }
 
 impl Default for UdOpts {
     fn default() -> UdOpts {
         UdOpts { caps: QpCaps::default(), port: 1, gid_index: None, qkey: 0x1111_1111, srq: None }
+    }
+}
+
+impl UdOpts {
+    setters! {
+        /// Queue sizes (receive sizes are ignored with an SRQ). Default
+        /// [`QpCaps::default`].
+        const caps: QpCaps;
+        /// Local port (`ibv_qp_attr::port_num`). Default 1.
+        const port: u8;
+        /// Source GID index of the address handles this endpoint creates
+        /// (`ibv_global_route::sgid_index`). Default `None`: the port's RoCE
+        /// v2 GID ([`crate::prim::Context::roce_v2_gid_index`]), 0 on InfiniBand.
+        const gid_index: Option<u8>;
+        /// The Q_Key peers send with (`ibv_qp_attr::qkey`). Default `0x1111_1111`.
+        const qkey: u32;
+        /// Take receives from this shared receive queue (`ibv_qp_init_attr::srq`).
+        /// Default `None`: the QP has a receive queue of its own.
+        srq: Option<Srq>;
     }
 }
 

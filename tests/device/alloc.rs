@@ -52,7 +52,7 @@ const BATCH: usize = 16;
 #[test]
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn posting_and_polling_allocate_nothing() {
-    let lb = Loopback::new(QpCaps { max_send_wr: 2 * BATCH as u32, ..QpCaps::default() });
+    let lb = Loopback::new(QpCaps::default().max_send_wr(2 * BATCH as u32));
     let sges: [[Sge; 1]; BATCH] = std::array::from_fn(|i| [lb.mr_a.sge(i * 64, 64)]);
     let remote = lb.mr_b.remote();
     let mut wcs = [Wc::default(); BATCH];
@@ -91,7 +91,7 @@ fn extended_post_and_poll_allocate_nothing() {
     let ctx = crate::common::open_device();
     let pd = rrddmma::prim::Pd::new(&ctx).unwrap();
     let cq = CqBuilder::new(&ctx, 64).extended(WcFlagsEx::STANDARD).build().unwrap();
-    let caps = QpCaps { max_send_wr: 2 * BATCH as u32, ..QpCaps::default() };
+    let caps = QpCaps::default().max_send_wr(2 * BATCH as u32);
     let o = crate::common::opts(&ctx);
     let build = || {
         rrddmma::prim::QpBuilder::new(&pd, QpType::RC, &cq, &cq)

@@ -59,10 +59,10 @@ fn padded_prefix(data: &[u8], want: &[u8]) {
 fn rc_connect_accept_exchange_private_data_and_send() {
     let (l, addr) = listener();
     let server = std::thread::spawn(move || {
-        let opts = CmOpts { private_data: b"from server".to_vec(), ..CmOpts::default() };
+        let opts = CmOpts::default().private_data(b"from server".to_vec());
         accept_rc_cm(&l, &opts).expect("accept")
     });
-    let opts = CmOpts { private_data: b"from client".to_vec(), ..CmOpts::default() };
+    let opts = CmOpts::default().private_data(b"from client".to_vec());
     let client = connect_rc_cm(addr, &opts).expect("connect");
     let server = server.join().unwrap();
     padded_prefix(&client.peer_data, b"from server");
@@ -98,13 +98,12 @@ fn server_accepts_many_clients_without_blocking_on_one() {
     stalled.connect(&sqp, &ConnParam::default()).unwrap();
     let first = l.next_request(Instant::now() + Duration::from_secs(5)).expect("the stalled request");
     // Its accept waits on its own channel in another thread ...
-    let slow =
-        std::thread::spawn(move || first.accept(&CmOpts { timeout: Duration::from_secs(3), ..CmOpts::default() }));
+    let slow = std::thread::spawn(move || first.accept(&CmOpts::default().timeout(Duration::from_secs(3))));
     // ... while three more clients connect and are served.
     let clients: Vec<_> = (0..3u8)
         .map(|i| {
             std::thread::spawn(move || {
-                connect_rc_cm(addr, &CmOpts { private_data: vec![i + 1], ..CmOpts::default() }).expect("connect")
+                connect_rc_cm(addr, &CmOpts::default().private_data(vec![i + 1])).expect("connect")
             })
         })
         .collect();
@@ -152,8 +151,7 @@ fn rejected_connect_surfaces_the_peers_private_data() {
         assert_eq!(req.private_data.len(), private_data_max::RC_CONNECT);
         req.reject(b"server full").unwrap();
     });
-    let err = connect_rc_cm(addr, &CmOpts { private_data: b"let me in".to_vec(), ..CmOpts::default() })
-        .expect_err("rejected");
+    let err = connect_rc_cm(addr, &CmOpts::default().private_data(b"let me in".to_vec())).expect_err("rejected");
     server.join().unwrap();
     match &err {
         Error::CmEvent { got, status, private_data, .. } => {
@@ -171,19 +169,19 @@ fn rejected_connect_surfaces_the_peers_private_data() {
 fn oversize_private_data_is_refused_before_sending() {
     let (l, addr) = listener();
     let too_long = vec![1u8; private_data_max::RC_CONNECT + 1];
-    let err = connect_rc_cm(addr, &CmOpts { private_data: too_long, ..CmOpts::default() }).expect_err("too long");
+    let err = connect_rc_cm(addr, &CmOpts::default().private_data(too_long)).expect_err("too long");
     assert!(matches!(err, Error::PrivateDataTooLong { len: 57, max: 56, .. }), "{err}");
     // Exactly the limit goes through; an accept and a reject past theirs are refused.
     let server = std::thread::spawn(move || {
         let req = l.next_request(Instant::now() + Duration::from_secs(5)).unwrap();
         let e = req.id().reject(&[0; private_data_max::RC_REJECT + 1]).expect_err("reject too long");
         assert!(matches!(e, Error::PrivateDataTooLong { max: 148, .. }), "{e}");
-        let long = CmOpts { private_data: vec![2; private_data_max::RC_ACCEPT + 1], ..CmOpts::default() };
+        let long = CmOpts::default().private_data(vec![2; private_data_max::RC_ACCEPT + 1]);
         let e = req.accept(&long).expect_err("accept too long");
         assert!(matches!(e, Error::PrivateDataTooLong { max: 196, .. }), "{e}");
     });
     let ok = vec![3u8; private_data_max::RC_CONNECT];
-    let _ = connect_rc_cm(addr, &CmOpts { private_data: ok, timeout: Duration::from_secs(2), ..CmOpts::default() });
+    let _ = connect_rc_cm(addr, &CmOpts::default().private_data(ok).timeout(Duration::from_secs(2)));
     server.join().unwrap();
 }
 
@@ -195,8 +193,7 @@ fn unresolvable_address_fails_within_its_timeout() {
     let o = ip.octets();
     let nobody = SocketAddr::from(([o[0], o[1], o[2], 213], 7471));
     let t0 = Instant::now();
-    let err = connect_rc_cm(nobody, &CmOpts { timeout: Duration::from_millis(1500), ..CmOpts::default() })
-        .expect_err("nobody there");
+    let err = connect_rc_cm(nobody, &CmOpts::default().timeout(Duration::from_millis(1500))).expect_err("nobody there");
     let took = t0.elapsed();
     assert!(matches!(&err, Error::CmEvent { got: CmEventType::ADDR_ERROR, .. } | Error::Timeout { .. }), "{err}");
     assert!(took < Duration::from_secs(4), "took {took:?}");
@@ -459,7 +456,7 @@ fn thousand_connect_disconnect_cycles_leak_nothing() {
     let cycles = 1000;
     // A leak check, not a latency one: generous bounds, as a loaded
     // emulated machine can stall one cycle for seconds.
-    let opts = CmOpts { timeout: Duration::from_secs(30), ..CmOpts::default() };
+    let opts = CmOpts::default().timeout(Duration::from_secs(30));
     let server_opts = opts.clone();
     let server = std::thread::spawn(move || {
         for i in 0..cycles {

@@ -66,10 +66,8 @@ impl Loopback {
         let ctx = open_device();
         let pd = Pd::new(&ctx).expect("ibv_alloc_pd");
         let cq = Cq::new(&ctx, 256).expect("ibv_create_cq");
-        let opts = ConnectOpts {
-            access: AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC,
-            ..ConnectOpts::default()
-        };
+        let opts = ConnectOpts::default()
+            .access(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC);
         let (qa, qb) = connected_rc_pair(&pd, &cq, &cq, caps, 0x1234, &opts).expect("connect RC pair");
         let access = AccessFlags::LOCAL_WRITE
             | AccessFlags::REMOTE_WRITE
@@ -126,8 +124,5 @@ impl Buf {
 /// Connect options with remote access allowed; the GID is the default's
 /// automatic choice (the device's RoCE v2 GID).
 pub fn opts(_ctx: &Context) -> ConnectOpts {
-    ConnectOpts {
-        access: AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC,
-        ..ConnectOpts::default()
-    }
+    ConnectOpts::default().access(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC)
 }

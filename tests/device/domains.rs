@@ -35,7 +35,7 @@ fn write_through(ctx: &Context, pd_a: &Pd, cq_a: &Cq, qa: &Qp, pd_b: &Pd) {
     let qb = Qp::new_rc(pd_b, &cq_b, &cq_b, QpCaps::default()).unwrap();
     let o = opts(ctx);
     let gid = o.gid_index_on(ctx).unwrap();
-    let (ea, eb) = (qa.endpoint(o.port, gid, 100).unwrap(), qb.endpoint(o.port, gid, 200).unwrap());
+    let (ea, eb) = (qa.endpoint(o.get_port(), gid, 100).unwrap(), qb.endpoint(o.get_port(), gid, 200).unwrap());
     qa.connect(&eb, ea.psn, &o).unwrap();
     qb.connect(&ea, eb.psn, &o).unwrap();
     let mut src = Buf::new(pd_a, 256);

@@ -30,7 +30,7 @@ fn qp_caps_over_device_limits_name_the_cap() {
     let limit = u32::try_from(ctx.query_device().unwrap().max_qp_wr).unwrap();
     let pd = Pd::new(&ctx).unwrap();
     let cq = Cq::new(&ctx, 4).unwrap();
-    let caps = QpCaps { max_send_wr: limit + 1, ..QpCaps::default() };
+    let caps = QpCaps::default().max_send_wr(limit + 1);
     let err = QpBuilder::new(&pd, QpType::RC, &cq, &cq).caps(caps).build().unwrap_err();
     match &err {
         Error::CapExceeded { what, asked, limit: l } => {
@@ -110,7 +110,7 @@ fn destroyed_peer_gives_retry_exceeded_not_a_hang() {
     let cq = Cq::new(&ctx, 8).unwrap();
     let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
     // timeout 12: 4.096 us * 2^12 = 16.8 ms per try; retry_cnt 2: three tries.
-    let opts = ConnectOpts { timeout: 12, retry_cnt: 2, access, ..ConnectOpts::default() };
+    let opts = ConnectOpts::default().timeout(12).retry_cnt(2).access(access);
     let (qa, qb) = rrddmma::wrap::connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 9, &opts).unwrap();
     let mut buf = vec![0u8; 64].into_boxed_slice();
     // SAFETY: `buf` outlives `mr`.
@@ -148,7 +148,7 @@ fn qp_build_refuses_a_cq_of_another_context() {
         let msg = msg.downcast_ref::<String>().expect("message");
         assert!(msg.contains(what) && msg.contains("another device context"), "{msg}");
     }
-    let srq_other = rrddmma::prim::Srq::new(&Pd::new(&other).unwrap(), 8, 1).unwrap();
+    let srq_other = rrddmma::prim::Srq::builder(&Pd::new(&other).unwrap()).max_wr(8).build().unwrap();
     let msg = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         QpBuilder::new(&pd, QpType::RC, &mine, &mine).srq(&srq_other).build()
     }))
@@ -224,7 +224,7 @@ fn a_wrong_gid_index_names_the_transition_the_peer_and_the_roce_v2_gid() {
     let qa = Qp::new_rc(&pd, &cq, &cq, QpCaps::default()).unwrap();
     let qb = Qp::new_rc(&pd, &cq, &cq, QpCaps::default()).unwrap();
     let eb = qb.endpoint(1, best, 2).unwrap();
-    let o = ConnectOpts { gid_index: Some(wrong), ..crate::common::opts(&ctx) };
+    let o = crate::common::opts(&ctx).gid_index(Some(wrong));
     let err = qa.connect(&eb, 1, &o).expect_err("a link-local or RoCE v1 source GID cannot reach an IPv4 GID");
     let msg = err.to_string();
     eprintln!("{msg}");

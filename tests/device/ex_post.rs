@@ -23,7 +23,7 @@ fn mixed_batch_with_one_doorbell() {
     let ctx = open_device();
     let pd = Pd::new(&ctx).unwrap();
     let cq = Cq::new(&ctx, 64).unwrap();
-    let caps = QpCaps { max_send_sge: 4, max_inline_data: 64, ..QpCaps::default() };
+    let caps = QpCaps::default().max_send_sge(4).max_inline_data(64);
     let (qa, qb) = ex_pair(&pd, &cq, caps);
     let mut a = Buf::new(&pd, 8192);
     let mut b = Buf::new(&pd, 8192);

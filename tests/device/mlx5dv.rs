@@ -31,7 +31,7 @@ fn every_entry_point_is_unsupported_off_mlx5() {
     unsupported(unsafe { mlx5dv::obj::sq_ring(&qa) }, "sq_ring");
     // SAFETY: as above.
     unsupported(unsafe { mlx5dv::obj::cq_ring(&cq) }, "cq_ring");
-    let srq = Srq::new(&pd, 4, 1).unwrap();
+    let srq = Srq::builder(&pd).max_wr(4).build().unwrap();
     unsupported(dc::Dct::create(&pd, &cq, &srq, 0x1234, &dc::DctOpts::default()), "Dct::create");
     unsupported(dc::Dci::create(&pd, &cq, &cq, QpCaps::default()), "Dci::create");
     // The QP is untouched and still usable through verbs.

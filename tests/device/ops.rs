@@ -71,7 +71,7 @@ fn write_with_immediate_consumes_a_receive() {
 fn batch_of_writes_with_one_post_and_selective_signalling() {
     const N: usize = 16;
     const CHUNK: usize = LEN / N;
-    let mut lb = Loopback::new(QpCaps { max_send_wr: N as u32, ..QpCaps::default() });
+    let mut lb = Loopback::new(QpCaps::default().max_send_wr(N as u32));
     lb.a().iter_mut().enumerate().for_each(|(i, x)| *x = (i * 7 % 253) as u8);
     let sges: Vec<[Sge; 1]> = (0..N).map(|i| [lb.mr_a.sge(i * CHUNK, CHUNK as u32)]).collect();
     let remote = lb.mr_b.remote();
@@ -92,8 +92,8 @@ fn batch_of_writes_with_one_post_and_selective_signalling() {
 #[test]
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn inline_fenced_and_solicited_sends() {
-    let mut lb = Loopback::new(QpCaps { max_inline_data: 64, ..QpCaps::default() });
-    assert!(lb.qa.caps().max_inline_data >= 64, "provider granted {:?}", lb.qa.caps());
+    let mut lb = Loopback::new(QpCaps::default().max_inline_data(64));
+    assert!(lb.qa.caps().get_max_inline_data() >= 64, "provider granted {:?}", lb.qa.caps());
     lb.a()[..48].copy_from_slice(&[0x5a; 48]);
     let src = [lb.mr_a.sge(0, 48)];
     // Inline WRITE: the payload is copied at the call.
@@ -136,7 +136,7 @@ fn inline_fenced_and_solicited_sends() {
 #[test]
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn multi_sge_gather_and_scatter() {
-    let mut lb = Loopback::new(QpCaps { max_send_sge: 3, max_recv_sge: 2, ..QpCaps::default() });
+    let mut lb = Loopback::new(QpCaps::default().max_send_sge(3).max_recv_sge(2));
     lb.a()[0..10].copy_from_slice(b"0123456789");
     lb.a()[100..105].copy_from_slice(b"abcde");
     lb.a()[200..207].copy_from_slice(b"ABCDEFG");
@@ -164,8 +164,7 @@ fn uc_write_and_send() {
     let uc = QpType::UC;
     let qa = QpBuilder::new(&pd, uc, &cq, &cq).build().unwrap();
     let qb = QpBuilder::new(&pd, uc, &cq, &cq).build().unwrap();
-    let o =
-        rrddmma::prim::ConnectOpts { access: rrddmma::prim::AccessFlags::REMOTE_WRITE, ..crate::common::opts(&ctx) };
+    let o = crate::common::opts(&ctx).access(rrddmma::prim::AccessFlags::REMOTE_WRITE);
     let gi = o.gid_index_on(pd.context()).unwrap();
     let (ea, eb) = (qa.endpoint(1, gi, 11).unwrap(), qb.endpoint(1, gi, 22).unwrap());
     qa.connect(&eb, ea.psn, &o).unwrap();
@@ -194,7 +193,7 @@ fn uc_write_and_send() {
 fn send_list_posts_a_prebuilt_chain_and_names_the_refused_request() {
     use rrddmma::prim::{Error, SendList};
 
-    let mut lb = Loopback::new(QpCaps { max_send_wr: 8, ..QpCaps::default() });
+    let mut lb = Loopback::new(QpCaps::default().max_send_wr(8));
     lb.a()[..256].iter_mut().enumerate().for_each(|(i, x)| *x = i as u8 ^ 0x5a);
     let src = lb.a()[..256].to_vec();
     let sges: Vec<[Sge; 1]> = (0..4).map(|i| [lb.mr_a.sge(i * 64, 64)]).collect();
@@ -228,7 +227,7 @@ fn send_list_posts_a_prebuilt_chain_and_names_the_refused_request() {
 fn recv_list_reposts_a_prebuilt_chain_and_names_the_refused_request() {
     use rrddmma::prim::{Error, RecvList};
 
-    let mut lb = Loopback::new(QpCaps { max_send_wr: 8, max_recv_wr: 8, ..QpCaps::default() });
+    let mut lb = Loopback::new(QpCaps::default().max_send_wr(8).max_recv_wr(8));
     let dst: Vec<[Sge; 1]> = (0..2).map(|i| [lb.mr_b.sge(i * 64, 64)]).collect();
     let mut list = RecvList::new(dst.iter().enumerate().map(|(i, s)| RecvWr::new(s, 100 + i as u64)).collect());
     let src: Vec<[Sge; 1]> = (0..2).map(|i| [lb.mr_a.sge(512 + i * 64, 64)]).collect();

@@ -43,8 +43,8 @@ fn thousand_of_each_object_and_back() {
         assert_eq!(mid["cq"], start["cq"] + N as u64, "{mid:?}");
         let pd = &pds[0];
         let mrs: Vec<Buf> = (0..N).map(|_| Buf::new(pd, 64)).collect();
-        let srqs: Vec<Srq> = (0..N).map(|_| Srq::new(pd, 4, 1).unwrap()).collect();
-        let caps = QpCaps { max_send_wr: 4, max_recv_wr: 4, ..QpCaps::default() };
+        let srqs: Vec<Srq> = (0..N).map(|_| Srq::builder(pd).max_wr(4).build().unwrap()).collect();
+        let caps = QpCaps::default().max_send_wr(4).max_recv_wr(4);
         let qps: Vec<_> =
             (0..N).map(|i| QpBuilder::new(pd, QpType::RC, &cqs[i], &cqs[i]).caps(caps).build().unwrap()).collect();
         let gid_index = ctx.roce_v2_gid_index(1).unwrap();

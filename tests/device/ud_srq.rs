@@ -51,12 +51,12 @@ fn ud_send_with_grh_reports_source_qp() {
 fn srq_receives_for_a_qp_attached_to_it() {
     // A fresh pair where b takes receives from an SRQ.
     let lb = Loopback::new(QpCaps::default());
-    let srq = Srq::new(&lb.pd, 16, 1).unwrap();
+    let srq = Srq::builder(&lb.pd).max_wr(16).build().unwrap();
     let cq = Cq::new(&lb.ctx, 16).unwrap();
     let rc = QpType::RC;
     let qa = QpBuilder::new(&lb.pd, rc, &cq, &cq).build().unwrap();
     let qb = QpBuilder::new(&lb.pd, rc, &cq, &cq).srq(&srq).build().unwrap();
-    let opts = rrddmma::prim::ConnectOpts { ..Default::default() };
+    let opts = rrddmma::prim::ConnectOpts::default();
     let gi = opts.gid_index_on(&lb.ctx).unwrap();
     let ea = qa.endpoint(1, gi, 5).unwrap();
     let eb = qb.endpoint(1, gi, 6).unwrap();

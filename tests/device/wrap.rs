@@ -18,7 +18,7 @@ fn registered_mem_is_aligned_zeroed_and_remotely_writable() {
     let ctx = open_device();
     let pd = Pd::new(&ctx).unwrap();
     let cq = Cq::new(&ctx, 16).unwrap();
-    let o = MemOpts { align: 1 << 16, huge: HugePages::Transparent, ..MemOpts::default() };
+    let o = MemOpts::default().align(1 << 16).huge(HugePages::Transparent);
     let mut a = RegisteredMem::with(&pd, 100_000, &o).unwrap();
     let b = RegisteredMem::new(&pd, 4096).unwrap();
     assert_eq!(a.as_ptr() as usize % (1 << 16), 0, "alignment");
@@ -42,7 +42,7 @@ fn registered_mem_is_aligned_zeroed_and_remotely_writable() {
     // Explicit huge pages: an allocation error when none are reserved, memory otherwise.
     let reserved: u64 =
         std::fs::read_to_string("/proc/sys/vm/nr_hugepages").map_or(0, |s| s.trim().parse().unwrap_or(0));
-    let huge = RegisteredMem::with(&pd, 4096, &MemOpts { huge: HugePages::Explicit, ..MemOpts::default() });
+    let huge = RegisteredMem::with(&pd, 4096, &MemOpts::default().huge(HugePages::Explicit));
     match (reserved, huge) {
         (0, Err(rrddmma::wrap::Error::Alloc { .. })) => {}
         (n, Ok(m)) if n > 0 => assert_eq!(m.as_ptr() as usize % (2 << 20), 0),
@@ -61,7 +61,7 @@ fn registered_mem_is_aligned_zeroed_and_remotely_writable() {
 fn transparent_huge_regions_register_whole_whatever_mmap_returns() {
     let ctx = open_device();
     let pd = Pd::new(&ctx).unwrap();
-    let o = MemOpts { huge: HugePages::Transparent, ..MemOpts::default() };
+    let o = MemOpts::default().huge(HugePages::Transparent);
     let mut held = Vec::new();
     for (i, len) in [1, 4096, (2 << 20) - 1, 2 << 20, (2 << 20) + 1].into_iter().cycle().take(40).enumerate() {
         let mut m = RegisteredMem::with(&pd, len, &o).unwrap_or_else(|e| panic!("region {i} of {len} bytes: {e}"));
@@ -99,14 +99,15 @@ fn a_three_rank_mesh_writes_to_every_peer() {
     let ranks: Vec<_> = (0..N)
         .map(|rank| {
             thread::spawn(move || {
-                let cfg = ClusterConfig { op_timeout: Duration::from_secs(20), ..Default::default() };
+                let mut cfg = ClusterConfig::default();
+                cfg.op_timeout = Duration::from_secs(20);
                 let place = Resolved { rank, size: N, coordinator, rank_source: RankSource::Config, device: None };
                 let mut s = Session::join_as(&cfg, &place).unwrap();
                 let ctx = open_device();
                 let pd = Pd::new(&ctx).unwrap();
                 let cq = Cq::new(&ctx, 64).unwrap();
                 let mut mem = RegisteredMem::new(&pd, 4096).unwrap();
-                let mesh = MeshOpts { caps: QpCaps::default(), connect: opts(&ctx), psn: 100 * rank };
+                let mesh = MeshOpts::default().caps(QpCaps::default()).connect(opts(&ctx)).psn(100 * rank);
                 let qps = connect_rc_mesh(&mut s, &pd, &cq, &cq, &mesh).unwrap();
                 assert!(qps[rank as usize].is_none() && qps.iter().filter(|q| q.is_some()).count() == 2);
                 let mrs = s.exchange_mrs(&mem.remote()).unwrap();
@@ -192,7 +193,7 @@ fn memory_window_keeps_registered_mem_alive() {
     let (qa, qb) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 9, &opts(&ctx)).unwrap();
     let mut src = RegisteredMem::new(&pd, 4096).unwrap();
     let access = AccessFlags::LOCAL_WRITE | AccessFlags::MW_BIND;
-    let mem = RegisteredMem::with(&pd, 8192, &MemOpts { access, ..MemOpts::default() }).unwrap();
+    let mem = RegisteredMem::with(&pd, 8192, &MemOpts::default().access(access)).unwrap();
     let addr = mem.as_ptr() as usize;
     let mut mw = Mw::alloc(&pd, MwType::TYPE_1).expect("type 1 memory window");
     let grant = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ;

@@ -22,13 +22,14 @@ use std::io;
 use std::mem;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
-use std::ptr;
+use std::ptr::{self, NonNull};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::bindings as ffi;
 use crate::bindings::cm as cmffi;
 
+use super::handle::{Destroy, Owned};
 use super::{Error, Qp, QpAttr, QpState, Result};
 
 mod event;
@@ -99,21 +100,21 @@ impl PortSpace {
     }
 }
 
-struct ChannelInner {
-    raw: *mut cmffi::rdma_event_channel,
-}
+/// What [`Owned`] needs to destroy an event channel.
+pub(crate) struct ChannelHandle;
 
-// SAFETY: librdmacm event channels are used from any thread; `rdma_get_cm_event`
-// is a `read` on the channel's descriptor, safe to call concurrently.
-unsafe impl Send for ChannelInner {}
-// SAFETY: as above.
-unsafe impl Sync for ChannelInner {}
-
-impl Drop for ChannelInner {
-    fn drop(&mut self) {
-        // SAFETY: created by `rdma_create_event_channel`; every CmId holds this
-        // channel by `Arc`, so none lives any more.
-        unsafe { cmffi::rdma_destroy_event_channel(self.raw) };
+// SAFETY: `rdma_destroy_event_channel` releases what
+// `rdma_create_event_channel` made; channels are used from any thread
+// (`rdma_get_cm_event` is a `read` on the channel's descriptor, safe to
+// call concurrently).
+unsafe impl Destroy for ChannelHandle {
+    type Raw = cmffi::rdma_event_channel;
+    const VERB: &'static str = "rdma_destroy_event_channel";
+    unsafe fn destroy(&mut self, raw: NonNull<cmffi::rdma_event_channel>) -> i32 {
+        // SAFETY: the caller's contract; every CmId holds this channel by
+        // `Arc`, so none lives any more. The call returns nothing.
+        unsafe { cmffi::rdma_destroy_event_channel(raw.as_ptr()) };
+        0
     }
 }
 
@@ -124,7 +125,7 @@ impl Drop for ChannelInner {
 /// kind [`io::ErrorKind::WouldBlock`] when no event is queued, and
 /// [`wait`](Self::wait) polls it up to a deadline.
 #[derive(Clone)]
-pub struct EventChannel(Arc<ChannelInner>);
+pub struct EventChannel(Arc<Owned<ChannelHandle>>);
 
 impl fmt::Debug for EventChannel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -138,10 +139,9 @@ impl EventChannel {
         ffi::register_static_providers();
         // SAFETY: no arguments; null on failure with errno set.
         let raw = unsafe { cmffi::rdma_create_event_channel() };
-        if raw.is_null() {
-            return Err(Error::last("rdma_create_event_channel"));
-        }
-        let ch = EventChannel(Arc::new(ChannelInner { raw }));
+        let raw = NonNull::new(raw).ok_or_else(|| Error::last("rdma_create_event_channel"))?;
+        // SAFETY: made by `rdma_create_event_channel` just now, owned by nothing else.
+        let ch = EventChannel(Arc::new(unsafe { Owned::new(raw, ChannelHandle) }));
         let fd = ch.as_raw_fd();
         // SAFETY: `fd` is the channel's open descriptor; F_GETFL/F_SETFL take ints.
         let rc = unsafe { libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK) };
@@ -153,7 +153,7 @@ impl EventChannel {
 
     /// The raw channel, for librdmacm calls of your own.
     pub fn as_ptr(&self) -> *mut cmffi::rdma_event_channel {
-        self.0.raw
+        self.0.as_ptr()
     }
 
     /// The next event if one is queued; an error of kind
@@ -161,7 +161,7 @@ impl EventChannel {
     pub fn get(&self) -> Result<CmEvent> {
         let mut ev: *mut cmffi::rdma_cm_event = ptr::null_mut();
         // SAFETY: live channel; `ev` receives an event owned by librdmacm until acked.
-        let rc = unsafe { cmffi::rdma_get_cm_event(self.0.raw, &mut ev) };
+        let rc = unsafe { cmffi::rdma_get_cm_event(self.0.as_ptr(), &mut ev) };
         if rc != 0 {
             return Err(Error::last("rdma_get_cm_event"));
         }
@@ -201,7 +201,7 @@ impl AsFd for EventChannel {
 impl AsRawFd for EventChannel {
     fn as_raw_fd(&self) -> RawFd {
         // SAFETY: live channel; `fd` is set at creation and never changed.
-        unsafe { (*self.0.raw).fd }
+        unsafe { (*self.0.as_ptr()).fd }
     }
 }
 
@@ -231,15 +231,11 @@ impl Default for ConnParam<'_> {
 /// [`EventChannel`] it holds by `Arc`. Destroyed on drop (`rdma_destroy_id`),
 /// which for a connected id tells the peer.
 pub struct CmId {
-    raw: *mut cmffi::rdma_cm_id,
+    /// The id, destroyed first: the channel drops after it.
+    raw: Owned<CmIdHandle>,
     channel: EventChannel,
     ps: PortSpace,
 }
-
-// SAFETY: librdmacm's id calls take the id's own lock; the id is owned by this value.
-unsafe impl Send for CmId {}
-// SAFETY: every `&self` method is a librdmacm call that is safe concurrently.
-unsafe impl Sync for CmId {}
 
 impl fmt::Debug for CmId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -251,14 +247,21 @@ impl fmt::Debug for CmId {
     }
 }
 
-impl Drop for CmId {
-    fn drop(&mut self) {
-        // SAFETY: owned id; its events were acked when read (CmEvent::take),
-        // so the call does not block; no QP was created on it by librdmacm.
-        let rc = unsafe { cmffi::rdma_destroy_id(self.raw) };
-        if rc != 0 {
-            super::count_destroy_failure("rdma_destroy_id", rc);
-        }
+/// What [`Owned`] needs to destroy a CM id; its channel is a field of
+/// [`CmId`] after the handle.
+pub(crate) struct CmIdHandle;
+
+// SAFETY: `rdma_destroy_id` releases what `rdma_create_id` (or a connect
+// request, or `rdma_create_ep`) made; librdmacm's id calls take the id's own
+// lock, and every `&self` method of `CmId` is a call safe concurrently.
+unsafe impl Destroy for CmIdHandle {
+    type Raw = cmffi::rdma_cm_id;
+    const VERB: &'static str = "rdma_destroy_id";
+    unsafe fn destroy(&mut self, raw: NonNull<cmffi::rdma_cm_id>) -> i32 {
+        // SAFETY: the caller's contract; its events were acked when read
+        // (CmEvent::take), so the call does not block; no QP was created on
+        // it by librdmacm.
+        unsafe { cmffi::rdma_destroy_id(raw.as_ptr()) }
     }
 }
 
@@ -354,7 +357,9 @@ impl CmId {
         if rc != 0 {
             return Err(Error::last("rdma_create_id"));
         }
-        Ok(CmId { raw, channel: channel.clone(), ps })
+        let raw = NonNull::new(raw).ok_or(Error::Verbs { op: "rdma_create_id", errno: libc::EINVAL })?;
+        // SAFETY: made by `rdma_create_id` just now, owned by nothing else.
+        Ok(CmId { raw: unsafe { Owned::new(raw, CmIdHandle) }, channel: channel.clone(), ps })
     }
 
     /// A new id in port space `ps` on `channel`, bound to `addr` (port 0:
@@ -406,12 +411,14 @@ impl CmId {
     /// # Safety
     /// `raw` is a live id on `channel`, owned by no one else.
     pub(crate) unsafe fn from_request(raw: *mut cmffi::rdma_cm_id, channel: &EventChannel, ps: PortSpace) -> CmId {
-        CmId { raw, channel: channel.clone(), ps }
+        let raw = NonNull::new(raw).expect("CmId::from_request: a null id");
+        // SAFETY: the caller's contract.
+        CmId { raw: unsafe { Owned::new(raw, CmIdHandle) }, channel: channel.clone(), ps }
     }
 
     /// The raw id, for librdmacm calls of your own.
     pub fn as_ptr(&self) -> *mut cmffi::rdma_cm_id {
-        self.raw
+        self.raw.as_ptr()
     }
 
     /// The port space.
@@ -427,7 +434,7 @@ impl CmId {
     /// Moves the id (and its future events) to another channel (`rdma_migrate_id`).
     pub fn migrate(&mut self, channel: &EventChannel) -> Result<()> {
         // SAFETY: owned id, live channel; events of the id were acked when read.
-        let rc = unsafe { cmffi::rdma_migrate_id(self.raw, channel.as_ptr()) };
+        let rc = unsafe { cmffi::rdma_migrate_id(self.raw.as_ptr(), channel.as_ptr()) };
         if rc != 0 {
             return Err(Error::last("rdma_migrate_id"));
         }
@@ -439,7 +446,7 @@ impl CmId {
     pub fn bind(&self, addr: SocketAddr) -> Result<()> {
         let mut sa = to_sockaddr(addr);
         // SAFETY: owned id; `sa` is a valid sockaddr for the call.
-        let rc = unsafe { cmffi::rdma_bind_addr(self.raw, ptr::addr_of_mut!(sa).cast()) };
+        let rc = unsafe { cmffi::rdma_bind_addr(self.raw.as_ptr(), ptr::addr_of_mut!(sa).cast()) };
         if rc != 0 {
             return Err(Error::last("rdma_bind_addr"));
         }
@@ -463,7 +470,7 @@ impl CmId {
         // SAFETY: owned id; the option value is one byte, copied by the call.
         let rc = unsafe {
             cmffi::rdma_set_option(
-                self.raw,
+                self.raw.as_ptr(),
                 cmffi::RDMA_OPTION_ID.0 as i32,
                 cmffi::RDMA_OPTION_ID_ACK_TIMEOUT.0 as i32,
                 ptr::addr_of_mut!(v).cast(),
@@ -484,7 +491,7 @@ impl CmId {
         let mut d = to_sockaddr(dst);
         let sp = s.as_mut().map_or(ptr::null_mut(), |s| ptr::addr_of_mut!(*s).cast());
         // SAFETY: owned id; the addresses are valid for the call (copied by librdmacm).
-        let rc = unsafe { cmffi::rdma_resolve_addr(self.raw, sp, ptr::addr_of_mut!(d).cast(), ms) };
+        let rc = unsafe { cmffi::rdma_resolve_addr(self.raw.as_ptr(), sp, ptr::addr_of_mut!(d).cast(), ms) };
         if rc != 0 {
             return Err(Error::last("rdma_resolve_addr"));
         }
@@ -495,7 +502,7 @@ impl CmId {
     pub fn resolve_route(&self, timeout: Duration) -> Result<()> {
         let ms = timeout_ms("rdma_resolve_route", timeout)?;
         // SAFETY: owned id.
-        let rc = unsafe { cmffi::rdma_resolve_route(self.raw, ms) };
+        let rc = unsafe { cmffi::rdma_resolve_route(self.raw.as_ptr(), ms) };
         if rc != 0 {
             return Err(Error::last("rdma_resolve_route"));
         }
@@ -506,7 +513,7 @@ impl CmId {
     /// `CONNECT_REQUEST` events carrying a new [`CmId`].
     pub fn listen(&self, backlog: i32) -> Result<()> {
         // SAFETY: owned, bound id.
-        let rc = unsafe { cmffi::rdma_listen(self.raw, backlog) };
+        let rc = unsafe { cmffi::rdma_listen(self.raw.as_ptr(), backlog) };
         if rc != 0 {
             return Err(Error::last("rdma_listen"));
         }
@@ -520,7 +527,7 @@ impl CmId {
             Error::Timeout { .. } => Error::Timeout { op: want.waiting_for(), waited: Duration::ZERO },
             e => e,
         })?;
-        if ev.id_ptr() != self.raw && ev.listen_id_ptr() != self.raw {
+        if ev.id_ptr() != self.raw.as_ptr() && ev.listen_id_ptr() != self.raw.as_ptr() {
             return Err(Error::CmEvent {
                 op: want.waiting_for(),
                 expected: want,
@@ -537,7 +544,7 @@ impl CmId {
     pub fn device_name(&self) -> Option<String> {
         // SAFETY: owned id; `verbs` is null or a live context librdmacm keeps open
         // while the id is bound to it.
-        let verbs = unsafe { (*self.raw).verbs };
+        let verbs = unsafe { (*self.raw.as_ptr()).verbs };
         if verbs.is_null() {
             return None;
         }
@@ -549,20 +556,20 @@ impl CmId {
     /// The port of the device the id is bound to (0 before binding).
     pub fn port_num(&self) -> u8 {
         // SAFETY: owned id; plain field.
-        unsafe { (*self.raw).port_num }
+        unsafe { (*self.raw.as_ptr()).port_num }
     }
 
     /// The local address, once bound.
     pub fn local_addr(&self) -> Option<SocketAddr> {
         // SAFETY: owned id; `route.addr.src_addr` is a sockaddr inside a
         // sockaddr_storage-sized union.
-        unsafe { from_sockaddr(ptr::addr_of!((*self.raw).route.addr.__bindgen_anon_1).cast()) }
+        unsafe { from_sockaddr(ptr::addr_of!((*self.raw.as_ptr()).route.addr.__bindgen_anon_1).cast()) }
     }
 
     /// The peer's address, once resolved or connected.
     pub fn peer_addr(&self) -> Option<SocketAddr> {
         // SAFETY: as for `local_addr`.
-        unsafe { from_sockaddr(ptr::addr_of!((*self.raw).route.addr.__bindgen_anon_2).cast()) }
+        unsafe { from_sockaddr(ptr::addr_of!((*self.raw.as_ptr()).route.addr.__bindgen_anon_2).cast()) }
     }
 
     /// The QP attributes the CM gives for moving a QP of this connection to
@@ -571,7 +578,7 @@ impl CmId {
         let mut raw = ffi::ibv_qp_attr { qp_state: state.into(), ..Default::default() };
         let mut mask = 0;
         // SAFETY: owned id; `raw` and `mask` are valid out-parameters.
-        let rc = unsafe { cmffi::rdma_init_qp_attr(self.raw, &mut raw, &mut mask) };
+        let rc = unsafe { cmffi::rdma_init_qp_attr(self.raw.as_ptr(), &mut raw, &mut mask) };
         if rc != 0 {
             return Err(Error::last("rdma_init_qp_attr"));
         }
@@ -609,7 +616,7 @@ impl CmId {
             self.ud_ready(qp)?;
         }
         // SAFETY: owned id; `param` and its private data live through the call (copied).
-        let rc = unsafe { cmffi::rdma_connect(self.raw, &mut param) };
+        let rc = unsafe { cmffi::rdma_connect(self.raw.as_ptr(), &mut param) };
         if rc != 0 {
             return Err(Error::last("rdma_connect"));
         }
@@ -625,7 +632,7 @@ impl CmId {
         self.modify_qp(qp, QpState::RTR)?;
         self.modify_qp(qp, QpState::RTS)?;
         // SAFETY: owned id in the connect state.
-        let rc = unsafe { cmffi::rdma_establish(self.raw) };
+        let rc = unsafe { cmffi::rdma_establish(self.raw.as_ptr()) };
         if rc != 0 {
             return Err(Error::last("rdma_establish"));
         }
@@ -646,7 +653,7 @@ impl CmId {
             PortSpace::Ud => self.ud_ready(qp)?,
         }
         // SAFETY: owned id from a connect request; `param` lives through the call.
-        let rc = unsafe { cmffi::rdma_accept(self.raw, &mut param) };
+        let rc = unsafe { cmffi::rdma_accept(self.raw.as_ptr(), &mut param) };
         if rc != 0 {
             return Err(Error::last("rdma_accept"));
         }
@@ -665,7 +672,7 @@ impl CmId {
         let len = check_len("rdma_reject", private_data, self.ps.limits().2)?;
         let p = if len == 0 { ptr::null() } else { private_data.as_ptr().cast() };
         // SAFETY: owned id from a connect request; the data is copied.
-        let rc = unsafe { cmffi::rdma_reject(self.raw, p, len) };
+        let rc = unsafe { cmffi::rdma_reject(self.raw.as_ptr(), p, len) };
         if rc != 0 {
             return Err(Error::last("rdma_reject"));
         }
@@ -676,7 +683,7 @@ impl CmId {
     /// the QP to ERR yourself to flush its work requests.
     pub fn disconnect(&self) -> Result<()> {
         // SAFETY: owned id.
-        let rc = unsafe { cmffi::rdma_disconnect(self.raw) };
+        let rc = unsafe { cmffi::rdma_disconnect(self.raw.as_ptr()) };
         if rc != 0 {
             return Err(Error::last("rdma_disconnect"));
         }
@@ -688,7 +695,8 @@ impl CmId {
     pub fn join_multicast(&self, group: IpAddr) -> Result<()> {
         let mut sa = to_sockaddr(SocketAddr::new(group, 0));
         // SAFETY: owned id; the address is copied.
-        let rc = unsafe { cmffi::rdma_join_multicast(self.raw, ptr::addr_of_mut!(sa).cast(), ptr::null_mut()) };
+        let rc =
+            unsafe { cmffi::rdma_join_multicast(self.raw.as_ptr(), ptr::addr_of_mut!(sa).cast(), ptr::null_mut()) };
         if rc != 0 {
             return Err(Error::last("rdma_join_multicast"));
         }
@@ -699,7 +707,7 @@ impl CmId {
     pub fn leave_multicast(&self, group: IpAddr) -> Result<()> {
         let mut sa = to_sockaddr(SocketAddr::new(group, 0));
         // SAFETY: owned id; the address is copied.
-        let rc = unsafe { cmffi::rdma_leave_multicast(self.raw, ptr::addr_of_mut!(sa).cast()) };
+        let rc = unsafe { cmffi::rdma_leave_multicast(self.raw.as_ptr(), ptr::addr_of_mut!(sa).cast()) };
         if rc != 0 {
             return Err(Error::last("rdma_leave_multicast"));
         }

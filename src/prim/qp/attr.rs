@@ -115,18 +115,6 @@ impl fmt::Debug for QpAttr {
     }
 }
 
-macro_rules! setters {
-    ($($(#[$m:meta])* $fn:ident($t:ty) => $field:ident, $bit:ident;)*) => {$(
-        $(#[$m])*
-        #[inline]
-        pub fn $fn(mut self, v: $t) -> QpAttr {
-            self.raw.$field = v.into();
-            self.mask |= AttrMask::$bit;
-            self
-        }
-    )*};
-}
-
 impl QpAttr {
     /// Attributes moving the QP to `state`.
     pub fn new(state: QpState) -> QpAttr {
@@ -156,35 +144,35 @@ impl QpAttr {
 
     setters! {
         /// Current state the caller asserts (`IBV_QP_CUR_STATE`).
-        cur_state(QpState) => cur_qp_state, CUR_STATE;
+        cur_state(QpState) => cur_qp_state | CUR_STATE;
         /// P_Key table index.
-        pkey_index(u16) => pkey_index, PKEY_INDEX;
+        pkey_index(u16) => pkey_index | PKEY_INDEX;
         /// Physical port number.
-        port(u8) => port_num, PORT;
+        port(u8) => port_num | PORT;
         /// Q_Key (UD).
-        qkey(u32) => qkey, QKEY;
+        qkey(u32) => qkey | QKEY;
         /// Path MTU.
-        path_mtu(Mtu) => path_mtu, PATH_MTU;
+        path_mtu(Mtu) => path_mtu | PATH_MTU;
         /// Local ACK timeout exponent: 4.096 µs × 2^timeout (0 = infinite).
-        timeout(u8) => timeout, TIMEOUT;
+        timeout(u8) => timeout | TIMEOUT;
         /// Transport retries (0..=7).
-        retry_cnt(u8) => retry_cnt, RETRY_CNT;
+        retry_cnt(u8) => retry_cnt | RETRY_CNT;
         /// RNR retries (0..=7, 7 = infinite).
-        rnr_retry(u8) => rnr_retry, RNR_RETRY;
+        rnr_retry(u8) => rnr_retry | RNR_RETRY;
         /// Expected first PSN of the receive queue (24 bits).
-        rq_psn(u32) => rq_psn, RQ_PSN;
+        rq_psn(u32) => rq_psn | RQ_PSN;
         /// First PSN of the send queue (24 bits).
-        sq_psn(u32) => sq_psn, SQ_PSN;
+        sq_psn(u32) => sq_psn | SQ_PSN;
         /// Outstanding RDMA READ / atomics as initiator.
-        max_rd_atomic(u8) => max_rd_atomic, MAX_QP_RD_ATOMIC;
+        max_rd_atomic(u8) => max_rd_atomic | MAX_QP_RD_ATOMIC;
         /// Outstanding RDMA READ / atomics as responder.
-        max_dest_rd_atomic(u8) => max_dest_rd_atomic, MAX_DEST_RD_ATOMIC;
+        max_dest_rd_atomic(u8) => max_dest_rd_atomic | MAX_DEST_RD_ATOMIC;
         /// Minimum RNR NAK timer code.
-        min_rnr_timer(u8) => min_rnr_timer, MIN_RNR_TIMER;
+        min_rnr_timer(u8) => min_rnr_timer | MIN_RNR_TIMER;
         /// Remote QP number.
-        dest_qpn(u32) => dest_qp_num, DEST_QPN;
+        dest_qpn(u32) => dest_qp_num | DEST_QPN;
         /// Packet pacing rate limit, kbps.
-        rate_limit(u32) => rate_limit, RATE_LIMIT;
+        rate_limit(u32) => rate_limit | RATE_LIMIT;
     }
 
     /// Remote access rights (`IBV_ACCESS_REMOTE_*`).

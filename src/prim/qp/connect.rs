@@ -5,54 +5,35 @@ use super::{Endpoint, Qp, QpAttr};
 use crate::prim::{AccessFlags, AhAttr, Context, Error, GidType, Mtu, QpState, QpType, Result};
 
 /// Connection parameters for RC and UC QPs: every knob, with defaults that
-/// work on InfiniBand and RoCE alike.
+/// work on InfiniBand and RoCE alike. Start from [`ConnectOpts::default`] and
+/// chain the setters:
 ///
-/// | field | default | |
-/// |---|---|---|
-/// | `port` | 1 | |
-/// | `gid_index` | `None` | chosen per port: the RoCE v2 GID of the port's IPv4 address, else the first RoCE v2 GID, else 0 (InfiniBand) — [`Context::roce_v2_gid_index`] |
-/// | `pkey_index` | 0 | |
-/// | `mtu` | `MTU_1024` | what every RoCE and InfiniBand port carries; raise it to the port's active MTU for bandwidth |
-/// | `timeout` | 14 | 4.096 µs × 2^14 ≈ 67 ms per try |
-/// | `retry_cnt` | 6 | a vanished peer fails the request after 7 tries (≈ 0.5 s); 7 would do the same on hardware, but SoftRoCE (rxe) reads 7 as "retry forever" |
-/// | `rnr_retry` | 7 | retry forever while the peer has no receive posted |
-/// | `min_rnr_timer` | 12 | 0.64 ms |
-/// | `max_rd_atomic`, `max_dest_rd_atomic` | 1 | READs/atomics in flight per direction |
-/// | `sl`, `traffic_class` | 0 | |
-/// | `hop_limit` | 64 | |
-/// | `access` | empty | no remote access: grant `REMOTE_WRITE`, `REMOTE_READ`, `REMOTE_ATOMIC` as the peer needs |
+/// ```
+/// use rrddmma::prim::{AccessFlags, ConnectOpts, Mtu};
+/// let o = ConnectOpts::default().access(AccessFlags::REMOTE_WRITE).mtu(Mtu::MTU_4096);
+/// assert_eq!(o.get_mtu(), Mtu::MTU_4096);
+/// ```
+///
+/// Each setter's documentation gives its default and the C attribute it
+/// becomes; the port, GID index and MTU can be read back (`get_port`,
+/// `get_gid_index`, `get_mtu`) for code that builds its own endpoints.
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct ConnectOpts {
-    /// Local port number.
-    pub port: u8,
-    /// Local GID index; `None` chooses the port's RoCE v2 GID
-    /// ([`Context::roce_v2_gid_index`], 0 on InfiniBand).
-    pub gid_index: Option<u8>,
-    /// P_Key index.
-    pub pkey_index: u16,
-    /// Path MTU.
-    pub mtu: Mtu,
-    /// Local ACK timeout exponent: 4.096 µs × 2^timeout (RC).
-    pub timeout: u8,
-    /// Transport retries before an error completion, 0..=7 (RC). SoftRoCE
-    /// (rxe) retries forever at 7; hardware reads it as 7 retries.
-    pub retry_cnt: u8,
-    /// RNR retries, 7 = infinite (RC).
-    pub rnr_retry: u8,
-    /// Minimum RNR NAK timer code (RC).
-    pub min_rnr_timer: u8,
-    /// Outstanding RDMA READ / atomic operations as initiator (RC).
-    pub max_rd_atomic: u8,
-    /// Outstanding RDMA READ / atomic operations as responder (RC).
-    pub max_dest_rd_atomic: u8,
-    /// Service level.
-    pub sl: u8,
-    /// Traffic class (RoCE: DSCP/ECN byte).
-    pub traffic_class: u8,
-    /// Hop limit of the GRH.
-    pub hop_limit: u8,
-    /// Remote access allowed on this QP (none by default).
-    pub access: AccessFlags,
+    pub(crate) port: u8,
+    pub(crate) gid_index: Option<u8>,
+    pub(crate) pkey_index: u16,
+    pub(crate) mtu: Mtu,
+    pub(crate) timeout: u8,
+    pub(crate) retry_cnt: u8,
+    pub(crate) rnr_retry: u8,
+    pub(crate) min_rnr_timer: u8,
+    pub(crate) max_rd_atomic: u8,
+    pub(crate) max_dest_rd_atomic: u8,
+    pub(crate) sl: u8,
+    pub(crate) traffic_class: u8,
+    pub(crate) hop_limit: u8,
+    pub(crate) access: AccessFlags,
 }
 
 impl Default for ConnectOpts {
@@ -77,6 +58,54 @@ impl Default for ConnectOpts {
 }
 
 impl ConnectOpts {
+    setters! {
+        /// Local port number (`ibv_qp_attr::port_num`, and the port of the
+        /// address vector). Default 1.
+        const port: u8, get_port;
+        /// Local GID index (`ibv_global_route::sgid_index`). Default `None`:
+        /// chosen per port, the RoCE v2 GID of the port's IPv4 address, else
+        /// the first RoCE v2 GID, else 0 (InfiniBand); see
+        /// [`Context::roce_v2_gid_index`].
+        const gid_index: Option<u8>, get_gid_index;
+        /// P_Key index (`ibv_qp_attr::pkey_index`). Default 0.
+        const pkey_index: u16;
+        /// Path MTU (`ibv_qp_attr::path_mtu`). Default [`Mtu::MTU_1024`],
+        /// what every RoCE and InfiniBand port carries; raise it to the
+        /// port's active MTU for bandwidth.
+        const mtu: Mtu, get_mtu;
+        /// Local ACK timeout exponent, 4.096 µs × 2^timeout (RC;
+        /// `ibv_qp_attr::timeout`). Default 14, about 67 ms per try.
+        const timeout: u8;
+        /// Transport retries before an error completion, 0..=7 (RC;
+        /// `ibv_qp_attr::retry_cnt`). Default 6: a vanished peer fails the
+        /// request after 7 tries (about 0.5 s); 7 would do the same on
+        /// hardware, but SoftRoCE (rxe) reads 7 as "retry forever".
+        const retry_cnt: u8;
+        /// RNR retries, 7 = infinite (RC; `ibv_qp_attr::rnr_retry`). Default 7:
+        /// retry forever while the peer has no receive posted.
+        const rnr_retry: u8;
+        /// Minimum RNR NAK timer code (RC; `ibv_qp_attr::min_rnr_timer`).
+        /// Default 12 (0.64 ms).
+        const min_rnr_timer: u8;
+        /// RDMA READ / atomic operations outstanding as initiator (RC;
+        /// `ibv_qp_attr::max_rd_atomic`). Default 1.
+        const max_rd_atomic: u8;
+        /// RDMA READ / atomic operations outstanding as responder (RC;
+        /// `ibv_qp_attr::max_dest_rd_atomic`). Default 1.
+        const max_dest_rd_atomic: u8;
+        /// Service level (`ibv_ah_attr::sl`). Default 0.
+        const sl: u8;
+        /// Traffic class, on RoCE the DSCP/ECN byte
+        /// (`ibv_global_route::traffic_class`). Default 0.
+        const traffic_class: u8;
+        /// Hop limit of the GRH (`ibv_global_route::hop_limit`). Default 64.
+        const hop_limit: u8;
+        /// Remote access allowed on this QP (`ibv_qp_attr::qp_access_flags`).
+        /// Default empty: grant `REMOTE_WRITE`, `REMOTE_READ`,
+        /// `REMOTE_ATOMIC` as the peer needs.
+        const access: AccessFlags;
+    }
+
     /// The GID index these options use on `ctx`: the one set, else the
     /// port's RoCE v2 GID ([`Context::roce_v2_gid_index`]).
     pub fn gid_index_on(&self, ctx: &Context) -> Result<u8> {
@@ -215,4 +244,22 @@ pub fn random_psn() -> u32 {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos())
     };
     v & 0xff_ffff
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_setter_sets_its_own_field_and_nothing_else() {
+        let d = ConnectOpts::default();
+        let o = d.port(2).gid_index(Some(3)).mtu(Mtu::MTU_4096).retry_cnt(2).access(AccessFlags::REMOTE_READ);
+        assert_eq!((o.get_port(), o.get_gid_index(), o.get_mtu()), (2, Some(3), Mtu::MTU_4096));
+        assert_eq!((o.retry_cnt, o.access), (2, AccessFlags::REMOTE_READ));
+        assert_eq!((o.timeout, o.rnr_retry, o.hop_limit, o.pkey_index), (d.timeout, d.rnr_retry, d.hop_limit, 0));
+        // The defaults the setters' documentation states.
+        assert_eq!((d.port, d.gid_index, d.mtu, d.timeout, d.retry_cnt), (1, None, Mtu::MTU_1024, 14, 6));
+        let caps = crate::prim::QpCaps::default().max_send_wr(5).max_inline_data(7);
+        assert_eq!((caps.get_max_send_wr(), caps.get_max_recv_wr(), caps.get_max_inline_data()), (5, 64, 7));
+    }
 }

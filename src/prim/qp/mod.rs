@@ -21,6 +21,7 @@ use super::cq::Cq;
 use super::dm::Xrcd;
 use super::error::{Error, Result};
 use super::gid::Gid;
+use super::handle::{Destroy, Owned};
 use super::pd::Pd;
 use super::quirks::Quirks;
 use super::srq::Srq;
@@ -29,27 +30,48 @@ use crate::bindings as ffi;
 
 pub use super::values::{QpState, QpType};
 
-/// Queue sizes of a QP.
+/// Queue sizes of a QP: what [`QpBuilder::caps`] asks for, and what
+/// [`Qp::caps`] says the provider granted.
 ///
-/// Defaults: 64 send and 64 receive requests, one scatter/gather entry each,
-/// no inline data. [`QpBuilder::build`] checks every value against the
-/// device's limits and names the one above it.
+/// Start from [`QpCaps::default`] (64 send and 64 receive requests, one
+/// scatter/gather entry each, no inline data) and chain the setters; each
+/// value can be read back (`get_max_send_wr`, ...). [`QpBuilder::build`]
+/// checks every value against the device's limits and names the one above it.
+///
+/// ```
+/// use rrddmma::prim::QpCaps;
+/// let caps = QpCaps::default().max_send_wr(256).max_inline_data(64);
+/// assert_eq!((caps.get_max_send_wr(), caps.get_max_recv_wr()), (256, 64));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct QpCaps {
-    /// Outstanding send work requests.
-    pub max_send_wr: u32,
-    /// Outstanding receive work requests.
-    pub max_recv_wr: u32,
-    /// Scatter/gather entries per send work request.
-    pub max_send_sge: u32,
-    /// Scatter/gather entries per receive work request.
-    pub max_recv_sge: u32,
-    /// Bytes of inline data per send work request.
-    pub max_inline_data: u32,
+    pub(crate) max_send_wr: u32,
+    pub(crate) max_recv_wr: u32,
+    pub(crate) max_send_sge: u32,
+    pub(crate) max_recv_sge: u32,
+    pub(crate) max_inline_data: u32,
 }
 
 impl QpCaps {
+    setters! {
+        /// Outstanding send work requests (`ibv_qp_cap::max_send_wr`). Default 64.
+        const max_send_wr: u32, get_max_send_wr;
+        /// Outstanding receive work requests (`ibv_qp_cap::max_recv_wr`);
+        /// ignored with an SRQ. Default 64.
+        const max_recv_wr: u32, get_max_recv_wr;
+        /// Scatter/gather entries per send work request
+        /// (`ibv_qp_cap::max_send_sge`). Default 1.
+        const max_send_sge: u32, get_max_send_sge;
+        /// Scatter/gather entries per receive work request
+        /// (`ibv_qp_cap::max_recv_sge`). Default 1.
+        const max_recv_sge: u32, get_max_recv_sge;
+        /// Bytes of inline data per send work request
+        /// (`ibv_qp_cap::max_inline_data`). Default 0.
+        const max_inline_data: u32, get_max_inline_data;
+    }
+
     /// The raw capacities; without `recv` the receive side is zero (a QP
     /// taking receives from an SRQ, or one that never receives, such as a DC
     /// initiator).
@@ -237,7 +259,8 @@ impl<'a> QpBuilder<'a> {
         #[cfg(rrddmma_mlnx_ofed4)]
         let ex = None;
         Ok(Qp {
-            qp,
+            // SAFETY: made by the create verb above, owned by nothing else.
+            qp: unsafe { Owned::new(qp, QpHandle) },
             post_send_fn,
             post_recv_fn,
             ex,
@@ -270,7 +293,9 @@ fn post_ops(qp: NonNull<ffi::ibv_qp>) -> Option<(PostSendFn, PostRecvFn)> {
 /// # References
 /// `ibv_create_qp(3)`, `ibv_modify_qp(3)`, `ibv_post_send(3)`, `ibv_post_recv(3)`
 pub struct Qp {
-    qp: NonNull<ffi::ibv_qp>,
+    /// The QP itself, destroyed first: the fields after it (PD, CQs, SRQ,
+    /// XRCD) drop after it.
+    qp: Owned<QpHandle>,
     /// The provider's post entries (what `ibv_post_send` / `ibv_post_recv`
     /// call), checked non-null at creation and kept here so that posting
     /// loads no more than C's inline `ibv_post_send` does.
@@ -323,7 +348,8 @@ impl Qp {
         let (post_send_fn, post_recv_fn) =
             post_ops(qp).expect("the provider of a driver QP has no post_send/post_recv entries");
         Qp {
-            qp,
+            // SAFETY: the caller's contract.
+            qp: unsafe { Owned::new(qp, QpHandle) },
             post_send_fn,
             post_recv_fn,
             ex,
@@ -352,7 +378,7 @@ impl Qp {
     /// The QP number.
     pub fn qpn(&self) -> u32 {
         // SAFETY: live QP.
-        unsafe { self.qp.as_ref() }.qp_num
+        unsafe { self.qp.raw().as_ref() }.qp_num
     }
 
     /// The transport type.
@@ -556,12 +582,18 @@ impl Qp {
     }
 }
 
-impl Drop for Qp {
-    fn drop(&mut self) {
-        // SAFETY: created by `ibv_create_qp`, destroyed once.
-        let rc = unsafe { ffi::ibv_destroy_qp(self.qp.as_ptr()) };
-        if rc != 0 {
-            crate::prim::error::count_destroy_failure("ibv_destroy_qp", rc);
-        }
+/// What [`Owned`] needs to destroy a QP; its parents are fields of [`Qp`]
+/// after the handle.
+pub(crate) struct QpHandle;
+
+// SAFETY: `ibv_destroy_qp` releases what `ibv_create_qp(_ex)` (or the
+// mlx5dv / experimental create verbs) made; posting and modifying go through
+// the provider, which locks the QP.
+unsafe impl Destroy for QpHandle {
+    type Raw = ffi::ibv_qp;
+    const VERB: &'static str = "ibv_destroy_qp";
+    unsafe fn destroy(&mut self, raw: NonNull<ffi::ibv_qp>) -> i32 {
+        // SAFETY: the caller's contract.
+        unsafe { ffi::ibv_destroy_qp(raw.as_ptr()) }
     }
 }

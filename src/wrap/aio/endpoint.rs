@@ -21,53 +21,69 @@ use crate::prim::{
     RemoteMr, SendWr, Sge, Wc, WcOpcode,
 };
 
-/// Settings of an async endpoint.
+/// Settings of an async endpoint: [`AioOpts::new`] with the device (no
+/// default can name it), then the setters.
 ///
-/// | field | default ([`AioOpts::new`]) |
-/// |---|---|
-/// | `port` | 1 |
-/// | `pool_size` | 16 MiB: the registered pool `alloc_local_mr` and the peer's requests take from |
-/// | `caps` | 1,024 send and 1,024 receive requests, one entry each |
-/// | `cq_size` | 4,096 |
-/// | `connect` | [`ConnectOpts::default`] with remote read, write and atomic access granted |
-/// | `busy_poll` | `false`: the driver sleeps on the completion channel |
-/// | `setup_timeout` | 10 s: bound on each RDMA CM step of [`RcEndpoint::connect_cm`] and [`Listener::bind_cm`]'s accept |
+/// ```
+/// use rrddmma::wrap::aio::AioOpts;
+/// let o = AioOpts::new("mlx5_0").pool_size(32 << 20).busy_poll(true);
+/// # let _ = o;
+/// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct AioOpts {
-    /// The RDMA device (as `ibv_devices` lists it).
-    pub device: String,
-    /// Local port.
-    pub port: u8,
-    /// Bytes of the registered memory pool.
-    pub pool_size: usize,
-    /// Queue sizes of the data QP.
-    pub caps: QpCaps,
-    /// Completion queue entries (data and control QPs share the CQ).
-    pub cq_size: u32,
-    /// Connection parameters (GID, MTU, timeouts, access).
-    pub connect: ConnectOpts,
-    /// Spin on the CQ instead of sleeping on its channel: lower latency, a
-    /// busy core.
-    pub busy_poll: bool,
-    /// Bound on each step of a connection through the RDMA CM (address,
-    /// route, connect, establish).
-    pub setup_timeout: std::time::Duration,
+    pub(crate) device: String,
+    pub(crate) port: u8,
+    pub(crate) pool_size: usize,
+    pub(crate) caps: QpCaps,
+    pub(crate) cq_size: u32,
+    pub(crate) connect: ConnectOpts,
+    pub(crate) busy_poll: bool,
+    pub(crate) setup_timeout: std::time::Duration,
 }
 
 impl AioOpts {
-    /// Defaults for `device`.
+    /// Defaults for `device` (as `ibv_devices` lists it; `""` with
+    /// [`RcEndpoint::connect_cm`] and [`Listener::bind_cm`], where the RDMA
+    /// CM picks the device of the address).
     pub fn new(device: &str) -> AioOpts {
         let access = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
         AioOpts {
             device: device.to_string(),
             port: 1,
             pool_size: 16 << 20,
-            caps: QpCaps { max_send_wr: 1024, max_recv_wr: 1024, ..QpCaps::default() },
+            caps: QpCaps::default().max_send_wr(1024).max_recv_wr(1024),
             cq_size: 4096,
-            connect: ConnectOpts { access, ..ConnectOpts::default() },
+            connect: ConnectOpts::default().access(access),
             busy_poll: false,
             setup_timeout: std::time::Duration::from_secs(10),
         }
+    }
+
+    setters! {
+        /// The RDMA device (as `ibv_devices` lists it). Set by [`AioOpts::new`].
+        device: String;
+        /// Local port. Default 1.
+        const port: u8;
+        /// Bytes of the registered memory pool that `alloc_local_mr` and the
+        /// peer's requests take from. Default 16 MiB.
+        const pool_size: usize;
+        /// Queue sizes of the data QP. Default 1,024 send and 1,024 receive
+        /// requests, one entry each.
+        const caps: QpCaps;
+        /// Completion queue entries (data and control QPs share the CQ).
+        /// Default 4,096.
+        const cq_size: u32;
+        /// Connection parameters (GID, MTU, timeouts, access). Default
+        /// [`ConnectOpts::default`] with remote read, write and atomic access granted.
+        const connect: ConnectOpts;
+        /// Spin on the CQ instead of sleeping on its channel: lower latency,
+        /// a busy core. Default `false`.
+        const busy_poll: bool;
+        /// Bound on each step of a connection through the RDMA CM (address,
+        /// route, connect, establish) in [`RcEndpoint::connect_cm`] and
+        /// [`Listener::bind_cm`]'s accept. Default 10 s.
+        const setup_timeout: std::time::Duration;
     }
 }
 
