@@ -11,21 +11,55 @@ static DESTROY_FAILURES: AtomicU64 = AtomicU64::new(0);
 ///
 /// A `Drop` cannot return the error. The object's resources are then left as
 /// they are: memory under a region whose deregistration failed is never freed
-/// (the device may still reach it). Debug builds also print each failure to
-/// standard error. A test or a long-running program can check that this stays 0.
+/// (the device may still reach it). Each failure is also reported: with the
+/// `log` feature as a `warn` record (target `rrddmma::prim::error`) naming the
+/// verb, the object and the errno; without it, debug builds print the same
+/// line to standard error. A test or a long-running program can check that
+/// this stays 0.
 pub fn destroy_failures() -> u64 {
     DESTROY_FAILURES.load(Ordering::Relaxed)
 }
 
-/// Records a failed destroy verb (see [`destroy_failures`]).
+/// The kind of object a destroy verb frees, for the report of its failure.
+fn destroyed_object(op: &str) -> &'static str {
+    match op {
+        "ibv_dealloc_pd" => "protection domain",
+        "ibv_destroy_comp_channel" => "completion channel",
+        "ibv_destroy_cq" => "completion queue",
+        "ibv_destroy_qp" => "queue pair",
+        "ibv_destroy_srq" => "shared receive queue",
+        "ibv_destroy_ah" => "address handle",
+        "ibv_dereg_mr" => "memory region",
+        "ibv_dealloc_mw" => "memory window",
+        "ibv_dealloc_td" => "thread domain",
+        "ibv_free_dm" => "device memory",
+        "ibv_close_xrcd" => "XRC domain",
+        "ibv_close_device" => "device context",
+        "ibv_exp_destroy_dct" => "DC target",
+        "rdma_destroy_id" => "CM id",
+        "munmap" => "RegisteredMem mapping",
+        _ => "object",
+    }
+}
+
+/// The report of a failed destroy: verb, object, errno, consequence.
+fn destroy_failure_message(op: &'static str, rc: i32) -> String {
+    let errno = i32::try_from(rc.unsigned_abs()).unwrap_or(libc::EIO);
+    format!(
+        "{op} failed in drop of a {}: {} (errno {errno}); its resources are left in place",
+        destroyed_object(op),
+        io::Error::from_raw_os_error(errno)
+    )
+}
+
+/// Records a failed destroy verb (see [`destroy_failures`]): counted, then
+/// reported through `log` (feature `log`) or, in debug builds, on standard error.
 pub(crate) fn count_destroy_failure(op: &'static str, rc: i32) {
     DESTROY_FAILURES.fetch_add(1, Ordering::Relaxed);
-    if cfg!(debug_assertions) {
-        let errno = if rc < 0 { -rc } else { rc };
-        eprintln!(
-            "rrddmma: {op} failed in drop: {}; its resources are left in place",
-            io::Error::from_raw_os_error(errno)
-        );
+    if cfg!(feature = "log") {
+        event!(warn, "{}", destroy_failure_message(op, rc));
+    } else if cfg!(debug_assertions) {
+        eprintln!("rrddmma: {}", destroy_failure_message(op, rc));
     }
 }
 
@@ -107,22 +141,15 @@ pub enum Error {
         /// What usually causes this refusal, from the port and its GID table.
         hint: Option<String>,
     },
-    /// A wait ended at its deadline.
+    /// A wait ended at its deadline. The same shape in every layer
+    /// (`wrap::aio::Error::Timeout`, `ctrl::Error::Timeout`); `Display`:
+    /// `{op}: timed out after {after:?}`.
     Timeout {
-        /// What was being waited for.
+        /// What was being awaited, as a phrase (`waiting for the connect
+        /// response (rdma_connect)`).
         op: &'static str,
-        /// How long was waited (zero when only the deadline is known).
-        waited: std::time::Duration,
-    },
-    /// Private data longer than the CM message carries (see
-    /// `prim::cm::private_data_max`).
-    PrivateDataTooLong {
-        /// `rdma_connect`, `rdma_accept` or `rdma_reject`.
-        op: &'static str,
-        /// Bytes given.
-        len: usize,
-        /// Bytes the message carries.
-        max: usize,
+        /// How long was allowed: from the start of the wait to its deadline.
+        after: std::time::Duration,
     },
     /// A CM event other than the one waited for (a rejection, an
     /// unreachable peer, an address or route error, a disconnect).
@@ -286,13 +313,7 @@ impl fmt::Display for Error {
                     }
                 }
             }
-            Error::Timeout { op, waited } if waited.is_zero() => write!(f, "{op}: timed out"),
-            Error::Timeout { op, waited } => write!(f, "{op}: timed out after {waited:?}"),
-            Error::PrivateDataTooLong { op, len, max } => write!(
-                f,
-                "{op}: {len} bytes of private data, but the CM message carries at most {max}; \
-                 send the rest over the connection"
-            ),
+            Error::Timeout { op, after } => write!(f, "{op}: timed out after {after:?}"),
             #[cfg(feature = "cm")]
             Error::CmEvent { op, expected, got, status, private_data } => {
                 write!(f, "{op}: got {got} (status {status}) instead of {expected}")?;
@@ -359,7 +380,7 @@ impl From<Error> for io::Error {
             Error::CapExceeded { .. } | Error::QpTransition { .. } => io::Error::new(io::ErrorKind::InvalidInput, e),
             Error::Unsupported { .. } => io::Error::new(io::ErrorKind::Unsupported, e),
             Error::Timeout { .. } => io::Error::new(io::ErrorKind::TimedOut, e),
-            Error::PrivateDataTooLong { .. } | Error::BadArgument { .. } => {
+            Error::BadArgument { .. } => {
                 io::Error::new(io::ErrorKind::InvalidInput, e)
             }
             #[cfg(feature = "cm")]
