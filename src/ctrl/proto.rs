@@ -268,7 +268,8 @@ impl Coordinator {
             return;
         }
         self.parts[0] = Some(data);
-        self.round_wait = Some(Wait { what: "waiting for the contributions to a round", deadline: now + allowed, allowed });
+        self.round_wait =
+            Some(Wait { what: "waiting for the contributions to a round", deadline: now + allowed, allowed });
         if let Some(rank) = self.slots.iter().position(|s| *s == Slot::Lost) {
             let rank = rank as u32;
             return self.fail(Error::PeerLost { rank }, RejectCode::PeerLost, rank);
@@ -586,7 +587,8 @@ impl Member {
     pub fn connected(&mut self, now: Instant, allowed: Duration) {
         if self.state == MState::Connecting {
             self.state = MState::AwaitChallenge;
-            self.wait = Some(Wait { what: "waiting for the coordinator's handshake", deadline: now + allowed, allowed });
+            self.wait =
+                Some(Wait { what: "waiting for the coordinator's handshake", deadline: now + allowed, allowed });
         }
     }
 
@@ -634,7 +636,8 @@ impl Member {
         self.out.push_back(Msg::Contribute { round: self.round, data }.encode());
         self.awaiting = true;
         // The coordinator's verdict names the missing ranks: give it a moment to arrive.
-        self.wait = Some(Wait { what: "waiting for a round's result", deadline: now + allowed + MEMBER_GRACE, allowed });
+        self.wait =
+            Some(Wait { what: "waiting for a round's result", deadline: now + allowed + MEMBER_GRACE, allowed });
     }
 
     /// The time passed.

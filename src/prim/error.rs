@@ -274,7 +274,10 @@ impl fmt::Display for Error {
             }
             Error::Unsupported { op, feature } => write!(f, "{op}: {feature} is not supported by this device"),
             Error::CapExceeded { what, asked, limit } => {
-                write!(f, "QP capacity {what} = {asked} is above the device's limit of {limit}")
+                write!(
+                    f,
+                    "QP capacity {what} = {asked} is above the device's limit of {limit}; ask for at most {limit}"
+                )
             }
             Error::Connect { qpn, to, errno, remote, gid_index, mtu, hint } => {
                 let from = match *to {
@@ -380,9 +383,7 @@ impl From<Error> for io::Error {
             Error::CapExceeded { .. } | Error::QpTransition { .. } => io::Error::new(io::ErrorKind::InvalidInput, e),
             Error::Unsupported { .. } => io::Error::new(io::ErrorKind::Unsupported, e),
             Error::Timeout { .. } => io::Error::new(io::ErrorKind::TimedOut, e),
-            Error::BadArgument { .. } => {
-                io::Error::new(io::ErrorKind::InvalidInput, e)
-            }
+            Error::BadArgument { .. } => io::Error::new(io::ErrorKind::InvalidInput, e),
             #[cfg(feature = "cm")]
             Error::CmEvent { got, .. } => {
                 let kind = match *got {
@@ -425,5 +426,45 @@ mod tests {
         assert_eq!(e.to_string(), "ibv_reg_mr: on-demand paging is not supported by this device");
         let e = Error::NoSupportedDevice { kernel_devices: vec![], static_providers: &[] };
         assert!(e.to_string().contains("the kernel has no RDMA device"), "{e}");
+    }
+}
+
+/// A failed destroy is reported through `log` when the feature is on
+/// (`cargo test --features log --lib destroy`). The only test of the library
+/// that installs a logger.
+#[cfg(all(test, feature = "log"))]
+mod destroy_log {
+    use std::sync::Mutex;
+
+    static RECORDS: Mutex<Vec<(log::Level, String, String)>> = Mutex::new(Vec::new());
+
+    struct Capture;
+
+    impl log::Log for Capture {
+        fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+            true
+        }
+        fn log(&self, r: &log::Record<'_>) {
+            RECORDS.lock().unwrap().push((r.level(), r.target().to_string(), r.args().to_string()));
+        }
+        fn flush(&self) {}
+    }
+
+    #[test]
+    fn a_failed_destroy_is_a_warning_naming_verb_object_and_errno() {
+        log::set_logger(&Capture).unwrap();
+        log::set_max_level(log::LevelFilter::Trace);
+        let before = super::destroy_failures();
+        // What `Drop for Pd` does when `ibv_dealloc_pd` says EBUSY.
+        super::count_destroy_failure("ibv_dealloc_pd", libc::EBUSY);
+        assert!(super::destroy_failures() > before);
+        let records = RECORDS.lock().unwrap();
+        let (level, target, msg) =
+            records.iter().find(|r| r.2.contains("ibv_dealloc_pd")).unwrap_or_else(|| panic!("{records:#?}"));
+        assert_eq!(*level, log::Level::Warn);
+        assert_eq!(target, "rrddmma::prim::error");
+        assert!(msg.starts_with("ibv_dealloc_pd failed in drop of a protection domain: "), "{msg}");
+        assert!(msg.contains(&format!("(errno {})", libc::EBUSY)), "{msg}");
+        assert!(msg.ends_with("its resources are left in place"), "{msg}");
     }
 }

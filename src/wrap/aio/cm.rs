@@ -144,13 +144,11 @@ impl CmListen {
     }
 
     pub fn local_addr(&self) -> Result<SocketAddr> {
-        self.id
-            .local_addr()
-            .ok_or_else(|| Error::Io {
-                op: "read the RDMA CM listener's address: the id has none",
-                addr: None,
-                source: io::ErrorKind::NotConnected.into(),
-            })
+        self.id.local_addr().ok_or_else(|| Error::Io {
+            op: "read the RDMA CM listener's address: the id has none",
+            addr: None,
+            source: io::ErrorKind::NotConnected.into(),
+        })
     }
 
     /// The next connect request, accepted. A request that is not an async
