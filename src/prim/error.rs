@@ -167,7 +167,9 @@ pub enum Error {
         /// The private data it carried (a reject's data from the peer).
         private_data: Vec<u8>,
     },
-    /// An argument out of its range.
+    /// An argument that only the device, the kernel or the environment can
+    /// judge is unusable (see the crate's error policy: an argument the
+    /// program wrote and can check alone panics instead).
     BadArgument {
         /// The operation.
         op: &'static str,
