@@ -19,6 +19,21 @@
 //! to fix. A runtime failure (the kernel, the library or the device says no)
 //! returns a typed [`prim::Error`]. Values that come from the kernel or the
 //! device never panic.
+//!
+//! Argument checks: a value the program wrote and can check without asking
+//! the device (a zero length, an alignment not a power of two, a range
+//! outside a buffer, a slice too long for its count field, a timeout outside
+//! its C range) panics before any call, naming the value and the fix (see
+//! each function's `# Panics`). A value only the device or kernel can judge,
+//! or one from outside the program (files, the environment, a peer), returns
+//! a typed `Err`.
+//!
+//! Errors chain one way in every layer: a variant wrapping another layer's
+//! error is transparent (its `Display` and `source()` are the inner
+//! error's), and a variant giving context to an OS error prints the context
+//! and returns the OS error from `source()` only, so `anyhow`'s `{:#}` shows
+//! each message once. `Timeout` has the same fields (`op`, `after`) and
+//! message in [`prim::Error`], [`ctrl::Error`] and `wrap::aio::Error`.
 
 #![deny(missing_docs)]
 #![deny(unsafe_code)]

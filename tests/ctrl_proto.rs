@@ -425,7 +425,8 @@ fn the_fuzz_corpus_seeds_decode_as_named() {
     assert!(matches!(ok("gathered")[..], [Msg::Gathered { round: 0, ref parts }] if parts.len() == 3));
     assert!(matches!(ok("reject_v9")[..], [Msg::Reject { code: RejectCode::Version, detail: 9, .. }]));
     assert_eq!(ok("two_frames").len(), 2);
-    for (name, want) in [("garbage", "bad magic"), ("oversize", "exceeds the cap"), ("huge_count", "exceeds the frame")]
+    for (name, want) in
+        [("garbage", "bad magic"), ("oversize", "exceeds max_frame"), ("huge_count", "exceeds the frame")]
     {
         let err = decode_all(&read(name), 1 << 16).1.unwrap_or_else(|| panic!("{name} must not decode"));
         assert!(err.to_string().contains(want), "{name}: {err}");

@@ -59,13 +59,15 @@ pub enum Error {
         /// The OS error.
         source: std::io::Error,
     },
-    /// A deadline passed.
+    /// A deadline passed. The same shape as `prim::Error::Timeout` and
+    /// `wrap::aio::Error::Timeout` (`op`, `after`, the same `Display`), with
+    /// one addition: the ranks that had not answered.
     Timeout {
-        /// What was awaited.
-        what: &'static str,
-        /// How long was allowed.
+        /// What was being awaited, as a phrase (`waiting for members to join`).
+        op: &'static str,
+        /// How long was allowed (the `ClusterConfig` timeout that expired).
         after: Duration,
-        /// Ranks that had not answered, when known.
+        /// Ranks that had not answered, when known (empty otherwise).
         missing: Vec<u32>,
     },
     /// A frame announced a payload above the cap.
@@ -135,24 +137,31 @@ impl fmt::Display for Error {
             // The OS error is the `source()`: printed by whoever walks the chain.
             Error::Io { op, addr: Some(a), .. } => write!(f, "{op} ({a})"),
             Error::Io { op, addr: None, .. } => write!(f, "{op}"),
-            Error::Timeout { what, after, missing } if missing.is_empty() => {
-                write!(f, "timed out after {after:?} waiting for {what}")
+            Error::Timeout { op, after, missing } if missing.is_empty() => write!(f, "{op}: timed out after {after:?}"),
+            Error::Timeout { op, after, missing } => {
+                write!(f, "{op}: timed out after {after:?}; ranks {missing:?} had not answered")
             }
-            Error::Timeout { what, after, missing } => {
-                write!(f, "timed out after {after:?} waiting for {what}; missing ranks {missing:?}")
-            }
-            Error::FrameTooLarge { len, cap } => write!(f, "frame of {len} bytes exceeds the cap of {cap} bytes"),
+            Error::FrameTooLarge { len, cap } => write!(
+                f,
+                "a control frame of {len} bytes exceeds max_frame ({cap} bytes): raise max_frame on every rank"
+            ),
             Error::BadMagic => write!(f, "the peer does not speak the rrddmma control protocol (bad magic)"),
-            Error::Malformed(what) => write!(f, "malformed frame: {what}"),
+            Error::Malformed(what) => write!(f, "malformed control frame: {what}"),
             Error::VersionMismatch { ours, theirs } => {
-                write!(f, "protocol version mismatch: we speak {ours}, the peer {theirs}")
+                write!(
+                    f,
+                    "control protocol version mismatch: we speak {ours}, the peer {theirs}; \
+                     run the same rrddmma version on every rank"
+                )
             }
-            Error::AuthFailed(why) => write!(f, "authentication failed: {why}"),
+            Error::AuthFailed(why) => {
+                write!(f, "authentication failed: {why}; configure the same secret on every rank (or on none)")
+            }
             Error::Rejected { by, code, detail, reason } => {
                 write!(f, "rank {by} ended the session ({code:?}, {detail}): {reason}")
             }
             Error::PeerLost { rank } => write!(f, "rank {rank} closed its connection or vanished mid-session"),
-            Error::Protocol(what) => write!(f, "protocol violation: {what}"),
+            Error::Protocol(what) => write!(f, "control protocol violation: {what}"),
             Error::Config(what) => write!(f, "cluster configuration: {what}"),
             Error::ConfigFile { path, line, column, message } => {
                 match path {

@@ -230,7 +230,7 @@ impl Coordinator {
 
     /// Sets the deadline by which every member must have joined.
     pub fn expect_joins(&mut self, now: Instant, allowed: Duration) {
-        self.join_wait = Some(Wait { what: "members to join", deadline: now + allowed, allowed });
+        self.join_wait = Some(Wait { what: "waiting for members to join", deadline: now + allowed, allowed });
     }
 
     /// A new connection was accepted; `nonce` must be fresh and random.
@@ -298,7 +298,8 @@ impl Coordinator {
             return;
         }
         self.parts[0] = Some(data);
-        self.round_wait = Some(Wait { what: "contributions to a round", deadline: now + allowed, allowed });
+        self.round_wait =
+            Some(Wait { what: "waiting for the contributions to a round", deadline: now + allowed, allowed });
         if let Some(rank) = self.slots.iter().position(|s| *s == Slot::Lost) {
             let rank = rank as u32;
             return self.fail(Error::PeerLost { rank }, RejectCode::PeerLost, rank);
@@ -321,7 +322,7 @@ impl Coordinator {
             self.reject(conn, RejectCode::Timeout, 0, "handshake not completed in time");
             self.drop_conn(
                 conn,
-                Error::Timeout { what: "a handshake", after: self.p.handshake_timeout, missing: vec![] },
+                Error::Timeout { op: "waiting for a handshake", after: self.p.handshake_timeout, missing: vec![] },
             );
         }
         if let Some(w) = self.join_wait {
@@ -329,13 +330,13 @@ impl Coordinator {
                 self.join_wait = None;
             } else if w.deadline <= now {
                 let missing = self.missing();
-                return self.fail(Error::Timeout { what: w.what, after: w.allowed, missing }, RejectCode::Timeout, 0);
+                return self.fail(Error::Timeout { op: w.what, after: w.allowed, missing }, RejectCode::Timeout, 0);
             }
         }
         if let Some(w) = self.round_wait {
             if w.deadline <= now {
                 let missing = (0..self.p.size).filter(|&r| self.parts[r as usize].is_none()).collect();
-                self.fail(Error::Timeout { what: w.what, after: w.allowed, missing }, RejectCode::Timeout, 0);
+                self.fail(Error::Timeout { op: w.what, after: w.allowed, missing }, RejectCode::Timeout, 0);
             }
         }
     }
@@ -616,7 +617,8 @@ impl Member {
     pub fn connected(&mut self, now: Instant, allowed: Duration) {
         if self.state == MState::Connecting {
             self.state = MState::AwaitChallenge;
-            self.wait = Some(Wait { what: "the coordinator's handshake", deadline: now + allowed, allowed });
+            self.wait =
+                Some(Wait { what: "waiting for the coordinator's handshake", deadline: now + allowed, allowed });
         }
     }
 
@@ -664,14 +666,15 @@ impl Member {
         self.out.push_back(Msg::Contribute { round: self.round, data }.encode());
         self.awaiting = true;
         // The coordinator's verdict names the missing ranks: give it a moment to arrive.
-        self.wait = Some(Wait { what: "a round's result", deadline: now + allowed + MEMBER_GRACE, allowed });
+        self.wait =
+            Some(Wait { what: "waiting for a round's result", deadline: now + allowed + MEMBER_GRACE, allowed });
     }
 
     /// The time passed.
     pub fn tick(&mut self, now: Instant) {
         if let Some(w) = self.wait {
             if !self.failed() && w.deadline <= now {
-                self.fail(Error::Timeout { what: w.what, after: w.allowed, missing: vec![] });
+                self.fail(Error::Timeout { op: w.what, after: w.allowed, missing: vec![] });
             }
         }
     }

@@ -373,7 +373,7 @@ fn connect_until(addr: SocketAddr, deadline: Instant, allowed: Duration) -> Resu
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(Error::Timeout {
-                what: "the coordinator to accept a connection",
+                op: "waiting for the coordinator to accept a connection",
                 after: allowed,
                 missing: vec![0],
             });

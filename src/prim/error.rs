@@ -11,21 +11,55 @@ static DESTROY_FAILURES: AtomicU64 = AtomicU64::new(0);
 ///
 /// A `Drop` cannot return the error. The object's resources are then left as
 /// they are: memory under a region whose deregistration failed is never freed
-/// (the device may still reach it). Debug builds also print each failure to
-/// standard error. A test or a long-running program can check that this stays 0.
+/// (the device may still reach it). Each failure is also reported: with the
+/// `log` feature as a `warn` record (target `rrddmma::prim::error`) naming the
+/// verb, the object and the errno; without it, debug builds print the same
+/// line to standard error. A test or a long-running program can check that
+/// this stays 0.
 pub fn destroy_failures() -> u64 {
     DESTROY_FAILURES.load(Ordering::Relaxed)
 }
 
-/// Records a failed destroy verb (see [`destroy_failures`]).
+/// The kind of object a destroy verb frees, for the report of its failure.
+fn destroyed_object(op: &str) -> &'static str {
+    match op {
+        "ibv_dealloc_pd" => "protection domain",
+        "ibv_destroy_comp_channel" => "completion channel",
+        "ibv_destroy_cq" => "completion queue",
+        "ibv_destroy_qp" => "queue pair",
+        "ibv_destroy_srq" => "shared receive queue",
+        "ibv_destroy_ah" => "address handle",
+        "ibv_dereg_mr" => "memory region",
+        "ibv_dealloc_mw" => "memory window",
+        "ibv_dealloc_td" => "thread domain",
+        "ibv_free_dm" => "device memory",
+        "ibv_close_xrcd" => "XRC domain",
+        "ibv_close_device" => "device context",
+        "ibv_exp_destroy_dct" => "DC target",
+        "rdma_destroy_id" => "CM id",
+        "munmap" => "RegisteredMem mapping",
+        _ => "object",
+    }
+}
+
+/// The report of a failed destroy: verb, object, errno, consequence.
+fn destroy_failure_message(op: &'static str, rc: i32) -> String {
+    let errno = i32::try_from(rc.unsigned_abs()).unwrap_or(libc::EIO);
+    format!(
+        "{op} failed in drop of a {}: {} (errno {errno}); its resources are left in place",
+        destroyed_object(op),
+        io::Error::from_raw_os_error(errno)
+    )
+}
+
+/// Records a failed destroy verb (see [`destroy_failures`]): counted, then
+/// reported through `log` (feature `log`) or, in debug builds, on standard error.
 pub(crate) fn count_destroy_failure(op: &'static str, rc: i32) {
     DESTROY_FAILURES.fetch_add(1, Ordering::Relaxed);
-    if cfg!(debug_assertions) {
-        let errno = if rc < 0 { -rc } else { rc };
-        eprintln!(
-            "rrddmma: {op} failed in drop: {}; its resources are left in place",
-            io::Error::from_raw_os_error(errno)
-        );
+    if cfg!(feature = "log") {
+        event!(warn, "{}", destroy_failure_message(op, rc));
+    } else if cfg!(debug_assertions) {
+        eprintln!("rrddmma: {}", destroy_failure_message(op, rc));
     }
 }
 
@@ -107,22 +141,15 @@ pub enum Error {
         /// What usually causes this refusal, from the port and its GID table.
         hint: Option<String>,
     },
-    /// A wait ended at its deadline.
+    /// A wait ended at its deadline. The same shape in every layer
+    /// (`wrap::aio::Error::Timeout`, `ctrl::Error::Timeout`); `Display`:
+    /// `{op}: timed out after {after:?}`.
     Timeout {
-        /// What was being waited for.
+        /// What was being awaited, as a phrase (`waiting for the connect
+        /// response (rdma_connect)`).
         op: &'static str,
-        /// How long was waited (zero when only the deadline is known).
-        waited: std::time::Duration,
-    },
-    /// Private data longer than the CM message carries (see
-    /// `prim::cm::private_data_max`).
-    PrivateDataTooLong {
-        /// `rdma_connect`, `rdma_accept` or `rdma_reject`.
-        op: &'static str,
-        /// Bytes given.
-        len: usize,
-        /// Bytes the message carries.
-        max: usize,
+        /// How long was allowed: from the start of the wait to its deadline.
+        after: std::time::Duration,
     },
     /// A CM event other than the one waited for (a rejection, an
     /// unreachable peer, an address or route error, a disconnect).
@@ -140,7 +167,9 @@ pub enum Error {
         /// The private data it carried (a reject's data from the peer).
         private_data: Vec<u8>,
     },
-    /// An argument out of its range.
+    /// An argument that only the device, the kernel or the environment can
+    /// judge is unusable (see the crate's error policy: an argument the
+    /// program wrote and can check alone panics instead).
     BadArgument {
         /// The operation.
         op: &'static str,
@@ -247,7 +276,10 @@ impl fmt::Display for Error {
             }
             Error::Unsupported { op, feature } => write!(f, "{op}: {feature} is not supported by this device"),
             Error::CapExceeded { what, asked, limit } => {
-                write!(f, "QP capacity {what} = {asked} is above the device's limit of {limit}")
+                write!(
+                    f,
+                    "QP capacity {what} = {asked} is above the device's limit of {limit}; ask for at most {limit}"
+                )
             }
             Error::Connect { qpn, to, errno, remote, gid_index, mtu, hint } => {
                 let from = match *to {
@@ -286,13 +318,7 @@ impl fmt::Display for Error {
                     }
                 }
             }
-            Error::Timeout { op, waited } if waited.is_zero() => write!(f, "{op}: timed out"),
-            Error::Timeout { op, waited } => write!(f, "{op}: timed out after {waited:?}"),
-            Error::PrivateDataTooLong { op, len, max } => write!(
-                f,
-                "{op}: {len} bytes of private data, but the CM message carries at most {max}; \
-                 send the rest over the connection"
-            ),
+            Error::Timeout { op, after } => write!(f, "{op}: timed out after {after:?}"),
             #[cfg(feature = "cm")]
             Error::CmEvent { op, expected, got, status, private_data } => {
                 write!(f, "{op}: got {got} (status {status}) instead of {expected}")?;
@@ -359,9 +385,7 @@ impl From<Error> for io::Error {
             Error::CapExceeded { .. } | Error::QpTransition { .. } => io::Error::new(io::ErrorKind::InvalidInput, e),
             Error::Unsupported { .. } => io::Error::new(io::ErrorKind::Unsupported, e),
             Error::Timeout { .. } => io::Error::new(io::ErrorKind::TimedOut, e),
-            Error::PrivateDataTooLong { .. } | Error::BadArgument { .. } => {
-                io::Error::new(io::ErrorKind::InvalidInput, e)
-            }
+            Error::BadArgument { .. } => io::Error::new(io::ErrorKind::InvalidInput, e),
             #[cfg(feature = "cm")]
             Error::CmEvent { got, .. } => {
                 let kind = match *got {
@@ -404,5 +428,45 @@ mod tests {
         assert_eq!(e.to_string(), "ibv_reg_mr: on-demand paging is not supported by this device");
         let e = Error::NoSupportedDevice { kernel_devices: vec![], static_providers: &[] };
         assert!(e.to_string().contains("the kernel has no RDMA device"), "{e}");
+    }
+}
+
+/// A failed destroy is reported through `log` when the feature is on
+/// (`cargo test --features log --lib destroy`). The only test of the library
+/// that installs a logger.
+#[cfg(all(test, feature = "log"))]
+mod destroy_log {
+    use std::sync::Mutex;
+
+    static RECORDS: Mutex<Vec<(log::Level, String, String)>> = Mutex::new(Vec::new());
+
+    struct Capture;
+
+    impl log::Log for Capture {
+        fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+            true
+        }
+        fn log(&self, r: &log::Record<'_>) {
+            RECORDS.lock().unwrap().push((r.level(), r.target().to_string(), r.args().to_string()));
+        }
+        fn flush(&self) {}
+    }
+
+    #[test]
+    fn a_failed_destroy_is_a_warning_naming_verb_object_and_errno() {
+        log::set_logger(&Capture).unwrap();
+        log::set_max_level(log::LevelFilter::Trace);
+        let before = super::destroy_failures();
+        // What `Drop for Pd` does when `ibv_dealloc_pd` says EBUSY.
+        super::count_destroy_failure("ibv_dealloc_pd", libc::EBUSY);
+        assert!(super::destroy_failures() > before);
+        let records = RECORDS.lock().unwrap();
+        let (level, target, msg) =
+            records.iter().find(|r| r.2.contains("ibv_dealloc_pd")).unwrap_or_else(|| panic!("{records:#?}"));
+        assert_eq!(*level, log::Level::Warn);
+        assert_eq!(target, "rrddmma::prim::error");
+        assert!(msg.starts_with("ibv_dealloc_pd failed in drop of a protection domain: "), "{msg}");
+        assert!(msg.contains(&format!("(errno {})", libc::EBUSY)), "{msg}");
+        assert!(msg.ends_with("its resources are left in place"), "{msg}");
     }
 }

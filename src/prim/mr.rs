@@ -112,8 +112,7 @@ impl Mr {
     /// Work requests and peers address the region by `iova`:
     /// [`Mr::addr`] is `iova`, [`Mr::sge`] and [`Mr::remote`] follow it.
     ///
-    /// Refused before any call, as [`Error::BadArgument`]: a zero `len`,
-    /// `offset + len` or `iova + len` past 64 bits. [`Error::Unsupported`]
+    /// [`Error::Unsupported`]
     /// (feature `dma-buf registration`) when the provider or kernel driver
     /// has none (rxe; MLNX_OFED 4.x). The kernel checks the rest: that
     /// `fd` is a dma-buf, that the range lies inside it, that the exporter
@@ -142,7 +141,7 @@ impl Mr {
         iova: u64,
         access: AccessFlags,
     ) -> Result<Mr> {
-        check_dmabuf_range(offset, len, iova)?;
+        check_dmabuf_range(offset, len, iova);
         #[cfg(rrddmma_mlnx_ofed4)]
         {
             let _ = (pd, fd, access);
@@ -228,28 +227,24 @@ impl Mr {
     }
 }
 
-/// The checks of [`Mr::register_dmabuf`] that need no device.
-fn check_dmabuf_range(offset: u64, len: usize, iova: u64) -> Result<()> {
-    const OP: &str = "ibv_reg_dmabuf_mr";
-    if len == 0 {
-        return Err(Error::BadArgument { op: OP, what: "length", why: "is 0; a region holds at least one byte" });
-    }
+/// The checks of [`Mr::register_dmabuf`] that need no device: the program
+/// wrote these values, so a bad one is a programming error (see the error
+/// policy in the crate docs), as a zero length is for `RegisteredMem`.
+///
+/// # Panics
+/// If `len` is 0, or `offset + len` or `iova + len` passes 2^64.
+fn check_dmabuf_range(offset: u64, len: usize, iova: u64) {
+    assert!(len > 0, "Mr::register_dmabuf: length is 0; a region holds at least one byte");
     let len = len as u64;
-    if offset.checked_add(len).is_none() {
-        return Err(Error::BadArgument {
-            op: OP,
-            what: "offset + length",
-            why: "passes 2^64; the range must lie inside the dma-buf",
-        });
-    }
-    if iova.checked_add(len).is_none() {
-        return Err(Error::BadArgument {
-            op: OP,
-            what: "iova + length",
-            why: "passes 2^64; the region's device addresses must fit in 64 bits (iova 0 is a common choice)",
-        });
-    }
-    Ok(())
+    assert!(
+        offset.checked_add(len).is_some(),
+        "Mr::register_dmabuf: offset {offset:#x} + length {len:#x} passes 2^64; the range must lie inside the dma-buf"
+    );
+    assert!(
+        iova.checked_add(len).is_some(),
+        "Mr::register_dmabuf: iova {iova:#x} + length {len:#x} passes 2^64; the region's device addresses \
+         must fit in 64 bits (iova 0 is a common choice)"
+    );
 }
 
 /// A peer's memory region: address, length and rkey, as exchanged out of band.
@@ -350,28 +345,24 @@ impl RemoteMr {
 #[cfg(test)]
 mod tests {
     use super::{check_dmabuf_range, RemoteMr};
-    use crate::prim::Error;
 
-    /// Lengths and offsets that cannot describe a region are refused before
-    /// any call, naming the argument.
+    /// Lengths and offsets that cannot describe a region panic before any
+    /// call, naming the argument, as a zero-length `RegisteredMem` does.
     #[test]
     fn dmabuf_ranges_are_checked_before_the_call() {
-        assert!(check_dmabuf_range(0, 4096, 0).is_ok());
-        assert!(check_dmabuf_range(u64::MAX - 4096, 4096, u64::MAX - 4096).is_ok());
+        check_dmabuf_range(0, 4096, 0);
+        check_dmabuf_range(u64::MAX - 4096, 4096, u64::MAX - 4096);
         let cases = [
-            (0, 0, 0, "length"),
-            (u64::MAX - 4095, 4097, 0, "offset + length"),
-            (u64::MAX, 1, 0, "offset + length"),
-            (0, 4096, u64::MAX - 10, "iova + length"),
+            (0, 0, 0, "length is 0"),
+            (u64::MAX - 4095, 4097, 0, "offset 0xfffffffffffff000 + length 0x1001 passes 2^64"),
+            (u64::MAX, 1, 0, "offset 0xffffffffffffffff + length 0x1 passes 2^64"),
+            (0, 4096, u64::MAX - 10, "iova 0xfffffffffffffff5 + length 0x1000 passes 2^64"),
         ];
         for (offset, len, iova, named) in cases {
-            let e = check_dmabuf_range(offset, len, iova).unwrap_err();
-            assert!(
-                matches!(e, Error::BadArgument { op: "ibv_reg_dmabuf_mr", what, .. } if what == named),
-                "({offset}, {len}, {iova}): {e:?}"
-            );
-            assert!(e.to_string().starts_with(&format!("ibv_reg_dmabuf_mr: {named} ")), "{e}");
-            assert_eq!(std::io::Error::from(e).kind(), std::io::ErrorKind::InvalidInput);
+            let p = std::panic::catch_unwind(|| check_dmabuf_range(offset, len, iova)).expect_err("must panic");
+            let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
+            let msg = msg.expect("a message");
+            assert!(msg.starts_with(&format!("Mr::register_dmabuf: {named}")), "({offset}, {len}, {iova}): {msg}");
         }
     }
 

@@ -96,9 +96,9 @@ impl CmConn {
 
 fn parts(id: &CmId, opts: &CmOpts) -> Result<(Pd, Cq, Cq, Qp)> {
     let name = id.device_name().ok_or(Error::BadArgument {
-        op: "creating the QP of a CM connection",
-        what: "CM id",
-        why: "is bound to no device",
+        op: "opening the device of an RDMA CM id",
+        what: "the id",
+        why: "is bound to no RDMA device: bind or resolve an address on an RDMA device's netdev",
     })?;
     let ctx = Context::open(&name)?;
     let pd = Pd::new(&ctx)?;

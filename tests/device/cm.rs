@@ -8,7 +8,7 @@ use rrddmma::prim::cm::{private_data_max, CmEventType, CmId, ConnParam, EventCha
 use rrddmma::prim::{Error, QpState, RecvWr, SendWr, WcStatus};
 use rrddmma::wrap::{accept_rc_cm, connect_rc_cm, CmConn, CmListener, CmOpts, RegisteredMem};
 
-use super::common::poll_one;
+use super::common::{panic_message, poll_one};
 
 /// The address the harness put on the CM device's netdev.
 fn cm_ip() -> IpAddr {
@@ -166,19 +166,19 @@ fn rejected_connect_surfaces_the_peers_private_data() {
 
 #[test]
 #[ignore = "needs the harness's CM device (RRDDMMA_CM_ADDR)"]
-fn oversize_private_data_is_refused_before_sending() {
+fn oversize_private_data_panics_before_sending() {
     let (l, addr) = listener();
     let too_long = vec![1u8; private_data_max::RC_CONNECT + 1];
-    let err = connect_rc_cm(addr, &CmOpts::default().private_data(too_long)).expect_err("too long");
-    assert!(matches!(err, Error::PrivateDataTooLong { len: 57, max: 56, .. }), "{err}");
-    // Exactly the limit goes through; an accept and a reject past theirs are refused.
+    let m = panic_message(|| connect_rc_cm(addr, &CmOpts::default().private_data(too_long)));
+    assert!(m.starts_with("rdma_connect: 57 bytes of private data") && m.contains("at most 56"), "{m}");
+    // Exactly the limit goes through; an accept and a reject past theirs panic.
     let server = std::thread::spawn(move || {
         let req = l.next_request(Instant::now() + Duration::from_secs(5)).unwrap();
-        let e = req.id().reject(&[0; private_data_max::RC_REJECT + 1]).expect_err("reject too long");
-        assert!(matches!(e, Error::PrivateDataTooLong { max: 148, .. }), "{e}");
+        let m = panic_message(|| req.id().reject(&[0; private_data_max::RC_REJECT + 1]));
+        assert!(m.contains("at most 148"), "{m}");
         let long = CmOpts::default().private_data(vec![2; private_data_max::RC_ACCEPT + 1]);
-        let e = req.accept(&long).expect_err("accept too long");
-        assert!(matches!(e, Error::PrivateDataTooLong { max: 196, .. }), "{e}");
+        let m = panic_message(|| req.accept(&long));
+        assert!(m.contains("at most 196"), "{m}");
     });
     let ok = vec![3u8; private_data_max::RC_CONNECT];
     let _ = connect_rc_cm(addr, &CmOpts::default().private_data(ok).timeout(Duration::from_secs(2)));
@@ -257,8 +257,8 @@ fn ud_parts(id: &CmId) -> (rrddmma::prim::Pd, rrddmma::prim::Cq, rrddmma::prim::
 fn uc_through_rdmacm_write_and_send() {
     use rrddmma::prim::{QpType, RemoteMr};
     let deadline = || Instant::now() + Duration::from_secs(5);
-    let e = CmId::new(&EventChannel::new().unwrap(), PortSpace::Uc).expect_err("UC ids are made bound");
-    assert!(e.to_string().contains("CmId::bound"), "{e}");
+    let m = panic_message(|| CmId::new(&EventChannel::new().unwrap(), PortSpace::Uc));
+    assert!(m.contains("CmId::bound"), "{m}");
 
     let sch = EventChannel::new().unwrap();
     let server = CmId::bound(&sch, PortSpace::Uc, SocketAddr::new(cm_ip(), 0)).unwrap();
@@ -275,8 +275,8 @@ fn uc_through_rdmacm_write_and_send() {
     client.expect(CmEventType::ROUTE_RESOLVED, deadline()).unwrap();
     let (cpd, ccq, cqp) = qp_parts(&client, QpType::UC);
     let too_long = vec![0u8; private_data_max::RC_CONNECT + 1];
-    let e = client.connect(&cqp, &ConnParam { private_data: &too_long, ..ConnParam::default() }).expect_err("long");
-    assert!(matches!(e, Error::PrivateDataTooLong { max: 56, .. }), "{e}");
+    let m = panic_message(|| client.connect(&cqp, &ConnParam { private_data: &too_long, ..ConnParam::default() }));
+    assert!(m.contains("at most 56"), "{m}");
     let uc = ConnParam { responder_resources: 0, initiator_depth: 0, ..ConnParam::default() };
     client.connect(&cqp, &ConnParam { private_data: b"uc hello", ..uc.clone() }).unwrap();
 
@@ -350,8 +350,8 @@ fn ud_through_rdmacm_address_handle_qpn_and_qkey_from_the_event() {
     client.expect(CmEventType::ROUTE_RESOLVED, deadline()).unwrap();
     let (cpd, ccq, cqp) = ud_parts(&client);
     let too_long = vec![0u8; private_data_max::UD_CONNECT + 1];
-    let e = client.connect(&cqp, &ConnParam { private_data: &too_long, ..ConnParam::default() }).expect_err("long");
-    assert!(matches!(e, Error::PrivateDataTooLong { max: 180, .. }), "{e}");
+    let m = panic_message(|| client.connect(&cqp, &ConnParam { private_data: &too_long, ..ConnParam::default() }));
+    assert!(m.contains("at most 180"), "{m}");
     client.connect(&cqp, &ConnParam { private_data: b"ud hello", ..ConnParam::default() }).unwrap();
 
     let mut req = server.expect(CmEventType::CONNECT_REQUEST, deadline()).unwrap();

@@ -126,3 +126,10 @@ impl Buf {
 pub fn opts(_ctx: &Context) -> ConnectOpts {
     ConnectOpts::default().access(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC)
 }
+
+/// The message of the panic `f` must raise (a programming error the
+/// library refuses before any call).
+pub fn panic_message<R>(f: impl FnOnce() -> R) -> String {
+    let p = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).err().expect("the call must panic");
+    p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+}

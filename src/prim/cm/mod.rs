@@ -171,6 +171,7 @@ impl EventChannel {
 
     /// The next event, waiting until `deadline`; [`Error::Timeout`] past it.
     pub fn wait(&self, deadline: Instant) -> Result<CmEvent> {
+        let allowed = deadline.saturating_duration_since(Instant::now());
         loop {
             match self.get() {
                 Err(Error::Verbs { errno, .. }) if errno == libc::EAGAIN => {}
@@ -178,7 +179,7 @@ impl EventChannel {
             }
             let now = Instant::now();
             if now >= deadline {
-                return Err(Error::Timeout { op: "waiting for a CM event", waited: Duration::ZERO });
+                return Err(Error::Timeout { op: "waiting for a CM event", after: allowed });
             }
             let ms = (deadline - now).as_millis().clamp(1, i32::MAX as u128) as i32;
             let mut pfd = libc::pollfd { fd: self.as_raw_fd(), events: libc::POLLIN, revents: 0 };
@@ -208,7 +209,8 @@ impl AsRawFd for EventChannel {
 /// Connection parameters of [`CmId::connect`] and [`CmId::accept`].
 #[derive(Clone, Debug)]
 pub struct ConnParam<'a> {
-    /// Private data for the peer (checked against the message's limit, see [`private_data_max`]).
+    /// Private data for the peer (at most the message's limit, see
+    /// [`private_data_max`]; a longer slice panics).
     pub private_data: &'a [u8],
     /// RDMA reads and atomics the peer may have outstanding at this side.
     pub responder_resources: u8,
@@ -321,36 +323,63 @@ unsafe fn from_sockaddr(sa: *const cmffi::sockaddr) -> Option<SocketAddr> {
     }
 }
 
-fn check_len(op: &'static str, data: &[u8], max: usize) -> Result<u8> {
-    if data.len() > max {
-        return Err(Error::PrivateDataTooLong { op, len: data.len(), max });
-    }
-    Ok(data.len() as u8)
+/// Private data's length for the CM message, which carries at most `max`
+/// bytes (see [`private_data_max`]).
+///
+/// # Panics
+/// If `data` is longer than `max`: the limits are fixed per message and port
+/// space, so a longer slice is a programming error.
+fn check_len(op: &'static str, data: &[u8], max: usize) -> u8 {
+    assert!(
+        data.len() <= max,
+        "{op}: {} bytes of private data, but the CM message carries at most {max} \
+         (prim::cm::private_data_max); send the rest over the connection",
+        data.len()
+    );
+    data.len() as u8
 }
 
-fn timeout_ms(op: &'static str, t: Duration) -> Result<i32> {
-    i32::try_from(t.as_millis()).ok().filter(|ms| *ms > 0).ok_or(Error::BadArgument {
-        op,
-        what: "timeout",
-        why: "must be between 1 ms and i32::MAX ms",
+/// A CM timeout in milliseconds.
+///
+/// # Panics
+/// If `t` is below 1 ms or above `i32::MAX` ms.
+fn timeout_ms(op: &'static str, t: Duration) -> i32 {
+    i32::try_from(t.as_millis()).ok().filter(|ms| *ms > 0).unwrap_or_else(|| {
+        panic!("{op}: timeout {t:?} is outside 1 ms..=i32::MAX ms; pass a timeout of at least 1 ms (2 s is usual)")
     })
+}
+
+/// Checks the exponent of [`CmId::set_ack_timeout`].
+///
+/// # Panics
+/// If `timeout` is above 31.
+fn check_ack_timeout(timeout: u8) {
+    assert!(
+        timeout <= 31,
+        "CmId::set_ack_timeout: timeout {timeout} is an exponent of 4.096 µs and must be 0..=31 (14 is 67 ms)"
+    );
+}
+
+/// Checks the port space of [`CmId::new`].
+///
+/// # Panics
+/// For [`PortSpace::Uc`], which `rdma_create_id` cannot make unbound.
+fn check_unbound_port_space(ps: PortSpace) {
+    assert!(
+        ps != PortSpace::Uc,
+        "CmId::new: port space Uc needs a bound id: use CmId::bound(channel, PortSpace::Uc, addr), with port 0 \
+         (and the unspecified address on the active side) for any"
+    );
 }
 
 impl CmId {
     /// A new, unbound id in port space `ps` on `channel` (`rdma_create_id`).
     ///
-    /// [`PortSpace::Uc`] ids cannot be made unbound (`rdma_create_id` gives
-    /// RC or UD ids only): this returns [`Error::BadArgument`]; use
-    /// [`CmId::bound`].
+    /// # Panics
+    /// For [`PortSpace::Uc`]: UC ids cannot be made unbound (`rdma_create_id`
+    /// gives RC or UD ids only); use [`CmId::bound`].
     pub fn new(channel: &EventChannel, ps: PortSpace) -> Result<CmId> {
-        if ps == PortSpace::Uc {
-            return Err(Error::BadArgument {
-                op: "rdma_create_id",
-                what: "port space Uc",
-                why: "needs a bound id: use CmId::bound(channel, PortSpace::Uc, addr), with port 0 (and the \
-                      unspecified address on the active side) for any",
-            });
-        }
+        check_unbound_port_space(ps);
         let mut raw = ptr::null_mut();
         // SAFETY: live channel; `raw` receives the id.
         let rc = unsafe { cmffi::rdma_create_id(channel.as_ptr(), &mut raw, ptr::null_mut(), ps.raw()) };
@@ -458,14 +487,11 @@ impl CmId {
     /// it the CM derives one from the path, which on RoCE can leave a
     /// request to a vanished peer unanswered for minutes. Set it before
     /// [`connect`](Self::connect) or [`accept`](Self::accept).
+    ///
+    /// # Panics
+    /// If `timeout` is above 31.
     pub fn set_ack_timeout(&self, timeout: u8) -> Result<()> {
-        if timeout > 31 {
-            return Err(Error::BadArgument {
-                op: "rdma_set_option(ACK_TIMEOUT)",
-                what: "timeout",
-                why: "is an exponent of 4.096 µs and must be 0..=31 (14 is 67 ms)",
-            });
-        }
+        check_ack_timeout(timeout);
         let mut v = timeout;
         // SAFETY: owned id; the option value is one byte, copied by the call.
         let rc = unsafe {
@@ -485,8 +511,11 @@ impl CmId {
 
     /// Starts resolving `dst` (and binding to a device); completes with an
     /// `ADDR_RESOLVED` or `ADDR_ERROR` event within `timeout`.
+    ///
+    /// # Panics
+    /// If `timeout` is below 1 ms or above `i32::MAX` ms.
     pub fn resolve_addr(&self, src: Option<SocketAddr>, dst: SocketAddr, timeout: Duration) -> Result<()> {
-        let ms = timeout_ms("rdma_resolve_addr", timeout)?;
+        let ms = timeout_ms("rdma_resolve_addr", timeout);
         let mut s = src.map(to_sockaddr);
         let mut d = to_sockaddr(dst);
         let sp = s.as_mut().map_or(ptr::null_mut(), |s| ptr::addr_of_mut!(*s).cast());
@@ -499,8 +528,11 @@ impl CmId {
     }
 
     /// Starts resolving the route; completes with `ROUTE_RESOLVED` or `ROUTE_ERROR` within `timeout`.
+    ///
+    /// # Panics
+    /// If `timeout` is below 1 ms or above `i32::MAX` ms.
     pub fn resolve_route(&self, timeout: Duration) -> Result<()> {
-        let ms = timeout_ms("rdma_resolve_route", timeout)?;
+        let ms = timeout_ms("rdma_resolve_route", timeout);
         // SAFETY: owned id.
         let rc = unsafe { cmffi::rdma_resolve_route(self.raw.as_ptr(), ms) };
         if rc != 0 {
@@ -524,7 +556,7 @@ impl CmId {
     /// for this id and of kind `want`; see [`CmEvent::expect`].
     pub fn expect(&self, want: CmEventType, deadline: Instant) -> Result<CmEvent> {
         let ev = self.channel.wait(deadline).map_err(|e| match e {
-            Error::Timeout { .. } => Error::Timeout { op: want.waiting_for(), waited: Duration::ZERO },
+            Error::Timeout { after, .. } => Error::Timeout { op: want.waiting_for(), after },
             e => e,
         })?;
         if ev.id_ptr() != self.raw.as_ptr() && ev.listen_id_ptr() != self.raw.as_ptr() {
@@ -590,9 +622,9 @@ impl CmId {
         qp.modify(&self.qp_attr(state)?)
     }
 
-    fn conn_param(&self, op: &'static str, qp: &Qp, p: &ConnParam<'_>, max: usize) -> Result<cmffi::rdma_conn_param> {
-        let len = check_len(op, p.private_data, max)?;
-        Ok(cmffi::rdma_conn_param {
+    fn conn_param(&self, op: &'static str, qp: &Qp, p: &ConnParam<'_>, max: usize) -> cmffi::rdma_conn_param {
+        let len = check_len(op, p.private_data, max);
+        cmffi::rdma_conn_param {
             private_data: if len == 0 { ptr::null() } else { p.private_data.as_ptr().cast() },
             private_data_len: len,
             responder_resources: p.responder_resources,
@@ -602,15 +634,19 @@ impl CmId {
             rnr_retry_count: p.rnr_retry_count.min(7),
             srq: 0,
             qp_num: qp.qpn(),
-        })
+        }
     }
 
     /// Sends a connect request (RC and UC: REQ; UD: SIDR REQ) for `qp`, after moving
     /// it to INIT. The route must be resolved. RC continues with a
     /// `CONNECT_RESPONSE` event, then [`establish`](Self::establish); UD ends
     /// with `ESTABLISHED` carrying the peer's [`UdParam`].
+    ///
+    /// # Panics
+    /// If the private data is longer than the message carries
+    /// ([`private_data_max`]).
     pub fn connect(&self, qp: &Qp, p: &ConnParam<'_>) -> Result<()> {
-        let mut param = self.conn_param("rdma_connect", qp, p, self.ps.limits().0)?;
+        let mut param = self.conn_param("rdma_connect", qp, p, self.ps.limits().0);
         self.modify_qp(qp, QpState::INIT)?;
         if self.ps == PortSpace::Ud {
             self.ud_ready(qp)?;
@@ -642,8 +678,12 @@ impl CmId {
     /// Accepts the connect request this id came with: moves `qp` to INIT,
     /// RTR and RTS (RC, UC) or INIT, RTR, RTS (UD) and replies. RC and UC end with an
     /// `ESTABLISHED` event.
+    ///
+    /// # Panics
+    /// If the private data is longer than the message carries
+    /// ([`private_data_max`]).
     pub fn accept(&self, qp: &Qp, p: &ConnParam<'_>) -> Result<()> {
-        let mut param = self.conn_param("rdma_accept", qp, p, self.ps.limits().1)?;
+        let mut param = self.conn_param("rdma_accept", qp, p, self.ps.limits().1);
         self.modify_qp(qp, QpState::INIT)?;
         match self.ps {
             PortSpace::Rc | PortSpace::Uc => {
@@ -668,8 +708,12 @@ impl CmId {
 
     /// Rejects the connect request this id came with, with private data for
     /// the peer (surfaced there by [`Error::CmEvent`]).
+    ///
+    /// # Panics
+    /// If the private data is longer than the message carries
+    /// ([`private_data_max`]).
     pub fn reject(&self, private_data: &[u8]) -> Result<()> {
-        let len = check_len("rdma_reject", private_data, self.ps.limits().2)?;
+        let len = check_len("rdma_reject", private_data, self.ps.limits().2);
         let p = if len == 0 { ptr::null() } else { private_data.as_ptr().cast() };
         // SAFETY: owned id from a connect request; the data is copied.
         let rc = unsafe { cmffi::rdma_reject(self.raw.as_ptr(), p, len) };
@@ -712,5 +756,47 @@ impl CmId {
             return Err(Error::last("rdma_leave_multicast"));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The panic message of `f`, which must panic.
+    fn panic_of(f: impl FnOnce() + std::panic::UnwindSafe) -> String {
+        let p = std::panic::catch_unwind(f).expect_err("must panic");
+        p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap()
+    }
+
+    /// Arguments the program wrote are checked before any call, and a bad
+    /// one panics saying what to fix (the error policy in `lib.rs`).
+    #[test]
+    fn argument_checks_panic_with_the_fix() {
+        assert_eq!(check_len("rdma_connect", &[0; 56], private_data_max::RC_CONNECT), 56);
+        assert_eq!(check_len("rdma_connect", &[], private_data_max::RC_CONNECT), 0);
+        let m = panic_of(|| {
+            check_len("rdma_connect", &[0; 57], private_data_max::RC_CONNECT);
+        });
+        assert!(m.starts_with("rdma_connect: 57 bytes of private data") && m.contains("at most 56"), "{m}");
+
+        assert_eq!(timeout_ms("rdma_resolve_addr", Duration::from_secs(2)), 2000);
+        assert_eq!(timeout_ms("rdma_resolve_addr", Duration::from_millis(1)), 1);
+        for bad in [Duration::ZERO, Duration::from_micros(999), Duration::from_millis(i32::MAX as u64 + 1)] {
+            let m = panic_of(move || {
+                timeout_ms("rdma_resolve_route", bad);
+            });
+            assert!(m.starts_with(&format!("rdma_resolve_route: timeout {bad:?} is outside")), "{m}");
+        }
+
+        check_ack_timeout(0);
+        check_ack_timeout(31);
+        let m = panic_of(|| check_ack_timeout(32));
+        assert!(m.contains("timeout 32") && m.contains("0..=31"), "{m}");
+
+        check_unbound_port_space(PortSpace::Rc);
+        check_unbound_port_space(PortSpace::Ud);
+        let m = panic_of(|| check_unbound_port_space(PortSpace::Uc));
+        assert!(m.contains("CmId::bound"), "{m}");
     }
 }

@@ -57,19 +57,25 @@ impl Events {
         // channel (a clone moved into the `AsyncFd`) lives, and `as_raw_fd`
         // always returns that descriptor.
         let fd = unsafe { AsyncFd::register_with_interest(ch.clone(), Interest::READABLE) };
-        Ok(Events(fd.map_err(|e| Error::Io(e.into_parts().1))?))
+        Ok(Events(fd.map_err(|e| Error::Io {
+            op: "register the RDMA CM event channel with the tokio reactor",
+            addr: None,
+            source: e.into_parts().1,
+        })?))
     }
 
     /// The next event, by `deadline` if there is one (`waiting` names what
     /// for, in the timeout error).
     async fn next(&self, deadline: Option<Instant>, waiting: &'static str) -> Result<CmEvent> {
+        let after = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         loop {
-            let mut ready = match deadline {
-                Some(d) => timeout_at(d, self.0.readable()).await.map_err(|_| {
-                    Error::Io(io::Error::new(io::ErrorKind::TimedOut, format!("RDMA CM: timed out {waiting}: is the peer listening, and is AioOpts::setup_timeout long enough?")))
-                })??,
-                None => self.0.readable().await?,
+            let readable = match (deadline, after) {
+                (Some(d), Some(after)) => {
+                    timeout_at(d, self.0.readable()).await.map_err(|_| Error::Timeout { op: waiting, after })?
+                }
+                _ => self.0.readable().await,
             };
+            let mut ready = readable.map_err(Error::io("wait on the RDMA CM event channel", None))?;
             match self.0.get_ref().get() {
                 Ok(ev) => return Ok(ev),
                 Err(e) if e.is_would_block() => ready.clear_ready(),
@@ -98,7 +104,11 @@ fn conn_param<'a>(o: &AioOpts, private_data: &'a [u8]) -> ConnParam<'a> {
 /// Opens the device the id is bound to and builds the endpoint's objects;
 /// the control QP goes to INIT with its receives posted.
 fn parts_on(id: &CmId, o: &AioOpts) -> Result<Parts> {
-    let dev = id.device_name().ok_or_else(|| Error::Protocol("the RDMA CM bound the id to no device".into()))?;
+    let dev = id.device_name().ok_or(crate::prim::Error::BadArgument {
+        op: "opening the device of an RDMA CM id",
+        what: "the id",
+        why: "is bound to no RDMA device: bind or resolve an address on an RDMA device's netdev",
+    })?;
     let p = Parts::new(Context::open(&dev)?, o)?;
     id.modify_qp(&p.ctrl_qp, QpState::INIT)?;
     p.post_ctrl_recvs()?;
@@ -134,9 +144,11 @@ impl CmListen {
     }
 
     pub fn local_addr(&self) -> Result<SocketAddr> {
-        self.id
-            .local_addr()
-            .ok_or_else(|| Error::Io(io::Error::new(io::ErrorKind::NotConnected, "the CM listener has no address")))
+        self.id.local_addr().ok_or_else(|| Error::Io {
+            op: "read the RDMA CM listener's address: the id has none",
+            addr: None,
+            source: io::ErrorKind::NotConnected.into(),
+        })
     }
 
     /// The next connect request, accepted. A request that is not an async
@@ -144,7 +156,7 @@ impl CmListen {
     /// and skipped.
     pub async fn accept(&self, o: &AioOpts) -> Result<RcEndpoint> {
         loop {
-            let mut ev = self.events.next(None, "for a connect request").await?;
+            let mut ev = self.events.next(None, "waiting for a connect request").await?;
             if ev.kind() != CmEventType::CONNECT_REQUEST {
                 continue;
             }

@@ -288,7 +288,8 @@ enum How {
 impl Listener {
     /// Listens on `addr` for peers' [`RcEndpoint::connect`].
     pub async fn bind(addr: impl ToSocketAddrs, opts: AioOpts) -> Result<Listener> {
-        Ok(Listener { how: How::Tcp(TcpListener::bind(addr).await?), opts })
+        let l = TcpListener::bind(addr).await.map_err(Error::io("listen for RcEndpoint connections over TCP", None))?;
+        Ok(Listener { how: How::Tcp(l), opts })
     }
 
     #[cfg(feature = "cm")]
@@ -299,7 +300,7 @@ impl Listener {
     /// The address it listens on.
     pub fn local_addr(&self) -> Result<SocketAddr> {
         match &self.how {
-            How::Tcp(t) => Ok(t.local_addr()?),
+            How::Tcp(t) => t.local_addr().map_err(Error::io("read the listener's address", None)),
             #[cfg(feature = "cm")]
             How::Cm(c) => c.local_addr(),
         }
@@ -311,7 +312,8 @@ impl Listener {
     pub async fn accept(&self) -> Result<RcEndpoint> {
         match &self.how {
             How::Tcp(t) => {
-                let (stream, _) = t.accept().await?;
+                let (stream, _) =
+                    t.accept().await.map_err(Error::io("accept an RcEndpoint connection", t.local_addr().ok()))?;
                 RcEndpoint::establish(stream, &self.opts).await
             }
             #[cfg(feature = "cm")]
@@ -420,11 +422,12 @@ impl Parts {
 impl RcEndpoint {
     /// Connects to a [`Listener`] at `addr`.
     pub async fn connect(addr: impl ToSocketAddrs, opts: &AioOpts) -> Result<RcEndpoint> {
-        let stream = TcpStream::connect(addr).await?;
+        let stream = TcpStream::connect(addr).await.map_err(Error::io("connect to an RcEndpoint listener", None))?;
         RcEndpoint::establish(stream, opts).await
     }
 
     async fn establish(mut tcp: TcpStream, o: &AioOpts) -> Result<RcEndpoint> {
+        let peer = tcp.peer_addr().ok();
         let p = Parts::new(Context::open(&o.device)?, o)?;
         let gid = o.connect.gid_index_on(&p.ctx)?;
         let active = p.ctx.query_port(o.port)?.active_mtu();
@@ -438,9 +441,9 @@ impl RcEndpoint {
         for m in &mine {
             out.extend_from_slice(&m.to_bytes());
         }
-        tcp.write_all(&out).await?;
+        tcp.write_all(&out).await.map_err(Error::io("send the QP numbers to the peer", peer))?;
         let mut theirs = [0u8; 2 * QpInfo::WIRE_LEN];
-        tcp.read_exact(&mut theirs).await?;
+        tcp.read_exact(&mut theirs).await.map_err(Error::io("read the peer's QP numbers", peer))?;
         let parse =
             |b: &[u8]| QpInfo::from_bytes(b.try_into().expect("29 bytes")).map_err(|e| Error::Protocol(e.to_string()));
         let (peer_data, peer_ctrl) = (parse(&theirs[..QpInfo::WIRE_LEN])?, parse(&theirs[QpInfo::WIRE_LEN..])?);
@@ -449,9 +452,9 @@ impl RcEndpoint {
         p.ctrl_qp.connect(&peer_ctrl.endpoint(), mine[1].psn, &copts)?;
         p.post_ctrl_recvs()?;
         // Both sides' receives are posted: either may send from now on.
-        tcp.write_all(b"R").await?;
+        tcp.write_all(b"R").await.map_err(Error::io("send the ready byte to the peer", peer))?;
         let mut ready = [0u8; 1];
-        tcp.read_exact(&mut ready).await?;
+        tcp.read_exact(&mut ready).await.map_err(Error::io("read the peer's ready byte", peer))?;
         if ready != *b"R" {
             return Err(Error::Protocol("the peer's ready byte is wrong".into()));
         }

@@ -1,6 +1,8 @@
 //! Errors of the async layer.
 
 use std::fmt;
+use std::net::SocketAddr;
+use std::time::Duration;
 
 use crate::prim::WcError;
 
@@ -8,16 +10,59 @@ use crate::prim::WcError;
 pub type Result<T> = std::result::Result<T, Error>;
 
 /// Why an async operation failed.
+///
+/// The crate's one chaining convention: `Verbs`, `Ctrl` and `Completion`
+/// wrap another layer's error whole and are transparent (they print as the
+/// inner error, and `source()` is the inner error's source); `Io` and `Alloc`
+/// print their context and leave the OS error to `source()`. So `{e}` with a
+/// walk of `source()` (or `anyhow`'s `{:#}`) shows every message exactly
+/// once, and a caller matches the inner error directly:
+///
+/// ```
+/// use rrddmma::ctrl;
+/// use rrddmma::wrap::aio::Error;
+/// fn peer_gone(e: &Error) -> bool {
+///     matches!(e, Error::Ctrl(ctrl::Error::PeerLost { .. }))
+///         || matches!(e, Error::Completion(wc) if wc.status == rrddmma::prim::WcStatus::RETRY_EXC_ERR)
+/// }
+/// # assert!(peer_gone(&Error::Ctrl(ctrl::Error::PeerLost { rank: 1 })));
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
-    /// Setting up or posting failed (the verbs layer's error).
+    /// Setting up or posting failed (the verbs layer's error, transparent).
     Verbs(crate::prim::Error),
+    /// The control plane failed (its error, transparent).
+    Ctrl(crate::ctrl::Error),
     /// The device completed the request with an error status (a vanished
-    /// peer gives `RETRY_EXC_ERR`, the requests after it `WR_FLUSH_ERR`).
+    /// peer gives `RETRY_EXC_ERR`, the requests after it `WR_FLUSH_ERR`);
+    /// transparent.
     Completion(WcError),
-    /// The TCP exchange that sets a connection up failed.
-    Io(std::io::Error),
+    /// Memory could not be allocated (as `wrap::Error::Alloc`).
+    Alloc {
+        /// Bytes asked for.
+        len: usize,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A socket operation of the set-up (the TCP exchange, or the RDMA CM's
+    /// event channel) failed.
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The peer or local address involved, if known.
+        addr: Option<SocketAddr>,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A set-up step ended at its deadline ([`AioOpts::setup_timeout`](super::AioOpts::setup_timeout)).
+    /// The same shape and `Display` as `prim::Error::Timeout`.
+    Timeout {
+        /// What was being awaited, as a phrase.
+        op: &'static str,
+        /// How long was allowed.
+        after: Duration,
+    },
     /// The peer broke the memory-region protocol or the set-up exchange.
     Protocol(String),
     /// The endpoint is closed: its QP is gone or its driver stopped.
@@ -31,12 +76,24 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// An [`Error::Io`] maker for `map_err`: `op` with the address, if known.
+    pub(crate) fn io(op: &'static str, addr: Option<SocketAddr>) -> impl FnOnce(std::io::Error) -> Error {
+        move |source| Error::Io { op, addr, source }
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Verbs(_) => f.write_str("verbs call failed"),
-            Error::Completion(_) => f.write_str("RDMA request failed"),
-            Error::Io(_) => f.write_str("connection set-up over TCP failed"),
+            Error::Verbs(e) => e.fmt(f),
+            Error::Ctrl(e) => e.fmt(f),
+            Error::Completion(e) => e.fmt(f),
+            // The OS error is the `source()`: printed by whoever walks the chain.
+            Error::Alloc { len, .. } => write!(f, "cannot map {len} bytes for the endpoint's memory pool"),
+            Error::Io { op, addr: Some(a), .. } => write!(f, "{op} ({a})"),
+            Error::Io { op, addr: None, .. } => write!(f, "{op}"),
+            Error::Timeout { op, after } => write!(f, "{op}: timed out after {after:?}"),
             Error::Protocol(what) => write!(f, "protocol violation by the peer: {what}"),
             Error::Closed => f.write_str("the endpoint is closed (its QP is gone or its driver stopped)"),
             Error::PoolExhausted { size, free } => write!(
@@ -51,9 +108,11 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Verbs(e) => Some(e),
-            Error::Completion(e) => Some(e),
-            Error::Io(e) => Some(e),
+            // Transparent: the chain goes on with the inner error's source.
+            Error::Verbs(e) => e.source(),
+            Error::Ctrl(e) => e.source(),
+            Error::Completion(e) => std::error::Error::source(e),
+            Error::Alloc { source, .. } | Error::Io { source, .. } => Some(source),
             _ => None,
         }
     }
@@ -65,19 +124,20 @@ impl From<crate::prim::Error> for Error {
     }
 }
 
+impl From<crate::ctrl::Error> for Error {
+    fn from(e: crate::ctrl::Error) -> Error {
+        Error::Ctrl(e)
+    }
+}
+
+/// Each of `wrap::Error`'s variants has its own here: nothing is erased.
 impl From<crate::wrap::Error> for Error {
     fn from(e: crate::wrap::Error) -> Error {
         match e {
             crate::wrap::Error::Verbs(v) => Error::Verbs(v),
-            // Kept whole (not its text), so its own source stays in the chain.
-            other => Error::Io(std::io::Error::other(other)),
+            crate::wrap::Error::Ctrl(c) => Error::Ctrl(c),
+            crate::wrap::Error::Alloc { len, source } => Error::Alloc { len, source },
         }
-    }
-}
-
-impl From<std::io::Error> for Error {
-    fn from(e: std::io::Error) -> Error {
-        Error::Io(e)
     }
 }
 
