@@ -21,6 +21,10 @@
 //! (the `#[doc(alias)]`, which takes only a literal); a compile-time check
 //! keeps the two equal. Values are never typed by hand.
 //!
+//! The C name of each constant (`WcStatus::IBV_WC_SUCCESS`) is there too,
+//! hidden and deprecated with a note naming the Rust constant, so code
+//! written against the C names compiles with a hint instead of an error.
+//!
 //! Everything is `#[inline(always)] const fn` except the name look-ups used
 //! by `Debug`/`Display`.
 
@@ -224,6 +228,13 @@ macro_rules! c_type {
                 #[doc = concat!("\n\n`", $alias, "`")]
                 #[doc(alias = $alias)]
                 pub const $c: $name = $name($crate::prim::cvalue::c_type!(@c $how $src $cc) as $int);
+            )*
+
+            $(
+                #[doc(hidden)]
+                #[deprecated(note = "a C name: use the Rust constant, the C name without its prefix (QpType::UD for IBV_QPT_UD; docs/upgrading.md)")]
+                #[allow(non_upper_case_globals)]
+                pub const $cc: $name = $name::$c;
             )*
 
             /// Each named constant: its Rust name and value.
