@@ -263,13 +263,13 @@ pub fn run(_args: &[String]) -> Result<()> {
         device::shell_words(&["bash", "-c", "echo \"a b\" && exit 3"]),
         |d| d.code == Some(3) && d.output.lines().any(|l| l == "a b"),
     ));
-    checks.extend(crate::perf::checks()?);
+    checks.extend(crate::perf_checks::checks()?);
     checks.extend(crate::examples::checks(place.device())?);
     checks.extend(crate::cm::checks()?);
     checks.extend(crate::aio::checks()?);
     // Last: they add devices and namespaces.
     checks.extend(crate::cluster::checks()?);
-    checks.extend(crate::perf::cluster_checks()?);
+    checks.extend(crate::perf_checks::cluster_checks()?);
     device::run_checks(&place, &checks, &mut tally)?;
 
     println!("\n{} passed, {} failed", tally.passed, tally.failed);
