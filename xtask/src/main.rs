@@ -18,6 +18,7 @@ mod bench;
 mod bench_verbs;
 mod bindings;
 mod callgrind;
+mod circles;
 mod cluster;
 mod cm;
 mod demo;

@@ -181,6 +181,7 @@ pub fn run(_args: &[String]) -> Result<()> {
         println!("{e}");
     }
     tally.check("bindings match the installed headers", drift.is_ok());
+    crate::circles::check(&mut tally);
 
     let (ok, host) = capture(&mut cargo(&["test", "--workspace"]));
     tally.add_run("host tests", ok, &host);
