@@ -446,8 +446,14 @@ mod tests {
                 ("a.rs", "use crate::root_item; pub fn g() { root_item() } #[cfg(test)] mod tests { use super::*; }"),
                 // Tests may reach across: b's test uses a, a uses b.
                 ("b.rs", "pub fn h() { crate::a::g() }"),
-                ("c/mod.rs", "mod d; pub use self::d::D; pub use d::E; pub struct F; fn f() -> crate::c::d::D { d::D }"),
-                ("c/d.rs", "pub struct D; pub struct E; fn f() -> super::F { super::F } #[cfg(test)] fn t() { crate::b::h() }"),
+                (
+                    "c/mod.rs",
+                    "mod d; pub use self::d::D; pub use d::E; pub struct F; fn f() -> crate::c::d::D { d::D }",
+                ),
+                (
+                    "c/d.rs",
+                    "pub struct D; pub struct E; fn f() -> super::F { super::F } #[cfg(test)] fn t() { crate::b::h() }",
+                ),
             ],
         );
         assert!(find(&dir, &["lib.rs"], &[]).unwrap().is_empty());

@@ -18,6 +18,7 @@ mod bench;
 mod bench_verbs;
 mod bindings;
 mod callgrind;
+mod capture;
 mod circles;
 mod cluster;
 mod cm;

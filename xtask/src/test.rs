@@ -9,25 +9,13 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::capture::{capture, executable};
 use crate::device::{self, Check};
 use crate::tally::Tally;
 use crate::{bindings, deps, root, show, Result};
 
 /// The pinned rdma-core tree for the static check: PyPI's pyverbs 59.0 sdist.
 const PYVERBS: &str = "pyverbs==59.0";
-
-/// Runs a command, prints its output, and returns (success, stdout+stderr).
-pub(crate) fn capture(cmd: &mut Command) -> (bool, String) {
-    eprintln!("$ {}", show(cmd));
-    match cmd.current_dir(root()).output() {
-        Ok(o) => {
-            let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-            print!("{text}");
-            (o.status.success(), text)
-        }
-        Err(e) => (false, format!("cannot run {}: {e}", show(cmd))),
-    }
-}
 
 fn cargo(args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO"));
@@ -56,15 +44,6 @@ fn device_binary(env: &[(&str, &str)], target_dir: Option<&str>) -> Result<PathB
     }
     executable(&String::from_utf8_lossy(&out.stdout), "device")
         .ok_or_else(|| "cargo named no executable for the device tests".into())
-}
-
-/// The executable that cargo's JSON messages (`--message-format=json`) name
-/// for the target `name`.
-pub(crate) fn executable(json: &str, name: &str) -> Option<PathBuf> {
-    json.lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["reason"] == "compiler-artifact" && v["target"]["name"] == name)
-        .find_map(|v| v["executable"].as_str().map(PathBuf::from))
 }
 
 /// Fetches the pinned rdma-core tree (cached under target/xtask).

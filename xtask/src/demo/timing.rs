@@ -97,7 +97,12 @@ pub(crate) fn timing_script(me: &str, reps: usize) -> String {
 }
 
 /// The timed runs' table, ratios and plot; returns the failed runs.
-pub(crate) fn timing_report(out: &str, place: &device::Place, reps: usize, exe: &std::path::Path) -> Result<Vec<String>> {
+pub(crate) fn timing_report(
+    out: &str,
+    place: &device::Place,
+    reps: usize,
+    exe: &std::path::Path,
+) -> Result<Vec<String>> {
     let items = demo_items();
     let dir = root().join("target/demo");
     // results[k] = (perftest values, rrddmma values), one slot per repetition.
