@@ -5,8 +5,8 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use super::device::Context;
-use super::domain::Td;
 use super::error::{Error, Result};
+use super::td::Td;
 use crate::bindings as ffi;
 
 struct PdInner {
