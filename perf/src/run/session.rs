@@ -4,20 +4,17 @@
 use std::time::Duration;
 
 use rrddmma::prim::{
-    AccessFlags, Ah, AhAttr, CompChannel, ConnectOpts, Context, Cq, CqBuilder, Endpoint, Gid, Pd, Qp, QpBuilder,
+    AccessFlags, Ah, AhAttr, CompChannel, ConnectOpts, Context, Cq, CqBuilder, Endpoint, Gid, Mtu, Pd, Qp, QpBuilder,
     QpCaps, QpType, RecvWr, SendWr, Sge, GRH_LEN,
 };
-
-use rrddmma::prim::Mtu;
 use rrddmma::wrap::{HugePages, MemOpts, RegisteredMem};
 
+use super::{err, Res};
 use crate::args::{Conn, Opts, Test, Verb};
 use crate::clock::Clock;
 use crate::oob::{Dest, Oob};
 use crate::payload;
 use crate::place;
-
-use super::{err, Res};
 use crate::ud::UdPeer;
 
 /// perftest's Q_Key of UD QPs (`DEF_QKEY`).

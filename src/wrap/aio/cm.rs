@@ -174,7 +174,7 @@ impl CmListen {
 }
 
 impl RcEndpoint {
-    /// Connects to a [`Listener::bind_cm`] at `addr` through the RDMA CM
+    /// Connects to a [`Listener::bind_cm`](super::Listener::bind_cm) at `addr` through the RDMA CM
     /// (address and route resolution, then REQ/REP/RTU with the control
     /// QP's numbers in the private data). The device is the one the route
     /// to `addr` leaves from; `opts.device`, `opts.port` and the GID and MTU
