@@ -1,14 +1,19 @@
 //! rrddmma: RDMA verbs for Rust, specialised for NVIDIA/Mellanox ConnectX NICs.
 //!
-//! Layers, each a module, arrows pointing down only:
+//! Layers, each a module; a module imports only the ones it builds on:
 //!
-//! | module | what it holds |
-//! |---|---|
-//! | [`ctrl`] | cluster control plane: configuration, rendezvous, endpoint exchange |
-//! | [`wrap`] | convenience set-ups over [`prim`] |
-//! | [`prim`] | thin, zero-cost verbs objects: devices, PD, MR, CQ, QP, work requests |
-//! | [`mlx5dv`] | ConnectX direct verbs |
-//! | [`bindings`] | FFI to libibverbs and mlx5dv, static inlines in Rust |
+//! | module | what it holds | builds on |
+//! |---|---|---|
+//! | [`wrap`] | convenience set-ups over [`prim`], meshes over [`ctrl`]'s session | [`ctrl`], [`prim`] |
+//! | [`ctrl`] | cluster control plane: configuration, rendezvous, endpoint exchange | [`prim`] |
+//! | [`mlx5dv`] | ConnectX direct verbs on [`prim`]'s objects | [`prim`], [`bindings`] |
+//! | [`prim`] | thin, zero-cost verbs objects: devices, PD, MR, CQ, QP, work requests | [`bindings`] |
+//! | [`bindings`] | FFI to libibverbs and mlx5dv, static inlines in Rust | |
+//!
+//! [`mlx5dv`] sits beside [`ctrl`] and [`wrap`], above [`prim`]: it takes a
+//! [`prim::Qp`] or [`prim::Cq`] and reaches into its queues; [`prim`] never
+//! imports it. Within each layer no two files import each other (`cargo
+//! xtask test` checks it).
 //!
 //! How the crate links to libibverbs is decided at build time by a probe
 //! (MLNX_OFED, pkg-config, or a static rdma-core build); [`build_info`] tells

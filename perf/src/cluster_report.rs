@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::cluster::ClusterOpts;
+use crate::cluster_opts::ClusterOpts;
 
 type Res<T> = Result<T, String>;
 
@@ -434,7 +434,7 @@ impl<'a> Report<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::parse;
+    use crate::cluster_opts::parse;
 
     #[test]
     fn fairness_and_round_trip() {

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use rrddmma::prim::cm::{CmEventType, CmId, ConnParam, EventChannel, PortSpace};
 use rrddmma::prim::{Ah, Cq, Mr, Pd, Qp, QpAttr, QpState, RecvWr, SendWr, Wc, GRH_LEN};
 
-use crate::run::UdPeer;
+use crate::ud::UdPeer;
 
 type Res<T> = Result<T, String>;
 

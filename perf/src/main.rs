@@ -8,6 +8,7 @@ mod alloc;
 mod args;
 mod clock;
 mod cluster;
+mod cluster_opts;
 mod cluster_report;
 mod cm;
 mod oob;
@@ -15,6 +16,7 @@ mod out;
 mod payload;
 mod place;
 mod run;
+mod ud;
 
 use std::process::ExitCode;
 
@@ -248,13 +250,13 @@ fn main() -> ExitCode {
     }
     let result = if argv[0] == "cluster" {
         if argv.iter().any(|a| a == "-h" || a == "--help") {
-            println!("{}", cluster::USAGE);
+            println!("{}", cluster_opts::USAGE);
             return ExitCode::SUCCESS;
         }
-        match cluster::parse(&argv[1..]) {
+        match cluster_opts::parse(&argv[1..]) {
             Ok(o) => cluster::run(&o),
             Err(e) => {
-                eprintln!("rrddmma-perf cluster: {e}\n\n{}", cluster::USAGE);
+                eprintln!("rrddmma-perf cluster: {e}\n\n{}", cluster_opts::USAGE);
                 return ExitCode::from(2);
             }
         }

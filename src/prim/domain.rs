@@ -1,5 +1,7 @@
-//! Thread domains and parent domains: present on ConnectX (mlx5), reported
-//! as [`Error::Unsupported`] by providers without them (rxe among them).
+//! Parent domains: present on ConnectX (mlx5), reported as
+//! [`Error::Unsupported`] by providers without them (rxe among them). The
+//! thread domain a parent domain may take is [`Td`] (its own module: a
+//! parent domain's [`Pd`] holds it, and `pd` does not import this module).
 //!
 //! A parent domain extends a PD; it is "completely interchangeable with the
 //! `struct ibv_pd` used to create it" (`ibv_alloc_parent_domain(3)`), so
@@ -13,72 +15,14 @@
 //! [`ParentDomain::with_td`] is `unsafe` and states that contract; a parent
 //! domain without a thread domain keeps every lock and is safe.
 
-use std::fmt;
 use std::ops::Deref;
 use std::ptr::{self, NonNull};
-use std::sync::Arc;
 
-use super::device::Context;
 use super::error::{Error, Result};
 use super::handle::{Destroy, Owned};
 use super::pd::Pd;
+use super::td::Td;
 use crate::bindings as ffi;
-
-pub(crate) struct TdInner {
-    ctx: Context,
-}
-
-// SAFETY: `ibv_dealloc_td` releases what the matching create verb made; a TD handle is only passed to thread-safe verbs calls (parent domain allocation, deallocation); the one-thread contract is on the objects created under it (see `ParentDomain::with_td`).
-unsafe impl Destroy for TdInner {
-    type Raw = ffi::ibv_td;
-    const VERB: &'static str = "ibv_dealloc_td";
-    unsafe fn destroy(&mut self, raw: NonNull<ffi::ibv_td>) -> i32 {
-        // SAFETY: the caller's contract.
-        unsafe { ffi::ibv_dealloc_td(raw.as_ptr()) }
-    }
-}
-
-/// A thread domain (`struct ibv_td`). Cloning shares it; freed when the last
-/// clone and the last parent domain using it are gone.
-///
-/// Alone it does nothing: it takes effect through a parent domain
-/// ([`ParentDomain::with_td`]).
-///
-/// # References
-/// `ibv_alloc_td(3)`
-#[derive(Clone)]
-pub struct Td(Arc<Owned<TdInner>>);
-
-impl fmt::Debug for Td {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Td").field("device", &self.0.ctx.name()).finish()
-    }
-}
-
-impl Td {
-    /// Allocates a thread domain. [`Error::Unsupported`] (feature
-    /// `thread-domain allocation`) when the provider has none.
-    pub fn alloc(ctx: &Context) -> Result<Td> {
-        let mut attr = ffi::ibv_td_init_attr { comp_mask: 0 };
-        // SAFETY: live context; `attr` is valid for the call.
-        let td = unsafe { ffi::ibv_alloc_td(ctx.as_ptr(), &mut attr) };
-        let td = NonNull::new(td).ok_or_else(|| Error::last("ibv_alloc_td").lacking("thread-domain allocation"))?;
-        Ok(Td(Arc::new(
-            // SAFETY: just made by its create verb, owned by nothing else.
-            unsafe { Owned::new(td, TdInner { ctx: ctx.clone() }) },
-        )))
-    }
-
-    /// The device context.
-    pub fn context(&self) -> &Context {
-        &self.0.ctx
-    }
-
-    /// The raw thread domain.
-    pub fn as_ptr(&self) -> *mut ffi::ibv_td {
-        self.0.as_ptr()
-    }
-}
 
 /// A parent domain: a [`Pd`] extended with an optional [`Td`]. Cloning
 /// shares it; it keeps its PD and TD alive, and every object created on it

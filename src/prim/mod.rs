@@ -26,6 +26,7 @@ mod port;
 mod qp;
 mod quirks;
 mod srq;
+mod td;
 mod values;
 mod wr;
 
@@ -34,7 +35,7 @@ pub use channel::CompChannel;
 pub use cq::{Cq, CqBuilder, ExWc, Poller, Wc, WcError, WcFlagsEx};
 pub use device::{device_names, Context};
 pub use dm::{Dm, Xrcd};
-pub use domain::{ParentDomain, Td};
+pub use domain::ParentDomain;
 #[allow(unused_imports)]
 pub(crate) use error::count_destroy_failure;
 pub use error::{destroy_failures, Error, Result};
@@ -48,6 +49,7 @@ pub use qp::{
     random_psn, AttrMask, ConnectOpts, Endpoint, Qp, QpAttr, QpBuilder, QpCaps, Refusal, Rule, SendOps, WrBatch,
 };
 pub use srq::{Srq, SrqBuilder};
+pub use td::Td;
 pub use wr::{RecvList, RecvWr, RemoteAddr, SendList, SendWr, Sge};
 
 pub use values::{

@@ -5,9 +5,9 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use super::device::Context;
-use super::domain::Td;
 use super::error::{Error, Result};
 use super::handle::{Destroy, Owned};
+use super::td::Td;
 use crate::bindings as ffi;
 
 pub(crate) struct PdInner {

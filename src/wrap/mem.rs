@@ -246,6 +246,22 @@ impl RegisteredMem {
         self.ptr.as_ptr()
     }
 
+    /// A raw pointer to the byte at `offset`, for code that hands the
+    /// memory to the device or reads it with volatile or atomic accesses
+    /// (benchmark loops polling for a peer's RDMA WRITE, payload checks).
+    /// The bounds are checked once here; what is done through the pointer
+    /// is the caller's (the type's documentation says what the device may
+    /// change under it).
+    ///
+    /// # Panics
+    /// If `offset` is not inside the memory.
+    #[inline]
+    pub fn ptr_at(&self, offset: usize) -> *mut u8 {
+        assert!(offset < self.len, "offset {offset} is outside the {} bytes of this RegisteredMem", self.len);
+        // SAFETY: `offset < len`: inside the live mapping.
+        unsafe { self.ptr.as_ptr().add(offset) }
+    }
+
     /// The token a peer needs to access the whole region remotely.
     pub fn remote(&self) -> RemoteMr {
         self.mr.remote()

@@ -91,6 +91,27 @@ fn registered_mem_ranges_are_checked() {
     m.sge(60..68);
 }
 
+/// `ptr_at` points at the byte `read` and `write` see, and refuses the
+/// first byte past the end.
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn registered_mem_ptr_at_is_the_byte_at_the_offset() {
+    let ctx = open_device();
+    let pd = Pd::new(&ctx).unwrap();
+    let mut m = RegisteredMem::new(&pd, 64).unwrap();
+    m.write(63, &[7]);
+    // SAFETY: inside the region; nothing is in flight on it.
+    assert_eq!(unsafe { m.ptr_at(63).read_volatile() }, 7);
+    // SAFETY: as above.
+    unsafe { m.ptr_at(5).write_volatile(9) };
+    let mut b = [0u8; 1];
+    m.read(5, &mut b);
+    assert_eq!(b, [9]);
+    assert_eq!(m.ptr_at(0), m.as_ptr());
+    let past = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m.ptr_at(64)));
+    assert!(past.is_err(), "ptr_at(64) on 64 bytes must panic");
+}
+
 #[test]
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn a_three_rank_mesh_writes_to_every_peer() {

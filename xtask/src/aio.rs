@@ -3,8 +3,8 @@
 
 use std::process::Command;
 
+use crate::capture::executable;
 use crate::device::Check;
-use crate::test::executable;
 use crate::{root, show, Result};
 
 const EXAMPLES: [&str; 3] = ["aio_hello", "aio_echo", "aio_events"];

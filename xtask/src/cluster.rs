@@ -5,9 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::capture::{capture, executable};
 use crate::device::Check;
 use crate::tally::Tally;
-use crate::test::{capture, executable};
 use crate::{root, Result};
 
 /// Fuzz targets of `fuzz/`, each run briefly from its committed corpus.

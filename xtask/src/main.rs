@@ -15,16 +15,22 @@
 
 mod aio;
 mod bench;
+mod bench_verbs;
 mod bindings;
+mod callgrind;
+mod capture;
+mod circles;
 mod cluster;
 mod cm;
+mod demo;
 mod deps;
 mod device;
 mod examples;
 mod inline_check;
 mod mlnx4;
 mod msrv;
-mod perf;
+mod pairs;
+mod perf_checks;
 mod tally;
 mod test;
 
@@ -132,11 +138,11 @@ fn main() -> ExitCode {
     let rest = &rest[..];
     let result = match task.as_str() {
         "test" => test::run(rest),
-        "demo" => perf::demo(rest),
+        "demo" => demo::demo(rest),
         "examples" => examples::run(rest),
-        "perf-checks" => perf::run_checks(rest),
+        "perf-checks" => perf_checks::run_checks(rest),
         "cm-examples" => cm::run(),
-        "bench-verbs" => perf::bench_verbs(rest),
+        "bench-verbs" => bench_verbs::bench_verbs(rest),
         "vm" => device::vm(rest),
         "bindings" => bindings::run(rest),
         "deps" => deps::ensure(),

@@ -10,8 +10,8 @@
 
 use std::process::Command;
 
+use crate::capture::capture;
 use crate::tally::Tally;
-use crate::test::capture;
 use crate::{root, show};
 
 /// The user-facing globals of MLNX_OFED 4.6 libibverbs' `src/libibverbs.map`

@@ -6,9 +6,9 @@
 use std::collections::BTreeSet;
 use std::process::Command;
 
+use crate::capture::capture;
 use crate::root;
 use crate::tally::Tally;
-use crate::test::capture;
 
 /// `major.minor` of a version string such as `1.82` or `1.82.0`.
 fn minor(v: &str) -> Option<(u32, u32)> {

@@ -9,25 +9,13 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::capture::{capture, executable};
 use crate::device::{self, Check};
 use crate::tally::Tally;
 use crate::{bindings, deps, root, show, Result};
 
 /// The pinned rdma-core tree for the static check: PyPI's pyverbs 59.0 sdist.
 const PYVERBS: &str = "pyverbs==59.0";
-
-/// Runs a command, prints its output, and returns (success, stdout+stderr).
-pub(crate) fn capture(cmd: &mut Command) -> (bool, String) {
-    eprintln!("$ {}", show(cmd));
-    match cmd.current_dir(root()).output() {
-        Ok(o) => {
-            let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-            print!("{text}");
-            (o.status.success(), text)
-        }
-        Err(e) => (false, format!("cannot run {}: {e}", show(cmd))),
-    }
-}
 
 fn cargo(args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO"));
@@ -56,15 +44,6 @@ fn device_binary(env: &[(&str, &str)], target_dir: Option<&str>) -> Result<PathB
     }
     executable(&String::from_utf8_lossy(&out.stdout), "device")
         .ok_or_else(|| "cargo named no executable for the device tests".into())
-}
-
-/// The executable that cargo's JSON messages (`--message-format=json`) name
-/// for the target `name`.
-pub(crate) fn executable(json: &str, name: &str) -> Option<PathBuf> {
-    json.lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["reason"] == "compiler-artifact" && v["target"]["name"] == name)
-        .find_map(|v| v["executable"].as_str().map(PathBuf::from))
 }
 
 /// Fetches the pinned rdma-core tree (cached under target/xtask).
@@ -181,6 +160,7 @@ pub fn run(_args: &[String]) -> Result<()> {
         println!("{e}");
     }
     tally.check("bindings match the installed headers", drift.is_ok());
+    crate::circles::check(&mut tally);
 
     let (ok, host) = capture(&mut cargo(&["test", "--workspace"]));
     tally.add_run("host tests", ok, &host);
@@ -263,13 +243,13 @@ pub fn run(_args: &[String]) -> Result<()> {
         device::shell_words(&["bash", "-c", "echo \"a b\" && exit 3"]),
         |d| d.code == Some(3) && d.output.lines().any(|l| l == "a b"),
     ));
-    checks.extend(crate::perf::checks()?);
+    checks.extend(crate::perf_checks::checks()?);
     checks.extend(crate::examples::checks(place.device())?);
     checks.extend(crate::cm::checks()?);
     checks.extend(crate::aio::checks()?);
     // Last: they add devices and namespaces.
     checks.extend(crate::cluster::checks()?);
-    checks.extend(crate::perf::cluster_checks()?);
+    checks.extend(crate::perf_checks::cluster_checks()?);
     device::run_checks(&place, &checks, &mut tally)?;
 
     println!("\n{} passed, {} failed", tally.passed, tally.failed);

@@ -16,7 +16,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 use tokio::time::{timeout_at, Instant};
 
-use super::endpoint::{AioOpts, Listener, Parts, RcEndpoint};
+use super::endpoint::{AioOpts, Parts, RcEndpoint};
 use super::error::{Error, Result};
 use crate::prim::cm::{CmEvent, CmEventType, CmId, ConnParam, EventChannel, PortSpace};
 use crate::prim::{Context, QpState};
@@ -123,7 +123,8 @@ fn ctrl_ready(id: &CmId, p: &Parts, peer: (u32, u32), my_psn: u32) -> Result<()>
     Ok(())
 }
 
-/// Accepts connections of [`RcEndpoint::connect_cm`] on an RDMA CM listener.
+/// Accepts connections of [`RcEndpoint::connect_cm`] on an RDMA CM listener
+/// (behind [`Listener::bind_cm`](super::Listener::bind_cm)).
 pub(super) struct CmListen {
     id: CmId,
     events: Events,
@@ -184,19 +185,8 @@ impl CmListen {
     }
 }
 
-impl Listener {
-    /// Listens on `addr` (port 0: any) for peers' [`RcEndpoint::connect_cm`],
-    /// through the RDMA CM: the address must be on an RDMA device's netdev
-    /// (RoCE) or IPoIB interface. The device is the one the address is on;
-    /// `opts.device`, `opts.port` and the GID and MTU of `opts.connect` are
-    /// not used (the CM chooses them).
-    pub async fn bind_cm(addr: SocketAddr, opts: AioOpts) -> Result<Listener> {
-        Ok(Listener::from_cm(CmListen::bind(addr)?, opts))
-    }
-}
-
 impl RcEndpoint {
-    /// Connects to a [`Listener::bind_cm`] at `addr` through the RDMA CM
+    /// Connects to a [`Listener::bind_cm`](super::Listener::bind_cm) at `addr` through the RDMA CM
     /// (address and route resolution, then REQ/REP/RTU with the control
     /// QP's numbers in the private data). The device is the one the route
     /// to `addr` leaves from; `opts.device`, `opts.port` and the GID and MTU

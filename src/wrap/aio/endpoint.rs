@@ -3,13 +3,12 @@
 
 use std::alloc::Layout;
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
+use tokio::net::{TcpStream, ToSocketAddrs};
 use tokio::sync::{mpsc, oneshot};
 
 use super::driver::{self, Shared, CONTROL_BIT};
@@ -23,6 +22,16 @@ use crate::prim::{
 
 /// Settings of an async endpoint: [`AioOpts::new`] with the device (no
 /// default can name it), then the setters.
+///
+/// | field | default ([`AioOpts::new`]) |
+/// |---|---|
+/// | `port` | 1 |
+/// | `pool_size` | 16 MiB: the registered pool `alloc_local_mr` and the peer's requests take from |
+/// | `caps` | 1,024 send and 1,024 receive requests, one entry each |
+/// | `cq_size` | 4,096 |
+/// | `connect` | [`ConnectOpts::default`] with remote read, write and atomic access granted |
+/// | `busy_poll` | `false`: the driver sleeps on the completion channel |
+/// | `setup_timeout` | 10 s: bound on each RDMA CM step of [`RcEndpoint::connect_cm`] and [`Listener::bind_cm`](super::Listener::bind_cm)'s accept |
 ///
 /// ```
 /// use rrddmma::wrap::aio::AioOpts;
@@ -270,58 +279,6 @@ impl std::fmt::Debug for Ctrl {
     }
 }
 
-/// Accepts [`RcEndpoint`]s on a TCP address ([`Listener::bind`]) or
-/// through the RDMA CM ([`Listener::bind_cm`], feature `cm`).
-#[derive(Debug)]
-pub struct Listener {
-    how: How,
-    opts: AioOpts,
-}
-
-#[derive(Debug)]
-enum How {
-    Tcp(TcpListener),
-    #[cfg(feature = "cm")]
-    Cm(super::cm::CmListen),
-}
-
-impl Listener {
-    /// Listens on `addr` for peers' [`RcEndpoint::connect`].
-    pub async fn bind(addr: impl ToSocketAddrs, opts: AioOpts) -> Result<Listener> {
-        let l = TcpListener::bind(addr).await.map_err(Error::io("listen for RcEndpoint connections over TCP", None))?;
-        Ok(Listener { how: How::Tcp(l), opts })
-    }
-
-    #[cfg(feature = "cm")]
-    pub(super) fn from_cm(l: super::cm::CmListen, opts: AioOpts) -> Listener {
-        Listener { how: How::Cm(l), opts }
-    }
-
-    /// The address it listens on.
-    pub fn local_addr(&self) -> Result<SocketAddr> {
-        match &self.how {
-            How::Tcp(t) => t.local_addr().map_err(Error::io("read the listener's address", None)),
-            #[cfg(feature = "cm")]
-            How::Cm(c) => c.local_addr(),
-        }
-    }
-
-    /// The next connection. Each accepted endpoint has its own QPs, CQ,
-    /// pool and driver task; accept in a loop and spawn a task per client
-    /// to serve many at once.
-    pub async fn accept(&self) -> Result<RcEndpoint> {
-        match &self.how {
-            How::Tcp(t) => {
-                let (stream, _) =
-                    t.accept().await.map_err(Error::io("accept an RcEndpoint connection", t.local_addr().ok()))?;
-                RcEndpoint::establish(stream, &self.opts).await
-            }
-            #[cfg(feature = "cm")]
-            How::Cm(c) => c.accept(&self.opts).await,
-        }
-    }
-}
-
 /// An endpoint's objects before its driver starts: built by both ways of
 /// connecting (TCP exchange, RDMA CM).
 pub(super) struct Parts {
@@ -420,13 +377,13 @@ impl Parts {
 }
 
 impl RcEndpoint {
-    /// Connects to a [`Listener`] at `addr`.
+    /// Connects to a [`Listener`](super::Listener) at `addr`.
     pub async fn connect(addr: impl ToSocketAddrs, opts: &AioOpts) -> Result<RcEndpoint> {
         let stream = TcpStream::connect(addr).await.map_err(Error::io("connect to an RcEndpoint listener", None))?;
         RcEndpoint::establish(stream, opts).await
     }
 
-    async fn establish(mut tcp: TcpStream, o: &AioOpts) -> Result<RcEndpoint> {
+    pub(super) async fn establish(mut tcp: TcpStream, o: &AioOpts) -> Result<RcEndpoint> {
         let peer = tcp.peer_addr().ok();
         let p = Parts::new(Context::open(&o.device)?, o)?;
         let gid = o.connect.gid_index_on(&p.ctx)?;

@@ -37,8 +37,10 @@ mod cm;
 mod driver;
 mod endpoint;
 mod error;
+mod listener;
 mod pool;
 
-pub use endpoint::{AioOpts, Listener, RcEndpoint, Received};
+pub use endpoint::{AioOpts, RcEndpoint, Received};
 pub use error::{Error, Result};
+pub use listener::Listener;
 pub use pool::{LocalMr, MrPool};

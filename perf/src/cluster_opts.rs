@@ -1,0 +1,240 @@
+//! `rrddmma-perf cluster`'s flags: the traffic pattern, the operation,
+//! sizes, QPs and threads, and the output files.
+
+use std::path::PathBuf;
+
+use crate::args::{num, text, Verb};
+
+type Res<T> = Result<T, String>;
+
+/// Bits of a `wr_id` that count requests; the unit index sits above them.
+pub(crate) const COUNT_BITS: u32 = 40;
+
+/// Which ranks send to which.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pattern {
+    /// Every rank to every other rank.
+    AllToAll,
+    /// Every rank to rank 0 (N→1).
+    Incast,
+    /// Rank 0 to every rank (1→N).
+    Outcast,
+    /// Rank i to rank i+1 (mod N): a permutation.
+    Ring,
+    /// Rank 0 probes rank 1 one request at a time while every other rank
+    /// streams to every rank.
+    Loaded,
+}
+
+impl Pattern {
+    pub fn name(self) -> &'static str {
+        match self {
+            Pattern::AllToAll => "all-to-all",
+            Pattern::Incast => "incast",
+            Pattern::Outcast => "outcast",
+            Pattern::Ring => "ring",
+            Pattern::Loaded => "loaded-latency",
+        }
+    }
+
+    /// The bandwidth flows (src, dst) of `n` ranks.
+    pub(crate) fn flows(self, n: u32) -> Vec<(u32, u32)> {
+        let all = (0..n).flat_map(|s| (0..n).map(move |d| (s, d))).filter(|(s, d)| s != d);
+        match self {
+            Pattern::AllToAll => all.collect(),
+            Pattern::Incast => (1..n).map(|s| (s, 0)).collect(),
+            Pattern::Outcast => (1..n).map(|d| (0, d)).collect(),
+            Pattern::Ring => (0..n).map(|s| (s, (s + 1) % n)).collect(),
+            Pattern::Loaded => all.filter(|(s, _)| *s != 0).collect(),
+        }
+    }
+}
+
+/// The cluster mode's flags.
+#[derive(Clone, Debug)]
+pub struct ClusterOpts {
+    pub pattern: Pattern,
+    pub verb: Verb,
+    /// Message sizes, run one after the other, each with its own phases.
+    pub sizes: Vec<usize>,
+    /// RC QPs per pair of ranks (each flow is spread over them).
+    pub qps: u32,
+    /// Threads per rank, each driving its share of the rank's QPs.
+    pub threads: u32,
+    pub iters: u64,
+    pub duration: Option<f64>,
+    pub depth: u32,
+    pub lat_samples: u32,
+    pub json: Option<PathBuf>,
+    pub csv: Option<PathBuf>,
+    pub svg: Option<PathBuf>,
+}
+
+pub const USAGE: &str = "\
+usage: rrddmma-perf cluster [FLAGS]     (on every rank: mpirun, srun, or RRDDMMA_HOSTS)
+  --pattern P          all-to-all (default), incast, outcast, ring, loaded-latency
+  --op OP              write (default), read, send, atomic
+  -s, --size BYTES     message size (4096; atomic 8), or a list: -s 64,4096,65536
+  -a, --all            sweep sizes 2 .. 2^23 (see --max-size)
+      --max-size BYTES largest size of a -a sweep (2^23)
+  -q, --qp N           RC QPs per pair of ranks; -n and -t count per QP (1)
+      --threads N      threads per rank, each driving its share of the QPs (1)
+  -n, --iters N        requests per QP of a flow (1000)
+  -D, --duration SECS  stream for SECS seconds per size instead (not with --op send)
+  -t, --tx-depth N     requests in flight per QP (16)
+      --lat-samples N  latency samples per flow (on its first QP) after the bandwidth phase (200)
+      --json FILE      results as JSON (rank 0)
+      --csv FILE       per-flow results as CSV (rank 0)
+      --svg FILE       heatmap of the matrix; FILE with -bars.svg: per-rank bar chart (rank 0)
+Rendezvous as rrddmma's ctrl session: RRDDMMA_COORDINATOR, RRDDMMA_HOSTS,
+RRDDMMA_DEVICES (see docs/perf.md).";
+
+/// A `-s` value: one size or a comma-separated list.
+fn size_list(v: &str) -> Res<Vec<usize>> {
+    v.split(',')
+        .map(|s| s.trim().parse().map_err(|_| format!("-s: {s:?} is not a valid size (a number, or a list: 64,4096)")))
+        .collect()
+}
+
+/// Parses the arguments after `cluster`.
+pub fn parse<I>(args: I) -> Res<ClusterOpts>
+where
+    I: IntoIterator,
+    I::Item: Into<std::ffi::OsString>,
+{
+    use lexopt::Arg::{Long, Short, Value};
+    let mut p = lexopt::Parser::from_args(args);
+    let mut o = ClusterOpts {
+        pattern: Pattern::AllToAll,
+        verb: Verb::Write,
+        sizes: Vec::new(),
+        qps: 1,
+        threads: 1,
+        iters: 1000,
+        duration: None,
+        depth: 16,
+        lat_samples: 200,
+        json: None,
+        csv: None,
+        svg: None,
+    };
+    let (mut all, mut max_size) = (false, 1usize << 23);
+    while let Some(arg) = p.next().map_err(|e| e.to_string())? {
+        match arg {
+            Long("pattern") => {
+                o.pattern = match text(&mut p, "--pattern")?.as_str() {
+                    "all-to-all" | "alltoall" => Pattern::AllToAll,
+                    "incast" => Pattern::Incast,
+                    "outcast" => Pattern::Outcast,
+                    "ring" | "permutation" => Pattern::Ring,
+                    "loaded-latency" | "loaded" => Pattern::Loaded,
+                    v => {
+                        return Err(format!(
+                            "--pattern {v:?}: expected all-to-all, incast, outcast, ring or loaded-latency"
+                        ))
+                    }
+                }
+            }
+            Long("op") => {
+                o.verb = match text(&mut p, "--op")?.as_str() {
+                    "write" => Verb::Write,
+                    "read" => Verb::Read,
+                    "send" => Verb::Send,
+                    "atomic" => Verb::Atomic,
+                    v => return Err(format!("--op {v:?}: expected write, read, send or atomic")),
+                }
+            }
+            Short('s') | Long("size") => o.sizes.extend(size_list(&text(&mut p, "-s")?)?),
+            Short('a') | Long("all") => all = true,
+            Long("max-size") => max_size = num(&mut p, "--max-size")?,
+            Short('q') | Long("qp") => o.qps = num(&mut p, "-q")?,
+            Long("threads") => o.threads = num(&mut p, "--threads")?,
+            Short('n') | Long("iters") => o.iters = num(&mut p, "-n")?,
+            Short('D') | Long("duration") => o.duration = Some(num(&mut p, "-D")?),
+            Short('t') | Long("tx-depth") => o.depth = num(&mut p, "-t")?,
+            Long("lat-samples") => o.lat_samples = num(&mut p, "--lat-samples")?,
+            Long("json") => o.json = Some(p.value().map_err(|e| format!("--json: {e}"))?.into()),
+            Long("csv") => o.csv = Some(p.value().map_err(|e| format!("--csv: {e}"))?.into()),
+            Long("svg") => o.svg = Some(p.value().map_err(|e| format!("--svg: {e}"))?.into()),
+            Value(v) => return Err(format!("unexpected argument {v:?}")),
+            Short(c) => return Err(format!("unknown flag -{c}")),
+            Long(f) => return Err(format!("unknown flag --{f}")),
+        }
+    }
+    if all {
+        if !o.sizes.is_empty() {
+            return Err("-a sweeps sizes itself: give -s or -a, not both".into());
+        }
+        if o.verb == Verb::Atomic {
+            return Err("atomic operations are 8 bytes: -a has nothing to sweep".into());
+        }
+        o.sizes = (1..24).map(|i| 1usize << i).take_while(|s| *s <= max_size).collect();
+        if o.sizes.is_empty() {
+            return Err(format!("--max-size {max_size}: a -a sweep starts at 2 bytes"));
+        }
+    } else if o.sizes.is_empty() {
+        o.sizes.push(0);
+    }
+    for s in &mut o.sizes {
+        *s = crate::args::message_size(o.verb, *s, 4096)?;
+    }
+    if o.sizes.len() > 64 {
+        return Err(format!("{} sizes: at most 64 per run", o.sizes.len()));
+    }
+    if o.iters == 0 || o.depth == 0 || o.lat_samples == 0 || o.qps == 0 || o.threads == 0 {
+        return Err("-n, -t, -q, --threads and --lat-samples must be at least 1".into());
+    }
+    if o.qps > 64 || o.threads > 64 {
+        return Err(format!("-q {} --threads {}: at most 64 each", o.qps, o.threads));
+    }
+    if o.iters >= 1 << COUNT_BITS {
+        return Err(format!("-n {}: at most 2^{COUNT_BITS} - 1", o.iters));
+    }
+    crate::args::check_duration(o.duration)?;
+    if o.verb == Verb::Send && o.pattern == Pattern::Loaded {
+        return Err("--pattern loaded-latency runs write, read or atomic probes".into());
+    }
+    if o.verb == Verb::Send && o.duration.is_some() {
+        return Err("--op send counts -n messages per QP at the receiver; -D is for write, read and atomic".into());
+    }
+    Ok(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_have_their_flows() {
+        assert_eq!(Pattern::AllToAll.flows(3).len(), 6);
+        assert_eq!(Pattern::Incast.flows(3), vec![(1, 0), (2, 0)]);
+        assert_eq!(Pattern::Outcast.flows(3), vec![(0, 1), (0, 2)]);
+        assert_eq!(Pattern::Ring.flows(3), vec![(0, 1), (1, 2), (2, 0)]);
+        assert!(!Pattern::Loaded.flows(3).iter().any(|f| f.0 == 0));
+    }
+
+    #[test]
+    fn flags_parse_with_getopt_forms() {
+        let o = parse(["--pattern=incast", "--op", "read", "-s64", "-n", "10"]).unwrap();
+        assert_eq!((o.pattern, o.verb, o.sizes.clone(), o.iters), (Pattern::Incast, Verb::Read, vec![64], 10));
+        assert_eq!((o.qps, o.threads), (1, 1));
+        assert!(parse(["--pattern", "star"]).unwrap_err().contains("expected all-to-all"));
+        assert!(parse(["--op", "send", "-D", "1"]).is_err());
+    }
+
+    #[test]
+    fn sizes_qps_and_threads() {
+        assert_eq!(parse::<[&str; 0]>([]).unwrap().sizes, vec![4096]);
+        let o = parse(["-s", "64,4096", "-s1024", "-q", "2", "--threads=3"]).unwrap();
+        assert_eq!((o.sizes, o.qps, o.threads), (vec![64, 4096, 1024], 2, 3));
+        assert_eq!(parse(["-a", "--max-size", "16"]).unwrap().sizes, vec![2, 4, 8, 16]);
+        assert_eq!(parse(["-a"]).unwrap().sizes.last(), Some(&(1 << 23)));
+        assert_eq!(parse(["--op", "atomic"]).unwrap().sizes, vec![8]);
+        assert!(parse(["--op", "atomic", "-a"]).unwrap_err().contains("8 bytes"));
+        assert!(parse(["--op", "atomic", "-s", "8,16"]).unwrap_err().contains("8 bytes"));
+        assert!(parse(["-a", "-s", "64"]).unwrap_err().contains("not both"));
+        assert!(parse(["-s", "64,x"]).unwrap_err().contains("\"x\" is not a valid size"));
+        assert!(parse(["-q", "0"]).unwrap_err().contains("at least 1"));
+        assert!(parse(["--threads", "65"]).unwrap_err().contains("at most 64"));
+    }
+}

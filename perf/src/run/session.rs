@@ -1,0 +1,362 @@
+//! The session a test runs on: the device, the registered buffer, the CQs
+//! and connected QPs, and the exchange with the peer.
+
+use std::time::Duration;
+
+use rrddmma::prim::{
+    AccessFlags, Ah, AhAttr, CompChannel, ConnectOpts, Context, Cq, CqBuilder, Endpoint, Gid, Mtu, Pd, Qp, QpBuilder,
+    QpCaps, QpType, RecvWr, SendWr, Sge, GRH_LEN,
+};
+use rrddmma::wrap::{HugePages, MemOpts, RegisteredMem};
+
+use super::{err, Res};
+use crate::args::{Conn, Opts, Test, Verb};
+use crate::clock::Clock;
+use crate::oob::{Dest, Oob};
+use crate::payload;
+use crate::place;
+use crate::ud::UdPeer;
+
+/// perftest's Q_Key of UD QPs (`DEF_QKEY`).
+pub(crate) const QKEY: u32 = 0x1111_1111;
+
+/// Round `v` up to a multiple of `a` (perftest's `INC`: at least one `a`).
+pub(crate) fn inc(v: usize, a: usize) -> usize {
+    v.max(1).div_ceil(a) * a
+}
+
+/// Everything a test runs on. Field order is drop order: QPs, then the
+/// registered buffer.
+pub struct Session {
+    pub qps: Vec<Qp>,
+    /// UD: how each QP reaches its peer (empty otherwise, and on a `-R`
+    /// server that only receives).
+    pub(crate) ud: Vec<UdPeer>,
+    /// With -R: the CM ids of the QPs (dropped after them: disconnects).
+    _cm: Option<crate::cm::Conns>,
+    pub cqs: Vec<Cq>,
+    pub recv_cq: Cq,
+    /// Every QP's source and target regions, registered.
+    pub mem: RegisteredMem,
+    pub oob: Oob,
+    pub my: Vec<Dest>,
+    pub rem: Vec<Dest>,
+    /// Bytes per QP region (perftest's `BUFF_SIZE`, cache-line rounded;
+    /// UD: one more cache line for the GRH).
+    pub slot: usize,
+    /// Where a received payload starts in a target region: 0, or on UD the
+    /// first cache line boundary at least [`GRH_LEN`] in (the GRH lands
+    /// just before it, as in perftest's receive buffers).
+    pub(crate) rx_payload: usize,
+    /// Bytes of each receive: the region, or on UD the GRH and the largest message.
+    pub(crate) rx_len: u32,
+    pub cycle: usize,
+    pub line: usize,
+    /// The clock of the latency samples.
+    pub clock: Clock,
+    pub ctx: Context,
+}
+
+/// Opens the device, talks to the peer and connects the QPs. Returns the
+/// options the run goes by: `o`, or on UD with the sizes cut to the path MTU.
+pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
+    // With -R the exchange comes first: its route names the device.
+    let cm_oob =
+        if o.rdma_cm { Some(Oob::open_cm(o.server.as_deref(), o.tcp_port, Duration::from_secs(30))?) } else { None };
+    let device = o.device.clone().or_else(|| cm_oob.as_ref().and_then(Oob::cm_device));
+    let ctx = match &device {
+        Some(d) => Context::open(d),
+        None => Context::open_first(),
+    }
+    .map_err(err("opening the device"))?;
+    // Pin before anything is allocated or registered (see `place`).
+    let placed = if let Some(c) = o.cpu {
+        place::pin(&[c])?;
+        format!("CPU {c}")
+    } else if o.numa {
+        match place::device_node(ctx.name()) {
+            Some(node) => {
+                place::pin(&place::node_cpus(node)?)?;
+                format!("NUMA node {node} (CPUs {:?})", place::current())
+            }
+            None => format!("not pinned: {} reports no NUMA node", ctx.name()),
+        }
+    } else {
+        String::new()
+    };
+    if !placed.is_empty() {
+        println!(" placement: {placed}");
+    }
+    let port = ctx.query_port(o.ib_port).map_err(err("querying the port"))?;
+    let dev = ctx.query_device().map_err(err("querying the device"))?;
+    let with_gid = port.is_ethernet() || o.gid_index.is_some();
+    let gid_index = match o.gid_index {
+        Some(i) => i,
+        None if port.is_ethernet() => ctx.roce_v2_gid_index(o.ib_port).map_err(err("reading the GID table"))?,
+        None => 0,
+    };
+    let mut mtu = port.active_mtu().to_raw();
+    if let Some(m) = o.mtu {
+        // `args` accepts only the five MTUs.
+        mtu = mtu.min(Mtu::from_bytes(m).unwrap_or(Mtu::MTU_4096).to_raw());
+    }
+
+    let mut oob = match cm_oob {
+        Some(c) => c,
+        None => Oob::open(o.server.as_deref(), o.tcp_port, Duration::from_secs(30))?,
+    };
+    let page = 4096u32;
+    let (cycle, line, mtu) = oob.preamble(o.dont_xchg_versions, page, 64, mtu)?;
+    let (cycle, line) = (cycle as usize, line as usize);
+    let mut fitted = o.clone();
+    if let Some(note) = crate::args::fit_ud(&mut fitted, 128 << mtu.clamp(1, 5))? {
+        eprintln!("{note}");
+    }
+    let o = &fitted;
+
+    let max_size = crate::args::sizes(o).into_iter().max().unwrap_or(o.size);
+    let ud = o.conn == Conn::Ud;
+    let rx_payload = if ud { inc(GRH_LEN, line) } else { 0 };
+    let slot = inc(max_size.max(cycle), line) + rx_payload;
+    let rx_len = if ud { max_size + GRH_LEN } else { slot } as u32;
+    let q = o.qps as usize;
+    let pd = Pd::new(&ctx).map_err(err("allocating a PD"))?;
+    let access =
+        AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
+    // A UC QP takes remote writes only (UC has no READ or atomics).
+    let qp_access = if o.conn == Conn::Uc { AccessFlags::REMOTE_WRITE } else { access };
+    // Page-aligned and zeroed; `--use_hugepages`: 2 MiB huge pages (`MAP_HUGETLB`).
+    let huge = if o.hugepages { HugePages::Explicit } else { HugePages::No };
+    let mem = RegisteredMem::with(&pd, slot * 2 * q, &MemOpts::default().huge(huge).access(access)).map_err(|e| {
+        if o.hugepages {
+            format!("--use_hugepages: {e} (reserve 2 MiB huge pages first, e.g. `echo 64 > /proc/sys/vm/nr_hugepages`)")
+        } else {
+            format!("allocating and registering memory: {e}")
+        }
+    })?;
+
+    let threads = o.threads as usize;
+    let per_thread = q.div_ceil(threads) as u32;
+    let cqs =
+        (0..threads).map(|_| new_cq(&ctx, (o.tx_depth * per_thread).max(2), o.events)).collect::<Res<Vec<_>>>()?;
+    let rx = if o.verb == Verb::Send { o.rx_depth.max(2) } else { 1 };
+    let recv_cq = new_cq(&ctx, rx * o.qps, o.events)?;
+    let caps = QpCaps::default()
+        .max_send_wr(o.tx_depth.max(o.post_list))
+        .max_recv_wr(rx)
+        .max_send_sge(1)
+        .max_recv_sge(1)
+        .max_inline_data(o.inline);
+    let qp_type = match o.conn {
+        Conn::Rc => QpType::RC,
+        Conn::Uc => QpType::UC,
+        Conn::Ud => QpType::UD,
+    };
+    let qps = (0..q)
+        .map(|i| QpBuilder::new(&pd, qp_type, &cqs[i % threads], &recv_cq).caps(caps).build())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(err("creating a QP"))?;
+
+    let out_reads = u32::try_from(dev.max_qp_rd_atom).unwrap_or(1).clamp(1, 16);
+    let gid = if with_gid {
+        Some(ctx.query_gid(o.ib_port, u32::from(gid_index)).map_err(err("reading the GID"))?.0)
+    } else {
+        None
+    };
+    // -R: the CM connects the QPs now, between two exchange messages
+    // (perftest's `create_rdma_cm_connection`); the CM picks the PSNs.
+    let mut cm_conns = None;
+    if oob.is_cm() {
+        let listener = if oob.is_client() { None } else { Some(crate::cm::listen(o.tcp_port, qps.len(), ud)?) };
+        oob.handshake(&Dest::default())?;
+        let wait = Duration::from_secs(30);
+        let rd = out_reads as u8;
+        // UD: the first target region holds the QP announcements meanwhile.
+        let cm_ud = ud.then(|| crate::cm::Ud {
+            pd: &pd,
+            mr: mem.mr(),
+            scratch: q * slot,
+            send_cqs: (0..q).map(|i| &cqs[i % threads]).collect(),
+            recv_cq: &recv_cq,
+            announce: o.test == Test::Lat || o.bidir,
+        });
+        let conns = match (listener, oob.cm_peer()) {
+            (Some(l), _) => crate::cm::accept(l, ctx.name(), &qps, rd, wait, cm_ud)?,
+            (None, Some(peer)) => crate::cm::connect(peer, ctx.name(), &qps, rd, wait, cm_ud)?,
+            (None, None) => return Err("rdma_cm: the exchange connection has no peer address".into()),
+        };
+        oob.handshake(&Dest::default())?;
+        cm_conns = Some(conns);
+    }
+    let cm_psns = cm_conns.as_ref().map(crate::cm::Conns::sq_psns);
+    let my: Vec<Dest> = qps
+        .iter()
+        .enumerate()
+        .map(|(i, qp)| Dest {
+            lid: port.lid(),
+            out_reads,
+            qpn: qp.qpn(),
+            // From the OS (getrandom), not the process id; with -R the CM's.
+            psn: cm_psns.as_ref().map_or_else(rrddmma::prim::random_psn, |p| p[i]),
+            rkey: mem.mr().rkey(),
+            vaddr: mem.mr().addr() + ((q + i) * slot) as u64,
+            gid,
+            srqn: 0,
+        })
+        .collect();
+
+    // perftest: one exchange before the per-QP ones in the latency tests
+    // other than SEND.
+    if o.test == Test::Lat && o.verb != Verb::Send {
+        oob.handshake(&my[0])?;
+    }
+    let mut rem = Vec::with_capacity(q);
+    for d in &my {
+        rem.push(oob.handshake(d)?);
+    }
+    // -R: the CM's peers (cm.rs); otherwise made below from the exchange.
+    let mut ud_peers = cm_conns.as_mut().map(|c| std::mem::take(&mut c.ud)).unwrap_or_default();
+    for (i, qp) in qps.iter().enumerate().filter(|_| cm_conns.is_none()) {
+        let r = &rem[i];
+        let remote = Endpoint { qpn: r.qpn, psn: r.psn, lid: r.lid, gid: Gid(r.gid.unwrap_or([0; 16])) };
+        if ud {
+            // perftest's UD set-up: RTS with its Q_Key, and an address
+            // handle to the peer (routed, hop limit 255, where GIDs are used).
+            qp.bring_up_ud(o.ib_port, 0, QKEY, my[i].psn).map_err(err("bringing the UD QP to RTS"))?;
+            let av = if remote.gid.is_zero() {
+                AhAttr::lid(o.ib_port, r.lid)
+            } else {
+                AhAttr::global(o.ib_port, gid_index, remote.gid).dlid(r.lid).hop_limit(255)
+            };
+            let ah = Ah::new(&pd, &av).map_err(err("creating the address handle"))?;
+            ud_peers.push(UdPeer { ah, qpn: r.qpn, qkey: QKEY });
+            continue;
+        }
+        let opts = ConnectOpts::default()
+            .port(o.ib_port)
+            .gid_index(Some(gid_index))
+            .mtu(rrddmma::prim::Mtu::from_raw(mtu))
+            .max_rd_atomic(r.out_reads.clamp(1, out_reads) as u8)
+            .max_dest_rd_atomic(out_reads as u8)
+            .access(qp_access);
+        qp.connect(&remote, my[i].psn, &opts).map_err(err("connecting the QP"))?;
+    }
+    // perftest's SEND tests: one exchange right after connecting.
+    if o.verb == Verb::Send {
+        oob.handshake(&my[0])?;
+    }
+    let mut s = Session {
+        qps,
+        ud: ud_peers,
+        _cm: cm_conns,
+        cqs,
+        recv_cq,
+        mem,
+        oob,
+        my,
+        rem,
+        slot,
+        rx_payload,
+        rx_len,
+        cycle,
+        line,
+        clock: Clock::detect(),
+        ctx,
+    };
+    // Payload checking: the bandwidth sources carry the positional pattern
+    // (WRITE: this side's source regions; READ: the regions the peer reads).
+    if o.check_payload && o.test == Test::Bw && matches!(o.verb, Verb::Write | Verb::Read) {
+        for i in 0..q {
+            let off = if o.verb == Verb::Write { s.local(i) } else { s.target(i) };
+            // SAFETY: the region lies in the buffer; nothing is posted yet.
+            unsafe { payload::fill(s.ptr(off), s.slot, 0, 0) };
+        }
+        if payload::corrupt_requested() {
+            let off = if o.verb == Verb::Write { s.local(0) } else { s.target(0) };
+            // SAFETY: as above.
+            unsafe { payload::flip(s.ptr(off)) };
+        }
+    }
+    if o.check_payload && o.test == Test::Lat && o.verb == Verb::Read {
+        // SAFETY: as above.
+        unsafe { payload::fill(s.ptr(s.target(0)), s.slot, 0, 0) };
+        if payload::corrupt_requested() {
+            // SAFETY: as above.
+            unsafe { payload::flip(s.ptr(s.target(0))) };
+        }
+    }
+    // Receives go up before the peer may send.
+    if o.verb == Verb::Send {
+        for i in 0..q {
+            for _ in 0..rx {
+                s.post_recv(i)?;
+            }
+        }
+    }
+    for i in 0..q {
+        let d = s.oob.handshake(&s.my[i])?;
+        s.rem[i] = d;
+    }
+    s.oob.handshake(&s.my[0])?;
+    Ok((s, fitted))
+}
+
+/// A CQ of `cqe` entries; with `-e` on a completion channel of its own and
+/// armed, as perftest arms its CQs before a test (perftest shares one
+/// channel between its CQs; one each tells every wake-up's CQ apart).
+pub(crate) fn new_cq(ctx: &Context, cqe: u32, events: bool) -> Res<Cq> {
+    if !events {
+        return Cq::new(ctx, cqe).map_err(err("creating a CQ"));
+    }
+    let ch = CompChannel::new(ctx).map_err(err("creating a completion channel"))?;
+    let cq = CqBuilder::new(ctx, cqe).channel(&ch).build().map_err(err("creating a CQ"))?;
+    cq.req_notify(false).map_err(err("ibv_req_notify_cq"))?;
+    Ok(cq)
+}
+
+impl Session {
+    /// The local (source) region of QP `i`.
+    pub(crate) fn local(&self, i: usize) -> usize {
+        i * self.slot
+    }
+
+    /// The target region of QP `i` (what the peer writes to).
+    pub(crate) fn target(&self, i: usize) -> usize {
+        (self.qps.len() + i) * self.slot
+    }
+
+    /// Where the payload of a message QP `i` received starts.
+    pub(crate) fn received(&self, i: usize) -> usize {
+        self.target(i) + self.rx_payload
+    }
+
+    /// A SEND of `sge` on QP `i`; on UD addressed to the peer's QP.
+    ///
+    /// # Panics
+    /// On a UD QP without a peer's address handle (a UD SEND without one
+    /// would hand the provider a null handle): only sides that learnt their
+    /// peer's address send.
+    pub(crate) fn send_wr<'a>(&'a self, i: usize, sge: &'a [Sge]) -> SendWr<'a> {
+        match self.ud.get(i) {
+            Some(p) => SendWr::send(sge).ud(&p.ah, p.qpn, p.qkey),
+            None => {
+                assert!(self.qps[i].qp_type() != QpType::UD, "UD QP {i} has no address handle to its peer to send to");
+                SendWr::send(sge)
+            }
+        }
+    }
+
+    pub(crate) fn post_recv(&self, i: usize) -> Res<()> {
+        // UD (the only transport with `rx_payload`): the GRH first, the
+        // payload from `received(i)` on.
+        let at = self.received(i) - if self.rx_payload == 0 { 0 } else { GRH_LEN };
+        let sges = [self.mem.mr().sge(at, self.rx_len)];
+        // SAFETY: the entry lies in the session's MR, alive as long as the QP.
+        unsafe { self.qps[i].post_recv(&mut [RecvWr::new(&sges, i as u64)]) }.map_err(err("ibv_post_recv"))
+    }
+
+    /// The byte at `off` of the buffer.
+    pub(crate) fn ptr(&self, off: usize) -> *mut u8 {
+        self.mem.ptr_at(off)
+    }
+}

@@ -1,0 +1,69 @@
+//! Thread domains (`ibv_alloc_td`): present on ConnectX (mlx5), reported
+//! as [`Error::Unsupported`] by providers without them (rxe among them).
+//! A thread domain takes effect through a parent domain
+//! ([`ParentDomain::with_td`](super::ParentDomain::with_td)).
+
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use super::device::Context;
+use super::error::{Error, Result};
+use super::handle::{Destroy, Owned};
+use crate::bindings as ffi;
+
+pub(crate) struct TdInner {
+    ctx: Context,
+}
+
+// SAFETY: `ibv_dealloc_td` releases what the matching create verb made; a TD handle is only passed to thread-safe verbs calls (parent domain allocation, deallocation); the one-thread contract is on the objects created under it (see `ParentDomain::with_td`).
+unsafe impl Destroy for TdInner {
+    type Raw = ffi::ibv_td;
+    const VERB: &'static str = "ibv_dealloc_td";
+    unsafe fn destroy(&mut self, raw: NonNull<ffi::ibv_td>) -> i32 {
+        // SAFETY: the caller's contract.
+        unsafe { ffi::ibv_dealloc_td(raw.as_ptr()) }
+    }
+}
+
+/// A thread domain (`struct ibv_td`). Cloning shares it; freed when the last
+/// clone and the last parent domain using it are gone.
+///
+/// Alone it does nothing: it takes effect through a parent domain
+/// ([`ParentDomain::with_td`](super::ParentDomain::with_td)).
+///
+/// # References
+/// `ibv_alloc_td(3)`
+#[derive(Clone)]
+pub struct Td(Arc<Owned<TdInner>>);
+
+impl fmt::Debug for Td {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Td").field("device", &self.0.ctx.name()).finish()
+    }
+}
+
+impl Td {
+    /// Allocates a thread domain. [`Error::Unsupported`] (feature
+    /// `thread-domain allocation`) when the provider has none.
+    pub fn alloc(ctx: &Context) -> Result<Td> {
+        let mut attr = ffi::ibv_td_init_attr { comp_mask: 0 };
+        // SAFETY: live context; `attr` is valid for the call.
+        let td = unsafe { ffi::ibv_alloc_td(ctx.as_ptr(), &mut attr) };
+        let td = NonNull::new(td).ok_or_else(|| Error::last("ibv_alloc_td").lacking("thread-domain allocation"))?;
+        Ok(Td(Arc::new(
+            // SAFETY: just made by its create verb, owned by nothing else.
+            unsafe { Owned::new(td, TdInner { ctx: ctx.clone() }) },
+        )))
+    }
+
+    /// The device context.
+    pub fn context(&self) -> &Context {
+        &self.0.ctx
+    }
+
+    /// The raw thread domain.
+    pub fn as_ptr(&self) -> *mut ffi::ibv_td {
+        self.0.as_ptr()
+    }
+}

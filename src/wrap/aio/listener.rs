@@ -1,0 +1,76 @@
+//! [`Listener`]: accepts [`RcEndpoint`]s, on a TCP address or through the
+//! RDMA CM. It sits above both ways of connecting (`endpoint`'s TCP
+//! exchange, `cm`'s CM events), which therefore never name it.
+
+use std::net::SocketAddr;
+
+use tokio::net::{TcpListener, ToSocketAddrs};
+
+#[cfg(feature = "cm")]
+use super::cm::CmListen;
+use super::endpoint::{AioOpts, RcEndpoint};
+use super::error::{Error, Result};
+
+/// Accepts [`RcEndpoint`]s on a TCP address ([`Listener::bind`]) or
+/// through the RDMA CM ([`Listener::bind_cm`], feature `cm`).
+#[derive(Debug)]
+pub struct Listener {
+    how: How,
+    opts: AioOpts,
+}
+
+#[derive(Debug)]
+enum How {
+    Tcp(TcpListener),
+    #[cfg(feature = "cm")]
+    Cm(CmListen),
+}
+
+impl Listener {
+    /// Listens on `addr` for peers' [`RcEndpoint::connect`].
+    pub async fn bind(addr: impl ToSocketAddrs, opts: AioOpts) -> Result<Listener> {
+        let l = TcpListener::bind(addr).await.map_err(Error::io("listen for RcEndpoint connections over TCP", None))?;
+        Ok(Listener { how: How::Tcp(l), opts })
+    }
+
+    #[cfg(feature = "cm")]
+    pub(super) fn from_cm(l: CmListen, opts: AioOpts) -> Listener {
+        Listener { how: How::Cm(l), opts }
+    }
+
+    /// The address it listens on.
+    pub fn local_addr(&self) -> Result<SocketAddr> {
+        match &self.how {
+            How::Tcp(t) => t.local_addr().map_err(Error::io("read the listener's address", None)),
+            #[cfg(feature = "cm")]
+            How::Cm(c) => c.local_addr(),
+        }
+    }
+
+    /// The next connection. Each accepted endpoint has its own QPs, CQ,
+    /// pool and driver task; accept in a loop and spawn a task per client
+    /// to serve many at once.
+    pub async fn accept(&self) -> Result<RcEndpoint> {
+        match &self.how {
+            How::Tcp(t) => {
+                let (stream, _) =
+                    t.accept().await.map_err(Error::io("accept an RcEndpoint connection", t.local_addr().ok()))?;
+                RcEndpoint::establish(stream, &self.opts).await
+            }
+            #[cfg(feature = "cm")]
+            How::Cm(c) => c.accept(&self.opts).await,
+        }
+    }
+}
+
+#[cfg(feature = "cm")]
+impl Listener {
+    /// Listens on `addr` (port 0: any) for peers' [`RcEndpoint::connect_cm`],
+    /// through the RDMA CM: the address must be on an RDMA device's netdev
+    /// (RoCE) or IPoIB interface. The device is the one the address is on;
+    /// `opts.device`, `opts.port` and the GID and MTU of `opts.connect` are
+    /// not used (the CM chooses them).
+    pub async fn bind_cm(addr: SocketAddr, opts: AioOpts) -> Result<Listener> {
+        Ok(Listener::from_cm(CmListen::bind(addr)?, opts))
+    }
+}

@@ -1,0 +1,70 @@
+//! `cargo xtask demo`: rrddmma-perf beside perftest on one device, timed
+//! ([`timing`]) and by userspace instructions per message ([`instr`]).
+
+mod instr;
+mod timing;
+
+use instr::{instr_report, instr_script};
+use timing::{timing_report, timing_script};
+
+use crate::device::{self, Step};
+use crate::pairs::binary;
+use crate::{root, Result};
+
+/// Repetitions of every demo measurement by default (tools alternate, the
+/// order flips every repetition); `--reps N` asks for more (at least 5).
+const REPS: usize = 5;
+
+/// `cargo xtask demo [--device NAME] [--reps N] [--no-instructions |
+/// --instructions-only]`: rrddmma-perf and perftest side by side, timed
+/// (see [`timing_script`]) and by userspace instructions per message (see
+/// [`instr_script`]).
+pub fn demo(args: &[String]) -> Result<()> {
+    let wanted = args.iter().position(|a| a == "--device").and_then(|i| args.get(i + 1));
+    let reps = match args.iter().position(|a| a == "--reps").and_then(|i| args.get(i + 1)) {
+        None => REPS,
+        Some(v) => match v.parse::<usize>() {
+            Ok(n) if n >= REPS => n,
+            _ => return Err(format!("demo --reps {v}: want a whole number of at least {REPS}").into()),
+        },
+    };
+    let instr = !args.iter().any(|a| a == "--no-instructions");
+    let timing = !args.iter().any(|a| a == "--instructions-only");
+    if !instr && !timing {
+        return Err("demo: --no-instructions and --instructions-only together leave nothing to run".into());
+    }
+    crate::deps::ensure()?;
+    let exe = binary()?;
+    let me = format!("'{}'", exe.display());
+    let place = device::locate(wanted.map(String::as_str))?;
+    let mut steps = Vec::new();
+    if timing {
+        eprintln!("demo: {}; {reps} alternating repetitions of each run", place.describe());
+        steps.push(Step { name: "demo".into(), command: timing_script(&me, reps) });
+    }
+    if instr {
+        eprintln!("demo: {}; instructions per message under callgrind (client side)", place.describe());
+        steps.push(Step { name: "instructions".into(), command: instr_script(&me) });
+    }
+    let done = device::run_steps(&place, &steps)?;
+    let dir = root().join("target/demo");
+    std::fs::create_dir_all(&dir)?;
+    let log: String = done.iter().map(|d| d.output.as_str()).collect();
+    std::fs::write(dir.join("runs.log"), &log)?;
+    let mut outputs = done.iter().map(|d| d.output.as_str());
+    let mut failures = Vec::new();
+    if timing {
+        failures.extend(timing_report(outputs.next().unwrap_or(""), &place, reps, &exe)?);
+    }
+    if instr {
+        failures.extend(instr_report(outputs.next().unwrap_or("")));
+    }
+    for f in &failures {
+        eprintln!("run failed: {f}");
+    }
+    println!("every run's output: {}", dir.join("runs.log").display());
+    if !failures.is_empty() {
+        return Err(format!("{} demo run(s) failed", failures.len()).into());
+    }
+    Ok(())
+}

@@ -1,0 +1,43 @@
+//! `cargo xtask perf-checks`: rrddmma-perf's device checks (perftest
+//! interoperability in both directions, zero allocations in measured loops,
+//! cluster mode); `cargo xtask test` runs them too.
+
+mod cluster;
+mod pair;
+mod verdict;
+
+pub use cluster::cluster_checks;
+pub use pair::checks;
+
+use crate::device;
+use crate::Result;
+
+/// `cargo xtask perf-checks [pair|cluster|rdma_cm] [--only TEXT]`:
+/// rrddmma-perf's device checks alone, the pairwise ones, the cluster-mode
+/// ones (last: they set up the namespace hosts) or the `-R` ones; with
+/// `--only`, those whose name contains TEXT.
+pub fn run_checks(args: &[String]) -> Result<()> {
+    let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1));
+    let which = args.first().map(String::as_str).filter(|w| *w != "--only");
+    let mut checks = if which == Some("cluster") { Vec::new() } else { checks()? };
+    if which == Some("rdma_cm") {
+        checks.retain(|c| c.step.name.starts_with("perf -R "));
+    } else if which != Some("pair") {
+        checks.extend(cluster_checks()?);
+    }
+    if let Some(text) = only {
+        checks.retain(|c| c.step.name.contains(text.as_str()));
+        if checks.is_empty() {
+            return Err(format!("perf-checks --only {text:?}: no check's name contains it").into());
+        }
+    }
+    let place = device::locate(None)?;
+    eprintln!("perf checks on {}", place.describe());
+    let mut tally = crate::tally::Tally::default();
+    device::run_checks(&place, &checks, &mut tally)?;
+    println!("\n{} passed, {} failed", tally.passed, tally.failed);
+    if tally.failed > 0 {
+        return Err(format!("{} failed", tally.failed).into());
+    }
+    Ok(())
+}
