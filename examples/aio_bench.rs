@@ -14,7 +14,7 @@ mod cli;
 use std::alloc::Layout;
 use std::time::{Duration, Instant};
 
-use rrddmma::prim::{AccessFlags, CompChannel, ConnectOpts, Context, Cq, CqBuilder, Pd, QpCaps, SendWr};
+use rrddmma::prim::{AccessFlags, CompChannel, ConnectOpts, Context, Cq, Pd, QpCaps, SendWr};
 use rrddmma::wrap::aio::{AioOpts, Listener, RcEndpoint};
 use rrddmma::wrap::{connected_rc_pair, RegisteredMem};
 
@@ -23,9 +23,9 @@ type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 /// Microseconds per operation of the synchronous path.
 fn sync_path(dev: &str, iters: usize, sleep: bool) -> Result<f64> {
     let ctx = Context::open(dev)?;
-    let pd = Pd::new(&ctx)?;
-    let ch = CompChannel::new(&ctx)?;
-    let cq: Cq = if sleep { CqBuilder::new(&ctx, 64).channel(&ch).build()? } else { Cq::new(&ctx, 64)? };
+    let pd = Pd::alloc(&ctx)?;
+    let ch = CompChannel::create(&ctx)?;
+    let cq: Cq = if sleep { Cq::builder(&ctx, 64).channel(&ch).build()? } else { Cq::create(&ctx, 64)? };
     let opts = ConnectOpts::default().access(AccessFlags::REMOTE_WRITE);
     let (a, _b) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 0, &opts)?;
     let mem = RegisteredMem::new(&pd, 128)?;

@@ -36,8 +36,8 @@ fn run() -> Result<String, Box<dyn std::error::Error>> {
         None => Context::open_first()?,
     };
     let port = 1;
-    let pd = Pd::new(&ctx)?;
-    let cq = Cq::new(&ctx, 2 * size)?;
+    let pd = Pd::alloc(&ctx)?;
+    let cq = Cq::create(&ctx, 2 * size)?;
     let mut mem = RegisteredMem::new(&pd, 2 * SLOT * size as usize)?;
     let connect = ConnectOpts::default().port(port).access(AccessFlags::REMOTE_WRITE);
     let qps = connect_rc_mesh(

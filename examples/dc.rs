@@ -33,8 +33,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(name) => Context::open(name)?,
         None => Context::open_first()?,
     };
-    let pd = Pd::new(&ctx)?;
-    let cq = Cq::new(&ctx, 16)?;
+    let pd = Pd::alloc(&ctx)?;
+    let cq = Cq::create(&ctx, 16)?;
     let srq = Srq::builder(&pd).max_wr(4).build()?;
     let opts = DctOpts::default().access(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ);
     let dct = match Dct::create(&pd, &cq, &srq, KEY, &opts) {
@@ -55,7 +55,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     } else {
         AhAttr::lid(1, port.lid())
     };
-    let ah = Ah::new(&pd, &path)?;
+    let ah = Ah::create(&pd, &path)?;
     let to = DctAddr::new(&ah, dct.dctn(), dct.key());
 
     let mut src: Vec<u8> = (0..LEN as u8).collect();

@@ -63,9 +63,9 @@ fn main() -> Res<()> {
     let len = u32::try_from(size)?;
     println!("device {} ({})", ctx.name(), rrddmma::build_info());
 
-    let pd = Pd::new(&ctx)?;
-    let cq = Cq::new(&ctx, DEPTH as u32)?;
-    let recv_cq = Cq::new(&ctx, DEPTH as u32)?;
+    let pd = Pd::alloc(&ctx)?;
+    let cq = Cq::create(&ctx, DEPTH as u32)?;
+    let recv_cq = Cq::create(&ctx, DEPTH as u32)?;
     let gid_index = ctx.roce_v2_gid_index(1)?;
     let opts =
         ConnectOpts::default().gid_index(Some(gid_index)).access(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ);

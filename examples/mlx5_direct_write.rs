@@ -27,8 +27,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("unsupported: {} is not an mlx5 device; direct WQE posting needs ConnectX", ctx.name());
         return Ok(());
     }
-    let pd = Pd::new(&ctx)?;
-    let cq = Cq::new(&ctx, 64)?;
+    let pd = Pd::alloc(&ctx)?;
+    let cq = Cq::create(&ctx, 64)?;
     let opts = ConnectOpts::default().access(AccessFlags::REMOTE_WRITE);
     let (qa, _qb) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 1, &opts)?;
     let mut src = vec![0x5au8; 64];

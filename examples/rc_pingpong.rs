@@ -20,7 +20,7 @@ use std::process::ExitCode;
 use pingpong_common::*;
 use rrddmma::bindings as ffi;
 use rrddmma::prim::{
-    AccessFlags, CompChannel, ConnectOpts, CqBuilder, Endpoint, Gid, Mr, Pd, QpBuilder, QpCaps, QpType, RecvWr, SendWr,
+    AccessFlags, CompChannel, ConnectOpts, Cq, Endpoint, Gid, Mr, Pd, Qp, QpCaps, QpType, RecvWr, SendWr,
 };
 
 fn main() -> ExitCode {
@@ -44,20 +44,20 @@ fn run(c: &Config) -> Res<()> {
     }
 
     let buf = Buf::new(size)?;
-    let channel = if c.events { Some(CompChannel::new(&ctx)?) } else { None };
-    let pd = Pd::new(&ctx)?;
+    let channel = if c.events { Some(CompChannel::create(&ctx)?) } else { None };
+    let pd = Pd::alloc(&ctx)?;
     // SAFETY: `buf` holds `size` bytes and is declared before `mr`, so it
     // outlives the registration; every request completes or is flushed
     // (QP destroyed) before `mr` is dropped, the QP being declared after it.
     let mr = unsafe { Mr::register(&pd, buf.ptr(), size, access)? };
-    let mut cq = CqBuilder::new(&ctx, c.rx_depth + 1);
+    let mut cq = Cq::builder(&ctx, c.rx_depth + 1);
     if let Some(ch) = &channel {
         cq = cq.channel(ch);
     }
     let cq = cq.build()?;
     let caps =
         QpCaps::default().max_send_wr(1).max_recv_wr(c.rx_depth).max_send_sge(1).max_recv_sge(1).max_inline_data(0);
-    let qp = QpBuilder::new(&pd, QpType::RC, &cq, &cq).caps(caps).build()?;
+    let qp = Qp::builder(&pd, QpType::RC, &cq, &cq).caps(caps).build()?;
 
     let sges = [mr.sge(0, c.size)];
     let post_recv = |n: u32| -> u32 {

@@ -10,8 +10,7 @@ use std::time::Duration;
 
 use rrddmma::ctrl::QpInfo;
 use rrddmma::prim::{
-    AccessFlags, CompChannel, ConnectOpts, Context, Cq, CqBuilder, Pd, Qp, QpCaps, RecvWr, SendWr, Srq, WcStatus,
-    GRH_LEN,
+    AccessFlags, CompChannel, ConnectOpts, Context, Cq, Pd, Qp, QpCaps, QpType, RecvWr, SendWr, Srq, WcStatus, GRH_LEN,
 };
 use rrddmma::wrap::{connected_rc_pair, RegisteredMem, UdEndpoint, UdOpts};
 
@@ -32,10 +31,10 @@ fn two_processes(dev: &str) -> Result<()> {
     let (mut tcp, _) = listener.accept()?;
 
     let ctx = Context::open(dev)?;
-    let pd = Pd::new(&ctx)?;
-    let cq = Cq::new(&ctx, 16)?;
+    let pd = Pd::alloc(&ctx)?;
+    let cq = Cq::create(&ctx, 16)?;
     let mem = RegisteredMem::new(&pd, 4096)?;
-    let qp = Qp::new_rc(&pd, &cq, &cq, QpCaps::default())?;
+    let qp = Qp::builder(&pd, QpType::RC, &cq, &cq).build()?;
     let gid_index = ctx.roce_v2_gid_index(1)?;
     let me = QpInfo::new(&qp.endpoint(1, gid_index, 100)?, gid_index, 1, ctx.query_port(1)?.active_mtu());
     tcp.write_all(&me.to_bytes())?;
@@ -59,10 +58,10 @@ fn two_processes(dev: &str) -> Result<()> {
 fn two_processes_client(dev: &str, port: u16) -> Result<()> {
     let mut tcp = TcpStream::connect(("127.0.0.1", port))?;
     let ctx = Context::open(dev)?;
-    let pd = Pd::new(&ctx)?;
-    let cq = Cq::new(&ctx, 16)?;
+    let pd = Pd::alloc(&ctx)?;
+    let cq = Cq::create(&ctx, 16)?;
     let mut mem = RegisteredMem::new(&pd, 4096)?;
-    let qp = Qp::new_rc(&pd, &cq, &cq, QpCaps::default())?;
+    let qp = Qp::builder(&pd, QpType::RC, &cq, &cq).build()?;
     let gid_index = ctx.roce_v2_gid_index(1)?;
     let me = QpInfo::new(&qp.endpoint(1, gid_index, 200)?, gid_index, 1, ctx.query_port(1)?.active_mtu());
     let mut peer = [0u8; QpInfo::WIRE_LEN];
@@ -93,8 +92,8 @@ fn two_processes_client(dev: &str, port: u16) -> Result<()> {
 fn remote_table(dev: &str) -> Result<()> {
     const ENTRY: usize = 64;
     let ctx = Context::open(dev)?;
-    let pd = Pd::new(&ctx)?;
-    let cq = Cq::new(&ctx, 64)?;
+    let pd = Pd::alloc(&ctx)?;
+    let cq = Cq::create(&ctx, 64)?;
     let opts = ConnectOpts::default().access(AccessFlags::REMOTE_READ);
     let (reader, _owner_qp) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 0, &opts)?;
 
@@ -132,8 +131,8 @@ fn remote_table(dev: &str) -> Result<()> {
 fn ud_srq(dev: &str) -> Result<()> {
     const SLOT: usize = GRH_LEN + 64;
     let ctx = Context::open(dev)?;
-    let pd = Pd::new(&ctx)?;
-    let cq = Cq::new(&ctx, 64)?;
+    let pd = Pd::alloc(&ctx)?;
+    let cq = Cq::create(&ctx, 64)?;
     let srq = Srq::builder(&pd).max_wr(16).build()?;
     let mut server = UdEndpoint::with_opts(&pd, &cq, &cq, &UdOpts::default().srq(Some(srq.clone())))?;
     let mut client = UdEndpoint::with_opts(&pd, &cq, &cq, &UdOpts::default())?;
@@ -197,9 +196,9 @@ fn ud_srq(dev: &str) -> Result<()> {
 /// channel; `wait_one` polls, arms, and sleeps until the event.
 fn wait_without_spinning(dev: &str) -> Result<()> {
     let ctx = Context::open(dev)?;
-    let pd = Pd::new(&ctx)?;
-    let channel = CompChannel::new(&ctx)?;
-    let cq = CqBuilder::new(&ctx, 16).channel(&channel).build()?;
+    let pd = Pd::alloc(&ctx)?;
+    let channel = CompChannel::create(&ctx)?;
+    let cq = Cq::builder(&ctx, 16).channel(&channel).build()?;
     let opts = ConnectOpts::default().access(AccessFlags::REMOTE_WRITE);
     let (a, _b) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 0, &opts)?;
     let mem = RegisteredMem::new(&pd, 128)?;
@@ -241,8 +240,8 @@ fn gid_and_mtu(dev: &str) -> Result<()> {
 /// region registered without REMOTE_READ.
 fn error_completions(dev: &str) -> Result<()> {
     let ctx = Context::open(dev)?;
-    let pd = Pd::new(&ctx)?;
-    let cq = Cq::new(&ctx, 16)?;
+    let pd = Pd::alloc(&ctx)?;
+    let cq = Cq::create(&ctx, 16)?;
     let opts = ConnectOpts::default().access(AccessFlags::REMOTE_READ);
     let (a, _b) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 0, &opts)?;
     let local = RegisteredMem::new(&pd, 64)?;

@@ -19,9 +19,7 @@ mod pingpong_common;
 use std::process::ExitCode;
 
 use pingpong_common::*;
-use rrddmma::prim::{
-    AccessFlags, Ah, AhAttr, CompChannel, CqBuilder, Gid, Mr, Pd, QpBuilder, QpCaps, QpType, RecvWr, SendWr,
-};
+use rrddmma::prim::{AccessFlags, Ah, AhAttr, CompChannel, Cq, Gid, Mr, Pd, Qp, QpCaps, QpType, RecvWr, SendWr};
 
 /// Bytes of room for the GRH in front of every received message.
 const GRH: usize = 40;
@@ -43,20 +41,20 @@ fn run(c: &Config) -> Res<()> {
     }
 
     let buf = Buf::new(size + GRH)?;
-    let channel = if c.events { Some(CompChannel::new(&ctx)?) } else { None };
-    let pd = Pd::new(&ctx)?;
+    let channel = if c.events { Some(CompChannel::create(&ctx)?) } else { None };
+    let pd = Pd::alloc(&ctx)?;
     // SAFETY: `buf` holds `size + GRH` bytes and is declared before `mr`, so
     // it outlives the registration; every request completes or is flushed
     // (QP destroyed) before `mr` is dropped, the QP being declared after it.
     let mr = unsafe { Mr::register(&pd, buf.ptr(), size + GRH, AccessFlags::LOCAL_WRITE)? };
-    let mut cq = CqBuilder::new(&ctx, c.rx_depth + 1);
+    let mut cq = Cq::builder(&ctx, c.rx_depth + 1);
     if let Some(ch) = &channel {
         cq = cq.channel(ch);
     }
     let cq = cq.build()?;
     let caps =
         QpCaps::default().max_send_wr(1).max_recv_wr(c.rx_depth).max_send_sge(1).max_recv_sge(1).max_inline_data(0);
-    let qp = QpBuilder::new(&pd, QpType::UD, &cq, &cq).caps(caps).build()?;
+    let qp = Qp::builder(&pd, QpType::UD, &cq, &cq).caps(caps).build()?;
     let inline = qp.caps().get_max_inline_data() >= c.size;
     let psn = random_psn();
     // A UD QP needs no peer to reach RTS.
@@ -98,7 +96,7 @@ fn run(c: &Config) -> Res<()> {
             Some(g) => AhAttr::global(c.ib_port, c.gid_idx.unwrap_or(0), g).dlid(r.lid).hop_limit(1),
             None => AhAttr::lid(c.ib_port, r.lid),
         };
-        ah = Some(Ah::new(&pd, &attr.sl(c.sl)).map_err(|e| format!("Failed to create AH: {e}"))?);
+        ah = Some(Ah::create(&pd, &attr.sl(c.sl)).map_err(|e| format!("Failed to create AH: {e}"))?);
         Ok(())
     };
     let remote = match &c.server {

@@ -20,8 +20,8 @@
 mod cli;
 
 use rrddmma::prim::{
-    AccessFlags, CompChannel, ConnectOpts, Context, Cq, CqBuilder, Error, Mr, Pd, Qp, QpBuilder, QpCaps, QpType,
-    RecvList, RecvWr, SendList, SendOps, SendWr, Wc, WcFlagsEx,
+    AccessFlags, CompChannel, ConnectOpts, Context, Cq, Error, Mr, Pd, Qp, QpCaps, QpType, RecvList, RecvWr, SendList,
+    SendOps, SendWr, Wc, WcFlagsEx,
 };
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -123,24 +123,24 @@ fn main() -> Res<()> {
     let batch: usize = batch.parse()?;
     let iters: usize = iters.parse()?;
     let ctx = Context::open(dev)?;
-    let pd = Pd::new(&ctx)?;
-    let ch = CompChannel::new(&ctx)?;
-    let mut cqb = CqBuilder::new(&ctx, 64).channel(&ch);
+    let pd = Pd::alloc(&ctx)?;
+    let ch = CompChannel::create(&ctx)?;
+    let mut cqb = Cq::builder(&ctx, 64).channel(&ch);
     if kind == "cqex" {
         cqb = cqb.extended(WcFlagsEx::default());
     }
     let cq = cqb.build()?;
-    let rcq = Cq::new(&ctx, 64)?;
+    let rcq = Cq::create(&ctx, 64)?;
     let access =
         AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
     let opts = ConnectOpts::default().access(access);
     let caps = QpCaps::default().max_send_wr(64).max_recv_wr(64);
-    let mut qb = QpBuilder::new(&pd, QpType::RC, &cq, &rcq).caps(caps);
+    let mut qb = Qp::builder(&pd, QpType::RC, &cq, &rcq).caps(caps);
     if kind == "wr" {
         qb = qb.send_ops(SendOps::RDMA_WRITE);
     }
     let qa = qb.build()?;
-    let qb = Qp::new_rc(&pd, &cq, &rcq, caps)?;
+    let qb = Qp::builder(&pd, rrddmma::prim::QpType::RC, &cq, &rcq).caps(caps).build()?;
     let gi = opts.gid_index_on(&ctx)?;
     let (ea, eb) = (qa.endpoint(opts.get_port(), gi, 1)?, qb.endpoint(opts.get_port(), gi, 2)?);
     qa.connect(&eb, ea.psn, &opts)?;

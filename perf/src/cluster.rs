@@ -113,7 +113,10 @@ fn connect_mesh<'c>(
                 infos.push(QpInfo::new(&Endpoint { qpn: 0, psn, lid: 0, gid: Default::default() }, 0, 0, c.get_mtu()));
                 continue;
             }
-            let qp = Qp::new_rc(pd, send_cq(peer, k), recv_cq, opts.get_caps()).map_err(err("creating an RC QP"))?;
+            let qp = Qp::builder(pd, rrddmma::prim::QpType::RC, send_cq(peer, k), recv_cq)
+                .caps(opts.get_caps())
+                .build()
+                .map_err(err("creating an RC QP"))?;
             let e = qp.endpoint(c.get_port(), gid_index, psn).map_err(err("querying the QP's endpoint"))?;
             infos.push(QpInfo::new(&e, gid_index, c.get_port(), c.get_mtu()));
             qps[peer as usize].push(qp);
@@ -324,7 +327,7 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
     }
     .map_err(err("opening the device"))?;
     let port = ctx.query_port(1).map_err(err("querying port 1"))?;
-    let pd = Pd::new(&ctx).map_err(err("allocating a PD"))?;
+    let pd = Pd::alloc(&ctx).map_err(err("allocating a PD"))?;
     let flows = o.pattern.flows(n);
     let mine: Vec<u32> = if o.pattern == Pattern::Loaded && me == 0 {
         vec![1]
@@ -336,10 +339,10 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
     let rx = 64u32;
     // Each thread's CQ holds a full window of each of its QPs.
     let cqs = (0..threads)
-        .map(|t| Cq::new(&ctx, (o.depth * share(&units, t, threads).len() as u32).max(16)))
+        .map(|t| Cq::create(&ctx, (o.depth * share(&units, t, threads).len() as u32).max(16)))
         .collect::<Result<Vec<_>, _>>()
         .map_err(err("creating a CQ"))?;
-    let recv_cq = Cq::new(&ctx, rx * n * o.qps).map_err(err("creating a CQ"))?;
+    let recv_cq = Cq::create(&ctx, rx * n * o.qps).map_err(err("creating a CQ"))?;
     let max_size = o.sizes.iter().copied().max().unwrap_or(8);
     let slot = max_size.max(64).div_ceil(64) * 64;
     let mem = RegisteredMem::new(&pd, 2 * slot * n as usize).map_err(err("registering memory"))?;

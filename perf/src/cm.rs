@@ -146,8 +146,8 @@ pub fn connect(
 
 fn connect_one(addr: SocketAddr, device: &str, qp: &Qp, rd_atomic: u8, ud: &Option<Ud>) -> Res<(CmId, Option<UdPeer>)> {
     let step = Duration::from_secs(2);
-    let ch = EventChannel::new().map_err(|e| e.to_string())?;
-    let id = CmId::new(&ch, port_space(ud.is_some())).map_err(|e| e.to_string())?;
+    let ch = EventChannel::create().map_err(|e| e.to_string())?;
+    let id = CmId::create(&ch, port_space(ud.is_some())).map_err(|e| e.to_string())?;
     let expect = |kind, what: &str| id.expect(kind, Instant::now() + step * 2).map_err(|e| format!("{what}: {e}"));
     id.resolve_addr(None, addr, step).map_err(|e| e.to_string())?;
     expect(CmEventType::ADDR_RESOLVED, "resolving the address")?;
@@ -164,7 +164,7 @@ fn connect_one(addr: SocketAddr, device: &str, qp: &Qp, rd_atomic: u8, ud: &Opti
     // and an address vector to it.
     let ev = expect(CmEventType::ESTABLISHED, "connecting (SIDR)")?;
     let p = *ev.ud_param().ok_or("the server's SIDR reply carried no UD parameters")?;
-    let ah = Ah::new(u.pd, &p.ah_attr).map_err(|e| format!("creating the address handle to the server: {e}"))?;
+    let ah = Ah::create(u.pd, &p.ah_attr).map_err(|e| format!("creating the address handle to the server: {e}"))?;
     Ok((id, Some(UdPeer { ah, qpn: p.qpn, qkey: p.qkey })))
 }
 
@@ -199,8 +199,8 @@ pub struct Listener {
 /// Listens on `port` (every address) for up to `backlog` connections, in
 /// the UDP port space when `ud`.
 pub fn listen(port: u16, backlog: usize, ud: bool) -> Res<Listener> {
-    let ch = EventChannel::new().map_err(|e| e.to_string())?;
-    let id = CmId::new(&ch, port_space(ud)).map_err(|e| e.to_string())?;
+    let ch = EventChannel::create().map_err(|e| e.to_string())?;
+    let id = CmId::create(&ch, port_space(ud)).map_err(|e| e.to_string())?;
     id.bind(SocketAddr::from(([0, 0, 0, 0], port)))
         .map_err(|e| format!("rdma_cm: binding the QPs' listener to port {port}: {e}"))?;
     id.listen(i32::try_from(backlog).unwrap_or(i32::MAX))
@@ -221,7 +221,7 @@ pub fn accept(l: Listener, device: &str, qps: &[Qp], rd_atomic: u8, wait: Durati
             return Err(format!("rdma_cm: the connect request for QP {i} carried no id"));
         };
         // Its later events (ESTABLISHED, DISCONNECTED) on a channel of its own.
-        id.migrate(&EventChannel::new().map_err(what)?).map_err(what)?;
+        id.migrate(&EventChannel::create().map_err(what)?).map_err(what)?;
         same_device(&id, device, &format!("the connection of QP {i}"))?;
         match &ud {
             None => {

@@ -11,13 +11,13 @@
 //! use rrddmma::prim::{AccessFlags, Ah, AhAttr, Context, Cq, Pd, QpCaps, RemoteAddr, SendWr, Srq};
 //! # fn main() -> rrddmma::prim::Result<()> {
 //! let ctx = Context::open_first()?;
-//! let (pd, cq) = (Pd::new(&ctx)?, Cq::new(&ctx, 64)?);
+//! let (pd, cq) = (Pd::alloc(&ctx)?, Cq::create(&ctx, 64)?);
 //! let srq = Srq::builder(&pd).max_wr(16).build()?;
 //! // A ready target: created and brought up in one call.
 //! let dct = Dct::create(&pd, &cq, &srq, 0x1234, &DctOpts::default().access(AccessFlags::REMOTE_WRITE))?;
 //! let dci = Dci::create(&pd, &cq, &cq, QpCaps::default())?;
 //! dci.connect(&DciOpts::default())?;
-//! let ah = Ah::new(&pd, &AhAttr::lid(1, ctx.query_port(1)?.lid()))?;
+//! let ah = Ah::create(&pd, &AhAttr::lid(1, ctx.query_port(1)?.lid()))?;
 //! let to = DctAddr::new(&ah, dct.dctn(), dct.key());
 //! # let (sge, remote) = (rrddmma::prim::Sge::from_raw(0, 0, 0), RemoteAddr { addr: 0, rkey: 0 });
 //! // SAFETY: `sge` names registered memory that outlives the request.

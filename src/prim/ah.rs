@@ -164,7 +164,11 @@ impl fmt::Debug for Ah {
 
 impl Ah {
     /// Creates an address handle on `pd`.
-    pub fn new(pd: &Pd, attr: &AhAttr) -> Result<Ah> {
+    ///
+    /// # References
+    /// `ibv_create_ah(3)`
+    #[doc(alias = "ibv_create_ah")]
+    pub fn create(pd: &Pd, attr: &AhAttr) -> Result<Ah> {
         let mut raw = attr.0;
         // SAFETY: live PD; `raw` is valid for the call.
         let ah = unsafe { ffi::ibv_create_ah(pd.as_ptr(), &mut raw) };
@@ -178,7 +182,7 @@ impl Ah {
     /// An address handle back to the sender of a received UD completion
     /// ([`AhAttr::from_wc`]).
     pub fn from_wc(pd: &Pd, port: u8, wc: &Wc, grh: &[u8; GRH_LEN]) -> Result<Ah> {
-        Ah::new(pd, &AhAttr::from_wc(pd.context(), port, wc, grh)?)
+        Ah::create(pd, &AhAttr::from_wc(pd.context(), port, wc, grh)?)
     }
 
     /// The raw handle.

@@ -50,7 +50,11 @@ impl fmt::Debug for CompChannel {
 
 impl CompChannel {
     /// Creates a channel on `ctx`.
-    pub fn new(ctx: &Context) -> Result<CompChannel> {
+    ///
+    /// # References
+    /// `ibv_create_comp_channel(3)`
+    #[doc(alias = "ibv_create_comp_channel")]
+    pub fn create(ctx: &Context) -> Result<CompChannel> {
         // SAFETY: live context.
         let ch = unsafe { ffi::ibv_create_comp_channel(ctx.as_ptr()) };
         let ch = NonNull::new(ch).ok_or_else(|| Error::last("ibv_create_comp_channel"))?;

@@ -96,7 +96,7 @@ impl fmt::Debug for Cq {
     }
 }
 
-/// Creates a CQ: `new(required)`, setters, [`CqBuilder::build`].
+/// Creates a CQ: [`Cq::builder`] with what is required, setters, [`CqBuilder::build`].
 #[derive(Debug)]
 pub struct CqBuilder<'a> {
     ctx: &'a Context,
@@ -109,8 +109,7 @@ pub struct CqBuilder<'a> {
 }
 
 impl<'a> CqBuilder<'a> {
-    /// A CQ on `ctx` with room for at least `cqe` completions.
-    pub fn new(ctx: &'a Context, cqe: u32) -> CqBuilder<'a> {
+    fn new(ctx: &'a Context, cqe: u32) -> CqBuilder<'a> {
         CqBuilder {
             ctx,
             cqe,
@@ -300,9 +299,24 @@ impl Cq {
 }
 
 impl Cq {
+    /// A CQ on `ctx` with room for at least `cqe` completions: set what
+    /// differs from a classic CQ (a channel, a completion vector, extended
+    /// fields, a parent domain), then [`CqBuilder::build`].
+    ///
+    /// # References
+    /// `ibv_create_cq(3)`, `ibv_create_cq_ex(3)`
+    #[doc(alias = "ibv_create_cq_ex")]
+    pub fn builder(ctx: &Context, cqe: u32) -> CqBuilder<'_> {
+        CqBuilder::new(ctx, cqe)
+    }
+
     /// Creates a classic CQ with room for at least `cqe` completions.
-    pub fn new(ctx: &Context, cqe: u32) -> Result<Cq> {
-        CqBuilder::new(ctx, cqe).build()
+    ///
+    /// # References
+    /// `ibv_create_cq(3)`
+    #[doc(alias = "ibv_create_cq")]
+    pub fn create(ctx: &Context, cqe: u32) -> Result<Cq> {
+        Cq::builder(ctx, cqe).build()
     }
 
     /// The device context.

@@ -19,7 +19,6 @@ use std::ops::Deref;
 use std::ptr::{self, NonNull};
 
 use super::error::{Error, Result};
-use super::handle::{Destroy, Owned};
 use super::pd::Pd;
 use super::td::Td;
 use crate::bindings as ffi;
@@ -29,7 +28,7 @@ use crate::bindings as ffi;
 /// keeps it alive. Deallocated (`ibv_dealloc_pd`) when the last is gone.
 ///
 /// Derefs to [`Pd`]: pass `&parent_domain` where a `&Pd` goes (e.g.
-/// [`QpBuilder::new`](super::QpBuilder::new)).
+/// [`Qp::builder`](super::Qp::builder)).
 ///
 /// # References
 /// `ibv_alloc_parent_domain(3)`
@@ -40,8 +39,12 @@ impl ParentDomain {
     /// A parent domain over `pd`, without a thread domain: objects created
     /// on it keep the provider's locks. [`Error::Unsupported`] (feature
     /// `parent-domain allocation`) when the provider has none.
-    pub fn new(pd: &Pd) -> Result<ParentDomain> {
-        Self::alloc(pd, None)
+    ///
+    /// # References
+    /// `ibv_alloc_parent_domain(3)`
+    #[doc(alias = "ibv_alloc_parent_domain")]
+    pub fn alloc(pd: &Pd) -> Result<ParentDomain> {
+        Self::alloc_on(pd, None)
     }
 
     /// A parent domain over `pd` with the thread domain `td`.
@@ -63,10 +66,10 @@ impl ParentDomain {
             "ParentDomain::with_td: the thread domain belongs to another device context than the PD \
              (open the device once and allocate both from that Context)"
         );
-        Self::alloc(pd, Some(td))
+        Self::alloc_on(pd, Some(td))
     }
 
-    fn alloc(pd: &Pd, td: Option<&Td>) -> Result<ParentDomain> {
+    fn alloc_on(pd: &Pd, td: Option<&Td>) -> Result<ParentDomain> {
         assert!(pd.parent().is_none(), "ParentDomain: the PD is itself a parent domain; pass the plain PD it extends");
         let mut attr = ffi::ibv_parent_domain_init_attr {
             pd: pd.as_ptr(),

@@ -50,7 +50,11 @@ impl fmt::Debug for Pd {
 
 impl Pd {
     /// Allocates a protection domain on `ctx`.
-    pub fn new(ctx: &Context) -> Result<Pd> {
+    ///
+    /// # References
+    /// `ibv_alloc_pd(3)`
+    #[doc(alias = "ibv_alloc_pd")]
+    pub fn alloc(ctx: &Context) -> Result<Pd> {
         // SAFETY: live context.
         let pd = unsafe { ffi::ibv_alloc_pd(ctx.as_ptr()) };
         let pd = NonNull::new(pd).ok_or_else(|| Error::last("ibv_alloc_pd"))?;

@@ -101,10 +101,10 @@ fn parts(id: &CmId, opts: &CmOpts) -> Result<(Pd, Cq, Cq, Qp)> {
         why: "is bound to no RDMA device: bind or resolve an address on an RDMA device's netdev",
     })?;
     let ctx = Context::open(&name)?;
-    let pd = Pd::new(&ctx)?;
-    let send_cq = Cq::new(&ctx, opts.cq_depth)?;
-    let recv_cq = Cq::new(&ctx, opts.cq_depth)?;
-    let qp = Qp::new_rc(&pd, &send_cq, &recv_cq, opts.caps)?;
+    let pd = Pd::alloc(&ctx)?;
+    let send_cq = Cq::create(&ctx, opts.cq_depth)?;
+    let recv_cq = Cq::create(&ctx, opts.cq_depth)?;
+    let qp = Qp::builder(&pd, crate::prim::QpType::RC, &send_cq, &recv_cq).caps(opts.caps).build()?;
     Ok((pd, send_cq, recv_cq, qp))
 }
 
@@ -112,8 +112,8 @@ fn parts(id: &CmId, opts: &CmOpts) -> Result<(Pd, Cq, Cq, Qp)> {
 /// connect, establish), each step bounded by `opts.timeout`. A rejection, an
 /// absent listener, an unresolvable address: [`Error::CmEvent`] or [`Error::Timeout`].
 pub fn connect_rc_cm(addr: SocketAddr, opts: &CmOpts) -> Result<CmConn> {
-    let ch = EventChannel::new()?;
-    let id = CmId::new(&ch, PortSpace::Rc)?;
+    let ch = EventChannel::create()?;
+    let id = CmId::create(&ch, PortSpace::Rc)?;
     id.resolve_addr(None, addr, opts.timeout)?;
     id.expect(CmEventType::ADDR_RESOLVED, Instant::now() + opts.timeout + Duration::from_secs(1))?;
     id.resolve_route(opts.timeout)?;
@@ -143,8 +143,8 @@ pub struct CmRequest {
 impl CmListener {
     /// Binds to `addr` (port 0: any; see [`local_addr`](Self::local_addr)) and listens.
     pub fn bind(addr: SocketAddr, backlog: i32) -> Result<CmListener> {
-        let ch = EventChannel::new()?;
-        let id = CmId::new(&ch, PortSpace::Rc)?;
+        let ch = EventChannel::create()?;
+        let id = CmId::create(&ch, PortSpace::Rc)?;
         id.bind(addr)?;
         id.listen(backlog)?;
         Ok(CmListener { id })
@@ -165,7 +165,7 @@ impl CmListener {
         loop {
             let mut ev = self.id.expect(CmEventType::CONNECT_REQUEST, deadline)?;
             if let Some(mut id) = ev.take_request() {
-                id.migrate(&EventChannel::new()?)?;
+                id.migrate(&EventChannel::create()?)?;
                 return Ok(CmRequest { id, private_data: ev.private_data().to_vec() });
             }
         }

@@ -15,8 +15,8 @@ pub fn connected_rc_pair(
     psn: u32,
     opts: &ConnectOpts,
 ) -> Result<(Qp, Qp)> {
-    let a = Qp::new_rc(pd, send_cq, recv_cq, caps)?;
-    let b = Qp::new_rc(pd, send_cq, recv_cq, caps)?;
+    let a = Qp::builder(pd, crate::prim::QpType::RC, send_cq, recv_cq).caps(caps).build()?;
+    let b = Qp::builder(pd, crate::prim::QpType::RC, send_cq, recv_cq).caps(caps).build()?;
     let gid_index = opts.gid_index_on(pd.context())?;
     let ea: Endpoint = a.endpoint(opts.port, gid_index, psn)?;
     let eb: Endpoint = b.endpoint(opts.port, gid_index, psn.wrapping_add(1))?;
@@ -75,7 +75,7 @@ pub fn connect_rc_mesh(
             infos.push(QpInfo::new(&Endpoint { qpn: 0, psn: 0, lid: 0, gid: Default::default() }, 0, 0, c.mtu));
             continue;
         }
-        let qp = Qp::new_rc(pd, send_cq, recv_cq, opts.caps)?;
+        let qp = Qp::builder(pd, crate::prim::QpType::RC, send_cq, recv_cq).caps(opts.caps).build()?;
         let e = qp.endpoint(c.port, gid_index, opts.psn.wrapping_add(peer))?;
         infos.push(QpInfo::new(&e, gid_index, c.port, c.mtu));
         qps.push(Some(qp));

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use crate::ctrl::QpInfo;
-use crate::prim::{Ah, AhAttr, Cq, Gid, Pd, Qp, QpBuilder, QpCaps, QpType, Srq, Wc, GRH_LEN};
+use crate::prim::{Ah, AhAttr, Cq, Gid, Pd, Qp, QpCaps, QpType, Srq, Wc, GRH_LEN};
 
 /// The fields of a peer's port address that an address handle depends on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -93,7 +93,7 @@ impl UdEndpoint {
             Some(i) => i,
             None => pd.context().roce_v2_gid_index(opts.port)?,
         };
-        let mut b = QpBuilder::new(pd, QpType::UD, send_cq, recv_cq).caps(opts.caps);
+        let mut b = Qp::builder(pd, QpType::UD, send_cq, recv_cq).caps(opts.caps);
         if let Some(srq) = &opts.srq {
             b = b.srq(srq);
         }
@@ -142,7 +142,7 @@ impl UdEndpoint {
     pub fn route(&mut self, peer: &QpInfo, sl: u8) -> crate::prim::Result<(&Qp, &Ah)> {
         let key = AhKey { gid: peer.gid, lid: peer.lid, sl };
         if !self.ahs.contains_key(&key) {
-            let ah = Ah::new(&self.pd, &peer.ah_attr(self.port, self.gid_index).sl(sl))?;
+            let ah = Ah::create(&self.pd, &peer.ah_attr(self.port, self.gid_index).sl(sl))?;
             self.ahs.insert(key, ah);
         }
         Ok((&self.qp, &self.ahs[&key]))
@@ -156,7 +156,7 @@ impl UdEndpoint {
         let attr = AhAttr::from_wc(self.pd.context(), self.port, wc, grh)?;
         let key = AhKey { gid: attr.dgid(), lid: wc.slid(), sl: wc.sl() };
         if !self.ahs.contains_key(&key) {
-            let ah = Ah::new(&self.pd, &attr)?;
+            let ah = Ah::create(&self.pd, &attr)?;
             self.ahs.insert(key, ah);
         }
         Ok((&self.qp, &self.ahs[&key]))

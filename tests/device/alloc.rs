@@ -4,7 +4,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use rrddmma::prim::{CqBuilder, QpCaps, SendWr, Sge, Wc, WcFlagsEx, WcStatus};
+use rrddmma::prim::{Cq, QpCaps, SendWr, Sge, Wc, WcFlagsEx, WcStatus};
 
 use crate::common::Loopback;
 use rrddmma::prim::QpType;
@@ -89,12 +89,12 @@ fn posting_and_polling_allocate_nothing() {
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn extended_post_and_poll_allocate_nothing() {
     let ctx = crate::common::open_device();
-    let pd = rrddmma::prim::Pd::new(&ctx).unwrap();
-    let cq = CqBuilder::new(&ctx, 64).extended(WcFlagsEx::STANDARD).build().unwrap();
+    let pd = rrddmma::prim::Pd::alloc(&ctx).unwrap();
+    let cq = Cq::builder(&ctx, 64).extended(WcFlagsEx::STANDARD).build().unwrap();
     let caps = QpCaps::default().max_send_wr(2 * BATCH as u32);
     let o = crate::common::opts(&ctx);
     let build = || {
-        rrddmma::prim::QpBuilder::new(&pd, QpType::RC, &cq, &cq)
+        rrddmma::prim::Qp::builder(&pd, QpType::RC, &cq, &cq)
             .caps(caps)
             .send_ops(rrddmma::prim::SendOps::BASIC)
             .build()

@@ -85,16 +85,16 @@ fn server_accepts_many_clients_without_blocking_on_one() {
     let (l, addr) = listener();
     // A client that sends a request and then never establishes: the raw id
     // connects with a QP number but nobody answers the accept's REP.
-    let stalled_ch = EventChannel::new().unwrap();
-    let stalled = CmId::new(&stalled_ch, PortSpace::Rc).unwrap();
+    let stalled_ch = EventChannel::create().unwrap();
+    let stalled = CmId::create(&stalled_ch, PortSpace::Rc).unwrap();
     stalled.resolve_addr(None, addr, Duration::from_secs(2)).unwrap();
     stalled.expect(CmEventType::ADDR_RESOLVED, Instant::now() + Duration::from_secs(3)).unwrap();
     stalled.resolve_route(Duration::from_secs(2)).unwrap();
     stalled.expect(CmEventType::ROUTE_RESOLVED, Instant::now() + Duration::from_secs(3)).unwrap();
     let ctx = rrddmma::prim::Context::open(&stalled.device_name().unwrap()).unwrap();
-    let pd = rrddmma::prim::Pd::new(&ctx).unwrap();
-    let cq = rrddmma::prim::Cq::new(&ctx, 16).unwrap();
-    let sqp = rrddmma::prim::Qp::new_rc(&pd, &cq, &cq, Default::default()).unwrap();
+    let pd = rrddmma::prim::Pd::alloc(&ctx).unwrap();
+    let cq = rrddmma::prim::Cq::create(&ctx, 16).unwrap();
+    let sqp = rrddmma::prim::Qp::builder(&pd, rrddmma::prim::QpType::RC, &cq, &cq).build().unwrap();
     stalled.connect(&sqp, &ConnParam::default()).unwrap();
     let first = l.next_request(Instant::now() + Duration::from_secs(5)).expect("the stalled request");
     // Its accept waits on its own channel in another thread ...
@@ -217,8 +217,8 @@ fn peer_disconnect_mid_stream_is_seen() {
 #[test]
 #[ignore = "needs the harness's CM device (RRDDMMA_CM_ADDR)"]
 fn event_channel_dropped_while_id_lives_and_nonblocking_get() {
-    let ch = EventChannel::new().unwrap();
-    let id = CmId::new(&ch, PortSpace::Rc).unwrap();
+    let ch = EventChannel::create().unwrap();
+    let id = CmId::create(&ch, PortSpace::Rc).unwrap();
     let err = ch.get().expect_err("no event yet");
     assert_eq!(std::io::Error::from(err).kind(), std::io::ErrorKind::WouldBlock);
     drop(ch);
@@ -240,11 +240,11 @@ fn unknown_event_kinds_are_kept() {
 
 /// A QP of type `ty` with its PD and CQ on the device `id` is bound to.
 fn qp_parts(id: &CmId, ty: rrddmma::prim::QpType) -> (rrddmma::prim::Pd, rrddmma::prim::Cq, rrddmma::prim::Qp) {
-    use rrddmma::prim::{Context, Cq, Pd, QpBuilder};
+    use rrddmma::prim::{Context, Cq, Pd, Qp};
     let ctx = Context::open(&id.device_name().expect("bound to a device")).unwrap();
-    let pd = Pd::new(&ctx).unwrap();
-    let cq = Cq::new(&ctx, 64).unwrap();
-    let qp = QpBuilder::new(&pd, ty, &cq, &cq).build().unwrap();
+    let pd = Pd::alloc(&ctx).unwrap();
+    let cq = Cq::create(&ctx, 64).unwrap();
+    let qp = Qp::builder(&pd, ty, &cq, &cq).build().unwrap();
     (pd, cq, qp)
 }
 
@@ -257,17 +257,17 @@ fn ud_parts(id: &CmId) -> (rrddmma::prim::Pd, rrddmma::prim::Cq, rrddmma::prim::
 fn uc_through_rdmacm_write_and_send() {
     use rrddmma::prim::{QpType, RemoteMr};
     let deadline = || Instant::now() + Duration::from_secs(5);
-    let m = panic_message(|| CmId::new(&EventChannel::new().unwrap(), PortSpace::Uc));
+    let m = panic_message(|| CmId::create(&EventChannel::create().unwrap(), PortSpace::Uc));
     assert!(m.contains("CmId::bound"), "{m}");
 
-    let sch = EventChannel::new().unwrap();
+    let sch = EventChannel::create().unwrap();
     let server = CmId::bound(&sch, PortSpace::Uc, SocketAddr::new(cm_ip(), 0)).unwrap();
     assert_eq!(server.port_space(), PortSpace::Uc);
     server.listen(4).unwrap();
     let addr = server.local_addr().unwrap();
     assert_ne!(addr.port(), 0);
 
-    let cch = EventChannel::new().unwrap();
+    let cch = EventChannel::create().unwrap();
     let client = CmId::bound(&cch, PortSpace::Uc, "0.0.0.0:0".parse().unwrap()).unwrap();
     client.resolve_addr(None, addr, Duration::from_secs(2)).unwrap();
     client.expect(CmEventType::ADDR_RESOLVED, deadline()).unwrap();
@@ -336,14 +336,14 @@ fn uc_through_rdmacm_write_and_send() {
 fn ud_through_rdmacm_address_handle_qpn_and_qkey_from_the_event() {
     use rrddmma::prim::{Ah, GRH_LEN};
     let deadline = || Instant::now() + Duration::from_secs(5);
-    let sch = EventChannel::new().unwrap();
-    let server = CmId::new(&sch, PortSpace::Ud).unwrap();
+    let sch = EventChannel::create().unwrap();
+    let server = CmId::create(&sch, PortSpace::Ud).unwrap();
     server.bind(SocketAddr::new(cm_ip(), 0)).unwrap();
     server.listen(4).unwrap();
     let addr = server.local_addr().unwrap();
 
-    let cch = EventChannel::new().unwrap();
-    let client = CmId::new(&cch, PortSpace::Ud).unwrap();
+    let cch = EventChannel::create().unwrap();
+    let client = CmId::create(&cch, PortSpace::Ud).unwrap();
     client.resolve_addr(None, addr, Duration::from_secs(2)).unwrap();
     client.expect(CmEventType::ADDR_RESOLVED, deadline()).unwrap();
     client.resolve_route(Duration::from_secs(2)).unwrap();
@@ -374,7 +374,7 @@ fn ud_through_rdmacm_address_handle_qpn_and_qkey_from_the_event() {
     unsafe { sqp.post_recv(&mut [RecvWr::new(&rsge, 1)]) }.unwrap();
     let mut src = RegisteredMem::new(&cpd, 4096).unwrap();
     src.write(0, msg);
-    let ah = Ah::new(&cpd, &ud.ah_attr).unwrap();
+    let ah = Ah::create(&cpd, &ud.ah_attr).unwrap();
     let ssge = [src.sge(0..msg.len())];
     // SAFETY: `src` is registered on the client's PD; `ah` outlives the completion.
     unsafe { cqp.post_send(&mut [SendWr::send(&ssge).ud(&ah, ud.qpn, ud.qkey).signaled()]) }.unwrap();
@@ -394,7 +394,7 @@ fn ud_multicast_join_send_receive_and_leave() {
     let group: IpAddr = "239.77.0.1".parse().unwrap();
     // Two members on the CM device: one receives, one sends.
     let join = |ch: &EventChannel| {
-        let id = CmId::new(ch, PortSpace::Ud).unwrap();
+        let id = CmId::create(ch, PortSpace::Ud).unwrap();
         // Bound to the CM device's address, so the join goes out on its netdev.
         id.bind(SocketAddr::new(cm_ip(), 0)).unwrap();
         id.join_multicast(group).unwrap();
@@ -403,7 +403,7 @@ fn ud_multicast_join_send_receive_and_leave() {
         assert_eq!(ud.qpn, 0xff_ffff, "multicast QPN");
         (id, ud)
     };
-    let (rch, sch) = (EventChannel::new().unwrap(), EventChannel::new().unwrap());
+    let (rch, sch) = (EventChannel::create().unwrap(), EventChannel::create().unwrap());
     let (rid, rud) = join(&rch);
     let (sid, sud) = join(&sch);
     assert_eq!(rud.ah_attr.dgid(), sud.ah_attr.dgid(), "one group");
@@ -422,7 +422,7 @@ fn ud_multicast_join_send_receive_and_leave() {
     unsafe { rqp.post_recv(&mut [RecvWr::new(&rsge, 1)]) }.unwrap();
     let mut src = RegisteredMem::new(&spd, 4096).unwrap();
     src.write(0, msg);
-    let ah = Ah::new(&spd, &sud.ah_attr).unwrap();
+    let ah = Ah::create(&spd, &sud.ah_attr).unwrap();
     let ssge = [src.sge(0..msg.len())];
     // SAFETY: `src` is registered on the sender's PD; `ah` outlives the completion.
     unsafe { sqp.post_send(&mut [SendWr::send(&ssge).ud(&ah, sud.qpn, sud.qkey).signaled()]) }.unwrap();

@@ -64,8 +64,8 @@ pub struct Loopback {
 impl Loopback {
     pub fn new(caps: QpCaps) -> Loopback {
         let ctx = open_device();
-        let pd = Pd::new(&ctx).expect("ibv_alloc_pd");
-        let cq = Cq::new(&ctx, 256).expect("ibv_create_cq");
+        let pd = Pd::alloc(&ctx).expect("ibv_alloc_pd");
+        let cq = Cq::create(&ctx, 256).expect("ibv_create_cq");
         let opts = ConnectOpts::default()
             .access(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC);
         let (qa, qb) = connected_rc_pair(&pd, &cq, &cq, caps, 0x1234, &opts).expect("connect RC pair");

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use rrddmma::prim::{CompChannel, Cq, CqBuilder, Pd, QpCaps, RecvWr, SendWr, Wc, WcFlagsEx, WcOpcode, WcStatus};
+use rrddmma::prim::{CompChannel, Cq, Pd, QpCaps, RecvWr, SendWr, Wc, WcFlagsEx, WcOpcode, WcStatus};
 use rrddmma::wrap::connected_rc_pair;
 
 use crate::common::{open_device, opts, poll_one, Buf};
@@ -27,8 +27,8 @@ fn collect(cq: &Cq, n: usize) -> Vec<(u64, WcStatus, WcOpcode, u32, u32)> {
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn extended_poller_drains_and_resumes_in_order() {
     let ctx = open_device();
-    let pd = Pd::new(&ctx).unwrap();
-    let cq = CqBuilder::new(&ctx, 64).extended(WcFlagsEx::STANDARD).build().unwrap();
+    let pd = Pd::alloc(&ctx).unwrap();
+    let cq = Cq::builder(&ctx, 64).extended(WcFlagsEx::STANDARD).build().unwrap();
     assert!(cq.start_poll().unwrap().is_none(), "a new CQ is empty");
     let (qa, _qb) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 3, &opts(&ctx)).unwrap();
     let mut src = Buf::new(&pd, 4096);
@@ -60,10 +60,10 @@ fn extended_poller_drains_and_resumes_in_order() {
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn completion_channel_wakes_a_blocked_thread() {
     let ctx = open_device();
-    let pd = Pd::new(&ctx).unwrap();
-    let ch = CompChannel::new(&ctx).unwrap();
-    let send_cq = Cq::new(&ctx, 16).unwrap();
-    let recv_cq = CqBuilder::new(&ctx, 16).channel(&ch).build().unwrap();
+    let pd = Pd::alloc(&ctx).unwrap();
+    let ch = CompChannel::create(&ctx).unwrap();
+    let send_cq = Cq::create(&ctx, 16).unwrap();
+    let recv_cq = Cq::builder(&ctx, 16).channel(&ch).build().unwrap();
     let (qa, qb) = connected_rc_pair(&pd, &send_cq, &recv_cq, QpCaps::default(), 1, &opts(&ctx)).unwrap();
     let src = Buf::new(&pd, 64);
     let dst = Buf::new(&pd, 64);
@@ -130,7 +130,7 @@ fn completion_channel_wakes_a_blocked_thread() {
 fn timestamps_and_moderation_report_unsupported_where_absent() {
     let ctx = open_device();
     let attr = ctx.query_device_ex().unwrap();
-    let ts = CqBuilder::new(&ctx, 16).extended(WcFlagsEx::STANDARD | WcFlagsEx::COMPLETION_TIMESTAMP).build();
+    let ts = Cq::builder(&ctx, 16).extended(WcFlagsEx::STANDARD | WcFlagsEx::COMPLETION_TIMESTAMP).build();
     if attr.completion_timestamp_mask == 0 {
         let err = ts.unwrap_err();
         assert!(err.is_unsupported(), "{err:?}");
@@ -138,7 +138,7 @@ fn timestamps_and_moderation_report_unsupported_where_absent() {
         let cq = ts.unwrap();
         assert!(cq.wc_flags().contains(WcFlagsEx::COMPLETION_TIMESTAMP));
     }
-    let cq = Cq::new(&ctx, 16).unwrap();
+    let cq = Cq::create(&ctx, 16).unwrap();
     match cq.set_moderation(16, 10) {
         Ok(()) => assert!(attr.cq_mod_caps.max_cq_count > 0, "moderation accepted, so the device says it has it"),
         Err(e) => assert!(e.is_unsupported(), "{e:?}"),
@@ -150,12 +150,12 @@ fn timestamps_and_moderation_report_unsupported_where_absent() {
 #[test]
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn one_completion_helpers_return_it_or_time_out() {
-    use rrddmma::prim::{CompChannel, CqBuilder, Pd, QpCaps, SendWr};
+    use rrddmma::prim::{CompChannel, Cq, Pd, QpCaps, SendWr};
     use rrddmma::wrap::connected_rc_pair;
     let ctx = crate::common::open_device();
-    let pd = Pd::new(&ctx).unwrap();
-    let ch = CompChannel::new(&ctx).unwrap();
-    let cq = CqBuilder::new(&ctx, 16).channel(&ch).build().unwrap();
+    let pd = Pd::alloc(&ctx).unwrap();
+    let ch = CompChannel::create(&ctx).unwrap();
+    let cq = Cq::builder(&ctx, 16).channel(&ch).build().unwrap();
     let (qa, _qb) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 5, &crate::common::opts(&ctx)).unwrap();
     let mut buf = crate::common::Buf::new(&pd, 64);
     buf.bytes().fill(3);

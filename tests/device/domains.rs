@@ -6,10 +6,7 @@ use std::fs::{self, File, OpenOptions};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::process::Command;
 
-use rrddmma::prim::{
-    AccessFlags, Context, Cq, CqBuilder, Error, Mr, ParentDomain, Pd, Qp, QpBuilder, QpCaps, QpType, SendWr, Td,
-    WcStatus,
-};
+use rrddmma::prim::{AccessFlags, Context, Cq, Error, Mr, ParentDomain, Pd, Qp, QpCaps, QpType, SendWr, Td, WcStatus};
 
 use crate::common::{open_device, opts, poll_one, Buf};
 
@@ -31,8 +28,8 @@ fn assert_unsupported(e: &Error, op: &str, feature: &str) {
 /// Connects `qa` (on whatever PD) with a plain QP `qb`, WRITEs 256 bytes
 /// from `qa`'s side into `qb`'s buffer, and checks them.
 fn write_through(ctx: &Context, pd_a: &Pd, cq_a: &Cq, qa: &Qp, pd_b: &Pd) {
-    let cq_b = Cq::new(ctx, 16).unwrap();
-    let qb = Qp::new_rc(pd_b, &cq_b, &cq_b, QpCaps::default()).unwrap();
+    let cq_b = Cq::create(ctx, 16).unwrap();
+    let qb = Qp::builder(pd_b, rrddmma::prim::QpType::RC, &cq_b, &cq_b).build().unwrap();
     let o = opts(ctx);
     let gid = o.gid_index_on(ctx).unwrap();
     let (ea, eb) = (qa.endpoint(o.get_port(), gid, 100).unwrap(), qb.endpoint(o.get_port(), gid, 200).unwrap());
@@ -57,7 +54,7 @@ fn write_through(ctx: &Context, pd_a: &Pd, cq_a: &Cq, qa: &Qp, pd_b: &Pd) {
 fn thread_and_parent_domains_or_unsupported() {
     let ctx = open_device();
     let rxe = is_rxe(&ctx);
-    let pd = Pd::new(&ctx).unwrap();
+    let pd = Pd::alloc(&ctx).unwrap();
 
     // Thread domain; with it, a parent domain whose objects lose their locks.
     match Td::alloc(&ctx) {
@@ -67,15 +64,15 @@ fn thread_and_parent_domains_or_unsupported() {
             // SAFETY: every object on this parent domain is used by this thread only.
             let dom = unsafe { ParentDomain::with_td(&pd, &td) }.unwrap();
             assert!(dom.td().is_some() && dom.thread_domain().is_some());
-            let cq = CqBuilder::new(&ctx, 16).parent_domain(&dom).build().unwrap();
-            let qa = QpBuilder::new(&dom, QpType::RC, &cq, &cq).build().unwrap();
+            let cq = Cq::builder(&ctx, 16).parent_domain(&dom).build().unwrap();
+            let qa = Qp::builder(&dom, QpType::RC, &cq, &cq).build().unwrap();
             write_through(&ctx, &dom, &cq, &qa, &pd);
         }
     }
 
     // Parent domain without a thread domain.
     let failures = rrddmma::prim::destroy_failures();
-    let dom = match ParentDomain::new(&pd) {
+    let dom = match ParentDomain::alloc(&pd) {
         Err(e) if rxe => return assert_unsupported(&e, "ibv_alloc_parent_domain", "parent-domain allocation"),
         Err(e) => {
             assert!(e.is_unsupported(), "{e:?}");
@@ -87,9 +84,9 @@ fn thread_and_parent_domains_or_unsupported() {
     assert!(dom.parent().is_some() && dom.td().is_none());
     // A CQ on the parent domain, classic and extended; a QP on it through
     // the QP builder, carrying data.
-    let cq = CqBuilder::new(&ctx, 16).parent_domain(&dom).build().unwrap();
-    let ex = CqBuilder::new(&ctx, 16).extended(Default::default()).parent_domain(&dom).build().unwrap();
-    let qa = QpBuilder::new(&dom, QpType::RC, &cq, &ex).build().unwrap();
+    let cq = Cq::builder(&ctx, 16).parent_domain(&dom).build().unwrap();
+    let ex = Cq::builder(&ctx, 16).extended(Default::default()).parent_domain(&dom).build().unwrap();
+    let qa = Qp::builder(&dom, QpType::RC, &cq, &ex).build().unwrap();
     assert_eq!(qa.pd().as_ptr(), dom.as_ptr());
     write_through(&ctx, &dom, &cq, &qa, &pd);
     drop(dom);
@@ -146,7 +143,7 @@ fn dmabuf_region_or_unsupported() {
     const LEN: usize = 4096;
     let ctx = open_device();
     let rxe = is_rxe(&ctx);
-    let pd = Pd::new(&ctx).unwrap();
+    let pd = Pd::alloc(&ctx).unwrap();
     let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ;
 
     // Ranges that cannot be a region panic before any call, on any device
@@ -184,7 +181,7 @@ fn dmabuf_region_or_unsupported() {
     drop(buf); // the kernel holds the dma-buf for the region
     assert_eq!((mr.addr(), mr.len()), (0, LEN));
     // A WRITE into the dma-buf region, read back by an RDMA READ.
-    let cq = Cq::new(&ctx, 16).unwrap();
+    let cq = Cq::create(&ctx, 16).unwrap();
     let (qa, _qb) = rrddmma::wrap::connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 3, &opts(&ctx)).unwrap();
     let mut src = Buf::new(&pd, 512);
     let mut back = Buf::new(&pd, 512);

@@ -3,8 +3,7 @@
 use std::time::{Duration, Instant};
 
 use rrddmma::prim::{
-    AccessFlags, AttrMask, ConnectOpts, Context, Cq, Error, Mr, Pd, QpAttr, QpBuilder, QpCaps, Refusal, SendWr,
-    WcStatus,
+    AccessFlags, AttrMask, ConnectOpts, Context, Cq, Error, Mr, Pd, Qp, QpAttr, QpCaps, Refusal, SendWr, WcStatus,
 };
 
 use crate::common::{open_device, Loopback};
@@ -28,10 +27,10 @@ fn unknown_device_name_lists_the_available_ones() {
 fn qp_caps_over_device_limits_name_the_cap() {
     let ctx = open_device();
     let limit = u32::try_from(ctx.query_device().unwrap().max_qp_wr).unwrap();
-    let pd = Pd::new(&ctx).unwrap();
-    let cq = Cq::new(&ctx, 4).unwrap();
+    let pd = Pd::alloc(&ctx).unwrap();
+    let cq = Cq::create(&ctx, 4).unwrap();
     let caps = QpCaps::default().max_send_wr(limit + 1);
-    let err = QpBuilder::new(&pd, QpType::RC, &cq, &cq).caps(caps).build().unwrap_err();
+    let err = Qp::builder(&pd, QpType::RC, &cq, &cq).caps(caps).build().unwrap_err();
     match &err {
         Error::CapExceeded { what, asked, limit: l } => {
             assert_eq!((*what, *asked, *l), ("max_send_wr", u64::from(limit) + 1, u64::from(limit)));
@@ -45,9 +44,9 @@ fn qp_caps_over_device_limits_name_the_cap() {
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn modify_with_a_missing_attribute_names_it() {
     let ctx = open_device();
-    let pd = Pd::new(&ctx).unwrap();
-    let cq = Cq::new(&ctx, 4).unwrap();
-    let qp = QpBuilder::new(&pd, QpType::RC, &cq, &cq).build().unwrap();
+    let pd = Pd::alloc(&ctx).unwrap();
+    let cq = Cq::create(&ctx, 4).unwrap();
+    let qp = Qp::builder(&pd, QpType::RC, &cq, &cq).build().unwrap();
     // RESET -> INIT without access flags, with a Q_Key that RC does not take.
     let attr = QpAttr::new(QpState::INIT).pkey_index(0).port(1).qkey(5);
     let err = qp.modify(&attr).unwrap_err();
@@ -70,8 +69,8 @@ fn modify_with_a_missing_attribute_names_it() {
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn post_on_a_reset_qp_is_an_error() {
     let mut lb = Loopback::new(QpCaps::default());
-    let cq = Cq::new(&lb.ctx, 4).unwrap();
-    let qp = QpBuilder::new(&lb.pd, QpType::RC, &cq, &cq).build().unwrap();
+    let cq = Cq::create(&lb.ctx, 4).unwrap();
+    let qp = Qp::builder(&lb.pd, QpType::RC, &cq, &cq).build().unwrap();
     let s = [lb.mr_a.sge(0, 8)];
     let remote = lb.mr_b.remote().at(0);
     // SAFETY: entries in registered regions.
@@ -94,7 +93,7 @@ fn post_on_a_reset_qp_is_an_error() {
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn registering_an_invalid_range_is_an_error() {
     let ctx = open_device();
-    let pd = Pd::new(&ctx).unwrap();
+    let pd = Pd::alloc(&ctx).unwrap();
     // An address this process has not mapped.
     // SAFETY: registration of unmapped memory fails in the kernel; nothing is accessed.
     let err = unsafe { Mr::register(&pd, 0x10 as *mut u8, 1 << 20, AccessFlags::LOCAL_WRITE) }.unwrap_err();
@@ -106,8 +105,8 @@ fn registering_an_invalid_range_is_an_error() {
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn destroyed_peer_gives_retry_exceeded_not_a_hang() {
     let ctx = open_device();
-    let pd = Pd::new(&ctx).unwrap();
-    let cq = Cq::new(&ctx, 8).unwrap();
+    let pd = Pd::alloc(&ctx).unwrap();
+    let cq = Cq::create(&ctx, 8).unwrap();
     let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
     // timeout 12: 4.096 us * 2^12 = 16.8 ms per try; retry_cnt 2: three tries.
     let opts = ConnectOpts::default().timeout(12).retry_cnt(2).access(access);
@@ -137,20 +136,20 @@ fn destroyed_peer_gives_retry_exceeded_not_a_hang() {
 fn qp_build_refuses_a_cq_of_another_context() {
     let ctx = open_device();
     let other = Context::open(ctx.name()).expect("second context of the same device");
-    let pd = Pd::new(&ctx).unwrap();
-    let mine = Cq::new(&ctx, 8).unwrap();
-    let theirs = Cq::new(&other, 8).unwrap();
+    let pd = Pd::alloc(&ctx).unwrap();
+    let mine = Cq::create(&ctx, 8).unwrap();
+    let theirs = Cq::create(&other, 8).unwrap();
     let build = |send: &Cq, recv: &Cq| {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| QpBuilder::new(&pd, QpType::RC, send, recv).build()))
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Qp::builder(&pd, QpType::RC, send, recv).build()))
     };
     for (send, recv, what) in [(&theirs, &mine, "send CQ"), (&mine, &theirs, "receive CQ")] {
         let msg = build(send, recv).expect_err("a foreign CQ panics");
         let msg = msg.downcast_ref::<String>().expect("message");
         assert!(msg.contains(what) && msg.contains("another device context"), "{msg}");
     }
-    let srq_other = rrddmma::prim::Srq::builder(&Pd::new(&other).unwrap()).max_wr(8).build().unwrap();
+    let srq_other = rrddmma::prim::Srq::builder(&Pd::alloc(&other).unwrap()).max_wr(8).build().unwrap();
     let msg = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        QpBuilder::new(&pd, QpType::RC, &mine, &mine).srq(&srq_other).build()
+        Qp::builder(&pd, QpType::RC, &mine, &mine).srq(&srq_other).build()
     }))
     .expect_err("a foreign SRQ panics");
     assert!(msg.downcast_ref::<String>().expect("message").contains("SRQ"));
@@ -163,7 +162,7 @@ fn qp_build_refuses_a_cq_of_another_context() {
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn bind_mw_refuses_a_qp_of_another_context() {
     let ctx = open_device();
-    let pd = Pd::new(&ctx).unwrap();
+    let pd = Pd::alloc(&ctx).unwrap();
     let mut mem = vec![0u8; 4096].into_boxed_slice();
     let access = AccessFlags::LOCAL_WRITE | AccessFlags::MW_BIND;
     // SAFETY: `mem` outlives the region (declared first, dropped last).
@@ -219,10 +218,10 @@ fn a_wrong_gid_index_names_the_transition_the_peer_and_the_roce_v2_gid() {
         })
         .map(|e| e.index as u8)
         .expect("a GID of another kind than the RoCE v2 IPv4 one");
-    let pd = Pd::new(&ctx).unwrap();
-    let cq = Cq::new(&ctx, 8).unwrap();
-    let qa = Qp::new_rc(&pd, &cq, &cq, QpCaps::default()).unwrap();
-    let qb = Qp::new_rc(&pd, &cq, &cq, QpCaps::default()).unwrap();
+    let pd = Pd::alloc(&ctx).unwrap();
+    let cq = Cq::create(&ctx, 8).unwrap();
+    let qa = Qp::builder(&pd, rrddmma::prim::QpType::RC, &cq, &cq).build().unwrap();
+    let qb = Qp::builder(&pd, rrddmma::prim::QpType::RC, &cq, &cq).build().unwrap();
     let eb = qb.endpoint(1, best, 2).unwrap();
     let o = crate::common::opts(&ctx).gid_index(Some(wrong));
     let err = qa.connect(&eb, 1, &o).expect_err("a link-local or RoCE v1 source GID cannot reach an IPv4 GID");
@@ -241,7 +240,7 @@ fn a_wrong_gid_index_names_the_transition_the_peer_and_the_roce_v2_gid() {
     assert!(msg.contains(&format!("peer QPN {:#x}", eb.qpn)) && msg.contains(&eb.gid.to_string()), "{msg}");
     assert!(msg.contains(&format!("local GID index {wrong}")), "{msg}");
     // The default chooses the RoCE v2 GID and connects.
-    let qc = Qp::new_rc(&pd, &cq, &cq, QpCaps::default()).unwrap();
+    let qc = Qp::builder(&pd, rrddmma::prim::QpType::RC, &cq, &cq).build().unwrap();
     qc.connect(&eb, 3, &crate::common::opts(&ctx)).expect("the automatic GID connects");
 }
 

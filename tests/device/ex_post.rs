@@ -1,6 +1,6 @@
 //! The extended post API (`ibv_wr_*`): one doorbell for a batch of mixed requests.
 
-use rrddmma::prim::{Cq, Pd, Qp, QpBuilder, QpCaps, RecvWr, SendOps, SendWr, Wc, WcOpcode, WcStatus};
+use rrddmma::prim::{Cq, Pd, Qp, QpCaps, RecvWr, SendOps, SendWr, Wc, WcOpcode, WcStatus};
 
 use crate::common::{open_device, opts, poll_one, Buf};
 use rrddmma::prim::QpType;
@@ -8,7 +8,7 @@ use rrddmma::prim::QpType;
 fn ex_pair(pd: &Pd, cq: &Cq, caps: QpCaps) -> (Qp, Qp) {
     let ctx = pd.context();
     let o = opts(ctx);
-    let build = || QpBuilder::new(pd, QpType::RC, cq, cq).caps(caps).send_ops(SendOps::BASIC).build().unwrap();
+    let build = || Qp::builder(pd, QpType::RC, cq, cq).caps(caps).send_ops(SendOps::BASIC).build().unwrap();
     let (a, b) = (build(), build());
     let gi = o.gid_index_on(pd.context()).unwrap();
     let (ea, eb) = (a.endpoint(1, gi, 100).unwrap(), b.endpoint(1, gi, 200).unwrap());
@@ -21,8 +21,8 @@ fn ex_pair(pd: &Pd, cq: &Cq, caps: QpCaps) -> (Qp, Qp) {
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn mixed_batch_with_one_doorbell() {
     let ctx = open_device();
-    let pd = Pd::new(&ctx).unwrap();
-    let cq = Cq::new(&ctx, 64).unwrap();
+    let pd = Pd::alloc(&ctx).unwrap();
+    let cq = Cq::create(&ctx, 64).unwrap();
     let caps = QpCaps::default().max_send_sge(4).max_inline_data(64);
     let (qa, qb) = ex_pair(&pd, &cq, caps);
     let mut a = Buf::new(&pd, 8192);
@@ -103,8 +103,8 @@ fn mixed_batch_with_one_doorbell() {
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn dropped_batch_posts_nothing() {
     let ctx = open_device();
-    let pd = Pd::new(&ctx).unwrap();
-    let cq = Cq::new(&ctx, 16).unwrap();
+    let pd = Pd::alloc(&ctx).unwrap();
+    let cq = Cq::create(&ctx, 16).unwrap();
     let (qa, _qb) = ex_pair(&pd, &cq, QpCaps::default());
     let mut a = Buf::new(&pd, 64);
     let mut b = Buf::new(&pd, 64);
@@ -134,8 +134,8 @@ fn dropped_batch_posts_nothing() {
 fn one_entry_methods_write_read_send_and_atomics() {
     use rrddmma::prim::SendFlags;
     let ctx = open_device();
-    let pd = Pd::new(&ctx).unwrap();
-    let cq = Cq::new(&ctx, 64).unwrap();
+    let pd = Pd::alloc(&ctx).unwrap();
+    let cq = Cq::create(&ctx, 64).unwrap();
     let (qa, qb) = ex_pair(&pd, &cq, QpCaps::default());
     let mut a = Buf::new(&pd, 4096);
     let mut b = Buf::new(&pd, 4096);
@@ -190,9 +190,9 @@ fn one_entry_methods_write_read_send_and_atomics() {
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn one_entry_methods_refuse_ud() {
     let ctx = open_device();
-    let pd = Pd::new(&ctx).unwrap();
-    let cq = Cq::new(&ctx, 16).unwrap();
-    let qp = QpBuilder::new(&pd, QpType::UD, &cq, &cq).send_ops(SendOps::SEND).build().unwrap();
+    let pd = Pd::alloc(&ctx).unwrap();
+    let cq = Cq::create(&ctx, 16).unwrap();
+    let qp = Qp::builder(&pd, QpType::UD, &cq, &cq).send_ops(SendOps::SEND).build().unwrap();
     let a = Buf::new(&pd, 64);
     let sge = a.mr.sge(0, 8);
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

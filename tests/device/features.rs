@@ -12,7 +12,7 @@ use rrddmma::prim::MwType;
 fn odp_dm_and_xrc_are_unsupported_where_absent() {
     let ctx = open_device();
     let attr = ctx.query_device_ex().unwrap();
-    let pd = Pd::new(&ctx).unwrap();
+    let pd = Pd::alloc(&ctx).unwrap();
 
     let mut buf = vec![0u8; 4096].into_boxed_slice();
     let odp = AccessFlags::LOCAL_WRITE | AccessFlags::ON_DEMAND;
@@ -49,8 +49,8 @@ fn odp_dm_and_xrc_are_unsupported_where_absent() {
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn memory_window_grants_part_of_a_region() {
     let ctx = open_device();
-    let pd = Pd::new(&ctx).unwrap();
-    let cq = Cq::new(&ctx, 16).unwrap();
+    let pd = Pd::alloc(&ctx).unwrap();
+    let cq = Cq::create(&ctx, 16).unwrap();
     let (qa, qb) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 7, &opts(&ctx)).unwrap();
     let mut src = Buf::new(&pd, 256);
     let mut mem = vec![0u8; 8192].into_boxed_slice();

@@ -24,8 +24,8 @@ fn every_entry_point_is_unsupported_off_mlx5() {
     }
     unsupported(mlx5dv::query_device(&ctx), "query_device");
     unsupported(mlx5dv::clock_info(&ctx), "clock_info");
-    let pd = Pd::new(&ctx).unwrap();
-    let cq = Cq::new(&ctx, 8).unwrap();
+    let pd = Pd::alloc(&ctx).unwrap();
+    let cq = Cq::create(&ctx, 8).unwrap();
     let (qa, _qb) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 1, &opts(&ctx)).unwrap();
     // SAFETY: the views are refused before they exist.
     unsupported(unsafe { mlx5dv::obj::sq_ring(&qa) }, "sq_ring");

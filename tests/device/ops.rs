@@ -157,13 +157,13 @@ fn multi_sge_gather_and_scatter() {
 #[test]
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn uc_write_and_send() {
-    use rrddmma::prim::{Cq, Pd, QpBuilder};
+    use rrddmma::prim::{Cq, Pd, Qp};
     let ctx = crate::common::open_device();
-    let pd = Pd::new(&ctx).unwrap();
-    let cq = Cq::new(&ctx, 16).unwrap();
+    let pd = Pd::alloc(&ctx).unwrap();
+    let cq = Cq::create(&ctx, 16).unwrap();
     let uc = QpType::UC;
-    let qa = QpBuilder::new(&pd, uc, &cq, &cq).build().unwrap();
-    let qb = QpBuilder::new(&pd, uc, &cq, &cq).build().unwrap();
+    let qa = Qp::builder(&pd, uc, &cq, &cq).build().unwrap();
+    let qb = Qp::builder(&pd, uc, &cq, &cq).build().unwrap();
     let o = crate::common::opts(&ctx).access(rrddmma::prim::AccessFlags::REMOTE_WRITE);
     let gi = o.gid_index_on(pd.context()).unwrap();
     let (ea, eb) = (qa.endpoint(1, gi, 11).unwrap(), qb.endpoint(1, gi, 22).unwrap());

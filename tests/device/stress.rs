@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use rrddmma::prim::{Ah, AhAttr, CompChannel, Context, Cq, CqBuilder, Pd, QpBuilder, QpCaps, Srq};
+use rrddmma::prim::{Ah, AhAttr, CompChannel, Context, Cq, Pd, Qp, QpCaps, Srq};
 
 use crate::common::{open_device, Buf};
 use rrddmma::prim::QpType;
@@ -36,8 +36,8 @@ fn thousand_of_each_object_and_back() {
         drop(Context::open(&dev).unwrap());
     }
     {
-        let pds: Vec<Pd> = (0..N).map(|_| Pd::new(&ctx).unwrap()).collect();
-        let cqs: Vec<Cq> = (0..N).map(|_| Cq::new(&ctx, 4).unwrap()).collect();
+        let pds: Vec<Pd> = (0..N).map(|_| Pd::alloc(&ctx).unwrap()).collect();
+        let cqs: Vec<Cq> = (0..N).map(|_| Cq::create(&ctx, 4).unwrap()).collect();
         let mid = counts(&dev);
         assert_eq!(mid["pd"], start["pd"] + N as u64, "{mid:?}");
         assert_eq!(mid["cq"], start["cq"] + N as u64, "{mid:?}");
@@ -46,13 +46,12 @@ fn thousand_of_each_object_and_back() {
         let srqs: Vec<Srq> = (0..N).map(|_| Srq::builder(pd).max_wr(4).build().unwrap()).collect();
         let caps = QpCaps::default().max_send_wr(4).max_recv_wr(4);
         let qps: Vec<_> =
-            (0..N).map(|i| QpBuilder::new(pd, QpType::RC, &cqs[i], &cqs[i]).caps(caps).build().unwrap()).collect();
+            (0..N).map(|i| Qp::builder(pd, QpType::RC, &cqs[i], &cqs[i]).caps(caps).build().unwrap()).collect();
         let gid_index = ctx.roce_v2_gid_index(1).unwrap();
         let dgid = ctx.query_gid(1, u32::from(gid_index)).unwrap();
-        let ahs: Vec<Ah> = (0..N).map(|_| Ah::new(pd, &AhAttr::global(1, gid_index, dgid)).unwrap()).collect();
-        let channels: Vec<CompChannel> = (0..N).map(|_| CompChannel::new(&ctx).unwrap()).collect();
-        let chan_cqs: Vec<Cq> =
-            channels.iter().map(|ch| CqBuilder::new(&ctx, 4).channel(ch).build().unwrap()).collect();
+        let ahs: Vec<Ah> = (0..N).map(|_| Ah::create(pd, &AhAttr::global(1, gid_index, dgid)).unwrap()).collect();
+        let channels: Vec<CompChannel> = (0..N).map(|_| CompChannel::create(&ctx).unwrap()).collect();
+        let chan_cqs: Vec<Cq> = channels.iter().map(|ch| Cq::builder(&ctx, 4).channel(ch).build().unwrap()).collect();
         let full = counts(&dev);
         eprintln!("resources with {N} of each: {full:?}");
         assert_eq!(full["qp"], start["qp"] + N as u64);

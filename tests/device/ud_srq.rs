@@ -1,7 +1,7 @@
 //! UD with address handles and GRH; shared receive queues.
 
 use rrddmma::bindings as ffi;
-use rrddmma::prim::{AccessFlags, Ah, AhAttr, Cq, Mr, Pd, QpBuilder, QpCaps, RecvWr, SendWr, Srq, WcOpcode, WcStatus};
+use rrddmma::prim::{AccessFlags, Ah, AhAttr, Cq, Mr, Pd, Qp, QpCaps, RecvWr, SendWr, Srq, WcOpcode, WcStatus};
 
 use crate::common::{open_device, poll_one, poll_pair, Loopback};
 use rrddmma::prim::QpType;
@@ -13,11 +13,11 @@ const GRH: usize = 40;
 fn ud_send_with_grh_reports_source_qp() {
     let ctx = open_device();
     let gid_index = ctx.roce_v2_gid_index(1).unwrap();
-    let pd = Pd::new(&ctx).unwrap();
-    let cq = Cq::new(&ctx, 16).unwrap();
+    let pd = Pd::alloc(&ctx).unwrap();
+    let cq = Cq::create(&ctx, 16).unwrap();
     let ud = QpType::UD;
-    let qa = QpBuilder::new(&pd, ud, &cq, &cq).build().unwrap();
-    let qb = QpBuilder::new(&pd, ud, &cq, &cq).build().unwrap();
+    let qa = Qp::builder(&pd, ud, &cq, &cq).build().unwrap();
+    let qb = Qp::builder(&pd, ud, &cq, &cq).build().unwrap();
     const QKEY: u32 = 0x1111_1111;
     qa.bring_up_ud(1, 0, QKEY, 1).unwrap();
     qb.bring_up_ud(1, 0, QKEY, 2).unwrap();
@@ -26,7 +26,7 @@ fn ud_send_with_grh_reports_source_qp() {
     // SAFETY: `buf` outlives `mr` (dropped at the end of the test, after it).
     let mr = unsafe { Mr::register(&pd, buf.as_mut_ptr(), buf.len(), AccessFlags::LOCAL_WRITE) }.unwrap();
     let dgid = ctx.query_gid(1, u32::from(gid_index)).unwrap();
-    let ah = Ah::new(&pd, &AhAttr::global(1, gid_index, dgid)).unwrap();
+    let ah = Ah::create(&pd, &AhAttr::global(1, gid_index, dgid)).unwrap();
 
     let rs = [mr.sge(1024, (GRH + 256) as u32)];
     // SAFETY: the receive lies in `mr`, untouched until the completion.
@@ -52,10 +52,10 @@ fn srq_receives_for_a_qp_attached_to_it() {
     // A fresh pair where b takes receives from an SRQ.
     let lb = Loopback::new(QpCaps::default());
     let srq = Srq::builder(&lb.pd).max_wr(16).build().unwrap();
-    let cq = Cq::new(&lb.ctx, 16).unwrap();
+    let cq = Cq::create(&lb.ctx, 16).unwrap();
     let rc = QpType::RC;
-    let qa = QpBuilder::new(&lb.pd, rc, &cq, &cq).build().unwrap();
-    let qb = QpBuilder::new(&lb.pd, rc, &cq, &cq).srq(&srq).build().unwrap();
+    let qa = Qp::builder(&lb.pd, rc, &cq, &cq).build().unwrap();
+    let qb = Qp::builder(&lb.pd, rc, &cq, &cq).srq(&srq).build().unwrap();
     let opts = rrddmma::prim::ConnectOpts::default();
     let gi = opts.gid_index_on(&lb.ctx).unwrap();
     let ea = qa.endpoint(1, gi, 5).unwrap();

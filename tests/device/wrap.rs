@@ -16,8 +16,8 @@ use rrddmma::prim::{Mtu, MwType};
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn registered_mem_is_aligned_zeroed_and_remotely_writable() {
     let ctx = open_device();
-    let pd = Pd::new(&ctx).unwrap();
-    let cq = Cq::new(&ctx, 16).unwrap();
+    let pd = Pd::alloc(&ctx).unwrap();
+    let cq = Cq::create(&ctx, 16).unwrap();
     let o = MemOpts::default().align(1 << 16).huge(HugePages::Transparent);
     let mut a = RegisteredMem::with(&pd, 100_000, &o).unwrap();
     let b = RegisteredMem::new(&pd, 4096).unwrap();
@@ -60,7 +60,7 @@ fn registered_mem_is_aligned_zeroed_and_remotely_writable() {
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn transparent_huge_regions_register_whole_whatever_mmap_returns() {
     let ctx = open_device();
-    let pd = Pd::new(&ctx).unwrap();
+    let pd = Pd::alloc(&ctx).unwrap();
     let o = MemOpts::default().huge(HugePages::Transparent);
     let mut held = Vec::new();
     for (i, len) in [1, 4096, (2 << 20) - 1, 2 << 20, (2 << 20) + 1].into_iter().cycle().take(40).enumerate() {
@@ -86,7 +86,7 @@ fn transparent_huge_regions_register_whole_whatever_mmap_returns() {
 #[should_panic(expected = "outside the 64 bytes")]
 fn registered_mem_ranges_are_checked() {
     let ctx = open_device();
-    let pd = Pd::new(&ctx).unwrap();
+    let pd = Pd::alloc(&ctx).unwrap();
     let m = RegisteredMem::new(&pd, 64).unwrap();
     m.sge(60..68);
 }
@@ -97,7 +97,7 @@ fn registered_mem_ranges_are_checked() {
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn registered_mem_ptr_at_is_the_byte_at_the_offset() {
     let ctx = open_device();
-    let pd = Pd::new(&ctx).unwrap();
+    let pd = Pd::alloc(&ctx).unwrap();
     let mut m = RegisteredMem::new(&pd, 64).unwrap();
     m.write(63, &[7]);
     // SAFETY: inside the region; nothing is in flight on it.
@@ -125,8 +125,8 @@ fn a_three_rank_mesh_writes_to_every_peer() {
                 let place = Resolved { rank, size: N, coordinator, rank_source: RankSource::Config, device: None };
                 let mut s = Session::join_as(&cfg, &place).unwrap();
                 let ctx = open_device();
-                let pd = Pd::new(&ctx).unwrap();
-                let cq = Cq::new(&ctx, 64).unwrap();
+                let pd = Pd::alloc(&ctx).unwrap();
+                let cq = Cq::create(&ctx, 64).unwrap();
                 let mut mem = RegisteredMem::new(&pd, 4096).unwrap();
                 let mesh = MeshOpts::default().caps(QpCaps::default()).connect(opts(&ctx)).psn(100 * rank);
                 let qps = connect_rc_mesh(&mut s, &pd, &cq, &cq, &mesh).unwrap();
@@ -164,8 +164,8 @@ fn a_three_rank_mesh_writes_to_every_peer() {
 fn ud_endpoints_cache_address_handles() {
     const GRH: usize = 40;
     let ctx = open_device();
-    let pd = Pd::new(&ctx).unwrap();
-    let cq = Cq::new(&ctx, 64).unwrap();
+    let pd = Pd::alloc(&ctx).unwrap();
+    let cq = Cq::create(&ctx, 64).unwrap();
     let gi = opts(&ctx).gid_index_on(&ctx).unwrap();
     let mut a = UdEndpoint::new(&pd, &cq, &cq, QpCaps::default(), 1, gi, 0x5151).unwrap();
     let b = UdEndpoint::new(&pd, &cq, &cq, QpCaps::default(), 1, gi, 0x5151).unwrap();
@@ -209,8 +209,8 @@ fn mapped_at(addr: usize) -> bool {
 fn memory_window_keeps_registered_mem_alive() {
     use rrddmma::prim::{destroy_failures, AccessFlags, Mw};
     let ctx = open_device();
-    let pd = Pd::new(&ctx).unwrap();
-    let cq = Cq::new(&ctx, 16).unwrap();
+    let pd = Pd::alloc(&ctx).unwrap();
+    let cq = Cq::create(&ctx, 16).unwrap();
     let (qa, qb) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 9, &opts(&ctx)).unwrap();
     let mut src = RegisteredMem::new(&pd, 4096).unwrap();
     let access = AccessFlags::LOCAL_WRITE | AccessFlags::MW_BIND;

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use rrddmma::prim::{
-    AccessFlags, Ah, AhAttr, CompChannel, ConnectOpts, Context, Cq, CqBuilder, Endpoint, Gid, Mtu, Pd, Qp, QpBuilder,
-    QpCaps, QpType, RecvWr, SendWr, Sge, GRH_LEN,
+    AccessFlags, Ah, AhAttr, CompChannel, ConnectOpts, Context, Cq, Endpoint, Gid, Mtu, Pd, Qp, QpCaps, QpType, RecvWr,
+    SendWr, Sge, GRH_LEN,
 };
 use rrddmma::wrap::{HugePages, MemOpts, RegisteredMem};
 
@@ -120,7 +120,7 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
     let slot = inc(max_size.max(cycle), line) + rx_payload;
     let rx_len = if ud { max_size + GRH_LEN } else { slot } as u32;
     let q = o.qps as usize;
-    let pd = Pd::new(&ctx).map_err(err("allocating a PD"))?;
+    let pd = Pd::alloc(&ctx).map_err(err("allocating a PD"))?;
     let access =
         AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
     // A UC QP takes remote writes only (UC has no READ or atomics).
@@ -153,7 +153,7 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
         Conn::Ud => QpType::UD,
     };
     let qps = (0..q)
-        .map(|i| QpBuilder::new(&pd, qp_type, &cqs[i % threads], &recv_cq).caps(caps).build())
+        .map(|i| Qp::builder(&pd, qp_type, &cqs[i % threads], &recv_cq).caps(caps).build())
         .collect::<Result<Vec<_>, _>>()
         .map_err(err("creating a QP"))?;
 
@@ -228,7 +228,7 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
             } else {
                 AhAttr::global(o.ib_port, gid_index, remote.gid).dlid(r.lid).hop_limit(255)
             };
-            let ah = Ah::new(&pd, &av).map_err(err("creating the address handle"))?;
+            let ah = Ah::create(&pd, &av).map_err(err("creating the address handle"))?;
             ud_peers.push(UdPeer { ah, qpn: r.qpn, qkey: QKEY });
             continue;
         }
@@ -306,10 +306,10 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
 /// channel between its CQs; one each tells every wake-up's CQ apart).
 pub(crate) fn new_cq(ctx: &Context, cqe: u32, events: bool) -> Res<Cq> {
     if !events {
-        return Cq::new(ctx, cqe).map_err(err("creating a CQ"));
+        return Cq::create(ctx, cqe).map_err(err("creating a CQ"));
     }
-    let ch = CompChannel::new(ctx).map_err(err("creating a completion channel"))?;
-    let cq = CqBuilder::new(ctx, cqe).channel(&ch).build().map_err(err("creating a CQ"))?;
+    let ch = CompChannel::create(ctx).map_err(err("creating a completion channel"))?;
+    let cq = Cq::builder(ctx, cqe).channel(&ch).build().map_err(err("creating a CQ"))?;
     cq.req_notify(false).map_err(err("ibv_req_notify_cq"))?;
     Ok(cq)
 }

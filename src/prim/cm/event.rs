@@ -52,7 +52,7 @@ impl CmEventType {
 /// (`ESTABLISHED` on a UD id) or the group (`MULTICAST_JOIN`).
 #[derive(Clone, Copy, Debug)]
 pub struct UdParam {
-    /// The address vector (for [`crate::prim::Ah::new`]).
+    /// The address vector (for [`crate::prim::Ah::create`]).
     pub ah_attr: AhAttr,
     /// The remote QPN (`0xffffff` for a multicast group).
     pub qpn: u32,

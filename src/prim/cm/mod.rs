@@ -135,7 +135,11 @@ impl fmt::Debug for EventChannel {
 
 impl EventChannel {
     /// Opens a channel (`rdma_create_event_channel`), its descriptor set non-blocking.
-    pub fn new() -> Result<EventChannel> {
+    ///
+    /// # References
+    /// `rdma_create_event_channel(3)`
+    #[doc(alias = "rdma_create_event_channel")]
+    pub fn create() -> Result<EventChannel> {
         ffi::register_static_providers();
         // SAFETY: no arguments; null on failure with errno set.
         let raw = unsafe { cmffi::rdma_create_event_channel() };
@@ -360,14 +364,14 @@ fn check_ack_timeout(timeout: u8) {
     );
 }
 
-/// Checks the port space of [`CmId::new`].
+/// Checks the port space of [`CmId::create`].
 ///
 /// # Panics
 /// For [`PortSpace::Uc`], which `rdma_create_id` cannot make unbound.
 fn check_unbound_port_space(ps: PortSpace) {
     assert!(
         ps != PortSpace::Uc,
-        "CmId::new: port space Uc needs a bound id: use CmId::bound(channel, PortSpace::Uc, addr), with port 0 \
+        "CmId::create: port space Uc needs a bound id: use CmId::bound(channel, PortSpace::Uc, addr), with port 0 \
          (and the unspecified address on the active side) for any"
     );
 }
@@ -378,7 +382,11 @@ impl CmId {
     /// # Panics
     /// For [`PortSpace::Uc`]: UC ids cannot be made unbound (`rdma_create_id`
     /// gives RC or UD ids only); use [`CmId::bound`].
-    pub fn new(channel: &EventChannel, ps: PortSpace) -> Result<CmId> {
+    ///
+    /// # References
+    /// `rdma_create_id(3)`
+    #[doc(alias = "rdma_create_id")]
+    pub fn create(channel: &EventChannel, ps: PortSpace) -> Result<CmId> {
         check_unbound_port_space(ps);
         let mut raw = ptr::null_mut();
         // SAFETY: live channel; `raw` receives the id.
@@ -401,7 +409,7 @@ impl CmId {
     /// call that creates an id of another QP type, then moved onto `channel`.
     pub fn bound(channel: &EventChannel, ps: PortSpace, addr: SocketAddr) -> Result<CmId> {
         if ps != PortSpace::Uc {
-            let id = CmId::new(channel, ps)?;
+            let id = CmId::create(channel, ps)?;
             id.bind(addr)?;
             return Ok(id);
         }

@@ -106,7 +106,7 @@ pub struct Endpoint {
     pub gid: Gid,
 }
 
-/// Creates a QP: `new(required)`, then setters, then [`QpBuilder::build`].
+/// Creates a QP: [`Qp::builder`] with what is required, then setters, then [`QpBuilder::build`].
 #[derive(Debug)]
 pub struct QpBuilder<'a> {
     pd: &'a Pd,
@@ -121,8 +121,7 @@ pub struct QpBuilder<'a> {
 }
 
 impl<'a> QpBuilder<'a> {
-    /// A QP of `qp_type` on `pd` completing on `send_cq` / `recv_cq`.
-    pub fn new(pd: &'a Pd, qp_type: QpType, send_cq: &'a Cq, recv_cq: &'a Cq) -> QpBuilder<'a> {
+    fn new(pd: &'a Pd, qp_type: QpType, send_cq: &'a Cq, recv_cq: &'a Cq) -> QpBuilder<'a> {
         QpBuilder {
             pd,
             qp_type,
@@ -365,9 +364,22 @@ impl Qp {
         }
     }
 
-    /// Creates a reliable-connected QP with default settings.
-    pub fn new_rc(pd: &Pd, send_cq: &Cq, recv_cq: &Cq, caps: QpCaps) -> Result<Qp> {
-        QpBuilder::new(pd, QpType::RC, send_cq, recv_cq).caps(caps).build()
+    /// A QP of `qp_type` on `pd` completing on `send_cq` / `recv_cq`:
+    /// set what differs from the defaults, then [`QpBuilder::build`].
+    ///
+    /// ```no_run
+    /// # fn f(pd: &rrddmma::prim::Pd, cq: &rrddmma::prim::Cq) -> rrddmma::prim::Result<()> {
+    /// use rrddmma::prim::{Qp, QpCaps, QpType};
+    /// let qp = Qp::builder(pd, QpType::RC, cq, cq).caps(QpCaps::default().max_send_wr(256)).build()?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # References
+    /// `ibv_create_qp(3)`, `ibv_create_qp_ex(3)`
+    #[doc(alias = "ibv_create_qp")]
+    #[doc(alias = "ibv_create_qp_ex")]
+    pub fn builder<'a>(pd: &'a Pd, qp_type: QpType, send_cq: &'a Cq, recv_cq: &'a Cq) -> QpBuilder<'a> {
+        QpBuilder::new(pd, qp_type, send_cq, recv_cq)
     }
 
     /// The raw QP.

@@ -138,7 +138,7 @@ impl std::fmt::Debug for CmListen {
 
 impl CmListen {
     pub fn bind(addr: SocketAddr) -> Result<CmListen> {
-        let ch = EventChannel::new()?;
+        let ch = EventChannel::create()?;
         let id = CmId::bound(&ch, PortSpace::Rc, addr)?;
         id.listen(64)?;
         Ok(CmListen { events: Events::new(&ch)?, id })
@@ -170,7 +170,7 @@ impl CmListen {
                 }
             };
             // Its own channel: its events do not mix with the listener's.
-            let ch = EventChannel::new()?;
+            let ch = EventChannel::create()?;
             id.migrate(&ch)?;
             let events = Events::new(&ch)?;
             id.set_ack_timeout(o.connect.timeout)?;
@@ -195,9 +195,9 @@ impl RcEndpoint {
     /// [`Error::Verbs`] with the CM's `REJECTED` event and its reason.
     pub async fn connect_cm(addr: SocketAddr, o: &AioOpts) -> Result<RcEndpoint> {
         let deadline = || Instant::now() + o.setup_timeout;
-        let ch = EventChannel::new()?;
+        let ch = EventChannel::create()?;
         let events = Events::new(&ch)?;
-        let id = CmId::new(&ch, PortSpace::Rc)?;
+        let id = CmId::create(&ch, PortSpace::Rc)?;
         id.resolve_addr(None, addr, o.setup_timeout)?;
         events.expect(CmEventType::ADDR_RESOLVED, deadline()).await?;
         id.resolve_route(o.setup_timeout)?;

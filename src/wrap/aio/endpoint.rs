@@ -16,8 +16,8 @@ use super::error::{Error, Result};
 use super::pool::{LocalMr, MrPool};
 use crate::ctrl::QpInfo;
 use crate::prim::{
-    AccessFlags, CompChannel, ConnectOpts, Context, CqBuilder, Pd, Qp, QpBuilder, QpCaps, QpType, RecvWr, RemoteAddr,
-    RemoteMr, SendWr, Sge, Wc, WcOpcode,
+    AccessFlags, CompChannel, ConnectOpts, Context, Cq, Pd, Qp, QpCaps, QpType, RecvWr, RemoteAddr, RemoteMr, SendWr,
+    Sge, Wc, WcOpcode,
 };
 
 /// Settings of an async endpoint: [`AioOpts::new`] with the device (no
@@ -298,13 +298,13 @@ pub(super) struct Parts {
 impl Parts {
     /// The PD, CQ, data and control QPs (RESET), pool and control buffers on `ctx`.
     pub fn new(ctx: Context, o: &AioOpts) -> Result<Parts> {
-        let pd = Pd::new(&ctx)?;
-        let channel = CompChannel::new(&ctx)?;
-        let cq = CqBuilder::new(&ctx, o.cq_size).channel(&channel).build()?;
-        let data = Qp::new_rc(&pd, &cq, &cq, o.caps)?;
+        let pd = Pd::alloc(&ctx)?;
+        let channel = CompChannel::create(&ctx)?;
+        let cq = Cq::builder(&ctx, o.cq_size).channel(&channel).build()?;
+        let data = Qp::builder(&pd, crate::prim::QpType::RC, &cq, &cq).caps(o.caps).build()?;
         let ctrl_caps =
             QpCaps { max_send_wr: 128, max_recv_wr: CTRL_RECVS, max_inline_data: MSG as u32, ..QpCaps::default() };
-        let ctrl_qp = QpBuilder::new(&pd, QpType::RC, &cq, &cq).caps(ctrl_caps).build()?;
+        let ctrl_qp = Qp::builder(&pd, QpType::RC, &cq, &cq).caps(ctrl_caps).build()?;
         let pool = MrPool::new(&pd, o.pool_size)?;
         let (returned_tx, returned) = mpsc::unbounded_channel();
         let (lent_tx, lent_in) = mpsc::unbounded_channel();
