@@ -41,6 +41,9 @@
 //! message in [`prim::Error`], [`ctrl::Error`] and `wrap::aio::Error`.
 
 #![deny(missing_docs)]
+// docs.rs builds with `--cfg docsrs`: gated items say which feature (or
+// linkage) they need.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_code)]
 
 /// A set-up, control-plane or fault event, through the `log` facade when the

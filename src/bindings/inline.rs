@@ -319,6 +319,7 @@ pub unsafe fn ibv_advise_mr(
 /// # Safety
 /// `context` must be live; `entry` valid for writes.
 #[cfg(not(rrddmma_mlnx_ofed4))]
+#[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
 #[inline]
 pub unsafe fn ibv_query_gid_ex(
     context: *mut ibv_context,

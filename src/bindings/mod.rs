@@ -45,6 +45,7 @@ pub mod inline;
 /// bindings`); the verbs types it names are [`sys`]'s. Not re-exported flat:
 /// reach it as `bindings::cm::rdma_connect`. Feature `cm`.
 #[cfg(feature = "cm")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cm")))]
 #[allow(
     non_camel_case_types,
     non_snake_case,
@@ -60,6 +61,7 @@ pub mod inline;
 pub mod cm;
 
 #[cfg(rrddmma_mlnx_ofed4)]
+#[cfg_attr(docsrs, doc(cfg(rrddmma_mlnx_ofed4)))]
 pub mod exp4;
 
 mod providers {

@@ -282,6 +282,7 @@ unsafe impl Send for Dct {}
 unsafe impl Sync for Dct {}
 
 #[cfg(rrddmma_mlnx_ofed4)]
+#[cfg_attr(docsrs, doc(cfg(rrddmma_mlnx_ofed4)))]
 impl Drop for Dct {
     fn drop(&mut self) {
         // SAFETY: created by `ibv_exp_create_dct`, destroyed once.
@@ -332,6 +333,7 @@ impl Dct {
     /// The raw target: the DCT's `ibv_qp` with rdma-core, its
     /// `ibv_exp_dct` with MLNX_OFED 4.x (the one item whose type differs).
     #[cfg(not(rrddmma_mlnx_ofed4))]
+    #[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
     pub fn as_ptr(&self) -> *mut crate::bindings::ibv_qp {
         self.qp.as_ptr()
     }
@@ -339,6 +341,7 @@ impl Dct {
     /// The raw target: the DCT's `ibv_qp` with rdma-core, its
     /// `ibv_exp_dct` with MLNX_OFED 4.x (the one item whose type differs).
     #[cfg(rrddmma_mlnx_ofed4)]
+    #[cfg_attr(docsrs, doc(cfg(rrddmma_mlnx_ofed4)))]
     pub fn as_ptr(&self) -> *mut crate::bindings::exp4::ibv_exp_dct {
         self.raw.as_ptr()
     }
@@ -508,6 +511,7 @@ impl DciBatch<'_> {
 }
 
 #[cfg(rrddmma_mlnx_ofed4)]
+#[cfg_attr(docsrs, doc(cfg(rrddmma_mlnx_ofed4)))]
 impl Dci {
     /// Posts a masked atomic (or any other experimental request) to `to`
     /// (MLNX_OFED 4.x builds only: with rdma-core, masked atomics are

@@ -32,9 +32,11 @@ pub mod cq;
 pub mod cqe;
 pub mod dc;
 #[cfg(rrddmma_mlnx_ofed4)]
+#[cfg_attr(docsrs, doc(cfg(rrddmma_mlnx_ofed4)))]
 pub mod exp4;
 pub mod mmio;
 #[cfg(not(rrddmma_mlnx_ofed4))]
+#[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
 pub mod obj;
 pub mod seg;
 pub mod sq;
@@ -45,9 +47,11 @@ use crate::bindings as ffi;
 use crate::prim::{Context, Error, Result};
 
 #[cfg(rrddmma_mlnx_ofed4)]
+#[cfg_attr(docsrs, doc(cfg(rrddmma_mlnx_ofed4)))]
 pub use exp4::clock_info;
 
 #[cfg(not(rrddmma_mlnx_ofed4))]
+#[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
 /// Whether `ctx` is an mlx5 device (`mlx5dv_is_supported`).
 pub fn is_supported(ctx: &Context) -> bool {
     // SAFETY: a live context points to its device.
@@ -65,6 +69,7 @@ pub(crate) fn require(ctx: &Context, op: &'static str) -> Result<()> {
 }
 
 #[cfg(not(rrddmma_mlnx_ofed4))]
+#[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
 /// The `mlx5dv_context` fields the bindings' struct holds, as a request mask.
 ///
 /// `mlx5dv_query_device` takes no size: it fills every field whose bit is set
@@ -93,6 +98,7 @@ pub const QUERY_DEVICE_MASK: u64 = {
 };
 
 #[cfg(not(rrddmma_mlnx_ofed4))]
+#[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
 /// mlx5 capabilities (`mlx5dv_query_device`), asking for every field the
 /// bindings' struct holds ([`QUERY_DEVICE_MASK`]); `comp_mask` of the result
 /// says which of them the library filled.
@@ -108,6 +114,7 @@ pub fn query_device(ctx: &Context) -> Result<ffi::mlx5dv_context> {
 }
 
 #[cfg(not(rrddmma_mlnx_ofed4))]
+#[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
 /// The device clock parameters for [`clock::ts_to_ns`] (`mlx5dv_get_clock_info`).
 pub fn clock_info(ctx: &Context) -> Result<clock::ClockInfo> {
     require(ctx, "mlx5dv_get_clock_info")?;

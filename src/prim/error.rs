@@ -154,6 +154,7 @@ pub enum Error {
     /// A CM event other than the one waited for (a rejection, an
     /// unreachable peer, an address or route error, a disconnect).
     #[cfg(feature = "cm")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cm")))]
     CmEvent {
         /// What was being waited for.
         op: &'static str,

@@ -9,6 +9,7 @@
 mod ah;
 mod channel;
 #[cfg(feature = "cm")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cm")))]
 pub mod cm;
 mod cq;
 pub(crate) mod cvalue;

@@ -14,6 +14,7 @@
 //!   [`RegisteredMem::remote`].
 
 #[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 #[allow(unsafe_code)]
 pub mod aio;
 #[cfg(feature = "cm")]
@@ -25,6 +26,7 @@ mod rc;
 mod ud;
 
 #[cfg(feature = "cm")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cm")))]
 pub use cm::{accept_rc_cm, connect_rc_cm, CmConn, CmListener, CmOpts, CmRequest};
 pub use error::{Error, Result};
 pub use mem::{HugePages, MemOpts, RegisteredMem};

@@ -89,12 +89,22 @@ fn no_linkage_message(tally: &mut Tally) {
     let (ok, text) = capture(&mut cargo_without_linkage(&["build", "--lib", "--quiet"]));
     let good = !ok && names_packages(&text) && text.contains("`vendored` feature");
     tally.check("build without linkage or `vendored` fails naming the feature", good);
+    // docs.rs runs a nightly rustdoc with `--cfg docsrs` (Cargo.toml's
+    // metadata), which turns on `doc(cfg)`; RUSTC_BOOTSTRAP lets the stable
+    // toolchain do the same here.
     let (ok, _) = capture(
         cargo_without_linkage(&["doc", "--no-deps", "--quiet", "-p", "rrddmma", "--all-features"])
             .env("DOCS_RS", "1")
-            .env("RUSTDOCFLAGS", "-D warnings"),
+            .env("RUSTC_BOOTSTRAP", "1")
+            .env("RUSTDOCFLAGS", "-D warnings --cfg docsrs"),
     );
-    tally.check("docs build as on docs.rs (no libibverbs, all features)", ok);
+    tally.check("docs build as on docs.rs (no libibverbs, all features, --cfg docsrs)", ok);
+    let page =
+        std::fs::read_to_string(root().join("target/no-linkage/doc/rrddmma/wrap/index.html")).unwrap_or_default();
+    tally.check(
+        "docs.rs pages name the feature of gated items (doc(cfg): `aio` needs `tokio`)",
+        ok && page.contains("Available on crate feature `tokio` only"),
+    );
 }
 
 /// Feature sets build, the optional features' tests pass, and the MSRV holds.

@@ -185,6 +185,7 @@ impl CmListen {
     }
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "cm")))]
 impl RcEndpoint {
     /// Connects to a [`Listener::bind_cm`](super::Listener::bind_cm) at `addr` through the RDMA CM
     /// (address and route resolution, then REQ/REP/RTU with the control

@@ -53,7 +53,7 @@ pub struct AioOpts {
 
 impl AioOpts {
     /// Defaults for `device` (as `ibv_devices` lists it; `""` with
-    /// [`RcEndpoint::connect_cm`] and [`Listener::bind_cm`], where the RDMA
+    /// [`RcEndpoint::connect_cm`] and [`Listener::bind_cm`](super::Listener::bind_cm), where the RDMA
     /// CM picks the device of the address).
     pub fn new(device: &str) -> AioOpts {
         let access = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
@@ -91,7 +91,7 @@ impl AioOpts {
         const busy_poll: bool;
         /// Bound on each step of a connection through the RDMA CM (address,
         /// route, connect, establish) in [`RcEndpoint::connect_cm`] and
-        /// [`Listener::bind_cm`]'s accept. Default 10 s.
+        /// [`Listener::bind_cm`](super::Listener::bind_cm)'s accept. Default 10 s.
         const setup_timeout: std::time::Duration;
     }
 }

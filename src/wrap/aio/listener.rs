@@ -64,6 +64,7 @@ impl Listener {
 }
 
 #[cfg(feature = "cm")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cm")))]
 impl Listener {
     /// Listens on `addr` (port 0: any) for peers' [`RcEndpoint::connect_cm`],
     /// through the RDMA CM: the address must be on an RDMA device's netdev
