@@ -361,6 +361,21 @@ pub(crate) struct CInfo {
 mod tests {
     use super::CInfo;
 
+    /// Code written against the C names still compiles (with a deprecation
+    /// note naming the Rust constant) and means the same value.
+    #[test]
+    #[allow(deprecated)]
+    fn the_c_names_are_deprecated_aliases_of_the_rust_constants() {
+        use crate::prim::{AccessFlags, QpType, WcStatus};
+        assert_eq!(QpType::IBV_QPT_UD, QpType::UD);
+        assert_eq!(WcStatus::IBV_WC_REM_ACCESS_ERR, WcStatus::REM_ACCESS_ERR);
+        assert_eq!(
+            AccessFlags::IBV_ACCESS_LOCAL_WRITE | AccessFlags::IBV_ACCESS_REMOTE_WRITE,
+            AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE
+        );
+        assert_eq!(crate::mlx5dv::seg::WqeOpcode::MLX5_OPCODE_RDMA_WRITE, crate::mlx5dv::seg::WqeOpcode::RDMA_WRITE);
+    }
+
     /// Enumerators deliberately without a Rust constant, with the reason.
     const EXCEPTIONS: &[(&str, &str)] =
         &[("MLX5_CQE_OWNER_MASK", "the owner bit's mask in op_own, not a CQE opcode (see cqe::owner)")];
