@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use super::auth::{hello_mac, mac_eq, welcome_mac};
 use super::error::{Error, RejectCode};
-use super::wire::{Decoder, Msg, HANDSHAKE_MAX, MAC_LEN, NONCE_LEN, VERSION};
+use super::wire::{encode_gathered, Decoder, Msg, HANDSHAKE_MAX, MAC_LEN, NONCE_LEN, VERSION};
 
 /// How much longer than its deadline a member waits for a round's result, so
 /// that the coordinator's timeout (which names the missing ranks) reaches it
@@ -520,8 +520,7 @@ impl Coordinator {
         }
         let parts: Vec<Vec<u8>> = self.parts.iter_mut().map(|p| p.take().expect("all present")).collect();
         let round = self.round;
-        let msg = Msg::Gathered { round, parts };
-        let frame = msg.encode();
+        let frame = encode_gathered(round, &parts);
         let members: Vec<ConnId> = self.slots[1..]
             .iter()
             .filter_map(|s| match s {
@@ -532,7 +531,6 @@ impl Coordinator {
         for conn in members {
             self.out.push_back(Output::Send { conn, bytes: frame.clone() });
         }
-        let Msg::Gathered { parts, .. } = msg else { unreachable!("built as Gathered") };
         self.round += 1;
         self.round_wait = None;
         self.events.push_back(Event::Gathered { round, parts });
@@ -746,7 +744,8 @@ impl Member {
                 self.awaiting = false;
                 self.wait = None;
                 self.round += 1;
-                self.events.push_back(Event::Gathered { round, parts });
+                // The count is the cluster's size (checked above): one `Vec` per rank is ours to spend.
+                self.events.push_back(Event::Gathered { round, parts: parts.to_vecs() });
             }
             (_, other) => {
                 let why = format!("unexpected {} from the coordinator", kind_name(&other));
