@@ -411,3 +411,62 @@ fn regression_a_member_retries_a_busy_cut_or_silent_handshake() {
     assert!(matches!(e, Error::Rejected { code: RejectCode::Size, detail: 3, .. }), "{e}");
     assert!(listener.accept().is_err(), "the member tried again after a size refusal");
 }
+
+/// A peer that takes a large frame a trickle at a time (so that every write
+/// makes some progress, and a per-write timeout never fires) cannot hold
+/// rank 0 in its write past a bounded time: the write has one deadline for
+/// the whole frame, and a peer that misses it is treated as gone.
+#[test]
+fn regression_a_peer_reading_a_frame_slowly_cannot_hold_a_write_without_a_deadline() {
+    const BIG: usize = 24 << 20;
+    let addr = free_port();
+    let mut c = cfg(None);
+    c.max_frame = 64 << 20;
+    let coord = {
+        let c = c.clone();
+        thread::spawn(move || {
+            let mut s = Session::join_as(&c, &place(0, 2, addr))?;
+            let t = Instant::now();
+            let r = s.all_gather(&vec![0xab; BIG]).map(|all| all.len());
+            Ok::<_, Error>((r, t.elapsed(), s.barrier()))
+        })
+    };
+    // A member played by hand: an honest handshake and contribution, then
+    // 64 KiB of the gathered frame every 250 ms.
+    let mut s = loop {
+        if let Ok(s) = TcpStream::connect(addr) {
+            break s;
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    let mut hs = vec![0u8; 12 + 17];
+    s.read_exact(&mut hs).unwrap();
+    let hello = Msg::Hello { rank: 1, size: 2, nonce: [5; NONCE_LEN], mac: [0; MAC_LEN] };
+    s.write_all(&hello.encode()).unwrap();
+    let mut welcome = vec![0u8; 12 + MAC_LEN];
+    s.read_exact(&mut welcome).unwrap();
+    s.write_all(&Msg::Contribute { round: 0, data: vec![] }.encode()).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let trickle = thread::spawn({
+        let stop = stop.clone();
+        move || {
+            let mut buf = vec![0u8; 64 << 10];
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_secs(40) && !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => thread::sleep(Duration::from_millis(250)),
+                }
+            }
+        }
+    });
+    let (r, took, next) = coord.join().unwrap().expect("rank 0 joined");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    // The round completed at rank 0 (every part was in); its write to the
+    // slow member was cut off in bounded time, and the member is lost.
+    assert_eq!(r.unwrap(), 2);
+    assert!(took < Duration::from_secs(12), "rank 0 was held {took:?} by a slow reader");
+    let e = next.unwrap_err();
+    assert!(matches!(e, Error::PeerLost { rank: 1 }), "{e}");
+    trickle.join().unwrap();
+}

@@ -17,8 +17,13 @@ use super::error::{Error, Result};
 use super::poll;
 use super::proto::{ConnId, Coordinator, Event, Member, Output, Params};
 
-/// Longest a single socket write may block.
+/// Time every frame may take to write, on top of [`WRITE_RATE`]'s share.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Slowest rate at which a peer must take a frame (bytes per second): a
+/// frame of `n` bytes must be written within `WRITE_TIMEOUT + n / WRITE_RATE`
+/// (16 MiB: 6 s), or the peer is taken as gone. One deadline per frame, not
+/// per write: a peer that reads a trickle at a time cannot hold a write.
+const WRITE_RATE: u64 = 16 << 20;
 /// How often a member retries connecting while the coordinator is not up,
 /// and its first pause before connecting again after a handshake that may
 /// pass (a busy coordinator, a cut connection); that pause doubles, with
@@ -289,7 +294,7 @@ impl Session {
                 while let Some(o) = m.poll_output() {
                     match o {
                         Output::Send { conn, bytes } => {
-                            let broke = conns.get_mut(&conn).is_some_and(|s| s.write_all(&bytes).is_err());
+                            let broke = conns.get_mut(&conn).is_some_and(|s| write_frame(s, &bytes).is_err());
                             if broke {
                                 conns.remove(&conn);
                                 m.closed(conn);
@@ -305,7 +310,7 @@ impl Session {
             }
             Role::Member { m, stream, .. } => {
                 while let Some(bytes) = m.poll_output() {
-                    let broke = stream.as_mut().is_some_and(|s| s.write_all(&bytes).is_err());
+                    let broke = stream.as_mut().is_some_and(|s| write_frame(s, &bytes).is_err());
                     if broke {
                         *stream = None;
                         m.closed();
@@ -406,6 +411,30 @@ impl Session {
 /// Time left until `deadline` (a short nap when there is none).
 fn until(deadline: Option<Instant>, now: Instant) -> Duration {
     deadline.map_or(Duration::from_millis(100), |d| d.saturating_duration_since(now))
+}
+
+/// Writes `bytes` whole within one deadline for the frame (see [`WRITE_RATE`]).
+fn write_frame(s: &mut TcpStream, bytes: &[u8]) -> std::io::Result<()> {
+    let allowed = WRITE_TIMEOUT + Duration::from_millis(bytes.len() as u64 * 1000 / WRITE_RATE);
+    let deadline = Instant::now() + allowed;
+    let mut done = 0;
+    while done < bytes.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::Error::new(
+                ErrorKind::TimedOut,
+                format!("the peer took {done} of {} bytes in {allowed:?}", bytes.len()),
+            ));
+        }
+        s.set_write_timeout(Some(left))?;
+        match s.write(&bytes[done..]) {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(n) => done += n,
+            Err(e) if matches!(e.kind(), ErrorKind::Interrupted | ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 fn prepare(s: &TcpStream) -> std::io::Result<()> {
