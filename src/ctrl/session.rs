@@ -2,9 +2,11 @@
 //!
 //! Rank 0 listens on the coordinator address until every member has joined,
 //! then closes the listener; members connect (retrying while the coordinator
-//! is not up yet) and stay connected. Every wait has a deadline. Sockets are
-//! blocking with a write timeout; reads happen only after `poll(2)` says a
-//! socket is readable, so one slow or hostile peer cannot stall the others.
+//! is not up yet, or its handshake may pass on another try) and stay
+//! connected. Every wait has a deadline. Sockets are blocking, and every frame
+//! is written within one deadline for the whole frame; reads happen only
+//! after `poll(2)` says a socket is readable, so one slow or hostile peer
+//! cannot stall the others for long.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{ErrorKind, Read, Write};
