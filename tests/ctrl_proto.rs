@@ -270,34 +270,122 @@ fn a_strangers_frame_before_hello_is_capped_at_the_hello_size() {
     assert!(!n.c.failed(), "a 1 KiB contribution after the hello is within max_frame");
 }
 
-/// At most `max_pending` connections sit in the handshake; one more is
-/// closed at once, and the coordinator still admits members afterwards.
+/// At most `max_pending` connections sit in the handshake; one more makes
+/// the coordinator let the longest-waiting go (a `Busy` reject, then close),
+/// and it still admits members afterwards.
 #[test]
 fn pending_connections_are_bounded() {
     let mut n = Net::new(2, None);
-    let now = n.now;
     let max = MAX_PENDING as u64;
     for conn in 0..max + 3 {
+        let now = n.now;
         n.c.accept(1000 + conn, [0; NONCE_LEN], now);
+        n.advance(Duration::from_millis(1));
     }
     n.settle();
-    let refused: Vec<u64> = n
+    let evicted: Vec<u64> = n
         .c_events
         .iter()
         .filter_map(|e| match e {
-            Event::Dropped { conn, error: Error::Protocol(why) } if why.contains("max_pending") => Some(conn),
+            Event::Dropped { conn, error: Error::HandshakeFull { max_pending } } if *max_pending == MAX_PENDING => {
+                Some(conn)
+            }
             _ => None,
         })
         .copied()
         .collect();
-    assert_eq!(refused, vec![1000 + max, 1001 + max, 1002 + max]);
-    // The pending ones go (here: they close); a member then joins.
-    for conn in 0..max {
-        n.c.closed(1000 + conn);
+    assert_eq!(evicted, vec![1000, 1001, 1002]);
+    for conn in &evicted {
+        assert!(n.closed.contains(conn));
+        let sent: Vec<u8> = n.to_strangers.iter().filter(|(c, _)| c == conn).flat_map(|(_, b)| b.clone()).collect();
+        let (msgs, _) = decode_all(&sent, 4096);
+        assert!(matches!(msgs.last(), Some(Msg::Reject { code: RejectCode::Busy, .. })), "{msgs:?}");
     }
+    // A member arriving now lets the oldest stranger go, and is admitted.
     n.add_member(1, 1, params(2, None));
     n.settle();
     assert!(n.c.all_joined() && !n.c.failed());
+    assert!(n.closed.contains(&1003));
+}
+
+/// When the handshake is full, the connection let go comes from the source
+/// with the most connections waiting: a flood from one host evicts its own
+/// connections, never a member's from another host, however long it waited.
+#[test]
+fn a_flood_from_one_source_evicts_its_own_connections_first() {
+    use std::net::{IpAddr, Ipv4Addr};
+    let stranger = Some(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 66)));
+    let mut n = Net::new(3, None);
+    // Rank 1's host connects first; its hello is not in yet.
+    let now = n.now;
+    n.c.accept_from(1, Some(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1))), [1; NONCE_LEN], now);
+    for conn in 0..3 * MAX_PENDING as u64 {
+        n.advance(Duration::from_millis(1));
+        let now = n.now;
+        n.c.accept_from(1000 + conn, stranger, [0; NONCE_LEN], now);
+    }
+    n.settle();
+    assert!(!n.closed.contains(&1), "the member's connection was let go for a stranger's");
+    assert_eq!(n.closed.len(), 2 * MAX_PENDING + 1);
+    // Its handshake then completes on the connection it kept.
+    let mut m = Member::new(params(3, None), 1, [1; NONCE_LEN]);
+    m.connected(n.now, Duration::from_secs(5));
+    let challenge: Vec<u8> = n.to_strangers.iter().filter(|(c, _)| *c == 1).flat_map(|(_, b)| b.clone()).collect();
+    m.receive(&challenge);
+    let hello = m.poll_output().expect("a hello");
+    let now = n.now;
+    n.c.receive(1, &hello, now);
+    n.settle();
+    assert!(n.c_events.iter().any(|e| matches!(e, Event::Joined { rank: 1 })), "{:?}", n.c_events);
+}
+
+/// A member let go by a busy coordinator, or whose connection closed or
+/// whose handshake took too long, may try again; one refused for a reason
+/// that will not pass may not.
+#[test]
+fn a_member_retries_only_what_may_pass() {
+    let p = || params(2, None);
+    let busy = Msg::Reject { code: RejectCode::Busy, detail: 8, reason: "try again".into() }.encode();
+    let auth = Msg::Reject { code: RejectCode::Auth, detail: 0, reason: "wrong secret".into() }.encode();
+    let t0 = Instant::now();
+    let mut m = Member::new(p(), 1, [1; NONCE_LEN]);
+    m.connected(t0, Duration::from_secs(1));
+    m.receive(&busy);
+    assert!(m.failed() && m.can_retry());
+    let mut m = Member::new(p(), 1, [1; NONCE_LEN]);
+    m.connected(t0, Duration::from_secs(1));
+    m.closed();
+    assert!(m.failed() && m.can_retry());
+    let mut m = Member::new(p(), 1, [1; NONCE_LEN]);
+    m.connected(t0, Duration::from_secs(1));
+    m.tick(t0 + Duration::from_secs(1));
+    assert!(m.failed() && m.can_retry());
+    let mut m = Member::new(p(), 1, [1; NONCE_LEN]);
+    m.connected(t0, Duration::from_secs(1));
+    m.receive(&auth);
+    assert!(m.failed() && !m.can_retry());
+    // Once admitted, nothing is retried.
+    let mut n = Net::new(2, None);
+    n.add_member(1, 1, p());
+    n.settle();
+    let m = n.member(1);
+    m.receive(&busy);
+    assert!(m.failed() && !m.can_retry());
+}
+
+/// A member that leaves before every rank has been present frees its rank
+/// (it may be trying again); once all were present, leaving loses the rank.
+#[test]
+fn a_rank_that_leaves_during_the_join_may_come_back() {
+    let mut n = Net::new(3, None);
+    n.add_member(1, 1, params(3, None));
+    n.settle();
+    n.c.closed(1);
+    n.members.retain(|(c, _)| *c != 1);
+    n.add_member(2, 1, params(3, None));
+    n.add_member(3, 2, params(3, None));
+    n.settle();
+    assert!(n.c.all_joined() && !n.c.failed(), "{:?}", n.c_events);
 }
 
 #[test]

@@ -240,3 +240,233 @@ fn a_single_rank_needs_no_network() {
     assert_eq!(s.all_gather(b"me").unwrap(), vec![b"me".to_vec()]);
     s.barrier().unwrap();
 }
+
+/// A stranger floods rank 0 while the members join: far more connections
+/// than `max_pending` (64 here), some silent, some sending garbage, some a
+/// hello with a wrong secret, opened as fast as it can and kept open. Every
+/// honest member must still join (retrying while rank 0 is busy, within the
+/// join deadline) and complete a round; the strangers are dropped with a
+/// typed reason, and rank 0 holds no more than `max_pending` of them.
+#[test]
+fn regression_a_stranger_flood_during_the_join_does_not_fail_legitimate_ranks() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    const SIZE: u32 = 4;
+    const FLOOD: usize = 200;
+    const HELD: usize = 4000;
+    let addr = free_port();
+    let mut c = cfg(Some("k"));
+    c.join_timeout = Duration::from_secs(20);
+    c.handshake_timeout = Duration::from_secs(2);
+    let coord = {
+        let c = c.clone();
+        thread::spawn(move || {
+            let mut s = Session::join_as(&c, &place(0, SIZE, addr))?;
+            let all = s.all_gather(b"r0")?;
+            Ok::<_, Error>((all, s.refused().map(String::from).collect::<Vec<_>>()))
+        })
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let open = Arc::new(AtomicUsize::new(0));
+    let flood = {
+        let (stop, open) = (stop.clone(), open.clone());
+        thread::spawn(move || {
+            let mut held = std::collections::VecDeque::new();
+            let mut k = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
+                    thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                k += 1;
+                match k % 4 {
+                    0 => drop(s.write_all(b"\x16\x03\x01 not the protocol")),
+                    1 => {
+                        let hello = Msg::Hello { rank: 1, size: SIZE, nonce: [7; NONCE_LEN], mac: [9; MAC_LEN] };
+                        let _ = s.write_all(&hello.encode());
+                    }
+                    _ => {} // silent
+                }
+                // Keep them: a silent one holds its slot until rank 0 lets it go.
+                held.push_back(s);
+                if held.len() > HELD {
+                    held.pop_front();
+                }
+                open.store(k, Ordering::Relaxed);
+            }
+            k
+        })
+    };
+    // Let the flood fill rank 0's handshake slots before the members come.
+    let t = Instant::now();
+    while open.load(Ordering::Relaxed) < FLOOD && t.elapsed() < Duration::from_secs(10) {
+        thread::sleep(Duration::from_millis(10));
+    }
+    assert!(open.load(Ordering::Relaxed) >= FLOOD, "the flood did not get going");
+    let t = Instant::now();
+    let members: Vec<_> = (1..SIZE)
+        .map(|r| {
+            let c = c.clone();
+            thread::spawn(move || {
+                let mut s = Session::join_as(&c, &place(r, SIZE, addr))?;
+                s.all_gather(format!("r{r}").as_bytes())
+            })
+        })
+        .collect();
+    let results: Vec<_> = members.into_iter().map(|h| h.join().unwrap()).collect();
+    let took = t.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let attempts = flood.join().unwrap();
+    let want: Vec<Vec<u8>> = (0..SIZE).map(|r| format!("r{r}").into_bytes()).collect();
+    for (r, res) in results.into_iter().enumerate() {
+        match res {
+            Ok(all) => assert_eq!(all, want, "rank {}", r + 1),
+            Err(e) => panic!("rank {} failed under a stranger flood ({attempts} stranger connections): {e}", r + 1),
+        }
+    }
+    // With rank 0 letting the longest-waiting stranger go, members get in
+    // at once (well under a second on loopback); refusing newcomers instead
+    // let the flood keep them out for most or all of the join deadline.
+    assert!(took < c.join_timeout / 2, "the members took {took:?}");
+    let (all, refused) = coord.join().unwrap().expect("rank 0 completes under the flood");
+    assert_eq!(all, want);
+    // Every stranger was dropped for a reason that says what it did.
+    assert!(!refused.is_empty());
+    for why in &refused {
+        let typed = ["bad magic", "shared secret", "max_pending", "handshake"].iter().any(|w| why.contains(w));
+        assert!(typed, "a stranger dropped without a typed reason: {why}");
+    }
+}
+
+/// A member whose handshake meets a busy rank 0 (a `Busy` reject), a cut
+/// connection or a silent one connects again within its join deadline, as
+/// the docs promise; a refusal that will not pass (a wrong secret) ends the
+/// join at once. Rank 0 is played by hand here, one connection at a time.
+#[test]
+fn regression_a_member_retries_a_busy_cut_or_silent_handshake() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    // The member's next connection, or a failure naming the attempt it did not make.
+    let next = |attempt: &str| {
+        let t = Instant::now();
+        loop {
+            match listener.accept() {
+                Ok((s, _)) => {
+                    s.set_nonblocking(false).unwrap();
+                    return s;
+                }
+                Err(_) if t.elapsed() < Duration::from_secs(5) => thread::sleep(Duration::from_millis(5)),
+                Err(e) => panic!("the member did not connect again ({attempt}): {e}"),
+            }
+        }
+    };
+    let mut c = cfg(None);
+    c.join_timeout = Duration::from_secs(15);
+    c.handshake_timeout = Duration::from_millis(500);
+    let member = {
+        let c = c.clone();
+        thread::spawn(move || {
+            let t = Instant::now();
+            Session::join_as(&c, &place(1, 2, addr)).map(|s| (s.rank(), t.elapsed()))
+        })
+    };
+    let challenge = Msg::Challenge { nonce: [3; NONCE_LEN], auth: false }.encode();
+    // 1: busy.
+    let mut s = next("first");
+    s.write_all(&challenge).unwrap();
+    let busy = Msg::Reject { code: RejectCode::Busy, detail: 64, reason: "too many".into() };
+    s.write_all(&busy.encode()).unwrap();
+    drop(s);
+    // 2: cut before the challenge.
+    let s = next("after a busy reject");
+    drop(s);
+    // 3: silent past the member's handshake timeout.
+    let silent = next("after a cut connection");
+    // 4: a proper handshake.
+    let mut s = next("after a silent rank 0");
+    drop(silent);
+    s.write_all(&challenge).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut got = vec![0u8; 12 + 56];
+    s.read_exact(&mut got).unwrap();
+    let (msgs, _) = rrddmma::ctrl::wire::decode_all(&got, 4096);
+    assert!(matches!(msgs[..], [Msg::Hello { rank: 1, size: 2, .. }]), "{msgs:?}");
+    s.write_all(&Msg::Welcome { mac: [0; MAC_LEN] }.encode()).unwrap();
+    let (rank, took) = member.join().unwrap().expect("the member joins on its fourth attempt");
+    assert_eq!(rank, 1);
+    assert!(took < Duration::from_secs(10), "{took:?}");
+
+    // A refusal that will not pass is not retried.
+    let member = {
+        let c = c.clone();
+        thread::spawn(move || Session::join_as(&c, &place(1, 2, addr)))
+    };
+    let mut s = next("a new join");
+    s.write_all(&challenge).unwrap();
+    let no = Msg::Reject { code: RejectCode::Size, detail: 3, reason: "cluster size 2 does not match 3".into() };
+    s.write_all(&no.encode()).unwrap();
+    let e = member.join().unwrap().unwrap_err();
+    assert!(matches!(e, Error::Rejected { code: RejectCode::Size, detail: 3, .. }), "{e}");
+    assert!(listener.accept().is_err(), "the member tried again after a size refusal");
+}
+
+/// A peer that takes a large frame a trickle at a time (so that every write
+/// makes some progress, and a per-write timeout never fires) cannot hold
+/// rank 0 in its write past a bounded time: the write has one deadline for
+/// the whole frame, and a peer that misses it is treated as gone.
+#[test]
+fn regression_a_peer_reading_a_frame_slowly_cannot_hold_a_write_without_a_deadline() {
+    const BIG: usize = 24 << 20;
+    let addr = free_port();
+    let mut c = cfg(None);
+    c.max_frame = 64 << 20;
+    let coord = {
+        let c = c.clone();
+        thread::spawn(move || {
+            let mut s = Session::join_as(&c, &place(0, 2, addr))?;
+            let t = Instant::now();
+            let r = s.all_gather(&vec![0xab; BIG]).map(|all| all.len());
+            Ok::<_, Error>((r, t.elapsed(), s.barrier()))
+        })
+    };
+    // A member played by hand: an honest handshake and contribution, then
+    // 64 KiB of the gathered frame every 250 ms.
+    let mut s = loop {
+        if let Ok(s) = TcpStream::connect(addr) {
+            break s;
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    let mut hs = vec![0u8; 12 + 17];
+    s.read_exact(&mut hs).unwrap();
+    let hello = Msg::Hello { rank: 1, size: 2, nonce: [5; NONCE_LEN], mac: [0; MAC_LEN] };
+    s.write_all(&hello.encode()).unwrap();
+    let mut welcome = vec![0u8; 12 + MAC_LEN];
+    s.read_exact(&mut welcome).unwrap();
+    s.write_all(&Msg::Contribute { round: 0, data: vec![] }.encode()).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let trickle = thread::spawn({
+        let stop = stop.clone();
+        move || {
+            let mut buf = vec![0u8; 64 << 10];
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_secs(40) && !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => thread::sleep(Duration::from_millis(250)),
+                }
+            }
+        }
+    });
+    let (r, took, next) = coord.join().unwrap().expect("rank 0 joined");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    // The round completed at rank 0 (every part was in); its write to the
+    // slow member was cut off in bounded time, and the member is lost.
+    assert_eq!(r.unwrap(), 2);
+    assert!(took < Duration::from_secs(12), "rank 0 was held {took:?} by a slow reader");
+    let e = next.unwrap_err();
+    assert!(matches!(e, Error::PeerLost { rank: 1 }), "{e}");
+    trickle.join().unwrap();
+}

@@ -24,6 +24,10 @@ pub enum RejectCode {
     Protocol = 7,
     /// A deadline passed at the coordinator.
     Timeout = 8,
+    /// The coordinator had too many connections in the handshake and let
+    /// this one go (`detail`: its `max_pending`). A member retries within
+    /// its join deadline.
+    Busy = 9,
     /// A code this build does not know (from a newer peer).
     Unknown = 255,
 }
@@ -40,6 +44,7 @@ impl RejectCode {
             6 => RejectCode::PeerLost,
             7 => RejectCode::Protocol,
             8 => RejectCode::Timeout,
+            9 => RejectCode::Busy,
             _ => RejectCode::Unknown,
         }
     }
@@ -122,6 +127,13 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// The coordinator already had `max_pending` connections in the
+    /// handshake, and let this one go to make room: the one that had waited
+    /// longest, from the source with the most connections waiting.
+    HandshakeFull {
+        /// The bound (`proto::Params::max_pending`).
+        max_pending: usize,
+    },
     /// A contribution larger than the frame cap allows.
     TooLarge {
         /// Bytes offered.
@@ -170,6 +182,12 @@ impl fmt::Display for Error {
                 }
                 write!(f, ", line {line}, column {column}: {message}")
             }
+            Error::HandshakeFull { max_pending } => write!(
+                f,
+                "let go to make room: {max_pending} connections were in the handshake (max_pending), \
+                 and this one had waited longest from the busiest source; a member retries, \
+                 raise max_pending if honest ranks keep meeting this"
+            ),
             Error::TooLarge { len, max } => {
                 write!(f, "contribution of {len} bytes exceeds the {max} bytes one rank may send (raise max_frame)")
             }

@@ -12,11 +12,12 @@
 //! rank order (an all-gather; a barrier is an all-gather of nothing).
 
 use std::collections::{BTreeMap, VecDeque};
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use super::auth::{hello_mac, mac_eq, welcome_mac};
 use super::error::{Error, RejectCode};
-use super::wire::{Decoder, Msg, HANDSHAKE_MAX, MAC_LEN, NONCE_LEN, VERSION};
+use super::wire::{encode_gathered, Decoder, Msg, HANDSHAKE_MAX, MAC_LEN, NONCE_LEN, VERSION};
 
 /// How much longer than its deadline a member waits for a round's result, so
 /// that the coordinator's timeout (which names the missing ranks) reaches it
@@ -84,9 +85,17 @@ impl Params {
         /// Default 5 s.
         const handshake_timeout: Duration;
         /// Most connections the coordinator keeps in the handshake at once.
-        /// Default [`Params::DEFAULT_MAX_PENDING`]. One more is closed at
-        /// once, so a flood of strangers cannot grow the coordinator's
-        /// memory; ranks that were refused connect again (the member side retries).
+        /// Default [`Params::DEFAULT_MAX_PENDING`]. When one more arrives,
+        /// the coordinator lets one go to make room: the one that has waited
+        /// longest from the source address with the most connections
+        /// waiting (a [`RejectCode::Busy`] reject, then the connection
+        /// closes; [`Error::HandshakeFull`] in [`Event::Dropped`]). So a
+        /// flood of strangers cannot grow the coordinator's memory, a
+        /// stranger's flood from one host evicts its own connections before
+        /// a member's from another, and an honest member, which answers the
+        /// challenge within a round trip, is not the one that has waited
+        /// longest. A member let go retries within its join deadline
+        /// ([`Member::can_retry`]).
         const max_pending: usize;
     }
 
@@ -127,8 +136,9 @@ pub enum Event {
         /// The rank.
         rank: u32,
     },
-    /// A connection that never became a member was dropped, and why. The
-    /// session goes on: strangers and garbage do not hurt it.
+    /// A connection that never became a member was dropped, or a member
+    /// left before every rank had been present (its rank is free again),
+    /// and why. The session goes on: strangers and garbage do not hurt it.
     Dropped {
         /// The connection.
         conn: ConnId,
@@ -148,7 +158,7 @@ pub enum Event {
 
 #[derive(Debug)]
 enum Peer {
-    Handshaking { nonce: [u8; NONCE_LEN], deadline: Instant },
+    Handshaking { nonce: [u8; NONCE_LEN], deadline: Instant, since: Instant, source: Option<IpAddr> },
     Member { rank: u32 },
 }
 
@@ -184,6 +194,9 @@ pub struct Coordinator {
     parts: Vec<Option<Vec<u8>>>,
     join_wait: Option<Wait>,
     round_wait: Option<Wait>,
+    /// Every rank has been present at once: from here on a member that
+    /// leaves is lost, not free to come back.
+    assembled: bool,
     out: VecDeque<Output>,
     events: VecDeque<Event>,
     failed: bool,
@@ -207,10 +220,16 @@ impl Coordinator {
             parts: vec![None; n],
             join_wait: None,
             round_wait: None,
+            assembled: n == 1,
             out: VecDeque::new(),
             events: VecDeque::new(),
             failed: false,
         }
+    }
+
+    /// The settings this coordinator runs with.
+    pub fn params(&self) -> &Params {
+        &self.p
     }
 
     /// Whether every rank has joined.
@@ -234,23 +253,55 @@ impl Coordinator {
     }
 
     /// A new connection was accepted; `nonce` must be fresh and random.
+    /// The same as [`Coordinator::accept_from`] with no source address (all
+    /// such connections count as one source).
     pub fn accept(&mut self, conn: ConnId, nonce: [u8; NONCE_LEN], now: Instant) {
+        self.accept_from(conn, None, nonce, now);
+    }
+
+    /// A new connection was accepted from `source`; `nonce` must be fresh
+    /// and random. With [`Params::max_pending`] connections already in the
+    /// handshake, one is let go first (see there).
+    pub fn accept_from(&mut self, conn: ConnId, source: Option<IpAddr>, nonce: [u8; NONCE_LEN], now: Instant) {
         if self.failed {
             self.out.push_back(Output::Close { conn });
             return;
         }
-        let pending = self.conns.values().filter(|c| matches!(c.peer, Peer::Handshaking { .. })).count();
-        if pending >= self.p.max_pending {
-            self.reject(conn, RejectCode::Protocol, 0, "too many connections in the handshake; try again");
-            self.out.push_back(Output::Close { conn });
-            let why = format!("{pending} connections already in the handshake (max_pending)");
-            self.events.push_back(Event::Dropped { conn, error: Error::Protocol(why) });
-            return;
+        while self.pending() >= self.p.max_pending.max(1) {
+            let Some(victim) = self.eviction_victim() else { break };
+            let max = self.p.max_pending;
+            self.reject(victim, RejectCode::Busy, max as u32, "too many connections in the handshake; try again");
+            self.drop_conn(victim, Error::HandshakeFull { max_pending: max });
         }
         let deadline = now + self.p.handshake_timeout;
         let dec = Decoder::new(Params::PRE_HELLO_FRAME.min(self.p.max_frame));
-        self.conns.insert(conn, Conn { dec, peer: Peer::Handshaking { nonce, deadline } });
+        self.conns.insert(conn, Conn { dec, peer: Peer::Handshaking { nonce, deadline, since: now, source } });
         self.send(conn, &Msg::Challenge { nonce, auth: self.p.secret.is_some() });
+    }
+
+    /// Connections in the handshake.
+    fn pending(&self) -> usize {
+        self.conns.values().filter(|c| matches!(c.peer, Peer::Handshaking { .. })).count()
+    }
+
+    /// The connection to let go when the handshake is full: from the source
+    /// with the most connections waiting, the one that has waited longest.
+    fn eviction_victim(&self) -> Option<ConnId> {
+        let mut per_source: BTreeMap<Option<IpAddr>, usize> = BTreeMap::new();
+        for c in self.conns.values() {
+            if let Peer::Handshaking { source, .. } = c.peer {
+                *per_source.entry(source).or_default() += 1;
+            }
+        }
+        let busiest = per_source.iter().max_by_key(|(_, n)| **n).map(|(s, _)| *s)?;
+        self.conns
+            .iter()
+            .filter_map(|(id, c)| match c.peer {
+                Peer::Handshaking { since, source, .. } if source == busiest => Some((since, *id)),
+                _ => None,
+            })
+            .min()
+            .map(|(_, id)| id)
     }
 
     /// Bytes arrived on a connection.
@@ -278,6 +329,13 @@ impl Coordinator {
                 conn,
                 error: Error::Protocol("connection closed before the handshake completed".into()),
             }),
+            // Before every rank has been present, a member that leaves
+            // frees its rank: it may have given up on a slow handshake and
+            // be connecting again.
+            Peer::Member { rank } if !self.assembled => {
+                self.slots[rank as usize] = Slot::Empty;
+                self.events.push_back(Event::Dropped { conn, error: Error::PeerLost { rank } });
+            }
             Peer::Member { rank } => {
                 self.slots[rank as usize] = Slot::Lost;
                 if self.round_in_progress() {
@@ -298,6 +356,7 @@ impl Coordinator {
             return;
         }
         self.parts[0] = Some(data);
+        self.assembled = true;
         self.round_wait =
             Some(Wait { what: "waiting for the contributions to a round", deadline: now + allowed, allowed });
         if let Some(rank) = self.slots.iter().position(|s| *s == Slot::Lost) {
@@ -498,6 +557,7 @@ impl Coordinator {
         self.events.push_back(Event::Joined { rank });
         if self.all_joined() {
             self.join_wait = None;
+            self.assembled = true;
         }
     }
 
@@ -520,8 +580,7 @@ impl Coordinator {
         }
         let parts: Vec<Vec<u8>> = self.parts.iter_mut().map(|p| p.take().expect("all present")).collect();
         let round = self.round;
-        let msg = Msg::Gathered { round, parts };
-        let frame = msg.encode();
+        let frame = encode_gathered(round, &parts);
         let members: Vec<ConnId> = self.slots[1..]
             .iter()
             .filter_map(|s| match s {
@@ -532,7 +591,6 @@ impl Coordinator {
         for conn in members {
             self.out.push_back(Output::Send { conn, bytes: frame.clone() });
         }
-        let Msg::Gathered { parts, .. } = msg else { unreachable!("built as Gathered") };
         self.round += 1;
         self.round_wait = None;
         self.events.push_back(Event::Gathered { round, parts });
@@ -571,6 +629,9 @@ pub struct Member {
     wait: Option<Wait>,
     awaiting: bool,
     lost: bool,
+    /// The failure happened before the welcome and may pass: a busy
+    /// coordinator, a connection cut or a handshake that took too long.
+    transient: bool,
     out: VecDeque<Vec<u8>>,
     events: VecDeque<Event>,
 }
@@ -593,6 +654,7 @@ impl Member {
             wait: None,
             awaiting: false,
             lost: false,
+            transient: false,
             out: VecDeque::new(),
             events: VecDeque::new(),
         }
@@ -613,7 +675,20 @@ impl Member {
         self.state == MState::Failed
     }
 
-    /// The connection is up; the handshake must finish within `allowed`.
+    /// Whether the failure may pass if this rank connects again with a new
+    /// machine (and a fresh nonce): it came before the welcome, from a
+    /// [`RejectCode::Busy`] reject, a connection closed or cut, or a
+    /// handshake that did not finish within the `allowed` of
+    /// [`Member::connected`]. Refusals that say something is wrong (secret,
+    /// size, rank, version, a duplicate rank, the coordinator's own
+    /// deadline) are not retried. The driver retries until its join
+    /// deadline.
+    pub fn can_retry(&self) -> bool {
+        self.failed() && self.transient
+    }
+
+    /// The connection is up; the handshake must finish within `allowed`
+    /// (on expiry the failure is one [`Member::can_retry`] allows).
     pub fn connected(&mut self, now: Instant, allowed: Duration) {
         if self.state == MState::Connecting {
             self.state = MState::AwaitChallenge;
@@ -640,9 +715,15 @@ impl Member {
     /// The connection closed.
     pub fn closed(&mut self) {
         self.lost = true;
-        if self.awaiting || matches!(self.state, MState::AwaitChallenge | MState::AwaitWelcome { .. }) {
+        if self.handshaking() {
+            self.fail_transient(Error::PeerLost { rank: 0 });
+        } else if self.awaiting {
             self.fail(Error::PeerLost { rank: 0 });
         }
+    }
+
+    fn handshaking(&self) -> bool {
+        matches!(self.state, MState::Connecting | MState::AwaitChallenge | MState::AwaitWelcome { .. })
     }
 
     /// This rank's contribution to the next round, whose result must come within `allowed`.
@@ -674,7 +755,12 @@ impl Member {
     pub fn tick(&mut self, now: Instant) {
         if let Some(w) = self.wait {
             if !self.failed() && w.deadline <= now {
-                self.fail(Error::Timeout { op: w.what, after: w.allowed, missing: vec![] });
+                let e = Error::Timeout { op: w.what, after: w.allowed, missing: vec![] };
+                if self.handshaking() {
+                    self.fail_transient(e);
+                } else {
+                    self.fail(e);
+                }
             }
         }
     }
@@ -694,7 +780,13 @@ impl Member {
         self.events.pop_front()
     }
 
+    fn fail_transient(&mut self, e: Error) {
+        self.fail(e);
+        self.transient = true;
+    }
+
     fn fail(&mut self, e: Error) {
+        self.transient = false;
         self.state = MState::Failed;
         self.wait = None;
         self.awaiting = false;
@@ -703,6 +795,9 @@ impl Member {
 
     fn on_msg(&mut self, m: Msg) {
         match (self.state, m) {
+            (_, Msg::Reject { code: RejectCode::Busy, detail, reason }) if self.handshaking() => {
+                self.fail_transient(Error::Rejected { by: 0, code: RejectCode::Busy, detail, reason });
+            }
             (_, Msg::Reject { code, detail, reason }) => {
                 self.fail(Error::Rejected { by: 0, code, detail, reason });
             }
@@ -746,7 +841,8 @@ impl Member {
                 self.awaiting = false;
                 self.wait = None;
                 self.round += 1;
-                self.events.push_back(Event::Gathered { round, parts });
+                // The count is the cluster's size (checked above): one `Vec` per rank is ours to spend.
+                self.events.push_back(Event::Gathered { round, parts: parts.to_vecs() });
             }
             (_, other) => {
                 let why = format!("unexpected {} from the coordinator", kind_name(&other));

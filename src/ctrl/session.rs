@@ -2,9 +2,11 @@
 //!
 //! Rank 0 listens on the coordinator address until every member has joined,
 //! then closes the listener; members connect (retrying while the coordinator
-//! is not up yet) and stay connected. Every wait has a deadline. Sockets are
-//! blocking with a write timeout; reads happen only after `poll(2)` says a
-//! socket is readable, so one slow or hostile peer cannot stall the others.
+//! is not up yet, or its handshake may pass on another try) and stay
+//! connected. Every wait has a deadline. Sockets are blocking, and every frame
+//! is written within one deadline for the whole frame; reads happen only
+//! after `poll(2)` says a socket is readable, so one slow or hostile peer
+//! cannot stall the others for long.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{ErrorKind, Read, Write};
@@ -17,10 +19,20 @@ use super::error::{Error, Result};
 use super::poll;
 use super::proto::{ConnId, Coordinator, Event, Member, Output, Params};
 
-/// Longest a single socket write may block.
+/// Time every frame may take to write, on top of [`WRITE_RATE`]'s share.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
-/// How often a member retries connecting while the coordinator is not up.
+/// Slowest rate at which a peer must take a frame (bytes per second): a
+/// frame of `n` bytes must be written within `WRITE_TIMEOUT + n / WRITE_RATE`
+/// (16 MiB: 6 s), or the peer is taken as gone. One deadline per frame, not
+/// per write: a peer that reads a trickle at a time cannot hold a write.
+const WRITE_RATE: u64 = 16 << 20;
+/// How often a member retries connecting while the coordinator is not up,
+/// and its first pause before connecting again after a handshake that may
+/// pass (a busy coordinator, a cut connection); that pause doubles, with
+/// jitter, up to [`RETRY_MAX`].
 const RETRY: Duration = Duration::from_millis(50);
+/// Longest pause between a member's handshake attempts.
+const RETRY_MAX: Duration = Duration::from_secs(1);
 /// Most refused connections remembered for [`Session::refused`].
 const REFUSED_KEPT: usize = 16;
 /// When the coordinator first logs the ranks it still waits for, and how
@@ -107,14 +119,46 @@ impl Session {
             event!(info, "all {} ranks joined in {:?}", r.size, start.elapsed());
             return Ok(s);
         }
-        let nonce = auth::nonce().map_err(io("getrandom", None))?;
         let deadline = start + cfg.join_timeout;
-        let stream = connect_until(r.coordinator, deadline, cfg.join_timeout)?;
-        let mut m = Member::new(p, r.rank, nonce);
-        m.connected(Instant::now(), deadline.saturating_duration_since(Instant::now()));
-        s.role = Role::Member { m, stream: Some(stream) };
-        s.run(None, |role| matches!(role, Role::Member { m, .. } if m.joined()))?;
-        event!(info, "rank {} joined in {:?}", r.rank, start.elapsed());
+        let mut pause = RETRY;
+        let mut attempt = 1u32;
+        loop {
+            let stream = connect_until(r.coordinator, deadline, cfg.join_timeout)?;
+            let nonce = auth::nonce().map_err(io("getrandom", None))?;
+            let mut m = Member::new(p.clone(), r.rank, nonce);
+            // Each attempt gets the handshake timeout: a coordinator too busy
+            // to answer is tried again, not waited for until the join deadline.
+            let left = deadline.saturating_duration_since(Instant::now());
+            m.connected(Instant::now(), left.min(cfg.handshake_timeout));
+            s.role = Role::Member { m, stream: Some(stream) };
+            let e = match s.run(None, |role| matches!(role, Role::Member { m, .. } if m.joined())) {
+                Ok(_) => break,
+                Err(e) => e,
+            };
+            if !matches!(&s.role, Role::Member { m, .. } if m.can_retry()) {
+                return Err(e);
+            }
+            // Close this attempt's connection before the next one, so that
+            // rank 0 frees anything it held for it first.
+            s.role = Role::Solo;
+            s.failed = None;
+            let mut jitter = [0u8; 2];
+            auth::os_random(&mut jitter).map_err(io("getrandom", None))?;
+            let nap = pause + pause.mul_f64(f64::from(u16::from_ne_bytes(jitter)) / f64::from(u16::MAX) / 2.0);
+            if Instant::now() + nap >= deadline {
+                event!(warn, "rank {}: giving up joining after {attempt} attempts; the last: {e}", r.rank);
+                return Err(Error::Timeout {
+                    op: "waiting for the coordinator to admit this rank",
+                    after: cfg.join_timeout,
+                    missing: vec![0],
+                });
+            }
+            event!(debug, "rank {}: join attempt {attempt} did not complete ({e}); retrying in {nap:?}", r.rank);
+            std::thread::sleep(nap);
+            pause = (pause * 2).min(RETRY_MAX);
+            attempt += 1;
+        }
+        event!(info, "rank {} joined in {:?} ({attempt} attempts)", r.rank, start.elapsed());
         Ok(s)
     }
 
@@ -209,7 +253,11 @@ impl Session {
                     }
                     Event::Gathered { parts, .. } => return Ok(Some(parts)),
                     Event::Failed(e) => {
-                        event!(error, "rank {}: the session failed: {e}", self.rank);
+                        if matches!(&self.role, Role::Member { m, .. } if m.can_retry()) {
+                            event!(debug, "rank {}: this join attempt failed: {e}", self.rank);
+                        } else {
+                            event!(error, "rank {}: the session failed: {e}", self.rank);
+                        }
                         self.flush();
                         self.failed = Some(e.to_string());
                         return Err(e);
@@ -248,7 +296,7 @@ impl Session {
                 while let Some(o) = m.poll_output() {
                     match o {
                         Output::Send { conn, bytes } => {
-                            let broke = conns.get_mut(&conn).is_some_and(|s| s.write_all(&bytes).is_err());
+                            let broke = conns.get_mut(&conn).is_some_and(|s| write_frame(s, &bytes).is_err());
                             if broke {
                                 conns.remove(&conn);
                                 m.closed(conn);
@@ -264,7 +312,7 @@ impl Session {
             }
             Role::Member { m, stream, .. } => {
                 while let Some(bytes) = m.poll_output() {
-                    let broke = stream.as_mut().is_some_and(|s| s.write_all(&bytes).is_err());
+                    let broke = stream.as_mut().is_some_and(|s| write_frame(s, &bytes).is_err());
                     if broke {
                         *stream = None;
                         m.closed();
@@ -289,26 +337,6 @@ impl Session {
                 fds.extend(ids.iter().map(|id| poll::fd(&conns[id])));
                 let ready = poll::readable(&fds, wait).map_err(io("poll", None))?;
                 let (lready, cready) = ready.split_at(usize::from(listener.is_some()));
-                if let (Some(l), [true]) = (listener, lready) {
-                    loop {
-                        match l.accept() {
-                            Ok((stream, _)) => {
-                                let id = *next;
-                                *next += 1;
-                                let nonce = auth::nonce().map_err(io("getrandom", None))?;
-                                if prepare(&stream).is_ok() {
-                                    conns.insert(id, stream);
-                                    m.accept(id, nonce, Instant::now());
-                                }
-                            }
-                            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                            // A connection that died in the backlog: not ours to fail on.
-                            Err(e) if e.kind() == ErrorKind::ConnectionAborted => continue,
-                            Err(e) => return Err(io("accept", None)(e)),
-                        }
-                    }
-                }
                 for (id, _) in ids.iter().zip(cready).filter(|(_, r)| **r) {
                     let Some(s) = conns.get_mut(id) else { continue };
                     match s.read(&mut buf) {
@@ -321,6 +349,32 @@ impl Session {
                         Err(_) => {
                             conns.remove(id);
                             m.closed(*id);
+                        }
+                    }
+                }
+                // Members' bytes first, then new connections: a member that
+                // answered its challenge is admitted before a flood of new
+                // connections can make rank 0 let it go. At most half of
+                // `max_pending` are accepted per wake-up, so each pending
+                // connection has a whole wake-up to be read before it can be
+                // the longest waiting (the rest wait in the kernel's backlog).
+                if let (Some(l), [true]) = (listener, lready) {
+                    for _ in 0..(m.params().max_pending / 2).max(1) {
+                        match l.accept() {
+                            Ok((stream, peer)) => {
+                                let id = *next;
+                                *next += 1;
+                                let nonce = auth::nonce().map_err(io("getrandom", None))?;
+                                if prepare(&stream).is_ok() {
+                                    conns.insert(id, stream);
+                                    m.accept_from(id, Some(peer.ip()), nonce, Instant::now());
+                                }
+                            }
+                            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                            // A connection that died in the backlog: not ours to fail on.
+                            Err(e) if e.kind() == ErrorKind::ConnectionAborted => continue,
+                            Err(e) => return Err(io("accept", None)(e)),
                         }
                     }
                 }
@@ -361,6 +415,30 @@ fn until(deadline: Option<Instant>, now: Instant) -> Duration {
     deadline.map_or(Duration::from_millis(100), |d| d.saturating_duration_since(now))
 }
 
+/// Writes `bytes` whole within one deadline for the frame (see [`WRITE_RATE`]).
+fn write_frame(s: &mut TcpStream, bytes: &[u8]) -> std::io::Result<()> {
+    let allowed = WRITE_TIMEOUT + Duration::from_millis(bytes.len() as u64 * 1000 / WRITE_RATE);
+    let deadline = Instant::now() + allowed;
+    let mut done = 0;
+    while done < bytes.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::Error::new(
+                ErrorKind::TimedOut,
+                format!("the peer took {done} of {} bytes in {allowed:?}", bytes.len()),
+            ));
+        }
+        s.set_write_timeout(Some(left))?;
+        match s.write(&bytes[done..]) {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(n) => done += n,
+            Err(e) if matches!(e.kind(), ErrorKind::Interrupted | ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 fn prepare(s: &TcpStream) -> std::io::Result<()> {
     s.set_nonblocking(false)?;
     s.set_nodelay(true)?;
@@ -386,7 +464,12 @@ fn connect_until(addr: SocketAddr, deadline: Instant, allowed: Duration) -> Resu
             Err(e)
                 if matches!(
                     e.kind(),
-                    ErrorKind::ConnectionRefused | ErrorKind::TimedOut | ErrorKind::Interrupted | ErrorKind::WouldBlock
+                    ErrorKind::ConnectionRefused
+                        | ErrorKind::ConnectionReset
+                        | ErrorKind::ConnectionAborted
+                        | ErrorKind::TimedOut
+                        | ErrorKind::Interrupted
+                        | ErrorKind::WouldBlock
                 ) || e.raw_os_error() == Some(libc::EHOSTUNREACH)
                     || e.raw_os_error() == Some(libc::ENETUNREACH) =>
             {

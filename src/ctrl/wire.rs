@@ -106,7 +106,7 @@ pub enum Msg {
         /// Round number.
         round: u32,
         /// One entry per rank, in rank order.
-        parts: Vec<Vec<u8>>,
+        parts: Parts,
     },
     /// See [`Kind::Reject`].
     Reject {
@@ -145,15 +145,7 @@ impl Msg {
                 p.extend_from_slice(data);
                 Kind::Contribute
             }
-            Msg::Gathered { round, parts } => {
-                p.extend_from_slice(&round.to_be_bytes());
-                p.extend_from_slice(&(parts.len() as u32).to_be_bytes());
-                for part in parts {
-                    p.extend_from_slice(&(part.len() as u32).to_be_bytes());
-                    p.extend_from_slice(part);
-                }
-                Kind::Gathered
-            }
+            Msg::Gathered { round, parts } => return encode_gathered(*round, parts.iter()),
             Msg::Reject { code, detail, reason } => {
                 p.push(*code as u8);
                 p.extend_from_slice(&detail.to_be_bytes());
@@ -165,12 +157,7 @@ impl Msg {
                 Kind::Reject
             }
         };
-        let mut f = Vec::with_capacity(HEADER_LEN + p.len());
-        f.extend_from_slice(&MAGIC);
-        f.push(VERSION);
-        f.push(kind as u8);
-        f.extend_from_slice(&[0, 0]);
-        f.extend_from_slice(&(p.len() as u32).to_be_bytes());
+        let mut f = header(kind, p.len());
         f.extend_from_slice(&p);
         f
     }
@@ -206,10 +193,13 @@ impl Msg {
                 if n > r.b.len() / 4 {
                     return Err(Error::Malformed("gathered count exceeds the frame"));
                 }
-                let mut parts = Vec::with_capacity(n);
+                // One end offset (4 bytes) per part, as the frame's own length
+                // field, and the parts' bytes, which the frame holds too: what
+                // this keeps is never larger than the frame, whatever `n` says.
+                let mut parts = Parts { bytes: Vec::with_capacity(r.b.len() - 4 * n), ends: Vec::with_capacity(n) };
                 for _ in 0..n {
                     let len = r.u32("gathered part length")? as usize;
-                    parts.push(r.take(len, "gathered part")?.to_vec());
+                    parts.push(r.take(len, "gathered part")?);
                 }
                 Msg::Gathered { round, parts }
             }
@@ -232,6 +222,98 @@ impl Msg {
             return Err(Error::Malformed("trailing bytes after the message"));
         }
         Ok(msg)
+    }
+}
+
+/// A frame header for a payload of `len` bytes, with room for the payload.
+fn header(kind: Kind, len: usize) -> Vec<u8> {
+    let mut f = Vec::with_capacity(HEADER_LEN + len);
+    f.extend_from_slice(&MAGIC);
+    f.push(VERSION);
+    f.push(kind as u8);
+    f.extend_from_slice(&[0, 0]);
+    f.extend_from_slice(&(len as u32).to_be_bytes());
+    f
+}
+
+/// Encodes a [`Kind::Gathered`] frame of `parts` without building a [`Msg`]
+/// (the coordinator keeps its own copy of the parts).
+pub fn encode_gathered<P: AsRef<[u8]>>(round: u32, parts: impl IntoIterator<Item = P> + Clone) -> Vec<u8> {
+    let len = 8 + parts.clone().into_iter().map(|p| 4 + p.as_ref().len()).sum::<usize>();
+    let mut f = header(Kind::Gathered, len);
+    f.extend_from_slice(&round.to_be_bytes());
+    f.extend_from_slice(&(parts.clone().into_iter().count() as u32).to_be_bytes());
+    for part in parts {
+        let part = part.as_ref();
+        f.extend_from_slice(&(part.len() as u32).to_be_bytes());
+        f.extend_from_slice(part);
+    }
+    f
+}
+
+/// The parts of a [`Msg::Gathered`], kept compactly: every part's bytes in
+/// one buffer and one 4-byte end offset per part. Its memory is at most the
+/// frame's payload, however many parts the frame declares (a `Vec<Vec<u8>>`
+/// would cost 24 bytes per part, six times the 4 bytes a part costs on the
+/// wire). [`Parts::to_vecs`] gives one `Vec` per part once the count is
+/// known to be right.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Parts {
+    bytes: Vec<u8>,
+    ends: Vec<u32>,
+}
+
+impl Parts {
+    /// The parts of `parts`, copied.
+    pub fn from_slices<P: AsRef<[u8]>>(parts: &[P]) -> Parts {
+        let mut p = Parts {
+            bytes: Vec::with_capacity(parts.iter().map(|x| x.as_ref().len()).sum()),
+            ends: Vec::with_capacity(parts.len()),
+        };
+        for x in parts {
+            p.push(x.as_ref());
+        }
+        p
+    }
+
+    fn push(&mut self, part: &[u8]) {
+        self.bytes.extend_from_slice(part);
+        // A frame's payload length is a u32, so every offset into it fits.
+        self.ends.push(u32::try_from(self.bytes.len()).expect("a frame's parts fit in its u32 length"));
+    }
+
+    /// Number of parts.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Whether there are no parts.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Part `i`, if there is one.
+    pub fn get(&self, i: usize) -> Option<&[u8]> {
+        let end = *self.ends.get(i)? as usize;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        Some(&self.bytes[start..end])
+    }
+
+    /// The parts in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &[u8]> + Clone + '_ {
+        (0..self.len()).map(|i| self.get(i).expect("index below len"))
+    }
+
+    /// One `Vec` per part. This costs a `Vec` header (24 bytes) per part:
+    /// check [`Parts::len`] against what is expected first.
+    pub fn to_vecs(&self) -> Vec<Vec<u8>> {
+        self.iter().map(<[u8]>::to_vec).collect()
+    }
+}
+
+impl std::fmt::Debug for Parts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
     }
 }
 
@@ -366,7 +448,7 @@ mod tests {
             Msg::Welcome { mac: [9; MAC_LEN] },
             Msg::Contribute { round: 5, data: b"endpoint".to_vec() },
             Msg::Contribute { round: 6, data: vec![] },
-            Msg::Gathered { round: 5, parts: vec![b"a".to_vec(), vec![], b"ccc".to_vec()] },
+            Msg::Gathered { round: 5, parts: Parts::from_slices(&[&b"a"[..], b"", b"ccc"]) },
             Msg::Reject { code: RejectCode::Auth, detail: 0, reason: "wrong secret".into() },
         ]
     }
