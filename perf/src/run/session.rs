@@ -12,7 +12,7 @@ use rrddmma::wrap::{HugePages, MemOpts, RegisteredMem};
 use super::{err, Res};
 use crate::args::{Conn, Opts, Test, Verb};
 use crate::clock::Clock;
-use crate::oob::{Dest, Oob};
+use crate::oob::{Dest, Limits, Oob};
 use crate::payload;
 use crate::place;
 use crate::ud::UdPeer;
@@ -60,9 +60,17 @@ pub struct Session {
 /// Opens the device, talks to the peer and connects the QPs. Returns the
 /// options the run goes by: `o`, or on UD with the sizes cut to the path MTU.
 pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
+    // Every read of the exchange is bounded; a -D run's waits last at least its length.
+    let mut limits = Limits::from_env()?;
+    if let Some(d) = o.duration {
+        let runs = crate::args::sizes(o).len().max(1) as f64;
+        let run = Duration::try_from_secs_f64(d * runs).unwrap_or(limits.run);
+        limits.run = limits.run.max(run.saturating_add(limits.step));
+    }
     // With -R the exchange comes first: its route names the device.
+    let wait = Duration::from_secs(30);
     let cm_oob =
-        if o.rdma_cm { Some(Oob::open_cm(o.server.as_deref(), o.tcp_port, Duration::from_secs(30))?) } else { None };
+        if o.rdma_cm { Some(Oob::open_cm(o.server.as_deref(), o.tcp_port, wait, limits)?) } else { None };
     let device = o.device.clone().or_else(|| cm_oob.as_ref().and_then(Oob::cm_device));
     let ctx = match &device {
         Some(d) => Context::open(d),
@@ -103,7 +111,7 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
 
     let mut oob = match cm_oob {
         Some(c) => c,
-        None => Oob::open(o.server.as_deref(), o.tcp_port, Duration::from_secs(30))?,
+        None => Oob::open(o.server.as_deref(), o.tcp_port, wait, limits)?,
     };
     let page = 4096u32;
     let (cycle, line, mtu) = oob.preamble(o.dont_xchg_versions, page, 64, mtu)?;
