@@ -69,8 +69,7 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
     }
     // With -R the exchange comes first: its route names the device.
     let wait = Duration::from_secs(30);
-    let cm_oob =
-        if o.rdma_cm { Some(Oob::open_cm(o.server.as_deref(), o.tcp_port, wait, limits)?) } else { None };
+    let cm_oob = if o.rdma_cm { Some(Oob::open_cm(o.server.as_deref(), o.tcp_port, wait, limits)?) } else { None };
     let device = o.device.clone().or_else(|| cm_oob.as_ref().and_then(Oob::cm_device));
     let ctx = match &device {
         Some(d) => Context::open(d),
