@@ -11,13 +11,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use rrddmma::ctrl::{ClusterConfig, QpInfo, Session};
-use rrddmma::prim::{AccessFlags, ConnectOpts, Context, Cq, Endpoint, Pd, Qp, QpCaps, RecvWr, RemoteMr, SendWr, Wc};
+use rrddmma::prim::{
+    AccessFlags, ConnectOpts, Context, Cq, Endpoint, Pd, Qp, QpCaps, RecvWr, RemoteAddr, RemoteMr, SendWr, Wc,
+};
 use rrddmma::wrap::{MeshOpts, RegisteredMem};
 
 use crate::alloc;
 use crate::args::Verb;
 use crate::cluster_opts::{ClusterOpts, Pattern, COUNT_BITS};
-use crate::cluster_report::{FlowResult, Report};
+use crate::cluster_report::{decode_rank, Expect, FlowResult, Report};
 use crate::out;
 
 type Res<T> = Result<T, String>;
@@ -52,7 +54,9 @@ struct Net {
     cqs: Vec<Cq>,
     recv_cq: Cq,
     mem: RegisteredMem,
-    tokens: Vec<RemoteMr>,
+    /// Where this rank's requests land at each rank (checked against the
+    /// rank's token by [`landing`]; unused at this rank's own index).
+    remote: Vec<RemoteAddr>,
     slot: usize,
     n: usize,
     q: usize,
@@ -63,8 +67,8 @@ impl Net {
         self.qps.get(u.dst as usize).and_then(|v| v.get(u.k as usize)).ok_or_else(|| format!("no QP {u:?}"))
     }
 
-    fn request<'a>(&self, verb: Verb, sge: &'a [rrddmma::prim::Sge; 1], me: u32, dst: u32) -> SendWr<'a> {
-        let remote = self.tokens[dst as usize].at(((self.n + me as usize) * self.slot) as u64);
+    fn request<'a>(&self, verb: Verb, sge: &'a [rrddmma::prim::Sge; 1], dst: u32) -> SendWr<'a> {
+        let remote = self.remote[dst as usize];
         match verb {
             Verb::Write => SendWr::write(sge, remote),
             Verb::Read => SendWr::read(sge, remote),
@@ -87,6 +91,37 @@ impl Net {
         // SAFETY: the entry lies in `mem`, which outlives the QPs' use.
         unsafe { qp.post_recv(&mut [RecvWr::new(&sges, qi as u64)]) }.map_err(err("ibv_post_recv"))
     }
+}
+
+/// Where this rank's requests land at every rank: `slot` bytes at offset
+/// (`n` + `me`) × `slot` of the rank's region. A token that does not cover
+/// them (or a list of the wrong length) is an error naming the rank and
+/// its token, never a panic in the measured loop.
+fn landing(tokens: &[RemoteMr], me: u32, n: u32, slot: usize) -> Res<Vec<RemoteAddr>> {
+    if tokens.len() != n as usize {
+        return Err(format!("the token exchange gave {} memory tokens for {n} ranks", tokens.len()));
+    }
+    let off = (n as u64 + u64::from(me)) * slot as u64;
+    tokens
+        .iter()
+        .enumerate()
+        .map(|(r, t)| {
+            if r == me as usize {
+                return Ok(RemoteAddr { addr: 0, rkey: 0 });
+            }
+            t.checked_at(off, slot as u64).ok_or_else(|| {
+                format!(
+                    "rank {r}'s memory token (address {:#x}, {} bytes, rkey {:#x}) does not cover this rank's slot, \
+                     bytes {off}..{} (each rank registers 2 x slot x ranks bytes; do all ranks run the same -s \
+                     and the same number of ranks?)",
+                    t.addr,
+                    t.len,
+                    t.rkey,
+                    off + slot as u64
+                )
+            })
+        })
+        .collect()
 }
 
 /// Creates `q` RC QPs to every other rank, the send CQ of QP (peer, k) being
@@ -148,7 +183,7 @@ fn check_wc(wc: &Wc, what: &str) -> Res<()> {
 
 /// Streams `units` on `cq`; returns (ops, seconds to the last completion)
 /// per unit.
-fn stream(net: &Net, cq: &Cq, o: &ClusterOpts, size: usize, me: u32, units: &[Unit]) -> Res<Vec<(u64, f64)>> {
+fn stream(net: &Net, cq: &Cq, o: &ClusterOpts, size: usize, units: &[Unit]) -> Res<Vec<(u64, f64)>> {
     let qps: Vec<&Qp> = units.iter().map(|&u| net.qp(u)).collect::<Res<_>>()?;
     let sges: Vec<[rrddmma::prim::Sge; 1]> = units.iter().map(|u| net.sge(u.dst, size)).collect();
     let mut posted = vec![0u64; units.len()];
@@ -167,7 +202,7 @@ fn stream(net: &Net, cq: &Cq, o: &ClusterOpts, size: usize, me: u32, units: &[Un
                 for (f, u) in units.iter().enumerate() {
                     while posted[f] < limit && posted[f] - done[f] < depth {
                         let id = ((f as u64) << COUNT_BITS) | (posted[f] + 1);
-                        let wr = net.request(o.verb, &sges[f], me, u.dst).signaled().wr_id(id);
+                        let wr = net.request(o.verb, &sges[f], u.dst).signaled().wr_id(id);
                         // SAFETY: the entry lies in `mem`; completions are awaited below.
                         unsafe { qps[f].post_send(&mut [wr]) }.map_err(err("ibv_post_send"))?;
                         posted[f] += 1;
@@ -200,7 +235,7 @@ fn stream(net: &Net, cq: &Cq, o: &ClusterOpts, size: usize, me: u32, units: &[Un
 }
 
 /// One request at a time on each unit; latency percentiles per unit.
-fn probe(net: &Net, cq: &Cq, o: &ClusterOpts, size: usize, me: u32, units: &[Unit]) -> Res<Vec<[f64; 4]>> {
+fn probe(net: &Net, cq: &Cq, o: &ClusterOpts, size: usize, units: &[Unit]) -> Res<Vec<[f64; 4]>> {
     let mut wcs = [Wc::default(); 1];
     let mut out = Vec::with_capacity(units.len());
     let mut samples = vec![0f64; o.lat_samples as usize];
@@ -212,7 +247,7 @@ fn probe(net: &Net, cq: &Cq, o: &ClusterOpts, size: usize, me: u32, units: &[Uni
             for s in samples.iter_mut() {
                 let t = Instant::now();
                 // SAFETY: the entry lies in `mem`; the completion is awaited.
-                unsafe { qp.post_send(&mut [net.request(o.verb, &sge, me, u.dst).signaled()]) }
+                unsafe { qp.post_send(&mut [net.request(o.verb, &sge, u.dst).signaled()]) }
                     .map_err(err("ibv_post_send"))?;
                 while cq.poll(&mut wcs).map_err(err("ibv_poll_cq"))? == 0 {}
                 check_wc(&wcs[0], "cluster latency probe")?;
@@ -290,12 +325,12 @@ fn measure(net: &Net, s: &mut Session, o: &ClusterOpts, size: usize, me: u32, un
     s.barrier().map_err(err("barrier before the bandwidth phase"))?;
     if o.pattern == Pattern::Loaded && me == 0 {
         // Rank 0 probes rank 1 while the others stream.
-        let lat = probe(net, &net.cqs[0], o, size, me, &probes)?;
+        let lat = probe(net, &net.cqs[0], o, size, &probes)?;
         for (r, l) in res.iter_mut().zip(lat) {
             r.lat = l;
         }
     } else {
-        for (u, (ops, secs)) in per_thread(net, units, threads, |cq, u| stream(net, cq, o, size, me, u))? {
+        for (u, (ops, secs)) in per_thread(net, units, threads, |cq, u| stream(net, cq, o, size, u))? {
             let i = slot(&res, u.dst).ok_or("a unit without its flow")?;
             res[i].ops += ops;
             res[i].secs = res[i].secs.max(secs);
@@ -305,7 +340,7 @@ fn measure(net: &Net, s: &mut Session, o: &ClusterOpts, size: usize, me: u32, un
     // (loaded-latency mode probed already).
     s.barrier().map_err(err("barrier before the latency phase"))?;
     if o.pattern != Pattern::Loaded {
-        for (u, l) in per_thread(net, &probes, threads, |cq, u| probe(net, cq, o, size, me, u))? {
+        for (u, l) in per_thread(net, &probes, threads, |cq, u| probe(net, cq, o, size, u))? {
             let i = slot(&res, u.dst).ok_or("a probe without its flow")?;
             res[i].lat = l;
         }
@@ -356,8 +391,9 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
     };
     let qps = connect_mesh(&mut s, &pd, o.qps, cq_of, &recv_cq, &mesh)?;
     let tokens = s.exchange_mrs(&mem.remote()).map_err(err("exchanging memory tokens"))?;
+    let remote = landing(&tokens, me, n, slot)?;
     let q = o.qps as usize;
-    let net = Net { qps, cqs, recv_cq, mem, tokens, slot, n: n as usize, q };
+    let net = Net { qps, cqs, recv_cq, mem, remote, slot, n: n as usize, q };
     // SEND: every size's messages on each incoming QP; the first receives go
     // up before the first barrier.
     let mut want = vec![0u64; n as usize * q];
@@ -419,11 +455,10 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
     let text: String = results.iter().map(FlowResult::encode).collect();
     let all = s.all_gather(text.as_bytes()).map_err(err("gathering results"))?;
     let mut every = Vec::new();
+    let expect = Expect { ranks: n, sizes: &o.sizes };
     for (r, bytes) in all.iter().enumerate() {
         let t = std::str::from_utf8(bytes).map_err(|_| format!("rank {r} sent results that are not UTF-8"))?;
-        for l in t.lines() {
-            every.push(FlowResult::decode(l)?);
-        }
+        every.extend(decode_rank(r, t, expect)?);
     }
     let allocs = alloc::in_loop_allocations();
     if me == 0 {
@@ -476,5 +511,24 @@ mod tests {
         let mut all: Vec<Unit> = (0..3).flat_map(|t| share(&u, t, 3)).collect();
         all.sort_by_key(|x| (x.dst, x.k));
         assert_eq!(all.len(), 4);
+    }
+
+    #[test]
+    fn regression_short_or_bogus_token_of_another_rank_is_an_error_not_a_panic() {
+        let (n, slot) = (3u32, 4096usize);
+        let good = RemoteMr { addr: 0x10_0000, len: (2 * slot * n as usize) as u64, rkey: 7 };
+        let at = landing(&[good, good, good], 1, n, slot).unwrap();
+        assert_eq!(at[2], RemoteAddr { addr: 0x10_0000 + 4 * 4096, rkey: 7 }, "slot n + me of rank 2's region");
+        // Rank 2's token is one byte short of this rank's slot.
+        let short = RemoteMr { len: good.len - 4096 - 1, ..good };
+        let e = landing(&[good, good, short], 1, n, slot).unwrap_err();
+        assert!(e.contains("rank 2's memory token") && e.contains(&format!("{} bytes", short.len)), "{e}");
+        assert!(e.contains("bytes 16384..20480"), "names the range it must cover: {e}");
+        // An address range that wraps, and a list of the wrong length.
+        let wraps = RemoteMr { addr: u64::MAX - 8, ..good };
+        assert!(landing(&[wraps, good, good], 1, n, slot).unwrap_err().contains("rank 0's memory token"));
+        assert!(landing(&[good, good], 1, n, slot).unwrap_err().contains("2 memory tokens for 3 ranks"));
+        // This rank's own token is never used, so it is not checked.
+        assert!(landing(&[good, short, good], 1, n, slot).is_ok());
     }
 }

@@ -26,7 +26,7 @@ pub struct FlowResult {
 impl FlowResult {
     fn mib_s(&self) -> f64 {
         if self.secs > 0.0 {
-            (self.ops * self.size as u64) as f64 / self.secs / 1048576.0
+            (self.ops as f64 * self.size as f64) / self.secs / 1048576.0
         } else {
             0.0
         }
@@ -65,6 +65,51 @@ impl FlowResult {
     }
 }
 
+/// Rank 0's view of another rank's result lines: what they may say.
+#[derive(Clone, Copy, Debug)]
+pub struct Expect<'a> {
+    /// Ranks in the cluster.
+    pub ranks: u32,
+    /// The sizes every rank runs.
+    pub sizes: &'a [usize],
+}
+
+/// Parses rank `rank`'s gathered results (one [`FlowResult::encode`] line
+/// per flow), checking every value against `e`: a line that is malformed or
+/// out of range is an error naming the rank, the line and the value, never
+/// a panic in the report.
+pub fn decode_rank(rank: usize, text: &str, e: Expect) -> Res<Vec<FlowResult>> {
+    let max_lines = (e.ranks as usize).saturating_sub(1) * e.sizes.len();
+    let mut out = Vec::new();
+    for (k, line) in text.lines().enumerate() {
+        if k >= max_lines {
+            return Err(format!(
+                "rank {rank} sent more than {max_lines} result lines (one per flow and size at most; do all ranks run \
+                 the same -s with the same number of ranks?)"
+            ));
+        }
+        let f = FlowResult::decode(line).map_err(|m| format!("rank {rank}: {m}"))?;
+        let bad = |what: String| Err(format!("rank {rank} sent an out-of-range result in {line:?}: {what}"));
+        if f.src as usize != rank {
+            return bad(format!("source rank {} (a rank reports only its own flows)", f.src));
+        }
+        if f.dst >= e.ranks || f.dst == f.src {
+            return bad(format!("destination rank {} (ranks are 0..{}, not the source)", f.dst, e.ranks));
+        }
+        if !e.sizes.contains(&f.size) {
+            return bad(format!("size {} (this run's sizes are {:?})", f.size, e.sizes));
+        }
+        if f.ops.checked_mul(f.size as u64).is_none() {
+            return bad(format!("{} requests of {} bytes (the byte count passes 2^64)", f.ops, f.size));
+        }
+        if let Some(v) = std::iter::once(f.secs).chain(f.lat).find(|v| !v.is_finite() || *v < 0.0) {
+            return bad(format!("time {v} (times are finite and not negative)"));
+        }
+        out.push(f);
+    }
+    Ok(out)
+}
+
 /// Jain's fairness index of `x`: (Σx)² / (n·Σx²), 1 when all are equal.
 pub fn jain(x: &[f64]) -> f64 {
     let s: f64 = x.iter().sum();
@@ -89,9 +134,15 @@ impl SizeRun {
     /// (out MiB/s, in MiB/s) per rank of `n`.
     fn totals(&self, n: u32) -> Vec<(f64, f64)> {
         let mut t = vec![(0.0, 0.0); n as usize];
+        // Ranks are checked when the results are decoded (`decode_rank`);
+        // anything else is left out rather than indexed.
         for f in self.bw_flows() {
-            t[f.src as usize].0 += f.mib_s();
-            t[f.dst as usize].1 += f.mib_s();
+            if let Some(s) = t.get_mut(f.src as usize) {
+                s.0 += f.mib_s();
+            }
+            if let Some(d) = t.get_mut(f.dst as usize) {
+                d.1 += f.mib_s();
+            }
         }
         t
     }
@@ -488,5 +539,37 @@ mod tests {
         assert_eq!(h.matches("<svg").count(), 1);
         assert!(h.contains("1048576 B: destination rank") && h.contains("2097152 B: destination rank"));
         assert!(b.contains("1048576 B, Jain 0.800") && b.contains("2097152 B, Jain 1.000"));
+    }
+
+    #[test]
+    fn regression_out_of_range_or_malformed_result_line_names_the_rank() {
+        let sizes = [4096usize, 65536];
+        let e = Expect { ranks: 3, sizes: &sizes };
+        let line = |f: &FlowResult| f.encode();
+        let ok = flow(2, 0, 4096, 10);
+        assert_eq!(decode_rank(2, &line(&ok), e).unwrap(), vec![ok.clone()]);
+        let cases = [
+            (line(&flow(2, 7, 4096, 10)), "destination rank 7"),
+            (line(&flow(2, 4_000_000_000, 4096, 10)), "destination rank 4000000000"),
+            (line(&flow(2, 2, 4096, 10)), "destination rank 2"),
+            (line(&flow(0, 1, 4096, 10)), "source rank 0"),
+            (line(&flow(2, 0, 512, 10)), "size 512"),
+            (line(&flow(2, 0, 65536, u64::MAX / 2)), "passes 2^64"),
+            (line(&FlowResult { secs: f64::NAN, ..ok.clone() }), "time NaN"),
+            (line(&FlowResult { lat: [1.0, -2.0, 3.0, 1.0], ..ok.clone() }), "time -2"),
+            ("2 0 ten 1e0 4096 1 2 3 4".to_string(), "malformed flow result"),
+            ("2 0".to_string(), "malformed flow result"),
+            (line(&ok).repeat(5), "more than 4 result lines"),
+        ];
+        for (text, want) in cases {
+            let err = decode_rank(2, &text, e).unwrap_err();
+            assert!(err.starts_with("rank 2") && err.contains(want), "{text:?}: {err}");
+        }
+        // The report itself cannot index past its ranks, whatever it is given.
+        let o = parse(["-s", "4096"]).unwrap();
+        let r = Report::new(&o, 3, vec![flow(9, 12, 4096, 10), ok]);
+        assert_eq!(r.runs[0].totals(3).len(), 3);
+        assert!(r.table().contains("aggregate"));
+        assert!(r.bars().contains("rank 2"));
     }
 }

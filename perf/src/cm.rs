@@ -21,12 +21,20 @@
 //! which the server has a receive posted for before it answers; the server
 //! makes its address handle from that receive (`ibv_init_ah_from_wc`) and
 //! sends with its own QP's Q_Key.
+//!
+//! Anyone who knows the QPN can send to a UD QP with the well-known CM
+//! Q_Key, so the server takes as the announcement only a datagram that
+//! comes from the peer of that QP's connection ([`judge`]): received on
+//! that QP, with the sender's QPN as its immediate data, and, on Ethernet
+//! ports, from the GID of the connecting address. Other datagrams are
+//! ignored (the receive is posted again) until the right one or the
+//! deadline comes.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use rrddmma::prim::cm::{CmEventType, CmId, ConnParam, EventChannel, PortSpace};
-use rrddmma::prim::{Ah, Cq, Mr, Pd, Qp, QpAttr, QpState, RecvWr, SendWr, Wc, GRH_LEN};
+use rrddmma::prim::{Ah, AhAttr, Cq, Gid, Mr, Pd, Qp, QpAttr, QpState, RecvWr, SendWr, Wc, WcStatus, GRH_LEN};
 
 use crate::ud::UdPeer;
 
@@ -239,7 +247,7 @@ pub fn accept(l: Listener, device: &str, qps: &[Qp], rd_atomic: u8, wait: Durati
                 // receive completes below.
                 unsafe { qp.post_recv(&mut [RecvWr::new(&sges, 0)]) }.map_err(what)?;
                 id.accept(qp, &param(rd_atomic)).map_err(what)?;
-                conns.ud.push(announced(u, i, &id, deadline)?);
+                conns.ud.push(announced(u, i, qp, &id, deadline)?);
             }
         }
         conns.ids.push(id);
@@ -247,30 +255,227 @@ pub fn accept(l: Listener, device: &str, qps: &[Qp], rd_atomic: u8, wait: Durati
     Ok(conns)
 }
 
-/// UD server: the client's announcement of QP `i`, and the way back to it:
-/// an address handle from the receive, the QPN it came from, and this QP's
-/// own Q_Key (as perftest's server sends with).
-fn announced(u: &Ud, i: usize, id: &CmId, deadline: Instant) -> Res<UdPeer> {
-    let Some(wc) = completion(u.recv_cq, deadline, &format!("the client's announcement of QP {i}"))? else {
+/// One datagram received while the server waits for an announcement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Heard {
+    pub status: WcStatus,
+    /// The QP it arrived on.
+    pub qp_num: u32,
+    /// The sender's QPN.
+    pub src_qp: u32,
+    pub imm: Option<u32>,
+    /// The sender's GID (from the GRH, `ibv_init_ah_from_wc`), when known.
+    pub sender: Option<Gid>,
+}
+
+/// Whom the announcement of one QP must come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Expected {
+    /// The QP the announcement is for.
+    pub qpn: u32,
+    /// The GID of the connection's peer: on Ethernet ports (RoCE), the
+    /// address it connected from (IPv4-mapped for IPv4); `None` on
+    /// InfiniBand, where a GID is not the IP address.
+    pub peer: Option<Gid>,
+}
+
+impl Expected {
+    /// The GID RoCE gives the IP address `ip` (IPv4-mapped for IPv4).
+    pub fn gid_of(ip: IpAddr) -> Gid {
+        let v6 = match ip {
+            IpAddr::V4(a) => a.to_ipv6_mapped(),
+            IpAddr::V6(a) => a,
+        };
+        Gid(v6.octets())
+    }
+}
+
+/// Whether `h` is the announcement `e` waits for: `Err` says why not.
+pub fn judge(h: &Heard, e: &Expected) -> Res<()> {
+    if h.status != WcStatus::SUCCESS {
+        return Err(format!("a receive completed with status {:?}", h.status));
+    }
+    if h.qp_num != e.qpn {
+        return Err(format!("a datagram arrived on QP {:#x}, not on QP {:#x}", h.qp_num, e.qpn));
+    }
+    if h.imm != Some(h.src_qp) {
         return Err(format!(
-            "rdma_cm: QP {i}: the client did not announce its QP (a UD client does after connecting in latency \
-             tests and with -b; do both sides run the same test, both with or without -b?)"
-        ));
-    };
-    if wc.imm().is_none() {
-        return Err(format!(
-            "rdma_cm: QP {i} received a message without immediate data where the client's announcement of its QP \
-             was due (do both sides run the same test with -R -c UD?)"
+            "a datagram from QP {:#x} carried immediate data {:?}, not its QPN",
+            h.src_qp,
+            h.imm.map(|v| format!("{v:#x}"))
         ));
     }
-    let mut grh = [0u8; GRH_LEN];
-    // SAFETY: the receive into this region of `mr` has completed; nothing
-    // else writes it.
-    unsafe {
-        std::ptr::copy_nonoverlapping((u.mr.addr() as usize + u.scratch) as *const u8, grh.as_mut_ptr(), GRH_LEN)
+    if let Some(peer) = e.peer {
+        if h.sender != Some(peer) {
+            return Err(format!(
+                "a datagram from QP {:#x} came from GID {}, not from the connection's peer {peer:?}",
+                h.src_qp,
+                h.sender.map_or("(unknown)".to_string(), |g| format!("{g:?}")),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What waiting for an announcement found.
+#[derive(Debug)]
+pub struct Selection<T> {
+    /// The announcement, with what `next` gave beside it.
+    pub chosen: Option<(Heard, T)>,
+    /// Datagrams ignored, and why the last one was.
+    pub ignored: u32,
+    pub last_reason: Option<String>,
+}
+
+/// Takes datagrams from `next` (`None`: the deadline passed) until one
+/// passes [`judge`]; each one ignored on the expected QP is followed by
+/// `repost` (the QP's only receive was used up).
+pub fn select<T>(
+    e: &Expected,
+    mut next: impl FnMut() -> Res<Option<(Heard, T)>>,
+    mut repost: impl FnMut() -> Res<()>,
+) -> Res<Selection<T>> {
+    let mut sel = Selection { chosen: None, ignored: 0, last_reason: None };
+    while let Some((h, t)) = next()? {
+        match judge(&h, e) {
+            Ok(()) => {
+                sel.chosen = Some((h, t));
+                break;
+            }
+            Err(why) => {
+                sel.ignored += 1;
+                sel.last_reason = Some(why);
+                if h.qp_num == e.qpn {
+                    repost()?;
+                }
+            }
+        }
+    }
+    Ok(sel)
+}
+
+/// A receive's completion and the GRH bytes before its payload.
+type Received = (Wc, [u8; GRH_LEN]);
+
+/// Polls `cq` for one completion, successful or not, until `deadline`.
+fn any_completion(cq: &Cq, deadline: Instant, what: &str) -> Res<Option<Wc>> {
+    loop {
+        match cq.poll_one() {
+            Ok(Some(wc)) => return Ok(Some(wc)),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_micros(200)),
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(format!("rdma_cm: {what}: ibv_poll_cq: {e}")),
+        }
+    }
+}
+
+/// UD server: the client's announcement of QP `i`, and the way back to it:
+/// an address handle from the receive, the QPN it came from, and this QP's
+/// own Q_Key (as perftest's server sends with). Datagrams from anyone but
+/// the connection's peer are ignored ([`judge`]).
+fn announced(u: &Ud, i: usize, qp: &Qp, id: &CmId, deadline: Instant) -> Res<UdPeer> {
+    let ctx = u.pd.context();
+    let port = id.port_num();
+    let ethernet = ctx.query_port(port).map_err(|e| format!("rdma_cm: querying port {port}: {e}"))?.is_ethernet();
+    let peer = if ethernet { id.peer_addr().map(|a| Expected::gid_of(a.ip())) } else { None };
+    let expected = Expected { qpn: qp.qpn(), peer };
+    let what = format!("the client's announcement of QP {i}");
+    let next = || -> Res<Option<(Heard, Received)>> {
+        let Some(wc) = any_completion(u.recv_cq, deadline, &what)? else { return Ok(None) };
+        let mut grh = [0u8; GRH_LEN];
+        // SAFETY: the receive into this region of `mr` has completed and no
+        // other is posted there until `repost`; nothing else writes it.
+        unsafe {
+            std::ptr::copy_nonoverlapping((u.mr.addr() as usize + u.scratch) as *const u8, grh.as_mut_ptr(), GRH_LEN)
+        };
+        let sender = if wc.is_success() { AhAttr::from_wc(ctx, port, &wc, &grh).ok().map(|a| a.dgid()) } else { None };
+        let heard = Heard { status: wc.status(), qp_num: wc.qp_num(), src_qp: wc.src_qp(), imm: wc.imm(), sender };
+        Ok(Some((heard, (wc, grh))))
     };
-    let ah = Ah::from_wc(u.pd, id.port_num(), &wc, &grh)
+    let repost = || -> Res<()> {
+        let sges = [u.mr.sge(u.scratch, HELLO_RX as u32)];
+        // SAFETY: the region lies in `mr`; the previous receive there has
+        // completed and been read; the next is read only after it completes.
+        unsafe { qp.post_recv(&mut [RecvWr::new(&sges, 0)]) }
+            .map_err(|e| format!("rdma_cm: QP {i}: posting the announcement's receive again: {e}"))
+    };
+    let sel = select(&expected, next, repost)?;
+    let Some((_, (wc, grh))) = sel.chosen else {
+        let others = match (sel.ignored, sel.last_reason) {
+            (0, _) | (_, None) => String::new(),
+            (n, Some(why)) => format!("; {n} other datagram(s) ignored, the last because {why}"),
+        };
+        return Err(format!(
+            "rdma_cm: QP {i}: the client did not announce its QP (a UD client does after connecting in latency \
+             tests and with -b; do both sides run the same test, both with or without -b?){others}"
+        ));
+    };
+    let ah = Ah::from_wc(u.pd, port, &wc, &grh)
         .map_err(|e| format!("rdma_cm: the address handle back to the client of QP {i}: {e}"))?;
     let qkey = id.qp_attr(QpState::INIT).map_err(|e| format!("rdma_cm: the Q_Key of QP {i}: {e}"))?.as_raw().qkey;
     Ok(UdPeer { ah, qpn: wc.src_qp(), qkey })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    fn heard(qp_num: u32, src_qp: u32, imm: Option<u32>, sender: Gid) -> Heard {
+        Heard { status: WcStatus::SUCCESS, qp_num, src_qp, imm, sender: Some(sender) }
+    }
+
+    #[test]
+    fn regression_ud_announcement_is_taken_only_from_the_connected_peer() {
+        let client = Expected::gid_of(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)));
+        let stranger = Expected::gid_of(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 66)));
+        assert_eq!(client.0[10..], [0xff, 0xff, 10, 0, 0, 2], "RoCE's IPv4-mapped GID");
+        let e = Expected { qpn: 0x11, peer: Some(client) };
+        let genuine = heard(0x11, 0x99, Some(0x99), client);
+        // Strangers first, each of a kind; the genuine announcement last.
+        let arrivals = [
+            heard(0x11, 0x77, Some(0x77), stranger),
+            heard(0x11, 0x99, None, client),
+            heard(0x11, 0x99, Some(0x98), client),
+            heard(0x12, 0x99, Some(0x99), client),
+            Heard { status: WcStatus::LOC_LEN_ERR, sender: None, ..genuine },
+            genuine,
+            heard(0x11, 0x55, Some(0x55), client),
+        ];
+        let mut it = arrivals.iter().enumerate();
+        let mut reposts = 0;
+        let sel = select(
+            &e,
+            || Ok(it.next().map(|(k, h)| (*h, k))),
+            || {
+                reposts += 1;
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(sel.chosen, Some((genuine, 5)), "the first datagram from the connected peer, not the first one");
+        assert_eq!(sel.ignored, 5);
+        assert_eq!(reposts, 4, "the receive goes up again after each one on this QP");
+        for (h, why) in arrivals[..5].iter().zip([
+            "not from the connection's peer",
+            "not its QPN",
+            "not its QPN",
+            "not on QP 0x11",
+            "status",
+        ]) {
+            assert!(judge(h, &e).unwrap_err().contains(why), "{h:?}");
+        }
+
+        // Only strangers until the deadline: nothing is taken, and the count says so.
+        let mut once = Some(heard(0x11, 0x77, Some(0x77), stranger));
+        let sel = select(&e, || Ok(once.take().map(|h| (h, ()))), || Ok(())).unwrap();
+        assert!(sel.chosen.is_none());
+        assert_eq!(sel.ignored, 1);
+        assert!(sel.last_reason.unwrap().contains("not from the connection's peer"));
+
+        // InfiniBand: no address to compare; the QPN checks still apply.
+        let ib = Expected { qpn: 0x11, peer: None };
+        assert!(judge(&heard(0x11, 0x77, Some(0x77), stranger), &ib).is_ok());
+        assert!(judge(&heard(0x11, 0x77, Some(0x1), stranger), &ib).is_err());
+    }
 }

@@ -41,7 +41,9 @@ fn plot(args: &[String]) -> Result<(), String> {
 }
 
 fn bench(o: &Opts) -> Result<(), String> {
-    let (s, fitted) = run::setup(o)?;
+    let (mut s, fitted) = run::setup(o)?;
+    // From here on a wait for the peer may span its measured run.
+    s.oob.run_waits();
     let o = &fitted;
     let client = s.oob.is_client();
     let sizes = args::sizes(o);
@@ -68,7 +70,6 @@ fn bench(o: &Opts) -> Result<(), String> {
     }
     let mut results = Vec::new();
     let progress = out::Progress::new(sizes.len(), o.progress);
-    let mut s = s;
     match (o.test, client) {
         (Test::Bw, _) if o.bidir => {
             // perftest's duplex runs: both sides stream; one exchange before

@@ -9,6 +9,11 @@
 //! (`--dont_xchg_versions` skips these three), then one QP message per QP
 //! before and after the connection, one more after it, and at the end of a
 //! test the handshakes described in `run`.
+//!
+//! The peer is not trusted: the sizes it announces are bounded
+//! ([`MAX_CYCLE_BUFFER`], [`MAX_CACHE_LINE`]) before anything is sized from
+//! them, and every read of the exchange has a deadline ([`Limits`]), so a
+//! silent peer ends the run with a message naming the step.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -18,6 +23,75 @@ use std::time::{Duration, Instant};
 use rrddmma::prim::cm::CmEventType;
 use rrddmma::prim::{RecvWr, SendWr, Wc};
 use rrddmma::wrap::{accept_rc_cm, connect_rc_cm, CmConn, CmListener, CmOpts, RegisteredMem};
+
+/// The largest cycle buffer a peer may announce, in bytes: 2 MiB (a huge
+/// page). perftest announces its page size (4 KiB; 16 or 64 KiB on some
+/// arm64 and ppc64 kernels); the registered buffer holds two regions per QP
+/// of at least this size, so a larger value is refused rather than
+/// registered.
+pub const MAX_CYCLE_BUFFER: u32 = 2 << 20;
+/// The largest cache line a peer may announce, in bytes (real CPUs have 64
+/// or 128; every region and offset is rounded up to it).
+pub const MAX_CACHE_LINE: u32 = 4096;
+
+/// Checks a size the peer announced in the preamble: a power of two no
+/// larger than `max` (perftest's are page and cache-line sizes).
+pub fn check_peer_size(what: &str, v: u32, max: u32) -> Result<u32, String> {
+    if v.is_power_of_two() && v <= max {
+        return Ok(v);
+    }
+    Err(format!(
+        "out-of-band exchange: the peer announced a {what} of {v} bytes ({v:#x}), but this tool takes a power of two \
+         of at most {max} bytes (perftest sends its page and cache-line sizes); refusing to size the registered \
+         buffer from it (is the peer a perftest-compatible tool of a matching version?)"
+    ))
+}
+
+/// The environment variable giving the limit of one exchange step, in seconds.
+pub const XCHG_SECS_VAR: &str = "RRDDMMA_PERF_XCHG_SECS";
+/// The environment variable giving the limit of a wait that spans the
+/// peer's measured run, in seconds.
+pub const RUN_SECS_VAR: &str = "RRDDMMA_PERF_RUN_SECS";
+
+/// How long a read of the exchange may wait for the peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// One step of the set-up (versions, sizes, MTU, QP messages):
+    /// [`XCHG_SECS_VAR`], default 60 s.
+    pub step: Duration,
+    /// A wait after the set-up, during which the peer may still be running
+    /// its measurement (a passive server waits for the client's whole run):
+    /// [`RUN_SECS_VAR`], default one hour.
+    pub run: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits { step: Duration::from_secs(60), run: Duration::from_secs(3600) }
+    }
+}
+
+impl Limits {
+    /// The limits from [`XCHG_SECS_VAR`] and [`RUN_SECS_VAR`] (whole seconds,
+    /// at least 1); unset variables keep the defaults.
+    pub fn from_env() -> Result<Limits, String> {
+        let get = |name: &str| std::env::var(name).ok();
+        Limits::parse(get(XCHG_SECS_VAR).as_deref(), get(RUN_SECS_VAR).as_deref())
+    }
+
+    /// [`Limits::from_env`] over the variables' values.
+    pub fn parse(step: Option<&str>, run: Option<&str>) -> Result<Limits, String> {
+        let secs = |name: &str, v: Option<&str>, default: Duration| match v {
+            None => Ok(default),
+            Some(t) => match t.trim().parse::<u64>() {
+                Ok(n) if n >= 1 => Ok(Duration::from_secs(n)),
+                _ => Err(format!("{name}={t:?}: give a whole number of seconds, at least 1")),
+            },
+        };
+        let d = Limits::default();
+        Ok(Limits { step: secs(XCHG_SECS_VAR, step, d.step)?, run: secs(RUN_SECS_VAR, run, d.run)? })
+    }
+}
 
 /// The version this tool's exchange corresponds to.
 pub const VERSION: &str = "6.06";
@@ -184,6 +258,9 @@ pub fn ipv4_of(host: &str, port: u16) -> Result<SocketAddr, String> {
 pub struct Oob {
     link: Link,
     client: bool,
+    limits: Limits,
+    /// Whether waits may span the peer's measured run ([`Oob::run_waits`]).
+    running: bool,
     /// The peer's version string (empty when not exchanged).
     pub rem_version: String,
 }
@@ -192,10 +269,52 @@ fn ctx<T>(what: &str, r: io::Result<T>) -> Result<T, String> {
     r.map_err(|e| format!("out-of-band {what}: {e}"))
 }
 
+/// The message of an exchange read that ran out of time.
+fn silent(limit: Duration, step: &str, running: bool) -> String {
+    let (var, why) = if running {
+        (RUN_SECS_VAR, "the peer stopped, or its run takes longer")
+    } else {
+        (XCHG_SECS_VAR, "the peer stopped, or is not a perftest-compatible tool running the same test")
+    };
+    format!(
+        "out-of-band exchange: nothing from the peer for {} s while waiting for {step} ({why}; {var}=N waits longer)",
+        limit.as_secs()
+    )
+}
+
+/// Reads `b.len()` bytes from `s` before `limit` passes (the whole message,
+/// not each read).
+fn read_within(s: &mut TcpStream, b: &mut [u8], limit: Duration, step: &str, running: bool) -> Result<(), String> {
+    let deadline = Instant::now() + limit;
+    let mut got = 0;
+    while got < b.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(silent(limit, step, running));
+        }
+        ctx("read", s.set_read_timeout(Some(left)))?;
+        match s.read(&mut b[got..]) {
+            Ok(0) => {
+                return Err(format!(
+                    "out-of-band exchange: the peer closed the connection while this side waited for {step} \
+                     ({got} of {} bytes read)",
+                    b.len()
+                ))
+            }
+            Ok(n) => got += n,
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("out-of-band read of {step}: {e}")),
+        }
+    }
+    Ok(())
+}
+
 impl Oob {
     /// Connects to `server` (retrying for up to `wait`), or, without a
-    /// server name, waits for one client on `port`.
-    pub fn open(server: Option<&str>, port: u16, wait: Duration) -> Result<Oob, String> {
+    /// server name, waits for one client on `port`. Reads then wait at
+    /// most `limits.step`.
+    pub fn open(server: Option<&str>, port: u16, wait: Duration, limits: Limits) -> Result<Oob, String> {
         let s = match server {
             Some(host) => {
                 let start = Instant::now();
@@ -216,15 +335,38 @@ impl Oob {
                 ctx("accept", l.accept())?.0
             }
         };
+        Ok(Oob::over_tcp(s, server.is_some(), limits))
+    }
+
+    /// The exchange over a connected stream (`client`: this side connected).
+    pub fn over_tcp(s: TcpStream, client: bool, limits: Limits) -> Oob {
         let _ = s.set_nodelay(true);
-        Ok(Oob { link: Link::Tcp(s), client: server.is_some(), rem_version: String::new() })
+        // Messages are at most 108 bytes, so a write blocks only when the
+        // peer reads nothing at all.
+        let _ = s.set_write_timeout(Some(limits.step));
+        Oob { link: Link::Tcp(s), client, limits, running: false, rem_version: String::new() }
+    }
+
+    /// From now on reads may span the peer's measured run and wait up to
+    /// `limits.run` (a passive server waits for the client's whole run).
+    pub fn run_waits(&mut self) {
+        self.running = true;
+    }
+
+    /// How long the next read may wait.
+    fn limit(&self) -> Duration {
+        if self.running {
+            self.limits.run
+        } else {
+            self.limits.step
+        }
     }
 
     /// perftest's `-R`: connects through rdma_cm to `server` on `port`
     /// (retrying for up to `wait` while nobody listens), or, without a
     /// server name, listens on every address and accepts one client. One
     /// receive is kept posted, as perftest keeps one.
-    pub fn open_cm(server: Option<&str>, port: u16, wait: Duration) -> Result<Oob, String> {
+    pub fn open_cm(server: Option<&str>, port: u16, wait: Duration, limits: Limits) -> Result<Oob, String> {
         let opts = CmOpts::default().cq_depth(4);
         let conn = match server {
             Some(host) => {
@@ -258,7 +400,13 @@ impl Oob {
         let mem = RegisteredMem::new(&conn.pd, 2 * SLOT).map_err(|e| format!("rdma_cm exchange memory: {e}"))?;
         let link = CmLink { conn, mem, stash: Mutex::new(None) };
         link.post_recv()?;
-        Ok(Oob { link: Link::Cm(Box::new(link)), client: server.is_some(), rem_version: String::new() })
+        Ok(Oob {
+            link: Link::Cm(Box::new(link)),
+            client: server.is_some(),
+            limits,
+            running: false,
+            rem_version: String::new(),
+        })
     }
 
     /// Whether the exchange runs over rdma_cm (`-R`).
@@ -282,17 +430,19 @@ impl Oob {
         }
     }
 
-    fn write_all(&mut self, b: &[u8]) -> Result<(), String> {
+    fn write_all(&mut self, b: &[u8], step: &str) -> Result<(), String> {
+        let limit = self.limit();
         match &mut self.link {
-            Link::Tcp(s) => ctx("write", s.write_all(b)),
-            Link::Cm(l) => l.send(b),
+            Link::Tcp(s) => s.write_all(b).map_err(|e| format!("out-of-band write of {step}: {e}")),
+            Link::Cm(l) => l.send(b, limit, step),
         }
     }
 
-    fn read_exact(&mut self, b: &mut [u8]) -> Result<(), String> {
+    fn read_exact(&mut self, b: &mut [u8], step: &str) -> Result<(), String> {
+        let (limit, running) = (self.limit(), self.running);
         match &mut self.link {
-            Link::Tcp(s) => ctx("read", s.read_exact(b)),
-            Link::Cm(l) => l.recv(b),
+            Link::Tcp(s) => read_within(s, b, limit, step, running),
+            Link::Cm(l) => l.recv(b, limit, step, running),
         }
     }
 
@@ -302,14 +452,15 @@ impl Oob {
     }
 
     /// perftest's `ctx_xchg_data`: the client writes then reads, the server
-    /// reads then writes; both buffers have the same length.
-    pub fn xchg(&mut self, mine: &[u8], theirs: &mut [u8]) -> Result<(), String> {
+    /// reads then writes; both buffers have the same length. `step` names
+    /// the message in errors.
+    pub fn xchg(&mut self, mine: &[u8], theirs: &mut [u8], step: &str) -> Result<(), String> {
         if self.client {
-            self.write_all(mine)?;
-            self.read_exact(theirs)
+            self.write_all(mine, step)?;
+            self.read_exact(theirs, step)
         } else {
-            self.read_exact(theirs)?;
-            self.write_all(mine)
+            self.read_exact(theirs, step)?;
+            self.write_all(mine, step)
         }
     }
 
@@ -327,7 +478,7 @@ impl Oob {
         let mut mine = [0u8; VERSION_LEN];
         mine[..VERSION.len()].copy_from_slice(VERSION.as_bytes());
         let mut theirs = [0u8; VERSION_LEN];
-        self.xchg(&mine, &mut theirs)?;
+        self.xchg(&mine, &mut theirs, "the version string")?;
         let end = theirs.iter().position(|&b| b == 0).unwrap_or(VERSION_LEN);
         self.rem_version = String::from_utf8_lossy(&theirs[..end]).into_owned();
         let rv = self.rem_version_f();
@@ -337,17 +488,19 @@ impl Oob {
         let (mut cycle, mut line) = (cycle, line);
         if rv >= 5.32 {
             let mut b = [0u8; 4];
-            self.xchg(&cycle.to_be_bytes(), &mut b)?;
-            cycle = cycle.max(u32::from_be_bytes(b));
-            self.xchg(&line.to_be_bytes(), &mut b)?;
-            line = line.max(u32::from_be_bytes(b));
+            self.xchg(&cycle.to_be_bytes(), &mut b, "the cycle-buffer size")?;
+            let rem = check_peer_size("cycle buffer", u32::from_be_bytes(b), MAX_CYCLE_BUFFER)?;
+            cycle = cycle.max(rem);
+            self.xchg(&line.to_be_bytes(), &mut b, "the cache-line size")?;
+            let rem = check_peer_size("cache line", u32::from_be_bytes(b), MAX_CACHE_LINE)?;
+            line = line.max(rem);
         }
         let mut mtu = mtu;
         if rv >= 5.1 {
             // "%d" of the MTU enum, in a 2-byte buffer (one digit and a NUL).
             let mine = [b'0' + (mtu.min(9) as u8), 0];
             let mut b = [0u8; 2];
-            self.xchg(&mine, &mut b)?;
+            self.xchg(&mine, &mut b, "the MTU")?;
             let rem = u32::from(b[0].wrapping_sub(b'0'));
             if (1..=5).contains(&rem) && rem < mtu {
                 mtu = rem;
@@ -360,14 +513,14 @@ impl Oob {
     pub fn handshake(&mut self, mine: &Dest) -> Result<Dest, String> {
         if self.is_cm() {
             let mut theirs = [0u8; KEY_LEN_CM];
-            self.xchg(&mine.encode_cm(), &mut theirs)?;
+            self.xchg(&mine.encode_cm(), &mut theirs, "a QP message")?;
             return Ok(Dest::decode_cm(&theirs, mine.gid.is_some()));
         }
         let msg = mine.encode();
         debug_assert_eq!(msg.len(), if mine.gid.is_some() { KEY_LEN_GID } else { KEY_LEN });
         let mut theirs = [0u8; KEY_LEN_GID];
         let theirs = &mut theirs[..msg.len()];
-        self.xchg(&msg, theirs)?;
+        self.xchg(&msg, theirs, "a QP message")?;
         Dest::decode(theirs, mine.gid.is_some())
     }
 
@@ -375,18 +528,18 @@ impl Oob {
     /// peak and average bandwidth, message rate, each big-endian.
     pub fn reports(&mut self, mine: &BwReport) -> Result<BwReport, String> {
         let mut b8 = [0u8; 8];
-        self.xchg(&mine.size.to_be_bytes(), &mut b8)?;
+        self.xchg(&mine.size.to_be_bytes(), &mut b8, "the report's message size")?;
         let size = u64::from_be_bytes(b8);
         let iters = if self.rem_version_f() >= 5.33 || self.rem_version.is_empty() {
-            self.xchg(&mine.iters.to_be_bytes(), &mut b8)?;
+            self.xchg(&mine.iters.to_be_bytes(), &mut b8, "the report's iterations")?;
             u64::from_be_bytes(b8)
         } else {
             let mut b4 = [0u8; 4];
-            self.xchg(&(mine.iters as u32).to_be_bytes(), &mut b4)?;
+            self.xchg(&(mine.iters as u32).to_be_bytes(), &mut b4, "the report's iterations")?;
             u64::from(u32::from_be_bytes(b4))
         };
         let mut f = |v: f64| -> Result<f64, String> {
-            self.xchg(&v.to_bits().to_be_bytes(), &mut b8)?;
+            self.xchg(&v.to_bits().to_be_bytes(), &mut b8, "the report's bandwidth and message rate")?;
             Ok(f64::from_bits(u64::from_be_bytes(b8)))
         };
         let bw_peak = f(mine.bw_peak)?;
@@ -401,7 +554,7 @@ impl Oob {
     pub fn close(&mut self, mine: &Dest) -> Result<(), String> {
         self.handshake(mine)?;
         match &mut self.link {
-            Link::Tcp(s) => ctx("write", s.write_all(b"done\0")),
+            Link::Tcp(s) => ctx("write of the closing \"done\"", s.write_all(b"done\0")),
             Link::Cm(_) => Ok(()),
         }
     }
@@ -437,7 +590,7 @@ impl Oob {
                 let _ = s.read(&mut [0u8; 1]);
             }
             Link::Cm(l) => {
-                let _ = l.send(&[0]);
+                let _ = l.send(&[0], cap, "the end of the run");
                 while Instant::now() < until && !l.heard() && !l.gone() {
                     std::thread::sleep(Duration::from_millis(1));
                 }
@@ -474,10 +627,18 @@ impl CmLink {
     }
 
     /// Waits for one completion on `recv` (the receive CQ) or the send CQ;
-    /// fails when the peer disconnects.
-    fn wait(&self, recv: bool) -> Result<Wc, String> {
+    /// fails when the peer disconnects or `limit` passes.
+    fn wait(&self, recv: bool, limit: Duration, step: &str, running: bool) -> Result<Wc, String> {
         let cq = if recv { &self.conn.recv_cq } else { &self.conn.send_cq };
+        let deadline = Instant::now() + limit;
         loop {
+            if Instant::now() >= deadline {
+                return Err(if recv {
+                    silent(limit, step, running)
+                } else {
+                    format!("rdma_cm exchange: sending {step}: no completion in {} s", limit.as_secs())
+                });
+            }
             if recv {
                 if let Some(wc) = self.stash.lock().unwrap_or_else(|p| p.into_inner()).take() {
                     return Ok(wc);
@@ -500,7 +661,7 @@ impl CmLink {
         }
     }
 
-    fn send(&mut self, b: &[u8]) -> Result<(), String> {
+    fn send(&mut self, b: &[u8], limit: Duration, step: &str) -> Result<(), String> {
         assert!(b.len() <= SLOT, "an exchange message is at most {SLOT} bytes, not {}", b.len());
         self.mem.write(SLOT, b);
         let sges = [self.mem.sge(SLOT..SLOT + b.len())];
@@ -508,15 +669,15 @@ impl CmLink {
         // completion below.
         unsafe { self.conn.qp.post_send(&mut [SendWr::send(&sges).signaled()]) }
             .map_err(|e| format!("rdma_cm exchange: ibv_post_send: {e}"))?;
-        let wc = self.wait(false)?;
+        let wc = self.wait(false, limit, step, false)?;
         if !wc.is_success() {
             return Err(format!("rdma_cm exchange: SEND completed with status {:?}", wc.status()));
         }
         Ok(())
     }
 
-    fn recv(&mut self, b: &mut [u8]) -> Result<(), String> {
-        let wc = self.wait(true)?;
+    fn recv(&mut self, b: &mut [u8], limit: Duration, step: &str, running: bool) -> Result<(), String> {
+        let wc = self.wait(true, limit, step, running)?;
         if !wc.is_success() {
             return Err(format!("rdma_cm exchange: receive completed with status {:?}", wc.status()));
         }
@@ -578,13 +739,13 @@ mod tests {
     fn exchange_over_loopback_tcp() {
         let port = 40000 + (std::process::id() % 20000) as u16;
         let srv = std::thread::spawn(move || {
-            let mut o = Oob::open(None, port, Duration::ZERO).unwrap();
+            let mut o = Oob::open(None, port, Duration::ZERO, Limits::default()).unwrap();
             let p = o.preamble(false, 4096, 64, 5).unwrap();
             let d = o.handshake(&Dest { qpn: 2, gid: Some([2; 16]), ..Dest::default() }).unwrap();
             let r = o.reports(&BwReport::default()).unwrap();
             (p, d, r)
         });
-        let mut c = Oob::open(Some("127.0.0.1"), port, Duration::from_secs(5)).unwrap();
+        let mut c = Oob::open(Some("127.0.0.1"), port, Duration::from_secs(5), Limits::default()).unwrap();
         assert_eq!(c.preamble(false, 8192, 64, 3).unwrap(), (8192, 64, 3));
         let d = c.handshake(&Dest { qpn: 1, gid: Some([1; 16]), ..Dest::default() }).unwrap();
         assert_eq!(d.qpn, 2);
@@ -595,5 +756,107 @@ mod tests {
         assert_eq!(d.qpn, 1);
         assert_eq!(r, mine);
         assert_eq!(c.rem_version, VERSION);
+    }
+
+    /// A connected pair over loopback TCP: (this side as server, the peer's raw stream).
+    fn pair(limits: Limits) -> (Oob, TcpStream) {
+        let l = TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let peer = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        (Oob::over_tcp(s, false, limits), peer)
+    }
+
+    /// The peer's preamble up to the sizes: version "6.06", then `cycle` and `line`.
+    fn peer_preamble(peer: &mut TcpStream, cycle: u32, line: u32) {
+        let mut v = [0u8; VERSION_LEN];
+        v[..4].copy_from_slice(b"6.06");
+        peer.write_all(&v).unwrap();
+        peer.read_exact(&mut [0u8; VERSION_LEN]).unwrap();
+        peer.write_all(&cycle.to_be_bytes()).unwrap();
+        // The line is answered only if the cycle buffer was taken.
+        if peer.read_exact(&mut [0u8; 4]).is_ok() {
+            peer.write_all(&line.to_be_bytes()).unwrap();
+            let _ = peer.read_exact(&mut [0u8; 4]);
+        }
+    }
+
+    #[test]
+    fn regression_peer_cycle_buffer_beyond_the_limit_is_refused_before_sizing() {
+        let (mut me, mut peer) = pair(Limits::default());
+        let t = std::thread::spawn(move || peer_preamble(&mut peer, 0xffff_ffff, 64));
+        let e = me.preamble(false, 4096, 64, 5).unwrap_err();
+        drop(me);
+        t.join().unwrap();
+        assert!(e.contains("cycle buffer of 4294967295 bytes"), "names the value: {e}");
+        assert!(e.contains(&format!("at most {MAX_CYCLE_BUFFER} bytes")), "names the limit: {e}");
+
+        // A cache line out of range and a size that is no power of two are refused too.
+        let (mut me, mut peer) = pair(Limits::default());
+        let t = std::thread::spawn(move || peer_preamble(&mut peer, 4096, 1 << 20));
+        let e = me.preamble(false, 4096, 64, 5).unwrap_err();
+        t.join().unwrap();
+        assert!(e.contains("cache line of 1048576 bytes") && e.contains("at most 4096"), "{e}");
+        assert!(check_peer_size("cycle buffer", 12288, MAX_CYCLE_BUFFER).is_err());
+        assert!(check_peer_size("cycle buffer", 0, MAX_CYCLE_BUFFER).is_err());
+
+        // perftest's own values, up to a huge page, are taken (the larger side's wins).
+        let (mut me, mut peer) = pair(Limits::default());
+        let t = std::thread::spawn(move || {
+            peer_preamble(&mut peer, MAX_CYCLE_BUFFER, 128);
+            let mut mtu = [0u8; 2];
+            peer.write_all(b"3\0").unwrap();
+            peer.read_exact(&mut mtu).unwrap();
+        });
+        assert_eq!(me.preamble(false, 4096, 64, 5).unwrap(), (MAX_CYCLE_BUFFER, 128, 3));
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn regression_silent_exchange_peer_times_out_naming_the_step() {
+        // The same knob as RRDDMMA_PERF_XCHG_SECS=1, parsed the same way.
+        let limits = Limits::parse(Some("1"), None).unwrap();
+        assert_eq!(limits.step, Duration::from_secs(1));
+        // A server whose client connects and says nothing.
+        let (mut me, peer) = pair(limits);
+        let start = Instant::now();
+        let e = me.preamble(false, 4096, 64, 5).unwrap_err();
+        let took = start.elapsed();
+        assert!(took >= Duration::from_secs(1) && took < Duration::from_secs(10), "took {took:?}");
+        assert!(e.contains("nothing from the peer for 1 s while waiting for the version string"), "{e}");
+        assert!(e.contains("RRDDMMA_PERF_XCHG_SECS"), "says how to wait longer: {e}");
+
+        // A client whose server accepts and says nothing, mid-way through a message:
+        // the limit covers the whole message, not each read.
+        let l = TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let mut c = Oob::over_tcp(TcpStream::connect(l.local_addr().unwrap()).unwrap(), true, limits);
+        let (mut srv, _) = l.accept().unwrap();
+        let dribble = std::thread::spawn(move || {
+            let mut v = [0u8; VERSION_LEN];
+            let _ = srv.read_exact(&mut v);
+            for _ in 0..6 {
+                if srv.write_all(b"6").is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(400));
+            }
+        });
+        let start = Instant::now();
+        let e = c.preamble(false, 4096, 64, 5).unwrap_err();
+        assert!(start.elapsed() < Duration::from_millis(1900), "one limit for the message: {:?}", start.elapsed());
+        assert!(e.contains("waiting for the version string"), "{e}");
+        dribble.join().unwrap();
+        drop(peer);
+
+        // After the set-up the run limit applies, and names its own knob.
+        let limits = Limits::parse(Some("60"), Some("1")).unwrap();
+        let (mut me, _peer) = pair(limits);
+        me.run_waits();
+        let e = me.handshake(&Dest::default()).unwrap_err();
+        assert!(e.contains("for 1 s while waiting for a QP message") && e.contains("RRDDMMA_PERF_RUN_SECS"), "{e}");
+
+        // Bad values of the knobs are refused, naming them.
+        let e = Limits::parse(Some("soon"), None).unwrap_err();
+        assert!(e.contains("RRDDMMA_PERF_XCHG_SECS=\"soon\""), "{e}");
+        assert!(Limits::parse(None, Some("0")).is_err());
     }
 }

@@ -12,7 +12,7 @@ use rrddmma::wrap::{HugePages, MemOpts, RegisteredMem};
 use super::{err, Res};
 use crate::args::{Conn, Opts, Test, Verb};
 use crate::clock::Clock;
-use crate::oob::{Dest, Oob};
+use crate::oob::{Dest, Limits, Oob};
 use crate::payload;
 use crate::place;
 use crate::ud::UdPeer;
@@ -60,9 +60,16 @@ pub struct Session {
 /// Opens the device, talks to the peer and connects the QPs. Returns the
 /// options the run goes by: `o`, or on UD with the sizes cut to the path MTU.
 pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
+    // Every read of the exchange is bounded; a -D run's waits last at least its length.
+    let mut limits = Limits::from_env()?;
+    if let Some(d) = o.duration {
+        let runs = crate::args::sizes(o).len().max(1) as f64;
+        let run = Duration::try_from_secs_f64(d * runs).unwrap_or(limits.run);
+        limits.run = limits.run.max(run.saturating_add(limits.step));
+    }
     // With -R the exchange comes first: its route names the device.
-    let cm_oob =
-        if o.rdma_cm { Some(Oob::open_cm(o.server.as_deref(), o.tcp_port, Duration::from_secs(30))?) } else { None };
+    let wait = Duration::from_secs(30);
+    let cm_oob = if o.rdma_cm { Some(Oob::open_cm(o.server.as_deref(), o.tcp_port, wait, limits)?) } else { None };
     let device = o.device.clone().or_else(|| cm_oob.as_ref().and_then(Oob::cm_device));
     let ctx = match &device {
         Some(d) => Context::open(d),
@@ -103,7 +110,7 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
 
     let mut oob = match cm_oob {
         Some(c) => c,
-        None => Oob::open(o.server.as_deref(), o.tcp_port, Duration::from_secs(30))?,
+        None => Oob::open(o.server.as_deref(), o.tcp_port, wait, limits)?,
     };
     let page = 4096u32;
     let (cycle, line, mtu) = oob.preamble(o.dont_xchg_versions, page, 64, mtu)?;
@@ -358,5 +365,57 @@ impl Session {
     /// The byte at `off` of the buffer.
     pub(crate) fn ptr(&self, off: usize) -> *mut u8 {
         self.mem.ptr_at(off)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    /// Lines of `text` that allocate or register memory outside
+    /// `wrap::RegisteredMem`.
+    fn own_memory(text: &str) -> Vec<String> {
+        const OWN: [&str; 6] =
+            ["Mr::register", "ibv_reg_mr", "libc::mmap", "munmap", "std::alloc::alloc_zeroed", "std::alloc::dealloc"];
+        text.lines().filter(|l| OWN.iter().any(|w| l.contains(w))).map(|l| l.trim().to_string()).collect()
+    }
+
+    fn sources(dir: &Path, out: &mut Vec<(String, String)>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                sources(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push((p.display().to_string(), std::fs::read_to_string(&p).unwrap()));
+            }
+        }
+    }
+
+    /// Issue 22's "frees its buffer even when deregistration failed" held
+    /// while the tool mapped its buffer itself and unmapped it after
+    /// `Mr::register`'s region was dropped, whatever the deregistration
+    /// said. Every buffer it registers is now a `wrap::RegisteredMem`,
+    /// whose mapping is the registration's backing: `prim::Mr` forgets it
+    /// (never unmaps it) when `ibv_dereg_mr` fails, and counts the failure
+    /// in `prim::destroy_failures`. This keeps it that way: no source file
+    /// maps, allocates or registers memory for the device by itself (the
+    /// counting allocator forwards to the system one and registers nothing).
+    #[test]
+    fn regression_every_registered_buffer_is_a_registered_mem_kept_when_dereg_fails() {
+        let mut files = Vec::new();
+        sources(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut files);
+        assert!(files.len() > 10, "the sources were found");
+        for (name, text) in &files {
+            let text = if name.ends_with("session.rs") {
+                // This test's own list of patterns.
+                text.split("#[cfg(test)]").next().unwrap_or(text)
+            } else {
+                text
+            };
+            assert_eq!(own_memory(text), Vec::<String>::new(), "{name} handles device memory outside RegisteredMem");
+        }
+        // The type says it too: the session's buffer and the rdma_cm
+        // exchange's slots are `RegisteredMem`s.
+        let _: fn(&super::Session) -> &rrddmma::wrap::RegisteredMem = |s| &s.mem;
     }
 }
