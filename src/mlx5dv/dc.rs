@@ -660,11 +660,11 @@ mod imp {
             srq: srq.as_ptr(),
             dc_key: key,
             port: o.port,
-            access_flags: o.access.0,
+            access_flags: o.access.bits(),
             min_rnr_timer: o.min_rnr_timer,
             tclass: o.traffic_class,
             flow_label: o.flow_label,
-            mtu: o.mtu.0,
+            mtu: o.mtu.to_raw(),
             pkey_index,
             gid_index: if av.is_global != 0 { av.grh.sgid_index } else { 0 },
             hop_limit: o.hop_limit,
@@ -690,7 +690,7 @@ mod imp {
         let qp = unsafe { x::ibv_exp_create_qp(ctx.as_ptr(), &mut attr) };
         let qp = NonNull::new(qp).ok_or_else(|| last("ibv_exp_create_qp"))?;
         let caps = QpCaps { max_recv_wr: 0, max_recv_sge: 0, max_inline_data: attr.cap.max_inline_data, ..caps };
-        let qp_type = QpType(x::IBV_EXP_QPT_DC_INI);
+        let qp_type = QpType::from_raw(x::IBV_EXP_QPT_DC_INI);
         // SAFETY: created just now on `pd` with these CQs.
         Ok(Dci { qp: unsafe { Qp::from_parts(qp, None, qp_type, caps, pd, send_cq, recv_cq, None) } })
     }
@@ -748,7 +748,7 @@ mod imp {
             rate_limit: a.rate_limit,
             ..Default::default()
         };
-        (raw, u64::from(attr.mask().0))
+        (raw, u64::from(attr.mask().bits()))
     }
 
     /// `wr` as an `ibv_exp_send_wr` to the target `dctn` with key `key`
@@ -771,9 +771,9 @@ mod imp {
         let mut flags = 0;
         let mut rest = w.send_flags;
         for (ours, exp) in known {
-            if w.send_flags & ours.0 != 0 {
+            if w.send_flags & ours.bits() != 0 {
                 flags |= exp;
-                rest &= !ours.0;
+                rest &= !ours.bits();
             }
         }
         assert!(rest == 0, "send flags {rest:#x} have no MLNX_OFED 4.x DC counterpart: drop them from the request");
@@ -912,9 +912,9 @@ mod tests {
             | M::IBV_EXP_QP_MAX_QP_RD_ATOMIC
             | M::IBV_EXP_QP_ACCESS_FLAGS;
         assert_eq!(mask, want);
-        assert_eq!((e.qp_state, e.pkey_index, e.port_num, e.path_mtu), (QpState::RTS.0, 6, 2, Mtu::MTU_2048.0));
+        assert_eq!((e.qp_state, e.pkey_index, e.port_num, e.path_mtu), (QpState::RTS.to_raw(), 6, 2, Mtu::MTU_2048.to_raw()));
         assert_eq!((e.timeout, e.retry_cnt, e.rnr_retry, e.sq_psn, e.max_rd_atomic), (14, 5, 7, 0x12_3456, 4));
-        assert_eq!(e.qp_access_flags as u32, AccessFlags::REMOTE_READ.0);
+        assert_eq!(e.qp_access_flags as u32, AccessFlags::REMOTE_READ.bits());
         let g = e.ah_attr.grh;
         assert_eq!((e.ah_attr.port_num, e.ah_attr.is_global, e.ah_attr.sl), (2, 1, 5));
         assert_eq!((g.sgid_index, g.hop_limit, g.traffic_class), (3, 9, 4));

@@ -207,7 +207,7 @@ impl ExpWc {
 
     /// The completion status.
     pub fn status(&self) -> WcStatus {
-        WcStatus(self.0.status)
+        WcStatus::from_raw(self.0.status)
     }
 
     /// Whether the request succeeded (as [`Wc::is_success`]).
@@ -246,10 +246,10 @@ impl ExpWc {
         let e = &self.0;
         let mut flags = 0;
         if e.exp_wc_flags & F::IBV_EXP_WC_GRH != 0 {
-            flags |= WcFlags::GRH.0;
+            flags |= WcFlags::GRH.bits();
         }
         if e.exp_wc_flags & F::IBV_EXP_WC_WITH_IMM != 0 {
-            flags |= WcFlags::WITH_IMM.0;
+            flags |= WcFlags::WITH_IMM.bits();
         }
         Wc(ffi::ibv_wc {
             wr_id: e.wr_id,
@@ -292,7 +292,7 @@ fn wc_opcode(exp: u32) -> WcOpcode {
         O::IBV_EXP_WC_FETCH_ADD | O::IBV_EXP_WC_MASKED_FETCH_ADD => WcOpcode::FETCH_ADD,
         O::IBV_EXP_WC_RECV => WcOpcode::RECV,
         O::IBV_EXP_WC_RECV_RDMA_WITH_IMM => WcOpcode::RECV_RDMA_WITH_IMM,
-        other => WcOpcode(other),
+        other => WcOpcode::from_raw(other),
     }
 }
 
@@ -510,7 +510,7 @@ impl ExpQp {
             send_cq: send_cq.as_ptr(),
             recv_cq: recv_cq.as_ptr(),
             cap: caps.to_raw(true),
-            qp_type: QpType::RC.0,
+            qp_type: QpType::RC.to_raw(),
             comp_mask: M::IBV_EXP_QP_INIT_ATTR_PD | M::IBV_EXP_QP_INIT_ATTR_ATOMICS_ARG,
             pd: pd.as_ptr(),
             max_atomic_arg,
@@ -562,7 +562,7 @@ mod tests {
             (O::IBV_EXP_WC_MASKED_FETCH_ADD, WcOpcode::FETCH_ADD, true),
             (O::IBV_EXP_WC_RECV, WcOpcode::RECV, false),
             (O::IBV_EXP_WC_RECV_RDMA_WITH_IMM, WcOpcode::RECV_RDMA_WITH_IMM, false),
-            (0x1234, WcOpcode(0x1234), false),
+            (0x1234, WcOpcode::from_raw(0x1234), false),
         ];
         for (raw, op, masked) in cases {
             let w = wc(raw, 0);
