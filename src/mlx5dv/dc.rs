@@ -912,7 +912,10 @@ mod tests {
             | M::IBV_EXP_QP_MAX_QP_RD_ATOMIC
             | M::IBV_EXP_QP_ACCESS_FLAGS;
         assert_eq!(mask, want);
-        assert_eq!((e.qp_state, e.pkey_index, e.port_num, e.path_mtu), (QpState::RTS.to_raw(), 6, 2, Mtu::MTU_2048.to_raw()));
+        assert_eq!(
+            (e.qp_state, e.pkey_index, e.port_num, e.path_mtu),
+            (QpState::RTS.to_raw(), 6, 2, Mtu::MTU_2048.to_raw())
+        );
         assert_eq!((e.timeout, e.retry_cnt, e.rnr_retry, e.sq_psn, e.max_rd_atomic), (14, 5, 7, 0x12_3456, 4));
         assert_eq!(e.qp_access_flags as u32, AccessFlags::REMOTE_READ.bits());
         let g = e.ah_attr.grh;
