@@ -227,3 +227,22 @@ impl QpAttr {
         self
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_print_rust_names_and_messages_get_field_names() {
+        let m = AttrMask::STATE | AttrMask::PATH_MTU | AttrMask::MAX_QP_RD_ATOMIC;
+        assert_eq!(format!("{m:?}"), "STATE | PATH_MTU | MAX_QP_RD_ATOMIC");
+        assert_eq!(m.to_string(), "STATE | PATH_MTU | MAX_QP_RD_ATOMIC");
+        assert_eq!(m.field_names().to_string(), "state, path_mtu, max_rd_atomic");
+        let odd = AttrMask::PORT | AttrMask::from_bits_retain(1 << 30);
+        assert_eq!(format!("{odd:?}"), "PORT | 0x40000000");
+        assert_eq!(odd.field_names().to_string(), "port, 0x40000000");
+        assert_eq!(AttrMask::empty().field_names().to_string(), "");
+        assert_eq!(format!("{:?}", AttrMask::empty()), "(empty)");
+        assert_eq!(FIELDS.len(), AttrMask::NAMED.len(), "a field name for every attribute");
+    }
+}
