@@ -100,7 +100,15 @@ pub fn checks() -> Result<Vec<Check>> {
          -np 3 -x RRDDMMA_COORDINATOR=127.0.0.1:18651 -x RRDDMMA_DEVICES={devices} {ex}"
     );
     Ok(vec![
-        Check::libtest("control-plane faults over TCP (in the VM)", format!("{} --test-threads=2", q(&session))),
+        // The stranger-flood test measures whether members get in while a
+        // flood connects as fast as the machine allows: a race of rates that
+        // CPU emulation distorts (members slowed ~30x against the kernel's
+        // accept queue). It runs on the host in the host tests; here it is
+        // skipped.
+        Check::libtest(
+            "control-plane faults over TCP (in the VM)",
+            format!("{} --test-threads=2 --skip regression_a_stranger_flood_during_the_join", q(&session)),
+        ),
         Check::verdict("three hosts in network namespaces: RC mesh, write all, barrier, verify", mesh, |d| {
             d.code == Some(0) && all_verified(&d.output, 3, "LocalAddress")
         }),
