@@ -26,6 +26,7 @@ mod demo;
 mod deps;
 mod device;
 mod examples;
+mod hostile;
 mod inline_check;
 mod mlnx4;
 mod msrv;

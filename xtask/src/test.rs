@@ -257,6 +257,7 @@ pub fn run(_args: &[String]) -> Result<()> {
     checks.extend(crate::examples::checks(place.device())?);
     checks.extend(crate::cm::checks()?);
     checks.extend(crate::aio::checks()?);
+    checks.extend(crate::hostile::checks()?);
     // Last: they add devices and namespaces.
     checks.extend(crate::cluster::checks()?);
     checks.extend(crate::perf_checks::cluster_checks()?);

@@ -1,0 +1,1 @@
+//! Hostile-peer tests against the ctrl victim.

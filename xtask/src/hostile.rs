@@ -1,0 +1,70 @@
+//! The hostile-peer suite (`tests/hostile.rs`, feature `tokio`): one device
+//! step that runs every attack, then prints the tables its tests report
+//! (`ROW\t<table>\t<a>\t<b>\t<outcome>` lines): the hostile-peer table
+//! (attack, victim, outcome) and the aio fault table (fault, call, outcome).
+
+use std::process::Command;
+
+use crate::capture::executable;
+use crate::device::Check;
+use crate::{root, show, Result};
+
+/// The tables, in print order, with their column names.
+const TABLES: [(&str, [&str; 3]); 2] =
+    [("hostile", ["attack", "victim", "outcome"]), ("aio-fault", ["fault", "call", "outcome"])];
+
+/// Builds the suite and returns its device check.
+pub fn checks() -> Result<Vec<Check>> {
+    let mut build = Command::new(env!("CARGO"));
+    build
+        .args(["test", "--no-run", "--features", "tokio", "--test", "hostile", "--message-format=json"])
+        .current_dir(root());
+    eprintln!("$ {}", show(&build));
+    let out = build.output()?;
+    let bin = executable(&String::from_utf8_lossy(&out.stdout), "hostile")
+        .ok_or("building the hostile-peer suite (--features tokio --test hostile) failed")?;
+    let command = format!("'{}' --ignored --test-threads=1 --nocapture", bin.display());
+    Ok(vec![Check {
+        step: crate::device::Step { name: "hostile-peer suite and aio fault table".into(), command },
+        judge: Box::new(|d, t| {
+            print!("{}", tables(&d.output));
+            t.add_run(&d.name, d.code == Some(0), &d.output);
+        }),
+    }])
+}
+
+/// The `ROW` lines of `output`, laid out as one table per name.
+pub fn tables(output: &str) -> String {
+    let rows: Vec<Vec<&str>> = output
+        .lines()
+        .filter_map(|l| l.strip_prefix("ROW\t"))
+        .map(|l| l.split('\t').collect::<Vec<_>>())
+        .filter(|cells| cells.len() == 4)
+        .collect();
+    let mut text = String::new();
+    for (name, heads) in TABLES {
+        let mine: Vec<[&str; 3]> = rows.iter().filter(|r| r[0] == name).map(|r| [r[1], r[2], r[3]]).collect();
+        let width = |i: usize| mine.iter().map(|r| r[i].chars().count()).chain([heads[i].len()]).max().unwrap_or(0);
+        let (w0, w1) = (width(0), width(1));
+        text += &format!("\n== {name} table: {} rows ==\n", mine.len());
+        text += &format!("{:w0$}  {:w1$}  {}\n", heads[0], heads[1], heads[2]);
+        for r in &mine {
+            text += &format!("{:w0$}  {:w1$}  {}\n", r[0], r[1], r[2]);
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn rows_become_one_table_per_name() {
+        let out = "noise\nROW\thostile\tflood\tctrl coordinator\tBusy, members joined\n\
+                   ROW\taio-fault\tpeer vanishes\trecv\tError::Closed in 2 s\nROW\tbad\n";
+        let t = super::tables(out);
+        assert!(t.contains("== hostile table: 1 rows =="), "{t}");
+        assert!(t.contains("flood   ctrl coordinator  Busy, members joined"), "{t}");
+        assert!(t.contains("== aio-fault table: 1 rows =="), "{t}");
+        assert!(!t.contains("bad"), "{t}");
+    }
+}
