@@ -49,10 +49,10 @@ async fn async_path(dev: &str, iters: usize, busy: bool, inflight: usize) -> Res
     let (server, client) = tokio::join!(l.accept(), RcEndpoint::connect(addr, &o));
     let (server, client) = (server?, client?);
     let target = server.alloc_local_mr(Layout::from_size_align(64 * inflight, 64)?)?;
-    let token = target.token();
+    let len = target.len() as u64;
     server.send_local_mr(target).await?;
     let remote = client.receive_remote_mr().await?;
-    assert_eq!(remote, token);
+    assert_eq!(remote.len, len);
     let mut bufs: Vec<_> = (0..inflight)
         .map(|_| client.alloc_local_mr(Layout::from_size_align(64, 64).unwrap()))
         .collect::<std::result::Result<_, _>>()?;

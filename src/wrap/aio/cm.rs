@@ -16,7 +16,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 use tokio::time::{timeout_at, Instant};
 
-use super::endpoint::{AioOpts, Parts, RcEndpoint};
+use super::endpoint::{AioOpts, Gone, Parts, RcEndpoint, Watch};
 use super::error::{Error, Result};
 use crate::prim::cm::{CmEvent, CmEventType, CmId, ConnParam, EventChannel, PortSpace};
 use crate::prim::{Context, QpState};
@@ -174,15 +174,32 @@ impl CmListen {
             id.migrate(&ch)?;
             let events = Events::new(&ch)?;
             id.set_ack_timeout(o.connect.timeout)?;
-            let mut p = parts_on(&id, o)?;
+            let p = parts_on(&id, o)?;
             let psn = crate::prim::random_psn();
             ctrl_ready(&id, &p, peer, psn)?;
             id.accept(&p.data, &conn_param(o, &hello(p.ctrl_qp.qpn(), psn)))?;
             events.expect(CmEventType::ESTABLISHED, Instant::now() + o.setup_timeout).await?;
-            p.cm = Some(id);
-            return Ok(p.start(o));
+            return Ok(p.start(o, watch_cm(id, events)));
         }
     }
+}
+
+/// The connection's end as a [`Watch`]: `DISCONNECTED` (or the device's
+/// removal, or a failing event channel) is a lost peer. Owns the id: when
+/// the endpoint closes, dropping it disconnects (the peer sees `DISCONNECTED`).
+fn watch_cm(id: CmId, events: Events) -> Watch {
+    Box::pin(async move {
+        let _id = id;
+        loop {
+            match events.next(None, "waiting for the disconnect").await {
+                Ok(ev) if matches!(ev.kind(), CmEventType::DISCONNECTED | CmEventType::DEVICE_REMOVAL) => {
+                    return Gone::Lost
+                }
+                Ok(_) => {}
+                Err(_) => return Gone::Lost,
+            }
+        }
+    })
 }
 
 #[cfg_attr(docsrs, doc(cfg(feature = "cm")))]
@@ -204,14 +221,13 @@ impl RcEndpoint {
         id.resolve_route(o.setup_timeout)?;
         events.expect(CmEventType::ROUTE_RESOLVED, deadline()).await?;
         id.set_ack_timeout(o.connect.timeout)?;
-        let mut p = parts_on(&id, o)?;
+        let p = parts_on(&id, o)?;
         let psn = crate::prim::random_psn();
         id.connect(&p.data, &conn_param(o, &hello(p.ctrl_qp.qpn(), psn)))?;
         let rep = events.expect(CmEventType::CONNECT_RESPONSE, deadline()).await?;
         ctrl_ready(&id, &p, parse_hello(rep.private_data())?, psn)?;
         id.establish(&p.data)?;
-        p.cm = Some(id);
-        Ok(p.start(o))
+        Ok(p.start(o, watch_cm(id, events)))
     }
 }
 

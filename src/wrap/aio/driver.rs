@@ -3,11 +3,11 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::{oneshot, watch, Notify};
 
 use super::pool::LocalMr;
 use crate::prim::{CompChannel, Cq, Qp, QpAttr, QpState, Wc};
@@ -17,6 +17,17 @@ pub(crate) struct Pending {
     pub tx: oneshot::Sender<(Wc, Option<LocalMr>)>,
     /// The buffer the device may access until the completion.
     pub buf: Option<LocalMr>,
+    /// A send-queue request (it may touch the peer's memory), not a receive.
+    pub sq: bool,
+}
+
+/// The requests in flight, and whether the driver has stopped taking them.
+#[derive(Default)]
+pub(crate) struct Table {
+    pub map: HashMap<u64, Pending>,
+    /// Set (under the lock) when the driver has exited or failed: nothing
+    /// inserted afterwards would ever be answered, so nothing is.
+    pub stopped: bool,
 }
 
 /// Completions of the control QP's receives go to `on_control`.
@@ -31,10 +42,16 @@ pub(crate) struct Shared {
     pub data: Qp,
     pub ctrl: Qp,
     pub cq: Cq,
-    pub table: Mutex<HashMap<u64, Pending>>,
+    pub table: Mutex<Table>,
     pub next_id: AtomicU64,
     pub closing: AtomicBool,
     pub wake: Notify,
+    /// Notified (all waiters) whenever the driver retires requests.
+    pub progress: Notify,
+    /// `true` once the endpoint is closing: every waiting call watches it.
+    pub closed: watch::Sender<bool>,
+    /// Why the endpoint was closed, when the peer broke the protocol.
+    pub fault: OnceLock<String>,
     pub busy_poll: bool,
     /// Memory the control protocol owns (posted receives, regions lent or
     /// granted to the peer): dropped with this, after the QPs.
@@ -47,30 +64,70 @@ impl Shared {
         self.next_id.fetch_add(1, Ordering::Relaxed) & !CONTROL_BIT
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Registers a request before it is posted; the receiver resolves with
-    /// its completion and buffer.
-    pub fn expect(&self, id: u64, buf: Option<LocalMr>) -> oneshot::Receiver<(Wc, Option<LocalMr>)> {
+    /// its completion and buffer. Refused (the buffer given back) once the
+    /// endpoint is closing: checked under the table's lock, which the
+    /// driver holds when it decides to exit, so a request in the table is
+    /// always one the driver will answer.
+    pub fn expect(
+        &self,
+        id: u64,
+        buf: Option<LocalMr>,
+        sq: bool,
+    ) -> Result<oneshot::Receiver<(Wc, Option<LocalMr>)>, Option<LocalMr>> {
+        let mut t = self.lock();
+        if t.stopped || self.closing.load(Ordering::Acquire) {
+            return Err(buf);
+        }
         let (tx, rx) = oneshot::channel();
-        self.table.lock().unwrap_or_else(|e| e.into_inner()).insert(id, Pending { tx, buf });
-        rx
+        t.map.insert(id, Pending { tx, buf, sq });
+        Ok(rx)
     }
 
     /// Takes back a request whose post failed (the device never saw it).
     pub fn forget(&self, id: u64) -> Option<LocalMr> {
-        self.table.lock().unwrap_or_else(|e| e.into_inner()).remove(&id).and_then(|p| p.buf)
+        self.lock().map.remove(&id).and_then(|p| p.buf)
     }
 
-    fn pending(&self) -> usize {
-        self.table.lock().unwrap_or_else(|e| e.into_inner()).len()
+    /// Whether a send-queue request with a `wr_id` below `mark` is in flight.
+    pub fn sq_before(&self, mark: u64) -> bool {
+        self.lock().map.iter().any(|(id, p)| p.sq && *id < mark)
+    }
+
+    /// The error a closed endpoint's calls return: the peer's protocol
+    /// violation if that closed it, else [`Error::Closed`](super::Error::Closed).
+    pub fn close_error(&self) -> super::Error {
+        match self.fault.get() {
+            Some(why) => super::Error::Protocol(why.clone()),
+            None => super::Error::Closed,
+        }
+    }
+
+    /// Resolves once the endpoint is closing.
+    pub async fn closed(&self) {
+        let mut rx = self.closed.subscribe();
+        let _ = rx.wait_for(|c| *c).await;
+    }
+
+    /// Closes the endpoint because the peer broke the protocol (`why`).
+    pub fn violated(&self, why: String) {
+        let _ = self.fault.set(why);
+        self.shut_down();
     }
 
     /// Moves both QPs to ERR: the device flushes every outstanding request
-    /// with `WR_FLUSH_ERR`, so each waiting operation gets an answer.
+    /// with `WR_FLUSH_ERR`, so each waiting operation gets an answer; every
+    /// call waiting on the control protocol is told.
     pub fn shut_down(&self) {
         if !self.closing.swap(true, Ordering::AcqRel) {
             let _ = self.data.modify(&QpAttr::new(QpState::ERR));
             let _ = self.ctrl.modify(&QpAttr::new(QpState::ERR));
         }
+        self.closed.send_replace(true);
         self.wake.notify_one();
     }
 }
@@ -97,17 +154,24 @@ pub(crate) async fn run(shared: Arc<Shared>, channel: CompChannel, mut on_contro
                 on_control(&shared, *wc);
                 continue;
             }
-            let entry = shared.table.lock().unwrap_or_else(|e| e.into_inner()).remove(&wc.wr_id());
+            let entry = shared.lock().map.remove(&wc.wr_id());
             if let Some(p) = entry {
                 // A dropped future: the buffer is dropped here, after its completion.
                 let _ = p.tx.send((*wc, p.buf));
             }
         }
         if n > 0 {
+            shared.progress.notify_waiters();
             continue;
         }
-        if shared.closing.load(Ordering::Acquire) && shared.pending() == 0 {
-            return;
+        if shared.closing.load(Ordering::Acquire) {
+            let mut t = shared.lock();
+            if t.map.is_empty() {
+                t.stopped = true;
+                drop(t);
+                shared.progress.notify_waiters();
+                return;
+            }
         }
         if shared.busy_poll {
             tokio::task::yield_now().await;
@@ -141,11 +205,15 @@ pub(crate) async fn run(shared: Arc<Shared>, channel: CompChannel, mut on_contro
 /// are kept until the QPs are destroyed with the shared state.
 fn fail_all(shared: &Shared) {
     shared.closing.store(true, Ordering::Release);
-    let mut table = shared.table.lock().unwrap_or_else(|e| e.into_inner());
-    for (_, p) in table.iter_mut() {
+    shared.closed.send_replace(true);
+    let mut table = shared.lock();
+    table.stopped = true;
+    for (_, p) in table.map.iter_mut() {
         // Keep the buffer in the table (the device may still own it); drop
         // the sender by replacing it with a closed one.
         let (tx, _) = oneshot::channel();
         drop(std::mem::replace(&mut p.tx, tx));
     }
+    drop(table);
+    shared.progress.notify_waiters();
 }

@@ -2,22 +2,25 @@
 //! memory-region protocol on its control QP.
 
 use std::alloc::Layout;
-use std::collections::HashMap;
+use std::future::Future;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, ToSocketAddrs};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
-use super::driver::{self, Shared, CONTROL_BIT};
+use super::control::{Ctrl, Inbox, Kind, Limits, Msg, CTRL_RECVS, CTRL_SENDS, MSG};
+use super::driver::{self, Shared};
 use super::error::{Error, Result};
 use super::pool::{LocalMr, MrPool};
 use crate::ctrl::QpInfo;
 use crate::prim::{
     AccessFlags, CompChannel, ConnectOpts, Context, Cq, Pd, Qp, QpCaps, QpType, RecvWr, RemoteAddr, RemoteMr, SendWr,
-    Sge, Wc, WcOpcode,
+    WcOpcode,
 };
 
 /// Settings of an async endpoint: [`AioOpts::new`] with the device (no
@@ -31,7 +34,11 @@ use crate::prim::{
 /// | `cq_size` | 4,096 |
 /// | `connect` | [`ConnectOpts::default`] with remote read, write and atomic access granted |
 /// | `busy_poll` | `false`: the driver sleeps on the completion channel |
-/// | `setup_timeout` | 10 s: bound on each RDMA CM step of [`RcEndpoint::connect_cm`] and [`Listener::bind_cm`](super::Listener::bind_cm)'s accept |
+/// | `setup_timeout` | 10 s: bound on the TCP exchange of [`RcEndpoint::connect`] and [`Listener::accept`](super::Listener::accept), and on each RDMA CM step of [`RcEndpoint::connect_cm`] and [`Listener::bind_cm`](super::Listener::bind_cm)'s accept |
+/// | `peer_timeout` | 10 s: a peer that acknowledges no keepalive for this long is lost |
+/// | `grant_quota_bytes` | 4 MiB: bytes the peer may hold at once on its `request_remote_mr`s |
+/// | `grant_quota_count` | 64: pieces the peer may hold at once on its `request_remote_mr`s |
+/// | `lend_backlog` | 64: regions the peer may lend that `receive_remote_mr` has not taken yet |
 ///
 /// ```
 /// use rrddmma::wrap::aio::AioOpts;
@@ -49,6 +56,10 @@ pub struct AioOpts {
     pub(crate) connect: ConnectOpts,
     pub(crate) busy_poll: bool,
     pub(crate) setup_timeout: std::time::Duration,
+    pub(crate) peer_timeout: std::time::Duration,
+    pub(crate) grant_quota_bytes: usize,
+    pub(crate) grant_quota_count: usize,
+    pub(crate) lend_backlog: usize,
 }
 
 impl AioOpts {
@@ -66,6 +77,10 @@ impl AioOpts {
             connect: ConnectOpts::default().access(access),
             busy_poll: false,
             setup_timeout: std::time::Duration::from_secs(10),
+            peer_timeout: std::time::Duration::from_secs(10),
+            grant_quota_bytes: 4 << 20,
+            grant_quota_count: 64,
+            lend_backlog: 64,
         }
     }
 
@@ -89,10 +104,30 @@ impl AioOpts {
         /// Spin on the CQ instead of sleeping on its channel: lower latency,
         /// a busy core. Default `false`.
         const busy_poll: bool;
-        /// Bound on each step of a connection through the RDMA CM (address,
-        /// route, connect, establish) in [`RcEndpoint::connect_cm`] and
-        /// [`Listener::bind_cm`](super::Listener::bind_cm)'s accept. Default 10 s.
+        /// Bound on the whole TCP exchange of [`RcEndpoint::connect`] and of
+        /// [`Listener::accept`](super::Listener::accept) (a client that says
+        /// nothing is dropped after it), and on each step of a connection
+        /// through the RDMA CM (address, route, connect, establish) in
+        /// [`RcEndpoint::connect_cm`] and [`Listener::bind_cm`](super::Listener::bind_cm)'s
+        /// accept. Default 10 s.
         const setup_timeout: std::time::Duration;
+        /// How long a peer may go without acknowledging a keepalive before
+        /// it is lost: the endpoint sends one on its control QP every quarter
+        /// of this, and closes when one stays unacknowledged this long or
+        /// fails. Every waiting call then ends with [`Error::Closed`].
+        /// Default 10 s.
+        const peer_timeout: std::time::Duration;
+        /// Bytes of this endpoint's pool the peer may hold at once on its
+        /// [`RcEndpoint::request_remote_mr`]s; a request beyond it is denied
+        /// ([`Denial::QuotaBytes`](super::Denial::QuotaBytes)). Default 4 MiB.
+        const grant_quota_bytes: usize;
+        /// Pieces the peer may hold at once on its requests; beyond it,
+        /// [`Denial::QuotaCount`](super::Denial::QuotaCount). Default 64.
+        const grant_quota_count: usize;
+        /// Regions the peer may lend that [`RcEndpoint::receive_remote_mr`]
+        /// has not taken yet; one more is a protocol violation that closes
+        /// the endpoint with [`Error::Protocol`]. Default 64.
+        const lend_backlog: usize;
     }
 }
 
@@ -105,151 +140,18 @@ pub struct Received {
     pub imm: Option<u32>,
 }
 
-/// Control receives kept posted.
-const CTRL_RECVS: u32 = 64;
-/// Size of a control message.
-const MSG: usize = 32;
-/// wr_id of control sends (their completions are only acknowledged).
-const CTRL_SEND: u64 = CONTROL_BIT | (1 << 62);
+/// What ends an endpoint from the side of its transport: the TCP
+/// connection's end, or the RDMA CM's `DISCONNECTED`. Built by each way of
+/// connecting; it owns what it watches (the socket, the CM id).
+pub(super) type Watch = Pin<Box<dyn Future<Output = Gone> + Send>>;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-enum Kind {
-    Request = 1,
-    Grant = 2,
-    Deny = 3,
-    Lend = 4,
-    Return = 5,
-}
-
-/// A control message: kind, id, and a token (or, for a request, size and
-/// alignment in `addr` and `len`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Msg {
-    kind: Kind,
-    id: u32,
-    token: RemoteMr,
-}
-
-impl Msg {
-    fn encode(&self) -> [u8; MSG] {
-        let mut b = [0u8; MSG];
-        b[0] = self.kind as u8;
-        b[4..8].copy_from_slice(&self.id.to_le_bytes());
-        b[8..16].copy_from_slice(&self.token.addr.to_le_bytes());
-        b[16..24].copy_from_slice(&self.token.len.to_le_bytes());
-        b[24..28].copy_from_slice(&self.token.rkey.to_le_bytes());
-        b
-    }
-
-    fn decode(b: &[u8; MSG]) -> Option<Msg> {
-        let kind = match b[0] {
-            1 => Kind::Request,
-            2 => Kind::Grant,
-            3 => Kind::Deny,
-            4 => Kind::Lend,
-            5 => Kind::Return,
-            _ => return None,
-        };
-        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
-        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
-        Some(Msg { kind, id: u32_at(4), token: RemoteMr { addr: u64_at(8), len: u64_at(16), rkey: u32_at(24) } })
-    }
-}
-
-/// The memory-region protocol's state, shared with the driver.
-struct Ctrl {
-    pool: MrPool,
-    /// Posted control receive buffers, by index.
-    bufs: Vec<LocalMr>,
-    requests: Mutex<HashMap<u32, oneshot::Sender<Option<RemoteMr>>>>,
-    next_request: AtomicU32,
-    /// Regions granted to or lent to the peer: registered and owned here
-    /// until given back (or until the endpoint is gone).
-    out: Mutex<Vec<LocalMr>>,
-    returned: mpsc::UnboundedSender<LocalMr>,
-    lent_in: mpsc::UnboundedSender<RemoteMr>,
-    broken: AtomicBool,
-}
-
-impl Ctrl {
-    /// Sends a control message inline on the control QP (no buffer to keep).
-    fn send(&self, qp: &Qp, msg: &Msg) -> Result<()> {
-        let bytes = msg.encode();
-        let sge = [Sge::from_raw(bytes.as_ptr() as u64, MSG as u32, 0)];
-        // SAFETY: an inline send: the provider copies the 32 bytes during the
-        // call; nothing is read from `bytes` afterwards.
-        unsafe { qp.post_send(&mut [SendWr::send(&sge).inline().wr_id(CTRL_SEND).signaled()])? };
-        Ok(())
-    }
-
-    /// Posts control receive `i`.
-    fn repost(&self, qp: &Qp, i: usize) -> Result<()> {
-        let sge = [self.bufs[i].sge(0..MSG)];
-        // SAFETY: the buffer is owned by `self`, which the driver keeps until
-        // the QP is destroyed.
-        unsafe { qp.post_recv(&mut [RecvWr::new(&sge, CONTROL_BIT | i as u64)])? };
-        Ok(())
-    }
-
-    /// A control completion, in the driver.
-    fn on_completion(&self, shared: &Shared, wc: Wc) {
-        if wc.wr_id() == CTRL_SEND {
-            if !wc.is_success() {
-                self.broken.store(true, Ordering::Release);
-            }
-            return;
-        }
-        if !wc.is_success() {
-            // Flushed or failed: the QP is going away; do not repost.
-            self.broken.store(true, Ordering::Release);
-            self.requests.lock().unwrap_or_else(|e| e.into_inner()).clear();
-            return;
-        }
-        let i = (wc.wr_id() & !CONTROL_BIT) as usize;
-        let mut b = [0u8; MSG];
-        self.bufs[i].read(0, &mut b);
-        if let Some(m) = Msg::decode(&b) {
-            self.handle(shared, m);
-        }
-        if self.repost(&shared.ctrl, i).is_err() {
-            self.broken.store(true, Ordering::Release);
-        }
-    }
-
-    fn handle(&self, shared: &Shared, m: Msg) {
-        match m.kind {
-            Kind::Request => {
-                let (size, align) = (m.token.addr as usize, m.token.len as usize);
-                let layout = Layout::from_size_align(size, align.max(1)).ok();
-                let answer = match layout.and_then(|l| self.pool.alloc(l)) {
-                    Some(mr) => {
-                        let token = mr.token();
-                        self.out.lock().unwrap_or_else(|e| e.into_inner()).push(mr);
-                        Msg { kind: Kind::Grant, id: m.id, token }
-                    }
-                    None => Msg { kind: Kind::Deny, id: m.id, token: m.token },
-                };
-                let _ = self.send(&shared.ctrl, &answer);
-            }
-            Kind::Grant | Kind::Deny => {
-                let tx = self.requests.lock().unwrap_or_else(|e| e.into_inner()).remove(&m.id);
-                if let Some(tx) = tx {
-                    let _ = tx.send((m.kind == Kind::Grant).then_some(m.token));
-                }
-            }
-            Kind::Lend => {
-                let _ = self.lent_in.send(m.token);
-            }
-            Kind::Return => {
-                let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
-                if let Some(i) = out.iter().position(|mr| mr.is(&m.token)) {
-                    let mr = out.swap_remove(i);
-                    let _ = self.returned.send(mr);
-                }
-            }
-        }
-    }
+/// How the transport ended.
+pub(super) enum Gone {
+    /// The peer went away (EOF, reset, disconnect).
+    Lost,
+    /// The peer broke the set-up protocol after the fact (bytes on the TCP
+    /// connection after set-up).
+    Violation(String),
 }
 
 /// An RC connection whose operations are futures (see the module docs).
@@ -259,23 +161,13 @@ pub struct RcEndpoint {
     ctrl: Arc<Ctrl>,
     pool: MrPool,
     returned: tokio::sync::Mutex<mpsc::UnboundedReceiver<LocalMr>>,
-    lent_in: tokio::sync::Mutex<mpsc::UnboundedReceiver<RemoteMr>>,
-    /// The RDMA CM id of an endpoint connected through it: dropping it
-    /// disconnects (the peer sees `DISCONNECTED`).
-    #[cfg(feature = "cm")]
-    _cm: Option<crate::prim::cm::CmId>,
+    lent_in: tokio::sync::Mutex<mpsc::Receiver<RemoteMr>>,
     _ctx: Context,
 }
 
 impl std::fmt::Debug for Shared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Shared").field("data", &self.data).field("ctrl", &self.ctrl).finish_non_exhaustive()
-    }
-}
-
-impl std::fmt::Debug for Ctrl {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Ctrl").field("pool", &self.pool).finish_non_exhaustive()
     }
 }
 
@@ -289,10 +181,7 @@ pub(super) struct Parts {
     pub ctrl_qp: Qp,
     pool: MrPool,
     ctrl: Arc<Ctrl>,
-    returned: mpsc::UnboundedReceiver<LocalMr>,
-    lent_in: mpsc::UnboundedReceiver<RemoteMr>,
-    #[cfg(feature = "cm")]
-    pub cm: Option<crate::prim::cm::CmId>,
+    inbox: Inbox,
 }
 
 impl Parts {
@@ -302,41 +191,21 @@ impl Parts {
         let channel = CompChannel::create(&ctx)?;
         let cq = Cq::builder(&ctx, o.cq_size).channel(&channel).build()?;
         let data = Qp::builder(&pd, crate::prim::QpType::RC, &cq, &cq).caps(o.caps).build()?;
-        let ctrl_caps =
-            QpCaps { max_send_wr: 128, max_recv_wr: CTRL_RECVS, max_inline_data: MSG as u32, ..QpCaps::default() };
+        let ctrl_caps = QpCaps {
+            max_send_wr: CTRL_SENDS,
+            max_recv_wr: CTRL_RECVS,
+            max_inline_data: MSG as u32,
+            ..QpCaps::default()
+        };
         let ctrl_qp = Qp::builder(&pd, QpType::RC, &cq, &cq).caps(ctrl_caps).build()?;
         let pool = MrPool::new(&pd, o.pool_size)?;
-        let (returned_tx, returned) = mpsc::unbounded_channel();
-        let (lent_tx, lent_in) = mpsc::unbounded_channel();
-        let bufs = (0..CTRL_RECVS)
-            .map(|_| {
-                pool.alloc(Layout::new::<[u64; MSG / 8]>())
-                    .ok_or(Error::PoolExhausted { size: MSG, free: pool.free_bytes() })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let ctrl = Arc::new(Ctrl {
-            pool: pool.clone(),
-            bufs,
-            requests: Mutex::new(HashMap::new()),
-            next_request: AtomicU32::new(1),
-            out: Mutex::new(Vec::new()),
-            returned: returned_tx,
-            lent_in: lent_tx,
-            broken: AtomicBool::new(false),
-        });
-        Ok(Parts {
-            ctx,
-            channel,
-            cq,
-            data,
-            ctrl_qp,
-            pool,
-            ctrl,
-            returned,
-            lent_in,
-            #[cfg(feature = "cm")]
-            cm: None,
-        })
+        let limits = Limits {
+            grant_bytes: o.grant_quota_bytes,
+            grant_count: o.grant_quota_count,
+            lend_backlog: o.lend_backlog,
+        };
+        let (ctrl, inbox) = Ctrl::new(&pool, limits)?;
+        Ok(Parts { ctx, channel, cq, data, ctrl_qp, pool, ctrl: Arc::new(ctrl), inbox })
     }
 
     /// Posts the control QP's receives (it must be in INIT or later).
@@ -347,44 +216,113 @@ impl Parts {
         Ok(())
     }
 
-    /// Starts the driver task: the endpoint is ready.
-    pub fn start(self, o: &AioOpts) -> RcEndpoint {
+    /// Starts the driver task and the watch task (keepalives, and `gone`,
+    /// the transport's end): the endpoint is ready.
+    pub fn start(self, o: &AioOpts, gone: Watch) -> RcEndpoint {
         let shared = Arc::new(Shared {
             data: self.data,
             ctrl: self.ctrl_qp,
             cq: self.cq,
-            table: Mutex::new(HashMap::new()),
+            table: Mutex::new(driver::Table::default()),
             next_id: AtomicU64::new(1),
             closing: AtomicBool::new(false),
             wake: tokio::sync::Notify::new(),
+            progress: tokio::sync::Notify::new(),
+            closed: tokio::sync::watch::channel(false).0,
+            fault: std::sync::OnceLock::new(),
             busy_poll: o.busy_poll,
             keep: std::sync::OnceLock::new(),
         });
         let _ = shared.keep.set(Box::new(Arc::clone(&self.ctrl)));
         let c = Arc::clone(&self.ctrl);
         tokio::spawn(driver::run(Arc::clone(&shared), self.channel, move |s, wc| c.on_completion(s, wc)));
+        tokio::spawn(watch(Arc::clone(&shared), Arc::clone(&self.ctrl), gone, o.peer_timeout));
         RcEndpoint {
             shared,
             ctrl: self.ctrl,
             pool: self.pool,
-            returned: tokio::sync::Mutex::new(self.returned),
-            lent_in: tokio::sync::Mutex::new(self.lent_in),
-            #[cfg(feature = "cm")]
-            _cm: self.cm,
+            returned: tokio::sync::Mutex::new(self.inbox.returned),
+            lent_in: tokio::sync::Mutex::new(self.inbox.lent_in),
             _ctx: self.ctx,
         }
     }
 }
 
+/// The watch task: sends a keepalive on the control QP every quarter of
+/// `peer_timeout` and closes the endpoint when one stays unacknowledged for
+/// `peer_timeout` (a failed one closes it at once, in the driver), or when
+/// the transport ends (`gone`). Exits when the endpoint closes, dropping
+/// what `gone` owns (the TCP socket, the CM id: the peer sees the end).
+async fn watch(shared: Arc<Shared>, ctrl: Arc<Ctrl>, gone: Watch, peer_timeout: Duration) {
+    let mut gone = gone;
+    let mut tick = tokio::time::interval((peer_timeout / 4).max(Duration::from_millis(1)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let (mut sent, mut sent_at) = (0u64, tokio::time::Instant::now());
+    loop {
+        tokio::select! {
+            _ = shared.closed() => return,
+            g = &mut gone => {
+                match g {
+                    Gone::Lost => shared.shut_down(),
+                    Gone::Violation(why) => shared.violated(why),
+                }
+                return;
+            }
+            _ = tick.tick() => {
+                if ctrl.pings_acked.load(Ordering::Acquire) < sent {
+                    if sent_at.elapsed() >= peer_timeout {
+                        shared.shut_down();
+                        return;
+                    }
+                } else if !shared.closing.load(Ordering::Acquire) && ctrl.ping(&shared.ctrl).is_ok() {
+                    sent += 1;
+                    sent_at = tokio::time::Instant::now();
+                }
+            }
+        }
+    }
+}
+
+/// The TCP connection's end as a [`Watch`]: EOF or an error is a lost
+/// peer; bytes after the set-up are a protocol violation.
+fn watch_tcp(mut tcp: TcpStream) -> Watch {
+    Box::pin(async move {
+        let mut b = [0u8; 1];
+        match tcp.read(&mut b).await {
+            Ok(0) | Err(_) => Gone::Lost,
+            Ok(_) => Gone::Violation("it sent bytes on the TCP connection after the set-up".into()),
+        }
+    })
+}
+
 impl RcEndpoint {
-    /// Connects to a [`Listener`](super::Listener) at `addr`.
+    /// Connects to a [`Listener`](super::Listener) at `addr`. The whole
+    /// exchange is bounded by [`AioOpts::setup_timeout`].
     pub async fn connect(addr: impl ToSocketAddrs, opts: &AioOpts) -> Result<RcEndpoint> {
         let stream = TcpStream::connect(addr).await.map_err(Error::io("connect to an RcEndpoint listener", None))?;
-        RcEndpoint::establish(stream, opts).await
+        RcEndpoint::establish(stream, opts, false).await
     }
 
-    pub(super) async fn establish(mut tcp: TcpStream, o: &AioOpts) -> Result<RcEndpoint> {
+    /// The TCP exchange, bounded by `setup_timeout`. The accepting side
+    /// reads and checks the peer's QP numbers before it builds anything
+    /// (no pool is registered for a client that says nothing valid).
+    pub(super) async fn establish(tcp: TcpStream, o: &AioOpts, accepting: bool) -> Result<RcEndpoint> {
+        let after = o.setup_timeout;
+        tokio::time::timeout(after, RcEndpoint::exchange(tcp, o, accepting))
+            .await
+            .map_err(|_| Error::Timeout { op: "the TCP set-up exchange with the peer", after })?
+    }
+
+    async fn exchange(mut tcp: TcpStream, o: &AioOpts, accepting: bool) -> Result<RcEndpoint> {
         let peer = tcp.peer_addr().ok();
+        let mut theirs = [0u8; 2 * QpInfo::WIRE_LEN];
+        let parse =
+            |b: &[u8]| QpInfo::from_bytes(b.try_into().expect("29 bytes")).map_err(|e| Error::Protocol(e.to_string()));
+        if accepting {
+            tcp.read_exact(&mut theirs).await.map_err(Error::io("read the peer's QP numbers", peer))?;
+            parse(&theirs[..QpInfo::WIRE_LEN])?;
+            parse(&theirs[QpInfo::WIRE_LEN..])?;
+        }
         let p = Parts::new(Context::open(&o.device)?, o)?;
         let gid = o.connect.gid_index_on(&p.ctx)?;
         let active = p.ctx.query_port(o.port)?.active_mtu();
@@ -399,14 +337,15 @@ impl RcEndpoint {
             out.extend_from_slice(&m.to_bytes());
         }
         tcp.write_all(&out).await.map_err(Error::io("send the QP numbers to the peer", peer))?;
-        let mut theirs = [0u8; 2 * QpInfo::WIRE_LEN];
-        tcp.read_exact(&mut theirs).await.map_err(Error::io("read the peer's QP numbers", peer))?;
-        let parse =
-            |b: &[u8]| QpInfo::from_bytes(b.try_into().expect("29 bytes")).map_err(|e| Error::Protocol(e.to_string()));
+        if !accepting {
+            tcp.read_exact(&mut theirs).await.map_err(Error::io("read the peer's QP numbers", peer))?;
+        }
         let (peer_data, peer_ctrl) = (parse(&theirs[..QpInfo::WIRE_LEN])?, parse(&theirs[QpInfo::WIRE_LEN..])?);
         let copts = ConnectOpts { gid_index: Some(gid), port: o.port, mtu: mtu.min(peer_data.mtu), ..o.connect };
         p.data.connect(&peer_data.endpoint(), mine[0].psn, &copts)?;
-        p.ctrl_qp.connect(&peer_ctrl.endpoint(), mine[1].psn, &copts)?;
+        // The control QP takes only SENDs: no remote access at all.
+        let ctrl_opts = ConnectOpts { access: AccessFlags::empty(), ..copts };
+        p.ctrl_qp.connect(&peer_ctrl.endpoint(), mine[1].psn, &ctrl_opts)?;
         p.post_ctrl_recvs()?;
         // Both sides' receives are posted: either may send from now on.
         tcp.write_all(b"R").await.map_err(Error::io("send the ready byte to the peer", peer))?;
@@ -415,7 +354,7 @@ impl RcEndpoint {
         if ready != *b"R" {
             return Err(Error::Protocol("the peer's ready byte is wrong".into()));
         }
-        Ok(p.start(o))
+        Ok(p.start(o, watch_tcp(tcp)))
     }
 
     /// The data QP's number.
@@ -439,12 +378,9 @@ impl RcEndpoint {
         &self,
         buf: Option<LocalMr>,
         wr: impl FnOnce(u64, &mut dyn FnMut(SendWr<'_>) -> crate::prim::Result<()>) -> crate::prim::Result<()>,
-    ) -> Result<(Wc, Option<LocalMr>)> {
-        if self.shared.closing.load(Ordering::Acquire) {
-            return Err(Error::Closed);
-        }
+    ) -> Result<(crate::prim::Wc, Option<LocalMr>)> {
         let id = self.shared.id();
-        let rx = self.shared.expect(id, buf);
+        let rx = self.shared.expect(id, buf, true).map_err(|_| self.shared.close_error())?;
         let qp = &self.shared.data;
         let mut post = |w: SendWr<'_>| {
             // SAFETY: every entry lies in the buffer now held by the table
@@ -456,7 +392,7 @@ impl RcEndpoint {
             drop(self.shared.forget(id));
             return Err(e.into());
         }
-        let (wc, buf) = rx.await.map_err(|_| Error::Closed)?;
+        let (wc, buf) = rx.await.map_err(|_| self.shared.close_error())?;
         wc.ok()?;
         Ok((wc, buf))
     }
@@ -518,75 +454,159 @@ impl RcEndpoint {
 
     /// Receives one message (a SEND or a WRITE with immediate) into `dst`.
     pub async fn recv(&self, dst: LocalMr) -> Result<(Received, LocalMr)> {
-        if self.shared.closing.load(Ordering::Acquire) {
-            return Err(Error::Closed);
-        }
         let sge = [dst.sge(0..dst.len())];
         let id = self.shared.id();
-        let rx = self.shared.expect(id, Some(dst));
+        let rx = self.shared.expect(id, Some(dst), false).map_err(|_| self.shared.close_error())?;
         // SAFETY: the buffer is held by the table of requests in flight
         // until the completion or the QP's destruction.
         if let Err(e) = unsafe { self.shared.data.post_recv(&mut [RecvWr::new(&sge, id)]) } {
             drop(self.shared.forget(id));
             return Err(e.into());
         }
-        let (wc, buf) = rx.await.map_err(|_| Error::Closed)?;
+        let (wc, buf) = rx.await.map_err(|_| self.shared.close_error())?;
         wc.ok()?;
         let imm = if wc.opcode() == WcOpcode::RECV_RDMA_WITH_IMM || wc.imm().is_some() { wc.imm() } else { None };
         Ok((Received { len: wc.byte_len() as usize, imm }, buf.expect("the table gives the buffer back")))
     }
 
-    fn check_ctrl(&self) -> Result<()> {
-        if self.ctrl.broken.load(Ordering::Acquire) || self.shared.closing.load(Ordering::Acquire) {
-            return Err(Error::Closed);
+    fn check_open(&self) -> Result<()> {
+        if self.shared.closing.load(Ordering::Acquire) {
+            return Err(self.shared.close_error());
         }
         Ok(())
     }
 
     /// Asks the peer for a region of `layout` from its pool; its token.
+    ///
+    /// At most 16 requests of one endpoint await answers at once (later
+    /// ones wait for a slot). A refusal is [`Error::Denied`] with the peer's
+    /// reason; a closed or lost endpoint, [`Error::Closed`]. If this future
+    /// is dropped before the answer, a grant that arrives later is given
+    /// straight back to the peer.
     pub async fn request_remote_mr(&self, layout: Layout) -> Result<RemoteMr> {
-        self.check_ctrl()?;
-        let id = self.ctrl.next_request.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = oneshot::channel();
-        self.ctrl.requests.lock().unwrap_or_else(|e| e.into_inner()).insert(id, tx);
+        self.check_open()?;
+        let (id, rx) = tokio::select! {
+            r = self.ctrl.begin_request() => r,
+            _ = self.shared.closed() => return Err(self.shared.close_error()),
+        };
         let ask = RemoteMr { addr: layout.size() as u64, len: layout.align() as u64, rkey: 0 };
-        self.ctrl.send(&self.shared.ctrl, &Msg { kind: Kind::Request, id, token: ask })?;
-        match rx.await {
-            Ok(Some(token)) => Ok(token),
-            Ok(None) => Err(Error::Protocol(format!("the peer has no free region of {} bytes", layout.size()))),
-            Err(_) => Err(Error::Closed),
+        if let Err(e) = self.ctrl.send(&self.shared.ctrl, &Msg::new(Kind::Request, id, ask)) {
+            self.ctrl.abandon_request(id);
+            return Err(e);
         }
+        tokio::select! {
+            biased;
+            answer = rx => match answer {
+                Ok(Ok(token)) => Ok(token),
+                Ok(Err(why)) => Err(Error::Denied { size: layout.size(), why }),
+                Err(_) => Err(self.shared.close_error()),
+            },
+            _ = self.shared.closed() => Err(self.shared.close_error()),
+        }
+    }
+
+    /// [`RcEndpoint::request_remote_mr`] bounded by `timeout`
+    /// ([`Error::Timeout`] after it; a grant that arrives later is given back).
+    pub async fn request_remote_mr_with_timeout(&self, layout: Layout, timeout: Duration) -> Result<RemoteMr> {
+        tokio::time::timeout(timeout, self.request_remote_mr(layout))
+            .await
+            .map_err(|_| Error::Timeout { op: "waiting for the peer's answer to request_remote_mr", after: timeout })?
     }
 
     /// Gives a region the peer granted (or lent) back to it; the peer gets
     /// it from [`RcEndpoint::receive_local_mr`].
+    ///
+    /// The return is sent only after every data-QP request posted before
+    /// this call has completed (dropped futures' included), so no WRITE or
+    /// READ of ours reaches the region after the peer has reused it.
     pub async fn send_remote_mr(&self, mr: RemoteMr) -> Result<()> {
-        self.check_ctrl()?;
-        self.ctrl.send(&self.shared.ctrl, &Msg { kind: Kind::Return, id: 0, token: mr })
+        self.check_open()?;
+        let mark = self.shared.next_id.load(Ordering::Acquire);
+        loop {
+            let progress = self.shared.progress.notified();
+            tokio::pin!(progress);
+            progress.as_mut().enable();
+            self.check_open()?;
+            if !self.shared.sq_before(mark) {
+                break;
+            }
+            tokio::select! {
+                _ = progress => {}
+                _ = self.shared.closed() => return Err(self.shared.close_error()),
+            }
+        }
+        self.ctrl.send(&self.shared.ctrl, &Msg::new(Kind::Return, 0, mr))
     }
 
-    /// The next region of this side's pool that the peer gave back.
+    /// The next region of this side's pool that the peer gave back
+    /// (deregistered: the peer can no longer reach it). Ends with
+    /// [`Error::Closed`] when the endpoint closes or the peer is lost
+    /// (within [`AioOpts::peer_timeout`]).
     pub async fn receive_local_mr(&self) -> Result<LocalMr> {
-        self.returned.lock().await.recv().await.ok_or(Error::Closed)
+        let mut returned = self.returned.lock().await;
+        tokio::select! {
+            biased;
+            mr = returned.recv() => mr.ok_or_else(|| self.shared.close_error()),
+            _ = self.shared.closed() => Err(self.shared.close_error()),
+        }
     }
 
-    /// Lends `mr` to the peer: it stays registered and owned by this
-    /// endpoint until the peer gives it back ([`RcEndpoint::receive_local_mr`]).
+    /// [`RcEndpoint::receive_local_mr`] bounded by `timeout` ([`Error::Timeout`] after it).
+    pub async fn receive_local_mr_with_timeout(&self, timeout: Duration) -> Result<LocalMr> {
+        tokio::time::timeout(timeout, self.receive_local_mr())
+            .await
+            .map_err(|_| Error::Timeout { op: "waiting for the peer to give a region back", after: timeout })?
+    }
+
+    /// Lends `mr` to the peer: it gets a registration of its own over
+    /// exactly its bytes (the peer reaches this piece and nothing else) and
+    /// stays owned by this endpoint until the peer gives it back
+    /// ([`RcEndpoint::receive_local_mr`]), when that registration is
+    /// removed.
     pub async fn send_local_mr(&self, mr: LocalMr) -> Result<()> {
-        self.check_ctrl()?;
-        let token = mr.token();
-        self.ctrl.out.lock().unwrap_or_else(|e| e.into_inner()).push(mr);
-        self.ctrl.send(&self.shared.ctrl, &Msg { kind: Kind::Lend, id: 0, token })
+        self.check_open()?;
+        let token = self.ctrl.lend(mr)?;
+        if let Err(e) = self.ctrl.send(&self.shared.ctrl, &Msg::new(Kind::Lend, 0, token)) {
+            drop(self.ctrl.unlend(&token));
+            return Err(e);
+        }
+        Ok(())
     }
 
-    /// The next region the peer lent.
+    /// The next region the peer lent. Ends with [`Error::Closed`] when the
+    /// endpoint closes or the peer is lost (within [`AioOpts::peer_timeout`]).
     pub async fn receive_remote_mr(&self) -> Result<RemoteMr> {
-        self.lent_in.lock().await.recv().await.ok_or(Error::Closed)
+        let mut lent_in = self.lent_in.lock().await;
+        tokio::select! {
+            biased;
+            t = lent_in.recv() => t.ok_or_else(|| self.shared.close_error()),
+            _ = self.shared.closed() => Err(self.shared.close_error()),
+        }
+    }
+
+    /// [`RcEndpoint::receive_remote_mr`] bounded by `timeout` ([`Error::Timeout`] after it).
+    pub async fn receive_remote_mr_with_timeout(&self, timeout: Duration) -> Result<RemoteMr> {
+        tokio::time::timeout(timeout, self.receive_remote_mr())
+            .await
+            .map_err(|_| Error::Timeout { op: "waiting for the peer to lend a region", after: timeout })?
+    }
+
+    /// Bytes and pieces of this endpoint's pool the peer holds on its
+    /// requests (counted against [`AioOpts::grant_quota_bytes`] and
+    /// [`AioOpts::grant_quota_count`]).
+    pub fn granted_to_peer(&self) -> (usize, usize) {
+        self.ctrl.granted()
+    }
+
+    /// Whether the endpoint is closed (dropped by the peer, lost, or shut
+    /// down after a protocol violation); the reason, as the error its calls return.
+    pub fn closed_reason(&self) -> Option<Error> {
+        self.shared.closing.load(Ordering::Acquire).then(|| self.shared.close_error())
     }
 
     /// Requests posted and not yet completed (the memory they hold included).
     pub fn in_flight(&self) -> usize {
-        self.shared.table.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.shared.table.lock().unwrap_or_else(|e| e.into_inner()).map.len()
     }
 }
 
@@ -602,19 +622,5 @@ impl Drop for RcEndpoint {
     /// the pool as they do, and exits; the QPs are destroyed after that.
     fn drop(&mut self) {
         self.shared.shut_down();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn control_messages_round_trip_and_unknown_kinds_are_ignored() {
-        let m = Msg { kind: Kind::Grant, id: 7, token: RemoteMr { addr: 0x7f00_1000, len: 4096, rkey: 0x55 } };
-        assert_eq!(Msg::decode(&m.encode()), Some(m));
-        let mut b = m.encode();
-        b[0] = 9;
-        assert_eq!(Msg::decode(&b), None);
     }
 }

@@ -63,10 +63,23 @@ pub enum Error {
         /// How long was allowed.
         after: Duration,
     },
-    /// The peer broke the memory-region protocol or the set-up exchange.
+    /// The peer broke the memory-region protocol or the set-up exchange
+    /// (what it did, in words). A violation after set-up closes the
+    /// endpoint, and every later call returns this error.
     Protocol(String),
-    /// The endpoint is closed: its QP is gone or its driver stopped.
+    /// The endpoint is closed: it was dropped, its driver stopped, or the
+    /// peer is gone (its TCP connection ended, the CM reported
+    /// `DISCONNECTED`, or it acknowledged no keepalive for
+    /// [`AioOpts::peer_timeout`](super::AioOpts::peer_timeout)).
     Closed,
+    /// The peer refused a [`request_remote_mr`](super::RcEndpoint::request_remote_mr):
+    /// its reason (pool exhausted, quota, ...).
+    Denied {
+        /// Bytes asked for.
+        size: usize,
+        /// The peer's reason.
+        why: super::Denial,
+    },
     /// The memory pool has no free piece of that size and alignment.
     PoolExhausted {
         /// Bytes asked for.
@@ -95,6 +108,7 @@ impl fmt::Display for Error {
             Error::Io { op, addr: None, .. } => write!(f, "{op}"),
             Error::Timeout { op, after } => write!(f, "{op}: timed out after {after:?}"),
             Error::Protocol(what) => write!(f, "protocol violation by the peer: {what}"),
+            Error::Denied { size, why } => write!(f, "the peer refused a region of {size} bytes: {why}"),
             Error::Closed => f.write_str("the endpoint is closed (its QP is gone or its driver stopped)"),
             Error::PoolExhausted { size, free } => write!(
                 f,

@@ -55,7 +55,7 @@ impl Listener {
             How::Tcp(t) => {
                 let (stream, _) =
                     t.accept().await.map_err(Error::io("accept an RcEndpoint connection", t.local_addr().ok()))?;
-                RcEndpoint::establish(stream, &self.opts).await
+                RcEndpoint::establish(stream, &self.opts, true).await
             }
             #[cfg(feature = "cm")]
             How::Cm(c) => c.accept(&self.opts).await,

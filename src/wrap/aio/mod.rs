@@ -34,12 +34,14 @@
 
 #[cfg(feature = "cm")]
 mod cm;
+mod control;
 mod driver;
 mod endpoint;
 mod error;
 mod listener;
 mod pool;
 
+pub use control::Denial;
 pub use endpoint::{AioOpts, RcEndpoint, Received};
 pub use error::{Error, Result};
 pub use listener::Listener;

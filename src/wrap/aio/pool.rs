@@ -4,9 +4,10 @@ use std::alloc::Layout;
 use std::fmt;
 use std::ops::Range;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::prim::{Pd, RemoteAddr, RemoteMr, Sge};
+use crate::prim::{AccessFlags, Mr, Pd, RemoteMr, Sge};
 use crate::wrap::{MemOpts, RegisteredMem};
 
 struct PoolInner {
@@ -29,10 +30,12 @@ impl fmt::Debug for MrPool {
 }
 
 impl MrPool {
-    /// A pool of `len` bytes registered on `pd` with local write and remote
-    /// read, write and atomic access.
+    /// A pool of `len` bytes registered on `pd` for local access only (local
+    /// write): no peer can reach it through the pool's registration. A piece
+    /// lent or granted to a peer gets a registration of its own, over
+    /// exactly its bytes, deregistered when the peer gives it back.
     pub fn new(pd: &Pd, len: usize) -> crate::wrap::Result<MrPool> {
-        let mem = RegisteredMem::with(pd, len, &MemOpts::default())?;
+        let mem = RegisteredMem::with(pd, len, &MemOpts::default().access(AccessFlags::LOCAL_WRITE))?;
         Ok(MrPool(Arc::new(PoolInner { mem, free: Mutex::new(std::iter::once(0..len).collect()) })))
     }
 
@@ -52,11 +55,6 @@ impl MrPool {
     /// Bytes not handed out.
     pub fn free_bytes(&self) -> usize {
         self.0.free.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|r| r.len()).sum()
-    }
-
-    /// The token of the whole pool.
-    pub(crate) fn remote(&self) -> RemoteMr {
-        self.0.mem.remote()
     }
 
     /// Returns a piece to the free list.
@@ -184,21 +182,90 @@ impl LocalMr {
         self.pool.0.mem.sge(self.range.start + range.start..self.range.start + range.end)
     }
 
-    /// The token a peer needs to access this piece remotely.
+    /// Registers exactly this piece's bytes with remote read, write and
+    /// atomic access, for a peer: the piece is handed over with it.
+    pub(crate) fn expose(self) -> Result<Exposed, (LocalMr, crate::prim::Error)> {
+        let access =
+            AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
+        let released = Arc::new(AtomicBool::new(false));
+        let pd = self.pool.0.mem.mr().pd().clone();
+        // SAFETY: the piece lies inside the pool's mapping, which the piece
+        // keeps alive (it holds the pool); the `Exposed` keeps the piece
+        // until the region is deregistered, and keeps it forever (leaked,
+        // never back in the free list) if the deregistration fails: the
+        // backing's drop, which marks `released`, runs only after a
+        // successful `ibv_dereg_mr`.
+        let mr = unsafe {
+            Mr::register_backed(&pd, self.ptr().as_ptr(), self.len(), access, Some(Box::new(Released(released.clone()))))
+        };
+        match mr {
+            Ok(mr) => Ok(Exposed { mr: Some(mr), piece: Some(self), released }),
+            Err(e) => Err((self, e)),
+        }
+    }
+}
+
+/// Marks a successful deregistration when dropped (as a region's backing).
+struct Released(Arc<AtomicBool>);
+
+impl Drop for Released {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+/// A piece handed to the peer with a registration of its own over exactly
+/// its bytes: the peer reaches this piece through its token and nothing
+/// else. The piece goes back to its owner ([`Exposed::withdraw`]) or to the
+/// pool (on drop) only after the registration is gone; if deregistering
+/// fails, the piece is never reused.
+pub(crate) struct Exposed {
+    mr: Option<Mr>,
+    piece: Option<LocalMr>,
+    released: Arc<AtomicBool>,
+}
+
+impl Exposed {
+    /// The token the peer gets: the piece's address and length, and the
+    /// rkey of its own registration.
     pub fn token(&self) -> RemoteMr {
-        let whole = self.pool.remote();
-        RemoteMr { addr: self.addr(), len: self.len() as u64, rkey: whole.rkey }
+        let (mr, piece) = (self.mr.as_ref().expect("registered"), self.piece.as_ref().expect("held"));
+        RemoteMr { addr: piece.addr(), len: piece.len() as u64, rkey: mr.rkey() }
     }
 
-    /// The remote address of `offset` into this piece (for atomics on it).
-    pub fn remote_at(&self, offset: usize) -> RemoteAddr {
-        self.token().at(offset as u64)
+    /// Whether `token` is exactly this piece's token.
+    pub fn is(&self, token: &RemoteMr) -> bool {
+        self.token() == *token
     }
 
-    /// Whether `token` names exactly this piece.
-    pub(crate) fn is(&self, token: &RemoteMr) -> bool {
-        let t = self.token();
-        (t.addr, t.len, t.rkey) == (token.addr, token.len, token.rkey)
+    /// Bytes of the piece.
+    pub fn len(&self) -> usize {
+        self.piece.as_ref().map_or(0, LocalMr::len)
+    }
+
+    /// Deregisters and gives the piece back; `None` when the
+    /// deregistration failed (the piece is then never reused).
+    pub fn withdraw(mut self) -> Option<LocalMr> {
+        self.take()
+    }
+
+    fn take(&mut self) -> Option<LocalMr> {
+        // The only clone of the region: dropping it deregisters.
+        drop(self.mr.take());
+        let piece = self.piece.take()?;
+        if self.released.load(Ordering::Acquire) {
+            Some(piece)
+        } else {
+            // The device may still reach it: never back into the free list.
+            std::mem::forget(piece);
+            None
+        }
+    }
+}
+
+impl Drop for Exposed {
+    fn drop(&mut self) {
+        drop(self.take());
     }
 }
 
