@@ -199,11 +199,8 @@ impl Parts {
         };
         let ctrl_qp = Qp::builder(&pd, QpType::RC, &cq, &cq).caps(ctrl_caps).build()?;
         let pool = MrPool::new(&pd, o.pool_size)?;
-        let limits = Limits {
-            grant_bytes: o.grant_quota_bytes,
-            grant_count: o.grant_quota_count,
-            lend_backlog: o.lend_backlog,
-        };
+        let limits =
+            Limits { grant_bytes: o.grant_quota_bytes, grant_count: o.grant_quota_count, lend_backlog: o.lend_backlog };
         let (ctrl, inbox) = Ctrl::new(&pool, limits)?;
         Ok(Parts { ctx, channel, cq, data, ctrl_qp, pool, ctrl: Arc::new(ctrl), inbox })
     }

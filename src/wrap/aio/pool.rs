@@ -185,8 +185,10 @@ impl LocalMr {
     /// Registers exactly this piece's bytes with remote read, write and
     /// atomic access, for a peer: the piece is handed over with it.
     pub(crate) fn expose(self) -> Result<Exposed, (LocalMr, crate::prim::Error)> {
-        let access =
-            AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
+        let access = AccessFlags::LOCAL_WRITE
+            | AccessFlags::REMOTE_WRITE
+            | AccessFlags::REMOTE_READ
+            | AccessFlags::REMOTE_ATOMIC;
         let released = Arc::new(AtomicBool::new(false));
         let pd = self.pool.0.mem.mr().pd().clone();
         // SAFETY: the piece lies inside the pool's mapping, which the piece
@@ -196,7 +198,13 @@ impl LocalMr {
         // backing's drop, which marks `released`, runs only after a
         // successful `ibv_dereg_mr`.
         let mr = unsafe {
-            Mr::register_backed(&pd, self.ptr().as_ptr(), self.len(), access, Some(Box::new(Released(released.clone()))))
+            Mr::register_backed(
+                &pd,
+                self.ptr().as_ptr(),
+                self.len(),
+                access,
+                Some(Box::new(Released(released.clone()))),
+            )
         };
         match mr {
             Ok(mr) => Ok(Exposed { mr: Some(mr), piece: Some(self), released }),
