@@ -691,6 +691,43 @@ mod tests {
         p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap()
     }
 
+    /// Issue 22: `CmId` is `Sync`, yet its accessors read fields librdmacm
+    /// writes while it reads the id's events from the channel. They read
+    /// under the channel's lock, the lock held while events are read: with
+    /// the lock held elsewhere, no accessor returns.
+    #[test]
+    #[ignore = "device test: needs /dev/infiniband/rdma_cm (cargo xtask vm)"]
+    fn regression_cm_id_accessors_wait_for_the_channel_lock() {
+        let ch = EventChannel::create().unwrap();
+        let id = std::sync::Arc::new(CmId::create(&ch, PortSpace::Rc).unwrap());
+        type Read = (Option<SocketAddr>, Option<SocketAddr>, Option<String>, u8);
+        let reader = |f: fn(&CmId) -> Read| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let id = id.clone();
+            std::thread::spawn(move || tx.send(f(&id)).unwrap());
+            rx
+        };
+        let all: fn(&CmId) -> Read = |id| (id.local_addr(), id.peer_addr(), id.device_name(), id.port_num());
+        let each: [fn(&CmId) -> Read; 4] = [
+            |id| (id.local_addr(), None, None, 0),
+            |id| (None, id.peer_addr(), None, 0),
+            |id| (None, None, id.device_name(), 0),
+            |id| (None, None, None, id.port_num()),
+        ];
+        let held = ch.lock();
+        let waiting: Vec<_> = each.into_iter().chain([all]).map(reader).collect();
+        for rx in &waiting {
+            assert!(
+                rx.recv_timeout(Duration::from_millis(200)).is_err(),
+                "an accessor read the id while the channel's lock was held elsewhere"
+            );
+        }
+        drop(held);
+        for rx in waiting {
+            assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), (None, None, None, 0));
+        }
+    }
+
     /// Arguments the program wrote are checked before any call, and a bad
     /// one panics saying what to fix (the error policy in `lib.rs`).
     #[test]
