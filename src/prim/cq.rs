@@ -158,9 +158,9 @@ impl<'a> CqBuilder<'a> {
     }
 
     /// Creates the CQ on a parent domain (`ibv_create_cq_ex` with
-    /// `IBV_CQ_INIT_ATTR_MASK_PD`), which it keeps alive. With a thread
-    /// domain in it, the provider may skip the CQ's lock: the contract of
-    /// [`ParentDomain::with_td`] covers this CQ. Without
+    /// `IBV_CQ_INIT_ATTR_MASK_PD`), which it keeps alive (a CQ on a parent
+    /// domain with a thread domain comes from
+    /// [`TdParentDomain::cq`](super::TdParentDomain::cq)). Without
     /// [`CqBuilder::extended`] the CQ is still made by `ibv_create_cq_ex`
     /// (no extra completion fields) and polled the classic way.
     ///

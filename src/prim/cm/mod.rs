@@ -489,7 +489,9 @@ impl CmId {
         let mut d = to_sockaddr(dst);
         let sp = s.as_mut().map_or(ptr::null_mut(), |s| ptr::addr_of_mut!(*s).cast());
         // SAFETY: owned id; the addresses are valid for the call (copied by librdmacm).
-        self.call("rdma_resolve_addr", |id| unsafe { cmffi::rdma_resolve_addr(id, sp, ptr::addr_of_mut!(d).cast(), ms) })
+        self.call("rdma_resolve_addr", |id| unsafe {
+            cmffi::rdma_resolve_addr(id, sp, ptr::addr_of_mut!(d).cast(), ms)
+        })
     }
 
     /// Starts resolving the route; completes with `ROUTE_RESOLVED` or `ROUTE_ERROR` within `timeout`.

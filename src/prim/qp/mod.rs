@@ -642,7 +642,8 @@ unsafe impl Destroy for QpHandle {
             // buffers they named (the caller frees them after this drop).
             let mut attr = ffi::ibv_qp_attr { qp_state: ffi::ibv_qp_state::IBV_QPS_ERR, ..Default::default() };
             // SAFETY: the live QP; `attr` is valid for the call.
-            let _ = unsafe { ffi::ibv_modify_qp(raw.as_ptr(), &mut attr, ffi::ibv_qp_attr_mask::IBV_QP_STATE.0 as i32) };
+            let _ =
+                unsafe { ffi::ibv_modify_qp(raw.as_ptr(), &mut attr, ffi::ibv_qp_attr_mask::IBV_QP_STATE.0 as i32) };
         }
         rc
     }
