@@ -218,6 +218,8 @@ fn cm_opts() -> CmOpts {
         .caps(QpCaps::default().max_send_wr(16).max_recv_wr(2).max_send_sge(1).max_recv_sge(1).max_inline_data(0))
         .cq_depth(32)
         .timeout(Duration::from_secs(5))
+        // The server READs the client's start buffer and WRITEs the echo.
+        .access(AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE)
 }
 
 fn server(o: &Opts) -> Res<()> {

@@ -109,6 +109,12 @@ impl CompChannel {
             "this CompChannel already serves a CQ: create one channel per CQ"
         );
     }
+
+    /// Gives the channel back: the CQ it was taken for was not created, or
+    /// has been destroyed.
+    pub(crate) fn detach(&self) {
+        self.0.attached.store(false, Ordering::Release);
+    }
 }
 
 impl AsRawFd for CompChannel {

@@ -58,7 +58,13 @@ unsafe impl Destroy for CqInner {
             if n > 0 {
                 ffi::ibv_ack_cq_events(raw.as_ptr(), n);
             }
-            ffi::ibv_destroy_cq(raw.as_ptr())
+            let rc = ffi::ibv_destroy_cq(raw.as_ptr());
+            if rc == 0 {
+                if let Some(ch) = &self.channel {
+                    ch.detach();
+                }
+            }
+            rc
         }
     }
 }
@@ -152,9 +158,9 @@ impl<'a> CqBuilder<'a> {
     }
 
     /// Creates the CQ on a parent domain (`ibv_create_cq_ex` with
-    /// `IBV_CQ_INIT_ATTR_MASK_PD`), which it keeps alive. With a thread
-    /// domain in it, the provider may skip the CQ's lock: the contract of
-    /// [`ParentDomain::with_td`] covers this CQ. Without
+    /// `IBV_CQ_INIT_ATTR_MASK_PD`), which it keeps alive (a CQ on a parent
+    /// domain with a thread domain comes from
+    /// [`TdParentDomain::cq`](super::TdParentDomain::cq)). Without
     /// [`CqBuilder::extended`] the CQ is still made by `ibv_create_cq_ex`
     /// (no extra completion fields) and polled the classic way.
     ///
@@ -181,8 +187,27 @@ impl<'a> CqBuilder<'a> {
                  (open the device once and create both from that Context)"
             );
         }
+        // Taken before the CQ exists: a channel that already serves a CQ
+        // panics here with nothing created, and one whose CQ cannot be made
+        // is given back below.
+        if let Some(ch) = self.channel {
+            ch.attach();
+        }
+        let created = self.create_raw();
+        if created.is_err() {
+            if let Some(ch) = self.channel {
+                ch.detach();
+            }
+        }
+        let (cq, ex, flags) = created?;
+        self.finish(cq, ex, flags)
+    }
+
+    /// Creates the CQ itself: its pointer, its extended view and its flags.
+    #[allow(clippy::type_complexity)]
+    fn create_raw(&self) -> Result<(NonNull<ffi::ibv_cq>, Option<NonNull<ffi::ibv_cq_ex>>, WcFlagsEx)> {
         let channel = self.channel.map_or(ptr::null_mut(), CompChannel::as_ptr);
-        let (cq, ex, flags) = match self.wc_flags {
+        Ok(match self.wc_flags {
             None if self.parent_domain.is_none() => {
                 let cqe =
                     i32::try_from(self.cqe).map_err(|_| Error::Verbs { op: "ibv_create_cq", errno: libc::EINVAL })?;
@@ -228,10 +253,11 @@ impl<'a> CqBuilder<'a> {
                 // A CQ made here only for its parent domain is polled the classic way.
                 (ex.cast(), wc_flags.map(|_| ex), flags)
             }
-        };
-        if let Some(ch) = self.channel {
-            ch.attach();
-        }
+        })
+    }
+
+    /// The continuation of `build` after the CQ exists.
+    fn finish(self, cq: NonNull<ffi::ibv_cq>, ex: Option<NonNull<ffi::ibv_cq_ex>>, flags: WcFlagsEx) -> Result<Cq> {
         // SAFETY: `ex` is the live extended CQ just created.
         let ex_cq = ex.and_then(|p| unsafe { poller::ExCq::new(p) });
         let inner = Arc::new(

@@ -1,7 +1,5 @@
 //! Parent domains: present on ConnectX (mlx5), reported as
-//! [`Error::Unsupported`] by providers without them (rxe among them). The
-//! thread domain a parent domain may take is [`Td`] (its own module: a
-//! parent domain's [`Pd`] holds it, and `pd` does not import this module).
+//! [`Error::Unsupported`] by providers without them (rxe among them).
 //!
 //! A parent domain extends a PD; it is "completely interchangeable with the
 //! `struct ibv_pd` used to create it" (`ibv_alloc_parent_domain(3)`), so
@@ -9,11 +7,10 @@
 //! it where they take a PD, and a CQ takes it through
 //! [`CqBuilder::parent_domain`](super::CqBuilder::parent_domain).
 //!
-//! With a thread domain, the provider may drop its locks and give the
-//! objects a doorbell of their own (mlx5 does both). Rust cannot check that
-//! those objects are then used by one thread at a time, so
-//! [`ParentDomain::with_td`] is `unsafe` and states that contract; a parent
-//! domain without a thread domain keeps every lock and is safe.
+//! A [`ParentDomain`] has no thread domain and keeps every provider lock.
+//! With a thread domain ([`Td`](super::Td)) the provider may drop its locks,
+//! so that one is a [`TdParentDomain`](super::TdParentDomain), whose
+//! objects stay on one thread (see `prim::local`).
 
 use std::ops::Deref;
 use std::ptr::{self, NonNull};
@@ -23,7 +20,7 @@ use super::pd::Pd;
 use super::td::Td;
 use crate::bindings as ffi;
 
-/// A parent domain: a [`Pd`] extended with an optional [`Td`]. Cloning
+/// A parent domain: a [`Pd`] extended, without a thread domain. Cloning
 /// shares it; it keeps its PD and TD alive, and every object created on it
 /// keeps it alive. Deallocated (`ibv_dealloc_pd`) when the last is gone.
 ///
@@ -47,29 +44,8 @@ impl ParentDomain {
         Self::alloc_on(pd, None)
     }
 
-    /// A parent domain over `pd` with the thread domain `td`.
-    ///
-    /// # Safety
-    /// The provider may then serialise nothing: every object created on a
-    /// parent domain using `td` (QPs, CQs, SRQs, on this parent domain or any
-    /// other with the same `td`) must be used by one thread at a time, taken
-    /// together: no two calls into any of them (posting, polling, modifying,
-    /// arming) may run concurrently. The types stay `Send` and `Sync`; the
-    /// caller keeps this promise for them.
-    ///
-    /// # Panics
-    /// If `td` belongs to another device context than `pd` (a programming
-    /// error: open the device once and allocate both from that context).
-    pub unsafe fn with_td(pd: &Pd, td: &Td) -> Result<ParentDomain> {
-        assert!(
-            td.context().as_ptr() == pd.context().as_ptr(),
-            "ParentDomain::with_td: the thread domain belongs to another device context than the PD \
-             (open the device once and allocate both from that Context)"
-        );
-        Self::alloc_on(pd, Some(td))
-    }
-
-    fn alloc_on(pd: &Pd, td: Option<&Td>) -> Result<ParentDomain> {
+    /// A parent domain over `pd` (with `td`: only for [`super::TdParentDomain`]).
+    pub(crate) fn alloc_on(pd: &Pd, td: Option<&Td>) -> Result<ParentDomain> {
         assert!(pd.parent().is_none(), "ParentDomain: the PD is itself a parent domain; pass the plain PD it extends");
         let mut attr = ffi::ibv_parent_domain_init_attr {
             pd: pd.as_ptr(),
@@ -93,11 +69,6 @@ impl ParentDomain {
     /// The PD it extends.
     pub fn protection_domain(&self) -> &Pd {
         self.0.parent().expect("a ParentDomain always has the PD it extends")
-    }
-
-    /// Its thread domain, if it has one.
-    pub fn td(&self) -> Option<&Td> {
-        self.0.thread_domain()
     }
 }
 

@@ -23,6 +23,11 @@ pub(crate) struct MwData {
     /// The region of the last bind: the window keeps it (and the memory
     /// under it) registered for as long as the window may grant access.
     bound: Option<Mr>,
+    /// Regions of earlier binds: a rebind or unbind takes effect when the
+    /// device executes it, not when it is posted, so until then the window
+    /// may still grant access to these. Kept until the window is
+    /// deallocated or [`Mw::release_retired`]; one entry per region.
+    retired: Vec<Mr>,
 }
 
 // SAFETY: `ibv_dealloc_mw` releases what `ibv_alloc_mw` made; a window
@@ -31,13 +36,14 @@ unsafe impl Destroy for MwData {
     type Raw = ffi::ibv_mw;
     const VERB: &'static str = "ibv_dealloc_mw";
     unsafe fn destroy(&mut self, raw: NonNull<ffi::ibv_mw>) -> i32 {
-        // SAFETY: the caller's contract. `bound` drops after this: the
-        // region outlives the window.
+        // SAFETY: the caller's contract. `bound` and `retired` drop after
+        // this: the regions outlive the window.
         unsafe { ffi::ibv_dealloc_mw(raw.as_ptr()) }
     }
     fn keep_on_failure(&mut self) {
-        // The window may still grant access: keep its region registered.
+        // The window may still grant access: keep its regions registered.
         std::mem::forget(self.bound.take());
+        std::mem::forget(std::mem::take(&mut self.retired));
     }
 }
 
@@ -55,7 +61,7 @@ impl Mw {
         let mw = unsafe { ffi::ibv_alloc_mw(pd.as_ptr(), mw_type.into()) };
         let mw = NonNull::new(mw).ok_or_else(|| Error::last("ibv_alloc_mw"))?;
         // SAFETY: made by `ibv_alloc_mw` just now, owned by nothing else.
-        Ok(Mw(unsafe { Owned::new(mw, MwData { pd: pd.clone(), bound: None }) }))
+        Ok(Mw(unsafe { Owned::new(mw, MwData { pd: pd.clone(), bound: None, retired: Vec::new() }) }))
     }
 
     /// The current remote key (changes with each bind).
@@ -69,6 +75,36 @@ impl Mw {
     pub fn as_ptr(&self) -> *mut ffi::ibv_mw {
         self.0.as_ptr()
     }
+
+    /// How many regions of earlier binds the window still keeps registered
+    /// (see [`Qp::bind_mw`]).
+    pub fn retired_regions(&self) -> usize {
+        self.0.retired.len()
+    }
+
+    /// Releases the regions of earlier binds, which the window otherwise
+    /// keeps until it is deallocated (see [`Qp::bind_mw`]).
+    ///
+    /// # Safety
+    /// Every bind and unbind posted on this window has completed (its work
+    /// completion was polled, successful or not), so that the window grants
+    /// access to no region but the current one.
+    pub unsafe fn release_retired(&mut self) {
+        self.0.data_mut().retired.clear();
+    }
+
+    /// Records a posted bind to `mr` (`None`: an unbind): the region of the
+    /// previous bind joins the retired ones, once.
+    fn rebound(&mut self, mr: Option<&Mr>) {
+        let d = self.0.data_mut();
+        if let Some(old) = d.bound.take() {
+            let same = |m: &Mr| m.as_ptr() == old.as_ptr();
+            if !mr.is_some_and(same) && !d.retired.iter().any(same) {
+                d.retired.push(old);
+            }
+        }
+        d.bound = mr.cloned();
+    }
 }
 
 impl Qp {
@@ -77,10 +113,13 @@ impl Qp {
     /// with `wr_id`). Returns the window's token once the bind is posted; it
     /// is valid after the bind's completion. `len == 0` unbinds.
     ///
-    /// The window keeps a clone of `mr` until it is bound again or dropped,
-    /// so the region (and memory that it owns, such as a
-    /// [`RegisteredMem`](crate::wrap::RegisteredMem)'s) stays registered
-    /// while a peer may use the window's key.
+    /// The window keeps a clone of `mr`, so the region (and memory that it
+    /// owns, such as a [`RegisteredMem`](crate::wrap::RegisteredMem)'s)
+    /// stays registered while a peer may use the window's key. A rebind or
+    /// an unbind takes effect only when the device executes it, so the
+    /// window keeps the regions of earlier binds too (one clone per region)
+    /// until it is deallocated, or until [`Mw::release_retired`] once the
+    /// binds have completed.
     ///
     /// # Panics
     /// If the range is outside `mr`, if the window and the region are of
@@ -127,12 +166,9 @@ impl Qp {
         if rc != 0 {
             return Err(Error::code("ibv_bind_mw", rc));
         }
-        // A rebind keeps the new region; the old one is released (its
-        // deregistration, if the provider still refuses it, leaks the memory
-        // rather than freeing it: see `Mr`).
-        if len != 0 {
-            mw.0.data_mut().bound = Some(mr.clone());
-        }
+        // The old region stays with the window: until the device executes
+        // this bind, the window still grants access to it.
+        mw.rebound((len != 0).then_some(mr));
         Ok(RemoteMr { addr: mr.addr() + offset, len, rkey: mw.rkey() })
     }
 }

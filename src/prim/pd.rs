@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::device::Context;
 use super::error::{Error, Result};
 use super::handle::{Destroy, Owned};
-use super::td::Td;
+use super::td::{Td, TdKeep};
 use crate::bindings as ffi;
 
 pub(crate) struct PdInner {
@@ -15,7 +15,7 @@ pub(crate) struct PdInner {
     /// For a parent domain: the PD it extends and its thread domain, released
     /// after the parent domain (fields drop after `Drop::drop`).
     parent: Option<Pd>,
-    td: Option<Td>,
+    td: Option<TdKeep>,
 }
 
 // SAFETY: `ibv_dealloc_pd` releases what `ibv_alloc_pd` or `ibv_alloc_parent_domain` made; a PD is used only through thread-safe verbs calls.
@@ -73,7 +73,10 @@ impl Pd {
         Pd(Arc::new(
             // SAFETY: the caller's contract.
             unsafe {
-                Owned::new(pd, PdInner { ctx: parent.context().clone(), parent: Some(parent.clone()), td: td.cloned() })
+                Owned::new(
+                    pd,
+                    PdInner { ctx: parent.context().clone(), parent: Some(parent.clone()), td: td.map(Td::keep) },
+                )
             },
         ))
     }
@@ -83,9 +86,10 @@ impl Pd {
         self.0.parent.as_ref()
     }
 
-    /// For a parent domain made with a thread domain, that domain.
-    pub fn thread_domain(&self) -> Option<&Td> {
-        self.0.td.as_ref()
+    /// Whether this is a parent domain with a thread domain (only reachable
+    /// through the `unsafe` accessors of [`TdParentDomain`](super::TdParentDomain)).
+    pub fn has_thread_domain(&self) -> bool {
+        self.0.td.is_some()
     }
 
     /// The device context.

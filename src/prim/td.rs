@@ -1,9 +1,10 @@
 //! Thread domains (`ibv_alloc_td`): present on ConnectX (mlx5), reported
 //! as [`Error::Unsupported`] by providers without them (rxe among them).
 //! A thread domain takes effect through a parent domain
-//! ([`ParentDomain::with_td`](super::ParentDomain::with_td)).
+//! ([`TdParentDomain`](super::TdParentDomain)).
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -16,7 +17,7 @@ pub(crate) struct TdInner {
     ctx: Context,
 }
 
-// SAFETY: `ibv_dealloc_td` releases what the matching create verb made; a TD handle is only passed to thread-safe verbs calls (parent domain allocation, deallocation); the one-thread contract is on the objects created under it (see `ParentDomain::with_td`).
+// SAFETY: `ibv_dealloc_td` releases what the matching create verb made; a TD handle is only passed to thread-safe verbs calls (parent domain allocation, deallocation); the one-thread contract is on the objects created under it (see `prim::local`).
 unsafe impl Destroy for TdInner {
     type Raw = ffi::ibv_td;
     const VERB: &'static str = "ibv_dealloc_td";
@@ -30,12 +31,20 @@ unsafe impl Destroy for TdInner {
 /// clone and the last parent domain using it are gone.
 ///
 /// Alone it does nothing: it takes effect through a parent domain
-/// ([`ParentDomain::with_td`](super::ParentDomain::with_td)).
+/// ([`TdParentDomain`](super::TdParentDomain)).
 ///
 /// # References
 /// `ibv_alloc_td(3)`
+///
+/// Neither `Send` nor `Sync`: every object under a thread domain stays on
+/// the thread that allocated it (see [`TdParentDomain`](super::TdParentDomain)).
 #[derive(Clone)]
-pub struct Td(Arc<Owned<TdInner>>);
+pub struct Td(TdKeep, PhantomData<*const ()>);
+
+/// What a parent domain keeps of its thread domain: the handle, without the
+/// thread binding (the parent domain is reachable only through thread-bound
+/// types, see `prim::local`).
+pub(crate) type TdKeep = Arc<Owned<TdInner>>;
 
 impl fmt::Debug for Td {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -51,10 +60,13 @@ impl Td {
         // SAFETY: live context; `attr` is valid for the call.
         let td = unsafe { ffi::ibv_alloc_td(ctx.as_ptr(), &mut attr) };
         let td = NonNull::new(td).ok_or_else(|| Error::last("ibv_alloc_td").lacking("thread-domain allocation"))?;
-        Ok(Td(Arc::new(
-            // SAFETY: just made by its create verb, owned by nothing else.
-            unsafe { Owned::new(td, TdInner { ctx: ctx.clone() }) },
-        )))
+        Ok(Td(
+            Arc::new(
+                // SAFETY: just made by its create verb, owned by nothing else.
+                unsafe { Owned::new(td, TdInner { ctx: ctx.clone() }) },
+            ),
+            PhantomData,
+        ))
     }
 
     /// The device context.
@@ -65,5 +77,10 @@ impl Td {
     /// The raw thread domain.
     pub fn as_ptr(&self) -> *mut ffi::ibv_td {
         self.0.as_ptr()
+    }
+
+    /// The handle a parent domain keeps.
+    pub(crate) fn keep(&self) -> TdKeep {
+        self.0.clone()
     }
 }

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crate::prim::cm::{CmEventType, CmId, ConnParam, EventChannel, PortSpace};
-use crate::prim::{Context, Cq, Error, Pd, Qp, QpCaps, QpState, Result};
+use crate::prim::{AccessFlags, Context, Cq, Error, Pd, Qp, QpCaps, QpState, Result};
 
 /// Settings of [`connect_rc_cm`] and [`accept_rc_cm`]: start from
 /// [`CmOpts::default`] and chain the setters.
@@ -16,6 +16,7 @@ pub struct CmOpts {
     pub(crate) private_data: Vec<u8>,
     pub(crate) rd_atomic: u8,
     pub(crate) timeout: Duration,
+    pub(crate) access: AccessFlags,
 }
 
 impl Default for CmOpts {
@@ -26,6 +27,7 @@ impl Default for CmOpts {
             private_data: Vec::new(),
             rd_atomic: 1,
             timeout: Duration::from_secs(5),
+            access: AccessFlags::empty(),
         }
     }
 }
@@ -44,6 +46,11 @@ impl CmOpts {
         const rd_atomic: u8;
         /// Bound on each step (address, route, connection). Default 5 s.
         const timeout: Duration;
+        /// Remote access the peer gets through the QP (`REMOTE_WRITE`,
+        /// `REMOTE_READ`, `REMOTE_ATOMIC`; see [`CmId::set_access`]).
+        /// Default empty, as [`ConnectOpts::access`](crate::prim::ConnectOpts::access):
+        /// the peer can send, but not read or write this side's memory.
+        const access: AccessFlags;
     }
 
     fn param(&self) -> ConnParam<'_> {
@@ -119,6 +126,7 @@ pub fn connect_rc_cm(addr: SocketAddr, opts: &CmOpts) -> Result<CmConn> {
     id.resolve_route(opts.timeout)?;
     id.expect(CmEventType::ROUTE_RESOLVED, Instant::now() + opts.timeout + Duration::from_secs(1))?;
     let (pd, send_cq, recv_cq, qp) = parts(&id, opts)?;
+    id.set_access(opts.access);
     id.connect(&qp, &opts.param())?;
     let ev = id.expect(CmEventType::CONNECT_RESPONSE, Instant::now() + opts.timeout)?;
     id.establish(&qp)?;
@@ -182,6 +190,7 @@ impl CmRequest {
     /// `opts.timeout`) for the connection to be established.
     pub fn accept(self, opts: &CmOpts) -> Result<CmConn> {
         let (pd, send_cq, recv_cq, qp) = parts(&self.id, opts)?;
+        self.id.set_access(opts.access);
         self.id.accept(&qp, &opts.param())?;
         self.id.expect(CmEventType::ESTABLISHED, Instant::now() + opts.timeout)?;
         debug_assert_eq!(qp.query_state().ok(), Some(QpState::RTS));

@@ -285,6 +285,8 @@ fn uc_through_rdmacm_write_and_send() {
     let conn = req.take_request().expect("a new id");
     assert_eq!(conn.port_space(), PortSpace::Uc);
     let (spd, scq, sqp) = qp_parts(&conn, QpType::UC);
+    // The client WRITEs into `target`: the server's QP must allow it.
+    conn.set_access(rrddmma::prim::AccessFlags::REMOTE_WRITE);
     let target = RegisteredMem::new(&spd, 4096).unwrap();
     let token = target.remote().to_bytes();
     conn.accept(&sqp, &ConnParam { private_data: &token, ..uc }).unwrap();
@@ -481,5 +483,144 @@ fn thousand_connect_disconnect_cycles_leak_nothing() {
         after = resource_counts(&dev);
     }
     assert_eq!(after, before, "rdma resource counts on {dev} before and after {cycles} cycles");
+    drop(l);
+}
+
+/// Issue 22: `CmId::expect` consumed other ids' events on a shared channel
+/// and failed on them; a connect request taken that way was destroyed.
+#[test]
+#[ignore = "needs the harness's CM device (RRDDMMA_CM_ADDR)"]
+fn regression_cm_expect_keeps_other_ids_events_on_a_shared_channel() {
+    use rrddmma::prim::QpType;
+    let deadline = || Instant::now() + Duration::from_secs(5);
+    let settle = || std::thread::sleep(Duration::from_millis(1500));
+    let ch = EventChannel::create().unwrap();
+    let listener = CmId::create(&ch, PortSpace::Rc).unwrap();
+    listener.bind(SocketAddr::new(cm_ip(), 0)).unwrap();
+    listener.listen(4).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let client = CmId::create(&ch, PortSpace::Rc).unwrap();
+    client.resolve_addr(None, addr, Duration::from_secs(2)).unwrap();
+    settle();
+    // The listener waits first and reads the client's ADDR_RESOLVED: kept for the client.
+    let err = listener.expect(CmEventType::CONNECT_REQUEST, Instant::now() + Duration::from_millis(300));
+    assert!(matches!(err, Err(Error::Timeout { .. })), "{err:?}");
+    client.expect(CmEventType::ADDR_RESOLVED, deadline()).expect("the client's event was kept for it");
+    client.resolve_route(Duration::from_secs(2)).unwrap();
+    client.expect(CmEventType::ROUTE_RESOLVED, deadline()).unwrap();
+    let (_cpd, _ccq, cqp) = qp_parts(&client, QpType::RC);
+    client.connect(&cqp, &ConnParam { private_data: b"one channel", ..ConnParam::default() }).unwrap();
+    settle();
+    // The client waits for its response and reads the listener's request: kept for the listener.
+    let err = client.expect(CmEventType::CONNECT_RESPONSE, Instant::now() + Duration::from_millis(300));
+    assert!(matches!(err, Err(Error::Timeout { .. })), "{err:?}");
+    let mut req = listener.expect(CmEventType::CONNECT_REQUEST, deadline()).expect("the request was kept");
+    padded_prefix(req.private_data(), b"one channel");
+    let conn = req.take_request().expect("the request's id, alive");
+    let (_spd, _scq, sqp) = qp_parts(&conn, QpType::RC);
+    conn.accept(&sqp, &ConnParam::default()).unwrap();
+    client.expect(CmEventType::CONNECT_RESPONSE, deadline()).unwrap();
+    client.establish(&cqp).unwrap();
+    conn.expect(CmEventType::ESTABLISHED, deadline()).unwrap();
+    assert_eq!(cqp.query_state().unwrap(), QpState::RTS);
+
+    // An id's queued events go with it: nothing stale is left on the channel.
+    let other = CmId::create(&ch, PortSpace::Rc).unwrap();
+    other.resolve_addr(None, addr, Duration::from_secs(2)).unwrap();
+    settle();
+    let err = listener.expect(CmEventType::CONNECT_REQUEST, Instant::now() + Duration::from_millis(300));
+    assert!(matches!(err, Err(Error::Timeout { .. })), "{err:?}");
+    drop(other);
+    let err = ch.get().expect_err("the dropped id's ADDR_RESOLVED went with it");
+    assert_eq!(std::io::Error::from(err).kind(), std::io::ErrorKind::WouldBlock);
+}
+
+/// Issue 22: the CM paths gave the QP remote write (and read and atomics)
+/// whatever was asked, so a peer could write into every region of the PD.
+#[test]
+#[ignore = "needs the harness's CM device (RRDDMMA_CM_ADDR)"]
+fn regression_cm_connection_grants_no_remote_write_unless_asked() {
+    use rrddmma::prim::AccessFlags;
+    for granted in [AccessFlags::empty(), AccessFlags::REMOTE_WRITE] {
+        let (l, addr) = listener();
+        let server = std::thread::spawn(move || accept_rc_cm(&l, &CmOpts::default().access(granted)).unwrap());
+        let client = connect_rc_cm(addr, &CmOpts::default()).unwrap();
+        let server = server.join().unwrap();
+        // A region registered with the default access, remote write among
+        // it: only the QP's access stands in the way.
+        let target = RegisteredMem::new(&server.pd, 4096).unwrap();
+        let mut src = RegisteredMem::new(&client.pd, 64).unwrap();
+        src.write(0, &[0xa5; 64]);
+        let sge = [src.sge(0..64)];
+        let at = target.remote().checked_at(128, 64).unwrap();
+        // SAFETY: `src` is registered on the client's PD and outlives the completion polled below.
+        unsafe { client.qp.post_send(&mut [SendWr::write(&sge, at).wr_id(9).signaled()]) }.unwrap();
+        let wc = poll_one(&client.send_cq);
+        let mut got = vec![0xffu8; 4096];
+        target.read(0, &mut got);
+        if granted.is_empty() {
+            assert!(
+                matches!(wc.status(), WcStatus::REM_ACCESS_ERR | WcStatus::REM_INV_REQ_ERR),
+                "a WRITE to a QP connected without remote write: {:?}",
+                wc.status()
+            );
+            assert!(got.iter().all(|b| *b == 0), "the region is unchanged");
+            eprintln!("no remote write granted: the peer's WRITE ended {:?}", wc.status());
+        } else {
+            assert_eq!(wc.status(), WcStatus::SUCCESS);
+            assert!(got[128..192].iter().all(|b| *b == 0xa5) && got[..128].iter().all(|b| *b == 0));
+        }
+    }
+}
+
+/// Issue 22: `CmId` is `Sync`, and its accessors read fields librdmacm
+/// writes while resolving; they now read under the channel's lock. Threads
+/// read them throughout address and route resolution and see whole values.
+#[test]
+#[ignore = "needs the harness's CM device (RRDDMMA_CM_ADDR)"]
+fn regression_cm_id_accessors_from_threads_during_resolution_see_whole_values() {
+    let (l, addr) = listener();
+    let ch = EventChannel::create().unwrap();
+    for _ in 0..20 {
+        let id = std::sync::Arc::new(CmId::create(&ch, PortSpace::Rc).unwrap());
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let started = std::sync::Arc::new(std::sync::Barrier::new(4));
+        let readers: Vec<_> = (0..3)
+            .map(|_| {
+                let (id, stop, started) = (id.clone(), stop.clone(), started.clone());
+                std::thread::spawn(move || {
+                    let mut seen = 0u64;
+                    started.wait();
+                    loop {
+                        if let Some(p) = id.peer_addr() {
+                            assert_eq!(p, addr, "a torn peer address");
+                        }
+                        if let Some(a) = id.local_addr() {
+                            assert!(a.ip() == cm_ip() || a.ip().is_unspecified(), "a torn local address {a}");
+                        }
+                        if let Some(d) = id.device_name() {
+                            assert!(!d.is_empty());
+                        }
+                        let _ = id.port_num();
+                        seen += 1;
+                        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            break seen;
+                        }
+                    }
+                })
+            })
+            .collect();
+        started.wait();
+        id.resolve_addr(None, addr, Duration::from_secs(2)).unwrap();
+        id.expect(CmEventType::ADDR_RESOLVED, Instant::now() + Duration::from_secs(5)).unwrap();
+        id.resolve_route(Duration::from_secs(2)).unwrap();
+        id.expect(CmEventType::ROUTE_RESOLVED, Instant::now() + Duration::from_secs(5)).unwrap();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for r in readers {
+            assert!(r.join().expect("a reader saw a torn value") > 0);
+        }
+        assert_eq!(id.peer_addr(), Some(addr));
+        assert_eq!(id.local_addr().map(|a| a.ip()), Some(cm_ip()));
+    }
     drop(l);
 }

@@ -6,7 +6,9 @@ use std::fs::{self, File, OpenOptions};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::process::Command;
 
-use rrddmma::prim::{AccessFlags, Context, Cq, Error, Mr, ParentDomain, Pd, Qp, QpCaps, QpType, SendWr, Td, WcStatus};
+use rrddmma::prim::{
+    AccessFlags, Context, Cq, Error, Mr, ParentDomain, Pd, Qp, QpCaps, QpType, SendWr, Td, TdParentDomain, WcStatus,
+};
 
 use crate::common::{open_device, opts, poll_one, Buf};
 
@@ -61,12 +63,14 @@ fn thread_and_parent_domains_or_unsupported() {
         Err(e) if rxe => assert_unsupported(&e, "ibv_alloc_td", "thread-domain allocation"),
         Err(e) => assert!(e.is_unsupported(), "{e:?}"),
         Ok(td) => {
-            // SAFETY: every object on this parent domain is used by this thread only.
-            let dom = unsafe { ParentDomain::with_td(&pd, &td) }.unwrap();
-            assert!(dom.td().is_some() && dom.thread_domain().is_some());
-            let cq = Cq::builder(&ctx, 16).parent_domain(&dom).build().unwrap();
-            let qa = Qp::builder(&dom, QpType::RC, &cq, &cq).build().unwrap();
-            write_through(&ctx, &dom, &cq, &qa, &pd);
+            let dom = TdParentDomain::alloc(&pd, &td).unwrap();
+            assert_eq!(dom.protection_domain().as_ptr(), pd.as_ptr());
+            let cq = dom.cq(16).unwrap();
+            let qa = dom.qp(QpType::RC, &cq, &cq, QpCaps::default()).unwrap();
+            // SAFETY: every object on this parent domain stays on this thread.
+            let (pdom, cq, qa) = unsafe { (dom.as_parent_domain(), cq.as_cq(), qa.as_qp()) };
+            assert!(pdom.has_thread_domain());
+            write_through(&ctx, pdom, cq, qa, &pd);
         }
     }
 
@@ -81,7 +85,7 @@ fn thread_and_parent_domains_or_unsupported() {
         Ok(dom) => dom,
     };
     assert_eq!(dom.protection_domain().as_ptr(), pd.as_ptr());
-    assert!(dom.parent().is_some() && dom.td().is_none());
+    assert!(dom.parent().is_some() && !dom.has_thread_domain());
     // A CQ on the parent domain, classic and extended; a QP on it through
     // the QP builder, carrying data.
     let cq = Cq::builder(&ctx, 16).parent_domain(&dom).build().unwrap();

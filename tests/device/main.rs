@@ -20,6 +20,8 @@ mod features;
 mod loopback;
 mod mlx5dv;
 mod ops;
+mod prim_regressions;
+mod resources;
 mod stress;
 mod ud_srq;
 mod wrap;

@@ -1,12 +1,13 @@
 //! CM events, copied out of librdmacm and acknowledged at once.
 
 use std::fmt;
+use std::ptr::NonNull;
 
 use crate::bindings::cm as cmffi;
 use crate::prim::cvalue::c_type;
 use crate::prim::{AhAttr, Error, Result};
 
-use super::{CmId, EventChannel, PortSpace};
+use super::{CmId, PortSpace};
 
 c_type! {
     /// The kind of a CM event (`enum rdma_cm_event_type`): a newtype, so a value
@@ -60,6 +61,100 @@ pub struct UdParam {
     pub qkey: u32,
 }
 
+/// An event as read from the channel: copied out of librdmacm and
+/// acknowledged. A connect request's new id is owned here until the event
+/// is handed out; dropping the event destroys that id, which rejects the
+/// request.
+pub(super) struct RawEvent {
+    kind: CmEventType,
+    status: i32,
+    id: *mut cmffi::rdma_cm_id,
+    listen_id: *mut cmffi::rdma_cm_id,
+    private_data: Vec<u8>,
+    ud: Option<UdParam>,
+    new_id: Option<(NonNull<cmffi::rdma_cm_id>, PortSpace)>,
+}
+
+// SAFETY: the raw id pointers are only compared, never dereferenced, except
+// `new_id`, which the event owns alone (librdmacm ids may be used and
+// destroyed from any thread).
+unsafe impl Send for RawEvent {}
+
+impl RawEvent {
+    /// Copies `ev` out and acknowledges it.
+    ///
+    /// # Safety
+    /// `ev` is a live event just read from a channel, not yet acknowledged,
+    /// read under the channel's lock.
+    pub(super) unsafe fn read(ev: *mut cmffi::rdma_cm_event) -> RawEvent {
+        // SAFETY: caller: `ev` is live until acked below.
+        let e = unsafe { &*ev };
+        let kind = CmEventType::from(e.event);
+        // SAFETY: the event's id is live while the event is.
+        let ps = (!e.id.is_null()).then(|| unsafe { PortSpace::of(e.id) });
+        let ud_ps = ps == Some(PortSpace::Ud);
+        // SAFETY: the union member in use follows the id's port space
+        // (`ud` for UDP/IPoIB, `conn` otherwise), as librdmacm fills it.
+        let (pd, len, ud) = unsafe {
+            if ud_ps {
+                let u = e.param.ud.as_ref();
+                let ud = matches!(kind, CmEventType::ESTABLISHED | CmEventType::MULTICAST_JOIN).then(|| UdParam {
+                    ah_attr: AhAttr::from_raw(u.ah_attr),
+                    qpn: u.qp_num,
+                    qkey: u.qkey,
+                });
+                (u.private_data, u.private_data_len, ud)
+            } else {
+                {
+                    let c = e.param.conn.as_ref();
+                    (c.private_data, c.private_data_len, None)
+                }
+            }
+        };
+        let private_data = if pd.is_null() || len == 0 {
+            Vec::new()
+        } else {
+            // SAFETY: librdmacm: `private_data` holds `private_data_len` bytes while the event lives.
+            unsafe { std::slice::from_raw_parts(pd.cast::<u8>(), usize::from(len)) }.to_vec()
+        };
+        // A connect request's id is new and ours to own.
+        let new_id = match (kind, NonNull::new(e.id)) {
+            (CmEventType::CONNECT_REQUEST, Some(id)) => Some((id, ps.unwrap_or(PortSpace::Rc))),
+            _ => None,
+        };
+        let out = RawEvent { kind, status: e.status, id: e.id, listen_id: e.listen_id, private_data, ud, new_id };
+        // SAFETY: acked exactly once; nothing above keeps a pointer into it.
+        let _ = unsafe { cmffi::rdma_ack_cm_event(ev) };
+        out
+    }
+
+    /// Whether the event is for `id`: as the id, or as the listening id of
+    /// a connect request.
+    pub(super) fn is_for(&self, id: *mut cmffi::rdma_cm_id) -> bool {
+        self.id == id || (self.kind == CmEventType::CONNECT_REQUEST && self.listen_id == id)
+    }
+
+    /// Whether the event holds a connect request's new id.
+    pub(super) fn is_request(&self) -> bool {
+        self.new_id.is_some()
+    }
+
+    /// The new id of a connect request, now the caller's to own.
+    pub(super) fn take_new_id(&mut self) -> Option<(NonNull<cmffi::rdma_cm_id>, PortSpace)> {
+        self.new_id.take()
+    }
+}
+
+impl Drop for RawEvent {
+    fn drop(&mut self) {
+        if let Some((id, _)) = self.new_id.take() {
+            // SAFETY: the request's id is owned by this event alone; its
+            // events were acked when read. Destroying it rejects the request.
+            let _ = unsafe { cmffi::rdma_destroy_id(id.as_ptr()) };
+        }
+    }
+}
+
 /// One CM event. Reading it acknowledged it (`rdma_ack_cm_event`); what it
 /// carried is copied here. A `CONNECT_REQUEST` brings the new [`CmId`]
 /// ([`take_request`](Self::take_request)); dropping the event without taking
@@ -91,51 +186,17 @@ impl fmt::Debug for CmEvent {
 }
 
 impl CmEvent {
-    /// Copies `ev` out and acknowledges it.
-    ///
-    /// # Safety
-    /// `ev` is a live event just read from `channel`, not yet acknowledged.
-    pub(super) unsafe fn take(ev: *mut cmffi::rdma_cm_event, channel: &EventChannel) -> CmEvent {
-        // SAFETY: caller: `ev` is live until acked below.
-        let e = unsafe { &*ev };
-        let kind = CmEventType::from(e.event);
-        // SAFETY: the event's id is live while the event is.
-        let ps = (!e.id.is_null()).then(|| unsafe { PortSpace::of(e.id) });
-        let ud_ps = ps == Some(PortSpace::Ud);
-        // SAFETY: the union member in use follows the id's port space
-        // (`ud` for UDP/IPoIB, `conn` otherwise), as librdmacm fills it.
-        let (pd, len, ud) = unsafe {
-            if ud_ps {
-                let u = e.param.ud.as_ref();
-                let ud = matches!(kind, CmEventType::ESTABLISHED | CmEventType::MULTICAST_JOIN).then(|| UdParam {
-                    ah_attr: AhAttr::from_raw(u.ah_attr),
-                    qpn: u.qp_num,
-                    qkey: u.qkey,
-                });
-                (u.private_data, u.private_data_len, ud)
-            } else {
-                {
-                    let c = e.param.conn.as_ref();
-                    (c.private_data, c.private_data_len, None)
-                }
-            }
-        };
-        let private_data = if pd.is_null() || len == 0 {
-            Vec::new()
-        } else {
-            // SAFETY: librdmacm: `private_data` holds `private_data_len` bytes while the event lives.
-            unsafe { std::slice::from_raw_parts(pd.cast::<u8>(), usize::from(len)) }.to_vec()
-        };
-        let request = (kind == CmEventType::CONNECT_REQUEST && !e.id.is_null()).then(|| {
-            let ps = ps.unwrap_or(PortSpace::Rc);
-            // SAFETY: a connect request's id is new and ours to own; it is on
-            // the listener's channel.
-            unsafe { CmId::from_request(e.id, channel, ps) }
-        });
-        let out = CmEvent { kind, status: e.status, id: e.id, listen_id: e.listen_id, private_data, ud, request };
-        // SAFETY: acked exactly once; nothing above keeps a pointer into it.
-        let _ = unsafe { cmffi::rdma_ack_cm_event(ev) };
-        out
+    /// The event handed out, with the request's id already made a [`CmId`].
+    pub(super) fn new(mut raw: RawEvent, request: Option<CmId>) -> CmEvent {
+        CmEvent {
+            kind: raw.kind,
+            status: raw.status,
+            id: raw.id,
+            listen_id: raw.listen_id,
+            private_data: std::mem::take(&mut raw.private_data),
+            ud: raw.ud,
+            request,
+        }
     }
 
     /// The kind.

@@ -1,7 +1,7 @@
 //! Connection management through librdmacm (feature `cm`): peers addressed by
 //! IP address and port, connections set up by the kernel's RDMA CM.
 //!
-//! - [`EventChannel`]: where CM events arrive (a file descriptor: [`AsFd`],
+//! - [`EventChannel`]: where CM events arrive (a file descriptor: [`AsFd`](std::os::fd::AsFd),
 //!   [`EventChannel::wait`] with a deadline, non-blocking [`EventChannel::get`]).
 //! - [`CmId`]: one CM identifier (RC or UD port space): address and route
 //!   resolution, `listen`, `connect` / `accept` / `reject` / `disconnect`,
@@ -18,21 +18,21 @@
 
 use std::ffi::CStr;
 use std::fmt;
-use std::io;
 use std::mem;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::ptr::{self, NonNull};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::bindings as ffi;
 use crate::bindings::cm as cmffi;
 
 use super::handle::{Destroy, Owned};
-use super::{Error, Qp, QpAttr, QpState, Result};
+use super::{AccessFlags, Error, Qp, QpAttr, QpState, Result};
 
+mod channel;
 mod event;
+pub use channel::{EventChannel, QUEUED_REQUESTS_MAX};
 pub use event::{CmEvent, CmEventType, UdParam};
 
 /// Largest private data, in bytes, that each CM message carries for the
@@ -100,116 +100,6 @@ impl PortSpace {
     }
 }
 
-/// What [`Owned`] needs to destroy an event channel.
-pub(crate) struct ChannelHandle;
-
-// SAFETY: `rdma_destroy_event_channel` releases what
-// `rdma_create_event_channel` made; channels are used from any thread
-// (`rdma_get_cm_event` is a `read` on the channel's descriptor, safe to
-// call concurrently).
-unsafe impl Destroy for ChannelHandle {
-    type Raw = cmffi::rdma_event_channel;
-    const VERB: &'static str = "rdma_destroy_event_channel";
-    unsafe fn destroy(&mut self, raw: NonNull<cmffi::rdma_event_channel>) -> i32 {
-        // SAFETY: the caller's contract; every CmId holds this channel by
-        // `Arc`, so none lives any more. The call returns nothing.
-        unsafe { cmffi::rdma_destroy_event_channel(raw.as_ptr()) };
-        0
-    }
-}
-
-/// An RDMA CM event channel (`rdma_event_channel`). Cheap to clone (shared);
-/// destroyed when the last clone and the last [`CmId`] on it are gone.
-///
-/// Its descriptor is non-blocking: [`get`](Self::get) returns an error of
-/// kind [`io::ErrorKind::WouldBlock`] when no event is queued, and
-/// [`wait`](Self::wait) polls it up to a deadline.
-#[derive(Clone)]
-pub struct EventChannel(Arc<Owned<ChannelHandle>>);
-
-impl fmt::Debug for EventChannel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EventChannel").field("fd", &self.as_raw_fd()).finish()
-    }
-}
-
-impl EventChannel {
-    /// Opens a channel (`rdma_create_event_channel`), its descriptor set non-blocking.
-    ///
-    /// # References
-    /// `rdma_create_event_channel(3)`
-    #[doc(alias = "rdma_create_event_channel")]
-    pub fn create() -> Result<EventChannel> {
-        ffi::register_static_providers();
-        // SAFETY: no arguments; null on failure with errno set.
-        let raw = unsafe { cmffi::rdma_create_event_channel() };
-        let raw = NonNull::new(raw).ok_or_else(|| Error::last("rdma_create_event_channel"))?;
-        // SAFETY: made by `rdma_create_event_channel` just now, owned by nothing else.
-        let ch = EventChannel(Arc::new(unsafe { Owned::new(raw, ChannelHandle) }));
-        let fd = ch.as_raw_fd();
-        // SAFETY: `fd` is the channel's open descriptor; F_GETFL/F_SETFL take ints.
-        let rc = unsafe { libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK) };
-        if rc < 0 {
-            return Err(Error::last("fcntl(O_NONBLOCK) on the CM event channel"));
-        }
-        Ok(ch)
-    }
-
-    /// The raw channel, for librdmacm calls of your own.
-    pub fn as_ptr(&self) -> *mut cmffi::rdma_event_channel {
-        self.0.as_ptr()
-    }
-
-    /// The next event if one is queued; an error of kind
-    /// [`io::ErrorKind::WouldBlock`] (`errno` `EAGAIN`) otherwise.
-    pub fn get(&self) -> Result<CmEvent> {
-        let mut ev: *mut cmffi::rdma_cm_event = ptr::null_mut();
-        // SAFETY: live channel; `ev` receives an event owned by librdmacm until acked.
-        let rc = unsafe { cmffi::rdma_get_cm_event(self.0.as_ptr(), &mut ev) };
-        if rc != 0 {
-            return Err(Error::last("rdma_get_cm_event"));
-        }
-        // SAFETY: `ev` is a live event from this channel, acked exactly once inside.
-        Ok(unsafe { CmEvent::take(ev, self) })
-    }
-
-    /// The next event, waiting until `deadline`; [`Error::Timeout`] past it.
-    pub fn wait(&self, deadline: Instant) -> Result<CmEvent> {
-        let allowed = deadline.saturating_duration_since(Instant::now());
-        loop {
-            match self.get() {
-                Err(Error::Verbs { errno, .. }) if errno == libc::EAGAIN => {}
-                other => return other,
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(Error::Timeout { op: "waiting for a CM event", after: allowed });
-            }
-            let ms = (deadline - now).as_millis().clamp(1, i32::MAX as u128) as i32;
-            let mut pfd = libc::pollfd { fd: self.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-            // SAFETY: one valid pollfd.
-            let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
-            if rc < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                return Err(Error::last("poll on the CM event channel"));
-            }
-        }
-    }
-}
-
-impl AsFd for EventChannel {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        // SAFETY: the descriptor stays open while the channel (borrowed here) lives.
-        unsafe { BorrowedFd::borrow_raw(self.as_raw_fd()) }
-    }
-}
-
-impl AsRawFd for EventChannel {
-    fn as_raw_fd(&self) -> RawFd {
-        // SAFETY: live channel; `fd` is set at creation and never changed.
-        unsafe { (*self.0.as_ptr()).fd }
-    }
-}
-
 /// Connection parameters of [`CmId::connect`] and [`CmId::accept`].
 #[derive(Clone, Debug)]
 pub struct ConnParam<'a> {
@@ -236,11 +126,20 @@ impl Default for ConnParam<'_> {
 /// An RDMA CM identifier (`rdma_cm_id`) of one port space, on an
 /// [`EventChannel`] it holds by `Arc`. Destroyed on drop (`rdma_destroy_id`),
 /// which for a connected id tells the peer.
+///
+/// `Send` and `Sync`: librdmacm writes into the id (its addresses, device
+/// and port) during the calls on it and while reading its events from the
+/// channel; this crate makes each of those calls, and each read of
+/// [`local_addr`](Self::local_addr), [`peer_addr`](Self::peer_addr),
+/// [`device_name`](Self::device_name) and [`port_num`](Self::port_num),
+/// under the channel's lock.
 pub struct CmId {
-    /// The id, destroyed first: the channel drops after it.
+    /// The id and its channel: the id is destroyed first.
     raw: Owned<CmIdHandle>,
-    channel: EventChannel,
     ps: PortSpace,
+    /// The remote access the QP gets in the CM's INIT attributes
+    /// ([`CmId::set_access`]), as `AccessFlags` bits.
+    access: AtomicU32,
 }
 
 impl fmt::Debug for CmId {
@@ -253,19 +152,27 @@ impl fmt::Debug for CmId {
     }
 }
 
-/// What [`Owned`] needs to destroy a CM id; its channel is a field of
-/// [`CmId`] after the handle.
-pub(crate) struct CmIdHandle;
+/// What [`Owned`] needs to destroy a CM id: the channel its events arrive
+/// on, which outlives it.
+pub(crate) struct CmIdHandle {
+    channel: EventChannel,
+}
 
 // SAFETY: `rdma_destroy_id` releases what `rdma_create_id` (or a connect
 // request, or `rdma_create_ep`) made; librdmacm's id calls take the id's own
-// lock, and every `&self` method of `CmId` is a call safe concurrently.
+// lock, and every `&self` method of `CmId` that calls librdmacm on the id or
+// reads its fields does so under the channel's lock (see `CmId`).
 unsafe impl Destroy for CmIdHandle {
     type Raw = cmffi::rdma_cm_id;
     const VERB: &'static str = "rdma_destroy_id";
     unsafe fn destroy(&mut self, raw: NonNull<cmffi::rdma_cm_id>) -> i32 {
+        let mut q = self.channel.lock();
+        // Events queued for the id go with it (a queued connect request
+        // for a listener is rejected): none may outlive it, as its address
+        // may be reused by a later id.
+        drop(q.drain_for(raw.as_ptr()));
         // SAFETY: the caller's contract; its events were acked when read
-        // (CmEvent::take), so the call does not block; no QP was created on
+        // (RawEvent::read), so the call does not block; no QP was created on
         // it by librdmacm.
         unsafe { cmffi::rdma_destroy_id(raw.as_ptr()) }
     }
@@ -396,7 +303,7 @@ impl CmId {
         }
         let raw = NonNull::new(raw).ok_or(Error::Verbs { op: "rdma_create_id", errno: libc::EINVAL })?;
         // SAFETY: made by `rdma_create_id` just now, owned by nothing else.
-        Ok(CmId { raw: unsafe { Owned::new(raw, CmIdHandle) }, channel: channel.clone(), ps })
+        Ok(unsafe { CmId::own(raw, channel, ps) })
     }
 
     /// A new id in port space `ps` on `channel`, bound to `addr` (port 0:
@@ -450,7 +357,32 @@ impl CmId {
     pub(crate) unsafe fn from_request(raw: *mut cmffi::rdma_cm_id, channel: &EventChannel, ps: PortSpace) -> CmId {
         let raw = NonNull::new(raw).expect("CmId::from_request: a null id");
         // SAFETY: the caller's contract.
-        CmId { raw: unsafe { Owned::new(raw, CmIdHandle) }, channel: channel.clone(), ps }
+        unsafe { CmId::own(raw, channel, ps) }
+    }
+
+    /// Takes ownership of `raw`, with no remote access for its QP.
+    ///
+    /// # Safety
+    /// `raw` is a live id on `channel`, owned by no one else.
+    unsafe fn own(raw: NonNull<cmffi::rdma_cm_id>, channel: &EventChannel, ps: PortSpace) -> CmId {
+        // SAFETY: the caller's contract.
+        let raw = unsafe { Owned::new(raw, CmIdHandle { channel: channel.clone() }) };
+        CmId { raw, ps, access: AtomicU32::new(0) }
+    }
+
+    /// Runs `f` on the raw id under the channel's lock (see [`CmId`]).
+    fn locked<R>(&self, f: impl FnOnce(*mut cmffi::rdma_cm_id) -> R) -> R {
+        let _q = self.channel().lock();
+        f(self.raw.as_ptr())
+    }
+
+    /// A librdmacm call on the id, under the channel's lock; its C return
+    /// code becomes [`Error::Verbs`] with `errno`.
+    fn call(&self, op: &'static str, f: impl FnOnce(*mut cmffi::rdma_cm_id) -> i32) -> Result<()> {
+        if self.locked(f) != 0 {
+            return Err(Error::last(op));
+        }
+        Ok(())
     }
 
     /// The raw id, for librdmacm calls of your own.
@@ -465,29 +397,62 @@ impl CmId {
 
     /// The channel its events arrive on.
     pub fn channel(&self) -> &EventChannel {
-        &self.channel
+        &self.raw.channel
     }
 
-    /// Moves the id (and its future events) to another channel (`rdma_migrate_id`).
+    /// Moves the id, its future events and those queued for it on its
+    /// channel, to another channel (`rdma_migrate_id`).
     pub fn migrate(&mut self, channel: &EventChannel) -> Result<()> {
-        // SAFETY: owned id, live channel; events of the id were acked when read.
-        let rc = unsafe { cmffi::rdma_migrate_id(self.raw.as_ptr(), channel.as_ptr()) };
+        let old = self.channel().clone();
+        let id = self.raw.as_ptr();
+        // SAFETY (both calls): owned id, live channel; events of the id
+        // were acked when read.
+        if old.same(channel) {
+            return self.call("rdma_migrate_id", |id| unsafe { cmffi::rdma_migrate_id(id, channel.as_ptr()) });
+        }
+        // Both channels locked (in address order, so that two migrations
+        // the other way round cannot deadlock): the id's queued events move
+        // ahead of any that arrive on the new channel.
+        let (mut q_old, mut q_new) = if old.as_ptr() < channel.as_ptr() {
+            let a = old.lock();
+            (a, channel.lock())
+        } else {
+            let b = channel.lock();
+            (old.lock(), b)
+        };
+        // SAFETY: as above.
+        let rc = unsafe { cmffi::rdma_migrate_id(id, channel.as_ptr()) };
         if rc != 0 {
             return Err(Error::last("rdma_migrate_id"));
         }
-        self.channel = channel.clone();
+        q_new.extend(q_old.drain_for(id));
+        drop((q_old, q_new));
+        self.raw.data_mut().channel = channel.clone();
         Ok(())
+    }
+
+    /// The remote access (`REMOTE_WRITE`, `REMOTE_READ`, `REMOTE_ATOMIC`)
+    /// the QP gets when the id moves it to INIT ([`qp_attr`](Self::qp_attr),
+    /// [`connect`](Self::connect), [`accept`](Self::accept),
+    /// [`establish`](Self::establish)), in place of the flags the CM would
+    /// give (remote write, and read and atomics with responder resources).
+    /// Default empty, as [`ConnectOpts::access`](crate::prim::ConnectOpts::access):
+    /// a peer gets no RDMA access to this side's memory unless granted here.
+    /// Set it before `connect` or `accept`.
+    pub fn set_access(&self, access: AccessFlags) {
+        self.access.store(access.bits(), Ordering::Relaxed);
+    }
+
+    /// The remote access set with [`set_access`](Self::set_access).
+    pub fn access(&self) -> AccessFlags {
+        AccessFlags::from_bits_retain(self.access.load(Ordering::Relaxed))
     }
 
     /// Binds to a local address (port 0: any); needed before [`listen`](Self::listen).
     pub fn bind(&self, addr: SocketAddr) -> Result<()> {
         let mut sa = to_sockaddr(addr);
         // SAFETY: owned id; `sa` is a valid sockaddr for the call.
-        let rc = unsafe { cmffi::rdma_bind_addr(self.raw.as_ptr(), ptr::addr_of_mut!(sa).cast()) };
-        if rc != 0 {
-            return Err(Error::last("rdma_bind_addr"));
-        }
-        Ok(())
+        self.call("rdma_bind_addr", |id| unsafe { cmffi::rdma_bind_addr(id, ptr::addr_of_mut!(sa).cast()) })
     }
 
     /// Sets the local ACK timeout the CM gives the QP for RTS
@@ -502,19 +467,15 @@ impl CmId {
         check_ack_timeout(timeout);
         let mut v = timeout;
         // SAFETY: owned id; the option value is one byte, copied by the call.
-        let rc = unsafe {
+        self.call("rdma_set_option(ACK_TIMEOUT)", |id| unsafe {
             cmffi::rdma_set_option(
-                self.raw.as_ptr(),
+                id,
                 cmffi::RDMA_OPTION_ID.0 as i32,
                 cmffi::RDMA_OPTION_ID_ACK_TIMEOUT.0 as i32,
                 ptr::addr_of_mut!(v).cast(),
                 1,
             )
-        };
-        if rc != 0 {
-            return Err(Error::last("rdma_set_option(ACK_TIMEOUT)"));
-        }
-        Ok(())
+        })
     }
 
     /// Starts resolving `dst` (and binding to a device); completes with an
@@ -528,11 +489,9 @@ impl CmId {
         let mut d = to_sockaddr(dst);
         let sp = s.as_mut().map_or(ptr::null_mut(), |s| ptr::addr_of_mut!(*s).cast());
         // SAFETY: owned id; the addresses are valid for the call (copied by librdmacm).
-        let rc = unsafe { cmffi::rdma_resolve_addr(self.raw.as_ptr(), sp, ptr::addr_of_mut!(d).cast(), ms) };
-        if rc != 0 {
-            return Err(Error::last("rdma_resolve_addr"));
-        }
-        Ok(())
+        self.call("rdma_resolve_addr", |id| unsafe {
+            cmffi::rdma_resolve_addr(id, sp, ptr::addr_of_mut!(d).cast(), ms)
+        })
     }
 
     /// Starts resolving the route; completes with `ROUTE_RESOLVED` or `ROUTE_ERROR` within `timeout`.
@@ -542,87 +501,71 @@ impl CmId {
     pub fn resolve_route(&self, timeout: Duration) -> Result<()> {
         let ms = timeout_ms("rdma_resolve_route", timeout);
         // SAFETY: owned id.
-        let rc = unsafe { cmffi::rdma_resolve_route(self.raw.as_ptr(), ms) };
-        if rc != 0 {
-            return Err(Error::last("rdma_resolve_route"));
-        }
-        Ok(())
+        self.call("rdma_resolve_route", |id| unsafe { cmffi::rdma_resolve_route(id, ms) })
     }
 
     /// Listens for connect requests (`rdma_listen`); they arrive as
     /// `CONNECT_REQUEST` events carrying a new [`CmId`].
     pub fn listen(&self, backlog: i32) -> Result<()> {
         // SAFETY: owned, bound id.
-        let rc = unsafe { cmffi::rdma_listen(self.raw.as_ptr(), backlog) };
-        if rc != 0 {
-            return Err(Error::last("rdma_listen"));
-        }
-        Ok(())
+        self.call("rdma_listen", |id| unsafe { cmffi::rdma_listen(id, backlog) })
     }
 
-    /// Waits for the next event on this id's channel and checks that it is
-    /// for this id and of kind `want`; see [`CmEvent::expect`].
+    /// Waits (until `deadline`) for the next event for this id (for a
+    /// listening id: the next connect request) and checks that it is of
+    /// kind `want`; see [`CmEvent::expect`]. Events for other ids on the
+    /// channel stay queued for them (see [`EventChannel`]).
     pub fn expect(&self, want: CmEventType, deadline: Instant) -> Result<CmEvent> {
-        let ev = self.channel.wait(deadline).map_err(|e| match e {
-            Error::Timeout { after, .. } => Error::Timeout { op: want.waiting_for(), after },
-            e => e,
-        })?;
-        if ev.id_ptr() != self.raw.as_ptr() && ev.listen_id_ptr() != self.raw.as_ptr() {
-            return Err(Error::CmEvent {
-                op: want.waiting_for(),
-                expected: want,
-                got: ev.kind(),
-                status: ev.status(),
-                private_data: Vec::new(),
-            });
-        }
-        ev.expect(want)
+        self.channel().next_for(self.raw.as_ptr(), deadline, want.waiting_for())?.expect(want)
     }
 
     /// The name of the device the id is bound to (after address resolution or
     /// on a connect request); open a [`super::Context`] with it for the QP.
     pub fn device_name(&self) -> Option<String> {
-        // SAFETY: owned id; `verbs` is null or a live context librdmacm keeps open
-        // while the id is bound to it.
-        let verbs = unsafe { (*self.raw.as_ptr()).verbs };
-        if verbs.is_null() {
-            return None;
-        }
-        // SAFETY: live context; its device name is a C string it owns.
-        let name = unsafe { CStr::from_ptr(ffi::ibv_get_device_name((*verbs).device)) };
-        Some(name.to_string_lossy().into_owned())
+        self.locked(|id| {
+            // SAFETY: owned id, read under the channel's lock; `verbs` is
+            // null or a live context librdmacm keeps open while the id is
+            // bound to it.
+            let verbs = unsafe { (*id).verbs };
+            if verbs.is_null() {
+                return None;
+            }
+            // SAFETY: live context; its device name is a C string it owns.
+            let name = unsafe { CStr::from_ptr(ffi::ibv_get_device_name((*verbs).device)) };
+            Some(name.to_string_lossy().into_owned())
+        })
     }
 
     /// The port of the device the id is bound to (0 before binding).
     pub fn port_num(&self) -> u8 {
-        // SAFETY: owned id; plain field.
-        unsafe { (*self.raw.as_ptr()).port_num }
+        // SAFETY: owned id, read under the channel's lock; plain field.
+        self.locked(|id| unsafe { (*id).port_num })
     }
 
     /// The local address, once bound.
     pub fn local_addr(&self) -> Option<SocketAddr> {
-        // SAFETY: owned id; `route.addr.src_addr` is a sockaddr inside a
-        // sockaddr_storage-sized union.
-        unsafe { from_sockaddr(ptr::addr_of!((*self.raw.as_ptr()).route.addr.__bindgen_anon_1).cast()) }
+        // SAFETY: owned id, read under the channel's lock;
+        // `route.addr.src_addr` is a sockaddr inside a sockaddr_storage-sized union.
+        self.locked(|id| unsafe { from_sockaddr(ptr::addr_of!((*id).route.addr.__bindgen_anon_1).cast()) })
     }
 
     /// The peer's address, once resolved or connected.
     pub fn peer_addr(&self) -> Option<SocketAddr> {
         // SAFETY: as for `local_addr`.
-        unsafe { from_sockaddr(ptr::addr_of!((*self.raw.as_ptr()).route.addr.__bindgen_anon_2).cast()) }
+        self.locked(|id| unsafe { from_sockaddr(ptr::addr_of!((*id).route.addr.__bindgen_anon_2).cast()) })
     }
 
     /// The QP attributes the CM gives for moving a QP of this connection to
-    /// `state` (`rdma_init_qp_attr`).
+    /// `state` (`rdma_init_qp_attr`), except the remote access flags: the
+    /// id's own ([`set_access`](Self::set_access), default none) replace
+    /// the CM's wherever the CM sets them.
     pub fn qp_attr(&self, state: QpState) -> Result<QpAttr> {
         let mut raw = ffi::ibv_qp_attr { qp_state: state.into(), ..Default::default() };
         let mut mask = 0;
         // SAFETY: owned id; `raw` and `mask` are valid out-parameters.
-        let rc = unsafe { cmffi::rdma_init_qp_attr(self.raw.as_ptr(), &mut raw, &mut mask) };
-        if rc != 0 {
-            return Err(Error::last("rdma_init_qp_attr"));
-        }
-        Ok(QpAttr::from_raw(raw, super::AttrMask::from_bits_retain(mask as u32)))
+        self.call("rdma_init_qp_attr", |id| unsafe { cmffi::rdma_init_qp_attr(id, &mut raw, &mut mask) })?;
+        let attr = QpAttr::from_raw(raw, super::AttrMask::from_bits_retain(mask as u32));
+        Ok(if attr.mask().contains(super::AttrMask::ACCESS_FLAGS) { attr.access(self.access()) } else { attr })
     }
 
     /// Moves `qp` to `state` with the CM's attributes ([`qp_attr`](Self::qp_attr)).
@@ -660,11 +603,7 @@ impl CmId {
             self.ud_ready(qp)?;
         }
         // SAFETY: owned id; `param` and its private data live through the call (copied).
-        let rc = unsafe { cmffi::rdma_connect(self.raw.as_ptr(), &mut param) };
-        if rc != 0 {
-            return Err(Error::last("rdma_connect"));
-        }
-        Ok(())
+        self.call("rdma_connect", |id| unsafe { cmffi::rdma_connect(id, &mut param) })
     }
 
     /// RC and UC, active side, after `CONNECT_RESPONSE`: moves `qp` to INIT (again), RTR and RTS
@@ -676,11 +615,7 @@ impl CmId {
         self.modify_qp(qp, QpState::RTR)?;
         self.modify_qp(qp, QpState::RTS)?;
         // SAFETY: owned id in the connect state.
-        let rc = unsafe { cmffi::rdma_establish(self.raw.as_ptr()) };
-        if rc != 0 {
-            return Err(Error::last("rdma_establish"));
-        }
-        Ok(())
+        self.call("rdma_establish", |id| unsafe { cmffi::rdma_establish(id) })
     }
 
     /// Accepts the connect request this id came with: moves `qp` to INIT,
@@ -701,11 +636,7 @@ impl CmId {
             PortSpace::Ud => self.ud_ready(qp)?,
         }
         // SAFETY: owned id from a connect request; `param` lives through the call.
-        let rc = unsafe { cmffi::rdma_accept(self.raw.as_ptr(), &mut param) };
-        if rc != 0 {
-            return Err(Error::last("rdma_accept"));
-        }
-        Ok(())
+        self.call("rdma_accept", |id| unsafe { cmffi::rdma_accept(id, &mut param) })
     }
 
     /// UD: RTR and RTS need no peer, as `rdma_init_qp_attr` does not give them.
@@ -724,22 +655,14 @@ impl CmId {
         let len = check_len("rdma_reject", private_data, self.ps.limits().2);
         let p = if len == 0 { ptr::null() } else { private_data.as_ptr().cast() };
         // SAFETY: owned id from a connect request; the data is copied.
-        let rc = unsafe { cmffi::rdma_reject(self.raw.as_ptr(), p, len) };
-        if rc != 0 {
-            return Err(Error::last("rdma_reject"));
-        }
-        Ok(())
+        self.call("rdma_reject", |id| unsafe { cmffi::rdma_reject(id, p, len) })
     }
 
     /// Disconnects (`rdma_disconnect`); both sides get `DISCONNECTED`. Move
     /// the QP to ERR yourself to flush its work requests.
     pub fn disconnect(&self) -> Result<()> {
         // SAFETY: owned id.
-        let rc = unsafe { cmffi::rdma_disconnect(self.raw.as_ptr()) };
-        if rc != 0 {
-            return Err(Error::last("rdma_disconnect"));
-        }
-        Ok(())
+        self.call("rdma_disconnect", |id| unsafe { cmffi::rdma_disconnect(id) })
     }
 
     /// UD: joins the multicast group `group`; completes with `MULTICAST_JOIN`
@@ -747,23 +670,16 @@ impl CmId {
     pub fn join_multicast(&self, group: IpAddr) -> Result<()> {
         let mut sa = to_sockaddr(SocketAddr::new(group, 0));
         // SAFETY: owned id; the address is copied.
-        let rc =
-            unsafe { cmffi::rdma_join_multicast(self.raw.as_ptr(), ptr::addr_of_mut!(sa).cast(), ptr::null_mut()) };
-        if rc != 0 {
-            return Err(Error::last("rdma_join_multicast"));
-        }
-        Ok(())
+        self.call("rdma_join_multicast", |id| unsafe {
+            cmffi::rdma_join_multicast(id, ptr::addr_of_mut!(sa).cast(), ptr::null_mut())
+        })
     }
 
     /// UD: leaves a group joined with [`join_multicast`](Self::join_multicast).
     pub fn leave_multicast(&self, group: IpAddr) -> Result<()> {
         let mut sa = to_sockaddr(SocketAddr::new(group, 0));
         // SAFETY: owned id; the address is copied.
-        let rc = unsafe { cmffi::rdma_leave_multicast(self.raw.as_ptr(), ptr::addr_of_mut!(sa).cast()) };
-        if rc != 0 {
-            return Err(Error::last("rdma_leave_multicast"));
-        }
-        Ok(())
+        self.call("rdma_leave_multicast", |id| unsafe { cmffi::rdma_leave_multicast(id, ptr::addr_of_mut!(sa).cast()) })
     }
 }
 
@@ -775,6 +691,43 @@ mod tests {
     fn panic_of(f: impl FnOnce() + std::panic::UnwindSafe) -> String {
         let p = std::panic::catch_unwind(f).expect_err("must panic");
         p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap()
+    }
+
+    /// Issue 22: `CmId` is `Sync`, yet its accessors read fields librdmacm
+    /// writes while it reads the id's events from the channel. They read
+    /// under the channel's lock, the lock held while events are read: with
+    /// the lock held elsewhere, no accessor returns.
+    #[test]
+    #[ignore = "device test: needs /dev/infiniband/rdma_cm (cargo xtask vm)"]
+    fn regression_cm_id_accessors_wait_for_the_channel_lock() {
+        let ch = EventChannel::create().unwrap();
+        let id = std::sync::Arc::new(CmId::create(&ch, PortSpace::Rc).unwrap());
+        type Read = (Option<SocketAddr>, Option<SocketAddr>, Option<String>, u8);
+        let reader = |f: fn(&CmId) -> Read| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let id = id.clone();
+            std::thread::spawn(move || tx.send(f(&id)).unwrap());
+            rx
+        };
+        let all: fn(&CmId) -> Read = |id| (id.local_addr(), id.peer_addr(), id.device_name(), id.port_num());
+        let each: [fn(&CmId) -> Read; 4] = [
+            |id| (id.local_addr(), None, None, 0),
+            |id| (None, id.peer_addr(), None, 0),
+            |id| (None, None, id.device_name(), 0),
+            |id| (None, None, None, id.port_num()),
+        ];
+        let held = ch.lock();
+        let waiting: Vec<_> = each.into_iter().chain([all]).map(reader).collect();
+        for rx in &waiting {
+            assert!(
+                rx.recv_timeout(Duration::from_millis(200)).is_err(),
+                "an accessor read the id while the channel's lock was held elsewhere"
+            );
+        }
+        drop(held);
+        for rx in waiting {
+            assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), (None, None, None, 0));
+        }
     }
 
     /// Arguments the program wrote are checked before any call, and a bad

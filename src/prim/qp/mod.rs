@@ -9,6 +9,7 @@ use std::fmt;
 use std::mem::MaybeUninit;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 mod connect;
 
@@ -259,7 +260,7 @@ impl<'a> QpBuilder<'a> {
         let ex = None;
         Ok(Qp {
             // SAFETY: made by the create verb above, owned by nothing else.
-            qp: unsafe { Owned::new(qp, QpHandle) },
+            qp: unsafe { Owned::new(qp, QpHandle::default()) },
             post_send_fn,
             post_recv_fn,
             ex,
@@ -348,7 +349,7 @@ impl Qp {
             post_ops(qp).expect("the provider of a driver QP has no post_send/post_recv entries");
         Qp {
             // SAFETY: the caller's contract.
-            qp: unsafe { Owned::new(qp, QpHandle) },
+            qp: unsafe { Owned::new(qp, QpHandle::default()) },
             post_send_fn,
             post_recv_fn,
             ex,
@@ -463,12 +464,19 @@ impl Qp {
     /// (`ibv_attach_mcast`). Through the RDMA CM, the group's GID and LID
     /// are those of the `MULTICAST_JOIN` event's address vector
     /// ([`AhAttr::dgid`](super::AhAttr::dgid), [`AhAttr::as_raw`](super::AhAttr::as_raw)`().dlid`).
+    ///
+    /// The QP remembers its groups and detaches from those still attached
+    /// when it is dropped: the kernel refuses to destroy an attached QP.
     pub fn attach_mcast(&self, gid: Gid, lid: u16) -> Result<()> {
         let raw = gid.to_raw();
+        let mut groups = self.qp.groups();
         // SAFETY: live QP; the GID is read during the call.
         let rc = unsafe { ffi::ibv_attach_mcast(self.as_ptr(), &raw, lid) };
         if rc != 0 {
             return Err(Error::code("ibv_attach_mcast", rc));
+        }
+        if !groups.contains(&(gid, lid)) {
+            groups.push((gid, lid));
         }
         Ok(())
     }
@@ -476,11 +484,13 @@ impl Qp {
     /// Detaches this QP from a group [`attach_mcast`](Self::attach_mcast) joined (`ibv_detach_mcast`).
     pub fn detach_mcast(&self, gid: Gid, lid: u16) -> Result<()> {
         let raw = gid.to_raw();
+        let mut groups = self.qp.groups();
         // SAFETY: live QP; the GID is read during the call.
         let rc = unsafe { ffi::ibv_detach_mcast(self.as_ptr(), &raw, lid) };
         if rc != 0 {
             return Err(Error::code("ibv_detach_mcast", rc));
         }
+        groups.retain(|g| *g != (gid, lid));
         Ok(())
     }
 
@@ -596,7 +606,19 @@ impl Qp {
 
 /// What [`Owned`] needs to destroy a QP; its parents are fields of [`Qp`]
 /// after the handle.
-pub(crate) struct QpHandle;
+#[derive(Default)]
+pub(crate) struct QpHandle {
+    /// Multicast groups attached with [`Qp::attach_mcast`] and not yet
+    /// detached: the kernel refuses (`EBUSY`) to destroy an attached QP.
+    groups: Mutex<Vec<(Gid, u16)>>,
+}
+
+impl QpHandle {
+    /// The attached groups, locked (a poisoned lock still holds a valid list).
+    fn groups(&self) -> MutexGuard<'_, Vec<(Gid, u16)>> {
+        self.groups.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
 
 // SAFETY: `ibv_destroy_qp` releases what `ibv_create_qp(_ex)` (or the
 // mlx5dv / experimental create verbs) made; posting and modifying go through
@@ -605,7 +627,24 @@ unsafe impl Destroy for QpHandle {
     type Raw = ffi::ibv_qp;
     const VERB: &'static str = "ibv_destroy_qp";
     unsafe fn destroy(&mut self, raw: NonNull<ffi::ibv_qp>) -> i32 {
+        let groups = std::mem::take(self.groups.get_mut().unwrap_or_else(PoisonError::into_inner));
+        for (gid, lid) in groups {
+            let g = gid.to_raw();
+            // SAFETY: the caller's contract: a live QP, attached to this group.
+            // A failure shows as the destroy's EBUSY below.
+            let _ = unsafe { ffi::ibv_detach_mcast(raw.as_ptr(), &g, lid) };
+        }
         // SAFETY: the caller's contract.
-        unsafe { ffi::ibv_destroy_qp(raw.as_ptr()) }
+        let rc = unsafe { ffi::ibv_destroy_qp(raw.as_ptr()) };
+        if rc != 0 {
+            // The QP lives on: move it to ERR, which flushes its posted
+            // requests, so that the device no longer writes into the
+            // buffers they named (the caller frees them after this drop).
+            let mut attr = ffi::ibv_qp_attr { qp_state: ffi::ibv_qp_state::IBV_QPS_ERR, ..Default::default() };
+            // SAFETY: the live QP; `attr` is valid for the call.
+            let _ =
+                unsafe { ffi::ibv_modify_qp(raw.as_ptr(), &mut attr, ffi::ibv_qp_attr_mask::IBV_QP_STATE.0 as i32) };
+        }
+        rc
     }
 }

@@ -1,0 +1,270 @@
+//! The event channel: where CM events arrive, the queue of events read for
+//! an id other than the one waiting, and the lock that orders librdmacm's
+//! writes into the ids on the channel with the reads of their accessors.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::ptr::{self, NonNull};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::bindings as ffi;
+use crate::bindings::cm as cmffi;
+use crate::prim::handle::{Destroy, Owned};
+use crate::prim::{Error, Result};
+
+use super::event::{CmEvent, RawEvent};
+use super::CmId;
+
+/// Connect requests a channel keeps for a listener while its events are
+/// read by another id's [`CmId::expect`]; one more is rejected (its new id
+/// destroyed), so that a flood of requests cannot grow the queue without
+/// bound. Other events are kept whatever their number: each comes from an
+/// id of this program, a few per id.
+pub const QUEUED_REQUESTS_MAX: usize = 1024;
+
+/// Events read from the channel for an id other than the one that read
+/// them, oldest first, each kept until its own id asks
+/// ([`CmId::expect`]) or [`EventChannel::get`] takes it.
+#[derive(Default)]
+pub(super) struct Queue {
+    events: VecDeque<RawEvent>,
+    requests: usize,
+}
+
+impl Queue {
+    /// Keeps `ev` for its id; a connect request beyond
+    /// [`QUEUED_REQUESTS_MAX`] is dropped, which rejects it.
+    fn push(&mut self, ev: RawEvent) {
+        if ev.is_request() {
+            if self.requests >= QUEUED_REQUESTS_MAX {
+                return;
+            }
+            self.requests += 1;
+        }
+        self.events.push_back(ev);
+    }
+
+    fn remove(&mut self, i: usize) -> Option<RawEvent> {
+        let ev = self.events.remove(i)?;
+        if ev.is_request() {
+            self.requests -= 1;
+        }
+        Some(ev)
+    }
+
+    /// The oldest queued event for `id` (as the id or the listening id).
+    fn take_for(&mut self, id: *mut cmffi::rdma_cm_id) -> Option<RawEvent> {
+        let i = self.events.iter().position(|e| e.is_for(id))?;
+        self.remove(i)
+    }
+
+    /// Every queued event for `id`, oldest first.
+    pub(super) fn drain_for(&mut self, id: *mut cmffi::rdma_cm_id) -> Vec<RawEvent> {
+        let mut out = Vec::new();
+        while let Some(ev) = self.take_for(id) {
+            out.push(ev);
+        }
+        out
+    }
+
+    /// Adds events moved here from another channel (`rdma_migrate_id`).
+    pub(super) fn extend(&mut self, evs: Vec<RawEvent>) {
+        for ev in evs {
+            self.push(ev);
+        }
+    }
+}
+
+/// What [`Owned`] needs to destroy an event channel, and its queue.
+pub(crate) struct ChannelHandle {
+    queue: Mutex<Queue>,
+}
+
+// SAFETY: `rdma_destroy_event_channel` releases what
+// `rdma_create_event_channel` made; a channel is used from any thread, and
+// every librdmacm call that reads events from it or writes into one of its
+// ids runs under `queue`'s lock.
+unsafe impl Destroy for ChannelHandle {
+    type Raw = cmffi::rdma_event_channel;
+    const VERB: &'static str = "rdma_destroy_event_channel";
+    unsafe fn destroy(&mut self, raw: NonNull<cmffi::rdma_event_channel>) -> i32 {
+        // Queued connect requests own ids on this channel: destroyed
+        // (rejected) first, as the channel must outlive its ids.
+        drop(std::mem::take(self.queue.get_mut().unwrap_or_else(PoisonError::into_inner)));
+        // SAFETY: the caller's contract; every CmId holds this channel by
+        // `Arc`, so none lives any more. The call returns nothing.
+        unsafe { cmffi::rdma_destroy_event_channel(raw.as_ptr()) };
+        0
+    }
+}
+
+/// An RDMA CM event channel (`rdma_event_channel`). Cheap to clone (shared);
+/// destroyed when the last clone and the last [`CmId`] on it are gone.
+///
+/// Its descriptor is non-blocking: [`get`](Self::get) returns an error of
+/// kind [`io::ErrorKind::WouldBlock`] when no event is queued, and
+/// [`wait`](Self::wait) polls it up to a deadline.
+///
+/// Many ids may share a channel: [`CmId::expect`] takes only its own id's
+/// events and keeps the others queued for theirs (connect requests up to
+/// [`QUEUED_REQUESTS_MAX`]); [`get`](Self::get) and [`wait`](Self::wait)
+/// return queued events first.
+#[derive(Clone)]
+pub struct EventChannel(Arc<Owned<ChannelHandle>>);
+
+impl fmt::Debug for EventChannel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EventChannel").field("fd", &self.as_raw_fd()).finish()
+    }
+}
+
+impl EventChannel {
+    /// Opens a channel (`rdma_create_event_channel`), its descriptor set non-blocking.
+    ///
+    /// # References
+    /// `rdma_create_event_channel(3)`
+    #[doc(alias = "rdma_create_event_channel")]
+    pub fn create() -> Result<EventChannel> {
+        ffi::register_static_providers();
+        // SAFETY: no arguments; null on failure with errno set.
+        let raw = unsafe { cmffi::rdma_create_event_channel() };
+        let raw = NonNull::new(raw).ok_or_else(|| Error::last("rdma_create_event_channel"))?;
+        let handle = ChannelHandle { queue: Mutex::new(Queue::default()) };
+        // SAFETY: made by `rdma_create_event_channel` just now, owned by nothing else.
+        let ch = EventChannel(Arc::new(unsafe { Owned::new(raw, handle) }));
+        let fd = ch.as_raw_fd();
+        // SAFETY: `fd` is the channel's open descriptor; F_GETFL/F_SETFL take ints.
+        let rc = unsafe { libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK) };
+        if rc < 0 {
+            return Err(Error::last("fcntl(O_NONBLOCK) on the CM event channel"));
+        }
+        Ok(ch)
+    }
+
+    /// The raw channel, for librdmacm calls of your own.
+    pub fn as_ptr(&self) -> *mut cmffi::rdma_event_channel {
+        self.0.as_ptr()
+    }
+
+    /// Whether `self` and `other` are one channel.
+    pub(super) fn same(&self, other: &EventChannel) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// The channel's lock, with its queue. librdmacm writes into an id's
+    /// fields (addresses, device, port, route) in the calls on the id and
+    /// while it reads the id's events from the channel, without a lock the
+    /// reader could take; every such call, and every read of those fields,
+    /// runs under this lock.
+    pub(super) fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.0.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Reads one event from the descriptor (the caller holds the lock, as
+    /// `_held` shows): [`Error::Verbs`] with `EAGAIN` when none is there.
+    fn read(&self, _held: &mut Queue) -> Result<RawEvent> {
+        let mut ev: *mut cmffi::rdma_cm_event = ptr::null_mut();
+        // SAFETY: live channel; `ev` receives an event owned by librdmacm until acked.
+        let rc = unsafe { cmffi::rdma_get_cm_event(self.0.as_ptr(), &mut ev) };
+        if rc != 0 {
+            return Err(Error::last("rdma_get_cm_event"));
+        }
+        // SAFETY: `ev` is a live event from this channel, acked exactly once inside.
+        Ok(unsafe { RawEvent::read(ev) })
+    }
+
+    /// The event handed to the program: a connect request's new id becomes a [`CmId`].
+    fn deliver(&self, mut raw: RawEvent) -> CmEvent {
+        let request = raw.take_new_id().map(|(id, ps)| {
+            // SAFETY: a connect request's id is new, on this channel, and
+            // owned by nothing else once taken out of the event.
+            unsafe { CmId::from_request(id.as_ptr(), self, ps) }
+        });
+        CmEvent::new(raw, request)
+    }
+
+    /// The next event, queued or on the descriptor, if there is one; an
+    /// error of kind [`io::ErrorKind::WouldBlock`] (`errno` `EAGAIN`) otherwise.
+    pub fn get(&self) -> Result<CmEvent> {
+        let mut q = self.lock();
+        let raw = match q.remove(0) {
+            Some(raw) => raw,
+            None => self.read(&mut q)?,
+        };
+        drop(q);
+        Ok(self.deliver(raw))
+    }
+
+    /// The next event, waiting until `deadline`; [`Error::Timeout`] past it.
+    pub fn wait(&self, deadline: Instant) -> Result<CmEvent> {
+        let allowed = deadline.saturating_duration_since(Instant::now());
+        loop {
+            match self.get() {
+                Err(Error::Verbs { errno, .. }) if errno == libc::EAGAIN => {}
+                other => return other,
+            }
+            self.poll_until(deadline, "waiting for a CM event", allowed)?;
+        }
+    }
+
+    /// The next event for `id` (as the id, or as the listening id of a
+    /// connect request), waiting until `deadline`; events for other ids are
+    /// queued for them. [`Error::Timeout`] (with `op`) past the deadline.
+    pub(super) fn next_for(&self, id: *mut cmffi::rdma_cm_id, deadline: Instant, op: &'static str) -> Result<CmEvent> {
+        let allowed = deadline.saturating_duration_since(Instant::now());
+        loop {
+            let mut q = self.lock();
+            if let Some(raw) = q.take_for(id) {
+                drop(q);
+                return Ok(self.deliver(raw));
+            }
+            loop {
+                match self.read(&mut q) {
+                    Ok(raw) if raw.is_for(id) => {
+                        drop(q);
+                        return Ok(self.deliver(raw));
+                    }
+                    Ok(raw) => q.push(raw),
+                    Err(Error::Verbs { errno, .. }) if errno == libc::EAGAIN => break,
+                    Err(e) => return Err(e),
+                }
+            }
+            drop(q);
+            self.poll_until(deadline, op, allowed)?;
+        }
+    }
+
+    /// Sleeps until the descriptor is readable or `deadline`;
+    /// [`Error::Timeout`] (with `op` and `allowed`) when the deadline has passed.
+    fn poll_until(&self, deadline: Instant, op: &'static str, allowed: Duration) -> Result<()> {
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(Error::Timeout { op, after: allowed });
+        }
+        let ms = (deadline - now).as_millis().clamp(1, i32::MAX as u128) as i32;
+        let mut pfd = libc::pollfd { fd: self.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd.
+        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if rc < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return Err(Error::last("poll on the CM event channel"));
+        }
+        Ok(())
+    }
+}
+
+impl AsFd for EventChannel {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: the descriptor stays open while the channel (borrowed here) lives.
+        unsafe { BorrowedFd::borrow_raw(self.as_raw_fd()) }
+    }
+}
+
+impl AsRawFd for EventChannel {
+    fn as_raw_fd(&self) -> RawFd {
+        // SAFETY: live channel; `fd` is set at creation and never changed.
+        unsafe { (*self.0.as_ptr()).fd }
+    }
+}
