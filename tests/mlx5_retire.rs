@@ -1,12 +1,17 @@
 //! `SqRing::retire` against the device's view of the send queue: only a
-//! requester completion of this QP naming the first block of an outstanding
-//! WQE frees anything, and no outstanding WQE is ever overwritten.
+//! requester completion of this QP, polled from the bound CQ ring after the
+//! last one taken, naming the first block of an outstanding WQE frees
+//! anything, and no outstanding WQE is ever overwritten.
 
+mod mlx5_support;
+
+use mlx5_support::SoftCq;
 use proptest::prelude::*;
 use rrddmma::mlx5dv::be::Be32;
 use rrddmma::mlx5dv::cqe::{Completion, CqeOpcode};
-use rrddmma::mlx5dv::seg::{CtrlFlags, WqeOpcode};
+use rrddmma::mlx5dv::seg::CtrlFlags;
 use rrddmma::mlx5dv::sq::SqRing;
+use rrddmma::prim::RemoteAddr;
 
 const QPN: u32 = 0x42;
 
@@ -16,6 +21,7 @@ struct Model {
     _dbrec: Box<[Be32; 2]>,
     _bf: Vec<u64>,
     sq: SqRing,
+    cq: SoftCq,
     /// Outstanding WQEs in posting order: free-running start, blocks, bytes.
     outstanding: Vec<(u32, u32, Vec<u8>)>,
 }
@@ -30,7 +36,10 @@ impl Model {
         let sq = unsafe {
             SqRing::from_raw(buf.as_mut_ptr().cast(), bbs, dbrec.as_mut_ptr().add(1), bf.as_mut_ptr().cast(), 0, QPN)
         };
-        Model { buf, _dbrec: dbrec, _bf: bf, sq, outstanding: Vec::new() }
+        let mut sq = sq;
+        let cq = SoftCq::new(16);
+        sq.bind_cq(&cq.ring);
+        Model { buf, _dbrec: dbrec, _bf: bf, sq, cq, outstanding: Vec::new() }
     }
 
     fn ring_bytes(&self, start: u32, blocks: u32) -> Vec<u8> {
@@ -47,7 +56,7 @@ impl Model {
             return None;
         }
         let start = self.sq.cur_post();
-        let mut w = self.sq.wqe(WqeOpcode::RDMA_WRITE, 0, CtrlFlags::CQ_UPDATE, 0).raddr(tag, 1);
+        let mut w = self.sq.write(CtrlFlags::CQ_UPDATE, RemoteAddr { addr: tag, rkey: 1 });
         for i in 0..data {
             // SAFETY: no device reads this ring.
             w = unsafe { w.data(8, 2, tag + u64::from(i)) };
@@ -59,15 +68,22 @@ impl Model {
         Some(start)
     }
 
-    fn completion(&self, qpn: u32, op: CqeOpcode, counter: u32) -> Completion {
-        Completion { opcode: op, qpn, wqe_counter: counter as u16, ..Completion::default() }
+    /// A CQE the "device" writes, polled from the CQ ring.
+    fn completion(&mut self, qpn: u32, op: CqeOpcode, counter: u32) -> Completion {
+        self.cq.produce(qpn, op, counter as u16);
+        self.cq.poll()
+    }
+
+    /// Retires a fresh CQE of `qpn`/`op`/`counter`.
+    fn retire(&mut self, qpn: u32, op: CqeOpcode, counter: u32) -> bool {
+        let c = self.completion(qpn, op, counter);
+        self.sq.retire(&c)
     }
 
     /// The device completes the `k`-th outstanding WQE (and those before it).
     fn complete(&mut self, k: usize) {
         let (start, _, _) = self.outstanding[k];
-        let c = self.completion(QPN, CqeOpcode::REQ, start);
-        assert!(self.sq.retire(&c), "a genuine completion of WQE {start} is taken");
+        assert!(self.retire(QPN, CqeOpcode::REQ, start), "a genuine completion of WQE {start} is taken");
         self.outstanding.drain(..=k);
     }
 
@@ -96,7 +112,7 @@ fn foreign_qpn_and_receive_completions_retire_nothing() {
         m.check();
     }
     // An error completion of the requester does retire it.
-    assert!(m.sq.retire(&m.completion(QPN, CqeOpcode::REQ_ERR, a)));
+    assert!(m.retire(QPN, CqeOpcode::REQ_ERR, a));
     m.outstanding.clear();
     m.check();
 }
@@ -109,7 +125,7 @@ fn a_counter_inside_a_multi_block_wqe_is_refused() {
     let a = m.post(5, 1).unwrap(); // 7 DS: 2 blocks
     let b = m.post(1, 2).unwrap(); // 1 block
     assert_eq!((a, b), (0, 2));
-    assert!(!m.sq.retire(&m.completion(QPN, CqeOpcode::REQ, a + 1)), "block 1 is inside WQE 0");
+    assert!(!m.retire(QPN, CqeOpcode::REQ, a + 1), "block 1 is inside WQE 0");
     m.check();
     assert_eq!(m.sq.available(), 1);
     m.complete(0);
@@ -133,7 +149,7 @@ fn counters_wrap_with_the_ring_and_the_16_bit_index() {
         }
         // Stale: the first block of a WQE already retired.
         if let Some(old) = retired {
-            assert!(!m.sq.retire(&m.completion(QPN, CqeOpcode::REQ, old)), "WQE {old} was retired already");
+            assert!(!m.retire(QPN, CqeOpcode::REQ, old), "WQE {old} was retired already");
         }
     }
     assert!(m.sq.cur_post() > 1 << 16, "the 16-bit WQE counter wrapped");
@@ -180,24 +196,24 @@ proptest! {
                 }
                 Step::ForeignQpn { pick } if !m.outstanding.is_empty() => {
                     let start = m.outstanding[pick % m.outstanding.len()].0;
-                    prop_assert!(!m.sq.retire(&m.completion(QPN ^ 1, CqeOpcode::REQ, start)));
+                    prop_assert!(!m.retire(QPN ^ 1, CqeOpcode::REQ, start));
                     prop_assert_eq!(m.sq.available(), before);
                 }
                 Step::Receive { pick } if !m.outstanding.is_empty() => {
                     let start = m.outstanding[pick % m.outstanding.len()].0;
-                    prop_assert!(!m.sq.retire(&m.completion(QPN, CqeOpcode::RESP_SEND, start)));
+                    prop_assert!(!m.retire(QPN, CqeOpcode::RESP_SEND, start));
                     prop_assert_eq!(m.sq.available(), before);
                 }
                 Step::MidWqe { pick } if !m.outstanding.is_empty() => {
                     let (start, blocks, _) = m.outstanding[pick % m.outstanding.len()];
                     for off in 1..blocks {
-                        prop_assert!(!m.sq.retire(&m.completion(QPN, CqeOpcode::REQ, start + off)));
+                        prop_assert!(!m.retire(QPN, CqeOpcode::REQ, start + off));
                     }
                     prop_assert_eq!(m.sq.available(), before);
                 }
                 Step::Random { counter } => {
                     let genuine = m.outstanding.iter().position(|w| w.0 as u16 == counter);
-                    let took = m.sq.retire(&m.completion(QPN, CqeOpcode::REQ, u32::from(counter)));
+                    let took = m.retire(QPN, CqeOpcode::REQ, u32::from(counter));
                     prop_assert_eq!(took, genuine.is_some(), "counter {} taken iff it starts an outstanding WQE", counter);
                     if let Some(k) = genuine {
                         m.outstanding.drain(..=k);
