@@ -225,3 +225,119 @@ proptest! {
         }
     }
 }
+
+/// A genuine completion, already retired, offered again once the ring has
+/// gone 65,536 blocks further: its 16-bit counter now names a live WQE. It
+/// once freed that WQE; the ring now refuses it (it was polled before the
+/// last completion the ring took).
+#[test]
+fn regression_stale_completion_after_the_16_bit_counter_wraps_frees_nothing() {
+    let mut m = Model::new(4);
+    let first = m.post(1, 0).unwrap();
+    assert_eq!(first, 0);
+    let old = m.completion(QPN, CqeOpcode::REQ, first);
+    assert!(m.sq.retire(&old), "the genuine completion is taken once");
+    m.outstanding.clear();
+    // One-block WQEs, each completed, until the counter comes back to 0.
+    while m.sq.cur_post() < 1 << 16 {
+        m.post(1, 1).unwrap();
+        m.complete(0);
+    }
+    let live = m.post(1, 2).unwrap();
+    assert_eq!(live as u16, old.wqe_counter, "the live WQE has the stale completion's counter");
+    let before = m.sq.available();
+    assert!(!m.sq.retire(&old), "a stale completion after the wrap must not free the live WQE");
+    assert_eq!(m.sq.available(), before, "nothing freed");
+    m.check();
+    m.complete(0);
+    m.check();
+}
+
+/// Completions written before a reset (polled before it and kept, or still
+/// in the CQ, which libmlx5 does not clean under a direct view) name
+/// counters the restarted ring hands out again. They once freed the new
+/// WQEs; now they are refused and the new WQEs' own completions are taken.
+#[test]
+fn regression_completion_from_before_a_reset_frees_nothing() {
+    let mut m = Model::new(8);
+    let a = m.post(1, 1).unwrap();
+    let b = m.post(1, 2).unwrap();
+    let polled_before = m.completion(QPN, CqeOpcode::REQ, a);
+    // The device wrote b's CQE too; nobody has polled it yet.
+    m.cq.produce(QPN, CqeOpcode::REQ, b as u16);
+    // The QP is reset: the device starts again at WQE 0.
+    // SAFETY: the model's "device" restarts at 0; no device reads the ring.
+    unsafe { m.sq.restart_after_reset(0, &m.cq.ring) };
+    m.outstanding.clear();
+    assert_eq!(m.sq.available(), 8, "outstanding WQEs forgotten");
+    let n0 = m.post(1, 3).unwrap();
+    let n1 = m.post(1, 4).unwrap();
+    assert_eq!((n0, n1), (a, b), "the new WQEs reuse the old counters");
+    assert!(!m.sq.retire(&polled_before), "a completion polled before the reset");
+    let in_cq = m.cq.poll();
+    assert_eq!(in_cq.wqe_counter, b as u16);
+    assert!(!m.sq.retire(&in_cq), "a completion written before the reset, polled after it");
+    assert_eq!(m.sq.available(), 6, "nothing freed");
+    m.check();
+    m.complete(1);
+    m.check();
+}
+
+/// A completion made up by hand, decoded from a CQE with `Cqe64::decode`,
+/// or edited after polling frees nothing it did not name when polled.
+#[test]
+fn regression_made_up_or_edited_completion_frees_nothing() {
+    use rrddmma::mlx5dv::be::Be16;
+    use rrddmma::mlx5dv::cqe::Cqe64;
+    let mut m = Model::new(8);
+    let a = m.post(1, 1).unwrap();
+    let b = m.post(1, 2).unwrap();
+    let mut made_up = Completion::default();
+    made_up.opcode = CqeOpcode::REQ;
+    made_up.qpn = QPN;
+    made_up.wqe_counter = b as u16;
+    assert!(!m.sq.retire(&made_up), "made up by hand");
+    let op = CqeOpcode::REQ.to_raw();
+    let cqe = Cqe64 {
+        sop_drop_qpn: Be32::new((u32::from(op) << 24) | QPN),
+        wqe_counter: Be16::new(b as u16),
+        op_own: op << 4,
+        ..Cqe64::default()
+    };
+    let decoded = cqe.decode();
+    assert_eq!((decoded.qpn, decoded.wqe_counter), (QPN, b as u16));
+    assert!(!m.sq.retire(&decoded), "decoded, not polled");
+    assert_eq!(m.sq.available(), 6);
+    // A genuine completion of `a`, edited to name `b`: it frees `a` only.
+    let mut edited = m.completion(QPN, CqeOpcode::REQ, a);
+    edited.wqe_counter = b as u16;
+    assert!(m.sq.retire(&edited));
+    assert_eq!(m.sq.available(), 7, "only WQE a, which the CQE named, is freed");
+    m.outstanding.remove(0);
+    m.check();
+}
+
+/// Completions of a ring the SQ is not bound to, and any completion on a
+/// ring never bound, free nothing.
+#[test]
+fn completions_of_another_or_no_bound_cq_free_nothing() {
+    let mut m = Model::new(8);
+    let a = m.post(1, 1).unwrap();
+    let mut other = SoftCq::new(4);
+    let foreign = other.req(QPN, a as u16);
+    assert!(!m.sq.retire(&foreign), "another CQ ring");
+    let mut buf = vec![0u64; 8 * 4];
+    let mut dbrec = [Be32::default(); 2];
+    let mut bf = vec![0u64; 1];
+    // SAFETY: the buffers outlive the ring; no device reads them.
+    let mut unbound = unsafe {
+        SqRing::from_raw(buf.as_mut_ptr().cast(), 4, dbrec.as_mut_ptr().add(1), bf.as_mut_ptr().cast(), 0, QPN)
+    };
+    let pi = unbound.nop(CtrlFlags::CQ_UPDATE).finish();
+    let c = other.req(QPN, pi);
+    assert!(!unbound.retire(&c), "a ring never bound takes nothing");
+    unbound.bind_cq(&other.ring);
+    let c = other.req(QPN, pi);
+    assert!(unbound.retire(&c), "bound, a fresh completion is taken");
+    m.check();
+}
