@@ -150,7 +150,7 @@ pub fn syndrome_status(syndrome: Syndrome) -> WcStatus {
 /// the polled CQE did not name, and a struct literal cannot be written
 /// outside the crate:
 ///
-/// ```compile_fail
+/// ```compile_fail,E0451
 /// use rrddmma::mlx5dv::cqe::{Completion, CqeOpcode};
 /// let forged = Completion { opcode: CqeOpcode::REQ, qpn: 7, wqe_counter: 3, ..Completion::default() };
 /// ```

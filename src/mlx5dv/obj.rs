@@ -349,3 +349,25 @@ pub unsafe fn cq_ring(cq: &Cq) -> Result<DirectCq<'_>> {
     ring.start_at(ci);
     Ok(DirectCq { ring, cq })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The limits a view gets from the QP's granted caps: the caps
+    /// themselves, and a largest WQE that holds the longest typed WQE of the
+    /// QP's type with a full payload.
+    #[test]
+    fn view_limits_follow_the_granted_caps() {
+        let rc = limits_for(QpType::RC, &QpCaps::default().max_inline_data(60).max_send_sge(1));
+        assert_eq!((rc.max_inline_data(), rc.max_send_sge()), (60, 1));
+        // control 16 + remote address 16 + masked CAS 32 + inline 4+60.
+        assert_eq!(rc.max_wqe_bytes(), 128);
+        let ud = limits_for(QpType::UD, &QpCaps::default().max_inline_data(0).max_send_sge(4));
+        // control 16 + address vector 48 + four data segments 64 = 128.
+        assert_eq!((ud.max_inline_data(), ud.max_send_sge(), ud.max_wqe_bytes()), (0, 4, 128));
+        let dci = limits_for(QpType::DRIVER, &QpCaps::default().max_inline_data(28).max_send_sge(2));
+        // 16 + address vector 48 + remote address and masked CAS 48 + 32, to 64s.
+        assert_eq!(dci.max_wqe_bytes(), 192);
+    }
+}

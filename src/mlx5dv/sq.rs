@@ -331,7 +331,7 @@ impl SqRing {
     ///
     /// Reaching it needs `unsafe`:
     ///
-    /// ```compile_fail
+    /// ```compile_fail,E0133
     /// use rrddmma::mlx5dv::{seg::{CtrlFlags, WqeOpcode}, sq::SqRing};
     /// fn forge(sq: &mut SqRing) {
     ///     // A SEND whose first segment is read as a data segment: the atomic

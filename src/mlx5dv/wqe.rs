@@ -19,7 +19,7 @@
 //!
 //! Only payload methods exist on a typed WQE; no segment writer does:
 //!
-//! ```compile_fail
+//! ```compile_fail,E0599
 //! use rrddmma::mlx5dv::{seg::CtrlFlags, sq::SqRing};
 //! fn forge(sq: &mut SqRing) {
 //!     sq.send(CtrlFlags::empty()).atomic(0x40_0000_0007, 0xdead_0000).finish();
@@ -29,7 +29,7 @@
 //! and a READ or an atomic takes no inline payload (its data segment is
 //! where the device writes):
 //!
-//! ```compile_fail
+//! ```compile_fail,E0599
 //! use rrddmma::mlx5dv::{seg::CtrlFlags, sq::SqRing};
 //! use rrddmma::prim::RemoteAddr;
 //! fn f(sq: &mut SqRing) {

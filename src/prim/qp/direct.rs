@@ -63,4 +63,31 @@ mod tests {
         drop(g);
         assert!(c.take());
     }
+
+    /// A QP in RTS whose send queue a direct view holds (the claim taken as
+    /// `mlx5dv::obj::sq_ring` takes it: no mlx5 device here, the claim is
+    /// the same): `Qp::modify` to RESET once went ahead and the device
+    /// restarted at WQE 0 under the view. Now it panics, naming the fix,
+    /// and the QP is left as it was; without the claim the reset works.
+    #[test]
+    #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (run the lib tests with --ignored in the VM)"]
+    fn regression_qp_modify_to_reset_under_a_direct_sq_panics_and_leaves_the_qp() {
+        use crate::prim::{Context, Cq, Pd, Qp, QpAttr, QpState, QpType};
+        let name = std::env::var("RRDDMMA_TEST_DEVICE").expect("RRDDMMA_TEST_DEVICE names the device");
+        let ctx = Context::open(&name).expect("the promised device opens");
+        let pd = Pd::alloc(&ctx).unwrap();
+        let cq = Cq::create(&ctx, 8).unwrap();
+        let qp = Qp::builder(&pd, QpType::UD, &cq, &cq).build().unwrap();
+        qp.bring_up_ud(1, 0, 0x1111, 0).unwrap();
+        assert!(qp.direct.take(), "the view's claim");
+        let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| qp.modify(&QpAttr::new(QpState::RESET))))
+            .expect_err("RESET under a direct view must be refused");
+        let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(msg.contains("DirectSq") && msg.contains("DirectSq::reset"), "{msg}");
+        assert_eq!(qp.query_state().unwrap(), QpState::RTS, "the QP was not reset");
+        assert!(qp.modify(&QpAttr::new(QpState::ERR)).is_ok(), "other transitions go ahead under the view");
+        qp.direct.release();
+        qp.modify(&QpAttr::new(QpState::RESET)).unwrap();
+        assert_eq!(qp.query_state().unwrap(), QpState::RESET);
+    }
 }
