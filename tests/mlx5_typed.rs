@@ -9,7 +9,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use rrddmma::bindings as ffi;
 use rrddmma::mlx5dv::be::Be32;
 use rrddmma::mlx5dv::seg::{ext_atomic_opmod, CtrlFlags, DatagramSeg, WqeOpcode, INLINE_SEG};
-use rrddmma::mlx5dv::sq::{SqLimits, SqRing, WqeWriter};
+use rrddmma::mlx5dv::sq::{SqLimits, SqRing, SqTransport, WqeWriter};
 use rrddmma::mlx5dv::wqe::Wqe;
 use rrddmma::prim::RemoteAddr;
 
@@ -81,8 +81,23 @@ fn be64(w: &[u8], off: usize) -> u64 {
 
 /// Builds one WQE with `typed` on one ring and with `raw` on another and
 /// returns the bytes, checked equal.
-fn both(typed: impl FnOnce(&mut SqRing) -> u16, raw: impl FnOnce(WqeWriter<'_>) -> WqeWriter<'_>, raw_op: (WqeOpcode, u8, u32)) -> Vec<u8> {
+fn both(
+    typed: impl FnOnce(&mut SqRing) -> u16,
+    raw: impl FnOnce(WqeWriter<'_>) -> WqeWriter<'_>,
+    raw_op: (WqeOpcode, u8, u32),
+) -> Vec<u8> {
+    both_on(SqTransport::Connected, typed, raw, raw_op)
+}
+
+fn both_on(
+    t: SqTransport,
+    typed: impl FnOnce(&mut SqRing) -> u16,
+    raw: impl FnOnce(WqeWriter<'_>) -> WqeWriter<'_>,
+    raw_op: (WqeOpcode, u8, u32),
+) -> Vec<u8> {
     let mut a = Ring::new();
+    // SAFETY: a model ring: the family is what the test says.
+    unsafe { a.sq.set_transport(t) };
     assert_eq!(typed(&mut a.sq), 0);
     let mut b = Ring::new();
     // SAFETY: no device reads this ring; the bytes are only compared.
@@ -131,7 +146,12 @@ fn regression_typed_builders_write_the_segments_each_opcode_defines() {
 
     let mut av = DatagramSeg::default();
     av.set(0x1111_0000_0000, 0x77, 0, 0, 0, 0, &[1, 2, 3, 4, 5, 6], 0, 64, 0, &[9; 16]);
-    let w = both(|s| s.send_ud(f, &av).d(8, 1, 0x10).finish(), |w| w.datagram(&av).d(8, 1, 0x10), (WqeOpcode::SEND, 0, 0));
+    let w = both_on(
+        SqTransport::Datagram,
+        |s| s.send_ud(f, &av).d(8, 1, 0x10).finish(),
+        |w| w.datagram(&av).d(8, 1, 0x10),
+        (WqeOpcode::SEND, 0, 0),
+    );
     assert_eq!(ctrl(&w).2, 5, "control + 48-byte address vector + data");
     let got: ffi::mlx5_wqe_av = cast(&w[16..]);
     let want: ffi::mlx5_wqe_av = cast(&{
@@ -257,4 +277,38 @@ fn regression_wqe_beyond_the_largest_size_panics() {
 fn limits_clamp_to_the_wqe_format() {
     assert_eq!(SqLimits::new(1, 1, u32::MAX).max_wqe_bytes(), 255 * 16);
     assert_eq!(SqLimits::NONE.max_wqe_bytes(), 255 * 16);
+}
+
+/// A connected builder on a UD QP's ring would put an inline payload where
+/// the device reads data segments (after the 48-byte address vector), and
+/// `send_ud` on an RC ring would put the address vector there: both panic,
+/// and nothing is published.
+#[test]
+fn regression_typed_builders_refuse_a_ring_of_another_layout() {
+    let on = |t: SqTransport, f: &dyn Fn(&mut SqRing)| {
+        let mut r = Ring::new();
+        // SAFETY: a model ring: the family is what the test says.
+        unsafe { r.sq.set_transport(t) };
+        let err = catch_unwind(AssertUnwindSafe(|| f(&mut r.sq))).expect_err("a builder of another layout");
+        assert_eq!(r.sq.cur_post(), 0, "nothing published");
+        err.downcast_ref::<String>().cloned().unwrap_or_default()
+    };
+    let msg = on(SqTransport::Datagram, &|sq| {
+        sq.write(CtrlFlags::empty(), at(1, 2)).inline(&[0x41; 60]).finish();
+    });
+    assert!(msg.contains("`write`") && msg.contains("Datagram"), "{msg}");
+    let msg = on(SqTransport::Connected, &|sq| {
+        sq.send_ud(CtrlFlags::empty(), &DatagramSeg::default()).finish();
+    });
+    assert!(msg.contains("`send_ud`") && msg.contains("Connected"), "{msg}");
+    let msg = on(SqTransport::Other, &|sq| {
+        sq.send(CtrlFlags::empty()).finish();
+    });
+    assert!(msg.contains("`send`") && msg.contains("Other"), "{msg}");
+    // A NOP fits every layout.
+    let mut r = Ring::new();
+    // SAFETY: as above.
+    unsafe { r.sq.set_transport(SqTransport::Other) };
+    r.sq.nop(CtrlFlags::empty()).finish();
+    assert_eq!(r.sq.cur_post(), 1);
 }

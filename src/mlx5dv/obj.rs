@@ -8,7 +8,7 @@ use super::cqe::Completion;
 use super::mmio::Mmio;
 use super::require;
 use super::seg::{CtrlFlags, DatagramSeg, WqeOpcode};
-use super::sq::{SqLimits, SqRing, WqeWriter};
+use super::sq::{SqLimits, SqRing, SqTransport, WqeWriter};
 use super::wqe::Wqe;
 use crate::bindings as ffi;
 use crate::prim::{Cq, Error, Qp, QpAttr, QpCaps, QpState, QpType, RemoteAddr, Result};
@@ -195,6 +195,15 @@ fn check_send_cq(qp: &Qp, cq: &DirectCq<'_>) {
     );
 }
 
+/// The WQE layout family of a QP type.
+pub(crate) fn transport_for(ty: QpType) -> SqTransport {
+    match ty {
+        QpType::RC | QpType::UC => SqTransport::Connected,
+        QpType::UD | QpType::DRIVER => SqTransport::Datagram,
+        _ => SqTransport::Other,
+    }
+}
+
 /// The largest WQE the typed builders can write on a QP of `ty` with
 /// `caps`: the longest header its opcodes define (control, address vector
 /// for UD and DC, XRC segment, remote address and a 32-byte masked atomic)
@@ -316,6 +325,8 @@ pub unsafe fn sq_ring<'q>(qp: &'q Qp, cq: &DirectCq<'_>) -> Result<DirectSq<'q>>
     ring.start_at(pi);
     ring.bf_size_available = out.bf.size;
     ring.set_limits(limits_for(qp.qp_type(), &qp.caps()));
+    // SAFETY: the family of this QP's type.
+    unsafe { ring.set_transport(transport_for(qp.qp_type())) };
     ring.bind_cq(&cq.ring);
     Ok(DirectSq { ring, qp, dbrec })
 }
@@ -369,5 +380,15 @@ mod tests {
         let dci = limits_for(QpType::DRIVER, &QpCaps::default().max_inline_data(28).max_send_sge(2));
         // 16 + address vector 48 + remote address and masked CAS 48 + 32, to 64s.
         assert_eq!(dci.max_wqe_bytes(), 192);
+    }
+
+    #[test]
+    fn view_transport_follows_the_qp_type() {
+        assert_eq!(transport_for(QpType::RC), SqTransport::Connected);
+        assert_eq!(transport_for(QpType::UC), SqTransport::Connected);
+        assert_eq!(transport_for(QpType::UD), SqTransport::Datagram);
+        assert_eq!(transport_for(QpType::DRIVER), SqTransport::Datagram);
+        assert_eq!(transport_for(QpType::XRC_SEND), SqTransport::Other);
+        assert_eq!(transport_for(QpType::RAW_PACKET), SqTransport::Other);
     }
 }

@@ -1,6 +1,11 @@
 //! The send queue as a ring of 64-byte basic blocks: a WQE writer that
 //! accounts DS, pads inline data, wraps at the queue end and advances the
 //! producer index, and the doorbell / BlueFlame sequence of libmlx5.
+//!
+//! Build WQEs with the typed builders of [`super::wqe`] (`SqRing::write`,
+//! `SqRing::send`, ...); the raw writer [`SqRing::wqe`] is `unsafe`.
+//! [`SqRing::retire`] takes only completions polled from the bound
+//! [`CqRing`]; WQEs are checked against the QP's [`SqLimits`].
 
 use std::fmt;
 
@@ -53,11 +58,30 @@ pub struct SqRing {
     sizes: Box<[u8]>,
     /// The CQ ring whose completions `retire` takes (its number; 0: none yet).
     cq_uid: u64,
+    /// Which typed builders fit the QP's WQE layout.
+    transport: SqTransport,
     /// Completions of that ring at positions below this are stale: written
     /// before the binding or the last reset, or at or before the last one
     /// retired.
     floor: u64,
     limits: SqLimits,
+}
+
+/// The WQE layout family of a ring's QP, which decides the typed builders
+/// of [`super::wqe`] that fit it: a builder of another family panics, since
+/// the device would read its segments at other offsets (for example a
+/// UD QP reads the 48 bytes after the control segment as an address vector,
+/// and the bytes after those as data segments).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SqTransport {
+    /// RC and UC: the control segment, then the opcode's segments
+    /// (`write`, `read`, `send`, atomics, `nop`).
+    Connected,
+    /// UD and DC initiators: the control segment, the address vector, the
+    /// payload (`send_ud`, `nop`).
+    Datagram,
+    /// Any other layout (XRC, raw packet): `nop` and the raw writer only.
+    Other,
 }
 
 /// What one WQE may hold: the QP's `max_inline_data` and `max_send_sge`,
@@ -118,7 +142,8 @@ impl fmt::Debug for SqRing {
 }
 
 impl SqRing {
-    /// A ring over raw parts.
+    /// A ring over raw parts, for a connected QP ([`SqTransport::Connected`];
+    /// [`SqRing::set_transport`] for another).
     ///
     /// # Safety
     /// `buf` must be `wqe_cnt * 64` writable bytes aligned to 64 (8 at
@@ -169,8 +194,33 @@ impl SqRing {
             starts: (0..wqe_cnt).map(|i| i.wrapping_sub(1)).collect(),
             sizes: vec![0; wqe_cnt as usize].into_boxed_slice(),
             cq_uid: 0,
+            transport: SqTransport::Connected,
             floor: 0,
             limits: SqLimits::NONE,
+        }
+    }
+
+    /// The WQE layout family the typed builders check against
+    /// ([`SqTransport::Connected`] for a ring from [`SqRing::from_raw`]).
+    pub fn transport(&self) -> SqTransport {
+        self.transport
+    }
+
+    /// Sets the WQE layout family.
+    ///
+    /// # Safety
+    /// `t` is the family of the QP whose queue this ring is: a wrong one lets
+    /// the typed builders write segments where the device reads data
+    /// segments.
+    pub unsafe fn set_transport(&mut self, t: SqTransport) {
+        self.transport = t;
+    }
+
+    /// Panics unless the ring's family is `want` (a typed builder's check).
+    #[inline(always)]
+    pub(crate) fn expect_transport(&self, want: SqTransport, builder: &'static str) {
+        if self.transport != want {
+            wrong_transport(self.qpn, builder, self.transport);
         }
     }
 
@@ -445,6 +495,16 @@ fn full(end: usize, limit: usize) -> ! {
 #[cold]
 #[inline(never)]
 #[track_caller]
+fn wrong_transport(qpn: u32, builder: &str, t: SqTransport) -> ! {
+    panic!(
+        "direct SQ of QP {qpn:#x}: the typed builder `{builder}` does not fit a QP whose WQEs are laid out as \
+         {t:?}; use the builder of its family (send_ud on UD and DC initiators) or the raw writer"
+    )
+}
+
+#[cold]
+#[inline(never)]
+#[track_caller]
 fn too_many_sges(qpn: u32, max: u32) -> ! {
     panic!(
         "direct SQ of QP {qpn:#x}: a WQE with more than {max} data segments (the QP's max_send_sge); \
@@ -714,11 +774,13 @@ mod sealed {
     pub trait Sealed: Copy {}
 }
 
-/// A WQE segment type of [`super::seg`] that [`WqeWriter::seg`] takes:
-/// `#[repr(C)]`, a multiple of 16 bytes, no padding. Sealed: implemented by
-/// this crate only, for the segments that name no local memory. The data
-/// segment ([`DataSeg`], an address the device reads or writes) goes in only
-/// through the `unsafe` [`WqeWriter::data`].
+/// A WQE segment type of [`super::seg`] that the raw writer's
+/// [`WqeWriter::seg`] takes: `#[repr(C)]`, a multiple of 16 bytes, no
+/// padding, so no uninitialised byte is ever copied into the ring. Sealed:
+/// implemented by this crate only, for the segments that name no local
+/// memory; the data segment ([`DataSeg`]) is not one of them. (Where a
+/// segment lands is the raw writer's contract, [`SqRing::wqe`]: its bytes
+/// are read as a data segment if it is put where the opcode has one.)
 ///
 /// A type of the caller's, which may have padding bytes, is refused:
 ///

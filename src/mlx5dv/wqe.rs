@@ -14,6 +14,10 @@
 //! | [`SqRing::cas`], [`SqRing::fetch_add`] | control, remote address, atomic | data (the 8-byte local target) |
 //! | [`SqRing::masked_cas`], [`SqRing::masked_fa`] | control, remote address, masked atomic (opmod `0x09`) | data |
 //!
+//! The connected builders panic on a ring of a UD QP or DC initiator, and
+//! `send_ud` on a connected one ([`SqTransport`](super::sq::SqTransport)):
+//! the device would read their segments at other offsets.
+//!
 //! A payload beyond the QP's `max_inline_data` or `max_send_sge`, or a WQE
 //! beyond its largest size, panics ([`SqLimits`](super::sq::SqLimits)).
 //!
@@ -39,7 +43,7 @@
 
 use super::mmio::Mmio;
 use super::seg::{ext_atomic_opmod, CtrlFlags, DatagramSeg, WqeOpcode};
-use super::sq::{SqRing, WqeWriter};
+use super::sq::{SqRing, SqTransport, WqeWriter};
 use crate::prim::RemoteAddr;
 
 /// A WQE whose header segments are written; add its payload, then
@@ -112,6 +116,7 @@ impl SqRing {
     /// A SEND; add its payload.
     #[inline(always)]
     pub fn send(&mut self, flags: CtrlFlags) -> Wqe<'_, true> {
+        self.expect_transport(SqTransport::Connected, "send");
         self.typed(WqeOpcode::SEND, 0, flags, 0)
     }
 
@@ -119,6 +124,7 @@ impl SqRing {
     /// endian, as [`SendWr::send_imm`](crate::prim::SendWr::send_imm) does).
     #[inline(always)]
     pub fn send_imm(&mut self, flags: CtrlFlags, imm: u32) -> Wqe<'_, true> {
+        self.expect_transport(SqTransport::Connected, "send_imm");
         self.typed(WqeOpcode::SEND_IMM, 0, flags, imm.to_be())
     }
 
@@ -126,6 +132,7 @@ impl SqRing {
     /// vector) to the destination `av`.
     #[inline(always)]
     pub fn send_ud(&mut self, flags: CtrlFlags, av: &DatagramSeg) -> Wqe<'_, true> {
+        self.expect_transport(SqTransport::Datagram, "send_ud");
         let w = self.typed::<true>(WqeOpcode::SEND, 0, flags, 0);
         Wqe { w: w.w.datagram(av) }
     }
@@ -133,6 +140,7 @@ impl SqRing {
     /// An RDMA WRITE to `remote`; add its payload.
     #[inline(always)]
     pub fn write(&mut self, flags: CtrlFlags, remote: RemoteAddr) -> Wqe<'_, true> {
+        self.expect_transport(SqTransport::Connected, "write");
         let w = self.typed::<true>(WqeOpcode::RDMA_WRITE, 0, flags, 0);
         Wqe { w: w.w.raddr(remote.addr, remote.rkey) }
     }
@@ -140,6 +148,7 @@ impl SqRing {
     /// An RDMA WRITE with immediate data `imm` (host order) to `remote`.
     #[inline(always)]
     pub fn write_imm(&mut self, flags: CtrlFlags, remote: RemoteAddr, imm: u32) -> Wqe<'_, true> {
+        self.expect_transport(SqTransport::Connected, "write_imm");
         let w = self.typed::<true>(WqeOpcode::RDMA_WRITE_IMM, 0, flags, imm.to_be());
         Wqe { w: w.w.raddr(remote.addr, remote.rkey) }
     }
@@ -147,6 +156,7 @@ impl SqRing {
     /// An RDMA READ from `remote`; add the local target with [`Wqe::data`].
     #[inline(always)]
     pub fn read(&mut self, flags: CtrlFlags, remote: RemoteAddr) -> Wqe<'_, false> {
+        self.expect_transport(SqTransport::Connected, "read");
         let w = self.typed::<false>(WqeOpcode::RDMA_READ, 0, flags, 0);
         Wqe { w: w.w.raddr(remote.addr, remote.rkey) }
     }
@@ -156,6 +166,7 @@ impl SqRing {
     /// [`Wqe::data`].
     #[inline(always)]
     pub fn cas(&mut self, flags: CtrlFlags, remote: RemoteAddr, compare: u64, swap: u64) -> Wqe<'_, false> {
+        self.expect_transport(SqTransport::Connected, "cas");
         let w = self.typed::<false>(WqeOpcode::ATOMIC_CS, 0, flags, 0);
         Wqe { w: w.w.raddr(remote.addr, remote.rkey).atomic(swap, compare) }
     }
@@ -163,6 +174,7 @@ impl SqRing {
     /// An 8-byte fetch-and-add of `add` at `remote`; add the local target.
     #[inline(always)]
     pub fn fetch_add(&mut self, flags: CtrlFlags, remote: RemoteAddr, add: u64) -> Wqe<'_, false> {
+        self.expect_transport(SqTransport::Connected, "fetch_add");
         let w = self.typed::<false>(WqeOpcode::ATOMIC_FA, 0, flags, 0);
         Wqe { w: w.w.raddr(remote.addr, remote.rkey).atomic(add, 0) }
     }
@@ -181,6 +193,7 @@ impl SqRing {
         swap: u64,
         swap_mask: u64,
     ) -> Wqe<'_, false> {
+        self.expect_transport(SqTransport::Connected, "masked_cas");
         let w = self.typed::<false>(WqeOpcode::ATOMIC_MASKED_CS, ext_atomic_opmod(3), flags, 0);
         Wqe { w: w.w.raddr(remote.addr, remote.rkey).masked_cas(swap, compare, swap_mask, compare_mask) }
     }
@@ -189,6 +202,7 @@ impl SqRing {
     /// stopping at the bits of `field_boundary`. Add the local target.
     #[inline(always)]
     pub fn masked_fa(&mut self, flags: CtrlFlags, remote: RemoteAddr, add: u64, field_boundary: u64) -> Wqe<'_, false> {
+        self.expect_transport(SqTransport::Connected, "masked_fa");
         let w = self.typed::<false>(WqeOpcode::ATOMIC_MASKED_FA, ext_atomic_opmod(3), flags, 0);
         Wqe { w: w.w.raddr(remote.addr, remote.rkey).masked_fa(add, field_boundary) }
     }
