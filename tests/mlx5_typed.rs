@@ -153,16 +153,10 @@ fn regression_typed_builders_write_the_segments_each_opcode_defines() {
         (WqeOpcode::SEND, 0, 0),
     );
     assert_eq!(ctrl(&w).2, 5, "control + 48-byte address vector + data");
-    let got: ffi::mlx5_wqe_av = cast(&w[16..]);
-    let want: ffi::mlx5_wqe_av = cast(&{
-        // SAFETY: `DatagramSeg` is 48 plain bytes.
-        unsafe { std::slice::from_raw_parts((&av as *const DatagramSeg).cast::<u8>(), 48) }.to_vec()
-    });
-    assert_eq!(
-        // SAFETY: plain C structs, compared as bytes.
-        unsafe { std::mem::transmute::<ffi::mlx5_wqe_av, [u8; 48]>(got) },
-        unsafe { std::mem::transmute::<ffi::mlx5_wqe_av, [u8; 48]>(want) }
-    );
+    // SAFETY: `DatagramSeg` is 48 plain bytes (`struct mlx5_wqe_av`, sizes checked by the oracle test).
+    let av_bytes = unsafe { std::slice::from_raw_parts((&av as *const DatagramSeg).cast::<u8>(), 48) };
+    assert_eq!(size_of::<ffi::mlx5_wqe_av>(), 48);
+    assert_eq!(&w[16..64], av_bytes, "the address vector right after the control segment");
     assert_eq!(data(&w, 64), (8, 1, 0x10));
 
     let w = both(

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::be::Be32;
-use super::cqe::{Completion, CqeOpcode, Cqe64, Ticket};
+use super::cqe::{Completion, Cqe64, CqeOpcode, Ticket};
 use super::mmio::Mmio;
 
 /// `MLX5_CQ_DOORBELL`: offset of the CQ doorbell in the UAR page.

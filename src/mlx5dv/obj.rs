@@ -307,11 +307,6 @@ pub unsafe fn sq_ring<'q>(qp: &'q Qp, cq: &DirectCq<'_>) -> Result<DirectSq<'q>>
     if out.sq.stride != 64 {
         return Err(Error::Unsupported { op: "mlx5dv_init_obj", feature: "a send queue stride other than 64 bytes" });
     }
-    assert!(
-        qp.direct.take(),
-        "a second DirectSq of QP {:#x}, or one made while the QP is being reset on another thread: one view at a time",
-        qp.qpn()
-    );
     // SAFETY: libmlx5's doorbell records of the QP: `[0]` receive, `[1]` send.
     let dbrec = unsafe { out.dbrec.add(1) }.cast::<Be32>().cast_const();
     // SAFETY: libmlx5 reports the live QP's SQ buffer, its doorbell records
@@ -328,6 +323,12 @@ pub unsafe fn sq_ring<'q>(qp: &'q Qp, cq: &DirectCq<'_>) -> Result<DirectSq<'q>>
     // SAFETY: the family of this QP's type.
     unsafe { ring.set_transport(transport_for(qp.qp_type())) };
     ring.bind_cq(&cq.ring);
+    // Last, so that nothing after it can fail and leave the claim taken.
+    assert!(
+        qp.direct.take(),
+        "a second DirectSq of QP {:#x}, or one made while the QP is being reset on another thread: one view at a time",
+        qp.qpn()
+    );
     Ok(DirectSq { ring, qp, dbrec })
 }
 
