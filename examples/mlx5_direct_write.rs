@@ -37,14 +37,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // SAFETY: both buffers outlive their regions and every request on them.
     let (mr_src, mr_dst) =
         unsafe { (Mr::register(&pd, src.as_mut_ptr(), 64, access)?, Mr::register(&pd, dst.as_mut_ptr(), 64, access)?) };
-    // SAFETY: the QP and CQ are used only through these views below, and
-    // every WQE names the registered buffers, which outlive the loop.
-    let (mut sq, mut dcq) = unsafe { (obj::sq_ring(&qa)?, obj::cq_ring(&cq)?) };
+    // SAFETY: the QP's send queue is idle, the QP and CQ are used only
+    // through these views below, and every WQE names the registered buffers,
+    // which outlive the loop.
+    let mut dcq = unsafe { obj::cq_ring(&cq)? };
+    // SAFETY: as above.
+    let mut sq = unsafe { obj::sq_ring(&qa, &dcq)? };
     let mut mmio = HwMmio;
     let mut out = [Completion::default(); 1];
     let start = Instant::now();
     for _ in 0..iters {
-        let w = sq.wqe(seg::WqeOpcode::RDMA_WRITE, 0, seg::CtrlFlags::CQ_UPDATE, 0).raddr(mr_dst.addr(), mr_dst.rkey());
+        let w = sq.write(seg::CtrlFlags::CQ_UPDATE, mr_dst.remote().at(0));
         // SAFETY: `mr_src` covers these 64 bytes and outlives the loop.
         unsafe { w.data(64, mr_src.lkey(), mr_src.addr()) }.post(&mut mmio);
         while dcq.poll(&mut out) == 0 {}

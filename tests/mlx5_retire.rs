@@ -1,12 +1,17 @@
 //! `SqRing::retire` against the device's view of the send queue: only a
-//! requester completion of this QP naming the first block of an outstanding
-//! WQE frees anything, and no outstanding WQE is ever overwritten.
+//! requester completion of this QP, polled from the bound CQ ring after the
+//! last one taken, naming the first block of an outstanding WQE frees
+//! anything, and no outstanding WQE is ever overwritten.
 
+mod mlx5_support;
+
+use mlx5_support::SoftCq;
 use proptest::prelude::*;
 use rrddmma::mlx5dv::be::Be32;
 use rrddmma::mlx5dv::cqe::{Completion, CqeOpcode};
-use rrddmma::mlx5dv::seg::{CtrlFlags, WqeOpcode};
+use rrddmma::mlx5dv::seg::CtrlFlags;
 use rrddmma::mlx5dv::sq::SqRing;
+use rrddmma::prim::RemoteAddr;
 
 const QPN: u32 = 0x42;
 
@@ -16,6 +21,7 @@ struct Model {
     _dbrec: Box<[Be32; 2]>,
     _bf: Vec<u64>,
     sq: SqRing,
+    cq: SoftCq,
     /// Outstanding WQEs in posting order: free-running start, blocks, bytes.
     outstanding: Vec<(u32, u32, Vec<u8>)>,
 }
@@ -30,7 +36,10 @@ impl Model {
         let sq = unsafe {
             SqRing::from_raw(buf.as_mut_ptr().cast(), bbs, dbrec.as_mut_ptr().add(1), bf.as_mut_ptr().cast(), 0, QPN)
         };
-        Model { buf, _dbrec: dbrec, _bf: bf, sq, outstanding: Vec::new() }
+        let mut sq = sq;
+        let cq = SoftCq::new(16);
+        sq.bind_cq(&cq.ring);
+        Model { buf, _dbrec: dbrec, _bf: bf, sq, cq, outstanding: Vec::new() }
     }
 
     fn ring_bytes(&self, start: u32, blocks: u32) -> Vec<u8> {
@@ -47,7 +56,7 @@ impl Model {
             return None;
         }
         let start = self.sq.cur_post();
-        let mut w = self.sq.wqe(WqeOpcode::RDMA_WRITE, 0, CtrlFlags::CQ_UPDATE, 0).raddr(tag, 1);
+        let mut w = self.sq.write(CtrlFlags::CQ_UPDATE, RemoteAddr { addr: tag, rkey: 1 });
         for i in 0..data {
             // SAFETY: no device reads this ring.
             w = unsafe { w.data(8, 2, tag + u64::from(i)) };
@@ -59,15 +68,22 @@ impl Model {
         Some(start)
     }
 
-    fn completion(&self, qpn: u32, op: CqeOpcode, counter: u32) -> Completion {
-        Completion { opcode: op, qpn, wqe_counter: counter as u16, ..Completion::default() }
+    /// A CQE the "device" writes, polled from the CQ ring.
+    fn completion(&mut self, qpn: u32, op: CqeOpcode, counter: u32) -> Completion {
+        self.cq.produce(qpn, op, counter as u16);
+        self.cq.poll()
+    }
+
+    /// Retires a fresh CQE of `qpn`/`op`/`counter`.
+    fn retire(&mut self, qpn: u32, op: CqeOpcode, counter: u32) -> bool {
+        let c = self.completion(qpn, op, counter);
+        self.sq.retire(&c)
     }
 
     /// The device completes the `k`-th outstanding WQE (and those before it).
     fn complete(&mut self, k: usize) {
         let (start, _, _) = self.outstanding[k];
-        let c = self.completion(QPN, CqeOpcode::REQ, start);
-        assert!(self.sq.retire(&c), "a genuine completion of WQE {start} is taken");
+        assert!(self.retire(QPN, CqeOpcode::REQ, start), "a genuine completion of WQE {start} is taken");
         self.outstanding.drain(..=k);
     }
 
@@ -96,7 +112,7 @@ fn foreign_qpn_and_receive_completions_retire_nothing() {
         m.check();
     }
     // An error completion of the requester does retire it.
-    assert!(m.sq.retire(&m.completion(QPN, CqeOpcode::REQ_ERR, a)));
+    assert!(m.retire(QPN, CqeOpcode::REQ_ERR, a));
     m.outstanding.clear();
     m.check();
 }
@@ -109,7 +125,7 @@ fn a_counter_inside_a_multi_block_wqe_is_refused() {
     let a = m.post(5, 1).unwrap(); // 7 DS: 2 blocks
     let b = m.post(1, 2).unwrap(); // 1 block
     assert_eq!((a, b), (0, 2));
-    assert!(!m.sq.retire(&m.completion(QPN, CqeOpcode::REQ, a + 1)), "block 1 is inside WQE 0");
+    assert!(!m.retire(QPN, CqeOpcode::REQ, a + 1), "block 1 is inside WQE 0");
     m.check();
     assert_eq!(m.sq.available(), 1);
     m.complete(0);
@@ -133,7 +149,7 @@ fn counters_wrap_with_the_ring_and_the_16_bit_index() {
         }
         // Stale: the first block of a WQE already retired.
         if let Some(old) = retired {
-            assert!(!m.sq.retire(&m.completion(QPN, CqeOpcode::REQ, old)), "WQE {old} was retired already");
+            assert!(!m.retire(QPN, CqeOpcode::REQ, old), "WQE {old} was retired already");
         }
     }
     assert!(m.sq.cur_post() > 1 << 16, "the 16-bit WQE counter wrapped");
@@ -180,24 +196,24 @@ proptest! {
                 }
                 Step::ForeignQpn { pick } if !m.outstanding.is_empty() => {
                     let start = m.outstanding[pick % m.outstanding.len()].0;
-                    prop_assert!(!m.sq.retire(&m.completion(QPN ^ 1, CqeOpcode::REQ, start)));
+                    prop_assert!(!m.retire(QPN ^ 1, CqeOpcode::REQ, start));
                     prop_assert_eq!(m.sq.available(), before);
                 }
                 Step::Receive { pick } if !m.outstanding.is_empty() => {
                     let start = m.outstanding[pick % m.outstanding.len()].0;
-                    prop_assert!(!m.sq.retire(&m.completion(QPN, CqeOpcode::RESP_SEND, start)));
+                    prop_assert!(!m.retire(QPN, CqeOpcode::RESP_SEND, start));
                     prop_assert_eq!(m.sq.available(), before);
                 }
                 Step::MidWqe { pick } if !m.outstanding.is_empty() => {
                     let (start, blocks, _) = m.outstanding[pick % m.outstanding.len()];
                     for off in 1..blocks {
-                        prop_assert!(!m.sq.retire(&m.completion(QPN, CqeOpcode::REQ, start + off)));
+                        prop_assert!(!m.retire(QPN, CqeOpcode::REQ, start + off));
                     }
                     prop_assert_eq!(m.sq.available(), before);
                 }
                 Step::Random { counter } => {
                     let genuine = m.outstanding.iter().position(|w| w.0 as u16 == counter);
-                    let took = m.sq.retire(&m.completion(QPN, CqeOpcode::REQ, u32::from(counter)));
+                    let took = m.retire(QPN, CqeOpcode::REQ, u32::from(counter));
                     prop_assert_eq!(took, genuine.is_some(), "counter {} taken iff it starts an outstanding WQE", counter);
                     if let Some(k) = genuine {
                         m.outstanding.drain(..=k);
@@ -208,4 +224,120 @@ proptest! {
             m.check();
         }
     }
+}
+
+/// A genuine completion, already retired, offered again once the ring has
+/// gone 65,536 blocks further: its 16-bit counter now names a live WQE. It
+/// once freed that WQE; the ring now refuses it (it was polled before the
+/// last completion the ring took).
+#[test]
+fn regression_stale_completion_after_the_16_bit_counter_wraps_frees_nothing() {
+    let mut m = Model::new(4);
+    let first = m.post(1, 0).unwrap();
+    assert_eq!(first, 0);
+    let old = m.completion(QPN, CqeOpcode::REQ, first);
+    assert!(m.sq.retire(&old), "the genuine completion is taken once");
+    m.outstanding.clear();
+    // One-block WQEs, each completed, until the counter comes back to 0.
+    while m.sq.cur_post() < 1 << 16 {
+        m.post(1, 1).unwrap();
+        m.complete(0);
+    }
+    let live = m.post(1, 2).unwrap();
+    assert_eq!(live as u16, old.wqe_counter, "the live WQE has the stale completion's counter");
+    let before = m.sq.available();
+    assert!(!m.sq.retire(&old), "a stale completion after the wrap must not free the live WQE");
+    assert_eq!(m.sq.available(), before, "nothing freed");
+    m.check();
+    m.complete(0);
+    m.check();
+}
+
+/// Completions written before a reset (polled before it and kept, or still
+/// in the CQ, which libmlx5 does not clean under a direct view) name
+/// counters the restarted ring hands out again. They once freed the new
+/// WQEs; now they are refused and the new WQEs' own completions are taken.
+#[test]
+fn regression_completion_from_before_a_reset_frees_nothing() {
+    let mut m = Model::new(8);
+    let a = m.post(1, 1).unwrap();
+    let b = m.post(1, 2).unwrap();
+    let polled_before = m.completion(QPN, CqeOpcode::REQ, a);
+    // The device wrote b's CQE too; nobody has polled it yet.
+    m.cq.produce(QPN, CqeOpcode::REQ, b as u16);
+    // The QP is reset: the device starts again at WQE 0.
+    // SAFETY: the model's "device" restarts at 0; no device reads the ring.
+    unsafe { m.sq.restart_after_reset(0, &m.cq.ring) };
+    m.outstanding.clear();
+    assert_eq!(m.sq.available(), 8, "outstanding WQEs forgotten");
+    let n0 = m.post(1, 3).unwrap();
+    let n1 = m.post(1, 4).unwrap();
+    assert_eq!((n0, n1), (a, b), "the new WQEs reuse the old counters");
+    assert!(!m.sq.retire(&polled_before), "a completion polled before the reset");
+    let in_cq = m.cq.poll();
+    assert_eq!(in_cq.wqe_counter, b as u16);
+    assert!(!m.sq.retire(&in_cq), "a completion written before the reset, polled after it");
+    assert_eq!(m.sq.available(), 6, "nothing freed");
+    m.check();
+    m.complete(1);
+    m.check();
+}
+
+/// A completion made up by hand, decoded from a CQE with `Cqe64::decode`,
+/// or edited after polling frees nothing it did not name when polled.
+#[test]
+fn regression_made_up_or_edited_completion_frees_nothing() {
+    use rrddmma::mlx5dv::be::Be16;
+    use rrddmma::mlx5dv::cqe::Cqe64;
+    let mut m = Model::new(8);
+    let a = m.post(1, 1).unwrap();
+    let b = m.post(1, 2).unwrap();
+    let mut made_up = Completion::default();
+    made_up.opcode = CqeOpcode::REQ;
+    made_up.qpn = QPN;
+    made_up.wqe_counter = b as u16;
+    assert!(!m.sq.retire(&made_up), "made up by hand");
+    let op = CqeOpcode::REQ.to_raw();
+    let cqe = Cqe64 {
+        sop_drop_qpn: Be32::new((u32::from(op) << 24) | QPN),
+        wqe_counter: Be16::new(b as u16),
+        op_own: op << 4,
+        ..Cqe64::default()
+    };
+    let decoded = cqe.decode();
+    assert_eq!((decoded.qpn, decoded.wqe_counter), (QPN, b as u16));
+    assert!(!m.sq.retire(&decoded), "decoded, not polled");
+    assert_eq!(m.sq.available(), 6);
+    // A genuine completion of `a`, edited to name `b`: it frees `a` only.
+    let mut edited = m.completion(QPN, CqeOpcode::REQ, a);
+    edited.wqe_counter = b as u16;
+    assert!(m.sq.retire(&edited));
+    assert_eq!(m.sq.available(), 7, "only WQE a, which the CQE named, is freed");
+    m.outstanding.remove(0);
+    m.check();
+}
+
+/// Completions of a ring the SQ is not bound to, and any completion on a
+/// ring never bound, free nothing.
+#[test]
+fn completions_of_another_or_no_bound_cq_free_nothing() {
+    let mut m = Model::new(8);
+    let a = m.post(1, 1).unwrap();
+    let mut other = SoftCq::new(4);
+    let foreign = other.req(QPN, a as u16);
+    assert!(!m.sq.retire(&foreign), "another CQ ring");
+    let mut buf = vec![0u64; 8 * 4];
+    let mut dbrec = [Be32::default(); 2];
+    let mut bf = vec![0u64; 1];
+    // SAFETY: the buffers outlive the ring; no device reads them.
+    let mut unbound = unsafe {
+        SqRing::from_raw(buf.as_mut_ptr().cast(), 4, dbrec.as_mut_ptr().add(1), bf.as_mut_ptr().cast(), 0, QPN)
+    };
+    let pi = unbound.nop(CtrlFlags::CQ_UPDATE).finish();
+    let c = other.req(QPN, pi);
+    assert!(!unbound.retire(&c), "a ring never bound takes nothing");
+    unbound.bind_cq(&other.ring);
+    let c = other.req(QPN, pi);
+    assert!(unbound.retire(&c), "bound, a fresh completion is taken");
+    m.check();
 }

@@ -3,21 +3,25 @@
 //! smallest size is forced to wrap and parsed back with the C structs; the
 //! recorded doorbell sequence is libmlx5's.
 
+mod mlx5_support;
+
+use mlx5_support::SoftCq;
 use rrddmma::bindings as ffi;
 use rrddmma::mlx5dv::be::{Be16, Be32, Be64};
 use rrddmma::mlx5dv::cq::CqRing;
 use rrddmma::mlx5dv::cqe::{Completion, Cqe64, CqeOpcode};
 use rrddmma::mlx5dv::mmio::{Op, Recorder};
-use rrddmma::mlx5dv::seg::{AtomicSeg, CtrlFlags, WqeOpcode, INLINE_SEG};
-use rrddmma::mlx5dv::sq::{SqRing, WqeWriter};
-use rrddmma::prim::WcStatus;
+use rrddmma::mlx5dv::seg::{CtrlFlags, WqeOpcode, INLINE_SEG};
+use rrddmma::mlx5dv::sq::SqRing;
+use rrddmma::mlx5dv::wqe::Wqe;
+use rrddmma::prim::{RemoteAddr, WcStatus};
 
 /// Data segments in the ring models.
 trait Data {
     fn d(self, len: u32, lkey: u32, addr: u64) -> Self;
 }
 
-impl Data for WqeWriter<'_> {
+impl<const I: bool> Data for Wqe<'_, I> {
     fn d(self, len: u32, lkey: u32, addr: u64) -> Self {
         // SAFETY: ring models: no device ever reads these rings, so the
         // addresses are only bytes to check.
@@ -25,14 +29,21 @@ impl Data for WqeWriter<'_> {
     }
 }
 
-/// A requester completion of `sq`'s QP for the WQE at `counter`.
-fn req(sq: &SqRing, counter: u16) -> Completion {
-    Completion { opcode: CqeOpcode::REQ, qpn: sq.qpn(), wqe_counter: counter, ..Completion::default() }
+/// A remote address.
+fn at(addr: u64, rkey: u32) -> RemoteAddr {
+    RemoteAddr { addr, rkey }
 }
 
-/// Retires the WQE at `counter` as its requester completion would.
-fn retire(sq: &mut SqRing, counter: u16) -> bool {
-    let c = req(sq, counter);
+/// A CQ bound to `sq`.
+fn bound_cq(sq: &mut SqRing) -> SoftCq {
+    let cq = SoftCq::new(16);
+    sq.bind_cq(&cq.ring);
+    cq
+}
+
+/// Retires the WQE at `counter` with its requester completion, polled from `cq`.
+fn retire(sq: &mut SqRing, cq: &mut SoftCq, counter: u16) -> bool {
+    let c = cq.req(sq.qpn(), counter);
     sq.retire(&c)
 }
 
@@ -153,6 +164,7 @@ fn smallest_sq_wraps_and_parses_back_with_c_structs() {
     let mut sq = unsafe {
         SqRing::from_raw(buf.as_mut_ptr().cast(), BBS, dbrec.as_mut_ptr().add(1), bf.as_mut_ptr().cast(), 256, 0x1234)
     };
+    let mut cq = bound_cq(&mut sq);
     let mut rec = Recorder::default();
     let mut rng = Rng(42);
     let mut expected_post = 0u32;
@@ -162,22 +174,16 @@ fn smallest_sq_wraps_and_parses_back_with_c_structs() {
         let payload: Vec<u8> = (0..inline_len).map(|j| (i as usize * 7 + j) as u8).collect();
         let before = sq.cur_post();
         let w = match kind {
-            0 => sq
-                .wqe(WqeOpcode::RDMA_WRITE, 0, CtrlFlags::CQ_UPDATE, 0)
-                .raddr(0x1000 + u64::from(i), 77)
-                .inline(&payload),
+            0 => sq.write(CtrlFlags::CQ_UPDATE, at(0x1000 + u64::from(i), 77)).inline(&payload).finish(),
             1 => sq
-                .wqe(WqeOpcode::SEND_IMM, 0, CtrlFlags::CQ_UPDATE | CtrlFlags::SOLICITED, 0xaabb_ccdd_u32.to_be())
+                .send_imm(CtrlFlags::CQ_UPDATE | CtrlFlags::SOLICITED, 0xaabb_ccdd)
                 .d(64, 5, 0x5000)
-                .d(32, 6, 0x6000),
-            2 => sq
-                .wqe(WqeOpcode::ATOMIC_FA, 0, CtrlFlags::CQ_UPDATE, 0)
-                .raddr(0x2000, 8)
-                .seg(&AtomicSeg { swap_add: Be64::new(3), compare: Be64::new(0) })
-                .d(8, 9, 0x7000),
-            _ => sq.wqe(WqeOpcode::RDMA_WRITE, 0, CtrlFlags::empty(), 0).raddr(0x3000, 10).d(4096, 11, 0x8000),
+                .d(32, 6, 0x6000)
+                .finish(),
+            2 => sq.fetch_add(CtrlFlags::CQ_UPDATE, at(0x2000, 8), 3).d(8, 9, 0x7000).finish(),
+            _ => sq.write(CtrlFlags::empty(), at(0x3000, 10)).d(4096, 11, 0x8000).finish(),
         };
-        let pi = w.finish();
+        let pi = w;
         let ring: Vec<u8> = buf.iter().flat_map(|w| w.to_ne_bytes()).collect();
         let ctrl = ring_bytes(&ring, before, 0, 16);
         let opmod_idx_opcode = u32::from_be_bytes(ctrl[0..4].try_into().unwrap());
@@ -201,7 +207,7 @@ fn smallest_sq_wraps_and_parses_back_with_c_structs() {
                 assert_eq!(
                     u32::from_be_bytes(ctrl[12..16].try_into().unwrap()),
                     0xaabb_ccdd,
-                    "immediate stored as given"
+                    "immediate stored big-endian"
                 );
                 let d0: ffi::mlx5_wqe_data_seg = cast(&ring_bytes(&ring, before, 16, 16));
                 let d1: ffi::mlx5_wqe_data_seg = cast(&ring_bytes(&ring, before, 32, 16));
@@ -229,7 +235,7 @@ fn smallest_sq_wraps_and_parses_back_with_c_structs() {
         sq.ring(&mut rec);
         assert_eq!(dbrec[1].get(), expected_post & 0xffff, "doorbell record");
         // The "hardware" completes it at once.
-        retire(&mut sq, pi);
+        retire(&mut sq, &mut cq, pi);
         assert_eq!(sq.available(), BBS);
     }
     assert!(expected_post / BBS >= 50, "the ring wrapped many times");
@@ -245,34 +251,35 @@ fn doorbell_sequence_matches_libmlx5() {
     let mut sq = unsafe {
         SqRing::from_raw(buf.as_mut_ptr().cast(), BBS, dbrec.as_mut_ptr().add(1), bf.as_mut_ptr().cast(), 256, 7)
     };
+    let mut cq = bound_cq(&mut sq);
     let mut rec = Recorder::default();
     let first8 = |buf: &[u64], bb: usize| buf[bb * 8].to_ne_bytes();
 
     // One WQE with more than one DS that fits: BlueFlame copy of align(ds*16, 64) bytes.
-    sq.wqe(WqeOpcode::RDMA_WRITE, 0, CtrlFlags::CQ_UPDATE, 0).raddr(1, 2).d(3, 4, 5).finish();
+    sq.write(CtrlFlags::CQ_UPDATE, at(1, 2)).d(3, 4, 5).finish();
     sq.ring(&mut rec);
     let mut want = vec![Op::Barrier, Op::DbRec(1), Op::WcStart];
     want.extend((0..8).map(|i| Op::Write64(i * 8, buf[i].to_ne_bytes())));
     want.push(Op::Flush);
     assert_eq!(rec.ops, want);
     assert_eq!(sq.bf_offset(), 256, "the BlueFlame offset toggles");
-    retire(&mut sq, 0);
+    retire(&mut sq, &mut cq, 0);
 
     // Two WQEs in one doorbell: only the first 8 bytes of the last control segment.
     rec.ops.clear();
-    sq.wqe(WqeOpcode::SEND, 0, CtrlFlags::empty(), 0).d(1, 1, 1).finish();
-    sq.wqe(WqeOpcode::SEND, 0, CtrlFlags::CQ_UPDATE, 0).d(1, 1, 1).finish();
+    sq.send(CtrlFlags::empty()).d(1, 1, 1).finish();
+    sq.send(CtrlFlags::CQ_UPDATE).d(1, 1, 1).finish();
     sq.ring(&mut rec);
     assert_eq!(rec.ops, vec![Op::Barrier, Op::DbRec(3), Op::WcStart, Op::Write64(256, first8(&buf, 2)), Op::Flush]);
     assert_eq!(sq.bf_offset(), 0);
-    retire(&mut sq, 2);
+    retire(&mut sq, &mut cq, 2);
 
     // A control-only WQE (one DS) is not sent by BlueFlame.
     rec.ops.clear();
-    sq.wqe(WqeOpcode::NOP, 0, CtrlFlags::CQ_UPDATE, 0).finish();
+    sq.nop(CtrlFlags::CQ_UPDATE).finish();
     sq.ring(&mut rec);
     assert_eq!(rec.ops, vec![Op::Barrier, Op::DbRec(4), Op::WcStart, Op::Write64(0, first8(&buf, 3)), Op::Flush]);
-    retire(&mut sq, 3);
+    retire(&mut sq, &mut cq, 3);
 
     // No doorbell without new WQEs.
     rec.ops.clear();
@@ -287,7 +294,7 @@ fn doorbell_sequence_matches_libmlx5() {
     let mut plain = unsafe {
         SqRing::from_raw(buf2.as_mut_ptr().cast(), BBS, db2.as_mut_ptr().add(1), reg.as_mut_ptr().cast(), 0, 7)
     };
-    plain.wqe(WqeOpcode::RDMA_WRITE, 0, CtrlFlags::CQ_UPDATE, 0).raddr(1, 2).d(3, 4, 5).finish();
+    plain.write(CtrlFlags::CQ_UPDATE, at(1, 2)).d(3, 4, 5).finish();
     plain.ring(&mut rec);
     assert_eq!(rec.ops, vec![Op::Barrier, Op::DbRec(1), Op::WcStart, Op::Write64(0, first8(&buf2, 0)), Op::Flush]);
     assert_eq!(plain.bf_offset(), 0);
@@ -305,7 +312,7 @@ fn post_rings_like_finish_then_ring() {
         };
         let mut rec = Recorder::default();
         for (i, bf_size_fits) in [(0u64, true), (1, false)] {
-            let w = sq.wqe(WqeOpcode::RDMA_WRITE, 0, CtrlFlags::CQ_UPDATE, 0).raddr(i, 1);
+            let w = sq.write(CtrlFlags::CQ_UPDATE, at(i, 1));
             let w = if bf_size_fits { w.d(8, 2, 3) } else { w.inline(&[7u8; 200]) };
             if use_post {
                 w.post(&mut rec);
@@ -315,8 +322,8 @@ fn post_rings_like_finish_then_ring() {
             }
         }
         // Two WQEs finished before one doorbell, then one posted with it.
-        sq.wqe(WqeOpcode::SEND, 0, CtrlFlags::empty(), 0).d(1, 1, 1).finish();
-        sq.wqe(WqeOpcode::SEND, 0, CtrlFlags::CQ_UPDATE, 0).d(1, 1, 1).post(&mut rec);
+        sq.send(CtrlFlags::empty()).d(1, 1, 1).finish();
+        sq.send(CtrlFlags::CQ_UPDATE).d(1, 1, 1).post(&mut rec);
         (rec.ops, buf, dbrec[1].get())
     };
     let (a, ring_a, db_a) = run(true);
@@ -368,11 +375,8 @@ fn masked_atomic_wqes() {
     let mut sq = unsafe {
         SqRing::from_raw(buf.as_mut_ptr().cast(), 4, dbrec.as_mut_ptr().add(1), bf.as_mut_ptr().cast(), 0, 3)
     };
-    sq.wqe(WqeOpcode::ATOMIC_MASKED_CS, ext_atomic_opmod(3), CtrlFlags::CQ_UPDATE, 0)
-        .raddr(0x100, 1)
-        .masked_cas(1, 2, 3, 4)
-        .d(8, 5, 0x200)
-        .finish();
+    // swap 1, compare 2, swap mask 3, compare mask 4.
+    sq.masked_cas(CtrlFlags::CQ_UPDATE, at(0x100, 1), 2, 4, 1, 3).d(8, 5, 0x200).finish();
     let ring: Vec<u8> = buf.iter().flat_map(|w| w.to_ne_bytes()).collect();
     assert_eq!(u32::from_be_bytes(ring[0..4].try_into().unwrap()), (0x09 << 24) | 0x14, "opmod 0x09, masked CS");
     assert_eq!(ring[7], 5, "ctrl + raddr + 32-byte masked CAS + data = 5 DS");
@@ -380,10 +384,7 @@ fn masked_atomic_wqes() {
         (0..4).map(|i| u64::from_be_bytes(ring[32 + 8 * i..40 + 8 * i].try_into().unwrap())).collect();
     assert_eq!(words, [1, 2, 3, 4]);
     assert_eq!(sq.cur_post(), 2, "80 bytes take two basic blocks");
-    sq.wqe(WqeOpcode::ATOMIC_MASKED_FA, ext_atomic_opmod(3), CtrlFlags::empty(), 0)
-        .raddr(0x100, 1)
-        .masked_fa(7, 0xff00)
-        .finish();
+    sq.masked_fa(CtrlFlags::empty(), at(0x100, 1), 7, 0xff00).finish();
     let ring: Vec<u8> = buf.iter().flat_map(|w| w.to_ne_bytes()).collect();
     assert_eq!(ring[128 + 3], 0x15);
     assert_eq!(u64::from_be_bytes(ring[160..168].try_into().unwrap()), 7);
@@ -400,16 +401,17 @@ fn stale_or_foreign_wqe_counters_retire_nothing() {
     let mut sq = unsafe {
         SqRing::from_raw(buf.as_mut_ptr().cast(), 4, dbrec.as_mut_ptr().add(1), bf.as_mut_ptr().cast(), 0, 1)
     };
-    let a = sq.wqe(WqeOpcode::SEND, 0, CtrlFlags::empty(), 0).d(1, 1, 1).finish();
-    let b = sq.wqe(WqeOpcode::SEND, 0, CtrlFlags::empty(), 0).d(1, 1, 1).finish();
+    let mut cq = bound_cq(&mut sq);
+    let a = sq.send(CtrlFlags::empty()).d(1, 1, 1).finish();
+    let b = sq.send(CtrlFlags::empty()).d(1, 1, 1).finish();
     assert_eq!(sq.available(), 2);
-    assert!(!retire(&mut sq, b.wrapping_add(1)), "a WQE not posted yet");
-    assert!(!retire(&mut sq, 0x8000), "a counter from elsewhere");
+    assert!(!retire(&mut sq, &mut cq, b.wrapping_add(1)), "a WQE not posted yet");
+    assert!(!retire(&mut sq, &mut cq, 0x8000), "a counter from elsewhere");
     assert_eq!(sq.available(), 2, "nothing freed");
-    assert!(retire(&mut sq, a));
+    assert!(retire(&mut sq, &mut cq, a));
     assert_eq!(sq.available(), 3);
-    assert!(!retire(&mut sq, a), "already retired");
-    assert!(retire(&mut sq, b));
+    assert!(!retire(&mut sq, &mut cq, a), "already retired");
+    assert!(retire(&mut sq, &mut cq, b));
     assert_eq!(sq.available(), 4);
 }
 
@@ -424,6 +426,6 @@ fn overrunning_unretired_wqes_panics() {
         SqRing::from_raw(buf.as_mut_ptr().cast(), 2, dbrec.as_mut_ptr().add(1), bf.as_mut_ptr().cast(), 0, 1)
     };
     for _ in 0..3 {
-        sq.wqe(WqeOpcode::SEND, 0, CtrlFlags::empty(), 0).d(1, 1, 1).finish();
+        sq.send(CtrlFlags::empty()).d(1, 1, 1).finish();
     }
 }

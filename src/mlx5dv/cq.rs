@@ -1,9 +1,10 @@
 //! Direct CQ polling: the CQE ring, owner-bit validity, the consumer record, arming.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::be::Be32;
-use super::cqe::{Completion, Cqe64};
+use super::cqe::{Completion, Cqe64, CqeOpcode, Ticket};
 use super::mmio::Mmio;
 
 /// `MLX5_CQ_DOORBELL`: offset of the CQ doorbell in the UAR page.
@@ -27,14 +28,27 @@ pub struct CqRing {
     ci: u32,
     /// Arm sequence number.
     arm_sn: u32,
+    /// This ring's process-unique number (never 0), stamped on its completions.
+    uid: u64,
+    /// CQEs taken by this ring (free-running from 0): the position stamped
+    /// on the next completion.
+    polled: u64,
 }
+
+/// The next ring number; 0 is never handed out (it marks "not polled").
+static NEXT_UID: AtomicU64 = AtomicU64::new(1);
 
 // SAFETY: plain memory and registers of one CQ; `&mut self` serialises access.
 unsafe impl Send for CqRing {}
 
 impl fmt::Debug for CqRing {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CqRing").field("cqn", &self.cqn).field("cqe_cnt", &self.cqe_cnt).field("ci", &self.ci).finish()
+        f.debug_struct("CqRing")
+            .field("cqn", &self.cqn)
+            .field("cqe_cnt", &self.cqe_cnt)
+            .field("ci", &self.ci)
+            .field("uid", &self.uid)
+            .finish()
     }
 }
 
@@ -64,7 +78,8 @@ impl CqRing {
         assert!(buf as usize % 8 == 0, "CQ buffer {buf:p} is not 8-byte aligned");
         assert!(dbrec as usize % 4 == 0, "CQ doorbell records {dbrec:p} are not 4-byte aligned");
         assert!(uar as usize % 8 == 0, "UAR {uar:p} is not 8-byte aligned");
-        CqRing { buf, cqe_cnt, cqe_size, dbrec, uar, cqn, ci: 0, arm_sn: 0 }
+        let uid = NEXT_UID.fetch_add(1, Ordering::Relaxed);
+        CqRing { buf, cqe_cnt, cqe_size, dbrec, uar, cqn, ci: 0, arm_sn: 0, uid, polled: 0 }
     }
 
     /// Starts the consumer index at `ci` (a CQ that was polled before the view).
@@ -74,9 +89,38 @@ impl CqRing {
         self.ci = ci;
     }
 
+    /// The CQ number.
+    pub fn cqn(&self) -> u32 {
+        self.cqn
+    }
+
     /// The consumer index (free-running).
     pub fn consumer_index(&self) -> u32 {
         self.ci
+    }
+
+    /// This ring's process-unique number, stamped on the completions it polls.
+    pub(crate) fn uid(&self) -> u64 {
+        self.uid
+    }
+
+    /// The position (in this ring's count of polled CQEs) that the first CQE
+    /// the device has not written yet will have: every CQE already in the
+    /// ring, polled or not, is below it. Reads the owner bits of the entries
+    /// ahead of the consumer index, at most one lap.
+    pub fn horizon(&self) -> u64 {
+        let mut n = 0u32;
+        while n < self.cqe_cnt {
+            let ci = self.ci.wrapping_add(n);
+            // SAFETY: the entry is inside the buffer; `op_own` is read
+            // volatile because the device writes it.
+            let op_own = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*self.cqe(ci)).op_own)) };
+            if !Cqe64::is_valid_for(op_own, ci, self.cqe_cnt) {
+                break;
+            }
+            n += 1;
+        }
+        self.polled + u64::from(n)
     }
 
     /// The 64-byte CQE at consumer index `ci` (the second half of a 128-byte entry).
@@ -105,7 +149,16 @@ impl CqRing {
             // Read the rest only after seeing ownership (udma_from_device_barrier).
             std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
             // SAFETY: the device handed this entry over (owner bit).
-            out[n] = unsafe { std::ptr::read_volatile(cqe) }.decode();
+            let mut c = unsafe { std::ptr::read_volatile(cqe) }.decode();
+            c.ticket = Ticket {
+                cq: self.uid,
+                seq: self.polled,
+                qpn: c.qpn,
+                counter: c.wqe_counter,
+                requester: c.opcode == CqeOpcode::REQ || c.opcode == CqeOpcode::REQ_ERR,
+            };
+            out[n] = c;
+            self.polled += 1;
             self.ci = self.ci.wrapping_add(1);
             n += 1;
         }

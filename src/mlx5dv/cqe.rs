@@ -140,6 +140,20 @@ pub fn syndrome_status(syndrome: Syndrome) -> WcStatus {
 }
 
 /// A decoded CQE: what a direct poller reports.
+///
+/// The public fields are for reading. [`SqRing::retire`](super::sq::SqRing::retire)
+/// does not use them: it uses what the poller recorded privately when it took
+/// the CQE from the ring (which CQ view, the CQE's position in it, its QPN,
+/// opcode and WQE counter). A completion made up by hand
+/// (`Completion::default()` with fields set), decoded with
+/// [`Cqe64::decode`], or edited after polling therefore frees nothing that
+/// the polled CQE did not name, and a struct literal cannot be written
+/// outside the crate:
+///
+/// ```compile_fail,E0451
+/// use rrddmma::mlx5dv::cqe::{Completion, CqeOpcode};
+/// let forged = Completion { opcode: CqeOpcode::REQ, qpn: 7, wqe_counter: 3, ..Completion::default() };
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Completion {
     /// CQE opcode.
@@ -162,6 +176,21 @@ pub struct Completion {
     pub inline_scatter: u8,
     /// Solicited-event bit.
     pub solicited: bool,
+    /// What the poller saw, for `retire`; none for completions not polled.
+    pub(crate) ticket: Ticket,
+}
+
+/// Where a polled CQE came from, recorded by the poller and read only by
+/// the crate: the CQ view (`cq`, a process-unique number, 0 for none), the
+/// CQE's position in that view (`seq`, free-running from 0), and the QPN,
+/// requester flag and WQE counter it carried.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Ticket {
+    pub(crate) cq: u64,
+    pub(crate) seq: u64,
+    pub(crate) qpn: u32,
+    pub(crate) counter: u16,
+    pub(crate) requester: bool,
 }
 
 impl Default for Completion {
@@ -177,12 +206,15 @@ impl Default for Completion {
             timestamp: 0,
             inline_scatter: 0,
             solicited: false,
+            ticket: Ticket::default(),
         }
     }
 }
 
 impl Cqe64 {
-    /// Decodes the CQE (valid ones; see [`Cqe64::is_valid_for`]).
+    /// Decodes the CQE (valid ones; see [`Cqe64::is_valid_for`]). The
+    /// result is for reading: only a completion from
+    /// [`CqRing::poll`](super::cq::CqRing::poll) can be retired.
     #[inline]
     pub fn decode(&self) -> Completion {
         let op = CqeOpcode::from_raw(cqe_opcode(self.op_own));
@@ -211,6 +243,7 @@ impl Cqe64 {
                 _ => 0,
             },
             solicited: se(self.op_own) == 1,
+            ticket: Ticket::default(),
         }
     }
 

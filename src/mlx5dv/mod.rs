@@ -6,6 +6,7 @@
 //! - [`sq::SqRing`]: a WQE writer over the send queue ring (DS accounting,
 //!   inline padding, wrap-around, producer index) and libmlx5's doorbell /
 //!   BlueFlame sequence behind the [`mmio::Mmio`] trait.
+//! - [`wqe`]: typed WQE builders, one per opcode (the safe way to post).
 //! - [`cq::CqRing`]: direct CQ polling (owner bit, consumer record) and arming.
 //! - [`obj`]: the views of a real QP and CQ (`mlx5dv_init_obj`).
 //! - [`dc`]: DC transport (targets, initiators, requests to a target), one
@@ -40,6 +41,7 @@ pub mod mmio;
 pub mod obj;
 pub mod seg;
 pub mod sq;
+pub mod wqe;
 
 #[cfg(not(rrddmma_mlnx_ofed4))]
 use crate::bindings as ffi;

@@ -7,27 +7,42 @@ use super::cq::CqRing;
 use super::cqe::Completion;
 use super::mmio::Mmio;
 use super::require;
-use super::seg::{CtrlFlags, WqeOpcode};
-use super::sq::{SqRing, WqeWriter};
+use super::seg::{CtrlFlags, DatagramSeg, WqeOpcode};
+use super::sq::{SqLimits, SqRing, SqTransport, WqeWriter};
+use super::wqe::Wqe;
 use crate::bindings as ffi;
-use crate::prim::{Cq, Error, Qp, Result};
+use crate::prim::{Cq, Error, Qp, QpAttr, QpCaps, QpState, QpType, RemoteAddr, Result};
 
 /// A QP's send queue for direct WQE posting; borrows the QP.
 ///
 /// Reads go through `Deref` to [`SqRing`]; writes through the view's own
-/// methods. The view never hands out `&mut SqRing`, so one QP's ring cannot
-/// be swapped into another QP's view:
+/// methods: the typed builders ([`DirectSq::write`], [`DirectSq::send`],
+/// ... as [`super::wqe`] describes), the `unsafe` raw writer
+/// [`DirectSq::wqe`], [`DirectSq::ring`], [`DirectSq::retire`]. The view
+/// never hands out `&mut SqRing`, so one QP's ring cannot be swapped into
+/// another QP's view:
 ///
 /// ```compile_fail
 /// fn swap(a: &mut rrddmma::mlx5dv::obj::DirectSq<'_>, b: &mut rrddmma::mlx5dv::obj::DirectSq<'_>) {
 ///     std::mem::swap(&mut **a, &mut **b);
 /// }
 /// ```
+///
+/// While the view lives it holds a claim on the QP: [`Qp::modify`] to RESET
+/// panics (the device would restart at WQE 0 under the view's producer
+/// index and re-execute stale WQEs), and a second view cannot be made.
+/// [`DirectSq::reset`] resets the QP and the ring together.
 #[derive(Debug)]
 pub struct DirectSq<'q> {
     ring: SqRing,
-    _qp: &'q Qp,
+    qp: &'q Qp,
+    /// The SQ's doorbell record (libmlx5 zeroes it on RESET).
+    dbrec: *const Be32,
 }
+
+// SAFETY: the ring is `Send`; the QP is `Sync`; the doorbell record belongs
+// to the QP and is only read, with `&mut self`.
+unsafe impl Send for DirectSq<'_> {}
 
 impl Deref for DirectSq<'_> {
     type Target = SqRing;
@@ -36,11 +51,70 @@ impl Deref for DirectSq<'_> {
     }
 }
 
+impl Drop for DirectSq<'_> {
+    fn drop(&mut self) {
+        self.qp.direct.release();
+    }
+}
+
+macro_rules! typed {
+    ($($(#[$m:meta])* $name:ident($($a:ident: $t:ty),*) -> $inl:literal;)*) => {$(
+        $(#[$m])*
+        #[inline(always)]
+        pub fn $name(&mut self, flags: CtrlFlags $(, $a: $t)*) -> Wqe<'_, $inl> {
+            self.ring.$name(flags $(, $a)*)
+        }
+    )*};
+}
+
 impl DirectSq<'_> {
-    /// Starts a WQE ([`SqRing::wqe`]).
+    typed! {
+        /// [`SqRing::nop`].
+        nop() -> false;
+        /// [`SqRing::send`].
+        send() -> true;
+        /// [`SqRing::send_imm`].
+        send_imm(imm: u32) -> true;
+        /// [`SqRing::send_ud`].
+        send_ud(av: &DatagramSeg) -> true;
+        /// [`SqRing::write`].
+        write(remote: RemoteAddr) -> true;
+        /// [`SqRing::write_imm`].
+        write_imm(remote: RemoteAddr, imm: u32) -> true;
+        /// [`SqRing::read`].
+        read(remote: RemoteAddr) -> false;
+        /// [`SqRing::cas`].
+        cas(remote: RemoteAddr, compare: u64, swap: u64) -> false;
+        /// [`SqRing::fetch_add`].
+        fetch_add(remote: RemoteAddr, add: u64) -> false;
+        /// [`SqRing::masked_fa`].
+        masked_fa(remote: RemoteAddr, add: u64, field_boundary: u64) -> false;
+    }
+
+    /// [`SqRing::masked_cas`].
     #[inline(always)]
-    pub fn wqe(&mut self, opcode: WqeOpcode, opmod: u8, fm_ce_se: CtrlFlags, imm: u32) -> WqeWriter<'_> {
-        self.ring.wqe(opcode, opmod, fm_ce_se, imm)
+    pub fn masked_cas(
+        &mut self,
+        flags: CtrlFlags,
+        remote: RemoteAddr,
+        compare: u64,
+        compare_mask: u64,
+        swap: u64,
+        swap_mask: u64,
+    ) -> Wqe<'_, false> {
+        self.ring.masked_cas(flags, remote, compare, compare_mask, swap, swap_mask)
+    }
+
+    /// Starts a raw WQE ([`SqRing::wqe`]).
+    ///
+    /// # Safety
+    /// As [`SqRing::wqe`]: the segments follow the layout the device
+    /// defines for `opcode`, so that the device reads as data segments only
+    /// those written by [`WqeWriter::data`].
+    #[inline(always)]
+    pub unsafe fn wqe(&mut self, opcode: WqeOpcode, opmod: u8, fm_ce_se: CtrlFlags, imm: u32) -> WqeWriter<'_> {
+        // SAFETY: forwarded contract.
+        unsafe { self.ring.wqe(opcode, opmod, fm_ce_se, imm) }
     }
 
     /// Rings the doorbell for the WQEs finished since the last one ([`SqRing::ring`]).
@@ -49,10 +123,46 @@ impl DirectSq<'_> {
         self.ring.ring(mmio)
     }
 
-    /// Frees WQEs up to the one a completion reports ([`SqRing::retire`]).
+    /// Frees WQEs up to the one a completion reports ([`SqRing::retire`]):
+    /// only completions polled from the bound [`DirectCq`] (the one given
+    /// to [`sq_ring`], [`DirectSq::bind_cq`] or [`DirectSq::reset`]) after
+    /// the binding are taken.
     #[inline]
     pub fn retire(&mut self, c: &Completion) -> bool {
         self.ring.retire(c)
+    }
+
+    /// Takes completions from `cq`, a new view of the QP's send CQ, from now
+    /// on ([`SqRing::bind_cq`]): completions already in the CQ are refused.
+    ///
+    /// # Panics
+    /// If `cq` is not a view of this QP's send CQ (a programming error).
+    pub fn bind_cq(&mut self, cq: &DirectCq<'_>) {
+        check_send_cq(self.qp, cq);
+        self.ring.bind_cq(&cq.ring);
+    }
+
+    /// Moves the QP to RESET (`ibv_modify_qp`, which zeroes the doorbell
+    /// record) and restarts the ring with it: outstanding WQEs are
+    /// forgotten, the producer index starts again where the device does,
+    /// and every completion already in `cq` (the QP's send CQ; libmlx5 does
+    /// not clean a CQ under a direct view) is stale: [`DirectSq::retire`]
+    /// refuses it, even if its counter names a new WQE. Bring the QP up
+    /// again with [`Qp::modify`] or [`Qp::connect`](crate::prim::Qp::connect).
+    ///
+    /// On an error the ring is unchanged.
+    ///
+    /// # Panics
+    /// If `cq` is not a view of this QP's send CQ (a programming error).
+    pub fn reset(&mut self, cq: &DirectCq<'_>) -> Result<()> {
+        check_send_cq(self.qp, cq);
+        self.qp.modify_claimed(&QpAttr::new(QpState::RESET))?;
+        // SAFETY: the QP's doorbell record, alive while the QP is.
+        let pi = unsafe { std::ptr::read_volatile(self.dbrec) }.get() & 0xffff;
+        // SAFETY: the QP was moved to RESET just now, under this view's claim
+        // (no doorbell since), and `pi` is what libmlx5 left in the record.
+        unsafe { self.ring.restart_after_reset(pi, &cq.ring) };
+        Ok(())
     }
 
     /// [`SqRing::set_prefer_bf`].
@@ -71,6 +181,46 @@ impl DirectSq<'_> {
     }
 }
 
+/// Panics unless `cq` views `qp`'s send CQ.
+#[track_caller]
+fn check_send_cq(qp: &Qp, cq: &DirectCq<'_>) {
+    // SAFETY: a live QP; `send_cq` is set at creation and never changes.
+    let send = unsafe { (*qp.as_ptr()).send_cq };
+    assert!(
+        send == cq.cq.as_ptr(),
+        "the DirectCq given for QP {:#x} views CQ {:#x}, not the QP's send CQ: pass a view of the CQ its requester \
+         completions go to",
+        qp.qpn(),
+        cq.ring.cqn()
+    );
+}
+
+/// The WQE layout family of a QP type.
+pub(crate) fn transport_for(ty: QpType) -> SqTransport {
+    match ty {
+        QpType::RC | QpType::UC => SqTransport::Connected,
+        QpType::UD | QpType::DRIVER => SqTransport::Datagram,
+        _ => SqTransport::Other,
+    }
+}
+
+/// The largest WQE the typed builders can write on a QP of `ty` with
+/// `caps`: the longest header its opcodes define (control, address vector
+/// for UD and DC, XRC segment, remote address and a 32-byte masked atomic)
+/// and the larger of its gather list and its inline payload.
+pub(crate) fn limits_for(ty: QpType, caps: &QpCaps) -> SqLimits {
+    let transport = match ty {
+        QpType::UD => 48,
+        QpType::DRIVER => 48 + 48,
+        QpType::XRC_SEND => 16 + 48,
+        _ => 48,
+    };
+    let inline = (4 + caps.get_max_inline_data()).next_multiple_of(16);
+    let gather = 16 * caps.get_max_send_sge();
+    let bytes = (16 + transport + inline.max(gather)).next_multiple_of(64);
+    SqLimits::new(caps.get_max_inline_data(), caps.get_max_send_sge(), bytes)
+}
+
 /// A CQ for direct polling; borrows the CQ. Poll through this view only.
 ///
 /// As with [`DirectSq`], the ring is reachable for writes only through the
@@ -84,7 +234,7 @@ impl DirectSq<'_> {
 #[derive(Debug)]
 pub struct DirectCq<'c> {
     ring: CqRing,
-    _cq: &'c Cq,
+    cq: &'c Cq,
 }
 
 impl Deref for DirectCq<'_> {
@@ -112,28 +262,39 @@ impl DirectCq<'_> {
     }
 }
 
-/// The send queue of `qp`, its indices taken from the doorbell record.
+/// The send queue of `qp`, its indices taken from the doorbell record,
+/// taking completions from `cq`, a view of the QP's send CQ
+/// ([`SqRing::bind_cq`]: completions already in the CQ are refused).
 /// [`Error::Unsupported`] on a device that is not mlx5.
 ///
 /// The view rings plain doorbells; BlueFlame is off, because the register
 /// libmlx5 gave the QP may be shared with other QPs of the context
-/// ([`SqRing::set_blueflame`] turns it on for a dedicated one).
+/// ([`SqRing::set_blueflame`] turns it on for a dedicated one). WQEs are
+/// checked against the QP's granted `max_inline_data` and `max_send_sge`
+/// and the largest WQE they allow ([`SqLimits`]).
 ///
 /// # Safety
-/// - The send queue must be idle when the view is made: no request posted
-///   through libibverbs still outstanding (the view starts retiring from the
-///   producer index it reads, and knows nothing of earlier WQEs).
+/// - The send queue must be idle when the view is made: every request
+///   posted through libibverbs has completed, its CQE written (the view
+///   starts retiring from the producer index it reads, and knows nothing of
+///   earlier WQEs).
 /// - While the view lives, the QP's send queue is posted to through it only
-///   (no `Qp::post_send`, `Qp::wr_batch` or second view, on any thread).
+///   (no `Qp::post_send`, `Qp::wr_batch`, on any thread).
 /// - After the view is dropped, the QP must not be posted to through
 ///   libibverbs again (`Qp::post_send`, `Qp::wr_batch`): libmlx5's own
 ///   producer index and bookkeeping are stale, and it would overwrite WQEs
 ///   or ring a doorbell with a wrong index. A new view is fine.
 /// - Every WQE written through it must meet the contract of
 ///   [`Qp::post_send`]: its memory registered, alive and untouched until
-///   completion (see [`WqeWriter::data`]).
-pub unsafe fn sq_ring(qp: &Qp) -> Result<DirectSq<'_>> {
+///   completion (see [`super::wqe::Wqe::data`]).
+///
+/// # Panics
+/// If `cq` is not a view of the QP's send CQ, if another view of the QP's
+/// send queue lives, or if a reset of the QP is under way on another thread
+/// (programming errors).
+pub unsafe fn sq_ring<'q>(qp: &'q Qp, cq: &DirectCq<'_>) -> Result<DirectSq<'q>> {
     require(qp.pd().context(), "mlx5dv_init_obj")?;
+    check_send_cq(qp, cq);
     let mut out = ffi::mlx5dv_qp::default();
     let mut obj = ffi::mlx5dv_obj::default();
     obj.qp.in_ = qp.as_ptr();
@@ -146,24 +307,29 @@ pub unsafe fn sq_ring(qp: &Qp) -> Result<DirectSq<'_>> {
     if out.sq.stride != 64 {
         return Err(Error::Unsupported { op: "mlx5dv_init_obj", feature: "a send queue stride other than 64 bytes" });
     }
+    // SAFETY: libmlx5's doorbell records of the QP: `[0]` receive, `[1]` send.
+    let dbrec = unsafe { out.dbrec.add(1) }.cast::<Be32>().cast_const();
     // SAFETY: libmlx5 reports the live QP's SQ buffer, its doorbell records
     // (`[1]` is the SQ's) and BlueFlame register; the view borrows the QP,
     // and the caller gives it the queue alone.
     let mut ring = unsafe {
-        SqRing::from_raw(
-            out.sq.buf.cast(),
-            out.sq.wqe_cnt,
-            out.dbrec.add(1).cast::<Be32>(),
-            out.bf.reg.cast(),
-            0,
-            qp.qpn(),
-        )
+        SqRing::from_raw(out.sq.buf.cast(), out.sq.wqe_cnt, dbrec.cast_mut(), out.bf.reg.cast(), 0, qp.qpn())
     };
     // SAFETY: as above; the record holds the producer index's low 16 bits.
-    let pi = unsafe { std::ptr::read_volatile(out.dbrec.add(1).cast::<Be32>()) }.get() & 0xffff;
+    let pi = unsafe { std::ptr::read_volatile(dbrec) }.get() & 0xffff;
     ring.start_at(pi);
     ring.bf_size_available = out.bf.size;
-    Ok(DirectSq { ring, _qp: qp })
+    ring.set_limits(limits_for(qp.qp_type(), &qp.caps()));
+    // SAFETY: the family of this QP's type.
+    unsafe { ring.set_transport(transport_for(qp.qp_type())) };
+    ring.bind_cq(&cq.ring);
+    // Last, so that nothing after it can fail and leave the claim taken.
+    assert!(
+        qp.direct.take(),
+        "a second DirectSq of QP {:#x}, or one made while the QP is being reset on another thread: one view at a time",
+        qp.qpn()
+    );
+    Ok(DirectSq { ring, qp, dbrec })
 }
 
 /// `cq` for direct polling, its consumer index taken from the doorbell
@@ -193,5 +359,37 @@ pub unsafe fn cq_ring(cq: &Cq) -> Result<DirectCq<'_>> {
     // SAFETY: as above; record 0 holds the consumer index's low 24 bits.
     let ci = unsafe { std::ptr::read_volatile(out.dbrec.cast::<Be32>()) }.get() & 0xff_ffff;
     ring.start_at(ci);
-    Ok(DirectCq { ring, _cq: cq })
+    Ok(DirectCq { ring, cq })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The limits a view gets from the QP's granted caps: the caps
+    /// themselves, and a largest WQE that holds the longest typed WQE of the
+    /// QP's type with a full payload.
+    #[test]
+    fn view_limits_follow_the_granted_caps() {
+        let rc = limits_for(QpType::RC, &QpCaps::default().max_inline_data(60).max_send_sge(1));
+        assert_eq!((rc.max_inline_data(), rc.max_send_sge()), (60, 1));
+        // control 16 + remote address 16 + masked CAS 32 + inline 4+60.
+        assert_eq!(rc.max_wqe_bytes(), 128);
+        let ud = limits_for(QpType::UD, &QpCaps::default().max_inline_data(0).max_send_sge(4));
+        // control 16 + address vector 48 + four data segments 64 = 128.
+        assert_eq!((ud.max_inline_data(), ud.max_send_sge(), ud.max_wqe_bytes()), (0, 4, 128));
+        let dci = limits_for(QpType::DRIVER, &QpCaps::default().max_inline_data(28).max_send_sge(2));
+        // 16 + address vector 48 + remote address and masked CAS 48 + 32, to 64s.
+        assert_eq!(dci.max_wqe_bytes(), 192);
+    }
+
+    #[test]
+    fn view_transport_follows_the_qp_type() {
+        assert_eq!(transport_for(QpType::RC), SqTransport::Connected);
+        assert_eq!(transport_for(QpType::UC), SqTransport::Connected);
+        assert_eq!(transport_for(QpType::UD), SqTransport::Datagram);
+        assert_eq!(transport_for(QpType::DRIVER), SqTransport::Datagram);
+        assert_eq!(transport_for(QpType::XRC_SEND), SqTransport::Other);
+        assert_eq!(transport_for(QpType::RAW_PACKET), SqTransport::Other);
+    }
 }

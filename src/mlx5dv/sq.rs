@@ -1,11 +1,17 @@
 //! The send queue as a ring of 64-byte basic blocks: a WQE writer that
 //! accounts DS, pads inline data, wraps at the queue end and advances the
 //! producer index, and the doorbell / BlueFlame sequence of libmlx5.
+//!
+//! Build WQEs with the typed builders of [`super::wqe`] (`SqRing::write`,
+//! `SqRing::send`, ...); the raw writer [`SqRing::wqe`] is `unsafe`.
+//! [`SqRing::retire`] takes only completions polled from the bound
+//! [`CqRing`]; WQEs are checked against the QP's [`SqLimits`].
 
 use std::fmt;
 
 use super::be::{Be32, Be64};
-use super::cqe::{Completion, CqeOpcode};
+use super::cq::CqRing;
+use super::cqe::Completion;
 use super::mmio::Mmio;
 use super::seg::{
     AtomicSeg, CtrlFlags, CtrlSeg, DataSeg, DatagramSeg, EthSeg, MaskedCasSeg, MaskedFaSeg, RaddrSeg, WqeOpcode,
@@ -50,6 +56,73 @@ pub struct SqRing {
     starts: Box<[u32]>,
     /// Per basic block: the size in blocks of the WQE starting there.
     sizes: Box<[u8]>,
+    /// The CQ ring whose completions `retire` takes (its number; 0: none yet).
+    cq_uid: u64,
+    /// Which typed builders fit the QP's WQE layout.
+    transport: SqTransport,
+    /// Completions of that ring at positions below this are stale: written
+    /// before the binding or the last reset, or at or before the last one
+    /// retired.
+    floor: u64,
+    limits: SqLimits,
+}
+
+/// The WQE layout family of a ring's QP, which decides the typed builders
+/// of [`super::wqe`] that fit it: a builder of another family panics, since
+/// the device would read its segments at other offsets (for example a
+/// UD QP reads the 48 bytes after the control segment as an address vector,
+/// and the bytes after those as data segments).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SqTransport {
+    /// RC and UC: the control segment, then the opcode's segments
+    /// (`write`, `read`, `send`, atomics, `nop`).
+    Connected,
+    /// UD and DC initiators: the control segment, the address vector, the
+    /// payload (`send_ud`, `nop`).
+    Datagram,
+    /// Any other layout (XRC, raw packet): `nop` and the raw writer only.
+    Other,
+}
+
+/// What one WQE may hold: the QP's `max_inline_data` and `max_send_sge`,
+/// and the largest WQE in bytes. [`WqeWriter`] panics when a WQE would go
+/// beyond them (a programming error: the device would reject the WQE, or
+/// read past what the queue was sized for).
+///
+/// [`obj::sq_ring`](super::obj::sq_ring) takes them from the QP's granted
+/// caps; a ring from [`SqRing::from_raw`] starts with [`SqLimits::NONE`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SqLimits {
+    max_inline_data: u32,
+    max_send_sge: u32,
+    max_wqe_bytes: u32,
+}
+
+impl SqLimits {
+    /// No limit but the WQE format's (255 DS of 16 bytes).
+    pub const NONE: SqLimits = SqLimits { max_inline_data: u32::MAX, max_send_sge: u32::MAX, max_wqe_bytes: 255 * 16 };
+
+    /// Inline bytes per WQE, data segments per WQE, bytes per WQE (at most
+    /// the format's 255 DS of 16 bytes; larger values are clamped).
+    pub const fn new(max_inline_data: u32, max_send_sge: u32, max_wqe_bytes: u32) -> SqLimits {
+        let cap = 255 * DS_BYTES as u32;
+        SqLimits { max_inline_data, max_send_sge, max_wqe_bytes: if max_wqe_bytes < cap { max_wqe_bytes } else { cap } }
+    }
+
+    /// Inline bytes per WQE.
+    pub const fn max_inline_data(&self) -> u32 {
+        self.max_inline_data
+    }
+
+    /// Data segments per WQE.
+    pub const fn max_send_sge(&self) -> u32 {
+        self.max_send_sge
+    }
+
+    /// Bytes per WQE.
+    pub const fn max_wqe_bytes(&self) -> u32 {
+        self.max_wqe_bytes
+    }
 }
 
 // SAFETY: the ring is plain memory and registers owned by one QP; `&mut self`
@@ -69,7 +142,8 @@ impl fmt::Debug for SqRing {
 }
 
 impl SqRing {
-    /// A ring over raw parts.
+    /// A ring over raw parts, for a connected QP ([`SqTransport::Connected`];
+    /// [`SqRing::set_transport`] for another).
     ///
     /// # Safety
     /// `buf` must be `wqe_cnt * 64` writable bytes aligned to 64 (8 at
@@ -119,7 +193,73 @@ impl SqRing {
             // No block starts a WQE yet: entry i != i (the ring is at index 0).
             starts: (0..wqe_cnt).map(|i| i.wrapping_sub(1)).collect(),
             sizes: vec![0; wqe_cnt as usize].into_boxed_slice(),
+            cq_uid: 0,
+            transport: SqTransport::Connected,
+            floor: 0,
+            limits: SqLimits::NONE,
         }
+    }
+
+    /// The WQE layout family the typed builders check against
+    /// ([`SqTransport::Connected`] for a ring from [`SqRing::from_raw`]).
+    pub fn transport(&self) -> SqTransport {
+        self.transport
+    }
+
+    /// Sets the WQE layout family.
+    ///
+    /// # Safety
+    /// `t` is the family of the QP whose queue this ring is: a wrong one lets
+    /// the typed builders write segments where the device reads data
+    /// segments.
+    pub unsafe fn set_transport(&mut self, t: SqTransport) {
+        self.transport = t;
+    }
+
+    /// Panics unless the ring's family is `want` (a typed builder's check).
+    #[inline(always)]
+    pub(crate) fn expect_transport(&self, want: SqTransport, builder: &'static str) {
+        if self.transport != want {
+            wrong_transport(self.qpn, builder, self.transport);
+        }
+    }
+
+    /// Limits every later WQE to `limits` (see [`SqLimits`]).
+    pub fn set_limits(&mut self, limits: SqLimits) {
+        self.limits = limits;
+    }
+
+    /// The limits WQEs are checked against.
+    pub fn limits(&self) -> SqLimits {
+        self.limits
+    }
+
+    /// Takes completions from `cq` from now on: [`SqRing::retire`] refuses
+    /// completions of any other ring, and those of `cq` for CQEs already in
+    /// it ([`CqRing::horizon`]). Bind before posting: completions of WQEs
+    /// posted earlier that are in `cq` already are refused too (a later
+    /// completion frees them).
+    pub fn bind_cq(&mut self, cq: &CqRing) {
+        self.cq_uid = cq.uid();
+        self.floor = cq.horizon();
+    }
+
+    /// Restarts the ring after its QP was moved to RESET: the device then
+    /// starts again at WQE `pi` (0 after libmlx5's reset, which zeroes the
+    /// doorbell record), every outstanding WQE is forgotten, and every
+    /// completion already in `cq` (which libmlx5 does not clean from a CQ
+    /// under a direct view) is stale; `cq` becomes the bound ring.
+    ///
+    /// # Safety
+    /// The QP was moved to RESET after the last doorbell and the device's
+    /// producer index is `pi`: a ring told this of a QP that was not reset
+    /// rings doorbells the device reads as thousands of new WQEs, and it
+    /// re-executes stale ones. [`DirectSq::reset`](super::obj::DirectSq::reset)
+    /// does both steps safely.
+    pub unsafe fn restart_after_reset(&mut self, pi: u32, cq: &CqRing) {
+        self.start_at(pi);
+        self.pending = 0;
+        self.bind_cq(cq);
     }
 
     /// Whether single-WQE doorbells that fit go through BlueFlame even
@@ -169,21 +309,33 @@ impl SqRing {
     }
 
     /// Frees the ring up to and including the WQE that a requester CQE of
-    /// this QP reports (`wqe_counter`); completions of unsignalled WQEs
+    /// this QP reports (its WQE counter); completions of unsignalled WQEs
     /// before it are implied.
     ///
-    /// Only a completion that names an outstanding WQE's first block is
-    /// taken: a CQE of another QP (shared CQ), a receive CQE, a stale
-    /// counter, or one that points inside a multi-block WQE changes nothing
-    /// and returns `false`. The freed range therefore always ends at a WQE
-    /// boundary at or before the producer index, so new WQEs never
-    /// overwrite ones the device has not completed.
+    /// Only a completion polled from the bound CQ ring ([`SqRing::bind_cq`])
+    /// after the binding, and after the last completion this ring took, and
+    /// that names an outstanding WQE's first block, is taken. Anything else
+    /// changes nothing and returns `false`: a completion not polled
+    /// (made up, or from [`Cqe64::decode`](super::cqe::Cqe64::decode)), one
+    /// of another ring or another QP (shared CQ), a receive CQE, a stale one
+    /// (retired already, implied by a later one, or written before a reset:
+    /// even when the 16-bit counter has wrapped onto a live WQE), or one that
+    /// points inside a multi-block WQE. The values it checks are the ones
+    /// the poller recorded, not the public fields, so editing those changes
+    /// nothing. The freed range therefore always ends at a WQE boundary at
+    /// or before the producer index, so new WQEs never overwrite ones the
+    /// device has not completed.
     #[inline]
     pub fn retire(&mut self, c: &Completion) -> bool {
-        if c.qpn != self.qpn || !(c.opcode == CqeOpcode::REQ || c.opcode == CqeOpcode::REQ_ERR) {
+        let t = &c.ticket;
+        if t.cq == 0 || t.cq != self.cq_uid || t.seq < self.floor || t.qpn != self.qpn || !t.requester {
             return false;
         }
-        self.retire_counter(c.wqe_counter)
+        if !self.retire_counter(t.counter) {
+            return false;
+        }
+        self.floor = t.seq + 1;
+        true
     }
 
     #[inline]
@@ -216,18 +368,59 @@ impl SqRing {
         }
     }
 
-    /// Starts a WQE: `opcode`, `opmod` (e.g. the masked-atomic argument
+    /// Starts a raw WQE: `opcode`, `opmod` (e.g. the masked-atomic argument
     /// size), `fm_ce_se` flags and `imm` (stored as given, network order for
-    /// immediates). Add segments, then [`WqeWriter::finish`].
+    /// immediates). Add segments in any order, then [`WqeWriter::finish`].
+    ///
+    /// The typed builders of [`super::wqe`] ([`SqRing::write`],
+    /// [`SqRing::send`], [`SqRing::cas`], ...) are the safe way to build the
+    /// usual WQEs: they write the segments each opcode defines, in its
+    /// order. This raw writer puts any segment anywhere, so the bytes of a
+    /// remote-address, atomic, inline or datagram segment can land where the
+    /// device reads a data segment (a local address and key).
+    ///
+    /// Reaching it needs `unsafe`:
+    ///
+    /// ```compile_fail,E0133
+    /// use rrddmma::mlx5dv::{seg::{CtrlFlags, WqeOpcode}, sq::SqRing};
+    /// fn forge(sq: &mut SqRing) {
+    ///     // A SEND whose first segment is read as a data segment: the atomic
+    ///     // segment's words become byte count, lkey and address.
+    ///     sq.wqe(WqeOpcode::SEND, 0, CtrlFlags::empty(), 0).atomic(0x40_0000_0007, 0xdead_0000).finish();
+    /// }
+    /// ```
+    ///
+    /// # Safety
+    /// The segments added must follow the layout the device defines for
+    /// `opcode` (control segment, then for example the remote address for
+    /// RDMA, the atomic arguments, the datagram segment for UD/DC), so that
+    /// every 16-byte unit the device reads as a data segment was written by
+    /// [`WqeWriter::data`], whose own contract applies.
+    ///
+    /// # Panics
+    /// If the ring is full (retire completions first).
     #[inline(always)]
-    pub fn wqe(&mut self, opcode: WqeOpcode, opmod: u8, fm_ce_se: CtrlFlags, imm: u32) -> WqeWriter<'_> {
+    pub unsafe fn wqe(&mut self, opcode: WqeOpcode, opmod: u8, fm_ce_se: CtrlFlags, imm: u32) -> WqeWriter<'_> {
         let start = self.cur_post;
         let limit = self.available() as usize * SEND_WQE_BB;
         if limit == 0 {
             full(SEND_WQE_BB, 0);
         }
         let base = self.slot(start, 0);
-        WqeWriter { sq: self, start, base, off: DS_BYTES, limit, opcode, opmod, fm_ce_se, imm, inline: false }
+        WqeWriter {
+            sq: self,
+            start,
+            base,
+            off: DS_BYTES,
+            limit,
+            opcode,
+            opmod,
+            fm_ce_se,
+            imm,
+            inline: false,
+            data_segs: 0,
+            inline_bytes: 0,
+        }
     }
 
     #[inline(always)]
@@ -299,6 +492,46 @@ fn full(end: usize, limit: usize) -> ! {
     panic!("send queue full: a {end}-byte WQE needs more than the {limit} bytes free; retire completions first")
 }
 
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn wrong_transport(qpn: u32, builder: &str, t: SqTransport) -> ! {
+    panic!(
+        "direct SQ of QP {qpn:#x}: the typed builder `{builder}` does not fit a QP whose WQEs are laid out as \
+         {t:?}; use the builder of its family (send_ud on UD and DC initiators) or the raw writer"
+    )
+}
+
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn too_many_sges(qpn: u32, max: u32) -> ! {
+    panic!(
+        "direct SQ of QP {qpn:#x}: a WQE with more than {max} data segments (the QP's max_send_sge); \
+         create the QP with a larger QpCaps::max_send_sge or split the request"
+    )
+}
+
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn too_much_inline(qpn: u32, len: u64, max: u32) -> ! {
+    panic!(
+        "direct SQ of QP {qpn:#x}: {len} bytes of inline data in one WQE, above the QP's max_inline_data of {max}; \
+         create the QP with a larger QpCaps::max_inline_data or send from registered memory (data)"
+    )
+}
+
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn too_big(qpn: u32, len: usize, max: u32) -> ! {
+    panic!(
+        "direct SQ of QP {qpn:#x}: a {len}-byte WQE, above the largest WQE of {max} bytes the QP was sized for; \
+         use fewer segments or a QP created with larger caps"
+    )
+}
+
 /// Appends segments to one WQE; see [`SqRing::wqe`].
 pub struct WqeWriter<'s> {
     sq: &'s mut SqRing,
@@ -313,6 +546,9 @@ pub struct WqeWriter<'s> {
     fm_ce_se: CtrlFlags,
     imm: u32,
     inline: bool,
+    /// Data segments and inline bytes added, checked against the limits.
+    data_segs: u32,
+    inline_bytes: u32,
 }
 
 impl fmt::Debug for WqeWriter<'_> {
@@ -389,8 +625,16 @@ impl<'s> WqeWriter<'s> {
     /// requires of its entries.
     ///
     /// [`Qp::post_send`]: crate::prim::Qp::post_send
+    ///
+    /// # Panics
+    /// If the WQE already holds the QP's `max_send_sge` data segments
+    /// ([`SqLimits`]; a programming error).
     #[inline(always)]
-    pub unsafe fn data(self, len: u32, lkey: u32, addr: u64) -> Self {
+    pub unsafe fn data(mut self, len: u32, lkey: u32, addr: u64) -> Self {
+        if self.data_segs >= self.sq.limits.max_send_sge {
+            too_many_sges(self.sq.qpn, self.sq.limits.max_send_sge);
+        }
+        self.data_segs += 1;
         let mut s = DataSeg::default();
         s.set(len, lkey, addr);
         self.put_seg(&s)
@@ -443,8 +687,18 @@ impl<'s> WqeWriter<'s> {
 
     /// Inline data: a 4-byte header `len | MLX5_INLINE_SEG` and the bytes,
     /// padded so that the WQE grows by `align(len + 4, 16)`.
+    ///
+    /// # Panics
+    /// If the WQE's inline bytes would exceed the QP's `max_inline_data`
+    /// ([`SqLimits`]; a programming error: send larger payloads from
+    /// registered memory with [`WqeWriter::data`]).
     #[inline(always)]
     pub fn inline(mut self, data: &[u8]) -> Self {
+        let total = u64::from(self.inline_bytes) + data.len() as u64;
+        if total > u64::from(self.sq.limits.max_inline_data) {
+            too_much_inline(self.sq.qpn, total, self.sq.limits.max_inline_data);
+        }
+        self.inline_bytes = total as u32;
         let hdr = Be32::new(data.len() as u32 | INLINE_SEG);
         self.put(&hdr.raw().to_ne_bytes());
         self.put(data);
@@ -480,7 +734,9 @@ impl<'s> WqeWriter<'s> {
 
     #[inline(always)]
     fn finish_inner(self) -> (u16, &'s mut SqRing, *mut u8, u8, bool, u64) {
-        assert!(self.off / DS_BYTES <= 255, "a WQE holds at most 255 DS (16-byte units)");
+        if self.off > self.sq.limits.max_wqe_bytes as usize {
+            too_big(self.sq.qpn, self.off, self.sq.limits.max_wqe_bytes);
+        }
         let ds = (self.off / DS_BYTES) as u8;
         let bbs = self.off.div_ceil(SEND_WQE_BB) as u32;
         self.check(bbs as usize * SEND_WQE_BB);
@@ -518,11 +774,13 @@ mod sealed {
     pub trait Sealed: Copy {}
 }
 
-/// A WQE segment type of [`super::seg`] that [`WqeWriter::seg`] takes:
-/// `#[repr(C)]`, a multiple of 16 bytes, no padding. Sealed: implemented by
-/// this crate only, for the segments that name no local memory. The data
-/// segment ([`DataSeg`], an address the device reads or writes) goes in only
-/// through the `unsafe` [`WqeWriter::data`].
+/// A WQE segment type of [`super::seg`] that the raw writer's
+/// [`WqeWriter::seg`] takes: `#[repr(C)]`, a multiple of 16 bytes, no
+/// padding, so no uninitialised byte is ever copied into the ring. Sealed:
+/// implemented by this crate only, for the segments that name no local
+/// memory; the data segment ([`DataSeg`]) is not one of them. (Where a
+/// segment lands is the raw writer's contract, [`SqRing::wqe`]: its bytes
+/// are read as a data segment if it is put where the opcode has one.)
 ///
 /// A type of the caller's, which may have padding bytes, is refused:
 ///

@@ -2,6 +2,7 @@
 //! checked against the specification's table, posting.
 
 mod attr;
+pub(crate) mod direct;
 mod ex;
 pub(crate) mod state;
 
@@ -267,6 +268,7 @@ impl<'a> QpBuilder<'a> {
             quirks: ctx.quirks(),
             qp_type: self.qp_type,
             state: AtomicU32::new(QpState::RESET.to_raw()),
+            direct: direct::DirectClaim::default(),
             caps: QpCaps { max_inline_data: attr.cap.max_inline_data, ..self.caps },
             pd: self.pd.clone(),
             _send_cq: self.send_cq.clone(),
@@ -308,6 +310,8 @@ pub struct Qp {
     /// The state of the last successful modify: input to the transition check
     /// only. [`Qp::query_state`] asks the device.
     state: AtomicU32,
+    /// Held by a direct send-queue view (mlx5dv): no RESET under it.
+    pub(crate) direct: direct::DirectClaim,
     caps: QpCaps,
     pd: Pd,
     _send_cq: Cq,
@@ -356,6 +360,7 @@ impl Qp {
             quirks: pd.context().quirks(),
             qp_type,
             state: AtomicU32::new(QpState::RESET.to_raw()),
+            direct: direct::DirectClaim::default(),
             caps,
             pd: pd.clone(),
             _send_cq: send_cq.clone(),
@@ -421,7 +426,30 @@ impl Qp {
     /// against the specification's table first (from the state this QP was
     /// last moved to, or `cur_state` when given), so that a refusal names the
     /// missing and the forbidden attributes.
+    ///
+    /// # Panics
+    /// If `attr` moves the QP to RESET while an mlx5 direct send-queue view
+    /// of it lives (`mlx5dv::obj::DirectSq`): the device would restart at
+    /// WQE 0 and re-execute the stale WQEs the view left in the ring. Reset
+    /// through `DirectSq::reset`, or drop the view first.
     pub fn modify(&self, attr: &QpAttr) -> Result<()> {
+        let _reset = if attr.state() == QpState::RESET {
+            let guard = self.direct.enter_reset();
+            assert!(
+                guard.is_some(),
+                "Qp::modify to RESET on QP {:#x} while an mlx5dv DirectSq view of it lives: the device would \
+                 re-execute stale WQEs; reset through DirectSq::reset, or drop the view first",
+                self.qpn()
+            );
+            guard
+        } else {
+            None
+        };
+        self.modify_claimed(attr)
+    }
+
+    /// [`Qp::modify`] without the direct-view check: for the view itself.
+    pub(crate) fn modify_claimed(&self, attr: &QpAttr) -> Result<()> {
         let from = if attr.mask().contains(AttrMask::CUR_STATE) {
             attr.as_raw().cur_qp_state.into()
         } else {
