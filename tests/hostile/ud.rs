@@ -257,9 +257,16 @@ fn ud_datagram_larger_than_the_receive_touches_nothing_past_it() {
     let mut after = [0u8; 512];
     p.vmem.read(0, &mut after);
     assert_eq!(&after[GRH_LEN + 16..], &canary[GRH_LEN + 16..], "no byte past the posted receive changed");
+    // The endpoint still serves a genuine sender afterwards.
+    let state = p.victim.qp().query_state().unwrap();
+    let (wc, grh) = p.datagram(2, 0x42, 0);
+    assert!(p.reply(&wc, &grh, 0x43), "the genuine sender is answered after the oversize datagram");
     let outcome = match got {
-        Some(wc) => format!("receive completed with {:?}; 0 bytes past the receive changed", wc.status()),
-        None => "datagram dropped; 0 bytes past the receive changed".to_string(),
+        Some(wc) => format!(
+            "receive completed with {:?}; 0 bytes past the receive changed; QP still {state:?}, next sender served",
+            wc.status()
+        ),
+        None => format!("datagram dropped; 0 bytes past the receive changed; QP still {state:?}, next sender served"),
     };
     table::hostile("datagram larger than the posted receive", "UdEndpoint", &outcome);
 }
