@@ -71,7 +71,9 @@ fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
         match s.read(&mut b) {
             Ok(0) => return true,
             Ok(_) => {}
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => return false,
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                return false
+            }
             Err(_) => return true,
         }
     }
@@ -81,7 +83,10 @@ fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
 /// A cluster of `size` with secret `k`: rank 0 starts, `attack` runs
 /// against it, then the honest members join and every rank gathers once.
 /// Returns rank 0's refusal log and what `attack` returned.
-fn under_attack<T: Send + 'static>(size: u32, attack: impl FnOnce(SocketAddr) -> T + Send + 'static) -> (Vec<String>, T) {
+fn under_attack<T: Send + 'static>(
+    size: u32,
+    attack: impl FnOnce(SocketAddr) -> T + Send + 'static,
+) -> (Vec<String>, T) {
     let addr = free_port();
     let c = cfg(Some("k"));
     let coord = {
@@ -302,6 +307,9 @@ fn ctrl_stranger_flood_before_the_members_does_not_keep_them_out() {
     table::hostile(
         "150 silent strangers connected before the members (64 handshake slots)",
         VICTIM,
-        &format!("oldest strangers let go with Busy; members joined in {:.1} s; RSS grew {grown} KiB", took.as_secs_f64()),
+        &format!(
+            "oldest strangers let go with Busy; members joined in {:.1} s; RSS grew {grown} KiB",
+            took.as_secs_f64()
+        ),
     );
 }

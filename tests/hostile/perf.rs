@@ -13,8 +13,9 @@ const VICTIM: &str = "rrddmma-perf server";
 
 /// The `rrddmma-perf` binary `cargo xtask test` built.
 fn perf_bin() -> String {
-    std::env::var("RRDDMMA_PERF_BIN")
-        .expect("RRDDMMA_PERF_BIN names the rrddmma-perf binary (cargo xtask test sets it; or `cargo build -p rrddmma-perf`)")
+    std::env::var("RRDDMMA_PERF_BIN").expect(
+        "RRDDMMA_PERF_BIN names the rrddmma-perf binary (cargo xtask test sets it; or `cargo build -p rrddmma-perf`)",
+    )
 }
 
 /// Starts `rrddmma-perf ARGS` with exchange steps bounded at `xchg_secs`.
@@ -133,7 +134,10 @@ fn perf_server_ends_a_silent_client_at_its_step_deadline() {
     table::hostile(
         "client connects and says nothing",
         VICTIM,
-        &format!("error naming the step (version string) after the 2 s step limit; exit 1 in {:.1} s", took.as_secs_f64()),
+        &format!(
+            "error naming the step (version string) after the 2 s step limit; exit 1 in {:.1} s",
+            took.as_secs_f64()
+        ),
     );
 }
 
@@ -148,7 +152,11 @@ fn perf_server_refuses_a_garbage_exchange() {
     drop(s);
     let e = assert_refused(&o, took, in_time, Duration::from_secs(15), "garbage");
     assert!(e.contains("version"), "says what it could not take: {e}");
-    table::hostile("200 bytes of 0xff as the exchange", VICTIM, &format!("typed refusal of the version, exit 1 in {:.1} s", took.as_secs_f64()));
+    table::hostile(
+        "200 bytes of 0xff as the exchange",
+        VICTIM,
+        &format!("typed refusal of the version, exit 1 in {:.1} s", took.as_secs_f64()),
+    );
 }
 
 #[test]
@@ -165,7 +173,10 @@ fn perf_server_reports_a_disconnect_mid_exchange() {
     drop(s);
     let (o, took, in_time) = finish(srv, Duration::from_secs(15));
     let e = assert_refused(&o, took, in_time, Duration::from_secs(15), "disconnect");
-    assert!(e.contains("closed the connection while this side waited for the cycle-buffer size (2 of 4 bytes read)"), "{e}");
+    assert!(
+        e.contains("closed the connection while this side waited for the cycle-buffer size (2 of 4 bytes read)"),
+        "{e}"
+    );
     assert_eq!(table::kernel_objects(None), objects, "no qp, cq, mr or pd left behind");
     table::hostile(
         "client leaves 2 bytes into the cycle-buffer size",

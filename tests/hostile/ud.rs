@@ -65,10 +65,8 @@ impl Pair {
         self.amem.write(0, &[fill; MSG]);
         let s = [self.amem.sge(0..MSG)];
         // SAFETY: `amem` and `ah` outlive the send's completion, polled below.
-        unsafe {
-            self.attacker.qp().post_send(&mut [SendWr::send(&s).ud(&ah, to.qpn, self.victim.qkey()).signaled()])
-        }
-        .unwrap();
+        unsafe { self.attacker.qp().post_send(&mut [SendWr::send(&s).ud(&ah, to.qpn, self.victim.qkey()).signaled()]) }
+            .unwrap();
         let sent = poll(&self.acq, Duration::from_secs(10)).expect("the attacker's send completes");
         assert_eq!(sent.status(), WcStatus::SUCCESS, "{sent:?}");
         let wc = poll(&self.vcq, Duration::from_secs(10)).expect("the victim receives the datagram");
@@ -144,7 +142,11 @@ fn regression_ud_reply_route_cache_stays_bounded_under_a_flood_of_sources() {
     let mut first = None;
     for (i, dscp) in (0..64u8).enumerate() {
         let (wc, grh) = p.datagram(i % 32, dscp, dscp << 2);
-        distinct.insert(if is_ipv4(&grh) { grh[21] } else { (u32::from_be_bytes([grh[0], grh[1], grh[2], grh[3]]) >> 20) as u8 });
+        distinct.insert(if is_ipv4(&grh) {
+            grh[21]
+        } else {
+            (u32::from_be_bytes([grh[0], grh[1], grh[2], grh[3]]) >> 20) as u8
+        });
         p.victim.reply_route(&wc, &grh).unwrap();
         assert!(p.victim.cached() <= cap, "after {} sources the cache holds {}", i + 1, p.victim.cached());
         first.get_or_insert((wc, grh));
@@ -227,7 +229,9 @@ fn ud_bad_grh_and_forged_source_get_an_error_or_their_own_route() {
     table::hostile(
         "bad GRH (zeros, 0xff) and a forged source address",
         "UdEndpoint::reply_route",
-        &format!("typed Err naming ibv_init_ah_from_wc, nothing cached; {forged_outcome}; the genuine sender still answered"),
+        &format!(
+            "typed Err naming ibv_init_ah_from_wc, nothing cached; {forged_outcome}; the genuine sender still answered"
+        ),
     );
 }
 
@@ -247,8 +251,7 @@ fn ud_datagram_larger_than_the_receive_touches_nothing_past_it() {
     p.amem.write(0, &[0x77; 512]);
     let s = [p.amem.sge(0..512)];
     // SAFETY: `amem` and `ah` outlive the completion polled below.
-    unsafe { p.attacker.qp().post_send(&mut [SendWr::send(&s).ud(&ah, to.qpn, p.victim.qkey()).signaled()]) }
-        .unwrap();
+    unsafe { p.attacker.qp().post_send(&mut [SendWr::send(&s).ud(&ah, to.qpn, p.victim.qkey()).signaled()]) }.unwrap();
     let _ = poll(&p.acq, Duration::from_secs(10)).expect("the attacker's send completes");
     let got = poll(&p.vcq, Duration::from_secs(2));
     if let Some(wc) = &got {

@@ -27,11 +27,8 @@ pub fn checks() -> Result<Vec<Check>> {
         .ok_or("building the hostile-peer suite (--features tokio --test hostile) failed")?;
     // The perf attacks run the built rrddmma-perf as their victim.
     let perf = crate::pairs::binary()?;
-    let command = format!(
-        "RRDDMMA_PERF_BIN='{}' '{}' --ignored --test-threads=1 --nocapture",
-        perf.display(),
-        bin.display()
-    );
+    let command =
+        format!("RRDDMMA_PERF_BIN='{}' '{}' --ignored --test-threads=1 --nocapture", perf.display(), bin.display());
     Ok(vec![Check {
         step: crate::device::Step { name: "hostile-peer suite and aio fault table".into(), command },
         judge: Box::new(|d, t| {
