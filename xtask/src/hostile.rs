@@ -38,6 +38,21 @@ pub fn checks() -> Result<Vec<Check>> {
     }])
 }
 
+/// `cargo xtask hostile`: the suite alone, where the device is (the VM when
+/// the host has none), with its tables.
+pub fn run() -> Result<()> {
+    let checks = checks()?;
+    let place = crate::device::locate(None)?;
+    eprintln!("hostile-peer suite on {}", place.describe());
+    let mut tally = crate::tally::Tally::default();
+    crate::device::run_checks(&place, &checks, &mut tally)?;
+    println!("\n{} passed, {} failed", tally.passed, tally.failed);
+    if tally.failed > 0 {
+        return Err(format!("{} failed", tally.failed).into());
+    }
+    Ok(())
+}
+
 /// The `ROW` lines of `output`, laid out as one table per name.
 pub fn tables(output: &str) -> String {
     let rows: Vec<Vec<&str>> = output
