@@ -514,7 +514,7 @@ fn the_fuzz_corpus_seeds_decode_as_named() {
     assert!(matches!(ok("reject_v9")[..], [Msg::Reject { code: RejectCode::Version, detail: 9, .. }]));
     assert_eq!(ok("two_frames").len(), 2);
     for (name, want) in
-        [("garbage", "bad magic"), ("oversize", "exceeds max_frame"), ("huge_count", "exceeds the frame")]
+        [("garbage", "bad magic"), ("oversize", "exceeds the 65536-byte limit"), ("huge_count", "exceeds the frame")]
     {
         let err = decode_all(&read(name), 1 << 16).1.unwrap_or_else(|| panic!("{name} must not decode"));
         assert!(err.to_string().contains(want), "{name}: {err}");

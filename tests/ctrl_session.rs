@@ -127,7 +127,7 @@ fn strangers_do_not_stop_the_session() {
     let (all, refused) = coord.join().unwrap();
     assert_eq!(all[1], b"one");
     let text = refused.join("\n");
-    for what in ["bad magic", "exceeds max_frame", "version mismatch", "shared secret"] {
+    for what in ["bad magic", "exceeds the 56-byte limit", "version mismatch", "shared secret"] {
         assert!(text.contains(what), "refusals name {what:?}: {text}");
     }
 }

@@ -29,6 +29,11 @@
 //! ports, from the GID of the connecting address. Other datagrams are
 //! ignored (the receive is posted again) until the right one or the
 //! deadline comes.
+//!
+//! The QPs' listener takes connect requests from the exchange's peer only
+//! (the address its exchange connection came from, [`admit`]): a stranger
+//! who connects to the test's port while the server waits is rejected and
+//! cannot take one of its QPs.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -216,17 +221,58 @@ pub fn listen(port: u16, backlog: usize, ud: bool) -> Res<Listener> {
     Ok(Listener { id })
 }
 
-/// Server: accepts one connection per QP on `l`, the i-th for `qps[i]`; on
-/// UD also takes each QP's announcement where `ud` says so.
-pub fn accept(l: Listener, device: &str, qps: &[Qp], rd_atomic: u8, wait: Duration, ud: Option<Ud>) -> Res<Conns> {
+/// Whether a connect request from `from` may take one of the test's QPs:
+/// only the exchange's peer (`peer`, the IP address its exchange
+/// connection came from) may; `Err` says why not.
+pub fn admit(from: Option<IpAddr>, peer: IpAddr) -> Res<()> {
+    match from {
+        Some(a) if a == peer => Ok(()),
+        Some(a) => Err(format!("a connect request from {a}, not from the exchange's peer {peer}")),
+        None => Err(format!("a connect request with no source address (the exchange's peer is {peer})")),
+    }
+}
+
+/// Server: accepts one connection per QP on `l`, the i-th for `qps[i]`, from
+/// the exchange's peer `peer` only (requests from other addresses are
+/// rejected and counted, see [`admit`]); on UD also takes each QP's
+/// announcement where `ud` says so.
+pub fn accept(
+    l: Listener,
+    device: &str,
+    qps: &[Qp],
+    rd_atomic: u8,
+    wait: Duration,
+    peer: IpAddr,
+    ud: Option<Ud>,
+) -> Res<Conns> {
     let deadline = Instant::now() + wait;
     let listener = l.id;
     let mut conns = Conns { ids: Vec::with_capacity(qps.len()), ud: Vec::new() };
+    let refused = std::cell::Cell::new(0u32);
     for (i, qp) in qps.iter().enumerate() {
-        let what = |e: rrddmma::prim::Error| format!("rdma_cm: accepting the connection of QP {i}: {e}");
-        let mut ev = listener.expect(CmEventType::CONNECT_REQUEST, deadline).map_err(what)?;
-        let Some(mut id) = ev.take_request() else {
-            return Err(format!("rdma_cm: the connect request for QP {i} carried no id"));
+        let what = |e: rrddmma::prim::Error| {
+            let others = if refused.get() > 0 {
+                let n = refused.get();
+                format!(" ({n} request(s) from other addresses than the exchange's peer {peer} rejected)")
+            } else {
+                String::new()
+            };
+            format!("rdma_cm: accepting the connection of QP {i}: {e}{others}")
+        };
+        let mut id = loop {
+            let mut ev = listener.expect(CmEventType::CONNECT_REQUEST, deadline).map_err(what)?;
+            let Some(id) = ev.take_request() else {
+                return Err(format!("rdma_cm: the connect request for QP {i} carried no id"));
+            };
+            match admit(id.peer_addr().map(|a| a.ip()), peer) {
+                Ok(()) => break id,
+                Err(why) => {
+                    refused.set(refused.get() + 1);
+                    eprintln!("rrddmma-perf: rdma_cm: QP {i}: rejected {why}");
+                    // Dropping the id destroys it; the reject tells the peer first.
+                    let _ = id.reject(&[]);
+                }
+            }
         };
         // Its later events (ESTABLISHED, DISCONNECTED) on a channel of its own.
         id.migrate(&EventChannel::create().map_err(what)?).map_err(what)?;
@@ -423,6 +469,17 @@ mod tests {
 
     fn heard(qp_num: u32, src_qp: u32, imm: Option<u32>, sender: Gid) -> Heard {
         Heard { status: WcStatus::SUCCESS, qp_num, src_qp, imm, sender: Some(sender) }
+    }
+
+    #[test]
+    fn regression_perf_rdma_cm_test_qps_are_taken_only_by_the_exchange_peer() {
+        let peer = IpAddr::V4(Ipv4Addr::new(10, 77, 0, 1));
+        assert!(admit(Some(peer), peer).is_ok());
+        let e = admit(Some(IpAddr::V4(Ipv4Addr::new(10, 77, 0, 66))), peer).unwrap_err();
+        assert!(e.contains("from 10.77.0.66, not from the exchange's peer 10.77.0.1"), "{e}");
+        let v6 = IpAddr::V6(Ipv4Addr::new(10, 77, 0, 1).to_ipv6_mapped());
+        assert!(admit(Some(v6), peer).is_err(), "another address family is another address");
+        assert!(admit(None, peer).unwrap_err().contains("no source address"));
     }
 
     #[test]

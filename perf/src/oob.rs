@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use rrddmma::prim::cm::CmEventType;
 use rrddmma::prim::{RecvWr, SendWr, Wc};
-use rrddmma::wrap::{accept_rc_cm, connect_rc_cm, CmConn, CmListener, CmOpts, RegisteredMem};
+use rrddmma::wrap::{connect_rc_cm, CmConn, CmListener, CmOpts, RegisteredMem};
 
 /// The largest cycle buffer a peer may announce, in bytes: 2 MiB (a huge
 /// page). perftest announces its page size (4 KiB; 16 or 64 KiB on some
@@ -71,7 +71,17 @@ impl Default for Limits {
     }
 }
 
+/// Longest rdma_cm handshake (accept to `ESTABLISHED`) the `-R` server
+/// waits for before it drops the connection and takes the next request.
+pub const CM_HANDSHAKE: Duration = Duration::from_secs(10);
+
 impl Limits {
+    /// How long one rdma_cm handshake of the exchange may take: the step
+    /// limit, at most [`CM_HANDSHAKE`].
+    pub fn handshake(&self) -> Duration {
+        self.step.min(CM_HANDSHAKE)
+    }
+
     /// The limits from [`XCHG_SECS_VAR`] and [`RUN_SECS_VAR`] (whole seconds,
     /// at least 1); unset variables keep the defaults.
     pub fn from_env() -> Result<Limits, String> {
@@ -310,6 +320,31 @@ fn read_within(s: &mut TcpStream, b: &mut [u8], limit: Duration, step: &str, run
     Ok(())
 }
 
+/// `-R` server: waits (as perftest's server does, without a limit) for a
+/// client whose rdma_cm handshake completes within `handshake`. A request
+/// that does not complete in time (a peer that connects and goes silent, a
+/// stranger) is dropped, with its QP, and the next one taken, so no peer
+/// can hold the server in its handshake.
+pub fn accept_exchange(l: &CmListener, opts: &CmOpts, handshake: Duration) -> Result<CmConn, String> {
+    loop {
+        let req = match l.next_request(Instant::now() + Duration::from_secs(3600)) {
+            Ok(r) => r,
+            Err(rrddmma::prim::Error::Timeout { .. }) => continue,
+            Err(e) => return Err(format!("rdma_cm: waiting for the exchange connection: {e}")),
+        };
+        let from = req.id().peer_addr().map_or("an unknown address".to_string(), |a| a.to_string());
+        match req.accept(&opts.clone().timeout(handshake)) {
+            Ok(c) => return Ok(c),
+            Err(e) => eprintln!(
+                "rrddmma-perf: rdma_cm: the exchange connection from {from} did not complete its handshake within \
+                 {} s ({e}); dropped, waiting for the next client ({XCHG_SECS_VAR} bounds it, at most {} s)",
+                handshake.as_secs_f64(),
+                CM_HANDSHAKE.as_secs()
+            ),
+        }
+    }
+}
+
 impl Oob {
     /// Connects to `server` (retrying for up to `wait`), or, without a
     /// server name, waits for one client on `port`. Reads then wait at
@@ -385,15 +420,10 @@ impl Oob {
             }
             None => {
                 let any = SocketAddr::from(([0, 0, 0, 0], port));
+                // One pending request at a time (the backlog): a flood of
+                // connect requests queues no more than one.
                 let l = CmListener::bind(any, 1).map_err(|e| format!("rdma_cm: cannot listen on port {port}: {e}"))?;
-                // perftest's server waits for its client without a limit.
-                loop {
-                    match accept_rc_cm(&l, &opts.clone().timeout(Duration::from_secs(3600))) {
-                        Ok(c) => break c,
-                        Err(rrddmma::prim::Error::Timeout { .. }) => continue,
-                        Err(e) => return Err(format!("rdma_cm: accepting the exchange connection: {e}")),
-                    }
-                }
+                accept_exchange(&l, &opts, limits.handshake())?
                 // The listener goes here: the test's QPs listen on the same port next.
             }
         };

@@ -155,7 +155,9 @@ impl fmt::Display for Error {
             }
             Error::FrameTooLarge { len, cap } => write!(
                 f,
-                "a control frame of {len} bytes exceeds max_frame ({cap} bytes): raise max_frame on every rank"
+                "a control frame of {len} bytes exceeds the {cap}-byte limit in force (max_frame once a rank is \
+                 admitted; before that, the handshake's own frame size): if an admitted rank sent it, raise \
+                 max_frame on every rank; before admission the sender is no rank of this session"
             ),
             Error::BadMagic => write!(f, "the peer does not speak the rrddmma control protocol (bad magic)"),
             Error::Malformed(what) => write!(f, "malformed control frame: {what}"),

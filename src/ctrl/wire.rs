@@ -439,6 +439,20 @@ pub fn decode_all(data: &[u8], cap: u32) -> (Vec<Msg>, Option<Error>) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn regression_ctrl_oversize_frame_before_admission_does_not_only_advise_raising_max_frame() {
+        // A stranger's 4 GiB header before its hello meets the hello-sized
+        // cap, not max_frame: raising max_frame would not change it.
+        let mut d = Decoder::new(crate::ctrl::proto::Params::PRE_HELLO_FRAME);
+        let mut f = Msg::Contribute { round: 0, data: vec![] }.encode();
+        f[8..12].copy_from_slice(&u32::MAX.to_be_bytes());
+        d.feed(&f);
+        let e = d.next_msg().unwrap_err().to_string();
+        assert!(e.contains("4294967295 bytes exceeds the 56-byte limit"), "names the length and the cap: {e}");
+        assert!(e.contains("before that, the handshake's own frame size"), "says which limit applies when: {e}");
+        assert!(!e.contains("exceeds max_frame"), "the cap here is not max_frame: {e}");
+    }
+
     use super::*;
 
     fn samples() -> Vec<Msg> {

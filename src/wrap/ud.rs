@@ -1,16 +1,97 @@
-//! [`UdEndpoint`]: a UD QP ready to send and receive, with cached address handles.
+//! [`UdEndpoint`]: a UD QP ready to send and receive, with a bounded cache
+//! of address handles.
 
 use std::collections::HashMap;
 
 use crate::ctrl::QpInfo;
-use crate::prim::{Ah, AhAttr, Cq, Gid, Pd, Qp, QpCaps, QpType, Srq, Wc, GRH_LEN};
+use crate::prim::{Ah, AhAttr, Cq, Pd, Qp, QpCaps, QpType, Srq, Wc, GRH_LEN};
 
-/// The fields of a peer's port address that an address handle depends on.
+/// Everything an address handle is made from: every field of
+/// `ibv_ah_attr` (destination GID, flow label, source GID index, hop limit,
+/// traffic class, destination LID, service level, source path bits, static
+/// rate, whether it is global, port). Two attributes with the same key make
+/// the same handle; any difference, however small, is another handle. (The
+/// sender's QPN is not part of an address handle: a send names it beside
+/// the handle.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct AhKey {
-    gid: Gid,
-    lid: u16,
+    dgid: [u8; 16],
+    flow_label: u32,
+    sgid_index: u8,
+    hop_limit: u8,
+    traffic_class: u8,
+    dlid: u16,
     sl: u8,
+    src_path_bits: u8,
+    static_rate: u8,
+    is_global: u8,
+    port: u8,
+}
+
+impl AhKey {
+    fn of(attr: &AhAttr) -> AhKey {
+        let r = attr.as_raw();
+        AhKey {
+            dgid: attr.dgid().0,
+            flow_label: r.grh.flow_label,
+            sgid_index: r.grh.sgid_index,
+            hop_limit: r.grh.hop_limit,
+            traffic_class: r.grh.traffic_class,
+            dlid: r.dlid,
+            sl: r.sl,
+            src_path_bits: r.src_path_bits,
+            static_rate: r.static_rate,
+            is_global: r.is_global,
+            port: r.port_num,
+        }
+    }
+}
+
+/// A cache of at most `cap` values, which lets the least recently used
+/// one go to make room for a new one. Lookups and hits allocate nothing;
+/// an eviction scans the entries (it comes with the creation of a new
+/// address handle, a system call, anyway).
+#[derive(Debug)]
+struct Lru<K, V> {
+    map: HashMap<K, (V, u64)>,
+    cap: usize,
+    clock: u64,
+}
+
+impl<K: Copy + Eq + std::hash::Hash, V> Lru<K, V> {
+    fn new(cap: usize) -> Lru<K, V> {
+        assert!(cap >= 1, "UdOpts::ah_cache must be at least 1 (the handle just made is cached until the next one)");
+        Lru { map: HashMap::new(), cap, clock: 0 }
+    }
+
+    /// The value for `key`, made by `make` on a miss (after evicting the
+    /// least recently used entry when the cache is full). A failed `make`
+    /// changes nothing.
+    fn get_or_try_insert<E>(&mut self, key: K, make: impl FnOnce() -> Result<V, E>) -> Result<&V, E> {
+        self.clock += 1;
+        let now = self.clock;
+        if !self.map.contains_key(&key) {
+            let v = make()?;
+            if self.map.len() >= self.cap {
+                let oldest = self.map.iter().min_by_key(|(_, (_, used))| *used).map(|(k, _)| *k);
+                if let Some(k) = oldest {
+                    self.map.remove(&k);
+                }
+            }
+            self.map.insert(key, (v, now));
+        }
+        let e = self.map.get_mut(&key).expect("present: found or just inserted");
+        e.1 = now;
+        Ok(&e.0)
+    }
+
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    fn clear(&mut self) {
+        self.map.clear();
+    }
 }
 
 /// Settings of a [`UdEndpoint`]: start from [`UdOpts::default`] and chain
@@ -23,15 +104,26 @@ pub struct UdOpts {
     pub(crate) gid_index: Option<u8>,
     pub(crate) qkey: u32,
     pub(crate) srq: Option<Srq>,
+    pub(crate) ah_cache: usize,
 }
 
 impl Default for UdOpts {
     fn default() -> UdOpts {
-        UdOpts { caps: QpCaps::default(), port: 1, gid_index: None, qkey: 0x1111_1111, srq: None }
+        UdOpts {
+            caps: QpCaps::default(),
+            port: 1,
+            gid_index: None,
+            qkey: 0x1111_1111,
+            srq: None,
+            ah_cache: UdOpts::DEFAULT_AH_CACHE,
+        }
     }
 }
 
 impl UdOpts {
+    /// Default bound of the address-handle cache: 1024 handles.
+    pub const DEFAULT_AH_CACHE: usize = 1024;
+
     setters! {
         /// Queue sizes (receive sizes are ignored with an SRQ). Default
         /// [`QpCaps::default`].
@@ -47,12 +139,30 @@ impl UdOpts {
         /// Take receives from this shared receive queue (`ibv_qp_init_attr::srq`).
         /// Default `None`: the QP has a receive queue of its own.
         srq: Option<Srq>;
+        /// Most address handles the endpoint keeps ([`UdEndpoint::route`],
+        /// [`UdEndpoint::reply_route`]); when one more is made, the least
+        /// recently used goes. Anyone who knows the QPN and Q_Key can send
+        /// to a UD QP from any source address, so a server that answers
+        /// whoever sent would otherwise keep one handle per forged source.
+        /// At least 1 (a programming error otherwise). Default
+        /// [`UdOpts::DEFAULT_AH_CACHE`].
+        const ah_cache: usize, ah_cache_capacity;
     }
 }
 
-/// A UD QP brought up to RTS, with an address-handle cache keyed by the
-/// peer's GID, LID and service level: the first send to a peer port creates
-/// its AH (a system call), later ones reuse it.
+/// A UD QP brought up to RTS, with a bounded cache of address handles keyed
+/// by everything a handle is made from (every field of `ibv_ah_attr`): the
+/// first send to a path creates its AH (a system call), later ones reuse it.
+/// The cache holds at most [`UdOpts::ah_cache`] handles and lets the least
+/// recently used go first, so a flood of datagrams from forged sources
+/// cannot grow it.
+///
+/// An evicted handle is destroyed when its last clone goes: a send posted
+/// with a handle from [`route`](Self::route) or
+/// [`reply_route`](Self::reply_route) must keep a clone of it (cloning an
+/// [`Ah`] is cheap) until the send completes, as
+/// [`Qp::post_send`]'s contract requires, when other routes may be made
+/// meanwhile.
 ///
 /// Receive buffers of a UD QP hold the 40-byte Global Route Header before
 /// each message ([`GRH_LEN`]): post `GRH_LEN + n` bytes to receive `n`. A
@@ -66,7 +176,7 @@ pub struct UdEndpoint {
     port: u8,
     gid_index: u8,
     qkey: u32,
-    ahs: HashMap<AhKey, Ah>,
+    ahs: Lru<AhKey, Ah>,
     srq: Option<Srq>,
 }
 
@@ -82,7 +192,7 @@ impl UdEndpoint {
         gid_index: u8,
         qkey: u32,
     ) -> crate::prim::Result<UdEndpoint> {
-        let opts = UdOpts { caps, port, gid_index: Some(gid_index), qkey, srq: None };
+        let opts = UdOpts { caps, port, gid_index: Some(gid_index), qkey, ..UdOpts::default() };
         UdEndpoint::with_opts(pd, send_cq, recv_cq, &opts)
     }
 
@@ -105,7 +215,7 @@ impl UdEndpoint {
             port: opts.port,
             gid_index,
             qkey: opts.qkey,
-            ahs: HashMap::new(),
+            ahs: Lru::new(opts.ah_cache),
             srq: opts.srq.clone(),
         })
     }
@@ -140,35 +250,117 @@ impl UdEndpoint {
     /// handle created on first use), ready for
     /// [`SendWr::ud`](crate::prim::SendWr::ud).
     pub fn route(&mut self, peer: &QpInfo, sl: u8) -> crate::prim::Result<(&Qp, &Ah)> {
-        let key = AhKey { gid: peer.gid, lid: peer.lid, sl };
-        if !self.ahs.contains_key(&key) {
-            let ah = Ah::create(&self.pd, &peer.ah_attr(self.port, self.gid_index).sl(sl))?;
-            self.ahs.insert(key, ah);
-        }
-        Ok((&self.qp, &self.ahs[&key]))
+        let attr = peer.ah_attr(self.port, self.gid_index).sl(sl);
+        let pd = &self.pd;
+        let ah = self.ahs.get_or_try_insert(AhKey::of(&attr), || Ah::create(pd, &attr))?;
+        Ok((&self.qp, ah))
     }
 
     /// The QP and the address handle back to the sender of a received
     /// completion `wc`, whose receive buffer starts with `grh` (the first
     /// [`GRH_LEN`] bytes); send to QPN `wc.src_qp()` with [`UdEndpoint::qkey`].
-    /// Handles are cached by the sender's GID, LID and service level.
+    ///
+    /// The sender's address is whatever the datagram says (its GRH, or on
+    /// RoCE its IP header): UD does not authenticate it, so a reply may go
+    /// to a forged source. Handles are cached by everything
+    /// `ibv_init_ah_from_wc` derives from the datagram (source GID and LID,
+    /// service level, flow label, traffic class, hop limit, ...), at most
+    /// [`UdOpts::ah_cache`] of them (least recently used first out). A GRH
+    /// the library cannot turn into a path gives `Err` and caches nothing.
     pub fn reply_route(&mut self, wc: &Wc, grh: &[u8; GRH_LEN]) -> crate::prim::Result<(&Qp, &Ah)> {
         let attr = AhAttr::from_wc(self.pd.context(), self.port, wc, grh)?;
-        let key = AhKey { gid: attr.dgid(), lid: wc.slid(), sl: wc.sl() };
-        if !self.ahs.contains_key(&key) {
-            let ah = Ah::create(&self.pd, &attr)?;
-            self.ahs.insert(key, ah);
-        }
-        Ok((&self.qp, &self.ahs[&key]))
+        let pd = &self.pd;
+        let ah = self.ahs.get_or_try_insert(AhKey::of(&attr), || Ah::create(pd, &attr))?;
+        Ok((&self.qp, ah))
     }
 
-    /// Number of cached address handles.
+    /// Number of cached address handles (at most [`UdEndpoint::cache_capacity`]).
     pub fn cached(&self) -> usize {
         self.ahs.len()
+    }
+
+    /// Most address handles the cache keeps ([`UdOpts::ah_cache`]).
+    pub fn cache_capacity(&self) -> usize {
+        self.ahs.cap
     }
 
     /// Drops every cached address handle (they are recreated on demand).
     pub fn clear_cache(&mut self) {
         self.ahs.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prim::Gid;
+
+    fn global(last: u8) -> AhAttr {
+        let mut g = [0u8; 16];
+        g[..2].copy_from_slice(&[0xfe, 0x80]);
+        g[15] = last;
+        AhAttr::global(1, 1, Gid(g))
+    }
+
+    #[test]
+    fn regression_ud_reply_route_ah_cache_key_covers_every_field_the_ah_is_made_from() {
+        let base = global(1);
+        let k = AhKey::of(&base);
+        assert_eq!(k, AhKey::of(&global(1)), "the same attributes, the same handle");
+        // Two forged sources with the same GID, LID and SL that differ in one
+        // field each: the old key (GID, LID, SL) gave them one handle.
+        let variants = [
+            ("traffic class", base.traffic_class(0x20)),
+            ("flow label", base.flow_label(0x12345)),
+            ("hop limit", base.hop_limit(7)),
+            ("static rate", base.static_rate(3)),
+            ("another GID", global(2)),
+            ("service level", base.sl(3)),
+            ("LID", base.dlid(9)),
+        ];
+        for (what, v) in variants {
+            assert_ne!(AhKey::of(&v), k, "{what} makes another address handle");
+        }
+        let other_port = AhAttr::global(2, 1, global(1).dgid());
+        assert_ne!(AhKey::of(&other_port), k, "another port");
+        let other_sgid = AhAttr::global(1, 3, global(1).dgid());
+        assert_ne!(AhKey::of(&other_sgid), k, "another source GID index");
+    }
+
+    #[test]
+    fn regression_ud_reply_route_ah_cache_is_bounded_under_a_flood_of_sources() {
+        let mut c: Lru<u32, u32> = Lru::new(64);
+        let mut made = 0;
+        for src in 0..10_000u32 {
+            let v = *c
+                .get_or_try_insert(src, || {
+                    made += 1;
+                    Ok::<_, ()>(src * 2)
+                })
+                .unwrap();
+            assert_eq!(v, src * 2);
+            assert!(c.len() <= 64, "after {src} sources the cache holds {}", c.len());
+        }
+        assert_eq!(c.len(), 64);
+        assert_eq!(made, 10_000);
+        // Least recently used goes first: a source used between the others stays.
+        let mut c: Lru<u32, u32> = Lru::new(4);
+        for k in 0..4 {
+            c.get_or_try_insert(k, || Ok::<_, ()>(k)).unwrap();
+        }
+        c.get_or_try_insert(0, || -> Result<u32, ()> { panic!("0 is cached") }).unwrap();
+        c.get_or_try_insert(4, || Ok::<_, ()>(4)).unwrap();
+        assert!(c.map.contains_key(&0), "recently used: kept");
+        assert!(!c.map.contains_key(&1), "least recently used: evicted");
+        // A failed creation caches nothing and evicts nothing.
+        assert_eq!(c.get_or_try_insert(9, || Err("no")), Err("no"));
+        assert_eq!(c.len(), 4);
+        assert!(!c.map.contains_key(&9));
+    }
+
+    #[test]
+    #[should_panic(expected = "UdOpts::ah_cache must be at least 1")]
+    fn an_empty_ah_cache_is_a_programming_error() {
+        let _: Lru<u8, u8> = Lru::new(0);
     }
 }

@@ -1,5 +1,7 @@
-//! The hostile-peer suite (`tests/hostile.rs`, feature `tokio`): one device
-//! step that runs every attack, then prints the tables its tests report
+//! The hostile-peer suite (`tests/hostile/main.rs`, feature `tokio`): one
+//! device step that runs every attack (the perf attacks against the release
+//! `rrddmma-perf`, named by `RRDDMMA_PERF_BIN`), then prints the tables its
+//! tests report
 //! (`ROW\t<table>\t<a>\t<b>\t<outcome>` lines): the hostile-peer table
 //! (attack, victim, outcome) and the aio fault table (fault, call, outcome).
 
@@ -23,7 +25,10 @@ pub fn checks() -> Result<Vec<Check>> {
     let out = build.output()?;
     let bin = executable(&String::from_utf8_lossy(&out.stdout), "hostile")
         .ok_or("building the hostile-peer suite (--features tokio --test hostile) failed")?;
-    let command = format!("'{}' --ignored --test-threads=1 --nocapture", bin.display());
+    // The perf attacks run the built rrddmma-perf as their victim.
+    let perf = crate::pairs::binary()?;
+    let command =
+        format!("RRDDMMA_PERF_BIN='{}' '{}' --ignored --test-threads=1 --nocapture", perf.display(), bin.display());
     Ok(vec![Check {
         step: crate::device::Step { name: "hostile-peer suite and aio fault table".into(), command },
         judge: Box::new(|d, t| {
@@ -31,6 +36,21 @@ pub fn checks() -> Result<Vec<Check>> {
             t.add_run(&d.name, d.code == Some(0), &d.output);
         }),
     }])
+}
+
+/// `cargo xtask hostile`: the suite alone, where the device is (the VM when
+/// the host has none), with its tables.
+pub fn run() -> Result<()> {
+    let checks = checks()?;
+    let place = crate::device::locate(None)?;
+    eprintln!("hostile-peer suite on {}", place.describe());
+    let mut tally = crate::tally::Tally::default();
+    crate::device::run_checks(&place, &checks, &mut tally)?;
+    println!("\n{} passed, {} failed", tally.passed, tally.failed);
+    if tally.failed > 0 {
+        return Err(format!("{} failed", tally.failed).into());
+    }
+    Ok(())
 }
 
 /// The `ROW` lines of `output`, laid out as one table per name.

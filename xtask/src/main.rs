@@ -7,6 +7,7 @@
 //!   beside perftest on the default device, timed and by instructions per message.
 //! - `cargo xtask perf-checks [pair|cluster|rdma_cm] [--only TEXT]`: only rrddmma-perf's device checks
 //!   (those whose name contains TEXT).
+//! - `cargo xtask hostile`: only the hostile-peer suite, with its tables.
 //! - `cargo xtask bench-verbs [KIND..]`: callgrind count of post + poll, rrddmma vs C verbs calls.
 //! - `cargo xtask vm -- CMD...`: runs CMD inside the SoftRoCE VM with `rxe0` ready.
 //! - `cargo xtask bindings [--check]`: regenerates or checks `src/bindings/sys.rs`.
@@ -76,6 +77,7 @@ fn usage() -> ExitCode {
          \x20 cm-examples           device checks of the rdmacm examples only (rping, rdma_server/client)\n\
          \x20 perf-checks [pair|cluster|rdma_cm] [--only TEXT]  rrddmma-perf's device checks only (interop, payload,\n\
          \x20                      cluster mode, -R); --only: those whose name contains TEXT\n\
+         \x20 hostile               the hostile-peer suite only, with its tables (attack, victim, outcome)\n\
          \x20 bench-verbs [KIND..]  callgrind: instructions per post + poll, rrddmma vs C (rows of KINDs only)\n\
          \x20 vm -- CMD...          run CMD in the SoftRoCE VM (rxe0 ready)\n\
          \x20 bindings [--check]    regenerate / check src/bindings/sys.rs\n\
@@ -142,6 +144,7 @@ fn main() -> ExitCode {
         "demo" => demo::demo(rest),
         "examples" => examples::run(rest),
         "perf-checks" => perf_checks::run_checks(rest),
+        "hostile" => hostile::run(),
         "cm-examples" => cm::run(),
         "bench-verbs" => bench_verbs::bench_verbs(rest),
         "vm" => device::vm(rest),

@@ -188,9 +188,9 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
             announce: o.test == Test::Lat || o.bidir,
         });
         let conns = match (listener, oob.cm_peer()) {
-            (Some(l), _) => crate::cm::accept(l, ctx.name(), &qps, rd, wait, cm_ud)?,
+            (Some(l), Some(peer)) => crate::cm::accept(l, ctx.name(), &qps, rd, wait, peer.ip(), cm_ud)?,
             (None, Some(peer)) => crate::cm::connect(peer, ctx.name(), &qps, rd, wait, cm_ud)?,
-            (None, None) => return Err("rdma_cm: the exchange connection has no peer address".into()),
+            (_, None) => return Err("rdma_cm: the exchange connection has no peer address".into()),
         };
         oob.handshake(&Dest::default())?;
         cm_conns = Some(conns);
