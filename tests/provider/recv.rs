@@ -94,11 +94,13 @@ impl Cq {
 }
 
 fn kind_name(c: &Completion) -> String {
-    c.opcode.name().map_or_else(|| format!("opcode {:#x}", c.opcode.to_raw()), |n| n.trim_start_matches("MLX5_CQE_").into())
+    c.opcode
+        .name()
+        .map_or_else(|| format!("opcode {:#x}", c.opcode.to_raw()), |n| n.trim_start_matches("MLX5_CQE_").into())
 }
 
 /// Replays the C half's CQ lines of CQEs of `size` bytes through `CqRing`.
-pub fn check(out: &str, size: u32, mutation: Mutation) -> Result<RecvStats, Mismatch> {
+pub fn check(out: &str, size: u32, mutation: Mutation) -> Result<RecvStats, Box<Mismatch>> {
     let mut stats = RecvStats::default();
     let mut cq: Option<Cq> = None;
     let mut pending: Vec<Completion> = Vec::new();
@@ -140,12 +142,14 @@ pub fn check(out: &str, size: u32, mutation: Mutation) -> Result<RecvStats, Mism
                 next = 0;
                 let at = format!("CQ poll {} (ne {ne}, consumer index {ci_before})", stats.polls);
                 if got != n {
-                    return Err(Mismatch::value(&format!("CQE {size} B"), &at, "completions returned", n, got));
+                    return Err(Mismatch::value(&format!("CQE {size} B"), &at, "completions returned", n, got).into());
                 }
                 // SAFETY: the consumer record is the first 4 aligned bytes of `dbrec`.
                 let ours = unsafe { cq.dbrec.as_mut_ptr().cast::<Be32>().read() }.get();
                 if ours != their_dbrec {
-                    return Err(Mismatch::value(&format!("CQE {size} B"), &at, "consumer record", their_dbrec, ours));
+                    return Err(
+                        Mismatch::value(&format!("CQE {size} B"), &at, "consumer record", their_dbrec, ours).into()
+                    );
                 }
             }
             "w" => {
@@ -170,7 +174,14 @@ pub fn check(out: &str, size: u32, mutation: Mutation) -> Result<RecvStats, Mism
     Ok(stats)
 }
 
-fn compare(cq: &Cq, ci: u32, w: &[&str], c: &Completion, size: u32, stats: &mut RecvStats) -> Result<(), Mismatch> {
+fn compare(
+    cq: &Cq,
+    ci: u32,
+    w: &[&str],
+    c: &Completion,
+    size: u32,
+    stats: &mut RecvStats,
+) -> Result<(), Box<Mismatch>> {
     let num = |i: usize| -> u64 { w[i].parse().unwrap() };
     let (wr_id, status, opcode, vendor_err, byte_len, imm, qp_num) =
         (num(0), num(1) as u32, num(2) as u32, num(3) as u32, num(4) as u32, num(5) as u32, num(6) as u32);
@@ -200,7 +211,12 @@ fn compare(cq: &Cq, ci: u32, w: &[&str], c: &Completion, size: u32, stats: &mut 
         checks.push(("opcode", 63, opcode.into(), ours_op.into()));
         checks.push(("byte_len", 44, byte_len.into(), c.byte_len.into()));
         let ours_flags = if with_imm { WC_WITH_IMM } else { 0 } | if with_inv { WC_WITH_INV } else { 0 };
-        checks.push(("wc_flags (WITH_IMM, WITH_INV)", 63, (wc_flags & (WC_WITH_IMM | WC_WITH_INV)).into(), ours_flags.into()));
+        checks.push((
+            "wc_flags (WITH_IMM, WITH_INV)",
+            63,
+            (wc_flags & (WC_WITH_IMM | WC_WITH_INV)).into(),
+            ours_flags.into(),
+        ));
         if with_imm {
             checks.push(("imm_data", 36, imm.into(), c.imm.into()));
         }
@@ -220,13 +236,14 @@ fn compare(cq: &Cq, ci: u32, w: &[&str], c: &Completion, size: u32, stats: &mut 
                 byte: Some(byte),
                 theirs: format!("{theirs:#x}"),
                 ours: format!("{ours:#x}"),
-            });
+            }
+            .into());
         }
     }
     // Scatter-to-CQE: the bytes libmlx5 copied to the receive buffer, against
     // where the decoded format says they are (32: the 64-byte CQE; 64: the
     // first half of a 128-byte entry); without scatter the buffer stays zero.
-    if resp_ok && scatter != "~" && scatter != "-" || (resp_ok && scatter == "-" && c.byte_len == 0) {
+    if resp_ok && (scatter != "~" && scatter != "-" || scatter == "-" && c.byte_len == 0) {
         let theirs = unhex(scatter);
         let n = c.byte_len as usize;
         let ours: Vec<u8> = match c.inline_scatter {
@@ -243,7 +260,8 @@ fn compare(cq: &Cq, ci: u32, w: &[&str], c: &Completion, size: u32, stats: &mut 
                 byte: Some(i),
                 theirs: format!("{:?}", theirs.get(i)),
                 ours: format!("{:?}", ours.get(i)),
-            });
+            }
+            .into());
         }
     }
     Ok(())

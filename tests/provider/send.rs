@@ -223,7 +223,14 @@ impl Queue {
         // as long as the ring (fields of the same `Queue`); MMIO goes to a
         // `Recorder`, never to `bf`.
         let mut sq = unsafe {
-            SqRing::from_raw(ring.as_mut_ptr(), wqe_cnt, dbrec.as_mut_ptr().cast::<Be32>(), bf.as_mut_ptr(), ours_bf, qpn)
+            SqRing::from_raw(
+                ring.as_mut_ptr(),
+                wqe_cnt,
+                dbrec.as_mut_ptr().cast::<Be32>(),
+                bf.as_mut_ptr(),
+                ours_bf,
+                qpn,
+            )
         };
         sq.set_prefer_bf(prefer_bf);
         Queue { sq, ring, dbrec, _bf: bf, wqe_cnt, sig_all }
@@ -304,7 +311,7 @@ fn write_request(q: &mut Queue, r: &Request, mutate_flags: bool, post: Option<&m
 
 /// Replays the C half's send lines through rrddmma's writer; the first
 /// mismatch ends the check.
-pub fn check(out: &str, mutation: Mutation) -> Result<SendStats, Mismatch> {
+pub fn check(out: &str, mutation: Mutation) -> Result<SendStats, Box<Mismatch>> {
     let mut stats = SendStats::default();
     let mut q: Option<Queue> = None;
     let mut reqs: Vec<Request> = Vec::new();
@@ -342,7 +349,7 @@ fn check_list(
     list: usize,
     mutation: Mutation,
     stats: &mut SendStats,
-) -> Result<(), Mismatch> {
+) -> Result<(), Box<Mismatch>> {
     let rc: i32 = p[0].parse().unwrap();
     assert_eq!(rc, 0, "libmlx5 refused list {list} ({reqs:?}): the generator must post valid lists");
     let their_pi: u32 = p[1].parse().unwrap();
@@ -393,19 +400,27 @@ fn check_list(
                 byte: Some(byte),
                 theirs: format!("{t:#04x}"),
                 ours: format!("{o:#04x}"),
-            });
+            }
+            .into());
         }
     }
     let last = reqs.last().expect("lists hold at least one request");
     let last_kind = kind(last);
     if their_pi != ours_pi {
-        return Err(Mismatch::value(&last_kind, &at(reqs.len() - 1), "producer index (sq.cur_post)", their_pi, ours_pi));
+        return Err(Mismatch::value(
+            &last_kind,
+            &at(reqs.len() - 1),
+            "producer index (sq.cur_post)",
+            their_pi,
+            ours_pi,
+        )
+        .into());
     }
     // The doorbell record, in memory and in the recorded sequence.
     // SAFETY: the record is 4 aligned bytes of `dbrec`.
     let ours_dbrec = unsafe { q.dbrec.as_mut_ptr().cast::<Be32>().read() }.get();
     if their_dbrec != ours_dbrec {
-        return Err(Mismatch::value(&last_kind, &at(reqs.len() - 1), "doorbell record", their_dbrec, ours_dbrec));
+        return Err(Mismatch::value(&last_kind, &at(reqs.len() - 1), "doorbell record", their_dbrec, ours_dbrec).into());
     }
     // The sequence: barrier, record, wc_start, 8-byte stores, flush.
     let ops = &rec.ops;
@@ -422,7 +437,8 @@ fn check_list(
             byte: None,
             theirs: "barrier, record, wc_start, stores, flush".into(),
             ours: format!("{ops:?}"),
-        });
+        }
+        .into());
     }
     let mut ours_db = Vec::new();
     let mut ours_off = None;
@@ -435,7 +451,8 @@ fn check_list(
                 byte: None,
                 theirs: "8-byte stores only between wc_start and flush".into(),
                 ours: format!("{op:?}"),
-            });
+            }
+            .into());
         };
         let start = *ours_off.get_or_insert(off);
         assert_eq!(off, start + ours_db.len(), "our BlueFlame stores are contiguous");
@@ -443,7 +460,14 @@ fn check_list(
     }
     let ours_off = ours_off.unwrap_or(0);
     if their_db_off != ours_off {
-        return Err(Mismatch::value(&last_kind, &at(reqs.len() - 1), "BlueFlame offset written", their_db_off, ours_off));
+        return Err(Mismatch::value(
+            &last_kind,
+            &at(reqs.len() - 1),
+            "BlueFlame offset written",
+            their_db_off,
+            ours_off,
+        )
+        .into());
     }
     if their_db.len() != ours_db.len() {
         let what = |n: usize| if n == 8 { "8-byte doorbell".to_string() } else { format!("{n}-byte BlueFlame copy") };
@@ -454,7 +478,8 @@ fn check_list(
             byte: None,
             theirs: what(their_db.len()),
             ours: what(ours_db.len()),
-        });
+        }
+        .into());
     }
     if their_db.len() == 8 {
         stats.doorbells += 1;
@@ -472,7 +497,8 @@ fn check_list(
             byte: Some(byte),
             theirs: format!("{t:#04x}"),
             ours: format!("{o:#04x}"),
-        });
+        }
+        .into());
     }
     if their_off_after != q.sq.bf_offset() {
         return Err(Mismatch::value(
@@ -481,7 +507,8 @@ fn check_list(
             "BlueFlame offset after the doorbell",
             their_off_after,
             q.sq.bf_offset(),
-        ));
+        )
+        .into());
     }
     // Everything completes: retire up to the list's last WQE (the provider's tail = head).
     let done = rrddmma::mlx5dv::cqe::Completion {
