@@ -90,6 +90,7 @@ fn send_rc_request_lists_match_libmlx5_post_send() {
         Ok(stats) => {
             assert!(stats.lists >= build::LISTS, "only {} lists were compared", stats.lists);
             assert!(stats.wrapped_lists > 100 && stats.blueflame > 100 && stats.doorbells > 100, "{stats:?}");
+            assert!(stats.index_wraps >= 1, "no list crossed the 16-bit WQE index: {stats:?}");
             for op in ["WRITE", "WRITE_WITH_IMM", "READ", "SEND", "SEND_WITH_IMM", "SEND_WITH_INV", "FAA", "CAS"] {
                 assert!(stats.wqes.get(op).copied().unwrap_or(0) > 500, "too few {op} WQEs: {stats:?}");
             }

@@ -127,7 +127,12 @@ pub fn output() -> &'static str {
             .args([LISTS.to_string(), CQES.to_string(), SEED.to_string()])
             .output()
             .expect("run the libmlx5 harness");
-        assert!(out.status.success(), "the libmlx5 harness failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "the libmlx5 harness failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8(out.stdout).expect("ASCII output")
     })
 }

@@ -309,16 +309,22 @@ static void run_send(unsigned lists, uint32_t qpn_base)
 	for (unsigned q = 0; done < lists; q++) {
 		/* A queue: 8..256 basic blocks, up to 16 SGEs, up to 256 inline bytes. */
 		unsigned wqe_cnt = 8u << below(6);
-		int max_gs = 1 + (int)below(16);
-		int max_inline = (int)below(257);
+		/* The first queue is long-lived: its producer index passes 65536 (the WQE index wraps). */
+		int long_lived = q == 0;
+		if (long_lived)
+			wqe_cnt = 256;
+		int max_gs = 1 + (int)below(30);
+		int max_inline = (int)below(513);
 		/* The largest request must fit the ring: 2 DS + max(max_gs, inline DS). */
-		while ((2 + (unsigned)max_gs) * 16 > wqe_cnt * 64 || (2 + (max_inline + 4 + 15) / 16) * 16 > (int)wqe_cnt * 64) {
+		while ((2 + (unsigned)max_gs) * 16 > wqe_cnt * 64)
 			max_gs /= 2;
+		while ((2 + (max_inline + 4 + 15) / 16) * 16 > (int)wqe_cnt * 64)
 			max_inline /= 2;
-		}
-		unsigned bf_choice = below(3);
-		unsigned bf_size = bf_choice == 0 ? 0 : (bf_choice == 1 ? 256 : 512);
-		unsigned uuarn = bf_size ? 1 + below(8) : 0;
+		/* BlueFlame: none (uuarn 0: a doorbell-only register, whose buf_size may
+		 * still be set, as for libmlx5's shared register 0), 256 or 512 bytes. */
+		unsigned bf_choice = below(4);
+		unsigned bf_size = bf_choice == 0 ? 0 : (bf_choice == 3 ? 512 : 256);
+		unsigned uuarn = bf_choice >= 2 ? 1 + below(8) : 0;
 		int prefer_bf = (int)below(2);
 		int sig_all = below(4) == 0;
 		uint64_t seed = rnd();
@@ -329,8 +335,8 @@ static void run_send(unsigned lists, uint32_t qpn_base)
 		       sig_all, (unsigned long long)seed);
 		/* Enough lists on this queue to wrap it a few times. */
 		unsigned per_queue = 20 + below(60);
-		for (unsigned l = 0; l < per_queue && done < lists; l++, done++) {
-			unsigned n = 1 + below(below(4) == 0 ? MAX_LIST : 3);
+		for (unsigned l = 0; (long_lived ? c.qp->sq.cur_post < 66000 : l < per_queue) && done < lists; l++, done++) {
+			unsigned n = long_lived ? MAX_LIST : 1 + below(below(4) == 0 ? MAX_LIST : 3);
 			unsigned bbs = 0, k = 0;
 			for (; k < n; k++) {
 				random_request(&wrs[k], sges[k], max_gs, max_inline);
