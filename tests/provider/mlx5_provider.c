@@ -12,8 +12,10 @@
  * Output: one line per event, read by the Rust half, which replays the same
  * inputs through rrddmma's writer and decoder on a second set of buffers:
  *
- *   Q qpn wqe_cnt max_gs max_inline bf_size uuarn prefer_bf sig_all seed
+ *   Q qpn wqe_cnt max_gs max_inline bf_size uuarn prefer_bf sig_all seed rc|ud
  *       a send queue; its ring starts filled with fill(seed) bytes
+ *   U remote_qpn remote_qkey av_hex
+ *       UD: the address of the next request (the AH's address vector)
  *   R opcode flags imm raddr rkey swap compare_add nsge {len lkey addr}* inl_hex|-
  *       one request of the next list (flags: the IBV_SEND_* bits)
  *   P rc cur_post dbrec bf_offset_before bf_offset_after db_off db_len db_hex
@@ -92,6 +94,11 @@ static void *zalloc(size_t n)
 }
 
 static struct mlx5_context *ctx;
+/* The transport of the queues being made: IBV_QPT_RC or IBV_QPT_UD. */
+static enum ibv_qp_type transport = IBV_QPT_RC;
+/* UD: a pool of address handles per queue, as mlx5_create_ah fills their AVs. */
+#define AHS 4
+static struct mlx5_ah ahs[AHS];
 static struct ibv_pd pd;
 
 static void make_context(void)
@@ -138,7 +145,7 @@ static struct sq_case make_sq(uint32_t qpn, unsigned wqe_cnt, int max_gs, int ma
 	qp->verbs_qp.qp.context = &ctx->ibv_ctx.context;
 	qp->verbs_qp.qp.pd = &pd;
 	qp->verbs_qp.qp.qp_num = qpn;
-	qp->verbs_qp.qp.qp_type = IBV_QPT_RC;
+	qp->verbs_qp.qp.qp_type = transport;
 	qp->verbs_qp.qp.send_cq = &c.scq->verbs_cq.cq;
 	qp->verbs_qp.qp.recv_cq = &c.scq->verbs_cq.cq;
 	qp->rsc.type = MLX5_RSC_TYPE_QP;
@@ -177,7 +184,9 @@ static const enum ibv_wr_opcode rc_ops[] = {
 static unsigned request_bbs(const struct ibv_send_wr *wr)
 {
 	unsigned ds = 1;
-	switch (wr->opcode) {
+	if (transport == IBV_QPT_UD)
+		ds += 3; /* the 48-byte datagram segment */
+	else switch (wr->opcode) {
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
 	case IBV_WR_RDMA_READ:
@@ -211,7 +220,14 @@ static uint8_t payload[1 << 16];
 static void random_request(struct ibv_send_wr *wr, struct ibv_sge *sg, int max_gs, int max_inline)
 {
 	memset(wr, 0, sizeof(*wr));
-	wr->opcode = rc_ops[below(sizeof(rc_ops) / sizeof(rc_ops[0]))];
+	if (transport == IBV_QPT_UD) {
+		wr->opcode = below(2) ? IBV_WR_SEND : IBV_WR_SEND_WITH_IMM;
+		wr->wr.ud.ah = &ahs[below(AHS)].ibv_ah;
+		wr->wr.ud.remote_qpn = (uint32_t)rnd() & 0xffffff;
+		wr->wr.ud.remote_qkey = (uint32_t)rnd();
+	} else {
+		wr->opcode = rc_ops[below(sizeof(rc_ops) / sizeof(rc_ops[0]))];
+	}
 	wr->wr_id = rnd();
 	wr->sg_list = sg;
 	unsigned f = (unsigned)rnd();
@@ -232,8 +248,10 @@ static void random_request(struct ibv_send_wr *wr, struct ibv_sge *sg, int max_g
 		sg[0].lkey = (uint32_t)rnd();
 		return;
 	}
-	wr->wr.rdma.remote_addr = rnd();
-	wr->wr.rdma.rkey = (uint32_t)rnd();
+	if (transport != IBV_QPT_UD) {
+		wr->wr.rdma.remote_addr = rnd();
+		wr->wr.rdma.rkey = (uint32_t)rnd();
+	}
 	int inlinable = wr->opcode != IBV_WR_RDMA_READ;
 	if (inlinable && below(3) == 0) {
 		/* Inline: 0..max_inline bytes spread over 1..4 SGEs of this process's memory. */
@@ -268,8 +286,35 @@ static void random_request(struct ibv_send_wr *wr, struct ibv_sge *sg, int max_g
 	wr->num_sge = n;
 }
 
+/* Address vectors as mlx5_create_ah leaves them: key and dqp_dct zero (set
+ * per request), reserved bytes zero, the rest the route's. */
+static void make_ahs(void)
+{
+	for (int i = 0; i < AHS; i++) {
+		struct mlx5_wqe_av *av = &ahs[i].av;
+		memset(av, 0, sizeof(*av));
+		av->stat_rate_sl = (uint8_t)rnd();
+		av->fl_mlid = (uint8_t)rnd();
+		av->rlid = htobe16((uint16_t)rnd());
+		uint64_t mac = rnd();
+		memcpy(av->rmac, &mac, 6);
+		av->tclass = (uint8_t)rnd();
+		av->hop_limit = (uint8_t)rnd();
+		av->grh_gid_fl = htobe32((uint32_t)rnd());
+		uint64_t g[2] = { rnd(), rnd() };
+		memcpy(av->rgid, g, 16);
+	}
+}
+
 static void print_request(const struct ibv_send_wr *wr)
 {
+	if (transport == IBV_QPT_UD) {
+		/* U remote_qpn remote_qkey av_hex: the AV as the AH holds it. */
+		struct mlx5_ah *ah = container_of(wr->wr.ud.ah, struct mlx5_ah, ibv_ah);
+		printf("U %u %u ", wr->wr.ud.remote_qpn, wr->wr.ud.remote_qkey);
+		hex(&ah->av, sizeof(ah->av));
+		putchar('\n');
+	}
 	uint64_t raddr = wr->wr.rdma.remote_addr, swap = 0, cmp = 0;
 	uint32_t rkey = wr->wr.rdma.rkey, imm = wr->imm_data;
 	if (wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD || wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
@@ -310,7 +355,7 @@ static void run_send(unsigned lists, uint32_t qpn_base)
 		/* A queue: 8..256 basic blocks, up to 16 SGEs, up to 256 inline bytes. */
 		unsigned wqe_cnt = 8u << below(6);
 		/* The first queue is long-lived: its producer index passes 65536 (the WQE index wraps). */
-		int long_lived = q == 0;
+		int long_lived = q == 0 && transport == IBV_QPT_RC;
 		if (long_lived)
 			wqe_cnt = 256;
 		int max_gs = 1 + (int)below(30);
@@ -331,8 +376,10 @@ static void run_send(unsigned lists, uint32_t qpn_base)
 		uint32_t qpn = (qpn_base + q) & 0xffffff;
 		struct sq_case c = make_sq(qpn, wqe_cnt, max_gs, max_inline, bf_size, uuarn, sig_all, seed);
 		ctx->prefer_bf = prefer_bf;
-		printf("Q %u %u %d %d %u %u %d %d %llu\n", qpn, wqe_cnt, max_gs, max_inline, bf_size, uuarn, prefer_bf,
-		       sig_all, (unsigned long long)seed);
+		printf("Q %u %u %d %d %u %u %d %d %llu %s\n", qpn, wqe_cnt, max_gs, max_inline, bf_size, uuarn, prefer_bf,
+		       sig_all, (unsigned long long)seed, transport == IBV_QPT_UD ? "ud" : "rc");
+		if (transport == IBV_QPT_UD)
+			make_ahs();
 		/* Enough lists on this queue to wrap it a few times. */
 		unsigned per_queue = 20 + below(60);
 		for (unsigned l = 0; (long_lived ? c.qp->sq.cur_post < 66000 : l < per_queue) && done < lists; l++, done++) {
@@ -569,6 +616,9 @@ int main(int argc, char **argv)
 	rng_state = argc > 3 ? strtoull(argv[3], NULL, 0) : 0x6d6c7835;
 	make_context();
 	run_send(lists, 0x100);
+	transport = IBV_QPT_UD;
+	run_send(lists, 0x200000);
+	transport = IBV_QPT_RC;
 	run_cq(cqes, 64, 0x10);
 	run_cq(cqes, 128, 0x8000);
 	printf("T send_lists=%u cqe64=%u cqe128=%u\n", send_lists, cqes_done[0], cqes_done[1]);

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use rrddmma::mlx5dv::be::Be32;
 use rrddmma::mlx5dv::mmio::{Op, Recorder};
-use rrddmma::mlx5dv::seg::{CtrlFlags, WqeOpcode};
+use rrddmma::mlx5dv::seg::{CtrlFlags, DatagramSeg, WqeOpcode};
 use rrddmma::mlx5dv::sq::SqRing;
 
 use super::build::{fill, unhex, Aligned};
@@ -41,6 +41,14 @@ fn op_name(op: u32) -> &'static str {
     }
 }
 
+fn ud_name(op: u32) -> &'static str {
+    match op {
+        SEND => "UD SEND",
+        SEND_IMM => "UD SEND_WITH_IMM",
+        _ => panic!("the harness posted UD opcode {op}"),
+    }
+}
+
 /// One request of a list, as the C half printed it.
 #[derive(Debug, Clone)]
 struct Request {
@@ -53,6 +61,8 @@ struct Request {
     compare_add: u64,
     sges: Vec<(u32, u32, u64)>,
     inline: Vec<u8>,
+    /// UD: remote QPN, Q_Key and the AH's 48-byte address vector.
+    ud: Option<(u32, u32, Vec<u8>)>,
 }
 
 impl Request {
@@ -71,6 +81,7 @@ impl Request {
             compare_add: f[6].parse().unwrap(),
             sges,
             inline: unhex(f[8 + 3 * n]),
+            ud: None,
         }
     }
 
@@ -94,8 +105,25 @@ fn layout(r: &Request) -> Vec<(String, usize, usize, bool)> {
     f("ctrl.dci_stream_channel_id", 2, true);
     f("ctrl.fm_ce_se", 1, true);
     f("ctrl.imm", 4, true);
+    if r.ud.is_some() {
+        for (name, len) in [
+            ("key", 8),
+            ("dqp_dct", 4),
+            ("stat_rate_sl", 1),
+            ("fl_mlid", 1),
+            ("rlid", 2),
+            ("reserved0", 4),
+            ("rmac", 6),
+            ("tclass", 1),
+            ("hop_limit", 1),
+            ("grh_gid_fl", 4),
+            ("rgid", 16),
+        ] {
+            f(&format!("datagram.{name}"), len, true);
+        }
+    }
     match r.op {
-        WRITE | WRITE_IMM | READ | CAS | FAA => {
+        WRITE | WRITE_IMM | READ | CAS | FAA if r.ud.is_none() => {
             f("raddr.raddr", 8, true);
             f("raddr.rkey", 4, true);
             f("raddr.reserved", 4, true);
@@ -178,7 +206,7 @@ pub struct SendStats {
 impl SendStats {
     pub fn summary(&self) -> String {
         let mut s = format!(
-            "RC send: {} request lists on {} queues, {} WQEs (",
+            "RC and UD send: {} request lists on {} queues, {} WQEs (",
             self.lists,
             self.queues,
             self.wqes.values().sum::<usize>()
@@ -205,6 +233,8 @@ struct Queue {
     _bf: Aligned,
     wqe_cnt: u32,
     sig_all: bool,
+    /// `rc` or `ud`.
+    transport: &'static str,
     /// Whether the provider's register is doorbell-only (`uuarn` 0).
     db_only: bool,
 }
@@ -238,7 +268,8 @@ impl Queue {
             )
         };
         sq.set_prefer_bf(prefer_bf);
-        Queue { sq, ring, dbrec, _bf: bf, wqe_cnt, sig_all, db_only: uuarn == 0 }
+        let transport = if f[9] == "ud" { "UD" } else { "RC" };
+        Queue { sq, ring, dbrec, _bf: bf, wqe_cnt, sig_all, transport, db_only: uuarn == 0 }
     }
 
     /// The WQE of `bbs` basic blocks at free-running block `start`.
@@ -289,6 +320,27 @@ fn write_request(q: &mut Queue, r: &Request, mutate_flags: bool, post: Option<&m
         op => panic!("unknown opcode {op}"),
     };
     let mut w = q.sq.wqe(opcode, 0, flags, imm);
+    if let Some((qpn, qkey, av)) = &r.ud {
+        // The address vector as a direct user builds it from the AH's fields:
+        // the Q_Key in the key's high half, the extended-AV bit with the QPN.
+        let mut seg = DatagramSeg::default();
+        let rmac: [u8; 6] = av[20..26].try_into().unwrap();
+        let rgid: [u8; 16] = av[32..48].try_into().unwrap();
+        seg.set(
+            u64::from(*qkey) << 32,
+            *qpn,
+            1,
+            av[12],
+            av[13],
+            u16::from_be_bytes([av[14], av[15]]),
+            &rmac,
+            av[26],
+            av[27],
+            u32::from_be_bytes(av[28..32].try_into().unwrap()),
+            &rgid,
+        );
+        w = w.datagram(&seg);
+    }
     match r.op {
         WRITE | WRITE_IMM | READ => w = w.raddr(r.raddr, r.rkey),
         CAS => w = w.raddr(r.raddr, r.rkey).atomic(r.swap, r.compare_add),
@@ -320,6 +372,7 @@ pub fn check(out: &str, mutation: Mutation) -> Result<SendStats, Box<Mismatch>> 
     let mut stats = SendStats::default();
     let mut q: Option<Queue> = None;
     let mut reqs: Vec<Request> = Vec::new();
+    let mut ud: Option<(u32, u32, Vec<u8>)> = None;
     let mut posted: Option<Vec<&str>> = None;
     for line in out.lines() {
         let mut it = line.split(' ');
@@ -330,7 +383,12 @@ pub fn check(out: &str, mutation: Mutation) -> Result<SendStats, Box<Mismatch>> 
                 q = Some(Queue::new(&f));
                 stats.queues += 1;
             }
-            "R" => reqs.push(Request::parse(&f)),
+            "U" => ud = Some((f[0].parse().unwrap(), f[1].parse().unwrap(), unhex(f[2]))),
+            "R" => {
+                let mut r = Request::parse(&f);
+                r.ud = ud.take();
+                reqs.push(r);
+            }
             "P" => posted = Some(f),
             "W" => {
                 let q = q.as_mut().expect("a W line before any Q line");
@@ -364,7 +422,8 @@ fn check_list(
     let their_db = unhex(p[7]);
     let first: u32 = q.sq.cur_post();
     let their_blocks = unhex(w[2]);
-    let kind = |r: &Request| format!("RC send {}", op_name(r.op));
+    let transport = q.transport;
+    let kind = |r: &Request| format!("{transport} send {}", op_name(r.op));
     let at = |i: usize| format!("list {list} request {i}");
 
     // Post through rrddmma: alternate `finish` + `ring` and `post` (the last WQE).
@@ -376,7 +435,7 @@ fn check_list(
         let mutate = mutation == Mutation::WriterFlag && list == 0 && i == 0;
         let last = i + 1 == reqs.len();
         write_request(q, r, mutate, if last && by_post { Some(&mut rec) } else { None });
-        *stats.wqes.entry(op_name(r.op)).or_default() += 1;
+        *stats.wqes.entry(if r.ud.is_some() { ud_name(r.op) } else { op_name(r.op) }).or_default() += 1;
         stats.inline_wqes += usize::from(r.is_inline());
     }
     if !by_post {
