@@ -84,16 +84,17 @@ fn report(line: &str) {
 
 #[test]
 #[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
-fn send_rc_and_ud_request_lists_match_libmlx5_post_send() {
+fn send_rc_ud_and_dc_request_lists_match_libmlx5() {
     let out = build::output();
     match send::check(out, Mutation::None) {
         Ok(stats) => {
-            // LISTS on RC queues, LISTS on UD queues.
-            assert!(stats.lists >= 2 * build::LISTS, "only {} lists were compared", stats.lists);
+            // LISTS on RC queues, LISTS on UD queues, LISTS on DCIs.
+            assert!(stats.lists >= 3 * build::LISTS, "only {} lists were compared", stats.lists);
             assert!(stats.wrapped_lists > 100 && stats.blueflame > 100 && stats.doorbells > 100, "{stats:?}");
             assert!(stats.index_wraps >= 1, "no list crossed the 16-bit WQE index: {stats:?}");
             let rc = ["WRITE", "WRITE_WITH_IMM", "READ", "SEND", "SEND_WITH_IMM", "SEND_WITH_INV", "FAA", "CAS"];
-            for op in rc.into_iter().chain(["UD SEND", "UD SEND_WITH_IMM"]) {
+            let dc = rc.map(|op| format!("DC {op}"));
+            for op in rc.into_iter().chain(["UD SEND", "UD SEND_WITH_IMM"]).chain(dc.iter().map(|s| s.as_str())) {
                 assert!(stats.wqes.get(op).copied().unwrap_or(0) > 500, "too few {op} WQEs: {stats:?}");
             }
             report(&format!("{}; 0 mismatches", stats.summary()));

@@ -16,6 +16,8 @@
  *       a send queue; its ring starts filled with fill(seed) bytes
  *   U remote_qpn remote_qkey av_hex
  *       UD: the address of the next request (the AH's address vector)
+ *   D dctn dc_key av_hex
+ *       DC: the address of the next request (mlx5dv_wr_set_dc_addr's arguments)
  *   R opcode flags imm raddr rkey swap compare_add nsge {len lkey addr}* inl_hex|-
  *       one request of the next list (flags: the IBV_SEND_* bits)
  *   P rc cur_post dbrec bf_offset_before bf_offset_after db_off db_len db_hex
@@ -94,11 +96,26 @@ static void *zalloc(size_t n)
 }
 
 static struct mlx5_context *ctx;
-/* The transport of the queues being made: IBV_QPT_RC or IBV_QPT_UD. */
+/* The transport of the queues being made: IBV_QPT_RC, IBV_QPT_UD, or
+ * IBV_QPT_DRIVER for DCIs (posted through the ibv_wr_* / mlx5dv_wr_* entries
+ * the provider installs with mlx5_qp_fill_wr_pfns). */
 static enum ibv_qp_type transport = IBV_QPT_RC;
 /* UD: a pool of address handles per queue, as mlx5_create_ah fills their AVs. */
 #define AHS 4
 static struct mlx5_ah ahs[AHS];
+
+#define MAX_LIST 16
+#define MAX_SGE 32
+
+/* DC: each request's address, beside the list's work requests. */
+struct dc_addr {
+	struct mlx5_ah *ah;
+	uint32_t dctn;
+	uint64_t key;
+	unsigned setters_order;
+};
+static struct ibv_send_wr dc_wrs[MAX_LIST];
+static struct dc_addr dc_addrs[MAX_LIST];
 static struct ibv_pd pd;
 
 static void make_context(void)
@@ -171,6 +188,18 @@ static struct sq_case make_sq(uint32_t qpn, unsigned wqe_cnt, int max_gs, int ma
 	qp->flags = 0;
 	qp->db = zalloc(64);
 	qp->bf = c.bf;
+	if (transport == IBV_QPT_DRIVER) {
+		/* A DCI: the provider installs its ibv_wr_* and mlx5dv_wr_* entries. */
+		struct ibv_qp_init_attr_ex attr = { .qp_type = IBV_QPT_DRIVER };
+		attr.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+				      IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
+				      IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+				      IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+		struct mlx5dv_qp_init_attr dv = { .comp_mask = MLX5DV_QP_INIT_ATTR_MASK_DC };
+		dv.dc_init_attr.dc_type = MLX5DV_DCTYPE_DCI;
+		if (mlx5_qp_fill_wr_pfns(qp, &attr, &dv))
+			abort();
+	}
 	c.qp = qp;
 	return c;
 }
@@ -184,9 +213,9 @@ static const enum ibv_wr_opcode rc_ops[] = {
 static unsigned request_bbs(const struct ibv_send_wr *wr)
 {
 	unsigned ds = 1;
-	if (transport == IBV_QPT_UD)
+	if (transport == IBV_QPT_UD || transport == IBV_QPT_DRIVER)
 		ds += 3; /* the 48-byte datagram segment */
-	else switch (wr->opcode) {
+	if (transport != IBV_QPT_UD) switch (wr->opcode) {
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
 	case IBV_WR_RDMA_READ:
@@ -212,9 +241,6 @@ static unsigned request_bbs(const struct ibv_send_wr *wr)
 	return (ds * 16 + 63) / 64;
 }
 
-#define MAX_LIST 16
-#define MAX_SGE 32
-
 static uint8_t payload[1 << 16];
 
 static void random_request(struct ibv_send_wr *wr, struct ibv_sge *sg, int max_gs, int max_inline)
@@ -227,6 +253,14 @@ static void random_request(struct ibv_send_wr *wr, struct ibv_sge *sg, int max_g
 		wr->wr.ud.remote_qkey = (uint32_t)rnd();
 	} else {
 		wr->opcode = rc_ops[below(sizeof(rc_ops) / sizeof(rc_ops[0]))];
+	}
+	if (transport == IBV_QPT_DRIVER) {
+		/* The DCT this request goes to: its AH, DCT number and access key. */
+		struct dc_addr *d = &dc_addrs[wr - dc_wrs];
+		d->ah = &ahs[below(AHS)];
+		d->dctn = (uint32_t)rnd() & 0xffffff;
+		d->key = rnd();
+		d->setters_order = below(2);
 	}
 	wr->wr_id = rnd();
 	wr->sg_list = sg;
@@ -308,6 +342,13 @@ static void make_ahs(void)
 
 static void print_request(const struct ibv_send_wr *wr)
 {
+	if (transport == IBV_QPT_DRIVER) {
+		/* D dctn dc_key av_hex: the DC address of the next request. */
+		const struct dc_addr *d = &dc_addrs[wr - dc_wrs];
+		printf("D %u %llu ", d->dctn, (unsigned long long)d->key);
+		hex(&d->ah->av, sizeof(d->ah->av));
+		putchar('\n');
+	}
 	if (transport == IBV_QPT_UD) {
 		/* U remote_qpn remote_qkey av_hex: the AV as the AH holds it. */
 		struct mlx5_ah *ah = container_of(wr->wr.ud.ah, struct mlx5_ah, ibv_ah);
@@ -342,11 +383,72 @@ static void print_request(const struct ibv_send_wr *wr)
 	putchar('\n');
 }
 
+/* Posts a list on a DCI through the entries the provider installed, in
+ * libibverbs' order: start, per request a builder, the DC address and the
+ * data setters (in either order), complete. */
+static int post_dc(struct mlx5_qp *qp, struct ibv_send_wr *wrs, unsigned k)
+{
+	struct ibv_qp_ex *qx = &qp->verbs_qp.qp_ex;
+	struct mlx5dv_qp_ex *dv = &qp->dv_qp;
+	ibv_wr_start(qx);
+	for (unsigned i = 0; i < k; i++) {
+		struct ibv_send_wr *wr = &wrs[i];
+		struct dc_addr *d = &dc_addrs[i];
+		qx->wr_id = wr->wr_id;
+		qx->wr_flags = wr->send_flags;
+		switch (wr->opcode) {
+		case IBV_WR_RDMA_WRITE:
+			ibv_wr_rdma_write(qx, wr->wr.rdma.rkey, wr->wr.rdma.remote_addr);
+			break;
+		case IBV_WR_RDMA_WRITE_WITH_IMM:
+			ibv_wr_rdma_write_imm(qx, wr->wr.rdma.rkey, wr->wr.rdma.remote_addr, wr->imm_data);
+			break;
+		case IBV_WR_RDMA_READ:
+			ibv_wr_rdma_read(qx, wr->wr.rdma.rkey, wr->wr.rdma.remote_addr);
+			break;
+		case IBV_WR_SEND:
+			ibv_wr_send(qx);
+			break;
+		case IBV_WR_SEND_WITH_IMM:
+			ibv_wr_send_imm(qx, wr->imm_data);
+			break;
+		case IBV_WR_SEND_WITH_INV:
+			ibv_wr_send_inv(qx, wr->invalidate_rkey);
+			break;
+		case IBV_WR_ATOMIC_CMP_AND_SWP:
+			ibv_wr_atomic_cmp_swp(qx, wr->wr.atomic.rkey, wr->wr.atomic.remote_addr,
+					      wr->wr.atomic.compare_add, wr->wr.atomic.swap);
+			break;
+		case IBV_WR_ATOMIC_FETCH_AND_ADD:
+			ibv_wr_atomic_fetch_add(qx, wr->wr.atomic.rkey, wr->wr.atomic.remote_addr,
+						wr->wr.atomic.compare_add);
+			break;
+		default:
+			abort();
+		}
+		for (unsigned step = 0; step < 2; step++) {
+			if (step == d->setters_order) {
+				mlx5dv_wr_set_dc_addr(dv, &d->ah->ibv_ah, d->dctn, d->key);
+			} else if ((wr->send_flags & IBV_SEND_INLINE) && wr->num_sge) {
+				struct ibv_data_buf bufs[MAX_SGE];
+				for (int j = 0; j < wr->num_sge; j++) {
+					bufs[j].addr = (void *)(uintptr_t)wr->sg_list[j].addr;
+					bufs[j].length = wr->sg_list[j].length;
+				}
+				ibv_wr_set_inline_data_list(qx, (size_t)wr->num_sge, bufs);
+			} else {
+				ibv_wr_set_sge_list(qx, (size_t)wr->num_sge, wr->sg_list);
+			}
+		}
+	}
+	return ibv_wr_complete(qx);
+}
+
 static unsigned send_lists;
 
 static void run_send(unsigned lists, uint32_t qpn_base)
 {
-	struct ibv_send_wr wrs[MAX_LIST];
+	struct ibv_send_wr *wrs = dc_wrs;
 	static struct ibv_sge sges[MAX_LIST][MAX_SGE];
 	fill(payload, sizeof(payload), 7);
 
@@ -377,8 +479,9 @@ static void run_send(unsigned lists, uint32_t qpn_base)
 		struct sq_case c = make_sq(qpn, wqe_cnt, max_gs, max_inline, bf_size, uuarn, sig_all, seed);
 		ctx->prefer_bf = prefer_bf;
 		printf("Q %u %u %d %d %u %u %d %d %llu %s\n", qpn, wqe_cnt, max_gs, max_inline, bf_size, uuarn, prefer_bf,
-		       sig_all, (unsigned long long)seed, transport == IBV_QPT_UD ? "ud" : "rc");
-		if (transport == IBV_QPT_UD)
+		       sig_all, (unsigned long long)seed,
+		       transport == IBV_QPT_UD ? "ud" : transport == IBV_QPT_DRIVER ? "dc" : "rc");
+		if (transport != IBV_QPT_RC)
 			make_ahs();
 		/* Enough lists on this queue to wrap it a few times. */
 		unsigned per_queue = 20 + below(60);
@@ -395,15 +498,18 @@ static void run_send(unsigned lists, uint32_t qpn_base)
 				if (k)
 					wrs[k - 1].next = &wrs[k];
 			}
-			if (k == 0)
+			if (k == 0) {
+				done--; /* nothing posted: this list does not count */
 				continue;
+			}
 			for (unsigned i = 0; i < k; i++)
 				print_request(&wrs[i]);
 			unsigned first = c.qp->sq.cur_post;
 			unsigned off_before = c.bf->offset;
 			memset(c.bfpage, SENTINEL, BF_PAGE);
 			struct ibv_send_wr *bad = NULL;
-			int rc = mlx5_post_send(c.qp->ibv_qp, &wrs[0], &bad);
+			int rc = transport == IBV_QPT_DRIVER ? post_dc(c.qp, wrs, k)
+							     : mlx5_post_send(c.qp->ibv_qp, &wrs[0], &bad);
 			/* What the provider stored in the BlueFlame page: whole 8-byte words from off_before. */
 			size_t len = 0;
 			for (size_t w = 0; off_before + w + 8 <= BF_PAGE; w += 8) {
@@ -618,6 +724,8 @@ int main(int argc, char **argv)
 	run_send(lists, 0x100);
 	transport = IBV_QPT_UD;
 	run_send(lists, 0x200000);
+	transport = IBV_QPT_DRIVER;
+	run_send(lists, 0x400000);
 	transport = IBV_QPT_RC;
 	run_cq(cqes, 64, 0x10);
 	run_cq(cqes, 128, 0x8000);

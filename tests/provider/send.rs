@@ -49,6 +49,20 @@ fn ud_name(op: u32) -> &'static str {
     }
 }
 
+fn dc_name(op: u32) -> &'static str {
+    match op {
+        WRITE => "DC WRITE",
+        WRITE_IMM => "DC WRITE_WITH_IMM",
+        READ => "DC READ",
+        SEND => "DC SEND",
+        SEND_IMM => "DC SEND_WITH_IMM",
+        SEND_INV => "DC SEND_WITH_INV",
+        CAS => "DC CAS",
+        FAA => "DC FAA",
+        _ => panic!("the harness posted DC opcode {op}"),
+    }
+}
+
 /// One request of a list, as the C half printed it.
 #[derive(Debug, Clone)]
 struct Request {
@@ -63,6 +77,8 @@ struct Request {
     inline: Vec<u8>,
     /// UD: remote QPN, Q_Key and the AH's 48-byte address vector.
     ud: Option<(u32, u32, Vec<u8>)>,
+    /// DC: DCT number, DC access key and the AH's address vector.
+    dc: Option<(u32, u64, Vec<u8>)>,
 }
 
 impl Request {
@@ -82,6 +98,7 @@ impl Request {
             sges,
             inline: unhex(f[8 + 3 * n]),
             ud: None,
+            dc: None,
         }
     }
 
@@ -104,8 +121,13 @@ fn layout(r: &Request) -> Vec<(String, usize, usize, bool)> {
     f("ctrl.signature", 1, true);
     f("ctrl.dci_stream_channel_id", 2, true);
     f("ctrl.fm_ce_se", 1, true);
-    f("ctrl.imm", 4, true);
-    if r.ud.is_some() {
+    // MASK (DC, posted through libmlx5's ibv_wr_* entries): the builders of
+    // opcodes without immediate data (`_common_wqe_init_op`) leave ctrl.imm
+    // as the ring held it; `mlx5_post_send` writes 0. The device reads it
+    // only for the immediate and invalidate opcodes.
+    let has_imm = matches!(r.op, WRITE_IMM | SEND_IMM | SEND_INV);
+    f("ctrl.imm", 4, r.dc.is_none() || has_imm);
+    if r.ud.is_some() || r.dc.is_some() {
         for (name, len) in [
             ("key", 8),
             ("dqp_dct", 4),
@@ -123,7 +145,7 @@ fn layout(r: &Request) -> Vec<(String, usize, usize, bool)> {
         }
     }
     match r.op {
-        WRITE | WRITE_IMM | READ | CAS | FAA if r.ud.is_none() => {
+        WRITE | WRITE_IMM | READ | CAS | FAA => {
             f("raddr.raddr", 8, true);
             f("raddr.rkey", 4, true);
             f("raddr.reserved", 4, true);
@@ -206,7 +228,7 @@ pub struct SendStats {
 impl SendStats {
     pub fn summary(&self) -> String {
         let mut s = format!(
-            "RC and UD send: {} request lists on {} queues, {} WQEs (",
+            "RC, UD and DC send: {} request lists on {} queues, {} WQEs (",
             self.lists,
             self.queues,
             self.wqes.values().sum::<usize>()
@@ -268,7 +290,11 @@ impl Queue {
             )
         };
         sq.set_prefer_bf(prefer_bf);
-        let transport = if f[9] == "ud" { "UD" } else { "RC" };
+        let transport = match f[9] {
+            "ud" => "UD",
+            "dc" => "DC",
+            _ => "RC",
+        };
         Queue { sq, ring, dbrec, _bf: bf, wqe_cnt, sig_all, transport, db_only: uuarn == 0 }
     }
 
@@ -341,6 +367,27 @@ fn write_request(q: &mut Queue, r: &Request, mutate_flags: bool, post: Option<&m
         );
         w = w.datagram(&seg);
     }
+    if let Some((dctn, key, av)) = &r.dc {
+        // The DC address: the AH's fields, the access key, the DCT number
+        // with the extended-AV bit (what `mlx5dv_wr_set_dc_addr` stores).
+        let mut seg = DatagramSeg::default();
+        let rmac: [u8; 6] = av[20..26].try_into().unwrap();
+        let rgid: [u8; 16] = av[32..48].try_into().unwrap();
+        seg.set(
+            *key,
+            *dctn,
+            1,
+            av[12],
+            av[13],
+            u16::from_be_bytes([av[14], av[15]]),
+            &rmac,
+            av[26],
+            av[27],
+            u32::from_be_bytes(av[28..32].try_into().unwrap()),
+            &rgid,
+        );
+        w = w.datagram(&seg);
+    }
     match r.op {
         WRITE | WRITE_IMM | READ => w = w.raddr(r.raddr, r.rkey),
         CAS => w = w.raddr(r.raddr, r.rkey).atomic(r.swap, r.compare_add),
@@ -354,6 +401,8 @@ fn write_request(q: &mut Queue, r: &Request, mutate_flags: bool, post: Option<&m
             if len == 0 {
                 continue;
             }
+            // `mlx5_post_send` writes 8 for an atomic's target whatever the
+            // SGE says; the generator's atomic SGEs are 8 bytes long.
             let len = if r.op == CAS || r.op == FAA { 8 } else { len };
             // SAFETY: the ring is never handed to a device: the segment's
             // address is only compared, never dereferenced.
@@ -373,6 +422,7 @@ pub fn check(out: &str, mutation: Mutation) -> Result<SendStats, Box<Mismatch>> 
     let mut q: Option<Queue> = None;
     let mut reqs: Vec<Request> = Vec::new();
     let mut ud: Option<(u32, u32, Vec<u8>)> = None;
+    let mut dc: Option<(u32, u64, Vec<u8>)> = None;
     let mut posted: Option<Vec<&str>> = None;
     for line in out.lines() {
         let mut it = line.split(' ');
@@ -384,9 +434,11 @@ pub fn check(out: &str, mutation: Mutation) -> Result<SendStats, Box<Mismatch>> 
                 stats.queues += 1;
             }
             "U" => ud = Some((f[0].parse().unwrap(), f[1].parse().unwrap(), unhex(f[2]))),
+            "D" => dc = Some((f[0].parse().unwrap(), f[1].parse().unwrap(), unhex(f[2]))),
             "R" => {
                 let mut r = Request::parse(&f);
                 r.ud = ud.take();
+                r.dc = dc.take();
                 reqs.push(r);
             }
             "P" => posted = Some(f),
@@ -435,7 +487,14 @@ fn check_list(
         let mutate = mutation == Mutation::WriterFlag && list == 0 && i == 0;
         let last = i + 1 == reqs.len();
         write_request(q, r, mutate, if last && by_post { Some(&mut rec) } else { None });
-        *stats.wqes.entry(if r.ud.is_some() { ud_name(r.op) } else { op_name(r.op) }).or_default() += 1;
+        let name = if r.ud.is_some() {
+            ud_name(r.op)
+        } else if r.dc.is_some() {
+            dc_name(r.op)
+        } else {
+            op_name(r.op)
+        };
+        *stats.wqes.entry(name).or_default() += 1;
         stats.inline_wqes += usize::from(r.is_inline());
     }
     if !by_post {
