@@ -30,6 +30,7 @@ mod examples;
 mod hostile;
 mod inline_check;
 mod mlnx4;
+mod mlx5_provider;
 mod msrv;
 mod pairs;
 mod perf_checks;

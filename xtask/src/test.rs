@@ -178,6 +178,7 @@ pub fn run(_args: &[String]) -> Result<()> {
     feature_checks(&mut tally);
     crate::mlnx4::check(&mut tally);
     crate::cluster::fuzz_smoke(&mut tally);
+    crate::mlx5_provider::check(&mut tally, &rdma_core_source()?);
 
     let shared = device_binary(&[], None)?;
     let src = rdma_core_source()?;

@@ -1,0 +1,156 @@
+//! rrddmma's mlx5 data path against libmlx5's own code, on ordinary memory.
+//!
+//! The C half (tests/provider/mlx5_provider.c) is compiled against the mlx5
+//! provider's internal headers of the pinned rdma-core v59 tree and linked
+//! with the provider's static archive: it builds provider objects by hand
+//! (`mlx5_context`, `mlx5_qp`, `mlx5_cq`, `mlx5_bf`) whose queues, doorbell
+//! records and BlueFlame page are malloc'd memory, drives random request
+//! lists through `mlx5_post_send` and random CQEs through `mlx5_poll_cq`, and
+//! prints inputs and results. This side replays the same inputs through
+//! `SqRing` and `CqRing` on a second set of buffers and compares: WQE bytes,
+//! producer index, doorbell record, the doorbell or BlueFlame write and the
+//! BlueFlame offset; every `ibv_wc` field our decoder reports. Masked bytes
+//! have their reason beside the mask (tests/provider/send.rs).
+//!
+//! The tests need the rdma-core v59 source, cmake, ninja and a C compiler;
+//! `cargo xtask test` provides the source and runs them (`--ignored`).
+//! docs/testing.md ("The libmlx5 differential harness") explains the build.
+
+#[path = "provider/build.rs"]
+mod build;
+#[path = "provider/recv.rs"]
+mod recv;
+#[path = "provider/send.rs"]
+mod send;
+
+use std::fmt;
+
+/// A mutation of our side, for the checks that the harness can fail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mutation {
+    /// Ours as it is.
+    None,
+    /// The first WQE of the first list is given the SOLICITED flag flipped.
+    WriterFlag,
+    /// The first successful SEND receive decodes with byte_len's low bit flipped.
+    DecoderByteLen,
+}
+
+/// The first disagreement between libmlx5 and rrddmma.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mismatch {
+    /// What was compared: `RC send WRITE`, `CQE 64 B RESP_SEND`, ...
+    pub kind: String,
+    /// Where: list and request, or CQ entry.
+    pub at: String,
+    /// The field that differs.
+    pub field: String,
+    /// The first differing byte: of the WQE, the doorbell write, the CQE
+    /// (where the field lives) or the scattered payload.
+    pub byte: Option<usize>,
+    /// libmlx5's value.
+    pub theirs: String,
+    /// Ours.
+    pub ours: String,
+}
+
+impl Mismatch {
+    fn value(kind: &str, at: &str, field: &str, theirs: impl fmt::Display, ours: impl fmt::Display) -> Mismatch {
+        Mismatch {
+            kind: kind.into(),
+            at: at.into(),
+            field: field.into(),
+            byte: None,
+            theirs: theirs.to_string(),
+            ours: ours.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "mismatch: {}, {}: field {}", self.kind, self.at, self.field)?;
+        if let Some(b) = self.byte {
+            write!(f, ", first differing byte {b}")?;
+        }
+        write!(f, ": libmlx5 {}, rrddmma {}", self.theirs, self.ours)
+    }
+}
+
+fn report(line: &str) {
+    // `cargo xtask test` prints these lines (prefix `mlx5-provider:`).
+    println!("mlx5-provider: {line}");
+}
+
+#[test]
+#[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
+fn send_rc_ud_and_dc_request_lists_match_libmlx5() {
+    let out = build::output();
+    match send::check(out, Mutation::None) {
+        Ok(stats) => {
+            // LISTS on RC queues, LISTS on UD queues, LISTS on DCIs.
+            assert!(stats.lists >= 3 * build::LISTS, "only {} lists were compared", stats.lists);
+            assert!(stats.wrapped_lists > 100 && stats.blueflame > 100 && stats.doorbells > 100, "{stats:?}");
+            assert!(stats.index_wraps >= 1, "no list crossed the 16-bit WQE index: {stats:?}");
+            let rc = ["WRITE", "WRITE_WITH_IMM", "READ", "SEND", "SEND_WITH_IMM", "SEND_WITH_INV", "FAA", "CAS"];
+            let dc = rc.map(|op| format!("DC {op}"));
+            for op in rc.into_iter().chain(["UD SEND", "UD SEND_WITH_IMM"]).chain(dc.iter().map(|s| s.as_str())) {
+                assert!(stats.wqes.get(op).copied().unwrap_or(0) > 500, "too few {op} WQEs: {stats:?}");
+            }
+            report(&format!("{}; 0 mismatches", stats.summary()));
+        }
+        Err(m) => panic!("{m}"),
+    }
+}
+
+#[test]
+#[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
+fn cqes_of_64_bytes_match_libmlx5_poll_cq() {
+    recv_case(64);
+}
+
+#[test]
+#[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
+fn cqes_of_128_bytes_match_libmlx5_poll_cq() {
+    recv_case(128);
+}
+
+fn recv_case(size: u32) {
+    let out = build::output();
+    match recv::check(out, size, Mutation::None) {
+        Ok(stats) => {
+            assert!(stats.cqes >= build::CQES, "only {} CQEs were compared", stats.cqes);
+            assert!(stats.wraps > 50 && stats.scatter > 100, "{stats:?}");
+            for k in ["REQ", "REQ_ERR", "RESP_ERR", "RESP_SEND", "RESP_SEND_IMM", "RESP_SEND_INV", "RESP_WR_IMM"] {
+                assert!(stats.by_kind.get(k).copied().unwrap_or(0) > 100, "too few {k} CQEs: {stats:?}");
+            }
+            report(&format!("{}; 0 mismatches", stats.summary(size)));
+        }
+        Err(m) => panic!("{m}"),
+    }
+}
+
+/// The harness can fail: a flag flipped in what our writer is given is
+/// reported with its kind, its field and the first differing byte.
+#[test]
+#[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
+fn mutation_in_our_writer_is_reported() {
+    let m = send::check(build::output(), Mutation::WriterFlag).expect_err("a mutated writer must be caught");
+    assert!(m.kind.starts_with("RC send "), "{m}");
+    assert_eq!(m.at, "list 0 request 0", "{m}");
+    assert_eq!(m.field, "ctrl.fm_ce_se", "{m}");
+    assert_eq!(m.byte, Some(11), "{m}");
+    report(&format!("mutation check (writer: SOLICITED flipped) caught as it must: {m}"));
+}
+
+/// The harness can fail: one decoded field changed is reported with its
+/// kind, its field and the CQE byte where the field lives.
+#[test]
+#[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
+fn mutation_in_our_decoder_is_reported() {
+    let m = recv::check(build::output(), 64, Mutation::DecoderByteLen).expect_err("a mutated decoder must be caught");
+    assert_eq!(m.kind, "CQE 64 B RESP_SEND", "{m}");
+    assert_eq!(m.field, "byte_len", "{m}");
+    assert_eq!(m.byte, Some(44), "{m}");
+    report(&format!("mutation check (decoder: byte_len bit 0 flipped) caught as it must: {m}"));
+}

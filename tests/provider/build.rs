@@ -1,0 +1,206 @@
+//! Builds the provider (libmlx5 of the pinned rdma-core tree) and the C half
+//! of the harness, runs it once, and hands its output to the checks.
+//!
+//! The tree: `RRDDMMA_RDMA_CORE_SRC` (a directory or the `.tar.gz`, as for
+//! the source build), else the tarball `cargo xtask test` caches at
+//! `target/xtask/rdma-core-src/pyverbs-59.0.tar.gz`. It is unpacked and
+//! configured once under `CARGO_TARGET_TMPDIR/mlx5-provider/`; ninja then
+//! builds only `libmlx5.a`, `libibverbs.a` and rdma-core's two helper
+//! archives (a no-op when they are current).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// Requests, CQEs per format and the generator seed of the run.
+pub const LISTS: usize = 10_000;
+pub const CQES: usize = 10_000;
+pub const SEED: u64 = 0x6d6c_7835;
+
+fn run(cmd: &mut Command, what: &str) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: cannot run {:?}: {e}", cmd.get_program()));
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The folder with rdma-core's top `CMakeLists.txt` beside `providers/mlx5`.
+fn find_root(dir: &Path) -> Option<PathBuf> {
+    let mut queue = vec![(dir.to_path_buf(), 0)];
+    while let Some((d, depth)) = queue.pop() {
+        if d.join("CMakeLists.txt").is_file() && d.join("providers/mlx5/qp.c").is_file() {
+            return Some(d);
+        }
+        if depth < 2 {
+            if let Ok(rd) = std::fs::read_dir(&d) {
+                queue.extend(rd.flatten().map(|e| e.path()).filter(|p| p.is_dir()).map(|p| (p, depth + 1)));
+            }
+        }
+    }
+    None
+}
+
+/// The rdma-core tree, unpacked from the tarball when needed.
+fn source_tree(work: &Path) -> PathBuf {
+    let ws = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let given = std::env::var_os("RRDDMMA_RDMA_CORE_SRC").map(PathBuf::from);
+    let src = given.unwrap_or_else(|| ws.join("target/xtask/rdma-core-src/pyverbs-59.0.tar.gz"));
+    if src.is_dir() {
+        return find_root(&src).unwrap_or_else(|| panic!("{} holds no rdma-core tree", src.display()));
+    }
+    assert!(
+        src.is_file(),
+        "the libmlx5 differential harness needs the rdma-core v59 source: {} does not exist; run \
+         `cargo xtask test` (which downloads it) or set RRDDMMA_RDMA_CORE_SRC to an rdma-core tree or .tar.gz",
+        src.display()
+    );
+    let dest = work.join("src");
+    if let Some(root) = find_root(&dest) {
+        return root;
+    }
+    let _ = std::fs::remove_dir_all(&dest);
+    std::fs::create_dir_all(&dest).expect("create the source folder");
+    run(Command::new("tar").arg("-xzf").arg(&src).arg("-C").arg(&dest), "tar (unpack rdma-core)");
+    find_root(&dest).unwrap_or_else(|| panic!("{} holds no rdma-core tree", src.display()))
+}
+
+/// Builds the provider and the harness; returns the harness executable.
+fn build() -> PathBuf {
+    let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("mlx5-provider");
+    let tree = source_tree(&work);
+    let bdir = work.join("build");
+    std::fs::create_dir_all(&bdir).expect("create the build folder");
+    if !bdir.join("build.ninja").exists() {
+        // The source build's configuration (build/source.rs).
+        run(
+            Command::new("cmake")
+                .current_dir(&bdir)
+                .args([
+                    "-GNinja",
+                    "-DENABLE_STATIC=1",
+                    "-DNO_MAN_PAGES=1",
+                    "-DNO_PYVERBS=1",
+                    "-DENABLE_RESOLVE_NEIGH=0",
+                    "-DCMAKE_BUILD_TYPE=Release",
+                    "-DIN_PLACE=1",
+                    "-DCMAKE_POSITION_INDEPENDENT_CODE=ON",
+                ])
+                .arg(&tree),
+            "cmake (configure rdma-core)",
+        );
+    }
+    let archives =
+        ["lib/statics/libmlx5.a", "lib/statics/libibverbs.a", "util/librdma_util_pic.a", "ccan/libccan_pic.a"];
+    let jobs = std::env::var("NUM_JOBS").unwrap_or_else(|_| "2".into());
+    run(Command::new("ninja").current_dir(&bdir).arg("-j").arg(jobs).args(archives), "ninja (build libmlx5)");
+
+    let exe = work.join("mlx5_provider");
+    let c = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/provider/mlx5_provider.c");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let mut cmd = Command::new(&cc);
+    // The provider's own compile definitions, its headers and the generated ones.
+    cmd.args(["-O1", "-std=gnu11", "-D_STATIC_LIBRARY_BUILD_=1", "-Wall", "-Werror", "-Wno-unused-function"])
+        .arg(format!("-I{}", bdir.join("include").display()))
+        .arg(format!("-I{}", tree.join("providers/mlx5").display()))
+        .arg(format!("-I{}", tree.display()))
+        .arg("-o")
+        .arg(&exe)
+        .arg(&c);
+    for a in archives {
+        cmd.arg(bdir.join(a));
+    }
+    cmd.arg("-lpthread");
+    run(&mut cmd, "cc (build the harness against libmlx5)");
+    exe
+}
+
+/// The harness's output for the standard run (built and run once per test binary).
+pub fn output() -> &'static str {
+    static OUT: OnceLock<String> = OnceLock::new();
+    OUT.get_or_init(|| {
+        let exe = build();
+        let out = Command::new(&exe)
+            .args([LISTS.to_string(), CQES.to_string(), SEED.to_string()])
+            .output()
+            .expect("run the libmlx5 harness");
+        assert!(
+            out.status.success(),
+            "the libmlx5 harness failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("ASCII output")
+    })
+}
+
+/// splitmix64, as the C half's `fill`.
+pub fn splitmix(s: &mut u64) -> u64 {
+    *s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *s;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// `fill(seed)` bytes, as the C half fills a fresh send queue.
+pub fn fill(buf: &mut [u8], mut seed: u64) {
+    for chunk in buf.chunks_mut(8) {
+        let v = splitmix(&mut seed).to_le_bytes();
+        chunk.copy_from_slice(&v[..chunk.len()]);
+    }
+}
+
+pub fn unhex(s: &str) -> Vec<u8> {
+    if s == "-" {
+        return Vec::new();
+    }
+    let b = s.as_bytes();
+    let nib = |c: u8| match c {
+        b'0'..=b'9' => c - b'0',
+        b'a'..=b'f' => c - b'a' + 10,
+        _ => panic!("bad hex digit {c}"),
+    };
+    (0..b.len() / 2).map(|i| nib(b[2 * i]) << 4 | nib(b[2 * i + 1])).collect()
+}
+
+/// A 64-byte-aligned, zeroed buffer (ring memory), reached only through its
+/// raw pointer so that the ring under test and the checks share one provenance.
+pub struct Aligned {
+    ptr: *mut u8,
+    layout: std::alloc::Layout,
+}
+
+impl Aligned {
+    pub fn new(len: usize) -> Aligned {
+        let layout = std::alloc::Layout::from_size_align(len.max(64), 64).expect("ring layout");
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        assert!(!ptr.is_null(), "out of memory for a {len}-byte ring");
+        Aligned { ptr, layout }
+    }
+
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: `ptr` holds `layout.size()` initialised bytes; no ring writes while the slice lives.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.layout.size()) }
+    }
+
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `bytes`, borrowed mutably.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.layout.size()) }
+    }
+}
+
+impl Drop for Aligned {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { std::alloc::dealloc(self.ptr, self.layout) }
+    }
+}

@@ -1,0 +1,734 @@
+/*
+ * The mlx5 provider's own data path on ordinary memory: the differential
+ * harness's C half (tests/mlx5_provider.rs is the Rust half).
+ *
+ * Compiled against the provider's internal headers (providers/mlx5/mlx5.h of
+ * the pinned rdma-core tree, after cmake configure) and linked with the
+ * provider's static archive, so that mlx5_post_send and mlx5_poll_cq below
+ * are libmlx5's real functions. Provider objects (mlx5_context, mlx5_qp,
+ * mlx5_cq, mlx5_bf) are built by hand with every field those functions read;
+ * their SQ buffer, doorbell record, BlueFlame page and CQ buffer are malloc'd.
+ *
+ * Output: one line per event, read by the Rust half, which replays the same
+ * inputs through rrddmma's writer and decoder on a second set of buffers:
+ *
+ *   Q qpn wqe_cnt max_gs max_inline bf_size uuarn prefer_bf sig_all seed rc|ud
+ *       a send queue; its ring starts filled with fill(seed) bytes
+ *   U remote_qpn remote_qkey av_hex
+ *       UD: the address of the next request (the AH's address vector)
+ *   D dctn dc_key av_hex
+ *       DC: the address of the next request (mlx5dv_wr_set_dc_addr's arguments)
+ *   R opcode flags imm raddr rkey swap compare_add nsge {len lkey addr}* inl_hex|-
+ *       one request of the next list (flags: the IBV_SEND_* bits)
+ *   P rc cur_post dbrec bf_offset_before bf_offset_after db_off db_len db_hex
+ *       the list was posted (one ibv_post_send call with the R lines above):
+ *       what the provider returned, its producer index, the doorbell record,
+ *       the BlueFlame half it wrote and every byte written there
+ *   W first_bb nbb hex
+ *       the ring's basic blocks from the list's first to its producer index
+ *   C cqn cqe_cnt cqe_sz
+ *       a completion queue (its buffer starts invalid: opcode 0xf, owner 1)
+ *   E idx hex      an entry written into the CQ as hardware would
+ *   O ne n dbrec   one mlx5_poll_cq(ne) call returned n; the consumer record
+ *   w wr_id status opcode vendor_err byte_len imm qp_num src_qp wc_flags
+ *     pkey_index slid sl dlid_path_bits scatter_hex|-|~
+ *       one ibv_wc of that call (byte_len/opcode/imm as left by the provider;
+ *       fields it does not set hold the sentinel 0x5a5a...); for a
+ *       successful receive of at most 64 bytes, the bytes the provider left
+ *       in its receive buffer ('~' when a later receive of the same call
+ *       used that buffer too)
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+
+#include "mlx5.h"
+#include "wqe.h"
+
+static uint64_t rng_state;
+
+/* splitmix64: the same generator as the Rust half's `fill`. */
+static uint64_t splitmix(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static uint64_t rnd(void) { return splitmix(&rng_state); }
+static unsigned below(unsigned n) { return (unsigned)(rnd() % n); }
+
+/* Bytes of fill(seed): 8 bytes (little-endian) per splitmix64 output. */
+static void fill(void *p, size_t n, uint64_t seed)
+{
+	uint8_t *b = p;
+	for (size_t i = 0; i < n; i += 8) {
+		uint64_t v = splitmix(&seed);
+		for (size_t j = 0; j < 8 && i + j < n; j++)
+			b[i + j] = (uint8_t)(v >> (8 * j));
+	}
+}
+
+static void hex(const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	static const char d[] = "0123456789abcdef";
+	if (!n) {
+		putchar('-');
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		putchar(d[b[i] >> 4]);
+		putchar(d[b[i] & 15]);
+	}
+}
+
+static void *zalloc(size_t n)
+{
+	void *p = NULL;
+	if (posix_memalign(&p, 4096, n ? n : 64))
+		abort();
+	memset(p, 0, n);
+	return p;
+}
+
+static struct mlx5_context *ctx;
+/* The transport of the queues being made: IBV_QPT_RC, IBV_QPT_UD, or
+ * IBV_QPT_DRIVER for DCIs (posted through the ibv_wr_* / mlx5dv_wr_* entries
+ * the provider installs with mlx5_qp_fill_wr_pfns). */
+static enum ibv_qp_type transport = IBV_QPT_RC;
+/* UD: a pool of address handles per queue, as mlx5_create_ah fills their AVs. */
+#define AHS 4
+static struct mlx5_ah ahs[AHS];
+
+#define MAX_LIST 16
+#define MAX_SGE 32
+
+/* DC: each request's address, beside the list's work requests. */
+struct dc_addr {
+	struct mlx5_ah *ah;
+	uint32_t dctn;
+	uint64_t key;
+	unsigned setters_order;
+};
+static struct ibv_send_wr dc_wrs[MAX_LIST];
+static struct dc_addr dc_addrs[MAX_LIST];
+static struct ibv_pd pd;
+
+static void make_context(void)
+{
+	ctx = zalloc(sizeof(*ctx));
+	/* mlx5_err/mlx5_dbg print to dbg_fp (error CQEs are reported there). */
+	ctx->dbg_fp = fopen("/dev/null", "w");
+	ctx->prefer_bf = 1;
+	ctx->shut_up_bf = 0;
+	/* No NULL-MR lkey: scatter-to-CQE copies into every receive buffer. */
+	ctx->dump_fill_mkey_be = htobe32(0xffffffff);
+	pd.context = &ctx->ibv_ctx.context;
+}
+
+/* ---- send side ---------------------------------------------------------- */
+
+#define BF_PAGE 4096
+#define SENTINEL 0xa5
+
+struct sq_case {
+	struct mlx5_qp *qp;
+	struct mlx5_cq *scq;
+	struct mlx5_bf *bf;
+	uint8_t *bfpage;
+};
+
+static struct sq_case make_sq(uint32_t qpn, unsigned wqe_cnt, int max_gs, int max_inline, unsigned bf_size,
+			      unsigned uuarn, int sig_all, uint64_t seed)
+{
+	struct sq_case c;
+	struct mlx5_qp *qp = zalloc(sizeof(*qp));
+	size_t bytes = (size_t)wqe_cnt * MLX5_SEND_WQE_BB;
+
+	c.scq = zalloc(sizeof(*c.scq));
+	c.bf = zalloc(sizeof(*c.bf));
+	c.bfpage = zalloc(BF_PAGE);
+	c.bf->reg = c.bfpage;
+	c.bf->buf_size = bf_size;
+	c.bf->uuarn = uuarn;
+	c.bf->offset = 0;
+	c.bf->need_lock = 0;
+
+	qp->ibv_qp = &qp->verbs_qp.qp;
+	qp->verbs_qp.qp.context = &ctx->ibv_ctx.context;
+	qp->verbs_qp.qp.pd = &pd;
+	qp->verbs_qp.qp.qp_num = qpn;
+	qp->verbs_qp.qp.qp_type = transport;
+	qp->verbs_qp.qp.send_cq = &c.scq->verbs_cq.cq;
+	qp->verbs_qp.qp.recv_cq = &c.scq->verbs_cq.cq;
+	qp->rsc.type = MLX5_RSC_TYPE_QP;
+	qp->rsc.rsn = qpn;
+
+	qp->buf.buf = zalloc(bytes);
+	fill(qp->buf.buf, bytes, seed);
+	qp->sq_start = qp->buf.buf;
+	qp->sq.qend = (uint8_t *)qp->buf.buf + bytes;
+	qp->sq.wqe_cnt = wqe_cnt;
+	qp->sq.max_post = wqe_cnt;
+	qp->sq.max_gs = max_gs;
+	qp->sq.qp_state_max_gs = max_gs;
+	qp->sq.wqe_shift = MLX5_SEND_WQE_SHIFT;
+	qp->sq.wrid = calloc(wqe_cnt, sizeof(uint64_t));
+	qp->sq.wqe_head = calloc(wqe_cnt, sizeof(unsigned));
+	qp->sq.wr_data = calloc(wqe_cnt, sizeof(uint32_t));
+	qp->max_inline_data = max_inline;
+	qp->sq_signal_bits = sig_all ? MLX5_WQE_CTRL_CQ_UPDATE : 0;
+	qp->fm_cache = 0;
+	qp->wq_sig = 0;
+	qp->atomics_enabled = 1;
+	qp->flags = 0;
+	qp->db = zalloc(64);
+	qp->bf = c.bf;
+	if (transport == IBV_QPT_DRIVER) {
+		/* A DCI: the provider installs its ibv_wr_* and mlx5dv_wr_* entries. */
+		struct ibv_qp_init_attr_ex attr = { .qp_type = IBV_QPT_DRIVER };
+		attr.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+				      IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
+				      IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+				      IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+		struct mlx5dv_qp_init_attr dv = { .comp_mask = MLX5DV_QP_INIT_ATTR_MASK_DC };
+		dv.dc_init_attr.dc_type = MLX5DV_DCTYPE_DCI;
+		if (mlx5_qp_fill_wr_pfns(qp, &attr, &dv))
+			abort();
+	}
+	c.qp = qp;
+	return c;
+}
+
+static const enum ibv_wr_opcode rc_ops[] = {
+	IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_RDMA_READ, IBV_WR_SEND,
+	IBV_WR_SEND_WITH_IMM, IBV_WR_SEND_WITH_INV, IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_WR_ATOMIC_CMP_AND_SWP,
+};
+
+/* Basic blocks a request takes, as mlx5_post_send sizes it. */
+static unsigned request_bbs(const struct ibv_send_wr *wr)
+{
+	unsigned ds = 1;
+	if (transport == IBV_QPT_UD || transport == IBV_QPT_DRIVER)
+		ds += 3; /* the 48-byte datagram segment */
+	if (transport != IBV_QPT_UD) switch (wr->opcode) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	case IBV_WR_RDMA_READ:
+		ds += 1;
+		break;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		ds += 2;
+		break;
+	default:
+		break;
+	}
+	if ((wr->send_flags & IBV_SEND_INLINE) && wr->num_sge) {
+		unsigned inl = 0;
+		for (int i = 0; i < wr->num_sge; i++)
+			inl += wr->sg_list[i].length;
+		if (inl)
+			ds += (inl + 4 + 15) / 16;
+	} else {
+		for (int i = 0; i < wr->num_sge; i++)
+			ds += wr->sg_list[i].length ? 1 : 0;
+	}
+	return (ds * 16 + 63) / 64;
+}
+
+static uint8_t payload[1 << 16];
+
+static void random_request(struct ibv_send_wr *wr, struct ibv_sge *sg, int max_gs, int max_inline)
+{
+	memset(wr, 0, sizeof(*wr));
+	if (transport == IBV_QPT_UD) {
+		wr->opcode = below(2) ? IBV_WR_SEND : IBV_WR_SEND_WITH_IMM;
+		wr->wr.ud.ah = &ahs[below(AHS)].ibv_ah;
+		wr->wr.ud.remote_qpn = (uint32_t)rnd() & 0xffffff;
+		wr->wr.ud.remote_qkey = (uint32_t)rnd();
+	} else {
+		wr->opcode = rc_ops[below(sizeof(rc_ops) / sizeof(rc_ops[0]))];
+	}
+	if (transport == IBV_QPT_DRIVER) {
+		/* The DCT this request goes to: its AH, DCT number and access key. */
+		struct dc_addr *d = &dc_addrs[wr - dc_wrs];
+		d->ah = &ahs[below(AHS)];
+		d->dctn = (uint32_t)rnd() & 0xffffff;
+		d->key = rnd();
+		d->setters_order = below(2);
+	}
+	wr->wr_id = rnd();
+	wr->sg_list = sg;
+	unsigned f = (unsigned)rnd();
+	wr->send_flags = (f & 1 ? IBV_SEND_SIGNALED : 0) | (f & 2 ? IBV_SEND_FENCE : 0) |
+			 (f & 4 ? IBV_SEND_SOLICITED : 0);
+	wr->imm_data = (uint32_t)rnd();
+	if (wr->opcode == IBV_WR_SEND_WITH_INV)
+		wr->invalidate_rkey = (uint32_t)rnd();
+	if (wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD || wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
+		wr->wr.atomic.remote_addr = rnd() & ~7ULL;
+		wr->wr.atomic.rkey = (uint32_t)rnd();
+		wr->wr.atomic.swap = rnd();
+		wr->wr.atomic.compare_add = rnd();
+		/* One 8-byte local target (the provider writes byte_count 8 whatever the SGE says). */
+		wr->num_sge = 1;
+		sg[0].addr = rnd() & ~7ULL;
+		sg[0].length = 8;
+		sg[0].lkey = (uint32_t)rnd();
+		return;
+	}
+	if (transport != IBV_QPT_UD) {
+		wr->wr.rdma.remote_addr = rnd();
+		wr->wr.rdma.rkey = (uint32_t)rnd();
+	}
+	int inlinable = wr->opcode != IBV_WR_RDMA_READ;
+	if (inlinable && below(3) == 0) {
+		/* Inline: 0..max_inline bytes spread over 1..4 SGEs of this process's memory. */
+		wr->send_flags |= IBV_SEND_INLINE;
+		unsigned total = below(8) == 0 ? (unsigned)max_inline : below((unsigned)max_inline + 1);
+		if (total == 0) {
+			/* No bytes: the provider writes no inline segment (num_sge 0). */
+			wr->num_sge = 0;
+			return;
+		}
+		int n = 1 + (int)below(max_gs < 4 ? (unsigned)max_gs : 4);
+		unsigned left = total;
+		size_t off = below(4096);
+		for (int i = 0; i < n; i++) {
+			unsigned len = i == n - 1 ? left : below(left + 1);
+			sg[i].addr = (uintptr_t)(payload + off);
+			sg[i].length = len;
+			sg[i].lkey = (uint32_t)rnd();
+			off += len;
+			left -= len;
+		}
+		wr->num_sge = n;
+		return;
+	}
+	int n = below(8) == 0 ? max_gs : (int)below((unsigned)max_gs + 1);
+	for (int i = 0; i < n; i++) {
+		sg[i].addr = rnd();
+		/* Zero-length entries now and then: the provider leaves them out. */
+		sg[i].length = below(10) == 0 ? 0 : (uint32_t)rnd() & 0x7fffffff;
+		sg[i].lkey = (uint32_t)rnd();
+	}
+	wr->num_sge = n;
+}
+
+/* Address vectors as mlx5_create_ah leaves them: key and dqp_dct zero (set
+ * per request), reserved bytes zero, the rest the route's. */
+static void make_ahs(void)
+{
+	for (int i = 0; i < AHS; i++) {
+		struct mlx5_wqe_av *av = &ahs[i].av;
+		memset(av, 0, sizeof(*av));
+		av->stat_rate_sl = (uint8_t)rnd();
+		av->fl_mlid = (uint8_t)rnd();
+		av->rlid = htobe16((uint16_t)rnd());
+		uint64_t mac = rnd();
+		memcpy(av->rmac, &mac, 6);
+		av->tclass = (uint8_t)rnd();
+		av->hop_limit = (uint8_t)rnd();
+		av->grh_gid_fl = htobe32((uint32_t)rnd());
+		uint64_t g[2] = { rnd(), rnd() };
+		memcpy(av->rgid, g, 16);
+	}
+}
+
+static void print_request(const struct ibv_send_wr *wr)
+{
+	if (transport == IBV_QPT_DRIVER) {
+		/* D dctn dc_key av_hex: the DC address of the next request. */
+		const struct dc_addr *d = &dc_addrs[wr - dc_wrs];
+		printf("D %u %llu ", d->dctn, (unsigned long long)d->key);
+		hex(&d->ah->av, sizeof(d->ah->av));
+		putchar('\n');
+	}
+	if (transport == IBV_QPT_UD) {
+		/* U remote_qpn remote_qkey av_hex: the AV as the AH holds it. */
+		struct mlx5_ah *ah = container_of(wr->wr.ud.ah, struct mlx5_ah, ibv_ah);
+		printf("U %u %u ", wr->wr.ud.remote_qpn, wr->wr.ud.remote_qkey);
+		hex(&ah->av, sizeof(ah->av));
+		putchar('\n');
+	}
+	uint64_t raddr = wr->wr.rdma.remote_addr, swap = 0, cmp = 0;
+	uint32_t rkey = wr->wr.rdma.rkey, imm = wr->imm_data;
+	if (wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD || wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
+		raddr = wr->wr.atomic.remote_addr;
+		rkey = wr->wr.atomic.rkey;
+		swap = wr->wr.atomic.swap;
+		cmp = wr->wr.atomic.compare_add;
+	}
+	if (wr->opcode == IBV_WR_SEND_WITH_INV)
+		imm = wr->invalidate_rkey;
+	printf("R %d %u %u %llu %u %llu %llu %d", wr->opcode, wr->send_flags, imm, (unsigned long long)raddr, rkey,
+	       (unsigned long long)swap, (unsigned long long)cmp, wr->num_sge);
+	for (int i = 0; i < wr->num_sge; i++)
+		printf(" %u %u %llu", wr->sg_list[i].length, wr->sg_list[i].lkey,
+		       (unsigned long long)wr->sg_list[i].addr);
+	putchar(' ');
+	if ((wr->send_flags & IBV_SEND_INLINE) && wr->num_sge) {
+		/* The inline bytes, all SGEs' concatenated (num_sge > 0 means at least one byte). */
+		for (int i = 0; i < wr->num_sge; i++)
+			if (wr->sg_list[i].length)
+				hex((void *)(uintptr_t)wr->sg_list[i].addr, wr->sg_list[i].length);
+	} else {
+		putchar('-');
+	}
+	putchar('\n');
+}
+
+/* Posts a list on a DCI through the entries the provider installed, in
+ * libibverbs' order: start, per request a builder, the DC address and the
+ * data setters (in either order), complete. */
+static int post_dc(struct mlx5_qp *qp, struct ibv_send_wr *wrs, unsigned k)
+{
+	struct ibv_qp_ex *qx = &qp->verbs_qp.qp_ex;
+	struct mlx5dv_qp_ex *dv = &qp->dv_qp;
+	ibv_wr_start(qx);
+	for (unsigned i = 0; i < k; i++) {
+		struct ibv_send_wr *wr = &wrs[i];
+		struct dc_addr *d = &dc_addrs[i];
+		qx->wr_id = wr->wr_id;
+		qx->wr_flags = wr->send_flags;
+		switch (wr->opcode) {
+		case IBV_WR_RDMA_WRITE:
+			ibv_wr_rdma_write(qx, wr->wr.rdma.rkey, wr->wr.rdma.remote_addr);
+			break;
+		case IBV_WR_RDMA_WRITE_WITH_IMM:
+			ibv_wr_rdma_write_imm(qx, wr->wr.rdma.rkey, wr->wr.rdma.remote_addr, wr->imm_data);
+			break;
+		case IBV_WR_RDMA_READ:
+			ibv_wr_rdma_read(qx, wr->wr.rdma.rkey, wr->wr.rdma.remote_addr);
+			break;
+		case IBV_WR_SEND:
+			ibv_wr_send(qx);
+			break;
+		case IBV_WR_SEND_WITH_IMM:
+			ibv_wr_send_imm(qx, wr->imm_data);
+			break;
+		case IBV_WR_SEND_WITH_INV:
+			ibv_wr_send_inv(qx, wr->invalidate_rkey);
+			break;
+		case IBV_WR_ATOMIC_CMP_AND_SWP:
+			ibv_wr_atomic_cmp_swp(qx, wr->wr.atomic.rkey, wr->wr.atomic.remote_addr,
+					      wr->wr.atomic.compare_add, wr->wr.atomic.swap);
+			break;
+		case IBV_WR_ATOMIC_FETCH_AND_ADD:
+			ibv_wr_atomic_fetch_add(qx, wr->wr.atomic.rkey, wr->wr.atomic.remote_addr,
+						wr->wr.atomic.compare_add);
+			break;
+		default:
+			abort();
+		}
+		for (unsigned step = 0; step < 2; step++) {
+			if (step == d->setters_order) {
+				mlx5dv_wr_set_dc_addr(dv, &d->ah->ibv_ah, d->dctn, d->key);
+			} else if ((wr->send_flags & IBV_SEND_INLINE) && wr->num_sge) {
+				struct ibv_data_buf bufs[MAX_SGE];
+				for (int j = 0; j < wr->num_sge; j++) {
+					bufs[j].addr = (void *)(uintptr_t)wr->sg_list[j].addr;
+					bufs[j].length = wr->sg_list[j].length;
+				}
+				ibv_wr_set_inline_data_list(qx, (size_t)wr->num_sge, bufs);
+			} else {
+				ibv_wr_set_sge_list(qx, (size_t)wr->num_sge, wr->sg_list);
+			}
+		}
+	}
+	return ibv_wr_complete(qx);
+}
+
+static unsigned send_lists;
+
+static void run_send(unsigned lists, uint32_t qpn_base)
+{
+	struct ibv_send_wr *wrs = dc_wrs;
+	static struct ibv_sge sges[MAX_LIST][MAX_SGE];
+	fill(payload, sizeof(payload), 7);
+
+	unsigned done = 0;
+	for (unsigned q = 0; done < lists; q++) {
+		/* A queue: 8..256 basic blocks, up to 16 SGEs, up to 256 inline bytes. */
+		unsigned wqe_cnt = 8u << below(6);
+		/* The first queue is long-lived: its producer index passes 65536 (the WQE index wraps). */
+		int long_lived = q == 0 && transport == IBV_QPT_RC;
+		if (long_lived)
+			wqe_cnt = 256;
+		int max_gs = 1 + (int)below(30);
+		int max_inline = (int)below(513);
+		/* The largest request must fit the ring: 2 DS + max(max_gs, inline DS). */
+		while ((2 + (unsigned)max_gs) * 16 > wqe_cnt * 64)
+			max_gs /= 2;
+		while ((2 + (max_inline + 4 + 15) / 16) * 16 > (int)wqe_cnt * 64)
+			max_inline /= 2;
+		/* BlueFlame: none (uuarn 0: a doorbell-only register, whose buf_size may
+		 * still be set, as for libmlx5's shared register 0), 256 or 512 bytes. */
+		unsigned bf_choice = below(4);
+		unsigned bf_size = bf_choice == 0 ? 0 : (bf_choice == 3 ? 512 : 256);
+		unsigned uuarn = bf_choice >= 2 ? 1 + below(8) : 0;
+		int prefer_bf = (int)below(2);
+		int sig_all = below(4) == 0;
+		uint64_t seed = rnd();
+		uint32_t qpn = (qpn_base + q) & 0xffffff;
+		struct sq_case c = make_sq(qpn, wqe_cnt, max_gs, max_inline, bf_size, uuarn, sig_all, seed);
+		ctx->prefer_bf = prefer_bf;
+		printf("Q %u %u %d %d %u %u %d %d %llu %s\n", qpn, wqe_cnt, max_gs, max_inline, bf_size, uuarn, prefer_bf,
+		       sig_all, (unsigned long long)seed,
+		       transport == IBV_QPT_UD ? "ud" : transport == IBV_QPT_DRIVER ? "dc" : "rc");
+		if (transport != IBV_QPT_RC)
+			make_ahs();
+		/* Enough lists on this queue to wrap it a few times. */
+		unsigned per_queue = 20 + below(60);
+		for (unsigned l = 0; (long_lived ? c.qp->sq.cur_post < 66000 : l < per_queue) && done < lists; l++, done++) {
+			unsigned n = long_lived ? MAX_LIST : 1 + below(below(4) == 0 ? MAX_LIST : 3);
+			unsigned bbs = 0, k = 0;
+			for (; k < n; k++) {
+				random_request(&wrs[k], sges[k], max_gs, max_inline);
+				unsigned b = request_bbs(&wrs[k]);
+				if (bbs + b > wqe_cnt)
+					break;
+				bbs += b;
+				wrs[k].next = NULL;
+				if (k)
+					wrs[k - 1].next = &wrs[k];
+			}
+			if (k == 0) {
+				done--; /* nothing posted: this list does not count */
+				continue;
+			}
+			for (unsigned i = 0; i < k; i++)
+				print_request(&wrs[i]);
+			unsigned first = c.qp->sq.cur_post;
+			unsigned off_before = c.bf->offset;
+			memset(c.bfpage, SENTINEL, BF_PAGE);
+			struct ibv_send_wr *bad = NULL;
+			int rc = transport == IBV_QPT_DRIVER ? post_dc(c.qp, wrs, k)
+							     : mlx5_post_send(c.qp->ibv_qp, &wrs[0], &bad);
+			/* What the provider stored in the BlueFlame page: whole 8-byte words from off_before. */
+			size_t len = 0;
+			for (size_t w = 0; off_before + w + 8 <= BF_PAGE; w += 8) {
+				int written = 0;
+				for (int j = 0; j < 8; j++)
+					written |= c.bfpage[off_before + w + j] != SENTINEL;
+				if (written)
+					len = w + 8;
+			}
+			printf("P %d %u %u %u %u %u %zu ", rc, c.qp->sq.cur_post, be32toh(c.qp->db[MLX5_SND_DBR]), off_before,
+			       c.bf->offset, off_before, len);
+			hex(c.bfpage + off_before, len);
+			putchar('\n');
+			unsigned nbb = c.qp->sq.cur_post - first;
+			printf("W %u %u ", first & (wqe_cnt - 1), nbb);
+			for (unsigned b = 0; b < nbb; b++)
+				hex((uint8_t *)c.qp->sq_start + (((first + b) & (wqe_cnt - 1)) * 64), 64);
+			if (!nbb)
+				putchar('-');
+			putchar('\n');
+			/* Everything posted completes: the queue is empty again. */
+			c.qp->sq.tail = c.qp->sq.head;
+			send_lists++;
+		}
+	}
+}
+
+/* ---- receive side ------------------------------------------------------- */
+
+#define RQ_CNT 64
+#define RQ_BUF 128
+
+struct cq_case {
+	struct mlx5_cq *cq;
+	struct mlx5_qp *qps[3];
+	uint8_t *rbuf; /* RQ_CNT receive buffers per QP */
+};
+
+static struct mlx5_qp *make_rq_qp(uint32_t qpn, uint8_t *rbuf)
+{
+	struct mlx5_qp *qp = zalloc(sizeof(*qp));
+	qp->ibv_qp = &qp->verbs_qp.qp;
+	qp->verbs_qp.qp.context = &ctx->ibv_ctx.context;
+	qp->verbs_qp.qp.pd = &pd;
+	qp->verbs_qp.qp.qp_num = qpn;
+	qp->verbs_qp.qp.qp_type = IBV_QPT_RC;
+	qp->rsc.type = MLX5_RSC_TYPE_QP;
+	qp->rsc.rsn = qpn;
+	/* SQ: 64 WQEs whose wr_id is 0x5100_0000 | qpn << 8... (wrid[i] = sq tag | i). */
+	qp->sq.wqe_cnt = 64;
+	qp->sq.wrid = calloc(64, sizeof(uint64_t));
+	qp->sq.wqe_head = calloc(64, sizeof(unsigned));
+	qp->sq.wr_data = calloc(64, sizeof(uint32_t));
+	for (unsigned i = 0; i < 64; i++)
+		qp->sq.wrid[i] = ((uint64_t)0x5100 << 48) | ((uint64_t)qpn << 16) | i;
+	/* RQ: RQ_CNT WQEs of one data segment (wqe_shift 4) pointing at RQ_BUF-byte buffers. */
+	qp->rq.wqe_cnt = RQ_CNT;
+	qp->rq.wqe_shift = 4;
+	qp->rq.offset = 0;
+	qp->rq.wrid = calloc(RQ_CNT, sizeof(uint64_t));
+	qp->buf.buf = zalloc(RQ_CNT * 16);
+	for (unsigned i = 0; i < RQ_CNT; i++) {
+		struct mlx5_wqe_data_seg *d = (void *)((uint8_t *)qp->buf.buf + i * 16);
+		d->byte_count = htobe32(RQ_BUF);
+		d->lkey = htobe32(0x1234);
+		d->addr = htobe64((uintptr_t)(rbuf + i * RQ_BUF));
+		qp->rq.wrid[i] = ((uint64_t)0x5200 << 48) | ((uint64_t)qpn << 16) | i;
+	}
+	if (mlx5_store_qp(ctx, qpn, qp))
+		abort();
+	return qp;
+}
+
+static const uint8_t resp_ops[] = { MLX5_CQE_RESP_WR_IMM, MLX5_CQE_RESP_SEND, MLX5_CQE_RESP_SEND_IMM,
+				    MLX5_CQE_RESP_SEND_INV };
+static const uint8_t req_wqe_ops[] = { MLX5_OPCODE_RDMA_WRITE, MLX5_OPCODE_RDMA_WRITE_IMM, MLX5_OPCODE_SEND,
+				       MLX5_OPCODE_SEND_IMM, MLX5_OPCODE_SEND_INVAL, MLX5_OPCODE_RDMA_READ,
+				       MLX5_OPCODE_ATOMIC_CS, MLX5_OPCODE_ATOMIC_FA };
+static const uint8_t syndromes[] = {
+	MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, MLX5_CQE_SYNDROME_LOCAL_PROT_ERR,
+	MLX5_CQE_SYNDROME_WR_FLUSH_ERR, MLX5_CQE_SYNDROME_MW_BIND_ERR, MLX5_CQE_SYNDROME_BAD_RESP_ERR,
+	MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR, MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR,
+	MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, MLX5_CQE_SYNDROME_REMOTE_OP_ERR,
+	MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR,
+	MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR, 0x00, 0x7f, 0xff /* unknown ones too */
+};
+
+static void random_cqe(uint8_t *entry, unsigned sz, uint32_t qpn, unsigned owner)
+{
+	struct mlx5_cqe64 *c = (void *)(entry + sz - 64);
+	/* Hardware writes every byte; the random ones stand for fields the decoders ignore. */
+	for (unsigned i = 0; i < sz; i += 8) {
+		uint64_t v = rnd();
+		memcpy(entry + i, &v, 8);
+	}
+	unsigned kind = below(10);
+	uint8_t op;
+	uint8_t fmt = 0;
+	c->srqn_uidx = 0; /* no SRQ */
+	c->wqe_counter = htobe16((uint16_t)rnd());
+	if (kind < 3) {
+		op = MLX5_CQE_REQ;
+		uint8_t wop = req_wqe_ops[below(sizeof(req_wqe_ops))];
+		c->sop_drop_qpn = htobe32(((uint32_t)wop << 24) | qpn);
+	} else if (kind < 7) {
+		op = resp_ops[below(sizeof(resp_ops))];
+		c->sop_drop_qpn = htobe32(((uint32_t)below(256) << 24) | qpn);
+		unsigned s = below(4);
+		if (s == 1) {
+			fmt = 1; /* scatter 32 */
+			c->byte_cnt = htobe32(below(33));
+		} else if (s == 2 && sz == 128) {
+			fmt = 2; /* scatter 64: the first half of a 128-byte CQE */
+			c->byte_cnt = htobe32(below(65));
+		} else {
+			c->byte_cnt = htobe32((uint32_t)rnd());
+		}
+	} else {
+		op = kind < 9 ? MLX5_CQE_REQ_ERR : MLX5_CQE_RESP_ERR;
+		struct mlx5_err_cqe *e = (void *)c;
+		e->syndrome = syndromes[below(sizeof(syndromes))];
+		c->sop_drop_qpn = htobe32(((uint32_t)below(256) << 24) | qpn);
+	}
+	c->op_own = (uint8_t)(op << 4 | fmt << 2 | (below(2) << 1) | (owner & 1));
+}
+
+static unsigned cqes_done[2];
+
+static void run_cq(unsigned cqes, unsigned sz, uint32_t cqn_base)
+{
+	unsigned done = 0;
+	for (unsigned q = 0; done < cqes; q++) {
+		unsigned cnt = 4u << below(6); /* 4..128 entries */
+		struct cq_case c;
+		c.cq = zalloc(sizeof(*c.cq));
+		c.rbuf = zalloc(3 * RQ_CNT * RQ_BUF);
+		uint32_t cqn = cqn_base + q;
+		c.cq->cqn = cqn;
+		c.cq->cqe_sz = sz;
+		c.cq->verbs_cq.cq.cqe = cnt - 1;
+		c.cq->verbs_cq.cq.context = &ctx->ibv_ctx.context;
+		c.cq->buf_a.buf = zalloc(cnt * sz);
+		c.cq->active_buf = &c.cq->buf_a;
+		c.cq->dbrec = zalloc(64);
+		c.cq->cons_index = 0;
+		/* Fresh CQ: every entry invalid, owner 1 (as libmlx5's init does). */
+		for (unsigned i = 0; i < cnt; i++)
+			((uint8_t *)c.cq->buf_a.buf)[i * sz + sz - 1] = MLX5_CQE_INVALID << 4 | 1;
+		uint32_t qpns[3];
+		for (int i = 0; i < 3; i++) {
+			qpns[i] = (uint32_t)(0x1000 + q * 4 + i + (sz == 128 ? 0x80000 : 0)) & 0xffffff;
+			c.qps[i] = make_rq_qp(qpns[i], c.rbuf + i * RQ_CNT * RQ_BUF);
+		}
+		printf("C %u %u %u\n", cqn, cnt, sz);
+		unsigned rounds = 6 + below(10);
+		unsigned produced = 0;
+		for (unsigned r = 0; r < rounds && done < cqes; r++) {
+			unsigned k = below(cnt + 1);
+			for (unsigned i = 0; i < k; i++, produced++) {
+				unsigned idx = produced & (cnt - 1);
+				uint8_t *entry = (uint8_t *)c.cq->buf_a.buf + idx * sz;
+				random_cqe(entry, sz, qpns[below(3)], (produced / cnt) & 1);
+				printf("E %u ", idx);
+				hex(entry, sz);
+				putchar('\n');
+			}
+			for (;;) {
+				struct ibv_wc wc[16];
+				int ne = 1 + (int)below(16);
+				memset(wc, 0x5a, sizeof(wc));
+				memset(c.rbuf, 0, 3 * RQ_CNT * RQ_BUF);
+				int n = mlx5_poll_cq(&c.cq->verbs_cq.cq, ne, wc);
+				printf("O %d %d %u\n", ne, n, be32toh(c.cq->dbrec[MLX5_CQ_SET_CI]));
+				for (int i = 0; i < n; i++) {
+					struct ibv_wc *w = &wc[i];
+					printf("w %llu %d %d %u %u %u %u %u %u %u %u %u %u ", (unsigned long long)w->wr_id,
+					       w->status, w->opcode, w->vendor_err, w->byte_len, w->imm_data, w->qp_num,
+					       w->src_qp, w->wc_flags, w->pkey_index, w->slid, w->sl, w->dlid_path_bits);
+					/* A receive's scattered bytes, as the provider copied them to the buffer. */
+					uint16_t tag = (uint16_t)(w->wr_id >> 48);
+					/* A later receive of this call into the same buffer overwrote it: '~'. */
+					int overwritten = 0;
+					for (int j = i + 1; j < n; j++)
+						overwritten |= wc[j].wr_id == w->wr_id && wc[j].status == IBV_WC_SUCCESS;
+					if (overwritten && tag == 0x5200) {
+						putchar('~');
+					} else if (tag == 0x5200 && w->status == IBV_WC_SUCCESS && w->byte_len <= 64) {
+						uint32_t qpn = (uint32_t)(w->wr_id >> 16) & 0xffffff;
+						unsigned slot = (unsigned)(w->wr_id & 0xffff);
+						int qi = qpn == qpns[0] ? 0 : qpn == qpns[1] ? 1 : 2;
+						hex(c.rbuf + (qi * RQ_CNT + slot) * RQ_BUF, w->byte_len);
+					} else {
+						putchar('-');
+					}
+					putchar('\n');
+				}
+				if (n < ne)
+					break;
+			}
+			done += k;
+			cqes_done[sz == 128] += k;
+		}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	unsigned lists = argc > 1 ? (unsigned)atoi(argv[1]) : 10000;
+	unsigned cqes = argc > 2 ? (unsigned)atoi(argv[2]) : 10000;
+	rng_state = argc > 3 ? strtoull(argv[3], NULL, 0) : 0x6d6c7835;
+	make_context();
+	run_send(lists, 0x100);
+	transport = IBV_QPT_UD;
+	run_send(lists, 0x200000);
+	transport = IBV_QPT_DRIVER;
+	run_send(lists, 0x400000);
+	transport = IBV_QPT_RC;
+	run_cq(cqes, 64, 0x10);
+	run_cq(cqes, 128, 0x8000);
+	printf("T send_lists=%u cqe64=%u cqe128=%u\n", send_lists, cqes_done[0], cqes_done[1]);
+	return 0;
+}

@@ -1,0 +1,268 @@
+//! Receive side: CQEs written into a CQ buffer as hardware would, polled by
+//! libmlx5's `mlx5_poll_cq` (the C half) and by rrddmma's `CqRing` on a
+//! copy of the same buffer, compared completion by completion.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use rrddmma::mlx5dv::be::Be32;
+use rrddmma::mlx5dv::cq::CqRing;
+use rrddmma::mlx5dv::cqe::{Completion, CqeOpcode};
+
+use super::build::{unhex, Aligned};
+use super::{Mismatch, Mutation};
+
+/// `enum ibv_wc_opcode` and `enum ibv_wc_flags` values.
+const WC_RECV: u32 = 128;
+const WC_RECV_RDMA_WITH_IMM: u32 = 129;
+const WC_WITH_IMM: u32 = 2;
+const WC_WITH_INV: u32 = 8;
+/// The C half's wr_id tags: send queue and receive queue entries.
+const SQ_TAG: u64 = 0x5100;
+const RQ_TAG: u64 = 0x5200;
+/// `MLX5_OPCODE_RDMA_READ`: requester completions of a READ carry byte_len.
+const WQE_RDMA_READ: u8 = 0x10;
+
+/// What the check covered, per CQE size.
+#[derive(Debug, Default)]
+pub struct RecvStats {
+    pub cqs: usize,
+    pub cqes: usize,
+    pub polls: usize,
+    pub wraps: usize,
+    pub by_kind: BTreeMap<String, usize>,
+    pub scatter: usize,
+}
+
+impl RecvStats {
+    pub fn summary(&self, size: u32) -> String {
+        let mut s = format!(
+            "CQE {size} B: {} CQEs on {} CQs, {} mlx5_poll_cq calls, {} ring wraps; ",
+            self.cqes, self.cqs, self.polls, self.wraps
+        );
+        for (i, (k, n)) in self.by_kind.iter().enumerate() {
+            let _ = write!(s, "{}{k} {n}", if i > 0 { ", " } else { "" });
+        }
+        let _ = write!(s, "; {} scattered to the CQE", self.scatter);
+        s
+    }
+}
+
+struct Cq {
+    ring: CqRing,
+    buf: Aligned,
+    dbrec: Aligned,
+    _uar: Aligned,
+    cnt: u32,
+    size: u32,
+    /// Free-running index of the next entry the producer writes.
+    produced: u32,
+}
+
+impl Cq {
+    fn new(f: &[&str]) -> Cq {
+        let cqn: u32 = f[0].parse().unwrap();
+        let cnt: u32 = f[1].parse().unwrap();
+        let size: u32 = f[2].parse().unwrap();
+        let mut buf = Aligned::new((cnt * size) as usize);
+        // A fresh CQ, as the C half's (and libmlx5's) init leaves it: every
+        // entry invalid with owner 1.
+        for i in 0..cnt as usize {
+            buf.bytes_mut()[i * size as usize + size as usize - 1] = 0xf1;
+        }
+        let mut dbrec = Aligned::new(64);
+        let mut uar = Aligned::new(64);
+        // SAFETY: aligned buffers of the sizes `from_raw` asks for, alive as
+        // long as the ring (fields of the same `Cq`); no one else consumes it.
+        let ring = unsafe {
+            CqRing::from_raw(buf.as_mut_ptr(), cnt, size, dbrec.as_mut_ptr().cast::<Be32>(), uar.as_mut_ptr(), cqn)
+        };
+        Cq { ring, buf, dbrec, _uar: uar, cnt, size, produced: 0 }
+    }
+
+    /// The 64-byte CQE of entry `ci` (the second half of a 128-byte entry).
+    fn cqe64(&self, ci: u32) -> &[u8] {
+        let at = (ci & (self.cnt - 1)) as usize * self.size as usize + self.size as usize - 64;
+        &self.buf.bytes()[at..at + 64]
+    }
+
+    /// The first half of a 128-byte entry.
+    fn first_half(&self, ci: u32) -> &[u8] {
+        let at = (ci & (self.cnt - 1)) as usize * self.size as usize;
+        &self.buf.bytes()[at..at + 64]
+    }
+}
+
+fn kind_name(c: &Completion) -> String {
+    c.opcode
+        .name()
+        .map_or_else(|| format!("opcode {:#x}", c.opcode.to_raw()), |n| n.trim_start_matches("MLX5_CQE_").into())
+}
+
+/// Replays the C half's CQ lines of CQEs of `size` bytes through `CqRing`.
+pub fn check(out: &str, size: u32, mutation: Mutation) -> Result<RecvStats, Box<Mismatch>> {
+    let mut stats = RecvStats::default();
+    let mut cq: Option<Cq> = None;
+    let mut pending: Vec<Completion> = Vec::new();
+    let mut next = 0usize;
+    let mut ci_before = 0u32;
+    let mut mutated = false;
+    for line in out.lines() {
+        let mut it = line.split(' ');
+        let tag = it.next().unwrap_or("");
+        let f: Vec<&str> = it.collect();
+        match tag {
+            "C" => {
+                let this = f[2].parse::<u32>().unwrap() == size;
+                cq = this.then(|| Cq::new(&f));
+                stats.cqs += usize::from(this);
+            }
+            "E" => {
+                let Some(cq) = cq.as_mut() else { continue };
+                let idx: usize = f[0].parse().unwrap();
+                let bytes = unhex(f[1]);
+                let sz = cq.size as usize;
+                cq.buf.bytes_mut()[idx * sz..idx * sz + sz].copy_from_slice(&bytes);
+                cq.produced += 1;
+                if cq.produced % cq.cnt == 0 {
+                    stats.wraps += 1;
+                }
+                stats.cqes += 1;
+            }
+            "O" => {
+                let Some(cq) = cq.as_mut() else { continue };
+                let ne: usize = f[0].parse().unwrap();
+                let n: usize = f[1].parse().unwrap();
+                let their_dbrec: u32 = f[2].parse().unwrap();
+                stats.polls += 1;
+                ci_before = cq.ring.consumer_index();
+                pending = vec![Completion::default(); ne];
+                let got = cq.ring.poll(&mut pending);
+                pending.truncate(got);
+                next = 0;
+                let at = format!("CQ poll {} (ne {ne}, consumer index {ci_before})", stats.polls);
+                if got != n {
+                    return Err(Mismatch::value(&format!("CQE {size} B"), &at, "completions returned", n, got).into());
+                }
+                // SAFETY: the consumer record is the first 4 aligned bytes of `dbrec`.
+                let ours = unsafe { cq.dbrec.as_mut_ptr().cast::<Be32>().read() }.get();
+                if ours != their_dbrec {
+                    return Err(
+                        Mismatch::value(&format!("CQE {size} B"), &at, "consumer record", their_dbrec, ours).into()
+                    );
+                }
+            }
+            "w" => {
+                let Some(cq) = cq.as_ref() else { continue };
+                let mut c = pending[next];
+                let ci = ci_before.wrapping_add(next as u32);
+                next += 1;
+                let mutate = mutation == Mutation::DecoderByteLen
+                    && !mutated
+                    && c.opcode == CqeOpcode::RESP_SEND
+                    && c.status.to_raw() == 0;
+                if mutate {
+                    // The mutation check: one decoded field off by one bit.
+                    c.byte_len ^= 1;
+                    mutated = true;
+                }
+                compare(cq, ci, &f, &c, size, &mut stats)?;
+            }
+            _ => {}
+        }
+    }
+    Ok(stats)
+}
+
+fn compare(
+    cq: &Cq,
+    ci: u32,
+    w: &[&str],
+    c: &Completion,
+    size: u32,
+    stats: &mut RecvStats,
+) -> Result<(), Box<Mismatch>> {
+    let num = |i: usize| -> u64 { w[i].parse().unwrap() };
+    let (wr_id, status, opcode, vendor_err, byte_len, imm, qp_num) =
+        (num(0), num(1) as u32, num(2) as u32, num(3) as u32, num(4) as u32, num(5) as u32, num(6) as u32);
+    let wc_flags = num(8) as u32;
+    let scatter = w[13];
+    let cqe = cq.cqe64(ci);
+    let kind = format!("CQE {size} B {}", kind_name(c));
+    let at = format!("entry {} (consumer index {ci})", ci & (cq.cnt - 1));
+    *stats.by_kind.entry(kind_name(c)).or_default() += 1;
+    // Field, its first byte in the 64-byte CQE, libmlx5's value, ours.
+    let mut checks: Vec<(&str, usize, u64, u64)> = vec![("qp_num", 57, qp_num.into(), c.qpn.into())];
+    let req = c.opcode == CqeOpcode::REQ || c.opcode == CqeOpcode::REQ_ERR;
+    let error = c.opcode == CqeOpcode::REQ_ERR || c.opcode == CqeOpcode::RESP_ERR;
+    // wr_id through the queue's table, indexed by the decoded wqe_counter.
+    let tag = if req { SQ_TAG } else { RQ_TAG };
+    let ours_wr_id = tag << 48 | u64::from(c.qpn) << 16 | u64::from(c.wqe_counter & 63);
+    checks.push(("wr_id (via wqe_counter)", 60, wr_id, ours_wr_id));
+    checks.push(("status", 55, status.into(), c.status.to_raw().into()));
+    if error {
+        checks.push(("vendor_err", 54, vendor_err.into(), c.vendor_err.into()));
+    }
+    let resp_ok = !req && !error;
+    if resp_ok {
+        let with_imm = c.opcode == CqeOpcode::RESP_WR_IMM || c.opcode == CqeOpcode::RESP_SEND_IMM;
+        let with_inv = c.opcode == CqeOpcode::RESP_SEND_INV;
+        let ours_op = if c.opcode == CqeOpcode::RESP_WR_IMM { WC_RECV_RDMA_WITH_IMM } else { WC_RECV };
+        checks.push(("opcode", 63, opcode.into(), ours_op.into()));
+        checks.push(("byte_len", 44, byte_len.into(), c.byte_len.into()));
+        let ours_flags = if with_imm { WC_WITH_IMM } else { 0 } | if with_inv { WC_WITH_INV } else { 0 };
+        checks.push((
+            "wc_flags (WITH_IMM, WITH_INV)",
+            63,
+            (wc_flags & (WC_WITH_IMM | WC_WITH_INV)).into(),
+            ours_flags.into(),
+        ));
+        if with_imm {
+            checks.push(("imm_data", 36, imm.into(), c.imm.into()));
+        }
+        if with_inv {
+            checks.push(("invalidated_rkey", 36, imm.into(), u32::from_be(c.imm).into()));
+        }
+    }
+    if c.opcode == CqeOpcode::REQ && cqe[56] == WQE_RDMA_READ {
+        checks.push(("byte_len", 44, byte_len.into(), c.byte_len.into()));
+    }
+    for (field, byte, theirs, ours) in checks {
+        if theirs != ours {
+            return Err(Mismatch {
+                kind,
+                at,
+                field: field.into(),
+                byte: Some(byte),
+                theirs: format!("{theirs:#x}"),
+                ours: format!("{ours:#x}"),
+            }
+            .into());
+        }
+    }
+    // Scatter-to-CQE: the bytes libmlx5 copied to the receive buffer, against
+    // where the decoded format says they are (32: the 64-byte CQE; 64: the
+    // first half of a 128-byte entry); without scatter the buffer stays zero.
+    if resp_ok && (scatter != "~" && scatter != "-" || scatter == "-" && c.byte_len == 0) {
+        let theirs = unhex(scatter);
+        let n = c.byte_len as usize;
+        let ours: Vec<u8> = match c.inline_scatter {
+            32 => cqe[..n.min(64)].to_vec(),
+            64 => cq.first_half(ci)[..n.min(64)].to_vec(),
+            _ => vec![0; n],
+        };
+        stats.scatter += usize::from(c.inline_scatter != 0);
+        if let Some(i) = (0..theirs.len().max(ours.len())).find(|&i| theirs.get(i) != ours.get(i)) {
+            return Err(Mismatch {
+                kind,
+                at,
+                field: format!("scattered payload ({} bytes in the CQE)", c.inline_scatter),
+                byte: Some(i),
+                theirs: format!("{:?}", theirs.get(i)),
+                ours: format!("{:?}", ours.get(i)),
+            }
+            .into());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,653 @@
+//! Send side: request lists posted through libmlx5's `mlx5_post_send` (the C
+//! half) and through rrddmma's WQE writer (`SqRing`), compared WQE by WQE.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use rrddmma::mlx5dv::be::Be32;
+use rrddmma::mlx5dv::mmio::{Op, Recorder};
+use rrddmma::mlx5dv::seg::{CtrlFlags, DatagramSeg, WqeOpcode};
+use rrddmma::mlx5dv::sq::SqRing;
+
+use super::build::{fill, unhex, Aligned};
+use super::{Mismatch, Mutation};
+
+/// `enum ibv_wr_opcode` values the C half posts.
+const WRITE: u32 = 0;
+const WRITE_IMM: u32 = 1;
+const SEND: u32 = 2;
+const SEND_IMM: u32 = 3;
+const READ: u32 = 4;
+const CAS: u32 = 5;
+const FAA: u32 = 6;
+const SEND_INV: u32 = 9;
+/// `enum ibv_send_flags`.
+const F_FENCE: u32 = 1;
+const F_SIGNALED: u32 = 2;
+const F_SOLICITED: u32 = 4;
+const F_INLINE: u32 = 8;
+
+fn op_name(op: u32) -> &'static str {
+    match op {
+        WRITE => "WRITE",
+        WRITE_IMM => "WRITE_WITH_IMM",
+        READ => "READ",
+        SEND => "SEND",
+        SEND_IMM => "SEND_WITH_IMM",
+        SEND_INV => "SEND_WITH_INV",
+        CAS => "CAS",
+        FAA => "FAA",
+        _ => panic!("the harness posted opcode {op}, which this side does not know"),
+    }
+}
+
+fn ud_name(op: u32) -> &'static str {
+    match op {
+        SEND => "UD SEND",
+        SEND_IMM => "UD SEND_WITH_IMM",
+        _ => panic!("the harness posted UD opcode {op}"),
+    }
+}
+
+fn dc_name(op: u32) -> &'static str {
+    match op {
+        WRITE => "DC WRITE",
+        WRITE_IMM => "DC WRITE_WITH_IMM",
+        READ => "DC READ",
+        SEND => "DC SEND",
+        SEND_IMM => "DC SEND_WITH_IMM",
+        SEND_INV => "DC SEND_WITH_INV",
+        CAS => "DC CAS",
+        FAA => "DC FAA",
+        _ => panic!("the harness posted DC opcode {op}"),
+    }
+}
+
+/// One request of a list, as the C half printed it.
+#[derive(Debug, Clone)]
+struct Request {
+    op: u32,
+    flags: u32,
+    imm: u32,
+    raddr: u64,
+    rkey: u32,
+    swap: u64,
+    compare_add: u64,
+    sges: Vec<(u32, u32, u64)>,
+    inline: Vec<u8>,
+    /// UD: remote QPN, Q_Key and the AH's 48-byte address vector.
+    ud: Option<(u32, u32, Vec<u8>)>,
+    /// DC: DCT number, DC access key and the AH's address vector.
+    dc: Option<(u32, u64, Vec<u8>)>,
+}
+
+impl Request {
+    fn parse(f: &[&str]) -> Request {
+        let n: usize = f[7].parse().unwrap();
+        let sges = (0..n)
+            .map(|i| (f[8 + 3 * i].parse().unwrap(), f[9 + 3 * i].parse().unwrap(), f[10 + 3 * i].parse().unwrap()))
+            .collect();
+        Request {
+            op: f[0].parse().unwrap(),
+            flags: f[1].parse().unwrap(),
+            imm: f[2].parse().unwrap(),
+            raddr: f[3].parse().unwrap(),
+            rkey: f[4].parse().unwrap(),
+            swap: f[5].parse().unwrap(),
+            compare_add: f[6].parse().unwrap(),
+            sges,
+            inline: unhex(f[8 + 3 * n]),
+            ud: None,
+            dc: None,
+        }
+    }
+
+    fn is_inline(&self) -> bool {
+        self.flags & F_INLINE != 0 && !self.sges.is_empty()
+    }
+}
+
+/// The fields of a WQE (byte ranges from its start) and whether each is
+/// compared. Derived from the request alone, from the segment layouts of
+/// `mlx5dv.h`, independently of both writers.
+fn layout(r: &Request) -> Vec<(String, usize, usize, bool)> {
+    let mut v: Vec<(String, usize, usize, bool)> = Vec::new();
+    let mut f = |name: &str, len: usize, compared: bool| {
+        let at = v.last().map_or(0, |l| l.2);
+        v.push((name.to_string(), at, at + len, compared));
+    };
+    f("ctrl.opmod_idx_opcode", 4, true);
+    f("ctrl.qpn_ds", 4, true);
+    f("ctrl.signature", 1, true);
+    f("ctrl.dci_stream_channel_id", 2, true);
+    f("ctrl.fm_ce_se", 1, true);
+    // MASK (DC, posted through libmlx5's ibv_wr_* entries): the builders of
+    // opcodes without immediate data (`_common_wqe_init_op`) leave ctrl.imm
+    // as the ring held it; `mlx5_post_send` writes 0. The device reads it
+    // only for the immediate and invalidate opcodes.
+    let has_imm = matches!(r.op, WRITE_IMM | SEND_IMM | SEND_INV);
+    f("ctrl.imm", 4, r.dc.is_none() || has_imm);
+    if r.ud.is_some() || r.dc.is_some() {
+        for (name, len) in [
+            ("key", 8),
+            ("dqp_dct", 4),
+            ("stat_rate_sl", 1),
+            ("fl_mlid", 1),
+            ("rlid", 2),
+            ("reserved0", 4),
+            ("rmac", 6),
+            ("tclass", 1),
+            ("hop_limit", 1),
+            ("grh_gid_fl", 4),
+            ("rgid", 16),
+        ] {
+            f(&format!("datagram.{name}"), len, true);
+        }
+    }
+    match r.op {
+        WRITE | WRITE_IMM | READ | CAS | FAA => {
+            f("raddr.raddr", 8, true);
+            f("raddr.rkey", 4, true);
+            f("raddr.reserved", 4, true);
+        }
+        _ => {}
+    }
+    if r.op == CAS || r.op == FAA {
+        f("atomic.swap_add", 8, true);
+        // MASK: for FETCH_AND_ADD libmlx5 (`_set_atomic_seg`) writes only
+        // swap_add and leaves `compare` as the ring held it; the device
+        // ignores it for FA. rrddmma writes it.
+        f("atomic.compare", 8, r.op == CAS);
+    }
+    if r.is_inline() {
+        let len = r.inline.len();
+        f("inline.byte_count", 4, true);
+        f("inline.data", len, true);
+        // MASK: libmlx5 (`set_data_inl_seg`) does not pad inline data: the
+        // bytes up to the next 16-byte boundary keep what the ring held; the
+        // device reads byte_count bytes only. rrddmma writes zeros.
+        let pad = (4 + len).next_multiple_of(16) - (4 + len);
+        f("inline.padding", pad, false);
+    } else {
+        let mut i = 0;
+        for &(len, _, _) in &r.sges {
+            if len == 0 {
+                continue;
+            }
+            f(&format!("data[{i}].byte_count"), 4, true);
+            f(&format!("data[{i}].lkey"), 4, true);
+            f(&format!("data[{i}].addr"), 8, true);
+            i += 1;
+        }
+    }
+    v
+}
+
+fn field_at(lay: &[(String, usize, usize, bool)], byte: usize) -> (String, bool) {
+    for (name, a, b, c) in lay {
+        if (*a..*b).contains(&byte) {
+            return (name.clone(), *c);
+        }
+    }
+    // MASK: bytes past the WQE's last DS up to its basic block's end are
+    // written by neither side (both copy them in the BlueFlame write as the
+    // ring holds them); not part of the WQE.
+    ("(past the WQE's DS count)".into(), false)
+}
+
+/// The first compared byte that differs, named by field.
+fn first_diff(lay: &[(String, usize, usize, bool)], theirs: &[u8], ours: &[u8]) -> Option<(String, usize, u8, u8)> {
+    for i in 0..theirs.len().max(ours.len()) {
+        let (t, o) = (theirs.get(i).copied(), ours.get(i).copied());
+        if t == o {
+            continue;
+        }
+        let (field, compared) = field_at(lay, i);
+        if compared || t.is_none() || o.is_none() {
+            return Some((field, i, t.unwrap_or(0), o.unwrap_or(0)));
+        }
+    }
+    None
+}
+
+/// What the check covered.
+#[derive(Debug, Default)]
+pub struct SendStats {
+    pub queues: usize,
+    pub lists: usize,
+    pub wqes: BTreeMap<&'static str, usize>,
+    pub inline_wqes: usize,
+    pub wrapped_lists: usize,
+    pub blueflame: usize,
+    pub doorbells: usize,
+    pub masked_bytes: usize,
+    /// Lists whose producer index passed a multiple of 65536 (the 16-bit WQE index wraps).
+    pub index_wraps: usize,
+}
+
+impl SendStats {
+    pub fn summary(&self) -> String {
+        let mut s = format!(
+            "RC, UD and DC send: {} request lists on {} queues, {} WQEs (",
+            self.lists,
+            self.queues,
+            self.wqes.values().sum::<usize>()
+        );
+        for (i, (k, n)) in self.wqes.iter().enumerate() {
+            let _ = write!(s, "{}{k} {n}", if i > 0 { ", " } else { "" });
+        }
+        let _ = write!(
+            s,
+            "); {} inline, {} lists across the ring's end, {} across the 16-bit WQE index, {} BlueFlame copies, \
+             {} 8-byte doorbells, {} bytes masked",
+            self.inline_wqes, self.wrapped_lists, self.index_wraps, self.blueflame, self.doorbells, self.masked_bytes
+        );
+        s
+    }
+}
+
+/// One send queue on the rrddmma side: a ring of the same size and initial
+/// contents as the provider's, its doorbell record and a BlueFlame stand-in.
+struct Queue {
+    sq: SqRing,
+    ring: Aligned,
+    dbrec: Aligned,
+    _bf: Aligned,
+    wqe_cnt: u32,
+    sig_all: bool,
+    /// `rc` or `ud`.
+    transport: &'static str,
+    /// Whether the provider's register is doorbell-only (`uuarn` 0).
+    db_only: bool,
+}
+
+impl Queue {
+    fn new(f: &[&str]) -> Queue {
+        let qpn: u32 = f[0].parse().unwrap();
+        let wqe_cnt: u32 = f[1].parse().unwrap();
+        let bf_size: u32 = f[4].parse().unwrap();
+        let uuarn: u32 = f[5].parse().unwrap();
+        let prefer_bf = f[6] == "1";
+        let sig_all = f[7] == "1";
+        let seed: u64 = f[8].parse().unwrap();
+        let mut ring = Aligned::new(wqe_cnt as usize * 64);
+        fill(ring.bytes_mut(), seed);
+        let mut dbrec = Aligned::new(64);
+        let mut bf = Aligned::new(4096);
+        // libmlx5 copies into BlueFlame only with a BlueFlame register (uuarn != 0).
+        let ours_bf = if uuarn != 0 { bf_size } else { 0 };
+        // SAFETY: the buffers are aligned, sized as `from_raw` asks, and live
+        // as long as the ring (fields of the same `Queue`); MMIO goes to a
+        // `Recorder`, never to `bf`.
+        let mut sq = unsafe {
+            SqRing::from_raw(
+                ring.as_mut_ptr(),
+                wqe_cnt,
+                dbrec.as_mut_ptr().cast::<Be32>(),
+                bf.as_mut_ptr(),
+                ours_bf,
+                qpn,
+            )
+        };
+        sq.set_prefer_bf(prefer_bf);
+        let transport = match f[9] {
+            "ud" => "UD",
+            "dc" => "DC",
+            _ => "RC",
+        };
+        Queue { sq, ring, dbrec, _bf: bf, wqe_cnt, sig_all, transport, db_only: uuarn == 0 }
+    }
+
+    /// The WQE of `bbs` basic blocks at free-running block `start`.
+    fn wqe_bytes(&self, start: u32, bbs: usize) -> Vec<u8> {
+        let ring = self.ring.bytes();
+        (0..bbs)
+            .flat_map(|b| {
+                let slot = (start as usize + b) & (self.wqe_cnt as usize - 1);
+                ring[slot * 64..slot * 64 + 64].iter().copied()
+            })
+            .collect()
+    }
+}
+
+/// Writes one request with rrddmma's writer, as a direct-verbs user maps a
+/// verbs request onto segments (the provider's mapping: zero-length SGEs
+/// are left out, since a data segment's byte_count 0 means 2 GiB to the
+/// device; atomics carry one 8-byte local target).
+fn write_request(q: &mut Queue, r: &Request, mutate_flags: bool, post: Option<&mut Recorder>) -> u16 {
+    let mut flags = CtrlFlags::empty();
+    if r.flags & F_SIGNALED != 0 || q.sig_all {
+        flags = flags.union(CtrlFlags::CQ_UPDATE);
+    }
+    if r.flags & F_SOLICITED != 0 {
+        flags = flags.union(CtrlFlags::SOLICITED);
+    }
+    if r.flags & F_FENCE != 0 {
+        flags = flags.union(CtrlFlags::FENCE);
+    }
+    if mutate_flags {
+        // The mutation check: one flag flipped in what our writer is given.
+        flags = if flags.contains(CtrlFlags::SOLICITED) {
+            flags.difference(CtrlFlags::SOLICITED)
+        } else {
+            flags.union(CtrlFlags::SOLICITED)
+        };
+    }
+    let (opcode, imm) = match r.op {
+        WRITE => (WqeOpcode::RDMA_WRITE, 0),
+        WRITE_IMM => (WqeOpcode::RDMA_WRITE_IMM, r.imm),
+        READ => (WqeOpcode::RDMA_READ, 0),
+        SEND => (WqeOpcode::SEND, 0),
+        SEND_IMM => (WqeOpcode::SEND_IMM, r.imm),
+        // The invalidated rkey, big-endian like an immediate.
+        SEND_INV => (WqeOpcode::SEND_INVAL, r.imm.to_be()),
+        CAS => (WqeOpcode::ATOMIC_CS, 0),
+        FAA => (WqeOpcode::ATOMIC_FA, 0),
+        op => panic!("unknown opcode {op}"),
+    };
+    let mut w = q.sq.wqe(opcode, 0, flags, imm);
+    if let Some((qpn, qkey, av)) = &r.ud {
+        // The address vector as a direct user builds it from the AH's fields:
+        // the Q_Key in the key's high half, the extended-AV bit with the QPN.
+        let mut seg = DatagramSeg::default();
+        let rmac: [u8; 6] = av[20..26].try_into().unwrap();
+        let rgid: [u8; 16] = av[32..48].try_into().unwrap();
+        seg.set(
+            u64::from(*qkey) << 32,
+            *qpn,
+            1,
+            av[12],
+            av[13],
+            u16::from_be_bytes([av[14], av[15]]),
+            &rmac,
+            av[26],
+            av[27],
+            u32::from_be_bytes(av[28..32].try_into().unwrap()),
+            &rgid,
+        );
+        w = w.datagram(&seg);
+    }
+    if let Some((dctn, key, av)) = &r.dc {
+        // The DC address: the AH's fields, the access key, the DCT number
+        // with the extended-AV bit (what `mlx5dv_wr_set_dc_addr` stores).
+        let mut seg = DatagramSeg::default();
+        let rmac: [u8; 6] = av[20..26].try_into().unwrap();
+        let rgid: [u8; 16] = av[32..48].try_into().unwrap();
+        seg.set(
+            *key,
+            *dctn,
+            1,
+            av[12],
+            av[13],
+            u16::from_be_bytes([av[14], av[15]]),
+            &rmac,
+            av[26],
+            av[27],
+            u32::from_be_bytes(av[28..32].try_into().unwrap()),
+            &rgid,
+        );
+        w = w.datagram(&seg);
+    }
+    match r.op {
+        WRITE | WRITE_IMM | READ => w = w.raddr(r.raddr, r.rkey),
+        CAS => w = w.raddr(r.raddr, r.rkey).atomic(r.swap, r.compare_add),
+        FAA => w = w.raddr(r.raddr, r.rkey).atomic(r.compare_add, 0),
+        _ => {}
+    }
+    if r.is_inline() {
+        w = w.inline(&r.inline);
+    } else {
+        for &(len, lkey, addr) in &r.sges {
+            if len == 0 {
+                continue;
+            }
+            // `mlx5_post_send` writes 8 for an atomic's target whatever the
+            // SGE says; the generator's atomic SGEs are 8 bytes long.
+            let len = if r.op == CAS || r.op == FAA { 8 } else { len };
+            // SAFETY: the ring is never handed to a device: the segment's
+            // address is only compared, never dereferenced.
+            w = unsafe { w.data(len, lkey, addr) };
+        }
+    }
+    match post {
+        Some(rec) => w.post(rec),
+        None => w.finish(),
+    }
+}
+
+/// Replays the C half's send lines through rrddmma's writer; the first
+/// mismatch ends the check.
+pub fn check(out: &str, mutation: Mutation) -> Result<SendStats, Box<Mismatch>> {
+    let mut stats = SendStats::default();
+    let mut q: Option<Queue> = None;
+    let mut reqs: Vec<Request> = Vec::new();
+    let mut ud: Option<(u32, u32, Vec<u8>)> = None;
+    let mut dc: Option<(u32, u64, Vec<u8>)> = None;
+    let mut posted: Option<Vec<&str>> = None;
+    for line in out.lines() {
+        let mut it = line.split(' ');
+        let tag = it.next().unwrap_or("");
+        let f: Vec<&str> = it.collect();
+        match tag {
+            "Q" => {
+                q = Some(Queue::new(&f));
+                stats.queues += 1;
+            }
+            "U" => ud = Some((f[0].parse().unwrap(), f[1].parse().unwrap(), unhex(f[2]))),
+            "D" => dc = Some((f[0].parse().unwrap(), f[1].parse().unwrap(), unhex(f[2]))),
+            "R" => {
+                let mut r = Request::parse(&f);
+                r.ud = ud.take();
+                r.dc = dc.take();
+                reqs.push(r);
+            }
+            "P" => posted = Some(f),
+            "W" => {
+                let q = q.as_mut().expect("a W line before any Q line");
+                let p = posted.take().expect("a W line without its P line");
+                let list = stats.lists;
+                check_list(q, &reqs, &p, &f, list, mutation, &mut stats)?;
+                reqs.clear();
+                stats.lists += 1;
+            }
+            _ => {}
+        }
+    }
+    Ok(stats)
+}
+
+fn check_list(
+    q: &mut Queue,
+    reqs: &[Request],
+    p: &[&str],
+    w: &[&str],
+    list: usize,
+    mutation: Mutation,
+    stats: &mut SendStats,
+) -> Result<(), Box<Mismatch>> {
+    let rc: i32 = p[0].parse().unwrap();
+    assert_eq!(rc, 0, "libmlx5 refused list {list} ({reqs:?}): the generator must post valid lists");
+    let their_pi: u32 = p[1].parse().unwrap();
+    let their_dbrec: u32 = p[2].parse().unwrap();
+    let their_off_after: u32 = p[4].parse().unwrap();
+    let their_db_off: usize = p[5].parse().unwrap();
+    let their_db = unhex(p[7]);
+    let first: u32 = q.sq.cur_post();
+    let their_blocks = unhex(w[2]);
+    let transport = q.transport;
+    let kind = |r: &Request| format!("{transport} send {}", op_name(r.op));
+    let at = |i: usize| format!("list {list} request {i}");
+
+    // Post through rrddmma: alternate `finish` + `ring` and `post` (the last WQE).
+    let mut rec = Recorder::default();
+    let by_post = list % 2 == 1;
+    let mut starts = Vec::new();
+    for (i, r) in reqs.iter().enumerate() {
+        starts.push(q.sq.cur_post());
+        let mutate = mutation == Mutation::WriterFlag && list == 0 && i == 0;
+        let last = i + 1 == reqs.len();
+        write_request(q, r, mutate, if last && by_post { Some(&mut rec) } else { None });
+        let name = if r.ud.is_some() {
+            ud_name(r.op)
+        } else if r.dc.is_some() {
+            dc_name(r.op)
+        } else {
+            op_name(r.op)
+        };
+        *stats.wqes.entry(name).or_default() += 1;
+        stats.inline_wqes += usize::from(r.is_inline());
+    }
+    if !by_post {
+        q.sq.ring(&mut rec);
+    }
+    let ours_pi = q.sq.cur_post();
+    let wqe_cnt = q.wqe_cnt;
+    if (first & (wqe_cnt - 1)) + (ours_pi - first) > wqe_cnt {
+        stats.wrapped_lists += 1;
+    }
+    if ours_pi >> 16 != first >> 16 {
+        stats.index_wraps += 1;
+    }
+
+    // Each WQE, byte for byte (masked fields aside).
+    for (i, r) in reqs.iter().enumerate() {
+        let lay = layout(r);
+        let ds_bytes = lay.last().map_or(0, |l| l.2);
+        let bbs = ds_bytes.div_ceil(64);
+        let from = (starts[i] - first) as usize * 64;
+        let theirs = their_blocks.get(from..from + bbs * 64).unwrap_or(&[]);
+        let ours = q.wqe_bytes(starts[i], bbs);
+        stats.masked_bytes += lay.iter().filter(|l| !l.3).map(|l| l.2 - l.1).sum::<usize>();
+        if let Some((field, byte, t, o)) = first_diff(&lay, theirs, &ours) {
+            return Err(Mismatch {
+                kind: kind(r),
+                at: at(i),
+                field,
+                byte: Some(byte),
+                theirs: format!("{t:#04x}"),
+                ours: format!("{o:#04x}"),
+            }
+            .into());
+        }
+    }
+    let last = reqs.last().expect("lists hold at least one request");
+    let last_kind = kind(last);
+    if their_pi != ours_pi {
+        return Err(Mismatch::value(
+            &last_kind,
+            &at(reqs.len() - 1),
+            "producer index (sq.cur_post)",
+            their_pi,
+            ours_pi,
+        )
+        .into());
+    }
+    // The doorbell record, in memory and in the recorded sequence.
+    // SAFETY: the record is 4 aligned bytes of `dbrec`.
+    let ours_dbrec = unsafe { q.dbrec.as_mut_ptr().cast::<Be32>().read() }.get();
+    if their_dbrec != ours_dbrec {
+        return Err(Mismatch::value(&last_kind, &at(reqs.len() - 1), "doorbell record", their_dbrec, ours_dbrec).into());
+    }
+    // The sequence: barrier, record, wc_start, 8-byte stores, flush.
+    let ops = &rec.ops;
+    let shape = ops.len() >= 5
+        && ops[0] == Op::Barrier
+        && ops[1] == Op::DbRec(their_dbrec)
+        && ops[2] == Op::WcStart
+        && ops[ops.len() - 1] == Op::Flush;
+    if !shape {
+        return Err(Mismatch {
+            kind: last_kind,
+            at: at(reqs.len() - 1),
+            field: "doorbell sequence".into(),
+            byte: None,
+            theirs: "barrier, record, wc_start, stores, flush".into(),
+            ours: format!("{ops:?}"),
+        }
+        .into());
+    }
+    let mut ours_db = Vec::new();
+    let mut ours_off = None;
+    for op in &ops[3..ops.len() - 1] {
+        let Op::Write64(off, bytes) = *op else {
+            return Err(Mismatch {
+                kind: last_kind,
+                at: at(reqs.len() - 1),
+                field: "doorbell sequence".into(),
+                byte: None,
+                theirs: "8-byte stores only between wc_start and flush".into(),
+                ours: format!("{op:?}"),
+            }
+            .into());
+        };
+        let start = *ours_off.get_or_insert(off);
+        assert_eq!(off, start + ours_db.len(), "our BlueFlame stores are contiguous");
+        ours_db.extend_from_slice(&bytes);
+    }
+    let ours_off = ours_off.unwrap_or(0);
+    // MASK (doorbell-only registers, uuarn 0): libmlx5 alternates the two
+    // halves (`offset ^= buf_size`) even without BlueFlame; the view of such
+    // a QP gets bf.size 0 from `mlx5dv_init_obj` and rrddmma always stores
+    // at the first half. libmlx5 itself rings at both, so each is a doorbell.
+    if !q.db_only && their_db_off != ours_off {
+        return Err(Mismatch::value(
+            &last_kind,
+            &at(reqs.len() - 1),
+            "BlueFlame offset written",
+            their_db_off,
+            ours_off,
+        )
+        .into());
+    }
+    if their_db.len() != ours_db.len() {
+        let what = |n: usize| if n == 8 { "8-byte doorbell".to_string() } else { format!("{n}-byte BlueFlame copy") };
+        return Err(Mismatch {
+            kind: last_kind,
+            at: at(reqs.len() - 1),
+            field: "doorbell kind".into(),
+            byte: None,
+            theirs: what(their_db.len()),
+            ours: what(ours_db.len()),
+        }
+        .into());
+    }
+    if their_db.len() == 8 {
+        stats.doorbells += 1;
+    } else {
+        stats.blueflame += 1;
+    }
+    // The bytes written to the register: the last WQE's first 8 bytes, or
+    // the whole (single) WQE; masked as the WQE is.
+    let lay = layout(last);
+    if let Some((field, byte, t, o)) = first_diff(&lay, &their_db, &ours_db) {
+        return Err(Mismatch {
+            kind: last_kind,
+            at: at(reqs.len() - 1),
+            field: format!("BlueFlame/doorbell write: {field}"),
+            byte: Some(byte),
+            theirs: format!("{t:#04x}"),
+            ours: format!("{o:#04x}"),
+        }
+        .into());
+    }
+    if !q.db_only && their_off_after != q.sq.bf_offset() {
+        return Err(Mismatch::value(
+            &last_kind,
+            &at(reqs.len() - 1),
+            "BlueFlame offset after the doorbell",
+            their_off_after,
+            q.sq.bf_offset(),
+        )
+        .into());
+    }
+    // Everything completes: retire up to the list's last WQE (the provider's tail = head).
+    let done = rrddmma::mlx5dv::cqe::Completion {
+        opcode: rrddmma::mlx5dv::cqe::CqeOpcode::REQ,
+        qpn: q.sq.qpn(),
+        wqe_counter: *starts.last().unwrap() as u16,
+        ..Default::default()
+    };
+    assert!(q.sq.retire(&done), "the list's last WQE retires");
+    assert_eq!(q.sq.available(), q.wqe_cnt, "the ring is empty again");
+    Ok(())
+}
