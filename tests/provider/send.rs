@@ -312,8 +312,8 @@ impl Queue {
 
 /// Writes one request with rrddmma's writer, as a direct-verbs user maps a
 /// verbs request onto segments (the provider's mapping: zero-length SGEs
-/// are left out, since a data segment's byte_count 0 means 2 GiB to the
-/// device; atomics carry one 8-byte local target).
+/// are left out, as `mlx5_post_send` and the `ibv_wr_*` setters leave them
+/// out; atomics carry one 8-byte local target).
 fn write_request(q: &mut Queue, r: &Request, mutate_flags: bool, post: Option<&mut Recorder>) -> u16 {
     let mut flags = CtrlFlags::empty();
     if r.flags & F_SIGNALED != 0 || q.sig_all {
