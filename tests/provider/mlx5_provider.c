@@ -30,13 +30,15 @@
  *       a completion queue (its buffer starts invalid: opcode 0xf, owner 1)
  *   E idx hex      an entry written into the CQ as hardware would
  *   O ne n dbrec   one mlx5_poll_cq(ne) call returned n; the consumer record
- *   w wr_id status opcode vendor_err byte_len imm qp_num src_qp wc_flags
+ *   w|x wr_id status opcode vendor_err byte_len imm qp_num src_qp wc_flags
  *     pkey_index slid sl dlid_path_bits scatter_hex|-|~
  *       one ibv_wc of that call (byte_len/opcode/imm as left by the provider;
  *       fields it does not set hold the sentinel 0x5a5a...); for a
  *       successful receive of at most 64 bytes, the bytes the provider left
  *       in its receive buffer ('~' when a later receive of the same call
- *       used that buffer too)
+ *       used that buffer too); 'x' lines come from the extended poller
+ *       (ibv_start_poll / ibv_next_poll / ibv_end_poll and the ibv_wc_read_*
+ *       readers) and end with the completion timestamp
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -616,6 +618,7 @@ static void random_cqe(uint8_t *entry, unsigned sz, uint32_t qpn, unsigned owner
 		c->sop_drop_qpn = htobe32(((uint32_t)wop << 24) | qpn);
 	} else if (kind < 7) {
 		op = resp_ops[below(sizeof(resp_ops))];
+		c->app = 0; /* not tag matching */
 		c->sop_drop_qpn = htobe32(((uint32_t)below(256) << 24) | qpn);
 		unsigned s = below(4);
 		if (s == 1) {
@@ -638,6 +641,35 @@ static void random_cqe(uint8_t *entry, unsigned sz, uint32_t qpn, unsigned owner
 
 static unsigned cqes_done[2];
 
+/* Up to ne completions through the extended poller, read into ibv_wc
+ * fields (src_qp and the other fields not asked for stay 0) and ts. */
+static int poll_ex(struct mlx5_cq *cq, int ne, struct ibv_wc *wc, uint64_t *ts)
+{
+	struct ibv_cq_ex *cx = &cq->verbs_cq.cq_ex;
+	struct ibv_poll_cq_attr attr = { .comp_mask = 0 };
+	int n = 0;
+	if (ibv_start_poll(cx, &attr))
+		return 0;
+	for (;;) {
+		struct ibv_wc *w = &wc[n];
+		memset(w, 0, sizeof(*w));
+		w->wr_id = cx->wr_id;
+		w->status = cx->status;
+		w->opcode = ibv_wc_read_opcode(cx);
+		w->vendor_err = ibv_wc_read_vendor_err(cx);
+		w->byte_len = ibv_wc_read_byte_len(cx);
+		w->imm_data = ibv_wc_read_imm_data(cx);
+		w->qp_num = ibv_wc_read_qp_num(cx);
+		w->wc_flags = ibv_wc_read_wc_flags(cx);
+		ts[n] = ibv_wc_read_completion_ts(cx);
+		n++;
+		if (n == ne || ibv_next_poll(cx))
+			break;
+	}
+	ibv_end_poll(cx);
+	return n;
+}
+
 static void run_cq(unsigned cqes, unsigned sz, uint32_t cqn_base)
 {
 	unsigned done = 0;
@@ -655,6 +687,13 @@ static void run_cq(unsigned cqes, unsigned sz, uint32_t cqn_base)
 		c.cq->active_buf = &c.cq->buf_a;
 		c.cq->dbrec = zalloc(64);
 		c.cq->cons_index = 0;
+		/* The extended poller's entries, as ibv_create_cq_ex installs them. */
+		struct ibv_cq_init_attr_ex cq_attr = {
+			.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
+				    IBV_WC_EX_WITH_COMPLETION_TIMESTAMP,
+		};
+		if (mlx5_cq_fill_pfns(c.cq, &cq_attr, ctx))
+			abort();
 		/* Fresh CQ: every entry invalid, owner 1 (as libmlx5's init does). */
 		for (unsigned i = 0; i < cnt; i++)
 			((uint8_t *)c.cq->buf_a.buf)[i * sz + sz - 1] = MLX5_CQE_INVALID << 4 | 1;
@@ -681,11 +720,14 @@ static void run_cq(unsigned cqes, unsigned sz, uint32_t cqn_base)
 				int ne = 1 + (int)below(16);
 				memset(wc, 0x5a, sizeof(wc));
 				memset(c.rbuf, 0, 3 * RQ_CNT * RQ_BUF);
-				int n = mlx5_poll_cq(&c.cq->verbs_cq.cq, ne, wc);
+				uint64_t ts[16];
+				/* Half the calls go through the extended path (ibv_start_poll and its readers). */
+				int ex = (int)below(2);
+				int n = ex ? poll_ex(c.cq, ne, wc, ts) : mlx5_poll_cq(&c.cq->verbs_cq.cq, ne, wc);
 				printf("O %d %d %u\n", ne, n, be32toh(c.cq->dbrec[MLX5_CQ_SET_CI]));
 				for (int i = 0; i < n; i++) {
 					struct ibv_wc *w = &wc[i];
-					printf("w %llu %d %d %u %u %u %u %u %u %u %u %u %u ", (unsigned long long)w->wr_id,
+					printf("%c %llu %d %d %u %u %u %u %u %u %u %u %u %u ", ex ? 'x' : 'w', (unsigned long long)w->wr_id,
 					       w->status, w->opcode, w->vendor_err, w->byte_len, w->imm_data, w->qp_num,
 					       w->src_qp, w->wc_flags, w->pkey_index, w->slid, w->sl, w->dlid_path_bits);
 					/* A receive's scattered bytes, as the provider copied them to the buffer. */
@@ -704,6 +746,8 @@ static void run_cq(unsigned cqes, unsigned sz, uint32_t cqn_base)
 					} else {
 						putchar('-');
 					}
+					if (ex)
+						printf(" %llu", (unsigned long long)ts[i]);
 					putchar('\n');
 				}
 				if (n < ne)
