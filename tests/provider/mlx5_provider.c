@@ -12,12 +12,13 @@
  * Output: one line per event, read by the Rust half, which replays the same
  * inputs through rrddmma's writer and decoder on a second set of buffers:
  *
- *   Q qpn wqe_cnt max_gs max_inline bf_size uuarn prefer_bf sig_all seed rc|ud
+ *   Q qpn wqe_cnt max_gs max_inline bf_size uuarn prefer_bf sig_all seed rc|ud|dc|dcs
  *       a send queue; its ring starts filled with fill(seed) bytes
  *   U remote_qpn remote_qkey av_hex
  *       UD: the address of the next request (the AH's address vector)
- *   D dctn dc_key av_hex
- *       DC: the address of the next request (mlx5dv_wr_set_dc_addr's arguments)
+ *   D dctn dc_key stream av_hex
+ *       DC: the address of the next request (mlx5dv_wr_set_dc_addr's
+ *       arguments; with DCI streams, mlx5dv_wr_set_dc_addr_stream's)
  *   R opcode flags imm raddr rkey swap compare_add nsge {len lkey addr}* inl_hex|-
  *       one request of the next list (flags: the IBV_SEND_* bits)
  *   P rc cur_post dbrec bf_offset_before bf_offset_after db_off db_len db_hex
@@ -114,8 +115,11 @@ struct dc_addr {
 	struct mlx5_ah *ah;
 	uint32_t dctn;
 	uint64_t key;
+	uint16_t stream;
 	unsigned setters_order;
 };
+/* DCI streams: the DC address set with mlx5dv_wr_set_dc_addr_stream. */
+static int dci_streams;
 static struct ibv_send_wr dc_wrs[MAX_LIST];
 static struct dc_addr dc_addrs[MAX_LIST];
 static struct ibv_pd pd;
@@ -263,6 +267,7 @@ static void random_request(struct ibv_send_wr *wr, struct ibv_sge *sg, int max_g
 		d->dctn = (uint32_t)rnd() & 0xffffff;
 		d->key = rnd();
 		d->setters_order = below(2);
+		d->stream = dci_streams ? (uint16_t)rnd() : 0;
 	}
 	wr->wr_id = rnd();
 	wr->sg_list = sg;
@@ -345,9 +350,9 @@ static void make_ahs(void)
 static void print_request(const struct ibv_send_wr *wr)
 {
 	if (transport == IBV_QPT_DRIVER) {
-		/* D dctn dc_key av_hex: the DC address of the next request. */
+		/* D dctn dc_key stream av_hex: the DC address of the next request. */
 		const struct dc_addr *d = &dc_addrs[wr - dc_wrs];
-		printf("D %u %llu ", d->dctn, (unsigned long long)d->key);
+		printf("D %u %llu %u ", d->dctn, (unsigned long long)d->key, d->stream);
 		hex(&d->ah->av, sizeof(d->ah->av));
 		putchar('\n');
 	}
@@ -430,7 +435,10 @@ static int post_dc(struct mlx5_qp *qp, struct ibv_send_wr *wrs, unsigned k)
 		}
 		for (unsigned step = 0; step < 2; step++) {
 			if (step == d->setters_order) {
-				mlx5dv_wr_set_dc_addr(dv, &d->ah->ibv_ah, d->dctn, d->key);
+				if (dci_streams)
+					mlx5dv_wr_set_dc_addr_stream(dv, &d->ah->ibv_ah, d->dctn, d->key, d->stream);
+				else
+					mlx5dv_wr_set_dc_addr(dv, &d->ah->ibv_ah, d->dctn, d->key);
 			} else if ((wr->send_flags & IBV_SEND_INLINE) && wr->num_sge) {
 				struct ibv_data_buf bufs[MAX_SGE];
 				for (int j = 0; j < wr->num_sge; j++) {
@@ -482,7 +490,7 @@ static void run_send(unsigned lists, uint32_t qpn_base)
 		ctx->prefer_bf = prefer_bf;
 		printf("Q %u %u %d %d %u %u %d %d %llu %s\n", qpn, wqe_cnt, max_gs, max_inline, bf_size, uuarn, prefer_bf,
 		       sig_all, (unsigned long long)seed,
-		       transport == IBV_QPT_UD ? "ud" : transport == IBV_QPT_DRIVER ? "dc" : "rc");
+		       transport == IBV_QPT_UD ? "ud" : transport == IBV_QPT_DRIVER ? (dci_streams ? "dcs" : "dc") : "rc");
 		if (transport != IBV_QPT_RC)
 			make_ahs();
 		/* Enough lists on this queue to wrap it a few times. */
@@ -770,6 +778,10 @@ int main(int argc, char **argv)
 	run_send(lists, 0x200000);
 	transport = IBV_QPT_DRIVER;
 	run_send(lists, 0x400000);
+	/* DCI streams: a smaller run (rrddmma's writer has no stream id yet). */
+	dci_streams = 1;
+	run_send(lists / 5, 0x600000);
+	dci_streams = 0;
 	transport = IBV_QPT_RC;
 	run_cq(cqes, 64, 0x10);
 	run_cq(cqes, 128, 0x8000);
