@@ -440,14 +440,13 @@ pub fn check(out: &str, only: &[&str], mutation: Mutation) -> Result<SendStats, 
                 q = wanted.then_some(queue);
                 stats.queues += usize::from(wanted);
             }
-            _ if q.is_none() => {
-                // A queue of another transport: its lines are skipped.
-                if tag == "W" {
-                    reqs.clear();
-                    ud = None;
-                    dc = None;
-                }
+            // A queue of another transport: its lines are skipped.
+            "W" if q.is_none() => {
+                reqs.clear();
+                ud = None;
+                dc = None;
             }
+            _ if q.is_none() => {}
             "U" => ud = Some((f[0].parse().unwrap(), f[1].parse().unwrap(), unhex(f[2]))),
             "D" => dc = Some((f[0].parse().unwrap(), f[1].parse().unwrap(), f[2].parse().unwrap(), unhex(f[3]))),
             "R" => {
