@@ -767,6 +767,43 @@ static void run_cq(unsigned cqes, unsigned sz, uint32_t cqn_base)
 	}
 }
 
+/* Masked compare-and-swap: libmlx5 has no path for it, so the reference is
+ * built here from the provider's own definitions, independently of
+ * rrddmma's writer: mlx5dv_set_ctrl_seg, struct mlx5_wqe_raddr_seg, the
+ * provider's struct mlx5_wqe_masked_atomic_seg (wqe.h) and
+ * mlx5dv_set_data_seg. The opmod (0x09: 8-byte arguments) is the one value
+ * taken as rrddmma states it.
+ *   M qpn fm_ce_se raddr rkey swap compare swap_mask compare_mask lkey laddr wqe_hex
+ * (WQE i of one queue of 2 basic blocks: WQE index 2 * i). */
+static void run_masked(unsigned n)
+{
+	uint32_t qpn = (uint32_t)rnd() & 0xffffff;
+	for (unsigned i = 0; i < n; i++) {
+		uint8_t wqe[80];
+		memset(wqe, 0, sizeof(wqe));
+		uint8_t fm = (uint8_t)(rnd() & (MLX5_WQE_CTRL_CQ_UPDATE | MLX5_WQE_CTRL_SOLICITED | MLX5_WQE_CTRL_FENCE));
+		uint64_t raddr = rnd() & ~7ULL, swap = rnd(), cmp = rnd(), smask = rnd(), cmask = rnd(), laddr = rnd();
+		uint32_t rkey = (uint32_t)rnd(), lkey = (uint32_t)rnd();
+		mlx5dv_set_ctrl_seg((struct mlx5_wqe_ctrl_seg *)wqe, (uint16_t)(2 * i), MLX5_OPCODE_ATOMIC_MASKED_CS, 0x09,
+				    qpn, fm, sizeof(wqe) / 16, 0, 0);
+		struct mlx5_wqe_raddr_seg *r = (void *)(wqe + 16);
+		r->raddr = htobe64(raddr);
+		r->rkey = htobe32(rkey);
+		r->reserved = 0;
+		struct mlx5_wqe_masked_atomic_seg *m = (void *)(wqe + 32);
+		m->swap_add = htobe64(swap);
+		m->compare = htobe64(cmp);
+		m->swap_add_mask = htobe64(smask);
+		m->compare_mask = htobe64(cmask);
+		mlx5dv_set_data_seg((struct mlx5_wqe_data_seg *)(wqe + 64), 8, lkey, laddr);
+		printf("M %u %u %llu %u %llu %llu %llu %llu %u %llu ", qpn, fm, (unsigned long long)raddr, rkey,
+		       (unsigned long long)swap, (unsigned long long)cmp, (unsigned long long)smask,
+		       (unsigned long long)cmask, lkey, (unsigned long long)laddr);
+		hex(wqe, sizeof(wqe));
+		putchar('\n');
+	}
+}
+
 int main(int argc, char **argv)
 {
 	unsigned lists = argc > 1 ? (unsigned)atoi(argv[1]) : 10000;
@@ -783,6 +820,7 @@ int main(int argc, char **argv)
 	run_send(lists / 5, 0x600000);
 	dci_streams = 0;
 	transport = IBV_QPT_RC;
+	run_masked(2000);
 	run_cq(cqes, 64, 0x10);
 	run_cq(cqes, 128, 0x8000);
 	printf("T send_lists=%u cqe64=%u cqe128=%u\n", send_lists, cqes_done[0], cqes_done[1]);
