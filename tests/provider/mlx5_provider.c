@@ -568,7 +568,7 @@ static struct mlx5_qp *make_rq_qp(uint32_t qpn, uint8_t *rbuf)
 	qp->verbs_qp.qp.qp_type = IBV_QPT_RC;
 	qp->rsc.type = MLX5_RSC_TYPE_QP;
 	qp->rsc.rsn = qpn;
-	/* SQ: 64 WQEs whose wr_id is 0x5100_0000 | qpn << 8... (wrid[i] = sq tag | i). */
+	/* SQ: 64 WQEs, wr_id 0x5100 << 48 | qpn << 16 | index; the RQ the same with tag 0x5200. */
 	qp->sq.wqe_cnt = 64;
 	qp->sq.wrid = calloc(64, sizeof(uint64_t));
 	qp->sq.wqe_head = calloc(64, sizeof(unsigned));
