@@ -138,7 +138,7 @@ fn recv_case(size: u32) {
     match recv::check(out, size, Mutation::None) {
         Ok(stats) => {
             assert!(stats.cqes >= build::CQES, "only {} CQEs were compared", stats.cqes);
-            assert!(stats.wraps > 50 && stats.scatter > 100 && stats.extended > 2000, "{stats:?}");
+            assert!(stats.wraps > 50 && stats.scatter > 100 && stats.extended > 2000 && stats.arms > 100, "{stats:?}");
             for k in ["REQ", "REQ_ERR", "RESP_ERR", "RESP_SEND", "RESP_SEND_IMM", "RESP_SEND_INV", "RESP_WR_IMM"] {
                 assert!(stats.by_kind.get(k).copied().unwrap_or(0) > 100, "too few {k} CQEs: {stats:?}");
             }

@@ -31,6 +31,9 @@
  *       a completion queue (its buffer starts invalid: opcode 0xf, owner 1)
  *   E idx hex      an entry written into the CQ as hardware would
  *   O ne n dbrec   one mlx5_poll_cq(ne) call returned n; the consumer record
+ *   V              mlx5_cq_event: a completion event was taken (arm_sn++)
+ *   A solicited arm_record uar_hex
+ *                  mlx5_arm_cq: the arm record and the 8 bytes at UAR + 0x20
  *   w|x wr_id status opcode vendor_err byte_len imm qp_num src_qp wc_flags
  *     pkey_index slid sl dlid_path_bits scatter_hex|-|~
  *       one ibv_wc of that call (byte_len/opcode/imm as left by the provider;
@@ -124,9 +127,14 @@ static struct ibv_send_wr dc_wrs[MAX_LIST];
 static struct dc_addr dc_addrs[MAX_LIST];
 static struct ibv_pd pd;
 
+static uint8_t *cq_uar;
+
 static void make_context(void)
 {
 	ctx = zalloc(sizeof(*ctx));
+	/* The CQ doorbell page mlx5_arm_cq writes to (UAR + MLX5_CQ_DOORBELL). */
+	cq_uar = zalloc(4096);
+	ctx->cq_uar_reg = cq_uar;
 	/* mlx5_err/mlx5_dbg print to dbg_fp (error CQEs are reported there). */
 	ctx->dbg_fp = fopen("/dev/null", "w");
 	ctx->prefer_bf = 1;
@@ -760,6 +768,19 @@ static void run_cq(unsigned cqes, unsigned sz, uint32_t cqn_base)
 				}
 				if (n < ne)
 					break;
+			}
+			/* Now and then a completion event (arm_sn++) and an arm. */
+			if (below(3) == 0) {
+				mlx5_cq_event(&c.cq->verbs_cq.cq);
+				puts("V");
+			}
+			if (below(2) == 0) {
+				int solicited = (int)below(2);
+				memset(cq_uar, 0, 4096);
+				mlx5_arm_cq(&c.cq->verbs_cq.cq, solicited);
+				printf("A %d %u ", solicited, be32toh(c.cq->dbrec[MLX5_CQ_ARM_DB]));
+				hex(cq_uar + MLX5_CQ_DOORBELL, 8);
+				putchar('\n');
 			}
 			done += k;
 			cqes_done[sz == 128] += k;

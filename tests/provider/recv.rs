@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use rrddmma::mlx5dv::be::Be32;
-use rrddmma::mlx5dv::cq::CqRing;
+use rrddmma::mlx5dv::cq::{CqRing, CQ_DOORBELL};
 use rrddmma::mlx5dv::cqe::{Completion, CqeOpcode};
+use rrddmma::mlx5dv::mmio::{Op, Recorder};
 
 use super::build::{unhex, Aligned};
 use super::{Mismatch, Mutation};
@@ -34,6 +35,8 @@ pub struct RecvStats {
     pub scatter: usize,
     /// Completions read through the extended poller (with timestamps).
     pub extended: usize,
+    /// Arms compared with `mlx5_arm_cq`.
+    pub arms: usize,
 }
 
 impl RecvStats {
@@ -47,8 +50,9 @@ impl RecvStats {
         }
         let _ = write!(
             s,
-            "; {} scattered to the CQE; {} read through the extended poller (timestamps compared)",
-            self.scatter, self.extended
+            "; {} scattered to the CQE; {} read through the extended poller (timestamps compared); {} arms \
+             against mlx5_arm_cq",
+            self.scatter, self.extended, self.arms
         );
         s
     }
@@ -156,6 +160,43 @@ pub fn check(out: &str, size: u32, mutation: Mutation) -> Result<RecvStats, Box<
                     return Err(
                         Mismatch::value(&format!("CQE {size} B"), &at, "consumer record", their_dbrec, ours).into()
                     );
+                }
+            }
+            "V" => {
+                if let Some(cq) = cq.as_mut() {
+                    cq.ring.event_received();
+                }
+            }
+            "A" => {
+                let Some(cq) = cq.as_mut() else { continue };
+                let solicited = f[0] == "1";
+                let their_rec: u32 = f[1].parse().unwrap();
+                let their_db = unhex(f[2]);
+                let mut rec = Recorder::default();
+                cq.ring.arm(&mut rec, solicited);
+                stats.arms += 1;
+                // SAFETY: the arm record is the second 4 aligned bytes of `dbrec`.
+                let ours_rec = unsafe { cq.dbrec.as_mut_ptr().cast::<Be32>().add(1).read() }.get();
+                let at = format!("arm {} (solicited {solicited})", stats.arms);
+                let kind = format!("CQ {size} B arm");
+                if ours_rec != their_rec {
+                    return Err(Mismatch::value(&kind, &at, "arm record (dbrec[1])", their_rec, ours_rec).into());
+                }
+                let expected = [
+                    Op::DbRec(their_rec),
+                    Op::WcStart,
+                    Op::Write64(CQ_DOORBELL, their_db.clone().try_into().expect("8 doorbell bytes")),
+                    Op::Flush,
+                ];
+                if rec.ops != expected {
+                    return Err(Mismatch::value(
+                        &kind,
+                        &at,
+                        "arm sequence (record, wc_start, doorbell at UAR + 0x20, flush)",
+                        format!("{expected:?}"),
+                        format!("{:?}", rec.ops),
+                    )
+                    .into());
                 }
             }
             "w" | "x" => {
