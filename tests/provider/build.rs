@@ -1,12 +1,14 @@
 //! Builds the provider (libmlx5 of the pinned rdma-core tree) and the C half
 //! of the harness, runs it once, and hands its output to the checks.
 //!
-//! The tree: `RRDDMMA_RDMA_CORE_SRC` (a directory or the `.tar.gz`, as for
-//! the source build), else the tarball `cargo xtask test` caches at
-//! `target/xtask/rdma-core-src/pyverbs-59.0.tar.gz`. It is unpacked and
-//! configured once under `CARGO_TARGET_TMPDIR/mlx5-provider/`; ninja then
-//! builds only `libmlx5.a`, `libibverbs.a` and rdma-core's two helper
-//! archives (a no-op when they are current).
+//! The build: `RRDDMMA_MLX5_PROVIDER_BUILD`, a configured rdma-core build
+//! folder (`cargo xtask test` passes the source build's, so the provider is
+//! compiled once), else one of our own: the tree `RRDDMMA_RDMA_CORE_SRC` (a
+//! directory or the `.tar.gz`, as for the source build), else the tarball
+//! `cargo xtask test` caches at `target/xtask/rdma-core-src/pyverbs-59.0.tar.gz`,
+//! unpacked and configured once under `CARGO_TARGET_TMPDIR/mlx5-provider/`.
+//! ninja then builds only `libmlx5.a`, `libibverbs.a` and rdma-core's two
+//! helper archives (a no-op when they are current).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -68,11 +70,25 @@ fn source_tree(work: &Path) -> PathBuf {
     find_root(&dest).unwrap_or_else(|| panic!("{} holds no rdma-core tree", src.display()))
 }
 
+/// A configured rdma-core build folder given by `RRDDMMA_MLX5_PROVIDER_BUILD`
+/// (the source build's, which `cargo xtask test` has just made) and the tree
+/// it was configured from.
+fn given_build() -> Option<(PathBuf, PathBuf)> {
+    let bdir = PathBuf::from(std::env::var_os("RRDDMMA_MLX5_PROVIDER_BUILD")?);
+    let cache = std::fs::read_to_string(bdir.join("CMakeCache.txt"))
+        .unwrap_or_else(|e| panic!("RRDDMMA_MLX5_PROVIDER_BUILD={}: no CMakeCache.txt ({e})", bdir.display()));
+    let tree = cache
+        .lines()
+        .find_map(|l| l.strip_prefix("CMAKE_HOME_DIRECTORY:INTERNAL="))
+        .unwrap_or_else(|| panic!("{}/CMakeCache.txt names no source tree", bdir.display()));
+    Some((PathBuf::from(tree), bdir))
+}
+
 /// Builds the provider and the harness; returns the harness executable.
 fn build() -> PathBuf {
     let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("mlx5-provider");
-    let tree = source_tree(&work);
-    let bdir = work.join("build");
+    std::fs::create_dir_all(&work).expect("create the harness folder");
+    let (tree, bdir) = given_build().unwrap_or_else(|| (source_tree(&work), work.join("build")));
     std::fs::create_dir_all(&bdir).expect("create the build folder");
     if !bdir.join("build.ninja").exists() {
         // The source build's configuration (build/source.rs).

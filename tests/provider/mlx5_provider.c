@@ -12,12 +12,13 @@
  * Output: one line per event, read by the Rust half, which replays the same
  * inputs through rrddmma's writer and decoder on a second set of buffers:
  *
- *   Q qpn wqe_cnt max_gs max_inline bf_size uuarn prefer_bf sig_all seed rc|ud
+ *   Q qpn wqe_cnt max_gs max_inline bf_size uuarn prefer_bf sig_all seed rc|ud|dc|dcs
  *       a send queue; its ring starts filled with fill(seed) bytes
  *   U remote_qpn remote_qkey av_hex
  *       UD: the address of the next request (the AH's address vector)
- *   D dctn dc_key av_hex
- *       DC: the address of the next request (mlx5dv_wr_set_dc_addr's arguments)
+ *   D dctn dc_key stream av_hex
+ *       DC: the address of the next request (mlx5dv_wr_set_dc_addr's
+ *       arguments; with DCI streams, mlx5dv_wr_set_dc_addr_stream's)
  *   R opcode flags imm raddr rkey swap compare_add nsge {len lkey addr}* inl_hex|-
  *       one request of the next list (flags: the IBV_SEND_* bits)
  *   P rc cur_post dbrec bf_offset_before bf_offset_after db_off db_len db_hex
@@ -30,13 +31,18 @@
  *       a completion queue (its buffer starts invalid: opcode 0xf, owner 1)
  *   E idx hex      an entry written into the CQ as hardware would
  *   O ne n dbrec   one mlx5_poll_cq(ne) call returned n; the consumer record
- *   w wr_id status opcode vendor_err byte_len imm qp_num src_qp wc_flags
+ *   V              mlx5_cq_event: a completion event was taken (arm_sn++)
+ *   A solicited arm_record uar_hex
+ *                  mlx5_arm_cq: the arm record and the 8 bytes at UAR + 0x20
+ *   w|x wr_id status opcode vendor_err byte_len imm qp_num src_qp wc_flags
  *     pkey_index slid sl dlid_path_bits scatter_hex|-|~
  *       one ibv_wc of that call (byte_len/opcode/imm as left by the provider;
  *       fields it does not set hold the sentinel 0x5a5a...); for a
  *       successful receive of at most 64 bytes, the bytes the provider left
  *       in its receive buffer ('~' when a later receive of the same call
- *       used that buffer too)
+ *       used that buffer too); 'x' lines come from the extended poller
+ *       (ibv_start_poll / ibv_next_poll / ibv_end_poll and the ibv_wc_read_*
+ *       readers) and end with the completion timestamp
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -112,15 +118,23 @@ struct dc_addr {
 	struct mlx5_ah *ah;
 	uint32_t dctn;
 	uint64_t key;
+	uint16_t stream;
 	unsigned setters_order;
 };
+/* DCI streams: the DC address set with mlx5dv_wr_set_dc_addr_stream. */
+static int dci_streams;
 static struct ibv_send_wr dc_wrs[MAX_LIST];
 static struct dc_addr dc_addrs[MAX_LIST];
 static struct ibv_pd pd;
 
+static uint8_t *cq_uar;
+
 static void make_context(void)
 {
 	ctx = zalloc(sizeof(*ctx));
+	/* The CQ doorbell page mlx5_arm_cq writes to (UAR + MLX5_CQ_DOORBELL). */
+	cq_uar = zalloc(4096);
+	ctx->cq_uar_reg = cq_uar;
 	/* mlx5_err/mlx5_dbg print to dbg_fp (error CQEs are reported there). */
 	ctx->dbg_fp = fopen("/dev/null", "w");
 	ctx->prefer_bf = 1;
@@ -261,6 +275,7 @@ static void random_request(struct ibv_send_wr *wr, struct ibv_sge *sg, int max_g
 		d->dctn = (uint32_t)rnd() & 0xffffff;
 		d->key = rnd();
 		d->setters_order = below(2);
+		d->stream = dci_streams ? (uint16_t)rnd() : 0;
 	}
 	wr->wr_id = rnd();
 	wr->sg_list = sg;
@@ -343,9 +358,9 @@ static void make_ahs(void)
 static void print_request(const struct ibv_send_wr *wr)
 {
 	if (transport == IBV_QPT_DRIVER) {
-		/* D dctn dc_key av_hex: the DC address of the next request. */
+		/* D dctn dc_key stream av_hex: the DC address of the next request. */
 		const struct dc_addr *d = &dc_addrs[wr - dc_wrs];
-		printf("D %u %llu ", d->dctn, (unsigned long long)d->key);
+		printf("D %u %llu %u ", d->dctn, (unsigned long long)d->key, d->stream);
 		hex(&d->ah->av, sizeof(d->ah->av));
 		putchar('\n');
 	}
@@ -428,7 +443,10 @@ static int post_dc(struct mlx5_qp *qp, struct ibv_send_wr *wrs, unsigned k)
 		}
 		for (unsigned step = 0; step < 2; step++) {
 			if (step == d->setters_order) {
-				mlx5dv_wr_set_dc_addr(dv, &d->ah->ibv_ah, d->dctn, d->key);
+				if (dci_streams)
+					mlx5dv_wr_set_dc_addr_stream(dv, &d->ah->ibv_ah, d->dctn, d->key, d->stream);
+				else
+					mlx5dv_wr_set_dc_addr(dv, &d->ah->ibv_ah, d->dctn, d->key);
 			} else if ((wr->send_flags & IBV_SEND_INLINE) && wr->num_sge) {
 				struct ibv_data_buf bufs[MAX_SGE];
 				for (int j = 0; j < wr->num_sge; j++) {
@@ -480,7 +498,7 @@ static void run_send(unsigned lists, uint32_t qpn_base)
 		ctx->prefer_bf = prefer_bf;
 		printf("Q %u %u %d %d %u %u %d %d %llu %s\n", qpn, wqe_cnt, max_gs, max_inline, bf_size, uuarn, prefer_bf,
 		       sig_all, (unsigned long long)seed,
-		       transport == IBV_QPT_UD ? "ud" : transport == IBV_QPT_DRIVER ? "dc" : "rc");
+		       transport == IBV_QPT_UD ? "ud" : transport == IBV_QPT_DRIVER ? (dci_streams ? "dcs" : "dc") : "rc");
 		if (transport != IBV_QPT_RC)
 			make_ahs();
 		/* Enough lists on this queue to wrap it a few times. */
@@ -558,7 +576,7 @@ static struct mlx5_qp *make_rq_qp(uint32_t qpn, uint8_t *rbuf)
 	qp->verbs_qp.qp.qp_type = IBV_QPT_RC;
 	qp->rsc.type = MLX5_RSC_TYPE_QP;
 	qp->rsc.rsn = qpn;
-	/* SQ: 64 WQEs whose wr_id is 0x5100_0000 | qpn << 8... (wrid[i] = sq tag | i). */
+	/* SQ: 64 WQEs, wr_id 0x5100 << 48 | qpn << 16 | index; the RQ the same with tag 0x5200. */
 	qp->sq.wqe_cnt = 64;
 	qp->sq.wrid = calloc(64, sizeof(uint64_t));
 	qp->sq.wqe_head = calloc(64, sizeof(unsigned));
@@ -616,6 +634,7 @@ static void random_cqe(uint8_t *entry, unsigned sz, uint32_t qpn, unsigned owner
 		c->sop_drop_qpn = htobe32(((uint32_t)wop << 24) | qpn);
 	} else if (kind < 7) {
 		op = resp_ops[below(sizeof(resp_ops))];
+		c->app = 0; /* not tag matching */
 		c->sop_drop_qpn = htobe32(((uint32_t)below(256) << 24) | qpn);
 		unsigned s = below(4);
 		if (s == 1) {
@@ -638,6 +657,35 @@ static void random_cqe(uint8_t *entry, unsigned sz, uint32_t qpn, unsigned owner
 
 static unsigned cqes_done[2];
 
+/* Up to ne completions through the extended poller, read into ibv_wc
+ * fields (src_qp and the other fields not asked for stay 0) and ts. */
+static int poll_ex(struct mlx5_cq *cq, int ne, struct ibv_wc *wc, uint64_t *ts)
+{
+	struct ibv_cq_ex *cx = &cq->verbs_cq.cq_ex;
+	struct ibv_poll_cq_attr attr = { .comp_mask = 0 };
+	int n = 0;
+	if (ibv_start_poll(cx, &attr))
+		return 0;
+	for (;;) {
+		struct ibv_wc *w = &wc[n];
+		memset(w, 0, sizeof(*w));
+		w->wr_id = cx->wr_id;
+		w->status = cx->status;
+		w->opcode = ibv_wc_read_opcode(cx);
+		w->vendor_err = ibv_wc_read_vendor_err(cx);
+		w->byte_len = ibv_wc_read_byte_len(cx);
+		w->imm_data = ibv_wc_read_imm_data(cx);
+		w->qp_num = ibv_wc_read_qp_num(cx);
+		w->wc_flags = ibv_wc_read_wc_flags(cx);
+		ts[n] = ibv_wc_read_completion_ts(cx);
+		n++;
+		if (n == ne || ibv_next_poll(cx))
+			break;
+	}
+	ibv_end_poll(cx);
+	return n;
+}
+
 static void run_cq(unsigned cqes, unsigned sz, uint32_t cqn_base)
 {
 	unsigned done = 0;
@@ -655,6 +703,13 @@ static void run_cq(unsigned cqes, unsigned sz, uint32_t cqn_base)
 		c.cq->active_buf = &c.cq->buf_a;
 		c.cq->dbrec = zalloc(64);
 		c.cq->cons_index = 0;
+		/* The extended poller's entries, as ibv_create_cq_ex installs them. */
+		struct ibv_cq_init_attr_ex cq_attr = {
+			.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
+				    IBV_WC_EX_WITH_COMPLETION_TIMESTAMP,
+		};
+		if (mlx5_cq_fill_pfns(c.cq, &cq_attr, ctx))
+			abort();
 		/* Fresh CQ: every entry invalid, owner 1 (as libmlx5's init does). */
 		for (unsigned i = 0; i < cnt; i++)
 			((uint8_t *)c.cq->buf_a.buf)[i * sz + sz - 1] = MLX5_CQE_INVALID << 4 | 1;
@@ -681,11 +736,14 @@ static void run_cq(unsigned cqes, unsigned sz, uint32_t cqn_base)
 				int ne = 1 + (int)below(16);
 				memset(wc, 0x5a, sizeof(wc));
 				memset(c.rbuf, 0, 3 * RQ_CNT * RQ_BUF);
-				int n = mlx5_poll_cq(&c.cq->verbs_cq.cq, ne, wc);
+				uint64_t ts[16];
+				/* Half the calls go through the extended path (ibv_start_poll and its readers). */
+				int ex = (int)below(2);
+				int n = ex ? poll_ex(c.cq, ne, wc, ts) : mlx5_poll_cq(&c.cq->verbs_cq.cq, ne, wc);
 				printf("O %d %d %u\n", ne, n, be32toh(c.cq->dbrec[MLX5_CQ_SET_CI]));
 				for (int i = 0; i < n; i++) {
 					struct ibv_wc *w = &wc[i];
-					printf("w %llu %d %d %u %u %u %u %u %u %u %u %u %u ", (unsigned long long)w->wr_id,
+					printf("%c %llu %d %d %u %u %u %u %u %u %u %u %u %u ", ex ? 'x' : 'w', (unsigned long long)w->wr_id,
 					       w->status, w->opcode, w->vendor_err, w->byte_len, w->imm_data, w->qp_num,
 					       w->src_qp, w->wc_flags, w->pkey_index, w->slid, w->sl, w->dlid_path_bits);
 					/* A receive's scattered bytes, as the provider copied them to the buffer. */
@@ -704,14 +762,66 @@ static void run_cq(unsigned cqes, unsigned sz, uint32_t cqn_base)
 					} else {
 						putchar('-');
 					}
+					if (ex)
+						printf(" %llu", (unsigned long long)ts[i]);
 					putchar('\n');
 				}
 				if (n < ne)
 					break;
 			}
+			/* Now and then a completion event (arm_sn++) and an arm. */
+			if (below(3) == 0) {
+				mlx5_cq_event(&c.cq->verbs_cq.cq);
+				puts("V");
+			}
+			if (below(2) == 0) {
+				int solicited = (int)below(2);
+				memset(cq_uar, 0, 4096);
+				mlx5_arm_cq(&c.cq->verbs_cq.cq, solicited);
+				printf("A %d %u ", solicited, be32toh(c.cq->dbrec[MLX5_CQ_ARM_DB]));
+				hex(cq_uar + MLX5_CQ_DOORBELL, 8);
+				putchar('\n');
+			}
 			done += k;
 			cqes_done[sz == 128] += k;
 		}
+	}
+}
+
+/* Masked compare-and-swap: libmlx5 has no path for it, so the reference is
+ * built here from the provider's own definitions, independently of
+ * rrddmma's writer: mlx5dv_set_ctrl_seg, struct mlx5_wqe_raddr_seg, the
+ * provider's struct mlx5_wqe_masked_atomic_seg (wqe.h) and
+ * mlx5dv_set_data_seg. The opmod (0x09: 8-byte arguments) is the one value
+ * taken as rrddmma states it.
+ *   M qpn fm_ce_se raddr rkey swap compare swap_mask compare_mask lkey laddr wqe_hex
+ * (WQE i of one queue of 2 basic blocks: WQE index 2 * i). */
+static void run_masked(unsigned n)
+{
+	uint32_t qpn = (uint32_t)rnd() & 0xffffff;
+	for (unsigned i = 0; i < n; i++) {
+		uint8_t wqe[80];
+		memset(wqe, 0, sizeof(wqe));
+		uint8_t fm = (uint8_t)(rnd() & (MLX5_WQE_CTRL_CQ_UPDATE | MLX5_WQE_CTRL_SOLICITED | MLX5_WQE_CTRL_FENCE));
+		uint64_t raddr = rnd() & ~7ULL, swap = rnd(), cmp = rnd(), smask = rnd(), cmask = rnd(), laddr = rnd();
+		uint32_t rkey = (uint32_t)rnd(), lkey = (uint32_t)rnd();
+		mlx5dv_set_ctrl_seg((struct mlx5_wqe_ctrl_seg *)wqe, (uint16_t)(2 * i), MLX5_OPCODE_ATOMIC_MASKED_CS, 0x09,
+				    qpn, fm, sizeof(wqe) / 16, 0, 0);
+		struct mlx5_wqe_raddr_seg *r = (void *)(wqe + 16);
+		r->raddr = htobe64(raddr);
+		r->rkey = htobe32(rkey);
+		r->reserved = 0;
+		struct mlx5_wqe_masked_atomic_seg *m = (void *)(wqe + 32);
+		m->swap_add = htobe64(swap);
+		m->compare = htobe64(cmp);
+		m->swap_add_mask = htobe64(smask);
+		m->compare_mask = htobe64(cmask);
+		mlx5dv_set_data_seg((struct mlx5_wqe_data_seg *)(wqe + 64), 8, lkey, laddr);
+		printf("M %u %u %llu %u %llu %llu %llu %llu %u %llu ", qpn, fm, (unsigned long long)raddr, rkey,
+		       (unsigned long long)swap, (unsigned long long)cmp, (unsigned long long)smask,
+		       (unsigned long long)cmask, lkey, (unsigned long long)laddr);
+		hex(wqe, sizeof(wqe));
+		putchar('\n');
 	}
 }
 
@@ -726,7 +836,12 @@ int main(int argc, char **argv)
 	run_send(lists, 0x200000);
 	transport = IBV_QPT_DRIVER;
 	run_send(lists, 0x400000);
+	/* DCI streams: a smaller run (rrddmma's writer has no stream id yet). */
+	dci_streams = 1;
+	run_send(lists / 5, 0x600000);
+	dci_streams = 0;
 	transport = IBV_QPT_RC;
+	run_masked(2000);
 	run_cq(cqes, 64, 0x10);
 	run_cq(cqes, 128, 0x8000);
 	printf("T send_lists=%u cqe64=%u cqe128=%u\n", send_lists, cqes_done[0], cqes_done[1]);

@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use rrddmma::mlx5dv::be::Be32;
-use rrddmma::mlx5dv::cq::CqRing;
+use rrddmma::mlx5dv::cq::{CqRing, CQ_DOORBELL};
 use rrddmma::mlx5dv::cqe::{Completion, CqeOpcode};
+use rrddmma::mlx5dv::mmio::{Op, Recorder};
 
 use super::build::{unhex, Aligned};
 use super::{Mismatch, Mutation};
@@ -32,18 +33,27 @@ pub struct RecvStats {
     pub wraps: usize,
     pub by_kind: BTreeMap<String, usize>,
     pub scatter: usize,
+    /// Completions read through the extended poller (with timestamps).
+    pub extended: usize,
+    /// Arms compared with `mlx5_arm_cq`.
+    pub arms: usize,
 }
 
 impl RecvStats {
     pub fn summary(&self, size: u32) -> String {
         let mut s = format!(
-            "CQE {size} B: {} CQEs on {} CQs, {} mlx5_poll_cq calls, {} ring wraps; ",
+            "CQE {size} B: {} CQEs on {} CQs, {} poll calls, {} ring wraps; ",
             self.cqes, self.cqs, self.polls, self.wraps
         );
         for (i, (k, n)) in self.by_kind.iter().enumerate() {
             let _ = write!(s, "{}{k} {n}", if i > 0 { ", " } else { "" });
         }
-        let _ = write!(s, "; {} scattered to the CQE", self.scatter);
+        let _ = write!(
+            s,
+            "; {} scattered to the CQE; {} read through the extended poller (timestamps compared); {} arms \
+             against mlx5_arm_cq",
+            self.scatter, self.extended, self.arms
+        );
         s
     }
 }
@@ -152,7 +162,44 @@ pub fn check(out: &str, size: u32, mutation: Mutation) -> Result<RecvStats, Box<
                     );
                 }
             }
-            "w" => {
+            "V" => {
+                if let Some(cq) = cq.as_mut() {
+                    cq.ring.event_received();
+                }
+            }
+            "A" => {
+                let Some(cq) = cq.as_mut() else { continue };
+                let solicited = f[0] == "1";
+                let their_rec: u32 = f[1].parse().unwrap();
+                let their_db = unhex(f[2]);
+                let mut rec = Recorder::default();
+                cq.ring.arm(&mut rec, solicited);
+                stats.arms += 1;
+                // SAFETY: the arm record is the second 4 aligned bytes of `dbrec`.
+                let ours_rec = unsafe { cq.dbrec.as_mut_ptr().cast::<Be32>().add(1).read() }.get();
+                let at = format!("arm {} (solicited {solicited})", stats.arms);
+                let kind = format!("CQ {size} B arm");
+                if ours_rec != their_rec {
+                    return Err(Mismatch::value(&kind, &at, "arm record (dbrec[1])", their_rec, ours_rec).into());
+                }
+                let expected = [
+                    Op::DbRec(their_rec),
+                    Op::WcStart,
+                    Op::Write64(CQ_DOORBELL, their_db.clone().try_into().expect("8 doorbell bytes")),
+                    Op::Flush,
+                ];
+                if rec.ops != expected {
+                    return Err(Mismatch::value(
+                        &kind,
+                        &at,
+                        "arm sequence (record, wc_start, doorbell at UAR + 0x20, flush)",
+                        format!("{expected:?}"),
+                        format!("{:?}", rec.ops),
+                    )
+                    .into());
+                }
+            }
+            "w" | "x" => {
                 let Some(cq) = cq.as_ref() else { continue };
                 let mut c = pending[next];
                 let ci = ci_before.wrapping_add(next as u32);
@@ -166,7 +213,7 @@ pub fn check(out: &str, size: u32, mutation: Mutation) -> Result<RecvStats, Box<
                     c.byte_len ^= 1;
                     mutated = true;
                 }
-                compare(cq, ci, &f, &c, size, &mut stats)?;
+                compare(cq, ci, &f, &c, size, tag == "x", &mut stats)?;
             }
             _ => {}
         }
@@ -174,12 +221,15 @@ pub fn check(out: &str, size: u32, mutation: Mutation) -> Result<RecvStats, Box<
     Ok(stats)
 }
 
+/// One completion: libmlx5's (`w`: an `ibv_wc` of `mlx5_poll_cq`; `x`, with
+/// `ex`: the extended poller's readers and the timestamp) against ours.
 fn compare(
     cq: &Cq,
     ci: u32,
     w: &[&str],
     c: &Completion,
     size: u32,
+    ex: bool,
     stats: &mut RecvStats,
 ) -> Result<(), Box<Mismatch>> {
     let num = |i: usize| -> u64 { w[i].parse().unwrap() };
@@ -224,7 +274,18 @@ fn compare(
             checks.push(("invalidated_rkey", 36, imm.into(), u32::from_be(c.imm).into()));
         }
     }
-    if c.opcode == CqeOpcode::REQ && cqe[56] == WQE_RDMA_READ {
+    if ex {
+        // The extended poller's readers take these from the CQE for every
+        // completion: byte_cnt, imm_inval_pkey (host order for SEND_INV),
+        // the timestamp.
+        stats.extended += 1;
+        checks.push(("completion timestamp (ibv_wc_read_completion_ts)", 48, num(14), c.timestamp));
+        checks.push(("byte_len (ibv_wc_read_byte_len)", 44, byte_len.into(), c.byte_len.into()));
+        if !error {
+            let ours = if c.opcode == CqeOpcode::RESP_SEND_INV { u32::from_be(c.imm) } else { c.imm };
+            checks.push(("imm_data (ibv_wc_read_imm_data)", 36, imm.into(), ours.into()));
+        }
+    } else if c.opcode == CqeOpcode::REQ && cqe[56] == WQE_RDMA_READ {
         checks.push(("byte_len", 44, byte_len.into(), c.byte_len.into()));
     }
     for (field, byte, theirs, ours) in checks {

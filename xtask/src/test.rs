@@ -178,7 +178,6 @@ pub fn run(_args: &[String]) -> Result<()> {
     feature_checks(&mut tally);
     crate::mlnx4::check(&mut tally);
     crate::cluster::fuzz_smoke(&mut tally);
-    crate::mlx5_provider::check(&mut tally, &rdma_core_source()?);
 
     let shared = device_binary(&[], None)?;
     let src = rdma_core_source()?;
@@ -194,6 +193,7 @@ pub fn run(_args: &[String]) -> Result<()> {
     };
     let static_rxe = build_static("mlx5,rxe", "target/static-rxe")?;
     let static_mlx5 = build_static("mlx5", "target/static-mlx5")?;
+    crate::mlx5_provider::check(&mut tally, &rdma_core_source()?);
     let static_debian = device_binary(
         &[("RRDDMMA_LINKAGE", "static"), ("RRDDMMA_STATIC_PROVIDERS", "mlx5,rxe")],
         Some("target/static-debian"),
