@@ -49,8 +49,9 @@ pub fn check(out: &str) -> Result<usize, Box<Mismatch>> {
     for (i, f) in lines.iter().enumerate() {
         let num = |i: usize| -> u64 { f[i].parse().unwrap() };
         let fm = CtrlFlags::from_bits_retain(num(1) as u8);
-        let w = sq
-            .wqe(WqeOpcode::ATOMIC_MASKED_CS, ext_atomic_opmod(3), fm, 0)
+        // SAFETY: a masked CAS's layout: remote address, the masked atomic
+        // segment, then one data segment; the ring is never handed to a device.
+        let w = unsafe { sq.wqe(WqeOpcode::ATOMIC_MASKED_CS, ext_atomic_opmod(3), fm, 0) }
             .raddr(num(2), num(3) as u32)
             .masked_cas(num(4), num(5), num(6), num(7));
         // SAFETY: the ring is never handed to a device; the address is only compared.

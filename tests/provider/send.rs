@@ -346,7 +346,11 @@ fn write_request(q: &mut Queue, r: &Request, mutate_flags: bool, post: Option<&m
         FAA => (WqeOpcode::ATOMIC_FA, 0),
         op => panic!("unknown opcode {op}"),
     };
-    let mut w = q.sq.wqe(opcode, 0, flags, imm);
+    // SAFETY: the segments below follow each opcode's layout (remote
+    // address for RDMA, atomic arguments for atomics, the datagram segment
+    // for UD, then data or inline), and the ring is ordinary memory that no
+    // device reads: the bytes are only compared with libmlx5's.
+    let mut w = unsafe { q.sq.wqe(opcode, 0, flags, imm) };
     if let Some((qpn, qkey, av)) = &r.ud {
         // The address vector as a direct user builds it from the AH's fields:
         // the Q_Key in the key's high half, the extended-AV bit with the QPN.
