@@ -15,7 +15,7 @@
 //! | [`SqRing::masked_cas`], [`SqRing::masked_fa`] | control, remote address, masked atomic (opmod `0x09`) | data |
 //!
 //! The connected builders panic on a ring of a UD QP or DC initiator, and
-//! `send_ud` on a connected one ([`SqTransport`](super::sq::SqTransport)):
+//! `send_ud` on a connected one ([`SqTransport`]):
 //! the device would read their segments at other offsets.
 //!
 //! A payload beyond the QP's `max_inline_data` or `max_send_sge`, or a WQE
