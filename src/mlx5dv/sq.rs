@@ -784,7 +784,7 @@ mod sealed {
 ///
 /// A type of the caller's, which may have padding bytes, is refused:
 ///
-/// ```compile_fail
+/// ```compile_fail,E0277
 /// use rrddmma::mlx5dv::sq::WqeWriter;
 /// #[derive(Clone, Copy)]
 /// #[repr(C)]
@@ -797,7 +797,7 @@ mod sealed {
 /// and so is a data segment, whose address only the `unsafe`
 /// [`WqeWriter::data`] may put in a WQE:
 ///
-/// ```compile_fail
+/// ```compile_fail,E0277
 /// use rrddmma::mlx5dv::{seg::DataSeg, sq::WqeWriter};
 /// fn add(w: WqeWriter<'_>) -> WqeWriter<'_> {
 ///     let mut d = DataSeg::default();
