@@ -56,7 +56,8 @@ impl Model {
             return None;
         }
         let start = self.sq.cur_post();
-        let mut w = self.sq.write(CtrlFlags::CQ_UPDATE, RemoteAddr { addr: tag, rkey: 1 });
+        // An RDMA READ: control, remote address, `data` data segments.
+        let mut w = self.sq.read(CtrlFlags::CQ_UPDATE, RemoteAddr { addr: tag, rkey: 1 });
         for i in 0..data {
             // SAFETY: no device reads this ring.
             w = unsafe { w.data(8, 2, tag + u64::from(i)) };

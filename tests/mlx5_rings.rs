@@ -17,12 +17,12 @@ use rrddmma::mlx5dv::wqe::Wqe;
 use rrddmma::prim::{RemoteAddr, WcStatus};
 
 /// Data segments in the ring models.
-trait Data {
-    fn d(self, len: u32, lkey: u32, addr: u64) -> Self;
+trait Data<'s> {
+    fn d(self, len: u32, lkey: u32, addr: u64) -> Wqe<'s, false>;
 }
 
-impl<const I: bool> Data for Wqe<'_, I> {
-    fn d(self, len: u32, lkey: u32, addr: u64) -> Self {
+impl<'s, const I: bool> Data<'s> for Wqe<'s, I> {
+    fn d(self, len: u32, lkey: u32, addr: u64) -> Wqe<'s, false> {
         // SAFETY: ring models: no device ever reads these rings, so the
         // addresses are only bytes to check.
         unsafe { self.data(len, lkey, addr) }
@@ -313,11 +313,13 @@ fn post_rings_like_finish_then_ring() {
         let mut rec = Recorder::default();
         for (i, bf_size_fits) in [(0u64, true), (1, false)] {
             let w = sq.write(CtrlFlags::CQ_UPDATE, at(i, 1));
-            let w = if bf_size_fits { w.d(8, 2, 3) } else { w.inline(&[7u8; 200]) };
-            if use_post {
-                w.post(&mut rec);
-            } else {
-                w.finish();
+            match (bf_size_fits, use_post) {
+                (true, true) => _ = w.d(8, 2, 3).post(&mut rec),
+                (true, false) => _ = w.d(8, 2, 3).finish(),
+                (false, true) => _ = w.inline(&[7u8; 200]).post(&mut rec),
+                (false, false) => _ = w.inline(&[7u8; 200]).finish(),
+            }
+            if !use_post {
                 sq.ring(&mut rec);
             }
         }

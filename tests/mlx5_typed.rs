@@ -108,16 +108,19 @@ fn both_on(
     a.wqe()
 }
 
-trait Data {
-    fn d(self, len: u32, lkey: u32, addr: u64) -> Self;
+trait Data<'s> {
+    fn d(self, len: u32, lkey: u32, addr: u64) -> Wqe<'s, false>;
 }
-impl<const I: bool> Data for Wqe<'_, I> {
-    fn d(self, len: u32, lkey: u32, addr: u64) -> Self {
+impl<'s, const I: bool> Data<'s> for Wqe<'s, I> {
+    fn d(self, len: u32, lkey: u32, addr: u64) -> Wqe<'s, false> {
         // SAFETY: no device reads these rings.
         unsafe { self.data(len, lkey, addr) }
     }
 }
-impl Data for WqeWriter<'_> {
+trait RawData {
+    fn d(self, len: u32, lkey: u32, addr: u64) -> Self;
+}
+impl RawData for WqeWriter<'_> {
     fn d(self, len: u32, lkey: u32, addr: u64) -> Self {
         // SAFETY: no device reads these rings.
         unsafe { self.data(len, lkey, addr) }
@@ -239,8 +242,10 @@ fn regression_inline_beyond_max_inline_data_panics() {
         sq.write(CtrlFlags::empty(), at(1, 2)).inline(&[0; 17]).finish();
     });
     assert!(msg.contains("17 bytes of inline data") && msg.contains("max_inline_data of 16"), "{msg}");
+    // The raw writer adds up the inline bytes of all its inline segments.
     let msg = refused(limits, |sq| {
-        sq.send(CtrlFlags::empty()).inline(&[0; 10]).inline(&[0; 10]).finish();
+        // SAFETY: no device reads this ring.
+        unsafe { sq.wqe(WqeOpcode::SEND, 0, CtrlFlags::empty(), 0) }.inline(&[0; 10]).inline(&[0; 10]).finish();
     });
     assert!(msg.contains("20 bytes of inline data"), "inline bytes add up over segments: {msg}");
     // At the limit it is taken.

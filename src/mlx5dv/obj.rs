@@ -31,7 +31,8 @@ use crate::prim::{Cq, Error, Qp, QpAttr, QpCaps, QpState, QpType, RemoteAddr, Re
 /// While the view lives it holds a claim on the QP: [`Qp::modify`] to RESET
 /// panics (the device would restart at WQE 0 under the view's producer
 /// index and re-execute stale WQEs), and a second view cannot be made.
-/// [`DirectSq::reset`] resets the QP and the ring together.
+/// [`DirectSq::reset`] resets the QP and the ring together. Dropping the
+/// view gives the claim back (a view leaked with `mem::forget` keeps it).
 #[derive(Debug)]
 pub struct DirectSq<'q> {
     ring: SqRing,

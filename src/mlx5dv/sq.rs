@@ -153,7 +153,9 @@ impl SqRing {
     /// `2 * bf_size` bytes (8 when `bf_size` is 0) aligned to 8, all alive
     /// and used by nothing else while the ring lives. Every WQE the device
     /// is then told about (through the doorbell) must meet the contract of
-    /// [`Qp::post_send`](crate::prim::Qp::post_send).
+    /// [`Qp::post_send`](crate::prim::Qp::post_send), and a CQ ring later
+    /// given to [`SqRing::bind_cq`] must be one the device writes this QP's
+    /// completions to (a ring of made-up CQEs would free WQEs early).
     ///
     /// # Panics
     /// If `wqe_cnt` is not a power of two or above 65536, or if a pointer is
@@ -784,7 +786,7 @@ mod sealed {
 ///
 /// A type of the caller's, which may have padding bytes, is refused:
 ///
-/// ```compile_fail
+/// ```compile_fail,E0277
 /// use rrddmma::mlx5dv::sq::WqeWriter;
 /// #[derive(Clone, Copy)]
 /// #[repr(C)]
@@ -797,7 +799,7 @@ mod sealed {
 /// and so is a data segment, whose address only the `unsafe`
 /// [`WqeWriter::data`] may put in a WQE:
 ///
-/// ```compile_fail
+/// ```compile_fail,E0277
 /// use rrddmma::mlx5dv::{seg::DataSeg, sq::WqeWriter};
 /// fn add(w: WqeWriter<'_>) -> WqeWriter<'_> {
 ///     let mut d = DataSeg::default();

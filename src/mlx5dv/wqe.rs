@@ -7,15 +7,15 @@
 //! | builder | segments written | payload |
 //! |---|---|---|
 //! | [`SqRing::nop`] | control | none |
-//! | [`SqRing::send`], [`SqRing::send_imm`] | control | data or inline |
-//! | [`SqRing::send_ud`] | control, datagram | data or inline |
-//! | [`SqRing::write`], [`SqRing::write_imm`] | control, remote address | data or inline |
+//! | [`SqRing::send`], [`SqRing::send_imm`] | control | a gather list or one inline segment |
+//! | [`SqRing::send_ud`] | control, datagram | a gather list or one inline segment |
+//! | [`SqRing::write`], [`SqRing::write_imm`] | control, remote address | a gather list or one inline segment |
 //! | [`SqRing::read`] | control, remote address | data (the local target) |
 //! | [`SqRing::cas`], [`SqRing::fetch_add`] | control, remote address, atomic | data (the 8-byte local target) |
 //! | [`SqRing::masked_cas`], [`SqRing::masked_fa`] | control, remote address, masked atomic (opmod `0x09`) | data |
 //!
 //! The connected builders panic on a ring of a UD QP or DC initiator, and
-//! `send_ud` on a connected one ([`SqTransport`](super::sq::SqTransport)):
+//! `send_ud` on a connected one ([`SqTransport`]):
 //! the device would read their segments at other offsets.
 //!
 //! A payload beyond the QP's `max_inline_data` or `max_send_sge`, or a WQE
@@ -30,6 +30,15 @@
 //! }
 //! ```
 //!
+//! nor anything after an inline payload:
+//!
+//! ```compile_fail,E0599
+//! use rrddmma::mlx5dv::{seg::CtrlFlags, sq::SqRing};
+//! fn f(sq: &mut SqRing) {
+//!     sq.send(CtrlFlags::empty()).inline(&[1; 8]).inline(&[2; 8]).finish();
+//! }
+//! ```
+//!
 //! and a READ or an atomic takes no inline payload (its data segment is
 //! where the device writes):
 //!
@@ -40,6 +49,16 @@
 //!     sq.read(CtrlFlags::empty(), RemoteAddr { addr: 0, rkey: 1 }).inline(&[0; 8]).finish();
 //! }
 //! ```
+//!
+//! nor does a WQE after a data segment:
+//!
+//! ```compile_fail,E0599
+//! use rrddmma::mlx5dv::{seg::CtrlFlags, sq::SqRing};
+//! fn f(sq: &mut SqRing) {
+//!     // SAFETY: (never compiled)
+//!     unsafe { sq.send(CtrlFlags::empty()).data(8, 1, 0x1000) }.inline(&[0; 8]).finish();
+//! }
+//! ```
 
 use super::mmio::Mmio;
 use super::seg::{ext_atomic_opmod, CtrlFlags, DatagramSeg, WqeOpcode};
@@ -47,8 +66,12 @@ use super::sq::{SqRing, SqTransport, WqeWriter};
 use crate::prim::RemoteAddr;
 
 /// A WQE whose header segments are written; add its payload, then
-/// [`Wqe::finish`] or [`Wqe::post`]. `INLINE` says whether the opcode takes
-/// inline data (SEND, WRITE) or only data segments (READ, atomics).
+/// [`Wqe::finish`] or [`Wqe::post`]. `INLINE` says whether an inline
+/// payload may still come: true for a fresh SEND or WRITE, false for a READ
+/// or an atomic and once a data segment was added. A payload is one inline
+/// segment or a gather list, never both (as libmlx5 builds them), so the
+/// device finds no bytes of the caller's where it could read a data segment,
+/// whatever it does after an inline segment.
 #[derive(Debug)]
 #[must_use = "a WQE is published only by finish or post"]
 pub struct Wqe<'s, const INLINE: bool> {
@@ -67,7 +90,7 @@ impl<'s, const INLINE: bool> Wqe<'s, INLINE> {
     /// # Panics
     /// Past the QP's `max_send_sge` data segments.
     #[inline(always)]
-    pub unsafe fn data(self, len: u32, lkey: u32, addr: u64) -> Self {
+    pub unsafe fn data(self, len: u32, lkey: u32, addr: u64) -> Wqe<'s, false> {
         // SAFETY: forwarded contract; a data segment is what the opcode
         // expects at this point of the WQE.
         Wqe { w: unsafe { self.w.data(len, lkey, addr) } }
@@ -88,13 +111,35 @@ impl<'s, const INLINE: bool> Wqe<'s, INLINE> {
 }
 
 impl<'s> Wqe<'s, true> {
-    /// Inline payload, copied into the WQE now ([`WqeWriter::inline`]).
+    /// The whole payload inline, copied into the WQE now
+    /// ([`WqeWriter::inline`]); the WQE is then complete.
     ///
     /// # Panics
-    /// If the WQE's inline bytes would exceed the QP's `max_inline_data`.
+    /// If `data` is longer than the QP's `max_inline_data`.
     #[inline(always)]
-    pub fn inline(self, data: &[u8]) -> Self {
-        Wqe { w: self.w.inline(data) }
+    pub fn inline(self, data: &[u8]) -> Complete<'s> {
+        Complete { w: self.w.inline(data) }
+    }
+}
+
+/// A WQE with its inline payload: [`Complete::finish`] or [`Complete::post`].
+#[derive(Debug)]
+#[must_use = "a WQE is published only by finish or post"]
+pub struct Complete<'s> {
+    w: WqeWriter<'s>,
+}
+
+impl Complete<'_> {
+    /// As [`Wqe::finish`].
+    #[inline(always)]
+    pub fn finish(self) -> u16 {
+        self.w.finish()
+    }
+
+    /// As [`Wqe::post`].
+    #[inline(always)]
+    pub fn post<M: Mmio>(self, mmio: &mut M) -> u16 {
+        self.w.post(mmio)
     }
 }
 

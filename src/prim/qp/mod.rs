@@ -433,7 +433,7 @@ impl Qp {
     /// WQE 0 and re-execute the stale WQEs the view left in the ring. Reset
     /// through `DirectSq::reset`, or drop the view first.
     pub fn modify(&self, attr: &QpAttr) -> Result<()> {
-        let _reset = if attr.state() == QpState::RESET {
+        let _reset = if attr.mask().contains(AttrMask::STATE) && attr.state() == QpState::RESET {
             let guard = self.direct.enter_reset();
             assert!(
                 guard.is_some(),
