@@ -18,6 +18,7 @@
 
 #[path = "provider/build.rs"]
 mod build;
+mod mlx5_support;
 #[path = "provider/masked.rs"]
 mod masked;
 #[path = "provider/recv.rs"]

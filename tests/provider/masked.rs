@@ -5,7 +5,6 @@
 //! write the same 80 bytes.
 
 use rrddmma::mlx5dv::be::Be32;
-use rrddmma::mlx5dv::cqe::{Completion, CqeOpcode};
 use rrddmma::mlx5dv::seg::{ext_atomic_opmod, CtrlFlags, WqeOpcode};
 use rrddmma::mlx5dv::sq::SqRing;
 
@@ -46,6 +45,8 @@ pub fn check(out: &str) -> Result<usize, Box<Mismatch>> {
     // as `sq` (dropped at the end of this function); no device sees them.
     let mut sq =
         unsafe { SqRing::from_raw(ring.as_mut_ptr(), 2, dbrec.as_mut_ptr().cast::<Be32>(), bf.as_mut_ptr(), 0, qpn) };
+    let mut cq = crate::mlx5_support::SoftCq::new(16);
+    sq.bind_cq(&cq.ring);
     for (i, f) in lines.iter().enumerate() {
         let num = |i: usize| -> u64 { f[i].parse().unwrap() };
         let fm = CtrlFlags::from_bits_retain(num(1) as u8);
@@ -69,7 +70,7 @@ pub fn check(out: &str) -> Result<usize, Box<Mismatch>> {
                 ours: format!("{:#04x}", ours[b]),
             }));
         }
-        let done = Completion { opcode: CqeOpcode::REQ, qpn, wqe_counter: pi, ..Default::default() };
+        let done = cq.req(qpn, pi);
         assert!(sq.retire(&done), "WQE {i} retires");
     }
     Ok(lines.len())

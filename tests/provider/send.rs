@@ -250,6 +250,8 @@ impl SendStats {
 /// contents as the provider's, its doorbell record and a BlueFlame stand-in.
 struct Queue {
     sq: SqRing,
+    /// The CQ the ring retires from: completions are produced and polled there.
+    cq: crate::mlx5_support::SoftCq,
     ring: Aligned,
     dbrec: Aligned,
     _bf: Aligned,
@@ -290,13 +292,15 @@ impl Queue {
             )
         };
         sq.set_prefer_bf(prefer_bf);
+        let cq = crate::mlx5_support::SoftCq::new(16);
+        sq.bind_cq(&cq.ring);
         let transport = match f[9] {
             "ud" => "UD",
             "dc" => "DC",
             "dcs" => "DC streams",
             _ => "RC",
         };
-        Queue { sq, ring, dbrec, _bf: bf, wqe_cnt, sig_all, transport, db_only: uuarn == 0 }
+        Queue { sq, cq, ring, dbrec, _bf: bf, wqe_cnt, sig_all, transport, db_only: uuarn == 0 }
     }
 
     /// The WQE of `bbs` basic blocks at free-running block `start`.
@@ -659,12 +663,7 @@ fn check_list(
         .into());
     }
     // Everything completes: retire up to the list's last WQE (the provider's tail = head).
-    let done = rrddmma::mlx5dv::cqe::Completion {
-        opcode: rrddmma::mlx5dv::cqe::CqeOpcode::REQ,
-        qpn: q.sq.qpn(),
-        wqe_counter: *starts.last().unwrap() as u16,
-        ..Default::default()
-    };
+    let done = q.cq.req(q.sq.qpn(), *starts.last().unwrap() as u16);
     assert!(q.sq.retire(&done), "the list's last WQE retires");
     assert_eq!(q.sq.available(), q.wqe_cnt, "the ring is empty again");
     Ok(())
