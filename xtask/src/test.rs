@@ -46,6 +46,16 @@ fn device_binary(env: &[(&str, &str)], target_dir: Option<&str>) -> Result<PathB
         .ok_or_else(|| "cargo named no executable for the device tests".into())
 }
 
+/// Builds the library's unit tests (a few are device tests, `#[ignore]`d on
+/// the host) and returns their executable.
+fn lib_binary() -> Result<PathBuf> {
+    let mut cmd = cargo(&["test", "--no-run", "--lib", "-p", "rrddmma", "--message-format=json"]);
+    eprintln!("$ {}", show(&cmd));
+    let out = cmd.current_dir(root()).output()?;
+    executable(&String::from_utf8_lossy(&out.stdout), "rrddmma")
+        .ok_or_else(|| "building the library's unit tests failed".into())
+}
+
 /// Fetches the pinned rdma-core tree (cached under target/xtask).
 fn rdma_core_source() -> Result<PathBuf> {
     let dir = root().join("target/xtask/rdma-core-src");
@@ -180,6 +190,7 @@ pub fn run(_args: &[String]) -> Result<()> {
     crate::cluster::fuzz_smoke(&mut tally);
 
     let shared = device_binary(&[], None)?;
+    let lib = lib_binary()?;
     let src = rdma_core_source()?;
     let src = src.to_string_lossy();
     let source_env = |providers: &'static str| {
@@ -211,6 +222,7 @@ pub fn run(_args: &[String]) -> Result<()> {
             d.code == Some(0) && d.output.contains(&dev)
         }),
         Check::libtest("device tests (pkg-config linkage)", tests(&shared, "")),
+        Check::libtest("library unit tests that need the device (CM id lock, RESET under a direct view)", tests(&lib, "")),
         Check::verdict(
             "device tests fail when the named device is missing",
             format!("RRDDMMA_TEST_DEVICE=missing0 {}", tests(&shared, SKIP_CM_CYCLES)),
