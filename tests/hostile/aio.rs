@@ -698,3 +698,31 @@ async fn regression_cm_peer_vanishing_ends_receive_local_mr() {
         &format!("Error::Closed in {:.1?}", t.elapsed()),
     );
 }
+
+/// `AioOpts::secret`: a client with the wrong secret, or none, is refused
+/// with a typed error at both ends before the listener opens a device; the
+/// right one is served; the CM path refuses a secret it cannot check.
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+async fn regression_listener_secret_refuses_a_wrong_or_missing_secret() {
+    let o = opts().secret("experiment-42").setup_timeout(Duration::from_secs(2));
+    let l = Listener::bind("127.0.0.1:0", o.clone()).await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let (server, client) = tokio::join!(l.accept(), RcEndpoint::connect(addr, &opts().secret("experiment-43")));
+    assert!(matches!(&client, Err(Error::Protocol(w)) if w.contains("secret")), "{client:?}");
+    assert!(server.is_err(), "{server:?}");
+    let (server, client) = tokio::join!(l.accept(), RcEndpoint::connect(addr, &opts()));
+    assert!(matches!(&server, Err(Error::Protocol(w)) if w.contains("did not authenticate")), "{server:?}");
+    assert!(client.is_err(), "{client:?}");
+    let (server, client) = tokio::join!(l.accept(), RcEndpoint::connect(addr, &o));
+    let (server, client) = (server.unwrap(), client.unwrap());
+    client.send_local_mr(client.alloc_local_mr(layout(64)).unwrap()).await.unwrap();
+    server.receive_remote_mr().await.unwrap();
+    let cm = Listener::bind_cm(cm_addr(), o.clone()).await;
+    assert!(matches!(cm, Err(Error::Verbs(rrddmma::prim::Error::Unsupported { .. }))), "{cm:?}");
+    table::hostile(
+        "wrong or missing shared secret",
+        VICTIM,
+        "Error::Protocol at both ends before any device work; right secret served",
+    );
+}

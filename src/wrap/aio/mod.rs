@@ -32,6 +32,7 @@
 //! channel (arm, poll again, await readability: no busy polling), unless
 //! [`AioOpts::busy_poll`] asks it to spin for latency.
 
+mod auth;
 #[cfg(feature = "cm")]
 mod cm;
 mod control;
