@@ -708,10 +708,12 @@ async fn regression_listener_secret_refuses_a_wrong_or_missing_secret() {
     let o = opts().secret("experiment-42").setup_timeout(Duration::from_secs(2));
     let l = Listener::bind("127.0.0.1:0", o.clone()).await.unwrap();
     let addr = l.local_addr().unwrap();
-    let (server, client) = tokio::join!(l.accept(), RcEndpoint::connect(addr, &opts().secret("experiment-43")));
+    let wrong = opts().secret("experiment-43");
+    let (server, client) = tokio::join!(l.accept(), RcEndpoint::connect(addr, &wrong));
     assert!(matches!(&client, Err(Error::Protocol(w)) if w.contains("secret")), "{client:?}");
     assert!(server.is_err(), "{server:?}");
-    let (server, client) = tokio::join!(l.accept(), RcEndpoint::connect(addr, &opts()));
+    let none = opts();
+    let (server, client) = tokio::join!(l.accept(), RcEndpoint::connect(addr, &none));
     assert!(matches!(&server, Err(Error::Protocol(w)) if w.contains("did not authenticate")), "{server:?}");
     assert!(client.is_err(), "{client:?}");
     let (server, client) = tokio::join!(l.accept(), RcEndpoint::connect(addr, &o));
