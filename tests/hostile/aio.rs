@@ -55,6 +55,11 @@ struct RawPeer {
 impl RawPeer {
     /// Connects to an aio listener at `addr` as `RcEndpoint::connect` does.
     async fn connect(addr: std::net::SocketAddr) -> RawPeer {
+        RawPeer::connect_with(addr, RECVS).await
+    }
+
+    /// [`RawPeer::connect`] with `recvs` control receives posted.
+    async fn connect_with(addr: std::net::SocketAddr, recvs: usize) -> RawPeer {
         let ctx = Context::open(&table::device()).unwrap();
         let pd = Pd::alloc(&ctx).unwrap();
         let cq = Cq::create(&ctx, 4096).unwrap();
@@ -81,7 +86,7 @@ impl RawPeer {
         ctrl.connect(&them(QpInfo::WIRE_LEN).endpoint(), psn + 1, &copts).unwrap();
         let mut p =
             RawPeer { _ctx: ctx, cq, data, ctrl, mem, tcp: None, stash: Vec::new(), msgs: VecDeque::new(), next: 1 };
-        for i in 0..RECVS {
+        for i in 0..recvs {
             p.repost(i);
         }
         tcp.write_all(b"R").await.unwrap();
@@ -728,5 +733,29 @@ async fn regression_listener_secret_refuses_a_wrong_or_missing_secret() {
         "wrong or missing shared secret",
         VICTIM,
         "Error::Protocol at both ends before any device work; right secret served",
+    );
+}
+
+/// A peer that takes no control messages (no receives posted: the
+/// keepalive waits on RNR forever) is lost after `peer_timeout`.
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+async fn regression_peer_taking_no_control_messages_is_lost_after_peer_timeout() {
+    let o = opts().peer_timeout(Duration::from_secs(2));
+    let l = Listener::bind("127.0.0.1:0", o).await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let (victim, raw) = tokio::join!(l.accept(), RawPeer::connect_with(addr, 0));
+    let victim = victim.unwrap();
+    let t = Instant::now();
+    let waiting = victim.receive_remote_mr();
+    let r = tokio::time::timeout(Duration::from_secs(6), waiting).await.expect("ended within 6 s");
+    let took = t.elapsed();
+    assert!(matches!(r, Err(Error::Closed)), "{r:?}");
+    assert!(took >= Duration::from_millis(1500) && took < Duration::from_secs(4), "{took:?}");
+    drop(raw);
+    table::aio_fault(
+        "peer posts no control receives (keepalive stuck on RNR)",
+        "receive_remote_mr",
+        &format!("Error::Closed in {took:.1?} (peer_timeout 2 s)"),
     );
 }
