@@ -536,14 +536,20 @@ impl RcEndpoint {
             self.ctrl.abandon_request(id);
             return Err(e);
         }
-        tokio::select! {
+        let mut rx = rx;
+        let answer = tokio::select! {
             biased;
-            answer = rx => match answer {
-                Ok(Ok(token)) => Ok(token),
-                Ok(Err(why)) => Err(Error::Denied { size: layout.size(), why }),
-                Err(_) => Err(self.shared.close_error()),
-            },
-            _ = self.shared.closed() => Err(self.shared.close_error()),
+            answer = &mut rx => answer.ok(),
+            _ = self.shared.closed() => {
+                // An answer already in the CQ is still handed over.
+                self.shared.stopped().await;
+                rx.try_recv().ok()
+            }
+        };
+        match answer {
+            Some(Ok(token)) => Ok(token),
+            Some(Err(why)) => Err(Error::Denied { size: layout.size(), why }),
+            None => Err(self.shared.close_error()),
         }
     }
 
@@ -588,9 +594,12 @@ impl RcEndpoint {
         let mut returned = self.returned.lock().await;
         tokio::select! {
             biased;
-            mr = returned.recv() => mr.ok_or_else(|| self.shared.close_error()),
-            _ = self.shared.closed() => Err(self.shared.close_error()),
+            mr = returned.recv() => return mr.ok_or_else(|| self.shared.close_error()),
+            _ = self.shared.closed() => {}
         }
+        // Closed: a return that was already in the CQ is still handed over.
+        self.shared.stopped().await;
+        returned.try_recv().map_err(|_| self.shared.close_error())
     }
 
     /// [`RcEndpoint::receive_local_mr`] bounded by `timeout` ([`Error::Timeout`] after it).
@@ -621,9 +630,12 @@ impl RcEndpoint {
         let mut lent_in = self.lent_in.lock().await;
         tokio::select! {
             biased;
-            t = lent_in.recv() => t.ok_or_else(|| self.shared.close_error()),
-            _ = self.shared.closed() => Err(self.shared.close_error()),
+            t = lent_in.recv() => return t.ok_or_else(|| self.shared.close_error()),
+            _ = self.shared.closed() => {}
         }
+        // Closed: a lend that was already in the CQ is still handed over.
+        self.shared.stopped().await;
+        lent_in.try_recv().map_err(|_| self.shared.close_error())
     }
 
     /// [`RcEndpoint::receive_remote_mr`] bounded by `timeout` ([`Error::Timeout`] after it).
