@@ -736,11 +736,12 @@ async fn regression_listener_secret_refuses_a_wrong_or_missing_secret() {
     );
 }
 
-/// A peer that takes no control messages (no receives posted: the
-/// keepalive waits on RNR forever) is lost after `peer_timeout`.
+/// A peer that takes no control messages (no receives posted) is lost
+/// within `peer_timeout`: its keepalive fails (on rxe the RNR retries end
+/// it well before) or stays unacknowledged for `peer_timeout`.
 #[tokio::test(flavor = "current_thread")]
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
-async fn regression_peer_taking_no_control_messages_is_lost_after_peer_timeout() {
+async fn regression_peer_taking_no_control_messages_is_lost_within_peer_timeout() {
     let o = opts().peer_timeout(Duration::from_secs(2));
     let l = Listener::bind("127.0.0.1:0", o).await.unwrap();
     let addr = l.local_addr().unwrap();
@@ -751,7 +752,7 @@ async fn regression_peer_taking_no_control_messages_is_lost_after_peer_timeout()
     let r = tokio::time::timeout(Duration::from_secs(6), waiting).await.expect("ended within 6 s");
     let took = t.elapsed();
     assert!(matches!(r, Err(Error::Closed)), "{r:?}");
-    assert!(took >= Duration::from_millis(1500) && took < Duration::from_secs(4), "{took:?}");
+    assert!(took < Duration::from_millis(2600), "{took:?}: later than peer_timeout and one tick");
     drop(raw);
     table::aio_fault(
         "peer posts no control receives (keepalive stuck on RNR)",
