@@ -760,3 +760,43 @@ async fn regression_peer_taking_no_control_messages_is_lost_within_peer_timeout(
         &format!("Error::Closed in {took:.1?} (peer_timeout 2 s)"),
     );
 }
+
+/// Fault-table rows: no listener at connect; a device error (a WRITE
+/// outside the lent region) on an operation, and what follows it.
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+async fn fault_table_connect_refused_and_device_error() {
+    let o = opts();
+    let gone = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = gone.local_addr().unwrap();
+    drop(gone);
+    let r = tokio::time::timeout(Duration::from_secs(5), RcEndpoint::connect(addr, &o)).await.expect("no hang");
+    assert!(matches!(r, Err(Error::Io { .. })), "{r:?}");
+    table::aio_fault(
+        "peer vanished before the call (no listener)",
+        "RcEndpoint::connect",
+        "Error::Io (connection refused)",
+    );
+
+    let l = Listener::bind("127.0.0.1:0", o.clone()).await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let (server, client) = tokio::join!(l.accept(), RcEndpoint::connect(addr, &o));
+    let (server, client) = (server.unwrap(), client.unwrap());
+    server.send_local_mr(server.alloc_local_mr(layout(64)).unwrap()).await.unwrap();
+    let lent = client.receive_remote_mr().await.unwrap();
+    let past = RemoteMr { len: 1 << 20, ..lent }.at(64);
+    let r = client.write(client.alloc_local_mr(layout(64)).unwrap(), 0..64, past).await;
+    assert!(matches!(&r, Err(Error::Completion(e)) if e.status == WcStatus::REM_ACCESS_ERR), "{r:?}");
+    let next = tokio::time::timeout(
+        Duration::from_secs(5),
+        client.read(client.alloc_local_mr(layout(8)).unwrap(), 0..8, lent.at(0)),
+    )
+    .await
+    .expect("no hang");
+    assert!(matches!(&next, Err(Error::Completion(e)) if e.status == WcStatus::WR_FLUSH_ERR), "{next:?}");
+    table::aio_fault(
+        "device error: WRITE outside the lent region",
+        "write, then read",
+        "Error::Completion(REM_ACCESS_ERR); the next data op WR_FLUSH_ERR (the QP is in error), no hang",
+    );
+}
