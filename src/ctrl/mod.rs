@@ -24,7 +24,7 @@
 //! # Ok(()) }
 //! ```
 
-mod auth;
+pub(crate) mod auth;
 mod config;
 mod error;
 mod exchange;

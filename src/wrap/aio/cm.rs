@@ -212,6 +212,7 @@ impl RcEndpoint {
     /// [`AioOpts::setup_timeout`]; a refused connection is
     /// [`Error::Verbs`] with the CM's `REJECTED` event and its reason.
     pub async fn connect_cm(addr: SocketAddr, o: &AioOpts) -> Result<RcEndpoint> {
+        o.check_no_secret("RcEndpoint::connect_cm")?;
         let deadline = || Instant::now() + o.setup_timeout;
         let ch = EventChannel::create()?;
         let events = Events::new(&ch)?;

@@ -113,6 +113,21 @@ impl Shared {
         let _ = rx.wait_for(|c| *c).await;
     }
 
+    /// Resolves once the driver has stopped (after the endpoint closed and
+    /// every request was answered): every completion that was in the CQ has
+    /// been handed over by then.
+    pub async fn stopped(&self) {
+        loop {
+            let progress = self.progress.notified();
+            tokio::pin!(progress);
+            progress.as_mut().enable();
+            if self.lock().stopped {
+                return;
+            }
+            progress.await;
+        }
+    }
+
     /// Closes the endpoint because the peer broke the protocol (`why`).
     pub fn violated(&self, why: String) {
         let _ = self.fault.set(why);

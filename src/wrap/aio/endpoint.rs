@@ -13,6 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, ToSocketAddrs};
 use tokio::sync::mpsc;
 
+use super::auth::{self, Secret};
 use super::control::{Ctrl, Inbox, Kind, Limits, Msg, CTRL_RECVS, CTRL_SENDS, MSG};
 use super::driver::{self, Shared};
 use super::error::{Error, Result};
@@ -39,6 +40,7 @@ use crate::prim::{
 /// | `grant_quota_bytes` | 4 MiB: bytes the peer may hold at once on its `request_remote_mr`s |
 /// | `grant_quota_count` | 64: pieces the peer may hold at once on its `request_remote_mr`s |
 /// | `lend_backlog` | 64: regions the peer may lend that `receive_remote_mr` has not taken yet |
+/// | `secret` | none: the TCP listener accepts anyone who reaches it (see [`AioOpts::secret`]) |
 ///
 /// ```
 /// use rrddmma::wrap::aio::AioOpts;
@@ -60,6 +62,7 @@ pub struct AioOpts {
     pub(crate) grant_quota_bytes: usize,
     pub(crate) grant_quota_count: usize,
     pub(crate) lend_backlog: usize,
+    pub(crate) secret: Option<Secret>,
 }
 
 impl AioOpts {
@@ -81,6 +84,7 @@ impl AioOpts {
             grant_quota_bytes: 4 << 20,
             grant_quota_count: 64,
             lend_backlog: 64,
+            secret: None,
         }
     }
 
@@ -128,6 +132,39 @@ impl AioOpts {
         /// has not taken yet; one more is a protocol violation that closes
         /// the endpoint with [`Error::Protocol`]. Default 64.
         const lend_backlog: usize;
+    }
+
+    /// Requires a shared secret in the TCP set-up ([`RcEndpoint::connect`],
+    /// [`Listener::accept`](super::Listener::accept)): each side proves it
+    /// knows the secret over the other's fresh nonce (HMAC-SHA-256, as
+    /// `ctrl` does) before either opens a device; a wrong or missing secret
+    /// is [`Error::Protocol`] at both ends. Both sides must set the same
+    /// one. It keeps strangers out; it does not protect the connection from
+    /// an attacker on the path. The RDMA CM path has no such handshake:
+    /// [`RcEndpoint::connect_cm`] and [`Listener::bind_cm`](super::Listener::bind_cm)
+    /// refuse an `AioOpts` with a secret. Default: none.
+    ///
+    /// # Panics
+    /// If `secret` is empty (no secret at all is the default; an empty one
+    /// would look like protection and give none).
+    #[must_use]
+    pub fn secret(mut self, secret: impl AsRef<[u8]>) -> AioOpts {
+        let s = secret.as_ref();
+        assert!(!s.is_empty(), "AioOpts::secret: the secret is empty; leave it unset to run without one");
+        self.secret = Some(Secret(s.into()));
+        self
+    }
+
+    /// Refuses a secret on the RDMA CM path, which has no handshake for it.
+    #[cfg(feature = "cm")]
+    pub(super) fn check_no_secret(&self, op: &'static str) -> Result<()> {
+        match self.secret {
+            Some(_) => Err(Error::Verbs(crate::prim::Error::Unsupported {
+                op,
+                feature: "AioOpts::secret on the RDMA CM path (use Listener::bind and RcEndpoint::connect)",
+            })),
+            None => Ok(()),
+        }
     }
 }
 
@@ -316,7 +353,12 @@ impl RcEndpoint {
         let parse =
             |b: &[u8]| QpInfo::from_bytes(b.try_into().expect("29 bytes")).map_err(|e| Error::Protocol(e.to_string()));
         if accepting {
-            tcp.read_exact(&mut theirs).await.map_err(Error::io("read the peer's QP numbers", peer))?;
+            match &o.secret {
+                Some(s) => auth::accept(&mut tcp, s, &mut theirs, peer).await?,
+                None => {
+                    tcp.read_exact(&mut theirs).await.map_err(Error::io("read the peer's QP numbers", peer))?;
+                }
+            }
             parse(&theirs[..QpInfo::WIRE_LEN])?;
             parse(&theirs[QpInfo::WIRE_LEN..])?;
         }
@@ -333,7 +375,10 @@ impl RcEndpoint {
         for m in &mine {
             out.extend_from_slice(&m.to_bytes());
         }
-        tcp.write_all(&out).await.map_err(Error::io("send the QP numbers to the peer", peer))?;
+        match (&o.secret, accepting) {
+            (Some(s), false) => auth::connect(&mut tcp, s, &out, peer).await?,
+            _ => tcp.write_all(&out).await.map_err(Error::io("send the QP numbers to the peer", peer))?,
+        }
         if !accepting {
             tcp.read_exact(&mut theirs).await.map_err(Error::io("read the peer's QP numbers", peer))?;
         }
@@ -491,14 +536,20 @@ impl RcEndpoint {
             self.ctrl.abandon_request(id);
             return Err(e);
         }
-        tokio::select! {
+        let mut rx = rx;
+        let answer = tokio::select! {
             biased;
-            answer = rx => match answer {
-                Ok(Ok(token)) => Ok(token),
-                Ok(Err(why)) => Err(Error::Denied { size: layout.size(), why }),
-                Err(_) => Err(self.shared.close_error()),
-            },
-            _ = self.shared.closed() => Err(self.shared.close_error()),
+            answer = &mut rx => answer.ok(),
+            _ = self.shared.closed() => {
+                // An answer already in the CQ is still handed over.
+                self.shared.stopped().await;
+                rx.try_recv().ok()
+            }
+        };
+        match answer {
+            Some(Ok(token)) => Ok(token),
+            Some(Err(why)) => Err(Error::Denied { size: layout.size(), why }),
+            None => Err(self.shared.close_error()),
         }
     }
 
@@ -543,9 +594,12 @@ impl RcEndpoint {
         let mut returned = self.returned.lock().await;
         tokio::select! {
             biased;
-            mr = returned.recv() => mr.ok_or_else(|| self.shared.close_error()),
-            _ = self.shared.closed() => Err(self.shared.close_error()),
+            mr = returned.recv() => return mr.ok_or_else(|| self.shared.close_error()),
+            _ = self.shared.closed() => {}
         }
+        // Closed: a return that was already in the CQ is still handed over.
+        self.shared.stopped().await;
+        returned.try_recv().map_err(|_| self.shared.close_error())
     }
 
     /// [`RcEndpoint::receive_local_mr`] bounded by `timeout` ([`Error::Timeout`] after it).
@@ -576,9 +630,12 @@ impl RcEndpoint {
         let mut lent_in = self.lent_in.lock().await;
         tokio::select! {
             biased;
-            t = lent_in.recv() => t.ok_or_else(|| self.shared.close_error()),
-            _ = self.shared.closed() => Err(self.shared.close_error()),
+            t = lent_in.recv() => return t.ok_or_else(|| self.shared.close_error()),
+            _ = self.shared.closed() => {}
         }
+        // Closed: a lend that was already in the CQ is still handed over.
+        self.shared.stopped().await;
+        lent_in.try_recv().map_err(|_| self.shared.close_error())
     }
 
     /// [`RcEndpoint::receive_remote_mr`] bounded by `timeout` ([`Error::Timeout`] after it).

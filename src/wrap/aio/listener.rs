@@ -72,6 +72,7 @@ impl Listener {
     /// `opts.device`, `opts.port` and the GID and MTU of `opts.connect` are
     /// not used (the CM chooses them).
     pub async fn bind_cm(addr: SocketAddr, opts: AioOpts) -> Result<Listener> {
+        opts.check_no_secret("Listener::bind_cm")?;
         Ok(Listener::from_cm(CmListen::bind(addr)?, opts))
     }
 }

@@ -18,6 +18,19 @@
 //!   [`RcEndpoint::send_remote_mr`] / [`RcEndpoint::receive_local_mr`] give a
 //!   granted region back to its owner. `docs/aio.md` has the wire protocol.
 //!
+//! # The peer
+//! The pool is registered for local access only; a piece lent or granted
+//! to the peer gets a registration of its own over exactly its bytes,
+//! removed when the peer gives it back, so a peer reaches what it was
+//! given and nothing else. What a peer can make an endpoint hold is bounded
+//! ([`AioOpts::grant_quota_bytes`], [`AioOpts::grant_quota_count`],
+//! [`AioOpts::lend_backlog`]); a message that breaks the control protocol
+//! closes the endpoint with [`Error::Protocol`]; a peer that goes away (its
+//! TCP connection or CM connection ends, or it acknowledges no keepalive
+//! for [`AioOpts::peer_timeout`]) ends every waiting call with
+//! [`Error::Closed`]. [`AioOpts::secret`] requires a shared secret on the
+//! TCP set-up. `docs/aio.md` says exactly what holds.
+//!
 //! # Cancellation
 //! Operations take their buffers by value and give them back with the
 //! result. While the device may access a buffer, the endpoint's table of
@@ -32,6 +45,7 @@
 //! channel (arm, poll again, await readability: no busy polling), unless
 //! [`AioOpts::busy_poll`] asks it to spin for latency.
 
+mod auth;
 #[cfg(feature = "cm")]
 mod cm;
 mod control;

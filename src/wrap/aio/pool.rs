@@ -67,9 +67,10 @@ impl MrPool {
 /// First fit: the start (an offset from `base`'s pool) of `size` bytes whose
 /// address is a multiple of `align`, taken out of `free`.
 fn take(free: &mut Vec<Range<usize>>, base: usize, size: usize, align: usize) -> Option<usize> {
+    // Checked sums: the size and alignment may come from a peer's request.
     let (i, start) = free.iter().enumerate().find_map(|(i, r)| {
-        let start = (base + r.start).next_multiple_of(align) - base;
-        (start + size <= r.end).then_some((i, start))
+        let start = (base + r.start).checked_next_multiple_of(align)? - base;
+        (start.checked_add(size)? <= r.end).then_some((i, start))
     })?;
     let r = free.remove(i);
     if start + size < r.end {
@@ -297,6 +298,8 @@ mod tests {
         assert_eq!(free, vec![10..56, 120..4096]);
         assert_eq!(take(&mut free, base, 8, 8), Some(16), "(base + 16) is 8-aligned; 10..16 stays free");
         assert_eq!(take(&mut free, base, 5000, 8), None);
+        assert_eq!(take(&mut free, base, usize::MAX - 8, 8), None, "no overflow on a huge size");
+        assert_eq!(take(&mut free, base, 8, 1 << 62), None, "no overflow on a huge alignment");
         give_back(&mut free, 16..24);
         give_back(&mut free, 56..120);
         give_back(&mut free, 0..10);
