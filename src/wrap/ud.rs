@@ -284,6 +284,18 @@ impl UdEndpoint {
         self.ahs.cap
     }
 
+    /// Brings the QP back to RTS through RESET, as [`UdEndpoint::with_opts`]
+    /// brought it up, after the device stopped it: some devices move a UD QP
+    /// to the error state, or stop receiving, when a datagram is larger than
+    /// its receive buffer (SoftRoCE does both; any sender can cause it,
+    /// which receives of [`GRH_LEN`] plus the path MTU prevent). Every
+    /// posted receive and send is discarded: no completion comes for them,
+    /// and the device no longer touches their buffers. Post receives again.
+    pub fn recover(&mut self) -> crate::prim::Result<()> {
+        self.qp.modify(&crate::prim::QpAttr::new(crate::prim::QpState::RESET))?;
+        self.qp.bring_up_ud(self.port, 0, self.qkey, 0)
+    }
+
     /// Drops every cached address handle (they are recreated on demand).
     pub fn clear_cache(&mut self) {
         self.ahs.clear();

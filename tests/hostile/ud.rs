@@ -76,6 +76,21 @@ impl Pair {
         (wc, grh)
     }
 
+    /// Whether a genuine datagram posted to slot `slot` arrives within 3 s
+    /// (the attacker's send completes either way).
+    fn try_datagram(&mut self, slot: usize, fill: u8) -> bool {
+        self.post_recv(slot);
+        let to = self.victim.info(Mtu::MTU_1024).unwrap();
+        let ah = rrddmma::prim::Ah::create(self.attacker.qp().pd(), &to.ah_attr(1, self.attacker.gid_index())).unwrap();
+        self.amem.write(0, &[fill; MSG]);
+        let s = [self.amem.sge(0..MSG)];
+        // SAFETY: `amem` and `ah` outlive the send's completion, polled below.
+        unsafe { self.attacker.qp().post_send(&mut [SendWr::send(&s).ud(&ah, to.qpn, self.victim.qkey()).signaled()]) }
+            .unwrap();
+        poll(&self.acq, Duration::from_secs(10)).expect("the attacker's send completes");
+        matches!(poll(&self.vcq, Duration::from_secs(3)), Some(wc) if wc.status() == WcStatus::SUCCESS)
+    }
+
     /// The victim answers `wc`'s sender through `reply_route` with `fill`;
     /// returns whether the attacker (the real sender) got it.
     fn reply(&mut self, wc: &Wc, grh: &[u8; GRH_LEN], fill: u8) -> bool {
@@ -237,7 +252,7 @@ fn ud_bad_grh_and_forged_source_get_an_error_or_their_own_route() {
 
 #[test]
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
-fn ud_datagram_larger_than_the_receive_touches_nothing_past_it() {
+fn regression_ud_datagram_larger_than_the_receive_stops_the_qp_until_recover() {
     let ctx = device();
     let mut p = Pair::new(&ctx, 8);
     // Canary around a 16-byte receive (GRH + 16).
@@ -260,16 +275,55 @@ fn ud_datagram_larger_than_the_receive_touches_nothing_past_it() {
     let mut after = [0u8; 512];
     p.vmem.read(0, &mut after);
     assert_eq!(&after[GRH_LEN + 16..], &canary[GRH_LEN + 16..], "no byte past the posted receive changed");
-    // The endpoint still serves a genuine sender afterwards.
+    // Does the endpoint still receive? Some devices stop the QP here.
     let state = p.victim.qp().query_state().unwrap();
-    let (wc, grh) = p.datagram(2, 0x42, 0);
+    let still = p.try_datagram(2, 0x42);
+    eprintln!(
+        "after the oversize datagram: QP {state:?}, a genuine datagram {}",
+        if still { "arrived" } else { "did not arrive" }
+    );
+    let after = if still {
+        format!("QP still {state:?}, next sender served")
+    } else {
+        // Drain what the stopped QP left, then bring it back.
+        while poll(&p.vcq, Duration::from_millis(200)).is_some() {}
+        p.victim.recover().expect("UdEndpoint::recover brings the QP back to RTS");
+        format!("the device stopped the QP ({state:?}); UdEndpoint::recover brought it back")
+    };
+    let (wc, grh) = p.datagram(3, 0x44, 0);
     assert!(p.reply(&wc, &grh, 0x43), "the genuine sender is answered after the oversize datagram");
     let outcome = match got {
-        Some(wc) => format!(
-            "receive completed with {:?}; 0 bytes past the receive changed; QP still {state:?}, next sender served",
-            wc.status()
-        ),
-        None => format!("datagram dropped; 0 bytes past the receive changed; QP still {state:?}, next sender served"),
+        Some(wc) => format!("receive completed with {:?}; 0 bytes past the receive changed; {after}", wc.status()),
+        None => format!("datagram dropped; 0 bytes past the receive changed; {after}"),
     };
     table::hostile("datagram larger than the posted receive", "UdEndpoint", &outcome);
+
+    // The prevention the docs give: receives of GRH_LEN + the path MTU. A
+    // UD message is at most one MTU: a larger one fails at its sender.
+    let mtu = ctx.query_port(1).unwrap().active_mtu().bytes() as usize;
+    let big = 50 * SLOT;
+    let r = [p.vmem.sge(big..big + GRH_LEN + mtu.min(4096))];
+    // SAFETY: `vmem` outlives the completion (or the endpoint's drop).
+    unsafe { p.victim.qp().post_recv(&mut [RecvWr::new(&r, 98)]) }.unwrap();
+    let mut amem = RegisteredMem::new(p.attacker.qp().pd(), mtu + 1).unwrap();
+    amem.write(0, &vec![0x99; mtu + 1]);
+    let s = [amem.sge(0..mtu + 1)];
+    // SAFETY: `amem` and `ah` outlive the completion polled below.
+    let posted =
+        unsafe { p.attacker.qp().post_send(&mut [SendWr::send(&s).ud(&ah, to.qpn, p.victim.qkey()).signaled()]) };
+    let at_sender = match posted {
+        Err(e) => format!("refused at the sender's post ({e})"),
+        Ok(()) => {
+            let sent = poll(&p.acq, Duration::from_secs(10)).expect("the oversize send completes");
+            assert_ne!(sent.status(), WcStatus::SUCCESS, "a UD message above the MTU ({mtu}) fails at its sender");
+            format!("fails at the sender ({:?})", sent.status())
+        }
+    };
+    assert!(poll(&p.vcq, Duration::from_secs(1)).is_none(), "nothing reaches the victim");
+    assert_eq!(p.victim.qp().query_state().unwrap(), rrddmma::prim::QpState::RTS);
+    table::hostile(
+        "datagram above the path MTU against a GRH_LEN + MTU receive",
+        "UdEndpoint",
+        &format!("{at_sender}; the victim sees nothing and stays RTS"),
+    );
 }
