@@ -165,7 +165,12 @@ impl UdOpts {
 /// meanwhile.
 ///
 /// Receive buffers of a UD QP hold the 40-byte Global Route Header before
-/// each message ([`GRH_LEN`]): post `GRH_LEN + n` bytes to receive `n`. A
+/// each message ([`GRH_LEN`]): post `GRH_LEN + n` bytes to receive `n`.
+/// Anyone who knows the QPN and Q_Key can send, so a server should post
+/// `GRH_LEN` plus the path MTU (a UD message is at most one MTU): a
+/// datagram larger than its receive completes that receive in error, and
+/// on some devices (SoftRoCE) moves the QP to the error state, which
+/// [`UdEndpoint::recover`] undoes. A
 /// server answers whoever sent a request with [`UdEndpoint::reply_route`],
 /// which builds (and caches) the address handle from the completion and
 /// that header.
