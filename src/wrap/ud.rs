@@ -166,11 +166,13 @@ impl UdOpts {
 ///
 /// Receive buffers of a UD QP hold the 40-byte Global Route Header before
 /// each message ([`GRH_LEN`]): post `GRH_LEN + n` bytes to receive `n`.
-/// Anyone who knows the QPN and Q_Key can send, so a server should post
-/// `GRH_LEN` plus the path MTU (a UD message is at most one MTU): a
-/// datagram larger than its receive completes that receive in error, and
-/// on some devices (SoftRoCE) moves the QP to the error state, which
-/// [`UdEndpoint::recover`] undoes. A
+/// Anyone who knows the QPN and Q_Key can send, and a datagram larger than
+/// its receive completes that receive in error; on some devices (SoftRoCE)
+/// it also moves the QP to the error state, which [`UdEndpoint::recover`]
+/// undoes. A server should post `GRH_LEN` plus the path MTU, the most a UD
+/// message may carry, and watch for failed receives: SoftRoCE (Linux 6.1)
+/// sends a UD message above the MTU anyway, so there no receive size keeps
+/// a hostile sender from stopping the QP. A
 /// server answers whoever sent a request with [`UdEndpoint::reply_route`],
 /// which builds (and caches) the address handle from the completion and
 /// that header.
@@ -292,8 +294,8 @@ impl UdEndpoint {
     /// Brings the QP back to RTS through RESET, as [`UdEndpoint::with_opts`]
     /// brought it up, after the device stopped it: some devices move a UD QP
     /// to the error state, or stop receiving, when a datagram is larger than
-    /// its receive buffer (SoftRoCE does both; any sender can cause it,
-    /// which receives of [`GRH_LEN`] plus the path MTU prevent). Every
+    /// its receive buffer (SoftRoCE does both, and any sender can cause it
+    /// there: see [`UdEndpoint`] on receive sizes). Every
     /// posted receive and send is discarded: no completion comes for them,
     /// and the device no longer touches their buffers. Post receives again.
     pub fn recover(&mut self) -> crate::prim::Result<()> {
