@@ -170,9 +170,9 @@ impl UdOpts {
 /// its receive completes that receive in error; on some devices (SoftRoCE)
 /// it also moves the QP to the error state, which [`UdEndpoint::recover`]
 /// undoes. A server should post `GRH_LEN` plus the path MTU, the most a UD
-/// message may carry, and watch for failed receives: SoftRoCE (Linux 6.1)
-/// sends a UD message above the MTU anyway, so there no receive size keeps
-/// a hostile sender from stopping the QP. A
+/// message may carry: a larger one is refused at its sender or dropped at
+/// the receiver (SoftRoCE sends it and drops it on arrival; the QP stays
+/// in RTS), so no datagram overflows such a receive. A
 /// server answers whoever sent a request with [`UdEndpoint::reply_route`],
 /// which builds (and caches) the address handle from the completion and
 /// that header.
