@@ -165,7 +165,14 @@ impl UdOpts {
 /// meanwhile.
 ///
 /// Receive buffers of a UD QP hold the 40-byte Global Route Header before
-/// each message ([`GRH_LEN`]): post `GRH_LEN + n` bytes to receive `n`. A
+/// each message ([`GRH_LEN`]): post `GRH_LEN + n` bytes to receive `n`.
+/// Anyone who knows the QPN and Q_Key can send, and a datagram larger than
+/// its receive completes that receive in error; on some devices (SoftRoCE)
+/// it also moves the QP to the error state, which [`UdEndpoint::recover`]
+/// undoes. A server should post `GRH_LEN` plus the path MTU, the most a UD
+/// message may carry: a larger one is refused at its sender or dropped at
+/// the receiver (SoftRoCE sends it and drops it on arrival; the QP stays
+/// in RTS), so no datagram overflows such a receive. A
 /// server answers whoever sent a request with [`UdEndpoint::reply_route`],
 /// which builds (and caches) the address handle from the completion and
 /// that header.
@@ -282,6 +289,18 @@ impl UdEndpoint {
     /// Most address handles the cache keeps ([`UdOpts::ah_cache`]).
     pub fn cache_capacity(&self) -> usize {
         self.ahs.cap
+    }
+
+    /// Brings the QP back to RTS through RESET, as [`UdEndpoint::with_opts`]
+    /// brought it up, after the device stopped it: some devices move a UD QP
+    /// to the error state, or stop receiving, when a datagram is larger than
+    /// its receive buffer (SoftRoCE does both, and any sender can cause it
+    /// there: see [`UdEndpoint`] on receive sizes). Every
+    /// posted receive and send is discarded: no completion comes for them,
+    /// and the device no longer touches their buffers. Post receives again.
+    pub fn recover(&mut self) -> crate::prim::Result<()> {
+        self.qp.modify(&crate::prim::QpAttr::new(crate::prim::QpState::RESET))?;
+        self.qp.bring_up_ud(self.port, 0, self.qkey, 0)
     }
 
     /// Drops every cached address handle (they are recreated on demand).

@@ -313,3 +313,39 @@ fn ctrl_stranger_flood_before_the_members_does_not_keep_them_out() {
         ),
     );
 }
+
+#[test]
+#[ignore = "device test: runs in the hostile-peer suite (cargo xtask test)"]
+fn ctrl_a_rank_taken_by_a_stranger_and_dropped_before_assembly_is_free_again() {
+    // Without a secret anyone who speaks the protocol may take a free rank
+    // (docs/ctrl.md, "Shared secret"); one who takes rank 1 and leaves before every rank is
+    // present frees it for the real rank 1.
+    let addr = free_port();
+    let c = cfg(None);
+    let coord = {
+        let c = c.clone();
+        thread::spawn(move || Session::join_as(&c, &place(0, 3, addr)).and_then(|mut s| s.all_gather(b"r0")))
+    };
+    let mut s = connect(addr);
+    assert!(matches!(next_msg(&mut s), Some(Msg::Challenge { auth: false, .. })));
+    s.write_all(&hello(1, 3, [0; MAC_LEN])).unwrap();
+    assert!(matches!(next_msg(&mut s), Some(Msg::Welcome { .. })), "an open cluster admits the stranger as rank 1");
+    drop(s);
+    thread::sleep(Duration::from_millis(200));
+    let members: Vec<_> = (1..3)
+        .map(|r| {
+            let c = c.clone();
+            thread::spawn(move || Session::join_as(&c, &place(r, 3, addr))?.all_gather(format!("r{r}").as_bytes()))
+        })
+        .collect();
+    for m in members {
+        let all = m.join().unwrap().expect("the real ranks join after the stranger left");
+        assert_eq!(all, [b"r0".to_vec(), b"r1".to_vec(), b"r2".to_vec()]);
+    }
+    coord.join().unwrap().unwrap();
+    table::hostile(
+        "stranger takes rank 1 of an open cluster (no secret), leaves before assembly",
+        VICTIM,
+        "rank 1 freed on the disconnect; the real rank 1 joined and the round completed",
+    );
+}

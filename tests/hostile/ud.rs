@@ -76,6 +76,21 @@ impl Pair {
         (wc, grh)
     }
 
+    /// Whether a genuine datagram posted to slot `slot` arrives within 3 s
+    /// (the attacker's send completes either way).
+    fn try_datagram(&mut self, slot: usize, fill: u8) -> bool {
+        self.post_recv(slot);
+        let to = self.victim.info(Mtu::MTU_1024).unwrap();
+        let ah = rrddmma::prim::Ah::create(self.attacker.qp().pd(), &to.ah_attr(1, self.attacker.gid_index())).unwrap();
+        self.amem.write(0, &[fill; MSG]);
+        let s = [self.amem.sge(0..MSG)];
+        // SAFETY: `amem` and `ah` outlive the send's completion, polled below.
+        unsafe { self.attacker.qp().post_send(&mut [SendWr::send(&s).ud(&ah, to.qpn, self.victim.qkey()).signaled()]) }
+            .unwrap();
+        poll(&self.acq, Duration::from_secs(10)).expect("the attacker's send completes");
+        matches!(poll(&self.vcq, Duration::from_secs(3)), Some(wc) if wc.status() == WcStatus::SUCCESS)
+    }
+
     /// The victim answers `wc`'s sender through `reply_route` with `fill`;
     /// returns whether the attacker (the real sender) got it.
     fn reply(&mut self, wc: &Wc, grh: &[u8; GRH_LEN], fill: u8) -> bool {
@@ -235,41 +250,76 @@ fn ud_bad_grh_and_forged_source_get_an_error_or_their_own_route() {
     );
 }
 
-#[test]
-#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
-fn ud_datagram_larger_than_the_receive_touches_nothing_past_it() {
-    let ctx = device();
-    let mut p = Pair::new(&ctx, 8);
-    // Canary around a 16-byte receive (GRH + 16).
-    let canary = [0xc5u8; 512];
-    p.vmem.write(0, &canary);
-    let small = [p.vmem.sge(0..GRH_LEN + 16)];
-    // SAFETY: `vmem` outlives the completion polled below.
-    unsafe { p.victim.qp().post_recv(&mut [RecvWr::new(&small, 99)]) }.unwrap();
+/// The attacker sends `send` bytes against a victim receive of `GRH_LEN +
+/// room` bytes at `at` (canaries around it); asserts nothing outside the
+/// receive changed and that the genuine sender is served afterwards
+/// (through [`UdEndpoint::recover`] when the device stopped the QP).
+/// Returns the outcome text.
+fn overflow(p: &mut Pair, at: usize, room: usize, send: usize) -> String {
+    let len = GRH_LEN + room;
+    let canary = vec![0xc5u8; len + 512];
+    p.vmem.write(at, &canary);
+    let r = [p.vmem.sge(at..at + len)];
+    // SAFETY: `vmem` outlives the completion (or the reset that discards it).
+    unsafe { p.victim.qp().post_recv(&mut [RecvWr::new(&r, 99)]) }.unwrap();
     let to = p.victim.info(Mtu::MTU_1024).unwrap();
     let ah = rrddmma::prim::Ah::create(p.attacker.qp().pd(), &to.ah_attr(1, p.attacker.gid_index())).unwrap();
-    p.amem.write(0, &[0x77; 512]);
-    let s = [p.amem.sge(0..512)];
+    let mut amem = RegisteredMem::new(p.attacker.qp().pd(), send).unwrap();
+    amem.write(0, &vec![0x77; send]);
+    let s = [amem.sge(0..send)];
     // SAFETY: `amem` and `ah` outlive the completion polled below.
-    unsafe { p.attacker.qp().post_send(&mut [SendWr::send(&s).ud(&ah, to.qpn, p.victim.qkey()).signaled()]) }.unwrap();
-    let _ = poll(&p.acq, Duration::from_secs(10)).expect("the attacker's send completes");
+    let posted =
+        unsafe { p.attacker.qp().post_send(&mut [SendWr::send(&s).ud(&ah, to.qpn, p.victim.qkey()).signaled()]) };
+    let at_sender = match posted {
+        Err(e) => Some(format!("refused at the sender's post ({e})")),
+        Ok(()) => match poll(&p.acq, Duration::from_secs(10)).expect("the attacker's send completes") {
+            wc if wc.status() == WcStatus::SUCCESS => None,
+            wc => Some(format!("failed at the sender ({:?})", wc.status())),
+        },
+    };
     let got = poll(&p.vcq, Duration::from_secs(2));
     if let Some(wc) = &got {
-        assert_ne!(wc.status(), WcStatus::SUCCESS, "512 bytes do not fit a 16-byte receive: {wc:?}");
+        assert_ne!(wc.status(), WcStatus::SUCCESS, "{send} bytes do not fit {room}: {wc:?}");
     }
-    let mut after = [0u8; 512];
-    p.vmem.read(0, &mut after);
-    assert_eq!(&after[GRH_LEN + 16..], &canary[GRH_LEN + 16..], "no byte past the posted receive changed");
-    // The endpoint still serves a genuine sender afterwards.
+    let mut after = vec![0u8; len + 512];
+    p.vmem.read(at, &mut after);
+    assert_eq!(&after[len..], &canary[len..], "no byte past the posted receive changed");
+    // Does the endpoint still receive? Some devices stop the QP here.
     let state = p.victim.qp().query_state().unwrap();
-    let (wc, grh) = p.datagram(2, 0x42, 0);
-    assert!(p.reply(&wc, &grh, 0x43), "the genuine sender is answered after the oversize datagram");
-    let outcome = match got {
-        Some(wc) => format!(
-            "receive completed with {:?}; 0 bytes past the receive changed; QP still {state:?}, next sender served",
-            wc.status()
-        ),
-        None => format!("datagram dropped; 0 bytes past the receive changed; QP still {state:?}, next sender served"),
+    let still = p.try_datagram(2, 0x42);
+    let after = if still {
+        format!("QP still {state:?}, next sender served")
+    } else {
+        // Drain what the stopped QP left, then bring it back.
+        while poll(&p.vcq, Duration::from_millis(200)).is_some() {}
+        p.victim.recover().expect("UdEndpoint::recover brings the QP back to RTS");
+        format!("the device stopped the QP ({state:?}); UdEndpoint::recover brought it back")
     };
-    table::hostile("datagram larger than the posted receive", "UdEndpoint", &outcome);
+    let (wc, grh) = p.datagram(3, 0x44, 0);
+    assert!(p.reply(&wc, &grh, 0x43), "the genuine sender is answered afterwards");
+    let seen = match (at_sender, got) {
+        (Some(why), None) => why,
+        (Some(why), Some(wc)) => format!("{why}, yet the receive completed with {:?}", wc.status()),
+        (None, Some(wc)) => format!("sent; the receive completed with {:?}", wc.status()),
+        (None, None) => "sent; dropped at the victim".to_string(),
+    };
+    format!("{seen}; 0 bytes past the receive changed; {after}")
+}
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn regression_ud_datagram_larger_than_the_receive_stops_the_qp_until_recover() {
+    let ctx = device();
+    let mut p = Pair::new(&ctx, 8);
+    let outcome = overflow(&mut p, 0, 16, 512);
+    table::hostile("512-byte datagram against a 16-byte receive", "UdEndpoint", &outcome);
+    // Receives of GRH_LEN + the path MTU: a UD message is at most one MTU
+    // where the sender's device enforces it.
+    let mtu = (ctx.query_port(1).unwrap().active_mtu().bytes() as usize).min(4096);
+    let outcome = overflow(&mut p, 48 * SLOT, mtu, mtu + 1);
+    table::hostile(
+        &format!("{}-byte datagram against a GRH_LEN + MTU ({mtu}) receive", mtu + 1),
+        "UdEndpoint",
+        &outcome,
+    );
 }

@@ -57,7 +57,9 @@ pub fn run() -> Result<()> {
 pub fn tables(output: &str) -> String {
     let rows: Vec<Vec<&str>> = output
         .lines()
-        .filter_map(|l| l.strip_prefix("ROW\t"))
+        // With --nocapture libtest writes `test NAME ... ` before the
+        // test's own output, on the same line.
+        .filter_map(|l| l.find("ROW\t").map(|i| &l[i + 4..]))
         .map(|l| l.split('\t').collect::<Vec<_>>())
         .filter(|cells| cells.len() == 4)
         .collect();
@@ -86,5 +88,13 @@ mod tests {
         assert!(t.contains("flood   ctrl coordinator  Busy, members joined"), "{t}");
         assert!(t.contains("== aio-fault table: 1 rows =="), "{t}");
         assert!(!t.contains("bad"), "{t}");
+    }
+
+    #[test]
+    fn rows_after_libtests_test_name_are_found() {
+        let out = "test ud::flood ... ROW\thostile\tflood\tUdEndpoint\tcache held at 16\nok\n";
+        let t = super::tables(out);
+        assert!(t.contains("== hostile table: 1 rows =="), "{t}");
+        assert!(t.contains("flood   UdEndpoint  cache held at 16"), "{t}");
     }
 }
