@@ -405,9 +405,8 @@ impl CmId {
     pub fn migrate(&mut self, channel: &EventChannel) -> Result<()> {
         let old = self.channel().clone();
         let id = self.raw.as_ptr();
-        // SAFETY (both calls): owned id, live channel; events of the id
-        // were acked when read.
         if old.same(channel) {
+            // SAFETY: owned id, live channel; events of the id were acked when read.
             return self.call("rdma_migrate_id", |id| unsafe { cmffi::rdma_migrate_id(id, channel.as_ptr()) });
         }
         // Both channels locked (in address order, so that two migrations
@@ -420,7 +419,8 @@ impl CmId {
             let b = channel.lock();
             (old.lock(), b)
         };
-        // SAFETY: as above.
+        // SAFETY: owned id, live channel; events of the id were acked when
+        // read; both channels' locks are held.
         let rc = unsafe { cmffi::rdma_migrate_id(id, channel.as_ptr()) };
         if rc != 0 {
             return Err(Error::last("rdma_migrate_id"));
