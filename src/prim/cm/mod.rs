@@ -12,9 +12,15 @@
 //! QPs stay ordinary [`Qp`]s, built with [`super::QpBuilder`] on a
 //! [`super::Context`] of the device the `CmId` resolved to
 //! ([`CmId::device_name`]); the `CmId` moves them through their states with
-//! the attributes `rdma_init_qp_attr` gives ([`CmId::modify_qp`]). The data
+//! the attributes `rdma_init_qp_attr` gives ([`CmId::modify_qp`]), except
+//! remote access: none unless [`CmId::set_access`] grants it. The data
 //! path is the same as for any other QP, and the QP's lifetime is its own.
-//! See `docs/cm.md`.
+//!
+//! Ids may share an [`EventChannel`]: [`CmId::expect`] takes its own id's
+//! events and queues the others for their ids. `CmId` is `Send + Sync`:
+//! librdmacm writes into an id while it reads the id's events, so every
+//! call on an id, every event read and every accessor runs under the
+//! channel's lock. See `docs/cm.md`.
 
 use std::ffi::CStr;
 use std::fmt;
