@@ -176,11 +176,16 @@ unsafe impl Destroy for CmIdHandle {
         // Events queued for the id go with it (a queued connect request
         // for a listener is rejected): none may outlive it, as its address
         // may be reused by a later id.
-        drop(q.drain_for(raw.as_ptr()));
+        let elsewhere = q.forget(raw.as_ptr());
         // SAFETY: the caller's contract; its events were acked when read
         // (RawEvent::read), so the call does not block; no QP was created on
         // it by librdmacm.
-        unsafe { cmffi::rdma_destroy_id(raw.as_ptr()) }
+        let rc = unsafe { cmffi::rdma_destroy_id(raw.as_ptr()) };
+        drop(q);
+        for (channel, id) in elsewhere {
+            channel.forget(id);
+        }
+        rc
     }
 }
 
@@ -431,7 +436,7 @@ impl CmId {
         if rc != 0 {
             return Err(Error::last("rdma_migrate_id"));
         }
-        q_new.extend(q_old.drain_for(id));
+        channel::Queue::migrate(&mut q_old, &old, &mut q_new, channel, id);
         drop((q_old, q_new));
         self.raw.data_mut().channel = channel.clone();
         Ok(())
