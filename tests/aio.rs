@@ -12,7 +12,9 @@ use tokio::task::JoinSet;
 
 fn opts() -> AioOpts {
     let dev = std::env::var("RRDDMMA_TEST_DEVICE").expect("RRDDMMA_TEST_DEVICE names the device for device tests");
-    AioOpts::new(&dev)
+    // Wide set-up bound: under emulation on a busy machine registering the
+    // 16 MiB pool alone can take seconds.
+    AioOpts::new(&dev).setup_timeout(Duration::from_secs(60))
 }
 
 /// A connected pair in this process: (server, client).

@@ -102,6 +102,13 @@ fn port_space(ud: bool) -> PortSpace {
     }
 }
 
+/// The remote access of a QP connected through rdma_cm, as on the other
+/// paths: the tests WRITE, READ and use atomics (the CM alone grants none).
+fn access() -> rrddmma::prim::AccessFlags {
+    use rrddmma::prim::AccessFlags;
+    AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC
+}
+
 fn param(rd_atomic: u8) -> ConnParam<'static> {
     // perftest: responder resources and initiator depth of its outstanding
     // reads, 7 transport and RNR retries.
@@ -167,6 +174,7 @@ fn connect_one(addr: SocketAddr, device: &str, qp: &Qp, rd_atomic: u8, ud: &Opti
     id.resolve_route(step).map_err(|e| e.to_string())?;
     expect(CmEventType::ROUTE_RESOLVED, "resolving the route")?;
     same_device(&id, device, &format!("the route to {addr}"))?;
+    id.set_access(access());
     id.connect(qp, &param(rd_atomic)).map_err(|e| e.to_string())?;
     let Some(u) = ud else {
         expect(CmEventType::CONNECT_RESPONSE, "connecting")?;
@@ -277,6 +285,7 @@ pub fn accept(
         // Its later events (ESTABLISHED, DISCONNECTED) on a channel of its own.
         id.migrate(&EventChannel::create().map_err(what)?).map_err(what)?;
         same_device(&id, device, &format!("the connection of QP {i}"))?;
+        id.set_access(access());
         match &ud {
             None => {
                 id.accept(qp, &param(rd_atomic)).map_err(what)?;

@@ -179,7 +179,10 @@ impl<'a> CqBuilder<'a> {
     ///
     /// # Panics
     /// If the [parent domain](CqBuilder::parent_domain) belongs to another
-    /// device context (a programming error).
+    /// device context, or if the [channel](CqBuilder::channel) already
+    /// serves a CQ (programming errors; checked before anything is created).
+    /// A channel serves one CQ at a time: it is free again once that CQ is
+    /// destroyed, or when its creation fails.
     pub fn build(self) -> Result<Cq> {
         if self.parent_domain.is_some_and(|pd| pd.context().as_ptr() != self.ctx.as_ptr()) {
             panic!(

@@ -8,42 +8,6 @@
 //! [`LocalQp`] and [`LocalCq`] are neither `Send` nor `Sync`, so they stay
 //! on the thread that allocated the thread domain, and none of them gives a
 //! `&Pd`, `&Qp` or `&Cq` (which are `Send + Sync`) without `unsafe`.
-//!
-//! ```compile_fail
-//! # use rrddmma::prim::TdParentDomain;
-//! fn send<T: Send>(_: T) {}
-//! fn shared<T: Sync>(_: &T) {}
-//! # fn f(d: TdParentDomain) {
-//! shared(&d); // a parent domain with a thread domain is not `Sync` ...
-//! # }
-//! ```
-//! ```compile_fail
-//! # use rrddmma::prim::LocalQp;
-//! fn send<T: Send>(_: T) {}
-//! # fn f(q: LocalQp) {
-//! send(q); // ... nor are its QPs `Send` ...
-//! # }
-//! ```
-//! ```compile_fail
-//! # use rrddmma::prim::LocalCq;
-//! fn shared<T: Sync>(_: &T) {}
-//! # fn f(c: LocalCq) {
-//! shared(&c); // ... or its CQs `Sync`,
-//! # }
-//! ```
-//! ```compile_fail
-//! # use rrddmma::prim::{Cq, Qp, QpType, TdParentDomain};
-//! # fn f(d: &TdParentDomain, cq: &Cq) {
-//! let qp = Qp::builder(d, QpType::RC, cq, cq); // and it is no `&Pd`.
-//! # }
-//! ```
-//! ```compile_fail
-//! # use rrddmma::prim::Td;
-//! fn send<T: Send>(_: T) {}
-//! # fn f(td: Td) {
-//! send(td); // A thread domain stays on its thread too.
-//! # }
-//! ```
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -68,6 +32,45 @@ type ThreadBound = PhantomData<*const ()>;
 ///
 /// Memory for these QPs is registered on the PD it extends
 /// ([`protection_domain`](Self::protection_domain)), an ordinary [`Pd`].
+///
+///
+/// What the compiler refuses:
+///
+/// ```compile_fail
+/// # use rrddmma::prim::TdParentDomain;
+/// fn send<T: Send>(_: T) {}
+/// fn shared<T: Sync>(_: &T) {}
+/// # fn f(d: TdParentDomain) {
+/// shared(&d); // a parent domain with a thread domain is not `Sync` ...
+/// # }
+/// ```
+/// ```compile_fail
+/// # use rrddmma::prim::LocalQp;
+/// fn send<T: Send>(_: T) {}
+/// # fn f(q: LocalQp) {
+/// send(q); // ... nor are its QPs `Send` ...
+/// # }
+/// ```
+/// ```compile_fail
+/// # use rrddmma::prim::LocalCq;
+/// fn shared<T: Sync>(_: &T) {}
+/// # fn f(c: LocalCq) {
+/// shared(&c); // ... or its CQs `Sync`,
+/// # }
+/// ```
+/// ```compile_fail
+/// # use rrddmma::prim::{Cq, Qp, QpType, TdParentDomain};
+/// # fn f(d: &TdParentDomain, cq: &Cq) {
+/// let qp = Qp::builder(d, QpType::RC, cq, cq); // and it is no `&Pd`.
+/// # }
+/// ```
+/// ```compile_fail
+/// # use rrddmma::prim::Td;
+/// fn send<T: Send>(_: T) {}
+/// # fn f(td: Td) {
+/// send(td); // A thread domain stays on its thread too.
+/// # }
+/// ```
 ///
 /// # References
 /// `ibv_alloc_parent_domain(3)`, `ibv_alloc_td(3)`

@@ -624,3 +624,40 @@ fn regression_cm_id_accessors_from_threads_during_resolution_see_whole_values() 
     }
     drop(l);
 }
+
+/// A listener migrated with a connect request queued for it takes the
+/// request on its new channel; the request's id stays where its events
+/// arrive (the channel the request came on), so its connection completes.
+#[test]
+#[ignore = "needs the harness's CM device (RRDDMMA_CM_ADDR)"]
+fn migrated_listener_takes_its_queued_request_whose_id_keeps_its_channel() {
+    use rrddmma::prim::QpType;
+    let deadline = || Instant::now() + Duration::from_secs(5);
+    let ch = EventChannel::create().unwrap();
+    let mut listener = CmId::create(&ch, PortSpace::Rc).unwrap();
+    listener.bind(SocketAddr::new(cm_ip(), 0)).unwrap();
+    listener.listen(4).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let client = CmId::create(&ch, PortSpace::Rc).unwrap();
+    client.resolve_addr(None, addr, Duration::from_secs(2)).unwrap();
+    client.expect(CmEventType::ADDR_RESOLVED, deadline()).unwrap();
+    client.resolve_route(Duration::from_secs(2)).unwrap();
+    client.expect(CmEventType::ROUTE_RESOLVED, deadline()).unwrap();
+    let (_cpd, _ccq, cqp) = qp_parts(&client, QpType::RC);
+    client.connect(&cqp, &ConnParam::default()).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let err = client.expect(CmEventType::CONNECT_RESPONSE, Instant::now() + Duration::from_millis(300));
+    assert!(matches!(err, Err(Error::Timeout { .. })), "{err:?}");
+    // The request is queued on `ch`; the listener moves to a channel of its own.
+    let ch2 = EventChannel::create().unwrap();
+    listener.migrate(&ch2).unwrap();
+    let mut req = listener.expect(CmEventType::CONNECT_REQUEST, deadline()).expect("the request moved with it");
+    let conn = req.take_request().unwrap();
+    assert_eq!(conn.channel().as_ptr(), ch.as_ptr(), "the request's id is on the channel it came on");
+    let (_spd, _scq, sqp) = qp_parts(&conn, QpType::RC);
+    conn.accept(&sqp, &ConnParam::default()).unwrap();
+    client.expect(CmEventType::CONNECT_RESPONSE, deadline()).unwrap();
+    client.establish(&cqp).unwrap();
+    conn.expect(CmEventType::ESTABLISHED, deadline()).unwrap();
+    assert_eq!(sqp.query_state().unwrap(), QpState::RTS);
+}

@@ -39,7 +39,10 @@ fn fault_row(fault: &str, call: &str, outcome: &str) {
 }
 
 fn opts() -> AioOpts {
-    AioOpts::new(&table::device())
+    // Set-up registers the 16 MiB pool; under emulation on a busy machine
+    // that alone can take seconds, so the bound here is wide (tests of the
+    // bound itself set their own).
+    AioOpts::new(&table::device()).setup_timeout(Duration::from_secs(60))
 }
 
 fn layout(n: usize) -> Layout {

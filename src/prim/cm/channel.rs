@@ -25,55 +25,95 @@ use super::CmId;
 /// id of this program, a few per id.
 pub const QUEUED_REQUESTS_MAX: usize = 1024;
 
+/// A queued event, and the channel its id is on when that is not the
+/// queue's own: a listener's connect requests keep the channel they came
+/// on (where their new ids stay) when the listener migrates.
+pub(super) struct Entry {
+    /// Dropped first: a request's id is destroyed before its channel goes.
+    ev: RawEvent,
+    origin: Option<EventChannel>,
+}
+
 /// Events read from the channel for an id other than the one that read
 /// them, oldest first, each kept until its own id asks
 /// ([`CmId::expect`]) or [`EventChannel::get`] takes it.
 #[derive(Default)]
 pub(super) struct Queue {
-    events: VecDeque<RawEvent>,
+    events: VecDeque<Entry>,
     requests: usize,
 }
 
 impl Queue {
-    /// Keeps `ev` for its id; a connect request beyond
+    /// Keeps `e` for its id; a connect request beyond
     /// [`QUEUED_REQUESTS_MAX`] is dropped, which rejects it.
-    fn push(&mut self, ev: RawEvent) {
-        if ev.is_request() {
+    fn push(&mut self, e: Entry) {
+        if e.ev.is_request() {
             if self.requests >= QUEUED_REQUESTS_MAX {
                 return;
             }
             self.requests += 1;
         }
-        self.events.push_back(ev);
+        self.events.push_back(e);
     }
 
-    fn remove(&mut self, i: usize) -> Option<RawEvent> {
-        let ev = self.events.remove(i)?;
-        if ev.is_request() {
+    fn remove(&mut self, i: usize) -> Option<Entry> {
+        let e = self.events.remove(i)?;
+        if e.ev.is_request() {
             self.requests -= 1;
         }
-        Some(ev)
+        Some(e)
     }
 
     /// The oldest queued event for `id` (as the id or the listening id).
-    fn take_for(&mut self, id: *mut cmffi::rdma_cm_id) -> Option<RawEvent> {
-        let i = self.events.iter().position(|e| e.is_for(id))?;
+    fn take_for(&mut self, id: *mut cmffi::rdma_cm_id) -> Option<Entry> {
+        let i = self.events.iter().position(|e| e.ev.is_for(id))?;
         self.remove(i)
     }
 
     /// Every queued event for `id`, oldest first.
-    pub(super) fn drain_for(&mut self, id: *mut cmffi::rdma_cm_id) -> Vec<RawEvent> {
+    fn drain_for(&mut self, id: *mut cmffi::rdma_cm_id) -> Vec<Entry> {
         let mut out = Vec::new();
-        while let Some(ev) = self.take_for(id) {
-            out.push(ev);
+        while let Some(e) = self.take_for(id) {
+            out.push(e);
         }
         out
     }
 
-    /// Adds events moved here from another channel (`rdma_migrate_id`).
-    pub(super) fn extend(&mut self, evs: Vec<RawEvent>) {
-        for ev in evs {
-            self.push(ev);
+    /// Drops every queued event for `id`, which is being destroyed: with
+    /// them go the connect requests it listened for (rejected) and the
+    /// events queued here for those requests' ids, so that no queued event
+    /// names an id that no longer exists (its address may be reused).
+    /// Requests that came on another channel (before a `migrate`) have
+    /// their ids' events there: returned, for [`EventChannel::forget`]
+    /// once this queue's lock is released (two channel locks are taken
+    /// together only in address order, by `migrate`).
+    pub(super) fn forget(&mut self, id: *mut cmffi::rdma_cm_id) -> Vec<(EventChannel, *mut cmffi::rdma_cm_id)> {
+        let mut elsewhere = Vec::new();
+        for e in self.drain_for(id) {
+            if let Some(new) = e.ev.new_id_ptr() {
+                match &e.origin {
+                    None => drop(self.drain_for(new)),
+                    Some(origin) => elsewhere.push((origin.clone(), new)),
+                }
+            }
+        }
+        elsewhere
+    }
+
+    /// Moves the events queued for `id` from `from` (this queue, of channel
+    /// `from_ch`) to `to` (the queue of `to_ch`), oldest first; each keeps
+    /// the channel its own id is on.
+    pub(super) fn migrate(
+        from: &mut Queue,
+        from_ch: &EventChannel,
+        to: &mut Queue,
+        to_ch: &EventChannel,
+        id: *mut cmffi::rdma_cm_id,
+    ) {
+        for mut e in from.drain_for(id) {
+            let origin = e.origin.take().unwrap_or_else(|| from_ch.clone());
+            e.origin = (!origin.same(to_ch)).then_some(origin);
+            to.push(e);
         }
     }
 }
@@ -149,6 +189,11 @@ impl EventChannel {
         self.0.as_ptr()
     }
 
+    /// Drops the events queued here for `id`, which has been destroyed.
+    pub(super) fn forget(&self, id: *mut cmffi::rdma_cm_id) {
+        drop(self.lock().drain_for(id));
+    }
+
     /// Whether `self` and `other` are one channel.
     pub(super) fn same(&self, other: &EventChannel) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
@@ -165,25 +210,30 @@ impl EventChannel {
 
     /// Reads one event from the descriptor (the caller holds the lock, as
     /// `_held` shows): [`Error::Verbs`] with `EAGAIN` when none is there.
-    fn read(&self, _held: &mut Queue) -> Result<RawEvent> {
+    fn read(&self, _held: &mut Queue) -> Result<Entry> {
         let mut ev: *mut cmffi::rdma_cm_event = ptr::null_mut();
         // SAFETY: live channel; `ev` receives an event owned by librdmacm until acked.
         let rc = unsafe { cmffi::rdma_get_cm_event(self.0.as_ptr(), &mut ev) };
         if rc != 0 {
             return Err(Error::last("rdma_get_cm_event"));
         }
-        // SAFETY: `ev` is a live event from this channel, acked exactly once inside.
-        Ok(unsafe { RawEvent::read(ev) })
+        // SAFETY: `ev` is a live event from this channel, read under its
+        // lock, acked exactly once inside.
+        Ok(Entry { ev: unsafe { RawEvent::read(ev) }, origin: None })
     }
 
-    /// The event handed to the program: a connect request's new id becomes a [`CmId`].
-    fn deliver(&self, mut raw: RawEvent) -> CmEvent {
-        let request = raw.take_new_id().map(|(id, ps)| {
-            // SAFETY: a connect request's id is new, on this channel, and
-            // owned by nothing else once taken out of the event.
-            unsafe { CmId::from_request(id.as_ptr(), self, ps) }
+    /// The event handed to the program: a connect request's new id becomes
+    /// a [`CmId`] on the channel it came on.
+    fn deliver(&self, e: Entry) -> CmEvent {
+        let Entry { mut ev, origin } = e;
+        let channel = origin.as_ref().unwrap_or(self);
+        let request = ev.take_new_id().map(|(id, ps)| {
+            // SAFETY: a connect request's id is new, on `channel` (where the
+            // request was read), and owned by nothing else once taken out
+            // of the event.
+            unsafe { CmId::from_request(id.as_ptr(), channel, ps) }
         });
-        CmEvent::new(raw, request)
+        CmEvent::new(ev, request)
     }
 
     /// The next event, queued or on the descriptor, if there is one; an
@@ -223,7 +273,7 @@ impl EventChannel {
             }
             loop {
                 match self.read(&mut q) {
-                    Ok(raw) if raw.is_for(id) => {
+                    Ok(raw) if raw.ev.is_for(id) => {
                         drop(q);
                         return Ok(self.deliver(raw));
                     }

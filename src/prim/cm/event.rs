@@ -139,6 +139,11 @@ impl RawEvent {
         self.new_id.is_some()
     }
 
+    /// The new id of a connect request still owned by the event.
+    pub(super) fn new_id_ptr(&self) -> Option<*mut cmffi::rdma_cm_id> {
+        self.new_id.map(|(id, _)| id.as_ptr())
+    }
+
     /// The new id of a connect request, now the caller's to own.
     pub(super) fn take_new_id(&mut self) -> Option<(NonNull<cmffi::rdma_cm_id>, PortSpace)> {
         self.new_id.take()

@@ -12,9 +12,15 @@
 //! QPs stay ordinary [`Qp`]s, built with [`super::QpBuilder`] on a
 //! [`super::Context`] of the device the `CmId` resolved to
 //! ([`CmId::device_name`]); the `CmId` moves them through their states with
-//! the attributes `rdma_init_qp_attr` gives ([`CmId::modify_qp`]). The data
+//! the attributes `rdma_init_qp_attr` gives ([`CmId::modify_qp`]), except
+//! remote access: none unless [`CmId::set_access`] grants it. The data
 //! path is the same as for any other QP, and the QP's lifetime is its own.
-//! See `docs/cm.md`.
+//!
+//! Ids may share an [`EventChannel`]: [`CmId::expect`] takes its own id's
+//! events and queues the others for their ids. `CmId` is `Send + Sync`:
+//! librdmacm writes into an id while it reads the id's events, so every
+//! call on an id, every event read and every accessor runs under the
+//! channel's lock. See `docs/cm.md`.
 
 use std::ffi::CStr;
 use std::fmt;
@@ -170,11 +176,16 @@ unsafe impl Destroy for CmIdHandle {
         // Events queued for the id go with it (a queued connect request
         // for a listener is rejected): none may outlive it, as its address
         // may be reused by a later id.
-        drop(q.drain_for(raw.as_ptr()));
+        let elsewhere = q.forget(raw.as_ptr());
         // SAFETY: the caller's contract; its events were acked when read
         // (RawEvent::read), so the call does not block; no QP was created on
         // it by librdmacm.
-        unsafe { cmffi::rdma_destroy_id(raw.as_ptr()) }
+        let rc = unsafe { cmffi::rdma_destroy_id(raw.as_ptr()) };
+        drop(q);
+        for (channel, id) in elsewhere {
+            channel.forget(id);
+        }
+        rc
     }
 }
 
@@ -405,9 +416,8 @@ impl CmId {
     pub fn migrate(&mut self, channel: &EventChannel) -> Result<()> {
         let old = self.channel().clone();
         let id = self.raw.as_ptr();
-        // SAFETY (both calls): owned id, live channel; events of the id
-        // were acked when read.
         if old.same(channel) {
+            // SAFETY: owned id, live channel; events of the id were acked when read.
             return self.call("rdma_migrate_id", |id| unsafe { cmffi::rdma_migrate_id(id, channel.as_ptr()) });
         }
         // Both channels locked (in address order, so that two migrations
@@ -420,12 +430,13 @@ impl CmId {
             let b = channel.lock();
             (old.lock(), b)
         };
-        // SAFETY: as above.
+        // SAFETY: owned id, live channel; events of the id were acked when
+        // read; both channels' locks are held.
         let rc = unsafe { cmffi::rdma_migrate_id(id, channel.as_ptr()) };
         if rc != 0 {
             return Err(Error::last("rdma_migrate_id"));
         }
-        q_new.extend(q_old.drain_for(id));
+        channel::Queue::migrate(&mut q_old, &old, &mut q_new, channel, id);
         drop((q_old, q_new));
         self.raw.data_mut().channel = channel.clone();
         Ok(())

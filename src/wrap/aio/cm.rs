@@ -174,6 +174,8 @@ impl CmListen {
             id.migrate(&ch)?;
             let events = Events::new(&ch)?;
             id.set_ack_timeout(o.connect.timeout)?;
+            // The data QP gets `o.connect.access` (the CM alone grants none).
+            id.set_access(o.connect.access);
             let p = parts_on(&id, o)?;
             let psn = crate::prim::random_psn();
             ctrl_ready(&id, &p, peer, psn)?;
@@ -222,6 +224,8 @@ impl RcEndpoint {
         id.resolve_route(o.setup_timeout)?;
         events.expect(CmEventType::ROUTE_RESOLVED, deadline()).await?;
         id.set_ack_timeout(o.connect.timeout)?;
+        // The data QP gets `o.connect.access` (the CM alone grants none).
+        id.set_access(o.connect.access);
         let p = parts_on(&id, o)?;
         let psn = crate::prim::random_psn();
         id.connect(&p.data, &conn_param(o, &hello(p.ctrl_qp.qpn(), psn)))?;
