@@ -147,6 +147,8 @@ pub fn run_peers(args: &[String]) -> Result<()> {
     std::fs::create_dir_all(root().join("target/xtask"))?;
     let c = root().join("target/xtask/peers_c");
     run(Command::new("cc").args(["-O2", "-Wall", "-g", "-o"]).arg(&c).arg(peers.join("c/peers_c.c")).arg("-libverbs"))?;
+    let pp_c = root().join("target/xtask/pingpong_c");
+    run(Command::new("cc").args(["-O2", "-Wall", "-o"]).arg(&pp_c).arg(peers.join("pingpong/c.c")).arg("-libverbs"))?;
     let mut list = vec![
         Peer { name: "C verbs", exe: c, pre: &[], workloads: ALL, counted: ALL },
         Peer { name: "rrddmma prim", exe: bin.join("rrddmma"), pre: &["prim"], workloads: ALL, counted: ALL },
@@ -225,7 +227,24 @@ pub fn run_peers(args: &[String]) -> Result<()> {
             }
         }
     }
+    // Each ping-pong program runs once: (file, executable).
+    let mut pingpongs = vec![
+        ("c.c", pp_c.clone()),
+        ("rrddmma.rs", bin.join("pingpong-rrddmma")),
+        ("sideway.rs", bin.join("pingpong-sideway")),
+    ];
+    if ibverbs.is_ok() {
+        pingpongs.push(("ibverbs.rs", bin.join("pingpong-ibverbs")));
+    }
+    let measured = steps.len();
+    for (file, exe) in &pingpongs {
+        steps.push(Step {
+            name: format!("pingpong {file}"),
+            command: format!("{gid}{} \"$RRDDMMA_TEST_DEVICE\" $PEERS_GID_INDEX", shell_quote(&exe.to_string_lossy())),
+        });
+    }
     let done = device::run_steps(&place, &steps)?;
+    let (done, pp_done) = done.split_at(measured);
     // (peer, workload) -> measurements.
     let mut instr: BTreeMap<(usize, &str), Vec<(u64, u64)>> = BTreeMap::new();
     let mut time: BTreeMap<(usize, &str), Vec<f64>> = BTreeMap::new();
@@ -308,20 +327,16 @@ pub fn run_peers(args: &[String]) -> Result<()> {
         }
     ));
     md.push_str("\nRC ping-pong program length (non-blank, non-comment lines, `peers/pingpong/`):\n\n");
-    md.push_str("| crate | lines |\n|---|---|\n");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(peers.join("pingpong"))
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|x| x == "rs" || x == "c"))
-                .collect()
-        })
-        .unwrap_or_default();
-    files.sort();
-    for f in &files {
-        if let Some(n) = code_lines(f) {
-            md.push_str(&format!("| {} | {n} |\n", f.file_name().unwrap_or_default().to_string_lossy()));
-        }
+    md.push_str("| program | lines | run on the device |\n|---|---|---|\n");
+    for ((file, _), d) in pingpongs.iter().zip(pp_done) {
+        let lines = code_lines(&peers.join("pingpong").join(file)).map_or("?".to_string(), |n| n.to_string());
+        let ran = if d.code == Some(0) && d.output.contains("pingpong ok") {
+            "ok (10 rounds verified)".to_string()
+        } else {
+            failed.push(format!("{} (exit {:?}): {}", d.name, d.code, d.output.lines().last().unwrap_or("")));
+            format!("failed (exit {:?})", d.code)
+        };
+        md.push_str(&format!("| pingpong/{file} | {lines} | {ran} |\n"));
     }
     if !failed.is_empty() {
         md.push_str(&format!("\nfailed steps:\n- {}\n", failed.join("\n- ")));
