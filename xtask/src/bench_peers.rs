@@ -1,8 +1,8 @@
 //! `cargo xtask bench-peers`: rrddmma beside the other Rust RDMA crates
 //! (sideway, ibverbs, async-rdma) and C verbs calls, on one device, in one
 //! device session. The programs live in `peers/`, a workspace of their own
-//! (`peers/ibverbs` and `peers/async-rdma` are separate workspaces again:
-//! each links libibverbs through its own `-sys` crate).
+//! (`peers/sideway`, `peers/ibverbs` and `peers/async-rdma` are separate
+//! workspaces again: each brings its own `-sys` crate for libibverbs).
 //!
 //! For each crate and workload: userspace instructions per operation
 //! (callgrind inside `peers_measured` minus `peers_settle`, the difference of
@@ -142,6 +142,7 @@ pub fn run_peers(args: &[String]) -> Result<()> {
     let peers = root().join("peers");
     let bin = peers.join("target/release");
     build(&peers).map_err(|e| format!("peers/ does not build: {e}"))?;
+    let sideway = build(&peers.join("sideway"));
     let ibverbs = build(&peers.join("ibverbs"));
     let async_rdma = build(&peers.join("async-rdma"));
     std::fs::create_dir_all(root().join("target/xtask"))?;
@@ -159,8 +160,10 @@ pub fn run_peers(args: &[String]) -> Result<()> {
             workloads: &["setup"],
             counted: &["setup"],
         },
-        Peer { name: "sideway", exe: bin.join("sideway"), pre: &[], workloads: ALL, counted: ALL },
     ];
+    if sideway.is_ok() {
+        list.push(Peer { name: "sideway", exe: bin.join("peers-sideway"), pre: &[], workloads: ALL, counted: ALL });
+    }
     if ibverbs.is_ok() {
         list.push(Peer {
             name: "ibverbs",
@@ -228,11 +231,10 @@ pub fn run_peers(args: &[String]) -> Result<()> {
         }
     }
     // Each ping-pong program runs once: (file, executable).
-    let mut pingpongs = vec![
-        ("c.c", pp_c.clone()),
-        ("rrddmma.rs", bin.join("pingpong-rrddmma")),
-        ("sideway.rs", bin.join("pingpong-sideway")),
-    ];
+    let mut pingpongs = vec![("c.c", pp_c.clone()), ("rrddmma.rs", bin.join("pingpong-rrddmma"))];
+    if sideway.is_ok() {
+        pingpongs.push(("sideway.rs", bin.join("pingpong-sideway")));
+    }
     if ibverbs.is_ok() {
         pingpongs.push(("ibverbs.rs", bin.join("pingpong-ibverbs")));
     }
@@ -315,6 +317,9 @@ pub fn run_peers(args: &[String]) -> Result<()> {
             let em = empty.get(&(pi, w)).cloned().unwrap_or_else(|| "—".into());
             md.push_str(&format!("| {what} | {} | {ins} | {al} | {t} | {em} |\n", p.name));
         }
+    }
+    if let Err(e) = &sideway {
+        md.push_str(&format!("\nsideway: not measured, peers/sideway does not build here: {e}\n"));
     }
     if let Err(e) = &ibverbs {
         md.push_str(&format!("\nibverbs: not measured, peers/ibverbs does not build here: {e}\n"));

@@ -1,7 +1,7 @@
 //! sideway's peer benchmark, written as its `rc_pingpong` example teaches:
 //! extended QP (`ibv_wr_*` through `start_post_send` / `construct_wr` /
 //! `post`), extended CQ polled with `start_poll` and its poller.
-//! `sideway DEVICE WORKLOAD N [settle]`; the GID index is `PEERS_GID_INDEX`
+//! `peers-sideway DEVICE WORKLOAD N [settle]`; the GID index is `PEERS_GID_INDEX`
 //! (default 1).
 
 #[path = "../../common.rs"]
@@ -122,7 +122,7 @@ fn poll(p: &Pair, want: usize, empty: &AtomicU64) {
 }
 
 fn main() {
-    let a = common::args("sideway");
+    let a = common::args("peers-sideway");
     let gi: u8 = std::env::var("PEERS_GID_INDEX").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
     let empty = AtomicU64::new(0);
     if a.workload == "setup" {
