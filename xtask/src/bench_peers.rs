@@ -357,3 +357,31 @@ pub fn run_peers(args: &[String]) -> Result<()> {
         Err(format!("{} step(s) failed (listed above)", failed.len()).into())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn result_lines_and_reasons_are_read() {
+        let out = "noise\nRESULT crate=C workload=write1 iters=100 ns_per_op=12.5 allocs_per_op=n/a \
+                   empty_polls_per_op=0.000\n==1== Collected : 45156\n";
+        let r = result(out).unwrap();
+        assert_eq!(r["crate"], "C");
+        assert_eq!(r["ns_per_op"], "12.5");
+        assert_eq!(collected(out), Some(45156));
+        assert_eq!(result("no result here"), None);
+        let u = "UNSUPPORTED crate=ibverbs workload=read reason=posts only SEND and RECV\n";
+        assert_eq!(unsupported(u).as_deref(), Some("posts only SEND and RECV"));
+    }
+
+    #[test]
+    fn options_and_median() {
+        let o = parse(&["--device".into(), "mlx5_0".into(), "--reps".into(), "7".into(), "--smoke".into()]).unwrap();
+        assert_eq!((o.device.as_deref(), o.reps, o.smoke), (Some("mlx5_0"), 7, true));
+        assert!(parse(&["--reps".into(), "0".into()]).is_err());
+        assert!(parse(&["--bogus".into()]).is_err());
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+}
