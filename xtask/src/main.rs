@@ -9,6 +9,8 @@
 //!   (those whose name contains TEXT).
 //! - `cargo xtask hostile`: only the hostile-peer suite, with its tables.
 //! - `cargo xtask bench-verbs [KIND..]`: callgrind count of post + poll, rrddmma vs C verbs calls.
+//! - `cargo xtask bench-peers [--device NAME] [--reps N] [--smoke]`: rrddmma beside the other Rust RDMA
+//!   crates and C (`peers/`): instructions, allocations and time per operation.
 //! - `cargo xtask vm -- CMD...`: runs CMD inside the SoftRoCE VM with `rxe0` ready.
 //! - `cargo xtask bindings [--check]`: regenerates or checks `src/bindings/sys.rs`.
 //! - `cargo xtask deps`: installs what the other tasks need (idempotent).
@@ -16,6 +18,7 @@
 
 mod aio;
 mod bench;
+mod bench_peers;
 mod bench_verbs;
 mod bindings;
 mod callgrind;
@@ -80,6 +83,8 @@ fn usage() -> ExitCode {
          \x20                      cluster mode, -R); --only: those whose name contains TEXT\n\
          \x20 hostile               the hostile-peer suite only, with its tables (attack, victim, outcome)\n\
          \x20 bench-verbs [KIND..]  callgrind: instructions per post + poll, rrddmma vs C (rows of KINDs only)\n\
+         \x20 bench-peers [--device NAME] [--reps N] [--smoke]\n\
+         \x20                      rrddmma beside sideway, ibverbs, async-rdma and C (peers/)\n\
          \x20 vm -- CMD...          run CMD in the SoftRoCE VM (rxe0 ready)\n\
          \x20 bindings [--check]    regenerate / check src/bindings/sys.rs\n\
          \x20 deps                  install the tools and packages the tasks need\n\
@@ -125,6 +130,11 @@ fn parse() -> std::result::Result<(String, Vec<String>), lexopt::Error> {
                 rest.push(p.value()?.string()?);
             }
             ("bench-verbs", Value(v)) => rest.push(v.string()?),
+            ("bench-peers", Long(f @ ("device" | "reps"))) => {
+                rest.push(format!("--{f}"));
+                rest.push(p.value()?.string()?);
+            }
+            ("bench-peers", Long("smoke")) => rest.push("--smoke".to_string()),
             (_, arg) => return Err(arg.unexpected()),
         }
     }
@@ -148,6 +158,7 @@ fn main() -> ExitCode {
         "hostile" => hostile::run(),
         "cm-examples" => cm::run(),
         "bench-verbs" => bench_verbs::bench_verbs(rest),
+        "bench-peers" => bench_peers::run_peers(rest),
         "vm" => device::vm(rest),
         "bindings" => bindings::run(rest),
         "deps" => deps::ensure(),

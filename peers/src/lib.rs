@@ -1,0 +1,1 @@
+//! Shared parts of the peer benchmarks.

@@ -1,0 +1,387 @@
+//! `cargo xtask bench-peers`: rrddmma beside the other Rust RDMA crates
+//! (sideway, ibverbs, async-rdma) and C verbs calls, on one device, in one
+//! device session. The programs live in `peers/`, a workspace of their own
+//! (`peers/sideway`, `peers/ibverbs` and `peers/async-rdma` are separate
+//! workspaces again: each brings its own `-sys` crate for libibverbs).
+//!
+//! For each crate and workload: userspace instructions per operation
+//! (callgrind inside `peers_measured` minus `peers_settle`, the difference of
+//! two run lengths), heap allocations per operation (each Rust program's
+//! counting allocator) and wall time per operation (median and range over
+//! the rounds, the crates' order rotated each round).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::callgrind::collected;
+use crate::device::{self, shell_quote, Step};
+use crate::{root, run, Result};
+
+/// Run lengths whose difference gives the per-operation count (set-ups use
+/// [`SETUP_N`]).
+const OPS_N: [u64; 2] = [100, 400];
+const SETUP_N: [u64; 2] = [1, 3];
+/// Operations per timed run (set-ups: [`TIMED_SETUPS`]).
+const TIMED_OPS: u64 = 2000;
+const TIMED_SETUPS: u64 = 5;
+
+/// The workloads, as the programs name them, and the table's wording.
+const WORKLOADS: [(&str, &str); 6] = [
+    ("setup", "set-up: context to connected RC pair + registered buffer (per set-up)"),
+    ("write1", "RDMA WRITE 64 B, 1 per post"),
+    ("write32", "RDMA WRITE 64 B, 32 per post (per post)"),
+    ("read", "RDMA READ 64 B"),
+    ("send", "SEND 64 B + its RECV"),
+    ("faa", "fetch-and-add 8 B"),
+];
+
+/// One program of the comparison: its column name and how to run it.
+struct Peer {
+    name: &'static str,
+    /// Executable and the arguments before DEVICE.
+    exe: PathBuf,
+    pre: &'static [&'static str],
+    /// Workloads it runs (`setup` for rrddmma-wrap only: its operations are
+    /// prim's calls).
+    workloads: &'static [&'static str],
+    /// Workloads it can express (the others only print why not).
+    counted: &'static [&'static str],
+}
+
+const ALL: &[&str] = &["setup", "write1", "write32", "read", "send", "faa"];
+
+/// Options of `cargo xtask bench-peers`.
+struct Opts {
+    device: Option<String>,
+    reps: usize,
+    smoke: bool,
+}
+
+fn parse(args: &[String]) -> Result<Opts> {
+    let mut o = Opts { device: None, reps: 5, smoke: false };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--device" => o.device = Some(it.next().ok_or("--device needs a NAME")?.clone()),
+            "--reps" => {
+                let v = it.next().ok_or("--reps needs a number")?;
+                o.reps = v.parse().map_err(|_| format!("--reps {v:?}: give a whole number of rounds, e.g. 5"))?;
+                if o.reps == 0 {
+                    return Err("--reps 0: at least one round".into());
+                }
+            }
+            "--smoke" => o.smoke = true,
+            other => return Err(format!("bench-peers: unknown argument {other:?}").into()),
+        }
+    }
+    Ok(o)
+}
+
+/// `cargo build --release` of one workspace under `peers/` into
+/// `peers/target`; the error text when it fails.
+fn build(dir: &Path) -> std::result::Result<(), String> {
+    eprintln!("$ (cd {}) cargo build --release", dir.display());
+    let out = Command::new(env!("CARGO"))
+        .args(["build", "--release", "--quiet"])
+        .env("CARGO_TARGET_DIR", root().join("peers/target"))
+        .current_dir(dir)
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    let first: Vec<&str> = err.lines().filter(|l| l.starts_with("error") || l.contains("yanked")).take(3).collect();
+    Err(if first.is_empty() { err.lines().last().unwrap_or("failed").to_string() } else { first.join("; ") })
+}
+
+/// Fields of a `RESULT ...` line.
+fn result(out: &str) -> Option<BTreeMap<String, String>> {
+    let line = out.lines().find(|l| l.starts_with("RESULT "))?;
+    Some(
+        line.split_whitespace()
+            .skip(1)
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect(),
+    )
+}
+
+/// The reason line of a program that cannot express a workload.
+fn unsupported(out: &str) -> Option<String> {
+    let line = out.lines().find(|l| l.starts_with("UNSUPPORTED "))?;
+    Some(line.split("reason=").nth(1).unwrap_or("unsupported").to_string())
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Non-blank, non-comment lines of a program.
+fn code_lines(path: &Path) -> Option<usize> {
+    let text = std::fs::read_to_string(path).ok()?;
+    Some(
+        text.lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with("//") && !l.starts_with("/*") && !l.starts_with('*'))
+            .count(),
+    )
+}
+
+/// `cargo xtask bench-peers [--device NAME] [--reps N] [--smoke]`.
+pub fn run_peers(args: &[String]) -> Result<()> {
+    let o = parse(args)?;
+    let started = std::time::Instant::now();
+    let peers = root().join("peers");
+    let bin = peers.join("target/release");
+    build(&peers).map_err(|e| format!("peers/ does not build: {e}"))?;
+    let sideway = build(&peers.join("sideway"));
+    let ibverbs = build(&peers.join("ibverbs"));
+    let async_rdma = build(&peers.join("async-rdma"));
+    std::fs::create_dir_all(root().join("target/xtask"))?;
+    let c = root().join("target/xtask/peers_c");
+    run(Command::new("cc").args(["-O2", "-Wall", "-g", "-o"]).arg(&c).arg(peers.join("c/peers_c.c")).arg("-libverbs"))?;
+    let pp_c = root().join("target/xtask/pingpong_c");
+    run(Command::new("cc").args(["-O2", "-Wall", "-o"]).arg(&pp_c).arg(peers.join("pingpong/c.c")).arg("-libverbs"))?;
+    let mut list = vec![
+        Peer { name: "C verbs", exe: c, pre: &[], workloads: ALL, counted: ALL },
+        Peer { name: "rrddmma prim", exe: bin.join("rrddmma"), pre: &["prim"], workloads: ALL, counted: ALL },
+        Peer {
+            name: "rrddmma wrap",
+            exe: bin.join("rrddmma"),
+            pre: &["wrap"],
+            workloads: &["setup"],
+            counted: &["setup"],
+        },
+    ];
+    if sideway.is_ok() {
+        list.push(Peer { name: "sideway", exe: bin.join("peers-sideway"), pre: &[], workloads: ALL, counted: ALL });
+    }
+    if ibverbs.is_ok() {
+        list.push(Peer {
+            name: "ibverbs",
+            exe: bin.join("peers-ibverbs"),
+            pre: &[],
+            workloads: ALL,
+            counted: &["setup", "send"],
+        });
+    }
+    let place = device::locate(o.device.as_deref())?;
+    eprintln!("bench-peers on {}", place.describe());
+    let line = |p: &Peer, w: &str, n: u64, settle: bool| {
+        let mut s = shell_quote(&p.exe.to_string_lossy());
+        for a in p.pre {
+            s.push(' ');
+            s.push_str(a);
+        }
+        s.push_str(&format!(" \"$RRDDMMA_TEST_DEVICE\" {w} {n}{}", if settle { " settle" } else { "" }));
+        s
+    };
+    // (kind, peer index, workload, n): what each step measured.
+    let mut meta = Vec::new();
+    let mut steps = Vec::new();
+    // The rxe GID the C, sideway and ibverbs programs use: RoCE v2 for
+    // 127.0.0.1 when present, else index 1.
+    let gid = "export PEERS_GID_INDEX=$(for f in /sys/class/infiniband/$RRDDMMA_TEST_DEVICE/ports/1/gid_attrs/types/*; do \
+               i=${f##*/}; t=$(cat $f 2>/dev/null); g=$(cat /sys/class/infiniband/$RRDDMMA_TEST_DEVICE/ports/1/gids/$i); \
+               case \"$t:$g\" in 'RoCE v2:0000:0000:0000:0000:0000:ffff:'*) echo $i; break;; esac; done); \
+               export PEERS_GID_INDEX=${PEERS_GID_INDEX:-1}; ";
+    if !o.smoke {
+        for (pi, p) in list.iter().enumerate() {
+            for w in p.counted {
+                let ns = if *w == "setup" { SETUP_N } else { OPS_N };
+                for n in ns {
+                    steps.push(Step {
+                        name: format!("callgrind {} {w} {n}", p.name),
+                        command: format!(
+                            "{gid}valgrind --tool=callgrind --vgdb=no --callgrind-out-file=/dev/null \
+                             --toggle-collect=peers_measured --toggle-collect=peers_settle {}",
+                            line(p, w, n, true)
+                        ),
+                    });
+                    meta.push(("instr", pi, *w, n));
+                }
+            }
+        }
+    }
+    let (reps, ops, setups) = if o.smoke { (1, 50, 1) } else { (o.reps, TIMED_OPS, TIMED_SETUPS) };
+    for round in 0..reps {
+        for (w, _) in WORKLOADS {
+            let k = list.len();
+            for j in 0..k {
+                let pi = (j + round) % k;
+                let p = &list[pi];
+                if !p.workloads.contains(&w) {
+                    continue;
+                }
+                let n = if w == "setup" { setups } else { ops };
+                steps.push(Step {
+                    name: format!("time {} {w} round {round}", p.name),
+                    command: format!("{gid}{}", line(p, w, n, false)),
+                });
+                meta.push(("time", pi, w, n));
+            }
+        }
+    }
+    // Each ping-pong program runs once: (file, executable).
+    let mut pingpongs = vec![("c.c", pp_c.clone()), ("rrddmma.rs", bin.join("pingpong-rrddmma"))];
+    if sideway.is_ok() {
+        pingpongs.push(("sideway.rs", bin.join("pingpong-sideway")));
+    }
+    if ibverbs.is_ok() {
+        pingpongs.push(("ibverbs.rs", bin.join("pingpong-ibverbs")));
+    }
+    let measured = steps.len();
+    for (file, exe) in &pingpongs {
+        steps.push(Step {
+            name: format!("pingpong {file}"),
+            command: format!("{gid}{} \"$RRDDMMA_TEST_DEVICE\" $PEERS_GID_INDEX", shell_quote(&exe.to_string_lossy())),
+        });
+    }
+    let done = device::run_steps(&place, &steps)?;
+    let (done, pp_done) = done.split_at(measured);
+    // (peer, workload) -> measurements.
+    let mut instr: BTreeMap<(usize, &str), Vec<(u64, u64)>> = BTreeMap::new();
+    let mut time: BTreeMap<(usize, &str), Vec<f64>> = BTreeMap::new();
+    let mut allocs: BTreeMap<(usize, &str), String> = BTreeMap::new();
+    let mut empty: BTreeMap<(usize, &str), String> = BTreeMap::new();
+    let mut why: BTreeMap<(usize, &str), String> = BTreeMap::new();
+    let mut failed = Vec::new();
+    for (d, (kind, pi, w, n)) in done.iter().zip(&meta) {
+        if let Some(r) = unsupported(&d.output) {
+            why.insert((*pi, *w), r);
+            continue;
+        }
+        let Some(res) = result(&d.output).filter(|_| d.code == Some(0)) else {
+            failed.push(format!("{} (exit {:?}): {}", d.name, d.code, d.output.lines().last().unwrap_or("")));
+            continue;
+        };
+        if *kind == "instr" {
+            match collected(&d.output) {
+                Some(c) => instr.entry((*pi, *w)).or_default().push((*n, c)),
+                None => failed.push(format!("{}: no callgrind count", d.name)),
+            }
+            empty.insert((*pi, *w), res.get("empty_polls_per_op").cloned().unwrap_or_default());
+        } else {
+            if let Some(t) = res.get("ns_per_op").and_then(|t| t.parse().ok()) {
+                time.entry((*pi, *w)).or_default().push(t);
+            }
+            allocs.insert((*pi, *w), res.get("allocs_per_op").cloned().unwrap_or_default());
+        }
+    }
+    let mut md = String::new();
+    md.push_str(&format!(
+        "device {}; {} timed round(s) of {ops} operations ({setups} set-ups), order rotated each round; {}\n\n",
+        place.device(),
+        reps,
+        if o.smoke {
+            "smoke mode: no instruction counts".to_string()
+        } else {
+            format!(
+                "instructions: callgrind, runs of {OPS_N:?} operations ({SETUP_N:?} set-ups), difference / {}",
+                OPS_N[1] - OPS_N[0]
+            )
+        }
+    ));
+    md.push_str("| workload | crate | instructions / op | allocations / op | time / op µs, median (min–max) | empty polls / op (callgrind run) |\n");
+    md.push_str("|---|---|---|---|---|---|\n");
+    for (w, what) in WORKLOADS {
+        for (pi, p) in list.iter().enumerate() {
+            if !p.workloads.contains(&w) {
+                continue;
+            }
+            if let Some(r) = why.get(&(pi, w)) {
+                md.push_str(&format!("| {what} | {} | — | — | cannot express: {r} | — |\n", p.name));
+                continue;
+            }
+            let ins = match instr.get(&(pi, w)).map(Vec::as_slice) {
+                Some([(n0, c0), (n1, c1)]) => format!("{:.0}", (*c1 as f64 - *c0 as f64) / (n1 - n0) as f64),
+                _ if o.smoke => "—".to_string(),
+                _ => "failed".to_string(),
+            };
+            let t = match time.get_mut(&(pi, w)) {
+                Some(v) if !v.is_empty() => {
+                    let (lo, hi) = (v.iter().cloned().fold(f64::MAX, f64::min), v.iter().cloned().fold(0.0, f64::max));
+                    format!("{:.2} ({:.2}–{:.2})", median(v) / 1e3, lo / 1e3, hi / 1e3)
+                }
+                _ => "failed".to_string(),
+            };
+            let al = allocs.get(&(pi, w)).cloned().unwrap_or_else(|| "failed".into());
+            let em = empty.get(&(pi, w)).cloned().unwrap_or_else(|| "—".into());
+            md.push_str(&format!("| {what} | {} | {ins} | {al} | {t} | {em} |\n", p.name));
+        }
+    }
+    if let Err(e) = &sideway {
+        md.push_str(&format!("\nsideway: not measured, peers/sideway does not build here: {e}\n"));
+    }
+    if let Err(e) = &ibverbs {
+        md.push_str(&format!("\nibverbs: not measured, peers/ibverbs does not build here: {e}\n"));
+    }
+    md.push_str(&format!(
+        "\nasync-rdma 0.5 (beside `wrap::aio`): {}\n",
+        match &async_rdma {
+            Ok(()) => "builds; its workloads are not written yet".to_string(),
+            Err(e) => format!("not measured: peers/async-rdma does not build here: `{e}`"),
+        }
+    ));
+    md.push_str("\nRC ping-pong program length (non-blank, non-comment lines, `peers/pingpong/`):\n\n");
+    md.push_str("| program | lines | run on the device |\n|---|---|---|\n");
+    for ((file, _), d) in pingpongs.iter().zip(pp_done) {
+        let lines = code_lines(&peers.join("pingpong").join(file)).map_or("?".to_string(), |n| n.to_string());
+        let ran = if d.code == Some(0) && d.output.contains("pingpong ok") {
+            "ok (10 rounds verified)".to_string()
+        } else {
+            failed.push(format!("{} (exit {:?}): {}", d.name, d.code, d.output.lines().last().unwrap_or("")));
+            format!("failed (exit {:?})", d.code)
+        };
+        md.push_str(&format!("| pingpong/{file} | {lines} | {ran} |\n"));
+    }
+    if !failed.is_empty() {
+        md.push_str(&format!("\nfailed steps:\n- {}\n", failed.join("\n- ")));
+    }
+    md.push_str(&format!("\nwall time of this run: {:.0} s\n", started.elapsed().as_secs_f64()));
+    print!("{md}");
+    let out = root().join("target/xtask/bench-peers.md");
+    std::fs::write(&out, &md)?;
+    eprintln!("written to {}", out.display());
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{} step(s) failed (listed above)", failed.len()).into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn result_lines_and_reasons_are_read() {
+        let out = "noise\nRESULT crate=C workload=write1 iters=100 ns_per_op=12.5 allocs_per_op=n/a \
+                   empty_polls_per_op=0.000\n==1== Collected : 45156\n";
+        let r = result(out).unwrap();
+        assert_eq!(r["crate"], "C");
+        assert_eq!(r["ns_per_op"], "12.5");
+        assert_eq!(collected(out), Some(45156));
+        assert_eq!(result("no result here"), None);
+        let u = "UNSUPPORTED crate=ibverbs workload=read reason=posts only SEND and RECV\n";
+        assert_eq!(unsupported(u).as_deref(), Some("posts only SEND and RECV"));
+    }
+
+    #[test]
+    fn options_and_median() {
+        let o = parse(&["--device".into(), "mlx5_0".into(), "--reps".into(), "7".into(), "--smoke".into()]).unwrap();
+        assert_eq!((o.device.as_deref(), o.reps, o.smoke), (Some("mlx5_0"), 7, true));
+        assert!(parse(&["--reps".into(), "0".into()]).is_err());
+        assert!(parse(&["--bogus".into()]).is_err());
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+}
