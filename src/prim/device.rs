@@ -304,13 +304,46 @@ impl Context {
         }
     }
 
-    /// Every valid entry of `port`'s GID table.
+    /// Every valid entry of `port`'s GID table, in index order.
     ///
     /// # References
-    /// `ibv_query_gid_table(3)`
+    /// `ibv_query_gid_table(3)` (one call for the whole table; MLNX_OFED
+    /// 4.x, which lacks it, gets an empty table)
     pub fn gid_table(&self, port: u8) -> Result<Vec<GidEntry>> {
-        let len = self.query_port(port)?.gid_table_len();
-        Ok((0..len).filter_map(|i| self.query_gid_entry(port, i).ok()).filter(|e| !e.gid.is_zero()).collect())
+        #[cfg(rrddmma_mlnx_ofed4)]
+        {
+            let _ = port;
+            Ok(Vec::new())
+        }
+        #[cfg(not(rrddmma_mlnx_ofed4))]
+        {
+            // The call returns every port's valid entries: room for all.
+            let ports = usize::from(self.query_device()?.phys_port_cnt.max(1));
+            let len = self.query_port(port)?.gid_table_len() as usize;
+            let mut raw = vec![ffi::ibv_gid_entry::default(); len.max(1) * ports];
+            // SAFETY: live context; `raw` holds `raw.len()` entries of the
+            // size passed, valid for writes.
+            let n = unsafe {
+                ffi::_ibv_query_gid_table(
+                    self.as_ptr(),
+                    raw.as_mut_ptr(),
+                    raw.len(),
+                    0,
+                    size_of::<ffi::ibv_gid_entry>(),
+                )
+            };
+            let Ok(n) = usize::try_from(n) else {
+                return Err(Error::code("ibv_query_gid_table", i32::try_from(n).unwrap_or(-libc::EIO)));
+            };
+            let mut table: Vec<GidEntry> = raw[..n.min(raw.len())]
+                .iter()
+                .filter(|e| e.port_num == u32::from(port))
+                .map(GidEntry::from_raw)
+                .filter(|e| !e.gid.is_zero())
+                .collect();
+            table.sort_by_key(|e| e.index);
+            Ok(table)
+        }
     }
 
     /// The GID at `index` of `port`'s table.

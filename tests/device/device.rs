@@ -20,6 +20,15 @@ fn port_speed_width_and_gid_table() {
         assert_eq!(e.port, 1);
         eprintln!("gid {} {} {} {:?} {:?}", e.index, e.gid, e.gid_type, e.netdev(), e.ipv4());
     }
+    // The one-call table (ibv_query_gid_table) is what the entries say one
+    // at a time (ibv_query_gid_ex), every valid index, in order.
+    let one_by_one: Vec<_> = (0..port.gid_table_len())
+        .filter_map(|i| ctx.query_gid_entry(1, i).ok())
+        .filter(|e| !e.gid.is_zero())
+        .map(|e| (e.index, e.gid, e.gid_type, e.netdev()))
+        .collect();
+    let whole: Vec<_> = table.iter().map(|e| (e.index, e.gid, e.gid_type, e.netdev())).collect();
+    assert_eq!(whole, one_by_one, "ibv_query_gid_table and ibv_query_gid_ex disagree");
     let idx = ctx.roce_v2_gid_index(1).unwrap();
     let chosen = ctx.query_gid_entry(1, u32::from(idx)).unwrap();
     if port.is_ethernet() {
