@@ -27,6 +27,7 @@
 // The links above to `obj` and `Error` name items a 4.x build leaves out.
 #![cfg_attr(rrddmma_mlnx_ofed4, allow(rustdoc::broken_intra_doc_links))]
 
+pub mod av;
 pub mod be;
 pub mod clock;
 pub mod cq;

@@ -9,6 +9,7 @@ use rrddmma::mlx5dv::be::Be32;
 use rrddmma::mlx5dv::cq::{CqRing, CQ_DOORBELL};
 use rrddmma::mlx5dv::cqe::{Completion, CqeOpcode};
 use rrddmma::mlx5dv::mmio::{Op, Recorder};
+use rrddmma::mlx5dv::seg::WqeOpcode;
 
 use super::build::{unhex, Aligned};
 use super::{Mismatch, Mutation};
@@ -18,11 +19,16 @@ const WC_RECV: u32 = 128;
 const WC_RECV_RDMA_WITH_IMM: u32 = 129;
 const WC_WITH_IMM: u32 = 2;
 const WC_WITH_INV: u32 = 8;
+const WC_GRH: u32 = 1;
+/// `enum ibv_wc_opcode` of requester completions.
+const WC_SEND: u32 = 0;
+const WC_RDMA_WRITE: u32 = 1;
+const WC_RDMA_READ: u32 = 2;
+const WC_COMP_SWAP: u32 = 3;
+const WC_FETCH_ADD: u32 = 4;
 /// The C half's wr_id tags: send queue and receive queue entries.
 const SQ_TAG: u64 = 0x5100;
 const RQ_TAG: u64 = 0x5200;
-/// `MLX5_OPCODE_RDMA_READ`: requester completions of a READ carry byte_len.
-const WQE_RDMA_READ: u8 = 0x10;
 
 /// What the check covered, per CQE size.
 #[derive(Debug, Default)]
@@ -273,6 +279,40 @@ fn compare(
         if with_inv {
             checks.push(("invalidated_rkey", 36, imm.into(), u32::from_be(c.imm).into()));
         }
+        if !ex {
+            // mlx5_poll_cq's handle_responder fills the sender's address for
+            // every successful receive (the extended poller's line leaves
+            // them 0: they were not asked for).
+            checks.push(("src_qp", 25, num(7), c.src_qp.into()));
+            checks.push(("pkey_index", 38, num(9), c.pkey_index.into()));
+            checks.push(("slid", 22, num(10), c.slid.into()));
+            checks.push(("sl", 24, num(11), c.sl.into()));
+            checks.push(("dlid_path_bits", 17, num(12), c.dlid_path_bits.into()));
+            checks.push(("wc_flags (GRH)", 24, (wc_flags & WC_GRH).into(), u64::from(c.grh)));
+        }
+    }
+    if c.opcode == CqeOpcode::REQ {
+        // The requester's WQE opcode (byte 56) decides ibv_wc's opcode and
+        // WITH_IMM, as handle_good_req maps it (WQE opcodes of mlx5dv.h).
+        let (op, with_imm) = match c.wqe_opcode {
+            WqeOpcode::RDMA_WRITE => (Some(WC_RDMA_WRITE), false),
+            WqeOpcode::RDMA_WRITE_IMM => (Some(WC_RDMA_WRITE), true),
+            WqeOpcode::SEND | WqeOpcode::SEND_INVAL => (Some(WC_SEND), false),
+            WqeOpcode::SEND_IMM => (Some(WC_SEND), true),
+            WqeOpcode::RDMA_READ => (Some(WC_RDMA_READ), false),
+            WqeOpcode::ATOMIC_CS => (Some(WC_COMP_SWAP), false),
+            WqeOpcode::ATOMIC_FA => (Some(WC_FETCH_ADD), false),
+            _ => (None, false),
+        };
+        if let Some(op) = op {
+            checks.push(("opcode (from the WQE opcode)", 56, opcode.into(), op.into()));
+        }
+        // The extended poller's `ibv_wc_read_wc_flags` sets WITH_IMM for
+        // responder CQEs only (a libmlx5 difference between its pollers):
+        // compared on `mlx5_poll_cq`'s line.
+        if !ex {
+            checks.push(("wc_flags (WITH_IMM)", 56, (wc_flags & WC_WITH_IMM).into(), u64::from(with_imm) * 2));
+        }
     }
     if ex {
         // The extended poller's readers take these from the CQE for every
@@ -285,7 +325,7 @@ fn compare(
             let ours = if c.opcode == CqeOpcode::RESP_SEND_INV { u32::from_be(c.imm) } else { c.imm };
             checks.push(("imm_data (ibv_wc_read_imm_data)", 36, imm.into(), ours.into()));
         }
-    } else if c.opcode == CqeOpcode::REQ && cqe[56] == WQE_RDMA_READ {
+    } else if c.opcode == CqeOpcode::REQ && c.wqe_opcode == WqeOpcode::RDMA_READ {
         checks.push(("byte_len", 44, byte_len.into(), c.byte_len.into()));
     }
     for (field, byte, theirs, ours) in checks {
