@@ -140,6 +140,7 @@ fn recv_case(size: u32) {
         Ok(stats) => {
             assert!(stats.cqes >= build::CQES, "only {} CQEs were compared", stats.cqes);
             assert!(stats.wraps > 50 && stats.scatter > 100 && stats.extended > 2000 && stats.arms > 100, "{stats:?}");
+            assert!(stats.scatter_copied > 50, "too few payloads through poll_scattered: {stats:?}");
             for k in ["REQ", "REQ_ERR", "RESP_ERR", "RESP_SEND", "RESP_SEND_IMM", "RESP_SEND_INV", "RESP_WR_IMM"] {
                 assert!(stats.by_kind.get(k).copied().unwrap_or(0) > 100, "too few {k} CQEs: {stats:?}");
             }

@@ -39,6 +39,8 @@ pub struct RecvStats {
     pub wraps: usize,
     pub by_kind: BTreeMap<String, usize>,
     pub scatter: usize,
+    /// Of those, payloads copied by `CqRing::poll_scattered`.
+    pub scatter_copied: usize,
     /// Completions read through the extended poller (with timestamps).
     pub extended: usize,
     /// Arms compared with `mlx5_arm_cq`.
@@ -56,9 +58,9 @@ impl RecvStats {
         }
         let _ = write!(
             s,
-            "; {} scattered to the CQE; {} read through the extended poller (timestamps compared); {} arms \
+            "; {} scattered to the CQE ({} copied by poll_scattered); {} read through the extended poller (timestamps compared); {} arms \
              against mlx5_arm_cq",
-            self.scatter, self.extended, self.arms
+            self.scatter, self.scatter_copied, self.extended, self.arms
         );
         s
     }
@@ -120,6 +122,7 @@ pub fn check(out: &str, size: u32, mutation: Mutation) -> Result<RecvStats, Box<
     let mut stats = RecvStats::default();
     let mut cq: Option<Cq> = None;
     let mut pending: Vec<Completion> = Vec::new();
+    let mut payloads: Vec<Option<Vec<u8>>> = Vec::new();
     let mut next = 0usize;
     let mut ci_before = 0u32;
     let mut mutated = false;
@@ -152,9 +155,24 @@ pub fn check(out: &str, size: u32, mutation: Mutation) -> Result<RecvStats, Box<
                 let their_dbrec: u32 = f[2].parse().unwrap();
                 stats.polls += 1;
                 ci_before = cq.ring.consumer_index();
-                pending = vec![Completion::default(); ne];
-                let got = cq.ring.poll(&mut pending);
-                pending.truncate(got);
+                // Half the calls through `poll`, half through
+                // `poll_scattered` one by one, which copies the payload
+                // scattered to the CQE (compared below).
+                pending.clear();
+                payloads.clear();
+                if stats.polls % 2 == 0 {
+                    let mut out = vec![Completion::default(); ne];
+                    let got = cq.ring.poll(&mut out);
+                    pending.extend_from_slice(&out[..got]);
+                } else {
+                    let mut buf = [0u8; 64];
+                    while pending.len() < ne {
+                        let Some((c, n)) = cq.ring.poll_scattered(&mut buf) else { break };
+                        pending.push(c);
+                        payloads.push(Some(buf[..n].to_vec()));
+                    }
+                }
+                let got = pending.len();
                 next = 0;
                 let at = format!("CQ poll {} (ne {ne}, consumer index {ci_before})", stats.polls);
                 if got != n {
@@ -219,7 +237,8 @@ pub fn check(out: &str, size: u32, mutation: Mutation) -> Result<RecvStats, Box<
                     c.byte_len ^= 1;
                     mutated = true;
                 }
-                compare(cq, ci, &f, &c, size, tag == "x", &mut stats)?;
+                let payload = payloads.get(next - 1).cloned().flatten();
+                compare(cq, ci, &f, &c, payload, size, tag == "x", &mut stats)?;
             }
             _ => {}
         }
@@ -229,11 +248,13 @@ pub fn check(out: &str, size: u32, mutation: Mutation) -> Result<RecvStats, Box<
 
 /// One completion: libmlx5's (`w`: an `ibv_wc` of `mlx5_poll_cq`; `x`, with
 /// `ex`: the extended poller's readers and the timestamp) against ours.
+#[allow(clippy::too_many_arguments)]
 fn compare(
     cq: &Cq,
     ci: u32,
     w: &[&str],
     c: &Completion,
+    payload: Option<Vec<u8>>,
     size: u32,
     ex: bool,
     stats: &mut RecvStats,
@@ -344,15 +365,20 @@ fn compare(
     // Scatter-to-CQE: the bytes libmlx5 copied to the receive buffer, against
     // where the decoded format says they are (32: the 64-byte CQE; 64: the
     // first half of a 128-byte entry); without scatter the buffer stays zero.
+    let copied = payload.is_some();
     if resp_ok && (scatter != "~" && scatter != "-" || scatter == "-" && c.byte_len == 0) {
         let theirs = unhex(scatter);
         let n = c.byte_len as usize;
-        let ours: Vec<u8> = match c.inline_scatter {
-            32 => cqe[..n.min(64)].to_vec(),
-            64 => cq.first_half(ci)[..n.min(64)].to_vec(),
+        // Through `poll_scattered` when that call took it, else read where
+        // the decoded format says the payload is.
+        let ours: Vec<u8> = match (payload, c.inline_scatter) {
+            (Some(p), 32 | 64) => p,
+            (_, 32) => cqe[..n.min(64)].to_vec(),
+            (_, 64) => cq.first_half(ci)[..n.min(64)].to_vec(),
             _ => vec![0; n],
         };
         stats.scatter += usize::from(c.inline_scatter != 0);
+        stats.scatter_copied += usize::from(c.inline_scatter != 0 && copied);
         if let Some(i) = (0..theirs.len().max(ours.len())).find(|&i| theirs.get(i) != ours.get(i)) {
             return Err(Mismatch {
                 kind,
