@@ -111,7 +111,7 @@ fn regression_completion_decodes_sender_fields_grh_and_wqe_opcode() {
     let mut rsvd0 = [0u8; 32];
     rsvd0[17] = 0x80 | 0x25; // ml_path: bit 7 is not a path bit
     rsvd0[22..24].copy_from_slice(&0x1357u16.to_be_bytes()); // slid
-    // flags_rqpn: GRH bits 28-29 = 2, SL 0xb, source QP 0xabcdef.
+                                                             // flags_rqpn: GRH bits 28-29 = 2, SL 0xb, source QP 0xabcdef.
     rsvd0[24..28].copy_from_slice(&(2u32 << 28 | 0xb << 24 | 0xab_cdef).to_be_bytes());
     let cqe = Cqe64 {
         rsvd0,

@@ -30,6 +30,9 @@
 pub mod av;
 pub mod be;
 pub mod clock;
+#[cfg(not(rrddmma_mlnx_ofed4))]
+#[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
+pub mod comp;
 pub mod cq;
 pub mod cqe;
 pub mod dc;

@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use rrddmma::mlx5dv::av::AddressVector;
 use rrddmma::mlx5dv::be::Be32;
 use rrddmma::mlx5dv::mmio::{Op, Recorder};
-use rrddmma::mlx5dv::av::AddressVector;
 use rrddmma::mlx5dv::seg::{CtrlFlags, WqeOpcode};
 use rrddmma::mlx5dv::sq::{SqRing, SqTransport};
 
