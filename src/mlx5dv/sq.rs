@@ -792,10 +792,18 @@ impl<'s> WqeWriter<'s> {
         unsafe { std::ptr::write(self.base.cast::<[u64; 2]>(), words) };
         let sq = self.sq;
         let mask = sq.wqe_cnt - 1;
-        for i in 0..bbs {
+        let first = (self.start & mask) as usize;
+        debug_assert!(sq.starts.len() == sq.wqe_cnt as usize && sq.sizes.len() == sq.wqe_cnt as usize);
+        // SAFETY: `first <= mask = wqe_cnt - 1`, and both tables have
+        // `wqe_cnt` entries (allocated so in `from_raw`, never resized).
+        unsafe {
+            *sq.starts.get_unchecked_mut(first) = self.start;
+            *sq.sizes.get_unchecked_mut(first) = bbs as u8;
+        }
+        // Continuation blocks (WQEs of more than one basic block only).
+        for i in 1..bbs {
             sq.starts[(self.start.wrapping_add(i) & mask) as usize] = self.start;
         }
-        sq.sizes[(self.start & mask) as usize] = bbs as u8;
         sq.cur_post = sq.cur_post.wrapping_add(bbs);
         (pi, sq, self.base, ds, self.inline, words[0])
     }
