@@ -230,7 +230,7 @@ pub struct SendStats {
 impl SendStats {
     pub fn summary(&self) -> String {
         let mut s = format!(
-            "RC, UD and DC send: {} request lists on {} queues, {} WQEs (",
+            "{} request lists on {} queues, {} WQEs (",
             self.lists,
             self.queues,
             self.wqes.values().sum::<usize>()
