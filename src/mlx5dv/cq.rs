@@ -139,34 +139,82 @@ impl CqRing {
     pub fn poll(&mut self, out: &mut [Completion]) -> usize {
         let mut n = 0;
         while n < out.len() {
-            let cqe = self.cqe(self.ci);
-            // SAFETY: the entry is inside the buffer; `op_own` is read
-            // volatile because the device writes it.
-            let op_own = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*cqe).op_own)) };
-            if !Cqe64::is_valid_for(op_own, self.ci, self.cqe_cnt) {
-                break;
-            }
-            // Read the rest only after seeing ownership (udma_from_device_barrier).
-            std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
-            // SAFETY: the device handed this entry over (owner bit).
-            let mut c = unsafe { std::ptr::read_volatile(cqe) }.decode();
-            c.ticket = Ticket {
-                cq: self.uid,
-                seq: self.polled,
-                qpn: c.qpn,
-                counter: c.wqe_counter,
-                requester: c.opcode == CqeOpcode::REQ || c.opcode == CqeOpcode::REQ_ERR,
-            };
+            let Some((c, _)) = self.take() else { break };
             out[n] = c;
-            self.polled += 1;
-            self.ci = self.ci.wrapping_add(1);
             n += 1;
         }
         if n > 0 {
-            // SAFETY: `dbrec` is the CQ's consumer record (ring contract).
-            unsafe { std::ptr::write_volatile(self.dbrec, Be32::new(self.ci & 0xff_ffff)) };
+            self.publish();
         }
         n
+    }
+
+    /// Polls one completion and, when the device scattered its payload into
+    /// the CQE (scatter-to-CQE: receives of up to 32 bytes in a 64-byte CQE,
+    /// up to 64 bytes in a 128-byte one; [`Completion::inline_scatter`]),
+    /// copies that payload into `payload` before the entry is handed back to
+    /// the device. Returns the completion and the bytes copied (0 without
+    /// scatter): `byte_len`, at most the scatter size (32 or 64).
+    ///
+    /// A 64-byte-scatter CQE in a ring of 64-byte CQEs (which the device
+    /// does not write) copies nothing: its payload would be the previous
+    /// entry.
+    #[inline]
+    pub fn poll_scattered(&mut self, payload: &mut [u8; 64]) -> Option<(Completion, usize)> {
+        let (c, cqe) = self.take()?;
+        let n = (c.byte_len as usize).min(usize::from(c.inline_scatter));
+        let src: *const u8 = match c.inline_scatter {
+            // The payload fills the 64-byte CQE from its start.
+            32 => cqe.cast(),
+            // The first half of a 128-byte entry.
+            64 if self.cqe_size == 128 => cqe.cast::<u8>().wrapping_sub(64),
+            _ => std::ptr::null(),
+        };
+        let n = if src.is_null() { 0 } else { n };
+        if n > 0 {
+            // SAFETY: `src..src + n` lies in the entry the device handed over
+            // (n <= 32 inside the 64-byte CQE, n <= 64 in the first half of
+            // a 128-byte entry); the consumer record is written only below,
+            // so the device does not reuse the entry while it is read.
+            unsafe { std::ptr::copy_nonoverlapping(src, payload.as_mut_ptr(), n) };
+        }
+        self.publish();
+        Some((c, n))
+    }
+
+    /// Takes the CQE at the consumer index if the device has written it:
+    /// decoded and stamped, with its address; the consumer record is left
+    /// for [`CqRing::publish`].
+    #[inline(always)]
+    fn take(&mut self) -> Option<(Completion, *const Cqe64)> {
+        let cqe = self.cqe(self.ci);
+        // SAFETY: the entry is inside the buffer; `op_own` is read
+        // volatile because the device writes it.
+        let op_own = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*cqe).op_own)) };
+        if !Cqe64::is_valid_for(op_own, self.ci, self.cqe_cnt) {
+            return None;
+        }
+        // Read the rest only after seeing ownership (udma_from_device_barrier).
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        // SAFETY: the device handed this entry over (owner bit).
+        let mut c = unsafe { std::ptr::read_volatile(cqe) }.decode();
+        c.ticket = Ticket {
+            cq: self.uid,
+            seq: self.polled,
+            qpn: c.qpn,
+            counter: c.wqe_counter,
+            requester: c.opcode == CqeOpcode::REQ || c.opcode == CqeOpcode::REQ_ERR,
+        };
+        self.polled += 1;
+        self.ci = self.ci.wrapping_add(1);
+        Some((c, cqe))
+    }
+
+    /// Writes the consumer record: the device may reuse the entries taken.
+    #[inline(always)]
+    fn publish(&mut self) {
+        // SAFETY: `dbrec` is the CQ's consumer record (ring contract).
+        unsafe { std::ptr::write_volatile(self.dbrec, Be32::new(self.ci & 0xff_ffff)) };
     }
 
     /// Arms the CQ for the next (or next solicited) completion, in libmlx5's

@@ -4,6 +4,7 @@
 //! `op_own` value against the header's `mlx5dv_get_cqe_*` helpers.
 
 use super::be::{Be16, Be32, Be64};
+use super::seg::WqeOpcode;
 use crate::bindings as ffi;
 use crate::prim::cvalue::c_type;
 use crate::prim::WcStatus;
@@ -61,7 +62,8 @@ c_type! {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
 pub struct Cqe64 {
-    /// Bytes 0..32: receive-side fields (`wqe_id`, `slid`, `flags_rqpn`, ...).
+    /// Bytes 0..32: receive-side fields (`wqe_id` at 2, `ml_path` at 17,
+    /// `slid` at 22, `flags_rqpn` at 24, ...), decoded into [`Completion`].
     pub rsvd0: [u8; 32],
     /// SRQ number / user index.
     pub srqn_uidx: Be32,
@@ -176,6 +178,25 @@ pub struct Completion {
     pub inline_scatter: u8,
     /// Solicited-event bit.
     pub solicited: bool,
+    /// The sender's QP number (responder CQEs; `flags_rqpn`, bytes 25-27):
+    /// the QP a UD responder answers.
+    pub src_qp: u32,
+    /// The sender's LID (responder CQEs, bytes 22-23; InfiniBand).
+    pub slid: u16,
+    /// The packet's service level (responder CQEs; `flags_rqpn` bits 24-27).
+    pub sl: u8,
+    /// The destination LID's path bits (responder CQEs; `ml_path & 0x7f`, byte 17).
+    pub dlid_path_bits: u8,
+    /// The P_Key index (responder CQEs of GSI QPs: the low 16 bits of
+    /// bytes 36-39, which hold the immediate in other CQEs).
+    pub pkey_index: u16,
+    /// Whether the packet came with a GRH (responder CQEs; `flags_rqpn`
+    /// bits 28-29 nonzero, libibverbs' `IBV_WC_GRH`): on UD the first 40
+    /// bytes of the receive buffer hold it.
+    pub grh: bool,
+    /// The opcode of the WQE this requester CQE completes (byte 56, e.g.
+    /// [`WqeOpcode::RDMA_READ`]); on responder CQEs byte 56 as written.
+    pub wqe_opcode: WqeOpcode,
     /// What the poller saw, for `retire`; none for completions not polled.
     pub(crate) ticket: Ticket,
 }
@@ -206,6 +227,13 @@ impl Default for Completion {
             timestamp: 0,
             inline_scatter: 0,
             solicited: false,
+            src_qp: 0,
+            slid: 0,
+            sl: 0,
+            dlid_path_bits: 0,
+            pkey_index: 0,
+            grh: false,
+            wqe_opcode: WqeOpcode::NOP,
             ticket: Ticket::default(),
         }
     }
@@ -228,11 +256,14 @@ impl Cqe64 {
             (WcStatus::SUCCESS, 0)
         };
         let fmt = format(self.op_own);
+        let sop = self.sop_drop_qpn.get();
+        let r = &self.rsvd0;
+        let flags_rqpn = u32::from_be_bytes([r[24], r[25], r[26], r[27]]);
         Completion {
             opcode: op,
             status,
             vendor_err,
-            qpn: self.sop_drop_qpn.get() & 0xff_ffff,
+            qpn: sop & 0xff_ffff,
             wqe_counter: self.wqe_counter.get(),
             byte_len: bc,
             imm: self.imm_inval_pkey.raw(),
@@ -243,6 +274,13 @@ impl Cqe64 {
                 _ => 0,
             },
             solicited: se(self.op_own) == 1,
+            src_qp: flags_rqpn & 0xff_ffff,
+            slid: u16::from_be_bytes([r[22], r[23]]),
+            sl: ((flags_rqpn >> 24) & 0xf) as u8,
+            dlid_path_bits: r[17] & 0x7f,
+            pkey_index: self.imm_inval_pkey.get() as u16,
+            grh: (flags_rqpn >> 28) & 3 != 0,
+            wqe_opcode: WqeOpcode::from_raw((sop >> 24) as u8),
             ticket: Ticket::default(),
         }
     }

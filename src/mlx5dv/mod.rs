@@ -27,8 +27,12 @@
 // The links above to `obj` and `Error` name items a 4.x build leaves out.
 #![cfg_attr(rrddmma_mlnx_ofed4, allow(rustdoc::broken_intra_doc_links))]
 
+pub mod av;
 pub mod be;
 pub mod clock;
+#[cfg(not(rrddmma_mlnx_ofed4))]
+#[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
+pub mod comp;
 pub mod cq;
 pub mod cqe;
 pub mod dc;

@@ -422,6 +422,7 @@ impl SqRing {
             inline: false,
             data_segs: 0,
             inline_bytes: 0,
+            stream: 0,
         }
     }
 
@@ -551,6 +552,8 @@ pub struct WqeWriter<'s> {
     /// Data segments and inline bytes added, checked against the limits.
     data_segs: u32,
     inline_bytes: u32,
+    /// The DCI stream id of the control segment (bytes 9-10), 0 by default.
+    stream: u16,
 }
 
 impl fmt::Debug for WqeWriter<'_> {
@@ -628,6 +631,11 @@ impl<'s> WqeWriter<'s> {
     ///
     /// [`Qp::post_send`]: crate::prim::Qp::post_send
     ///
+    /// A zero `len` writes no segment (it still counts towards
+    /// `max_send_sge`), as libmlx5 leaves zero-length entries out: in a data
+    /// segment a byte count of 0 means 2 GiB (`mlx5_wqe_data_seg`), so the
+    /// device would read or write 2 GiB at `addr`.
+    ///
     /// # Panics
     /// If the WQE already holds the QP's `max_send_sge` data segments
     /// ([`SqLimits`]; a programming error).
@@ -637,6 +645,9 @@ impl<'s> WqeWriter<'s> {
             too_many_sges(self.sq.qpn, self.sq.limits.max_send_sge);
         }
         self.data_segs += 1;
+        if len == 0 {
+            return self;
+        }
         let mut s = DataSeg::default();
         s.set(len, lkey, addr);
         self.put_seg(&s)
@@ -681,6 +692,21 @@ impl<'s> WqeWriter<'s> {
         self.put_seg(&AtomicSeg { swap_add: Be64::new(swap_add), compare: Be64::new(compare) })
     }
 
+    /// The DCI stream this WQE goes on (`mlx5dv_wr_set_dc_addr_stream`'s
+    /// `stream_id`): the control segment's `dci_stream_channel_id`, bytes
+    /// 9-10, big endian. 0 (the default) is the DCI's first stream; only
+    /// a DCI created with streams (`mlx5dv_dci_streams`) has others.
+    ///
+    /// # Panics
+    /// On a ring that is not [`SqTransport::Datagram`] (a programming
+    /// error: the bytes are reserved in other QPs' WQEs).
+    #[inline(always)]
+    pub fn dci_stream(mut self, id: u16) -> Self {
+        self.sq.expect_transport(SqTransport::Datagram, "dci_stream");
+        self.stream = id;
+        self
+    }
+
     /// Datagram (address vector) segment for UD and DC.
     #[inline(always)]
     pub fn datagram(self, av: &DatagramSeg) -> Self {
@@ -688,7 +714,9 @@ impl<'s> WqeWriter<'s> {
     }
 
     /// Inline data: a 4-byte header `len | MLX5_INLINE_SEG` and the bytes,
-    /// padded so that the WQE grows by `align(len + 4, 16)`.
+    /// padded so that the WQE grows by `align(len + 4, 16)`. Empty `data`
+    /// writes no segment, as libmlx5 (`set_data_inl_seg`) does (the WQE
+    /// still counts as inline for the BlueFlame choice, as there).
     ///
     /// # Panics
     /// If the WQE's inline bytes would exceed the QP's `max_inline_data`
@@ -701,12 +729,15 @@ impl<'s> WqeWriter<'s> {
             too_much_inline(self.sq.qpn, total, self.sq.limits.max_inline_data);
         }
         self.inline_bytes = total as u32;
+        self.inline = true;
+        if data.is_empty() {
+            return self;
+        }
         let hdr = Be32::new(data.len() as u32 | INLINE_SEG);
         self.put(&hdr.raw().to_ne_bytes());
         self.put(data);
         let pad = self.off.next_multiple_of(DS_BYTES) - self.off;
         self.put(&[0u8; DS_BYTES][..pad]);
-        self.inline = true;
         self
     }
 
@@ -747,23 +778,32 @@ impl<'s> WqeWriter<'s> {
         ctrl.set(pi, self.opcode.to_raw(), self.opmod, self.sq.qpn, self.fm_ce_se.bits(), ds, 0, self.imm);
         // The same 16 bytes as two 8-byte stores, in memory order: the two
         // big-endian words, then signature, the DCI stream id (bytes 9-10,
-        // zero), fm_ce_se and imm.
+        // big endian), fm_ce_se and imm.
         let (a, b) = (u64::from(ctrl.opmod_idx_opcode.raw()), u64::from(ctrl.qpn_ds.raw()));
         let (sig, fm, imm) = (u64::from(ctrl.signature), u64::from(ctrl.fm_ce_se), u64::from(ctrl.imm));
+        let stream = u64::from(self.stream.to_be());
         let words: [u64; 2] = if cfg!(target_endian = "little") {
-            [a | (b << 32), sig | (fm << 24) | (imm << 32)]
+            [a | (b << 32), sig | (stream << 8) | (fm << 24) | (imm << 32)]
         } else {
-            [(a << 32) | b, (sig << 56) | (fm << 32) | imm]
+            [(a << 32) | b, (sig << 56) | (stream << 40) | (fm << 32) | imm]
         };
         // SAFETY: the control segment's 16 bytes sit at the WQE start, inside
         // the ring; WQEs start on 64-byte basic blocks, so 8-byte aligned.
         unsafe { std::ptr::write(self.base.cast::<[u64; 2]>(), words) };
         let sq = self.sq;
         let mask = sq.wqe_cnt - 1;
-        for i in 0..bbs {
+        let first = (self.start & mask) as usize;
+        debug_assert!(sq.starts.len() == sq.wqe_cnt as usize && sq.sizes.len() == sq.wqe_cnt as usize);
+        // SAFETY: `first <= mask = wqe_cnt - 1`, and both tables have
+        // `wqe_cnt` entries (allocated so in `from_raw`, never resized).
+        unsafe {
+            *sq.starts.get_unchecked_mut(first) = self.start;
+            *sq.sizes.get_unchecked_mut(first) = bbs as u8;
+        }
+        // Continuation blocks (WQEs of more than one basic block only).
+        for i in 1..bbs {
             sq.starts[(self.start.wrapping_add(i) & mask) as usize] = self.start;
         }
-        sq.sizes[(self.start & mask) as usize] = bbs as u8;
         sq.cur_post = sq.cur_post.wrapping_add(bbs);
         (pi, sq, self.base, ds, self.inline, words[0])
     }

@@ -96,6 +96,17 @@ impl<'s, const INLINE: bool> Wqe<'s, INLINE> {
         Wqe { w: unsafe { self.w.data(len, lkey, addr) } }
     }
 
+    /// Puts the WQE on DCI stream `id` ([`WqeWriter::dci_stream`], as
+    /// `mlx5dv_wr_set_dc_addr_stream` does); streams other than 0 need a
+    /// DCI created with streams.
+    ///
+    /// # Panics
+    /// On a ring that is not [`SqTransport::Datagram`].
+    #[inline(always)]
+    pub fn dci_stream(self, id: u16) -> Self {
+        Wqe { w: self.w.dci_stream(id) }
+    }
+
     /// Writes the control segment and advances the producer index
     /// ([`WqeWriter::finish`]); returns the WQE index.
     #[inline(always)]

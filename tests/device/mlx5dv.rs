@@ -24,12 +24,22 @@ fn every_entry_point_is_unsupported_off_mlx5() {
     }
     unsupported(mlx5dv::query_device(&ctx), "query_device");
     unsupported(mlx5dv::clock_info(&ctx), "clock_info");
+    unsupported(mlx5dv::comp::cqe_compression_caps(&ctx), "cqe_compression_caps");
+    for f in
+        [mlx5dv::comp::CqeResFormat::Hash, mlx5dv::comp::CqeResFormat::Csum, mlx5dv::comp::CqeResFormat::CsumStridx]
+    {
+        unsupported(mlx5dv::comp::require_cqe_compression(&ctx, f), f.name());
+    }
     let pd = Pd::alloc(&ctx).unwrap();
     let cq = Cq::create(&ctx, 8).unwrap();
     let (qa, _qb) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 1, &opts(&ctx)).unwrap();
     // SAFETY: the view is refused before it exists. (`sq_ring` needs a
     // `DirectCq` of the QP's send CQ, which this refusal leaves none of.)
     unsupported(unsafe { mlx5dv::obj::cq_ring(&cq) }, "cq_ring");
+    let gid_index = ctx.roce_v2_gid_index(1).unwrap();
+    let dgid = ctx.query_gid(1, u32::from(gid_index)).unwrap();
+    let ah = rrddmma::prim::Ah::create(&pd, &rrddmma::prim::AhAttr::global(1, gid_index, dgid)).unwrap();
+    unsupported(mlx5dv::av::AddressVector::of(&ah), "AddressVector::of");
     let srq = Srq::builder(&pd).max_wr(4).build().unwrap();
     unsupported(dc::Dct::create(&pd, &cq, &srq, 0x1234, &dc::DctOpts::default()), "Dct::create");
     unsupported(dc::Dci::create(&pd, &cq, &cq, QpCaps::default()), "Dci::create");

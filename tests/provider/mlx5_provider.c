@@ -306,11 +306,13 @@ static void random_request(struct ibv_send_wr *wr, struct ibv_sge *sg, int max_g
 		/* Inline: 0..max_inline bytes spread over 1..4 SGEs of this process's memory. */
 		wr->send_flags |= IBV_SEND_INLINE;
 		unsigned total = below(8) == 0 ? (unsigned)max_inline : below((unsigned)max_inline + 1);
-		if (total == 0) {
-			/* No bytes: the provider writes no inline segment (num_sge 0). */
+		if (total == 0 && below(2) == 0) {
+			/* No bytes, no entries: the provider writes no inline segment. */
 			wr->num_sge = 0;
 			return;
 		}
+		/* (With total 0, 1..4 zero-length entries: no segment either, but
+		 * mlx5_post_send still counts the WQE as inline.) */
 		int n = 1 + (int)below(max_gs < 4 ? (unsigned)max_gs : 4);
 		unsigned left = total;
 		size_t off = below(4096);
@@ -388,7 +390,7 @@ static void print_request(const struct ibv_send_wr *wr)
 		       (unsigned long long)wr->sg_list[i].addr);
 	putchar(' ');
 	if ((wr->send_flags & IBV_SEND_INLINE) && wr->num_sge) {
-		/* The inline bytes, all SGEs' concatenated (num_sge > 0 means at least one byte). */
+		/* The inline bytes, all SGEs' concatenated (none when every entry is empty). */
 		for (int i = 0; i < wr->num_sge; i++)
 			if (wr->sg_list[i].length)
 				hex((void *)(uintptr_t)wr->sg_list[i].addr, wr->sg_list[i].length);
@@ -836,7 +838,7 @@ int main(int argc, char **argv)
 	run_send(lists, 0x200000);
 	transport = IBV_QPT_DRIVER;
 	run_send(lists, 0x400000);
-	/* DCI streams: a smaller run (rrddmma's writer has no stream id yet). */
+	/* DCI streams: a smaller run. */
 	dci_streams = 1;
 	run_send(lists / 5, 0x600000);
 	dci_streams = 0;

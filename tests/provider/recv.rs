@@ -9,6 +9,7 @@ use rrddmma::mlx5dv::be::Be32;
 use rrddmma::mlx5dv::cq::{CqRing, CQ_DOORBELL};
 use rrddmma::mlx5dv::cqe::{Completion, CqeOpcode};
 use rrddmma::mlx5dv::mmio::{Op, Recorder};
+use rrddmma::mlx5dv::seg::WqeOpcode;
 
 use super::build::{unhex, Aligned};
 use super::{Mismatch, Mutation};
@@ -18,11 +19,16 @@ const WC_RECV: u32 = 128;
 const WC_RECV_RDMA_WITH_IMM: u32 = 129;
 const WC_WITH_IMM: u32 = 2;
 const WC_WITH_INV: u32 = 8;
+const WC_GRH: u32 = 1;
+/// `enum ibv_wc_opcode` of requester completions.
+const WC_SEND: u32 = 0;
+const WC_RDMA_WRITE: u32 = 1;
+const WC_RDMA_READ: u32 = 2;
+const WC_COMP_SWAP: u32 = 3;
+const WC_FETCH_ADD: u32 = 4;
 /// The C half's wr_id tags: send queue and receive queue entries.
 const SQ_TAG: u64 = 0x5100;
 const RQ_TAG: u64 = 0x5200;
-/// `MLX5_OPCODE_RDMA_READ`: requester completions of a READ carry byte_len.
-const WQE_RDMA_READ: u8 = 0x10;
 
 /// What the check covered, per CQE size.
 #[derive(Debug, Default)]
@@ -33,6 +39,8 @@ pub struct RecvStats {
     pub wraps: usize,
     pub by_kind: BTreeMap<String, usize>,
     pub scatter: usize,
+    /// Of those, payloads copied by `CqRing::poll_scattered`.
+    pub scatter_copied: usize,
     /// Completions read through the extended poller (with timestamps).
     pub extended: usize,
     /// Arms compared with `mlx5_arm_cq`.
@@ -50,9 +58,9 @@ impl RecvStats {
         }
         let _ = write!(
             s,
-            "; {} scattered to the CQE; {} read through the extended poller (timestamps compared); {} arms \
+            "; {} scattered to the CQE ({} copied by poll_scattered); {} read through the extended poller (timestamps compared); {} arms \
              against mlx5_arm_cq",
-            self.scatter, self.extended, self.arms
+            self.scatter, self.scatter_copied, self.extended, self.arms
         );
         s
     }
@@ -114,6 +122,7 @@ pub fn check(out: &str, size: u32, mutation: Mutation) -> Result<RecvStats, Box<
     let mut stats = RecvStats::default();
     let mut cq: Option<Cq> = None;
     let mut pending: Vec<Completion> = Vec::new();
+    let mut payloads: Vec<Option<Vec<u8>>> = Vec::new();
     let mut next = 0usize;
     let mut ci_before = 0u32;
     let mut mutated = false;
@@ -146,9 +155,24 @@ pub fn check(out: &str, size: u32, mutation: Mutation) -> Result<RecvStats, Box<
                 let their_dbrec: u32 = f[2].parse().unwrap();
                 stats.polls += 1;
                 ci_before = cq.ring.consumer_index();
-                pending = vec![Completion::default(); ne];
-                let got = cq.ring.poll(&mut pending);
-                pending.truncate(got);
+                // Half the calls through `poll`, half through
+                // `poll_scattered` one by one, which copies the payload
+                // scattered to the CQE (compared below).
+                pending.clear();
+                payloads.clear();
+                if stats.polls % 2 == 0 {
+                    let mut out = vec![Completion::default(); ne];
+                    let got = cq.ring.poll(&mut out);
+                    pending.extend_from_slice(&out[..got]);
+                } else {
+                    let mut buf = [0u8; 64];
+                    while pending.len() < ne {
+                        let Some((c, n)) = cq.ring.poll_scattered(&mut buf) else { break };
+                        pending.push(c);
+                        payloads.push(Some(buf[..n].to_vec()));
+                    }
+                }
+                let got = pending.len();
                 next = 0;
                 let at = format!("CQ poll {} (ne {ne}, consumer index {ci_before})", stats.polls);
                 if got != n {
@@ -213,7 +237,8 @@ pub fn check(out: &str, size: u32, mutation: Mutation) -> Result<RecvStats, Box<
                     c.byte_len ^= 1;
                     mutated = true;
                 }
-                compare(cq, ci, &f, &c, size, tag == "x", &mut stats)?;
+                let payload = payloads.get(next - 1).cloned().flatten();
+                compare(cq, ci, &f, &c, payload, size, tag == "x", &mut stats)?;
             }
             _ => {}
         }
@@ -223,11 +248,13 @@ pub fn check(out: &str, size: u32, mutation: Mutation) -> Result<RecvStats, Box<
 
 /// One completion: libmlx5's (`w`: an `ibv_wc` of `mlx5_poll_cq`; `x`, with
 /// `ex`: the extended poller's readers and the timestamp) against ours.
+#[allow(clippy::too_many_arguments)]
 fn compare(
     cq: &Cq,
     ci: u32,
     w: &[&str],
     c: &Completion,
+    payload: Option<Vec<u8>>,
     size: u32,
     ex: bool,
     stats: &mut RecvStats,
@@ -273,6 +300,40 @@ fn compare(
         if with_inv {
             checks.push(("invalidated_rkey", 36, imm.into(), u32::from_be(c.imm).into()));
         }
+        if !ex {
+            // mlx5_poll_cq's handle_responder fills the sender's address for
+            // every successful receive (the extended poller's line leaves
+            // them 0: they were not asked for).
+            checks.push(("src_qp", 25, num(7), c.src_qp.into()));
+            checks.push(("pkey_index", 38, num(9), c.pkey_index.into()));
+            checks.push(("slid", 22, num(10), c.slid.into()));
+            checks.push(("sl", 24, num(11), c.sl.into()));
+            checks.push(("dlid_path_bits", 17, num(12), c.dlid_path_bits.into()));
+            checks.push(("wc_flags (GRH)", 24, (wc_flags & WC_GRH).into(), u64::from(c.grh)));
+        }
+    }
+    if c.opcode == CqeOpcode::REQ {
+        // The requester's WQE opcode (byte 56) decides ibv_wc's opcode and
+        // WITH_IMM, as handle_good_req maps it (WQE opcodes of mlx5dv.h).
+        let (op, with_imm) = match c.wqe_opcode {
+            WqeOpcode::RDMA_WRITE => (Some(WC_RDMA_WRITE), false),
+            WqeOpcode::RDMA_WRITE_IMM => (Some(WC_RDMA_WRITE), true),
+            WqeOpcode::SEND | WqeOpcode::SEND_INVAL => (Some(WC_SEND), false),
+            WqeOpcode::SEND_IMM => (Some(WC_SEND), true),
+            WqeOpcode::RDMA_READ => (Some(WC_RDMA_READ), false),
+            WqeOpcode::ATOMIC_CS => (Some(WC_COMP_SWAP), false),
+            WqeOpcode::ATOMIC_FA => (Some(WC_FETCH_ADD), false),
+            _ => (None, false),
+        };
+        if let Some(op) = op {
+            checks.push(("opcode (from the WQE opcode)", 56, opcode.into(), op.into()));
+        }
+        // The extended poller's `ibv_wc_read_wc_flags` sets WITH_IMM for
+        // responder CQEs only (a libmlx5 difference between its pollers):
+        // compared on `mlx5_poll_cq`'s line.
+        if !ex {
+            checks.push(("wc_flags (WITH_IMM)", 56, (wc_flags & WC_WITH_IMM).into(), u64::from(with_imm) * 2));
+        }
     }
     if ex {
         // The extended poller's readers take these from the CQE for every
@@ -285,7 +346,7 @@ fn compare(
             let ours = if c.opcode == CqeOpcode::RESP_SEND_INV { u32::from_be(c.imm) } else { c.imm };
             checks.push(("imm_data (ibv_wc_read_imm_data)", 36, imm.into(), ours.into()));
         }
-    } else if c.opcode == CqeOpcode::REQ && cqe[56] == WQE_RDMA_READ {
+    } else if c.opcode == CqeOpcode::REQ && c.wqe_opcode == WqeOpcode::RDMA_READ {
         checks.push(("byte_len", 44, byte_len.into(), c.byte_len.into()));
     }
     for (field, byte, theirs, ours) in checks {
@@ -304,15 +365,20 @@ fn compare(
     // Scatter-to-CQE: the bytes libmlx5 copied to the receive buffer, against
     // where the decoded format says they are (32: the 64-byte CQE; 64: the
     // first half of a 128-byte entry); without scatter the buffer stays zero.
+    let copied = payload.is_some();
     if resp_ok && (scatter != "~" && scatter != "-" || scatter == "-" && c.byte_len == 0) {
         let theirs = unhex(scatter);
         let n = c.byte_len as usize;
-        let ours: Vec<u8> = match c.inline_scatter {
-            32 => cqe[..n.min(64)].to_vec(),
-            64 => cq.first_half(ci)[..n.min(64)].to_vec(),
+        // Through `poll_scattered` when that call took it, else read where
+        // the decoded format says the payload is.
+        let ours: Vec<u8> = match (payload, c.inline_scatter) {
+            (Some(p), 32 | 64) => p,
+            (_, 32) => cqe[..n.min(64)].to_vec(),
+            (_, 64) => cq.first_half(ci)[..n.min(64)].to_vec(),
             _ => vec![0; n],
         };
         stats.scatter += usize::from(c.inline_scatter != 0);
+        stats.scatter_copied += usize::from(c.inline_scatter != 0 && copied);
         if let Some(i) = (0..theirs.len().max(ours.len())).find(|&i| theirs.get(i) != ours.get(i)) {
             return Err(Mismatch {
                 kind,

@@ -4,10 +4,11 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use rrddmma::mlx5dv::av::AddressVector;
 use rrddmma::mlx5dv::be::Be32;
 use rrddmma::mlx5dv::mmio::{Op, Recorder};
-use rrddmma::mlx5dv::seg::{CtrlFlags, DatagramSeg, WqeOpcode};
-use rrddmma::mlx5dv::sq::SqRing;
+use rrddmma::mlx5dv::seg::{CtrlFlags, WqeOpcode};
+use rrddmma::mlx5dv::sq::{SqRing, SqTransport};
 
 use super::build::{fill, unhex, Aligned};
 use super::{Mismatch, Mutation};
@@ -102,8 +103,9 @@ impl Request {
         }
     }
 
+    /// Whether the WQE has an inline segment (inline bytes to send).
     fn is_inline(&self) -> bool {
-        self.flags & F_INLINE != 0 && !self.sges.is_empty()
+        self.flags & F_INLINE != 0 && !self.inline.is_empty()
     }
 }
 
@@ -228,7 +230,7 @@ pub struct SendStats {
 impl SendStats {
     pub fn summary(&self) -> String {
         let mut s = format!(
-            "RC, UD and DC send: {} request lists on {} queues, {} WQEs (",
+            "{} request lists on {} queues, {} WQEs (",
             self.lists,
             self.queues,
             self.wqes.values().sum::<usize>()
@@ -300,6 +302,10 @@ impl Queue {
             "dcs" => "DC streams",
             _ => "RC",
         };
+        if transport != "RC" {
+            // SAFETY: a UD QP or DCI: its WQEs carry the datagram segment.
+            unsafe { sq.set_transport(SqTransport::Datagram) };
+        }
         Queue { sq, cq, ring, dbrec, _bf: bf, wqe_cnt, sig_all, transport, db_only: uuarn == 0 }
     }
 
@@ -356,49 +362,18 @@ fn write_request(q: &mut Queue, r: &Request, mutate_flags: bool, post: Option<&m
     // device reads: the bytes are only compared with libmlx5's.
     let mut w = unsafe { q.sq.wqe(opcode, 0, flags, imm) };
     if let Some((qpn, qkey, av)) = &r.ud {
-        // The address vector as a direct user builds it from the AH's fields:
-        // the Q_Key in the key's high half, the extended-AV bit with the QPN.
-        let mut seg = DatagramSeg::default();
-        let rmac: [u8; 6] = av[20..26].try_into().unwrap();
-        let rgid: [u8; 16] = av[32..48].try_into().unwrap();
-        seg.set(
-            u64::from(*qkey) << 32,
-            *qpn,
-            1,
-            av[12],
-            av[13],
-            u16::from_be_bytes([av[14], av[15]]),
-            &rmac,
-            av[26],
-            av[27],
-            u32::from_be_bytes(av[28..32].try_into().unwrap()),
-            &rgid,
-        );
-        w = w.datagram(&seg);
+        // The AH's address vector through the library's accessor (a device
+        // AH goes through `AddressVector::of`; here the provider's bytes).
+        let av = AddressVector::from_bytes(av[..48].try_into().unwrap());
+        w = w.datagram(&av.ud(*qpn, *qkey));
     }
-    if let Some((dctn, key, _stream, av)) = &r.dc {
-        // The stream id (`mlx5dv_wr_set_dc_addr_stream`) has no way into
-        // `SqRing`'s control segment, which always carries 0: see
-        // `known_mismatch_dci_stream_id_is_not_written_by_sq_ring`.
-        // The DC address: the AH's fields, the access key, the DCT number
-        // with the extended-AV bit (what `mlx5dv_wr_set_dc_addr` stores).
-        let mut seg = DatagramSeg::default();
-        let rmac: [u8; 6] = av[20..26].try_into().unwrap();
-        let rgid: [u8; 16] = av[32..48].try_into().unwrap();
-        seg.set(
-            *key,
-            *dctn,
-            1,
-            av[12],
-            av[13],
-            u16::from_be_bytes([av[14], av[15]]),
-            &rmac,
-            av[26],
-            av[27],
-            u32::from_be_bytes(av[28..32].try_into().unwrap()),
-            &rgid,
-        );
-        w = w.datagram(&seg);
+    if let Some((dctn, key, stream, av)) = &r.dc {
+        // The DC address as `mlx5dv_wr_set_dc_addr(_stream)` stores it.
+        let av = AddressVector::from_bytes(av[..48].try_into().unwrap());
+        w = w.datagram(&av.dc(*dctn, *key));
+        if q.transport == "DC streams" {
+            w = w.dci_stream(*stream);
+        }
     }
     match r.op {
         WRITE | WRITE_IMM | READ => w = w.raddr(r.raddr, r.rkey),
@@ -406,13 +381,12 @@ fn write_request(q: &mut Queue, r: &Request, mutate_flags: bool, post: Option<&m
         FAA => w = w.raddr(r.raddr, r.rkey).atomic(r.compare_add, 0),
         _ => {}
     }
-    if r.is_inline() {
+    if r.flags & F_INLINE != 0 && !r.sges.is_empty() {
+        // Zero inline bytes (zero-length entries only) write no segment.
         w = w.inline(&r.inline);
     } else {
         for &(len, lkey, addr) in &r.sges {
-            if len == 0 {
-                continue;
-            }
+            // Zero-length entries go in too: the writer leaves them out.
             // `mlx5_post_send` writes 8 for an atomic's target whatever the
             // SGE says; the generator's atomic SGEs are 8 bytes long.
             let len = if r.op == CAS || r.op == FAA { 8 } else { len };
