@@ -16,6 +16,7 @@ mod out;
 mod payload;
 mod place;
 mod run;
+mod stats;
 mod ud;
 
 use std::process::ExitCode;
