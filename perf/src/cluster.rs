@@ -18,6 +18,7 @@ use rrddmma::wrap::{MeshOpts, RegisteredMem};
 
 use crate::alloc;
 use crate::args::Verb;
+use crate::cluster_env::{self, RankEnv};
 use crate::cluster_opts::{ClusterOpts, Pattern, COUNT_BITS};
 use crate::cluster_report::{decode_rank, Expect, FlowResult, Report};
 use crate::out;
@@ -490,6 +491,9 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
             o.reps
         );
     }
+    let sysfs = std::path::Path::new("/sys");
+    let testbed = cluster_env::testbed(sysfs, ctx.name(), &format!("{}", port.active_mtu()));
+    let counters_before = cluster_env::counters(sysfs, ctx.name());
     let stop = AtomicBool::new(false);
     let results = std::thread::scope(|scope| -> Res<Vec<FlowResult>> {
         let rx_thread =
@@ -515,18 +519,31 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
         r
     })?;
     s.barrier().map_err(err("barrier after the last phase"))?;
+    let counter_deltas = cluster_env::deltas(&counters_before, &cluster_env::counters(sysfs, ctx.name()));
     // Gather at every rank; rank 0 reports.
     // The first line says whether this rank's flows had threads of their own.
     let apart = flows_apart(&units, threads) || o.pattern == Pattern::Loaded && me == 0;
-    let text: String =
-        std::iter::once(format!("apart {}\n", u8::from(apart))).chain(results.iter().map(FlowResult::encode)).collect();
+    let text: String = std::iter::once(format!("apart {}\n", u8::from(apart)))
+        .chain(results.iter().map(FlowResult::encode))
+        .chain(std::iter::once(cluster_env::encode(&testbed, &counter_deltas)))
+        .collect();
     let all = s.all_gather(text.as_bytes()).map_err(err("gathering results"))?;
     let mut every = Vec::new();
     let mut shared = Vec::new();
+    let mut envs = Vec::new();
     let expect = Expect { ranks: n, sizes: &o.sizes, reps: o.reps, lat_samples: o.lat_samples };
     for (r, bytes) in all.iter().enumerate() {
         let t = std::str::from_utf8(bytes).map_err(|_| format!("rank {r} sent results that are not UTF-8"))?;
-        let (own, flows) = decode_rank(r, t, expect)?;
+        let mut env = RankEnv::default();
+        let mut rest = String::new();
+        for line in t.lines() {
+            if !cluster_env::take(r, line, &mut env)? {
+                rest.push_str(line);
+                rest.push('\n');
+            }
+        }
+        envs.push(env);
+        let (own, flows) = decode_rank(r, &rest, expect)?;
         if !own {
             shared.push(r as u32);
         }
@@ -534,7 +551,7 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
     }
     let allocs = alloc::in_loop_allocations();
     if me == 0 {
-        let rep = Report::new(o, n, every).shared_sources(shared);
+        let rep = Report::new(o, n, every).shared_sources(shared).environment(envs);
         println!("{}", rep.table());
         if let Some(p) = &o.json {
             std::fs::write(p, rep.json()?).map_err(|e| format!("cannot write {}: {e}", p.display()))?;

@@ -3,10 +3,12 @@
 //! JSON, CSV and two SVG charts (a heatmap and per-rank bars, one panel per
 //! size).
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::cluster_env::{self, RankEnv};
 use crate::cluster_opts::ClusterOpts;
 use crate::stats::{self, Summary};
 
@@ -383,6 +385,35 @@ struct ReportJson<'a> {
     percentile_min_samples: PctRule,
     sizes: &'a [usize],
     results: Vec<SizeJson>,
+    testbed: TestbedJson<'a>,
+    counters: Vec<CountersJson<'a>>,
+}
+
+/// What the run ran on.
+#[derive(Serialize)]
+struct TestbedJson<'a> {
+    date_utc: &'a str,
+    command_line: &'a [String],
+    transport: &'static str,
+    rrddmma_perf_version: &'static str,
+    /// Rank → host, device, firmware, link layer, rate, active MTU,
+    /// kernel, CPU model and clock source, as each rank read them.
+    ranks: Vec<RankTestbedJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct RankTestbedJson<'a> {
+    rank: usize,
+    #[serde(flatten)]
+    facts: &'a BTreeMap<String, String>,
+}
+
+/// One rank's counter deltas over the whole run.
+#[derive(Serialize)]
+struct CountersJson<'a> {
+    rank: usize,
+    /// Every counter the device exports, moved or not.
+    deltas: &'a BTreeMap<String, u64>,
 }
 
 #[derive(Serialize)]
@@ -422,6 +453,11 @@ pub struct Report<'a> {
     runs: Vec<SizeRun>,
     /// Sources whose flows shared a thread.
     shared: Vec<u32>,
+    /// Each rank's testbed and counter deltas, by rank.
+    envs: Vec<RankEnv>,
+    /// The command line and the date of the report.
+    command_line: Vec<String>,
+    date: String,
 }
 
 /// Panels per row in the SVGs.
@@ -445,13 +481,37 @@ impl<'a> Report<'a> {
         for r in &mut runs {
             r.flows.sort_by_key(|f| (f.src, f.dst, f.rep));
         }
-        Report { o, n, runs, shared: Vec::new() }
+        Report {
+            o,
+            n,
+            runs,
+            shared: Vec::new(),
+            envs: Vec::new(),
+            command_line: std::env::args().collect(),
+            date: cluster_env::utc_now(),
+        }
     }
 
     /// Records the sources that drove several flows from one thread.
     pub fn shared_sources(mut self, shared: Vec<u32>) -> Self {
         self.shared = shared;
         self
+    }
+
+    /// Records each rank's testbed and counter deltas (by rank).
+    pub fn environment(mut self, envs: Vec<RankEnv>) -> Self {
+        self.envs = envs;
+        self
+    }
+
+    /// The counters that moved, per rank: (rank, name, delta), in rank
+    /// and name order.
+    fn moved(&self) -> Vec<(usize, &str, u64)> {
+        self.envs
+            .iter()
+            .enumerate()
+            .flat_map(|(r, e)| e.counters.iter().filter(|(_, &v)| v > 0).map(move |(k, &v)| (r, k.as_str(), v)))
+            .collect()
     }
 
     /// The cell's latency percentile `i` (0 p50, 1 p99, 2 p99.9, 3 mean) over
@@ -526,6 +586,16 @@ impl<'a> Report<'a> {
                 j.text(4),
                 if self.shared.is_empty() { "flows" } else { "flows (per-source figures, see above)" }
             );
+        }
+        let moved = self.moved();
+        if self.envs.is_empty() {
+        } else if moved.is_empty() {
+            s.push_str(" port counters: none of the devices' counters moved during the run\n");
+        } else {
+            s.push_str(" port counters that moved during the run (sysfs counters and hw_counters, delta per rank):\n");
+            for (r, k, v) in moved {
+                let _ = writeln!(s, "   rank {r} {k} +{v}");
+            }
         }
         s.pop();
         s
@@ -622,6 +692,24 @@ impl<'a> Report<'a> {
             },
             sizes: &o.sizes,
             results,
+            testbed: TestbedJson {
+                date_utc: &self.date,
+                command_line: &self.command_line,
+                transport: "RC",
+                rrddmma_perf_version: env!("CARGO_PKG_VERSION"),
+                ranks: self
+                    .envs
+                    .iter()
+                    .enumerate()
+                    .map(|(rank, e)| RankTestbedJson { rank, facts: &e.testbed })
+                    .collect(),
+            },
+            counters: self
+                .envs
+                .iter()
+                .enumerate()
+                .map(|(rank, e)| CountersJson { rank, deltas: &e.counters })
+                .collect(),
         };
         let mut s = serde_json::to_string_pretty(&doc).map_err(|e| format!("writing the JSON: {e}"))?;
         s.push('\n');
@@ -1016,6 +1104,36 @@ mod tests {
         let j: serde_json::Value = serde_json::from_str(&r.json().unwrap()).unwrap();
         assert_eq!(j["results"][0]["reps"][0]["flows"][0]["bw_mib_s"].as_f64(), Some(100.0));
         assert_eq!(j["results"][0]["reps"][0]["flows"][0]["seconds"].as_f64(), Some(1.0));
+    }
+
+    #[test]
+    fn regression_counters_that_moved_are_printed_and_all_deltas_and_the_testbed_are_in_the_json() {
+        let o = parse(["-s", "4096"]).unwrap();
+        let env = |retries: u64| {
+            let mut e = RankEnv::default();
+            e.counters.insert("port1/hw_counters/completer_retry_err".into(), retries);
+            e.counters.insert("port1/hw_counters/duplicate_request".into(), 0);
+            e.testbed.insert("host".into(), format!("h{retries}"));
+            e
+        };
+        let r = Report::new(&o, 2, vec![flow(0, 1, 4096, 10)]).environment(vec![env(0), env(37)]);
+        let t = r.table();
+        assert!(
+            t.contains("port counters that moved") && t.contains("rank 1 port1/hw_counters/completer_retry_err +37"),
+            "{t}"
+        );
+        assert!(!t.contains("duplicate_request") && !t.contains("rank 0 port1"), "only the moved ones: {t}");
+        let j: serde_json::Value = serde_json::from_str(&r.json().unwrap()).unwrap();
+        assert_eq!(j["counters"][1]["deltas"]["port1/hw_counters/completer_retry_err"].as_u64(), Some(37));
+        assert_eq!(j["counters"][0]["deltas"]["port1/hw_counters/duplicate_request"].as_u64(), Some(0));
+        assert_eq!(
+            (j["testbed"]["ranks"][1]["host"].as_str(), j["testbed"]["transport"].as_str()),
+            (Some("h37"), Some("RC"))
+        );
+        assert!(j["testbed"]["date_utc"].as_str().is_some_and(|d| d.len() == 20 && d.ends_with('Z')));
+        assert!(j["testbed"]["command_line"].as_array().is_some_and(|a| !a.is_empty()));
+        let quiet = Report::new(&o, 2, vec![flow(0, 1, 4096, 10)]).environment(vec![env(0), env(0)]);
+        assert!(quiet.table().contains("none of the devices' counters moved"));
     }
 
     #[test]

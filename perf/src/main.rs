@@ -8,6 +8,7 @@ mod alloc;
 mod args;
 mod clock;
 mod cluster;
+mod cluster_env;
 mod cluster_opts;
 mod cluster_report;
 mod cm;
