@@ -91,6 +91,29 @@ fn summary_ok(s: &serde_json::Value, reps: u64) -> bool {
         && spread
 }
 
+/// The JSON's testbed names three ranks on rxe_h* devices, with a kernel,
+/// a clock source, the date and the command line, and the counters hold
+/// every rank's deltas (rxe exports its hw_counters, so none is empty).
+fn testbed_ok(j: &serde_json::Value) -> bool {
+    let tb = &j["testbed"];
+    let ranks = tb["ranks"].as_array().cloned().unwrap_or_default();
+    let counters = j["counters"].as_array().cloned().unwrap_or_default();
+    ranks.len() == 3
+        && ranks.iter().enumerate().all(|(r, t)| {
+            t["rank"].as_u64() == Some(r as u64)
+                && t["device"].as_str().is_some_and(|d| d.starts_with("rxe_h"))
+                && t["kernel"].as_str().is_some_and(|k| k != "unknown")
+                && t["clock_source"].as_str().is_some_and(|k| k != "unknown")
+        })
+        && tb["transport"] == "RC"
+        && tb["date_utc"].as_str().is_some_and(|d| d.ends_with('Z'))
+        && tb["command_line"].as_array().is_some_and(|a| a.iter().any(|v| v == "cluster"))
+        && counters.len() == 3
+        && counters.iter().enumerate().all(|(r, c)| {
+            c["rank"].as_u64() == Some(r as u64) && c["deltas"].as_object().is_some_and(|m| !m.is_empty())
+        })
+}
+
 /// The cluster-mode JSON of three ranks matches `w`: its settings, one result
 /// per size in order, each with exactly the expected flows (every bandwidth
 /// flow with `iters` × `qps` requests in each repetition, positive windows,
@@ -187,6 +210,7 @@ fn cluster_json_ok(j: &serde_json::Value, w: &ClusterWant) -> bool {
         && j["warmup_requests_per_qp"].as_u64() == Some(16)
         && j["per_flow"].as_bool() == Some(w.per_flow())
         && j["percentile_min_samples"]["p999"].as_u64() == Some(1000)
+        && testbed_ok(j)
         && sizes == w.sizes
         && results.len() == w.sizes.len()
         && results.iter().zip(&w.sizes).all(|(r, &s)| result_ok(r, s))
@@ -279,6 +303,9 @@ pub fn cluster_checks() -> Result<Vec<Check>> {
                 && (0..3).all(|r| d.output.matches(&format!("rank {r}/3: ")).count() == runs)
                 && d.output.matches("<svg").count() == 2 * runs
                 && d.output.matches("class=\"legend\"").count() == 2 * runs
+                && d.output.matches(" port counters that moved during the run").count()
+                    + d.output.matches(" port counters: none of the devices' counters moved").count()
+                    == runs
                 && d.output.matches("per-source figures: rank(s)").count() == shared
                 && d.output.matches("each window opens after 16 warm-up request(s) per QP").count() == runs
                 && d.output.matches("pattern,op,size,qps_per_pair,threads_per_rank,rep,src,dst").count() == runs
@@ -333,7 +360,12 @@ mod tests {
                 "rank_totals": [{"rank": 0, "out_mib_s": 5.0, "in_mib_s": 0}, {"rank": 1, "out_mib_s": 0,
                     "in_mib_s": 2.0}, {"rank": 2, "out_mib_s": 0, "in_mib_s": 3.0}],
                 "aggregate_mib_s": summ(&[5.0, 5.0]), "jain_fairness": summ(&[0.96, 0.96]),
-                "reps": [rep(0), rep(1)]}]
+                "reps": [rep(0), rep(1)]}],
+            "testbed": {"date_utc": "2026-11-25T03:00:00Z", "command_line": ["rrddmma-perf", "cluster"],
+                "transport": "RC", "rrddmma_perf_version": "0.1.0", "ranks": (0..3).map(|r| json!({"rank": r,
+                "device": format!("rxe_h{}", r + 1), "kernel": "6.1.0", "clock_source": "tsc"})).collect::<Vec<_>>()},
+            "counters": (0..3).map(|r| json!({"rank": r, "deltas": {"port1/hw_counters/duplicate_request": 12}}))
+                .collect::<Vec<_>>()
         });
         // rrddmma-perf writes "tool" first, which is how reports are found.
         let text =
@@ -387,6 +419,13 @@ mod tests {
         assert!(!cluster_json_ok(&js[0], &ClusterWant::new("outcast", "read", 1, 2, &[64], 10).reps(2)));
         assert!(!cluster_json_ok(&js[0], &ClusterWant::new("outcast", "read", 2, 2, &[64, 128], 10).reps(2)));
         assert!(!cluster_json_ok(&js[0], &ClusterWant::new("outcast", "read", 2, 2, &[64], 10)), "1 repetition");
+        // Without a rank's counters, or with a testbed of two ranks.
+        let mut j = js[0].clone();
+        j["counters"].as_array_mut().unwrap().pop();
+        assert!(!cluster_json_ok(&j, &w));
+        let mut j = js[0].clone();
+        j["testbed"]["ranks"].as_array_mut().unwrap().pop();
+        assert!(!cluster_json_ok(&j, &w));
     }
 
     #[test]
