@@ -380,6 +380,7 @@ fn measure(
         let lat = probe(net, &net.cqs[0], o, size, &probes)?;
         for (r, l) in res.iter_mut().zip(lat) {
             r.lat = l;
+            r.lat_n = u64::from(o.lat_samples);
         }
     } else {
         for (u, w) in per_thread(net, units, threads, |cq, u| stream(net, cq, o, size, u))? {
@@ -401,10 +402,8 @@ fn measure(
         for (u, l) in per_thread(net, &probes, threads, |cq, u| probe(net, cq, o, size, u))? {
             let i = slot(&res, u.dst).ok_or("a probe without its flow")?;
             res[i].lat = l;
+            res[i].lat_n = u64::from(o.lat_samples);
         }
-    }
-    for r in &mut res {
-        r.lat_n = u64::from(o.lat_samples);
     }
     Ok(res)
 }
@@ -477,14 +476,14 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
     }
     if me == 0 {
         println!(
-            "rrddmma-perf cluster: {} ranks, pattern {}, op {}, sizes {:?} B, {} flows, {} QP(s) per pair, {} thread(s) per rank, {} per QP after {} warm-up request(s), depth {}, {} repetition(s)",
+            "rrddmma-perf cluster: {} ranks, pattern {}, op {}, sizes {:?} B, {} flows, {} QP(s) per pair, {} per rank, {} per QP after {} warm-up request(s), depth {}, {} repetition(s)",
             n,
             o.pattern.name(),
             o.verb.name(),
             o.sizes,
             flows.len(),
             o.qps,
-            if o.threads == 0 { "one".to_string() } else { o.threads.to_string() },
+            if o.threads == 0 { "one thread per QP".to_string() } else { format!("{} thread(s)", o.threads) },
             o.duration.map_or(format!("{} requests", o.iters), |d| format!("{d} s")),
             o.warmup,
             o.depth,

@@ -78,6 +78,10 @@ pub fn counters(sysfs: &Path, device: &str) -> BTreeMap<String, u64> {
                 if out.len() >= MAX_LINES {
                     return out;
                 }
+                // `lifespan` is how long the kernel caches the values, in ms: a setting.
+                if f.file_name() == "lifespan" {
+                    continue;
+                }
                 let Ok(text) = std::fs::read_to_string(f.path()) else { continue };
                 let Ok(v) = text.trim().parse::<u64>() else { continue };
                 let name =
@@ -192,7 +196,8 @@ mod tests {
             ("1", "hw_counters", "completer_retry_err", retries.to_string()),
             ("1", "hw_counters", "duplicate_request", (2 * retries).to_string()),
             ("2", "hw_counters", "rcvd_rnr_err", "0".to_string()),
-            ("1", "hw_counters", "lifespan", "not a number".to_string()),
+            ("1", "hw_counters", "lifespan", "10".to_string()),
+            ("1", "hw_counters", "odd", "not a number".to_string()),
         ] {
             let d = dev.join("ports").join(port).join(group);
             std::fs::create_dir_all(&d).unwrap();
@@ -208,7 +213,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         fake_sysfs(&dir, 5);
         let before = counters(&dir, "rxe_x");
-        assert_eq!(before.len(), 4, "the non-number is left out: {before:?}");
+        assert_eq!(before.len(), 4, "the non-number and the lifespan setting are left out: {before:?}");
         fake_sysfs(&dir, 47);
         let d = deltas(&before, &counters(&dir, "rxe_x"));
         assert_eq!(d["port1/hw_counters/completer_retry_err"], 42);

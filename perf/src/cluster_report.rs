@@ -530,13 +530,13 @@ impl<'a> Report<'a> {
         let reps = self.o.reps;
         let _ = writeln!(
             s,
-            " bandwidth per flow: {} over {reps} repetition(s); each window opens after {} warm-up request(s) per QP              (not counted) and closes at the flow's last completion",
+            " bandwidth per flow: {} over {reps} repetition(s); each window opens after {} warm-up request(s) per QP (not counted) and closes at the flow's last completion",
             if reps > 1 { "mean ± sd [95% CI, Student's t] (min–max)" } else { "one run, no spread" },
             self.o.warmup
         );
         let _ = writeln!(
             s,
-            " latency: pQ shown only with at least 1/(1-Q) samples (p50 {}, p99 {}, p99.9 {}); n = samples per              repetition, values are means over repetitions",
+            " latency: pQ shown only with at least 1/(1-Q) samples (p50 {}, p99 {}, p99.9 {}); n = samples per repetition, values are means over repetitions",
             stats::samples_for(0.5),
             stats::samples_for(0.99),
             stats::samples_for(0.999)
@@ -550,8 +550,10 @@ impl<'a> Report<'a> {
         }
         for r in &self.runs {
             let _ = writeln!(s, " size {} B", r.size);
-            s.push_str(
-                " src -> dst  requests  window[s]  MiB/s                                       n     p50[us]                    p99[us]   p99.9[us] avg[us]\n",
+            let _ = writeln!(
+                s,
+                " {:>3} -> {:<3}  {:<9} {:<10} {:<43} {:<5} {:<9} {:<9} {:<9} avg[us]",
+                "src", "dst", "requests", "window[s]", "MiB/s", "n", "p50[us]", "p99[us]", "p99.9[us]"
             );
             for c in r.cells() {
                 let cell = r.cell(c);
@@ -588,7 +590,16 @@ impl<'a> Report<'a> {
             );
         }
         let moved = self.moved();
-        if self.envs.is_empty() {
+        let blind: Vec<usize> =
+            self.envs.iter().enumerate().filter(|(_, e)| e.counters.is_empty()).map(|(r, _)| r).collect();
+        if !blind.is_empty() {
+            let _ = writeln!(
+                s,
+                " port counters: rank(s) {blind:?} see none in sysfs (no counters or hw_counters under \
+                 /sys/class/infiniband/DEV/ports/*; a rank in another network namespace than its device's sees none)"
+            );
+        }
+        if blind.len() == self.envs.len() {
         } else if moved.is_empty() {
             s.push_str(" port counters: none of the devices' counters moved during the run\n");
         } else {
@@ -1134,6 +1145,12 @@ mod tests {
         assert!(j["testbed"]["command_line"].as_array().is_some_and(|a| !a.is_empty()));
         let quiet = Report::new(&o, 2, vec![flow(0, 1, 4096, 10)]).environment(vec![env(0), env(0)]);
         assert!(quiet.table().contains("none of the devices' counters moved"));
+        let blind = Report::new(&o, 2, vec![flow(0, 1, 4096, 10)]).environment(vec![RankEnv::default(), env(0)]);
+        let t = blind.table();
+        assert!(
+            t.contains("rank(s) [0] see none in sysfs") && t.contains("none of the devices' counters moved"),
+            "{t}"
+        );
     }
 
     #[test]
