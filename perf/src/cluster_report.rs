@@ -1173,8 +1173,11 @@ mod tests {
         let r = Report::new(&o, 3, every);
         let h = r.heatmap();
         assert!(h.contains("class=\"legend\"") && h.contains(">MiB/s<") && h.contains(">20.0</text>"), "{h}");
-        // One scale: the 10 MiB/s cell is half-way, not the darkest.
-        assert!(h.contains(&Report::shade(0.5)) && h.matches(&Report::shade(1.0)).count() >= 3, "{h}");
+        // One scale, up to 20: the 5 MiB/s cell is a quarter of the way,
+        // and only the two 20 MiB/s cells (and the legend's end) are the
+        // darkest (each panel to its own maximum would make 10 the darkest).
+        assert!(h.contains(&Report::shade(0.25)), "{h}");
+        assert_eq!(h.matches(&Report::shade(1.0)).count(), 3, "{h}");
         let b = r.bars();
         assert!(b.contains("class=\"legend\"") && b.contains("out (sent by the rank)"), "{b}");
         assert!(b.contains("<line") && b.contains(">40.0</text>"), "an axis up to the shared maximum: {b}");
