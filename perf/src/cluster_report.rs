@@ -544,7 +544,7 @@ impl<'a> Report<'a> {
         if !self.shared.is_empty() {
             let _ = writeln!(
                 s,
-                " per-source figures: rank(s) {:?} drove several flows from one thread, so those flows' figures are                  their source's, not each flow's own, and Jain's index compares sources; --threads per-qp gives                  every flow threads of its own",
+                " per-source figures: rank(s) {:?} drove several flows from one thread, so those flows' figures are their source's, not each flow's own, and Jain's index compares sources; --threads per-qp gives every flow threads of its own",
                 self.shared
             );
         }
