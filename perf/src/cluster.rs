@@ -18,6 +18,7 @@ use rrddmma::wrap::{MeshOpts, RegisteredMem};
 
 use crate::alloc;
 use crate::args::Verb;
+use crate::cluster_env::{self, RankEnv};
 use crate::cluster_opts::{ClusterOpts, Pattern, COUNT_BITS};
 use crate::cluster_report::{decode_rank, Expect, FlowResult, Report};
 use crate::out;
@@ -181,15 +182,25 @@ fn check_wc(wc: &Wc, what: &str) -> Res<()> {
     }
 }
 
-/// Streams `units` on `cq`; returns (ops, seconds to the last completion)
-/// per unit.
-fn stream(net: &Net, cq: &Cq, o: &ClusterOpts, size: usize, units: &[Unit]) -> Res<Vec<(u64, f64)>> {
+/// One unit's bandwidth phase: requests completed inside its measurement
+/// window, and the window's start and end in seconds from the phase start.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Window {
+    ops: u64,
+    start: f64,
+    end: f64,
+}
+
+/// Streams `units` on `cq`; per unit, the first `o.warmup` completions are
+/// warm-up: its window opens at the last of them (at the phase start
+/// without warm-up) and closes at its last completion.
+fn stream(net: &Net, cq: &Cq, o: &ClusterOpts, size: usize, units: &[Unit]) -> Res<Vec<Window>> {
     let qps: Vec<&Qp> = units.iter().map(|&u| net.qp(u)).collect::<Res<_>>()?;
     let sges: Vec<[rrddmma::prim::Sge; 1]> = units.iter().map(|u| net.sge(u.dst, size)).collect();
     let mut posted = vec![0u64; units.len()];
     let mut done = vec![0u64; units.len()];
-    let mut end = vec![0f64; units.len()];
-    let limit = if o.duration.is_some() { u64::MAX } else { o.iters };
+    let mut win = vec![Window::default(); units.len()];
+    let limit = if o.duration.is_some() { u64::MAX } else { o.iters + o.warmup };
     let depth = u64::from(o.depth);
     let mut wcs = [Wc::default(); 16];
     let start = Instant::now();
@@ -221,8 +232,13 @@ fn stream(net: &Net, cq: &Cq, o: &ClusterOpts, size: usize, units: &[Unit]) -> R
             for wc in &wcs[..got] {
                 check_wc(wc, "cluster stream")?;
                 let f = (wc.wr_id() >> COUNT_BITS) as usize;
+                let before = done[f];
                 done[f] = done[f].max(wc.wr_id() & ((1 << COUNT_BITS) - 1));
-                end[f] = start.elapsed().as_secs_f64();
+                let now = start.elapsed().as_secs_f64();
+                if before < o.warmup && done[f] >= o.warmup {
+                    win[f].start = now;
+                }
+                win[f].end = now;
             }
             if deadline.is_some_and(|dl| !stopping && start.elapsed() >= dl) {
                 stopping = true;
@@ -231,10 +247,17 @@ fn stream(net: &Net, cq: &Cq, o: &ClusterOpts, size: usize, units: &[Unit]) -> R
     })();
     alloc::measuring(false);
     r?;
-    Ok(posted.iter().zip(&end).map(|(&p, &e)| (p, e)).collect())
+    for (w, &p) in win.iter_mut().zip(&posted) {
+        w.ops = p.saturating_sub(o.warmup);
+        if w.ops == 0 {
+            w.end = w.start;
+        }
+    }
+    Ok(win)
 }
 
-/// One request at a time on each unit; latency percentiles per unit.
+/// One request at a time on each unit; latency percentiles per unit (p50,
+/// p99, p99.9, mean in µs, of `o.lat_samples` samples).
 fn probe(net: &Net, cq: &Cq, o: &ClusterOpts, size: usize, units: &[Unit]) -> Res<Vec<[f64; 4]>> {
     let mut wcs = [Wc::default(); 1];
     let mut out = Vec::with_capacity(units.len());
@@ -315,12 +338,41 @@ fn per_thread<T: Send>(
     Ok(r)
 }
 
-/// One size's two phases on this rank: its flows' results.
-fn measure(net: &Net, s: &mut Session, o: &ClusterOpts, size: usize, me: u32, units: &[Unit]) -> Res<Vec<FlowResult>> {
-    let threads = o.threads as usize;
+/// The threads a rank runs for its `units`: `--threads`, or one per unit.
+fn thread_count(o: &ClusterOpts, units: usize) -> usize {
+    if o.threads == 0 {
+        units.max(1)
+    } else {
+        o.threads as usize
+    }
+}
+
+/// Whether every flow of this rank is driven by threads of its own (no
+/// thread posts to two destinations), so its figures are its own and not
+/// its source's.
+fn flows_apart(units: &[Unit], threads: usize) -> bool {
+    (0..threads).all(|t| {
+        let mine = share(units, t, threads);
+        mine.iter().all(|u| u.dst == mine[0].dst)
+    })
+}
+
+/// One repetition of one size's two phases on this rank: its flows'
+/// results.
+fn measure(
+    net: &Net,
+    s: &mut Session,
+    o: &ClusterOpts,
+    (size, rep): (usize, u32),
+    me: u32,
+    units: &[Unit],
+) -> Res<Vec<FlowResult>> {
+    let threads = thread_count(o, units.len());
     let probes: Vec<Unit> = units.iter().filter(|u| u.k == 0).copied().collect();
-    let mut res: Vec<FlowResult> =
-        probes.iter().map(|u| FlowResult { src: me, dst: u.dst, size, ..FlowResult::default() }).collect();
+    let mut res: Vec<FlowResult> = probes
+        .iter()
+        .map(|u| FlowResult { src: me, dst: u.dst, size, rep, start: f64::INFINITY, ..FlowResult::default() })
+        .collect();
     let slot = |res: &[FlowResult], dst: u32| res.iter().position(|f| f.dst == dst);
     s.barrier().map_err(err("barrier before the bandwidth phase"))?;
     if o.pattern == Pattern::Loaded && me == 0 {
@@ -328,12 +380,19 @@ fn measure(net: &Net, s: &mut Session, o: &ClusterOpts, size: usize, me: u32, un
         let lat = probe(net, &net.cqs[0], o, size, &probes)?;
         for (r, l) in res.iter_mut().zip(lat) {
             r.lat = l;
+            r.lat_n = u64::from(o.lat_samples);
         }
     } else {
-        for (u, (ops, secs)) in per_thread(net, units, threads, |cq, u| stream(net, cq, o, size, u))? {
+        for (u, w) in per_thread(net, units, threads, |cq, u| stream(net, cq, o, size, u))? {
             let i = slot(&res, u.dst).ok_or("a unit without its flow")?;
-            res[i].ops += ops;
-            res[i].secs = res[i].secs.max(secs);
+            res[i].ops += w.ops;
+            res[i].start = res[i].start.min(w.start);
+            res[i].secs = res[i].secs.max(w.end);
+        }
+    }
+    for r in &mut res {
+        if !r.start.is_finite() {
+            r.start = 0.0;
         }
     }
     // Phase 2, after a barrier: latency probes on the first QP of every flow
@@ -343,6 +402,7 @@ fn measure(net: &Net, s: &mut Session, o: &ClusterOpts, size: usize, me: u32, un
         for (u, l) in per_thread(net, &probes, threads, |cq, u| probe(net, cq, o, size, u))? {
             let i = slot(&res, u.dst).ok_or("a probe without its flow")?;
             res[i].lat = l;
+            res[i].lat_n = u64::from(o.lat_samples);
         }
     }
     Ok(res)
@@ -370,7 +430,7 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
         flows.iter().filter(|f| f.0 == me).map(|f| f.1).collect()
     };
     let units = units_of(&mine, o.qps);
-    let threads = o.threads as usize;
+    let threads = thread_count(o, units.len());
     let rx = 64u32;
     // Each thread's CQ holds a full window of each of its QPs.
     let cqs = (0..threads)
@@ -402,8 +462,8 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
         for &(src, dst) in &flows {
             if dst == me {
                 for k in 0..q {
-                    let per_size = o.iters + if k == 0 { u64::from(o.lat_samples) } else { 0 };
-                    want[src as usize * q + k] = per_size * o.sizes.len() as u64;
+                    let per_rep = o.iters + o.warmup + if k == 0 { u64::from(o.lat_samples) } else { 0 };
+                    want[src as usize * q + k] = per_rep * u64::from(o.reps) * o.sizes.len() as u64;
                 }
             }
         }
@@ -416,18 +476,23 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
     }
     if me == 0 {
         println!(
-            "rrddmma-perf cluster: {} ranks, pattern {}, op {}, sizes {:?} B, {} flows, {} QP(s) per pair, {} thread(s) per rank, {} per QP, depth {}",
+            "rrddmma-perf cluster: {} ranks, pattern {}, op {}, sizes {:?} B, {} flows, {} QP(s) per pair, {} per rank, {} per QP after {} warm-up request(s), depth {}, {} repetition(s)",
             n,
             o.pattern.name(),
             o.verb.name(),
             o.sizes,
             flows.len(),
             o.qps,
-            o.threads,
+            if o.threads == 0 { "one thread per QP".to_string() } else { format!("{} thread(s)", o.threads) },
             o.duration.map_or(format!("{} requests", o.iters), |d| format!("{d} s")),
-            o.depth
+            o.warmup,
+            o.depth,
+            o.reps
         );
     }
+    let sysfs = std::path::Path::new("/sys");
+    let testbed = cluster_env::testbed(sysfs, ctx.name(), &format!("{}", port.active_mtu()));
+    let counters_before = cluster_env::counters(sysfs, ctx.name());
     let stop = AtomicBool::new(false);
     let results = std::thread::scope(|scope| -> Res<Vec<FlowResult>> {
         let rx_thread =
@@ -435,7 +500,9 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
         let r = (|| -> Res<Vec<FlowResult>> {
             let mut all = Vec::new();
             for &size in &o.sizes {
-                all.extend(measure(&net, &mut s, o, size, me, &units)?);
+                for rep in 0..o.reps {
+                    all.extend(measure(&net, &mut s, o, (size, rep), me, &units)?);
+                }
             }
             Ok(all)
         })();
@@ -451,18 +518,39 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
         r
     })?;
     s.barrier().map_err(err("barrier after the last phase"))?;
+    let counter_deltas = cluster_env::deltas(&counters_before, &cluster_env::counters(sysfs, ctx.name()));
     // Gather at every rank; rank 0 reports.
-    let text: String = results.iter().map(FlowResult::encode).collect();
+    // The first line says whether this rank's flows had threads of their own.
+    let apart = flows_apart(&units, threads) || o.pattern == Pattern::Loaded && me == 0;
+    let text: String = std::iter::once(format!("apart {}\n", u8::from(apart)))
+        .chain(results.iter().map(FlowResult::encode))
+        .chain(std::iter::once(cluster_env::encode(&testbed, &counter_deltas)))
+        .collect();
     let all = s.all_gather(text.as_bytes()).map_err(err("gathering results"))?;
     let mut every = Vec::new();
-    let expect = Expect { ranks: n, sizes: &o.sizes };
+    let mut shared = Vec::new();
+    let mut envs = Vec::new();
+    let expect = Expect { ranks: n, sizes: &o.sizes, reps: o.reps, lat_samples: o.lat_samples };
     for (r, bytes) in all.iter().enumerate() {
         let t = std::str::from_utf8(bytes).map_err(|_| format!("rank {r} sent results that are not UTF-8"))?;
-        every.extend(decode_rank(r, t, expect)?);
+        let mut env = RankEnv::default();
+        let mut rest = String::new();
+        for line in t.lines() {
+            if !cluster_env::take(r, line, &mut env)? {
+                rest.push_str(line);
+                rest.push('\n');
+            }
+        }
+        envs.push(env);
+        let (own, flows) = decode_rank(r, &rest, expect)?;
+        if !own {
+            shared.push(r as u32);
+        }
+        every.extend(flows);
     }
     let allocs = alloc::in_loop_allocations();
     if me == 0 {
-        let rep = Report::new(o, n, every);
+        let rep = Report::new(o, n, every).shared_sources(shared).environment(envs);
         println!("{}", rep.table());
         if let Some(p) = &o.json {
             std::fs::write(p, rep.json()?).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
@@ -478,7 +566,7 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
     }
     println!(
         "rank {me}/{n}: {} flow(s) measured over {} size(s), heap allocations inside measured loops: {allocs}",
-        results.len() / o.sizes.len(),
+        results.len() / (o.sizes.len() * o.reps as usize),
         o.sizes.len()
     );
     // Nobody tears down QPs while a peer may still be using them.
@@ -511,6 +599,19 @@ mod tests {
         let mut all: Vec<Unit> = (0..3).flat_map(|t| share(&u, t, 3)).collect();
         all.sort_by_key(|x| (x.dst, x.k));
         assert_eq!(all.len(), 4);
+    }
+
+    #[test]
+    fn flows_are_apart_only_when_no_thread_posts_to_two_destinations() {
+        let u = units_of(&[1, 2], 2);
+        assert!(!flows_apart(&u, 1), "one thread drives both flows");
+        assert!(flows_apart(&u, 2), "QP-major dealing gives each destination its own thread");
+        assert!(!flows_apart(&u, 3), "thread 0 gets (1, 0) and (2, 1)");
+        assert!(flows_apart(&u, 4));
+        let o = crate::cluster_opts::parse(["--threads", "per-qp"]).unwrap();
+        assert_eq!(thread_count(&o, u.len()), 4);
+        assert!(flows_apart(&u, thread_count(&o, u.len())));
+        assert_eq!(thread_count(&crate::cluster_opts::parse(["--threads", "3"]).unwrap(), 4), 3);
     }
 
     #[test]

@@ -59,8 +59,15 @@ pub struct ClusterOpts {
     pub sizes: Vec<usize>,
     /// RC QPs per pair of ranks (each flow is spread over them).
     pub qps: u32,
-    /// Threads per rank, each driving its share of the rank's QPs.
+    /// Threads per rank, each driving its share of the rank's QPs; 0 means
+    /// one thread per QP (`--threads per-qp`), so that every flow is driven
+    /// and timed on its own.
     pub threads: u32,
+    /// Repetitions of every size's phases.
+    pub reps: u32,
+    /// Requests per QP completed before a flow's measurement window opens
+    /// (left out of its figures).
+    pub warmup: u64,
     pub iters: u64,
     pub duration: Option<f64>,
     pub depth: u32,
@@ -78,7 +85,10 @@ usage: rrddmma-perf cluster [FLAGS]     (on every rank: mpirun, srun, or RRDDMMA
   -a, --all            sweep sizes 2 .. 2^23 (see --max-size)
       --max-size BYTES largest size of a -a sweep (2^23)
   -q, --qp N           RC QPs per pair of ranks; -n and -t count per QP (1)
-      --threads N      threads per rank, each driving its share of the QPs (1)
+      --threads N      threads per rank, each driving its share of the QPs (1); per-qp: one per QP,
+                       so every flow is driven and timed on its own (per-flow figures)
+      --reps N         repeat every size's phases N times: mean, sd, 95% CI, min-max per flow (1)
+      --warmup N       requests per QP completed before the measurement window opens (16)
   -n, --iters N        requests per QP of a flow (1000)
   -D, --duration SECS  stream for SECS seconds per size instead (not with --op send)
   -t, --tx-depth N     requests in flight per QP (16)
@@ -110,6 +120,8 @@ where
         sizes: Vec::new(),
         qps: 1,
         threads: 1,
+        reps: 1,
+        warmup: 16,
         iters: 1000,
         duration: None,
         depth: 16,
@@ -148,7 +160,19 @@ where
             Short('a') | Long("all") => all = true,
             Long("max-size") => max_size = num(&mut p, "--max-size")?,
             Short('q') | Long("qp") => o.qps = num(&mut p, "-q")?,
-            Long("threads") => o.threads = num(&mut p, "--threads")?,
+            Long("threads") => {
+                let v = text(&mut p, "--threads")?;
+                o.threads = if v == "per-qp" {
+                    0
+                } else {
+                    v.parse().map_err(|_| format!("--threads {v:?}: expected a number or per-qp"))?
+                };
+                if o.threads == 0 && v != "per-qp" {
+                    return Err("--threads 0: at least 1 (or per-qp)".into());
+                }
+            }
+            Long("reps") => o.reps = num(&mut p, "--reps")?,
+            Long("warmup") => o.warmup = num(&mut p, "--warmup")?,
             Short('n') | Long("iters") => o.iters = num(&mut p, "-n")?,
             Short('D') | Long("duration") => o.duration = Some(num(&mut p, "-D")?),
             Short('t') | Long("tx-depth") => o.depth = num(&mut p, "-t")?,
@@ -181,14 +205,17 @@ where
     if o.sizes.len() > 64 {
         return Err(format!("{} sizes: at most 64 per run", o.sizes.len()));
     }
-    if o.iters == 0 || o.depth == 0 || o.lat_samples == 0 || o.qps == 0 || o.threads == 0 {
-        return Err("-n, -t, -q, --threads and --lat-samples must be at least 1".into());
+    if o.iters == 0 || o.depth == 0 || o.lat_samples == 0 || o.qps == 0 || o.reps == 0 {
+        return Err("-n, -t, -q, --reps and --lat-samples must be at least 1".into());
     }
     if o.qps > 64 || o.threads > 64 {
         return Err(format!("-q {} --threads {}: at most 64 each", o.qps, o.threads));
     }
-    if o.iters >= 1 << COUNT_BITS {
-        return Err(format!("-n {}: at most 2^{COUNT_BITS} - 1", o.iters));
+    if o.reps > 1000 {
+        return Err(format!("--reps {}: at most 1000", o.reps));
+    }
+    if o.iters.checked_add(o.warmup).is_none_or(|t| t >= 1 << COUNT_BITS) {
+        return Err(format!("-n {} plus --warmup {}: at most 2^{COUNT_BITS} - 1 requests per QP", o.iters, o.warmup));
     }
     crate::args::check_duration(o.duration)?;
     if o.verb == Verb::Send && o.pattern == Pattern::Loaded {
@@ -236,5 +263,13 @@ mod tests {
         assert!(parse(["-s", "64,x"]).unwrap_err().contains("\"x\" is not a valid size"));
         assert!(parse(["-q", "0"]).unwrap_err().contains("at least 1"));
         assert!(parse(["--threads", "65"]).unwrap_err().contains("at most 64"));
+        assert!(parse(["--threads", "0"]).unwrap_err().contains("per-qp"));
+        assert!(parse(["--threads", "x"]).unwrap_err().contains("per-qp"));
+        let o = parse(["--threads", "per-qp", "--reps", "3", "--warmup", "0"]).unwrap();
+        assert_eq!((o.threads, o.reps, o.warmup), (0, 3, 0));
+        assert_eq!((parse::<[&str; 0]>([]).unwrap().reps, parse::<[&str; 0]>([]).unwrap().warmup), (1, 16));
+        assert!(parse(["--reps", "0"]).unwrap_err().contains("at least 1"));
+        assert!(parse(["--reps", "1001"]).unwrap_err().contains("at most 1000"));
+        assert!(parse(["-n", "1099511627775", "--warmup", "1"]).unwrap_err().contains("plus --warmup"));
     }
 }

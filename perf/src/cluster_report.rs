@@ -3,38 +3,56 @@
 //! JSON, CSV and two SVG charts (a heatmap and per-rank bars, one panel per
 //! size).
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::cluster_env::{self, RankEnv};
 use crate::cluster_opts::ClusterOpts;
+use crate::stats::{self, Summary};
 
 type Res<T> = Result<T, String>;
 
-/// One flow's outcome, measured by its source rank.
+/// One flow's outcome in one repetition, measured by its source rank.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FlowResult {
     pub src: u32,
     pub dst: u32,
+    /// Repetition, from 0.
+    pub rep: u32,
+    /// Requests completed inside the measurement window (warm-up excluded).
     pub ops: u64,
+    /// The window's start: seconds from the phase start to the end of the
+    /// flow's warm-up (its earliest QP).
+    pub start: f64,
+    /// The window's end: seconds from the phase start to the flow's last
+    /// completion (its slowest QP).
     pub secs: f64,
     pub size: usize,
+    /// Latency samples behind `lat`.
+    pub lat_n: u64,
     /// Latency percentiles in µs: p50, p99, p99.9, mean (0 without samples).
     pub lat: [f64; 4],
 }
 
 impl FlowResult {
+    /// The window's length in seconds.
+    fn window(&self) -> f64 {
+        (self.secs - self.start).max(0.0)
+    }
+
     fn mib_s(&self) -> f64 {
-        if self.secs > 0.0 {
-            (self.ops as f64 * self.size as f64) / self.secs / 1048576.0
+        if self.window() > 0.0 {
+            (self.ops as f64 * self.size as f64) / self.window() / 1048576.0
         } else {
             0.0
         }
     }
 
     fn mpps(&self) -> f64 {
-        if self.secs > 0.0 {
-            self.ops as f64 / self.secs / 1e6
+        if self.window() > 0.0 {
+            self.ops as f64 / self.window() / 1e6
         } else {
             0.0
         }
@@ -42,25 +60,39 @@ impl FlowResult {
 
     pub fn encode(&self) -> String {
         format!(
-            "{} {} {} {:e} {} {:e} {:e} {:e} {:e}\n",
-            self.src, self.dst, self.ops, self.secs, self.size, self.lat[0], self.lat[1], self.lat[2], self.lat[3]
+            "{} {} {} {} {:e} {:e} {} {} {:e} {:e} {:e} {:e}\n",
+            self.src,
+            self.dst,
+            self.rep,
+            self.ops,
+            self.start,
+            self.secs,
+            self.size,
+            self.lat_n,
+            self.lat[0],
+            self.lat[1],
+            self.lat[2],
+            self.lat[3]
         )
     }
 
     pub fn decode(line: &str) -> Res<FlowResult> {
         let w: Vec<&str> = line.split_whitespace().collect();
         let bad = || format!("malformed flow result {line:?}");
-        if w.len() != 9 {
+        if w.len() != 12 {
             return Err(bad());
         }
         let f = |i: usize| w[i].parse::<f64>().map_err(|_| bad());
         Ok(FlowResult {
             src: w[0].parse().map_err(|_| bad())?,
             dst: w[1].parse().map_err(|_| bad())?,
-            ops: w[2].parse().map_err(|_| bad())?,
-            secs: f(3)?,
-            size: w[4].parse().map_err(|_| bad())?,
-            lat: [f(5)?, f(6)?, f(7)?, f(8)?],
+            rep: w[2].parse().map_err(|_| bad())?,
+            ops: w[3].parse().map_err(|_| bad())?,
+            start: f(4)?,
+            secs: f(5)?,
+            size: w[6].parse().map_err(|_| bad())?,
+            lat_n: w[7].parse().map_err(|_| bad())?,
+            lat: [f(8)?, f(9)?, f(10)?, f(11)?],
         })
     }
 }
@@ -72,20 +104,33 @@ pub struct Expect<'a> {
     pub ranks: u32,
     /// The sizes every rank runs.
     pub sizes: &'a [usize],
+    /// Repetitions of each size.
+    pub reps: u32,
+    /// Latency samples per flow and repetition.
+    pub lat_samples: u32,
 }
 
-/// Parses rank `rank`'s gathered results (one [`FlowResult::encode`] line
-/// per flow), checking every value against `e`: a line that is malformed or
-/// out of range is an error naming the rank, the line and the value, never
-/// a panic in the report.
-pub fn decode_rank(rank: usize, text: &str, e: Expect) -> Res<Vec<FlowResult>> {
-    let max_lines = (e.ranks as usize).saturating_sub(1) * e.sizes.len();
+/// Parses rank `rank`'s gathered results: a first line `apart 0|1` (whether
+/// each of its flows had threads of its own), then one
+/// [`FlowResult::encode`] line per flow, size and repetition, checking every
+/// value against `e`: a line that is malformed or out of range is an error
+/// naming the rank, the line and the value, never a panic in the report.
+pub fn decode_rank(rank: usize, text: &str, e: Expect) -> Res<(bool, Vec<FlowResult>)> {
+    let max_lines = (e.ranks as usize).saturating_sub(1) * e.sizes.len() * e.reps as usize;
+    let mut lines = text.lines();
+    let apart = match lines.next() {
+        Some("apart 1") => true,
+        Some("apart 0") => false,
+        other => {
+            return Err(format!("rank {rank} sent {other:?} where its results start with \"apart 0\" or \"apart 1\""))
+        }
+    };
     let mut out = Vec::new();
-    for (k, line) in text.lines().enumerate() {
+    for (k, line) in lines.enumerate() {
         if k >= max_lines {
             return Err(format!(
-                "rank {rank} sent more than {max_lines} result lines (one per flow and size at most; do all ranks run \
-                 the same -s with the same number of ranks?)"
+                "rank {rank} sent more than {max_lines} result lines (one per flow, size and repetition at most; do \
+                 all ranks run the same -s and --reps with the same number of ranks?)"
             ));
         }
         let f = FlowResult::decode(line).map_err(|m| format!("rank {rank}: {m}"))?;
@@ -99,15 +144,24 @@ pub fn decode_rank(rank: usize, text: &str, e: Expect) -> Res<Vec<FlowResult>> {
         if !e.sizes.contains(&f.size) {
             return bad(format!("size {} (this run's sizes are {:?})", f.size, e.sizes));
         }
+        if f.rep >= e.reps {
+            return bad(format!("repetition {} (this run has {})", f.rep, e.reps));
+        }
+        if f.lat_n > u64::from(e.lat_samples) {
+            return bad(format!("{} latency samples (this run takes {})", f.lat_n, e.lat_samples));
+        }
         if f.ops.checked_mul(f.size as u64).is_none() {
             return bad(format!("{} requests of {} bytes (the byte count passes 2^64)", f.ops, f.size));
         }
-        if let Some(v) = std::iter::once(f.secs).chain(f.lat).find(|v| !v.is_finite() || *v < 0.0) {
+        if let Some(v) = [f.start, f.secs].into_iter().chain(f.lat).find(|v| !v.is_finite() || *v < 0.0) {
             return bad(format!("time {v} (times are finite and not negative)"));
+        }
+        if f.start > f.secs {
+            return bad(format!("a window from {} s to {} s (it ends before it starts)", f.start, f.secs));
         }
         out.push(f);
     }
-    Ok(out)
+    Ok((apart, out))
 }
 
 /// Jain's fairness index of `x`: (Σx)² / (n·Σx²), 1 when all are equal.
@@ -120,23 +174,52 @@ pub fn jain(x: &[f64]) -> f64 {
     s * s / (x.len() as f64 * q)
 }
 
-/// The flows of one message size.
+/// The flows of one message size, every repetition.
 struct SizeRun {
     size: usize,
     flows: Vec<FlowResult>,
 }
 
+/// Summary of `x`, or a zero one when it is empty.
+fn summary(x: &[f64]) -> Summary {
+    Summary::of(x).unwrap_or(Summary { n: 0, mean: 0.0, sd: None, ci95: None, min: 0.0, max: 0.0 })
+}
+
 impl SizeRun {
-    fn bw_flows(&self) -> impl Iterator<Item = &FlowResult> {
-        self.flows.iter().filter(|f| f.ops > 0)
+    /// Repetition `rep`'s bandwidth flows.
+    fn bw_flows(&self, rep: u32) -> impl Iterator<Item = &FlowResult> {
+        self.flows.iter().filter(move |f| f.rep == rep && f.ops > 0)
     }
 
-    /// (out MiB/s, in MiB/s) per rank of `n`.
-    fn totals(&self, n: u32) -> Vec<(f64, f64)> {
+    /// The repetitions present.
+    fn reps(&self) -> Vec<u32> {
+        let mut r: Vec<u32> = self.flows.iter().map(|f| f.rep).collect();
+        r.sort_unstable();
+        r.dedup();
+        r
+    }
+
+    /// The (source, destination) cells present, sorted.
+    fn cells(&self) -> Vec<(u32, u32)> {
+        let mut c: Vec<(u32, u32)> = self.flows.iter().map(|f| (f.src, f.dst)).collect();
+        c.sort_unstable();
+        c.dedup();
+        c
+    }
+
+    /// One cell's results, in repetition order.
+    fn cell(&self, (src, dst): (u32, u32)) -> Vec<&FlowResult> {
+        let mut v: Vec<&FlowResult> = self.flows.iter().filter(|f| f.src == src && f.dst == dst).collect();
+        v.sort_by_key(|f| f.rep);
+        v
+    }
+
+    /// Repetition `rep`'s (out MiB/s, in MiB/s) per rank of `n`.
+    fn totals(&self, n: u32, rep: u32) -> Vec<(f64, f64)> {
         let mut t = vec![(0.0, 0.0); n as usize];
         // Ranks are checked when the results are decoded (`decode_rank`);
         // anything else is left out rather than indexed.
-        for f in self.bw_flows() {
+        for f in self.bw_flows(rep) {
             if let Some(s) = t.get_mut(f.src as usize) {
                 s.0 += f.mib_s();
             }
@@ -147,13 +230,131 @@ impl SizeRun {
         t
     }
 
-    fn aggregate(&self) -> f64 {
-        self.bw_flows().map(FlowResult::mib_s).sum()
+    /// Per rank, the mean over repetitions of its (out, in) MiB/s.
+    fn mean_totals(&self, n: u32) -> Vec<(f64, f64)> {
+        let reps = self.reps();
+        let mut t = vec![(0.0, 0.0); n as usize];
+        for &rep in &reps {
+            for (a, b) in t.iter_mut().zip(self.totals(n, rep)) {
+                a.0 += b.0 / reps.len() as f64;
+                a.1 += b.1 / reps.len() as f64;
+            }
+        }
+        t
     }
 
-    fn fairness(&self) -> f64 {
-        jain(&self.bw_flows().map(FlowResult::mib_s).collect::<Vec<_>>())
+    fn aggregate(&self, rep: u32) -> f64 {
+        self.bw_flows(rep).map(FlowResult::mib_s).sum()
     }
+
+    fn fairness(&self, rep: u32) -> f64 {
+        jain(&self.bw_flows(rep).map(FlowResult::mib_s).collect::<Vec<_>>())
+    }
+
+    /// The aggregate's and Jain's index's summaries over repetitions.
+    fn aggregate_summary(&self) -> (Summary, Summary) {
+        let reps = self.reps();
+        let a: Vec<f64> = reps.iter().map(|&r| self.aggregate(r)).collect();
+        let j: Vec<f64> = reps.iter().map(|&r| self.fairness(r)).collect();
+        (summary(&a), summary(&j))
+    }
+
+    /// The mean bandwidth of a cell over repetitions (None when absent or
+    /// a latency-only flow).
+    fn mean_bw(&self, c: (u32, u32)) -> Option<f64> {
+        let v: Vec<f64> = self.cell(c).iter().filter(|f| f.ops > 0).map(|f| f.mib_s()).collect();
+        Summary::of(&v).map(|s| s.mean)
+    }
+}
+
+/// Latency of one flow in one repetition; a percentile is `null` unless its
+/// samples back it ([`stats::samples_for`]).
+#[derive(Serialize)]
+struct LatJson {
+    samples: u64,
+    p50: Option<f64>,
+    p99: Option<f64>,
+    p999: Option<f64>,
+    avg: Option<f64>,
+}
+
+fn lat_json(f: &FlowResult) -> LatJson {
+    LatJson {
+        samples: f.lat_n,
+        p50: stats::backed(0.5, f.lat_n, f.lat[0]),
+        p99: stats::backed(0.99, f.lat_n, f.lat[1]),
+        p999: stats::backed(0.999, f.lat_n, f.lat[2]),
+        avg: (f.lat_n > 0).then_some(f.lat[3]),
+    }
+}
+
+/// One flow in one repetition.
+#[derive(Serialize)]
+struct RepFlowJson {
+    src: u32,
+    dst: u32,
+    requests: u64,
+    /// The measurement window, seconds from the phase start.
+    window_start_s: f64,
+    window_end_s: f64,
+    seconds: f64,
+    bw_mib_s: f64,
+    msg_rate_mpps: f64,
+    lat_us: LatJson,
+}
+
+/// One repetition of one size.
+#[derive(Serialize)]
+struct RepJson {
+    rep: u32,
+    flows: Vec<RepFlowJson>,
+    aggregate_mib_s: f64,
+    jain_fairness: f64,
+}
+
+/// One flow over the repetitions.
+#[derive(Serialize)]
+struct CellJson {
+    src: u32,
+    dst: u32,
+    /// `null` for a latency-only flow (loaded-latency's probe).
+    bw_mib_s: Option<Summary>,
+    msg_rate_mpps: Option<Summary>,
+    /// Each repetition's window length in seconds.
+    window_s: Summary,
+    lat_samples_per_rep: u64,
+    /// Each percentile's summary over the repetitions' values; `null` when
+    /// a repetition's samples do not back it.
+    lat_us: LatSummaryJson,
+}
+
+#[derive(Serialize)]
+struct LatSummaryJson {
+    p50: Option<Summary>,
+    p99: Option<Summary>,
+    p999: Option<Summary>,
+    avg: Option<Summary>,
+}
+
+/// One size's results.
+#[derive(Serialize)]
+struct SizeJson {
+    size: usize,
+    /// Per flow, summaries over the repetitions.
+    flows: Vec<CellJson>,
+    /// Per rank, the mean over repetitions.
+    rank_totals: Vec<TotalJson>,
+    aggregate_mib_s: Summary,
+    jain_fairness: Summary,
+    /// Every repetition's own figures.
+    reps: Vec<RepJson>,
+}
+
+#[derive(Serialize)]
+struct TotalJson {
+    rank: usize,
+    out_mib_s: f64,
+    in_mib_s: f64,
 }
 
 /// The JSON document (`--json`).
@@ -165,51 +366,61 @@ struct ReportJson<'a> {
     op: &'static str,
     ranks: u32,
     qps_per_pair: u32,
-    threads_per_rank: u32,
+    /// `null` with `--threads per-qp` (one thread per QP).
+    threads_per_rank: Option<u32>,
     tx_depth: u32,
     /// `null` with `-D`.
     iterations_per_qp: Option<u64>,
     /// `null` without `-D`.
     duration_s: Option<f64>,
+    warmup_requests_per_qp: u64,
+    repetitions: u32,
     lat_samples: u32,
+    /// True when every flow had threads of its own; false when some rank
+    /// drove several flows from one thread, whose figures are then that
+    /// source's rather than each flow's own (`shared_sources`).
+    per_flow: bool,
+    shared_sources: &'a [u32],
+    /// The rule for percentiles: pQ needs at least 1 / (1 − Q) samples.
+    percentile_min_samples: PctRule,
     sizes: &'a [usize],
     results: Vec<SizeJson>,
+    testbed: TestbedJson<'a>,
+    counters: Vec<CountersJson<'a>>,
 }
 
-/// One size's results.
+/// What the run ran on.
 #[derive(Serialize)]
-struct SizeJson {
-    size: usize,
-    flows: Vec<FlowJson>,
-    rank_totals: Vec<TotalJson>,
-    aggregate_mib_s: f64,
-    jain_fairness: f64,
-}
-
-#[derive(Serialize)]
-struct FlowJson {
-    src: u32,
-    dst: u32,
-    requests: u64,
-    seconds: f64,
-    bw_mib_s: f64,
-    msg_rate_mpps: f64,
-    lat_us: LatJson,
+struct TestbedJson<'a> {
+    date_utc: &'a str,
+    command_line: &'a [String],
+    transport: &'static str,
+    rrddmma_perf_version: &'static str,
+    /// Rank → host, device, firmware, link layer, rate, active MTU,
+    /// kernel, CPU model and clock source, as each rank read them.
+    ranks: Vec<RankTestbedJson<'a>>,
 }
 
 #[derive(Serialize)]
-struct LatJson {
-    p50: f64,
-    p99: f64,
-    p999: f64,
-    avg: f64,
-}
-
-#[derive(Serialize)]
-struct TotalJson {
+struct RankTestbedJson<'a> {
     rank: usize,
-    out_mib_s: f64,
-    in_mib_s: f64,
+    #[serde(flatten)]
+    facts: &'a BTreeMap<String, String>,
+}
+
+/// One rank's counter deltas over the whole run.
+#[derive(Serialize)]
+struct CountersJson<'a> {
+    rank: usize,
+    /// Every counter the device exports, moved or not.
+    deltas: &'a BTreeMap<String, u64>,
+}
+
+#[derive(Serialize)]
+struct PctRule {
+    p50: u64,
+    p99: u64,
+    p999: u64,
 }
 
 /// A CSV row (`--csv`): the header comes from the field names.
@@ -219,32 +430,47 @@ struct FlowCsv {
     op: &'static str,
     size: usize,
     qps_per_pair: u32,
-    threads_per_rank: u32,
+    threads_per_rank: String,
+    rep: u32,
     src: u32,
     dst: u32,
     requests: u64,
-    seconds: f64,
+    window_start_s: f64,
+    window_end_s: f64,
     bw_mib_s: f64,
     msg_rate_mpps: f64,
-    p50_us: f64,
-    p99_us: f64,
-    p999_us: f64,
-    avg_us: f64,
+    lat_samples: u64,
+    p50_us: Option<f64>,
+    p99_us: Option<f64>,
+    p999_us: Option<f64>,
+    avg_us: Option<f64>,
 }
 
-/// Rank 0's view of every flow of every size.
+/// Rank 0's view of every flow of every size and repetition.
 pub struct Report<'a> {
     o: &'a ClusterOpts,
     n: u32,
     runs: Vec<SizeRun>,
+    /// Sources whose flows shared a thread.
+    shared: Vec<u32>,
+    /// Each rank's testbed and counter deltas, by rank.
+    envs: Vec<RankEnv>,
+    /// The command line and the date of the report.
+    command_line: Vec<String>,
+    date: String,
 }
 
-/// Width and height of one SVG panel, and the panels per row.
+/// Panels per row in the SVGs.
 const PANEL_COLUMNS: usize = 4;
+
+/// `v` with `prec` decimals, or "-" when None.
+fn opt(v: Option<f64>, prec: usize) -> String {
+    v.map_or("-".into(), |v| format!("{v:.prec$}"))
+}
 
 impl<'a> Report<'a> {
     /// Groups `every` flow by size, in the order of `o.sizes`, each sorted
-    /// by (source, destination).
+    /// by (source, destination, repetition).
     pub fn new(o: &'a ClusterOpts, n: u32, every: Vec<FlowResult>) -> Report<'a> {
         let mut runs: Vec<SizeRun> = o.sizes.iter().map(|&size| SizeRun { size, flows: Vec::new() }).collect();
         for f in every {
@@ -253,40 +479,136 @@ impl<'a> Report<'a> {
             }
         }
         for r in &mut runs {
-            r.flows.sort_by_key(|f| (f.src, f.dst));
+            r.flows.sort_by_key(|f| (f.src, f.dst, f.rep));
         }
-        Report { o, n, runs }
+        Report {
+            o,
+            n,
+            runs,
+            shared: Vec::new(),
+            envs: Vec::new(),
+            command_line: std::env::args().collect(),
+            date: cluster_env::utc_now(),
+        }
+    }
+
+    /// Records the sources that drove several flows from one thread.
+    pub fn shared_sources(mut self, shared: Vec<u32>) -> Self {
+        self.shared = shared;
+        self
+    }
+
+    /// Records each rank's testbed and counter deltas (by rank).
+    pub fn environment(mut self, envs: Vec<RankEnv>) -> Self {
+        self.envs = envs;
+        self
+    }
+
+    /// The counters that moved, per rank: (rank, name, delta), in rank
+    /// and name order.
+    fn moved(&self) -> Vec<(usize, &str, u64)> {
+        self.envs
+            .iter()
+            .enumerate()
+            .flat_map(|(r, e)| e.counters.iter().filter(|(_, &v)| v > 0).map(move |(k, &v)| (r, k.as_str(), v)))
+            .collect()
+    }
+
+    /// The cell's latency percentile `i` (0 p50, 1 p99, 2 p99.9, 3 mean) over
+    /// its repetitions, when every repetition's samples back it.
+    fn lat_summary(cell: &[&FlowResult], i: usize) -> Option<Summary> {
+        let q = [0.5, 0.99, 0.999, 0.0][i];
+        let v: Option<Vec<f64>> = cell
+            .iter()
+            .map(|f| if i == 3 { (f.lat_n > 0).then_some(f.lat[3]) } else { stats::backed(q, f.lat_n, f.lat[i]) })
+            .collect();
+        v.and_then(|v| Summary::of(&v))
     }
 
     pub fn table(&self) -> String {
         let mut s = String::new();
-        for (i, r) in self.runs.iter().enumerate() {
-            if i > 0 {
-                s.push('\n');
-            }
+        let reps = self.o.reps;
+        let _ = writeln!(
+            s,
+            " bandwidth per flow: {} over {reps} repetition(s); each window opens after {} warm-up request(s) per QP (not counted) and closes at the flow's last completion",
+            if reps > 1 { "mean ± sd [95% CI, Student's t] (min–max)" } else { "one run, no spread" },
+            self.o.warmup
+        );
+        let _ = writeln!(
+            s,
+            " latency: pQ shown only with at least 1/(1-Q) samples (p50 {}, p99 {}, p99.9 {}); n = samples per repetition, values are means over repetitions",
+            stats::samples_for(0.5),
+            stats::samples_for(0.99),
+            stats::samples_for(0.999)
+        );
+        if !self.shared.is_empty() {
+            let _ = writeln!(
+                s,
+                " per-source figures: rank(s) {:?} drove several flows from one thread, so those flows' figures are their source's, not each flow's own, and Jain's index compares sources; --threads per-qp gives every flow threads of its own",
+                self.shared
+            );
+        }
+        for r in &self.runs {
             let _ = writeln!(s, " size {} B", r.size);
-            s.push_str(" src -> dst   requests   MiB/s        Mpps       p50[us]    p99[us]    p99.9[us]  avg[us]\n");
-            for f in &r.flows {
+            let _ = writeln!(
+                s,
+                " {:>3} -> {:<3}  {:<9} {:<10} {:<43} {:<5} {:<9} {:<9} {:<9} avg[us]",
+                "src", "dst", "requests", "window[s]", "MiB/s", "n", "p50[us]", "p99[us]", "p99.9[us]"
+            );
+            for c in r.cells() {
+                let cell = r.cell(c);
+                let bw: Vec<f64> = cell.iter().filter(|f| f.ops > 0).map(|f| f.mib_s()).collect();
+                let win: Vec<f64> = cell.iter().map(|f| f.window()).collect();
+                let reqs = cell.iter().map(|f| f.ops).sum::<u64>() / cell.len().max(1) as u64;
+                let lat = |i: usize| opt(Self::lat_summary(&cell, i).map(|x| x.mean), 2);
                 let _ = writeln!(
                     s,
-                    " {:>3} -> {:<3}  {:<10} {:<12.2} {:<10.6} {:<10.2} {:<10.2} {:<10.2} {:.2}",
-                    f.src,
-                    f.dst,
-                    f.ops,
-                    f.mib_s(),
-                    f.mpps(),
-                    f.lat[0],
-                    f.lat[1],
-                    f.lat[2],
-                    f.lat[3]
+                    " {:>3} -> {:<3}  {:<9} {:<10.4} {:<43} {:<5} {:<9} {:<9} {:<9} {}",
+                    c.0,
+                    c.1,
+                    reqs,
+                    summary(&win).mean,
+                    Summary::of(&bw).map_or("-".into(), |x| x.text(2)),
+                    cell.first().map_or(0, |f| f.lat_n),
+                    lat(0),
+                    lat(1),
+                    lat(2),
+                    lat(3)
                 );
             }
-            s.push_str(" rank   out MiB/s    in MiB/s\n");
-            for (rank, (o, i)) in r.totals(self.n).iter().enumerate() {
+            s.push_str(" rank   out MiB/s    in MiB/s   (means over repetitions)\n");
+            for (rank, (o, i)) in r.mean_totals(self.n).iter().enumerate() {
                 let _ = writeln!(s, " {rank:<6} {o:<12.2} {i:.2}");
             }
-            let _ = write!(s, " aggregate {:.2} MiB/s, Jain's fairness index {:.4}", r.aggregate(), r.fairness());
+            let (agg, j) = r.aggregate_summary();
+            let _ = writeln!(
+                s,
+                " aggregate {} MiB/s, Jain's fairness index {} over {}",
+                agg.text(2),
+                j.text(4),
+                if self.shared.is_empty() { "flows" } else { "flows (per-source figures, see above)" }
+            );
         }
+        let moved = self.moved();
+        let blind: Vec<usize> =
+            self.envs.iter().enumerate().filter(|(_, e)| e.counters.is_empty()).map(|(r, _)| r).collect();
+        if !blind.is_empty() {
+            let _ = writeln!(
+                s,
+                " port counters: rank(s) {blind:?} see none in sysfs (no counters or hw_counters under \
+                 /sys/class/infiniband/DEV/ports/*; a rank in another network namespace than its device's sees none)"
+            );
+        }
+        if blind.len() == self.envs.len() {
+        } else if moved.is_empty() {
+            s.push_str(" port counters: none of the devices' counters moved during the run\n");
+        } else {
+            s.push_str(" port counters that moved during the run (sysfs counters and hw_counters, delta per rank):\n");
+            for (r, k, v) in moved {
+                let _ = writeln!(s, "   rank {r} {k} +{v}");
+            }
+        }
+        s.pop();
         s
     }
 
@@ -296,29 +618,66 @@ impl<'a> Report<'a> {
         let results = self
             .runs
             .iter()
-            .map(|r| SizeJson {
-                size: r.size,
-                flows: r
-                    .flows
-                    .iter()
-                    .map(|f| FlowJson {
-                        src: f.src,
-                        dst: f.dst,
-                        requests: f.ops,
-                        seconds: f.secs,
-                        bw_mib_s: f.mib_s(),
-                        msg_rate_mpps: f.mpps(),
-                        lat_us: LatJson { p50: f.lat[0], p99: f.lat[1], p999: f.lat[2], avg: f.lat[3] },
-                    })
-                    .collect(),
-                rank_totals: r
-                    .totals(self.n)
-                    .into_iter()
-                    .enumerate()
-                    .map(|(rank, (out_mib_s, in_mib_s))| TotalJson { rank, out_mib_s, in_mib_s })
-                    .collect(),
-                aggregate_mib_s: r.aggregate(),
-                jain_fairness: r.fairness(),
+            .map(|r| {
+                let (aggregate_mib_s, jain_fairness) = r.aggregate_summary();
+                SizeJson {
+                    size: r.size,
+                    flows: r
+                        .cells()
+                        .into_iter()
+                        .map(|c| {
+                            let cell = r.cell(c);
+                            let bw: Vec<&FlowResult> = cell.iter().copied().filter(|f| f.ops > 0).collect();
+                            CellJson {
+                                src: c.0,
+                                dst: c.1,
+                                bw_mib_s: Summary::of(&bw.iter().map(|f| f.mib_s()).collect::<Vec<_>>()),
+                                msg_rate_mpps: Summary::of(&bw.iter().map(|f| f.mpps()).collect::<Vec<_>>()),
+                                window_s: summary(&cell.iter().map(|f| f.window()).collect::<Vec<_>>()),
+                                lat_samples_per_rep: cell.first().map_or(0, |f| f.lat_n),
+                                lat_us: LatSummaryJson {
+                                    p50: Self::lat_summary(&cell, 0),
+                                    p99: Self::lat_summary(&cell, 1),
+                                    p999: Self::lat_summary(&cell, 2),
+                                    avg: Self::lat_summary(&cell, 3),
+                                },
+                            }
+                        })
+                        .collect(),
+                    rank_totals: r
+                        .mean_totals(self.n)
+                        .into_iter()
+                        .enumerate()
+                        .map(|(rank, (out_mib_s, in_mib_s))| TotalJson { rank, out_mib_s, in_mib_s })
+                        .collect(),
+                    aggregate_mib_s,
+                    jain_fairness,
+                    reps: r
+                        .reps()
+                        .into_iter()
+                        .map(|rep| RepJson {
+                            rep,
+                            flows: r
+                                .flows
+                                .iter()
+                                .filter(|f| f.rep == rep)
+                                .map(|f| RepFlowJson {
+                                    src: f.src,
+                                    dst: f.dst,
+                                    requests: f.ops,
+                                    window_start_s: f.start,
+                                    window_end_s: f.secs,
+                                    seconds: f.window(),
+                                    bw_mib_s: f.mib_s(),
+                                    msg_rate_mpps: f.mpps(),
+                                    lat_us: lat_json(f),
+                                })
+                                .collect(),
+                            aggregate_mib_s: r.aggregate(rep),
+                            jain_fairness: r.fairness(rep),
+                        })
+                        .collect(),
+                }
             })
             .collect();
         let doc = ReportJson {
@@ -328,52 +687,84 @@ impl<'a> Report<'a> {
             op: o.verb.name(),
             ranks: self.n,
             qps_per_pair: o.qps,
-            threads_per_rank: o.threads,
+            threads_per_rank: (o.threads > 0).then_some(o.threads),
             tx_depth: o.depth,
             iterations_per_qp: if o.duration.is_some() { None } else { Some(o.iters) },
             duration_s: o.duration,
+            warmup_requests_per_qp: o.warmup,
+            repetitions: o.reps,
             lat_samples: o.lat_samples,
+            per_flow: self.shared.is_empty(),
+            shared_sources: &self.shared,
+            percentile_min_samples: PctRule {
+                p50: stats::samples_for(0.5),
+                p99: stats::samples_for(0.99),
+                p999: stats::samples_for(0.999),
+            },
             sizes: &o.sizes,
             results,
+            testbed: TestbedJson {
+                date_utc: &self.date,
+                command_line: &self.command_line,
+                transport: "RC",
+                rrddmma_perf_version: env!("CARGO_PKG_VERSION"),
+                ranks: self
+                    .envs
+                    .iter()
+                    .enumerate()
+                    .map(|(rank, e)| RankTestbedJson { rank, facts: &e.testbed })
+                    .collect(),
+            },
+            counters: self
+                .envs
+                .iter()
+                .enumerate()
+                .map(|(rank, e)| CountersJson { rank, deltas: &e.counters })
+                .collect(),
         };
         let mut s = serde_json::to_string_pretty(&doc).map_err(|e| format!("writing the JSON: {e}"))?;
         s.push('\n');
         Ok(s)
     }
 
-    /// One CSV row per flow and size, with the run's settings repeated.
+    /// One CSV row per flow, size and repetition, with the run's settings
+    /// repeated.
     pub fn csv(&self) -> Res<String> {
         let mut w = csv::Writer::from_writer(Vec::new());
+        let threads = if self.o.threads == 0 { "per-qp".to_string() } else { self.o.threads.to_string() };
         for f in self.runs.iter().flat_map(|r| &r.flows) {
+            let l = lat_json(f);
             w.serialize(FlowCsv {
                 pattern: self.o.pattern.name(),
                 op: self.o.verb.name(),
                 size: f.size,
                 qps_per_pair: self.o.qps,
-                threads_per_rank: self.o.threads,
+                threads_per_rank: threads.clone(),
+                rep: f.rep,
                 src: f.src,
                 dst: f.dst,
                 requests: f.ops,
-                seconds: f.secs,
+                window_start_s: f.start,
+                window_end_s: f.secs,
                 bw_mib_s: f.mib_s(),
                 msg_rate_mpps: f.mpps(),
-                p50_us: f.lat[0],
-                p99_us: f.lat[1],
-                p999_us: f.lat[2],
-                avg_us: f.lat[3],
+                lat_samples: f.lat_n,
+                p50_us: l.p50,
+                p99_us: l.p99,
+                p999_us: l.p999,
+                avg_us: l.avg,
             })
             .map_err(|e| format!("writing the CSV: {e}"))?;
         }
         let bytes = w.into_inner().map_err(|e| format!("writing the CSV: {e}"))?;
         String::from_utf8(bytes).map_err(|e| format!("writing the CSV: {e}"))
     }
-
     /// One SVG holding `panels` (each of `w` × `h`, drawn by `draw` at an
     /// offset), `PANEL_COLUMNS` to a row, under `title`.
     fn grid(&self, title: &str, w: usize, h: usize, draw: impl Fn(&mut String, &SizeRun, usize, usize)) -> String {
         let cols = self.runs.len().clamp(1, PANEL_COLUMNS);
         let rows = self.runs.len().div_ceil(cols).max(1);
-        let (tw, th) = (w * cols, 30 + h * rows);
+        let (tw, th) = ((w * cols).max(440), 30 + h * rows);
         let mut s = format!(
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{tw}\" height=\"{th}\" font-family=\"sans-serif\" font-size=\"12\">\n\
              <text x=\"{}\" y=\"20\" text-anchor=\"middle\" font-size=\"14\">{title}</text>\n",
@@ -386,16 +777,34 @@ impl<'a> Report<'a> {
         s
     }
 
-    /// Per size, an N×N heatmap of bandwidth (source rows, destination
-    /// columns).
+    /// The colour of `t` in [0, 1] on the heatmap's scale (white to blue).
+    fn shade(t: f64) -> String {
+        let t = t.clamp(0.0, 1.0);
+        format!("rgb({},{},255)", (255.0 * (1.0 - t)) as u8, (255.0 - 120.0 * t) as u8)
+    }
+
+    /// The largest mean bandwidth of any flow of any size: every panel
+    /// shares this scale.
+    fn flow_scale(&self) -> f64 {
+        self.runs.iter().flat_map(|r| r.cells().into_iter().filter_map(|c| r.mean_bw(c))).fold(0.0, f64::max).max(1e-9)
+    }
+
+    /// Per size, an N×N heatmap of mean bandwidth over repetitions (source
+    /// rows, destination columns), every panel on one colour scale, with
+    /// its legend and each cell's value as text.
     pub fn heatmap(&self) -> String {
         let n = self.n as usize;
         let cell = 60;
         let (x0, y0) = (60, 50);
         let (w, h) = (x0 + cell * n + 30, y0 + cell * n + 30);
-        let title = format!("rrddmma-perf cluster {} {}: MiB/s per flow", self.o.pattern.name(), self.o.verb.name());
-        self.grid(&title, w, h, |s, r, ox, oy| {
-            let max = r.bw_flows().map(FlowResult::mib_s).fold(0.0, f64::max).max(1e-9);
+        let max = self.flow_scale();
+        let title = format!(
+            "rrddmma-perf cluster {} {}: MiB/s per flow (mean of {} repetition(s))",
+            self.o.pattern.name(),
+            self.o.verb.name(),
+            self.o.reps
+        );
+        let mut svg = self.grid(&title, w, h, |s, r, ox, oy| {
             let _ = writeln!(
                 s,
                 "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{} B: destination rank</text>\n\
@@ -421,14 +830,8 @@ impl<'a> Report<'a> {
             }
             for src in 0..n {
                 for dst in 0..n {
-                    let v = r.flows.iter().find(|f| f.src as usize == src && f.dst as usize == dst).map(|f| f.mib_s());
-                    let (fill, label) = match v {
-                        Some(v) if v > 0.0 => {
-                            let t = v / max;
-                            let red = (255.0 * (1.0 - t)) as u8;
-                            let green = (255.0 - 120.0 * t) as u8;
-                            (format!("rgb({red},{green},255)"), format!("{v:.1}"))
-                        }
+                    let (fill, label) = match r.mean_bw((src as u32, dst as u32)) {
+                        Some(v) if v > 0.0 => (Self::shade(v / max), format!("{v:.1}")),
                         _ => ("#eeeeee".to_string(), String::new()),
                     };
                     let _ = writeln!(
@@ -442,33 +845,99 @@ impl<'a> Report<'a> {
                     );
                 }
             }
-        })
+        });
+        // The legend: one scale for every panel, below them.
+        let cols = self.runs.len().clamp(1, PANEL_COLUMNS);
+        let rows = self.runs.len().div_ceil(cols).max(1);
+        let ly = 30 + h * rows + 10;
+        let mut legend = format!("<g class=\"legend\"><text x=\"10\" y=\"{}\">MiB/s</text>\n", ly + 14);
+        for k in 0..=10 {
+            let t = k as f64 / 10.0;
+            let _ = writeln!(
+                legend,
+                "<rect x=\"{}\" y=\"{ly}\" width=\"20\" height=\"20\" fill=\"{}\" stroke=\"#999999\"/>",
+                60 + 20 * k,
+                Self::shade(t)
+            );
+        }
+        let _ = writeln!(
+            legend,
+            "<text x=\"60\" y=\"{}\">0</text><text x=\"280\" y=\"{}\" text-anchor=\"end\">{max:.1}</text>\n\
+             <text x=\"290\" y=\"{}\">grey: no flow</text></g>",
+            ly + 34,
+            ly + 34,
+            ly + 14
+        );
+        svg = Self::grow(svg, 50);
+        svg.insert_str(svg.len() - "</svg>\n".len(), &legend);
+        svg
     }
 
-    /// Per size, per-rank out/in bandwidth bars.
+    /// Adds `dy` pixels to an SVG's height.
+    fn grow(svg: String, dy: usize) -> String {
+        let Some(i) = svg.find("height=\"") else { return svg };
+        let rest = &svg[i + 8..];
+        let Some(j) = rest.find('"') else { return svg };
+        let Ok(h) = rest[..j].parse::<usize>() else { return svg };
+        format!("{}height=\"{}\"{}", &svg[..i], h + dy, &rest[j + 1..])
+    }
+
+    /// Per size, per-rank out/in bandwidth bars (means over repetitions),
+    /// on one axis scale across panels, each bar labelled with its value,
+    /// with a colour legend.
     pub fn bars(&self) -> String {
         let n = self.n as usize;
-        let (x0, y0, hgt, group) = (50, 40, 160, 70);
+        let (x0, y0, hgt, group) = (60, 40, 160, 70);
         let (w, h) = (x0 + group * n + 20, y0 + hgt + 40);
-        self.grid("rrddmma-perf cluster: per-rank MiB/s (blue: out, orange: in)", w, h, |s, r, ox, oy| {
-            let t = r.totals(self.n);
-            let max = t.iter().map(|(o, i)| o.max(*i)).fold(0.0, f64::max).max(1e-9);
+        let max =
+            self.runs.iter().flat_map(|r| r.mean_totals(self.n)).map(|(o, i)| o.max(i)).fold(0.0, f64::max).max(1e-9);
+        let title = format!("rrddmma-perf cluster: per-rank MiB/s (mean of {} repetition(s))", self.o.reps);
+        let mut svg = self.grid(&title, w, h, |s, r, ox, oy| {
+            let t = r.mean_totals(self.n);
+            let (_, j) = r.aggregate_summary();
             let _ = writeln!(
                 s,
                 "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{} B, Jain {:.3}</text>",
                 ox + w / 2,
                 oy + 15,
                 r.size,
-                r.fairness()
+                j.mean
             );
+            // The axis: a line with ticks at 0, half and the shared maximum.
+            let _ = writeln!(
+                s,
+                "<line x1=\"{x}\" y1=\"{}\" x2=\"{x}\" y2=\"{}\" stroke=\"black\"/>\
+                 <line x1=\"{x}\" y1=\"{b}\" x2=\"{}\" y2=\"{b}\" stroke=\"black\"/>",
+                oy + y0,
+                oy + y0 + hgt,
+                ox + x0 + group * n,
+                x = ox + x0 - 2,
+                b = oy + y0 + hgt
+            );
+            for k in 0..=2 {
+                let v = max * k as f64 / 2.0;
+                let y = oy + y0 + hgt - hgt * k / 2;
+                let _ = writeln!(
+                    s,
+                    "<line x1=\"{}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" stroke=\"black\"/>\
+                     <text x=\"{}\" y=\"{}\" text-anchor=\"end\" font-size=\"10\">{v:.1}</text>",
+                    ox + x0 - 6,
+                    ox + x0 - 2,
+                    ox + x0 - 8,
+                    y + 4
+                );
+            }
             for (rank, (o, i)) in t.iter().enumerate() {
                 for (k, (v, colour)) in [(o, "#4477aa"), (i, "#ee7733")].into_iter().enumerate() {
                     let bh = (v / max * hgt as f64) as usize;
+                    let x = ox + x0 + group * rank + 28 * k;
                     let _ = writeln!(
                         s,
-                        "<rect x=\"{}\" y=\"{}\" width=\"25\" height=\"{bh}\" fill=\"{colour}\"><title>{v:.2}</title></rect>",
-                        ox + x0 + group * rank + 28 * k,
-                        oy + y0 + hgt - bh
+                        "<rect x=\"{x}\" y=\"{}\" width=\"25\" height=\"{bh}\" fill=\"{colour}\"><title>{v:.2}</title></rect>\
+                         <text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"9\">{v:.1}</text>",
+                        oy + y0 + hgt - bh,
+                        x + 12,
+                        oy + y0 + hgt - bh - 3
                     );
                 }
                 let _ = writeln!(
@@ -478,7 +947,20 @@ impl<'a> Report<'a> {
                     oy + y0 + hgt + 16
                 );
             }
-        })
+        });
+        let cols = self.runs.len().clamp(1, PANEL_COLUMNS);
+        let ly = 30 + h * self.runs.len().div_ceil(cols).max(1) + 5;
+        let legend = format!(
+            "<g class=\"legend\"><rect x=\"10\" y=\"{ly}\" width=\"14\" height=\"14\" fill=\"#4477aa\"/>\
+             <text x=\"30\" y=\"{}\">out (sent by the rank)</text>\
+             <rect x=\"200\" y=\"{ly}\" width=\"14\" height=\"14\" fill=\"#ee7733\"/>\
+             <text x=\"220\" y=\"{}\">in (received by the rank)</text></g>\n",
+            ly + 12,
+            ly + 12
+        );
+        svg = Self::grow(svg, 30);
+        svg.insert_str(svg.len() - "</svg>\n".len(), &legend);
+        svg
     }
 }
 
@@ -491,13 +973,23 @@ mod tests {
     fn fairness_and_round_trip() {
         assert!((jain(&[5.0, 5.0, 5.0]) - 1.0).abs() < 1e-12);
         assert!((jain(&[1.0, 0.0]) - 0.5).abs() < 1e-12);
-        let f = FlowResult { src: 2, dst: 0, ops: 99, secs: 0.5, size: 4096, lat: [1.5, 2.5, 3.5, 1.75] };
+        let f = FlowResult {
+            src: 2,
+            dst: 0,
+            rep: 1,
+            ops: 99,
+            start: 0.25,
+            secs: 0.5,
+            size: 4096,
+            lat_n: 200,
+            lat: [1.5, 2.5, 3.5, 1.75],
+        };
         assert_eq!(FlowResult::decode(f.encode().trim()).unwrap(), f);
         assert!(FlowResult::decode("1 2 x").is_err());
     }
 
     fn flow(src: u32, dst: u32, size: usize, ops: u64) -> FlowResult {
-        FlowResult { src, dst, ops, secs: 1.0, size, lat: [1.0, 2.0, 3.0, 1.5] }
+        FlowResult { src, dst, rep: 0, ops, start: 0.0, secs: 1.0, size, lat_n: 30, lat: [1.0, 2.0, 3.0, 1.5] }
     }
 
     #[test]
@@ -508,46 +1000,200 @@ mod tests {
             vec![flow(2, 0, 2097152, 10), flow(1, 0, 1048576, 10), flow(2, 0, 1048576, 30), flow(1, 0, 2097152, 10)];
         let r = Report::new(&o, 3, every);
         assert_eq!(r.runs.iter().map(|x| x.size).collect::<Vec<_>>(), vec![1048576, 2097152]);
-        assert_eq!(r.runs[0].flows.iter().map(|f| f.src).collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!(r.runs[0].cells(), vec![(1, 0), (2, 0)]);
         // 10 and 30 MiB/s: Jain = 40² / (2 · 1000) = 0.8; rank 0 takes in 40.
-        assert!((r.runs[0].fairness() - 0.8).abs() < 1e-12);
-        assert_eq!(r.runs[0].totals(3)[0], (0.0, 40.0));
-        assert!((r.runs[1].fairness() - 1.0).abs() < 1e-12);
+        assert!((r.runs[0].fairness(0) - 0.8).abs() < 1e-12);
+        assert_eq!(r.runs[0].mean_totals(3)[0], (0.0, 40.0));
+        assert!((r.runs[1].fairness(0) - 1.0).abs() < 1e-12);
         let t = r.table();
         assert!(t.contains(" size 1048576 B\n") && t.contains(" size 2097152 B\n"));
         assert_eq!(t.matches("Jain's fairness index").count(), 2);
+        assert!(t.contains("one run, no spread") && t.contains("16 warm-up request(s) per QP"), "{t}");
+        assert!(!t.contains("per-source figures"), "{t}");
         let j: serde_json::Value = serde_json::from_str(&r.json().unwrap()).unwrap();
         assert_eq!((j["qps_per_pair"].as_u64(), j["threads_per_rank"].as_u64()), (Some(2), Some(2)));
         assert_eq!(j["sizes"], serde_json::json!([1048576, 2097152]));
         assert_eq!(j["iterations_per_qp"].as_u64(), Some(o.iters));
+        assert_eq!((j["repetitions"].as_u64(), j["warmup_requests_per_qp"].as_u64()), (Some(1), Some(16)));
+        assert_eq!(j["per_flow"], true);
         assert!(j["duration_s"].is_null());
         let res = j["results"].as_array().unwrap();
         assert_eq!(res.len(), 2);
-        assert!((res[0]["jain_fairness"].as_f64().unwrap() - 0.8).abs() < 1e-12);
+        assert!((res[0]["jain_fairness"]["mean"].as_f64().unwrap() - 0.8).abs() < 1e-12);
         assert_eq!(res[0]["flows"][1]["src"].as_u64(), Some(2));
-        assert!((res[0]["flows"][1]["bw_mib_s"].as_f64().unwrap() - 30.0).abs() < 1e-9);
+        assert!((res[0]["flows"][1]["bw_mib_s"]["mean"].as_f64().unwrap() - 30.0).abs() < 1e-9);
+        assert!(res[0]["flows"][1]["bw_mib_s"]["sd"].is_null(), "one repetition has no sd");
         assert_eq!(res[0]["rank_totals"][0]["in_mib_s"].as_f64(), Some(40.0));
+        assert!((res[0]["reps"][0]["flows"][1]["bw_mib_s"].as_f64().unwrap() - 30.0).abs() < 1e-9);
         let c = r.csv().unwrap();
         assert_eq!(c.lines().count(), 5);
         assert_eq!(
             c.lines().next().unwrap(),
-            "pattern,op,size,qps_per_pair,threads_per_rank,src,dst,requests,seconds,bw_mib_s,msg_rate_mpps,\
-             p50_us,p99_us,p999_us,avg_us"
+            "pattern,op,size,qps_per_pair,threads_per_rank,rep,src,dst,requests,window_start_s,window_end_s,\
+             bw_mib_s,msg_rate_mpps,lat_samples,p50_us,p99_us,p999_us,avg_us"
         );
-        assert!(c.lines().nth(1).unwrap().starts_with("incast,write,1048576,2,2,1,0,10,"));
+        assert!(c.lines().nth(1).unwrap().starts_with("incast,write,1048576,2,2,0,1,0,10,"));
         let (h, b) = (r.heatmap(), r.bars());
         assert_eq!(h.matches("<svg").count(), 1);
         assert!(h.contains("1048576 B: destination rank") && h.contains("2097152 B: destination rank"));
         assert!(b.contains("1048576 B, Jain 0.800") && b.contains("2097152 B, Jain 1.000"));
     }
 
+    /// Three repetitions of two flows: 10, 20, 30 and 40, 40, 40 MiB/s.
+    fn three_reps() -> Vec<FlowResult> {
+        let mut v = Vec::new();
+        for (rep, (a, b)) in [(10, 40), (20, 40), (30, 40)].into_iter().enumerate() {
+            let at = |src, ops| FlowResult { rep: rep as u32, start: 0.5, secs: 1.5, ..flow(src, 0, 1048576, ops) };
+            v.push(at(1, a));
+            v.push(at(2, b));
+        }
+        v
+    }
+
+    #[test]
+    fn regression_reps_give_mean_sd_student_t_interval_and_range_per_flow_and_aggregate() {
+        let o = parse(["--pattern", "incast", "-s", "1048576", "--reps", "3"]).unwrap();
+        let r = Report::new(&o, 3, three_reps());
+        let j: serde_json::Value = serde_json::from_str(&r.json().unwrap()).unwrap();
+        let res = &j["results"][0];
+        let f1 = &res["flows"][0]["bw_mib_s"];
+        // 10, 20, 30: mean 20, sd 10, 95% CI 20 ± 4.303 · 10 / √3.
+        assert_eq!((f1["n"].as_u64(), f1["mean"].as_f64(), f1["sd"].as_f64()), (Some(3), Some(20.0), Some(10.0)));
+        let h = 4.303 * 10.0 / 3f64.sqrt();
+        assert!((f1["ci95"][0].as_f64().unwrap() - (20.0 - h)).abs() < 1e-9);
+        assert!((f1["ci95"][1].as_f64().unwrap() - (20.0 + h)).abs() < 1e-9);
+        assert_eq!((f1["min"].as_f64(), f1["max"].as_f64()), (Some(10.0), Some(30.0)));
+        assert_eq!(res["flows"][1]["bw_mib_s"]["sd"].as_f64(), Some(0.0));
+        // The aggregate per repetition is 50, 60, 70.
+        let a = &res["aggregate_mib_s"];
+        assert_eq!((a["mean"].as_f64(), a["sd"].as_f64(), a["min"].as_f64()), (Some(60.0), Some(10.0), Some(50.0)));
+        assert_eq!(res["reps"].as_array().unwrap().len(), 3);
+        assert_eq!(res["reps"][2]["aggregate_mib_s"].as_f64(), Some(70.0));
+        // The window is the second from 0.5 s to 1.5 s.
+        assert_eq!(res["reps"][0]["flows"][0]["window_start_s"].as_f64(), Some(0.5));
+        assert_eq!(res["flows"][0]["window_s"]["mean"].as_f64(), Some(1.0));
+        let t = r.table();
+        assert!(t.contains("20.00 ± 10.00 [-4.84, 44.84] (10.00–30.00)"), "{t}");
+        assert!(t.contains("aggregate 60.00 ± 10.00"), "{t}");
+        assert!(t.contains("over 3 repetition(s)") && t.contains("warm-up"), "{t}");
+        assert_eq!(r.csv().unwrap().lines().count(), 7, "one row per flow and repetition");
+    }
+
+    #[test]
+    fn regression_percentiles_shown_only_with_enough_samples_and_their_count() {
+        let o = parse(["-s", "4096", "--lat-samples", "200"]).unwrap();
+        let f = FlowResult { lat_n: 200, lat: [10.0, 20.0, 30.0, 12.0], ..flow(0, 1, 4096, 10) };
+        let r = Report::new(&o, 2, vec![f.clone()]);
+        let j: serde_json::Value = serde_json::from_str(&r.json().unwrap()).unwrap();
+        let l = &j["results"][0]["reps"][0]["flows"][0]["lat_us"];
+        assert_eq!((l["samples"].as_u64(), l["p50"].as_f64(), l["p99"].as_f64()), (Some(200), Some(10.0), Some(20.0)));
+        assert!(l["p999"].is_null(), "200 samples do not back a p99.9: {l}");
+        assert!(j["results"][0]["flows"][0]["lat_us"]["p999"].is_null());
+        assert_eq!(j["percentile_min_samples"]["p999"].as_u64(), Some(1000));
+        let t = r.table();
+        let row = t.lines().find(|l| l.contains("0 -> 1")).unwrap();
+        assert!(row.contains(" 200 ") && row.contains("10.00") && row.contains("20.00"), "{row}");
+        assert!(!row.contains("30.00") && row.contains(" - "), "{row}");
+        assert!(t.contains("p99.9 1000"), "{t}");
+        // 99 samples back neither p99 nor p99.9.
+        let few = Report::new(&o, 2, vec![FlowResult { lat_n: 99, ..f.clone() }]);
+        let c = few.csv().unwrap();
+        assert!(c.lines().nth(1).unwrap().ends_with(",99,10.0,,,12.0"), "{c}");
+        // 1,000 samples back all three.
+        let many = Report::new(&o, 2, vec![FlowResult { lat_n: 1000, ..f }]);
+        let j: serde_json::Value = serde_json::from_str(&many.json().unwrap()).unwrap();
+        assert_eq!(j["results"][0]["reps"][0]["flows"][0]["lat_us"]["p999"].as_f64(), Some(30.0));
+    }
+
+    #[test]
+    fn regression_windows_exclude_warm_up_from_the_rate() {
+        // 100 requests of 1 MiB in a window from 1 s to 2 s: 100 MiB/s,
+        // not 50 as over the whole 2 s since the phase start.
+        let o = parse(["-s", "1048576"]).unwrap();
+        let f = FlowResult { start: 1.0, secs: 2.0, ..flow(0, 1, 1048576, 100) };
+        let r = Report::new(&o, 2, vec![f]);
+        let j: serde_json::Value = serde_json::from_str(&r.json().unwrap()).unwrap();
+        assert_eq!(j["results"][0]["reps"][0]["flows"][0]["bw_mib_s"].as_f64(), Some(100.0));
+        assert_eq!(j["results"][0]["reps"][0]["flows"][0]["seconds"].as_f64(), Some(1.0));
+    }
+
+    #[test]
+    fn regression_counters_that_moved_are_printed_and_all_deltas_and_the_testbed_are_in_the_json() {
+        let o = parse(["-s", "4096"]).unwrap();
+        let env = |retries: u64| {
+            let mut e = RankEnv::default();
+            e.counters.insert("port1/hw_counters/completer_retry_err".into(), retries);
+            e.counters.insert("port1/hw_counters/duplicate_request".into(), 0);
+            e.testbed.insert("host".into(), format!("h{retries}"));
+            e
+        };
+        let r = Report::new(&o, 2, vec![flow(0, 1, 4096, 10)]).environment(vec![env(0), env(37)]);
+        let t = r.table();
+        assert!(
+            t.contains("port counters that moved") && t.contains("rank 1 port1/hw_counters/completer_retry_err +37"),
+            "{t}"
+        );
+        assert!(!t.contains("duplicate_request") && !t.contains("rank 0 port1"), "only the moved ones: {t}");
+        let j: serde_json::Value = serde_json::from_str(&r.json().unwrap()).unwrap();
+        assert_eq!(j["counters"][1]["deltas"]["port1/hw_counters/completer_retry_err"].as_u64(), Some(37));
+        assert_eq!(j["counters"][0]["deltas"]["port1/hw_counters/duplicate_request"].as_u64(), Some(0));
+        assert_eq!(
+            (j["testbed"]["ranks"][1]["host"].as_str(), j["testbed"]["transport"].as_str()),
+            (Some("h37"), Some("RC"))
+        );
+        assert!(j["testbed"]["date_utc"].as_str().is_some_and(|d| d.len() == 20 && d.ends_with('Z')));
+        assert!(j["testbed"]["command_line"].as_array().is_some_and(|a| !a.is_empty()));
+        let quiet = Report::new(&o, 2, vec![flow(0, 1, 4096, 10)]).environment(vec![env(0), env(0)]);
+        assert!(quiet.table().contains("none of the devices' counters moved"));
+        let blind = Report::new(&o, 2, vec![flow(0, 1, 4096, 10)]).environment(vec![RankEnv::default(), env(0)]);
+        let t = blind.table();
+        assert!(
+            t.contains("rank(s) [0] see none in sysfs") && t.contains("none of the devices' counters moved"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn regression_per_source_figures_are_said_so() {
+        let o = parse(["-s", "4096"]).unwrap();
+        let r = Report::new(&o, 3, vec![flow(0, 1, 4096, 10), flow(0, 2, 4096, 10)]).shared_sources(vec![0]);
+        let t = r.table();
+        assert!(t.contains("per-source figures: rank(s) [0] drove several flows from one thread"), "{t}");
+        assert!(t.contains("--threads per-qp"), "{t}");
+        let j: serde_json::Value = serde_json::from_str(&r.json().unwrap()).unwrap();
+        assert_eq!((j["per_flow"].as_bool(), j["shared_sources"].clone()), (Some(false), serde_json::json!([0])));
+    }
+
+    #[test]
+    fn regression_svgs_have_legends_axes_one_scale_and_value_labels() {
+        let o = parse(["--pattern", "incast", "-s", "4096,65536"]).unwrap();
+        // 4096 B: 5 and 10 MiB/s; 65536 B: 20 MiB/s on both flows.
+        let every =
+            vec![flow(1, 0, 4096, 1280), flow(2, 0, 4096, 2560), flow(1, 0, 65536, 320), flow(2, 0, 65536, 320)];
+        let r = Report::new(&o, 3, every);
+        let h = r.heatmap();
+        assert!(h.contains("class=\"legend\"") && h.contains(">MiB/s<") && h.contains(">20.0</text>"), "{h}");
+        // One scale, up to 20: the 5 MiB/s cell is a quarter of the way,
+        // and only the two 20 MiB/s cells (and the legend's end) are the
+        // darkest (each panel to its own maximum would make 10 the darkest).
+        assert!(h.contains(&Report::shade(0.25)), "{h}");
+        assert_eq!(h.matches(&Report::shade(1.0)).count(), 3, "{h}");
+        let b = r.bars();
+        assert!(b.contains("class=\"legend\"") && b.contains("out (sent by the rank)"), "{b}");
+        assert!(b.contains("<line") && b.contains(">40.0</text>"), "an axis up to the shared maximum: {b}");
+        assert!(b.contains(">15.0</text>") && b.contains(">40.0</text>"), "bar values as text: {b}");
+        // Heights grew to hold the legend, and the document is still whole.
+        assert!(h.ends_with("</g></svg>\n") || h.ends_with("</g>\n</svg>\n"), "{h}");
+    }
+
     #[test]
     fn regression_out_of_range_or_malformed_result_line_names_the_rank() {
         let sizes = [4096usize, 65536];
-        let e = Expect { ranks: 3, sizes: &sizes };
-        let line = |f: &FlowResult| f.encode();
+        let e = Expect { ranks: 3, sizes: &sizes, reps: 2, lat_samples: 30 };
+        let line = |f: &FlowResult| format!("apart 1\n{}", f.encode());
         let ok = flow(2, 0, 4096, 10);
-        assert_eq!(decode_rank(2, &line(&ok), e).unwrap(), vec![ok.clone()]);
+        assert_eq!(decode_rank(2, &line(&ok), e).unwrap(), (true, vec![ok.clone()]));
+        assert!(!decode_rank(2, &format!("apart 0\n{}", ok.encode()), e).unwrap().0);
         let cases = [
             (line(&flow(2, 7, 4096, 10)), "destination rank 7"),
             (line(&flow(2, 4_000_000_000, 4096, 10)), "destination rank 4000000000"),
@@ -557,9 +1203,13 @@ mod tests {
             (line(&flow(2, 0, 65536, u64::MAX / 2)), "passes 2^64"),
             (line(&FlowResult { secs: f64::NAN, ..ok.clone() }), "time NaN"),
             (line(&FlowResult { lat: [1.0, -2.0, 3.0, 1.0], ..ok.clone() }), "time -2"),
-            ("2 0 ten 1e0 4096 1 2 3 4".to_string(), "malformed flow result"),
-            ("2 0".to_string(), "malformed flow result"),
-            (line(&ok).repeat(5), "more than 4 result lines"),
+            (line(&FlowResult { rep: 2, ..ok.clone() }), "repetition 2"),
+            (line(&FlowResult { lat_n: 31, ..ok.clone() }), "31 latency samples"),
+            (line(&FlowResult { start: 2.0, ..ok.clone() }), "ends before it starts"),
+            ("apart 1\n2 0 0 ten 0e0 1e0 4096 30 1 2 3 4".to_string(), "malformed flow result"),
+            ("apart 1\n2 0".to_string(), "malformed flow result"),
+            (format!("apart 1\n{}", ok.encode().repeat(9)), "more than 8 result lines"),
+            (ok.encode(), "where its results start"),
         ];
         for (text, want) in cases {
             let err = decode_rank(2, &text, e).unwrap_err();
@@ -568,8 +1218,9 @@ mod tests {
         // The report itself cannot index past its ranks, whatever it is given.
         let o = parse(["-s", "4096"]).unwrap();
         let r = Report::new(&o, 3, vec![flow(9, 12, 4096, 10), ok]);
-        assert_eq!(r.runs[0].totals(3).len(), 3);
+        assert_eq!(r.runs[0].mean_totals(3).len(), 3);
         assert!(r.table().contains("aggregate"));
         assert!(r.bars().contains("rank 2"));
+        assert!(r.heatmap().contains("</svg>"));
     }
 }

@@ -8,6 +8,7 @@ mod alloc;
 mod args;
 mod clock;
 mod cluster;
+mod cluster_env;
 mod cluster_opts;
 mod cluster_report;
 mod cm;
@@ -16,6 +17,7 @@ mod out;
 mod payload;
 mod place;
 mod run;
+mod stats;
 mod ud;
 
 use std::process::ExitCode;
