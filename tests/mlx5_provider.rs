@@ -18,9 +18,9 @@
 
 #[path = "provider/build.rs"]
 mod build;
-mod mlx5_support;
 #[path = "provider/masked.rs"]
 mod masked;
+mod mlx5_support;
 #[path = "provider/recv.rs"]
 mod recv;
 #[path = "provider/send.rs"]

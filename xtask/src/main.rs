@@ -9,7 +9,8 @@
 //!   (those whose name contains TEXT).
 //! - `cargo xtask hostile`: only the hostile-peer suite, with its tables.
 //! - `cargo xtask bench-verbs [KIND..]`: callgrind count of post + poll, rrddmma vs C verbs calls.
-//! - `cargo xtask vm -- CMD...`: runs CMD inside the SoftRoCE VM with `rxe0` ready.
+//! - `cargo xtask vm [--kernel stable|newest] -- CMD...`: runs CMD inside the SoftRoCE VM with `rxe0` ready,
+//!   under Debian stable's kernel or Debian's newest (see `kernels`).
 //! - `cargo xtask bindings [--check]`: regenerates or checks `src/bindings/sys.rs`.
 //! - `cargo xtask deps`: installs what the other tasks need (idempotent).
 //! - `cargo xtask bench-wqe`: callgrind count of the direct WQE writer vs the C helpers.
@@ -29,6 +30,7 @@ mod device;
 mod examples;
 mod hostile;
 mod inline_check;
+mod kernels;
 mod mlnx4;
 mod mlx5_provider;
 mod msrv;
@@ -80,7 +82,8 @@ fn usage() -> ExitCode {
          \x20                      cluster mode, -R); --only: those whose name contains TEXT\n\
          \x20 hostile               the hostile-peer suite only, with its tables (attack, victim, outcome)\n\
          \x20 bench-verbs [KIND..]  callgrind: instructions per post + poll, rrddmma vs C (rows of KINDs only)\n\
-         \x20 vm -- CMD...          run CMD in the SoftRoCE VM (rxe0 ready)\n\
+         \x20 vm [--kernel stable|newest] -- CMD...\n\
+         \x20                      run CMD in the SoftRoCE VM (rxe0 ready) under Debian stable's or newest kernel\n\
          \x20 bindings [--check]    regenerate / check src/bindings/sys.rs\n\
          \x20 deps                  install the tools and packages the tasks need\n\
          \x20 bench-wqe             callgrind: instructions per direct WQE, Rust vs C helpers"
@@ -101,7 +104,13 @@ fn parse() -> std::result::Result<(String, Vec<String>), lexopt::Error> {
     };
     let mut rest = Vec::new();
     if task == "vm" {
-        let raw: Vec<_> = p.raw_args()?.collect();
+        let mut raw: Vec<_> = p.raw_args()?.collect();
+        if raw.first().is_some_and(|a| a == "--kernel") {
+            let name = raw.get(1).ok_or("--kernel needs a value: stable or newest")?.clone();
+            rest.push("--kernel".to_string());
+            rest.push(name.into_string().map_err(lexopt::Error::NonUnicodeValue)?);
+            raw.drain(..2);
+        }
         for a in raw.into_iter().skip_while(|a| a == "--") {
             rest.push(a.into_string().map_err(lexopt::Error::NonUnicodeValue)?);
         }

@@ -222,7 +222,10 @@ pub fn run(_args: &[String]) -> Result<()> {
             d.code == Some(0) && d.output.contains(&dev)
         }),
         Check::libtest("device tests (pkg-config linkage)", tests(&shared, "")),
-        Check::libtest("library unit tests that need the device (CM id lock, RESET under a direct view)", tests(&lib, "")),
+        Check::libtest(
+            "library unit tests that need the device (CM id lock, RESET under a direct view)",
+            tests(&lib, ""),
+        ),
         Check::verdict(
             "device tests fail when the named device is missing",
             format!("RRDDMMA_TEST_DEVICE=missing0 {}", tests(&shared, SKIP_CM_CYCLES)),
