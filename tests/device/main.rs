@@ -19,6 +19,7 @@ mod ex_post;
 mod features;
 mod loopback;
 mod mlx5dv;
+mod newer_kernel;
 mod ops;
 mod prim_regressions;
 mod resources;

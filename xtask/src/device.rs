@@ -193,6 +193,12 @@ fn script(place: &Place, steps: &[Step], dir: &Path) -> String {
         ));
     }
     s.push_str(&format!("export RRDDMMA_TEST_DEVICE={}\n", place.device()));
+    // SoftRoCE's ODP depends on the VM's kernel: the ODP rows must take the
+    // path the kernel has (tests/device/newer_kernel.rs).
+    if let Place::Vm { kernel } = place {
+        let odp = kernels::rxe_has_odp(&kernels::release_of(kernel));
+        s.push_str(&format!("export RRDDMMA_EXPECT_ODP={}\n", u8::from(odp)));
+    }
     for (i, step) in steps.iter().enumerate() {
         s.push_str(&format!("( {} ) > '{d}/{i}.log' 2>&1; echo $? > '{d}/{i}.rc'\n", step.command, d = dir.display()));
     }

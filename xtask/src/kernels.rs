@@ -185,6 +185,12 @@ fn unpacked(base: &Path) -> Result<Vec<PathBuf>> {
     Ok(ready)
 }
 
+/// Whether SoftRoCE under kernel `release` has on-demand paging (rxe gained
+/// ODP in Linux 6.14).
+pub fn rxe_has_odp(release: &str) -> bool {
+    version_key(release) >= vec![6, 14]
+}
+
 /// `7.3.4+deb13-amd64` → [7, 3, 4]: numeric order of releases.
 fn version_key(release: &str) -> Vec<u64> {
     release.split(['+', '-']).next().unwrap_or("").split('.').map(|n| n.parse().unwrap_or(0)).collect()
@@ -208,6 +214,8 @@ mod tests {
         assert_eq!(release_of(Path::new("/boot/vmlinuz-6.1.0-56-amd64")), "6.1.0-56-amd64");
         assert_eq!(release_of(Path::new("/x/usr/lib/modules/7.3.4+deb13-amd64/vmlinuz")), "7.3.4+deb13-amd64");
         assert!(version_key("7.10.1+deb13-amd64") > version_key("7.3.4+deb13-amd64"));
+        assert!(rxe_has_odp("7.3.4+deb13-amd64") && rxe_has_odp("6.14.0-1-amd64"));
+        assert!(!rxe_has_odp("6.1.0-56-amd64") && !rxe_has_odp("6.13.9+deb13-amd64"));
         assert_eq!(Kernel::parse("newest").unwrap(), Kernel::Newest);
         assert!(Kernel::parse("7.3").unwrap_err().to_string().contains("`stable` or `newest`"));
     }

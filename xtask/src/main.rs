@@ -31,6 +31,7 @@ mod examples;
 mod hostile;
 mod inline_check;
 mod kernels;
+mod matrix;
 mod mlnx4;
 mod mlx5_provider;
 mod msrv;

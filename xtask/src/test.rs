@@ -4,7 +4,8 @@
 //! tests; the no-linkage build message; the MLNX_OFED 4.x cfg checks; the
 //! static source builds; then one device session (host SoftRoCE or VM)
 //! running the device tests, the missing-device check and the static
-//! binaries. Ends with `N passed, N failed`.
+//! binaries; then a second VM under Debian's newest kernel running a subset
+//! of the device tests (`matrix`). Ends with `N passed, N failed`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -278,6 +279,12 @@ pub fn run(_args: &[String]) -> Result<()> {
     checks.extend(crate::cluster::checks()?);
     checks.extend(crate::perf_checks::cluster_checks()?);
     device::run_checks(&place, &checks, &mut tally)?;
+    // The kernel matrix: a subset under Debian's newest kernel, in its own VM.
+    if matches!(place, device::Place::Vm { .. }) {
+        crate::matrix::newest(&shared, &mut tally)?;
+    } else {
+        println!("kernel matrix: not run (the device is on the host, not in the VM)");
+    }
 
     println!("\n{} passed, {} failed", tally.passed, tally.failed);
     if tally.failed > 0 {
