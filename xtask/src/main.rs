@@ -37,6 +37,7 @@ mod mlx5_provider;
 mod msrv;
 mod pairs;
 mod perf_checks;
+mod siw;
 mod tally;
 mod test;
 

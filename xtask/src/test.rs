@@ -275,6 +275,10 @@ pub fn run(_args: &[String]) -> Result<()> {
     checks.extend(crate::cm::checks()?);
     checks.extend(crate::aio::checks()?);
     checks.extend(crate::hostile::checks()?);
+    // soft-iWARP, built from the stable kernel's source (VM only).
+    if let device::Place::Vm { kernel } = &place {
+        checks.extend(crate::siw::checks(kernel, &shared, crate::siw::DEVICE_SUBSET)?);
+    }
     // Last: they add devices and namespaces.
     checks.extend(crate::cluster::checks()?);
     checks.extend(crate::perf_checks::cluster_checks()?);
