@@ -17,6 +17,7 @@ mod errors;
 mod events;
 mod ex_post;
 mod features;
+mod iwarp;
 mod loopback;
 mod mlx5dv;
 mod newer_kernel;
