@@ -11,7 +11,7 @@ use crate::tally::Tally;
 use crate::Result;
 
 /// The device tests run under the newest kernel: libtest filters (any matches).
-pub const NEWEST_SUBSET: &[&str] = &["newer_kernel::", "loopback::", "ops::", "features::", "cm::"];
+pub const NEWEST_SUBSET: &[&str] = &["newer_kernel::", "iwarp::", "loopback::", "ops::", "features::", "cm::"];
 
 /// Runs the subset of the device suite `device_tests` under Debian's newest
 /// kernel, each check named with that kernel.
@@ -27,7 +27,7 @@ pub fn newest(device_tests: &Path, tally: &mut Tally) -> Result<()> {
             d.code == Some(0) && d.output.lines().any(|l| l.trim() == want)
         }),
         Check::libtest(
-            &format!("device tests under kernel {release} (ODP, loopback, ops, features, CM)"),
+            &format!("device tests under kernel {release} (ODP, iWARP-or-not, loopback, ops, features, CM)"),
             format!("'{}' --ignored --test-threads=1 --skip cm::thousand {filters}", device_tests.display()),
         ),
     ];
