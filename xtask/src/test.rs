@@ -288,7 +288,9 @@ pub fn run(_args: &[String]) -> Result<()> {
     device::run_checks(&place, &checks, &mut tally)?;
     // The kernel matrix: a subset under Debian's newest kernel, in its own VM.
     if matches!(place, device::Place::Vm { .. }) {
-        crate::matrix::newest(&shared, &mut tally)?;
+        if let Err(e) = crate::matrix::newest(&shared, &mut tally) {
+            tally.check(&format!("kernel matrix: Debian's newest kernel fetched and booted ({e})"), false);
+        }
     } else {
         println!("kernel matrix: not run (the device is on the host, not in the VM)");
     }
