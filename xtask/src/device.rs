@@ -9,6 +9,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use crate::kernels::{self, Kernel};
 use crate::{deps, root, run, Result};
 
 /// The device name the harness creates for SoftRoCE.
@@ -115,9 +116,11 @@ impl Place {
         match self {
             Place::Host { device } => format!("device {device} on the host"),
             Place::HostRxe => format!("device {RXE_DEVICE} (SoftRoCE on the host's loopback)"),
-            Place::Vm { kernel } => {
-                format!("device {RXE_DEVICE} (SoftRoCE in a virtme-ng VM, kernel {})", kernel.display())
-            }
+            Place::Vm { kernel } => format!(
+                "device {RXE_DEVICE} (SoftRoCE in a virtme-ng VM, kernel {} from {})",
+                kernels::release_of(kernel),
+                kernel.display()
+            ),
         }
     }
 }
@@ -147,26 +150,7 @@ pub fn locate(wanted: Option<&str>) -> Result<Place> {
     if modprobe.is_ok_and(|o| o.status.success()) {
         return Ok(Place::HostRxe);
     }
-    Ok(Place::Vm { kernel: vm_kernel()? })
-}
-
-/// The newest installed kernel image that has the rdma_rxe module.
-fn vm_kernel() -> Result<PathBuf> {
-    let mut found: Vec<(String, PathBuf)> = fs::read_dir("/boot")?
-        .filter_map(|e| e.ok())
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            let version = name.strip_prefix("vmlinuz-")?.to_string();
-            let rxe = Path::new("/lib/modules").join(&version).join("kernel/drivers/infiniband/sw/rxe");
-            rxe.is_dir().then(|| (version, e.path()))
-        })
-        .collect();
-    found.sort();
-    found.pop().map(|(_, p)| p).ok_or_else(|| {
-        "no kernel with rdma_rxe in /boot (the host kernel has none either); \
-         `cargo xtask deps` installs Debian's linux-image-amd64"
-            .into()
-    })
+    Ok(Place::Vm { kernel: Kernel::Stable.image()? })
 }
 
 fn kvm_usable() -> bool {
@@ -183,6 +167,8 @@ fn steps_dir() -> PathBuf {
 /// The shell script: set up SoftRoCE if asked, then run every step.
 fn script(place: &Place, steps: &[Step], dir: &Path) -> String {
     let mut s = String::from("#!/bin/bash\nset -u\n");
+    // The session's output names the kernel it runs under.
+    s.push_str("echo \"device session: kernel $(uname -r)\" >&2\n");
     s.push_str(&format!("cd '{}'\n", root().display()));
     if matches!(place, Place::HostRxe | Place::Vm { .. }) {
         s.push_str(&format!(
@@ -207,6 +193,12 @@ fn script(place: &Place, steps: &[Step], dir: &Path) -> String {
         ));
     }
     s.push_str(&format!("export RRDDMMA_TEST_DEVICE={}\n", place.device()));
+    // SoftRoCE's ODP depends on the VM's kernel: the ODP rows must take the
+    // path the kernel has (tests/device/newer_kernel.rs).
+    if let Place::Vm { kernel } = place {
+        let odp = kernels::rxe_has_odp(&kernels::release_of(kernel));
+        s.push_str(&format!("export RRDDMMA_EXPECT_ODP={}\n", u8::from(odp)));
+    }
     for (i, step) in steps.iter().enumerate() {
         s.push_str(&format!("( {} ) > '{d}/{i}.log' 2>&1; echo $? > '{d}/{i}.rc'\n", step.command, d = dir.display()));
     }
@@ -256,16 +248,22 @@ pub fn run_steps(place: &Place, steps: &[Step]) -> Result<Vec<Done>> {
     Ok(done)
 }
 
-/// `cargo xtask vm -- CMD...`: runs CMD's words as given (each one quoted for
-/// the VM's shell), so `bash -c 'echo "a b" && exit 3'` runs as written.
+/// `cargo xtask vm [--kernel stable|newest] -- CMD...`: runs CMD's words as
+/// given (each one quoted for the VM's shell), so `bash -c 'echo "a b" && exit 3'`
+/// runs as written; the first line of output names the kernel (`uname -r`).
 pub fn vm(args: &[String]) -> Result<()> {
-    let cmd = args.strip_prefix(&["--".to_string()]).unwrap_or(args);
+    let (kernel, cmd) = match args {
+        [flag, name, rest @ ..] if flag == "--kernel" => (Kernel::parse(name)?, rest),
+        _ => (Kernel::Stable, args),
+    };
+    let cmd = cmd.strip_prefix(&["--".to_string()]).unwrap_or(cmd);
     if cmd.is_empty() {
-        return Err("usage: cargo xtask vm -- CMD...".into());
+        return Err("usage: cargo xtask vm [--kernel stable|newest] -- CMD...".into());
     }
-    let place = Place::Vm { kernel: vm_kernel()? };
+    let place = Place::Vm { kernel: kernel.image()? };
     eprintln!("vm: {}", place.describe());
-    let done = run_steps(&place, &[Step { name: "vm".into(), command: shell_words(cmd) }])?;
+    let command = format!("echo \"kernel $(uname -r)\"; {}", shell_words(cmd));
+    let done = run_steps(&place, &[Step { name: "vm".into(), command }])?;
     print!("{}", done[0].output);
     match done[0].code {
         Some(0) => Ok(()),

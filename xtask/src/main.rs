@@ -11,7 +11,8 @@
 //! - `cargo xtask bench-verbs [KIND..]`: callgrind count of post + poll, rrddmma vs C verbs calls.
 //! - `cargo xtask bench-peers [--device NAME] [--reps N] [--smoke]`: rrddmma beside the other Rust RDMA
 //!   crates and C (`peers/`): instructions, allocations and time per operation.
-//! - `cargo xtask vm -- CMD...`: runs CMD inside the SoftRoCE VM with `rxe0` ready.
+//! - `cargo xtask vm [--kernel stable|newest] -- CMD...`: runs CMD inside the SoftRoCE VM with `rxe0` ready,
+//!   under Debian stable's kernel or Debian's newest (see `kernels`).
 //! - `cargo xtask bindings [--check]`: regenerates or checks `src/bindings/sys.rs`.
 //! - `cargo xtask deps`: installs what the other tasks need (idempotent).
 //! - `cargo xtask bench-wqe`: callgrind count of the direct WQE writer vs the C helpers.
@@ -32,11 +33,14 @@ mod device;
 mod examples;
 mod hostile;
 mod inline_check;
+mod kernels;
+mod matrix;
 mod mlnx4;
 mod mlx5_provider;
 mod msrv;
 mod pairs;
 mod perf_checks;
+mod siw;
 mod tally;
 mod test;
 
@@ -74,7 +78,7 @@ pub fn show(cmd: &Command) -> String {
 fn usage() -> ExitCode {
     eprintln!(
         "usage: cargo xtask <task>\n\
-         \x20 test                  everything CI checks, host and device\n\
+         \x20 test [--kernel-matrix]  everything CI checks, host and device (--kernel-matrix: also Debian's newest kernel and soft-iWARP)\n\
          \x20 demo [--device NAME] [--reps N] [--no-instructions | --instructions-only]\n\
          \x20                      rrddmma-perf beside perftest: ratios with spread, a plot, instructions per message\n\
          \x20 examples              device checks of the interoperable examples only\n\
@@ -85,7 +89,8 @@ fn usage() -> ExitCode {
          \x20 bench-verbs [KIND..]  callgrind: instructions per post + poll, rrddmma vs C (rows of KINDs only)\n\
          \x20 bench-peers [--device NAME] [--reps N] [--smoke]\n\
          \x20                      rrddmma beside sideway, ibverbs, async-rdma and C (peers/)\n\
-         \x20 vm -- CMD...          run CMD in the SoftRoCE VM (rxe0 ready)\n\
+         \x20 vm [--kernel stable|newest] -- CMD...\n\
+         \x20                      run CMD in the SoftRoCE VM (rxe0 ready) under Debian stable's or newest kernel\n\
          \x20 bindings [--check]    regenerate / check src/bindings/sys.rs\n\
          \x20 deps                  install the tools and packages the tasks need\n\
          \x20 bench-wqe             callgrind: instructions per direct WQE, Rust vs C helpers"
@@ -106,7 +111,13 @@ fn parse() -> std::result::Result<(String, Vec<String>), lexopt::Error> {
     };
     let mut rest = Vec::new();
     if task == "vm" {
-        let raw: Vec<_> = p.raw_args()?.collect();
+        let mut raw: Vec<_> = p.raw_args()?.collect();
+        if raw.first().is_some_and(|a| a == "--kernel") {
+            let name = raw.get(1).ok_or("--kernel needs a value: stable or newest")?.clone();
+            rest.push("--kernel".to_string());
+            rest.push(name.into_string().map_err(lexopt::Error::NonUnicodeValue)?);
+            raw.drain(..2);
+        }
         for a in raw.into_iter().skip_while(|a| a == "--") {
             rest.push(a.into_string().map_err(lexopt::Error::NonUnicodeValue)?);
         }
@@ -114,6 +125,7 @@ fn parse() -> std::result::Result<(String, Vec<String>), lexopt::Error> {
     }
     while let Some(arg) = p.next()? {
         match (task.as_str(), arg) {
+            ("test", Long("kernel-matrix")) => rest.push("--kernel-matrix".to_string()),
             ("demo", Long("device") | Short('d')) => {
                 rest.push("--device".to_string());
                 rest.push(p.value()?.string()?);

@@ -4,7 +4,8 @@
 //! tests; the no-linkage build message; the MLNX_OFED 4.x cfg checks; the
 //! static source builds; then one device session (host SoftRoCE or VM)
 //! running the device tests, the missing-device check and the static
-//! binaries. Ends with `N passed, N failed`.
+//! binaries; then a second VM under Debian's newest kernel running a subset
+//! of the device tests (`matrix`). Ends with `N passed, N failed`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -143,7 +144,11 @@ fn quoted(p: &Path) -> String {
 }
 
 /// `cargo xtask test`.
-pub fn run(_args: &[String]) -> Result<()> {
+pub fn run(args: &[String]) -> Result<()> {
+    // The kernel matrix (Debian's newest kernel) and soft-iWARP add a
+    // download, a module build and a second VM: on request only.
+    let matrix =
+        args.iter().any(|a| a == "--kernel-matrix") || std::env::var("RRDDMMA_KERNEL_MATRIX").is_ok_and(|v| v == "1");
     deps::ensure()?;
     let mut tally = Tally::default();
 
@@ -274,10 +279,29 @@ pub fn run(_args: &[String]) -> Result<()> {
     checks.extend(crate::cm::checks()?);
     checks.extend(crate::aio::checks()?);
     checks.extend(crate::hostile::checks()?);
+    // soft-iWARP, built from the stable kernel's source (VM only).
+    if let (true, device::Place::Vm { kernel }) = (matrix, &place) {
+        match crate::siw::checks(kernel, &shared, crate::siw::DEVICE_SUBSET) {
+            Ok(siw) => checks.extend(siw),
+            Err(e) => tally.check(&format!("siw: module built from the stable kernel's source ({e})"), false),
+        }
+    }
     // Last: they add devices and namespaces.
     checks.extend(crate::cluster::checks()?);
     checks.extend(crate::perf_checks::cluster_checks()?);
     device::run_checks(&place, &checks, &mut tally)?;
+    // The kernel matrix: a subset under Debian's newest kernel, in its own VM.
+    if !matrix {
+        println!(
+            "kernel matrix and soft-iWARP: not run (`cargo xtask test --kernel-matrix` or RRDDMMA_KERNEL_MATRIX=1)"
+        );
+    } else if matches!(place, device::Place::Vm { .. }) {
+        if let Err(e) = crate::matrix::newest(&shared, &mut tally) {
+            tally.check(&format!("kernel matrix: Debian's newest kernel fetched and booted ({e})"), false);
+        }
+    } else {
+        println!("kernel matrix: not run (the device is on the host, not in the VM)");
+    }
 
     println!("\n{} passed, {} failed", tally.passed, tally.failed);
     if tally.failed > 0 {

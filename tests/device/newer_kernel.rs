@@ -1,0 +1,114 @@
+//! Rows only a newer SoftRoCE has (the kernel matrix: `cargo xtask test` runs
+//! them under Debian stable's kernel and under Debian's newest).
+//!
+//! `RRDDMMA_EXPECT_ODP=1` (set by the harness under the newest kernel, whose
+//! rxe has on-demand paging since 6.14) makes the positive path mandatory;
+//! `=0` (Debian stable's 6.1) makes the typed `Unsupported` mandatory; unset,
+//! the device's reported capabilities decide.
+
+use rrddmma::bindings as ffi;
+use rrddmma::prim::{AccessFlags, Cq, Error, Mr, Pd, QpCaps, SendWr, WcOpcode, WcStatus};
+use rrddmma::wrap::connected_rc_pair;
+
+use crate::common::{open_device, opts, poll_one, Buf};
+
+/// Big enough that the allocator maps fresh pages and leaves them untouched.
+const ODP_LEN: usize = 1 << 20;
+const PAGE: usize = 4096;
+/// One packet at the default path MTU (1024).
+const PACKET: u32 = 1024;
+
+fn kernel() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string()
+}
+
+/// What the harness says this kernel's rxe must do, if it says.
+fn expect_odp() -> Option<bool> {
+    std::env::var("RRDDMMA_EXPECT_ODP").ok().map(|v| v == "1")
+}
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn odp_region_takes_write_read_and_atomic_on_pages_never_touched() {
+    let ctx = open_device();
+    let attr = ctx.query_device_ex().unwrap();
+    let general = attr.odp_caps.general_caps & u64::from(ffi::ibv_odp_general_caps::IBV_ODP_SUPPORT.0) != 0;
+    let rc = attr.odp_caps.per_transport_caps.rc_odp_caps;
+    let wanted = ffi::ibv_odp_transport_cap_bits::IBV_ODP_SUPPORT_WRITE.0
+        | ffi::ibv_odp_transport_cap_bits::IBV_ODP_SUPPORT_READ.0
+        | ffi::ibv_odp_transport_cap_bits::IBV_ODP_SUPPORT_ATOMIC.0;
+    let supported = general && rc & wanted == wanted;
+    if let Some(expected) = expect_odp() {
+        assert_eq!(supported, expected, "RC ODP (WRITE, READ, ATOMIC) on {} under kernel {}", ctx.name(), kernel());
+    }
+
+    let pd = Pd::alloc(&ctx).unwrap();
+    let cq = Cq::create(&ctx, 16).unwrap();
+    let access = AccessFlags::LOCAL_WRITE
+        | AccessFlags::REMOTE_WRITE
+        | AccessFlags::REMOTE_READ
+        | AccessFlags::REMOTE_ATOMIC
+        | AccessFlags::ON_DEMAND;
+    // Zeroed by the allocator with fresh anonymous pages: none is faulted in
+    // before the NIC touches it. The region starts at the first page start
+    // inside (see the WRITE below for why).
+    let mut block = vec![0u8; ODP_LEN + PAGE].into_boxed_slice();
+    let skip = block.as_ptr().align_offset(PAGE);
+    let mem = &mut block[skip..skip + ODP_LEN];
+    // SAFETY: `block` outlives the region: the region is dropped first, below.
+    let odp = unsafe { Mr::register(&pd, mem.as_mut_ptr(), ODP_LEN, access) };
+    if !general {
+        let e = odp.unwrap_err();
+        assert!(matches!(e, Error::Unsupported { op: "ibv_reg_mr", feature: "on-demand paging" }), "{e:?}");
+        eprintln!("odp: typed Unsupported on {} under kernel {}", ctx.name(), kernel());
+        return;
+    }
+    let odp = odp.expect("ibv_reg_mr with ON_DEMAND on a device that reports ODP");
+    assert!(supported, "ODP without RC WRITE/READ/ATOMIC: rc_odp_caps {rc:#x}");
+    let (qa, _qb) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 0x0d9, &opts(&ctx)).unwrap();
+    let mut src = Buf::new(&pd, 4096);
+
+    // WRITE into a page the process never touched: one packet (the path MTU
+    // is 1024) at the page's start. rxe under 7.3.4 drops the offset within
+    // the page (docs/testing.md, "Kernel matrix and soft-iWARP").
+    let at = 3 * (ODP_LEN / 4);
+    for (i, b) in src.bytes().iter_mut().enumerate() {
+        *b = (i % 251) as u8 ^ 0x5a;
+    }
+    let expected = src.bytes()[..PACKET as usize].to_vec();
+    let s = [src.mr.sge(0, PACKET)];
+    // SAFETY: the entry lies in `src`, untouched until the completion.
+    unsafe { qa.post_send(&mut [SendWr::write(&s, odp.remote().at(at as u64)).wr_id(1).signaled()]) }.unwrap();
+    let wc = poll_one(&cq);
+    assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (1, WcStatus::SUCCESS, WcOpcode::RDMA_WRITE));
+
+    // READ back from it, and READ a page nobody wrote (zeros).
+    src.bytes().fill(0xee);
+    let s = [src.mr.sge(0, PACKET)];
+    // SAFETY: as above.
+    unsafe { qa.post_send(&mut [SendWr::read(&s, odp.remote().at(at as u64)).wr_id(2).signaled()]) }.unwrap();
+    let wc = poll_one(&cq);
+    assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (2, WcStatus::SUCCESS, WcOpcode::RDMA_READ));
+    assert_eq!(&src.bytes()[..PACKET as usize], &expected[..], "READ through the ODP region");
+    src.bytes().fill(0xee);
+    // SAFETY: as above.
+    unsafe { qa.post_send(&mut [SendWr::read(&s, odp.remote().at(ODP_LEN as u64 / 2)).wr_id(3).signaled()]) }.unwrap();
+    let wc = poll_one(&cq);
+    assert_eq!((wc.wr_id(), wc.status()), (3, WcStatus::SUCCESS));
+    assert!(src.bytes()[..PACKET as usize].iter().all(|&b| b == 0), "an untouched ODP page reads as zeros");
+
+    // Fetch-and-add on another untouched page.
+    let old = [src.mr.sge(0, 8)];
+    let target = odp.remote().at(ODP_LEN as u64 / 4);
+    // SAFETY: as above.
+    unsafe { qa.post_send(&mut [SendWr::fetch_add(&old, target, 41).wr_id(4).signaled()]) }.unwrap();
+    let wc = poll_one(&cq);
+    assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (4, WcStatus::SUCCESS, WcOpcode::FETCH_ADD));
+    assert_eq!(u64::from_ne_bytes(src.bytes()[..8].try_into().unwrap()), 0, "old value of an untouched page");
+
+    drop(odp);
+    assert_eq!(&mem[at..at + PACKET as usize], &expected[..], "the WRITE landed in process memory");
+    let q = ODP_LEN / 4;
+    assert_eq!(u64::from_ne_bytes(mem[q..q + 8].try_into().unwrap()), 41, "the atomic landed in process memory");
+    eprintln!("odp: WRITE, READ and FETCH_ADD through untouched pages on {} under kernel {}", ctx.name(), kernel());
+}

@@ -1,0 +1,149 @@
+//! soft-iWARP (siw) in the VM. Debian's kernels are built without it
+//! (`CONFIG_RDMA_SIW` is not set), so the module is built out of tree from
+//! the same kernel's source: Debian's `linux-source-<series>` (only
+//! `drivers/infiniband/sw/siw` is unpacked) against `linux-headers-<abi>`.
+//! The module is cached under `target/xtask/siw/<abi>/`; `source.txt` beside
+//! it names the package and version it came from.
+//!
+//! In the VM, `siw0` sits on its own veth pair ([`SIW_ADDR`] on `v2`): iWARP
+//! connects through the CM only.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::device::Check;
+use crate::{kernels, root, run, Result};
+
+/// The siw device the checks create.
+pub const SIW_DEVICE: &str = "siw0";
+/// The address on `v2`, where siw0 sits (servers listen here).
+pub const SIW_ADDR: &str = "10.78.0.1";
+/// The address on `v3`.
+pub const SIW_PEER_ADDR: &str = "10.78.0.2";
+
+/// The device tests run on siw0: libtest filters (any matches).
+pub const DEVICE_SUBSET: &str = "iwarp:: features::odp_dm_and_xrc cm::event_channel_dropped \
+     cm::regression_cm_id_accessors_from_threads cm::unresolvable_address";
+
+/// A built module and the source it came from.
+pub struct Module {
+    /// The `siw.ko` file.
+    pub ko: PathBuf,
+    /// "linux-source-6.1 6.1.192-2 (drivers/infiniband/sw/siw), headers linux-headers-6.1.0-56-amd64".
+    pub source: String,
+}
+
+/// `6.1.0-56-amd64` → `6.1`.
+fn series(release: &str) -> String {
+    release.split(['.', '-']).take(2).collect::<Vec<_>>().join(".")
+}
+
+/// Builds (once) siw for the kernel image `image` (Debian stable's, whose
+/// headers and source are in the system's apt sources).
+pub fn module(image: &Path) -> Result<Module> {
+    let abi = kernels::release_of(image);
+    let series = series(&abi);
+    let dir = root().join("target/xtask/siw").join(&abi);
+    let src = dir.join(format!("linux-source-{series}/drivers/infiniband/sw/siw"));
+    let ko = src.join("siw.ko");
+    let note = dir.join("source.txt");
+    if ko.exists() && note.exists() {
+        return Ok(Module { ko, source: fs::read_to_string(note)?.trim().to_string() });
+    }
+    fs::create_dir_all(&dir)?;
+    let headers = format!("linux-headers-{abi}");
+    let source_pkg = format!("linux-source-{series}");
+    if !Path::new("/usr/src").join(&headers).is_dir() {
+        run(Command::new("apt-get")
+            .args(["install", "-y", "-q", "--no-install-recommends", &headers])
+            .env("DEBIAN_FRONTEND", "noninteractive"))?;
+    }
+    let deb = |d: &Path| {
+        fs::read_dir(d).ok().and_then(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&format!("{source_pkg}_"))))
+        })
+    };
+    if deb(&dir).is_none() {
+        run(Command::new("apt-get")
+            .args(["download", "-q", "-oAPT::Sandbox::User=root", &source_pkg])
+            .current_dir(&dir))?;
+    }
+    let deb = deb(&dir).ok_or_else(|| format!("apt-get download {source_pkg} left no .deb in {}", dir.display()))?;
+    let version = Command::new("dpkg-deb").arg("-f").arg(&deb).arg("Version").output()?;
+    let version = String::from_utf8_lossy(&version.stdout).trim().to_string();
+    // Only the siw directory of the tarball inside the package.
+    let tarball = format!("usr/src/linux-source-{series}.tar.xz");
+    run(Command::new("bash").current_dir(&dir).arg("-c").arg(format!(
+        "set -o pipefail; dpkg-deb --fsys-tarfile '{}' | tar -xO ./{tarball} | tar -xJ --wildcards \
+         'linux-source-{series}/drivers/infiniband/sw/siw/*'",
+        deb.display()
+    )))?;
+    run(Command::new("make")
+        .arg("-C")
+        .arg(Path::new("/usr/src").join(&headers))
+        .arg(format!("M={}", src.display()))
+        .args(["CONFIG_RDMA_SIW=m", "modules"]))?;
+    let source = format!("{source_pkg} {version} (drivers/infiniband/sw/siw), built against {headers}");
+    fs::write(&note, &source)?;
+    Ok(Module { ko, source })
+}
+
+/// Shell lines that load `ko` and put siw0 on its own veth pair.
+fn setup(ko: &Path) -> String {
+    format!(
+        "(lsmod | grep -q '^siw ' || (modprobe -a $(modinfo -F depends '{ko}' | tr , ' ') && insmod '{ko}')) && \
+         (ip link show v2 >/dev/null 2>&1 || (ip link add v2 type veth peer name v3 && \
+          ip addr add {SIW_ADDR}/24 dev v2 && ip addr add {SIW_PEER_ADDR}/24 dev v3 && \
+          ip link set v2 up && ip link set v3 up)) && \
+         (rdma link show {SIW_DEVICE} >/dev/null 2>&1 || rdma link add {SIW_DEVICE} type siw netdev v2)",
+        ko = ko.display()
+    )
+}
+
+/// The environment that points the device tests at siw0.
+pub fn env() -> String {
+    format!(
+        "RRDDMMA_TEST_DEVICE={SIW_DEVICE} RRDDMMA_CM_DEVICE={SIW_DEVICE} RRDDMMA_CM_ADDR={SIW_ADDR} \
+         RRDDMMA_CM_PEER_ADDR={SIW_PEER_ADDR} RRDDMMA_EXPECT_IWARP=1"
+    )
+}
+
+/// The siw checks for the stable kernel's device session: the module loads
+/// (the output names its source), rping runs over it, and the device tests
+/// `device_tests` in `subset` run on siw0.
+pub fn checks(image: &Path, device_tests: &Path, subset: &str) -> Result<Vec<Check>> {
+    let m = module(image)?;
+    println!("siw: module from {}", m.source);
+    let setup = setup(&m.ko);
+    let source = m.source.clone();
+    let mut checks = vec![Check::verdict(
+        &format!("siw: {SIW_DEVICE} from {}", m.source),
+        format!("{setup} && echo 'siw from {source}' && ibv_devinfo -d {SIW_DEVICE}"),
+        |d| d.code == Some(0) && d.output.contains("transport:") && d.output.contains("iWARP"),
+    )];
+    checks.push(Check::verdict(
+        "siw: rping (librdmacm's C tool) over iWARP",
+        format!(
+            "{setup} && (timeout 60 rping -s -a {SIW_ADDR} -C 3 -v & sleep 1; \
+             timeout 60 rping -c -a {SIW_ADDR} -C 3 -v; c=$?; wait; exit $c)"
+        ),
+        |d| d.code == Some(0) && d.output.matches("ping data").count() >= 3,
+    ));
+    checks.push(Check::libtest(
+        "device tests on siw (iWARP)",
+        format!("{setup} && {} '{}' --ignored --test-threads=1 {subset}", env(), device_tests.display()),
+    ));
+    Ok(checks)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_source_series_comes_from_the_release() {
+        assert_eq!(super::series("6.1.0-56-amd64"), "6.1");
+        assert_eq!(super::series("7.3.4+deb13-amd64"), "7.3");
+    }
+}
