@@ -25,6 +25,8 @@ mod mlx5_support;
 mod recv;
 #[path = "provider/send.rs"]
 mod send;
+#[path = "provider/zip.rs"]
+mod zip;
 
 use std::fmt;
 
@@ -37,6 +39,8 @@ pub enum Mutation {
     WriterFlag,
     /// The first successful SEND receive decodes with byte_len's low bit flipped.
     DecoderByteLen,
+    /// The first expanded CQE past a session's first has byte_cnt's low bit flipped.
+    MiniByteCnt,
 }
 
 /// The first disagreement between libmlx5 and rrddmma.
@@ -95,6 +99,7 @@ fn send_rc_ud_and_dc_request_lists_match_libmlx5() {
             assert!(stats.lists >= 3 * build::LISTS, "only {} lists were compared", stats.lists);
             assert!(stats.wrapped_lists > 100 && stats.blueflame > 100 && stats.doorbells > 100, "{stats:?}");
             assert!(stats.index_wraps >= 1, "no list crossed the 16-bit WQE index: {stats:?}");
+            assert!(stats.views > 100, "too few views from mlx5dv_init_obj: {stats:?}");
             let rc = ["WRITE", "WRITE_WITH_IMM", "READ", "SEND", "SEND_WITH_IMM", "SEND_WITH_INV", "FAA", "CAS"];
             let dc = rc.map(|op| format!("DC {op}"));
             for op in rc.into_iter().chain(["UD SEND", "UD SEND_WITH_IMM"]).chain(dc.iter().map(|s| s.as_str())) {
@@ -141,6 +146,7 @@ fn recv_case(size: u32) {
             assert!(stats.cqes >= build::CQES, "only {} CQEs were compared", stats.cqes);
             assert!(stats.wraps > 50 && stats.scatter > 100 && stats.extended > 2000 && stats.arms > 100, "{stats:?}");
             assert!(stats.scatter_copied > 50, "too few payloads through poll_scattered: {stats:?}");
+            assert!(stats.views >= stats.cqs, "a view of every CQ: {stats:?}");
             for k in ["REQ", "REQ_ERR", "RESP_ERR", "RESP_SEND", "RESP_SEND_IMM", "RESP_SEND_INV", "RESP_WR_IMM"] {
                 assert!(stats.by_kind.get(k).copied().unwrap_or(0) > 100, "too few {k} CQEs: {stats:?}");
             }
@@ -192,4 +198,37 @@ fn regression_dci_stream_id_is_written_by_sq_ring() {
         }
         Err(m) => panic!("{m}"),
     }
+}
+
+/// CQE compression: sessions made by an encoder written from the documented
+/// layout (tests/provider/mlx5_provider.c, `run_zip`; libmlx5 has no
+/// expansion to compare with) expand in `CqRing` to exactly the CQEs they
+/// were made from, across the ring's end and lap after lap.
+#[test]
+#[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
+fn compressed_sessions_expand_to_the_cqes_they_came_from() {
+    match zip::check(build::output(), Mutation::None) {
+        Ok(stats) => {
+            assert!(stats.cqes >= build::CQES, "only {} CQEs were compared", stats.cqes);
+            assert!(stats.sessions > 300 && stats.plain > 300 && stats.longest >= 40, "{stats:?}");
+            assert!(stats.wrapped > 30 && stats.laps > 50, "{stats:?}");
+            for f in ["HASH", "CSUM", "CSUM_STRIDX"] {
+                assert!(stats.by_format.get(f).copied().unwrap_or(0) > 100, "too few {f} sessions: {stats:?}");
+            }
+            report(&format!("{}; 0 mismatches", stats.summary()));
+        }
+        Err(m) => panic!("{m}"),
+    }
+}
+
+/// The harness can fail: one expanded field changed is reported with its
+/// kind, its field and the CQE byte where the field lives.
+#[test]
+#[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
+fn mutation_in_our_expansion_is_reported() {
+    let m = zip::check(build::output(), Mutation::MiniByteCnt).expect_err("a mutated expansion must be caught");
+    assert!(m.kind.contains("session of"), "{m}");
+    assert_eq!(m.field, "byte_cnt", "{m}");
+    assert_eq!(m.byte, Some(47), "{m}");
+    report(&format!("mutation check (expansion: byte_cnt bit 0 flipped) caught as it must: {m}"));
 }

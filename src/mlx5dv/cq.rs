@@ -4,7 +4,8 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::be::Be32;
-use super::cqe::{Completion, Cqe64, CqeOpcode, Ticket};
+use super::cqe::{format, Completion, Cqe64, CqeOpcode, Ticket};
+use super::mini::{self, CqeResFormat, MiniCqe};
 use super::mmio::Mmio;
 
 /// `MLX5_CQ_DOORBELL`: offset of the CQ doorbell in the UAR page.
@@ -33,6 +34,16 @@ pub struct CqRing {
     /// CQEs taken by this ring (free-running from 0): the position stamped
     /// on the next completion.
     polled: u64,
+    /// Whether compressed sessions are expanded ([`CqRing::set_compression`]).
+    expand: bool,
+    /// The mini-CQE format of the CQ, when known.
+    mini_format: Option<CqeResFormat>,
+    /// The session being expanded: CQEs left, the next one's index in it,
+    /// its title and the mini-CQE array in use.
+    zip_left: u32,
+    zip_next: u32,
+    zip_title: Cqe64,
+    zip_array: [MiniCqe; 8],
 }
 
 /// The next ring number; 0 is never handed out (it marks "not polled").
@@ -79,7 +90,24 @@ impl CqRing {
         assert!(dbrec as usize % 4 == 0, "CQ doorbell records {dbrec:p} are not 4-byte aligned");
         assert!(uar as usize % 8 == 0, "UAR {uar:p} is not 8-byte aligned");
         let uid = NEXT_UID.fetch_add(1, Ordering::Relaxed);
-        CqRing { buf, cqe_cnt, cqe_size, dbrec, uar, cqn, ci: 0, arm_sn: 0, uid, polled: 0 }
+        CqRing {
+            buf,
+            cqe_cnt,
+            cqe_size,
+            dbrec,
+            uar,
+            cqn,
+            ci: 0,
+            arm_sn: 0,
+            uid,
+            polled: 0,
+            expand: false,
+            mini_format: None,
+            zip_left: 0,
+            zip_next: 0,
+            zip_title: Cqe64::default(),
+            zip_array: [MiniCqe::default(); 8],
+        }
     }
 
     /// Starts the consumer index at `ci` (a CQ that was polled before the view).
@@ -87,6 +115,25 @@ impl CqRing {
     #[cfg_attr(rrddmma_mlnx_ofed4, allow(dead_code))]
     pub(crate) fn start_at(&mut self, ci: u32) {
         self.ci = ci;
+    }
+
+    /// Expands compressed sessions (title CQE and mini-CQE arrays, [`mini`])
+    /// into the CQEs they stand for, whose format-specific field is read as
+    /// `format` says (`None`: byte count and WQE counter only). Each
+    /// expanded CQE takes one entry of the ring, as the device counts them.
+    /// The ring marks the entries of a session invalid (`op_own` = INVALID
+    /// with the lap's owner bit) as it takes them, before the consumer record
+    /// hands them back: the device writes only the title and the arrays, and
+    /// an entry left as the previous lap wrote it would read as valid one lap
+    /// later. Without this call a title is decoded as an ordinary CQE.
+    ///
+    /// # Safety
+    /// The buffer given to [`CqRing::from_raw`] must be writable (derived
+    /// from a pointer that allows writes), and nothing but the device may
+    /// write it while the ring lives.
+    pub unsafe fn set_compression(&mut self, format: Option<CqeResFormat>) {
+        self.expand = true;
+        self.mini_format = format;
     }
 
     /// The CQ number.
@@ -109,18 +156,28 @@ impl CqRing {
     /// ring, polled or not, is below it. Reads the owner bits of the entries
     /// ahead of the consumer index, at most one lap.
     pub fn horizon(&self) -> u64 {
-        let mut n = 0u32;
+        // The rest of a session under expansion is in the ring.
+        let mut n = self.zip_left;
         while n < self.cqe_cnt {
             let ci = self.ci.wrapping_add(n);
+            let cqe = self.cqe(ci);
             // SAFETY: the entry is inside the buffer; `op_own` is read
             // volatile because the device writes it.
-            let op_own = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*self.cqe(ci)).op_own)) };
+            let op_own = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*cqe).op_own)) };
             if !Cqe64::is_valid_for(op_own, ci, self.cqe_cnt) {
                 break;
             }
-            n += 1;
+            n += if self.expand && format(op_own) == mini::COMPRESSED {
+                std::sync::atomic::fence(Ordering::Acquire);
+                // SAFETY: a title the device handed over; its byte count is
+                // the number of CQEs of the session.
+                let count = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*cqe).byte_cnt)) }.get();
+                count.clamp(1, self.cqe_cnt)
+            } else {
+                1
+            };
         }
-        self.polled + u64::from(n)
+        self.polled + u64::from(n.min(self.cqe_cnt))
     }
 
     /// The 64-byte CQE at consumer index `ci` (the second half of a 128-byte entry).
@@ -187,17 +244,8 @@ impl CqRing {
     /// for [`CqRing::publish`].
     #[inline(always)]
     fn take(&mut self) -> Option<(Completion, *const Cqe64)> {
-        let cqe = self.cqe(self.ci);
-        // SAFETY: the entry is inside the buffer; `op_own` is read
-        // volatile because the device writes it.
-        let op_own = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*cqe).op_own)) };
-        if !Cqe64::is_valid_for(op_own, self.ci, self.cqe_cnt) {
-            return None;
-        }
-        // Read the rest only after seeing ownership (udma_from_device_barrier).
-        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
-        // SAFETY: the device handed this entry over (owner bit).
-        let mut c = unsafe { std::ptr::read_volatile(cqe) }.decode();
+        let (raw, cqe) = self.take_raw()?;
+        let mut c = raw.decode();
         c.ticket = Ticket {
             cq: self.uid,
             seq: self.polled,
@@ -208,6 +256,92 @@ impl CqRing {
         self.polled += 1;
         self.ci = self.ci.wrapping_add(1);
         Some((c, cqe))
+    }
+
+    /// The CQE at the consumer index if the device has written it (a
+    /// compressed session's next CQE, expanded, when sessions are
+    /// expanded), with the entry's address; the consumer index is left
+    /// for the caller.
+    #[inline(always)]
+    fn take_raw(&mut self) -> Option<(Cqe64, *const Cqe64)> {
+        if self.zip_left > 0 {
+            return Some(self.take_mini());
+        }
+        let cqe = self.cqe(self.ci);
+        // SAFETY: the entry is inside the buffer; `op_own` is read
+        // volatile because the device writes it.
+        let op_own = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*cqe).op_own)) };
+        if !Cqe64::is_valid_for(op_own, self.ci, self.cqe_cnt) {
+            return None;
+        }
+        // Read the rest only after seeing ownership (udma_from_device_barrier).
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        // SAFETY: the device handed this entry over (owner bit).
+        let raw = unsafe { std::ptr::read_volatile(cqe) };
+        if self.expand && format(op_own) == mini::COMPRESSED {
+            return Some(self.start_session(raw));
+        }
+        Some((raw, cqe))
+    }
+
+    /// Starts expanding the session whose title is `title` (at the consumer
+    /// index) and takes its first CQE.
+    #[cold]
+    fn start_session(&mut self, title: Cqe64) -> (Cqe64, *const Cqe64) {
+        // The device's count; a count past the ring is cut to the ring.
+        self.zip_left = title.byte_cnt.get().clamp(1, self.cqe_cnt);
+        self.zip_next = 0;
+        self.zip_title = title;
+        self.take_mini()
+    }
+
+    /// The next CQE of the session under expansion: reads the mini-CQE
+    /// array it needs, marks its entry invalid for the next lap, expands it.
+    fn take_mini(&mut self) -> (Cqe64, *const Cqe64) {
+        let i = self.zip_next;
+        let (entry, at) = mini::position(i);
+        if at == 0 {
+            // The session started `i` entries before the consumer index.
+            let slot = self.ci.wrapping_sub(i).wrapping_add(entry);
+            // SAFETY: an entry inside the buffer, written by the device as
+            // part of the session whose title it handed over; `MiniCqe` is 8
+            // plain bytes, and 8 of them are the entry's 64.
+            self.zip_array = unsafe { std::ptr::read_volatile(self.cqe(slot).cast::<[MiniCqe; 8]>()) };
+        }
+        let owner = u8::from(self.ci & self.cqe_cnt != 0);
+        let c = mini::expand(&self.zip_title, &self.zip_array[at as usize], i, self.mini_format, owner);
+        let cqe = self.cqe(self.ci);
+        // SAFETY: the entry is inside the buffer, which `set_compression`'s
+        // contract makes writable; the device does not write it until the
+        // consumer record passes it, which happens after this write.
+        unsafe {
+            std::ptr::write_volatile(
+                std::ptr::addr_of!((*cqe).op_own).cast_mut(),
+                (CqeOpcode::INVALID.to_raw() << 4) | owner,
+            )
+        };
+        self.zip_next += 1;
+        self.zip_left -= 1;
+        (c, cqe)
+    }
+
+    /// Polls up to `out.len()` CQEs as 64-byte entries (compressed sessions
+    /// expanded when [`CqRing::set_compression`] was called), for fields
+    /// [`Completion`] does not carry (RSS hash, checksum, ...); then
+    /// updates the consumer record. CQEs taken here cannot be retired.
+    pub fn poll_cqes(&mut self, out: &mut [Cqe64]) -> usize {
+        let mut n = 0;
+        while n < out.len() {
+            let Some((c, _)) = self.take_raw() else { break };
+            out[n] = c;
+            n += 1;
+            self.polled += 1;
+            self.ci = self.ci.wrapping_add(1);
+        }
+        if n > 0 {
+            self.publish();
+        }
+        n
     }
 
     /// Writes the consumer record: the device may reuse the entries taken.

@@ -7,7 +7,9 @@
 //!   inline padding, wrap-around, producer index) and libmlx5's doorbell /
 //!   BlueFlame sequence behind the [`mmio::Mmio`] trait.
 //! - [`wqe`]: typed WQE builders, one per opcode (the safe way to post).
-//! - [`cq::CqRing`]: direct CQ polling (owner bit, consumer record) and arming.
+//! - [`cq::CqRing`]: direct CQ polling (owner bit, consumer record) and
+//!   arming; compressed sessions expanded as [`mini`] describes.
+//! - [`comp`]: CQE compression: what the device offers, compressing CQs.
 //! - [`obj`]: the views of a real QP and CQ (`mlx5dv_init_obj`).
 //! - [`dc`]: DC transport (targets, initiators, requests to a target), one
 //!   API whether the build links rdma-core or MLNX_OFED 4.x.
@@ -39,6 +41,7 @@ pub mod dc;
 #[cfg(rrddmma_mlnx_ofed4)]
 #[cfg_attr(docsrs, doc(cfg(rrddmma_mlnx_ofed4)))]
 pub mod exp4;
+pub mod mini;
 pub mod mmio;
 #[cfg(not(rrddmma_mlnx_ofed4))]
 #[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]

@@ -261,6 +261,25 @@ impl DirectCq<'_> {
     pub fn event_received(&mut self) {
         self.ring.event_received()
     }
+
+    /// Polls CQEs as 64-byte entries ([`CqRing::poll_cqes`]).
+    pub fn poll_cqes(&mut self, out: &mut [super::cqe::Cqe64]) -> usize {
+        self.ring.poll_cqes(out)
+    }
+
+    /// Polls one completion and its scattered payload ([`CqRing::poll_scattered`]).
+    pub fn poll_scattered(&mut self, payload: &mut [u8; 64]) -> Option<(Completion, usize)> {
+        self.ring.poll_scattered(payload)
+    }
+
+    /// [`CqRing::set_compression`].
+    ///
+    /// # Safety
+    /// As [`CqRing::set_compression`] (libmlx5's CQ buffer is writable).
+    pub unsafe fn set_compression(&mut self, format: Option<super::mini::CqeResFormat>) {
+        // SAFETY: forwarded contract.
+        unsafe { self.ring.set_compression(format) }
+    }
 }
 
 /// The send queue of `qp`, its indices taken from the doorbell record,
@@ -305,21 +324,12 @@ pub unsafe fn sq_ring<'q>(qp: &'q Qp, cq: &DirectCq<'_>) -> Result<DirectSq<'q>>
     if rc != 0 {
         return Err(Error::code("mlx5dv_init_obj", rc));
     }
-    if out.sq.stride != 64 {
-        return Err(Error::Unsupported { op: "mlx5dv_init_obj", feature: "a send queue stride other than 64 bytes" });
-    }
-    // SAFETY: libmlx5's doorbell records of the QP: `[0]` receive, `[1]` send.
-    let dbrec = unsafe { out.dbrec.add(1) }.cast::<Be32>().cast_const();
     // SAFETY: libmlx5 reports the live QP's SQ buffer, its doorbell records
-    // (`[1]` is the SQ's) and BlueFlame register; the view borrows the QP,
-    // and the caller gives it the queue alone.
-    let mut ring = unsafe {
-        SqRing::from_raw(out.sq.buf.cast(), out.sq.wqe_cnt, dbrec.cast_mut(), out.bf.reg.cast(), 0, qp.qpn())
-    };
-    // SAFETY: as above; the record holds the producer index's low 16 bits.
-    let pi = unsafe { std::ptr::read_volatile(dbrec) }.get() & 0xffff;
-    ring.start_at(pi);
-    ring.bf_size_available = out.bf.size;
+    // and BlueFlame register; the view borrows the QP, and the caller gives
+    // it the queue alone.
+    let mut ring = unsafe { sq_ring_of(&out, qp.qpn()) }?;
+    // SAFETY: as above; `[1]` is the SQ's record.
+    let dbrec = unsafe { out.dbrec.add(1) }.cast::<Be32>().cast_const();
     ring.set_limits(limits_for(qp.qp_type(), &qp.caps()));
     // SAFETY: the family of this QP's type.
     unsafe { ring.set_transport(transport_for(qp.qp_type())) };
@@ -354,13 +364,55 @@ pub unsafe fn cq_ring(cq: &Cq) -> Result<DirectCq<'_>> {
     }
     // SAFETY: libmlx5 reports the live CQ's buffer, records and UAR; the view
     // borrows the CQ, and the caller gives it the CQ alone.
+    let ring = unsafe { cq_ring_of(&out) };
+    Ok(DirectCq { ring, cq })
+}
+
+/// A send-queue ring over what `mlx5dv_init_obj` reported for a QP
+/// (`MLX5DV_OBJ_QP`): its buffer and `wqe_cnt`, the send doorbell record
+/// (`dbrec[1]`), whose low 16 bits are the producer index the ring starts
+/// at, and the BlueFlame register and size (BlueFlame left off, as
+/// [`sq_ring`] leaves it). [`sq_ring`] is this for a [`Qp`]; this is for
+/// QPs made elsewhere. [`Error::Unsupported`] for a stride other than 64.
+///
+/// # Safety
+/// `out` must be what `mlx5dv_init_obj` wrote for a live QP numbered `qpn`,
+/// with the contract of [`SqRing::from_raw`] for its buffer, record and
+/// register, and the queue idle and the ring's alone as [`sq_ring`] says.
+pub unsafe fn sq_ring_of(out: &ffi::mlx5dv_qp, qpn: u32) -> Result<SqRing> {
+    if out.sq.stride != 64 {
+        return Err(Error::Unsupported { op: "mlx5dv_init_obj", feature: "a send queue stride other than 64 bytes" });
+    }
+    // SAFETY: the QP's doorbell records: `[0]` receive, `[1]` send.
+    let dbrec = unsafe { out.dbrec.add(1) }.cast::<Be32>();
+    // SAFETY: forwarded contract.
+    let mut ring = unsafe { SqRing::from_raw(out.sq.buf.cast(), out.sq.wqe_cnt, dbrec, out.bf.reg.cast(), 0, qpn) };
+    // SAFETY: as above; the record holds the producer index's low 16 bits.
+    let pi = unsafe { std::ptr::read_volatile(dbrec) }.get() & 0xffff;
+    ring.start_at(pi);
+    ring.bf_size_available = out.bf.size;
+    Ok(ring)
+}
+
+/// A CQ ring over what `mlx5dv_init_obj` reported for a CQ
+/// (`MLX5DV_OBJ_CQ`): buffer, `cqe_cnt`, `cqe_size`, CQN, the UAR and the
+/// doorbell records, whose consumer record (`dbrec[0]`, low 24 bits) is the
+/// consumer index the ring starts at. [`cq_ring`] is this for a [`Cq`];
+/// this is for CQs made elsewhere.
+///
+/// # Safety
+/// `out` must be what `mlx5dv_init_obj` wrote for a live CQ, with the
+/// contract of [`CqRing::from_raw`], and the CQ the ring's alone as
+/// [`cq_ring`] says.
+pub unsafe fn cq_ring_of(out: &ffi::mlx5dv_cq) -> CqRing {
+    // SAFETY: forwarded contract.
     let mut ring = unsafe {
         CqRing::from_raw(out.buf.cast(), out.cqe_cnt, out.cqe_size, out.dbrec.cast(), out.cq_uar.cast(), out.cqn)
     };
     // SAFETY: as above; record 0 holds the consumer index's low 24 bits.
     let ci = unsafe { std::ptr::read_volatile(out.dbrec.cast::<Be32>()) }.get() & 0xff_ffff;
     ring.start_at(ci);
-    Ok(DirectCq { ring, cq })
+    ring
 }
 
 #[cfg(test)]

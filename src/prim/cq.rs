@@ -294,11 +294,10 @@ impl<'a> CqBuilder<'a> {
     }
 }
 
-#[cfg(rrddmma_mlnx_ofed4)]
-#[cfg_attr(docsrs, doc(cfg(rrddmma_mlnx_ofed4)))]
 impl Cq {
     /// Takes ownership of a CQ created outside [`CqBuilder`] (MLNX_OFED 4.x
-    /// `ibv_exp_create_cq`); destroyed with `ibv_destroy_cq` like any other.
+    /// `ibv_exp_create_cq`, mlx5 `mlx5dv_create_cq`); destroyed with
+    /// `ibv_destroy_cq` like any other.
     ///
     /// # Safety
     /// `cq` must be a live CQ of `ctx` without a completion channel, owned

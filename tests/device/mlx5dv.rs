@@ -26,9 +26,10 @@ fn every_entry_point_is_unsupported_off_mlx5() {
     unsupported(mlx5dv::clock_info(&ctx), "clock_info");
     unsupported(mlx5dv::comp::cqe_compression_caps(&ctx), "cqe_compression_caps");
     for f in
-        [mlx5dv::comp::CqeResFormat::Hash, mlx5dv::comp::CqeResFormat::Csum, mlx5dv::comp::CqeResFormat::CsumStridx]
+        [mlx5dv::mini::CqeResFormat::Hash, mlx5dv::mini::CqeResFormat::Csum, mlx5dv::mini::CqeResFormat::CsumStridx]
     {
         unsupported(mlx5dv::comp::require_cqe_compression(&ctx, f), f.name());
+        unsupported(mlx5dv::comp::create_cq(&ctx, 64, f), f.name());
     }
     let pd = Pd::alloc(&ctx).unwrap();
     let cq = Cq::create(&ctx, 8).unwrap();

@@ -126,7 +126,19 @@ fn build() -> PathBuf {
         .arg("-o")
         .arg(&exe)
         .arg(&c);
-    for a in archives {
+    // libmlx5's direct-verbs entry table (`mlx5_dv_ctx_ops`, static in
+    // mlx5.c) made global in a copy of the archive, so that the harness can
+    // hand it to its context as libmlx5's context set-up does.
+    let mlx5 = work.join("libmlx5_harness.a");
+    run(
+        Command::new("objcopy")
+            .arg("--globalize-symbol=mlx5_dv_ctx_ops")
+            .arg(bdir.join("lib/statics/libmlx5.a"))
+            .arg(&mlx5),
+        "objcopy (libmlx5's mlx5_dv_ctx_ops made global)",
+    );
+    cmd.arg(&mlx5);
+    for a in &archives[1..] {
         cmd.arg(bdir.join(a));
     }
     cmd.arg("-lpthread");

@@ -27,6 +27,16 @@
  *       the BlueFlame half it wrote and every byte written there
  *   W first_bb nbb hex
  *       the ring's basic blocks from the list's first to its producer index
+ *   I rc sq_buf_off wqe_cnt stride dbrec_off bf_reg_off bf_size cur_post
+ *       mlx5dv_init_obj(MLX5DV_OBJ_QP) on the queue after that list: its
+ *       return value, the pointers it gave as offsets into the queue's
+ *       buffer, doorbell records and BlueFlame page, and libmlx5's producer
+ *       index; the lists after it are posted through the view on our side
+ *   J rc buf_off cqe_cnt cqe_size dbrec_off uar_off cqn cons_index
+ *       mlx5dv_init_obj(MLX5DV_OBJ_CQ) on the CQ after its first round, as
+ *       offsets into its buffer, records and UAR page, and libmlx5's
+ *       consumer index; our side polls through a ring made from it after
+ *   K, S, X, Y     CQE compression (run_zip below)
  *   C cqn cqe_cnt cqe_sz
  *       a completion queue (its buffer starts invalid: opcode 0xf, owner 1)
  *   E idx hex      an entry written into the CQ as hardware would
@@ -49,6 +59,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <stddef.h>
 
 #include "mlx5.h"
 #include "wqe.h"
@@ -129,9 +140,23 @@ static struct ibv_pd pd;
 
 static uint8_t *cq_uar;
 
+/* mlx5dv_init_obj asks the context for the provider's direct-verbs entries
+ * (mlx5_get_dv_ops): the context's device must be an mlx5 one (its
+ * verbs_device ops libmlx5's own, whose static-build alias is
+ * verbs_provider_mlx5) and the context must carry libmlx5's entry table
+ * mlx5_dv_ctx_ops, a static of mlx5.c that the harness's copy of the archive
+ * makes global (objcopy --globalize-symbol, tests/provider/build.rs); the
+ * provider code is unchanged. */
+extern const struct verbs_device_ops verbs_provider_mlx5;
+extern struct mlx5_dv_context_ops mlx5_dv_ctx_ops;
+static struct verbs_device mlx5_vdev;
+
 static void make_context(void)
 {
 	ctx = zalloc(sizeof(*ctx));
+	mlx5_vdev.ops = &verbs_provider_mlx5;
+	ctx->ibv_ctx.context.device = &mlx5_vdev.device;
+	ctx->dv_ctx_ops = &mlx5_dv_ctx_ops;
 	/* The CQ doorbell page mlx5_arm_cq writes to (UAR + MLX5_CQ_DOORBELL). */
 	cq_uar = zalloc(4096);
 	ctx->cq_uar_reg = cq_uar;
@@ -464,7 +489,7 @@ static int post_dc(struct mlx5_qp *qp, struct ibv_send_wr *wrs, unsigned k)
 	return ibv_wr_complete(qx);
 }
 
-static unsigned send_lists;
+static unsigned send_lists, views;
 
 static void run_send(unsigned lists, uint32_t qpn_base)
 {
@@ -505,6 +530,8 @@ static void run_send(unsigned lists, uint32_t qpn_base)
 			make_ahs();
 		/* Enough lists on this queue to wrap it a few times. */
 		unsigned per_queue = 20 + below(60);
+		/* After this list, the queue's view is taken and posting goes on through it. */
+		unsigned view_at = below(per_queue);
 		for (unsigned l = 0; (long_lived ? c.qp->sq.cur_post < 66000 : l < per_queue) && done < lists; l++, done++) {
 			unsigned n = long_lived ? MAX_LIST : 1 + below(below(4) == 0 ? MAX_LIST : 3);
 			unsigned bbs = 0, k = 0;
@@ -553,6 +580,21 @@ static void run_send(unsigned lists, uint32_t qpn_base)
 			/* Everything posted completes: the queue is empty again. */
 			c.qp->sq.tail = c.qp->sq.head;
 			send_lists++;
+			if (l == view_at && !long_lived) {
+				/* The view: what mlx5dv_init_obj reports, as offsets into the
+				 * queue's buffer, its doorbell records and its BlueFlame page. */
+				struct mlx5dv_qp dq;
+				struct mlx5dv_obj o;
+				memset(&dq, 0, sizeof(dq));
+				memset(&o, 0, sizeof(o));
+				o.qp.in = c.qp->ibv_qp;
+				o.qp.out = &dq;
+				int rc = mlx5dv_init_obj(&o, MLX5DV_OBJ_QP);
+				printf("I %d %ld %u %u %ld %ld %u %u\n", rc, (long)((uint8_t *)dq.sq.buf - (uint8_t *)c.qp->buf.buf),
+				       dq.sq.wqe_cnt, dq.sq.stride, (long)((uint8_t *)dq.dbrec - (uint8_t *)c.qp->db),
+				       (long)((uint8_t *)dq.bf.reg - c.bfpage), dq.bf.size, c.qp->sq.cur_post);
+				views++;
+			}
 		}
 	}
 }
@@ -771,6 +813,25 @@ static void run_cq(unsigned cqes, unsigned sz, uint32_t cqn_base)
 				if (n < ne)
 					break;
 			}
+			if (r == 0) {
+				/* The CQ's view after the first round (before any event:
+				 * mlx5dv_cq carries no arm sequence number, a view starts
+				 * at 0): what mlx5dv_init_obj reports, as offsets into the
+				 * CQ's buffer, its doorbell records and the UAR page, and
+				 * libmlx5's consumer index; our side polls through a ring
+				 * made from it from here on. */
+				struct mlx5dv_cq dc;
+				struct mlx5dv_obj o;
+				memset(&dc, 0, sizeof(dc));
+				memset(&o, 0, sizeof(o));
+				o.cq.in = &c.cq->verbs_cq.cq;
+				o.cq.out = &dc;
+				int rc = mlx5dv_init_obj(&o, MLX5DV_OBJ_CQ);
+				printf("J %d %ld %u %u %ld %ld %u %u\n", rc, (long)((uint8_t *)dc.buf - (uint8_t *)c.cq->buf_a.buf),
+				       dc.cqe_cnt, dc.cqe_size, (long)((uint8_t *)dc.dbrec - (uint8_t *)c.cq->dbrec),
+				       (long)((uint8_t *)dc.cq_uar - cq_uar), dc.cqn, c.cq->cons_index);
+				views++;
+			}
 			/* Now and then a completion event (arm_sn++) and an arm. */
 			if (below(3) == 0) {
 				mlx5_cq_event(&c.cq->verbs_cq.cq);
@@ -787,6 +848,152 @@ static void run_cq(unsigned cqes, unsigned sz, uint32_t cqn_base)
 			done += k;
 			cqes_done[sz == 128] += k;
 		}
+	}
+}
+
+/* ---- CQE compression ---------------------------------------------------- */
+
+/* libmlx5 does not expand compressed CQEs (a direct user does), so there is
+ * no provider code to drive: this is an encoder written from the documented
+ * layout instead, independent of rrddmma's decoder. The facts it uses, from
+ * the mlx5 device definitions (Linux include/linux/mlx5/device.h):
+ *   - struct mlx5_mini_cqe8: 4 bytes (rx_hash_result; or checksum, stridx),
+ *     then byte_cnt; 8 of them (MLX5_MINI_CQE_ARRAY_SIZE) fill one entry;
+ *   - MLX5_COMPRESSED (3) in the format bits of op_own marks a title CQE,
+ *     whose byte_cnt is the number of CQEs of the session;
+ *   - struct mlx5_cqe64 names bytes 12-15 rss_hash_result and 20-21
+ *     check_sum (rdma-core's mlx5dv.h keeps them reserved);
+ *   - the title is the session's first entry, the first mini-CQE array the
+ *     entry after it, array k >= 1 the entry of CQE 8k; the device writes no
+ *     other entry of the session (the mlx5 Ethernet drivers' decompression);
+ *   - CQE i of the session is the title with byte_cnt, the format's field
+ *     and the WQE counter (title's + i; the stride index for CSUM_STRIDX)
+ *     from mini-CQE i.
+ *
+ *   K cqn cqe_cnt cqe_sz format     a compressing CQ, entries op_own 0xf1
+ *   S idx hex                        an entry the device writes (whole entry)
+ *   X n i hex                        the next CQE the consumer must get:
+ *                                    CQE i of a session of n (n 0: a CQE
+ *                                    written as it is)
+ *   Y                                the consumer takes everything now */
+struct mini_cqe8 {
+	union {
+		__be32 rx_hash_result;
+		struct {
+			__be16 checksum;
+			__be16 stridx;
+		};
+	};
+	__be32 byte_cnt;
+};
+#define MINI_CQE_ARRAY_SIZE 8
+#define CQE_FORMAT_COMPRESSED 3
+#define CQE_RSS_HASH_RESULT 12
+#define CQE_CHECK_SUM 20
+_Static_assert(sizeof(struct mini_cqe8) == 8, "mini-CQE is 8 bytes");
+_Static_assert(offsetof(struct mlx5_cqe64, byte_cnt) == 44, "byte_cnt at 44");
+_Static_assert(offsetof(struct mlx5_cqe64, wqe_counter) == 60, "wqe_counter at 60");
+_Static_assert(offsetof(struct mlx5_cqe64, op_own) == 63, "op_own at 63");
+
+static unsigned zip_done;
+
+static void print_entry(uint8_t *buf, unsigned cnt, unsigned sz, uint32_t pos)
+{
+	unsigned idx = pos & (cnt - 1);
+	printf("S %u ", idx);
+	hex(buf + idx * sz, sz);
+	putchar('\n');
+}
+
+static void run_zip(unsigned cqes, uint32_t cqn_base)
+{
+	static const uint8_t fmts[] = { MLX5DV_CQE_RES_FORMAT_HASH, MLX5DV_CQE_RES_FORMAT_CSUM,
+					MLX5DV_CQE_RES_FORMAT_CSUM_STRIDX };
+	unsigned done = 0;
+	for (unsigned q = 0; done < cqes; q++) {
+		unsigned cnt = 16u << below(4); /* 16..128 entries */
+		unsigned sz = below(4) == 0 ? 128 : 64;
+		uint8_t fmt = fmts[q % 3];
+		uint8_t *buf = zalloc(cnt * sz);
+		for (unsigned i = 0; i < cnt; i++)
+			buf[i * sz + sz - 1] = MLX5_CQE_INVALID << 4 | 1;
+		printf("K %u %u %u %u\n", cqn_base + q, cnt, sz, fmt);
+		uint32_t pos = 0;
+		unsigned rounds = 10 + below(20);
+		for (unsigned r = 0; r < rounds && done < cqes; r++) {
+			unsigned room = below(cnt + 1), k = 0;
+			while (k < room) {
+				unsigned left = room - k;
+				unsigned n = left < 2 || below(4) == 0 ? 1 : 2 + below(left - 1 < 64 ? left - 1 : 64);
+				uint8_t *e = buf + (pos & (cnt - 1)) * sz;
+				struct mlx5_cqe64 *t = (void *)(e + sz - 64);
+				/* Every byte random, then the fields the CQEs share. */
+				for (unsigned i = 0; i < sz; i += 8) {
+					uint64_t v = rnd();
+					memcpy(e + i, &v, 8);
+				}
+				uint8_t op = resp_ops[below(sizeof(resp_ops))];
+				uint8_t se = (uint8_t)below(2);
+				if (n == 1) {
+					t->op_own = (uint8_t)(op << 4 | se << 1 | ((pos / cnt) & 1));
+					print_entry(buf, cnt, sz, pos);
+					printf("X 0 0 ");
+					hex(t, 64);
+					putchar('\n');
+					pos++;
+					k++;
+					continue;
+				}
+				struct mlx5_cqe64 title = *t;
+				uint16_t counter = (uint16_t)rnd();
+				title.wqe_counter = htobe16(counter);
+				struct mlx5_cqe64 orig[64];
+				struct mini_cqe8 minis[64 + MINI_CQE_ARRAY_SIZE];
+				for (unsigned i = 0; i < 64 + MINI_CQE_ARRAY_SIZE; i++) {
+					uint64_t v = rnd();
+					memcpy(&minis[i], &v, 8); /* unused slots hold anything */
+				}
+				for (unsigned i = 0; i < n; i++) {
+					struct mlx5_cqe64 *o = &orig[i];
+					struct mini_cqe8 *m = &minis[i];
+					*o = title;
+					o->byte_cnt = m->byte_cnt;
+					if (fmt == MLX5DV_CQE_RES_FORMAT_HASH) {
+						memcpy((uint8_t *)o + CQE_RSS_HASH_RESULT, &m->rx_hash_result, 4);
+						o->wqe_counter = htobe16((uint16_t)(counter + i));
+					} else if (fmt == MLX5DV_CQE_RES_FORMAT_CSUM) {
+						memcpy((uint8_t *)o + CQE_CHECK_SUM, &m->checksum, 2);
+						o->wqe_counter = htobe16((uint16_t)(counter + i));
+					} else {
+						memcpy((uint8_t *)o + CQE_CHECK_SUM, &m->checksum, 2);
+						o->wqe_counter = m->stridx;
+					}
+					o->op_own = (uint8_t)(op << 4 | se << 1 | (((pos + i) / cnt) & 1));
+				}
+				/* The title: the shared fields, the count, format 3, the owner of its entry. */
+				title.byte_cnt = htobe32(n);
+				title.op_own = (uint8_t)(op << 4 | CQE_FORMAT_COMPRESSED << 2 | se << 1 | ((pos / cnt) & 1));
+				*t = title;
+				print_entry(buf, cnt, sz, pos);
+				/* The arrays: after the title, then at the entry of every eighth CQE. */
+				for (unsigned a = 0; a * MINI_CQE_ARRAY_SIZE < n; a++) {
+					uint32_t at = pos + (a == 0 ? 1 : a * MINI_CQE_ARRAY_SIZE);
+					uint8_t *ae = buf + (at & (cnt - 1)) * sz;
+					memcpy(ae + sz - 64, &minis[a * MINI_CQE_ARRAY_SIZE], 64);
+					print_entry(buf, cnt, sz, at);
+				}
+				for (unsigned i = 0; i < n; i++) {
+					printf("X %u %u ", n, i);
+					hex(&orig[i], 64);
+					putchar('\n');
+				}
+				pos += n;
+				k += n;
+			}
+			puts("Y");
+			done += room;
+		}
+		zip_done = done;
 	}
 }
 
@@ -846,6 +1053,8 @@ int main(int argc, char **argv)
 	run_masked(2000);
 	run_cq(cqes, 64, 0x10);
 	run_cq(cqes, 128, 0x8000);
-	printf("T send_lists=%u cqe64=%u cqe128=%u\n", send_lists, cqes_done[0], cqes_done[1]);
+	run_zip(cqes, 0x9000);
+	printf("T send_lists=%u cqe64=%u cqe128=%u views=%u zip=%u\n", send_lists, cqes_done[0], cqes_done[1], views,
+	       zip_done);
 	return 0;
 }

@@ -45,6 +45,8 @@ pub struct RecvStats {
     pub extended: usize,
     /// Arms compared with `mlx5_arm_cq`.
     pub arms: usize,
+    /// Views made from `mlx5dv_init_obj` mid-run, polled through after.
+    pub views: usize,
 }
 
 impl RecvStats {
@@ -59,8 +61,8 @@ impl RecvStats {
         let _ = write!(
             s,
             "; {} scattered to the CQE ({} copied by poll_scattered); {} read through the extended poller (timestamps compared); {} arms \
-             against mlx5_arm_cq",
-            self.scatter, self.scatter_copied, self.extended, self.arms
+             against mlx5_arm_cq; {} views from mlx5dv_init_obj polled through",
+            self.scatter, self.scatter_copied, self.extended, self.arms, self.views
         );
         s
     }
@@ -185,6 +187,11 @@ pub fn check(out: &str, size: u32, mutation: Mutation) -> Result<RecvStats, Box<
                         Mismatch::value(&format!("CQE {size} B"), &at, "consumer record", their_dbrec, ours).into()
                     );
                 }
+            }
+            "J" => {
+                let Some(cq) = cq.as_mut() else { continue };
+                cq_view(cq, &f)?;
+                stats.views += 1;
             }
             "V" => {
                 if let Some(cq) = cq.as_mut() {
@@ -391,5 +398,66 @@ fn compare(
             .into());
         }
     }
+    Ok(())
+}
+
+/// `mlx5dv_init_obj`'s report on the provider's CQ, mapped onto ours and
+/// made into a ring by `obj::cq_ring_of` (the view code of `obj::cq_ring`):
+/// it must start at libmlx5's consumer index, and the rest of the run polls
+/// and arms through it.
+fn cq_view(cq: &mut Cq, f: &[&str]) -> Result<(), Box<Mismatch>> {
+    let rc: i32 = f[0].parse().unwrap();
+    let buf_off: i64 = f[1].parse().unwrap();
+    let cqe_cnt: u32 = f[2].parse().unwrap();
+    let cqe_size: u32 = f[3].parse().unwrap();
+    let db_off: i64 = f[4].parse().unwrap();
+    let uar_off: i64 = f[5].parse().unwrap();
+    let cqn: u32 = f[6].parse().unwrap();
+    let their_ci: u32 = f[7].parse().unwrap();
+    let kind = format!("CQ {} B view (mlx5dv_init_obj)", cq.size);
+    let at = format!("CQ {cqn:#x}");
+    let bad = |field: &str, theirs: String, ours: String| -> Box<Mismatch> {
+        Mismatch::value(&kind, &at, field, theirs, ours).into()
+    };
+    if rc != 0 {
+        return Err(bad("mlx5dv_init_obj return", rc.to_string(), "0".into()));
+    }
+    let inside = |off: i64, size: usize, len: usize| usize::try_from(off).ok().filter(|o| o + len <= size);
+    let len = cq.buf.bytes().len();
+    let b = inside(buf_off, len, (cqe_cnt * cqe_size) as usize)
+        .ok_or_else(|| bad("buf", format!("offset {buf_off}"), "outside the CQ buffer".into()))?;
+    let d =
+        inside(db_off, 64, 8).ok_or_else(|| bad("dbrec", format!("offset {db_off}"), "outside the records".into()))?;
+    // The UAR page stands in as 64 bytes here: the doorbell is at 0x20.
+    let u = inside(uar_off, 64, 0x28)
+        .ok_or_else(|| bad("cq_uar", format!("offset {uar_off}"), "outside the UAR".into()))?;
+    let dv = rrddmma::bindings::mlx5dv_cq {
+        buf: cq.buf.as_mut_ptr().wrapping_add(b).cast(),
+        dbrec: cq.dbrec.as_mut_ptr().wrapping_add(d).cast(),
+        cqe_cnt,
+        cqe_size,
+        cq_uar: cq._uar.as_mut_ptr().wrapping_add(u).cast(),
+        cqn,
+        comp_mask: 0,
+    };
+    // SAFETY: `dv` points into this CQ's buffers as libmlx5 reported them
+    // (checked inside above), alive as long as `cq`; the old ring is
+    // replaced below and nothing else consumes the CQ.
+    let ring = unsafe { rrddmma::mlx5dv::obj::cq_ring_of(&dv) };
+    if ring.consumer_index() != their_ci & 0xff_ffff {
+        return Err(bad(
+            "start consumer index (from dbrec[0])",
+            their_ci.to_string(),
+            ring.consumer_index().to_string(),
+        ));
+    }
+    if ring.cqn() != cqn || cqe_cnt != cq.cnt || cqe_size != cq.size {
+        return Err(bad(
+            "cqn, cqe_cnt, cqe_size",
+            format!("{cqn} {cqe_cnt} {cqe_size}"),
+            format!("{} {} {}", ring.cqn(), cq.cnt, cq.size),
+        ));
+    }
+    cq.ring = ring;
     Ok(())
 }

@@ -225,6 +225,8 @@ pub struct SendStats {
     pub masked_bytes: usize,
     /// Lists whose producer index passed a multiple of 65536 (the 16-bit WQE index wraps).
     pub index_wraps: usize,
+    /// Views made from `mlx5dv_init_obj` mid-queue, posted through after.
+    pub views: usize,
 }
 
 impl SendStats {
@@ -241,8 +243,14 @@ impl SendStats {
         let _ = write!(
             s,
             "); {} inline, {} lists across the ring's end, {} across the 16-bit WQE index, {} BlueFlame copies, \
-             {} 8-byte doorbells, {} bytes masked",
-            self.inline_wqes, self.wrapped_lists, self.index_wraps, self.blueflame, self.doorbells, self.masked_bytes
+             {} 8-byte doorbells, {} bytes masked; {} views from mlx5dv_init_obj posted through",
+            self.inline_wqes,
+            self.wrapped_lists,
+            self.index_wraps,
+            self.blueflame,
+            self.doorbells,
+            self.masked_bytes,
+            self.views
         );
         s
     }
@@ -263,6 +271,13 @@ struct Queue {
     transport: &'static str,
     /// Whether the provider's register is doorbell-only (`uuarn` 0).
     db_only: bool,
+    prefer_bf: bool,
+    /// The ring was just remade from the view: the BlueFlame half of its
+    /// first doorbell sets `bf_phase` (below).
+    fresh_view: bool,
+    /// XOR between libmlx5's BlueFlame offset and ours (0, or the register's
+    /// half after a view).
+    bf_phase: usize,
 }
 
 impl Queue {
@@ -276,6 +291,7 @@ impl Queue {
         let seed: u64 = f[8].parse().unwrap();
         let mut ring = Aligned::new(wqe_cnt as usize * 64);
         fill(ring.bytes_mut(), seed);
+        // libmlx5's records: [0] receive, [1] send (`MLX5_SND_DBR`).
         let mut dbrec = Aligned::new(64);
         let mut bf = Aligned::new(4096);
         // libmlx5 copies into BlueFlame only with a BlueFlame register (uuarn != 0).
@@ -287,7 +303,7 @@ impl Queue {
             SqRing::from_raw(
                 ring.as_mut_ptr(),
                 wqe_cnt,
-                dbrec.as_mut_ptr().cast::<Be32>(),
+                dbrec.as_mut_ptr().add(4).cast::<Be32>(),
                 bf.as_mut_ptr(),
                 ours_bf,
                 qpn,
@@ -306,7 +322,20 @@ impl Queue {
             // SAFETY: a UD QP or DCI: its WQEs carry the datagram segment.
             unsafe { sq.set_transport(SqTransport::Datagram) };
         }
-        Queue { sq, cq, ring, dbrec, _bf: bf, wqe_cnt, sig_all, transport, db_only: uuarn == 0 }
+        Queue {
+            sq,
+            cq,
+            ring,
+            dbrec,
+            _bf: bf,
+            wqe_cnt,
+            sig_all,
+            transport,
+            db_only: uuarn == 0,
+            prefer_bf,
+            fresh_view: false,
+            bf_phase: 0,
+        }
     }
 
     /// The WQE of `bbs` basic blocks at free-running block `start`.
@@ -438,6 +467,11 @@ pub fn check(out: &str, only: &[&str], mutation: Mutation) -> Result<SendStats, 
                 reqs.push(r);
             }
             "P" => posted = Some(f),
+            "I" => {
+                let q = q.as_mut().expect("an I line before any Q line");
+                view(q, &f, stats.lists)?;
+                stats.views += 1;
+            }
             "W" => {
                 let q = q.as_mut().expect("a W line before any Q line");
                 let p = posted.take().expect("a W line without its P line");
@@ -540,7 +574,7 @@ fn check_list(
     }
     // The doorbell record, in memory and in the recorded sequence.
     // SAFETY: the record is 4 aligned bytes of `dbrec`.
-    let ours_dbrec = unsafe { q.dbrec.as_mut_ptr().cast::<Be32>().read() }.get();
+    let ours_dbrec = unsafe { q.dbrec.as_mut_ptr().add(4).cast::<Be32>().read() }.get();
     if their_dbrec != ours_dbrec {
         return Err(Mismatch::value(&last_kind, &at(reqs.len() - 1), "doorbell record", their_dbrec, ours_dbrec).into());
     }
@@ -585,7 +619,14 @@ fn check_list(
     // halves (`offset ^= buf_size`) even without BlueFlame; the view of such
     // a QP gets bf.size 0 from `mlx5dv_init_obj` and rrddmma always stores
     // at the first half. libmlx5 itself rings at both, so each is a doorbell.
-    if !q.db_only && their_db_off != ours_off {
+    // MASK (after a view is made): `mlx5dv_qp` does not say which BlueFlame
+    // half libmlx5 wrote last, so a view starts at the first; the halves
+    // only keep consecutive copies apart. From the view's first doorbell
+    // on, the offsets must alternate as libmlx5's do, one half apart at most.
+    if std::mem::take(&mut q.fresh_view) {
+        q.bf_phase = their_db_off ^ ours_off;
+    }
+    if !q.db_only && their_db_off ^ q.bf_phase != ours_off {
         return Err(Mismatch::value(
             &last_kind,
             &at(reqs.len() - 1),
@@ -626,7 +667,7 @@ fn check_list(
         }
         .into());
     }
-    if !q.db_only && their_off_after != q.sq.bf_offset() {
+    if !q.db_only && their_off_after ^ q.bf_phase as u32 != q.sq.bf_offset() {
         return Err(Mismatch::value(
             &last_kind,
             &at(reqs.len() - 1),
@@ -640,5 +681,78 @@ fn check_list(
     let done = q.cq.req(q.sq.qpn(), *starts.last().unwrap() as u16);
     assert!(q.sq.retire(&done), "the list's last WQE retires");
     assert_eq!(q.sq.available(), q.wqe_cnt, "the ring is empty again");
+    Ok(())
+}
+
+/// A pointer `mlx5dv_init_obj` gave, as an offset into one of the queue's
+/// regions, mapped into ours: `None` when it points outside (`len` bytes
+/// must fit).
+fn map(base: *mut u8, size: usize, off: i64, len: usize) -> Option<*mut u8> {
+    let off = usize::try_from(off).ok()?;
+    (off.checked_add(len)? <= size).then(|| base.wrapping_add(off))
+}
+
+/// `mlx5dv_init_obj`'s report on the provider's queue, mapped onto ours,
+/// made into a ring by `obj::sq_ring_of` (the view code of `obj::sq_ring`):
+/// the ring must start where libmlx5 stands, and the lists after this one
+/// are posted through it and compared as before.
+fn view(q: &mut Queue, f: &[&str], list: usize) -> Result<(), Box<Mismatch>> {
+    let rc: i32 = f[0].parse().unwrap();
+    let sq_off: i64 = f[1].parse().unwrap();
+    let wqe_cnt: u32 = f[2].parse().unwrap();
+    let stride: u32 = f[3].parse().unwrap();
+    let db_off: i64 = f[4].parse().unwrap();
+    let bf_off: i64 = f[5].parse().unwrap();
+    let bf_size: u32 = f[6].parse().unwrap();
+    let their_pi: u32 = f[7].parse().unwrap();
+    let kind = format!("{} view (mlx5dv_init_obj)", q.transport);
+    let at = format!("after list {list}");
+    let bad = |field: &str, theirs: String, ours: String| -> Box<Mismatch> {
+        Mismatch::value(&kind, &at, field, theirs, ours).into()
+    };
+    if rc != 0 {
+        return Err(bad("mlx5dv_init_obj return", rc.to_string(), "0".into()));
+    }
+    let ring_len = q.ring.bytes().len();
+    let sq_buf = map(q.ring.as_mut_ptr(), ring_len, sq_off, wqe_cnt as usize * 64)
+        .ok_or_else(|| bad("sq.buf", format!("offset {sq_off}, {wqe_cnt} WQEs"), "outside the queue".into()))?;
+    let dbrec = map(q.dbrec.as_mut_ptr(), 64, db_off, 8)
+        .ok_or_else(|| bad("dbrec", format!("offset {db_off}"), "outside the records".into()))?;
+    let bf = map(q._bf.as_mut_ptr(), 4096, bf_off, 8)
+        .ok_or_else(|| bad("bf.reg", format!("offset {bf_off}"), "outside the BlueFlame page".into()))?;
+    let dv = rrddmma::bindings::mlx5dv_qp {
+        dbrec: dbrec.cast(),
+        sq: rrddmma::bindings::mlx5dv_qp__bindgen_ty_1 { buf: sq_buf.cast(), wqe_cnt, stride },
+        bf: rrddmma::bindings::mlx5dv_qp__bindgen_ty_3 { reg: bf.cast(), size: bf_size },
+        ..Default::default()
+    };
+    // SAFETY: `dv` points into this queue's buffers (mapped as libmlx5
+    // reported them), alive as long as the queue; the old ring is dropped
+    // below and no other ring writes them.
+    let mut sq = unsafe { rrddmma::mlx5dv::obj::sq_ring_of(&dv, q.sq.qpn()) }
+        .map_err(|e| bad("sq_ring_of", "a ring".into(), e.to_string()))?;
+    let ours_pi = sq.cur_post();
+    if ours_pi != their_pi & 0xffff {
+        return Err(bad(
+            "start producer index (from the send doorbell record)",
+            their_pi.to_string(),
+            ours_pi.to_string(),
+        ));
+    }
+    if sq.wqe_cnt() != q.wqe_cnt {
+        return Err(bad("wqe_cnt", q.wqe_cnt.to_string(), sq.wqe_cnt().to_string()));
+    }
+    // SAFETY: the "register" is test memory; the view's BlueFlame size is
+    // what libmlx5 reported for it.
+    unsafe { sq.set_blueflame(true) };
+    // After `set_blueflame`, which turns prefer-BF back on.
+    sq.set_prefer_bf(q.prefer_bf);
+    if q.transport != "RC" {
+        // SAFETY: a UD QP or DCI: its WQEs carry the datagram segment.
+        unsafe { sq.set_transport(SqTransport::Datagram) };
+    }
+    sq.bind_cq(&q.cq.ring);
+    q.sq = sq;
+    q.fresh_view = true;
     Ok(())
 }

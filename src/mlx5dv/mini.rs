@@ -1,0 +1,132 @@
+//! Compressed CQEs: the mini-CQE layout (`struct mlx5_mini_cqe8`), its
+//! three formats (`MLX5DV_CQE_RES_FORMAT_*`) and the expansion of one mini-CQE
+//! into the full CQE it stands for.
+//!
+//! A CQ created with a compression format may write a *session* in place of
+//! `n` CQEs that differ only in a few fields: at the session's first entry a
+//! title CQE (format bits 3, `byte_cnt` = `n`, the fields the `n` CQEs
+//! share), then arrays of eight 8-byte mini-CQEs, one per CQE: the first
+//! array in the entry after the title, array `k >= 1` in the entry of CQE
+//! `8k`. The other entries of the session are not written. CQE `i` of the
+//! session is the title with its byte count, WQE counter and the format's
+//! field taken from mini-CQE `i` ([`expand`]). [`CqRing`](super::cq::CqRing)
+//! expands sessions when told the format
+//! ([`CqRing::set_compression`](super::cq::CqRing::set_compression)).
+
+use super::be::{Be16, Be32};
+use super::cqe::Cqe64;
+
+/// `MLX5_COMPRESSED`: the format bits (`op_own` bits 2-3) of a title CQE.
+pub const COMPRESSED: u8 = 3;
+
+/// Mini-CQEs in one array (one 64-byte entry).
+pub const PER_ARRAY: u32 = 8;
+
+/// The contents of the mini-CQEs of a compressed session
+/// (`enum mlx5dv_cqe_comp_res_format`): besides the byte count, each mini-CQE
+/// carries one of these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[doc(alias = "mlx5dv_cqe_comp_res_format")]
+pub enum CqeResFormat {
+    /// `MLX5DV_CQE_RES_FORMAT_HASH`: the RSS hash result (CQE bytes 12-15).
+    Hash,
+    /// `MLX5DV_CQE_RES_FORMAT_CSUM`: the packet checksum (CQE bytes 20-21).
+    Csum,
+    /// `MLX5DV_CQE_RES_FORMAT_CSUM_STRIDX`: checksum and stride index
+    /// (striding RQs; the stride index is the CQE's WQE counter).
+    CsumStridx,
+}
+
+impl CqeResFormat {
+    /// The C value (`MLX5DV_CQE_RES_FORMAT_*`).
+    pub const fn to_raw(self) -> u8 {
+        match self {
+            CqeResFormat::Hash => 1,
+            CqeResFormat::Csum => 2,
+            CqeResFormat::CsumStridx => 4,
+        }
+    }
+
+    /// The C name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            CqeResFormat::Hash => "MLX5DV_CQE_RES_FORMAT_HASH",
+            CqeResFormat::Csum => "MLX5DV_CQE_RES_FORMAT_CSUM",
+            CqeResFormat::CsumStridx => "MLX5DV_CQE_RES_FORMAT_CSUM_STRIDX",
+        }
+    }
+}
+
+/// One mini-CQE (`struct mlx5_mini_cqe8`): four bytes whose meaning the
+/// format decides (RSS hash; or checksum and stride index), then the byte
+/// count.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct MiniCqe {
+    /// `rx_hash_result` ([`CqeResFormat::Hash`]), or `checksum` (bytes 0-1)
+    /// and `stridx` (bytes 2-3).
+    pub info: [u8; 4],
+    /// `byte_cnt`.
+    pub byte_cnt: Be32,
+}
+
+const _: () = assert!(std::mem::size_of::<MiniCqe>() == 8);
+
+/// Where mini-CQE `i` of a session lies: the entry (counted from the
+/// title's) holding its array, and its place in that array.
+#[inline]
+pub const fn position(i: u32) -> (u32, u32) {
+    if i < PER_ARRAY {
+        (1, i)
+    } else {
+        (i - i % PER_ARRAY, i % PER_ARRAY)
+    }
+}
+
+/// CQE `i` of the session under `title`, from its mini-CQE `m`: the title
+/// with `byte_cnt` from `m`, the format's field from `m` (`format`), the WQE
+/// counter the title's plus `i` (the stride index of `m` for
+/// [`CqeResFormat::CsumStridx`]), format bits 0 and the owner bit `owner`
+/// of the entry the CQE occupies. With `format` `None` only byte count and
+/// WQE counter are taken (the rest of `m` is left out).
+#[inline]
+pub fn expand(title: &Cqe64, m: &MiniCqe, i: u32, format: Option<CqeResFormat>, owner: u8) -> Cqe64 {
+    let mut c = *title;
+    c.byte_cnt = m.byte_cnt;
+    c.wqe_counter = Be16::new(title.wqe_counter.get().wrapping_add(i as u16));
+    match format {
+        Some(CqeResFormat::Hash) => c.rsvd0[12..16].copy_from_slice(&m.info),
+        Some(CqeResFormat::Csum) => c.rsvd0[20..22].copy_from_slice(&m.info[..2]),
+        Some(CqeResFormat::CsumStridx) => {
+            c.rsvd0[20..22].copy_from_slice(&m.info[..2]);
+            c.wqe_counter = Be16::new(u16::from_be_bytes([m.info[2], m.info[3]]));
+        }
+        None => {}
+    }
+    c.op_own = (title.op_own & 0xf2) | (owner & 1);
+    c
+}
+
+#[cfg(all(test, not(rrddmma_mlnx_ofed4)))]
+mod tests {
+    use super::*;
+    use crate::bindings as ffi;
+
+    #[test]
+    fn formats_have_the_header_values() {
+        use ffi::mlx5dv_cqe_comp_res_format as F;
+        assert_eq!(u32::from(CqeResFormat::Hash.to_raw()), F::MLX5DV_CQE_RES_FORMAT_HASH.0);
+        assert_eq!(u32::from(CqeResFormat::Csum.to_raw()), F::MLX5DV_CQE_RES_FORMAT_CSUM.0);
+        assert_eq!(u32::from(CqeResFormat::CsumStridx.to_raw()), F::MLX5DV_CQE_RES_FORMAT_CSUM_STRIDX.0);
+    }
+
+    #[test]
+    fn arrays_sit_after_the_title_then_at_every_eighth_entry() {
+        assert_eq!(position(0), (1, 0));
+        assert_eq!(position(7), (1, 7));
+        assert_eq!(position(8), (8, 0));
+        assert_eq!(position(15), (8, 7));
+        assert_eq!(position(16), (16, 0));
+        assert_eq!(position(61), (56, 5));
+    }
+}
