@@ -49,6 +49,8 @@ pub struct SqRing {
     /// Largest WQE (DS) sent by BlueFlame without inline data: `bf_max_ds`
     /// when BlueFlame is preferred (libmlx5's default), else 0.
     bf_max_ds_plain: u32,
+    /// Whether BlueFlame is preferred without inline data ([`SqRing::set_prefer_bf`]).
+    prefer_bf: bool,
     /// Per basic block: the free-running index of the WQE that covers it
     /// (written at `finish`). A block starts a WQE exactly when its entry
     /// equals its own free-running index; continuation blocks hold their
@@ -192,6 +194,7 @@ impl SqRing {
             last_ds: 0,
             last_inline: false,
             bf_max_ds_plain: bf_size / DS_BYTES as u32,
+            prefer_bf: true,
             // No block starts a WQE yet: entry i != i (the ring is at index 0).
             starts: (0..wqe_cnt).map(|i| i.wrapping_sub(1)).collect(),
             sizes: vec![0; wqe_cnt as usize].into_boxed_slice(),
@@ -267,11 +270,13 @@ impl SqRing {
     /// Whether single-WQE doorbells that fit go through BlueFlame even
     /// without inline data (libmlx5's `MLX5_POST_SEND_PREFER_BF`, default on).
     pub fn set_prefer_bf(&mut self, yes: bool) {
+        self.prefer_bf = yes;
         self.bf_max_ds_plain = if yes { self.bf_max_ds } else { 0 };
     }
 
     /// Uses the queue's BlueFlame buffer (when it has one) for single-WQE
-    /// doorbells, or stops using it.
+    /// doorbells, or stops using it. The [`SqRing::set_prefer_bf`] choice
+    /// is kept.
     ///
     /// # Safety
     /// With `yes`, the BlueFlame register must be this QP's alone: libmlx5
@@ -281,7 +286,8 @@ impl SqRing {
         self.bf_size = if yes { self.bf_size_available } else { 0 };
         self.bf_offset = 0;
         self.bf_max_ds = self.bf_size / DS_BYTES as u32;
-        self.bf_max_ds_plain = self.bf_max_ds;
+        // The prefer-BF choice stays as set.
+        self.bf_max_ds_plain = if self.prefer_bf { self.bf_max_ds } else { 0 };
     }
 
     /// The QP number the ring's control segments carry.
@@ -858,3 +864,43 @@ macro_rules! segments {
     )*};
 }
 segments!(RaddrSeg, AtomicSeg, MaskedCasSeg, MaskedFaSeg, DatagramSeg, EthSeg);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mlx5dv::mmio::{Op, Recorder};
+
+    /// Stores between `wc_start` and the flush of one doorbell.
+    fn stores(ring: &mut SqRing) -> usize {
+        // SAFETY: a SEND with one data segment; the ring is test memory no
+        // device reads, so the segment's address is never dereferenced.
+        unsafe { ring.wqe(WqeOpcode::SEND, 0, CtrlFlags::empty(), 0).data(8, 1, 0x1000) }.finish();
+        let mut rec = Recorder::default();
+        ring.ring(&mut rec);
+        rec.ops.iter().filter(|o| matches!(o, Op::Write64(..))).count()
+    }
+
+    /// Regression (libmlx5 harness, views): turning BlueFlame on kept
+    /// nothing of an earlier `set_prefer_bf(false)`, so a view set up in that
+    /// order copied WQEs without inline data where libmlx5 rings an 8-byte
+    /// doorbell.
+    #[test]
+    fn set_blueflame_keeps_the_prefer_bf_choice() {
+        let mut buf = vec![0u64; 8 * 8];
+        let mut dbrec = [Be32::default(); 2];
+        let mut bf = vec![0u64; 64];
+        // SAFETY: test memory of the sizes and alignments `from_raw` asks for.
+        let mut ring = unsafe {
+            SqRing::from_raw(buf.as_mut_ptr().cast(), 8, dbrec.as_mut_ptr(), bf.as_mut_ptr().cast(), 0, 0x42)
+        };
+        ring.bf_size_available = 256;
+        ring.set_prefer_bf(false);
+        // SAFETY: the "register" is test memory of this ring alone.
+        unsafe { ring.set_blueflame(true) };
+        assert_eq!(stores(&mut ring), 1, "no inline data, prefer-BF off: an 8-byte doorbell");
+        ring.set_prefer_bf(true);
+        // SAFETY: as above.
+        unsafe { ring.set_blueflame(true) };
+        assert_eq!(stores(&mut ring), 8, "prefer-BF on: the 64-byte block through BlueFlame");
+    }
+}

@@ -742,11 +742,11 @@ fn view(q: &mut Queue, f: &[&str], list: usize) -> Result<(), Box<Mismatch>> {
     if sq.wqe_cnt() != q.wqe_cnt {
         return Err(bad("wqe_cnt", q.wqe_cnt.to_string(), sq.wqe_cnt().to_string()));
     }
-    // SAFETY: the "register" is test memory; the view's BlueFlame size is
-    // what libmlx5 reported for it.
-    unsafe { sq.set_blueflame(true) };
-    // After `set_blueflame`, which turns prefer-BF back on.
     sq.set_prefer_bf(q.prefer_bf);
+    // SAFETY: the "register" is test memory; the view's BlueFlame size is
+    // what libmlx5 reported for it. (Found by this check: `set_blueflame`
+    // turned prefer-BF back on; it now keeps the choice, set before it here.)
+    unsafe { sq.set_blueflame(true) };
     if q.transport != "RC" {
         // SAFETY: a UD QP or DCI: its WQEs carry the datagram segment.
         unsafe { sq.set_transport(SqTransport::Datagram) };
