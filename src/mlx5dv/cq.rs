@@ -374,3 +374,50 @@ impl CqRing {
         self.arm_sn = self.arm_sn.wrapping_add(1);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A title whose count is 0 or past the ring (a device value) neither
+    /// panics nor reads past one lap: the count is cut to 1..=cqe_cnt.
+    #[test]
+    fn a_title_count_outside_the_ring_is_cut_to_it() {
+        for count in [0u32, 1000, u32::MAX] {
+            let mut buf = vec![0u64; 8 * 8];
+            // Every entry invalid with owner 1 (a fresh CQ)...
+            for i in 0..8 {
+                buf[i * 8 + 7] = u64::from_ne_bytes([0, 0, 0, 0, 0, 0, 0, 0xf1]);
+            }
+            // ...but entry 0: a title of `count` CQEs, owner 0 (lap 0).
+            let title = Cqe64 {
+                byte_cnt: Be32::new(count),
+                op_own: (CqeOpcode::RESP_SEND.to_raw() << 4) | (mini::COMPRESSED << 2),
+                ..Cqe64::default()
+            };
+            // SAFETY: `Cqe64` is 64 plain bytes; entry 0 of `buf`.
+            unsafe { std::ptr::write(buf.as_mut_ptr().cast::<Cqe64>(), title) };
+            let mut dbrec = [Be32::default(); 2];
+            let mut uar = [0u64; 8];
+            // SAFETY: test memory of the sizes `from_raw` asks for; `buf`
+            // comes from a mutable pointer and only this ring writes it.
+            let mut ring = unsafe {
+                CqRing::from_raw(
+                    buf.as_mut_ptr().cast_const().cast(),
+                    8,
+                    64,
+                    dbrec.as_mut_ptr(),
+                    uar.as_mut_ptr().cast(),
+                    1,
+                )
+            };
+            // SAFETY: as above.
+            unsafe { ring.set_compression(Some(CqeResFormat::Hash)) };
+            let want = count.clamp(1, 8) as usize;
+            assert_eq!(ring.horizon(), want as u64, "count {count}");
+            let mut out = [Cqe64::default(); 16];
+            assert_eq!(ring.poll_cqes(&mut out), want, "count {count}");
+            assert_eq!(ring.poll_cqes(&mut out), 0, "count {count}: the session's entries are marked invalid");
+        }
+    }
+}
