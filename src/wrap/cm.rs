@@ -128,8 +128,17 @@ pub fn connect_rc_cm(addr: SocketAddr, opts: &CmOpts) -> Result<CmConn> {
     let (pd, send_cq, recv_cq, qp) = parts(&id, opts)?;
     id.set_access(opts.access);
     id.connect(&qp, &opts.param())?;
-    let ev = id.expect(CmEventType::CONNECT_RESPONSE, Instant::now() + opts.timeout)?;
-    id.establish(&qp)?;
+    // The id has the channel to itself. On iWARP the kernel's iWARP CM
+    // brings the QP to RTS itself and the reply is `ESTABLISHED`; elsewhere
+    // it is `CONNECT_RESPONSE`, and `establish` moves the QP and answers.
+    let ev = id.channel().wait(Instant::now() + opts.timeout)?;
+    let ev = if ev.kind() == CmEventType::ESTABLISHED {
+        ev.expect(CmEventType::ESTABLISHED)?
+    } else {
+        let ev = ev.expect(CmEventType::CONNECT_RESPONSE)?;
+        id.establish(&qp)?;
+        ev
+    };
     Ok(CmConn { qp, send_cq, recv_cq, pd, peer_data: ev.private_data().to_vec(), id })
 }
 

@@ -24,6 +24,7 @@ mod newer_kernel;
 mod ops;
 mod prim_regressions;
 mod resources;
+mod srq_limit;
 mod stress;
 mod ud_srq;
 mod wrap;

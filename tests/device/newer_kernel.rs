@@ -112,3 +112,57 @@ fn odp_region_takes_write_read_and_atomic_on_pages_never_touched() {
     assert_eq!(u64::from_ne_bytes(mem[q..q + 8].try_into().unwrap()), 41, "the atomic landed in process memory");
     eprintln!("odp: WRITE, READ and FETCH_ADD through untouched pages on {} under kernel {}", ctx.name(), kernel());
 }
+
+/// The running kernel's (major, minor).
+fn kernel_version() -> (u32, u32) {
+    let r = kernel();
+    let mut it = r.split(['.', '-', '+']).map(|x| x.parse::<u32>().unwrap_or(0));
+    (it.next().unwrap_or(0), it.next().unwrap_or(0))
+}
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn atomic_write_places_eight_bytes_or_is_unsupported() {
+    use rrddmma::prim::{ConnectOpts, Qp, QpType, SendFlags, SendOps};
+
+    let ctx = open_device();
+    let attr = ctx.query_device_ex().unwrap();
+    let reported = attr.device_cap_flags_ex & (1 << 40) != 0;
+    // rxe executes ATOMIC WRITE since Linux 6.2.
+    if attr.orig_attr.vendor_id == 0xff_ffff {
+        assert_eq!(reported, kernel_version() >= (6, 2), "rxe's ATOMIC WRITE capability under kernel {}", kernel());
+    }
+    let pd = Pd::alloc(&ctx).unwrap();
+    let cq = Cq::create(&ctx, 16).unwrap();
+    let ops = SendOps::BASIC | SendOps::ATOMIC_WRITE;
+    let built = Qp::builder(&pd, QpType::RC, &cq, &cq).send_ops(ops).build();
+    if !reported {
+        let e = built.unwrap_err();
+        assert!(
+            matches!(e, Error::Unsupported { op: "ibv_create_qp_ex", feature } if feature.contains("ATOMIC WRITE")),
+            "{e:?}"
+        );
+        eprintln!("atomic write: typed Unsupported on {} under kernel {}", ctx.name(), kernel());
+        return;
+    }
+    let qa = built.expect("an extended QP with ATOMIC WRITE on a device that reports it");
+    let qb = Qp::builder(&pd, QpType::RC, &cq, &cq).build().unwrap();
+    let o = ConnectOpts::default().access(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ);
+    let gi = o.gid_index_on(&ctx).unwrap();
+    let (ea, eb) = (qa.endpoint(1, gi, 11).unwrap(), qb.endpoint(1, gi, 12).unwrap());
+    qa.connect(&eb, ea.psn, &o).unwrap();
+    qb.connect(&ea, eb.psn, &o).unwrap();
+    let mut target = Buf::new(&pd, 4096);
+    target.bytes().fill(0xab);
+    let value = 0x0123_4567_89ab_cdef_u64;
+    // SAFETY: the batch names no local memory.
+    let mut batch = unsafe { qa.wr_batch() };
+    batch.atomic_write(5, SendFlags::SIGNALED, target.mr.remote().at(64), value).expect("ibv_wr_atomic_write");
+    batch.complete().unwrap();
+    let wc = poll_one(&cq);
+    assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (5, WcStatus::SUCCESS, WcOpcode::ATOMIC_WRITE));
+    let b = target.bytes();
+    assert_eq!(u64::from_ne_bytes(b[64..72].try_into().unwrap()), value, "the eight bytes landed");
+    assert!(b[56..64].iter().chain(&b[72..80]).all(|&x| x == 0xab), "nothing beside them changed");
+    eprintln!("atomic write: eight bytes placed on {} under kernel {}", ctx.name(), kernel());
+}

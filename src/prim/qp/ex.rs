@@ -48,6 +48,12 @@ impl SendOps {
         .union(SendOps::ATOMIC_FETCH_AND_ADD);
 }
 
+/// `IB_UVERBS_DEVICE_ATOMIC_WRITE` (the kernel's `ib_user_verbs.h`): the
+/// bit of `ibv_device_attr_ex::device_cap_flags_ex` by which a device says
+/// it executes ATOMIC WRITE (rxe since Linux 6.2). rdma-core passes the
+/// kernel's flags through without naming this one.
+pub(crate) const DEVICE_ATOMIC_WRITE: u64 = 1 << 40;
+
 /// Most entries a rewritten list may have (rxe's own limit is 32).
 const MAX_PIECES: usize = 32;
 /// Largest inline payload gathered on the stack for the rxe workaround.
@@ -412,6 +418,34 @@ impl WrBatch<'_> {
             ffi::ibv_wr_atomic_cmp_swp(q, remote.rkey, remote.addr, compare, swap);
             ffi::ibv_wr_set_sge(q, sge.lkey(), sge.addr(), sge.len());
         }
+    }
+
+    /// 8-byte ATOMIC WRITE (IBTA 1.5) of `value` at `remote`
+    /// (`ibv_wr_atomic_write`): the responder places the eight bytes as one
+    /// unit, in this host's byte order, so that a `u64` read there on a host
+    /// of the same order sees `value`. No local memory is involved. `remote`
+    /// must be 8-byte aligned in a region with remote write access.
+    ///
+    /// The QP must have been created with [`SendOps::ATOMIC_WRITE`]
+    /// ([`QpBuilder::build`](super::QpBuilder::build) refuses that with
+    /// [`Error::Unsupported`] on a device that does not report the
+    /// capability); a provider without the entry point gives
+    /// [`Error::Unsupported`] here, leaving the batch as it was.
+    ///
+    /// # Panics
+    /// On a UD QP.
+    #[inline]
+    pub fn atomic_write(&mut self, wr_id: u64, flags: SendFlags, remote: RemoteAddr, value: u64) -> Result<()> {
+        // SAFETY: live extended QP; a plain function-pointer field.
+        let Some(entry) = (unsafe { (*self.ex.as_ptr()).wr_atomic_write }) else {
+            return Err(Error::Unsupported { op: "ibv_wr_atomic_write", feature: "ATOMIC WRITE in the provider" });
+        };
+        let q = self.begin(wr_id, flags);
+        let bytes = value.to_ne_bytes();
+        // SAFETY: open batch; the provider copies the operation and the
+        // eight bytes now.
+        unsafe { entry(q, remote.rkey, remote.addr, bytes.as_ptr().cast()) };
+        Ok(())
     }
 
     /// Posts the batch with one doorbell (`ibv_wr_complete`).
