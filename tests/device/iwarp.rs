@@ -90,12 +90,14 @@ fn rc_through_the_cm_write_send_and_read() {
     conn.set_access(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ);
     let mut target = RegisteredMem::new(&spd, 4096).unwrap();
     target.write(2048, b"read me back over the wire");
+    let token = target.remote().to_bytes();
+    conn.accept(&sqp, &ConnParam { private_data: &token, ..ConnParam::default() }).unwrap();
+    // After the accept: rxe refuses receives on a QP in RESET. The client
+    // sends only once it sees the connection established.
     let inbox = RegisteredMem::new(&spd, 64).unwrap();
     let rsge = [inbox.sge(0..64)];
     // SAFETY: `inbox` is registered on the server's PD and outlives the completion.
     unsafe { sqp.post_recv(&mut [RecvWr::new(&rsge, 3)]) }.unwrap();
-    let token = target.remote().to_bytes();
-    conn.accept(&sqp, &ConnParam { private_data: &token, ..ConnParam::default() }).unwrap();
 
     let reply = if iwarp {
         client.expect(CmEventType::ESTABLISHED, deadline()).expect("iWARP: ESTABLISHED answers rdma_connect")
