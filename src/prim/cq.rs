@@ -606,6 +606,14 @@ impl Wc {
         (self.0.wc_flags & with_imm != 0).then(|| u32::from_be(unsafe { self.0.__bindgen_anon_1.imm_data }))
     }
 
+    /// The key a SEND with invalidate made invalid here, if the completion
+    /// says so ([`WcFlags::WITH_INV`](super::WcFlags::WITH_INV)).
+    pub fn invalidated_rkey(&self) -> Option<u32> {
+        let with_inv = ffi::ibv_wc_flags::IBV_WC_WITH_INV.0;
+        // SAFETY: the union's `imm_data` and `invalidated_rkey` are both plain u32.
+        (self.0.wc_flags & with_inv != 0).then(|| unsafe { self.0.__bindgen_anon_1.invalidated_rkey })
+    }
+
     /// Completion flags (GRH present, immediate, ...).
     pub fn flags(&self) -> WcFlags {
         WcFlags::from_bits_retain(self.0.wc_flags)

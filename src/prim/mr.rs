@@ -102,7 +102,8 @@ impl Mr {
     pub unsafe fn register_implicit_odp(pd: &Pd, access: AccessFlags) -> Result<Mr> {
         let odp = pd.context().query_device_ex()?.odp_caps.general_caps;
         let bit = |b: ffi::ibv_odp_general_caps| odp & u64::from(b.0) != 0;
-        if !bit(ffi::ibv_odp_general_caps::IBV_ODP_SUPPORT) || !bit(ffi::ibv_odp_general_caps::IBV_ODP_SUPPORT_IMPLICIT) {
+        if !bit(ffi::ibv_odp_general_caps::IBV_ODP_SUPPORT) || !bit(ffi::ibv_odp_general_caps::IBV_ODP_SUPPORT_IMPLICIT)
+        {
             return Err(Error::Unsupported { op: "ibv_reg_mr", feature: "implicit on-demand paging" });
         }
         // SAFETY: the caller's contract covers all memory.

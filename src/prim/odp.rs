@@ -54,7 +54,8 @@ impl Pd {
         let flags = if flush { ffi::ib_uverbs_advise_mr_flag::IB_UVERBS_ADVISE_MR_FLAG_FLUSH.0 } else { 0 };
         // SAFETY: live PD; `Sge` has the layout of `ibv_sge`; the list is
         // read during the call (the verb does not write it).
-        let rc = unsafe { ffi::ibv_advise_mr(self.as_ptr(), advice.to_raw(), flags, sges.as_ptr().cast_mut().cast(), n) };
+        let rc =
+            unsafe { ffi::ibv_advise_mr(self.as_ptr(), advice.to_raw(), flags, sges.as_ptr().cast_mut().cast(), n) };
         if rc != 0 {
             return Err(match Error::code("ibv_advise_mr", rc) {
                 Error::Unsupported { op, .. } => Error::Unsupported { op, feature: "ODP prefetch (advise_mr)" },

@@ -20,6 +20,7 @@ mod features;
 mod iwarp;
 mod loopback;
 mod mlx5dv;
+mod mw2;
 mod newer_kernel;
 mod ops;
 mod prim_regressions;

@@ -202,7 +202,7 @@ fn odp_prefetch_and_implicit_odp_work_or_are_unsupported() {
             let mut src = Buf::new(&pd, 4096);
             src.bytes()[..64].copy_from_slice(&[0x3c; 64]);
             let s = [src.mr.sge(0, 64)];
-            let at = landing.as_ptr() as u64 + PAGE as u64;
+            let at = landing.as_mut_ptr() as u64 + PAGE as u64;
             // SAFETY: `src` and `landing` outlive the completion.
             unsafe { qa.post_send(&mut [SendWr::write(&s, whole.remote().at(at)).wr_id(9).signaled()]) }.unwrap();
             let wc = poll_one(&cq);

@@ -58,7 +58,12 @@ pub fn root() -> PathBuf {
 /// Runs a command at the workspace root, echoing it; fails on a non-zero exit.
 pub fn run(cmd: &mut Command) -> Result<()> {
     eprintln!("$ {}", show(cmd));
-    let status = cmd.current_dir(root()).status().map_err(|e| format!("{}: {e}", show(cmd)))?;
+    // The repository root, unless the caller chose a directory (apt-get
+    // download and the unpacking of kernels and siw write into theirs).
+    if cmd.get_current_dir().is_none() {
+        cmd.current_dir(root());
+    }
+    let status = cmd.status().map_err(|e| format!("{}: {e}", show(cmd)))?;
     if !status.success() {
         return Err(format!("`{}` failed ({status})", show(cmd)).into());
     }

@@ -15,7 +15,8 @@ use crate::bindings as ffi;
 use crate::prim::cvalue::c_type;
 use crate::prim::error::{Error, Result};
 use crate::prim::wr::{RemoteAddr, SendWr, Sge};
-use crate::prim::{QpType, SendFlags};
+use crate::prim::Mw;
+use crate::prim::{AccessFlags, Mr, MwType, QpType, RemoteMr, SendFlags};
 
 c_type! {
     /// Operations an extended QP may post (`enum ibv_qp_create_send_ops_flags`,
@@ -416,6 +417,92 @@ impl WrBatch<'_> {
         // SAFETY: open batch; the provider copies the operation and entry now.
         unsafe {
             ffi::ibv_wr_atomic_cmp_swp(q, remote.rkey, remote.addr, compare, swap);
+            ffi::ibv_wr_set_sge(q, sge.lkey(), sge.addr(), sge.len());
+        }
+    }
+
+    /// Binds the type-2 window `mw` to `len` bytes at `offset` of `mr` with
+    /// remote `access` (`ibv_wr_bind_mw`), under the window's next key
+    /// (`ibv_inc_rkey` of [`Mw::rkey`](crate::prim::Mw::rkey)), which the
+    /// window answers to from now on. Returns the window's token: valid,
+    /// for requests arriving on this QP only (type 2B), once the bind
+    /// completes; a peer's request with the earlier key is refused. The
+    /// window keeps `mr` registered as [`Qp::bind_mw`] does. `len == 0`
+    /// unbinds. The QP needs [`SendOps::BIND_MW`], `mr` the access
+    /// [`AccessFlags::MW_BIND`](crate::prim::AccessFlags::MW_BIND). A
+    /// provider without the entry point gives [`Error::Unsupported`],
+    /// leaving the batch as it was.
+    ///
+    /// # Panics
+    /// On a UD QP; if `mw` is not of type 2 (type 1 binds through
+    /// [`Qp::bind_mw`]); if the range is outside `mr`, or the window, the
+    /// region and the QP do not share one PD and device context.
+    #[inline]
+    pub fn bind_mw(
+        &mut self,
+        wr_id: u64,
+        flags: SendFlags,
+        mw: &mut Mw,
+        mr: &Mr,
+        (offset, len): (u64, u64),
+        access: AccessFlags,
+    ) -> Result<RemoteMr> {
+        assert!(
+            mw.mw_type() == MwType::TYPE_2,
+            "WrBatch::bind_mw binds type 2 windows; this one is {:?} (type 1: Qp::bind_mw)",
+            mw.mw_type()
+        );
+        mw.check_bind(self.qp, mr, offset, len);
+        // SAFETY: live extended QP; a plain function-pointer field.
+        let Some(entry) = (unsafe { (*self.ex.as_ptr()).wr_bind_mw }) else {
+            return Err(Error::Unsupported { op: "ibv_wr_bind_mw", feature: "type-2 window binds in the provider" });
+        };
+        let rkey = ffi::ibv_inc_rkey(mw.rkey());
+        let info = ffi::ibv_mw_bind_info {
+            mr: if len == 0 { std::ptr::null_mut() } else { mr.as_ptr() },
+            addr: if len == 0 { 0 } else { mr.addr() + offset },
+            length: len,
+            mw_access_flags: access.bits(),
+        };
+        let q = self.begin(wr_id, flags);
+        // SAFETY: open batch; live window and region of this QP's PD
+        // (checked); the provider copies the bind now.
+        unsafe { entry(q, mw.as_ptr(), rkey, &info) };
+        mw.bound_type2(rkey, (len != 0).then_some(mr));
+        Ok(RemoteMr { addr: mr.addr() + offset, len, rkey })
+    }
+
+    /// Invalidates the local key `rkey` (a type-2 window's, or a region's
+    /// that allows it) through the send queue (`ibv_wr_local_inv`): once the
+    /// request completes, peers' requests with that key are refused. The QP
+    /// needs [`SendOps::LOCAL_INV`].
+    ///
+    /// # Panics
+    /// On a UD QP.
+    #[inline]
+    pub fn local_inv(&mut self, wr_id: u64, flags: SendFlags, rkey: u32) {
+        let q = self.begin(wr_id, flags);
+        // SAFETY: open batch; plain values, copied now.
+        unsafe { ffi::ibv_wr_local_inv(q, rkey) };
+    }
+
+    /// SEND of one registered entry that also invalidates the peer's key
+    /// `rkey` (`ibv_wr_send_inv`): the peer's receive completion carries
+    /// [`WcFlags::WITH_INV`](crate::prim::WcFlags::WITH_INV) and the key
+    /// ([`Wc::invalidated_rkey`](crate::prim::Wc::invalidated_rkey)). The QP
+    /// needs [`SendOps::SEND_WITH_INV`].
+    ///
+    /// # Panics
+    /// On a UD QP.
+    ///
+    /// # Safety
+    /// As [`WrBatch::post`], for `sge`.
+    #[inline]
+    pub unsafe fn send_inv(&mut self, wr_id: u64, flags: SendFlags, sge: &Sge, rkey: u32) {
+        let q = self.begin(wr_id, flags);
+        // SAFETY: open batch; the provider copies the operation and entry now.
+        unsafe {
+            ffi::ibv_wr_send_inv(q, rkey);
             ffi::ibv_wr_set_sge(q, sge.lkey(), sge.addr(), sge.len());
         }
     }
