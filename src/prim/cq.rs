@@ -605,6 +605,19 @@ impl Wc {
         (self.0.wc_flags & with_imm != 0).then(|| u32::from_be(unsafe { self.0.__bindgen_anon_1.imm_data }))
     }
 
+    /// The key a SEND with invalidate made invalid here, if the completion
+    /// says so ([`WcFlags::WITH_INV`](super::WcFlags::WITH_INV)).
+    ///
+    /// rxe (seen under Linux 6.1 and 7.3.4) flags such a completion with the kernel's
+    /// bit for it, which rdma-core names `IP_CSUM_OK`, so this is `None`
+    /// there although the key was invalidated and stands in the
+    /// completion's `invalidated_rkey` member.
+    pub fn invalidated_rkey(&self) -> Option<u32> {
+        let with_inv = ffi::ibv_wc_flags::IBV_WC_WITH_INV.0;
+        // SAFETY: the union's `imm_data` and `invalidated_rkey` are both plain u32.
+        (self.0.wc_flags & with_inv != 0).then_some(unsafe { self.0.__bindgen_anon_1.invalidated_rkey })
+    }
+
     /// Completion flags (GRH present, immediate, ...).
     pub fn flags(&self) -> WcFlags {
         WcFlags::from_bits_retain(self.0.wc_flags)

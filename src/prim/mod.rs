@@ -23,6 +23,7 @@ mod handle;
 mod local;
 mod mr;
 mod mw;
+mod odp;
 mod pd;
 mod port;
 mod qp;
@@ -46,6 +47,7 @@ pub use gid::{Gid, GidEntry, GidType};
 pub use local::{LocalCq, LocalQp, TdParentDomain};
 pub use mr::{Mr, RemoteMr};
 pub use mw::Mw;
+pub use odp::Advice;
 pub use pd::Pd;
 pub use port::{PortAttr, Speed, Width};
 pub use qp::{

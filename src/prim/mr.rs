@@ -79,6 +79,37 @@ impl Mr {
         unsafe { Mr::register_backed(pd, addr, len, access, None) }
     }
 
+    /// An implicit on-demand-paging region: the whole address space of this
+    /// process, paged in as requests touch it (`ibv_reg_mr` of address 0
+    /// and length `SIZE_MAX` with `IBV_ACCESS_ON_DEMAND`, added here to
+    /// `access`). [`Mr::addr`] is 0, so an offset is a virtual address:
+    /// `mr.sge(ptr as usize, len)`, `mr.remote().at(ptr as u64)`.
+    ///
+    /// [`Error::Unsupported`] (feature `implicit on-demand paging`),
+    /// decided before the system call, on a device that does not report
+    /// `IBV_ODP_SUPPORT_IMPLICIT` (rxe has explicit ODP only; mlx5 has it).
+    ///
+    /// # Safety
+    /// Every page of the process becomes reachable through the region's
+    /// keys: each request posted with its local key, and each peer given its
+    /// remote key with the `access` granted, may read or write any address,
+    /// as with [`Mr::register`] over all memory at once. The caller must hand
+    /// the keys only to requests and peers that touch memory it means them
+    /// to, and keep that memory allocated while they may.
+    ///
+    /// # References
+    /// `ibv_reg_mr(3)` (implicit ODP)
+    pub unsafe fn register_implicit_odp(pd: &Pd, access: AccessFlags) -> Result<Mr> {
+        let odp = pd.context().query_device_ex()?.odp_caps.general_caps;
+        let bit = |b: ffi::ibv_odp_general_caps| odp & u64::from(b.0) != 0;
+        if !bit(ffi::ibv_odp_general_caps::IBV_ODP_SUPPORT) || !bit(ffi::ibv_odp_general_caps::IBV_ODP_SUPPORT_IMPLICIT)
+        {
+            return Err(Error::Unsupported { op: "ibv_reg_mr", feature: "implicit on-demand paging" });
+        }
+        // SAFETY: the caller's contract covers all memory.
+        unsafe { Mr::register_backed(pd, std::ptr::null_mut(), usize::MAX, access | AccessFlags::ON_DEMAND, None) }
+    }
+
     /// [`Mr::register`] for memory owned by `backing`, which is dropped only
     /// after the region is deregistered successfully (and leaked otherwise).
     ///

@@ -95,6 +95,42 @@ impl Mw {
 
     /// Records a posted bind to `mr` (`None`: an unbind): the region of the
     /// previous bind joins the retired ones, once.
+    /// The window's type, as allocated.
+    pub fn mw_type(&self) -> MwType {
+        // SAFETY: live window; a plain field set at allocation.
+        unsafe { std::ptr::addr_of!((*self.0.as_ptr()).type_).read() }.into()
+    }
+
+    /// Records a type-2 bind posted with `rkey`: the window answers to it
+    /// from now on ([`Mw::rkey`]), and keeps `mr` (if any) registered.
+    pub(crate) fn bound_type2(&mut self, rkey: u32, mr: Option<&Mr>) {
+        // SAFETY: live window; the rkey of a type-2 window is the
+        // application's to track (`ibv_wr_bind_mw(3)`), and this crate
+        // keeps it in the window's own field, as `ibv_bind_mw` does for type 1.
+        unsafe { std::ptr::addr_of_mut!((*self.0.as_ptr()).rkey).write(rkey) };
+        self.rebound(mr);
+    }
+
+    /// The checks every bind makes (programming errors, so panics).
+    pub(crate) fn check_bind(&self, qp: &Qp, mr: &Mr, offset: u64, len: u64) {
+        assert!(
+            offset.checked_add(len).is_some_and(|e| e <= mr.len() as u64),
+            "window {offset}..+{len} is outside the memory region of {} bytes",
+            mr.len()
+        );
+        assert!(
+            mr.pd().as_ptr() == self.0.pd.as_ptr(),
+            "bind_mw on QP {:#x}: the window and the region must belong to one PD",
+            qp.qpn()
+        );
+        assert!(
+            qp.pd().context().as_ptr() == self.0.pd.context().as_ptr(),
+            "bind_mw on QP {:#x}: the QP and the window belong to different device contexts \
+             (open the device once and create both from that Context)",
+            qp.qpn()
+        );
+    }
+
     fn rebound(&mut self, mr: Option<&Mr>) {
         let d = self.0.data_mut();
         if let Some(old) = d.bound.take() {
@@ -135,22 +171,7 @@ impl Qp {
         access: AccessFlags,
         wr_id: u64,
     ) -> Result<RemoteMr> {
-        assert!(
-            offset.checked_add(len).is_some_and(|e| e <= mr.len() as u64),
-            "window {offset}..+{len} is outside the memory region of {} bytes",
-            mr.len()
-        );
-        assert!(
-            mr.pd().as_ptr() == mw.0.pd.as_ptr(),
-            "bind_mw on QP {:#x}: the window and the region must belong to one PD",
-            self.qpn()
-        );
-        assert!(
-            self.pd().context().as_ptr() == mw.0.pd.context().as_ptr(),
-            "bind_mw on QP {:#x}: the QP and the window belong to different device contexts \
-             (open the device once and create both from that Context)",
-            self.qpn()
-        );
+        mw.check_bind(self, mr, offset, len);
         let mut bind = ffi::ibv_mw_bind {
             wr_id,
             send_flags: SendFlags::SIGNALED.bits(),

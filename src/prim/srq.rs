@@ -60,10 +60,8 @@ impl SrqBuilder<'_> {
         const max_wr: u32;
         /// Scatter/gather entries per receive (`ibv_srq_attr::max_sge`). Default 1.
         const max_sge: u32;
-        /// Limit event threshold (`ibv_srq_attr::srq_limit`, set with
-        /// `ibv_modify_srq` and `IBV_SRQ_LIMIT` after the creation, which
-        /// ignores it): when fewer receives than this remain, the device
-        /// raises `IBV_EVENT_SRQ_LIMIT_REACHED` once. Default 0: no event.
+        /// Limit event threshold, armed after the creation (which ignores
+        /// it) with [`Srq::arm_limit`]. Default 0: no event.
         const limit: u32;
     }
 
@@ -82,13 +80,7 @@ impl SrqBuilder<'_> {
         // SAFETY: made by `ibv_create_srq` just now, owned by nothing else.
         let srq = Srq(Arc::new(unsafe { Owned::new(raw, SrqData { pd: self.pd.clone() }) }));
         if self.limit > 0 {
-            let mut a = ffi::ibv_srq_attr { max_wr: 0, max_sge: 0, srq_limit: self.limit };
-            // SAFETY: live SRQ; `a` is valid for the call.
-            let rc =
-                unsafe { ffi::ibv_modify_srq(srq.as_ptr(), &mut a, ffi::ibv_srq_attr_mask::IBV_SRQ_LIMIT.0 as i32) };
-            if rc != 0 {
-                return Err(Error::code("ibv_modify_srq", rc));
-            }
+            srq.arm_limit(self.limit)?;
         }
         Ok(srq)
     }
@@ -113,6 +105,56 @@ impl Srq {
     #[inline]
     pub fn as_ptr(&self) -> *mut ffi::ibv_srq {
         self.0.as_ptr()
+    }
+
+    /// Arms the limit event (`ibv_modify_srq` with `IBV_SRQ_LIMIT`): when
+    /// fewer than `limit` receives remain posted, the device raises
+    /// [`EventType::SRQ_LIMIT_REACHED`](super::EventType::SRQ_LIMIT_REACHED)
+    /// for this SRQ ([`Context::async_event`](super::Context::async_event),
+    /// element [`EventElement::Srq`](super::EventElement::Srq) of
+    /// [`Srq::as_ptr`]) once, and the limit falls back to 0: arm it again
+    /// after reposting. 0 disarms it.
+    ///
+    /// A limit above the SRQ's size is refused before the call with
+    /// [`Error::CapExceeded`] (the size is read with [`Srq::query`]);
+    /// a device without the limit event refuses it with the provider's code.
+    ///
+    /// # References
+    /// `ibv_modify_srq(3)`
+    #[doc(alias = "ibv_modify_srq")]
+    pub fn arm_limit(&self, limit: u32) -> Result<()> {
+        let size = self.query()?.max_wr;
+        if limit > size {
+            return Err(Error::CapExceeded {
+                what: "srq_limit (the SRQ's max_wr)",
+                asked: limit.into(),
+                limit: size.into(),
+            });
+        }
+        let mut a = ffi::ibv_srq_attr { max_wr: 0, max_sge: 0, srq_limit: limit };
+        // SAFETY: live SRQ; `a` is valid for the call.
+        let rc = unsafe { ffi::ibv_modify_srq(self.as_ptr(), &mut a, ffi::ibv_srq_attr_mask::IBV_SRQ_LIMIT.0 as i32) };
+        if rc != 0 {
+            return Err(Error::code("ibv_modify_srq", rc));
+        }
+        Ok(())
+    }
+
+    /// The SRQ's attributes as the device holds them (`ibv_query_srq`): its
+    /// size as granted (`max_wr`, `max_sge`) and the armed limit
+    /// (`srq_limit`, 0 once the event fired).
+    ///
+    /// # References
+    /// `ibv_query_srq(3)`
+    #[doc(alias = "ibv_query_srq")]
+    pub fn query(&self) -> Result<ffi::ibv_srq_attr> {
+        let mut a = ffi::ibv_srq_attr { max_wr: 0, max_sge: 0, srq_limit: 0 };
+        // SAFETY: live SRQ; `a` is valid for writes.
+        let rc = unsafe { ffi::ibv_query_srq(self.as_ptr(), &mut a) };
+        if rc != 0 {
+            return Err(Error::code("ibv_query_srq", rc));
+        }
+        Ok(a)
     }
 
     /// Posts receives, linked in place and handed over with one call.

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crate::prim::cm::{CmEventType, CmId, ConnParam, EventChannel, PortSpace};
-use crate::prim::{AccessFlags, Context, Cq, Error, Pd, Qp, QpCaps, QpState, Result};
+use crate::prim::{AccessFlags, Context, Cq, Error, Pd, Qp, QpCaps, Result};
 
 /// Settings of [`connect_rc_cm`] and [`accept_rc_cm`]: start from
 /// [`CmOpts::default`] and chain the setters.
@@ -128,8 +128,17 @@ pub fn connect_rc_cm(addr: SocketAddr, opts: &CmOpts) -> Result<CmConn> {
     let (pd, send_cq, recv_cq, qp) = parts(&id, opts)?;
     id.set_access(opts.access);
     id.connect(&qp, &opts.param())?;
-    let ev = id.expect(CmEventType::CONNECT_RESPONSE, Instant::now() + opts.timeout)?;
-    id.establish(&qp)?;
+    // The id has the channel to itself. On iWARP the kernel's iWARP CM
+    // brings the QP to RTS itself and the reply is `ESTABLISHED`; elsewhere
+    // it is `CONNECT_RESPONSE`, and `establish` moves the QP and answers.
+    let ev = id.channel().wait(Instant::now() + opts.timeout)?;
+    let ev = if ev.kind() == CmEventType::ESTABLISHED {
+        ev.expect(CmEventType::ESTABLISHED)?
+    } else {
+        let ev = ev.expect(CmEventType::CONNECT_RESPONSE)?;
+        id.establish(&qp)?;
+        ev
+    };
     Ok(CmConn { qp, send_cq, recv_cq, pd, peer_data: ev.private_data().to_vec(), id })
 }
 
@@ -193,7 +202,8 @@ impl CmRequest {
         self.id.set_access(opts.access);
         self.id.accept(&qp, &opts.param())?;
         self.id.expect(CmEventType::ESTABLISHED, Instant::now() + opts.timeout)?;
-        debug_assert_eq!(qp.query_state().ok(), Some(QpState::RTS));
+        // No check of the QP's state here: siw leaves the state out of its
+        // ibv_query_qp answer.
         Ok(CmConn { qp, send_cq, recv_cq, pd, peer_data: self.private_data, id: self.id })
     }
 

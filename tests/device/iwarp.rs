@@ -12,7 +12,7 @@ use crate::common::open_device;
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn iwarp_refuses_ud_with_a_typed_error_and_reports_no_atomics() {
     let ctx = open_device();
-    let iwarp = std::env::var("RRDDMMA_EXPECT_IWARP").is_ok_and(|v| v == "1");
+    let iwarp = iwarp_expected();
     let attr = ctx.query_device_ex().unwrap();
     let none = attr.orig_attr.atomic_cap == ffi::ibv_atomic_cap::IBV_ATOMIC_NONE;
     assert_eq!(none, iwarp, "atomic_cap {:?} on {} (iWARP expected: {iwarp})", attr.orig_attr.atomic_cap, ctx.name());
@@ -26,4 +26,176 @@ fn iwarp_refuses_ud_with_a_typed_error_and_reports_no_atomics() {
             eprintln!("iwarp: UD refused with {e} on {}", ctx.name());
         }
     }
+}
+
+fn iwarp_expected() -> bool {
+    std::env::var("RRDDMMA_EXPECT_IWARP").is_ok_and(|v| v == "1")
+}
+
+/// The address the harness put on the CM device's netdev.
+#[cfg(feature = "cm")]
+fn cm_ip() -> std::net::IpAddr {
+    std::env::var("RRDDMMA_CM_ADDR")
+        .expect("RRDDMMA_CM_ADDR is not set: `cargo xtask test` puts the CM device on a veth end with an address")
+        .parse()
+        .expect("RRDDMMA_CM_ADDR is an IP address")
+}
+
+/// An RC connection through the RDMA CM, on iWARP as on RoCE: the QPs move
+/// through the CM's attribute sets (no P_Key index on iWARP), the active
+/// side sees `ESTABLISHED` at once on iWARP (the kernel's iWARP CM moves the
+/// QP to RTS itself) and `CONNECT_RESPONSE` then [`CmId::establish`] on
+/// RoCE; then WRITE, SEND and READ with their data checked.
+#[cfg(feature = "cm")]
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE and RRDDMMA_CM_ADDR (cargo xtask test)"]
+fn rc_through_the_cm_write_send_and_read() {
+    use std::net::SocketAddr;
+    use std::time::{Duration, Instant};
+
+    use rrddmma::prim::cm::{CmEventType, CmId, ConnParam, EventChannel, PortSpace};
+    use rrddmma::prim::{AccessFlags, Context, QpState, RecvWr, RemoteMr, SendWr, WcOpcode, WcStatus};
+    use rrddmma::wrap::RegisteredMem;
+
+    use crate::common::poll_one;
+
+    let deadline = || Instant::now() + Duration::from_secs(10);
+    let parts = |id: &CmId| {
+        let name = id.device_name().expect("bound to a device");
+        let ctx = Context::open(&name).unwrap();
+        let pd = Pd::alloc(&ctx).unwrap();
+        let cq = Cq::create(&ctx, 64).unwrap();
+        let qp = Qp::builder(&pd, QpType::RC, &cq, &cq).build().unwrap();
+        (name, pd, cq, qp)
+    };
+    let sch = EventChannel::create().unwrap();
+    let server = CmId::bound(&sch, PortSpace::Rc, SocketAddr::new(cm_ip(), 0)).unwrap();
+    server.listen(4).unwrap();
+    let addr = server.local_addr().unwrap();
+
+    let cch = EventChannel::create().unwrap();
+    let client = CmId::create(&cch, PortSpace::Rc).unwrap();
+    client.resolve_addr(None, addr, Duration::from_secs(5)).unwrap();
+    client.expect(CmEventType::ADDR_RESOLVED, deadline()).unwrap();
+    client.resolve_route(Duration::from_secs(5)).unwrap();
+    client.expect(CmEventType::ROUTE_RESOLVED, deadline()).unwrap();
+    let (name, cpd, ccq, cqp) = parts(&client);
+    let iwarp = iwarp_expected();
+    client.connect(&cqp, &ConnParam { private_data: b"iwarp hello", ..ConnParam::default() }).unwrap();
+
+    let mut req = server.expect(CmEventType::CONNECT_REQUEST, deadline()).unwrap();
+    assert_eq!(&req.private_data()[..11], b"iwarp hello");
+    let conn = req.take_request().expect("a new id");
+    let (_, spd, scq, sqp) = parts(&conn);
+    conn.set_access(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ);
+    let mut target = RegisteredMem::new(&spd, 4096).unwrap();
+    target.write(2048, b"read me back over the wire");
+    let token = target.remote().to_bytes();
+    conn.accept(&sqp, &ConnParam { private_data: &token, ..ConnParam::default() }).unwrap();
+    // After the accept: rxe refuses receives on a QP in RESET. The client
+    // sends only once it sees the connection established.
+    let inbox = RegisteredMem::new(&spd, 64).unwrap();
+    let rsge = [inbox.sge(0..64)];
+    // SAFETY: `inbox` is registered on the server's PD and outlives the completion.
+    unsafe { sqp.post_recv(&mut [RecvWr::new(&rsge, 3)]) }.unwrap();
+
+    let reply = if iwarp {
+        client.expect(CmEventType::ESTABLISHED, deadline()).expect("iWARP: ESTABLISHED answers rdma_connect")
+    } else {
+        let ev = client.expect(CmEventType::CONNECT_RESPONSE, deadline()).unwrap();
+        client.establish(&cqp).unwrap();
+        ev
+    };
+    let remote = RemoteMr::from_bytes(reply.private_data()[..RemoteMr::WIRE_LEN].try_into().unwrap());
+    assert_eq!(remote, target.remote(), "the token came with the reply");
+    conn.expect(CmEventType::ESTABLISHED, deadline()).unwrap();
+    let states = (cqp.query_state().unwrap(), sqp.query_state().unwrap());
+    if iwarp {
+        // siw leaves the state out of its ibv_query_qp answer (it reads as
+        // RESET): the data below is what shows the connection.
+        eprintln!("iwarp: {name} reports QP states {states:?} once connected");
+    } else {
+        assert_eq!(states, (QpState::RTS, QpState::RTS), "{name}: both sides");
+    }
+
+    // WRITE, then a SEND behind it, then a READ of another part.
+    let msg = b"written over iwarp or roce";
+    let mut src = RegisteredMem::new(&cpd, 4096).unwrap();
+    src.write(0, msg);
+    src.write(1024, b"done");
+    let wsge = [src.sge(0..msg.len())];
+    let ssge = [src.sge(1024..1028)];
+    let at = remote.checked_at(100, msg.len() as u64).unwrap();
+    // SAFETY: `src` is registered on the client's PD and outlives the completions.
+    unsafe { cqp.post_send(&mut [SendWr::write(&wsge, at).wr_id(1), SendWr::send(&ssge).wr_id(2).signaled()]) }
+        .unwrap();
+    let wc = poll_one(&ccq);
+    assert_eq!((wc.status(), wc.wr_id(), wc.opcode()), (WcStatus::SUCCESS, 2, WcOpcode::SEND));
+    let wc = poll_one(&scq);
+    assert_eq!((wc.status(), wc.wr_id(), wc.byte_len()), (WcStatus::SUCCESS, 3, 4));
+    let mut got = vec![0; msg.len()];
+    target.read(100, &mut got);
+    assert_eq!(&got, msg, "the WRITE landed before the SEND behind it");
+    let mut done = [0; 4];
+    inbox.read(0, &mut done);
+    assert_eq!(&done, b"done");
+
+    let back = b"read me back over the wire";
+    let rsge = [src.sge(3000..3000 + back.len())];
+    let from = remote.checked_at(2048, back.len() as u64).unwrap();
+    // SAFETY: as above.
+    unsafe { cqp.post_send(&mut [SendWr::read(&rsge, from).wr_id(4).signaled()]) }.unwrap();
+    let wc = poll_one(&ccq);
+    assert_eq!((wc.status(), wc.wr_id(), wc.opcode()), (WcStatus::SUCCESS, 4, WcOpcode::RDMA_READ));
+    let mut got = vec![0; back.len()];
+    src.read(3000, &mut got);
+    assert_eq!(&got, back, "READ over {name}");
+
+    client.disconnect().unwrap();
+    conn.expect(CmEventType::DISCONNECTED, deadline()).unwrap();
+    let _ = conn.disconnect();
+    client.expect(CmEventType::DISCONNECTED, deadline()).unwrap();
+    eprintln!("iwarp: RC through the CM, WRITE, SEND and READ on {name} (iWARP: {iwarp})");
+}
+
+/// The wrap layer's CM connection ([`connect_rc_cm`] / [`accept_rc_cm`]) on
+/// iWARP as on RoCE, with a SEND each way.
+#[cfg(feature = "cm")]
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE and RRDDMMA_CM_ADDR (cargo xtask test)"]
+fn wrap_cm_connection_sends_both_ways() {
+    use std::net::SocketAddr;
+
+    use rrddmma::prim::{RecvWr, SendWr, WcStatus};
+    use rrddmma::wrap::{accept_rc_cm, connect_rc_cm, CmConn, CmListener, CmOpts, RegisteredMem};
+
+    use crate::common::poll_one;
+
+    let l = CmListener::bind(SocketAddr::new(cm_ip(), 0), 4).unwrap();
+    let addr = l.local_addr().unwrap();
+    let server = std::thread::spawn(move || accept_rc_cm(&l, &CmOpts::default().private_data(b"srv".to_vec())));
+    let client = connect_rc_cm(addr, &CmOpts::default().private_data(b"cli".to_vec())).expect("connect_rc_cm");
+    let server = server.join().unwrap().expect("accept_rc_cm");
+    assert_eq!(&client.peer_data[..3], b"srv");
+    assert_eq!(&server.peer_data[..3], b"cli");
+    let send = |a: &CmConn, b: &CmConn, msg: &[u8]| {
+        let mut src = RegisteredMem::new(&a.pd, 256).unwrap();
+        let dst = RegisteredMem::new(&b.pd, 256).unwrap();
+        src.write(0, msg);
+        let r = [dst.sge(0..256)];
+        // SAFETY: `dst` is registered on b's PD and outlives the completion.
+        unsafe { b.qp.post_recv(&mut [RecvWr::new(&r, 1)]) }.unwrap();
+        let s = [src.sge(0..msg.len())];
+        // SAFETY: `src` is registered on a's PD and outlives the completion.
+        unsafe { a.qp.post_send(&mut [SendWr::send(&s).wr_id(2).signaled()]) }.unwrap();
+        assert_eq!(poll_one(&a.send_cq).status(), WcStatus::SUCCESS);
+        let wc = poll_one(&b.recv_cq);
+        assert_eq!((wc.status(), wc.byte_len() as usize), (WcStatus::SUCCESS, msg.len()));
+        let mut got = vec![0; msg.len()];
+        dst.read(0, &mut got);
+        assert_eq!(got, msg);
+    };
+    send(&client, &server, b"client to server");
+    send(&server, &client, b"and back");
+    eprintln!("iwarp: wrap CM connection, SEND both ways (iWARP: {})", iwarp_expected());
 }

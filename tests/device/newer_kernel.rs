@@ -112,3 +112,130 @@ fn odp_region_takes_write_read_and_atomic_on_pages_never_touched() {
     assert_eq!(u64::from_ne_bytes(mem[q..q + 8].try_into().unwrap()), 41, "the atomic landed in process memory");
     eprintln!("odp: WRITE, READ and FETCH_ADD through untouched pages on {} under kernel {}", ctx.name(), kernel());
 }
+
+/// The running kernel's (major, minor).
+fn kernel_version() -> (u32, u32) {
+    let r = kernel();
+    let mut it = r.split(['.', '-', '+']).map(|x| x.parse::<u32>().unwrap_or(0));
+    (it.next().unwrap_or(0), it.next().unwrap_or(0))
+}
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn atomic_write_places_eight_bytes_or_is_unsupported() {
+    use rrddmma::prim::{ConnectOpts, Qp, QpType, SendFlags, SendOps};
+
+    let ctx = open_device();
+    let attr = ctx.query_device_ex().unwrap();
+    let reported = attr.device_cap_flags_ex & (1 << 40) != 0;
+    // rxe executes ATOMIC WRITE since Linux 6.2.
+    if attr.orig_attr.vendor_id == 0xff_ffff {
+        assert_eq!(reported, kernel_version() >= (6, 2), "rxe's ATOMIC WRITE capability under kernel {}", kernel());
+    }
+    let pd = Pd::alloc(&ctx).unwrap();
+    let cq = Cq::create(&ctx, 16).unwrap();
+    let ops = SendOps::BASIC | SendOps::ATOMIC_WRITE;
+    let built = Qp::builder(&pd, QpType::RC, &cq, &cq).send_ops(ops).build();
+    if !reported {
+        let e = built.unwrap_err();
+        assert!(
+            matches!(e, Error::Unsupported { op: "ibv_create_qp_ex", feature } if feature.contains("ATOMIC WRITE")),
+            "{e:?}"
+        );
+        eprintln!("atomic write: typed Unsupported on {} under kernel {}", ctx.name(), kernel());
+        return;
+    }
+    let qa = built.expect("an extended QP with ATOMIC WRITE on a device that reports it");
+    let qb = Qp::builder(&pd, QpType::RC, &cq, &cq).build().unwrap();
+    let o = ConnectOpts::default().access(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ);
+    let gi = o.gid_index_on(&ctx).unwrap();
+    let (ea, eb) = (qa.endpoint(1, gi, 11).unwrap(), qb.endpoint(1, gi, 12).unwrap());
+    qa.connect(&eb, ea.psn, &o).unwrap();
+    qb.connect(&ea, eb.psn, &o).unwrap();
+    let mut target = Buf::new(&pd, 4096);
+    target.bytes().fill(0xab);
+    let value = 0x0123_4567_89ab_cdef_u64;
+    // SAFETY: the batch names no local memory.
+    let mut batch = unsafe { qa.wr_batch() };
+    batch.atomic_write(5, SendFlags::SIGNALED, target.mr.remote().at(64), value).expect("ibv_wr_atomic_write");
+    batch.complete().unwrap();
+    let wc = poll_one(&cq);
+    assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (5, WcStatus::SUCCESS, WcOpcode::ATOMIC_WRITE));
+    let b = target.bytes();
+    assert_eq!(u64::from_ne_bytes(b[64..72].try_into().unwrap()), value, "the eight bytes landed");
+    assert!(b[56..64].iter().chain(&b[72..80]).all(|&x| x == 0xab), "nothing beside them changed");
+    eprintln!("atomic write: eight bytes placed on {} under kernel {}", ctx.name(), kernel());
+}
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn odp_prefetch_and_implicit_odp_work_or_are_unsupported() {
+    use rrddmma::prim::Advice;
+
+    let ctx = open_device();
+    let attr = ctx.query_device_ex().unwrap();
+    let caps = attr.odp_caps.general_caps;
+    let general = caps & u64::from(ffi::ibv_odp_general_caps::IBV_ODP_SUPPORT.0) != 0;
+    let implicit = general && caps & u64::from(ffi::ibv_odp_general_caps::IBV_ODP_SUPPORT_IMPLICIT.0) != 0;
+    let pd = Pd::alloc(&ctx).unwrap();
+    let cq = Cq::create(&ctx, 16).unwrap();
+    let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ;
+
+    // Implicit ODP: the device's capability decides, before the system call.
+    // SAFETY: the region's keys go to no request and no peer but the WRITE
+    // below, into `landing`, which outlives it.
+    let whole = unsafe { Mr::register_implicit_odp(&pd, access) };
+    let mut landing = vec![0u8; 2 * PAGE].into_boxed_slice();
+    match whole {
+        Err(e) => {
+            assert!(!implicit, "implicit ODP reported but refused: {e:?}");
+            assert!(
+                matches!(e, Error::Unsupported { op: "ibv_reg_mr", feature: "implicit on-demand paging" }),
+                "{e:?}"
+            );
+            eprintln!("odp: implicit ODP typed Unsupported on {} under kernel {}", ctx.name(), kernel());
+        }
+        Ok(whole) => {
+            assert!(implicit, "implicit ODP registered although the device does not report it");
+            assert_eq!((whole.addr(), whole.len()), (0, usize::MAX));
+            let (qa, _qb) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 0x1d9, &opts(&ctx)).unwrap();
+            let mut src = Buf::new(&pd, 4096);
+            src.bytes()[..64].copy_from_slice(&[0x3c; 64]);
+            let s = [src.mr.sge(0, 64)];
+            let at = landing.as_mut_ptr() as u64 + PAGE as u64;
+            // SAFETY: `src` and `landing` outlive the completion.
+            unsafe { qa.post_send(&mut [SendWr::write(&s, whole.remote().at(at)).wr_id(9).signaled()]) }.unwrap();
+            let wc = poll_one(&cq);
+            assert_eq!((wc.wr_id(), wc.status()), (9, WcStatus::SUCCESS));
+            drop(whole);
+            assert_eq!(&landing[PAGE..PAGE + 64], &[0x3c; 64], "WRITE through the implicit region");
+            eprintln!("odp: implicit ODP WRITE on {} under kernel {}", ctx.name(), kernel());
+        }
+    }
+
+    // Prefetch: needs an ODP region; the provider may lack the entry point.
+    if !general {
+        return;
+    }
+    let mut block = vec![0u8; ODP_LEN + PAGE].into_boxed_slice();
+    let skip = block.as_ptr().align_offset(PAGE);
+    let mem = &mut block[skip..skip + ODP_LEN];
+    // SAFETY: `block` outlives the region (dropped first, below).
+    let odp = unsafe { Mr::register(&pd, mem.as_mut_ptr(), ODP_LEN, access | AccessFlags::ON_DEMAND) }.unwrap();
+    let ranges = [odp.sge(0, 4 * PAGE as u32), odp.sge(ODP_LEN / 2, PAGE as u32)];
+    match pd.advise_mr(Advice::PrefetchWrite, true, &ranges) {
+        Ok(()) => {
+            pd.advise_mr(Advice::Prefetch, false, &ranges[..1]).expect("a prefetch for reading");
+            let e = pd.advise_mr(Advice::Prefetch, true, &[odp.sge(ODP_LEN, PAGE as u32)]);
+            eprintln!("odp: advise_mr prefetch on {} under kernel {} (past the end: {e:?})", ctx.name(), kernel());
+        }
+        Err(e) => {
+            assert!(
+                matches!(e, Error::Unsupported { op: "ibv_advise_mr", feature: "ODP prefetch (advise_mr)" }),
+                "{e:?}"
+            );
+            eprintln!("odp: advise_mr typed Unsupported on {} under kernel {}", ctx.name(), kernel());
+        }
+    }
+    drop(odp);
+}

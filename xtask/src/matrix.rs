@@ -1,7 +1,8 @@
 //! The kernel matrix in `cargo xtask test`: after the full device session
 //! under Debian stable's kernel, a second VM boots Debian's newest kernel
 //! (see `kernels`) and runs a subset of the device suite there: the rows a
-//! newer rxe changes (ODP) and a smoke of loopback, ops, features and the CM.
+//! newer rxe changes (ODP, ATOMIC WRITE) and a smoke of loopback, ops,
+//! features, the CM, the SRQ limit and type-2 windows.
 
 use std::path::Path;
 
@@ -11,7 +12,8 @@ use crate::tally::Tally;
 use crate::Result;
 
 /// The device tests run under the newest kernel: libtest filters (any matches).
-pub const NEWEST_SUBSET: &[&str] = &["newer_kernel::", "iwarp::", "loopback::", "ops::", "features::", "cm::"];
+pub const NEWEST_SUBSET: &[&str] =
+    &["newer_kernel::", "iwarp::", "loopback::", "ops::", "features::", "cm::", "srq_limit::", "mw2::"];
 
 /// Runs the subset of the device suite `device_tests` under Debian's newest
 /// kernel, each check named with that kernel.
@@ -27,7 +29,7 @@ pub fn newest(device_tests: &Path, tally: &mut Tally) -> Result<()> {
             d.code == Some(0) && d.output.lines().any(|l| l.trim() == want)
         }),
         Check::libtest(
-            &format!("device tests under kernel {release} (ODP, iWARP-or-not, loopback, ops, features, CM)"),
+            &format!("device tests under kernel {release} (ODP, ATOMIC WRITE, iWARP-or-not, loopback, ops, features, CM, SRQ limit, MW type 2)"),
             format!("'{}' --ignored --test-threads=1 --skip cm::thousand {filters}", device_tests.display()),
         ),
     ];

@@ -15,7 +15,8 @@ use crate::bindings as ffi;
 use crate::prim::cvalue::c_type;
 use crate::prim::error::{Error, Result};
 use crate::prim::wr::{RemoteAddr, SendWr, Sge};
-use crate::prim::{QpType, SendFlags};
+use crate::prim::Mw;
+use crate::prim::{AccessFlags, Mr, MwType, QpType, RemoteMr, SendFlags};
 
 c_type! {
     /// Operations an extended QP may post (`enum ibv_qp_create_send_ops_flags`,
@@ -47,6 +48,12 @@ impl SendOps {
         .union(SendOps::ATOMIC_CMP_AND_SWP)
         .union(SendOps::ATOMIC_FETCH_AND_ADD);
 }
+
+/// `IB_UVERBS_DEVICE_ATOMIC_WRITE` (the kernel's `ib_user_verbs.h`): the
+/// bit of `ibv_device_attr_ex::device_cap_flags_ex` by which a device says
+/// it executes ATOMIC WRITE (rxe since Linux 6.2). rdma-core passes the
+/// kernel's flags through without naming this one.
+pub(crate) const DEVICE_ATOMIC_WRITE: u64 = 1 << 40;
 
 /// Most entries a rewritten list may have (rxe's own limit is 32).
 const MAX_PIECES: usize = 32;
@@ -412,6 +419,120 @@ impl WrBatch<'_> {
             ffi::ibv_wr_atomic_cmp_swp(q, remote.rkey, remote.addr, compare, swap);
             ffi::ibv_wr_set_sge(q, sge.lkey(), sge.addr(), sge.len());
         }
+    }
+
+    /// Binds the type-2 window `mw` to `len` bytes at `offset` of `mr` with
+    /// remote `access` (`ibv_wr_bind_mw`), under the window's next key
+    /// (`ibv_inc_rkey` of [`Mw::rkey`](crate::prim::Mw::rkey)), which the
+    /// window answers to from now on. Returns the window's token: valid,
+    /// for requests arriving on this QP only (type 2B), once the bind
+    /// completes; a peer's request with the earlier key is refused. The
+    /// window keeps `mr` registered as [`Qp::bind_mw`] does. `len == 0`
+    /// unbinds. The QP needs [`SendOps::BIND_MW`], `mr` the access
+    /// [`AccessFlags::MW_BIND`](crate::prim::AccessFlags::MW_BIND). A
+    /// provider without the entry point gives [`Error::Unsupported`],
+    /// leaving the batch as it was.
+    ///
+    /// # Panics
+    /// On a UD QP; if `mw` is not of type 2 (type 1 binds through
+    /// [`Qp::bind_mw`]); if the range is outside `mr`, or the window, the
+    /// region and the QP do not share one PD and device context.
+    #[inline]
+    pub fn bind_mw(
+        &mut self,
+        wr_id: u64,
+        flags: SendFlags,
+        mw: &mut Mw,
+        mr: &Mr,
+        (offset, len): (u64, u64),
+        access: AccessFlags,
+    ) -> Result<RemoteMr> {
+        assert!(
+            mw.mw_type() == MwType::TYPE_2,
+            "WrBatch::bind_mw binds type 2 windows; this one is {:?} (type 1: Qp::bind_mw)",
+            mw.mw_type()
+        );
+        mw.check_bind(self.qp, mr, offset, len);
+        // SAFETY: live extended QP; a plain function-pointer field.
+        let Some(entry) = (unsafe { (*self.ex.as_ptr()).wr_bind_mw }) else {
+            return Err(Error::Unsupported { op: "ibv_wr_bind_mw", feature: "type-2 window binds in the provider" });
+        };
+        let rkey = ffi::ibv_inc_rkey(mw.rkey());
+        let info = ffi::ibv_mw_bind_info {
+            mr: if len == 0 { std::ptr::null_mut() } else { mr.as_ptr() },
+            addr: if len == 0 { 0 } else { mr.addr() + offset },
+            length: len,
+            mw_access_flags: access.bits(),
+        };
+        let q = self.begin(wr_id, flags);
+        // SAFETY: open batch; live window and region of this QP's PD
+        // (checked); the provider copies the bind now.
+        unsafe { entry(q, mw.as_ptr(), rkey, &info) };
+        mw.bound_type2(rkey, (len != 0).then_some(mr));
+        Ok(RemoteMr { addr: mr.addr() + offset, len, rkey })
+    }
+
+    /// Invalidates the local key `rkey` (a type-2 window's, or a region's
+    /// that allows it) through the send queue (`ibv_wr_local_inv`): once the
+    /// request completes, peers' requests with that key are refused. The QP
+    /// needs [`SendOps::LOCAL_INV`].
+    ///
+    /// # Panics
+    /// On a UD QP.
+    #[inline]
+    pub fn local_inv(&mut self, wr_id: u64, flags: SendFlags, rkey: u32) {
+        let q = self.begin(wr_id, flags);
+        // SAFETY: open batch; plain values, copied now.
+        unsafe { ffi::ibv_wr_local_inv(q, rkey) };
+    }
+
+    /// SEND of one registered entry that also invalidates the peer's key
+    /// `rkey` (`ibv_wr_send_inv`): the peer's receive completion carries
+    /// [`WcFlags::WITH_INV`](crate::prim::WcFlags::WITH_INV) and the key
+    /// ([`Wc::invalidated_rkey`](crate::prim::Wc::invalidated_rkey)). The QP
+    /// needs [`SendOps::SEND_WITH_INV`].
+    ///
+    /// # Panics
+    /// On a UD QP.
+    ///
+    /// # Safety
+    /// As [`WrBatch::post`], for `sge`.
+    #[inline]
+    pub unsafe fn send_inv(&mut self, wr_id: u64, flags: SendFlags, sge: &Sge, rkey: u32) {
+        let q = self.begin(wr_id, flags);
+        // SAFETY: open batch; the provider copies the operation and entry now.
+        unsafe {
+            ffi::ibv_wr_send_inv(q, rkey);
+            ffi::ibv_wr_set_sge(q, sge.lkey(), sge.addr(), sge.len());
+        }
+    }
+
+    /// 8-byte ATOMIC WRITE (IBTA 1.5) of `value` at `remote`
+    /// (`ibv_wr_atomic_write`): the responder places the eight bytes as one
+    /// unit, in this host's byte order, so that a `u64` read there on a host
+    /// of the same order sees `value`. No local memory is involved. `remote`
+    /// must be 8-byte aligned in a region with remote write access.
+    ///
+    /// The QP must have been created with [`SendOps::ATOMIC_WRITE`]
+    /// ([`QpBuilder::build`](super::QpBuilder::build) refuses that with
+    /// [`Error::Unsupported`] on a device that does not report the
+    /// capability); a provider without the entry point gives
+    /// [`Error::Unsupported`] here, leaving the batch as it was.
+    ///
+    /// # Panics
+    /// On a UD QP.
+    #[inline]
+    pub fn atomic_write(&mut self, wr_id: u64, flags: SendFlags, remote: RemoteAddr, value: u64) -> Result<()> {
+        // SAFETY: live extended QP; a plain function-pointer field.
+        let Some(entry) = (unsafe { (*self.ex.as_ptr()).wr_atomic_write }) else {
+            return Err(Error::Unsupported { op: "ibv_wr_atomic_write", feature: "ATOMIC WRITE in the provider" });
+        };
+        let q = self.begin(wr_id, flags);
+        let bytes = value.to_ne_bytes();
+        // SAFETY: open batch; the provider copies the operation and the
+        // eight bytes now.
+        unsafe { entry(q, remote.rkey, remote.addr, bytes.as_ptr().cast()) };
+        Ok(())
     }
 
     /// Posts the batch with one doorbell (`ibv_wr_complete`).

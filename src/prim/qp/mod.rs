@@ -235,6 +235,14 @@ impl<'a> QpBuilder<'a> {
             });
         }
         if let Some(ops) = self.send_ops {
+            if ops.contains(SendOps::ATOMIC_WRITE)
+                && self.pd.context().query_device_ex()?.device_cap_flags_ex & ex::DEVICE_ATOMIC_WRITE == 0
+            {
+                return Err(Error::Unsupported {
+                    op: "ibv_create_qp_ex",
+                    feature: "ATOMIC WRITE (the device does not report IB_UVERBS_DEVICE_ATOMIC_WRITE)",
+                });
+            }
             attr.comp_mask |= ffi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.0;
             attr.send_ops_flags = ops.bits();
         }
@@ -456,7 +464,7 @@ impl Qp {
             QpState::from_raw(self.state.load(Ordering::Acquire))
         };
         let to = attr.state();
-        state::check(self.qp_type, from, to, attr.mask()).map_err(|refusal| Error::QpTransition {
+        state::check(self.fabric(), self.qp_type, from, to, attr.mask()).map_err(|refusal| Error::QpTransition {
             qp_type: self.qp_type,
             from,
             to,
@@ -471,6 +479,17 @@ impl Qp {
         }
         self.state.store(to.to_raw(), Ordering::Release);
         Ok(())
+    }
+
+    /// The link of the QP's device, for the transition check.
+    fn fabric(&self) -> state::Fabric {
+        // SAFETY: a live QP points to its live context, whose device outlives it.
+        let transport = unsafe { (*(*(*self.as_ptr()).context).device).transport_type };
+        if transport == ffi::ibv_transport_type::IBV_TRANSPORT_IWARP {
+            state::Fabric::Iwarp
+        } else {
+            state::Fabric::Ib
+        }
     }
 
     /// The QP's current state, queried from the device.
