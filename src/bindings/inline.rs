@@ -466,6 +466,149 @@ pub unsafe fn ibv_bind_mw(qp: *mut ibv_qp, mw: *mut ibv_mw, mw_bind: *mut ibv_mw
     }
 }
 
+/// `ibv_create_srq_ex`: a basic SRQ through `ibv_create_srq` when only the PD
+/// (and type `BASIC`) is asked for, as the header does; otherwise the
+/// extended entry (XRC and tag-matching SRQs), null with errno `EOPNOTSUPP`
+/// when the provider lacks it.
+///
+/// # Safety
+/// `context` must be live; `attr` valid, naming live objects of `context`.
+#[inline]
+pub unsafe fn ibv_create_srq_ex(context: *mut ibv_context, attr: *mut ibv_srq_init_attr_ex) -> *mut ibv_srq {
+    use ibv_srq_init_attr_mask as M;
+    // SAFETY: the caller passes a valid `attr`.
+    let (mask, basic, pd) =
+        unsafe { ((*attr).comp_mask, (*attr).srq_type == ibv_srq_type::IBV_SRQT_BASIC, (*attr).pd) };
+    let pd_only = mask & !(M::IBV_SRQ_INIT_ATTR_PD.0 | M::IBV_SRQ_INIT_ATTR_TYPE.0) == 0;
+    if pd_only && mask & M::IBV_SRQ_INIT_ATTR_PD.0 != 0 && (mask & M::IBV_SRQ_INIT_ATTR_TYPE.0 == 0 || basic) {
+        // SAFETY: `ibv_srq_init_attr` is the leading part of the extended struct.
+        return unsafe { ibv_create_srq(pd, attr.cast()) };
+    }
+    vctx_call!(context, create_srq_ex, ptr(context, attr))
+}
+
+/// `ibv_get_srq_num`: the number of an XRC SRQ (what a sender names as its
+/// remote SRQN); `EOPNOTSUPP` when the provider has no XRC.
+///
+/// # Safety
+/// `srq` must be live; `srq_num` valid for writes.
+#[inline]
+pub unsafe fn ibv_get_srq_num(srq: *mut ibv_srq, srq_num: *mut u32) -> c_int {
+    // SAFETY: a live SRQ points to its live context.
+    let ctx = unsafe { (*srq).context };
+    vctx_call!(ctx, get_srq_num, int(srq, srq_num))
+}
+
+/// `ibv_open_qp`: opens a shareable (XRC receive) QP by number; null with
+/// errno `EOPNOTSUPP` when the provider has no XRC.
+///
+/// # Safety
+/// `context` must be live; `attr` valid, its XRCD a live one of `context`.
+#[inline]
+pub unsafe fn ibv_open_qp(context: *mut ibv_context, attr: *mut ibv_qp_open_attr) -> *mut ibv_qp {
+    vctx_call!(context, open_qp, ptr(context, attr))
+}
+
+/// `ibv_reg_dm_mr`: registers a range of device memory; null with errno
+/// `EOPNOTSUPP` when the provider cannot.
+///
+/// # Safety
+/// `pd` and `dm` must be live objects of one context.
+#[inline]
+pub unsafe fn ibv_reg_dm_mr(
+    pd: *mut ibv_pd,
+    dm: *mut ibv_dm,
+    dm_offset: u64,
+    length: usize,
+    access: c_uint,
+) -> *mut ibv_mr {
+    // SAFETY: a live PD points to its live context.
+    let ctx = unsafe { (*pd).context };
+    vctx_call!(ctx, reg_dm_mr, ptr(pd, dm, dm_offset, length, access))
+}
+
+/// `ibv_modify_qp_rate_limit`: packet pacing; `EOPNOTSUPP` when the provider has none.
+///
+/// # Safety
+/// `qp` must be live; `attr` valid.
+#[inline]
+pub unsafe fn ibv_modify_qp_rate_limit(qp: *mut ibv_qp, attr: *mut ibv_qp_rate_limit_attr) -> c_int {
+    // SAFETY: a live QP points to its live context.
+    let ctx = unsafe { (*qp).context };
+    vctx_call!(ctx, modify_qp_rate_limit, int(qp, attr))
+}
+
+/// `ibv_create_counters`: a counters object; null with errno `EOPNOTSUPP`
+/// when the provider has none.
+///
+/// # Safety
+/// `context` must be live; `attr` valid.
+#[inline]
+pub unsafe fn ibv_create_counters(context: *mut ibv_context, attr: *mut ibv_counters_init_attr) -> *mut ibv_counters {
+    vctx_call!(context, create_counters, ptr(context, attr))
+}
+
+/// `ibv_destroy_counters`.
+///
+/// # Safety
+/// `counters` must come from [`ibv_create_counters`] and not be used afterwards.
+#[inline]
+pub unsafe fn ibv_destroy_counters(counters: *mut ibv_counters) -> c_int {
+    // SAFETY: live counters point to their live context.
+    let ctx = unsafe { (*counters).context };
+    vctx_call!(ctx, destroy_counters, int(counters))
+}
+
+/// `ibv_attach_counters_point_flow`: binds a counter of `counters` to what a
+/// flow counts (the flow is null: the attach precedes the flow's creation).
+///
+/// # Safety
+/// `counters` must be live; `attr` valid; `flow` null or live.
+#[inline]
+pub unsafe fn ibv_attach_counters_point_flow(
+    counters: *mut ibv_counters,
+    attr: *mut ibv_counter_attach_attr,
+    flow: *mut ibv_flow,
+) -> c_int {
+    // SAFETY: live counters point to their live context.
+    let ctx = unsafe { (*counters).context };
+    vctx_call!(ctx, attach_counters_point_flow, int(counters, attr, flow))
+}
+
+/// `ibv_read_counters`: reads `ncounters` values.
+///
+/// # Safety
+/// `counters` must be live; `values` valid for `ncounters` writes.
+#[inline]
+pub unsafe fn ibv_read_counters(counters: *mut ibv_counters, values: *mut u64, ncounters: u32, flags: u32) -> c_int {
+    // SAFETY: live counters point to their live context.
+    let ctx = unsafe { (*counters).context };
+    vctx_call!(ctx, read_counters, int(counters, values, ncounters, flags))
+}
+
+/// `ibv_create_flow`: a steering rule on `qp`; null with errno `EOPNOTSUPP`
+/// when the provider has none.
+///
+/// # Safety
+/// `qp` must be live; `flow` an attribute followed by its `num_of_specs` specs.
+#[inline]
+pub unsafe fn ibv_create_flow(qp: *mut ibv_qp, flow: *mut ibv_flow_attr) -> *mut ibv_flow {
+    // SAFETY: a live QP points to its live context.
+    let ctx = unsafe { (*qp).context };
+    vctx_call!(ctx, ibv_create_flow, ptr(qp, flow))
+}
+
+/// `ibv_destroy_flow`.
+///
+/// # Safety
+/// `flow` must come from [`ibv_create_flow`] and not be used afterwards.
+#[inline]
+pub unsafe fn ibv_destroy_flow(flow: *mut ibv_flow) -> c_int {
+    // SAFETY: a live flow points to its live context.
+    let ctx = unsafe { (*flow).context };
+    vctx_call!(ctx, ibv_destroy_flow, int(flow))
+}
+
 /// Functions that forward to a function pointer of the object itself.
 macro_rules! forward {
     ($( $(#[$m:meta])* pub unsafe fn $name:ident($obj:ident: *mut $ty:ty $(, $arg:ident: $at:ty)*) $(-> $ret:ty)? => $field:ident; )*) => {$(

@@ -17,6 +17,7 @@ mod errors;
 mod events;
 mod ex_post;
 mod features;
+mod hw_verbs;
 mod iwarp;
 mod loopback;
 mod mlx5dv;
