@@ -785,6 +785,53 @@ mod tests {
         assert_eq!(unsafe { ibv_alloc_td(ctx, &mut td_attr) }, ptr::dangling_mut());
     }
 
+    unsafe extern "C" fn fake_create_srq_ex(_: *mut ibv_context, _: *mut ibv_srq_init_attr_ex) -> *mut ibv_srq {
+        ptr::dangling_mut()
+    }
+
+    unsafe extern "C" fn fake_rate_limit(_: *mut ibv_qp, attr: *mut ibv_qp_rate_limit_attr) -> c_int {
+        unsafe { (*attr).rate_limit as c_int }
+    }
+
+    #[test]
+    fn xrc_dm_pacing_and_counter_verbs_need_the_providers_entries() {
+        let mut v = extended();
+        let vp: *mut verbs_context = &mut *v;
+        let ctx = unsafe { ptr::addr_of_mut!((*vp).context) };
+        let mut pd = ibv_pd { context: ctx, handle: 0 };
+        let mut qp = ibv_qp { context: ctx, ..Default::default() };
+        // SAFETY: plain C structs, all-zero valid.
+        let mut srq: ibv_srq = unsafe { core::mem::zeroed() };
+        srq.context = ctx;
+        // An XRC SRQ goes to the extended entry (never to `ibv_create_srq`).
+        let mut attr = ibv_srq_init_attr_ex {
+            comp_mask: ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_TYPE.0
+                | ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_PD.0
+                | ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_XRCD.0
+                | ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_CQ.0,
+            srq_type: ibv_srq_type::IBV_SRQT_XRC,
+            pd: &mut pd,
+            ..Default::default()
+        };
+        assert!(unsafe { ibv_create_srq_ex(ctx, &mut attr) }.is_null());
+        assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EOPNOTSUPP));
+        unsafe { (*vp).create_srq_ex = Some(fake_create_srq_ex) };
+        assert_eq!(unsafe { ibv_create_srq_ex(ctx, &mut attr) }, ptr::dangling_mut());
+        // Entries the provider leaves unset: EOPNOTSUPP, as the header's inlines say.
+        let mut n = 0;
+        assert_eq!(unsafe { ibv_get_srq_num(&mut srq, &mut n) }, libc::EOPNOTSUPP);
+        let mut dm: ibv_dm = unsafe { core::mem::zeroed() };
+        dm.context = ctx;
+        assert!(unsafe { ibv_reg_dm_mr(&mut pd, &mut dm, 0, 64, 0) }.is_null());
+        assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EOPNOTSUPP));
+        let mut c_attr = ibv_counters_init_attr { comp_mask: 0 };
+        assert!(unsafe { ibv_create_counters(ctx, &mut c_attr) }.is_null());
+        let mut rl = ibv_qp_rate_limit_attr { rate_limit: 1000, ..Default::default() };
+        assert_eq!(unsafe { ibv_modify_qp_rate_limit(&mut qp, &mut rl) }, libc::EOPNOTSUPP);
+        unsafe { (*vp).modify_qp_rate_limit = Some(fake_rate_limit) };
+        assert_eq!(unsafe { ibv_modify_qp_rate_limit(&mut qp, &mut rl) }, 1000, "the provider's entry is called");
+    }
+
     #[test]
     fn post_send_goes_through_the_context_ops() {
         let mut ctx = ibv_context::default();
