@@ -12,6 +12,7 @@
 
 use super::device::Context;
 use super::error::{Error, Result};
+#[cfg(not(rrddmma_mlnx_ofed4))]
 use crate::bindings as ffi;
 
 /// The frequency of the device's core clock, which counts completion

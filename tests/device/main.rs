@@ -9,6 +9,8 @@
 mod alloc;
 #[cfg(feature = "cm")]
 mod cm;
+#[cfg(feature = "cm")]
+mod cm_ece;
 mod common;
 mod cq;
 mod device;
