@@ -164,10 +164,10 @@ fn device_memory_region_is_written_and_read_by_requests() {
             return;
         }
     };
-    // Hardware: a peer WRITEs into device memory through its zero-based
-    // region, the host reads it back with a copy and with a READ.
-    let lb = Loopback::new(QpCaps::default());
-    let mut lb = lb;
+    // Hardware: a WRITE into device memory through its zero-based region
+    // and a READ into it, each read back with a copy (on the loopback's
+    // context: the first allocation only showed there is device memory).
+    let mut lb = Loopback::new(QpCaps::default());
     let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ;
     let dm = Dm::alloc(&lb.ctx, dm.len()).unwrap();
     let dmr = dm.reg_mr(&lb.pd, 0, 256, access).unwrap();
@@ -182,12 +182,15 @@ fn device_memory_region_is_written_and_read_by_requests() {
     let mut back = [0u8; 128];
     dm.read(64, &mut back).unwrap();
     assert!(back.iter().enumerate().all(|(i, &b)| b == i as u8), "the WRITE landed in device memory");
-    // The device memory as a local entry: the peer READs from it.
-    let src = [dmr.sge(64, 128)];
+    // The device memory as a local entry: a READ from b's buffer lands in it.
+    lb.b()[..128].fill(0xa5);
+    let dst = [dmr.sge(128, 128)];
     // SAFETY: as above.
-    unsafe { lb.qb.post_send(&mut [SendWr::read(&src, lb.mr_b.remote().at(0)).wr_id(5).signaled()]) }.unwrap();
+    unsafe { lb.qa.post_send(&mut [SendWr::read(&dst, lb.mr_b.remote().at(0)).wr_id(5).signaled()]) }.unwrap();
     let wc = poll_one(&lb.cq);
     assert_eq!((wc.wr_id(), wc.status()), (5, WcStatus::SUCCESS), "{wc:?}");
+    dm.read(128, &mut back).unwrap();
+    assert!(back.iter().all(|&b| b == 0xa5), "the READ landed in device memory");
 }
 
 #[test]
