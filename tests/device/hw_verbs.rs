@@ -230,15 +230,23 @@ fn ece_on_a_qp_and_on_a_cm_id() {
 #[test]
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn rate_limit_paces_a_qp_or_is_unsupported() {
-    let mut lb = Loopback::new(QpCaps::default());
-    let caps = lb.ctx.query_device_ex().unwrap().packet_pacing_caps;
-    let r = lb.qa.set_rate_limit(&RateLimit::kbps(caps.qp_rate_limit_min.max(1000)));
+    let ctx = open_device();
+    let caps = ctx.query_device_ex().unwrap().packet_pacing_caps;
+    let rate = RateLimit::kbps(caps.qp_rate_limit_min.max(1000));
     if caps.qp_rate_limit_max == 0 {
-        assert!(is_software(&lb.ctx), "only software devices are expected to lack packet pacing");
-        assert_unsupported(&r.unwrap_err(), "ibv_modify_qp_rate_limit", "packet pacing");
-        eprintln!("{}: packet pacing Unsupported (asserted)", lb.ctx.name());
+        // Refused from the device's capabilities, before the QP is asked:
+        // a QP that was never connected shows it (as on iWARP, where RC
+        // connects through the CM only).
+        let pd = Pd::alloc(&ctx).unwrap();
+        let cq = Cq::create(&ctx, 4).unwrap();
+        let qp = Qp::builder(&pd, QpType::RC, &cq, &cq).build().unwrap();
+        assert!(is_software(&ctx), "only software devices are expected to lack packet pacing");
+        assert_unsupported(&qp.set_rate_limit(&rate).unwrap_err(), "ibv_modify_qp_rate_limit", "packet pacing");
+        eprintln!("{}: packet pacing Unsupported (asserted)", ctx.name());
         return;
     }
+    let mut lb = Loopback::new(QpCaps::default());
+    let r = lb.qa.set_rate_limit(&rate);
     // Hardware: a paced QP still moves data; a rate above the device's
     // range is refused before the call; 0 lifts the limit.
     r.unwrap();
