@@ -30,8 +30,8 @@ pub const NOT_PROVIDED: &[(&str, &str)] = &[
     ("ibv_query_gid_table", "prim::Context::gid_table reads the entries through ibv_query_gid_ex"),
     ("ibv_is_qpt_supported", "pure arithmetic; not yet mirrored"),
     ("ibv_wr_bind_mw", "type 2 window binds: not yet wrapped"),
-    ("ibv_query_ece", "not yet wrapped"),
-    ("ibv_set_ece", "not yet wrapped"),
+    ("ibv_query_ece", "exported by libibverbs; prim::Qp::query_ece calls it"),
+    ("ibv_set_ece", "exported by libibverbs; prim::Qp::set_ece calls it"),
 ];
 
 /// mlx5dv.h's inlines other than `mlx5dv_wr_set_dc_addr` are not mirrored in inline.rs.
