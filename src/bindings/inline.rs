@@ -466,6 +466,149 @@ pub unsafe fn ibv_bind_mw(qp: *mut ibv_qp, mw: *mut ibv_mw, mw_bind: *mut ibv_mw
     }
 }
 
+/// `ibv_create_srq_ex`: a basic SRQ through `ibv_create_srq` when only the PD
+/// (and type `BASIC`) is asked for, as the header does; otherwise the
+/// extended entry (XRC and tag-matching SRQs), null with errno `EOPNOTSUPP`
+/// when the provider lacks it.
+///
+/// # Safety
+/// `context` must be live; `attr` valid, naming live objects of `context`.
+#[inline]
+pub unsafe fn ibv_create_srq_ex(context: *mut ibv_context, attr: *mut ibv_srq_init_attr_ex) -> *mut ibv_srq {
+    use ibv_srq_init_attr_mask as M;
+    // SAFETY: the caller passes a valid `attr`.
+    let (mask, basic, pd) =
+        unsafe { ((*attr).comp_mask, (*attr).srq_type == ibv_srq_type::IBV_SRQT_BASIC, (*attr).pd) };
+    let pd_only = mask & !(M::IBV_SRQ_INIT_ATTR_PD.0 | M::IBV_SRQ_INIT_ATTR_TYPE.0) == 0;
+    if pd_only && mask & M::IBV_SRQ_INIT_ATTR_PD.0 != 0 && (mask & M::IBV_SRQ_INIT_ATTR_TYPE.0 == 0 || basic) {
+        // SAFETY: `ibv_srq_init_attr` is the leading part of the extended struct.
+        return unsafe { ibv_create_srq(pd, attr.cast()) };
+    }
+    vctx_call!(context, create_srq_ex, ptr(context, attr))
+}
+
+/// `ibv_get_srq_num`: the number of an XRC SRQ (what a sender names as its
+/// remote SRQN); `EOPNOTSUPP` when the provider has no XRC.
+///
+/// # Safety
+/// `srq` must be live; `srq_num` valid for writes.
+#[inline]
+pub unsafe fn ibv_get_srq_num(srq: *mut ibv_srq, srq_num: *mut u32) -> c_int {
+    // SAFETY: a live SRQ points to its live context.
+    let ctx = unsafe { (*srq).context };
+    vctx_call!(ctx, get_srq_num, int(srq, srq_num))
+}
+
+/// `ibv_open_qp`: opens a shareable (XRC receive) QP by number; null with
+/// errno `EOPNOTSUPP` when the provider has no XRC.
+///
+/// # Safety
+/// `context` must be live; `attr` valid, its XRCD a live one of `context`.
+#[inline]
+pub unsafe fn ibv_open_qp(context: *mut ibv_context, attr: *mut ibv_qp_open_attr) -> *mut ibv_qp {
+    vctx_call!(context, open_qp, ptr(context, attr))
+}
+
+/// `ibv_reg_dm_mr`: registers a range of device memory; null with errno
+/// `EOPNOTSUPP` when the provider cannot.
+///
+/// # Safety
+/// `pd` and `dm` must be live objects of one context.
+#[inline]
+pub unsafe fn ibv_reg_dm_mr(
+    pd: *mut ibv_pd,
+    dm: *mut ibv_dm,
+    dm_offset: u64,
+    length: usize,
+    access: c_uint,
+) -> *mut ibv_mr {
+    // SAFETY: a live PD points to its live context.
+    let ctx = unsafe { (*pd).context };
+    vctx_call!(ctx, reg_dm_mr, ptr(pd, dm, dm_offset, length, access))
+}
+
+/// `ibv_modify_qp_rate_limit`: packet pacing; `EOPNOTSUPP` when the provider has none.
+///
+/// # Safety
+/// `qp` must be live; `attr` valid.
+#[inline]
+pub unsafe fn ibv_modify_qp_rate_limit(qp: *mut ibv_qp, attr: *mut ibv_qp_rate_limit_attr) -> c_int {
+    // SAFETY: a live QP points to its live context.
+    let ctx = unsafe { (*qp).context };
+    vctx_call!(ctx, modify_qp_rate_limit, int(qp, attr))
+}
+
+/// `ibv_create_counters`: a counters object; null with errno `EOPNOTSUPP`
+/// when the provider has none.
+///
+/// # Safety
+/// `context` must be live; `attr` valid.
+#[inline]
+pub unsafe fn ibv_create_counters(context: *mut ibv_context, attr: *mut ibv_counters_init_attr) -> *mut ibv_counters {
+    vctx_call!(context, create_counters, ptr(context, attr))
+}
+
+/// `ibv_destroy_counters`.
+///
+/// # Safety
+/// `counters` must come from [`ibv_create_counters`] and not be used afterwards.
+#[inline]
+pub unsafe fn ibv_destroy_counters(counters: *mut ibv_counters) -> c_int {
+    // SAFETY: live counters point to their live context.
+    let ctx = unsafe { (*counters).context };
+    vctx_call!(ctx, destroy_counters, int(counters))
+}
+
+/// `ibv_attach_counters_point_flow`: binds a counter of `counters` to what a
+/// flow counts (the flow is null: the attach precedes the flow's creation).
+///
+/// # Safety
+/// `counters` must be live; `attr` valid; `flow` null or live.
+#[inline]
+pub unsafe fn ibv_attach_counters_point_flow(
+    counters: *mut ibv_counters,
+    attr: *mut ibv_counter_attach_attr,
+    flow: *mut ibv_flow,
+) -> c_int {
+    // SAFETY: live counters point to their live context.
+    let ctx = unsafe { (*counters).context };
+    vctx_call!(ctx, attach_counters_point_flow, int(counters, attr, flow))
+}
+
+/// `ibv_read_counters`: reads `ncounters` values.
+///
+/// # Safety
+/// `counters` must be live; `values` valid for `ncounters` writes.
+#[inline]
+pub unsafe fn ibv_read_counters(counters: *mut ibv_counters, values: *mut u64, ncounters: u32, flags: u32) -> c_int {
+    // SAFETY: live counters point to their live context.
+    let ctx = unsafe { (*counters).context };
+    vctx_call!(ctx, read_counters, int(counters, values, ncounters, flags))
+}
+
+/// `ibv_create_flow`: a steering rule on `qp`; null with errno `EOPNOTSUPP`
+/// when the provider has none.
+///
+/// # Safety
+/// `qp` must be live; `flow` an attribute followed by its `num_of_specs` specs.
+#[inline]
+pub unsafe fn ibv_create_flow(qp: *mut ibv_qp, flow: *mut ibv_flow_attr) -> *mut ibv_flow {
+    // SAFETY: a live QP points to its live context.
+    let ctx = unsafe { (*qp).context };
+    vctx_call!(ctx, ibv_create_flow, ptr(qp, flow))
+}
+
+/// `ibv_destroy_flow`.
+///
+/// # Safety
+/// `flow` must come from [`ibv_create_flow`] and not be used afterwards.
+#[inline]
+pub unsafe fn ibv_destroy_flow(flow: *mut ibv_flow) -> c_int {
+    // SAFETY: a live flow points to its live context.
+    let ctx = unsafe { (*flow).context };
+    vctx_call!(ctx, ibv_destroy_flow, int(flow))
+}
+
 /// Functions that forward to a function pointer of the object itself.
 macro_rules! forward {
     ($( $(#[$m:meta])* pub unsafe fn $name:ident($obj:ident: *mut $ty:ty $(, $arg:ident: $at:ty)*) $(-> $ret:ty)? => $field:ident; )*) => {$(
@@ -640,6 +783,53 @@ mod tests {
         assert!(unsafe { ibv_alloc_parent_domain(ctx, &mut pd_attr) }.is_null());
         unsafe { (*vp).alloc_td = Some(fake_alloc_td) };
         assert_eq!(unsafe { ibv_alloc_td(ctx, &mut td_attr) }, ptr::dangling_mut());
+    }
+
+    unsafe extern "C" fn fake_create_srq_ex(_: *mut ibv_context, _: *mut ibv_srq_init_attr_ex) -> *mut ibv_srq {
+        ptr::dangling_mut()
+    }
+
+    unsafe extern "C" fn fake_rate_limit(_: *mut ibv_qp, attr: *mut ibv_qp_rate_limit_attr) -> c_int {
+        unsafe { (*attr).rate_limit as c_int }
+    }
+
+    #[test]
+    fn xrc_dm_pacing_and_counter_verbs_need_the_providers_entries() {
+        let mut v = extended();
+        let vp: *mut verbs_context = &mut *v;
+        let ctx = unsafe { ptr::addr_of_mut!((*vp).context) };
+        let mut pd = ibv_pd { context: ctx, handle: 0 };
+        let mut qp = ibv_qp { context: ctx, ..Default::default() };
+        // SAFETY: plain C structs, all-zero valid.
+        let mut srq: ibv_srq = unsafe { core::mem::zeroed() };
+        srq.context = ctx;
+        // An XRC SRQ goes to the extended entry (never to `ibv_create_srq`).
+        let mut attr = ibv_srq_init_attr_ex {
+            comp_mask: ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_TYPE.0
+                | ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_PD.0
+                | ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_XRCD.0
+                | ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_CQ.0,
+            srq_type: ibv_srq_type::IBV_SRQT_XRC,
+            pd: &mut pd,
+            ..Default::default()
+        };
+        assert!(unsafe { ibv_create_srq_ex(ctx, &mut attr) }.is_null());
+        assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EOPNOTSUPP));
+        unsafe { (*vp).create_srq_ex = Some(fake_create_srq_ex) };
+        assert_eq!(unsafe { ibv_create_srq_ex(ctx, &mut attr) }, ptr::dangling_mut());
+        // Entries the provider leaves unset: EOPNOTSUPP, as the header's inlines say.
+        let mut n = 0;
+        assert_eq!(unsafe { ibv_get_srq_num(&mut srq, &mut n) }, libc::EOPNOTSUPP);
+        let mut dm: ibv_dm = unsafe { core::mem::zeroed() };
+        dm.context = ctx;
+        assert!(unsafe { ibv_reg_dm_mr(&mut pd, &mut dm, 0, 64, 0) }.is_null());
+        assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EOPNOTSUPP));
+        let mut c_attr = ibv_counters_init_attr { comp_mask: 0 };
+        assert!(unsafe { ibv_create_counters(ctx, &mut c_attr) }.is_null());
+        let mut rl = ibv_qp_rate_limit_attr { rate_limit: 1000, ..Default::default() };
+        assert_eq!(unsafe { ibv_modify_qp_rate_limit(&mut qp, &mut rl) }, libc::EOPNOTSUPP);
+        unsafe { (*vp).modify_qp_rate_limit = Some(fake_rate_limit) };
+        assert_eq!(unsafe { ibv_modify_qp_rate_limit(&mut qp, &mut rl) }, 1000, "the provider's entry is called");
     }
 
     #[test]

@@ -3,17 +3,24 @@
 
 use std::fmt;
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 use super::device::Context;
 use super::error::{Error, Result};
 use super::handle::{Destroy, Owned};
+use super::mr::RemoteMr;
+use super::pd::Pd;
+use super::values::AccessFlags;
+use super::wr::Sge;
 use crate::bindings as ffi;
 
-/// On-device memory (`struct ibv_dm`). Freed on drop.
+/// On-device memory (`struct ibv_dm`). Cloning shares it; freed when the
+/// last clone and the last region on it ([`Dm::reg_mr`]) are gone.
 ///
 /// # References
-/// `ibv_alloc_dm(3)`
-pub struct Dm(Owned<DmData>);
+/// `ibv_alloc_dm(3)`, `ibv_reg_dm_mr(3)`
+#[derive(Clone)]
+pub struct Dm(Arc<Owned<DmData>>);
 
 pub(crate) struct DmData {
     len: usize,
@@ -50,7 +57,7 @@ impl Dm {
         let dm = unsafe { ffi::ibv_alloc_dm(ctx.as_ptr(), &mut attr) };
         let dm = NonNull::new(dm).ok_or_else(|| Error::last("ibv_alloc_dm"))?;
         // SAFETY: made by `ibv_alloc_dm` just now, owned by nothing else.
-        Ok(Dm(unsafe { Owned::new(dm, DmData { len, _ctx: ctx.clone() }) }))
+        Ok(Dm(Arc::new(unsafe { Owned::new(dm, DmData { len, _ctx: ctx.clone() }) })))
     }
 
     /// Size in bytes.
@@ -99,6 +106,139 @@ impl Dm {
             return Err(Error::code("ibv_memcpy_from_dm", rc));
         }
         Ok(())
+    }
+}
+
+impl Dm {
+    /// Registers `len` bytes of this device memory from `offset` on `pd`,
+    /// so that requests can name it: as a local entry ([`DmMr::sge`]) or
+    /// as the target of a peer's WRITE, READ or atomic ([`DmMr::remote`]).
+    /// The region is zero-based (`IBV_ACCESS_ZERO_BASED` is added to
+    /// `access`): addresses in it are offsets from its start. It keeps this
+    /// memory and `pd` alive. [`Error::Unsupported`] (feature `device memory
+    /// regions`) where the provider cannot register device memory.
+    ///
+    /// # Panics
+    /// If the range is outside the allocation, or `pd` belongs to another
+    /// device context (programming errors).
+    ///
+    /// # References
+    /// `ibv_reg_dm_mr(3)`
+    #[doc(alias = "ibv_reg_dm_mr")]
+    pub fn reg_mr(&self, pd: &Pd, offset: usize, len: usize, access: AccessFlags) -> Result<DmMr> {
+        assert!(
+            offset.checked_add(len).is_some_and(|e| e <= self.0.len),
+            "Dm::reg_mr: {len} bytes at offset {offset} are outside the {}-byte allocation",
+            self.0.len
+        );
+        assert!(
+            pd.context().as_ptr() == self.0._ctx.as_ptr(),
+            "Dm::reg_mr: the PD belongs to another device context than the device memory"
+        );
+        #[cfg(rrddmma_mlnx_ofed4)]
+        {
+            let _ = access;
+            Err(Error::Unsupported { op: "ibv_reg_dm_mr", feature: "device memory regions (MLNX_OFED 4.x)" })
+        }
+        #[cfg(not(rrddmma_mlnx_ofed4))]
+        {
+            let access = (access | AccessFlags::ZERO_BASED).bits();
+            // SAFETY: live PD and DM of one context (checked above); the
+            // range lies in the allocation.
+            let mr = unsafe { ffi::ibv_reg_dm_mr(pd.as_ptr(), self.0.as_ptr(), offset as u64, len, access) };
+            let mr = NonNull::new(mr).ok_or_else(|| Error::last("ibv_reg_dm_mr").lacking("device memory regions"))?;
+            // SAFETY: made just now, owned by nothing else.
+            let (lkey, rkey) = unsafe { ((*mr.as_ptr()).lkey, (*mr.as_ptr()).rkey) };
+            Ok(DmMr {
+                // SAFETY: made by `ibv_reg_dm_mr` just now, owned by the result.
+                mr: unsafe { Owned::new(mr, DmMrData { _dm: self.clone(), _pd: pd.clone() }) },
+                len,
+                lkey,
+                rkey,
+            })
+        }
+    }
+}
+
+pub(crate) struct DmMrData {
+    _dm: Dm,
+    _pd: Pd,
+}
+
+// SAFETY: `ibv_dereg_mr` releases what `ibv_reg_dm_mr` made; the region is
+// only read (its keys) after creation.
+unsafe impl Destroy for DmMrData {
+    type Raw = ffi::ibv_mr;
+    const VERB: &'static str = "ibv_dereg_mr";
+    unsafe fn destroy(&mut self, raw: NonNull<ffi::ibv_mr>) -> i32 {
+        // SAFETY: the caller's contract.
+        unsafe { ffi::ibv_dereg_mr(raw.as_ptr()) }
+    }
+}
+
+/// A region of device memory ([`Dm::reg_mr`]): zero-based, so its
+/// addresses are offsets from its start. Deregistered on drop; keeps its
+/// device memory and PD alive.
+///
+/// # References
+/// `ibv_reg_dm_mr(3)`
+pub struct DmMr {
+    mr: Owned<DmMrData>,
+    len: usize,
+    lkey: u32,
+    rkey: u32,
+}
+
+impl fmt::Debug for DmMr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DmMr").field("len", &self.len).field("lkey", &self.lkey).field("rkey", &self.rkey).finish()
+    }
+}
+
+impl DmMr {
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the region is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Local key.
+    pub fn lkey(&self) -> u32 {
+        self.lkey
+    }
+
+    /// Remote key.
+    pub fn rkey(&self) -> u32 {
+        self.rkey
+    }
+
+    /// The raw region.
+    pub fn as_ptr(&self) -> *mut ffi::ibv_mr {
+        self.mr.as_ptr()
+    }
+
+    /// A local entry for `len` bytes at `offset` of the region (its address
+    /// is the offset: the region is zero-based).
+    ///
+    /// # Panics
+    /// If the range is outside the region (a programming error).
+    pub fn sge(&self, offset: usize, len: u32) -> Sge {
+        assert!(
+            offset.checked_add(len as usize).is_some_and(|e| e <= self.len),
+            "DmMr::sge: {len} bytes at offset {offset} are outside the {}-byte region",
+            self.len
+        );
+        Sge::from_raw(offset as u64, len, self.lkey)
+    }
+
+    /// What a peer needs to reach the region: address 0 (zero-based), its
+    /// length and remote key.
+    pub fn remote(&self) -> RemoteMr {
+        RemoteMr { addr: 0, len: self.len as u64, rkey: self.rkey }
     }
 }
 

@@ -8,14 +8,17 @@
 
 mod ah;
 mod channel;
+mod clock;
 #[cfg(feature = "cm")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cm")))]
 pub mod cm;
+mod counters;
 mod cq;
 pub(crate) mod cvalue;
 mod device;
 mod dm;
 mod domain;
+mod ece;
 mod error;
 mod event;
 mod gid;
@@ -24,6 +27,7 @@ mod local;
 mod mr;
 mod mw;
 mod odp;
+mod pacing;
 mod pd;
 mod port;
 mod qp;
@@ -32,13 +36,17 @@ mod srq;
 mod td;
 mod values;
 mod wr;
+mod xrc;
 
 pub use ah::{Ah, AhAttr, GRH_LEN};
 pub use channel::CompChannel;
+pub use clock::CoreClock;
+pub use counters::{CounterKind, Counters};
 pub use cq::{Cq, CqBuilder, ExWc, Poller, Wc, WcError, WcFlagsEx};
 pub use device::{device_names, Context};
-pub use dm::{Dm, Xrcd};
+pub use dm::{Dm, DmMr, Xrcd};
 pub use domain::ParentDomain;
+pub use ece::Ece;
 #[allow(unused_imports)]
 pub(crate) use error::count_destroy_failure;
 pub use error::{destroy_failures, Error, Result};
@@ -48,6 +56,7 @@ pub use local::{LocalCq, LocalQp, TdParentDomain};
 pub use mr::{Mr, RemoteMr};
 pub use mw::Mw;
 pub use odp::Advice;
+pub use pacing::RateLimit;
 pub use pd::Pd;
 pub use port::{PortAttr, Speed, Width};
 pub use qp::{

@@ -12,6 +12,9 @@ use crate::bindings as ffi;
 
 pub(crate) struct SrqData {
     pd: Pd,
+    /// What an XRC SRQ uses besides its PD (its domain and CQ), released
+    /// after it.
+    xrc: Option<(super::Xrcd, super::Cq)>,
 }
 
 // SAFETY: `ibv_destroy_srq` releases what `ibv_create_srq` made; posting to
@@ -78,7 +81,7 @@ impl SrqBuilder<'_> {
         let raw = unsafe { ffi::ibv_create_srq(self.pd.as_ptr(), &mut attr) };
         let raw = NonNull::new(raw).ok_or_else(|| Error::last("ibv_create_srq"))?;
         // SAFETY: made by `ibv_create_srq` just now, owned by nothing else.
-        let srq = Srq(Arc::new(unsafe { Owned::new(raw, SrqData { pd: self.pd.clone() }) }));
+        let srq = Srq(Arc::new(unsafe { Owned::new(raw, SrqData { pd: self.pd.clone(), xrc: None }) }));
         if self.limit > 0 {
             srq.arm_limit(self.limit)?;
         }
@@ -94,6 +97,21 @@ impl Srq {
     /// `ibv_create_srq(3)`
     pub fn builder(pd: &Pd) -> SrqBuilder<'_> {
         SrqBuilder { pd, max_wr: 64, max_sge: 1, limit: 0 }
+    }
+
+    /// An SRQ made by `ibv_create_srq_ex` (see `prim::xrc`).
+    ///
+    /// # Safety
+    /// `raw` must be a live SRQ created on `pd` (with `xrc`'s domain and CQ),
+    /// owned by the result.
+    pub(crate) unsafe fn from_raw(raw: NonNull<ffi::ibv_srq>, pd: &Pd, xrc: Option<(super::Xrcd, super::Cq)>) -> Srq {
+        // SAFETY: the caller's contract.
+        Srq(Arc::new(unsafe { Owned::new(raw, SrqData { pd: pd.clone(), xrc }) }))
+    }
+
+    /// The XRC domain of an XRC SRQ ([`Srq::create_xrc`]); `None` for a basic SRQ.
+    pub fn xrcd(&self) -> Option<&super::Xrcd> {
+        self.0.xrc.as_ref().map(|(x, _)| x)
     }
 
     /// The PD the SRQ belongs to.

@@ -199,6 +199,15 @@ impl<'a> SendWr<'a> {
         self
     }
 
+    /// XRC destination: the number of the receiving side's XRC SRQ
+    /// ([`Srq::srq_num`](super::Srq::srq_num)), for a request on an
+    /// `XRC_SEND` QP.
+    #[inline]
+    pub const fn xrc_srqn(mut self, remote_srqn: u32) -> SendWr<'a> {
+        self.raw.qp_type.xrc.remote_srqn = remote_srqn;
+        self
+    }
+
     /// Sets the caller's identifier, returned in the completion.
     #[inline]
     pub const fn wr_id(mut self, wr_id: u64) -> SendWr<'a> {

@@ -9,6 +9,8 @@
 mod alloc;
 #[cfg(feature = "cm")]
 mod cm;
+#[cfg(feature = "cm")]
+mod cm_ece;
 mod common;
 mod cq;
 mod device;
@@ -17,6 +19,7 @@ mod errors;
 mod events;
 mod ex_post;
 mod features;
+mod hw_verbs;
 mod iwarp;
 mod loopback;
 mod mlx5dv;

@@ -12,8 +12,18 @@ use crate::tally::Tally;
 use crate::Result;
 
 /// The device tests run under the newest kernel: libtest filters (any matches).
-pub const NEWEST_SUBSET: &[&str] =
-    &["newer_kernel::", "iwarp::", "loopback::", "ops::", "features::", "cm::", "srq_limit::", "mw2::"];
+pub const NEWEST_SUBSET: &[&str] = &[
+    "newer_kernel::",
+    "iwarp::",
+    "loopback::",
+    "ops::",
+    "features::",
+    "cm::",
+    "srq_limit::",
+    "mw2::",
+    "hw_verbs::",
+    "cm_ece::",
+];
 
 /// Runs the subset of the device suite `device_tests` under Debian's newest
 /// kernel, each check named with that kernel.

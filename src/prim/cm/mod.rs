@@ -37,6 +37,7 @@ use super::handle::{Destroy, Owned};
 use super::{AccessFlags, Error, Qp, QpAttr, QpState, Result};
 
 mod channel;
+mod ece;
 mod event;
 pub use channel::{EventChannel, QUEUED_REQUESTS_MAX};
 pub use event::{CmEvent, CmEventType, UdParam};

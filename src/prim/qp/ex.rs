@@ -119,7 +119,13 @@ impl WrBatch<'_> {
     #[inline]
     pub unsafe fn post(&mut self, wr: &SendWr<'_>) -> Result<()> {
         let ud = self.qp.qp_type == QpType::UD;
+        let xrc = self.qp.qp_type == QpType::XRC_SEND;
         self.post_with(wr, |q| {
+            if xrc {
+                // SAFETY: an open batch with an operation just started; the
+                // SRQ number is the one `SendWr::xrc_srqn` set (plain data).
+                unsafe { ffi::ibv_wr_set_xrc_srqn(q, wr.as_raw().qp_type.xrc.remote_srqn) };
+            }
             if ud {
                 // SAFETY: an open batch with an operation just started; the
                 // UD members are the ones `SendWr::ud` set (plain data).
