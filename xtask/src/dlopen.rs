@@ -1,0 +1,1 @@
+//! The dlopen linkage checks of `cargo xtask test`.
