@@ -15,6 +15,8 @@
 //!   under Debian stable's kernel or Debian's newest (see `kernels`).
 //! - `cargo xtask bindings [--check] [--dl-only]`: regenerates or checks `src/bindings/sys.rs`
 //!   (and the `dlopen` tables derived from it).
+//! - `cargo xtask dlopen`: the dlopen linkage alone: built with rdma-core hidden, its load
+//!   errors, and the device suite on it.
 //! - `cargo xtask deps`: installs what the other tasks need (idempotent).
 //! - `cargo xtask bench-wqe`: callgrind count of the direct WQE writer vs the C helpers.
 
@@ -95,6 +97,7 @@ fn usage() -> ExitCode {
          \x20 vm [--kernel stable|newest] -- CMD...\n\
          \x20                      run CMD in the SoftRoCE VM (rxe0 ready) under Debian stable's or newest kernel\n\
          \x20 bindings [--check] [--dl-only]  regenerate / check src/bindings/sys.rs (and the dlopen tables)\n\
+         \x20 dlopen                the dlopen linkage: build with rdma-core hidden, load errors, device suite\n\
          \x20 deps                  install the tools and packages the tasks need\n\
          \x20 bench-wqe             callgrind: instructions per direct WQE, Rust vs C helpers"
     );
@@ -177,6 +180,7 @@ fn main() -> ExitCode {
         "bench-peers" => bench_peers::run_peers(rest),
         "vm" => device::vm(rest),
         "bindings" => bindings::run(rest),
+        "dlopen" => dlopen::run(),
         "deps" => deps::ensure(),
         "bench-wqe" => bench::run_bench(),
         _ => return usage(),
