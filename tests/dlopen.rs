@@ -19,7 +19,7 @@ fn load_error(case: &str, r: Result<impl std::fmt::Debug, Error>) -> (String, Lo
         Err(e @ Error::Load { .. }) => {
             let msg = e.to_string();
             let Error::Load { error, .. } = e else { unreachable!() };
-            (msg, error)
+            (msg, *error)
         }
         other => panic!("{case}: expected Error::Load, got {other:?}"),
     }
@@ -43,7 +43,7 @@ fn run_case(case: &str) {
             let (msg2, _) = load_error(case, Context::open("rxe0"));
             assert_eq!(msg, msg2, "{case}: Context::open reports the same");
             assert!(
-                !Error::Load { op: "x", error: e }.is_unsupported(),
+                !Error::Load { op: "x", error: Box::new(e) }.is_unsupported(),
                 "{case}: a missing library is not 'unsupported'"
             );
         }

@@ -188,8 +188,9 @@ pub enum Error {
     Load {
         /// The C function that was called (or checked).
         op: &'static str,
-        /// The library, the symbol and why.
-        error: crate::bindings::dl::LoadError,
+        /// The library, the symbol and why (boxed: a rare error keeps
+        /// [`Error`] small).
+        error: Box<crate::bindings::dl::LoadError>,
     },
     /// The kernel has RDMA devices, but this build has no provider for any of them.
     NoSupportedDevice {
@@ -224,7 +225,7 @@ impl Error {
             // A function absent from the loaded library answers EOPNOTSUPP
             // and leaves a record naming it.
             if let Some(error) = crate::bindings::dl::take_absent(op) {
-                return Error::Load { op, error };
+                return Error::Load { op, error: Box::new(error) };
             }
         }
         match errno {
