@@ -12,7 +12,7 @@
 //! - [`register_static_providers`]: in a static build, pulls the chosen
 //!   providers into the link and registers them.
 //!
-//! - [`dl`] (feature `dlopen`): libibverbs, libmlx5 and librdmacm opened at
+//! - `dl` (feature `dlopen`): libibverbs, libmlx5 and librdmacm opened at
 //!   run time; `dl_sys` and `dl_cm`, generated from `sys` and `cm` by
 //!   `cargo xtask bindings`, give every function of theirs the same name and
 //!   signature, calling through a pointer resolved once (`docs/linkage.md`).

@@ -27,11 +27,11 @@ fn hide_rdma_core() -> String {
     format!(
         "set -e\n\
          mount --make-rprivate /\n\
-         for d in /usr/include/infiniband /usr/include/rdma; do [ -d $d ] && mount -t tmpfs none $d; done\n\
+         for d in /usr/include/infiniband /usr/include/rdma; do if [ -d $d ]; then mount -t tmpfs none $d; fi; done\n\
          for f in $(dpkg -L {PACKAGES} 2>/dev/null | grep -E '\\.(so(\\.[0-9.]*)?|a|pc)$'); do\n\
-           [ -f \"$f\" ] && mount --bind /dev/null \"$f\"\n\
+           if [ -f \"$f\" ]; then mount --bind /dev/null \"$f\"; fi\n\
          done\n\
-         echo \"hidden: headers $(ls /usr/include/infiniband /usr/include/rdma | wc -l) files left; \\\n\
+         echo \"hidden: headers $(find /usr/include/infiniband /usr/include/rdma -type f | wc -l) files left; \\\n\
            pkg-config libibverbs: $(pkg-config --exists libibverbs 2>/dev/null && echo found || echo absent); \\\n\
            libibverbs.so.1 readable ELF: $(head -c4 /usr/lib/x86_64-linux-gnu/libibverbs.so.1 | grep -q ELF && echo yes || echo no)\"\n"
     )
