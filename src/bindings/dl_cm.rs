@@ -5,6 +5,8 @@
 //! the generated bindings, and each function calling through a pointer
 //! resolved once. Reach it as `bindings::cm::rdma_connect`. Feature `cm`.
 
+#![allow(non_camel_case_types, non_snake_case, clippy::all, clippy::undocumented_unsafe_blocks, rustdoc::all)]
+
 use std::sync::OnceLock;
 
 use super::dl::{absent, Library, LIBRDMACM};

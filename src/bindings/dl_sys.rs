@@ -4,6 +4,8 @@
 //! The `dlopen` linkage's libibverbs and libmlx5 functions: each one of
 //! `sys`'s, calling through a pointer resolved once (see `dl`).
 
+#![allow(non_camel_case_types, non_snake_case, clippy::all, clippy::undocumented_unsafe_blocks, rustdoc::all)]
+
 #[allow(unused_imports)]
 use core::ffi::{c_char, c_int, c_uint, c_void};
 use std::sync::OnceLock;

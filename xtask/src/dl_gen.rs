@@ -12,6 +12,10 @@ pub const GENERATED_SYS: &str = "src/bindings/dl_sys.rs";
 /// The librdmacm table, relative to the workspace root.
 pub const GENERATED_CM: &str = "src/bindings/dl_cm.rs";
 
+/// The generated files' lints: C names, and the C functions' argument counts.
+const LINTS: &str =
+    "#![allow(non_camel_case_types, non_snake_case, clippy::all, clippy::undocumented_unsafe_blocks, rustdoc::all)]";
+
 /// One C function of an `extern "C"` block.
 #[derive(Debug, PartialEq)]
 struct CFn {
@@ -192,12 +196,14 @@ pub fn generate_sys(sys: &str, inline: &str) -> Result<String, String> {
          // and src/bindings/inline.rs; do not edit. `cargo xtask bindings --check` fails on drift.\n\n\
          //! The `dlopen` linkage's libibverbs and libmlx5 functions: each one of\n\
          //! `sys`'s, calling through a pointer resolved once (see `dl`).\n\n\
+         {LINTS}\n\n\
          #[allow(unused_imports)]\n\
          use core::ffi::{c_char, c_int, c_uint, c_void};\n\
          use std::sync::OnceLock;\n\n\
          use super::dl::{absent, Library, LIBIBVERBS, LIBMLX5};\n\
          pub use super::sys::*;\n",
-    );
+    )
+    .replace("{LINTS}", LINTS);
     table(&mut out, "LIBIBVERBS", "Libibverbs", "libibverbs", &verbs);
     table(&mut out, "LIBMLX5", "Libmlx5", "libmlx5", &mlx5);
     Ok(out)
@@ -229,12 +235,14 @@ pub fn generate_cm(cm: &str) -> Result<String, String> {
          //! librdmacm (`rdma/rdma_cma.h`) under the `dlopen` linkage: the types of\n\
          //! the generated bindings, and each function calling through a pointer\n\
          //! resolved once. Reach it as `bindings::cm::rdma_connect`. Feature `cm`.\n\n\
+         {LINTS}\n\n\
          use std::sync::OnceLock;\n\n\
          use super::dl::{absent, Library, LIBRDMACM};\n\
          #[allow(unused_imports)]\n\
          use super::sys::*;\n\
          pub use super::cm_sys::*;\n",
-    );
+    )
+    .replace("{LINTS}", LINTS);
     if !own.is_empty() {
         let _ = writeln!(out, "pub use super::cm_sys::{{{}}};", own.join(", "));
     }
