@@ -67,9 +67,10 @@ fn run() -> Result<(), String> {
     let linkage_override = env::var("RRDDMMA_LINKAGE").ok();
     let linkage_override = linkage_override.as_deref().map(str::trim).filter(|s| !s.is_empty());
     // Probe only what the decision can use: an override short-circuits the rest.
-    let wants_ofed = matches!(linkage_override, None | Some("mlnx4" | "mlnx5"));
+    let dlopen = env::var_os("CARGO_FEATURE_DLOPEN").is_some();
+    let wants_ofed = !dlopen && matches!(linkage_override, None | Some("mlnx4" | "mlnx5"));
     let ofed_info = if wants_ofed { ofed_info() } else { None };
-    let wants_pkg = matches!(linkage_override, None | Some("pkg-config"));
+    let wants_pkg = !dlopen && matches!(linkage_override, None | Some("pkg-config"));
     let ibverbs_pc = if wants_pkg && ofed_info.is_none() {
         pkg_config::Config::new().cargo_metadata(false).env_metadata(false).probe("libibverbs").ok()
     } else {
@@ -80,6 +81,7 @@ fn run() -> Result<(), String> {
         ofed_info: ofed_info.as_deref(),
         pkg_config_found: ibverbs_pc.is_some(),
         vendored: env::var_os("CARGO_FEATURE_VENDORED").is_some(),
+        dlopen,
     };
     let linkage = probe::decide(&inputs).map_err(|e| e.to_string())?;
 
@@ -104,9 +106,11 @@ fn run() -> Result<(), String> {
         }
         Linkage::Static => link_static_system(&providers)?,
         Linkage::Source => link_source(&providers)?,
+        // Nothing to link: the library opens rdma-core's shared objects itself.
+        Linkage::Dlopen => "loaded at run time".into(),
     };
 
-    if cm_wanted() && !linkage.is_static() {
+    if cm_wanted() && !linkage.is_static() && linkage != Linkage::Dlopen {
         link_rdmacm_shared()?;
     }
     for cfg in linkage.rustc_cfgs() {

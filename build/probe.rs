@@ -26,6 +26,9 @@ pub enum Linkage {
     Static,
     /// rdma-core built from source as static archives, providers registered at start-up.
     Source,
+    /// Nothing linked: libibverbs, libmlx5 and librdmacm opened at run time
+    /// (the `dlopen` Cargo feature).
+    Dlopen,
 }
 
 impl Linkage {
@@ -37,6 +40,7 @@ impl Linkage {
             Linkage::PkgConfig => "pkg-config",
             Linkage::Static => "static",
             Linkage::Source => "source",
+            Linkage::Dlopen => "dlopen",
         }
     }
 
@@ -52,7 +56,7 @@ impl Linkage {
         match self {
             Linkage::Mlnx4 { .. } => &[CFG_MLNX_OFED4],
             Linkage::Static | Linkage::Source => &["rrddmma_static"],
-            Linkage::Mlnx5 { .. } | Linkage::PkgConfig => &[],
+            Linkage::Mlnx5 { .. } | Linkage::PkgConfig | Linkage::Dlopen => &[],
         }
     }
 }
@@ -75,6 +79,8 @@ pub struct ProbeInputs<'a> {
     /// Whether the `vendored` feature is on: with nothing installed found,
     /// build rdma-core from source.
     pub vendored: bool,
+    /// Whether the `dlopen` feature is on: link nothing, load at run time.
+    pub dlopen: bool,
 }
 
 /// Why no linkage could be chosen.
@@ -82,6 +88,14 @@ pub struct ProbeInputs<'a> {
 pub enum ProbeError {
     /// `RRDDMMA_LINKAGE` holds a value that is not one of the known names.
     UnknownOverride(String),
+    /// `RRDDMMA_LINKAGE` names a link-time linkage while the `dlopen`
+    /// feature is on, or `dlopen` while the feature is off.
+    DlopenFeature {
+        /// The override.
+        wanted: String,
+        /// Whether the feature is on.
+        feature_on: bool,
+    },
     /// `RRDDMMA_LINKAGE=mlnx4|mlnx5` was asked for but `ofed_info -s` did not
     /// report a matching MLNX_OFED.
     OfedNotFound {
@@ -113,7 +127,18 @@ impl fmt::Display for ProbeError {
             ProbeError::UnknownOverride(v) => write!(
                 f,
                 "RRDDMMA_LINKAGE={v:?} is not a linkage; use one of \
-                 mlnx4, mlnx5, pkg-config, static, source (or unset it to probe)"
+                 mlnx4, mlnx5, pkg-config, static, source, dlopen (or unset it to probe)"
+            ),
+            ProbeError::DlopenFeature { wanted, feature_on: true } => write!(
+                f,
+                "RRDDMMA_LINKAGE={wanted} asks to link rdma-core, but the `dlopen` feature loads it \
+                 at run time instead; unset RRDDMMA_LINKAGE (or set it to dlopen), or build without \
+                 the feature"
+            ),
+            ProbeError::DlopenFeature { wanted, feature_on: false } => write!(
+                f,
+                "RRDDMMA_LINKAGE={wanted} needs the `dlopen` Cargo feature, which compiles the \
+                 run-time loader: build with --features rrddmma/dlopen"
             ),
             ProbeError::OfedNotFound { wanted, found } => {
                 write!(f, "RRDDMMA_LINKAGE={wanted} asks for MLNX_OFED ")?;
@@ -162,10 +187,16 @@ fn ofed_linkage(ofed: Ofed) -> Linkage {
     }
 }
 
-/// Decides the linkage: the override, else MLNX_OFED, else pkg-config, else
+/// Decides the linkage: the `dlopen` feature, else the override, else MLNX_OFED, else pkg-config, else
 /// (with the `vendored` feature) a static build from source, else an error.
 pub fn decide(inputs: &ProbeInputs<'_>) -> Result<Linkage, ProbeError> {
     let ofed = inputs.ofed_info.and_then(parse_ofed_info);
+    if inputs.dlopen {
+        return match inputs.linkage_override {
+            None | Some("dlopen") => Ok(Linkage::Dlopen),
+            Some(other) => Err(ProbeError::DlopenFeature { wanted: other.to_string(), feature_on: true }),
+        };
+    }
     if let Some(wanted) = inputs.linkage_override {
         return match wanted {
             "mlnx4" | "mlnx5" => {
@@ -181,6 +212,7 @@ pub fn decide(inputs: &ProbeInputs<'_>) -> Result<Linkage, ProbeError> {
             "pkg-config" => Err(ProbeError::PkgConfigNotFound),
             "static" => Ok(Linkage::Static),
             "source" => Ok(Linkage::Source),
+            "dlopen" => Err(ProbeError::DlopenFeature { wanted: "dlopen".into(), feature_on: false }),
             other => Err(ProbeError::UnknownOverride(other.to_string())),
         };
     }

@@ -5,9 +5,10 @@ use std::fmt;
 /// How this build of rrddmma reaches libibverbs, from the build-time probe.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BuildInfo {
-    /// `mlnx4`, `mlnx5`, `pkg-config`, `static` or `source`.
+    /// `mlnx4`, `mlnx5`, `pkg-config`, `static`, `source` or `dlopen`.
     pub linkage: &'static str,
-    /// The rdma-core release linked against (e.g. `44.0`), or `MLNX_OFED <version>`.
+    /// The rdma-core release linked against (e.g. `44.0`), or `MLNX_OFED
+    /// <version>`; `loaded at run time` for `dlopen`.
     pub rdma_core: &'static str,
     /// Providers registered by a static build (`mlx5`, `rxe`, ...); empty when
     /// shared libibverbs loads its providers itself.
@@ -35,7 +36,7 @@ impl fmt::Display for BuildInfo {
 ///
 /// ```
 /// let info = rrddmma::build_info();
-/// assert!(["mlnx4", "mlnx5", "pkg-config", "static", "source"].contains(&info.linkage));
+/// assert!(["mlnx4", "mlnx5", "pkg-config", "static", "source", "dlopen"].contains(&info.linkage));
 /// println!("{info}");
 /// ```
 pub fn build_info() -> BuildInfo {

@@ -13,7 +13,7 @@ const OFED_23_07: &str = "OFED-internal-23.07-0.5.0:\n";
 const OFED_24_10: &str = "OFED-internal-24.10-1.1.4:\n";
 
 fn inputs<'a>(ovr: Option<&'a str>, ofed: Option<&'a str>, pkg: bool) -> ProbeInputs<'a> {
-    ProbeInputs { linkage_override: ovr, ofed_info: ofed, pkg_config_found: pkg, vendored: false }
+    ProbeInputs { linkage_override: ovr, ofed_info: ofed, pkg_config_found: pkg, vendored: false, dlopen: false }
 }
 
 #[test]
@@ -149,4 +149,19 @@ fn ofed_4_builds_with_the_experimental_verbs_cfg() {
             assert!(probe::ALL_CFGS.contains(c), "{c} is not declared");
         }
     }
+}
+
+#[test]
+fn dlopen_feature_links_nothing() {
+    let on = |ovr| ProbeInputs { dlopen: true, ..inputs(ovr, Some(OFED_5_8), true) };
+    // The feature wins over an installed rdma-core and MLNX_OFED.
+    assert_eq!(decide(&on(None)).unwrap(), Linkage::Dlopen);
+    assert_eq!(decide(&on(Some("dlopen"))).unwrap(), Linkage::Dlopen);
+    assert!(Linkage::Dlopen.rustc_cfgs().is_empty() && !Linkage::Dlopen.is_static());
+    let e = decide(&on(Some("static"))).unwrap_err();
+    assert_eq!(e, ProbeError::DlopenFeature { wanted: "static".into(), feature_on: true });
+    assert!(e.to_string().contains("RRDDMMA_LINKAGE=static") && e.to_string().contains("`dlopen` feature"));
+    // Asking for dlopen without the feature names the feature to enable.
+    let e = decide(&inputs(Some("dlopen"), None, true)).unwrap_err();
+    assert!(e.to_string().contains("--features rrddmma/dlopen"), "{e}");
 }

@@ -16,6 +16,9 @@ use core::ffi::{c_int, c_uint, c_void};
 use core::mem::{offset_of, size_of};
 use core::ptr;
 
+#[cfg(feature = "dlopen")]
+use super::dl_sys::*;
+#[cfg(not(feature = "dlopen"))]
 use super::sys::*;
 
 #[cold]
@@ -74,6 +77,7 @@ macro_rules! verbs_get_ctx_op {
     }};
 }
 
+#[cfg(not(feature = "dlopen"))]
 unsafe extern "C" {
     /// The exported `ibv_query_port` symbol, which takes the old, shorter
     /// `struct _compat_ibv_port_attr`. Use [`ibv_query_port`] instead.

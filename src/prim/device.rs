@@ -41,6 +41,8 @@ fn means_no_device(errno: i32) -> bool {
 
 impl DeviceList {
     fn get() -> Result<DeviceList> {
+        #[cfg(feature = "dlopen")]
+        ffi::dl::check_verbs().map_err(|error| Error::Load { op: "ibv_get_device_list", error: Box::new(error) })?;
         ffi::register_static_providers();
         let mut n = 0;
         // SAFETY: `n` is valid for writes; the list is freed in `drop`.

@@ -179,6 +179,19 @@ pub enum Error {
         /// Its range.
         why: &'static str,
     },
+    /// The `dlopen` linkage could not open an rdma-core library, or the
+    /// library lacks a function (an rdma-core older than it). A missing
+    /// function only of an optional verb counts as unsupported
+    /// ([`Error::is_unsupported`]).
+    #[cfg(feature = "dlopen")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "dlopen")))]
+    Load {
+        /// The C function that was called (or checked).
+        op: &'static str,
+        /// The library, the symbol and why (boxed: a rare error keeps
+        /// [`Error`] small).
+        error: Box<crate::bindings::dl::LoadError>,
+    },
     /// The kernel has RDMA devices, but this build has no provider for any of them.
     NoSupportedDevice {
         /// Devices present in `/sys/class/infiniband`.
@@ -207,6 +220,14 @@ impl Error {
     }
 
     pub(crate) fn from_errno(op: &'static str, errno: i32) -> Error {
+        #[cfg(feature = "dlopen")]
+        if errno == libc::EOPNOTSUPP {
+            // A function absent from the loaded library answers EOPNOTSUPP
+            // and leaves a record naming it.
+            if let Some(error) = crate::bindings::dl::take_absent(op) {
+                return Error::Load { op, error: Box::new(error) };
+            }
+        }
         match errno {
             libc::EOPNOTSUPP | libc::ENOSYS => Error::Unsupported { op, feature: "" },
             _ => Error::Verbs { op, errno },
@@ -224,7 +245,12 @@ impl Error {
 
     /// Whether the failure means "not supported here".
     pub fn is_unsupported(&self) -> bool {
-        matches!(self, Error::Unsupported { .. })
+        match self {
+            Error::Unsupported { .. } => true,
+            #[cfg(feature = "dlopen")]
+            Error::Load { error, .. } => error.is_missing_symbol(),
+            _ => false,
+        }
     }
 
     /// A refused post: which request of the list at `head` the provider
@@ -254,6 +280,8 @@ impl Error {
         match self {
             Error::Verbs { errno, .. } | Error::Post { errno, .. } | Error::Connect { errno, .. } => Some(*errno),
             Error::Unsupported { .. } => Some(libc::EOPNOTSUPP),
+            #[cfg(feature = "dlopen")]
+            Error::Load { error, .. } if error.is_missing_symbol() => Some(libc::EOPNOTSUPP),
             _ => None,
         }
     }
@@ -276,6 +304,10 @@ impl fmt::Display for Error {
                 write!(f, "{op}: not supported by this device or provider (EOPNOTSUPP)")
             }
             Error::Unsupported { op, feature } => write!(f, "{op}: {feature} is not supported by this device"),
+            #[cfg(feature = "dlopen")]
+            Error::Load { op, error } if error.symbol == Some(*op) => write!(f, "{error}"),
+            #[cfg(feature = "dlopen")]
+            Error::Load { op, error } => write!(f, "{op}: {error}"),
             Error::CapExceeded { what, asked, limit } => {
                 write!(
                     f,
@@ -385,6 +417,10 @@ impl From<Error> for io::Error {
             }
             Error::CapExceeded { .. } | Error::QpTransition { .. } => io::Error::new(io::ErrorKind::InvalidInput, e),
             Error::Unsupported { .. } => io::Error::new(io::ErrorKind::Unsupported, e),
+            #[cfg(feature = "dlopen")]
+            Error::Load { .. } if e.is_unsupported() => io::Error::new(io::ErrorKind::Unsupported, e),
+            #[cfg(feature = "dlopen")]
+            Error::Load { .. } => io::Error::new(io::ErrorKind::NotFound, e),
             Error::Timeout { .. } => io::Error::new(io::ErrorKind::TimedOut, e),
             Error::BadArgument { .. } => io::Error::new(io::ErrorKind::InvalidInput, e),
             #[cfg(feature = "cm")]

@@ -6,7 +6,6 @@
 //! v64 its `ibv_wr_set_sge_list` computes the length from the first entry only
 //! and `ibv_wr_set_inline_data_list` posts length 0.
 
-use std::ffi::c_void;
 use std::path::Path;
 
 use crate::bindings as ffi;
@@ -59,7 +58,10 @@ pub(crate) fn runtime_rdma_core_major() -> Option<u32> {
         return info.rdma_core.split('.').next()?.parse().ok();
     }
     let mut dl = std::mem::MaybeUninit::<libc::Dl_info>::zeroed();
-    let addr = ffi::ibv_get_device_list as *const c_void;
+    let addr = ffi::libibverbs_anchor();
+    if addr.is_null() {
+        return None;
+    }
     // SAFETY: `addr` is a function of a loaded object; `dl` is valid for writes.
     if unsafe { libc::dladdr(addr, dl.as_mut_ptr()) } == 0 {
         return None;

@@ -1,7 +1,9 @@
 //! `cargo xtask bindings [--check]`: regenerates `src/bindings/sys.rs` (verbs,
 //! mlx5dv) and `src/bindings/cm.rs` (librdmacm) from the installed headers, or
 //! fails when a committed file differs from what the headers give. Needs
-//! libclang (Debian: `libclang-dev`); a normal build does not.
+//! libclang (Debian: `libclang-dev`); a normal build does not. The `dlopen`
+//! linkage's tables (`dl_gen`) are derived from those files and written or
+//! checked with them.
 
 use std::fs;
 use std::path::Path;
@@ -82,14 +84,29 @@ pub fn generate() -> Result<String> {
     Ok(format!("{HEADER}{}", b))
 }
 
-/// `cargo xtask bindings [--check]`.
+/// `cargo xtask bindings [--check] [--dl-only]`: `--dl-only` derives (or
+/// checks) only the `dlopen` tables, from the committed bindings, without libclang.
 pub fn run(args: &[String]) -> Result<()> {
     let check = args.iter().any(|a| a == "--check");
+    if args.iter().any(|a| a == "--dl-only") {
+        let sys = fs::read_to_string(root().join(GENERATED))?;
+        let cm = fs::read_to_string(root().join(GENERATED_CM))?;
+        return dl_tables(&sys, &cm, check);
+    }
     if check {
         crate::inline_check::run(Path::new("/usr/include/infiniband"))?;
     }
-    one(GENERATED, generate()?, check)?;
-    one(GENERATED_CM, generate_cm()?, check)
+    let (sys, cm) = (generate()?, generate_cm()?);
+    one(GENERATED, sys.clone(), check)?;
+    one(GENERATED_CM, cm.clone(), check)?;
+    dl_tables(&sys, &cm, check)
+}
+
+/// The `dlopen` linkage's tables (`dl_gen`), derived from the bindings' text.
+pub fn dl_tables(sys: &str, cm: &str, check: bool) -> Result<()> {
+    let inline = fs::read_to_string(root().join("src/bindings/inline.rs"))?;
+    one(crate::dl_gen::GENERATED_SYS, crate::dl_gen::generate_sys(sys, &inline)?, check)?;
+    one(crate::dl_gen::GENERATED_CM, crate::dl_gen::generate_cm(cm)?, check)
 }
 
 /// Writes or checks one generated file.

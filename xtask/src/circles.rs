@@ -80,7 +80,16 @@ fn read_tree(root: &Path) -> Result<(Modules, Vec<(PathBuf, syn::File)>), String
     while let Some((file, module, child_dir)) = todo.pop() {
         let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
         let ast = syn::parse_file(&text).map_err(|e| format!("{}: cannot parse: {e}", file.display()))?;
-        mods.insert(module.clone(), file.clone());
+        // A module declared twice under exclusive `cfg`s (`#[path]` to two
+        // files): the second file gets a key of its own.
+        let mut key = module.clone();
+        while mods.get(&key).is_some_and(|f| f != &file) {
+            match key.last_mut() {
+                Some(last) => last.push_str("#cfg"),
+                None => break,
+            }
+        }
+        mods.insert(key, file.clone());
         declare(&ast.items, &file, &module, &child_dir, &mut mods, &mut todo)?;
         files.push((file, ast));
     }
@@ -88,6 +97,17 @@ fn read_tree(root: &Path) -> Result<(Modules, Vec<(PathBuf, syn::File)>), String
 }
 
 type Todo = Vec<(PathBuf, Vec<String>, PathBuf)>;
+
+/// The file a `#[path = "..."]` attribute names, if the module has one.
+fn path_attr(m: &syn::ItemMod) -> Option<String> {
+    m.attrs.iter().find_map(|a| match &a.meta {
+        syn::Meta::NameValue(nv) if nv.path.is_ident("path") => match &nv.value {
+            syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) => Some(s.value()),
+            _ => None,
+        },
+        _ => None,
+    })
+}
 
 /// Records the modules that `items` (of `file`, module `module`) declare.
 fn declare(
@@ -107,6 +127,15 @@ fn declare(
             Some((_, inner)) => {
                 mods.insert(path.clone(), file.to_path_buf());
                 declare(inner, file, &path, &child_dir.join(&name), mods, todo)?;
+            }
+            None if path_attr(m).is_some() => {
+                // `#[path = "x.rs"]`: relative to the declaring file's folder.
+                let rel = path_attr(m).unwrap_or_default();
+                let found = file.parent().unwrap_or(Path::new(".")).join(&rel);
+                if !found.exists() {
+                    return Err(format!("{}: `#[path = {rel:?}] mod {name};` has no file", file.display()));
+                }
+                todo.push((found, path, child_dir.join(&name)));
             }
             None => {
                 let flat = child_dir.join(format!("{name}.rs"));

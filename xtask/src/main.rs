@@ -13,7 +13,10 @@
 //!   crates and C (`peers/`): instructions, allocations and time per operation.
 //! - `cargo xtask vm [--kernel stable|newest] -- CMD...`: runs CMD inside the SoftRoCE VM with `rxe0` ready,
 //!   under Debian stable's kernel or Debian's newest (see `kernels`).
-//! - `cargo xtask bindings [--check]`: regenerates or checks `src/bindings/sys.rs`.
+//! - `cargo xtask bindings [--check] [--dl-only]`: regenerates or checks `src/bindings/sys.rs`
+//!   (and the `dlopen` tables derived from it).
+//! - `cargo xtask dlopen`: the dlopen linkage alone: built with rdma-core hidden, its load
+//!   errors, and the device suite on it.
 //! - `cargo xtask deps`: installs what the other tasks need (idempotent).
 //! - `cargo xtask bench-wqe`: callgrind count of the direct WQE writer vs the C helpers.
 
@@ -30,6 +33,8 @@ mod cm;
 mod demo;
 mod deps;
 mod device;
+mod dl_gen;
+mod dlopen;
 mod examples;
 mod hostile;
 mod inline_check;
@@ -97,7 +102,8 @@ fn usage() -> ExitCode {
          \x20                      rrddmma beside sideway, ibverbs, async-rdma and C (peers/)\n\
          \x20 vm [--kernel stable|newest] -- CMD...\n\
          \x20                      run CMD in the SoftRoCE VM (rxe0 ready) under Debian stable's or newest kernel\n\
-         \x20 bindings [--check]    regenerate / check src/bindings/sys.rs\n\
+         \x20 bindings [--check] [--dl-only]  regenerate / check src/bindings/sys.rs (and the dlopen tables)\n\
+         \x20 dlopen                the dlopen linkage: build with rdma-core hidden, load errors, device suite\n\
          \x20 deps                  install the tools and packages the tasks need\n\
          \x20 bench-wqe             callgrind: instructions per direct WQE, Rust vs C helpers"
     );
@@ -143,6 +149,7 @@ fn parse() -> std::result::Result<(String, Vec<String>), lexopt::Error> {
             }
             ("demo", Long(f @ ("no-instructions" | "instructions-only"))) => rest.push(format!("--{f}")),
             ("bindings", Long("check")) => rest.push("--check".to_string()),
+            ("bindings", Long("dl-only")) => rest.push("--dl-only".to_string()),
             ("perf-checks", Value(v)) if rest.is_empty() => rest.push(v.string()?),
             ("perf-checks", Long("only")) => {
                 rest.push("--only".to_string());
@@ -180,6 +187,7 @@ fn main() -> ExitCode {
         "bench-peers" => bench_peers::run_peers(rest),
         "vm" => device::vm(rest),
         "bindings" => bindings::run(rest),
+        "dlopen" => dlopen::run(),
         "deps" => deps::ensure(),
         "bench-wqe" => bench::run_bench(),
         _ => return usage(),

@@ -195,6 +195,7 @@ pub fn run(args: &[String]) -> Result<()> {
     feature_checks(&mut tally);
     crate::mlnx4::check(&mut tally);
     crate::cluster::fuzz_smoke(&mut tally);
+    let dlopen = crate::dlopen::host(&mut tally);
 
     let shared = device_binary(&[], None)?;
     let lib = lib_binary()?;
@@ -253,6 +254,9 @@ pub fn run(args: &[String]) -> Result<()> {
             ),
         ),
     ];
+    if let Some(built) = &dlopen {
+        checks.extend(crate::dlopen::checks(built, SKIP_CM_CYCLES));
+    }
     let dev = place.device().to_string();
     checks.push(Check::verdict(
         "static mlx5-only build reports no supported device",

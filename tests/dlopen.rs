@@ -1,0 +1,162 @@
+//! The `dlopen` linkage (feature `dlopen`): the binary records no rdma-core
+//! library as needed, and a library or symbol that cannot be loaded is a
+//! typed error naming it, never a crash.
+//!
+//! Each case runs in a child process of this binary, because a library is
+//! opened once per process: the parent sets the case's environment (a name
+//! override such as `RRDDMMA_LIBIBVERBS`) and checks the child's verdict.
+//! `RRDDMMA_DLOPEN_CASE=no_rdma_core` is run alone by `cargo xtask test`
+//! in a mount namespace where rdma-core's libraries are hidden.
+
+use std::process::Command;
+
+use rrddmma::bindings::dl::LoadError;
+use rrddmma::prim::{cm::EventChannel, device_names, Context, Error};
+
+/// The error of a case, which must be the dlopen linkage's.
+fn load_error(case: &str, r: Result<impl std::fmt::Debug, Error>) -> (String, LoadError) {
+    match r {
+        Err(e @ Error::Load { .. }) => {
+            let msg = e.to_string();
+            let Error::Load { error, .. } = e else { unreachable!() };
+            (msg, *error)
+        }
+        other => panic!("{case}: expected Error::Load, got {other:?}"),
+    }
+}
+
+fn must(case: &str, ok: bool, what: &str, msg: &str) {
+    assert!(ok, "{case}: {what}; the message was: {msg}");
+}
+
+/// One case, in this process.
+fn run_case(case: &str) {
+    match case {
+        // libibverbs under a name no file has: listing and opening devices
+        // both report the library, dlerror's words and the variable to set.
+        "absent_libibverbs" => {
+            let (msg, e) = load_error(case, device_names());
+            must(case, e.library == "libibverbs-absent.so.1" && !e.opened && e.symbol.is_none(), "library", &msg);
+            must(case, msg.contains("cannot load libibverbs-absent.so.1"), "message names the library", &msg);
+            must(case, msg.contains("cannot open shared object file"), "message has dlerror's words", &msg);
+            must(case, msg.contains("RRDDMMA_LIBIBVERBS"), "message names the variable", &msg);
+            let (msg2, _) = load_error(case, Context::open("rxe0"));
+            assert_eq!(msg, msg2, "{case}: Context::open reports the same");
+            assert!(
+                !Error::Load { op: "x", error: Box::new(e) }.is_unsupported(),
+                "{case}: a missing library is not 'unsupported'"
+            );
+        }
+        // A library that opens but lacks the functions (libc has no verbs).
+        "symbol_missing" => {
+            let (msg, e) = load_error(case, device_names());
+            must(case, e.opened && e.symbol == Some("ibv_get_device_list"), "first missing symbol", &msg);
+            must(
+                case,
+                msg.starts_with("ibv_get_device_list is not in libc.so.6 (an rdma-core older"),
+                "names both",
+                &msg,
+            );
+        }
+        // librdmacm absent: the CM's first call names it.
+        "absent_librdmacm" => {
+            let (msg, e) = load_error(case, EventChannel::create());
+            must(
+                case,
+                e.library == "librdmacm-absent.so.1" && e.symbol == Some("rdma_create_event_channel"),
+                "which",
+                &msg,
+            );
+            must(case, msg.contains("rdma_create_event_channel: cannot load librdmacm-absent.so.1"), "message", &msg);
+        }
+        // A CM function absent from the library that opened: that verb's
+        // typed "unsupported", naming symbol and library.
+        "cm_symbol_missing" => {
+            let r = EventChannel::create();
+            let unsupported = r.as_ref().err().is_some_and(Error::is_unsupported);
+            let (msg, e) = load_error(case, r);
+            must(case, unsupported, "is_unsupported()", &msg);
+            must(case, e.opened && e.library == "libc.so.6", "library", &msg);
+            assert_eq!(
+                msg,
+                "rdma_create_event_channel is not in libc.so.6 (an rdma-core older than the function, \
+                 or not rdma-core's); install a newer rdma-core or set RRDDMMA_LIBRDMACM to one"
+            );
+        }
+        // With nothing overridden on a machine with rdma-core's libraries.
+        "system" => {
+            assert_eq!(rrddmma::build_info().linkage, "dlopen");
+            let names = device_names().expect("device_names with the system's libibverbs");
+            println!("{case}: libibverbs loaded; devices {names:?}");
+            // librdmacm loads and runs: a channel, or (with no RDMA device
+            // node, as on a host without one) the kernel's own refusal.
+            match EventChannel::create() {
+                Ok(_) => println!("{case}: librdmacm loaded; event channel open"),
+                Err(e @ Error::Verbs { .. }) => println!("{case}: librdmacm loaded; the kernel says {e}"),
+                Err(e) => panic!("{case}: librdmacm did not load: {e}"),
+            }
+        }
+        // In a namespace without rdma-core's libraries (run by `cargo xtask test`).
+        "no_rdma_core" => {
+            let (msg, e) = load_error(case, device_names());
+            must(case, e.library == "libibverbs.so.1" && !e.opened, "library", &msg);
+            println!("{case}: {msg}");
+        }
+        other => panic!("unknown case {other}"),
+    }
+    println!("{case}: ok");
+}
+
+/// Runs `case` in a child with `env` set; true when it passed.
+fn child(case: &str, env: &[(&str, &str)]) -> bool {
+    let exe = std::env::current_exe().expect("current_exe");
+    let mut cmd = Command::new(exe);
+    cmd.env("RRDDMMA_DLOPEN_CASE", case);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("spawning the case");
+    print!("{}", String::from_utf8_lossy(&out.stdout));
+    eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    let ok = out.status.success();
+    println!("test dlopen::{case} ... {}", if ok { "ok" } else { "FAILED" });
+    ok
+}
+
+/// `readelf -d`: the binary needs none of rdma-core's libraries.
+fn needs_no_rdma_core() -> bool {
+    let exe = std::env::current_exe().expect("current_exe");
+    let out = Command::new("readelf").arg("-d").arg(&exe).output().expect("readelf (binutils) runs");
+    let dynamic = String::from_utf8_lossy(&out.stdout);
+    let needed: Vec<&str> = dynamic.lines().filter(|l| l.contains("(NEEDED)")).collect();
+    let bad: Vec<&&str> =
+        needed.iter().filter(|l| ["libibverbs", "librdmacm", "libmlx5"].iter().any(|n| l.contains(n))).collect();
+    let ok = out.status.success() && !needed.is_empty() && bad.is_empty();
+    println!("NEEDED of this binary: {needed:?}");
+    println!("test dlopen::needs_no_rdma_core ... {}", if ok { "ok" } else { "FAILED" });
+    ok
+}
+
+fn main() {
+    if let Ok(case) = std::env::var("RRDDMMA_DLOPEN_CASE") {
+        run_case(&case);
+        return;
+    }
+    let results = [
+        needs_no_rdma_core(),
+        child("absent_libibverbs", &[("RRDDMMA_LIBIBVERBS", "libibverbs-absent.so.1")]),
+        child("symbol_missing", &[("RRDDMMA_LIBIBVERBS", "libc.so.6")]),
+        child("absent_librdmacm", &[("RRDDMMA_LIBRDMACM", "librdmacm-absent.so.1")]),
+        child("cm_symbol_missing", &[("RRDDMMA_LIBRDMACM", "libc.so.6")]),
+        child("system", &[]),
+    ];
+    let failed = results.iter().filter(|r| !**r).count();
+    println!(
+        "\ntest result: {}. {} passed; {failed} failed",
+        if failed == 0 { "ok" } else { "FAILED" },
+        results.len() - failed
+    );
+    if failed > 0 {
+        std::process::exit(1);
+    }
+}
