@@ -5,7 +5,9 @@
 # Afterwards `SLURM_CONF=DIR/slurm.conf srun -n 3 ...` runs three tasks.
 #
 # The ranks share the machine, as they do under `mpirun -np 3`; each opens
-# the rxe device RRDDMMA_DEVICES names for its rank (SLURM_PROCID).
+# the rxe device RRDDMMA_DEVICES names for its rank (SLURM_PROCID). The node
+# is called `localhost`, so the step's node list (SLURM_STEP_NODELIST) names
+# a host that resolves, and rank 0's address comes from it.
 #
 # No systemd and no cgroups: processes are tracked through /proc
 # (proctrack/linuxproc), tasks are not bound (task/none), no accounting. The
@@ -55,8 +57,8 @@ SlurmdPidFile=$d/slurmd.pid
 SlurmctldLogFile=$d/slurmctld.log
 SlurmdLogFile=$d/slurmd.log
 ReturnToService=2
-NodeName=n1 NodeAddr=127.0.0.1 NodeHostname=$host CPUs=$cpus State=UNKNOWN
-PartitionName=test Nodes=n1 Default=YES MaxTime=10 State=UP
+NodeName=localhost NodeAddr=127.0.0.1 NodeHostname=$host CPUs=$cpus State=UNKNOWN
+PartitionName=test Nodes=localhost Default=YES MaxTime=10 State=UP
 EOF
 # slurmd 22.05 initialises its cgroup plugin even with proctrack/linuxproc
 # and task/none: it needs a cgroup2 hierarchy (mounted here when the VM has
@@ -67,14 +69,14 @@ grep -q '^cgroup2 /sys/fs/cgroup ' /proc/mounts || mount -t cgroup2 cgroup2 /sys
 mkdir -p /sys/fs/cgroup/system.slice
 export SLURM_CONF=$d/slurm.conf
 slurmctld -i
-slurmd -N n1
+slurmd -N localhost
 for _ in $(seq 120); do
     state=$(sinfo -h -N -o %t 2>/dev/null || true)
     [ "$state" = idle ] && break
     sleep 0.5
 done
 if [ "$state" != idle ]; then
-    echo "slurm.sh: node n1 is '${state:-unknown}' after 60 s" >&2
+    echo "slurm.sh: node localhost is '${state:-unknown}' after 60 s" >&2
     tail -20 "$d"/*.log >&2
     exit 1
 fi
