@@ -9,20 +9,13 @@
 # is called `localhost`, so the step's node list (SLURM_STEP_NODELIST) names
 # a host that resolves, and rank 0's address comes from it.
 #
-# No systemd and no cgroups: processes are tracked through /proc
+# No systemd and no cgroup limits: processes are tracked through /proc
 # (proctrack/linuxproc), tasks are not bound (task/none), no accounting. The
 # node declares the machine's CPUs and srun's --overcommit lets three tasks
 # share two of them, as mpirun's --oversubscribe does.
 #
-# Usage: slurm.sh DIR        (stop: slurm.sh --stop DIR)
+# Usage: slurm.sh DIR
 set -eu
-if [ "${1:-}" = "--stop" ]; then
-    d=$2
-    for p in slurmd slurmctld munged; do
-        [ -f "$d/$p.pid" ] && kill "$(cat "$d/$p.pid")" 2>/dev/null || true
-    done
-    exit 0
-fi
 d=${1:?usage: slurm.sh DIR}
 rm -rf "$d" && mkdir -p "$d/state" "$d/spool" && chmod 711 "$d"
 host=$(hostname -s)
@@ -62,8 +55,8 @@ PartitionName=test Nodes=localhost Default=YES MaxTime=10 State=UP
 EOF
 # slurmd 22.05 initialises its cgroup plugin even with proctrack/linuxproc
 # and task/none: it needs a cgroup2 hierarchy (mounted here when the VM has
-# none) and, without systemd, leave to create its scope directly under
-# system.slice.
+# none) and IgnoreSystemd=yes to create its scope itself, under
+# system.slice, rather than ask systemd over D-Bus.
 printf 'CgroupPlugin=cgroup/v2\nIgnoreSystemd=yes\n' > "$d/cgroup.conf"
 grep -q '^cgroup2 /sys/fs/cgroup ' /proc/mounts || mount -t cgroup2 cgroup2 /sys/fs/cgroup
 mkdir -p /sys/fs/cgroup/system.slice
@@ -77,7 +70,7 @@ for _ in $(seq 120); do
 done
 if [ "$state" != idle ]; then
     echo "slurm.sh: node localhost is '${state:-unknown}' after 60 s" >&2
-    tail -20 "$d"/*.log >&2
+    tail -n 20 "$d"/*.log >&2
     exit 1
 fi
 sinfo -N
