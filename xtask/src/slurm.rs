@@ -40,14 +40,5 @@ pub fn checks() -> Result<Vec<Check>> {
 
 /// `cargo xtask slurm`: these checks alone, in the device session.
 pub fn run() -> Result<()> {
-    let checks = checks()?;
-    let place = crate::device::locate(None)?;
-    eprintln!("slurm checks on {}", place.describe());
-    let mut tally = crate::tally::Tally::default();
-    crate::device::run_checks(&place, &checks, &mut tally)?;
-    println!("\n{} passed, {} failed", tally.passed, tally.failed);
-    if tally.failed > 0 {
-        return Err(format!("{} failed", tally.failed).into());
-    }
-    Ok(())
+    crate::device::run_alone("slurm checks", &checks()?)
 }
