@@ -29,6 +29,11 @@
 //! last, the one `hosts` entry whose address is local to this machine. The
 //! size is the explicit `size`, else the launcher's, else the number of hosts;
 //! sources that disagree are an error.
+//!
+//! # Coordinator
+//! `coordinator`, else the first `hosts` entry, else, under `srun` (rank
+//! from SLURM or PMI), the first host of `SLURM_STEP_NODELIST` at
+//! [`DEFAULT_PORT`]: rank 0 runs there with block or cyclic distribution.
 
 use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
@@ -39,6 +44,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::error::{Error, Result};
+use super::hostlist;
 
 /// Smallest `max_frame` accepted: room for every handshake frame with margin.
 pub const MIN_FRAME: u32 = 1024;
@@ -403,9 +409,7 @@ impl ClusterConfig {
         let coord_text = match (&self.coordinator, self.hosts.first()) {
             (Some(c), _) => c.clone(),
             (None, Some(h)) => h.clone(),
-            (None, None) => {
-                return Err(cfg_err("no coordinator address: give `hosts` or `coordinator` (RRDDMMA_COORDINATOR)"))
-            }
+            (None, None) => srun_coordinator(var, launcher.map(|l| l.0))?,
         };
         let coordinator = resolve_addr(&coord_text)?;
         let device = self.devices.get(rank as usize).cloned();
@@ -442,6 +446,21 @@ pub(crate) fn check_secret(secret: Option<&[u8]>) -> Result<()> {
         Some([]) => Err(cfg_err("the secret is empty; use `None` (no `secret` key) to run without authentication")),
         _ => Ok(()),
     }
+}
+
+/// Under `srun` with neither `hosts` nor `coordinator`: the first host of
+/// the step (`SLURM_STEP_NODELIST`), where rank 0 runs, at [`DEFAULT_PORT`].
+fn srun_coordinator(var: &dyn Fn(&str) -> Option<String>, launcher: Option<RankSource>) -> Result<String> {
+    let srun = matches!(launcher, Some(RankSource::Slurm | RankSource::Pmi));
+    let list = var("SLURM_STEP_NODELIST").filter(|_| srun);
+    let Some(list) = list else {
+        return Err(cfg_err(
+            "no coordinator address: give `hosts` or `coordinator` (RRDDMMA_COORDINATOR), or start under srun",
+        ));
+    };
+    let host = hostlist::first_host(&list)
+        .ok_or_else(|| cfg_err(format!("SLURM_STEP_NODELIST={list:?} is not a host list; set RRDDMMA_COORDINATOR")))?;
+    Ok(format!("{host}:{DEFAULT_PORT}"))
 }
 
 /// The rank and size variables of a launcher.
@@ -657,6 +676,25 @@ max_frame = 4096
         let tiny = ClusterConfig { max_frame: 100, size: Some(2), rank: Some(0), ..c.clone() };
         let e = tiny.resolve(&vars(&[])).unwrap_err().to_string();
         assert!(e.contains("max_frame 100"), "{e}");
+    }
+
+    #[test]
+    fn srun_names_the_coordinator_host() {
+        let c = ClusterConfig::default();
+        let slurm = [("SLURM_PROCID", "1"), ("SLURM_NTASKS", "3"), ("SLURM_STEP_NODELIST", "localhost,n[2-3]")];
+        let r = c.resolve(&vars(&slurm)).unwrap();
+        assert_eq!((r.rank, r.size, r.rank_source), (1, 3, RankSource::Slurm));
+        assert_eq!(r.coordinator, SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT)));
+        // An explicit coordinator wins over the node list.
+        let given = ClusterConfig { coordinator: Some("127.0.0.1:7000".into()), ..Default::default() };
+        assert_eq!(given.resolve(&vars(&slurm)).unwrap().coordinator.port(), 7000);
+        // mpirun inside an allocation: the step's list is not mpirun's.
+        let ompi = [("OMPI_COMM_WORLD_RANK", "1"), ("OMPI_COMM_WORLD_SIZE", "3"), ("SLURM_STEP_NODELIST", "localhost")];
+        let e = c.resolve(&vars(&ompi)).unwrap_err().to_string();
+        assert!(e.contains("RRDDMMA_COORDINATOR"), "{e}");
+        let bad = [("SLURM_PROCID", "1"), ("SLURM_NTASKS", "3"), ("SLURM_STEP_NODELIST", "n[")];
+        let e = c.resolve(&vars(&bad)).unwrap_err().to_string();
+        assert!(e.contains("SLURM_STEP_NODELIST=\"n[\"") && e.contains("RRDDMMA_COORDINATOR"), "{e}");
     }
 
     #[test]

@@ -28,6 +28,7 @@ pub(crate) mod auth;
 mod config;
 mod error;
 mod exchange;
+mod hostlist;
 #[allow(unsafe_code)]
 mod poll;
 pub mod proto;

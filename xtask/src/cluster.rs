@@ -58,7 +58,7 @@ pub fn fuzz_smoke(tally: &mut Tally) {
 }
 
 /// Builds one test or example and returns its executable.
-fn built(kind: &str, name: &str) -> Result<PathBuf> {
+pub(crate) fn built(kind: &str, name: &str) -> Result<PathBuf> {
     let out = Command::new(env!("CARGO"))
         .args(["build", "--message-format=json", &format!("--{kind}"), name])
         .current_dir(root())
@@ -71,12 +71,12 @@ fn built(kind: &str, name: &str) -> Result<PathBuf> {
         .ok_or_else(|| format!("cargo named no executable for {kind} {name}").into())
 }
 
-fn q(p: &Path) -> String {
+pub(crate) fn q(p: &Path) -> String {
     format!("'{}'", p.display())
 }
 
 /// Each of `ranks` printed its verified line, naming where its rank came from.
-fn all_verified(out: &str, ranks: u32, source: &str) -> bool {
+pub(crate) fn all_verified(out: &str, ranks: u32, source: &str) -> bool {
     (0..ranks).all(|r| {
         let head = format!("rank {r}/{ranks} on rxe_h{} ({source}): verified writes from {} peers", r + 1, ranks - 1);
         out.lines().any(|l| l.starts_with(&head))

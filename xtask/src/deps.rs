@@ -4,7 +4,8 @@ use std::process::Command;
 
 use crate::{run, Result};
 
-/// Debian packages: the SoftRoCE VM, rdma-core, the source-build tools, libclang.
+/// Debian packages: the SoftRoCE VM, rdma-core, the source-build tools, libclang,
+/// the launchers (Open MPI, Slurm with munge).
 pub const APT_PACKAGES: &[&str] = &[
     "qemu-system-x86",
     "linux-image-amd64",
@@ -25,6 +26,8 @@ pub const APT_PACKAGES: &[&str] = &[
     "curl",
     "libclang-dev",
     "openmpi-bin",
+    "slurm-wlm",
+    "munge",
 ];
 
 fn missing_packages() -> Vec<&'static str> {

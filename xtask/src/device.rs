@@ -74,6 +74,20 @@ pub fn run_checks(place: &Place, checks: &[Check], tally: &mut crate::tally::Tal
     Ok(())
 }
 
+/// `checks` alone in one device session (the VM when the host has none),
+/// `what` naming them; an error when any failed.
+pub fn run_alone(what: &str, checks: &[Check]) -> Result<()> {
+    let place = locate(None)?;
+    eprintln!("{what} on {}", place.describe());
+    let mut tally = crate::tally::Tally::default();
+    run_checks(&place, checks, &mut tally)?;
+    println!("\n{} passed, {} failed", tally.passed, tally.failed);
+    if tally.failed > 0 {
+        return Err(format!("{} failed", tally.failed).into());
+    }
+    Ok(())
+}
+
 /// A finished step.
 #[derive(Debug)]
 pub struct Done {

@@ -8,6 +8,7 @@
 //! - `cargo xtask perf-checks [pair|cluster|rdma_cm] [--only TEXT]`: only rrddmma-perf's device checks
 //!   (those whose name contains TEXT).
 //! - `cargo xtask hostile`: only the hostile-peer suite, with its tables.
+//! - `cargo xtask slurm`: only the `srun` checks (a one-node Slurm in the VM).
 //! - `cargo xtask bench-verbs [KIND..]`: callgrind count of post + poll, rrddmma vs C verbs calls.
 //! - `cargo xtask bench-peers [--device NAME] [--reps N] [--smoke]`: rrddmma beside the other Rust RDMA
 //!   crates and C (`peers/`): instructions, allocations and time per operation.
@@ -46,6 +47,7 @@ mod msrv;
 mod pairs;
 mod perf_checks;
 mod siw;
+mod slurm;
 mod tally;
 mod test;
 
@@ -97,6 +99,7 @@ fn usage() -> ExitCode {
          \x20 perf-checks [pair|cluster|rdma_cm] [--only TEXT]  rrddmma-perf's device checks only (interop, payload,\n\
          \x20                      cluster mode, -R); --only: those whose name contains TEXT\n\
          \x20 hostile               the hostile-peer suite only, with its tables (attack, victim, outcome)\n\
+         \x20 slurm                 the srun checks only (a one-node Slurm started in the VM)\n\
          \x20 bench-verbs [KIND..]  callgrind: instructions per post + poll, rrddmma vs C (rows of KINDs only)\n\
          \x20 bench-peers [--device NAME] [--reps N] [--smoke]\n\
          \x20                      rrddmma beside sideway, ibverbs, async-rdma and C (peers/)\n\
@@ -182,6 +185,7 @@ fn main() -> ExitCode {
         "examples" => examples::run(rest),
         "perf-checks" => perf_checks::run_checks(rest),
         "hostile" => hostile::run(),
+        "slurm" => slurm::run(),
         "cm-examples" => cm::run(),
         "bench-verbs" => bench_verbs::bench_verbs(rest),
         "bench-peers" => bench_peers::run_peers(rest),

@@ -295,6 +295,7 @@ pub fn run(args: &[String]) -> Result<()> {
     // Last: they add devices and namespaces.
     checks.extend(crate::cluster::checks()?);
     checks.extend(crate::perf_checks::cluster_checks()?);
+    checks.extend(crate::slurm::checks()?);
     device::run_checks(&place, &checks, &mut tally)?;
     // The kernel matrix: a subset under Debian's newest kernel, in its own VM.
     if !matrix {

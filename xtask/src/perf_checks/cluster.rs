@@ -263,64 +263,96 @@ pub fn cluster_checks() -> Result<Vec<Check>> {
         ),
         (true, vec![ClusterWant::new("loaded-latency", "atomic", 1, 2, &[8], 50)]),
     ];
-    let mut v = Vec::new();
     let mut port = 18690u16;
-    for (k, (mpi, wants)) in runs.into_iter().enumerate() {
-        let mut cmd = format!("{hosts_up} || exit 1; rc=0");
-        for (i, w) in wants.iter().enumerate() {
-            let dir = format!("/tmp/rrddmma-perf-cluster-{k}-{i}");
-            port += 1;
-            cmd += &format!(
-                "; rm -rf {dir} && mkdir -p {dir} && {{ {launch} || rc=1; }}; cat {dir}/r.json; \
-                 head -c 120 {dir}/r.svg; echo; head -c 120 {dir}/r-bars.svg; echo; \
-                 grep -ho '<g class=\"legend\">' {dir}/r.svg {dir}/r-bars.svg; head -3 {dir}/r.csv",
-                launch = launch(mpi, port, &w.flags(&dir))
-            );
-        }
-        cmd += "; exit $rc";
-        let what: Vec<String> = wants
-            .iter()
-            .map(|w| {
-                format!(
-                    "{} {}, {} QP(s)/pair, {}, sizes {:?}{}",
-                    w.pattern,
-                    w.op,
-                    w.qps,
-                    w.threads.map_or("one thread per QP".to_string(), |t| format!("{t} thread(s)/rank")),
-                    w.sizes,
-                    if w.reps > 1 { format!(", {} repetitions", w.reps) } else { String::new() }
-                )
-            })
-            .collect();
-        let name = format!(
-            "perf cluster, 3 ranks, {}: {}: every pair present and non-zero, JSON schema and summaries, SVG legends",
-            if mpi { "mpirun -np 3" } else { "three namespace hosts" },
-            what.join("; ")
-        );
-        v.push(Check::verdict(&name, cmd, move |d| {
-            let js = jsons_in(&d.output);
-            let runs = wants.len();
-            let shared = wants.iter().filter(|w| !w.per_flow()).count();
-            d.code == Some(0)
-                && js.len() == runs
-                && js.iter().zip(&wants).all(|(j, w)| cluster_json_ok(j, w, mpi))
-                && d.output.matches("heap allocations inside measured loops: 0").count() == 3 * runs
-                && (0..3).all(|r| d.output.matches(&format!("rank {r}/3: ")).count() == runs)
-                && d.output.matches("<svg").count() == 2 * runs
-                && d.output.matches("class=\"legend\"").count() == 2 * runs
-                && (if mpi {
-                    d.output.matches(" port counters that moved during the run").count()
-                        + d.output.matches(" port counters: none of the devices' counters moved").count()
-                        == runs
-                } else {
-                    d.output.matches(" port counters: rank(s) [0, 1, 2] see none in sysfs").count() == runs
-                })
-                && d.output.matches("per-source figures: rank(s)").count() == shared
-                && d.output.matches("each window opens after 16 warm-up request(s) per QP").count() == runs
-                && d.output.matches("pattern,op,size,qps_per_pair,threads_per_rank,rep,src,dst").count() == runs
-        }));
-    }
+    let v = runs
+        .into_iter()
+        .enumerate()
+        .map(|(k, (mpi, wants))| {
+            let place = if mpi { "mpirun -np 3" } else { "three namespace hosts" };
+            run_check(&k.to_string(), place, hosts_up, wants, mpi, &mut port, &|port, flags| launch(mpi, port, flags))
+        })
+        .collect();
     Ok(v)
+}
+
+/// One check: the runs `wants` one after another, each started by
+/// `launch(port, flags)` (a port of its own) after `setup`, their outputs
+/// under `/tmp/rrddmma-perf-cluster-{tag}-*`. `mpi`: the ranks run in the
+/// devices' network namespace (mpirun, srun), so their counters are in sysfs.
+fn run_check(
+    tag: &str,
+    place: &str,
+    setup: &str,
+    wants: Vec<ClusterWant>,
+    mpi: bool,
+    port: &mut u16,
+    launch: &dyn Fn(u16, &str) -> String,
+) -> Check {
+    let mut cmd = format!("{setup} || exit 1; rc=0");
+    for (i, w) in wants.iter().enumerate() {
+        let dir = format!("/tmp/rrddmma-perf-cluster-{tag}-{i}");
+        *port += 1;
+        cmd += &format!(
+            "; rm -rf {dir} && mkdir -p {dir} && {{ {launch} || rc=1; }}; cat {dir}/r.json; \
+             head -c 120 {dir}/r.svg; echo; head -c 120 {dir}/r-bars.svg; echo; \
+             grep -ho '<g class=\"legend\">' {dir}/r.svg {dir}/r-bars.svg; head -3 {dir}/r.csv",
+            launch = launch(*port, &w.flags(&dir))
+        );
+    }
+    cmd += "; exit $rc";
+    let what: Vec<String> = wants
+        .iter()
+        .map(|w| {
+            format!(
+                "{} {}, {} QP(s)/pair, {}, sizes {:?}{}",
+                w.pattern,
+                w.op,
+                w.qps,
+                w.threads.map_or("one thread per QP".to_string(), |t| format!("{t} thread(s)/rank")),
+                w.sizes,
+                if w.reps > 1 { format!(", {} repetitions", w.reps) } else { String::new() }
+            )
+        })
+        .collect();
+    let name = format!(
+        "perf cluster, 3 ranks, {}: {}: every pair present and non-zero, JSON schema and summaries, SVG legends",
+        place,
+        what.join("; ")
+    );
+    Check::verdict(&name, cmd, move |d| {
+        let js = jsons_in(&d.output);
+        let runs = wants.len();
+        let shared = wants.iter().filter(|w| !w.per_flow()).count();
+        d.code == Some(0)
+            && js.len() == runs
+            && js.iter().zip(&wants).all(|(j, w)| cluster_json_ok(j, w, mpi))
+            && d.output.matches("heap allocations inside measured loops: 0").count() == 3 * runs
+            && (0..3).all(|r| d.output.matches(&format!("rank {r}/3: ")).count() == runs)
+            && d.output.matches("<svg").count() == 2 * runs
+            && d.output.matches("class=\"legend\"").count() == 2 * runs
+            && (if mpi {
+                d.output.matches(" port counters that moved during the run").count()
+                    + d.output.matches(" port counters: none of the devices' counters moved").count()
+                    == runs
+            } else {
+                d.output.matches(" port counters: rank(s) [0, 1, 2] see none in sysfs").count() == runs
+            })
+            && d.output.matches("per-source figures: rank(s)").count() == shared
+            && d.output.matches("each window opens after 16 warm-up request(s) per QP").count() == runs
+            && d.output.matches("pattern,op,size,qps_per_pair,threads_per_rank,rep,src,dst").count() == runs
+    })
+}
+
+/// `rrddmma-perf cluster` on three ranks under `srun` (the command prefix
+/// `srun`, after `setup`): all-to-all writes, one QP per pair, two threads
+/// per rank (so per flow), one rxe device per rank.
+pub fn srun_check(setup: &str, srun: &str) -> Result<Check> {
+    let me = format!("'{}'", binary()?.display());
+    let want = ClusterWant::new("all-to-all", "write", 1, 2, &[1024], 200);
+    let launch = |port: u16, flags: &str| {
+        format!("RRDDMMA_COORDINATOR=127.0.0.1:{port} RRDDMMA_DEVICES=rxe_h1,rxe_h2,rxe_h3 {srun} {me} {flags}")
+    };
+    Ok(run_check("srun", "srun -n 3 (Slurm)", setup, vec![want], true, &mut 18720, &launch))
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ mod cluster;
 mod pair;
 mod verdict;
 
-pub use cluster::cluster_checks;
+pub use cluster::{cluster_checks, srun_check};
 pub use pair::checks;
 
 use crate::device;
