@@ -9,16 +9,20 @@ mod args;
 mod clock;
 mod cluster;
 mod cluster_env;
+mod cluster_flow;
 mod cluster_opts;
 mod cluster_report;
 mod cm;
 mod oob;
+mod load;
 mod out;
 mod payload;
 mod place;
+mod plot;
 mod run;
 mod stats;
 mod ud;
+
 
 use std::process::ExitCode;
 
@@ -32,8 +36,19 @@ fn write_file(path: &std::path::Path, text: &str) -> Result<(), String> {
 }
 
 fn plot(args: &[String]) -> Result<(), String> {
+    if let [input, rest @ ..] = args {
+        if input.ends_with(".json") && rest.len() <= 1 {
+            // A cluster report: every figure, as --svg draws them.
+            let text = std::fs::read_to_string(input).map_err(|e| format!("cannot read {input}: {e}"))?;
+            let svg = rest.first().cloned().unwrap_or_else(|| format!("{}.svg", input.trim_end_matches(".json")));
+            return cluster_report::redraw(&text, svg.as_ref()).map_err(|e| format!("{input}: {e}"));
+        }
+    }
     let [input, output, rest @ ..] = args else {
-        return Err("usage: rrddmma-perf plot IN.csv OUT.svg [TITLE] [Y-LABEL]".into());
+        return Err(
+            "usage: rrddmma-perf plot IN.csv OUT.svg [TITLE] [Y-LABEL], or plot RESULTS.json [OUT.svg] (a cluster report)"
+                .into(),
+        );
     };
     let text = std::fs::read_to_string(input).map_err(|e| format!("cannot read {input}: {e}"))?;
     let series = out::series_from_csv(&text)?;
