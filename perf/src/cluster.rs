@@ -203,15 +203,24 @@ struct Window {
 /// until the send queue has room; arrivals beyond it are dropped. Each
 /// request's operation and size are drawn from the workload; its latency
 /// runs from its arrival (closed loop: its post) to its completion.
-fn stream(net: &Net, cq: &Cq, o: &ClusterOpts, (size, seed): (usize, u64), units: &[Unit]) -> Res<Vec<(Window, Tally)>> {
+fn stream(
+    net: &Net,
+    cq: &Cq,
+    o: &ClusterOpts,
+    (me, size, seed): (u32, usize, u64),
+    units: &[Unit],
+) -> Res<Vec<(Window, Tally)>> {
     let qps: Vec<&Qp> = units.iter().map(|&u| net.qp(u)).collect::<Res<_>>()?;
-    let wl = &o.workload;
-    let sizes = match &wl.sizes {
-        Sizes::Fixed(_) => Sizes::Fixed(size),
-        d => d.clone(),
-    };
-    let rate = wl.rate.split(o.qps);
-    let open = rate != Rate::Closed;
+    let wls: Vec<&load::Workload> = units.iter().map(|u| o.workload_of(me, u.dst)).collect();
+    let sizes: Vec<Sizes> = wls
+        .iter()
+        .map(|wl| match &wl.sizes {
+            Sizes::Fixed(_) => Sizes::Fixed(size),
+            d => d.clone(),
+        })
+        .collect();
+    let rates: Vec<Rate> = wls.iter().map(|wl| wl.rate.split(o.qps)).collect();
+    let open = rates.iter().any(|r| *r != Rate::Closed);
     let mut rngs: Vec<Rng> = units.iter().map(|u| Rng::new(seed ^ (u64::from(u.dst) << 16) ^ u64::from(u.k))).collect();
     let mut posted = vec![0u64; units.len()];
     let mut done = vec![0u64; units.len()];
@@ -222,7 +231,7 @@ fn stream(net: &Net, cq: &Cq, o: &ClusterOpts, (size, seed): (usize, u64), units
     let mut inflight = vec![vec![(0.0f64, Verb::Write, 0usize); o.depth as usize]; units.len()];
     let mut backlog: Vec<VecDeque<f64>> =
         (0..units.len()).map(|_| VecDeque::with_capacity(if open { load::BACKLOG } else { 0 })).collect();
-    let mut next_at: Vec<f64> = rngs.iter_mut().map(|r| rate.gap(r)).collect();
+    let mut next_at: Vec<f64> = rngs.iter_mut().zip(&rates).map(|(r, rate)| rate.gap(r)).collect();
     let width = o.duration.map_or(1e-3, |d| (d / 100.0).max(1e-3));
     let lat_cap = if o.duration.is_some() { cluster_flow::LAT_CAP } else { o.iters as usize };
     let mut tally: Vec<Tally> = (0..units.len()).map(|_| Tally::new(width, lat_cap)).collect();
@@ -236,6 +245,7 @@ fn stream(net: &Net, cq: &Cq, o: &ClusterOpts, (size, seed): (usize, u64), units
             let now = start.elapsed().as_secs_f64();
             for (f, u) in units.iter().enumerate() {
                 let t = &mut tally[f];
+                let open = rates[f] != Rate::Closed;
                 if open {
                     while !stopping && t.arrivals < limit && next_at[f] <= now {
                         t.arrivals += 1;
@@ -245,7 +255,7 @@ fn stream(net: &Net, cq: &Cq, o: &ClusterOpts, (size, seed): (usize, u64), units
                         } else {
                             t.dropped += 1;
                         }
-                        next_at[f] += rate.gap(&mut rngs[f]);
+                        next_at[f] += rates[f].gap(&mut rngs[f]);
                     }
                 }
                 while posted[f] - done[f] < depth {
@@ -260,8 +270,8 @@ fn stream(net: &Net, cq: &Cq, o: &ClusterOpts, (size, seed): (usize, u64), units
                     } else {
                         break;
                     };
-                    let verb = wl.mix.pick(&mut rngs[f]);
-                    let bytes = sizes.for_op(verb, &mut rngs[f]);
+                    let verb = wls[f].mix.pick(&mut rngs[f]);
+                    let bytes = sizes[f].for_op(verb, &mut rngs[f]);
                     let sge = net.sge(u.dst, bytes);
                     let id = ((f as u64) << COUNT_BITS) | (posted[f] + 1);
                     let wr = net.request(verb, &sge, u.dst).signaled().wr_id(id);
@@ -315,19 +325,21 @@ fn stream(net: &Net, cq: &Cq, o: &ClusterOpts, (size, seed): (usize, u64), units
 
 /// One request at a time on each unit; latency percentiles per unit (p50,
 /// p99, p99.9, mean in µs, of `o.lat_samples` samples).
-fn probe(net: &Net, cq: &Cq, o: &ClusterOpts, size: usize, units: &[Unit]) -> Res<Vec<[f64; 4]>> {
+fn probe(net: &Net, cq: &Cq, o: &ClusterOpts, (me, size): (u32, usize), units: &[Unit]) -> Res<Vec<[f64; 4]>> {
     let mut wcs = [Wc::default(); 1];
     let mut out = Vec::with_capacity(units.len());
     let mut samples = vec![0f64; o.lat_samples as usize];
     for &u in units {
         let qp = net.qp(u)?;
-        let sge = net.sge(u.dst, size);
+        // The flow's first operation (a scenario's flows may differ).
+        let verb = o.workload_of(me, u.dst).mix.verbs().next().unwrap_or(o.verb);
+        let sge = net.sge(u.dst, if verb == Verb::Atomic { 8 } else { size });
         alloc::measuring(true);
         let r = (|| -> Res<()> {
             for s in samples.iter_mut() {
                 let t = Instant::now();
                 // SAFETY: the entry lies in `mem`; the completion is awaited.
-                unsafe { qp.post_send(&mut [net.request(o.verb, &sge, u.dst).signaled()]) }
+                unsafe { qp.post_send(&mut [net.request(verb, &sge, u.dst).signaled()]) }
                     .map_err(err("ibv_post_send"))?;
                 while cq.poll(&mut wcs).map_err(err("ibv_poll_cq"))? == 0 {}
                 check_wc(&wcs[0], "cluster latency probe")?;
@@ -436,13 +448,13 @@ fn measure(
     s.barrier().map_err(err("barrier before the bandwidth phase"))?;
     if o.pattern == Pattern::Loaded && me == 0 {
         // Rank 0 probes rank 1 while the others stream.
-        let lat = probe(net, &net.cqs[0], o, size, &probes)?;
+        let lat = probe(net, &net.cqs[0], o, (me, size), &probes)?;
         for (r, l) in res.iter_mut().zip(lat) {
             r.lat = l;
             r.lat_n = u64::from(o.lat_samples);
         }
     } else {
-        let out = per_thread(net, units, threads, |cq, u| stream(net, cq, o, (size, seed), u))?;
+        let out = per_thread(net, units, threads, |cq, u| stream(net, cq, o, (me, size, seed), u))?;
         for (u, (w, t)) in &out {
             let i = slot(&res, u.dst).ok_or("a unit without its flow")?;
             res[i].ops += w.ops;
@@ -452,7 +464,8 @@ fn measure(
         }
         for r in &res {
             let tallies: Vec<&Tally> = out.iter().filter(|(u, _)| u.dst == r.dst).map(|(_, (_, t))| t).collect();
-            loads.push(LoadResult::of(me, r.dst, size, rep, o.workload.rate.offered(), &tallies));
+            let offered = o.workload_of(me, r.dst).rate.offered();
+            loads.push(LoadResult::of(me, r.dst, size, rep, offered, &tallies));
         }
     }
     for r in &mut res {
@@ -464,7 +477,7 @@ fn measure(
     // (loaded-latency mode probed already).
     s.barrier().map_err(err("barrier before the latency phase"))?;
     if o.pattern != Pattern::Loaded {
-        for (u, l) in per_thread(net, &probes, threads, |cq, u| probe(net, cq, o, size, u))? {
+        for (u, l) in per_thread(net, &probes, threads, |cq, u| probe(net, cq, o, (me, size), u))? {
             let i = slot(&res, u.dst).ok_or("a probe without its flow")?;
             res[i].lat = l;
             res[i].lat_n = u64::from(o.lat_samples);
@@ -473,22 +486,39 @@ fn measure(
     Ok((res, loads))
 }
 
-/// Runs the cluster mode on this rank.
-pub fn run(o: &ClusterOpts) -> Res<()> {
+/// Runs the cluster mode on this rank: each of `phases` in turn (one for a
+/// command line, a scenario file's phases otherwise), in one session on one
+/// device, each with QPs and memory of its own and a report of its own.
+pub fn run(phases: &[ClusterOpts], ranks: Option<u32>) -> Res<()> {
     let cfg = ClusterConfig::from_env().map_err(err("cluster configuration"))?;
     let mut s = Session::join(&cfg).map_err(err("joining the cluster"))?;
-    let (me, n) = (s.rank(), s.size());
+    let n = s.size();
     if n < 2 {
         return Err("the cluster mode needs at least two ranks".into());
+    }
+    if let Some(r) = ranks.filter(|&r| r != n) {
+        return Err(format!("the scenario says ranks = {r}, but {n} ranks joined (change `ranks` or the launch)"));
     }
     let ctx = match s.device() {
         Some(d) => Context::open(d),
         None => Context::open_first(),
     }
     .map_err(err("opening the device"))?;
-    let port = ctx.query_port(1).map_err(err("querying port 1"))?;
     let pd = Pd::alloc(&ctx).map_err(err("allocating a PD"))?;
-    let flows = o.pattern.flows(n);
+    for o in phases {
+        if let Some(f) = o.flows.iter().find(|f| f.src >= n || f.dst >= n) {
+            return Err(format!("flow {} -> {}: ranks are 0..{n}", f.src, f.dst));
+        }
+        phase(&mut s, &ctx, &pd, o)?;
+    }
+    Ok(())
+}
+
+/// One phase of the cluster mode on this rank, with its report on rank 0.
+fn phase(s: &mut Session, ctx: &Context, pd: &Pd, o: &ClusterOpts) -> Res<()> {
+    let (me, n) = (s.rank(), s.size());
+    let port = ctx.query_port(1).map_err(err("querying port 1"))?;
+    let flows = o.flow_list(n);
     let mine: Vec<u32> = if o.pattern == Pattern::Loaded && me == 0 {
         vec![1]
     } else {
@@ -499,13 +529,13 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
     let rx = 64u32;
     // Each thread's CQ holds a full window of each of its QPs.
     let cqs = (0..threads)
-        .map(|t| Cq::create(&ctx, (o.depth * share(&units, t, threads).len() as u32).max(16)))
+        .map(|t| Cq::create(ctx, (o.depth * share(&units, t, threads).len() as u32).max(16)))
         .collect::<Result<Vec<_>, _>>()
         .map_err(err("creating a CQ"))?;
-    let recv_cq = Cq::create(&ctx, rx * n * o.qps).map_err(err("creating a CQ"))?;
+    let recv_cq = Cq::create(ctx, rx * n * o.qps).map_err(err("creating a CQ"))?;
     let max_size = o.sizes.iter().copied().max().unwrap_or(8);
     let slot = max_size.max(64).div_ceil(64) * 64;
-    let mem = RegisteredMem::new(&pd, 2 * slot * n as usize).map_err(err("registering memory"))?;
+    let mem = RegisteredMem::new(pd, 2 * slot * n as usize).map_err(err("registering memory"))?;
     let access = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
     let connect = ConnectOpts::default().access(access).mtu(port.active_mtu()).max_rd_atomic(4).max_dest_rd_atomic(4);
     let caps = QpCaps::default().max_send_wr(o.depth.max(1)).max_recv_wr(rx);
@@ -514,7 +544,7 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
         let t = units.iter().position(|u| *u == Unit { dst: peer, k }).map_or(0, |i| i % threads);
         &cqs[t]
     };
-    let qps = connect_mesh(&mut s, &pd, o.qps, cq_of, &recv_cq, &mesh)?;
+    let qps = connect_mesh(s, pd, o.qps, cq_of, &recv_cq, &mesh)?;
     let tokens = s.exchange_mrs(&mem.remote()).map_err(err("exchanging memory tokens"))?;
     let remote = landing(&tokens, me, n, slot)?;
     let q = o.qps as usize;
@@ -566,7 +596,7 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
             let (mut all, mut loads) = (Vec::new(), Vec::new());
             for &size in &o.sizes {
                 for rep in 0..o.reps {
-                    let (f, l) = measure(&net, &mut s, o, (size, rep), me, &units)?;
+                    let (f, l) = measure(&net, s, o, (size, rep), me, &units)?;
                     all.extend(f);
                     loads.extend(l);
                 }

@@ -224,10 +224,17 @@ impl LoadResult {
             return bad(format!("flow {} -> {} (a rank reports its own flows to other ranks)", l.src, l.dst));
         }
         if !sizes.contains(&l.size) || l.rep >= reps {
-            return bad(format!("size {} repetition {} (this run: sizes {sizes:?}, {reps} repetition(s))", l.size, l.rep));
+            return bad(format!(
+                "size {} repetition {} (this run: sizes {sizes:?}, {reps} repetition(s))",
+                l.size, l.rep
+            ));
         }
         if l.series_bytes.len() > BINS || l.cdf_us.len() > 103 {
-            return bad(format!("{} series bins and {} CDF points (at most {BINS} and 103)", l.series_bytes.len(), l.cdf_us.len()));
+            return bad(format!(
+                "{} series bins and {} CDF points (at most {BINS} and 103)",
+                l.series_bytes.len(),
+                l.cdf_us.len()
+            ));
         }
         let figures = [l.offered_per_s.unwrap_or(1.0), l.series_interval_s]
             .into_iter()
@@ -272,7 +279,9 @@ mod tests {
         let line = l.encode().unwrap();
         assert_eq!(LoadResult::decode(0, line.trim(), 3, &[1000], 1), Ok(Some(l.clone())));
         assert_eq!(LoadResult::decode(0, "apart 1", 3, &[1000], 1), Ok(None));
-        assert!(LoadResult::decode(1, line.trim(), 3, &[1000], 1).unwrap_err().contains("rank 1 sent a bad load result (flow 0 -> 1"));
+        assert!(LoadResult::decode(1, line.trim(), 3, &[1000], 1)
+            .unwrap_err()
+            .contains("rank 1 sent a bad load result (flow 0 -> 1"));
         assert!(LoadResult::decode(0, line.trim(), 3, &[64], 1).unwrap_err().contains("size 1000"));
         let mut neg = l.clone();
         neg.cdf_us[3][0] = -1.0;

@@ -25,6 +25,8 @@ pub enum Pattern {
     /// Rank 0 probes rank 1 one request at a time while every other rank
     /// streams to every rank.
     Loaded,
+    /// The flows a scenario file lists ([`ClusterOpts::flows`]).
+    Explicit,
 }
 
 impl Pattern {
@@ -35,6 +37,7 @@ impl Pattern {
             Pattern::Outcast => "outcast",
             Pattern::Ring => "ring",
             Pattern::Loaded => "loaded-latency",
+            Pattern::Explicit => "explicit",
         }
     }
 
@@ -47,8 +50,26 @@ impl Pattern {
             Pattern::Outcast => (1..n).map(|d| (0, d)).collect(),
             Pattern::Ring => (0..n).map(|s| (s, (s + 1) % n)).collect(),
             Pattern::Loaded => all.filter(|(s, _)| *s != 0).collect(),
+            Pattern::Explicit => Vec::new(),
         }
     }
+}
+
+/// One flow of a scenario's explicit list, with its own load.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlowSpec {
+    pub src: u32,
+    pub dst: u32,
+    pub workload: Workload,
+}
+
+/// Where a run's settings came from when a scenario file gave them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScenarioInfo {
+    pub file: String,
+    pub phase: String,
+    /// The file's text, kept in the JSON so the run can be repeated.
+    pub text: String,
 }
 
 /// The cluster mode's flags.
@@ -80,6 +101,10 @@ pub struct ClusterOpts {
     /// Seed of the arrival, operation and size draws (each QP of each rank
     /// draws its own sequence from it).
     pub seed: u64,
+    /// `Pattern::Explicit`'s flows, each with its own load.
+    pub flows: Vec<FlowSpec>,
+    /// The scenario file and phase, when one gave these settings.
+    pub scenario: Option<ScenarioInfo>,
     pub json: Option<PathBuf>,
     pub csv: Option<PathBuf>,
     pub svg: Option<PathBuf>,
@@ -106,11 +131,29 @@ usage: rrddmma-perf cluster [FLAGS]     (on every rank: mpirun, srun, or RRDDMMA
       --mix OPS        operation mix per request, e.g. write:70,read:20,atomic:10 (weights)
       --size-dist D    message sizes drawn per request: N, uniform:LO-HI, SIZE:WEIGHT,..., file:PATH
       --seed N         seed of the arrival, operation and size draws (1)
+      --scenario FILE  the settings from a TOML scenario file instead (phases, explicit flows with their own
+                       op, mix, rate and sizes; see docs/perf.md); only --json, --csv and --svg go with it
       --json FILE      results as JSON (rank 0)
       --csv FILE       per-flow results as CSV (rank 0)
       --svg FILE       heatmap of the matrix; FILE with -bars.svg: per-rank bar chart (rank 0)
 Rendezvous as rrddmma's ctrl session: RRDDMMA_COORDINATOR, RRDDMMA_HOSTS,
 RRDDMMA_DEVICES (see docs/perf.md).";
+
+impl ClusterOpts {
+    /// The bandwidth flows (src, dst) of `n` ranks.
+    pub fn flow_list(&self, n: u32) -> Vec<(u32, u32)> {
+        if self.pattern == Pattern::Explicit {
+            self.flows.iter().map(|f| (f.src, f.dst)).collect()
+        } else {
+            self.pattern.flows(n)
+        }
+    }
+
+    /// The load of flow `src` -> `dst`.
+    pub fn workload_of(&self, src: u32, dst: u32) -> &Workload {
+        self.flows.iter().find(|f| (f.src, f.dst) == (src, dst)).map_or(&self.workload, |f| &f.workload)
+    }
+}
 
 /// A `-s` value: one size or a comma-separated list.
 fn size_list(v: &str) -> Res<Vec<usize>> {
@@ -141,6 +184,8 @@ where
         lat_samples: 200,
         workload: Workload { rate: Rate::Closed, mix: Mix::only(Verb::Write), sizes: Sizes::Fixed(0) },
         seed: 1,
+        flows: Vec::new(),
+        scenario: None,
         json: None,
         csv: None,
         svg: None,

@@ -414,12 +414,23 @@ struct ReportJson<'a> {
     percentile_min_samples: PctRule,
     sizes: &'a [usize],
     workload: WorkloadJson,
+    /// The scenario file's name, the phase and the file's text; `null` for
+    /// a command-line run.
+    scenario: Option<ScenarioJson<'a>>,
     results: Vec<SizeJson<'a>>,
     testbed: TestbedJson<'a>,
     counters: Vec<CountersJson<'a>>,
 }
 
-/// Every flow's offered load.
+#[derive(Serialize)]
+struct ScenarioJson<'a> {
+    file: &'a str,
+    phase: &'a str,
+    text: &'a str,
+}
+
+/// Every flow's offered load (a scenario's explicit flows may each have
+/// their own: the flows' `load` says what each was offered and did).
 #[derive(Serialize)]
 struct WorkloadJson {
     /// `closed`, `R/s` (evenly spaced) or `poisson:R/s`, per flow.
@@ -739,7 +750,17 @@ impl<'a> Report<'a> {
         let _ = writeln!(
             s,
             " {:>3} -> {:<3}  {:<10} {:<12} {:<7} {:<8} {:<20} {:<8} {:<9} {:<9} {:<9} avg[us]",
-            "src", "dst", "offered/s", "achieved/s", "%", "dropped", "write/read/atomic", "n", "p50[us]", "p99[us]", "p99.9[us]"
+            "src",
+            "dst",
+            "offered/s",
+            "achieved/s",
+            "%",
+            "dropped",
+            "write/read/atomic",
+            "n",
+            "p50[us]",
+            "p99[us]",
+            "p99.9[us]"
         );
         for (src, dst, l, ls) in cells {
             let Some(l) = l else { continue };
@@ -815,7 +836,13 @@ impl<'a> Report<'a> {
             self.o.workload.rate.name()
         );
         plot::lines(
-            Axes { title: &title, x: "latency, arrival to completion [us]", y: "fraction of requests", log_x: true, y_max: Some(1.0) },
+            Axes {
+                title: &title,
+                x: "latency, arrival to completion [us]",
+                y: "fraction of requests",
+                log_x: true,
+                y_max: Some(1.0),
+            },
             &series,
         )
     }
@@ -842,7 +869,16 @@ impl<'a> Report<'a> {
             self.o.pattern.name(),
             self.o.workload.mix.name()
         );
-        plot::lines(Axes { title: &title, x: "seconds from the phase start", y: "MiB/s per interval", log_x: false, y_max: None }, &series)
+        plot::lines(
+            Axes {
+                title: &title,
+                x: "seconds from the phase start",
+                y: "MiB/s per interval",
+                log_x: false,
+                y_max: None,
+            },
+            &series,
+        )
     }
 
     /// The report as JSON (schema in docs/perf.md).
@@ -952,6 +988,7 @@ impl<'a> Report<'a> {
                 seed: o.seed,
                 backlog_per_qp: crate::load::BACKLOG,
             },
+            scenario: o.scenario.as_ref().map(|s| ScenarioJson { file: &s.file, phase: &s.phase, text: &s.text }),
             results,
             testbed: TestbedJson {
                 date_utc: &self.date,
@@ -1225,9 +1262,14 @@ pub fn redraw(json: &str, svg: &std::path::Path) -> Res<()> {
     let text = |k: &str| j[k].as_str().map(str::to_string).ok_or_else(|| format!("the report has no {k:?}"));
     let num = |k: &str| j[k].as_u64().ok_or_else(|| format!("the report has no number {k:?}"));
     let wl = &j["workload"];
-    let sizes: Vec<String> =
-        j["sizes"].as_array().map_or(Vec::new(), |a| a.iter().filter_map(|v| v.as_u64().map(|x| x.to_string())).collect());
-    let mut args = vec!["--pattern".to_string(), text("pattern")?, "--reps".into(), num("repetitions")?.to_string()];
+    let sizes: Vec<String> = j["sizes"]
+        .as_array()
+        .map_or(Vec::new(), |a| a.iter().filter_map(|v| v.as_u64().map(|x| x.to_string())).collect());
+    let pattern = text("pattern")?;
+    let mut args = vec!["--reps".to_string(), num("repetitions")?.to_string()];
+    if pattern != "explicit" {
+        args.extend(["--pattern".into(), pattern.clone()]);
+    }
     args.extend(["--warmup".into(), num("warmup_requests_per_qp")?.to_string()]);
     let mix = wl["mix"].as_str().unwrap_or("");
     if mix.contains(',') {
@@ -1242,7 +1284,11 @@ pub fn redraw(json: &str, svg: &std::path::Path) -> Res<()> {
     if let Some(r) = wl["rate"].as_str() {
         args.extend(["--rate".into(), r.into()]);
     }
-    let o = crate::cluster_opts::parse(&args).map_err(|e| format!("the report's settings ({}): {e}", args.join(" ")))?;
+    let mut o =
+        crate::cluster_opts::parse(&args).map_err(|e| format!("the report's settings ({}): {e}", args.join(" ")))?;
+    if pattern == "explicit" {
+        o.pattern = crate::cluster_opts::Pattern::Explicit;
+    }
     let n = u32::try_from(num("ranks")?).map_err(|_| "too many ranks".to_string())?;
     let (mut flows, mut loads) = (Vec::new(), Vec::new());
     for r in j["results"].as_array().into_iter().flatten() {

@@ -282,7 +282,8 @@ pub fn parse_sizes(v: &str) -> Res<Sizes> {
         return sizes_from_text(path, &text);
     }
     if let Some(r) = v.strip_prefix("uniform:") {
-        let (lo, hi) = r.split_once('-').ok_or_else(|| format!("{F} {v:?}: expected uniform:LO-HI, e.g. uniform:64-4096"))?;
+        let (lo, hi) =
+            r.split_once('-').ok_or_else(|| format!("{F} {v:?}: expected uniform:LO-HI, e.g. uniform:64-4096"))?;
         let (lo, hi) = (one_size(F, v, lo)?, one_size(F, v, hi)?);
         if lo > hi {
             return Err(format!("{F} {v:?}: the range's low end {lo} is above its high end {hi}"));
@@ -312,9 +313,11 @@ pub fn sizes_from_text(path: &str, text: &str) -> Res<Sizes> {
             .ok_or_else(|| bad(&format!("expected a size from 1 to {MAX_SIZE} bytes")))?;
         let weight: u64 = match it.next() {
             None => 1,
-            Some(x) => x.parse().ok().filter(|x| (1..=1_000_000_000).contains(x)).ok_or_else(|| {
-                bad("the weight is not a whole number from 1 to 1000000000")
-            })?,
+            Some(x) => x
+                .parse()
+                .ok()
+                .filter(|x| (1..=1_000_000_000).contains(x))
+                .ok_or_else(|| bad("the weight is not a whole number from 1 to 1000000000"))?,
         };
         if it.next().is_some() {
             return Err(bad("expected SIZE or SIZE WEIGHT"));
@@ -474,7 +477,7 @@ mod tests {
         let s = sizes_from_text("s.txt", "# sizes\n64 3\n\n4096\n64 1  # more\n").unwrap();
         assert_eq!(s, Sizes::Weighted(vec![(64, 4), (4096, 5)]));
         assert!(sizes_from_text("s.txt", "64\nabc\n").unwrap_err().starts_with("s.txt, line 2: \"abc\""));
-        assert!(sizes_from_text("s.txt", "64 0\n").unwrap_err().contains("line 1") );
+        assert!(sizes_from_text("s.txt", "64 0\n").unwrap_err().contains("line 1"));
         assert!(sizes_from_text("s.txt", "64 1 2\n").unwrap_err().contains("SIZE or SIZE WEIGHT"));
         assert!(sizes_from_text("s.txt", "# nothing\n").unwrap_err().contains("no sizes"));
     }

@@ -13,16 +13,16 @@ mod cluster_flow;
 mod cluster_opts;
 mod cluster_report;
 mod cm;
-mod oob;
 mod load;
+mod oob;
 mod out;
 mod payload;
 mod place;
 mod plot;
 mod run;
+mod scenario;
 mod stats;
 mod ud;
-
 
 use std::process::ExitCode;
 
@@ -271,11 +271,21 @@ fn main() -> ExitCode {
             println!("{}", cluster_opts::USAGE);
             return ExitCode::SUCCESS;
         }
-        match cluster_opts::parse(&argv[1..]) {
-            Ok(o) => cluster::run(&o),
-            Err(e) => {
-                eprintln!("rrddmma-perf cluster: {e}\n\n{}", cluster_opts::USAGE);
-                return ExitCode::from(2);
+        if let Some(phases) = scenario::from_args(&argv[1..]) {
+            match phases {
+                Ok((phases, ranks)) => cluster::run(&phases, ranks),
+                Err(e) => {
+                    eprintln!("rrddmma-perf cluster: {e}");
+                    return ExitCode::from(2);
+                }
+            }
+        } else {
+            match cluster_opts::parse(&argv[1..]) {
+                Ok(o) => cluster::run(std::slice::from_ref(&o), None),
+                Err(e) => {
+                    eprintln!("rrddmma-perf cluster: {e}\n\n{}", cluster_opts::USAGE);
+                    return ExitCode::from(2);
+                }
             }
         }
     } else if argv[0] == "plot" {
