@@ -320,6 +320,7 @@ pub fn cluster_checks() -> Result<Vec<Check>> {
                 && d.output.matches("pattern,op,size,qps_per_pair,threads_per_rank,rep,src,dst").count() == runs
         }));
     }
+    v.extend(super::cluster_load::load_checks(&me, &|port, flags| launch(false, port, flags))?);
     Ok(v)
 }
 
