@@ -117,6 +117,7 @@ pub struct Opts {
 pub const USAGE: &str = "\
 usage: rrddmma-perf {write,read,send,atomic} {bw,lat} [FLAGS] [SERVER]
        rrddmma-perf plot IN.csv OUT.svg [TITLE]
+       rrddmma-perf plot RESULTS.json [OUT.svg]   (redraw a cluster report's figures)
        rrddmma-perf cluster [FLAGS]   (every rank; see rrddmma-perf cluster --help)
 Without SERVER this side is the server and waits for a client on the TCP port.
 perftest's flags:

@@ -6,7 +6,7 @@
 //! Phases start after a barrier and every duration is measured locally by
 //! the rank that drives the flow, so clocks need not be synchronised.
 
-use std::path::PathBuf;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -19,8 +19,10 @@ use rrddmma::wrap::{MeshOpts, RegisteredMem};
 use crate::alloc;
 use crate::args::Verb;
 use crate::cluster_env::{self, RankEnv};
+use crate::cluster_flow::{self, LoadResult, Tally};
 use crate::cluster_opts::{ClusterOpts, Pattern, COUNT_BITS};
 use crate::cluster_report::{decode_rank, Expect, FlowResult, Report};
+use crate::load::{self, Rate, Rng, Sizes};
 use crate::out;
 
 type Res<T> = Result<T, String>;
@@ -194,14 +196,45 @@ struct Window {
 /// Streams `units` on `cq`; per unit, the first `o.warmup` completions are
 /// warm-up: its window opens at the last of them (at the phase start
 /// without warm-up) and closes at its last completion.
-fn stream(net: &Net, cq: &Cq, o: &ClusterOpts, size: usize, units: &[Unit]) -> Res<Vec<Window>> {
+///
+/// In closed loop each QP keeps `-t` requests in flight. In open loop
+/// (`--rate`) requests arrive on each QP's own schedule (the flow's rate
+/// split over its QPs) and wait in a backlog of at most [`load::BACKLOG`]
+/// until the send queue has room; arrivals beyond it are dropped. Each
+/// request's operation and size are drawn from the workload; its latency
+/// runs from its arrival (closed loop: its post) to its completion.
+fn stream(
+    net: &Net,
+    cq: &Cq,
+    o: &ClusterOpts,
+    (me, size, seed): (u32, usize, u64),
+    units: &[Unit],
+) -> Res<Vec<(Window, Tally)>> {
     let qps: Vec<&Qp> = units.iter().map(|&u| net.qp(u)).collect::<Res<_>>()?;
-    let sges: Vec<[rrddmma::prim::Sge; 1]> = units.iter().map(|u| net.sge(u.dst, size)).collect();
+    let wls: Vec<&load::Workload> = units.iter().map(|u| o.workload_of(me, u.dst)).collect();
+    let sizes: Vec<Sizes> = wls
+        .iter()
+        .map(|wl| match &wl.sizes {
+            Sizes::Fixed(_) => Sizes::Fixed(size),
+            d => d.clone(),
+        })
+        .collect();
+    let rates: Vec<Rate> = wls.iter().map(|wl| wl.rate.split(o.qps)).collect();
+    let open = rates.iter().any(|r| *r != Rate::Closed);
+    let mut rngs: Vec<Rng> = units.iter().map(|u| Rng::new(seed ^ (u64::from(u.dst) << 16) ^ u64::from(u.k))).collect();
     let mut posted = vec![0u64; units.len()];
     let mut done = vec![0u64; units.len()];
     let mut win = vec![Window::default(); units.len()];
     let limit = if o.duration.is_some() { u64::MAX } else { o.iters + o.warmup };
     let depth = u64::from(o.depth);
+    // In flight per QP, by request count mod depth: (arrival s, op, bytes).
+    let mut inflight = vec![vec![(0.0f64, Verb::Write, 0usize); o.depth as usize]; units.len()];
+    let mut backlog: Vec<VecDeque<f64>> =
+        (0..units.len()).map(|_| VecDeque::with_capacity(if open { load::BACKLOG } else { 0 })).collect();
+    let mut next_at: Vec<f64> = rngs.iter_mut().zip(&rates).map(|(r, rate)| rate.gap(r)).collect();
+    let width = o.duration.map_or(1e-3, |d| (d / 100.0).max(1e-3));
+    let lat_cap = if o.duration.is_some() { cluster_flow::LAT_CAP } else { o.iters as usize };
+    let mut tally: Vec<Tally> = (0..units.len()).map(|_| Tally::new(width, lat_cap)).collect();
     let mut wcs = [Wc::default(); 16];
     let start = Instant::now();
     let deadline = o.duration.map(Duration::from_secs_f64);
@@ -209,36 +242,70 @@ fn stream(net: &Net, cq: &Cq, o: &ClusterOpts, size: usize, units: &[Unit]) -> R
     alloc::measuring(true);
     let r = (|| -> Res<()> {
         loop {
-            if !stopping {
-                for (f, u) in units.iter().enumerate() {
-                    while posted[f] < limit && posted[f] - done[f] < depth {
-                        let id = ((f as u64) << COUNT_BITS) | (posted[f] + 1);
-                        let wr = net.request(o.verb, &sges[f], u.dst).signaled().wr_id(id);
-                        // SAFETY: the entry lies in `mem`; completions are awaited below.
-                        unsafe { qps[f].post_send(&mut [wr]) }.map_err(err("ibv_post_send"))?;
-                        posted[f] += 1;
+            let now = start.elapsed().as_secs_f64();
+            for (f, u) in units.iter().enumerate() {
+                let t = &mut tally[f];
+                let open = rates[f] != Rate::Closed;
+                if open {
+                    while !stopping && t.arrivals < limit && next_at[f] <= now {
+                        t.arrivals += 1;
+                        if backlog[f].len() < load::BACKLOG {
+                            backlog[f].push_back(next_at[f]);
+                            t.backlog_max = t.backlog_max.max(backlog[f].len() as u64);
+                        } else {
+                            t.dropped += 1;
+                        }
+                        next_at[f] += rates[f].gap(&mut rngs[f]);
                     }
                 }
+                while posted[f] - done[f] < depth {
+                    let at = if open {
+                        match backlog[f].pop_front() {
+                            Some(a) => a,
+                            None => break,
+                        }
+                    } else if !stopping && posted[f] < limit {
+                        t.arrivals += 1;
+                        now
+                    } else {
+                        break;
+                    };
+                    let verb = wls[f].mix.pick(&mut rngs[f]);
+                    let bytes = sizes[f].for_op(verb, &mut rngs[f]);
+                    let sge = net.sge(u.dst, bytes);
+                    let id = ((f as u64) << COUNT_BITS) | (posted[f] + 1);
+                    let wr = net.request(verb, &sge, u.dst).signaled().wr_id(id);
+                    // SAFETY: the entry lies in `mem`; completions are awaited below.
+                    unsafe { qps[f].post_send(&mut [wr]) }.map_err(err("ibv_post_send"))?;
+                    inflight[f][(posted[f] % depth) as usize] = (at, verb, bytes);
+                    posted[f] += 1;
+                }
             }
+            let drained = done.iter().zip(&posted).all(|(d, p)| d >= p) && backlog.iter().all(VecDeque::is_empty);
             let finished = if deadline.is_some() {
-                stopping && done.iter().zip(&posted).all(|(d, p)| d >= p)
+                stopping && drained
             } else {
-                done.iter().all(|&c| c >= limit)
+                drained && tally.iter().all(|t| t.arrivals >= limit)
             };
             if finished {
                 return Ok(());
             }
             let got = cq.poll(&mut wcs).map_err(err("ibv_poll_cq"))?;
+            let now = start.elapsed().as_secs_f64();
             for wc in &wcs[..got] {
                 check_wc(wc, "cluster stream")?;
                 let f = (wc.wr_id() >> COUNT_BITS) as usize;
+                let c = wc.wr_id() & ((1 << COUNT_BITS) - 1);
                 let before = done[f];
-                done[f] = done[f].max(wc.wr_id() & ((1 << COUNT_BITS) - 1));
-                let now = start.elapsed().as_secs_f64();
+                done[f] = done[f].max(c);
                 if before < o.warmup && done[f] >= o.warmup {
                     win[f].start = now;
                 }
                 win[f].end = now;
+                if c > o.warmup {
+                    let (at, verb, bytes) = inflight[f][((c - 1) % depth) as usize];
+                    tally[f].complete(verb, bytes, (now - at) * 1e9, now);
+                }
             }
             if deadline.is_some_and(|dl| !stopping && start.elapsed() >= dl) {
                 stopping = true;
@@ -253,24 +320,26 @@ fn stream(net: &Net, cq: &Cq, o: &ClusterOpts, size: usize, units: &[Unit]) -> R
             w.end = w.start;
         }
     }
-    Ok(win)
+    Ok(win.into_iter().zip(tally).collect())
 }
 
 /// One request at a time on each unit; latency percentiles per unit (p50,
 /// p99, p99.9, mean in µs, of `o.lat_samples` samples).
-fn probe(net: &Net, cq: &Cq, o: &ClusterOpts, size: usize, units: &[Unit]) -> Res<Vec<[f64; 4]>> {
+fn probe(net: &Net, cq: &Cq, o: &ClusterOpts, (me, size): (u32, usize), units: &[Unit]) -> Res<Vec<[f64; 4]>> {
     let mut wcs = [Wc::default(); 1];
     let mut out = Vec::with_capacity(units.len());
     let mut samples = vec![0f64; o.lat_samples as usize];
     for &u in units {
         let qp = net.qp(u)?;
-        let sge = net.sge(u.dst, size);
+        // The flow's first operation (a scenario's flows may differ).
+        let verb = o.workload_of(me, u.dst).mix.verbs().next().unwrap_or(o.verb);
+        let sge = net.sge(u.dst, if verb == Verb::Atomic { 8 } else { size });
         alloc::measuring(true);
         let r = (|| -> Res<()> {
             for s in samples.iter_mut() {
                 let t = Instant::now();
                 // SAFETY: the entry lies in `mem`; the completion is awaited.
-                unsafe { qp.post_send(&mut [net.request(o.verb, &sge, u.dst).signaled()]) }
+                unsafe { qp.post_send(&mut [net.request(verb, &sge, u.dst).signaled()]) }
                     .map_err(err("ibv_post_send"))?;
                 while cq.poll(&mut wcs).map_err(err("ibv_poll_cq"))? == 0 {}
                 check_wc(&wcs[0], "cluster latency probe")?;
@@ -366,8 +435,10 @@ fn measure(
     (size, rep): (usize, u32),
     me: u32,
     units: &[Unit],
-) -> Res<Vec<FlowResult>> {
+) -> Res<(Vec<FlowResult>, Vec<LoadResult>)> {
     let threads = thread_count(o, units.len());
+    let seed = o.seed ^ (u64::from(me) << 32) ^ (u64::from(rep) << 48) ^ ((size as u64) << 8);
+    let mut loads = Vec::new();
     let probes: Vec<Unit> = units.iter().filter(|u| u.k == 0).copied().collect();
     let mut res: Vec<FlowResult> = probes
         .iter()
@@ -377,17 +448,24 @@ fn measure(
     s.barrier().map_err(err("barrier before the bandwidth phase"))?;
     if o.pattern == Pattern::Loaded && me == 0 {
         // Rank 0 probes rank 1 while the others stream.
-        let lat = probe(net, &net.cqs[0], o, size, &probes)?;
+        let lat = probe(net, &net.cqs[0], o, (me, size), &probes)?;
         for (r, l) in res.iter_mut().zip(lat) {
             r.lat = l;
             r.lat_n = u64::from(o.lat_samples);
         }
     } else {
-        for (u, w) in per_thread(net, units, threads, |cq, u| stream(net, cq, o, size, u))? {
+        let out = per_thread(net, units, threads, |cq, u| stream(net, cq, o, (me, size, seed), u))?;
+        for (u, (w, t)) in &out {
             let i = slot(&res, u.dst).ok_or("a unit without its flow")?;
             res[i].ops += w.ops;
+            res[i].bytes += t.bytes;
             res[i].start = res[i].start.min(w.start);
             res[i].secs = res[i].secs.max(w.end);
+        }
+        for r in &res {
+            let tallies: Vec<&Tally> = out.iter().filter(|(u, _)| u.dst == r.dst).map(|(_, (_, t))| t).collect();
+            let offered = o.workload_of(me, r.dst).rate.offered();
+            loads.push(LoadResult::of(me, r.dst, size, rep, offered, &tallies));
         }
     }
     for r in &mut res {
@@ -399,31 +477,48 @@ fn measure(
     // (loaded-latency mode probed already).
     s.barrier().map_err(err("barrier before the latency phase"))?;
     if o.pattern != Pattern::Loaded {
-        for (u, l) in per_thread(net, &probes, threads, |cq, u| probe(net, cq, o, size, u))? {
+        for (u, l) in per_thread(net, &probes, threads, |cq, u| probe(net, cq, o, (me, size), u))? {
             let i = slot(&res, u.dst).ok_or("a probe without its flow")?;
             res[i].lat = l;
             res[i].lat_n = u64::from(o.lat_samples);
         }
     }
-    Ok(res)
+    Ok((res, loads))
 }
 
-/// Runs the cluster mode on this rank.
-pub fn run(o: &ClusterOpts) -> Res<()> {
+/// Runs the cluster mode on this rank: each of `phases` in turn (one for a
+/// command line, a scenario file's phases otherwise), in one session on one
+/// device, each with QPs and memory of its own and a report of its own.
+pub fn run(phases: &[ClusterOpts], ranks: Option<u32>) -> Res<()> {
     let cfg = ClusterConfig::from_env().map_err(err("cluster configuration"))?;
     let mut s = Session::join(&cfg).map_err(err("joining the cluster"))?;
-    let (me, n) = (s.rank(), s.size());
+    let n = s.size();
     if n < 2 {
         return Err("the cluster mode needs at least two ranks".into());
+    }
+    if let Some(r) = ranks.filter(|&r| r != n) {
+        return Err(format!("the scenario says ranks = {r}, but {n} ranks joined (change `ranks` or the launch)"));
     }
     let ctx = match s.device() {
         Some(d) => Context::open(d),
         None => Context::open_first(),
     }
     .map_err(err("opening the device"))?;
-    let port = ctx.query_port(1).map_err(err("querying port 1"))?;
     let pd = Pd::alloc(&ctx).map_err(err("allocating a PD"))?;
-    let flows = o.pattern.flows(n);
+    for o in phases {
+        if let Some(f) = o.flows.iter().find(|f| f.src >= n || f.dst >= n) {
+            return Err(format!("flow {} -> {}: ranks are 0..{n}", f.src, f.dst));
+        }
+        phase(&mut s, &ctx, &pd, o)?;
+    }
+    Ok(())
+}
+
+/// One phase of the cluster mode on this rank, with its report on rank 0.
+fn phase(s: &mut Session, ctx: &Context, pd: &Pd, o: &ClusterOpts) -> Res<()> {
+    let (me, n) = (s.rank(), s.size());
+    let port = ctx.query_port(1).map_err(err("querying port 1"))?;
+    let flows = o.flow_list(n);
     let mine: Vec<u32> = if o.pattern == Pattern::Loaded && me == 0 {
         vec![1]
     } else {
@@ -434,13 +529,13 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
     let rx = 64u32;
     // Each thread's CQ holds a full window of each of its QPs.
     let cqs = (0..threads)
-        .map(|t| Cq::create(&ctx, (o.depth * share(&units, t, threads).len() as u32).max(16)))
+        .map(|t| Cq::create(ctx, (o.depth * share(&units, t, threads).len() as u32).max(16)))
         .collect::<Result<Vec<_>, _>>()
         .map_err(err("creating a CQ"))?;
-    let recv_cq = Cq::create(&ctx, rx * n * o.qps).map_err(err("creating a CQ"))?;
+    let recv_cq = Cq::create(ctx, rx * n * o.qps).map_err(err("creating a CQ"))?;
     let max_size = o.sizes.iter().copied().max().unwrap_or(8);
     let slot = max_size.max(64).div_ceil(64) * 64;
-    let mem = RegisteredMem::new(&pd, 2 * slot * n as usize).map_err(err("registering memory"))?;
+    let mem = RegisteredMem::new(pd, 2 * slot * n as usize).map_err(err("registering memory"))?;
     let access = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
     let connect = ConnectOpts::default().access(access).mtu(port.active_mtu()).max_rd_atomic(4).max_dest_rd_atomic(4);
     let caps = QpCaps::default().max_send_wr(o.depth.max(1)).max_recv_wr(rx);
@@ -449,7 +544,7 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
         let t = units.iter().position(|u| *u == Unit { dst: peer, k }).map_or(0, |i| i % threads);
         &cqs[t]
     };
-    let qps = connect_mesh(&mut s, &pd, o.qps, cq_of, &recv_cq, &mesh)?;
+    let qps = connect_mesh(s, pd, o.qps, cq_of, &recv_cq, &mesh)?;
     let tokens = s.exchange_mrs(&mem.remote()).map_err(err("exchanging memory tokens"))?;
     let remote = landing(&tokens, me, n, slot)?;
     let q = o.qps as usize;
@@ -494,17 +589,19 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
     let testbed = cluster_env::testbed(sysfs, ctx.name(), &format!("{}", port.active_mtu()));
     let counters_before = cluster_env::counters(sysfs, ctx.name());
     let stop = AtomicBool::new(false);
-    let results = std::thread::scope(|scope| -> Res<Vec<FlowResult>> {
+    let (results, loads) = std::thread::scope(|scope| -> Res<(Vec<FlowResult>, Vec<LoadResult>)> {
         let rx_thread =
             (o.verb == Verb::Send).then(|| scope.spawn(|| receive(&net, want.clone(), posted.clone(), &stop)));
-        let r = (|| -> Res<Vec<FlowResult>> {
-            let mut all = Vec::new();
+        let r = (|| -> Res<(Vec<FlowResult>, Vec<LoadResult>)> {
+            let (mut all, mut loads) = (Vec::new(), Vec::new());
             for &size in &o.sizes {
                 for rep in 0..o.reps {
-                    all.extend(measure(&net, &mut s, o, (size, rep), me, &units)?);
+                    let (f, l) = measure(&net, s, o, (size, rep), me, &units)?;
+                    all.extend(f);
+                    loads.extend(l);
                 }
             }
-            Ok(all)
+            Ok((all, loads))
         })();
         if r.is_err() {
             stop.store(true, Ordering::Relaxed);
@@ -524,19 +621,26 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
     let apart = flows_apart(&units, threads) || o.pattern == Pattern::Loaded && me == 0;
     let text: String = std::iter::once(format!("apart {}\n", u8::from(apart)))
         .chain(results.iter().map(FlowResult::encode))
+        .chain(loads.iter().map(LoadResult::encode).collect::<Res<Vec<_>>>()?)
         .chain(std::iter::once(cluster_env::encode(&testbed, &counter_deltas)))
         .collect();
     let all = s.all_gather(text.as_bytes()).map_err(err("gathering results"))?;
     let mut every = Vec::new();
     let mut shared = Vec::new();
     let mut envs = Vec::new();
+    let mut every_load = Vec::new();
     let expect = Expect { ranks: n, sizes: &o.sizes, reps: o.reps, lat_samples: o.lat_samples };
     for (r, bytes) in all.iter().enumerate() {
         let t = std::str::from_utf8(bytes).map_err(|_| format!("rank {r} sent results that are not UTF-8"))?;
         let mut env = RankEnv::default();
         let mut rest = String::new();
         for line in t.lines() {
-            if !cluster_env::take(r, line, &mut env)? {
+            if let Some(l) = LoadResult::decode(r, line, n, &o.sizes, o.reps)? {
+                if every_load.len() >= n as usize * n as usize * o.sizes.len() * o.reps as usize {
+                    return Err(format!("rank {r} sent more load results than flows, sizes and repetitions"));
+                }
+                every_load.push(l);
+            } else if !cluster_env::take(r, line, &mut env)? {
                 rest.push_str(line);
                 rest.push('\n');
             }
@@ -550,7 +654,7 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
     }
     let allocs = alloc::in_loop_allocations();
     if me == 0 {
-        let rep = Report::new(o, n, every).shared_sources(shared).environment(envs);
+        let rep = Report::new(o, n, every).shared_sources(shared).environment(envs).loads(every_load);
         println!("{}", rep.table());
         if let Some(p) = &o.json {
             std::fs::write(p, rep.json()?).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
@@ -559,9 +663,7 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
             std::fs::write(p, rep.csv()?).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
         }
         if let Some(p) = &o.svg {
-            std::fs::write(p, rep.heatmap()).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
-            let bars = bars_path(p);
-            std::fs::write(&bars, rep.bars()).map_err(|e| format!("cannot write {}: {e}", bars.display()))?;
+            rep.write_figures(p)?;
         }
     }
     println!(
@@ -575,11 +677,6 @@ pub fn run(o: &ClusterOpts) -> Res<()> {
         return Err(format!("{allocs} heap allocation(s) happened inside measured loops"));
     }
     Ok(())
-}
-
-fn bars_path(p: &std::path::Path) -> PathBuf {
-    let stem = p.file_stem().map_or("cluster".into(), |s| s.to_string_lossy().into_owned());
-    p.with_file_name(format!("{stem}-bars.svg"))
 }
 
 #[cfg(test)]

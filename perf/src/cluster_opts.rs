@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use crate::args::{num, text, Verb};
+use crate::load::{self, Mix, Rate, Sizes, Workload};
 
 type Res<T> = Result<T, String>;
 
@@ -24,6 +25,8 @@ pub enum Pattern {
     /// Rank 0 probes rank 1 one request at a time while every other rank
     /// streams to every rank.
     Loaded,
+    /// The flows a scenario file lists ([`ClusterOpts::flows`]).
+    Explicit,
 }
 
 impl Pattern {
@@ -34,6 +37,7 @@ impl Pattern {
             Pattern::Outcast => "outcast",
             Pattern::Ring => "ring",
             Pattern::Loaded => "loaded-latency",
+            Pattern::Explicit => "explicit",
         }
     }
 
@@ -46,8 +50,26 @@ impl Pattern {
             Pattern::Outcast => (1..n).map(|d| (0, d)).collect(),
             Pattern::Ring => (0..n).map(|s| (s, (s + 1) % n)).collect(),
             Pattern::Loaded => all.filter(|(s, _)| *s != 0).collect(),
+            Pattern::Explicit => Vec::new(),
         }
     }
+}
+
+/// One flow of a scenario's explicit list, with its own load.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlowSpec {
+    pub src: u32,
+    pub dst: u32,
+    pub workload: Workload,
+}
+
+/// Where a run's settings came from when a scenario file gave them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScenarioInfo {
+    pub file: String,
+    pub phase: String,
+    /// The file's text, kept in the JSON so the run can be repeated.
+    pub text: String,
 }
 
 /// The cluster mode's flags.
@@ -72,6 +94,17 @@ pub struct ClusterOpts {
     pub duration: Option<f64>,
     pub depth: u32,
     pub lat_samples: u32,
+    /// Every flow's offered load: arrivals, operations and sizes
+    /// (`--rate`, `--mix`, `--size-dist`; closed loop of `--op` at each
+    /// `-s` size without them).
+    pub workload: Workload,
+    /// Seed of the arrival, operation and size draws (each QP of each rank
+    /// draws its own sequence from it).
+    pub seed: u64,
+    /// `Pattern::Explicit`'s flows, each with its own load.
+    pub flows: Vec<FlowSpec>,
+    /// The scenario file and phase, when one gave these settings.
+    pub scenario: Option<ScenarioInfo>,
     pub json: Option<PathBuf>,
     pub csv: Option<PathBuf>,
     pub svg: Option<PathBuf>,
@@ -93,11 +126,34 @@ usage: rrddmma-perf cluster [FLAGS]     (on every rank: mpirun, srun, or RRDDMMA
   -D, --duration SECS  stream for SECS seconds per size instead (not with --op send)
   -t, --tx-depth N     requests in flight per QP (16)
       --lat-samples N  latency samples per flow (on its first QP) after the bandwidth phase (200)
+      --rate R         open loop: R requests/s offered per flow (k/m/g suffixes), evenly spaced, or
+                       poisson:R for exponential gaps; -n then counts arrivals per QP (closed loop)
+      --mix OPS        operation mix per request, e.g. write:70,read:20,atomic:10 (weights)
+      --size-dist D    message sizes drawn per request: N, uniform:LO-HI, SIZE:WEIGHT,..., file:PATH
+      --seed N         seed of the arrival, operation and size draws (1)
+      --scenario FILE  the settings from a TOML scenario file instead (phases, explicit flows with their own
+                       op, mix, rate and sizes; see docs/perf.md); only --json, --csv and --svg go with it
       --json FILE      results as JSON (rank 0)
       --csv FILE       per-flow results as CSV (rank 0)
       --svg FILE       heatmap of the matrix; FILE with -bars.svg: per-rank bar chart (rank 0)
 Rendezvous as rrddmma's ctrl session: RRDDMMA_COORDINATOR, RRDDMMA_HOSTS,
 RRDDMMA_DEVICES (see docs/perf.md).";
+
+impl ClusterOpts {
+    /// The bandwidth flows (src, dst) of `n` ranks.
+    pub fn flow_list(&self, n: u32) -> Vec<(u32, u32)> {
+        if self.pattern == Pattern::Explicit {
+            self.flows.iter().map(|f| (f.src, f.dst)).collect()
+        } else {
+            self.pattern.flows(n)
+        }
+    }
+
+    /// The load of flow `src` -> `dst`.
+    pub fn workload_of(&self, src: u32, dst: u32) -> &Workload {
+        self.flows.iter().find(|f| (f.src, f.dst) == (src, dst)).map_or(&self.workload, |f| &f.workload)
+    }
+}
 
 /// A `-s` value: one size or a comma-separated list.
 fn size_list(v: &str) -> Res<Vec<usize>> {
@@ -126,11 +182,16 @@ where
         duration: None,
         depth: 16,
         lat_samples: 200,
+        workload: Workload { rate: Rate::Closed, mix: Mix::only(Verb::Write), sizes: Sizes::Fixed(0) },
+        seed: 1,
+        flows: Vec::new(),
+        scenario: None,
         json: None,
         csv: None,
         svg: None,
     };
     let (mut all, mut max_size) = (false, 1usize << 23);
+    let (mut mix, mut dist): (Option<Mix>, Option<Sizes>) = (None, None);
     while let Some(arg) = p.next().map_err(|e| e.to_string())? {
         match arg {
             Long("pattern") => {
@@ -177,6 +238,10 @@ where
             Short('D') | Long("duration") => o.duration = Some(num(&mut p, "-D")?),
             Short('t') | Long("tx-depth") => o.depth = num(&mut p, "-t")?,
             Long("lat-samples") => o.lat_samples = num(&mut p, "--lat-samples")?,
+            Long("rate") => o.workload.rate = load::parse_rate(&text(&mut p, "--rate")?)?,
+            Long("mix") => mix = Some(load::parse_mix(&text(&mut p, "--mix")?)?),
+            Long("size-dist") => dist = Some(load::parse_sizes(&text(&mut p, "--size-dist")?)?),
+            Long("seed") => o.seed = num(&mut p, "--seed")?,
             Long("json") => o.json = Some(p.value().map_err(|e| format!("--json: {e}"))?.into()),
             Long("csv") => o.csv = Some(p.value().map_err(|e| format!("--csv: {e}"))?.into()),
             Long("svg") => o.svg = Some(p.value().map_err(|e| format!("--svg: {e}"))?.into()),
@@ -184,6 +249,23 @@ where
             Short(c) => return Err(format!("unknown flag -{c}")),
             Long(f) => return Err(format!("unknown flag --{f}")),
         }
+    }
+    if let Some(m) = &mix {
+        if o.verb != Verb::Write {
+            return Err("--mix names the operations itself: give --op or --mix, not both".into());
+        }
+        // Probes and the report's operation are the mix's first.
+        o.verb = m.verbs().next().unwrap_or(Verb::Write);
+    }
+    if let Some(d) = &dist {
+        if all || !o.sizes.is_empty() {
+            return Err("--size-dist draws the sizes itself: give -s, -a or --size-dist, one of them".into());
+        }
+        if o.verb == Verb::Atomic && mix.is_none() {
+            return Err("atomic operations are 8 bytes: --size-dist has nothing to draw".into());
+        }
+        // One phase, its slots as large as the largest size drawn.
+        o.sizes.push(d.max());
     }
     if all {
         if !o.sizes.is_empty() {
@@ -199,8 +281,18 @@ where
     } else if o.sizes.is_empty() {
         o.sizes.push(0);
     }
+    let mixed_atomic = mix.as_ref().is_some_and(|m| m.verbs().any(|v| v == Verb::Atomic));
     for s in &mut o.sizes {
-        *s = crate::args::message_size(o.verb, *s, 4096)?;
+        *s = if mixed_atomic && o.verb == Verb::Atomic {
+            // The mix's other operations take -s; 8 bytes fit any slot.
+            if *s == 0 {
+                4096
+            } else {
+                *s
+            }
+        } else {
+            crate::args::message_size(o.verb, *s, 4096)?
+        };
     }
     if o.sizes.len() > 64 {
         return Err(format!("{} sizes: at most 64 per run", o.sizes.len()));
@@ -220,6 +312,13 @@ where
     crate::args::check_duration(o.duration)?;
     if o.verb == Verb::Send && o.pattern == Pattern::Loaded {
         return Err("--pattern loaded-latency runs write, read or atomic probes".into());
+    }
+    if o.verb == Verb::Send && o.workload.rate != Rate::Closed {
+        return Err("--op send counts -n messages per QP at the receiver; --rate is for write, read and atomic".into());
+    }
+    o.workload.mix = mix.unwrap_or(Mix::only(o.verb));
+    if let Some(d) = dist {
+        o.workload.sizes = d;
     }
     if o.verb == Verb::Send && o.duration.is_some() {
         return Err("--op send counts -n messages per QP at the receiver; -D is for write, read and atomic".into());

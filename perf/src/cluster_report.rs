@@ -9,7 +9,10 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::cluster_env::{self, RankEnv};
+use crate::cluster_flow::LoadResult;
 use crate::cluster_opts::ClusterOpts;
+use crate::out::Series;
+use crate::plot::{self, Axes};
 use crate::stats::{self, Summary};
 
 type Res<T> = Result<T, String>;
@@ -30,6 +33,8 @@ pub struct FlowResult {
     /// completion (its slowest QP).
     pub secs: f64,
     pub size: usize,
+    /// Bytes completed inside the window.
+    pub bytes: u64,
     /// Latency samples behind `lat`.
     pub lat_n: u64,
     /// Latency percentiles in µs: p50, p99, p99.9, mean (0 without samples).
@@ -44,7 +49,7 @@ impl FlowResult {
 
     fn mib_s(&self) -> f64 {
         if self.window() > 0.0 {
-            (self.ops as f64 * self.size as f64) / self.window() / 1048576.0
+            self.bytes as f64 / self.window() / 1048576.0
         } else {
             0.0
         }
@@ -60,7 +65,7 @@ impl FlowResult {
 
     pub fn encode(&self) -> String {
         format!(
-            "{} {} {} {} {:e} {:e} {} {} {:e} {:e} {:e} {:e}\n",
+            "{} {} {} {} {:e} {:e} {} {} {} {:e} {:e} {:e} {:e}\n",
             self.src,
             self.dst,
             self.rep,
@@ -68,6 +73,7 @@ impl FlowResult {
             self.start,
             self.secs,
             self.size,
+            self.bytes,
             self.lat_n,
             self.lat[0],
             self.lat[1],
@@ -79,7 +85,7 @@ impl FlowResult {
     pub fn decode(line: &str) -> Res<FlowResult> {
         let w: Vec<&str> = line.split_whitespace().collect();
         let bad = || format!("malformed flow result {line:?}");
-        if w.len() != 12 {
+        if w.len() != 13 {
             return Err(bad());
         }
         let f = |i: usize| w[i].parse::<f64>().map_err(|_| bad());
@@ -91,8 +97,9 @@ impl FlowResult {
             start: f(4)?,
             secs: f(5)?,
             size: w[6].parse().map_err(|_| bad())?,
-            lat_n: w[7].parse().map_err(|_| bad())?,
-            lat: [f(8)?, f(9)?, f(10)?, f(11)?],
+            bytes: w[7].parse().map_err(|_| bad())?,
+            lat_n: w[8].parse().map_err(|_| bad())?,
+            lat: [f(9)?, f(10)?, f(11)?, f(12)?],
         })
     }
 }
@@ -150,8 +157,8 @@ pub fn decode_rank(rank: usize, text: &str, e: Expect) -> Res<(bool, Vec<FlowRes
         if f.lat_n > u64::from(e.lat_samples) {
             return bad(format!("{} latency samples (this run takes {})", f.lat_n, e.lat_samples));
         }
-        if f.ops.checked_mul(f.size as u64).is_none() {
-            return bad(format!("{} requests of {} bytes (the byte count passes 2^64)", f.ops, f.size));
+        if f.ops.checked_mul(f.size as u64).is_none_or(|most| f.bytes > most) {
+            return bad(format!("{} bytes in {} requests of at most {} bytes", f.bytes, f.ops, f.size));
         }
         if let Some(v) = [f.start, f.secs].into_iter().chain(f.lat).find(|v| !v.is_finite() || *v < 0.0) {
             return bad(format!("time {v} (times are finite and not negative)"));
@@ -290,7 +297,7 @@ fn lat_json(f: &FlowResult) -> LatJson {
 
 /// One flow in one repetition.
 #[derive(Serialize)]
-struct RepFlowJson {
+struct RepFlowJson<'a> {
     src: u32,
     dst: u32,
     requests: u64,
@@ -300,14 +307,35 @@ struct RepFlowJson {
     seconds: f64,
     bw_mib_s: f64,
     msg_rate_mpps: f64,
+    /// Bytes completed in the window.
+    bytes: u64,
     lat_us: LatJson,
+    /// Offered and achieved load, requests per operation, loaded latency,
+    /// its CDF and the throughput series (`null` for a latency-only flow).
+    load: Option<&'a LoadResult>,
+}
+
+/// One flow's load over the repetitions.
+#[derive(Serialize)]
+struct CellLoadJson {
+    /// Requests per second offered; `null` in closed loop.
+    offered_per_s: Option<f64>,
+    /// Requests completed per second of the window.
+    achieved_per_s: Summary,
+    /// Achieved over offered; `null` in closed loop.
+    achieved_fraction: Option<Summary>,
+    /// Arrivals dropped, summed over the repetitions.
+    dropped: u64,
+    /// Loaded latency percentiles (µs) over the repetitions, when every
+    /// repetition's samples back them.
+    lat_us: LatSummaryJson,
 }
 
 /// One repetition of one size.
 #[derive(Serialize)]
-struct RepJson {
+struct RepJson<'a> {
     rep: u32,
-    flows: Vec<RepFlowJson>,
+    flows: Vec<RepFlowJson<'a>>,
     aggregate_mib_s: f64,
     jain_fairness: f64,
 }
@@ -326,6 +354,7 @@ struct CellJson {
     /// Each percentile's summary over the repetitions' values; `null` when
     /// a repetition's samples do not back it.
     lat_us: LatSummaryJson,
+    load: Option<CellLoadJson>,
 }
 
 #[derive(Serialize)]
@@ -338,7 +367,7 @@ struct LatSummaryJson {
 
 /// One size's results.
 #[derive(Serialize)]
-struct SizeJson {
+struct SizeJson<'a> {
     size: usize,
     /// Per flow, summaries over the repetitions.
     flows: Vec<CellJson>,
@@ -347,7 +376,7 @@ struct SizeJson {
     aggregate_mib_s: Summary,
     jain_fairness: Summary,
     /// Every repetition's own figures.
-    reps: Vec<RepJson>,
+    reps: Vec<RepJson<'a>>,
 }
 
 #[derive(Serialize)]
@@ -384,9 +413,37 @@ struct ReportJson<'a> {
     /// The rule for percentiles: pQ needs at least 1 / (1 − Q) samples.
     percentile_min_samples: PctRule,
     sizes: &'a [usize],
-    results: Vec<SizeJson>,
+    workload: WorkloadJson,
+    /// The scenario file's name, the phase and the file's text; `null` for
+    /// a command-line run.
+    scenario: Option<ScenarioJson<'a>>,
+    results: Vec<SizeJson<'a>>,
     testbed: TestbedJson<'a>,
     counters: Vec<CountersJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct ScenarioJson<'a> {
+    file: &'a str,
+    phase: &'a str,
+    text: &'a str,
+}
+
+/// Every flow's offered load (a scenario's explicit flows may each have
+/// their own: the flows' `load` says what each was offered and did).
+#[derive(Serialize)]
+struct WorkloadJson {
+    /// `closed`, `R/s` (evenly spaced) or `poisson:R/s`, per flow.
+    rate: String,
+    /// `write:70,read:30`: relative weights.
+    mix: String,
+    /// The sizes drawn: `N` (fixed; the result's size), `uniform:LO-HI`
+    /// or `SIZE:WEIGHT,...`.
+    size_dist: String,
+    mean_size: Option<f64>,
+    seed: u64,
+    /// Arrivals a QP holds waiting for send-queue room; more are dropped.
+    backlog_per_qp: usize,
 }
 
 /// What the run ran on.
@@ -455,6 +512,8 @@ pub struct Report<'a> {
     shared: Vec<u32>,
     /// Each rank's testbed and counter deltas, by rank.
     envs: Vec<RankEnv>,
+    /// Every flow's load figures, of every size and repetition.
+    loads: Vec<LoadResult>,
     /// The command line and the date of the report.
     command_line: Vec<String>,
     date: String,
@@ -487,6 +546,7 @@ impl<'a> Report<'a> {
             runs,
             shared: Vec::new(),
             envs: Vec::new(),
+            loads: Vec::new(),
             command_line: std::env::args().collect(),
             date: cluster_env::utc_now(),
         }
@@ -496,6 +556,49 @@ impl<'a> Report<'a> {
     pub fn shared_sources(mut self, shared: Vec<u32>) -> Self {
         self.shared = shared;
         self
+    }
+
+    /// Records every flow's load figures.
+    pub fn loads(mut self, loads: Vec<LoadResult>) -> Self {
+        self.loads = loads;
+        self
+    }
+
+    /// The load figures of `f`'s flow, size and repetition.
+    fn load_of(&self, f: &FlowResult) -> Option<&LoadResult> {
+        self.loads.iter().find(|l| (l.src, l.dst, l.size, l.rep) == (f.src, f.dst, f.size, f.rep))
+    }
+
+    /// Requests completed per second of `f`'s window.
+    fn achieved(f: &FlowResult) -> f64 {
+        f.mpps() * 1e6
+    }
+
+    /// The cell's load over its repetitions (None for a latency-only flow
+    /// or without load figures).
+    fn cell_load(&self, cell: &[&FlowResult]) -> Option<CellLoadJson> {
+        let bw: Vec<&FlowResult> = cell.iter().copied().filter(|f| f.ops > 0).collect();
+        let loads: Vec<&LoadResult> = bw.iter().filter_map(|f| self.load_of(f)).collect();
+        if loads.is_empty() || loads.len() != bw.len() {
+            return None;
+        }
+        let offered = loads[0].offered_per_s;
+        let ach: Vec<f64> = bw.iter().map(|f| Self::achieved(f)).collect();
+        let lat = |g: fn(&LoadResult) -> Option<f64>| {
+            loads.iter().map(|l| g(l)).collect::<Option<Vec<f64>>>().and_then(|v| Summary::of(&v))
+        };
+        Some(CellLoadJson {
+            offered_per_s: offered,
+            achieved_per_s: summary(&ach),
+            achieved_fraction: offered.and_then(|o| Summary::of(&ach.iter().map(|a| a / o).collect::<Vec<_>>())),
+            dropped: loads.iter().map(|l| l.dropped).sum(),
+            lat_us: LatSummaryJson {
+                p50: lat(|l| l.lat_us.p50),
+                p99: lat(|l| l.lat_us.p99),
+                p999: lat(|l| l.lat_us.p999),
+                avg: lat(|l| l.lat_us.avg),
+            },
+        })
     }
 
     /// Records each rank's testbed and counter deltas (by rank).
@@ -576,6 +679,7 @@ impl<'a> Report<'a> {
                     lat(3)
                 );
             }
+            self.load_table(&mut s, r);
             s.push_str(" rank   out MiB/s    in MiB/s   (means over repetitions)\n");
             for (rank, (o, i)) in r.mean_totals(self.n).iter().enumerate() {
                 let _ = writeln!(s, " {rank:<6} {o:<12.2} {i:.2}");
@@ -612,6 +716,171 @@ impl<'a> Report<'a> {
         s
     }
 
+    /// Per flow of `r`: offered and achieved requests per second, drops,
+    /// requests per operation, and latency under the load (means over
+    /// repetitions).
+    fn load_table(&self, s: &mut String, r: &SizeRun) {
+        let wl = &self.o.workload;
+        let cells: Vec<(u32, u32, Option<CellLoadJson>, Vec<&LoadResult>)> = r
+            .cells()
+            .into_iter()
+            .map(|c| {
+                let cell = r.cell(c);
+                let ls: Vec<&LoadResult> = cell.iter().filter(|f| f.ops > 0).filter_map(|f| self.load_of(f)).collect();
+                (c.0, c.1, self.cell_load(&cell), ls)
+            })
+            .filter(|c| c.2.is_some())
+            .collect();
+        if cells.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            s,
+            " load: {}, mix {}, sizes {}; achieved = requests completed per second of the window; dropped = arrivals \
+             beyond a QP's {}-request backlog (never posted); latency under load from arrival (closed loop: post) to \
+             completion, every request",
+            wl.rate.name(),
+            wl.mix.name(),
+            match &wl.sizes {
+                crate::load::Sizes::Fixed(_) => format!("{} B", r.size),
+                d => format!("{} (mean {:.0} B)", d.name(), d.mean()),
+            },
+            crate::load::BACKLOG
+        );
+        let _ = writeln!(
+            s,
+            " {:>3} -> {:<3}  {:<10} {:<12} {:<7} {:<8} {:<20} {:<8} {:<9} {:<9} {:<9} avg[us]",
+            "src",
+            "dst",
+            "offered/s",
+            "achieved/s",
+            "%",
+            "dropped",
+            "write/read/atomic",
+            "n",
+            "p50[us]",
+            "p99[us]",
+            "p99.9[us]"
+        );
+        for (src, dst, l, ls) in cells {
+            let Some(l) = l else { continue };
+            let k = ls.len().max(1) as u64;
+            let per = |g: fn(&LoadResult) -> u64| ls.iter().map(|x| g(x)).sum::<u64>() / k;
+            let _ = writeln!(
+                s,
+                " {src:>3} -> {dst:<3}  {:<10} {:<12.0} {:<7} {:<8} {:<20} {:<8} {:<9} {:<9} {:<9} {}",
+                l.offered_per_s.map_or("closed".into(), |o| format!("{o:.0}")),
+                l.achieved_per_s.mean,
+                l.achieved_fraction.map_or("-".into(), |f| format!("{:.1}", 100.0 * f.mean)),
+                l.dropped,
+                format!("{}/{}/{}", per(|x| x.writes), per(|x| x.reads), per(|x| x.atomics)),
+                per(|x| x.lat_us.samples),
+                opt(l.lat_us.p50.map(|x| x.mean), 2),
+                opt(l.lat_us.p99.map(|x| x.mean), 2),
+                opt(l.lat_us.p999.map(|x| x.mean), 2),
+                opt(l.lat_us.avg.map(|x| x.mean), 2)
+            );
+        }
+    }
+
+    /// Writes the heatmap to `p`, and beside it (its stem plus `-bars`,
+    /// `-cdf` and `-time`) the per-rank bars, the latency CDFs and the
+    /// throughput series.
+    pub fn write_figures(&self, p: &std::path::Path) -> Res<()> {
+        let stem = p.file_stem().map_or("cluster".into(), |s| s.to_string_lossy().into_owned());
+        let figures = [
+            (p.to_path_buf(), self.heatmap()),
+            (p.with_file_name(format!("{stem}-bars.svg")), self.bars()),
+            (p.with_file_name(format!("{stem}-cdf.svg")), self.cdf()),
+            (p.with_file_name(format!("{stem}-time.svg")), self.timeline()),
+        ];
+        for (path, svg) in figures {
+            std::fs::write(&path, svg).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        }
+        Ok(())
+    }
+
+    /// The first repetition's load figures of every bandwidth flow, size
+    /// by size, named `src -> dst` (and the size when there are several).
+    fn first_loads(&self) -> Vec<(String, &LoadResult)> {
+        let several = self.runs.len() > 1;
+        let mut v: Vec<(String, &LoadResult)> = self
+            .loads
+            .iter()
+            .filter(|l| l.rep == 0 && l.completed() > 0)
+            .map(|l| {
+                let name = if several {
+                    format!("{} -> {}, {} B", l.src, l.dst, l.size)
+                } else {
+                    format!("{} -> {}", l.src, l.dst)
+                };
+                (name, l)
+            })
+            .collect();
+        v.sort_by_key(|(_, l)| (l.size, l.src, l.dst));
+        v
+    }
+
+    /// The latency-under-load CDF of every flow (first repetition), on a
+    /// logarithmic latency axis.
+    pub fn cdf(&self) -> String {
+        let series: Vec<Series> = self
+            .first_loads()
+            .into_iter()
+            .map(|(name, l)| Series { name, points: l.cdf_us.iter().map(|p| (p[0], p[1])).collect() })
+            .collect();
+        let title = format!(
+            "rrddmma-perf cluster {} {}: latency CDF per flow under load ({}, repetition 0)",
+            self.o.pattern.name(),
+            self.o.workload.mix.name(),
+            self.o.workload.rate.name()
+        );
+        plot::lines(
+            Axes {
+                title: &title,
+                x: "latency, arrival to completion [us]",
+                y: "fraction of requests",
+                log_x: true,
+                y_max: Some(1.0),
+            },
+            &series,
+        )
+    }
+
+    /// Every flow's MiB/s per interval over the phase (first repetition):
+    /// stragglers and stalls show as dips.
+    pub fn timeline(&self) -> String {
+        let series: Vec<Series> = self
+            .first_loads()
+            .into_iter()
+            .map(|(name, l)| {
+                let w = l.series_interval_s;
+                let points = l
+                    .series_bytes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &b)| ((i as f64 + 1.0) * w, b as f64 / w / 1048576.0))
+                    .collect();
+                Series { name, points }
+            })
+            .collect();
+        let title = format!(
+            "rrddmma-perf cluster {} {}: throughput over time per flow (repetition 0)",
+            self.o.pattern.name(),
+            self.o.workload.mix.name()
+        );
+        plot::lines(
+            Axes {
+                title: &title,
+                x: "seconds from the phase start",
+                y: "MiB/s per interval",
+                log_x: false,
+                y_max: None,
+            },
+            &series,
+        )
+    }
+
     /// The report as JSON (schema in docs/perf.md).
     pub fn json(&self) -> Res<String> {
         let o = self.o;
@@ -641,6 +910,7 @@ impl<'a> Report<'a> {
                                     p999: Self::lat_summary(&cell, 2),
                                     avg: Self::lat_summary(&cell, 3),
                                 },
+                                load: self.cell_load(&cell),
                             }
                         })
                         .collect(),
@@ -670,7 +940,9 @@ impl<'a> Report<'a> {
                                     seconds: f.window(),
                                     bw_mib_s: f.mib_s(),
                                     msg_rate_mpps: f.mpps(),
+                                    bytes: f.bytes,
                                     lat_us: lat_json(f),
+                                    load: if f.ops > 0 { self.load_of(f) } else { None },
                                 })
                                 .collect(),
                             aggregate_mib_s: r.aggregate(rep),
@@ -702,6 +974,21 @@ impl<'a> Report<'a> {
                 p999: stats::samples_for(0.999),
             },
             sizes: &o.sizes,
+            workload: WorkloadJson {
+                rate: o.workload.rate.name(),
+                mix: o.workload.mix.name(),
+                size_dist: match &o.workload.sizes {
+                    crate::load::Sizes::Fixed(_) => "fixed".into(),
+                    d => d.name(),
+                },
+                mean_size: match &o.workload.sizes {
+                    crate::load::Sizes::Fixed(_) => None,
+                    d => Some(d.mean()),
+                },
+                seed: o.seed,
+                backlog_per_qp: crate::load::BACKLOG,
+            },
+            scenario: o.scenario.as_ref().map(|s| ScenarioJson { file: &s.file, phase: &s.phase, text: &s.text }),
             results,
             testbed: TestbedJson {
                 date_utc: &self.date,
@@ -964,6 +1251,77 @@ impl<'a> Report<'a> {
     }
 }
 
+/// Redraws every figure of a saved `--json` report (`rrddmma-perf plot
+/// RESULTS.json [OUT.svg]`): the heatmap to `svg` and the others beside it,
+/// as `--svg` would have.
+pub fn redraw(json: &str, svg: &std::path::Path) -> Res<()> {
+    let j: serde_json::Value = serde_json::from_str(json).map_err(|e| format!("not a JSON document: {e}"))?;
+    if j["mode"] != "cluster" {
+        return Err("not an rrddmma-perf cluster report (its \"mode\" is not \"cluster\")".into());
+    }
+    let text = |k: &str| j[k].as_str().map(str::to_string).ok_or_else(|| format!("the report has no {k:?}"));
+    let num = |k: &str| j[k].as_u64().ok_or_else(|| format!("the report has no number {k:?}"));
+    let wl = &j["workload"];
+    let sizes: Vec<String> = j["sizes"]
+        .as_array()
+        .map_or(Vec::new(), |a| a.iter().filter_map(|v| v.as_u64().map(|x| x.to_string())).collect());
+    let pattern = text("pattern")?;
+    let mut args = vec!["--reps".to_string(), num("repetitions")?.to_string()];
+    if pattern != "explicit" {
+        args.extend(["--pattern".into(), pattern.clone()]);
+    }
+    args.extend(["--warmup".into(), num("warmup_requests_per_qp")?.to_string()]);
+    let mix = wl["mix"].as_str().unwrap_or("");
+    if mix.contains(',') {
+        args.extend(["--mix".into(), mix.into()]);
+    } else {
+        args.extend(["--op".into(), text("op")?]);
+    }
+    match wl["size_dist"].as_str() {
+        Some(d) if d != "fixed" => args.extend(["--size-dist".into(), d.into()]),
+        _ => args.extend(["-s".into(), sizes.join(",")]),
+    }
+    if let Some(r) = wl["rate"].as_str() {
+        args.extend(["--rate".into(), r.into()]);
+    }
+    let mut o =
+        crate::cluster_opts::parse(&args).map_err(|e| format!("the report's settings ({}): {e}", args.join(" ")))?;
+    if pattern == "explicit" {
+        o.pattern = crate::cluster_opts::Pattern::Explicit;
+    }
+    let n = u32::try_from(num("ranks")?).map_err(|_| "too many ranks".to_string())?;
+    let (mut flows, mut loads) = (Vec::new(), Vec::new());
+    for r in j["results"].as_array().into_iter().flatten() {
+        let size = r["size"].as_u64().unwrap_or(0) as usize;
+        for rep in r["reps"].as_array().into_iter().flatten() {
+            for f in rep["flows"].as_array().into_iter().flatten() {
+                let u = |k: &str| f[k].as_u64().unwrap_or(0);
+                let x = |k: &str| f[k].as_f64().unwrap_or(0.0);
+                let l = |k: &str| f["lat_us"][k].as_f64().unwrap_or(0.0);
+                flows.push(FlowResult {
+                    src: u("src") as u32,
+                    dst: u("dst") as u32,
+                    rep: rep["rep"].as_u64().unwrap_or(0) as u32,
+                    ops: u("requests"),
+                    start: x("window_start_s"),
+                    secs: x("window_end_s"),
+                    size,
+                    bytes: u("bytes"),
+                    lat_n: f["lat_us"]["samples"].as_u64().unwrap_or(0),
+                    lat: [l("p50"), l("p99"), l("p999"), l("avg")],
+                });
+                if !f["load"].is_null() {
+                    loads.push(
+                        serde_json::from_value::<LoadResult>(f["load"].clone())
+                            .map_err(|e| format!("a flow's \"load\" in the report: {e}"))?,
+                    );
+                }
+            }
+        }
+    }
+    Report::new(&o, n, flows).loads(loads).write_figures(svg)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -981,6 +1339,7 @@ mod tests {
             start: 0.25,
             secs: 0.5,
             size: 4096,
+            bytes: 99 * 4096,
             lat_n: 200,
             lat: [1.5, 2.5, 3.5, 1.75],
         };
@@ -989,7 +1348,8 @@ mod tests {
     }
 
     fn flow(src: u32, dst: u32, size: usize, ops: u64) -> FlowResult {
-        FlowResult { src, dst, rep: 0, ops, start: 0.0, secs: 1.0, size, lat_n: 30, lat: [1.0, 2.0, 3.0, 1.5] }
+        let bytes = ops.saturating_mul(size as u64);
+        FlowResult { src, dst, rep: 0, ops, start: 0.0, secs: 1.0, size, bytes, lat_n: 30, lat: [1.0, 2.0, 3.0, 1.5] }
     }
 
     #[test]
@@ -1200,13 +1560,14 @@ mod tests {
             (line(&flow(2, 2, 4096, 10)), "destination rank 2"),
             (line(&flow(0, 1, 4096, 10)), "source rank 0"),
             (line(&flow(2, 0, 512, 10)), "size 512"),
-            (line(&flow(2, 0, 65536, u64::MAX / 2)), "passes 2^64"),
+            (line(&flow(2, 0, 65536, u64::MAX / 2)), "in 9223372036854775807 requests of at most 65536 bytes"),
+            (line(&FlowResult { bytes: 10 * 4096 + 1, ..ok.clone() }), "40961 bytes in 10 requests"),
             (line(&FlowResult { secs: f64::NAN, ..ok.clone() }), "time NaN"),
             (line(&FlowResult { lat: [1.0, -2.0, 3.0, 1.0], ..ok.clone() }), "time -2"),
             (line(&FlowResult { rep: 2, ..ok.clone() }), "repetition 2"),
             (line(&FlowResult { lat_n: 31, ..ok.clone() }), "31 latency samples"),
             (line(&FlowResult { start: 2.0, ..ok.clone() }), "ends before it starts"),
-            ("apart 1\n2 0 0 ten 0e0 1e0 4096 30 1 2 3 4".to_string(), "malformed flow result"),
+            ("apart 1\n2 0 0 ten 0e0 1e0 4096 40960 30 1 2 3 4".to_string(), "malformed flow result"),
             ("apart 1\n2 0".to_string(), "malformed flow result"),
             (format!("apart 1\n{}", ok.encode().repeat(9)), "more than 8 result lines"),
             (ok.encode(), "where its results start"),

@@ -9,14 +9,18 @@ mod args;
 mod clock;
 mod cluster;
 mod cluster_env;
+mod cluster_flow;
 mod cluster_opts;
 mod cluster_report;
 mod cm;
+mod load;
 mod oob;
 mod out;
 mod payload;
 mod place;
+mod plot;
 mod run;
+mod scenario;
 mod stats;
 mod ud;
 
@@ -32,8 +36,19 @@ fn write_file(path: &std::path::Path, text: &str) -> Result<(), String> {
 }
 
 fn plot(args: &[String]) -> Result<(), String> {
+    if let [input, rest @ ..] = args {
+        if input.ends_with(".json") && rest.len() <= 1 {
+            // A cluster report: every figure, as --svg draws them.
+            let text = std::fs::read_to_string(input).map_err(|e| format!("cannot read {input}: {e}"))?;
+            let svg = rest.first().cloned().unwrap_or_else(|| format!("{}.svg", input.trim_end_matches(".json")));
+            return cluster_report::redraw(&text, svg.as_ref()).map_err(|e| format!("{input}: {e}"));
+        }
+    }
     let [input, output, rest @ ..] = args else {
-        return Err("usage: rrddmma-perf plot IN.csv OUT.svg [TITLE] [Y-LABEL]".into());
+        return Err(
+            "usage: rrddmma-perf plot IN.csv OUT.svg [TITLE] [Y-LABEL], or plot RESULTS.json [OUT.svg] (a cluster report)"
+                .into(),
+        );
     };
     let text = std::fs::read_to_string(input).map_err(|e| format!("cannot read {input}: {e}"))?;
     let series = out::series_from_csv(&text)?;
@@ -256,11 +271,21 @@ fn main() -> ExitCode {
             println!("{}", cluster_opts::USAGE);
             return ExitCode::SUCCESS;
         }
-        match cluster_opts::parse(&argv[1..]) {
-            Ok(o) => cluster::run(&o),
-            Err(e) => {
-                eprintln!("rrddmma-perf cluster: {e}\n\n{}", cluster_opts::USAGE);
-                return ExitCode::from(2);
+        if let Some(phases) = scenario::from_args(&argv[1..]) {
+            match phases {
+                Ok((phases, ranks)) => cluster::run(&phases, ranks),
+                Err(e) => {
+                    eprintln!("rrddmma-perf cluster: {e}");
+                    return ExitCode::from(2);
+                }
+            }
+        } else {
+            match cluster_opts::parse(&argv[1..]) {
+                Ok(o) => cluster::run(std::slice::from_ref(&o), None),
+                Err(e) => {
+                    eprintln!("rrddmma-perf cluster: {e}\n\n{}", cluster_opts::USAGE);
+                    return ExitCode::from(2);
+                }
             }
         }
     } else if argv[0] == "plot" {

@@ -264,7 +264,7 @@ pub fn cluster_checks() -> Result<Vec<Check>> {
         (true, vec![ClusterWant::new("loaded-latency", "atomic", 1, 2, &[8], 50)]),
     ];
     let mut port = 18690u16;
-    let v = runs
+    let mut v: Vec<Check> = runs
         .into_iter()
         .enumerate()
         .map(|(k, (mpi, wants))| {
@@ -272,6 +272,7 @@ pub fn cluster_checks() -> Result<Vec<Check>> {
             run_check(&k.to_string(), place, hosts_up, wants, mpi, &mut port, &|port, flags| launch(mpi, port, flags))
         })
         .collect();
+    v.extend(super::cluster_load::load_checks(&me, &|port, flags| launch(false, port, flags))?);
     Ok(v)
 }
 
