@@ -194,8 +194,9 @@ struct Window {
 }
 
 /// Streams `units` on `cq`; per unit, the first `o.warmup` completions are
-/// warm-up: its window opens at the last of them (at the phase start
-/// without warm-up) and closes at its last completion.
+/// warm-up: in closed loop its window opens at the last of them (at the
+/// phase start without warm-up), in open loop at the arrival of the first
+/// request after them; it closes at its last completion.
 ///
 /// In closed loop each QP keeps `-t` requests in flight. In open loop
 /// (`--rate`) requests arrive on each QP's own schedule (the flow's rate
@@ -304,6 +305,14 @@ fn stream(
                 win[f].end = now;
                 if c > o.warmup {
                     let (at, verb, bytes) = inflight[f][((c - 1) % depth) as usize];
+                    if c == o.warmup + 1 && rates[f] != Rate::Closed {
+                        // Open loop: the window opens at the first measured
+                        // request's arrival. Opening it at the last warm-up
+                        // completion would count the backlog that built up
+                        // behind a slow warm-up as if it had arrived inside
+                        // the window, and report more than the offered rate.
+                        win[f].start = at;
+                    }
                     tally[f].complete(verb, bytes, (now - at) * 1e9, now);
                 }
             }

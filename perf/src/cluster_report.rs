@@ -633,7 +633,7 @@ impl<'a> Report<'a> {
         let reps = self.o.reps;
         let _ = writeln!(
             s,
-            " bandwidth per flow: {} over {reps} repetition(s); each window opens after {} warm-up request(s) per QP (not counted) and closes at the flow's last completion",
+            " bandwidth per flow: {} over {reps} repetition(s); each window opens after {} warm-up request(s) per QP (not counted; in open loop it opens at the first measured request's arrival) and closes at the flow's last completion",
             if reps > 1 { "mean ± sd [95% CI, Student's t] (min–max)" } else { "one run, no spread" },
             self.o.warmup
         );
