@@ -2,8 +2,7 @@
 //! `prim` builds the pair from `prim` objects (QP builder, endpoint,
 //! connect) and registers a `Vec` with `Mr::register`; `wrap` uses
 //! `wrap::connected_rc_pair` and `wrap::RegisteredMem`. The operations are
-//! `prim` calls in both (`Qp::post_send` of a slice of `SendWr`, for 32 per
-//! post `Qp::post_send_list` of a `SendList` refilled in place, `Cq::poll`).
+//! `prim` calls in both (`Qp::post_send` of a slice of `SendWr`, `Cq::poll`).
 //!
 //! `rrddmma event|aio|aio-nospin DEVICE OP-SIZE-INFLIGHT N`: the async
 //! comparison (module `asynch`).
@@ -83,10 +82,11 @@ fn setup(wrap: bool, dev: &str) -> Pair {
 }
 
 /// Polls until `want` completions arrived, each a success.
-fn poll(p: &Pair, wcs: &mut [Wc; 4], want: usize, empty: &AtomicU64) {
+fn poll(p: &Pair, want: usize, empty: &AtomicU64) {
+    let mut wcs = [Wc::default(); 4];
     let mut got = 0;
     while got < want {
-        let n = p.cq.poll(wcs).unwrap_or_else(|e| die("Cq::poll", e));
+        let n = p.cq.poll(&mut wcs).unwrap_or_else(|e| die("Cq::poll", e));
         if n == 0 {
             empty.fetch_add(1, Relaxed);
         }
@@ -127,9 +127,7 @@ fn main() {
     let remote = mr.remote();
     let wl = a.workload.as_str();
     let sges32: [[Sge; 1]; 32] = std::array::from_fn(|i| [mr.sge(i * 64, 64)]);
-    let mut list = SendList::new(sges32.iter().map(|s| SendWr::write(s, remote.at(0))).collect());
-    // The completion array, kept across polls.
-    let mut wcs = [Wc::default(); 4];
+    let mut wrs = [SendWr::write(&sges32[0], remote.at(0)); 32];
     report(krate, &a, &empty, || {
         for _ in 0..a.iters {
             match wl {
@@ -145,20 +143,19 @@ fn main() {
                     // request completes before the next is posted.
                     unsafe { p.a.post_send(&mut [wr.signaled()]) }.unwrap_or_else(|e| die("post_send", e));
                     peers_settle(a.settle);
-                    poll(&p, &mut wcs, 1, &empty);
+                    poll(&p, 1, &empty);
                 }
                 "write32" => {
-                    // Every request rebuilt per post, as the C program does,
-                    // in place in a list linked once (`SendList::set` keeps
-                    // the links).
-                    for (i, sge) in sges32.iter().enumerate() {
-                        let wr = SendWr::write(sge, remote.at(((32 + i) * 64) as u64)).wr_id(i as u64);
-                        list.set(i, if i == 31 { wr.signaled() } else { wr });
+                    // Every request rebuilt per post, as the C program does;
+                    // the entries and the array are reused.
+                    for (i, w) in wrs.iter_mut().enumerate() {
+                        *w = SendWr::write(&sges32[i], remote.at(((32 + i) * 64) as u64)).wr_id(i as u64);
                     }
+                    wrs[31] = wrs[31].signaled();
                     // SAFETY: as above.
-                    unsafe { p.a.post_send_list(&mut list) }.unwrap_or_else(|e| die("post_send_list", e));
+                    unsafe { p.a.post_send(&mut wrs) }.unwrap_or_else(|e| die("post_send", e));
                     peers_settle(a.settle);
-                    poll(&p, &mut wcs, 1, &empty);
+                    poll(&p, 1, &empty);
                 }
                 _ => {
                     let rs = [mr.sge(32 * 64, 64)];
@@ -169,7 +166,7 @@ fn main() {
                     unsafe { p.a.post_send(&mut [SendWr::send(&ss).signaled()]) }
                         .unwrap_or_else(|e| die("post_send", e));
                     peers_settle(a.settle);
-                    poll(&p, &mut wcs, 2, &empty);
+                    poll(&p, 2, &empty);
                 }
             }
         }
