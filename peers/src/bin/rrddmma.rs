@@ -13,9 +13,7 @@ mod common;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use common::{die, peers_settle, report, Counting};
-use rrddmma::prim::{
-    AccessFlags, ConnectOpts, Context, Cq, Mr, Pd, Qp, QpCaps, QpType, RecvWr, SendList, SendWr, Sge, Wc,
-};
+use rrddmma::prim::{AccessFlags, ConnectOpts, Context, Cq, Mr, Pd, Qp, QpCaps, QpType, RecvWr, SendWr, Sge, Wc};
 use rrddmma::wrap::{connected_rc_pair, RegisteredMem};
 
 #[global_allocator]
