@@ -50,7 +50,21 @@ unsafe impl GlobalAlloc for Counting {
 /// The workloads.
 pub const WORKLOADS: [&str; 6] = ["setup", "write1", "write32", "read", "send", "faa"];
 
+/// The workloads of the async comparison (`rrddmma event|aio|aio-nospin`):
+/// `OP-SIZE-INFLIGHT`, each request signaled and awaited.
+pub const AIO_WORKLOADS: [&str; 8] = [
+    "write-64-1",
+    "write-64-32",
+    "write-65536-1",
+    "write-65536-32",
+    "read-64-1",
+    "read-64-32",
+    "read-65536-1",
+    "read-65536-32",
+];
+
 /// The parsed command line.
+#[derive(Clone)]
 pub struct Args {
     /// RDMA device name.
     pub device: String,
@@ -75,7 +89,11 @@ pub fn args_from(a: &[String], name: &str) -> Args {
         eprintln!("usage: {name} DEVICE setup|write1|write32|read|send|faa ITERATIONS [settle]");
         std::process::exit(2)
     };
-    if a.len() < 3 || a.len() > 4 || !WORKLOADS.contains(&a[1].as_str()) || (a.len() == 4 && a[3] != "settle") {
+    if a.len() < 3
+        || a.len() > 4
+        || !(WORKLOADS.contains(&a[1].as_str()) || AIO_WORKLOADS.contains(&a[1].as_str()))
+        || (a.len() == 4 && a[3] != "settle")
+    {
         usage()
     }
     let iters = a[2].parse().unwrap_or_else(|_| usage());

@@ -359,7 +359,19 @@ impl RemoteMr {
     /// region's addresses do not fit in 64 bits. For a token that came from a
     /// peer and has not been checked, use [`RemoteMr::checked_at`], which
     /// returns `None` instead.
+    #[inline]
     pub fn at(&self, offset: u64) -> RemoteAddr {
+        // Two compares on the hot path: `offset < len` and `addr + len`
+        // fitting in 64 bits together prove `addr + offset` does not wrap.
+        match self.addr.checked_add(self.len) {
+            Some(_) if offset < self.len => RemoteAddr { addr: self.addr + offset, rkey: self.rkey },
+            _ => self.at_failed(offset),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn at_failed(&self, offset: u64) -> ! {
         if self.end().is_none() {
             panic!(
                 "remote region at {:#x} of {} bytes wraps past the end of the address space \
@@ -367,9 +379,7 @@ impl RemoteMr {
                 self.addr, self.len
             );
         }
-        self.checked_at(offset, 0)
-            .filter(|_| offset < self.len)
-            .unwrap_or_else(|| panic!("offset {offset} is outside the remote region of {} bytes", self.len))
+        panic!("offset {offset} is outside the remote region of {} bytes", self.len)
     }
 }
 

@@ -51,15 +51,51 @@ struct Peer {
 
 const ALL: &[&str] = &["setup", "write1", "write32", "read", "send", "faa"];
 
+/// The async comparison's workloads (`OP-SIZE-INFLIGHT`), run by rrddmma's
+/// synchronous event path and `wrap::aio` with and without the driver's
+/// spin; async-rdma's column when it builds.
+const AIO: [(&str, &str); 8] = [
+    ("write-64-1", "RDMA WRITE 64 B, 1 in flight"),
+    ("write-64-32", "RDMA WRITE 64 B, 32 in flight (per op)"),
+    ("write-65536-1", "RDMA WRITE 64 KiB, 1 in flight"),
+    ("write-65536-32", "RDMA WRITE 64 KiB, 32 in flight (per op)"),
+    ("read-64-1", "RDMA READ 64 B, 1 in flight"),
+    ("read-64-32", "RDMA READ 64 B, 32 in flight (per op)"),
+    ("read-65536-1", "RDMA READ 64 KiB, 1 in flight"),
+    ("read-65536-32", "RDMA READ 64 KiB, 32 in flight (per op)"),
+];
+const AIO_ALL: &[&str] = &[
+    "write-64-1",
+    "write-64-32",
+    "write-65536-1",
+    "write-65536-32",
+    "read-64-1",
+    "read-64-32",
+    "read-65536-1",
+    "read-65536-32",
+];
+/// Operations of an async row's counted run (after as many unmeasured: the
+/// count is the measured region's over this) and of its timed run.
+const AIO_N: u64 = 320;
+const AIO_TIMED: u64 = 640;
+
 /// Options of `cargo xtask bench-peers`.
 struct Opts {
     device: Option<String>,
     reps: usize,
     smoke: bool,
+    /// Only these workloads (`aio`: every async one); empty: all.
+    rows: Vec<String>,
+}
+
+impl Opts {
+    fn wants(&self, w: &str) -> bool {
+        self.rows.is_empty() || self.rows.iter().any(|r| r == w || (r == "aio" && AIO_ALL.contains(&w)))
+    }
 }
 
 fn parse(args: &[String]) -> Result<Opts> {
-    let mut o = Opts { device: None, reps: 5, smoke: false };
+    let mut o = Opts { device: None, reps: 5, smoke: false, rows: Vec::new() };
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -72,6 +108,20 @@ fn parse(args: &[String]) -> Result<Opts> {
                 }
             }
             "--smoke" => o.smoke = true,
+            "--rows" => {
+                let v = it.next().ok_or("--rows needs a list, e.g. write32,aio")?;
+                o.rows = v.split(',').map(str::to_string).collect();
+                if let Some(r) =
+                    o.rows.iter().find(|r| *r != "aio" && !ALL.contains(&r.as_str()) && !AIO_ALL.contains(&r.as_str()))
+                {
+                    return Err(format!(
+                        "--rows: no workload {r:?}; workloads: {} aio {}",
+                        ALL.join(" "),
+                        AIO_ALL.join(" ")
+                    )
+                    .into());
+                }
+            }
             other => return Err(format!("bench-peers: unknown argument {other:?}").into()),
         }
     }
@@ -161,6 +211,13 @@ pub fn run_peers(args: &[String]) -> Result<()> {
             counted: &["setup"],
         },
     ];
+    for (name, pre) in [
+        ("rrddmma sync event", &["event"] as &'static [&'static str]),
+        ("rrddmma aio", &["aio"]),
+        ("rrddmma aio, spin_polls(0)", &["aio-nospin"]),
+    ] {
+        list.push(Peer { name, exe: bin.join("rrddmma"), pre, workloads: AIO_ALL, counted: AIO_ALL });
+    }
     if sideway.is_ok() {
         list.push(Peer { name: "sideway", exe: bin.join("peers-sideway"), pre: &[], workloads: ALL, counted: ALL });
     }
@@ -195,9 +252,15 @@ pub fn run_peers(args: &[String]) -> Result<()> {
                export PEERS_GID_INDEX=${PEERS_GID_INDEX:-1}; ";
     if !o.smoke {
         for (pi, p) in list.iter().enumerate() {
-            for w in p.counted {
-                let ns = if *w == "setup" { SETUP_N } else { OPS_N };
-                for n in ns {
+            for w in p.counted.iter().filter(|w| o.wants(w)) {
+                let ns: &[u64] = if *w == "setup" {
+                    &SETUP_N
+                } else if AIO_ALL.contains(w) {
+                    &[AIO_N]
+                } else {
+                    &OPS_N
+                };
+                for &n in ns {
                     steps.push(Step {
                         name: format!("callgrind {} {w} {n}", p.name),
                         command: format!(
@@ -213,7 +276,8 @@ pub fn run_peers(args: &[String]) -> Result<()> {
     }
     let (reps, ops, setups) = if o.smoke { (1, 50, 1) } else { (o.reps, TIMED_OPS, TIMED_SETUPS) };
     for round in 0..reps {
-        for (w, _) in WORKLOADS {
+        for (w, _) in WORKLOADS.iter().chain(&AIO).filter(|(w, _)| o.wants(w)) {
+            let w = *w;
             let k = list.len();
             for j in 0..k {
                 let pi = (j + round) % k;
@@ -221,7 +285,17 @@ pub fn run_peers(args: &[String]) -> Result<()> {
                 if !p.workloads.contains(&w) {
                     continue;
                 }
-                let n = if w == "setup" { setups } else { ops };
+                let n = if w == "setup" {
+                    setups
+                } else if AIO_ALL.contains(&w) {
+                    if o.smoke {
+                        32
+                    } else {
+                        AIO_TIMED
+                    }
+                } else {
+                    ops
+                };
                 steps.push(Step {
                     name: format!("time {} {w} round {round}", p.name),
                     command: format!("{gid}{}", line(p, w, n, false)),
@@ -239,6 +313,9 @@ pub fn run_peers(args: &[String]) -> Result<()> {
         pingpongs.push(("ibverbs.rs", bin.join("pingpong-ibverbs")));
     }
     let measured = steps.len();
+    if !o.rows.is_empty() {
+        pingpongs.clear();
+    }
     for (file, exe) in &pingpongs {
         steps.push(Step {
             name: format!("pingpong {file}"),
@@ -290,32 +367,43 @@ pub fn run_peers(args: &[String]) -> Result<()> {
             )
         }
     ));
-    md.push_str("| workload | crate | instructions / op | allocations / op | time / op µs, median (min–max) | empty polls / op (callgrind run) |\n");
-    md.push_str("|---|---|---|---|---|---|\n");
-    for (w, what) in WORKLOADS {
-        for (pi, p) in list.iter().enumerate() {
-            if !p.workloads.contains(&w) {
-                continue;
-            }
-            if let Some(r) = why.get(&(pi, w)) {
-                md.push_str(&format!("| {what} | {} | — | — | cannot express: {r} | — |\n", p.name));
-                continue;
-            }
-            let ins = match instr.get(&(pi, w)).map(Vec::as_slice) {
-                Some([(n0, c0), (n1, c1)]) => format!("{:.0}", (*c1 as f64 - *c0 as f64) / (n1 - n0) as f64),
-                _ if o.smoke => "—".to_string(),
-                _ => "failed".to_string(),
-            };
-            let t = match time.get_mut(&(pi, w)) {
-                Some(v) if !v.is_empty() => {
-                    let (lo, hi) = (v.iter().cloned().fold(f64::MAX, f64::min), v.iter().cloned().fold(0.0, f64::max));
-                    format!("{:.2} ({:.2}–{:.2})", median(v) / 1e3, lo / 1e3, hi / 1e3)
+    for (title, rows) in
+        [("Operations and set-up", &WORKLOADS[..]), ("Async layer beside the synchronous event path", &AIO[..])]
+    {
+        if !rows.iter().any(|(w, _)| o.wants(w)) {
+            continue;
+        }
+        md.push_str(&format!("\n{title}:\n\n"));
+        md.push_str("| workload | crate | instructions / op | allocations / op | time / op µs, median (min–max) | empty polls / op (callgrind run) |\n");
+        md.push_str("|---|---|---|---|---|---|\n");
+        for (w, what) in rows.iter().filter(|(w, _)| o.wants(w)) {
+            let w = *w;
+            for (pi, p) in list.iter().enumerate() {
+                if !p.workloads.contains(&w) {
+                    continue;
                 }
-                _ => "failed".to_string(),
-            };
-            let al = allocs.get(&(pi, w)).cloned().unwrap_or_else(|| "failed".into());
-            let em = empty.get(&(pi, w)).cloned().unwrap_or_else(|| "—".into());
-            md.push_str(&format!("| {what} | {} | {ins} | {al} | {t} | {em} |\n", p.name));
+                if let Some(r) = why.get(&(pi, w)) {
+                    md.push_str(&format!("| {what} | {} | — | — | cannot express: {r} | — |\n", p.name));
+                    continue;
+                }
+                let ins = match instr.get(&(pi, w)).map(Vec::as_slice) {
+                    Some([(n0, c0), (n1, c1)]) => format!("{:.0}", (*c1 as f64 - *c0 as f64) / (n1 - n0) as f64),
+                    Some([(n, c)]) => format!("{:.0}", *c as f64 / *n as f64),
+                    _ if o.smoke => "—".to_string(),
+                    _ => "failed".to_string(),
+                };
+                let t = match time.get_mut(&(pi, w)) {
+                    Some(v) if !v.is_empty() => {
+                        let (lo, hi) =
+                            (v.iter().cloned().fold(f64::MAX, f64::min), v.iter().cloned().fold(0.0, f64::max));
+                        format!("{:.2} ({:.2}–{:.2})", median(v) / 1e3, lo / 1e3, hi / 1e3)
+                    }
+                    _ => "failed".to_string(),
+                };
+                let al = allocs.get(&(pi, w)).cloned().unwrap_or_else(|| "failed".into());
+                let em = empty.get(&(pi, w)).cloned().unwrap_or_else(|| "—".into());
+                md.push_str(&format!("| {what} | {} | {ins} | {al} | {t} | {em} |\n", p.name));
+            }
         }
     }
     if let Err(e) = &sideway {
@@ -331,17 +419,19 @@ pub fn run_peers(args: &[String]) -> Result<()> {
             Err(e) => format!("not measured: peers/async-rdma does not build here: `{e}`"),
         }
     ));
-    md.push_str("\nRC ping-pong program length (non-blank, non-comment lines, `peers/pingpong/`):\n\n");
-    md.push_str("| program | lines | run on the device |\n|---|---|---|\n");
-    for ((file, _), d) in pingpongs.iter().zip(pp_done) {
-        let lines = code_lines(&peers.join("pingpong").join(file)).map_or("?".to_string(), |n| n.to_string());
-        let ran = if d.code == Some(0) && d.output.contains("pingpong ok") {
-            "ok (10 rounds verified)".to_string()
-        } else {
-            failed.push(format!("{} (exit {:?}): {}", d.name, d.code, d.output.lines().last().unwrap_or("")));
-            format!("failed (exit {:?})", d.code)
-        };
-        md.push_str(&format!("| pingpong/{file} | {lines} | {ran} |\n"));
+    if !pingpongs.is_empty() {
+        md.push_str("\nRC ping-pong program length (non-blank, non-comment lines, `peers/pingpong/`):\n\n");
+        md.push_str("| program | lines | run on the device |\n|---|---|---|\n");
+        for ((file, _), d) in pingpongs.iter().zip(pp_done) {
+            let lines = code_lines(&peers.join("pingpong").join(file)).map_or("?".to_string(), |n| n.to_string());
+            let ran = if d.code == Some(0) && d.output.contains("pingpong ok") {
+                "ok (10 rounds verified)".to_string()
+            } else {
+                failed.push(format!("{} (exit {:?}): {}", d.name, d.code, d.output.lines().last().unwrap_or("")));
+                format!("failed (exit {:?})", d.code)
+            };
+            md.push_str(&format!("| pingpong/{file} | {lines} | {ran} |\n"));
+        }
     }
     if !failed.is_empty() {
         md.push_str(&format!("\nfailed steps:\n- {}\n", failed.join("\n- ")));

@@ -3,6 +3,9 @@
 //! connect) and registers a `Vec` with `Mr::register`; `wrap` uses
 //! `wrap::connected_rc_pair` and `wrap::RegisteredMem`. The operations are
 //! `prim` calls in both (`Qp::post_send` of a slice of `SendWr`, `Cq::poll`).
+//!
+//! `rrddmma event|aio|aio-nospin DEVICE OP-SIZE-INFLIGHT N`: the async
+//! comparison (module `asynch`).
 
 #[path = "../../common.rs"]
 mod common;
@@ -10,7 +13,7 @@ mod common;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use common::{die, peers_settle, report, Counting};
-use rrddmma::prim::{AccessFlags, ConnectOpts, Context, Cq, Mr, Pd, Qp, QpCaps, QpType, RecvWr, SendWr, Wc};
+use rrddmma::prim::{AccessFlags, ConnectOpts, Context, Cq, Mr, Pd, Qp, QpCaps, QpType, RecvWr, SendWr, Sge, Wc};
 use rrddmma::wrap::{connected_rc_pair, RegisteredMem};
 
 #[global_allocator]
@@ -96,17 +99,18 @@ fn poll(p: &Pair, want: usize, empty: &AtomicU64) {
 
 fn main() {
     let variant = std::env::args().nth(1).unwrap_or_default();
-    let wrap = match variant.as_str() {
-        "prim" => false,
-        "wrap" => true,
-        _ => {
-            eprintln!("usage: rrddmma prim|wrap DEVICE WORKLOAD N [settle]");
-            std::process::exit(2)
-        }
-    };
     let mut argv: Vec<String> = std::env::args().collect();
     argv.remove(1);
     let a = common::args_from(&argv[1..], "rrddmma");
+    let wrap = match variant.as_str() {
+        "prim" => false,
+        "wrap" => true,
+        "event" | "aio" | "aio-nospin" => return asynch::main(&variant, &a),
+        _ => {
+            eprintln!("usage: rrddmma prim|wrap|event|aio|aio-nospin DEVICE WORKLOAD N [settle]");
+            std::process::exit(2)
+        }
+    };
     let krate = if wrap { "rrddmma-wrap" } else { "rrddmma-prim" };
     let empty = AtomicU64::new(0);
     if a.workload == "setup" {
@@ -120,6 +124,8 @@ fn main() {
     let mr = p.buf.mr();
     let remote = mr.remote();
     let wl = a.workload.as_str();
+    let sges32: [[Sge; 1]; 32] = std::array::from_fn(|i| [mr.sge(i * 64, 64)]);
+    let mut wrs = [SendWr::write(&sges32[0], remote.at(0)); 32];
     report(krate, &a, &empty, || {
         for _ in 0..a.iters {
             match wl {
@@ -138,15 +144,12 @@ fn main() {
                     poll(&p, 1, &empty);
                 }
                 "write32" => {
-                    let sges: [[rrddmma::prim::Sge; 1]; 32] = std::array::from_fn(|i| [mr.sge(i * 64, 64)]);
-                    let mut wrs: [SendWr<'_>; 32] = std::array::from_fn(|i| {
-                        let wr = SendWr::write(&sges[i], remote.at(((32 + i) * 64) as u64)).wr_id(i as u64);
-                        if i == 31 {
-                            wr.signaled()
-                        } else {
-                            wr
-                        }
-                    });
+                    // Every request rebuilt per post, as the C program does;
+                    // the entries and the array are reused.
+                    for (i, w) in wrs.iter_mut().enumerate() {
+                        *w = SendWr::write(&sges32[i], remote.at(((32 + i) * 64) as u64)).wr_id(i as u64);
+                    }
+                    wrs[31] = wrs[31].signaled();
                     // SAFETY: as above.
                     unsafe { p.a.post_send(&mut wrs) }.unwrap_or_else(|e| die("post_send", e));
                     peers_settle(a.settle);
@@ -166,4 +169,166 @@ fn main() {
             }
         }
     });
+}
+
+/// The async layer beside the synchronous event path: RDMA WRITE or READ of
+/// SIZE bytes, INFLIGHT at a time, each signaled and awaited.
+///
+/// - `event`: `prim` on a CQ with a completion channel: post INFLIGHT
+///   requests (one `Qp::post_send` each), then `Cq::wait_one` for each
+///   completion (poll; when empty, arm and sleep on the channel);
+/// - `aio`: `wrap::aio::RcEndpoint::write` / `read` awaited (INFLIGHT
+///   futures joined), the driver with its default adaptive spin;
+/// - `aio-nospin`: the same with `AioOpts::spin_polls(0)` (the driver arms
+///   at its first empty poll).
+///
+/// A warm-up of N operations runs before the measured region, which then
+/// runs N operations: the count is the measured region's over N.
+mod asynch {
+    use std::alloc::Layout;
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::sync::atomic::AtomicU64;
+    use std::task::Poll;
+    use std::time::Duration;
+
+    use rrddmma::prim::{AccessFlags, CompChannel, ConnectOpts, Context, Cq, Pd, QpCaps, SendWr};
+    use rrddmma::wrap::aio::{AioOpts, Listener, LocalMr, RcEndpoint};
+    use rrddmma::wrap::{connected_rc_pair, RegisteredMem};
+
+    use crate::common::{die, report, Args};
+
+    /// (is a WRITE, bytes, in flight) of `OP-SIZE-INFLIGHT`.
+    fn parse(w: &str) -> (bool, usize, usize) {
+        let mut it = w.split('-');
+        let (op, size, n) = (it.next(), it.next(), it.next());
+        let num = |s: Option<&str>| s.and_then(|s| s.parse().ok()).unwrap_or_else(|| die("workload", w));
+        (op == Some("write"), num(size), num(n))
+    }
+
+    pub fn main(variant: &str, a: &Args) {
+        let (write, size, inflight) = parse(&a.workload);
+        let empty = AtomicU64::new(0);
+        let batches = (a.iters as usize).div_ceil(inflight);
+        let krate = format!("rrddmma-{variant}");
+        if variant == "event" {
+            return event(&krate, a, write, size, inflight, batches, &empty);
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap_or_else(|e| die("tokio runtime", e));
+        let o = if variant == "aio" { AioOpts::new(&a.device) } else { AioOpts::new(&a.device).spin_polls(0) };
+        let (server, client, remote, mut bufs) = rt.block_on(async {
+            let l = Listener::bind("127.0.0.1:0", o.clone()).await.unwrap_or_else(|e| die("Listener::bind", e));
+            let addr = l.local_addr().unwrap_or_else(|e| die("local_addr", e));
+            let (s, c) = tokio::join!(l.accept(), RcEndpoint::connect(addr, &o));
+            let (s, c) = (s.unwrap_or_else(|e| die("accept", e)), c.unwrap_or_else(|e| die("connect", e)));
+            let layout = Layout::from_size_align(size * inflight, 64).expect("layout");
+            let target = s.alloc_local_mr(layout).unwrap_or_else(|e| die("alloc_local_mr", e));
+            s.send_local_mr(target).await.unwrap_or_else(|e| die("send_local_mr", e));
+            let remote = c.receive_remote_mr().await.unwrap_or_else(|e| die("receive_remote_mr", e));
+            let one = Layout::from_size_align(size, 64).expect("layout");
+            let bufs: Vec<_> = (0..inflight)
+                .map(|_| Some(c.alloc_local_mr(one).unwrap_or_else(|e| die("alloc_local_mr", e))))
+                .collect();
+            (s, c, remote, bufs)
+        });
+        let client = &client;
+        let round = |bufs: &mut Vec<Option<LocalMr>>| {
+            rt.block_on(async {
+                for _ in 0..batches {
+                    if inflight == 1 {
+                        let b = bufs[0].take().expect("buffer");
+                        let at = remote.at(0);
+                        let r =
+                            if write { client.write(b, 0..size, at).await } else { client.read(b, 0..size, at).await };
+                        bufs[0] = Some(r.unwrap_or_else(|e| die("write/read", e)));
+                    } else {
+                        let futs: Vec<_> = bufs
+                            .iter_mut()
+                            .enumerate()
+                            .map(|(j, b)| {
+                                let (b, at) = (b.take().expect("buffer"), remote.at((j * size) as u64));
+                                async move {
+                                    if write {
+                                        client.write(b, 0..size, at).await
+                                    } else {
+                                        client.read(b, 0..size, at).await
+                                    }
+                                }
+                            })
+                            .collect();
+                        for (slot, r) in bufs.iter_mut().zip(join_all(futs).await) {
+                            *slot = Some(r.unwrap_or_else(|e| die("write/read", e)));
+                        }
+                    }
+                }
+            })
+        };
+        round(&mut bufs);
+        report(&krate, &Args { iters: (batches * inflight) as u64, ..a.clone() }, &empty, || round(&mut bufs));
+        drop(server);
+    }
+
+    /// Awaits every future of `v`, polled together (each pinned in place
+    /// inside the `Vec`, which is not resized while they run).
+    async fn join_all<F: Future>(mut v: Vec<F>) -> Vec<F::Output> {
+        let mut out: Vec<Option<F::Output>> = v.iter().map(|_| None).collect();
+        std::future::poll_fn(|cx| {
+            let mut pending = false;
+            for (f, o) in v.iter_mut().zip(out.iter_mut()) {
+                if o.is_none() {
+                    // SAFETY: the futures stay in the `Vec`'s buffer, which
+                    // neither moves nor is resized until they are dropped
+                    // with it, after their last poll.
+                    match unsafe { Pin::new_unchecked(f) }.poll(cx) {
+                        Poll::Ready(r) => *o = Some(r),
+                        Poll::Pending => pending = true,
+                    }
+                }
+            }
+            if pending {
+                Poll::Pending
+            } else {
+                Poll::Ready(())
+            }
+        })
+        .await;
+        out.into_iter().map(|o| o.expect("every future finished")).collect()
+    }
+
+    fn event(krate: &str, a: &Args, write: bool, size: usize, inflight: usize, batches: usize, empty: &AtomicU64) {
+        let ctx = Context::open(&a.device).unwrap_or_else(|e| die("Context::open", e));
+        let pd = Pd::alloc(&ctx).unwrap_or_else(|e| die("Pd::alloc", e));
+        let ch = CompChannel::create(&ctx).unwrap_or_else(|e| die("CompChannel::create", e));
+        let cq = Cq::builder(&ctx, 128).channel(&ch).build().unwrap_or_else(|e| die("Cq build", e));
+        let opts = ConnectOpts::default().access(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ);
+        let caps = QpCaps::default().max_send_wr(64).max_recv_wr(64);
+        let (qp, _peer) =
+            connected_rc_pair(&pd, &cq, &cq, caps, 1, &opts).unwrap_or_else(|e| die("connected_rc_pair", e));
+        let mem = RegisteredMem::new(&pd, 2 * size * inflight).unwrap_or_else(|e| die("RegisteredMem::new", e));
+        let remote = mem.remote();
+        let base = size * inflight;
+        let round = || {
+            for _ in 0..batches {
+                for j in 0..inflight {
+                    let sge = [mem.sge(j * size..(j + 1) * size)];
+                    let at = remote.at((base + j * size) as u64);
+                    let wr = if write { SendWr::write(&sge, at) } else { SendWr::read(&sge, at) };
+                    // SAFETY: `mem` outlives every completion awaited below.
+                    unsafe { qp.post_send(&mut [wr.wr_id(j as u64).signaled()]) }
+                        .unwrap_or_else(|e| die("post_send", e));
+                }
+                for _ in 0..inflight {
+                    match cq.wait_one(Duration::from_secs(10)) {
+                        Ok(Some(wc)) if wc.is_success() => {}
+                        other => die("wait_one", other.map(|w| w.map(|w| w.status()))),
+                    }
+                }
+            }
+        };
+        round();
+        report(krate, &Args { iters: (batches * inflight) as u64, ..a.clone() }, empty, round);
+    }
 }

@@ -74,6 +74,29 @@ impl fmt::Debug for WrBatch<'_> {
     }
 }
 
+/// Whether the provider set the entries every batch calls (`wr_start`,
+/// `wr_complete`, `wr_abort`) and the one-entry setter (`wr_set_sge`):
+/// checked once when the QP is made, so that the batch calls them as C's
+/// inline `ibv_wr_*` functions do, without a null check per call.
+pub(super) fn batch_entries_set(ex: NonNull<ffi::ibv_qp_ex>) -> bool {
+    // SAFETY: a live extended QP's function table (plain reads).
+    let q = unsafe { ex.as_ref() };
+    q.wr_start.is_some() && q.wr_complete.is_some() && q.wr_abort.is_some() && q.wr_set_sge.is_some()
+}
+
+/// Calls entry `$field` of the extended QP `$q`, set by the provider
+/// (checked by [`batch_entries_set`] when the QP was made).
+macro_rules! entry {
+    ($q:expr, $field:ident ( $($arg:expr),* )) => {{
+        let q: *mut ffi::ibv_qp_ex = $q;
+        // SAFETY: `Qp` keeps an extended view only when
+        // `batch_entries_set` held; the table does not change afterwards.
+        let f = unsafe { (*q).$field.unwrap_unchecked() };
+        // SAFETY: the caller's (an open batch on a live extended QP).
+        unsafe { f(q $(, $arg)*) }
+    }};
+}
+
 impl Qp {
     /// Opens a batch of the extended post API (`ibv_wr_start`).
     ///
@@ -87,8 +110,8 @@ impl Qp {
     #[inline]
     pub unsafe fn wr_batch(&self) -> WrBatch<'_> {
         let ex = self.ex.expect("wr_batch on a QP without send_ops: create it with QpBuilder::send_ops");
-        // SAFETY: live extended QP.
-        unsafe { ffi::ibv_wr_start(ex.as_ptr()) };
+        // (live extended QP)
+        entry!(ex.as_ptr(), wr_start());
         WrBatch { qp: self, ex, open: true }
     }
 }
@@ -273,8 +296,8 @@ impl WrBatch<'_> {
         match sges {
             [] => Ok(()),
             [one] => {
-                // SAFETY: open batch; the entry is copied now.
-                unsafe { ffi::ibv_wr_set_sge(q, one.lkey(), one.addr(), one.len()) };
+                // (open batch; the entry is copied now)
+                entry!(q, wr_set_sge(one.lkey(), one.addr(), one.len()));
                 Ok(())
             }
             many if self.qp.quirks.rxe_list_lengths && many.iter().any(|s| s.len() != many[0].len()) => {
@@ -342,11 +365,11 @@ impl WrBatch<'_> {
     #[inline]
     pub unsafe fn rdma_write(&mut self, wr_id: u64, flags: SendFlags, sge: &Sge, remote: RemoteAddr) {
         let q = self.begin(wr_id, flags);
-        // SAFETY: open batch; the provider copies the operation and entry now.
+        // SAFETY: open batch; the provider copies the operation now.
         unsafe {
             ffi::ibv_wr_rdma_write(q, remote.rkey, remote.addr);
-            ffi::ibv_wr_set_sge(q, sge.lkey(), sge.addr(), sge.len());
         }
+        entry!(q, wr_set_sge(sge.lkey(), sge.addr(), sge.len()));
     }
 
     /// RDMA READ from `remote` into one registered entry (`ibv_wr_rdma_read`).
@@ -359,11 +382,11 @@ impl WrBatch<'_> {
     #[inline]
     pub unsafe fn rdma_read(&mut self, wr_id: u64, flags: SendFlags, sge: &Sge, remote: RemoteAddr) {
         let q = self.begin(wr_id, flags);
-        // SAFETY: open batch; the provider copies the operation and entry now.
+        // SAFETY: open batch; the provider copies the operation now.
         unsafe {
             ffi::ibv_wr_rdma_read(q, remote.rkey, remote.addr);
-            ffi::ibv_wr_set_sge(q, sge.lkey(), sge.addr(), sge.len());
         }
+        entry!(q, wr_set_sge(sge.lkey(), sge.addr(), sge.len()));
     }
 
     /// SEND of one registered entry (`ibv_wr_send`).
@@ -376,11 +399,11 @@ impl WrBatch<'_> {
     #[inline]
     pub unsafe fn send(&mut self, wr_id: u64, flags: SendFlags, sge: &Sge) {
         let q = self.begin(wr_id, flags);
-        // SAFETY: open batch; the provider copies the operation and entry now.
+        // SAFETY: open batch; the provider copies the operation now.
         unsafe {
             ffi::ibv_wr_send(q);
-            ffi::ibv_wr_set_sge(q, sge.lkey(), sge.addr(), sge.len());
         }
+        entry!(q, wr_set_sge(sge.lkey(), sge.addr(), sge.len()));
     }
 
     /// 8-byte fetch-and-add at `remote`; the old value lands in `sge`
@@ -394,11 +417,11 @@ impl WrBatch<'_> {
     #[inline]
     pub unsafe fn fetch_add(&mut self, wr_id: u64, flags: SendFlags, sge: &Sge, remote: RemoteAddr, add: u64) {
         let q = self.begin(wr_id, flags);
-        // SAFETY: open batch; the provider copies the operation and entry now.
+        // SAFETY: open batch; the provider copies the operation now.
         unsafe {
             ffi::ibv_wr_atomic_fetch_add(q, remote.rkey, remote.addr, add);
-            ffi::ibv_wr_set_sge(q, sge.lkey(), sge.addr(), sge.len());
         }
+        entry!(q, wr_set_sge(sge.lkey(), sge.addr(), sge.len()));
     }
 
     /// 8-byte compare-and-swap at `remote`; the old value lands in `sge`
@@ -420,11 +443,11 @@ impl WrBatch<'_> {
         swap: u64,
     ) {
         let q = self.begin(wr_id, flags);
-        // SAFETY: open batch; the provider copies the operation and entry now.
+        // SAFETY: open batch; the provider copies the operation now.
         unsafe {
             ffi::ibv_wr_atomic_cmp_swp(q, remote.rkey, remote.addr, compare, swap);
-            ffi::ibv_wr_set_sge(q, sge.lkey(), sge.addr(), sge.len());
         }
+        entry!(q, wr_set_sge(sge.lkey(), sge.addr(), sge.len()));
     }
 
     /// Binds the type-2 window `mw` to `len` bytes at `offset` of `mr` with
@@ -545,8 +568,8 @@ impl WrBatch<'_> {
     #[inline]
     pub fn complete(mut self) -> Result<()> {
         self.open = false;
-        // SAFETY: open batch on a live extended QP; closed once.
-        let rc = unsafe { ffi::ibv_wr_complete(self.ex.as_ptr()) };
+        // (open batch on a live extended QP; closed once)
+        let rc = entry!(self.ex.as_ptr(), wr_complete());
         if rc != 0 {
             return Err(Error::code("ibv_wr_complete", rc));
         }
@@ -557,8 +580,8 @@ impl WrBatch<'_> {
 impl Drop for WrBatch<'_> {
     fn drop(&mut self) {
         if self.open {
-            // SAFETY: open batch on a live extended QP; closed once.
-            unsafe { ffi::ibv_wr_abort(self.ex.as_ptr()) };
+            // (open batch on a live extended QP; closed once)
+            entry!(self.ex.as_ptr(), wr_abort());
         }
     }
 }

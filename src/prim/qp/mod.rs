@@ -260,7 +260,16 @@ impl<'a> QpBuilder<'a> {
         #[cfg(not(rrddmma_mlnx_ofed4))]
         let ex = if self.send_ops.is_some() {
             // SAFETY: a QP created with send_ops_flags has an extended view.
-            NonNull::new(unsafe { ffi::ibv_qp_to_qp_ex(qp.as_ptr()) })
+            let ex = NonNull::new(unsafe { ffi::ibv_qp_to_qp_ex(qp.as_ptr()) });
+            if !ex.is_some_and(ex::batch_entries_set) {
+                // SAFETY: just created, not shared.
+                unsafe { ffi::ibv_destroy_qp(qp.as_ptr()) };
+                return Err(Error::Unsupported {
+                    op,
+                    feature: "wr_start, wr_complete, wr_abort and wr_set_sge entries in the provider",
+                });
+            }
+            ex
         } else {
             None
         };
@@ -359,6 +368,10 @@ impl Qp {
     ) -> Qp {
         let (post_send_fn, post_recv_fn) =
             post_ops(qp).expect("the provider of a driver QP has no post_send/post_recv entries");
+        assert!(
+            ex.is_none_or(ex::batch_entries_set),
+            "the provider of a driver QP has no wr_start/wr_complete/wr_abort/wr_set_sge entries"
+        );
         Qp {
             // SAFETY: the caller's contract.
             qp: unsafe { Owned::new(qp, QpHandle::default()) },

@@ -24,7 +24,7 @@ pub(crate) struct Pending {
 /// The requests in flight, and whether the driver has stopped taking them.
 #[derive(Default)]
 pub(crate) struct Table {
-    pub map: HashMap<u64, Pending>,
+    pub map: HashMap<u64, Pending, std::hash::BuildHasherDefault<IdHash>>,
     /// Set (under the lock) when the driver has exited or failed: nothing
     /// inserted afterwards would ever be answered, so nothing is.
     pub stopped: bool,
@@ -53,6 +53,9 @@ pub(crate) struct Shared {
     /// Why the endpoint was closed, when the peer broke the protocol.
     pub fault: OnceLock<String>,
     pub busy_poll: bool,
+    /// Most empty polls (each after yielding to the runtime) before the
+    /// driver arms the CQ and sleeps ([`Spin`]).
+    pub spin_polls: u32,
     /// Memory the control protocol owns (posted receives, regions lent or
     /// granted to the peer): dropped with this, after the QPs.
     pub keep: std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>>,
@@ -159,6 +162,7 @@ pub(crate) async fn run(shared: Arc<Shared>, channel: CompChannel, mut on_contro
     };
     let mut wcs = [Wc::default(); 32];
     let mut armed = false;
+    let mut spin = Spin::new(shared.spin_polls);
     loop {
         let n = match shared.cq.poll(&mut wcs) {
             Ok(n) => n,
@@ -177,6 +181,7 @@ pub(crate) async fn run(shared: Arc<Shared>, channel: CompChannel, mut on_contro
         }
         if n > 0 {
             shared.progress.notify_waiters();
+            spin.found();
             continue;
         }
         if shared.closing.load(Ordering::Acquire) {
@@ -189,6 +194,16 @@ pub(crate) async fn run(shared: Arc<Shared>, channel: CompChannel, mut on_contro
             }
         }
         if shared.busy_poll {
+            tokio::task::yield_now().await;
+            continue;
+        }
+        // Completions have been arriving: let the woken operations run
+        // (and post their next requests), then poll again before paying
+        // for the arm, the reactor and the channel read.
+        // `yield_now` (not a self-wake): on a current-thread runtime the
+        // future `block_on` runs is polled only between rounds of the run
+        // queue, which a self-waking task would keep busy.
+        if !armed && spin.empty() {
             tokio::task::yield_now().await;
             continue;
         }
@@ -215,6 +230,76 @@ pub(crate) async fn run(shared: Arc<Shared>, channel: CompChannel, mut on_contro
     }
 }
 
+/// The `wr_id`s keying the table are a counter: a multiply spreads them
+/// over hashbrown's groups at a fraction of SipHash's cost, and no peer
+/// chooses them.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct IdHash(u64);
+
+impl std::hash::Hasher for IdHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+/// The adaptive spin before arming: after a poll that found completions the
+/// driver polls again, yielding to the runtime in between, up to `budget`
+/// times; a spin that runs out finds the CQ idle and halves the next
+/// budget, a spin that finds a completion doubles it (never past `max`).
+/// A busy endpoint therefore rarely arms; an idle one arms after a few
+/// polls, and the bound keeps the cost of a wrong guess at `max` polls.
+#[derive(Debug)]
+pub(crate) struct Spin {
+    max: u32,
+    budget: u32,
+    /// Empty polls left before arming.
+    left: u32,
+    /// Empty polls so far in this spin.
+    spun: u32,
+}
+
+impl Spin {
+    pub(crate) fn new(max: u32) -> Spin {
+        Spin { max, budget: max, left: 0, spun: 0 }
+    }
+
+    /// A poll found completions: spin again after it, with twice the
+    /// budget if empty polls came before it (a completion that arming
+    /// would have paid a wake-up for).
+    pub(crate) fn found(&mut self) {
+        if self.spun > 0 {
+            self.budget = self.budget.saturating_mul(2).clamp(1, self.max);
+        }
+        self.spun = 0;
+        self.left = self.budget;
+    }
+
+    /// A poll found nothing: `true` to yield and poll again, `false` to arm.
+    pub(crate) fn empty(&mut self) -> bool {
+        if self.left == 0 {
+            self.spun = 0;
+            return false;
+        }
+        self.left -= 1;
+        self.spun += 1;
+        if self.left == 0 {
+            // The whole budget in vain: the CQ went idle.
+            self.budget = (self.budget / 2).max(self.max.min(1));
+        }
+        true
+    }
+}
+
 /// The CQ or its channel failed: every waiting operation is told (its
 /// sender dropped, which it reads as a closed endpoint), and the buffers
 /// are kept until the QPs are destroyed with the shared state.
@@ -231,4 +316,43 @@ fn fail_all(shared: &Shared) {
     }
     drop(table);
     shared.progress.notify_waiters();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Spin;
+
+    /// Empty polls a spin allows before arming, starting from a found
+    /// completion.
+    fn spins(s: &mut Spin) -> u32 {
+        s.found();
+        let mut n = 0;
+        while s.empty() {
+            n += 1;
+        }
+        n
+    }
+
+    #[test]
+    fn spin_is_bounded_and_adapts() {
+        let mut s = Spin::new(16);
+        // Idle: each vain spin halves the next one, down to one poll.
+        assert_eq!([spins(&mut s), spins(&mut s), spins(&mut s)], [16, 8, 4]);
+        for _ in 0..5 {
+            spins(&mut s);
+        }
+        assert_eq!(spins(&mut s), 1);
+        // Completions found after empty polls double it, never past the bound.
+        for _ in 0..10 {
+            s.found();
+            assert!(s.empty());
+            s.found();
+        }
+        assert_eq!(spins(&mut s), 16);
+        // Zero turns the spin off: the driver arms at the first empty poll.
+        let mut off = Spin::new(0);
+        assert_eq!(spins(&mut off), 0);
+        off.found();
+        assert!(!off.empty());
+    }
 }

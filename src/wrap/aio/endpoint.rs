@@ -35,6 +35,7 @@ use crate::prim::{
 /// | `cq_size` | 4,096 |
 /// | `connect` | [`ConnectOpts::default`] with remote read, write and atomic access granted |
 /// | `busy_poll` | `false`: the driver sleeps on the completion channel |
+/// | `spin_polls` | 16: most empty polls before the driver arms the CQ and sleeps (adaptive, see [`AioOpts::spin_polls`]) |
 /// | `setup_timeout` | 10 s: bound on the TCP exchange of [`RcEndpoint::connect`] and [`Listener::accept`](super::Listener::accept), and on each RDMA CM step of [`RcEndpoint::connect_cm`] and [`Listener::bind_cm`](super::Listener::bind_cm)'s accept |
 /// | `peer_timeout` | 10 s: a peer that acknowledges no keepalive for this long is lost |
 /// | `grant_quota_bytes` | 4 MiB: bytes the peer may hold at once on its `request_remote_mr`s |
@@ -57,6 +58,7 @@ pub struct AioOpts {
     pub(crate) cq_size: u32,
     pub(crate) connect: ConnectOpts,
     pub(crate) busy_poll: bool,
+    pub(crate) spin_polls: u32,
     pub(crate) setup_timeout: std::time::Duration,
     pub(crate) peer_timeout: std::time::Duration,
     pub(crate) grant_quota_bytes: usize,
@@ -79,6 +81,7 @@ impl AioOpts {
             cq_size: 4096,
             connect: ConnectOpts::default().access(access),
             busy_poll: false,
+            spin_polls: 16,
             setup_timeout: std::time::Duration::from_secs(10),
             peer_timeout: std::time::Duration::from_secs(10),
             grant_quota_bytes: 4 << 20,
@@ -108,6 +111,16 @@ impl AioOpts {
         /// Spin on the CQ instead of sleeping on its channel: lower latency,
         /// a busy core. Default `false`.
         const busy_poll: bool;
+        /// Most empty polls the driver makes, yielding to the runtime
+        /// before each, after a poll that found completions and before it
+        /// arms the CQ and sleeps on the channel. While completions keep
+        /// arriving within the spin, the operations they wake post the next
+        /// requests and the driver takes their completions without the arm,
+        /// the reactor's wake-up and the channel read. Adaptive within this
+        /// bound: a spin that ends with nothing found halves the next one (to
+        /// one poll), a completion found after empty polls doubles it. 0
+        /// arms at the first empty poll. Ignored with `busy_poll`. Default 16.
+        const spin_polls: u32;
         /// Bound on the whole TCP exchange of [`RcEndpoint::connect`] and of
         /// [`Listener::accept`](super::Listener::accept) (a client that says
         /// nothing is dropped after it), and on each step of a connection
@@ -265,6 +278,7 @@ impl Parts {
             closed: tokio::sync::watch::channel(false).0,
             fault: std::sync::OnceLock::new(),
             busy_poll: o.busy_poll,
+            spin_polls: o.spin_polls,
             keep: std::sync::OnceLock::new(),
         });
         let _ = shared.keep.set(Box::new(Arc::clone(&self.ctrl)));

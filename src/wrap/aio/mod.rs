@@ -41,9 +41,10 @@
 //!
 //! # Completions
 //! One driver task per endpoint polls the shared CQ, hands each completion
-//! to the operation waiting for it, and otherwise sleeps on the completion
-//! channel (arm, poll again, await readability: no busy polling), unless
-//! [`AioOpts::busy_poll`] asks it to spin for latency.
+//! to the operation waiting for it, polls a few more times while completions
+//! keep arriving (a bounded, adaptive spin: [`AioOpts::spin_polls`]), and
+//! otherwise sleeps on the completion channel (arm, poll again, await
+//! readability), unless [`AioOpts::busy_poll`] asks it to spin for latency.
 
 mod auth;
 #[cfg(feature = "cm")]
