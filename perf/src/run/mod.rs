@@ -1,6 +1,6 @@
 //! Resources, connection set-up, and the measured loops: the session
 //! ([`session`]), waiting for completions ([`completion`]), and the
-//! bandwidth ([`bw`]) and latency ([`lat`]) loops.
+//! bandwidth ([`bw`](mod@bw)) and latency ([`lat`](mod@lat)) loops.
 
 mod bw;
 mod completion;
