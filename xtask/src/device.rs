@@ -187,7 +187,7 @@ fn script(place: &Place, steps: &[Step], dir: &Path) -> String {
     if matches!(place, Place::HostRxe | Place::Vm { .. }) {
         s.push_str(&format!(
             "ip link set lo up\nmodprobe rdma_rxe || echo 'modprobe rdma_rxe failed' >&2\n\
-             rdma link show {RXE_DEVICE} >/dev/null 2>&1 || rdma link add {RXE_DEVICE} type rxe netdev lo\n"
+             [ -e /sys/class/infiniband/{RXE_DEVICE} ] || rdma link add {RXE_DEVICE} type rxe netdev lo\n"
         ));
         // Tests may create SoftRoCE devices of their own here (root, rdma_rxe loaded).
         s.push_str("export RRDDMMA_TEST_SOFTROCE_ADMIN=1\n");
@@ -201,7 +201,7 @@ fn script(place: &Place, steps: &[Step], dir: &Path) -> String {
              \x20 ip addr add {CM_ADDR}/24 dev {CM_NETDEV}; ip addr add {CM_PEER_ADDR}/24 dev {CM_PEER_NETDEV}\n\
              \x20 ip link set {CM_NETDEV} up; ip link set {CM_PEER_NETDEV} up\n\
              fi\n\
-             rdma link show {CM_DEVICE} >/dev/null 2>&1 || rdma link add {CM_DEVICE} type rxe netdev {CM_NETDEV}\n\
+             [ -e /sys/class/infiniband/{CM_DEVICE} ] || rdma link add {CM_DEVICE} type rxe netdev {CM_NETDEV}\n\
              modprobe rdma_ucm || echo 'modprobe rdma_ucm failed' >&2\n\
              export RRDDMMA_CM_ADDR={CM_ADDR} RRDDMMA_CM_PEER_ADDR={CM_PEER_ADDR} RRDDMMA_CM_DEVICE={CM_DEVICE}\n"
         ));

@@ -99,7 +99,7 @@ fn setup(ko: &Path) -> String {
          (ip link show v2 >/dev/null 2>&1 || (ip link add v2 type veth peer name v3 && \
           ip addr add {SIW_ADDR}/24 dev v2 && ip addr add {SIW_PEER_ADDR}/24 dev v3 && \
           ip link set v2 up && ip link set v3 up)) && \
-         (rdma link show {SIW_DEVICE} >/dev/null 2>&1 || rdma link add {SIW_DEVICE} type siw netdev v2)",
+         ([ -e /sys/class/infiniband/{SIW_DEVICE} ] || rdma link add {SIW_DEVICE} type siw netdev v2)",
         ko = ko.display()
     )
 }
