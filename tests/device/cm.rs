@@ -11,7 +11,7 @@ use rrddmma::wrap::{accept_rc_cm, connect_rc_cm, CmConn, CmListener, CmOpts, Reg
 use super::common::{panic_message, poll_one};
 
 /// The address the harness put on the CM device's netdev.
-fn cm_ip() -> IpAddr {
+pub fn cm_ip() -> IpAddr {
     std::env::var("RRDDMMA_CM_ADDR")
         .expect(
             "RRDDMMA_CM_ADDR is not set: the CM tests need an rxe device on a veth end with an address; \

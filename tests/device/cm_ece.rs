@@ -2,18 +2,12 @@
 //! what each side offers with `CmId::set_local_ece` arrives in the peer's
 //! `CmId::remote_ece` through the CM's REQ and REP.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use super::cm::cm_ip;
 use rrddmma::prim::cm::{CmEventType, CmId, ConnParam, EventChannel, PortSpace};
 use rrddmma::prim::{Context, Cq, Ece, Pd, Qp, QpState, QpType};
-
-fn cm_ip() -> IpAddr {
-    std::env::var("RRDDMMA_CM_ADDR")
-        .expect("RRDDMMA_CM_ADDR is not set: the CM tests need an rxe device on a veth end with an address")
-        .parse()
-        .expect("RRDDMMA_CM_ADDR is an IP address")
-}
 
 fn rc_parts(id: &CmId) -> (Pd, Cq, Qp) {
     let ctx = Context::open(&id.device_name().expect("bound to a device")).unwrap();

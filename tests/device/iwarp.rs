@@ -32,15 +32,6 @@ fn iwarp_expected() -> bool {
     std::env::var("RRDDMMA_EXPECT_IWARP").is_ok_and(|v| v == "1")
 }
 
-/// The address the harness put on the CM device's netdev.
-#[cfg(feature = "cm")]
-fn cm_ip() -> std::net::IpAddr {
-    std::env::var("RRDDMMA_CM_ADDR")
-        .expect("RRDDMMA_CM_ADDR is not set: `cargo xtask test` puts the CM device on a veth end with an address")
-        .parse()
-        .expect("RRDDMMA_CM_ADDR is an IP address")
-}
-
 /// An RC connection through the RDMA CM, on iWARP as on RoCE: the QPs move
 /// through the CM's attribute sets (no P_Key index on iWARP), the active
 /// side sees `ESTABLISHED` at once on iWARP (the kernel's iWARP CM moves the
@@ -53,6 +44,7 @@ fn rc_through_the_cm_write_send_and_read() {
     use std::net::SocketAddr;
     use std::time::{Duration, Instant};
 
+    use crate::cm::cm_ip;
     use rrddmma::prim::cm::{CmEventType, CmId, ConnParam, EventChannel, PortSpace};
     use rrddmma::prim::{AccessFlags, Context, QpState, RecvWr, RemoteMr, SendWr, WcOpcode, WcStatus};
     use rrddmma::wrap::RegisteredMem;
@@ -169,6 +161,7 @@ fn wrap_cm_connection_sends_both_ways() {
     use rrddmma::prim::{RecvWr, SendWr, WcStatus};
     use rrddmma::wrap::{accept_rc_cm, connect_rc_cm, CmConn, CmListener, CmOpts, RegisteredMem};
 
+    use crate::cm::cm_ip;
     use crate::common::poll_one;
 
     let l = CmListener::bind(SocketAddr::new(cm_ip(), 0), 4).unwrap();
