@@ -81,11 +81,7 @@ pub fn run_alone(what: &str, checks: &[Check]) -> Result<()> {
     eprintln!("{what} on {}", place.describe());
     let mut tally = crate::tally::Tally::default();
     run_checks(&place, checks, &mut tally)?;
-    println!("\n{} passed, {} failed", tally.passed, tally.failed);
-    if tally.failed > 0 {
-        return Err(format!("{} failed", tally.failed).into());
-    }
-    Ok(())
+    tally.finish()
 }
 
 /// A finished step.

@@ -115,9 +115,5 @@ pub fn run() -> Result<()> {
         println!("device tests on {}", place.describe());
         crate::device::run_checks(&place, &checks(&built, "--skip cm::thousand"), &mut tally)?;
     }
-    println!("\n{} passed, {} failed", tally.passed, tally.failed);
-    if tally.failed > 0 {
-        return Err(format!("{} failed", tally.failed).into());
-    }
-    Ok(())
+    tally.finish()
 }

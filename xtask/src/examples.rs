@@ -287,11 +287,7 @@ pub fn run(_args: &[String]) -> Result<()> {
     let checks = checks(place.device())?;
     let mut tally = crate::tally::Tally::default();
     crate::device::run_checks(&place, &checks, &mut tally)?;
-    println!("\n{} passed, {} failed", tally.passed, tally.failed);
-    if tally.failed > 0 {
-        return Err(format!("{} failed", tally.failed).into());
-    }
-    Ok(())
+    tally.finish()
 }
 
 #[cfg(test)]

@@ -59,11 +59,7 @@ pub fn run() -> Result<()> {
     eprintln!("hostile-peer suite on {}", place.describe());
     let mut tally = crate::tally::Tally::default();
     crate::device::run_checks(&place, &checks, &mut tally)?;
-    println!("\n{} passed, {} failed", tally.passed, tally.failed);
-    if tally.failed > 0 {
-        return Err(format!("{} failed", tally.failed).into());
-    }
-    Ok(())
+    tally.finish()
 }
 
 /// The `ROW` lines of `output`, laid out as one table per name.

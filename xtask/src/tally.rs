@@ -1,18 +1,25 @@
 //! Counting test outcomes from libtest's output, across host and device runs.
 
-/// Passed and failed tests so far.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Passed and failed tests so far, and the names of those that failed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Tally {
     /// Tests that passed.
     pub passed: u64,
     /// Tests that failed.
     pub failed: u64,
+    /// What failed, in order: libtest tests by name, harness checks by their
+    /// description. The final summary repeats them, so a failure is found
+    /// without scrolling back through a half-hour log.
+    pub failures: Vec<String>,
 }
 
 impl Tally {
     /// Adds the counts of every `test result:` line in a libtest output.
     pub fn add_libtest(&mut self, output: &str) {
         for line in output.lines() {
+            if let Some(name) = line.trim().strip_prefix("test ").and_then(|r| r.strip_suffix(" ... FAILED")) {
+                self.failures.push(name.to_string());
+            }
             let Some(rest) = line.trim().strip_prefix("test result: ") else {
                 continue;
             };
@@ -35,10 +42,10 @@ impl Tally {
     /// the run failed (`ok == false`) without a failing test to show for it
     /// (a build error, a crash) or ran no test at all.
     pub fn add_run(&mut self, name: &str, ok: bool, output: &str) {
-        let before = *self;
+        let (passed, failed) = (self.passed, self.failed);
         self.add_libtest(output);
-        let ran = self.passed + self.failed > before.passed + before.failed;
-        if !ran || (!ok && self.failed == before.failed) {
+        let ran = self.passed + self.failed > passed + failed;
+        if !ran || (!ok && self.failed == failed) {
             self.check(name, false);
         }
     }
@@ -50,7 +57,22 @@ impl Tally {
             self.passed += 1;
         } else {
             self.failed += 1;
+            self.failures.push(format!("check {name}"));
         }
+    }
+
+    /// Prints the final `N passed, N failed` line and the list of what
+    /// failed; an error when anything did.
+    pub fn finish(&self) -> crate::Result<()> {
+        println!("\n{} passed, {} failed", self.passed, self.failed);
+        if self.failed == 0 {
+            return Ok(());
+        }
+        println!("failed:");
+        for name in &self.failures {
+            println!("  {name}");
+        }
+        Err(format!("{} failed", self.failed).into())
     }
 }
 
@@ -66,9 +88,10 @@ mod tests {
              test result: ok. 3 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.00s\n\
              test result: FAILED. 2 passed; 4 failed; 0 ignored; 0 measured; 0 filtered out\n",
         );
-        assert_eq!(t, Tally { passed: 5, failed: 4 });
+        assert_eq!((t.passed, t.failed), (5, 4));
         t.check("x", false);
         assert_eq!(t.failed, 5);
+        assert_eq!(t.failures, ["check x"]);
     }
 
     #[test]
@@ -76,14 +99,14 @@ mod tests {
         let ok = "test result: ok. 2 passed; 0 failed; 0 ignored\n";
         let mut t = Tally::default();
         t.add_run("fine", true, ok);
-        assert_eq!(t, Tally { passed: 2, failed: 0 });
+        assert_eq!((t.passed, t.failed), (2, 0));
         t.add_run("crashed after its tests", false, ok);
-        assert_eq!(t, Tally { passed: 4, failed: 1 });
+        assert_eq!((t.passed, t.failed), (4, 1));
         t.add_run("did not build", false, "error[E0308]: mismatched types");
-        assert_eq!(t, Tally { passed: 4, failed: 2 });
+        assert_eq!((t.passed, t.failed), (4, 2));
         t.add_run("ran nothing", true, "running 0 tests");
-        assert_eq!(t, Tally { passed: 4, failed: 3 });
-        t.add_run("a test failed", false, "test result: FAILED. 1 passed; 1 failed;");
-        assert_eq!(t, Tally { passed: 5, failed: 4 });
+        assert_eq!((t.passed, t.failed), (4, 3));
+        t.add_run("a test failed", false, "test cm::x ... FAILED\ntest result: FAILED. 1 passed; 1 failed;");
+        assert_eq!((t.passed, t.failed), (5, 4));
     }
 }

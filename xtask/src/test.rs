@@ -320,9 +320,5 @@ pub fn run(args: &[String]) -> Result<()> {
         println!("kernel matrix: not run (the device is on the host, not in the VM)");
     }
 
-    println!("\n{} passed, {} failed", tally.passed, tally.failed);
-    if tally.failed > 0 {
-        return Err(format!("{} failed", tally.failed).into());
-    }
-    Ok(())
+    tally.finish()
 }

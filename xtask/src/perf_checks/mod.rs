@@ -36,9 +36,5 @@ pub fn run_checks(args: &[String]) -> Result<()> {
     eprintln!("perf checks on {}", place.describe());
     let mut tally = crate::tally::Tally::default();
     device::run_checks(&place, &checks, &mut tally)?;
-    println!("\n{} passed, {} failed", tally.passed, tally.failed);
-    if tally.failed > 0 {
-        return Err(format!("{} failed", tally.failed).into());
-    }
-    Ok(())
+    tally.finish()
 }
