@@ -261,12 +261,14 @@ impl<'a> QpBuilder<'a> {
         let ex = if self.send_ops.is_some() {
             // SAFETY: a QP created with send_ops_flags has an extended view.
             let ex = NonNull::new(unsafe { ffi::ibv_qp_to_qp_ex(qp.as_ptr()) });
-            if !ex.is_some_and(ex::batch_entries_set) {
+            let ops = self.send_ops.unwrap_or_default();
+            if !ex.is_some_and(|ex| ex::batch_entries_set(ex) && ex::op_entries_set(ex, ops)) {
                 // SAFETY: just created, not shared.
                 unsafe { ffi::ibv_destroy_qp(qp.as_ptr()) };
                 return Err(Error::Unsupported {
                     op,
-                    feature: "wr_start, wr_complete, wr_abort and wr_set_sge entries in the provider",
+                    feature: "wr_start, wr_complete, wr_abort and wr_set_sge entries, and those of the \
+                              requested send ops, in the provider",
                 });
             }
             ex
