@@ -34,7 +34,7 @@ pub fn newest(device_tests: &Path, tally: &mut Tally) -> Result<()> {
     println!("kernel matrix: device tests on {}", place.describe());
     let want = release.clone();
     let filters = NEWEST_SUBSET.join(" ");
-    let checks = vec![
+    let mut checks = vec![
         Check::verdict(&format!("kernel {release}: the VM runs it"), "uname -r".into(), move |d| {
             d.code == Some(0) && d.output.lines().any(|l| l.trim() == want)
         }),
@@ -43,5 +43,7 @@ pub fn newest(device_tests: &Path, tally: &mut Tally) -> Result<()> {
             format!("'{}' --ignored --test-threads=1 --skip cm::thousand {filters}", device_tests.display()),
         ),
     ];
+    // rrddmma-perf --odp against perftest --odp, both roles (rxe's RC ODP).
+    checks.extend(crate::perf_checks::odp_checks(&release)?);
     device::run_checks(&place, &checks, tally)
 }
