@@ -267,7 +267,7 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
     }
     // --rate_limit_type HW: the device paces every QP this side sends on.
     let sends = oob.is_client() || o.bidir;
-    let mut sw_fallback = false;
+    let mut rate = o.rate;
     if let Some(r) = o.rate.filter(|r| r.kind == RateKind::Hw && sends) {
         let limit = RateLimit::kbps(r.kbps()?);
         for qp in &qps {
@@ -280,7 +280,7 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
                         " --rate_limit: the QP takes no HW rate limit ({e}); pacing in software instead, as perftest \
                          does (--rate_limit_type HW makes this an error)"
                     );
-                    sw_fallback = true;
+                    rate = Some(crate::pace::Rate { kind: RateKind::Sw, ..r });
                     break;
                 }
                 Err(e) => {
@@ -351,7 +351,7 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
         (s.shared.has_srq() && o.conn != Conn::Xrc, format!(" shared receive queue: {rx} receives (--use-srq)")),
         (o.conn == Conn::Xrc, format!(" XRC: XRC SRQ number {srqn:#x}, {qp_type:?} QPs")),
         (o.odp, " memory: registered with on-demand paging (--odp)".to_string()),
-        (o.rate.is_some(), o.rate.map(|r| format!(" rate limit: {}", r.describe())).unwrap_or_default()),
+        (sends && rate.is_some(), rate.map(|r| format!(" rate limit: {}", r.describe())).unwrap_or_default()),
     ];
     for (_, n) in notes.iter().filter(|(on, _)| *on) {
         println!("{n}");
@@ -361,11 +361,7 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
         s.rem[i] = d;
     }
     s.oob.handshake(&s.my[0])?;
-    if sw_fallback {
-        if let Some(r) = fitted.rate.as_mut() {
-            r.kind = RateKind::Sw;
-        }
-    }
+    fitted.rate = rate;
     Ok((s, fitted))
 }
 

@@ -26,13 +26,15 @@ fn roles(me: &str, test: &str, tool: &str, flags: &str, port: usize) -> [(String
 }
 
 /// The SW-limited rate of the rate checks, in MiB/s, and the flags that set it.
-const RATE_MIB: f64 = 10.0;
-const RATE_FLAGS: &str = "--rate_limit 10 --rate_units M --rate_limit_type SW --burst_size 16";
+/// Under TCG on a loaded machine an unpaced 4 KiB stream on rxe ran at 2
+/// to 20 MiB/s: the limit stays well below that.
+const RATE_MIB: f64 = 1.0;
+const RATE_FLAGS: &str = "--rate_limit 1 --rate_units M --rate_limit_type SW --burst_size 8";
 
 /// Whether rrddmma-perf's own rows of `size` bytes (MiB/s in column 3)
 /// show a rate near the limit: above a floor (the pacing did not stall
 /// the run) and below 1.5 times the limit (TCG is noisy; an unpaced
-/// 4 KiB stream on rxe runs far above it).
+/// 4 KiB stream on rxe runs above it).
 fn near_limit(out: &str, size: u64) -> bool {
     let r = rows(out, size);
     !r.is_empty() && r.iter().all(|r| r[2] > RATE_MIB * 0.2 && r[2] < RATE_MIB * 1.5)
@@ -65,20 +67,22 @@ pub fn checks() -> Result<Vec<Check>> {
     // client row near the limit); perftest's pacing depends on its CPU
     // frequency estimate, which TCG spoils, so its client is judged on
     // counts alone.
-    for (name, server, client, ours_client) in roles(&me, "write bw", "ib_write_bw", &format!("-s 4096 -n 600 {RATE_FLAGS}"), 18810)
+    for (name, server, client, ours_client) in
+        roles(&me, "write bw", "ib_write_bw", &format!("-s 4096 -n 300 {RATE_FLAGS}"), 18810)
     {
         v.push(Check::verdict(&format!("perf flags: {name}"), pair(&server, &client), move |d| {
-            interop_ok(d, "write bw", 4096, 600, true, ours_client)
-                && (!ours_client || near_limit(side(&d.output, true), 4096))
-                && side(&d.output, ours_client).contains(" rate limit: 10 MiB/s, paced in software in bursts of 16")
+            interop_ok(d, "write bw", 4096, 300, true, ours_client)
+                && (!ours_client
+                    || (near_limit(side(&d.output, true), 4096)
+                        && d.output.contains(" rate limit: 1 MiB/s, paced in software in bursts of 8")))
         }));
     }
     // SEND: rrddmma-perf's receiver measures what arrived, paced by its client.
     v.push(Check::verdict(
         "perf flags: rrddmma-perf send bw SW rate limit, the receiver measures the paced stream",
         pair(
-            &format!("{me} send bw {dev} -p 18812 -s 4096 -n 600"),
-            &format!("{me} send bw {dev} -p 18812 -s 4096 -n 600 {RATE_FLAGS} 127.0.0.1"),
+            &format!("{me} send bw {dev} -p 18812 -s 4096 -n 300"),
+            &format!("{me} send bw {dev} -p 18812 -s 4096 -n 300 {RATE_FLAGS} 127.0.0.1"),
         ),
         |d| both_ok(d) && near_limit(side(&d.output, true), 4096) && near_limit(side(&d.output, false), 4096),
     ));
@@ -95,8 +99,8 @@ pub fn checks() -> Result<Vec<Check>> {
                 &format!("{me} write bw {dev} -p 18814 -s 4096 -n 200 --rate_limit 1 --rate_limit_type HW 127.0.0.1")
             ),
             pair(
-                &format!("{me} write bw {dev} -p 18815 -s 4096 -n 600"),
-                &format!("{me} write bw {dev} -p 18815 -s 4096 -n 600 --rate_limit 10 --rate_units M --burst_size 16 127.0.0.1")
+                &format!("{me} write bw {dev} -p 18815 -s 4096 -n 300"),
+                &format!("{me} write bw {dev} -p 18815 -s 4096 -n 300 --rate_limit 1 --rate_units M --burst_size 8 127.0.0.1")
             ),
             pair(
                 &format!("{me} send bw {dev} -p 18816 -c XRC -n 100"),
@@ -119,6 +123,8 @@ fn refusals(d: &Done) -> bool {
     if parts.len() != 5 {
         return false;
     }
+    // parts[k] starts with pair k's client exit code; pair k+1's client
+    // output follows pair k's server output in it.
     let (hw, fallback, xrc, odp) = (parts[1], parts[2], parts[3], parts[4]);
     let hw_ok = o.contains(
         "rrddmma-perf: --rate_limit_type HW: ibv_modify_qp_rate_limit: packet pacing is not supported by this \
@@ -126,7 +132,8 @@ fn refusals(d: &Done) -> bool {
     ) && hw.starts_with('1');
     let fallback_ok = fallback.starts_with('0')
         && o.contains("the QP takes no HW rate limit (ibv_modify_qp_rate_limit: packet pacing is not supported")
-        && o.contains(" rate limit: 10 MiB/s, paced in software in bursts of 16");
+        && o.contains(" rate limit: 1 MiB/s, paced in software in bursts of 8")
+        && near_limit(hw, 4096);
     let xrc_ok = xrc.starts_with('1')
         && o.matches("rrddmma-perf: -c XRC: opening an XRC domain: ibv_open_xrcd:").count() == 2
         && o.contains("use -c RC)");
@@ -154,10 +161,14 @@ pub fn odp_checks(release: &str) -> Result<Vec<Check>> {
     let mut v = Vec::new();
     for (k, (test, tool, flags, size, iters)) in list.into_iter().enumerate() {
         for (name, server, client, ours_client) in roles(&me, test, tool, flags, 18820 + 2 * k) {
-            v.push(Check::verdict(&format!("kernel {release}: perf flags: {name}"), pair(&server, &client), move |d| {
-                interop_ok(d, test, size, iters, true, ours_client)
-                    && side(&d.output, ours_client).contains(" memory: registered with on-demand paging (--odp)")
-            }));
+            v.push(Check::verdict(
+                &format!("kernel {release}: perf flags: {name}"),
+                pair(&server, &client),
+                move |d| {
+                    interop_ok(d, test, size, iters, true, ours_client)
+                        && side(&d.output, ours_client).contains(" memory: registered with on-demand paging (--odp)")
+                },
+            ));
         }
     }
     Ok(v)
