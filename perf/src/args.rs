@@ -569,6 +569,11 @@ fn extras(o: &mut Opts) -> Result<(), String> {
             o.qps, o.rx_depth, o.qps
         ));
     }
+    if o.use_srq && o.rdma_cm && o.conn == Conn::Ud {
+        return Err("--use-srq with -R -c UD: the rdma_cm UD set-up takes each peer's announcement on the QP's own \
+                    receive queue; drop --use-srq or -R"
+            .into());
+    }
     if o.odp && o.verb == Verb::Atomic {
         return Err("--odp: not on atomic tests (perftest refuses ODP with atomics)".into());
     }
@@ -792,6 +797,8 @@ mod tests {
         }
         let e = p("send bw --use-srq -q 8 -r 4").unwrap_err();
         assert!(e.contains("fewer than one per QP; give -r 8 or more"), "{e}");
+        assert!(p("send lat --use-srq -R -c UD").unwrap_err().contains("drop --use-srq or -R"));
+        assert!(p("send bw --use-srq -R").unwrap().use_srq);
         for t in ["write bw", "read lat", "send bw -c UD"] {
             assert!(p(&format!("{t} --odp")).unwrap().odp, "{t}");
         }
