@@ -2,7 +2,8 @@
 //! under Debian stable's kernel, a second VM boots Debian's newest kernel
 //! (see `kernels`) and runs a subset of the device suite there: the rows a
 //! newer rxe changes (ODP, ATOMIC WRITE) and a smoke of loopback, ops,
-//! features, the CM, the SRQ limit and type-2 windows.
+//! features, the CM, the SRQ limit and type-2 windows; then `rrddmma-perf
+//! --odp` against perftest's `--odp`.
 
 use std::path::Path;
 
