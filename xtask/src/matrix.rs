@@ -2,7 +2,8 @@
 //! under Debian stable's kernel, a second VM boots Debian's newest kernel
 //! (see `kernels`) and runs a subset of the device suite there: the rows a
 //! newer rxe changes (ODP, ATOMIC WRITE) and a smoke of loopback, ops,
-//! features, the CM, the SRQ limit and type-2 windows.
+//! features, the CM, the SRQ limit and type-2 windows; then `rrddmma-perf
+//! --odp` against perftest's `--odp`.
 
 use std::path::Path;
 
@@ -34,7 +35,7 @@ pub fn newest(device_tests: &Path, tally: &mut Tally) -> Result<()> {
     println!("kernel matrix: device tests on {}", place.describe());
     let want = release.clone();
     let filters = NEWEST_SUBSET.join(" ");
-    let checks = vec![
+    let mut checks = vec![
         Check::verdict(&format!("kernel {release}: the VM runs it"), "uname -r".into(), move |d| {
             d.code == Some(0) && d.output.lines().any(|l| l.trim() == want)
         }),
@@ -43,5 +44,7 @@ pub fn newest(device_tests: &Path, tally: &mut Tally) -> Result<()> {
             format!("'{}' --ignored --test-threads=1 --skip cm::thousand {filters}", device_tests.display()),
         ),
     ];
+    // rrddmma-perf --odp against perftest --odp, both roles (rxe's RC ODP).
+    checks.extend(crate::perf_checks::odp_checks(&release)?);
     device::run_checks(&place, &checks, tally)
 }
