@@ -50,6 +50,7 @@ mod siw;
 mod slurm;
 mod tally;
 mod test;
+mod userspace;
 
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};

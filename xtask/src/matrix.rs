@@ -2,7 +2,10 @@
 //! under Debian stable's kernel, a second VM boots Debian's newest kernel
 //! (see `kernels`) and runs a subset of the device suite there: the rows a
 //! newer rxe changes (ODP, ATOMIC WRITE) and a smoke of loopback, ops,
-//! features, the CM, the SRQ limit and type-2 windows.
+//! features, the CM, the SRQ limit and type-2 windows, with Debian's
+//! rdma-core 44 userspace; then, in the same VM, the rows a newer userspace
+//! changes (ODP prefetch, FLUSH, XRC open) with the `dlopen` build of the
+//! device tests pointed at the pinned rdma-core v59 (`userspace`).
 
 use std::path::Path;
 
@@ -25,23 +28,40 @@ pub const NEWEST_SUBSET: &[&str] = &[
     "cm_ece::",
 ];
 
+/// The device tests run under the newest kernel with rdma-core v59.
+pub const V59_SUBSET: &[&str] = &["newer_kernel::", "flush::", "xrc_open::", "loopback::", "ops::"];
+
 /// Runs the subset of the device suite `device_tests` under Debian's newest
-/// kernel, each check named with that kernel.
-pub fn newest(device_tests: &Path, tally: &mut Tally) -> Result<()> {
+/// kernel, each check named with that kernel and the userspace; with
+/// `dlopen_tests` (the device tests on the `dlopen` linkage), also the v59 subset.
+pub fn newest(device_tests: &Path, dlopen_tests: Option<&Path>, tally: &mut Tally) -> Result<()> {
     let image = Kernel::Newest.image()?;
     let release = kernels::release_of(&image);
     let place = Place::Vm { kernel: image };
     println!("kernel matrix: device tests on {}", place.describe());
     let want = release.clone();
     let filters = NEWEST_SUBSET.join(" ");
-    let checks = vec![
+    let mut checks = vec![
         Check::verdict(&format!("kernel {release}: the VM runs it"), "uname -r".into(), move |d| {
             d.code == Some(0) && d.output.lines().any(|l| l.trim() == want)
         }),
         Check::libtest(
-            &format!("device tests under kernel {release} (ODP, ATOMIC WRITE, iWARP-or-not, loopback, ops, features, CM, SRQ limit, MW type 2)"),
-            format!("'{}' --ignored --test-threads=1 --skip cm::thousand {filters}", device_tests.display()),
+            &format!("device tests under kernel {release} + rdma-core 44 (ODP, ATOMIC WRITE, iWARP-or-not, loopback, ops, features, CM, SRQ limit, MW type 2)"),
+            format!("RRDDMMA_EXPECT_USERSPACE=44 '{}' --ignored --test-threads=1 --skip cm::thousand {filters}", device_tests.display()),
         ),
     ];
+    match dlopen_tests.map(|t| crate::test::rdma_core_source().and_then(|src| crate::userspace::build(&src)).map(|v| (t, v))) {
+        None => println!("kernel matrix: rdma-core v59 step not run (the dlopen build failed)"),
+        Some(Err(e)) => tally.check(&format!("rdma-core v59 userspace built ({e})"), false),
+        Some(Ok((tests, v59))) => checks.push(Check::libtest(
+            &format!("device tests under kernel {release} + rdma-core v59 (dlopen linkage; ODP prefetch, FLUSH, XRC open, loopback, ops)"),
+            format!(
+                "RRDDMMA_EXPECT_LINKAGE=dlopen RRDDMMA_EXPECT_USERSPACE=59 {} '{}' --ignored --test-threads=1 {}",
+                v59.env(),
+                tests.display(),
+                V59_SUBSET.join(" ")
+            ),
+        )),
+    }
     device::run_checks(&place, &checks, tally)
 }
