@@ -236,16 +236,9 @@ fn odp_prefetch_and_implicit_odp_work_or_are_unsupported() {
             assert!(prefetch_expected, "advise_mr worked on rxe with rdma-core {release}, whose provider lacks it");
             pd.advise_mr(Advice::Prefetch, false, &ranges[..1]).expect("a prefetch for reading");
             pd.advise_mr(Advice::PrefetchNoFault, true, &ranges[1..]).expect("a prefetch without faults");
-            // A region without ODP: the kernel refuses it with its errno.
-            let mut plain = Buf::new(&pd, PAGE);
-            plain.bytes()[0] = 1;
-            let e = pd.advise_mr(Advice::Prefetch, true, &[plain.mr.sge(0, PAGE as u32)]).unwrap_err();
-            assert!(matches!(e, Error::Verbs { op: "ibv_advise_mr", .. }), "{e:?}");
-            eprintln!(
-                "odp: advise_mr prefetch on {} under kernel {} + rdma-core {release} (a region without ODP: {e})",
-                ctx.name(),
-                kernel()
-            );
+            // Not tried here: a region without ODP, which oopses rxe under
+            // 7.3.4 (docs/testing.md, "Kernel matrix").
+            eprintln!("odp: advise_mr prefetch on {} under kernel {} + rdma-core {release}", ctx.name(), kernel());
         }
         Err(e) => {
             assert!(!prefetch_expected, "advise_mr refused on {} with rdma-core {release}: {e:?}", ctx.name());
