@@ -32,9 +32,10 @@ pub const NEWEST_SUBSET: &[&str] = &[
 pub const V59_SUBSET: &[&str] = &["newer_kernel::", "flush::", "xrc_open::", "loopback::", "ops::"];
 
 /// Runs the subset of the device suite `device_tests` under Debian's newest
-/// kernel, each check named with that kernel and the userspace; with
-/// `dlopen_tests` (the device tests on the `dlopen` linkage), also the v59 subset.
-pub fn newest(device_tests: &Path, dlopen_tests: Option<&Path>, tally: &mut Tally) -> Result<()> {
+/// kernel, each check named with that kernel and the userspace; with `v59`
+/// (the device tests on the `dlopen` linkage, and the pinned rdma-core
+/// tarball), also the v59 subset.
+pub fn newest(device_tests: &Path, v59: Option<(&Path, &Path)>, tally: &mut Tally) -> Result<()> {
     let image = Kernel::Newest.image()?;
     let release = kernels::release_of(&image);
     let place = Place::Vm { kernel: image };
@@ -50,7 +51,7 @@ pub fn newest(device_tests: &Path, dlopen_tests: Option<&Path>, tally: &mut Tall
             format!("RRDDMMA_EXPECT_USERSPACE=44 '{}' --ignored --test-threads=1 --skip cm::thousand {filters}", device_tests.display()),
         ),
     ];
-    match dlopen_tests.map(|t| crate::test::rdma_core_source().and_then(|src| crate::userspace::build(&src)).map(|v| (t, v))) {
+    match v59.map(|(tests, tarball)| crate::userspace::build(tarball).map(|v| (tests, v))) {
         None => println!("kernel matrix: rdma-core v59 step not run (the dlopen build failed)"),
         Some(Err(e)) => tally.check(&format!("rdma-core v59 userspace built ({e})"), false),
         Some(Ok((tests, v59))) => checks.push(Check::libtest(
