@@ -64,7 +64,7 @@ const PINNED_SHA256: &str = "b30d56bb620b3d3b4301876f9a04c964be1c76cc6553a451e14
 /// Fetches the pinned rdma-core tree (cached under target/xtask) with curl
 /// and checks its SHA-256. (`pip download` of the sdist also builds its
 /// metadata, which took six minutes on a fresh machine.)
-fn rdma_core_source() -> Result<PathBuf> {
+pub(crate) fn rdma_core_source() -> Result<PathBuf> {
     let dir = root().join("target/xtask/rdma-core-src");
     let tarball = dir.join("pyverbs-59.0.tar.gz");
     let sha = |p: &Path| -> Result<String> {

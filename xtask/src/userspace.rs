@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use crate::{root, run, Result};
+use crate::{root, Result};
 
 /// The Ninja targets built.
 const TARGETS: &[&str] = &["ibverbs", "rdmacm", "rxe-rdmav59", "siw-rdmav59", "mlx5"];
@@ -83,17 +83,19 @@ pub fn build(tarball: &Path) -> Result<V59> {
     let _ = fs::remove_dir_all(&base);
     let unpack = base.join("unpack");
     fs::create_dir_all(&unpack)?;
-    run(Command::new("tar").arg("xzf").arg(tarball).arg("-C").arg(&unpack))?;
+    crate::run(Command::new("tar").arg("xzf").arg(tarball).arg("-C").arg(&unpack))?;
     let src = tree_in(&unpack).ok_or_else(|| format!("no rdma-core tree in {}", tarball.display()))?;
-    run(Command::new("cmake")
-        .arg("-S")
-        .arg(&src)
-        .arg("-B")
-        .arg(&build)
-        .args(["-GNinja", "-DIN_PLACE=1", "-DNO_MAN_PAGES=1", "-DNO_PYVERBS=1", "-DENABLE_RESOLVE_NEIGH=0"])
-        .arg("-DCMAKE_BUILD_TYPE=Release")
-        .stdout(std::process::Stdio::null()))?;
-    run(Command::new("ninja").arg("-C").arg(&build).args(TARGETS).stdout(std::process::Stdio::null()))?;
+    crate::run(
+        Command::new("cmake")
+            .arg("-S")
+            .arg(&src)
+            .arg("-B")
+            .arg(&build)
+            .args(["-GNinja", "-DIN_PLACE=1", "-DNO_MAN_PAGES=1", "-DNO_PYVERBS=1", "-DENABLE_RESOLVE_NEIGH=0"])
+            .arg("-DCMAKE_BUILD_TYPE=Release")
+            .stdout(std::process::Stdio::null()),
+    )?;
+    crate::run(Command::new("ninja").arg("-C").arg(&build).args(TARGETS).stdout(std::process::Stdio::null()))?;
     // The provider list names every provider; keep the ones built.
     for e in fs::read_dir(build.join("etc/libibverbs.d"))?.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
@@ -111,6 +113,14 @@ pub fn build(tarball: &Path) -> Result<V59> {
         lib.display()
     );
     Ok(V59 { lib })
+}
+
+/// `cargo xtask userspace`: builds (or reuses) the v59 libraries and prints
+/// the settings that point a `dlopen` binary at them.
+pub fn run() -> Result<()> {
+    let v59 = build(&crate::test::rdma_core_source()?)?;
+    println!("{}", v59.env());
+    Ok(())
 }
 
 #[cfg(test)]
