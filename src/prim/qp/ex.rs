@@ -34,6 +34,7 @@ c_type! {
         BIND_MW = IBV_QP_EX_WITH_BIND_MW "IBV_QP_EX_WITH_BIND_MW",
         SEND_WITH_INV = IBV_QP_EX_WITH_SEND_WITH_INV "IBV_QP_EX_WITH_SEND_WITH_INV",
         TSO = IBV_QP_EX_WITH_TSO "IBV_QP_EX_WITH_TSO",
+        FLUSH = IBV_QP_EX_WITH_FLUSH "IBV_QP_EX_WITH_FLUSH",
         ATOMIC_WRITE = IBV_QP_EX_WITH_ATOMIC_WRITE "IBV_QP_EX_WITH_ATOMIC_WRITE",
     }
 }
@@ -590,6 +591,43 @@ impl WrBatch<'_> {
         // SAFETY: open batch; the provider copies the operation and the
         // eight bytes now.
         unsafe { entry(q, remote.rkey, remote.addr, bytes.as_ptr().cast()) };
+        Ok(())
+    }
+
+    /// FLUSH of `len` bytes at `remote` (`ibv_wr_flush`): the responder
+    /// makes the earlier writes there reach `placement` before it
+    /// acknowledges; with [`FlushLevel::Region`](crate::prim::FlushLevel::Region)
+    /// the whole region of `remote.rkey`, address and length ignored. The
+    /// region needs the matching access flag
+    /// ([`AccessFlags::FLUSH_GLOBAL`] / [`AccessFlags::FLUSH_PERSISTENT`]);
+    /// the completion is [`WcOpcode::FLUSH`](crate::prim::WcOpcode::FLUSH).
+    /// No local memory is involved.
+    ///
+    /// A provider that accepted [`SendOps::FLUSH`] but left the entry unset
+    /// gives [`Error::Unsupported`], leaving the batch as it was.
+    ///
+    /// # Panics
+    /// If the QP was not created with [`SendOps::FLUSH`] (a programming
+    /// error: an older provider's QP has no `wr_flush` to call), or on a UD QP.
+    #[inline]
+    pub fn flush(
+        &mut self,
+        wr_id: u64,
+        flags: SendFlags,
+        remote: RemoteAddr,
+        len: usize,
+        placement: crate::prim::FlushPlacement,
+        level: crate::prim::FlushLevel,
+    ) -> Result<()> {
+        assert!(self.qp.flush, "WrBatch::flush on a QP built without SendOps::FLUSH: add it to QpBuilder::send_ops");
+        // SAFETY: a live extended QP that its provider created with
+        // IBV_QP_EX_WITH_FLUSH, so its structure has `wr_flush`.
+        if unsafe { (*self.ex.as_ptr().cast::<ffi::ibv_qp_ex_flush>()).wr_flush }.is_none() {
+            return Err(Error::Unsupported { op: "ibv_wr_flush", feature: "FLUSH in the provider" });
+        }
+        let q = self.begin(wr_id, flags);
+        // SAFETY: open batch on such a QP; the provider copies the request now.
+        unsafe { ffi::ibv_wr_flush(q, remote.rkey, remote.addr, len, placement.to_raw(), level.to_raw()) };
         Ok(())
     }
 
