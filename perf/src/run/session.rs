@@ -410,11 +410,15 @@ impl Session {
         }
     }
 
-    pub(crate) fn post_recv(&self, i: usize) -> Res<()> {
-        // UD (the only transport with `rx_payload`): the GRH first, the
-        // payload from `received(i)` on.
+    /// Where a receive on QP `i` lands. UD (the only transport with
+    /// `rx_payload`): the GRH first, the payload from `received(i)` on.
+    pub(crate) fn recv_sge(&self, i: usize) -> Sge {
         let at = self.received(i) - if self.rx_payload == 0 { 0 } else { GRH_LEN };
-        let sges = [self.mem.mr().sge(at, self.rx_len)];
+        self.mem.mr().sge(at, self.rx_len)
+    }
+
+    pub(crate) fn post_recv(&self, i: usize) -> Res<()> {
+        let sges = [self.recv_sge(i)];
         // SAFETY: the entry lies in the session's MR, alive as long as the
         // QP and the SRQ (both held by the session).
         if unsafe { self.shared.post(&sges, i as u64) }? {
