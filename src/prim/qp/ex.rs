@@ -87,6 +87,7 @@ pub(super) fn batch_entries_set(ex: NonNull<ffi::ibv_qp_ex>) -> bool {
 /// Whether the provider set the entry of each operation in `ops` that a
 /// one-entry method of [`WrBatch`] calls without a check: checked once when
 /// the QP is made with those send ops.
+#[cfg(not(rrddmma_mlnx_ofed4))]
 pub(super) fn op_entries_set(ex: NonNull<ffi::ibv_qp_ex>, ops: SendOps) -> bool {
     // SAFETY: a live extended QP's function table (plain reads).
     let q = unsafe { ex.as_ref() };
