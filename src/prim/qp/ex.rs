@@ -85,8 +85,9 @@ pub(super) fn batch_entries_set(ex: NonNull<ffi::ibv_qp_ex>) -> bool {
 }
 
 /// Whether the provider set the entry of each operation in `ops` that a
-/// one-entry method of [`WrBatch`] calls without a check: checked once when
-/// the QP is made with those send ops.
+/// one-entry method of [`WrBatch`] calls without a check (and `wr_flush`,
+/// for [`SendOps::FLUSH`]): checked once when the QP is made with those
+/// send ops.
 #[cfg(not(rrddmma_mlnx_ofed4))]
 pub(super) fn op_entries_set(ex: NonNull<ffi::ibv_qp_ex>, ops: SendOps) -> bool {
     // SAFETY: a live extended QP's function table (plain reads).
@@ -100,6 +101,12 @@ pub(super) fn op_entries_set(ex: NonNull<ffi::ibv_qp_ex>, ops: SendOps) -> bool 
     ]
     .iter()
     .all(|&(op, set)| set || !ops.contains(op))
+        && (!ops.contains(SendOps::FLUSH) || {
+            // SAFETY: the provider created this QP with
+            // `IBV_QP_EX_WITH_FLUSH`, so its structure has `wr_flush` (an
+            // older provider refuses the flag); a plain read.
+            unsafe { ex.cast::<ffi::ibv_qp_ex_flush>().as_ref() }.wr_flush.is_some()
+        })
 }
 
 /// Calls entry `$field` of the extended QP `$q`, set by the provider
