@@ -198,15 +198,15 @@ impl<'a> QpBuilder<'a> {
         let dev = self.pd.context().query_device()?;
         let limit = |v: i32| u32::try_from(v).unwrap_or(0);
         let c = &self.caps;
-        let mut checks = vec![
+        // The receive side only without an SRQ (which holds the receives).
+        let checks = [
             ("max_send_wr", c.max_send_wr, limit(dev.max_qp_wr)),
             ("max_send_sge", c.max_send_sge, limit(dev.max_sge)),
+            ("max_recv_wr", c.max_recv_wr, limit(dev.max_qp_wr)),
+            ("max_recv_sge", c.max_recv_sge, limit(dev.max_sge)),
         ];
-        if self.srq.is_none() {
-            checks.push(("max_recv_wr", c.max_recv_wr, limit(dev.max_qp_wr)));
-            checks.push(("max_recv_sge", c.max_recv_sge, limit(dev.max_sge)));
-        }
-        for (what, asked, limit) in checks {
+        let own_receives = if self.srq.is_none() { 4 } else { 2 };
+        for &(what, asked, limit) in &checks[..own_receives] {
             if asked > limit {
                 return Err(Error::CapExceeded { what, asked: u64::from(asked), limit: u64::from(limit) });
             }
