@@ -331,14 +331,15 @@ impl Context {
             // The call returns every port's valid entries: room for all.
             let ports = usize::from(self.query_device()?.phys_port_cnt.max(1));
             let len = self.query_port(port)?.gid_table_len() as usize;
-            let mut raw = vec![ffi::ibv_gid_entry::default(); len.max(1) * ports];
-            // SAFETY: live context; `raw` holds `raw.len()` entries of the
-            // size passed, valid for writes.
+            // Room, not values: the library writes the first `n` entries.
+            let mut raw = Vec::<ffi::ibv_gid_entry>::with_capacity(len.max(1) * ports);
+            // SAFETY: live context; `raw` has room for `capacity()` entries
+            // of the size passed, valid for writes.
             let n = unsafe {
                 ffi::_ibv_query_gid_table(
                     self.as_ptr(),
                     raw.as_mut_ptr(),
-                    raw.len(),
+                    raw.capacity(),
                     0,
                     size_of::<ffi::ibv_gid_entry>(),
                 )
@@ -346,8 +347,10 @@ impl Context {
             let Ok(n) = usize::try_from(n) else {
                 return Err(Error::code("ibv_query_gid_table", i32::try_from(n).unwrap_or(-libc::EIO)));
             };
-            raw[..n.min(raw.len())]
-                .iter()
+            // SAFETY: the call wrote `n` whole entries (at most the room it
+            // was given, bounded again here); `ibv_gid_entry` is plain data.
+            unsafe { raw.set_len(n.min(raw.capacity())) };
+            raw.iter()
                 .filter(|e| e.port_num == u32::from(port))
                 .map(GidEntry::from_raw)
                 .filter(|e| !e.gid.is_zero())

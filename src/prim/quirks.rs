@@ -51,8 +51,14 @@ impl Quirks {
 
 /// The rdma-core release of the libibverbs in use: the built-in one for a
 /// static build, else read off the loaded shared object's file name
-/// (`libibverbs.so.1.14.44.0` → 44).
+/// (`libibverbs.so.1.14.44.0` → 44). Read once per process: the library
+/// loaded stays loaded.
 pub(crate) fn runtime_rdma_core_major() -> Option<u32> {
+    static MAJOR: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    *MAJOR.get_or_init(read_rdma_core_major)
+}
+
+fn read_rdma_core_major() -> Option<u32> {
     let info = crate::build_info();
     if info.is_static() {
         return info.rdma_core.split('.').next()?.parse().ok();

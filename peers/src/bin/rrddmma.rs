@@ -13,7 +13,9 @@ mod common;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use common::{die, peers_settle, report, Counting};
-use rrddmma::prim::{AccessFlags, ConnectOpts, Context, Cq, Mr, Pd, Qp, QpCaps, QpType, RecvWr, SendWr, Sge, Wc};
+use rrddmma::prim::{
+    AccessFlags, ConnectOpts, Context, Cq, Mr, Pd, Qp, QpCaps, QpType, RecvWr, SendWr, Sge, Wc, WrOpcode,
+};
 use rrddmma::wrap::{connected_rc_pair, RegisteredMem};
 
 #[global_allocator]
@@ -126,46 +128,54 @@ fn main() {
     let wl = a.workload.as_str();
     let sges32: [[Sge; 1]; 32] = std::array::from_fn(|i| [mr.sge(i * 64, 64)]);
     let mut wrs = [SendWr::write(&sges32[0], remote.at(0)); 32];
-    report(krate, &a, &empty, || {
-        for _ in 0..a.iters {
-            match wl {
-                "write1" | "read" | "faa" => {
-                    let sges = [mr.sge(0, if wl == "faa" { 8 } else { 64 })];
-                    let at = remote.at(32 * 64);
-                    let wr = match wl {
-                        "write1" => SendWr::write(&sges, at),
-                        "read" => SendWr::read(&sges, at),
-                        _ => SendWr::fetch_add(&sges, at, 1),
-                    };
-                    // SAFETY: the entries lie in `mr`, alive for the run; each
-                    // request completes before the next is posted.
-                    unsafe { p.a.post_send(&mut [wr.signaled()]) }.unwrap_or_else(|e| die("post_send", e));
-                    peers_settle(a.settle);
-                    poll(&p, 1, &empty);
+    // The workload is chosen once; each loop does only its own work.
+    report(krate, &a, &empty, || match wl {
+        "write1" | "read" | "faa" => {
+            let (len, op) = match wl {
+                "write1" => (64, WrOpcode::RDMA_WRITE),
+                "read" => (64, WrOpcode::RDMA_READ),
+                _ => (8, WrOpcode::ATOMIC_FETCH_AND_ADD),
+            };
+            for _ in 0..a.iters {
+                // Every request built per post, as the C program does.
+                let sges = [mr.sge(0, len)];
+                let at = remote.at(32 * 64);
+                let wr = match op {
+                    WrOpcode::RDMA_WRITE => SendWr::write(&sges, at),
+                    WrOpcode::RDMA_READ => SendWr::read(&sges, at),
+                    _ => SendWr::fetch_add(&sges, at, 1),
+                };
+                // SAFETY: the entries lie in `mr`, alive for the run; each
+                // request completes before the next is posted.
+                unsafe { p.a.post_send(&mut [wr.signaled()]) }.unwrap_or_else(|e| die("post_send", e));
+                peers_settle(a.settle);
+                poll(&p, 1, &empty);
+            }
+        }
+        "write32" => {
+            for _ in 0..a.iters {
+                // Every request rebuilt per post, as the C program does;
+                // the entries and the array are reused.
+                for (i, w) in wrs.iter_mut().enumerate() {
+                    *w = SendWr::write(&sges32[i], remote.at(((32 + i) * 64) as u64)).wr_id(i as u64);
                 }
-                "write32" => {
-                    // Every request rebuilt per post, as the C program does;
-                    // the entries and the array are reused.
-                    for (i, w) in wrs.iter_mut().enumerate() {
-                        *w = SendWr::write(&sges32[i], remote.at(((32 + i) * 64) as u64)).wr_id(i as u64);
-                    }
-                    wrs[31] = wrs[31].signaled();
-                    // SAFETY: as above.
-                    unsafe { p.a.post_send(&mut wrs) }.unwrap_or_else(|e| die("post_send", e));
-                    peers_settle(a.settle);
-                    poll(&p, 1, &empty);
-                }
-                _ => {
-                    let rs = [mr.sge(32 * 64, 64)];
-                    let ss = [mr.sge(0, 64)];
-                    // SAFETY: as above.
-                    unsafe { p.b.post_recv(&mut [RecvWr::new(&rs, 1)]) }.unwrap_or_else(|e| die("post_recv", e));
-                    // SAFETY: as above.
-                    unsafe { p.a.post_send(&mut [SendWr::send(&ss).signaled()]) }
-                        .unwrap_or_else(|e| die("post_send", e));
-                    peers_settle(a.settle);
-                    poll(&p, 2, &empty);
-                }
+                wrs[31] = wrs[31].signaled();
+                // SAFETY: as above.
+                unsafe { p.a.post_send(&mut wrs) }.unwrap_or_else(|e| die("post_send", e));
+                peers_settle(a.settle);
+                poll(&p, 1, &empty);
+            }
+        }
+        _ => {
+            for _ in 0..a.iters {
+                let rs = [mr.sge(32 * 64, 64)];
+                let ss = [mr.sge(0, 64)];
+                // SAFETY: as above.
+                unsafe { p.b.post_recv(&mut [RecvWr::new(&rs, 1)]) }.unwrap_or_else(|e| die("post_recv", e));
+                // SAFETY: as above.
+                unsafe { p.a.post_send(&mut [SendWr::send(&ss).signaled()]) }.unwrap_or_else(|e| die("post_send", e));
+                peers_settle(a.settle);
+                poll(&p, 2, &empty);
             }
         }
     });
