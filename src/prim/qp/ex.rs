@@ -74,6 +74,61 @@ impl fmt::Debug for WrBatch<'_> {
     }
 }
 
+/// What [`CLASSIC`]'s `wr_complete` returns: not 0 nor an errno, which the
+/// providers return.
+const NOT_EXTENDED: std::ffi::c_int = std::ffi::c_int::MIN;
+
+/// The `wr_start` and `wr_abort` entries of [`CLASSIC`].
+unsafe extern "C" fn classic_nothing(_: *mut ffi::ibv_qp_ex) {}
+
+/// The `wr_complete` entry of [`CLASSIC`].
+unsafe extern "C" fn classic_complete(_: *mut ffi::ibv_qp_ex) -> std::ffi::c_int {
+    NOT_EXTENDED
+}
+
+/// The `wr_set_sge` entry of [`CLASSIC`].
+unsafe extern "C" fn classic_set_sge(_: *mut ffi::ibv_qp_ex, _: u32, _: u64, _: u32) {}
+
+/// The extended view of every QP made without send ops ([`classic`]): no
+/// QP, only the entries every batch calls, which touch nothing, and
+/// `wr_complete` reporting [`NOT_EXTENDED`]. So [`Qp::wr_batch`] calls
+/// `wr_start` without a check of its own, as C's `ibv_wr_start` does, and
+/// a batch on such a QP panics when it is posted ([`WrBatch::complete`],
+/// [`WrBatch::post`]). The structure is never written: the one-entry methods'
+/// contract excludes such a QP (debug builds check it first).
+struct Classic(ffi::ibv_qp_ex);
+
+// SAFETY: never written, and its entries read nothing.
+unsafe impl Sync for Classic {}
+
+static CLASSIC: Classic = Classic({
+    // SAFETY: all-zero bytes are a valid `ibv_qp_ex` (null pointers, absent
+    // entries, plain integers and C lock words).
+    let mut q: ffi::ibv_qp_ex = unsafe { std::mem::zeroed() };
+    q.wr_start = Some(classic_nothing);
+    q.wr_complete = Some(classic_complete);
+    q.wr_abort = Some(classic_nothing);
+    q.wr_set_sge = Some(classic_set_sge);
+    q
+});
+
+/// The extended view of a QP made without send ops.
+pub(super) fn classic() -> NonNull<ffi::ibv_qp_ex> {
+    NonNull::from(&CLASSIC.0)
+}
+
+/// Whether `ex` is [`classic`]'s.
+fn is_classic(ex: NonNull<ffi::ibv_qp_ex>) -> bool {
+    std::ptr::eq(ex.as_ptr(), &CLASSIC.0)
+}
+
+/// The panic of a batch on a QP made without send ops.
+#[cold]
+#[inline(never)]
+fn not_extended() -> ! {
+    panic!("wr_batch on a QP without send_ops: create it with QpBuilder::send_ops")
+}
+
 /// Whether the provider set the entries every batch calls (`wr_start`,
 /// `wr_complete`, `wr_abort`) and the one-entry setter (`wr_set_sge`):
 /// checked once when the QP is made, so that the batch calls them as C's
@@ -149,16 +204,20 @@ impl Qp {
     /// Opens a batch of the extended post API (`ibv_wr_start`).
     ///
     /// # Panics
-    /// If the QP was not created with [`super::QpBuilder::send_ops`] (a
-    /// programming error).
+    /// On a QP not created with [`super::QpBuilder::send_ops`] (a
+    /// programming error): when the batch is posted ([`WrBatch::complete`])
+    /// or a request is added with [`WrBatch::post`]. The one-entry methods
+    /// ([`WrBatch::rdma_write`] and the others) require the operation's send
+    /// op, which such a QP lacks.
     ///
     /// # Safety
     /// As [`Qp::post_send`], for every request added to the batch: their
     /// memory must stay registered, alive and untouched until completion.
     #[inline]
     pub unsafe fn wr_batch(&self) -> WrBatch<'_> {
-        let ex = self.ex.expect("wr_batch on a QP without send_ops: create it with QpBuilder::send_ops");
-        // (live extended QP)
+        let ex = self.ex;
+        // (a live extended QP, or the view of one without send ops, whose
+        // entry touches nothing)
         entry!(ex.as_ptr(), wr_start());
         WrBatch { qp: self, ex }
     }
@@ -213,6 +272,9 @@ impl WrBatch<'_> {
     #[inline]
     pub(crate) fn post_with(&mut self, wr: &SendWr<'_>, address: impl FnOnce(*mut ffi::ibv_qp_ex)) -> Result<()> {
         use ffi::ibv_wr_opcode as O;
+        if is_classic(self.ex) {
+            not_extended();
+        }
         let raw = wr.as_raw();
         let q = self.ex.as_ptr();
         let inline = SendFlags::from_bits_retain(raw.send_flags).contains(SendFlags::INLINE);
@@ -389,6 +451,10 @@ impl WrBatch<'_> {
     /// send ops on UD when the QP is created, so a UD QP never has them).
     #[inline(always)]
     fn begin(&mut self, wr_id: u64, flags: SendFlags) -> *mut ffi::ibv_qp_ex {
+        debug_assert!(
+            !is_classic(self.ex),
+            "a one-entry WrBatch method on a QP without send_ops: create it with QpBuilder::send_ops"
+        );
         let q = self.ex.as_ptr();
         // SAFETY: an open batch on a live extended QP; plain fields the
         // next `ibv_wr_*` call reads.
@@ -647,6 +713,9 @@ impl WrBatch<'_> {
         // (open batch on a live extended QP; closed once)
         let rc = entry!(this.ex.as_ptr(), wr_complete());
         if rc != 0 {
+            if is_classic(this.ex) {
+                not_extended();
+            }
             return Err(Error::code("ibv_wr_complete", rc));
         }
         Ok(())

@@ -263,7 +263,7 @@ impl<'a> QpBuilder<'a> {
             // SAFETY: a QP created with send_ops_flags has an extended view.
             let ex = NonNull::new(unsafe { ffi::ibv_qp_to_qp_ex(qp.as_ptr()) });
             let ops = self.send_ops.unwrap_or_default();
-            if !ex.is_some_and(|ex| ex::batch_entries_set(ex) && ex::op_entries_set(ex, ops)) {
+            let Some(ex) = ex.filter(|&ex| ex::batch_entries_set(ex) && ex::op_entries_set(ex, ops)) else {
                 // SAFETY: just created, not shared.
                 unsafe { ffi::ibv_destroy_qp(qp.as_ptr()) };
                 return Err(Error::Unsupported {
@@ -271,14 +271,14 @@ impl<'a> QpBuilder<'a> {
                     feature: "wr_start, wr_complete, wr_abort and wr_set_sge entries, and those of the \
                               requested send ops, in the provider",
                 });
-            }
+            };
             ex
         } else {
-            None
+            ex::classic()
         };
         // MLNX_OFED 4.x libibverbs has no `ibv_qp_to_qp_ex` (nor `ibv_qp_ex`).
         #[cfg(rrddmma_mlnx_ofed4)]
-        let ex = None;
+        let ex = ex::classic();
         Ok(Qp {
             // SAFETY: made by the create verb above, owned by nothing else.
             qp: unsafe { Owned::new(qp, QpHandle::default()) },
@@ -324,8 +324,9 @@ pub struct Qp {
     /// loads no more than C's inline `ibv_post_send` does.
     post_send_fn: PostSendFn,
     post_recv_fn: PostRecvFn,
-    /// The extended view, for QPs created with send ops.
-    ex: Option<NonNull<ffi::ibv_qp_ex>>,
+    /// The extended view, for QPs created with send ops; else
+    /// [`ex::classic`].
+    ex: NonNull<ffi::ibv_qp_ex>,
     /// Created with [`SendOps::FLUSH`]: the provider's `ibv_qp_ex` has
     /// `wr_flush` (an older one refuses the flag).
     flush: bool,
@@ -379,6 +380,7 @@ impl Qp {
             ex.is_none_or(ex::batch_entries_set),
             "the provider of a driver QP has no wr_start/wr_complete/wr_abort/wr_set_sge entries"
         );
+        let ex = ex.unwrap_or_else(ex::classic);
         Qp {
             // SAFETY: the caller's contract.
             qp: unsafe { Owned::new(qp, QpHandle::default()) },
