@@ -2,7 +2,7 @@
 
 use rrddmma::prim::{Cq, Pd, Qp, QpCaps, RecvWr, SendOps, SendWr, Wc, WcOpcode, WcStatus};
 
-use crate::common::{open_device, opts, poll_one, Buf};
+use crate::common::{open_device, opts, panic_message, poll_one, Buf};
 use rrddmma::prim::QpType;
 
 fn ex_pair(pd: &Pd, cq: &Cq, caps: QpCaps) -> (Qp, Qp) {
@@ -129,12 +129,6 @@ fn dropped_batch_posts_nothing() {
     assert_eq!(b.bytes(), &[1u8; 64][..]);
 }
 
-/// The panic message of `f`, which must panic.
-fn panic_of(f: impl FnOnce()) -> String {
-    let p = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).expect_err("must panic");
-    p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_default()
-}
-
 /// A QP made without send ops opens a batch on a stand-in view whose
 /// entries touch nothing: posting the batch, or adding a request with
 /// `WrBatch::post`, panics naming the fix, dropping it does nothing, and the
@@ -152,9 +146,9 @@ fn batch_on_a_qp_without_send_ops_panics_naming_the_fix() {
     let s = [a.mr.sge(0, 64)];
     let fix = "wr_batch on a QP without send_ops: create it with QpBuilder::send_ops";
     // SAFETY: nothing reaches the device (the batch panics or is dropped).
-    assert_eq!(panic_of(|| unsafe { qa.wr_batch() }.complete().unwrap()), fix);
+    assert_eq!(panic_message(|| unsafe { qa.wr_batch() }.complete().unwrap()), fix);
     assert_eq!(
-        panic_of(|| {
+        panic_message(|| {
             // SAFETY: as above.
             let mut batch = unsafe { qa.wr_batch() };
             // SAFETY: entries in registered memory.
