@@ -156,6 +156,14 @@ fn batch_on_a_qp_without_send_ops_panics_naming_the_fix() {
         }),
         fix
     );
+    assert_eq!(
+        panic_message(|| {
+            // SAFETY: as above.
+            let mut batch = unsafe { qa.wr_batch() };
+            batch.local_inv(3, rrddmma::prim::SendFlags::empty(), b.mr.rkey());
+        }),
+        fix
+    );
     // SAFETY: as above.
     drop(unsafe { qa.wr_batch() });
     let mut wrs = [SendWr::write(&s, b.mr.remote().at(0)).wr_id(2).signaled()];

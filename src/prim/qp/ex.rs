@@ -94,7 +94,8 @@ unsafe extern "C" fn classic_set_sge(_: *mut ffi::ibv_qp_ex, _: u32, _: u64, _: 
 /// `wr_complete` reporting [`NOT_EXTENDED`]. So [`Qp::wr_batch`] calls
 /// `wr_start` without a check of its own, as C's `ibv_wr_start` does, and
 /// a batch on such a QP panics when it is posted ([`WrBatch::complete`],
-/// [`WrBatch::post`]). The structure is never written: the one-entry methods'
+/// [`WrBatch::post`] and the other checked methods). The structure is never
+/// written: those methods check for it first, and the one-entry methods'
 /// contract excludes such a QP (debug builds check it first).
 struct Classic(ffi::ibv_qp_ex);
 
@@ -206,7 +207,9 @@ impl Qp {
     /// # Panics
     /// On a QP not created with [`super::QpBuilder::send_ops`] (a
     /// programming error): when the batch is posted ([`WrBatch::complete`])
-    /// or a request is added with [`WrBatch::post`]. The one-entry methods
+    /// or a request is added with [`WrBatch::post`], [`WrBatch::bind_mw`],
+    /// [`WrBatch::local_inv`], [`WrBatch::send_inv`],
+    /// [`WrBatch::atomic_write`] or [`WrBatch::flush`]. The one-entry methods
     /// ([`WrBatch::rdma_write`] and the others) require the operation's send
     /// op, which such a QP lacks.
     ///
@@ -272,9 +275,7 @@ impl WrBatch<'_> {
     #[inline]
     pub(crate) fn post_with(&mut self, wr: &SendWr<'_>, address: impl FnOnce(*mut ffi::ibv_qp_ex)) -> Result<()> {
         use ffi::ibv_wr_opcode as O;
-        if is_classic(self.ex) {
-            not_extended();
-        }
+        self.require_extended();
         let raw = wr.as_raw();
         let q = self.ex.as_ptr();
         let inline = SendFlags::from_bits_retain(raw.send_flags).contains(SendFlags::INLINE);
@@ -449,6 +450,16 @@ impl WrBatch<'_> {
     /// Only [`WrBatch::send`] checks the QP type: a UD QP takes no RDMA,
     /// atomic, bind or invalidate operation (the providers refuse those
     /// send ops on UD when the QP is created, so a UD QP never has them).
+    /// Panics on a QP made without send ops (its stand-in view, which is
+    /// never written): the first step of every method whose contract does
+    /// not already exclude such a QP.
+    #[inline]
+    fn require_extended(&self) {
+        if is_classic(self.ex) {
+            not_extended();
+        }
+    }
+
     #[inline(always)]
     fn begin(&mut self, wr_id: u64, flags: SendFlags) -> *mut ffi::ibv_qp_ex {
         debug_assert!(
@@ -582,6 +593,7 @@ impl WrBatch<'_> {
         (offset, len): (u64, u64),
         access: AccessFlags,
     ) -> Result<RemoteMr> {
+        self.require_extended();
         assert!(
             mw.mw_type() == MwType::TYPE_2,
             "WrBatch::bind_mw binds type 2 windows; this one is {:?} (type 1: Qp::bind_mw)",
@@ -616,6 +628,7 @@ impl WrBatch<'_> {
     /// If the provider left the entry unset: a QP made without [`SendOps::LOCAL_INV`], or UD.
     #[inline]
     pub fn local_inv(&mut self, wr_id: u64, flags: SendFlags, rkey: u32) {
+        self.require_extended();
         let q = self.begin(wr_id, flags);
         // SAFETY: open batch; plain values, copied now.
         unsafe { ffi::ibv_wr_local_inv(q, rkey) };
@@ -634,6 +647,7 @@ impl WrBatch<'_> {
     /// As [`WrBatch::post`], for `sge`.
     #[inline]
     pub unsafe fn send_inv(&mut self, wr_id: u64, flags: SendFlags, sge: &Sge, rkey: u32) {
+        self.require_extended();
         let q = self.begin(wr_id, flags);
         // SAFETY: open batch; the provider copies the operation and entry now.
         unsafe {
@@ -656,6 +670,7 @@ impl WrBatch<'_> {
     /// QP, which takes no ATOMIC WRITE).
     #[inline]
     pub fn atomic_write(&mut self, wr_id: u64, flags: SendFlags, remote: RemoteAddr, value: u64) -> Result<()> {
+        self.require_extended();
         // SAFETY: live extended QP; a plain function-pointer field.
         let Some(entry) = (unsafe { (*self.ex.as_ptr()).wr_atomic_write }) else {
             return Err(Error::Unsupported { op: "ibv_wr_atomic_write", feature: "ATOMIC WRITE in the provider" });
