@@ -26,8 +26,9 @@ use crate::prim::{WcFlags, WcOpcode, WcStatus};
 const ACK_BATCH: u32 = 64;
 
 pub(crate) struct CqInner {
-    /// The extended view, when created with `ibv_create_cq_ex`.
-    ex: Option<poller::ExCq>,
+    /// The extended view, when created with `ibv_create_cq_ex`; else
+    /// [`poller::ExCq::classic`].
+    ex: poller::ExCq,
     wc_flags: WcFlagsEx,
     channel: Option<CompChannel>,
     unacked: AtomicU32,
@@ -97,7 +98,7 @@ impl fmt::Debug for Cq {
         f.debug_struct("Cq")
             .field("device", &self.inner.ctx.name())
             .field("cqe", &self.capacity())
-            .field("extended", &self.inner.ex.is_some())
+            .field("extended", &!self.inner.ex.is_classic())
             .finish()
     }
 }
@@ -262,14 +263,14 @@ impl<'a> CqBuilder<'a> {
     /// The continuation of `build` after the CQ exists.
     fn finish(self, cq: NonNull<ffi::ibv_cq>, ex: Option<NonNull<ffi::ibv_cq_ex>>, flags: WcFlagsEx) -> Result<Cq> {
         // SAFETY: `ex` is the live extended CQ just created.
-        let ex_cq = ex.and_then(|p| unsafe { poller::ExCq::new(p) });
+        let ex_cq = ex.map(|p| unsafe { poller::ExCq::new(p) });
         let inner = Arc::new(
             // SAFETY: just made by its create verb, owned by nothing else.
             unsafe {
                 Owned::new(
                     cq,
                     CqInner {
-                        ex: ex_cq,
+                        ex: ex_cq.flatten().unwrap_or_else(poller::ExCq::classic),
                         wc_flags: flags,
                         channel: self.channel.cloned(),
                         unacked: AtomicU32::new(0),
@@ -280,7 +281,7 @@ impl<'a> CqBuilder<'a> {
                 )
             },
         );
-        if ex.is_some() && inner.ex.is_none() {
+        if matches!(ex_cq, Some(None)) {
             // Dropping `inner` destroys the CQ.
             return Err(Error::Unsupported {
                 op: "ibv_create_cq_ex",
@@ -309,7 +310,7 @@ impl Cq {
                 Owned::new(
                     cq,
                     CqInner {
-                        ex: None,
+                        ex: poller::ExCq::classic(),
                         wc_flags: WcFlagsEx::default(),
                         channel: None,
                         unacked: AtomicU32::new(0),

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use rrddmma::prim::{CompChannel, Cq, Pd, QpCaps, RecvWr, SendWr, Wc, WcFlagsEx, WcOpcode, WcStatus};
 use rrddmma::wrap::connected_rc_pair;
 
-use crate::common::{open_device, opts, poll_one, Buf};
+use crate::common::{open_device, opts, panic_message, poll_one, Buf};
 
 /// Collects `n` completions through extended polling passes.
 fn collect(cq: &Cq, n: usize) -> Vec<(u64, WcStatus, WcOpcode, u32, u32)> {
@@ -54,6 +54,33 @@ fn extended_poller_drains_and_resumes_in_order() {
     }
     let mut wc = [Wc::default()];
     assert_eq!(cq.poll(&mut wc).unwrap(), 0, "classic poll agrees the CQ is empty");
+}
+
+/// A classic CQ reaches `start_poll`'s provider call through a stand-in
+/// view whose entry touches nothing; the call must still panic naming the
+/// fix, and leave the CQ and its completions to the classic poll.
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn start_poll_on_a_classic_cq_panics_naming_the_fix() {
+    let ctx = open_device();
+    let pd = Pd::alloc(&ctx).unwrap();
+    let cq = Cq::create(&ctx, 16).unwrap();
+    assert!(format!("{cq:?}").contains("extended: false"), "{cq:?}");
+    let ex = Cq::builder(&ctx, 16).extended(WcFlagsEx::default()).build().unwrap();
+    assert!(format!("{ex:?}").contains("extended: true"), "{ex:?}");
+    let (qa, _qb) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 3, &opts(&ctx)).unwrap();
+    let src = Buf::new(&pd, 64);
+    let dst = Buf::new(&pd, 64);
+    let sges = [src.mr.sge(0, 64)];
+    let mut wrs = [SendWr::write(&sges, dst.mr.remote().at(0)).wr_id(7).signaled()];
+    // SAFETY: entries in registered memory, alive until completion.
+    unsafe { qa.post_send(&mut wrs) }.unwrap();
+    for _ in 0..2 {
+        let msg = panic_message(|| cq.start_poll().map(|p| p.is_some()));
+        assert_eq!(msg, "start_poll on a classic CQ: create it with CqBuilder::extended");
+    }
+    let wc = poll_one(&cq);
+    assert_eq!((wc.wr_id(), wc.status()), (7, WcStatus::SUCCESS), "the classic poll still takes the completion");
 }
 
 #[test]

@@ -2,7 +2,7 @@
 
 use rrddmma::prim::{Cq, Pd, Qp, QpCaps, RecvWr, SendOps, SendWr, Wc, WcOpcode, WcStatus};
 
-use crate::common::{open_device, opts, poll_one, Buf};
+use crate::common::{open_device, opts, panic_message, poll_one, Buf};
 use rrddmma::prim::QpType;
 
 fn ex_pair(pd: &Pd, cq: &Cq, caps: QpCaps) -> (Qp, Qp) {
@@ -124,6 +124,53 @@ fn dropped_batch_posts_nothing() {
     let mut more = [Wc::default(); 2];
     assert_eq!(cq.poll(&mut more).unwrap(), 0, "the aborted request never completes");
     assert_eq!(b.bytes(), &[1u8; 64][..]);
+}
+
+/// A QP made without send ops opens a batch on a stand-in view whose
+/// entries touch nothing: posting the batch, or adding a request with
+/// `WrBatch::post`, panics naming the fix, dropping it does nothing, and the
+/// QP still posts the classic way.
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn batch_on_a_qp_without_send_ops_panics_naming_the_fix() {
+    let ctx = open_device();
+    let pd = Pd::alloc(&ctx).unwrap();
+    let cq = Cq::create(&ctx, 16).unwrap();
+    let (qa, _qb) = rrddmma::wrap::connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 3, &opts(&ctx)).unwrap();
+    let mut a = Buf::new(&pd, 64);
+    let mut b = Buf::new(&pd, 64);
+    a.bytes().fill(5);
+    let s = [a.mr.sge(0, 64)];
+    let fix = "wr_batch on a QP without send_ops: create it with QpBuilder::send_ops";
+    // SAFETY: nothing reaches the device (the batch panics or is dropped).
+    assert_eq!(panic_message(|| unsafe { qa.wr_batch() }.complete().unwrap()), fix);
+    assert_eq!(
+        panic_message(|| {
+            // SAFETY: as above.
+            let mut batch = unsafe { qa.wr_batch() };
+            // SAFETY: entries in registered memory.
+            let _ = unsafe { batch.post(&SendWr::write(&s, b.mr.remote().at(0)).wr_id(1).signaled()) };
+        }),
+        fix
+    );
+    assert_eq!(
+        panic_message(|| {
+            // SAFETY: as above.
+            let mut batch = unsafe { qa.wr_batch() };
+            batch.local_inv(3, rrddmma::prim::SendFlags::empty(), b.mr.rkey());
+        }),
+        fix
+    );
+    // SAFETY: as above.
+    drop(unsafe { qa.wr_batch() });
+    let mut wrs = [SendWr::write(&s, b.mr.remote().at(0)).wr_id(2).signaled()];
+    // SAFETY: entries in registered memory, alive until completion.
+    unsafe { qa.post_send(&mut wrs) }.unwrap();
+    let wc = poll_one(&cq);
+    assert_eq!((wc.wr_id(), wc.status()), (2, WcStatus::SUCCESS), "only the classic post completes");
+    let mut more = [Wc::default(); 2];
+    assert_eq!(cq.poll(&mut more).unwrap(), 0, "nothing of the batches reached the device");
+    assert_eq!(b.bytes(), &[5u8; 64][..]);
 }
 
 #[test]

@@ -27,6 +27,19 @@ impl ExCq {
         (c.start_poll.is_some() && c.next_poll.is_some() && c.end_poll.is_some()).then_some(ExCq(ptr))
     }
 
+    /// The view of a classic CQ: [`CLASSIC`], whose `start_poll` reports
+    /// [`NOT_EXTENDED`], so that [`Cq::start_poll`] makes no check of its
+    /// own before the provider's call, as C's `ibv_start_poll` makes none,
+    /// and panics on a classic CQ in its failure path.
+    pub(super) fn classic() -> ExCq {
+        ExCq(NonNull::from(&CLASSIC.0))
+    }
+
+    /// Whether this is a classic CQ's view ([`ExCq::classic`]).
+    pub(super) fn is_classic(self) -> bool {
+        std::ptr::eq(self.ptr(), &CLASSIC.0)
+    }
+
     fn ptr(self) -> *mut ffi::ibv_cq_ex {
         self.0.as_ptr()
     }
@@ -56,6 +69,40 @@ impl ExCq {
         unsafe { (*self.ptr()).end_poll.unwrap_unchecked()(self.ptr()) }
     }
 }
+
+/// What [`CLASSIC`]'s `start_poll` returns: not 0, `ENOENT`, a positive
+/// errno nor -1, which the providers return.
+const NOT_EXTENDED: std::ffi::c_int = std::ffi::c_int::MIN;
+
+/// The `start_poll` entry of [`CLASSIC`].
+unsafe extern "C" fn classic_start(_: *mut ffi::ibv_cq_ex, _: *mut ffi::ibv_poll_cq_attr) -> std::ffi::c_int {
+    NOT_EXTENDED
+}
+
+/// The `next_poll` entry of [`CLASSIC`] (never called: no pass starts).
+unsafe extern "C" fn classic_next(_: *mut ffi::ibv_cq_ex) -> std::ffi::c_int {
+    libc::ENOENT
+}
+
+/// The `end_poll` entry of [`CLASSIC`] (never called: no pass starts).
+unsafe extern "C" fn classic_end(_: *mut ffi::ibv_cq_ex) {}
+
+/// The extended view every classic CQ has ([`ExCq::classic`]): no CQ, only
+/// pass entries that touch nothing (the structure is never written).
+struct Classic(ffi::ibv_cq_ex);
+
+// SAFETY: never written, and its entries read nothing.
+unsafe impl Sync for Classic {}
+
+static CLASSIC: Classic = Classic({
+    // SAFETY: all-zero bytes are a valid `ibv_cq_ex` (null pointers, absent
+    // entries, plain integers and C lock words).
+    let mut c: ffi::ibv_cq_ex = unsafe { std::mem::zeroed() };
+    c.start_poll = Some(classic_start);
+    c.next_poll = Some(classic_next);
+    c.end_poll = Some(classic_end);
+    c
+});
 
 c_type! {
     /// Fields an extended CQ reports (`enum ibv_create_cq_wc_flags`,
@@ -141,13 +188,14 @@ impl Cq {
     /// If the CQ was not created extended ([`super::CqBuilder::extended`]).
     #[inline]
     pub fn start_poll(&self) -> Result<Option<Poller<'_>>> {
-        let ex = self.inner.ex.expect("start_poll on a classic CQ: create it with CqBuilder::extended");
+        let ex = self.inner.ex;
         let mut attr = ffi::ibv_poll_cq_attr::default();
-        // SAFETY: live extended CQ and its own entry; `attr` is valid for
-        // the call.
+        // SAFETY: live extended CQ and its own entry, or a classic CQ's
+        // view, whose entry touches nothing; `attr` is valid for the call.
         match unsafe { ex.start(&mut attr) } {
             0 => Ok(Some(Poller { cq: self, ex })),
             libc::ENOENT => Ok(None),
+            _ if ex.is_classic() => not_extended(),
             rc if rc < 0 => Err(Error::poll_failed("ibv_start_poll")),
             rc => Err(Error::code("ibv_start_poll", rc)),
         }
@@ -157,6 +205,13 @@ impl Cq {
     pub fn wc_flags(&self) -> WcFlagsEx {
         self.inner.wc_flags
     }
+}
+
+/// The panic of [`Cq::start_poll`] on a classic CQ.
+#[cold]
+#[inline(never)]
+fn not_extended() -> ! {
+    panic!("start_poll on a classic CQ: create it with CqBuilder::extended")
 }
 
 impl<'cq> Poller<'cq> {

@@ -74,6 +74,62 @@ impl fmt::Debug for WrBatch<'_> {
     }
 }
 
+/// What [`CLASSIC`]'s `wr_complete` returns: not 0 nor an errno, which the
+/// providers return.
+const NOT_EXTENDED: std::ffi::c_int = std::ffi::c_int::MIN;
+
+/// The `wr_start` and `wr_abort` entries of [`CLASSIC`].
+unsafe extern "C" fn classic_nothing(_: *mut ffi::ibv_qp_ex) {}
+
+/// The `wr_complete` entry of [`CLASSIC`].
+unsafe extern "C" fn classic_complete(_: *mut ffi::ibv_qp_ex) -> std::ffi::c_int {
+    NOT_EXTENDED
+}
+
+/// The `wr_set_sge` entry of [`CLASSIC`].
+unsafe extern "C" fn classic_set_sge(_: *mut ffi::ibv_qp_ex, _: u32, _: u64, _: u32) {}
+
+/// The extended view of every QP made without send ops ([`classic`]): no
+/// QP, only the entries every batch calls, which touch nothing, and
+/// `wr_complete` reporting [`NOT_EXTENDED`]. So [`Qp::wr_batch`] calls
+/// `wr_start` without a check of its own, as C's `ibv_wr_start` does, and
+/// a batch on such a QP panics when it is posted ([`WrBatch::complete`],
+/// [`WrBatch::post`] and the other checked methods). The structure is never
+/// written: those methods check for it first, and the one-entry methods'
+/// contract excludes such a QP (debug builds check it first).
+struct Classic(ffi::ibv_qp_ex);
+
+// SAFETY: never written, and its entries read nothing.
+unsafe impl Sync for Classic {}
+
+static CLASSIC: Classic = Classic({
+    // SAFETY: all-zero bytes are a valid `ibv_qp_ex` (null pointers, absent
+    // entries, plain integers and C lock words).
+    let mut q: ffi::ibv_qp_ex = unsafe { std::mem::zeroed() };
+    q.wr_start = Some(classic_nothing);
+    q.wr_complete = Some(classic_complete);
+    q.wr_abort = Some(classic_nothing);
+    q.wr_set_sge = Some(classic_set_sge);
+    q
+});
+
+/// The extended view of a QP made without send ops.
+pub(super) fn classic() -> NonNull<ffi::ibv_qp_ex> {
+    NonNull::from(&CLASSIC.0)
+}
+
+/// Whether `ex` is [`classic`]'s.
+pub(super) fn is_classic(ex: NonNull<ffi::ibv_qp_ex>) -> bool {
+    std::ptr::eq(ex.as_ptr(), &CLASSIC.0)
+}
+
+/// The panic of a batch on a QP made without send ops.
+#[cold]
+#[inline(never)]
+fn not_extended() -> ! {
+    panic!("wr_batch on a QP without send_ops: create it with QpBuilder::send_ops")
+}
+
 /// Whether the provider set the entries every batch calls (`wr_start`,
 /// `wr_complete`, `wr_abort`) and the one-entry setter (`wr_set_sge`):
 /// checked once when the QP is made, so that the batch calls them as C's
@@ -150,16 +206,22 @@ impl Qp {
     /// Opens a batch of the extended post API (`ibv_wr_start`).
     ///
     /// # Panics
-    /// If the QP was not created with [`super::QpBuilder::send_ops`] (a
-    /// programming error).
+    /// On a QP not created with [`super::QpBuilder::send_ops`] (a
+    /// programming error): when the batch is posted ([`WrBatch::complete`])
+    /// or a request is added with [`WrBatch::post`], [`WrBatch::bind_mw`],
+    /// [`WrBatch::local_inv`], [`WrBatch::send_inv`],
+    /// [`WrBatch::atomic_write`] or [`WrBatch::flush`]. The one-entry methods
+    /// ([`WrBatch::rdma_write`] and the others) require the operation's send
+    /// op, which such a QP lacks.
     ///
     /// # Safety
     /// As [`Qp::post_send`], for every request added to the batch: their
     /// memory must stay registered, alive and untouched until completion.
     #[inline]
     pub unsafe fn wr_batch(&self) -> WrBatch<'_> {
-        let ex = self.ex.expect("wr_batch on a QP without send_ops: create it with QpBuilder::send_ops");
-        // (live extended QP)
+        let ex = self.ex;
+        // (a live extended QP, or the view of one without send ops, whose
+        // entry touches nothing)
         entry!(ex.as_ptr(), wr_start());
         WrBatch { qp: self, ex }
     }
@@ -214,6 +276,7 @@ impl WrBatch<'_> {
     #[inline]
     pub(crate) fn post_with(&mut self, wr: &SendWr<'_>, address: impl FnOnce(*mut ffi::ibv_qp_ex)) -> Result<()> {
         use ffi::ibv_wr_opcode as O;
+        self.require_extended();
         let raw = wr.as_raw();
         let q = self.ex.as_ptr();
         let inline = SendFlags::from_bits_retain(raw.send_flags).contains(SendFlags::INLINE);
@@ -388,8 +451,22 @@ impl WrBatch<'_> {
     /// Only [`WrBatch::send`] checks the QP type: a UD QP takes no RDMA,
     /// atomic, bind or invalidate operation (the providers refuse those
     /// send ops on UD when the QP is created, so a UD QP never has them).
+    /// Panics on a QP made without send ops (its stand-in view, which is
+    /// never written): the first step of every method whose contract does
+    /// not already exclude such a QP.
+    #[inline]
+    fn require_extended(&self) {
+        if is_classic(self.ex) {
+            not_extended();
+        }
+    }
+
     #[inline(always)]
     fn begin(&mut self, wr_id: u64, flags: SendFlags) -> *mut ffi::ibv_qp_ex {
+        debug_assert!(
+            !is_classic(self.ex),
+            "a one-entry WrBatch method on a QP without send_ops: create it with QpBuilder::send_ops"
+        );
         let q = self.ex.as_ptr();
         // SAFETY: an open batch on a live extended QP; plain fields the
         // next `ibv_wr_*` call reads.
@@ -517,6 +594,7 @@ impl WrBatch<'_> {
         (offset, len): (u64, u64),
         access: AccessFlags,
     ) -> Result<RemoteMr> {
+        self.require_extended();
         assert!(
             mw.mw_type() == MwType::TYPE_2,
             "WrBatch::bind_mw binds type 2 windows; this one is {:?} (type 1: Qp::bind_mw)",
@@ -551,6 +629,7 @@ impl WrBatch<'_> {
     /// If the provider left the entry unset: a QP made without [`SendOps::LOCAL_INV`], or UD.
     #[inline]
     pub fn local_inv(&mut self, wr_id: u64, flags: SendFlags, rkey: u32) {
+        self.require_extended();
         let q = self.begin(wr_id, flags);
         // SAFETY: open batch; plain values, copied now.
         unsafe { ffi::ibv_wr_local_inv(q, rkey) };
@@ -569,6 +648,7 @@ impl WrBatch<'_> {
     /// As [`WrBatch::post`], for `sge`.
     #[inline]
     pub unsafe fn send_inv(&mut self, wr_id: u64, flags: SendFlags, sge: &Sge, rkey: u32) {
+        self.require_extended();
         let q = self.begin(wr_id, flags);
         // SAFETY: open batch; the provider copies the operation and entry now.
         unsafe {
@@ -591,6 +671,7 @@ impl WrBatch<'_> {
     /// QP, which takes no ATOMIC WRITE).
     #[inline]
     pub fn atomic_write(&mut self, wr_id: u64, flags: SendFlags, remote: RemoteAddr, value: u64) -> Result<()> {
+        self.require_extended();
         // SAFETY: live extended QP; a plain function-pointer field.
         let Some(entry) = (unsafe { (*self.ex.as_ptr()).wr_atomic_write }) else {
             return Err(Error::Unsupported { op: "ibv_wr_atomic_write", feature: "ATOMIC WRITE in the provider" });
@@ -648,6 +729,9 @@ impl WrBatch<'_> {
         // (open batch on a live extended QP; closed once)
         let rc = entry!(this.ex.as_ptr(), wr_complete());
         if rc != 0 {
+            if is_classic(this.ex) {
+                not_extended();
+            }
             return Err(Error::code("ibv_wr_complete", rc));
         }
         Ok(())

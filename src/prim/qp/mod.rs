@@ -291,7 +291,7 @@ unsafe fn adopt(
     qp: NonNull<ffi::ibv_qp>,
     send_ops: Option<SendOps>,
     op: &'static str,
-) -> Result<(PostSendFn, PostRecvFn, Option<NonNull<ffi::ibv_qp_ex>>)> {
+) -> Result<(PostSendFn, PostRecvFn, NonNull<ffi::ibv_qp_ex>)> {
     let refuse = |feature: &'static str| {
         // SAFETY: the caller's contract (owned, not shared).
         unsafe { ffi::ibv_destroy_qp(qp.as_ptr()) };
@@ -305,21 +305,21 @@ unsafe fn adopt(
         Some(ops) => {
             // SAFETY: a QP created with send_ops_flags has an extended view.
             let ex = NonNull::new(unsafe { ffi::ibv_qp_to_qp_ex(qp.as_ptr()) });
-            if !ex.is_some_and(|ex| ex::batch_entries_set(ex) && ex::op_entries_set(ex, ops)) {
+            let Some(ex) = ex.filter(|&ex| ex::batch_entries_set(ex) && ex::op_entries_set(ex, ops)) else {
                 return refuse(
                     "wr_start, wr_complete, wr_abort and wr_set_sge entries, and those of the requested send \
                      ops, in the provider",
                 );
-            }
+            };
             ex
         }
-        None => None,
+        None => ex::classic(),
     };
     // MLNX_OFED 4.x libibverbs has no `ibv_qp_to_qp_ex` (nor `ibv_qp_ex`).
     #[cfg(rrddmma_mlnx_ofed4)]
     let ex = {
         let _ = send_ops;
-        None
+        ex::classic()
     };
     Ok((post_send_fn, post_recv_fn, ex))
 }
@@ -345,8 +345,9 @@ pub struct Qp {
     /// loads no more than C's inline `ibv_post_send` does.
     post_send_fn: PostSendFn,
     post_recv_fn: PostRecvFn,
-    /// The extended view, for QPs created with send ops.
-    ex: Option<NonNull<ffi::ibv_qp_ex>>,
+    /// The extended view, for QPs created with send ops; else
+    /// [`ex::classic`].
+    ex: NonNull<ffi::ibv_qp_ex>,
     /// Created with [`SendOps::FLUSH`]: the provider's `ibv_qp_ex` has
     /// `wr_flush` (an older one refuses the flag).
     flush: bool,
@@ -426,7 +427,7 @@ impl Qp {
     /// batch entries and those of its send ops are set.
     #[cfg(not(rrddmma_mlnx_ofed4))]
     pub(crate) fn ex_view(&self) -> Option<NonNull<ffi::ibv_qp_ex>> {
-        self.ex
+        (!ex::is_classic(self.ex)).then_some(self.ex)
     }
 
     /// A QP of `qp_type` on `pd` completing on `send_cq` / `recv_cq`:
