@@ -344,3 +344,71 @@ async fn connected_through_the_rdma_cm_by_ip_address() {
         other => panic!("no listener: {other:?}"),
     }
 }
+
+/// Operations poll the CQ themselves (one poller at a time), beside the
+/// driver: on a runtime with two worker threads, tasks that await at once
+/// take each other's completions, and operations dropped right after their
+/// first poll leave their buffers in the table until a poll (theirs never)
+/// finds their completions. Every byte lands, no completion is lost and
+/// every buffer comes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+async fn operations_poll_the_cq_themselves_across_threads() {
+    const TASKS: usize = 8;
+    const EACH: usize = 50;
+    const LEN: usize = 4096;
+    let o = opts().pool_size(32 << 20);
+    let (server, client) = pair(&o).await;
+    let client = Arc::new(client);
+    let table = server.alloc_local_mr(layout(TASKS * EACH * 8)).unwrap();
+    server.send_local_mr(table).await.unwrap();
+    let remote = client.receive_remote_mr().await.unwrap();
+    let big = server.alloc_local_mr(layout(LEN)).unwrap();
+    server.send_local_mr(big).await.unwrap();
+    let big = client.receive_remote_mr().await.unwrap();
+    let free_before = client.pool().free_bytes();
+
+    let mut set = JoinSet::new();
+    for t in 0..TASKS {
+        let c = Arc::clone(&client);
+        set.spawn(async move {
+            for k in 0..EACH {
+                let i = t * EACH + k;
+                // A write dropped after its first poll, between live ones.
+                let mut junk = c.alloc_local_mr(layout(LEN)).unwrap();
+                junk.write(0, &[0xee; 8]);
+                let fut = c.write(junk, 0..LEN, big.checked_at(0, LEN as u64).unwrap());
+                tokio::pin!(fut);
+                tokio::select! {
+                    biased;
+                    _ = &mut fut => {}
+                    _ = std::future::ready(()) => {}
+                }
+                let mut src = c.alloc_local_mr(layout(8)).unwrap();
+                src.write(0, &(i as u64 + 1).to_le_bytes());
+                c.write(src, 0..8, remote.checked_at((i * 8) as u64, 8).unwrap()).await?;
+            }
+            Ok::<(), Error>(())
+        });
+    }
+    let outcome = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(r) = set.join_next().await {
+            r.unwrap().unwrap();
+        }
+    })
+    .await;
+    outcome.expect("every operation answered within 60 s");
+    let t0 = std::time::Instant::now();
+    while client.in_flight() > 0 {
+        assert!(t0.elapsed() < Duration::from_secs(30), "completions of dropped writes never came");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(client.pool().free_bytes(), free_before, "every buffer, dropped operations' too, back in the pool");
+    for i in 0..TASKS * EACH {
+        let dst = client.alloc_local_mr(layout(8)).unwrap();
+        let dst = client.read(dst, 0..8, remote.checked_at((i * 8) as u64, 8).unwrap()).await.unwrap();
+        let mut b = [0u8; 8];
+        dst.read(0, &mut b);
+        assert_eq!(u64::from_le_bytes(b), i as u64 + 1, "slot {i}");
+    }
+}
