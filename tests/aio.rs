@@ -346,12 +346,13 @@ async fn connected_through_the_rdma_cm_by_ip_address() {
 }
 
 /// Operations poll the CQ themselves (one poller at a time), beside the
-/// driver: on a runtime with two worker threads, tasks that await at once
+/// driver: operations of one endpoint awaited on two threads at once (the
+/// test's runtime and a second current-thread runtime on its own thread)
 /// take each other's completions, and operations dropped right after their
 /// first poll leave their buffers in the table until a poll (theirs never)
 /// finds their completions. Every byte lands, no completion is lost and
 /// every buffer comes back.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(flavor = "current_thread")]
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 async fn operations_poll_the_cq_themselves_across_threads() {
     const TASKS: usize = 8;
@@ -368,28 +369,43 @@ async fn operations_poll_the_cq_themselves_across_threads() {
     let big = client.receive_remote_mr().await.unwrap();
     let free_before = client.pool().free_bytes();
 
-    let mut set = JoinSet::new();
-    for t in 0..TASKS {
-        let c = Arc::clone(&client);
-        set.spawn(async move {
-            for k in 0..EACH {
-                let i = t * EACH + k;
-                // A write dropped after its first poll, between live ones.
-                let mut junk = c.alloc_local_mr(layout(LEN)).unwrap();
-                junk.write(0, &[0xee; 8]);
-                let fut = c.write(junk, 0..LEN, big.checked_at(0, LEN as u64).unwrap());
-                tokio::pin!(fut);
-                tokio::select! {
-                    biased;
-                    _ = &mut fut => {}
-                    _ = std::future::ready(()) => {}
-                }
-                let mut src = c.alloc_local_mr(layout(8)).unwrap();
-                src.write(0, &(i as u64 + 1).to_le_bytes());
-                c.write(src, 0..8, remote.checked_at((i * 8) as u64, 8).unwrap()).await?;
+    // Task `t`: EACH writes of its own slots, each after a write dropped
+    // after its first poll.
+    let task = move |c: Arc<RcEndpoint>, t: usize| async move {
+        for k in 0..EACH {
+            let i = t * EACH + k;
+            let mut junk = c.alloc_local_mr(layout(LEN)).unwrap();
+            junk.write(0, &[0xee; 8]);
+            let fut = c.write(junk, 0..LEN, big.checked_at(0, LEN as u64).unwrap());
+            tokio::pin!(fut);
+            tokio::select! {
+                biased;
+                _ = &mut fut => {}
+                _ = std::future::ready(()) => {}
             }
-            Ok::<(), Error>(())
-        });
+            let mut src = c.alloc_local_mr(layout(8)).unwrap();
+            src.write(0, &(i as u64 + 1).to_le_bytes());
+            c.write(src, 0..8, remote.checked_at((i * 8) as u64, 8).unwrap()).await?;
+        }
+        Ok::<(), Error>(())
+    };
+    // Half the tasks on a second thread with a runtime of its own.
+    let c2 = Arc::clone(&client);
+    let other = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let mut set = JoinSet::new();
+            for t in TASKS / 2..TASKS {
+                set.spawn(task(Arc::clone(&c2), t));
+            }
+            while let Some(r) = set.join_next().await {
+                r.unwrap().unwrap();
+            }
+        })
+    });
+    let mut set = JoinSet::new();
+    for t in 0..TASKS / 2 {
+        set.spawn(task(Arc::clone(&client), t));
     }
     let outcome = tokio::time::timeout(Duration::from_secs(60), async {
         while let Some(r) = set.join_next().await {
@@ -398,6 +414,10 @@ async fn operations_poll_the_cq_themselves_across_threads() {
     })
     .await;
     outcome.expect("every operation answered within 60 s");
+    tokio::task::spawn_blocking(move || other.join())
+        .await
+        .unwrap()
+        .expect("the second thread's operations all succeeded");
     let t0 = std::time::Instant::now();
     while client.in_flight() > 0 {
         assert!(t0.elapsed() < Duration::from_secs(30), "completions of dropped writes never came");
