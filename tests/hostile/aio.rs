@@ -663,11 +663,19 @@ fn regression_runtime_shut_down_with_operations_in_flight() {
             let (server, client) = (Arc::new(server.unwrap()), Arc::new(client.unwrap()));
             server.send_local_mr(server.alloc_local_mr(layout(64 << 10)).unwrap()).await.unwrap();
             let lent = client.receive_remote_mr().await.unwrap();
+            // SENDs the server has posted no receive for (RNR, retried
+            // forever): they stay in flight however fast the device is
+            // (a WRITE's completion can be there at its future's first poll).
             for _ in 0..50 {
                 let c = Arc::clone(&client);
                 let src = c.alloc_local_mr(layout(64 << 10)).unwrap();
-                tokio::spawn(async move { c.write(src, 0..64 << 10, lent.at(0)).await });
+                tokio::spawn(async move { c.send(src, 0..64 << 10).await });
             }
+            // A WRITE beside them, through the lent region (RC keeps the
+            // order: it waits behind the SENDs).
+            let c = Arc::clone(&client);
+            let src = c.alloc_local_mr(layout(64 << 10)).unwrap();
+            tokio::spawn(async move { c.write(src, 0..64 << 10, lent.at(0)).await });
             let s = Arc::clone(&server);
             tokio::spawn(async move { s.receive_local_mr().await });
             tokio::task::yield_now().await;
@@ -677,7 +685,7 @@ fn regression_runtime_shut_down_with_operations_in_flight() {
         assert!(t.elapsed() < Duration::from_secs(20));
     }
     fault_row(
-        "runtime shut down with 50 writes in flight",
+        "runtime shut down with 50 SENDs (receiver not ready) and a write in flight",
         "write, receive_local_mr",
         "no hang, no crash; next runtime serves",
     );
