@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rrddmma::prim::{AccessFlags, ConnectOpts, WcStatus};
-use rrddmma::wrap::aio::{AioOpts, Error, Listener, RcEndpoint};
+use rrddmma::wrap::aio::{AioOpts, Error, Listener, LocalMr, RcEndpoint};
 use tokio::task::JoinSet;
 
 fn opts() -> AioOpts {
@@ -27,6 +27,13 @@ async fn pair(o: &AioOpts) -> (RcEndpoint, RcEndpoint) {
 
 fn layout(n: usize) -> Layout {
     Layout::from_size_align(n, 8).unwrap()
+}
+
+/// The first `n` bytes of `mr`.
+fn bytes(mr: &LocalMr, n: usize) -> Vec<u8> {
+    let mut b = vec![0u8; n];
+    mr.read(0, &mut b);
+    b
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -433,5 +440,71 @@ async fn operations_poll_the_cq_themselves_across_threads() {
         let mut b = [0u8; 8];
         dst.read(0, &mut b);
         assert_eq!(u64::from_le_bytes(b), i as u64 + 1, "slot {i}");
+    }
+}
+
+/// A waiting operation that nothing else polls for is woken by the driver
+/// when its completion arrives, however the driver waits: armed on the
+/// completion channel and asleep (`spin_polls(0)`), after its adaptive spin
+/// (the default), or spinning (`busy_poll`). Two receives wait, one in a
+/// task of the endpoint's runtime and one on another thread with a runtime
+/// of its own; the peer sends only once both have long been pending. Then
+/// both endpoints are dropped and their tasks (driver, watch) end.
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+async fn a_lone_waiting_operation_is_woken_and_the_driver_exits() {
+    let tasks = || tokio::runtime::Handle::current().metrics().num_alive_tasks();
+    for (name, o) in
+        [("armed and asleep", opts().spin_polls(0)), ("adaptive spin", opts()), ("busy poll", opts().busy_poll(true))]
+    {
+        let before = tasks();
+        let (server, client) = pair(&o).await;
+        let client = Arc::new(client);
+        let c = Arc::clone(&client);
+        let here = tokio::spawn(async move {
+            let (got, buf) = c.recv(c.alloc_local_mr(layout(64)).unwrap()).await?;
+            Ok::<_, Error>((got, bytes(&buf, got.len)))
+        });
+        let c = Arc::clone(&client);
+        let there = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async {
+                let (got, buf) = c.recv(c.alloc_local_mr(layout(64)).unwrap()).await?;
+                Ok::<_, Error>((got, bytes(&buf, got.len)))
+            })
+        });
+        // Both receives are posted and pending, and the driver has gone
+        // idle (armed and asleep, unless it busy-polls).
+        let t0 = std::time::Instant::now();
+        while client.in_flight() < 2 {
+            assert!(t0.elapsed() < Duration::from_secs(10), "{name}: the receives were never posted");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(!here.is_finished() && !there.is_finished(), "{name}: nothing was sent yet");
+        for m in [b"late one", b"late two"] {
+            let mut src = server.alloc_local_mr(layout(8)).unwrap();
+            src.write(0, m);
+            server.send(src, 0..8).await.unwrap();
+        }
+        let here = tokio::time::timeout(Duration::from_secs(10), here)
+            .await
+            .unwrap_or_else(|_| panic!("{name}: the task's receive was never woken"))
+            .unwrap()
+            .unwrap();
+        let there = tokio::task::spawn_blocking(move || there.join()).await.unwrap().unwrap().unwrap();
+        let mut got = [here.1, there.1];
+        got.sort();
+        assert_eq!(got, [b"late one".to_vec(), b"late two".to_vec()], "{name}");
+        assert_eq!((here.0.len, here.0.imm, there.0.len), (8, None, 8), "{name}");
+        assert_eq!(client.in_flight(), 0, "{name}");
+
+        // Dropped: the driver and watch tasks of both endpoints exit.
+        drop((server, client));
+        let t0 = std::time::Instant::now();
+        while tasks() > before {
+            assert!(t0.elapsed() < Duration::from_secs(10), "{name}: {} tasks still alive", tasks() - before);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 }
