@@ -508,3 +508,48 @@ async fn a_lone_waiting_operation_is_woken_and_the_driver_exits() {
         }
     }
 }
+
+/// A task looping on operations whose completions are there at their
+/// first poll (64-byte WRITEs on loopback) still yields to the runtime
+/// (each poll spends tokio's task budget): on a current-thread runtime a
+/// timer fires and the awaiting code runs beside the loop. The runtime
+/// runs on a thread of its own, so a starved one fails the test (after
+/// 120 s) instead of hanging it.
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn a_loop_of_operations_completing_at_once_yields_to_the_runtime() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let r = rt.block_on(async {
+            let (server, client) = pair(&opts()).await;
+            server.send_local_mr(server.alloc_local_mr(layout(64)).unwrap()).await.unwrap();
+            let remote = client.receive_remote_mr().await.unwrap();
+            let client = Arc::new(client);
+            let stop = Arc::new(AtomicBool::new(false));
+            let (c, s) = (Arc::clone(&client), Arc::clone(&stop));
+            let looping = tokio::spawn(async move {
+                let mut src = c.alloc_local_mr(layout(64)).unwrap();
+                let mut n = 0u64;
+                while !s.load(Ordering::Relaxed) {
+                    src = c.write(src, 0..64, remote.at(0)).await?;
+                    n += 1;
+                }
+                Ok::<_, Error>(n)
+            });
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let early = looping.is_finished();
+            stop.store(true, Ordering::Relaxed);
+            (early, looping.await.unwrap())
+        });
+        let _ = tx.send(r);
+    });
+    let (early, n) = rx
+        .recv_timeout(Duration::from_secs(120))
+        .expect("the runtime was starved: the timer never fired while the loop of writes ran");
+    assert!(!early, "the loop ended before it was told to: {n:?}");
+    let n = n.expect("every write succeeded");
+    assert!(n > 0, "the loop ran");
+    eprintln!("{n} writes in the loop while the timer ran");
+}

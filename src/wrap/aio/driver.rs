@@ -443,12 +443,21 @@ impl Future for Completion<'_> {
     /// Drains the CQ first, unless another poller is at it: a completion
     /// that is already there is taken without the driver, a wake-up or a
     /// task switch.
+    ///
+    /// Each poll spends a unit of the task's tokio budget (as tokio's own
+    /// sockets and channels do): a loop of operations whose completions are
+    /// always there at once would otherwise never return `Pending`, and on
+    /// a current-thread runtime would starve every other task, the driver
+    /// and the timers included. With the budget spent, the poll returns
+    /// `Pending` and the task is scheduled again at once.
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         assert!(!self.done, "a Completion polled after it resolved");
+        let coop = std::task::ready!(tokio::task::coop::poll_proceed(cx));
         let shared = self.shared;
         match shared.drain(Some(self.id)) {
             Ok(Drained::Polled(_, Some(wc))) => {
                 self.done = true;
+                coop.made_progress();
                 return Poll::Ready(Ok((wc, self.buf.take())));
             }
             Ok(_) => {}
@@ -464,6 +473,7 @@ impl Future for Completion<'_> {
                 t.remove(i);
                 drop(t);
                 self.done = true;
+                coop.made_progress();
                 Poll::Ready(Ok((wc, self.buf.take())))
             }
             State::Waiting(_) if stopped => {
@@ -473,6 +483,7 @@ impl Future for Completion<'_> {
                 s.buf = self.buf.take();
                 drop(t);
                 self.done = true;
+                coop.made_progress();
                 Poll::Ready(Err(()))
             }
             State::Waiting(w) => {
