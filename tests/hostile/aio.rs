@@ -453,24 +453,24 @@ async fn regression_control_message_byte_len_is_checked() {
 #[tokio::test(flavor = "current_thread")]
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 async fn regression_silent_tcp_client_does_not_block_accept_forever() {
-    // The honest client after the silent one must finish its set-up within
-    // the same short bound: a 1 MiB pool (not the 16 MiB default) and small
-    // queues keep the set-up of both sides well inside it under emulation
-    // (with 16 MiB and a 1 s bound the server gave up on it; with 1 MiB, the
-    // default queues and both sides on one thread, it took 3.6 s in a VM on
-    // a loaded host), and the client sets up on a thread of its own.
+    // The honest client after the silent one must be served within the
+    // same bound, which counts the set-up of both sides: under emulation on
+    // a loaded host that took 3.6 to 8 s even with a 1 MiB pool and small
+    // queues, so the bound is the default 10 s (not 2 s), the pool and
+    // queues are small and the client sets up on a thread of its own (its
+    // own bound is wide: only the listener's is under test).
     let caps = QpCaps::default().max_send_wr(16).max_recv_wr(16);
-    let o = opts().setup_timeout(Duration::from_secs(2)).pool_size(1 << 20).caps(caps).cq_size(512);
+    let o = opts().setup_timeout(Duration::from_secs(10)).pool_size(1 << 20).caps(caps).cq_size(512);
     let l = Listener::bind("127.0.0.1:0", o.clone()).await.unwrap();
     let addr = l.local_addr().unwrap();
     let _silent = TcpStream::connect(addr).await.unwrap();
     let t = Instant::now();
-    let r = tokio::time::timeout(Duration::from_secs(5), l.accept()).await.expect("accept ended");
+    let r = tokio::time::timeout(Duration::from_secs(20), l.accept()).await.expect("accept ended");
     assert!(matches!(r, Err(Error::Timeout { .. })), "{r:?}");
     let took = t.elapsed();
-    assert!(took >= Duration::from_secs(2) && took < Duration::from_secs(5), "{took:?}");
+    assert!(took >= Duration::from_secs(10) && took < Duration::from_secs(15), "{took:?}");
     let t = Instant::now();
-    let oc = o.clone();
+    let oc = o.clone().setup_timeout(Duration::from_secs(60));
     let client = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async { RcEndpoint::connect(addr, &oc).await.map(drop) })
@@ -482,7 +482,7 @@ async fn regression_silent_tcp_client_does_not_block_accept_forever() {
     hostile_row(
         "silent TCP client",
         VICTIM,
-        &format!("accept: Error::Timeout in {took:.1?} (setup_timeout 2 s); next client served in {setup:.1?}"),
+        &format!("accept: Error::Timeout in {took:.1?} (setup_timeout 10 s); next client served in {setup:.1?}"),
     );
 }
 
