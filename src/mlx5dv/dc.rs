@@ -577,7 +577,9 @@ mod imp {
         dc.__bindgen_anon_1.dct_access_key = key;
         let raw = create(pd, cq, cq, Some(srq), QpCaps::default(), None, dc)?;
         // SAFETY: created just now on `pd` with this CQ and SRQ.
-        let qp = unsafe { Qp::from_parts(raw, None, QpType::DRIVER, QpCaps::default(), pd, cq, cq, Some(srq)) };
+        let qp = unsafe {
+            Qp::from_parts("mlx5dv_create_qp", raw, None, QpType::DRIVER, QpCaps::default(), pd, cq, cq, Some(srq))
+        }?;
         let av = path(pd.context(), o.port, o.gid_index, o.hop_limit, o.traffic_class, o.sl)?.flow_label(o.flow_label);
         qp.modify(&QpAttr::new(QpState::INIT).pkey_index(o.pkey_index).port(o.port).access(o.access))?;
         qp.modify(&QpAttr::new(QpState::RTR).path_mtu(o.mtu).av(&av).min_rnr_timer(o.min_rnr_timer))?;
@@ -587,14 +589,22 @@ mod imp {
     pub(super) fn create_dci(pd: &Pd, send_cq: &Cq, recv_cq: &Cq, caps: QpCaps) -> Result<Dci> {
         let dc = ffi::mlx5dv_dc_init_attr { dc_type: ffi::mlx5dv_dc_type::MLX5DV_DCTYPE_DCI, ..Default::default() };
         let raw = create(pd, send_cq, recv_cq, None, caps, Some(SendOps::BASIC), dc)?;
-        // SAFETY: `raw` is an mlx5 QP created with send ops, so it has an
-        // extended view; the mlx5 view is taken only from a non-null one.
-        let (ex, mqp) = unsafe {
-            let ex = NonNull::new(ffi::ibv_qp_to_qp_ex(raw.as_ptr()));
-            (ex, ex.and_then(|e| NonNull::new(ffi::mlx5dv_qp_ex_from_ibv_qp_ex(e.as_ptr()))))
-        };
-        // SAFETY: created just now on `pd` with these CQs.
-        let qp = unsafe { Qp::from_parts(raw, ex, QpType::DRIVER, caps, pd, send_cq, recv_cq, None) };
+        // SAFETY: created just now on `pd` with these CQs and the basic send ops.
+        let qp = unsafe {
+            Qp::from_parts(
+                "mlx5dv_create_qp",
+                raw,
+                Some(SendOps::BASIC),
+                QpType::DRIVER,
+                caps,
+                pd,
+                send_cq,
+                recv_cq,
+                None,
+            )
+        }?;
+        // SAFETY: the QP's live extended view (checked by `from_parts`).
+        let mqp = qp.ex_view().and_then(|e| NonNull::new(unsafe { ffi::mlx5dv_qp_ex_from_ibv_qp_ex(e.as_ptr()) }));
         let mqp = mqp.ok_or(Error::Unsupported { op: "mlx5dv_qp_ex_from_ibv_qp_ex", feature: "DC" })?;
         Ok(Dci { qp, mqp })
     }
@@ -692,7 +702,8 @@ mod imp {
         let caps = QpCaps { max_recv_wr: 0, max_recv_sge: 0, max_inline_data: attr.cap.max_inline_data, ..caps };
         let qp_type = QpType::from_raw(x::IBV_EXP_QPT_DC_INI);
         // SAFETY: created just now on `pd` with these CQs.
-        Ok(Dci { qp: unsafe { Qp::from_parts(qp, None, qp_type, caps, pd, send_cq, recv_cq, None) } })
+        let qp = unsafe { Qp::from_parts("ibv_exp_create_qp", qp, None, qp_type, caps, pd, send_cq, recv_cq, None) }?;
+        Ok(Dci { qp })
     }
 
     /// RESET → INIT: P_Key index, port and the DC key (`IBV_EXP_QP_DC_KEY`).

@@ -520,8 +520,10 @@ impl ExpQp {
         let qp = unsafe { x::ibv_exp_create_qp(ctx.as_ptr(), &mut attr) };
         let qp = NonNull::new(qp).ok_or_else(|| last("ibv_exp_create_qp"))?;
         let caps = QpCaps { max_inline_data: attr.cap.max_inline_data, ..caps };
+        let rc = QpType::RC;
         // SAFETY: created just now on `pd` with these CQs.
-        Ok(ExpQp { qp: unsafe { Qp::from_parts(qp, None, QpType::RC, caps, pd, send_cq, recv_cq, None) } })
+        let qp = unsafe { Qp::from_parts("ibv_exp_create_qp", qp, None, rc, caps, pd, send_cq, recv_cq, None) }?;
+        Ok(ExpQp { qp })
     }
 
     /// The QP, to connect and to post ordinary requests on.

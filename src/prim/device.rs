@@ -312,10 +312,19 @@ impl Context {
     /// `ibv_query_gid_table(3)` (one call for the whole table; MLNX_OFED
     /// 4.x, which lacks it, gets an empty table)
     pub fn gid_table(&self, port: u8) -> Result<Vec<GidEntry>> {
+        let mut table = Vec::new();
+        self.each_gid(port, |e| table.push(e))?;
+        table.sort_by_key(|e| e.index);
+        Ok(table)
+    }
+
+    /// Calls `f` with each valid entry of `port`'s GID table, in the order
+    /// the library returns them (one buffer, one `ibv_query_gid_table` call).
+    fn each_gid(&self, port: u8, mut f: impl FnMut(GidEntry)) -> Result<()> {
         #[cfg(rrddmma_mlnx_ofed4)]
         {
-            let _ = port;
-            Ok(Vec::new())
+            let _ = (port, &mut f);
+            Ok(())
         }
         #[cfg(not(rrddmma_mlnx_ofed4))]
         {
@@ -337,14 +346,13 @@ impl Context {
             let Ok(n) = usize::try_from(n) else {
                 return Err(Error::code("ibv_query_gid_table", i32::try_from(n).unwrap_or(-libc::EIO)));
             };
-            let mut table: Vec<GidEntry> = raw[..n.min(raw.len())]
+            raw[..n.min(raw.len())]
                 .iter()
                 .filter(|e| e.port_num == u32::from(port))
                 .map(GidEntry::from_raw)
                 .filter(|e| !e.gid.is_zero())
-                .collect();
-            table.sort_by_key(|e| e.index);
-            Ok(table)
+                .for_each(&mut f);
+            Ok(())
         }
     }
 
@@ -371,10 +379,19 @@ impl Context {
     /// Address handles and QP attributes take the index as a `u8`; a RoCE v2
     /// entry past index 255 is passed over.
     pub fn roce_v2_gid_index(&self, port: u8) -> Result<u8> {
-        let table = self.gid_table(port)?;
-        let v2 = || table.iter().filter(|e| e.gid_type == GidType::ROCE_V2 && e.index <= u32::from(u8::MAX));
-        let index = v2().find(|e| e.ipv4().is_some()).or_else(|| v2().next()).map_or(0, |e| e.index);
-        Ok(u8::try_from(index).unwrap_or(0))
+        // The lowest index of a usable RoCE v2 entry mapping IPv4, and of any
+        // usable RoCE v2 entry (the table is not asked for in index order).
+        let (mut ipv4, mut any) = (None::<u32>, None::<u32>);
+        self.each_gid(port, |e| {
+            if e.gid_type == GidType::ROCE_V2 && e.index <= u32::from(u8::MAX) {
+                let lower = |best: Option<u32>| Some(best.map_or(e.index, |b| b.min(e.index)));
+                any = lower(any);
+                if e.ipv4().is_some() {
+                    ipv4 = lower(ipv4);
+                }
+            }
+        })?;
+        Ok(u8::try_from(ipv4.or(any).unwrap_or(0)).unwrap_or(0))
     }
 }
 

@@ -101,10 +101,7 @@ fn extended_post_and_poll_allocate_nothing() {
             .unwrap()
     };
     let (qa, qb) = (build(), build());
-    let gi = o.gid_index_on(pd.context()).unwrap();
-    let (ea, eb) = (qa.endpoint(1, gi, 1).unwrap(), qb.endpoint(1, gi, 2).unwrap());
-    qa.connect(&eb, ea.psn, &o).unwrap();
-    qb.connect(&ea, eb.psn, &o).unwrap();
+    crate::common::connect_pair(&qa, &qb, &o, (1, 2));
     let a = crate::common::Buf::new(&pd, BATCH * 64);
     let b = crate::common::Buf::new(&pd, BATCH * 64);
     let sges: [[Sge; 1]; BATCH] = std::array::from_fn(|i| [a.mr.sge(i * 64, 64)]);

@@ -127,6 +127,29 @@ pub fn opts(_ctx: &Context) -> ConnectOpts {
     ConnectOpts::default().access(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC)
 }
 
+/// Connects `qa` and `qb` to each other through `o` (port, GID, access),
+/// with start PSNs `psn_a` and `psn_b`.
+pub fn connect_pair(qa: &Qp, qb: &Qp, o: &ConnectOpts, (psn_a, psn_b): (u32, u32)) {
+    let gi = o.gid_index_on(qa.pd().context()).expect("the GID index of the connect options");
+    let port = o.get_port();
+    let ea = qa.endpoint(port, gi, psn_a).expect("endpoint a");
+    let eb = qb.endpoint(port, gi, psn_b).expect("endpoint b");
+    qa.connect(&eb, ea.psn, o).expect("connect a to b");
+    qb.connect(&ea, eb.psn, o).expect("connect b to a");
+}
+
+/// The running kernel's release (`uname -r`).
+pub fn kernel() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string()
+}
+
+/// The running kernel's (major, minor).
+pub fn kernel_version() -> (u32, u32) {
+    let r = kernel();
+    let mut it = r.split(['.', '-', '+']).map(|x| x.parse::<u32>().unwrap_or(0));
+    (it.next().unwrap_or(0), it.next().unwrap_or(0))
+}
+
 /// The message of the panic `f` must raise (a programming error the
 /// library refuses before any call).
 pub fn panic_message<R>(f: impl FnOnce() -> R) -> String {

@@ -30,6 +30,11 @@ fn port_speed_width_and_gid_table() {
     let whole: Vec<_> = table.iter().map(|e| (e.index, e.gid, e.gid_type, e.netdev())).collect();
     assert_eq!(whole, one_by_one, "ibv_query_gid_table and ibv_query_gid_ex disagree");
     let idx = ctx.roce_v2_gid_index(1).unwrap();
+    // The documented rule, applied to the table in index order: the first
+    // RoCE v2 entry mapping IPv4, else the first RoCE v2 entry, else 0.
+    let v2 = || table.iter().filter(|e| e.gid_type == GidType::ROCE_V2 && e.index <= 255);
+    let rule = v2().find(|e| e.ipv4().is_some()).or_else(|| v2().next()).map_or(0, |e| e.index);
+    assert_eq!(u32::from(idx), rule, "roce_v2_gid_index against its rule over {table:?}");
     let chosen = ctx.query_gid_entry(1, u32::from(idx)).unwrap();
     if port.is_ethernet() {
         assert_eq!(chosen.gid_type, GidType::ROCE_V2, "{chosen:?}");

@@ -33,10 +33,7 @@ fn write_through(ctx: &Context, pd_a: &Pd, cq_a: &Cq, qa: &Qp, pd_b: &Pd) {
     let cq_b = Cq::create(ctx, 16).unwrap();
     let qb = Qp::builder(pd_b, rrddmma::prim::QpType::RC, &cq_b, &cq_b).build().unwrap();
     let o = opts(ctx);
-    let gid = o.gid_index_on(ctx).unwrap();
-    let (ea, eb) = (qa.endpoint(o.get_port(), gid, 100).unwrap(), qb.endpoint(o.get_port(), gid, 200).unwrap());
-    qa.connect(&eb, ea.psn, &o).unwrap();
-    qb.connect(&ea, eb.psn, &o).unwrap();
+    crate::common::connect_pair(qa, &qb, &o, (100, 200));
     let mut src = Buf::new(pd_a, 256);
     let mut dst = Buf::new(pd_b, 256);
     for (i, b) in src.bytes().iter_mut().enumerate() {

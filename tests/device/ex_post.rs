@@ -10,10 +10,7 @@ fn ex_pair(pd: &Pd, cq: &Cq, caps: QpCaps) -> (Qp, Qp) {
     let o = opts(ctx);
     let build = || Qp::builder(pd, QpType::RC, cq, cq).caps(caps).send_ops(SendOps::BASIC).build().unwrap();
     let (a, b) = (build(), build());
-    let gi = o.gid_index_on(pd.context()).unwrap();
-    let (ea, eb) = (a.endpoint(1, gi, 100).unwrap(), b.endpoint(1, gi, 200).unwrap());
-    a.connect(&eb, ea.psn, &o).unwrap();
-    b.connect(&ea, eb.psn, &o).unwrap();
+    crate::common::connect_pair(&a, &b, &o, (100, 200));
     (a, b)
 }
 

@@ -9,21 +9,11 @@ use rrddmma::prim::{
     WcOpcode, WcStatus,
 };
 
-use crate::common::{open_device, poll_one, Buf};
+use crate::common::{connect_pair, kernel, kernel_version, open_device, poll_one, Buf};
 use crate::userspace::userspace;
 
 /// `IB_UVERBS_DEVICE_FLUSH_GLOBAL | IB_UVERBS_DEVICE_FLUSH_PERSISTENT`.
 const DEVICE_FLUSH: u64 = (1 << 38) | (1 << 39);
-
-fn kernel() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string()
-}
-
-fn kernel_version() -> (u32, u32) {
-    let r = kernel();
-    let mut it = r.split(['.', '-', '+']).map(|x| x.parse::<u32>().unwrap_or(0));
-    (it.next().unwrap_or(0), it.next().unwrap_or(0))
-}
 
 #[test]
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
@@ -56,10 +46,7 @@ fn flush_after_write_completes_and_the_data_is_there_or_is_unsupported() {
     // The responder QP must allow FLUSH too (rxe checks the QP's access
     // flags for the placement type, then the region's).
     let o = ConnectOpts::default().access(AccessFlags::REMOTE_WRITE | AccessFlags::FLUSH_GLOBAL);
-    let gi = o.gid_index_on(&ctx).unwrap();
-    let (ea, eb) = (qa.endpoint(1, gi, 21).unwrap(), qb.endpoint(1, gi, 22).unwrap());
-    qa.connect(&eb, ea.psn, &o).unwrap();
-    qb.connect(&ea, eb.psn, &o).unwrap();
+    connect_pair(&qa, &qb, &o, (21, 22));
 
     // The target region takes FLUSH to global visibility.
     let mut target = vec![0u8; 4096].into_boxed_slice();

@@ -29,10 +29,7 @@ fn pair(ctx: &Context) -> Pair {
     let b = Qp::builder(&pd, QpType::RC, &cq_b, &cq_b).send_ops(SendOps::BASIC | SendOps::BIND_MW | SendOps::LOCAL_INV);
     let b = b.build().expect("an extended QP with BIND_MW and LOCAL_INV");
     let o = ConnectOpts::default().access(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ);
-    let gi = o.gid_index_on(ctx).unwrap();
-    let (ea, eb) = (a.endpoint(1, gi, 21).unwrap(), b.endpoint(1, gi, 22).unwrap());
-    a.connect(&eb, ea.psn, &o).unwrap();
-    b.connect(&ea, eb.psn, &o).unwrap();
+    crate::common::connect_pair(&a, &b, &o, (21, 22));
     Pair { pd, cq_a, cq_b, a, b }
 }
 

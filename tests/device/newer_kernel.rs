@@ -15,17 +15,13 @@ use rrddmma::bindings as ffi;
 use rrddmma::prim::{AccessFlags, Cq, Error, Mr, Pd, QpCaps, SendWr, WcOpcode, WcStatus};
 use rrddmma::wrap::connected_rc_pair;
 
-use crate::common::{open_device, opts, poll_one, Buf};
+use crate::common::{connect_pair, kernel, kernel_version, open_device, opts, poll_one, Buf};
 
 /// Big enough that the allocator maps fresh pages and leaves them untouched.
 const ODP_LEN: usize = 1 << 20;
 const PAGE: usize = 4096;
 /// One packet at the default path MTU (1024).
 const PACKET: u32 = 1024;
-
-fn kernel() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string()
-}
 
 /// What the harness says this kernel's rxe must do, if it says.
 fn expect_odp() -> Option<bool> {
@@ -118,13 +114,6 @@ fn odp_region_takes_write_read_and_atomic_on_pages_never_touched() {
     eprintln!("odp: WRITE, READ and FETCH_ADD through untouched pages on {} under kernel {}", ctx.name(), kernel());
 }
 
-/// The running kernel's (major, minor).
-fn kernel_version() -> (u32, u32) {
-    let r = kernel();
-    let mut it = r.split(['.', '-', '+']).map(|x| x.parse::<u32>().unwrap_or(0));
-    (it.next().unwrap_or(0), it.next().unwrap_or(0))
-}
-
 #[test]
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn atomic_write_places_eight_bytes_or_is_unsupported() {
@@ -153,10 +142,7 @@ fn atomic_write_places_eight_bytes_or_is_unsupported() {
     let qa = built.expect("an extended QP with ATOMIC WRITE on a device that reports it");
     let qb = Qp::builder(&pd, QpType::RC, &cq, &cq).build().unwrap();
     let o = ConnectOpts::default().access(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ);
-    let gi = o.gid_index_on(&ctx).unwrap();
-    let (ea, eb) = (qa.endpoint(1, gi, 11).unwrap(), qb.endpoint(1, gi, 12).unwrap());
-    qa.connect(&eb, ea.psn, &o).unwrap();
-    qb.connect(&ea, eb.psn, &o).unwrap();
+    connect_pair(&qa, &qb, &o, (11, 12));
     let mut target = Buf::new(&pd, 4096);
     target.bytes().fill(0xab);
     let value = 0x0123_4567_89ab_cdef_u64;

@@ -165,10 +165,7 @@ fn uc_write_and_send() {
     let qa = Qp::builder(&pd, uc, &cq, &cq).build().unwrap();
     let qb = Qp::builder(&pd, uc, &cq, &cq).build().unwrap();
     let o = crate::common::opts(&ctx).access(rrddmma::prim::AccessFlags::REMOTE_WRITE);
-    let gi = o.gid_index_on(pd.context()).unwrap();
-    let (ea, eb) = (qa.endpoint(1, gi, 11).unwrap(), qb.endpoint(1, gi, 22).unwrap());
-    qa.connect(&eb, ea.psn, &o).unwrap();
-    qb.connect(&ea, eb.psn, &o).unwrap();
+    crate::common::connect_pair(&qa, &qb, &o, (11, 22));
     assert_eq!(qa.query_state().unwrap(), QpState::RTS);
     let mut a = crate::common::Buf::new(&pd, 256);
     let mut b = crate::common::Buf::new(&pd, 256);

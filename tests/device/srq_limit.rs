@@ -18,11 +18,7 @@ fn srq_limit_event_fires_once_below_the_armed_limit() {
     let qa = Qp::builder(&lb.pd, QpType::RC, &cq, &cq).build().unwrap();
     let qb = Qp::builder(&lb.pd, QpType::RC, &cq, &cq).srq(&srq).build().unwrap();
     let opts = ConnectOpts::default();
-    let gi = opts.gid_index_on(&lb.ctx).unwrap();
-    let ea = qa.endpoint(1, gi, 5).unwrap();
-    let eb = qb.endpoint(1, gi, 6).unwrap();
-    qa.connect(&eb, ea.psn, &opts).unwrap();
-    qb.connect(&ea, eb.psn, &opts).unwrap();
+    crate::common::connect_pair(&qa, &qb, &opts, (5, 6));
     // Drain what came before.
     while lb.ctx.async_event(Some(Duration::from_millis(100))).unwrap().is_some() {}
 

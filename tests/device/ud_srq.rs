@@ -57,11 +57,7 @@ fn srq_receives_for_a_qp_attached_to_it() {
     let qa = Qp::builder(&lb.pd, rc, &cq, &cq).build().unwrap();
     let qb = Qp::builder(&lb.pd, rc, &cq, &cq).srq(&srq).build().unwrap();
     let opts = rrddmma::prim::ConnectOpts::default();
-    let gi = opts.gid_index_on(&lb.ctx).unwrap();
-    let ea = qa.endpoint(1, gi, 5).unwrap();
-    let eb = qb.endpoint(1, gi, 6).unwrap();
-    qa.connect(&eb, ea.psn, &opts).unwrap();
-    qb.connect(&ea, eb.psn, &opts).unwrap();
+    crate::common::connect_pair(&qa, &qb, &opts, (5, 6));
 
     let r1 = [lb.mr_b.sge(0, 64)];
     let r2 = [lb.mr_b.sge(64, 64)];

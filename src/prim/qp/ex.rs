@@ -78,6 +78,7 @@ impl fmt::Debug for WrBatch<'_> {
 /// `wr_complete`, `wr_abort`) and the one-entry setter (`wr_set_sge`):
 /// checked once when the QP is made, so that the batch calls them as C's
 /// inline `ibv_wr_*` functions do, without a null check per call.
+#[cfg(not(rrddmma_mlnx_ofed4))]
 pub(super) fn batch_entries_set(ex: NonNull<ffi::ibv_qp_ex>) -> bool {
     // SAFETY: a live extended QP's function table (plain reads).
     let q = unsafe { ex.as_ref() };

@@ -198,15 +198,15 @@ impl<'a> QpBuilder<'a> {
         let dev = self.pd.context().query_device()?;
         let limit = |v: i32| u32::try_from(v).unwrap_or(0);
         let c = &self.caps;
-        let mut checks = vec![
+        // The receive side only without an SRQ (which holds the receives).
+        let checks = [
             ("max_send_wr", c.max_send_wr, limit(dev.max_qp_wr)),
             ("max_send_sge", c.max_send_sge, limit(dev.max_sge)),
+            ("max_recv_wr", c.max_recv_wr, limit(dev.max_qp_wr)),
+            ("max_recv_sge", c.max_recv_sge, limit(dev.max_sge)),
         ];
-        if self.srq.is_none() {
-            checks.push(("max_recv_wr", c.max_recv_wr, limit(dev.max_qp_wr)));
-            checks.push(("max_recv_sge", c.max_recv_sge, limit(dev.max_sge)));
-        }
-        for (what, asked, limit) in checks {
+        let own_receives = if self.srq.is_none() { 4 } else { 2 };
+        for &(what, asked, limit) in &checks[..own_receives] {
             if asked > limit {
                 return Err(Error::CapExceeded { what, asked: u64::from(asked), limit: u64::from(limit) });
             }
@@ -253,32 +253,8 @@ impl<'a> QpBuilder<'a> {
         let extended = self.send_ops.is_some() || self.xrcd.is_some();
         let op = if extended { "ibv_create_qp_ex" } else { "ibv_create_qp" };
         let qp = NonNull::new(qp).ok_or_else(|| crate::prim::flush::refused(Error::last(op), self.send_ops))?;
-        let Some((post_send_fn, post_recv_fn)) = post_ops(qp) else {
-            // SAFETY: just created, not shared.
-            unsafe { ffi::ibv_destroy_qp(qp.as_ptr()) };
-            return Err(Error::Unsupported { op, feature: "post_send and post_recv entries in the provider" });
-        };
-        #[cfg(not(rrddmma_mlnx_ofed4))]
-        let ex = if self.send_ops.is_some() {
-            // SAFETY: a QP created with send_ops_flags has an extended view.
-            let ex = NonNull::new(unsafe { ffi::ibv_qp_to_qp_ex(qp.as_ptr()) });
-            let ops = self.send_ops.unwrap_or_default();
-            if !ex.is_some_and(|ex| ex::batch_entries_set(ex) && ex::op_entries_set(ex, ops)) {
-                // SAFETY: just created, not shared.
-                unsafe { ffi::ibv_destroy_qp(qp.as_ptr()) };
-                return Err(Error::Unsupported {
-                    op,
-                    feature: "wr_start, wr_complete, wr_abort and wr_set_sge entries, and those of the \
-                              requested send ops, in the provider",
-                });
-            }
-            ex
-        } else {
-            None
-        };
-        // MLNX_OFED 4.x libibverbs has no `ibv_qp_to_qp_ex` (nor `ibv_qp_ex`).
-        #[cfg(rrddmma_mlnx_ofed4)]
-        let ex = None;
+        // SAFETY: made by the create verb above, owned by nothing else.
+        let (post_send_fn, post_recv_fn, ex) = unsafe { adopt(qp, self.send_ops, op) }?;
         Ok(Qp {
             // SAFETY: made by the create verb above, owned by nothing else.
             qp: unsafe { Owned::new(qp, QpHandle::default()) },
@@ -302,6 +278,51 @@ impl<'a> QpBuilder<'a> {
 
 type PostSendFn = unsafe extern "C" fn(*mut ffi::ibv_qp, *mut ffi::ibv_send_wr, *mut *mut ffi::ibv_send_wr) -> i32;
 type PostRecvFn = unsafe extern "C" fn(*mut ffi::ibv_qp, *mut ffi::ibv_recv_wr, *mut *mut ffi::ibv_recv_wr) -> i32;
+
+/// Takes a QP just created: its provider's post entries, and with
+/// `send_ops` its extended view, whose batch entries and the entries of the
+/// asked send ops must be set. On a missing entry the QP is destroyed and
+/// the error is a typed `Unsupported` naming `op` (the create verb).
+///
+/// # Safety
+/// `qp` is live, owned by the caller and shared with nobody; with
+/// `send_ops` it was created with those send-op flags.
+unsafe fn adopt(
+    qp: NonNull<ffi::ibv_qp>,
+    send_ops: Option<SendOps>,
+    op: &'static str,
+) -> Result<(PostSendFn, PostRecvFn, Option<NonNull<ffi::ibv_qp_ex>>)> {
+    let refuse = |feature: &'static str| {
+        // SAFETY: the caller's contract (owned, not shared).
+        unsafe { ffi::ibv_destroy_qp(qp.as_ptr()) };
+        Err(Error::Unsupported { op, feature })
+    };
+    let Some((post_send_fn, post_recv_fn)) = post_ops(qp) else {
+        return refuse("post_send and post_recv entries in the provider");
+    };
+    #[cfg(not(rrddmma_mlnx_ofed4))]
+    let ex = match send_ops {
+        Some(ops) => {
+            // SAFETY: a QP created with send_ops_flags has an extended view.
+            let ex = NonNull::new(unsafe { ffi::ibv_qp_to_qp_ex(qp.as_ptr()) });
+            if !ex.is_some_and(|ex| ex::batch_entries_set(ex) && ex::op_entries_set(ex, ops)) {
+                return refuse(
+                    "wr_start, wr_complete, wr_abort and wr_set_sge entries, and those of the requested send \
+                     ops, in the provider",
+                );
+            }
+            ex
+        }
+        None => None,
+    };
+    // MLNX_OFED 4.x libibverbs has no `ibv_qp_to_qp_ex` (nor `ibv_qp_ex`).
+    #[cfg(rrddmma_mlnx_ofed4)]
+    let ex = {
+        let _ = send_ops;
+        None
+    };
+    Ok((post_send_fn, post_recv_fn, ex))
+}
 
 /// The provider's post entries of a live QP, if both are set.
 fn post_ops(qp: NonNull<ffi::ibv_qp>) -> Option<(PostSendFn, PostRecvFn)> {
@@ -357,35 +378,37 @@ impl fmt::Debug for Qp {
 }
 
 impl Qp {
-    /// A QP created elsewhere in the crate (mlx5dv DC).
+    /// A QP created elsewhere in the crate (mlx5dv DC, MLNX_OFED 4.x),
+    /// checked as [`QpBuilder::build`] checks its own (the provider's post
+    /// entries, and with `send_ops` its extended view's entries); destroyed
+    /// when a check fails.
     ///
     /// # Safety
-    /// `qp` must be a live QP created on `pd` with these CQs and SRQ, owned
-    /// by the result (destroyed on its drop); `ex` its extended view if any.
+    /// `qp` must be a live QP created on `pd` with these CQs and SRQ (and,
+    /// with `send_ops`, created with those send-op flags), owned by the
+    /// result (destroyed on its drop, or here on an error). `op` names the
+    /// create verb in the error.
     #[allow(clippy::too_many_arguments)]
     pub(crate) unsafe fn from_parts(
+        op: &'static str,
         qp: NonNull<ffi::ibv_qp>,
-        ex: Option<NonNull<ffi::ibv_qp_ex>>,
+        send_ops: Option<SendOps>,
         qp_type: QpType,
         caps: QpCaps,
         pd: &Pd,
         send_cq: &Cq,
         recv_cq: &Cq,
         srq: Option<&Srq>,
-    ) -> Qp {
-        let (post_send_fn, post_recv_fn) =
-            post_ops(qp).expect("the provider of a driver QP has no post_send/post_recv entries");
-        assert!(
-            ex.is_none_or(ex::batch_entries_set),
-            "the provider of a driver QP has no wr_start/wr_complete/wr_abort/wr_set_sge entries"
-        );
-        Qp {
+    ) -> Result<Qp> {
+        // SAFETY: the caller's contract.
+        let (post_send_fn, post_recv_fn, ex) = unsafe { adopt(qp, send_ops, op) }?;
+        Ok(Qp {
             // SAFETY: the caller's contract.
             qp: unsafe { Owned::new(qp, QpHandle::default()) },
             post_send_fn,
             post_recv_fn,
             ex,
-            flush: false,
+            flush: send_ops.is_some_and(|o| o.contains(SendOps::FLUSH)),
             quirks: pd.context().quirks(),
             qp_type,
             state: AtomicU32::new(QpState::RESET.to_raw()),
@@ -396,7 +419,14 @@ impl Qp {
             _recv_cq: recv_cq.clone(),
             _srq: srq.cloned(),
             _xrcd: None,
-        }
+        })
+    }
+
+    /// The extended view (`ibv_qp_ex`), for QPs created with send ops; its
+    /// batch entries and those of its send ops are set.
+    #[cfg(not(rrddmma_mlnx_ofed4))]
+    pub(crate) fn ex_view(&self) -> Option<NonNull<ffi::ibv_qp_ex>> {
+        self.ex
     }
 
     /// A QP of `qp_type` on `pd` completing on `send_cq` / `recv_cq`:
