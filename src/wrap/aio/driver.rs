@@ -1,53 +1,199 @@
-//! The completion driver: one task per endpoint, polling its CQ and waking
-//! the operations whose requests completed.
+//! The completion path: the table of requests in flight (a slab indexed by
+//! `wr_id`), the CQ drain that hands each completion to its request, the
+//! future an operation awaits (it drains the CQ itself when polled), and
+//! the driver task, which drains when no operation does and sleeps on the
+//! completion channel.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll, Waker};
 
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
-use tokio::sync::{oneshot, watch, Notify};
+use tokio::sync::{watch, Notify};
 
 use super::pool::LocalMr;
 use crate::prim::{CompChannel, Cq, Qp, QpAttr, QpState, Wc};
 
-/// What a request in flight keeps alive until its completion.
-pub(crate) struct Pending {
-    pub tx: oneshot::Sender<(Wc, Option<LocalMr>)>,
-    /// The buffer the device may access until the completion.
-    pub buf: Option<LocalMr>,
+/// Where a request in flight stands.
+enum State {
+    /// Not in use; the next free slot's index ([`NO_SLOT`] for none).
+    Free(u32),
+    /// Posted; the waker of the operation awaiting it, once it was polled.
+    Waiting(Option<Waker>),
+    /// Completed; the operation has not collected it yet.
+    Done(Wc),
+    /// Posted, and its operation was dropped: the slot holds the buffer
+    /// until the completion arrives, then frees both.
+    Abandoned,
+}
+
+/// One request in flight.
+struct Slot {
+    /// Bumped each time the slot is freed: part of the `wr_id`, so a
+    /// completion can only ever match the request it was posted for.
+    gen: u32,
+    state: State,
+    /// The buffer of an abandoned request (the device may access it until
+    /// the completion); a live operation's future holds its own.
+    buf: Option<LocalMr>,
     /// A send-queue request (it may touch the peer's memory), not a receive.
-    pub sq: bool,
+    sq: bool,
+    /// Order of registration ([`Shared::mark`]).
+    seq: u64,
 }
 
-/// The requests in flight, and whether the driver has stopped taking them.
-#[derive(Default)]
+const NO_SLOT: u32 = u32::MAX;
+/// The generation's bits in a `wr_id` (bits 32..63; bit 63 is [`CONTROL_BIT`]).
+const GEN_MASK: u32 = 0x7fff_ffff;
+/// Completions polled at once.
+const BATCH: usize = 16;
+
+/// The requests in flight, the CQ's poll buffer, and whether the driver
+/// has stopped taking requests.
 pub(crate) struct Table {
-    pub map: HashMap<u64, Pending, std::hash::BuildHasherDefault<IdHash>>,
-    /// Set (under the lock) when the driver has exited or failed: nothing
-    /// inserted afterwards would ever be answered, so nothing is.
-    pub stopped: bool,
+    slots: Vec<Slot>,
+    /// Head of the free slots' list.
+    free: u32,
+    /// Requests posted whose completion has not arrived (abandoned ones included).
+    pending: usize,
+    /// Requests registered so far ([`Slot::seq`]).
+    seq: u64,
+    /// Set when the driver has exited or failed: nothing registered
+    /// afterwards would ever be answered, so nothing is.
+    stopped: bool,
+    /// A poller is handing completions over with the lock released (waking
+    /// operations, running the control protocol): nobody else polls the
+    /// CQ meanwhile, so completions are handed over in the CQ's order.
+    polling: bool,
+    /// What the CQ is polled into.
+    wcs: [Wc; BATCH],
+    /// Wakers and control completions of a batch, handed over once the lock
+    /// is released (kept here for their capacity).
+    wake: Vec<Waker>,
+    control: Vec<Wc>,
 }
 
-/// Completions of the control QP's receives go to `on_control`.
+impl Table {
+    fn new() -> Table {
+        Table {
+            slots: Vec::new(),
+            free: NO_SLOT,
+            pending: 0,
+            seq: 0,
+            stopped: false,
+            polling: false,
+            wcs: [Wc::default(); BATCH],
+            wake: Vec::new(),
+            control: Vec::new(),
+        }
+    }
+
+    /// A slot for a request about to be posted; its `wr_id`.
+    fn insert(&mut self, sq: bool) -> u64 {
+        let seq = self.seq;
+        self.seq += 1;
+        self.pending += 1;
+        let i = match self.free {
+            NO_SLOT => {
+                let i = u32::try_from(self.slots.len()).expect("fewer than 2^32 requests in flight");
+                self.slots.push(Slot { gen: 0, state: State::Free(NO_SLOT), buf: None, sq, seq });
+                i
+            }
+            i => i,
+        };
+        let s = &mut self.slots[i as usize];
+        if let State::Free(next) = s.state {
+            self.free = next;
+        }
+        s.state = State::Waiting(None);
+        s.sq = sq;
+        s.seq = seq;
+        (u64::from(s.gen) << 32) | u64::from(i)
+    }
+
+    /// The slot of a request in flight with this `wr_id`; `None` for any
+    /// other value (a free slot, an old generation, out of range).
+    fn get(&mut self, id: u64) -> Option<(u32, &mut Slot)> {
+        let i = id as u32;
+        let s = self.slots.get_mut(i as usize)?;
+        let live = !matches!(s.state, State::Free(_)) && u64::from(s.gen) == id >> 32;
+        live.then_some((i, s))
+    }
+
+    /// Frees slot `i`; the buffer it held (an abandoned request's).
+    fn remove(&mut self, i: u32) -> Option<LocalMr> {
+        let s = &mut self.slots[i as usize];
+        if !matches!(s.state, State::Done(_)) {
+            self.pending -= 1;
+        }
+        s.state = State::Free(self.free);
+        s.gen = s.gen.wrapping_add(1) & GEN_MASK;
+        self.free = i;
+        s.buf.take()
+    }
+
+    /// Takes the completion of a request whose operation is polling (the
+    /// slot is freed): whether `wc` belonged to a request waiting for it.
+    fn take(&mut self, wc: &Wc) -> bool {
+        match self.get(wc.wr_id()) {
+            Some((i, s)) if matches!(s.state, State::Waiting(_)) => {
+                self.remove(i);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Hands a completion to its request: the waker to wake, if any. A
+    /// `wr_id` that matches no request in flight is ignored.
+    fn complete(&mut self, wc: &Wc) -> Option<Waker> {
+        let (i, s) = self.get(wc.wr_id())?;
+        match std::mem::replace(&mut s.state, State::Done(*wc)) {
+            State::Waiting(w) => {
+                self.pending -= 1;
+                w
+            }
+            State::Abandoned => {
+                // Nobody collects it: the buffer is freed now, after its completion.
+                s.state = State::Abandoned;
+                drop(self.remove(i));
+                None
+            }
+            // Two completions for one request: the device's fault; keep the first.
+            old => {
+                s.state = old;
+                None
+            }
+        }
+    }
+}
+
+/// Completions of the control QP's receives go to the control protocol.
 pub(crate) const CONTROL_BIT: u64 = 1 << 63;
+
+/// The control protocol's handler of control-QP completions.
+pub(crate) type OnControl = Box<dyn Fn(&Shared, Wc) + Send + Sync>;
 
 /// What the driver and the endpoint share.
 ///
 /// Field order is drop order: the QPs go first (after `ibv_destroy_qp` the
-/// device touches none of their requests' memory), then the table that
-/// holds that memory.
+/// device touches none of their requests' memory), then the table and the
+/// control protocol, which hold that memory.
 pub(crate) struct Shared {
     pub data: Qp,
     pub ctrl: Qp,
     pub cq: Cq,
-    pub table: Mutex<Table>,
-    pub next_id: AtomicU64,
+    table: Mutex<Table>,
     pub closing: AtomicBool,
     pub wake: Notify,
-    /// Notified (all waiters) whenever the driver retires requests.
+    /// Notified (all waiters) whenever requests are retired, while anyone
+    /// watches ([`Shared::watch_progress`]).
     pub progress: Notify,
+    /// Callers waiting on `progress`.
+    watchers: AtomicUsize,
     /// `true` once the endpoint is closing: every waiting call watches it.
     pub closed: watch::Sender<bool>,
     /// Why the endpoint was closed, when the peer broke the protocol.
@@ -56,49 +202,146 @@ pub(crate) struct Shared {
     /// Most empty polls (each after yielding to the runtime) before the
     /// driver arms the CQ and sleeps ([`Spin`]).
     pub spin_polls: u32,
-    /// Memory the control protocol owns (posted receives, regions lent or
-    /// granted to the peer): dropped with this, after the QPs.
-    pub keep: std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>>,
+    /// The control protocol's handler; it owns the protocol's memory
+    /// (posted receives, regions lent or granted to the peer), dropped with
+    /// this, after the QPs.
+    pub on_control: OnceLock<OnControl>,
+}
+
+/// What one drain found.
+enum Drained {
+    /// Another poller is at work.
+    Busy,
+    /// Completions handed over, and the completion of the request the
+    /// caller awaits, if it was among them.
+    Polled(usize, Option<Wc>),
 }
 
 impl Shared {
-    /// A fresh `wr_id` (never `CONTROL_BIT`-tagged).
-    pub fn id(&self) -> u64 {
-        self.next_id.fetch_add(1, Ordering::Relaxed) & !CONTROL_BIT
+    /// The shared state of an endpoint over these QPs and their CQ.
+    pub fn new(data: Qp, ctrl: Qp, cq: Cq, busy_poll: bool, spin_polls: u32) -> Shared {
+        Shared {
+            data,
+            ctrl,
+            cq,
+            table: Mutex::new(Table::new()),
+            closing: AtomicBool::new(false),
+            wake: Notify::new(),
+            progress: Notify::new(),
+            watchers: AtomicUsize::new(0),
+            closed: watch::channel(false).0,
+            fault: OnceLock::new(),
+            busy_poll,
+            spin_polls,
+            on_control: OnceLock::new(),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Registers a request before it is posted; the receiver resolves with
-    /// its completion and buffer. Refused (the buffer given back) once the
-    /// endpoint is closing: checked under the table's lock, which the
-    /// driver holds when it decides to exit, so a request in the table is
-    /// always one the driver will answer.
-    pub fn expect(
-        &self,
-        id: u64,
-        buf: Option<LocalMr>,
-        sq: bool,
-    ) -> Result<oneshot::Receiver<(Wc, Option<LocalMr>)>, Option<LocalMr>> {
+    /// Registers a request before it is posted: its `wr_id`, for the post
+    /// and for [`Shared::completion`]. Refused once the endpoint is
+    /// closing: checked under the table's lock, which the driver holds when
+    /// it decides to exit, so a request in the table is always one the
+    /// driver will answer.
+    pub fn expect(&self, sq: bool) -> Option<u64> {
         let mut t = self.lock();
         if t.stopped || self.closing.load(Ordering::Acquire) {
-            return Err(buf);
+            return None;
         }
-        let (tx, rx) = oneshot::channel();
-        t.map.insert(id, Pending { tx, buf, sq });
-        Ok(rx)
+        Some(t.insert(sq))
     }
 
-    /// Takes back a request whose post failed (the device never saw it).
-    pub fn forget(&self, id: u64) -> Option<LocalMr> {
-        self.lock().map.remove(&id).and_then(|p| p.buf)
+    /// The completion of request `id` (registered with [`Shared::expect`]),
+    /// holding `buf`, the memory the request's entries lie in: created
+    /// before the post, awaited after it. Dropped before it resolves, it
+    /// hands `buf` to the table, which keeps it until the completion
+    /// arrives (or until the QPs are destroyed).
+    pub fn completion(&self, id: u64, buf: Option<LocalMr>) -> Completion<'_> {
+        Completion { shared: self, id, buf, done: false }
     }
 
-    /// Whether a send-queue request with a `wr_id` below `mark` is in flight.
+    /// A mark for [`Shared::sq_before`]: requests registered from now on are at or after it.
+    pub fn mark(&self) -> u64 {
+        self.lock().seq
+    }
+
+    /// Whether a send-queue request registered before `mark` is still
+    /// waiting for its completion.
     pub fn sq_before(&self, mark: u64) -> bool {
-        self.lock().map.iter().any(|(id, p)| p.sq && *id < mark)
+        let t = self.lock();
+        t.pending > 0
+            && t.slots.iter().any(|s| s.sq && s.seq < mark && matches!(s.state, State::Waiting(_) | State::Abandoned))
+    }
+
+    /// Requests posted whose completion has not arrived.
+    pub fn in_flight(&self) -> usize {
+        self.lock().pending
+    }
+
+    /// Whether the driver has stopped (every request answered, or the CQ failed).
+    pub fn is_stopped(&self) -> bool {
+        self.lock().stopped
+    }
+
+    /// Polls the CQ once and hands every completion over: control ones to
+    /// the control protocol, the others to their requests (waking their
+    /// operations), except the one of request `mine`, which is returned
+    /// (its slot freed).
+    fn drain(&self, mine: Option<u64>) -> crate::prim::Result<Drained> {
+        let mut guard = self.lock();
+        let t = &mut *guard;
+        if t.polling {
+            return Ok(Drained::Busy);
+        }
+        let n = self.cq.poll(&mut t.wcs)?;
+        if n == 0 {
+            return Ok(Drained::Polled(0, None));
+        }
+        let mut taken = None;
+        for k in 0..n {
+            let wc = t.wcs[k];
+            if wc.wr_id() & CONTROL_BIT != 0 {
+                t.control.push(wc);
+            } else if Some(wc.wr_id()) == mine && t.take(&wc) {
+                taken = Some(wc);
+            } else if let Some(w) = t.complete(&wc) {
+                t.wake.push(w);
+            }
+        }
+        if t.wake.is_empty() && t.control.is_empty() {
+            drop(guard);
+        } else {
+            // Handed over with the lock released: a waker may run code that
+            // drops an operation (which takes the lock), the control
+            // protocol may shut the endpoint down.
+            t.polling = true;
+            let (mut wake, mut control) = (std::mem::take(&mut t.wake), std::mem::take(&mut t.control));
+            drop(guard);
+            let done = Polling(self);
+            if let Some(f) = self.on_control.get() {
+                control.iter().for_each(|wc| f(self, *wc));
+            }
+            wake.drain(..).for_each(Waker::wake);
+            control.clear();
+            drop(done);
+            let mut t = self.lock();
+            (t.wake, t.control) = (wake, control);
+        }
+        if self.watchers.load(Ordering::SeqCst) > 0 {
+            self.progress.notify_waiters();
+        }
+        Ok(Drained::Polled(n, taken))
+    }
+
+    /// Registers a caller of [`Shared::progress`] for as long as the guard
+    /// lives: only then does a drain notify it. Register before checking
+    /// the condition awaited.
+    pub fn watch_progress(&self) -> ProgressWatch<'_> {
+        self.watchers.fetch_add(1, Ordering::SeqCst);
+        ProgressWatch(self)
     }
 
     /// The error a closed endpoint's calls return: the peer's protocol
@@ -121,10 +364,11 @@ impl Shared {
     /// been handed over by then.
     pub async fn stopped(&self) {
         loop {
+            let _watch = self.watch_progress();
             let progress = self.progress.notified();
             tokio::pin!(progress);
             progress.as_mut().enable();
-            if self.lock().stopped {
+            if self.is_stopped() {
                 return;
             }
             progress.await;
@@ -150,9 +394,136 @@ impl Shared {
     }
 }
 
+/// Ends a hand-over with the lock released ([`Table::polling`]), also when
+/// the control protocol's handler panics.
+struct Polling<'a>(&'a Shared);
+
+impl Drop for Polling<'_> {
+    fn drop(&mut self) {
+        self.0.lock().polling = false;
+    }
+}
+
+/// A registered watcher of [`Shared::progress`] ([`Shared::watch_progress`]).
+pub(crate) struct ProgressWatch<'a>(&'a Shared);
+
+impl Drop for ProgressWatch<'_> {
+    fn drop(&mut self) {
+        self.0.watchers.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The future of one request's completion ([`Shared::completion`]).
+pub(crate) struct Completion<'a> {
+    shared: &'a Shared,
+    id: u64,
+    /// The request's memory, until the future resolves or hands it to the table.
+    buf: Option<LocalMr>,
+    /// Resolved (or never posted): the slot is no longer this future's.
+    done: bool,
+}
+
+impl Completion<'_> {
+    /// The post failed (the device never saw the request): the slot is
+    /// freed and the buffer given back.
+    pub fn unposted(mut self) -> Option<LocalMr> {
+        self.done = true;
+        let mut t = self.shared.lock();
+        if let Some((i, _)) = t.get(self.id) {
+            t.remove(i);
+        }
+        drop(t);
+        self.buf.take()
+    }
+}
+
+impl Future for Completion<'_> {
+    type Output = Result<(Wc, Option<LocalMr>), ()>;
+
+    /// Drains the CQ first, unless another poller is at it: a completion
+    /// that is already there is taken without the driver, a wake-up or a
+    /// task switch.
+    ///
+    /// Each poll spends a unit of the task's tokio budget (as tokio's own
+    /// sockets and channels do): a loop of operations whose completions are
+    /// always there at once would otherwise never return `Pending`, and on
+    /// a current-thread runtime would starve every other task, the driver
+    /// and the timers included. With the budget spent, the poll returns
+    /// `Pending` and the task is scheduled again at once.
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        assert!(!self.done, "a Completion polled after it resolved");
+        let coop = std::task::ready!(tokio::task::coop::poll_proceed(cx));
+        let shared = self.shared;
+        match shared.drain(Some(self.id)) {
+            Ok(Drained::Polled(_, Some(wc))) => {
+                self.done = true;
+                coop.made_progress();
+                return Poll::Ready(Ok((wc, self.buf.take())));
+            }
+            Ok(_) => {}
+            // The CQ failed: the driver finds it so too and stops the endpoint.
+            Err(_) => shared.wake.notify_one(),
+        }
+        let mut t = shared.lock();
+        let stopped = t.stopped;
+        let (i, s) = t.get(self.id).expect("a request in flight keeps its slot until its future collects it");
+        match &mut s.state {
+            State::Done(wc) => {
+                let wc = *wc;
+                t.remove(i);
+                drop(t);
+                self.done = true;
+                coop.made_progress();
+                Poll::Ready(Ok((wc, self.buf.take())))
+            }
+            State::Waiting(_) if stopped => {
+                // Nobody will answer it; the buffer goes to the table (the
+                // device may still own it) and stays until the QPs are gone.
+                s.state = State::Abandoned;
+                s.buf = self.buf.take();
+                drop(t);
+                self.done = true;
+                coop.made_progress();
+                Poll::Ready(Err(()))
+            }
+            State::Waiting(w) => {
+                if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    *w = Some(cx.waker().clone());
+                }
+                Poll::Pending
+            }
+            State::Free(_) | State::Abandoned => unreachable!("only this future frees or abandons its slot"),
+        }
+    }
+}
+
+impl Drop for Completion<'_> {
+    /// A dropped operation: a completed request's buffer goes back to the
+    /// pool now; a pending one's goes to the table, which keeps it until
+    /// the completion arrives.
+    #[inline]
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let mut t = self.shared.lock();
+        if let Some((i, s)) = t.get(self.id) {
+            if matches!(s.state, State::Done(_)) {
+                t.remove(i);
+            } else {
+                s.state = State::Abandoned;
+                s.buf = self.buf.take();
+            }
+        }
+        drop(t);
+    }
+}
+
 /// Runs until the endpoint is closed and every request it posted has
-/// completed. `on_control` gets each control-QP completion.
-pub(crate) async fn run(shared: Arc<Shared>, channel: CompChannel, mut on_control: impl FnMut(&Shared, Wc)) {
+/// completed: drains the CQ while completions arrive (and while the
+/// operations awaiting them are not polling it themselves), then arms it and
+/// sleeps on the completion channel.
+pub(crate) async fn run(shared: Arc<Shared>, channel: CompChannel) {
     // SAFETY: the channel owns its descriptor, which stays open while the
     // channel (moved into the `AsyncFd`) lives, and `as_raw_fd` always
     // returns that descriptor.
@@ -160,33 +531,28 @@ pub(crate) async fn run(shared: Arc<Shared>, channel: CompChannel, mut on_contro
         Ok(fd) => fd,
         Err(_) => return fail_all(&shared),
     };
-    let mut wcs = [Wc::default(); 32];
     let mut armed = false;
     let mut spin = Spin::new(shared.spin_polls);
     loop {
-        let n = match shared.cq.poll(&mut wcs) {
-            Ok(n) => n,
-            Err(_) => return fail_all(&shared),
-        };
-        for wc in &wcs[..n] {
-            if wc.wr_id() & CONTROL_BIT != 0 {
-                on_control(&shared, *wc);
+        let n = match shared.drain(None) {
+            Ok(Drained::Polled(n, _)) => n,
+            // Another poller is handing completions over (on another
+            // thread, without awaiting): after the arm, a completion that
+            // came before it must be found by a poll of this task's, which
+            // began after it; try again.
+            Ok(Drained::Busy) => {
+                tokio::task::yield_now().await;
                 continue;
             }
-            let entry = shared.lock().map.remove(&wc.wr_id());
-            if let Some(p) = entry {
-                // A dropped future: the buffer is dropped here, after its completion.
-                let _ = p.tx.send((*wc, p.buf));
-            }
-        }
+            Err(_) => return fail_all(&shared),
+        };
         if n > 0 {
-            shared.progress.notify_waiters();
             spin.found();
             continue;
         }
         if shared.closing.load(Ordering::Acquire) {
             let mut t = shared.lock();
-            if t.map.is_empty() {
+            if t.pending == 0 {
                 t.stopped = true;
                 drop(t);
                 shared.progress.notify_waiters();
@@ -227,28 +593,6 @@ pub(crate) async fn run(shared: Arc<Shared>, channel: CompChannel, mut on_contro
             }
             _ = shared.wake.notified() => {}
         }
-    }
-}
-
-/// The `wr_id`s keying the table are a counter: a multiply spreads them
-/// over hashbrown's groups at a fraction of SipHash's cost, and no peer
-/// chooses them.
-#[derive(Default, Clone, Copy)]
-pub(crate) struct IdHash(u64);
-
-impl std::hash::Hasher for IdHash {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     }
 }
 
@@ -300,27 +644,88 @@ impl Spin {
     }
 }
 
-/// The CQ or its channel failed: every waiting operation is told (its
-/// sender dropped, which it reads as a closed endpoint), and the buffers
-/// are kept until the QPs are destroyed with the shared state.
+/// The CQ or its channel failed: every waiting operation is told (woken
+/// to find the table stopped, which it reads as a closed endpoint), and the
+/// buffers are kept until the QPs are destroyed with the shared state.
 fn fail_all(shared: &Shared) {
     shared.closing.store(true, Ordering::Release);
     shared.closed.send_replace(true);
     let mut table = shared.lock();
     table.stopped = true;
-    for (_, p) in table.map.iter_mut() {
-        // Keep the buffer in the table (the device may still own it); drop
-        // the sender by replacing it with a closed one.
-        let (tx, _) = oneshot::channel();
-        drop(std::mem::replace(&mut p.tx, tx));
-    }
+    let wake: Vec<Waker> = table
+        .slots
+        .iter_mut()
+        .filter_map(|s| match &mut s.state {
+            State::Waiting(w) => w.take(),
+            _ => None,
+        })
+        .collect();
     drop(table);
+    wake.into_iter().for_each(Waker::wake);
     shared.progress.notify_waiters();
 }
 
 #[cfg(test)]
 mod tests {
-    use super::Spin;
+    use super::{Spin, State, Table, Wc, CONTROL_BIT};
+
+    fn wc(id: u64) -> Wc {
+        let mut w = Wc::default();
+        w.0.wr_id = id;
+        w
+    }
+
+    #[test]
+    fn table_slots_are_reused_and_stale_ids_match_nothing() {
+        let mut t = Table::new();
+        let (a, b) = (t.insert(true), t.insert(false));
+        assert_eq!((a, b), (0, 1), "fresh slots, generation 0");
+        assert_eq!(t.pending, 2);
+        assert!(t.complete(&wc(a)).is_none(), "no waker registered yet");
+        assert!(matches!(t.get(a), Some((0, s)) if matches!(s.state, State::Done(_))));
+        assert_eq!(t.pending, 1, "a completed request is no longer pending");
+        // A second completion for the same request is ignored (the first is kept).
+        assert!(t.complete(&wc(a)).is_none());
+        assert_eq!(t.pending, 1);
+        // Collected: the slot is free and its next user has a new generation.
+        assert!(t.remove(0).is_none());
+        let c = t.insert(true);
+        assert_eq!(c, 1 << 32, "slot 0 reused with generation 1");
+        // The old id, a free slot's, one out of range and a control id match nothing.
+        for bogus in [a, 5, u64::from(u32::MAX), CONTROL_BIT | c, c + (1 << 32)] {
+            assert!(t.get(bogus).is_none(), "{bogus:#x}");
+            assert!(t.complete(&wc(bogus)).is_none());
+        }
+        assert_eq!(t.pending, 2);
+        // An abandoned request is freed by its completion.
+        t.get(b).unwrap().1.state = State::Abandoned;
+        assert!(t.complete(&wc(b)).is_none());
+        assert!(t.get(b).is_none());
+        assert_eq!(t.pending, 1);
+        // A request whose post failed is taken back while still pending.
+        assert!(t.remove(c as u32).is_none());
+        assert_eq!(t.pending, 0);
+        // A polling operation takes its own completion: slot freed at once.
+        let d = t.insert(true);
+        assert!(!t.take(&wc(d + (1 << 32))), "not with a stale generation");
+        assert!(t.take(&wc(d)));
+        assert!(t.get(d).is_none());
+        assert!(!t.take(&wc(d)), "only once");
+        assert_eq!((t.pending, t.seq), (0, 4), "every registration counted");
+    }
+
+    #[test]
+    fn generations_wrap_below_the_control_bit() {
+        let mut t = Table::new();
+        let id = t.insert(true);
+        t.slots[0].gen = super::GEN_MASK;
+        assert!(t.remove(id as u32).is_none());
+        assert_eq!(t.insert(true), 0, "generation wrapped to 0");
+        t.slots[0].gen = super::GEN_MASK;
+        let top = u64::from(super::GEN_MASK) << 32;
+        assert!(t.get(top).is_some());
+        assert_eq!(top & CONTROL_BIT, 0, "a data wr_id never carries the control bit");
+    }
 
     /// Empty polls a spin allows before arming, starting from a found
     /// completion.

@@ -5,8 +5,8 @@ use std::alloc::Layout;
 use std::future::Future;
 use std::ops::Range;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -266,24 +266,10 @@ impl Parts {
     /// Starts the driver task and the watch task (keepalives, and `gone`,
     /// the transport's end): the endpoint is ready.
     pub fn start(self, o: &AioOpts, gone: Watch) -> RcEndpoint {
-        let shared = Arc::new(Shared {
-            data: self.data,
-            ctrl: self.ctrl_qp,
-            cq: self.cq,
-            table: Mutex::new(driver::Table::default()),
-            next_id: AtomicU64::new(1),
-            closing: AtomicBool::new(false),
-            wake: tokio::sync::Notify::new(),
-            progress: tokio::sync::Notify::new(),
-            closed: tokio::sync::watch::channel(false).0,
-            fault: std::sync::OnceLock::new(),
-            busy_poll: o.busy_poll,
-            spin_polls: o.spin_polls,
-            keep: std::sync::OnceLock::new(),
-        });
-        let _ = shared.keep.set(Box::new(Arc::clone(&self.ctrl)));
+        let shared = Arc::new(Shared::new(self.data, self.ctrl_qp, self.cq, o.busy_poll, o.spin_polls));
         let c = Arc::clone(&self.ctrl);
-        tokio::spawn(driver::run(Arc::clone(&shared), self.channel, move |s, wc| c.on_completion(s, wc)));
+        let _ = shared.on_control.set(Box::new(move |s, wc| c.on_completion(s, wc)));
+        tokio::spawn(driver::run(Arc::clone(&shared), self.channel));
         tokio::spawn(watch(Arc::clone(&shared), Arc::clone(&self.ctrl), gone, o.peer_timeout));
         RcEndpoint {
             shared,
@@ -428,27 +414,20 @@ impl RcEndpoint {
         self.pool.alloc(layout).ok_or(Error::PoolExhausted { size: layout.size(), free: self.pool.free_bytes() })
     }
 
-    /// Posts one send-queue request (built by `wr` with the `wr_id` it is
-    /// given) whose memory is `buf`, and awaits its completion.
-    async fn send_op(
-        &self,
-        buf: Option<LocalMr>,
-        wr: impl FnOnce(u64, &mut dyn FnMut(SendWr<'_>) -> crate::prim::Result<()>) -> crate::prim::Result<()>,
-    ) -> Result<(crate::prim::Wc, Option<LocalMr>)> {
-        let id = self.shared.id();
-        let rx = self.shared.expect(id, buf, true).map_err(|_| self.shared.close_error())?;
-        let qp = &self.shared.data;
-        let mut post = |w: SendWr<'_>| {
-            // SAFETY: every entry lies in the buffer now held by the table
-            // of requests in flight until this request's completion (or
-            // until the QP is destroyed): a dropped future cannot free it.
-            unsafe { qp.post_send(&mut [w]) }
-        };
-        if let Err(e) = wr(id, &mut post) {
-            drop(self.shared.forget(id));
+    /// Posts one send-queue request (signaled, with the `wr_id` it is
+    /// given here) whose memory is `buf`, and awaits its completion.
+    async fn send_op(&self, buf: Option<LocalMr>, wr: SendWr<'_>) -> Result<(crate::prim::Wc, Option<LocalMr>)> {
+        let id = self.shared.expect(true).ok_or_else(|| self.shared.close_error())?;
+        let completion = self.shared.completion(id, buf);
+        // SAFETY: every entry lies in the buffer `completion` now holds; it
+        // keeps it until this request's completion, and if dropped before,
+        // hands it to the table of requests in flight, which keeps it until
+        // the completion or until the QP is destroyed.
+        if let Err(e) = unsafe { self.shared.data.post_send(&mut [wr.wr_id(id).signaled()]) } {
+            drop(completion.unposted());
             return Err(e.into());
         }
-        let (wc, buf) = rx.await.map_err(|_| self.shared.close_error())?;
+        let (wc, buf) = completion.await.map_err(|()| self.shared.close_error())?;
         wc.ok()?;
         Ok((wc, buf))
     }
@@ -456,8 +435,8 @@ impl RcEndpoint {
     /// RDMA WRITE of `range` of `src` to `dst`; gives `src` back.
     pub async fn write(&self, src: LocalMr, range: Range<usize>, dst: RemoteAddr) -> Result<LocalMr> {
         let sge = [src.sge(range)];
-        let (_, buf) = self.send_op(Some(src), |id, post| post(SendWr::write(&sge, dst).wr_id(id).signaled())).await?;
-        Ok(buf.expect("the table gives the buffer back"))
+        let (_, buf) = self.send_op(Some(src), SendWr::write(&sge, dst)).await?;
+        Ok(buf.expect("the completion gives the buffer back"))
     }
 
     /// RDMA WRITE with immediate data (consumes a receive at the peer).
@@ -469,32 +448,30 @@ impl RcEndpoint {
         imm: u32,
     ) -> Result<LocalMr> {
         let sge = [src.sge(range)];
-        let (_, buf) =
-            self.send_op(Some(src), |id, post| post(SendWr::write_imm(&sge, dst, imm).wr_id(id).signaled())).await?;
-        Ok(buf.expect("the table gives the buffer back"))
+        let (_, buf) = self.send_op(Some(src), SendWr::write_imm(&sge, dst, imm)).await?;
+        Ok(buf.expect("the completion gives the buffer back"))
     }
 
     /// RDMA READ from `src` into `range` of `dst`; gives `dst` back.
     pub async fn read(&self, dst: LocalMr, range: Range<usize>, src: RemoteAddr) -> Result<LocalMr> {
         let sge = [dst.sge(range)];
-        let (_, buf) = self.send_op(Some(dst), |id, post| post(SendWr::read(&sge, src).wr_id(id).signaled())).await?;
-        Ok(buf.expect("the table gives the buffer back"))
+        let (_, buf) = self.send_op(Some(dst), SendWr::read(&sge, src)).await?;
+        Ok(buf.expect("the completion gives the buffer back"))
     }
 
     /// SEND of `range` of `src` (consumes a receive at the peer).
     pub async fn send(&self, src: LocalMr, range: Range<usize>) -> Result<LocalMr> {
         let sge = [src.sge(range)];
-        let (_, buf) = self.send_op(Some(src), |id, post| post(SendWr::send(&sge).wr_id(id).signaled())).await?;
-        Ok(buf.expect("the table gives the buffer back"))
+        let (_, buf) = self.send_op(Some(src), SendWr::send(&sge)).await?;
+        Ok(buf.expect("the completion gives the buffer back"))
     }
 
     /// 8-byte fetch-and-add at `dst` (8-byte aligned); the old value.
     pub async fn fetch_add(&self, dst: RemoteAddr, add: u64) -> Result<u64> {
         let old = self.alloc_local_mr(Layout::new::<u64>())?;
         let sge = [old.sge(0..8)];
-        let (_, buf) =
-            self.send_op(Some(old), |id, post| post(SendWr::fetch_add(&sge, dst, add).wr_id(id).signaled())).await?;
-        Ok(read_u64(&buf.expect("the table gives the buffer back")))
+        let (_, buf) = self.send_op(Some(old), SendWr::fetch_add(&sge, dst, add)).await?;
+        Ok(read_u64(&buf.expect("the completion gives the buffer back")))
     }
 
     /// 8-byte compare-and-swap at `dst` (8-byte aligned); the old value
@@ -502,27 +479,26 @@ impl RcEndpoint {
     pub async fn compare_swap(&self, dst: RemoteAddr, compare: u64, swap: u64) -> Result<u64> {
         let old = self.alloc_local_mr(Layout::new::<u64>())?;
         let sge = [old.sge(0..8)];
-        let (_, buf) = self
-            .send_op(Some(old), |id, post| post(SendWr::compare_swap(&sge, dst, compare, swap).wr_id(id).signaled()))
-            .await?;
-        Ok(read_u64(&buf.expect("the table gives the buffer back")))
+        let (_, buf) = self.send_op(Some(old), SendWr::compare_swap(&sge, dst, compare, swap)).await?;
+        Ok(read_u64(&buf.expect("the completion gives the buffer back")))
     }
 
     /// Receives one message (a SEND or a WRITE with immediate) into `dst`.
     pub async fn recv(&self, dst: LocalMr) -> Result<(Received, LocalMr)> {
         let sge = [dst.sge(0..dst.len())];
-        let id = self.shared.id();
-        let rx = self.shared.expect(id, Some(dst), false).map_err(|_| self.shared.close_error())?;
-        // SAFETY: the buffer is held by the table of requests in flight
-        // until the completion or the QP's destruction.
+        let id = self.shared.expect(false).ok_or_else(|| self.shared.close_error())?;
+        let completion = self.shared.completion(id, Some(dst));
+        // SAFETY: the buffer is held by `completion`, and after it by the
+        // table of requests in flight, until the completion or the QP's
+        // destruction.
         if let Err(e) = unsafe { self.shared.data.post_recv(&mut [RecvWr::new(&sge, id)]) } {
-            drop(self.shared.forget(id));
+            drop(completion.unposted());
             return Err(e.into());
         }
-        let (wc, buf) = rx.await.map_err(|_| self.shared.close_error())?;
+        let (wc, buf) = completion.await.map_err(|()| self.shared.close_error())?;
         wc.ok()?;
         let imm = if wc.opcode() == WcOpcode::RECV_RDMA_WITH_IMM || wc.imm().is_some() { wc.imm() } else { None };
-        Ok((Received { len: wc.byte_len() as usize, imm }, buf.expect("the table gives the buffer back")))
+        Ok((Received { len: wc.byte_len() as usize, imm }, buf.expect("the completion gives the buffer back")))
     }
 
     fn check_open(&self) -> Result<()> {
@@ -583,7 +559,8 @@ impl RcEndpoint {
     /// READ of ours reaches the region after the peer has reused it.
     pub async fn send_remote_mr(&self, mr: RemoteMr) -> Result<()> {
         self.check_open()?;
-        let mark = self.shared.next_id.load(Ordering::Acquire);
+        let mark = self.shared.mark();
+        let _watch = self.shared.watch_progress();
         loop {
             let progress = self.shared.progress.notified();
             tokio::pin!(progress);
@@ -674,7 +651,7 @@ impl RcEndpoint {
 
     /// Requests posted and not yet completed (the memory they hold included).
     pub fn in_flight(&self) -> usize {
-        self.shared.table.lock().unwrap_or_else(|e| e.into_inner()).map.len()
+        self.shared.in_flight()
     }
 }
 
