@@ -94,14 +94,18 @@ pub fn module(image: &Path) -> Result<Module> {
     Ok(Module { ko, source })
 }
 
-/// Shell lines that load `ko` and put siw0 on its own veth pair.
+/// Shell lines that load `ko`, put siw0 on its own veth pair and lift the
+/// locked-memory limit: siw counts the pages it pins against
+/// `RLIMIT_MEMLOCK` even for root (rxe does not), and the async layer's
+/// pools are megabytes.
 fn setup(ko: &Path) -> String {
     format!(
         "(lsmod | grep -q '^siw ' || (modprobe -a $(modinfo -F depends '{ko}' | tr , ' ') && insmod '{ko}')) && \
          (ip link show v2 >/dev/null 2>&1 || (ip link add v2 type veth peer name v3 && \
           ip addr add {SIW_ADDR}/24 dev v2 && ip addr add {SIW_PEER_ADDR}/24 dev v3 && \
           ip link set v2 up && ip link set v3 up)) && \
-         ([ -e /sys/class/infiniband/{SIW_DEVICE} ] || rdma link add {SIW_DEVICE} type siw netdev v2)",
+         ([ -e /sys/class/infiniband/{SIW_DEVICE} ] || rdma link add {SIW_DEVICE} type siw netdev v2) && \
+         ulimit -l unlimited",
         ko = ko.display()
     )
 }
