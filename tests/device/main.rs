@@ -7,7 +7,7 @@
 //! When the variable names a device that is not there, every test fails.
 
 #[cfg(all(feature = "cm", feature = "tokio"))]
-mod aio_iwarp;
+mod aio_cm;
 mod alloc;
 #[cfg(feature = "cm")]
 mod cm;

@@ -213,7 +213,7 @@ pub fn run(args: &[String]) -> Result<()> {
     crate::cluster::fuzz_smoke(&mut tally);
     let dlopen = crate::dlopen::host(&mut tally);
 
-    // With `tokio`: the async layer's CM tests (`aio_iwarp::`) run on rxe0 and siw0.
+    // With `tokio`: the async layer's CM tests (`aio_cm::`) run in it.
     let shared = device_binary("tokio", &[], None)?;
     let lib = lib_binary()?;
     let src = rdma_core_source()?;

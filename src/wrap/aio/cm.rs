@@ -373,7 +373,7 @@ fn watch_cm(data: Conn, ctrl: Conn) -> Watch {
 #[cfg_attr(docsrs, doc(cfg(feature = "cm")))]
 impl RcEndpoint {
     /// Connects to a [`Listener::bind_cm`](super::Listener::bind_cm) at `addr` through the RDMA CM,
-    /// on RoCE, InfiniBand and iWARP: two connections, one for the data QP
+    /// with two connections, one for the data QP
     /// and one for the control QP, made at once and paired by the listener
     /// through a random token in their private data. The device is the one
     /// the route to `addr` leaves from; `opts.device`, `opts.port` and the

@@ -68,7 +68,7 @@ impl Listener {
 impl Listener {
     /// Listens on `addr` (port 0: any) for peers' [`RcEndpoint::connect_cm`],
     /// through the RDMA CM: the address must be on an RDMA device's netdev
-    /// (RoCE, iWARP) or IPoIB interface. The device is the one the address
+    /// (RoCE) or IPoIB interface. The device is the one the address
     /// is on; `opts.device`, `opts.port` and the GID and MTU of
     /// `opts.connect` are not used (the CM chooses them).
     ///
