@@ -257,7 +257,8 @@ fn aio_cm_listener_rejects_a_missing_half_and_a_wrong_token_within_the_setup_tim
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE and RRDDMMA_CM_ADDR (cargo xtask test)"]
 fn aio_cm_listener_keeps_at_most_64_waiting_halves() {
     rt().block_on(async {
-        let setup = Duration::from_secs(6);
+        // On rxe the 65 requests take seconds to arrive under emulation.
+        let setup = Duration::from_secs(if iwarp() { 6 } else { 15 });
         let o = opts(setup);
         let l = Listener::bind_cm(SocketAddr::new(cm_ip(), 0), o.clone()).await.expect("bind_cm");
         let addr = l.local_addr().unwrap();
