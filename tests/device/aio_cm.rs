@@ -37,7 +37,10 @@ fn layout(n: usize) -> Layout {
     Layout::from_size_align(n, 64).unwrap()
 }
 
+/// The runtime of each test, once the harness's device is there (a missing
+/// device fails every test, as the suite's rule is).
 fn rt() -> tokio::runtime::Runtime {
+    drop(crate::common::open_device());
     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
 }
 
