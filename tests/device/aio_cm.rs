@@ -282,7 +282,9 @@ fn aio_cm_listener_keeps_at_most_64_waiting_halves() {
         });
         let (why, at, raw) = hostile.await.unwrap();
         assert!(why.contains("too many connections wait"), "{why}");
-        assert!(at < Duration::from_secs(5), "rejected at once ({at:?})");
+        // Once the listener has read the 64 before it (seconds under
+        // emulation), not after a half's bound.
+        assert!(at < setup, "rejected before any half's bound ({at:?})");
         // Off the runtime's thread: the listener's accept runs on it.
         let first =
             tokio::task::spawn_blocking(move || raw.rejection(0, Instant::now() + setup + Duration::from_secs(10)))
