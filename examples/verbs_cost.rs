@@ -20,8 +20,8 @@
 mod cli;
 
 use rrddmma::prim::{
-    AccessFlags, CompChannel, ConnectOpts, Context, Cq, Error, Mr, Pd, Qp, QpCaps, QpType, RecvList, RecvWr, SendList,
-    SendOps, SendWr, Wc, WcFlagsEx,
+    AccessFlags, CompChannel, ConnectOpts, Context, Cq, Error, Mr, Pd, Qp, QpCaps, QpType, RecvList, RecvWr,
+    RemoteAddr, SendFlags, SendList, SendOps, SendWr, Sge, Wc, WcFlagsEx,
 };
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -47,18 +47,26 @@ pub fn verbs_cost_post(qp: &Qp, list: &mut SendList<'_>) {
     }
 }
 
+/// One prebuilt request of the extended API (what the C side reads from
+/// its `ibv_send_wr` array).
+#[derive(Debug)]
+pub struct WrItem {
+    wr_id: u64,
+    flags: SendFlags,
+    sge: Sge,
+    remote: RemoteAddr,
+}
+
 /// The measured post of the extended API: `ibv_wr_start`, one operation
 /// and its entry per request, `ibv_wr_complete`.
 #[no_mangle]
 #[inline(never)]
-pub fn verbs_cost_post_wr(qp: &Qp, wrs: &[(rrddmma::prim::Sge, rrddmma::prim::RemoteAddr)]) {
+pub fn verbs_cost_post_wr(qp: &Qp, wrs: &[WrItem]) {
     // SAFETY: as `verbs_cost_post`.
     let mut b = unsafe { qp.wr_batch() };
-    let last = wrs.len() - 1;
-    for (i, (sge, remote)) in wrs.iter().enumerate() {
-        let flags = if i == last { rrddmma::prim::SendFlags::SIGNALED } else { rrddmma::prim::SendFlags::empty() };
+    for w in wrs {
         // SAFETY: as `verbs_cost_post`.
-        unsafe { b.rdma_write(i as u64, flags, sge, *remote) };
+        unsafe { b.rdma_write(w.wr_id, w.flags, &w.sge, w.remote) };
     }
     if let Err(e) = b.complete() {
         die(e)
@@ -76,12 +84,15 @@ pub fn verbs_cost_post_recv(qp: &Qp, list: &mut RecvList<'_>) {
     }
 }
 
-/// The measured poll: one `ibv_poll_cq` into a caller buffer.
+/// The measured poll: one `ibv_poll_cq` into a caller buffer; the count
+/// returned as 32 bits, as the C side returns its `int`.
 #[no_mangle]
 #[inline(never)]
-pub fn verbs_cost_poll(cq: &Cq, wcs: &mut [Wc]) -> usize {
+pub fn verbs_cost_poll(cq: &Cq, wcs: &mut [Wc]) -> u32 {
     match cq.poll(wcs) {
-        Ok(n) => n,
+        // At most `wcs.len()` (32).
+        #[allow(clippy::cast_possible_truncation)]
+        Ok(n) => n as u32,
         Err(e) => die(e),
     }
 }
@@ -140,7 +151,7 @@ fn main() -> Res<()> {
         qb = qb.send_ops(SendOps::RDMA_WRITE);
     }
     let qa = qb.build()?;
-    let qb = Qp::builder(&pd, rrddmma::prim::QpType::RC, &cq, &rcq).caps(caps).build()?;
+    let qb = Qp::builder(&pd, QpType::RC, &cq, &rcq).caps(caps).build()?;
     let gi = opts.gid_index_on(&ctx)?;
     let (ea, eb) = (qa.endpoint(opts.get_port(), gi, 1)?, qb.endpoint(opts.get_port(), gi, 2)?);
     qa.connect(&eb, ea.psn, &opts)?;
@@ -150,8 +161,8 @@ fn main() -> Res<()> {
     // SAFETY: `buf` outlives the MR (declared before it) and all requests.
     let mr = unsafe { Mr::register(&pd, buf.as_mut_ptr(), buf.len(), access)? };
     let len = if kind == "faa" || kind == "cas" { 8 } else { 64 };
-    let sges: Vec<[rrddmma::prim::Sge; 1]> = (0..batch).map(|i| [mr.sge(i * 64, len)]).collect();
-    let rsges: Vec<[rrddmma::prim::Sge; 1]> = (0..batch).map(|i| [mr.sge((batch + i) * 64, 64)]).collect();
+    let sges: Vec<[Sge; 1]> = (0..batch).map(|i| [mr.sge(i * 64, len)]).collect();
+    let rsges: Vec<[Sge; 1]> = (0..batch).map(|i| [mr.sge((batch + i) * 64, 64)]).collect();
     let wrs: Vec<SendWr<'_>> = sges
         .iter()
         .enumerate()
@@ -173,8 +184,16 @@ fn main() -> Res<()> {
         })
         .collect();
     let mut recvs = RecvList::new(rsges.iter().enumerate().map(|(i, s)| RecvWr::new(s, i as u64)).collect());
-    let wr_list: Vec<_> =
-        sges.iter().enumerate().map(|(i, s)| (s[0], mr.remote().at(((batch + i) * 64) as u64))).collect();
+    let wr_list: Vec<WrItem> = sges
+        .iter()
+        .enumerate()
+        .map(|(i, s)| WrItem {
+            wr_id: i as u64,
+            flags: if i + 1 == batch { SendFlags::SIGNALED } else { SendFlags::empty() },
+            sge: s[0],
+            remote: mr.remote().at(((batch + i) * 64) as u64),
+        })
+        .collect();
     let mut list = SendList::new(wrs);
     let mut wcs = [Wc::default(); 32];
     for i in 0..iters {
@@ -192,7 +211,7 @@ fn main() -> Res<()> {
             let n = verbs_cost_poll_ex(&cq);
             (n, n != usize::MAX)
         } else {
-            let n = verbs_cost_poll(&cq, &mut wcs);
+            let n = verbs_cost_poll(&cq, &mut wcs) as usize;
             (n, n > 0 && wcs[0].is_success())
         };
         if n != 1 || !ok {
@@ -201,7 +220,7 @@ fn main() -> Res<()> {
         if kind == "send" {
             // The receives completed before the send's acknowledgement; one
             // measured poll takes them, a short one is topped up unmeasured.
-            let mut got = verbs_cost_poll(&rcq, &mut wcs);
+            let mut got = verbs_cost_poll(&rcq, &mut wcs) as usize;
             while got < batch {
                 got += rcq.poll(&mut wcs[got..])?;
             }

@@ -53,9 +53,13 @@ __attribute__((noinline)) void verbs_cost_post_recv(struct ibv_qp *qp, struct ib
 		die("ibv_post_recv");
 }
 
-/* One polling pass; -1 on a failed completion. On rxe before rdma-core 55,
- * ibv_next_poll returning ENOENT has already ended the pass (so no
- * ibv_end_poll then); this program is run on such an rdma-core (44). */
+/* On rxe before rdma-core 55, ibv_next_poll returning ENOENT has already
+ * ended the pass, and ibv_end_poll must then be skipped; on other providers
+ * and later rdma-core it must be called. A program that runs on any of them
+ * decides when it opens the device, as rrddmma does per CQ; set in main. */
+static int next_poll_ends;
+
+/* One polling pass; -1 on a failed completion. */
 __attribute__((noinline)) int verbs_cost_poll_ex(struct ibv_cq_ex *cq)
 {
 	struct ibv_poll_cq_attr attr = { 0 };
@@ -65,12 +69,17 @@ __attribute__((noinline)) int verbs_cost_poll_ex(struct ibv_cq_ex *cq)
 	if (rc)
 		die("ibv_start_poll");
 	for (;;) {
-		if (cq->status != IBV_WC_SUCCESS)
+		if (cq->status != IBV_WC_SUCCESS) {
+			ibv_end_poll(cq);
 			return -1;
+		}
 		n++;
 		rc = ibv_next_poll(cq);
-		if (rc == ENOENT)
+		if (rc == ENOENT) {
+			if (!next_poll_ends)
+				ibv_end_poll(cq);
 			return n;
+		}
 		if (rc)
 			die("ibv_next_poll");
 	}
@@ -155,6 +164,8 @@ int main(int argc, char **argv)
 			dev = list[i];
 	if (!dev)
 		die("no such device");
+	/* The rdma-core here is 44: rxe's next_poll ends the pass. */
+	next_poll_ends = !strncmp(ibv_get_device_name(dev), "rxe", 3);
 	struct ibv_context *ctx = ibv_open_device(dev);
 	struct ibv_port_attr pa;
 	if (!ctx || ibv_query_port(ctx, 1, &pa))

@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use crate::pace::{Rate, RateKind, RateUnits};
+
 /// The operation measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verb {
@@ -36,6 +38,9 @@ pub enum Conn {
     Uc,
     /// Unreliable datagram: SEND of at most one path MTU, to an address handle.
     Ud,
+    /// Extended reliable connected: the requester's `XRC_SEND` QPs name the
+    /// responder's XRC SRQ; the responder's `XRC_RECV` QPs take its side.
+    Xrc,
 }
 
 impl Conn {
@@ -45,6 +50,7 @@ impl Conn {
             Conn::Rc => "RC",
             Conn::Uc => "UC",
             Conn::Ud => "UD",
+            Conn::Xrc => "XRC",
         }
     }
 }
@@ -112,6 +118,12 @@ pub struct Opts {
     pub rdma_cm: bool,
     /// perftest's `-c`.
     pub conn: Conn,
+    /// perftest's `--use-srq`: receives go to one SRQ shared by the QPs.
+    pub use_srq: bool,
+    /// perftest's `--odp`: the buffer is registered with on-demand paging.
+    pub odp: bool,
+    /// perftest's `--rate_limit` (with `--rate_units`, `--rate_limit_type`, `--burst_size`).
+    pub rate: Option<Rate>,
 }
 
 pub const USAGE: &str = "\
@@ -141,7 +153,15 @@ perftest's flags:
   -b, --bidirectional      both sides stream at once (bw tests)
   -H, --report-histogram   print every latency sample, sorted (lat tests)
   -U, --report-unsorted    print every latency sample in the order taken (lat tests)
-  -c, --connection T       transport: RC (default); UC (write, send); UD (send, messages up to the MTU)
+  -c, --connection T       transport: RC (default); UC (write, send); UD (send, messages up to the MTU);
+                           XRC (bw without -b; needs a device with XRC, e.g. mlx5)
+      --use-srq            receives from one shared receive queue (send tests; -r sizes it)
+      --odp                register the buffer with on-demand paging (not atomic, not UC)
+      --rate_limit R       bw tests: send at most R (in --rate_units) per second
+      --rate_units U       M (MiB/s), g (Gb/s, the default) or p (messages/s)
+      --rate_limit_type T  SW (the loop paces bursts) or HW (the device paces the QPs; default,
+                           falling back to SW when the device has no pacing and T was not given)
+      --burst_size N       requests per burst of the rate limiter (default: the tx depth)
   -R, --rdma_cm            connect through rdma_cm (SERVER by IP address; exchange over RDMA SEND)
       --use_hugepages      buffers on 2 MiB huge pages
       --run_infinitely     bw client: stream until stopped, a report every -D seconds (5)
@@ -257,8 +277,12 @@ where
         run_infinitely: false,
         rdma_cm: false,
         conn: Conn::Rc,
+        use_srq: false,
+        odp: false,
+        rate: None,
     };
     let mut cq_mod_set = false;
+    let mut limit = Limiter::default();
     while let Some(arg) = p.next().map_err(|e| e.to_string())? {
         match arg {
             Short('d') | Long("ib-dev") => o.device = Some(text(&mut p, "-d")?),
@@ -298,13 +322,20 @@ where
                     "RC" => Conn::Rc,
                     "UC" => Conn::Uc,
                     "UD" => Conn::Ud,
-                    v @ ("XRC" | "DC" | "SRD") => {
-                        return Err(format!("-c {v}: rrddmma-perf supports RC, UC and UD connections only"))
+                    "XRC" => Conn::Xrc,
+                    v @ ("DC" | "SRD") => {
+                        return Err(format!("-c {v}: rrddmma-perf supports RC, UC, UD and XRC connections only"))
                     }
                     v => return Err(format!("-c {v:?}: expected RC, UC, UD, XRC, DC or SRD")),
                 }
             }
             Short('R') | Long("rdma_cm") => o.rdma_cm = true,
+            Long("use-srq") => o.use_srq = true,
+            Long("odp") => o.odp = true,
+            Long("rate_limit") => limit.value = Some(num(&mut p, "--rate_limit")?),
+            Long("rate_units") => limit.units = Some(text(&mut p, "--rate_units")?),
+            Long("rate_limit_type") => limit.kind = Some(text(&mut p, "--rate_limit_type")?),
+            Long("burst_size") => limit.burst = Some(num(&mut p, "--burst_size")?),
             Long("cpu") => o.cpu = Some(num(&mut p, "--cpu")?),
             Long("numa") => o.numa = true,
             Long("use_hugepages") | Long("use-hugepages") => o.hugepages = true,
@@ -360,6 +391,8 @@ where
         return Err(format!("-l {} exceeds the tx depth -t {}", o.post_list, o.tx_depth));
     }
     transport(&mut o)?;
+    o.rate = limit.check(&o)?;
+    extras(&mut o)?;
     // perftest leaves CQ moderation on for UD, whose messages are small, and
     // with -e.
     if o.size > 8192 && !o.all && !cq_mod_set && o.conn != Conn::Ud && !o.events {
@@ -412,7 +445,7 @@ fn transport(o: &mut Opts) -> Result<(), String> {
         Verb::Read | Verb::Atomic => "RC",
     };
     match o.conn {
-        Conn::Rc => return Ok(()),
+        Conn::Rc | Conn::Xrc => return Ok(()),
         Conn::Uc if matches!(o.verb, Verb::Read | Verb::Atomic) => {
             return Err(format!(
                 "-c UC: {test} needs {allowed} (UC carries RDMA WRITE and SEND only: write bw, write lat, send bw, \
@@ -435,6 +468,131 @@ fn transport(o: &mut Opts) -> Result<(), String> {
     }
     if o.duration.is_none() && o.rx_depth == DEF_RX_DEPTH {
         o.rx_depth = o.iters.min(UC_MAX_RX) as u32;
+    }
+    Ok(())
+}
+
+/// The rate-limiter flags as given, checked by [`Limiter::check`].
+#[derive(Default)]
+struct Limiter {
+    value: Option<f64>,
+    units: Option<String>,
+    kind: Option<String>,
+    burst: Option<u32>,
+}
+
+impl Limiter {
+    /// perftest's rules: a positive rate; units `M`, `g` or `p`; type `SW`
+    /// or `HW` (perftest's `PP` paces raw Ethernet QPs, which this tool has
+    /// not); the limit on bandwidth tests without `--run_infinitely`; SW
+    /// not on atomics nor SEND with `-b`; HW not through rdma_cm.
+    fn check(self, o: &Opts) -> Result<Option<Rate>, String> {
+        let Some(value) = self.value else {
+            let given = [
+                (self.units.is_some(), "--rate_units"),
+                (self.kind.is_some(), "--rate_limit_type"),
+                (self.burst.is_some(), "--burst_size"),
+            ];
+            return match given.iter().find(|(g, _)| *g) {
+                Some((_, flag)) => Err(format!("{flag} without --rate_limit: give the limit too (--rate_limit R)")),
+                None => Ok(None),
+            };
+        };
+        if !(value > 0.0 && value.is_finite()) {
+            return Err(format!("--rate_limit {value}: give a rate above 0"));
+        }
+        let units = match self.units.as_deref() {
+            None | Some("g") => RateUnits::Gbps,
+            Some("M") => RateUnits::MiBps,
+            Some("p") => RateUnits::Pps,
+            Some(u) => return Err(format!("--rate_units {u:?}: expected M (MiB/s), g (Gb/s) or p (messages/s)")),
+        };
+        let kind = match self.kind.as_deref() {
+            None | Some("HW") => RateKind::Hw,
+            Some("SW") => RateKind::Sw,
+            Some("PP") => {
+                return Err("--rate_limit_type PP: perftest's packet pacing of raw Ethernet QPs; for RC, UC, UD \
+                            and XRC QPs --rate_limit_type HW asks the device for the same pacing \
+                            (ibv_modify_qp_rate_limit)"
+                    .into())
+            }
+            Some(k) => return Err(format!("--rate_limit_type {k:?}: expected SW or HW")),
+        };
+        let test = format!("{} {}", o.verb.name(), if o.test == Test::Bw { "bw" } else { "lat" });
+        if o.test != Test::Bw {
+            return Err(format!(
+                "--rate_limit: {test} is a latency test; the limit paces bandwidth tests (write, read, send, atomic \
+                 bw)"
+            ));
+        }
+        if o.run_infinitely {
+            return Err("--rate_limit with --run_infinitely: not supported (perftest refuses it too); use -D".into());
+        }
+        if kind == RateKind::Sw && (o.verb == Verb::Atomic || (o.verb == Verb::Send && o.bidir)) {
+            return Err(format!(
+                "--rate_limit_type SW: not on {test}{} (perftest's SW limiter takes write, read and send bw, send \
+                 without -b); try --rate_limit_type HW",
+                if o.bidir { " -b" } else { "" }
+            ));
+        }
+        if kind == RateKind::Sw && o.events {
+            return Err("--rate_limit_type SW with -e: a side asleep on a completion event misses the start of its \
+                        next burst; drop -e"
+                .into());
+        }
+        if o.rdma_cm && (kind == RateKind::Hw || self.kind.is_none()) {
+            return Err("--rate_limit_type HW with -R: not through rdma_cm (perftest refuses it too); use \
+                        --rate_limit_type SW or drop -R"
+                .into());
+        }
+        let burst = match self.burst {
+            None | Some(0) => o.tx_depth,
+            Some(b) => b,
+        };
+        Ok(Some(Rate { value, units, kind, kind_given: self.kind.is_some(), burst }))
+    }
+}
+
+/// The checks of `--use-srq`, `--odp` and `-c XRC`, as perftest's parser
+/// has them, and the limits of this tool's XRC runs.
+fn extras(o: &mut Opts) -> Result<(), String> {
+    let test = format!("{} {}", o.verb.name(), if o.test == Test::Bw { "bw" } else { "lat" });
+    if o.use_srq && o.verb != Verb::Send {
+        return Err(format!(
+            "--use-srq: {test} takes no receives; the shared receive queue is for send bw and send lat (as in \
+             perftest)"
+        ));
+    }
+    if o.use_srq && o.qps > o.rx_depth {
+        return Err(format!(
+            "--use-srq with -q {}: the SRQ holds -r {} receives, fewer than one per QP; give -r {} or more",
+            o.qps, o.rx_depth, o.qps
+        ));
+    }
+    if o.use_srq && o.rdma_cm && o.conn == Conn::Ud {
+        return Err("--use-srq with -R -c UD: the rdma_cm UD set-up takes each peer's announcement on the QP's own \
+                    receive queue; drop --use-srq or -R"
+            .into());
+    }
+    if o.odp && o.verb == Verb::Atomic {
+        return Err("--odp: not on atomic tests (perftest refuses ODP with atomics)".into());
+    }
+    if o.odp && o.conn == Conn::Uc {
+        return Err("--odp with -c UC: not supported (perftest refuses ODP with UC); use -c RC".into());
+    }
+    if o.conn == Conn::Xrc {
+        if o.rdma_cm {
+            return Err("-c XRC with -R: rdma_cm makes no XRC connections (perftest refuses this too)".into());
+        }
+        if o.test == Test::Lat || o.bidir {
+            return Err(format!(
+                "-c XRC: {test}{}: rrddmma-perf runs XRC on one-way bandwidth tests (write, read, send, atomic bw \
+                 without -b)",
+                if o.bidir { " -b" } else { "" }
+            ));
+        }
+        // perftest turns --use-srq on with XRC: its receives go to the XRC SRQ.
+        o.use_srq = false;
     }
     Ok(())
 }
@@ -541,7 +699,8 @@ mod tests {
         assert!(ud_cm.rdma_cm && ud_cm.conn == Conn::Ud);
         assert!(p("send bw -c UD -R -b").is_ok());
         assert!(p("write bw -c UD -R").unwrap_err().contains("write bw needs RC or UC"));
-        assert!(p("send bw -c XRC").unwrap_err().contains("RC, UC and UD"));
+        assert_eq!(p("send bw -c XRC").unwrap().conn, Conn::Xrc);
+        assert!(p("send bw -c DC").unwrap_err().contains("RC, UC, UD and XRC"));
         assert!(p("send bw -c rc").unwrap_err().contains("expected RC, UC, UD"));
     }
 
@@ -624,6 +783,71 @@ mod tests {
         let o = p("write bw -as64 -x1 10.0.0.1").unwrap();
         assert!(o.all);
         assert_eq!((o.size, o.gid_index, o.server.as_deref()), (64, Some(1), Some("10.0.0.1")));
+    }
+
+    #[test]
+    fn srq_odp_and_xrc_where_perftest_takes_them() {
+        let o = p("send bw --use-srq -q 4 -r 64").unwrap();
+        assert!(o.use_srq && o.rx_depth == 64);
+        assert!(p("send lat --use-srq").unwrap().use_srq);
+        assert!(p("send bw -c UD --use-srq -n 300").unwrap().use_srq);
+        for t in ["read bw", "write lat", "atomic bw"] {
+            let e = p(&format!("{t} --use-srq")).unwrap_err();
+            assert!(e.starts_with(&format!("--use-srq: {t} takes no receives")), "{e}");
+        }
+        let e = p("send bw --use-srq -q 8 -r 4").unwrap_err();
+        assert!(e.contains("fewer than one per QP; give -r 8 or more"), "{e}");
+        assert!(p("send lat --use-srq -R -c UD").unwrap_err().contains("drop --use-srq or -R"));
+        assert!(p("send bw --use-srq -R").unwrap().use_srq);
+        for t in ["write bw", "read lat", "send bw -c UD"] {
+            assert!(p(&format!("{t} --odp")).unwrap().odp, "{t}");
+        }
+        assert!(p("atomic bw --odp").unwrap_err().contains("not on atomic tests"));
+        assert!(p("write bw --odp -c UC").unwrap_err().contains("use -c RC"));
+        for t in ["write bw", "read bw", "send bw", "atomic bw"] {
+            assert_eq!(p(&format!("{t} -c XRC -q 2")).unwrap().conn, Conn::Xrc, "{t}");
+        }
+        // perftest turns the SRQ on with XRC; the XRC SRQ takes the receives.
+        assert!(!p("send bw -c XRC --use-srq").unwrap().use_srq);
+        assert!(p("write lat -c XRC").unwrap_err().contains("one-way bandwidth tests"));
+        assert!(p("send bw -c XRC -b").unwrap_err().contains("send bw -b"));
+        assert!(p("write bw -c XRC -R").unwrap_err().contains("rdma_cm makes no XRC"));
+    }
+
+    #[test]
+    fn rate_limits_as_perftest_parses_them() {
+        let o = p("write bw --rate_limit 10 --rate_units M --rate_limit_type SW --burst_size 16").unwrap();
+        let r = o.rate.unwrap();
+        assert_eq!((r.value, r.units, r.kind, r.kind_given, r.burst), (10.0, RateUnits::MiBps, RateKind::Sw, true, 16));
+        // perftest's defaults: Gb/s, the HW limiter (falling back to SW), bursts of the tx depth.
+        let r = p("send bw --rate_limit=2.5 -t 64").unwrap().rate.unwrap();
+        assert_eq!((r.units, r.kind, r.kind_given, r.burst), (RateUnits::Gbps, RateKind::Hw, false, 64));
+        assert_eq!(
+            p("read bw --rate_limit 1000 --rate_units p --rate_limit_type SW").unwrap().rate.unwrap().units,
+            RateUnits::Pps
+        );
+        assert!(p("write bw").unwrap().rate.is_none());
+        let bad = [
+            ("write lat --rate_limit 1", "write lat is a latency test"),
+            ("write bw --rate_limit 0", "give a rate above 0"),
+            ("write bw --rate_limit -3", "give a rate above 0"),
+            ("write bw --rate_limit 1 --rate_units G", "expected M (MiB/s), g (Gb/s) or p"),
+            ("write bw --rate_limit 1 --rate_limit_type PP", "raw Ethernet"),
+            ("write bw --rate_limit 1 --rate_limit_type sw", "expected SW or HW"),
+            ("atomic bw --rate_limit 1 --rate_limit_type SW", "not on atomic bw"),
+            ("send bw -b --rate_limit 1 --rate_limit_type SW", "not on send bw -b"),
+            ("read bw -e --rate_limit 1 --rate_limit_type SW", "drop -e"),
+            ("write bw -R --rate_limit 1", "HW with -R"),
+            ("write bw --run_infinitely --rate_limit 1", "use -D"),
+            ("write bw --burst_size 8", "--burst_size without --rate_limit"),
+            ("write bw --rate_units M", "--rate_units without --rate_limit"),
+        ];
+        for (line, want) in bad {
+            let e = p(line).unwrap_err();
+            assert!(e.contains(want), "{line}: {e}");
+        }
+        assert!(p("atomic bw --rate_limit 1 --rate_limit_type HW").is_ok());
+        assert!(p("write bw -R --rate_limit 1 --rate_limit_type SW").is_ok());
     }
 
     #[test]

@@ -16,11 +16,13 @@ mod cm;
 mod load;
 mod oob;
 mod out;
+mod pace;
 mod payload;
 mod place;
 mod plot;
 mod run;
 mod scenario;
+mod srq;
 mod stats;
 mod ud;
 

@@ -8,6 +8,8 @@
 //! - [`inline`]: the header's `static inline` verbs (`ibv_post_send`,
 //!   `ibv_poll_cq`, `ibv_wr_*`, `ibv_start_poll`, ...) written in Rust, so
 //!   they inline into the caller like they do in C.
+//! - [`newer`]: what rdma-core's headers gained after the release `sys` is
+//!   generated from (FLUSH), written by hand with layout checks.
 //! - `cm` (feature `cm`): librdmacm, generated and checked like [`sys`].
 //! - [`register_static_providers`]: in a static build, pulls the chosen
 //!   providers into the link and registers them.
@@ -47,6 +49,9 @@
 pub mod sys;
 
 pub mod inline;
+
+#[allow(non_camel_case_types, missing_debug_implementations)]
+pub mod newer;
 
 /// librdmacm (`rdma/rdma_cma.h`), generated like [`sys`] (`cargo xtask
 /// bindings`); the verbs types it names are [`sys`]'s. Not re-exported flat:
@@ -116,6 +121,7 @@ mod providers {
 #[cfg(feature = "dlopen")]
 pub use dl_sys::*;
 pub use inline::*;
+pub use newer::*;
 pub use providers::STATIC_PROVIDERS;
 #[cfg(not(feature = "dlopen"))]
 pub use sys::*;

@@ -469,6 +469,7 @@ mod tests {
     fn bindings() -> Vec<(String, String, i128)> {
         #[allow(unused_mut)]
         let mut b = consts("sys", include_str!("../bindings/sys.rs"));
+        b.extend(consts("newer", include_str!("../bindings/newer.rs")));
         #[cfg(feature = "cm")]
         b.extend(consts("cm", include_str!("../bindings/cm.rs")));
         b

@@ -21,6 +21,7 @@ mod domain;
 mod ece;
 mod error;
 mod event;
+mod flush;
 mod gid;
 mod handle;
 mod local;
@@ -51,6 +52,7 @@ pub use ece::Ece;
 pub(crate) use error::count_destroy_failure;
 pub use error::{destroy_failures, Error, Result};
 pub use event::{AsyncEvent, EventElement};
+pub use flush::{FlushLevel, FlushPlacement};
 pub use gid::{Gid, GidEntry, GidType};
 pub use local::{LocalCq, LocalQp, TdParentDomain};
 pub use mr::{Mr, RemoteMr};
@@ -65,6 +67,7 @@ pub use qp::{
 pub use srq::{Srq, SrqBuilder};
 pub use td::Td;
 pub use wr::{RecvList, RecvWr, RemoteAddr, SendList, SendWr, Sge};
+pub use xrc::XrcTargetQp;
 
 pub use values::{
     AccessFlags, EventType, MigState, Mtu, MwType, PortState, QpState, QpType, SendFlags, WcFlags, WcOpcode, WcStatus,

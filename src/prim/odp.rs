@@ -37,10 +37,12 @@ impl Pd {
     /// in the background. Each entry names a range by a region's local key
     /// ([`Mr::sge`](super::Mr::sge)); the kernel checks the keys and ranges.
     ///
-    /// A provider or kernel without it (rxe under rdma-core before the
-    /// provider gained the entry point; a device without ODP) gives
-    /// [`Error::Unsupported`]; a range outside its region, or a region
-    /// without ODP, is [`Error::Verbs`] with the kernel's errno.
+    /// A provider or kernel without it (rxe's provider in rdma-core 44; a
+    /// device without ODP) gives [`Error::Unsupported`]; a key the kernel
+    /// does not know is [`Error::Verbs`] with its errno. Name only regions
+    /// registered with [`AccessFlags::ON_DEMAND`](super::AccessFlags::ON_DEMAND):
+    /// SoftRoCE under Linux 7.3.4 crashes the kernel on a region without
+    /// ODP instead of refusing it.
     ///
     /// # Panics
     /// If `sges` is empty, or longer than `u32::MAX` (a programming error).

@@ -262,10 +262,13 @@ impl<'a> SendWr<'a> {
 macro_rules! wr_list {
     ($(#[$doc:meta])* $name:ident, $wr:ident, $raw:ty, $post:literal) => {
         $(#[$doc])*
+        // `bad` first: the post passes the list's address itself as the
+        // `bad_wr` slot and loads only the head.
+        #[repr(C)]
         pub struct $name<'a> {
-            wrs: Box<[$wr<'a>]>,
             /// The provider's `bad_wr` output of the last failed post (null before).
             bad: *mut $raw,
+            wrs: Box<[$wr<'a>]>,
         }
 
         // SAFETY: as for the requests; `bad` only ever points into `wrs`.

@@ -204,4 +204,22 @@ fn one_entry_methods_refuse_ud() {
     let msg = r.expect_err("a one-entry send on a UD QP panics");
     let msg = msg.downcast_ref::<&str>().copied().map(String::from).or_else(|| msg.downcast_ref::<String>().cloned());
     assert!(msg.unwrap_or_default().contains("WrBatch::post with SendWr::ud"), "names the fix");
+    // The other one-entry methods need their send op (the provider, which
+    // refuses RDMA send ops on UD, left the entry unset): a contract of the
+    // unsafe call, which debug builds (these tests) check.
+    if cfg!(debug_assertions) {
+        let remote = a.mr.remote().at(8);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            // SAFETY: registered entry; in a debug build the call panics
+            // before anything is called.
+            let mut batch = unsafe { qp.wr_batch() };
+            // SAFETY: as above.
+            unsafe { batch.rdma_write(2, rrddmma::prim::SendFlags::SIGNALED, &sge, remote) };
+        }));
+        let msg = r.expect_err("a one-entry RDMA WRITE on a QP without SendOps::RDMA_WRITE panics");
+        let msg =
+            msg.downcast_ref::<&str>().copied().map(String::from).or_else(|| msg.downcast_ref::<String>().cloned());
+        let msg = msg.unwrap_or_default();
+        assert!(msg.contains("wr_rdma_write") && msg.contains("SendOps::RDMA_WRITE"), "names the fix: {msg}");
+    }
 }

@@ -21,6 +21,7 @@ mod errors;
 mod events;
 mod ex_post;
 mod features;
+mod flush;
 mod hw_verbs;
 mod iwarp;
 mod loopback;
@@ -33,7 +34,9 @@ mod resources;
 mod srq_limit;
 mod stress;
 mod ud_srq;
+mod userspace;
 mod wrap;
+mod xrc_open;
 
 #[global_allocator]
 static ALLOC: alloc::Counting = alloc::Counting;

@@ -23,6 +23,16 @@ const VERBS_ROWS: [(&str, u32, &str); 9] = [
     ("cqex", 1, "RDMA WRITE, extended CQ (`Cq::start_poll`)"),
 ];
 
+/// The target ratio to C of a kind's row: the classic post and poll (one
+/// provider call each, as in C) at C's cost, the others within 2 %.
+fn target(kind: &str) -> f64 {
+    if matches!(kind, "write" | "read" | "faa" | "cas") {
+        1.00
+    } else {
+        1.02
+    }
+}
+
 /// `cargo xtask bench-verbs`: userspace instructions per iteration (post +
 /// poll) of each of [`VERBS_ROWS`], rrddmma (`examples/verbs_cost.rs`)
 /// against C (`benches/verbs_cost/verbs_cost.c`), counted by callgrind
@@ -74,8 +84,9 @@ pub fn bench_verbs(kinds: &[String]) -> Result<()> {
     let mut over = Vec::new();
     for (row, (kind, batch, what)) in rows.iter().enumerate() {
         let (r, cc) = (per(row * 4), per(row * 4 + 2));
-        if r / cc > 1.02 {
-            over.push(format!("{kind} x{batch} {:.3}", r / cc));
+        // Compared at the two decimals the targets are stated in.
+        if (r / cc * 100.0).round() / 100.0 > target(kind) {
+            over.push(format!("{kind} x{batch} {:.3} (target {:.2})", r / cc, target(kind)));
         }
         println!("| {what} | {batch} | {cc:.1} | {r:.1} | {:.3} |", r / cc);
     }
@@ -83,9 +94,9 @@ pub fn bench_verbs(kinds: &[String]) -> Result<()> {
         "\nuserspace instructions per iteration (post + poll), device {}; {}",
         place.device(),
         if over.is_empty() {
-            "every row within 1.02x".to_string()
+            "every row at its target (classic rows 1.00x C, the others 1.02x)".to_string()
         } else {
-            format!("above 1.02x: {}", over.join(", "))
+            format!("above target: {}", over.join(", "))
         }
     );
     Ok(())

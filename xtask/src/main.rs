@@ -18,6 +18,8 @@
 //!   (and the `dlopen` tables derived from it).
 //! - `cargo xtask dlopen`: the dlopen linkage alone: built with rdma-core hidden, its load
 //!   errors, and the device suite on it.
+//! - `cargo xtask userspace`: builds (or reuses) the pinned rdma-core v59 as shared
+//!   libraries run in place, and prints the `RRDDMMA_LIB*` settings for a `dlopen` binary.
 //! - `cargo xtask deps`: installs what the other tasks need (idempotent).
 //! - `cargo xtask bench-wqe`: callgrind count of the direct WQE writer vs the C helpers.
 
@@ -50,6 +52,7 @@ mod siw;
 mod slurm;
 mod tally;
 mod test;
+mod userspace;
 
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
@@ -94,6 +97,7 @@ fn usage() -> ExitCode {
          \x20                      (--no-kernel-matrix: stable's kernel and rxe only)\n\
          \x20 demo [--device NAME] [--reps N] [--no-instructions | --instructions-only]\n\
          \x20                      rrddmma-perf beside perftest: ratios with spread, a plot, instructions per message\n\
+         \x20 userspace             builds the pinned rdma-core v59 shared libraries in place and prints the RRDDMMA_LIB* settings\n\
          \x20 examples              device checks of the interoperable examples only\n\
          \x20 cm-examples           device checks of the rdmacm examples only (rping, rdma_server/client)\n\
          \x20 perf-checks [pair|cluster|rdma_cm] [--only TEXT]  rrddmma-perf's device checks only (interop, payload,\n\
@@ -202,6 +206,7 @@ fn main() -> ExitCode {
         "siw" => siw::task(rest),
         "bindings" => bindings::run(rest),
         "dlopen" => dlopen::run(),
+        "userspace" => userspace::run(),
         "deps" => deps::ensure(),
         "bench-wqe" => bench::run_bench(),
         _ => return usage(),

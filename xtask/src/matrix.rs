@@ -1,8 +1,10 @@
 //! The kernel matrix in `cargo xtask test`: after the full device session
 //! under Debian stable's kernel, a second VM boots Debian's newest kernel
-//! (see `kernels`) and runs a subset of the device suite there: the rows a
-//! newer rxe changes (ODP, ATOMIC WRITE) and a smoke of loopback, ops,
-//! features, the CM, the SRQ limit and type-2 windows.
+//! (see `kernels`) and runs the device suite there (all but the thousand CM
+//! cycles), with Debian's rdma-core 44 userspace; then, in the same VM, the
+//! rows a newer userspace changes (ODP prefetch, FLUSH, XRC open) with the
+//! `dlopen` build of the device tests pointed at the pinned rdma-core v59
+//! (`userspace`); and `rrddmma-perf --odp` against perftest's `--odp`.
 
 use std::path::Path;
 
@@ -11,37 +13,45 @@ use crate::kernels::{self, Kernel};
 use crate::tally::Tally;
 use crate::Result;
 
-/// The device tests run under the newest kernel: libtest filters (any matches).
-pub const NEWEST_SUBSET: &[&str] = &[
-    "newer_kernel::",
-    "iwarp::",
-    "loopback::",
-    "ops::",
-    "features::",
-    "cm::",
-    "srq_limit::",
-    "mw2::",
-    "hw_verbs::",
-    "cm_ece::",
-];
+/// The device tests run under the newest kernel with rdma-core v59.
+pub const V59_SUBSET: &[&str] = &["newer_kernel::", "flush::", "xrc_open::", "loopback::", "ops::"];
 
 /// Runs the subset of the device suite `device_tests` under Debian's newest
-/// kernel, each check named with that kernel.
-pub fn newest(device_tests: &Path, tally: &mut Tally) -> Result<()> {
+/// kernel, each check named with that kernel and the userspace; with `v59`
+/// (the device tests on the `dlopen` linkage, and the pinned rdma-core
+/// tarball), also the v59 subset.
+pub fn newest(device_tests: &Path, v59: Option<(&Path, &Path)>, tally: &mut Tally) -> Result<()> {
     let image = Kernel::Newest.image()?;
     let release = kernels::release_of(&image);
     let place = Place::Vm { kernel: image };
     println!("kernel matrix: device tests on {}", place.describe());
     let want = release.clone();
-    let filters = NEWEST_SUBSET.join(" ");
-    let checks = vec![
+    let mut checks = vec![
         Check::verdict(&format!("kernel {release}: the VM runs it"), "uname -r".into(), move |d| {
             d.code == Some(0) && d.output.lines().any(|l| l.trim() == want)
         }),
         Check::libtest(
-            &format!("device tests under kernel {release} (ODP, ATOMIC WRITE, iWARP-or-not, loopback, ops, features, CM, SRQ limit, MW type 2)"),
-            format!("'{}' --ignored --test-threads=1 --skip cm::thousand {filters}", device_tests.display()),
+            &format!("device tests under kernel {release} + rdma-core 44 (the whole suite but the thousand CM cycles)"),
+            format!(
+                "RRDDMMA_EXPECT_USERSPACE=44 '{}' --ignored --test-threads=1 --skip cm::thousand",
+                device_tests.display()
+            ),
         ),
     ];
+    match v59.map(|(tests, tarball)| crate::userspace::build(tarball).map(|v| (tests, v))) {
+        None => println!("kernel matrix: rdma-core v59 step not run (the dlopen build failed)"),
+        Some(Err(e)) => tally.check(&format!("rdma-core v59 userspace built ({e})"), false),
+        Some(Ok((tests, v59))) => checks.push(Check::libtest(
+            &format!("device tests under kernel {release} + rdma-core v59 (dlopen linkage; ODP prefetch, FLUSH, XRC open, loopback, ops)"),
+            format!(
+                "RRDDMMA_EXPECT_LINKAGE=dlopen RRDDMMA_EXPECT_USERSPACE=59 {} '{}' --ignored --test-threads=1 {}",
+                v59.env(),
+                tests.display(),
+                V59_SUBSET.join(" ")
+            ),
+        )),
+    }
+    // rrddmma-perf --odp against perftest --odp, both roles (rxe's RC ODP).
+    checks.extend(crate::perf_checks::odp_checks(&release)?);
     device::run_checks(&place, &checks, tally)
 }

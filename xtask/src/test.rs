@@ -68,7 +68,7 @@ const PINNED_SHA256: &str = "b30d56bb620b3d3b4301876f9a04c964be1c76cc6553a451e14
 /// Fetches the pinned rdma-core tree (cached under target/xtask) with curl
 /// and checks its SHA-256. (`pip download` of the sdist also builds its
 /// metadata, which took six minutes on a fresh machine.)
-fn rdma_core_source() -> Result<PathBuf> {
+pub(crate) fn rdma_core_source() -> Result<PathBuf> {
     let dir = root().join("target/xtask/rdma-core-src");
     let tarball = dir.join("pyverbs-59.0.tar.gz");
     let sha = |p: &Path| -> Result<String> {
@@ -319,7 +319,9 @@ pub fn run(args: &[String]) -> Result<()> {
     if !matrix {
         println!("kernel matrix and soft-iWARP: not run (--no-kernel-matrix or RRDDMMA_KERNEL_MATRIX=0)");
     } else if matches!(place, device::Place::Vm { .. }) {
-        if let Err(e) = crate::matrix::newest(&shared, &mut tally) {
+        let tarball = rdma_core_source()?;
+        let v59 = dlopen.as_ref().map(|b| (b.device.as_path(), tarball.as_path()));
+        if let Err(e) = crate::matrix::newest(&shared, v59, &mut tally) {
             tally.check(&format!("kernel matrix: Debian's newest kernel fetched and booted ({e})"), false);
         }
     } else {

@@ -8,6 +8,7 @@ use rrddmma::prim::{Cq, RemoteAddr, SendList, SendWr, Sge, Wc};
 
 use crate::alloc;
 use crate::args::{Opts, Verb};
+use crate::pace::{Pacer, RateKind};
 use crate::payload;
 
 use super::completion::*;
@@ -56,6 +57,7 @@ fn request<'a>(
         Verb::Atomic if o.cas => SendWr::compare_swap(sge, r, 0, g),
         Verb::Atomic => SendWr::fetch_add(sge, r, 1),
     };
+    let wr = if s.xrc { wr.xrc_srqn(s.rem[qp].srqn) } else { wr };
     if inline {
         wr.inline()
     } else {
@@ -99,6 +101,8 @@ fn bw_thread(s: &Session, o: &Opts, cq: &Cq, mine: &[usize], size: usize) -> Res
     // -e: a full batch may have left completions behind that raise no
     // event (they came before the re-arm): poll again before sleeping.
     let mut full = false;
+    // --rate_limit_type SW: bursts spaced by the limit (perftest's `run_iter_bw`).
+    let mut pace = o.rate.filter(|r| r.kind == RateKind::Sw).map(|r| Pacer::new(&r, size, o.threads));
 
     alloc::measuring(true);
     let start = Instant::now();
@@ -107,7 +111,7 @@ fn bw_thread(s: &Session, o: &Opts, cq: &Cq, mine: &[usize], size: usize) -> Res
         loop {
             let mut all_done = true;
             for (si, (st, c)) in streams.iter().zip(counts.iter_mut()).enumerate() {
-                while c.posted < limit && c.posted - c.done + pl <= depth {
+                while c.posted < limit && c.posted - c.done + pl <= depth && pace.as_mut().is_none_or(Pacer::may_post) {
                     let n = pl.min(limit - c.posted);
                     let make = |g: u64| {
                         let k = (g as usize) % st.sges.len();
@@ -133,6 +137,9 @@ fn bw_thread(s: &Session, o: &Opts, cq: &Cq, mine: &[usize], size: usize) -> Res
                         unsafe { s.qps[st.qp].post_send(&mut wrs) }.map_err(err("ibv_post_send"))?;
                     }
                     c.posted += n;
+                    if let Some(p) = pace.as_mut() {
+                        p.posted(n);
+                    }
                 }
                 all_done &= c.done >= limit;
             }
@@ -174,27 +181,35 @@ pub fn bw_client(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
     let threads = o.threads as usize;
     let before = alloc::in_loop_allocations();
     let barrier = std::sync::Barrier::new(threads);
-    let results: Vec<Res<(u64, Instant, Instant)>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let mine: Vec<usize> = (0..s.qps.len()).filter(|i| i % threads == t).collect();
-                let barrier = &barrier;
-                scope.spawn(move || {
-                    // Warm-up (as perftest's): one queue's worth of requests,
-                    // so first-touch costs stay out of the measurement. Not
-                    // for SEND, whose receiver counts every message.
-                    if o.verb != Verb::Send {
-                        let warm = Opts { iters: u64::from(o.tx_depth), duration: None, ..o.clone() };
-                        let warmed = bw_thread(s, &warm, &s.cqs[t], &mine, size);
-                        barrier.wait();
-                        warmed?;
-                    }
-                    bw_thread(s, o, &s.cqs[t], &mine, size)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a benchmark thread panicked".into()))).collect()
-    });
+    let run = |t: usize| {
+        let mine: Vec<usize> = (0..s.qps.len()).filter(|i| i % threads == t).collect();
+        // Warm-up (as perftest's): one queue's worth of requests, so
+        // first-touch costs stay out of the measurement. Not for SEND,
+        // whose receiver counts every message.
+        if o.verb != Verb::Send {
+            let warm = Opts { iters: u64::from(o.tx_depth), duration: None, ..o.clone() };
+            let warmed = bw_thread(s, &warm, &s.cqs[t], &mine, size);
+            barrier.wait();
+            warmed?;
+        }
+        bw_thread(s, o, &s.cqs[t], &mine, size)
+    };
+    // One thread runs on the calling one, as perftest's loop does: a
+    // process that never started a thread keeps glibc's single-threaded
+    // system-call wrappers (rxe's doorbell is a `write`: some 7
+    // instructions a post instead of some 50).
+    let results: Vec<Res<(u64, Instant, Instant)>> = if threads == 1 {
+        vec![run(0)]
+    } else {
+        std::thread::scope(|scope| {
+            let run = &run;
+            let handles: Vec<_> = (0..threads).map(|t| scope.spawn(move || run(t))).collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err("a benchmark thread panicked".into())))
+                .collect()
+        })
+    };
     let mut ops = 0;
     let (mut first, mut last) = (None::<Instant>, None::<Instant>);
     for r in results {

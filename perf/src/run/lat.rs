@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use rrddmma::prim::{Cq, RemoteAddr, SendList, SendWr, Wc};
+use rrddmma::prim::{Cq, RecvList, RecvWr, RemoteAddr, SendList, SendWr, Wc};
 
 use crate::alloc;
 use crate::args::{Opts, Verb};
@@ -16,11 +16,18 @@ use super::completion::*;
 use super::session::Session;
 use super::{err, Outcome, Res};
 
-/// Sorted latency samples from post timestamps (perftest: intervals between
-/// consecutive posts, halved for ping-pong tests).
-fn samples(stamps: &[u64], halve: bool) -> Vec<f64> {
-    let div = if halve { 2.0 } else { 1.0 };
-    stamps.windows(2).map(|w| w[1].wrapping_sub(w[0]) as f64 / div).collect()
+/// Latency samples in nanoseconds from post timestamps (perftest: intervals
+/// between consecutive posts, halved for ping-pong tests), `ns_per_tick`
+/// apart: sorted, and with `unsorted` also in the order taken. The
+/// intervals are sorted as integers, before the conversion, which keeps
+/// their order (`ns_per_tick` is positive).
+fn samples(stamps: &[u64], halve: bool, ns_per_tick: f64, unsorted: bool) -> (Vec<f64>, Vec<f64>) {
+    let scale = if halve { ns_per_tick / 2.0 } else { ns_per_tick };
+    let mut ticks: Vec<u64> = stamps.windows(2).map(|w| w[1].wrapping_sub(w[0])).collect();
+    let ns = |t: &[u64]| t.iter().map(|&v| v as f64 * scale).collect::<Vec<f64>>();
+    let taken = if unsorted { ns(&ticks) } else { Vec::new() };
+    ticks.sort_unstable();
+    (ns(&ticks), taken)
 }
 
 /// Samples a `-D` latency run keeps (preallocated: the loop must not
@@ -97,6 +104,11 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
     }
     .signaled();
     let mut list = SendList::new(vec![if inline { wr.inline() } else { wr }]);
+    // The SEND tests' receive, built once too (perftest's prebuilt one);
+    // with --use-srq it goes to the shared queue instead.
+    let srq = s.shared.has_srq();
+    let rsge = [s.recv_sge(0)];
+    let mut rlist = RecvList::new(vec![RecvWr::new(&rsge, 0)]);
     let post = |list: &mut SendList<'_>| -> Res<()> {
         // SAFETY: the entry lies in the session's MR; each request is
         // completed before the next is posted (or, at a -D deadline, left
@@ -207,7 +219,13 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
                             // its receive is not re-posted yet.
                             unsafe { payload::verify(recv_at, size, rc as u64, 0, "send lat") }?;
                         }
-                        s.post_recv(0)?;
+                        if srq {
+                            s.post_recv(0)?;
+                        } else {
+                            // SAFETY: the entry lies in the session's MR, alive
+                            // as long as the QP; its message was read above.
+                            unsafe { qp.post_recv_list(&mut rlist) }.map_err(err("ibv_post_recv"))?;
+                        }
                     }
                     if timed || sc < n {
                         stamp(&mut taken);
@@ -272,10 +290,7 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
         Clock::Monotonic => 1.0,
     };
     let halve = matches!(o.verb, Verb::Write | Verb::Send);
-    let mut lat_ns = samples(&stamps[..taken], halve);
-    lat_ns.iter_mut().for_each(|v| *v *= ns_per_tick);
-    let unsorted_ns = if o.unsorted { lat_ns.clone() } else { Vec::new() };
-    lat_ns.sort_unstable_by(f64::total_cmp);
+    let (lat_ns, unsorted_ns) = samples(&stamps[..taken], halve, ns_per_tick, o.unsorted);
     Ok(Outcome {
         size,
         iters: taken as u64,
@@ -342,7 +357,12 @@ mod tests {
 
     #[test]
     fn latency_samples_are_intervals() {
-        assert_eq!(samples(&[0, 10, 30, 33], true), vec![5.0, 10.0, 1.5]);
-        assert_eq!(samples(&[0, 10, 30], false), vec![10.0, 20.0]);
+        // Halved for ping-pong, sorted; in the order taken only when asked.
+        assert_eq!(samples(&[0, 10, 30, 33], true, 1.0, false), (vec![1.5, 5.0, 10.0], vec![]));
+        assert_eq!(samples(&[0, 10, 30, 33], true, 1.0, true), (vec![1.5, 5.0, 10.0], vec![5.0, 10.0, 1.5]));
+        // Ticks to nanoseconds after sorting.
+        assert_eq!(samples(&[0, 20, 30], false, 0.5, true), (vec![5.0, 10.0], vec![10.0, 5.0]));
+        // A counter that wrapped between two posts still gives its interval.
+        assert_eq!(samples(&[u64::MAX - 1, 2], false, 1.0, false), (vec![4.0], vec![]));
     }
 }

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use rrddmma::prim::{
-    AccessFlags, Ah, AhAttr, CompChannel, ConnectOpts, Context, Cq, Endpoint, Gid, Mtu, Pd, Qp, QpCaps, QpType, RecvWr,
-    SendWr, Sge, GRH_LEN,
+    AccessFlags, Ah, AhAttr, CompChannel, ConnectOpts, Context, Cq, Endpoint, Gid, Mtu, Pd, Qp, QpCaps, QpType,
+    RateLimit, RecvWr, SendWr, Sge, GRH_LEN,
 };
 use rrddmma::wrap::{HugePages, MemOpts, RegisteredMem};
 
@@ -13,8 +13,10 @@ use super::{err, Res};
 use crate::args::{Conn, Opts, Test, Verb};
 use crate::clock::Clock;
 use crate::oob::{Dest, Limits, Oob};
+use crate::pace::RateKind;
 use crate::payload;
 use crate::place;
+use crate::srq::Shared;
 use crate::ud::UdPeer;
 
 /// perftest's Q_Key of UD QPs (`DEF_QKEY`).
@@ -29,6 +31,10 @@ pub(crate) fn inc(v: usize, a: usize) -> usize {
 /// registered buffer.
 pub struct Session {
     pub qps: Vec<Qp>,
+    /// `--use-srq`'s SRQ, or `-c XRC`'s domain and XRC SRQ (none otherwise).
+    pub(crate) shared: Shared,
+    /// `-c XRC`: every request names the peer's XRC SRQ (`Dest::srqn`).
+    pub(crate) xrc: bool,
     /// UD: how each QP reaches its peer (empty otherwise, and on a `-R`
     /// server that only receives).
     pub(crate) ud: Vec<UdPeer>,
@@ -132,15 +138,25 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
         AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
     // A UC QP takes remote writes only (UC has no READ or atomics).
     let qp_access = if o.conn == Conn::Uc { AccessFlags::REMOTE_WRITE } else { access };
+    // --odp: perftest's on-demand paging (`IBV_ACCESS_ON_DEMAND`).
+    let mem_access = if o.odp { access | AccessFlags::ON_DEMAND } else { access };
     // Page-aligned and zeroed; `--use_hugepages`: 2 MiB huge pages (`MAP_HUGETLB`).
     let huge = if o.hugepages { HugePages::Explicit } else { HugePages::No };
-    let mem = RegisteredMem::with(&pd, slot * 2 * q, &MemOpts::default().huge(huge).access(access)).map_err(|e| {
-        if o.hugepages {
-            format!("--use_hugepages: {e} (reserve 2 MiB huge pages first, e.g. `echo 64 > /proc/sys/vm/nr_hugepages`)")
-        } else {
-            format!("allocating and registering memory: {e}")
-        }
-    })?;
+    let mem =
+        RegisteredMem::with(&pd, slot * 2 * q, &MemOpts::default().huge(huge).access(mem_access)).map_err(|e| {
+            if o.odp && matches!(&e, rrddmma::wrap::Error::Verbs(v) if v.is_unsupported()) {
+                format!(
+                    "--odp: {e} (on-demand paging: ConnectX (mlx5), and rxe from Linux 6.14 on; run without --odp \
+                 here)"
+                )
+            } else if o.hugepages {
+                format!(
+                    "--use_hugepages: {e} (reserve 2 MiB huge pages first, e.g. `echo 64 > /proc/sys/vm/nr_hugepages`)"
+                )
+            } else {
+                format!("allocating and registering memory: {e}")
+            }
+        })?;
 
     let threads = o.threads as usize;
     let per_thread = q.div_ceil(threads) as u32;
@@ -154,15 +170,16 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
         .max_send_sge(1)
         .max_recv_sge(1)
         .max_inline_data(o.inline);
-    let qp_type = match o.conn {
-        Conn::Rc => QpType::RC,
-        Conn::Uc => QpType::UC,
-        Conn::Ud => QpType::UD,
-    };
+    // --use-srq: one SRQ of -r receives (perftest's `max_wr`); -c XRC: the
+    // XRC domain and SRQ (the requester's QPs are XRC_SEND, the responder's
+    // XRC_RECV).
+    let shared = Shared::create(o, &ctx, &pd, &recv_cq, rx)?;
+    let qp_type = Shared::qp_type(o.conn, oob.is_client());
     let qps = (0..q)
-        .map(|i| Qp::builder(&pd, qp_type, &cqs[i % threads], &recv_cq).caps(caps).build())
+        .map(|i| shared.attach(Qp::builder(&pd, qp_type, &cqs[i % threads], &recv_cq), qp_type, caps).build())
         .collect::<Result<Vec<_>, _>>()
         .map_err(err("creating a QP"))?;
+    let srqn = shared.srqn()?;
 
     let out_reads = u32::try_from(dev.max_qp_rd_atom).unwrap_or(1).clamp(1, 16);
     let gid = if with_gid {
@@ -208,7 +225,7 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
             rkey: mem.mr().rkey(),
             vaddr: mem.mr().addr() + ((q + i) * slot) as u64,
             gid,
-            srqn: 0,
+            srqn,
         })
         .collect();
 
@@ -248,12 +265,40 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
             .access(qp_access);
         qp.connect(&remote, my[i].psn, &opts).map_err(err("connecting the QP"))?;
     }
+    // --rate_limit_type HW: the device paces every QP this side sends on.
+    let sends = oob.is_client() || o.bidir;
+    let mut rate = o.rate;
+    if let Some(r) = o.rate.filter(|r| r.kind == RateKind::Hw && sends) {
+        let limit = RateLimit::kbps(r.kbps()?);
+        for qp in &qps {
+            match qp.set_rate_limit(&limit) {
+                Ok(()) => {}
+                // perftest: without --rate_limit_type, a QP that takes no HW
+                // limit falls back to the SW limiter, saying so.
+                Err(e) if e.is_unsupported() && !r.kind_given => {
+                    eprintln!(
+                        " --rate_limit: the QP takes no HW rate limit ({e}); pacing in software instead, as perftest \
+                         does (--rate_limit_type HW makes this an error)"
+                    );
+                    rate = Some(crate::pace::Rate { kind: RateKind::Sw, ..r });
+                    break;
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "--rate_limit_type HW: {e}; use --rate_limit_type SW to pace the requests in software"
+                    ))
+                }
+            }
+        }
+    }
     // perftest's SEND tests: one exchange right after connecting.
     if o.verb == Verb::Send {
         oob.handshake(&my[0])?;
     }
     let mut s = Session {
         qps,
+        shared,
+        xrc: o.conn == Conn::Xrc,
         ud: ud_peers,
         _cm: cm_conns,
         cqs,
@@ -292,19 +337,31 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
             unsafe { payload::flip(s.ptr(s.target(0))) };
         }
     }
-    // Receives go up before the peer may send.
+    // Receives go up before the peer may send; to a shared queue, -r of
+    // them split between the QPs' regions (perftest's `size_per_qp`).
     if o.verb == Verb::Send {
+        let per_qp = if s.shared.has_srq() { (rx / q as u32).max(1) } else { rx };
         for i in 0..q {
-            for _ in 0..rx {
+            for _ in 0..per_qp {
                 s.post_recv(i)?;
             }
         }
+    }
+    let notes = [
+        (s.shared.has_srq() && o.conn != Conn::Xrc, format!(" shared receive queue: {rx} receives (--use-srq)")),
+        (o.conn == Conn::Xrc, format!(" XRC: XRC SRQ number {srqn:#x}, {qp_type:?} QPs")),
+        (o.odp, " memory: registered with on-demand paging (--odp)".to_string()),
+        (sends && rate.is_some(), rate.map(|r| format!(" rate limit: {}", r.describe())).unwrap_or_default()),
+    ];
+    for (_, n) in notes.iter().filter(|(on, _)| *on) {
+        println!("{n}");
     }
     for i in 0..q {
         let d = s.oob.handshake(&s.my[i])?;
         s.rem[i] = d;
     }
     s.oob.handshake(&s.my[0])?;
+    fitted.rate = rate;
     Ok((s, fitted))
 }
 
@@ -353,12 +410,21 @@ impl Session {
         }
     }
 
-    pub(crate) fn post_recv(&self, i: usize) -> Res<()> {
-        // UD (the only transport with `rx_payload`): the GRH first, the
-        // payload from `received(i)` on.
+    /// Where a receive on QP `i` lands. UD (the only transport with
+    /// `rx_payload`): the GRH first, the payload from `received(i)` on.
+    pub(crate) fn recv_sge(&self, i: usize) -> Sge {
         let at = self.received(i) - if self.rx_payload == 0 { 0 } else { GRH_LEN };
-        let sges = [self.mem.mr().sge(at, self.rx_len)];
-        // SAFETY: the entry lies in the session's MR, alive as long as the QP.
+        self.mem.mr().sge(at, self.rx_len)
+    }
+
+    pub(crate) fn post_recv(&self, i: usize) -> Res<()> {
+        let sges = [self.recv_sge(i)];
+        // SAFETY: the entry lies in the session's MR, alive as long as the
+        // QP and the SRQ (both held by the session).
+        if unsafe { self.shared.post(&sges, i as u64) }? {
+            return Ok(());
+        }
+        // SAFETY: as above.
         unsafe { self.qps[i].post_recv(&mut [RecvWr::new(&sges, i as u64)]) }.map_err(err("ibv_post_recv"))
     }
 

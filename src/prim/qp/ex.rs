@@ -34,6 +34,7 @@ c_type! {
         BIND_MW = IBV_QP_EX_WITH_BIND_MW "IBV_QP_EX_WITH_BIND_MW",
         SEND_WITH_INV = IBV_QP_EX_WITH_SEND_WITH_INV "IBV_QP_EX_WITH_SEND_WITH_INV",
         TSO = IBV_QP_EX_WITH_TSO "IBV_QP_EX_WITH_TSO",
+        FLUSH = IBV_QP_EX_WITH_FLUSH "IBV_QP_EX_WITH_FLUSH",
         ATOMIC_WRITE = IBV_QP_EX_WITH_ATOMIC_WRITE "IBV_QP_EX_WITH_ATOMIC_WRITE",
     }
 }
@@ -65,7 +66,6 @@ const MAX_GATHER: usize = 4096;
 pub struct WrBatch<'q> {
     qp: &'q Qp,
     ex: NonNull<ffi::ibv_qp_ex>,
-    open: bool,
 }
 
 impl fmt::Debug for WrBatch<'_> {
@@ -84,6 +84,31 @@ pub(super) fn batch_entries_set(ex: NonNull<ffi::ibv_qp_ex>) -> bool {
     q.wr_start.is_some() && q.wr_complete.is_some() && q.wr_abort.is_some() && q.wr_set_sge.is_some()
 }
 
+/// Whether the provider set the entry of each operation in `ops` that a
+/// one-entry method of [`WrBatch`] calls without a check (and `wr_flush`,
+/// for [`SendOps::FLUSH`]): checked once when the QP is made with those
+/// send ops.
+#[cfg(not(rrddmma_mlnx_ofed4))]
+pub(super) fn op_entries_set(ex: NonNull<ffi::ibv_qp_ex>, ops: SendOps) -> bool {
+    // SAFETY: a live extended QP's function table (plain reads).
+    let q = unsafe { ex.as_ref() };
+    [
+        (SendOps::RDMA_WRITE, q.wr_rdma_write.is_some()),
+        (SendOps::RDMA_READ, q.wr_rdma_read.is_some()),
+        (SendOps::SEND, q.wr_send.is_some()),
+        (SendOps::ATOMIC_FETCH_AND_ADD, q.wr_atomic_fetch_add.is_some()),
+        (SendOps::ATOMIC_CMP_AND_SWP, q.wr_atomic_cmp_swp.is_some()),
+    ]
+    .iter()
+    .all(|&(op, set)| set || !ops.contains(op))
+        && (!ops.contains(SendOps::FLUSH) || {
+            // SAFETY: the provider created this QP with
+            // `IBV_QP_EX_WITH_FLUSH`, so its structure has `wr_flush` (an
+            // older provider refuses the flag); a plain read.
+            unsafe { ex.cast::<ffi::ibv_qp_ex_flush>().as_ref() }.wr_flush.is_some()
+        })
+}
+
 /// Calls entry `$field` of the extended QP `$q`, set by the provider
 /// (checked by [`batch_entries_set`] when the QP was made).
 macro_rules! entry {
@@ -92,6 +117,29 @@ macro_rules! entry {
         // SAFETY: `Qp` keeps an extended view only when
         // `batch_entries_set` held; the table does not change afterwards.
         let f = unsafe { (*q).$field.unwrap_unchecked() };
+        // SAFETY: the caller's (an open batch on a live extended QP).
+        unsafe { f(q $(, $arg)*) }
+    }};
+}
+
+/// Calls the operation entry `$field` of the extended QP `$q`, which the
+/// caller promises was created with `SendOps::$op` (whose entry
+/// [`op_entries_set`] checked); debug builds check the entry.
+macro_rules! op_entry {
+    ($q:expr, $op:ident, $field:ident ( $($arg:expr),* )) => {{
+        let q: *mut ffi::ibv_qp_ex = $q;
+        // SAFETY: a live extended QP; a plain function-pointer field.
+        let f = unsafe { (*q).$field };
+        debug_assert!(
+            f.is_some(),
+            concat!(
+                "the provider left `", stringify!($field), "` unset: create the QP with SendOps::",
+                stringify!($op), " to use this method"
+            )
+        );
+        // SAFETY: the caller's contract: the QP was made with the
+        // operation, whose entry `QpBuilder::build` found set.
+        let f = unsafe { f.unwrap_unchecked() };
         // SAFETY: the caller's (an open batch on a live extended QP).
         unsafe { f(q $(, $arg)*) }
     }};
@@ -112,7 +160,7 @@ impl Qp {
         let ex = self.ex.expect("wr_batch on a QP without send_ops: create it with QpBuilder::send_ops");
         // (live extended QP)
         entry!(ex.as_ptr(), wr_start());
-        WrBatch { qp: self, ex, open: true }
+        WrBatch { qp: self, ex }
     }
 }
 
@@ -333,16 +381,14 @@ impl WrBatch<'_> {
         }
     }
 
-    /// Starts a one-entry request of the direct methods below: `wr_id`, the
-    /// flags (without `INLINE`: these take a registered entry), and the
-    /// check that the QP is not UD (a UD request needs its destination:
-    /// use [`WrBatch::post`] with [`SendWr::ud`]).
+    /// Starts a one-entry request of the direct methods below: `wr_id` and
+    /// the flags (without `INLINE`: these take a registered entry).
+    ///
+    /// Only [`WrBatch::send`] checks the QP type: a UD QP takes no RDMA,
+    /// atomic, bind or invalidate operation (the providers refuse those
+    /// send ops on UD when the QP is created, so a UD QP never has them).
     #[inline(always)]
     fn begin(&mut self, wr_id: u64, flags: SendFlags) -> *mut ffi::ibv_qp_ex {
-        assert!(
-            self.qp.qp_type != QpType::UD,
-            "WrBatch's one-entry methods are for connected QPs: on a UD QP use WrBatch::post with SendWr::ud"
-        );
         let q = self.ex.as_ptr();
         // SAFETY: an open batch on a live extended QP; plain fields the
         // next `ibv_wr_*` call reads.
@@ -355,83 +401,79 @@ impl WrBatch<'_> {
 
     /// RDMA WRITE of one registered entry to `remote`
     /// (`ibv_wr_rdma_write`, `ibv_wr_set_sge`): the shortest path, with none
-    /// of [`WrBatch::post`]'s decoding of a [`SendWr`].
-    ///
-    /// # Panics
-    /// On a UD QP.
+    /// of [`WrBatch::post`]'s decoding of a [`SendWr`]. Like C's inline
+    /// `ibv_wr_*` functions, the one-entry methods call the provider's entry
+    /// without a check per call: the QP must have been made with the
+    /// operation's send op, which [`QpBuilder::build`](super::QpBuilder::build)
+    /// checks the provider supports.
     ///
     /// # Safety
-    /// As [`WrBatch::post`], for `sge`.
+    /// As [`WrBatch::post`], for `sge`; and the QP was created with
+    /// [`SendOps::RDMA_WRITE`] (debug builds check, and panic without it).
     #[inline]
     pub unsafe fn rdma_write(&mut self, wr_id: u64, flags: SendFlags, sge: &Sge, remote: RemoteAddr) {
         let q = self.begin(wr_id, flags);
-        // SAFETY: open batch; the provider copies the operation now.
-        unsafe {
-            ffi::ibv_wr_rdma_write(q, remote.rkey, remote.addr);
-        }
+        // (open batch; the provider copies the operation now)
+        op_entry!(q, RDMA_WRITE, wr_rdma_write(remote.rkey, remote.addr));
         entry!(q, wr_set_sge(sge.lkey(), sge.addr(), sge.len()));
     }
 
     /// RDMA READ from `remote` into one registered entry (`ibv_wr_rdma_read`).
     ///
-    /// # Panics
-    /// On a UD QP.
-    ///
     /// # Safety
-    /// As [`WrBatch::post`], for `sge`.
+    /// As [`WrBatch::post`], for `sge`; and the QP was created with
+    /// [`SendOps::RDMA_READ`] (debug builds check, and panic without it).
     #[inline]
     pub unsafe fn rdma_read(&mut self, wr_id: u64, flags: SendFlags, sge: &Sge, remote: RemoteAddr) {
         let q = self.begin(wr_id, flags);
-        // SAFETY: open batch; the provider copies the operation now.
-        unsafe {
-            ffi::ibv_wr_rdma_read(q, remote.rkey, remote.addr);
-        }
+        // (open batch; the provider copies the operation now)
+        op_entry!(q, RDMA_READ, wr_rdma_read(remote.rkey, remote.addr));
         entry!(q, wr_set_sge(sge.lkey(), sge.addr(), sge.len()));
     }
 
     /// SEND of one registered entry (`ibv_wr_send`).
     ///
     /// # Panics
-    /// On a UD QP.
+    /// On a UD QP: a UD request needs its destination, use
+    /// [`WrBatch::post`] with [`SendWr::ud`].
     ///
     /// # Safety
-    /// As [`WrBatch::post`], for `sge`.
+    /// As [`WrBatch::post`], for `sge`; and the QP was created with
+    /// [`SendOps::SEND`] (debug builds check, and panic without it).
     #[inline]
     pub unsafe fn send(&mut self, wr_id: u64, flags: SendFlags, sge: &Sge) {
+        assert!(
+            self.qp.qp_type != QpType::UD,
+            "WrBatch::send is for connected QPs: on a UD QP use WrBatch::post with SendWr::ud"
+        );
         let q = self.begin(wr_id, flags);
-        // SAFETY: open batch; the provider copies the operation now.
-        unsafe {
-            ffi::ibv_wr_send(q);
-        }
+        // (open batch; the provider copies the operation now)
+        op_entry!(q, SEND, wr_send());
         entry!(q, wr_set_sge(sge.lkey(), sge.addr(), sge.len()));
     }
 
     /// 8-byte fetch-and-add at `remote`; the old value lands in `sge`
     /// (`ibv_wr_atomic_fetch_add`).
     ///
-    /// # Panics
-    /// On a UD QP.
-    ///
     /// # Safety
-    /// As [`WrBatch::post`], for `sge` (8 bytes).
+    /// As [`WrBatch::post`], for `sge` (8 bytes); and the QP was created
+    /// with [`SendOps::ATOMIC_FETCH_AND_ADD`] (debug builds check, and panic
+    /// without it).
     #[inline]
     pub unsafe fn fetch_add(&mut self, wr_id: u64, flags: SendFlags, sge: &Sge, remote: RemoteAddr, add: u64) {
         let q = self.begin(wr_id, flags);
-        // SAFETY: open batch; the provider copies the operation now.
-        unsafe {
-            ffi::ibv_wr_atomic_fetch_add(q, remote.rkey, remote.addr, add);
-        }
+        // (open batch; the provider copies the operation now)
+        op_entry!(q, ATOMIC_FETCH_AND_ADD, wr_atomic_fetch_add(remote.rkey, remote.addr, add));
         entry!(q, wr_set_sge(sge.lkey(), sge.addr(), sge.len()));
     }
 
     /// 8-byte compare-and-swap at `remote`; the old value lands in `sge`
     /// (`ibv_wr_atomic_cmp_swp`).
     ///
-    /// # Panics
-    /// On a UD QP.
-    ///
     /// # Safety
-    /// As [`WrBatch::post`], for `sge` (8 bytes).
+    /// As [`WrBatch::post`], for `sge` (8 bytes); and the QP was created
+    /// with [`SendOps::ATOMIC_CMP_AND_SWP`] (debug builds check, and panic
+    /// without it).
     #[inline]
     pub unsafe fn compare_swap(
         &mut self,
@@ -443,10 +485,8 @@ impl WrBatch<'_> {
         swap: u64,
     ) {
         let q = self.begin(wr_id, flags);
-        // SAFETY: open batch; the provider copies the operation now.
-        unsafe {
-            ffi::ibv_wr_atomic_cmp_swp(q, remote.rkey, remote.addr, compare, swap);
-        }
+        // (open batch; the provider copies the operation now)
+        op_entry!(q, ATOMIC_CMP_AND_SWP, wr_atomic_cmp_swp(remote.rkey, remote.addr, compare, swap));
         entry!(q, wr_set_sge(sge.lkey(), sge.addr(), sge.len()));
     }
 
@@ -463,7 +503,7 @@ impl WrBatch<'_> {
     /// leaving the batch as it was.
     ///
     /// # Panics
-    /// On a UD QP; if `mw` is not of type 2 (type 1 binds through
+    /// If `mw` is not of type 2 (type 1 binds through
     /// [`Qp::bind_mw`]); if the range is outside `mr`, or the window, the
     /// region and the QP do not share one PD and device context.
     #[inline]
@@ -507,7 +547,7 @@ impl WrBatch<'_> {
     /// needs [`SendOps::LOCAL_INV`].
     ///
     /// # Panics
-    /// On a UD QP.
+    /// If the provider left the entry unset: a QP made without [`SendOps::LOCAL_INV`], or UD.
     #[inline]
     pub fn local_inv(&mut self, wr_id: u64, flags: SendFlags, rkey: u32) {
         let q = self.begin(wr_id, flags);
@@ -522,7 +562,7 @@ impl WrBatch<'_> {
     /// needs [`SendOps::SEND_WITH_INV`].
     ///
     /// # Panics
-    /// On a UD QP.
+    /// If the provider left the entry unset: a QP made without [`SendOps::SEND_WITH_INV`], or UD.
     ///
     /// # Safety
     /// As [`WrBatch::post`], for `sge`.
@@ -546,10 +586,8 @@ impl WrBatch<'_> {
     /// ([`QpBuilder::build`](super::QpBuilder::build) refuses that with
     /// [`Error::Unsupported`] on a device that does not report the
     /// capability); a provider without the entry point gives
-    /// [`Error::Unsupported`] here, leaving the batch as it was.
-    ///
-    /// # Panics
-    /// On a UD QP.
+    /// [`Error::Unsupported`] here, leaving the batch as it was (as on a UD
+    /// QP, which takes no ATOMIC WRITE).
     #[inline]
     pub fn atomic_write(&mut self, wr_id: u64, flags: SendFlags, remote: RemoteAddr, value: u64) -> Result<()> {
         // SAFETY: live extended QP; a plain function-pointer field.
@@ -564,12 +602,50 @@ impl WrBatch<'_> {
         Ok(())
     }
 
+    /// FLUSH of `len` bytes at `remote` (`ibv_wr_flush`): the responder
+    /// makes the earlier writes there reach `placement` before it
+    /// acknowledges; with [`FlushLevel::Region`](crate::prim::FlushLevel::Region)
+    /// the whole region of `remote.rkey`, address and length ignored. The
+    /// region needs the matching access flag
+    /// ([`AccessFlags::FLUSH_GLOBAL`] / [`AccessFlags::FLUSH_PERSISTENT`]);
+    /// the completion is [`WcOpcode::FLUSH`](crate::prim::WcOpcode::FLUSH).
+    /// No local memory is involved.
+    ///
+    /// A provider that accepted [`SendOps::FLUSH`] but left the entry unset
+    /// gives [`Error::Unsupported`], leaving the batch as it was.
+    ///
+    /// # Panics
+    /// If the QP was not created with [`SendOps::FLUSH`] (a programming
+    /// error: an older provider's QP has no `wr_flush` to call), or on a UD QP.
+    #[inline]
+    pub fn flush(
+        &mut self,
+        wr_id: u64,
+        flags: SendFlags,
+        remote: RemoteAddr,
+        len: usize,
+        placement: crate::prim::FlushPlacement,
+        level: crate::prim::FlushLevel,
+    ) -> Result<()> {
+        assert!(self.qp.flush, "WrBatch::flush on a QP built without SendOps::FLUSH: add it to QpBuilder::send_ops");
+        // SAFETY: a live extended QP that its provider created with
+        // IBV_QP_EX_WITH_FLUSH, so its structure has `wr_flush`.
+        if unsafe { (*self.ex.as_ptr().cast::<ffi::ibv_qp_ex_flush>()).wr_flush }.is_none() {
+            return Err(Error::Unsupported { op: "ibv_wr_flush", feature: "FLUSH in the provider" });
+        }
+        let q = self.begin(wr_id, flags);
+        // SAFETY: open batch on such a QP; the provider copies the request now.
+        unsafe { ffi::ibv_wr_flush(q, remote.rkey, remote.addr, len, placement.to_raw(), level.to_raw()) };
+        Ok(())
+    }
+
     /// Posts the batch with one doorbell (`ibv_wr_complete`).
     #[inline]
-    pub fn complete(mut self) -> Result<()> {
-        self.open = false;
+    pub fn complete(self) -> Result<()> {
+        // Closed here, so not aborted on drop: no drop runs.
+        let this = std::mem::ManuallyDrop::new(self);
         // (open batch on a live extended QP; closed once)
-        let rc = entry!(self.ex.as_ptr(), wr_complete());
+        let rc = entry!(this.ex.as_ptr(), wr_complete());
         if rc != 0 {
             return Err(Error::code("ibv_wr_complete", rc));
         }
@@ -579,10 +655,9 @@ impl WrBatch<'_> {
 
 impl Drop for WrBatch<'_> {
     fn drop(&mut self) {
-        if self.open {
-            // (open batch on a live extended QP; closed once)
-            entry!(self.ex.as_ptr(), wr_abort());
-        }
+        // Only an open batch drops: `complete` closes it without dropping.
+        // (open batch on a live extended QP; closed once)
+        entry!(self.ex.as_ptr(), wr_abort());
     }
 }
 

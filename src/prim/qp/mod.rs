@@ -243,6 +243,7 @@ impl<'a> QpBuilder<'a> {
                     feature: "ATOMIC WRITE (the device does not report IB_UVERBS_DEVICE_ATOMIC_WRITE)",
                 });
             }
+            crate::prim::flush::check_device(self.pd.context(), ops)?;
             attr.comp_mask |= ffi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.0;
             attr.send_ops_flags = ops.bits();
         }
@@ -251,7 +252,7 @@ impl<'a> QpBuilder<'a> {
         let qp = unsafe { ffi::ibv_create_qp_ex(ctx.as_ptr(), &mut attr) };
         let extended = self.send_ops.is_some() || self.xrcd.is_some();
         let op = if extended { "ibv_create_qp_ex" } else { "ibv_create_qp" };
-        let qp = NonNull::new(qp).ok_or_else(|| Error::last(op))?;
+        let qp = NonNull::new(qp).ok_or_else(|| crate::prim::flush::refused(Error::last(op), self.send_ops))?;
         let Some((post_send_fn, post_recv_fn)) = post_ops(qp) else {
             // SAFETY: just created, not shared.
             unsafe { ffi::ibv_destroy_qp(qp.as_ptr()) };
@@ -261,12 +262,14 @@ impl<'a> QpBuilder<'a> {
         let ex = if self.send_ops.is_some() {
             // SAFETY: a QP created with send_ops_flags has an extended view.
             let ex = NonNull::new(unsafe { ffi::ibv_qp_to_qp_ex(qp.as_ptr()) });
-            if !ex.is_some_and(ex::batch_entries_set) {
+            let ops = self.send_ops.unwrap_or_default();
+            if !ex.is_some_and(|ex| ex::batch_entries_set(ex) && ex::op_entries_set(ex, ops)) {
                 // SAFETY: just created, not shared.
                 unsafe { ffi::ibv_destroy_qp(qp.as_ptr()) };
                 return Err(Error::Unsupported {
                     op,
-                    feature: "wr_start, wr_complete, wr_abort and wr_set_sge entries in the provider",
+                    feature: "wr_start, wr_complete, wr_abort and wr_set_sge entries, and those of the \
+                              requested send ops, in the provider",
                 });
             }
             ex
@@ -282,6 +285,7 @@ impl<'a> QpBuilder<'a> {
             post_send_fn,
             post_recv_fn,
             ex,
+            flush: self.send_ops.is_some_and(|o| o.contains(SendOps::FLUSH)),
             quirks: ctx.quirks(),
             qp_type: self.qp_type,
             state: AtomicU32::new(QpState::RESET.to_raw()),
@@ -322,6 +326,9 @@ pub struct Qp {
     post_recv_fn: PostRecvFn,
     /// The extended view, for QPs created with send ops.
     ex: Option<NonNull<ffi::ibv_qp_ex>>,
+    /// Created with [`SendOps::FLUSH`]: the provider's `ibv_qp_ex` has
+    /// `wr_flush` (an older one refuses the flag).
+    flush: bool,
     quirks: Quirks,
     qp_type: QpType,
     /// The state of the last successful modify: input to the transition check
@@ -378,6 +385,7 @@ impl Qp {
             post_send_fn,
             post_recv_fn,
             ex,
+            flush: false,
             quirks: pd.context().quirks(),
             qp_type,
             state: AtomicU32::new(QpState::RESET.to_raw()),

@@ -4,14 +4,23 @@
 
 mod cluster;
 mod cluster_load;
+mod flags;
 mod pair;
 mod verdict;
 
 pub use cluster::{cluster_checks, srun_check};
-pub use pair::checks;
+pub use flags::odp_checks;
 
-use crate::device;
+use crate::device::{self, Check};
 use crate::Result;
+
+/// The pairwise checks for `cargo xtask test`: interoperability, outputs
+/// and refusals, then the SRQ, rate-limit, ODP and XRC flags.
+pub fn checks() -> Result<Vec<Check>> {
+    let mut v = pair::checks()?;
+    v.extend(flags::checks()?);
+    Ok(v)
+}
 
 /// `cargo xtask perf-checks [pair|cluster|rdma_cm] [--only TEXT]`:
 /// rrddmma-perf's device checks alone, the pairwise ones, the cluster-mode
