@@ -358,6 +358,12 @@ fn watch_cm(data: Conn, ctrl: Conn) -> Watch {
         Err(_) => true,
     };
     Box::pin(async move {
+        // Moved whole: the loop below names only the `events` fields, and an
+        // `async move` block captures just the fields it names, which would
+        // drop the ids here. A dropped id is destroyed, and on iWARP the
+        // kernel's CM then moves its QP to ERROR (its receives flushed) and
+        // closes the TCP stream; elsewhere the peer is sent a disconnect.
+        let (data, ctrl) = (data, ctrl);
         loop {
             let ended = tokio::select! {
                 r = data.events.next(None, "waiting for the disconnect") => gone(r),
