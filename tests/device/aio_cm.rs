@@ -68,7 +68,9 @@ fn pattern(n: usize, seed: u8) -> Vec<u8> {
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE and RRDDMMA_CM_ADDR (cargo xtask test)"]
 fn aio_through_the_cm_writes_reads_and_sends_64_b_and_64_kib() {
     rt().block_on(async {
-        let o = opts(Duration::from_secs(30));
+        // Keepalives every 30 s: only the CM connections' end can close the
+        // server within the 10 s the end of the test allows.
+        let o = opts(Duration::from_secs(30)).peer_timeout(Duration::from_secs(120));
         let t0 = Instant::now();
         let (_l, server, client) = pair(&o).await;
         let setup = t0.elapsed();
@@ -109,7 +111,9 @@ fn aio_through_the_cm_writes_reads_and_sends_64_b_and_64_kib() {
             back.read(0, &mut got);
             assert_eq!(got, pattern(n, 2), "the client's WRITE of {n} B landed in the lent region");
         }
-        // Both connections watched: the client's drop closes the server.
+        // Both connections watched: the client's drop closes the server
+        // (the CM ids live as long as the endpoint; on iWARP an id dropped
+        // early takes its QP to ERROR).
         drop(client);
         let r = tokio::time::timeout(Duration::from_secs(10), server.receive_local_mr()).await.expect("no hang");
         assert!(matches!(r, Err(Error::Closed)), "{r:?}");
@@ -191,11 +195,24 @@ impl Raw {
         self.conns.len() - 1
     }
 
-    /// The listener's reason for rejecting request `i`, by `deadline`.
+    /// Waits (until `deadline`) for request `i` to be accepted, and
+    /// establishes it (on iWARP the CM has; elsewhere `establish` answers).
+    fn established(&self, i: usize, deadline: Instant) {
+        let (id, qp) = &self.conns[i];
+        if iwarp() {
+            id.expect(CmEventType::ESTABLISHED, deadline).unwrap();
+        } else {
+            id.expect(CmEventType::CONNECT_RESPONSE, deadline).unwrap();
+            id.establish(qp).unwrap();
+        }
+    }
+
+    /// The listener's reason for rejecting request `i` (its reject's private
+    /// data, then the event's status), by `deadline`.
     fn rejection(&self, i: usize, deadline: Instant) -> String {
         match self.conns[i].0.expect(CmEventType::CONNECT_RESPONSE, deadline) {
-            Err(rrddmma::prim::Error::CmEvent { got, private_data, .. }) if got == CmEventType::REJECTED => {
-                String::from_utf8_lossy(&private_data).trim_end_matches('\0').to_string()
+            Err(rrddmma::prim::Error::CmEvent { got, status, private_data, .. }) if got == CmEventType::REJECTED => {
+                format!("{} (status {status})", String::from_utf8_lossy(&private_data).trim_end_matches('\0'))
             }
             other => panic!("request {i} must be rejected: {other:?}"),
         }
@@ -340,5 +357,45 @@ fn aio_connect_cm_fails_on_a_missing_answer_or_a_wrong_token() {
             let _ = a.join();
         }
         eprintln!("aio over the CM (iWARP: {}): a missing answer timed out in {at:?}; a wrong token refused", iwarp());
+    });
+}
+
+/// A client whose two connections are established but that never sends its
+/// greeting: the listener's `accept` gives up at `setup_timeout` with a
+/// typed error naming what it waited for, and serves the next client.
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE and RRDDMMA_CM_ADDR (cargo xtask test)"]
+fn aio_cm_listener_gives_up_on_a_client_that_never_speaks() {
+    rt().block_on(async {
+        let setup = Duration::from_secs(4);
+        let o = opts(setup);
+        let l = Listener::bind_cm(SocketAddr::new(cm_ip(), 0), o.clone()).await.expect("bind_cm");
+        let addr = l.local_addr().unwrap();
+        let mute = tokio::task::spawn_blocking(move || {
+            let mut raw = Raw::new(addr);
+            let data = raw.request(&hello(b"rA2d", 7));
+            let ctrl = raw.request(&hello(b"rA2c", 7));
+            let deadline = Instant::now() + Duration::from_secs(20);
+            raw.established(data, deadline);
+            raw.established(ctrl, deadline);
+            raw
+        });
+        let t0 = Instant::now();
+        let r = l.accept().await;
+        let at = t0.elapsed();
+        let _raw = mute.await.unwrap();
+        match &r {
+            Err(Error::Timeout { op, after }) => {
+                assert!(op.contains("first control message"), "{op}");
+                assert_eq!(*after, setup);
+            }
+            other => panic!("accept must time out waiting for the greeting: {other:?}"),
+        }
+        assert!(at >= setup - Duration::from_millis(100) && at < setup + Duration::from_secs(20), "{at:?}");
+        let (server, client) = tokio::join!(l.accept(), RcEndpoint::connect_cm(addr, &o));
+        let (server, client) = (server.expect("accept after the mute client"), client.expect("connect_cm"));
+        client.send_local_mr(client.alloc_local_mr(layout(64)).unwrap()).await.unwrap();
+        server.receive_remote_mr_with_timeout(Duration::from_secs(10)).await.unwrap();
+        eprintln!("aio over the CM (iWARP: {}): a mute client given up on after {at:?}", iwarp());
     });
 }

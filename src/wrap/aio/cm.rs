@@ -10,9 +10,18 @@
 //! 64-bit token drawn from the kernel's random source for this endpoint.
 //! The listener pairs the two requests by token and peer address before it
 //! opens a device or registers a pool, accepts both with its hello echoed,
-//! and hands over the endpoint when both are established. Each side posts
-//! its control receives before the message that lets the peer send (the
-//! control connection's request or accept).
+//! and hands over the endpoint when both are established and the client
+//! has spoken. Each side posts its control receives before the message that
+//! lets the peer send (the control connection's request or accept).
+//!
+//! The client speaks first: once both its connections are established it
+//! sends a greeting (a keepalive) on the control QP, and the listener's side
+//! sends nothing on either QP before that message arrives; `accept` hands
+//! the endpoint over only then. iWARP's MPA start-up has the connecting side
+//! send first: siw's connecting side ends the connection when bytes follow
+//! the CM's reply on its TCP stream before it has processed that reply,
+//! which an eager listener could cause. The greeting costs one message's
+//! latency on every transport, so there is one way to connect.
 //!
 //! The peer is untrusted: a request that is not a hello is rejected; a half
 //! whose other half does not come within [`AioOpts::setup_timeout`] is
@@ -33,6 +42,11 @@ use crate::prim::{Context, Qp, QpState};
 
 /// Connect requests the listener keeps waiting for their other half, at most.
 const HALVES_MAX: usize = 64;
+/// The listen backlog. On iWARP it also bounds the connect requests the
+/// kernel's iWARP CM holds before `accept` reads them (one more is dropped,
+/// and its client sees `REJECTED` with no reason), so a burst of
+/// [`HALVES_MAX`] halves and more fits.
+const BACKLOG: i32 = 4 * HALVES_MAX as i32;
 
 /// Tags of the two connections' hellos.
 const DATA_TAG: &[u8; 4] = b"rA2d";
@@ -252,7 +266,7 @@ impl CmListen {
     pub fn bind(addr: SocketAddr) -> Result<CmListen> {
         let ch = EventChannel::create()?;
         let id = CmId::bound(&ch, PortSpace::Rc, addr)?;
-        id.listen(64)?;
+        id.listen(BACKLOG)?;
         Ok(CmListen { events: Events::new(&ch)?, id, halves: tokio::sync::Mutex::new(Vec::new()) })
     }
 
@@ -345,7 +359,15 @@ async fn accept_pair(data: Conn, ctrl: Conn, token: u64, o: &AioOpts) -> Result<
         data.events.expect(CmEventType::ESTABLISHED, deadline),
         ctrl.events.expect(CmEventType::ESTABLISHED, deadline)
     )?;
-    Ok(p.start(o, watch_cm(data, ctrl)))
+    // Silent until the client's greeting (see the module's documentation).
+    p.ctrl.wait_for_peer();
+    let heard = std::sync::Arc::clone(&p.ctrl);
+    let ep = p.start(o, watch_cm(data, ctrl));
+    timeout_at(deadline, heard.heard()).await.map_err(|_| Error::Timeout {
+        op: "waiting for the client's first control message after both RDMA CM connections were established",
+        after: o.setup_timeout,
+    })?;
+    Ok(ep)
 }
 
 /// The connections' end as a [`Watch`]: `DISCONNECTED` on either (or the
@@ -410,6 +432,7 @@ impl RcEndpoint {
             data.connected(&p.data, Role::Data, &hd, deadline),
             ctrl.connected(&p.ctrl_qp, Role::Ctrl, &hc, deadline)
         )?;
+        p.ctrl.greet(&p.ctrl_qp)?;
         Ok(p.start(o, watch_cm(data, ctrl)))
     }
 }
