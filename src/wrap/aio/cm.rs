@@ -231,6 +231,22 @@ fn device_of(data: &Conn, ctrl: &Conn) -> Result<Context> {
     Ok(Context::open(&dev)?)
 }
 
+/// The endpoint's parts on `ctx` for its two connections, before either
+/// side's connect or accept: both ids get the CM's ACK timeout, the data QP
+/// `o.connect.access` (the CM alone grants none; the control QP takes only
+/// SENDs, so no remote access at all), and the control QP its receives,
+/// posted in INIT.
+fn parts_for(ctx: Context, data: &Conn, ctrl: &Conn, o: &AioOpts) -> Result<Parts> {
+    for c in [data, ctrl] {
+        c.id.set_ack_timeout(o.connect.timeout)?;
+    }
+    data.id.set_access(o.connect.access);
+    let p = Parts::new(ctx, o)?;
+    ctrl.id.modify_qp(&p.ctrl_qp, QpState::INIT)?;
+    p.post_ctrl_recvs()?;
+    Ok(p)
+}
+
 /// A connect request waiting for its other half.
 struct Half {
     conn: Conn,
@@ -343,15 +359,7 @@ async fn accept_pair(data: Conn, ctrl: Conn, token: u64, o: &AioOpts) -> Result<
             return Err(e);
         }
     };
-    for c in [&data, &ctrl] {
-        c.id.set_ack_timeout(o.connect.timeout)?;
-    }
-    // The data QP gets `o.connect.access` (the CM alone grants none); the
-    // control QP takes only SENDs: no remote access at all.
-    data.id.set_access(o.connect.access);
-    let p = Parts::new(ctx, o)?;
-    ctrl.id.modify_qp(&p.ctrl_qp, QpState::INIT)?;
-    p.post_ctrl_recvs()?;
+    let p = parts_for(ctx, &data, &ctrl, o)?;
     ctrl.id.accept(&p.ctrl_qp, &conn_param(o, Role::Ctrl, &hello(Role::Ctrl, token)))?;
     data.id.accept(&p.data, &conn_param(o, Role::Data, &hello(Role::Data, token)))?;
     let deadline = Instant::now() + o.setup_timeout;
@@ -415,15 +423,7 @@ impl RcEndpoint {
         o.check_no_secret("RcEndpoint::connect_cm")?;
         let token = token()?;
         let (data, ctrl) = tokio::try_join!(Conn::resolve(addr, o), Conn::resolve(addr, o))?;
-        let ctx = device_of(&data, &ctrl)?;
-        for c in [&data, &ctrl] {
-            c.id.set_ack_timeout(o.connect.timeout)?;
-        }
-        // The data QP gets `o.connect.access` (the CM alone grants none).
-        data.id.set_access(o.connect.access);
-        let p = Parts::new(ctx, o)?;
-        ctrl.id.modify_qp(&p.ctrl_qp, QpState::INIT)?;
-        p.post_ctrl_recvs()?;
+        let p = parts_for(device_of(&data, &ctrl)?, &data, &ctrl, o)?;
         let (hd, hc) = (hello(Role::Data, token), hello(Role::Ctrl, token));
         ctrl.id.connect(&p.ctrl_qp, &conn_param(o, Role::Ctrl, &hc))?;
         data.id.connect(&p.data, &conn_param(o, Role::Data, &hd))?;
