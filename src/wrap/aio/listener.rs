@@ -78,7 +78,10 @@ impl Listener {
     /// [`AioOpts::setup_timeout`] is rejected then; at most 64 wait at once
     /// (one more is rejected at once); a request that is not an endpoint's
     /// is rejected at once. Each rejection carries its reason, and `accept`
-    /// goes on to the next client.
+    /// goes on to the next client. Once both connections are established,
+    /// `accept` returns the endpoint when the client's first control message
+    /// (its greeting) has arrived, and [`Error::Timeout`] if it has not
+    /// within `setup_timeout`.
     pub async fn bind_cm(addr: SocketAddr, opts: AioOpts) -> Result<Listener> {
         opts.check_no_secret("Listener::bind_cm")?;
         Ok(Listener::from_cm(CmListen::bind(addr)?, opts))
