@@ -6,6 +6,8 @@
 //! hardware: `RRDDMMA_TEST_DEVICE=mlx5_0 cargo test --test device -- --ignored`.
 //! When the variable names a device that is not there, every test fails.
 
+#[cfg(all(feature = "cm", feature = "tokio"))]
+mod aio_cm;
 mod alloc;
 #[cfg(feature = "cm")]
 mod cm;

@@ -110,6 +110,8 @@ fn usage() -> ExitCode {
          \x20                      workloads only (aio: the async ones)\n\
          \x20 vm [--kernel stable|newest] -- CMD...\n\
          \x20                      run CMD in the SoftRoCE VM (rxe0 ready) under Debian stable's or newest kernel\n\
+         \x20 siw [-- CMD...]       run CMD in the VM with soft-iWARP's siw0 up (the module built from the\n\
+         \x20                      stable kernel's source) and the device tests' environment pointing at it\n\
          \x20 bindings [--check] [--dl-only]  regenerate / check src/bindings/sys.rs (and the dlopen tables)\n\
          \x20 dlopen                the dlopen linkage: build with rdma-core hidden, load errors, device suite\n\
          \x20 deps                  install the tools and packages the tasks need\n\
@@ -130,6 +132,12 @@ fn parse() -> std::result::Result<(String, Vec<String>), lexopt::Error> {
         None => return Err("no task given".into()),
     };
     let mut rest = Vec::new();
+    if task == "siw" {
+        for a in p.raw_args()?.skip_while(|a| a == "--") {
+            rest.push(a.into_string().map_err(lexopt::Error::NonUnicodeValue)?);
+        }
+        return Ok((task, rest));
+    }
     if task == "vm" {
         let mut raw: Vec<_> = p.raw_args()?.collect();
         if raw.first().is_some_and(|a| a == "--kernel") {
@@ -195,6 +203,7 @@ fn main() -> ExitCode {
         "bench-verbs" => bench_verbs::bench_verbs(rest),
         "bench-peers" => bench_peers::run_peers(rest),
         "vm" => device::vm(rest),
+        "siw" => siw::task(rest),
         "bindings" => bindings::run(rest),
         "dlopen" => dlopen::run(),
         "userspace" => userspace::run(),

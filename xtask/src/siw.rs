@@ -23,8 +23,10 @@ pub const SIW_ADDR: &str = "10.78.0.1";
 pub const SIW_PEER_ADDR: &str = "10.78.0.2";
 
 /// The device tests run on siw0: libtest filters (any matches). `iwarp::`
-/// holds RC through the CM (WRITE, SEND, READ) on both layers.
-pub const DEVICE_SUBSET: &str = "iwarp:: features::odp_dm_and_xrc cm::event_channel_dropped \
+/// holds RC through the CM (WRITE, SEND, READ) on both layers; `aio_cm::`
+/// the async layer through the CM (the device binary is built with
+/// `tokio`).
+pub const DEVICE_SUBSET: &str = "iwarp:: aio_cm:: features::odp_dm_and_xrc cm::event_channel_dropped \
      cm::regression_cm_id_accessors_from_threads cm::unresolvable_address hw_verbs::";
 
 /// A built module and the source it came from.
@@ -92,14 +94,18 @@ pub fn module(image: &Path) -> Result<Module> {
     Ok(Module { ko, source })
 }
 
-/// Shell lines that load `ko` and put siw0 on its own veth pair.
+/// Shell lines that load `ko`, put siw0 on its own veth pair and lift the
+/// locked-memory limit: siw counts the pages it pins against
+/// `RLIMIT_MEMLOCK` even for root (rxe does not), and the async layer's
+/// pools are megabytes.
 fn setup(ko: &Path) -> String {
     format!(
         "(lsmod | grep -q '^siw ' || (modprobe -a $(modinfo -F depends '{ko}' | tr , ' ') && insmod '{ko}')) && \
          (ip link show v2 >/dev/null 2>&1 || (ip link add v2 type veth peer name v3 && \
           ip addr add {SIW_ADDR}/24 dev v2 && ip addr add {SIW_PEER_ADDR}/24 dev v3 && \
           ip link set v2 up && ip link set v3 up)) && \
-         ([ -e /sys/class/infiniband/{SIW_DEVICE} ] || rdma link add {SIW_DEVICE} type siw netdev v2)",
+         ([ -e /sys/class/infiniband/{SIW_DEVICE} ] || rdma link add {SIW_DEVICE} type siw netdev v2) && \
+         ulimit -l unlimited",
         ko = ko.display()
     )
 }
@@ -138,6 +144,19 @@ pub fn checks(image: &Path, device_tests: &Path, subset: &str) -> Result<Vec<Che
         format!("{setup} && {} '{}' --ignored --test-threads=1 {subset}", env(), device_tests.display()),
     ));
     Ok(checks)
+}
+
+/// `cargo xtask siw [-- CMD...]`: builds the module (or reuses it), boots
+/// the stable kernel's VM, puts siw0 up and runs CMD there (default:
+/// `ibv_devinfo -d siw0`) with the device tests' environment pointing at
+/// siw0, e.g. a device test binary with `--ignored --test-threads=1 iwarp::`.
+pub fn task(args: &[String]) -> Result<()> {
+    let cmd = args.strip_prefix(&["--".to_string()]).unwrap_or(args);
+    let m = module(&kernels::Kernel::Stable.image()?)?;
+    println!("siw: module from {}", m.source);
+    let what = if cmd.is_empty() { format!("ibv_devinfo -d {SIW_DEVICE}") } else { crate::device::shell_words(cmd) };
+    let line = format!("{} && export {} && {what}", setup(&m.ko), env());
+    crate::device::vm(&["bash".to_string(), "-c".to_string(), line])
 }
 
 #[cfg(test)]

@@ -25,9 +25,13 @@ fn cargo(args: &[&str]) -> Command {
 /// the pkg-config step; the other linkages run every other CM test.
 const SKIP_CM_CYCLES: &str = "--skip cm::thousand";
 
-/// Builds the `device` integration test and returns its executable.
-fn device_binary(env: &[(&str, &str)], target_dir: Option<&str>) -> Result<PathBuf> {
+/// Builds the `device` integration test (with `features`, comma-separated,
+/// if any) and returns its executable.
+fn device_binary(features: &str, env: &[(&str, &str)], target_dir: Option<&str>) -> Result<PathBuf> {
     let mut cmd = cargo(&["test", "--no-run", "--test", "device", "--message-format=json"]);
+    if !features.is_empty() {
+        cmd.args(["--features", features]);
+    }
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -209,7 +213,8 @@ pub fn run(args: &[String]) -> Result<()> {
     crate::cluster::fuzz_smoke(&mut tally);
     let dlopen = crate::dlopen::host(&mut tally);
 
-    let shared = device_binary(&[], None)?;
+    // With `tokio`: the async layer's CM tests (`aio_cm::`) run in it.
+    let shared = device_binary("tokio", &[], None)?;
     let lib = lib_binary()?;
     let src = rdma_core_source()?;
     let src = src.to_string_lossy();
@@ -220,12 +225,13 @@ pub fn run(args: &[String]) -> Result<()> {
     let build_static = |providers: &'static str, dir: &str| {
         let env = source_env(providers);
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        device_binary(&env, Some(dir))
+        device_binary("", &env, Some(dir))
     };
     let static_rxe = build_static("mlx5,rxe", "target/static-rxe")?;
     let static_mlx5 = build_static("mlx5", "target/static-mlx5")?;
     crate::mlx5_provider::check(&mut tally, &rdma_core_source()?);
     let static_debian = device_binary(
+        "",
         &[("RRDDMMA_LINKAGE", "static"), ("RRDDMMA_STATIC_PROVIDERS", "mlx5,rxe")],
         Some("target/static-debian"),
     )?;

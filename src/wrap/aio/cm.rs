@@ -1,16 +1,35 @@
 //! Async endpoints connected through the RDMA CM (features `tokio` and `cm`):
 //! by IP address, with no TCP side channel.
 //!
-//! The data QP is the CM's connection. The control QP rides on it: each side
-//! names its control QP's number and first PSN in the private data of the
-//! connect request and of the accept, and moves that QP with the CM's path
-//! attributes (`rdma_init_qp_attr` of the data connection) and the peer's
-//! numbers. Each side posts its control receives and brings its control QP
-//! to RTS before the message that lets the peer send (the accept, the RTU),
-//! so no extra round trip is needed.
+//! Each of the endpoint's two QPs has a CM connection of its own: the data
+//! QP's and the control QP's. iWARP needs this (every iWARP RC QP is the
+//! end of its own TCP stream and is driven to RTS by the kernel's iWARP
+//! CM); on RoCE and InfiniBand the same two connections are made, so there
+//! is one way to connect. The client makes both at once, each carrying a
+//! hello in its private data: a tag naming the role (data or control) and a
+//! 64-bit token drawn from the kernel's random source for this endpoint.
+//! The listener pairs the two requests by token and peer address before it
+//! opens a device or registers a pool, accepts both with its hello echoed,
+//! and hands over the endpoint when both are established and the client
+//! has spoken. Each side posts its control receives before the message that
+//! lets the peer send (the control connection's request or accept).
+//!
+//! The client speaks first: once both its connections are established it
+//! sends a greeting (a keepalive) on the control QP, and the listener's side
+//! sends nothing on either QP before that message arrives; `accept` hands
+//! the endpoint over only then. iWARP's MPA start-up has the connecting side
+//! send first: siw's connecting side ends the connection when bytes follow
+//! the CM's reply on its TCP stream before it has processed that reply,
+//! which an eager listener could cause. The greeting costs one message's
+//! latency on every transport, so there is one way to connect.
+//!
+//! The peer is untrusted: a request that is not a hello is rejected; a half
+//! whose other half does not come within [`AioOpts::setup_timeout`] is
+//! rejected then, and at most [`HALVES_MAX`] halves wait at once (one more
+//! is rejected at once).
 
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
@@ -19,33 +38,70 @@ use tokio::time::{timeout_at, Instant};
 use super::endpoint::{AioOpts, Gone, Parts, RcEndpoint, Watch};
 use super::error::{Error, Result};
 use crate::prim::cm::{CmEvent, CmEventType, CmId, ConnParam, EventChannel, PortSpace};
-use crate::prim::{Context, QpState};
+use crate::prim::{Context, Qp, QpState};
 
-/// Private data of both directions: a tag, then the control QP's number and
-/// first PSN (little-endian).
-const TAG: &[u8; 4] = b"rA1c";
+/// Connect requests the listener keeps waiting for their other half, at most.
+const HALVES_MAX: usize = 64;
+/// The listen backlog. On iWARP it also bounds the connect requests the
+/// kernel's iWARP CM holds before `accept` reads them (one more is dropped,
+/// and its client sees `REJECTED` with no reason), so a burst of
+/// [`HALVES_MAX`] halves and more fits.
+const BACKLOG: i32 = 4 * HALVES_MAX as i32;
+
+/// Tags of the two connections' hellos.
+const DATA_TAG: &[u8; 4] = b"rA2d";
+const CTRL_TAG: &[u8; 4] = b"rA2c";
+/// A hello: the tag, then the token (little-endian).
 const HELLO_LEN: usize = 12;
 
-fn hello(qpn: u32, psn: u32) -> [u8; HELLO_LEN] {
+/// Which of the endpoint's QPs a CM connection carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Data,
+    Ctrl,
+}
+
+impl Role {
+    fn name(self) -> &'static str {
+        match self {
+            Role::Data => "data",
+            Role::Ctrl => "control",
+        }
+    }
+}
+
+fn hello(role: Role, token: u64) -> [u8; HELLO_LEN] {
     let mut b = [0u8; HELLO_LEN];
-    b[..4].copy_from_slice(TAG);
-    b[4..8].copy_from_slice(&qpn.to_le_bytes());
-    b[8..].copy_from_slice(&psn.to_le_bytes());
+    b[..4].copy_from_slice(match role {
+        Role::Data => DATA_TAG,
+        Role::Ctrl => CTRL_TAG,
+    });
+    b[4..].copy_from_slice(&token.to_le_bytes());
     b
 }
 
-/// The peer's control QP number and PSN from its private data (which the CM
-/// pads with zeros).
-fn parse_hello(data: &[u8]) -> Result<(u32, u32)> {
-    if data.len() < HELLO_LEN || &data[..4] != TAG {
-        return Err(Error::Protocol(format!(
+/// The role and token of a hello (the CM pads private data with zeros).
+fn parse_hello(data: &[u8]) -> Result<(Role, u64)> {
+    let role = match data.get(..4) {
+        Some(t) if t == DATA_TAG => Some(Role::Data),
+        Some(t) if t == CTRL_TAG => Some(Role::Ctrl),
+        _ => None,
+    };
+    match (role, data.get(4..HELLO_LEN)) {
+        (Some(role), Some(t)) => Ok((role, u64::from_le_bytes(t.try_into().expect("8 bytes")))),
+        _ => Err(Error::Protocol(format!(
             "the peer's CM private data ({} bytes) is not an async endpoint's hello: is the peer an \
-             rrddmma RcEndpoint connecting with connect_cm / Listener::bind_cm?",
+             rrddmma RcEndpoint connecting with connect_cm / Listener::bind_cm of this version?",
             data.len()
-        )));
+        ))),
     }
-    let u32_at = |i: usize| u32::from_le_bytes(data[i..i + 4].try_into().expect("4 bytes"));
-    Ok((u32_at(4), u32_at(8)))
+}
+
+/// A fresh token from the kernel's random source.
+fn token() -> Result<u64> {
+    let mut b = [0u8; 8];
+    crate::ctrl::auth::os_random(&mut b).map_err(Error::io("draw the RDMA CM connection token (getrandom)", None))?;
+    Ok(u64::from_le_bytes(b))
 }
 
 /// An event channel registered with the reactor.
@@ -91,43 +147,129 @@ impl Events {
     }
 }
 
-fn conn_param<'a>(o: &AioOpts, private_data: &'a [u8]) -> ConnParam<'a> {
+/// The connection parameters of `role`'s connection: the data QP gets the
+/// READ and atomic depths of `o.connect`; the control QP takes only SENDs.
+fn conn_param<'a>(o: &AioOpts, role: Role, private_data: &'a [u8]) -> ConnParam<'a> {
+    let (responder_resources, initiator_depth) = match role {
+        Role::Data => (o.connect.max_dest_rd_atomic, o.connect.max_rd_atomic),
+        Role::Ctrl => (0, 0),
+    };
     ConnParam {
         private_data,
-        responder_resources: o.connect.max_dest_rd_atomic,
-        initiator_depth: o.connect.max_rd_atomic,
+        responder_resources,
+        initiator_depth,
         retry_count: o.connect.retry_cnt,
         rnr_retry_count: o.connect.rnr_retry,
     }
 }
 
-/// Opens the device the id is bound to and builds the endpoint's objects;
-/// the control QP goes to INIT with its receives posted.
-fn parts_on(id: &CmId, o: &AioOpts) -> Result<Parts> {
-    let dev = id.device_name().ok_or(crate::prim::Error::BadArgument {
+/// One of an endpoint's two CM connections: an id with an event channel of
+/// its own.
+struct Conn {
+    id: CmId,
+    events: Events,
+}
+
+impl Conn {
+    /// A new id with `addr` resolved (address, then route), each step
+    /// bounded by [`AioOpts::setup_timeout`].
+    async fn resolve(addr: SocketAddr, o: &AioOpts) -> Result<Conn> {
+        let ch = EventChannel::create()?;
+        let events = Events::new(&ch)?;
+        let id = CmId::create(&ch, PortSpace::Rc)?;
+        id.resolve_addr(None, addr, o.setup_timeout)?;
+        events.expect(CmEventType::ADDR_RESOLVED, Instant::now() + o.setup_timeout).await?;
+        id.resolve_route(o.setup_timeout)?;
+        events.expect(CmEventType::ROUTE_RESOLVED, Instant::now() + o.setup_timeout).await?;
+        Ok(Conn { id, events })
+    }
+
+    /// A connect request's id, moved to a channel of its own (its events do
+    /// not mix with the listener's).
+    fn adopt(mut id: CmId) -> Result<Conn> {
+        let ch = EventChannel::create()?;
+        id.migrate(&ch)?;
+        Ok(Conn { events: Events::new(&ch)?, id })
+    }
+
+    /// Active side, after `connect`: the reply must echo `sent`. On iWARP
+    /// the reply is `ESTABLISHED` (the kernel's iWARP CM has brought `qp` to
+    /// RTS); elsewhere it is `CONNECT_RESPONSE`, and `establish` moves `qp`
+    /// to RTS and answers.
+    async fn connected(&self, qp: &Qp, role: Role, sent: &[u8; HELLO_LEN], deadline: Instant) -> Result<()> {
+        let ev = self.events.next(Some(deadline), CmEventType::CONNECT_RESPONSE.waiting_for()).await?;
+        let iwarp = ev.kind() == CmEventType::ESTABLISHED;
+        let ev = ev.expect(if iwarp { CmEventType::ESTABLISHED } else { CmEventType::CONNECT_RESPONSE })?;
+        if ev.private_data().get(..HELLO_LEN) != Some(&sent[..]) {
+            return Err(Error::Protocol(format!(
+                "the listener's accept of the {} connection does not echo its hello (role and token): is the \
+                 peer an rrddmma Listener::bind_cm of this version?",
+                role.name()
+            )));
+        }
+        if !iwarp {
+            self.id.establish(qp)?;
+        }
+        Ok(())
+    }
+}
+
+/// Opens the device both connections are on.
+fn device_of(data: &Conn, ctrl: &Conn) -> Result<Context> {
+    let dev = data.id.device_name().ok_or(crate::prim::Error::BadArgument {
         op: "opening the device of an RDMA CM id",
         what: "the id",
         why: "is bound to no RDMA device: bind or resolve an address on an RDMA device's netdev",
     })?;
-    let p = Parts::new(Context::open(&dev)?, o)?;
-    id.modify_qp(&p.ctrl_qp, QpState::INIT)?;
+    let other = ctrl.id.device_name();
+    if other.as_deref() != Some(dev.as_str()) {
+        return Err(Error::Protocol(format!(
+            "the data connection is on {dev} and the control connection on {}: both must come from one device",
+            other.as_deref().unwrap_or("no device")
+        )));
+    }
+    Ok(Context::open(&dev)?)
+}
+
+/// The endpoint's parts on `ctx` for its two connections, before either
+/// side's connect or accept: both ids get the CM's ACK timeout, the data QP
+/// `o.connect.access` (the CM alone grants none; the control QP takes only
+/// SENDs, so no remote access at all), and the control QP its receives,
+/// posted in INIT.
+fn parts_for(ctx: Context, data: &Conn, ctrl: &Conn, o: &AioOpts) -> Result<Parts> {
+    for c in [data, ctrl] {
+        c.id.set_ack_timeout(o.connect.timeout)?;
+    }
+    data.id.set_access(o.connect.access);
+    let p = Parts::new(ctx, o)?;
+    ctrl.id.modify_qp(&p.ctrl_qp, QpState::INIT)?;
     p.post_ctrl_recvs()?;
     Ok(p)
 }
 
-/// Moves the control QP to RTR and RTS on the data connection's path, to
-/// the peer's control QP.
-fn ctrl_ready(id: &CmId, p: &Parts, peer: (u32, u32), my_psn: u32) -> Result<()> {
-    p.ctrl_qp.modify(&id.qp_attr(QpState::RTR)?.dest_qpn(peer.0).rq_psn(peer.1))?;
-    p.ctrl_qp.modify(&id.qp_attr(QpState::RTS)?.sq_psn(my_psn))?;
-    Ok(())
+/// A connect request waiting for its other half.
+struct Half {
+    conn: Conn,
+    role: Role,
+    token: u64,
+    peer: Option<IpAddr>,
+    until: Instant,
 }
+
+/// Reject reasons (in the reject's private data).
+const NOT_A_HELLO: &[u8] = b"rrddmma aio: not an RcEndpoint hello";
+const NEVER_CAME: &[u8] = b"rrddmma aio: the other connection (data or control) with this token never came";
+const TOO_MANY: &[u8] = b"rrddmma aio: too many connections wait for their other half; try again later";
+const SAME_ROLE: &[u8] = b"rrddmma aio: two connections of one role named one token";
 
 /// Accepts connections of [`RcEndpoint::connect_cm`] on an RDMA CM listener
 /// (behind [`Listener::bind_cm`](super::Listener::bind_cm)).
 pub(super) struct CmListen {
     id: CmId,
     events: Events,
+    /// Requests waiting for their other half (at most [`HALVES_MAX`]); the
+    /// lock also makes concurrent `accept`s take turns.
+    halves: tokio::sync::Mutex<Vec<Half>>,
 }
 
 impl std::fmt::Debug for CmListen {
@@ -140,8 +282,8 @@ impl CmListen {
     pub fn bind(addr: SocketAddr) -> Result<CmListen> {
         let ch = EventChannel::create()?;
         let id = CmId::bound(&ch, PortSpace::Rc, addr)?;
-        id.listen(64)?;
-        Ok(CmListen { events: Events::new(&ch)?, id })
+        id.listen(BACKLOG)?;
+        Ok(CmListen { events: Events::new(&ch)?, id, halves: tokio::sync::Mutex::new(Vec::new()) })
     }
 
     pub fn local_addr(&self) -> Result<SocketAddr> {
@@ -152,53 +294,113 @@ impl CmListen {
         })
     }
 
-    /// The next connect request, accepted. A request that is not an async
-    /// endpoint's is rejected (with a reason in the reject's private data)
-    /// and skipped.
+    /// The next endpoint: its two connect requests paired by token and
+    /// accepted. A request that is not a hello, a half whose other half does
+    /// not come within `setup_timeout`, a half beyond [`HALVES_MAX`] and two
+    /// halves of one role are rejected (with a reason in the reject's private
+    /// data) and skipped.
     pub async fn accept(&self, o: &AioOpts) -> Result<RcEndpoint> {
+        let mut halves = self.halves.lock().await;
         loop {
-            let mut ev = self.events.next(None, "waiting for a connect request").await?;
+            let now = Instant::now();
+            halves.retain(|h| {
+                let waiting = h.until > now;
+                if !waiting {
+                    let _ = h.conn.id.reject(NEVER_CAME);
+                }
+                waiting
+            });
+            let next = halves.iter().map(|h| h.until).min();
+            let mut ev = match self.events.next(next, "waiting for a connect request").await {
+                Ok(ev) => ev,
+                // The oldest half is due: rejected at the top of the loop.
+                Err(Error::Timeout { .. }) => continue,
+                Err(e) => return Err(e),
+            };
             if ev.kind() != CmEventType::CONNECT_REQUEST {
                 continue;
             }
-            let Some(mut id) = ev.take_request() else { continue };
-            let peer = match parse_hello(ev.private_data()) {
-                Ok(p) => p,
-                Err(_) => {
-                    let _ = id.reject(b"rrddmma aio: not an RcEndpoint hello");
-                    continue;
-                }
+            let Some(id) = ev.take_request() else { continue };
+            let Ok((role, token)) = parse_hello(ev.private_data()) else {
+                let _ = id.reject(NOT_A_HELLO);
+                continue;
             };
-            // Its own channel: its events do not mix with the listener's.
-            let ch = EventChannel::create()?;
-            id.migrate(&ch)?;
-            let events = Events::new(&ch)?;
-            id.set_ack_timeout(o.connect.timeout)?;
-            // The data QP gets `o.connect.access` (the CM alone grants none).
-            id.set_access(o.connect.access);
-            let p = parts_on(&id, o)?;
-            let psn = crate::prim::random_psn();
-            ctrl_ready(&id, &p, peer, psn)?;
-            id.accept(&p.data, &conn_param(o, &hello(p.ctrl_qp.qpn(), psn)))?;
-            events.expect(CmEventType::ESTABLISHED, Instant::now() + o.setup_timeout).await?;
-            return Ok(p.start(o, watch_cm(id, events)));
+            let peer = id.peer_addr().map(|a| a.ip());
+            let Some(i) = halves.iter().position(|h| h.token == token && h.peer == peer) else {
+                if halves.len() >= HALVES_MAX {
+                    let _ = id.reject(TOO_MANY);
+                } else {
+                    let until = Instant::now() + o.setup_timeout;
+                    halves.push(Half { conn: Conn::adopt(id)?, role, token, peer, until });
+                }
+                continue;
+            };
+            let other = halves.swap_remove(i);
+            if other.role == role {
+                let _ = id.reject(SAME_ROLE);
+                let _ = other.conn.id.reject(SAME_ROLE);
+                continue;
+            }
+            let conn = Conn::adopt(id)?;
+            let (data, ctrl) = if role == Role::Data { (conn, other.conn) } else { (other.conn, conn) };
+            return accept_pair(data, ctrl, token, o).await;
         }
     }
 }
 
-/// The connection's end as a [`Watch`]: `DISCONNECTED` (or the device's
-/// removal, or a failing event channel) is a lost peer. Owns the id: when
-/// the endpoint closes, dropping it disconnects (the peer sees `DISCONNECTED`).
-fn watch_cm(id: CmId, events: Events) -> Watch {
+/// Builds the endpoint on the device of a paired data and control request
+/// and accepts both, the control receives posted first.
+async fn accept_pair(data: Conn, ctrl: Conn, token: u64, o: &AioOpts) -> Result<RcEndpoint> {
+    let ctx = match device_of(&data, &ctrl) {
+        Ok(ctx) => ctx,
+        Err(e) => {
+            let _ = data.id.reject(b"rrddmma aio: the data and control connections arrived on two devices");
+            let _ = ctrl.id.reject(b"rrddmma aio: the data and control connections arrived on two devices");
+            return Err(e);
+        }
+    };
+    let p = parts_for(ctx, &data, &ctrl, o)?;
+    ctrl.id.accept(&p.ctrl_qp, &conn_param(o, Role::Ctrl, &hello(Role::Ctrl, token)))?;
+    data.id.accept(&p.data, &conn_param(o, Role::Data, &hello(Role::Data, token)))?;
+    let deadline = Instant::now() + o.setup_timeout;
+    tokio::try_join!(
+        data.events.expect(CmEventType::ESTABLISHED, deadline),
+        ctrl.events.expect(CmEventType::ESTABLISHED, deadline)
+    )?;
+    // Silent until the client's greeting (see the module's documentation).
+    p.ctrl.wait_for_peer();
+    let heard = std::sync::Arc::clone(&p.ctrl);
+    let ep = p.start(o, watch_cm(data, ctrl));
+    timeout_at(deadline, heard.heard()).await.map_err(|_| Error::Timeout {
+        op: "waiting for the client's first control message after both RDMA CM connections were established",
+        after: o.setup_timeout,
+    })?;
+    Ok(ep)
+}
+
+/// The connections' end as a [`Watch`]: `DISCONNECTED` on either (or the
+/// device's removal, or a failing event channel) is a lost peer. Owns the
+/// ids: when the endpoint closes, dropping them disconnects (the peer sees
+/// `DISCONNECTED`).
+fn watch_cm(data: Conn, ctrl: Conn) -> Watch {
+    let gone = |r: Result<CmEvent>| match r {
+        Ok(ev) => matches!(ev.kind(), CmEventType::DISCONNECTED | CmEventType::DEVICE_REMOVAL),
+        Err(_) => true,
+    };
     Box::pin(async move {
-        let _id = id;
+        // Moved whole: the loop below names only the `events` fields, and an
+        // `async move` block captures just the fields it names, which would
+        // drop the ids here. A dropped id is destroyed, and on iWARP the
+        // kernel's CM then moves its QP to ERROR (its receives flushed) and
+        // closes the TCP stream; elsewhere the peer is sent a disconnect.
+        let (data, ctrl) = (data, ctrl);
         loop {
-            match events.next(None, "waiting for the disconnect").await {
-                Ok(ev) if matches!(ev.kind(), CmEventType::DISCONNECTED | CmEventType::DEVICE_REMOVAL) => {
-                    return Gone::Lost
-                }
-                Ok(_) => {}
-                Err(_) => return Gone::Lost,
+            let ended = tokio::select! {
+                r = data.events.next(None, "waiting for the disconnect") => gone(r),
+                r = ctrl.events.next(None, "waiting for the disconnect") => gone(r),
+            };
+            if ended {
+                return Gone::Lost;
             }
         }
     })
@@ -206,33 +408,32 @@ fn watch_cm(id: CmId, events: Events) -> Watch {
 
 #[cfg_attr(docsrs, doc(cfg(feature = "cm")))]
 impl RcEndpoint {
-    /// Connects to a [`Listener::bind_cm`](super::Listener::bind_cm) at `addr` through the RDMA CM
-    /// (address and route resolution, then REQ/REP/RTU with the control
-    /// QP's numbers in the private data). The device is the one the route
-    /// to `addr` leaves from; `opts.device`, `opts.port` and the GID and MTU
-    /// of `opts.connect` are not used. Each step is bounded by
-    /// [`AioOpts::setup_timeout`]; a refused connection is
+    /// Connects to a [`Listener::bind_cm`](super::Listener::bind_cm) at `addr` through the RDMA CM,
+    /// with two connections, one for the data QP
+    /// and one for the control QP, made at once and paired by the listener
+    /// through a random token in their private data. The device is the one
+    /// the route to `addr` leaves from; `opts.device`, `opts.port` and the
+    /// GID and MTU of `opts.connect` are not used. Each step (resolution,
+    /// the two connections) is bounded by [`AioOpts::setup_timeout`]: a
+    /// listener that answers one connection and not the other is
+    /// [`Error::Timeout`]; one that answers with something other than the
+    /// hello it was sent, [`Error::Protocol`]; a refused connection,
     /// [`Error::Verbs`] with the CM's `REJECTED` event and its reason.
     pub async fn connect_cm(addr: SocketAddr, o: &AioOpts) -> Result<RcEndpoint> {
         o.check_no_secret("RcEndpoint::connect_cm")?;
-        let deadline = || Instant::now() + o.setup_timeout;
-        let ch = EventChannel::create()?;
-        let events = Events::new(&ch)?;
-        let id = CmId::create(&ch, PortSpace::Rc)?;
-        id.resolve_addr(None, addr, o.setup_timeout)?;
-        events.expect(CmEventType::ADDR_RESOLVED, deadline()).await?;
-        id.resolve_route(o.setup_timeout)?;
-        events.expect(CmEventType::ROUTE_RESOLVED, deadline()).await?;
-        id.set_ack_timeout(o.connect.timeout)?;
-        // The data QP gets `o.connect.access` (the CM alone grants none).
-        id.set_access(o.connect.access);
-        let p = parts_on(&id, o)?;
-        let psn = crate::prim::random_psn();
-        id.connect(&p.data, &conn_param(o, &hello(p.ctrl_qp.qpn(), psn)))?;
-        let rep = events.expect(CmEventType::CONNECT_RESPONSE, deadline()).await?;
-        ctrl_ready(&id, &p, parse_hello(rep.private_data())?, psn)?;
-        id.establish(&p.data)?;
-        Ok(p.start(o, watch_cm(id, events)))
+        let token = token()?;
+        let (data, ctrl) = tokio::try_join!(Conn::resolve(addr, o), Conn::resolve(addr, o))?;
+        let p = parts_for(device_of(&data, &ctrl)?, &data, &ctrl, o)?;
+        let (hd, hc) = (hello(Role::Data, token), hello(Role::Ctrl, token));
+        ctrl.id.connect(&p.ctrl_qp, &conn_param(o, Role::Ctrl, &hc))?;
+        data.id.connect(&p.data, &conn_param(o, Role::Data, &hd))?;
+        let deadline = Instant::now() + o.setup_timeout;
+        tokio::try_join!(
+            data.connected(&p.data, Role::Data, &hd, deadline),
+            ctrl.connected(&p.ctrl_qp, Role::Ctrl, &hc, deadline)
+        )?;
+        p.ctrl.greet(&p.ctrl_qp)?;
+        Ok(p.start(o, watch_cm(data, ctrl)))
     }
 }
 
@@ -241,11 +442,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn hello_round_trips_and_foreign_data_is_refused() {
-        let mut padded = hello(0x12_3456, 0xab_cdef).to_vec();
+    fn hellos_round_trip_and_foreign_data_is_refused() {
+        let mut padded = hello(Role::Ctrl, 0x0123_4567_89ab_cdef).to_vec();
         padded.resize(56, 0);
-        assert_eq!(parse_hello(&padded).unwrap(), (0x12_3456, 0xab_cdef));
-        let e = parse_hello(b"rping").unwrap_err();
-        assert!(e.to_string().contains("not an async endpoint's hello"), "{e}");
+        assert_eq!(parse_hello(&padded).unwrap(), (Role::Ctrl, 0x0123_4567_89ab_cdef));
+        assert_eq!(parse_hello(&hello(Role::Data, 7)).unwrap(), (Role::Data, 7));
+        for foreign in [&b"rping"[..], b"rA1c\x01\x02\x03\x04\x05\x06\x07\x08", b"rA2d\x01\x02"] {
+            let e = parse_hello(foreign).unwrap_err();
+            assert!(e.to_string().contains("not an async endpoint's hello"), "{e}");
+        }
+    }
+
+    #[test]
+    fn the_reject_reasons_fit_a_reject() {
+        for why in [NOT_A_HELLO, NEVER_CAME, TOO_MANY, SAME_ROLE] {
+            assert!(why.len() <= crate::prim::cm::private_data_max::RC_REJECT, "{}", String::from_utf8_lossy(why));
+        }
     }
 }

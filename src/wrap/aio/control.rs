@@ -6,10 +6,10 @@
 use std::alloc::Layout;
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, oneshot, Notify, OwnedSemaphorePermit, Semaphore};
 
 use super::driver::{Shared, CONTROL_BIT};
 use super::error::Result;
@@ -28,6 +28,8 @@ pub(super) const MSG: usize = 32;
 const CTRL_SEND: u64 = CONTROL_BIT | (1 << 62);
 /// wr_id of keepalive sends.
 const CTRL_PING: u64 = CTRL_SEND | 1;
+/// A keepalive.
+const PING: Msg = Msg { kind: Kind::Ping, reason: 0, id: 0, token: RemoteMr { addr: 0, len: 0, rkey: 0 } };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -178,6 +180,20 @@ pub(super) struct Ctrl {
     lent_in: mpsc::Sender<RemoteMr>,
     /// Keepalives the peer acknowledged.
     pub pings_acked: AtomicU64,
+    /// Set while this side must not send before the peer's first message
+    /// ([`Ctrl::wait_for_peer`]); cleared by that message.
+    waiting: AtomicBool,
+    /// The gate behind `waiting`: whether the peer was heard, and whether a
+    /// keepalive was held back meanwhile.
+    gate: Mutex<Gate>,
+    heard: Notify,
+}
+
+/// See [`Ctrl::wait_for_peer`].
+#[derive(Default)]
+struct Gate {
+    heard: bool,
+    held_ping: bool,
 }
 
 impl fmt::Debug for Ctrl {
@@ -214,6 +230,9 @@ impl Ctrl {
             returned: returned_tx,
             lent_in: lent_tx,
             pings_acked: AtomicU64::new(0),
+            waiting: AtomicBool::new(false),
+            gate: Mutex::new(Gate::default()),
+            heard: Notify::new(),
         };
         Ok((ctrl, Inbox { returned, lent_in }))
     }
@@ -232,9 +251,69 @@ impl Ctrl {
         Ok(())
     }
 
-    /// Sends a keepalive; its acknowledgement counts in `pings_acked`.
+    /// Sends a keepalive; its acknowledgement counts in `pings_acked`. Before
+    /// the peer's first message on a side that [waits for it](Ctrl::wait_for_peer),
+    /// the keepalive is held back and sent when that message arrives.
     pub fn ping(&self, qp: &Qp) -> Result<()> {
-        self.send_as(qp, &Msg::new(Kind::Ping, 0, RemoteMr { addr: 0, len: 0, rkey: 0 }), CTRL_PING)
+        if self.waiting.load(Ordering::Acquire) {
+            let mut g = self.gate.lock().unwrap_or_else(|e| e.into_inner());
+            if !g.heard {
+                g.held_ping = true;
+                return Ok(());
+            }
+        }
+        self.send_as(qp, &PING, CTRL_PING)
+    }
+
+    /// The first message of the side that connected (through the RDMA CM):
+    /// a keepalive whose acknowledgement is not counted. It tells the
+    /// listener's side, which [waits for it](Ctrl::wait_for_peer), that this
+    /// side has both connections established.
+    pub fn greet(&self, qp: &Qp) -> Result<()> {
+        self.send(qp, &PING)
+    }
+
+    /// Makes this side send nothing until the peer's first message has
+    /// arrived (call before the driver starts). The side that accepts a
+    /// connection through the RDMA CM does this: on iWARP the accepting side
+    /// must not send until the connecting side, which speaks first, has
+    /// taken the CM's reply (siw's connecting side ends a connection on whose
+    /// stream data follows the reply before it has processed the reply).
+    pub fn wait_for_peer(&self) {
+        self.waiting.store(true, Ordering::Release);
+    }
+
+    /// Resolves once the peer's first message has arrived (at once on a side
+    /// that does not [wait for it](Ctrl::wait_for_peer)).
+    pub async fn heard(&self) {
+        loop {
+            let notified = self.heard.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if !self.waiting.load(Ordering::Acquire) || self.gate.lock().unwrap_or_else(|e| e.into_inner()).heard {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// The peer's message arrived: opens the gate, sending the keepalive
+    /// held back meanwhile.
+    fn peer_heard(&self, qp: &Qp) -> Result<()> {
+        let held = {
+            let mut g = self.gate.lock().unwrap_or_else(|e| e.into_inner());
+            if g.heard {
+                return Ok(());
+            }
+            g.heard = true;
+            self.waiting.store(false, Ordering::Release);
+            std::mem::take(&mut g.held_ping)
+        };
+        self.heard.notify_waiters();
+        if held {
+            self.send_as(qp, &PING, CTRL_PING)?;
+        }
+        Ok(())
     }
 
     /// Posts control receive `i`.
@@ -317,6 +396,10 @@ impl Ctrl {
                 "a control message of {} bytes on the control QP (every control message is {MSG} bytes)",
                 wc.byte_len()
             ));
+        }
+        if self.waiting.load(Ordering::Acquire) && self.peer_heard(&shared.ctrl).is_err() {
+            shared.shut_down();
+            return;
         }
         let mut b = [0u8; MSG];
         self.bufs[i].read(0, &mut b);

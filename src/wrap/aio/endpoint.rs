@@ -230,7 +230,7 @@ pub(super) struct Parts {
     pub data: Qp,
     pub ctrl_qp: Qp,
     pool: MrPool,
-    ctrl: Arc<Ctrl>,
+    pub ctrl: Arc<Ctrl>,
     inbox: Inbox,
 }
 

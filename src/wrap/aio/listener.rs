@@ -68,9 +68,20 @@ impl Listener {
 impl Listener {
     /// Listens on `addr` (port 0: any) for peers' [`RcEndpoint::connect_cm`],
     /// through the RDMA CM: the address must be on an RDMA device's netdev
-    /// (RoCE) or IPoIB interface. The device is the one the address is on;
-    /// `opts.device`, `opts.port` and the GID and MTU of `opts.connect` are
-    /// not used (the CM chooses them).
+    /// (RoCE) or IPoIB interface. The device is the one the address
+    /// is on; `opts.device`, `opts.port` and the GID and MTU of
+    /// `opts.connect` are not used (the CM chooses them).
+    ///
+    /// Each client makes two connections (data and control QP), which
+    /// `accept` pairs by the token in their private data before it opens
+    /// the device. A connection whose other half does not come within
+    /// [`AioOpts::setup_timeout`] is rejected then; at most 64 wait at once
+    /// (one more is rejected at once); a request that is not an endpoint's
+    /// is rejected at once. Each rejection carries its reason, and `accept`
+    /// goes on to the next client. Once both connections are established,
+    /// `accept` returns the endpoint when the client's first control message
+    /// (its greeting) has arrived, and [`Error::Timeout`] if it has not
+    /// within `setup_timeout`.
     pub async fn bind_cm(addr: SocketAddr, opts: AioOpts) -> Result<Listener> {
         opts.check_no_secret("Listener::bind_cm")?;
         Ok(Listener::from_cm(CmListen::bind(addr)?, opts))

@@ -6,7 +6,8 @@
 //!   data QP and a control QP for the memory-region protocol.
 //!   [`RcEndpoint::connect_cm`] / [`Listener::bind_cm`] (feature `cm`, on by
 //!   default) connect the same pair of QPs through the RDMA CM, by IP
-//!   address with no TCP side channel.
+//!   address with no TCP side channel (a CM connection for each QP,
+//!   paired by a token).
 //! - Operations are futures: [`RcEndpoint::write`], [`RcEndpoint::read`],
 //!   [`RcEndpoint::write_with_imm`], [`RcEndpoint::send`],
 //!   [`RcEndpoint::recv`], [`RcEndpoint::fetch_add`],
