@@ -25,8 +25,9 @@
 //!
 //! The peer is untrusted: a request that is not a hello is rejected; a half
 //! whose other half does not come within [`AioOpts::setup_timeout`] is
-//! rejected then, and at most [`HALVES_MAX`] halves wait at once (one more
-//! is rejected at once).
+//! rejected then, and at most [`HALVES_MAX`] halves wait at once, at most
+//! [`PEER_HALVES_MAX`] of them from one address (one more is rejected at
+//! once).
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -42,6 +43,10 @@ use crate::prim::{Context, Qp, QpState};
 
 /// Connect requests the listener keeps waiting for their other half, at most.
 const HALVES_MAX: usize = 64;
+/// Of those, at most this many from one peer address, so that one peer
+/// cannot keep the others out (a client has two halves per endpoint it
+/// connects; this lets one host connect 8 endpoints at once).
+const PEER_HALVES_MAX: usize = 16;
 /// The listen backlog. On iWARP it also bounds the connect requests the
 /// kernel's iWARP CM holds before `accept` reads them (one more is dropped,
 /// and its client sees `REJECTED` with no reason), so a burst of
@@ -260,6 +265,8 @@ struct Half {
 const NOT_A_HELLO: &[u8] = b"rrddmma aio: not an RcEndpoint hello";
 const NEVER_CAME: &[u8] = b"rrddmma aio: the other connection (data or control) with this token never came";
 const TOO_MANY: &[u8] = b"rrddmma aio: too many connections wait for their other half; try again later";
+const TOO_MANY_FROM: &[u8] =
+    b"rrddmma aio: too many connections from this address wait for their other half; try again later";
 const SAME_ROLE: &[u8] = b"rrddmma aio: two connections of one role named one token";
 
 /// Accepts connections of [`RcEndpoint::connect_cm`] on an RDMA CM listener
@@ -296,25 +303,31 @@ impl CmListen {
 
     /// The next endpoint: its two connect requests paired by token and
     /// accepted. A request that is not a hello, a half whose other half does
-    /// not come within `setup_timeout`, a half beyond [`HALVES_MAX`] and two
-    /// halves of one role are rejected (with a reason in the reject's private
-    /// data) and skipped.
+    /// not come within `setup_timeout`, a half beyond [`HALVES_MAX`] (or
+    /// beyond [`PEER_HALVES_MAX`] from one address) and two halves of one
+    /// role are rejected (with a reason in the reject's private data) and
+    /// skipped.
+    ///
+    /// The pairing takes turns among concurrent `accept`s; the set-up of a
+    /// paired client (bounded by `setup_timeout`) does not, so a client
+    /// that pairs and then stalls holds up only the `accept` that took it.
     pub async fn accept(&self, o: &AioOpts) -> Result<RcEndpoint> {
+        let (data, ctrl, token) = self.pair(o).await?;
+        accept_pair(data, ctrl, token, o).await
+    }
+
+    /// The next pair of halves: (data, control, token).
+    async fn pair(&self, o: &AioOpts) -> Result<(Conn, Conn, u64)> {
         let mut halves = self.halves.lock().await;
         loop {
-            let now = Instant::now();
-            halves.retain(|h| {
-                let waiting = h.until > now;
-                if !waiting {
-                    let _ = h.conn.id.reject(NEVER_CAME);
-                }
-                waiting
-            });
             let next = halves.iter().map(|h| h.until).min();
             let mut ev = match self.events.next(next, "waiting for a connect request").await {
                 Ok(ev) => ev,
-                // The oldest half is due: rejected at the top of the loop.
-                Err(Error::Timeout { .. }) => continue,
+                // No request is queued and the oldest half is due.
+                Err(Error::Timeout { .. }) => {
+                    expire(&mut halves);
+                    continue;
+                }
                 Err(e) => return Err(e),
             };
             if ev.kind() != CmEventType::CONNECT_REQUEST {
@@ -326,9 +339,16 @@ impl CmListen {
                 continue;
             };
             let peer = id.peer_addr().map(|a| a.ip());
+            // A half past its bound still pairs with a request that was
+            // queued behind it (its client was on time; this listener was
+            // not reading); halves are expired only when room is needed or
+            // nothing is queued.
             let Some(i) = halves.iter().position(|h| h.token == token && h.peer == peer) else {
+                expire(&mut halves);
                 if halves.len() >= HALVES_MAX {
                     let _ = id.reject(TOO_MANY);
+                } else if halves.iter().filter(|h| h.peer == peer).count() >= PEER_HALVES_MAX {
+                    let _ = id.reject(TOO_MANY_FROM);
                 } else {
                     let until = Instant::now() + o.setup_timeout;
                     halves.push(Half { conn: Conn::adopt(id)?, role, token, peer, until });
@@ -342,10 +362,21 @@ impl CmListen {
                 continue;
             }
             let conn = Conn::adopt(id)?;
-            let (data, ctrl) = if role == Role::Data { (conn, other.conn) } else { (other.conn, conn) };
-            return accept_pair(data, ctrl, token, o).await;
+            return Ok(if role == Role::Data { (conn, other.conn, token) } else { (other.conn, conn, token) });
         }
     }
+}
+
+/// Rejects the halves whose other half did not come in time.
+fn expire(halves: &mut Vec<Half>) {
+    let now = Instant::now();
+    halves.retain(|h| {
+        let waiting = h.until > now;
+        if !waiting {
+            let _ = h.conn.id.reject(NEVER_CAME);
+        }
+        waiting
+    });
 }
 
 /// Builds the endpoint on the device of a paired data and control request

@@ -391,6 +391,12 @@ impl Ctrl {
             return;
         }
         let i = (wc.wr_id() & !CONTROL_BIT) as usize;
+        let Some(buf) = self.bufs.get(i) else {
+            // Not a receive of ours: the provider reported an id we never
+            // posted.
+            return shared
+                .violated(format!("a control completion with wr_id {:#x}, not one this endpoint posted", wc.wr_id()));
+        };
         if wc.byte_len() as usize != MSG {
             return shared.violated(format!(
                 "a control message of {} bytes on the control QP (every control message is {MSG} bytes)",
@@ -402,7 +408,7 @@ impl Ctrl {
             return;
         }
         let mut b = [0u8; MSG];
-        self.bufs[i].read(0, &mut b);
+        buf.read(0, &mut b);
         let handled = Msg::decode(&b).and_then(|m| self.handle(shared, m));
         if let Err(why) = handled {
             return shared.violated(why);

@@ -524,6 +524,11 @@ impl Drop for Completion<'_> {
 /// operations awaiting them are not polling it themselves), then arms it and
 /// sleeps on the completion channel.
 pub(crate) async fn run(shared: Arc<Shared>, channel: CompChannel) {
+    // However the task ends (returned, cancelled with its runtime, or
+    // unwound by a panicking waker or control handler), the endpoint is
+    // closed and every waiting operation is told; after a normal end this
+    // finds nothing left to do.
+    let _closed = Ended(&shared);
     // SAFETY: the channel owns its descriptor, which stays open while the
     // channel (moved into the `AsyncFd`) lives, and `as_raw_fd` always
     // returns that descriptor.
@@ -644,12 +649,22 @@ impl Spin {
     }
 }
 
-/// The CQ or its channel failed: every waiting operation is told (woken
-/// to find the table stopped, which it reads as a closed endpoint), and the
-/// buffers are kept until the QPs are destroyed with the shared state.
+/// Calls [`fail_all`] when the driver task ends, however it ends.
+struct Ended<'a>(&'a Shared);
+
+impl Drop for Ended<'_> {
+    fn drop(&mut self) {
+        fail_all(self.0);
+    }
+}
+
+/// The CQ or its channel failed, or the driver task ended: the QPs are
+/// moved to ERR (the peer can no longer reach the pool through them), every
+/// waiting operation is told (woken to find the table stopped, which it
+/// reads as a closed endpoint), and the buffers are kept until the QPs are
+/// destroyed with the shared state.
 fn fail_all(shared: &Shared) {
-    shared.closing.store(true, Ordering::Release);
-    shared.closed.send_replace(true);
+    shared.shut_down();
     let mut table = shared.lock();
     table.stopped = true;
     let wake: Vec<Waker> = table

@@ -460,6 +460,15 @@ impl RcEndpoint {
     }
 
     /// SEND of `range` of `src` (consumes a receive at the peer).
+    ///
+    /// It completes once the peer has a receive posted (`recv`): with the
+    /// default `connect.rnr_retry` of 7 the device retries a peer that has
+    /// none for as long as it takes, and the requests posted after it wait
+    /// behind it. Where the peer may never receive, give the `connect`
+    /// options of [`AioOpts`] an `rnr_retry` below 7 (the SEND then fails
+    /// with `RNR_RETRY_EXC_ERR` after that many of the peer's RNR waits, and
+    /// the endpoint closes), or bound the call with `tokio::time::timeout`
+    /// and drop the endpoint.
     pub async fn send(&self, src: LocalMr, range: Range<usize>) -> Result<LocalMr> {
         let sge = [src.sge(range)];
         let (_, buf) = self.send_op(Some(src), SendWr::send(&sge)).await?;
