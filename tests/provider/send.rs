@@ -14,19 +14,19 @@ use super::build::{fill, unhex, Aligned};
 use super::{Mismatch, Mutation};
 
 /// `enum ibv_wr_opcode` values the C half posts.
-const WRITE: u32 = 0;
-const WRITE_IMM: u32 = 1;
-const SEND: u32 = 2;
-const SEND_IMM: u32 = 3;
-const READ: u32 = 4;
-const CAS: u32 = 5;
-const FAA: u32 = 6;
-const SEND_INV: u32 = 9;
+pub(super) const WRITE: u32 = 0;
+pub(super) const WRITE_IMM: u32 = 1;
+pub(super) const SEND: u32 = 2;
+pub(super) const SEND_IMM: u32 = 3;
+pub(super) const READ: u32 = 4;
+pub(super) const CAS: u32 = 5;
+pub(super) const FAA: u32 = 6;
+pub(super) const SEND_INV: u32 = 9;
 /// `enum ibv_send_flags`.
-const F_FENCE: u32 = 1;
-const F_SIGNALED: u32 = 2;
-const F_SOLICITED: u32 = 4;
-const F_INLINE: u32 = 8;
+pub(super) const F_FENCE: u32 = 1;
+pub(super) const F_SIGNALED: u32 = 2;
+pub(super) const F_SOLICITED: u32 = 4;
+pub(super) const F_INLINE: u32 = 8;
 
 fn op_name(op: u32) -> &'static str {
     match op {
@@ -66,24 +66,24 @@ fn dc_name(op: u32) -> &'static str {
 
 /// One request of a list, as the C half printed it.
 #[derive(Debug, Clone)]
-struct Request {
-    op: u32,
-    flags: u32,
-    imm: u32,
-    raddr: u64,
-    rkey: u32,
-    swap: u64,
-    compare_add: u64,
-    sges: Vec<(u32, u32, u64)>,
-    inline: Vec<u8>,
+pub(super) struct Request {
+    pub(super) op: u32,
+    pub(super) flags: u32,
+    pub(super) imm: u32,
+    pub(super) raddr: u64,
+    pub(super) rkey: u32,
+    pub(super) swap: u64,
+    pub(super) compare_add: u64,
+    pub(super) sges: Vec<(u32, u32, u64)>,
+    pub(super) inline: Vec<u8>,
     /// UD: remote QPN, Q_Key and the AH's 48-byte address vector.
-    ud: Option<(u32, u32, Vec<u8>)>,
+    pub(super) ud: Option<(u32, u32, Vec<u8>)>,
     /// DC: DCT number, DC access key, DCI stream and the AH's address vector.
-    dc: Option<(u32, u64, u16, Vec<u8>)>,
+    pub(super) dc: Option<(u32, u64, u16, Vec<u8>)>,
 }
 
 impl Request {
-    fn parse(f: &[&str]) -> Request {
+    pub(super) fn parse(f: &[&str]) -> Request {
         let n: usize = f[7].parse().unwrap();
         let sges = (0..n)
             .map(|i| (f[8 + 3 * i].parse().unwrap(), f[9 + 3 * i].parse().unwrap(), f[10 + 3 * i].parse().unwrap()))
@@ -104,15 +104,16 @@ impl Request {
     }
 
     /// Whether the WQE has an inline segment (inline bytes to send).
-    fn is_inline(&self) -> bool {
+    pub(super) fn is_inline(&self) -> bool {
         self.flags & F_INLINE != 0 && !self.inline.is_empty()
     }
 }
 
 /// The fields of a WQE (byte ranges from its start) and whether each is
 /// compared. Derived from the request alone, from the segment layouts of
-/// `mlx5dv.h`, independently of both writers.
-fn layout(r: &Request) -> Vec<(String, usize, usize, bool)> {
+/// `mlx5dv.h`, independently of both writers. `wr_path`: one side posts
+/// through libmlx5's `ibv_wr_*` builders.
+pub(super) fn layout(r: &Request, wr_path: bool) -> Vec<(String, usize, usize, bool)> {
     let mut v: Vec<(String, usize, usize, bool)> = Vec::new();
     let mut f = |name: &str, len: usize, compared: bool| {
         let at = v.last().map_or(0, |l| l.2);
@@ -123,12 +124,13 @@ fn layout(r: &Request) -> Vec<(String, usize, usize, bool)> {
     f("ctrl.signature", 1, true);
     f("ctrl.dci_stream_channel_id", 2, true);
     f("ctrl.fm_ce_se", 1, true);
-    // MASK (DC, posted through libmlx5's ibv_wr_* entries): the builders of
-    // opcodes without immediate data (`_common_wqe_init_op`) leave ctrl.imm
-    // as the ring held it; `mlx5_post_send` writes 0. The device reads it
+    // MASK (one side posted through libmlx5's ibv_wr_* entries: DC, and
+    // rrddmma's WrBatch / DciBatch): the builders of opcodes without
+    // immediate data (`_common_wqe_init_op`) leave ctrl.imm as the ring held
+    // it; `mlx5_post_send` and rrddmma's writer write 0. The device reads it
     // only for the immediate and invalidate opcodes.
     let has_imm = matches!(r.op, WRITE_IMM | SEND_IMM | SEND_INV);
-    f("ctrl.imm", 4, r.dc.is_none() || has_imm);
+    f("ctrl.imm", 4, !wr_path || has_imm);
     if r.ud.is_some() || r.dc.is_some() {
         for (name, len) in [
             ("key", 8),
@@ -198,7 +200,11 @@ fn field_at(lay: &[(String, usize, usize, bool)], byte: usize) -> (String, bool)
 }
 
 /// The first compared byte that differs, named by field.
-fn first_diff(lay: &[(String, usize, usize, bool)], theirs: &[u8], ours: &[u8]) -> Option<(String, usize, u8, u8)> {
+pub(super) fn first_diff(
+    lay: &[(String, usize, usize, bool)],
+    theirs: &[u8],
+    ours: &[u8],
+) -> Option<(String, usize, u8, u8)> {
     for i in 0..theirs.len().max(ours.len()) {
         let (t, o) = (theirs.get(i).copied(), ours.get(i).copied());
         if t == o {
@@ -541,7 +547,7 @@ fn check_list(
 
     // Each WQE, byte for byte (masked fields aside).
     for (i, r) in reqs.iter().enumerate() {
-        let lay = layout(r);
+        let lay = layout(r, r.dc.is_some());
         let ds_bytes = lay.last().map_or(0, |l| l.2);
         let bbs = ds_bytes.div_ceil(64);
         let from = (starts[i] - first) as usize * 64;
@@ -655,7 +661,7 @@ fn check_list(
     }
     // The bytes written to the register: the last WQE's first 8 bytes, or
     // the whole (single) WQE; masked as the WQE is.
-    let lay = layout(last);
+    let lay = layout(last, last.dc.is_some());
     if let Some((field, byte, t, o)) = first_diff(&lay, &their_db, &ours_db) {
         return Err(Mismatch {
             kind: last_kind,
