@@ -132,7 +132,8 @@ fn wr_batch_and_dci_batch_match_libmlx5() {
             }
             assert!(stats.lists.get("DC streams").copied().unwrap_or(0) >= build::LISTS / 5, "{stats:?}");
             assert!(stats.wrapped_lists > 100 && stats.blueflame > 100 && stats.doorbells > 100, "{stats:?}");
-            assert!(stats.inline_wqes > 1000 && stats.list_setters > 1000, "{stats:?}");
+            assert!(stats.inline_wqes > 1000 && stats.list_setters > 1000 && stats.one_entry > 1000, "{stats:?}");
+            assert!(stats.index_wraps >= 1, "no list crossed the 16-bit WQE index: {stats:?}");
             let rc = ["WRITE", "WRITE_WITH_IMM", "READ", "SEND", "SEND_WITH_IMM", "SEND_WITH_INV", "FAA", "CAS"];
             let dc = rc.map(|op| format!("DC {op}"));
             for op in rc.into_iter().chain(["UD SEND", "UD SEND_WITH_IMM"]).chain(dc.iter().map(|s| s.as_str())) {

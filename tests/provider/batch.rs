@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 
 use rrddmma::bindings as ffi;
 use rrddmma::mlx5dv::dc::DciBatch;
-use rrddmma::prim::{BatchQp, QpCaps, QpType, RemoteAddr, SendFlags, SendWr, Sge, WrBatch};
+use rrddmma::prim::{BatchQp, Error, QpCaps, QpType, RemoteAddr, SendFlags, SendWr, Sge, WrBatch};
 
 use super::build::unhex;
 use super::send::{first_diff, layout, Request, CAS, FAA, F_FENCE, F_INLINE, F_SIGNALED, F_SOLICITED, READ};
@@ -159,7 +159,11 @@ pub struct BatchStats {
     pub wqes: BTreeMap<String, usize>,
     pub inline_wqes: usize,
     pub list_setters: usize,
+    /// Requests through the one-entry methods (`WrBatch::rdma_write` and the others).
+    pub one_entry: usize,
     pub wrapped_lists: usize,
+    /// Lists whose producer index passed a multiple of 65536.
+    pub index_wraps: usize,
     pub blueflame: usize,
     pub doorbells: usize,
 }
@@ -176,9 +180,15 @@ impl BatchStats {
         }
         let _ = write!(
             s,
-            "); {} inline, {} through a list setter, {} lists across the ring's end, {} BlueFlame copies, \
-             {} 8-byte doorbells",
-            self.inline_wqes, self.list_setters, self.wrapped_lists, self.blueflame, self.doorbells
+            "); {} inline, {} through a list setter, {} through the one-entry methods, {} lists across the \
+             ring's end, {} across the 16-bit WQE index, {} BlueFlame copies, {} 8-byte doorbells",
+            self.inline_wqes,
+            self.list_setters,
+            self.one_entry,
+            self.wrapped_lists,
+            self.index_wraps,
+            self.blueflame,
+            self.doorbells
         );
         s
     }
@@ -253,8 +263,11 @@ fn op_name(op: u32) -> &'static str {
     }
 }
 
-/// Adds `r` to the open batch as a user of rrddmma's API would.
-fn post_one(q: &Queue, b: &mut Batch<'_>, r: &Request, slot: u32, mutate: bool) -> rrddmma::prim::Result<()> {
+/// Adds `r` to the open batch as a user of rrddmma's API would: through
+/// `post` with a `SendWr`, or, when `direct` and the request is one
+/// registered entry on RC, through the one-entry method of its opcode.
+/// Returns whether a one-entry method took it.
+fn post_one(q: &Queue, b: &mut Batch<'_>, r: &Request, slot: u32, mutate: bool, direct: bool) -> Result<bool, Error> {
     let sges: Vec<Sge> = r.sges.iter().map(|&(len, lkey, addr)| Sge::from_raw(addr, len, lkey)).collect();
     let remote = RemoteAddr { addr: r.raddr, rkey: r.rkey };
     // The C half prints imm_data as stored (big endian); rrddmma takes host order.
@@ -291,6 +304,23 @@ fn post_one(q: &Queue, b: &mut Batch<'_>, r: &Request, slot: u32, mutate: bool) 
             flags.union(SendFlags::SOLICITED)
         };
     }
+    if let (Batch::Wr(b), true, [sge]) = (&mut *b, direct && r.flags & F_INLINE == 0, &sges[..]) {
+        let id = 0;
+        // SAFETY: the QP has every operation's entry; the entry is never
+        // dereferenced by a device (the ring is ordinary memory).
+        unsafe {
+            match r.op {
+                WRITE => b.rdma_write(id, flags, sge, remote),
+                READ => b.rdma_read(id, flags, sge, remote),
+                SEND => b.send(id, flags, sge),
+                SEND_INV => b.send_inv(id, flags, sge, r.imm),
+                FAA => b.fetch_add(id, flags, sge, remote, r.compare_add),
+                CAS => b.compare_swap(id, flags, sge, remote, r.compare_add, r.swap),
+                _ => return b.post(&wr.flags(flags)).map(|()| false),
+            }
+        }
+        return Ok(true);
+    }
     wr = wr.flags(flags);
     let l = lib();
     if let Some((qpn, qkey, av)) = &r.ud {
@@ -303,14 +333,14 @@ fn post_one(q: &Queue, b: &mut Batch<'_>, r: &Request, slot: u32, mutate: bool) 
         // SAFETY: the entries are never dereferenced by a device (the ring
         // is ordinary memory); inline entries point at our copies of the
         // printed bytes (`check_list`), alive until the batch completes.
-        (Batch::Wr(b), None) => unsafe { b.post(&wr) },
+        (Batch::Wr(b), None) => unsafe { b.post(&wr) }.map(|()| false),
         (Batch::Dc(b), Some((dctn, key, stream, av))) => {
             // SAFETY: an AH of the library, holding the C half's address vector.
             let ah = NonNull::new(unsafe { (l.ah)(slot, av.as_ptr()) }).unwrap();
             let stream = if q.transport == "DC streams" { *stream } else { 0 };
             // SAFETY: the library's AH and DCI, alive for the whole run;
             // the entries as for WrBatch above.
-            unsafe { b.post_raw(&wr, ah, *dctn, *key, stream) }
+            unsafe { b.post_raw(&wr, ah, *dctn, *key, stream) }.map(|()| false)
         }
         _ => panic!("a DC request outside a DCI, or the reverse"),
     }
@@ -381,8 +411,11 @@ fn check_list(
     };
     for (i, r) in reqs.iter().enumerate() {
         let mutate = mutation == Mutation::BatchFlag && list == 0 && i == 0;
-        if let Err(e) = post_one(q, &mut batch, r, i as u32, mutate) {
-            return Err(Mismatch::value(&kind(r), &at(i), "post", "accepted", e).into());
+        // Odd RC lists: one-entry requests through the one-entry methods.
+        let direct = transport == "RC" && list % 2 == 1;
+        match post_one(q, &mut batch, r, i as u32, mutate, direct) {
+            Ok(one) => stats.one_entry += usize::from(one),
+            Err(e) => return Err(Mismatch::value(&kind(r), &at(i), "post", "accepted", e).into()),
         }
         let name = format!("{}{}", if transport == "RC" { "" } else { "DC " }, op_name(r.op));
         let name = if transport == "UD" { format!("UD {}", op_name(r.op)) } else { name };
@@ -406,6 +439,9 @@ fn check_list(
     q.bf_offset = ours_off_after;
     if (first & (q.wqe_cnt - 1)) + ours_pi.wrapping_sub(first) > q.wqe_cnt {
         stats.wrapped_lists += 1;
+    }
+    if ours_pi >> 16 != first >> 16 {
+        stats.index_wraps += 1;
     }
 
     // Each WQE, byte for byte, masked fields aside (send.rs, `layout`).

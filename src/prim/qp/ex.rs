@@ -66,14 +66,15 @@ const MAX_GATHER: usize = 4096;
 /// [`WrBatch::complete`], it is aborted (`ibv_wr_abort`): nothing is posted.
 pub struct WrBatch<'q> {
     qp: &'q BatchQp,
-    /// The QP the batch was opened on; `None` for [`WrBatch::from_raw`].
-    owner: Option<&'q Qp>,
     ex: NonNull<ffi::ibv_qp_ex>,
 }
 
 impl fmt::Debug for WrBatch<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("WrBatch").field("qpn", &self.owner.map(Qp::qpn)).finish()
+        // SAFETY: a live extended QP, or the stand-in (zeroed); a plain read.
+        let qpn = unsafe { self.ex.as_ref() }.qp_base.qp_num;
+        let qpn = (!is_classic(self.ex)).then_some(qpn);
+        f.debug_struct("WrBatch").field("qpn", &qpn).finish()
     }
 }
 
@@ -261,15 +262,14 @@ impl Qp {
         // (a live extended QP, or the view of one without send ops, whose
         // entry touches nothing)
         entry!(ex.as_ptr(), wr_start());
-        WrBatch { qp: &self.batch, owner: Some(self), ex }
+        WrBatch { qp: &self.batch, ex }
     }
 }
 
 impl<'q> WrBatch<'q> {
     /// Opens a batch (`ibv_wr_start`) on a provider QP that no [`Qp`]
     /// owns: the libmlx5 differential harness drives libmlx5's entries on
-    /// ordinary memory with it. [`WrBatch::bind_mw`] panics on such a batch
-    /// (it checks the window against the owning [`Qp`]).
+    /// ordinary memory with it.
     ///
     /// # Safety
     /// As [`BatchQp::from_raw`], and as [`Qp::wr_batch`] for every request
@@ -279,7 +279,7 @@ impl<'q> WrBatch<'q> {
     pub unsafe fn from_raw(qp: &'q BatchQp) -> WrBatch<'q> {
         // (the caller's: a live extended QP with its batch entries set)
         entry!(qp.ex.as_ptr(), wr_start());
-        WrBatch { qp, owner: None, ex: qp.ex }
+        WrBatch { qp, ex: qp.ex }
     }
 }
 
@@ -665,8 +665,9 @@ impl WrBatch<'_> {
             "WrBatch::bind_mw binds type 2 windows; this one is {:?} (type 1: Qp::bind_mw)",
             mw.mw_type()
         );
-        let owner = self.owner.expect("WrBatch::bind_mw on a batch from WrBatch::from_raw: open it with Qp::wr_batch");
-        mw.check_bind(owner, mr, offset, len);
+        // SAFETY: a live extended QP (checked above); plain reads of its base.
+        let base = unsafe { &self.ex.as_ref().qp_base };
+        mw.check_bind((base.qp_num, base.context), mr, offset, len);
         // SAFETY: live extended QP; a plain function-pointer field.
         let Some(entry) = (unsafe { (*self.ex.as_ptr()).wr_bind_mw }) else {
             return Err(Error::Unsupported { op: "ibv_wr_bind_mw", feature: "type-2 window binds in the provider" });
