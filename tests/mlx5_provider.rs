@@ -68,6 +68,11 @@ pub struct Mismatch {
 }
 
 impl Mismatch {
+    /// A byte that differs: `byte` of the compared bytes (in `field`), libmlx5's `t`, ours `o`.
+    fn at_byte(kind: String, at: String, field: String, byte: usize, t: u8, o: u8) -> Box<Mismatch> {
+        Box::new(Mismatch { kind, at, field, byte: Some(byte), theirs: format!("{t:#04x}"), ours: format!("{o:#04x}") })
+    }
+
     fn value(kind: &str, at: &str, field: &str, theirs: impl fmt::Display, ours: impl fmt::Display) -> Mismatch {
         Mismatch {
             kind: kind.into(),

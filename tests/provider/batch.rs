@@ -20,8 +20,10 @@ use rrddmma::mlx5dv::dc::DciBatch;
 use rrddmma::prim::{BatchQp, Error, QpCaps, QpType, RemoteAddr, SendFlags, SendWr, Sge, WrBatch};
 
 use super::build::unhex;
-use super::send::{first_diff, layout, Request, CAS, FAA, F_FENCE, F_INLINE, F_SIGNALED, F_SOLICITED, READ};
-use super::send::{SEND, SEND_IMM, SEND_INV, WRITE, WRITE_IMM};
+use super::send::{events, first_diff, layout, op_name, transport, Event, Request};
+use super::send::{
+    CAS, FAA, F_FENCE, F_INLINE, F_SIGNALED, F_SOLICITED, READ, SEND, SEND_IMM, SEND_INV, WRITE, WRITE_IMM,
+};
 use super::{Mismatch, Mutation};
 
 /// An opaque `struct mlx5_qp` of the library.
@@ -106,11 +108,12 @@ struct Queue {
 impl Queue {
     fn new(f: &[&str]) -> Queue {
         let num = |i: usize| -> u64 { f[i].parse().unwrap() };
-        let (kind, transport, qp_type) = match f[9] {
-            "ud" => (1, "UD", QpType::UD),
-            "dc" => (2, "DC", QpType::DRIVER),
-            "dcs" => (3, "DC streams", QpType::DRIVER),
-            _ => (0, "RC", QpType::RC),
+        let transport = transport(f);
+        let (kind, qp_type) = match transport {
+            "UD" => (1, QpType::UD),
+            "DC" => (2, QpType::DRIVER),
+            "DC streams" => (3, QpType::DRIVER),
+            _ => (0, QpType::RC),
         };
         let wqe_cnt = num(1) as u32;
         let (max_gs, max_inline) = (num(2) as u32, num(3) as u32);
@@ -200,67 +203,25 @@ impl BatchStats {
 pub fn check(out: &str, only: &[&str], mutation: Mutation) -> Result<BatchStats, Box<Mismatch>> {
     let mut stats = BatchStats::default();
     let mut q: Option<Queue> = None;
-    let mut reqs: Vec<Request> = Vec::new();
-    let mut ud: Option<(u32, u32, Vec<u8>)> = None;
-    let mut dc: Option<(u32, u64, u16, Vec<u8>)> = None;
-    let mut posted: Option<Vec<&str>> = None;
     let mut list = 0usize;
-    for line in out.lines() {
-        let mut it = line.split(' ');
-        let tag = it.next().unwrap_or("");
-        let f: Vec<&str> = it.collect();
-        match tag {
-            "Q" => {
-                let kind = match f[9] {
-                    "ud" => "UD",
-                    "dc" => "DC",
-                    "dcs" => "DC streams",
-                    _ => "RC",
-                };
-                q = only.contains(&kind).then(|| Queue::new(&f));
+    for event in events(out) {
+        match event {
+            Event::Queue(f) => {
+                q = only.contains(&transport(&f)).then(|| Queue::new(&f));
                 stats.queues += usize::from(q.is_some());
             }
-            "W" if q.is_none() => {
-                reqs.clear();
-                ud = None;
-                dc = None;
+            // Views are the direct writer's (send.rs); the provider's queue goes on.
+            Event::View(_) => {}
+            Event::List(reqs, p, w) => {
+                if let Some(q) = q.as_mut() {
+                    check_list(q, &reqs, &p, &w, list, mutation, &mut stats)?;
+                    *stats.lists.entry(q.transport).or_default() += 1;
+                    list += 1;
+                }
             }
-            _ if q.is_none() => {}
-            "U" => ud = Some((f[0].parse().unwrap(), f[1].parse().unwrap(), unhex(f[2]))),
-            "D" => dc = Some((f[0].parse().unwrap(), f[1].parse().unwrap(), f[2].parse().unwrap(), unhex(f[3]))),
-            "R" => {
-                let mut r = Request::parse(&f);
-                r.ud = ud.take();
-                r.dc = dc.take();
-                reqs.push(r);
-            }
-            "P" => posted = Some(f),
-            "W" => {
-                let q = q.as_mut().expect("a W line before any Q line");
-                let p = posted.take().expect("a W line without its P line");
-                check_list(q, &reqs, &p, &f, list, mutation, &mut stats)?;
-                *stats.lists.entry(q.transport).or_default() += 1;
-                reqs.clear();
-                list += 1;
-            }
-            _ => {}
         }
     }
     Ok(stats)
-}
-
-fn op_name(op: u32) -> &'static str {
-    match op {
-        WRITE => "WRITE",
-        WRITE_IMM => "WRITE_WITH_IMM",
-        READ => "READ",
-        SEND => "SEND",
-        SEND_IMM => "SEND_WITH_IMM",
-        SEND_INV => "SEND_WITH_INV",
-        CAS => "CAS",
-        FAA => "FAA",
-        _ => panic!("the harness posted opcode {op}"),
-    }
 }
 
 /// Adds `r` to the open batch as a user of rrddmma's API would: through
@@ -460,15 +421,7 @@ fn check_list(
             })
             .collect();
         if let Some((field, byte, t, o)) = first_diff(&lay, theirs, &ours) {
-            return Err(Mismatch {
-                kind: kind(r),
-                at: at(i),
-                field,
-                byte: Some(byte),
-                theirs: format!("{t:#04x}"),
-                ours: format!("{o:#04x}"),
-            }
-            .into());
+            return Err(Mismatch::at_byte(kind(r), at(i), field, byte, t, o));
         }
         start += bbs as u32;
     }
@@ -504,15 +457,7 @@ fn check_list(
         stats.blueflame += 1;
     }
     if let Some((field, byte, t, o)) = first_diff(&layout(last, true), &their_db, ours_db) {
-        return Err(Mismatch {
-            kind: last_kind,
-            at: last_at,
-            field: format!("BlueFlame/doorbell write: {field}"),
-            byte: Some(byte),
-            theirs: format!("{t:#04x}"),
-            ours: format!("{o:#04x}"),
-        }
-        .into());
+        return Err(Mismatch::at_byte(last_kind, last_at, format!("BlueFlame/doorbell write: {field}"), byte, t, o));
     }
     drop(inline_bufs);
     Ok(())

@@ -22,8 +22,8 @@ use rrddmma::prim::RemoteAddr;
 use super::build::{unhex, Aligned};
 use super::{Mismatch, Mutation};
 
-/// The fields of the 80-byte masked CAS WQE: name, first byte, end.
-const CAS_FIELDS: &[(&str, usize, usize)] = &[
+/// The fields both masked WQEs start with: name, first byte, end.
+const HEAD: &[(&str, usize, usize)] = &[
     ("ctrl.opmod_idx_opcode", 0, 4),
     ("ctrl.qpn_ds", 4, 8),
     ("ctrl.signature", 8, 9),
@@ -33,6 +33,10 @@ const CAS_FIELDS: &[(&str, usize, usize)] = &[
     ("raddr.raddr", 16, 24),
     ("raddr.rkey", 24, 28),
     ("raddr.reserved", 28, 32),
+];
+
+/// The rest of the 80-byte masked CAS WQE.
+const CAS_FIELDS: &[(&str, usize, usize)] = &[
     ("masked_atomic.swap_add", 32, 40),
     ("masked_atomic.compare", 40, 48),
     ("masked_atomic.swap_add_mask", 48, 56),
@@ -42,17 +46,8 @@ const CAS_FIELDS: &[(&str, usize, usize)] = &[
     ("data.addr", 72, 80),
 ];
 
-/// The fields of the 64-byte masked fetch-and-add WQE.
+/// The rest of the 64-byte masked fetch-and-add WQE.
 const FA_FIELDS: &[(&str, usize, usize)] = &[
-    ("ctrl.opmod_idx_opcode", 0, 4),
-    ("ctrl.qpn_ds", 4, 8),
-    ("ctrl.signature", 8, 9),
-    ("ctrl.dci_stream_channel_id", 9, 11),
-    ("ctrl.fm_ce_se", 11, 12),
-    ("ctrl.imm", 12, 16),
-    ("raddr.raddr", 16, 24),
-    ("raddr.rkey", 24, 28),
-    ("raddr.reserved", 28, 32),
     ("masked_fa.add", 32, 40),
     ("masked_fa.field_boundary", 40, 48),
     ("data.byte_count", 48, 52),
@@ -142,7 +137,7 @@ pub fn check(out: &str, which: Masked, mutation: Mutation) -> Result<usize, Box<
         let at = (start as usize & 1) * 64;
         let ours: Vec<u8> = (0..len).map(|b| ring.bytes()[(at + b) % 128]).collect();
         if let Some(b) = (0..len).find(|&b| ours[b] != reference[b]) {
-            let field = fields.iter().find(|x| (x.1..x.2).contains(&b)).map_or("?", |x| x.0);
+            let field = HEAD.iter().chain(fields).find(|x| (x.1..x.2).contains(&b)).map_or("?", |x| x.0);
             return Err(Box::new(Mismatch {
                 kind: kind.into(),
                 at: format!("WQE {i}"),

@@ -28,7 +28,7 @@ pub(super) const F_SIGNALED: u32 = 2;
 pub(super) const F_SOLICITED: u32 = 4;
 pub(super) const F_INLINE: u32 = 8;
 
-fn op_name(op: u32) -> &'static str {
+pub(super) fn op_name(op: u32) -> &'static str {
     match op {
         WRITE => "WRITE",
         WRITE_IMM => "WRITE_WITH_IMM",
@@ -318,12 +318,7 @@ impl Queue {
         sq.set_prefer_bf(prefer_bf);
         let cq = crate::mlx5_support::SoftCq::new(16);
         sq.bind_cq(&cq.ring);
-        let transport = match f[9] {
-            "ud" => "UD",
-            "dc" => "DC",
-            "dcs" => "DC streams",
-            _ => "RC",
-        };
+        let transport = transport(f);
         if transport != "RC" {
             // SAFETY: a UD QP or DCI: its WQEs carry the datagram segment.
             unsafe { sq.set_transport(SqTransport::Datagram) };
@@ -436,34 +431,30 @@ fn write_request(q: &mut Queue, r: &Request, mutate_flags: bool, post: Option<&m
     }
 }
 
-/// Replays the C half's send lines of the queues whose transport is in
-/// `only` (`RC`, `UD`, `DC`, `DC streams`) through rrddmma's writer; the
-/// first mismatch ends the check.
-pub fn check(out: &str, only: &[&str], mutation: Mutation) -> Result<SendStats, Box<Mismatch>> {
-    let mut stats = SendStats::default();
-    let mut q: Option<Queue> = None;
+/// A step of the C half's send output.
+pub(super) enum Event<'a> {
+    /// A Q line's fields: a new queue.
+    Queue(Vec<&'a str>),
+    /// An I line's fields: a view of the current queue.
+    View(Vec<&'a str>),
+    /// A posted list: its requests (with their UD / DC addresses), the P
+    /// line's and the W line's fields.
+    List(Vec<Request>, Vec<&'a str>, Vec<&'a str>),
+}
+
+/// The send lines of `out` as events, in order.
+pub(super) fn events(out: &str) -> impl Iterator<Item = Event<'_>> {
     let mut reqs: Vec<Request> = Vec::new();
     let mut ud: Option<(u32, u32, Vec<u8>)> = None;
     let mut dc: Option<(u32, u64, u16, Vec<u8>)> = None;
     let mut posted: Option<Vec<&str>> = None;
-    for line in out.lines() {
+    out.lines().filter_map(move |line| {
         let mut it = line.split(' ');
         let tag = it.next().unwrap_or("");
         let f: Vec<&str> = it.collect();
         match tag {
-            "Q" => {
-                let queue = Queue::new(&f);
-                let wanted = only.contains(&queue.transport);
-                q = wanted.then_some(queue);
-                stats.queues += usize::from(wanted);
-            }
-            // A queue of another transport: its lines are skipped.
-            "W" if q.is_none() => {
-                reqs.clear();
-                ud = None;
-                dc = None;
-            }
-            _ if q.is_none() => {}
+            "Q" => return Some(Event::Queue(f)),
+            "I" => return Some(Event::View(f)),
             "U" => ud = Some((f[0].parse().unwrap(), f[1].parse().unwrap(), unhex(f[2]))),
             "D" => dc = Some((f[0].parse().unwrap(), f[1].parse().unwrap(), f[2].parse().unwrap(), unhex(f[3]))),
             "R" => {
@@ -473,20 +464,52 @@ pub fn check(out: &str, only: &[&str], mutation: Mutation) -> Result<SendStats, 
                 reqs.push(r);
             }
             "P" => posted = Some(f),
-            "I" => {
-                let q = q.as_mut().expect("an I line before any Q line");
-                view(q, &f, stats.lists)?;
-                stats.views += 1;
-            }
             "W" => {
-                let q = q.as_mut().expect("a W line before any Q line");
                 let p = posted.take().expect("a W line without its P line");
-                let list = stats.lists;
-                check_list(q, &reqs, &p, &f, list, mutation, &mut stats)?;
-                reqs.clear();
-                stats.lists += 1;
+                return Some(Event::List(std::mem::take(&mut reqs), p, f));
             }
             _ => {}
+        }
+        None
+    })
+}
+
+/// The transport a Q line names: `RC`, `UD`, `DC` or `DC streams`.
+pub(super) fn transport(q: &[&str]) -> &'static str {
+    match q[9] {
+        "ud" => "UD",
+        "dc" => "DC",
+        "dcs" => "DC streams",
+        _ => "RC",
+    }
+}
+
+/// Replays the C half's send lines of the queues whose transport is in
+/// `only` (`RC`, `UD`, `DC`, `DC streams`) through rrddmma's writer; the
+/// first mismatch ends the check.
+pub fn check(out: &str, only: &[&str], mutation: Mutation) -> Result<SendStats, Box<Mismatch>> {
+    let mut stats = SendStats::default();
+    let mut q: Option<Queue> = None;
+    for event in events(out) {
+        match event {
+            Event::Queue(f) => {
+                // A queue of another transport: its lists are skipped.
+                q = only.contains(&transport(&f)).then(|| Queue::new(&f));
+                stats.queues += usize::from(q.is_some());
+            }
+            Event::View(f) => {
+                if let Some(q) = q.as_mut() {
+                    view(q, &f, stats.lists)?;
+                    stats.views += 1;
+                }
+            }
+            Event::List(reqs, p, w) => {
+                if let Some(q) = q.as_mut() {
+                    let list = stats.lists;
+                    check_list(q, &reqs, &p, &w, list, mutation, &mut stats)?;
+                    stats.lists += 1;
+                }
+            }
         }
     }
     Ok(stats)
@@ -555,15 +578,7 @@ fn check_list(
         let ours = q.wqe_bytes(starts[i], bbs);
         stats.masked_bytes += lay.iter().filter(|l| !l.3).map(|l| l.2 - l.1).sum::<usize>();
         if let Some((field, byte, t, o)) = first_diff(&lay, theirs, &ours) {
-            return Err(Mismatch {
-                kind: kind(r),
-                at: at(i),
-                field,
-                byte: Some(byte),
-                theirs: format!("{t:#04x}"),
-                ours: format!("{o:#04x}"),
-            }
-            .into());
+            return Err(Mismatch::at_byte(kind(r), at(i), field, byte, t, o));
         }
     }
     let last = reqs.last().expect("lists hold at least one request");
@@ -663,15 +678,14 @@ fn check_list(
     // the whole (single) WQE; masked as the WQE is.
     let lay = layout(last, last.dc.is_some());
     if let Some((field, byte, t, o)) = first_diff(&lay, &their_db, &ours_db) {
-        return Err(Mismatch {
-            kind: last_kind,
-            at: at(reqs.len() - 1),
-            field: format!("BlueFlame/doorbell write: {field}"),
-            byte: Some(byte),
-            theirs: format!("{t:#04x}"),
-            ours: format!("{o:#04x}"),
-        }
-        .into());
+        return Err(Mismatch::at_byte(
+            last_kind,
+            at(reqs.len() - 1),
+            format!("BlueFlame/doorbell write: {field}"),
+            byte,
+            t,
+            o,
+        ));
     }
     if !q.db_only && their_off_after ^ q.bf_phase as u32 != q.sq.bf_offset() {
         return Err(Mismatch::value(
