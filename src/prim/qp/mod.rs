@@ -337,7 +337,12 @@ fn post_ops(qp: NonNull<ffi::ibv_qp>) -> Option<(PostSendFn, PostRecvFn)> {
 ///
 /// # References
 /// `ibv_create_qp(3)`, `ibv_modify_qp(3)`, `ibv_post_send(3)`, `ibv_post_recv(3)`
+#[repr(C)]
 pub struct Qp {
+    /// What a batch reads: the extended view, the type, the quirks, the
+    /// caps. First (`repr(C)`), so that a batch's pointer to it is the
+    /// QP's own, as before it was split out; nothing in it has drop glue.
+    batch: ex::BatchQp,
     /// The QP itself, destroyed first: the fields after it (PD, CQs, SRQ,
     /// XRCD) drop after it.
     qp: Owned<QpHandle>,
@@ -346,8 +351,6 @@ pub struct Qp {
     /// loads no more than C's inline `ibv_post_send` does.
     post_send_fn: PostSendFn,
     post_recv_fn: PostRecvFn,
-    /// What a batch reads: the extended view, the type, the quirks, the caps.
-    batch: ex::BatchQp,
     /// The state of the last successful modify: input to the transition check
     /// only. [`Qp::query_state`] asks the device.
     state: AtomicU32,
@@ -359,6 +362,9 @@ pub struct Qp {
     _srq: Option<Srq>,
     _xrcd: Option<Xrcd>,
 }
+
+// `Qp::batch` is declared before the QP handle: it must drop as nothing.
+const _: () = assert!(!std::mem::needs_drop::<ex::BatchQp>());
 
 // SAFETY: posting and modifying are thread-safe in libibverbs providers;
 // destroy happens once.
