@@ -255,8 +255,7 @@ pub struct DctAddr<'a> {
     pub key: u64,
     /// The DCI stream (`mlx5dv_wr_set_dc_addr_stream`'s `stream_id`): 0,
     /// the default, is every DCI's first; other streams need a DCI created
-    /// with streams (`mlx5dv_dci_streams`, rdma-core 39 and later), made
-    /// outside this crate. Set it with `DctAddr { stream, ..DctAddr::new(..) }`.
+    /// with streams (`mlx5dv_dci_streams`), made outside this crate. Set it with `DctAddr { stream, ..DctAddr::new(..) }`.
     pub stream: u16,
 }
 
@@ -481,11 +480,18 @@ pub struct DciBatch<'q> {
 }
 
 impl<'q> DciBatch<'q> {
-    /// Adds `wr` (any [`SendWr`] but UD), addressed to `to`.
+    /// Adds `wr` (any [`SendWr`] but UD), addressed to `to` (on its
+    /// [`DctAddr::stream`]: `mlx5dv_wr_set_dc_addr`, or
+    /// `mlx5dv_wr_set_dc_addr_stream` for a stream other than 0).
+    ///
+    /// # Panics
+    /// With MLNX_OFED 4.x, on a stream other than 0 (4.x has no DCI streams).
     ///
     /// # Safety
     /// As [`WrBatch::post`](crate::prim::WrBatch::post): the entries of `wr`
-    /// name registered memory, alive and untouched until completion.
+    /// name registered memory, alive and untouched until completion. A
+    /// stream other than 0 only on a DCI created with streams (its provider
+    /// has the stream entry).
     #[inline]
     pub unsafe fn post(&mut self, wr: &SendWr<'_>, to: &DctAddr<'_>) -> Result<()> {
         #[cfg(not(rrddmma_mlnx_ofed4))]
