@@ -671,6 +671,8 @@ forward! {
 
     /// `mlx5dv_wr_set_dc_addr`: DC destination of the current request.
     pub unsafe fn mlx5dv_wr_set_dc_addr(mqp: *mut mlx5dv_qp_ex, ah: *mut ibv_ah, remote_dctn: u32, remote_dc_key: u64) => wr_set_dc_addr;
+    /// `mlx5dv_wr_set_dc_addr_stream`: DC destination and DCI stream of the current request.
+    pub unsafe fn mlx5dv_wr_set_dc_addr_stream(mqp: *mut mlx5dv_qp_ex, ah: *mut ibv_ah, remote_dctn: u32, remote_dc_key: u64, stream_id: u16) => wr_set_dc_addr_stream;
 
     /// `ibv_start_poll`: begins a polling pass; 0, `ENOENT` when empty, or an errno.
     pub unsafe fn ibv_start_poll(cq: *mut ibv_cq_ex, attr: *mut ibv_poll_cq_attr) -> c_int => start_poll;

@@ -244,7 +244,7 @@ fn path(ctx: &Context, port: u8, gid_index: Option<u8>, hop_limit: u8, tclass: u
 }
 
 /// Where a DCI request goes: an address handle to the target's port, its
-/// DCT number and access key.
+/// DCT number and access key, and the DCI stream it goes on.
 #[derive(Debug, Clone, Copy)]
 pub struct DctAddr<'a> {
     /// Address handle for the target's port.
@@ -253,12 +253,17 @@ pub struct DctAddr<'a> {
     pub dctn: u32,
     /// DC access key ([`Dct::key`] at the target).
     pub key: u64,
+    /// The DCI stream (`mlx5dv_wr_set_dc_addr_stream`'s `stream_id`): 0,
+    /// the default, is every DCI's first; other streams need a DCI created
+    /// with streams (`mlx5dv_dci_streams`), made outside this crate. Set it with `DctAddr { stream, ..DctAddr::new(..) }`.
+    pub stream: u16,
 }
 
 impl<'a> DctAddr<'a> {
-    /// The target `dctn` with access key `key`, reached through `ah`.
+    /// The target `dctn` with access key `key`, reached through `ah`, on
+    /// stream 0.
     pub fn new(ah: &'a Ah, dctn: u32, key: u64) -> DctAddr<'a> {
-        DctAddr { ah, dctn, key }
+        DctAddr { ah, dctn, key, stream: 0 }
     }
 }
 
@@ -474,29 +479,80 @@ pub struct DciBatch<'q> {
     qp: &'q Qp,
 }
 
-impl DciBatch<'_> {
-    /// Adds `wr` (any [`SendWr`] but UD), addressed to `to`.
+impl<'q> DciBatch<'q> {
+    /// Adds `wr` (any [`SendWr`] but UD), addressed to `to` (on its
+    /// [`DctAddr::stream`]: `mlx5dv_wr_set_dc_addr`, or
+    /// `mlx5dv_wr_set_dc_addr_stream` for a stream other than 0).
+    ///
+    /// # Panics
+    /// With MLNX_OFED 4.x, on a stream other than 0 (4.x has no DCI streams).
     ///
     /// # Safety
     /// As [`WrBatch::post`](crate::prim::WrBatch::post): the entries of `wr`
-    /// name registered memory, alive and untouched until completion.
+    /// name registered memory, alive and untouched until completion. A
+    /// stream other than 0 only on a DCI created with streams (its provider
+    /// has the stream entry).
     #[inline]
     pub unsafe fn post(&mut self, wr: &SendWr<'_>, to: &DctAddr<'_>) -> Result<()> {
         #[cfg(not(rrddmma_mlnx_ofed4))]
         {
-            let mqp = self.mqp.as_ptr();
-            self.inner.post_with(wr, |_| {
-                // SAFETY: an open batch on a live DCI with an operation started.
-                unsafe { crate::bindings::mlx5dv_wr_set_dc_addr(mqp, to.ah.as_ptr(), to.dctn, to.key) }
-            })
+            // SAFETY: `Ah` holds a live, non-null handle; the caller's contract.
+            unsafe { self.post_raw(wr, std::ptr::NonNull::new_unchecked(to.ah.as_ptr()), to.dctn, to.key, to.stream) }
         }
         #[cfg(rrddmma_mlnx_ofed4)]
         {
+            assert!(to.stream == 0, "DCI streams need rdma-core: MLNX_OFED 4.x has no mlx5dv_wr_set_dc_addr_stream");
             let mut raw = imp::exp_send_wr(wr, to.ah.as_ptr(), to.dctn, to.key);
             // SAFETY: a live DCI of a 4.x context; one request whose memory
             // the caller keeps valid.
             unsafe { super::exp4::post_raw(self.qp, &mut raw) }
         }
+    }
+
+    /// [`DciBatch::post`] to a raw address handle that no [`Ah`] owns (the
+    /// libmlx5 differential harness posts to the provider's own): stream 0
+    /// through `mlx5dv_wr_set_dc_addr`, others through
+    /// `mlx5dv_wr_set_dc_addr_stream`.
+    ///
+    /// # Safety
+    /// As [`DciBatch::post`]; `ah` is a live `ibv_ah` of the DCI's provider.
+    #[doc(hidden)]
+    #[cfg(not(rrddmma_mlnx_ofed4))]
+    #[inline]
+    pub unsafe fn post_raw(
+        &mut self,
+        wr: &SendWr<'_>,
+        ah: std::ptr::NonNull<crate::bindings::ibv_ah>,
+        dctn: u32,
+        key: u64,
+        stream: u16,
+    ) -> Result<()> {
+        let mqp = self.mqp.as_ptr();
+        self.inner.post_with(wr, |_| {
+            // SAFETY: an open batch on a live DCI with an operation started;
+            // a stream other than 0 exists only on a DCI made with streams,
+            // whose provider has the stream entry (the caller's contract).
+            unsafe {
+                if stream == 0 {
+                    crate::bindings::mlx5dv_wr_set_dc_addr(mqp, ah.as_ptr(), dctn, key)
+                } else {
+                    crate::bindings::mlx5dv_wr_set_dc_addr_stream(mqp, ah.as_ptr(), dctn, key, stream)
+                }
+            }
+        })
+    }
+
+    /// A batch of a DCI that no [`Dci`] owns: `inner` opened on its
+    /// extended view ([`WrBatch::from_raw`]), `mqp` its mlx5 view (the
+    /// libmlx5 differential harness).
+    ///
+    /// # Safety
+    /// `mqp` is the live `mlx5dv_qp_ex` of the DCI whose `ibv_qp_ex`
+    /// `inner` was opened on, with its DC address entries set.
+    #[doc(hidden)]
+    #[cfg(not(rrddmma_mlnx_ofed4))]
+    pub unsafe fn from_raw(inner: WrBatch<'q>, mqp: std::ptr::NonNull<crate::bindings::mlx5dv_qp_ex>) -> DciBatch<'q> {
+        DciBatch { inner, mqp }
     }
 
     /// Hands the batch to the device (rdma-core: one doorbell for all of

@@ -62,7 +62,8 @@ pub use pacing::RateLimit;
 pub use pd::Pd;
 pub use port::{PortAttr, Speed, Width};
 pub use qp::{
-    random_psn, AttrMask, ConnectOpts, Endpoint, Qp, QpAttr, QpBuilder, QpCaps, Refusal, Rule, SendOps, WrBatch,
+    random_psn, AttrMask, BatchQp, ConnectOpts, Endpoint, Qp, QpAttr, QpBuilder, QpCaps, Refusal, Rule, SendOps,
+    WrBatch,
 };
 pub use srq::{Srq, SrqBuilder};
 pub use td::Td;

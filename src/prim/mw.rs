@@ -112,7 +112,8 @@ impl Mw {
     }
 
     /// The checks every bind makes (programming errors, so panics).
-    pub(crate) fn check_bind(&self, qp: &Qp, mr: &Mr, offset: u64, len: u64) {
+    /// `qpn` and `qp_ctx`: the binding QP's number and device context.
+    pub(crate) fn check_bind(&self, (qpn, qp_ctx): (u32, *mut ffi::ibv_context), mr: &Mr, offset: u64, len: u64) {
         assert!(
             offset.checked_add(len).is_some_and(|e| e <= mr.len() as u64),
             "window {offset}..+{len} is outside the memory region of {} bytes",
@@ -120,14 +121,12 @@ impl Mw {
         );
         assert!(
             mr.pd().as_ptr() == self.0.pd.as_ptr(),
-            "bind_mw on QP {:#x}: the window and the region must belong to one PD",
-            qp.qpn()
+            "bind_mw on QP {qpn:#x}: the window and the region must belong to one PD"
         );
         assert!(
-            qp.pd().context().as_ptr() == self.0.pd.context().as_ptr(),
-            "bind_mw on QP {:#x}: the QP and the window belong to different device contexts \
-             (open the device once and create both from that Context)",
-            qp.qpn()
+            qp_ctx == self.0.pd.context().as_ptr(),
+            "bind_mw on QP {qpn:#x}: the QP and the window belong to different device contexts \
+             (open the device once and create both from that Context)"
         );
     }
 
@@ -171,7 +170,7 @@ impl Qp {
         access: AccessFlags,
         wr_id: u64,
     ) -> Result<RemoteMr> {
-        mw.check_bind(self, mr, offset, len);
+        mw.check_bind((self.qpn(), self.pd().context().as_ptr()), mr, offset, len);
         let mut bind = ffi::ibv_mw_bind {
             wr_id,
             send_flags: SendFlags::SIGNALED.bits(),

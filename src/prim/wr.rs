@@ -7,6 +7,7 @@
 //! points at, so a request, or a batch of them, cannot outlive that list.
 
 use std::marker::PhantomData;
+use std::ptr::NonNull;
 
 use super::values::SendFlags;
 use crate::bindings as ffi;
@@ -144,6 +145,16 @@ impl<'a> SendWr<'a> {
         wr
     }
 
+    /// SEND that also invalidates the peer's key `rkey`
+    /// (`IBV_WR_SEND_WITH_INV`): the peer's receive completion carries
+    /// [`WcFlags::WITH_INV`](super::WcFlags::WITH_INV) and the key.
+    #[inline]
+    pub fn send_inv(sges: &'a [Sge], rkey: u32) -> SendWr<'a> {
+        let mut wr = SendWr::new(WrOpcode::SEND_WITH_INV, sges);
+        wr.raw.__bindgen_anon_1.invalidate_rkey = rkey;
+        wr
+    }
+
     /// RDMA WRITE of the entries' bytes to `remote`.
     #[inline]
     pub fn write(sges: &'a [Sge], remote: RemoteAddr) -> SendWr<'a> {
@@ -194,7 +205,20 @@ impl<'a> SendWr<'a> {
 
     /// UD destination: address handle, remote QP number and Q_Key.
     #[inline]
-    pub fn ud(mut self, ah: &'a super::Ah, remote_qpn: u32, remote_qkey: u32) -> SendWr<'a> {
+    pub fn ud(self, ah: &'a super::Ah, remote_qpn: u32, remote_qkey: u32) -> SendWr<'a> {
+        // SAFETY: `Ah` holds a live, non-null handle, borrowed as long as the request.
+        unsafe { self.ud_raw(NonNull::new_unchecked(ah.as_ptr()), remote_qpn, remote_qkey) }
+    }
+
+    /// [`SendWr::ud`] with a raw address handle that no [`Ah`](super::Ah)
+    /// owns (the libmlx5 differential harness posts to the provider's own).
+    ///
+    /// # Safety
+    /// `ah` is a live `ibv_ah` of the QP's provider, alive until the
+    /// request is posted.
+    #[doc(hidden)]
+    #[inline]
+    pub unsafe fn ud_raw(mut self, ah: NonNull<ffi::ibv_ah>, remote_qpn: u32, remote_qkey: u32) -> SendWr<'a> {
         self.raw.wr.ud = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_3 { ah: ah.as_ptr(), remote_qpn, remote_qkey };
         self
     }

@@ -103,6 +103,25 @@ fn type2_window_bind_write_then_local_inv_refuses_the_key() {
     eprintln!("mw type 2: bind, WRITE, LOCAL_INV, key refused ({status}) on {}", ctx.name());
 }
 
+/// Polls `p.b`'s receive of a SEND_WITH_INV: its `wr_id` and length, and
+/// the invalidated key `rkey`.
+fn received_with_inv(ctx: &Context, p: &Pair, (wr_id, len): (u64, u32), rkey: u32) {
+    let wc = poll_one(&p.cq_b);
+    assert_eq!((wc.wr_id(), wc.status(), wc.byte_len()), (wr_id, WcStatus::SUCCESS, len));
+    if wc.flags().contains(WcFlags::WITH_INV) {
+        assert_eq!(wc.invalidated_rkey(), Some(rkey));
+    } else {
+        // rxe writes the kernel's IB_WC_WITH_INVALIDATE (1 << 2) into the
+        // completion, where rdma-core's IBV_WC_IP_CSUM_OK sits
+        // (IBV_WC_WITH_INV is 1 << 3); the key is in its place all the same.
+        assert_eq!(ctx.query_device().unwrap().vendor_id, 0xff_ffff, "no WITH_INV flag: {:?}", wc.flags());
+        assert!(wc.flags().contains(WcFlags::IP_CSUM_OK), "{:?}", wc.flags());
+        // SAFETY: both members of the union are plain u32.
+        assert_eq!(unsafe { wc.0.__bindgen_anon_1.invalidated_rkey }, rkey, "rxe: the invalidated key");
+        eprintln!("mw type 2: rxe flags the invalidation as {:?} (the kernel's bit)", wc.flags());
+    }
+}
+
 #[test]
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn type2_window_send_with_invalidate_then_rebind_and_the_old_key_is_refused() {
@@ -127,25 +146,30 @@ fn type2_window_send_with_invalidate_then_rebind_and_the_old_key_is_refused() {
     batch.complete().unwrap();
     let wc = poll_one(&p.cq_a);
     assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (8, WcStatus::SUCCESS, WcOpcode::SEND));
-    let wc = poll_one(&p.cq_b);
-    assert_eq!((wc.wr_id(), wc.status(), wc.byte_len()), (7, WcStatus::SUCCESS, 5));
-    if wc.flags().contains(WcFlags::WITH_INV) {
-        assert_eq!(wc.invalidated_rkey(), Some(w.rkey));
-    } else {
-        // rxe writes the kernel's IB_WC_WITH_INVALIDATE (1 << 2) into the
-        // completion, where rdma-core's IBV_WC_IP_CSUM_OK sits
-        // (IBV_WC_WITH_INV is 1 << 3); the key is in its place all the same.
-        assert_eq!(ctx.query_device().unwrap().vendor_id, 0xff_ffff, "no WITH_INV flag: {:?}", wc.flags());
-        assert!(wc.flags().contains(WcFlags::IP_CSUM_OK), "{:?}", wc.flags());
-        // SAFETY: both members of the union are plain u32.
-        assert_eq!(unsafe { wc.0.__bindgen_anon_1.invalidated_rkey }, w.rkey, "rxe: the invalidated key");
-        eprintln!("mw type 2: rxe flags the invalidation as {:?} (the kernel's bit)", wc.flags());
-    }
+    received_with_inv(&ctx, &p, (7, 5), w.rkey);
     assert_eq!(&inbox.bytes()[..5], b"done.");
 
-    // Bound again under a new key: that one works, the old one is refused.
+    // Bound again under a new key: that one works.
     let w2 = bind(&p, &mut mw, &t, 9);
     assert_eq!(write(&p, &mut src, &w2, 0, 0x11, 10), WcStatus::SUCCESS);
+
+    // The same through `WrBatch::post` with `SendWr::send_inv`: the peer's
+    // completion names the new key.
+    // SAFETY: `inbox` outlives the completion.
+    unsafe { p.b.post_recv(&mut [RecvWr::new(&r, 13)]) }.unwrap();
+    src.bytes()[..4].copy_from_slice(b"next");
+    let s = [src.mr.sge(0, 4)];
+    // SAFETY: `src` outlives the completion.
+    let mut batch = unsafe { p.a.wr_batch() };
+    // SAFETY: as above.
+    unsafe { batch.post(&SendWr::send_inv(&s, w2.rkey).wr_id(12).flags(S)) }.unwrap();
+    batch.complete().unwrap();
+    let wc = poll_one(&p.cq_a);
+    assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (12, WcStatus::SUCCESS, WcOpcode::SEND));
+    received_with_inv(&ctx, &p, (13, 4), w2.rkey);
+    assert_eq!(&inbox.bytes()[..4], b"next");
+
+    // The first key, invalidated and replaced, is refused.
     let status = write(&p, &mut src, &w, 0, 0x22, 11);
     assert_eq!(status, WcStatus::REM_ACCESS_ERR, "a WRITE with the key the SEND invalidated");
     drop(mw);

@@ -84,8 +84,9 @@ fn given_build() -> Option<(PathBuf, PathBuf)> {
     Some((PathBuf::from(tree), bdir))
 }
 
-/// Builds the provider and the harness; returns the harness executable.
-fn build() -> PathBuf {
+/// Builds the provider and the harness; returns the harness executable and
+/// its library build (`-DHARNESS_LIB`, tests/provider/batch.rs).
+fn build() -> (PathBuf, PathBuf) {
     let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("mlx5-provider");
     std::fs::create_dir_all(&work).expect("create the harness folder");
     let (tree, bdir) = given_build().unwrap_or_else(|| (source_tree(&work), work.join("build")));
@@ -115,17 +116,8 @@ fn build() -> PathBuf {
     run(Command::new("ninja").current_dir(&bdir).arg("-j").arg(jobs).args(archives), "ninja (build libmlx5)");
 
     let exe = work.join("mlx5_provider");
+    let lib = work.join("libmlx5_provider_harness.so");
     let c = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/provider/mlx5_provider.c");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let mut cmd = Command::new(&cc);
-    // The provider's own compile definitions, its headers and the generated ones.
-    cmd.args(["-O1", "-std=gnu11", "-D_STATIC_LIBRARY_BUILD_=1", "-Wall", "-Werror", "-Wno-unused-function"])
-        .arg(format!("-I{}", bdir.join("include").display()))
-        .arg(format!("-I{}", tree.join("providers/mlx5").display()))
-        .arg(format!("-I{}", tree.display()))
-        .arg("-o")
-        .arg(&exe)
-        .arg(&c);
     // libmlx5's direct-verbs entry table (`mlx5_dv_ctx_ops`, static in
     // mlx5.c) made global in a copy of the archive, so that the harness can
     // hand it to its context as libmlx5's context set-up does.
@@ -137,21 +129,53 @@ fn build() -> PathBuf {
             .arg(&mlx5),
         "objcopy (libmlx5's mlx5_dv_ctx_ops made global)",
     );
-    cmd.arg(&mlx5);
-    for a in &archives[1..] {
-        cmd.arg(bdir.join(a));
+    for (out, shared) in [(&exe, false), (&lib, true)] {
+        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+        let mut cmd = Command::new(&cc);
+        // The provider's own compile definitions, its headers and the generated ones.
+        cmd.args(["-O1", "-std=gnu11", "-D_STATIC_LIBRARY_BUILD_=1", "-Wall", "-Werror", "-Wno-unused-function"])
+            .arg(format!("-I{}", bdir.join("include").display()))
+            .arg(format!("-I{}", tree.join("providers/mlx5").display()))
+            .arg(format!("-I{}", tree.display()));
+        if shared {
+            // The library build: only the h_* functions exported; libmlx5's and
+            // libibverbs' symbols kept inside (bound there, hidden), so that
+            // the test binary's own libibverbs is never mixed with them.
+            cmd.args([
+                "-DHARNESS_LIB",
+                "-shared",
+                "-fPIC",
+                "-fvisibility=hidden",
+                "-Wl,-Bsymbolic",
+                "-Wl,--exclude-libs,ALL",
+            ]);
+        }
+        cmd.arg("-o").arg(out).arg(&c).arg(&mlx5);
+        for a in &archives[1..] {
+            cmd.arg(bdir.join(a));
+        }
+        cmd.arg("-lpthread");
+        run(&mut cmd, "cc (build the harness against libmlx5)");
     }
-    cmd.arg("-lpthread");
-    run(&mut cmd, "cc (build the harness against libmlx5)");
-    exe
+    (exe, lib)
+}
+
+fn built() -> &'static (PathBuf, PathBuf) {
+    static BUILT: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+    BUILT.get_or_init(build)
+}
+
+/// The harness's library build (built once per test binary).
+pub fn library() -> &'static Path {
+    &built().1
 }
 
 /// The harness's output for the standard run (built and run once per test binary).
 pub fn output() -> &'static str {
     static OUT: OnceLock<String> = OnceLock::new();
     OUT.get_or_init(|| {
-        let exe = build();
-        let out = Command::new(&exe)
+        let exe = &built().0;
+        let out = Command::new(exe)
             .args([LISTS.to_string(), CQES.to_string(), SEED.to_string()])
             .output()
             .expect("run the libmlx5 harness");

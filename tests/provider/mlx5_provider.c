@@ -37,6 +37,8 @@
  *       offsets into its buffer, records and UAR page, and libmlx5's
  *       consumer index; our side polls through a ring made from it after
  *   K, S, X, Y     CQE compression (run_zip below)
+ *   M, F           masked CAS / masked fetch-and-add reference WQEs
+ *                  (run_masked, run_masked_fa below)
  *   C cqn cqe_cnt cqe_sz
  *       a completion queue (its buffer starts invalid: opcode 0xf, owner 1)
  *   E idx hex      an entry written into the CQ as hardware would
@@ -1034,6 +1036,110 @@ static void run_masked(unsigned n)
 	}
 }
 
+/* Masked fetch-and-add: libmlx5 and its headers have neither a path nor a
+ * segment for it, so its reference is built from a public layout that is
+ * independent of rrddmma's writer: UCX's src/uct/ib/mlx5/ib_mlx5.h
+ * (struct uct_ib_mlx5_atomic_masked_fadd64_seg: a 64-bit addend, then the
+ * 64-bit field-boundary mask, both big endian; UCT_IB_MLX5_OPMOD_EXT_ATOMIC:
+ * the extended-atomic opmod is 8 | (log2(argument bytes) - 2), so 0x09 for
+ * 8 bytes). The control, remote-address and data segments are the
+ * provider's (mlx5dv.h). One line per WQE:
+ *   F qpn fm raddr rkey add boundary lkey laddr wqe_hex   (64 bytes, 4 DS) */
+struct masked_fa64_ref {
+	__be64 add;
+	__be64 field_boundary;
+};
+
+static void run_masked_fa(unsigned n)
+{
+	uint32_t qpn = (uint32_t)rnd() & 0xffffff;
+	for (unsigned i = 0; i < n; i++) {
+		uint8_t wqe[64];
+		memset(wqe, 0, sizeof(wqe));
+		uint8_t fm = (uint8_t)(rnd() & (MLX5_WQE_CTRL_CQ_UPDATE | MLX5_WQE_CTRL_SOLICITED | MLX5_WQE_CTRL_FENCE));
+		uint64_t raddr = rnd() & ~7ULL, add = rnd(), boundary = rnd(), laddr = rnd();
+		uint32_t rkey = (uint32_t)rnd(), lkey = (uint32_t)rnd();
+		/* One WQE per basic block of a one-block ring: index i. */
+		mlx5dv_set_ctrl_seg((struct mlx5_wqe_ctrl_seg *)wqe, (uint16_t)i, MLX5_OPCODE_ATOMIC_MASKED_FA,
+				    8 | (3 - 2), qpn, fm, sizeof(wqe) / 16, 0, 0);
+		struct mlx5_wqe_raddr_seg *r = (void *)(wqe + 16);
+		r->raddr = htobe64(raddr);
+		r->rkey = htobe32(rkey);
+		r->reserved = 0;
+		struct masked_fa64_ref *m = (void *)(wqe + 32);
+		m->add = htobe64(add);
+		m->field_boundary = htobe64(boundary);
+		mlx5dv_set_data_seg((struct mlx5_wqe_data_seg *)(wqe + 48), 8, lkey, laddr);
+		printf("F %u %u %llu %u %llu %llu %u %llu ", qpn, fm, (unsigned long long)raddr, rkey,
+		       (unsigned long long)add, (unsigned long long)boundary, lkey, (unsigned long long)laddr);
+		hex(wqe, sizeof(wqe));
+		putchar('\n');
+	}
+}
+
+#ifdef HARNESS_LIB
+/* ---- library build (-DHARNESS_LIB) ---------------------------------------
+ *
+ * The same provider objects, built as a shared library that the Rust half
+ * loads (dlopen, RTLD_LOCAL; libmlx5 and libibverbs linked in, none of their
+ * symbols exported): it makes a send queue exactly as run_send does from a
+ * Q line, with libmlx5's ibv_wr_* / mlx5dv_wr_* entries installed
+ * (mlx5_qp_fill_wr_pfns), and rrddmma's WrBatch and DciBatch drive those
+ * entries; the results are compared with the P and W lines of the
+ * executable's mlx5_post_send (RC, UD) or ibv_wr_* (DC) run. */
+#define H_API __attribute__((visibility("default")))
+
+/* kind: 0 RC, 1 UD, 2 DCI, 3 DCI with streams (the Q line's last field). */
+H_API struct mlx5_qp *h_make_sq(int kind, uint32_t qpn, unsigned wqe_cnt, int max_gs, int max_inline,
+				unsigned bf_size, unsigned uuarn, int sig_all, uint64_t seed)
+{
+	if (!ctx)
+		make_context();
+	transport = kind == 0 ? IBV_QPT_RC : kind == 1 ? IBV_QPT_UD : IBV_QPT_DRIVER;
+	struct sq_case c = make_sq(qpn, wqe_cnt, max_gs, max_inline, bf_size, uuarn, sig_all, seed);
+	if (transport != IBV_QPT_DRIVER) {
+		struct ibv_qp_init_attr_ex attr = { .qp_type = transport };
+		attr.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
+		if (transport == IBV_QPT_RC)
+			attr.send_ops_flags |= IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+					       IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_SEND_WITH_INV |
+					       IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+		if (mlx5_qp_fill_wr_pfns(c.qp, &attr, NULL))
+			abort();
+	}
+	return c.qp;
+}
+
+H_API struct ibv_qp_ex *h_qp_ex(struct mlx5_qp *qp) { return &qp->verbs_qp.qp_ex; }
+H_API struct mlx5dv_qp_ex *h_dv_qp(struct mlx5_qp *qp) { return &qp->dv_qp; }
+H_API uint8_t *h_sq_buf(struct mlx5_qp *qp) { return qp->sq_start; }
+H_API uint8_t *h_bf_page(struct mlx5_qp *qp) { return qp->bf->reg; }
+H_API void h_set_prefer_bf(int prefer) { ctx->prefer_bf = prefer; }
+
+/* Before a list: the BlueFlame page filled with the sentinel, as run_send does. */
+H_API void h_before(struct mlx5_qp *qp) { memset(qp->bf->reg, SENTINEL, BF_PAGE); }
+
+/* After a list: producer index, doorbell record and BlueFlame offset; then
+ * everything posted completes (tail = head), as in run_send. */
+H_API void h_after(struct mlx5_qp *qp, uint32_t out[3])
+{
+	out[0] = qp->sq.cur_post;
+	out[1] = be32toh(qp->db[MLX5_SND_DBR]);
+	out[2] = qp->bf->offset;
+	qp->sq.tail = qp->sq.head;
+}
+
+/* An address handle holding `av` (48 bytes, as a U or D line prints it). */
+static struct mlx5_ah h_ahs[MAX_LIST];
+H_API struct ibv_ah *h_ah(unsigned slot, const uint8_t *av)
+{
+	struct mlx5_ah *ah = &h_ahs[slot % MAX_LIST];
+	memcpy(&ah->av, av, sizeof(ah->av));
+	ah->ibv_ah.context = &ctx->ibv_ctx.context;
+	ah->ibv_ah.pd = &pd;
+	return &ah->ibv_ah;
+}
+#else
 int main(int argc, char **argv)
 {
 	unsigned lists = argc > 1 ? (unsigned)atoi(argv[1]) : 10000;
@@ -1051,6 +1157,7 @@ int main(int argc, char **argv)
 	dci_streams = 0;
 	transport = IBV_QPT_RC;
 	run_masked(2000);
+	run_masked_fa(2000);
 	run_cq(cqes, 64, 0x10);
 	run_cq(cqes, 128, 0x8000);
 	run_zip(cqes, 0x9000);
@@ -1058,3 +1165,4 @@ int main(int argc, char **argv)
 	       zip_done);
 	return 0;
 }
+#endif

@@ -14,21 +14,21 @@ use super::build::{fill, unhex, Aligned};
 use super::{Mismatch, Mutation};
 
 /// `enum ibv_wr_opcode` values the C half posts.
-const WRITE: u32 = 0;
-const WRITE_IMM: u32 = 1;
-const SEND: u32 = 2;
-const SEND_IMM: u32 = 3;
-const READ: u32 = 4;
-const CAS: u32 = 5;
-const FAA: u32 = 6;
-const SEND_INV: u32 = 9;
+pub(super) const WRITE: u32 = 0;
+pub(super) const WRITE_IMM: u32 = 1;
+pub(super) const SEND: u32 = 2;
+pub(super) const SEND_IMM: u32 = 3;
+pub(super) const READ: u32 = 4;
+pub(super) const CAS: u32 = 5;
+pub(super) const FAA: u32 = 6;
+pub(super) const SEND_INV: u32 = 9;
 /// `enum ibv_send_flags`.
-const F_FENCE: u32 = 1;
-const F_SIGNALED: u32 = 2;
-const F_SOLICITED: u32 = 4;
-const F_INLINE: u32 = 8;
+pub(super) const F_FENCE: u32 = 1;
+pub(super) const F_SIGNALED: u32 = 2;
+pub(super) const F_SOLICITED: u32 = 4;
+pub(super) const F_INLINE: u32 = 8;
 
-fn op_name(op: u32) -> &'static str {
+pub(super) fn op_name(op: u32) -> &'static str {
     match op {
         WRITE => "WRITE",
         WRITE_IMM => "WRITE_WITH_IMM",
@@ -66,24 +66,24 @@ fn dc_name(op: u32) -> &'static str {
 
 /// One request of a list, as the C half printed it.
 #[derive(Debug, Clone)]
-struct Request {
-    op: u32,
-    flags: u32,
-    imm: u32,
-    raddr: u64,
-    rkey: u32,
-    swap: u64,
-    compare_add: u64,
-    sges: Vec<(u32, u32, u64)>,
-    inline: Vec<u8>,
+pub(super) struct Request {
+    pub(super) op: u32,
+    pub(super) flags: u32,
+    pub(super) imm: u32,
+    pub(super) raddr: u64,
+    pub(super) rkey: u32,
+    pub(super) swap: u64,
+    pub(super) compare_add: u64,
+    pub(super) sges: Vec<(u32, u32, u64)>,
+    pub(super) inline: Vec<u8>,
     /// UD: remote QPN, Q_Key and the AH's 48-byte address vector.
-    ud: Option<(u32, u32, Vec<u8>)>,
+    pub(super) ud: Option<(u32, u32, Vec<u8>)>,
     /// DC: DCT number, DC access key, DCI stream and the AH's address vector.
-    dc: Option<(u32, u64, u16, Vec<u8>)>,
+    pub(super) dc: Option<(u32, u64, u16, Vec<u8>)>,
 }
 
 impl Request {
-    fn parse(f: &[&str]) -> Request {
+    pub(super) fn parse(f: &[&str]) -> Request {
         let n: usize = f[7].parse().unwrap();
         let sges = (0..n)
             .map(|i| (f[8 + 3 * i].parse().unwrap(), f[9 + 3 * i].parse().unwrap(), f[10 + 3 * i].parse().unwrap()))
@@ -104,15 +104,16 @@ impl Request {
     }
 
     /// Whether the WQE has an inline segment (inline bytes to send).
-    fn is_inline(&self) -> bool {
+    pub(super) fn is_inline(&self) -> bool {
         self.flags & F_INLINE != 0 && !self.inline.is_empty()
     }
 }
 
 /// The fields of a WQE (byte ranges from its start) and whether each is
 /// compared. Derived from the request alone, from the segment layouts of
-/// `mlx5dv.h`, independently of both writers.
-fn layout(r: &Request) -> Vec<(String, usize, usize, bool)> {
+/// `mlx5dv.h`, independently of both writers. `wr_path`: one side posts
+/// through libmlx5's `ibv_wr_*` builders.
+pub(super) fn layout(r: &Request, wr_path: bool) -> Vec<(String, usize, usize, bool)> {
     let mut v: Vec<(String, usize, usize, bool)> = Vec::new();
     let mut f = |name: &str, len: usize, compared: bool| {
         let at = v.last().map_or(0, |l| l.2);
@@ -123,12 +124,13 @@ fn layout(r: &Request) -> Vec<(String, usize, usize, bool)> {
     f("ctrl.signature", 1, true);
     f("ctrl.dci_stream_channel_id", 2, true);
     f("ctrl.fm_ce_se", 1, true);
-    // MASK (DC, posted through libmlx5's ibv_wr_* entries): the builders of
-    // opcodes without immediate data (`_common_wqe_init_op`) leave ctrl.imm
-    // as the ring held it; `mlx5_post_send` writes 0. The device reads it
+    // MASK (one side posted through libmlx5's ibv_wr_* entries: DC, and
+    // rrddmma's WrBatch / DciBatch): the builders of opcodes without
+    // immediate data (`_common_wqe_init_op`) leave ctrl.imm as the ring held
+    // it; `mlx5_post_send` and rrddmma's writer write 0. The device reads it
     // only for the immediate and invalidate opcodes.
     let has_imm = matches!(r.op, WRITE_IMM | SEND_IMM | SEND_INV);
-    f("ctrl.imm", 4, r.dc.is_none() || has_imm);
+    f("ctrl.imm", 4, !wr_path || has_imm);
     if r.ud.is_some() || r.dc.is_some() {
         for (name, len) in [
             ("key", 8),
@@ -198,7 +200,11 @@ fn field_at(lay: &[(String, usize, usize, bool)], byte: usize) -> (String, bool)
 }
 
 /// The first compared byte that differs, named by field.
-fn first_diff(lay: &[(String, usize, usize, bool)], theirs: &[u8], ours: &[u8]) -> Option<(String, usize, u8, u8)> {
+pub(super) fn first_diff(
+    lay: &[(String, usize, usize, bool)],
+    theirs: &[u8],
+    ours: &[u8],
+) -> Option<(String, usize, u8, u8)> {
     for i in 0..theirs.len().max(ours.len()) {
         let (t, o) = (theirs.get(i).copied(), ours.get(i).copied());
         if t == o {
@@ -312,12 +318,7 @@ impl Queue {
         sq.set_prefer_bf(prefer_bf);
         let cq = crate::mlx5_support::SoftCq::new(16);
         sq.bind_cq(&cq.ring);
-        let transport = match f[9] {
-            "ud" => "UD",
-            "dc" => "DC",
-            "dcs" => "DC streams",
-            _ => "RC",
-        };
+        let transport = transport(f);
         if transport != "RC" {
             // SAFETY: a UD QP or DCI: its WQEs carry the datagram segment.
             unsafe { sq.set_transport(SqTransport::Datagram) };
@@ -430,34 +431,30 @@ fn write_request(q: &mut Queue, r: &Request, mutate_flags: bool, post: Option<&m
     }
 }
 
-/// Replays the C half's send lines of the queues whose transport is in
-/// `only` (`RC`, `UD`, `DC`, `DC streams`) through rrddmma's writer; the
-/// first mismatch ends the check.
-pub fn check(out: &str, only: &[&str], mutation: Mutation) -> Result<SendStats, Box<Mismatch>> {
-    let mut stats = SendStats::default();
-    let mut q: Option<Queue> = None;
+/// A step of the C half's send output.
+pub(super) enum Event<'a> {
+    /// A Q line's fields: a new queue.
+    Queue(Vec<&'a str>),
+    /// An I line's fields: a view of the current queue.
+    View(Vec<&'a str>),
+    /// A posted list: its requests (with their UD / DC addresses), the P
+    /// line's and the W line's fields.
+    List(Vec<Request>, Vec<&'a str>, Vec<&'a str>),
+}
+
+/// The send lines of `out` as events, in order.
+pub(super) fn events(out: &str) -> impl Iterator<Item = Event<'_>> {
     let mut reqs: Vec<Request> = Vec::new();
     let mut ud: Option<(u32, u32, Vec<u8>)> = None;
     let mut dc: Option<(u32, u64, u16, Vec<u8>)> = None;
     let mut posted: Option<Vec<&str>> = None;
-    for line in out.lines() {
+    out.lines().filter_map(move |line| {
         let mut it = line.split(' ');
         let tag = it.next().unwrap_or("");
         let f: Vec<&str> = it.collect();
         match tag {
-            "Q" => {
-                let queue = Queue::new(&f);
-                let wanted = only.contains(&queue.transport);
-                q = wanted.then_some(queue);
-                stats.queues += usize::from(wanted);
-            }
-            // A queue of another transport: its lines are skipped.
-            "W" if q.is_none() => {
-                reqs.clear();
-                ud = None;
-                dc = None;
-            }
-            _ if q.is_none() => {}
+            "Q" => return Some(Event::Queue(f)),
+            "I" => return Some(Event::View(f)),
             "U" => ud = Some((f[0].parse().unwrap(), f[1].parse().unwrap(), unhex(f[2]))),
             "D" => dc = Some((f[0].parse().unwrap(), f[1].parse().unwrap(), f[2].parse().unwrap(), unhex(f[3]))),
             "R" => {
@@ -467,20 +464,52 @@ pub fn check(out: &str, only: &[&str], mutation: Mutation) -> Result<SendStats, 
                 reqs.push(r);
             }
             "P" => posted = Some(f),
-            "I" => {
-                let q = q.as_mut().expect("an I line before any Q line");
-                view(q, &f, stats.lists)?;
-                stats.views += 1;
-            }
             "W" => {
-                let q = q.as_mut().expect("a W line before any Q line");
                 let p = posted.take().expect("a W line without its P line");
-                let list = stats.lists;
-                check_list(q, &reqs, &p, &f, list, mutation, &mut stats)?;
-                reqs.clear();
-                stats.lists += 1;
+                return Some(Event::List(std::mem::take(&mut reqs), p, f));
             }
             _ => {}
+        }
+        None
+    })
+}
+
+/// The transport a Q line names: `RC`, `UD`, `DC` or `DC streams`.
+pub(super) fn transport(q: &[&str]) -> &'static str {
+    match q[9] {
+        "ud" => "UD",
+        "dc" => "DC",
+        "dcs" => "DC streams",
+        _ => "RC",
+    }
+}
+
+/// Replays the C half's send lines of the queues whose transport is in
+/// `only` (`RC`, `UD`, `DC`, `DC streams`) through rrddmma's writer; the
+/// first mismatch ends the check.
+pub fn check(out: &str, only: &[&str], mutation: Mutation) -> Result<SendStats, Box<Mismatch>> {
+    let mut stats = SendStats::default();
+    let mut q: Option<Queue> = None;
+    for event in events(out) {
+        match event {
+            Event::Queue(f) => {
+                // A queue of another transport: its lists are skipped.
+                q = only.contains(&transport(&f)).then(|| Queue::new(&f));
+                stats.queues += usize::from(q.is_some());
+            }
+            Event::View(f) => {
+                if let Some(q) = q.as_mut() {
+                    view(q, &f, stats.lists)?;
+                    stats.views += 1;
+                }
+            }
+            Event::List(reqs, p, w) => {
+                if let Some(q) = q.as_mut() {
+                    let list = stats.lists;
+                    check_list(q, &reqs, &p, &w, list, mutation, &mut stats)?;
+                    stats.lists += 1;
+                }
+            }
         }
     }
     Ok(stats)
@@ -541,7 +570,7 @@ fn check_list(
 
     // Each WQE, byte for byte (masked fields aside).
     for (i, r) in reqs.iter().enumerate() {
-        let lay = layout(r);
+        let lay = layout(r, r.dc.is_some());
         let ds_bytes = lay.last().map_or(0, |l| l.2);
         let bbs = ds_bytes.div_ceil(64);
         let from = (starts[i] - first) as usize * 64;
@@ -549,15 +578,7 @@ fn check_list(
         let ours = q.wqe_bytes(starts[i], bbs);
         stats.masked_bytes += lay.iter().filter(|l| !l.3).map(|l| l.2 - l.1).sum::<usize>();
         if let Some((field, byte, t, o)) = first_diff(&lay, theirs, &ours) {
-            return Err(Mismatch {
-                kind: kind(r),
-                at: at(i),
-                field,
-                byte: Some(byte),
-                theirs: format!("{t:#04x}"),
-                ours: format!("{o:#04x}"),
-            }
-            .into());
+            return Err(Mismatch::at_byte(kind(r), at(i), field, byte, t, o));
         }
     }
     let last = reqs.last().expect("lists hold at least one request");
@@ -655,17 +676,16 @@ fn check_list(
     }
     // The bytes written to the register: the last WQE's first 8 bytes, or
     // the whole (single) WQE; masked as the WQE is.
-    let lay = layout(last);
+    let lay = layout(last, last.dc.is_some());
     if let Some((field, byte, t, o)) = first_diff(&lay, &their_db, &ours_db) {
-        return Err(Mismatch {
-            kind: last_kind,
-            at: at(reqs.len() - 1),
-            field: format!("BlueFlame/doorbell write: {field}"),
-            byte: Some(byte),
-            theirs: format!("{t:#04x}"),
-            ours: format!("{o:#04x}"),
-        }
-        .into());
+        return Err(Mismatch::at_byte(
+            last_kind,
+            at(reqs.len() - 1),
+            format!("BlueFlame/doorbell write: {field}"),
+            byte,
+            t,
+            o,
+        ));
     }
     if !q.db_only && their_off_after ^ q.bf_phase as u32 != q.sq.bf_offset() {
         return Err(Mismatch::value(

@@ -34,7 +34,8 @@ pub const NOT_PROVIDED: &[(&str, &str)] = &[
     ("ibv_set_ece", "exported by libibverbs; prim::Qp::set_ece calls it"),
 ];
 
-/// mlx5dv.h's inlines other than `mlx5dv_wr_set_dc_addr` are not mirrored in inline.rs.
+/// mlx5dv.h's inlines other than `mlx5dv_wr_set_dc_addr` and `mlx5dv_wr_set_dc_addr_stream` are not
+/// mirrored in inline.rs.
 const MLX5DV_PENDING: &str = "segment, CQE and clock helpers re-implemented in rrddmma::mlx5dv and checked against the header by tests/mlx5_oracle.rs; mkey/UMR/raw-WQE/memcpy helpers not wrapped";
 
 /// Names of the `static inline` functions a header defines.

@@ -1,8 +1,10 @@
 //! The libmlx5 differential harness (tests/mlx5_provider.rs, host only):
 //! builds the mlx5 provider of the pinned rdma-core tree and the C half of the
-//! harness, runs rrddmma's WQE writer and CQE decoder beside libmlx5's
-//! `mlx5_post_send` and `mlx5_poll_cq`, and prints the per-kind counts, the
-//! mismatches (0) and the mutation checks (which must be caught).
+//! harness (an executable and a library), runs rrddmma's WQE writer,
+//! `WrBatch` / `DciBatch` and CQE decoder beside libmlx5's `mlx5_post_send`,
+//! `ibv_wr_*` entries and `mlx5_poll_cq`, masked atomics against independent
+//! references, and prints the per-kind counts, the mismatches (0) and the
+//! mutation checks (which must be caught).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -127,7 +127,7 @@ impl Qp {
     pub fn connect(&self, remote: &Endpoint, local_psn: u32, o: &ConnectOpts) -> Result<()> {
         let ctx = self.pd().context();
         let gid_index = o.gid_index_on(ctx)?;
-        let rc = self.qp_type == QpType::RC;
+        let rc = self.qp_type() == QpType::RC;
         let step = |attr: &QpAttr| {
             self.modify(attr).map_err(|e| match e {
                 Error::Verbs { op: "ibv_modify_qp", errno } => Error::Connect {

@@ -14,9 +14,10 @@ use super::Qp;
 use crate::bindings as ffi;
 use crate::prim::cvalue::c_type;
 use crate::prim::error::{Error, Result};
+use crate::prim::quirks::Quirks;
 use crate::prim::wr::{RemoteAddr, SendWr, Sge};
 use crate::prim::Mw;
-use crate::prim::{AccessFlags, Mr, MwType, QpType, RemoteMr, SendFlags};
+use crate::prim::{AccessFlags, Mr, MwType, QpCaps, QpType, RemoteMr, SendFlags};
 
 c_type! {
     /// Operations an extended QP may post (`enum ibv_qp_create_send_ops_flags`,
@@ -64,13 +65,51 @@ const MAX_GATHER: usize = 4096;
 /// An open extended-API batch on a QP. Dropped without
 /// [`WrBatch::complete`], it is aborted (`ibv_wr_abort`): nothing is posted.
 pub struct WrBatch<'q> {
-    qp: &'q Qp,
+    qp: &'q BatchQp,
     ex: NonNull<ffi::ibv_qp_ex>,
 }
 
 impl fmt::Debug for WrBatch<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("WrBatch").field("qpn", &self.qp.qpn()).finish()
+        // SAFETY: a live extended QP, or the stand-in (zeroed); a plain read.
+        let qpn = unsafe { self.ex.as_ref() }.qp_base.qp_num;
+        let qpn = (!is_classic(self.ex)).then_some(qpn);
+        f.debug_struct("WrBatch").field("qpn", &qpn).finish()
+    }
+}
+
+/// What a [`WrBatch`] reads of its QP: the extended view (`ibv_qp_ex`) and
+/// the type, quirks and capacities its checks use. Every [`Qp`] holds one.
+/// Made alone ([`BatchQp::from_raw`]) only to drive a provider's
+/// `ibv_qp_ex` that no [`Qp`] owns (the libmlx5 differential harness).
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct BatchQp {
+    /// The extended view, for QPs created with send ops; else [`classic`].
+    pub(super) ex: NonNull<ffi::ibv_qp_ex>,
+    /// Created with [`SendOps::FLUSH`]: the provider's `ibv_qp_ex` has
+    /// `wr_flush` (an older one refuses the flag).
+    pub(super) flush: bool,
+    pub(super) quirks: Quirks,
+    pub(super) qp_type: QpType,
+    pub(super) caps: QpCaps,
+}
+
+impl BatchQp {
+    /// The batch target of a provider QP made outside this crate: its
+    /// extended view `ex`, its type, and the capacities it was made with
+    /// (`max_inline_data` and `max_send_sge` bound what a batch accepts).
+    /// No quirks; no FLUSH.
+    ///
+    /// # Safety
+    /// `ex` is the provider's live `ibv_qp_ex` of a QP of `qp_type` whose
+    /// entries `wr_start`, `wr_complete`, `wr_abort` and `wr_set_sge` are
+    /// set, as are those of every operation a batch on it is given; it
+    /// outlives the value and every batch opened on it, and nothing else
+    /// posts to it while a batch is open.
+    #[doc(hidden)]
+    pub unsafe fn from_raw(ex: NonNull<ffi::ibv_qp_ex>, qp_type: QpType, caps: QpCaps) -> BatchQp {
+        BatchQp { ex, flush: false, quirks: Quirks::default(), qp_type, caps }
     }
 }
 
@@ -219,11 +258,28 @@ impl Qp {
     /// memory must stay registered, alive and untouched until completion.
     #[inline]
     pub unsafe fn wr_batch(&self) -> WrBatch<'_> {
-        let ex = self.ex;
+        let ex = self.batch.ex;
         // (a live extended QP, or the view of one without send ops, whose
         // entry touches nothing)
         entry!(ex.as_ptr(), wr_start());
-        WrBatch { qp: self, ex }
+        WrBatch { qp: &self.batch, ex }
+    }
+}
+
+impl<'q> WrBatch<'q> {
+    /// Opens a batch (`ibv_wr_start`) on a provider QP that no [`Qp`]
+    /// owns: the libmlx5 differential harness drives libmlx5's entries on
+    /// ordinary memory with it.
+    ///
+    /// # Safety
+    /// As [`BatchQp::from_raw`], and as [`Qp::wr_batch`] for every request
+    /// added.
+    #[doc(hidden)]
+    #[inline]
+    pub unsafe fn from_raw(qp: &'q BatchQp) -> WrBatch<'q> {
+        // (the caller's: a live extended QP with its batch entries set)
+        entry!(qp.ex.as_ptr(), wr_start());
+        WrBatch { qp, ex: qp.ex }
     }
 }
 
@@ -305,6 +361,7 @@ impl WrBatch<'_> {
                 O::IBV_WR_RDMA_WRITE_WITH_IMM => ffi::ibv_wr_rdma_write_imm(q, rdma.rkey, rdma.remote_addr, imm),
                 O::IBV_WR_SEND => ffi::ibv_wr_send(q),
                 O::IBV_WR_SEND_WITH_IMM => ffi::ibv_wr_send_imm(q, imm),
+                O::IBV_WR_SEND_WITH_INV => ffi::ibv_wr_send_inv(q, raw.__bindgen_anon_1.invalidate_rkey),
                 O::IBV_WR_RDMA_READ => ffi::ibv_wr_rdma_read(q, rdma.rkey, rdma.remote_addr),
                 O::IBV_WR_ATOMIC_CMP_AND_SWP => {
                     ffi::ibv_wr_atomic_cmp_swp(q, atomic.rkey, atomic.remote_addr, atomic.compare_add, atomic.swap)
@@ -365,7 +422,9 @@ impl WrBatch<'_> {
     fn set_inline(&mut self, sges: &[Sge]) -> Result<()> {
         let q = self.ex.as_ptr();
         match sges {
-            [] => Ok(()),
+            // No entries: not inline, as for `ibv_post_send` (mlx5 chooses
+            // BlueFlame by it).
+            [] => self.set_sges(sges),
             [one] => {
                 // SAFETY: open batch; the payload is copied now.
                 unsafe { ffi::ibv_wr_set_inline_data(q, one.addr() as *mut _, one.len() as usize) };
@@ -406,7 +465,13 @@ impl WrBatch<'_> {
     fn set_sges(&mut self, sges: &[Sge]) -> Result<()> {
         let q = self.ex.as_ptr();
         match sges {
-            [] => Ok(()),
+            [] => {
+                // A data setter ends every request: mlx5 finishes the WQE
+                // there (without one, the next request overwrote it).
+                // SAFETY: open batch; an empty list (never read).
+                unsafe { ffi::ibv_wr_set_sge_list(q, 0, std::ptr::NonNull::dangling().as_ptr()) };
+                Ok(())
+            }
             [one] => {
                 // (open batch; the entry is copied now)
                 entry!(q, wr_set_sge(one.lkey(), one.addr(), one.len()));
@@ -600,7 +665,9 @@ impl WrBatch<'_> {
             "WrBatch::bind_mw binds type 2 windows; this one is {:?} (type 1: Qp::bind_mw)",
             mw.mw_type()
         );
-        mw.check_bind(self.qp, mr, offset, len);
+        // SAFETY: a live extended QP (checked above); plain reads of its base.
+        let base = unsafe { &self.ex.as_ref().qp_base };
+        mw.check_bind((base.qp_num, base.context), mr, offset, len);
         // SAFETY: live extended QP; a plain function-pointer field.
         let Some(entry) = (unsafe { (*self.ex.as_ptr()).wr_bind_mw }) else {
             return Err(Error::Unsupported { op: "ibv_wr_bind_mw", feature: "type-2 window binds in the provider" });

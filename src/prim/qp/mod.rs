@@ -16,7 +16,7 @@ mod connect;
 
 pub use attr::{AttrMask, QpAttr};
 pub use connect::{random_psn, ConnectOpts};
-pub use ex::{SendOps, WrBatch};
+pub use ex::{BatchQp, SendOps, WrBatch};
 pub use state::{Refusal, Rule};
 
 use super::cq::Cq;
@@ -25,7 +25,6 @@ use super::error::{Error, Result};
 use super::gid::Gid;
 use super::handle::{Destroy, Owned};
 use super::pd::Pd;
-use super::quirks::Quirks;
 use super::srq::Srq;
 use super::wr::{link_in_place, RecvList, RecvWr, SendList, SendWr};
 use crate::bindings as ffi;
@@ -260,13 +259,15 @@ impl<'a> QpBuilder<'a> {
             qp: unsafe { Owned::new(qp, QpHandle::default()) },
             post_send_fn,
             post_recv_fn,
-            ex,
-            flush: self.send_ops.is_some_and(|o| o.contains(SendOps::FLUSH)),
-            quirks: ctx.quirks(),
-            qp_type: self.qp_type,
+            batch: ex::BatchQp {
+                ex,
+                flush: self.send_ops.is_some_and(|o| o.contains(SendOps::FLUSH)),
+                quirks: ctx.quirks(),
+                qp_type: self.qp_type,
+                caps: QpCaps { max_inline_data: attr.cap.max_inline_data, ..self.caps },
+            },
             state: AtomicU32::new(QpState::RESET.to_raw()),
             direct: direct::DirectClaim::default(),
-            caps: QpCaps { max_inline_data: attr.cap.max_inline_data, ..self.caps },
             pd: self.pd.clone(),
             _send_cq: self.send_cq.clone(),
             _recv_cq: self.recv_cq.clone(),
@@ -336,7 +337,12 @@ fn post_ops(qp: NonNull<ffi::ibv_qp>) -> Option<(PostSendFn, PostRecvFn)> {
 ///
 /// # References
 /// `ibv_create_qp(3)`, `ibv_modify_qp(3)`, `ibv_post_send(3)`, `ibv_post_recv(3)`
+#[repr(C)]
 pub struct Qp {
+    /// What a batch reads: the extended view, the type, the quirks, the
+    /// caps. First (`repr(C)`), so that a batch's pointer to it is the
+    /// QP's own, as before it was split out; nothing in it has drop glue.
+    batch: ex::BatchQp,
     /// The QP itself, destroyed first: the fields after it (PD, CQs, SRQ,
     /// XRCD) drop after it.
     qp: Owned<QpHandle>,
@@ -345,26 +351,20 @@ pub struct Qp {
     /// loads no more than C's inline `ibv_post_send` does.
     post_send_fn: PostSendFn,
     post_recv_fn: PostRecvFn,
-    /// The extended view, for QPs created with send ops; else
-    /// [`ex::classic`].
-    ex: NonNull<ffi::ibv_qp_ex>,
-    /// Created with [`SendOps::FLUSH`]: the provider's `ibv_qp_ex` has
-    /// `wr_flush` (an older one refuses the flag).
-    flush: bool,
-    quirks: Quirks,
-    qp_type: QpType,
     /// The state of the last successful modify: input to the transition check
     /// only. [`Qp::query_state`] asks the device.
     state: AtomicU32,
     /// Held by a direct send-queue view (mlx5dv): no RESET under it.
     pub(crate) direct: direct::DirectClaim,
-    caps: QpCaps,
     pd: Pd,
     _send_cq: Cq,
     _recv_cq: Cq,
     _srq: Option<Srq>,
     _xrcd: Option<Xrcd>,
 }
+
+// `Qp::batch` is declared before the QP handle: it must drop as nothing.
+const _: () = assert!(!std::mem::needs_drop::<ex::BatchQp>());
 
 // SAFETY: posting and modifying are thread-safe in libibverbs providers;
 // destroy happens once.
@@ -374,7 +374,7 @@ unsafe impl Sync for Qp {}
 
 impl fmt::Debug for Qp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Qp").field("qpn", &self.qpn()).field("type", &self.qp_type).finish()
+        f.debug_struct("Qp").field("qpn", &self.qpn()).field("type", &self.batch.qp_type).finish()
     }
 }
 
@@ -408,13 +408,15 @@ impl Qp {
             qp: unsafe { Owned::new(qp, QpHandle::default()) },
             post_send_fn,
             post_recv_fn,
-            ex,
-            flush: send_ops.is_some_and(|o| o.contains(SendOps::FLUSH)),
-            quirks: pd.context().quirks(),
-            qp_type,
+            batch: ex::BatchQp {
+                ex,
+                flush: send_ops.is_some_and(|o| o.contains(SendOps::FLUSH)),
+                quirks: pd.context().quirks(),
+                qp_type,
+                caps,
+            },
             state: AtomicU32::new(QpState::RESET.to_raw()),
             direct: direct::DirectClaim::default(),
-            caps,
             pd: pd.clone(),
             _send_cq: send_cq.clone(),
             _recv_cq: recv_cq.clone(),
@@ -427,7 +429,7 @@ impl Qp {
     /// batch entries and those of its send ops are set.
     #[cfg(not(rrddmma_mlnx_ofed4))]
     pub(crate) fn ex_view(&self) -> Option<NonNull<ffi::ibv_qp_ex>> {
-        (!ex::is_classic(self.ex)).then_some(self.ex)
+        (!ex::is_classic(self.batch.ex)).then_some(self.batch.ex)
     }
 
     /// A QP of `qp_type` on `pd` completing on `send_cq` / `recv_cq`:
@@ -461,12 +463,12 @@ impl Qp {
 
     /// The transport type.
     pub fn qp_type(&self) -> QpType {
-        self.qp_type
+        self.batch.qp_type
     }
 
     /// Capacities as created (`max_inline_data` as the provider granted it).
     pub fn caps(&self) -> QpCaps {
-        self.caps
+        self.batch.caps
     }
 
     /// The protection domain.
@@ -516,12 +518,8 @@ impl Qp {
             QpState::from_raw(self.state.load(Ordering::Acquire))
         };
         let to = attr.state();
-        state::check(self.fabric(), self.qp_type, from, to, attr.mask()).map_err(|refusal| Error::QpTransition {
-            qp_type: self.qp_type,
-            from,
-            to,
-            refusal,
-        })?;
+        state::check(self.fabric(), self.batch.qp_type, from, to, attr.mask())
+            .map_err(|refusal| Error::QpTransition { qp_type: self.batch.qp_type, from, to, refusal })?;
         let mask = i32::try_from(attr.mask().bits()).expect("QP attribute masks fit in 31 bits");
         let mut raw = *attr.as_raw();
         // SAFETY: live QP; `raw` is valid for the call.
