@@ -118,7 +118,7 @@ pub struct Expect<'a> {
 }
 
 /// Parses rank `rank`'s gathered results: a first line `apart 0|1` (whether
-/// each of its flows had threads of its own), then one
+/// each of its threads posted to one destination only), then one
 /// [`FlowResult::encode`] line per flow, size and repetition, checking every
 /// value against `e`: a line that is malformed or out of range is an error
 /// naming the rank, the line and the value, never a panic in the report.
@@ -405,11 +405,13 @@ struct ReportJson<'a> {
     warmup_requests_per_qp: u64,
     repetitions: u32,
     lat_samples: u32,
-    /// True when every flow had threads of its own; false when some rank
-    /// drove several flows from one thread, whose figures are then that
-    /// source's rather than each flow's own (`shared_sources`).
+    /// Always true: every flow has QPs, a window and a posting schedule of
+    /// its own, kept full independently of the source's other flows, so
+    /// each cell is that flow's figure and Jain's index is over flows.
     per_flow: bool,
-    shared_sources: &'a [u32],
+    /// Ranks where one thread posted to several destinations: those flows
+    /// shared the thread's CPU time, so a CPU-bound thread caps their sum.
+    shared_posting_thread: &'a [u32],
     /// The rule for percentiles: pQ needs at least 1 / (1 − Q) samples.
     percentile_min_samples: PctRule,
     sizes: &'a [usize],
@@ -453,8 +455,10 @@ struct TestbedJson<'a> {
     command_line: &'a [String],
     transport: &'static str,
     rrddmma_perf_version: &'static str,
-    /// Rank → host, device, firmware, link layer, rate, active MTU,
-    /// kernel, CPU model and clock source, as each rank read them.
+    /// Rank → host, device, firmware, link layer, rate, active MTU, GID
+    /// index and type, kernel, CPU model, clock source, the rdma-core
+    /// (libibverbs) it loaded, the rrddmma version and git revision it was
+    /// built from, as each rank read them.
     ranks: Vec<RankTestbedJson<'a>>,
 }
 
@@ -508,7 +512,7 @@ pub struct Report<'a> {
     o: &'a ClusterOpts,
     n: u32,
     runs: Vec<SizeRun>,
-    /// Sources whose flows shared a thread.
+    /// Sources some of whose flows shared a posting thread.
     shared: Vec<u32>,
     /// Each rank's testbed and counter deltas, by rank.
     envs: Vec<RankEnv>,
@@ -553,7 +557,7 @@ impl<'a> Report<'a> {
     }
 
     /// Records the sources that drove several flows from one thread.
-    pub fn shared_sources(mut self, shared: Vec<u32>) -> Self {
+    pub fn shared_threads(mut self, shared: Vec<u32>) -> Self {
         self.shared = shared;
         self
     }
@@ -647,7 +651,7 @@ impl<'a> Report<'a> {
         if !self.shared.is_empty() {
             let _ = writeln!(
                 s,
-                " per-source figures: rank(s) {:?} drove several flows from one thread, so those flows' figures are their source's, not each flow's own, and Jain's index compares sources; --threads per-qp gives every flow threads of its own",
+                " flows share a posting thread: rank(s) {:?} drove several flows from one thread; each flow keeps its own QP(s), window and posting schedule full independently, so every figure is the flow's own, but the flows share the thread's CPU time and a CPU-bound thread caps their sum (--threads per-qp gives every QP a thread)",
                 self.shared
             );
         }
@@ -685,13 +689,7 @@ impl<'a> Report<'a> {
                 let _ = writeln!(s, " {rank:<6} {o:<12.2} {i:.2}");
             }
             let (agg, j) = r.aggregate_summary();
-            let _ = writeln!(
-                s,
-                " aggregate {} MiB/s, Jain's fairness index {} over {}",
-                agg.text(2),
-                j.text(4),
-                if self.shared.is_empty() { "flows" } else { "flows (per-source figures, see above)" }
-            );
+            let _ = writeln!(s, " aggregate {} MiB/s, Jain's fairness index {} over flows", agg.text(2), j.text(4));
         }
         let moved = self.moved();
         let blind: Vec<usize> =
@@ -966,8 +964,8 @@ impl<'a> Report<'a> {
             warmup_requests_per_qp: o.warmup,
             repetitions: o.reps,
             lat_samples: o.lat_samples,
-            per_flow: self.shared.is_empty(),
-            shared_sources: &self.shared,
+            per_flow: true,
+            shared_posting_thread: &self.shared,
             percentile_min_samples: PctRule {
                 p50: stats::samples_for(0.5),
                 p99: stats::samples_for(0.99),
@@ -1369,7 +1367,7 @@ mod tests {
         assert!(t.contains(" size 1048576 B\n") && t.contains(" size 2097152 B\n"));
         assert_eq!(t.matches("Jain's fairness index").count(), 2);
         assert!(t.contains("one run, no spread") && t.contains("16 warm-up request(s) per QP"), "{t}");
-        assert!(!t.contains("per-source figures"), "{t}");
+        assert!(!t.contains("flows share a posting thread"), "{t}");
         let j: serde_json::Value = serde_json::from_str(&r.json().unwrap()).unwrap();
         assert_eq!((j["qps_per_pair"].as_u64(), j["threads_per_rank"].as_u64()), (Some(2), Some(2)));
         assert_eq!(j["sizes"], serde_json::json!([1048576, 2097152]));
@@ -1514,14 +1512,25 @@ mod tests {
     }
 
     #[test]
-    fn regression_per_source_figures_are_said_so() {
+    fn regression_flows_sharing_a_posting_thread_keep_their_own_figures_and_say_what_they_share() {
         let o = parse(["-s", "4096"]).unwrap();
-        let r = Report::new(&o, 3, vec![flow(0, 1, 4096, 10), flow(0, 2, 4096, 10)]).shared_sources(vec![0]);
+        let r = Report::new(&o, 3, vec![flow(0, 1, 4096, 10), flow(0, 2, 4096, 30)]).shared_threads(vec![0]);
         let t = r.table();
-        assert!(t.contains("per-source figures: rank(s) [0] drove several flows from one thread"), "{t}");
-        assert!(t.contains("--threads per-qp"), "{t}");
+        assert!(t.contains("flows share a posting thread: rank(s) [0] drove several flows from one thread"), "{t}");
+        assert!(t.contains("a CPU-bound thread caps their sum") && t.contains("--threads per-qp"), "{t}");
+        assert!(t.contains("over flows\n") || t.ends_with("over flows"), "{t}");
         let j: serde_json::Value = serde_json::from_str(&r.json().unwrap()).unwrap();
-        assert_eq!((j["per_flow"].as_bool(), j["shared_sources"].clone()), (Some(false), serde_json::json!([0])));
+        assert_eq!((j["per_flow"].as_bool(), j["shared_posting_thread"].clone()), (Some(true), serde_json::json!([0])));
+        // Each flow's own bandwidth, not the source's mean; Jain over the two flows.
+        let bw: Vec<f64> = j["results"][0]["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["bw_mib_s"]["mean"].as_f64().unwrap())
+            .collect();
+        assert_eq!(bw.len(), 2);
+        assert!(bw[1] > 2.5 * bw[0], "{bw:?}");
+        assert!((j["results"][0]["jain_fairness"]["mean"].as_f64().unwrap() - 0.8).abs() < 1e-12);
     }
 
     #[test]
