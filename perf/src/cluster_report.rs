@@ -526,6 +526,17 @@ pub struct Report<'a> {
 /// Panels per row in the SVGs.
 const PANEL_COLUMNS: usize = 4;
 
+/// A figure's value label: one decimal, or two significant digits below
+/// 0.1 so that a slow flow does not read as 0.0.
+pub fn value_label(v: f64) -> String {
+    if v >= 0.1 || v <= 0.0 || !v.is_finite() {
+        format!("{v:.1}")
+    } else {
+        let digits = (1.0 - v.log10().floor()) as usize;
+        format!("{v:.digits$}")
+    }
+}
+
 /// `v` with `prec` decimals, or "-" when None.
 fn opt(v: Option<f64>, prec: usize) -> String {
     v.map_or("-".into(), |v| format!("{v:.prec$}"))
@@ -1116,7 +1127,7 @@ impl<'a> Report<'a> {
             for src in 0..n {
                 for dst in 0..n {
                     let (fill, label) = match r.mean_bw((src as u32, dst as u32)) {
-                        Some(v) if v > 0.0 => (Self::shade(v / max), format!("{v:.1}")),
+                        Some(v) if v > 0.0 => (Self::shade(v / max), value_label(v)),
                         _ => ("#eeeeee".to_string(), String::new()),
                     };
                     let _ = writeln!(
@@ -1219,10 +1230,11 @@ impl<'a> Report<'a> {
                     let _ = writeln!(
                         s,
                         "<rect x=\"{x}\" y=\"{}\" width=\"25\" height=\"{bh}\" fill=\"{colour}\"><title>{v:.2}</title></rect>\
-                         <text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"9\">{v:.1}</text>",
+                         <text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"9\">{}</text>",
                         oy + y0 + hgt - bh,
                         x + 12,
-                        oy + y0 + hgt - bh - 3
+                        oy + y0 + hgt - bh - 3,
+                        value_label(*v)
                     );
                 }
                 let _ = writeln!(
@@ -1551,6 +1563,11 @@ mod tests {
         assert!(b.contains("class=\"legend\"") && b.contains("out (sent by the rank)"), "{b}");
         assert!(b.contains("<line") && b.contains(">40.0</text>"), "an axis up to the shared maximum: {b}");
         assert!(b.contains(">15.0</text>") && b.contains(">40.0</text>"), "bar values as text: {b}");
+        assert_eq!(
+            (value_label(0.02775), value_label(0.0049), value_label(0.1)),
+            ("0.028".into(), "0.0049".into(), "0.1".into())
+        );
+        assert_eq!((value_label(0.0), value_label(2.345)), ("0.0".into(), "2.3".into()));
         // Heights grew to hold the legend, and the document is still whole.
         assert!(h.ends_with("</g></svg>\n") || h.ends_with("</g>\n</svg>\n"), "{h}");
     }
