@@ -425,9 +425,10 @@ fn thread_count(o: &ClusterOpts, units: usize) -> usize {
     }
 }
 
-/// Whether every flow of this rank is driven by threads of its own (no
-/// thread posts to two destinations), so its figures are its own and not
-/// its source's.
+/// Whether no thread of this rank posts to two destinations. Flows that
+/// share a thread still have their own QPs, windows and posting schedules
+/// (each kept full as its own completions come back), so their figures are
+/// their own either way; what they share is the thread's CPU time.
 fn flows_apart(units: &[Unit], threads: usize) -> bool {
     (0..threads).all(|t| {
         let mine = share(units, t, threads);
@@ -595,7 +596,12 @@ fn phase(s: &mut Session, ctx: &Context, pd: &Pd, o: &ClusterOpts) -> Res<()> {
         );
     }
     let sysfs = std::path::Path::new("/sys");
-    let testbed = cluster_env::testbed(sysfs, ctx.name(), &format!("{}", port.active_mtu()));
+    let gid_index = mesh.get_connect().gid_index_on(ctx).map_err(err("choosing a GID"))?;
+    let gid_type = ctx
+        .query_gid_entry(1, u32::from(gid_index))
+        .map_or_else(|e| format!("unknown ({e})"), |g| g.gid_type.to_string());
+    let facts = cluster_env::PortFacts { mtu: format!("{}", port.active_mtu()), gid_index, gid_type };
+    let testbed = cluster_env::testbed(sysfs, ctx.name(), &facts);
     let counters_before = cluster_env::counters(sysfs, ctx.name());
     let stop = AtomicBool::new(false);
     let (results, loads) = std::thread::scope(|scope| -> Res<(Vec<FlowResult>, Vec<LoadResult>)> {
@@ -626,7 +632,7 @@ fn phase(s: &mut Session, ctx: &Context, pd: &Pd, o: &ClusterOpts) -> Res<()> {
     s.barrier().map_err(err("barrier after the last phase"))?;
     let counter_deltas = cluster_env::deltas(&counters_before, &cluster_env::counters(sysfs, ctx.name()));
     // Gather at every rank; rank 0 reports.
-    // The first line says whether this rank's flows had threads of their own.
+    // The first line says whether each of this rank's threads kept to one destination.
     let apart = flows_apart(&units, threads) || o.pattern == Pattern::Loaded && me == 0;
     let text: String = std::iter::once(format!("apart {}\n", u8::from(apart)))
         .chain(results.iter().map(FlowResult::encode))
@@ -663,7 +669,7 @@ fn phase(s: &mut Session, ctx: &Context, pd: &Pd, o: &ClusterOpts) -> Res<()> {
     }
     let allocs = alloc::in_loop_allocations();
     if me == 0 {
-        let rep = Report::new(o, n, every).shared_sources(shared).environment(envs).loads(every_load);
+        let rep = Report::new(o, n, every).shared_threads(shared).environment(envs).loads(every_load);
         println!("{}", rep.table());
         if let Some(p) = &o.json {
             std::fs::write(p, rep.json()?).map_err(|e| format!("cannot write {}: {e}", p.display()))?;

@@ -1,6 +1,8 @@
 //! What a cluster run ran on: each rank's testbed facts (host, device,
-//! firmware, link, kernel, CPU, clock source) and the deltas of every port
-//! counter its device exports in sysfs, sent to rank 0 with the results.
+//! firmware, link, GID, kernel, CPU, clock source, the rdma-core it loaded,
+//! the rrddmma version and git revision it was built from) and the deltas
+//! of every port counter its device exports in sysfs, sent to rank 0 with
+//! the results.
 //!
 //! The lines a rank sends are `testbed KEY VALUE...` and `counter NAME
 //! DELTA`; rank 0 takes at most [`MAX_LINES`] of them per rank, names and
@@ -17,8 +19,47 @@ pub const MAX_LINES: usize = 1024;
 pub const MAX_TEXT: usize = 200;
 
 /// The testbed keys a rank reports, in order.
-pub const KEYS: [&str; 9] =
-    ["host", "device", "firmware", "link_layer", "rate", "active_mtu", "kernel", "cpu", "clock_source"];
+pub const KEYS: [&str; 14] = [
+    "host",
+    "device",
+    "firmware",
+    "link_layer",
+    "rate",
+    "active_mtu",
+    "gid_index",
+    "gid_type",
+    "kernel",
+    "cpu",
+    "clock_source",
+    "rdma_core",
+    "rrddmma_version",
+    "git_revision",
+];
+
+/// The port's facts a rank's testbed names besides sysfs': the active MTU
+/// and the GID (index and type) its QPs connect with.
+pub struct PortFacts {
+    pub mtu: String,
+    pub gid_index: u8,
+    pub gid_type: String,
+}
+
+/// The libibverbs this process loaded, from `/proc/self/maps` (its real
+/// file name carries the rdma-core release: `libibverbs.so.1.14.44.0` is
+/// rdma-core 44), with the linkage rrddmma was built for; a static build
+/// maps none and names the release built in.
+pub fn rdma_core() -> String {
+    let info = rrddmma::build_info();
+    let loaded = std::fs::read_to_string("/proc/self/maps").ok().and_then(|maps| {
+        let path = maps.lines().filter_map(|l| l.split_whitespace().nth(5)).find(|p| p.contains("libibverbs.so"))?;
+        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.into());
+        Some(real.file_name()?.to_string_lossy().into_owned())
+    });
+    match loaded {
+        Some(lib) => format!("{lib} loaded (linkage {}, built against {})", info.linkage, info.rdma_core),
+        None => format!("{} built in (linkage {})", info.rdma_core, info.linkage),
+    }
+}
 
 /// The first line of `path` (trimmed), or "unknown".
 fn first_line(path: impl AsRef<Path>) -> String {
@@ -29,9 +70,9 @@ fn first_line(path: impl AsRef<Path>) -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// This rank's testbed facts, as (key, value) in [`KEYS`] order; `mtu` is
-/// the active MTU of the port the run uses.
-pub fn testbed(sysfs: &Path, device: &str, mtu: &str) -> Vec<(&'static str, String)> {
+/// This rank's testbed facts, as (key, value) in [`KEYS`] order; `port`
+/// holds the active MTU and GID of the port the run uses.
+pub fn testbed(sysfs: &Path, device: &str, port: &PortFacts) -> Vec<(&'static str, String)> {
     let dev = sysfs.join("class/infiniband").join(device);
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -46,10 +87,15 @@ pub fn testbed(sysfs: &Path, device: &str, mtu: &str) -> Vec<(&'static str, Stri
         first_line(dev.join("fw_ver")),
         first_line(dev.join("ports/1/link_layer")),
         first_line(dev.join("ports/1/rate")),
-        mtu.to_string(),
+        port.mtu.clone(),
+        port.gid_index.to_string(),
+        port.gid_type.clone(),
         first_line("/proc/sys/kernel/osrelease"),
         cpu,
         first_line(sysfs.join("devices/system/clocksource/clocksource0/current_clocksource")),
+        rdma_core(),
+        env!("RRDDMMA_PERF_LIB_VERSION").to_string(),
+        env!("RRDDMMA_PERF_GIT_REVISION").to_string(),
     ];
     KEYS.into_iter().zip(values).map(|(k, v)| (k, clip(&v))).collect()
 }
@@ -219,7 +265,8 @@ mod tests {
         assert_eq!(d["port1/hw_counters/completer_retry_err"], 42);
         assert_eq!(d["port1/hw_counters/duplicate_request"], 84);
         assert_eq!((d["port1/counters/port_xmit_packets"], d["port2/hw_counters/rcvd_rnr_err"]), (0, 0));
-        let tb = testbed(&dir, "rxe_x", "1024");
+        let port = PortFacts { mtu: "1024".into(), gid_index: 1, gid_type: "ROCE_V2".into() };
+        let tb = testbed(&dir, "rxe_x", &port);
         let get = |k: &str| tb.iter().find(|(key, _)| *key == k).map(|(_, v)| v.clone()).unwrap();
         assert_eq!(
             (get("firmware"), get("link_layer"), get("rate")),
@@ -232,6 +279,10 @@ mod tests {
         }
         assert_eq!(env.counters, d);
         assert_eq!(env.testbed["active_mtu"], "1024");
+        assert_eq!((env.testbed["gid_index"].as_str(), env.testbed["gid_type"].as_str()), ("1", "ROCE_V2"));
+        assert_eq!(env.testbed["rrddmma_version"], env!("CARGO_PKG_VERSION"), "the library and perf share 0.1.0");
+        assert!(!env.testbed["git_revision"].is_empty() && env.testbed["rdma_core"].contains("linkage"));
+        assert_eq!(env.testbed.len(), KEYS.len(), "every key sent: {:?}", env.testbed);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -82,8 +82,8 @@ pub struct ClusterOpts {
     /// RC QPs per pair of ranks (each flow is spread over them).
     pub qps: u32,
     /// Threads per rank, each driving its share of the rank's QPs; 0 means
-    /// one thread per QP (`--threads per-qp`), so that every flow is driven
-    /// and timed on its own.
+    /// one thread per QP (`--threads per-qp`), so that no flows share a
+    /// thread's CPU time (each flow is timed on its own either way).
     pub threads: u32,
     /// Repetitions of every size's phases.
     pub reps: u32,
@@ -119,7 +119,7 @@ usage: rrddmma-perf cluster [FLAGS]     (on every rank: mpirun, srun, or RRDDMMA
       --max-size BYTES largest size of a -a sweep (2^23)
   -q, --qp N           RC QPs per pair of ranks; -n and -t count per QP (1)
       --threads N      threads per rank, each driving its share of the QPs (1); per-qp: one per QP,
-                       so every flow is driven and timed on its own (per-flow figures)
+                       so flows share no thread's CPU time (figures are per flow either way)
       --reps N         repeat every size's phases N times: mean, sd, 95% CI, min-max per flow (1)
       --warmup N       requests per QP completed before the measurement window opens (16)
   -n, --iters N        requests per QP of a flow (1000)

@@ -118,7 +118,7 @@ pub struct Expect<'a> {
 }
 
 /// Parses rank `rank`'s gathered results: a first line `apart 0|1` (whether
-/// each of its flows had threads of its own), then one
+/// each of its threads posted to one destination only), then one
 /// [`FlowResult::encode`] line per flow, size and repetition, checking every
 /// value against `e`: a line that is malformed or out of range is an error
 /// naming the rank, the line and the value, never a panic in the report.
@@ -405,11 +405,13 @@ struct ReportJson<'a> {
     warmup_requests_per_qp: u64,
     repetitions: u32,
     lat_samples: u32,
-    /// True when every flow had threads of its own; false when some rank
-    /// drove several flows from one thread, whose figures are then that
-    /// source's rather than each flow's own (`shared_sources`).
+    /// Always true: every flow has QPs, a window and a posting schedule of
+    /// its own, kept full independently of the source's other flows, so
+    /// each cell is that flow's figure and Jain's index is over flows.
     per_flow: bool,
-    shared_sources: &'a [u32],
+    /// Ranks where one thread posted to several destinations: those flows
+    /// shared the thread's CPU time, so a CPU-bound thread caps their sum.
+    shared_posting_thread: &'a [u32],
     /// The rule for percentiles: pQ needs at least 1 / (1 − Q) samples.
     percentile_min_samples: PctRule,
     sizes: &'a [usize],
@@ -453,8 +455,10 @@ struct TestbedJson<'a> {
     command_line: &'a [String],
     transport: &'static str,
     rrddmma_perf_version: &'static str,
-    /// Rank → host, device, firmware, link layer, rate, active MTU,
-    /// kernel, CPU model and clock source, as each rank read them.
+    /// Rank → host, device, firmware, link layer, rate, active MTU, GID
+    /// index and type, kernel, CPU model, clock source, the rdma-core
+    /// (libibverbs) it loaded, the rrddmma version and git revision it was
+    /// built from, as each rank read them.
     ranks: Vec<RankTestbedJson<'a>>,
 }
 
@@ -508,7 +512,7 @@ pub struct Report<'a> {
     o: &'a ClusterOpts,
     n: u32,
     runs: Vec<SizeRun>,
-    /// Sources whose flows shared a thread.
+    /// Sources some of whose flows shared a posting thread.
     shared: Vec<u32>,
     /// Each rank's testbed and counter deltas, by rank.
     envs: Vec<RankEnv>,
@@ -521,6 +525,17 @@ pub struct Report<'a> {
 
 /// Panels per row in the SVGs.
 const PANEL_COLUMNS: usize = 4;
+
+/// A figure's value label: one decimal, or two significant digits below
+/// 0.1 so that a slow flow does not read as 0.0.
+pub fn value_label(v: f64) -> String {
+    if v >= 0.1 || v <= 0.0 || !v.is_finite() {
+        format!("{v:.1}")
+    } else {
+        let digits = (1.0 - v.log10().floor()) as usize;
+        format!("{v:.digits$}")
+    }
+}
 
 /// `v` with `prec` decimals, or "-" when None.
 fn opt(v: Option<f64>, prec: usize) -> String {
@@ -553,7 +568,7 @@ impl<'a> Report<'a> {
     }
 
     /// Records the sources that drove several flows from one thread.
-    pub fn shared_sources(mut self, shared: Vec<u32>) -> Self {
+    pub fn shared_threads(mut self, shared: Vec<u32>) -> Self {
         self.shared = shared;
         self
     }
@@ -647,7 +662,7 @@ impl<'a> Report<'a> {
         if !self.shared.is_empty() {
             let _ = writeln!(
                 s,
-                " per-source figures: rank(s) {:?} drove several flows from one thread, so those flows' figures are their source's, not each flow's own, and Jain's index compares sources; --threads per-qp gives every flow threads of its own",
+                " flows share a posting thread: rank(s) {:?} drove several flows from one thread; each flow keeps its own QP(s), window and posting schedule full independently, so every figure is the flow's own, but the flows share the thread's CPU time and a CPU-bound thread caps their sum (--threads per-qp gives every QP a thread)",
                 self.shared
             );
         }
@@ -685,13 +700,7 @@ impl<'a> Report<'a> {
                 let _ = writeln!(s, " {rank:<6} {o:<12.2} {i:.2}");
             }
             let (agg, j) = r.aggregate_summary();
-            let _ = writeln!(
-                s,
-                " aggregate {} MiB/s, Jain's fairness index {} over {}",
-                agg.text(2),
-                j.text(4),
-                if self.shared.is_empty() { "flows" } else { "flows (per-source figures, see above)" }
-            );
+            let _ = writeln!(s, " aggregate {} MiB/s, Jain's fairness index {} over flows", agg.text(2), j.text(4));
         }
         let moved = self.moved();
         let blind: Vec<usize> =
@@ -966,8 +975,8 @@ impl<'a> Report<'a> {
             warmup_requests_per_qp: o.warmup,
             repetitions: o.reps,
             lat_samples: o.lat_samples,
-            per_flow: self.shared.is_empty(),
-            shared_sources: &self.shared,
+            per_flow: true,
+            shared_posting_thread: &self.shared,
             percentile_min_samples: PctRule {
                 p50: stats::samples_for(0.5),
                 p99: stats::samples_for(0.99),
@@ -1118,7 +1127,7 @@ impl<'a> Report<'a> {
             for src in 0..n {
                 for dst in 0..n {
                     let (fill, label) = match r.mean_bw((src as u32, dst as u32)) {
-                        Some(v) if v > 0.0 => (Self::shade(v / max), format!("{v:.1}")),
+                        Some(v) if v > 0.0 => (Self::shade(v / max), value_label(v)),
                         _ => ("#eeeeee".to_string(), String::new()),
                     };
                     let _ = writeln!(
@@ -1221,10 +1230,11 @@ impl<'a> Report<'a> {
                     let _ = writeln!(
                         s,
                         "<rect x=\"{x}\" y=\"{}\" width=\"25\" height=\"{bh}\" fill=\"{colour}\"><title>{v:.2}</title></rect>\
-                         <text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"9\">{v:.1}</text>",
+                         <text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"9\">{}</text>",
                         oy + y0 + hgt - bh,
                         x + 12,
-                        oy + y0 + hgt - bh - 3
+                        oy + y0 + hgt - bh - 3,
+                        value_label(*v)
                     );
                 }
                 let _ = writeln!(
@@ -1369,7 +1379,7 @@ mod tests {
         assert!(t.contains(" size 1048576 B\n") && t.contains(" size 2097152 B\n"));
         assert_eq!(t.matches("Jain's fairness index").count(), 2);
         assert!(t.contains("one run, no spread") && t.contains("16 warm-up request(s) per QP"), "{t}");
-        assert!(!t.contains("per-source figures"), "{t}");
+        assert!(!t.contains("flows share a posting thread"), "{t}");
         let j: serde_json::Value = serde_json::from_str(&r.json().unwrap()).unwrap();
         assert_eq!((j["qps_per_pair"].as_u64(), j["threads_per_rank"].as_u64()), (Some(2), Some(2)));
         assert_eq!(j["sizes"], serde_json::json!([1048576, 2097152]));
@@ -1514,14 +1524,25 @@ mod tests {
     }
 
     #[test]
-    fn regression_per_source_figures_are_said_so() {
+    fn regression_flows_sharing_a_posting_thread_keep_their_own_figures_and_say_what_they_share() {
         let o = parse(["-s", "4096"]).unwrap();
-        let r = Report::new(&o, 3, vec![flow(0, 1, 4096, 10), flow(0, 2, 4096, 10)]).shared_sources(vec![0]);
+        let r = Report::new(&o, 3, vec![flow(0, 1, 4096, 10), flow(0, 2, 4096, 30)]).shared_threads(vec![0]);
         let t = r.table();
-        assert!(t.contains("per-source figures: rank(s) [0] drove several flows from one thread"), "{t}");
-        assert!(t.contains("--threads per-qp"), "{t}");
+        assert!(t.contains("flows share a posting thread: rank(s) [0] drove several flows from one thread"), "{t}");
+        assert!(t.contains("a CPU-bound thread caps their sum") && t.contains("--threads per-qp"), "{t}");
+        assert!(t.contains("over flows\n") || t.ends_with("over flows"), "{t}");
         let j: serde_json::Value = serde_json::from_str(&r.json().unwrap()).unwrap();
-        assert_eq!((j["per_flow"].as_bool(), j["shared_sources"].clone()), (Some(false), serde_json::json!([0])));
+        assert_eq!((j["per_flow"].as_bool(), j["shared_posting_thread"].clone()), (Some(true), serde_json::json!([0])));
+        // Each flow's own bandwidth, not the source's mean; Jain over the two flows.
+        let bw: Vec<f64> = j["results"][0]["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["bw_mib_s"]["mean"].as_f64().unwrap())
+            .collect();
+        assert_eq!(bw.len(), 2);
+        assert!(bw[1] > 2.5 * bw[0], "{bw:?}");
+        assert!((j["results"][0]["jain_fairness"]["mean"].as_f64().unwrap() - 0.8).abs() < 1e-12);
     }
 
     #[test]
@@ -1542,6 +1563,11 @@ mod tests {
         assert!(b.contains("class=\"legend\"") && b.contains("out (sent by the rank)"), "{b}");
         assert!(b.contains("<line") && b.contains(">40.0</text>"), "an axis up to the shared maximum: {b}");
         assert!(b.contains(">15.0</text>") && b.contains(">40.0</text>"), "bar values as text: {b}");
+        assert_eq!(
+            (value_label(0.02775), value_label(0.0049), value_label(0.1)),
+            ("0.028".into(), "0.0049".into(), "0.1".into())
+        );
+        assert_eq!((value_label(0.0), value_label(2.345)), ("0.0".into(), "2.3".into()));
         // Heights grew to hold the legend, and the document is still whole.
         assert!(h.ends_with("</g></svg>\n") || h.ends_with("</g>\n</svg>\n"), "{h}");
     }

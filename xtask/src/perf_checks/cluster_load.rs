@@ -197,8 +197,8 @@ pub fn load_checks(me: &str, launch: &dyn Fn(u16, &str) -> String) -> Result<Vec
     );
     let name = format!(
         "perf cluster load, 3 namespace hosts: open-loop ring at {RATE}/s per flow achieved within 5%; Poisson mix of \
-         write/read/atomic with sizes from a file; a two-phase scenario file with explicit flows; plot RESULTS.json \
-         redraws the figures"
+         write/read/atomic with sizes from a file; a two-phase scenario file with explicit flows; every report's \
+         testbed whole; plot RESULTS.json redraws the figures"
     );
     Ok(vec![Check::verdict(&name, cmd, move |d| {
         let js = jsons_in(&d.output);
@@ -207,6 +207,7 @@ pub fn load_checks(me: &str, launch: &dyn Fn(u16, &str) -> String) -> Result<Vec
             && open_loop_ok(&js[0])
             && mix_ok(&js[1])
             && scenario_ok(&js[2..])
+            && js.iter().all(|j| super::cluster::testbed_ok(j, false, &[]))
             && d.output.matches("heap allocations inside measured loops: 0").count() == 3 * 4
             && d.output.matches("svg, 1 legend").count() == 4
             && d.output.matches(" 3 lines").count() == 2
