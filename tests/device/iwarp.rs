@@ -192,3 +192,132 @@ fn wrap_cm_connection_sends_both_ways() {
     send(&server, &client, b"and back");
     eprintln!("iwarp: wrap CM connection, SEND both ways (iWARP: {})", iwarp_expected());
 }
+
+/// The atomics iWARP lacks, as typed errors at each place a program meets
+/// them, on a connection through the CM: a QP made with atomic send ops,
+/// `REMOTE_ATOMIC` access granted in the accept (refused before the
+/// `ibv_modify_qp`, so the same QP is then accepted without it), and a
+/// FETCH_AND_ADD and a CMP_AND_SWP posted (siw's provider refuses them
+/// with `EINVAL`, which the library names). The connection carries a WRITE
+/// afterwards. On RoCE the same calls succeed and the atomics return the
+/// old values.
+#[cfg(feature = "cm")]
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE and RRDDMMA_CM_ADDR (cargo xtask test)"]
+fn atomics_on_iwarp_are_typed_errors_naming_the_cap() {
+    use std::net::SocketAddr;
+    use std::time::{Duration, Instant};
+
+    use crate::cm::cm_ip;
+    use crate::common::poll_one;
+    use rrddmma::prim::cm::{CmEventType, CmId, ConnParam, EventChannel, PortSpace};
+    use rrddmma::prim::{AccessFlags, Context, Error, RemoteMr, SendOps, SendWr, WcStatus};
+    use rrddmma::wrap::RegisteredMem;
+
+    let iwarp = iwarp_expected();
+    let is_atomic_refusal = |e: &Error, op: &str, what: &str| {
+        let msg = e.to_string();
+        matches!(e, Error::Unsupported { op: o, .. } if *o == op)
+            && msg.contains(what)
+            && msg.contains("atomic_cap is IBV_ATOMIC_NONE")
+    };
+    let deadline = || Instant::now() + Duration::from_secs(10);
+    let parts = |id: &CmId| {
+        let ctx = Context::open(&id.device_name().expect("bound to a device")).unwrap();
+        assert_eq!(ctx.atomics(), !iwarp, "{}: Context::atomics (iWARP expected: {iwarp})", ctx.name());
+        let pd = Pd::alloc(&ctx).unwrap();
+        let cq = Cq::create(&ctx, 16).unwrap();
+        let qp = Qp::builder(&pd, QpType::RC, &cq, &cq).build().unwrap();
+        (ctx, pd, cq, qp)
+    };
+    let sch = EventChannel::create().unwrap();
+    let server = CmId::bound(&sch, PortSpace::Rc, SocketAddr::new(cm_ip(), 0)).unwrap();
+    server.listen(4).unwrap();
+    let cch = EventChannel::create().unwrap();
+    let client = CmId::create(&cch, PortSpace::Rc).unwrap();
+    client.resolve_addr(None, server.local_addr().unwrap(), Duration::from_secs(5)).unwrap();
+    client.expect(CmEventType::ADDR_RESOLVED, deadline()).unwrap();
+    client.resolve_route(Duration::from_secs(5)).unwrap();
+    client.expect(CmEventType::ROUTE_RESOLVED, deadline()).unwrap();
+    let (cctx, cpd, ccq, cqp) = parts(&client);
+
+    // A QP with atomic send ops: refused before the provider is asked.
+    let ex = Qp::builder(&cpd, QpType::RC, &ccq, &ccq)
+        .send_ops(SendOps::SEND | SendOps::RDMA_WRITE | SendOps::ATOMIC_FETCH_AND_ADD)
+        .build();
+    match ex {
+        Err(e) if iwarp => {
+            assert!(is_atomic_refusal(&e, "ibv_create_qp_ex", "ATOMIC_FETCH_AND_ADD"), "{e:?}: {e}");
+            eprintln!("iwarp: {e}");
+        }
+        Err(e) => assert!(!is_atomic_refusal(&e, "ibv_create_qp_ex", ""), "{} has atomics: {e}", cctx.name()),
+        Ok(_) => assert!(!iwarp, "{} made a QP with atomic send ops although it is iWARP", cctx.name()),
+    }
+
+    client.connect(&cqp, &ConnParam::default()).unwrap();
+    let mut req = server.expect(CmEventType::CONNECT_REQUEST, deadline()).unwrap();
+    let conn = req.take_request().expect("a new id");
+    let (_, spd, _scq, sqp) = parts(&conn);
+    let target = RegisteredMem::new(&spd, 4096).unwrap();
+    let token = target.remote().to_bytes();
+    let param = ConnParam { private_data: &token, ..ConnParam::default() };
+    // REMOTE_ATOMIC granted: refused on iWARP before the modify.
+    conn.set_access(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC);
+    if iwarp {
+        let e = conn.accept(&sqp, &param).expect_err("REMOTE_ATOMIC on iWARP");
+        assert!(is_atomic_refusal(&e, "ibv_modify_qp", "REMOTE_ATOMIC access"), "{e:?}: {e}");
+        eprintln!("iwarp: {e}");
+        conn.set_access(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ);
+    }
+    conn.accept(&sqp, &param).unwrap();
+    let reply = if iwarp {
+        client.expect(CmEventType::ESTABLISHED, deadline()).unwrap()
+    } else {
+        let ev = client.expect(CmEventType::CONNECT_RESPONSE, deadline()).unwrap();
+        client.establish(&cqp).unwrap();
+        ev
+    };
+    let remote = RemoteMr::from_bytes(reply.private_data()[..RemoteMr::WIRE_LEN].try_into().unwrap());
+    conn.expect(CmEventType::ESTABLISHED, deadline()).unwrap();
+
+    let mut src = RegisteredMem::new(&cpd, 64).unwrap();
+    let old = [src.sge(0..8)];
+    let at = remote.checked_at(0, 8).unwrap();
+    let atomics = [
+        ("IBV_WR_ATOMIC_FETCH_AND_ADD", SendWr::fetch_add(&old, at, 5)),
+        ("IBV_WR_ATOMIC_CMP_AND_SWP", SendWr::compare_swap(&old, at, 5, 9)),
+    ];
+    for (i, (name, wr)) in atomics.into_iter().enumerate() {
+        // SAFETY: `src` is registered on the client's PD and outlives the completion.
+        match unsafe { cqp.post_send(&mut [wr.wr_id(i as u64).signaled()]) } {
+            Err(e) if iwarp => {
+                assert!(is_atomic_refusal(&e, "ibv_post_send", name), "{e:?}: {e}");
+                eprintln!("iwarp: {e}");
+            }
+            r => {
+                r.unwrap_or_else(|e| panic!("{name} on {}: {e}", cctx.name()));
+                let wc = poll_one(&ccq);
+                assert_eq!((wc.status(), wc.wr_id()), (WcStatus::SUCCESS, i as u64), "{name}");
+                let mut v = [0; 8];
+                src.read(0, &mut v);
+                assert_eq!(u64::from_ne_bytes(v), [0, 5][i], "{name}: the old value");
+            }
+        }
+    }
+    let mut v = [0; 8];
+    target.read(0, &mut v);
+    assert_eq!(u64::from_ne_bytes(v), if iwarp { 0 } else { 9 }, "the target after the atomics");
+    // The connection still carries a WRITE.
+    src.write(8, b"after");
+    let w = [src.sge(8..13)];
+    // SAFETY: as above.
+    unsafe { cqp.post_send(&mut [SendWr::write(&w, remote.checked_at(100, 5).unwrap()).wr_id(7).signaled()]) }.unwrap();
+    assert_eq!(poll_one(&ccq).status(), WcStatus::SUCCESS);
+    let mut got = [0; 5];
+    target.read(100, &mut got);
+    assert_eq!(&got, b"after");
+    client.disconnect().unwrap();
+    conn.expect(CmEventType::DISCONNECTED, deadline()).unwrap();
+    let _ = conn.disconnect();
+    eprintln!("iwarp: atomics on {} (iWARP: {iwarp}) checked", cctx.name());
+}

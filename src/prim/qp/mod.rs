@@ -235,6 +235,15 @@ impl<'a> QpBuilder<'a> {
             });
         }
         if let Some(ops) = self.send_ops {
+            if ops.intersects(SendOps::ATOMIC_FETCH_AND_ADD | SendOps::ATOMIC_CMP_AND_SWP)
+                && !self.pd.context().atomics()
+            {
+                return Err(Error::Unsupported {
+                    op: "ibv_create_qp_ex",
+                    feature: "the send ops ATOMIC_FETCH_AND_ADD and ATOMIC_CMP_AND_SWP (the device's atomic_cap is \
+                              IBV_ATOMIC_NONE, as on iWARP; leave them out of QpBuilder::send_ops)",
+                });
+            }
             if ops.contains(SendOps::ATOMIC_WRITE)
                 && self.pd.context().query_device_ex()?.device_cap_flags_ex & ex::DEVICE_ATOMIC_WRITE == 0
             {
@@ -522,6 +531,16 @@ impl Qp {
             to,
             refusal,
         })?;
+        if attr.mask().contains(AttrMask::ACCESS_FLAGS)
+            && attr.as_raw().qp_access_flags & super::AccessFlags::REMOTE_ATOMIC.bits() != 0
+            && !self.pd.context().atomics()
+        {
+            return Err(Error::Unsupported {
+                op: "ibv_modify_qp",
+                feature: "REMOTE_ATOMIC access (the device's atomic_cap is IBV_ATOMIC_NONE, as on iWARP; grant \
+                          REMOTE_WRITE and REMOTE_READ only)",
+            });
+        }
         let mask = i32::try_from(attr.mask().bits()).expect("QP attribute masks fit in 31 bits");
         let mut raw = *attr.as_raw();
         // SAFETY: live QP; `raw` is valid for the call.
@@ -646,7 +665,8 @@ impl Qp {
         // memory is the caller's contract.
         let rc = unsafe { (self.post_send_fn)(self.as_ptr(), head, bad) };
         if rc != 0 {
-            return Err(Error::post_list("ibv_post_send", rc));
+            // SAFETY: `bad` is the list's slot, null or the refused request of it.
+            return Err(self.refused_atomic(unsafe { *bad }).unwrap_or_else(|| Error::post_list("ibv_post_send", rc)));
         }
         Ok(())
     }
@@ -660,9 +680,33 @@ impl Qp {
         // calls); the list and its memory are the caller's contract.
         let rc = unsafe { (self.post_send_fn)(self.as_ptr(), head, &mut bad) };
         if rc != 0 {
-            return Err(Error::post("ibv_post_send", rc, head, bad));
+            return Err(self.refused_atomic(bad).unwrap_or_else(|| Error::post("ibv_post_send", rc, head, bad)));
         }
         Ok(())
+    }
+
+    /// On a refused post only: the typed error when the refused request
+    /// `bad` is an atomic and the device has none ([`Context::atomics`]);
+    /// else `None` (the provider's errno stands).
+    #[cold]
+    #[inline(never)]
+    fn refused_atomic(&self, bad: *mut ffi::ibv_send_wr) -> Option<Error> {
+        if bad.is_null() || self.pd.context().atomics() {
+            return None;
+        }
+        // SAFETY: the provider points `bad` at a request of the caller's
+        // list, alive for the call.
+        let opcode = unsafe { (*bad).opcode };
+        let feature = match opcode {
+            ffi::ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD => {
+                "IBV_WR_ATOMIC_FETCH_AND_ADD (the device's atomic_cap is IBV_ATOMIC_NONE, as on iWARP)"
+            }
+            ffi::ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP => {
+                "IBV_WR_ATOMIC_CMP_AND_SWP (the device's atomic_cap is IBV_ATOMIC_NONE, as on iWARP)"
+            }
+            _ => return None,
+        };
+        Some(Error::Unsupported { op: "ibv_post_send", feature })
     }
 
     /// Posts receive work requests, linked in place, with one call.

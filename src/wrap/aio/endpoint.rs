@@ -223,6 +223,19 @@ impl std::fmt::Debug for Shared {
 
 /// An endpoint's objects before its driver starts: built by both ways of
 /// connecting (TCP exchange, RDMA CM).
+/// The remote access the data QP gets: `access`, less `REMOTE_ATOMIC` on a
+/// device without atomics (iWARP), whose QPs refuse it
+/// ([`Context::atomics`]); there [`RcEndpoint::fetch_add`] and
+/// [`RcEndpoint::compare_swap`] fail with the typed
+/// [`prim::Error::Unsupported`](crate::prim::Error::Unsupported) of the post.
+pub(super) fn granted(ctx: &Context, access: AccessFlags) -> AccessFlags {
+    if ctx.atomics() {
+        access
+    } else {
+        access.difference(AccessFlags::REMOTE_ATOMIC)
+    }
+}
+
 pub(super) struct Parts {
     pub ctx: Context,
     channel: CompChannel,
@@ -383,7 +396,13 @@ impl RcEndpoint {
             tcp.read_exact(&mut theirs).await.map_err(Error::io("read the peer's QP numbers", peer))?;
         }
         let (peer_data, peer_ctrl) = (parse(&theirs[..QpInfo::WIRE_LEN])?, parse(&theirs[QpInfo::WIRE_LEN..])?);
-        let copts = ConnectOpts { gid_index: Some(gid), port: o.port, mtu: mtu.min(peer_data.mtu), ..o.connect };
+        let copts = ConnectOpts {
+            gid_index: Some(gid),
+            port: o.port,
+            mtu: mtu.min(peer_data.mtu),
+            access: granted(&p.ctx, o.connect.access),
+            ..o.connect
+        };
         p.data.connect(&peer_data.endpoint(), mine[0].psn, &copts)?;
         // The control QP takes only SENDs: no remote access at all.
         let ctrl_opts = ConnectOpts { access: AccessFlags::empty(), ..copts };
