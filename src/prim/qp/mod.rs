@@ -156,7 +156,10 @@ impl<'a> QpBuilder<'a> {
     }
 
     /// Creates the QP through `ibv_create_qp_ex` with the extended post API
-    /// enabled for `ops`, for [`Qp::wr_batch`].
+    /// enabled for `ops`, for [`Qp::wr_batch`]. On a device without atomics
+    /// (iWARP: [`Context::atomics`](super::Context::atomics)), `ops` with
+    /// an atomic make [`build`](Self::build) an [`Error::Unsupported`]
+    /// naming them and `atomic_cap` ([`SendOps::BASIC`] holds both atomics).
     pub fn send_ops(mut self, ops: SendOps) -> QpBuilder<'a> {
         self.send_ops = Some(ops);
         self
@@ -494,7 +497,9 @@ impl Qp {
     /// Modifies the QP. The transition and the attribute set are checked
     /// against the specification's table first (from the state this QP was
     /// last moved to, or `cur_state` when given), so that a refusal names the
-    /// missing and the forbidden attributes.
+    /// missing and the forbidden attributes. `REMOTE_ATOMIC` access on a
+    /// device without atomics (iWARP: [`Context::atomics`](super::Context::atomics))
+    /// is [`Error::Unsupported`] naming it and `atomic_cap`, before the call.
     ///
     /// # Panics
     /// If `attr` moves the QP to RESET while an mlx5 direct send-queue view
@@ -623,7 +628,9 @@ impl Qp {
     /// with one call (one doorbell on hardware). No allocation.
     ///
     /// On failure, [`Error::Post`] says which request the provider refused;
-    /// the ones before it were posted.
+    /// the ones before it were posted. A refused atomic on a device without
+    /// atomics (iWARP: [`Context::atomics`](super::Context::atomics)) is
+    /// [`Error::Unsupported`] naming the operation and `atomic_cap` instead.
     ///
     /// A batch cannot outlive the entry lists it references:
     ///
@@ -653,7 +660,8 @@ impl Qp {
 
     /// Posts a [`SendList`], linked when it was built: no linking at post
     /// time, one provider call. No allocation. On failure the error carries
-    /// no index; [`SendList::refused`] says which request was refused.
+    /// no index; [`SendList::refused`] says which request was refused (a
+    /// refused atomic on a device without atomics: as [`Qp::post_send`]).
     ///
     /// # Safety
     /// As [`Qp::post_send`], for every request of the list.
