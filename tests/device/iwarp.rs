@@ -32,6 +32,40 @@ fn iwarp_expected() -> bool {
     std::env::var("RRDDMMA_EXPECT_IWARP").is_ok_and(|v| v == "1")
 }
 
+/// A listening server id and a client id whose route to it is resolved,
+/// each on its own channel (the channels first: they outlive the ids).
+#[cfg(feature = "cm")]
+fn listener_and_routed_client(
+) -> (rrddmma::prim::cm::EventChannel, rrddmma::prim::cm::CmId, rrddmma::prim::cm::EventChannel, rrddmma::prim::cm::CmId)
+{
+    use std::net::SocketAddr;
+    use std::time::{Duration, Instant};
+
+    use rrddmma::prim::cm::{CmEventType, CmId, EventChannel, PortSpace};
+
+    let deadline = || Instant::now() + Duration::from_secs(10);
+    let sch = EventChannel::create().unwrap();
+    let server = CmId::bound(&sch, PortSpace::Rc, SocketAddr::new(crate::cm::cm_ip(), 0)).unwrap();
+    server.listen(4).unwrap();
+    let cch = EventChannel::create().unwrap();
+    let client = CmId::create(&cch, PortSpace::Rc).unwrap();
+    client.resolve_addr(None, server.local_addr().unwrap(), Duration::from_secs(5)).unwrap();
+    client.expect(CmEventType::ADDR_RESOLVED, deadline()).unwrap();
+    client.resolve_route(Duration::from_secs(5)).unwrap();
+    client.expect(CmEventType::ROUTE_RESOLVED, deadline()).unwrap();
+    (sch, server, cch, client)
+}
+
+/// A PD, a CQ and an RC QP on the device of `id`.
+#[cfg(feature = "cm")]
+fn rc_parts(id: &rrddmma::prim::cm::CmId) -> (rrddmma::prim::Context, Pd, Cq, Qp) {
+    let ctx = rrddmma::prim::Context::open(&id.device_name().expect("bound to a device")).unwrap();
+    let pd = Pd::alloc(&ctx).unwrap();
+    let cq = Cq::create(&ctx, 64).unwrap();
+    let qp = Qp::builder(&pd, QpType::RC, &cq, &cq).build().unwrap();
+    (ctx, pd, cq, qp)
+}
+
 /// An RC connection through the RDMA CM, on iWARP as on RoCE: the QPs move
 /// through the CM's attribute sets (no P_Key index on iWARP), the active
 /// side sees `ESTABLISHED` at once on iWARP (the kernel's iWARP CM moves the
@@ -41,44 +75,25 @@ fn iwarp_expected() -> bool {
 #[test]
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE and RRDDMMA_CM_ADDR (cargo xtask test)"]
 fn rc_through_the_cm_write_send_and_read() {
-    use std::net::SocketAddr;
     use std::time::{Duration, Instant};
 
-    use crate::cm::cm_ip;
-    use rrddmma::prim::cm::{CmEventType, CmId, ConnParam, EventChannel, PortSpace};
-    use rrddmma::prim::{AccessFlags, Context, QpState, RecvWr, RemoteMr, SendWr, WcOpcode, WcStatus};
+    use rrddmma::prim::cm::{CmEventType, ConnParam};
+    use rrddmma::prim::{AccessFlags, QpState, RecvWr, RemoteMr, SendWr, WcOpcode, WcStatus};
     use rrddmma::wrap::RegisteredMem;
 
     use crate::common::poll_one;
 
     let deadline = || Instant::now() + Duration::from_secs(10);
-    let parts = |id: &CmId| {
-        let name = id.device_name().expect("bound to a device");
-        let ctx = Context::open(&name).unwrap();
-        let pd = Pd::alloc(&ctx).unwrap();
-        let cq = Cq::create(&ctx, 64).unwrap();
-        let qp = Qp::builder(&pd, QpType::RC, &cq, &cq).build().unwrap();
-        (name, pd, cq, qp)
-    };
-    let sch = EventChannel::create().unwrap();
-    let server = CmId::bound(&sch, PortSpace::Rc, SocketAddr::new(cm_ip(), 0)).unwrap();
-    server.listen(4).unwrap();
-    let addr = server.local_addr().unwrap();
-
-    let cch = EventChannel::create().unwrap();
-    let client = CmId::create(&cch, PortSpace::Rc).unwrap();
-    client.resolve_addr(None, addr, Duration::from_secs(5)).unwrap();
-    client.expect(CmEventType::ADDR_RESOLVED, deadline()).unwrap();
-    client.resolve_route(Duration::from_secs(5)).unwrap();
-    client.expect(CmEventType::ROUTE_RESOLVED, deadline()).unwrap();
-    let (name, cpd, ccq, cqp) = parts(&client);
+    let (_sch, server, _cch, client) = listener_and_routed_client();
+    let (cctx, cpd, ccq, cqp) = rc_parts(&client);
+    let name = cctx.name().to_string();
     let iwarp = iwarp_expected();
     client.connect(&cqp, &ConnParam { private_data: b"iwarp hello", ..ConnParam::default() }).unwrap();
 
     let mut req = server.expect(CmEventType::CONNECT_REQUEST, deadline()).unwrap();
     assert_eq!(&req.private_data()[..11], b"iwarp hello");
     let conn = req.take_request().expect("a new id");
-    let (_, spd, scq, sqp) = parts(&conn);
+    let (_, spd, scq, sqp) = rc_parts(&conn);
     conn.set_access(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ);
     let mut target = RegisteredMem::new(&spd, 4096).unwrap();
     target.write(2048, b"read me back over the wire");
@@ -205,13 +220,11 @@ fn wrap_cm_connection_sends_both_ways() {
 #[test]
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE and RRDDMMA_CM_ADDR (cargo xtask test)"]
 fn atomics_on_iwarp_are_typed_errors_naming_the_cap() {
-    use std::net::SocketAddr;
     use std::time::{Duration, Instant};
 
-    use crate::cm::cm_ip;
     use crate::common::poll_one;
-    use rrddmma::prim::cm::{CmEventType, CmId, ConnParam, EventChannel, PortSpace};
-    use rrddmma::prim::{AccessFlags, Context, Error, RemoteMr, SendOps, SendWr, WcStatus};
+    use rrddmma::prim::cm::{CmEventType, ConnParam};
+    use rrddmma::prim::{AccessFlags, Error, RemoteMr, SendOps, SendWr, WcStatus};
     use rrddmma::wrap::RegisteredMem;
 
     let iwarp = iwarp_expected();
@@ -222,24 +235,9 @@ fn atomics_on_iwarp_are_typed_errors_naming_the_cap() {
             && msg.contains("atomic_cap is IBV_ATOMIC_NONE")
     };
     let deadline = || Instant::now() + Duration::from_secs(10);
-    let parts = |id: &CmId| {
-        let ctx = Context::open(&id.device_name().expect("bound to a device")).unwrap();
-        assert_eq!(ctx.atomics(), !iwarp, "{}: Context::atomics (iWARP expected: {iwarp})", ctx.name());
-        let pd = Pd::alloc(&ctx).unwrap();
-        let cq = Cq::create(&ctx, 16).unwrap();
-        let qp = Qp::builder(&pd, QpType::RC, &cq, &cq).build().unwrap();
-        (ctx, pd, cq, qp)
-    };
-    let sch = EventChannel::create().unwrap();
-    let server = CmId::bound(&sch, PortSpace::Rc, SocketAddr::new(cm_ip(), 0)).unwrap();
-    server.listen(4).unwrap();
-    let cch = EventChannel::create().unwrap();
-    let client = CmId::create(&cch, PortSpace::Rc).unwrap();
-    client.resolve_addr(None, server.local_addr().unwrap(), Duration::from_secs(5)).unwrap();
-    client.expect(CmEventType::ADDR_RESOLVED, deadline()).unwrap();
-    client.resolve_route(Duration::from_secs(5)).unwrap();
-    client.expect(CmEventType::ROUTE_RESOLVED, deadline()).unwrap();
-    let (cctx, cpd, ccq, cqp) = parts(&client);
+    let (_sch, server, _cch, client) = listener_and_routed_client();
+    let (cctx, cpd, ccq, cqp) = rc_parts(&client);
+    assert_eq!(cctx.atomics(), !iwarp, "{}: Context::atomics (iWARP expected: {iwarp})", cctx.name());
 
     // A QP with atomic send ops: refused before the provider is asked.
     let ex = Qp::builder(&cpd, QpType::RC, &ccq, &ccq)
@@ -257,7 +255,7 @@ fn atomics_on_iwarp_are_typed_errors_naming_the_cap() {
     client.connect(&cqp, &ConnParam::default()).unwrap();
     let mut req = server.expect(CmEventType::CONNECT_REQUEST, deadline()).unwrap();
     let conn = req.take_request().expect("a new id");
-    let (_, spd, _scq, sqp) = parts(&conn);
+    let (_, spd, _scq, sqp) = rc_parts(&conn);
     let target = RegisteredMem::new(&spd, 4096).unwrap();
     let token = target.remote().to_bytes();
     let param = ConnParam { private_data: &token, ..ConnParam::default() };

@@ -169,7 +169,7 @@ pub fn task(args: &[String]) -> Result<()> {
 fn only_checks() -> Result<()> {
     crate::deps::ensure()?;
     let image = kernels::Kernel::Stable.image()?;
-    let tests = crate::test::device_binary("tokio", &[], None)?;
+    let tests = crate::capture::device_binary("tokio", &[], None)?;
     let checks = checks(&image, &tests, DEVICE_SUBSET)?;
     let mut tally = crate::tally::Tally::default();
     crate::device::run_checks(&crate::device::Place::Vm { kernel: image }, &checks, &mut tally)?;

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::capture::{capture, executable};
+use crate::capture::{capture, device_binary, executable};
 use crate::device::{self, Check};
 use crate::tally::Tally;
 use crate::{bindings, deps, root, show, Result};
@@ -24,29 +24,6 @@ fn cargo(args: &[&str]) -> Command {
 /// The 1,000-cycle CM leak check (minutes in the emulated VM) runs once, in
 /// the pkg-config step; the other linkages run every other CM test.
 const SKIP_CM_CYCLES: &str = "--skip cm::thousand";
-
-/// Builds the `device` integration test (with `features`, comma-separated,
-/// if any) and returns its executable.
-pub(crate) fn device_binary(features: &str, env: &[(&str, &str)], target_dir: Option<&str>) -> Result<PathBuf> {
-    let mut cmd = cargo(&["test", "--no-run", "--test", "device", "--message-format=json"]);
-    if !features.is_empty() {
-        cmd.args(["--features", features]);
-    }
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    if let Some(t) = target_dir {
-        cmd.env("CARGO_TARGET_DIR", root().join(t));
-    }
-    eprintln!("$ {} {env:?}", show(&cmd));
-    let out = cmd.current_dir(root()).output()?;
-    eprint!("{}", String::from_utf8_lossy(&out.stderr));
-    if !out.status.success() {
-        return Err(format!("building the device tests failed ({env:?})").into());
-    }
-    executable(&String::from_utf8_lossy(&out.stdout), "device")
-        .ok_or_else(|| "cargo named no executable for the device tests".into())
-}
 
 /// Builds the library's unit tests (a few are device tests, `#[ignore]`d on
 /// the host) and returns their executable.
