@@ -134,7 +134,7 @@ pub fn checks(image: &Path, device_tests: &Path, subset: &str) -> Result<Vec<Che
     checks.push(Check::verdict(
         "siw: rping (librdmacm's C tool) over iWARP",
         format!(
-            "{setup} && (timeout 60 rping -s -a {SIW_ADDR} -C 3 -v & sleep 1; \
+            "{setup} && (timeout 60 rping -s -a {SIW_ADDR} -C 3 -v & sleep 3; \
              timeout 60 rping -c -a {SIW_ADDR} -C 3 -v; c=$?; wait; exit $c)"
         ),
         |d| d.code == Some(0) && d.output.matches("ping data").count() >= 3,

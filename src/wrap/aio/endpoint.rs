@@ -33,7 +33,7 @@ use crate::prim::{
 /// | `pool_size` | 16 MiB: the registered pool `alloc_local_mr` and the peer's requests take from |
 /// | `caps` | 1,024 send and 1,024 receive requests, one entry each |
 /// | `cq_size` | 4,096 |
-/// | `connect` | [`ConnectOpts::default`] with remote read, write and atomic access granted |
+/// | `connect` | [`ConnectOpts::default`] with remote read, write and atomic access granted (atomic only where the device has atomics: [`Context::atomics`]) |
 /// | `busy_poll` | `false`: the driver sleeps on the completion channel |
 /// | `spin_polls` | 16: most empty polls before the driver arms the CQ and sleeps (adaptive, see [`AioOpts::spin_polls`]) |
 /// | `setup_timeout` | 10 s: bound on the TCP exchange of [`RcEndpoint::connect`] and [`Listener::accept`](super::Listener::accept), and on each RDMA CM step of [`RcEndpoint::connect_cm`] and [`Listener::bind_cm`](super::Listener::bind_cm)'s accept |
@@ -106,7 +106,8 @@ impl AioOpts {
         /// Default 4,096.
         const cq_size: u32;
         /// Connection parameters (GID, MTU, timeouts, access). Default
-        /// [`ConnectOpts::default`] with remote read, write and atomic access granted.
+        /// [`ConnectOpts::default`] with remote read, write and atomic access
+        /// granted (atomic only where the device has atomics).
         const connect: ConnectOpts;
         /// Spin on the CQ instead of sleeping on its channel: lower latency,
         /// a busy core. Default `false`.
