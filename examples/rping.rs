@@ -20,8 +20,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use rrddmma::prim::cm::CmEventType;
-use rrddmma::prim::{AccessFlags, QpAttr, QpCaps, QpState, RecvWr, RemoteAddr, SendWr, Wc, WcStatus};
-use rrddmma::wrap::{accept_rc_cm, connect_rc_cm, CmConn, CmListener, CmOpts, MemOpts, RegisteredMem};
+use rrddmma::prim::{AccessFlags, Pd, Qp, QpAttr, QpCaps, QpState, RecvWr, RemoteAddr, SendWr, Wc, WcStatus};
+use rrddmma::wrap::{connect_rc_cm, CmConn, CmListener, CmOpts, MemOpts, RegisteredMem};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -119,22 +119,22 @@ struct Bufs {
 }
 
 impl Bufs {
-    fn new(c: &CmConn, size: usize) -> Res<Bufs> {
+    fn new(pd: &Pd, size: usize) -> Res<Bufs> {
         let local = MemOpts::default().access(AccessFlags::LOCAL_WRITE);
         let remote =
             MemOpts::default().access(AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE);
         Ok(Bufs {
-            recv: RegisteredMem::with(&c.pd, INFO_LEN, &local)?,
-            send: RegisteredMem::with(&c.pd, INFO_LEN, &local)?,
-            rdma: RegisteredMem::with(&c.pd, size, &remote)?,
+            recv: RegisteredMem::with(pd, INFO_LEN, &local)?,
+            send: RegisteredMem::with(pd, INFO_LEN, &local)?,
+            rdma: RegisteredMem::with(pd, size, &remote)?,
         })
     }
 
-    fn post_recv(&self, c: &CmConn) -> Res<()> {
+    fn post_recv(&self, qp: &Qp) -> Res<()> {
         let sge = [self.recv.sge(0..INFO_LEN)];
         // SAFETY: `recv` is registered on the QP's PD and lives as long as the
         // connection (dropped after it, in `main`'s scope order).
-        unsafe { c.qp.post_recv(&mut [RecvWr::new(&sge, 1)]) }?;
+        unsafe { qp.post_recv(&mut [RecvWr::new(&sge, 1)]) }?;
         Ok(())
     }
 
@@ -199,7 +199,7 @@ fn recv_info(c: &CmConn, b: &Bufs) -> Res<Option<(u64, u32, u32)>> {
     }
     let mut info = [0u8; INFO_LEN];
     b.recv.read(0, &mut info);
-    b.post_recv(c)?;
+    b.post_recv(&c.qp)?;
     let addr = u64::from_be_bytes(info[..8].try_into().expect("8 bytes"));
     let rkey = u32::from_be_bytes(info[8..12].try_into().expect("4 bytes"));
     let len = u32::from_be_bytes(info[12..].try_into().expect("4 bytes"));
@@ -225,9 +225,16 @@ fn cm_opts() -> CmOpts {
 fn server(o: &Opts) -> Res<()> {
     let ip = o.addr.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
     let l = CmListener::bind(SocketAddr::new(ip, o.port), 3)?;
-    let c = accept_rc_cm(&l, &cm_opts().timeout(Duration::from_secs(3600)))?;
-    let b = Bufs::new(&c, o.size)?;
-    b.post_recv(&c)?;
+    // The receive for the client's first SEND is posted before the accept:
+    // on iWARP the client sends at once, and a SEND that finds no receive
+    // ends the connection.
+    let opts = cm_opts().timeout(Duration::from_secs(3600));
+    let req = l.next_request(Instant::now() + Duration::from_secs(3600))?;
+    let (c, b) = req.accept_with(&opts, |pd, qp| -> Res<Bufs> {
+        let b = Bufs::new(pd, o.size)?;
+        b.post_recv(qp)?;
+        Ok(b)
+    })?;
     let remote_read = |b: &Bufs, read: bool, addr: u64, rkey: u32, len: usize| -> Res<()> {
         let sge = [b.rdma.sge(0..len)];
         let remote = RemoteAddr { addr, rkey };
@@ -264,11 +271,11 @@ fn server(o: &Opts) -> Res<()> {
 fn client(o: &Opts) -> Res<()> {
     let addr = SocketAddr::new(o.addr.expect("checked by parse"), o.port);
     let c = connect_rc_cm(addr, &cm_opts())?;
-    let mut b = Bufs::new(&c, o.size)?;
+    let mut b = Bufs::new(&c.pd, o.size)?;
     let remote =
         MemOpts::default().access(AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE);
     let mut start_buf = RegisteredMem::with(&c.pd, o.size, &remote)?;
-    b.post_recv(&c)?;
+    b.post_recv(&c.qp)?;
     let mut start = b'A';
     let mut ping = 0u64;
     while o.count == 0 || ping < o.count {

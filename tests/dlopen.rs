@@ -10,7 +10,7 @@
 
 use std::process::Command;
 
-use rrddmma::bindings::dl::LoadError;
+use rrddmma::bindings::dl::{LoadError, LIBMLX5};
 use rrddmma::prim::{cm::EventChannel, device_names, Context, Error};
 
 /// The error of a case, which must be the dlopen linkage's.
@@ -83,6 +83,37 @@ fn run_case(case: &str) {
                  or not rdma-core's); install a newer rdma-core or set RRDDMMA_LIBRDMACM to one"
             );
         }
+        // libmlx5 absent (a machine without the mlx5 provider): the
+        // library, and an `mlx5dv_*` function checked in it, name the
+        // library and the variable; libibverbs, a library of its own,
+        // still loads.
+        "absent_libmlx5" => {
+            let e = LIBMLX5.check().expect_err("libmlx5-absent.so.1 does not exist");
+            let msg = e.to_string();
+            must(case, e.library == "libmlx5-absent.so.1" && !e.opened && e.symbol.is_none(), "library", &msg);
+            must(case, msg.contains("cannot load libmlx5-absent.so.1: "), "message names the library", &msg);
+            must(case, msg.contains("cannot open shared object file"), "message has dlerror's words", &msg);
+            must(case, msg.contains("RRDDMMA_LIBMLX5"), "message names the variable", &msg);
+            let by_symbol = LIBMLX5.check_symbol("mlx5dv_create_qp").expect_err("no library, no symbol");
+            assert_eq!(by_symbol, e, "{case}: a symbol of a library that did not open reports the library");
+            let err = Error::Load { op: "mlx5dv_create_qp", error: Box::new(e) };
+            must(case, !err.is_unsupported(), "a missing library is not 'unsupported'", &err.to_string());
+            device_names().expect("libibverbs loads without libmlx5");
+        }
+        // A library that opens but lacks the mlx5dv functions.
+        "mlx5_symbol_missing" => {
+            LIBMLX5.check().expect("libc.so.6 opens");
+            let e = LIBMLX5.check_symbol("mlx5dv_create_qp").expect_err("libc has no mlx5dv_create_qp");
+            let msg = e.to_string();
+            must(case, e.is_missing_symbol() && e.library == "libc.so.6", "which", &msg);
+            assert_eq!(
+                msg,
+                "mlx5dv_create_qp is not in libc.so.6 (an rdma-core older than the function, or not rdma-core's); \
+                 install a newer rdma-core or set RRDDMMA_LIBMLX5 to one"
+            );
+            let err = Error::Load { op: "mlx5dv_create_qp", error: Box::new(e) };
+            must(case, err.is_unsupported(), "a missing function is 'unsupported'", &err.to_string());
+        }
         // With nothing overridden on a machine with rdma-core's libraries.
         "system" => {
             assert_eq!(rrddmma::build_info().linkage, "dlopen");
@@ -148,6 +179,8 @@ fn main() {
         child("symbol_missing", &[("RRDDMMA_LIBIBVERBS", "libc.so.6")]),
         child("absent_librdmacm", &[("RRDDMMA_LIBRDMACM", "librdmacm-absent.so.1")]),
         child("cm_symbol_missing", &[("RRDDMMA_LIBRDMACM", "libc.so.6")]),
+        child("absent_libmlx5", &[("RRDDMMA_LIBMLX5", "libmlx5-absent.so.1")]),
+        child("mlx5_symbol_missing", &[("RRDDMMA_LIBMLX5", "libc.so.6")]),
         child("system", &[]),
     ];
     let failed = results.iter().filter(|r| !**r).count();

@@ -112,6 +112,8 @@ pub fn device_names() -> Result<Vec<String>> {
 pub(crate) struct ContextInner {
     name: String,
     quirks: Quirks,
+    /// The device's `atomic_cap` is not `IBV_ATOMIC_NONE` (iWARP's is).
+    atomics: bool,
 }
 
 // SAFETY: `ibv_close_device` releases what the matching create verb made; a context may be used from any thread (verbs are thread-safe); shared use goes through thread-safe verbs calls.
@@ -201,11 +203,12 @@ impl Context {
         let ctx = NonNull::new(ctx).ok_or_else(|| Error::last("ibv_open_device"))?;
         let mut c = Context(Arc::new(
             // SAFETY: just made by its create verb, owned by nothing else.
-            unsafe { Owned::new(ctx, ContextInner { name, quirks: Quirks::default() }) },
+            unsafe { Owned::new(ctx, ContextInner { name, quirks: Quirks::default(), atomics: false }) },
         ));
-        let vendor = c.query_device()?.vendor_id;
-        let quirks = Quirks::for_device(vendor, runtime_rdma_core_major());
-        Arc::get_mut(&mut c.0).expect("no clone yet").data_mut().quirks = quirks;
+        let attr = c.query_device()?;
+        let inner = Arc::get_mut(&mut c.0).expect("no clone yet").data_mut();
+        inner.quirks = Quirks::for_device(attr.vendor_id, runtime_rdma_core_major());
+        inner.atomics = attr.atomic_cap != ffi::ibv_atomic_cap::IBV_ATOMIC_NONE;
         Ok(c)
     }
 
@@ -217,6 +220,16 @@ impl Context {
     /// Provider bugs this device needs worked around.
     pub(crate) fn quirks(&self) -> Quirks {
         self.0.quirks
+    }
+
+    /// Whether the device executes atomics (FETCH_AND_ADD, CMP_AND_SWP):
+    /// its `atomic_cap` is not `IBV_ATOMIC_NONE`. iWARP devices have none;
+    /// on them [`QpBuilder::build`](super::QpBuilder::build) refuses atomic
+    /// send ops, [`Qp::modify`](super::Qp::modify) refuses `REMOTE_ATOMIC`
+    /// access and a posted atomic is [`Error::Unsupported`] naming the
+    /// operation and the cap.
+    pub fn atomics(&self) -> bool {
+        self.0.atomics
     }
 
     /// The raw context, for calls into [`crate::bindings`].

@@ -207,6 +207,27 @@ impl CmRequest {
         Ok(CmConn { qp, send_cq, recv_cq, pd, peer_data: self.private_data, id: self.id })
     }
 
+    /// As [`accept`](Self::accept), with `before` run on the QP once the CM
+    /// has moved it to INIT and before the accept goes out: post there the
+    /// receives the peer's first SENDs need. On iWARP the peer may send as
+    /// soon as it sees the connection, and a SEND that finds no receive
+    /// ends the connection (RoCE's RNR retries cover it); C's `rping`
+    /// client sends at once. An error of `before` is returned and the
+    /// request is not accepted.
+    pub fn accept_with<T, E: From<Error>>(
+        self,
+        opts: &CmOpts,
+        before: impl FnOnce(&Pd, &Qp) -> std::result::Result<T, E>,
+    ) -> std::result::Result<(CmConn, T), E> {
+        let (pd, send_cq, recv_cq, qp) = parts(&self.id, opts)?;
+        self.id.set_access(opts.access);
+        self.id.modify_qp(&qp, crate::prim::QpState::INIT)?;
+        let made = before(&pd, &qp)?;
+        self.id.accept(&qp, &opts.param())?;
+        self.id.expect(CmEventType::ESTABLISHED, Instant::now() + opts.timeout)?;
+        Ok((CmConn { qp, send_cq, recv_cq, pd, peer_data: self.private_data, id: self.id }, made))
+    }
+
     /// Rejects, with private data for the peer (at most 148 bytes).
     pub fn reject(self, private_data: &[u8]) -> Result<()> {
         self.id.reject(private_data)

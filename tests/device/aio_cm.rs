@@ -107,6 +107,22 @@ fn aio_through_the_cm_writes_reads_and_sends_64_b_and_64_kib() {
             let mut msg = client.alloc_local_mr(layout(n)).unwrap();
             msg.write(0, &pattern(n, 3));
             let _ = client.send(msg, 0..n).await.unwrap();
+            // An atomic that adds 0 (the region stays as written): the old
+            // value on RoCE, the post's typed refusal on iWARP.
+            let first = u64::from_ne_bytes(pattern(n, 2)[..8].try_into().unwrap());
+            match client.fetch_add(lent.checked_at(0, 8).unwrap(), 0).await {
+                Ok(old) => assert!(!iwarp() && old == first, "fetch_add: {old:#x} (iWARP: {})", iwarp()),
+                Err(Error::Verbs(e)) if iwarp() => {
+                    let msg = e.to_string();
+                    assert!(
+                        e.is_unsupported()
+                            && msg.contains("IBV_WR_ATOMIC_FETCH_AND_ADD")
+                            && msg.contains("atomic_cap is IBV_ATOMIC_NONE"),
+                        "{e:?}: {msg}"
+                    );
+                }
+                Err(e) => panic!("fetch_add (iWARP: {}): {e:?}", iwarp()),
+            }
             client.send_remote_mr(lent).await.unwrap();
 
             let (r, inbox) = recv.await.unwrap();

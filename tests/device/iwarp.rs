@@ -32,6 +32,40 @@ fn iwarp_expected() -> bool {
     std::env::var("RRDDMMA_EXPECT_IWARP").is_ok_and(|v| v == "1")
 }
 
+/// A listening server id and a client id whose route to it is resolved,
+/// each on its own channel (the channels first: they outlive the ids).
+#[cfg(feature = "cm")]
+fn listener_and_routed_client(
+) -> (rrddmma::prim::cm::EventChannel, rrddmma::prim::cm::CmId, rrddmma::prim::cm::EventChannel, rrddmma::prim::cm::CmId)
+{
+    use std::net::SocketAddr;
+    use std::time::{Duration, Instant};
+
+    use rrddmma::prim::cm::{CmEventType, CmId, EventChannel, PortSpace};
+
+    let deadline = || Instant::now() + Duration::from_secs(10);
+    let sch = EventChannel::create().unwrap();
+    let server = CmId::bound(&sch, PortSpace::Rc, SocketAddr::new(crate::cm::cm_ip(), 0)).unwrap();
+    server.listen(4).unwrap();
+    let cch = EventChannel::create().unwrap();
+    let client = CmId::create(&cch, PortSpace::Rc).unwrap();
+    client.resolve_addr(None, server.local_addr().unwrap(), Duration::from_secs(5)).unwrap();
+    client.expect(CmEventType::ADDR_RESOLVED, deadline()).unwrap();
+    client.resolve_route(Duration::from_secs(5)).unwrap();
+    client.expect(CmEventType::ROUTE_RESOLVED, deadline()).unwrap();
+    (sch, server, cch, client)
+}
+
+/// A PD, a CQ and an RC QP on the device of `id`.
+#[cfg(feature = "cm")]
+fn rc_parts(id: &rrddmma::prim::cm::CmId) -> (rrddmma::prim::Context, Pd, Cq, Qp) {
+    let ctx = rrddmma::prim::Context::open(&id.device_name().expect("bound to a device")).unwrap();
+    let pd = Pd::alloc(&ctx).unwrap();
+    let cq = Cq::create(&ctx, 64).unwrap();
+    let qp = Qp::builder(&pd, QpType::RC, &cq, &cq).build().unwrap();
+    (ctx, pd, cq, qp)
+}
+
 /// An RC connection through the RDMA CM, on iWARP as on RoCE: the QPs move
 /// through the CM's attribute sets (no P_Key index on iWARP), the active
 /// side sees `ESTABLISHED` at once on iWARP (the kernel's iWARP CM moves the
@@ -41,44 +75,25 @@ fn iwarp_expected() -> bool {
 #[test]
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE and RRDDMMA_CM_ADDR (cargo xtask test)"]
 fn rc_through_the_cm_write_send_and_read() {
-    use std::net::SocketAddr;
     use std::time::{Duration, Instant};
 
-    use crate::cm::cm_ip;
-    use rrddmma::prim::cm::{CmEventType, CmId, ConnParam, EventChannel, PortSpace};
-    use rrddmma::prim::{AccessFlags, Context, QpState, RecvWr, RemoteMr, SendWr, WcOpcode, WcStatus};
+    use rrddmma::prim::cm::{CmEventType, ConnParam};
+    use rrddmma::prim::{AccessFlags, QpState, RecvWr, RemoteMr, SendWr, WcOpcode, WcStatus};
     use rrddmma::wrap::RegisteredMem;
 
     use crate::common::poll_one;
 
     let deadline = || Instant::now() + Duration::from_secs(10);
-    let parts = |id: &CmId| {
-        let name = id.device_name().expect("bound to a device");
-        let ctx = Context::open(&name).unwrap();
-        let pd = Pd::alloc(&ctx).unwrap();
-        let cq = Cq::create(&ctx, 64).unwrap();
-        let qp = Qp::builder(&pd, QpType::RC, &cq, &cq).build().unwrap();
-        (name, pd, cq, qp)
-    };
-    let sch = EventChannel::create().unwrap();
-    let server = CmId::bound(&sch, PortSpace::Rc, SocketAddr::new(cm_ip(), 0)).unwrap();
-    server.listen(4).unwrap();
-    let addr = server.local_addr().unwrap();
-
-    let cch = EventChannel::create().unwrap();
-    let client = CmId::create(&cch, PortSpace::Rc).unwrap();
-    client.resolve_addr(None, addr, Duration::from_secs(5)).unwrap();
-    client.expect(CmEventType::ADDR_RESOLVED, deadline()).unwrap();
-    client.resolve_route(Duration::from_secs(5)).unwrap();
-    client.expect(CmEventType::ROUTE_RESOLVED, deadline()).unwrap();
-    let (name, cpd, ccq, cqp) = parts(&client);
+    let (_sch, server, _cch, client) = listener_and_routed_client();
+    let (cctx, cpd, ccq, cqp) = rc_parts(&client);
+    let name = cctx.name().to_string();
     let iwarp = iwarp_expected();
     client.connect(&cqp, &ConnParam { private_data: b"iwarp hello", ..ConnParam::default() }).unwrap();
 
     let mut req = server.expect(CmEventType::CONNECT_REQUEST, deadline()).unwrap();
     assert_eq!(&req.private_data()[..11], b"iwarp hello");
     let conn = req.take_request().expect("a new id");
-    let (_, spd, scq, sqp) = parts(&conn);
+    let (_, spd, scq, sqp) = rc_parts(&conn);
     conn.set_access(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ);
     let mut target = RegisteredMem::new(&spd, 4096).unwrap();
     target.write(2048, b"read me back over the wire");
@@ -191,4 +206,116 @@ fn wrap_cm_connection_sends_both_ways() {
     send(&client, &server, b"client to server");
     send(&server, &client, b"and back");
     eprintln!("iwarp: wrap CM connection, SEND both ways (iWARP: {})", iwarp_expected());
+}
+
+/// The atomics iWARP lacks, as typed errors at each place a program meets
+/// them, on a connection through the CM: a QP made with atomic send ops,
+/// `REMOTE_ATOMIC` access granted in the accept (refused before the
+/// `ibv_modify_qp`, so the same QP is then accepted without it), and a
+/// FETCH_AND_ADD and a CMP_AND_SWP posted (siw's provider refuses them
+/// with `EINVAL`, which the library names). The connection carries a WRITE
+/// afterwards. On RoCE the same calls succeed and the atomics return the
+/// old values.
+#[cfg(feature = "cm")]
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE and RRDDMMA_CM_ADDR (cargo xtask test)"]
+fn atomics_on_iwarp_are_typed_errors_naming_the_cap() {
+    use std::time::{Duration, Instant};
+
+    use crate::common::poll_one;
+    use rrddmma::prim::cm::{CmEventType, ConnParam};
+    use rrddmma::prim::{AccessFlags, Error, RemoteMr, SendOps, SendWr, WcStatus};
+    use rrddmma::wrap::RegisteredMem;
+
+    let iwarp = iwarp_expected();
+    let is_atomic_refusal = |e: &Error, op: &str, what: &str| {
+        let msg = e.to_string();
+        matches!(e, Error::Unsupported { op: o, .. } if *o == op)
+            && msg.contains(what)
+            && msg.contains("atomic_cap is IBV_ATOMIC_NONE")
+    };
+    let deadline = || Instant::now() + Duration::from_secs(10);
+    let (_sch, server, _cch, client) = listener_and_routed_client();
+    let (cctx, cpd, ccq, cqp) = rc_parts(&client);
+    assert_eq!(cctx.atomics(), !iwarp, "{}: Context::atomics (iWARP expected: {iwarp})", cctx.name());
+
+    // A QP with atomic send ops: refused before the provider is asked.
+    let ex = Qp::builder(&cpd, QpType::RC, &ccq, &ccq)
+        .send_ops(SendOps::SEND | SendOps::RDMA_WRITE | SendOps::ATOMIC_FETCH_AND_ADD)
+        .build();
+    match ex {
+        Err(e) if iwarp => {
+            assert!(is_atomic_refusal(&e, "ibv_create_qp_ex", "ATOMIC_FETCH_AND_ADD"), "{e:?}: {e}");
+            eprintln!("iwarp: {e}");
+        }
+        Err(e) => assert!(!is_atomic_refusal(&e, "ibv_create_qp_ex", ""), "{} has atomics: {e}", cctx.name()),
+        Ok(_) => assert!(!iwarp, "{} made a QP with atomic send ops although it is iWARP", cctx.name()),
+    }
+
+    client.connect(&cqp, &ConnParam::default()).unwrap();
+    let mut req = server.expect(CmEventType::CONNECT_REQUEST, deadline()).unwrap();
+    let conn = req.take_request().expect("a new id");
+    let (_, spd, _scq, sqp) = rc_parts(&conn);
+    let target = RegisteredMem::new(&spd, 4096).unwrap();
+    let token = target.remote().to_bytes();
+    let param = ConnParam { private_data: &token, ..ConnParam::default() };
+    // REMOTE_ATOMIC granted: refused on iWARP before the modify.
+    conn.set_access(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC);
+    if iwarp {
+        let e = conn.accept(&sqp, &param).expect_err("REMOTE_ATOMIC on iWARP");
+        assert!(is_atomic_refusal(&e, "ibv_modify_qp", "REMOTE_ATOMIC access"), "{e:?}: {e}");
+        eprintln!("iwarp: {e}");
+        conn.set_access(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ);
+    }
+    conn.accept(&sqp, &param).unwrap();
+    let reply = if iwarp {
+        client.expect(CmEventType::ESTABLISHED, deadline()).unwrap()
+    } else {
+        let ev = client.expect(CmEventType::CONNECT_RESPONSE, deadline()).unwrap();
+        client.establish(&cqp).unwrap();
+        ev
+    };
+    let remote = RemoteMr::from_bytes(reply.private_data()[..RemoteMr::WIRE_LEN].try_into().unwrap());
+    conn.expect(CmEventType::ESTABLISHED, deadline()).unwrap();
+
+    let mut src = RegisteredMem::new(&cpd, 64).unwrap();
+    let old = [src.sge(0..8)];
+    let at = remote.checked_at(0, 8).unwrap();
+    let atomics = [
+        ("IBV_WR_ATOMIC_FETCH_AND_ADD", SendWr::fetch_add(&old, at, 5)),
+        ("IBV_WR_ATOMIC_CMP_AND_SWP", SendWr::compare_swap(&old, at, 5, 9)),
+    ];
+    for (i, (name, wr)) in atomics.into_iter().enumerate() {
+        // SAFETY: `src` is registered on the client's PD and outlives the completion.
+        match unsafe { cqp.post_send(&mut [wr.wr_id(i as u64).signaled()]) } {
+            Err(e) if iwarp => {
+                assert!(is_atomic_refusal(&e, "ibv_post_send", name), "{e:?}: {e}");
+                eprintln!("iwarp: {e}");
+            }
+            r => {
+                r.unwrap_or_else(|e| panic!("{name} on {}: {e}", cctx.name()));
+                let wc = poll_one(&ccq);
+                assert_eq!((wc.status(), wc.wr_id()), (WcStatus::SUCCESS, i as u64), "{name}");
+                let mut v = [0; 8];
+                src.read(0, &mut v);
+                assert_eq!(u64::from_ne_bytes(v), [0, 5][i], "{name}: the old value");
+            }
+        }
+    }
+    let mut v = [0; 8];
+    target.read(0, &mut v);
+    assert_eq!(u64::from_ne_bytes(v), if iwarp { 0 } else { 9 }, "the target after the atomics");
+    // The connection still carries a WRITE.
+    src.write(8, b"after");
+    let w = [src.sge(8..13)];
+    // SAFETY: as above.
+    unsafe { cqp.post_send(&mut [SendWr::write(&w, remote.checked_at(100, 5).unwrap()).wr_id(7).signaled()]) }.unwrap();
+    assert_eq!(poll_one(&ccq).status(), WcStatus::SUCCESS);
+    let mut got = [0; 5];
+    target.read(100, &mut got);
+    assert_eq!(&got, b"after");
+    client.disconnect().unwrap();
+    conn.expect(CmEventType::DISCONNECTED, deadline()).unwrap();
+    let _ = conn.disconnect();
+    eprintln!("iwarp: atomics on {} (iWARP: {iwarp}) checked", cctx.name());
 }

@@ -116,6 +116,7 @@ fn received_with_inv(ctx: &Context, p: &Pair, (wr_id, len): (u64, u32), rkey: u3
         // (IBV_WC_WITH_INV is 1 << 3); the key is in its place all the same.
         assert_eq!(ctx.query_device().unwrap().vendor_id, 0xff_ffff, "no WITH_INV flag: {:?}", wc.flags());
         assert!(wc.flags().contains(WcFlags::IP_CSUM_OK), "{:?}", wc.flags());
+        assert_eq!(wc.invalidated_rkey(), None, "rxe: without WITH_INV the accessor reports no key");
         // SAFETY: both members of the union are plain u32.
         assert_eq!(unsafe { wc.0.__bindgen_anon_1.invalidated_rkey }, rkey, "rxe: the invalidated key");
         eprintln!("mw type 2: rxe flags the invalidation as {:?} (the kernel's bit)", wc.flags());

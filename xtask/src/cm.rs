@@ -61,8 +61,8 @@ fn exchanged(d: &Done) -> bool {
         .all(|l| d.output.lines().any(|x| x == *l))
 }
 
-/// Builds the examples and returns their device checks.
-pub fn checks() -> Result<Vec<Check>> {
+/// Builds the examples; whether they built.
+pub fn build_examples() -> bool {
     let mut build = Command::new(env!("CARGO"));
     build.args(["build", "--quiet"]).current_dir(root());
     for e in EXAMPLES {
@@ -73,23 +73,44 @@ pub fn checks() -> Result<Vec<Check>> {
     if !built {
         println!("building the rdmacm examples failed");
     }
+    built
+}
+
+/// The `rping` example against C `rping`, in both roles, with data
+/// verification: the server listens on `addr` (a shell word) at `port`
+/// (our server) and `port + 1` (C's); each command runs after `setup`
+/// (empty: none); the check names start with `prefix`.
+pub fn rping_interop(prefix: &str, addr: &str, port: u16, setup: &str, built: bool) -> Vec<Check> {
+    let rping = example("rping");
+    let flags = format!("-v -V -S {SIZE}");
+    let a = format!("-a {addr}");
+    let after = |cmd: String| if setup.is_empty() { cmd } else { format!("{setup} && ({cmd})") };
+    let (p1, p2) = (port, port + 1);
+    [
+        (
+            "rping server, C rping client (-v -V)",
+            pair(&format!("{rping} -s {a} -p {p1} {flags}"), &format!("rping -c {a} -p {p1} -C {PINGS} {flags}")),
+        ),
+        (
+            "C rping server, rping client (-v -V)",
+            pair(&format!("rping -s {a} -p {p2} {flags}"), &format!("{rping} -c {a} -p {p2} -C {PINGS} {flags}")),
+        ),
+    ]
+    .into_iter()
+    .map(|(name, cmd)| Check::verdict(&format!("{prefix}{name}"), after(cmd), move |d| built && pinged(d)))
+    .collect()
+}
+
+/// Builds the examples and returns their device checks.
+pub fn checks() -> Result<Vec<Check>> {
+    let built = build_examples();
     let [rping, server, client] = EXAMPLES.map(example);
     let flags = format!("-v -V -S {SIZE}");
     let a = "-a \"$RRDDMMA_CM_ADDR\"";
-    let mut v = Vec::new();
+    let mut v = rping_interop("", "\"$RRDDMMA_CM_ADDR\"", 7301, "", built);
     let mut add = |name: &str, cmd: String, judge: fn(&Done) -> bool| {
         v.push(Check::verdict(name, cmd, move |d| built && judge(d)));
     };
-    add(
-        "rping server, C rping client (-v -V)",
-        pair(&format!("{rping} -s {a} -p 7301 {flags}"), &format!("rping -c {a} -p 7301 -C {PINGS} {flags}")),
-        pinged,
-    );
-    add(
-        "C rping server, rping client (-v -V)",
-        pair(&format!("rping -s {a} -p 7302 {flags}"), &format!("{rping} -c {a} -p 7302 -C {PINGS} {flags}")),
-        pinged,
-    );
     add(
         "rping server and client (-v -V)",
         pair(&format!("{rping} -s {a} -p 7303 {flags}"), &format!("{rping} -c {a} -p 7303 -C {PINGS} {flags}")),

@@ -2,7 +2,8 @@
 //! built in a mount namespace where rdma-core's headers, libraries and
 //! pkg-config files are hidden; the binaries checked with `readelf -d`; the
 //! typed load errors (`tests/dlopen.rs`) on the host and in that namespace;
-//! and the device suite, in the device session, on this linkage.
+//! and the device suite, in the device session, on this linkage (built with
+//! `tokio`, so the async layer's `aio_cm::` tests run on it too).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -60,7 +61,7 @@ pub fn host(tally: &mut Tally) -> Option<Built> {
     let build = format!(
         "export CARGO_TARGET_DIR={dir}\n\
          {cargo} clean --quiet -p rrddmma\n\
-         {cargo} test --no-run --quiet -p rrddmma --features dlopen --test dlopen --test device --message-format=json\n"
+         {cargo} test --no-run --quiet -p rrddmma --features dlopen,tokio --test dlopen --test device --message-format=json\n"
     );
     let mut cmd = in_namespace(&build);
     eprintln!("$ {}", crate::show(&cmd));
@@ -97,8 +98,8 @@ pub fn host(tally: &mut Tally) -> Option<Built> {
     Some(Built { device })
 }
 
-/// The device suite on the dlopen linkage (`build_info()` asserted), for
-/// the device session.
+/// The device suite on the dlopen linkage (`build_info()` asserted; every
+/// device test, `aio_cm::` included), for the device session.
 pub fn checks(built: &Built, skip: &str) -> Vec<Check> {
     vec![Check::libtest(
         "device tests (dlopen linkage)",

@@ -14,6 +14,8 @@
 //!   crates and C (`peers/`): instructions, allocations and time per operation.
 //! - `cargo xtask vm [--kernel stable|newest] -- CMD...`: runs CMD inside the SoftRoCE VM with `rxe0` ready,
 //!   under Debian stable's kernel or Debian's newest (see `kernels`).
+//! - `cargo xtask siw [-- CMD... | --checks]`: CMD in the VM with soft-iWARP's `siw0` up, or the
+//!   siw checks of `test` alone.
 //! - `cargo xtask bindings [--check] [--dl-only]`: regenerates or checks `src/bindings/sys.rs`
 //!   (and the `dlopen` tables derived from it).
 //! - `cargo xtask dlopen`: the dlopen linkage alone: built with rdma-core hidden, its load
@@ -94,7 +96,8 @@ fn usage() -> ExitCode {
     eprintln!(
         "usage: cargo xtask <task>\n\
          \x20 test [--no-kernel-matrix]  everything CI checks, host and device, under Debian stable's and newest kernel and on soft-iWARP\n\
-         \x20                      (--no-kernel-matrix: stable's kernel and rxe only)\n\
+         \x20                      (--no-kernel-matrix: stable's kernel and rxe only, the rest listed as skipped;\n\
+         \x20                      without it, a device on the host fails those checks: they need the VM)\n\
          \x20 demo [--device NAME] [--reps N] [--no-instructions | --instructions-only]\n\
          \x20                      rrddmma-perf beside perftest: ratios with spread, a plot, instructions per message\n\
          \x20 userspace             builds the pinned rdma-core v59 shared libraries in place and prints the RRDDMMA_LIB* settings\n\
@@ -112,6 +115,7 @@ fn usage() -> ExitCode {
          \x20                      run CMD in the SoftRoCE VM (rxe0 ready) under Debian stable's or newest kernel\n\
          \x20 siw [-- CMD...]       run CMD in the VM with soft-iWARP's siw0 up (the module built from the\n\
          \x20                      stable kernel's source) and the device tests' environment pointing at it\n\
+         \x20 siw --checks          the siw checks of `test` alone (module, rping both ways, device tests on siw0)\n\
          \x20 bindings [--check] [--dl-only]  regenerate / check src/bindings/sys.rs (and the dlopen tables)\n\
          \x20 dlopen                the dlopen linkage: build with rdma-core hidden, load errors, device suite\n\
          \x20 deps                  install the tools and packages the tasks need\n\

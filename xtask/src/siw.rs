@@ -134,11 +134,13 @@ pub fn checks(image: &Path, device_tests: &Path, subset: &str) -> Result<Vec<Che
     checks.push(Check::verdict(
         "siw: rping (librdmacm's C tool) over iWARP",
         format!(
-            "{setup} && (timeout 60 rping -s -a {SIW_ADDR} -C 3 -v & sleep 1; \
+            "{setup} && (timeout 60 rping -s -a {SIW_ADDR} -C 3 -v & sleep 3; \
              timeout 60 rping -c -a {SIW_ADDR} -C 3 -v; c=$?; wait; exit $c)"
         ),
         |d| d.code == Some(0) && d.output.matches("ping data").count() >= 3,
     ));
+    // The repository's rping example against C rping, both roles, on siw0.
+    checks.extend(crate::cm::rping_interop("siw: ", SIW_ADDR, 7311, &setup, crate::cm::build_examples()));
     checks.push(Check::libtest(
         "device tests on siw (iWARP)",
         format!("{setup} && {} '{}' --ignored --test-threads=1 {subset}", env(), device_tests.display()),
@@ -151,12 +153,27 @@ pub fn checks(image: &Path, device_tests: &Path, subset: &str) -> Result<Vec<Che
 /// `ibv_devinfo -d siw0`) with the device tests' environment pointing at
 /// siw0, e.g. a device test binary with `--ignored --test-threads=1 iwarp::`.
 pub fn task(args: &[String]) -> Result<()> {
+    if args == ["--checks"] {
+        return only_checks();
+    }
     let cmd = args.strip_prefix(&["--".to_string()]).unwrap_or(args);
     let m = module(&kernels::Kernel::Stable.image()?)?;
     println!("siw: module from {}", m.source);
     let what = if cmd.is_empty() { format!("ibv_devinfo -d {SIW_DEVICE}") } else { crate::device::shell_words(cmd) };
     let line = format!("{} && export {} && {what}", setup(&m.ko), env());
     crate::device::vm(&["bash".to_string(), "-c".to_string(), line])
+}
+
+/// `cargo xtask siw --checks`: the siw checks of `cargo xtask test` alone
+/// (the device tests built with `tokio`), in one VM under the stable kernel.
+fn only_checks() -> Result<()> {
+    crate::deps::ensure()?;
+    let image = kernels::Kernel::Stable.image()?;
+    let tests = crate::capture::device_binary("tokio", &[], None)?;
+    let checks = checks(&image, &tests, DEVICE_SUBSET)?;
+    let mut tally = crate::tally::Tally::default();
+    crate::device::run_checks(&crate::device::Place::Vm { kernel: image }, &checks, &mut tally)?;
+    tally.finish()
 }
 
 #[cfg(test)]

@@ -11,6 +11,9 @@ pub struct Tally {
     /// description. The final summary repeats them, so a failure is found
     /// without scrolling back through a half-hour log.
     pub failures: Vec<String>,
+    /// Steps left out on request (an opt-out flag), with the flag: the
+    /// final summary lists them, so a run never omits a step unseen.
+    pub skipped: Vec<String>,
 }
 
 impl Tally {
@@ -61,10 +64,26 @@ impl Tally {
         }
     }
 
-    /// Prints the final `N passed, N failed` line and the list of what
-    /// failed; an error when anything did.
+    /// Records a step left out because an opt-out flag asked for it (not a
+    /// failure; listed by [`Tally::finish`]).
+    pub fn skip(&mut self, what: &str) {
+        println!("skipped {what}");
+        self.skipped.push(what.to_string());
+    }
+
+    /// Prints the final `N passed, N failed` line (with `N skipped on
+    /// request` and their list when any were), and the list of what failed;
+    /// an error when anything did.
     pub fn finish(&self) -> crate::Result<()> {
-        println!("\n{} passed, {} failed", self.passed, self.failed);
+        if self.skipped.is_empty() {
+            println!("\n{} passed, {} failed", self.passed, self.failed);
+        } else {
+            println!("\n{} passed, {} failed, {} skipped on request", self.passed, self.failed, self.skipped.len());
+            println!("skipped:");
+            for what in &self.skipped {
+                println!("  {what}");
+            }
+        }
         if self.failed == 0 {
             return Ok(());
         }
@@ -92,6 +111,15 @@ mod tests {
         t.check("x", false);
         assert_eq!(t.failed, 5);
         assert_eq!(t.failures, ["check x"]);
+    }
+
+    #[test]
+    fn steps_skipped_on_request_are_listed_not_failed() {
+        let mut t = Tally::default();
+        t.skip("kernel matrix (--no-kernel-matrix)");
+        assert_eq!((t.passed, t.failed), (0, 0));
+        assert_eq!(t.skipped, ["kernel matrix (--no-kernel-matrix)"]);
+        assert!(t.finish().is_ok());
     }
 
     #[test]

@@ -155,7 +155,10 @@ impl<'a> QpBuilder<'a> {
     }
 
     /// Creates the QP through `ibv_create_qp_ex` with the extended post API
-    /// enabled for `ops`, for [`Qp::wr_batch`].
+    /// enabled for `ops`, for [`Qp::wr_batch`]. On a device without atomics
+    /// (iWARP: [`Context::atomics`](super::Context::atomics)), `ops` with
+    /// an atomic make [`build`](Self::build) an [`Error::Unsupported`]
+    /// naming them and `atomic_cap` ([`SendOps::BASIC`] holds both atomics).
     pub fn send_ops(mut self, ops: SendOps) -> QpBuilder<'a> {
         self.send_ops = Some(ops);
         self
@@ -234,6 +237,15 @@ impl<'a> QpBuilder<'a> {
             });
         }
         if let Some(ops) = self.send_ops {
+            if ops.intersects(SendOps::ATOMIC_FETCH_AND_ADD | SendOps::ATOMIC_CMP_AND_SWP)
+                && !self.pd.context().atomics()
+            {
+                return Err(Error::Unsupported {
+                    op: "ibv_create_qp_ex",
+                    feature: "the send ops ATOMIC_FETCH_AND_ADD and ATOMIC_CMP_AND_SWP (the device's atomic_cap is \
+                              IBV_ATOMIC_NONE, as on iWARP; leave them out of QpBuilder::send_ops)",
+                });
+            }
             if ops.contains(SendOps::ATOMIC_WRITE)
                 && self.pd.context().query_device_ex()?.device_cap_flags_ex & ex::DEVICE_ATOMIC_WRITE == 0
             {
@@ -487,7 +499,9 @@ impl Qp {
     /// Modifies the QP. The transition and the attribute set are checked
     /// against the specification's table first (from the state this QP was
     /// last moved to, or `cur_state` when given), so that a refusal names the
-    /// missing and the forbidden attributes.
+    /// missing and the forbidden attributes. `REMOTE_ATOMIC` access on a
+    /// device without atomics (iWARP: [`Context::atomics`](super::Context::atomics))
+    /// is [`Error::Unsupported`] naming it and `atomic_cap`, before the call.
     ///
     /// # Panics
     /// If `attr` moves the QP to RESET while an mlx5 direct send-queue view
@@ -520,6 +534,16 @@ impl Qp {
         let to = attr.state();
         state::check(self.fabric(), self.batch.qp_type, from, to, attr.mask())
             .map_err(|refusal| Error::QpTransition { qp_type: self.batch.qp_type, from, to, refusal })?;
+        if attr.mask().contains(AttrMask::ACCESS_FLAGS)
+            && attr.as_raw().qp_access_flags & super::AccessFlags::REMOTE_ATOMIC.bits() != 0
+            && !self.pd.context().atomics()
+        {
+            return Err(Error::Unsupported {
+                op: "ibv_modify_qp",
+                feature: "REMOTE_ATOMIC access (the device's atomic_cap is IBV_ATOMIC_NONE, as on iWARP; grant \
+                          REMOTE_WRITE and REMOTE_READ only)",
+            });
+        }
         let mask = i32::try_from(attr.mask().bits()).expect("QP attribute masks fit in 31 bits");
         let mut raw = *attr.as_raw();
         // SAFETY: live QP; `raw` is valid for the call.
@@ -602,7 +626,9 @@ impl Qp {
     /// with one call (one doorbell on hardware). No allocation.
     ///
     /// On failure, [`Error::Post`] says which request the provider refused;
-    /// the ones before it were posted.
+    /// the ones before it were posted. A refused atomic on a device without
+    /// atomics (iWARP: [`Context::atomics`](super::Context::atomics)) is
+    /// [`Error::Unsupported`] naming the operation and `atomic_cap` instead.
     ///
     /// A batch cannot outlive the entry lists it references:
     ///
@@ -632,7 +658,8 @@ impl Qp {
 
     /// Posts a [`SendList`], linked when it was built: no linking at post
     /// time, one provider call. No allocation. On failure the error carries
-    /// no index; [`SendList::refused`] says which request was refused.
+    /// no index; [`SendList::refused`] says which request was refused (a
+    /// refused atomic on a device without atomics: as [`Qp::post_send`]).
     ///
     /// # Safety
     /// As [`Qp::post_send`], for every request of the list.
@@ -644,7 +671,8 @@ impl Qp {
         // memory is the caller's contract.
         let rc = unsafe { (self.post_send_fn)(self.as_ptr(), head, bad) };
         if rc != 0 {
-            return Err(Error::post_list("ibv_post_send", rc));
+            // SAFETY: `bad` is the list's slot, null or the refused request of it.
+            return Err(self.refused_atomic(unsafe { *bad }).unwrap_or_else(|| Error::post_list("ibv_post_send", rc)));
         }
         Ok(())
     }
@@ -658,9 +686,33 @@ impl Qp {
         // calls); the list and its memory are the caller's contract.
         let rc = unsafe { (self.post_send_fn)(self.as_ptr(), head, &mut bad) };
         if rc != 0 {
-            return Err(Error::post("ibv_post_send", rc, head, bad));
+            return Err(self.refused_atomic(bad).unwrap_or_else(|| Error::post("ibv_post_send", rc, head, bad)));
         }
         Ok(())
+    }
+
+    /// On a refused post only: the typed error when the refused request
+    /// `bad` is an atomic and the device has none ([`Context::atomics`]);
+    /// else `None` (the provider's errno stands).
+    #[cold]
+    #[inline(never)]
+    fn refused_atomic(&self, bad: *mut ffi::ibv_send_wr) -> Option<Error> {
+        if bad.is_null() || self.pd.context().atomics() {
+            return None;
+        }
+        // SAFETY: the provider points `bad` at a request of the caller's
+        // list, alive for the call.
+        let opcode = unsafe { (*bad).opcode };
+        let feature = match opcode {
+            ffi::ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD => {
+                "IBV_WR_ATOMIC_FETCH_AND_ADD (the device's atomic_cap is IBV_ATOMIC_NONE, as on iWARP)"
+            }
+            ffi::ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP => {
+                "IBV_WR_ATOMIC_CMP_AND_SWP (the device's atomic_cap is IBV_ATOMIC_NONE, as on iWARP)"
+            }
+            _ => return None,
+        };
+        Some(Error::Unsupported { op: "ibv_post_send", feature })
     }
 
     /// Posts receive work requests, linked in place, with one call.

@@ -238,14 +238,14 @@ fn device_of(data: &Conn, ctrl: &Conn) -> Result<Context> {
 
 /// The endpoint's parts on `ctx` for its two connections, before either
 /// side's connect or accept: both ids get the CM's ACK timeout, the data QP
-/// `o.connect.access` (the CM alone grants none; the control QP takes only
+/// `o.connect.access` ([`granted`](super::endpoint::granted): the CM alone grants none; the control QP takes only
 /// SENDs, so no remote access at all), and the control QP its receives,
 /// posted in INIT.
 fn parts_for(ctx: Context, data: &Conn, ctrl: &Conn, o: &AioOpts) -> Result<Parts> {
     for c in [data, ctrl] {
         c.id.set_ack_timeout(o.connect.timeout)?;
     }
-    data.id.set_access(o.connect.access);
+    data.id.set_access(super::endpoint::granted(&ctx, o.connect.access));
     let p = Parts::new(ctx, o)?;
     ctrl.id.modify_qp(&p.ctrl_qp, QpState::INIT)?;
     p.post_ctrl_recvs()?;

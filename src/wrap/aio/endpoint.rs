@@ -33,7 +33,7 @@ use crate::prim::{
 /// | `pool_size` | 16 MiB: the registered pool `alloc_local_mr` and the peer's requests take from |
 /// | `caps` | 1,024 send and 1,024 receive requests, one entry each |
 /// | `cq_size` | 4,096 |
-/// | `connect` | [`ConnectOpts::default`] with remote read, write and atomic access granted |
+/// | `connect` | [`ConnectOpts::default`] with remote read, write and atomic access granted (atomic only where the device has atomics: [`Context::atomics`]) |
 /// | `busy_poll` | `false`: the driver sleeps on the completion channel |
 /// | `spin_polls` | 16: most empty polls before the driver arms the CQ and sleeps (adaptive, see [`AioOpts::spin_polls`]) |
 /// | `setup_timeout` | 10 s: bound on the TCP exchange of [`RcEndpoint::connect`] and [`Listener::accept`](super::Listener::accept), and on each RDMA CM step of [`RcEndpoint::connect_cm`] and [`Listener::bind_cm`](super::Listener::bind_cm)'s accept |
@@ -106,7 +106,8 @@ impl AioOpts {
         /// Default 4,096.
         const cq_size: u32;
         /// Connection parameters (GID, MTU, timeouts, access). Default
-        /// [`ConnectOpts::default`] with remote read, write and atomic access granted.
+        /// [`ConnectOpts::default`] with remote read, write and atomic access
+        /// granted (atomic only where the device has atomics).
         const connect: ConnectOpts;
         /// Spin on the CQ instead of sleeping on its channel: lower latency,
         /// a busy core. Default `false`.
@@ -223,6 +224,19 @@ impl std::fmt::Debug for Shared {
 
 /// An endpoint's objects before its driver starts: built by both ways of
 /// connecting (TCP exchange, RDMA CM).
+/// The remote access the data QP gets: `access`, less `REMOTE_ATOMIC` on a
+/// device without atomics (iWARP), whose QPs refuse it
+/// ([`Context::atomics`]); there [`RcEndpoint::fetch_add`] and
+/// [`RcEndpoint::compare_swap`] fail with the typed
+/// [`prim::Error::Unsupported`](crate::prim::Error::Unsupported) of the post.
+pub(super) fn granted(ctx: &Context, access: AccessFlags) -> AccessFlags {
+    if ctx.atomics() {
+        access
+    } else {
+        access.difference(AccessFlags::REMOTE_ATOMIC)
+    }
+}
+
 pub(super) struct Parts {
     pub ctx: Context,
     channel: CompChannel,
@@ -383,7 +397,13 @@ impl RcEndpoint {
             tcp.read_exact(&mut theirs).await.map_err(Error::io("read the peer's QP numbers", peer))?;
         }
         let (peer_data, peer_ctrl) = (parse(&theirs[..QpInfo::WIRE_LEN])?, parse(&theirs[QpInfo::WIRE_LEN..])?);
-        let copts = ConnectOpts { gid_index: Some(gid), port: o.port, mtu: mtu.min(peer_data.mtu), ..o.connect };
+        let copts = ConnectOpts {
+            gid_index: Some(gid),
+            port: o.port,
+            mtu: mtu.min(peer_data.mtu),
+            access: granted(&p.ctx, o.connect.access),
+            ..o.connect
+        };
         p.data.connect(&peer_data.endpoint(), mine[0].psn, &copts)?;
         // The control QP takes only SENDs: no remote access at all.
         let ctrl_opts = ConnectOpts { access: AccessFlags::empty(), ..copts };
