@@ -3,8 +3,9 @@
 //! compressed session holds, and for each offered format a compressing CQ
 //! (`comp::create_cq`) with its direct view, which expands compressed
 //! sessions as it polls (`poll` for completions, `poll_cqes` for whole
-//! CQEs with the RSS hash or checksum). Every other format gives a typed
-//! `Unsupported`. On any device that is not mlx5 it says so and exits with
+//! CQEs with the RSS hash or checksum, `poll_scattered` for receives whose
+//! payload the device scattered into the CQE). Every other format gives a
+//! typed `Unsupported`. On any device that is not mlx5 it says so and exits with
 //! status 0.
 //!
 //! ```text
@@ -48,6 +49,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             view.cqn(),
             cq.cq().capacity()
         );
+        // Small receives may come with their payload in the CQE itself
+        // (scatter-to-CQE: up to 32 bytes in a 64-byte CQE): it is copied
+        // out before the entry goes back to the device.
+        let mut payload = [0u8; 64];
+        while let Some((c, len)) = view.poll_scattered(&mut payload) {
+            println!(
+                "    QP {:#x} WQE {}: {:?}, {len} payload bytes from the CQE: {:02x?}",
+                c.qpn,
+                c.wqe_counter,
+                c.status,
+                &payload[..len]
+            );
+        }
     }
     Ok(())
 }
