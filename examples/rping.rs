@@ -133,7 +133,7 @@ impl Bufs {
     fn post_recv(&self, qp: &Qp) -> Res<()> {
         let sge = [self.recv.sge(0..INFO_LEN)];
         // SAFETY: `recv` is registered on the QP's PD and lives as long as the
-        // connection (dropped after it, in `main`'s scope order).
+        // connection: the callers drop the connection first.
         unsafe { qp.post_recv(&mut [RecvWr::new(&sge, 1)]) }?;
         Ok(())
     }
@@ -230,7 +230,9 @@ fn server(o: &Opts) -> Res<()> {
     // ends the connection.
     let opts = cm_opts().timeout(Duration::from_secs(3600));
     let req = l.next_request(Instant::now() + Duration::from_secs(3600))?;
-    let (c, b) = req.accept_with(&opts, |pd, qp| -> Res<Bufs> {
+    // `b` before `c`: the connection (its QP holds the receive) is dropped
+    // first.
+    let (b, c) = req.accept_with(&opts, |pd, qp| -> Res<Bufs> {
         let b = Bufs::new(pd, o.size)?;
         b.post_recv(qp)?;
         Ok(b)
@@ -275,6 +277,9 @@ fn client(o: &Opts) -> Res<()> {
     let remote =
         MemOpts::default().access(AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE);
     let mut start_buf = RegisteredMem::with(&c.pd, o.size, &remote)?;
+    // Moved into a binding declared after the buffers, so that it is
+    // dropped (its QP destroyed) before them on every return.
+    let c = c;
     b.post_recv(&c.qp)?;
     let mut start = b'A';
     let mut ping = 0u64;

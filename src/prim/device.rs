@@ -225,9 +225,9 @@ impl Context {
     /// Whether the device executes atomics (FETCH_AND_ADD, CMP_AND_SWP):
     /// its `atomic_cap` is not `IBV_ATOMIC_NONE`. iWARP devices have none;
     /// on them [`QpBuilder::build`](super::QpBuilder::build) refuses atomic
-    /// send ops, [`Qp::modify`](super::Qp::modify) refuses `REMOTE_ATOMIC`
-    /// access and a posted atomic is [`Error::Unsupported`] naming the
-    /// operation and the cap.
+    /// send ops and a posted atomic is [`Error::Unsupported`] naming the
+    /// operation and the cap (`REMOTE_ATOMIC` access is granted as asked:
+    /// the device accepts it).
     pub fn atomics(&self) -> bool {
         self.0.atomics
     }

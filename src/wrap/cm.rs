@@ -214,18 +214,33 @@ impl CmRequest {
     /// ends the connection (RoCE's RNR retries cover it); C's `rping`
     /// client sends at once. An error of `before` is returned and the
     /// request is not accepted.
+    ///
+    /// What `before` made comes first in the result, so that
+    /// `let (bufs, conn) = req.accept_with(..)?` drops the connection (and
+    /// its QP, which holds the posted receives) before the buffers. If the
+    /// accept fails after `before`, the QP is destroyed before what `before`
+    /// made is dropped.
     pub fn accept_with<T, E: From<Error>>(
         self,
         opts: &CmOpts,
         before: impl FnOnce(&Pd, &Qp) -> std::result::Result<T, E>,
-    ) -> std::result::Result<(CmConn, T), E> {
+    ) -> std::result::Result<(T, CmConn), E> {
         let (pd, send_cq, recv_cq, qp) = parts(&self.id, opts)?;
         self.id.set_access(opts.access);
         self.id.modify_qp(&qp, crate::prim::QpState::INIT)?;
         let made = before(&pd, &qp)?;
-        self.id.accept(&qp, &opts.param())?;
-        self.id.expect(CmEventType::ESTABLISHED, Instant::now() + opts.timeout)?;
-        Ok((CmConn { qp, send_cq, recv_cq, pd, peer_data: self.private_data, id: self.id }, made))
+        let accepted = self
+            .id
+            .accept(&qp, &opts.param())
+            .and_then(|()| self.id.expect(CmEventType::ESTABLISHED, Instant::now() + opts.timeout).map(drop));
+        if let Err(e) = accepted {
+            // The receives `before` posted point into `made`: the QP goes
+            // first.
+            drop(qp);
+            drop(made);
+            return Err(e.into());
+        }
+        Ok((made, CmConn { qp, send_cq, recv_cq, pd, peer_data: self.private_data, id: self.id }))
     }
 
     /// Rejects, with private data for the peer (at most 148 bytes).

@@ -170,14 +170,20 @@ fn not_extended() -> ! {
 }
 
 /// Whether the provider set the entries every batch calls (`wr_start`,
-/// `wr_complete`, `wr_abort`) and the one-entry setter (`wr_set_sge`):
+/// `wr_complete`, `wr_abort`) and the data setters every request ends
+/// with (`wr_set_sge`, and `wr_set_sge_list`, which also ends a request
+/// without entries):
 /// checked once when the QP is made, so that the batch calls them as C's
 /// inline `ibv_wr_*` functions do, without a null check per call.
 #[cfg(not(rrddmma_mlnx_ofed4))]
 pub(super) fn batch_entries_set(ex: NonNull<ffi::ibv_qp_ex>) -> bool {
     // SAFETY: a live extended QP's function table (plain reads).
     let q = unsafe { ex.as_ref() };
-    q.wr_start.is_some() && q.wr_complete.is_some() && q.wr_abort.is_some() && q.wr_set_sge.is_some()
+    q.wr_start.is_some()
+        && q.wr_complete.is_some()
+        && q.wr_abort.is_some()
+        && q.wr_set_sge.is_some()
+        && q.wr_set_sge_list.is_some()
 }
 
 /// Whether the provider set the entry of each operation in `ops` that a

@@ -499,9 +499,10 @@ impl Qp {
     /// Modifies the QP. The transition and the attribute set are checked
     /// against the specification's table first (from the state this QP was
     /// last moved to, or `cur_state` when given), so that a refusal names the
-    /// missing and the forbidden attributes. `REMOTE_ATOMIC` access on a
-    /// device without atomics (iWARP: [`Context::atomics`](super::Context::atomics))
-    /// is [`Error::Unsupported`] naming it and `atomic_cap`, before the call.
+    /// missing and the forbidden attributes. `REMOTE_ATOMIC` access is
+    /// passed on as given, also on a device without atomics (iWARP:
+    /// [`Context::atomics`](super::Context::atomics)), which accepts it as C
+    /// programs grant it; the atomics themselves are refused there.
     ///
     /// # Panics
     /// If `attr` moves the QP to RESET while an mlx5 direct send-queue view
@@ -534,16 +535,6 @@ impl Qp {
         let to = attr.state();
         state::check(self.fabric(), self.batch.qp_type, from, to, attr.mask())
             .map_err(|refusal| Error::QpTransition { qp_type: self.batch.qp_type, from, to, refusal })?;
-        if attr.mask().contains(AttrMask::ACCESS_FLAGS)
-            && attr.as_raw().qp_access_flags & super::AccessFlags::REMOTE_ATOMIC.bits() != 0
-            && !self.pd.context().atomics()
-        {
-            return Err(Error::Unsupported {
-                op: "ibv_modify_qp",
-                feature: "REMOTE_ATOMIC access (the device's atomic_cap is IBV_ATOMIC_NONE, as on iWARP; grant \
-                          REMOTE_WRITE and REMOTE_READ only)",
-            });
-        }
         let mask = i32::try_from(attr.mask().bits()).expect("QP attribute masks fit in 31 bits");
         let mut raw = *attr.as_raw();
         // SAFETY: live QP; `raw` is valid for the call.
