@@ -244,7 +244,7 @@ fn path(ctx: &Context, port: u8, gid_index: Option<u8>, hop_limit: u8, tclass: u
 }
 
 /// Where a DCI request goes: an address handle to the target's port, its
-/// DCT number and access key, and the DCI stream it goes on.
+/// DCT number and access key.
 #[derive(Debug, Clone, Copy)]
 pub struct DctAddr<'a> {
     /// Address handle for the target's port.
@@ -253,17 +253,12 @@ pub struct DctAddr<'a> {
     pub dctn: u32,
     /// DC access key ([`Dct::key`] at the target).
     pub key: u64,
-    /// The DCI stream (`mlx5dv_wr_set_dc_addr_stream`'s `stream_id`): 0,
-    /// the default, is every DCI's first; other streams need a DCI created
-    /// with streams (`mlx5dv_dci_streams`), made outside this crate. Set it with `DctAddr { stream, ..DctAddr::new(..) }`.
-    pub stream: u16,
 }
 
 impl<'a> DctAddr<'a> {
-    /// The target `dctn` with access key `key`, reached through `ah`, on
-    /// stream 0.
+    /// The target `dctn` with access key `key`, reached through `ah`.
     pub fn new(ah: &'a Ah, dctn: u32, key: u64) -> DctAddr<'a> {
-        DctAddr { ah, dctn, key, stream: 0 }
+        DctAddr { ah, dctn, key }
     }
 }
 
@@ -480,28 +475,22 @@ pub struct DciBatch<'q> {
 }
 
 impl<'q> DciBatch<'q> {
-    /// Adds `wr` (any [`SendWr`] but UD), addressed to `to` (on its
-    /// [`DctAddr::stream`]: `mlx5dv_wr_set_dc_addr`, or
-    /// `mlx5dv_wr_set_dc_addr_stream` for a stream other than 0).
-    ///
-    /// # Panics
-    /// With MLNX_OFED 4.x, on a stream other than 0 (4.x has no DCI streams).
+    /// Adds `wr` (any [`SendWr`] but UD), addressed to `to`
+    /// (`mlx5dv_wr_set_dc_addr`: the DCI's first stream, the only one of a
+    /// DCI this crate creates).
     ///
     /// # Safety
     /// As [`WrBatch::post`](crate::prim::WrBatch::post): the entries of `wr`
-    /// name registered memory, alive and untouched until completion. A
-    /// stream other than 0 only on a DCI created with streams (its provider
-    /// has the stream entry).
+    /// name registered memory, alive and untouched until completion.
     #[inline]
     pub unsafe fn post(&mut self, wr: &SendWr<'_>, to: &DctAddr<'_>) -> Result<()> {
         #[cfg(not(rrddmma_mlnx_ofed4))]
         {
             // SAFETY: `Ah` holds a live, non-null handle; the caller's contract.
-            unsafe { self.post_raw(wr, std::ptr::NonNull::new_unchecked(to.ah.as_ptr()), to.dctn, to.key, to.stream) }
+            unsafe { self.post_raw(wr, std::ptr::NonNull::new_unchecked(to.ah.as_ptr()), to.dctn, to.key, 0) }
         }
         #[cfg(rrddmma_mlnx_ofed4)]
         {
-            assert!(to.stream == 0, "DCI streams need rdma-core: MLNX_OFED 4.x has no mlx5dv_wr_set_dc_addr_stream");
             let mut raw = imp::exp_send_wr(wr, to.ah.as_ptr(), to.dctn, to.key);
             // SAFETY: a live DCI of a 4.x context; one request whose memory
             // the caller keeps valid.
@@ -509,13 +498,16 @@ impl<'q> DciBatch<'q> {
         }
     }
 
-    /// [`DciBatch::post`] to a raw address handle that no [`Ah`] owns (the
-    /// libmlx5 differential harness posts to the provider's own): stream 0
-    /// through `mlx5dv_wr_set_dc_addr`, others through
+    /// [`DciBatch::post`] to a raw address handle that no [`Ah`] owns, on
+    /// any DCI stream (the libmlx5 differential harness posts to the
+    /// provider's own DCIs, some made with streams): stream 0 through
+    /// `mlx5dv_wr_set_dc_addr`, others through
     /// `mlx5dv_wr_set_dc_addr_stream`.
     ///
     /// # Safety
-    /// As [`DciBatch::post`]; `ah` is a live `ibv_ah` of the DCI's provider.
+    /// As [`DciBatch::post`]; `ah` is a live `ibv_ah` of the DCI's provider;
+    /// a stream other than 0 only on a DCI created with streams (its
+    /// provider has the stream entry).
     #[doc(hidden)]
     #[cfg(not(rrddmma_mlnx_ofed4))]
     #[inline]
