@@ -5,6 +5,7 @@
 
 use serde_json::Value;
 
+use super::testbed::testbed_ok;
 use super::verdict::jsons_in;
 use crate::device::Check;
 use crate::Result;
@@ -207,7 +208,7 @@ pub fn load_checks(me: &str, launch: &dyn Fn(u16, &str) -> String) -> Result<Vec
             && open_loop_ok(&js[0])
             && mix_ok(&js[1])
             && scenario_ok(&js[2..])
-            && js.iter().all(|j| super::cluster::testbed_ok(j, false, &[]))
+            && js.iter().all(|j| testbed_ok(j, false, &[]))
             && d.output.matches("heap allocations inside measured loops: 0").count() == 3 * 4
             && d.output.matches("svg, 1 legend").count() == 4
             && d.output.matches(" 3 lines").count() == 2

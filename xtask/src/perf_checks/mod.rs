@@ -6,6 +6,7 @@ mod cluster;
 mod cluster_load;
 mod flags;
 mod pair;
+mod testbed;
 mod verdict;
 
 pub use cluster::{cluster_checks, srun_check};
