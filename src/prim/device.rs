@@ -114,6 +114,21 @@ pub(crate) struct ContextInner {
     quirks: Quirks,
     /// The device's `atomic_cap` is not `IBV_ATOMIC_NONE` (iWARP's is).
     atomics: bool,
+    /// The limits `QpBuilder::build` checks and the port count, read once
+    /// at open: a device's attributes do not change while it is open.
+    limits: Limits,
+}
+
+/// Device attributes read once when the context is opened.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Limits {
+    /// `ibv_device_attr::max_qp_wr`.
+    pub(crate) max_qp_wr: i32,
+    /// `ibv_device_attr::max_sge`.
+    pub(crate) max_sge: i32,
+    /// `ibv_device_attr::phys_port_cnt`.
+    #[cfg_attr(rrddmma_mlnx_ofed4, allow(dead_code))]
+    pub(crate) ports: u8,
 }
 
 // SAFETY: `ibv_close_device` releases what the matching create verb made; a context may be used from any thread (verbs are thread-safe); shared use goes through thread-safe verbs calls.
@@ -203,12 +218,18 @@ impl Context {
         let ctx = NonNull::new(ctx).ok_or_else(|| Error::last("ibv_open_device"))?;
         let mut c = Context(Arc::new(
             // SAFETY: just made by its create verb, owned by nothing else.
-            unsafe { Owned::new(ctx, ContextInner { name, quirks: Quirks::default(), atomics: false }) },
+            unsafe {
+                Owned::new(
+                    ctx,
+                    ContextInner { name, quirks: Quirks::default(), atomics: false, limits: Limits::default() },
+                )
+            },
         ));
         let attr = c.query_device()?;
         let inner = Arc::get_mut(&mut c.0).expect("no clone yet").data_mut();
         inner.quirks = Quirks::for_device(attr.vendor_id, runtime_rdma_core_major());
         inner.atomics = attr.atomic_cap != ffi::ibv_atomic_cap::IBV_ATOMIC_NONE;
+        inner.limits = Limits { max_qp_wr: attr.max_qp_wr, max_sge: attr.max_sge, ports: attr.phys_port_cnt };
         Ok(c)
     }
 
@@ -230,6 +251,11 @@ impl Context {
     /// the device accepts it).
     pub fn atomics(&self) -> bool {
         self.0.atomics
+    }
+
+    /// The device's limits and port count, as read when it was opened.
+    pub(crate) fn limits(&self) -> Limits {
+        self.0.limits
     }
 
     /// The raw context, for calls into [`crate::bindings`].
@@ -342,7 +368,7 @@ impl Context {
         #[cfg(not(rrddmma_mlnx_ofed4))]
         {
             // The call returns every port's valid entries: room for all.
-            let ports = usize::from(self.query_device()?.phys_port_cnt.max(1));
+            let ports = usize::from(self.limits().ports.max(1));
             let len = self.query_port(port)?.gid_table_len() as usize;
             // Room, not values: the library writes the first `n` entries.
             let mut raw = Vec::<ffi::ibv_gid_entry>::with_capacity(len.max(1) * ports);

@@ -17,7 +17,10 @@ pub fn connected_rc_pair(
 ) -> Result<(Qp, Qp)> {
     let a = Qp::builder(pd, crate::prim::QpType::RC, send_cq, recv_cq).caps(caps).build()?;
     let b = Qp::builder(pd, crate::prim::QpType::RC, send_cq, recv_cq).caps(caps).build()?;
+    // Chosen once: both endpoints and both connections use the same index
+    // (and the GID table is read once, not once per connection).
     let gid_index = opts.gid_index_on(pd.context())?;
+    let opts = &ConnectOpts { gid_index: Some(gid_index), ..*opts };
     let ea: Endpoint = a.endpoint(opts.port, gid_index, psn)?;
     let eb: Endpoint = b.endpoint(opts.port, gid_index, psn.wrapping_add(1))?;
     a.connect(&eb, ea.psn, opts)?;

@@ -67,6 +67,7 @@ fn setup(wrap: bool, dev: &str) -> Pair {
         let a = Qp::builder(&pd, QpType::RC, &cq, &cq).caps(caps).build().unwrap_or_else(|e| die("Qp build", e));
         let b = Qp::builder(&pd, QpType::RC, &cq, &cq).caps(caps).build().unwrap_or_else(|e| die("Qp build", e));
         let gi = opts.gid_index_on(&ctx).unwrap_or_else(|e| die("gid_index_on", e));
+        let opts = opts.gid_index(Some(gi));
         let ea = a.endpoint(opts.get_port(), gi, 1).unwrap_or_else(|e| die("endpoint", e));
         let eb = b.endpoint(opts.get_port(), gi, 2).unwrap_or_else(|e| die("endpoint", e));
         a.connect(&eb, ea.psn, &opts).unwrap_or_else(|e| die("connect", e));
@@ -82,11 +83,10 @@ fn setup(wrap: bool, dev: &str) -> Pair {
 }
 
 /// Polls until `want` completions arrived, each a success.
-fn poll(p: &Pair, want: usize, empty: &AtomicU64) {
-    let mut wcs = [Wc::default(); 4];
+fn poll(p: &Pair, wcs: &mut [Wc; 4], want: usize, empty: &AtomicU64) {
     let mut got = 0;
     while got < want {
-        let n = p.cq.poll(&mut wcs).unwrap_or_else(|e| die("Cq::poll", e));
+        let n = p.cq.poll(wcs).unwrap_or_else(|e| die("Cq::poll", e));
         if n == 0 {
             empty.fetch_add(1, Relaxed);
         }
@@ -128,6 +128,8 @@ fn main() {
     let wl = a.workload.as_str();
     let sges32: [[Sge; 1]; 32] = std::array::from_fn(|i| [mr.sge(i * 64, 64)]);
     let mut wrs = [SendWr::write(&sges32[0], remote.at(0)); 32];
+    // One completion array for the run, as the other programs keep theirs.
+    let mut wcs = [Wc::default(); 4];
     // The workload is chosen once; each loop does only its own work.
     report(krate, &a, &empty, || match wl {
         "write1" | "read" | "faa" => {
@@ -149,7 +151,7 @@ fn main() {
                 // request completes before the next is posted.
                 unsafe { p.a.post_send(&mut [wr.signaled()]) }.unwrap_or_else(|e| die("post_send", e));
                 peers_settle(a.settle);
-                poll(&p, 1, &empty);
+                poll(&p, &mut wcs, 1, &empty);
             }
         }
         "write32" => {
@@ -163,7 +165,7 @@ fn main() {
                 // SAFETY: as above.
                 unsafe { p.a.post_send(&mut wrs) }.unwrap_or_else(|e| die("post_send", e));
                 peers_settle(a.settle);
-                poll(&p, 1, &empty);
+                poll(&p, &mut wcs, 1, &empty);
             }
         }
         _ => {
@@ -175,7 +177,7 @@ fn main() {
                 // SAFETY: as above.
                 unsafe { p.a.post_send(&mut [SendWr::send(&ss).signaled()]) }.unwrap_or_else(|e| die("post_send", e));
                 peers_settle(a.settle);
-                poll(&p, 2, &empty);
+                poll(&p, &mut wcs, 2, &empty);
             }
         }
     });

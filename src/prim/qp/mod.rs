@@ -197,7 +197,7 @@ impl<'a> QpBuilder<'a> {
         if self.xrcd.is_some_and(|x| x.context().as_ptr() != ctx) {
             foreign("XRC domain");
         }
-        let dev = self.pd.context().query_device()?;
+        let dev = self.pd.context().limits();
         let limit = |v: i32| u32::try_from(v).unwrap_or(0);
         let c = &self.caps;
         // The receive side only without an SRQ (which holds the receives).
