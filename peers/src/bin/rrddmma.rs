@@ -2,7 +2,8 @@
 //! `prim` builds the pair from `prim` objects (QP builder, endpoint,
 //! connect) and registers a `Vec` with `Mr::register`; `wrap` uses
 //! `wrap::connected_rc_pair` and `wrap::RegisteredMem`. The operations are
-//! `prim` calls in both (`Qp::post_send` of a slice of `SendWr`, `Cq::poll`).
+//! `prim` calls in both (`Qp::post_send` of a slice of `SendWr`, `Cq::poll`;
+//! 32 WRITEs per post through `Qp::wr_batch`, the `ibv_wr_*` API).
 //!
 //! `rrddmma event|aio|aio-nospin DEVICE OP-SIZE-INFLIGHT N`: the async
 //! comparison (module `asynch`).
@@ -14,7 +15,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use common::{die, peers_settle, report, Counting};
 use rrddmma::prim::{
-    AccessFlags, ConnectOpts, Context, Cq, Mr, Pd, Qp, QpCaps, QpType, RecvWr, SendWr, Sge, Wc, WrOpcode,
+    AccessFlags, ConnectOpts, Context, Cq, Mr, Pd, Qp, QpCaps, QpType, RecvWr, SendFlags, SendOps, SendWr, Sge, Wc,
+    WrOpcode,
 };
 use rrddmma::wrap::{connected_rc_pair, RegisteredMem};
 
@@ -53,7 +55,9 @@ struct Pair {
     _ctx: Context,
 }
 
-fn setup(wrap: bool, dev: &str) -> Pair {
+/// `batch`: the QPs take `ibv_wr_*` RDMA WRITEs (`QpBuilder::send_ops`),
+/// for the 32-per-post workload.
+fn setup(wrap: bool, dev: &str, batch: bool) -> Pair {
     let ctx = Context::open(dev).unwrap_or_else(|e| die("Context::open", e));
     let pd = Pd::alloc(&ctx).unwrap_or_else(|e| die("Pd::alloc", e));
     let cq = Cq::create(&ctx, 128).unwrap_or_else(|e| die("Cq::create", e));
@@ -64,8 +68,12 @@ fn setup(wrap: bool, dev: &str) -> Pair {
         let mem = RegisteredMem::new(&pd, LEN).unwrap_or_else(|e| die("RegisteredMem::new", e));
         (a, b, Buf::Wrap(mem))
     } else {
-        let a = Qp::builder(&pd, QpType::RC, &cq, &cq).caps(caps).build().unwrap_or_else(|e| die("Qp build", e));
-        let b = Qp::builder(&pd, QpType::RC, &cq, &cq).caps(caps).build().unwrap_or_else(|e| die("Qp build", e));
+        let build = || {
+            let q = Qp::builder(&pd, QpType::RC, &cq, &cq).caps(caps);
+            let q = if batch { q.send_ops(SendOps::RDMA_WRITE) } else { q };
+            q.build().unwrap_or_else(|e| die("Qp build", e))
+        };
+        let (a, b) = (build(), build());
         let gi = opts.gid_index_on(&ctx).unwrap_or_else(|e| die("gid_index_on", e));
         let opts = opts.gid_index(Some(gi));
         let ea = a.endpoint(opts.get_port(), gi, 1).unwrap_or_else(|e| die("endpoint", e));
@@ -118,16 +126,15 @@ fn main() {
     if a.workload == "setup" {
         return report(krate, &a, &empty, || {
             for _ in 0..a.iters {
-                drop(std::hint::black_box(setup(wrap, &a.device)));
+                drop(std::hint::black_box(setup(wrap, &a.device, false)));
             }
         });
     }
-    let p = setup(wrap, &a.device);
+    let p = setup(wrap, &a.device, a.workload == "write32");
     let mr = p.buf.mr();
     let remote = mr.remote();
     let wl = a.workload.as_str();
-    let sges32: [[Sge; 1]; 32] = std::array::from_fn(|i| [mr.sge(i * 64, 64)]);
-    let mut wrs = [SendWr::write(&sges32[0], remote.at(0)); 32];
+    let sges32: [Sge; 32] = std::array::from_fn(|i| mr.sge(i * 64, 64));
     // One completion array for the run, as the other programs keep theirs.
     let mut wcs = [Wc::default(); 4];
     // The workload is chosen once; each loop does only its own work.
@@ -156,14 +163,18 @@ fn main() {
         }
         "write32" => {
             for _ in 0..a.iters {
-                // Every request rebuilt per post, as the C program does;
-                // the entries and the array are reused.
-                for (i, w) in wrs.iter_mut().enumerate() {
-                    *w = SendWr::write(&sges32[i], remote.at(((32 + i) * 64) as u64)).wr_id(i as u64);
+                // The batch API (`ibv_wr_*`), as sideway posts: every
+                // request written into the send queue per post, the last
+                // signaled, one doorbell.
+                // SAFETY: the entries lie in `mr`, alive for the run; the
+                // batch completes before the next is posted.
+                let mut b = unsafe { p.a.wr_batch() };
+                for (i, sge) in sges32.iter().enumerate() {
+                    let flags = if i == 31 { SendFlags::SIGNALED } else { SendFlags::empty() };
+                    // SAFETY: as above; the QP was made with RDMA_WRITE.
+                    unsafe { b.rdma_write(i as u64, flags, sge, remote.at(((32 + i) * 64) as u64)) };
                 }
-                wrs[31] = wrs[31].signaled();
-                // SAFETY: as above.
-                unsafe { p.a.post_send(&mut wrs) }.unwrap_or_else(|e| die("post_send", e));
+                b.complete().unwrap_or_else(|e| die("WrBatch::complete", e));
                 peers_settle(a.settle);
                 poll(&p, &mut wcs, 1, &empty);
             }
