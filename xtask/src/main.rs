@@ -3,8 +3,9 @@
 //! - `cargo xtask test`: fmt, clippy, docs, bindings drift, host tests, then the
 //!   device tests on a real RDMA device (host SoftRoCE or the SoftRoCE VM), the
 //!   static-linkage checks, and a final `N passed, N failed` line.
-//! - `cargo xtask demo [--device NAME] [--reps N] [--no-instructions | --instructions-only]`: rrddmma-perf
-//!   beside perftest on the default device, timed and by instructions per message.
+//! - `cargo xtask demo [--device NAME] [--reps N] [--no-instructions | --instructions-only] [--no-peers]`:
+//!   rrddmma-perf beside perftest on the default device, timed and by instructions per message, then a
+//!   smoke round of `bench-peers`.
 //! - `cargo xtask perf-checks [pair|cluster|rdma_cm] [--only TEXT]`: only rrddmma-perf's device checks
 //!   (those whose name contains TEXT).
 //! - `cargo xtask hostile`: only the hostile-peer suite, with its tables.
@@ -98,8 +99,9 @@ fn usage() -> ExitCode {
          \x20 test [--no-kernel-matrix]  everything CI checks, host and device, under Debian stable's and newest kernel and on soft-iWARP\n\
          \x20                      (--no-kernel-matrix: stable's kernel and rxe only, the rest listed as skipped;\n\
          \x20                      without it, a device on the host fails those checks: they need the VM)\n\
-         \x20 demo [--device NAME] [--reps N] [--no-instructions | --instructions-only]\n\
-         \x20                      rrddmma-perf beside perftest: ratios with spread, a plot, instructions per message\n\
+         \x20 demo [--device NAME] [--reps N] [--no-instructions | --instructions-only] [--no-peers]\n\
+         \x20                      rrddmma-perf beside perftest: ratios with spread, a plot, instructions per message;\n\
+         \x20                      then a smoke round of bench-peers (--no-peers skips it)\n\
          \x20 userspace             builds the pinned rdma-core v59 shared libraries in place and prints the RRDDMMA_LIB* settings\n\
          \x20 examples              device checks of the interoperable examples only\n\
          \x20 cm-examples           device checks of the rdmacm examples only (rping, rdma_server/client)\n\
@@ -167,7 +169,7 @@ fn parse() -> std::result::Result<(String, Vec<String>), lexopt::Error> {
                 rest.push("--reps".to_string());
                 rest.push(p.value()?.string()?);
             }
-            ("demo", Long(f @ ("no-instructions" | "instructions-only"))) => rest.push(format!("--{f}")),
+            ("demo", Long(f @ ("no-instructions" | "instructions-only" | "no-peers"))) => rest.push(format!("--{f}")),
             ("bindings", Long("check")) => rest.push("--check".to_string()),
             ("bindings", Long("dl-only")) => rest.push("--dl-only".to_string()),
             ("perf-checks", Value(v)) if rest.is_empty() => rest.push(v.string()?),

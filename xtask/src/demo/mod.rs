@@ -16,9 +16,12 @@ use crate::{root, Result};
 const REPS: usize = 5;
 
 /// `cargo xtask demo [--device NAME] [--reps N] [--no-instructions |
-/// --instructions-only]`: rrddmma-perf and perftest side by side, timed
-/// (see [`timing_script`]) and by userspace instructions per message (see
-/// [`instr_script`]).
+/// --instructions-only] [--no-peers]`: rrddmma-perf and perftest side by
+/// side, timed (see [`timing_script`]) and by userspace instructions per
+/// message (see [`instr_script`]); then, unless `--no-peers` or
+/// `--instructions-only`, one smoke
+/// round of `cargo xtask bench-peers` (every Rust peer and C, every
+/// workload and ping-pong once, no callgrind) on the same device.
 pub fn demo(args: &[String]) -> Result<()> {
     let wanted = args.iter().position(|a| a == "--device").and_then(|i| args.get(i + 1));
     let reps = match args.iter().position(|a| a == "--reps").and_then(|i| args.get(i + 1)) {
@@ -63,6 +66,16 @@ pub fn demo(args: &[String]) -> Result<()> {
         eprintln!("run failed: {f}");
     }
     println!("every run's output: {}", dir.join("runs.log").display());
+    if timing && !args.iter().any(|a| a == "--no-peers") {
+        let mut peers = vec!["--smoke".to_string()];
+        if let Some(d) = wanted {
+            peers.extend(["--device".to_string(), d.clone()]);
+        }
+        if let Err(e) = crate::bench_peers::run_peers(&peers) {
+            failures.push(format!("bench-peers --smoke: {e}"));
+            eprintln!("run failed: bench-peers --smoke: {e}");
+        }
+    }
     if !failures.is_empty() {
         return Err(format!("{} demo run(s) failed", failures.len()).into());
     }
