@@ -180,7 +180,11 @@ impl LocalMr {
     /// If the range is outside the piece or longer than 4 GiB.
     pub(crate) fn sge(&self, range: Range<usize>) -> Sge {
         self.check(range.start, range.len());
-        self.pool.0.mem.sge(self.range.start + range.start..self.range.start + range.end)
+        let len = u32::try_from(range.len()).expect("an SGE covers at most 4 GiB - 1");
+        // Inside the piece (checked), which lies inside the pool's region:
+        // no second check against the region.
+        let mr = self.pool.0.mem.mr();
+        Sge::from_raw(mr.addr() + (self.range.start + range.start) as u64, len, mr.lkey())
     }
 
     /// Registers exactly this piece's bytes with remote read, write and
