@@ -86,6 +86,9 @@ struct Opts {
     smoke: bool,
     /// Only these workloads (`aio`: every async one); empty: all.
     rows: Vec<String>,
+    /// `--userspace v59`: every program runs on the pinned rdma-core v59
+    /// libraries ([`crate::userspace`]) instead of the system's.
+    v59: bool,
 }
 
 impl Opts {
@@ -95,7 +98,7 @@ impl Opts {
 }
 
 fn parse(args: &[String]) -> Result<Opts> {
-    let mut o = Opts { device: None, reps: 5, smoke: false, rows: Vec::new() };
+    let mut o = Opts { device: None, reps: 5, smoke: false, rows: Vec::new(), v59: false };
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -108,6 +111,10 @@ fn parse(args: &[String]) -> Result<Opts> {
                 }
             }
             "--smoke" => o.smoke = true,
+            "--userspace" => match it.next().map(String::as_str) {
+                Some("v59") => o.v59 = true,
+                other => return Err(format!("--userspace {other:?}: the one choice is v59").into()),
+            },
             "--rows" => {
                 let v = it.next().ok_or("--rows needs a list, e.g. write32,aio")?;
                 o.rows = v.split(',').map(str::to_string).collect();
@@ -250,6 +257,15 @@ pub fn run_peers(args: &[String]) -> Result<()> {
                i=${f##*/}; t=$(cat $f 2>/dev/null); g=$(cat /sys/class/infiniband/$RRDDMMA_TEST_DEVICE/ports/1/gids/$i); \
                case \"$t:$g\" in 'RoCE v2:0000:0000:0000:0000:0000:ffff:'*) echo $i; break;; esac; done); \
                export PEERS_GID_INDEX=${PEERS_GID_INDEX:-1}; ";
+    // Every program loads libibverbs by its soname (rrddmma, C and ibverbs
+    // link it, sideway dlopens it): LD_LIBRARY_PATH points them all at v59.
+    let userspace = if o.v59 {
+        let v59 = crate::userspace::build(&crate::test::rdma_core_source()?)?;
+        format!("export LD_LIBRARY_PATH={}; ", shell_quote(&v59.lib.to_string_lossy()))
+    } else {
+        String::new()
+    };
+    let gid = format!("{userspace}{gid}");
     if !o.smoke {
         for (pi, p) in list.iter().enumerate() {
             for w in p.counted.iter().filter(|w| o.wants(w)) {
@@ -355,8 +371,9 @@ pub fn run_peers(args: &[String]) -> Result<()> {
     }
     let mut md = String::new();
     md.push_str(&format!(
-        "device {}; {} timed round(s) of {ops} operations ({setups} set-ups), order rotated each round; {}\n\n",
+        "device {}; libibverbs {}; {} timed round(s) of {ops} operations ({setups} set-ups), order rotated each round; {}\n\n",
         place.device(),
+        if o.v59 { "rdma-core v59 (built in place, LD_LIBRARY_PATH)" } else { "the system's" },
         reps,
         if o.smoke {
             "smoke mode: no instruction counts".to_string()
@@ -471,6 +488,10 @@ mod tests {
         assert_eq!((o.device.as_deref(), o.reps, o.smoke), (Some("mlx5_0"), 7, true));
         assert!(parse(&["--reps".into(), "0".into()]).is_err());
         assert!(parse(&["--bogus".into()]).is_err());
+        assert!(parse(&["--userspace".into(), "v59".into()]).unwrap().v59);
+        assert!(!parse(&[]).unwrap().v59);
+        let e = parse(&["--userspace".into(), "v44".into()]).err().unwrap().to_string();
+        assert!(e.contains("v59"), "{e}");
         assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
     }
