@@ -104,11 +104,19 @@ fn main() {
     let num = |s: Option<&str>| s.and_then(|s| s.parse::<usize>().ok()).unwrap_or_else(|| die("workload", &a.workload));
     let (size, inflight) = (num(it.next()), num(it.next()));
     let layout = Layout::array::<u8>(size).unwrap_or_else(|e| die("layout", e));
+    // READs alternate between two sets of local regions: a READ locks its
+    // region with `try_write` and fails when the lock is taken, and the
+    // listener drops the previous READ's lock only after it has woken the
+    // awaiting task (on another worker, which may already have posted the
+    // next READ). Two sets apart, the listener has dropped it.
+    let sets = if write { 1 } else { 2 };
     let (mut lmrs, mut rmrs) = rt.block_on(async {
         let mut lmrs = Vec::new();
+        for _ in 0..inflight * sets {
+            lmrs.push(client.alloc_local_mr(layout).unwrap_or_else(|e| die("alloc_local_mr", e)));
+        }
         let mut rmrs = Vec::new();
         for _ in 0..inflight {
-            lmrs.push(client.alloc_local_mr(layout).unwrap_or_else(|e| die("alloc_local_mr", e)));
             let r = client.request_remote_mr_with_timeout(layout, RMR_TIMEOUT).await;
             rmrs.push(r.unwrap_or_else(|e| die("request_remote_mr", e)));
         }
@@ -125,9 +133,13 @@ fn main() {
     drop(server);
 }
 
-/// `batches` rounds of one WRITE or READ per region pair, awaited together.
-async fn ops(client: &Rdma, write: bool, lmrs: &mut [LocalMr], rmrs: &mut [RemoteMr], batches: usize) {
-    for _ in 0..batches {
+/// `batches` rounds of one WRITE or READ per remote region, awaited
+/// together; the local regions are `lmrs.len() / rmrs.len()` sets taken in
+/// turn.
+async fn ops(client: &Rdma, write: bool, all: &mut [LocalMr], rmrs: &mut [RemoteMr], batches: usize) {
+    let sets = all.len() / rmrs.len();
+    for b in 0..batches {
+        let lmrs = &mut all[(b % sets) * rmrs.len()..][..rmrs.len()];
         if lmrs.len() == 1 {
             let r = if write {
                 client.write(&lmrs[0], &mut rmrs[0]).await
