@@ -488,6 +488,9 @@ mod tests {
         assert_eq!((o.device.as_deref(), o.reps, o.smoke), (Some("mlx5_0"), 7, true));
         assert!(parse(&["--reps".into(), "0".into()]).is_err());
         assert!(parse(&["--bogus".into()]).is_err());
+        let o = parse(&["--rows".into(), "aio".into()]).unwrap();
+        assert!(o.wants("frontpage") && o.wants("read-64-32") && !o.wants("write32"));
+        assert!(parse(&["--rows".into(), "frontpage,send".into()]).unwrap().wants("frontpage"));
         assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
     }
