@@ -12,7 +12,8 @@
 //!   its bytes to one `write` at a time);
 //! - `frontpage`: the README's exchange per iteration: the client requests
 //!   an 8-byte region of the server, writes the second half of its own
-//!   region into it, reads it back and checks it, and gives it back
+//!   region into it, reads it back into a second local region and checks
+//!   it, and gives it back
 //!   (`send_remote_mr`); the server takes it back (`receive_local_mr`) and
 //!   checks it.
 //!
@@ -134,8 +135,8 @@ fn main() {
 }
 
 /// `batches` rounds of one WRITE or READ per remote region, awaited
-/// together; the local regions are `lmrs.len() / rmrs.len()` sets taken in
-/// turn.
+/// together; the local regions `all` are `all.len() / rmrs.len()` sets
+/// taken in turn.
 async fn ops(client: &Rdma, write: bool, all: &mut [LocalMr], rmrs: &mut [RemoteMr], batches: usize) {
     let sets = all.len() / rmrs.len();
     for b in 0..batches {
