@@ -50,9 +50,10 @@ unsafe impl GlobalAlloc for Counting {
 /// The workloads.
 pub const WORKLOADS: [&str; 6] = ["setup", "write1", "write32", "read", "send", "faa"];
 
-/// The workloads of the async comparison (`rrddmma event|aio|aio-nospin`):
-/// `OP-SIZE-INFLIGHT`, each request signaled and awaited.
-pub const AIO_WORKLOADS: [&str; 8] = [
+/// The workloads of the async comparison (`rrddmma event|aio|aio-nospin`,
+/// `peers-async-rdma`): `OP-SIZE-INFLIGHT`, each request signaled and
+/// awaited, and `frontpage`, async-rdma's README exchange per iteration.
+pub const AIO_WORKLOADS: [&str; 9] = [
     "write-64-1",
     "write-64-32",
     "write-65536-1",
@@ -61,6 +62,7 @@ pub const AIO_WORKLOADS: [&str; 8] = [
     "read-64-32",
     "read-65536-1",
     "read-65536-32",
+    "frontpage",
 ];
 
 /// The parsed command line.
@@ -72,7 +74,9 @@ pub struct Args {
     pub workload: String,
     /// Operations (or set-ups) to run.
     pub iters: u64,
-    /// Sleep after each post, outside the count.
+    /// Sleep after each post, outside the count (the async programs run
+    /// without it).
+    #[allow(dead_code)]
     pub settle: bool,
 }
 
@@ -86,7 +90,9 @@ pub fn args(name: &str) -> Args {
 /// As [`args`], from the operands given.
 pub fn args_from(a: &[String], name: &str) -> Args {
     let usage = || -> ! {
-        eprintln!("usage: {name} DEVICE setup|write1|write32|read|send|faa ITERATIONS [settle]");
+        eprintln!(
+            "usage: {name} DEVICE setup|write1|write32|read|send|faa|OP-SIZE-INFLIGHT|frontpage ITERATIONS [settle]"
+        );
         std::process::exit(2)
     };
     if a.len() < 3

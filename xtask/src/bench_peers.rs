@@ -6,7 +6,8 @@
 //!
 //! For each crate and workload: userspace instructions per operation
 //! (callgrind inside `peers_measured` minus `peers_settle`, the difference of
-//! two run lengths), heap allocations per operation (each Rust program's
+//! two run lengths; the async rows count the whole process, every thread,
+//! and take the same difference), heap allocations per operation (each Rust program's
 //! counting allocator) and wall time per operation (median and range over
 //! the rounds, the crates' order rotated each round).
 
@@ -51,10 +52,10 @@ struct Peer {
 
 const ALL: &[&str] = &["setup", "write1", "write32", "read", "send", "faa"];
 
-/// The async comparison's workloads (`OP-SIZE-INFLIGHT`), run by rrddmma's
-/// synchronous event path and `wrap::aio` with and without the driver's
-/// spin; async-rdma's column when it builds.
-const AIO: [(&str, &str); 8] = [
+/// The async comparison's workloads (`OP-SIZE-INFLIGHT`, `frontpage`), run
+/// by rrddmma's synchronous event path, `wrap::aio` with and without the
+/// driver's spin, and async-rdma when it builds.
+const AIO: [(&str, &str); 9] = [
     ("write-64-1", "RDMA WRITE 64 B, 1 in flight"),
     ("write-64-32", "RDMA WRITE 64 B, 32 in flight (per op)"),
     ("write-65536-1", "RDMA WRITE 64 KiB, 1 in flight"),
@@ -63,6 +64,7 @@ const AIO: [(&str, &str); 8] = [
     ("read-64-32", "RDMA READ 64 B, 32 in flight (per op)"),
     ("read-65536-1", "RDMA READ 64 KiB, 1 in flight"),
     ("read-65536-32", "RDMA READ 64 KiB, 32 in flight (per op)"),
+    ("frontpage", "async-rdma's README exchange: request 8 B, write, read back, give back (per exchange)"),
 ];
 const AIO_ALL: &[&str] = &[
     "write-64-1",
@@ -73,11 +75,17 @@ const AIO_ALL: &[&str] = &[
     "read-64-32",
     "read-65536-1",
     "read-65536-32",
+    "frontpage",
 ];
-/// Operations of an async row's counted run (after as many unmeasured: the
-/// count is the measured region's over this) and of its timed run.
-const AIO_N: u64 = 320;
+/// Run lengths of an async row's counted runs (`frontpage`:
+/// [`FRONTPAGE_N`]): callgrind counts the whole process, every thread
+/// (async-rdma's runtime and agent work on threads of their own, which
+/// `--toggle-collect` would not follow), and the difference over the
+/// difference of operations is the cost of one. Operations of a timed run.
+const AIO_N: [u64; 2] = [320, 1280];
+const FRONTPAGE_N: [u64; 2] = [64, 256];
 const AIO_TIMED: u64 = 640;
+const FRONTPAGE_TIMED: u64 = 160;
 
 /// Options of `cargo xtask bench-peers`.
 struct Opts {
@@ -135,12 +143,14 @@ fn parse(args: &[String]) -> Result<Opts> {
     Ok(o)
 }
 
-/// `cargo build --release` of one workspace under `peers/` into
-/// `peers/target`; the error text when it fails.
+/// `cargo build --release --locked` of one workspace under `peers/` into
+/// `peers/target`; the error text when it fails. `--locked`: each
+/// workspace's committed Cargo.lock is used as it is (peers/async-rdma's
+/// pins a yanked version that cargo could not resolve afresh).
 fn build(dir: &Path) -> std::result::Result<(), String> {
-    eprintln!("$ (cd {}) cargo build --release", dir.display());
+    eprintln!("$ (cd {}) cargo build --release --locked", dir.display());
     let out = Command::new(env!("CARGO"))
-        .args(["build", "--release", "--quiet"])
+        .args(["build", "--release", "--locked", "--quiet"])
         .env("CARGO_TARGET_DIR", root().join("peers/target"))
         .current_dir(dir)
         .output()
@@ -223,7 +233,9 @@ pub fn run_peers(args: &[String]) -> Result<()> {
         ("rrddmma aio", &["aio"]),
         ("rrddmma aio, spin_polls(0)", &["aio-nospin"]),
     ] {
-        list.push(Peer { name, exe: bin.join("rrddmma"), pre, workloads: AIO_ALL, counted: AIO_ALL });
+        // The event path cannot run `frontpage` (its timed run says why).
+        let counted = if name.contains("event") { &AIO_ALL[..8] } else { AIO_ALL };
+        list.push(Peer { name, exe: bin.join("rrddmma"), pre, workloads: AIO_ALL, counted });
     }
     if sideway.is_ok() {
         list.push(Peer { name: "sideway", exe: bin.join("peers-sideway"), pre: &[], workloads: ALL, counted: ALL });
@@ -235,6 +247,15 @@ pub fn run_peers(args: &[String]) -> Result<()> {
             pre: &[],
             workloads: ALL,
             counted: &["setup", "send"],
+        });
+    }
+    if async_rdma.is_ok() {
+        list.push(Peer {
+            name: "async-rdma",
+            exe: bin.join("peers-async-rdma"),
+            pre: &[],
+            workloads: AIO_ALL,
+            counted: AIO_ALL,
         });
     }
     let place = device::locate(o.device.as_deref())?;
@@ -269,20 +290,21 @@ pub fn run_peers(args: &[String]) -> Result<()> {
     if !o.smoke {
         for (pi, p) in list.iter().enumerate() {
             for w in p.counted.iter().filter(|w| o.wants(w)) {
-                let ns: &[u64] = if *w == "setup" {
-                    &SETUP_N
-                } else if AIO_ALL.contains(w) {
-                    &[AIO_N]
-                } else {
-                    &OPS_N
+                let aio = AIO_ALL.contains(w);
+                let ns: &[u64] = match *w {
+                    "setup" => &SETUP_N,
+                    "frontpage" => &FRONTPAGE_N,
+                    _ if aio => &AIO_N,
+                    _ => &OPS_N,
                 };
+                // The async rows: the whole process, no toggles.
+                let toggles = if aio { "" } else { "--toggle-collect=peers_measured --toggle-collect=peers_settle " };
                 for &n in ns {
                     steps.push(Step {
                         name: format!("callgrind {} {w} {n}", p.name),
                         command: format!(
-                            "{gid}valgrind --tool=callgrind --vgdb=no --callgrind-out-file=/dev/null \
-                             --toggle-collect=peers_measured --toggle-collect=peers_settle {}",
-                            line(p, w, n, true)
+                            "{gid}valgrind --tool=callgrind --vgdb=no --callgrind-out-file=/dev/null {toggles}{}",
+                            line(p, w, n, !aio)
                         ),
                     });
                     meta.push(("instr", pi, *w, n));
@@ -301,16 +323,12 @@ pub fn run_peers(args: &[String]) -> Result<()> {
                 if !p.workloads.contains(&w) {
                     continue;
                 }
-                let n = if w == "setup" {
-                    setups
-                } else if AIO_ALL.contains(&w) {
-                    if o.smoke {
-                        32
-                    } else {
-                        AIO_TIMED
-                    }
-                } else {
-                    ops
+                let n = match w {
+                    "setup" => setups,
+                    _ if o.smoke && AIO_ALL.contains(&w) => 32,
+                    "frontpage" => FRONTPAGE_TIMED,
+                    _ if AIO_ALL.contains(&w) => AIO_TIMED,
+                    _ => ops,
                 };
                 steps.push(Step {
                     name: format!("time {} {w} round {round}", p.name),
@@ -379,7 +397,10 @@ pub fn run_peers(args: &[String]) -> Result<()> {
             "smoke mode: no instruction counts".to_string()
         } else {
             format!(
-                "instructions: callgrind, runs of {OPS_N:?} operations ({SETUP_N:?} set-ups), difference / {}",
+                "instructions: callgrind, runs of {OPS_N:?} operations ({SETUP_N:?} set-ups), difference / {}; \
+                 async rows: the whole process, runs of {AIO_N:?} operations ({FRONTPAGE_N:?} exchanges), \
+                 difference over the difference; async timed runs: {AIO_TIMED} operations \
+                 ({FRONTPAGE_TIMED} exchanges)",
                 OPS_N[1] - OPS_N[0]
             )
         }
@@ -429,13 +450,9 @@ pub fn run_peers(args: &[String]) -> Result<()> {
     if let Err(e) = &ibverbs {
         md.push_str(&format!("\nibverbs: not measured, peers/ibverbs does not build here: {e}\n"));
     }
-    md.push_str(&format!(
-        "\nasync-rdma 0.5 (beside `wrap::aio`): {}\n",
-        match &async_rdma {
-            Ok(()) => "builds; its workloads are not written yet".to_string(),
-            Err(e) => format!("not measured: peers/async-rdma does not build here: `{e}`"),
-        }
-    ));
+    if let Err(e) = &async_rdma {
+        md.push_str(&format!("\nasync-rdma: not measured, peers/async-rdma does not build here: `{e}`\n"));
+    }
     if !pingpongs.is_empty() {
         md.push_str("\nRC ping-pong program length (non-blank, non-comment lines, `peers/pingpong/`):\n\n");
         md.push_str("| program | lines | run on the device |\n|---|---|---|\n");
@@ -492,6 +509,9 @@ mod tests {
         assert!(!parse(&[]).unwrap().v59);
         let e = parse(&["--userspace".into(), "v44".into()]).err().unwrap().to_string();
         assert!(e.contains("v59"), "{e}");
+        let o = parse(&["--rows".into(), "aio".into()]).unwrap();
+        assert!(o.wants("frontpage") && o.wants("read-64-32") && !o.wants("write32"));
+        assert!(parse(&["--rows".into(), "frontpage,send".into()]).unwrap().wants("frontpage"));
         assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
     }

@@ -205,8 +205,15 @@ fn main() {
 /// - `aio-nospin`: the same with `AioOpts::spin_polls(0)` (the driver arms
 ///   at its first empty poll).
 ///
-/// A warm-up of N operations runs before the measured region, which then
-/// runs N operations: the count is the measured region's over N.
+/// `frontpage` (`aio` and `aio-nospin`; `event` prints UNSUPPORTED):
+/// async-rdma's README exchange per iteration, as `peers/async-rdma` runs
+/// it: the client requests an 8-byte region of the server
+/// (`request_remote_mr`), writes the second half of its own region into
+/// it, reads it back and checks it, and gives it back (`send_remote_mr`);
+/// the server takes it back (`receive_local_mr`) and checks it.
+///
+/// A warm-up of [`WARM_UP`] operations runs before the measured region,
+/// which then runs N operations.
 mod asynch {
     use std::alloc::Layout;
     use std::future::Future;
@@ -221,6 +228,12 @@ mod asynch {
 
     use crate::common::{die, report, Args};
 
+    /// Operations run before the measured region (whole batches).
+    const WARM_UP: usize = 64;
+
+    /// The README's data: the second half of the client's 8 bytes written.
+    const EXPECTED: [u8; 8] = [0, 0, 0, 0, 1, 1, 1, 1];
+
     /// (is a WRITE, bytes, in flight) of `OP-SIZE-INFLIGHT`.
     fn parse(w: &str) -> (bool, usize, usize) {
         let mut it = w.split('-');
@@ -230,10 +243,16 @@ mod asynch {
     }
 
     pub fn main(variant: &str, a: &Args) {
-        let (write, size, inflight) = parse(&a.workload);
         let empty = AtomicU64::new(0);
-        let batches = (a.iters as usize).div_ceil(inflight);
         let krate = format!("rrddmma-{variant}");
+        if a.workload == "frontpage" && variant == "event" {
+            println!(
+                "UNSUPPORTED crate={krate} workload=frontpage reason=the synchronous path has no memory-region calls"
+            );
+            return;
+        }
+        let (write, size, inflight) = if a.workload == "frontpage" { (true, 8, 1) } else { parse(&a.workload) };
+        let batches = (a.iters as usize).div_ceil(inflight);
         if variant == "event" {
             return event(&krate, a, write, size, inflight, batches, &empty);
         }
@@ -242,11 +261,25 @@ mod asynch {
             .build()
             .unwrap_or_else(|e| die("tokio runtime", e));
         let o = if variant == "aio" { AioOpts::new(&a.device) } else { AioOpts::new(&a.device).spin_polls(0) };
-        let (server, client, remote, mut bufs) = rt.block_on(async {
+        let (server, client) = rt.block_on(async {
             let l = Listener::bind("127.0.0.1:0", o.clone()).await.unwrap_or_else(|e| die("Listener::bind", e));
             let addr = l.local_addr().unwrap_or_else(|e| die("local_addr", e));
             let (s, c) = tokio::join!(l.accept(), RcEndpoint::connect(addr, &o));
-            let (s, c) = (s.unwrap_or_else(|e| die("accept", e)), c.unwrap_or_else(|e| die("connect", e)));
+            (s.unwrap_or_else(|e| die("accept", e)), c.unwrap_or_else(|e| die("connect", e)))
+        });
+        if a.workload == "frontpage" {
+            let run = |n: u64| {
+                rt.block_on(async {
+                    for _ in 0..n {
+                        frontpage(&server, &client).await
+                    }
+                })
+            };
+            run(WARM_UP as u64);
+            return report(&krate, a, &empty, || run(a.iters));
+        }
+        let (s, c) = (&server, &client);
+        let (remote, mut bufs) = rt.block_on(async {
             let layout = Layout::from_size_align(size * inflight, 64).expect("layout");
             let target = s.alloc_local_mr(layout).unwrap_or_else(|e| die("alloc_local_mr", e));
             s.send_local_mr(target).await.unwrap_or_else(|e| die("send_local_mr", e));
@@ -255,10 +288,10 @@ mod asynch {
             let bufs: Vec<_> = (0..inflight)
                 .map(|_| Some(c.alloc_local_mr(one).unwrap_or_else(|e| die("alloc_local_mr", e))))
                 .collect();
-            (s, c, remote, bufs)
+            (remote, bufs)
         });
         let client = &client;
-        let round = |bufs: &mut Vec<Option<LocalMr>>| {
+        let round = |bufs: &mut Vec<Option<LocalMr>>, batches: usize| {
             rt.block_on(async {
                 for _ in 0..batches {
                     if inflight == 1 {
@@ -289,9 +322,40 @@ mod asynch {
                 }
             })
         };
-        round(&mut bufs);
-        report(&krate, &Args { iters: (batches * inflight) as u64, ..a.clone() }, &empty, || round(&mut bufs));
+        round(&mut bufs, WARM_UP.div_ceil(inflight));
+        report(&krate, &Args { iters: (batches * inflight) as u64, ..a.clone() }, &empty, || round(&mut bufs, batches));
         drop(server);
+    }
+
+    /// One iteration of async-rdma's README exchange, both sides awaited
+    /// together.
+    async fn frontpage(server: &RcEndpoint, client: &RcEndpoint) {
+        let client_side = async {
+            let layout = Layout::new::<[u8; 8]>();
+            let rmr = client.request_remote_mr(layout).await.unwrap_or_else(|e| die("request_remote_mr", e));
+            let mut lmr = client.alloc_local_mr(layout).unwrap_or_else(|e| die("alloc_local_mr", e));
+            lmr.write(0, &[1; 8]);
+            // The second half of the local region into the remote one's.
+            let half = rmr.checked_at(4, 4).unwrap_or_else(|| die("checked_at", rmr));
+            let lmr = client.write(lmr, 4..8, half).await.unwrap_or_else(|e| die("write", e));
+            // The whole remote region read back and checked.
+            let lmr = client.read(lmr, 0..8, rmr.at(0)).await.unwrap_or_else(|e| die("read", e));
+            check("client", &lmr);
+            client.send_remote_mr(rmr).await.unwrap_or_else(|e| die("send_remote_mr", e));
+        };
+        let server_side = async {
+            let lmr = server.receive_local_mr().await.unwrap_or_else(|e| die("receive_local_mr", e));
+            check("server", &lmr);
+        };
+        tokio::join!(client_side, server_side);
+    }
+
+    fn check(who: &str, lmr: &LocalMr) {
+        let mut data = [0u8; 8];
+        lmr.read(0, &mut data);
+        if data != EXPECTED {
+            die(&format!("{who}: the region holds"), data);
+        }
     }
 
     /// Awaits every future of `v`, polled together (each pinned in place
@@ -333,7 +397,7 @@ mod asynch {
         let mem = RegisteredMem::new(&pd, 2 * size * inflight).unwrap_or_else(|e| die("RegisteredMem::new", e));
         let remote = mem.remote();
         let base = size * inflight;
-        let round = || {
+        let round = |batches: usize| {
             for _ in 0..batches {
                 for j in 0..inflight {
                     let sge = [mem.sge(j * size..(j + 1) * size)];
@@ -351,7 +415,7 @@ mod asynch {
                 }
             }
         };
-        round();
-        report(krate, &Args { iters: (batches * inflight) as u64, ..a.clone() }, empty, round);
+        round(WARM_UP.div_ceil(inflight));
+        report(krate, &Args { iters: (batches * inflight) as u64, ..a.clone() }, empty, || round(batches));
     }
 }
