@@ -68,20 +68,25 @@ impl DeviceList {
         }
     }
 
-    fn name(dev: *mut ffi::ibv_device) -> String {
-        // SAFETY: `dev` comes from the live list; the name is a NUL-terminated
-        // string owned by the device.
+    /// The name of `dev`, a device of this list (empty when it has none).
+    fn name(&self, dev: *mut ffi::ibv_device) -> String {
+        self.name_bytes(dev).map_or_else(String::new, |b| String::from_utf8_lossy(b).into_owned())
+    }
+
+    /// The name of `dev`, a device of this list, as the library keeps it
+    /// (no copy; borrowed for as long as the list); `None` when it has none.
+    fn name_bytes(&self, dev: *mut ffi::ibv_device) -> Option<&[u8]> {
+        // SAFETY: `dev` comes from this live list; the name is a
+        // NUL-terminated string owned by the device, which the list keeps.
         let p = unsafe { ffi::ibv_get_device_name(dev) };
-        if p.is_null() {
-            return String::new();
-        }
-        // SAFETY: non-null and NUL-terminated, as above.
-        unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+        // SAFETY: non-null and NUL-terminated, as above; the borrow ends
+        // with the list's.
+        (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_bytes())
     }
 
     /// The error for an empty list or a missing name.
     fn not_found(&self, name: Option<&str>) -> Error {
-        let available: Vec<String> = self.devices().iter().map(|d| Self::name(*d)).collect();
+        let available: Vec<String> = self.devices().iter().map(|d| self.name(*d)).collect();
         match name {
             Some(n) if !available.is_empty() || !kernel_devices().iter().any(|k| k == n) => {
                 Error::DeviceNotFound { name: n.to_string(), available }
@@ -106,7 +111,7 @@ impl Drop for DeviceList {
 /// `ibv_get_device_list(3)`
 pub fn device_names() -> Result<Vec<String>> {
     let list = DeviceList::get()?;
-    Ok(list.devices().iter().map(|d| DeviceList::name(*d)).collect())
+    Ok(list.devices().iter().map(|d| list.name(*d)).collect())
 }
 
 pub(crate) struct ContextInner {
@@ -180,7 +185,7 @@ impl Context {
             .devices()
             .iter()
             .copied()
-            .find(|d| DeviceList::name(*d) == name)
+            .find(|d| list.name_bytes(*d) == Some(name.as_bytes()))
             .ok_or_else(|| list.not_found(Some(name)))?;
         Self::open_device(dev, name.to_string())
     }
@@ -195,14 +200,14 @@ impl Context {
             // SAFETY: `d` is from the live list.
             .find(|d| u64::from_be(unsafe { ffi::ibv_get_device_guid(*d) }) == guid)
             .ok_or_else(|| list.not_found(Some(&format!("guid {guid:#018x}"))))?;
-        Self::open_device(dev, DeviceList::name(dev))
+        Self::open_device(dev, list.name(dev))
     }
 
     /// Opens the first device libibverbs lists.
     pub fn open_first() -> Result<Context> {
         let list = DeviceList::get()?;
         let dev = *list.devices().first().ok_or_else(|| list.not_found(None))?;
-        Self::open_device(dev, DeviceList::name(dev))
+        Self::open_device(dev, list.name(dev))
     }
 
     fn open_device(dev: *mut ffi::ibv_device, name: String) -> Result<Context> {
