@@ -92,6 +92,9 @@ struct Opts {
     device: Option<String>,
     reps: usize,
     smoke: bool,
+    /// `--times`: the timed rounds only, no callgrind counts (the counts
+    /// repeat to the instruction; the times need the rounds).
+    times: bool,
     /// Only these workloads (`aio`: every async one); empty: all.
     rows: Vec<String>,
     /// `--userspace v59`: every program runs on the pinned rdma-core v59
@@ -106,7 +109,7 @@ impl Opts {
 }
 
 fn parse(args: &[String]) -> Result<Opts> {
-    let mut o = Opts { device: None, reps: 5, smoke: false, rows: Vec::new(), v59: false };
+    let mut o = Opts { device: None, reps: 5, smoke: false, times: false, rows: Vec::new(), v59: false };
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -119,6 +122,7 @@ fn parse(args: &[String]) -> Result<Opts> {
                 }
             }
             "--smoke" => o.smoke = true,
+            "--times" => o.times = true,
             "--userspace" => match it.next().map(String::as_str) {
                 Some("v59") => o.v59 = true,
                 other => return Err(format!("--userspace {other:?}: the one choice is v59").into()),
@@ -202,7 +206,8 @@ fn code_lines(path: &Path) -> Option<usize> {
     )
 }
 
-/// `cargo xtask bench-peers [--device NAME] [--reps N] [--smoke]`.
+/// `cargo xtask bench-peers [--device NAME] [--reps N] [--smoke | --times]
+/// [--rows LIST] [--userspace v59]`.
 pub fn run_peers(args: &[String]) -> Result<()> {
     let o = parse(args)?;
     let started = std::time::Instant::now();
@@ -287,7 +292,7 @@ pub fn run_peers(args: &[String]) -> Result<()> {
         String::new()
     };
     let gid = format!("{userspace}{gid}");
-    if !o.smoke {
+    if !o.smoke && !o.times {
         for (pi, p) in list.iter().enumerate() {
             for w in p.counted.iter().filter(|w| o.wants(w)) {
                 let aio = AIO_ALL.contains(w);
@@ -395,6 +400,8 @@ pub fn run_peers(args: &[String]) -> Result<()> {
         reps,
         if o.smoke {
             "smoke mode: no instruction counts".to_string()
+        } else if o.times {
+            "--times: no instruction counts".to_string()
         } else {
             format!(
                 "instructions: callgrind, runs of {OPS_N:?} operations ({SETUP_N:?} set-ups), difference / {}; \
@@ -427,7 +434,7 @@ pub fn run_peers(args: &[String]) -> Result<()> {
                 let ins = match instr.get(&(pi, w)).map(Vec::as_slice) {
                     Some([(n0, c0), (n1, c1)]) => format!("{:.0}", (*c1 as f64 - *c0 as f64) / (n1 - n0) as f64),
                     Some([(n, c)]) => format!("{:.0}", *c as f64 / *n as f64),
-                    _ if o.smoke => "—".to_string(),
+                    _ if o.smoke || o.times => "—".to_string(),
                     _ => "failed".to_string(),
                 };
                 let t = match time.get_mut(&(pi, w)) {
@@ -503,6 +510,8 @@ mod tests {
     fn options_and_median() {
         let o = parse(&["--device".into(), "mlx5_0".into(), "--reps".into(), "7".into(), "--smoke".into()]).unwrap();
         assert_eq!((o.device.as_deref(), o.reps, o.smoke), (Some("mlx5_0"), 7, true));
+        let o = parse(&["--times".into(), "--rows".into(), "aio".into()]).unwrap();
+        assert!(o.times && !o.smoke && o.wants("write-64-32") && !o.wants("setup"));
         assert!(parse(&["--reps".into(), "0".into()]).is_err());
         assert!(parse(&["--bogus".into()]).is_err());
         assert!(parse(&["--userspace".into(), "v59".into()]).unwrap().v59);

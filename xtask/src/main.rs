@@ -11,7 +11,7 @@
 //! - `cargo xtask hostile`: only the hostile-peer suite, with its tables.
 //! - `cargo xtask slurm`: only the `srun` checks (a one-node Slurm in the VM).
 //! - `cargo xtask bench-verbs [KIND..]`: callgrind count of post + poll, rrddmma vs C verbs calls.
-//! - `cargo xtask bench-peers [--device NAME] [--reps N] [--smoke] [--rows W,..] [--userspace v59]`: rrddmma beside the other Rust RDMA
+//! - `cargo xtask bench-peers [--device NAME] [--reps N] [--smoke | --times] [--rows W,..] [--userspace v59]`: rrddmma beside the other Rust RDMA
 //!   crates and C (`peers/`): instructions, allocations and time per operation.
 //! - `cargo xtask vm [--kernel stable|newest] -- CMD...`: runs CMD inside the SoftRoCE VM with `rxe0` ready,
 //!   under Debian stable's kernel or Debian's newest (see `kernels`).
@@ -110,7 +110,7 @@ fn usage() -> ExitCode {
          \x20 hostile               the hostile-peer suite only, with its tables (attack, victim, outcome)\n\
          \x20 slurm                 the srun checks only (a one-node Slurm started in the VM)\n\
          \x20 bench-verbs [KIND..]  callgrind: instructions per post + poll, rrddmma vs C (rows of KINDs only)\n\
-         \x20 bench-peers [--device NAME] [--reps N] [--smoke] [--rows W,..] [--userspace v59]\n\
+         \x20 bench-peers [--device NAME] [--reps N] [--smoke | --times] [--rows W,..] [--userspace v59]\n\
          \x20                      rrddmma beside sideway, ibverbs, async-rdma and C (peers/); --rows: those\n\
          \x20                      workloads only (aio: the async ones); --userspace v59: every program on\n\
          \x20                      the pinned rdma-core v59 libraries\n\
@@ -183,7 +183,7 @@ fn parse() -> std::result::Result<(String, Vec<String>), lexopt::Error> {
                 rest.push(format!("--{f}"));
                 rest.push(p.value()?.string()?);
             }
-            ("bench-peers", Long("smoke")) => rest.push("--smoke".to_string()),
+            ("bench-peers", Long(f @ ("smoke" | "times"))) => rest.push(format!("--{f}")),
             (_, arg) => return Err(arg.unexpected()),
         }
     }

@@ -136,9 +136,9 @@ impl Table {
     }
 
     /// Takes the completion of a request whose operation is polling (the
-    /// slot is freed): whether `wc` belonged to a request waiting for it.
-    fn take(&mut self, wc: &Wc) -> bool {
-        match self.get(wc.wr_id()) {
+    /// slot is freed): whether `id` is a request waiting for it.
+    fn take(&mut self, id: u64) -> bool {
+        match self.get(id) {
             Some((i, s)) if matches!(s.state, State::Waiting(_)) => {
                 self.remove(i);
                 true
@@ -212,9 +212,9 @@ pub(crate) struct Shared {
 enum Drained {
     /// Another poller is at work.
     Busy,
-    /// Completions handed over, and the completion of the request the
-    /// caller awaits, if it was among them.
-    Polled(usize, Option<Wc>),
+    /// Completions handed over, and whether the completion of the request
+    /// the caller awaits was among them.
+    Polled(usize, bool),
 }
 
 impl Shared {
@@ -259,8 +259,8 @@ impl Shared {
     /// before the post, awaited after it. Dropped before it resolves, it
     /// hands `buf` to the table, which keeps it until the completion
     /// arrives (or until the QPs are destroyed).
-    pub fn completion(&self, id: u64, buf: Option<LocalMr>) -> Completion<'_> {
-        Completion { shared: self, id, buf, done: false }
+    pub fn completion(&self, id: u64, buf: LocalMr) -> Completion<'_> {
+        Completion { shared: self, id, buf: Some(buf), done: false }
     }
 
     /// A mark for [`Shared::sq_before`]: requests registered from now on are at or after it.
@@ -288,9 +288,9 @@ impl Shared {
 
     /// Polls the CQ once and hands every completion over: control ones to
     /// the control protocol, the others to their requests (waking their
-    /// operations), except the one of request `mine`, which is returned
-    /// (its slot freed).
-    fn drain(&self, mine: Option<u64>) -> crate::prim::Result<Drained> {
+    /// operations), except the one of request `mine`, which is written to
+    /// `out` (its slot freed).
+    fn drain(&self, mine: Option<u64>, out: &mut Wc) -> crate::prim::Result<Drained> {
         let mut guard = self.lock();
         let t = &mut *guard;
         if t.polling {
@@ -298,17 +298,22 @@ impl Shared {
         }
         let n = self.cq.poll(&mut t.wcs)?;
         if n == 0 {
-            return Ok(Drained::Polled(0, None));
+            return Ok(Drained::Polled(0, false));
         }
-        let mut taken = None;
+        let mut taken = false;
         for k in 0..n {
-            let wc = t.wcs[k];
-            if wc.wr_id() & CONTROL_BIT != 0 {
+            let id = t.wcs[k].wr_id();
+            if id & CONTROL_BIT != 0 {
+                let wc = t.wcs[k];
                 t.control.push(wc);
-            } else if Some(wc.wr_id()) == mine && t.take(&wc) {
-                taken = Some(wc);
-            } else if let Some(w) = t.complete(&wc) {
-                t.wake.push(w);
+            } else if Some(id) == mine && t.take(id) {
+                *out = t.wcs[k];
+                taken = true;
+            } else {
+                let wc = t.wcs[k];
+                if let Some(w) = t.complete(&wc) {
+                    t.wake.push(w);
+                }
             }
         }
         if t.wake.is_empty() && t.control.is_empty() {
@@ -426,19 +431,33 @@ pub(crate) struct Completion<'a> {
 impl Completion<'_> {
     /// The post failed (the device never saw the request): the slot is
     /// freed and the buffer given back.
-    pub fn unposted(mut self) -> Option<LocalMr> {
+    pub fn unposted(mut self) -> LocalMr {
         self.done = true;
         let mut t = self.shared.lock();
         if let Some((i, _)) = t.get(self.id) {
             t.remove(i);
         }
         drop(t);
-        self.buf.take()
+        self.buf.take().expect("an unresolved completion holds its buffer")
+    }
+
+    /// Resolves with `wc`: the buffer back with a successful completion,
+    /// the completion's error otherwise (the buffer goes back to the pool).
+    fn resolve(&mut self, wc: Wc) -> super::Result<(Wc, LocalMr)> {
+        self.done = true;
+        let buf = self.buf.take().expect("an unresolved completion holds its buffer");
+        match wc.ok() {
+            Ok(_) => Ok((wc, buf)),
+            Err(e) => Err(e.into()),
+        }
     }
 }
 
 impl Future for Completion<'_> {
-    type Output = Result<(Wc, Option<LocalMr>), ()>;
+    /// A successful completion and the request's buffer; a failed
+    /// completion's error, or the closed endpoint's
+    /// ([`Shared::close_error`]) when it will never come.
+    type Output = super::Result<(Wc, LocalMr)>;
 
     /// Drains the CQ first, unless another poller is at it: a completion
     /// that is already there is taken without the driver, a wake-up or a
@@ -454,11 +473,11 @@ impl Future for Completion<'_> {
         assert!(!self.done, "a Completion polled after it resolved");
         let coop = std::task::ready!(tokio::task::coop::poll_proceed(cx));
         let shared = self.shared;
-        match shared.drain(Some(self.id)) {
-            Ok(Drained::Polled(_, Some(wc))) => {
-                self.done = true;
+        let mut wc = Wc::default();
+        match shared.drain(Some(self.id), &mut wc) {
+            Ok(Drained::Polled(_, true)) => {
                 coop.made_progress();
-                return Poll::Ready(Ok((wc, self.buf.take())));
+                return Poll::Ready(self.resolve(wc));
             }
             Ok(_) => {}
             // The CQ failed: the driver finds it so too and stops the endpoint.
@@ -472,9 +491,8 @@ impl Future for Completion<'_> {
                 let wc = *wc;
                 t.remove(i);
                 drop(t);
-                self.done = true;
                 coop.made_progress();
-                Poll::Ready(Ok((wc, self.buf.take())))
+                Poll::Ready(self.resolve(wc))
             }
             State::Waiting(_) if stopped => {
                 // Nobody will answer it; the buffer goes to the table (the
@@ -484,7 +502,7 @@ impl Future for Completion<'_> {
                 drop(t);
                 self.done = true;
                 coop.made_progress();
-                Poll::Ready(Err(()))
+                Poll::Ready(Err(shared.close_error()))
             }
             State::Waiting(w) => {
                 if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
@@ -539,7 +557,7 @@ pub(crate) async fn run(shared: Arc<Shared>, channel: CompChannel) {
     let mut armed = false;
     let mut spin = Spin::new(shared.spin_polls);
     loop {
-        let n = match shared.drain(None) {
+        let n = match shared.drain(None, &mut Wc::default()) {
             Ok(Drained::Polled(n, _)) => n,
             // Another poller is handing completions over (on another
             // thread, without awaiting): after the arm, a completion that
@@ -722,10 +740,10 @@ mod tests {
         assert_eq!(t.pending, 0);
         // A polling operation takes its own completion: slot freed at once.
         let d = t.insert(true);
-        assert!(!t.take(&wc(d + (1 << 32))), "not with a stale generation");
-        assert!(t.take(&wc(d)));
+        assert!(!t.take(d + (1 << 32)), "not with a stale generation");
+        assert!(t.take(d));
         assert!(t.get(d).is_none());
-        assert!(!t.take(&wc(d)), "only once");
+        assert!(!t.take(d), "only once");
         assert_eq!((t.pending, t.seq), (0, 4), "every registration counted");
     }
 
