@@ -373,10 +373,9 @@ impl Context {
         #[cfg(not(rrddmma_mlnx_ofed4))]
         {
             // The call returns every port's valid entries: room for all.
-            let ports = usize::from(self.limits().ports.max(1));
-            let len = self.query_port(port)?.gid_table_len() as usize;
+            let room = gid_room(self.query_port(port)?.gid_table_len(), self.limits().ports);
             // Room, not values: the library writes the first `n` entries.
-            let mut raw = Vec::<ffi::ibv_gid_entry>::with_capacity(len.max(1) * ports);
+            let mut raw = Vec::<ffi::ibv_gid_entry>::with_capacity(room);
             // SAFETY: live context; `raw` has room for `capacity()` entries
             // of the size passed, valid for writes.
             let n = unsafe {
@@ -439,6 +438,31 @@ impl Context {
             }
         })?;
         Ok(u8::try_from(ipv4.or(any).unwrap_or(0)).unwrap_or(0))
+    }
+}
+
+/// Most GID entries read at once, all ports together (a ConnectX port has
+/// 256 at most): a device or kernel reporting more gets an error from the
+/// call (`EINVAL`, too little room), not an allocation of its size.
+const GID_ROOM_MAX: usize = 1 << 16;
+
+/// Room for the GID table of `ports` ports of `len` entries each, as the
+/// device reports them, bounded by [`GID_ROOM_MAX`].
+#[cfg(not(rrddmma_mlnx_ofed4))]
+fn gid_room(len: u32, ports: u8) -> usize {
+    usize::try_from(len.max(1)).unwrap_or(GID_ROOM_MAX).saturating_mul(usize::from(ports.max(1))).min(GID_ROOM_MAX)
+}
+
+#[cfg(all(test, not(rrddmma_mlnx_ofed4)))]
+mod gid_room_tests {
+    use super::{gid_room, GID_ROOM_MAX};
+
+    #[test]
+    fn gid_table_room_is_what_the_device_reports_within_a_bound() {
+        assert_eq!(gid_room(256, 2), 512);
+        assert_eq!(gid_room(0, 0), 1, "no entries reported: room for one");
+        assert_eq!(gid_room(u32::MAX, 255), GID_ROOM_MAX, "an absurd report is bounded, not multiplied");
+        assert_eq!(gid_room(1 << 31, 1), GID_ROOM_MAX);
     }
 }
 
