@@ -444,6 +444,7 @@ impl Context {
 /// Most GID entries read at once, all ports together (a ConnectX port has
 /// 256 at most): a device or kernel reporting more gets an error from the
 /// call (`EINVAL`, too little room), not an allocation of its size.
+#[cfg(not(rrddmma_mlnx_ofed4))]
 const GID_ROOM_MAX: usize = 1 << 16;
 
 /// Room for the GID table of `ports` ports of `len` entries each, as the
