@@ -198,13 +198,7 @@ impl CmRequest {
     /// Builds an RC QP on the request's device, accepts, and waits (until
     /// `opts.timeout`) for the connection to be established.
     pub fn accept(self, opts: &CmOpts) -> Result<CmConn> {
-        let (pd, send_cq, recv_cq, qp) = parts(&self.id, opts)?;
-        self.id.set_access(opts.access);
-        self.id.accept(&qp, &opts.param())?;
-        self.id.expect(CmEventType::ESTABLISHED, Instant::now() + opts.timeout)?;
-        // No check of the QP's state here: siw leaves the state out of its
-        // ibv_query_qp answer.
-        Ok(CmConn { qp, send_cq, recv_cq, pd, peer_data: self.private_data, id: self.id })
+        self.accept_with(opts, |_, _| Ok::<(), Error>(())).map(|((), conn)| conn)
     }
 
     /// As [`accept`](Self::accept), with `before` run on the QP once the CM
@@ -240,6 +234,8 @@ impl CmRequest {
             drop(made);
             return Err(e.into());
         }
+        // No check of the QP's state here: siw leaves the state out of its
+        // ibv_query_qp answer.
         Ok((made, CmConn { qp, send_cq, recv_cq, pd, peer_data: self.private_data, id: self.id }))
     }
 
