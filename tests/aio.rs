@@ -172,6 +172,13 @@ async fn dropped_futures_keep_their_memory_until_completion() {
     let remote = client.receive_remote_mr().await.unwrap();
     let free_before = client.pool().free_bytes();
 
+    // A future dropped before its first poll has posted nothing: its
+    // buffer is back at once.
+    let never = client.write(client.alloc_local_mr(layout(LEN)).unwrap(), 0..LEN, remote.at(0));
+    assert_eq!(client.pool().free_bytes(), free_before - LEN);
+    drop(never);
+    assert_eq!((client.in_flight(), client.pool().free_bytes()), (0, free_before), "a write never polled");
+
     // Start N large writes and drop each future right after its first poll.
     let mut addrs = Vec::new();
     for i in 0..N {

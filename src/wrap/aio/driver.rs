@@ -241,26 +241,17 @@ impl Shared {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Registers a request before it is posted: its `wr_id`, for the post
-    /// and for [`Shared::completion`]. Refused once the endpoint is
-    /// closing: checked under the table's lock, which the driver holds when
-    /// it decides to exit, so a request in the table is always one the
-    /// driver will answer.
-    pub fn expect(&self, sq: bool) -> Option<u64> {
-        let mut t = self.lock();
-        if t.stopped || self.closing.load(Ordering::Acquire) {
-            return None;
-        }
-        Some(t.insert(sq))
-    }
-
-    /// The completion of request `id` (registered with [`Shared::expect`]),
-    /// holding `buf`, the memory the request's entries lie in: created
-    /// before the post, awaited after it. Dropped before it resolves, it
-    /// hands `buf` to the table, which keeps it until the completion
-    /// arrives (or until the QPs are destroyed).
-    pub fn completion(&self, id: u64, buf: LocalMr) -> Completion<'_> {
-        Completion { shared: self, id, buf: Some(buf), done: false }
+    /// An operation: the request `post` posts (given its `wr_id`; `sq`:
+    /// on the send queue), whose entries lie in `buf`, and then its
+    /// completion. Its first poll registers the request, posts it and
+    /// polls the CQ, under one lock. Dropped before it resolves, it hands
+    /// `buf` to the table, which keeps it until the completion arrives (or
+    /// until the QPs are destroyed).
+    pub fn operation<P>(&self, sq: bool, buf: LocalMr, post: P) -> Completion<'_, P>
+    where
+        P: FnOnce(u64) -> crate::prim::Result<()>,
+    {
+        Completion { shared: self, post: Some(post), sq, id: 0, buf: Some(buf), done: false }
     }
 
     /// A mark for [`Shared::sq_before`]: requests registered from now on are at or after it.
@@ -291,7 +282,16 @@ impl Shared {
     /// operations), except the one of request `mine`, which is written to
     /// `out` (its slot freed).
     fn drain(&self, mine: Option<u64>, out: &mut Wc) -> crate::prim::Result<Drained> {
-        let mut guard = self.lock();
+        self.drain_locked(self.lock(), mine, out)
+    }
+
+    /// [`Shared::drain`] with the table's lock already taken.
+    fn drain_locked(
+        &self,
+        mut guard: std::sync::MutexGuard<'_, Table>,
+        mine: Option<u64>,
+        out: &mut Wc,
+    ) -> crate::prim::Result<Drained> {
         let t = &mut *guard;
         if t.polling {
             return Ok(Drained::Busy);
@@ -418,9 +418,15 @@ impl Drop for ProgressWatch<'_> {
     }
 }
 
-/// The future of one request's completion ([`Shared::completion`]).
-pub(crate) struct Completion<'a> {
+/// The future of one request ([`Shared::operation`]): posted at its first
+/// poll, then its completion.
+pub(crate) struct Completion<'a, P> {
     shared: &'a Shared,
+    /// The post, until the first poll has made it.
+    post: Option<P>,
+    /// A send-queue request.
+    sq: bool,
+    /// The request's `wr_id`, once posted.
     id: u64,
     /// The request's memory, until the future resolves or hands it to the table.
     buf: Option<LocalMr>,
@@ -428,19 +434,11 @@ pub(crate) struct Completion<'a> {
     done: bool,
 }
 
-impl Completion<'_> {
-    /// The post failed (the device never saw the request): the slot is
-    /// freed and the buffer given back.
-    pub fn unposted(mut self) -> LocalMr {
-        self.done = true;
-        let mut t = self.shared.lock();
-        if let Some((i, _)) = t.get(self.id) {
-            t.remove(i);
-        }
-        drop(t);
-        self.buf.take().expect("an unresolved completion holds its buffer")
-    }
+// Nothing of a `Completion` is pinned: the post is moved out of it and
+// called, never polled in place.
+impl<P> Unpin for Completion<'_, P> {}
 
+impl<P> Completion<'_, P> {
     /// Resolves with `wc`: the buffer back with a successful completion,
     /// the completion's error otherwise (the buffer goes back to the pool).
     fn resolve(&mut self, wc: Wc) -> super::Result<(Wc, LocalMr)> {
@@ -453,7 +451,7 @@ impl Completion<'_> {
     }
 }
 
-impl Future for Completion<'_> {
+impl<P: FnOnce(u64) -> crate::prim::Result<()>> Future for Completion<'_, P> {
     /// A successful completion and the request's buffer; a failed
     /// completion's error, or the closed endpoint's
     /// ([`Shared::close_error`]) when it will never come.
@@ -474,7 +472,37 @@ impl Future for Completion<'_> {
         let coop = std::task::ready!(tokio::task::coop::poll_proceed(cx));
         let shared = self.shared;
         let mut wc = Wc::default();
-        match shared.drain(Some(self.id), &mut wc) {
+        let drained = match self.post.take() {
+            // The first poll: registered (refused once the endpoint is
+            // closing: checked under the lock the driver holds when it
+            // decides to exit, so a request in the table is always one the
+            // driver will answer), posted and polled under one lock.
+            Some(post) => {
+                let mut t = shared.lock();
+                if t.stopped || shared.closing.load(Ordering::Acquire) {
+                    drop(t);
+                    // Never posted: the buffer goes back with the future.
+                    self.done = true;
+                    coop.made_progress();
+                    return Poll::Ready(Err(shared.close_error()));
+                }
+                let id = t.insert(self.sq);
+                if let Err(e) = post(id) {
+                    // The device never saw it: the slot is freed, the
+                    // buffer goes back with the future.
+                    let (i, _) = t.get(id).expect("the slot just registered");
+                    t.remove(i);
+                    drop(t);
+                    self.done = true;
+                    coop.made_progress();
+                    return Poll::Ready(Err(e.into()));
+                }
+                self.id = id;
+                shared.drain_locked(t, Some(id), &mut wc)
+            }
+            None => shared.drain(Some(self.id), &mut wc),
+        };
+        match drained {
             Ok(Drained::Polled(_, true)) => {
                 coop.made_progress();
                 return Poll::Ready(self.resolve(wc));
@@ -515,13 +543,14 @@ impl Future for Completion<'_> {
     }
 }
 
-impl Drop for Completion<'_> {
+impl<P> Drop for Completion<'_, P> {
     /// A dropped operation: a completed request's buffer goes back to the
     /// pool now; a pending one's goes to the table, which keeps it until
-    /// the completion arrives.
+    /// the completion arrives; one never posted keeps its buffer, which
+    /// goes back with it.
     #[inline]
     fn drop(&mut self) {
-        if self.done {
+        if self.done || self.post.is_some() {
             return;
         }
         let mut t = self.shared.lock();

@@ -434,53 +434,39 @@ impl RcEndpoint {
         self.pool.alloc(layout).ok_or(Error::PoolExhausted { size: layout.size(), free: self.pool.free_bytes() })
     }
 
-    /// Registers a request whose memory is `buf` (`sq`: on the send
-    /// queue) and posts it with `post`, given its `wr_id`: the completion
-    /// to await. Not a future of its own: an operation's future holds only
-    /// the completion across its one `.await` (a smaller future, moved and
-    /// polled for less).
-    fn post_op(
-        &self,
-        sq: bool,
-        buf: LocalMr,
-        post: impl FnOnce(u64) -> crate::prim::Result<()>,
-    ) -> Result<Completion<'_>> {
-        let id = self.shared.expect(sq).ok_or_else(|| self.shared.close_error())?;
-        let completion = self.shared.completion(id, buf);
-        if let Err(e) = post(id) {
-            drop(completion.unposted());
-            return Err(e.into());
-        }
-        Ok(completion)
-    }
-
-    /// Posts one send-queue request (signaled), `wr` over `range` of `buf`:
-    /// the completion to await.
+    /// One send-queue request (signaled), `wr` over `range` of `buf`: the
+    /// future that posts it at its first poll and resolves with its
+    /// completion. Not an `async fn` nested in the operation's: an
+    /// operation's future holds only this one across its one `.await` (a
+    /// smaller future, moved and polled for less).
     fn post_send_op<'s>(
         &'s self,
         buf: LocalMr,
         range: Range<usize>,
-        wr: impl for<'a> FnOnce(&'a [Sge; 1]) -> SendWr<'a>,
-    ) -> Result<Completion<'s>> {
+        wr: impl for<'a> FnOnce(&'a [Sge; 1]) -> SendWr<'a> + 's,
+    ) -> Completion<'s, impl FnOnce(u64) -> crate::prim::Result<()> + 's> {
         let sge = [buf.sge(range)];
-        // SAFETY: every entry lies in the buffer the completion holds from
-        // before the post; it keeps it until this request's completion, and
-        // if dropped before, hands it to the table of requests in flight,
-        // which keeps it until the completion or until the QP is destroyed.
-        self.post_op(true, buf, |id| unsafe { self.shared.data.post_send(&mut [wr(&sge).wr_id(id).signaled()]) })
+        let qp = &self.shared.data;
+        // SAFETY: every entry lies in `buf`, which the operation holds from
+        // before the post; it keeps it until this request's completion,
+        // and if dropped before, hands it to the table of requests in
+        // flight, which keeps it until the completion or until the QP is
+        // destroyed.
+        self.shared.operation(true, buf, move |id| unsafe { qp.post_send(&mut [wr(&sge).wr_id(id).signaled()]) })
     }
 
-    /// Posts one receive into the whole of `buf`: the completion to await.
-    fn post_recv_op(&self, buf: LocalMr) -> Result<Completion<'_>> {
+    /// One receive into the whole of `buf`, as [`RcEndpoint::post_send_op`].
+    fn post_recv_op(&self, buf: LocalMr) -> Completion<'_, impl FnOnce(u64) -> crate::prim::Result<()> + '_> {
         let sge = [buf.sge(0..buf.len())];
-        // SAFETY: as in `post_send_op`: the completion, then the table,
+        let qp = &self.shared.data;
+        // SAFETY: as in `post_send_op`: the operation, then the table,
         // holds the buffer until the completion or the QP's destruction.
-        self.post_op(false, buf, |id| unsafe { self.shared.data.post_recv(&mut [RecvWr::new(&sge, id)]) })
+        self.shared.operation(false, buf, move |id| unsafe { qp.post_recv(&mut [RecvWr::new(&sge, id)]) })
     }
 
     /// RDMA WRITE of `range` of `src` to `dst`; gives `src` back.
     pub async fn write(&self, src: LocalMr, range: Range<usize>, dst: RemoteAddr) -> Result<LocalMr> {
-        let c = self.post_send_op(src, range, move |s| SendWr::write(s, dst))?;
+        let c = self.post_send_op(src, range, move |s| SendWr::write(s, dst));
         Ok(c.await?.1)
     }
 
@@ -492,13 +478,13 @@ impl RcEndpoint {
         dst: RemoteAddr,
         imm: u32,
     ) -> Result<LocalMr> {
-        let c = self.post_send_op(src, range, move |s| SendWr::write_imm(s, dst, imm))?;
+        let c = self.post_send_op(src, range, move |s| SendWr::write_imm(s, dst, imm));
         Ok(c.await?.1)
     }
 
     /// RDMA READ from `src` into `range` of `dst`; gives `dst` back.
     pub async fn read(&self, dst: LocalMr, range: Range<usize>, src: RemoteAddr) -> Result<LocalMr> {
-        let c = self.post_send_op(dst, range, move |s| SendWr::read(s, src))?;
+        let c = self.post_send_op(dst, range, move |s| SendWr::read(s, src));
         Ok(c.await?.1)
     }
 
@@ -513,14 +499,14 @@ impl RcEndpoint {
     /// the endpoint closes), or bound the call with `tokio::time::timeout`
     /// and drop the endpoint.
     pub async fn send(&self, src: LocalMr, range: Range<usize>) -> Result<LocalMr> {
-        let c = self.post_send_op(src, range, |s| SendWr::send(s))?;
+        let c = self.post_send_op(src, range, |s| SendWr::send(s));
         Ok(c.await?.1)
     }
 
     /// 8-byte fetch-and-add at `dst` (8-byte aligned); the old value.
     pub async fn fetch_add(&self, dst: RemoteAddr, add: u64) -> Result<u64> {
         let old = self.alloc_local_mr(Layout::new::<u64>())?;
-        let c = self.post_send_op(old, 0..8, move |s| SendWr::fetch_add(s, dst, add))?;
+        let c = self.post_send_op(old, 0..8, move |s| SendWr::fetch_add(s, dst, add));
         Ok(read_u64(&c.await?.1))
     }
 
@@ -528,13 +514,13 @@ impl RcEndpoint {
     /// (equal to `compare` when the swap happened).
     pub async fn compare_swap(&self, dst: RemoteAddr, compare: u64, swap: u64) -> Result<u64> {
         let old = self.alloc_local_mr(Layout::new::<u64>())?;
-        let c = self.post_send_op(old, 0..8, move |s| SendWr::compare_swap(s, dst, compare, swap))?;
+        let c = self.post_send_op(old, 0..8, move |s| SendWr::compare_swap(s, dst, compare, swap));
         Ok(read_u64(&c.await?.1))
     }
 
     /// Receives one message (a SEND or a WRITE with immediate) into `dst`.
     pub async fn recv(&self, dst: LocalMr) -> Result<(Received, LocalMr)> {
-        let completion = self.post_recv_op(dst)?;
+        let completion = self.post_recv_op(dst);
         let (wc, buf) = completion.await?;
         let imm = if wc.opcode() == WcOpcode::RECV_RDMA_WITH_IMM || wc.imm().is_some() { wc.imm() } else { None };
         Ok((Received { len: wc.byte_len() as usize, imm }, buf))
@@ -722,14 +708,16 @@ mod future_size {
     }
 
     /// An operation's future holds its arguments and, across its one
-    /// `.await`, only the completion (not a future of the post nested in
-    /// it, nor the request): every operation moves it at least once, and a
-    /// future of 336 bytes (a nested `async fn` holding the request) cost
-    /// about 100 instructions more per awaited WRITE than this one.
+    /// `.await`, only the operation (its post until the first poll, then
+    /// its completion), not a future of the post nested in it: every
+    /// operation moves it at least once, and a future of 336 bytes (a
+    /// nested `async fn` holding the request) cost about 100 instructions
+    /// more per awaited WRITE than one of 120.
     #[test]
     fn an_operations_future_holds_its_arguments_and_the_completion() {
         let args = std::mem::size_of::<(&RcEndpoint, LocalMr, Range<usize>, RemoteAddr)>();
-        let held = std::mem::size_of::<Completion<'static>>();
+        // The request's post (its entry, the QP, the remote address).
+        let held = std::mem::size_of::<Completion<'static, (Sge, &Qp, RemoteAddr)>>();
         for (op, n) in [("write", size(RcEndpoint::write)), ("read", size(RcEndpoint::read))] {
             assert!(n <= args + held + 16, "{op}: a future of {n} bytes (arguments {args}, completion {held})");
         }
