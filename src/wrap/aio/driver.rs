@@ -1,6 +1,7 @@
 //! The completion path: the table of requests in flight (a slab indexed by
 //! `wr_id`), the CQ drain that hands each completion to its request, the
-//! future an operation awaits (it drains the CQ itself when polled), and
+//! future an operation awaits (it posts its request at its first poll and
+//! drains the CQ itself when polled), and
 //! the driver task, which drains when no operation does and sleeps on the
 //! completion channel.
 

@@ -41,8 +41,10 @@
 //! the device touches nothing). No memory is freed or reused before that.
 //!
 //! # Completions
-//! An operation's future polls the shared CQ itself when it is polled (one
-//! poller at a time) and hands every completion it finds to its request: a
+//! An operation's future registers its request, posts it and polls the
+//! shared CQ at its first poll, under one lock; later polls poll the CQ
+//! again (one poller at a time), handing every completion found to its
+//! request: a
 //! completion that is already there costs no task switch, no wake-up and no
 //! allocation. The requests in flight are a slab indexed by `wr_id`. One
 //! driver task per endpoint polls when no operation does: it hands each
