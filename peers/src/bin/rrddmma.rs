@@ -300,24 +300,10 @@ mod asynch {
                         let r =
                             if write { client.write(b, 0..size, at).await } else { client.read(b, 0..size, at).await };
                         bufs[0] = Some(r.unwrap_or_else(|e| die("write/read", e)));
+                    } else if write {
+                        together(bufs, |b, j| client.write(b, 0..size, remote.at((j * size) as u64))).await;
                     } else {
-                        let futs: Vec<_> = bufs
-                            .iter_mut()
-                            .enumerate()
-                            .map(|(j, b)| {
-                                let (b, at) = (b.take().expect("buffer"), remote.at((j * size) as u64));
-                                async move {
-                                    if write {
-                                        client.write(b, 0..size, at).await
-                                    } else {
-                                        client.read(b, 0..size, at).await
-                                    }
-                                }
-                            })
-                            .collect();
-                        for (slot, r) in bufs.iter_mut().zip(join_all(futs).await) {
-                            *slot = Some(r.unwrap_or_else(|e| die("write/read", e)));
-                        }
+                        together(bufs, |b, j| client.read(b, 0..size, remote.at((j * size) as u64))).await;
                     }
                 }
             })
@@ -355,6 +341,18 @@ mod asynch {
         lmr.read(0, &mut data);
         if data != EXPECTED {
             die(&format!("{who}: the region holds"), data);
+        }
+    }
+
+    /// One operation per buffer (`op` of the buffer and its index), awaited
+    /// together; each buffer back in its place.
+    async fn together<F>(bufs: &mut [Option<LocalMr>], op: impl Fn(LocalMr, usize) -> F)
+    where
+        F: Future<Output = rrddmma::wrap::aio::Result<LocalMr>>,
+    {
+        let futs: Vec<_> = bufs.iter_mut().enumerate().map(|(j, b)| op(b.take().expect("buffer"), j)).collect();
+        for (slot, r) in bufs.iter_mut().zip(join_all(futs).await) {
+            *slot = Some(r.unwrap_or_else(|e| die("write/read", e)));
         }
     }
 

@@ -1,7 +1,8 @@
 //! The completion path: the table of requests in flight (a slab indexed by
 //! `wr_id`), the CQ drain that hands each completion to its request, the
-//! future an operation awaits (it posts its request at its first poll and
-//! drains the CQ itself when polled), and
+//! future an operation awaits (it posts its request at its first poll,
+//! drains the CQ itself when polled, and registers the request only if its
+//! completion was not there at once), and
 //! the driver task, which drains when no operation does and sleeps on the
 //! completion channel.
 
@@ -90,6 +91,35 @@ impl Table {
             wake: Vec::new(),
             control: Vec::new(),
         }
+    }
+
+    /// The `wr_id` the next [`Table::insert`] returns, a free slot made
+    /// first if there is none.
+    #[inline]
+    fn next_id(&mut self) -> u64 {
+        if self.free == NO_SLOT {
+            self.grow();
+        }
+        (u64::from(self.slots[self.free as usize].gen) << 32) | u64::from(self.free)
+    }
+
+    /// One more free slot, for a table whose slots are all in use.
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) {
+        let i = u32::try_from(self.slots.len()).expect("fewer than 2^32 requests in flight");
+        self.slots.push(Slot { gen: 0, state: State::Free(NO_SLOT), buf: None, sq: false, seq: 0 });
+        self.free = i;
+    }
+
+    /// Retires a `wr_id` of free slot `i` that a request used without ever
+    /// being registered (its completion was taken at once, or its post
+    /// unwound): the slot's generation moves on, so that no later
+    /// completion with this `wr_id` matches the slot's next request.
+    fn retire(&mut self, i: u32) {
+        let s = &mut self.slots[i as usize];
+        debug_assert!(matches!(s.state, State::Free(_)), "only a free slot's wr_id is retired");
+        s.gen = s.gen.wrapping_add(1) & GEN_MASK;
     }
 
     /// A slot for a request about to be posted; its `wr_id`.
@@ -238,6 +268,7 @@ impl Shared {
         }
     }
 
+    #[inline]
     fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -248,11 +279,12 @@ impl Shared {
     /// polls the CQ, under one lock. Dropped before it resolves, it hands
     /// `buf` to the table, which keeps it until the completion arrives (or
     /// until the QPs are destroyed).
-    pub fn operation<P>(&self, sq: bool, buf: LocalMr, post: P) -> Completion<'_, P>
+    pub fn operation<P, F, T>(&self, sq: bool, buf: LocalMr, post: P, output: F) -> Completion<'_, P, F>
     where
-        P: FnOnce(u64) -> crate::prim::Result<()>,
+        P: Fn(&Qp, u64) -> crate::prim::Result<()>,
+        F: Fn(&Wc, LocalMr) -> T,
     {
-        Completion { shared: self, post: Some(post), sq, id: 0, buf: Some(buf), done: false }
+        Completion { shared: self, post, output, id: UNPOSTED, buf: Some(buf), sq, done: false }
     }
 
     /// A mark for [`Shared::sq_before`]: requests registered from now on are at or after it.
@@ -301,6 +333,19 @@ impl Shared {
         if n == 0 {
             return Ok(Drained::Polled(0, false));
         }
+        Ok(self.hand_over(guard, n, mine, out))
+    }
+
+    /// Hands over the `n` completions just polled into the table's buffer,
+    /// as [`Shared::drain`] does.
+    fn hand_over(
+        &self,
+        mut guard: std::sync::MutexGuard<'_, Table>,
+        n: usize,
+        mine: Option<u64>,
+        out: &mut Wc,
+    ) -> Drained {
+        let t = &mut *guard;
         let mut taken = false;
         for k in 0..n {
             let id = t.wcs[k].wr_id();
@@ -336,10 +381,16 @@ impl Shared {
             let mut t = self.lock();
             (t.wake, t.control) = (wake, control);
         }
+        self.progressed();
+        Drained::Polled(n, taken)
+    }
+
+    /// Requests were retired: the callers watching for it are told.
+    #[inline]
+    fn progressed(&self) {
         if self.watchers.load(Ordering::SeqCst) > 0 {
             self.progress.notify_waiters();
         }
-        Ok(Drained::Polled(n, taken))
     }
 
     /// Registers a caller of [`Shared::progress`] for as long as the guard
@@ -420,43 +471,60 @@ impl Drop for ProgressWatch<'_> {
 }
 
 /// The future of one request ([`Shared::operation`]): posted at its first
-/// poll, then its completion.
-pub(crate) struct Completion<'a, P> {
+/// poll, then its completion, turned into the operation's output by `F`.
+///
+/// It holds only what the post needs besides the data QP (it is called with
+/// the QP, once), so that an operation's future stays small: each is moved
+/// at least once, into the task that awaits it.
+pub(crate) struct Completion<'a, P, F> {
     shared: &'a Shared,
-    /// The post, until the first poll has made it.
-    post: Option<P>,
-    /// A send-queue request.
-    sq: bool,
-    /// The request's `wr_id`, once posted.
+    /// The post: called once, at the first poll.
+    post: P,
+    /// What the operation makes of a successful completion and its buffer.
+    output: F,
+    /// The request's `wr_id`, from its first poll on; [`UNPOSTED`] before.
     id: u64,
     /// The request's memory, until the future resolves or hands it to the table.
     buf: Option<LocalMr>,
+    /// A send-queue request.
+    sq: bool,
     /// Resolved (or never posted): the slot is no longer this future's.
     done: bool,
 }
 
+/// [`Completion::id`] before the first poll: a `wr_id` no request of the
+/// data QP has (it carries [`CONTROL_BIT`]).
+const UNPOSTED: u64 = u64::MAX;
+
 // Nothing of a `Completion` is pinned: the post is moved out of it and
 // called, never polled in place.
-impl<P> Unpin for Completion<'_, P> {}
+impl<P, F> Unpin for Completion<'_, P, F> {}
 
-impl<P> Completion<'_, P> {
-    /// Resolves with `wc`: the buffer back with a successful completion,
-    /// the completion's error otherwise (the buffer goes back to the pool).
-    fn resolve(&mut self, wc: Wc) -> super::Result<(Wc, LocalMr)> {
+impl<P, F: Fn(&Wc, LocalMr) -> T, T> Completion<'_, P, F> {
+    /// Resolves with `wc`: the operation's output from a successful
+    /// completion and the buffer, the completion's error otherwise (the
+    /// buffer goes back to the pool).
+    #[inline(always)]
+    fn resolve(&mut self, wc: &Wc) -> super::Result<T> {
         self.done = true;
         let buf = self.buf.take().expect("an unresolved completion holds its buffer");
-        match wc.ok() {
-            Ok(_) => Ok((wc, buf)),
-            Err(e) => Err(e.into()),
+        if wc.is_success() {
+            Ok((self.output)(wc, buf))
+        } else {
+            Err(failed(wc))
         }
     }
 }
 
-impl<P: FnOnce(u64) -> crate::prim::Result<()>> Future for Completion<'_, P> {
-    /// A successful completion and the request's buffer; a failed
-    /// completion's error, or the closed endpoint's
-    /// ([`Shared::close_error`]) when it will never come.
-    type Output = super::Result<(Wc, LocalMr)>;
+impl<P, F, T> Future for Completion<'_, P, F>
+where
+    P: Fn(&Qp, u64) -> crate::prim::Result<()>,
+    F: Fn(&Wc, LocalMr) -> T,
+{
+    /// The operation's output from a successful completion and the
+    /// request's buffer; a failed completion's error, or the closed
+    /// endpoint's ([`Shared::close_error`]) when it will never come.
+    type Output = super::Result<T>;
 
     /// Drains the CQ first, unless another poller is at it: a completion
     /// that is already there is taken without the driver, a wake-up or a
@@ -473,12 +541,13 @@ impl<P: FnOnce(u64) -> crate::prim::Result<()>> Future for Completion<'_, P> {
         let coop = std::task::ready!(tokio::task::coop::poll_proceed(cx));
         let shared = self.shared;
         let mut wc = Wc::default();
-        let drained = match self.post.take() {
-            // The first poll: registered (refused once the endpoint is
+        let drained = match self.id {
+            // The first poll: posted (refused once the endpoint is
             // closing: checked under the lock the driver holds when it
             // decides to exit, so a request in the table is always one the
-            // driver will answer), posted and polled under one lock.
-            Some(post) => {
+            // driver will answer), polled, and registered if its
+            // completion was not there, under one lock.
+            UNPOSTED => {
                 let mut t = shared.lock();
                 if t.stopped || shared.closing.load(Ordering::Acquire) {
                     drop(t);
@@ -487,26 +556,58 @@ impl<P: FnOnce(u64) -> crate::prim::Result<()>> Future for Completion<'_, P> {
                     coop.made_progress();
                     return Poll::Ready(Err(shared.close_error()));
                 }
-                let id = t.insert(self.sq);
-                if let Err(e) = post(id) {
-                    // The device never saw it: the slot is freed, the
-                    // buffer goes back with the future.
-                    let (i, _) = t.get(id).expect("the slot just registered");
-                    t.remove(i);
+                // The request is registered only if its completion is not
+                // in the poll that follows its post: both run under this
+                // lock, so nobody else can poll in between, and a
+                // completion found there is this request's alone.
+                let id = t.next_id();
+                self.id = id;
+                // Were the post to unwind, the `wr_id` is retired before
+                // the lock is released, and the drop keeps the buffer.
+                let unwinding = Retire(&mut t, id as u32);
+                let posted = (self.post)(&shared.data, id);
+                std::mem::forget(unwinding);
+                if let Err(e) = posted {
+                    // The device never saw it: the buffer goes back with
+                    // the future.
                     drop(t);
                     self.done = true;
                     coop.made_progress();
                     return Poll::Ready(Err(e.into()));
                 }
-                self.id = id;
-                shared.drain_locked(t, Some(id), &mut wc)
+                let polled = if t.polling { Ok(0) } else { shared.cq.poll(&mut t.wcs) };
+                let n = *polled.as_ref().unwrap_or(&0);
+                if let Some(k) = t.wcs[..n].iter().position(|w| w.wr_id() == id) {
+                    wc = t.wcs[k];
+                    t.retire(id as u32);
+                    if n == 1 {
+                        drop(t);
+                        shared.progressed();
+                    } else {
+                        // The others of the batch are handed over as any
+                        // drain does (this one matches nothing now).
+                        shared.hand_over(t, n, None, &mut Wc::default());
+                    }
+                    coop.made_progress();
+                    return Poll::Ready(self.resolve(&wc));
+                }
+                let registered = t.insert(self.sq);
+                debug_assert_eq!(registered, id, "insert takes the slot next_id named");
+                match polled {
+                    Ok(0) => {
+                        drop(t);
+                        Ok(Drained::Polled(0, false))
+                    }
+                    Ok(n) => Ok(shared.hand_over(t, n, None, &mut wc)),
+                    Err(e) => Err(e),
+                }
             }
-            None => shared.drain(Some(self.id), &mut wc),
+            id => shared.drain(Some(id), &mut wc),
         };
         match drained {
             Ok(Drained::Polled(_, true)) => {
                 coop.made_progress();
-                return Poll::Ready(self.resolve(wc));
+                return Poll::Ready(self.resolve(&wc));
             }
             Ok(_) => {}
             // The CQ failed: the driver finds it so too and stops the endpoint.
@@ -521,7 +622,7 @@ impl<P: FnOnce(u64) -> crate::prim::Result<()>> Future for Completion<'_, P> {
                 t.remove(i);
                 drop(t);
                 coop.made_progress();
-                Poll::Ready(self.resolve(wc))
+                Poll::Ready(self.resolve(&wc))
             }
             State::Waiting(_) if stopped => {
                 // Nobody will answer it; the buffer goes to the table (the
@@ -544,26 +645,58 @@ impl<P: FnOnce(u64) -> crate::prim::Result<()>> Future for Completion<'_, P> {
     }
 }
 
-impl<P> Drop for Completion<'_, P> {
+impl<P, F> Drop for Completion<'_, P, F> {
     /// A dropped operation: a completed request's buffer goes back to the
     /// pool now; a pending one's goes to the table, which keeps it until
     /// the completion arrives; one never posted keeps its buffer, which
     /// goes back with it.
-    #[inline]
+    #[inline(always)]
     fn drop(&mut self) {
-        if self.done || self.post.is_some() {
-            return;
+        if !self.done && self.id != UNPOSTED {
+            self.shared.abandon(self.id, &mut self.buf);
         }
-        let mut t = self.shared.lock();
-        if let Some((i, s)) = t.get(self.id) {
-            if matches!(s.state, State::Done(_)) {
-                t.remove(i);
-            } else {
+    }
+}
+
+impl Shared {
+    /// The drop of an operation posted (request `id`, memory `buf`) and
+    /// not resolved.
+    #[cold]
+    #[inline(never)]
+    fn abandon(&self, id: u64, buf: &mut Option<LocalMr>) {
+        let mut t = self.lock();
+        match t.get(id) {
+            Some((i, s)) if matches!(s.state, State::Done(_)) => drop(t.remove(i)),
+            Some((_, s)) => {
                 s.state = State::Abandoned;
-                s.buf = self.buf.take();
+                s.buf = buf.take();
             }
+            // Its post unwound before the request was registered (the
+            // `wr_id` was retired then): whether the device saw it is
+            // unknown, so the buffer is never reused.
+            None => std::mem::forget(buf.take()),
         }
         drop(t);
+    }
+}
+
+/// The error of a failed completion.
+#[cold]
+#[inline(never)]
+fn failed(wc: &Wc) -> super::Error {
+    match wc.ok() {
+        Ok(_) => unreachable!("a failed completion's status is not success"),
+        Err(e) => e.into(),
+    }
+}
+
+/// Retires a `wr_id` of an unregistered request when dropped: armed
+/// across a post, which forgets it when it returns.
+struct Retire<'a, 'b>(&'a mut std::sync::MutexGuard<'b, Table>, u32);
+
+impl Drop for Retire<'_, '_> {
+    fn drop(&mut self) {
+        self.0.retire(self.1);
     }
 }
 
@@ -775,6 +908,28 @@ mod tests {
         assert!(t.get(d).is_none());
         assert!(!t.take(d), "only once");
         assert_eq!((t.pending, t.seq), (0, 4), "every registration counted");
+    }
+
+    #[test]
+    fn an_id_used_unregistered_is_retired_and_never_matches_again() {
+        let mut t = Table::new();
+        // An empty table makes a free slot for the id it names.
+        let a = t.next_id();
+        assert_eq!((a, t.slots.len(), t.pending), (0, 1, 0), "named, not registered");
+        assert!(t.get(a).is_none(), "a free slot matches nothing");
+        // Taken at once (completed at the post's own poll): retired.
+        t.retire(a as u32);
+        let b = t.next_id();
+        assert_eq!(b, 1 << 32, "the same slot, the next generation");
+        assert!(!t.take(a) && t.complete(&wc(a)).is_none(), "the retired id matches nothing");
+        // Registered: insert takes exactly the slot next_id named.
+        assert_eq!(t.insert(true), b);
+        assert!(t.get(a).is_none(), "not even once the slot is in use again");
+        assert!(t.get(b).is_some());
+        // With every slot in use, the next id is a new slot's.
+        assert_eq!(t.next_id(), 1);
+        assert_eq!(t.insert(false), 1);
+        assert_eq!((t.pending, t.slots.len()), (2, 2));
     }
 
     #[test]

@@ -21,7 +21,7 @@ use super::pool::{LocalMr, MrPool};
 use crate::ctrl::QpInfo;
 use crate::prim::{
     AccessFlags, CompChannel, ConnectOpts, Context, Cq, Pd, Qp, QpCaps, QpType, RecvWr, RemoteAddr, RemoteMr, SendWr,
-    Sge, WcOpcode,
+    Sge, Wc, WcOpcode,
 };
 
 /// Settings of an async endpoint: [`AioOpts::new`] with the device (no
@@ -435,57 +435,74 @@ impl RcEndpoint {
     }
 
     /// One send-queue request (signaled), `wr` over `range` of `buf`: the
-    /// future that posts it at its first poll and resolves with its
-    /// completion. Not an `async fn` nested in the operation's: an
-    /// operation's future holds only this one across its one `.await` (a
-    /// smaller future, moved and polled for less).
-    fn post_send_op<'s>(
+    /// future that posts it at its first poll and resolves with `output`
+    /// of its completion and buffer. An operation returns this future
+    /// itself, not an `async fn` around it: a smaller future, moved and
+    /// polled for less.
+    #[inline]
+    fn post_send_op<'s, T>(
         &'s self,
         buf: LocalMr,
         range: Range<usize>,
-        wr: impl for<'a> FnOnce(&'a [Sge; 1]) -> SendWr<'a> + 's,
-    ) -> Completion<'s, impl FnOnce(u64) -> crate::prim::Result<()> + 's> {
+        wr: impl for<'a> Fn(&'a [Sge; 1]) -> SendWr<'a> + 's,
+        output: impl Fn(&Wc, LocalMr) -> T + 's,
+    ) -> Completion<'s, impl Fn(&Qp, u64) -> crate::prim::Result<()> + 's, impl Fn(&Wc, LocalMr) -> T + 's> {
         let sge = [buf.sge(range)];
-        let qp = &self.shared.data;
         // SAFETY: every entry lies in `buf`, which the operation holds from
         // before the post; it keeps it until this request's completion,
         // and if dropped before, hands it to the table of requests in
         // flight, which keeps it until the completion or until the QP is
         // destroyed.
-        self.shared.operation(true, buf, move |id| unsafe { qp.post_send(&mut [wr(&sge).wr_id(id).signaled()]) })
+        let post = move |qp: &Qp, id| unsafe { qp.post_send(&mut [wr(&sge).wr_id(id).signaled()]) };
+        self.shared.operation(true, buf, post, output)
     }
 
     /// One receive into the whole of `buf`, as [`RcEndpoint::post_send_op`].
-    fn post_recv_op(&self, buf: LocalMr) -> Completion<'_, impl FnOnce(u64) -> crate::prim::Result<()> + '_> {
+    #[inline]
+    fn post_recv_op<T>(
+        &self,
+        buf: LocalMr,
+        output: impl Fn(&Wc, LocalMr) -> T,
+    ) -> Completion<'_, impl Fn(&Qp, u64) -> crate::prim::Result<()>, impl Fn(&Wc, LocalMr) -> T> {
         let sge = [buf.sge(0..buf.len())];
-        let qp = &self.shared.data;
         // SAFETY: as in `post_send_op`: the operation, then the table,
         // holds the buffer until the completion or the QP's destruction.
-        self.shared.operation(false, buf, move |id| unsafe { qp.post_recv(&mut [RecvWr::new(&sge, id)]) })
+        let post = move |qp: &Qp, id| unsafe { qp.post_recv(&mut [RecvWr::new(&sge, id)]) };
+        self.shared.operation(false, buf, post, output)
     }
 
     /// RDMA WRITE of `range` of `src` to `dst`; gives `src` back.
-    pub async fn write(&self, src: LocalMr, range: Range<usize>, dst: RemoteAddr) -> Result<LocalMr> {
-        let c = self.post_send_op(src, range, move |s| SendWr::write(s, dst));
-        Ok(c.await?.1)
+    #[inline]
+    pub fn write(
+        &self,
+        src: LocalMr,
+        range: Range<usize>,
+        dst: RemoteAddr,
+    ) -> impl Future<Output = Result<LocalMr>> + '_ {
+        self.post_send_op(src, range, move |s| SendWr::write(s, dst), |_, buf| buf)
     }
 
     /// RDMA WRITE with immediate data (consumes a receive at the peer).
-    pub async fn write_with_imm(
+    #[inline]
+    pub fn write_with_imm(
         &self,
         src: LocalMr,
         range: Range<usize>,
         dst: RemoteAddr,
         imm: u32,
-    ) -> Result<LocalMr> {
-        let c = self.post_send_op(src, range, move |s| SendWr::write_imm(s, dst, imm));
-        Ok(c.await?.1)
+    ) -> impl Future<Output = Result<LocalMr>> + '_ {
+        self.post_send_op(src, range, move |s| SendWr::write_imm(s, dst, imm), |_, buf| buf)
     }
 
     /// RDMA READ from `src` into `range` of `dst`; gives `dst` back.
-    pub async fn read(&self, dst: LocalMr, range: Range<usize>, src: RemoteAddr) -> Result<LocalMr> {
-        let c = self.post_send_op(dst, range, move |s| SendWr::read(s, src));
-        Ok(c.await?.1)
+    #[inline]
+    pub fn read(
+        &self,
+        dst: LocalMr,
+        range: Range<usize>,
+        src: RemoteAddr,
+    ) -> impl Future<Output = Result<LocalMr>> + '_ {
+        self.post_send_op(dst, range, move |s| SendWr::read(s, src), |_, buf| buf)
     }
 
     /// SEND of `range` of `src` (consumes a receive at the peer).
@@ -498,32 +515,32 @@ impl RcEndpoint {
     /// with `RNR_RETRY_EXC_ERR` after that many of the peer's RNR waits, and
     /// the endpoint closes), or bound the call with `tokio::time::timeout`
     /// and drop the endpoint.
-    pub async fn send(&self, src: LocalMr, range: Range<usize>) -> Result<LocalMr> {
-        let c = self.post_send_op(src, range, |s| SendWr::send(s));
-        Ok(c.await?.1)
+    #[inline]
+    pub fn send(&self, src: LocalMr, range: Range<usize>) -> impl Future<Output = Result<LocalMr>> + '_ {
+        self.post_send_op(src, range, |s| SendWr::send(s), |_, buf| buf)
     }
 
     /// 8-byte fetch-and-add at `dst` (8-byte aligned); the old value.
     pub async fn fetch_add(&self, dst: RemoteAddr, add: u64) -> Result<u64> {
         let old = self.alloc_local_mr(Layout::new::<u64>())?;
-        let c = self.post_send_op(old, 0..8, move |s| SendWr::fetch_add(s, dst, add));
-        Ok(read_u64(&c.await?.1))
+        self.post_send_op(old, 0..8, move |s| SendWr::fetch_add(s, dst, add), |_, old| read_u64(&old)).await
     }
 
     /// 8-byte compare-and-swap at `dst` (8-byte aligned); the old value
     /// (equal to `compare` when the swap happened).
     pub async fn compare_swap(&self, dst: RemoteAddr, compare: u64, swap: u64) -> Result<u64> {
         let old = self.alloc_local_mr(Layout::new::<u64>())?;
-        let c = self.post_send_op(old, 0..8, move |s| SendWr::compare_swap(s, dst, compare, swap));
-        Ok(read_u64(&c.await?.1))
+        self.post_send_op(old, 0..8, move |s| SendWr::compare_swap(s, dst, compare, swap), |_, old| read_u64(&old))
+            .await
     }
 
     /// Receives one message (a SEND or a WRITE with immediate) into `dst`.
-    pub async fn recv(&self, dst: LocalMr) -> Result<(Received, LocalMr)> {
-        let completion = self.post_recv_op(dst);
-        let (wc, buf) = completion.await?;
-        let imm = if wc.opcode() == WcOpcode::RECV_RDMA_WITH_IMM || wc.imm().is_some() { wc.imm() } else { None };
-        Ok((Received { len: wc.byte_len() as usize, imm }, buf))
+    #[inline]
+    pub fn recv(&self, dst: LocalMr) -> impl Future<Output = Result<(Received, LocalMr)>> + '_ {
+        self.post_recv_op(dst, |wc, buf| {
+            let imm = if wc.opcode() == WcOpcode::RECV_RDMA_WITH_IMM || wc.imm().is_some() { wc.imm() } else { None };
+            (Received { len: wc.byte_len() as usize, imm }, buf)
+        })
     }
 
     fn check_open(&self) -> Result<()> {
@@ -707,19 +724,17 @@ mod future_size {
         std::mem::size_of::<Fut>()
     }
 
-    /// An operation's future holds its arguments and, across its one
-    /// `.await`, only the operation (its post until the first poll, then
-    /// its completion), not a future of the post nested in it: every
-    /// operation moves it at least once, and a future of 336 bytes (a
-    /// nested `async fn` holding the request) cost about 100 instructions
-    /// more per awaited WRITE than one of 120.
+    /// An operation's future is its completion alone (the post's entry
+    /// and remote address, the buffer, the `wr_id`), not an `async fn`
+    /// around it, nor a future of the post nested in it: every operation
+    /// moves it at least once, and each step down in size took
+    /// instructions off an awaited WRITE (336 bytes with a nested post, 160
+    /// with the request and the QP held in an `async fn`, 80 now).
     #[test]
-    fn an_operations_future_holds_its_arguments_and_the_completion() {
-        let args = std::mem::size_of::<(&RcEndpoint, LocalMr, Range<usize>, RemoteAddr)>();
-        // The request's post (its entry, the QP, the remote address).
-        let held = std::mem::size_of::<Completion<'static, (Sge, &Qp, RemoteAddr)>>();
+    fn an_operations_future_is_its_completion() {
+        let held = std::mem::size_of::<Completion<'static, (Sge, RemoteAddr), ()>>();
         for (op, n) in [("write", size(RcEndpoint::write)), ("read", size(RcEndpoint::read))] {
-            assert!(n <= args + held + 16, "{op}: a future of {n} bytes (arguments {args}, completion {held})");
+            assert!(n <= held, "{op}: a future of {n} bytes (its completion: {held})");
         }
     }
 }

@@ -41,12 +41,12 @@
 //! the device touches nothing). No memory is freed or reused before that.
 //!
 //! # Completions
-//! An operation's future registers its request, posts it and polls the
-//! shared CQ at its first poll, under one lock; later polls poll the CQ
-//! again (one poller at a time), handing every completion found to its
-//! request: a
-//! completion that is already there costs no task switch, no wake-up and no
-//! allocation. The requests in flight are a slab indexed by `wr_id`. One
+//! An operation's future posts its request and polls the shared CQ at its
+//! first poll, under one lock, and enters the request in the table of
+//! requests in flight only if its completion was not there; later polls
+//! poll the CQ again (one poller at a time), handing every completion
+//! found to its request: a completion that is already there costs no task
+//! switch, no wake-up and no allocation. The requests in flight are a slab indexed by `wr_id`. One
 //! driver task per endpoint polls when no operation does: it hands each
 //! completion over and wakes the operation waiting for it, polls a few more
 //! times while completions keep arriving (a bounded, adaptive spin:

@@ -166,6 +166,7 @@ impl LocalMr {
         unsafe { std::ptr::write_bytes(self.ptr().as_ptr(), 0, self.len()) }
     }
 
+    #[inline]
     fn check(&self, offset: usize, len: usize) {
         assert!(
             offset.checked_add(len).is_some_and(|e| e <= self.len()),
@@ -178,6 +179,7 @@ impl LocalMr {
     ///
     /// # Panics
     /// If the range is outside the piece or longer than 4 GiB.
+    #[inline]
     pub(crate) fn sge(&self, range: Range<usize>) -> Sge {
         self.check(range.start, range.len());
         let len = u32::try_from(range.len()).expect("an SGE covers at most 4 GiB - 1");
