@@ -124,25 +124,18 @@ impl Table {
 
     /// A slot for a request about to be posted; its `wr_id`.
     fn insert(&mut self, sq: bool) -> u64 {
+        let id = self.next_id();
         let seq = self.seq;
         self.seq += 1;
         self.pending += 1;
-        let i = match self.free {
-            NO_SLOT => {
-                let i = u32::try_from(self.slots.len()).expect("fewer than 2^32 requests in flight");
-                self.slots.push(Slot { gen: 0, state: State::Free(NO_SLOT), buf: None, sq, seq });
-                i
-            }
-            i => i,
-        };
-        let s = &mut self.slots[i as usize];
+        let s = &mut self.slots[self.free as usize];
         if let State::Free(next) = s.state {
             self.free = next;
         }
         s.state = State::Waiting(None);
         s.sq = sq;
         s.seq = seq;
-        (u64::from(s.gen) << 32) | u64::from(i)
+        id
     }
 
     /// The slot of a request in flight with this `wr_id`; `None` for any
@@ -273,12 +266,14 @@ impl Shared {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// An operation: the request `post` posts (given its `wr_id`; `sq`:
-    /// on the send queue), whose entries lie in `buf`, and then its
-    /// completion. Its first poll registers the request, posts it and
-    /// polls the CQ, under one lock. Dropped before it resolves, it hands
-    /// `buf` to the table, which keeps it until the completion arrives (or
-    /// until the QPs are destroyed).
+    /// An operation: the request `post` posts (given the data QP and its
+    /// `wr_id`; `sq`: on the send queue), whose entries lie in `buf`, and
+    /// then its completion, which `output` turns into the operation's
+    /// result. Its first poll posts the request, polls the CQ and
+    /// registers the request if its completion was not there, under one
+    /// lock. Dropped before it resolves, it hands `buf` to the table, which
+    /// keeps it until the completion arrives (or until the QPs are
+    /// destroyed).
     pub fn operation<P, F, T>(&self, sq: bool, buf: LocalMr, post: P, output: F) -> Completion<'_, P, F>
     where
         P: Fn(&Qp, u64) -> crate::prim::Result<()>,
@@ -315,16 +310,7 @@ impl Shared {
     /// operations), except the one of request `mine`, which is written to
     /// `out` (its slot freed).
     fn drain(&self, mine: Option<u64>, out: &mut Wc) -> crate::prim::Result<Drained> {
-        self.drain_locked(self.lock(), mine, out)
-    }
-
-    /// [`Shared::drain`] with the table's lock already taken.
-    fn drain_locked(
-        &self,
-        mut guard: std::sync::MutexGuard<'_, Table>,
-        mine: Option<u64>,
-        out: &mut Wc,
-    ) -> crate::prim::Result<Drained> {
+        let mut guard = self.lock();
         let t = &mut *guard;
         if t.polling {
             return Ok(Drained::Busy);
@@ -496,8 +482,8 @@ pub(crate) struct Completion<'a, P, F> {
 /// data QP has (it carries [`CONTROL_BIT`]).
 const UNPOSTED: u64 = u64::MAX;
 
-// Nothing of a `Completion` is pinned: the post is moved out of it and
-// called, never polled in place.
+// Nothing of a `Completion` is pinned: the post and the output are
+// closures called through a reference, never futures polled in place.
 impl<P, F> Unpin for Completion<'_, P, F> {}
 
 impl<P, F: Fn(&Wc, LocalMr) -> T, T> Completion<'_, P, F> {
@@ -591,8 +577,8 @@ where
                     coop.made_progress();
                     return Poll::Ready(self.resolve(&wc));
                 }
-                let registered = t.insert(self.sq);
-                debug_assert_eq!(registered, id, "insert takes the slot next_id named");
+                // The slot `next_id` named: nothing changed the table since.
+                t.insert(self.sq);
                 match polled {
                     Ok(0) => {
                         drop(t);

@@ -46,8 +46,8 @@
 //! requests in flight only if its completion was not there; later polls
 //! poll the CQ again (one poller at a time), handing every completion
 //! found to its request: a completion that is already there costs no task
-//! switch, no wake-up and no allocation. The requests in flight are a slab indexed by `wr_id`. One
-//! driver task per endpoint polls when no operation does: it hands each
+//! switch, no wake-up and no allocation. The requests in flight are a
+//! slab indexed by `wr_id`. One driver task per endpoint polls when no operation does: it hands each
 //! completion over and wakes the operation waiting for it, polls a few more
 //! times while completions keep arriving (a bounded, adaptive spin:
 //! [`AioOpts::spin_polls`]), and otherwise sleeps on the completion channel
