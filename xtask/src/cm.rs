@@ -145,7 +145,7 @@ mod tests {
     use super::*;
 
     fn done(code: i32, output: &str) -> Done {
-        Done { name: "t".into(), code: Some(code), output: output.into() }
+        Done { name: "t".into(), code: Some(code), output: output.into(), secs: Some(1) }
     }
 
     #[test]

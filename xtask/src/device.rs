@@ -66,9 +66,10 @@ impl Check {
 pub fn run_checks(place: &Place, checks: &[Check], tally: &mut crate::tally::Tally) -> Result<()> {
     let steps: Vec<Step> =
         checks.iter().map(|c| Step { name: c.step.name.clone(), command: c.step.command.clone() }).collect();
-    let done = run_steps(place, &steps)?;
+    let done = run_limited(place, &steps, Some(CHECK_LIMIT_S))?;
     for (d, c) in done.iter().zip(checks) {
-        println!("---- {} (exit {:?}) ----\n{}", d.name, d.code, d.output);
+        let secs = d.secs.map_or("-".into(), |s| s.to_string());
+        println!("---- {} (exit {:?}, {secs} s) ----\n{}", d.name, d.code, d.output);
         (c.judge)(d, tally);
     }
     Ok(())
@@ -84,15 +85,27 @@ pub fn run_alone(what: &str, checks: &[Check]) -> Result<()> {
     tally.finish()
 }
 
+/// Seconds a check's step may run before it is stopped and counted as
+/// failed: the longest (the device tests of one build) takes under five
+/// minutes in the TCG VM, so a step still running after this is a hang, and
+/// the session goes on with the next step instead of running into CI's limit.
+const CHECK_LIMIT_S: u32 = 1200;
+
+/// What `timeout --verbose` writes to a step's log when it stops the step.
+const STOPPED: &str = "timeout: sending signal TERM to command";
+
 /// A finished step.
 #[derive(Debug)]
 pub struct Done {
     /// The step's name.
     pub name: String,
-    /// Exit code (`None` when the step never ran, e.g. the VM died).
+    /// Exit code (`None` when the step never ran, e.g. the VM died, or was
+    /// stopped at its time limit).
     pub code: Option<i32>,
     /// Standard output and error, interleaved.
     pub output: String,
+    /// Seconds the step ran (`None` when it never ran).
+    pub secs: Option<u64>,
 }
 
 /// Where the device is.
@@ -174,8 +187,9 @@ fn steps_dir() -> PathBuf {
     root().join(format!("target/xtask/steps-{}", std::process::id()))
 }
 
-/// The shell script: set up SoftRoCE if asked, then run every step.
-fn script(place: &Place, steps: &[Step], dir: &Path) -> String {
+/// The shell script: set up SoftRoCE if asked, then run every step (each
+/// stopped after `limit` seconds, when given).
+fn script(place: &Place, steps: &[Step], dir: &Path, limit: Option<u32>) -> String {
     let mut s = String::from("#!/bin/bash\nset -u\n");
     // The session's output names the kernel it runs under.
     s.push_str("echo \"device session: kernel $(uname -r)\" >&2\n");
@@ -210,18 +224,34 @@ fn script(place: &Place, steps: &[Step], dir: &Path) -> String {
         s.push_str(&format!("export RRDDMMA_EXPECT_ODP={}\n", u8::from(odp)));
     }
     for (i, step) in steps.iter().enumerate() {
-        s.push_str(&format!("( {} ) > '{d}/{i}.log' 2>&1; echo $? > '{d}/{i}.rc'\n", step.command, d = dir.display()));
+        let run = match limit {
+            // `timeout` runs the step in a process group of its own and stops
+            // the whole group; `--verbose` leaves the mark that tells a stop
+            // from a command that itself exits 124.
+            Some(l) => format!("timeout --verbose -k 10 {l} bash -c {}", shell_quote(&step.command)),
+            None => format!("( {} )", step.command),
+        };
+        s.push_str(&format!(
+            "t0=$SECONDS; {run} > '{d}/{i}.log' 2>&1; echo $? > '{d}/{i}.rc'; echo $((SECONDS - t0)) > '{d}/{i}.secs'\n",
+            d = dir.display()
+        ));
     }
     s
 }
 
 /// Runs the steps where the device is; each step's outcome is returned.
 pub fn run_steps(place: &Place, steps: &[Step]) -> Result<Vec<Done>> {
+    run_limited(place, steps, None)
+}
+
+/// [`run_steps`], each step stopped after `limit` seconds when given: a
+/// stopped step has no exit code and its output says why.
+fn run_limited(place: &Place, steps: &[Step], limit: Option<u32>) -> Result<Vec<Done>> {
     let dir = steps_dir();
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir)?;
     let path = dir.join("script.sh");
-    fs::write(&path, script(place, steps, &dir))?;
+    fs::write(&path, script(place, steps, &dir, limit))?;
     match place {
         Place::Host { .. } | Place::HostRxe => run(Command::new("bash").arg(&path))?,
         Place::Vm { kernel } => {
@@ -248,14 +278,30 @@ pub fn run_steps(place: &Place, steps: &[Step]) -> Result<Vec<Done>> {
     let done = steps
         .iter()
         .enumerate()
-        .map(|(i, step)| Done {
-            name: step.name.clone(),
-            code: fs::read_to_string(dir.join(format!("{i}.rc"))).ok().and_then(|c| c.trim().parse().ok()),
-            output: fs::read_to_string(dir.join(format!("{i}.log"))).unwrap_or_default(),
+        .map(|(i, step)| {
+            let code = fs::read_to_string(dir.join(format!("{i}.rc"))).ok().and_then(|c| c.trim().parse().ok());
+            let output = fs::read_to_string(dir.join(format!("{i}.log"))).unwrap_or_default();
+            let secs = fs::read_to_string(dir.join(format!("{i}.secs"))).ok().and_then(|c| c.trim().parse().ok());
+            Done { secs, ..judged(step, code, output, limit) }
         })
         .collect();
     let _ = fs::remove_dir_all(&dir);
     Ok(done)
+}
+
+/// A step's outcome from its exit code and log: one its time limit stopped
+/// has no exit code, and its output ends saying so.
+fn judged(step: &Step, code: Option<i32>, mut output: String, limit: Option<u32>) -> Done {
+    match limit {
+        Some(l) if code == Some(124) && output.contains(STOPPED) => {
+            output.push_str(&format!(
+                "\nstep \"{}\" stopped: still running after {l} s (a hang: the last test started above is where)\n",
+                step.name
+            ));
+            Done { name: step.name.clone(), code: None, output, secs: None }
+        }
+        _ => Done { name: step.name.clone(), code, output, secs: None },
+    }
 }
 
 /// `cargo xtask vm [--kernel stable|newest] -- CMD...`: runs CMD's words as
@@ -313,6 +359,43 @@ mod tests {
         assert_eq!(bash_words(&shell_words(&words)), words);
         assert_eq!(shell_words(&["target/debug/deps/device-1", "--ignored"]), "target/debug/deps/device-1 --ignored");
         assert_eq!(shell_quote(""), "''");
+    }
+
+    /// Runs `steps` on the host as a device session does, with `limit`.
+    fn outcomes(steps: &[Step], limit: u32) -> Vec<Done> {
+        let dir = root().join(format!("target/xtask/limit-test-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let place = Place::Host { device: "none".into() };
+        let out = Command::new("bash").arg("-c").arg(script(&place, steps, &dir, Some(limit))).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let done = steps
+            .iter()
+            .enumerate()
+            .map(|(i, step)| {
+                let code = fs::read_to_string(dir.join(format!("{i}.rc"))).unwrap().trim().parse().ok();
+                judged(step, code, fs::read_to_string(dir.join(format!("{i}.log"))).unwrap(), Some(limit))
+            })
+            .collect();
+        fs::remove_dir_all(&dir).unwrap();
+        done
+    }
+
+    #[test]
+    fn a_step_past_its_limit_is_stopped_and_fails_naming_it() {
+        let step = |name: &str, command: &str| Step { name: name.into(), command: command.into() };
+        let steps = [
+            step("hangs", "echo started; sleep 30; echo never"),
+            step("exits 124 itself", "echo 'it'\\''s done'; exit 124"),
+            step("passes", "[ \"$RRDDMMA_TEST_DEVICE\" = none ] && echo ok"),
+        ];
+        let start = std::time::Instant::now();
+        let done = outcomes(&steps, 1);
+        assert!(start.elapsed() < std::time::Duration::from_secs(20), "the hanging step was not stopped");
+        assert_eq!(done[0].code, None, "{:?}", done[0]);
+        assert!(done[0].output.starts_with("started\n") && !done[0].output.contains("never"), "{:?}", done[0]);
+        assert!(done[0].output.contains("step \"hangs\" stopped: still running after 1 s"), "{:?}", done[0]);
+        assert_eq!((done[1].code, done[1].output.as_str()), (Some(124), "it's done\n"));
+        assert_eq!((done[2].code, done[2].output.as_str()), (Some(0), "ok\n"));
     }
 
     #[test]

@@ -101,6 +101,7 @@ mod tests {
             Done {
             name: String::new(),
             code: Some(0),
+            secs: Some(1),
             output: format!(
                 "rrddmma-perf write_lat\n 2       {ours}     20.1     900.5     22.3     40.2     60.0     300.1     800.2     0\n \
                  heap allocations inside measured loops: 0\nCLIENT-RC=0\nSERVER-RC=0\n--- server output\n \
