@@ -3,12 +3,14 @@
 //! paired by the listener through a token in their private data (the
 //! design iWARP needs). WRITE, READ and SEND of 64 B and 64 KiB with their
 //! data checked; a half that never gets its other half, a wrong token,
-//! more halves from one address than the listener keeps and a client that
-//! never speaks, each a typed error within the set-up bound. Run on rxe and on siw (iWARP).
+//! more halves from one address, or from all addresses, than the listener
+//! keeps and a client that never speaks, each a typed error within the
+//! set-up bound. Run on rxe and on siw (iWARP).
 
 use std::alloc::Layout;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::process::Command;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -20,8 +22,10 @@ use rrddmma::wrap::{CmListener, CmOpts};
 use crate::cm::cm_ip;
 
 /// Requests from one address the listener keeps waiting for their other
-/// half, at most (docs/aio.md; 64 from all addresses together).
+/// half, at most (docs/aio.md).
 const PEER_HALVES_MAX: usize = 16;
+/// Requests from all addresses together the listener keeps waiting, at most.
+const HALVES_MAX: usize = 64;
 
 fn iwarp() -> bool {
     std::env::var("RRDDMMA_EXPECT_IWARP").is_ok_and(|v| v == "1")
@@ -177,13 +181,15 @@ fn aio_cm_set_up_time() {
 struct Raw {
     ch: EventChannel,
     addr: SocketAddr,
+    /// The address requests come from (`None`: the one routing picks).
+    src: Option<IpAddr>,
     parts: Option<(Pd, Cq)>,
     conns: Vec<(CmId, Qp)>,
 }
 
 impl Raw {
     fn new(addr: SocketAddr) -> Raw {
-        Raw { ch: EventChannel::create().unwrap(), addr, parts: None, conns: Vec::new() }
+        Raw { ch: EventChannel::create().unwrap(), addr, src: None, parts: None, conns: Vec::new() }
     }
 
     /// Sends a connect request carrying `private_data`; its index.
@@ -203,7 +209,7 @@ impl Raw {
     fn prepare(&mut self) -> usize {
         let deadline = || Instant::now() + Duration::from_secs(10);
         let id = CmId::create(&self.ch, PortSpace::Rc).unwrap();
-        id.resolve_addr(None, self.addr, Duration::from_secs(5)).unwrap();
+        id.resolve_addr(self.src.map(|ip| SocketAddr::new(ip, 0)), self.addr, Duration::from_secs(5)).unwrap();
         id.expect(CmEventType::ADDR_RESOLVED, deadline()).unwrap();
         id.resolve_route(Duration::from_secs(5)).unwrap();
         id.expect(CmEventType::ROUTE_RESOLVED, deadline()).unwrap();
@@ -214,6 +220,32 @@ impl Raw {
         let qp = Qp::builder(pd, QpType::RC, cq, cq).build().unwrap();
         self.conns.push((id, qp));
         self.conns.len() - 1
+    }
+
+    /// [`Raw::prepare`], tried again for up to 5 s while the address does
+    /// not resolve yet (a GID for an address just added comes from the
+    /// kernel's work queue).
+    fn prepare_retrying(&mut self) -> usize {
+        let until = Instant::now() + Duration::from_secs(5);
+        loop {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let id = CmId::create(&self.ch, PortSpace::Rc).unwrap();
+            let src = self.src.map(|ip| SocketAddr::new(ip, 0));
+            let resolved = id
+                .resolve_addr(src, self.addr, Duration::from_secs(5))
+                .and_then(|()| id.expect(CmEventType::ADDR_RESOLVED, deadline).map(drop));
+            match resolved {
+                Ok(()) => {
+                    drop(id);
+                    return self.prepare();
+                }
+                Err(e) if Instant::now() < until => {
+                    eprintln!("resolving from {src:?}: {e}; again");
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(e) => panic!("resolving {} from {src:?}: {e}", self.addr),
+            }
+        }
     }
 
     /// Waits (until `deadline`) for request `i` to be accepted, and
@@ -303,6 +335,42 @@ fn aio_cm_listener_rejects_a_missing_half_and_a_wrong_token_within_the_setup_tim
     });
 }
 
+/// A CM listener for the bound tests, its `accept` running.
+struct Bounded {
+    /// How long a half waits. It stays well above the time the listener
+    /// takes to read every request sent back to back (under 0.2 s for 65
+    /// on rxe under emulation), or the first expire before the last is read
+    /// and it takes a freed place instead.
+    setup: Duration,
+    o: AioOpts,
+    addr: SocketAddr,
+    accepting: tokio::task::JoinHandle<(rrddmma::wrap::aio::Result<RcEndpoint>, Listener)>,
+}
+
+impl Bounded {
+    async fn start() -> Bounded {
+        let setup = Duration::from_secs(if iwarp() { 6 } else { 20 });
+        let o = opts(setup);
+        let l = Listener::bind_cm(SocketAddr::new(cm_ip(), 0), o.clone()).await.expect("bind_cm");
+        let addr = l.local_addr().unwrap();
+        let accepting = tokio::spawn(async move { (l.accept().await, l) });
+        Bounded { setup, o, addr, accepting }
+    }
+}
+
+/// A well-behaved client connects to the listener of `accepting` and is
+/// served: a region lent over the pair.
+async fn served(
+    accepting: tokio::task::JoinHandle<(rrddmma::wrap::aio::Result<RcEndpoint>, Listener)>,
+    addr: SocketAddr,
+    o: &AioOpts,
+) {
+    let (server, client) = tokio::join!(accepting, RcEndpoint::connect_cm(addr, o));
+    let (server, _l) = server.unwrap();
+    let (server, client) = (server.expect("accept"), client.expect("connect_cm"));
+    lends(&server, &client).await;
+}
+
 /// At most 16 halves from one address wait at once: of 17 sent back to
 /// back, one is rejected at once, so one peer cannot fill the listener's 64
 /// places, and a well-behaved client is served once the others have
@@ -316,14 +384,7 @@ fn aio_cm_listener_rejects_a_missing_half_and_a_wrong_token_within_the_setup_tim
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE and RRDDMMA_CM_ADDR (cargo xtask test)"]
 fn aio_cm_listener_keeps_at_most_16_waiting_halves_of_one_address() {
     rt().block_on(async {
-        // The halves' bound stays well above the time the listener takes
-        // to read all 17 (under 0.2 s on rxe under emulation), or the first
-        // expire before the last is read and it takes a freed place instead.
-        let setup = Duration::from_secs(if iwarp() { 6 } else { 20 });
-        let o = opts(setup);
-        let l = Listener::bind_cm(SocketAddr::new(cm_ip(), 0), o.clone()).await.expect("bind_cm");
-        let addr = l.local_addr().unwrap();
-        let accepting = tokio::spawn(async move { (l.accept().await, l) });
+        let Bounded { setup, o, addr, accepting } = Bounded::start().await;
         let hostile = tokio::task::spawn_blocking(move || {
             // Resolved first, then the 17 requests back to back: all are in
             // before the first half's bound.
@@ -349,15 +410,143 @@ fn aio_cm_listener_keeps_at_most_16_waiting_halves_of_one_address() {
                 .await
                 .unwrap();
         assert!(first.contains("never came"), "request {other}: {first}");
-        let (server, client) = tokio::join!(accepting, RcEndpoint::connect_cm(addr, &o));
-        let (server, _l) = server.unwrap();
-        let (server, client) = (server.expect("accept"), client.expect("connect_cm"));
-        lends(&server, &client).await;
+        served(accepting, addr, &o).await;
         eprintln!(
             "aio over the CM (iWARP: {}): request {rejected} of 0..=16 from one address rejected in {at:?}",
             iwarp()
         );
     });
+}
+
+/// Addresses added to the network device of the CM device's address (`ip
+/// addr add`, as /32s), each a peer address of its own to a listener there;
+/// removed when dropped.
+struct ExtraAddrs {
+    dev: String,
+    ips: Vec<IpAddr>,
+}
+
+impl ExtraAddrs {
+    /// `n` addresses beside `RRDDMMA_CM_ADDR` (its last byte 200 and up),
+    /// or `None` when tests may not administer SoftRoCE's network.
+    fn add(n: u8) -> Option<ExtraAddrs> {
+        std::env::var_os("RRDDMMA_TEST_SOFTROCE_ADMIN")?;
+        let IpAddr::V4(base) = cm_ip() else { panic!("RRDDMMA_CM_ADDR must be IPv4 here") };
+        let out = Command::new("ip").args(["-o", "-4", "addr", "show"]).output().expect("ip");
+        let shown = String::from_utf8_lossy(&out.stdout);
+        let dev = shown
+            .lines()
+            .find(|l| l.contains(&format!(" inet {base}/")))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .unwrap_or_else(|| panic!("no network device holds {base}: {shown}"))
+            .to_string();
+        let [a, b, c, _] = base.octets();
+        let ips: Vec<IpAddr> = (0..n).map(|k| IpAddr::from([a, b, c, 200 + k])).collect();
+        let extra = ExtraAddrs { dev, ips };
+        for ip in &extra.ips {
+            let _ = extra.ip("del", *ip);
+            assert!(extra.ip("add", *ip), "ip addr add {ip}/32 dev {}", extra.dev);
+        }
+        Some(extra)
+    }
+
+    /// `ip addr VERB IP/32 dev DEV`; whether it succeeded (its complaint
+    /// kept out of the test's output: a stale address is deleted first).
+    fn ip(&self, verb: &str, ip: IpAddr) -> bool {
+        let out = Command::new("ip").args(["addr", verb, &format!("{ip}/32"), "dev", &self.dev]).output();
+        out.is_ok_and(|o| o.status.success())
+    }
+}
+
+impl Drop for ExtraAddrs {
+    fn drop(&mut self) {
+        for ip in &self.ips {
+            self.ip("del", *ip);
+        }
+    }
+}
+
+/// At most 64 halves wait at once from all addresses together: 16 from each
+/// of four addresses fill the listener (none over the per-address bound),
+/// and the 65th, from a fifth address, is rejected at once with the reason;
+/// the 64 are rejected at their bound, and a well-behaved client is served
+/// then.
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE and RRDDMMA_CM_ADDR (cargo xtask test)"]
+fn aio_cm_listener_keeps_at_most_64_waiting_halves_in_all() {
+    let Some(extra) = ExtraAddrs::add((HALVES_MAX / PEER_HALVES_MAX) as u8) else {
+        eprintln!("skipped: peer addresses of their own need RRDDMMA_TEST_SOFTROCE_ADMIN (set by cargo xtask test)");
+        return;
+    };
+    rt().block_on(async {
+        let Bounded { setup, o, addr, accepting } = Bounded::start().await;
+        let sources: Vec<IpAddr> = extra.ips.clone();
+        let hostile = tokio::task::spawn_blocking(move || {
+            // One client per address, each prepared first; then all 65
+            // requests back to back, well inside the first half's bound.
+            let mut clients: Vec<Raw> = sources
+                .iter()
+                .map(|ip| Raw { src: Some(*ip), ..Raw::new(addr) })
+                .chain(std::iter::once(Raw::new(addr)))
+                .collect();
+            let counts = |c: usize| if c < sources.len() { PEER_HALVES_MAX } else { 1 };
+            for (c, raw) in clients.iter_mut().enumerate() {
+                // A fresh address's GID may take a moment to appear.
+                raw.prepare_retrying();
+                for _ in 1..counts(c) {
+                    raw.prepare();
+                }
+            }
+            let t0 = Instant::now();
+            for (c, raw) in clients.iter().enumerate() {
+                for i in 0..counts(c) {
+                    raw.send(i, &hello(b"rA2d", 1000 * c as u64 + i as u64));
+                }
+            }
+            (clients, t0)
+        });
+        let (clients, t0) = hostile.await.unwrap();
+        // Exactly one of the 65 is rejected at once, with the global
+        // reason: the clients are polled until 2 s after the first
+        // rejection, and never past three quarters of the halves' bound.
+        let found = tokio::task::spawn_blocking(move || {
+            let mut got: Vec<(usize, usize, String, Duration)> = Vec::new();
+            let watch = setup.mul_f32(0.75);
+            while t0.elapsed() < got.first().map_or(watch, |g| (g.3 + Duration::from_secs(2)).min(watch)) {
+                for (c, raw) in clients.iter().enumerate() {
+                    if let Ok(ev) = raw.ch.wait(Instant::now() + Duration::from_millis(20)) {
+                        let i = raw.conns.iter().position(|(id, _)| id.as_ptr() == ev.id_ptr()).expect("its request");
+                        got.push((c, i, reason(i, ev.expect(CmEventType::CONNECT_RESPONSE)), t0.elapsed()));
+                    }
+                }
+            }
+            (got, clients)
+        })
+        .await
+        .unwrap();
+        let (got, clients) = found;
+        assert_eq!(got.len(), 1, "one request rejected before any half's bound: {got:?}");
+        let (c, i, why, at) = &got[0];
+        assert!(why.contains("too many connections wait for their other half"), "client {c} request {i}: {why}");
+        assert!(!why.contains("from this address"), "not the per-address bound: {why}");
+        assert!(*at < setup, "rejected before any half's bound ({at:?})");
+        // A request that did wait is rejected at its bound.
+        let (wc, wi) = if (*c, *i) == (0, 0) { (1, 0) } else { (0, 0) };
+        let late = tokio::task::spawn_blocking(move || {
+            let r = clients[wc].rejection(wi, Instant::now() + setup + Duration::from_secs(10));
+            (r, clients)
+        })
+        .await
+        .unwrap();
+        assert!(late.0.contains("never came"), "client {wc} request {wi}: {}", late.0);
+        served(accepting, addr, &o).await;
+        drop(late);
+        eprintln!(
+            "aio over the CM (iWARP: {}): the 65th waiting half (client {c}, request {i}) rejected in {at:?}",
+            iwarp()
+        );
+    });
+    drop(extra);
 }
 
 /// The client side: a listener that does not answer is `Error::Timeout`
