@@ -427,7 +427,8 @@ struct ExtraAddrs {
 }
 
 impl ExtraAddrs {
-    /// `n` addresses beside `RRDDMMA_CM_ADDR` (its last byte 200 and up),
+    /// `n` addresses beside `RRDDMMA_CM_ADDR` (its last byte 200 and up,
+    /// never the address itself),
     /// or `None` when tests may not administer SoftRoCE's network.
     fn add(n: u8) -> Option<ExtraAddrs> {
         std::env::var_os("RRDDMMA_TEST_SOFTROCE_ADMIN")?;
@@ -440,8 +441,9 @@ impl ExtraAddrs {
             .and_then(|l| l.split_whitespace().nth(1))
             .unwrap_or_else(|| panic!("no network device holds {base}: {shown}"))
             .to_string();
-        let [a, b, c, _] = base.octets();
-        let ips: Vec<IpAddr> = (0..n).map(|k| IpAddr::from([a, b, c, 200 + k])).collect();
+        let [a, b, c, d] = base.octets();
+        let ips: Vec<IpAddr> =
+            (200..=255).filter(|&x| x != d).take(n.into()).map(|x| IpAddr::from([a, b, c, x])).collect();
         let extra = ExtraAddrs { dev, ips };
         for ip in &extra.ips {
             let _ = extra.ip("del", *ip);

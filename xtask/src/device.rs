@@ -275,18 +275,24 @@ fn run_limited(place: &Place, steps: &[Step], limit: Option<u32>) -> Result<Vec<
             }
         }
     }
-    let done = steps
+    let done = outcomes(steps, &dir, limit);
+    let _ = fs::remove_dir_all(&dir);
+    Ok(done)
+}
+
+/// The outcomes the script left in `dir`, one per step.
+fn outcomes(steps: &[Step], dir: &Path, limit: Option<u32>) -> Vec<Done> {
+    let read = |i: usize, what: &str| fs::read_to_string(dir.join(format!("{i}.{what}"))).ok();
+    steps
         .iter()
         .enumerate()
         .map(|(i, step)| {
-            let code = fs::read_to_string(dir.join(format!("{i}.rc"))).ok().and_then(|c| c.trim().parse().ok());
-            let output = fs::read_to_string(dir.join(format!("{i}.log"))).unwrap_or_default();
-            let secs = fs::read_to_string(dir.join(format!("{i}.secs"))).ok().and_then(|c| c.trim().parse().ok());
+            let output = read(i, "log").unwrap_or_default();
+            let code = read(i, "rc").and_then(|c| c.trim().parse().ok());
+            let secs = read(i, "secs").and_then(|c| c.trim().parse().ok());
             Done { secs, ..judged(step, code, output, limit) }
         })
-        .collect();
-    let _ = fs::remove_dir_all(&dir);
-    Ok(done)
+        .collect()
 }
 
 /// A step's outcome from its exit code and log: one its time limit stopped
@@ -362,20 +368,13 @@ mod tests {
     }
 
     /// Runs `steps` on the host as a device session does, with `limit`.
-    fn outcomes(steps: &[Step], limit: u32) -> Vec<Done> {
+    fn run_here(steps: &[Step], limit: u32) -> Vec<Done> {
         let dir = root().join(format!("target/xtask/limit-test-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
         let place = Place::Host { device: "none".into() };
         let out = Command::new("bash").arg("-c").arg(script(&place, steps, &dir, Some(limit))).output().unwrap();
         assert!(out.status.success(), "{out:?}");
-        let done = steps
-            .iter()
-            .enumerate()
-            .map(|(i, step)| {
-                let code = fs::read_to_string(dir.join(format!("{i}.rc"))).unwrap().trim().parse().ok();
-                judged(step, code, fs::read_to_string(dir.join(format!("{i}.log"))).unwrap(), Some(limit))
-            })
-            .collect();
+        let done = outcomes(steps, &dir, Some(limit));
         fs::remove_dir_all(&dir).unwrap();
         done
     }
@@ -389,7 +388,7 @@ mod tests {
             step("passes", "[ \"$RRDDMMA_TEST_DEVICE\" = none ] && echo ok"),
         ];
         let start = std::time::Instant::now();
-        let done = outcomes(&steps, 1);
+        let done = run_here(&steps, 1);
         assert!(start.elapsed() < std::time::Duration::from_secs(20), "the hanging step was not stopped");
         assert_eq!(done[0].code, None, "{:?}", done[0]);
         assert!(done[0].output.starts_with("started\n") && !done[0].output.contains("never"), "{:?}", done[0]);
