@@ -58,7 +58,10 @@ impl Check {
 
     /// A check with its own verdict on the step's exit code and output.
     pub fn verdict(name: &str, command: String, ok: impl Fn(&Done) -> bool + 'static) -> Check {
-        Check { step: Step { name: name.into(), command }, judge: Box::new(move |d, t| t.check(&d.name, ok(d))) }
+        Check {
+            step: Step { name: name.into(), command },
+            judge: Box::new(move |d, t| t.check_output(&d.name, ok(d), &d.output)),
+        }
     }
 }
 

@@ -1,5 +1,8 @@
 //! Counting test outcomes from libtest's output, across host and device runs.
 
+/// How many of a failed check's last output lines the summary repeats.
+pub const TAIL_LINES: usize = 30;
+
 /// Passed and failed tests so far, and the names of those that failed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Tally {
@@ -64,6 +67,20 @@ impl Tally {
         }
     }
 
+    /// As [`Tally::check`], for a check judged on a step's output: a
+    /// failure is listed in the final summary with the output's last
+    /// [`TAIL_LINES`] lines, so its cause shows at the end of the log too.
+    pub fn check_output(&mut self, name: &str, ok: bool, output: &str) {
+        self.check(name, ok);
+        if !ok {
+            let lines: Vec<&str> = output.lines().collect();
+            let tail = lines[lines.len().saturating_sub(TAIL_LINES)..].iter().map(|l| format!("\n    | {l}"));
+            if let Some(last) = self.failures.last_mut() {
+                last.extend(tail);
+            }
+        }
+    }
+
     /// Records a step left out because an opt-out flag asked for it (not a
     /// failure; listed by [`Tally::finish`]).
     pub fn skip(&mut self, what: &str) {
@@ -111,6 +128,19 @@ mod tests {
         t.check("x", false);
         assert_eq!(t.failed, 5);
         assert_eq!(t.failures, ["check x"]);
+    }
+
+    #[test]
+    fn a_failed_check_on_output_repeats_its_tail_in_the_summary() {
+        let mut t = Tally::default();
+        let out: String = (1..=40).map(|i| format!("line {i}\n")).collect();
+        t.check_output("passes", true, &out);
+        t.check_output("fails", false, &out);
+        assert_eq!((t.passed, t.failed), (1, 1));
+        let f = &t.failures[0];
+        assert!(f.starts_with("check fails\n    | line 11\n"), "{f}");
+        assert!(f.ends_with("    | line 40") && !f.contains("line 10\n"), "{f}");
+        assert_eq!(f.lines().count(), 1 + TAIL_LINES);
     }
 
     #[test]
