@@ -483,7 +483,7 @@ pub(crate) unsafe fn post_raw(qp: &Qp, wr: &mut x::ibv_exp_send_wr) -> Result<()
     match r {
         0 => Ok(()),
         r if r == -libc::ENOSYS => Err(Error::Unsupported { op: "ibv_exp_post_send", feature: "" }),
-        r => Err(Error::Post { op: "ibv_exp_post_send", errno: r.abs(), index: Some(0) }),
+        r => Err(Error::Post { op: "ibv_exp_post_send", errno: r.abs(), index: Some(0), unsupported: None }),
     }
 }
 

@@ -251,9 +251,9 @@ impl Context {
     /// Whether the device executes atomics (FETCH_AND_ADD, CMP_AND_SWP):
     /// its `atomic_cap` is not `IBV_ATOMIC_NONE`. iWARP devices have none;
     /// on them [`QpBuilder::build`](super::QpBuilder::build) refuses atomic
-    /// send ops and a posted atomic is [`Error::Unsupported`] naming the
-    /// operation and the cap (`REMOTE_ATOMIC` access is granted as asked:
-    /// the device accepts it).
+    /// send ops ([`Error::Unsupported`]), and a posted atomic the provider
+    /// refuses is an [`Error::Post`] naming its index, the operation and the
+    /// cap (`REMOTE_ATOMIC` access is granted as asked: the device accepts it).
     pub fn atomics(&self) -> bool {
         self.0.atomics
     }

@@ -101,6 +101,11 @@ pub enum Error {
         /// Index of the refused request in the batch (those before it were
         /// posted); `None` if the provider did not say.
         index: Option<usize>,
+        /// The operation the device lacks, when that is why the request was
+        /// refused: an atomic on a device whose `atomic_cap` is
+        /// `IBV_ATOMIC_NONE` (iWARP's). `errno` is then `EOPNOTSUPP`, and
+        /// [`Error::is_unsupported`] is true. `None` for any other refusal.
+        unsupported: Option<&'static str>,
     },
     /// A QP capacity asked for is above the device's limit.
     CapExceeded {
@@ -246,7 +251,7 @@ impl Error {
     /// Whether the failure means "not supported here".
     pub fn is_unsupported(&self) -> bool {
         match self {
-            Error::Unsupported { .. } => true,
+            Error::Unsupported { .. } | Error::Post { unsupported: Some(_), .. } => true,
             #[cfg(feature = "dlopen")]
             Error::Load { error, .. } => error.is_missing_symbol(),
             _ => false,
@@ -259,14 +264,27 @@ impl Error {
         let offset = (bad as usize).wrapping_sub(head as usize);
         let index =
             (!bad.is_null() && offset % std::mem::size_of::<T>() == 0).then(|| offset / std::mem::size_of::<T>());
-        Error::Post { op, errno: i32::try_from(rc.unsigned_abs()).unwrap_or(libc::EIO), index }
+        Error::Post { op, errno: i32::try_from(rc.unsigned_abs()).unwrap_or(libc::EIO), index, unsupported: None }
     }
 
     /// A failed post of a [`super::SendList`] (which keeps the refused index).
     #[cold]
     #[inline(never)]
     pub(crate) fn post_list(op: &'static str, rc: i32) -> Error {
-        Error::Post { op, errno: i32::try_from(rc.unsigned_abs()).unwrap_or(libc::EIO), index: None }
+        Error::Post { op, errno: i32::try_from(rc.unsigned_abs()).unwrap_or(libc::EIO), index: None, unsupported: None }
+    }
+
+    /// This refused post, as the refusal of an operation the device lacks
+    /// (`what`; see [`Error::Post`]'s `unsupported`); other errors unchanged.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn unsupported_post(self, what: &'static str) -> Error {
+        match self {
+            Error::Post { op, index, .. } => {
+                Error::Post { op, errno: libc::EOPNOTSUPP, index, unsupported: Some(what) }
+            }
+            e => e,
+        }
     }
 
     /// Whether a non-blocking call found nothing to do (`EAGAIN`), e.g.
@@ -293,9 +311,13 @@ impl fmt::Display for Error {
             Error::Verbs { op, errno } => {
                 write!(f, "{op} failed: {} (errno {errno})", io::Error::from_raw_os_error(*errno))
             }
-            Error::Post { op, errno, index } => {
-                write!(f, "{op} failed: {} (errno {errno})", io::Error::from_raw_os_error(*errno))?;
+            Error::Post { op, errno, index, unsupported } => {
+                match unsupported {
+                    Some(what) => write!(f, "{op} failed: {what} is not supported by this device (EOPNOTSUPP)")?,
+                    None => write!(f, "{op} failed: {} (errno {errno})", io::Error::from_raw_os_error(*errno))?,
+                }
                 match index {
+                    Some(0) => write!(f, " at work request 0 of the batch; none was posted"),
                     Some(i) => write!(f, " at work request {i} of the batch; the ones before it were posted"),
                     None => Ok(()),
                 }
@@ -465,6 +487,29 @@ mod tests {
         assert_eq!(e.to_string(), "ibv_reg_mr: on-demand paging is not supported by this device");
         let e = Error::NoSupportedDevice { kernel_devices: vec![], static_providers: &[] };
         assert!(e.to_string().contains("the kernel has no RDMA device"), "{e}");
+    }
+
+    #[test]
+    fn a_refused_post_names_its_request_and_a_missing_operation() {
+        let list = [0u64; 4];
+        let head = list.as_ptr().cast_mut();
+        let e = Error::post("ibv_post_send", -libc::EINVAL, head, head.wrapping_add(2));
+        assert!(matches!(e, Error::Post { index: Some(2), unsupported: None, errno: libc::EINVAL, .. }), "{e:?}");
+        assert!(!e.is_unsupported());
+        assert!(e.to_string().ends_with("at work request 2 of the batch; the ones before it were posted"), "{e}");
+        let e = e.unsupported_post("IBV_WR_ATOMIC_FETCH_AND_ADD (the device's atomic_cap is IBV_ATOMIC_NONE)");
+        assert!(e.is_unsupported() && e.errno() == Some(libc::EOPNOTSUPP), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "ibv_post_send failed: IBV_WR_ATOMIC_FETCH_AND_ADD (the device's atomic_cap is IBV_ATOMIC_NONE) is not \
+             supported by this device (EOPNOTSUPP) at work request 2 of the batch; the ones before it were posted"
+        );
+        assert_eq!(io::Error::from(e).kind(), io::ErrorKind::Unsupported);
+        let e = Error::post_list("ibv_post_send", -libc::EINVAL).unsupported_post("IBV_WR_ATOMIC_CMP_AND_SWP");
+        assert!(matches!(e, Error::Post { index: None, unsupported: Some(_), .. }), "{e:?}");
+        assert!(e.to_string().ends_with("is not supported by this device (EOPNOTSUPP)"), "{e}");
+        let e = Error::post("ibv_post_send", libc::ENOMEM, head, head);
+        assert!(e.to_string().ends_with("(errno 12) at work request 0 of the batch; none was posted"), "{e}");
     }
 }
 

@@ -4,7 +4,10 @@
 //! `ibv_next_poll` when the CQ runs empty (so a following `ibv_end_poll`
 //! would advance the consumer index a second time and unlock twice); before
 //! v64 its `ibv_wr_set_sge_list` computes the length from the first entry only
-//! and `ibv_wr_set_inline_data_list` posts length 0.
+//! and `ibv_wr_set_inline_data_list` posts length 0. siw's provider (every
+//! release to date) returns 0 from a `post_send` that refused a request
+//! after queueing earlier ones of its list: the doorbell's result replaces
+//! the refusal, while `bad_wr` names the refused request.
 
 use std::path::Path;
 
@@ -12,6 +15,8 @@ use crate::bindings as ffi;
 
 /// rxe's vendor id.
 const RXE_VENDOR_ID: u32 = 0xff_ffff;
+/// siw's vendor id (ASCII `bmt`).
+const SIW_VENDOR_ID: u32 = 0x62_6d74;
 
 /// Which workarounds a device needs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -23,6 +28,9 @@ pub(crate) struct Quirks {
     /// rxe under an rdma-core whose release could not be read: extended CQs
     /// are refused (see [`Quirks::for_device`]).
     pub rxe_release_unknown: bool,
+    /// `post_send` may return 0 with `bad_wr` set (siw): QPs post through
+    /// [`siw_post_send`].
+    pub siw_post_send_hides_refusal: bool,
 }
 
 impl Quirks {
@@ -45,7 +53,37 @@ impl Quirks {
             rxe_next_poll_ends: before(55),
             rxe_list_lengths: before(64),
             rxe_release_unknown: rxe && major.is_none(),
+            siw_post_send_hides_refusal: vendor_id == SIW_VENDOR_ID,
         }
+    }
+}
+
+/// The post entry of a QP on a device with
+/// [`Quirks::siw_post_send_hides_refusal`]: the provider's own, except that
+/// a call that named a refused request in `bad` returns `EINVAL` (siw's
+/// errno for refusing one request; a full send queue, its `ENOMEM`, reads
+/// as `EINVAL` too) instead of 0. Costs nothing on other devices, whose QPs
+/// keep the provider's entry.
+///
+/// # Safety
+/// As the provider's `post_send`: `qp` a live QP whose context has that
+/// entry, `wr` a valid list, `bad` valid for writes.
+pub(crate) unsafe extern "C" fn siw_post_send(
+    qp: *mut ffi::ibv_qp,
+    wr: *mut ffi::ibv_send_wr,
+    bad: *mut *mut ffi::ibv_send_wr,
+) -> i32 {
+    // SAFETY: a live QP points to its live context; its function table is
+    // fixed when the context is opened.
+    let Some(post) = (unsafe { (*(*qp).context).ops.post_send }) else { return libc::ENOSYS };
+    // SAFETY: the caller's contract, passed on unchanged.
+    let rc = unsafe { post(qp, wr, bad) };
+    // SAFETY: `bad` is valid (the caller's contract); the provider cleared
+    // or set it.
+    if rc == 0 && !unsafe { *bad }.is_null() {
+        libc::EINVAL
+    } else {
+        rc
     }
 }
 
@@ -104,17 +142,20 @@ mod tests {
 
     #[test]
     fn only_old_rxe_needs_workarounds() {
-        let q = |poll, lists| Quirks { rxe_next_poll_ends: poll, rxe_list_lengths: lists, rxe_release_unknown: false };
+        let q = |poll, lists| Quirks { rxe_next_poll_ends: poll, rxe_list_lengths: lists, ..Quirks::default() };
         assert_eq!(Quirks::for_device(RXE_VENDOR_ID, Some(44)), q(true, true));
         assert_eq!(Quirks::for_device(RXE_VENDOR_ID, Some(59)), q(false, true));
         assert_eq!(Quirks::for_device(RXE_VENDOR_ID, Some(64)), Quirks::default());
         assert_eq!(
             Quirks::for_device(RXE_VENDOR_ID, None),
-            Quirks { rxe_next_poll_ends: true, rxe_list_lengths: true, rxe_release_unknown: true },
+            Quirks { rxe_next_poll_ends: true, rxe_list_lengths: true, rxe_release_unknown: true, ..Quirks::default() },
             "an unknown release is taken as the buggy one, and flagged for the CQ builder"
         );
         assert_eq!(Quirks::for_device(0x02c9, Some(44)), Quirks::default(), "Mellanox");
         assert_eq!(Quirks::for_device(0x02c9, None), Quirks::default(), "Mellanox, release unknown");
+        let siw = Quirks { siw_post_send_hides_refusal: true, ..Quirks::default() };
+        assert_eq!(Quirks::for_device(SIW_VENDOR_ID, Some(44)), siw, "siw, any release");
+        assert_eq!(Quirks::for_device(SIW_VENDOR_ID, None), siw);
     }
 
     #[test]

@@ -76,9 +76,10 @@ fn post_on_a_reset_qp_is_an_error() {
     // SAFETY: entries in registered regions.
     let err = unsafe { qp.post_send(&mut [SendWr::write(&s, remote).signaled()]) }.unwrap_err();
     match err {
-        Error::Post { op, errno, index } => {
+        Error::Post { op, errno, index, unsupported } => {
             assert_eq!(op, "ibv_post_send");
             assert!(errno != 0);
+            assert_eq!(unsupported, None, "a WRITE on a RESET QP is no missing operation");
             // rxe accepts the request into its queue and fails at the
             // doorbell system call, so it names no request; hardware
             // providers name the first.

@@ -234,6 +234,16 @@ fn atomics_on_iwarp_are_typed_errors_naming_the_cap() {
             && msg.contains(what)
             && msg.contains("atomic_cap is IBV_ATOMIC_NONE")
     };
+    // A posted atomic: the refused request's index too, EOPNOTSUPP.
+    let is_refused_post = |e: &Error, what: &str, at: Option<usize>| {
+        let msg = e.to_string();
+        matches!(e, Error::Post { op: "ibv_post_send", index, unsupported: Some(u), .. }
+                 if *index == at && u.contains(what))
+            && e.is_unsupported()
+            && e.errno() == Some(libc::EOPNOTSUPP)
+            && msg.contains(what)
+            && msg.contains("atomic_cap is IBV_ATOMIC_NONE")
+    };
     let deadline = || Instant::now() + Duration::from_secs(10);
     let (_sch, server, _cch, client) = listener_and_routed_client();
     let (cctx, cpd, ccq, cqp) = rc_parts(&client);
@@ -283,7 +293,7 @@ fn atomics_on_iwarp_are_typed_errors_naming_the_cap() {
         // SAFETY: `src` is registered on the client's PD and outlives the completion.
         match unsafe { cqp.post_send(&mut [wr.wr_id(i as u64).signaled()]) } {
             Err(e) if iwarp => {
-                assert!(is_atomic_refusal(&e, "ibv_post_send", name), "{e:?}: {e}");
+                assert!(is_refused_post(&e, name, Some(0)), "{e:?}: {e}");
                 eprintln!("iwarp: {e}");
             }
             r => {
@@ -299,6 +309,33 @@ fn atomics_on_iwarp_are_typed_errors_naming_the_cap() {
     let mut v = [0; 8];
     target.read(0, &mut v);
     assert_eq!(u64::from_ne_bytes(v), if iwarp { 0 } else { 9 }, "the target after the atomics");
+    // An atomic behind a WRITE in one list: on iWARP the error names the
+    // atomic's index, and the WRITE before it was posted (its completion
+    // comes, its bytes land); elsewhere both complete.
+    src.write(16, b"first");
+    let w = [src.sge(16..21)];
+    let mut list = [
+        SendWr::write(&w, remote.checked_at(200, 5).unwrap()).wr_id(20).signaled(),
+        SendWr::fetch_add(&old, at, 1).wr_id(21).signaled(),
+    ];
+    // SAFETY: as above.
+    match unsafe { cqp.post_send(&mut list) } {
+        Err(e) if iwarp => {
+            assert!(is_refused_post(&e, "IBV_WR_ATOMIC_FETCH_AND_ADD", Some(1)), "{e:?}: {e}");
+            assert!(e.to_string().contains("at work request 1 of the batch; the ones before it were posted"), "{e}");
+            eprintln!("iwarp: {e}");
+            let wc = poll_one(&ccq);
+            assert_eq!((wc.status(), wc.wr_id()), (WcStatus::SUCCESS, 20), "the WRITE before the atomic");
+        }
+        r => {
+            r.unwrap_or_else(|e| panic!("WRITE + FETCH_AND_ADD on {}: {e}", cctx.name()));
+            let ids = [poll_one(&ccq), poll_one(&ccq)].map(|wc| (wc.status(), wc.wr_id()));
+            assert_eq!(ids, [(WcStatus::SUCCESS, 20), (WcStatus::SUCCESS, 21)]);
+        }
+    }
+    let mut got = [0; 5];
+    target.read(200, &mut got);
+    assert_eq!(&got, b"first", "the WRITE ahead of the atomic landed");
     // The connection still carries a WRITE.
     src.write(8, b"after");
     let w = [src.sge(8..13)];

@@ -25,6 +25,7 @@ use super::error::{Error, Result};
 use super::gid::Gid;
 use super::handle::{Destroy, Owned};
 use super::pd::Pd;
+use super::quirks::{siw_post_send, Quirks};
 use super::srq::Srq;
 use super::wr::{link_in_place, RecvList, RecvWr, SendList, SendWr};
 use crate::bindings as ffi;
@@ -265,7 +266,7 @@ impl<'a> QpBuilder<'a> {
         let op = if extended { "ibv_create_qp_ex" } else { "ibv_create_qp" };
         let qp = NonNull::new(qp).ok_or_else(|| crate::prim::flush::refused(Error::last(op), self.send_ops))?;
         // SAFETY: made by the create verb above, owned by nothing else.
-        let (post_send_fn, post_recv_fn, ex) = unsafe { adopt(qp, self.send_ops, op) }?;
+        let (post_send_fn, post_recv_fn, ex) = unsafe { adopt(qp, self.send_ops, ctx.quirks(), op) }?;
         Ok(Qp {
             // SAFETY: made by the create verb above, owned by nothing else.
             qp: unsafe { Owned::new(qp, QpHandle::default()) },
@@ -303,6 +304,7 @@ type PostRecvFn = unsafe extern "C" fn(*mut ffi::ibv_qp, *mut ffi::ibv_recv_wr, 
 unsafe fn adopt(
     qp: NonNull<ffi::ibv_qp>,
     send_ops: Option<SendOps>,
+    quirks: Quirks,
     op: &'static str,
 ) -> Result<(PostSendFn, PostRecvFn, NonNull<ffi::ibv_qp_ex>)> {
     let refuse = |feature: &'static str| {
@@ -310,7 +312,7 @@ unsafe fn adopt(
         unsafe { ffi::ibv_destroy_qp(qp.as_ptr()) };
         Err(Error::Unsupported { op, feature })
     };
-    let Some((post_send_fn, post_recv_fn)) = post_ops(qp) else {
+    let Some((post_send_fn, post_recv_fn)) = post_ops(qp, quirks) else {
         return refuse("post_send and post_recv entries in the provider");
     };
     #[cfg(not(rrddmma_mlnx_ofed4))]
@@ -337,12 +339,16 @@ unsafe fn adopt(
     Ok((post_send_fn, post_recv_fn, ex))
 }
 
-/// The provider's post entries of a live QP, if both are set.
-fn post_ops(qp: NonNull<ffi::ibv_qp>) -> Option<(PostSendFn, PostRecvFn)> {
+/// The provider's post entries of a live QP, if both are set (the send
+/// one wrapped on a device whose provider hides refusals:
+/// [`siw_post_send`]).
+fn post_ops(qp: NonNull<ffi::ibv_qp>, quirks: Quirks) -> Option<(PostSendFn, PostRecvFn)> {
     // SAFETY: a live QP points to its live context; the function table is
     // fixed when the context is opened.
     let ops = unsafe { &(*(*qp.as_ptr()).context).ops };
-    Some((ops.post_send?, ops.post_recv?))
+    let send = ops.post_send?;
+    let send = if quirks.siw_post_send_hides_refusal { siw_post_send } else { send };
+    Some((send, ops.post_recv?))
 }
 
 /// A queue pair. Destroyed on drop; keeps its PD, CQs and SRQ alive.
@@ -414,7 +420,7 @@ impl Qp {
         srq: Option<&Srq>,
     ) -> Result<Qp> {
         // SAFETY: the caller's contract.
-        let (post_send_fn, post_recv_fn, ex) = unsafe { adopt(qp, send_ops, op) }?;
+        let (post_send_fn, post_recv_fn, ex) = unsafe { adopt(qp, send_ops, pd.context().quirks(), op) }?;
         Ok(Qp {
             // SAFETY: the caller's contract.
             qp: unsafe { Owned::new(qp, QpHandle::default()) },
@@ -617,9 +623,14 @@ impl Qp {
     /// with one call (one doorbell on hardware). No allocation.
     ///
     /// On failure, [`Error::Post`] says which request the provider refused;
-    /// the ones before it were posted. A refused atomic on a device without
-    /// atomics (iWARP: [`Context::atomics`](super::Context::atomics)) is
-    /// [`Error::Unsupported`] naming the operation and `atomic_cap` instead.
+    /// the ones before it were posted. For a refused atomic on a device
+    /// without atomics (iWARP: [`Context::atomics`](super::Context::atomics))
+    /// it also names the operation and `atomic_cap` (its `unsupported`, with
+    /// `EOPNOTSUPP`; [`Error::is_unsupported`] is true). siw's provider
+    /// reports success when it refuses a request after queueing earlier
+    /// ones of the list; on siw the library reads the request it names and
+    /// reports the refusal (`EINVAL`, siw's errno, unless the operation is
+    /// known missing).
     ///
     /// A batch cannot outlive the entry lists it references:
     ///
@@ -663,7 +674,7 @@ impl Qp {
         let rc = unsafe { (self.post_send_fn)(self.as_ptr(), head, bad) };
         if rc != 0 {
             // SAFETY: `bad` is the list's slot, null or the refused request of it.
-            return Err(self.refused_atomic(unsafe { *bad }).unwrap_or_else(|| Error::post_list("ibv_post_send", rc)));
+            return Err(self.refused(Error::post_list("ibv_post_send", rc), unsafe { *bad }));
         }
         Ok(())
     }
@@ -677,19 +688,20 @@ impl Qp {
         // calls); the list and its memory are the caller's contract.
         let rc = unsafe { (self.post_send_fn)(self.as_ptr(), head, &mut bad) };
         if rc != 0 {
-            return Err(self.refused_atomic(bad).unwrap_or_else(|| Error::post("ibv_post_send", rc, head, bad)));
+            return Err(self.refused(Error::post("ibv_post_send", rc, head, bad), bad));
         }
         Ok(())
     }
 
-    /// On a refused post only: the typed error when the refused request
-    /// `bad` is an atomic and the device has none ([`Context::atomics`]);
-    /// else `None` (the provider's errno stands).
+    /// On a refused post only: `err`, naming the operation the device
+    /// lacks when the refused request `bad` is an atomic and the device has
+    /// none ([`Context::atomics`]); else `err` as it is (the provider's
+    /// errno stands).
     #[cold]
     #[inline(never)]
-    fn refused_atomic(&self, bad: *mut ffi::ibv_send_wr) -> Option<Error> {
+    fn refused(&self, err: Error, bad: *mut ffi::ibv_send_wr) -> Error {
         if bad.is_null() || self.pd.context().atomics() {
-            return None;
+            return err;
         }
         // SAFETY: the provider points `bad` at a request of the caller's
         // list, alive for the call.
@@ -701,9 +713,9 @@ impl Qp {
             ffi::ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP => {
                 "IBV_WR_ATOMIC_CMP_AND_SWP (the device's atomic_cap is IBV_ATOMIC_NONE, as on iWARP)"
             }
-            _ => return None,
+            _ => return err,
         };
-        Some(Error::Unsupported { op: "ibv_post_send", feature })
+        err.unsupported_post(feature)
     }
 
     /// Posts receive work requests, linked in place, with one call.
