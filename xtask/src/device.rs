@@ -271,9 +271,20 @@ fn run_limited(place: &Place, steps: &[Step], limit: Option<u32>) -> Result<Vec<
             // virtme-ng reopens /dev/stdout, which truncates a redirected log:
             // keep its console to ourselves and show it only when it fails.
             eprintln!("$ {}", crate::show(&cmd));
-            let out = cmd.stdin(Stdio::null()).output().map_err(|e| format!("cannot run vng: {e}"))?;
-            if !out.status.success() {
+            let mut boots = 0;
+            loop {
+                boots += 1;
+                let out = cmd.stdin(Stdio::null()).output().map_err(|e| format!("cannot run vng: {e}"))?;
+                if out.status.success() {
+                    break;
+                }
                 eprint!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+                // A VM that failed before the script began its first step
+                // never reached the code under test: booted once more.
+                if boots == 1 && !steps.is_empty() && !dir.join("0.log").exists() {
+                    eprintln!("the SoftRoCE VM failed ({}) before its first step; booting it once more", out.status);
+                    continue;
+                }
                 return Err(format!("the SoftRoCE VM failed ({})", out.status).into());
             }
         }
