@@ -206,6 +206,26 @@ fn code_lines(path: &Path) -> Option<usize> {
     )
 }
 
+/// The rdma-core release of the system's libibverbs (`pkg-config` says
+/// `1.14.44.0` for 44), which the VM shares with the host.
+fn system_rdma_core_major() -> Option<u32> {
+    let out = Command::new("pkg-config").args(["--modversion", "libibverbs"]).output().ok()?;
+    String::from_utf8_lossy(&out.stdout).trim().split('.').nth(2)?.parse().ok()
+}
+
+/// Why sideway may fail on this device without that saying anything of
+/// this run: its extended-CQ poller ends a polling pass a second time after
+/// `ibv_next_poll` returned `ENOENT`, and rxe before rdma-core 55 has ended
+/// it already (docs/benchmarks.md, "sideway on this rxe"): its ping-pong
+/// then fails its payload check and its SEND + RECV fills a queue. `None`
+/// where sideway must pass (another device, rdma-core 55 or later, v59).
+fn sideway_known_failure(device: &str, v59: bool, major: Option<u32>) -> Option<&'static str> {
+    (device.starts_with("rxe") && !v59 && major.is_some_and(|m| m < 55)).then_some(
+        "known: sideway ends a polling pass twice, which rxe before rdma-core 55 has already ended \
+         (docs/benchmarks.md, \"sideway on this rxe\")",
+    )
+}
+
 /// `cargo xtask bench-peers [--device NAME] [--reps N] [--smoke | --times]
 /// [--rows LIST] [--userspace v59]`.
 pub fn run_peers(args: &[String]) -> Result<()> {
@@ -370,13 +390,21 @@ pub fn run_peers(args: &[String]) -> Result<()> {
     let mut empty: BTreeMap<(usize, &str), String> = BTreeMap::new();
     let mut why: BTreeMap<(usize, &str), String> = BTreeMap::new();
     let mut failed = Vec::new();
+    // Failures of sideway's that `sideway_known_failure` explains here.
+    let known = sideway_known_failure(place.device(), o.v59, system_rdma_core_major());
+    let mut known_failed = Vec::new();
+    let explained = |peer: &str| known.filter(|_| peer == "sideway");
+    let line = |d: &device::Done| format!("{} (exit {:?}): {}", d.name, d.code, d.output.lines().last().unwrap_or(""));
     for (d, (kind, pi, w, n)) in done.iter().zip(&meta) {
         if let Some(r) = unsupported(&d.output) {
             why.insert((*pi, *w), r);
             continue;
         }
         let Some(res) = result(&d.output).filter(|_| d.code == Some(0)) else {
-            failed.push(format!("{} (exit {:?}): {}", d.name, d.code, d.output.lines().last().unwrap_or("")));
+            match explained(list[*pi].name) {
+                Some(_) => known_failed.push(line(d)),
+                None => failed.push(line(d)),
+            }
             continue;
         };
         if *kind == "instr" {
@@ -465,14 +493,26 @@ pub fn run_peers(args: &[String]) -> Result<()> {
         md.push_str("| program | lines | run on the device |\n|---|---|---|\n");
         for ((file, _), d) in pingpongs.iter().zip(pp_done) {
             let lines = code_lines(&peers.join("pingpong").join(file)).map_or("?".to_string(), |n| n.to_string());
+            let peer = if *file == "sideway.rs" { "sideway" } else { file };
             let ran = if d.code == Some(0) && d.output.contains("pingpong ok") {
                 "ok (10 rounds verified)".to_string()
             } else {
-                failed.push(format!("{} (exit {:?}): {}", d.name, d.code, d.output.lines().last().unwrap_or("")));
-                format!("failed (exit {:?})", d.code)
+                match explained(peer) {
+                    Some(k) => {
+                        known_failed.push(line(d));
+                        format!("failed (exit {:?}; {k})", d.code)
+                    }
+                    None => {
+                        failed.push(line(d));
+                        format!("failed (exit {:?})", d.code)
+                    }
+                }
             };
             md.push_str(&format!("| pingpong/{file} | {lines} | {ran} |\n"));
         }
+    }
+    if let (Some(k), false) = (known, known_failed.is_empty()) {
+        md.push_str(&format!("\nsideway's failed steps, not counted ({k}):\n- {}\n", known_failed.join("\n- ")));
     }
     if !failed.is_empty() {
         md.push_str(&format!("\nfailed steps:\n- {}\n", failed.join("\n- ")));
@@ -492,6 +532,16 @@ pub fn run_peers(args: &[String]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sideway_failures_are_explained_only_on_rxe_before_rdma_core_55() {
+        assert!(sideway_known_failure("rxe0", false, Some(44)).is_some_and(|k| k.contains("rdma-core 55")));
+        assert_eq!(sideway_known_failure("rxe0", false, Some(55)), None, "fixed rxe");
+        assert_eq!(sideway_known_failure("rxe0", true, Some(44)), None, "--userspace v59");
+        assert_eq!(sideway_known_failure("mlx5_0", false, Some(44)), None, "hardware");
+        assert_eq!(sideway_known_failure("rxe0", false, None), None, "release unknown: a failure counts");
+        assert!(system_rdma_core_major().is_some_and(|m| m >= 17), "pkg-config names the system's release");
+    }
 
     #[test]
     fn result_lines_and_reasons_are_read() {
