@@ -289,13 +289,15 @@ fn run_kernel(exe: &Path, ops: &[Op]) -> Vec<KernelDrain> {
     let mut input = String::new();
     for op in ops {
         match op {
-            Op::Ring(r) => input += &format!(
-                "K {} {} {} {}\n",
-                r.log_cnt,
-                r.size.trailing_zeros(),
-                u8::from(r.format == CqeResFormat::CsumStridx),
-                r.log_rq
-            ),
+            Op::Ring(r) => {
+                input += &format!(
+                    "K {} {} {} {}\n",
+                    r.log_cnt,
+                    r.size.trailing_zeros(),
+                    u8::from(r.format == CqeResFormat::CsumStridx),
+                    r.log_rq
+                )
+            }
             Op::Entry(idx, e) => input += &format!("E {idx} {}\n", hex(e)),
             Op::Drain(budget, _) => input += &format!("Y {budget}\n"),
         }

@@ -49,7 +49,9 @@ pub fn enum_with(src: &str, file: &str, constant: &str) -> String {
     let at = src
         .match_indices(constant)
         .map(|(p, _)| p)
-        .find(|&p| src[line_start(src, p)..p].trim().is_empty() && src[p + constant.len()..].starts_with([',', ' ', '\t', '=']))
+        .find(|&p| {
+            src[line_start(src, p)..p].trim().is_empty() && src[p + constant.len()..].starts_with([',', ' ', '\t', '='])
+        })
         .unwrap_or_else(|| panic!("{file} lists no enum constant {constant}"));
     let open = src[..at].rfind("\nenum").unwrap_or_else(|| panic!("{constant} in {file} is in no enum")) + 1;
     let brace = open + src[open..].find('{').expect("an enum has a body");

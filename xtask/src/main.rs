@@ -9,6 +9,7 @@
 //! - `cargo xtask perf-checks [pair|cluster|rdma_cm] [--only TEXT]`: only rrddmma-perf's device checks
 //!   (those whose name contains TEXT).
 //! - `cargo xtask hostile`: only the hostile-peer suite, with its tables.
+//! - `cargo xtask mlx5-harness`: only the libmlx5 differential harness and the kernel mlx5e oracle.
 //! - `cargo xtask slurm`: only the `srun` checks (a one-node Slurm in the VM).
 //! - `cargo xtask bench-verbs [KIND..]`: callgrind count of post + poll, rrddmma vs C verbs calls.
 //! - `cargo xtask bench-peers [--device NAME] [--reps N] [--smoke | --times] [--rows W,..] [--userspace v59]`: rrddmma beside the other Rust RDMA
@@ -44,6 +45,7 @@ mod dlopen;
 mod examples;
 mod hostile;
 mod inline_check;
+mod kernel_src;
 mod kernels;
 mod matrix;
 mod mlnx4;
@@ -108,6 +110,7 @@ fn usage() -> ExitCode {
          \x20 perf-checks [pair|cluster|rdma_cm] [--only TEXT]  rrddmma-perf's device checks only (interop, payload,\n\
          \x20                      cluster mode, -R); --only: those whose name contains TEXT\n\
          \x20 hostile               the hostile-peer suite only, with its tables (attack, victim, outcome)\n\
+         \x20 mlx5-harness          the libmlx5 differential harness and the kernel mlx5e oracle only\n\
          \x20 slurm                 the srun checks only (a one-node Slurm started in the VM)\n\
          \x20 bench-verbs [KIND..]  callgrind: instructions per post + poll, rrddmma vs C (rows of KINDs only)\n\
          \x20 bench-peers [--device NAME] [--reps N] [--smoke | --times] [--rows W,..] [--userspace v59]\n\
@@ -205,6 +208,7 @@ fn main() -> ExitCode {
         "examples" => examples::run(rest),
         "perf-checks" => perf_checks::run_checks(rest),
         "hostile" => hostile::run(),
+        "mlx5-harness" => mlx5_provider::run(),
         "slurm" => slurm::run(),
         "cm-examples" => cm::run(),
         "bench-verbs" => bench_verbs::bench_verbs(rest),

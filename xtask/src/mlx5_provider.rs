@@ -4,15 +4,17 @@
 //! `WrBatch` / `DciBatch` and CQE decoder beside libmlx5's `mlx5_post_send`,
 //! `ibv_wr_*` entries and `mlx5_poll_cq`, masked atomics against independent
 //! references, and prints the per-kind counts, the mismatches (0) and the
-//! mutation checks (which must be caught).
+//! mutation checks (which must be caught). In the same run, CQE compression
+//! against the kernel's mlx5e decompression (tests/mlx5_kernel_oracle.rs),
+//! from Debian's `linux-source-6.1` ([`crate::kernel_src`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
 use crate::capture::capture;
-use crate::root;
 use crate::tally::Tally;
+use crate::{root, Result};
 
 /// The rdma-core build folder of the static `mlx5` source build
 /// (`target/static-mlx5`), when it has built the provider.
@@ -31,17 +33,39 @@ fn source_build() -> Option<PathBuf> {
 /// has made it, else on its own build of the rdma-core tree or tarball `src`.
 pub fn check(tally: &mut Tally, src: &Path) {
     let start = Instant::now();
+    // The kernel oracle's source: downloaded and unpacked once, shared with siw.
+    let linux = crate::kernel_src::unpacked(crate::kernel_src::ORACLE_SERIES);
+    let fetched = start.elapsed().as_secs_f64();
     let mut cmd = Command::new(env!("CARGO"));
-    cmd.args(["test", "-p", "rrddmma", "--test", "mlx5_provider", "--", "--ignored", "--nocapture"])
-        .env("RRDDMMA_RDMA_CORE_SRC", src);
+    cmd.args(["test", "-p", "rrddmma", "--test", "mlx5_provider"]);
+    match &linux {
+        Ok(l) => {
+            cmd.args(["--test", "mlx5_kernel_oracle"])
+                .env("RRDDMMA_LINUX_SRC", &l.tree)
+                .env("RRDDMMA_LINUX_SRC_VERSION", &l.version);
+        }
+        Err(e) => tally.check(&format!("kernel mlx5e oracle: linux-source-6.1 downloaded and unpacked ({e})"), false),
+    }
+    cmd.args(["--", "--ignored", "--nocapture"]).env("RRDDMMA_RDMA_CORE_SRC", src);
     if let Some(dir) = source_build() {
         cmd.env("RRDDMMA_MLX5_PROVIDER_BUILD", dir);
     }
     let (ok, out) = capture(&mut cmd);
-    println!("libmlx5 differential harness (rdma-core v59 provider vs rrddmma::mlx5dv):");
+    println!("libmlx5 differential harness (rdma-core v59 provider vs rrddmma::mlx5dv) and the kernel mlx5e oracle:");
     for line in out.lines().filter_map(|l| l.strip_prefix("mlx5-provider: ")) {
         println!("  {line}");
     }
-    println!("  took {:.0} s, building libmlx5 and the harness included", start.elapsed().as_secs_f64());
-    tally.add_run("libmlx5 differential harness", ok, &out);
+    println!(
+        "  took {:.0} s, building libmlx5 and the harness included ({fetched:.0} s of it for linux-source-6.1)",
+        start.elapsed().as_secs_f64()
+    );
+    tally.add_run("libmlx5 differential harness and kernel mlx5e oracle", ok, &out);
+}
+
+/// `cargo xtask mlx5-harness`: this step of `cargo xtask test` alone (the
+/// libmlx5 differential harness and the kernel mlx5e oracle).
+pub fn run() -> Result<()> {
+    let mut tally = Tally::default();
+    check(&mut tally, &crate::test::rdma_core_source()?);
+    tally.finish()
 }

@@ -1,7 +1,8 @@
 //! soft-iWARP (siw) in the VM. Debian's kernels are built without it
 //! (`CONFIG_RDMA_SIW` is not set), so the module is built out of tree from
-//! the same kernel's source: Debian's `linux-source-<series>` (only
-//! `drivers/infiniband/sw/siw` is unpacked) against `linux-headers-<abi>`.
+//! the same kernel's source: Debian's `linux-source-<series>` (downloaded and
+//! unpacked by [`crate::kernel_src`], shared with the kernel mlx5e oracle)
+//! against `linux-headers-<abi>`.
 //! The module is cached under `target/xtask/siw/<abi>/`; `source.txt` beside
 //! it names the package and version it came from.
 //!
@@ -56,40 +57,26 @@ pub fn module(image: &Path) -> Result<Module> {
     }
     fs::create_dir_all(&dir)?;
     let headers = format!("linux-headers-{abi}");
-    let source_pkg = format!("linux-source-{series}");
     if !Path::new("/usr/src").join(&headers).is_dir() {
         run(Command::new("apt-get")
             .args(["install", "-y", "-q", "--no-install-recommends", &headers])
             .env("DEBIAN_FRONTEND", "noninteractive"))?;
     }
-    let deb = |d: &Path| {
-        fs::read_dir(d).ok().and_then(|rd| {
-            rd.filter_map(|e| e.ok())
-                .map(|e| e.path())
-                .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&format!("{source_pkg}_"))))
-        })
-    };
-    if deb(&dir).is_none() {
-        run(Command::new("apt-get")
-            .args(["download", "-q", "-oAPT::Sandbox::User=root", &source_pkg])
-            .current_dir(&dir))?;
+    // The source package is shared with the kernel mlx5e oracle: one
+    // download, one unpacking; the module is built in a copy of siw's
+    // directory kept per kernel ABI.
+    let linux = crate::kernel_src::unpacked(&series)?;
+    if src.exists() {
+        fs::remove_dir_all(&src)?;
     }
-    let deb = deb(&dir).ok_or_else(|| format!("apt-get download {source_pkg} left no .deb in {}", dir.display()))?;
-    let version = Command::new("dpkg-deb").arg("-f").arg(&deb).arg("Version").output()?;
-    let version = String::from_utf8_lossy(&version.stdout).trim().to_string();
-    // Only the siw directory of the tarball inside the package.
-    let tarball = format!("usr/src/linux-source-{series}.tar.xz");
-    run(Command::new("bash").current_dir(&dir).arg("-c").arg(format!(
-        "set -o pipefail; dpkg-deb --fsys-tarfile '{}' | tar -xO ./{tarball} | tar -xJ --wildcards \
-         'linux-source-{series}/drivers/infiniband/sw/siw/*'",
-        deb.display()
-    )))?;
+    fs::create_dir_all(&src)?;
+    run(Command::new("cp").arg("-rT").arg(linux.tree.join("drivers/infiniband/sw/siw")).arg(&src))?;
     run(Command::new("make")
         .arg("-C")
         .arg(Path::new("/usr/src").join(&headers))
         .arg(format!("M={}", src.display()))
         .args(["CONFIG_RDMA_SIW=m", "modules"]))?;
-    let source = format!("{source_pkg} {version} (drivers/infiniband/sw/siw), built against {headers}");
+    let source = format!("{} {} (drivers/infiniband/sw/siw), built against {headers}", linux.package, linux.version);
     fs::write(&note, &source)?;
     Ok(Module { ko, source })
 }
