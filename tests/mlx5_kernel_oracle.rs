@@ -443,6 +443,17 @@ struct Stats {
 #[repr(C, align(64))]
 struct Line([u8; 64]);
 
+/// Our ring over its buffers, for the script's ring `r`.
+struct Ours<'a> {
+    cq: CqRing,
+    buf: Vec<Line>,
+    dbrec: Vec<Line>,
+    _uar: Vec<Line>,
+    r: &'a Ring,
+    /// CQEs taken.
+    taken: u32,
+}
+
 fn short(f: CqeResFormat) -> &'static str {
     f.name().trim_start_matches("MLX5DV_CQE_RES_FORMAT_")
 }
@@ -454,12 +465,12 @@ fn check(ops: &[Op], kernel: &[KernelDrain], mutation: Mutation) -> Result<Stats
     let mut seed = SEED ^ 0x5a5a;
     let mut mutated = false;
     let mut drains = kernel.iter();
-    let mut ring: Option<(CqRing, Vec<Line>, Vec<Line>, Vec<Line>, &Ring, u32)> = None;
+    let mut ring: Option<Ours> = None;
     for op in ops {
         match op {
             Op::Ring(r) => {
-                if let Some((.., prev, taken)) = ring.take() {
-                    stats.laps += u64::from(taken >> prev.log_cnt);
+                if let Some(prev) = ring.take() {
+                    stats.laps += u64::from(prev.taken >> prev.r.log_cnt);
                 }
                 let cnt = 1u32 << r.log_cnt;
                 let mut buf = vec![Line([0; 64]); (cnt as usize) * r.size / 64];
@@ -485,17 +496,17 @@ fn check(ops: &[Op], kernel: &[KernelDrain], mutation: Mutation) -> Result<Stats
                 // SAFETY: `buf` comes from a mutable pointer; nothing else writes it while polled.
                 unsafe { cq.set_compression(Some(r.format)) };
                 stats.rings += 1;
-                ring = Some((cq, buf, dbrec, uar, r, 0));
+                ring = Some(Ours { cq, buf, dbrec, _uar: uar, r, taken: 0 });
             }
             Op::Entry(idx, e) => {
-                let (_, buf, _, _, r, _) = ring.as_mut().expect("an entry before any ring");
+                let Ours { buf, r, .. } = ring.as_mut().expect("an entry before any ring");
                 let at = *idx as usize * r.size;
                 for (j, b) in e.iter().enumerate() {
                     buf[(at + j) / 64].0[(at + j) % 64] = *b;
                 }
             }
             Op::Drain(_, metas) => {
-                let (cq, _, dbrec, _, r, taken) = ring.as_mut().expect("a drain before any ring");
+                let Ours { cq, dbrec, r, taken, .. } = ring.as_mut().expect("a drain before any ring");
                 let theirs = drains.next().expect("the oracle drained every round");
                 let kind = |m: &Meta| {
                     let what = if m.n == 0 { "CQE written whole".to_string() } else { format!("session of {}", m.n) };
@@ -578,8 +589,8 @@ fn check(ops: &[Op], kernel: &[KernelDrain], mutation: Mutation) -> Result<Stats
             }
         }
     }
-    if let Some((.., r, taken)) = ring {
-        stats.laps += u64::from(taken >> r.log_cnt);
+    if let Some(last) = ring {
+        stats.laps += u64::from(last.taken >> last.r.log_cnt);
     }
     Ok(stats)
 }
