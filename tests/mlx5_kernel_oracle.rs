@@ -622,8 +622,8 @@ fn compressed_cqes_expand_as_the_kernel_mlx5e_decompresses_them() {
             let formats: Vec<String> = s.by_format.iter().map(|(k, n)| format!("{k} {n}")).collect();
             let sizes: Vec<String> = s.by_size.iter().map(|(k, n)| format!("{n} of {k} B")).collect();
             report(&format!(
-                "CQE compression vs kernel mlx5e (linux-source-6.1 {version}, en_rx.c mlx5e_poll_rx_cq and its \
-                 decompression): {} CQEs on {} CQs ({} in {} sessions of up to {}, {} written whole; sessions by \
+                "CQE compression vs kernel mlx5e (linux-source-6.1 {version}): en_rx.c's mlx5e_poll_rx_cq and its \
+                 decompression, {} CQEs on {} CQs ({} in {} sessions of up to {}, {} written whole; sessions by \
                  format {}; CQEs {}), {} sessions across the ring's end, {} cut by the poll budget, {} laps; \
                  0 mismatches",
                 s.cqes,
