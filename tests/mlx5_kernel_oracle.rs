@@ -30,6 +30,7 @@ use std::fmt;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 
 use rrddmma::mlx5dv::be::Be32;
 use rrddmma::mlx5dv::cq::CqRing;
@@ -595,6 +596,22 @@ fn check(ops: &[Op], kernel: &[KernelDrain], mutation: Mutation) -> Result<Stats
     Ok(stats)
 }
 
+/// The script, and the kernel's drains of it by the unmutated oracle or the
+/// mutated one: built and run once for the tests that share them (tests run
+/// in parallel).
+fn kernel_run(mutation: Mutation) -> (&'static [Op], &'static [KernelDrain]) {
+    static OPS: OnceLock<Vec<Op>> = OnceLock::new();
+    static PLAIN: OnceLock<Vec<KernelDrain>> = OnceLock::new();
+    static MUTATED: OnceLock<Vec<KernelDrain>> = OnceLock::new();
+    let ops = OPS.get_or_init(|| script(SEED));
+    let cell = if mutation == Mutation::KernelMiniIndex { &MUTATED } else { &PLAIN };
+    let drains = cell.get_or_init(|| {
+        let (tree, _) = linux_source();
+        run_kernel(&build(&tree, mutation), ops)
+    });
+    (ops, drains)
+}
+
 fn report(line: &str) {
     // `cargo xtask test` prints these lines in the harness section.
     println!("mlx5-provider: {line}");
@@ -606,11 +623,9 @@ fn report(line: &str) {
 #[test]
 #[ignore = "needs Debian's linux-source-6.1 tree; cargo xtask test runs it"]
 fn compressed_cqes_expand_as_the_kernel_mlx5e_decompresses_them() {
-    let (tree, version) = linux_source();
-    let exe = build(&tree, Mutation::None);
-    let ops = script(SEED);
-    let kernel = run_kernel(&exe, &ops);
-    match check(&ops, &kernel, Mutation::None) {
+    let (_, version) = linux_source();
+    let (ops, kernel) = kernel_run(Mutation::None);
+    match check(ops, kernel, Mutation::None) {
         Ok(s) => {
             assert!(s.cqes >= 3 * CQES_PER_FORMAT, "only {} CQEs were compared", s.cqes);
             assert!(s.sessions > 1000 && s.plain > 1000 && s.longest >= 60, "{s:?}");
@@ -648,10 +663,8 @@ fn compressed_cqes_expand_as_the_kernel_mlx5e_decompresses_them() {
 #[test]
 #[ignore = "needs Debian's linux-source-6.1 tree; cargo xtask test runs it"]
 fn mutation_in_the_kernel_source_is_reported() {
-    let (tree, _) = linux_source();
-    let exe = build(&tree, Mutation::KernelMiniIndex);
-    let ops = script(SEED);
-    let m = check(&ops, &run_kernel(&exe, &ops), Mutation::None).expect_err("a mutated kernel must be caught");
+    let (ops, kernel) = kernel_run(Mutation::KernelMiniIndex);
+    let m = check(ops, kernel, Mutation::None).expect_err("a mutated kernel must be caught");
     assert!(m.kind.contains("session of"), "{m}");
     assert!(m.at.ends_with("CQE 0 of its session"), "{m}");
     assert!(["check_sum", "byte_cnt"].contains(&m.field.as_str()), "{m}");
@@ -663,10 +676,8 @@ fn mutation_in_the_kernel_source_is_reported() {
 #[test]
 #[ignore = "needs Debian's linux-source-6.1 tree; cargo xtask test runs it"]
 fn mutation_in_our_expansion_is_reported_by_the_kernel_oracle() {
-    let (tree, _) = linux_source();
-    let exe = build(&tree, Mutation::None);
-    let ops = script(SEED);
-    let m = check(&ops, &run_kernel(&exe, &ops), Mutation::OursCheckSum).expect_err("a mutated expansion");
+    let (ops, kernel) = kernel_run(Mutation::None);
+    let m = check(ops, kernel, Mutation::OursCheckSum).expect_err("a mutated expansion");
     assert!(m.kind.contains("session of"), "{m}");
     assert_eq!((m.field.as_str(), m.byte), ("check_sum", Some(21)), "{m}");
     report(&format!("mutation check (expansion vs kernel: check_sum bit 0 flipped) caught as it must: {m}"));
