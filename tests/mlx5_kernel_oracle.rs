@@ -389,13 +389,11 @@ fn field(b: usize) -> &'static str {
 ///   (the title's plus `i`), which consumers mask as they do for every CQE.
 ///   Compared modulo the RQ size. With CSUM_STRIDX both take the mini-CQE's
 ///   stride index: compared whole.
-/// - `rss_hash_result` and `rss_hash_type` past the session's first CQE: the
-///   kernel zeroes them (`mlx5e_decompress_cqe_no_hash`); ours keeps the
-///   title's, as DPDK's mlx5 PMD reports them for CSUM sessions.
 /// - HASH: the kernel never configures it and reads the mini-CQE's first two
-///   bytes as `check_sum`; ours takes the four as `rss_hash_result`. So the
-///   kernel's `check_sum` is compared with ours' first two hash bytes, and
-///   neither side's other reading is compared.
+///   bytes as `check_sum`; ours takes the four as `rss_hash_result` (and keeps
+///   the title's `rss_hash_type`, which the kernel zeroes past the first
+///   CQE). So the kernel's `check_sum` is compared with ours' first two hash
+///   bytes, and neither side's other reading of bytes 12-16 is compared.
 fn compare(kernel: &[u8], ours: &[u8; 64], m: Meta, format: CqeResFormat, log_rq: u32) -> (Vec<u8>, Vec<u8>) {
     let (mut k, mut o) = (kernel.to_vec(), ours.to_vec());
     if m.n == 0 {
@@ -413,10 +411,6 @@ fn compare(kernel: &[u8], ours: &[u8; 64], m: Meta, format: CqeResFormat, log_rq
     if format == CqeResFormat::Hash {
         // Ours' hash bytes 0-1 stand where the kernel put them.
         o[20..22].copy_from_slice(&ours[12..14]);
-        k[12..16].fill(0);
-        o[12..16].fill(0);
-    }
-    if m.i > 0 {
         k[12..17].fill(0);
         o[12..17].fill(0);
     }

@@ -89,6 +89,13 @@ pub const fn position(i: u32) -> (u32, u32) {
 /// [`CqeResFormat::CsumStridx`]), format bits 0 and the owner bit `owner`
 /// of the entry the CQE occupies. With `format` `None` only byte count and
 /// WQE counter are taken (the rest of `m` is left out).
+///
+/// Past the session's first CQE, unless the format is
+/// [`CqeResFormat::Hash`], the RSS hash result and hash type (bytes 12-16)
+/// are 0 ("no hash"): the title's hash is the first CQE's, and the others'
+/// is not in the session. The Linux kernel's mlx5e driver reports the same
+/// (`mlx5e_decompress_cqe_no_hash`), and DPDK's mlx5 documentation gives the
+/// RSS hash only in the HASH format.
 #[inline]
 pub fn expand(title: &Cqe64, m: &MiniCqe, i: u32, format: Option<CqeResFormat>, owner: u8) -> Cqe64 {
     let mut c = *title;
@@ -102,6 +109,9 @@ pub fn expand(title: &Cqe64, m: &MiniCqe, i: u32, format: Option<CqeResFormat>, 
             c.wqe_counter = Be16::new(u16::from_be_bytes([m.info[2], m.info[3]]));
         }
         None => {}
+    }
+    if i > 0 && format != Some(CqeResFormat::Hash) {
+        c.rsvd0[12..17].fill(0);
     }
     c.op_own = (title.op_own & 0xf2) | (owner & 1);
     c
@@ -118,6 +128,24 @@ mod tests {
         assert_eq!(u32::from(CqeResFormat::Hash.to_raw()), F::MLX5DV_CQE_RES_FORMAT_HASH.0);
         assert_eq!(u32::from(CqeResFormat::Csum.to_raw()), F::MLX5DV_CQE_RES_FORMAT_CSUM.0);
         assert_eq!(u32::from(CqeResFormat::CsumStridx.to_raw()), F::MLX5DV_CQE_RES_FORMAT_CSUM_STRIDX.0);
+    }
+
+    #[test]
+    fn the_hash_past_a_sessions_first_cqe_is_the_minis_or_none() {
+        let mut title = Cqe64::default();
+        title.rsvd0[12..17].copy_from_slice(&[1, 2, 3, 4, 5]);
+        let m = MiniCqe { info: [9, 8, 7, 6], byte_cnt: Be32::new(64) };
+        for f in [None, Some(CqeResFormat::Csum), Some(CqeResFormat::CsumStridx)] {
+            assert_eq!(
+                expand(&title, &m, 0, f, 0).rsvd0[12..17],
+                [1, 2, 3, 4, 5],
+                "{f:?}: the first keeps the title's"
+            );
+            assert_eq!(expand(&title, &m, 1, f, 0).rsvd0[12..17], [0; 5], "{f:?}: the others have none");
+        }
+        for i in [0, 1, 9] {
+            assert_eq!(expand(&title, &m, i, Some(CqeResFormat::Hash), 0).rsvd0[12..17], [9, 8, 7, 6, 5]);
+        }
     }
 
     #[test]

@@ -892,6 +892,7 @@ struct mini_cqe8 {
 #define CQE_FORMAT_COMPRESSED 3
 #define CQE_RSS_HASH_RESULT 12
 #define CQE_CHECK_SUM 20
+#define CQE_RSS_HASH_TYPE 16
 _Static_assert(sizeof(struct mini_cqe8) == 8, "mini-CQE is 8 bytes");
 _Static_assert(offsetof(struct mlx5_cqe64, byte_cnt) == 44, "byte_cnt at 44");
 _Static_assert(offsetof(struct mlx5_cqe64, wqe_counter) == 60, "wqe_counter at 60");
@@ -970,6 +971,12 @@ static void run_zip(unsigned cqes, uint32_t cqn_base)
 						memcpy((uint8_t *)o + CQE_CHECK_SUM, &m->checksum, 2);
 						o->wqe_counter = m->stridx;
 					}
+					/* Past the first CQE the session carries no RSS hash
+					 * unless the format is HASH: result and type 0, as
+					 * the kernel's mlx5e reports them. */
+					if (i > 0 && fmt != MLX5DV_CQE_RES_FORMAT_HASH)
+						memset((uint8_t *)o + CQE_RSS_HASH_RESULT, 0,
+						       CQE_RSS_HASH_TYPE + 1 - CQE_RSS_HASH_RESULT);
 					o->op_own = (uint8_t)(op << 4 | se << 1 | (((pos + i) / cnt) & 1));
 				}
 				/* The title: the shared fields, the count, format 3, the owner of its entry. */
