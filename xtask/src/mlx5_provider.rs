@@ -13,8 +13,8 @@ use std::process::Command;
 use std::time::Instant;
 
 use crate::capture::capture;
+use crate::root;
 use crate::tally::Tally;
-use crate::{root, Result};
 
 /// The rdma-core build folder of the static `mlx5` source build
 /// (`target/static-mlx5`), when it has built the provider.
@@ -60,12 +60,4 @@ pub fn check(tally: &mut Tally, src: &Path) {
         start.elapsed().as_secs_f64()
     );
     tally.add_run("libmlx5 differential harness and kernel mlx5e oracle", ok, &out);
-}
-
-/// `cargo xtask mlx5-harness`: this step of `cargo xtask test` alone (the
-/// libmlx5 differential harness and the kernel mlx5e oracle).
-pub fn run() -> Result<()> {
-    let mut tally = Tally::default();
-    check(&mut tally, &crate::test::rdma_core_source()?);
-    tally.finish()
 }
