@@ -424,8 +424,8 @@ struct Stats {
     sessions: usize,
     longest: u32,
     wrapped: usize,
-    /// Sessions a poll's budget ended inside (the kernel resumed them with
-    /// `mlx5e_decompress_cqes_cont`).
+    /// Polls whose budget ended inside a session (the kernel resumed it
+    /// with `mlx5e_decompress_cqes_cont`).
     cut: usize,
     laps: u64,
     rings: usize,
@@ -560,7 +560,7 @@ fn check(ops: &[Op], kernel: &[KernelDrain], mutation: Mutation) -> Result<Stats
                     *stats.by_size.entry(r.size).or_default() += 1;
                     *taken = taken.wrapping_add(1);
                 }
-                // Sessions a poll ended inside.
+                // Polls that ended inside a session.
                 let mut end = 0usize;
                 for p in &theirs.polls {
                     end += *p as usize;
@@ -613,7 +613,7 @@ fn report(line: &str) {
 
 /// Our ring expands the same sessions into the same CQEs as the kernel's
 /// mlx5e receive path, over every format, both CQE sizes, sessions across
-/// the ring's end and cut by the poll budget, lap after lap.
+/// the ring's end and polls ending inside a session, lap after lap.
 #[test]
 #[ignore = "needs Debian's linux-source-6.1 tree; cargo xtask test runs it"]
 fn compressed_cqes_expand_as_the_kernel_mlx5e_decompresses_them() {
@@ -633,7 +633,7 @@ fn compressed_cqes_expand_as_the_kernel_mlx5e_decompresses_them() {
             report(&format!(
                 "CQE compression vs kernel mlx5e (linux-source-6.1 {version}): en_rx.c's mlx5e_poll_rx_cq and its \
                  decompression, {} CQEs on {} CQs ({} in {} sessions of up to {}, {} written whole; sessions by \
-                 format {}; CQEs {}), {} sessions across the ring's end, {} cut by the poll budget, {} laps; \
+                 format {}; CQEs {}), {} sessions across the ring's end, {} polls ending inside a session, {} laps; \
                  0 mismatches",
                 s.cqes,
                 s.rings,
