@@ -382,8 +382,8 @@ fn field(b: usize) -> &'static str {
 /// own choice masked. A CQE written whole is compared as it is.
 ///
 /// - `op_own` bit 1 (solicited event): the kernel clears it with `&= 0xf0`
-///   (mlx5e never reads it); ours keeps the title's, as the device wrote it
-///   for the CQEs of the session.
+///   (mlx5e never reads it); ours keeps the bit the device wrote in the
+///   title.
 /// - `wqe_counter` (HASH, CSUM): the kernel counts its own cyclic RQ's index,
 ///   masked by the RQ's size after the first CQE; ours the 16-bit counter
 ///   (the title's plus `i`), which consumers mask as they do for every CQE.
