@@ -304,6 +304,19 @@ fn regression_typed_builders_refuse_a_ring_of_another_layout() {
         sq.send(CtrlFlags::empty()).finish();
     });
     assert!(msg.contains("`send`") && msg.contains("Other"), "{msg}");
+    // A DCI's ring takes the DC builders only; a UD ring does not take them.
+    let msg = on(SqTransport::DcInitiator, &|sq| {
+        sq.write(CtrlFlags::empty(), at(1, 2)).inline(&[0x41; 8]).finish();
+    });
+    assert!(msg.contains("`write`") && msg.contains("DcInitiator") && msg.contains("Dci::sq_ring"), "{msg}");
+    let msg = on(SqTransport::DcInitiator, &|sq| {
+        sq.send_ud(CtrlFlags::empty(), &DatagramSeg::default()).finish();
+    });
+    assert!(msg.contains("`send_ud`") && msg.contains("DcInitiator"), "{msg}");
+    let msg = on(SqTransport::Datagram, &|sq| {
+        sq.dc(&DatagramSeg::default()).write(CtrlFlags::empty(), at(1, 2)).inline(&[0x41; 8]).finish();
+    });
+    assert!(msg.contains("`dc`") && msg.contains("Datagram"), "{msg}");
     // A NOP fits every layout.
     let mut r = Ring::new();
     // SAFETY: as above.
