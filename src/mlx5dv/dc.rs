@@ -1,14 +1,23 @@
 //! DC transport: DC targets ([`Dct`]), DC initiators ([`Dci`]) and requests
 //! addressed to a target ([`DctAddr`]), with one API whatever the linkage.
 //!
-//! A DC program compiles, and means the same, with rdma-core (`mlx5dv_*`)
-//! and with MLNX_OFED 4.x (cfg `rrddmma_mlnx_ofed4`, the experimental verbs
-//! `ibv_exp_*`): the types, constructors and methods below are the same in
-//! both builds; only what is behind them differs.
+//! A DC program through libibverbs ([`Dci::post`], [`DciBatch`]) compiles,
+//! and means the same, with rdma-core (`mlx5dv_*`) and with MLNX_OFED 4.x
+//! (cfg `rrddmma_mlnx_ofed4`, the experimental verbs `ibv_exp_*`): the
+//! types, constructors and methods below are the same in both builds; only
+//! what is behind them differs, and the DCI streams are
+//! [`Error::Unsupported`](crate::prim::Error::Unsupported) with 4.x. The
+//! direct view, `Dci::sq_ring`, and with it the typed DC builders, exist
+//! with rdma-core only (4.x builds have no direct views). The example below
+//! is the direct path: from [`Dct::create`] to a posted WRITE, with no
+//! `unsafe` beyond the views' contract (the queues are theirs alone) and
+//! the memory one (the WQE's buffer registered and alive).
 //!
 //! ```no_run
-//! use rrddmma::mlx5dv::dc::{Dci, DciOpts, Dct, DctAddr, DctOpts};
-//! use rrddmma::prim::{AccessFlags, Ah, AhAttr, Context, Cq, Pd, QpCaps, RemoteAddr, SendWr, Srq};
+//! use rrddmma::mlx5dv::av::AddressVector;
+//! use rrddmma::mlx5dv::dc::{Dci, DciOpts, Dct, DctOpts};
+//! use rrddmma::mlx5dv::{cqe::Completion, mmio::HwMmio, obj, seg::CtrlFlags};
+//! use rrddmma::prim::{AccessFlags, Ah, AhAttr, Context, Cq, Pd, QpCaps, RemoteAddr, Srq};
 //! # fn main() -> rrddmma::prim::Result<()> {
 //! let ctx = Context::open_first()?;
 //! let (pd, cq) = (Pd::alloc(&ctx)?, Cq::create(&ctx, 64)?);
@@ -18,12 +27,26 @@
 //! let dci = Dci::create(&pd, &cq, &cq, QpCaps::default())?;
 //! dci.connect(&DciOpts::default())?;
 //! let ah = Ah::create(&pd, &AhAttr::lid(1, ctx.query_port(1)?.lid()))?;
-//! let to = DctAddr::new(&ah, dct.dctn(), dct.key());
-//! # let (sge, remote) = (rrddmma::prim::Sge::from_raw(0, 0, 0), RemoteAddr { addr: 0, rkey: 0 });
-//! // SAFETY: `sge` names registered memory that outlives the request.
-//! unsafe { dci.post(&SendWr::write(&[sge], remote).signaled(), &to)? };
+//! // The DC address of the target: the AH's path, the DCT number and key.
+//! let target = AddressVector::of(&ah)?.dc(dct.dctn(), dct.key());
+//! # let (lkey, addr, remote) = (0, 0, RemoteAddr { addr: 0, rkey: 0 });
+//! // SAFETY: the CQ and the DCI's send queue are used through these views alone.
+//! let mut dcq = unsafe { obj::cq_ring(&cq)? };
+//! // SAFETY: as above; the DCI's queue is idle.
+//! let mut sq = unsafe { dci.sq_ring(&dcq)? };
+//! // A typed DC WRITE on stream 0: control segment, DC address, remote address.
+//! let w = sq.dc(&target).write(CtrlFlags::CQ_UPDATE, remote);
+//! // SAFETY: `addr..addr + 64` is registered with `lkey` and outlives the completion.
+//! unsafe { w.data(64, lkey, addr) }.post(&mut HwMmio);
+//! let mut out = [Completion::default()];
+//! while dcq.poll(&mut out) == 0 {}
+//! assert!(sq.retire(&out[0]));
 //! # Ok(()) }
 //! ```
+//!
+//! Without the direct view (and with MLNX_OFED 4.x, which has none), the
+//! same WRITE goes through libibverbs' extended post:
+//! `dci.post(&SendWr::write(&sges, remote), &DctAddr::new(&ah, dct.dctn(), dct.key()))`.
 //!
 //! | | rdma-core | MLNX_OFED 4.x |
 //! |---|---|---|
@@ -34,14 +57,16 @@
 //! | completions | [`Cq::poll`] into [`Wc`](crate::prim::Wc) | the same (`ibv_poll_cq`); `exp4::ExpCq` adds timestamps |
 //! | [`DctOpts::sl`] | honoured (address vector at RTR) | `ibv_exp_dct_init_attr` has no service level: a value other than 0 is [`Error::Unsupported`](crate::prim::Error::Unsupported) |
 //! | [`DctOpts::pkey_index`] | any `u16` | at most 255 (a `u8` in `ibv_exp_dct_init_attr`), else [`Error::Unsupported`](crate::prim::Error::Unsupported) |
-//! | masked atomics | hand-built WQE segments ([`seg`](super::seg)) | also `Dci::post_masked` (4.x builds only) |
+//! | DCI streams | [`Dci::create_with_streams`], [`dci_stream_caps`], [`DciBatch::post_stream`] (`mlx5dv_wr_set_dc_addr_stream`), [`Dci::reset_stream`] (`mlx5dv_dci_stream_id_reset`) | [`Error::Unsupported`](crate::prim::Error::Unsupported) (stream 0 of `post_stream` posts as `post`) |
+//! | direct view | `Dci::sq_ring`: the typed DC builders ([`SqRing::dc`](super::sq::SqRing::dc)) | none |
+//! | masked atomics | the typed DC builders (`Dc::masked_cas`, `masked_fa`, the 16- and 32-byte `masked_cas_ext`, `masked_fa_ext`) on the direct view | also `Dci::post_masked` (4.x builds only) |
 //!
 //! On a device that is not mlx5 (rdma-core), or a context without the
 //! experimental verbs (4.x), [`Dct::create`] and [`Dci::create`] return
 //! [`Error::Unsupported`](crate::prim::Error::Unsupported) before the provider is asked anything else.
 //!
 //! # References
-//! `mlx5dv_create_qp(3)`, `mlx5dv_wr_set_dc_addr(3)`; MLNX_OFED 4.x
+//! `mlx5dv_create_qp(3)`, `mlx5dv_wr_set_dc_addr(3)`, `mlx5dv_dci_stream_id_reset(3)`; MLNX_OFED 4.x
 //! `ibv_exp_create_dct(3)`, `ibv_exp_create_qp(3)`, `ibv_exp_post_send(3)`.
 
 use std::fmt;
