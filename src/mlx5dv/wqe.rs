@@ -383,6 +383,8 @@ impl SqRing {
     ///     let r = RemoteAddr { addr: 0, rkey: 1 };
     ///     sq.masked_cas_ext(CtrlFlags::empty(), r, &[0u8; 12], &[0; 12], &[0; 12], &[0; 12]).finish();
     /// }
+    /// // The check runs when the builder is instantiated (here, for `f`).
+    /// let _ = f as fn(&mut SqRing);
     /// ```
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
