@@ -575,7 +575,11 @@ impl Dci {
     /// # Safety
     /// Nothing may be posted through the returned QP (`post_send`,
     /// `post_send_list`, `wr_batch`): a DCI request needs a DC address,
-    /// which only [`Dci::post`] and [`DciBatch::post`] set.
+    /// which only [`Dci::post`], [`DciBatch::post`] / [`DciBatch::post_stream`]
+    /// and the DC builders of the direct view (`Dci::sq_ring`) set; and a
+    /// direct view of it made with [`obj::sq_ring`](super::obj::sq_ring)
+    /// is a `Datagram` ring, without the DC builders (`Dci::sq_ring` makes
+    /// the DCI's).
     pub unsafe fn qp(&self) -> &Qp {
         &self.qp
     }

@@ -121,7 +121,7 @@ impl<'s, const INLINE: bool> Wqe<'s, INLINE> {
     /// DCI created with streams.
     ///
     /// # Panics
-    /// On a ring that is not [`SqTransport::Datagram`].
+    /// On a ring that is not [`SqTransport::DcInitiator`].
     #[inline(always)]
     pub fn dci_stream(self, id: u16) -> Self {
         Wqe { w: self.w.dci_stream(id) }
