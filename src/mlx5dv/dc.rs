@@ -822,6 +822,8 @@ mod imp {
     }
 
     pub(super) fn dci_stream_caps(ctx: &Context) -> Result<DciStreamCaps> {
+        // Named for the option before `query_device` would name only itself.
+        require(ctx, "mlx5dv_query_device (DCI streams)")?;
         let attr = crate::mlx5dv::query_device(ctx)?;
         let bit = u64::from(ffi::mlx5dv_context_comp_mask::MLX5DV_CONTEXT_MASK_DCI_STREAMS.0);
         if attr.comp_mask & bit == 0 {

@@ -47,9 +47,24 @@ fn every_entry_point_is_unsupported_off_mlx5() {
     // DCI streams: the caps and the creation are refused before libmlx5 is
     // asked anything (a DCI, whose stream reset and direct view
     // `Dci::sq_ring` would be next, cannot be made here at all).
-    unsupported(dc::dci_stream_caps(&ctx), "dci_stream_caps");
-    let streams = dc::DciStreams { log_num_concurrent: 2, log_num_errored: 1 };
-    unsupported(dc::Dci::create_with_streams(&pd, &cq, &cq, QpCaps::default(), streams), "Dci::create_with_streams");
+    for r in [
+        dc::dci_stream_caps(&ctx).map(|_| ()),
+        dc::Dci::create_with_streams(
+            &pd,
+            &cq,
+            &cq,
+            QpCaps::default(),
+            dc::DciStreams { log_num_concurrent: 2, log_num_errored: 1 },
+        )
+        .map(|_| ()),
+    ] {
+        match r {
+            Err(Error::Unsupported { op, .. }) => {
+                assert!(op.contains("DCI streams"), "the refusal names streams: {op}")
+            }
+            other => panic!("DCI streams: expected Unsupported, got {other:?}"),
+        }
+    }
     // The QP is untouched and still usable through verbs.
     assert_eq!(qa.query_state().unwrap(), QpState::RTS);
 }
