@@ -49,9 +49,9 @@ impl Ring {
 fn regression_dci_stream_id_lands_in_ctrl_bytes_9_and_10() {
     let mut r = Ring::new();
     // SAFETY: the test ring stands for a DCI's queue.
-    unsafe { r.sq.set_transport(SqTransport::Datagram) };
+    unsafe { r.sq.set_transport(SqTransport::DcInitiator) };
     let av = AddressVector::default().dc(0x1234, 7);
-    r.sq.send_ud(CtrlFlags::CQ_UPDATE, &av).dci_stream(0xbeef).inline(&[1, 2, 3]).finish();
+    r.sq.dc(&av).send(CtrlFlags::CQ_UPDATE).dci_stream(0xbeef).inline(&[1, 2, 3]).finish();
     let b = r.bytes();
     assert_eq!(&b[9..11], &[0xbe, 0xef], "dci_stream_channel_id");
     assert_eq!(b[11], CtrlFlags::CQ_UPDATE.bits(), "fm_ce_se next to it is untouched");

@@ -20,6 +20,8 @@
 mod batch;
 #[path = "provider/build.rs"]
 mod build;
+#[path = "provider/dc_typed.rs"]
+mod dc_typed;
 #[path = "provider/masked.rs"]
 mod masked;
 mod mlx5_support;
@@ -47,6 +49,10 @@ pub enum Mutation {
     MiniByteCnt,
     /// The first masked fetch-and-add is given its field boundary's bit 0 flipped.
     MaskedBoundary,
+    /// The typed builders put the first request of the first list on its stream XOR 1.
+    TypedStream,
+    /// The first 32-byte extended masked CAS is given its compare mask's bit 0 flipped.
+    ExtOperand,
 }
 
 /// The first disagreement between libmlx5 and rrddmma.
@@ -333,4 +339,106 @@ fn mutation_in_our_expansion_is_reported() {
     assert_eq!(m.field, "byte_cnt", "{m}");
     assert_eq!(m.byte, Some(47), "{m}");
     report(&format!("mutation check (expansion: byte_cnt bit 0 flipped) caught as it must: {m}"));
+}
+
+/// The typed DC builders (`SqRing::dc(&target)`, `Dc::stream`) and the
+/// typed RC builders (`send_inv` among them) write, for the same request
+/// lists, the WQEs, producer index, doorbell record and doorbell write that
+/// libmlx5's `ibv_wr_*` + `mlx5dv_wr_set_dc_addr(_stream)` (DCIs) and
+/// `mlx5_post_send` (RC) write; masked and extended atomics, which libmlx5
+/// cannot post, match the C half's reference from the documented layout
+/// (tests/provider/dc_typed.rs).
+#[test]
+#[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
+fn typed_dc_builders_match_libmlx5_and_the_documented_layout() {
+    let out = build::output();
+    let dc = send::check_with(out, &["DC", "DC streams"], Mutation::None, true).unwrap_or_else(|m| panic!("{m}"));
+    let rc = send::check_with(out, &["RC"], Mutation::None, true).unwrap_or_else(|m| panic!("{m}"));
+    let ext = dc_typed::check_ext(out, Mutation::None).unwrap_or_else(|m| panic!("{m}"));
+    let ops = ["WRITE", "WRITE_WITH_IMM", "READ", "SEND", "SEND_WITH_IMM", "SEND_WITH_INV", "FAA", "CAS"];
+    for op in ops {
+        let n = dc.wqes.get(format!("DC {op}").as_str()).copied().unwrap_or(0);
+        assert!(n > 500, "too few typed DC {op} WQEs: {dc:?}");
+    }
+    let n = rc.wqes.get("SEND_WITH_INV").copied().unwrap_or(0);
+    assert!(n > 500, "too few typed RC SEND_WITH_INV WQEs: {rc:?}");
+    for kind in ["masked CAS 8", "masked FA 8", "masked CAS 16", "masked FA 16", "masked CAS 32", "masked FA 32"] {
+        for t in ["RC", "DC"] {
+            let n = ext.wqes.get(&format!("{t} {kind}")).copied().unwrap_or(0);
+            assert!(n >= 400, "too few {t} {kind} WQEs: {ext:?}");
+        }
+    }
+    let dc_total = dc.wqes.values().sum::<usize>()
+        + ext.wqes.iter().filter(|(k, _)| k.starts_with("DC")).map(|(_, n)| n).sum::<usize>();
+    assert!(dc_total >= 10_000, "only {dc_total} typed DC WQEs were compared");
+    assert!(ext.wrapped > 100, "too few reference WQEs across the ring's end: {ext:?}");
+    report(&format!(
+        "typed DC builders: {dc_total} DC WQEs, 0 mismatches; against libmlx5's ibv_wr_* + \
+         mlx5dv_wr_set_dc_addr(_stream): {}; against the documented layout (no libmlx5 path): {} WQEs ({}), \
+         {} across the ring's end; typed RC builders against mlx5_post_send: {} WQEs (SEND_WITH_INV {}); \
+         0 mismatches",
+        dc.summary(),
+        ext.total(),
+        ext.summary(),
+        ext.wrapped,
+        rc.wqes.values().sum::<usize>(),
+        rc.wqes.get("SEND_WITH_INV").copied().unwrap_or(0),
+    ));
+}
+
+/// DCI streams: requests on streams through the typed builders
+/// (`Dc::stream`) and through `DciBatch` (its stream entry, the body of
+/// `DciBatch::post_stream`) against libmlx5's `mlx5dv_wr_set_dc_addr_stream`
+/// lists; masked and extended atomics on streams against the reference,
+/// each error completion naming its stream (`SqRing::stream_of`).
+/// `mlx5dv_dci_stream_id_reset` issues a firmware command
+/// (`MLX5_CMD_OP_MODIFY_QP` through DEVX), which host memory cannot answer:
+/// it is not part of this check.
+#[test]
+#[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
+fn dci_streams_match_libmlx5() {
+    let out = build::output();
+    let typed = send::check_with(out, &["DC streams"], Mutation::None, true).unwrap_or_else(|m| panic!("{m}"));
+    let batch = batch::check(out, &["DC streams"], Mutation::None).unwrap_or_else(|m| panic!("{m}"));
+    let ext = dc_typed::check_ext(out, Mutation::None).unwrap_or_else(|m| panic!("{m}"));
+    let lists = batch.lists.get("DC streams").copied().unwrap_or(0);
+    assert!(typed.lists >= build::LISTS / 5 && lists >= build::LISTS / 5, "{typed:?} {batch:?}");
+    assert!(ext.streams > 1000 && ext.error_streams > 1000, "{ext:?}");
+    let batch_wqes: usize = batch.wqes.values().sum();
+    report(&format!(
+        "DCI streams: {} lists through the typed builders ({} WQEs) and {lists} through DciBatch ({batch_wqes} WQEs) \
+         against mlx5dv_wr_set_dc_addr_stream; {} masked/extended atomics on streams against the reference, \
+         {} error completions named their stream (SqRing::stream_of); stream reset not driven (a firmware \
+         command); 0 mismatches",
+        typed.lists,
+        typed.wqes.values().sum::<usize>(),
+        ext.streams,
+        ext.error_streams,
+    ));
+}
+
+/// The typed DC comparison can fail: the stream given to the first request
+/// flipped is reported at the control segment's stream bytes.
+#[test]
+#[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
+fn mutation_in_a_typed_dc_stream_is_reported() {
+    let m = send::check_with(build::output(), &["DC streams"], Mutation::TypedStream, true)
+        .expect_err("a mutated stream must be caught");
+    assert!(m.kind.starts_with("typed DC streams send "), "{m}");
+    assert_eq!(m.at, "list 0 request 0", "{m}");
+    assert_eq!(m.field, "ctrl.dci_stream_channel_id", "{m}");
+    assert_eq!(m.byte, Some(10), "{m}");
+    report(&format!("mutation check (typed DC builder: stream bit 0 flipped) caught as it must: {m}"));
+}
+
+/// The extended-atomic reference can fail: one operand bit changed on our
+/// side is reported with its operand and byte.
+#[test]
+#[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
+fn mutation_in_an_extended_atomic_is_reported() {
+    let m = dc_typed::check_ext(build::output(), Mutation::ExtOperand).expect_err("a mutated operand must be caught");
+    assert!(m.kind.contains("masked CAS 32"), "{m}");
+    assert_eq!(m.field, "operand.compare_mask", "{m}");
+    assert_eq!(m.byte, Some(159), "{m}");
+    report(&format!("mutation check (32-byte masked CAS: compare mask bit 0 flipped) caught as it must: {m}"));
 }

@@ -342,3 +342,37 @@ fn completions_of_another_or_no_bound_cq_free_nothing() {
     assert!(unbound.retire(&c), "bound, a fresh completion is taken");
     m.check();
 }
+
+/// `stream_of` names the stream of the WQE an error completion of the bound
+/// ring reports (the stream `Dc::stream` gave it), and nothing for a
+/// completion the ring would not take: another QP's, a receive, one that
+/// points inside a multi-block WQE, a made-up one.
+#[test]
+fn stream_of_names_the_stream_of_an_error_completion() {
+    use rrddmma::mlx5dv::seg::DatagramSeg;
+    use rrddmma::mlx5dv::sq::SqTransport;
+    let mut m = Model::new(8);
+    // SAFETY: a model ring standing for a DCI's.
+    unsafe { m.sq.set_transport(SqTransport::DcInitiator) };
+    let target = DatagramSeg::default();
+    let mut at = Vec::new();
+    for stream in [3u16, 0, 0xbeef] {
+        at.push(m.sq.cur_post() as u16);
+        // Control, DC address, remote address and two data segments: 2 blocks.
+        let w = m.sq.dc(&target).stream(stream).read(CtrlFlags::CQ_UPDATE, RemoteAddr { addr: 0, rkey: 1 });
+        // SAFETY: no device reads the model ring.
+        unsafe { w.data(8, 1, 0x1000).data(8, 1, 0x2000) }.finish();
+    }
+    m.cq.produce(QPN, CqeOpcode::REQ_ERR, at[2]);
+    let err = m.cq.poll();
+    assert_eq!(m.sq.stream_of(&err), Some(0xbeef), "the error completion's WQE went on stream 0xbeef");
+    m.cq.produce(QPN, CqeOpcode::REQ_ERR, at[0]);
+    assert_eq!(m.sq.stream_of(&m.cq.poll()), Some(3));
+    m.cq.produce(QPN + 1, CqeOpcode::REQ_ERR, at[0]);
+    assert_eq!(m.sq.stream_of(&m.cq.poll()), None, "another QP's completion");
+    m.cq.produce(QPN, CqeOpcode::RESP_SEND, at[0]);
+    assert_eq!(m.sq.stream_of(&m.cq.poll()), None, "a receive completion");
+    m.cq.produce(QPN, CqeOpcode::REQ_ERR, at[0] + 1);
+    assert_eq!(m.sq.stream_of(&m.cq.poll()), None, "a counter inside a two-block WQE");
+    assert_eq!(m.sq.stream_of(&Completion::default()), None, "a made-up completion");
+}

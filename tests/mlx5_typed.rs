@@ -100,6 +100,8 @@ fn both_on(
     unsafe { a.sq.set_transport(t) };
     assert_eq!(typed(&mut a.sq), 0);
     let mut b = Ring::new();
+    // SAFETY: as above.
+    unsafe { b.sq.set_transport(t) };
     // SAFETY: no device reads this ring; the bytes are only compared.
     let w = unsafe { b.sq.wqe(raw_op.0, raw_op.1, CtrlFlags::CQ_UPDATE, raw_op.2) };
     raw(w).finish();
@@ -304,10 +306,90 @@ fn regression_typed_builders_refuse_a_ring_of_another_layout() {
         sq.send(CtrlFlags::empty()).finish();
     });
     assert!(msg.contains("`send`") && msg.contains("Other"), "{msg}");
+    // A DCI's ring takes the DC builders only; a UD ring does not take them.
+    let msg = on(SqTransport::DcInitiator, &|sq| {
+        sq.write(CtrlFlags::empty(), at(1, 2)).inline(&[0x41; 8]).finish();
+    });
+    assert!(msg.contains("`write`") && msg.contains("DcInitiator") && msg.contains("Dci::sq_ring"), "{msg}");
+    let msg = on(SqTransport::DcInitiator, &|sq| {
+        sq.send_ud(CtrlFlags::empty(), &DatagramSeg::default()).finish();
+    });
+    assert!(msg.contains("`send_ud`") && msg.contains("DcInitiator"), "{msg}");
+    let msg = on(SqTransport::Datagram, &|sq| {
+        sq.dc(&DatagramSeg::default()).write(CtrlFlags::empty(), at(1, 2)).inline(&[0x41; 8]).finish();
+    });
+    assert!(msg.contains("`dc`") && msg.contains("Datagram"), "{msg}");
     // A NOP fits every layout.
     let mut r = Ring::new();
     // SAFETY: as above.
     unsafe { r.sq.set_transport(SqTransport::Other) };
     r.sq.nop(CtrlFlags::empty()).finish();
     assert_eq!(r.sq.cur_post(), 1);
+}
+
+/// The DC builders write the control segment (with the stream), the DC
+/// address and then what the connected builder of the same name writes;
+/// `send_inv` stores the key big endian; the extended masked atomics carry
+/// their operands in the 8-byte segment's order with opmod 0x0a / 0x0b.
+#[test]
+fn dc_send_inv_and_extended_builders_write_the_segments_each_opcode_defines() {
+    let f = CtrlFlags::CQ_UPDATE;
+    let mut av = DatagramSeg::default();
+    av.set(0x1111_0000_0000, 0x77, 0, 0, 0, 0, &[1, 2, 3, 4, 5, 6], 0, 64, 0, &[9; 16]);
+    // SAFETY: `DatagramSeg` is 48 plain bytes (`struct mlx5_wqe_av`).
+    let av_bytes = unsafe { std::slice::from_raw_parts((&av as *const DatagramSeg).cast::<u8>(), 48) }.to_vec();
+
+    let w = both_on(
+        SqTransport::DcInitiator,
+        |s| s.dc(&av).stream(0x0102).write(f, at(0xdead_0000, 0x55)).d(64, 7, 0x1000).finish(),
+        |w| w.dci_stream(0x0102).datagram(&av).raddr(0xdead_0000, 0x55).d(64, 7, 0x1000),
+        (WqeOpcode::RDMA_WRITE, 0, 0),
+    );
+    assert_eq!(ctrl(&w), (0x08, 0, 6, f.bits(), [0; 4]), "DC WRITE: control, DC address, raddr, data");
+    assert_eq!(&w[9..11], &[0x01, 0x02], "the stream, big endian");
+    assert_eq!(&w[16..64], &av_bytes[..], "the DC address after the control segment");
+    assert_eq!(raddr(&w, 64), (0xdead_0000, 0x55));
+    assert_eq!(data(&w, 80), (64, 7, 0x1000));
+
+    let w = both_on(
+        SqTransport::DcInitiator,
+        |s| s.dc(&av).fetch_add(f, at(0x40, 9), 5).d(8, 3, 0x2000).finish(),
+        |w| w.datagram(&av).raddr(0x40, 9).atomic(5, 0).d(8, 3, 0x2000),
+        (WqeOpcode::ATOMIC_FA, 0, 0),
+    );
+    assert_eq!(ctrl(&w).2, 7, "DC FAA: control, DC address, raddr, atomic, data");
+    assert_eq!(&w[9..11], &[0, 0], "stream 0 by default");
+
+    let w = both(
+        |s| s.send_inv(f, 0x0a0b_0c0d).inline(b"xyz").finish(),
+        |w| w.inline(b"xyz"),
+        (WqeOpcode::SEND_INVAL, 0, 0x0a0b_0c0du32.to_be()),
+    );
+    assert_eq!(ctrl(&w), (0x01, 0, 2, f.bits(), [0x0a, 0x0b, 0x0c, 0x0d]), "SEND_WITH_INV: the key big endian");
+
+    let op = |b: u8| [b; 32];
+    let mut r = Ring::new();
+    r.sq.masked_cas_ext(f, at(0x80, 2), &op(2), &op(4), &op(1), &op(3)).d(32, 6, 0x3000).finish();
+    let w = r.wqe();
+    assert_eq!(
+        ctrl(&w),
+        (0x14, ext_atomic_opmod(5), 11, f.bits(), [0; 4]),
+        "32-byte masked CAS: 16 + 16 + 128 + 16 bytes"
+    );
+    assert_eq!(ext_atomic_opmod(5), 0x0b);
+    for (i, b) in [1u8, 2, 3, 4].into_iter().enumerate() {
+        assert!(
+            w[32 + 32 * i..64 + 32 * i].iter().all(|&x| x == b),
+            "operand {i}: swap, compare, swap mask, compare mask"
+        );
+    }
+    assert_eq!(data(&w, 160), (32, 6, 0x3000));
+    let mut r = Ring::new();
+    // SAFETY: a model ring standing for a DCI's.
+    unsafe { r.sq.set_transport(SqTransport::DcInitiator) };
+    let (add, boundary) = ([7u8; 16], [8u8; 16]);
+    r.sq.dc(&av).masked_fa_ext(f, at(0x80, 2), &add, &boundary).d(16, 6, 0x3000).finish();
+    let w = r.wqe();
+    assert_eq!(ctrl(&w), (0x15, 0x0a, 8, f.bits(), [0; 4]), "16-byte masked FA to a DCT");
+    assert_eq!((&w[80..96], &w[96..112]), (&add[..], &boundary[..]), "add, then the field boundary");
 }

@@ -1,14 +1,23 @@
 //! DC transport: DC targets ([`Dct`]), DC initiators ([`Dci`]) and requests
 //! addressed to a target ([`DctAddr`]), with one API whatever the linkage.
 //!
-//! A DC program compiles, and means the same, with rdma-core (`mlx5dv_*`)
-//! and with MLNX_OFED 4.x (cfg `rrddmma_mlnx_ofed4`, the experimental verbs
-//! `ibv_exp_*`): the types, constructors and methods below are the same in
-//! both builds; only what is behind them differs.
+//! A DC program through libibverbs ([`Dci::post`], [`DciBatch`]) compiles,
+//! and means the same, with rdma-core (`mlx5dv_*`) and with MLNX_OFED 4.x
+//! (cfg `rrddmma_mlnx_ofed4`, the experimental verbs `ibv_exp_*`): the
+//! types, constructors and methods below are the same in both builds; only
+//! what is behind them differs, and the DCI streams are
+//! [`Error::Unsupported`](crate::prim::Error::Unsupported) with 4.x. The
+//! direct view, `Dci::sq_ring`, and with it the typed DC builders, exist
+//! with rdma-core only (4.x builds have no direct views). The example below
+//! is the direct path: from [`Dct::create`] to a posted WRITE, with no
+//! `unsafe` beyond the views' contract (the queues are theirs alone) and
+//! the memory one (the WQE's buffer registered and alive).
 //!
 //! ```no_run
-//! use rrddmma::mlx5dv::dc::{Dci, DciOpts, Dct, DctAddr, DctOpts};
-//! use rrddmma::prim::{AccessFlags, Ah, AhAttr, Context, Cq, Pd, QpCaps, RemoteAddr, SendWr, Srq};
+//! use rrddmma::mlx5dv::av::AddressVector;
+//! use rrddmma::mlx5dv::dc::{Dci, DciOpts, Dct, DctOpts};
+//! use rrddmma::mlx5dv::{cqe::Completion, mmio::HwMmio, obj, seg::CtrlFlags};
+//! use rrddmma::prim::{AccessFlags, Ah, AhAttr, Context, Cq, Pd, QpCaps, RemoteAddr, Srq};
 //! # fn main() -> rrddmma::prim::Result<()> {
 //! let ctx = Context::open_first()?;
 //! let (pd, cq) = (Pd::alloc(&ctx)?, Cq::create(&ctx, 64)?);
@@ -18,12 +27,26 @@
 //! let dci = Dci::create(&pd, &cq, &cq, QpCaps::default())?;
 //! dci.connect(&DciOpts::default())?;
 //! let ah = Ah::create(&pd, &AhAttr::lid(1, ctx.query_port(1)?.lid()))?;
-//! let to = DctAddr::new(&ah, dct.dctn(), dct.key());
-//! # let (sge, remote) = (rrddmma::prim::Sge::from_raw(0, 0, 0), RemoteAddr { addr: 0, rkey: 0 });
-//! // SAFETY: `sge` names registered memory that outlives the request.
-//! unsafe { dci.post(&SendWr::write(&[sge], remote).signaled(), &to)? };
+//! // The DC address of the target: the AH's path, the DCT number and key.
+//! let target = AddressVector::of(&ah)?.dc(dct.dctn(), dct.key());
+//! # let (lkey, addr, remote) = (0, 0, RemoteAddr { addr: 0, rkey: 0 });
+//! // SAFETY: the CQ and the DCI's send queue are used through these views alone.
+//! let mut dcq = unsafe { obj::cq_ring(&cq)? };
+//! // SAFETY: as above; the DCI's queue is idle.
+//! let mut sq = unsafe { dci.sq_ring(&dcq)? };
+//! // A typed DC WRITE on stream 0: control segment, DC address, remote address.
+//! let w = sq.dc(&target).write(CtrlFlags::CQ_UPDATE, remote);
+//! // SAFETY: `addr..addr + 64` is registered with `lkey` and outlives the completion.
+//! unsafe { w.data(64, lkey, addr) }.post(&mut HwMmio);
+//! let mut out = [Completion::default()];
+//! while dcq.poll(&mut out) == 0 {}
+//! assert!(sq.retire(&out[0]));
 //! # Ok(()) }
 //! ```
+//!
+//! Without the direct view (and with MLNX_OFED 4.x, which has none), the
+//! same WRITE goes through libibverbs' extended post:
+//! `dci.post(&SendWr::write(&sges, remote), &DctAddr::new(&ah, dct.dctn(), dct.key()))`.
 //!
 //! | | rdma-core | MLNX_OFED 4.x |
 //! |---|---|---|
@@ -34,14 +57,16 @@
 //! | completions | [`Cq::poll`] into [`Wc`](crate::prim::Wc) | the same (`ibv_poll_cq`); `exp4::ExpCq` adds timestamps |
 //! | [`DctOpts::sl`] | honoured (address vector at RTR) | `ibv_exp_dct_init_attr` has no service level: a value other than 0 is [`Error::Unsupported`](crate::prim::Error::Unsupported) |
 //! | [`DctOpts::pkey_index`] | any `u16` | at most 255 (a `u8` in `ibv_exp_dct_init_attr`), else [`Error::Unsupported`](crate::prim::Error::Unsupported) |
-//! | masked atomics | hand-built WQE segments ([`seg`](super::seg)) | also `Dci::post_masked` (4.x builds only) |
+//! | DCI streams | [`Dci::create_with_streams`], [`dci_stream_caps`], [`DciBatch::post_stream`] (`mlx5dv_wr_set_dc_addr_stream`), [`Dci::reset_stream`] (`mlx5dv_dci_stream_id_reset`) | [`Error::Unsupported`](crate::prim::Error::Unsupported) (stream 0 of `post_stream` posts as `post`) |
+//! | direct view | `Dci::sq_ring`: the typed DC builders ([`SqRing::dc`](super::sq::SqRing::dc)) | none |
+//! | masked atomics | the typed DC builders (`Dc::masked_cas`, `masked_fa`, the 16- and 32-byte `masked_cas_ext`, `masked_fa_ext`) on the direct view | also `Dci::post_masked` (4.x builds only) |
 //!
 //! On a device that is not mlx5 (rdma-core), or a context without the
 //! experimental verbs (4.x), [`Dct::create`] and [`Dci::create`] return
 //! [`Error::Unsupported`](crate::prim::Error::Unsupported) before the provider is asked anything else.
 //!
 //! # References
-//! `mlx5dv_create_qp(3)`, `mlx5dv_wr_set_dc_addr(3)`; MLNX_OFED 4.x
+//! `mlx5dv_create_qp(3)`, `mlx5dv_wr_set_dc_addr(3)`, `mlx5dv_dci_stream_id_reset(3)`; MLNX_OFED 4.x
 //! `ibv_exp_create_dct(3)`, `ibv_exp_create_qp(3)`, `ibv_exp_post_send(3)`.
 
 use std::fmt;
@@ -353,6 +378,41 @@ pub struct Dci {
     qp: Qp,
     #[cfg(not(rrddmma_mlnx_ofed4))]
     mqp: std::ptr::NonNull<crate::bindings::mlx5dv_qp_ex>,
+    /// The streams it was created with ([`Dci::create_with_streams`]).
+    streams: Option<DciStreams>,
+}
+
+/// The streams of a DC initiator (`struct mlx5dv_dci_streams`): up to
+/// `2^log_num_concurrent` streams run at once, each with its own ordering
+/// and its own error state, and up to `2^log_num_errored` of them may be in
+/// error at once before the DCI itself goes to error. A WQE names its
+/// stream ([`DciBatch::post_stream`], [`Dc::stream`](super::wqe::Dc::stream)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DciStreams {
+    /// log2 of the streams that run at once (`log_num_concurent`).
+    pub log_num_concurrent: u8,
+    /// log2 of the streams that may be in error at once (`log_num_errored`).
+    pub log_num_errored: u8,
+}
+
+/// What a device offers for DCI streams (`mlx5dv_query_device`'s
+/// `dci_streams_caps`): the largest [`DciStreams`] it takes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DciStreamCaps {
+    /// Largest [`DciStreams::log_num_concurrent`] (`max_log_num_concurent`).
+    pub max_log_num_concurrent: u8,
+    /// Largest [`DciStreams::log_num_errored`] (`max_log_num_errored`).
+    pub max_log_num_errored: u8,
+}
+
+/// The device's DCI stream capabilities (`mlx5dv_query_device`,
+/// `MLX5DV_CONTEXT_MASK_DCI_STREAMS`).
+///
+/// [`Error::Unsupported`](crate::prim::Error::Unsupported) on a device that
+/// is not mlx5, when the library reports no stream caps (a libmlx5 or
+/// kernel without DCI streams), and with MLNX_OFED 4.x (no DCI streams).
+pub fn dci_stream_caps(ctx: &Context) -> Result<DciStreamCaps> {
+    imp::dci_stream_caps(ctx)
 }
 
 // SAFETY: posting is serialised by the provider's lock, as for any QP; the
@@ -379,7 +439,95 @@ impl Dci {
     /// send operations of [`SendOps::BASIC`](crate::prim::SendOps::BASIC).
     /// MLNX_OFED 4.x: `ibv_exp_create_qp(3)` with `IBV_EXP_QPT_DC_INI`.
     pub fn create(pd: &Pd, send_cq: &Cq, recv_cq: &Cq, caps: QpCaps) -> Result<Dci> {
-        imp::create_dci(pd, send_cq, recv_cq, caps)
+        imp::create_dci(pd, send_cq, recv_cq, caps, None)
+    }
+
+    /// Creates a DC initiator with `streams` (`MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS`,
+    /// `dc_init_attr.dci_streams`); otherwise as [`Dci::create`].
+    ///
+    /// [`Error::CapExceeded`](crate::prim::Error::CapExceeded) naming the
+    /// capability when `streams` asks beyond the device's
+    /// [`dci_stream_caps`] (checked here, before libmlx5, which would fail
+    /// with a bare `EINVAL`); [`Error::Unsupported`](crate::prim::Error::Unsupported)
+    /// as [`dci_stream_caps`] (a device that is not mlx5, no stream caps,
+    /// MLNX_OFED 4.x).
+    ///
+    /// # References
+    /// `mlx5dv_create_qp(3)` (`dci_streams`), `mlx5dv_query_device(3)`
+    /// (`dci_streams_caps`).
+    pub fn create_with_streams(pd: &Pd, send_cq: &Cq, recv_cq: &Cq, caps: QpCaps, streams: DciStreams) -> Result<Dci> {
+        let have = dci_stream_caps(pd.context())?;
+        let over = |what, asked: u8, limit: u8| {
+            (asked > limit).then_some(crate::prim::Error::CapExceeded {
+                what,
+                asked: u64::from(asked),
+                limit: u64::from(limit),
+            })
+        };
+        let c = over(
+            "DciStreams::log_num_concurrent (dci_streams_caps.max_log_num_concurent)",
+            streams.log_num_concurrent,
+            have.max_log_num_concurrent,
+        );
+        let e = over(
+            "DciStreams::log_num_errored (dci_streams_caps.max_log_num_errored)",
+            streams.log_num_errored,
+            have.max_log_num_errored,
+        );
+        if let Some(err) = c.or(e) {
+            return Err(err);
+        }
+        imp::create_dci(pd, send_cq, recv_cq, caps, Some(streams))
+    }
+
+    /// The streams the DCI was created with (`None`: one stream, 0).
+    pub fn streams(&self) -> Option<DciStreams> {
+        self.streams
+    }
+
+    /// Brings stream `id`, in error after an error completion of one of its
+    /// WQEs ([`SqRing::stream_of`](super::sq::SqRing::stream_of) names it),
+    /// back to work while the DCI's other streams go on
+    /// (`mlx5dv_dci_stream_id_reset`, a firmware command).
+    ///
+    /// [`Error::Unsupported`](crate::prim::Error::Unsupported) with MLNX_OFED
+    /// 4.x, or when libmlx5 lacks the entry; the device's refusal (a DCI
+    /// without streams, a stream not in error) as [`Error::Verbs`](crate::prim::Error::Verbs).
+    ///
+    /// # References
+    /// `mlx5dv_dci_stream_id_reset(3)`.
+    pub fn reset_stream(&self, id: u16) -> Result<()> {
+        imp::reset_stream(self, id)
+    }
+
+    /// A direct view of the DCI's send queue whose typed builders are the
+    /// DC ones ([`SqRing::dc`](super::sq::SqRing::dc), forwarded by
+    /// [`DirectSq::dc`](super::obj::DirectSq::dc)): from here a DC WRITE,
+    /// READ, atomic or SEND is built and posted without the raw writer,
+    /// `cq` being a view of the DCI's send CQ ([`cq_ring`](super::obj::cq_ring)).
+    ///
+    /// [`Error::Unsupported`] as [`obj::sq_ring`](super::obj::sq_ring).
+    ///
+    /// # Safety
+    /// As [`obj::sq_ring`](super::obj::sq_ring): the queue idle when the
+    /// view is made, posted through the view alone while it lives (no
+    /// [`Dci::post`], [`Dci::batch`]) and never through libibverbs after
+    /// it; every WQE's memory registered, alive and untouched until its
+    /// completion ([`Wqe::data`](super::wqe::Wqe::data)).
+    ///
+    /// # Panics
+    /// As [`obj::sq_ring`](super::obj::sq_ring) (`cq` not the DCI's send
+    /// CQ, a second view).
+    ///
+    /// [`Error::Unsupported`]: crate::prim::Error::Unsupported
+    #[cfg(not(rrddmma_mlnx_ofed4))]
+    #[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
+    pub unsafe fn sq_ring(&self, cq: &super::obj::DirectCq<'_>) -> Result<super::obj::DirectSq<'_>> {
+        // SAFETY: forwarded contract.
+        let mut sq = unsafe { super::obj::sq_ring(&self.qp, cq) }?;
+        // SAFETY: this QP is a DC initiator.
+        unsafe { sq.set_dc_initiator() };
+        Ok(sq)
     }
 
     /// Brings the DCI from RESET through INIT (P_Key index, port; with
@@ -427,7 +575,11 @@ impl Dci {
     /// # Safety
     /// Nothing may be posted through the returned QP (`post_send`,
     /// `post_send_list`, `wr_batch`): a DCI request needs a DC address,
-    /// which only [`Dci::post`] and [`DciBatch::post`] set.
+    /// which only [`Dci::post`], [`DciBatch::post`] / [`DciBatch::post_stream`]
+    /// and the DC builders of the direct view (`Dci::sq_ring`) set; and a
+    /// direct view of it made with [`obj::sq_ring`](super::obj::sq_ring)
+    /// is a `Datagram` ring, without the DC builders (`Dci::sq_ring` makes
+    /// the DCI's).
     pub unsafe fn qp(&self) -> &Qp {
         &self.qp
     }
@@ -476,8 +628,8 @@ pub struct DciBatch<'q> {
 
 impl<'q> DciBatch<'q> {
     /// Adds `wr` (any [`SendWr`] but UD), addressed to `to`
-    /// (`mlx5dv_wr_set_dc_addr`: the DCI's first stream, the only one of a
-    /// DCI this crate creates).
+    /// (`mlx5dv_wr_set_dc_addr`: the DCI's first stream, 0;
+    /// [`DciBatch::post_stream`] for another).
     ///
     /// # Safety
     /// As [`WrBatch::post`](crate::prim::WrBatch::post): the entries of `wr`
@@ -498,16 +650,47 @@ impl<'q> DciBatch<'q> {
         }
     }
 
-    /// [`DciBatch::post`] to a raw address handle that no [`Ah`] owns, on
-    /// any DCI stream (the libmlx5 differential harness posts to the
-    /// provider's own DCIs, some made with streams): stream 0 through
-    /// `mlx5dv_wr_set_dc_addr`, others through
-    /// `mlx5dv_wr_set_dc_addr_stream`.
+    /// Adds `wr` addressed to `to` on DCI stream `stream`
+    /// (`mlx5dv_wr_set_dc_addr_stream`; stream 0 through
+    /// `mlx5dv_wr_set_dc_addr`, which writes the same WQE). A DCI has
+    /// `2^log_num_concurrent` streams when created with
+    /// [`Dci::create_with_streams`], else stream 0 alone; a stream it does
+    /// not have is the device's to refuse (an error completion).
+    ///
+    /// [`Error::Unsupported`](crate::prim::Error::Unsupported) with
+    /// MLNX_OFED 4.x for a stream other than 0 (no DCI streams there).
     ///
     /// # Safety
-    /// As [`DciBatch::post`]; `ah` is a live `ibv_ah` of the DCI's provider;
-    /// a stream other than 0 only on a DCI created with streams (its
-    /// provider has the stream entry).
+    /// As [`DciBatch::post`].
+    #[inline]
+    pub unsafe fn post_stream(&mut self, wr: &SendWr<'_>, to: &DctAddr<'_>, stream: u16) -> Result<()> {
+        #[cfg(not(rrddmma_mlnx_ofed4))]
+        {
+            // SAFETY: `Ah` holds a live, non-null handle; the caller's contract.
+            unsafe { self.post_raw(wr, std::ptr::NonNull::new_unchecked(to.ah.as_ptr()), to.dctn, to.key, stream) }
+        }
+        #[cfg(rrddmma_mlnx_ofed4)]
+        {
+            if stream != 0 {
+                return Err(crate::prim::Error::Unsupported {
+                    op: "DciBatch::post_stream",
+                    feature: "DCI streams (MLNX_OFED 4.x has none)",
+                });
+            }
+            // SAFETY: forwarded contract.
+            unsafe { self.post(wr, to) }
+        }
+    }
+
+    /// The body of [`DciBatch::post`] and [`DciBatch::post_stream`] for a
+    /// raw address handle that no [`Ah`] owns (the libmlx5 differential
+    /// harness posts to the provider's own DCIs, which have no `Ah`):
+    /// stream 0 through `mlx5dv_wr_set_dc_addr`, others through
+    /// `mlx5dv_wr_set_dc_addr_stream` (libmlx5 installs both entries on
+    /// every DCI).
+    ///
+    /// # Safety
+    /// As [`DciBatch::post`]; `ah` is a live `ibv_ah` of the DCI's provider.
     #[doc(hidden)]
     #[cfg(not(rrddmma_mlnx_ofed4))]
     #[inline]
@@ -522,8 +705,7 @@ impl<'q> DciBatch<'q> {
         let mqp = self.mqp.as_ptr();
         self.inner.post_with(wr, |_| {
             // SAFETY: an open batch on a live DCI with an operation started;
-            // a stream other than 0 exists only on a DCI made with streams,
-            // whose provider has the stream entry (the caller's contract).
+            // libmlx5 installs both address entries on every DCI.
             unsafe {
                 if stream == 0 {
                     crate::bindings::mlx5dv_wr_set_dc_addr(mqp, ah.as_ptr(), dctn, key)
@@ -580,11 +762,12 @@ mod imp {
 
     use std::ptr::{self, NonNull};
 
-    use super::{path, Dci, DciOpts, Dct, DctOpts};
+    use super::{path, Dci, DciOpts, DciStreamCaps, DciStreams, Dct, DctOpts};
     use crate::bindings as ffi;
     use crate::mlx5dv::require;
-    use crate::prim::{Cq, Error, Pd, Qp, QpAttr, QpCaps, QpState, QpType, Result, SendOps, Srq};
+    use crate::prim::{Context, Cq, Error, Pd, Qp, QpAttr, QpCaps, QpState, QpType, Result, SendOps, Srq};
 
+    #[allow(clippy::too_many_arguments)]
     fn create(
         pd: &Pd,
         send_cq: &Cq,
@@ -593,6 +776,7 @@ mod imp {
         caps: QpCaps,
         ops: Option<SendOps>,
         dc: ffi::mlx5dv_dc_init_attr,
+        streams: bool,
     ) -> Result<NonNull<ffi::ibv_qp>> {
         let ctx = pd.context();
         require(ctx, "mlx5dv_create_qp")?;
@@ -615,6 +799,9 @@ mod imp {
             dc_init_attr: dc,
             ..Default::default()
         };
+        if streams {
+            dv.comp_mask |= u64::from(ffi::mlx5dv_qp_init_attr_mask::MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS.0);
+        }
         // SAFETY: an mlx5 context (checked above); both attribute structs are valid.
         let qp = unsafe { ffi::mlx5dv_create_qp(ctx.as_ptr(), &mut attr, &mut dv) };
         NonNull::new(qp).ok_or_else(|| Error::last("mlx5dv_create_qp"))
@@ -623,7 +810,7 @@ mod imp {
     pub(super) fn create_dct(pd: &Pd, cq: &Cq, srq: &Srq, key: u64, o: &DctOpts) -> Result<Dct> {
         let mut dc = ffi::mlx5dv_dc_init_attr { dc_type: ffi::mlx5dv_dc_type::MLX5DV_DCTYPE_DCT, ..Default::default() };
         dc.__bindgen_anon_1.dct_access_key = key;
-        let raw = create(pd, cq, cq, Some(srq), QpCaps::default(), None, dc)?;
+        let raw = create(pd, cq, cq, Some(srq), QpCaps::default(), None, dc, false)?;
         // SAFETY: created just now on `pd` with this CQ and SRQ.
         let qp = unsafe {
             Qp::from_parts("mlx5dv_create_qp", raw, None, QpType::DRIVER, QpCaps::default(), pd, cq, cq, Some(srq))
@@ -634,9 +821,46 @@ mod imp {
         Ok(Dct { qp, key })
     }
 
-    pub(super) fn create_dci(pd: &Pd, send_cq: &Cq, recv_cq: &Cq, caps: QpCaps) -> Result<Dci> {
-        let dc = ffi::mlx5dv_dc_init_attr { dc_type: ffi::mlx5dv_dc_type::MLX5DV_DCTYPE_DCI, ..Default::default() };
-        let raw = create(pd, send_cq, recv_cq, None, caps, Some(SendOps::BASIC), dc)?;
+    pub(super) fn dci_stream_caps(ctx: &Context) -> Result<DciStreamCaps> {
+        // Named for the option before `query_device` would name only itself.
+        require(ctx, "mlx5dv_query_device (DCI streams)")?;
+        let attr = crate::mlx5dv::query_device(ctx)?;
+        let bit = u64::from(ffi::mlx5dv_context_comp_mask::MLX5DV_CONTEXT_MASK_DCI_STREAMS.0);
+        if attr.comp_mask & bit == 0 {
+            return Err(Error::Unsupported {
+                op: "mlx5dv_query_device",
+                feature: "DCI streams (the library reports no dci_streams_caps)",
+            });
+        }
+        let c = attr.dci_streams_caps;
+        Ok(DciStreamCaps {
+            max_log_num_concurrent: c.max_log_num_concurent,
+            max_log_num_errored: c.max_log_num_errored,
+        })
+    }
+
+    pub(super) fn reset_stream(dci: &Dci, id: u16) -> Result<()> {
+        // SAFETY: a live DCI (an mlx5 QP: `Dci::create*` checked the device).
+        let rc = unsafe { ffi::mlx5dv_dci_stream_id_reset(dci.qp.as_ptr(), id) };
+        if rc != 0 {
+            return Err(Error::code("mlx5dv_dci_stream_id_reset", rc));
+        }
+        Ok(())
+    }
+
+    pub(super) fn create_dci(
+        pd: &Pd,
+        send_cq: &Cq,
+        recv_cq: &Cq,
+        caps: QpCaps,
+        streams: Option<DciStreams>,
+    ) -> Result<Dci> {
+        let mut dc = ffi::mlx5dv_dc_init_attr { dc_type: ffi::mlx5dv_dc_type::MLX5DV_DCTYPE_DCI, ..Default::default() };
+        if let Some(s) = streams {
+            dc.__bindgen_anon_1.dci_streams =
+                ffi::mlx5dv_dci_streams { log_num_concurent: s.log_num_concurrent, log_num_errored: s.log_num_errored };
+        }
+        let raw = create(pd, send_cq, recv_cq, None, caps, Some(SendOps::BASIC), dc, streams.is_some())?;
         // SAFETY: created just now on `pd` with these CQs and the basic send ops.
         let qp = unsafe {
             Qp::from_parts(
@@ -654,7 +878,7 @@ mod imp {
         // SAFETY: the QP's live extended view (checked by `from_parts`).
         let mqp = qp.ex_view().and_then(|e| NonNull::new(unsafe { ffi::mlx5dv_qp_ex_from_ibv_qp_ex(e.as_ptr()) }));
         let mqp = mqp.ok_or(Error::Unsupported { op: "mlx5dv_qp_ex_from_ibv_qp_ex", feature: "DC" })?;
-        Ok(Dci { qp, mqp })
+        Ok(Dci { qp, mqp, streams })
     }
 
     /// RESET → INIT: P_Key index and port (the DC key goes with each request).
@@ -674,7 +898,7 @@ mod imp {
 
     use std::ptr::{self, NonNull};
 
-    use super::{path, Dci, DciOpts, Dct, DctOpts};
+    use super::{path, Dci, DciOpts, DciStreamCaps, DciStreams, Dct, DctOpts};
     use crate::bindings as ffi;
     use crate::bindings::exp4 as x;
     use crate::mlx5dv::exp4::{last, rc, require};
@@ -732,7 +956,28 @@ mod imp {
         }
     }
 
-    pub(super) fn create_dci(pd: &Pd, send_cq: &Cq, recv_cq: &Cq, caps: QpCaps) -> Result<Dci> {
+    /// MLNX_OFED 4.x has no DCI streams.
+    const NO_STREAMS: Error =
+        Error::Unsupported { op: "mlx5dv DCI streams", feature: "DCI streams (MLNX_OFED 4.x has none)" };
+
+    pub(super) fn dci_stream_caps(_ctx: &crate::prim::Context) -> Result<DciStreamCaps> {
+        Err(NO_STREAMS)
+    }
+
+    pub(super) fn reset_stream(_dci: &Dci, _id: u16) -> Result<()> {
+        Err(NO_STREAMS)
+    }
+
+    pub(super) fn create_dci(
+        pd: &Pd,
+        send_cq: &Cq,
+        recv_cq: &Cq,
+        caps: QpCaps,
+        streams: Option<DciStreams>,
+    ) -> Result<Dci> {
+        if streams.is_some() {
+            return Err(NO_STREAMS);
+        }
         let ctx = pd.context();
         require(ctx, "ibv_exp_create_qp")?;
         let mut attr = x::ibv_exp_qp_init_attr {
@@ -751,7 +996,7 @@ mod imp {
         let qp_type = QpType::from_raw(x::IBV_EXP_QPT_DC_INI);
         // SAFETY: created just now on `pd` with these CQs.
         let qp = unsafe { Qp::from_parts("ibv_exp_create_qp", qp, None, qp_type, caps, pd, send_cq, recv_cq, None) }?;
-        Ok(Dci { qp })
+        Ok(Dci { qp, streams: None })
     }
 
     /// RESET → INIT: P_Key index, port and the DC key (`IBV_EXP_QP_DC_KEY`).

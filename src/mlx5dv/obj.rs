@@ -9,7 +9,7 @@ use super::mmio::Mmio;
 use super::require;
 use super::seg::{CtrlFlags, DatagramSeg, WqeOpcode};
 use super::sq::{SqLimits, SqRing, SqTransport, WqeWriter};
-use super::wqe::Wqe;
+use super::wqe::{Dc, Wqe};
 use crate::bindings as ffi;
 use crate::prim::{Cq, Error, Qp, QpAttr, QpCaps, QpState, QpType, RemoteAddr, Result};
 
@@ -76,6 +76,8 @@ impl DirectSq<'_> {
         send() -> true;
         /// [`SqRing::send_imm`].
         send_imm(imm: u32) -> true;
+        /// [`SqRing::send_inv`].
+        send_inv(rkey: u32) -> true;
         /// [`SqRing::send_ud`].
         send_ud(av: &DatagramSeg) -> true;
         /// [`SqRing::write`].
@@ -104,6 +106,50 @@ impl DirectSq<'_> {
         swap_mask: u64,
     ) -> Wqe<'_, false> {
         self.ring.masked_cas(flags, remote, compare, compare_mask, swap, swap_mask)
+    }
+
+    /// [`SqRing::masked_cas_ext`].
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub fn masked_cas_ext<const N: usize>(
+        &mut self,
+        flags: CtrlFlags,
+        remote: RemoteAddr,
+        compare: &[u8; N],
+        compare_mask: &[u8; N],
+        swap: &[u8; N],
+        swap_mask: &[u8; N],
+    ) -> Wqe<'_, false> {
+        self.ring.masked_cas_ext(flags, remote, compare, compare_mask, swap, swap_mask)
+    }
+
+    /// [`SqRing::masked_fa_ext`].
+    #[inline(always)]
+    pub fn masked_fa_ext<const N: usize>(
+        &mut self,
+        flags: CtrlFlags,
+        remote: RemoteAddr,
+        add: &[u8; N],
+        field_boundary: &[u8; N],
+    ) -> Wqe<'_, false> {
+        self.ring.masked_fa_ext(flags, remote, add, field_boundary)
+    }
+
+    /// The DC builders towards `target` ([`SqRing::dc`]), on the view of a
+    /// DCI ([`Dci::sq_ring`](super::dc::Dci::sq_ring)).
+    #[inline(always)]
+    pub fn dc<'t>(&mut self, target: &'t DatagramSeg) -> Dc<'_, 't> {
+        self.ring.dc(target)
+    }
+
+    /// Marks the view as a DCI's ([`SqTransport::DcInitiator`]).
+    ///
+    /// # Safety
+    /// The QP is a DC initiator.
+    // Used by `Dci::sq_ring`, which MLNX_OFED 4.x builds leave out.
+    pub(crate) unsafe fn set_dc_initiator(&mut self) {
+        // SAFETY: forwarded contract.
+        unsafe { self.ring.set_transport(SqTransport::DcInitiator) }
     }
 
     /// Starts a raw WQE ([`SqRing::wqe`]).
@@ -208,7 +254,9 @@ pub(crate) fn transport_for(ty: QpType) -> SqTransport {
 /// The largest WQE the typed builders can write on a QP of `ty` with
 /// `caps`: the longest header its opcodes define (control, address vector
 /// for UD and DC, XRC segment, remote address and a 32-byte masked atomic)
-/// and the larger of its gather list and its inline payload.
+/// and the larger of its gather list and its inline payload; or, if longer,
+/// a 32-byte extended masked CAS (remote address, 128 bytes of operands)
+/// with its one data segment.
 pub(crate) fn limits_for(ty: QpType, caps: &QpCaps) -> SqLimits {
     let transport = match ty {
         QpType::UD => 48,
@@ -218,7 +266,9 @@ pub(crate) fn limits_for(ty: QpType, caps: &QpCaps) -> SqLimits {
     };
     let inline = (4 + caps.get_max_inline_data()).next_multiple_of(16);
     let gather = 16 * caps.get_max_send_sge();
-    let bytes = (16 + transport + inline.max(gather)).next_multiple_of(64);
+    // UD has no atomics; the others: what precedes the remote address.
+    let ext_cas = if ty == QpType::UD { 0 } else { 16 + (transport - 48) + 16 + 128 + 16 };
+    let bytes = (16 + transport + inline.max(gather)).max(ext_cas).next_multiple_of(64);
     SqLimits::new(caps.get_max_inline_data(), caps.get_max_send_sge(), bytes)
 }
 
@@ -426,14 +476,16 @@ mod tests {
     fn view_limits_follow_the_granted_caps() {
         let rc = limits_for(QpType::RC, &QpCaps::default().max_inline_data(60).max_send_sge(1));
         assert_eq!((rc.max_inline_data(), rc.max_send_sge()), (60, 1));
-        // control 16 + remote address 16 + masked CAS 32 + inline 4+60.
-        assert_eq!(rc.max_wqe_bytes(), 128);
+        // control 16 + remote address 16 + masked CAS 32 + inline 4+60 is
+        // 128; a 32-byte extended masked CAS, 16 + 16 + 128 + data 16, is longer.
+        assert_eq!(rc.max_wqe_bytes(), 192);
         let ud = limits_for(QpType::UD, &QpCaps::default().max_inline_data(0).max_send_sge(4));
         // control 16 + address vector 48 + four data segments 64 = 128.
         assert_eq!((ud.max_inline_data(), ud.max_send_sge(), ud.max_wqe_bytes()), (0, 4, 128));
         let dci = limits_for(QpType::DRIVER, &QpCaps::default().max_inline_data(28).max_send_sge(2));
-        // 16 + address vector 48 + remote address and masked CAS 48 + 32, to 64s.
-        assert_eq!(dci.max_wqe_bytes(), 192);
+        // 16 + address vector 48 + remote address and masked CAS 48 + 32 is
+        // 144; the extended masked CAS with its DC address, 16 + 48 + 16 + 128 + 16, to 64s.
+        assert_eq!(dci.max_wqe_bytes(), 256);
     }
 
     #[test]

@@ -58,6 +58,9 @@ pub struct SqRing {
     starts: Box<[u32]>,
     /// Per basic block: the size in blocks of the WQE starting there.
     sizes: Box<[u8]>,
+    /// Per basic block: the DCI stream of the WQE starting there (0 on
+    /// other rings), for [`SqRing::stream_of`].
+    streams: Box<[u16]>,
     /// The CQ ring whose completions `retire` takes (its number; 0: none yet).
     cq_uid: u64,
     /// Which typed builders fit the QP's WQE layout.
@@ -79,9 +82,17 @@ pub enum SqTransport {
     /// RC and UC: the control segment, then the opcode's segments
     /// (`write`, `read`, `send`, atomics, `nop`).
     Connected,
-    /// UD and DC initiators: the control segment, the address vector, the
-    /// payload (`send_ud`, `nop`).
+    /// UD: the control segment, the address vector, the payload
+    /// (`send_ud`, `nop`). A DCI's ring seen by a view that does not know
+    /// it is one ([`super::obj::sq_ring`] of a `DRIVER` QP) is one too: a
+    /// SEND to a DCT has the same layout.
     Datagram,
+    /// DC initiators (DCI), as [`Dci::sq_ring`](super::dc::Dci::sq_ring)
+    /// makes their view: the control segment, the DC address (a datagram
+    /// segment), then the opcode's segments; every opcode of a DCI through
+    /// [`SqRing::dc`], and `nop`. Only here does the control segment carry
+    /// a DCI stream.
+    DcInitiator,
     /// Any other layout (XRC, raw packet): `nop` and the raw writer only.
     Other,
 }
@@ -198,6 +209,7 @@ impl SqRing {
             // No block starts a WQE yet: entry i != i (the ring is at index 0).
             starts: (0..wqe_cnt).map(|i| i.wrapping_sub(1)).collect(),
             sizes: vec![0; wqe_cnt as usize].into_boxed_slice(),
+            streams: vec![0; wqe_cnt as usize].into_boxed_slice(),
             cq_uid: 0,
             transport: SqTransport::Connected,
             floor: 0,
@@ -364,6 +376,27 @@ impl SqRing {
         true
     }
 
+    /// The DCI stream of the WQE a requester completion of this ring
+    /// reports (its WQE counter), for example an error completion, whose
+    /// stream is then in error until [`Dci::reset_stream`](super::dc::Dci::reset_stream).
+    /// Ask before the completion's WQE block is reused by new WQEs (before
+    /// posting more after retiring it): the ring keeps one entry per basic
+    /// block, written when a WQE starts there.
+    ///
+    /// `None` for a completion this ring would not take: not polled from
+    /// the bound CQ ring, of another QP, a receive completion, or one whose
+    /// counter names no WQE start. On rings that are not
+    /// [`SqTransport::DcInitiator`] the stream is always 0.
+    #[inline]
+    pub fn stream_of(&self, c: &Completion) -> Option<u16> {
+        let t = &c.ticket;
+        if t.cq == 0 || t.cq != self.cq_uid || t.qpn != self.qpn || !t.requester {
+            return None;
+        }
+        let slot = (u32::from(t.counter) & (self.wqe_cnt - 1)) as usize;
+        (self.starts[slot] as u16 == t.counter).then(|| self.streams[slot])
+    }
+
     /// Starts the indices at `pi` (a queue that was used before the view).
     // Used by the `obj` views, which MLNX_OFED 4.x builds leave out.
     #[cfg_attr(rrddmma_mlnx_ofed4, allow(dead_code))]
@@ -507,7 +540,8 @@ fn full(end: usize, limit: usize) -> ! {
 fn wrong_transport(qpn: u32, builder: &str, t: SqTransport) -> ! {
     panic!(
         "direct SQ of QP {qpn:#x}: the typed builder `{builder}` does not fit a QP whose WQEs are laid out as \
-         {t:?}; use the builder of its family (send_ud on UD and DC initiators) or the raw writer"
+         {t:?}; use the builder of its family (send_ud on UD, sq.dc(&target).write(..) and the other DC builders on a \
+         DC initiator's view from Dci::sq_ring, the connected ones on RC and UC) or the raw writer"
     )
 }
 
@@ -704,12 +738,30 @@ impl<'s> WqeWriter<'s> {
     /// a DCI created with streams (`mlx5dv_dci_streams`) has others.
     ///
     /// # Panics
-    /// On a ring that is not [`SqTransport::Datagram`] (a programming
+    /// On a ring that is not [`SqTransport::DcInitiator`] (a programming
     /// error: the bytes are reserved in other QPs' WQEs).
     #[inline(always)]
     pub fn dci_stream(mut self, id: u16) -> Self {
-        self.sq.expect_transport(SqTransport::Datagram, "dci_stream");
+        self.sq.expect_transport(SqTransport::DcInitiator, "dci_stream");
         self.stream = id;
+        self
+    }
+
+    /// The stream, on a ring already checked to be a DCI's.
+    #[inline(always)]
+    pub(crate) fn stream_unchecked(mut self, id: u16) -> Self {
+        self.stream = id;
+        self
+    }
+
+    /// Extended-atomic operands of `N` bytes each, in the given order, as
+    /// big-endian bytes (`N` of 16 or 32: four operands fill 64 or 128
+    /// bytes, two fill 32 or 64; whole 16-byte units either way).
+    #[inline(always)]
+    pub(crate) fn operands<const N: usize>(mut self, ops: &[&[u8; N]]) -> Self {
+        for op in ops {
+            self.put(&op[..]);
+        }
         self
     }
 
@@ -800,11 +852,13 @@ impl<'s> WqeWriter<'s> {
         let mask = sq.wqe_cnt - 1;
         let first = (self.start & mask) as usize;
         debug_assert!(sq.starts.len() == sq.wqe_cnt as usize && sq.sizes.len() == sq.wqe_cnt as usize);
-        // SAFETY: `first <= mask = wqe_cnt - 1`, and both tables have
+        debug_assert!(sq.streams.len() == sq.wqe_cnt as usize);
+        // SAFETY: `first <= mask = wqe_cnt - 1`, and the three tables have
         // `wqe_cnt` entries (allocated so in `from_raw`, never resized).
         unsafe {
             *sq.starts.get_unchecked_mut(first) = self.start;
             *sq.sizes.get_unchecked_mut(first) = bbs as u8;
+            *sq.streams.get_unchecked_mut(first) = self.stream;
         }
         // Continuation blocks (WQEs of more than one basic block only).
         for i in 1..bbs {

@@ -12,11 +12,31 @@
 //! | [`SqRing::write`], [`SqRing::write_imm`] | control, remote address | a gather list or one inline segment |
 //! | [`SqRing::read`] | control, remote address | data (the local target) |
 //! | [`SqRing::cas`], [`SqRing::fetch_add`] | control, remote address, atomic | data (the 8-byte local target) |
+//! | [`SqRing::send_inv`] | control (the invalidated key in the immediate) | a gather list or one inline segment |
 //! | [`SqRing::masked_cas`], [`SqRing::masked_fa`] | control, remote address, masked atomic (opmod `0x09`) | data |
+//! | [`SqRing::masked_cas_ext`], [`SqRing::masked_fa_ext`] | control, remote address, four or two 16- or 32-byte operands (opmod `0x0a`, `0x0b`) | data |
+//! | [`SqRing::dc`]`(&target)` then [`Dc::send`], [`Dc::send_imm`], [`Dc::send_inv`], [`Dc::write`], [`Dc::write_imm`], [`Dc::read`], [`Dc::cas`], [`Dc::fetch_add`], [`Dc::masked_cas`], [`Dc::masked_fa`], [`Dc::masked_cas_ext`], [`Dc::masked_fa_ext`] | control (with the DCI stream of [`Dc::stream`]), the DC address, then as the connected builder of the same name | as there |
 //!
-//! The connected builders panic on a ring of a UD QP or DC initiator, and
-//! `send_ud` on a connected one ([`SqTransport`]):
-//! the device would read their segments at other offsets.
+//! The connected builders panic on a ring of a UD QP or DC initiator,
+//! `send_ud` on any ring but a UD one, and `dc` on any ring but a DC
+//! initiator's ([`SqTransport`]): the device would read their segments at
+//! other offsets.
+//!
+//! # Extended atomics
+//! The 16- and 32-byte masked atomics follow the layout of the 8-byte ones
+//! (remote address, then swap, compare, swap mask, compare mask, or add and
+//! field boundary), each operand as wide as the word, with the opmod
+//! `0x08 | (log2 bytes - 2)`, as MLNX_OFED 4.x's `verbs_exp.h`
+//! (`IBV_EXP_WR_EXT_MASKED_ATOMIC_*`, `log_arg_sz`) and UCX's mlx5 layer
+//! describe them. libmlx5 of rdma-core has no path that writes them, so
+//! the libmlx5 harness checks them against a reference its C half builds
+//! from that documented layout, not against a driver, and they have not
+//! run on hardware. Whether a device takes them is its
+//! `atomic_size_qp` / `atomic_size_dc` HCA capability (and MLNX_OFED 4.x's
+//! `masked_log_atomic_arg_sizes`); rdma-core reports neither (no field of
+//! `ibv_query_device_ex` or `mlx5dv_query_device` holds it), so this
+//! crate cannot check it before posting: a device without them completes
+//! the WQE in error.
 //!
 //! A payload beyond the QP's `max_inline_data` or `max_send_sge`, or a WQE
 //! beyond its largest size, panics ([`SqLimits`](super::sq::SqLimits)).
@@ -101,7 +121,7 @@ impl<'s, const INLINE: bool> Wqe<'s, INLINE> {
     /// DCI created with streams.
     ///
     /// # Panics
-    /// On a ring that is not [`SqTransport::Datagram`].
+    /// On a ring that is not [`SqTransport::DcInitiator`].
     #[inline(always)]
     pub fn dci_stream(self, id: u16) -> Self {
         Wqe { w: self.w.dci_stream(id) }
@@ -154,6 +174,15 @@ impl Complete<'_> {
     }
 }
 
+/// Where a typed WQE goes: a connected QP's peer (the builder's name, for
+/// the family check), or a DC target with its stream (the family checked
+/// when [`SqRing::dc`] made the [`Dc`]).
+#[derive(Clone, Copy)]
+enum To<'t> {
+    Connected(&'static str),
+    Dc(&'t DatagramSeg, u16),
+}
+
 impl SqRing {
     #[inline(always)]
     fn typed<const I: bool>(&mut self, op: WqeOpcode, opmod: u8, flags: CtrlFlags, imm: u32) -> Wqe<'_, I> {
@@ -161,6 +190,88 @@ impl SqRing {
         // order, and leaves the payload to `Wqe`, whose only address writer
         // is the unsafe `data`.
         Wqe { w: unsafe { self.wqe(op, opmod, flags, imm) } }
+    }
+
+    /// The control segment and, to a DC target, the DC address and stream.
+    #[inline(always)]
+    fn begin<const I: bool>(&mut self, to: To<'_>, op: WqeOpcode, opmod: u8, flags: CtrlFlags, imm: u32) -> Wqe<'_, I> {
+        match to {
+            To::Connected(name) => {
+                self.expect_transport(SqTransport::Connected, name);
+                self.typed(op, opmod, flags, imm)
+            }
+            To::Dc(av, stream) => {
+                let w = self.typed::<I>(op, opmod, flags, imm);
+                Wqe { w: w.w.datagram(av).stream_unchecked(stream) }
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn send_to(&mut self, to: To<'_>, op: WqeOpcode, flags: CtrlFlags, imm: u32) -> Wqe<'_, true> {
+        self.begin(to, op, 0, flags, imm)
+    }
+
+    #[inline(always)]
+    fn rdma_to<const I: bool>(
+        &mut self,
+        to: To<'_>,
+        op: WqeOpcode,
+        flags: CtrlFlags,
+        r: RemoteAddr,
+        imm: u32,
+    ) -> Wqe<'_, I> {
+        let w = self.begin::<I>(to, op, 0, flags, imm);
+        Wqe { w: w.w.raddr(r.addr, r.rkey) }
+    }
+
+    #[inline(always)]
+    fn atomic_to(
+        &mut self,
+        to: To<'_>,
+        op: WqeOpcode,
+        flags: CtrlFlags,
+        r: RemoteAddr,
+        a: u64,
+        b: u64,
+    ) -> Wqe<'_, false> {
+        let w = self.rdma_to::<false>(to, op, flags, r, 0);
+        Wqe { w: w.w.atomic(a, b) }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn masked_cas_to(
+        &mut self,
+        to: To<'_>,
+        flags: CtrlFlags,
+        r: RemoteAddr,
+        compare: u64,
+        compare_mask: u64,
+        swap: u64,
+        swap_mask: u64,
+    ) -> Wqe<'_, false> {
+        let w = self.begin::<false>(to, WqeOpcode::ATOMIC_MASKED_CS, ext_atomic_opmod(3), flags, 0);
+        Wqe { w: w.w.raddr(r.addr, r.rkey).masked_cas(swap, compare, swap_mask, compare_mask) }
+    }
+
+    #[inline(always)]
+    fn masked_fa_to(&mut self, to: To<'_>, flags: CtrlFlags, r: RemoteAddr, add: u64, boundary: u64) -> Wqe<'_, false> {
+        let w = self.begin::<false>(to, WqeOpcode::ATOMIC_MASKED_FA, ext_atomic_opmod(3), flags, 0);
+        Wqe { w: w.w.raddr(r.addr, r.rkey).masked_fa(add, boundary) }
+    }
+
+    #[inline(always)]
+    fn ext_to<const N: usize>(
+        &mut self,
+        to: To<'_>,
+        op: WqeOpcode,
+        flags: CtrlFlags,
+        r: RemoteAddr,
+        ops: &[&[u8; N]],
+    ) -> Wqe<'_, false> {
+        let w = self.begin::<false>(to, op, ext_atomic_opmod(ext_log::<N>()), flags, 0);
+        Wqe { w: w.w.raddr(r.addr, r.rkey).operands(ops) }
     }
 
     /// A NOP: the control segment alone (add nothing).
@@ -172,16 +283,22 @@ impl SqRing {
     /// A SEND; add its payload.
     #[inline(always)]
     pub fn send(&mut self, flags: CtrlFlags) -> Wqe<'_, true> {
-        self.expect_transport(SqTransport::Connected, "send");
-        self.typed(WqeOpcode::SEND, 0, flags, 0)
+        self.send_to(To::Connected("send"), WqeOpcode::SEND, flags, 0)
     }
 
     /// A SEND with immediate data `imm`, given in host order (stored big
     /// endian, as [`SendWr::send_imm`](crate::prim::SendWr::send_imm) does).
     #[inline(always)]
     pub fn send_imm(&mut self, flags: CtrlFlags, imm: u32) -> Wqe<'_, true> {
-        self.expect_transport(SqTransport::Connected, "send_imm");
-        self.typed(WqeOpcode::SEND_IMM, 0, flags, imm.to_be())
+        self.send_to(To::Connected("send_imm"), WqeOpcode::SEND_IMM, flags, imm.to_be())
+    }
+
+    /// A SEND that invalidates the remote key `rkey` at the receiver
+    /// (`IBV_WR_SEND_WITH_INV`; the key stored big endian in the control
+    /// segment's immediate, as libmlx5 stores `invalidate_rkey`).
+    #[inline(always)]
+    pub fn send_inv(&mut self, flags: CtrlFlags, rkey: u32) -> Wqe<'_, true> {
+        self.send_to(To::Connected("send_inv"), WqeOpcode::SEND_INVAL, flags, rkey.to_be())
     }
 
     /// A SEND on a UD QP (or any QP whose WQEs start with an address
@@ -196,25 +313,19 @@ impl SqRing {
     /// An RDMA WRITE to `remote`; add its payload.
     #[inline(always)]
     pub fn write(&mut self, flags: CtrlFlags, remote: RemoteAddr) -> Wqe<'_, true> {
-        self.expect_transport(SqTransport::Connected, "write");
-        let w = self.typed::<true>(WqeOpcode::RDMA_WRITE, 0, flags, 0);
-        Wqe { w: w.w.raddr(remote.addr, remote.rkey) }
+        self.rdma_to(To::Connected("write"), WqeOpcode::RDMA_WRITE, flags, remote, 0)
     }
 
     /// An RDMA WRITE with immediate data `imm` (host order) to `remote`.
     #[inline(always)]
     pub fn write_imm(&mut self, flags: CtrlFlags, remote: RemoteAddr, imm: u32) -> Wqe<'_, true> {
-        self.expect_transport(SqTransport::Connected, "write_imm");
-        let w = self.typed::<true>(WqeOpcode::RDMA_WRITE_IMM, 0, flags, imm.to_be());
-        Wqe { w: w.w.raddr(remote.addr, remote.rkey) }
+        self.rdma_to(To::Connected("write_imm"), WqeOpcode::RDMA_WRITE_IMM, flags, remote, imm.to_be())
     }
 
     /// An RDMA READ from `remote`; add the local target with [`Wqe::data`].
     #[inline(always)]
     pub fn read(&mut self, flags: CtrlFlags, remote: RemoteAddr) -> Wqe<'_, false> {
-        self.expect_transport(SqTransport::Connected, "read");
-        let w = self.typed::<false>(WqeOpcode::RDMA_READ, 0, flags, 0);
-        Wqe { w: w.w.raddr(remote.addr, remote.rkey) }
+        self.rdma_to(To::Connected("read"), WqeOpcode::RDMA_READ, flags, remote, 0)
     }
 
     /// An 8-byte compare-and-swap at `remote`: where it equals `compare`,
@@ -222,17 +333,13 @@ impl SqRing {
     /// [`Wqe::data`].
     #[inline(always)]
     pub fn cas(&mut self, flags: CtrlFlags, remote: RemoteAddr, compare: u64, swap: u64) -> Wqe<'_, false> {
-        self.expect_transport(SqTransport::Connected, "cas");
-        let w = self.typed::<false>(WqeOpcode::ATOMIC_CS, 0, flags, 0);
-        Wqe { w: w.w.raddr(remote.addr, remote.rkey).atomic(swap, compare) }
+        self.atomic_to(To::Connected("cas"), WqeOpcode::ATOMIC_CS, flags, remote, swap, compare)
     }
 
     /// An 8-byte fetch-and-add of `add` at `remote`; add the local target.
     #[inline(always)]
     pub fn fetch_add(&mut self, flags: CtrlFlags, remote: RemoteAddr, add: u64) -> Wqe<'_, false> {
-        self.expect_transport(SqTransport::Connected, "fetch_add");
-        let w = self.typed::<false>(WqeOpcode::ATOMIC_FA, 0, flags, 0);
-        Wqe { w: w.w.raddr(remote.addr, remote.rkey).atomic(add, 0) }
+        self.atomic_to(To::Connected("fetch_add"), WqeOpcode::ATOMIC_FA, flags, remote, add, 0)
     }
 
     /// A masked 8-byte compare-and-swap (extended atomics): the bits of
@@ -249,17 +356,225 @@ impl SqRing {
         swap: u64,
         swap_mask: u64,
     ) -> Wqe<'_, false> {
-        self.expect_transport(SqTransport::Connected, "masked_cas");
-        let w = self.typed::<false>(WqeOpcode::ATOMIC_MASKED_CS, ext_atomic_opmod(3), flags, 0);
-        Wqe { w: w.w.raddr(remote.addr, remote.rkey).masked_cas(swap, compare, swap_mask, compare_mask) }
+        self.masked_cas_to(To::Connected("masked_cas"), flags, remote, compare, compare_mask, swap, swap_mask)
     }
 
     /// A masked 8-byte fetch-and-add (extended atomics): `add`, with carries
     /// stopping at the bits of `field_boundary`. Add the local target.
     #[inline(always)]
     pub fn masked_fa(&mut self, flags: CtrlFlags, remote: RemoteAddr, add: u64, field_boundary: u64) -> Wqe<'_, false> {
-        self.expect_transport(SqTransport::Connected, "masked_fa");
-        let w = self.typed::<false>(WqeOpcode::ATOMIC_MASKED_FA, ext_atomic_opmod(3), flags, 0);
-        Wqe { w: w.w.raddr(remote.addr, remote.rkey).masked_fa(add, field_boundary) }
+        self.masked_fa_to(To::Connected("masked_fa"), flags, remote, add, field_boundary)
+    }
+
+    /// A masked compare-and-swap on an `N`-byte word (16 or 32; extended
+    /// atomics, opmod `0x08 | (log2 N - 2)`): the operands are the word's
+    /// bytes as the device reads them (big endian, most significant byte
+    /// first), written swap, compare, swap mask, compare mask (the order of
+    /// the 8-byte segment). Add the `N`-byte local target (the old word).
+    /// See the module's notes on extended atomics: what checks this layout,
+    /// and the capability that gates it.
+    ///
+    /// `N` other than 16 and 32 does not compile (8 bytes: [`SqRing::masked_cas`]):
+    ///
+    /// ```compile_fail,E0080
+    /// use rrddmma::mlx5dv::{seg::CtrlFlags, sq::SqRing};
+    /// use rrddmma::prim::RemoteAddr;
+    /// fn f(sq: &mut SqRing) {
+    ///     let r = RemoteAddr { addr: 0, rkey: 1 };
+    ///     sq.masked_cas_ext(CtrlFlags::empty(), r, &[0u8; 12], &[0; 12], &[0; 12], &[0; 12]).finish();
+    /// }
+    /// // The check runs when the builder is instantiated (here, for `f`).
+    /// let _ = f as fn(&mut SqRing);
+    /// ```
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub fn masked_cas_ext<const N: usize>(
+        &mut self,
+        flags: CtrlFlags,
+        remote: RemoteAddr,
+        compare: &[u8; N],
+        compare_mask: &[u8; N],
+        swap: &[u8; N],
+        swap_mask: &[u8; N],
+    ) -> Wqe<'_, false> {
+        let ops = [swap, compare, swap_mask, compare_mask];
+        self.ext_to(To::Connected("masked_cas_ext"), WqeOpcode::ATOMIC_MASKED_CS, flags, remote, &ops)
+    }
+
+    /// A masked fetch-and-add on an `N`-byte word (16 or 32; extended
+    /// atomics): `add`, carries stopping at the bits of `field_boundary`,
+    /// both as the word's big-endian bytes, written add then boundary (the
+    /// order of the 8-byte segment). Add the `N`-byte local target.
+    #[inline(always)]
+    pub fn masked_fa_ext<const N: usize>(
+        &mut self,
+        flags: CtrlFlags,
+        remote: RemoteAddr,
+        add: &[u8; N],
+        field_boundary: &[u8; N],
+    ) -> Wqe<'_, false> {
+        self.ext_to(To::Connected("masked_fa_ext"), WqeOpcode::ATOMIC_MASKED_FA, flags, remote, &[add, field_boundary])
+    }
+
+    /// The WQEs of a DC initiator to one DC target: `target` is the DC
+    /// address ([`AddressVector::dc`](super::av::AddressVector::dc): the
+    /// target's DCT number and access key on the path to its port). The
+    /// [`Dc`] has the builders of a connected ring, each writing the DC
+    /// address after the control segment; [`Dc::stream`] picks the DCI
+    /// stream.
+    ///
+    /// # Panics
+    /// On a ring that is not [`SqTransport::DcInitiator`] (a programming
+    /// error: take the view with [`Dci::sq_ring`](super::dc::Dci::sq_ring)).
+    #[inline(always)]
+    pub fn dc<'t>(&mut self, target: &'t DatagramSeg) -> Dc<'_, 't> {
+        self.expect_transport(SqTransport::DcInitiator, "dc");
+        Dc { sq: self, target, stream: 0 }
+    }
+}
+
+/// `log2 N` for an extended-atomic operand of `N` bytes, 16 or 32; any
+/// other `N` fails to compile.
+const fn ext_log<const N: usize>() -> u8 {
+    const { assert!(N == 16 || N == 32, "extended atomics take 16- or 32-byte operands (8 bytes: masked_cas / masked_fa)") };
+    N.trailing_zeros() as u8
+}
+
+/// The typed builders of a DC initiator's ring towards one DC target
+/// ([`SqRing::dc`]); each consumes it and starts one WQE: control
+/// segment, the DC address, the opcode's segments, then the payload as on
+/// a connected ring.
+#[derive(Debug)]
+#[must_use = "a Dc only starts WQEs: call one of its builders"]
+pub struct Dc<'s, 't> {
+    sq: &'s mut SqRing,
+    target: &'t DatagramSeg,
+    stream: u16,
+}
+
+impl<'s, 't> Dc<'s, 't> {
+    /// The DCI stream the WQE goes on (`mlx5dv_wr_set_dc_addr_stream`'s
+    /// `stream_id`; 0, the default, is the DCI's first stream). A DCI
+    /// created with streams ([`DciStreams`](super::dc::DciStreams)) has
+    /// `2^log_num_concurrent` of them; a stream the DCI does not have
+    /// is the device's to refuse (an error completion), not a memory hazard.
+    #[inline(always)]
+    pub fn stream(mut self, id: u16) -> Self {
+        self.stream = id;
+        self
+    }
+
+    #[inline(always)]
+    fn parts(self) -> (&'s mut SqRing, To<'t>) {
+        (self.sq, To::Dc(self.target, self.stream))
+    }
+
+    /// A SEND to the target's SRQ; add its payload.
+    #[inline(always)]
+    pub fn send(self, flags: CtrlFlags) -> Wqe<'s, true> {
+        let (sq, to) = self.parts();
+        sq.send_to(to, WqeOpcode::SEND, flags, 0)
+    }
+
+    /// A SEND with immediate data `imm` (host order).
+    #[inline(always)]
+    pub fn send_imm(self, flags: CtrlFlags, imm: u32) -> Wqe<'s, true> {
+        let (sq, to) = self.parts();
+        sq.send_to(to, WqeOpcode::SEND_IMM, flags, imm.to_be())
+    }
+
+    /// A SEND that invalidates `rkey` at the target ([`SqRing::send_inv`]).
+    #[inline(always)]
+    pub fn send_inv(self, flags: CtrlFlags, rkey: u32) -> Wqe<'s, true> {
+        let (sq, to) = self.parts();
+        sq.send_to(to, WqeOpcode::SEND_INVAL, flags, rkey.to_be())
+    }
+
+    /// An RDMA WRITE to `remote`; add its payload.
+    #[inline(always)]
+    pub fn write(self, flags: CtrlFlags, remote: RemoteAddr) -> Wqe<'s, true> {
+        let (sq, to) = self.parts();
+        sq.rdma_to(to, WqeOpcode::RDMA_WRITE, flags, remote, 0)
+    }
+
+    /// An RDMA WRITE with immediate data `imm` (host order).
+    #[inline(always)]
+    pub fn write_imm(self, flags: CtrlFlags, remote: RemoteAddr, imm: u32) -> Wqe<'s, true> {
+        let (sq, to) = self.parts();
+        sq.rdma_to(to, WqeOpcode::RDMA_WRITE_IMM, flags, remote, imm.to_be())
+    }
+
+    /// An RDMA READ from `remote`; add the local target with [`Wqe::data`].
+    #[inline(always)]
+    pub fn read(self, flags: CtrlFlags, remote: RemoteAddr) -> Wqe<'s, false> {
+        let (sq, to) = self.parts();
+        sq.rdma_to(to, WqeOpcode::RDMA_READ, flags, remote, 0)
+    }
+
+    /// An 8-byte compare-and-swap ([`SqRing::cas`]).
+    #[inline(always)]
+    pub fn cas(self, flags: CtrlFlags, remote: RemoteAddr, compare: u64, swap: u64) -> Wqe<'s, false> {
+        let (sq, to) = self.parts();
+        sq.atomic_to(to, WqeOpcode::ATOMIC_CS, flags, remote, swap, compare)
+    }
+
+    /// An 8-byte fetch-and-add ([`SqRing::fetch_add`]).
+    #[inline(always)]
+    pub fn fetch_add(self, flags: CtrlFlags, remote: RemoteAddr, add: u64) -> Wqe<'s, false> {
+        let (sq, to) = self.parts();
+        sq.atomic_to(to, WqeOpcode::ATOMIC_FA, flags, remote, add, 0)
+    }
+
+    /// A masked 8-byte compare-and-swap ([`SqRing::masked_cas`]).
+    #[inline(always)]
+    pub fn masked_cas(
+        self,
+        flags: CtrlFlags,
+        remote: RemoteAddr,
+        compare: u64,
+        compare_mask: u64,
+        swap: u64,
+        swap_mask: u64,
+    ) -> Wqe<'s, false> {
+        let (sq, to) = self.parts();
+        sq.masked_cas_to(to, flags, remote, compare, compare_mask, swap, swap_mask)
+    }
+
+    /// A masked 8-byte fetch-and-add ([`SqRing::masked_fa`]).
+    #[inline(always)]
+    pub fn masked_fa(self, flags: CtrlFlags, remote: RemoteAddr, add: u64, field_boundary: u64) -> Wqe<'s, false> {
+        let (sq, to) = self.parts();
+        sq.masked_fa_to(to, flags, remote, add, field_boundary)
+    }
+
+    /// A masked compare-and-swap on an `N`-byte word, 16 or 32
+    /// ([`SqRing::masked_cas_ext`]).
+    #[inline(always)]
+    pub fn masked_cas_ext<const N: usize>(
+        self,
+        flags: CtrlFlags,
+        remote: RemoteAddr,
+        compare: &[u8; N],
+        compare_mask: &[u8; N],
+        swap: &[u8; N],
+        swap_mask: &[u8; N],
+    ) -> Wqe<'s, false> {
+        let (sq, to) = self.parts();
+        let ops = [swap, compare, swap_mask, compare_mask];
+        sq.ext_to(to, WqeOpcode::ATOMIC_MASKED_CS, flags, remote, &ops)
+    }
+
+    /// A masked fetch-and-add on an `N`-byte word, 16 or 32
+    /// ([`SqRing::masked_fa_ext`]).
+    #[inline(always)]
+    pub fn masked_fa_ext<const N: usize>(
+        self,
+        flags: CtrlFlags,
+        remote: RemoteAddr,
+        add: &[u8; N],
+        field_boundary: &[u8; N],
+    ) -> Wqe<'s, false> {
+        let (sq, to) = self.parts();
+        sq.ext_to(to, WqeOpcode::ATOMIC_MASKED_FA, flags, remote, &[add, field_boundary])
     }
 }

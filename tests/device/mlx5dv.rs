@@ -44,6 +44,27 @@ fn every_entry_point_is_unsupported_off_mlx5() {
     let srq = Srq::builder(&pd).max_wr(4).build().unwrap();
     unsupported(dc::Dct::create(&pd, &cq, &srq, 0x1234, &dc::DctOpts::default()), "Dct::create");
     unsupported(dc::Dci::create(&pd, &cq, &cq, QpCaps::default()), "Dci::create");
+    // DCI streams: the caps and the creation are refused before libmlx5 is
+    // asked anything (a DCI, whose stream reset and direct view
+    // `Dci::sq_ring` would be next, cannot be made here at all).
+    for r in [
+        dc::dci_stream_caps(&ctx).map(|_| ()),
+        dc::Dci::create_with_streams(
+            &pd,
+            &cq,
+            &cq,
+            QpCaps::default(),
+            dc::DciStreams { log_num_concurrent: 2, log_num_errored: 1 },
+        )
+        .map(|_| ()),
+    ] {
+        match r {
+            Err(Error::Unsupported { op, .. }) => {
+                assert!(op.contains("DCI streams"), "the refusal names streams: {op}")
+            }
+            other => panic!("DCI streams: expected Unsupported, got {other:?}"),
+        }
+    }
     // The QP is untouched and still usable through verbs.
     assert_eq!(qa.query_state().unwrap(), QpState::RTS);
 }

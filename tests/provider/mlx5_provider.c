@@ -39,6 +39,8 @@
  *   K, S, X, Y     CQE compression (run_zip below)
  *   M, F           masked CAS / masked fetch-and-add reference WQEs
  *                  (run_masked, run_masked_fa below)
+ *   Z              masked and extended atomics on RC and DCI queues
+ *                  (run_dc_typed below)
  *   C cqn cqe_cnt cqe_sz
  *       a completion queue (its buffer starts invalid: opcode 0xf, owner 1)
  *   E idx hex      an entry written into the CQ as hardware would
@@ -1084,6 +1086,114 @@ static void run_masked_fa(unsigned n)
 	}
 }
 
+/* ---- typed DC builders: masked and extended atomics ----------------------
+ *
+ * Masked atomics of 8 bytes and the extended (16- and 32-byte) masked
+ * atomics have no libmlx5 path (no ibv_wr_* builder, no mlx5_post_send
+ * opcode), on RC or on a DCI, so each reference WQE is built here from
+ * public definitions, independently of rrddmma's writer:
+ * - the control segment: mlx5dv_set_ctrl_seg, and for a DCI the stream in
+ *   the provider's ctrl field dci_stream_channel_id (htobe16), as
+ *   mlx5_send_wr_set_dc_addr_stream stores it;
+ * - the DC address: struct mlx5_wqe_datagram_seg as
+ *   mlx5_send_wr_set_dc_addr fills it (the AH's vector, dqp_dct ORed with
+ *   the DCT number and MLX5_EXTENDED_UD_AV, dc_key big endian);
+ * - the remote address and data segments: mlx5dv.h's;
+ * - the operands: 8-byte masked CAS in wqe.h's struct
+ *   mlx5_wqe_masked_atomic_seg, 8-byte masked FA as UCX's documented
+ *   {add, field_boundary} (run_masked_fa); 16 and 32 bytes in the same
+ *   order (swap, compare, swap mask, compare mask / add, field boundary),
+ *   each operand as wide as the word and given as its big-endian bytes,
+ *   as MLNX_OFED 4.x's verbs_exp.h describes the extended masked atomics
+ *   (log_arg_sz, operands of 2^log_arg_sz bytes); the data segment reads
+ *   back a word of that size;
+ * - the opmod: 8 | (log2(bytes) - 2), UCX's UCT_IB_MLX5_OPMOD_EXT_ATOMIC.
+ * Two queues of 8 basic blocks, one RC and one DCI; each WQE completes
+ * before the next (its index: the queue's producer index).
+ *   Z dc kind qpn pi fm raddr rkey lkey laddr dctn dc_key stream av_hex ops_hex wqe_hex
+ * kind: 0 masked CAS 8, 1 masked FA 8, 2 CAS 16, 3 FA 16, 4 CAS 32, 5 FA 32. */
+static void run_dc_typed(unsigned n)
+{
+	uint32_t qpn[2] = { (uint32_t)rnd() & 0xffffff, (uint32_t)rnd() & 0xffffff };
+	unsigned pi[2] = { 0, 0 };
+	for (unsigned i = 0; i < n; i++) {
+		unsigned dc = i % 2, kind = (i / 2) % 6;
+		unsigned cas = kind % 2 == 0, sz = 8u << (kind / 2);
+		unsigned log = kind / 2 + 3;
+		uint8_t wqe[256], ops[128], av[48];
+		memset(wqe, 0, sizeof(wqe));
+		unsigned nops = cas ? 4 : 2;
+		for (unsigned b = 0; b < nops * sz; b += 8) {
+			uint64_t v = rnd();
+			memcpy(ops + b, &v, 8);
+		}
+		uint8_t fm = (uint8_t)(rnd() & (MLX5_WQE_CTRL_CQ_UPDATE | MLX5_WQE_CTRL_SOLICITED | MLX5_WQE_CTRL_FENCE));
+		uint64_t raddr = rnd() & ~(uint64_t)(sz - 1), laddr = rnd(), key = rnd();
+		uint32_t rkey = (uint32_t)rnd(), lkey = (uint32_t)rnd(), dctn = (uint32_t)rnd() & 0xffffff;
+		uint16_t stream = dc ? (uint16_t)rnd() : 0;
+		struct mlx5_wqe_av *a = (void *)av;
+		memset(a, 0, sizeof(*a));
+		a->stat_rate_sl = (uint8_t)rnd();
+		a->fl_mlid = (uint8_t)rnd();
+		a->rlid = htobe16((uint16_t)rnd());
+		uint64_t mac = rnd(), g[2] = { rnd(), rnd() };
+		memcpy(a->rmac, &mac, 6);
+		a->tclass = (uint8_t)rnd();
+		a->hop_limit = (uint8_t)rnd();
+		a->grh_gid_fl = htobe32((uint32_t)rnd());
+		memcpy(a->rgid, g, 16);
+		unsigned off = 16;
+		if (dc) {
+			struct mlx5_wqe_datagram_seg *d = (void *)(wqe + off);
+			memcpy(&d->av, a, sizeof(d->av));
+			d->av.dqp_dct |= htobe32(dctn | MLX5_EXTENDED_UD_AV);
+			d->av.key.dc_key = htobe64(key);
+			off += sizeof(*d);
+		}
+		struct mlx5_wqe_raddr_seg *r = (void *)(wqe + off);
+		r->raddr = htobe64(raddr);
+		r->rkey = htobe32(rkey);
+		r->reserved = 0;
+		off += 16;
+		if (sz == 8 && cas) {
+			struct mlx5_wqe_masked_atomic_seg *m = (void *)(wqe + off);
+			uint64_t v[4];
+			memcpy(v, ops, 32);
+			/* ops holds the operands as big-endian bytes: the values are be64toh of them. */
+			m->swap_add = htobe64(be64toh(v[0]));
+			m->compare = htobe64(be64toh(v[1]));
+			m->swap_add_mask = htobe64(be64toh(v[2]));
+			m->compare_mask = htobe64(be64toh(v[3]));
+		} else if (sz == 8) {
+			struct masked_fa64_ref *m = (void *)(wqe + off);
+			uint64_t v[2];
+			memcpy(v, ops, 16);
+			m->add = htobe64(be64toh(v[0]));
+			m->field_boundary = htobe64(be64toh(v[1]));
+		} else {
+			memcpy(wqe + off, ops, nops * sz);
+		}
+		off += nops * sz;
+		mlx5dv_set_data_seg((struct mlx5_wqe_data_seg *)(wqe + off), sz, lkey, laddr);
+		off += 16;
+		mlx5dv_set_ctrl_seg((struct mlx5_wqe_ctrl_seg *)wqe, (uint16_t)pi[dc],
+				    cas ? MLX5_OPCODE_ATOMIC_MASKED_CS : MLX5_OPCODE_ATOMIC_MASKED_FA,
+				    (uint8_t)(8 | (log - 2)), qpn[dc], fm, (uint8_t)(off / 16), 0, 0);
+		((struct mlx5_wqe_ctrl_seg *)wqe)->dci_stream_channel_id = htobe16(stream);
+		printf("Z %u %u %u %u %u %llu %u %u %llu %u %llu %u ", dc, kind, qpn[dc], pi[dc], fm,
+		       (unsigned long long)raddr, rkey, lkey, (unsigned long long)laddr, dctn, (unsigned long long)key,
+		       stream);
+		hex(av, 48);
+		putchar(' ');
+		hex(ops, nops * sz);
+		putchar(' ');
+		hex(wqe, off);
+		putchar('\n');
+		pi[dc] += (off + 63) / 64;
+	}
+}
+/* ---- end of typed DC builders ------------------------------------------- */
+
 #ifdef HARNESS_LIB
 /* ---- library build (-DHARNESS_LIB) ---------------------------------------
  *
@@ -1168,6 +1278,7 @@ int main(int argc, char **argv)
 	run_cq(cqes, 64, 0x10);
 	run_cq(cqes, 128, 0x8000);
 	run_zip(cqes, 0x9000);
+	run_dc_typed(6000);
 	printf("T send_lists=%u cqe64=%u cqe128=%u views=%u zip=%u\n", send_lists, cqes_done[0], cqes_done[1], views,
 	       zip_done);
 	return 0;

@@ -319,10 +319,8 @@ impl Queue {
         let cq = crate::mlx5_support::SoftCq::new(16);
         sq.bind_cq(&cq.ring);
         let transport = transport(f);
-        if transport != "RC" {
-            // SAFETY: a UD QP or DCI: its WQEs carry the datagram segment.
-            unsafe { sq.set_transport(SqTransport::Datagram) };
-        }
+        // SAFETY: the family of the C half's queue.
+        unsafe { sq.set_transport(family(transport)) };
         Queue {
             sq,
             cq,
@@ -355,7 +353,8 @@ impl Queue {
 /// verbs request onto segments (the provider's mapping: zero-length SGEs
 /// are left out, as `mlx5_post_send` and the `ibv_wr_*` setters leave them
 /// out; atomics carry one 8-byte local target).
-fn write_request(q: &mut Queue, r: &Request, mutate_flags: bool, post: Option<&mut Recorder>) -> u16 {
+fn write_request(q: &mut Queue, r: &Request, mutate: Mutate, post: Option<&mut Recorder>) -> u16 {
+    let mutate_flags = mutate == Mutate::Flags;
     let mut flags = CtrlFlags::empty();
     if r.flags & F_SIGNALED != 0 || q.sig_all {
         flags = flags.union(CtrlFlags::CQ_UPDATE);
@@ -373,6 +372,10 @@ fn write_request(q: &mut Queue, r: &Request, mutate_flags: bool, post: Option<&m
         } else {
             flags.union(CtrlFlags::SOLICITED)
         };
+    }
+    if let Mutate::Typed(flip) = mutate {
+        let streams = q.transport == "DC streams";
+        return super::dc_typed::write_typed(&mut q.sq, r, flags, streams, flip, post);
     }
     let (opcode, imm) = match r.op {
         WRITE => (WqeOpcode::RDMA_WRITE, 0),
@@ -431,6 +434,16 @@ fn write_request(q: &mut Queue, r: &Request, mutate_flags: bool, post: Option<&m
     }
 }
 
+/// How one request is written: the raw writer (with SOLICITED flipped for
+/// the mutation check) or the typed builders (with the stream XORed by the
+/// given value: 0, or 1 for the mutation check).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mutate {
+    None,
+    Flags,
+    Typed(u16),
+}
+
 /// A step of the C half's send output.
 pub(super) enum Event<'a> {
     /// A Q line's fields: a new queue.
@@ -474,6 +487,16 @@ pub(super) fn events(out: &str) -> impl Iterator<Item = Event<'_>> {
     })
 }
 
+/// The WQE layout family of a transport: a UD QP's ring is `Datagram`, a
+/// DCI's `DcInitiator` (the datagram segment, then the opcode's segments).
+fn family(transport: &str) -> SqTransport {
+    match transport {
+        "RC" => SqTransport::Connected,
+        "UD" => SqTransport::Datagram,
+        _ => SqTransport::DcInitiator,
+    }
+}
+
 /// The transport a Q line names: `RC`, `UD`, `DC` or `DC streams`.
 pub(super) fn transport(q: &[&str]) -> &'static str {
     match q[9] {
@@ -488,6 +511,13 @@ pub(super) fn transport(q: &[&str]) -> &'static str {
 /// `only` (`RC`, `UD`, `DC`, `DC streams`) through rrddmma's writer; the
 /// first mismatch ends the check.
 pub fn check(out: &str, only: &[&str], mutation: Mutation) -> Result<SendStats, Box<Mismatch>> {
+    check_with(out, only, mutation, false)
+}
+
+/// [`check`] with the typed builders (`typed`: `SqRing::dc(&target)` on
+/// DCIs, the connected builders on RC) in place of the raw writer.
+/// `Mutation::TypedStream` XORs 1 into the first request's stream.
+pub fn check_with(out: &str, only: &[&str], mutation: Mutation, typed: bool) -> Result<SendStats, Box<Mismatch>> {
     let mut stats = SendStats::default();
     let mut q: Option<Queue> = None;
     for event in events(out) {
@@ -506,7 +536,7 @@ pub fn check(out: &str, only: &[&str], mutation: Mutation) -> Result<SendStats, 
             Event::List(reqs, p, w) => {
                 if let Some(q) = q.as_mut() {
                     let list = stats.lists;
-                    check_list(q, &reqs, &p, &w, list, mutation, &mut stats)?;
+                    check_list(q, &reqs, &p, &w, list, mutation, typed, &mut stats)?;
                     stats.lists += 1;
                 }
             }
@@ -515,6 +545,7 @@ pub fn check(out: &str, only: &[&str], mutation: Mutation) -> Result<SendStats, 
     Ok(stats)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn check_list(
     q: &mut Queue,
     reqs: &[Request],
@@ -522,6 +553,7 @@ fn check_list(
     w: &[&str],
     list: usize,
     mutation: Mutation,
+    typed: bool,
     stats: &mut SendStats,
 ) -> Result<(), Box<Mismatch>> {
     let rc: i32 = p[0].parse().unwrap();
@@ -534,7 +566,8 @@ fn check_list(
     let first: u32 = q.sq.cur_post();
     let their_blocks = unhex(w[2]);
     let transport = q.transport;
-    let kind = |r: &Request| format!("{transport} send {}", op_name(r.op));
+    let how = if typed { "typed " } else { "" };
+    let kind = |r: &Request| format!("{how}{transport} send {}", op_name(r.op));
     let at = |i: usize| format!("list {list} request {i}");
 
     // Post through rrddmma: alternate `finish` + `ring` and `post` (the last WQE).
@@ -543,7 +576,13 @@ fn check_list(
     let mut starts = Vec::new();
     for (i, r) in reqs.iter().enumerate() {
         starts.push(q.sq.cur_post());
-        let mutate = mutation == Mutation::WriterFlag && list == 0 && i == 0;
+        let first = list == 0 && i == 0;
+        let mutate = match (typed, mutation) {
+            (true, Mutation::TypedStream) if first => Mutate::Typed(1),
+            (true, _) => Mutate::Typed(0),
+            (false, Mutation::WriterFlag) if first => Mutate::Flags,
+            _ => Mutate::None,
+        };
         let last = i + 1 == reqs.len();
         write_request(q, r, mutate, if last && by_post { Some(&mut rec) } else { None });
         let name = if r.ud.is_some() {
@@ -767,10 +806,8 @@ fn view(q: &mut Queue, f: &[&str], list: usize) -> Result<(), Box<Mismatch>> {
     // what libmlx5 reported for it. (Found by this check: `set_blueflame`
     // turned prefer-BF back on; it now keeps the choice, set before it here.)
     unsafe { sq.set_blueflame(true) };
-    if q.transport != "RC" {
-        // SAFETY: a UD QP or DCI: its WQEs carry the datagram segment.
-        unsafe { sq.set_transport(SqTransport::Datagram) };
-    }
+    // SAFETY: the family of the C half's queue.
+    unsafe { sq.set_transport(family(q.transport)) };
     sq.bind_cq(&q.cq.ring);
     q.sq = sq;
     q.fresh_view = true;

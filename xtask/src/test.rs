@@ -226,6 +226,8 @@ pub fn run(args: &[String]) -> Result<()> {
 
     let example_built = capture(&mut cargo(&["build", "--quiet", "--example", "mlx5_direct_write"])).0;
     let direct = root().join("target/debug/examples/mlx5_direct_write");
+    let dc_built = capture(&mut cargo(&["build", "--quiet", "--example", "dc"])).0;
+    let dc_example = root().join("target/debug/examples/dc");
 
     let place = device::locate(None)?;
     println!("device tests on {}", place.describe());
@@ -278,6 +280,15 @@ pub fn run(args: &[String]) -> Result<()> {
             example_built
                 && d.code == Some(0)
                 && (d.output.starts_with("unsupported: ") || d.output.contains("direct 64-byte RDMA WRITEs"))
+        },
+    ));
+    checks.push(Check::verdict(
+        "DC example (typed DC builders on a DCI's direct view) runs (or reports unsupported off mlx5)",
+        format!("{} \"$RRDDMMA_TEST_DEVICE\"", quoted(&dc_example)),
+        move |d| {
+            dc_built
+                && d.code == Some(0)
+                && (d.output.starts_with("unsupported: ") || d.output.contains("WRITE and READ of 64 bytes"))
         },
     ));
     // What `cargo xtask vm -- bash -c 'echo "a b" && exit 3'` hands the VM.
