@@ -271,15 +271,6 @@ impl DirectCq<'_> {
     pub fn poll_scattered(&mut self, payload: &mut [u8; 64]) -> Option<(Completion, usize)> {
         self.ring.poll_scattered(payload)
     }
-
-    /// [`CqRing::set_compression`].
-    ///
-    /// # Safety
-    /// As [`CqRing::set_compression`] (libmlx5's CQ buffer is writable).
-    pub unsafe fn set_compression(&mut self, format: Option<super::mini::CqeResFormat>) {
-        // SAFETY: forwarded contract.
-        unsafe { self.ring.set_compression(format) }
-    }
 }
 
 /// The send queue of `qp`, its indices taken from the doorbell record,
@@ -346,6 +337,11 @@ pub unsafe fn sq_ring<'q>(qp: &'q Qp, cq: &DirectCq<'_>) -> Result<DirectSq<'q>>
 /// `cq` for direct polling, its consumer index taken from the doorbell
 /// record. [`Error::Unsupported`] on a device that is not mlx5.
 ///
+/// A CQ that compresses its CQEs
+/// ([`CqBuilder::mlx5_compression`](crate::prim::CqBuilder::mlx5_compression))
+/// gets a view that expands its sessions in the CQ's format
+/// ([`CqRing::set_compression`]); no call is needed, and none can turn it off.
+///
 /// # Safety
 /// - While the view lives, the CQ is polled and armed through it only (no
 ///   `Cq::poll`, `Cq::start_poll`, `Cq::wait` or second view, on any thread).
@@ -362,10 +358,27 @@ pub unsafe fn cq_ring(cq: &Cq) -> Result<DirectCq<'_>> {
     if rc != 0 {
         return Err(Error::code("mlx5dv_init_obj", rc));
     }
-    // SAFETY: libmlx5 reports the live CQ's buffer, records and UAR; the view
-    // borrows the CQ, and the caller gives it the CQ alone.
-    let ring = unsafe { cq_ring_of(&out) };
+    // SAFETY: libmlx5 reports the live CQ's buffer (which it allocated
+    // writable), records and UAR; the view borrows the CQ, and the caller
+    // gives it the CQ alone.
+    let ring = unsafe { view_ring(&out, cq.compression()) };
     Ok(DirectCq { ring, cq })
+}
+
+/// The ring of a CQ's view: [`cq_ring_of`], expanding sessions when the CQ
+/// compresses in `compression`.
+///
+/// # Safety
+/// As [`cq_ring_of`], and the buffer writable (as
+/// [`CqRing::set_compression`] asks) when `compression` is set.
+unsafe fn view_ring(out: &ffi::mlx5dv_cq, compression: Option<super::mini::CqeResFormat>) -> CqRing {
+    // SAFETY: forwarded contract.
+    let mut ring = unsafe { cq_ring_of(out) };
+    if compression.is_some() {
+        // SAFETY: forwarded contract (a writable buffer).
+        unsafe { ring.set_compression(compression) };
+    }
+    ring
 }
 
 /// A send-queue ring over what `mlx5dv_init_obj` reported for a QP
@@ -398,7 +411,9 @@ pub unsafe fn sq_ring_of(out: &ffi::mlx5dv_qp, qpn: u32) -> Result<SqRing> {
 /// (`MLX5DV_OBJ_CQ`): buffer, `cqe_cnt`, `cqe_size`, CQN, the UAR and the
 /// doorbell records, whose consumer record (`dbrec[0]`, low 24 bits) is the
 /// consumer index the ring starts at. [`cq_ring`] is this for a [`Cq`];
-/// this is for CQs made elsewhere.
+/// this is for CQs made elsewhere. A CQ made elsewhere that compresses its
+/// CQEs needs [`CqRing::set_compression`] on the ring (`mlx5dv_init_obj`
+/// does not say whether a CQ compresses).
 ///
 /// # Safety
 /// `out` must be what `mlx5dv_init_obj` wrote for a live CQ, with the
