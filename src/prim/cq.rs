@@ -101,7 +101,11 @@ const COMPRESSED: std::ffi::c_int = std::ffi::c_int::MIN;
 /// scattered bytes where no receive was), so the CQ is never handed to it.
 /// [`Cq::poll`] turns the answer into a panic on its error path, which an
 /// ordinary CQ never takes: polling costs what it did.
-unsafe extern "C" fn refuse_compressed(_: *mut ffi::ibv_cq, _: std::ffi::c_int, _: *mut ffi::ibv_wc) -> std::ffi::c_int {
+unsafe extern "C" fn refuse_compressed(
+    _: *mut ffi::ibv_cq,
+    _: std::ffi::c_int,
+    _: *mut ffi::ibv_wc,
+) -> std::ffi::c_int {
     COMPRESSED
 }
 
@@ -819,6 +823,91 @@ impl fmt::Debug for Wc {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Calls of [`counting_poll`], the stand-in for the provider's `poll_cq`.
+    static PROVIDER_POLLS: AtomicU32 = AtomicU32::new(0);
+
+    /// A provider's `poll_cq` that reports one completion per call, counted.
+    unsafe extern "C" fn counting_poll(
+        _: *mut ffi::ibv_cq,
+        n: std::ffi::c_int,
+        wc: *mut ffi::ibv_wc,
+    ) -> std::ffi::c_int {
+        PROVIDER_POLLS.fetch_add(1, Ordering::SeqCst);
+        if n < 1 {
+            return 0;
+        }
+        // SAFETY: `Cq::poll` passes room for `n` completions.
+        unsafe { wc.write(ffi::ibv_wc { wr_id: 48, ..Default::default() }) };
+        1
+    }
+
+    /// A `Cq` over a host-made CQ whose context's `poll_cq` is
+    /// [`counting_poll`], made as `CqBuilder::finish` makes one; leaked
+    /// (nothing here can be destroyed through libibverbs).
+    fn host_cq(compression: Option<CqeResFormat>) -> &'static Cq {
+        let ctx: &'static mut ffi::ibv_context = Box::leak(Box::default());
+        ctx.ops.poll_cq = Some(counting_poll);
+        let cq: &'static mut ffi::ibv_cq = Box::leak(Box::default());
+        cq.context = ctx;
+        cq.handle = 0x2a;
+        let raw = NonNull::from(cq);
+        // SAFETY: the host context lives for the test run; it is never closed.
+        let context = unsafe { Context::for_host_tests(NonNull::from(ctx)) };
+        // SAFETY: the host CQ is never destroyed (the `Cq` is leaked).
+        let inner = Arc::new(unsafe {
+            Owned::new(
+                raw,
+                CqInner {
+                    ex: poller::ExCq::classic(),
+                    wc_flags: WcFlagsEx::empty(),
+                    channel: None,
+                    unacked: AtomicU32::new(0),
+                    next_poll_ends: false,
+                    ctx: context,
+                    _pd: None,
+                    compression,
+                },
+            )
+        });
+        // SAFETY: a live (host) CQ.
+        let poll_fn = unsafe { poll_entry(raw, compression) }.unwrap();
+        Box::leak(Box::new(Cq { raw, poll_fn, inner }))
+    }
+
+    /// The hole: libmlx5's `mlx5_poll_cq` reads a compressed session's
+    /// mini-CQE arrays as CQEs (a review saw receive 48 reported complete
+    /// when only 0-7 were). A CQ that compresses never reaches the
+    /// provider's `poll_cq` from `Cq::poll`, nor from anything built on it:
+    /// each panics naming the fix; an ordinary CQ on the same provider polls
+    /// as before.
+    #[test]
+    fn compressed_cq_is_never_polled_through_the_provider() {
+        let plain = host_cq(None);
+        let mut wc = [Wc::default(); 4];
+        let before = PROVIDER_POLLS.load(Ordering::SeqCst);
+        assert_eq!(plain.poll(&mut wc).unwrap(), 1);
+        assert_eq!(wc[0].wr_id(), 48);
+        assert_eq!(PROVIDER_POLLS.load(Ordering::SeqCst), before + 1);
+
+        let zipped = host_cq(Some(CqeResFormat::Hash));
+        assert_eq!(zipped.compression(), Some(CqeResFormat::Hash));
+        let polls = PROVIDER_POLLS.load(Ordering::SeqCst);
+        let calls: [(&str, Box<dyn Fn()>); 5] = [
+            ("poll", Box::new(|| drop(zipped.poll(&mut [Wc::default(); 4])))),
+            ("poll_one", Box::new(|| drop(zipped.poll_one()))),
+            ("spin_one", Box::new(|| drop(zipped.spin_one(Duration::from_millis(1))))),
+            ("wait_one", Box::new(|| drop(zipped.wait_one(Duration::from_millis(1))))),
+            ("start_poll", Box::new(|| drop(zipped.start_poll()))),
+        ];
+        for (what, call) in calls {
+            let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).expect_err(what);
+            let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
+            assert!(msg.contains("mlx5dv::obj::cq_ring"), "{what}: {msg}");
+            assert!(msg.contains("MLX5DV_CQE_RES_FORMAT_HASH"), "{what}: {msg}");
+        }
+        assert_eq!(PROVIDER_POLLS.load(Ordering::SeqCst), polls, "the provider's poll_cq was called");
+    }
 
     #[test]
     fn completion_fields_decode_any_value() {

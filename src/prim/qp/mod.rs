@@ -20,10 +20,10 @@ pub use ex::{BatchQp, SendOps, WrBatch};
 pub use state::{Refusal, Rule};
 
 use super::cq::Cq;
+use super::device::Context;
 use super::dm::Xrcd;
 use super::error::{Error, Result};
 use super::gid::Gid;
-use super::device::Context;
 use super::handle::{Destroy, Owned};
 use super::mlx5::{self, Mlx5QpFlags};
 use super::pd::Pd;
