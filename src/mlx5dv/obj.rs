@@ -434,6 +434,87 @@ pub unsafe fn cq_ring_of(out: &ffi::mlx5dv_cq) -> CqRing {
 mod tests {
     use super::*;
 
+    /// The hole's second shape: a view of a compressing CQ that does not
+    /// expand reads the title as one CQE and the mini-CQE array after it as
+    /// another, whose WQE counter is a mini-CQE's byte count, and
+    /// `SqRing::retire` then frees send WQEs the device never ran. The view
+    /// `cq_ring` makes for a compressing CQ expands by itself: eight
+    /// completions free eight WQEs, the ten later ones stay outstanding.
+    #[test]
+    fn compressed_cq_view_expands_by_itself_and_retires_only_what_ran() {
+        use super::super::be::{Be16, Be32};
+        use super::super::cqe::{Cqe64, CqeOpcode};
+        use super::super::mini::{CqeResFormat, MiniCqe};
+        const QPN: u32 = 0x42;
+        let retired_with = |compression: Option<CqeResFormat>| {
+            // A CQ of 16 entries, all still the device's (owner bit 1 on lap 0).
+            let mut cq_buf = vec![[0u64; 8]; 16];
+            for e in cq_buf.iter_mut() {
+                e[7] = 0xf1u64 << 56;
+            }
+            let mut cq_db = [Be32::default(); 2];
+            let mut uar = [0u64; 8];
+            let out = ffi::mlx5dv_cq {
+                buf: cq_buf.as_mut_ptr().cast(),
+                dbrec: cq_db.as_mut_ptr().cast(),
+                cqe_cnt: 16,
+                cqe_size: 64,
+                cq_uar: uar.as_mut_ptr().cast(),
+                cqn: 7,
+                comp_mask: 0,
+            };
+            // SAFETY: host buffers that outlive the ring, written only here
+            // (as the device would) between polls; the buffer is writable.
+            let mut cq = unsafe { view_ring(&out, compression) };
+            let mut sq_buf = vec![[0u64; 8]; 32];
+            let mut sq_db = [Be32::default(); 2];
+            let mut bf = [0u64; 8];
+            // SAFETY: host buffers that outlive the ring; no device reads them.
+            let mut sq = unsafe {
+                SqRing::from_raw(
+                    sq_buf.as_mut_ptr().cast(),
+                    32,
+                    sq_db.as_mut_ptr().add(1),
+                    bf.as_mut_ptr().cast(),
+                    0,
+                    QPN,
+                )
+            };
+            sq.bind_cq(&cq);
+            for _ in 0..18 {
+                sq.nop(CtrlFlags::CQ_UPDATE).finish();
+            }
+            // The device ran WQEs 0-7 and wrote one session of eight
+            // requester CQEs: the title, then the mini-CQE array. The last
+            // mini-CQE's byte count 0x0011_0000 and hash `QPN` read, at the
+            // entry's end, as WQE counter 17, op_own REQ with owner 0, QP `QPN`.
+            let title = Cqe64 {
+                byte_cnt: Be32::new(8),
+                sop_drop_qpn: Be32::new(QPN),
+                wqe_counter: Be16::new(0),
+                op_own: (CqeOpcode::REQ.to_raw() << 4) | (super::super::mini::COMPRESSED << 2),
+                ..Cqe64::default()
+            };
+            let mut minis = [MiniCqe::default(); 8];
+            minis[7] = MiniCqe { info: QPN.to_be_bytes(), byte_cnt: Be32::new(0x0011_0000) };
+            // SAFETY: both are 64 plain bytes.
+            unsafe {
+                cq_buf[0] = std::mem::transmute::<Cqe64, [u64; 8]>(title);
+                cq_buf[1] = std::mem::transmute::<[MiniCqe; 8], [u64; 8]>(minis);
+            }
+            let mut got = [Completion::default(); 16];
+            let n = cq.poll(&mut got);
+            for c in &got[..n] {
+                sq.retire(c);
+            }
+            (n, 32 - sq.available())
+        };
+        // What `cq_ring` gives a CQ made with `CqBuilder::mlx5_compression`.
+        assert_eq!(retired_with(Some(CqeResFormat::Hash)), (8, 10), "eight completions, ten WQEs outstanding");
+        // The hole, as a view of that CQ without expansion saw it.
+        assert_eq!(retired_with(None), (2, 0), "unexpanded: WQEs 8-17 freed though the device never ran them");
+    }
+
     /// The limits a view gets from the QP's granted caps: the caps
     /// themselves, and a largest WQE that holds the longest typed WQE of the
     /// QP's type with a full payload.
