@@ -893,7 +893,8 @@ mod tests {
         let zipped = host_cq(Some(CqeResFormat::Hash));
         assert_eq!(zipped.compression(), Some(CqeResFormat::Hash));
         let polls = PROVIDER_POLLS.load(Ordering::SeqCst);
-        let calls: [(&str, Box<dyn Fn()>); 5] = [
+        type Call<'a> = (&'static str, Box<dyn Fn() + 'a>);
+        let calls: [Call<'_>; 5] = [
             ("poll", Box::new(|| drop(zipped.poll(&mut [Wc::default(); 4])))),
             ("poll_one", Box::new(|| drop(zipped.poll_one()))),
             ("spin_one", Box::new(|| drop(zipped.spin_one(Duration::from_millis(1))))),
