@@ -23,6 +23,24 @@ use super::pd::Pd;
 use crate::bindings as ffi;
 use crate::prim::{WcFlags, WcOpcode, WcStatus};
 
+/// The error of a negative `poll_cq` answer; the panic of a CQ that
+/// compresses, whose entry is a `refuse_compressed`.
+#[cold]
+#[inline(never)]
+fn poll_error(rc: std::ffi::c_int) -> Error {
+    let format = [CqeResFormat::Hash, CqeResFormat::Csum, CqeResFormat::CsumStridx]
+        .into_iter()
+        .find(|f| rc == COMPRESSED + std::ffi::c_int::from(f.to_raw()));
+    if let Some(f) = format {
+        panic!(
+            "Cq::poll on a CQ that compresses its CQEs in {}: libibverbs' polling (libmlx5's mlx5_poll_cq) does not \
+             expand compressed sessions; poll it through mlx5dv::obj::cq_ring, which does",
+            f.name()
+        );
+    }
+    Error::poll_failed("ibv_poll_cq")
+}
+
 /// Events acknowledged in one `ibv_ack_cq_events` call (acks take a lock).
 const ACK_BATCH: u32 = 64;
 
@@ -91,22 +109,24 @@ pub struct Cq {
 /// A provider's `poll_cq` entry.
 type PollFn = unsafe extern "C" fn(*mut ffi::ibv_cq, std::ffi::c_int, *mut ffi::ibv_wc) -> std::ffi::c_int;
 
-/// What [`refuse_compressed`] returns: not a count nor a provider's error
-/// (providers return -1 or a negative errno).
+/// What a `refuse_compressed` entry returns, plus the format's C value: not
+/// a count nor a provider's error (providers return -1 or a negative errno).
 const COMPRESSED: std::ffi::c_int = std::ffi::c_int::MIN;
 
-/// The `poll_fn` of a CQ that compresses its CQEs: libmlx5's `mlx5_poll_cq`
-/// does not expand compressed sessions (it reads a session's mini-CQE
-/// arrays as CQEs, reporting receives that have not completed and writing
-/// scattered bytes where no receive was), so the CQ is never handed to it.
-/// [`Cq::poll`] turns the answer into a panic on its error path, which an
-/// ordinary CQ never takes: polling costs what it did.
-unsafe extern "C" fn refuse_compressed(
+/// The `poll_fn` of a CQ that compresses its CQEs in format `F`
+/// ([`CqeResFormat::to_raw`]): libmlx5's `mlx5_poll_cq` does not expand
+/// compressed sessions (it reads a session's mini-CQE arrays as CQEs,
+/// reporting receives that have not completed and writing scattered bytes
+/// where no receive was), so the CQ is never handed to it. [`Cq::poll`]
+/// turns the answer ([`COMPRESSED`] + `F`) into a panic on its error path,
+/// which an ordinary CQ never takes, from the answer alone: polling costs
+/// what it did (the inlined poll keeps nothing across the call).
+unsafe extern "C" fn refuse_compressed<const F: u8>(
     _: *mut ffi::ibv_cq,
     _: std::ffi::c_int,
     _: *mut ffi::ibv_wc,
 ) -> std::ffi::c_int {
-    COMPRESSED
+    COMPRESSED + std::ffi::c_int::from(F)
 }
 
 /// The entry [`Cq::poll`] calls for the live CQ `cq`: its provider's
@@ -115,8 +135,14 @@ unsafe extern "C" fn refuse_compressed(
 /// # Safety
 /// `cq` is a live CQ.
 unsafe fn poll_entry(cq: NonNull<ffi::ibv_cq>, compression: Option<CqeResFormat>) -> Result<PollFn> {
-    if compression.is_some() {
-        return Ok(refuse_compressed);
+    const HASH: u8 = CqeResFormat::Hash.to_raw();
+    const CSUM: u8 = CqeResFormat::Csum.to_raw();
+    const CSUM_STRIDX: u8 = CqeResFormat::CsumStridx.to_raw();
+    match compression {
+        Some(CqeResFormat::Hash) => return Ok(refuse_compressed::<HASH>),
+        Some(CqeResFormat::Csum) => return Ok(refuse_compressed::<CSUM>),
+        Some(CqeResFormat::CsumStridx) => return Ok(refuse_compressed::<CSUM_STRIDX>),
+        None => {}
     }
     // SAFETY: a live CQ points to its live context.
     unsafe { (*(*cq.as_ptr()).context).ops.poll_cq }
@@ -513,25 +539,7 @@ impl Cq {
         // calls); `wc` holds at least `n` writable `ibv_wc` (same layout)
         // when `n` is positive, and none are written otherwise.
         let rc = unsafe { (self.poll_fn)(self.raw.as_ptr(), n, wc.as_mut_ptr().cast()) };
-        usize::try_from(rc).map_err(|_| self.poll_error(rc))
-    }
-
-    /// The error of a negative `poll_cq` answer; the panic of a CQ that
-    /// compresses, whose entry is [`refuse_compressed`].
-    #[cold]
-    #[inline(never)]
-    fn poll_error(&self, rc: std::ffi::c_int) -> Error {
-        if let (COMPRESSED, Some(f)) = (rc, self.inner.compression) {
-            panic!(
-                "Cq::poll on the CQ of handle {:#x}, which compresses its CQEs in {}: libibverbs' polling (libmlx5's \
-                 mlx5_poll_cq) does not expand compressed sessions; poll it through mlx5dv::obj::cq_ring, \
-                 which does",
-                // SAFETY: the CQ is live while `self` is.
-                unsafe { self.raw.as_ref() }.handle,
-                f.name()
-            );
-        }
-        Error::poll_failed("ibv_poll_cq")
+        usize::try_from(rc).map_err(|_| poll_error(rc))
     }
 
     /// Polls one completion, if there is one. No allocation.
@@ -850,7 +858,6 @@ mod tests {
         ctx.ops.poll_cq = Some(counting_poll);
         let cq: &'static mut ffi::ibv_cq = Box::leak(Box::default());
         cq.context = ctx;
-        cq.handle = 0x2a;
         let raw = NonNull::from(cq);
         // SAFETY: the host context lives for the test run; it is never closed.
         let context = unsafe { Context::for_host_tests(NonNull::from(ctx)) };
@@ -890,24 +897,26 @@ mod tests {
         assert_eq!(wc[0].wr_id(), 48);
         assert_eq!(PROVIDER_POLLS.load(Ordering::SeqCst), before + 1);
 
-        let zipped = host_cq(Some(CqeResFormat::Hash));
-        assert_eq!(zipped.compression(), Some(CqeResFormat::Hash));
-        let polls = PROVIDER_POLLS.load(Ordering::SeqCst);
-        type Call<'a> = (&'static str, Box<dyn Fn() + 'a>);
-        let calls: [Call<'_>; 5] = [
-            ("poll", Box::new(|| drop(zipped.poll(&mut [Wc::default(); 4])))),
-            ("poll_one", Box::new(|| drop(zipped.poll_one()))),
-            ("spin_one", Box::new(|| drop(zipped.spin_one(Duration::from_millis(1))))),
-            ("wait_one", Box::new(|| drop(zipped.wait_one(Duration::from_millis(1))))),
-            ("start_poll", Box::new(|| drop(zipped.start_poll()))),
-        ];
-        for (what, call) in calls {
-            let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).expect_err(what);
-            let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
-            assert!(msg.contains("mlx5dv::obj::cq_ring"), "{what}: {msg}");
-            assert!(msg.contains("MLX5DV_CQE_RES_FORMAT_HASH"), "{what}: {msg}");
+        for format in [CqeResFormat::Hash, CqeResFormat::Csum, CqeResFormat::CsumStridx] {
+            let zipped = host_cq(Some(format));
+            assert_eq!(zipped.compression(), Some(format));
+            let polls = PROVIDER_POLLS.load(Ordering::SeqCst);
+            type Call<'a> = (&'static str, Box<dyn Fn() + 'a>);
+            let calls: [Call<'_>; 5] = [
+                ("poll", Box::new(|| drop(zipped.poll(&mut [Wc::default(); 4])))),
+                ("poll_one", Box::new(|| drop(zipped.poll_one()))),
+                ("spin_one", Box::new(|| drop(zipped.spin_one(Duration::from_millis(1))))),
+                ("wait_one", Box::new(|| drop(zipped.wait_one(Duration::from_millis(1))))),
+                ("start_poll", Box::new(|| drop(zipped.start_poll()))),
+            ];
+            for (what, call) in calls {
+                let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).expect_err(what);
+                let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
+                assert!(msg.contains("mlx5dv::obj::cq_ring"), "{what}: {msg}");
+                assert!(msg.contains(&format!("{}:", format.name())), "{what}: {msg}");
+            }
+            assert_eq!(PROVIDER_POLLS.load(Ordering::SeqCst), polls, "the provider's poll_cq was called");
         }
-        assert_eq!(PROVIDER_POLLS.load(Ordering::SeqCst), polls, "the provider's poll_cq was called");
     }
 
     #[test]
