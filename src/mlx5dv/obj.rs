@@ -175,10 +175,59 @@ impl DirectSq<'_> {
     ///
     /// # Safety
     /// As [`SqRing::set_blueflame`]: with `yes`, the QP's BlueFlame register
-    /// must be its own.
+    /// must be its own. [`DirectSq::enable_blueflame`] is the safe way where
+    /// it is ([`DirectSq::blueflame_dedicated`]).
     pub unsafe fn set_blueflame(&mut self, yes: bool) {
         // SAFETY: forwarded contract.
         unsafe { self.ring.set_blueflame(yes) }
+    }
+
+    /// Whether the QP's BlueFlame register is not shared with QPs that other
+    /// threads may post to: the QP was created on a parent domain with a
+    /// thread domain ([`TdParentDomain`](crate::prim::TdParentDomain)), to
+    /// which libmlx5 gives a register of its own when the thread domain is
+    /// allocated (`mlx5_alloc_td` takes it off the context's free list; every
+    /// QP of that thread domain writes to it, and nothing else does), and
+    /// every object under a thread domain is used by one thread at a time.
+    /// A QP made any other way gets a register libmlx5 may share with other
+    /// QPs of the context.
+    pub fn blueflame_dedicated(&self) -> bool {
+        self.qp.pd().has_thread_domain()
+    }
+
+    /// Turns BlueFlame on for single-WQE doorbells, safely: where the QP's
+    /// register is its thread domain's own ([`DirectSq::blueflame_dedicated`])
+    /// and has a BlueFlame buffer (`mlx5dv_qp.bf.size` not 0). Else
+    /// [`Error::Unsupported`] naming what is missing, and the view keeps
+    /// plain doorbells.
+    pub fn enable_blueflame(&mut self) -> Result<()> {
+        if let Some(feature) = blueflame_refusal(self.blueflame_dedicated(), self.ring.bf_size_available) {
+            return Err(Error::Unsupported { op: "DirectSq::enable_blueflame", feature });
+        }
+        // SAFETY: the register is the thread domain's alone (libmlx5 gives
+        // each thread domain one of its own), and the thread-domain contract
+        // (`LocalQp` is not `Send`; `LocalQp::as_qp` and
+        // `TdParentDomain::as_parent_domain` are `unsafe` with that promise)
+        // keeps every write to it on one thread at a time: no two copies
+        // into it interleave.
+        unsafe { self.ring.set_blueflame(true) };
+        Ok(())
+    }
+}
+
+/// Why [`DirectSq::enable_blueflame`] refuses: `None` when the QP's
+/// register is its thread domain's own (`dedicated`) and has a BlueFlame
+/// buffer of `bf_size` bytes.
+fn blueflame_refusal(dedicated: bool, bf_size: u32) -> Option<&'static str> {
+    if !dedicated {
+        Some(
+            "a BlueFlame register of the QP's own (create the QP on a TdParentDomain: libmlx5 gives each thread \
+             domain a register of its own)",
+        )
+    } else if bf_size == 0 {
+        Some("BlueFlame on this QP's register (libmlx5 reports a BlueFlame size of 0: a doorbell-only register)")
+    } else {
+        None
     }
 }
 
@@ -280,7 +329,8 @@ impl DirectCq<'_> {
 ///
 /// The view rings plain doorbells; BlueFlame is off, because the register
 /// libmlx5 gave the QP may be shared with other QPs of the context
-/// ([`SqRing::set_blueflame`] turns it on for a dedicated one). WQEs are
+/// ([`DirectSq::enable_blueflame`] turns it on where the register is the
+/// QP's thread domain's own). WQEs are
 /// checked against the QP's granted `max_inline_data` and `max_send_sge`
 /// and the largest WQE they allow ([`SqLimits`]).
 ///
@@ -433,6 +483,16 @@ pub unsafe fn cq_ring_of(out: &ffi::mlx5dv_cq) -> CqRing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// BlueFlame is turned on safely only on a register of the QP's thread
+    /// domain that has a BlueFlame buffer; each refusal names what is missing.
+    #[test]
+    fn blueflame_is_enabled_only_on_a_dedicated_register_with_a_buffer() {
+        assert_eq!(blueflame_refusal(true, 256), None);
+        assert!(blueflame_refusal(false, 256).is_some_and(|m| m.contains("TdParentDomain")));
+        assert!(blueflame_refusal(true, 0).is_some_and(|m| m.contains("size of 0")));
+        assert!(blueflame_refusal(false, 0).is_some_and(|m| m.contains("TdParentDomain")));
+    }
 
     /// The hole's second shape: a view of a compressing CQ that does not
     /// expand reads the title as one CQE and the mini-CQE array after it as
