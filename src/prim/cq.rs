@@ -161,6 +161,7 @@ impl fmt::Debug for Cq {
             .field("device", &self.inner.ctx.name())
             .field("cqe", &self.capacity())
             .field("extended", &!self.inner.ex.is_classic())
+            .field("compression", &self.inner.compression)
             .finish()
     }
 }
@@ -477,11 +478,13 @@ impl Cq {
 impl Cq {
     /// A CQ on `ctx` with room for at least `cqe` completions: set what
     /// differs from a classic CQ (a channel, a completion vector, extended
-    /// fields, a parent domain), then [`CqBuilder::build`].
+    /// fields, a parent domain, the mlx5 options `mlx5_cqe_size`,
+    /// `mlx5_cqe_pad` and `mlx5_compression`), then [`CqBuilder::build`].
     ///
     /// # References
-    /// `ibv_create_cq(3)`, `ibv_create_cq_ex(3)`
+    /// `ibv_create_cq(3)`, `ibv_create_cq_ex(3)`, `mlx5dv_create_cq(3)`
     #[doc(alias = "ibv_create_cq_ex")]
+    #[doc(alias = "mlx5dv_create_cq")]
     pub fn builder(ctx: &Context, cqe: u32) -> CqBuilder<'_> {
         CqBuilder::new(ctx, cqe)
     }
