@@ -22,40 +22,7 @@ pub const COMPRESSED: u8 = 3;
 /// Mini-CQEs in one array (one 64-byte entry).
 pub const PER_ARRAY: u32 = 8;
 
-/// The contents of the mini-CQEs of a compressed session
-/// (`enum mlx5dv_cqe_comp_res_format`): besides the byte count, each mini-CQE
-/// carries one of these.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[doc(alias = "mlx5dv_cqe_comp_res_format")]
-pub enum CqeResFormat {
-    /// `MLX5DV_CQE_RES_FORMAT_HASH`: the RSS hash result (CQE bytes 12-15).
-    Hash,
-    /// `MLX5DV_CQE_RES_FORMAT_CSUM`: the packet checksum (CQE bytes 20-21).
-    Csum,
-    /// `MLX5DV_CQE_RES_FORMAT_CSUM_STRIDX`: checksum and stride index
-    /// (striding RQs; the stride index is the CQE's WQE counter).
-    CsumStridx,
-}
-
-impl CqeResFormat {
-    /// The C value (`MLX5DV_CQE_RES_FORMAT_*`).
-    pub const fn to_raw(self) -> u8 {
-        match self {
-            CqeResFormat::Hash => 1,
-            CqeResFormat::Csum => 2,
-            CqeResFormat::CsumStridx => 4,
-        }
-    }
-
-    /// The C name.
-    pub const fn name(self) -> &'static str {
-        match self {
-            CqeResFormat::Hash => "MLX5DV_CQE_RES_FORMAT_HASH",
-            CqeResFormat::Csum => "MLX5DV_CQE_RES_FORMAT_CSUM",
-            CqeResFormat::CsumStridx => "MLX5DV_CQE_RES_FORMAT_CSUM_STRIDX",
-        }
-    }
-}
+pub use crate::prim::mlx5::CqeResFormat;
 
 /// One mini-CQE (`struct mlx5_mini_cqe8`): four bytes whose meaning the
 /// format decides (RSS hash; or checksum and stride index), then the byte
@@ -120,15 +87,6 @@ pub fn expand(title: &Cqe64, m: &MiniCqe, i: u32, format: Option<CqeResFormat>, 
 #[cfg(all(test, not(rrddmma_mlnx_ofed4)))]
 mod tests {
     use super::*;
-    use crate::bindings as ffi;
-
-    #[test]
-    fn formats_have_the_header_values() {
-        use ffi::mlx5dv_cqe_comp_res_format as F;
-        assert_eq!(u32::from(CqeResFormat::Hash.to_raw()), F::MLX5DV_CQE_RES_FORMAT_HASH.0);
-        assert_eq!(u32::from(CqeResFormat::Csum.to_raw()), F::MLX5DV_CQE_RES_FORMAT_CSUM.0);
-        assert_eq!(u32::from(CqeResFormat::CsumStridx.to_raw()), F::MLX5DV_CQE_RES_FORMAT_CSUM_STRIDX.0);
-    }
 
     #[test]
     fn the_hash_past_a_sessions_first_cqe_is_the_minis_or_none() {

@@ -9,7 +9,8 @@
 //! - [`wqe`]: typed WQE builders, one per opcode (the safe way to post).
 //! - [`cq::CqRing`]: direct CQ polling (owner bit, consumer record) and
 //!   arming; compressed sessions expanded as [`mini`] describes.
-//! - [`comp`]: CQE compression: what the device offers, compressing CQs.
+//! - [`comp`]: CQE compression: what the device offers (compressing CQs
+//!   come from [`CqBuilder::mlx5_compression`](crate::prim::CqBuilder::mlx5_compression)).
 //! - [`obj`]: the views of a real QP and CQ (`mlx5dv_init_obj`).
 //! - [`dc`]: DC transport (targets, initiators, requests to a target), one
 //!   API whether the build links rdma-core or MLNX_OFED 4.x.
@@ -79,32 +80,7 @@ pub(crate) fn require(ctx: &Context, op: &'static str) -> Result<()> {
 
 #[cfg(not(rrddmma_mlnx_ofed4))]
 #[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
-/// The `mlx5dv_context` fields the bindings' struct holds, as a request mask.
-///
-/// `mlx5dv_query_device` takes no size: it fills every field whose bit is set
-/// in `comp_mask`. A newer libmlx5 knows fields past the end of the struct
-/// these bindings were generated from (`MAX_DC_RD_ATOM`, `REG_C0`,
-/// `OOO_RECV_WRS`, ...); asking for their bits would let it write past the
-/// caller's struct. So the mask names exactly the bits whose fields exist
-/// here, the highest being `CRYPTO_OFFLOAD` for the last field, `crypto_caps`.
-pub const QUERY_DEVICE_MASK: u64 = {
-    use ffi::mlx5dv_context_comp_mask as M;
-    let all = M::MLX5DV_CONTEXT_MASK_CQE_COMPRESION.0
-        | M::MLX5DV_CONTEXT_MASK_SWP.0
-        | M::MLX5DV_CONTEXT_MASK_STRIDING_RQ.0
-        | M::MLX5DV_CONTEXT_MASK_TUNNEL_OFFLOADS.0
-        | M::MLX5DV_CONTEXT_MASK_DYN_BFREGS.0
-        | M::MLX5DV_CONTEXT_MASK_CLOCK_INFO_UPDATE.0
-        | M::MLX5DV_CONTEXT_MASK_FLOW_ACTION_FLAGS.0
-        | M::MLX5DV_CONTEXT_MASK_DC_ODP_CAPS.0
-        | M::MLX5DV_CONTEXT_MASK_HCA_CORE_CLOCK.0
-        | M::MLX5DV_CONTEXT_MASK_NUM_LAG_PORTS.0
-        | M::MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD.0
-        | M::MLX5DV_CONTEXT_MASK_DCI_STREAMS.0
-        | M::MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH.0
-        | M::MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD.0;
-    all as u64
-};
+pub use crate::prim::mlx5::QUERY_DEVICE_MASK;
 
 #[cfg(not(rrddmma_mlnx_ofed4))]
 #[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
@@ -113,13 +89,7 @@ pub const QUERY_DEVICE_MASK: u64 = {
 /// says which of them the library filled.
 pub fn query_device(ctx: &Context) -> Result<ffi::mlx5dv_context> {
     require(ctx, "mlx5dv_query_device")?;
-    let mut attr = ffi::mlx5dv_context { comp_mask: QUERY_DEVICE_MASK, ..Default::default() };
-    // SAFETY: an mlx5 context (checked above); `attr` is valid for writes.
-    let rc = unsafe { ffi::mlx5dv_query_device(ctx.as_ptr(), &mut attr) };
-    if rc != 0 {
-        return Err(Error::code("mlx5dv_query_device", rc));
-    }
-    Ok(attr)
+    crate::prim::mlx5::query_device_unchecked(ctx)
 }
 
 #[cfg(not(rrddmma_mlnx_ofed4))]

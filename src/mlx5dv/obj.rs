@@ -221,10 +221,59 @@ impl DirectSq<'_> {
     ///
     /// # Safety
     /// As [`SqRing::set_blueflame`]: with `yes`, the QP's BlueFlame register
-    /// must be its own.
+    /// must be its own. [`DirectSq::enable_blueflame`] is the safe way where
+    /// it is ([`DirectSq::blueflame_dedicated`]).
     pub unsafe fn set_blueflame(&mut self, yes: bool) {
         // SAFETY: forwarded contract.
         unsafe { self.ring.set_blueflame(yes) }
+    }
+
+    /// Whether the QP's BlueFlame register is not shared with QPs that other
+    /// threads may post to: the QP was created on a parent domain with a
+    /// thread domain ([`TdParentDomain`](crate::prim::TdParentDomain)), to
+    /// which libmlx5 gives a register of its own when the thread domain is
+    /// allocated (`mlx5_alloc_td` takes it off the context's free list; every
+    /// QP of that thread domain writes to it, and nothing else does), and
+    /// every object under a thread domain is used by one thread at a time.
+    /// A QP made any other way gets a register libmlx5 may share with other
+    /// QPs of the context.
+    pub fn blueflame_dedicated(&self) -> bool {
+        self.qp.pd().has_thread_domain()
+    }
+
+    /// Turns BlueFlame on for single-WQE doorbells, safely: where the QP's
+    /// register is its thread domain's own ([`DirectSq::blueflame_dedicated`])
+    /// and has a BlueFlame buffer (`mlx5dv_qp.bf.size` not 0). Else
+    /// [`Error::Unsupported`] naming what is missing, and the view keeps
+    /// plain doorbells.
+    pub fn enable_blueflame(&mut self) -> Result<()> {
+        if let Some(feature) = blueflame_refusal(self.blueflame_dedicated(), self.ring.bf_size_available) {
+            return Err(Error::Unsupported { op: "DirectSq::enable_blueflame", feature });
+        }
+        // SAFETY: the register is the thread domain's alone (libmlx5 gives
+        // each thread domain one of its own), and the thread-domain contract
+        // (`LocalQp` is not `Send`; `LocalQp::as_qp` and
+        // `TdParentDomain::as_parent_domain` are `unsafe` with that promise)
+        // keeps every write to it on one thread at a time: no two copies
+        // into it interleave.
+        unsafe { self.ring.set_blueflame(true) };
+        Ok(())
+    }
+}
+
+/// Why [`DirectSq::enable_blueflame`] refuses: `None` when the QP's
+/// register is its thread domain's own (`dedicated`) and has a BlueFlame
+/// buffer of `bf_size` bytes.
+fn blueflame_refusal(dedicated: bool, bf_size: u32) -> Option<&'static str> {
+    if !dedicated {
+        Some(
+            "a BlueFlame register of the QP's own (create the QP on a TdParentDomain: libmlx5 gives each thread \
+             domain a register of its own)",
+        )
+    } else if bf_size == 0 {
+        Some("BlueFlame on this QP's register (libmlx5 reports a BlueFlame size of 0: a doorbell-only register)")
+    } else {
+        None
     }
 }
 
@@ -321,15 +370,6 @@ impl DirectCq<'_> {
     pub fn poll_scattered(&mut self, payload: &mut [u8; 64]) -> Option<(Completion, usize)> {
         self.ring.poll_scattered(payload)
     }
-
-    /// [`CqRing::set_compression`].
-    ///
-    /// # Safety
-    /// As [`CqRing::set_compression`] (libmlx5's CQ buffer is writable).
-    pub unsafe fn set_compression(&mut self, format: Option<super::mini::CqeResFormat>) {
-        // SAFETY: forwarded contract.
-        unsafe { self.ring.set_compression(format) }
-    }
 }
 
 /// The send queue of `qp`, its indices taken from the doorbell record,
@@ -339,7 +379,8 @@ impl DirectCq<'_> {
 ///
 /// The view rings plain doorbells; BlueFlame is off, because the register
 /// libmlx5 gave the QP may be shared with other QPs of the context
-/// ([`SqRing::set_blueflame`] turns it on for a dedicated one). WQEs are
+/// ([`DirectSq::enable_blueflame`] turns it on where the register is the
+/// QP's thread domain's own). WQEs are
 /// checked against the QP's granted `max_inline_data` and `max_send_sge`
 /// and the largest WQE they allow ([`SqLimits`]).
 ///
@@ -396,6 +437,11 @@ pub unsafe fn sq_ring<'q>(qp: &'q Qp, cq: &DirectCq<'_>) -> Result<DirectSq<'q>>
 /// `cq` for direct polling, its consumer index taken from the doorbell
 /// record. [`Error::Unsupported`] on a device that is not mlx5.
 ///
+/// A CQ that compresses its CQEs
+/// ([`CqBuilder::mlx5_compression`](crate::prim::CqBuilder::mlx5_compression))
+/// gets a view that expands its sessions in the CQ's format
+/// ([`CqRing::set_compression`]); no call is needed, and none can turn it off.
+///
 /// # Safety
 /// - While the view lives, the CQ is polled and armed through it only (no
 ///   `Cq::poll`, `Cq::start_poll`, `Cq::wait` or second view, on any thread).
@@ -412,10 +458,27 @@ pub unsafe fn cq_ring(cq: &Cq) -> Result<DirectCq<'_>> {
     if rc != 0 {
         return Err(Error::code("mlx5dv_init_obj", rc));
     }
-    // SAFETY: libmlx5 reports the live CQ's buffer, records and UAR; the view
-    // borrows the CQ, and the caller gives it the CQ alone.
-    let ring = unsafe { cq_ring_of(&out) };
+    // SAFETY: libmlx5 reports the live CQ's buffer (which it allocated
+    // writable), records and UAR; the view borrows the CQ, and the caller
+    // gives it the CQ alone.
+    let ring = unsafe { view_ring(&out, cq.compression()) };
     Ok(DirectCq { ring, cq })
+}
+
+/// The ring of a CQ's view: [`cq_ring_of`], expanding sessions when the CQ
+/// compresses in `compression`.
+///
+/// # Safety
+/// As [`cq_ring_of`], and the buffer writable (as
+/// [`CqRing::set_compression`] asks) when `compression` is set.
+unsafe fn view_ring(out: &ffi::mlx5dv_cq, compression: Option<super::mini::CqeResFormat>) -> CqRing {
+    // SAFETY: forwarded contract.
+    let mut ring = unsafe { cq_ring_of(out) };
+    if compression.is_some() {
+        // SAFETY: forwarded contract (a writable buffer).
+        unsafe { ring.set_compression(compression) };
+    }
+    ring
 }
 
 /// A send-queue ring over what `mlx5dv_init_obj` reported for a QP
@@ -448,7 +511,9 @@ pub unsafe fn sq_ring_of(out: &ffi::mlx5dv_qp, qpn: u32) -> Result<SqRing> {
 /// (`MLX5DV_OBJ_CQ`): buffer, `cqe_cnt`, `cqe_size`, CQN, the UAR and the
 /// doorbell records, whose consumer record (`dbrec[0]`, low 24 bits) is the
 /// consumer index the ring starts at. [`cq_ring`] is this for a [`Cq`];
-/// this is for CQs made elsewhere.
+/// this is for CQs made elsewhere. A CQ made elsewhere that compresses its
+/// CQEs needs [`CqRing::set_compression`] on the ring (`mlx5dv_init_obj`
+/// does not say whether a CQ compresses).
 ///
 /// # Safety
 /// `out` must be what `mlx5dv_init_obj` wrote for a live CQ, with the
@@ -468,6 +533,97 @@ pub unsafe fn cq_ring_of(out: &ffi::mlx5dv_cq) -> CqRing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// BlueFlame is turned on safely only on a register of the QP's thread
+    /// domain that has a BlueFlame buffer; each refusal names what is missing.
+    #[test]
+    fn blueflame_is_enabled_only_on_a_dedicated_register_with_a_buffer() {
+        assert_eq!(blueflame_refusal(true, 256), None);
+        assert!(blueflame_refusal(false, 256).is_some_and(|m| m.contains("TdParentDomain")));
+        assert!(blueflame_refusal(true, 0).is_some_and(|m| m.contains("size of 0")));
+        assert!(blueflame_refusal(false, 0).is_some_and(|m| m.contains("TdParentDomain")));
+    }
+
+    /// The hole's second shape: a view of a compressing CQ that does not
+    /// expand reads the title as one CQE and the mini-CQE array after it as
+    /// another, whose WQE counter is a mini-CQE's byte count, and
+    /// `SqRing::retire` then frees send WQEs the device never ran. The view
+    /// `cq_ring` makes for a compressing CQ expands by itself: eight
+    /// completions free eight WQEs, the ten later ones stay outstanding.
+    #[test]
+    fn compressed_cq_view_expands_by_itself_and_retires_only_what_ran() {
+        use super::super::be::{Be16, Be32};
+        use super::super::cqe::{Cqe64, CqeOpcode};
+        use super::super::mini::{CqeResFormat, MiniCqe};
+        const QPN: u32 = 0x42;
+        let retired_with = |compression: Option<CqeResFormat>| {
+            // A CQ of 16 entries, all still the device's (owner bit 1 on lap 0).
+            let mut cq_buf = vec![[0u64; 8]; 16];
+            for e in cq_buf.iter_mut() {
+                e[7] = 0xf1u64 << 56;
+            }
+            let mut cq_db = [Be32::default(); 2];
+            let mut uar = [0u64; 8];
+            let out = ffi::mlx5dv_cq {
+                buf: cq_buf.as_mut_ptr().cast(),
+                dbrec: cq_db.as_mut_ptr().cast(),
+                cqe_cnt: 16,
+                cqe_size: 64,
+                cq_uar: uar.as_mut_ptr().cast(),
+                cqn: 7,
+                comp_mask: 0,
+            };
+            // SAFETY: host buffers that outlive the ring, written only here
+            // (as the device would) between polls; the buffer is writable.
+            let mut cq = unsafe { view_ring(&out, compression) };
+            let mut sq_buf = vec![[0u64; 8]; 32];
+            let mut sq_db = [Be32::default(); 2];
+            let mut bf = [0u64; 8];
+            // SAFETY: host buffers that outlive the ring; no device reads them.
+            let mut sq = unsafe {
+                SqRing::from_raw(
+                    sq_buf.as_mut_ptr().cast(),
+                    32,
+                    sq_db.as_mut_ptr().add(1),
+                    bf.as_mut_ptr().cast(),
+                    0,
+                    QPN,
+                )
+            };
+            sq.bind_cq(&cq);
+            for _ in 0..18 {
+                sq.nop(CtrlFlags::CQ_UPDATE).finish();
+            }
+            // The device ran WQEs 0-7 and wrote one session of eight
+            // requester CQEs: the title, then the mini-CQE array. The last
+            // mini-CQE's byte count 0x0011_0000 and hash `QPN` read, at the
+            // entry's end, as WQE counter 17, op_own REQ with owner 0, QP `QPN`.
+            let title = Cqe64 {
+                byte_cnt: Be32::new(8),
+                sop_drop_qpn: Be32::new(QPN),
+                wqe_counter: Be16::new(0),
+                op_own: (CqeOpcode::REQ.to_raw() << 4) | (super::super::mini::COMPRESSED << 2),
+                ..Cqe64::default()
+            };
+            let mut minis = [MiniCqe::default(); 8];
+            minis[7] = MiniCqe { info: QPN.to_be_bytes(), byte_cnt: Be32::new(0x0011_0000) };
+            // SAFETY: both are 64 plain bytes.
+            unsafe {
+                cq_buf[0] = std::mem::transmute::<Cqe64, [u64; 8]>(title);
+                cq_buf[1] = std::mem::transmute::<[MiniCqe; 8], [u64; 8]>(minis);
+            }
+            let mut got = [Completion::default(); 16];
+            let n = cq.poll(&mut got);
+            for c in &got[..n] {
+                sq.retire(c);
+            }
+            (n, 32 - sq.available())
+        };
+        // What `cq_ring` gives a CQ made with `CqBuilder::mlx5_compression`.
+        assert_eq!(retired_with(Some(CqeResFormat::Hash)), (8, 10), "eight completions, ten WQEs outstanding");
+        // The hole, as a view of that CQ without expansion saw it.
+        assert_eq!(retired_with(None), (2, 0), "unexpanded: WQEs 8-17 freed though the device never ran them");
+    }
 
     /// The limits a view gets from the QP's granted caps: the caps
     /// themselves, and a largest WQE that holds the longest typed WQE of the

@@ -291,9 +291,12 @@ impl SqRing {
     /// is kept.
     ///
     /// # Safety
-    /// With `yes`, the BlueFlame register must be this QP's alone: libmlx5
-    /// shares registers between QPs of a context unless asked otherwise, and
-    /// two 64-byte copies into one register interleave.
+    /// With `yes`, no copy into the BlueFlame register may run concurrently
+    /// with this ring's: the register is this QP's alone, or shared only
+    /// with QPs whose posting never overlaps this ring's (the QPs of one
+    /// thread domain, used by one thread at a time). libmlx5 shares
+    /// registers between QPs of a context unless asked otherwise, and two
+    /// 64-byte copies into one register interleave.
     pub unsafe fn set_blueflame(&mut self, yes: bool) {
         self.bf_size = if yes { self.bf_size_available } else { 0 };
         self.bf_offset = 0;

@@ -18,9 +18,28 @@ use super::device::Context;
 use super::domain::ParentDomain;
 use super::error::{Error, Result};
 use super::handle::{Destroy, Owned};
+use super::mlx5::{self, CqOptions, CqeResFormat, CqeSize};
 use super::pd::Pd;
 use crate::bindings as ffi;
 use crate::prim::{WcFlags, WcOpcode, WcStatus};
+
+/// The error of a negative `poll_cq` answer; the panic of a CQ that
+/// compresses, whose entry is a `refuse_compressed`.
+#[cold]
+#[inline(never)]
+fn poll_error(rc: std::ffi::c_int) -> Error {
+    let format = [CqeResFormat::Hash, CqeResFormat::Csum, CqeResFormat::CsumStridx]
+        .into_iter()
+        .find(|f| rc == COMPRESSED + std::ffi::c_int::from(f.to_raw()));
+    if let Some(f) = format {
+        panic!(
+            "Cq::poll on a CQ that compresses its CQEs in {}: libibverbs' polling (libmlx5's mlx5_poll_cq) does not \
+             expand compressed sessions; poll it through mlx5dv::obj::cq_ring, which does",
+            f.name()
+        );
+    }
+    Error::poll_failed("ibv_poll_cq")
+}
 
 /// Events acknowledged in one `ibv_ack_cq_events` call (acks take a lock).
 const ACK_BATCH: u32 = 64;
@@ -38,6 +57,9 @@ pub(crate) struct CqInner {
     ctx: Context,
     /// The parent domain the CQ was created on, kept until after its destruction.
     _pd: Option<Pd>,
+    /// The mini-CQE format of a CQ that compresses its CQEs
+    /// ([`CqBuilder::mlx5_compression`]); its `poll_fn` is [`refuse_compressed`].
+    compression: Option<CqeResFormat>,
 }
 
 // SAFETY: the extended view is the same CQ (the provider serialises its
@@ -87,6 +109,46 @@ pub struct Cq {
 /// A provider's `poll_cq` entry.
 type PollFn = unsafe extern "C" fn(*mut ffi::ibv_cq, std::ffi::c_int, *mut ffi::ibv_wc) -> std::ffi::c_int;
 
+/// What a `refuse_compressed` entry returns, plus the format's C value: not
+/// a count nor a provider's error (providers return -1 or a negative errno).
+const COMPRESSED: std::ffi::c_int = std::ffi::c_int::MIN;
+
+/// The `poll_fn` of a CQ that compresses its CQEs in format `F`
+/// ([`CqeResFormat::to_raw`]): libmlx5's `mlx5_poll_cq` does not expand
+/// compressed sessions (it reads a session's mini-CQE arrays as CQEs,
+/// reporting receives that have not completed and writing scattered bytes
+/// where no receive was), so the CQ is never handed to it. [`Cq::poll`]
+/// turns the answer ([`COMPRESSED`] + `F`) into a panic on its error path,
+/// which an ordinary CQ never takes, from the answer alone: polling costs
+/// what it did (the inlined poll keeps nothing across the call).
+unsafe extern "C" fn refuse_compressed<const F: u8>(
+    _: *mut ffi::ibv_cq,
+    _: std::ffi::c_int,
+    _: *mut ffi::ibv_wc,
+) -> std::ffi::c_int {
+    COMPRESSED + std::ffi::c_int::from(F)
+}
+
+/// The entry [`Cq::poll`] calls for the live CQ `cq`: its provider's
+/// `poll_cq`, or [`refuse_compressed`] for a CQ that compresses.
+///
+/// # Safety
+/// `cq` is a live CQ.
+unsafe fn poll_entry(cq: NonNull<ffi::ibv_cq>, compression: Option<CqeResFormat>) -> Result<PollFn> {
+    const HASH: u8 = CqeResFormat::Hash.to_raw();
+    const CSUM: u8 = CqeResFormat::Csum.to_raw();
+    const CSUM_STRIDX: u8 = CqeResFormat::CsumStridx.to_raw();
+    match compression {
+        Some(CqeResFormat::Hash) => return Ok(refuse_compressed::<HASH>),
+        Some(CqeResFormat::Csum) => return Ok(refuse_compressed::<CSUM>),
+        Some(CqeResFormat::CsumStridx) => return Ok(refuse_compressed::<CSUM_STRIDX>),
+        None => {}
+    }
+    // SAFETY: a live CQ points to its live context.
+    unsafe { (*(*cq.as_ptr()).context).ops.poll_cq }
+        .ok_or(Error::Unsupported { op: "ibv_poll_cq", feature: "a poll_cq entry in the provider" })
+}
+
 // SAFETY: `raw` and `poll_fn` are copies out of the shared, thread-safe
 // `CqInner` (see there); the CQ lives as long as `inner`.
 unsafe impl Send for Cq {}
@@ -99,6 +161,7 @@ impl fmt::Debug for Cq {
             .field("device", &self.inner.ctx.name())
             .field("cqe", &self.capacity())
             .field("extended", &!self.inner.ex.is_classic())
+            .field("compression", &self.inner.compression)
             .finish()
     }
 }
@@ -113,6 +176,7 @@ pub struct CqBuilder<'a> {
     wc_flags: Option<WcFlagsEx>,
     single_threaded: bool,
     parent_domain: Option<&'a ParentDomain>,
+    mlx5: CqOptions,
 }
 
 impl<'a> CqBuilder<'a> {
@@ -125,6 +189,7 @@ impl<'a> CqBuilder<'a> {
             wc_flags: None,
             single_threaded: false,
             parent_domain: None,
+            mlx5: CqOptions::default(),
         }
     }
 
@@ -173,6 +238,49 @@ impl<'a> CqBuilder<'a> {
         self
     }
 
+    /// mlx5: CQEs of `size` bytes (`mlx5dv_create_cq` with
+    /// `MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE`; without it libmlx5 reads
+    /// `MLX5_CQE_SIZE` from the environment, else takes 64).
+    /// [`CqBuilder::build`] says [`Error::Unsupported`] naming the option
+    /// off mlx5.
+    #[doc(alias = "MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE")]
+    pub fn mlx5_cqe_size(mut self, size: CqeSize) -> CqBuilder<'a> {
+        self.mlx5.size = Some(size);
+        self
+    }
+
+    /// mlx5: pads each CQE to 128 bytes (`MLX5DV_CQ_INIT_ATTR_FLAGS_CQE_PAD`),
+    /// which needs [`CqeSize::B128`] and the device's
+    /// `MLX5DV_CONTEXT_FLAGS_CQE_128B_PAD`; [`CqBuilder::build`] says
+    /// [`Error::Unsupported`] naming what is missing, or off mlx5.
+    #[doc(alias = "MLX5DV_CQ_INIT_ATTR_FLAGS_CQE_PAD")]
+    pub fn mlx5_cqe_pad(mut self, yes: bool) -> CqBuilder<'a> {
+        self.mlx5.pad = yes;
+        self
+    }
+
+    /// mlx5: lets the device compress CQEs in `format`
+    /// (`MLX5DV_CQ_INIT_ATTR_MASK_COMPRESSED_CQE`): it may write a session
+    /// of mini-CQEs in place of CQEs that differ in a few fields.
+    ///
+    /// Only a direct view expands sessions, so such a CQ is polled through
+    /// `mlx5dv::obj::cq_ring` alone, which expands them by itself:
+    /// [`Cq::poll`] (and everything built on it: [`Cq::poll_one`],
+    /// [`Cq::spin_one`], [`Cq::wait_one`], the async layer) panics on it,
+    /// and it has no extended poller. [`CqBuilder::build`] says
+    /// [`Error::Unsupported`] naming the format where the device does not
+    /// compress in it, or off mlx5.
+    ///
+    /// # Panics
+    /// [`CqBuilder::build`] panics if the CQ is also
+    /// [extended](CqBuilder::extended) (a programming error: its extended
+    /// poller would read sessions through libmlx5).
+    #[doc(alias = "MLX5DV_CQ_INIT_ATTR_MASK_COMPRESSED_CQE")]
+    pub fn mlx5_compression(mut self, format: CqeResFormat) -> CqBuilder<'a> {
+        self.mlx5.compression = Some(format);
+        self
+    }
+
     /// Creates the CQ. Fields or flags the device cannot provide give
     /// [`Error::Unsupported`]; so does an extended CQ on rxe when the
     /// rdma-core release in use cannot be read (its polling pass ends
@@ -185,6 +293,16 @@ impl<'a> CqBuilder<'a> {
     /// A channel serves one CQ at a time: it is free again once that CQ is
     /// destroyed, or when its creation fails.
     pub fn build(self) -> Result<Cq> {
+        if let (Some(f), Some(_)) = (self.mlx5.compression, self.wc_flags) {
+            panic!(
+                "CqBuilder::build: a CQ compressing in {} cannot be extended: libmlx5's extended poller does not \
+                 expand compressed sessions (drop CqBuilder::extended and poll through mlx5dv::obj::cq_ring)",
+                f.name()
+            );
+        }
+        if self.mlx5.any() {
+            mlx5::require(self.ctx, "mlx5dv_create_cq", self.mlx5.first_name())?;
+        }
         if self.parent_domain.is_some_and(|pd| pd.context().as_ptr() != self.ctx.as_ptr()) {
             panic!(
                 "CqBuilder::build: the parent domain belongs to another device context than the CQ \
@@ -212,7 +330,7 @@ impl<'a> CqBuilder<'a> {
     fn create_raw(&self) -> Result<(NonNull<ffi::ibv_cq>, Option<NonNull<ffi::ibv_cq_ex>>, WcFlagsEx)> {
         let channel = self.channel.map_or(ptr::null_mut(), CompChannel::as_ptr);
         Ok(match self.wc_flags {
-            None if self.parent_domain.is_none() => {
+            None if self.parent_domain.is_none() && !self.mlx5.any() => {
                 let cqe =
                     i32::try_from(self.cqe).map_err(|_| Error::Verbs { op: "ibv_create_cq", errno: libc::EINVAL })?;
                 let comp_vector = i32::try_from(self.comp_vector).unwrap_or(i32::MAX);
@@ -244,10 +362,14 @@ impl<'a> CqBuilder<'a> {
                     attr.comp_mask |= ffi::ibv_cq_init_attr_mask::IBV_CQ_INIT_ATTR_MASK_FLAGS.0;
                     attr.flags |= ffi::ibv_create_cq_attr_flags::IBV_CREATE_CQ_ATTR_SINGLE_THREADED.0;
                 }
-                // SAFETY: live context; `attr` is valid for the call.
-                let ex = unsafe { ffi::ibv_create_cq_ex(self.ctx.as_ptr(), &mut attr) };
+                let (ex, op) = if self.mlx5.any() {
+                    (self.create_mlx5(&mut attr)?, "mlx5dv_create_cq")
+                } else {
+                    // SAFETY: live context; `attr` is valid for the call.
+                    (unsafe { ffi::ibv_create_cq_ex(self.ctx.as_ptr(), &mut attr) }, "ibv_create_cq_ex")
+                };
                 let ex = NonNull::new(ex).ok_or_else(|| {
-                    let e = Error::last("ibv_create_cq_ex");
+                    let e = Error::last(op);
                     if self.parent_domain.is_some() {
                         e.lacking("a CQ on a parent domain")
                     } else {
@@ -258,6 +380,29 @@ impl<'a> CqBuilder<'a> {
                 (ex.cast(), wc_flags.map(|_| ex), flags)
             }
         })
+    }
+
+    /// `mlx5dv_create_cq` with the mlx5 options, on an mlx5 context
+    /// (checked by `build`), after the device's caps are checked for
+    /// compression and padding.
+    #[cfg(not(rrddmma_mlnx_ofed4))]
+    fn create_mlx5(&self, attr: &mut ffi::ibv_cq_init_attr_ex) -> Result<*mut ffi::ibv_cq_ex> {
+        if self.mlx5.compression.is_some() || self.mlx5.pad {
+            let dev = mlx5::query_device_unchecked(self.ctx)?;
+            if let Some(f) = self.mlx5.compression {
+                mlx5::check_compression(&dev, f)?;
+            }
+            mlx5::check_padding(&dev, &self.mlx5)?;
+        }
+        let mut dv = self.mlx5.to_raw();
+        // SAFETY: an mlx5 context (checked by `build`); `attr` and `dv` are valid for the call.
+        Ok(unsafe { ffi::mlx5dv_create_cq(self.ctx.as_ptr(), attr, &mut dv) })
+    }
+
+    /// MLNX_OFED 4.x has no `mlx5dv_create_cq` (`build` refused already).
+    #[cfg(rrddmma_mlnx_ofed4)]
+    fn create_mlx5(&self, _: &mut ffi::ibv_cq_init_attr_ex) -> Result<*mut ffi::ibv_cq_ex> {
+        Err(Error::Unsupported { op: "mlx5dv_create_cq", feature: self.mlx5.first_name() })
     }
 
     /// The continuation of `build` after the CQ exists.
@@ -277,6 +422,7 @@ impl<'a> CqBuilder<'a> {
                         next_poll_ends: self.ctx.quirks().rxe_next_poll_ends,
                         ctx: self.ctx.clone(),
                         _pd: self.parent_domain.map(|pd| pd.as_pd().clone()),
+                        compression: self.mlx5.compression,
                     },
                 )
             },
@@ -288,21 +434,22 @@ impl<'a> CqBuilder<'a> {
                 feature: "start_poll, next_poll and end_poll entries in the provider's extended CQ",
             });
         }
-        // SAFETY: a live CQ points to its live context.
-        let poll_fn = unsafe { (*(*cq.as_ptr()).context).ops.poll_cq }
-            .ok_or(Error::Unsupported { op: "ibv_poll_cq", feature: "a poll_cq entry in the provider" })?;
+        // SAFETY: the live CQ just made.
+        let poll_fn = unsafe { poll_entry(cq, self.mlx5.compression) }?;
         Ok(Cq { raw: cq, poll_fn, inner })
     }
 }
 
 impl Cq {
     /// Takes ownership of a CQ created outside [`CqBuilder`] (MLNX_OFED 4.x
-    /// `ibv_exp_create_cq`, mlx5 `mlx5dv_create_cq`); destroyed with
-    /// `ibv_destroy_cq` like any other.
+    /// `ibv_exp_create_cq`); destroyed with `ibv_destroy_cq` like any
+    /// other. The CQ must not compress its CQEs (it is polled through the
+    /// provider).
     ///
     /// # Safety
     /// `cq` must be a live CQ of `ctx` without a completion channel, owned
     /// by nothing else. On error it has been destroyed.
+    #[cfg_attr(not(rrddmma_mlnx_ofed4), allow(dead_code))]
     pub(crate) unsafe fn from_exp(ctx: &Context, cq: NonNull<ffi::ibv_cq>) -> Result<Cq> {
         let inner = Arc::new(
             // SAFETY: just made by its create verb, owned by nothing else.
@@ -317,13 +464,13 @@ impl Cq {
                         next_poll_ends: false,
                         ctx: ctx.clone(),
                         _pd: None,
+                        compression: None,
                     },
                 )
             },
         );
-        // SAFETY: a live CQ points to its live context.
-        let poll_fn = unsafe { (*(*cq.as_ptr()).context).ops.poll_cq }
-            .ok_or(Error::Unsupported { op: "ibv_poll_cq", feature: "a poll_cq entry in the provider" })?;
+        // SAFETY: the live CQ given.
+        let poll_fn = unsafe { poll_entry(cq, None) }?;
         Ok(Cq { raw: cq, poll_fn, inner })
     }
 }
@@ -331,11 +478,13 @@ impl Cq {
 impl Cq {
     /// A CQ on `ctx` with room for at least `cqe` completions: set what
     /// differs from a classic CQ (a channel, a completion vector, extended
-    /// fields, a parent domain), then [`CqBuilder::build`].
+    /// fields, a parent domain, the mlx5 options `mlx5_cqe_size`,
+    /// `mlx5_cqe_pad` and `mlx5_compression`), then [`CqBuilder::build`].
     ///
     /// # References
-    /// `ibv_create_cq(3)`, `ibv_create_cq_ex(3)`
+    /// `ibv_create_cq(3)`, `ibv_create_cq_ex(3)`, `mlx5dv_create_cq(3)`
     #[doc(alias = "ibv_create_cq_ex")]
+    #[doc(alias = "mlx5dv_create_cq")]
     pub fn builder(ctx: &Context, cqe: u32) -> CqBuilder<'_> {
         CqBuilder::new(ctx, cqe)
     }
@@ -359,6 +508,12 @@ impl Cq {
         self.inner.as_ptr()
     }
 
+    /// The mini-CQE format of a CQ that compresses its CQEs
+    /// ([`CqBuilder::mlx5_compression`]), polled through its direct view only.
+    pub fn compression(&self) -> Option<CqeResFormat> {
+        self.inner.compression
+    }
+
     /// The capacity the provider granted.
     pub fn capacity(&self) -> u32 {
         // SAFETY: the CQ is live while `self` is.
@@ -372,6 +527,12 @@ impl Cq {
     /// `i32::MAX` entries: the length is passed as C passes it, truncated to
     /// 32 bits (debug builds assert it fits), which never exceeds the buffer
     /// (a negative count polls nothing).
+    ///
+    /// # Panics
+    /// On a CQ that compresses its CQEs ([`CqBuilder::mlx5_compression`],
+    /// a programming error): libmlx5 would read its compressed sessions as
+    /// CQEs. Poll it through `mlx5dv::obj::cq_ring`. The provider is not
+    /// called.
     #[inline]
     pub fn poll(&self, wc: &mut [Wc]) -> Result<usize> {
         debug_assert!(wc.len() <= i32::MAX as usize, "Cq::poll: at most i32::MAX completions per call");
@@ -381,7 +542,7 @@ impl Cq {
         // calls); `wc` holds at least `n` writable `ibv_wc` (same layout)
         // when `n` is positive, and none are written otherwise.
         let rc = unsafe { (self.poll_fn)(self.raw.as_ptr(), n, wc.as_mut_ptr().cast()) };
-        usize::try_from(rc).map_err(|_| Error::poll_failed("ibv_poll_cq"))
+        usize::try_from(rc).map_err(|_| poll_error(rc))
     }
 
     /// Polls one completion, if there is one. No allocation.
@@ -673,6 +834,93 @@ impl fmt::Debug for Wc {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Calls of [`counting_poll`], the stand-in for the provider's `poll_cq`.
+    static PROVIDER_POLLS: AtomicU32 = AtomicU32::new(0);
+
+    /// A provider's `poll_cq` that reports one completion per call, counted.
+    unsafe extern "C" fn counting_poll(
+        _: *mut ffi::ibv_cq,
+        n: std::ffi::c_int,
+        wc: *mut ffi::ibv_wc,
+    ) -> std::ffi::c_int {
+        PROVIDER_POLLS.fetch_add(1, Ordering::SeqCst);
+        if n < 1 {
+            return 0;
+        }
+        // SAFETY: `Cq::poll` passes room for `n` completions.
+        unsafe { wc.write(ffi::ibv_wc { wr_id: 48, ..Default::default() }) };
+        1
+    }
+
+    /// A `Cq` over a host-made CQ whose context's `poll_cq` is
+    /// [`counting_poll`], made as `CqBuilder::finish` makes one; leaked
+    /// (nothing here can be destroyed through libibverbs).
+    fn host_cq(compression: Option<CqeResFormat>) -> &'static Cq {
+        let ctx: &'static mut ffi::ibv_context = Box::leak(Box::default());
+        ctx.ops.poll_cq = Some(counting_poll);
+        let cq: &'static mut ffi::ibv_cq = Box::leak(Box::default());
+        cq.context = ctx;
+        let raw = NonNull::from(cq);
+        // SAFETY: the host context lives for the test run; it is never closed.
+        let context = unsafe { Context::for_host_tests(NonNull::from(ctx)) };
+        // SAFETY: the host CQ is never destroyed (the `Cq` is leaked).
+        let inner = Arc::new(unsafe {
+            Owned::new(
+                raw,
+                CqInner {
+                    ex: poller::ExCq::classic(),
+                    wc_flags: WcFlagsEx::empty(),
+                    channel: None,
+                    unacked: AtomicU32::new(0),
+                    next_poll_ends: false,
+                    ctx: context,
+                    _pd: None,
+                    compression,
+                },
+            )
+        });
+        // SAFETY: a live (host) CQ.
+        let poll_fn = unsafe { poll_entry(raw, compression) }.unwrap();
+        Box::leak(Box::new(Cq { raw, poll_fn, inner }))
+    }
+
+    /// The hole: libmlx5's `mlx5_poll_cq` reads a compressed session's
+    /// mini-CQE arrays as CQEs (a review saw receive 48 reported complete
+    /// when only 0-7 were). A CQ that compresses never reaches the
+    /// provider's `poll_cq` from `Cq::poll`, nor from anything built on it:
+    /// each panics naming the fix; an ordinary CQ on the same provider polls
+    /// as before.
+    #[test]
+    fn compressed_cq_is_never_polled_through_the_provider() {
+        let plain = host_cq(None);
+        let mut wc = [Wc::default(); 4];
+        let before = PROVIDER_POLLS.load(Ordering::SeqCst);
+        assert_eq!(plain.poll(&mut wc).unwrap(), 1);
+        assert_eq!(wc[0].wr_id(), 48);
+        assert_eq!(PROVIDER_POLLS.load(Ordering::SeqCst), before + 1);
+
+        for format in [CqeResFormat::Hash, CqeResFormat::Csum, CqeResFormat::CsumStridx] {
+            let zipped = host_cq(Some(format));
+            assert_eq!(zipped.compression(), Some(format));
+            let polls = PROVIDER_POLLS.load(Ordering::SeqCst);
+            type Call<'a> = (&'static str, Box<dyn Fn() + 'a>);
+            let calls: [Call<'_>; 5] = [
+                ("poll", Box::new(|| drop(zipped.poll(&mut [Wc::default(); 4])))),
+                ("poll_one", Box::new(|| drop(zipped.poll_one()))),
+                ("spin_one", Box::new(|| drop(zipped.spin_one(Duration::from_millis(1))))),
+                ("wait_one", Box::new(|| drop(zipped.wait_one(Duration::from_millis(1))))),
+                ("start_poll", Box::new(|| drop(zipped.start_poll()))),
+            ];
+            for (what, call) in calls {
+                let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).expect_err(what);
+                let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
+                assert!(msg.contains("mlx5dv::obj::cq_ring"), "{what}: {msg}");
+                assert!(msg.contains(&format!("{}:", format.name())), "{what}: {msg}");
+            }
+            assert_eq!(PROVIDER_POLLS.load(Ordering::SeqCst), polls, "the provider's poll_cq was called");
+        }
+    }
 
     #[test]
     fn completion_fields_decode_any_value() {

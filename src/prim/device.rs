@@ -159,6 +159,21 @@ impl fmt::Debug for Context {
     }
 }
 
+#[cfg(test)]
+impl Context {
+    /// A context over `raw` for host tests of objects that need one; it
+    /// must be leaked (`mem::forget`), never closed.
+    ///
+    /// # Safety
+    /// `raw` is valid for as long as the context and its objects are used.
+    pub(crate) unsafe fn for_host_tests(raw: NonNull<ffi::ibv_context>) -> Context {
+        let inner =
+            ContextInner { name: "host".into(), quirks: Quirks::default(), atomics: false, limits: Limits::default() };
+        // SAFETY: the caller's contract; the context is never destroyed.
+        Context(Arc::new(unsafe { Owned::new(raw, inner) }))
+    }
+}
+
 /// Whether the environment turns off libmlx5's locks (`MLX5_SINGLE_THREADED`
 /// set to a number other than 0, read as libmlx5 reads it with `atoi`).
 fn single_threaded_provider(var: impl Fn(&str) -> Option<String>) -> bool {

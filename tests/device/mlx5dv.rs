@@ -1,7 +1,7 @@
 //! On a device that is not mlx5, every mlx5dv entry point reports Unsupported.
 
 use rrddmma::mlx5dv::{self, dc};
-use rrddmma::prim::{Cq, Error, Pd, QpCaps, Srq};
+use rrddmma::prim::{Cq, CqeSize, Error, Mlx5QpFlags, Pd, Qp, QpCaps, QpType, Srq};
 use rrddmma::wrap::connected_rc_pair;
 
 use crate::common::{open_device, opts};
@@ -29,8 +29,28 @@ fn every_entry_point_is_unsupported_off_mlx5() {
         [mlx5dv::mini::CqeResFormat::Hash, mlx5dv::mini::CqeResFormat::Csum, mlx5dv::mini::CqeResFormat::CsumStridx]
     {
         unsupported(mlx5dv::comp::require_cqe_compression(&ctx, f), f.name());
-        unsupported(mlx5dv::comp::create_cq(&ctx, 64, f), f.name());
+        unsupported(Cq::builder(&ctx, 64).mlx5_compression(f).build(), f.name());
     }
+    // Every mlx5 creation option of the builders, alone and together.
+    for size in [CqeSize::B64, CqeSize::B128] {
+        unsupported(Cq::builder(&ctx, 64).mlx5_cqe_size(size).build(), "CqBuilder::mlx5_cqe_size");
+    }
+    unsupported(Cq::builder(&ctx, 64).mlx5_cqe_pad(true).build(), "CqBuilder::mlx5_cqe_pad");
+    unsupported(
+        Cq::builder(&ctx, 64).mlx5_cqe_size(CqeSize::B128).mlx5_cqe_pad(true).build(),
+        "CqBuilder::mlx5_cqe_size + mlx5_cqe_pad",
+    );
+    let named = |r: rrddmma::prim::Result<Cq>, what: &str, name: &str| match r {
+        Err(e @ Error::Unsupported { .. }) => assert!(e.to_string().contains(name), "{what}: {e}"),
+        other => panic!("{what}: expected Unsupported, got {other:?}"),
+    };
+    named(Cq::builder(&ctx, 64).mlx5_cqe_pad(true).build(), "CQE padding", "CQE_PAD");
+    named(
+        Cq::builder(&ctx, 64).mlx5_compression(mlx5dv::mini::CqeResFormat::Csum).build(),
+        "compression",
+        "MLX5DV_CQE_RES_FORMAT_CSUM",
+    );
+    named(Cq::builder(&ctx, 64).mlx5_cqe_size(CqeSize::B128).build(), "CQE size", "CQE_SIZE");
     let pd = Pd::alloc(&ctx).unwrap();
     let cq = Cq::create(&ctx, 8).unwrap();
     let (qa, _qb) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 1, &opts(&ctx)).unwrap();
@@ -65,6 +85,18 @@ fn every_entry_point_is_unsupported_off_mlx5() {
             other => panic!("DCI streams: expected Unsupported, got {other:?}"),
         }
     }
+    for ty in [QpType::RC, QpType::UD] {
+        for flags in [Mlx5QpFlags::ALLOW_SCATTER_TO_CQE, Mlx5QpFlags::DISABLE_SCATTER_TO_CQE, Mlx5QpFlags::empty()] {
+            let r = Qp::builder(&pd, ty, &cq, &cq).mlx5_create_flags(flags).build();
+            match r {
+                Err(e @ Error::Unsupported { .. }) => assert!(e.to_string().contains("mlx5_create_flags"), "{e}"),
+                other => panic!("{ty:?} {flags:?}: expected Unsupported, got {other:?}"),
+            }
+        }
+    }
+    // The clock of the direct path.
+    unsupported(mlx5dv::clock::Clock::new(&ctx), "Clock::new");
+
     // The QP is untouched and still usable through verbs.
     assert_eq!(qa.query_state().unwrap(), QpState::RTS);
 }

@@ -185,7 +185,10 @@ impl Cq {
     /// from the same thread before the first ends deadlocks.
     ///
     /// # Panics
-    /// If the CQ was not created extended ([`super::CqBuilder::extended`]).
+    /// If the CQ was not created extended ([`super::CqBuilder::extended`]);
+    /// a CQ that compresses its CQEs never is
+    /// ([`super::CqBuilder::mlx5_compression`]: poll it through
+    /// `mlx5dv::obj::cq_ring`).
     #[inline]
     pub fn start_poll(&self) -> Result<Option<Poller<'_>>> {
         let ex = self.inner.ex;
@@ -195,7 +198,7 @@ impl Cq {
         match unsafe { ex.start(&mut attr) } {
             0 => Ok(Some(Poller { cq: self, ex })),
             libc::ENOENT => Ok(None),
-            _ if ex.is_classic() => not_extended(),
+            _ if ex.is_classic() => not_extended(self.compression()),
             rc if rc < 0 => Err(Error::poll_failed("ibv_start_poll")),
             rc => Err(Error::code("ibv_start_poll", rc)),
         }
@@ -210,7 +213,14 @@ impl Cq {
 /// The panic of [`Cq::start_poll`] on a classic CQ.
 #[cold]
 #[inline(never)]
-fn not_extended() -> ! {
+fn not_extended(compression: Option<super::CqeResFormat>) -> ! {
+    if let Some(f) = compression {
+        panic!(
+            "start_poll on a CQ that compresses its CQEs in {}: libmlx5 does not expand compressed sessions; poll it \
+             through mlx5dv::obj::cq_ring",
+            f.name()
+        );
+    }
     panic!("start_poll on a classic CQ: create it with CqBuilder::extended")
 }
 

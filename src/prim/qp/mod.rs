@@ -20,10 +20,12 @@ pub use ex::{BatchQp, SendOps, WrBatch};
 pub use state::{Refusal, Rule};
 
 use super::cq::Cq;
+use super::device::Context;
 use super::dm::Xrcd;
 use super::error::{Error, Result};
 use super::gid::Gid;
 use super::handle::{Destroy, Owned};
+use super::mlx5::{self, Mlx5QpFlags};
 use super::pd::Pd;
 use super::quirks::{siw_post_send, Quirks};
 use super::srq::Srq;
@@ -120,6 +122,7 @@ pub struct QpBuilder<'a> {
     sig_all: bool,
     send_ops: Option<SendOps>,
     xrcd: Option<&'a Xrcd>,
+    mlx5_flags: Option<Mlx5QpFlags>,
 }
 
 impl<'a> QpBuilder<'a> {
@@ -134,6 +137,7 @@ impl<'a> QpBuilder<'a> {
             sig_all: false,
             send_ops: None,
             xrcd: None,
+            mlx5_flags: None,
         }
     }
 
@@ -171,6 +175,20 @@ impl<'a> QpBuilder<'a> {
         self
     }
 
+    /// mlx5: creates the QP through `mlx5dv_create_qp` with `flags`
+    /// (`MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS`): scatter-to-CQE allowed
+    /// ([`Mlx5QpFlags::ALLOW_SCATTER_TO_CQE`]) or disabled
+    /// ([`Mlx5QpFlags::DISABLE_SCATTER_TO_CQE`]), and the other create
+    /// flags. [`QpBuilder::build`] says [`Error::Unsupported`] naming the
+    /// option off mlx5 (decided before any libmlx5 call); flags the device or
+    /// the QP type cannot take are libmlx5's `EINVAL`/`EOPNOTSUPP`.
+    #[doc(alias = "mlx5dv_create_qp")]
+    #[doc(alias = "MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS")]
+    pub fn mlx5_create_flags(mut self, flags: Mlx5QpFlags) -> QpBuilder<'a> {
+        self.mlx5_flags = Some(flags);
+        self
+    }
+
     /// Checks the capacities against the device's limits, then creates the QP.
     ///
     /// # Panics
@@ -197,6 +215,13 @@ impl<'a> QpBuilder<'a> {
         }
         if self.xrcd.is_some_and(|x| x.context().as_ptr() != ctx) {
             foreign("XRC domain");
+        }
+        if self.mlx5_flags.is_some() {
+            mlx5::require(
+                self.pd.context(),
+                "mlx5dv_create_qp",
+                "mlx5 QP create flags (QpBuilder::mlx5_create_flags, an mlx5 option)",
+            )?;
         }
         let dev = self.pd.context().limits();
         let limit = |v: i32| u32::try_from(v).unwrap_or(0);
@@ -260,10 +285,13 @@ impl<'a> QpBuilder<'a> {
             attr.send_ops_flags = ops.bits();
         }
         let ctx = self.pd.context();
-        // SAFETY: live PD, CQs and SRQ of the same context (checked above); `attr` is valid.
-        let qp = unsafe { ffi::ibv_create_qp_ex(ctx.as_ptr(), &mut attr) };
-        let extended = self.send_ops.is_some() || self.xrcd.is_some();
-        let op = if extended { "ibv_create_qp_ex" } else { "ibv_create_qp" };
+        let (qp, op) = match self.mlx5_flags {
+            Some(flags) => (create_mlx5(ctx, &mut attr, flags)?, "mlx5dv_create_qp"),
+            // SAFETY: live PD, CQs and SRQ of the same context (checked above); `attr` is valid.
+            None => (unsafe { ffi::ibv_create_qp_ex(ctx.as_ptr(), &mut attr) }, "ibv_create_qp_ex"),
+        };
+        let extended = self.send_ops.is_some() || self.xrcd.is_some() || self.mlx5_flags.is_some();
+        let op = if extended { op } else { "ibv_create_qp" };
         let qp = NonNull::new(qp).ok_or_else(|| crate::prim::flush::refused(Error::last(op), self.send_ops))?;
         // SAFETY: made by the create verb above, owned by nothing else.
         let (post_send_fn, post_recv_fn, ex) = unsafe { adopt(qp, self.send_ops, ctx.quirks(), op) }?;
@@ -288,6 +316,25 @@ impl<'a> QpBuilder<'a> {
             _xrcd: self.xrcd.cloned(),
         })
     }
+}
+
+/// `mlx5dv_create_qp` with `flags`, on an mlx5 context (checked by `build`).
+#[cfg(not(rrddmma_mlnx_ofed4))]
+fn create_mlx5(ctx: &Context, attr: &mut ffi::ibv_qp_init_attr_ex, flags: Mlx5QpFlags) -> Result<*mut ffi::ibv_qp> {
+    let mut dv = ffi::mlx5dv_qp_init_attr {
+        comp_mask: u64::from(ffi::mlx5dv_qp_init_attr_mask::MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS.0),
+        create_flags: flags.bits(),
+        ..Default::default()
+    };
+    // SAFETY: an mlx5 context (checked by `build`) with the live PD, CQs and
+    // SRQ `attr` names; `attr` and `dv` are valid for the call.
+    Ok(unsafe { ffi::mlx5dv_create_qp(ctx.as_ptr(), attr, &mut dv) })
+}
+
+/// MLNX_OFED 4.x has no `mlx5dv_create_qp` (`build` refused already).
+#[cfg(rrddmma_mlnx_ofed4)]
+fn create_mlx5(_: &Context, _: &mut ffi::ibv_qp_init_attr_ex, _: Mlx5QpFlags) -> Result<*mut ffi::ibv_qp> {
+    Err(Error::Unsupported { op: "mlx5dv_create_qp", feature: "mlx5 QP create flags with MLNX_OFED 4.x" })
 }
 
 type PostSendFn = unsafe extern "C" fn(*mut ffi::ibv_qp, *mut ffi::ibv_send_wr, *mut *mut ffi::ibv_send_wr) -> i32;

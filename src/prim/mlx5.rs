@@ -1,0 +1,292 @@
+//! mlx5 creation options of [`CqBuilder`](super::CqBuilder) and
+//! [`QpBuilder`](super::QpBuilder): asked for, they make the builder create
+//! through libmlx5 (`mlx5dv_create_cq`, `mlx5dv_create_qp`). Off mlx5 the
+//! build is [`Error::Unsupported`] naming the option, decided by
+//! `mlx5dv_is_supported` before any other libmlx5 call.
+//!
+//! The direct-verbs layer ([`crate::mlx5dv`]) builds on what is here: a CQ
+//! made with [`CqeResFormat`] compresses its CQEs, which only its direct
+//! view (`mlx5dv::obj::cq_ring`) can read.
+
+use super::cvalue::c_type;
+use super::device::Context;
+use super::error::{Error, Result};
+use crate::bindings as ffi;
+
+/// The contents of the mini-CQEs of a compressed session
+/// (`enum mlx5dv_cqe_comp_res_format`): besides the byte count, each mini-CQE
+/// carries one of these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[doc(alias = "mlx5dv_cqe_comp_res_format")]
+pub enum CqeResFormat {
+    /// `MLX5DV_CQE_RES_FORMAT_HASH`: the RSS hash result (CQE bytes 12-15).
+    Hash,
+    /// `MLX5DV_CQE_RES_FORMAT_CSUM`: the packet checksum (CQE bytes 20-21).
+    Csum,
+    /// `MLX5DV_CQE_RES_FORMAT_CSUM_STRIDX`: checksum and stride index
+    /// (striding RQs; the stride index is the CQE's WQE counter).
+    CsumStridx,
+}
+
+impl CqeResFormat {
+    /// The C value (`MLX5DV_CQE_RES_FORMAT_*`).
+    pub const fn to_raw(self) -> u8 {
+        match self {
+            CqeResFormat::Hash => 1,
+            CqeResFormat::Csum => 2,
+            CqeResFormat::CsumStridx => 4,
+        }
+    }
+
+    /// The C name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            CqeResFormat::Hash => "MLX5DV_CQE_RES_FORMAT_HASH",
+            CqeResFormat::Csum => "MLX5DV_CQE_RES_FORMAT_CSUM",
+            CqeResFormat::CsumStridx => "MLX5DV_CQE_RES_FORMAT_CSUM_STRIDX",
+        }
+    }
+}
+
+/// The size of a CQ's entries (`mlx5dv_cq_init_attr::cqe_size`); without
+/// [`CqBuilder::mlx5_cqe_size`](super::CqBuilder::mlx5_cqe_size) libmlx5
+/// takes `MLX5_CQE_SIZE` from the environment, else 64.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CqeSize {
+    /// 64-byte CQEs.
+    B64,
+    /// 128-byte CQEs (a receive payload of up to 64 bytes can be scattered
+    /// into the CQE's second half).
+    B128,
+}
+
+impl CqeSize {
+    /// Bytes.
+    pub const fn bytes(self) -> u16 {
+        match self {
+            CqeSize::B64 => 64,
+            CqeSize::B128 => 128,
+        }
+    }
+}
+
+/// The mlx5 options of a CQ being built.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct CqOptions {
+    pub(crate) size: Option<CqeSize>,
+    pub(crate) pad: bool,
+    pub(crate) compression: Option<CqeResFormat>,
+}
+
+impl CqOptions {
+    /// Whether any option asks for `mlx5dv_create_cq`.
+    pub(crate) fn any(&self) -> bool {
+        self.size.is_some() || self.pad || self.compression.is_some()
+    }
+
+    /// The first option asked for, named for an `Unsupported` off mlx5.
+    pub(crate) fn first_name(&self) -> &'static str {
+        if let Some(f) = self.compression {
+            match f {
+                CqeResFormat::Hash => "CQE compression in format MLX5DV_CQE_RES_FORMAT_HASH (an mlx5 option)",
+                CqeResFormat::Csum => "CQE compression in format MLX5DV_CQE_RES_FORMAT_CSUM (an mlx5 option)",
+                CqeResFormat::CsumStridx => {
+                    "CQE compression in format MLX5DV_CQE_RES_FORMAT_CSUM_STRIDX (an mlx5 option)"
+                }
+            }
+        } else if self.pad {
+            "CQE padding MLX5DV_CQ_INIT_ATTR_FLAGS_CQE_PAD (an mlx5 option)"
+        } else {
+            "a CQE size MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE (an mlx5 option)"
+        }
+    }
+
+    /// `mlx5dv_cq_init_attr` for these options.
+    #[cfg_attr(rrddmma_mlnx_ofed4, allow(dead_code))]
+    pub(crate) fn to_raw(self) -> ffi::mlx5dv_cq_init_attr {
+        use ffi::mlx5dv_cq_init_attr_mask as M;
+        let mut dv = ffi::mlx5dv_cq_init_attr::default();
+        if let Some(s) = self.size {
+            dv.comp_mask |= u64::from(M::MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE.0);
+            dv.cqe_size = s.bytes();
+        }
+        if self.pad {
+            dv.comp_mask |= u64::from(M::MLX5DV_CQ_INIT_ATTR_MASK_FLAGS.0);
+            dv.flags |= ffi::mlx5dv_cq_init_attr_flags::MLX5DV_CQ_INIT_ATTR_FLAGS_CQE_PAD.0;
+        }
+        if let Some(f) = self.compression {
+            dv.comp_mask |= u64::from(M::MLX5DV_CQ_INIT_ATTR_MASK_COMPRESSED_CQE.0);
+            dv.cqe_comp_res_format = f.to_raw();
+        }
+        dv
+    }
+}
+
+c_type! {
+    /// mlx5 QP creation flags (`enum mlx5dv_qp_create_flags`), given to
+    /// `mlx5dv_create_qp` with `MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS`
+    /// ([`QpBuilder::mlx5_create_flags`](super::QpBuilder::mlx5_create_flags)).
+    /// `DISABLE_SCATTER_TO_CQE`: payloads are never scattered into CQEs;
+    /// `ALLOW_SCATTER_TO_CQE`: requester completions of small READs and
+    /// atomics may carry their data in the CQE also when the QP does not
+    /// signal every request.
+    #[doc(alias = "mlx5dv_qp_create_flags")]
+    pub flags Mlx5QpFlags: u32, from enum ffi::mlx5dv_qp_create_flags {
+        TUNNEL_OFFLOADS = MLX5DV_QP_CREATE_TUNNEL_OFFLOADS "MLX5DV_QP_CREATE_TUNNEL_OFFLOADS",
+        TIR_ALLOW_SELF_LOOPBACK_UC = MLX5DV_QP_CREATE_TIR_ALLOW_SELF_LOOPBACK_UC "MLX5DV_QP_CREATE_TIR_ALLOW_SELF_LOOPBACK_UC",
+        TIR_ALLOW_SELF_LOOPBACK_MC = MLX5DV_QP_CREATE_TIR_ALLOW_SELF_LOOPBACK_MC "MLX5DV_QP_CREATE_TIR_ALLOW_SELF_LOOPBACK_MC",
+        DISABLE_SCATTER_TO_CQE = MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE "MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE",
+        ALLOW_SCATTER_TO_CQE = MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE "MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE",
+        PACKET_BASED_CREDIT_MODE = MLX5DV_QP_CREATE_PACKET_BASED_CREDIT_MODE "MLX5DV_QP_CREATE_PACKET_BASED_CREDIT_MODE",
+        SIG_PIPELINING = MLX5DV_QP_CREATE_SIG_PIPELINING "MLX5DV_QP_CREATE_SIG_PIPELINING",
+    }
+}
+
+/// `Err(Unsupported)` naming `feature` unless `ctx` is an mlx5 device
+/// (`mlx5dv_is_supported`, the first libmlx5 call of every mlx5 path).
+pub(crate) fn require(ctx: &Context, op: &'static str, feature: &'static str) -> Result<()> {
+    #[cfg(not(rrddmma_mlnx_ofed4))]
+    // SAFETY: a live context points to its device.
+    if unsafe { ffi::mlx5dv_is_supported((*ctx.as_ptr()).device) } {
+        return Ok(());
+    }
+    #[cfg(rrddmma_mlnx_ofed4)]
+    let _ = ctx;
+    Err(Error::Unsupported { op, feature })
+}
+
+/// The `mlx5dv_context` fields the bindings' struct holds, as a request mask.
+///
+/// `mlx5dv_query_device` takes no size: it fills every field whose bit is set
+/// in `comp_mask`. A newer libmlx5 knows fields past the end of the struct
+/// these bindings were generated from (`MAX_DC_RD_ATOM`, `REG_C0`,
+/// `OOO_RECV_WRS`, ...); asking for their bits would let it write past the
+/// caller's struct. So the mask names exactly the bits whose fields exist
+/// here, the highest being `CRYPTO_OFFLOAD` for the last field, `crypto_caps`.
+#[cfg(not(rrddmma_mlnx_ofed4))]
+pub const QUERY_DEVICE_MASK: u64 = {
+    use ffi::mlx5dv_context_comp_mask as M;
+    let all = M::MLX5DV_CONTEXT_MASK_CQE_COMPRESION.0
+        | M::MLX5DV_CONTEXT_MASK_SWP.0
+        | M::MLX5DV_CONTEXT_MASK_STRIDING_RQ.0
+        | M::MLX5DV_CONTEXT_MASK_TUNNEL_OFFLOADS.0
+        | M::MLX5DV_CONTEXT_MASK_DYN_BFREGS.0
+        | M::MLX5DV_CONTEXT_MASK_CLOCK_INFO_UPDATE.0
+        | M::MLX5DV_CONTEXT_MASK_FLOW_ACTION_FLAGS.0
+        | M::MLX5DV_CONTEXT_MASK_DC_ODP_CAPS.0
+        | M::MLX5DV_CONTEXT_MASK_HCA_CORE_CLOCK.0
+        | M::MLX5DV_CONTEXT_MASK_NUM_LAG_PORTS.0
+        | M::MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD.0
+        | M::MLX5DV_CONTEXT_MASK_DCI_STREAMS.0
+        | M::MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH.0
+        | M::MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD.0;
+    all as u64
+};
+
+/// `mlx5dv_query_device` asking for every field the bindings hold, on a
+/// context already known to be mlx5.
+#[cfg(not(rrddmma_mlnx_ofed4))]
+pub(crate) fn query_device_unchecked(ctx: &Context) -> Result<ffi::mlx5dv_context> {
+    let mut attr = ffi::mlx5dv_context { comp_mask: QUERY_DEVICE_MASK, ..Default::default() };
+    // SAFETY: an mlx5 context (the caller's check); `attr` is valid for writes.
+    let rc = unsafe { ffi::mlx5dv_query_device(ctx.as_ptr(), &mut attr) };
+    if rc != 0 {
+        return Err(Error::code("mlx5dv_query_device", rc));
+    }
+    Ok(attr)
+}
+
+/// `Ok` when a CQ of `ctx` (an mlx5 context) may compress its CQEs in
+/// format `f`, else [`Error::Unsupported`] naming the format (where
+/// libmlx5's `mlx5dv_create_cq` fails with a bare `EINVAL`).
+#[cfg(not(rrddmma_mlnx_ofed4))]
+pub(crate) fn check_compression(attr: &ffi::mlx5dv_context, f: CqeResFormat) -> Result<()> {
+    let mask = u64::from(ffi::mlx5dv_context_comp_mask::MLX5DV_CONTEXT_MASK_CQE_COMPRESION.0);
+    let caps = attr.cqe_comp_caps;
+    if attr.comp_mask & mask != 0 && caps.max_num > 0 && caps.supported_format & u32::from(f.to_raw()) != 0 {
+        return Ok(());
+    }
+    Err(Error::Unsupported {
+        op: "mlx5dv_create_cq (cqe_comp_res_format)",
+        feature: match f {
+            CqeResFormat::Hash => "CQE compression in format MLX5DV_CQE_RES_FORMAT_HASH on this device",
+            CqeResFormat::Csum => "CQE compression in format MLX5DV_CQE_RES_FORMAT_CSUM on this device",
+            CqeResFormat::CsumStridx => "CQE compression in format MLX5DV_CQE_RES_FORMAT_CSUM_STRIDX on this device",
+        },
+    })
+}
+
+/// `Ok` when CQEs of `opts` can be padded on this device: 128-byte CQEs and
+/// `MLX5DV_CONTEXT_FLAGS_CQE_128B_PAD` (libmlx5 says a bare `EINVAL`).
+#[cfg(not(rrddmma_mlnx_ofed4))]
+pub(crate) fn check_padding(attr: &ffi::mlx5dv_context, opts: &CqOptions) -> Result<()> {
+    if !opts.pad {
+        return Ok(());
+    }
+    if opts.size != Some(CqeSize::B128) {
+        return Err(Error::Unsupported {
+            op: "mlx5dv_create_cq (MLX5DV_CQ_INIT_ATTR_FLAGS_CQE_PAD)",
+            feature: "CQE padding of CQEs other than 128 bytes (ask for CqeSize::B128 too)",
+        });
+    }
+    let pad = u64::from(ffi::mlx5dv_context_flags::MLX5DV_CONTEXT_FLAGS_CQE_128B_PAD.0);
+    if attr.flags & pad == 0 {
+        return Err(Error::Unsupported {
+            op: "mlx5dv_create_cq (MLX5DV_CQ_INIT_ATTR_FLAGS_CQE_PAD)",
+            feature: "128-byte CQE padding on this device (MLX5DV_CONTEXT_FLAGS_CQE_128B_PAD is not set)",
+        });
+    }
+    Ok(())
+}
+
+#[cfg(all(test, not(rrddmma_mlnx_ofed4)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_have_the_header_values() {
+        use ffi::mlx5dv_cqe_comp_res_format as F;
+        assert_eq!(u32::from(CqeResFormat::Hash.to_raw()), F::MLX5DV_CQE_RES_FORMAT_HASH.0);
+        assert_eq!(u32::from(CqeResFormat::Csum.to_raw()), F::MLX5DV_CQE_RES_FORMAT_CSUM.0);
+        assert_eq!(u32::from(CqeResFormat::CsumStridx.to_raw()), F::MLX5DV_CQE_RES_FORMAT_CSUM_STRIDX.0);
+    }
+
+    /// The attribute given to `mlx5dv_create_cq` names exactly the options asked for.
+    #[test]
+    fn cq_options_set_their_mask_bits_and_fields() {
+        use ffi::mlx5dv_cq_init_attr_mask as M;
+        let none = CqOptions::default();
+        assert!(!none.any());
+        assert_eq!(none.to_raw().comp_mask, 0);
+        let all = CqOptions { size: Some(CqeSize::B128), pad: true, compression: Some(CqeResFormat::Csum) };
+        let raw = all.to_raw();
+        let mask = M::MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE.0
+            | M::MLX5DV_CQ_INIT_ATTR_MASK_FLAGS.0
+            | M::MLX5DV_CQ_INIT_ATTR_MASK_COMPRESSED_CQE.0;
+        assert_eq!(raw.comp_mask, u64::from(mask));
+        assert_eq!((raw.cqe_size, raw.flags, raw.cqe_comp_res_format), (128, 1, 2));
+        let size = CqOptions { size: Some(CqeSize::B64), ..CqOptions::default() }.to_raw();
+        assert_eq!((size.comp_mask, size.cqe_size), (u64::from(M::MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE.0), 64));
+        assert!(all.first_name().contains("MLX5DV_CQE_RES_FORMAT_CSUM"));
+    }
+
+    /// Padding needs 128-byte CQEs and the device's flag; compression the
+    /// device's format bit and a session size.
+    #[test]
+    fn device_checks_name_what_is_missing() {
+        let mut attr = ffi::mlx5dv_context::default();
+        let pad = CqOptions { pad: true, ..CqOptions::default() };
+        assert!(check_padding(&attr, &pad).unwrap_err().to_string().contains("CqeSize::B128"));
+        let pad = CqOptions { size: Some(CqeSize::B128), ..pad };
+        assert!(check_padding(&attr, &pad).unwrap_err().to_string().contains("CQE_128B_PAD"));
+        attr.flags = u64::from(ffi::mlx5dv_context_flags::MLX5DV_CONTEXT_FLAGS_CQE_128B_PAD.0);
+        assert!(check_padding(&attr, &pad).is_ok());
+        assert!(check_compression(&attr, CqeResFormat::Hash).is_err());
+        attr.comp_mask = u64::from(ffi::mlx5dv_context_comp_mask::MLX5DV_CONTEXT_MASK_CQE_COMPRESION.0);
+        attr.cqe_comp_caps.max_num = 64;
+        attr.cqe_comp_caps.supported_format = 2;
+        assert!(check_compression(&attr, CqeResFormat::Csum).is_ok());
+        let e = check_compression(&attr, CqeResFormat::Hash).unwrap_err().to_string();
+        assert!(e.contains("MLX5DV_CQE_RES_FORMAT_HASH"), "{e}");
+    }
+}
