@@ -22,7 +22,6 @@
 //! call on an id, every event read and every accessor runs under the
 //! channel's lock. See `docs/cm.md`.
 
-use std::ffi::CStr;
 use std::fmt;
 use std::mem;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
@@ -244,6 +243,13 @@ unsafe fn from_sockaddr(sa: *const cmffi::sockaddr) -> Option<SocketAddr> {
         }
         _ => None,
     }
+}
+
+/// The string in a fixed-size C character array: up to its first NUL, or
+/// the whole array when it has none (never read past its end).
+fn c_array_str(raw: &[core::ffi::c_char]) -> String {
+    let bytes: Vec<u8> = raw.iter().map(|c| *c as u8).take_while(|b| *b != 0).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// Private data's length for the CM message, which carries at most `max`
@@ -542,9 +548,21 @@ impl CmId {
             if verbs.is_null() {
                 return None;
             }
-            // SAFETY: live context; its device name is a C string it owns.
-            let name = unsafe { CStr::from_ptr(ffi::ibv_get_device_name((*verbs).device)) };
-            Some(name.to_string_lossy().into_owned())
+            // SAFETY: live context, whose `device` librdmacm's libibverbs
+            // set at open and keeps while the context lives.
+            let dev = unsafe { (*verbs).device };
+            if dev.is_null() {
+                return None;
+            }
+            // The name is read from the device itself, which is what
+            // `ibv_get_device_name` returns: the context is librdmacm's,
+            // opened by the libibverbs librdmacm loaded, which under the
+            // `dlopen` linkage need not be the one this crate loaded (that
+            // one may be absent, its function then returning null).
+            // SAFETY: live device; `name` is an array inside it, read by
+            // value.
+            let raw = unsafe { ptr::addr_of!((*dev).name).read() };
+            Some(c_array_str(&raw))
         })
     }
 
@@ -740,6 +758,20 @@ mod tests {
         for rx in waiting {
             assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), (None, None, None, 0));
         }
+    }
+
+    /// A1: the device name is read from the device's own array, bounded
+    /// by it whether or not it holds a NUL.
+    #[test]
+    fn a1_device_name_array_read_within_its_bounds() {
+        let mut raw = [0 as core::ffi::c_char; 8];
+        for (d, s) in raw.iter_mut().zip(b"rxe0") {
+            *d = *s as core::ffi::c_char;
+        }
+        assert_eq!(c_array_str(&raw), "rxe0");
+        let full = [b'm' as core::ffi::c_char; 8];
+        assert_eq!(c_array_str(&full), "mmmmmmmm");
+        assert_eq!(c_array_str(&[0; 4]), "");
     }
 
     /// Arguments the program wrote are checked before any call, and a bad
