@@ -688,9 +688,9 @@ fn a1_device_name_and_connect_under_an_absent_libibverbs() {
         assert!(!name.is_empty(), "the device name is read from the device");
         let (_l, addr) = listener();
         match connect_rc_cm(addr, &CmOpts::default()) {
-            Err(Error::Load { error, .. }) => {
-                assert_eq!(error.library, "libibverbs-absent.so.1", "the error names the override");
-                println!("a1 child: device {name}; connect_rc_cm: {error}");
+            // `Error::Load` exists on the dlopen linkage only: matched by its words.
+            Err(e) if format!("{e:?}").starts_with("Load") && e.to_string().contains("libibverbs-absent.so.1") => {
+                println!("a1 child: device {name}; connect_rc_cm: {e}");
             }
             other => panic!("connect_rc_cm with libibverbs absent: expected Error::Load, got {other:?}"),
         }
