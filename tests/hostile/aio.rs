@@ -932,7 +932,12 @@ async fn c2_send_remote_mr_behind_an_rnr_naked_send_ends_at_peer_timeout() {
     );
     let took = t.elapsed();
     let r = r.expect("send_remote_mr ended within 15 s");
-    assert!(matches!(r, Err(Error::Timeout { after, .. }) if after == bound), "{r:?}");
+    assert!(
+        matches!(r, Err(Error::Timeout { after, .. }) if after == bound),
+        "{r:?} after {took:?}; in flight {}, the SEND finished: {}",
+        victim.in_flight(),
+        stuck.is_finished()
+    );
     assert!(took >= bound && took < bound + Duration::from_secs(3), "ended after {took:?}, bound {bound:?}");
     assert!(victim.closed_reason().is_none(), "the peer acknowledges keepalives: the endpoint stays open");
     assert!(!stuck.is_finished(), "the SEND is still held up by the peer");

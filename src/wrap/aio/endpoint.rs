@@ -720,6 +720,12 @@ impl RcEndpoint {
         self.shared.closing.load(Ordering::Acquire).then(|| self.shared.close_error())
     }
 
+    /// The data and control QPs (for the crate's own tests).
+    #[cfg(test)]
+    pub(super) fn qps(&self) -> (&Qp, &Qp) {
+        (&self.shared.data, &self.shared.ctrl)
+    }
+
     /// Requests posted and not yet completed (the memory they hold included).
     pub fn in_flight(&self) -> usize {
         self.shared.in_flight()
