@@ -195,6 +195,9 @@ fn d5_setuid_copy_ignores_overrides() -> bool {
     let _ = std::fs::remove_dir_all(&dir);
     let ok = setuid == "d5: secure=true libibverbs=libibverbs.so.1"
         && plain == "d5: secure=false libibverbs=libibverbs-absent.so.1";
+    if !ok && setuid.contains("secure=false") {
+        println!("{name}: the set-user-ID bit had no effect: is {} mounted nosuid?", dir.display());
+    }
     println!("test dlopen::{name} ... {}", if ok { "ok" } else { "FAILED" });
     ok
 }
