@@ -10,7 +10,7 @@
 
 use std::process::Command;
 
-use rrddmma::bindings::dl::{LoadError, LIBMLX5};
+use rrddmma::bindings::dl::{LoadError, LIBIBVERBS, LIBMLX5};
 use rrddmma::prim::{cm::EventChannel, device_names, Context, Error};
 
 /// The error of a case, which must be the dlopen linkage's.
@@ -127,6 +127,11 @@ fn run_case(case: &str) {
                 Err(e) => panic!("{case}: librdmacm did not load: {e}"),
             }
         }
+        // D5: whether this process runs in secure execution, and which
+        // file it asks `dlopen` for libibverbs.
+        "d5_secure_execution" => {
+            println!("d5: secure={} libibverbs={}", rrddmma::bindings::dl::secure_execution(), LIBIBVERBS.name());
+        }
         // In a namespace without rdma-core's libraries (run by `cargo xtask test`).
         "no_rdma_core" => {
             let (msg, e) = load_error(case, device_names());
@@ -151,6 +156,49 @@ fn child(case: &str, env: &[(&str, &str)]) -> bool {
     eprint!("{}", String::from_utf8_lossy(&out.stderr));
     let ok = out.status.success();
     println!("test dlopen::{case} ... {}", if ok { "ok" } else { "FAILED" });
+    ok
+}
+
+/// D5: a set-user-ID copy of this binary, owned by `nobody` and run by
+/// root (so its effective user differs from its real one: `AT_SECURE`),
+/// with `RRDDMMA_LIBIBVERBS` naming another library, must ask `dlopen` for
+/// the soname; the same copy without the bit asks for the override. Needs
+/// root to give the copy another owner; otherwise says so and passes.
+fn d5_setuid_copy_ignores_overrides() -> bool {
+    let name = "d5_setuid_copy_ignores_overrides";
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("test dlopen::{name} ... ok (not run: making a set-user-ID copy of another owner needs root)");
+        return true;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("rrddmma-d5-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let copy = dir.join("dlopen-setuid");
+    std::fs::copy(std::env::current_exe().unwrap(), &copy).unwrap();
+    std::os::unix::fs::chown(&copy, Some(65534), Some(65534)).unwrap();
+    let run = |mode: u32| {
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(mode)).unwrap();
+        let out = Command::new(&copy)
+            .env("RRDDMMA_DLOPEN_CASE", "d5_secure_execution")
+            .env("RRDDMMA_LIBIBVERBS", "libibverbs-absent.so.1")
+            .output()
+            .expect("running the copy");
+        eprint!("{}", String::from_utf8_lossy(&out.stderr));
+        let said =
+            String::from_utf8_lossy(&out.stdout).lines().find(|l| l.starts_with("d5: ")).unwrap_or("").to_string();
+        println!("{name}: mode {mode:o}: {said:?}");
+        said
+    };
+    let (setuid, plain) = (run(0o4755), run(0o755));
+    let _ = std::fs::remove_dir_all(&dir);
+    let ok = setuid == "d5: secure=true libibverbs=libibverbs.so.1"
+        && plain == "d5: secure=false libibverbs=libibverbs-absent.so.1";
+    if !ok && setuid.contains("secure=false") {
+        println!("{name}: the set-user-ID bit had no effect: is {} mounted nosuid?", dir.display());
+    }
+    println!("test dlopen::{name} ... {}", if ok { "ok" } else { "FAILED" });
     ok
 }
 
@@ -182,6 +230,7 @@ fn main() {
         child("absent_libmlx5", &[("RRDDMMA_LIBMLX5", "libmlx5-absent.so.1")]),
         child("mlx5_symbol_missing", &[("RRDDMMA_LIBMLX5", "libc.so.6")]),
         child("system", &[]),
+        d5_setuid_copy_ignores_overrides(),
     ];
     let failed = results.iter().filter(|r| !**r).count();
     println!(

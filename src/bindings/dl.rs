@@ -1,7 +1,8 @@
 //! The `dlopen` linkage: libibverbs, libmlx5 and librdmacm loaded at run time.
 //!
 //! Each library is opened once, on first use, by its soname (or the path in
-//! its environment variable, see [`Library`]), and never closed, so the
+//! its environment variable, see [`Library`], ignored in a setuid, setgid or
+//! file-capability process), and never closed, so the
 //! function pointers taken from it stay valid for the life of the process.
 //! The tables of those pointers (`dl_sys.rs`, `dl_cm.rs`) are generated from
 //! the committed bindings by `cargo xtask bindings`; each entry is resolved
@@ -62,7 +63,7 @@ impl Library {
 
     fn opened(&self) -> &Opened {
         self.opened.get_or_init(|| {
-            let name = std::env::var(self.env).ok().filter(|s| !s.is_empty()).unwrap_or_else(|| self.soname.into());
+            let name = self.override_name().unwrap_or_else(|| self.soname.into());
             let handle = match CString::new(name.clone()) {
                 Err(_) => Err(format!("{} holds a NUL byte", self.env)),
                 Ok(c) => {
@@ -78,6 +79,18 @@ impl Library {
             };
             Opened { name, handle }
         })
+    }
+
+    /// The file named by the environment variable, if set, non-empty and
+    /// honoured: a process started with more privileges than its caller's
+    /// (setuid, setgid, file capabilities: `AT_SECURE`) ignores it, as the C
+    /// library ignores its own `LD_*` variables there, so that whoever
+    /// starts it cannot have it load a library of their choosing.
+    fn override_name(&self) -> Option<String> {
+        if secure_execution() {
+            return None;
+        }
+        std::env::var(self.env).ok().filter(|s| !s.is_empty())
     }
 
     /// The file name asked of `dlopen`: the soname, or the override.
@@ -144,6 +157,14 @@ impl Library {
             },
         }
     }
+}
+
+/// Whether this process runs in secure-execution mode (`AT_SECURE` in its
+/// auxiliary vector: set-user-ID, set-group-ID or file capabilities).
+pub fn secure_execution() -> bool {
+    // SAFETY: getauxval reads the process's auxiliary vector; any type is
+    // a valid argument (0 for one absent).
+    unsafe { libc::getauxval(libc::AT_SECURE) != 0 }
 }
 
 /// `dlerror()`'s message, if any.

@@ -28,6 +28,8 @@ pub struct Mr(Arc<Owned<MrInner>>);
 
 pub(crate) struct MrInner {
     _pd: Pd,
+    /// The access it was registered with.
+    access: AccessFlags,
     /// What owns the memory under the region; dropped only after a
     /// successful deregistration.
     backing: Option<Box<dyn Send + Sync>>,
@@ -128,13 +130,14 @@ impl Mr {
                 return Err(Error::Unsupported { op: "ibv_reg_mr", feature: "on-demand paging" });
             }
         }
+        let flags = access;
         let access = i32::try_from(access.bits()).expect("access flags are a 32-bit mask");
         // SAFETY: live PD; the memory contract is the caller's.
         let mr = unsafe { ffi::ibv_reg_mr(pd.as_ptr(), addr.cast(), len, access) };
         let mr = NonNull::new(mr).ok_or_else(|| Error::last("ibv_reg_mr"))?;
         Ok(Mr(Arc::new(
             // SAFETY: just made by its create verb, owned by nothing else.
-            unsafe { Owned::new(mr, MrInner { _pd: pd.clone(), backing }) },
+            unsafe { Owned::new(mr, MrInner { _pd: pd.clone(), access: flags, backing }) },
         )))
     }
 
@@ -181,6 +184,7 @@ impl Mr {
         #[cfg(not(rrddmma_mlnx_ofed4))]
         {
             use std::os::fd::AsRawFd;
+            let flags = access;
             let access = i32::try_from(access.bits()).expect("access flags are a 32-bit mask");
             // SAFETY: live PD; `fd` is an open descriptor for the call (the
             // kernel takes its own reference to the dma-buf); the region
@@ -191,7 +195,7 @@ impl Mr {
                 NonNull::new(mr).ok_or_else(|| Error::last("ibv_reg_dmabuf_mr").lacking("dma-buf registration"))?;
             Ok(Mr(Arc::new(
                 // SAFETY: just made by its create verb, owned by nothing else.
-                unsafe { Owned::new(mr, MrInner { _pd: pd.clone(), backing: None }) },
+                unsafe { Owned::new(mr, MrInner { _pd: pd.clone(), access: flags, backing: None }) },
             )))
         }
     }
@@ -199,6 +203,11 @@ impl Mr {
     /// The PD the region belongs to.
     pub fn pd(&self) -> &Pd {
         &self.0._pd
+    }
+
+    /// The access the region was registered with.
+    pub fn access(&self) -> AccessFlags {
+        self.0.access
     }
 
     /// The raw region.

@@ -661,3 +661,61 @@ fn migrated_listener_takes_its_queued_request_whose_id_keeps_its_channel() {
     conn.expect(CmEventType::ESTABLISHED, deadline()).unwrap();
     assert_eq!(sqp.query_state().unwrap(), QpState::RTS);
 }
+
+/// Set in the child process of [`a1_device_name_and_connect_under_an_absent_libibverbs`].
+const A1_CHILD: &str = "RRDDMMA_A1_CHILD";
+
+/// A1: under the `dlopen` linkage librdmacm loads a libibverbs of its own,
+/// so an id resolves to a device even when the libibverbs this crate loads
+/// (`RRDDMMA_LIBIBVERBS`) does not open. The id's device name must still be
+/// read (it was a null dereference) and connecting must end in the typed
+/// `Error::Load`, not a crash. The case runs in a child process (a library
+/// is opened once per process); on the linked linkages, where the override
+/// means nothing, the id's device name is the one the device list has.
+#[test]
+#[ignore = "needs the harness's CM device (RRDDMMA_CM_ADDR)"]
+fn a1_device_name_and_connect_under_an_absent_libibverbs() {
+    let resolved = |ch: &EventChannel| {
+        let (_l, addr) = listener();
+        let id = CmId::create(ch, PortSpace::Rc).unwrap();
+        id.resolve_addr(None, addr, Duration::from_secs(5)).unwrap();
+        id.expect(CmEventType::ADDR_RESOLVED, Instant::now() + Duration::from_secs(10)).unwrap();
+        id
+    };
+    if std::env::var_os(A1_CHILD).is_some() {
+        let ch = EventChannel::create().expect("librdmacm loads (the override names libibverbs only)");
+        let name = resolved(&ch).device_name().expect("the id is bound to a device after ADDR_RESOLVED");
+        assert!(!name.is_empty(), "the device name is read from the device");
+        let (_l, addr) = listener();
+        match connect_rc_cm(addr, &CmOpts::default()) {
+            // `Error::Load` exists on the dlopen linkage only: matched by its words.
+            Err(e) if format!("{e:?}").starts_with("Load") && e.to_string().contains("libibverbs-absent.so.1") => {
+                println!("a1 child: device {name}; connect_rc_cm: {e}");
+            }
+            other => panic!("connect_rc_cm with libibverbs absent: expected Error::Load, got {other:?}"),
+        }
+        return;
+    }
+    if rrddmma::build_info().linkage != "dlopen" {
+        let ch = EventChannel::create().unwrap();
+        let name = resolved(&ch).device_name().expect("bound to a device");
+        let names = rrddmma::prim::device_names().unwrap();
+        assert!(names.contains(&name), "the id's device {name} is in the device list {names:?}");
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new(exe)
+        .args(["--ignored", "--exact", "--nocapture", "cm::a1_device_name_and_connect_under_an_absent_libibverbs"])
+        .env(A1_CHILD, "1")
+        .env("RRDDMMA_LIBIBVERBS", "libibverbs-absent.so.1")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success()
+            && text.contains("a1 child: device ")
+            && text.contains("cannot load libibverbs-absent.so.1"),
+        "the child (RRDDMMA_LIBIBVERBS=libibverbs-absent.so.1) ended with {:?}:\n{text}",
+        out.status
+    );
+}

@@ -97,3 +97,30 @@ fn memory_window_grants_part_of_a_region() {
     }
     drop((mw, mr));
 }
+
+/// D1: `Pd::advise_mr` refuses a region registered without ODP before any
+/// call (SoftRoCE under Linux 7.3.4 crashes the kernel on one), whichever PD
+/// it is of; a region's access is the one it was registered with.
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn d1_advise_mr_refuses_a_region_without_odp() {
+    use rrddmma::prim::Advice;
+    let ctx = open_device();
+    let pd = Pd::alloc(&ctx).unwrap();
+    let other_pd = Pd::alloc(&ctx).unwrap();
+    let plain = Buf::new(&pd, 4096);
+    let other = Buf::new(&other_pd, 4096);
+    assert_eq!(
+        plain.mr.access(),
+        AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC
+    );
+    let refused = |f: &dyn Fn() -> rrddmma::prim::Result<()>| {
+        let p = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).expect_err("refused before the call");
+        p.downcast_ref::<String>().cloned().unwrap_or_default()
+    };
+    let m = refused(&|| pd.advise_mr(Advice::PrefetchWrite, true, &plain.mr, &[plain.mr.sge(0, 4096)]));
+    assert!(m.starts_with("Pd::advise_mr: the region at ") && m.contains("without AccessFlags::ON_DEMAND"), "{m}");
+    let m = refused(&|| pd.advise_mr(Advice::Prefetch, false, &other.mr, &[other.mr.sge(0, 64)]));
+    assert!(m.contains("without AccessFlags::ON_DEMAND"), "{m}");
+    println!("d1: a region without ODP refused before the call: {m}");
+}

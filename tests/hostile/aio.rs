@@ -835,3 +835,115 @@ async fn fault_table_connect_refused_and_device_error() {
         "Error::Completion(REM_ACCESS_ERR); the next data op WR_FLUSH_ERR (the QP is in error), no hang",
     );
 }
+
+/// C1: a peer loops Request → Return while the victim's application never
+/// calls `receive_local_mr` (it only serves grants). A returned piece
+/// counts against the peer's quota until the application takes it, so the
+/// loop gets one 4 MiB grant and then `QuotaBytes`, not the whole pool; with
+/// 1-byte pieces it gets 64 (the count quota) and then `QuotaCount`, so the
+/// queue of returned pieces holds at most 64. Taking them frees the quota.
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+async fn c1_request_return_loop_cannot_walk_around_the_grant_quota() {
+    const MIB4: u64 = 4 << 20;
+    let (victim, mut raw) = victim_and_raw(opts()).await;
+    let free0 = victim.pool().free_bytes();
+    // One Request, its answer, and (for a grant) at once a Return.
+    async fn round(raw: &mut RawPeer, id: u32, size: u64) -> Result<RemoteMr, u8> {
+        let s = raw.request(id, size);
+        assert!(raw.wait(s).await.is_success());
+        let m = raw.next_msg().await;
+        match m[0] {
+            2 => {
+                let t = token(&m);
+                let s = raw.send_ctrl(&RawPeer::msg(5, 0, t));
+                assert!(raw.wait(s).await.is_success());
+                Ok(t)
+            }
+            3 => Err(m[1]),
+            k => panic!("unexpected kind {k}"),
+        }
+    }
+    let mut answers = Vec::new();
+    for i in 0..8 {
+        answers.push(round(&mut raw, i + 1, MIB4).await.map(|t| t.len));
+    }
+    assert_eq!(answers[0], Ok(MIB4), "the first 4 MiB request is granted");
+    assert!(answers[1..].iter().all(|a| *a == Err(2)), "then QuotaBytes (code 2), not a new grant: {answers:?}");
+    assert_eq!(victim.granted_to_peer(), (4 << 20, 1), "the returned piece counts until taken");
+    assert!(victim.pool().free_bytes() >= free0 - (4 << 20), "the pool lent at most the quota");
+    let mine = victim.alloc_local_mr(layout(4 << 20)).expect("the pool still serves this side");
+    drop(mine);
+    drop(victim.receive_local_mr_with_timeout(Duration::from_secs(5)).await.unwrap());
+    assert_eq!(victim.granted_to_peer(), (0, 0), "taking the return frees the quota");
+
+    let mut granted = 0;
+    let mut denied = 0;
+    for i in 0..200 {
+        match round(&mut raw, 100 + i, 1).await {
+            Ok(_) => granted += 1,
+            Err(code) => {
+                assert_eq!(code, 3, "denied for the count quota (code 3)");
+                denied += 1;
+            }
+        }
+    }
+    assert_eq!((granted, denied), (64, 136), "64 (grant_quota_count) granted and returned, then denied");
+    let (bytes, count) = victim.granted_to_peer();
+    assert_eq!(count, 64, "64 returned pieces wait, each counted");
+    for _ in 0..64 {
+        drop(victim.receive_local_mr_with_timeout(Duration::from_secs(5)).await.unwrap());
+    }
+    let r = victim.receive_local_mr_with_timeout(Duration::from_millis(200)).await;
+    assert!(matches!(r, Err(Error::Timeout { .. })), "no 65th returned piece was queued: {r:?}");
+    assert_eq!(victim.granted_to_peer(), (0, 0));
+    assert_eq!(victim.pool().free_bytes(), free0, "every piece back in the pool");
+    assert!(victim.closed_reason().is_none());
+    hostile_row(
+        "Request → Return loop, victim never taking returns (4 MiB, then 1 B pieces)",
+        VICTIM,
+        &format!(
+            "1 of 8 granted then QuotaBytes; 64 of 200 then QuotaCount; returned pieces counted ({bytes} B, 64) \
+             until taken; pool never emptied"
+        ),
+    );
+}
+
+/// C2: `send_remote_mr` waits for the data QP's earlier requests, and a
+/// peer that posts no receive holds a SEND up for as long as it likes while
+/// it acknowledges every keepalive: RNR NAKs, retried without end at the
+/// default `rnr_retry` of 7 (SoftRoCE's completer lets its transport retry
+/// counter run out during the RNR waits, so the connection's `retry_cnt` is
+/// 7 here, which SoftRoCE also reads as "without end"). The wait ends with
+/// `Error::Timeout` at `peer_timeout`.
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+async fn c2_send_remote_mr_behind_a_send_held_up_by_the_peer_ends_at_peer_timeout() {
+    let bound = Duration::from_secs(2);
+    let without_end = ConnectOpts::default().retry_cnt(7).access(rrddmma::prim::AccessFlags::REMOTE_WRITE);
+    let (victim, mut raw) = victim_and_raw(opts().peer_timeout(bound).connect(without_end)).await;
+    let victim = Arc::new(victim);
+    let v = Arc::clone(&victim);
+    let stuck = tokio::spawn(async move { v.send(v.alloc_local_mr(layout(64)).unwrap(), 0..64).await.map(drop) });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let timed = async {
+        let t = Instant::now();
+        let give_back = victim.send_remote_mr(RemoteMr { addr: 0x1000, len: 64, rkey: 1 });
+        (tokio::time::timeout(Duration::from_secs(15), give_back).await, t.elapsed())
+    };
+    let ((r, took), _) = tokio::join!(timed, raw.idle(bound + Duration::from_secs(1)));
+    let r = r.expect("send_remote_mr ended within 15 s");
+    if stuck.is_finished() {
+        panic!("the SEND ended: {:?}; send_remote_mr: {r:?}; closed: {:?}", stuck.await, victim.closed_reason());
+    }
+    assert!(matches!(r, Err(Error::Timeout { after, .. }) if after == bound), "{r:?} after {took:?}");
+    assert!(took >= bound && took < bound + Duration::from_secs(3), "ended after {took:?}, bound {bound:?}");
+    assert!(victim.closed_reason().is_none(), "the peer acknowledges keepalives: the endpoint stays open");
+    drop(raw);
+    let _ = tokio::time::timeout(Duration::from_secs(10), stuck).await;
+    fault_row(
+        "peer holds a SEND up (RNR NAKs, retried without end), acknowledges keepalives",
+        "send_remote_mr",
+        &format!("Error::Timeout after {took:.1?} (peer_timeout {bound:?}); endpoint open"),
+    );
+}

@@ -26,9 +26,11 @@ fn cargo(args: &[&str]) -> Command {
 const SKIP_CM_CYCLES: &str = "--skip cm::thousand";
 
 /// Builds the library's unit tests (a few are device tests, `#[ignore]`d on
-/// the host) and returns their executable.
+/// the host; with `tokio`, so the async layer's among them) and returns
+/// their executable.
 fn lib_binary() -> Result<PathBuf> {
-    let mut cmd = cargo(&["test", "--no-run", "--lib", "-p", "rrddmma", "--message-format=json"]);
+    let mut cmd =
+        cargo(&["test", "--no-run", "--lib", "-p", "rrddmma", "--features", "tokio", "--message-format=json"]);
     eprintln!("$ {}", show(&cmd));
     let out = cmd.current_dir(root()).output()?;
     executable(&String::from_utf8_lossy(&out.stdout), "rrddmma")
@@ -239,7 +241,7 @@ pub fn run(args: &[String]) -> Result<()> {
         }),
         Check::libtest("device tests (pkg-config linkage)", tests(&shared, "")),
         Check::libtest(
-            "library unit tests that need the device (CM id lock, RESET under a direct view)",
+            "library unit tests that need the device (CM id lock and events, RESET under a direct view, aio control QP access)",
             tests(&lib, ""),
         ),
         Check::verdict(

@@ -65,21 +65,33 @@ fn request<'a>(
     }
 }
 
+/// The peer's addresses for QP `qp`'s messages at `offs` past the peer's
+/// `vaddr`: a peer whose address wraps past 2^64 is refused, not added.
+fn remote_addrs(qp: usize, vaddr: u64, rkey: u32, offs: &[usize]) -> Res<Vec<RemoteAddr>> {
+    offs.iter()
+        .map(|&k| {
+            let addr = vaddr.checked_add(k as u64).ok_or_else(|| {
+                format!("the peer's QP {qp} message gave address {vaddr:#x}, past which offset {k} wraps 2^64")
+            })?;
+            Ok(RemoteAddr { addr, rkey })
+        })
+        .collect()
+}
+
 /// A bandwidth run of one thread over its QPs; returns (ops, start, end).
 fn bw_thread(s: &Session, o: &Opts, cq: &Cq, mine: &[usize], size: usize) -> Res<(u64, Instant, Instant)> {
     let len = size as u32;
     let offs = offsets(size, s.cycle, s.line);
     let streams: Vec<Stream> = mine
         .iter()
-        .map(|&qp| Stream {
-            qp,
-            sges: offs.iter().map(|&k| [s.mem.mr().sge(s.local(qp) + k, len)]).collect(),
-            remotes: offs
-                .iter()
-                .map(|&k| RemoteAddr { addr: s.rem[qp].vaddr + k as u64, rkey: s.rem[qp].rkey })
-                .collect(),
+        .map(|&qp| -> Res<Stream> {
+            Ok(Stream {
+                qp,
+                sges: offs.iter().map(|&k| [s.mem.mr().sge(s.local(qp) + k, len)]).collect(),
+                remotes: remote_addrs(qp, s.rem[qp].vaddr, s.rem[qp].rkey, &offs)?,
+            })
         })
-        .collect();
+        .collect::<Res<_>>()?;
     let mut counts = vec![Counts::default(); streams.len()];
     let inline = size <= o.inline as usize && matches!(o.verb, Verb::Write | Verb::Send);
     let mut lists: Vec<Vec<SendList<'_>>> = streams
@@ -355,5 +367,16 @@ mod tests {
         assert_eq!(offsets(100, 4096, 64)[1], 128);
         assert_eq!(offsets(4096, 4096, 64), vec![0]);
         assert_eq!(inc(65536, 64), 65536);
+    }
+
+    /// C-N8: a peer's address near 2^64 is refused, not added (which
+    /// panics in a debug build and wraps in a release one).
+    #[test]
+    fn c_n8_peer_address_past_2_64_is_refused() {
+        let offs = offsets(100, 4096, 64);
+        let ok = remote_addrs(3, 0x1000, 7, &offs).unwrap();
+        assert_eq!((ok[1].addr, ok[1].rkey), (0x1000 + 128, 7));
+        let e = remote_addrs(3, u64::MAX - 64, 7, &offs).unwrap_err();
+        assert!(e.contains("QP 3") && e.contains("offset 128") && e.contains("0xffffffffffffffbf"), "{e}");
     }
 }

@@ -31,7 +31,7 @@ pub const QUEUED_REQUESTS_MAX: usize = 1024;
 pub(super) struct Entry {
     /// Dropped first: a request's id is destroyed before its channel goes.
     ev: RawEvent,
-    origin: Option<EventChannel>,
+    pub(super) origin: Option<EventChannel>,
 }
 
 /// Events read from the channel for an id other than the one that read
@@ -39,7 +39,7 @@ pub(super) struct Entry {
 /// ([`CmId::expect`]) or [`EventChannel::get`] takes it.
 #[derive(Default)]
 pub(super) struct Queue {
-    events: VecDeque<Entry>,
+    pub(super) events: VecDeque<Entry>,
     requests: usize,
 }
 
@@ -84,17 +84,17 @@ impl Queue {
     /// events queued here for those requests' ids, so that no queued event
     /// names an id that no longer exists (its address may be reused).
     /// Requests that came on another channel (before a `migrate`) have
-    /// their ids' events there: returned, for [`EventChannel::forget`]
-    /// once this queue's lock is released (two channel locks are taken
-    /// together only in address order, by `migrate`).
-    pub(super) fn forget(&mut self, id: *mut cmffi::rdma_cm_id) -> Vec<(EventChannel, *mut cmffi::rdma_cm_id)> {
+    /// their ids' events there: returned with their ids still alive, for
+    /// [`Elsewhere::forget`] once this queue's lock is released (two channel
+    /// locks are taken together only in address order, by `migrate`), which
+    /// forgets those events before it destroys the id.
+    pub(super) fn forget(&mut self, id: *mut cmffi::rdma_cm_id) -> Vec<Elsewhere> {
         let mut elsewhere = Vec::new();
         for e in self.drain_for(id) {
-            if let Some(new) = e.ev.new_id_ptr() {
-                match &e.origin {
-                    None => drop(self.drain_for(new)),
-                    Some(origin) => elsewhere.push((origin.clone(), new)),
-                }
+            match (e.ev.new_id_ptr(), &e.origin) {
+                (Some(new), None) => drop(self.drain_for(new)),
+                (Some(_), Some(_)) => elsewhere.push(Elsewhere(e)),
+                (None, _) => {}
             }
         }
         elsewhere
@@ -118,6 +118,26 @@ impl Queue {
     }
 }
 
+/// A queued connect request whose new id is on another channel (its
+/// origin), where that id's events are queued; the id lives until
+/// [`forget`](Self::forget).
+pub(super) struct Elsewhere(Entry);
+
+impl Elsewhere {
+    /// Forgets the id's events on its origin channel, then destroys the id
+    /// (rejecting the request), both under the origin's lock: no event of
+    /// the id is left queued when its address becomes free for another id.
+    /// The caller holds no channel lock.
+    pub(super) fn forget(self) {
+        let Elsewhere(entry) = self;
+        let (Some(new), Some(origin)) = (entry.ev.new_id_ptr(), entry.origin.clone()) else { return };
+        let mut q = origin.lock();
+        drop(q.drain_for(new));
+        drop(entry);
+        drop(q);
+    }
+}
+
 /// What [`Owned`] needs to destroy an event channel, and its queue.
 pub(crate) struct ChannelHandle {
     queue: Mutex<Queue>,
@@ -131,9 +151,16 @@ unsafe impl Destroy for ChannelHandle {
     type Raw = cmffi::rdma_event_channel;
     const VERB: &'static str = "rdma_destroy_event_channel";
     unsafe fn destroy(&mut self, raw: NonNull<cmffi::rdma_event_channel>) -> i32 {
-        // Queued connect requests own ids on this channel: destroyed
-        // (rejected) first, as the channel must outlive its ids.
-        drop(std::mem::take(self.queue.get_mut().unwrap_or_else(PoisonError::into_inner)));
+        // Queued connect requests own ids on this channel, or on the
+        // channel they came on (before a listener's `migrate`): destroyed
+        // (rejected) first, as the channel must outlive its ids; those on
+        // another channel after their events there are forgotten.
+        let queue = std::mem::take(self.queue.get_mut().unwrap_or_else(PoisonError::into_inner));
+        for e in queue.events {
+            if e.origin.is_some() && e.ev.is_request() {
+                Elsewhere(e).forget();
+            }
+        }
         // SAFETY: the caller's contract; every CmId holds this channel by
         // `Arc`, so none lives any more. The call returns nothing.
         unsafe { cmffi::rdma_destroy_event_channel(raw.as_ptr()) };
@@ -187,11 +214,6 @@ impl EventChannel {
     /// The raw channel, for librdmacm calls of your own.
     pub fn as_ptr(&self) -> *mut cmffi::rdma_event_channel {
         self.0.as_ptr()
-    }
-
-    /// Drops the events queued here for `id`, which has been destroyed.
-    pub(super) fn forget(&self, id: *mut cmffi::rdma_cm_id) {
-        drop(self.lock().drain_for(id));
     }
 
     /// Whether `self` and `other` are one channel.
@@ -277,7 +299,14 @@ impl EventChannel {
                         drop(q);
                         return Ok(self.deliver(raw));
                     }
-                    Ok(raw) => q.push(raw),
+                    Ok(raw) => {
+                        q.push(raw);
+                        // Events for other ids may keep coming faster than
+                        // they are read: the deadline bounds the reading too.
+                        if Instant::now() >= deadline {
+                            return Err(Error::Timeout { op, after: allowed });
+                        }
+                    }
                     Err(Error::Verbs { errno, .. }) if errno == libc::EAGAIN => break,
                     Err(e) => return Err(e),
                 }

@@ -22,7 +22,6 @@
 //! call on an id, every event read and every accessor runs under the
 //! channel's lock. See `docs/cm.md`.
 
-use std::ffi::CStr;
 use std::fmt;
 use std::mem;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
@@ -183,8 +182,8 @@ unsafe impl Destroy for CmIdHandle {
         // it by librdmacm.
         let rc = unsafe { cmffi::rdma_destroy_id(raw.as_ptr()) };
         drop(q);
-        for (channel, id) in elsewhere {
-            channel.forget(id);
+        for e in elsewhere {
+            e.forget();
         }
         rc
     }
@@ -244,6 +243,13 @@ unsafe fn from_sockaddr(sa: *const cmffi::sockaddr) -> Option<SocketAddr> {
         }
         _ => None,
     }
+}
+
+/// The string in a fixed-size C character array: up to its first NUL, or
+/// the whole array when it has none (never read past its end).
+fn c_array_str(raw: &[core::ffi::c_char]) -> String {
+    let bytes: Vec<u8> = raw.iter().map(|c| *c as u8).take_while(|b| *b != 0).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// Private data's length for the CM message, which carries at most `max`
@@ -542,9 +548,21 @@ impl CmId {
             if verbs.is_null() {
                 return None;
             }
-            // SAFETY: live context; its device name is a C string it owns.
-            let name = unsafe { CStr::from_ptr(ffi::ibv_get_device_name((*verbs).device)) };
-            Some(name.to_string_lossy().into_owned())
+            // SAFETY: live context, whose `device` librdmacm's libibverbs
+            // set at open and keeps while the context lives.
+            let dev = unsafe { (*verbs).device };
+            if dev.is_null() {
+                return None;
+            }
+            // The name is read from the device itself, which is what
+            // `ibv_get_device_name` returns: the context is librdmacm's,
+            // opened by the libibverbs librdmacm loaded, which under the
+            // `dlopen` linkage need not be the one this crate loaded (that
+            // one may be absent, its function then returning null).
+            // SAFETY: live device; `name` is an array inside it, read by
+            // value.
+            let raw = unsafe { ptr::addr_of!((*dev).name).read() };
+            Some(c_array_str(&raw))
         })
     }
 
@@ -740,6 +758,106 @@ mod tests {
         for rx in waiting {
             assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), (None, None, None, 0));
         }
+    }
+
+    /// D3: a connect request queued for a listener that then migrated
+    /// keeps its new id on the channel it came on, where that id's events
+    /// are queued. Dropping the listener forgets those events and destroys
+    /// the id under that channel's lock, so that no event of the id is left
+    /// queued once its address is free: with the lock held elsewhere, the
+    /// id is not destroyed (the connecting peer hears no rejection) until
+    /// the lock is released.
+    #[test]
+    #[ignore = "device test: needs the harness's CM device, RRDDMMA_CM_ADDR (cargo xtask vm)"]
+    fn d3_queued_request_events_forgotten_before_its_id_is_destroyed() {
+        use crate::prim::{Context, Cq, Pd, QpType};
+        let ip: IpAddr = std::env::var("RRDDMMA_CM_ADDR").expect("RRDDMMA_CM_ADDR").parse().unwrap();
+        let (a, b, c) =
+            (EventChannel::create().unwrap(), EventChannel::create().unwrap(), EventChannel::create().unwrap());
+        let mut listener = CmId::create(&a, PortSpace::Rc).unwrap();
+        listener.bind(SocketAddr::new(ip, 0)).unwrap();
+        listener.listen(4).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let bystander = CmId::create(&a, PortSpace::Rc).unwrap();
+
+        let client = CmId::create(&c, PortSpace::Rc).unwrap();
+        client.resolve_addr(None, addr, Duration::from_secs(5)).unwrap();
+        client.expect(CmEventType::ADDR_RESOLVED, Instant::now() + Duration::from_secs(10)).unwrap();
+        client.resolve_route(Duration::from_secs(5)).unwrap();
+        client.expect(CmEventType::ROUTE_RESOLVED, Instant::now() + Duration::from_secs(10)).unwrap();
+        let ctx = Context::open(&client.device_name().unwrap()).unwrap();
+        let pd = Pd::alloc(&ctx).unwrap();
+        let cq = Cq::create(&ctx, 4).unwrap();
+        let qp = Qp::builder(&pd, QpType::RC, &cq, &cq).build().unwrap();
+        client.connect(&qp, &ConnParam::default()).unwrap();
+
+        // The bystander reads the request from `a` and queues it for the
+        // listener; the listener then moves to `b`, the request with it.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while a.lock().events.is_empty() {
+            assert!(Instant::now() < deadline, "no connect request arrived on the listener's channel");
+            let _ = bystander.expect(CmEventType::ESTABLISHED, Instant::now() + Duration::from_millis(200));
+        }
+        listener.migrate(&b).unwrap();
+        {
+            let q = b.lock();
+            assert_eq!(q.events.len(), 1, "the request moved with the listener");
+            assert!(q.events[0].origin.as_ref().is_some_and(|o| o.same(&a)), "its id stays on `a`");
+        }
+
+        let held = a.lock();
+        let dropper = std::thread::spawn(move || drop(listener));
+        let early = c.wait(Instant::now() + Duration::from_millis(1500));
+        assert!(
+            matches!(early, Err(Error::Timeout { .. })),
+            "the request's id was destroyed while its origin's queue was locked elsewhere: {early:?}"
+        );
+        drop(held);
+        dropper.join().unwrap();
+        let ev = client.expect(CmEventType::REJECTED, Instant::now() + Duration::from_secs(10));
+        assert!(matches!(ev, Ok(_) | Err(Error::CmEvent { .. })), "the peer hears the rejection: {ev:?}");
+        assert!(a.lock().events.is_empty() && b.lock().events.is_empty(), "nothing left queued");
+    }
+
+    /// D2: `CmId::expect` checks its deadline while it reads events for
+    /// other ids, not only once the descriptor runs dry: with many events
+    /// for others pending and the deadline already past, it returns
+    /// `Timeout` having read one of them, not all.
+    #[test]
+    #[ignore = "device test: needs the harness's CM device, RRDDMMA_CM_ADDR (cargo xtask vm)"]
+    fn d2_expect_checks_its_deadline_while_events_keep_coming() {
+        const OTHERS: usize = 40;
+        let ip: IpAddr = std::env::var("RRDDMMA_CM_ADDR").expect("RRDDMMA_CM_ADDR").parse().unwrap();
+        let ch = EventChannel::create().unwrap();
+        let waiting = CmId::create(&ch, PortSpace::Rc).unwrap();
+        let others: Vec<CmId> = (0..OTHERS).map(|_| CmId::create(&ch, PortSpace::Rc).unwrap()).collect();
+        for id in &others {
+            id.resolve_addr(None, SocketAddr::new(ip, 7471), Duration::from_secs(5)).unwrap();
+        }
+        // Let every ADDR_RESOLVED reach the descriptor, unread.
+        std::thread::sleep(Duration::from_secs(2));
+        let r = waiting.expect(CmEventType::ESTABLISHED, Instant::now());
+        assert!(matches!(r, Err(Error::Timeout { .. })), "{r:?}");
+        let read = ch.lock().events.len();
+        assert!(read < OTHERS, "expect past its deadline read {read} of {OTHERS} events for other ids");
+        // The rest are still there, each for its id.
+        for id in &others {
+            id.expect(CmEventType::ADDR_RESOLVED, Instant::now() + Duration::from_secs(10)).unwrap();
+        }
+    }
+
+    /// A1: the device name is read from the device's own array, bounded
+    /// by it whether or not it holds a NUL.
+    #[test]
+    fn a1_device_name_array_read_within_its_bounds() {
+        let mut raw = [0 as core::ffi::c_char; 8];
+        for (d, s) in raw.iter_mut().zip(b"rxe0") {
+            *d = *s as core::ffi::c_char;
+        }
+        assert_eq!(c_array_str(&raw), "rxe0");
+        let full = [b'm' as core::ffi::c_char; 8];
+        assert_eq!(c_array_str(&full), "mmmmmmmm");
+        assert_eq!(c_array_str(&[0; 4]), "");
     }
 
     /// Arguments the program wrote are checked before any call, and a bad

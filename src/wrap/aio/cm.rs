@@ -484,6 +484,39 @@ mod tests {
         }
     }
 
+    /// The remote access flags of `qp`, as the device reports them.
+    fn access_of(qp: &crate::prim::Qp) -> u32 {
+        let mut attr = crate::bindings::ibv_qp_attr::default();
+        let mut init = std::mem::MaybeUninit::<crate::bindings::ibv_qp_init_attr>::zeroed();
+        let mask = crate::bindings::ibv_qp_attr_mask::IBV_QP_ACCESS_FLAGS.0 as i32;
+        // SAFETY: live QP; both out-parameters are valid for writes.
+        let rc = unsafe { crate::bindings::ibv_query_qp(qp.as_ptr(), &mut attr, mask, init.as_mut_ptr()) };
+        assert_eq!(rc, 0, "ibv_query_qp");
+        attr.qp_access_flags
+    }
+
+    /// D4: on the CM path the control QP takes no remote access (the CM
+    /// grants none, and the endpoint sets none: it carries only SENDs),
+    /// while the data QP has `AioOpts::connect`'s.
+    #[test]
+    #[ignore = "device test: needs the harness's CM device, RRDDMMA_CM_ADDR (cargo xtask vm)"]
+    fn d4_control_qp_takes_no_remote_access_on_the_cm_path() {
+        let ip: std::net::IpAddr = std::env::var("RRDDMMA_CM_ADDR").expect("RRDDMMA_CM_ADDR").parse().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let o = AioOpts::new("").pool_size(4 << 20).setup_timeout(std::time::Duration::from_secs(60));
+            let l = super::super::Listener::bind_cm(SocketAddr::new(ip, 0), o.clone()).await.unwrap();
+            let addr = l.local_addr().unwrap();
+            let (server, client) = tokio::join!(l.accept(), RcEndpoint::connect_cm(addr, &o));
+            for (side, ep) in [("server", server.unwrap()), ("client", client.unwrap())] {
+                let (data, ctrl) = ep.qps();
+                assert_eq!(access_of(ctrl), 0, "{side}: the control QP's remote access");
+                let write = crate::bindings::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0;
+                assert_ne!(access_of(data) & write, 0, "{side}: the data QP's remote write (the query works)");
+            }
+        });
+    }
+
     #[test]
     fn the_reject_reasons_fit_a_reject() {
         for why in [NOT_A_HELLO, NEVER_CAME, TOO_MANY, SAME_ROLE] {

@@ -176,7 +176,11 @@ pub(super) struct Ctrl {
     next_request: AtomicU32,
     slots: Arc<Semaphore>,
     out: Mutex<Out>,
-    returned: mpsc::UnboundedSender<LocalMr>,
+    /// Pieces the peer gave back, until the application takes them. Its
+    /// length is bounded: a granted piece stays counted against the peer's
+    /// quota while it waits here ([`Returned`]), and a lent one was lent by
+    /// the application.
+    returned: mpsc::UnboundedSender<Returned>,
     lent_in: mpsc::Sender<RemoteMr>,
     /// Keepalives the peer acknowledged.
     pub pings_acked: AtomicU64,
@@ -202,9 +206,22 @@ impl fmt::Debug for Ctrl {
     }
 }
 
+/// A piece the peer gave back, on its way to
+/// [`RcEndpoint::receive_local_mr`](super::RcEndpoint::receive_local_mr):
+/// one granted on the peer's request still counts against the peer's quota
+/// (its `charged` bytes) until the application takes it
+/// ([`Ctrl::take_returned`]), so that returning cannot free quota faster
+/// than the application frees pieces.
+pub(super) struct Returned {
+    piece: LocalMr,
+    /// The bytes counted against the quota (with one piece); `None` for a
+    /// piece lent by this side.
+    charged: Option<usize>,
+}
+
 /// The receiving ends of what the control protocol delivers.
 pub(super) struct Inbox {
-    pub returned: mpsc::UnboundedReceiver<LocalMr>,
+    pub returned: mpsc::UnboundedReceiver<Returned>,
     pub lent_in: mpsc::Receiver<RemoteMr>,
 }
 
@@ -349,25 +366,47 @@ impl Ctrl {
     }
 
     /// Takes a piece back from the peer's hands (deregistered); `None` if
-    /// none has that token, or if its deregistration failed.
-    fn take_back(&self, token: &RemoteMr) -> std::result::Result<Option<LocalMr>, ()> {
+    /// none has that token, or if its deregistration failed. A granted
+    /// piece stays counted against the peer's quota when `keep_charge`
+    /// (the bytes are returned with it), and always when its
+    /// deregistration failed and the peer may still reach it.
+    fn take_back(&self, token: &RemoteMr, keep_charge: bool) -> std::result::Result<Option<Returned>, ()> {
         let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
         let i = out.pieces.iter().position(|(ex, _)| ex.is(token)).ok_or(())?;
         let (ex, granted) = out.pieces.swap_remove(i);
-        if granted {
-            out.granted_bytes -= ex.len();
-            out.granted_count -= 1;
-        }
         drop(out);
-        Ok(ex.withdraw())
+        let len = ex.len();
+        let Some(piece) = ex.withdraw() else { return Ok(None) };
+        let charged = granted.then_some(len);
+        if let (Some(len), false) = (charged, keep_charge) {
+            self.uncharge(len);
+        }
+        Ok(Some(Returned { piece, charged: charged.filter(|_| keep_charge) }))
+    }
+
+    /// Removes one piece of `len` bytes from the peer's quota.
+    fn uncharge(&self, len: usize) {
+        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        out.granted_bytes -= len;
+        out.granted_count -= 1;
+    }
+
+    /// The piece of a return, for the application: a granted one leaves the
+    /// peer's quota now.
+    pub fn take_returned(&self, r: Returned) -> LocalMr {
+        if let Some(len) = r.charged {
+            self.uncharge(len);
+        }
+        r.piece
     }
 
     /// Takes back a lent piece whose lend message could not be sent.
     pub fn unlend(&self, token: &RemoteMr) -> Option<LocalMr> {
-        self.take_back(token).ok().flatten()
+        self.take_back(token, false).ok().flatten().map(|r| r.piece)
     }
 
-    /// Bytes and pieces the peer holds on its requests.
+    /// Bytes and pieces the peer holds on its requests, with those it gave
+    /// back that the application has not taken yet.
     pub fn granted(&self) -> (usize, usize) {
         let out = self.out.lock().unwrap_or_else(|e| e.into_inner());
         (out.granted_bytes, out.granted_count)
@@ -451,7 +490,7 @@ impl Ctrl {
                 };
                 if let Err(e) = self.send(&shared.ctrl, &answer) {
                     if answer.kind == Kind::Grant {
-                        drop(self.take_back(&answer.token));
+                        drop(self.take_back(&answer.token, false));
                     }
                     return Err(format!(
                         "cannot answer its request {}: {e} (the peer sent more requests than the control QP's \
@@ -481,9 +520,13 @@ impl Ctrl {
                     ))
                 }
             },
-            Kind::Return => match self.take_back(&m.token) {
-                Ok(Some(piece)) => {
-                    let _ = self.returned.send(piece);
+            Kind::Return => match self.take_back(&m.token, true) {
+                Ok(Some(r)) => {
+                    // Sent only if the endpoint is still there to take it;
+                    // dropped otherwise (back to the pool).
+                    if let Err(mpsc::error::SendError(r)) = self.returned.send(r) {
+                        drop(self.take_returned(r));
+                    }
                 }
                 Ok(None) => {}
                 Err(()) => {

@@ -14,7 +14,7 @@ use tokio::net::{TcpStream, ToSocketAddrs};
 use tokio::sync::mpsc;
 
 use super::auth::{self, Secret};
-use super::control::{Ctrl, Inbox, Kind, Limits, Msg, CTRL_RECVS, CTRL_SENDS, MSG};
+use super::control::{Ctrl, Inbox, Kind, Limits, Msg, Returned, CTRL_RECVS, CTRL_SENDS, MSG};
 use super::driver::{self, Completion, Shared};
 use super::error::{Error, Result};
 use super::pool::{LocalMr, MrPool};
@@ -37,9 +37,9 @@ use crate::prim::{
 /// | `busy_poll` | `false`: the driver sleeps on the completion channel |
 /// | `spin_polls` | 16: most empty polls before the driver arms the CQ and sleeps (adaptive, see [`AioOpts::spin_polls`]) |
 /// | `setup_timeout` | 10 s: bound on the TCP exchange of [`RcEndpoint::connect`] and [`Listener::accept`](super::Listener::accept), and on each RDMA CM step of [`RcEndpoint::connect_cm`] and [`Listener::bind_cm`](super::Listener::bind_cm)'s accept |
-/// | `peer_timeout` | 10 s: a peer that acknowledges no keepalive for this long is lost |
-/// | `grant_quota_bytes` | 4 MiB: bytes the peer may hold at once on its `request_remote_mr`s |
-/// | `grant_quota_count` | 64: pieces the peer may hold at once on its `request_remote_mr`s |
+/// | `peer_timeout` | 10 s: a peer that acknowledges no keepalive for this long is lost; also bounds `send_remote_mr`'s wait for earlier requests |
+/// | `grant_quota_bytes` | 4 MiB: bytes the peer may hold at once on its `request_remote_mr`s (a piece it gave back counts until `receive_local_mr` takes it) |
+/// | `grant_quota_count` | 64: pieces the peer may hold at once on its `request_remote_mr`s (likewise) |
 /// | `lend_backlog` | 64: regions the peer may lend that `receive_remote_mr` has not taken yet |
 /// | `secret` | none: the TCP listener accepts anyone who reaches it (see [`AioOpts::secret`]) |
 ///
@@ -132,15 +132,19 @@ impl AioOpts {
         /// How long a peer may go without acknowledging a keepalive before
         /// it is lost: the endpoint sends one on its control QP every quarter
         /// of this, and closes when one stays unacknowledged this long or
-        /// fails. Every waiting call then ends with [`Error::Closed`].
-        /// Default 10 s.
+        /// fails. Every waiting call then ends with [`Error::Closed`]. It
+        /// also bounds how long [`RcEndpoint::send_remote_mr`] waits for the
+        /// data QP's earlier requests. Default 10 s.
         const peer_timeout: std::time::Duration;
         /// Bytes of this endpoint's pool the peer may hold at once on its
         /// [`RcEndpoint::request_remote_mr`]s; a request beyond it is denied
-        /// ([`Denial::QuotaBytes`](super::Denial::QuotaBytes)). Default 4 MiB.
+        /// ([`Denial::QuotaBytes`](super::Denial::QuotaBytes)). A piece the
+        /// peer gave back counts until [`RcEndpoint::receive_local_mr`]
+        /// takes it. Default 4 MiB.
         const grant_quota_bytes: usize;
-        /// Pieces the peer may hold at once on its requests; beyond it,
-        /// [`Denial::QuotaCount`](super::Denial::QuotaCount). Default 64.
+        /// Pieces the peer may hold at once on its requests (one it gave back
+        /// counts until [`RcEndpoint::receive_local_mr`] takes it); beyond
+        /// it, [`Denial::QuotaCount`](super::Denial::QuotaCount). Default 64.
         const grant_quota_count: usize;
         /// Regions the peer may lend that [`RcEndpoint::receive_remote_mr`]
         /// has not taken yet; one more is a protocol violation that closes
@@ -211,8 +215,10 @@ pub struct RcEndpoint {
     shared: Arc<Shared>,
     ctrl: Arc<Ctrl>,
     pool: MrPool,
-    returned: tokio::sync::Mutex<mpsc::UnboundedReceiver<LocalMr>>,
+    returned: tokio::sync::Mutex<mpsc::UnboundedReceiver<Returned>>,
     lent_in: tokio::sync::Mutex<mpsc::Receiver<RemoteMr>>,
+    /// [`AioOpts::peer_timeout`], which also bounds `send_remote_mr`'s wait.
+    peer_timeout: Duration,
     _ctx: Context,
 }
 
@@ -291,6 +297,7 @@ impl Parts {
             pool: self.pool,
             returned: tokio::sync::Mutex::new(self.inbox.returned),
             lent_in: tokio::sync::Mutex::new(self.inbox.lent_in),
+            peer_timeout: o.peer_timeout,
             _ctx: self.ctx,
         }
     }
@@ -598,9 +605,25 @@ impl RcEndpoint {
     ///
     /// The return is sent only after every data-QP request posted before
     /// this call has completed (dropped futures' included), so no WRITE or
-    /// READ of ours reaches the region after the peer has reused it.
+    /// READ of ours reaches the region after the peer has reused it. That
+    /// wait is bounded by [`AioOpts::peer_timeout`]: a request the peer
+    /// holds up longer (a SEND it answers with RNR NAKs while it posts no
+    /// receive, which the default `rnr_retry` of 7 retries forever) ends the
+    /// call with [`Error::Timeout`], the region not given back (call again
+    /// once those requests have completed).
     pub async fn send_remote_mr(&self, mr: RemoteMr) -> Result<()> {
         self.check_open()?;
+        let bound = self.peer_timeout;
+        tokio::time::timeout(bound, self.after_earlier_requests()).await.map_err(|_| Error::Timeout {
+            op: "send_remote_mr: waiting for the data QP's earlier requests to complete",
+            after: bound,
+        })??;
+        self.ctrl.send(&self.shared.ctrl, &Msg::new(Kind::Return, 0, mr))
+    }
+
+    /// Resolves once every data-QP request posted before the call has
+    /// completed; [`Error::Closed`] if the endpoint closes first.
+    async fn after_earlier_requests(&self) -> Result<()> {
         let mark = self.shared.mark();
         let _watch = self.shared.watch_progress();
         loop {
@@ -616,7 +639,7 @@ impl RcEndpoint {
                 _ = self.shared.closed() => return Err(self.shared.close_error()),
             }
         }
-        self.ctrl.send(&self.shared.ctrl, &Msg::new(Kind::Return, 0, mr))
+        Ok(())
     }
 
     /// The next region of this side's pool that the peer gave back
@@ -627,12 +650,14 @@ impl RcEndpoint {
         let mut returned = self.returned.lock().await;
         tokio::select! {
             biased;
-            mr = returned.recv() => return mr.ok_or_else(|| self.shared.close_error()),
+            r = returned.recv() => {
+                return r.map(|r| self.ctrl.take_returned(r)).ok_or_else(|| self.shared.close_error())
+            }
             _ = self.shared.closed() => {}
         }
         // Closed: a return that was already in the CQ is still handed over.
         self.shared.stopped().await;
-        returned.try_recv().map_err(|_| self.shared.close_error())
+        returned.try_recv().map(|r| self.ctrl.take_returned(r)).map_err(|_| self.shared.close_error())
     }
 
     /// [`RcEndpoint::receive_local_mr`] bounded by `timeout` ([`Error::Timeout`] after it).
@@ -679,8 +704,12 @@ impl RcEndpoint {
     }
 
     /// Bytes and pieces of this endpoint's pool the peer holds on its
-    /// requests (counted against [`AioOpts::grant_quota_bytes`] and
-    /// [`AioOpts::grant_quota_count`]).
+    /// requests, with those it gave back that
+    /// [`receive_local_mr`](Self::receive_local_mr) has not taken yet: what
+    /// counts against [`AioOpts::grant_quota_bytes`] and
+    /// [`AioOpts::grant_quota_count`]. A returned piece leaves the quota
+    /// when the application takes it, so an endpoint that only serves
+    /// requests and never takes returns grants at most the quota in all.
     pub fn granted_to_peer(&self) -> (usize, usize) {
         self.ctrl.granted()
     }
@@ -689,6 +718,12 @@ impl RcEndpoint {
     /// down after a protocol violation); the reason, as the error its calls return.
     pub fn closed_reason(&self) -> Option<Error> {
         self.shared.closing.load(Ordering::Acquire).then(|| self.shared.close_error())
+    }
+
+    /// The data and control QPs (for the crate's own tests).
+    #[cfg(test)]
+    pub(super) fn qps(&self) -> (&Qp, &Qp) {
+        (&self.shared.data, &self.shared.ctrl)
     }
 
     /// Requests posted and not yet completed (the memory they hold included).
