@@ -117,7 +117,16 @@ fn build() -> (PathBuf, PathBuf) {
 
     let exe = work.join("mlx5_provider");
     let lib = work.join("libmlx5_provider_harness.so");
-    let c = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/provider/mlx5_provider.c");
+    // mlx5_provider.c and the sections in files of their own beside it
+    // (each reached through harness.h's entries; sorted, so the build is stable).
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/provider");
+    let mut c: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "c"))
+        .collect();
+    c.sort();
     // libmlx5's direct-verbs entry table (`mlx5_dv_ctx_ops`, static in
     // mlx5.c) made global in a copy of the archive, so that the harness can
     // hand it to its context as libmlx5's context set-up does.
@@ -150,7 +159,7 @@ fn build() -> (PathBuf, PathBuf) {
                 "-Wl,--exclude-libs,ALL",
             ]);
         }
-        cmd.arg("-o").arg(out).arg(&c).arg(&mlx5);
+        cmd.arg("-o").arg(out).args(&c).arg(&mlx5);
         for a in &archives[1..] {
             cmd.arg(bdir.join(a));
         }

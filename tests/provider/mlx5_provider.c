@@ -1195,6 +1195,7 @@ static void run_dc_typed(unsigned n)
 /* ---- end of typed DC builders ------------------------------------------- */
 
 #ifdef HARNESS_LIB
+#include "harness.h"
 /* ---- library build (-DHARNESS_LIB) ---------------------------------------
  *
  * The same provider objects, built as a shared library that the Rust half
@@ -1204,7 +1205,20 @@ static void run_dc_typed(unsigned n)
  * (mlx5_qp_fill_wr_pfns), and rrddmma's WrBatch and DciBatch drive those
  * entries; the results are compared with the P and W lines of the
  * executable's mlx5_post_send (RC, UD) or ibv_wr_* (DC) run. */
-#define H_API __attribute__((visibility("default")))
+
+/* The context and protection domain the provider objects hang off, for the
+ * sections in files of their own (harness.h). */
+H_API struct mlx5_context *h_context(void)
+{
+	if (!ctx)
+		make_context();
+	return ctx;
+}
+H_API struct ibv_pd *h_pd(void)
+{
+	h_context();
+	return &pd;
+}
 
 /* kind: 0 RC, 1 UD, 2 DCI, 3 DCI with streams (the Q line's last field). */
 H_API struct mlx5_qp *h_make_sq(int kind, uint32_t qpn, unsigned wqe_cnt, int max_gs, int max_inline,
