@@ -4,6 +4,8 @@ use std::fmt;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::cm::kind::CmEventType;
+
 static DESTROY_FAILURES: AtomicU64 = AtomicU64::new(0);
 
 /// How many times a `Drop` of this crate saw a destroy verb fail
@@ -164,9 +166,9 @@ pub enum Error {
         /// What was being waited for.
         op: &'static str,
         /// The event kind waited for.
-        expected: crate::prim::cm::CmEventType,
+        expected: CmEventType,
         /// The event kind that arrived.
-        got: crate::prim::cm::CmEventType,
+        got: CmEventType,
         /// Its status: a negative errno, or for `REJECTED` the IB CM reason
         /// (8: no listener at that address and port; 28: the peer's application rejected).
         status: i32,
@@ -378,15 +380,15 @@ impl fmt::Display for Error {
             Error::CmEvent { op, expected, got, status, private_data } => {
                 write!(f, "{op}: got {got} (status {status}) instead of {expected}")?;
                 let hint = match (*got, *status) {
-                    (crate::prim::cm::CmEventType::REJECTED, 8) => {
+                    (CmEventType::REJECTED, 8) => {
                         ": no one listens at that address and port (IB CM reject reason 8, invalid service ID)"
                     }
-                    (crate::prim::cm::CmEventType::REJECTED, 28) => ": the peer's application rejected the connection",
-                    (crate::prim::cm::CmEventType::ADDR_ERROR, _) => {
+                    (CmEventType::REJECTED, 28) => ": the peer's application rejected the connection",
+                    (CmEventType::ADDR_ERROR, _) => {
                         ": the address does not resolve (no route or no neighbour answering ARP/ND on an RDMA netdev)"
                     }
-                    (crate::prim::cm::CmEventType::ROUTE_ERROR, _) => ": no route to the peer on an RDMA device",
-                    (crate::prim::cm::CmEventType::UNREACHABLE, _) => ": the peer did not answer the CM request",
+                    (CmEventType::ROUTE_ERROR, _) => ": no route to the peer on an RDMA device",
+                    (CmEventType::UNREACHABLE, _) => ": the peer did not answer the CM request",
                     _ => "",
                 };
                 f.write_str(hint)?;
@@ -448,9 +450,9 @@ impl From<Error> for io::Error {
             #[cfg(feature = "cm")]
             Error::CmEvent { got, .. } => {
                 let kind = match *got {
-                    crate::prim::cm::CmEventType::REJECTED => io::ErrorKind::ConnectionRefused,
-                    crate::prim::cm::CmEventType::DISCONNECTED => io::ErrorKind::ConnectionReset,
-                    crate::prim::cm::CmEventType::ADDR_ERROR | crate::prim::cm::CmEventType::ROUTE_ERROR => {
+                    CmEventType::REJECTED => io::ErrorKind::ConnectionRefused,
+                    CmEventType::DISCONNECTED => io::ErrorKind::ConnectionReset,
+                    CmEventType::ADDR_ERROR | CmEventType::ROUTE_ERROR => {
                         io::ErrorKind::NotFound
                     }
                     _ => io::ErrorKind::Other,

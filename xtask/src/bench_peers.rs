@@ -306,7 +306,7 @@ pub fn run_peers(args: &[String]) -> Result<()> {
     // Every program loads libibverbs by its soname (rrddmma, C and ibverbs
     // link it, sideway dlopens it): LD_LIBRARY_PATH points them all at v59.
     let userspace = if o.v59 {
-        let v59 = crate::userspace::build(&crate::test::rdma_core_source()?)?;
+        let v59 = crate::userspace::build(&crate::rdma_core_src::tarball()?)?;
         format!("export LD_LIBRARY_PATH={}; ", shell_quote(&v59.lib.to_string_lossy()))
     } else {
         String::new()

@@ -53,6 +53,7 @@ mod mlx5_provider;
 mod msrv;
 mod pairs;
 mod perf_checks;
+mod rdma_core_src;
 mod siw;
 mod slurm;
 mod tally;
@@ -74,7 +75,7 @@ pub fn root() -> PathBuf {
 /// libmlx5 differential harness and the kernel mlx5e oracle).
 fn mlx5_harness() -> Result<()> {
     let mut tally = tally::Tally::default();
-    mlx5_provider::check(&mut tally, &test::rdma_core_source()?);
+    mlx5_provider::check(&mut tally, &rdma_core_src::tarball()?);
     tally.finish()
 }
 

@@ -37,36 +37,6 @@ fn lib_binary() -> Result<PathBuf> {
         .ok_or_else(|| "building the library's unit tests failed".into())
 }
 
-/// The pinned rdma-core v59.0 release (the `pyverbs` sdist on PyPI, which
-/// is the whole rdma-core tree) and its SHA-256: the same file the
-/// library's source build downloads (build/source.rs).
-const PINNED_URL: &str = "https://files.pythonhosted.org/packages/98/f5/\
-c7f7425c53b313492f35cea6785fefe5d9b98040ce94a66a6f6354fc91ab/pyverbs-59.0.tar.gz";
-const PINNED_SHA256: &str = "b30d56bb620b3d3b4301876f9a04c964be1c76cc6553a451e1465f1c6ac9f20e";
-
-/// Fetches the pinned rdma-core tree (cached under target/xtask) with curl
-/// and checks its SHA-256. (`pip download` of the sdist also builds its
-/// metadata, which took six minutes on a fresh machine.)
-pub(crate) fn rdma_core_source() -> Result<PathBuf> {
-    let dir = root().join("target/xtask/rdma-core-src");
-    let tarball = dir.join("pyverbs-59.0.tar.gz");
-    let sha = |p: &Path| -> Result<String> {
-        let out = Command::new("sha256sum").arg(p).output()?;
-        Ok(String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap_or("").to_string())
-    };
-    if !tarball.exists() || sha(&tarball)? != PINNED_SHA256 {
-        std::fs::create_dir_all(&dir)?;
-        let part = dir.join("pyverbs-59.0.tar.gz.part");
-        crate::run(Command::new("curl").args(["-fsSL", "--retry", "3", "-o"]).arg(&part).arg(PINNED_URL))?;
-        let got = sha(&part)?;
-        if got != PINNED_SHA256 {
-            return Err(format!("{PINNED_URL} has SHA-256 {got}, expected {PINNED_SHA256}").into());
-        }
-        std::fs::rename(&part, &tarball)?;
-    }
-    Ok(tarball)
-}
-
 /// A cargo command that sees no installed libibverbs (an empty pkg-config path).
 fn cargo_without_linkage(args: &[&str]) -> Command {
     let empty = root().join("target/xtask/empty-pkgconfig");
@@ -206,7 +176,7 @@ pub fn run(args: &[String]) -> Result<()> {
     // With `tokio`: the async layer's CM tests (`aio_cm::`) run in it.
     let shared = device_binary("tokio", &[], None)?;
     let lib = lib_binary()?;
-    let src = rdma_core_source()?;
+    let src = crate::rdma_core_src::tarball()?;
     let src = src.to_string_lossy();
     let source_env = |providers: &'static str| {
         [("RRDDMMA_LINKAGE", "source"), ("RRDDMMA_STATIC_PROVIDERS", providers), ("RRDDMMA_RDMA_CORE_SRC", &*src)]
@@ -219,7 +189,7 @@ pub fn run(args: &[String]) -> Result<()> {
     };
     let static_rxe = build_static("mlx5,rxe", "target/static-rxe")?;
     let static_mlx5 = build_static("mlx5", "target/static-mlx5")?;
-    crate::mlx5_provider::check(&mut tally, &rdma_core_source()?);
+    crate::mlx5_provider::check(&mut tally, &crate::rdma_core_src::tarball()?);
     let static_debian = device_binary(
         "",
         &[("RRDDMMA_LINKAGE", "static"), ("RRDDMMA_STATIC_PROVIDERS", "mlx5,rxe")],
@@ -322,7 +292,7 @@ pub fn run(args: &[String]) -> Result<()> {
     if !matrix {
         tally.skip(SKIPPED_MATRIX);
     } else if matches!(place, device::Place::Vm { .. }) {
-        let tarball = rdma_core_source()?;
+        let tarball = crate::rdma_core_src::tarball()?;
         let v59 = dlopen.as_ref().map(|b| (b.device.as_path(), tarball.as_path()));
         if let Err(e) = crate::matrix::newest(&shared, v59, &mut tally) {
             tally.check(&format!("kernel matrix: Debian's newest kernel fetched and booted ({e})"), false);

@@ -1,5 +1,5 @@
 //! The newer rdma-core userspace for the kernel matrix: the pinned rdma-core
-//! v59 tree (the tarball `cargo xtask test` fetches, `test::rdma_core_source`)
+//! v59 tree (the tarball `cargo xtask test` fetches, `rdma_core_src::tarball`)
 //! built as shared libraries under `target/xtask/rdma-core-v59/build`, run in
 //! place by a `dlopen` binary pointed at it (`RRDDMMA_LIB*`).
 //!
@@ -118,7 +118,7 @@ pub fn build(tarball: &Path) -> Result<V59> {
 /// `cargo xtask userspace`: builds (or reuses) the v59 libraries and prints
 /// the settings that point a `dlopen` binary at them.
 pub fn run() -> Result<()> {
-    let v59 = build(&crate::test::rdma_core_source()?)?;
+    let v59 = build(&crate::rdma_core_src::tarball()?)?;
     println!("{}", v59.env());
     Ok(())
 }

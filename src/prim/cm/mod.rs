@@ -38,8 +38,10 @@ use super::{AccessFlags, Error, Qp, QpAttr, QpState, Result};
 mod channel;
 mod ece;
 mod event;
+pub(crate) mod kind;
 pub use channel::{EventChannel, QUEUED_REQUESTS_MAX};
-pub use event::{CmEvent, CmEventType, UdParam};
+pub use event::{CmEvent, UdParam};
+pub use kind::CmEventType;
 
 /// Largest private data, in bytes, that each CM message carries for the
 /// application (the IB CM message's field less librdmacm's 36-byte header
