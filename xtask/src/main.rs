@@ -58,6 +58,7 @@ mod siw;
 mod slurm;
 mod tally;
 mod test;
+mod tree_check;
 mod userspace;
 
 use std::path::PathBuf;

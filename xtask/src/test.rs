@@ -129,6 +129,8 @@ pub fn run(args: &[String]) -> Result<()> {
             || std::env::var("RRDDMMA_KERNEL_MATRIX").map_or(true, |v| v != "0"));
     deps::ensure()?;
     let mut tally = Tally::default();
+    let tree_before = crate::tree_check::snapshot();
+    crate::tree_check::lockfiles(&mut tally);
 
     tally.check("cargo fmt --check", capture(&mut cargo(&["fmt", "--all", "--", "--check"])).0);
     tally.check(
@@ -300,6 +302,7 @@ pub fn run(args: &[String]) -> Result<()> {
     } else {
         tally.check(NOT_IN_VM_MATRIX, false);
     }
+    crate::tree_check::unchanged(&mut tally, tree_before.as_deref());
 
     tally.finish()
 }
