@@ -74,15 +74,8 @@ impl AddressVector {
     pub fn of(ah: &crate::prim::Ah) -> crate::prim::Result<AddressVector> {
         use crate::bindings as ffi;
         use crate::prim::Error;
+        super::require(ah.pd().context(), "mlx5dv_init_obj(MLX5DV_OBJ_AH)")?;
         let raw = ah.as_ptr();
-        // SAFETY: a live AH points to its context, and a live context to its device.
-        let mlx5 = unsafe { ffi::mlx5dv_is_supported((*(*raw).context).device) };
-        if !mlx5 {
-            return Err(Error::Unsupported {
-                op: "mlx5dv_init_obj(MLX5DV_OBJ_AH)",
-                feature: "mlx5 direct verbs (the device is not mlx5)",
-            });
-        }
         let mut out = ffi::mlx5dv_ah::default();
         let mut obj = ffi::mlx5dv_obj::default();
         obj.ah.in_ = raw;

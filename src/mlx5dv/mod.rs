@@ -69,14 +69,46 @@ pub fn is_supported(ctx: &Context) -> bool {
 }
 
 #[cfg(not(rrddmma_mlnx_ofed4))]
-/// `Err(Unsupported)` unless `ctx` is an mlx5 device.
+/// `Err(Unsupported)` unless `ctx` is an mlx5 device; the error names the
+/// device and what to do instead ([`not_mlx5`]).
 pub(crate) fn require(ctx: &Context, op: &'static str) -> Result<()> {
     if is_supported(ctx) {
         Ok(())
     } else {
-        Err(Error::Unsupported { op, feature: "mlx5 direct verbs (the device is not mlx5)" })
+        Err(Error::Unsupported { op, feature: not_mlx5(ctx.name()) })
     }
 }
+
+#[cfg(not(rrddmma_mlnx_ofed4))]
+/// The `feature` of the error a non-mlx5 device gets: which device, and
+/// what to use instead. One text per device name, kept for the process's
+/// life (there are as many as devices, and at most [`NOT_MLX5_TEXTS`];
+/// beyond that the text names no device).
+pub(crate) fn not_mlx5(device: &str) -> &'static str {
+    use std::sync::Mutex;
+    static TEXTS: Mutex<Vec<(String, &'static str)>> = Mutex::new(Vec::new());
+    let mut texts = TEXTS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, t)) = texts.iter().find(|(d, _)| d == device) {
+        return t;
+    }
+    if texts.len() >= NOT_MLX5_TEXTS {
+        return "mlx5 direct verbs (the device is not a ConnectX (mlx5) one: open one, which `ibv_devices` \
+                lists as mlx5_N, or use the verbs path, Qp::post_send and Cq::poll, which runs on every device)";
+    }
+    let text: &'static str = Box::leak(
+        format!(
+            "mlx5 direct verbs ({device} is not a ConnectX (mlx5) device: open one, which `ibv_devices` lists as \
+             mlx5_N, or use the verbs path, Qp::post_send and Cq::poll, which runs on every device)"
+        )
+        .into_boxed_str(),
+    );
+    texts.push((device.to_string(), text));
+    text
+}
+
+#[cfg(not(rrddmma_mlnx_ofed4))]
+/// The most device names [`not_mlx5`] keeps a text for.
+const NOT_MLX5_TEXTS: usize = 64;
 
 #[cfg(not(rrddmma_mlnx_ofed4))]
 #[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
@@ -138,5 +170,22 @@ mod tests {
             rest = &rest[close..];
         }
         assert_eq!(seen, QUERY_DEVICE_MASK, "the request names a bit the bindings do not define");
+    }
+
+    /// The text names the device and the way out, once per device name.
+    #[test]
+    fn hint_not_mlx5_names_the_device_and_what_to_use() {
+        let t = not_mlx5("rxe7");
+        assert!(t.contains("rxe7 is not a ConnectX (mlx5) device"), "{t}");
+        assert!(t.contains("ibv_devices") && t.contains("Qp::post_send and Cq::poll"), "{t}");
+        assert!(std::ptr::eq(t, not_mlx5("rxe7")), "one text per device name");
+        let e = Error::Unsupported { op: "mlx5dv_query_device", feature: t };
+        assert!(e.to_string().starts_with("mlx5dv_query_device: mlx5 direct verbs (rxe7 is not"), "{e}");
+        // Past the bound, no more texts are kept and none names a device.
+        for i in 0..NOT_MLX5_TEXTS {
+            not_mlx5(&format!("siw{i}"));
+        }
+        let past = not_mlx5("bnxt_re9");
+        assert!(!past.contains("bnxt_re9") && past.contains("not a ConnectX (mlx5) one"), "{past}");
     }
 }

@@ -136,7 +136,7 @@ impl AhAttr {
 pub const GRH_LEN: usize = 40;
 
 pub(crate) struct AhInner {
-    _pd: Pd,
+    pd: Pd,
 }
 
 // SAFETY: `ibv_destroy_ah` releases what the matching create verb made; an address handle is immutable after creation.
@@ -175,7 +175,7 @@ impl Ah {
         let ah = NonNull::new(ah).ok_or_else(|| Error::last("ibv_create_ah"))?;
         Ok(Ah(Arc::new(
             // SAFETY: just made by its create verb, owned by nothing else.
-            unsafe { Owned::new(ah, AhInner { _pd: pd.clone() }) },
+            unsafe { Owned::new(ah, AhInner { pd: pd.clone() }) },
         )))
     }
 
@@ -188,5 +188,10 @@ impl Ah {
     /// The raw handle.
     pub fn as_ptr(&self) -> *mut ffi::ibv_ah {
         self.0.as_ptr()
+    }
+
+    /// The protection domain it was created on.
+    pub fn pd(&self) -> &Pd {
+        &self.0.pd
     }
 }

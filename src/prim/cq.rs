@@ -981,11 +981,11 @@ mod tests {
         let e = wc.ok().unwrap_err();
         assert_eq!((e.wr_id, e.qp_num, e.status, e.vendor_err), (5, 0x11, WcStatus::REM_ACCESS_ERR, 0x88));
         let msg = e.to_string();
-        assert!(msg.contains("work request 5 on QP 0x11 failed: REM_ACCESS_ERR"), "{msg}");
+        assert!(msg.contains("work request 0x5 on QP 0x11 failed: REM_ACCESS_ERR"), "{msg}");
         assert!(msg.contains("REMOTE_READ") && msg.contains("ConnectOpts::access"), "{msg}");
         let ok = Wc(ffi::ibv_wc { wr_id: 6, ..Default::default() });
         assert_eq!(ok.ok().map(Wc::wr_id), Ok(6));
         let unknown = Wc(ffi::ibv_wc { status: ffi::ibv_wc_status(77), ..Default::default() });
-        assert_eq!(unknown.ok().unwrap_err().to_string(), "work request 0 on QP 0x0 failed: WcStatus(77)");
+        assert_eq!(unknown.ok().unwrap_err().to_string(), "work request 0x0 on QP 0x0 failed: WcStatus(77)");
     }
 }

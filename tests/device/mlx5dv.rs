@@ -100,3 +100,19 @@ fn every_entry_point_is_unsupported_off_mlx5() {
     // The QP is untouched and still usable through verbs.
     assert_eq!(qa.query_state().unwrap(), QpState::RTS);
 }
+
+/// The error names the device and what to use instead.
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn hint_non_mlx5_error_names_the_device_and_the_way_out() {
+    let ctx = open_device();
+    if mlx5dv::is_supported(&ctx) {
+        eprintln!("skipped: {} is an mlx5 device", ctx.name());
+        return;
+    }
+    let e = mlx5dv::query_device(&ctx).unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains(&format!("{} is not a ConnectX (mlx5) device", ctx.name())), "{msg}");
+    assert!(msg.contains("Qp::post_send and Cq::poll, which runs on every device"), "{msg}");
+    assert!(e.is_unsupported(), "{e:?}");
+}

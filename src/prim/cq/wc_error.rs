@@ -14,7 +14,7 @@ use crate::prim::{WcOpcode, WcStatus};
 /// use rrddmma::prim::{WcError, WcStatus};
 /// let e = WcError { wr_id: 7, qp_num: 0x11, status: WcStatus::REM_ACCESS_ERR, opcode: None, vendor_err: 0x88 };
 /// let msg = e.to_string();
-/// assert!(msg.starts_with("work request 7 on QP 0x11 failed: REM_ACCESS_ERR (vendor error 0x88)"));
+/// assert!(msg.starts_with("work request 0x7 on QP 0x11 failed: REM_ACCESS_ERR (vendor error 0x88)"));
 /// assert!(msg.contains("REMOTE_READ"));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,9 +59,11 @@ impl WcError {
                  READs and atomics need"
             }
             S::REM_INV_REQ_ERR => {
-                "the peer found the request invalid: the message is longer than its receive \
-                 buffer, or its QP does not take this operation (max_dest_rd_atomic 0 refuses \
-                 READs and atomics)"
+                "the peer found the request invalid: most often the peer's QP was not granted \
+                 the remote access this operation needs (REMOTE_WRITE, REMOTE_READ or \
+                 REMOTE_ATOMIC in its QP's access flags: ConnectOpts::access on the peer); else \
+                 the message is longer than its receive buffer, or its QP takes no READs or \
+                 atomics (max_dest_rd_atomic 0)"
             }
             S::REM_ACCESS_ERR => {
                 "the peer refused the access: its region lacks the REMOTE_READ, REMOTE_WRITE or \
@@ -89,7 +91,7 @@ impl WcError {
 
 impl fmt::Display for WcError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "work request {} on QP {:#x} failed: {}", self.wr_id, self.qp_num, self.status)?;
+        write!(f, "work request {:#x} on QP {:#x} failed: {}", self.wr_id, self.qp_num, self.status)?;
         if self.vendor_err != 0 {
             write!(f, " (vendor error {:#x})", self.vendor_err)?;
         }
@@ -124,5 +126,32 @@ impl Wc {
             opcode: None,
             vendor_err: self.vendor_err(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error(wr_id: u64, status: WcStatus) -> String {
+        WcError { wr_id, qp_num: 0x2a, status, opcode: None, vendor_err: 0 }.to_string()
+    }
+
+    /// A tagged id (generation in the high bits) reads as its parts in hex.
+    #[test]
+    fn hint_wr_id_is_printed_in_hex() {
+        let msg = error(0x8000_0001_0000_002a, WcStatus::WR_FLUSH_ERR);
+        assert!(msg.starts_with("work request 0x800000010000002a on QP 0x2a failed: WR_FLUSH_ERR"), "{msg}");
+    }
+
+    /// On mlx5 a WRITE to a QP without REMOTE_WRITE completes with
+    /// REM_INV_REQ_ERR: the hint names the peer's QP access first.
+    #[test]
+    fn hint_rem_inv_req_err_names_the_peers_qp_access_first() {
+        let msg = error(1, WcStatus::REM_INV_REQ_ERR);
+        let access = msg.find("ConnectOpts::access").expect(&msg);
+        let length = msg.find("longer than its receive buffer").expect(&msg);
+        assert!(access < length, "{msg}");
+        assert!(msg.contains("REMOTE_WRITE, REMOTE_READ or REMOTE_ATOMIC"), "{msg}");
     }
 }
