@@ -180,7 +180,7 @@ pub struct CqBuilder<'a> {
 }
 
 impl<'a> CqBuilder<'a> {
-    fn new(ctx: &'a Context, cqe: u32) -> CqBuilder<'a> {
+    fn start(ctx: &'a Context, cqe: u32) -> CqBuilder<'a> {
         CqBuilder {
             ctx,
             cqe,
@@ -486,7 +486,7 @@ impl Cq {
     #[doc(alias = "ibv_create_cq_ex")]
     #[doc(alias = "mlx5dv_create_cq")]
     pub fn builder(ctx: &Context, cqe: u32) -> CqBuilder<'_> {
-        CqBuilder::new(ctx, cqe)
+        CqBuilder::start(ctx, cqe)
     }
 
     /// Creates a classic CQ with room for at least `cqe` completions.

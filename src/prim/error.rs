@@ -452,9 +452,7 @@ impl From<Error> for io::Error {
                 let kind = match *got {
                     CmEventType::REJECTED => io::ErrorKind::ConnectionRefused,
                     CmEventType::DISCONNECTED => io::ErrorKind::ConnectionReset,
-                    CmEventType::ADDR_ERROR | CmEventType::ROUTE_ERROR => {
-                        io::ErrorKind::NotFound
-                    }
+                    CmEventType::ADDR_ERROR | CmEventType::ROUTE_ERROR => io::ErrorKind::NotFound,
                     _ => io::ErrorKind::Other,
                 };
                 io::Error::new(kind, e)

@@ -15,6 +15,7 @@ pub mod cm;
 mod counters;
 mod cq;
 pub(crate) mod cvalue;
+mod deprecated;
 mod device;
 mod dm;
 mod domain;

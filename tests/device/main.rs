@@ -34,6 +34,7 @@ mod resources;
 mod srq_limit;
 mod stress;
 mod ud_srq;
+mod upgrade;
 mod userspace;
 mod wrap;
 mod xrc_open;

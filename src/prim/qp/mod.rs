@@ -126,7 +126,7 @@ pub struct QpBuilder<'a> {
 }
 
 impl<'a> QpBuilder<'a> {
-    fn new(pd: &'a Pd, qp_type: QpType, send_cq: &'a Cq, recv_cq: &'a Cq) -> QpBuilder<'a> {
+    fn start(pd: &'a Pd, qp_type: QpType, send_cq: &'a Cq, recv_cq: &'a Cq) -> QpBuilder<'a> {
         QpBuilder {
             pd,
             qp_type,
@@ -512,7 +512,7 @@ impl Qp {
     #[doc(alias = "ibv_create_qp")]
     #[doc(alias = "ibv_create_qp_ex")]
     pub fn builder<'a>(pd: &'a Pd, qp_type: QpType, send_cq: &'a Cq, recv_cq: &'a Cq) -> QpBuilder<'a> {
-        QpBuilder::new(pd, qp_type, send_cq, recv_cq)
+        QpBuilder::start(pd, qp_type, send_cq, recv_cq)
     }
 
     /// The raw QP.
