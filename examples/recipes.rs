@@ -263,6 +263,58 @@ fn error_completions(dev: &str) -> Result<()> {
 }
 // end recipe
 
+// recipe: message_ring
+/// A FaRM-style message ring: the sender RDMA-WRITEs each message into the
+/// next slot of the receiver's ring, a sequence number in the slot's first
+/// and last words; the receiver polls the last word of the slot it expects
+/// (no receive posted, no completion on its side) and takes the message
+/// when both words carry the sequence number it waits for.
+fn message_ring(dev: &str) -> Result<()> {
+    const SLOTS: usize = 8;
+    const SLOT: usize = 64; // header word, 48 bytes of payload, trailer word
+    let ctx = Context::open(dev)?;
+    let pd = Pd::alloc(&ctx)?;
+    let cq = Cq::create(&ctx, 64)?;
+    let opts = ConnectOpts::default().access(AccessFlags::REMOTE_WRITE);
+    let (sender, _receiver_qp) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 0, &opts)?;
+    let ring = RegisteredMem::new(&pd, SLOTS * SLOT)?; // the receiver's
+    let ring_token = ring.remote(); // sent to the sender out of band
+    let mut staging = RegisteredMem::new(&pd, SLOT)?; // the sender's
+
+    for seq in 1..=3 * SLOTS as u64 {
+        // The sender: sequence number, payload, sequence number; one WRITE.
+        let slot = (seq as usize - 1) % SLOTS * SLOT;
+        let text = format!("message {seq}");
+        staging.write(0, &seq.to_le_bytes());
+        staging.write(8, &[0; 48]);
+        staging.write(8, text.as_bytes());
+        staging.write(SLOT - 8, &seq.to_le_bytes());
+        let src = [staging.sge(0..SLOT)];
+        let at = ring_token.checked_at(slot as u64, SLOT as u64).ok_or("slot outside the ring")?;
+        // SAFETY: `staging` is not written again before this WRITE completes (below).
+        unsafe { sender.post_send(&mut [SendWr::write(&src, at).wr_id(seq).signaled()])? };
+
+        // The receiver: wait for the trailer, then check the header (a torn
+        // slot shows two different numbers) and take the payload.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while ring.load_acquire_u64(slot + SLOT - 8) != seq {
+            if std::time::Instant::now() > deadline {
+                return Err(format!("message {seq} did not arrive").into());
+            }
+            std::hint::spin_loop();
+        }
+        assert_eq!(ring.load_acquire_u64(slot), seq, "header and trailer of slot {slot} agree");
+        let mut payload = [0u8; 48];
+        ring.read(slot + 8, &mut payload);
+        assert_eq!(&payload[..text.len()], text.as_bytes(), "message {seq}");
+
+        // The sender reuses its staging buffer once the WRITE has completed.
+        cq.spin_one(Duration::from_secs(10))?.ok_or("no completion")?.ok()?;
+    }
+    Ok(())
+}
+// end recipe
+
 /// `DEVICE [--client PORT]`, read with `lexopt` as every binary here.
 fn parse_args() -> std::result::Result<(Option<String>, Option<u16>), lexopt::Error> {
     use lexopt::prelude::*;
@@ -297,13 +349,14 @@ fn main() {
         }
         return;
     }
-    let recipes: [Recipe; 6] = [
+    let recipes: [Recipe; 7] = [
         ("two_processes", two_processes),
         ("remote_table", remote_table),
         ("ud_srq", ud_srq),
         ("wait_without_spinning", wait_without_spinning),
         ("gid_and_mtu", gid_and_mtu),
         ("error_completions", error_completions),
+        ("message_ring", message_ring),
     ];
     let mut failed = 0;
     for (name, f) in recipes {

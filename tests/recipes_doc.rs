@@ -34,7 +34,7 @@ fn the_recipes_page_quotes_the_example_verbatim() {
     let src = std::fs::read_to_string(format!("{root}/examples/recipes.rs")).expect("examples/recipes.rs");
     let md = std::fs::read_to_string(format!("{root}/docs/recipes.md")).expect("docs/recipes.md");
     let (code, quoted) = (regions(&src), code_blocks(&md));
-    assert_eq!(code.len(), 6, "six recipes");
+    assert_eq!(code.len(), 7, "seven recipes");
     assert_eq!(quoted.len(), code.len(), "one code block per recipe");
     for (i, (c, q)) in code.iter().zip(&quoted).enumerate() {
         assert_eq!(c, q, "recipe {i} of docs/recipes.md differs from examples/recipes.rs");

@@ -439,6 +439,25 @@ impl<'a> RecvWr<'a> {
         }
     }
 
+    /// A receive with no entries, identified by `wr_id`: what a WRITE with
+    /// immediate consumes (it delivers its immediate, and its data goes to
+    /// the WRITE's remote address, not to a receive buffer). A SEND that
+    /// meets it completes with `LOC_LEN_ERR` unless its payload is empty.
+    ///
+    /// ```
+    /// use rrddmma::prim::RecvWr;
+    /// let wr = RecvWr::empty(9);
+    /// assert_eq!((wr.as_raw().wr_id, wr.as_raw().num_sge), (9, 0));
+    /// assert!(wr.as_raw().sg_list.is_null());
+    /// ```
+    #[inline]
+    pub const fn empty(wr_id: u64) -> RecvWr<'static> {
+        RecvWr {
+            raw: ffi::ibv_recv_wr { wr_id, next: std::ptr::null_mut(), sg_list: std::ptr::null_mut(), num_sge: 0 },
+            _sges: PhantomData,
+        }
+    }
+
     /// The raw request.
     pub const fn as_raw(&self) -> &ffi::ibv_recv_wr {
         &self.raw

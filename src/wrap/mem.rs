@@ -2,6 +2,7 @@
 
 use std::ops::Range;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::error::{Error, Result};
 use crate::prim::{AccessFlags, Mr, Pd, RemoteMr, Sge};
@@ -260,6 +261,48 @@ impl RegisteredMem {
         assert!(offset < self.len, "offset {offset} is outside the {} bytes of this RegisteredMem", self.len);
         // SAFETY: `offset < len`: inside the live mapping.
         unsafe { self.ptr.as_ptr().add(offset) }
+    }
+
+    /// Reads the 8-byte word at `offset` with an acquire load: the way to
+    /// poll for a peer's RDMA WRITE (a sequence number or flag it writes
+    /// last), with no `unsafe` per read. Reads after it see what the writer
+    /// wrote before the word, in so far as the device wrote them first:
+    /// ConnectX and SoftRoCE place a WRITE's bytes in address order, which
+    /// the InfiniBand specification does not promise (where it matters, a
+    /// WRITE with immediate and its receive completion do).
+    /// docs/recipes.md, "A message ring polled in memory", shows the pattern.
+    ///
+    /// # Panics
+    /// If `offset` is not a multiple of 8 or the word is not inside the memory.
+    #[inline]
+    pub fn load_acquire_u64(&self, offset: usize) -> u64 {
+        self.word_at::<8>(offset);
+        // SAFETY: in bounds and 8-byte aligned (the mapping is page-aligned;
+        // checked above). An atomic is only ever formed here and in
+        // `load_acquire_u32`, for loads; safe writes take `&mut self`, so no
+        // non-atomic write of this process races with the load, and the
+        // device's DMA is outside the Rust memory model, as for `read`.
+        unsafe { (*self.ptr.as_ptr().add(offset).cast::<AtomicU64>()).load(Ordering::Acquire) }
+    }
+
+    /// Reads the 4-byte word at `offset` with an acquire load (as
+    /// [`RegisteredMem::load_acquire_u64`]).
+    ///
+    /// # Panics
+    /// If `offset` is not a multiple of 4 or the word is not inside the memory.
+    #[inline]
+    pub fn load_acquire_u32(&self, offset: usize) -> u32 {
+        self.word_at::<4>(offset);
+        // SAFETY: as in `load_acquire_u64`, 4-byte aligned.
+        unsafe { (*self.ptr.as_ptr().add(offset).cast::<AtomicU32>()).load(Ordering::Acquire) }
+    }
+
+    fn word_at<const N: usize>(&self, offset: usize) {
+        assert!(
+            offset % N == 0,
+            "offset {offset} of this RegisteredMem is not a multiple of {N}: a {N}-byte word is read at an aligned offset"
+        );
+        self.check(&(offset..offset.saturating_add(N)));
     }
 
     /// The token a peer needs to access the whole region remotely.

@@ -48,9 +48,8 @@ fn atomics_return_the_old_value_and_update_memory() {
 fn write_with_immediate_consumes_a_receive() {
     let mut lb = Loopback::new(QpCaps::default());
     lb.a()[..512].iter_mut().enumerate().for_each(|(i, x)| *x = (i % 256) as u8);
-    let none: [Sge; 0] = [];
     // SAFETY: an empty receive; the WRITE's entries lie in registered regions.
-    unsafe { lb.qb.post_recv(&mut [RecvWr::new(&none, 10)]) }.unwrap();
+    unsafe { lb.qb.post_recv(&mut [RecvWr::empty(10)]) }.unwrap();
     let src = [lb.mr_a.sge(0, 512)];
     // SAFETY: as above.
     unsafe {

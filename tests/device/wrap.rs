@@ -244,3 +244,33 @@ fn memory_window_keeps_registered_mem_alive() {
     assert_eq!(destroy_failures(), failures, "deregistration after the window went succeeded");
     assert!(!mapped_at(addr), "the mapping is gone with the last handle to its region");
 }
+
+/// The acquire loads read what a WRITE put there, and refuse a misaligned
+/// or out-of-range word with a message naming the offset.
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn load_acquire_reads_words_and_refuses_misaligned_or_outside_offsets() {
+    let ctx = open_device();
+    let pd = Pd::alloc(&ctx).unwrap();
+    let mut mem = RegisteredMem::new(&pd, 4096).unwrap();
+    mem.write(8, &0x1122_3344_5566_7788u64.to_le_bytes());
+    assert_eq!(mem.load_acquire_u64(8), 0x1122_3344_5566_7788);
+    assert_eq!(mem.load_acquire_u32(12), 0x1122_3344);
+    assert_eq!(mem.load_acquire_u64(4088), 0);
+    let message = |f: &dyn Fn()| {
+        let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).expect_err("must panic");
+        e.downcast_ref::<String>().cloned().unwrap_or_default()
+    };
+    let m = message(&|| {
+        mem.load_acquire_u64(4);
+    });
+    assert!(m.contains("offset 4") && m.contains("not a multiple of 8"), "{m}");
+    let m = message(&|| {
+        mem.load_acquire_u64(4096);
+    });
+    assert!(m.contains("4096"), "{m}");
+    let m = message(&|| {
+        mem.load_acquire_u32(4094);
+    });
+    assert!(m.contains("not a multiple of 4"), "{m}");
+}
