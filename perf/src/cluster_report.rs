@@ -386,10 +386,17 @@ struct TotalJson {
     in_mib_s: f64,
 }
 
+/// The version of the cluster JSON document's layout: raised on every
+/// change a reader could trip on (2: a flow's `bw_mib_s` became a summary
+/// object under `--reps`); fields only added keep it. docs/perf.md lists
+/// the versions.
+pub const SCHEMA_VERSION: u32 = 2;
+
 /// The JSON document (`--json`).
 #[derive(Serialize)]
 struct ReportJson<'a> {
     tool: &'static str,
+    schema_version: u32,
     mode: &'static str,
     pattern: &'static str,
     op: &'static str,
@@ -963,6 +970,7 @@ impl<'a> Report<'a> {
             .collect();
         let doc = ReportJson {
             tool: "rrddmma-perf",
+            schema_version: SCHEMA_VERSION,
             mode: "cluster",
             pattern: o.pattern.name(),
             op: o.verb.name(),
@@ -1391,6 +1399,7 @@ mod tests {
         assert_eq!(res.len(), 2);
         assert!((res[0]["jain_fairness"]["mean"].as_f64().unwrap() - 0.8).abs() < 1e-12);
         assert_eq!(res[0]["flows"][1]["src"].as_u64(), Some(2));
+        assert_eq!(j["schema_version"].as_u64(), Some(u64::from(SCHEMA_VERSION)));
         assert!((res[0]["flows"][1]["bw_mib_s"]["mean"].as_f64().unwrap() - 30.0).abs() < 1e-9);
         assert!(res[0]["flows"][1]["bw_mib_s"]["sd"].is_null(), "one repetition has no sd");
         assert_eq!(res[0]["rank_totals"][0]["in_mib_s"].as_f64(), Some(40.0));

@@ -92,10 +92,16 @@ fn test_name(o: &Opts) -> String {
     format!("{}_{}", o.verb.name(), if o.test == Test::Bw { "bw" } else { "lat" })
 }
 
+/// The version of the pairwise JSON document's layout: raised on every
+/// change a reader could trip on (a field renamed, removed or retyped);
+/// fields only added keep it. docs/perf.md lists the versions.
+pub const SCHEMA_VERSION: u32 = 1;
+
 /// The JSON document (`--json`).
 #[derive(Serialize)]
 struct RunJson<'a> {
     tool: &'static str,
+    schema_version: u32,
     test: String,
     device: &'a str,
     clock: &'a str,
@@ -153,6 +159,7 @@ pub fn json(o: &Opts, device: &str, clock: &str, rs: &[Outcome]) -> Result<Strin
         .collect();
     let doc = RunJson {
         tool: "rrddmma-perf",
+        schema_version: SCHEMA_VERSION,
         test: test_name(o),
         device,
         clock,
@@ -427,6 +434,7 @@ mod tests {
             (Some("write_bw"), Some("mlx5_\"0\\"), Some(2))
         );
         assert_eq!((j["connection"].as_str(), j["events"].as_bool()), (Some("RC"), Some(false)));
+        assert_eq!(j["schema_version"].as_u64(), Some(u64::from(SCHEMA_VERSION)));
         let row = &j["results"][0];
         assert_eq!(
             (row["size"].as_u64(), row["bw_mib_s"].as_f64(), row["msg_rate_mpps"].as_f64()),
