@@ -50,12 +50,56 @@ fn regression_dci_stream_id_lands_in_ctrl_bytes_9_and_10() {
     let mut r = Ring::new();
     // SAFETY: the test ring stands for a DCI's queue.
     unsafe { r.sq.set_transport(SqTransport::DcInitiator) };
+    r.sq.set_dci_streams(16);
     let av = AddressVector::default().dc(0x1234, 7);
     r.sq.dc(&av).send(CtrlFlags::CQ_UPDATE).dci_stream(0xbeef).inline(&[1, 2, 3]).finish();
     let b = r.bytes();
     assert_eq!(&b[9..11], &[0xbe, 0xef], "dci_stream_channel_id");
     assert_eq!(b[11], CtrlFlags::CQ_UPDATE.bits(), "fm_ce_se next to it is untouched");
     assert_eq!(b[8], 0, "signature");
+}
+
+/// A stream the DCI does not have is refused before any byte is written
+/// (libmlx5 passes any id to the device): without streams only 0, with
+/// `2^log_num_concurrent` streams ids below that; each builder that takes
+/// a stream panics naming the id, the range and the fix.
+#[test]
+fn stream_id_outside_the_dcis_streams_panics_naming_the_range() {
+    let panics = |log: Option<u8>, id: u16, raw: bool| {
+        let mut r = Ring::new();
+        // SAFETY: the test ring stands for a DCI's queue.
+        unsafe { r.sq.set_transport(SqTransport::DcInitiator) };
+        if let Some(l) = log {
+            r.sq.set_dci_streams(l);
+        }
+        let av = AddressVector::default().dc(0x1234, 7);
+        let before = r.bytes().to_vec();
+        let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            if raw {
+                r.sq.dc(&av).send(CtrlFlags::empty()).dci_stream(id).inline(&[1]).finish();
+            } else {
+                r.sq.dc(&av).stream(id).send(CtrlFlags::empty()).inline(&[1]).finish();
+            }
+        }));
+        let msg = e.err().map(|p| p.downcast_ref::<String>().cloned().unwrap_or_default());
+        (msg, r.bytes() == before[..])
+    };
+    // In range: no panic, with and without streams.
+    assert_eq!(panics(None, 0, false).0, None);
+    assert_eq!(panics(Some(3), 7, false).0, None);
+    assert_eq!(panics(Some(3), 7, true).0, None);
+    // Without streams, stream 1 is refused, naming the fix.
+    let (m, untouched) = panics(None, 1, false);
+    let m = m.expect("stream 1 without streams panics");
+    assert!(m.contains("stream 1") && m.contains("one stream, 0") && m.contains("create_with_streams"), "{m}");
+    assert!(untouched, "nothing written before the panic");
+    // With 8 streams, 8 is one too many, through both builders.
+    for raw in [false, true] {
+        let (m, untouched) = panics(Some(3), 8, raw);
+        let m = m.expect("stream 8 of 8 panics");
+        assert!(m.contains("stream 8") && m.contains("0..8") && m.contains("log_num_concurrent 3"), "{m}");
+        assert!(untouched || raw, "the typed builder writes nothing before the panic");
+    }
 }
 
 /// The stream id is a DCI's: on a connected QP's ring it is a programming error.

@@ -407,14 +407,36 @@ fn dci_streams_match_libmlx5() {
     let batch_wqes: usize = batch.wqes.values().sum();
     report(&format!(
         "DCI streams: {} lists through the typed builders ({} WQEs) and {lists} through DciBatch ({batch_wqes} WQEs) \
-         against mlx5dv_wr_set_dc_addr_stream; {} masked/extended atomics on streams against the reference, \
+         against mlx5dv_wr_set_dc_addr_stream, stream ids below 2^{} (the DCIs' log_num_concurrent; \
+         one past it refused); {} masked/extended atomics on streams against the reference, \
          {} error completions named their stream (SqRing::stream_of); stream reset not driven (a firmware \
          command); 0 mismatches",
         typed.lists,
         typed.wqes.values().sum::<usize>(),
+        build::LOG_DCI_STREAMS,
         ext.streams,
         ext.error_streams,
     ));
+}
+
+/// A stream the DCI does not have is refused by `DciBatch` before libmlx5
+/// sees it (libmlx5's `mlx5dv_wr_set_dc_addr_stream` writes any id): on
+/// one of the provider's DCIs, with 64 streams 63 posts and 64 panics
+/// naming the range, without one stream only 0 posts; nothing is posted
+/// on a refusal.
+#[test]
+#[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
+fn dci_batch_refuses_a_stream_the_dci_does_not_have() {
+    let (m, _) = batch::stream_refusal(Some(6), 63);
+    assert_eq!(m, None, "stream 63 of 64 posts");
+    let (m, untouched) = batch::stream_refusal(Some(6), 64);
+    let m = m.expect("stream 64 of 64 is refused");
+    assert!(m.contains("stream 64") && m.contains("0..64") && m.contains("log_num_concurrent 6"), "{m}");
+    assert!(untouched, "nothing posted");
+    let (m, untouched) = batch::stream_refusal(None, 1);
+    let m = m.expect("stream 1 without streams is refused");
+    assert!(m.contains("one stream, 0") && m.contains("create_with_streams"), "{m}");
+    assert!(untouched, "nothing posted");
 }
 
 /// The typed DC comparison can fail: the stream given to the first request

@@ -354,6 +354,7 @@ fn stream_of_names_the_stream_of_an_error_completion() {
     let mut m = Model::new(8);
     // SAFETY: a model ring standing for a DCI's.
     unsafe { m.sq.set_transport(SqTransport::DcInitiator) };
+    m.sq.set_dci_streams(16);
     let target = DatagramSeg::default();
     let mut at = Vec::new();
     for stream in [3u16, 0, 0xbeef] {

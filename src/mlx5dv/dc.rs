@@ -526,7 +526,7 @@ impl Dci {
         // SAFETY: forwarded contract.
         let mut sq = unsafe { super::obj::sq_ring(&self.qp, cq) }?;
         // SAFETY: this QP is a DC initiator.
-        unsafe { sq.set_dc_initiator() };
+        unsafe { sq.set_dc_initiator(self.streams.map(|st| st.log_num_concurrent)) };
         Ok(sq)
     }
 
@@ -592,8 +592,12 @@ impl Dci {
     #[inline]
     pub unsafe fn batch(&self) -> DciBatch<'_> {
         #[cfg(not(rrddmma_mlnx_ofed4))]
-        // SAFETY: forwarded contract; a DCI always has send ops.
-        return DciBatch { inner: unsafe { self.qp.wr_batch() }, mqp: self.mqp };
+        return DciBatch {
+            // SAFETY: forwarded contract; a DCI always has send ops.
+            inner: unsafe { self.qp.wr_batch() },
+            mqp: self.mqp,
+            streams: self.streams.map_or(1, |st| 1 << st.log_num_concurrent),
+        };
         #[cfg(rrddmma_mlnx_ofed4)]
         return DciBatch { qp: &self.qp };
     }
@@ -622,6 +626,9 @@ pub struct DciBatch<'q> {
     inner: WrBatch<'q>,
     #[cfg(not(rrddmma_mlnx_ofed4))]
     mqp: std::ptr::NonNull<crate::bindings::mlx5dv_qp_ex>,
+    /// The stream ids requests may name: `0..streams`.
+    #[cfg(not(rrddmma_mlnx_ofed4))]
+    streams: u32,
     #[cfg(rrddmma_mlnx_ofed4)]
     qp: &'q Qp,
 }
@@ -654,11 +661,14 @@ impl<'q> DciBatch<'q> {
     /// (`mlx5dv_wr_set_dc_addr_stream`; stream 0 through
     /// `mlx5dv_wr_set_dc_addr`, which writes the same WQE). A DCI has
     /// `2^log_num_concurrent` streams when created with
-    /// [`Dci::create_with_streams`], else stream 0 alone; a stream it does
-    /// not have is the device's to refuse (an error completion).
+    /// [`Dci::create_with_streams`], else stream 0 alone.
     ///
     /// [`Error::Unsupported`](crate::prim::Error::Unsupported) with
     /// MLNX_OFED 4.x for a stream other than 0 (no DCI streams there).
+    ///
+    /// # Panics
+    /// For a stream the DCI does not have (libmlx5 would hand it to the
+    /// device); the message names the range and the fix.
     ///
     /// # Safety
     /// As [`DciBatch::post`].
@@ -702,6 +712,9 @@ impl<'q> DciBatch<'q> {
         key: u64,
         stream: u16,
     ) -> Result<()> {
+        if u32::from(stream) >= self.streams {
+            no_such_stream(stream, self.streams);
+        }
         let mqp = self.mqp.as_ptr();
         self.inner.post_with(wr, |_| {
             // SAFETY: an open batch on a live DCI with an operation started;
@@ -722,11 +735,16 @@ impl<'q> DciBatch<'q> {
     ///
     /// # Safety
     /// `mqp` is the live `mlx5dv_qp_ex` of the DCI whose `ibv_qp_ex`
-    /// `inner` was opened on, with its DC address entries set.
+    /// `inner` was opened on, with its DC address entries set; it has
+    /// `2^log_num_concurrent` streams (`None`: one).
     #[doc(hidden)]
     #[cfg(not(rrddmma_mlnx_ofed4))]
-    pub unsafe fn from_raw(inner: WrBatch<'q>, mqp: std::ptr::NonNull<crate::bindings::mlx5dv_qp_ex>) -> DciBatch<'q> {
-        DciBatch { inner, mqp }
+    pub unsafe fn from_raw(
+        inner: WrBatch<'q>,
+        mqp: std::ptr::NonNull<crate::bindings::mlx5dv_qp_ex>,
+        log_num_concurrent: Option<u8>,
+    ) -> DciBatch<'q> {
+        DciBatch { inner, mqp, streams: log_num_concurrent.map_or(1, |l| 1 << l) }
     }
 
     /// Hands the batch to the device (rdma-core: one doorbell for all of
@@ -1114,6 +1132,25 @@ mod imp {
             ..Default::default()
         }
     }
+}
+
+/// A stream id the DCI does not have, named with the range and the fix.
+#[cfg(not(rrddmma_mlnx_ofed4))]
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn no_such_stream(id: u16, streams: u32) -> ! {
+    if streams == 1 {
+        panic!(
+            "DciBatch::post_stream: stream {id} named, but the DCI has one stream, 0; create it with \
+             Dci::create_with_streams (DciStreams::log_num_concurrent) to post on others"
+        )
+    }
+    panic!(
+        "DciBatch::post_stream: stream {id} named, but the DCI has streams 0..{streams} (log_num_concurrent {}); \
+         pick one of those, or create the DCI with a larger DciStreams::log_num_concurrent",
+        streams.trailing_zeros()
+    )
 }
 
 #[cfg(test)]

@@ -142,14 +142,18 @@ impl DirectSq<'_> {
         self.ring.dc(target)
     }
 
-    /// Marks the view as a DCI's ([`SqTransport::DcInitiator`]).
+    /// Marks the view as a DCI's ([`SqTransport::DcInitiator`]) with
+    /// `2^log_num_concurrent` streams (`None`: stream 0 alone).
     ///
     /// # Safety
     /// The QP is a DC initiator.
     // Used by `Dci::sq_ring`, which MLNX_OFED 4.x builds leave out.
-    pub(crate) unsafe fn set_dc_initiator(&mut self) {
+    pub(crate) unsafe fn set_dc_initiator(&mut self, log_num_concurrent: Option<u8>) {
         // SAFETY: forwarded contract.
-        unsafe { self.ring.set_transport(SqTransport::DcInitiator) }
+        unsafe { self.ring.set_transport(SqTransport::DcInitiator) };
+        if let Some(log) = log_num_concurrent {
+            self.ring.set_dci_streams(log);
+        }
     }
 
     /// Starts a raw WQE ([`SqRing::wqe`]).

@@ -65,6 +65,9 @@ pub struct SqRing {
     cq_uid: u64,
     /// Which typed builders fit the QP's WQE layout.
     transport: SqTransport,
+    /// The DCI stream ids WQEs may name: `0..dci_streams` (1 unless the
+    /// DCI was created with streams, [`SqRing::set_dci_streams`]).
+    dci_streams: u32,
     /// Completions of that ring at positions below this are stale: written
     /// before the binding or the last reset, or at or before the last one
     /// retired.
@@ -212,6 +215,7 @@ impl SqRing {
             streams: vec![0; wqe_cnt as usize].into_boxed_slice(),
             cq_uid: 0,
             transport: SqTransport::Connected,
+            dci_streams: 1,
             floor: 0,
             limits: SqLimits::NONE,
         }
@@ -231,6 +235,38 @@ impl SqRing {
     /// segments.
     pub unsafe fn set_transport(&mut self, t: SqTransport) {
         self.transport = t;
+    }
+
+    /// The DCI's streams: WQEs may name stream ids `0..2^log_num_concurrent`
+    /// (`DciStreams::log_num_concurrent` of the creation; `Dci::sq_ring`
+    /// sets it). Without it only stream 0 is taken. libmlx5 does not check
+    /// the id (`mlx5dv_wr_set_dc_addr_stream` writes any 16-bit value), and a
+    /// stream the DCI does not have reaches the device; here naming one is
+    /// a panic that says what to fix.
+    ///
+    /// # Panics
+    /// If `log_num_concurrent` is above 16 (stream ids are 16 bits).
+    pub fn set_dci_streams(&mut self, log_num_concurrent: u8) {
+        assert!(
+            log_num_concurrent <= 16,
+            "direct SQ of QP {:#x}: log_num_concurrent {log_num_concurrent} is above 16 (stream ids are 16 bits)",
+            self.qpn
+        );
+        self.dci_streams = 1 << log_num_concurrent;
+    }
+
+    /// How many DCI stream ids WQEs may name (`0..n`; 1 unless
+    /// [`SqRing::set_dci_streams`] said otherwise).
+    pub fn dci_streams(&self) -> u32 {
+        self.dci_streams
+    }
+
+    /// Panics unless `id` is one of the DCI's stream ids.
+    #[inline(always)]
+    pub(crate) fn check_stream(&self, id: u16) {
+        if u32::from(id) >= self.dci_streams {
+            no_such_stream(self.qpn, id, self.dci_streams);
+        }
     }
 
     /// Panics unless the ring's family is `want` (a typed builder's check).
@@ -551,6 +587,24 @@ fn wrong_transport(qpn: u32, builder: &str, t: SqTransport) -> ! {
 #[cold]
 #[inline(never)]
 #[track_caller]
+fn no_such_stream(qpn: u32, id: u16, streams: u32) -> ! {
+    if streams == 1 {
+        panic!(
+            "direct SQ of DCI {qpn:#x}: stream {id} named, but the DCI has one stream, 0; create it with \
+             Dci::create_with_streams (DciStreams::log_num_concurrent) to post on others"
+        )
+    }
+    panic!(
+        "direct SQ of DCI {qpn:#x}: stream {id} named, but the DCI has streams 0..{streams} \
+         (log_num_concurrent {}); pick one of those, or create the DCI with a larger \
+         DciStreams::log_num_concurrent",
+        streams.trailing_zeros()
+    )
+}
+
+#[cold]
+#[inline(never)]
+#[track_caller]
 fn too_many_sges(qpn: u32, max: u32) -> ! {
     panic!(
         "direct SQ of QP {qpn:#x}: a WQE with more than {max} data segments (the QP's max_send_sge); \
@@ -743,9 +797,13 @@ impl<'s> WqeWriter<'s> {
     /// # Panics
     /// On a ring that is not [`SqTransport::DcInitiator`] (a programming
     /// error: the bytes are reserved in other QPs' WQEs).
+    ///
+    /// Also when `id` is not one of the DCI's streams (`0` without streams,
+    /// `0..2^log_num_concurrent` with: [`SqRing::set_dci_streams`]).
     #[inline(always)]
     pub fn dci_stream(mut self, id: u16) -> Self {
         self.sq.expect_transport(SqTransport::DcInitiator, "dci_stream");
+        self.sq.check_stream(id);
         self.stream = id;
         self
     }

@@ -121,7 +121,8 @@ impl<'s, const INLINE: bool> Wqe<'s, INLINE> {
     /// DCI created with streams.
     ///
     /// # Panics
-    /// On a ring that is not [`SqTransport::DcInitiator`].
+    /// On a ring that is not [`SqTransport::DcInitiator`], and for a stream
+    /// the DCI does not have ([`SqRing::set_dci_streams`]).
     #[inline(always)]
     pub fn dci_stream(self, id: u16) -> Self {
         Wqe { w: self.w.dci_stream(id) }
@@ -457,9 +458,15 @@ impl<'s, 't> Dc<'s, 't> {
     /// `stream_id`; 0, the default, is the DCI's first stream). A DCI
     /// created with streams ([`DciStreams`](super::dc::DciStreams)) has
     /// `2^log_num_concurrent` of them; a stream the DCI does not have
-    /// is the device's to refuse (an error completion), not a memory hazard.
+    /// is a programming error here (libmlx5 passes it to the device).
+    ///
+    /// # Panics
+    /// If `id` is not one of the DCI's streams (`0` without streams,
+    /// `0..2^log_num_concurrent` with: [`SqRing::set_dci_streams`], which
+    /// `Dci::sq_ring` calls); the message names the range and the fix.
     #[inline(always)]
     pub fn stream(mut self, id: u16) -> Self {
+        self.sq.check_stream(id);
         self.stream = id;
         self
     }

@@ -45,6 +45,15 @@ struct Lib {
     ah: unsafe extern "C" fn(u32, *const u8) -> *mut ffi::ibv_ah,
 }
 
+/// The library's provider objects share state (the context's BlueFlame
+/// preference, AH slots, the queue maker's globals): the tests that drive
+/// it run one at a time under this lock.
+static LIB_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+    LIB_LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn lib() -> &'static Lib {
     static LIB: OnceLock<Lib> = OnceLock::new();
     LIB.get_or_init(|| {
@@ -201,6 +210,7 @@ impl BatchStats {
 /// through `WrBatch` (RC, UD) or `DciBatch` (DC); the first mismatch ends
 /// the check.
 pub fn check(out: &str, only: &[&str], mutation: Mutation) -> Result<BatchStats, Box<Mismatch>> {
+    let _one_at_a_time = exclusive();
     let mut stats = BatchStats::default();
     let mut q: Option<Queue> = None;
     let mut list = 0usize;
@@ -366,7 +376,9 @@ fn check_list(
         // SAFETY: the DCI's mlx5 view, of the same provider QP.
         let dv = NonNull::new(unsafe { (l.dv_qp)(q.qp) }).unwrap();
         // SAFETY: as above.
-        Batch::Dc(unsafe { DciBatch::from_raw(wr_batch, dv) })
+        let streams = (transport == "DC streams").then_some(crate::build::LOG_DCI_STREAMS);
+        // SAFETY: as above; the C half's DCIs with streams have 2^LOG_DCI_STREAMS.
+        Batch::Dc(unsafe { DciBatch::from_raw(wr_batch, dv, streams) })
     } else {
         Batch::Wr(wr_batch)
     };
@@ -469,6 +481,7 @@ fn check_list(
 /// WQE's opcode byte, and the bytes the lone inline request wrote to the
 /// BlueFlame page.
 pub fn empty_requests() -> (u32, u8, u8, u8, usize) {
+    let _one_at_a_time = exclusive();
     // An RC queue of 8 basic blocks, BlueFlame register 1 of 256 bytes,
     // BlueFlame not preferred: a one-WQE list goes by BlueFlame only inline.
     let q = Queue::new(&["5", "8", "4", "64", "256", "1", "0", "0", "1", "rc"]);
@@ -493,4 +506,38 @@ pub fn empty_requests() -> (u32, u8, u8, u8, usize) {
     let page = q.bf_page();
     let written = 8 * page.chunks(8).filter(|w| w.iter().any(|&b| b != SENTINEL)).count();
     (after[0], ring[3], ring[7] & 0x3f, ring[64 + 3], written)
+}
+
+/// `DciBatch::post_stream`'s range check on one of the library's DCIs with
+/// streams: `stream` posted on a batch told the DCI has
+/// `2^log_num_concurrent` streams (`None`: one). Returns the panic message
+/// (`None` when it posted) and whether the producer index stayed put.
+pub fn stream_refusal(log_num_concurrent: Option<u8>, stream: u16) -> (Option<String>, bool) {
+    let _one_at_a_time = exclusive();
+    let q = Queue::new(&["9", "8", "4", "64", "0", "0", "0", "0", "3", "dcs"]);
+    let l = lib();
+    // An all-zero stand-in for the provider's `mlx5_ah` (its `ibv_ah` first,
+    // then the address vector, well inside 256 bytes): libmlx5 only copies
+    // the vector out of it. The library's own AH slots are left to the
+    // comparisons running beside this.
+    #[repr(C, align(64))]
+    struct FakeAh([u8; 256]);
+    let mut fake = FakeAh([0; 256]);
+    let ah = NonNull::new(fake.0.as_mut_ptr().cast::<ffi::ibv_ah>()).unwrap();
+    // SAFETY: the DCI's mlx5 view, of the library's provider QP.
+    let dv = NonNull::new(unsafe { (l.dv_qp)(q.qp) }).unwrap();
+    let sge = [Sge::from_raw(0x1000, 64, 7)];
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: the library's QP and AH; nothing is ever read at the addresses.
+        unsafe {
+            let mut b = DciBatch::from_raw(WrBatch::from_raw(&q.batch), dv, log_num_concurrent);
+            b.post_raw(&SendWr::send(&sge), ah, 0x55, 7, stream).unwrap();
+            b.complete().unwrap();
+        }
+    }));
+    let mut after = [0u32; 3];
+    // SAFETY: the library's QP; three words out.
+    unsafe { (l.after)(q.qp, after.as_mut_ptr()) };
+    let msg = caught.err().map(|p| p.downcast_ref::<String>().cloned().unwrap_or_default());
+    (msg, after[0] == 0)
 }

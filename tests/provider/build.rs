@@ -18,6 +18,9 @@ use std::sync::OnceLock;
 pub const LISTS: usize = 10_000;
 pub const CQES: usize = 10_000;
 pub const SEED: u64 = 0x6d6c_7835;
+/// log2 of the streams of the C half's DCIs with streams (its `LOG_DCI_STREAMS`):
+/// stream ids are drawn below 2^6, and our rings and batches are told so.
+pub const LOG_DCI_STREAMS: u8 = 6;
 
 fn run(cmd: &mut Command, what: &str) {
     let out = cmd.output().unwrap_or_else(|e| panic!("{what}: cannot run {:?}: {e}", cmd.get_program()));

@@ -186,6 +186,9 @@ impl Ring {
         };
         // SAFETY: the family the C half built this queue's WQEs for.
         unsafe { sq.set_transport(transport) };
+        if transport == SqTransport::DcInitiator {
+            sq.set_dci_streams(crate::build::LOG_DCI_STREAMS);
+        }
         let cq = crate::mlx5_support::SoftCq::new(16);
         sq.bind_cq(&cq.ring);
         Ring { sq, cq, buf, _dbrec: dbrec, _bf: bf }

@@ -136,7 +136,12 @@ struct dc_addr {
 	uint16_t stream;
 	unsigned setters_order;
 };
-/* DCI streams: the DC address set with mlx5dv_wr_set_dc_addr_stream. */
+/* DCI streams: the DC address set with mlx5dv_wr_set_dc_addr_stream. The
+ * DCIs have 2^LOG_DCI_STREAMS streams (DciStreams::log_num_concurrent on the
+ * Rust side, tests/provider/build.rs): stream ids are drawn below that, as a
+ * caller of libmlx5 must keep them (it does not check). */
+#define LOG_DCI_STREAMS 6
+#define DCI_STREAM_MASK ((1u << LOG_DCI_STREAMS) - 1)
 static int dci_streams;
 static struct ibv_send_wr dc_wrs[MAX_LIST];
 static struct dc_addr dc_addrs[MAX_LIST];
@@ -304,7 +309,7 @@ static void random_request(struct ibv_send_wr *wr, struct ibv_sge *sg, int max_g
 		d->dctn = (uint32_t)rnd() & 0xffffff;
 		d->key = rnd();
 		d->setters_order = below(2);
-		d->stream = dci_streams ? (uint16_t)rnd() : 0;
+		d->stream = dci_streams ? (uint16_t)(rnd() & DCI_STREAM_MASK) : 0;
 	}
 	wr->wr_id = rnd();
 	wr->sg_list = sg;
@@ -1130,7 +1135,7 @@ static void run_dc_typed(unsigned n)
 		uint8_t fm = (uint8_t)(rnd() & (MLX5_WQE_CTRL_CQ_UPDATE | MLX5_WQE_CTRL_SOLICITED | MLX5_WQE_CTRL_FENCE));
 		uint64_t raddr = rnd() & ~(uint64_t)(sz - 1), laddr = rnd(), key = rnd();
 		uint32_t rkey = (uint32_t)rnd(), lkey = (uint32_t)rnd(), dctn = (uint32_t)rnd() & 0xffffff;
-		uint16_t stream = dc ? (uint16_t)rnd() : 0;
+		uint16_t stream = dc ? (uint16_t)(rnd() & DCI_STREAM_MASK) : 0;
 		struct mlx5_wqe_av *a = (void *)av;
 		memset(a, 0, sizeof(*a));
 		a->stat_rate_sl = (uint8_t)rnd();

@@ -321,6 +321,9 @@ impl Queue {
         let transport = transport(f);
         // SAFETY: the family of the C half's queue.
         unsafe { sq.set_transport(family(transport)) };
+        if transport == "DC streams" {
+            sq.set_dci_streams(crate::build::LOG_DCI_STREAMS);
+        }
         Queue {
             sq,
             cq,
@@ -808,6 +811,9 @@ fn view(q: &mut Queue, f: &[&str], list: usize) -> Result<(), Box<Mismatch>> {
     unsafe { sq.set_blueflame(true) };
     // SAFETY: the family of the C half's queue.
     unsafe { sq.set_transport(family(q.transport)) };
+    if q.transport == "DC streams" {
+        sq.set_dci_streams(crate::build::LOG_DCI_STREAMS);
+    }
     sq.bind_cq(&q.cq.ring);
     q.sq = sq;
     q.fresh_view = true;
