@@ -41,6 +41,9 @@ pub enum Conn {
     /// Extended reliable connected: the requester's `XRC_SEND` QPs name the
     /// responder's XRC SRQ; the responder's `XRC_RECV` QPs take its side.
     Xrc,
+    /// Dynamically connected (ConnectX): the requester's DC initiators
+    /// address the responder's DC targets, which receive on one SRQ.
+    Dc,
 }
 
 impl Conn {
@@ -51,6 +54,7 @@ impl Conn {
             Conn::Uc => "UC",
             Conn::Ud => "UD",
             Conn::Xrc => "XRC",
+            Conn::Dc => "DC",
         }
     }
 }
@@ -124,6 +128,12 @@ pub struct Opts {
     pub odp: bool,
     /// perftest's `--rate_limit` (with `--rate_units`, `--rate_limit_type`, `--burst_size`).
     pub rate: Option<Rate>,
+    /// perftest's `--log_dci_streams`: with `-c DC`, each DCI has
+    /// `2^N` concurrent streams (0: a plain DCI).
+    pub log_dci_streams: u8,
+    /// perftest's `--log_active_dci_streams`: requests go round-robin over
+    /// the first `2^N` streams (default `--log_dci_streams`).
+    pub log_active_dci_streams: u8,
 }
 
 pub const USAGE: &str = "\
@@ -154,7 +164,11 @@ perftest's flags:
   -H, --report-histogram   print every latency sample, sorted (lat tests)
   -U, --report-unsorted    print every latency sample in the order taken (lat tests)
   -c, --connection T       transport: RC (default); UC (write, send); UD (send, messages up to the MTU);
-                           XRC (bw without -b; needs a device with XRC, e.g. mlx5)
+                           XRC (bw without -b; needs a device with XRC, e.g. mlx5);
+                           DC (bw without -b; needs an mlx5 device)
+      --log_dci_streams N  -c DC: each DC initiator runs 2^N streams (0..16, default 0: none)
+      --log_active_dci_streams N
+                           -c DC: requests go round-robin over 2^N streams (default --log_dci_streams)
       --use-srq            receives from one shared receive queue (send tests; -r sizes it)
       --odp                register the buffer with on-demand paging (not atomic, not UC)
       --rate_limit R       bw tests: send at most R (in --rate_units) per second
@@ -280,8 +294,11 @@ where
         use_srq: false,
         odp: false,
         rate: None,
+        log_dci_streams: 0,
+        log_active_dci_streams: 0,
     };
     let mut cq_mod_set = false;
+    let mut active_streams = None;
     let mut limit = Limiter::default();
     while let Some(arg) = p.next().map_err(|e| e.to_string())? {
         match arg {
@@ -323,14 +340,19 @@ where
                     "UC" => Conn::Uc,
                     "UD" => Conn::Ud,
                     "XRC" => Conn::Xrc,
-                    v @ ("DC" | "SRD") => {
-                        return Err(format!("-c {v}: rrddmma-perf supports RC, UC, UD and XRC connections only"))
+                    "DC" => Conn::Dc,
+                    "SRD" => {
+                        return Err("-c SRD: rrddmma-perf supports RC, UC, UD, XRC and DC connections (SRD is \
+                                    EFA's)"
+                            .into())
                     }
                     v => return Err(format!("-c {v:?}: expected RC, UC, UD, XRC, DC or SRD")),
                 }
             }
             Short('R') | Long("rdma_cm") => o.rdma_cm = true,
             Long("use-srq") => o.use_srq = true,
+            Long("log_dci_streams") => o.log_dci_streams = num(&mut p, "--log_dci_streams")?,
+            Long("log_active_dci_streams") => active_streams = Some(num(&mut p, "--log_active_dci_streams")?),
             Long("odp") => o.odp = true,
             Long("rate_limit") => limit.value = Some(num(&mut p, "--rate_limit")?),
             Long("rate_units") => limit.units = Some(text(&mut p, "--rate_units")?),
@@ -391,7 +413,18 @@ where
         return Err(format!("-l {} exceeds the tx depth -t {}", o.post_list, o.tx_depth));
     }
     transport(&mut o)?;
+    dc_streams(&mut o, active_streams)?;
     o.rate = limit.check(&o)?;
+    if let Some(r) = o.rate.as_mut().filter(|r| o.conn == Conn::Dc && r.kind == RateKind::Hw) {
+        if r.kind_given {
+            return Err("-c DC with --rate_limit_type HW: rrddmma-perf paces DC initiators in software only; give \
+                        --rate_limit_type SW"
+                .into());
+        }
+        // As where a QP takes no HW limit: software pacing, said so.
+        eprintln!(" --rate_limit with -c DC: pacing in software (DC initiators take no HW rate limit here)");
+        r.kind = RateKind::Sw;
+    }
     extras(&mut o)?;
     // perftest leaves CQ moderation on for UD, whose messages are small, and
     // with -e.
@@ -446,6 +479,18 @@ fn transport(o: &mut Opts) -> Result<(), String> {
     };
     match o.conn {
         Conn::Rc | Conn::Xrc => return Ok(()),
+        Conn::Dc if o.test == Test::Lat || o.bidir || o.rdma_cm => {
+            let what = if o.rdma_cm {
+                "-R (rdma_cm makes no DC connections)".to_string()
+            } else {
+                format!("{test}{}", if o.bidir { " -b" } else { "" })
+            };
+            return Err(format!(
+                "-c DC: {what}: rrddmma-perf runs DC on one-way bandwidth tests (write, read, send, atomic bw \
+                 without -b or -R)"
+            ));
+        }
+        Conn::Dc => return Ok(()),
         Conn::Uc if matches!(o.verb, Verb::Read | Verb::Atomic) => {
             return Err(format!(
                 "-c UC: {test} needs {allowed} (UC carries RDMA WRITE and SEND only: write bw, write lat, send bw, \
@@ -597,6 +642,31 @@ fn extras(o: &mut Opts) -> Result<(), String> {
     Ok(())
 }
 
+/// perftest's DCI stream flags: only with `-c DC`; up to 16 (stream ids
+/// are 16 bits); the active streams at most the DCI's, by default all of them.
+fn dc_streams(o: &mut Opts, active: Option<u8>) -> Result<(), String> {
+    let given = o.log_dci_streams != 0 || active.is_some();
+    if given && o.conn != Conn::Dc {
+        return Err(format!(
+            "--log_dci_streams / --log_active_dci_streams: DCI streams are a DC initiator's; add -c DC (the run is \
+             -c {})",
+            o.conn.name()
+        ));
+    }
+    if o.log_dci_streams > 16 {
+        return Err(format!("--log_dci_streams {}: at most 16 (a DCI stream id is 16 bits)", o.log_dci_streams));
+    }
+    let active = active.unwrap_or(o.log_dci_streams);
+    if active > o.log_dci_streams {
+        return Err(format!(
+            "--log_active_dci_streams {active} is above --log_dci_streams {}: a DCI runs at most 2^{} streams",
+            o.log_dci_streams, o.log_dci_streams
+        ));
+    }
+    o.log_active_dci_streams = active;
+    Ok(())
+}
+
 /// UD's message limit, once the path MTU (`mtu` bytes) is known: perftest
 /// cuts a default size, and a `-a` sweep, to the MTU (saying so, as the
 /// returned note) and refuses an explicit `-s` above it.
@@ -654,6 +724,41 @@ mod tests {
         parse(s.split_whitespace())
     }
 
+    /// `-c DC` and perftest's DCI stream flags: the forms taken and the
+    /// ones refused, each refusal naming the flag and the fix.
+    #[test]
+    fn dc_connection_and_dci_stream_flags() {
+        for t in ["write bw", "read bw", "send bw", "atomic bw"] {
+            let o = p(&format!("{t} -c DC")).unwrap();
+            assert_eq!((o.conn, o.log_dci_streams, o.log_active_dci_streams), (Conn::Dc, 0, 0), "{t}");
+        }
+        let o = p("write bw -c DC --log_dci_streams 4").unwrap();
+        assert_eq!((o.log_dci_streams, o.log_active_dci_streams), (4, 4), "active defaults to all streams");
+        let o = p("write bw -c DC --log_dci_streams=4 --log_active_dci_streams=2").unwrap();
+        assert_eq!((o.log_dci_streams, o.log_active_dci_streams), (4, 2));
+        assert_eq!(o.conn.name(), "DC");
+        let refused = |args: &str, says: &[&str]| {
+            let e = p(args).map(|_| ()).unwrap_err();
+            assert!(says.iter().all(|w| e.contains(w)), "{args}: {e}");
+        };
+        refused("write bw --log_dci_streams 2", &["DC initiator", "add -c DC", "-c RC"]);
+        refused("send bw -c UD --log_active_dci_streams 1", &["add -c DC", "-c UD"]);
+        refused("write bw -c DC --log_dci_streams 17", &["--log_dci_streams 17", "at most 16"]);
+        refused(
+            "write bw -c DC --log_dci_streams 2 --log_active_dci_streams 3",
+            &["--log_active_dci_streams 3 is above --log_dci_streams 2"],
+        );
+        refused("write bw -c DC --log_active_dci_streams 1", &["above --log_dci_streams 0"]);
+        refused("write lat -c DC", &["-c DC: write lat", "one-way bandwidth tests"]);
+        refused("send bw -c DC -b", &["send bw -b"]);
+        refused("read bw -c DC -R", &["-R (rdma_cm makes no DC connections)"]);
+        refused("write bw -c DC --rate_limit 1 --rate_units M --rate_limit_type HW", &["software only"]);
+        refused("write bw -c SRD", &["SRD is EFA's"]);
+        // Without a type, the limit falls back to software pacing.
+        let o = p("write bw -c DC --rate_limit 1 --rate_units M").unwrap();
+        assert_eq!(o.rate.map(|r| r.kind), Some(RateKind::Sw));
+    }
+
     #[test]
     fn perftest_defaults_and_flags() {
         let o = p("write bw -d rxe0 -x 1 127.0.0.1").unwrap();
@@ -700,7 +805,7 @@ mod tests {
         assert!(p("send bw -c UD -R -b").is_ok());
         assert!(p("write bw -c UD -R").unwrap_err().contains("write bw needs RC or UC"));
         assert_eq!(p("send bw -c XRC").unwrap().conn, Conn::Xrc);
-        assert!(p("send bw -c DC").unwrap_err().contains("RC, UC, UD and XRC"));
+        assert!(p("send bw -c SRD").unwrap_err().contains("RC, UC, UD, XRC and DC"));
         assert!(p("send bw -c rc").unwrap_err().contains("expected RC, UC, UD"));
     }
 

@@ -13,6 +13,7 @@ mod cluster_flow;
 mod cluster_opts;
 mod cluster_report;
 mod cm;
+mod dc;
 mod load;
 mod oob;
 mod out;

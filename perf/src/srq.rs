@@ -18,7 +18,14 @@ impl Shared {
     /// receives; with `-c XRC` an XRC domain and an XRC SRQ of `max_wr`
     /// receives completing on `recv_cq`, on each side as perftest makes
     /// them (the numbers travel in the exchange); otherwise nothing.
-    pub(crate) fn create(o: &Opts, ctx: &Context, pd: &Pd, recv_cq: &Cq, max_wr: u32) -> Result<Shared, String> {
+    pub(crate) fn create(
+        o: &Opts,
+        ctx: &Context,
+        pd: &Pd,
+        recv_cq: &Cq,
+        max_wr: u32,
+        requester: bool,
+    ) -> Result<Shared, String> {
         if o.conn == Conn::Xrc {
             let xrc = |what: &'static str| {
                 move |e: rrddmma::prim::Error| {
@@ -32,11 +39,13 @@ impl Shared {
             let srq = Srq::create_xrc(pd, &xrcd, recv_cq, max_wr, 1).map_err(xrc("creating the XRC SRQ"))?;
             return Ok(Shared { srq: Some(srq), xrcd: Some(xrcd) });
         }
-        if o.use_srq {
-            let srq =
-                Srq::builder(pd).max_wr(max_wr).max_sge(1).build().map_err(|e| {
-                    format!("--use-srq: creating the shared receive queue of -r {max_wr} receives: {e}")
-                })?;
+        // -c DC: the DC targets (the responder's) receive on one SRQ.
+        if o.use_srq || (o.conn == Conn::Dc && !requester) {
+            let srq = Srq::builder(pd)
+                .max_wr(max_wr)
+                .max_sge(1)
+                .build()
+                .map_err(|e| format!("creating the shared receive queue of -r {max_wr} receives: {e}"))?;
             return Ok(Shared { srq: Some(srq), xrcd: None });
         }
         Ok(Shared { srq: None, xrcd: None })
@@ -52,6 +61,8 @@ impl Shared {
             Conn::Ud => QpType::UD,
             Conn::Xrc if requester => QpType::XRC_SEND,
             Conn::Xrc => QpType::XRC_RECV,
+            // DCIs and DCTs are made by `crate::dc`, not by the QP builder.
+            Conn::Dc => QpType::DRIVER,
         }
     }
 
@@ -74,6 +85,11 @@ impl Shared {
             (Some(_), Some(srq)) => srq.srq_num().map_err(|e| format!("-c XRC: reading the SRQ number: {e}")),
             _ => Ok(0),
         }
+    }
+
+    /// The shared receive queue, if the run has one.
+    pub(crate) fn srq(&self) -> Option<&Srq> {
+        self.srq.as_ref()
     }
 
     /// Whether receives go to a shared queue.

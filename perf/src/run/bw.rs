@@ -93,6 +93,8 @@ fn bw_thread(s: &Session, o: &Opts, cq: &Cq, mine: &[usize], size: usize) -> Res
         })
         .collect::<Res<_>>()?;
     let mut counts = vec![Counts::default(); streams.len()];
+    // -c DC: per stream of requests, the DCI stream its next request takes.
+    let mut dci_streams = vec![0u16; streams.len()];
     let inline = size <= o.inline as usize && matches!(o.verb, Verb::Write | Verb::Send);
     let mut lists: Vec<Vec<SendList<'_>>> = streams
         .iter()
@@ -135,7 +137,13 @@ fn bw_thread(s: &Session, o: &Opts, cq: &Cq, mine: &[usize], size: usize) -> Res
                     };
                     let g = c.posted;
                     let unsignaled = (g + 1) % cq_mod != 0 && g + 1 != limit;
-                    if n == 1 && unsignaled && !o.cas {
+                    if let Some(dc) = &s.dc {
+                        wrs.clear();
+                        wrs.extend((0..n).map(|j| make(g + j)));
+                        // SAFETY: as below; one doorbell for the list, each
+                        // request on the next active DCI stream.
+                        unsafe { dc.post(st.qp, &wrs, &mut dci_streams[si]) }?;
+                    } else if n == 1 && unsignaled && !o.cas {
                         // The prebuilt request of this slot (perftest's
                         // prebuilt WRs); signaled ones carry their count.
                         let k = (g as usize) % st.sges.len();
@@ -194,7 +202,7 @@ pub fn bw_client(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
     let before = alloc::in_loop_allocations();
     let barrier = std::sync::Barrier::new(threads);
     let run = |t: usize| {
-        let mine: Vec<usize> = (0..s.qps.len()).filter(|i| i % threads == t).collect();
+        let mine: Vec<usize> = (0..s.n_qps()).filter(|i| i % threads == t).collect();
         // Warm-up (as perftest's): one queue's worth of requests, so
         // first-touch costs stay out of the measurement. Not for SEND,
         // whose receiver counts every message.
@@ -251,7 +259,7 @@ pub fn bw_client(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
 pub fn verify_bw(s: &Session, verb: Verb, size: usize, iters: u64) -> Res<()> {
     let offs = offsets(size, s.cycle, s.line);
     let used = offs.len().min(iters.max(1) as usize);
-    for i in 0..s.qps.len() {
+    for i in 0..s.n_qps() {
         let base = if verb == Verb::Write { s.target(i) } else { s.local(i) };
         for &k in &offs[..used] {
             let what = format!("{} bw, QP {i}, {size}-byte message at offset {k}", verb.name());
@@ -293,7 +301,7 @@ pub fn bw_bidir(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
 pub fn send_bw_receiver(s: &Session, o: &Opts, size: usize, stop: Option<&AtomicBool>) -> Res<Outcome> {
     let stall = stall_limit();
     let mut wcs = [Wc::default(); POLL_BATCH];
-    let want = if o.duration.is_some() { u64::MAX } else { o.iters * s.qps.len() as u64 };
+    let want = if o.duration.is_some() { u64::MAX } else { o.iters * s.n_qps() as u64 };
     let mut got = 0u64;
     let mut idle = 0u32;
     let mut first = None;
@@ -349,7 +357,7 @@ pub fn send_bw_receiver(s: &Session, o: &Opts, size: usize, stop: Option<&Atomic
     let secs = first.map_or(1e-9, |f| (last - f).as_secs_f64().max(1e-9));
     Ok(Outcome {
         size,
-        iters: got / s.qps.len() as u64,
+        iters: got / s.n_qps() as u64,
         bytes_per_sec: (got * size as u64) as f64 / secs,
         ops_per_sec: got as f64 / secs,
         allocs: alloc::in_loop_allocations() - before,

@@ -12,6 +12,7 @@ use rrddmma::wrap::{HugePages, MemOpts, RegisteredMem};
 use super::{err, Res};
 use crate::args::{Conn, Opts, Test, Verb};
 use crate::clock::Clock;
+use crate::dc::{self, DcSide};
 use crate::oob::{Dest, Limits, Oob};
 use crate::pace::RateKind;
 use crate::payload;
@@ -31,6 +32,8 @@ pub(crate) fn inc(v: usize, a: usize) -> usize {
 /// registered buffer.
 pub struct Session {
     pub qps: Vec<Qp>,
+    /// `-c DC`: the initiators or targets (then `qps` is empty).
+    pub(crate) dc: Option<DcSide>,
     /// `--use-srq`'s SRQ, or `-c XRC`'s domain and XRC SRQ (none otherwise).
     pub(crate) shared: Shared,
     /// `-c XRC`: every request names the peer's XRC SRQ (`Dest::srqn`).
@@ -82,6 +85,10 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
         None => Context::open_first(),
     }
     .map_err(err("opening the device"))?;
+    // -c DC is ConnectX's: refused here, before any peer waits on this side.
+    if o.conn == Conn::Dc {
+        dc::require_mlx5(&ctx)?;
+    }
     // Pin before anything is allocated or registered (see `place`).
     let placed = if let Some(c) = o.cpu {
         place::pin(&[c])?;
@@ -173,9 +180,21 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
     // --use-srq: one SRQ of -r receives (perftest's `max_wr`); -c XRC: the
     // XRC domain and SRQ (the requester's QPs are XRC_SEND, the responder's
     // XRC_RECV).
-    let shared = Shared::create(o, &ctx, &pd, &recv_cq, rx)?;
+    let shared = Shared::create(o, &ctx, &pd, &recv_cq, rx, oob.is_client())?;
     let qp_type = Shared::qp_type(o.conn, oob.is_client());
-    let qps = (0..q)
+    let dc_place = dc::Place {
+        pd: &pd,
+        port: o.ib_port,
+        gid_index: with_gid.then_some(gid_index),
+        mtu: rrddmma::prim::Mtu::from_raw(mtu),
+    };
+    let mut dc_side = if o.conn == Conn::Dc {
+        let send_cqs: Vec<&Cq> = (0..q).map(|i| &cqs[i % threads]).collect();
+        Some(DcSide::create(o, &dc_place, oob.is_client(), &send_cqs, &recv_cq, shared.srq(), caps, access)?)
+    } else {
+        None
+    };
+    let qps = (0..if dc_side.is_some() { 0 } else { q })
         .map(|i| shared.attach(Qp::builder(&pd, qp_type, &cqs[i % threads], &recv_cq), qp_type, caps).build())
         .collect::<Result<Vec<_>, _>>()
         .map_err(err("creating a QP"))?;
@@ -213,13 +232,12 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
         cm_conns = Some(conns);
     }
     let cm_psns = cm_conns.as_ref().map(crate::cm::Conns::sq_psns);
-    let my: Vec<Dest> = qps
-        .iter()
-        .enumerate()
-        .map(|(i, qp)| Dest {
+    let my: Vec<Dest> = (0..q)
+        .map(|i| Dest {
             lid: port.lid(),
             out_reads,
-            qpn: qp.qpn(),
+            // -c DC: the initiator's number, or the target's DCT number.
+            qpn: dc_side.as_ref().map_or_else(|| qps[i].qpn(), |d| d.number(i)),
             // From the OS (getrandom), not the process id; with -R the CM's.
             psn: cm_psns.as_ref().map_or_else(rrddmma::prim::random_psn, |p| p[i]),
             rkey: mem.mr().rkey(),
@@ -237,6 +255,9 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
     let mut rem = Vec::with_capacity(q);
     for d in &my {
         rem.push(oob.handshake(d)?);
+    }
+    if let Some(d) = dc_side.as_mut() {
+        d.reach(&dc_place, &rem)?;
     }
     // -R: the CM's peers (cm.rs); otherwise made below from the exchange.
     let mut ud_peers = cm_conns.as_mut().map(|c| std::mem::take(&mut c.ud)).unwrap_or_default();
@@ -297,6 +318,7 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
     }
     let mut s = Session {
         qps,
+        dc: dc_side,
         shared,
         xrc: o.conn == Conn::Xrc,
         ud: ud_peers,
@@ -348,8 +370,21 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
         }
     }
     let notes = [
-        (s.shared.has_srq() && o.conn != Conn::Xrc, format!(" shared receive queue: {rx} receives (--use-srq)")),
+        (o.use_srq, format!(" shared receive queue: {rx} receives (--use-srq)")),
         (o.conn == Conn::Xrc, format!(" XRC: XRC SRQ number {srqn:#x}, {qp_type:?} QPs")),
+        (
+            o.conn == Conn::Dc,
+            if s.oob.is_client() {
+                format!(
+                    " DC: {q} DC initiators, {} stream(s) each, requests round-robin over {} (key {:#x})",
+                    1u32 << o.log_dci_streams,
+                    1u32 << o.log_active_dci_streams,
+                    dc::DC_KEY
+                )
+            } else {
+                format!(" DC: {q} DC targets receiving on one SRQ (key {:#x})", dc::DC_KEY)
+            },
+        ),
         (o.odp, " memory: registered with on-demand paging (--odp)".to_string()),
         (sends && rate.is_some(), rate.map(|r| format!(" rate limit: {}", r.describe())).unwrap_or_default()),
     ];
@@ -386,7 +421,12 @@ impl Session {
 
     /// The target region of QP `i` (what the peer writes to).
     pub(crate) fn target(&self, i: usize) -> usize {
-        (self.qps.len() + i) * self.slot
+        (self.n_qps() + i) * self.slot
+    }
+
+    /// How many QPs the run has (with `-c DC`, initiators or targets).
+    pub(crate) fn n_qps(&self) -> usize {
+        self.dc.as_ref().map_or(self.qps.len(), DcSide::len)
     }
 
     /// Where the payload of a message QP `i` received starts.
@@ -404,7 +444,10 @@ impl Session {
         match self.ud.get(i) {
             Some(p) => SendWr::send(sge).ud(&p.ah, p.qpn, p.qkey),
             None => {
-                assert!(self.qps[i].qp_type() != QpType::UD, "UD QP {i} has no address handle to its peer to send to");
+                assert!(
+                    self.qps.get(i).is_none_or(|qp| qp.qp_type() != QpType::UD),
+                    "UD QP {i} has no address handle to its peer to send to"
+                );
                 SendWr::send(sge)
             }
         }

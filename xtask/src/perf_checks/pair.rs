@@ -4,7 +4,7 @@
 
 use super::verdict::{bw_plausible, event_counts, interop_ok, json_in, lat_plausible, zero_allocs};
 use crate::device::Check;
-use crate::pairs::{binary, both_ok, cm_pair, pair, rows, side};
+use crate::pairs::{binary, both_ok, cm_pair, pair, rows, side, GID_SHELL};
 use crate::Result;
 
 /// An interop check: (test, perftest binary, flags for both sides, size,
@@ -323,6 +323,28 @@ pub fn checks() -> Result<Vec<Check>> {
         |d| {
             !d.output.contains("CLIENT-RC=0")
                 && d.output.contains("payload check failed: read lat, iteration 0, byte 0")
+        },
+    ));
+
+    // -c DC on a device that is not mlx5 (rxe): each role ends at once with
+    // exit 1, naming the device and what to run instead, before any peer
+    // waits (a server that waited would run into the timeout: exit 124);
+    // the DCI stream flags parse (their refusals are host tests).
+    v.push(Check::verdict(
+        "perf: -c DC --log_dci_streams refused on a device that is not mlx5, both roles, naming the device",
+        format!(
+            "{GID_SHELL}; timeout 60 {me} write bw {dev} -p 18765 -c DC --log_dci_streams 2; echo DC-SERVER-RC=$?; \
+             timeout 60 {me} send bw {dev} -p 18766 -c DC --log_dci_streams 3 --log_active_dci_streams 1 127.0.0.1; \
+             echo DC-CLIENT-RC=$?; echo DEVICE=$D"
+        ),
+        |d| {
+            let o = &d.output;
+            let dev = o.lines().find_map(|l| l.strip_prefix("DEVICE=")).unwrap_or("?");
+            let named = format!(
+                "rrddmma-perf: -c DC needs an mlx5 (ConnectX) device: DC initiators and targets are created \
+                 through mlx5dv; {dev} is not one (run -c RC, UC, UD or XRC on it)"
+            );
+            o.contains("DC-SERVER-RC=1") && o.contains("DC-CLIENT-RC=1") && o.matches(&named).count() == 2
         },
     ));
 
