@@ -470,3 +470,73 @@ fn regression_a_peer_reading_a_frame_slowly_cannot_hold_a_write_without_a_deadli
     assert!(matches!(e, Error::PeerLost { rank: 1 }), "{e}");
     trickle.join().unwrap();
 }
+
+/// The child of `liveness_session_reports_a_killed_rank_without_a_collective`:
+/// joins as rank 1 of the session the parent names, then waits to be killed.
+/// Run alone (no `RRDDMMA_LIVENESS_COORD`) it does nothing.
+#[test]
+#[ignore = "the child process of a liveness test; runs only when that test starts it"]
+fn liveness_child_rank() {
+    let Ok(addr) = std::env::var("RRDDMMA_LIVENESS_COORD") else { return };
+    let mut s = Session::join_as(&cfg(None), &place(1, 3, addr.parse().unwrap())).unwrap();
+    println!("rank 1 joined");
+    thread::sleep(Duration::from_secs(60));
+    s.barrier().unwrap();
+}
+
+/// A rank killed between collectives (SIGKILL: no goodbye) is reported to
+/// rank 0 without a collective: the session's descriptor becomes readable
+/// and `check_peers` names the rank, within a second; another member,
+/// which holds only its connection to rank 0, learns it at its next
+/// collective, named by rank 0. Fails with the watch or the query removed.
+#[test]
+fn liveness_session_reports_a_killed_rank_without_a_collective() {
+    use std::os::fd::{AsFd, AsRawFd};
+    let addr = free_port();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "liveness_child_rank", "--ignored", "--nocapture", "--test-threads=1"])
+        .env("RRDDMMA_LIVENESS_COORD", addr.to_string())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let c = cfg(None);
+    let member = {
+        let c = c.clone();
+        thread::spawn(move || {
+            let mut s = Session::join_as(&c, &place(2, 3, addr)).unwrap();
+            let quiet = s.check_peers();
+            (quiet, s.barrier())
+        })
+    };
+    let mut s = Session::join_as(&c, &place(0, 3, addr)).unwrap();
+    let readable = |s: &Session, ms: i32| {
+        let mut p = libc::pollfd { fd: s.as_fd().as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd for the call.
+        unsafe { libc::poll(&mut p, 1, ms) == 1 }
+    };
+    assert!(s.check_peers().is_ok(), "every rank is there after the join");
+    assert!(!readable(&s, 100), "nothing to read while every rank is idle");
+    child.kill().unwrap();
+    let killed = Instant::now();
+    child.wait().unwrap();
+    assert!(readable(&s, 5000), "the watch became readable when rank 1's connection closed");
+    let e = s.check_peers().unwrap_err();
+    let took = killed.elapsed();
+    assert!(matches!(e, Error::PeerLost { rank: 1 }), "{e:?}");
+    assert!(e.to_string().contains("rank 1"), "{e}");
+    assert!(took < Duration::from_secs(1), "reported after {took:?}");
+    // Asked again, still an error naming the rank.
+    let again = s.check_peers().unwrap_err();
+    assert!(again.to_string().contains("rank 1 closed its connection"), "{again}");
+    // Rank 2 saw nothing by itself (it holds no connection to rank 1); its
+    // next collective fails naming rank 1, as rank 0's does.
+    let e0 = s.barrier().unwrap_err();
+    let (quiet, e2) = member.join().unwrap();
+    assert!(quiet.is_ok(), "{quiet:?}");
+    let e2 = e2.unwrap_err();
+    assert!(e0.to_string().contains("rank 1 closed its connection"), "{e0}");
+    assert!(
+        matches!(e2, Error::PeerLost { rank: 1 } | Error::Rejected { code: RejectCode::PeerLost, detail: 1, .. }),
+        "{e2:?}"
+    );
+}

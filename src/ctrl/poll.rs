@@ -1,7 +1,7 @@
 //! Waiting for readable sockets: a thin `poll(2)`.
 
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 /// Waits until one of `fds` is readable (or hung up) or `timeout` passes;
@@ -27,4 +27,28 @@ pub fn readable(fds: &[RawFd], timeout: Duration) -> io::Result<Vec<bool>> {
 /// The descriptor of a socket, for [`readable`].
 pub fn fd(s: &impl AsRawFd) -> RawFd {
     s.as_raw_fd()
+}
+
+/// A new epoll instance (close-on-exec).
+pub fn epoll() -> io::Result<OwnedFd> {
+    // SAFETY: no pointer arguments; the result is checked.
+    let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor just returned by epoll_create1, owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Adds `fd` to `epoll`, readable or hung up (level-triggered). A closed
+/// `fd` leaves the set by itself.
+pub fn watch(epoll: &OwnedFd, fd: RawFd) -> io::Result<()> {
+    let mut ev = libc::epoll_event { events: (libc::EPOLLIN | libc::EPOLLRDHUP) as u32, u64: fd as u64 };
+    // SAFETY: `epoll` is an open epoll instance and `fd` an open descriptor
+    // the caller owns; `ev` is valid for the call.
+    let rc = unsafe { libc::epoll_ctl(epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }

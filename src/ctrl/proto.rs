@@ -237,6 +237,13 @@ impl Coordinator {
         self.slots.iter().all(|s| matches!(s, Slot::Joined(_)))
     }
 
+    /// The ranks whose connection closed after every rank had joined, in
+    /// rank order (a round in progress fails on them at once; between
+    /// rounds they are only recorded, for the driver to report).
+    pub fn lost_ranks(&self) -> impl Iterator<Item = u32> + '_ {
+        self.slots.iter().enumerate().filter(|(_, s)| matches!(s, Slot::Lost)).map(|(r, _)| r as u32)
+    }
+
     /// Ranks that have not joined (or were lost).
     pub fn missing(&self) -> Vec<u32> {
         (0..self.p.size).filter(|&r| !matches!(self.slots[r as usize], Slot::Joined(_))).collect()
@@ -673,6 +680,12 @@ impl Member {
     /// Whether the session failed.
     pub fn failed(&self) -> bool {
         self.state == MState::Failed
+    }
+
+    /// Whether the connection to the coordinator closed (recorded between
+    /// rounds; a round in progress fails on it at once).
+    pub fn coordinator_lost(&self) -> bool {
+        self.lost
     }
 
     /// Whether the failure may pass if this rank connects again with a new

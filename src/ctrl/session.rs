@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use super::auth;
@@ -57,6 +58,10 @@ pub struct Session {
     refused: VecDeque<String>,
     /// Which ranks have joined (for the log of who is still missing).
     joined: Vec<bool>,
+    /// An epoll instance holding this rank's session connections once
+    /// joined: readable when one of them is (a peer closed it, or sent its
+    /// part of a collective early). [`Session::check_peers`] says which.
+    watch: OwnedFd,
 }
 
 impl std::fmt::Debug for Session {
@@ -94,6 +99,7 @@ impl Session {
             failed: None,
             refused: VecDeque::new(),
             joined: (0..r.size).map(|k| k == r.rank).collect(),
+            watch: epoll()?,
         };
         let start = Instant::now();
         event!(
@@ -117,6 +123,7 @@ impl Session {
             event!(info, "listening on {} for {} ranks", r.coordinator, r.size - 1);
             s.run(Some(&listener), |role| matches!(role, Role::Coordinator { m, .. } if m.all_joined()))?;
             event!(info, "all {} ranks joined in {:?}", r.size, start.elapsed());
+            s.watch_connections()?;
             return Ok(s);
         }
         let deadline = start + cfg.join_timeout;
@@ -159,7 +166,79 @@ impl Session {
             attempt += 1;
         }
         event!(info, "rank {} joined in {:?} ({attempt} attempts)", r.rank, start.elapsed());
+        s.watch_connections()?;
         Ok(s)
+    }
+
+    /// Registers the session's connections with [`Session::watch`]'s epoll.
+    fn watch_connections(&mut self) -> Result<()> {
+        let fds: Vec<i32> = match &self.role {
+            Role::Solo => Vec::new(),
+            Role::Coordinator { conns, .. } => conns.values().map(AsRawFd::as_raw_fd).collect(),
+            Role::Member { stream, .. } => stream.iter().map(AsRawFd::as_raw_fd).collect(),
+        };
+        for fd in fds {
+            poll::watch(&self.watch, fd).map_err(io("watch a session connection (epoll_ctl)", None))?;
+        }
+        Ok(())
+    }
+
+    /// Whether every rank is still there, without waiting: reads what the
+    /// session's connections hold (a peer's part of the next collective is
+    /// kept for it) and reports a lost one as [`Error::PeerLost`] naming
+    /// the rank. For a data-path loop between collectives, beside the
+    /// descriptor [`Session::as_fd`] gives, which becomes readable when a
+    /// connection does.
+    ///
+    /// What each rank sees, and how soon: rank 0 holds a connection to
+    /// every other rank and sees any of them end (process killed or
+    /// exited, connection reset) as soon as its kernel does, on the next
+    /// call; another rank holds only its connection to rank 0, so it sees
+    /// rank 0 end at once and another rank's end only at the next
+    /// collective, which rank 0 then fails naming that rank. A host that
+    /// vanishes without closing its connections (power, network cut) is
+    /// seen when TCP gives up on it, or by a collective's deadline
+    /// (`ClusterConfig::op_timeout`), whichever comes first.
+    ///
+    /// # Errors
+    /// [`Error::PeerLost`] (the lowest lost rank; on other ranks than 0,
+    /// rank 0), the error a collective failed with earlier, or
+    /// [`Error::Io`] when reading the connections fails.
+    pub fn check_peers(&mut self) -> Result<()> {
+        if let Some(why) = &self.failed {
+            return Err(Error::Protocol(format!("the session failed earlier: {why}")));
+        }
+        if let Err(e) = self.step(None, Duration::ZERO) {
+            self.failed = Some(e.to_string());
+            return Err(e);
+        }
+        self.flush();
+        while let Some(ev) = self.next_event() {
+            match ev {
+                Event::Failed(e) => {
+                    self.failed = Some(e.to_string());
+                    return Err(e);
+                }
+                Event::Dropped { conn, error } => {
+                    if self.refused.len() == REFUSED_KEPT {
+                        self.refused.pop_front();
+                    }
+                    self.refused.push_back(format!("connection {conn}: {error}"));
+                }
+                // No round is open between collectives: a rank's early part
+                // stays in the machine, and nothing else completes here.
+                Event::Joined { .. } | Event::Gathered { .. } => {}
+            }
+        }
+        let lost = match &self.role {
+            Role::Solo => None,
+            Role::Coordinator { m, .. } => m.lost_ranks().next(),
+            Role::Member { m, .. } => m.coordinator_lost().then_some(0),
+        };
+        match lost {
+            Some(rank) => Err(Error::PeerLost { rank }),
+            None => Ok(()),
+        }
     }
 
     /// This process's rank.
@@ -273,7 +352,7 @@ impl Session {
                 event!(info, "still waiting for ranks {missing:?} to join");
                 report = Instant::now() + REPORT_EVERY;
             }
-            if let Err(e) = self.step(listener) {
+            if let Err(e) = self.step(listener, Duration::MAX) {
                 self.failed = Some(e.to_string());
                 return Err(e);
             }
@@ -322,8 +401,8 @@ impl Session {
         }
     }
 
-    /// Waits for input or the next deadline, then feeds the machine.
-    fn step(&mut self, listener: Option<&TcpListener>) -> Result<()> {
+    /// Waits for input or the next deadline (at most `cap`), then feeds the machine.
+    fn step(&mut self, listener: Option<&TcpListener>, cap: Duration) -> Result<()> {
         let now = Instant::now();
         let mut buf = [0u8; 64 << 10];
         match &mut self.role {
@@ -331,7 +410,7 @@ impl Session {
             Role::Coordinator { m, conns, next } => {
                 // While joining, wake often enough to log who is missing.
                 let nap = if listener.is_some() { REPORT_FIRST } else { Duration::MAX };
-                let wait = until(m.next_deadline(), now).min(nap);
+                let wait = until(m.next_deadline(), now).min(nap).min(cap);
                 let ids: Vec<ConnId> = conns.keys().copied().collect();
                 let mut fds: Vec<_> = listener.iter().map(|l| poll::fd(*l)).collect();
                 fds.extend(ids.iter().map(|id| poll::fd(&conns[id])));
@@ -382,7 +461,7 @@ impl Session {
                 Ok(())
             }
             Role::Member { m, stream, .. } => {
-                let wait = until(m.next_deadline(), now);
+                let wait = until(m.next_deadline(), now).min(cap);
                 match stream {
                     Some(s) => {
                         let ready = poll::readable(&[poll::fd(s)], wait).map_err(io("poll", None))?;
@@ -408,6 +487,23 @@ impl Session {
             }
         }
     }
+}
+
+impl AsFd for Session {
+    /// A descriptor that becomes readable when one of the session's
+    /// connections does: a peer closed it (or sent its part of a collective
+    /// early). Put it in a `poll`/`epoll` set beside a completion channel,
+    /// and call [`Session::check_peers`] when it is readable. It stays
+    /// readable while a connection holds unread bytes, which
+    /// `check_peers` reads.
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.watch.as_fd()
+    }
+}
+
+/// A new epoll instance for [`Session::watch`].
+fn epoll() -> Result<OwnedFd> {
+    poll::epoll().map_err(io("create the session's watch (epoll_create1)", None))
 }
 
 /// Time left until `deadline` (a short nap when there is none).
