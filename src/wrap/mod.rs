@@ -10,6 +10,8 @@
 //!   the peer's port address.
 //! - [`connect_rc_cm`] / [`accept_rc_cm`] (feature `cm`): RC QPs connected
 //!   by IP address through librdmacm.
+//! - [`RcKeepalive`]: an idle RC connection's vanished peer as a typed
+//!   error within a stated bound, driven by the loop that polls its CQ.
 //! - MR tokens: [`crate::ctrl::Session::exchange_mrs`] with
 //!   [`RegisteredMem::remote`].
 
@@ -21,6 +23,8 @@ pub mod aio;
 mod cm;
 mod error;
 #[allow(unsafe_code)]
+mod keepalive;
+#[allow(unsafe_code)]
 mod mem;
 mod rc;
 mod ud;
@@ -29,6 +33,7 @@ mod ud;
 #[cfg_attr(docsrs, doc(cfg(feature = "cm")))]
 pub use cm::{accept_rc_cm, connect_rc_cm, CmConn, CmListener, CmOpts, CmRequest};
 pub use error::{Error, Result};
+pub use keepalive::{LostCause, PeerLost, RcKeepalive};
 pub use mem::{HugePages, MemOpts, RegisteredMem};
 pub use rc::{connect_rc_mesh, connected_rc_pair, MeshOpts};
 pub use ud::{UdEndpoint, UdOpts};

@@ -24,6 +24,7 @@ mod features;
 mod flush;
 mod hw_verbs;
 mod iwarp;
+mod liveness;
 mod loopback;
 mod mlx5dv;
 mod mw2;
