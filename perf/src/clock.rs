@@ -1,36 +1,69 @@
-//! The latency clock: the time-stamp counter where it is invariant, else
-//! `Instant` (CLOCK_MONOTONIC).
+//! The latency clock: the time-stamp counter on x86-64 (as perftest's
+//! `get_cycles`), else `Instant` (CLOCK_MONOTONIC).
 //!
-//! The TSC is used only when the CPU says it is invariant (CPUID leaf
-//! 0x8000_0007, EDX bit 8) and the kernel agrees (`constant_tsc` and
-//! `nonstop_tsc` in /proc/cpuinfo): otherwise its rate can change with the
-//! CPU's frequency or stop in deep sleep states, and intervals read from it
-//! would be wrong.
+//! Ticks become nanoseconds at a rate measured over each run against
+//! `Instant` (the run's first and last stamps), so the rate is right
+//! whatever the TSC's nominal frequency. Whether the CPU calls the TSC
+//! invariant (CPUID leaf 0x8000_0007, EDX bit 8) and the kernel agrees
+//! (`constant_tsc` and `nonstop_tsc` in /proc/cpuinfo) is reported: where
+//! it is not, a frequency change in the middle of a run would skew that
+//! run's samples (the rate is an average over it). A virtual machine
+//! usually does not report it, and there the monotonic clock is the worse
+//! choice: its read can leave the vDSO for the hypervisor or the kernel,
+//! and what it costs lands inside every sample (`read_cost_ns` measures
+//! it; the tool prints both).
 
 use std::time::Instant;
 
 /// Which clock stamps the samples.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Clock {
-    /// The invariant time-stamp counter (RDTSC), calibrated against
-    /// `Instant` over each run.
+    /// The time-stamp counter (RDTSC), calibrated against `Instant` over
+    /// each run.
     Tsc,
     /// `Instant` (CLOCK_MONOTONIC through the vDSO).
     Monotonic,
 }
 
 impl Clock {
-    /// The clock of this machine: the TSC when invariant, else monotonic.
-    /// `RRDDMMA_PERF_CLOCK=monotonic` forces the fallback.
+    /// The clock of this machine: the TSC on x86-64, else monotonic.
+    /// `RRDDMMA_PERF_CLOCK=monotonic` forces the monotonic clock.
     pub fn detect() -> Clock {
-        if std::env::var("RRDDMMA_PERF_CLOCK").is_ok_and(|v| v == "monotonic") {
+        if std::env::var("RRDDMMA_PERF_CLOCK").is_ok_and(|v| v == "monotonic") || !cfg!(target_arch = "x86_64") {
             return Clock::Monotonic;
         }
+        Clock::Tsc
+    }
+
+    /// Whether the TSC is reported invariant (by the CPU and the kernel).
+    pub fn tsc_invariant() -> bool {
         let flags = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        if cpuid_invariant_tsc() && kernel_trusts_tsc(&flags) {
-            Clock::Tsc
-        } else {
-            Clock::Monotonic
+        cpuid_invariant_tsc() && kernel_trusts_tsc(&flags)
+    }
+
+    /// What one read of this clock costs here, in nanoseconds (the mean of
+    /// 10,000 reads, timed with `Instant`): the part of every latency
+    /// sample that is the clock's.
+    pub fn read_cost_ns(self) -> f64 {
+        const READS: u32 = 10_000;
+        let t0 = Instant::now();
+        let mut sink = 0u64;
+        for _ in 0..READS {
+            sink = sink.wrapping_add(std::hint::black_box(self.ticks(t0)));
+        }
+        std::hint::black_box(sink);
+        t0.elapsed().as_nanos() as f64 / f64::from(READS)
+    }
+
+    /// The first output line's description: the clock, whether the TSC is
+    /// reported invariant, and the cost of a read.
+    pub fn describe(self, read_ns: f64) -> String {
+        match self {
+            Clock::Tsc if Clock::tsc_invariant() => format!("tsc (invariant; a read {read_ns:.0} ns)"),
+            Clock::Tsc => {
+                format!("tsc (not reported invariant: its rate is measured over each run; a read {read_ns:.0} ns)")
+            }
+            Clock::Monotonic => format!("monotonic (a read {read_ns:.0} ns)"),
         }
     }
 
@@ -105,6 +138,22 @@ mod tests {
         assert!(!kernel_trusts_tsc("flags\t\t: fpu tsc constant_tsc\n"));
         assert!(!kernel_trusts_tsc(&format!("{both}flags\t: tsc nonstop_tsc\n")));
         assert!(!kernel_trusts_tsc(""));
+    }
+
+    /// A read costs something and not much; the description says which
+    /// clock, and its cost.
+    #[test]
+    fn read_cost_is_measured_and_described() {
+        for c in [Clock::detect(), Clock::Monotonic] {
+            let ns = c.read_cost_ns();
+            assert!(ns > 0.0 && ns < 100_000.0, "{}: {ns} ns a read", c.name());
+            let d = c.describe(ns);
+            assert!(d.starts_with(c.name()) && d.contains(" ns)"), "{d}");
+        }
+        // On x86-64 the TSC, invariant or not, unless the fallback is asked for.
+        if cfg!(target_arch = "x86_64") && std::env::var_os("RRDDMMA_PERF_CLOCK").is_none() {
+            assert_eq!(Clock::detect(), Clock::Tsc);
+        }
     }
 
     #[test]

@@ -81,7 +81,7 @@ fn bench(o: &Opts) -> Result<(), String> {
         o.post_list,
         o.cq_mod,
         o.inline,
-        s.clock.name(),
+        s.clock.describe(s.clock_read_ns),
         if o.events { "events" } else { "polling" },
         if client { "client" } else { "server" }
     );
@@ -233,7 +233,7 @@ fn bench(o: &Opts) -> Result<(), String> {
         }
     }
     if let Some(p) = &o.json {
-        write_file(p, &out::json(o, s.ctx.name(), s.clock.name(), &results)?)?;
+        write_file(p, &out::json(o, s.ctx.name(), (s.clock.name(), s.clock_read_ns), &results)?)?;
     }
     if let Some(p) = &o.csv {
         write_file(p, &out::csv(o, &results)?)?;

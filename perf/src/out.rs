@@ -105,6 +105,8 @@ struct RunJson<'a> {
     test: String,
     device: &'a str,
     clock: &'a str,
+    /// What one read of the clock cost, in nanoseconds (inside every latency sample).
+    clock_read_ns: f64,
     /// The transport: RC, UC or UD.
     connection: &'static str,
     /// Whether completions were taken by events (`-e`).
@@ -146,7 +148,7 @@ fn bw_of(r: &Outcome) -> BwJson {
 }
 
 /// Results as JSON.
-pub fn json(o: &Opts, device: &str, clock: &str, rs: &[Outcome]) -> Result<String, String> {
+pub fn json(o: &Opts, device: &str, (clock, clock_read_ns): (&str, f64), rs: &[Outcome]) -> Result<String, String> {
     let results = rs
         .iter()
         .map(|r| SizeJson {
@@ -163,6 +165,7 @@ pub fn json(o: &Opts, device: &str, clock: &str, rs: &[Outcome]) -> Result<Strin
         test: test_name(o),
         device,
         clock,
+        clock_read_ns,
         connection: o.conn.name(),
         events: o.events,
         qps: o.qps,
@@ -428,13 +431,14 @@ mod tests {
         };
         // A device name with JSON's special characters stays a valid string.
         let j: serde_json::Value =
-            serde_json::from_str(&json(&bw, "mlx5_\"0\\", "tsc", std::slice::from_ref(&r)).unwrap()).unwrap();
+            serde_json::from_str(&json(&bw, "mlx5_\"0\\", ("tsc", 12.5), std::slice::from_ref(&r)).unwrap()).unwrap();
         assert_eq!(
             (j["test"].as_str(), j["device"].as_str(), j["qps"].as_u64()),
             (Some("write_bw"), Some("mlx5_\"0\\"), Some(2))
         );
         assert_eq!((j["connection"].as_str(), j["events"].as_bool()), (Some("RC"), Some(false)));
         assert_eq!(j["schema_version"].as_u64(), Some(u64::from(SCHEMA_VERSION)));
+        assert_eq!((j["clock"].as_str(), j["clock_read_ns"].as_f64()), (Some("tsc"), Some(12.5)));
         let row = &j["results"][0];
         assert_eq!(
             (row["size"].as_u64(), row["bw_mib_s"].as_f64(), row["msg_rate_mpps"].as_f64()),
@@ -448,7 +452,7 @@ mod tests {
         let samples: Vec<f64> = (1..=100).map(|i| f64::from(i) * 1000.0).collect();
         let r = Outcome { size: 2, iters: 100, lat_ns: samples, ..Outcome::default() };
         let j: serde_json::Value =
-            serde_json::from_str(&json(&lat, "rxe0", "monotonic", std::slice::from_ref(&r)).unwrap()).unwrap();
+            serde_json::from_str(&json(&lat, "rxe0", ("monotonic", 40.0), std::slice::from_ref(&r)).unwrap()).unwrap();
         let row = &j["results"][0];
         assert_eq!((row["lat_us"]["min"].as_f64(), row["lat_us"]["p99_9"].as_f64()), (Some(1.0), Some(100.0)));
         assert!(row.get("bw_mib_s").is_none());

@@ -63,6 +63,8 @@ pub struct Session {
     pub line: usize,
     /// The clock of the latency samples.
     pub clock: Clock,
+    /// What one read of it costs here, in nanoseconds.
+    pub clock_read_ns: f64,
     pub ctx: Context,
 }
 
@@ -335,6 +337,7 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
         cycle,
         line,
         clock: Clock::detect(),
+        clock_read_ns: Clock::detect().read_cost_ns(),
         ctx,
     };
     // Payload checking: the bandwidth sources carry the positional pattern
