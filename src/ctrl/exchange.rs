@@ -97,6 +97,11 @@ impl Session {
     /// All-gathers QP endpoints: this rank offers `mine` (typically one per
     /// peer, indexed by the peer's rank), and gets every rank's list back, in
     /// rank order. Rank `j`'s QP for this rank is then `result[j][self.rank()]`.
+    ///
+    /// Every rank's list has an entry at its own index too, which nobody
+    /// reads: put a placeholder there (an endpoint of zeros) to keep the
+    /// indices aligned, as `wrap::connect_rc_mesh` does; likewise for a peer
+    /// a rank has no QP for. `result[self.rank()]` is this rank's own list.
     pub fn exchange_endpoints(&mut self, mine: &[QpInfo]) -> Result<Vec<Vec<QpInfo>>> {
         self.exchange_endpoints_within(mine, self.op_timeout())
     }

@@ -1,7 +1,7 @@
 //! Connected RC QPs: a local pair, or one QP per peer of a cluster session.
 
 use crate::ctrl::{QpInfo, Session};
-use crate::prim::{ConnectOpts, Cq, Endpoint, Pd, Qp, QpCaps, Result};
+use crate::prim::{ConnectOpts, Cq, Endpoint, Pd, Qp, QpCaps, Result, Srq};
 
 /// Creates two RC QPs on `pd`, both completing sends on `send_cq` and
 /// receives on `recv_cq` (which may be the same CQ), and connects them to each
@@ -31,12 +31,14 @@ pub fn connected_rc_pair(
 /// Settings of [`connect_rc_mesh`]: start from [`MeshOpts::default`] and
 /// chain the setters. The values can be read back (`get_caps`,
 /// `get_connect`, `get_psn`) by code that builds its own mesh.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 #[non_exhaustive]
 pub struct MeshOpts {
     pub(crate) caps: QpCaps,
     pub(crate) connect: ConnectOpts,
     pub(crate) psn: u32,
+    pub(crate) srq: Option<Srq>,
+    pub(crate) pairs: Option<fn(u32, u32) -> bool>,
 }
 
 impl MeshOpts {
@@ -52,13 +54,44 @@ impl MeshOpts {
         /// ([`crate::prim::random_psn`] gives a random start). Default 0.
         const psn: u32, get_psn;
     }
+
+    /// Every QP takes its receives from `srq` (a shared receive queue of
+    /// this rank's, on the mesh's PD): one pool of receives for all peers,
+    /// as chain replication and RPC servers want. Default: each QP its own
+    /// receive queue of `caps`.
+    #[must_use]
+    pub fn srq(mut self, srq: &Srq) -> Self {
+        self.srq = Some(srq.clone());
+        self
+    }
+
+    /// The SRQ set with [`MeshOpts::srq`].
+    pub fn get_srq(&self) -> Option<&Srq> {
+        self.srq.as_ref()
+    }
+
+    /// Connects only the rank pairs `(a, b)` for which `pairs(a, b)` holds:
+    /// a mesh over a subset, or servers connected to every client while the
+    /// clients need no QPs to each other (`|a, b| a < 2 || b < 2` with
+    /// ranks 0 and 1 the servers). It must be symmetric and the same on
+    /// every rank; a rank gets `None` for a peer it is not paired with.
+    /// Default: every pair.
+    #[must_use]
+    pub fn pairs(mut self, pairs: fn(u32, u32) -> bool) -> Self {
+        self.pairs = Some(pairs);
+        self
+    }
 }
 
 /// Creates one RC QP per other rank of `session` on `pd`, exchanges their
 /// endpoints through the session, and connects each to its peer's QP for
 /// this rank. Every rank must call it with the same session round.
 ///
-/// Returns the QPs indexed by peer rank (`None` at this rank's own index).
+/// Returns the QPs indexed by peer rank (`None` at this rank's own index,
+/// and for peers [`MeshOpts::pairs`] leaves out).
+///
+/// # Panics
+/// If [`MeshOpts::pairs`] is not symmetric for a pair of this rank's.
 pub fn connect_rc_mesh(
     session: &mut Session,
     pd: &Pd,
@@ -72,13 +105,27 @@ pub fn connect_rc_mesh(
     let mut qps = Vec::with_capacity(n as usize);
     let mut infos = Vec::with_capacity(n as usize);
     for peer in 0..n {
-        if peer == me {
+        let paired = opts.pairs.is_none_or(|f| {
+            let (there, back) = (f(me, peer), f(peer, me));
+            assert_eq!(
+                there, back,
+                "MeshOpts::pairs is not symmetric: pairs({me}, {peer}) is {there} but pairs({peer}, {me}) is {back}; \
+                 both ranks of a pair must agree to connect it"
+            );
+            there
+        });
+        if peer == me || !paired {
             qps.push(None);
             // Never read by the peer: a placeholder keeping indices aligned.
             infos.push(QpInfo::new(&Endpoint { qpn: 0, psn: 0, lid: 0, gid: Default::default() }, 0, 0, c.mtu));
             continue;
         }
-        let qp = Qp::builder(pd, crate::prim::QpType::RC, send_cq, recv_cq).caps(opts.caps).build()?;
+        let b = Qp::builder(pd, crate::prim::QpType::RC, send_cq, recv_cq).caps(opts.caps);
+        let qp = match &opts.srq {
+            Some(srq) => b.srq(srq),
+            None => b,
+        }
+        .build()?;
         let e = qp.endpoint(c.port, gid_index, opts.psn.wrapping_add(peer))?;
         infos.push(QpInfo::new(&e, gid_index, c.port, c.mtu));
         qps.push(Some(qp));
@@ -93,6 +140,7 @@ pub fn connect_rc_mesh(
         qp.connect(&theirs.endpoint(), infos[peer].psn, &ConnectOpts { mtu, gid_index: Some(gid_index), ..*c })
             .inspect_err(|e| event!(warn, "rank {me}: connecting the RC QP to rank {peer} failed: {e}"))?;
     }
-    event!(info, "rank {me}: RC QPs connected to {} peers (GID index {gid_index}, port {})", n - 1, c.port);
+    let connected = qps.iter().filter(|q| q.is_some()).count();
+    event!(info, "rank {me}: RC QPs connected to {connected} peers (GID index {gid_index}, port {})", c.port);
     Ok(qps)
 }

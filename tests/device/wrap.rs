@@ -159,6 +159,72 @@ fn a_three_rank_mesh_writes_to_every_peer() {
     }
 }
 
+/// A star over three ranks (`MeshOpts::pairs`: rank 0 pairs with every
+/// rank, the others not with each other) whose QPs take their receives from
+/// one SRQ per rank (`MeshOpts::srq`): ranks 1 and 2 get no QP to each
+/// other, and their SENDs to rank 0 land in rank 0's SRQ.
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn a_star_mesh_over_a_subset_receives_through_one_srq() {
+    const N: u32 = 3;
+    let coordinator = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let ranks: Vec<_> = (0..N)
+        .map(|rank| {
+            thread::spawn(move || {
+                let mut cfg = ClusterConfig::default();
+                cfg.op_timeout = Duration::from_secs(20);
+                let place = Resolved { rank, size: N, coordinator, rank_source: RankSource::Config, device: None };
+                let mut s = Session::join_as(&cfg, &place).unwrap();
+                let ctx = open_device();
+                let pd = Pd::alloc(&ctx).unwrap();
+                let cq = Cq::create(&ctx, 64).unwrap();
+                let srq = rrddmma::prim::Srq::builder(&pd).max_wr(8).build().unwrap();
+                let mem = RegisteredMem::new(&pd, 4096).unwrap();
+                let mesh =
+                    MeshOpts::default().connect(opts(&ctx)).psn(10 * rank).srq(&srq).pairs(|a, b| a == 0 || b == 0);
+                assert!(mesh.get_srq().is_some());
+                let qps = connect_rc_mesh(&mut s, &pd, &cq, &cq, &mesh).unwrap();
+                let have: Vec<bool> = qps.iter().map(Option::is_some).collect();
+                let want: Vec<bool> = (0..N).map(|p| p != rank && (p == 0 || rank == 0)).collect();
+                assert_eq!(have, want, "rank {rank}'s QPs");
+                if rank == 0 {
+                    for k in 0..2u64 {
+                        let r = [mem.sge(64 * k as usize..64 * k as usize + 64)];
+                        // SAFETY: `mem` outlives the receives, completed below.
+                        unsafe { srq.post_recv(&mut [RecvWr::new(&r, 100 + k)]) }.unwrap();
+                    }
+                }
+                s.barrier().unwrap();
+                if rank != 0 {
+                    let msg = [rank as u8; 16];
+                    let mut mine = mem;
+                    mine.write(0, &msg);
+                    let sge = [mine.sge(0..16)];
+                    let qp = qps[0].as_ref().unwrap();
+                    // SAFETY: `mine` outlives the completion polled below.
+                    unsafe { qp.post_send(&mut [SendWr::send(&sge).wr_id(7).signaled()]) }.unwrap();
+                    assert_eq!(poll_one(&cq).status(), WcStatus::SUCCESS, "rank {rank}'s SEND");
+                } else {
+                    let mut from = Vec::new();
+                    for _ in 0..2 {
+                        let wc = poll_one(&cq);
+                        assert_eq!((wc.status(), wc.opcode()), (WcStatus::SUCCESS, WcOpcode::RECV));
+                        let mut got = [0u8; 16];
+                        mem.read(64 * (wc.wr_id() - 100) as usize, &mut got);
+                        from.push(got[0]);
+                    }
+                    from.sort_unstable();
+                    assert_eq!(from, [1, 2], "both SENDs landed in rank 0's SRQ");
+                }
+                s.barrier().unwrap();
+            })
+        })
+        .collect();
+    for r in ranks {
+        r.join().unwrap();
+    }
+}
+
 #[test]
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn ud_endpoints_cache_address_handles() {
