@@ -96,12 +96,15 @@ fn both_on(
     raw_op: (WqeOpcode, u8, u32),
 ) -> Vec<u8> {
     let mut a = Ring::new();
-    // SAFETY: a model ring: the family is what the test says.
+    // SAFETY: a model ring: the family is what the test says; a DCI's with
+    // every stream id (the tests name streams up to 0x0102).
     unsafe { a.sq.set_transport(t) };
+    a.sq.set_dci_streams(16);
     assert_eq!(typed(&mut a.sq), 0);
     let mut b = Ring::new();
     // SAFETY: as above.
     unsafe { b.sq.set_transport(t) };
+    b.sq.set_dci_streams(16);
     // SAFETY: no device reads this ring; the bytes are only compared.
     let w = unsafe { b.sq.wqe(raw_op.0, raw_op.1, CtrlFlags::CQ_UPDATE, raw_op.2) };
     raw(w).finish();

@@ -499,7 +499,7 @@ mod tests {
             include_str!("qp/attr.rs"),
             include_str!("qp/ex.rs"),
             include_str!("cq/poller.rs"),
-            include_str!("cm/event.rs"),
+            include_str!("cm/kind.rs"),
             include_str!("gid.rs"),
             include_str!("../mlx5dv/seg.rs"),
             include_str!("../mlx5dv/cqe.rs"),
