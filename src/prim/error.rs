@@ -4,6 +4,7 @@ use std::fmt;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+#[cfg(feature = "cm")]
 use super::cm::kind::CmEventType;
 
 static DESTROY_FAILURES: AtomicU64 = AtomicU64::new(0);
