@@ -36,6 +36,7 @@ mod qp;
 mod quirks;
 mod srq;
 mod td;
+mod tm;
 mod values;
 mod wr;
 mod xrc;
@@ -69,6 +70,7 @@ pub use qp::{
 };
 pub use srq::{Srq, SrqBuilder};
 pub use td::Td;
+pub use tm::{TmCaps, TmConfig, TmOp};
 pub use wr::{RecvList, RecvWr, RemoteAddr, SendList, SendWr, Sge};
 pub use xrc::XrcTargetQp;
 
