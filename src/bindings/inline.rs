@@ -710,6 +710,8 @@ forward! {
     pub unsafe fn ibv_wc_read_cvlan(cq: *mut ibv_cq_ex) -> u16 => read_cvlan;
     /// `ibv_wc_read_flow_tag`: flow tag.
     pub unsafe fn ibv_wc_read_flow_tag(cq: *mut ibv_cq_ex) -> u32 => read_flow_tag;
+    /// `ibv_wc_read_tm_info`: tag-matching tag and application context.
+    pub unsafe fn ibv_wc_read_tm_info(cq: *mut ibv_cq_ex, tm_info: *mut ibv_wc_tm_info) => read_tm_info;
 }
 
 /// `ibv_post_srq_ops`: tag-matching operations (tag add, remove, sync) on a

@@ -45,7 +45,7 @@ pub use ah::{Ah, AhAttr, GRH_LEN};
 pub use channel::CompChannel;
 pub use clock::CoreClock;
 pub use counters::{CounterKind, Counters};
-pub use cq::{Cq, CqBuilder, ExWc, Poller, Wc, WcError, WcFlagsEx};
+pub use cq::{Cq, CqBuilder, ExWc, Poller, TmInfo, Wc, WcError, WcFlagsEx};
 pub use device::{device_names, Context};
 pub use dm::{Dm, DmMr, Xrcd};
 pub use domain::ParentDomain;
