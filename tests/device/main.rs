@@ -33,6 +33,7 @@ mod prim_regressions;
 mod resources;
 mod srq_limit;
 mod stress;
+mod tm;
 mod ud_srq;
 mod userspace;
 mod wrap;
