@@ -110,6 +110,28 @@ pub(crate) fn create_tm_srq(pd: &super::Pd, max_wr: u32, max_sge: u32, cfg: TmCo
 /// One tag-matching operation, laid out as `ibv_ops_wr` so a slice of them
 /// is posted in place by [`Srq::post_tm_ops`] (no allocation). `'a` ties an
 /// add to the entries it points at.
+///
+/// An MPI-style receiver: a posted receive for tag 7 from any source (the
+/// low 32 bits), ordinary receives for what arrives before its receive is
+/// posted. On a CQ made with `WcFlagsEx::TM_INFO`, [`ExWc::tm_info`](super::ExWc::tm_info)
+/// of a receive tells the two apart (`matched`).
+///
+/// ```no_run
+/// # fn f(pd: &rrddmma::prim::Pd, mr: &rrddmma::prim::Mr, cq: &rrddmma::prim::Cq) -> rrddmma::prim::Result<()> {
+/// use rrddmma::prim::{RecvWr, Srq, TmConfig, TmOp};
+/// let srq = Srq::builder(pd).max_wr(64).tag_matching(TmConfig { max_num_tags: 64, max_ops: 16 }, cq).build()?;
+/// // Room for unexpected messages.
+/// let bounce = [mr.sge(0, 4096)];
+/// // SAFETY: `mr` is this PD's, untouched until the completions.
+/// unsafe { srq.post_recv(&mut [RecvWr::new(&bounce, 1)]) }?;
+/// // The application's receive: tag 7 in the high half, any source.
+/// let user = [mr.sge(4096, 4096)];
+/// let mut add = [TmOp::add(7 << 32, 0xffff_ffff_0000_0000, &user, 2).signaled(100)];
+/// // SAFETY: as above.
+/// unsafe { srq.post_tm_ops(&mut add) }?;
+/// let handle = add[0].handle(); // for TmOp::remove(handle) on cancel
+/// # let _ = handle; Ok(()) }
+/// ```
 #[repr(transparent)]
 pub struct TmOp<'a> {
     raw: ffi::ibv_ops_wr,
