@@ -710,6 +710,27 @@ forward! {
     pub unsafe fn ibv_wc_read_cvlan(cq: *mut ibv_cq_ex) -> u16 => read_cvlan;
     /// `ibv_wc_read_flow_tag`: flow tag.
     pub unsafe fn ibv_wc_read_flow_tag(cq: *mut ibv_cq_ex) -> u32 => read_flow_tag;
+    /// `ibv_wc_read_tm_info`: tag-matching tag and application context.
+    pub unsafe fn ibv_wc_read_tm_info(cq: *mut ibv_cq_ex, tm_info: *mut ibv_wc_tm_info) => read_tm_info;
+}
+
+/// `ibv_post_srq_ops`: tag-matching operations (tag add, remove, sync) on a
+/// tag-matching SRQ; `EOPNOTSUPP` with `*bad_op = op` when the provider has
+/// none.
+///
+/// # Safety
+/// `srq` must be live; `op` a valid, null-terminated list; `bad_op` valid
+/// for a write.
+#[inline]
+pub unsafe fn ibv_post_srq_ops(srq: *mut ibv_srq, op: *mut ibv_ops_wr, bad_op: *mut *mut ibv_ops_wr) -> c_int {
+    // SAFETY: a live SRQ points to its live context.
+    let ctx = unsafe { (*srq).context };
+    if verbs_get_ctx_op!(ctx, post_srq_ops).is_null() {
+        // SAFETY: `bad_op` is valid for a write (the caller's contract).
+        unsafe { *bad_op = op };
+        return libc::EOPNOTSUPP;
+    }
+    vctx_call!(ctx, post_srq_ops, int(srq, op, bad_op))
 }
 
 #[cfg(test)]

@@ -49,6 +49,7 @@ pub mod mmio;
 pub mod obj;
 pub mod seg;
 pub mod sq;
+pub mod tm;
 pub mod wqe;
 
 #[cfg(not(rrddmma_mlnx_ofed4))]

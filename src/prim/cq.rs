@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use poller::{ExWc, Poller, WcFlagsEx};
+pub use poller::{ExWc, Poller, TmInfo, WcFlagsEx};
 pub use wc_error::WcError;
 
 use super::channel::{wait_readable, CompChannel};

@@ -37,6 +37,7 @@ mod qp;
 mod quirks;
 mod srq;
 mod td;
+mod tm;
 mod values;
 mod wr;
 mod xrc;
@@ -45,7 +46,7 @@ pub use ah::{Ah, AhAttr, GRH_LEN};
 pub use channel::CompChannel;
 pub use clock::CoreClock;
 pub use counters::{CounterKind, Counters};
-pub use cq::{Cq, CqBuilder, ExWc, Poller, Wc, WcError, WcFlagsEx};
+pub use cq::{Cq, CqBuilder, ExWc, Poller, TmInfo, Wc, WcError, WcFlagsEx};
 pub use device::{device_names, Context};
 pub use dm::{Dm, DmMr, Xrcd};
 pub use domain::ParentDomain;
@@ -70,6 +71,7 @@ pub use qp::{
 };
 pub use srq::{Srq, SrqBuilder};
 pub use td::Td;
+pub use tm::{TmCaps, TmConfig, TmOp};
 pub use wr::{RecvList, RecvWr, RemoteAddr, SendList, SendWr, Sge};
 pub use xrc::XrcTargetQp;
 

@@ -15,6 +15,14 @@ pub(crate) struct SrqData {
     /// What an XRC SRQ uses besides its PD (its domain and CQ), released
     /// after it.
     xrc: Option<(super::Xrcd, super::Cq)>,
+    /// The CQ of a tag-matching SRQ's operations, released after it.
+    tm_cq: Option<super::Cq>,
+}
+
+impl SrqData {
+    pub(crate) fn new(pd: Pd, xrc: Option<(super::Xrcd, super::Cq)>, tm_cq: Option<super::Cq>) -> SrqData {
+        SrqData { pd, xrc, tm_cq }
+    }
 }
 
 // SAFETY: `ibv_destroy_srq` releases what `ibv_create_srq` made; posting to
@@ -55,6 +63,7 @@ pub struct SrqBuilder<'a> {
     max_wr: u32,
     max_sge: u32,
     limit: u32,
+    pub(crate) tm: Option<(super::tm::TmConfig, &'a super::Cq)>,
 }
 
 impl SrqBuilder<'_> {
@@ -73,6 +82,13 @@ impl SrqBuilder<'_> {
     /// # References
     /// `ibv_create_srq(3)`, `ibv_modify_srq(3)`
     pub fn build(self) -> Result<Srq> {
+        if let Some((cfg, cq)) = self.tm {
+            let srq = super::tm::create_tm_srq(self.pd, self.max_wr, self.max_sge, cfg, cq)?;
+            if self.limit > 0 {
+                srq.arm_limit(self.limit)?;
+            }
+            return Ok(srq);
+        }
         let mut attr = ffi::ibv_srq_init_attr {
             srq_context: ptr::null_mut(),
             attr: ffi::ibv_srq_attr { max_wr: self.max_wr, max_sge: self.max_sge, srq_limit: 0 },
@@ -81,7 +97,7 @@ impl SrqBuilder<'_> {
         let raw = unsafe { ffi::ibv_create_srq(self.pd.as_ptr(), &mut attr) };
         let raw = NonNull::new(raw).ok_or_else(|| Error::last("ibv_create_srq"))?;
         // SAFETY: made by `ibv_create_srq` just now, owned by nothing else.
-        let srq = Srq(Arc::new(unsafe { Owned::new(raw, SrqData { pd: self.pd.clone(), xrc: None }) }));
+        let srq = Srq(Arc::new(unsafe { Owned::new(raw, SrqData::new(self.pd.clone(), None, None)) }));
         if self.limit > 0 {
             srq.arm_limit(self.limit)?;
         }
@@ -96,7 +112,7 @@ impl Srq {
     /// # References
     /// `ibv_create_srq(3)`
     pub fn builder(pd: &Pd) -> SrqBuilder<'_> {
-        SrqBuilder { pd, max_wr: 64, max_sge: 1, limit: 0 }
+        SrqBuilder { pd, max_wr: 64, max_sge: 1, limit: 0, tm: None }
     }
 
     /// An SRQ made by `ibv_create_srq_ex` (see `prim::xrc`).
@@ -106,7 +122,17 @@ impl Srq {
     /// owned by the result.
     pub(crate) unsafe fn from_raw(raw: NonNull<ffi::ibv_srq>, pd: &Pd, xrc: Option<(super::Xrcd, super::Cq)>) -> Srq {
         // SAFETY: the caller's contract.
-        Srq(Arc::new(unsafe { Owned::new(raw, SrqData { pd: pd.clone(), xrc }) }))
+        Srq(Arc::new(unsafe { Owned::new(raw, SrqData::new(pd.clone(), xrc, None)) }))
+    }
+
+    /// An SRQ made from its owned data.
+    pub(crate) fn from_data(data: Arc<Owned<SrqData>>) -> Srq {
+        Srq(data)
+    }
+
+    /// Whether the SRQ is a tag-matching one ([`SrqBuilder::tag_matching`]).
+    pub fn is_tm(&self) -> bool {
+        self.0.tm_cq.is_some()
     }
 
     /// The XRC domain of an XRC SRQ ([`Srq::create_xrc`]); `None` for a basic SRQ.

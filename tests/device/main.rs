@@ -34,6 +34,7 @@ mod prim_regressions;
 mod resources;
 mod srq_limit;
 mod stress;
+mod tm;
 mod ud_srq;
 mod upgrade;
 mod userspace;

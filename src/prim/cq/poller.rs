@@ -359,4 +359,58 @@ impl ExWc<'_> {
         /// Completion time in nanoseconds of the wall clock.
         completion_wallclock_ns(COMPLETION_TIMESTAMP_WALLCLOCK) -> u64 = ibv_wc_read_completion_wallclock_ns;
     }
+
+    /// Tag-matching information of a receive on a tag-matching SRQ
+    /// (`ibv_wc_read_tm_info` with the `IBV_WC_TM_*` flags): `None` unless
+    /// the completion is one (`IBV_WC_TM_RECV`, `IBV_WC_TM_NO_TAG`, or a
+    /// receive flagged `IBV_WC_TM_MATCH` / `IBV_WC_TM_DATA_VALID` /
+    /// `IBV_WC_TM_SYNC_REQ`).
+    ///
+    /// # Panics
+    /// If the CQ was created without `WcFlagsEx::TM_INFO`.
+    #[inline]
+    pub fn tm_info(&self) -> Option<TmInfo> {
+        assert!(
+            self.flags.contains(WcFlagsEx::TM_INFO),
+            "this CQ does not report tm_info: create it with WcFlagsEx::TM_INFO"
+        );
+        let flags = self.wc_flags();
+        let tm_flags = ffi::ibv_wc_flags::IBV_WC_TM_SYNC_REQ.0
+            | ffi::ibv_wc_flags::IBV_WC_TM_MATCH.0
+            | ffi::ibv_wc_flags::IBV_WC_TM_DATA_VALID.0;
+        let op = self.opcode();
+        let tm_op = op == crate::prim::WcOpcode::TM_RECV || op == crate::prim::WcOpcode::TM_NO_TAG;
+        if flags & tm_flags == 0 && !tm_op {
+            return None;
+        }
+        let mut info = ffi::ibv_wc_tm_info { tag: 0, priv_: 0 };
+        // SAFETY: the pass is open and the CQ was created with the field;
+        // `info` is valid for writes.
+        unsafe { ffi::ibv_wc_read_tm_info(self.ex.as_ptr(), &mut info) };
+        Some(TmInfo {
+            tag: info.tag,
+            app_ctx: info.priv_,
+            matched: flags & ffi::ibv_wc_flags::IBV_WC_TM_MATCH.0 != 0,
+            data_valid: flags & ffi::ibv_wc_flags::IBV_WC_TM_DATA_VALID.0 != 0,
+            sync_req: flags & ffi::ibv_wc_flags::IBV_WC_TM_SYNC_REQ.0 != 0,
+        })
+    }
+}
+
+/// What [`ExWc::tm_info`] reads of a tag-matching receive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TmInfo {
+    /// The message's tag.
+    pub tag: u64,
+    /// The application context the sender's header carried (`priv`).
+    pub app_ctx: u32,
+    /// The message matched a tag in the device list (`IBV_WC_TM_MATCH`);
+    /// false for an unexpected message, received into the SRQ's ordinary
+    /// receives.
+    pub matched: bool,
+    /// The data landed in the matched buffer (`IBV_WC_TM_DATA_VALID`); a
+    /// rendezvous match without it still has its data to be read.
+    pub data_valid: bool,
+    /// The device asks software for a sync (`IBV_WC_TM_SYNC_REQ`).
+    pub sync_req: bool,
 }
