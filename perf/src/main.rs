@@ -176,7 +176,7 @@ fn bench(o: &Opts) -> Result<(), String> {
             s.oob.close(&s.my[0])?;
         }
         (Test::Bw, false) => {
-            s.oob.handshake(&s.my[0])?;
+            s.oob.end_of_run(&s.my[0])?;
             let rep = s.oob.reports(&oob::BwReport::default())?;
             println!("{}", out::header(o));
             println!(

@@ -279,6 +279,18 @@ fn ctx<T>(what: &str, r: io::Result<T>) -> Result<T, String> {
     r.map_err(|e| format!("out-of-band {what}: {e}"))
 }
 
+/// The step name of the closing handshake's QP message.
+const CLOSING: &str = "the closing handshake's QP message";
+
+/// The step name of the QP message that ends a bandwidth run.
+const END_OF_RUN: &str = "the end-of-run QP message";
+
+/// Why a peer may close the connection before the closing handshake: a
+/// perftest client exits there when its CPU-frequency estimate fails (TCG
+/// spoils it now and then), unless run with `-F`.
+const CLOSING_HINT: &str = "; a perftest peer exits before it when it cannot turn its cycles into time \
+     (it prints \"Can't produce a report\" after \"Correlation coefficient r^2 < 0.9\"): run it with -F";
+
 /// The message of an exchange read that ran out of time.
 fn silent(limit: Duration, step: &str, running: bool) -> String {
     let (var, why) = if running {
@@ -307,8 +319,9 @@ fn read_within(s: &mut TcpStream, b: &mut [u8], limit: Duration, step: &str, run
             Ok(0) => {
                 return Err(format!(
                     "out-of-band exchange: the peer closed the connection while this side waited for {step} \
-                     ({got} of {} bytes read)",
-                    b.len()
+                     ({got} of {} bytes read){}",
+                    b.len(),
+                    if step == CLOSING || step == END_OF_RUN { CLOSING_HINT } else { "" }
                 ))
             }
             Ok(n) => got += n,
@@ -541,16 +554,27 @@ impl Oob {
 
     /// One QP message each way (perftest's `ctx_hand_shake`).
     pub fn handshake(&mut self, mine: &Dest) -> Result<Dest, String> {
+        self.handshake_as(mine, "a QP message")
+    }
+
+    /// The handshake that ends a bandwidth run, before the report exchange:
+    /// a bandwidth server waits here while its client runs.
+    pub fn end_of_run(&mut self, mine: &Dest) -> Result<Dest, String> {
+        self.handshake_as(mine, END_OF_RUN)
+    }
+
+    /// [`Oob::handshake`], its reads named `step`.
+    fn handshake_as(&mut self, mine: &Dest, step: &str) -> Result<Dest, String> {
         if self.is_cm() {
             let mut theirs = [0u8; KEY_LEN_CM];
-            self.xchg(&mine.encode_cm(), &mut theirs, "a QP message")?;
+            self.xchg(&mine.encode_cm(), &mut theirs, step)?;
             return Ok(Dest::decode_cm(&theirs, mine.gid.is_some()));
         }
         let msg = mine.encode();
         debug_assert_eq!(msg.len(), if mine.gid.is_some() { KEY_LEN_GID } else { KEY_LEN });
         let mut theirs = [0u8; KEY_LEN_GID];
         let theirs = &mut theirs[..msg.len()];
-        self.xchg(&msg, theirs, "a QP message")?;
+        self.xchg(&msg, theirs, step)?;
         Dest::decode(theirs, mine.gid.is_some())
     }
 
@@ -582,7 +606,7 @@ impl Oob {
     /// way, then over TCP "done" and the socket is closed (over rdma_cm the
     /// message is all).
     pub fn close(&mut self, mine: &Dest) -> Result<(), String> {
-        self.handshake(mine)?;
+        self.handshake_as(mine, CLOSING)?;
         match &mut self.link {
             Link::Tcp(s) => ctx("write of the closing \"done\"", s.write_all(b"done\0")),
             Link::Cm(_) => Ok(()),
@@ -839,6 +863,31 @@ mod tests {
         });
         assert_eq!(me.preamble(false, 4096, 64, 5).unwrap(), (MAX_CYCLE_BUFFER, 128, 3));
         t.join().unwrap();
+    }
+
+    #[test]
+    fn a_peer_gone_before_the_closing_handshake_is_named_with_perftests_reason() {
+        // A server whose perftest client exited at its report step: the
+        // connection closes with nothing sent.
+        let (mut me, peer) = pair(Limits::default());
+        drop(peer);
+        let e = me.close(&Dest::default()).unwrap_err();
+        assert!(
+            e.contains("closed the connection while this side waited for the closing handshake's QP message"),
+            "{e}"
+        );
+        assert!(e.contains("Can't produce a report") && e.contains("-F"), "{e}");
+        // Also at the end of a bandwidth run, where a server waits for
+        // its client's sweep.
+        let (mut me, peer) = pair(Limits::default());
+        drop(peer);
+        let e = me.end_of_run(&Dest::default()).unwrap_err();
+        assert!(e.contains("waited for the end-of-run QP message") && e.contains("Can't produce a report"), "{e}");
+        // Elsewhere the reason is not offered.
+        let (mut me, peer) = pair(Limits::default());
+        drop(peer);
+        let e = me.handshake(&Dest::default()).unwrap_err();
+        assert!(e.contains("waited for a QP message") && !e.contains("-F"), "{e}");
     }
 
     #[test]
