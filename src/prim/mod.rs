@@ -38,6 +38,7 @@ mod quirks;
 mod srq;
 mod td;
 mod tm;
+mod tm_config;
 mod values;
 mod wr;
 mod xrc;
@@ -71,7 +72,8 @@ pub use qp::{
 };
 pub use srq::{Srq, SrqBuilder};
 pub use td::Td;
-pub use tm::{TmCaps, TmConfig, TmOp};
+pub use tm::TmOp;
+pub use tm_config::{TmCaps, TmConfig};
 pub use wr::{RecvList, RecvWr, RemoteAddr, SendList, SendWr, Sge};
 pub use xrc::XrcTargetQp;
 

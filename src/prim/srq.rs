@@ -63,7 +63,7 @@ pub struct SrqBuilder<'a> {
     max_wr: u32,
     max_sge: u32,
     limit: u32,
-    pub(crate) tm: Option<(super::tm::TmConfig, &'a super::Cq)>,
+    pub(crate) tm: Option<(super::tm_config::TmConfig, &'a super::Cq)>,
 }
 
 impl SrqBuilder<'_> {
@@ -83,7 +83,7 @@ impl SrqBuilder<'_> {
     /// `ibv_create_srq(3)`, `ibv_modify_srq(3)`
     pub fn build(self) -> Result<Srq> {
         if let Some((cfg, cq)) = self.tm {
-            let srq = super::tm::create_tm_srq(self.pd, self.max_wr, self.max_sge, cfg, cq)?;
+            let srq = create_tm_srq(self.pd, self.max_wr, self.max_sge, cfg, cq)?;
             if self.limit > 0 {
                 srq.arm_limit(self.limit)?;
             }
@@ -217,4 +217,62 @@ impl Srq {
         }
         Ok(())
     }
+}
+
+impl<'a> SrqBuilder<'a> {
+    /// Makes the SRQ a tag-matching one (`IBV_SRQT_TM`) with `cfg`'s list
+    /// size and operation count; `cq` receives the completions of its tag
+    /// operations. [`SrqBuilder::build`] then checks them
+    /// against the device's `tm_caps` before the creation: a device without
+    /// tag matching gives [`Error::Unsupported`] naming it, a count above
+    /// the device's gives [`Error::CapExceeded`] naming the capability.
+    ///
+    /// # Panics
+    /// If `cfg.max_num_tags` or `cfg.max_ops` is 0 (a tag-matching SRQ
+    /// needs both; pass at least 1).
+    ///
+    /// # References
+    /// `ibv_create_srq_ex(3)`
+    pub fn tag_matching(mut self, cfg: super::tm_config::TmConfig, cq: &'a super::Cq) -> Self {
+        assert!(
+            cfg.max_num_tags > 0 && cfg.max_ops > 0,
+            "SrqBuilder::tag_matching: max_num_tags {} / max_ops {}: both must be at least 1",
+            cfg.max_num_tags,
+            cfg.max_ops
+        );
+        self.tm = Some((cfg, cq));
+        self
+    }
+}
+
+/// Creates a tag-matching SRQ (`ibv_create_srq_ex` with `IBV_SRQT_TM`) with
+/// the capability check made first.
+fn create_tm_srq(
+    pd: &super::Pd,
+    max_wr: u32,
+    max_sge: u32,
+    cfg: super::tm_config::TmConfig,
+    cq: &super::Cq,
+) -> Result<Srq> {
+    let caps = pd.context().query_device_ex()?.tm_caps;
+    super::tm_config::check_caps(&caps, &cfg)?;
+    let mut attr = ffi::ibv_srq_init_attr_ex {
+        srq_context: ptr::null_mut(),
+        attr: ffi::ibv_srq_attr { max_wr, max_sge, srq_limit: 0 },
+        comp_mask: (ffi::ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_TYPE
+            | ffi::ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_PD
+            | ffi::ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_CQ
+            | ffi::ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_TM)
+            .0,
+        srq_type: ffi::ibv_srq_type::IBV_SRQT_TM,
+        pd: pd.as_ptr(),
+        xrcd: ptr::null_mut(),
+        cq: cq.as_ptr(),
+        tm_cap: ffi::ibv_tm_cap { max_num_tags: cfg.max_num_tags, max_ops: cfg.max_ops },
+    };
+    // SAFETY: live context, PD and CQ; `attr` is valid for the call.
+    let raw = unsafe { ffi::ibv_create_srq_ex(pd.context().as_ptr(), &mut attr) };
+    let raw = NonNull::new(raw).ok_or_else(|| Error::last("ibv_create_srq_ex").lacking("tag matching"))?;
+    // SAFETY: made by `ibv_create_srq_ex` just now, owned by nothing else.
+    Ok(Srq::from_data(Arc::new(unsafe { Owned::new(raw, SrqData::new(pd.clone(), None, Some(cq.clone()))) })))
 }

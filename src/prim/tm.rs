@@ -1,5 +1,6 @@
-//! Hardware tag matching on an SRQ: creation ([`SrqBuilder::tag_matching`])
-//! and the tag operations ([`TmOp`], [`Srq::post_tm_ops`]).
+//! Hardware tag matching on an SRQ: the tag operations ([`TmOp`],
+//! [`Srq::post_tm_ops`]); the creation ([`SrqBuilder::tag_matching`](super::SrqBuilder::tag_matching))
+//! is the SRQ builder's, its settings in `tm_config`.
 //!
 //! A tag-matching SRQ (`IBV_SRQT_TM`) keeps a list of tagged receives in the
 //! device. An incoming tagged message whose tag matches an entry (under its
@@ -9,103 +10,12 @@
 //! `ibv_post_srq_ops`.
 
 use std::marker::PhantomData;
-use std::ptr::{self, NonNull};
-use std::sync::Arc;
+use std::ptr;
 
 use super::error::{Error, Result};
-use super::handle::Owned;
-use super::srq::{Srq, SrqBuilder, SrqData};
+use super::srq::Srq;
 use super::wr::Sge;
 use crate::bindings as ffi;
-
-/// The device's tag-matching capabilities (`ibv_device_attr_ex::tm_caps`).
-/// All zero on a device without tag matching (SoftRoCE, siw).
-pub type TmCaps = ffi::ibv_tm_caps;
-
-/// Tag-matching settings of an SRQ, given to [`SrqBuilder::tag_matching`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TmConfig {
-    /// Tagged receives the device list holds (`ibv_tm_cap::max_num_tags`).
-    pub max_num_tags: u32,
-    /// Outstanding tag operations (`ibv_tm_cap::max_ops`).
-    pub max_ops: u32,
-}
-
-/// Checks `cfg` against the device's capabilities: `Unsupported` when the
-/// device has no tag matching, `CapExceeded` naming the capability when a
-/// count is above it.
-pub(crate) fn check_caps(caps: &TmCaps, cfg: &TmConfig) -> Result<()> {
-    if caps.max_num_tags == 0 {
-        return Err(Error::Unsupported { op: "ibv_create_srq_ex", feature: "tag matching (tm_caps.max_num_tags 0)" });
-    }
-    if cfg.max_num_tags > caps.max_num_tags {
-        return Err(Error::CapExceeded {
-            what: "tm_caps.max_num_tags",
-            asked: cfg.max_num_tags.into(),
-            limit: caps.max_num_tags.into(),
-        });
-    }
-    if cfg.max_ops > caps.max_ops {
-        return Err(Error::CapExceeded {
-            what: "tm_caps.max_ops",
-            asked: cfg.max_ops.into(),
-            limit: caps.max_ops.into(),
-        });
-    }
-    Ok(())
-}
-
-impl<'a> SrqBuilder<'a> {
-    /// Makes the SRQ a tag-matching one (`IBV_SRQT_TM`) with `cfg`'s list
-    /// size and operation count; `cq` receives the completions of its tag
-    /// operations. [`SrqBuilder::build`] then checks them
-    /// against the device's `tm_caps` before the creation: a device without
-    /// tag matching gives [`Error::Unsupported`] naming it, a count above
-    /// the device's gives [`Error::CapExceeded`] naming the capability.
-    ///
-    /// # Panics
-    /// If `cfg.max_num_tags` or `cfg.max_ops` is 0 (a tag-matching SRQ
-    /// needs both; pass at least 1).
-    ///
-    /// # References
-    /// `ibv_create_srq_ex(3)`
-    pub fn tag_matching(mut self, cfg: TmConfig, cq: &'a super::Cq) -> Self {
-        assert!(
-            cfg.max_num_tags > 0 && cfg.max_ops > 0,
-            "SrqBuilder::tag_matching: max_num_tags {} / max_ops {}: both must be at least 1",
-            cfg.max_num_tags,
-            cfg.max_ops
-        );
-        self.tm = Some((cfg, cq));
-        self
-    }
-}
-
-/// Creates a tag-matching SRQ (`ibv_create_srq_ex` with `IBV_SRQT_TM`) with
-/// the capability check made first.
-pub(crate) fn create_tm_srq(pd: &super::Pd, max_wr: u32, max_sge: u32, cfg: TmConfig, cq: &super::Cq) -> Result<Srq> {
-    let caps = pd.context().query_device_ex()?.tm_caps;
-    check_caps(&caps, &cfg)?;
-    let mut attr = ffi::ibv_srq_init_attr_ex {
-        srq_context: ptr::null_mut(),
-        attr: ffi::ibv_srq_attr { max_wr, max_sge, srq_limit: 0 },
-        comp_mask: (ffi::ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_TYPE
-            | ffi::ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_PD
-            | ffi::ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_CQ
-            | ffi::ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_TM)
-            .0,
-        srq_type: ffi::ibv_srq_type::IBV_SRQT_TM,
-        pd: pd.as_ptr(),
-        xrcd: ptr::null_mut(),
-        cq: cq.as_ptr(),
-        tm_cap: ffi::ibv_tm_cap { max_num_tags: cfg.max_num_tags, max_ops: cfg.max_ops },
-    };
-    // SAFETY: live context, PD and CQ; `attr` is valid for the call.
-    let raw = unsafe { ffi::ibv_create_srq_ex(pd.context().as_ptr(), &mut attr) };
-    let raw = NonNull::new(raw).ok_or_else(|| Error::last("ibv_create_srq_ex").lacking("tag matching"))?;
-    // SAFETY: made by `ibv_create_srq_ex` just now, owned by nothing else.
-    Ok(Srq::from_data(Arc::new(unsafe { Owned::new(raw, SrqData::new(pd.clone(), None, Some(cq.clone()))) })))
-}
 
 /// One tag-matching operation, laid out as `ibv_ops_wr` so a slice of them
 /// is posted in place by [`Srq::post_tm_ops`] (no allocation). `'a` ties an
@@ -240,7 +150,7 @@ impl Srq {
     /// and handed over with one call. Each posted add's [`TmOp::handle`] is
     /// set. Refused before the call with [`Error::Unsupported`] naming tag
     /// matching when the SRQ was not made with
-    /// [`SrqBuilder::tag_matching`].
+    /// [`SrqBuilder::tag_matching`](super::SrqBuilder::tag_matching).
     ///
     /// # Safety
     /// Every added entry must lie in memory registered on this SRQ's PD with
@@ -275,6 +185,7 @@ impl Srq {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::prim::tm_config::{check_caps, TmCaps, TmConfig};
 
     fn caps(tags: u32, ops: u32) -> TmCaps {
         TmCaps { max_num_tags: tags, max_ops: ops, ..Default::default() }
