@@ -59,6 +59,8 @@ pub struct Session {
     pub(crate) rx_payload: usize,
     /// Bytes of each receive: the region, or on UD the GRH and the largest message.
     pub(crate) rx_len: u32,
+    /// Receives posted per QP before the run (SEND tests; perftest's `size_per_qp`).
+    pub(crate) rx_per_qp: usize,
     pub cycle: usize,
     pub line: usize,
     /// The clock of the latency samples.
@@ -318,6 +320,13 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
     if o.verb == Verb::Send {
         oob.handshake(&my[0])?;
     }
+    // Receives go up before the peer may send; to a shared queue, -r of
+    // them split between the QPs' regions (perftest's `size_per_qp`).
+    let rx_per_qp = match o.verb {
+        Verb::Send if shared.has_srq() => (rx / q as u32).max(1) as usize,
+        Verb::Send => rx as usize,
+        _ => 0,
+    };
     let mut s = Session {
         qps,
         dc: dc_side,
@@ -334,6 +343,7 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
         slot,
         rx_payload,
         rx_len,
+        rx_per_qp,
         cycle,
         line,
         clock: Clock::detect(),
@@ -362,14 +372,9 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
             unsafe { payload::flip(s.ptr(s.target(0))) };
         }
     }
-    // Receives go up before the peer may send; to a shared queue, -r of
-    // them split between the QPs' regions (perftest's `size_per_qp`).
-    if o.verb == Verb::Send {
-        let per_qp = if s.shared.has_srq() { (rx / q as u32).max(1) } else { rx };
-        for i in 0..q {
-            for _ in 0..per_qp {
-                s.post_recv(i)?;
-            }
+    for i in 0..q {
+        for _ in 0..s.rx_per_qp {
+            s.post_recv(i)?;
         }
     }
     let notes = [

@@ -11,8 +11,9 @@ use crate::device::{self, Step};
 use crate::pairs::binary;
 use crate::{root, Result};
 
-/// Repetitions of every demo measurement by default (tools alternate, the
-/// order flips every repetition); `--reps N` asks for more (at least 5).
+/// Repetitions of every bandwidth measurement by default, three times as
+/// many of each latency test (tools alternate, the order flips every
+/// repetition); `--reps N` asks for more (at least 5).
 const REPS: usize = 5;
 
 /// `cargo xtask demo [--device NAME] [--reps N] [--no-instructions |
@@ -42,7 +43,11 @@ pub fn demo(args: &[String]) -> Result<()> {
     let place = device::locate(wanted.map(String::as_str))?;
     let mut steps = Vec::new();
     if timing {
-        eprintln!("demo: {}; {reps} alternating repetitions of each run", place.describe());
+        eprintln!(
+            "demo: {}; {reps} alternating repetitions of each bandwidth run, {} of each latency run",
+            place.describe(),
+            timing::latency_reps(reps)
+        );
         steps.push(Step { name: "demo".into(), command: timing_script(&me, reps) });
     }
     if instr {

@@ -10,6 +10,25 @@ use crate::{root, run, Result};
 /// Iterations per demo run.
 const DEMO_ITERS: u64 = 1000;
 
+/// Latency runs per bandwidth run: a latency pair takes seconds, and its
+/// ratio swings with the VM's scheduling (runs of one tool fall into modes
+/// µs apart), so the median of more pairs is what keeps it meaningful.
+const LAT_FACTOR: usize = 3;
+
+/// The repetitions of each latency test when the bandwidth runs are repeated `reps` times.
+pub(crate) fn latency_reps(reps: usize) -> usize {
+    reps * LAT_FACTOR
+}
+
+/// The repetitions of `it` when the bandwidth runs are repeated `reps` times.
+fn reps_of(it: &Item, reps: usize) -> usize {
+    if it.bw {
+        reps
+    } else {
+        latency_reps(reps)
+    }
+}
+
 /// One demo measurement: (perftest command, rrddmma-perf test, flags, size).
 struct Item {
     name: &'static str,
@@ -70,8 +89,8 @@ pub(crate) fn timing_script(me: &str, reps: usize) -> String {
     let items = demo_items();
     let mut script = String::new();
     let mut port = 18700;
-    for rep in 0..reps {
-        for (k, it) in items.iter().enumerate() {
+    for rep in 0..latency_reps(reps) {
+        for (k, it) in items.iter().enumerate().filter(|(_, it)| rep < reps_of(it, reps)) {
             let size_flag = if it.ours.starts_with("atomic") { String::new() } else { format!("-s {}", it.size) };
             let common = format!("-d $D -x $X -n {DEMO_ITERS} {size_flag}");
             let runs = [
@@ -107,14 +126,15 @@ pub(crate) fn timing_report(
     let dir = root().join("target/demo");
     // results[k] = (perftest values, rrddmma values), one slot per repetition.
     type Samples = Vec<Option<(f64, f64)>>;
-    let mut results: Vec<(Samples, Samples)> = items.iter().map(|_| (vec![None; reps], vec![None; reps])).collect();
+    let mut results: Vec<(Samples, Samples)> =
+        items.iter().map(|it| (vec![None; reps_of(it, reps)], vec![None; reps_of(it, reps)])).collect();
     let mut failures = Vec::new();
     for chunk in out.split("=== ").skip(1) {
         let head = chunk.lines().next().unwrap_or("");
         let f: Vec<&str> = head.split('|').collect();
         let [tool, k, rep] = f[..] else { continue };
         let (Ok(k), Ok(rep)) = (k.parse::<usize>(), rep.parse::<usize>()) else { continue };
-        let it = &items[k];
+        let Some(it) = items.get(k).filter(|it| rep < reps_of(it, reps)) else { continue };
         let perftest = tool == "perftest";
         let ok = chunk.contains("CLIENT-RC=0") && chunk.contains("SERVER-RC=0");
         match client_numbers(chunk, it.size, perftest, it.bw).filter(|_| ok) {
@@ -126,9 +146,11 @@ pub(crate) fn timing_report(
 
     let mut csv = String::from("series,size,value\n");
     println!(
-        "\nrrddmma-perf vs perftest on {} ({reps} alternating runs, {DEMO_ITERS} iterations each, inline off; \
-         values are medians, the ratio is the median of the runs' ratios, spread its lowest-highest)\n",
-        place.describe()
+        "\nrrddmma-perf vs perftest on {} ({reps} alternating runs of each bandwidth size, {} of each latency \
+         test, {DEMO_ITERS} iterations each, inline off; values are medians, the ratio is the median of the \
+         runs' ratios, spread its lowest-highest)\n",
+        place.describe(),
+        latency_reps(reps)
     );
     println!("| test | size (B) | perftest | rrddmma-perf | ratio | spread |");
     println!("|---|---|---|---|---|---|");
