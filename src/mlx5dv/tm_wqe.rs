@@ -28,7 +28,7 @@ use super::mmio::Mmio;
 use super::seg::{CtrlFlags, TmSeg, WqeOpcode};
 use super::sq::SqRing;
 use super::tm::{TmCqe, TmCqeOp};
-use crate::prim::{WcFlags, WcOpcode, WcStatus};
+use crate::prim::{Sge, WcFlags, WcOpcode, WcStatus};
 
 /// No entry (the end of the free chain, or an operation without a tag).
 const NONE: u32 = u32::MAX;
@@ -300,26 +300,25 @@ impl TmRing {
         unsafe { self.add_inner(tag, mask, None, recv_wr_id, opts) }
     }
 
-    /// Adds a tagged receive into `len` bytes at `addr` of a region with
-    /// `lkey` (a `len` of 0 is an empty one, as [`TmRing::add`]).
+    /// Adds a tagged receive into the buffer `buf` (its address, length
+    /// and lkey, as [`Mr::sge`](crate::prim::Mr::sge) gives them; an empty
+    /// one is an empty receive, as [`TmRing::add`]).
     ///
     /// # Safety
-    /// The device writes a matching message to `addr..addr + len`: the
-    /// range must lie in memory of this process registered with `lkey` on
-    /// the SRQ's PD with local write access, alive and untouched until the
-    /// entry's last completion (its match, or a successful remove) is taken.
+    /// The device writes a matching message to `buf`: the range must lie in
+    /// memory of this process registered with its lkey on the SRQ's PD with
+    /// local write access, alive and untouched until the entry's last
+    /// completion (its match, or a successful remove) is taken.
     pub unsafe fn add_buf(
         &mut self,
         tag: u64,
         mask: u64,
-        len: u32,
-        lkey: u32,
-        addr: u64,
+        buf: Sge,
         recv_wr_id: u64,
         opts: TmOpts,
     ) -> Result<u32, TmError> {
         // SAFETY: forwarded contract.
-        unsafe { self.add_inner(tag, mask, Some((len, lkey, addr)), recv_wr_id, opts) }
+        unsafe { self.add_inner(tag, mask, Some((buf.len(), buf.lkey(), buf.addr())), recv_wr_id, opts) }
     }
 
     /// # Safety
@@ -466,7 +465,7 @@ impl TmRing {
     /// A match on the entry `app_info` names.
     fn matched(&mut self, c: &mut TmCompletion, cqe: &Cqe64) {
         let idx = c.cqe.list_index as usize;
-        if !self.tags.get(idx).is_some_and(|e| e.expect_cqe > 0) {
+        if self.tags.get(idx).is_none_or(|e| e.expect_cqe <= 0) {
             c.status = WcStatus::GENERAL_ERR;
             return;
         }
@@ -629,7 +628,9 @@ mod tests {
     fn add_remove_sync_write_libmlx5_s_segments() {
         let mut f = ring(8, 2);
         // SAFETY: test memory that no device reads.
-        let h = unsafe { f.tm.add_buf(0x1122, 0xff00, 64, 7, 0x1000, 5, TmOpts::new().signaled(9).sync(3)) }.unwrap();
+        let h =
+            unsafe { f.tm.add_buf(0x1122, 0xff00, Sge::from_raw(0x1000, 64, 7), 5, TmOpts::new().signaled(9).sync(3)) }
+                .unwrap();
         assert_eq!(h, 0);
         let w = wqe(&f, 0);
         // Control: index 0, opcode 0x28, qpn 0x42, 4 DS; no completion flag there.

@@ -34,6 +34,7 @@ use rrddmma::mlx5dv::mmio::{Op, Recorder};
 use rrddmma::mlx5dv::sq::SqRing;
 use rrddmma::mlx5dv::tm::TmCqeOp;
 use rrddmma::mlx5dv::tm_wqe::{TmError, TmOpts, TmRing};
+use rrddmma::prim::Sge;
 
 use super::build::{fill, splitmix, Aligned};
 use super::{Mismatch, Mutation};
@@ -470,7 +471,9 @@ impl Case {
                     } else {
                         // SAFETY: the WQE goes to a ring no device reads;
                         // libmlx5 copies scattered matches into the arena.
-                        unsafe { self.tm.add_buf(tag, o.mask, o.length, o.lkey, o.addr, o.recv_wr_id, opts) }
+                        unsafe {
+                            self.tm.add_buf(tag, o.mask, Sge::from_raw(o.addr, o.length, o.lkey), o.recv_wr_id, opts)
+                        }
                     }
                     .map(Some)
                 }
