@@ -28,7 +28,7 @@ use super::mmio::Mmio;
 use super::seg::{CtrlFlags, TmSeg, WqeOpcode};
 use super::sq::SqRing;
 use super::tm::{TmCqe, TmCqeOp};
-use crate::prim::{Sge, WcFlags, WcOpcode, WcStatus};
+use crate::prim::{Sge, TmInfo, WcFlags, WcOpcode, WcStatus};
 
 /// No entry (the end of the free chain, or an operation without a tag).
 const NONE: u32 = u32::MAX;
@@ -191,6 +191,14 @@ pub struct TmCompletion {
     /// (a 128-byte CQE), to be copied to the entry's buffer by the poller
     /// (libmlx5 copies it; this ring does not).
     pub scattered: bool,
+}
+
+impl TmCompletion {
+    /// The tag-matching information, as [`ExWc::tm_info`](crate::prim::ExWc::tm_info)
+    /// reports it for the same completion on the verbs path ([`TmInfo::of`]).
+    pub fn tm_info(&self) -> Option<TmInfo> {
+        TmInfo::of(self.opcode, self.flags.bits(), self.cqe.tag, self.cqe.app_ctx)
+    }
 }
 
 /// A tag-matching SRQ's command QP and its tag list: writes tag add,

@@ -34,7 +34,7 @@ use rrddmma::mlx5dv::mmio::{Op, Recorder};
 use rrddmma::mlx5dv::sq::SqRing;
 use rrddmma::mlx5dv::tm::TmCqeOp;
 use rrddmma::mlx5dv::tm_wqe::{TmError, TmOpts, TmRing};
-use rrddmma::prim::Sge;
+use rrddmma::prim::{Sge, TmInfo, WcOpcode};
 
 use super::build::{fill, splitmix, Aligned};
 use super::{Mismatch, Mutation};
@@ -168,6 +168,8 @@ pub struct Stats {
     /// CQEs by status.
     pub statuses: BTreeMap<String, usize>,
     pub sync_req: usize,
+    /// Completions with tag-matching information (`ExWc::tm_info`'s mapping).
+    pub tm_infos: usize,
     /// Removes our ring refused (bad handle, entry not in the device) with nothing written.
     pub our_refusals: usize,
 }
@@ -186,7 +188,8 @@ impl Stats {
         format!(
             "{} SRQs, {} op lists, {} WQEs ({}) through mlx5_post_srq_ops, {} refused lists ({}), {} BlueFlame, \
              {} doorbells, {} stale doorbells of libmlx5 after a full tag list (finding); {} TM CQEs through \
-             ibv_start_poll/ibv_next_poll + ibv_wc_read_tm_info ({}; statuses {}; {} sync requests); \
+             ibv_start_poll/ibv_next_poll + ibv_wc_read_tm_info ({}; statuses {}; {} sync requests; \
+             {} with tm_info, ExWc's mapping); \
              {} removes refused by ours alone",
             self.cases,
             self.lists,
@@ -201,6 +204,7 @@ impl Stats {
             j(&self.cqes),
             j(&self.statuses),
             self.sync_req,
+            self.tm_infos,
             self.our_refusals,
         )
     }
@@ -805,6 +809,19 @@ impl Case {
             cmp("qp_num", Some(56), u64::from(w.qp_num), u64::from(d.qpn))?;
             cmp("tm_info.tag", Some(8), w.tag, c.cqe.tag)?;
             cmp("tm_info.priv (app_ctx)", Some(4), u64::from(w.priv_), u64::from(c.cqe.app_ctx))?;
+            // ExWc::tm_info's mapping, on libmlx5's values, against ours.
+            let theirs_info = TmInfo::of(WcOpcode::from_raw(w.opcode), w.wc_flags, w.tag, w.priv_);
+            if theirs_info != c.tm_info() {
+                return Err(mismatch(
+                    &kind,
+                    &at,
+                    "tm_info",
+                    Some(41),
+                    format!("{theirs_info:?}"),
+                    format!("{:?}", c.tm_info()),
+                ));
+            }
+            stats.tm_infos += usize::from(theirs_info.is_some());
             match (c.wr_id, c.srq_wqe) {
                 (Some(id), _) => cmp("wr_id", Some(42), w.wr_id, id)?,
                 (None, Some(idx)) => cmp("wr_id (SRQ receive)", Some(60), w.wr_id, 0x5300 << 48 | u64::from(idx))?,
