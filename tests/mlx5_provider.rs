@@ -508,9 +508,14 @@ fn tag_matching_matches_libmlx5() {
     }
     assert!(stats.refused.len() == 2 && stats.blueflame > 100 && stats.doorbells > 100, "{stats:?}");
     assert!(stats.stale_doorbells > 10 && stats.sync_req > 50 && stats.our_refusals > 100, "{stats:?}");
+    // 0x4000 unexpected messages without a sync: the request from the 0x4000th on.
+    let (run, asked) = tm::check_unexpected_run(0x4000 + 100, build::SEED ^ 1).unwrap_or_else(|m| panic!("{m}"));
+    assert!(run >= 0x4000 + 100 && asked >= 100 && asked <= run - 0x3fff, "{run} CQEs, {asked} sync requests");
     report(&format!(
-        "tag matching: {} cases ({wqes} WQEs + {cqes} CQEs): {}; 0 mismatches",
-        wqes + cqes,
+        "tag matching: {} cases ({wqes} WQEs + {} CQEs): {}; and one SRQ given {run} unexpected messages without a \
+         sync, the sync requested on the last {asked} (MLX5_TM_MAX_SYNC_DIFF); 0 mismatches",
+        wqes + cqes + run,
+        cqes + run,
         stats.summary()
     ));
 }

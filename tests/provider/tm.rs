@@ -251,6 +251,8 @@ struct Case {
     cqe_cnt: u32,
     produced: u32,
     model: Model,
+    /// Every CQE an unexpected message (the long run past the last sync).
+    only_unexpected: bool,
 }
 
 fn mismatch(kind: &str, at: &str, field: &str, byte: Option<usize>, theirs: String, ours: String) -> Box<Mismatch> {
@@ -349,6 +351,7 @@ impl Case {
             cqe_cnt,
             produced: 0,
             model: Model::default(),
+            only_unexpected: false,
         }
     }
 
@@ -694,7 +697,11 @@ impl Case {
         let mut fmt = 0u8;
         let mut r = rng.below(100);
         // What the state allows; else an unexpected or untagged message.
-        if (r < 45 && self.model.pending.is_empty()) || ((45..80).contains(&r) && self.model.matchable.is_empty()) {
+        if self.only_unexpected {
+            r = 84;
+        } else if (r < 45 && self.model.pending.is_empty())
+            || ((45..80).contains(&r) && self.model.matchable.is_empty())
+        {
             r = 84;
         }
         let (opcode, app_op, index) = if r < 45 {
@@ -746,8 +753,9 @@ impl Case {
             } else {
                 (RESP_SEND, 0x3, rng.next() as u16)
             }
-        } else if r < 97 {
-            (resp[1 + rng.below(2) as usize], if rng.chance(70) { 0x3 } else { 0x4 }, rng.next() as u16)
+        } else if r < 97 || self.only_unexpected {
+            let app_op = if self.only_unexpected || rng.chance(70) { 0x3 } else { 0x4 };
+            (resp[1 + rng.below(2) as usize], app_op, rng.next() as u16)
         } else {
             // app_op values libmlx5 does not know.
             (
@@ -894,6 +902,24 @@ impl Case {
         stats.our_refusals += 1;
         Ok(())
     }
+}
+
+/// One SRQ given `n` unexpected messages and no sync: libmlx5 asks for a
+/// sync (`IBV_WC_TM_SYNC_REQ`) once more than `MLX5_TM_MAX_SYNC_DIFF`
+/// (0x3fff) are past the last one. Returns the CQEs compared and how many
+/// carried the request.
+pub fn check_unexpected_run(n: u32, seed: u64) -> Result<(usize, usize), Box<Mismatch>> {
+    let _g = super::batch::exclusive();
+    let mut rng = Rng(seed);
+    let mut stats = Stats::default();
+    let mut case = Case::new(&mut rng, 5000);
+    case.only_unexpected = true;
+    let mut step = 0;
+    while stats.cqe_total() < n as usize {
+        case.poll(&mut rng, step, &mut false, &mut stats)?;
+        step += 1;
+    }
+    Ok((stats.cqe_total(), stats.sync_req))
 }
 
 /// Runs `cases` SRQs; `Mutation::TmTag` flips bit 0 of the first add's
