@@ -697,11 +697,9 @@ impl Case {
         let mut fmt = 0u8;
         let mut r = rng.below(100);
         // What the state allows; else an unexpected or untagged message.
-        if self.only_unexpected {
-            r = 84;
-        } else if (r < 45 && self.model.pending.is_empty())
-            || ((45..80).contains(&r) && self.model.matchable.is_empty())
-        {
+        let blocked =
+            (r < 45 && self.model.pending.is_empty()) || ((45..80).contains(&r) && self.model.matchable.is_empty());
+        if self.only_unexpected || blocked {
             r = 84;
         }
         let (opcode, app_op, index) = if r < 45 {
