@@ -1,6 +1,8 @@
 //! Tag-matching SRQs: refused before the system call on a device whose
 //! `tm_caps` is zero (SoftRoCE, siw), and the tag operations on one that has
-//! them (ConnectX; run on hardware only).
+//! them (ConnectX; run on hardware only). The direct path
+//! (`mlx5dv::tm_wqe::TmRing`) has no entry point that takes a device: it is
+//! made from raw parts, so there is nothing of it to refuse here.
 
 use std::time::{Duration, Instant};
 
