@@ -17,11 +17,19 @@
  * and the ibv_wc_read_* readers, ibv_wc_read_tm_info included.
  */
 #ifdef HARNESS_LIB
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "mlx5.h"
 #include "harness.h"
+
+/* rrddmma's seg::TmSeg and its WQE offsets (tm.rs's masks and field names). */
+_Static_assert(sizeof(struct mlx5_wqe_tm_seg) == 32, "mlx5_wqe_tm_seg is 32 bytes");
+_Static_assert(offsetof(struct mlx5_wqe_tm_seg, index) == 2, "index at 2");
+_Static_assert(offsetof(struct mlx5_wqe_tm_seg, sw_cnt) == 6, "sw_cnt at 6");
+_Static_assert(offsetof(struct mlx5_wqe_tm_seg, append_tag) == 16, "append_tag at 16");
+_Static_assert(offsetof(struct mlx5_wqe_tm_seg, append_mask) == 24, "append_mask at 24");
 
 #define TM_SENTINEL 0xa5
 #define TM_BF_PAGE 4096

@@ -186,7 +186,7 @@ impl Stats {
     pub fn summary(&self) -> String {
         let j = |m: &BTreeMap<String, usize>| m.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ");
         format!(
-            "{} SRQs, {} op lists, {} WQEs ({}) through mlx5_post_srq_ops, {} refused lists ({}), {} BlueFlame, \
+            "{} SRQs, {} op lists, {} WQEs ({}) through mlx5_post_srq_ops, {} lists cut short by a refusal ({}), {} BlueFlame, \
              {} doorbells, {} stale doorbells of libmlx5 after a full tag list (finding); {} TM CQEs through \
              ibv_start_poll/ibv_next_poll + ibv_wc_read_tm_info ({}; statuses {}; {} sync requests; \
              {} with tm_info, ExWc's mapping); \
