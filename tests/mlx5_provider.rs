@@ -29,6 +29,8 @@ mod mlx5_support;
 mod recv;
 #[path = "provider/send.rs"]
 mod send;
+#[path = "provider/tm.rs"]
+mod tm;
 #[path = "provider/zip.rs"]
 mod zip;
 
@@ -53,6 +55,10 @@ pub enum Mutation {
     TypedStream,
     /// The first 32-byte extended masked CAS is given its compare mask's bit 0 flipped.
     ExtOperand,
+    /// The first tag add given to `TmRing` has its tag's bit 0 flipped.
+    TmTag,
+    /// The first matched TM CQE decodes with its application context's bit 0 flipped.
+    TmAppCtx,
 }
 
 /// The first disagreement between libmlx5 and rrddmma.
@@ -463,4 +469,70 @@ fn mutation_in_an_extended_atomic_is_reported() {
     assert_eq!(m.field, "operand.compare_mask", "{m}");
     assert_eq!(m.byte, Some(159), "{m}");
     report(&format!("mutation check (32-byte masked CAS: compare mask bit 0 flipped) caught as it must: {m}"));
+}
+
+/// Tag matching: rrddmma's direct tag operations (`TmRing::add`,
+/// `add_buf`, `remove`, `sync`, `ring`) write, for the same op lists, the
+/// WQEs, handles, producer index, doorbell record and doorbell write that
+/// libmlx5's `mlx5_post_srq_ops` writes on a fabricated tag-matching SRQ,
+/// refusing the same operations; its CQE handling (`TmRing::complete`,
+/// `TmCqe`, `Cqe64::decode`) reports what libmlx5's extended poller and
+/// `ibv_wc_read_tm_info` report, the tag list kept alike across both
+/// (tests/provider/tm.rs).
+#[test]
+#[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
+fn tag_matching_matches_libmlx5() {
+    let stats = tm::check(600, build::SEED, Mutation::None).unwrap_or_else(|m| panic!("{m}"));
+    let (wqes, cqes) = (stats.wqe_total(), stats.cqe_total());
+    assert!(wqes >= 10_000 && cqes >= 10_000, "{stats:?}");
+    for k in ["add", "add (no buffer)", "remove", "sync"] {
+        assert!(stats.wqes.get(k).copied().unwrap_or(0) > 300, "too few {k} WQEs: {stats:?}");
+    }
+    for k in [
+        "Expected",
+        "Consumed",
+        "ConsumedMsg",
+        "ConsumedSwRndv",
+        "ConsumedMsgSwRndv",
+        "MsgCompletionCanceled",
+        "Unexpected",
+        "NoTag",
+        "Append",
+        "Remove",
+        "Noop",
+    ] {
+        assert!(stats.cqes.get(k).copied().unwrap_or(0) > 50, "too few {k} CQEs: {stats:?}");
+    }
+    for s in ["TM_ERR", "TM_RNDV_INCOMPLETE", "LOC_LEN_ERR", "GENERAL_ERR"] {
+        assert!(stats.statuses.get(s).copied().unwrap_or(0) > 20, "too few {s} completions: {stats:?}");
+    }
+    assert!(stats.refused.len() == 2 && stats.blueflame > 100 && stats.doorbells > 100, "{stats:?}");
+    assert!(stats.stale_doorbells > 10 && stats.sync_req > 50 && stats.our_refusals > 100, "{stats:?}");
+    // 0x4000 unexpected messages without a sync: the request from the 0x4000th on.
+    let (run, asked) = tm::check_unexpected_run(0x4000 + 100, build::SEED ^ 1).unwrap_or_else(|m| panic!("{m}"));
+    assert!(run >= 0x4000 + 100 && asked >= 100 && asked <= run - 0x3fff, "{run} CQEs, {asked} sync requests");
+    report(&format!(
+        "tag matching: {} cases ({wqes} WQEs + {} CQEs): {}; and one SRQ given {run} unexpected messages without a \
+         sync, the sync requested on the last {asked} (MLX5_TM_MAX_SYNC_DIFF); 0 mismatches",
+        wqes + cqes + run,
+        cqes + run,
+        stats.summary()
+    ));
+}
+
+/// The tag-matching comparison can fail: one bit of ours flipped, in a
+/// WQE and in a decoded CQE, is reported with its field and byte.
+#[test]
+#[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
+fn mutation_in_tag_matching_is_reported() {
+    let m = tm::check(600, build::SEED, Mutation::TmTag).expect_err("a mutated tag add must be caught");
+    assert!(m.kind.starts_with("tag matching op list add"), "{m}");
+    assert_eq!(m.field, "tm.append_tag", "{m}");
+    assert_eq!(m.byte, Some(39), "{m}");
+    report(&format!("mutation check (tag matching: the first add's tag bit 0 flipped) caught as it must: {m}"));
+    let m = tm::check(600, build::SEED, Mutation::TmAppCtx).expect_err("a mutated TM CQE decode must be caught");
+    assert_eq!(m.field, "tm_info.priv (app_ctx)", "{m}");
+    report(&format!(
+        "mutation check (tag matching: the first match's app context bit 0 flipped) caught as it must: {m}"
+    ));
 }

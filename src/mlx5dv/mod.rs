@@ -14,6 +14,9 @@
 //! - [`obj`]: the views of a real QP and CQ (`mlx5dv_init_obj`).
 //! - [`dc`]: DC transport (targets, initiators, requests to a target), one
 //!   API whether the build links rdma-core or MLNX_OFED 4.x.
+//! - [`tm`], [`tm_wqe`]: tag matching: the TM CQE decoder, and the tag
+//!   operations as direct WQEs on the SRQ's command QP with the tag list
+//!   they keep ([`tm_wqe::TmRing`]).
 //! - [`clock`]: device timestamps to nanoseconds.
 //!
 //! On a device that is not mlx5 every entry point returns
@@ -50,6 +53,7 @@ pub mod obj;
 pub mod seg;
 pub mod sq;
 pub mod tm;
+pub mod tm_wqe;
 pub mod wqe;
 
 #[cfg(not(rrddmma_mlnx_ofed4))]

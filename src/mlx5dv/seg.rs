@@ -225,6 +225,9 @@ pub struct InlineSeg {
 /// `MLX5_INLINE_SEG`.
 pub const INLINE_SEG: u32 = 0x8000_0000;
 
+/// `MLX5_INVALID_LKEY`: the key of a data segment that ends a scatter list.
+pub const INVALID_LKEY: u32 = 0x100;
+
 /// Address vector / datagram segment (`struct mlx5_wqe_av`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
@@ -325,6 +328,43 @@ impl EthSeg {
     }
 }
 
+/// Tag-matching segment (`struct mlx5_wqe_tm_seg`): one tag-list
+/// operation on a tag-matching SRQ's command QP, after a control segment of
+/// opcode [`WqeOpcode::TAG_MATCHING`]. [`super::tm_wqe::TmRing`] writes it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct TmSeg {
+    /// The list operation in the high nibble (`MLX5_TM_OPCODE_*` `<< 4`, [`TmSeg::NOP`] ...).
+    pub opcode: u8,
+    /// [`TmSeg::FLAG_SW_CNT`], [`TmSeg::FLAG_CQE_REQ`].
+    pub flags: u8,
+    /// Append: the list entry that follows the new one; remove: the entry removed.
+    pub index: Be16,
+    /// Reserved.
+    pub rsvd0: [u8; 2],
+    /// Unexpected messages software has handled (with [`TmSeg::FLAG_SW_CNT`]).
+    pub sw_cnt: Be16,
+    /// Reserved.
+    pub rsvd1: [u8; 8],
+    /// Append: the tag.
+    pub append_tag: Be64,
+    /// Append: the bits of the tag that must match.
+    pub append_mask: Be64,
+}
+
+impl TmSeg {
+    /// `MLX5_TM_OPCODE_NOP`: a sync, no list change.
+    pub const NOP: u8 = 0x0;
+    /// `MLX5_TM_OPCODE_APPEND`: a tag added.
+    pub const APPEND: u8 = 0x1;
+    /// `MLX5_TM_OPCODE_REMOVE`: a tag removed.
+    pub const REMOVE: u8 = 0x2;
+    /// `MLX5_SRQ_FLAG_TM_SW_CNT`: `sw_cnt` is valid (a sync).
+    pub const FLAG_SW_CNT: u8 = 1 << 6;
+    /// `MLX5_SRQ_FLAG_TM_CQE_REQ`: the operation completes with a CQE.
+    pub const FLAG_CQE_REQ: u8 = 1 << 7;
+}
+
 const _: () = {
     use std::mem::{align_of, offset_of, size_of};
     assert!(size_of::<CtrlSeg>() == 16 && align_of::<CtrlSeg>() == 4);
@@ -335,4 +375,5 @@ const _: () = {
     assert!(size_of::<DatagramSeg>() == 48 && offset_of!(DatagramSeg, rgid) == 32);
     assert!(offset_of!(DatagramSeg, rmac) == 20 && offset_of!(DatagramSeg, grh_gid_fl) == 28);
     assert!(size_of::<EthSeg>() == 32 && offset_of!(EthSeg, inline_hdr_sz) == 12);
+    assert!(size_of::<TmSeg>() == 32 && offset_of!(TmSeg, sw_cnt) == 6 && offset_of!(TmSeg, append_tag) == 16);
 };

@@ -14,8 +14,8 @@ use super::cq::CqRing;
 use super::cqe::Completion;
 use super::mmio::Mmio;
 use super::seg::{
-    AtomicSeg, CtrlFlags, CtrlSeg, DataSeg, DatagramSeg, EthSeg, MaskedCasSeg, MaskedFaSeg, RaddrSeg, WqeOpcode,
-    DS_BYTES, INLINE_SEG, SEND_WQE_BB,
+    AtomicSeg, CtrlFlags, CtrlSeg, DataSeg, DatagramSeg, EthSeg, MaskedCasSeg, MaskedFaSeg, RaddrSeg, TmSeg, WqeOpcode,
+    DS_BYTES, INLINE_SEG, INVALID_LKEY, SEND_WQE_BB,
 };
 
 /// A send queue owned by this process: its buffer, doorbell record and
@@ -398,7 +398,7 @@ impl SqRing {
     }
 
     #[inline]
-    fn retire_counter(&mut self, wqe_counter: u16) -> bool {
+    pub(crate) fn retire_counter(&mut self, wqe_counter: u16) -> bool {
         let outstanding = self.cur_post.wrapping_sub(self.head);
         let ahead = u32::from(wqe_counter.wrapping_sub(self.head as u16));
         if ahead >= outstanding {
@@ -750,6 +750,16 @@ impl<'s> WqeWriter<'s> {
         self.put_seg(&s)
     }
 
+    /// The data segment that ends a list without entries
+    /// (`set_data_ptr_seg_end`: byte count 0, `MLX5_INVALID_LKEY`, address
+    /// 0): the device reads no memory through it.
+    #[inline(always)]
+    pub(crate) fn data_end(self) -> Self {
+        let mut s = DataSeg::default();
+        s.set(0, INVALID_LKEY, 0);
+        self.put_seg(&s)
+    }
+
     /// Any other segment of [`super::seg`] (atomic, masked atomic,
     /// datagram, Ethernet, ...); [`Segment`] is implemented for those types
     /// only, so no padding byte is ever copied into the ring.
@@ -978,7 +988,7 @@ macro_rules! segments {
         impl Segment for $t {}
     )*};
 }
-segments!(RaddrSeg, AtomicSeg, MaskedCasSeg, MaskedFaSeg, DatagramSeg, EthSeg);
+segments!(RaddrSeg, AtomicSeg, MaskedCasSeg, MaskedFaSeg, DatagramSeg, EthSeg, TmSeg);
 
 #[cfg(test)]
 mod tests {

@@ -7,6 +7,8 @@
 //! the message's tag-matching header (`struct ibv_tmh`: opcode, application
 //! context, tag) into the CQE's first 16 bytes; a list operation's CQE
 //! carries there instead its success bit and the hardware phase count.
+//! [`super::tm_wqe::TmRing::complete`] reads it through [`TmCqe::of`] and
+//! keeps the tag list the CQEs report on.
 
 use super::cqe::Cqe64;
 

@@ -7,7 +7,10 @@
 //! mask) lands in that entry's buffers; one that matches nothing lands in the
 //! SRQ's ordinary receives (posted with [`Srq::post_recv`]) and is reported
 //! as unexpected. Tag add, remove and sync are operations posted through
-//! `ibv_post_srq_ops`.
+//! `ibv_post_srq_ops`. docs/mlx5dv.md walks through a whole exchange with
+//! an unexpected message; below this path,
+//! [`mlx5dv::tm_wqe::TmRing`](crate::mlx5dv::tm_wqe::TmRing) writes the
+//! same operations as direct WQEs on the SRQ's command QP.
 
 use std::marker::PhantomData;
 use std::ptr;

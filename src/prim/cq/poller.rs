@@ -374,26 +374,15 @@ impl ExWc<'_> {
             self.flags.contains(WcFlagsEx::TM_INFO),
             "this CQ does not report tm_info: create it with WcFlagsEx::TM_INFO"
         );
-        let flags = self.wc_flags();
-        let tm_flags = ffi::ibv_wc_flags::IBV_WC_TM_SYNC_REQ.0
-            | ffi::ibv_wc_flags::IBV_WC_TM_MATCH.0
-            | ffi::ibv_wc_flags::IBV_WC_TM_DATA_VALID.0;
-        let op = self.opcode();
-        let tm_op = op == crate::prim::WcOpcode::TM_RECV || op == crate::prim::WcOpcode::TM_NO_TAG;
-        if flags & tm_flags == 0 && !tm_op {
+        let (op, flags) = (self.opcode(), self.wc_flags());
+        if !TmInfo::reported(op, flags) {
             return None;
         }
         let mut info = ffi::ibv_wc_tm_info { tag: 0, priv_: 0 };
         // SAFETY: the pass is open and the CQ was created with the field;
         // `info` is valid for writes.
         unsafe { ffi::ibv_wc_read_tm_info(self.ex.as_ptr(), &mut info) };
-        Some(TmInfo {
-            tag: info.tag,
-            app_ctx: info.priv_,
-            matched: flags & ffi::ibv_wc_flags::IBV_WC_TM_MATCH.0 != 0,
-            data_valid: flags & ffi::ibv_wc_flags::IBV_WC_TM_DATA_VALID.0 != 0,
-            sync_req: flags & ffi::ibv_wc_flags::IBV_WC_TM_SYNC_REQ.0 != 0,
-        })
+        TmInfo::of(op, flags, info.tag, info.priv_)
     }
 }
 
@@ -413,4 +402,34 @@ pub struct TmInfo {
     pub data_valid: bool,
     /// The device asks software for a sync (`IBV_WC_TM_SYNC_REQ`).
     pub sync_req: bool,
+}
+
+impl TmInfo {
+    /// Whether a completion of `opcode` with the raw `wc_flags` carries
+    /// tag-matching information: `IBV_WC_TM_RECV`, `IBV_WC_TM_NO_TAG`, or
+    /// any completion flagged `IBV_WC_TM_MATCH` / `IBV_WC_TM_DATA_VALID` /
+    /// `IBV_WC_TM_SYNC_REQ`.
+    pub fn reported(opcode: crate::prim::WcOpcode, wc_flags: u32) -> bool {
+        let tm_flags = ffi::ibv_wc_flags::IBV_WC_TM_SYNC_REQ.0
+            | ffi::ibv_wc_flags::IBV_WC_TM_MATCH.0
+            | ffi::ibv_wc_flags::IBV_WC_TM_DATA_VALID.0;
+        wc_flags & tm_flags != 0
+            || opcode == crate::prim::WcOpcode::TM_RECV
+            || opcode == crate::prim::WcOpcode::TM_NO_TAG
+    }
+
+    /// What [`ExWc::tm_info`] reports for a completion of `opcode` with
+    /// the raw `wc_flags` and the tag and application context
+    /// `ibv_wc_read_tm_info` gave (`None` unless [`TmInfo::reported`]); the
+    /// direct path's [`TmCompletion::tm_info`](crate::mlx5dv::tm_wqe::TmCompletion::tm_info)
+    /// reports through it too.
+    pub fn of(opcode: crate::prim::WcOpcode, wc_flags: u32, tag: u64, app_ctx: u32) -> Option<TmInfo> {
+        TmInfo::reported(opcode, wc_flags).then_some(TmInfo {
+            tag,
+            app_ctx,
+            matched: wc_flags & ffi::ibv_wc_flags::IBV_WC_TM_MATCH.0 != 0,
+            data_valid: wc_flags & ffi::ibv_wc_flags::IBV_WC_TM_DATA_VALID.0 != 0,
+            sync_req: wc_flags & ffi::ibv_wc_flags::IBV_WC_TM_SYNC_REQ.0 != 0,
+        })
+    }
 }
