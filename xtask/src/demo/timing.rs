@@ -115,20 +115,13 @@ pub(crate) fn timing_script(me: &str, reps: usize) -> String {
     script
 }
 
-/// The timed runs' table, ratios and plot; returns the failed runs.
-pub(crate) fn timing_report(
-    out: &str,
-    place: &device::Place,
-    reps: usize,
-    exe: &std::path::Path,
-) -> Result<Vec<String>> {
-    let items = demo_items();
-    let dir = root().join("target/demo");
-    // results[k] = (perftest values, rrddmma values), one slot per repetition.
-    type Samples = Vec<Option<(f64, f64)>>;
-    let mut results: Vec<(Samples, Samples)> =
-        items.iter().map(|it| (vec![None; reps_of(it, reps)], vec![None; reps_of(it, reps)])).collect();
-    let mut failures = Vec::new();
+/// One tool's values per repetition of an item (`None`: failed or not run).
+type Samples = Vec<Option<(f64, f64)>>;
+
+/// Files each run of `out` under its item and repetition: `results[k]` =
+/// (perftest values, rrddmma values), one slot per repetition; a run
+/// without numbers or with a failed side goes to `failures`.
+fn file_runs(out: &str, items: &[Item], reps: usize, results: &mut [(Samples, Samples)], failures: &mut Vec<String>) {
     for chunk in out.split("=== ").skip(1) {
         let head = chunk.lines().next().unwrap_or("");
         let f: Vec<&str> = head.split('|').collect();
@@ -143,6 +136,21 @@ pub(crate) fn timing_report(
             None => failures.push(format!("{tool} {} {} B:\n{chunk}", it.name, it.size)),
         }
     }
+}
+
+/// The timed runs' table, ratios and plot; returns the failed runs.
+pub(crate) fn timing_report(
+    out: &str,
+    place: &device::Place,
+    reps: usize,
+    exe: &std::path::Path,
+) -> Result<Vec<String>> {
+    let items = demo_items();
+    let dir = root().join("target/demo");
+    let mut results: Vec<(Samples, Samples)> =
+        items.iter().map(|it| (vec![None; reps_of(it, reps)], vec![None; reps_of(it, reps)])).collect();
+    let mut failures = Vec::new();
+    file_runs(out, &items, reps, &mut results, &mut failures);
 
     let mut csv = String::from("series,size,value\n");
     println!(
@@ -224,5 +232,31 @@ mod tests {
         let p = [Some(f64::INFINITY), Some(0.0), Some(10.0)];
         let r = [Some(5.0), Some(5.0), Some(11.0)];
         assert_eq!(ratio_spread(&p, &r).unwrap(), (1.1, 1.1, 1.1));
+    }
+
+    /// Each latency test runs three times as often as each bandwidth size,
+    /// both tools every time, and the report files each run under its own
+    /// repetition (a latency run past the bandwidth repetitions included).
+    #[test]
+    fn demo_runs_each_latency_test_three_times_per_bandwidth_run() {
+        let script = timing_script("me", 5);
+        let items = demo_items();
+        for (k, it) in items.iter().enumerate() {
+            for tool in ["perftest", "rrddmma"] {
+                let runs = script.matches(&format!("=== {tool}|{k}|")).count();
+                assert_eq!(runs, if it.bw { 5 } else { 15 }, "{} {tool}", it.name);
+            }
+        }
+        let send = items.iter().position(|it| it.name == "send lat").unwrap();
+        let row = |v: &str| {
+            format!(
+                "=== {{}}|{send}|14\n #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%\n                  2 1000 1.0 9.0 {v} 5.0 1.0 8.0 9.0\nCLIENT-RC=0\nSERVER-RC=0\n--- server output\n"
+            )
+        };
+        let out = row("10.0").replace("{}", "perftest") + &row("9.0").replace("{}", "rrddmma");
+        let mut samples = vec![(vec![None; 15], vec![None; 15]); items.len()];
+        file_runs(&out, &items, 5, &mut samples, &mut Vec::new());
+        assert_eq!(samples[send].0[14].map(|v| v.0), Some(10.0));
+        assert_eq!(samples[send].1[14].map(|v| v.0), Some(9.0));
     }
 }
