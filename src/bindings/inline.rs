@@ -399,6 +399,28 @@ pub unsafe fn ibv_dealloc_td(td: *mut ibv_td) -> c_int {
     vctx_call!(ctx, dealloc_td, int(td))
 }
 
+/// `ibv_modify_wq`: a WQ's state; `EOPNOTSUPP` when the provider has no entry.
+///
+/// # Safety
+/// `wq` must be live; `attr` valid.
+#[inline]
+pub unsafe fn ibv_modify_wq(wq: *mut ibv_wq, attr: *mut ibv_wq_attr) -> c_int {
+    // SAFETY: a live WQ points to its live context.
+    let ctx = unsafe { (*wq).context };
+    vctx_call!(ctx, modify_wq, int(wq, attr))
+}
+
+/// `ibv_destroy_wq`; `EOPNOTSUPP` when the provider has no entry.
+///
+/// # Safety
+/// `wq` must come from `ibv_create_wq` / `mlx5dv_create_wq` and not be used afterwards.
+#[inline]
+pub unsafe fn ibv_destroy_wq(wq: *mut ibv_wq) -> c_int {
+    // SAFETY: a live WQ points to its live context.
+    let ctx = unsafe { (*wq).context };
+    vctx_call!(ctx, destroy_wq, int(wq))
+}
+
 /// `ibv_alloc_parent_domain`: a PD-like object over `attr.pd` (and
 /// `attr.td`); null with errno `EOPNOTSUPP` when the provider has none.
 /// Freed with `ibv_dealloc_pd`.
