@@ -53,7 +53,8 @@ impl StridingRqCaps {
     pub fn check(&self, p: &StridingParams) -> Result<()> {
         let (b, s) = (u32::from(p.log_stride_bytes), u32::from(p.log_num_strides));
         if b < self.min_log_stride_bytes || b > self.max_log_stride_bytes {
-            let limit = if b < self.min_log_stride_bytes { self.min_log_stride_bytes } else { self.max_log_stride_bytes };
+            let limit =
+                if b < self.min_log_stride_bytes { self.min_log_stride_bytes } else { self.max_log_stride_bytes };
             return Err(Error::CapExceeded {
                 what: "striding_rq_caps: single_stride_log_num_of_bytes outside min..=max",
                 asked: b.into(),
@@ -241,7 +242,8 @@ impl StridingWq {
         }
         // SAFETY: libmlx5 reports the live WQ's buffer and doorbell record;
         // the caller keeps the ring the WQ's only poster, within its life.
-        let mut ring = unsafe { MprqRing::from_raw(out.buf.cast(), out.wqe_cnt, out.stride, out.dbrec.cast(), self.params) };
+        let mut ring =
+            unsafe { MprqRing::from_raw(out.buf.cast(), out.wqe_cnt, out.stride, out.dbrec.cast(), self.params) };
         // SAFETY: as above; the record holds the producer index's low 16 bits.
         let pi = unsafe { ptr::read_volatile(out.dbrec) };
         ring.start_at(u32::from_be(pi) & 0xffff);
