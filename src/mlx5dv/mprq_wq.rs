@@ -24,7 +24,7 @@ use crate::bindings as ffi;
 use crate::prim::{count_destroy_failure, Cq, Error, Pd, Result};
 
 /// The operation named by the errors of [`StridingWqBuilder::build`].
-const OP: &str = "mlx5dv_create_wq (striding RQ)";
+const OP: &str = "mlx5dv_create_wq (striding RQ, MLX5DV_WQ_INIT_ATTR_MASK_STRIDING_RQ)";
 
 /// What the device offers for striding WQs (`struct mlx5dv_striding_rq_caps`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
