@@ -16,7 +16,8 @@
 //!   writes them from the WQE's first byte, where a striding WQE has its
 //!   next segment; ours are 16 bytes further, as `struct mlx5_mprq_wqe`
 //!   lays them out: bytes 16.. of ours against bytes 0.. of libmlx5's, the
-//!   list's end included), and the doorbell record;
+//!   list's end included; our next segment must be zero), and the doorbell
+//!   record;
 //! - random striding CQEs (packets of 1 to the remaining strides, fillers
 //!   taking a WQE's last strides, now and then SEND with immediate), each
 //!   in the WQE and at the stride a device would use, written plain into
@@ -345,6 +346,18 @@ impl Case {
                 .ok_or_else(|| mismatch(kind, &at, "room", None, "posted".into(), "full".into()))?;
             self.addrs[usize::from(slot)] = s.addr;
             let (theirs, ours) = self.wqe_bytes(u32::from(slot));
+            // The next segment, which libmlx5 does not write: zero, as
+            // mlx5dv.h's `struct mlx5_mprq_wqe` of a cyclic queue has it.
+            if let Some(b) = ours[..16].iter().position(|&x| x != 0) {
+                return Err(Mismatch::at_byte(
+                    kind.into(),
+                    format!("{at}, WQE {slot}"),
+                    "next segment (zero by the layout; libmlx5 writes none)".into(),
+                    b,
+                    0,
+                    ours[b],
+                ));
+            }
             let segs = self.max_gs.min(2) as usize * 16;
             for b in 0..segs {
                 if theirs[b] != ours[16 + b] {
