@@ -63,6 +63,8 @@ pub enum Mutation {
     TmAppCtx,
     /// The first striding-RQ packet decodes with its consumed-strides count's bit 0 flipped.
     MprqStrides,
+    /// The first striding WQE is given its lkey's bit 0 flipped.
+    MprqLkey,
 }
 
 /// The first disagreement between libmlx5 and rrddmma.
@@ -570,4 +572,7 @@ fn mutation_in_striding_rq_is_reported() {
     report(&format!(
         "mutation check (striding RQ: the first packet's consumed-strides count bit 0 flipped) caught as it must: {m}"
     ));
+    let m = mprq::check(400, build::SEED, Mutation::MprqLkey).expect_err("a mutated striding WQE must be caught");
+    assert!(m.kind == "striding RQ post" && m.field == "data segment lkey" && m.byte == Some(23), "{m}");
+    report(&format!("mutation check (striding RQ: the first WQE's lkey bit 0 flipped) caught as it must: {m}"));
 }

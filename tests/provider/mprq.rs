@@ -307,7 +307,7 @@ impl Case {
         }
     }
 
-    fn post(&mut self, rng: &mut Rng, li: usize, stats: &mut Stats) -> Result<(), Box<Mismatch>> {
+    fn post(&mut self, rng: &mut Rng, li: usize, mutate: &mut bool, stats: &mut Stats) -> Result<(), Box<Mismatch>> {
         let free = self.ring.free();
         if free == 0 {
             return Ok(());
@@ -341,8 +341,9 @@ impl Case {
         }
         for w in wrs.iter().take(n as usize) {
             let s = w.sge[w.num_sge as usize - 1];
+            let lkey = if std::mem::take(mutate) { s.lkey ^ 1 } else { s.lkey };
             // SAFETY: test addresses the device model never writes.
-            let slot = unsafe { self.ring.post(s.lkey, s.addr) }
+            let slot = unsafe { self.ring.post(lkey, s.addr) }
                 .ok_or_else(|| mismatch(kind, &at, "room", None, "posted".into(), "full".into()))?;
             self.addrs[usize::from(slot)] = s.addr;
             let (theirs, ours) = self.wqe_bytes(u32::from(slot));
@@ -640,12 +641,14 @@ fn bytes(c: &Cqe64) -> [u8; 64] {
 }
 
 /// Runs `cases` WQs; `Mutation::MprqStrides` flips bit 0 of the first
-/// non-filler completion's stride count as we decode it.
+/// non-filler completion's stride count as we decode it,
+/// `Mutation::MprqLkey` bit 0 of the first WQE's key as we post it.
 pub fn check(cases: usize, seed: u64, mutation: Mutation) -> Result<Stats, Box<Mismatch>> {
     let _g = super::batch::exclusive();
     let mut rng = Rng(seed);
     let mut stats = Stats::default();
     let mut mutate = mutation == Mutation::MprqStrides;
+    let mut mutate_wqe = mutation == Mutation::MprqLkey;
     let mut li = 0;
     for n in 0..cases {
         let mut case = Case::new(&mut rng, n);
@@ -653,7 +656,7 @@ pub fn check(cases: usize, seed: u64, mutation: Mutation) -> Result<Stats, Box<M
         let steps = 8 + rng.below(24) as usize;
         for s in 0..steps {
             if rng.chance(40) {
-                case.post(&mut rng, li, &mut stats)?;
+                case.post(&mut rng, li, &mut mutate_wqe, &mut stats)?;
                 li += 1;
             } else {
                 case.poll(&mut rng, s, &mut mutate, &mut stats)?;
