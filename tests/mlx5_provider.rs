@@ -25,6 +25,8 @@ mod dc_typed;
 #[path = "provider/masked.rs"]
 mod masked;
 mod mlx5_support;
+#[path = "provider/mprq.rs"]
+mod mprq;
 #[path = "provider/recv.rs"]
 mod recv;
 #[path = "provider/send.rs"]
@@ -59,6 +61,10 @@ pub enum Mutation {
     TmTag,
     /// The first matched TM CQE decodes with its application context's bit 0 flipped.
     TmAppCtx,
+    /// The first striding-RQ packet decodes with its consumed-strides count's bit 0 flipped.
+    MprqStrides,
+    /// The first striding WQE is given its lkey's bit 0 flipped.
+    MprqLkey,
 }
 
 /// The first disagreement between libmlx5 and rrddmma.
@@ -535,4 +541,38 @@ fn mutation_in_tag_matching_is_reported() {
     report(&format!(
         "mutation check (tag matching: the first match's app context bit 0 flipped) caught as it must: {m}"
     ));
+}
+
+/// Striding receive WQs: `MprqRing` writes the data segments and doorbell
+/// record that libmlx5's `mlx5_post_wq_recv` writes for the same receive
+/// lists (16 bytes further into the WQE, past the next segment of
+/// `struct mlx5_mprq_wqe`), and `StrideCompletion` (over `CqRing`, which
+/// expands `CSUM_STRIDX` sessions) reports what libmlx5's extended poller
+/// reports for the same CQEs; the stride fields libmlx5 does not read and
+/// the consumed-stride tracker are held to the generator
+/// (tests/provider/mprq.rs).
+#[test]
+#[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
+fn striding_rq_matches_libmlx5() {
+    let stats = mprq::check(400, build::SEED, Mutation::None).unwrap_or_else(|m| panic!("{m}"));
+    assert!(stats.cases() >= 10_000 && stats.wqes >= 2_000 && stats.cqes >= 8_000, "{stats:?}");
+    assert!(stats.fillers > 100 && stats.compressed > 1_000 && stats.sessions > 100, "{stats:?}");
+    assert!(stats.handed_back > 500 && stats.skipped_sge > 50 && stats.cq_wraps > 100, "{stats:?}");
+    assert!(stats.wqe_sizes.len() >= 2 && stats.with_imm > 100, "{stats:?}");
+    report(&format!("striding RQ: {} cases: {}; 0 mismatches", stats.cases(), stats.summary()));
+}
+
+/// The striding-RQ comparison can fail: one bit of a decoded stride count
+/// flipped is reported with its field.
+#[test]
+#[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
+fn mutation_in_striding_rq_is_reported() {
+    let m = mprq::check(400, build::SEED, Mutation::MprqStrides).expect_err("a mutated stride count must be caught");
+    assert_eq!(m.field, "byte_len (byte_cnt: filler, strides, length)", "{m}");
+    report(&format!(
+        "mutation check (striding RQ: the first packet's consumed-strides count bit 0 flipped) caught as it must: {m}"
+    ));
+    let m = mprq::check(400, build::SEED, Mutation::MprqLkey).expect_err("a mutated striding WQE must be caught");
+    assert!(m.kind == "striding RQ post" && m.field == "data segment lkey" && m.byte == Some(23), "{m}");
+    report(&format!("mutation check (striding RQ: the first WQE's lkey bit 0 flipped) caught as it must: {m}"));
 }

@@ -399,6 +399,28 @@ pub unsafe fn ibv_dealloc_td(td: *mut ibv_td) -> c_int {
     vctx_call!(ctx, dealloc_td, int(td))
 }
 
+/// `ibv_modify_wq`: a WQ's state; `EOPNOTSUPP` when the provider has no entry.
+///
+/// # Safety
+/// `wq` must be live; `attr` valid.
+#[inline]
+pub unsafe fn ibv_modify_wq(wq: *mut ibv_wq, attr: *mut ibv_wq_attr) -> c_int {
+    // SAFETY: a live WQ points to its live context.
+    let ctx = unsafe { (*wq).context };
+    vctx_call!(ctx, modify_wq, int(wq, attr))
+}
+
+/// `ibv_destroy_wq`; `EOPNOTSUPP` when the provider has no entry.
+///
+/// # Safety
+/// `wq` must come from `ibv_create_wq` / `mlx5dv_create_wq` and not be used afterwards.
+#[inline]
+pub unsafe fn ibv_destroy_wq(wq: *mut ibv_wq) -> c_int {
+    // SAFETY: a live WQ points to its live context.
+    let ctx = unsafe { (*wq).context };
+    vctx_call!(ctx, destroy_wq, int(wq))
+}
+
 /// `ibv_alloc_parent_domain`: a PD-like object over `attr.pd` (and
 /// `attr.td`); null with errno `EOPNOTSUPP` when the provider has none.
 /// Freed with `ibv_dealloc_pd`.
@@ -814,6 +836,38 @@ mod tests {
 
     unsafe extern "C" fn fake_create_srq_ex(_: *mut ibv_context, _: *mut ibv_srq_init_attr_ex) -> *mut ibv_srq {
         ptr::dangling_mut()
+    }
+
+    unsafe extern "C" fn fake_modify_wq(_: *mut ibv_wq, attr: *mut ibv_wq_attr) -> c_int {
+        unsafe { (*attr).wq_state.0 as c_int + 40 }
+    }
+
+    unsafe extern "C" fn fake_destroy_wq(wq: *mut ibv_wq) -> c_int {
+        unsafe { (*wq).wq_num as c_int }
+    }
+
+    #[test]
+    fn wq_verbs_need_the_providers_entries() {
+        let mut v = extended();
+        let vp: *mut verbs_context = &mut *v;
+        let ctx = unsafe { ptr::addr_of_mut!((*vp).context) };
+        // SAFETY: a plain C struct, all-zero valid.
+        let mut wq: ibv_wq = unsafe { core::mem::zeroed() };
+        wq.context = ctx;
+        wq.wq_num = 7;
+        let mut attr = ibv_wq_attr {
+            attr_mask: 1,
+            wq_state: ibv_wq_state::IBV_WQS_RDY,
+            curr_wq_state: ibv_wq_state::IBV_WQS_RESET,
+            flags: 0,
+            flags_mask: 0,
+        };
+        assert_eq!(unsafe { ibv_modify_wq(&mut wq, &mut attr) }, libc::EOPNOTSUPP);
+        assert_eq!(unsafe { ibv_destroy_wq(&mut wq) }, libc::EOPNOTSUPP);
+        unsafe { (*vp).modify_wq = Some(fake_modify_wq) };
+        unsafe { (*vp).destroy_wq = Some(fake_destroy_wq) };
+        assert_eq!(unsafe { ibv_modify_wq(&mut wq, &mut attr) }, 41, "the provider's entry is called");
+        assert_eq!(unsafe { ibv_destroy_wq(&mut wq) }, 7, "the provider's entry is called");
     }
 
     unsafe extern "C" fn fake_rate_limit(_: *mut ibv_qp, attr: *mut ibv_qp_rate_limit_attr) -> c_int {

@@ -17,6 +17,10 @@
 //! - [`tm`], [`tm_wqe`]: tag matching: the TM CQE decoder, and the tag
 //!   operations as direct WQEs on the SRQ's command QP with the tag list
 //!   they keep ([`tm_wqe::TmRing`]).
+//! - [`mprq`], [`mprq_wq`]: striding (multi-packet) receive queues: the
+//!   striding WQE, stride completions, the ring that hands a WQE back once
+//!   all its strides are consumed, and the WQ's creation against the
+//!   device's `striding_rq_caps`.
 //! - [`clock`]: device timestamps to nanoseconds.
 //!
 //! On a device that is not mlx5 every entry point returns
@@ -47,6 +51,10 @@ pub mod dc;
 pub mod exp4;
 pub mod mini;
 pub mod mmio;
+pub mod mprq;
+#[cfg(not(rrddmma_mlnx_ofed4))]
+#[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
+pub mod mprq_wq;
 #[cfg(not(rrddmma_mlnx_ofed4))]
 #[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
 pub mod obj;

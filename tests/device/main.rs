@@ -27,6 +27,7 @@ mod iwarp;
 mod liveness;
 mod loopback;
 mod mlx5dv;
+mod mprq;
 mod mw2;
 mod newer_kernel;
 mod ops;

@@ -19,8 +19,6 @@ pub const NOT_PROVIDED: &[(&str, &str)] = &[
     ("ibv_alloc_null_mr", "not yet wrapped"),
     ("ibv_post_wq_recv", "receive work queues (RSS): not yet wrapped"),
     ("ibv_create_wq", "receive work queues (RSS): not yet wrapped"),
-    ("ibv_modify_wq", "receive work queues (RSS): not yet wrapped"),
-    ("ibv_destroy_wq", "receive work queues (RSS): not yet wrapped"),
     ("ibv_create_rwq_ind_table", "receive work queues (RSS): not yet wrapped"),
     ("ibv_destroy_rwq_ind_table", "receive work queues (RSS): not yet wrapped"),
     ("ibv_post_srq_ops", "tag matching: not yet wrapped"),
