@@ -12,6 +12,9 @@ use std::ptr::NonNull;
 use crate::bindings as ffi;
 use crate::prim::{Error, Mr, Pd, Result};
 
+/// The feature an `Unsupported` from [`Mkey::new_indirect`] names.
+pub const INDIRECT_FEATURE: &str = "indirect mkeys (MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT; the device is not mlx5)";
+
 /// An indirect memory key (`struct mlx5dv_mkey`). Destroyed on drop.
 ///
 /// # References
@@ -51,7 +54,9 @@ impl Mkey {
     /// If `max_entries` is 0 (a key with no room for a range).
     pub fn new_indirect(pd: &Pd, max_entries: u16) -> Result<Mkey> {
         assert!(max_entries > 0, "Mkey::new_indirect: max_entries is 0; give room for at least one range");
-        super::require(pd.context(), "mlx5dv_create_mkey")?;
+        if !super::is_supported(pd.context()) {
+            return Err(Error::Unsupported { op: "mlx5dv_create_mkey", feature: INDIRECT_FEATURE });
+        }
         let mut attr = ffi::mlx5dv_mkey_init_attr {
             pd: pd.as_ptr(),
             create_flags: ffi::mlx5dv_mkey_init_attr_flags::MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT.0,
