@@ -65,7 +65,8 @@ impl Mkey {
         // SAFETY: `attr` names a live PD of an mlx5 device.
         let raw = unsafe { ffi::mlx5dv_create_mkey(&mut attr) };
         let raw = NonNull::new(raw).ok_or_else(|| Error::last("mlx5dv_create_mkey"))?;
-        Ok(Mkey { raw, max_entries, regions: Vec::new(), pd: pd.clone() })
+        // libmlx5 rounds the room up to a multiple of 4 and writes it back.
+        Ok(Mkey { raw, max_entries: attr.max_entries, regions: Vec::new(), pd: pd.clone() })
     }
 
     /// The local key (for scatter/gather entries).
@@ -80,7 +81,8 @@ impl Mkey {
         unsafe { (*self.raw.as_ptr()).rkey }
     }
 
-    /// The most ranges a layout of this key may hold.
+    /// The most ranges a layout of this key may hold: the `max_entries`
+    /// asked for, rounded up to a multiple of 4 as libmlx5 sizes the key.
     pub fn max_entries(&self) -> u16 {
         self.max_entries
     }

@@ -46,6 +46,9 @@ pub mod mini;
 #[cfg(not(rrddmma_mlnx_ofed4))]
 #[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
 pub mod mkey;
+#[cfg(not(rrddmma_mlnx_ofed4))]
+#[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
+pub mod mkey_wr;
 pub mod mmio;
 #[cfg(not(rrddmma_mlnx_ofed4))]
 #[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
@@ -53,6 +56,9 @@ pub mod obj;
 pub mod seg;
 pub mod sq;
 pub mod tm;
+#[cfg(not(rrddmma_mlnx_ofed4))]
+#[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
+pub mod umr;
 pub mod wqe;
 
 #[cfg(not(rrddmma_mlnx_ofed4))]
