@@ -10,7 +10,7 @@ use std::fmt;
 use std::ptr::NonNull;
 
 use crate::bindings as ffi;
-use crate::prim::{Error, Mr, Pd, Result};
+use crate::prim::{Error, Mr, Pd, RemoteAddr, Result};
 
 /// The feature an `Unsupported` from [`Mkey::new_indirect`] names.
 pub const INDIRECT_FEATURE: &str = "indirect mkeys (MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT; the device is not mlx5)";
@@ -79,6 +79,14 @@ impl Mkey {
     pub fn rkey(&self) -> u32 {
         // SAFETY: as in `lkey`.
         unsafe { (*self.raw.as_ptr()).rkey }
+    }
+
+    /// The remote address `offset` bytes into the range the key's layout
+    /// covers, for RDMA targets: the key is zero-based (created with start
+    /// address 0, which configuring it does not change), so its first byte
+    /// is address 0 under [`Mkey::rkey`].
+    pub fn at(&self, offset: u64) -> RemoteAddr {
+        RemoteAddr { addr: offset, rkey: self.rkey() }
     }
 
     /// The most ranges a layout of this key may hold: the `max_entries`

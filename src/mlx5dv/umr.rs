@@ -121,6 +121,17 @@ pub enum MkeyLayout<'a> {
     },
 }
 
+/// What [`SqRing::mkey_configure`] sets; a field left `None` is left as
+/// the key has it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MkeyConf<'a> {
+    /// The key's access rights (`mlx5dv_wr_set_mkey_access_flags`).
+    pub access: Option<AccessFlags>,
+    /// The ranges the key covers (`mlx5dv_wr_set_mkey_layout_list` /
+    /// `_interleaved`).
+    pub layout: Option<MkeyLayout<'a>>,
+}
+
 fn bad(what: &'static str, why: &'static str) -> Error {
     Error::BadArgument { op: "SqRing::mkey_configure", what, why }
 }
@@ -139,9 +150,9 @@ fn inside(mr: &Mr, offset: u64, extent: u128) -> Result<u64> {
 
 impl SqRing {
     /// Configures `mkey` (a UMR WQE, `mlx5dv_wr_mkey_configure` with up to
-    /// two setters): `access` sets the key's access rights
+    /// two setters): `conf.access` sets the key's access rights
     /// (`mlx5dv_wr_set_mkey_access_flags`: local write, remote read, write
-    /// and atomic), `layout` the ranges it covers (a KLM list, or an
+    /// and atomic), `conf.layout` the ranges it covers (a KLM list, or an
     /// interleaved repeat block). Both given is `mlx5dv_wr_mr_list` or
     /// `mlx5dv_wr_mr_interleaved`. Returns the WQE index; ring the doorbell
     /// with [`SqRing::ring`]. The key holds every region of `layout` until
@@ -160,13 +171,8 @@ impl SqRing {
     #[doc(alias = "mlx5dv_wr_mkey_configure")]
     #[doc(alias = "mlx5dv_wr_mr_list")]
     #[doc(alias = "mlx5dv_wr_mr_interleaved")]
-    pub fn mkey_configure(
-        &mut self,
-        flags: CtrlFlags,
-        mkey: &mut Mkey,
-        access: Option<AccessFlags>,
-        layout: Option<MkeyLayout<'_>>,
-    ) -> Result<u16> {
+    pub fn mkey_configure(&mut self, flags: CtrlFlags, mkey: &mut Mkey, conf: MkeyConf<'_>) -> Result<u16> {
+        let MkeyConf { access, layout } = conf;
         let mut klm = Vec::new();
         let mut strides = Vec::new();
         let raw = match layout {

@@ -11,7 +11,7 @@
 //! to the BlueFlame page or doorbell.
 
 use std::collections::BTreeMap;
-use std::ffi::{c_int, c_void, CString};
+use std::ffi::{c_int, c_void};
 use std::fmt::Write as _;
 use std::sync::OnceLock;
 
@@ -62,18 +62,7 @@ struct Lib {
 fn lib() -> &'static Lib {
     static LIB: OnceLock<Lib> = OnceLock::new();
     LIB.get_or_init(|| {
-        let path = CString::new(super::build::library().as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: the harness library; RTLD_LOCAL as in batch.rs (the same
-        // handle is returned for the same path).
-        let h = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-        assert!(!h.is_null(), "dlopen {path:?} failed");
-        let sym = |name: &str| -> *mut c_void {
-            let n = CString::new(name).unwrap();
-            // SAFETY: a live handle and a NUL-terminated name.
-            let p = unsafe { libc::dlsym(h, n.as_ptr()) };
-            assert!(!p.is_null(), "the harness library has no {name}");
-            p
-        };
+        let sym = super::build::library_symbol;
         // SAFETY: each symbol is the C function of the signature given here
         // (tests/provider/mkey.c, mlx5_provider.c); the library stays loaded.
         unsafe {
