@@ -57,6 +57,9 @@ pub enum Mutation {
     ExtOperand,
     /// The fourth UMR request of the first queue is given SOLICITED flipped.
     MkeyFlag,
+    /// The fifth request of the first queue is given to `MkeyWr` with
+    /// LOCAL_WRITE flipped.
+    MkeyWrAccess,
 }
 
 /// The first disagreement between libmlx5 and rrddmma.
@@ -479,7 +482,7 @@ fn mkeys_match_libmlx5() {
         Ok(s) => {
             assert!(s.cases >= 10_000, "{}", s.summary());
             assert!(s.wrapped > 0 && s.max_len_lists > 0 && s.blueflame > 0 && s.doorbells > 0, "{}", s.summary());
-            assert!(s.refused.len() == 3 && s.small_fenced > 0, "{}", s.summary());
+            assert!(s.refused.len() == 3 && s.small_fenced > 0 && s.mkey_wr > 0, "{}", s.summary());
             report(&format!("mkeys: {}; 0 mismatches", s.summary()));
         }
         Err(m) => panic!("{m}"),
@@ -496,4 +499,15 @@ fn mutation_in_a_umr_wqe_is_reported() {
     assert_eq!(m.field, "ctrl.fm_ce_se", "{m}");
     assert_eq!(m.byte, Some(11), "{m}");
     report(&format!("mutation check (mkeys: SOLICITED flipped in one UMR WQE) caught as it must: {m}"));
+}
+
+/// The `MkeyWr` comparison can fail too: one access bit changed in what our
+/// wrapper is given is reported.
+#[test]
+#[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
+fn mutation_in_mkey_wr_is_reported() {
+    let m = mkey::check(20, Mutation::MkeyWrAccess).expect_err("a mutated MkeyWr call must be caught");
+    assert_eq!(m.at, "queue 0 case 4", "{m}");
+    assert!(m.kind.starts_with("MkeyWr"), "{m}");
+    report(&format!("mutation check (mkeys: MkeyWr given LOCAL_WRITE flipped) caught as it must: {m}"));
 }

@@ -7,20 +7,22 @@
 //! A QP has them when created with
 //! [`QpBuilder::mlx5_send_ops`](crate::prim::QpBuilder::mlx5_send_ops)
 //! ([`Mlx5SendOps`](crate::prim::Mlx5SendOps)); they post into the batch
-//! opened on the QP's `ibv_qp_ex` (`ibv_wr_start` .. `ibv_wr_complete`,
-//! [`WrBatch`](crate::prim::WrBatch)), whose `wr_flags` must include
-//! `IBV_SEND_INLINE` (libmlx5 refuses the configure otherwise). The typed
-//! direct builders of [`super::umr`] write the same WQEs without libmlx5.
+//! opened on the QP's `ibv_qp_ex` (`ibv_wr_start` .. `ibv_wr_complete`).
+//! The entries that start a WQE take its `wr_id` and flags, as the
+//! `ibv_wr_*` builders do; a configure needs [`SendFlags::INLINE`]
+//! (libmlx5 refuses it otherwise). The typed direct builders of
+//! [`super::umr`] write the same WQEs without libmlx5; the libmlx5
+//! differential harness drives these wrappers too and compares.
 
 use std::ptr::NonNull;
 
-use super::mkey::Mkey;
 use crate::bindings as ffi;
-use crate::prim::AccessFlags;
+use crate::prim::{AccessFlags, SendFlags};
 
 /// The `mlx5dv_wr_*` memory-key entries of one QP.
 #[derive(Debug)]
 pub struct MkeyWr {
+    ex: NonNull<ffi::ibv_qp_ex>,
     dv: NonNull<ffi::mlx5dv_qp_ex>,
 }
 
@@ -39,65 +41,89 @@ macro_rules! entry {
 }
 
 impl MkeyWr {
-    /// The entries of `dv` (`mlx5dv_qp_ex_from_ibv_qp_ex` of the QP's
-    /// extended view).
+    /// The entries of the QP whose extended view is `ex` and whose mlx5
+    /// view is `dv` (`mlx5dv_qp_ex_from_ibv_qp_ex(ex)`).
     ///
     /// # Safety
-    /// `dv` is the live `mlx5dv_qp_ex` of an mlx5 QP, alive while the
+    /// `ex` and `dv` are the live views of one mlx5 QP, alive while the
     /// returned value is used, and every call below is made between
     /// `ibv_wr_start` and `ibv_wr_complete` / `ibv_wr_abort` of that QP,
-    /// by the thread that opened the batch.
-    pub unsafe fn from_raw(dv: NonNull<ffi::mlx5dv_qp_ex>) -> MkeyWr {
-        MkeyWr { dv }
+    /// by the thread that opened the batch. Every `mkey` given is a live
+    /// key of libmlx5 (`Mkey::as_ptr`) in the QP's protection domain.
+    pub unsafe fn from_raw(ex: NonNull<ffi::ibv_qp_ex>, dv: NonNull<ffi::mlx5dv_qp_ex>) -> MkeyWr {
+        MkeyWr { ex, dv }
     }
 
-    /// `mlx5dv_wr_mr_list`: configures `mkey` with `access` over the ranges
-    /// `sges` (a KLM list).
+    /// The next WQE's `wr_id` and flags.
+    fn start(&self, wr_id: u64, flags: SendFlags) {
+        // SAFETY: `from_raw`'s contract: a live `ibv_qp_ex`, in a batch.
+        unsafe {
+            (*self.ex.as_ptr()).wr_id = wr_id;
+            (*self.ex.as_ptr()).wr_flags = flags.bits();
+        }
+    }
+
+    /// `mlx5dv_wr_mr_list`: a WQE (`wr_id`, `flags`, which must include
+    /// `INLINE`) that configures `mkey` with `access` over the ranges `sges`
+    /// (a KLM list).
     ///
     /// # Safety
     /// `from_raw`'s contract; once the batch completes the key reaches every
     /// range of `sges` with `access`: each lies in memory registered with
     /// its `lkey`, which stays registered while the key may be used (make
-    /// `mkey` hold the regions, [`Mkey::hold`]).
+    /// the key hold the regions, [`Mkey::hold`](super::mkey::Mkey::hold)).
     #[doc(alias = "mlx5dv_wr_mr_list")]
-    pub unsafe fn mr_list(&self, mkey: &Mkey, access: AccessFlags, sges: &[ffi::ibv_sge]) {
+    pub unsafe fn mr_list(
+        &self,
+        wr_id: u64,
+        flags: SendFlags,
+        mkey: *mut ffi::mlx5dv_mkey,
+        access: AccessFlags,
+        sges: &[ffi::ibv_sge],
+    ) {
         let f = entry!(self, wr_mr_list);
+        self.start(wr_id, flags);
         // SAFETY: the caller's contract; libmlx5 only reads `sges`.
-        unsafe { f(self.dv.as_ptr(), mkey.as_ptr(), access.bits(), len16(sges.len()), sges.as_ptr().cast_mut()) }
+        unsafe { f(self.dv.as_ptr(), mkey, access.bits(), len16(sges.len()), sges.as_ptr().cast_mut()) }
     }
 
-    /// `mlx5dv_wr_mr_interleaved`: configures `mkey` with `access` over
-    /// `data` repeated `repeat_count` times.
+    /// `mlx5dv_wr_mr_interleaved`: a WQE (`wr_id`, `flags` with `INLINE`)
+    /// that configures `mkey` with `access` over `data` repeated
+    /// `repeat_count` times.
     ///
     /// # Safety
     /// As [`MkeyWr::mr_list`], for every repetition of every entry.
     #[doc(alias = "mlx5dv_wr_mr_interleaved")]
+    #[allow(clippy::too_many_arguments)]
     pub unsafe fn mr_interleaved(
         &self,
-        mkey: &Mkey,
+        wr_id: u64,
+        flags: SendFlags,
+        mkey: *mut ffi::mlx5dv_mkey,
         access: AccessFlags,
         repeat_count: u32,
         data: &[ffi::mlx5dv_mr_interleaved],
     ) {
         let f = entry!(self, wr_mr_interleaved);
+        self.start(wr_id, flags);
         // SAFETY: the caller's contract; libmlx5 only reads `data`.
-        unsafe {
-            f(self.dv.as_ptr(), mkey.as_ptr(), access.bits(), repeat_count, len16(data.len()), data.as_ptr().cast_mut())
-        }
+        unsafe { f(self.dv.as_ptr(), mkey, access.bits(), repeat_count, len16(data.len()), data.as_ptr().cast_mut()) }
     }
 
-    /// `mlx5dv_wr_mkey_configure`: starts configuring `mkey`; the WQE is
-    /// complete after `num_setters` setter calls (0: at once).
+    /// `mlx5dv_wr_mkey_configure`: starts a WQE (`wr_id`, `flags` with
+    /// `INLINE`) configuring `mkey`; it is complete after `num_setters`
+    /// setter calls (0: at once).
     ///
     /// # Safety
     /// `from_raw`'s contract, and the setters that follow are this QP's,
     /// before any other request of the batch.
     #[doc(alias = "mlx5dv_wr_mkey_configure")]
-    pub unsafe fn mkey_configure(&self, mkey: &Mkey, num_setters: u8) {
+    pub unsafe fn mkey_configure(&self, wr_id: u64, flags: SendFlags, mkey: *mut ffi::mlx5dv_mkey, num_setters: u8) {
         let f = entry!(self, wr_mkey_configure);
+        self.start(wr_id, flags);
         let mut attr = ffi::mlx5dv_mkey_conf_attr::default();
         // SAFETY: the caller's contract; `attr` lives for the call.
-        unsafe { f(self.dv.as_ptr(), mkey.as_ptr(), num_setters, &mut attr) }
+        unsafe { f(self.dv.as_ptr(), mkey, num_setters, &mut attr) }
     }
 
     /// `mlx5dv_wr_set_mkey_access_flags`.

@@ -78,3 +78,18 @@ H_API int h_mkey_post(struct mlx5_qp *qp, int op, uint32_t wr_flags, uint32_t ke
 	return ibv_wr_complete(ex);
 }
 #endif
+
+#ifdef HARNESS_LIB
+/* A key fabricated in ordinary memory for the Rust side's MkeyWr calls
+ * (tests/provider/mkey.rs): libmlx5 reads the key and num_desc of the
+ * struct mlx5_mkey around it. */
+H_API struct mlx5dv_mkey *h_mkey(uint32_t key, uint16_t num_desc)
+{
+	static struct mlx5_mkey mk;
+	memset(&mk, 0, sizeof(mk));
+	mk.dv_mkey.lkey = key;
+	mk.dv_mkey.rkey = key;
+	mk.num_desc = num_desc;
+	return &mk.dv_mkey;
+}
+#endif

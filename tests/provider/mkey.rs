@@ -13,15 +13,17 @@
 use std::collections::BTreeMap;
 use std::ffi::{c_int, c_void};
 use std::fmt::Write as _;
+use std::ptr::NonNull;
 use std::sync::OnceLock;
 
 use rrddmma::bindings as ffi;
 use rrddmma::mlx5dv::be::Be32;
+use rrddmma::mlx5dv::mkey_wr::MkeyWr;
 use rrddmma::mlx5dv::mmio::{Op, Recorder};
 use rrddmma::mlx5dv::seg::CtrlFlags;
 use rrddmma::mlx5dv::sq::{SqLimits, SqRing};
 use rrddmma::mlx5dv::umr::{KlmEntry, RawLayout, StrideEntry};
-use rrddmma::prim::AccessFlags;
+use rrddmma::prim::{AccessFlags, SendFlags};
 
 use super::build::{splitmix, Aligned};
 use super::{Mismatch, Mutation};
@@ -57,6 +59,9 @@ struct Lib {
     set_prefer_bf: unsafe extern "C" fn(c_int),
     before: unsafe extern "C" fn(*mut MQp),
     after: unsafe extern "C" fn(*mut MQp, *mut u32),
+    qp_ex: unsafe extern "C" fn(*mut MQp) -> *mut ffi::ibv_qp_ex,
+    dv_qp: unsafe extern "C" fn(*mut MQp) -> *mut ffi::mlx5dv_qp_ex,
+    mkey: unsafe extern "C" fn(u32, u16) -> *mut ffi::mlx5dv_mkey,
 }
 
 fn lib() -> &'static Lib {
@@ -79,6 +84,15 @@ fn lib() -> &'static Lib {
                 set_prefer_bf: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(c_int)>(sym("h_set_prefer_bf")),
                 before: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut MQp)>(sym("h_before")),
                 after: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut MQp, *mut u32)>(sym("h_after")),
+                qp_ex: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut MQp) -> *mut ffi::ibv_qp_ex>(sym(
+                    "h_qp_ex",
+                )),
+                dv_qp: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut MQp) -> *mut ffi::mlx5dv_qp_ex>(
+                    sym("h_dv_qp"),
+                ),
+                mkey: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(u32, u16) -> *mut ffi::mlx5dv_mkey>(sym(
+                    "h_mkey",
+                )),
             }
         }
     })
@@ -109,6 +123,9 @@ pub struct MkeyStats {
     pub max_len_lists: usize,
     pub wrapped: usize,
     pub index_wraps: usize,
+    /// Requests posted through rrddmma's `MkeyWr` onto a second provider
+    /// QP, matching libmlx5's own call (outcome and WQE bytes).
+    pub mkey_wr: usize,
     pub signaled: usize,
     pub fenced: usize,
     pub small_fenced: usize,
@@ -128,9 +145,11 @@ impl MkeyStats {
         }
         let _ = write!(
             s,
-            "); {} configures without IBV_SEND_INLINE refused by libmlx5; {} layouts at the largest length; {} \
+            "); {} through rrddmma's MkeyWr as through libmlx5's inline calls; {} configures without \
+             IBV_SEND_INLINE refused by libmlx5 (and through MkeyWr); {} layouts at the largest length; {} \
              WQEs across the ring's end, {} across the 16-bit index; {} signaled, {} fenced, {} with the small \
              fence after a UMR; {} BlueFlame copies, {} 8-byte doorbells",
+            self.mkey_wr,
             self.no_inline_refused,
             self.max_len_lists,
             self.wrapped,
@@ -160,6 +179,7 @@ impl Rng {
 }
 
 /// One random request.
+#[derive(Clone)]
 struct Case {
     /// 0 local_inv, 1 configure + setters, 2 mr_list, 3 mr_interleaved.
     op: i32,
@@ -283,6 +303,52 @@ fn masked(op: i32, b: usize) -> bool {
     op == 0 && ((65..68).contains(&b) || (72..128).contains(&b))
 }
 
+/// Posts `c` on the second provider QP through rrddmma's `MkeyWr` (and
+/// `ibv_wr_local_inv` through the QP's own entry); returns
+/// `ibv_wr_complete`'s value.
+fn post_mkey_wr(qp: *mut MQp, c: &Case) -> i32 {
+    let l = lib();
+    // SAFETY: the library's QP and its two views, alive for the run.
+    let (ex, dv) = unsafe { ((l.qp_ex)(qp), (l.dv_qp)(qp)) };
+    let (ex, dv) = (NonNull::new(ex).unwrap(), NonNull::new(dv).unwrap());
+    // SAFETY: the views of one provider QP; every call below is inside the
+    // batch opened here; the key is the library's fabricated one.
+    let wr = unsafe { MkeyWr::from_raw(ex, dv) };
+    let e = ex.as_ptr();
+    let flags = SendFlags::from_bits_retain(c.wr_flags);
+    let access = AccessFlags::from_bits_retain(c.access.unwrap_or(0));
+    // SAFETY: as above; the ring is ordinary memory no device reads, so no
+    // entry is ever dereferenced.
+    unsafe {
+        let key = (l.mkey)(c.key, c.num_desc);
+        ((*e).wr_start.unwrap())(e);
+        match c.op {
+            0 => {
+                (*e).wr_id = 1;
+                (*e).wr_flags = c.wr_flags;
+                ((*e).wr_local_inv.unwrap())(e, c.key);
+            }
+            1 => {
+                wr.mkey_configure(1, flags, key, u8::from(c.access.is_some()) + u8::from(c.layout != 0));
+                for step in 0..2 {
+                    if (step == 0) == (c.order == 0) {
+                        if c.access.is_some() {
+                            wr.set_access_flags(access);
+                        }
+                    } else if c.layout == 1 {
+                        wr.set_layout_list(&c.sges);
+                    } else if c.layout == 2 {
+                        wr.set_layout_interleaved(c.repeat, &c.il);
+                    }
+                }
+            }
+            2 => wr.mr_list(1, flags, key, access, &c.sges),
+            _ => wr.mr_interleaved(1, flags, key, access, c.repeat, &c.il),
+        }
+        ((*e).wr_complete.unwrap())(e)
+    }
+}
+
 /// One queue of each shape, `per_queue` cases each.
 pub fn check(per_queue: usize, mutation: Mutation) -> Result<MkeyStats, Box<Mismatch>> {
     let _one_at_a_time = super::batch::exclusive();
@@ -306,6 +372,9 @@ pub fn check(per_queue: usize, mutation: Mutation) -> Result<MkeyStats, Box<Mism
         let qpn = 0x300 + qi as u32;
         // SAFETY: the library's constructor.
         let qp = unsafe { (l.make)(qpn, wqe_cnt, max_inline as c_int, bf_size, c_int::from(sig_all), rng.next()) };
+        // The same queue again, posted to through rrddmma's MkeyWr.
+        // SAFETY: as above.
+        let qp2 = unsafe { (l.make)(qpn, wqe_cnt, max_inline as c_int, bf_size, c_int::from(sig_all), rng.next()) };
         stats.queues += 1;
         let mut ring = Aligned::new(wqe_cnt as usize * 64);
         let mut dbrec = Aligned::new(64);
@@ -358,6 +427,52 @@ pub fn check(per_queue: usize, mutation: Mutation) -> Result<MkeyStats, Box<Mism
             let mut after = [0u32; 3];
             // SAFETY: the library's QP; three words out.
             unsafe { (l.after)(qp, after.as_mut_ptr()) };
+            // MkeyWr on the second provider QP: the same outcome and WQE.
+            let rc2 = if mutation == Mutation::MkeyWrAccess && i == 4 && qi == 0 {
+                // The mutation check: one access bit flipped in what MkeyWr is given.
+                let mut m = c.clone();
+                m.access = c.access.map(|a| a ^ 1);
+                post_mkey_wr(qp2, &m)
+            } else {
+                post_mkey_wr(qp2, &c)
+            };
+            let mut after2 = [0u32; 3];
+            // SAFETY: the library's QP; three words out.
+            unsafe { (l.after)(qp2, after2.as_mut_ptr()) };
+            if (rc == 0) != (rc2 == 0) || after2[0] != after[0] {
+                return Err(Mismatch::value(
+                    &format!("MkeyWr {}", name(&c)),
+                    &at,
+                    "outcome (ibv_wr_complete, producer index)",
+                    format!("{rc}, {}", after[0]),
+                    format!("{rc2}, {}", after2[0]),
+                )
+                .into());
+            }
+            if rc == 0 {
+                stats.mkey_wr += 1;
+                // SAFETY: the two provider rings, `wqe_cnt` blocks each, not written while read.
+                let (r1, r2) = unsafe {
+                    (
+                        std::slice::from_raw_parts((l.sq_buf)(qp), wqe_cnt as usize * 64),
+                        std::slice::from_raw_parts((l.sq_buf)(qp2), wqe_cnt as usize * 64),
+                    )
+                };
+                let bytes = after[0].wrapping_sub(first) as usize * 64;
+                for b in 0..bytes {
+                    let pos = (first as usize * 64 + b) & (wqe_cnt as usize * 64 - 1);
+                    if r1[pos] != r2[pos] && !masked(c.op, b) {
+                        return Err(Mismatch::at_byte(
+                            format!("MkeyWr {}", name(&c)),
+                            at,
+                            field(b).into(),
+                            b,
+                            r1[pos],
+                            r2[pos],
+                        ));
+                    }
+                }
+            }
             if c.op != 0 && c.wr_flags & F_INLINE == 0 {
                 assert_ne!(rc, 0, "{at}: libmlx5 took a configure without IBV_SEND_INLINE");
                 assert_eq!(after[0], first, "{at}: libmlx5 rolled back");
