@@ -405,3 +405,70 @@ fn access_bits(a: AccessFlags) -> u8 {
     }
     b
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mlx5dv::be::Be32;
+    use crate::mlx5dv::sq::SqLimits;
+
+    struct Ring {
+        _buf: Vec<u64>,
+        _dbrec: Box<[Be32; 2]>,
+        _bf: Vec<u64>,
+        sq: SqRing,
+    }
+
+    fn ring() -> Ring {
+        let mut buf = vec![0u64; 16 * 8];
+        let mut dbrec = Box::new([Be32::default(); 2]);
+        let mut bf = vec![0u64; 8];
+        // SAFETY: test memory of the sizes and alignments `from_raw` asks
+        // for, kept beside the ring; no device reads it.
+        let mut sq = unsafe {
+            SqRing::from_raw(buf.as_mut_ptr().cast(), 16, dbrec.as_mut_ptr(), bf.as_mut_ptr().cast(), 0, 0x42)
+        };
+        sq.set_limits(SqLimits::new(60, 1, 255 * 16));
+        Ring { _buf: buf, _dbrec: dbrec, _bf: bf, sq }
+    }
+
+    /// Refusals write nothing and leave the fence state alone.
+    #[test]
+    fn refusals_write_nothing() {
+        let mut r = ring();
+        let five = [KlmEntry { lkey: 1, addr: 0, len: 8 }; 5];
+        let wide = [StrideEntry { lkey: 1, addr: 0, bytes_count: 0x1_0000, bytes_skip: 0 }];
+        let skip = [StrideEntry { lkey: 1, addr: 0, bytes_count: 0x8000, bytes_skip: 0x8000 }];
+        let cases: [(u32, Option<AccessFlags>, Option<RawLayout<'_>>); 5] = [
+            // (60 + 4) / 16 = 4 list entries fit the QP's inline size.
+            (0x100, None, Some(RawLayout::List(&five))),
+            (0x100, None, Some(RawLayout::Interleaved { repeat_count: 1, entries: &wide })),
+            (0x100, None, Some(RawLayout::Interleaved { repeat_count: 1, entries: &skip })),
+            (0x101, None, None),
+            (0x100, Some(AccessFlags::MW_BIND), None),
+        ];
+        for (key, access, layout) in cases {
+            // SAFETY: test memory; nothing is written on refusal.
+            let e = unsafe { r.sq.mkey_configure_raw(CtrlFlags::empty(), key, 8, access, layout) };
+            assert!(matches!(e, Err(Error::BadArgument { .. })), "{e:?}");
+            assert_eq!(r.sq.cur_post(), 0);
+            assert!(!r.sq.pending_small_fence());
+        }
+    }
+
+    /// The WQE after a UMR WQE takes the small fence unless it asks for the
+    /// strong one; a UMR's own size is 8 DS plus its entries.
+    #[test]
+    fn small_fence_after_umr() {
+        let mut r = ring();
+        r.sq.local_inv(CtrlFlags::empty(), 7);
+        assert_eq!(r.sq.cur_post(), 2, "local_inv: control, UMR control and mkey context: 8 DS");
+        assert!(r.sq.pending_small_fence());
+        let four = [KlmEntry { lkey: 1, addr: 0, len: 8 }; 4];
+        // SAFETY: test memory no device reads.
+        unsafe { r.sq.mkey_configure_raw(CtrlFlags::FENCE, 0x100, 4, None, Some(RawLayout::List(&four))) }.unwrap();
+        assert_eq!(r.sq.cur_post(), 5, "8 DS and four 16-byte entries: 3 blocks");
+        r.sq.nop(CtrlFlags::empty()).finish();
+        assert!(!r.sq.pending_small_fence());
+    }
+}
