@@ -106,9 +106,11 @@ impl Mkey {
     }
 
     /// Keeps `mr` registered for as long as the key lives (called when a
-    /// layout over `mr` is posted).
+    /// layout over `mr` is posted; a region held already is held once).
     pub fn hold(&mut self, mr: &Mr) {
-        self.regions.push(mr.clone());
+        if !self.regions.iter().any(|r| r.as_ptr() == mr.as_ptr()) {
+            self.regions.push(mr.clone());
+        }
     }
 
     /// The raw key.

@@ -811,6 +811,8 @@ impl<'s> WqeWriter<'s> {
     }
 
     /// Raw bytes at the current offset (the UMR builders' segments).
+    // Used by `umr`, which MLNX_OFED 4.x builds leave out.
+    #[cfg_attr(rrddmma_mlnx_ofed4, allow(dead_code))]
     #[inline(always)]
     pub(crate) fn bytes(mut self, b: &[u8]) -> Self {
         self.put(b);
@@ -819,6 +821,7 @@ impl<'s> WqeWriter<'s> {
 
     /// Counts the WQE as inline for the BlueFlame choice (UMR WQEs carry
     /// their translation entries inline).
+    #[cfg_attr(rrddmma_mlnx_ofed4, allow(dead_code))]
     #[inline(always)]
     pub(crate) fn inline_wqe(mut self) -> Self {
         self.inline = true;

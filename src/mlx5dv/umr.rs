@@ -136,8 +136,24 @@ fn bad(what: &'static str, why: &'static str) -> Error {
     Error::BadArgument { op: "SqRing::mkey_configure", what, why }
 }
 
-/// Checks a range against its region: `offset + extent` within `mr`.
-fn inside(mr: &Mr, offset: u64, extent: u128) -> Result<u64> {
+/// Checks a range against its region: `offset + extent` within `mr`, the
+/// region in the key's protection domain, and registered with local write
+/// when the key may write (`writes`).
+fn inside(mr: &Mr, key: &Mkey, writes: bool, offset: u64, extent: u128) -> Result<u64> {
+    if mr.pd().as_ptr() != key.pd().as_ptr() {
+        return Err(bad(
+            "layout entry",
+            "names a region of another protection domain than the key's; register it in the key's PD",
+        ));
+    }
+    if writes && !mr.access().contains(AccessFlags::LOCAL_WRITE) {
+        return Err(bad(
+            "layout entry",
+            "names a region registered without LOCAL_WRITE, but the key may write (its access has LOCAL_WRITE, \
+             REMOTE_WRITE or REMOTE_ATOMIC, or is left as it was); register the region with LOCAL_WRITE or give \
+             read-only access",
+        ));
+    }
     if u128::from(offset) + extent > mr.len() as u128 {
         return Err(bad(
             "layout entry",
@@ -160,7 +176,10 @@ impl SqRing {
     ///
     /// # Errors
     /// [`Error::BadArgument`] when a range reaches beyond its region, is
-    /// empty, or an interleaved entry's counts do not fit 16 bits; when
+    /// empty, or an interleaved entry's counts do not fit 16 bits; when a
+    /// region is of another protection domain than the key, or lacks
+    /// `LOCAL_WRITE` while the key may write (its `access` has a write
+    /// right, or is left as it was); when
     /// `access` has other rights than the four above; when the layout holds
     /// more entries than the key was created for or the QP's inline size
     /// takes (libmlx5's `ENOMEM`). Nothing is written then.
@@ -173,6 +192,8 @@ impl SqRing {
     #[doc(alias = "mlx5dv_wr_mr_interleaved")]
     pub fn mkey_configure(&mut self, flags: CtrlFlags, mkey: &mut Mkey, conf: MkeyConf<'_>) -> Result<u16> {
         let MkeyConf { access, layout } = conf;
+        let write = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC;
+        let writes = access.is_none_or(|a| a.intersects(write));
         let mut klm = Vec::new();
         let mut strides = Vec::new();
         let raw = match layout {
@@ -182,7 +203,7 @@ impl SqRing {
                     if r.len == 0 {
                         return Err(bad("list entry", "is empty (0 bytes); leave it out"));
                     }
-                    let addr = inside(r.mr, r.offset, u128::from(r.len))?;
+                    let addr = inside(r.mr, mkey, writes, r.offset, u128::from(r.len))?;
                     klm.push(KlmEntry { lkey: r.mr.lkey(), addr, len: r.len });
                 }
                 Some(RawLayout::List(&klm))
@@ -197,7 +218,7 @@ impl SqRing {
                     }
                     let stride = u128::from(e.bytes_count) + u128::from(e.bytes_skip);
                     let extent = (u128::from(repeat_count) - 1) * stride + u128::from(e.bytes_count);
-                    let addr = inside(e.mr, e.offset, extent)?;
+                    let addr = inside(e.mr, mkey, writes, e.offset, extent)?;
                     strides.push(StrideEntry {
                         lkey: e.mr.lkey(),
                         addr,
