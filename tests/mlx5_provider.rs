@@ -481,7 +481,11 @@ fn mkeys_match_libmlx5() {
     match mkey::check(1_100, Mutation::None) {
         Ok(s) => {
             assert!(s.cases >= 10_000, "{}", s.summary());
-            assert!(s.wrapped > 0 && s.max_len_lists > 0 && s.blueflame > 0 && s.doorbells > 0, "{}", s.summary());
+            assert!(
+                s.wrapped > 0 && s.index_wraps > 0 && s.max_len_lists > 0 && s.blueflame > 0 && s.doorbells > 0,
+                "{}",
+                s.summary()
+            );
             assert!(s.refused.len() == 3 && s.small_fenced > 0 && s.mkey_wr > 0, "{}", s.summary());
             report(&format!("mkeys: {}; 0 mismatches", s.summary()));
         }

@@ -93,3 +93,12 @@ H_API struct mlx5dv_mkey *h_mkey(uint32_t key, uint16_t num_desc)
 	return &mk.dv_mkey;
 }
 #endif
+
+#ifdef HARNESS_LIB
+/* Moves an idle queue's producer index to `pi` (to cross the 16-bit WQE
+ * index within a run). */
+H_API void h_mkey_start_at(struct mlx5_qp *qp, uint32_t pi)
+{
+	qp->sq.cur_post = pi;
+}
+#endif

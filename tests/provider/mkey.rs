@@ -62,6 +62,7 @@ struct Lib {
     qp_ex: unsafe extern "C" fn(*mut MQp) -> *mut ffi::ibv_qp_ex,
     dv_qp: unsafe extern "C" fn(*mut MQp) -> *mut ffi::mlx5dv_qp_ex,
     mkey: unsafe extern "C" fn(u32, u16) -> *mut ffi::mlx5dv_mkey,
+    start_at: unsafe extern "C" fn(*mut MQp, u32),
 }
 
 fn lib() -> &'static Lib {
@@ -92,6 +93,9 @@ fn lib() -> &'static Lib {
                 ),
                 mkey: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(u32, u16) -> *mut ffi::mlx5dv_mkey>(sym(
                     "h_mkey",
+                )),
+                start_at: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut MQp, u32)>(sym(
+                    "h_mkey_start_at",
                 )),
             }
         }
@@ -395,6 +399,17 @@ pub fn check(per_queue: usize, mutation: Mutation) -> Result<MkeyStats, Box<Mism
         sq.set_limits(SqLimits::new(max_inline, 1, 255 * 16));
         let mut cq = crate::mlx5_support::SoftCq::new(16);
         sq.bind_cq(&cq.ring);
+        // Odd queues start 200 blocks before the 16-bit WQE index wraps.
+        if qi % 2 == 1 {
+            let pi = 0x1_0000 - 200;
+            // SAFETY: the library's idle QPs; our ring is ordinary memory,
+            // restarted at the same index (no device to reset).
+            unsafe {
+                (l.start_at)(qp, pi);
+                (l.start_at)(qp2, pi);
+                sq.restart_after_reset(pi, &cq.ring);
+            }
+        }
         // SAFETY: the library's context, between requests.
         unsafe { (l.set_prefer_bf)(c_int::from(prefer_bf)) };
         let mut bf_off = 0u32;
