@@ -483,6 +483,10 @@ impl SqRing {
     /// }
     /// ```
     ///
+    /// After a UMR WQE ([`super::umr`]) the next WQE started here carries
+    /// the small fence ([`CtrlFlags::INITIATOR_SMALL_FENCE`]) unless
+    /// `fm_ce_se` has the strong one, as libmlx5 fences it.
+    ///
     /// # Safety
     /// The segments added must follow the layout the device defines for
     /// `opcode` (control segment, then for example the remote address for
