@@ -24,6 +24,8 @@ mod build;
 mod dc_typed;
 #[path = "provider/masked.rs"]
 mod masked;
+#[path = "provider/mkey.rs"]
+mod mkey;
 mod mlx5_support;
 #[path = "provider/mprq.rs"]
 mod mprq;
@@ -65,6 +67,11 @@ pub enum Mutation {
     MprqStrides,
     /// The first striding WQE is given its lkey's bit 0 flipped.
     MprqLkey,
+    /// The fourth UMR request of the first queue is given SOLICITED flipped.
+    MkeyFlag,
+    /// The fifth request of the first queue is given to `MkeyWr` with
+    /// LOCAL_WRITE flipped.
+    MkeyWrAccess,
 }
 
 /// The first disagreement between libmlx5 and rrddmma.
@@ -575,4 +582,48 @@ fn mutation_in_striding_rq_is_reported() {
     let m = mprq::check(400, build::SEED, Mutation::MprqLkey).expect_err("a mutated striding WQE must be caught");
     assert!(m.kind == "striding RQ post" && m.field == "data segment lkey" && m.byte == Some(23), "{m}");
     report(&format!("mutation check (striding RQ: the first WQE's lkey bit 0 flipped) caught as it must: {m}"));
+}
+
+/// Memory keys: libmlx5's mlx5dv_wr_mr_list / mr_interleaved /
+/// mkey_configure (+ access, + layout) and ibv_wr_local_inv against the
+/// typed UMR builders (tests/provider/mkey.rs).
+#[test]
+#[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
+fn mkeys_match_libmlx5() {
+    match mkey::check(1_100, Mutation::None) {
+        Ok(s) => {
+            assert!(s.cases >= 10_000, "{}", s.summary());
+            assert!(
+                s.wrapped > 0 && s.index_wraps > 0 && s.max_len_lists > 0 && s.blueflame > 0 && s.doorbells > 0,
+                "{}",
+                s.summary()
+            );
+            assert!(s.refused.len() == 3 && s.small_fenced > 0 && s.mkey_wr > 0, "{}", s.summary());
+            report(&format!("mkeys: {}; 0 mismatches", s.summary()));
+        }
+        Err(m) => panic!("{m}"),
+    }
+}
+
+/// The UMR comparison can fail: one flag changed on our side is reported
+/// with its field and byte.
+#[test]
+#[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
+fn mutation_in_a_umr_wqe_is_reported() {
+    let m = mkey::check(20, Mutation::MkeyFlag).expect_err("a mutated UMR WQE must be caught");
+    assert_eq!(m.at, "queue 0 case 3", "{m}");
+    assert_eq!(m.field, "ctrl.fm_ce_se", "{m}");
+    assert_eq!(m.byte, Some(11), "{m}");
+    report(&format!("mutation check (mkeys: SOLICITED flipped in one UMR WQE) caught as it must: {m}"));
+}
+
+/// The `MkeyWr` comparison can fail too: one access bit changed in what our
+/// wrapper is given is reported.
+#[test]
+#[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
+fn mutation_in_mkey_wr_is_reported() {
+    let m = mkey::check(20, Mutation::MkeyWrAccess).expect_err("a mutated MkeyWr call must be caught");
+    assert_eq!(m.at, "queue 0 case 4", "{m}");
+    assert!(m.kind.starts_with("MkeyWr"), "{m}");
+    report(&format!("mutation check (mkeys: MkeyWr given LOCAL_WRITE flipped) caught as it must: {m}"));
 }

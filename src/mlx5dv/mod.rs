@@ -50,6 +50,12 @@ pub mod dc;
 #[cfg_attr(docsrs, doc(cfg(rrddmma_mlnx_ofed4)))]
 pub mod exp4;
 pub mod mini;
+#[cfg(not(rrddmma_mlnx_ofed4))]
+#[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
+pub mod mkey;
+#[cfg(not(rrddmma_mlnx_ofed4))]
+#[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
+pub mod mkey_wr;
 pub mod mmio;
 pub mod mprq;
 #[cfg(not(rrddmma_mlnx_ofed4))]
@@ -62,6 +68,9 @@ pub mod seg;
 pub mod sq;
 pub mod tm;
 pub mod tm_wqe;
+#[cfg(not(rrddmma_mlnx_ofed4))]
+#[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
+pub mod umr;
 pub mod wqe;
 
 #[cfg(not(rrddmma_mlnx_ofed4))]

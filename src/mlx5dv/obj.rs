@@ -5,10 +5,12 @@ use std::ops::Deref;
 use super::be::Be32;
 use super::cq::CqRing;
 use super::cqe::Completion;
+use super::mkey::Mkey;
 use super::mmio::Mmio;
 use super::require;
 use super::seg::{CtrlFlags, DatagramSeg, WqeOpcode};
 use super::sq::{SqLimits, SqRing, SqTransport, WqeWriter};
+use super::umr::MkeyConf;
 use super::wqe::{Dc, Wqe};
 use crate::bindings as ffi;
 use crate::prim::{Cq, Error, Qp, QpAttr, QpCaps, QpState, QpType, RemoteAddr, Result};
@@ -92,6 +94,17 @@ impl DirectSq<'_> {
         fetch_add(remote: RemoteAddr, add: u64) -> false;
         /// [`SqRing::masked_fa`].
         masked_fa(remote: RemoteAddr, add: u64, field_boundary: u64) -> false;
+    }
+
+    /// [`SqRing::mkey_configure`]: configures `mkey` (access, layout over
+    /// registered regions, which the key then holds).
+    pub fn mkey_configure(&mut self, flags: CtrlFlags, mkey: &mut Mkey, conf: MkeyConf<'_>) -> Result<u16> {
+        self.ring.mkey_configure(flags, mkey, conf)
+    }
+
+    /// [`SqRing::local_inv`].
+    pub fn local_inv(&mut self, flags: CtrlFlags, rkey: u32) -> u16 {
+        self.ring.local_inv(flags, rkey)
     }
 
     /// [`SqRing::masked_cas`].

@@ -73,6 +73,10 @@ pub struct SqRing {
     /// retired.
     floor: u64,
     limits: SqLimits,
+    /// Fence bits the next WQE takes unless it asks for the strong fence:
+    /// the small fence after a UMR WQE (libmlx5's `fm_cache`), so that
+    /// nothing runs before the key it configured is ready.
+    pub(crate) next_fence: u8,
 }
 
 /// The WQE layout family of a ring's QP, which decides the typed builders
@@ -218,6 +222,7 @@ impl SqRing {
             dci_streams: 1,
             floor: 0,
             limits: SqLimits::NONE,
+            next_fence: 0,
         }
     }
 
@@ -362,6 +367,13 @@ impl SqRing {
         self.wqe_cnt - self.cur_post.wrapping_sub(self.head)
     }
 
+    /// Whether the next WQE takes the small fence unless it asks for the
+    /// strong one: after a UMR WQE ([`super::umr`]), as libmlx5 fences the
+    /// request after a key is configured or invalidated.
+    pub fn pending_small_fence(&self) -> bool {
+        self.next_fence != 0
+    }
+
     /// The BlueFlame offset the next doorbell uses (toggles between 0 and `bf_size`).
     pub fn bf_offset(&self) -> u32 {
         self.bf_offset
@@ -440,6 +452,7 @@ impl SqRing {
     // Used by the `obj` views, which MLNX_OFED 4.x builds leave out.
     #[cfg_attr(rrddmma_mlnx_ofed4, allow(dead_code))]
     pub(crate) fn start_at(&mut self, pi: u32) {
+        self.next_fence = 0;
         self.cur_post = pi;
         self.head = pi;
         for (i, s) in self.starts.iter_mut().enumerate() {
@@ -470,6 +483,10 @@ impl SqRing {
     /// }
     /// ```
     ///
+    /// After a UMR WQE ([`super::umr`]) the next WQE started here carries
+    /// the small fence ([`CtrlFlags::INITIATOR_SMALL_FENCE`]) unless
+    /// `fm_ce_se` has the strong one, as libmlx5 fences it.
+    ///
     /// # Safety
     /// The segments added must follow the layout the device defines for
     /// `opcode` (control segment, then for example the remote address for
@@ -487,6 +504,14 @@ impl SqRing {
             full(SEND_WQE_BB, 0);
         }
         let base = self.slot(start, 0);
+        // After a UMR WQE the next one waits for it (small fence), unless it
+        // asks for the strong fence itself: libmlx5's `fm_cache`.
+        let fm_ce_se = if fm_ce_se.contains(CtrlFlags::FENCE) {
+            fm_ce_se
+        } else {
+            fm_ce_se | CtrlFlags::from_bits_retain(self.next_fence)
+        };
+        self.next_fence = 0;
         WqeWriter {
             sq: self,
             start,
@@ -797,6 +822,24 @@ impl<'s> WqeWriter<'s> {
     #[inline(always)]
     pub fn atomic(self, swap_add: u64, compare: u64) -> Self {
         self.put_seg(&AtomicSeg { swap_add: Be64::new(swap_add), compare: Be64::new(compare) })
+    }
+
+    /// Raw bytes at the current offset (the UMR builders' segments).
+    // Used by `umr`, which MLNX_OFED 4.x builds leave out.
+    #[cfg_attr(rrddmma_mlnx_ofed4, allow(dead_code))]
+    #[inline(always)]
+    pub(crate) fn bytes(mut self, b: &[u8]) -> Self {
+        self.put(b);
+        self
+    }
+
+    /// Counts the WQE as inline for the BlueFlame choice (UMR WQEs carry
+    /// their translation entries inline).
+    #[cfg_attr(rrddmma_mlnx_ofed4, allow(dead_code))]
+    #[inline(always)]
+    pub(crate) fn inline_wqe(mut self) -> Self {
+        self.inline = true;
+        self
     }
 
     /// The DCI stream this WQE goes on (`mlx5dv_wr_set_dc_addr_stream`'s

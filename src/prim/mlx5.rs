@@ -142,6 +142,21 @@ c_type! {
     }
 }
 
+c_type! {
+    /// mlx5 send operations of an extended QP (`enum
+    /// mlx5dv_qp_create_send_ops_flags`), given to `mlx5dv_create_qp` with
+    /// `MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS`
+    /// ([`QpBuilder::mlx5_send_ops`](super::QpBuilder::mlx5_send_ops)):
+    /// they install the `mlx5dv_wr_*` memory-key entries that
+    /// [`MkeyWr`](crate::mlx5dv::mkey_wr::MkeyWr) calls.
+    #[doc(alias = "mlx5dv_qp_create_send_ops_flags")]
+    pub flags Mlx5SendOps: u64, from enum ffi::mlx5dv_qp_create_send_ops_flags {
+        MR_INTERLEAVED = MLX5DV_QP_EX_WITH_MR_INTERLEAVED "MLX5DV_QP_EX_WITH_MR_INTERLEAVED",
+        MR_LIST = MLX5DV_QP_EX_WITH_MR_LIST "MLX5DV_QP_EX_WITH_MR_LIST",
+        MKEY_CONFIGURE = MLX5DV_QP_EX_WITH_MKEY_CONFIGURE "MLX5DV_QP_EX_WITH_MKEY_CONFIGURE",
+    }
+}
+
 /// `Err(Unsupported)` naming `feature` unless `ctx` is an mlx5 device
 /// (`mlx5dv_is_supported`, the first libmlx5 call of every mlx5 path).
 pub(crate) fn require(ctx: &Context, op: &'static str, feature: &'static str) -> Result<()> {

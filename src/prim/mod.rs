@@ -59,7 +59,7 @@ pub use event::{AsyncEvent, EventElement};
 pub use flush::{FlushLevel, FlushPlacement};
 pub use gid::{Gid, GidEntry, GidType};
 pub use local::{LocalCq, LocalQp, TdParentDomain};
-pub use mlx5::{CqeResFormat, CqeSize, Mlx5QpFlags};
+pub use mlx5::{CqeResFormat, CqeSize, Mlx5QpFlags, Mlx5SendOps};
 pub use mr::{Mr, RemoteMr};
 pub use mw::Mw;
 pub use odp::Advice;

@@ -26,6 +26,7 @@ mod hw_verbs;
 mod iwarp;
 mod liveness;
 mod loopback;
+mod mkey;
 mod mlx5dv;
 mod mprq;
 mod mw2;

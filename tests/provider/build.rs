@@ -182,6 +182,30 @@ pub fn library() -> &'static Path {
     &built().1
 }
 
+/// A function of the library build, by name (the library is opened once,
+/// RTLD_LOCAL: its few exported symbols stay out of the test binary's
+/// namespace). Transmute it to its C signature.
+pub fn library_symbol(name: &str) -> *mut std::ffi::c_void {
+    struct Handle(*mut std::ffi::c_void);
+    // SAFETY: a `dlopen` handle may be used from any thread.
+    unsafe impl Send for Handle {}
+    // SAFETY: as above; dlsym is thread-safe.
+    unsafe impl Sync for Handle {}
+    static H: OnceLock<Handle> = OnceLock::new();
+    let h = H.get_or_init(|| {
+        let path = std::ffi::CString::new(library().as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: the library built for this test binary.
+        let h = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        assert!(!h.is_null(), "dlopen {path:?} failed");
+        Handle(h)
+    });
+    let n = std::ffi::CString::new(name).unwrap();
+    // SAFETY: a live handle and a NUL-terminated name.
+    let p = unsafe { libc::dlsym(h.0, n.as_ptr()) };
+    assert!(!p.is_null(), "the harness library has no {name}");
+    p
+}
+
 /// The harness's output for the standard run (built and run once per test binary).
 pub fn output() -> &'static str {
     static OUT: OnceLock<String> = OnceLock::new();

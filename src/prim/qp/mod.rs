@@ -25,7 +25,7 @@ use super::dm::Xrcd;
 use super::error::{Error, Result};
 use super::gid::Gid;
 use super::handle::{Destroy, Owned};
-use super::mlx5::{self, Mlx5QpFlags};
+use super::mlx5::{self, Mlx5QpFlags, Mlx5SendOps};
 use super::pd::Pd;
 use super::quirks::{siw_post_send, Quirks};
 use super::srq::Srq;
@@ -123,6 +123,7 @@ pub struct QpBuilder<'a> {
     send_ops: Option<SendOps>,
     xrcd: Option<&'a Xrcd>,
     mlx5_flags: Option<Mlx5QpFlags>,
+    mlx5_send_ops: Option<Mlx5SendOps>,
 }
 
 impl<'a> QpBuilder<'a> {
@@ -138,6 +139,7 @@ impl<'a> QpBuilder<'a> {
             send_ops: None,
             xrcd: None,
             mlx5_flags: None,
+            mlx5_send_ops: None,
         }
     }
 
@@ -189,6 +191,23 @@ impl<'a> QpBuilder<'a> {
         self
     }
 
+    /// mlx5: creates the QP through `mlx5dv_create_qp` with the mlx5 send
+    /// operations `ops` (`MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS`): the
+    /// memory-key entries (`mlx5dv_wr_mr_list`, `mlx5dv_wr_mr_interleaved`,
+    /// `mlx5dv_wr_mkey_configure` and its setters) that
+    /// [`MkeyWr`](crate::mlx5dv::mkey_wr::MkeyWr) calls. libmlx5 installs
+    /// them on RC QPs only. [`QpBuilder::build`] says [`Error::Unsupported`]
+    /// naming the option off mlx5, decided before any libmlx5 call.
+    ///
+    /// # Panics
+    /// In [`QpBuilder::build`], unless [`QpBuilder::send_ops`] was given
+    /// too (the mlx5 entries belong to the extended QP those make).
+    #[doc(alias = "MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS")]
+    pub fn mlx5_send_ops(mut self, ops: Mlx5SendOps) -> QpBuilder<'a> {
+        self.mlx5_send_ops = Some(ops);
+        self
+    }
+
     /// Checks the capacities against the device's limits, then creates the QP.
     ///
     /// # Panics
@@ -215,6 +234,17 @@ impl<'a> QpBuilder<'a> {
         }
         if self.xrcd.is_some_and(|x| x.context().as_ptr() != ctx) {
             foreign("XRC domain");
+        }
+        if self.mlx5_send_ops.is_some() {
+            assert!(
+                self.send_ops.is_some(),
+                "QpBuilder::mlx5_send_ops needs QpBuilder::send_ops too (the mlx5 entries belong to an extended QP)"
+            );
+            mlx5::require(
+                self.pd.context(),
+                "mlx5dv_create_qp",
+                "mlx5 send ops (QpBuilder::mlx5_send_ops: the mlx5dv_wr_* memory-key entries, an mlx5 option)",
+            )?;
         }
         if self.mlx5_flags.is_some() {
             mlx5::require(
@@ -285,12 +315,14 @@ impl<'a> QpBuilder<'a> {
             attr.send_ops_flags = ops.bits();
         }
         let ctx = self.pd.context();
-        let (qp, op) = match self.mlx5_flags {
-            Some(flags) => (create_mlx5(ctx, &mut attr, flags)?, "mlx5dv_create_qp"),
+        let (qp, op) = if self.mlx5_flags.is_some() || self.mlx5_send_ops.is_some() {
+            (create_mlx5(ctx, &mut attr, self.mlx5_flags, self.mlx5_send_ops)?, "mlx5dv_create_qp")
+        } else {
             // SAFETY: live PD, CQs and SRQ of the same context (checked above); `attr` is valid.
-            None => (unsafe { ffi::ibv_create_qp_ex(ctx.as_ptr(), &mut attr) }, "ibv_create_qp_ex"),
+            (unsafe { ffi::ibv_create_qp_ex(ctx.as_ptr(), &mut attr) }, "ibv_create_qp_ex")
         };
-        let extended = self.send_ops.is_some() || self.xrcd.is_some() || self.mlx5_flags.is_some();
+        let extended =
+            self.send_ops.is_some() || self.xrcd.is_some() || self.mlx5_flags.is_some() || self.mlx5_send_ops.is_some();
         let op = if extended { op } else { "ibv_create_qp" };
         let qp = NonNull::new(qp).ok_or_else(|| crate::prim::flush::refused(Error::last(op), self.send_ops))?;
         // SAFETY: made by the create verb above, owned by nothing else.
@@ -318,14 +350,24 @@ impl<'a> QpBuilder<'a> {
     }
 }
 
-/// `mlx5dv_create_qp` with `flags`, on an mlx5 context (checked by `build`).
+/// `mlx5dv_create_qp` with `flags` and `send_ops`, on an mlx5 context
+/// (checked by `build`).
 #[cfg(not(rrddmma_mlnx_ofed4))]
-fn create_mlx5(ctx: &Context, attr: &mut ffi::ibv_qp_init_attr_ex, flags: Mlx5QpFlags) -> Result<*mut ffi::ibv_qp> {
-    let mut dv = ffi::mlx5dv_qp_init_attr {
-        comp_mask: u64::from(ffi::mlx5dv_qp_init_attr_mask::MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS.0),
-        create_flags: flags.bits(),
-        ..Default::default()
-    };
+fn create_mlx5(
+    ctx: &Context,
+    attr: &mut ffi::ibv_qp_init_attr_ex,
+    flags: Option<Mlx5QpFlags>,
+    send_ops: Option<Mlx5SendOps>,
+) -> Result<*mut ffi::ibv_qp> {
+    let mut dv = ffi::mlx5dv_qp_init_attr::default();
+    if let Some(flags) = flags {
+        dv.comp_mask |= u64::from(ffi::mlx5dv_qp_init_attr_mask::MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS.0);
+        dv.create_flags = flags.bits();
+    }
+    if let Some(ops) = send_ops {
+        dv.comp_mask |= u64::from(ffi::mlx5dv_qp_init_attr_mask::MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS.0);
+        dv.send_ops_flags = ops.bits();
+    }
     // SAFETY: an mlx5 context (checked by `build`) with the live PD, CQs and
     // SRQ `attr` names; `attr` and `dv` are valid for the call.
     Ok(unsafe { ffi::mlx5dv_create_qp(ctx.as_ptr(), attr, &mut dv) })
@@ -333,7 +375,12 @@ fn create_mlx5(ctx: &Context, attr: &mut ffi::ibv_qp_init_attr_ex, flags: Mlx5Qp
 
 /// MLNX_OFED 4.x has no `mlx5dv_create_qp` (`build` refused already).
 #[cfg(rrddmma_mlnx_ofed4)]
-fn create_mlx5(_: &Context, _: &mut ffi::ibv_qp_init_attr_ex, _: Mlx5QpFlags) -> Result<*mut ffi::ibv_qp> {
+fn create_mlx5(
+    _: &Context,
+    _: &mut ffi::ibv_qp_init_attr_ex,
+    _: Option<Mlx5QpFlags>,
+    _: Option<Mlx5SendOps>,
+) -> Result<*mut ffi::ibv_qp> {
     Err(Error::Unsupported { op: "mlx5dv_create_qp", feature: "mlx5 QP create flags with MLNX_OFED 4.x" })
 }
 

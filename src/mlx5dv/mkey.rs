@@ -1,0 +1,131 @@
+//! Indirect memory keys (`mlx5dv_create_mkey`): one key over a layout of
+//! ranges in other regions, configured through the send queue (UMR).
+//!
+//! This module creates and destroys the key. The key keeps its protection
+//! domain and every region a layout was posted over, so the memory it may
+//! reach stays registered until the key is destroyed. Signature, crypto and
+//! tag-update keys are not offered.
+
+use std::fmt;
+use std::ptr::NonNull;
+
+use crate::bindings as ffi;
+use crate::prim::{Error, Mr, Pd, RemoteAddr, Result};
+
+/// The feature an `Unsupported` from [`Mkey::new_indirect`] names.
+pub const INDIRECT_FEATURE: &str = "indirect mkeys (MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT; the device is not mlx5)";
+
+/// An indirect memory key (`struct mlx5dv_mkey`). Destroyed on drop.
+///
+/// # References
+/// `mlx5dv_create_mkey(3)`
+pub struct Mkey {
+    raw: NonNull<ffi::mlx5dv_mkey>,
+    max_entries: u16,
+    /// Regions a layout of this key was posted over: kept registered until
+    /// the key is destroyed, as the key may reach into them.
+    regions: Vec<Mr>,
+    // Drops after the key (fields drop in order, after `Drop::drop`).
+    pd: Pd,
+}
+
+// SAFETY: the key is a plain pair of numbers behind a pointer that only
+// `mlx5dv_destroy_mkey` (in `Drop`, with `&mut self`) uses.
+unsafe impl Send for Mkey {}
+// SAFETY: `&Mkey` only reads the two keys, which never change.
+unsafe impl Sync for Mkey {}
+
+impl fmt::Debug for Mkey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Mkey")
+            .field("lkey", &self.lkey())
+            .field("rkey", &self.rkey())
+            .field("max_entries", &self.max_entries)
+            .finish()
+    }
+}
+
+impl Mkey {
+    /// Creates an indirect key in `pd` whose layouts hold up to
+    /// `max_entries` ranges. [`Error::Unsupported`] off mlx5, decided
+    /// before any libmlx5 call.
+    ///
+    /// # Panics
+    /// If `max_entries` is 0 (a key with no room for a range).
+    pub fn new_indirect(pd: &Pd, max_entries: u16) -> Result<Mkey> {
+        assert!(max_entries > 0, "Mkey::new_indirect: max_entries is 0; give room for at least one range");
+        if !super::is_supported(pd.context()) {
+            return Err(Error::Unsupported { op: "mlx5dv_create_mkey", feature: INDIRECT_FEATURE });
+        }
+        let mut attr = ffi::mlx5dv_mkey_init_attr {
+            pd: pd.as_ptr(),
+            create_flags: ffi::mlx5dv_mkey_init_attr_flags::MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT.0,
+            max_entries,
+        };
+        // SAFETY: `attr` names a live PD of an mlx5 device.
+        let raw = unsafe { ffi::mlx5dv_create_mkey(&mut attr) };
+        let raw = NonNull::new(raw).ok_or_else(|| Error::last("mlx5dv_create_mkey"))?;
+        // libmlx5 rounds the room up to a multiple of 4 and writes it back.
+        Ok(Mkey { raw, max_entries: attr.max_entries, regions: Vec::new(), pd: pd.clone() })
+    }
+
+    /// The local key (for scatter/gather entries).
+    pub fn lkey(&self) -> u32 {
+        // SAFETY: live key; the field is written once, at creation.
+        unsafe { (*self.raw.as_ptr()).lkey }
+    }
+
+    /// The remote key (for RDMA targets).
+    pub fn rkey(&self) -> u32 {
+        // SAFETY: as in `lkey`.
+        unsafe { (*self.raw.as_ptr()).rkey }
+    }
+
+    /// The remote address `offset` bytes into the range the key's layout
+    /// covers, for RDMA targets: the key is zero-based (created with start
+    /// address 0, which configuring it does not change), so its first byte
+    /// is address 0 under [`Mkey::rkey`].
+    pub fn at(&self, offset: u64) -> RemoteAddr {
+        RemoteAddr { addr: offset, rkey: self.rkey() }
+    }
+
+    /// The most ranges a layout of this key may hold: the `max_entries`
+    /// asked for, rounded up to a multiple of 4 as libmlx5 sizes the key.
+    pub fn max_entries(&self) -> u16 {
+        self.max_entries
+    }
+
+    /// The protection domain of the key.
+    pub fn pd(&self) -> &Pd {
+        &self.pd
+    }
+
+    /// How many regions the key keeps registered.
+    pub fn held_regions(&self) -> usize {
+        self.regions.len()
+    }
+
+    /// Keeps `mr` registered for as long as the key lives (called when a
+    /// layout over `mr` is posted; a region held already is held once).
+    pub fn hold(&mut self, mr: &Mr) {
+        if !self.regions.iter().any(|r| r.as_ptr() == mr.as_ptr()) {
+            self.regions.push(mr.clone());
+        }
+    }
+
+    /// The raw key.
+    pub fn as_ptr(&self) -> *mut ffi::mlx5dv_mkey {
+        self.raw.as_ptr()
+    }
+}
+
+impl Drop for Mkey {
+    fn drop(&mut self) {
+        // SAFETY: made by `mlx5dv_create_mkey`, destroyed only here.
+        let rc = unsafe { ffi::mlx5dv_destroy_mkey(self.raw.as_ptr()) };
+        if rc != 0 {
+            // The key may still reach its regions: keep them registered.
+            std::mem::forget(std::mem::take(&mut self.regions));
+        }
+    }
+}

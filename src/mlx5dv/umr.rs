@@ -1,0 +1,495 @@
+//! Typed UMR WQE builders: configuring an indirect memory key
+//! ([`Mkey`]) through the send queue, and local invalidation.
+//!
+//! The bytes are libmlx5's (rdma-core v59 `mlx5_send_wr_mkey_configure`
+//! with its access and layout setters, which `mlx5dv_wr_mr_list` and
+//! `mlx5dv_wr_mr_interleaved` also call, and `mlx5_send_wr_local_inv`),
+//! compared byte for byte by the libmlx5 differential harness
+//! (`tests/provider/mkey.rs`). A WQE after a UMR WQE carries the small
+//! fence unless it asks for the strong one, as libmlx5 sets it.
+//!
+//! The safe [`SqRing::mkey_configure`] takes the regions ([`Mr`]) the key
+//! is laid over, checks every range against its region and makes the key
+//! hold them, so the key never reaches memory that is not registered; the
+//! raw [`SqRing::mkey_configure_raw`] takes keys and addresses and is
+//! `unsafe`. Signature and crypto keys (their BSF segments and SET_PSV
+//! WQEs) are not built here.
+
+use super::mkey::Mkey;
+use super::seg::{CtrlFlags, WqeOpcode};
+use super::sq::{SqRing, SqTransport};
+use crate::prim::{AccessFlags, Error, Mr, Result};
+
+/// `MLX5_WQE_UMR_CTRL_FLAG_*`.
+const FLAG_INLINE: u8 = 1 << 7;
+const FLAG_TRANSLATION_OFFSET: u8 = 1 << 4;
+const FLAG_CHECK_QPN: u8 = 1 << 3;
+/// `MLX5_WQE_UMR_CTRL_MKEY_MASK_*`.
+const MASK_LEN: u64 = 1 << 0;
+const MASK_MKEY: u64 = 1 << 13;
+const MASK_QPN: u64 = 1 << 14;
+const MASK_ACCESS: u64 = (1 << 18) | (1 << 19) | (1 << 20) | (1 << 21);
+const MASK_FREE: u64 = 1 << 29;
+/// `MLX5_WQE_MKEY_CONTEXT_FREE`.
+const CONTEXT_FREE: u8 = 1 << 6;
+/// The repeat block's `op` (`umr_strided_seg_create`).
+const REPEAT_OP: u32 = 0x400;
+/// Bytes of the UMR control and mkey context segments.
+const UMR_CTRL: usize = 48;
+const MKEY_CTX: usize = 64;
+
+/// One range of a list layout, by raw key and address (a KLM entry,
+/// `struct ibv_sge` of `mlx5dv_wr_mr_list`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KlmEntry {
+    /// The local key of the region the range lies in.
+    pub lkey: u32,
+    /// The first byte.
+    pub addr: u64,
+    /// Bytes.
+    pub len: u32,
+}
+
+/// One entry of an interleaved layout, by raw key and address
+/// (`struct mlx5dv_mr_interleaved`): each repetition takes `bytes_count`
+/// bytes at `addr`, and the next repetition starts `bytes_count +
+/// bytes_skip` bytes further.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StrideEntry {
+    /// The local key of the region the entry lies in.
+    pub lkey: u32,
+    /// The first byte of the first repetition.
+    pub addr: u64,
+    /// Bytes per repetition (at most 65535: the WQE field is 16 bits).
+    pub bytes_count: u32,
+    /// Bytes skipped between repetitions (`bytes_count + bytes_skip` at most 65535).
+    pub bytes_skip: u32,
+}
+
+/// A layout by raw keys and addresses, for [`SqRing::mkey_configure_raw`].
+#[derive(Clone, Copy, Debug)]
+pub enum RawLayout<'a> {
+    /// The ranges one after the other (`mlx5dv_wr_set_mkey_layout_list`).
+    List(&'a [KlmEntry]),
+    /// The entries' blocks in turn, `repeat_count` times
+    /// (`mlx5dv_wr_set_mkey_layout_interleaved`).
+    Interleaved {
+        /// How many times the entries repeat.
+        repeat_count: u32,
+        /// The entries of one repetition.
+        entries: &'a [StrideEntry],
+    },
+}
+
+/// A range of a registered region: `len` bytes from `offset` bytes into `mr`.
+#[derive(Clone, Copy, Debug)]
+pub struct MrRange<'a> {
+    /// The region.
+    pub mr: &'a Mr,
+    /// Bytes from the region's start.
+    pub offset: u64,
+    /// Bytes (at least 1).
+    pub len: u32,
+}
+
+/// An interleaved entry inside a registered region: `bytes_count` bytes
+/// from `offset`, then every `bytes_count + bytes_skip` bytes, once per
+/// repetition; every repetition must lie in `mr`.
+#[derive(Clone, Copy, Debug)]
+pub struct MrStride<'a> {
+    /// The region.
+    pub mr: &'a Mr,
+    /// Bytes from the region's start to the first repetition.
+    pub offset: u64,
+    /// Bytes per repetition (1 to 65535).
+    pub bytes_count: u32,
+    /// Bytes skipped between repetitions (`bytes_count + bytes_skip` at most 65535).
+    pub bytes_skip: u32,
+}
+
+/// A layout over registered regions, for [`SqRing::mkey_configure`].
+#[derive(Clone, Copy, Debug)]
+pub enum MkeyLayout<'a> {
+    /// The ranges one after the other (a KLM list).
+    List(&'a [MrRange<'a>]),
+    /// The entries' blocks in turn, `repeat_count` times (a repeat block).
+    Interleaved {
+        /// How many times the entries repeat (at least 1).
+        repeat_count: u32,
+        /// The entries of one repetition.
+        entries: &'a [MrStride<'a>],
+    },
+}
+
+/// What [`SqRing::mkey_configure`] sets; a field left `None` is left as
+/// the key has it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MkeyConf<'a> {
+    /// The key's access rights (`mlx5dv_wr_set_mkey_access_flags`).
+    pub access: Option<AccessFlags>,
+    /// The ranges the key covers (`mlx5dv_wr_set_mkey_layout_list` /
+    /// `_interleaved`).
+    pub layout: Option<MkeyLayout<'a>>,
+}
+
+fn bad(what: &'static str, why: &'static str) -> Error {
+    Error::BadArgument { op: "SqRing::mkey_configure", what, why }
+}
+
+/// Checks a range against its region: `offset + extent` within `mr`, the
+/// region in the key's protection domain, and registered with local write
+/// when the key may write (`writes`).
+fn inside(mr: &Mr, key: &Mkey, writes: bool, offset: u64, extent: u128) -> Result<u64> {
+    if mr.pd().as_ptr() != key.pd().as_ptr() {
+        return Err(bad(
+            "layout entry",
+            "names a region of another protection domain than the key's; register it in the key's PD",
+        ));
+    }
+    if writes && !mr.access().contains(AccessFlags::LOCAL_WRITE) {
+        return Err(bad(
+            "layout entry",
+            "names a region registered without LOCAL_WRITE, but the key may write (its access has LOCAL_WRITE, \
+             REMOTE_WRITE or REMOTE_ATOMIC, or is left as it was); register the region with LOCAL_WRITE or give \
+             read-only access",
+        ));
+    }
+    if u128::from(offset) + extent > mr.len() as u128 {
+        return Err(bad(
+            "layout entry",
+            "reaches beyond its region (offset plus the bytes it covers exceed Mr::len); shorten the entry or \
+             register a larger region",
+        ));
+    }
+    Ok(mr.addr() + offset)
+}
+
+impl SqRing {
+    /// Configures `mkey` (a UMR WQE, `mlx5dv_wr_mkey_configure` with up to
+    /// two setters): `conf.access` sets the key's access rights
+    /// (`mlx5dv_wr_set_mkey_access_flags`: local write, remote read, write
+    /// and atomic), `conf.layout` the ranges it covers (a KLM list, or an
+    /// interleaved repeat block). Both given is `mlx5dv_wr_mr_list` or
+    /// `mlx5dv_wr_mr_interleaved`. Returns the WQE index; ring the doorbell
+    /// with [`SqRing::ring`]. The key holds every region of `layout` until
+    /// it is destroyed.
+    ///
+    /// # Errors
+    /// [`Error::BadArgument`] when a range reaches beyond its region, is
+    /// empty, or an interleaved entry's counts do not fit 16 bits; when a
+    /// region is of another protection domain than the key, or lacks
+    /// `LOCAL_WRITE` while the key may write (its `access` has a write
+    /// right, or is left as it was); when
+    /// `access` has other rights than the four above; when the layout holds
+    /// more entries than the key was created for or the QP's inline size
+    /// takes (libmlx5's `ENOMEM`). Nothing is written then.
+    ///
+    /// # Panics
+    /// If the ring is not a connected QP's ([`SqTransport::Connected`]), or
+    /// is full.
+    #[doc(alias = "mlx5dv_wr_mkey_configure")]
+    #[doc(alias = "mlx5dv_wr_mr_list")]
+    #[doc(alias = "mlx5dv_wr_mr_interleaved")]
+    pub fn mkey_configure(&mut self, flags: CtrlFlags, mkey: &mut Mkey, conf: MkeyConf<'_>) -> Result<u16> {
+        let MkeyConf { access, layout } = conf;
+        let write = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC;
+        let writes = access.is_none_or(|a| a.intersects(write));
+        let mut klm = Vec::new();
+        let mut strides = Vec::new();
+        let raw = match layout {
+            None => None,
+            Some(MkeyLayout::List(ranges)) => {
+                for r in ranges {
+                    if r.len == 0 {
+                        return Err(bad("list entry", "is empty (0 bytes); leave it out"));
+                    }
+                    let addr = inside(r.mr, mkey, writes, r.offset, u128::from(r.len))?;
+                    klm.push(KlmEntry { lkey: r.mr.lkey(), addr, len: r.len });
+                }
+                Some(RawLayout::List(&klm))
+            }
+            Some(MkeyLayout::Interleaved { repeat_count, entries }) => {
+                if repeat_count == 0 {
+                    return Err(bad("repeat_count", "is 0; give at least one repetition"));
+                }
+                for e in entries {
+                    if e.bytes_count == 0 {
+                        return Err(bad("interleaved entry", "has bytes_count 0; leave it out"));
+                    }
+                    let stride = u128::from(e.bytes_count) + u128::from(e.bytes_skip);
+                    let extent = (u128::from(repeat_count) - 1) * stride + u128::from(e.bytes_count);
+                    let addr = inside(e.mr, mkey, writes, e.offset, extent)?;
+                    strides.push(StrideEntry {
+                        lkey: e.mr.lkey(),
+                        addr,
+                        bytes_count: e.bytes_count,
+                        bytes_skip: e.bytes_skip,
+                    });
+                }
+                Some(RawLayout::Interleaved { repeat_count, entries: &strides })
+            }
+        };
+        // SAFETY: every range was checked to lie in its region, and the key
+        // holds the regions (below) for as long as it lives.
+        let pi = unsafe { self.mkey_configure_raw(flags, mkey.lkey(), mkey.max_entries(), access, raw) }?;
+        match layout {
+            Some(MkeyLayout::List(ranges)) => ranges.iter().for_each(|r| mkey.hold(r.mr)),
+            Some(MkeyLayout::Interleaved { entries, .. }) => entries.iter().for_each(|e| mkey.hold(e.mr)),
+            None => {}
+        }
+        Ok(pi)
+    }
+
+    /// [`SqRing::mkey_configure`] by raw key and addresses: the key `lkey`
+    /// made with room for `max_entries` entries (`mlx5dv_mkey_init_attr`'s
+    /// value after creation, [`Mkey::max_entries`]).
+    ///
+    /// # Errors
+    /// As [`SqRing::mkey_configure`], and when `lkey`'s low byte (the key's
+    /// tag) is not 0 (libmlx5's `EOPNOTSUPP` without tag update). Interleaved
+    /// counts above 16 bits are refused where libmlx5 cuts them.
+    ///
+    /// # Safety
+    /// Once the doorbell is rung, the key reaches every range of `layout`
+    /// with `access`: each must lie in memory registered with its `lkey`,
+    /// and stay registered (and, for local use, alive) while the key may be
+    /// used, as for [`WqeWriter::data`](super::sq::WqeWriter::data). `lkey`
+    /// names an indirect key of this QP's protection domain with room for
+    /// `max_entries` entries.
+    ///
+    /// # Panics
+    /// As [`SqRing::mkey_configure`].
+    pub unsafe fn mkey_configure_raw(
+        &mut self,
+        flags: CtrlFlags,
+        lkey: u32,
+        max_entries: u16,
+        access: Option<AccessFlags>,
+        layout: Option<RawLayout<'_>>,
+    ) -> Result<u16> {
+        self.expect_transport(SqTransport::Connected, "mkey_configure");
+        if lkey & 0xff != 0 {
+            return Err(bad("the key's tag (lkey & 0xff)", "is not 0: keys with tag update are not configured here"));
+        }
+        let allowed = AccessFlags::LOCAL_WRITE
+            | AccessFlags::REMOTE_WRITE
+            | AccessFlags::REMOTE_READ
+            | AccessFlags::REMOTE_ATOMIC;
+        if access.is_some_and(|a| !allowed.contains(a)) {
+            return Err(bad(
+                "access",
+                "has rights other than LOCAL_WRITE, REMOTE_READ, REMOTE_WRITE and REMOTE_ATOMIC",
+            ));
+        }
+        // libmlx5: the entries that fit the QP's inline size, and the key's.
+        let inl = (u64::from(self.limits().max_inline_data()) + 4) / 16;
+        let mut mask = MASK_FREE | MASK_MKEY;
+        let mut octowords = 0u16;
+        let mut len = 0u64;
+        if let Some(l) = layout {
+            let (n, max) = match l {
+                RawLayout::List(e) => (e.len(), inl),
+                RawLayout::Interleaved { entries, .. } => (entries.len(), inl.wrapping_sub(1)),
+            };
+            if n as u64 > max.min(u64::from(max_entries)) {
+                return Err(bad(
+                    "layout",
+                    "holds more entries than the key was created for (Mkey::new_indirect's max_entries) or than the \
+                     QP's max_inline_data takes ((max_inline_data + 4) / 16 for a list, one less for an interleaved \
+                     layout)",
+                ));
+            }
+            let xlat = match l {
+                RawLayout::List(e) => {
+                    len = e.iter().map(|e| u64::from(e.len)).sum();
+                    e.len() * 16
+                }
+                RawLayout::Interleaved { repeat_count, entries } => {
+                    for e in entries {
+                        if e.bytes_count > 0xffff || u64::from(e.bytes_count) + u64::from(e.bytes_skip) > 0xffff {
+                            return Err(bad(
+                                "interleaved entry",
+                                "has bytes_count or bytes_count + bytes_skip above 65535 (16-bit WQE fields)",
+                            ));
+                        }
+                    }
+                    let block: u64 = entries.iter().map(|e| u64::from(e.bytes_count)).sum();
+                    len = block.wrapping_mul(u64::from(repeat_count));
+                    (entries.len() + 1) * 16
+                }
+            };
+            mask |= MASK_LEN;
+            octowords = (xlat.next_multiple_of(64) / 16) as u16;
+        }
+        let mut acc = 0u8;
+        if let Some(a) = access {
+            mask |= MASK_ACCESS;
+            acc = access_bits(a);
+        }
+        let mut ctrl = [0u8; UMR_CTRL];
+        ctrl[0] = FLAG_INLINE;
+        ctrl[4..6].copy_from_slice(&octowords.to_be_bytes());
+        ctrl[8..16].copy_from_slice(&mask.to_be_bytes());
+        let mut ctx = [0u8; MKEY_CTX];
+        ctx[2] = acc;
+        ctx[4..8].copy_from_slice(&(0xffff_ff00 | (lkey & 0xff)).to_be_bytes());
+        ctx[24..32].copy_from_slice(&len.to_be_bytes());
+        // SAFETY: a UMR WQE's layout: the UMR control segment, the mkey
+        // context, then the translation entries; the ranges are the
+        // caller's contract.
+        let mut w = unsafe { self.wqe(WqeOpcode::UMR, 0, flags, lkey.to_be()) }.bytes(&ctrl).bytes(&ctx).inline_wqe();
+        match layout {
+            None => {}
+            Some(RawLayout::List(entries)) => {
+                for e in entries {
+                    w = w.bytes(&entry(e.len.to_be_bytes(), e.lkey, e.addr));
+                }
+                for _ in entries.len()..entries.len().next_multiple_of(4) {
+                    w = w.bytes(&[0; 16]);
+                }
+            }
+            Some(RawLayout::Interleaved { repeat_count, entries }) => {
+                let block: u64 = entries.iter().map(|e| u64::from(e.bytes_count)).sum();
+                let mut rb = [0u8; 16];
+                rb[0..4].copy_from_slice(&(block as u32).to_be_bytes());
+                rb[4..8].copy_from_slice(&REPEAT_OP.to_be_bytes());
+                rb[8..12].copy_from_slice(&repeat_count.to_be_bytes());
+                rb[14..16].copy_from_slice(&(entries.len() as u16).to_be_bytes());
+                w = w.bytes(&rb);
+                for e in entries {
+                    let stride = (e.bytes_count + e.bytes_skip) as u16;
+                    let mut head = [0u8; 4];
+                    head[0..2].copy_from_slice(&stride.to_be_bytes());
+                    head[2..4].copy_from_slice(&(e.bytes_count as u16).to_be_bytes());
+                    w = w.bytes(&entry(head, e.lkey, e.addr));
+                }
+                for _ in entries.len() + 1..(entries.len() + 1).next_multiple_of(4) {
+                    w = w.bytes(&[0; 16]);
+                }
+            }
+        }
+        let pi = w.finish();
+        self.next_fence = CtrlFlags::INITIATOR_SMALL_FENCE.bits();
+        Ok(pi)
+    }
+
+    /// Invalidates the key `rkey` locally (a UMR WQE, `ibv_wr_local_inv`):
+    /// the key reaches nothing afterwards. Returns the WQE index.
+    ///
+    /// Invalidation only takes access away, so it is safe for any key; an
+    /// [`Mkey`] keeps holding its regions until it is destroyed.
+    ///
+    /// # Panics
+    /// If the ring is not a connected QP's ([`SqTransport::Connected`]), or
+    /// is full.
+    #[doc(alias = "ibv_wr_local_inv")]
+    pub fn local_inv(&mut self, flags: CtrlFlags, rkey: u32) -> u16 {
+        self.expect_transport(SqTransport::Connected, "local_inv");
+        let mut ctrl = [0u8; UMR_CTRL];
+        ctrl[0] = FLAG_TRANSLATION_OFFSET | FLAG_INLINE | FLAG_CHECK_QPN;
+        ctrl[8..16].copy_from_slice(&(MASK_FREE | MASK_MKEY | MASK_QPN).to_be_bytes());
+        let mut ctx = [0u8; MKEY_CTX];
+        ctx[0] = CONTEXT_FREE;
+        ctx[4..8].copy_from_slice(&0xffff_ff00u32.to_be_bytes());
+        // SAFETY: a UMR WQE that frees the key: the UMR control segment and
+        // the mkey context, no translation entries.
+        let pi = unsafe { self.wqe(WqeOpcode::UMR, 0, flags, rkey.to_be()) }.bytes(&ctrl).bytes(&ctx).finish();
+        self.next_fence = CtrlFlags::INITIATOR_SMALL_FENCE.bits();
+        pi
+    }
+}
+
+/// A 16-byte translation entry: `head` (KLM byte count, or stride and byte
+/// count), the key, the address.
+fn entry(head: [u8; 4], lkey: u32, addr: u64) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[0..4].copy_from_slice(&head);
+    b[4..8].copy_from_slice(&lkey.to_be_bytes());
+    b[8..16].copy_from_slice(&addr.to_be_bytes());
+    b
+}
+
+/// The mkey context's access bits (`get_umr_mr_flags`).
+fn access_bits(a: AccessFlags) -> u8 {
+    let mut b = 0;
+    if a.contains(AccessFlags::REMOTE_ATOMIC) {
+        b |= 1 << 6;
+    }
+    if a.contains(AccessFlags::REMOTE_WRITE) {
+        b |= 1 << 5;
+    }
+    if a.contains(AccessFlags::REMOTE_READ) {
+        b |= 1 << 4;
+    }
+    if a.contains(AccessFlags::LOCAL_WRITE) {
+        b |= 1 << 3;
+    }
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mlx5dv::be::Be32;
+    use crate::mlx5dv::sq::SqLimits;
+
+    struct Ring {
+        _buf: Vec<u64>,
+        _dbrec: Box<[Be32; 2]>,
+        _bf: Vec<u64>,
+        sq: SqRing,
+    }
+
+    fn ring() -> Ring {
+        let mut buf = vec![0u64; 16 * 8];
+        let mut dbrec = Box::new([Be32::default(); 2]);
+        let mut bf = vec![0u64; 8];
+        // SAFETY: test memory of the sizes and alignments `from_raw` asks
+        // for, kept beside the ring; no device reads it.
+        let mut sq = unsafe {
+            SqRing::from_raw(buf.as_mut_ptr().cast(), 16, dbrec.as_mut_ptr(), bf.as_mut_ptr().cast(), 0, 0x42)
+        };
+        sq.set_limits(SqLimits::new(60, 1, 255 * 16));
+        Ring { _buf: buf, _dbrec: dbrec, _bf: bf, sq }
+    }
+
+    /// Refusals write nothing and leave the fence state alone.
+    #[test]
+    fn refusals_write_nothing() {
+        let mut r = ring();
+        let five = [KlmEntry { lkey: 1, addr: 0, len: 8 }; 5];
+        let wide = [StrideEntry { lkey: 1, addr: 0, bytes_count: 0x1_0000, bytes_skip: 0 }];
+        let skip = [StrideEntry { lkey: 1, addr: 0, bytes_count: 0x8000, bytes_skip: 0x8000 }];
+        let cases: [(u32, Option<AccessFlags>, Option<RawLayout<'_>>); 5] = [
+            // (60 + 4) / 16 = 4 list entries fit the QP's inline size.
+            (0x100, None, Some(RawLayout::List(&five))),
+            (0x100, None, Some(RawLayout::Interleaved { repeat_count: 1, entries: &wide })),
+            (0x100, None, Some(RawLayout::Interleaved { repeat_count: 1, entries: &skip })),
+            (0x101, None, None),
+            (0x100, Some(AccessFlags::MW_BIND), None),
+        ];
+        for (key, access, layout) in cases {
+            // SAFETY: test memory; nothing is written on refusal.
+            let e = unsafe { r.sq.mkey_configure_raw(CtrlFlags::empty(), key, 8, access, layout) };
+            assert!(matches!(e, Err(Error::BadArgument { .. })), "{e:?}");
+            assert_eq!(r.sq.cur_post(), 0);
+            assert!(!r.sq.pending_small_fence());
+        }
+    }
+
+    /// The WQE after a UMR WQE takes the small fence unless it asks for the
+    /// strong one; a UMR's own size is 8 DS plus its entries.
+    #[test]
+    fn small_fence_after_umr() {
+        let mut r = ring();
+        r.sq.local_inv(CtrlFlags::empty(), 7);
+        assert_eq!(r.sq.cur_post(), 2, "local_inv: control, UMR control and mkey context: 8 DS");
+        assert!(r.sq.pending_small_fence());
+        let four = [KlmEntry { lkey: 1, addr: 0, len: 8 }; 4];
+        // SAFETY: test memory no device reads.
+        unsafe { r.sq.mkey_configure_raw(CtrlFlags::FENCE, 0x100, 4, None, Some(RawLayout::List(&four))) }.unwrap();
+        assert_eq!(r.sq.cur_post(), 5, "8 DS and four 16-byte entries: 3 blocks");
+        r.sq.nop(CtrlFlags::empty()).finish();
+        assert!(!r.sq.pending_small_fence());
+    }
+}
