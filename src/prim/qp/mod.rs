@@ -285,6 +285,14 @@ impl<'a> QpBuilder<'a> {
             attr.send_ops_flags = ops.bits();
         }
         let ctx = self.pd.context();
+        if self.qp_type == QpType::RAW_PACKET && ctx.query_device_ex()?.raw_packet_caps == 0 {
+            // rxe and siw have no raw packet QP and report no raw packet
+            // capability; ConnectX Ethernet ports report their offloads.
+            return Err(Error::Unsupported {
+                op: "ibv_create_qp",
+                feature: "raw packet QPs (IBV_QPT_RAW_PACKET): the device reports no raw_packet_caps",
+            });
+        }
         let (qp, op) = match self.mlx5_flags {
             Some(flags) => (create_mlx5(ctx, &mut attr, flags)?, "mlx5dv_create_qp"),
             // SAFETY: live PD, CQs and SRQ of the same context (checked above); `attr` is valid.
