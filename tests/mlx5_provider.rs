@@ -22,6 +22,8 @@ mod batch;
 mod build;
 #[path = "provider/dc_typed.rs"]
 mod dc_typed;
+#[path = "provider/eth.rs"]
+mod eth;
 #[path = "provider/masked.rs"]
 mod masked;
 mod mlx5_support;
@@ -53,6 +55,8 @@ pub enum Mutation {
     TypedStream,
     /// The first 32-byte extended masked CAS is given its compare mask's bit 0 flipped.
     ExtOperand,
+    /// The first raw packet SEND is given its L4 checksum request flipped.
+    EthCsum,
 }
 
 /// The first disagreement between libmlx5 and rrddmma.
@@ -77,6 +81,15 @@ impl Mismatch {
     /// A byte that differs: `byte` of the compared bytes (in `field`), libmlx5's `t`, ours `o`.
     fn at_byte(kind: String, at: String, field: String, byte: usize, t: u8, o: u8) -> Box<Mismatch> {
         Box::new(Mismatch { kind, at, field, byte: Some(byte), theirs: format!("{t:#04x}"), ours: format!("{o:#04x}") })
+    }
+
+    /// `Ok` when libmlx5's value and ours agree, else their mismatch.
+    fn same(kind: &str, at: &str, field: &str, theirs: u32, ours: u32) -> Result<(), Box<Mismatch>> {
+        if theirs == ours {
+            Ok(())
+        } else {
+            Err(Mismatch::value(kind, at, field, theirs, ours).into())
+        }
     }
 
     fn value(kind: &str, at: &str, field: &str, theirs: impl fmt::Display, ours: impl fmt::Display) -> Mismatch {
@@ -463,4 +476,39 @@ fn mutation_in_an_extended_atomic_is_reported() {
     assert_eq!(m.field, "operand.compare_mask", "{m}");
     assert_eq!(m.byte, Some(159), "{m}");
     report(&format!("mutation check (32-byte masked CAS: compare mask bit 0 flipped) caught as it must: {m}"));
+}
+
+/// Raw packet SENDs: the crate's verbs requests (IP_CSUM, INLINE, gathers)
+/// through libmlx5's `mlx5_post_send` on a raw packet queue, and the same
+/// packets through `SqRing::send_eth`, give the same WQEs, producer index,
+/// doorbell record and doorbell/BlueFlame write; what libmlx5 refuses our
+/// writer refuses at the same request (tests/provider/eth.rs).
+#[test]
+#[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
+fn raw_packet_sends_match_libmlx5() {
+    match eth::check(Mutation::None) {
+        Ok(stats) => {
+            assert!(stats.requests >= 10_000, "only {} requests were compared: {stats:?}", stats.requests);
+            assert!(stats.wrapped_lists > 100 && stats.blueflame > 100 && stats.doorbells > 100, "{stats:?}");
+            assert!(stats.index_wraps >= 1 && stats.no_min_inline_queues >= 1, "{stats:?}");
+            assert!(stats.csum > 1000 && stats.inline > 1000 && stats.gathers > 1000, "{stats:?}");
+            assert!(stats.split_headers > 1000, "{stats:?}");
+            assert!(stats.refused.len() == 2 && stats.refused.values().all(|&n| n >= 20), "{stats:?}");
+            report(&format!("raw packet send: {}; 0 mismatches", stats.summary()));
+        }
+        Err(m) => panic!("{m}"),
+    }
+}
+
+/// The raw packet comparison can fail: an L4 checksum request flipped in
+/// what `send_eth` is given is reported at the Ethernet segment's cs_flags.
+#[test]
+#[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
+fn mutation_in_a_raw_packet_send_is_reported() {
+    let m = eth::check(Mutation::EthCsum).expect_err("a mutated raw packet SEND must be caught");
+    assert!(m.kind.starts_with("raw packet SEND"), "{m}");
+    assert_eq!(m.at, "list 0 request 0", "{m}");
+    assert_eq!(m.field, "eth.cs_flags", "{m}");
+    assert_eq!(m.byte, Some(20), "{m}");
+    report(&format!("mutation check (raw packet send: L4 checksum flag flipped) caught as it must: {m}"));
 }

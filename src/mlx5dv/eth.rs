@@ -9,7 +9,7 @@
 //! headers of up to [`ETH_SEG_INLINE_MAX`] bytes.
 
 use super::mmio::Mmio;
-use super::seg::{CtrlFlags, EthSeg, WqeOpcode};
+use super::seg::{CtrlFlags, WqeOpcode};
 use super::sq::{SqRing, SqTransport, WqeWriter};
 
 /// Bytes of inline headers the Ethernet segment itself holds.
@@ -55,6 +55,11 @@ impl SqRing {
     /// the Ethernet segment now), with the checksum offloads `csum`; add the
     /// rest of the packet with [`EthWqe::data`] or [`EthWqe::inline`].
     ///
+    /// `hdr` is the device's minimum inline headers: [`L2_INLINE_HEADER`]
+    /// bytes, or none on devices whose minimum inline mode is none (the
+    /// segment is then one 16-byte unit). The WQE is the one libmlx5's
+    /// `ibv_post_send` writes for the same packet (tests/provider/eth.rs).
+    ///
     /// # Panics
     /// On a ring that is not [`SqTransport::RawPacket`], or if `hdr` is
     /// longer than [`ETH_SEG_INLINE_MAX`] bytes (programming errors).
@@ -68,13 +73,26 @@ impl SqRing {
             self.qpn(),
             hdr.len()
         );
-        let mut eth = EthSeg::default();
-        eth.set(csum.bits(), 0, hdr);
+        // `struct mlx5_wqe_eth_seg`: cs_flags at 4, mss (0) at 6,
+        // inline_hdr_sz at 12, the headers from 14 on.
+        let mut eth = [0u8; 32];
+        eth[4] = csum.bits();
+        eth[12..14].copy_from_slice(&(hdr.len() as u16).to_be_bytes());
+        eth[14..14 + hdr.len()].copy_from_slice(hdr);
         // SAFETY: a raw packet SEND is the control segment, the Ethernet
         // segment written here, then the payload, whose only address writer
         // is the unsafe `EthWqe::data`.
         let w = unsafe { self.wqe(WqeOpcode::SEND, 0, flags, 0) };
-        EthWqe { w: w.seg(&eth) }
+        // Headers of at most two bytes (devices whose minimum inline mode is
+        // none: libmlx5 then inlines nothing) fit the segment's first 16
+        // bytes, and the segment is one 16-byte unit, as libmlx5 sizes it.
+        let w = if hdr.len() <= 2 {
+            let short: &[u8; 16] = eth[..16].try_into().expect("16 bytes");
+            w.operands(&[short])
+        } else {
+            w.operands(&[&eth])
+        };
+        EthWqe { w }
     }
 }
 
@@ -156,6 +174,22 @@ mod tests {
         assert_eq!(&b[48..52], &100u32.to_be_bytes());
         assert_eq!(&b[52..56], &7u32.to_be_bytes());
         assert_eq!(&b[56..64], &0x1000u64.to_be_bytes());
+    }
+
+    #[test]
+    fn send_eth_without_inline_headers_is_one_unit() {
+        let mut buf = Buf([0xee; 256]);
+        let mut dbrec = super::super::be::Be32::new(0);
+        let mut sq = ring(&mut buf, &mut dbrec);
+        sq.send_eth(CtrlFlags::empty(), CsumFlags::L4, &[]).inline(&[1, 2, 3]).finish();
+        let b = &buf.0;
+        // ds: control, the 16-byte Ethernet segment, the inline segment.
+        assert_eq!(b[7], 3);
+        assert_eq!(b[16 + 4], 0x80);
+        assert_eq!(&b[16 + 12..16 + 14], &[0, 0]);
+        // The inline segment right after: byte count with the inline bit.
+        assert_eq!(&b[32..36], &(0x8000_0000u32 | 3).to_be_bytes());
+        assert_eq!(&b[36..39], &[1, 2, 3]);
     }
 
     #[test]
