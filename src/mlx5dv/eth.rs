@@ -15,6 +15,9 @@ use super::sq::{SqRing, SqTransport, WqeWriter};
 /// Bytes of inline headers the Ethernet segment itself holds.
 pub const ETH_SEG_INLINE_MAX: usize = 18;
 
+/// The shortest TSO headers: an Ethernet header (`MLX5_ETH_L2_MIN_HEADER_SIZE`).
+pub const L2_MIN_HEADER: usize = 14;
+
 /// The L2 minimum inline mode: an Ethernet header and one VLAN tag
 /// (`MLX5_ETH_L2_INLINE_HEADER_SIZE`).
 pub const L2_INLINE_HEADER: usize = 18;
@@ -92,6 +95,50 @@ impl SqRing {
         } else {
             w.operands(&[&eth])
         };
+        EthWqe { w }
+    }
+}
+
+impl SqRing {
+    /// A TSO (large send offload) on a raw packet QP: the device cuts the
+    /// payload added after (data or inline) into segments of `mss` bytes
+    /// and sends each behind a copy of `hdr`, the packet's headers
+    /// (Ethernet, IP, TCP), which the WQE carries inline in its Ethernet
+    /// segment and the 16-byte units after it (across the ring's end where
+    /// it wraps); `csum` as for [`SqRing::send_eth`].
+    ///
+    /// # Panics
+    /// On a ring that is not [`SqTransport::RawPacket`], or if `hdr` is
+    /// shorter than an Ethernet header ([`L2_MIN_HEADER`] bytes) or longer
+    /// than 65,535 bytes (programming errors); at `finish` if the WQE is
+    /// larger than the QP's largest.
+    #[inline(always)]
+    pub fn send_tso(&mut self, flags: CtrlFlags, csum: CsumFlags, mss: u16, hdr: &[u8]) -> EthWqe<'_> {
+        self.expect_transport(SqTransport::RawPacket, "send_tso");
+        assert!(
+            hdr.len() >= L2_MIN_HEADER && hdr.len() <= usize::from(u16::MAX),
+            "send_tso on QP {:#x}: {} header bytes; TSO headers are at least an Ethernet header \
+             ({L2_MIN_HEADER} bytes) and at most the QP's max_tso_header",
+            self.qpn(),
+            hdr.len()
+        );
+        // The Ethernet segment's first 16 bytes: cs_flags at 4, mss at 6,
+        // inline_hdr_sz at 12, the headers' first two bytes at 14.
+        let mut first = [0u8; 16];
+        first[4] = csum.bits();
+        first[6..8].copy_from_slice(&mss.to_be_bytes());
+        first[12..14].copy_from_slice(&(hdr.len() as u16).to_be_bytes());
+        first[14..16].copy_from_slice(&hdr[..2]);
+        // SAFETY: a TSO is the control segment, the Ethernet segment with
+        // its headers written here, then the payload, whose only address
+        // writer is the unsafe `EthWqe::data`.
+        let mut w = unsafe { self.wqe(WqeOpcode::TSO, 0, flags, 0) }.operands(&[&first]);
+        // The rest of the headers in whole 16-byte units, the last padded with zeros.
+        for chunk in hdr[2..].chunks(16) {
+            let mut unit = [0u8; 16];
+            unit[..chunk.len()].copy_from_slice(chunk);
+            w = w.operands(&[&unit]);
+        }
         EthWqe { w }
     }
 }
@@ -190,6 +237,41 @@ mod tests {
         // The inline segment right after: byte count with the inline bit.
         assert_eq!(&b[32..36], &(0x8000_0000u32 | 3).to_be_bytes());
         assert_eq!(&b[36..39], &[1, 2, 3]);
+    }
+
+    #[test]
+    fn send_tso_headers_wrap_the_ring_and_the_data_follows_them() {
+        let mut buf = Buf([0xee; 256]);
+        let mut dbrec = super::super::be::Be32::new(0);
+        let mut sq = ring(&mut buf, &mut dbrec);
+        // The ring starts at its last block.
+        sq.start_at(3);
+        let hdr: Vec<u8> = (1..=40).collect();
+        // SAFETY: nothing reads the address: the test never rings a doorbell.
+        let idx = unsafe { sq.send_tso(CtrlFlags::empty(), CsumFlags::L4, 1400, &hdr).data(9000, 7, 0x1000) }.finish();
+        assert_eq!(idx, 3);
+        let b = &buf.0;
+        // Control at block 3: TSO (0x0e), ds = 1 + 1 + 3 (38 more header bytes) + 1.
+        assert_eq!((b[192 + 3], b[192 + 7]), (0x0e, 6));
+        // Ethernet segment: cs_flags, mss, inline_hdr_sz, the first 2 + 16 header bytes up to the ring's end.
+        assert_eq!(b[208 + 4], 0x80);
+        assert_eq!(&b[208 + 6..208 + 8], &1400u16.to_be_bytes());
+        assert_eq!(&b[208 + 12..208 + 14], &[0, 40]);
+        assert_eq!(&b[208 + 14..256], &hdr[..34]);
+        // The other 6 header bytes at the ring's start, padded to 16, then the data segment.
+        assert_eq!(&b[0..6], &hdr[34..]);
+        assert_eq!(&b[6..16], &[0; 10]);
+        assert_eq!(&b[16..20], &9000u32.to_be_bytes());
+        assert_eq!(&b[24..32], &0x1000u64.to_be_bytes());
+    }
+
+    #[test]
+    #[should_panic(expected = "13 header bytes")]
+    fn send_tso_short_header_panics() {
+        let mut buf = Buf([0; 256]);
+        let mut dbrec = super::super::be::Be32::new(0);
+        let mut sq = ring(&mut buf, &mut dbrec);
+        let _ = sq.send_tso(CtrlFlags::empty(), CsumFlags::NONE, 1000, &[0; 13]);
     }
 
     #[test]

@@ -34,6 +34,18 @@ H_API struct mlx5_qp *h_eth_sq(uint32_t qpn, unsigned wqe_cnt, int max_gs, int m
 }
 
 /*
+ * TSO on the queue: the largest headers it takes (qp->max_tso_header, the
+ * QP's requested max_tso_header that mlx5_create_qp keeps) and the most
+ * payload bytes of one TSO WQE (qp->max_tso, the device's tso_caps.max_tso
+ * cached at creation).
+ */
+H_API void h_eth_tso(struct mlx5_qp *qp, int max_tso_header, uint32_t max_tso)
+{
+	qp->max_tso_header = max_tso_header;
+	qp->max_tso = max_tso;
+}
+
+/*
  * One ibv_post_send of the linked list at wr through libmlx5's
  * mlx5_post_send, with the context's minimum inline header size set to
  * min_inline first. Returns what it returned; *bad_index is the position
