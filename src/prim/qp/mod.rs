@@ -674,6 +674,14 @@ impl Qp {
         self.modify(&QpAttr::new(QpState::RTS).sq_psn(psn & 0xff_ffff))
     }
 
+    /// Brings a raw packet QP from RESET to RTS on `port` (no address, no
+    /// connection: INIT names the port, RTR and RTS nothing).
+    pub fn bring_up_raw(&self, port: u8) -> Result<()> {
+        self.modify(&QpAttr::new(QpState::INIT).port(port))?;
+        self.modify(&QpAttr::new(QpState::RTR))?;
+        self.modify(&QpAttr::new(QpState::RTS))
+    }
+
     /// Posts send work requests, linked in place and handed to the provider
     /// with one call (one doorbell on hardware). No allocation.
     ///
