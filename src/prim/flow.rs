@@ -13,9 +13,11 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::ptr::NonNull;
 
 use super::counters::Counters;
+use super::device::Context;
 use super::error::{Error, Result};
 use super::handle::{Destroy, Owned};
 use super::qp::Qp;
+use super::rss::RssQp;
 use crate::bindings as ffi;
 
 /// Ethernet match fields (`struct ibv_flow_eth_filter`), host order.
@@ -85,6 +87,39 @@ pub struct PortFilter {
     pub src_port: u16,
 }
 
+/// What a rule steers to: a raw packet [`Qp`] or an [`RssQp`].
+pub trait FlowTarget: sealed::Target {}
+
+mod sealed {
+    use super::*;
+
+    pub trait Target {
+        fn raw_qp(&self) -> *mut ffi::ibv_qp;
+        fn pd_context(&self) -> &Context;
+    }
+
+    impl Target for Qp {
+        fn raw_qp(&self) -> *mut ffi::ibv_qp {
+            self.as_ptr()
+        }
+        fn pd_context(&self) -> &Context {
+            self.pd().context()
+        }
+    }
+
+    impl Target for RssQp {
+        fn raw_qp(&self) -> *mut ffi::ibv_qp {
+            self.as_ptr()
+        }
+        fn pd_context(&self) -> &Context {
+            self.pd().context()
+        }
+    }
+}
+
+impl FlowTarget for Qp {}
+impl FlowTarget for RssQp {}
+
 /// A steering rule on a QP. Destroyed on drop, before the QP it borrows
 /// and before the counters it holds.
 ///
@@ -92,7 +127,7 @@ pub struct PortFilter {
 /// `ibv_create_flow(3)`
 pub struct Flow<'q> {
     flow: Owned<FlowData>,
-    _qp: PhantomData<&'q Qp>,
+    _qp: PhantomData<&'q ()>,
 }
 
 pub(crate) struct FlowData {
@@ -128,7 +163,8 @@ enum Spec {
 /// Builds a [`Flow`]: [`Flow::builder`].
 #[must_use = "a builder does nothing until build"]
 pub struct FlowBuilder<'q> {
-    qp: &'q Qp,
+    qp: *mut ffi::ibv_qp,
+    ctx: &'q Context,
     port: u8,
     priority: u16,
     specs: Vec<Spec>,
@@ -138,7 +174,8 @@ pub struct FlowBuilder<'q> {
 impl fmt::Debug for FlowBuilder<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FlowBuilder")
-            .field("qpn", &self.qp.qpn())
+            // SAFETY: the target is borrowed for 'q: a live QP.
+            .field("qpn", &unsafe { (*self.qp).qp_num })
             .field("port", &self.port)
             .field("priority", &self.priority)
             .field("specs", &self.specs.len())
@@ -151,11 +188,18 @@ fn spec_len<T>() -> u16 {
 }
 
 impl<'q> Flow<'q> {
-    /// A rule steering what arrives on `port` to `qp` (a raw packet QP on
-    /// ConnectX Ethernet ports): add match specs, then
+    /// A rule steering what arrives on `port` to `target` (a raw packet
+    /// QP on ConnectX Ethernet ports, or an RSS QP): add match specs, then
     /// [`FlowBuilder::build`]. Priority 0 (the highest) unless told.
-    pub fn builder(qp: &'q Qp, port: u8) -> FlowBuilder<'q> {
-        FlowBuilder { qp, port, priority: 0, specs: Vec::new(), counters: None }
+    pub fn builder<T: FlowTarget>(target: &'q T, port: u8) -> FlowBuilder<'q> {
+        FlowBuilder {
+            qp: target.raw_qp(),
+            ctx: target.pd_context(),
+            port,
+            priority: 0,
+            specs: Vec::new(),
+            counters: None,
+        }
     }
 
     /// The counters the rule counts into, if given ([`FlowBuilder::count`]).
@@ -226,7 +270,7 @@ impl<'q> FlowBuilder<'q> {
     #[doc(alias = "ibv_create_flow")]
     pub fn build(self) -> Result<Flow<'q>> {
         const OP: &str = "ibv_create_flow";
-        let ctx = self.qp.pd().context();
+        let ctx = self.ctx;
         let caps = u64::from(ctx.query_device_ex()?.orig_attr.device_cap_flags);
         if caps & u64::from(ffi::ibv_device_cap_flags::IBV_DEVICE_MANAGED_FLOW_STEERING.0) == 0 {
             return Err(Error::Unsupported {
@@ -237,7 +281,7 @@ impl<'q> FlowBuilder<'q> {
         let counters = self.counters.as_ref().map(Counters::as_ptr);
         let mut buf = assemble(self.port, self.priority, &self.specs, counters);
         // SAFETY: a live QP; the attribute is followed by its specs.
-        let raw = unsafe { ffi::ibv_create_flow(self.qp.as_ptr(), buf.as_mut_ptr().cast()) };
+        let raw = unsafe { ffi::ibv_create_flow(self.qp, buf.as_mut_ptr().cast()) };
         let raw = NonNull::new(raw).ok_or_else(|| Error::last(OP).lacking("flow steering"))?;
         // SAFETY: made just now, owned by nothing else.
         let flow = unsafe { Owned::new(raw, FlowData { counters: self.counters }) };

@@ -36,6 +36,7 @@ mod pd;
 mod port;
 mod qp;
 mod quirks;
+mod rss;
 mod srq;
 mod td;
 mod tm;
@@ -58,7 +59,7 @@ pub use ece::Ece;
 pub(crate) use error::count_destroy_failure;
 pub use error::{destroy_failures, Error, Result};
 pub use event::{AsyncEvent, EventElement};
-pub use flow::{EthFilter, Flow, FlowBuilder, Ipv4Filter, Ipv6Filter, PortFilter};
+pub use flow::{EthFilter, Flow, FlowBuilder, FlowTarget, Ipv4Filter, Ipv6Filter, PortFilter};
 pub use flush::{FlushLevel, FlushPlacement};
 pub use gid::{Gid, GidEntry, GidType};
 pub use local::{LocalCq, LocalQp, TdParentDomain};
@@ -73,6 +74,7 @@ pub use qp::{
     random_psn, AttrMask, BatchQp, ConnectOpts, Endpoint, Qp, QpAttr, QpBuilder, QpCaps, Refusal, Rule, SendOps,
     WrBatch,
 };
+pub use rss::{RssQp, RxHashFields};
 pub use srq::{Srq, SrqBuilder};
 pub use td::Td;
 pub use tm::TmOp;

@@ -15,6 +15,7 @@ use super::cq::Cq;
 use super::error::{Error, Result};
 use super::handle::{Destroy, Owned};
 use super::pd::Pd;
+use super::wr::{link_in_place, RecvWr};
 use crate::bindings as ffi;
 
 /// A striding (multi-packet) receive WQE's shape: each WQE is
@@ -99,6 +100,36 @@ impl Wq {
         let rc = unsafe { ffi::ibv_modify_wq(self.0.as_ptr(), &mut attr) };
         if rc != 0 {
             return Err(Error::code("ibv_modify_wq", rc));
+        }
+        Ok(())
+    }
+
+    /// Posts receives, linked in place and handed to the provider's entry
+    /// with one call (`ibv_post_wq_recv`). On a striding WQ each request is
+    /// one WQE of strides: one entry covering all of them.
+    ///
+    /// # Safety
+    /// Every entry must lie in memory registered on this WQ's PD with local
+    /// write access, alive and untouched until its completion.
+    ///
+    /// # References
+    /// `ibv_post_wq_recv(3)`
+    #[doc(alias = "ibv_post_wq_recv")]
+    #[inline]
+    pub unsafe fn post_recv(&self, wrs: &mut [RecvWr<'_>]) -> Result<()> {
+        let Some(head) = link_in_place!(&mut *wrs) else { return Ok(()) };
+        let mut bad = std::ptr::null_mut();
+        let wq = self.0.as_ptr();
+        // SAFETY: a live WQ; providers that make WQs set its entry.
+        let Some(post) = (unsafe { (*wq).post_recv }) else {
+            return Err(Error::Unsupported { op: "ibv_post_wq_recv", feature: "posting to receive work queues" });
+        };
+        // SAFETY: a live WQ and its provider's entry (what the inline
+        // `ibv_post_wq_recv` calls); the list is linked above; memory is the
+        // caller's contract.
+        let rc = unsafe { post(wq, head, &mut bad) };
+        if rc != 0 {
+            return Err(Error::post("ibv_post_wq_recv", rc, head, bad));
         }
         Ok(())
     }
