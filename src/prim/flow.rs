@@ -275,7 +275,7 @@ impl<'q> FlowBuilder<'q> {
         if caps & u64::from(ffi::ibv_device_cap_flags::IBV_DEVICE_MANAGED_FLOW_STEERING.0) == 0 {
             return Err(Error::Unsupported {
                 op: OP,
-                feature: "flow steering (ibv_create_flow): the device reports no IBV_DEVICE_MANAGED_FLOW_STEERING",
+                feature: "flow steering (the device reports no IBV_DEVICE_MANAGED_FLOW_STEERING)",
             });
         }
         let counters = self.counters.as_ref().map(Counters::as_ptr);

@@ -103,13 +103,13 @@ impl RssQp {
         {
             return Err(Error::Unsupported {
                 op: OP,
-                feature: "RSS QPs: the device's rss_caps has no raw packet QPs or no Toeplitz hash",
+                feature: "RSS QPs (the device's rss_caps name no raw packet QPs or no Toeplitz hash)",
             });
         }
         if fields.bits() & !rss.rx_hash_fields_mask != 0 {
             return Err(Error::Unsupported {
                 op: OP,
-                feature: "RSS hash fields beyond the device's rss_caps.rx_hash_fields_mask",
+                feature: "RSS hashing of fields outside the device's rss_caps.rx_hash_fields_mask",
             });
         }
         let key_len = u8::try_from(key.len()).expect("RssQp::create: a hash key of more than 255 bytes");

@@ -184,14 +184,14 @@ impl WqBuilder<'_> {
             super::mlx5::require(
                 ctx,
                 OP,
-                "striding receive queues (mlx5dv_create_wq): the device is not a ConnectX (mlx5) one; use an \
-                 ordinary receive queue",
+                "striding receive queues (mlx5 direct verbs: the device is not a ConnectX (mlx5) one; use an \
+                 ordinary receive queue)",
             )?;
             let caps = super::mlx5::query_device_unchecked(ctx)?.striding_rq_caps;
             if caps.supported_qpts & (1 << ffi::ibv_qp_type::IBV_QPT_RAW_PACKET.0) == 0 {
                 return Err(Error::Unsupported {
                     op: OP,
-                    feature: "striding receive queues: the device reports no striding_rq_caps for raw packet QPs",
+                    feature: "striding receive queues (the device's striding_rq_caps name no raw packet QPs)",
                 });
             }
             let check = |what, asked: u32, min: u32, max: u32| {
@@ -224,7 +224,7 @@ impl WqBuilder<'_> {
         if dev.max_wq_type_rq == 0 {
             return Err(Error::Unsupported {
                 op: "ibv_create_wq",
-                feature: "receive work queues (ibv_create_wq): the device reports max_wq_type_rq 0",
+                feature: "receive work queues (the device reports max_wq_type_rq 0)",
             });
         }
         if self.max_wr > dev.max_wq_type_rq {
@@ -307,7 +307,7 @@ impl RwqIndTable {
         if rss.max_rwq_indirection_tables == 0 {
             return Err(Error::Unsupported {
                 op: OP,
-                feature: "RSS indirection tables (ibv_create_rwq_ind_table): the device reports no rss_caps",
+                feature: "RSS indirection tables (the device reports rss_caps.max_rwq_indirection_tables 0)",
             });
         }
         assert!(

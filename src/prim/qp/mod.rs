@@ -290,7 +290,7 @@ impl<'a> QpBuilder<'a> {
             // capability; ConnectX Ethernet ports report their offloads.
             return Err(Error::Unsupported {
                 op: "ibv_create_qp",
-                feature: "raw packet QPs (IBV_QPT_RAW_PACKET): the device reports no raw_packet_caps",
+                feature: "raw packet QPs (IBV_QPT_RAW_PACKET; the device reports raw_packet_caps 0)",
             });
         }
         let (qp, op) = match self.mlx5_flags {
