@@ -755,6 +755,57 @@ pub unsafe fn ibv_post_srq_ops(srq: *mut ibv_srq, op: *mut ibv_ops_wr, bad_op: *
     vctx_call!(ctx, post_srq_ops, int(srq, op, bad_op))
 }
 
+/// `ibv_create_wq`: a work queue (a receive WQ for RSS); null with errno
+/// `EOPNOTSUPP` when the provider has none. As the header's inline, it sets
+/// the WQ's context, event count, mutex and condition variable.
+///
+/// # Safety
+/// `context` must be live; `attr` valid, its PD and CQ live objects of `context`.
+#[inline]
+pub unsafe fn ibv_create_wq(context: *mut ibv_context, attr: *mut ibv_wq_init_attr) -> *mut ibv_wq {
+    let vctx = verbs_get_ctx_op!(context, create_wq);
+    if vctx.is_null() {
+        set_errno(libc::EOPNOTSUPP);
+        return ptr::null_mut();
+    }
+    // SAFETY: `vctx` is non-null with the entry set (checked above).
+    let wq: *mut ibv_wq = unsafe { call_op!((*vctx).create_wq, "create_wq", (context, attr)) };
+    if !wq.is_null() {
+        // SAFETY: the provider's new WQ, not yet shared; `attr` is valid.
+        unsafe {
+            (*wq).wq_context = (*attr).wq_context;
+            (*wq).events_completed = 0;
+            libc::pthread_mutex_init(ptr::addr_of_mut!((*wq).mutex).cast(), ptr::null());
+            libc::pthread_cond_init(ptr::addr_of_mut!((*wq).cond).cast(), ptr::null());
+        }
+    }
+    wq
+}
+
+/// `ibv_create_rwq_ind_table`: a receive WQ indirection table; null with
+/// errno `EOPNOTSUPP` when the provider has none.
+///
+/// # Safety
+/// `context` must be live; `attr` valid, its table `2^log_ind_tbl_size` live WQs.
+#[inline]
+pub unsafe fn ibv_create_rwq_ind_table(
+    context: *mut ibv_context,
+    attr: *mut ibv_rwq_ind_table_init_attr,
+) -> *mut ibv_rwq_ind_table {
+    vctx_call!(context, create_rwq_ind_table, ptr(context, attr))
+}
+
+/// `ibv_destroy_rwq_ind_table`.
+///
+/// # Safety
+/// `table` must come from [`ibv_create_rwq_ind_table`] and not be used afterwards.
+#[inline]
+pub unsafe fn ibv_destroy_rwq_ind_table(table: *mut ibv_rwq_ind_table) -> c_int {
+    // SAFETY: a live table points to its live context.
+    let ctx = unsafe { (*table).context };
+    vctx_call!(ctx, destroy_rwq_ind_table, int(table))
+}
+
 #[cfg(test)]
 mod tests {
     //! Dispatch checks on hand-built provider tables: no device needed.

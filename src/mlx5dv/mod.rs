@@ -12,6 +12,8 @@
 //! - [`comp`]: CQE compression: what the device offers (compressing CQs
 //!   come from [`CqBuilder::mlx5_compression`](crate::prim::CqBuilder::mlx5_compression)).
 //! - [`obj`]: the views of a real QP and CQ (`mlx5dv_init_obj`).
+//! - [`eth`]: raw packet (Ethernet) send WQEs: the Ethernet segment,
+//!   inline headers and checksum offload.
 //! - [`dc`]: DC transport (targets, initiators, requests to a target), one
 //!   API whether the build links rdma-core or MLNX_OFED 4.x.
 //! - [`tm`], [`tm_wqe`]: tag matching: the TM CQE decoder, and the tag
@@ -46,6 +48,7 @@ pub mod comp;
 pub mod cq;
 pub mod cqe;
 pub mod dc;
+pub mod eth;
 #[cfg(rrddmma_mlnx_ofed4)]
 #[cfg_attr(docsrs, doc(cfg(rrddmma_mlnx_ofed4)))]
 pub mod exp4;

@@ -313,6 +313,7 @@ pub(crate) fn transport_for(ty: QpType) -> SqTransport {
     match ty {
         QpType::RC | QpType::UC => SqTransport::Connected,
         QpType::UD | QpType::DRIVER => SqTransport::Datagram,
+        QpType::RAW_PACKET => SqTransport::RawPacket,
         _ => SqTransport::Other,
     }
 }
@@ -668,6 +669,6 @@ mod tests {
         assert_eq!(transport_for(QpType::UD), SqTransport::Datagram);
         assert_eq!(transport_for(QpType::DRIVER), SqTransport::Datagram);
         assert_eq!(transport_for(QpType::XRC_SEND), SqTransport::Other);
-        assert_eq!(transport_for(QpType::RAW_PACKET), SqTransport::Other);
+        assert_eq!(transport_for(QpType::RAW_PACKET), SqTransport::RawPacket);
     }
 }

@@ -100,7 +100,11 @@ pub enum SqTransport {
     /// [`SqRing::dc`], and `nop`. Only here does the control segment carry
     /// a DCI stream.
     DcInitiator,
-    /// Any other layout (XRC, raw packet): `nop` and the raw writer only.
+    /// Raw packet QPs: the control segment, the Ethernet segment with the
+    /// packet's first bytes inline, then the rest of the packet
+    /// ([`super::eth`]'s `send_eth`, and `nop`).
+    RawPacket,
+    /// Any other layout (XRC): `nop` and the raw writer only.
     Other,
 }
 

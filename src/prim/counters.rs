@@ -4,10 +4,10 @@
 //!
 //! The order the verbs require: [`Counters::create`], then
 //! [`Counters::attach`] for each value to count (its description and its
-//! index in what [`Counters::read`] returns), then the flow that counts,
-//! created with `ibv_create_flow` and an `IBV_FLOW_SPEC_ACTION_COUNT` spec
-//! naming [`Counters::as_ptr`] (flow steering itself is not wrapped yet:
-//! [`crate::bindings::ibv_create_flow`]). The counters must outlive the flow.
+//! index in what [`Counters::read`] returns), then the flow that counts:
+//! [`FlowBuilder::count`](super::FlowBuilder::count) hands them to the
+//! [`Flow`](super::Flow), which holds them (an `IBV_FLOW_SPEC_ACTION_COUNT`
+//! spec naming [`Counters::as_ptr`]) and is destroyed before them.
 
 use std::fmt;
 use std::ptr::NonNull;

@@ -22,6 +22,7 @@ mod domain;
 mod ece;
 mod error;
 mod event;
+mod flow;
 mod flush;
 mod gid;
 mod handle;
@@ -35,11 +36,13 @@ mod pd;
 mod port;
 mod qp;
 mod quirks;
+mod rss;
 mod srq;
 mod td;
 mod tm;
 mod tm_config;
 mod values;
+mod wq;
 mod wr;
 mod xrc;
 
@@ -56,6 +59,7 @@ pub use ece::Ece;
 pub(crate) use error::count_destroy_failure;
 pub use error::{destroy_failures, Error, Result};
 pub use event::{AsyncEvent, EventElement};
+pub use flow::{EthFilter, Flow, FlowBuilder, FlowTarget, Ipv4Filter, Ipv6Filter, PortFilter};
 pub use flush::{FlushLevel, FlushPlacement};
 pub use gid::{Gid, GidEntry, GidType};
 pub use local::{LocalCq, LocalQp, TdParentDomain};
@@ -70,10 +74,12 @@ pub use qp::{
     random_psn, AttrMask, BatchQp, ConnectOpts, Endpoint, Qp, QpAttr, QpBuilder, QpCaps, Refusal, Rule, SendOps,
     WrBatch,
 };
+pub use rss::{RssQp, RxHashFields};
 pub use srq::{Srq, SrqBuilder};
 pub use td::Td;
 pub use tm::TmOp;
 pub use tm_config::{TmCaps, TmConfig};
+pub use wq::{RwqIndTable, Striding, Wq, WqBuilder};
 pub use wr::{RecvList, RecvWr, RemoteAddr, SendList, SendWr, Sge};
 pub use xrc::XrcTargetQp;
 

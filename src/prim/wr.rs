@@ -137,6 +137,23 @@ impl<'a> SendWr<'a> {
         SendWr::new(WrOpcode::SEND, sges)
     }
 
+    /// TSO on a raw packet QP: the device cuts the entries' bytes into
+    /// segments of `mss` bytes, each sent behind a copy of `hdr` (the
+    /// packet's headers, at most the QP's `max_tso_header` bytes), with
+    /// lengths and checksums fixed per segment (`SendFlags::IP_CSUM`).
+    ///
+    /// # Panics
+    /// If `hdr` is longer than 65,535 bytes (a programming error).
+    #[inline]
+    pub fn tso(sges: &'a [Sge], hdr: &'a [u8], mss: u16) -> SendWr<'a> {
+        let hdr_sz = u16::try_from(hdr.len()).expect("SendWr::tso: headers longer than 65,535 bytes");
+        let mut wr = SendWr::new(WrOpcode::TSO, sges);
+        // Providers only read the headers; the C type is not const.
+        wr.raw.__bindgen_anon_2.tso =
+            ffi::ibv_send_wr__bindgen_ty_4__bindgen_ty_2 { hdr: hdr.as_ptr().cast_mut().cast(), hdr_sz, mss };
+        wr
+    }
+
     /// SEND with 32-bit immediate data (given in host order).
     #[inline]
     pub fn send_imm(sges: &'a [Sge], imm: u32) -> SendWr<'a> {

@@ -18,6 +18,7 @@ mod cq;
 mod device;
 mod domains;
 mod errors;
+mod eth;
 mod events;
 mod ex_post;
 mod features;

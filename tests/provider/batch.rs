@@ -439,29 +439,15 @@ fn check_list(
     }
     let last = reqs.last().expect("lists hold at least one request");
     let (last_kind, last_at) = (kind(last), at(reqs.len() - 1));
-    let value = |field: &str, t: u32, o: u32| -> Result<(), Box<Mismatch>> {
-        if t == o {
-            Ok(())
-        } else {
-            Err(Mismatch::value(&last_kind, &last_at, field, t, o).into())
-        }
-    };
+    let value = |field: &str, t: u32, o: u32| Mismatch::same(&last_kind, &last_at, field, t, o);
     value("producer index (sq.cur_post)", their_pi, ours_pi)?;
     value("doorbell record", their_dbrec, ours_dbrec)?;
     value("BlueFlame offset written", their_db_off as u32, off_before as u32)?;
     value("BlueFlame offset after the doorbell", their_off_after, ours_off_after)?;
     // What was stored in the BlueFlame page: whole 8-byte words from the
     // offset, as the C half measures it.
-    let page = q.bf_page();
-    let mut len = 0;
-    let mut w8 = 0;
-    while off_before + w8 + 8 <= BF_PAGE {
-        if page[off_before + w8..off_before + w8 + 8].iter().any(|&b| b != SENTINEL) {
-            len = w8 + 8;
-        }
-        w8 += 8;
-    }
-    let ours_db = &page[off_before..off_before + len];
+    let ours_db = bf_written(q.bf_page(), off_before);
+    let len = ours_db.len();
     value("doorbell kind (bytes written to the BlueFlame page)", their_db.len() as u32, len as u32)?;
     if len == 8 {
         stats.doorbells += 1;
@@ -473,6 +459,20 @@ fn check_list(
     }
     drop(inline_bufs);
     Ok(())
+}
+
+/// What a doorbell stored in a BlueFlame page filled with the sentinel
+/// (`h_before`): the whole 8-byte words from `off` to the last one written.
+pub fn bf_written(page: &[u8], off: usize) -> &[u8] {
+    let mut len = 0;
+    let mut w8 = 0;
+    while off + w8 + 8 <= BF_PAGE {
+        if page[off + w8..off + w8 + 8].iter().any(|&b| b != SENTINEL) {
+            len = w8 + 8;
+        }
+        w8 += 8;
+    }
+    &page[off..off + len]
 }
 
 /// Findings 2a and 2b of the batch comparison, replayed on one RC queue:

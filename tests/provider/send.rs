@@ -295,26 +295,7 @@ impl Queue {
         let prefer_bf = f[6] == "1";
         let sig_all = f[7] == "1";
         let seed: u64 = f[8].parse().unwrap();
-        let mut ring = Aligned::new(wqe_cnt as usize * 64);
-        fill(ring.bytes_mut(), seed);
-        // libmlx5's records: [0] receive, [1] send (`MLX5_SND_DBR`).
-        let mut dbrec = Aligned::new(64);
-        let mut bf = Aligned::new(4096);
-        // libmlx5 copies into BlueFlame only with a BlueFlame register (uuarn != 0).
-        let ours_bf = if uuarn != 0 { bf_size } else { 0 };
-        // SAFETY: the buffers are aligned, sized as `from_raw` asks, and live
-        // as long as the ring (fields of the same `Queue`); MMIO goes to a
-        // `Recorder`, never to `bf`.
-        let mut sq = unsafe {
-            SqRing::from_raw(
-                ring.as_mut_ptr(),
-                wqe_cnt,
-                dbrec.as_mut_ptr().add(4).cast::<Be32>(),
-                bf.as_mut_ptr(),
-                ours_bf,
-                qpn,
-            )
-        };
+        let OurRing { mut sq, ring, dbrec, bf } = OurRing::new(qpn, wqe_cnt, bf_size, uuarn, seed);
         sq.set_prefer_bf(prefer_bf);
         let cq = crate::mlx5_support::SoftCq::new(16);
         sq.bind_cq(&cq.ring);
@@ -349,6 +330,42 @@ impl Queue {
                 ring[slot * 64..slot * 64 + 64].iter().copied()
             })
             .collect()
+    }
+}
+
+/// A ring of ours beside a provider queue: the same size and initial
+/// contents (`fill(seed)`), its doorbell records and a BlueFlame stand-in
+/// (MMIO goes to a `Recorder`, never to `bf`). The buffers must outlive
+/// `sq`: keep them beside it.
+pub(super) struct OurRing {
+    pub(super) sq: SqRing,
+    pub(super) ring: Aligned,
+    pub(super) dbrec: Aligned,
+    pub(super) bf: Aligned,
+}
+
+impl OurRing {
+    pub(super) fn new(qpn: u32, wqe_cnt: u32, bf_size: u32, uuarn: u32, seed: u64) -> OurRing {
+        let mut ring = Aligned::new(wqe_cnt as usize * 64);
+        fill(ring.bytes_mut(), seed);
+        // libmlx5's records: [0] receive, [1] send (`MLX5_SND_DBR`).
+        let mut dbrec = Aligned::new(64);
+        let mut bf = Aligned::new(4096);
+        // libmlx5 copies into BlueFlame only with a BlueFlame register (uuarn != 0).
+        let ours_bf = if uuarn != 0 { bf_size } else { 0 };
+        // SAFETY: the buffers are aligned, sized as `from_raw` asks, and are
+        // kept beside the ring by every caller (the contract above).
+        let sq = unsafe {
+            SqRing::from_raw(
+                ring.as_mut_ptr(),
+                wqe_cnt,
+                dbrec.as_mut_ptr().add(4).cast::<Be32>(),
+                bf.as_mut_ptr(),
+                ours_bf,
+                qpn,
+            )
+        };
+        OurRing { sq, ring, dbrec, bf }
     }
 }
 
@@ -641,43 +658,14 @@ fn check_list(
     if their_dbrec != ours_dbrec {
         return Err(Mismatch::value(&last_kind, &at(reqs.len() - 1), "doorbell record", their_dbrec, ours_dbrec).into());
     }
-    // The sequence: barrier, record, wc_start, 8-byte stores, flush.
-    let ops = &rec.ops;
-    let shape = ops.len() >= 5
-        && ops[0] == Op::Barrier
-        && ops[1] == Op::DbRec(their_dbrec)
-        && ops[2] == Op::WcStart
-        && ops[ops.len() - 1] == Op::Flush;
-    if !shape {
-        return Err(Mismatch {
-            kind: last_kind,
-            at: at(reqs.len() - 1),
-            field: "doorbell sequence".into(),
-            byte: None,
-            theirs: "barrier, record, wc_start, stores, flush".into(),
-            ours: format!("{ops:?}"),
-        }
-        .into());
-    }
-    let mut ours_db = Vec::new();
-    let mut ours_off = None;
-    for op in &ops[3..ops.len() - 1] {
-        let Op::Write64(off, bytes) = *op else {
-            return Err(Mismatch {
-                kind: last_kind,
-                at: at(reqs.len() - 1),
-                field: "doorbell sequence".into(),
-                byte: None,
-                theirs: "8-byte stores only between wc_start and flush".into(),
-                ours: format!("{op:?}"),
-            }
-            .into());
-        };
-        let start = *ours_off.get_or_insert(off);
-        assert_eq!(off, start + ours_db.len(), "our BlueFlame stores are contiguous");
-        ours_db.extend_from_slice(&bytes);
-    }
-    let ours_off = ours_off.unwrap_or(0);
+    let (ours_off, ours_db) = doorbell_writes(&rec.ops, their_dbrec).map_err(|(theirs, ours)| Mismatch {
+        kind: last_kind.clone(),
+        at: at(reqs.len() - 1),
+        field: "doorbell sequence".into(),
+        byte: None,
+        theirs: theirs.into(),
+        ours,
+    })?;
     // MASK (doorbell-only registers, uuarn 0): libmlx5 alternates the two
     // halves (`offset ^= buf_size`) even without BlueFlame; the view of such
     // a QP gets bf.size 0 from `mlx5dv_init_obj` and rrddmma always stores
@@ -744,6 +732,31 @@ fn check_list(
     assert!(q.sq.retire(&done), "the list's last WQE retires");
     assert_eq!(q.sq.available(), q.wqe_cnt, "the ring is empty again");
     Ok(())
+}
+
+/// Our doorbell, as recorded: barrier, the record (`dbrec`), wc_start,
+/// contiguous 8-byte stores, flush. Returns the stores' offset and bytes,
+/// or what was expected and what was recorded.
+pub(super) fn doorbell_writes(ops: &[Op], dbrec: u32) -> Result<(usize, Vec<u8>), (&'static str, String)> {
+    let shape = ops.len() >= 5
+        && ops[0] == Op::Barrier
+        && ops[1] == Op::DbRec(dbrec)
+        && ops[2] == Op::WcStart
+        && ops[ops.len() - 1] == Op::Flush;
+    if !shape {
+        return Err(("barrier, record, wc_start, stores, flush", format!("{ops:?}")));
+    }
+    let mut bytes = Vec::new();
+    let mut first = None;
+    for op in &ops[3..ops.len() - 1] {
+        let Op::Write64(off, b) = *op else {
+            return Err(("8-byte stores only between wc_start and flush", format!("{op:?}")));
+        };
+        let start = *first.get_or_insert(off);
+        assert_eq!(off, start + bytes.len(), "our BlueFlame stores are contiguous");
+        bytes.extend_from_slice(&b);
+    }
+    Ok((first.unwrap_or(0), bytes))
 }
 
 /// A pointer `mlx5dv_init_obj` gave, as an offset into one of the queue's

@@ -315,6 +315,14 @@ impl<'a> QpBuilder<'a> {
             attr.send_ops_flags = ops.bits();
         }
         let ctx = self.pd.context();
+        if self.qp_type == QpType::RAW_PACKET && ctx.query_device_ex()?.raw_packet_caps == 0 {
+            // rxe and siw have no raw packet QP and report no raw packet
+            // capability; ConnectX Ethernet ports report their offloads.
+            return Err(Error::Unsupported {
+                op: "ibv_create_qp",
+                feature: "raw packet QPs (IBV_QPT_RAW_PACKET; the device reports raw_packet_caps 0)",
+            });
+        }
         let (qp, op) = if self.mlx5_flags.is_some() || self.mlx5_send_ops.is_some() {
             (create_mlx5(ctx, &mut attr, self.mlx5_flags, self.mlx5_send_ops)?, "mlx5dv_create_qp")
         } else {
@@ -711,6 +719,14 @@ impl Qp {
         self.modify(&QpAttr::new(QpState::INIT).pkey_index(pkey_index).port(port).qkey(qkey))?;
         self.modify(&QpAttr::new(QpState::RTR))?;
         self.modify(&QpAttr::new(QpState::RTS).sq_psn(psn & 0xff_ffff))
+    }
+
+    /// Brings a raw packet QP from RESET to RTS on `port` (no address, no
+    /// connection: INIT names the port, RTR and RTS nothing).
+    pub fn bring_up_raw(&self, port: u8) -> Result<()> {
+        self.modify(&QpAttr::new(QpState::INIT).port(port))?;
+        self.modify(&QpAttr::new(QpState::RTR))?;
+        self.modify(&QpAttr::new(QpState::RTS))
     }
 
     /// Posts send work requests, linked in place and handed to the provider

@@ -1,0 +1,296 @@
+//! Raw packet (Ethernet) send WQEs (`struct mlx5_wqe_eth_seg`).
+//!
+//! A SEND on a raw packet QP is the control segment, the Ethernet segment
+//! (checksum offload flags and the packet's first bytes inline), then the
+//! rest of the packet: data segments, or an inline segment. The device
+//! needs at least its minimum inline header bytes in the Ethernet segment
+//! (the Ethernet header and a VLAN tag, [`L2_INLINE_HEADER`] bytes, on
+//! devices that do not offer a smaller mode); [`SqRing::send_eth`] writes
+//! headers of up to [`ETH_SEG_INLINE_MAX`] bytes.
+
+use super::mmio::Mmio;
+use super::seg::{CtrlFlags, WqeOpcode};
+use super::sq::{SqRing, SqTransport, WqeWriter};
+
+/// Bytes of inline headers the Ethernet segment itself holds.
+pub const ETH_SEG_INLINE_MAX: usize = 18;
+
+/// The shortest TSO headers: an Ethernet header (`MLX5_ETH_L2_MIN_HEADER_SIZE`).
+pub const L2_MIN_HEADER: usize = 14;
+
+/// The L2 minimum inline mode: an Ethernet header and one VLAN tag
+/// (`MLX5_ETH_L2_INLINE_HEADER_SIZE`).
+pub const L2_INLINE_HEADER: usize = 18;
+
+/// Checksum offload requests of an Ethernet segment (`cs_flags`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CsumFlags(u8);
+
+impl CsumFlags {
+    /// No checksum offload.
+    pub const NONE: CsumFlags = CsumFlags(0);
+    /// The device computes the IPv4 header checksum (`MLX5_ETH_WQE_L3_CSUM`).
+    pub const L3: CsumFlags = CsumFlags(1 << 6);
+    /// The device computes the TCP or UDP checksum (`MLX5_ETH_WQE_L4_CSUM`).
+    pub const L4: CsumFlags = CsumFlags(1 << 7);
+
+    /// Both sets of requests.
+    pub const fn union(self, other: CsumFlags) -> CsumFlags {
+        CsumFlags(self.0 | other.0)
+    }
+
+    /// The `cs_flags` byte.
+    pub const fn bits(self) -> u8 {
+        self.0
+    }
+}
+
+/// A raw packet SEND with its Ethernet segment written: add the rest of the
+/// packet, then [`EthWqe::finish`] or [`EthWqe::post`].
+#[derive(Debug)]
+#[must_use = "a WQE is published only by finish or post"]
+pub struct EthWqe<'s> {
+    w: WqeWriter<'s>,
+}
+
+impl SqRing {
+    /// A SEND on a raw packet QP whose packet starts with `hdr` (copied into
+    /// the Ethernet segment now), with the checksum offloads `csum`; add the
+    /// rest of the packet with [`EthWqe::data`] or [`EthWqe::inline`].
+    ///
+    /// `hdr` is the device's minimum inline headers: [`L2_INLINE_HEADER`]
+    /// bytes, or none on devices whose minimum inline mode is none (the
+    /// segment is then one 16-byte unit). The WQE is the one libmlx5's
+    /// `ibv_post_send` writes for the same packet (tests/provider/eth.rs).
+    ///
+    /// # Panics
+    /// On a ring that is not [`SqTransport::RawPacket`], or if `hdr` is
+    /// longer than [`ETH_SEG_INLINE_MAX`] bytes (programming errors).
+    #[inline(always)]
+    pub fn send_eth(&mut self, flags: CtrlFlags, csum: CsumFlags, hdr: &[u8]) -> EthWqe<'_> {
+        self.expect_transport(SqTransport::RawPacket, "send_eth");
+        assert!(
+            hdr.len() <= ETH_SEG_INLINE_MAX,
+            "send_eth on QP {:#x}: {} inline header bytes, the Ethernet segment holds {ETH_SEG_INLINE_MAX}; pass \
+             at most {ETH_SEG_INLINE_MAX} and the rest of the packet as data",
+            self.qpn(),
+            hdr.len()
+        );
+        // `struct mlx5_wqe_eth_seg`: cs_flags at 4, mss (0) at 6,
+        // inline_hdr_sz at 12, the headers from 14 on.
+        let mut eth = [0u8; 32];
+        eth[4] = csum.bits();
+        eth[12..14].copy_from_slice(&(hdr.len() as u16).to_be_bytes());
+        eth[14..14 + hdr.len()].copy_from_slice(hdr);
+        // SAFETY: a raw packet SEND is the control segment, the Ethernet
+        // segment written here, then the payload, whose only address writer
+        // is the unsafe `EthWqe::data`.
+        let w = unsafe { self.wqe(WqeOpcode::SEND, 0, flags, 0) };
+        // Headers of at most two bytes (devices whose minimum inline mode is
+        // none: libmlx5 then inlines nothing) fit the segment's first 16
+        // bytes, and the segment is one 16-byte unit, as libmlx5 sizes it.
+        let w = if hdr.len() <= 2 {
+            let short: &[u8; 16] = eth[..16].try_into().expect("16 bytes");
+            w.operands(&[short])
+        } else {
+            w.operands(&[&eth])
+        };
+        EthWqe { w }
+    }
+}
+
+impl SqRing {
+    /// A TSO (large send offload) on a raw packet QP: the device cuts the
+    /// payload added after (data or inline) into segments of `mss` bytes
+    /// and sends each behind a copy of `hdr`, the packet's headers
+    /// (Ethernet, IP, TCP), which the WQE carries inline in its Ethernet
+    /// segment and the 16-byte units after it (across the ring's end where
+    /// it wraps); `csum` as for [`SqRing::send_eth`].
+    ///
+    /// # Panics
+    /// On a ring that is not [`SqTransport::RawPacket`], or if `hdr` is
+    /// shorter than an Ethernet header ([`L2_MIN_HEADER`] bytes) or longer
+    /// than 65,535 bytes (programming errors); at `finish` if the WQE is
+    /// larger than the QP's largest.
+    #[inline(always)]
+    pub fn send_tso(&mut self, flags: CtrlFlags, csum: CsumFlags, mss: u16, hdr: &[u8]) -> EthWqe<'_> {
+        self.expect_transport(SqTransport::RawPacket, "send_tso");
+        assert!(
+            hdr.len() >= L2_MIN_HEADER && hdr.len() <= usize::from(u16::MAX),
+            "send_tso on QP {:#x}: {} header bytes; TSO headers are at least an Ethernet header \
+             ({L2_MIN_HEADER} bytes) and at most the QP's max_tso_header",
+            self.qpn(),
+            hdr.len()
+        );
+        // The Ethernet segment's first 16 bytes: cs_flags at 4, mss at 6,
+        // inline_hdr_sz at 12, the headers' first two bytes at 14.
+        let mut first = [0u8; 16];
+        first[4] = csum.bits();
+        first[6..8].copy_from_slice(&mss.to_be_bytes());
+        first[12..14].copy_from_slice(&(hdr.len() as u16).to_be_bytes());
+        first[14..16].copy_from_slice(&hdr[..2]);
+        // SAFETY: a TSO is the control segment, the Ethernet segment with
+        // its headers written here, then the payload, whose only address
+        // writer is the unsafe `EthWqe::data`.
+        let mut w = unsafe { self.wqe(WqeOpcode::TSO, 0, flags, 0) }.operands(&[&first]);
+        // The rest of the headers in whole 16-byte units, the last padded with zeros.
+        for chunk in hdr[2..].chunks(16) {
+            let mut unit = [0u8; 16];
+            unit[..chunk.len()].copy_from_slice(chunk);
+            w = w.operands(&[&unit]);
+        }
+        EthWqe { w }
+    }
+}
+
+impl<'s> EthWqe<'s> {
+    /// Data segment: `len` bytes of the packet at `addr` of a region with `lkey`.
+    ///
+    /// # Safety
+    /// As [`WqeWriter::data`]: the range lies in memory of this process
+    /// registered with `lkey`, alive and untouched until the WQE's completion.
+    ///
+    /// # Panics
+    /// Past the QP's `max_send_sge` data segments.
+    #[inline(always)]
+    pub unsafe fn data(self, len: u32, lkey: u32, addr: u64) -> EthWqe<'s> {
+        // SAFETY: forwarded contract; data segments follow the Ethernet segment.
+        EthWqe { w: unsafe { self.w.data(len, lkey, addr) } }
+    }
+
+    /// The rest of the packet inline ([`WqeWriter::inline`]).
+    ///
+    /// # Panics
+    /// If `data` is longer than the QP's `max_inline_data`.
+    #[inline(always)]
+    pub fn inline(self, data: &[u8]) -> EthWqe<'s> {
+        EthWqe { w: self.w.inline(data) }
+    }
+
+    /// Writes the control segment and advances the producer index; returns
+    /// the WQE index.
+    #[inline(always)]
+    pub fn finish(self) -> u16 {
+        self.w.finish()
+    }
+
+    /// Finishes the WQE and rings the doorbell ([`WqeWriter::post`]).
+    #[inline(always)]
+    pub fn post<M: Mmio>(self, mmio: &mut M) -> u16 {
+        self.w.post(mmio)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[repr(C, align(64))]
+    struct Buf([u8; 4 * 64]);
+
+    fn ring(buf: &mut Buf, dbrec: &mut super::super::be::Be32) -> SqRing {
+        // SAFETY: four 64-byte basic blocks aligned to 64 and a doorbell
+        // record, alive for the test; no BlueFlame register (finish only).
+        let mut sq = unsafe { SqRing::from_raw(buf.0.as_mut_ptr(), 4, dbrec, std::ptr::null_mut(), 0, 0x42) };
+        // SAFETY: the test reads the WQE as a raw packet SEND.
+        unsafe { sq.set_transport(SqTransport::RawPacket) };
+        sq
+    }
+
+    #[test]
+    fn send_eth_layout() {
+        let mut buf = Buf([0xee; 256]);
+        let mut dbrec = super::super::be::Be32::new(0);
+        let mut sq = ring(&mut buf, &mut dbrec);
+        let hdr: Vec<u8> = (1..=18).collect();
+        // SAFETY: nothing reads the address: the test never rings a doorbell.
+        let idx =
+            unsafe { sq.send_eth(CtrlFlags::empty(), CsumFlags::L3.union(CsumFlags::L4), &hdr).data(100, 7, 0x1000) }
+                .finish();
+        assert_eq!(idx, 0);
+        assert_eq!(sq.cur_post(), 1);
+        let b = &buf.0;
+        // Control: opcode SEND (0x0a) at byte 3, qpn << 8 | ds (1 + 2 + 1 = 4).
+        assert_eq!(b[3], 0x0a);
+        assert_eq!(&b[4..8], &[0, 0, 0x42, 4]);
+        // Ethernet segment at 16: cs_flags, inline size 18, the header.
+        assert_eq!(b[16 + 4], 0xc0);
+        assert_eq!(&b[16 + 12..16 + 14], &[0, 18]);
+        assert_eq!(&b[16 + 14..16 + 32], &hdr[..]);
+        // Data segment at 48: byte count, lkey, address.
+        assert_eq!(&b[48..52], &100u32.to_be_bytes());
+        assert_eq!(&b[52..56], &7u32.to_be_bytes());
+        assert_eq!(&b[56..64], &0x1000u64.to_be_bytes());
+    }
+
+    #[test]
+    fn send_eth_without_inline_headers_is_one_unit() {
+        let mut buf = Buf([0xee; 256]);
+        let mut dbrec = super::super::be::Be32::new(0);
+        let mut sq = ring(&mut buf, &mut dbrec);
+        sq.send_eth(CtrlFlags::empty(), CsumFlags::L4, &[]).inline(&[1, 2, 3]).finish();
+        let b = &buf.0;
+        // ds: control, the 16-byte Ethernet segment, the inline segment.
+        assert_eq!(b[7], 3);
+        assert_eq!(b[16 + 4], 0x80);
+        assert_eq!(&b[16 + 12..16 + 14], &[0, 0]);
+        // The inline segment right after: byte count with the inline bit.
+        assert_eq!(&b[32..36], &(0x8000_0000u32 | 3).to_be_bytes());
+        assert_eq!(&b[36..39], &[1, 2, 3]);
+    }
+
+    #[test]
+    fn send_tso_headers_wrap_the_ring_and_the_data_follows_them() {
+        let mut buf = Buf([0xee; 256]);
+        let mut dbrec = super::super::be::Be32::new(0);
+        let mut sq = ring(&mut buf, &mut dbrec);
+        // The ring starts at its last block.
+        sq.start_at(3);
+        let hdr: Vec<u8> = (1..=40).collect();
+        // SAFETY: nothing reads the address: the test never rings a doorbell.
+        let idx = unsafe { sq.send_tso(CtrlFlags::empty(), CsumFlags::L4, 1400, &hdr).data(9000, 7, 0x1000) }.finish();
+        assert_eq!(idx, 3);
+        let b = &buf.0;
+        // Control at block 3: TSO (0x0e), ds = 1 + 1 + 3 (38 more header bytes) + 1.
+        assert_eq!((b[192 + 3], b[192 + 7]), (0x0e, 6));
+        // Ethernet segment: cs_flags, mss, inline_hdr_sz, the first 2 + 16 header bytes up to the ring's end.
+        assert_eq!(b[208 + 4], 0x80);
+        assert_eq!(&b[208 + 6..208 + 8], &1400u16.to_be_bytes());
+        assert_eq!(&b[208 + 12..208 + 14], &[0, 40]);
+        assert_eq!(&b[208 + 14..256], &hdr[..34]);
+        // The other 6 header bytes at the ring's start, padded to 16, then the data segment.
+        assert_eq!(&b[0..6], &hdr[34..]);
+        assert_eq!(&b[6..16], &[0; 10]);
+        assert_eq!(&b[16..20], &9000u32.to_be_bytes());
+        assert_eq!(&b[24..32], &0x1000u64.to_be_bytes());
+    }
+
+    #[test]
+    #[should_panic(expected = "13 header bytes")]
+    fn send_tso_short_header_panics() {
+        let mut buf = Buf([0; 256]);
+        let mut dbrec = super::super::be::Be32::new(0);
+        let mut sq = ring(&mut buf, &mut dbrec);
+        let _ = sq.send_tso(CtrlFlags::empty(), CsumFlags::NONE, 1000, &[0; 13]);
+    }
+
+    #[test]
+    #[should_panic(expected = "send_eth")]
+    fn send_eth_on_connected_ring_panics() {
+        let mut buf = Buf([0; 256]);
+        let mut dbrec = super::super::be::Be32::new(0);
+        let mut sq = ring(&mut buf, &mut dbrec);
+        // SAFETY: the test reads nothing.
+        unsafe { sq.set_transport(SqTransport::Connected) };
+        let _ = sq.send_eth(CtrlFlags::empty(), CsumFlags::NONE, &[0; 14]);
+    }
+
+    #[test]
+    #[should_panic(expected = "19 inline header bytes")]
+    fn send_eth_long_header_panics() {
+        let mut buf = Buf([0; 256]);
+        let mut dbrec = super::super::be::Be32::new(0);
+        let mut sq = ring(&mut buf, &mut dbrec);
+        let _ = sq.send_eth(CtrlFlags::empty(), CsumFlags::NONE, &[0; 19]);
+    }
+}

@@ -1,0 +1,342 @@
+//! Receive work queues (`ibv_create_wq`), striding ones through
+//! `mlx5dv_create_wq`, and the receive WQ indirection tables an RSS QP
+//! spreads packets over (`ibv_create_rwq_ind_table`).
+//!
+//! ConnectX Ethernet ports have them; rxe and siw report none
+//! (`max_wq_type_rq` 0, no `rss_caps`), and every creation there is
+//! [`Error::Unsupported`] naming the capability, decided from the device's
+//! capabilities before the system call.
+
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use super::cq::Cq;
+use super::error::{Error, Result};
+use super::handle::{Destroy, Owned};
+use super::pd::Pd;
+use super::wr::{link_in_place, RecvWr};
+use crate::bindings as ffi;
+
+/// A striding (multi-packet) receive WQE's shape: each WQE is
+/// `2^log_num_strides` strides of `2^log_stride_bytes` bytes, and a packet
+/// takes whole strides (`struct mlx5dv_striding_rq_init_attr`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Striding {
+    /// log2 of the bytes of one stride.
+    pub log_stride_bytes: u32,
+    /// log2 of the strides of one WQE.
+    pub log_num_strides: u32,
+    /// The device writes each packet 2 bytes into its stride (IP header alignment).
+    pub two_byte_shift: bool,
+}
+
+pub(crate) struct WqData {
+    _pd: Pd,
+    _cq: Cq,
+}
+
+// SAFETY: `ibv_destroy_wq` releases what `ibv_create_wq` or
+// `mlx5dv_create_wq` made; the PD and CQ it uses drop after it (fields).
+unsafe impl Destroy for WqData {
+    type Raw = ffi::ibv_wq;
+    const VERB: &'static str = "ibv_destroy_wq";
+    unsafe fn destroy(&mut self, raw: NonNull<ffi::ibv_wq>) -> i32 {
+        // SAFETY: the caller's contract.
+        unsafe { ffi::ibv_destroy_wq(raw.as_ptr()) }
+    }
+}
+
+/// A receive work queue. Destroyed when the last clone and the last
+/// indirection table holding it are gone.
+///
+/// # References
+/// `ibv_create_wq(3)`, `mlx5dv_create_wq(3)`
+#[derive(Clone)]
+pub struct Wq(Arc<Owned<WqData>>);
+
+impl fmt::Debug for Wq {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Wq").field("wq_num", &self.num()).finish()
+    }
+}
+
+/// Builds a [`Wq`]: [`Wq::builder`].
+#[derive(Debug)]
+#[must_use = "a builder does nothing until build"]
+pub struct WqBuilder<'a> {
+    pd: &'a Pd,
+    cq: &'a Cq,
+    max_wr: u32,
+    max_sge: u32,
+    striding: Option<Striding>,
+}
+
+impl Wq {
+    /// A receive WQ on `pd` completing to `cq`: 64 requests of one entry
+    /// unless told otherwise.
+    pub fn builder<'a>(pd: &'a Pd, cq: &'a Cq) -> WqBuilder<'a> {
+        WqBuilder { pd, cq, max_wr: 64, max_sge: 1, striding: None }
+    }
+
+    /// The WQ number.
+    pub fn num(&self) -> u32 {
+        // SAFETY: a live WQ.
+        unsafe { (*self.0.as_ptr()).wq_num }
+    }
+
+    /// Moves the WQ to ready (`IBV_WQS_RDY`), where it receives.
+    ///
+    /// # References
+    /// `ibv_modify_wq(3)`
+    #[doc(alias = "ibv_modify_wq")]
+    pub fn ready(&self) -> Result<()> {
+        let mut attr = ffi::ibv_wq_attr {
+            attr_mask: ffi::ibv_wq_attr_mask::IBV_WQ_ATTR_STATE.0,
+            wq_state: ffi::ibv_wq_state::IBV_WQS_RDY,
+            ..Default::default()
+        };
+        // SAFETY: a live WQ; `attr` is valid for the call.
+        let rc = unsafe { ffi::ibv_modify_wq(self.0.as_ptr(), &mut attr) };
+        if rc != 0 {
+            return Err(Error::code("ibv_modify_wq", rc));
+        }
+        Ok(())
+    }
+
+    /// Posts receives, linked in place and handed to the provider's entry
+    /// with one call (`ibv_post_wq_recv`). On a striding WQ each request is
+    /// one WQE of strides: one entry covering all of them.
+    ///
+    /// # Safety
+    /// Every entry must lie in memory registered on this WQ's PD with local
+    /// write access, alive and untouched until its completion.
+    ///
+    /// # References
+    /// `ibv_post_wq_recv(3)`
+    #[doc(alias = "ibv_post_wq_recv")]
+    #[inline]
+    pub unsafe fn post_recv(&self, wrs: &mut [RecvWr<'_>]) -> Result<()> {
+        let Some(head) = link_in_place!(&mut *wrs) else { return Ok(()) };
+        let mut bad = std::ptr::null_mut();
+        let wq = self.0.as_ptr();
+        // SAFETY: a live WQ; providers that make WQs set its entry.
+        let Some(post) = (unsafe { (*wq).post_recv }) else {
+            return Err(Error::Unsupported { op: "ibv_post_wq_recv", feature: "posting to receive work queues" });
+        };
+        // SAFETY: a live WQ and its provider's entry (what the inline
+        // `ibv_post_wq_recv` calls); the list is linked above; memory is the
+        // caller's contract.
+        let rc = unsafe { post(wq, head, &mut bad) };
+        if rc != 0 {
+            return Err(Error::post("ibv_post_wq_recv", rc, head, bad));
+        }
+        Ok(())
+    }
+
+    /// The raw WQ.
+    pub fn as_ptr(&self) -> *mut ffi::ibv_wq {
+        self.0.as_ptr()
+    }
+}
+
+impl WqBuilder<'_> {
+    /// Receive requests the WQ holds (`max_wr`).
+    pub fn max_wr(mut self, n: u32) -> Self {
+        self.max_wr = n;
+        self
+    }
+
+    /// Scatter entries per request (`max_sge`).
+    pub fn max_sge(mut self, n: u32) -> Self {
+        self.max_sge = n;
+        self
+    }
+
+    /// A striding (multi-packet) receive queue, made with `mlx5dv_create_wq`
+    /// (ConnectX only).
+    pub fn striding(mut self, s: Striding) -> Self {
+        self.striding = Some(s);
+        self
+    }
+
+    /// Creates the WQ (in RESET; [`Wq::ready`] before use).
+    ///
+    /// [`Error::Unsupported`] before any system call where the device has
+    /// no receive WQs (`max_wq_type_rq` 0: rxe, siw) or, for a striding
+    /// one, where it is not a ConnectX (mlx5) device or reports no striding
+    /// receive queues (`striding_rq_caps`); [`Error::CapExceeded`] for a
+    /// size or stride shape beyond the device's.
+    ///
+    /// # References
+    /// `ibv_create_wq(3)`, `mlx5dv_create_wq(3)`
+    #[doc(alias = "ibv_create_wq")]
+    #[doc(alias = "mlx5dv_create_wq")]
+    pub fn build(self) -> Result<Wq> {
+        let ctx = self.pd.context();
+        assert!(
+            std::ptr::eq(ctx.as_ptr(), self.cq.context().as_ptr()),
+            "Wq::builder: the PD and the CQ belong to different device contexts; create both on one"
+        );
+        let mut dv = ffi::mlx5dv_wq_init_attr::default();
+        if let Some(s) = self.striding {
+            const OP: &str = "mlx5dv_create_wq";
+            super::mlx5::require(
+                ctx,
+                OP,
+                "striding receive queues (mlx5 direct verbs: the device is not a ConnectX (mlx5) one; use an \
+                 ordinary receive queue)",
+            )?;
+            let caps = super::mlx5::query_device_unchecked(ctx)?.striding_rq_caps;
+            if caps.supported_qpts & (1 << ffi::ibv_qp_type::IBV_QPT_RAW_PACKET.0) == 0 {
+                return Err(Error::Unsupported {
+                    op: OP,
+                    feature: "striding receive queues (the device's striding_rq_caps name no raw packet QPs)",
+                });
+            }
+            let check = |what, asked: u32, min: u32, max: u32| {
+                if asked < min || asked > max {
+                    Err(Error::CapExceeded { what, asked: u64::from(asked), limit: u64::from(max) })
+                } else {
+                    Ok(())
+                }
+            };
+            check(
+                "striding_rq_caps.single_stride_log_num_of_bytes",
+                s.log_stride_bytes,
+                caps.min_single_stride_log_num_of_bytes,
+                caps.max_single_stride_log_num_of_bytes,
+            )?;
+            check(
+                "striding_rq_caps.single_wqe_log_num_of_strides",
+                s.log_num_strides,
+                caps.min_single_wqe_log_num_of_strides,
+                caps.max_single_wqe_log_num_of_strides,
+            )?;
+            dv.comp_mask = u64::from(ffi::mlx5dv_wq_init_attr_mask::MLX5DV_WQ_INIT_ATTR_MASK_STRIDING_RQ.0);
+            dv.striding_rq_attrs = ffi::mlx5dv_striding_rq_init_attr {
+                single_stride_log_num_of_bytes: s.log_stride_bytes,
+                single_wqe_log_num_of_strides: s.log_num_strides,
+                two_byte_shift_en: u8::from(s.two_byte_shift),
+            };
+        }
+        let dev = ctx.query_device_ex()?;
+        if dev.max_wq_type_rq == 0 {
+            return Err(Error::Unsupported {
+                op: "ibv_create_wq",
+                feature: "receive work queues (the device reports max_wq_type_rq 0)",
+            });
+        }
+        if self.max_wr > dev.max_wq_type_rq {
+            return Err(Error::CapExceeded {
+                what: "max_wq_type_rq",
+                asked: u64::from(self.max_wr),
+                limit: u64::from(dev.max_wq_type_rq),
+            });
+        }
+        let mut attr = ffi::ibv_wq_init_attr {
+            wq_type: ffi::ibv_wq_type::IBV_WQT_RQ,
+            max_wr: self.max_wr,
+            max_sge: self.max_sge,
+            pd: self.pd.as_ptr(),
+            cq: self.cq.as_ptr(),
+            ..Default::default()
+        };
+        let (raw, op) = if self.striding.is_some() {
+            // SAFETY: live context, PD and CQ of it; both attributes valid.
+            (unsafe { ffi::mlx5dv_create_wq(ctx.as_ptr(), &mut attr, &mut dv) }, "mlx5dv_create_wq")
+        } else {
+            // SAFETY: live context, PD and CQ of it; `attr` valid.
+            (unsafe { ffi::ibv_create_wq(ctx.as_ptr(), &mut attr) }, "ibv_create_wq")
+        };
+        let raw = NonNull::new(raw).ok_or_else(|| Error::last(op).lacking("receive work queues"))?;
+        let data = WqData { _pd: self.pd.clone(), _cq: self.cq.clone() };
+        // SAFETY: made just now, owned by nothing else.
+        Ok(Wq(Arc::new(unsafe { Owned::new(raw, data) })))
+    }
+}
+
+pub(crate) struct IndTableData {
+    _wqs: Vec<Wq>,
+}
+
+// SAFETY: `ibv_destroy_rwq_ind_table` releases what the create verb made;
+// the WQs it names drop after it (a field).
+unsafe impl Destroy for IndTableData {
+    type Raw = ffi::ibv_rwq_ind_table;
+    const VERB: &'static str = "ibv_destroy_rwq_ind_table";
+    unsafe fn destroy(&mut self, raw: NonNull<ffi::ibv_rwq_ind_table>) -> i32 {
+        // SAFETY: the caller's contract.
+        unsafe { ffi::ibv_destroy_rwq_ind_table(raw.as_ptr()) }
+    }
+}
+
+/// A receive WQ indirection table: the WQs an RSS QP spreads packets over
+/// by their hash. Holds its WQs; destroyed when the last clone and the last
+/// QP using it are gone.
+///
+/// # References
+/// `ibv_create_rwq_ind_table(3)`
+#[derive(Clone)]
+pub struct RwqIndTable(Arc<Owned<IndTableData>>);
+
+impl fmt::Debug for RwqIndTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RwqIndTable").field("wqs", &self.0._wqs.len()).finish()
+    }
+}
+
+impl RwqIndTable {
+    /// A table over `wqs` (a power of two of them, at most the device's
+    /// `rss_caps.max_rwq_indirection_table_size`).
+    ///
+    /// [`Error::Unsupported`] before any system call (and before `wqs` is
+    /// looked at) where the device has no RSS
+    /// (`rss_caps.max_rwq_indirection_tables` 0: rxe, siw);
+    /// [`Error::CapExceeded`] for a table larger than the device's.
+    ///
+    /// # Panics
+    /// If `wqs` is empty or not a power of two long (a programming error).
+    ///
+    /// # References
+    /// `ibv_create_rwq_ind_table(3)`
+    #[doc(alias = "ibv_create_rwq_ind_table")]
+    pub fn create(ctx: &super::device::Context, wqs: &[Wq]) -> Result<RwqIndTable> {
+        const OP: &str = "ibv_create_rwq_ind_table";
+        let rss = ctx.query_device_ex()?.rss_caps;
+        if rss.max_rwq_indirection_tables == 0 {
+            return Err(Error::Unsupported {
+                op: OP,
+                feature: "RSS indirection tables (the device reports rss_caps.max_rwq_indirection_tables 0)",
+            });
+        }
+        assert!(
+            wqs.len().is_power_of_two(),
+            "RwqIndTable::create: {} WQs; an indirection table holds a power of two of them (at least one)",
+            wqs.len()
+        );
+        if wqs.len() as u64 > u64::from(rss.max_rwq_indirection_table_size) {
+            return Err(Error::CapExceeded {
+                what: "rss_caps.max_rwq_indirection_table_size",
+                asked: wqs.len() as u64,
+                limit: u64::from(rss.max_rwq_indirection_table_size),
+            });
+        }
+        let mut table: Vec<*mut ffi::ibv_wq> = wqs.iter().map(Wq::as_ptr).collect();
+        let mut attr = ffi::ibv_rwq_ind_table_init_attr {
+            log_ind_tbl_size: wqs.len().trailing_zeros(),
+            ind_tbl: table.as_mut_ptr(),
+            comp_mask: 0,
+        };
+        // SAFETY: live context and WQs; `attr` and the table valid for the call.
+        let raw = unsafe { ffi::ibv_create_rwq_ind_table(ctx.as_ptr(), &mut attr) };
+        let raw = NonNull::new(raw).ok_or_else(|| Error::last(OP).lacking("RSS indirection tables"))?;
+        // SAFETY: made just now, owned by nothing else.
+        Ok(RwqIndTable(Arc::new(unsafe { Owned::new(raw, IndTableData { _wqs: wqs.to_vec() }) })))
+    }
+
+    /// The raw table.
+    pub fn as_ptr(&self) -> *mut ffi::ibv_rwq_ind_table {
+        self.0.as_ptr()
+    }
+}
