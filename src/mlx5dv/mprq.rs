@@ -2,8 +2,11 @@
 //! CQEs decoded into stride completions, and the ring that posts WQEs and
 //! hands a WQE back only once the device is done with all its strides.
 //!
-//! A striding WQ ([`StridingWq`](super::mprq_wq::StridingWq),
-//! `mlx5dv_create_wq` with `MLX5DV_WQ_INIT_ATTR_MASK_STRIDING_RQ`) receives
+//! A striding WQ ([`Wq`](crate::prim::Wq) built with
+//! [`WqBuilder::striding`](crate::prim::WqBuilder::striding):
+//! `mlx5dv_create_wq` with `MLX5DV_WQ_INIT_ATTR_MASK_STRIDING_RQ`, checked
+//! against [`striding_rq_caps`]; its ring from
+//! [`mprq_wq::ring`](super::mprq_wq::ring)) receives
 //! many packets into one WQE: the WQE's buffer is `2^log_num_strides`
 //! strides of `2^log_stride_bytes` bytes, and each packet takes one or more
 //! strides from the next free one. The WQE (`struct mlx5_mprq_wqe` of
@@ -44,6 +47,12 @@ use std::sync::atomic::{fence, Ordering};
 use super::be::{Be16, Be32};
 use super::cqe::{Completion, Cqe64};
 use super::seg::{DataSeg, INVALID_LKEY};
+use super::{not_mlx5, query_device};
+use crate::bindings as ffi;
+use crate::prim::{Error, Result};
+
+/// The operation named by the refusals of a striding WQ's creation.
+pub const STRIDING_OP: &str = "mlx5dv_create_wq (striding RQ, MLX5DV_WQ_INIT_ATTR_MASK_STRIDING_RQ)";
 
 /// `MLX5_MPWRQ_FILLER_CQE` as a bit of `byte_cnt`: a filler CQE.
 pub const FILLER: u32 = 1 << 31;
@@ -96,6 +105,75 @@ pub struct NextSeg {
     pub signature: u8,
     /// Reserved.
     pub rsvd1: [u8; 11],
+}
+
+/// What the device offers for striding WQs (`struct mlx5dv_striding_rq_caps`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StridingRqCaps {
+    /// Smallest `log_stride_bytes`.
+    pub min_log_stride_bytes: u32,
+    /// Largest `log_stride_bytes`.
+    pub max_log_stride_bytes: u32,
+    /// Smallest `log_num_strides`.
+    pub min_log_num_strides: u32,
+    /// Largest `log_num_strides`.
+    pub max_log_num_strides: u32,
+    /// QP types that may use them (`IBV_QPT_*` bits).
+    pub supported_qpts: u32,
+}
+
+impl StridingRqCaps {
+    /// Whether the device has striding WQs at all.
+    pub fn available(&self) -> bool {
+        self.max_log_num_strides > 0 && self.max_log_stride_bytes > 0
+    }
+
+    /// `Ok` when WQEs of shape `p` fit these capabilities, else
+    /// [`Error::CapExceeded`] naming the field (where libmlx5 fails with a
+    /// bare `EINVAL`).
+    pub fn check(&self, p: &StridingParams) -> Result<()> {
+        let (b, s) = (u32::from(p.log_stride_bytes), u32::from(p.log_num_strides));
+        if b < self.min_log_stride_bytes || b > self.max_log_stride_bytes {
+            let limit =
+                if b < self.min_log_stride_bytes { self.min_log_stride_bytes } else { self.max_log_stride_bytes };
+            return Err(Error::CapExceeded {
+                what: "striding_rq_caps: single_stride_log_num_of_bytes outside min..=max",
+                asked: b.into(),
+                limit: limit.into(),
+            });
+        }
+        if s < self.min_log_num_strides || s > self.max_log_num_strides {
+            let limit = if s < self.min_log_num_strides { self.min_log_num_strides } else { self.max_log_num_strides };
+            return Err(Error::CapExceeded {
+                what: "striding_rq_caps: single_wqe_log_num_of_strides outside min..=max",
+                asked: s.into(),
+                limit: limit.into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The device's striding-WQ capabilities (`mlx5dv_query_device`,
+/// `MLX5DV_CONTEXT_MASK_STRIDING_RQ`); all zero when it reports none.
+/// [`Error::Unsupported`] on a device that is not mlx5.
+pub fn striding_rq_caps(ctx: &crate::prim::Context) -> Result<StridingRqCaps> {
+    if !super::is_supported(ctx) {
+        return Err(Error::Unsupported { op: STRIDING_OP, feature: not_mlx5(ctx.name()) });
+    }
+    let attr = query_device(ctx)?;
+    let mask = ffi::mlx5dv_context_comp_mask::MLX5DV_CONTEXT_MASK_STRIDING_RQ.0;
+    if attr.comp_mask & u64::from(mask) == 0 {
+        return Ok(StridingRqCaps::default());
+    }
+    let c = attr.striding_rq_caps;
+    Ok(StridingRqCaps {
+        min_log_stride_bytes: c.min_single_stride_log_num_of_bytes,
+        max_log_stride_bytes: c.max_single_stride_log_num_of_bytes,
+        min_log_num_strides: c.min_single_wqe_log_num_of_strides,
+        max_log_num_strides: c.max_single_wqe_log_num_of_strides,
+        supported_qpts: c.supported_qpts,
+    })
 }
 
 /// A striding WQE (`struct mlx5_mprq_wqe`).
@@ -159,7 +237,7 @@ impl StrideCompletion {
 /// The receive ring of a striding WQ: posts WQEs, writes the doorbell
 /// record, and tracks the strides the device has consumed in each WQE.
 ///
-/// Made by [`StridingWq::ring`](super::mprq_wq::StridingWq::ring) or, for a
+/// Made by [`mprq_wq::ring`](super::mprq_wq::ring) or, for a
 /// queue made elsewhere, [`MprqRing::from_raw`].
 #[derive(Debug)]
 pub struct MprqRing {

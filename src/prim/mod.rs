@@ -79,7 +79,7 @@ pub use srq::{Srq, SrqBuilder};
 pub use td::Td;
 pub use tm::TmOp;
 pub use tm_config::{TmCaps, TmConfig};
-pub use wq::{RwqIndTable, Striding, Wq, WqBuilder};
+pub use wq::{RwqIndTable, Wq, WqBuilder};
 pub use wr::{RecvList, RecvWr, RemoteAddr, SendList, SendWr, Sge};
 pub use xrc::XrcTargetQp;
 

@@ -17,21 +17,10 @@ use super::handle::{Destroy, Owned};
 use super::pd::Pd;
 use super::wr::{link_in_place, RecvWr};
 use crate::bindings as ffi;
-
-/// A striding (multi-packet) receive WQE's shape: each WQE is
-/// `2^log_num_strides` strides of `2^log_stride_bytes` bytes, and a packet
-/// takes whole strides (`struct mlx5dv_striding_rq_init_attr`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Striding {
-    /// log2 of the bytes of one stride.
-    pub log_stride_bytes: u32,
-    /// log2 of the strides of one WQE.
-    pub log_num_strides: u32,
-    /// The device writes each packet 2 bytes into its stride (IP header alignment).
-    pub two_byte_shift: bool,
-}
+use crate::mlx5dv::mprq::{striding_rq_caps, StridingParams, STRIDING_OP};
 
 pub(crate) struct WqData {
+    striding: Option<StridingParams>,
     _pd: Pd,
     _cq: Cq,
 }
@@ -69,7 +58,7 @@ pub struct WqBuilder<'a> {
     cq: &'a Cq,
     max_wr: u32,
     max_sge: u32,
-    striding: Option<Striding>,
+    striding: Option<StridingParams>,
 }
 
 impl Wq {
@@ -83,6 +72,12 @@ impl Wq {
     pub fn num(&self) -> u32 {
         // SAFETY: a live WQ.
         unsafe { (*self.0.as_ptr()).wq_num }
+    }
+
+    /// The WQEs' shape of a striding WQ ([`WqBuilder::striding`]); `None`
+    /// for an ordinary one.
+    pub fn striding(&self) -> Option<StridingParams> {
+        self.0.striding
     }
 
     /// Moves the WQ to ready (`IBV_WQS_RDY`), where it receives.
@@ -153,9 +148,11 @@ impl WqBuilder<'_> {
         self
     }
 
-    /// A striding (multi-packet) receive queue, made with `mlx5dv_create_wq`
-    /// (ConnectX only).
-    pub fn striding(mut self, s: Striding) -> Self {
+    /// A striding (multi-packet) receive queue of WQEs shaped `s`, made
+    /// with `mlx5dv_create_wq` (ConnectX only); posted and polled through
+    /// [`mprq_wq::ring`](crate::mlx5dv::mprq_wq::ring) and
+    /// [`mprq`](crate::mlx5dv::mprq).
+    pub fn striding(mut self, s: StridingParams) -> Self {
         self.striding = Some(s);
         self
     }
@@ -180,43 +177,19 @@ impl WqBuilder<'_> {
         );
         let mut dv = ffi::mlx5dv_wq_init_attr::default();
         if let Some(s) = self.striding {
-            const OP: &str = "mlx5dv_create_wq";
-            super::mlx5::require(
-                ctx,
-                OP,
-                "striding receive queues (mlx5 direct verbs: the device is not a ConnectX (mlx5) one; use an \
-                 ordinary receive queue)",
-            )?;
-            let caps = super::mlx5::query_device_unchecked(ctx)?.striding_rq_caps;
-            if caps.supported_qpts & (1 << ffi::ibv_qp_type::IBV_QPT_RAW_PACKET.0) == 0 {
+            // Unsupported off mlx5 (naming the device), before any system call.
+            let caps = striding_rq_caps(ctx)?;
+            if !caps.available() || caps.supported_qpts & (1 << ffi::ibv_qp_type::IBV_QPT_RAW_PACKET.0) == 0 {
                 return Err(Error::Unsupported {
-                    op: OP,
-                    feature: "striding receive queues (the device's striding_rq_caps name no raw packet QPs)",
+                    op: STRIDING_OP,
+                    feature: "striding receive queues (the device's striding_rq_caps offer none for raw packet QPs)",
                 });
             }
-            let check = |what, asked: u32, min: u32, max: u32| {
-                if asked < min || asked > max {
-                    Err(Error::CapExceeded { what, asked: u64::from(asked), limit: u64::from(max) })
-                } else {
-                    Ok(())
-                }
-            };
-            check(
-                "striding_rq_caps.single_stride_log_num_of_bytes",
-                s.log_stride_bytes,
-                caps.min_single_stride_log_num_of_bytes,
-                caps.max_single_stride_log_num_of_bytes,
-            )?;
-            check(
-                "striding_rq_caps.single_wqe_log_num_of_strides",
-                s.log_num_strides,
-                caps.min_single_wqe_log_num_of_strides,
-                caps.max_single_wqe_log_num_of_strides,
-            )?;
+            caps.check(&s)?;
             dv.comp_mask = u64::from(ffi::mlx5dv_wq_init_attr_mask::MLX5DV_WQ_INIT_ATTR_MASK_STRIDING_RQ.0);
             dv.striding_rq_attrs = ffi::mlx5dv_striding_rq_init_attr {
-                single_stride_log_num_of_bytes: s.log_stride_bytes,
-                single_wqe_log_num_of_strides: s.log_num_strides,
+                single_stride_log_num_of_bytes: s.log_stride_bytes.into(),
+                single_wqe_log_num_of_strides: s.log_num_strides.into(),
                 two_byte_shift_en: u8::from(s.two_byte_shift),
             };
         }
@@ -250,7 +223,7 @@ impl WqBuilder<'_> {
             (unsafe { ffi::ibv_create_wq(ctx.as_ptr(), &mut attr) }, "ibv_create_wq")
         };
         let raw = NonNull::new(raw).ok_or_else(|| Error::last(op).lacking("receive work queues"))?;
-        let data = WqData { _pd: self.pd.clone(), _cq: self.cq.clone() };
+        let data = WqData { striding: self.striding, _pd: self.pd.clone(), _cq: self.cq.clone() };
         // SAFETY: made just now, owned by nothing else.
         Ok(Wq(Arc::new(unsafe { Owned::new(raw, data) })))
     }

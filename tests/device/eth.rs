@@ -3,7 +3,8 @@
 //! `Error::Unsupported` naming the capability, before the system call, on a
 //! device without them (SoftRoCE, siw). ConnectX runs them (hardware only).
 
-use rrddmma::prim::{Error, EthFilter, Flow, Ipv4Filter, PortFilter, QpCaps, QpType, RwqIndTable, Striding, Wq};
+use rrddmma::mlx5dv::mprq::{StridingParams, STRIDING_OP};
+use rrddmma::prim::{Error, EthFilter, Flow, Ipv4Filter, PortFilter, QpCaps, QpType, RwqIndTable, Wq};
 
 use crate::common::Loopback;
 
@@ -46,9 +47,9 @@ fn raw_ethernet_is_unsupported_without_the_capabilities() {
     // Receive WQ; striding one (mlx5 only); indirection table.
     let e = Wq::builder(&lb.pd, &lb.cq).max_wr(16).build().unwrap_err();
     unsupported(&e, "ibv_create_wq", "receive work queues");
-    let striding = Striding { log_stride_bytes: 6, log_num_strides: 9, two_byte_shift: false };
+    let striding = StridingParams { log_stride_bytes: 6, log_num_strides: 9, two_byte_shift: false };
     let e = Wq::builder(&lb.pd, &lb.cq).striding(striding).build().unwrap_err();
-    unsupported(&e, "mlx5dv_create_wq", "striding receive queues");
+    unsupported(&e, STRIDING_OP, "not a ConnectX (mlx5) device");
     let e = RwqIndTable::create(&lb.ctx, &[]).unwrap_err();
     unsupported(&e, "ibv_create_rwq_ind_table", "RSS indirection tables");
 }

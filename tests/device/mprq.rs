@@ -3,8 +3,8 @@
 //! created within its `striding_rq_caps`, refused outside them, and posted
 //! through its ring (run on hardware only).
 
-use rrddmma::mlx5dv::{self, mprq::StridingParams, mprq_wq};
-use rrddmma::prim::{AccessFlags, Cq, Error, Mr, Pd};
+use rrddmma::mlx5dv::{self, mprq, mprq::StridingParams, mprq_wq};
+use rrddmma::prim::{AccessFlags, Cq, Error, Mr, Pd, Wq};
 
 use crate::common::open_device;
 
@@ -22,7 +22,7 @@ fn striding_rq_is_unsupported_off_mlx5() {
     let cq = Cq::create(&ctx, 16).unwrap();
     for two_byte_shift in [false, true] {
         let p = StridingParams { two_byte_shift, ..PARAMS };
-        let e = mprq_wq::StridingWq::builder(&pd, &cq, p).max_wr(8).build().unwrap_err();
+        let e = Wq::builder(&pd, &cq).max_wr(8).striding(p).build().unwrap_err();
         assert!(
             matches!(e, Error::Unsupported { op, feature }
                 if op.contains("MLX5DV_WQ_INIT_ATTR_MASK_STRIDING_RQ") && feature.contains("not a ConnectX (mlx5) device")),
@@ -30,7 +30,7 @@ fn striding_rq_is_unsupported_off_mlx5() {
         );
         assert!(e.to_string().contains("striding RQ") && e.to_string().contains(ctx.name()), "{e}");
     }
-    let e = mprq_wq::striding_rq_caps(&ctx).unwrap_err();
+    let e = mprq::striding_rq_caps(&ctx).unwrap_err();
     assert!(matches!(e, Error::Unsupported { op, .. } if op.contains("striding RQ")), "{e:?}");
 }
 
@@ -42,25 +42,27 @@ fn striding_rq_is_created_within_the_caps_on_mlx5() {
         eprintln!("skipped: {} is not an mlx5 device", ctx.name());
         return;
     }
-    let caps = mprq_wq::striding_rq_caps(&ctx).unwrap();
+    let caps = mprq::striding_rq_caps(&ctx).unwrap();
     let pd = Pd::alloc(&ctx).unwrap();
     let cq = Cq::create(&ctx, 64).unwrap();
     if !caps.available() {
-        let e = mprq_wq::StridingWq::builder(&pd, &cq, PARAMS).build().unwrap_err();
+        let e = Wq::builder(&pd, &cq).striding(PARAMS).build().unwrap_err();
         assert!(matches!(e, Error::Unsupported { .. }), "{e:?}");
         return;
     }
     let too_many = StridingParams { log_num_strides: (caps.max_log_num_strides + 1) as u8, ..PARAMS };
-    let e = mprq_wq::StridingWq::builder(&pd, &cq, too_many).build().unwrap_err();
+    let e = Wq::builder(&pd, &cq).striding(too_many).build().unwrap_err();
     assert!(matches!(e, Error::CapExceeded { what, .. } if what.contains("single_wqe_log_num_of_strides")), "{e:?}");
     let p = StridingParams {
         log_stride_bytes: caps.min_log_stride_bytes.max(6) as u8,
         log_num_strides: caps.min_log_num_strides.max(3) as u8,
         two_byte_shift: false,
     };
-    let wq = mprq_wq::StridingWq::builder(&pd, &cq, p).max_wr(4).build().unwrap();
+    let wq = Wq::builder(&pd, &cq).max_wr(4).striding(p).build().unwrap();
+    wq.ready().unwrap();
+    assert_eq!(wq.striding(), Some(p));
     // SAFETY: the WQ is posted through this ring only; the ring is dropped first.
-    let mut ring = unsafe { wq.ring() }.unwrap();
+    let mut ring = unsafe { mprq_wq::ring(&wq) }.unwrap();
     let mut mem = vec![0u8; (p.wqe_bytes() * ring.wqe_cnt()) as usize];
     // SAFETY: `mem` outlives the MR and the WQ (dropped after them).
     let mr = unsafe { Mr::register(&pd, mem.as_mut_ptr(), mem.len(), AccessFlags::LOCAL_WRITE) }.unwrap();
