@@ -194,6 +194,14 @@ pub struct Completion {
     /// bits 28-29 nonzero, libibverbs' `IBV_WC_GRH`): on UD the first 40
     /// bytes of the receive buffer hold it.
     pub grh: bool,
+    /// The packet's RSS hash (responder CQEs of raw packet QPs spreading
+    /// over an indirection table; `rss_hash_result`, bytes 12-15): the
+    /// Toeplitz hash the device computed, 0 where it computed none.
+    pub rss_hash: u32,
+    /// What [`rss_hash`](Completion::rss_hash) covered (`rss_hash_type`,
+    /// byte 16: bits 2-3 the L3 and bits 6-7 the L4 protocol hashed, as the
+    /// kernel's mlx5e reads them); 0 for no hash.
+    pub rss_hash_type: u8,
     /// The opcode of the WQE this requester CQE completes (byte 56, e.g.
     /// [`WqeOpcode::RDMA_READ`]); on responder CQEs byte 56 as written.
     pub wqe_opcode: WqeOpcode,
@@ -233,6 +241,8 @@ impl Default for Completion {
             dlid_path_bits: 0,
             pkey_index: 0,
             grh: false,
+            rss_hash: 0,
+            rss_hash_type: 0,
             wqe_opcode: WqeOpcode::NOP,
             ticket: Ticket::default(),
         }
@@ -280,6 +290,8 @@ impl Cqe64 {
             dlid_path_bits: r[17] & 0x7f,
             pkey_index: self.imm_inval_pkey.get() as u16,
             grh: (flags_rqpn >> 28) & 3 != 0,
+            rss_hash: u32::from_be_bytes([r[12], r[13], r[14], r[15]]),
+            rss_hash_type: r[16],
             wqe_opcode: WqeOpcode::from_raw((sop >> 24) as u8),
             ticket: Ticket::default(),
         }
@@ -291,5 +303,25 @@ impl Cqe64 {
     #[inline(always)]
     pub fn is_valid_for(op_own: u8, ci: u32, cqe_cnt: u32) -> bool {
         cqe_opcode(op_own) != CqeOpcode::INVALID.to_raw() && owner(op_own) == u8::from(ci & cqe_cnt != 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A raw packet receive's RSS hash and hash type are decoded from
+    /// bytes 12-15 (big-endian) and 16; the neighbours stay out of them.
+    #[test]
+    fn rss_hash_and_type_are_decoded_from_bytes_12_to_16() {
+        let mut c = Cqe64::default();
+        c.rsvd0[11] = 0xee;
+        c.rsvd0[12..17].copy_from_slice(&[0x12, 0x34, 0x56, 0x78, 0xcc]);
+        c.rsvd0[17] = 0x55;
+        c.op_own = (CqeOpcode::RESP_SEND.to_raw()) << 4;
+        let d = c.decode();
+        assert_eq!((d.rss_hash, d.rss_hash_type), (0x1234_5678, 0xcc));
+        assert_eq!(d.dlid_path_bits, 0x55, "ml_path, the byte after the hash type");
+        assert_eq!(Cqe64::default().decode().rss_hash, 0, "no hash: 0");
     }
 }
