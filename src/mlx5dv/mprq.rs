@@ -47,7 +47,9 @@ use std::sync::atomic::{fence, Ordering};
 use super::be::{Be16, Be32};
 use super::cqe::{Completion, Cqe64};
 use super::seg::{DataSeg, INVALID_LKEY};
+#[cfg(not(rrddmma_mlnx_ofed4))]
 use super::{not_mlx5, query_device};
+#[cfg(not(rrddmma_mlnx_ofed4))]
 use crate::bindings as ffi;
 use crate::prim::{Error, Result};
 
@@ -158,22 +160,33 @@ impl StridingRqCaps {
 /// `MLX5DV_CONTEXT_MASK_STRIDING_RQ`); all zero when it reports none.
 /// [`Error::Unsupported`] on a device that is not mlx5.
 pub fn striding_rq_caps(ctx: &crate::prim::Context) -> Result<StridingRqCaps> {
-    if !super::is_supported(ctx) {
-        return Err(Error::Unsupported { op: STRIDING_OP, feature: not_mlx5(ctx.name()) });
+    #[cfg(rrddmma_mlnx_ofed4)]
+    {
+        let _ = ctx;
+        Err(Error::Unsupported {
+            op: STRIDING_OP,
+            feature: "striding receive queues (a build for MLNX_OFED 4.x, whose libmlx5 has no mlx5dv_create_wq)",
+        })
     }
-    let attr = query_device(ctx)?;
-    let mask = ffi::mlx5dv_context_comp_mask::MLX5DV_CONTEXT_MASK_STRIDING_RQ.0;
-    if attr.comp_mask & u64::from(mask) == 0 {
-        return Ok(StridingRqCaps::default());
+    #[cfg(not(rrddmma_mlnx_ofed4))]
+    {
+        if !super::is_supported(ctx) {
+            return Err(Error::Unsupported { op: STRIDING_OP, feature: not_mlx5(ctx.name()) });
+        }
+        let attr = query_device(ctx)?;
+        let mask = ffi::mlx5dv_context_comp_mask::MLX5DV_CONTEXT_MASK_STRIDING_RQ.0;
+        if attr.comp_mask & u64::from(mask) == 0 {
+            return Ok(StridingRqCaps::default());
+        }
+        let c = attr.striding_rq_caps;
+        Ok(StridingRqCaps {
+            min_log_stride_bytes: c.min_single_stride_log_num_of_bytes,
+            max_log_stride_bytes: c.max_single_stride_log_num_of_bytes,
+            min_log_num_strides: c.min_single_wqe_log_num_of_strides,
+            max_log_num_strides: c.max_single_wqe_log_num_of_strides,
+            supported_qpts: c.supported_qpts,
+        })
     }
-    let c = attr.striding_rq_caps;
-    Ok(StridingRqCaps {
-        min_log_stride_bytes: c.min_single_stride_log_num_of_bytes,
-        max_log_stride_bytes: c.max_single_stride_log_num_of_bytes,
-        min_log_num_strides: c.min_single_wqe_log_num_of_strides,
-        max_log_num_strides: c.max_single_wqe_log_num_of_strides,
-        supported_qpts: c.supported_qpts,
-    })
 }
 
 /// A striding WQE (`struct mlx5_mprq_wqe`).

@@ -169,6 +169,8 @@ impl WqBuilder<'_> {
     /// `ibv_create_wq(3)`, `mlx5dv_create_wq(3)`
     #[doc(alias = "ibv_create_wq")]
     #[doc(alias = "mlx5dv_create_wq")]
+    // `dv` is read only where `mlx5dv_create_wq` is called (not in a MLNX_OFED 4.x build).
+    #[cfg_attr(rrddmma_mlnx_ofed4, allow(unused_variables, unused_assignments))]
     pub fn build(self) -> Result<Wq> {
         let ctx = self.pd.context();
         assert!(
@@ -216,7 +218,13 @@ impl WqBuilder<'_> {
             ..Default::default()
         };
         let (raw, op) = if self.striding.is_some() {
+            // A MLNX_OFED 4.x build never comes here: `striding_rq_caps`
+            // refuses every striding WQ there (its libmlx5 has no
+            // mlx5dv_create_wq).
+            #[cfg(rrddmma_mlnx_ofed4)]
+            unreachable!("striding_rq_caps refuses striding WQs in a MLNX_OFED 4.x build");
             // SAFETY: live context, PD and CQ of it; both attributes valid.
+            #[cfg(not(rrddmma_mlnx_ofed4))]
             (unsafe { ffi::mlx5dv_create_wq(ctx.as_ptr(), &mut attr, &mut dv) }, "mlx5dv_create_wq")
         } else {
             // SAFETY: live context, PD and CQ of it; `attr` valid.
