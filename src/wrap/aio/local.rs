@@ -263,7 +263,7 @@ where
                     // buffer stays in the slot (the device may own it).
                     *slot = Slot::Abandoned(self.buf.take());
                     self.id = None;
-                    return Poll::Ready(Err(e.into()));
+                    return Poll::Ready(Err(e));
                 }
                 if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
                     *w = Some(cx.waker().clone());
