@@ -5,8 +5,10 @@
 //! device (connected to the first, as two machines would be): 1,024
 //! buckets of 16 bytes (key, value), filled with open addressing. Each
 //! lookup is a coroutine that READs the bucket its key hashes to and
-//! probes on until it finds the key; 32 run at once, all polled by one
-//! `block_on` on one thread.
+//! probes on until it finds the key; 32 run at once, all polled by the
+//! endpoint's own `block_on` on one thread: the READs of one pass are
+//! posted as one list (one doorbell), and the thread sleeps on the CQ's
+//! completion channel while none has completed.
 //!
 //! ```text
 //! aio_local_lookup DEVICE
@@ -17,7 +19,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
 
-use rrddmma::prim::{AccessFlags, ConnectOpts, Context, Cq, Pd, QpCaps, RemoteMr};
+use rrddmma::prim::{AccessFlags, CompChannel, ConnectOpts, Context, Cq, Pd, QpCaps, RemoteMr};
 use rrddmma::wrap::aio::{LocalEndpoint, MrPool};
 use rrddmma::wrap::{connected_rc_pair, RegisteredMem};
 
@@ -52,7 +54,8 @@ fn main() -> Result<()> {
     let dev = std::env::args().nth(1).ok_or("usage: aio_local_lookup DEVICE")?;
     let ctx = Context::open(&dev)?;
     let pd = Pd::alloc(&ctx)?;
-    let (cq, peer_cq) = (Cq::create(&ctx, 256)?, Cq::create(&ctx, 256)?);
+    let ch = CompChannel::create(&ctx)?;
+    let (cq, peer_cq) = (Cq::builder(&ctx, 256).channel(&ch).build()?, Cq::create(&ctx, 256)?);
     let opts = ConnectOpts::default().access(AccessFlags::REMOTE_READ);
     let (qp, _peer) = connected_rc_pair(&pd, &cq, &peer_cq, QpCaps::default(), 1, &opts)?;
     // The table, on the peer's side: key k + 1 holds value k * 3.
@@ -73,13 +76,12 @@ fn main() -> Result<()> {
     }
     let remote = table.remote();
     let ep = LocalEndpoint::new(qp, cq, MrPool::new(&pd, 1 << 16)?);
-    let rt = tokio::runtime::Builder::new_current_thread().build()?;
     let mut found = 0;
     for round in 0..4u64 {
         let mut lookups: Vec<Pin<Box<dyn Future<Output = Result<u64>> + '_>>> =
             (0..IN_FLIGHT).map(|j| Box::pin(lookup(&ep, remote, round * IN_FLIGHT + j + 1)) as _).collect();
         let mut out: Vec<Option<Result<u64>>> = lookups.iter().map(|_| None).collect();
-        rt.block_on(std::future::poll_fn(|cx| {
+        ep.block_on(std::future::poll_fn(|cx| {
             let mut pending = false;
             for (f, o) in lookups.iter_mut().zip(out.iter_mut()) {
                 if o.is_none() {

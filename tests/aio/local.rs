@@ -169,3 +169,99 @@ async fn local_thirty_two_reads_in_flight_on_one_thread() {
     }
     assert_eq!(p.a.in_flight(), 0);
 }
+
+/// A pair whose `a` side completes to a CQ with a completion channel, for
+/// `LocalEndpoint::block_on` to sleep on.
+fn pair_with_channel() -> (Pair, rrddmma::prim::CompChannel) {
+    let dev = std::env::var("RRDDMMA_TEST_DEVICE").expect("RRDDMMA_TEST_DEVICE names the device for device tests");
+    let ctx = Context::open(&dev).expect("open device");
+    let pd = Pd::alloc(&ctx).expect("ibv_alloc_pd");
+    let ch = rrddmma::prim::CompChannel::create(&ctx).expect("channel");
+    let cqa = Cq::builder(&ctx, 256).channel(&ch).build().expect("cq a");
+    let cqb = Cq::create(&ctx, 256).expect("cq b");
+    let caps = QpCaps::default();
+    let qa = Qp::builder(&pd, QpType::RC, &cqa, &cqa).caps(caps).build().expect("qp a");
+    let qb = Qp::builder(&pd, QpType::RC, &cqb, &cqb).caps(caps).build().expect("qp b");
+    let opts = ConnectOpts::default()
+        .access(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC);
+    let gid = opts.gid_index_on(&ctx).expect("gid index");
+    let opts = opts.gid_index(Some(gid));
+    let ea = qa.endpoint(opts.get_port(), gid, 100).expect("endpoint a");
+    let eb = qb.endpoint(opts.get_port(), gid, 200).expect("endpoint b");
+    qa.connect(&eb, ea.psn, &opts).expect("connect a");
+    qb.connect(&ea, eb.psn, &opts).expect("connect b");
+    let mut mem = vec![0u8; REMOTE_LEN].into_boxed_slice();
+    let access =
+        AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
+    // SAFETY: as in `pair`.
+    let remote = unsafe { Mr::register(&pd, mem.as_mut_ptr(), REMOTE_LEN, access) }.expect("ibv_reg_mr");
+    let a = LocalEndpoint::new(qa, cqa, MrPool::new(&pd, 1 << 20).expect("pool a"));
+    let b = LocalEndpoint::new(qb, cqb, MrPool::new(&pd, 1 << 20).expect("pool b"));
+    (Pair { a, b, remote, _mem: mem, _pd: pd, _ctx: ctx }, ch)
+}
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn local_block_on_every_operation_with_data_checked() {
+    let (p, _ch) = pair_with_channel();
+    let dst = p.remote.remote();
+    p.a.block_on(async {
+        // 32 WRITEs polled in one pass: one list, one doorbell.
+        let writes = (0..32u64)
+            .map(|i| {
+                let mut b = p.a.alloc_local_mr(layout(64)).unwrap();
+                b.write(0, &[i as u8 + 1; 64]);
+                Box::pin(p.a.write(b, 0..64, dst.at(1024 + i * 64))) as Pin<Box<dyn Future<Output = _>>>
+            })
+            .collect();
+        let out: Vec<rrddmma::wrap::aio::Result<LocalMr>> = join_all(writes).await;
+        for r in out {
+            r.expect("WRITE");
+        }
+        for i in 0..32usize {
+            let at = 1024 + i * 64;
+            assert_eq!(&p.mem()[at..at + 64], &[i as u8 + 1; 64][..], "WRITE {i}: the remote bytes");
+        }
+        // 32 READs of them.
+        let reads = (0..32u64)
+            .map(|i| {
+                let b = p.a.alloc_local_mr(layout(64)).unwrap();
+                Box::pin(p.a.read(b, 0..64, dst.at(1024 + i * 64))) as Pin<Box<dyn Future<Output = _>>>
+            })
+            .collect();
+        let out: Vec<rrddmma::wrap::aio::Result<LocalMr>> = join_all(reads).await;
+        for (i, r) in out.into_iter().enumerate() {
+            assert_eq!(bytes(&r.expect("READ"), 64), vec![i as u8 + 1; 64], "READ {i}: the local bytes");
+        }
+        // Atomics: fetch-and-add, then a compare-and-swap that fails and one that succeeds.
+        assert_eq!(p.a.fetch_add(dst.at(8), 10).await.expect("FETCH_ADD"), 0);
+        assert_eq!(p.a.compare_swap(dst.at(8), 3, 99).await.expect("CMP_SWAP"), 10, "a failed swap: the old value");
+        assert_eq!(p.a.compare_swap(dst.at(8), 10, 99).await.expect("CMP_SWAP"), 10);
+    });
+    assert_eq!(u64::from_ne_bytes(p.mem()[8..16].try_into().unwrap()), 99, "CMP_SWAP: the remote value");
+    assert_eq!(p.a.in_flight(), 0);
+}
+
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+async fn local_queued_write_dropped_before_its_flush() {
+    let p = pair();
+    let free = p.a.pool().free_bytes();
+    let mut src = p.a.alloc_local_mr(layout(4096)).unwrap();
+    src.write(0, &[5u8; 4096]);
+    {
+        // Polled once: queued, not posted; then dropped.
+        let mut w = Box::pin(p.a.write(src, 0..4096, p.remote.remote().at(4096)));
+        let waker = std::task::Waker::noop();
+        assert!(w.as_mut().poll(&mut TaskCx::from_waker(waker)).is_pending(), "a queued WRITE");
+    }
+    assert_eq!(p.a.in_flight(), 1, "the dropped WRITE is still to be posted");
+    assert_eq!(p.a.pool().free_bytes(), free - 4096, "its buffer stays with the endpoint");
+    // The next operation's polls post it and take its completion.
+    p.a.flush();
+    let probe = p.a.alloc_local_mr(layout(8)).unwrap();
+    drop(p.a.read(probe, 0..8, p.remote.remote().at(0)).await.expect("READ"));
+    assert_eq!(p.a.in_flight(), 0, "the dropped WRITE completed");
+    assert_eq!(p.a.pool().free_bytes(), free, "its buffer is back after its completion");
+    assert_eq!(&p.mem()[4096..8192], &[5u8; 4096][..], "the dropped WRITE's bytes arrived");
+}

@@ -205,7 +205,9 @@ fn main() {
 /// - `aio-nospin`: the same with `AioOpts::spin_polls(0)` (the driver arms
 ///   at its first empty poll).
 /// - `aio-local`: `wrap::aio::LocalEndpoint::write` / `read` awaited
-///   (INFLIGHT futures joined) on one thread, no driver task.
+///   (INFLIGHT futures joined) on one thread under the endpoint's own
+///   `block_on` (the requests of a pass posted as one list; sleeps on the
+///   CQ's completion channel), no driver task.
 ///
 /// `frontpage` (`aio` and `aio-nospin`; `event` prints UNSUPPORTED):
 /// async-rdma's README exchange per iteration, as `peers/async-rdma` runs
@@ -387,10 +389,10 @@ mod asynch {
     }
 
     fn local(krate: &str, a: &Args, write: bool, size: usize, inflight: usize, batches: usize, empty: &AtomicU64) {
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap_or_else(|e| die("tokio runtime", e));
         let ctx = Context::open(&a.device).unwrap_or_else(|e| die("Context::open", e));
         let pd = Pd::alloc(&ctx).unwrap_or_else(|e| die("Pd::alloc", e));
-        let cq = Cq::create(&ctx, 128).unwrap_or_else(|e| die("Cq::create", e));
+        let ch = CompChannel::create(&ctx).unwrap_or_else(|e| die("CompChannel::create", e));
+        let cq = Cq::builder(&ctx, 128).channel(&ch).build().unwrap_or_else(|e| die("Cq build", e));
         let peer_cq = Cq::create(&ctx, 128).unwrap_or_else(|e| die("Cq::create", e));
         let opts = ConnectOpts::default().access(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ);
         let caps = QpCaps::default().max_send_wr(64).max_recv_wr(64);
@@ -405,7 +407,7 @@ mod asynch {
             (0..inflight).map(|_| Some(ep.alloc_local_mr(one).unwrap_or_else(|e| die("alloc_local_mr", e)))).collect();
         let ep = &ep;
         let round = |bufs: &mut Vec<Option<LocalMr>>, batches: usize| {
-            rt.block_on(async {
+            ep.block_on(async {
                 for _ in 0..batches {
                     if inflight == 1 {
                         let b = bufs[0].take().expect("buffer");

@@ -35,8 +35,17 @@ enum Slot {
     /// when that is [`LocalEndpoint::block_on`]'s own, which re-polls after
     /// every drain that found a completion).
     Waiting(Option<Waker>),
-    /// Completed, not yet collected by its operation.
-    Done(Wc),
+    /// Completed, not yet collected by its operation: the completion's
+    /// status, byte count and vendor error (what an operation's result
+    /// needs; the slot stays small).
+    Done {
+        /// `ibv_wc.status`.
+        status: u32,
+        /// `ibv_wc.byte_len`.
+        byte_len: u32,
+        /// `ibv_wc.vendor_err`.
+        vendor_err: u32,
+    },
     /// Handed to the device and failed before it ran: the post was refused
     /// (`posted: false`: the device does not hold the buffer) or its fate
     /// is unknown (`posted: true`: a refused list whose provider named no
@@ -370,38 +379,47 @@ impl LocalEndpoint {
             for wc in &wcs[..n] {
                 let i = wc.wr_id() as usize;
                 let Some(slot) = slots.get_mut(i) else { continue };
-                match std::mem::replace(slot, Slot::Done(*wc)) {
+                let done = Slot::Done { status: wc.0.status.0, byte_len: wc.0.byte_len, vendor_err: wc.0.vendor_err };
+                match slot {
                     // `None`: `block_on`'s own waker; it re-polls after
                     // every drain that took a completion.
-                    Slot::Waiting(w) => w.into_iter().for_each(Waker::wake),
-                    Slot::Abandoned(buf) => {
+                    Slot::Waiting(w) => {
+                        let w = w.take();
+                        // The old value is `Waiting(None)`: nothing to drop.
+                        std::mem::forget(std::mem::replace(slot, done));
+                        if let Some(w) = w {
+                            w.wake();
+                        }
+                    }
+                    Slot::Abandoned(_) => {
+                        // Its buffer goes back to the pool here.
                         *slot = Slot::Free;
                         free.push(i as u32);
-                        drop(buf);
                     }
                     // A request whose fate was unknown completed after
                     // all: its operation, which has its error, may now
                     // take its buffer back.
-                    Slot::Failed { op, errno, posted: true } => *slot = Slot::Failed { op, errno, posted: false },
+                    Slot::Failed { posted: on_device, .. } if *on_device => *on_device = false,
                     // A `wr_id` this endpoint did not post: left as it was.
-                    old => {
-                        *slot = old;
-                        continue;
-                    }
+                    _ => continue,
                 }
                 *posted = posted.saturating_sub(1);
             }
             total += n;
-            if n < want {
+            // Fewer than asked for: the CQ is empty; as many as were in
+            // flight: nothing of ours is left to take.
+            if n < POLL_CAP || s.posted == 0 {
                 return Ok(total);
             }
         }
     }
 
+    #[inline]
     fn take_slot(s: &mut Slots, w: Option<Waker>) -> u32 {
         match s.free.pop() {
             Some(i) => {
-                s.slots[i as usize] = Slot::Waiting(w);
+                // The old value is `Free`: nothing to drop.
+                std::mem::forget(std::mem::replace(&mut s.slots[i as usize], Slot::Waiting(w)));
                 i
             }
             None => {
@@ -413,6 +431,7 @@ impl LocalEndpoint {
 
     /// The waker to keep for an operation polled with `cx`: none when it is
     /// `block_on`'s own.
+    #[inline]
     fn waker_for(&self, cx: &Context<'_>) -> Option<Waker> {
         if self.driven.get() && self.driver.borrow().as_ref().is_some_and(|d| d.will_wake(cx.waker())) {
             None
@@ -422,6 +441,7 @@ impl LocalEndpoint {
     }
 
     /// Queues request `id` (flushing a full queue first).
+    #[inline]
     fn queue(&self, s: &mut Slots, id: u32, req: Req, sge: Sge) {
         if s.sq.len() == SQ_CAP {
             self.flush_in(s);
@@ -447,7 +467,13 @@ impl LocalEndpoint {
         s.sq.push(wr.wr_id(u64::from(id)).signaled());
     }
 
-    fn op<T>(&self, buf: LocalMr, range: Range<usize>, req: Req, output: fn(&Wc, LocalMr) -> T) -> LocalOp<'_, T> {
+    fn op<T, F: Fn(u32, LocalMr) -> T>(
+        &self,
+        buf: LocalMr,
+        range: Range<usize>,
+        req: Req,
+        output: F,
+    ) -> LocalOp<'_, F> {
         let sge = buf.sge(range);
         LocalOp { ep: self, req, sge, output, id: None, buf: Some(buf) }
     }
@@ -493,7 +519,7 @@ impl LocalEndpoint {
     /// Receives one message into `dst`; its length and `dst`.
     pub fn recv(&self, dst: LocalMr) -> impl Future<Output = Result<(usize, LocalMr)>> + '_ {
         let len = dst.len();
-        self.op(dst, 0..len, Req::Recv, |wc, b| (wc.byte_len() as usize, b))
+        self.op(dst, 0..len, Req::Recv, |len, b| (len as usize, b))
     }
 }
 
@@ -516,18 +542,18 @@ enum Req {
 
 /// The future of one request of a [`LocalEndpoint`]: queued (a receive:
 /// posted) at its first poll, collected when its completion is there.
-struct LocalOp<'a, T> {
+struct LocalOp<'a, F> {
     ep: &'a LocalEndpoint,
     req: Req,
     sge: Sge,
-    output: fn(&Wc, LocalMr) -> T,
+    output: F,
     id: Option<u32>,
     buf: Option<LocalMr>,
 }
 
-impl<T> Unpin for LocalOp<'_, T> {}
+impl<F> Unpin for LocalOp<'_, F> {}
 
-impl<T> LocalOp<'_, T> {
+impl<F> LocalOp<'_, F> {
     /// The first poll: a slot, and the request queued (a receive posted).
     fn start(&mut self, cx: &Context<'_>) -> Result<()> {
         let ep = self.ep;
@@ -554,16 +580,24 @@ impl<T> LocalOp<'_, T> {
 
     /// The operation's result from its finished slot, or `None` (and the
     /// waker kept) while it waits.
-    fn collect(&mut self, s: &mut Slots, id: u32, cx: &Context<'_>) -> Option<Result<T>> {
+    fn collect<T>(&mut self, s: &mut Slots, id: u32, cx: &Context<'_>) -> Option<Result<T>>
+    where
+        F: Fn(u32, LocalMr) -> T,
+    {
         let slot = &mut s.slots[id as usize];
         match slot {
-            Slot::Done(wc) => {
-                let wc = *wc;
-                *slot = Slot::Free;
+            &mut Slot::Done { status, byte_len, vendor_err } => {
+                // The old value is `Done`: nothing to drop.
+                std::mem::forget(std::mem::replace(slot, Slot::Free));
                 s.free.push(id);
                 self.id = None;
                 let buf = self.buf.take().expect("an unresolved operation holds its buffer");
-                Some(if wc.is_success() { Ok((self.output)(&wc, buf)) } else { Err(failed(&wc)) })
+                Some(if status == 0 {
+                    Ok((self.output)(byte_len, buf))
+                } else {
+                    drop(buf);
+                    Err(failed(self.ep, id, status, vendor_err))
+                })
             }
             Slot::Waiting(w) => {
                 if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
@@ -588,7 +622,7 @@ impl<T> LocalOp<'_, T> {
     }
 }
 
-impl<T> Future for LocalOp<'_, T> {
+impl<T, F: Fn(u32, LocalMr) -> T> Future for LocalOp<'_, F> {
     type Output = Result<T>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -626,7 +660,7 @@ impl<T> Future for LocalOp<'_, T> {
     }
 }
 
-impl<T> Drop for LocalOp<'_, T> {
+impl<F> Drop for LocalOp<'_, F> {
     /// A dropped operation: a finished request's slot is freed and its
     /// buffer goes back to the pool; a queued or posted one's buffer stays
     /// in the slot until its completion arrives.
@@ -640,7 +674,7 @@ impl<T> Drop for LocalOp<'_, T> {
         };
         let Slots { slots, free, .. } = &mut *s;
         match &slots[id as usize] {
-            Slot::Done(_) | Slot::Failed { posted: false, .. } => {
+            Slot::Done { .. } | Slot::Failed { posted: false, .. } => {
                 slots[id as usize] = Slot::Free;
                 free.push(id);
             }
@@ -649,8 +683,16 @@ impl<T> Drop for LocalOp<'_, T> {
     }
 }
 
+/// The error of a failed completion, from what its slot kept.
 #[cold]
-fn failed(wc: &Wc) -> Error {
+fn failed(ep: &LocalEndpoint, id: u32, status: u32, vendor_err: u32) -> Error {
+    let wc = Wc(crate::bindings::ibv_wc {
+        wr_id: u64::from(id),
+        status: crate::bindings::ibv_wc_status(status),
+        vendor_err,
+        qp_num: ep.qp.qpn(),
+        ..Default::default()
+    });
     match wc.ok() {
         Ok(_) => unreachable!("a failed completion's status is not success"),
         Err(e) => e.into(),
