@@ -7,15 +7,18 @@
 //! - `local`: `wrap::aio::LocalEndpoint::write` awaited (BATCH futures
 //!   joined) under [`LocalEndpoint::block_on`], which posts the requests
 //!   queued in a pass as one list and sleeps on the same channel;
-//! - `local-tokio`: the same futures under tokio's current-thread
-//!   `block_on` (each operation flushes, drains and wakes itself).
+//! - `local-idle`: `local` with `LocalEndpoint::post_when_idle`: a request
+//!   polled while nothing is in flight is posted at once and the CQ polled
+//!   in the same poll;
+//! - `local-tokio`: the `local-idle` endpoint under tokio's current-thread
+//!   `block_on` (each operation posts, drains and wakes itself).
 //!
 //! callgrind counts only the functions named `verbs_cost_*`, each of which
 //! runs the whole measured loop; the per-operation figure is the
 //! difference of two runs over the difference of their operations.
 //!
 //! ```text
-//! cargo run --release --features tokio --example aio_cost -- DEVICE event|local|local-tokio BATCH ITERATIONS
+//! cargo run --release --features tokio --example aio_cost -- DEVICE event|local|local-idle|local-tokio BATCH ITERATIONS
 //! ```
 
 mod cli;
@@ -32,7 +35,7 @@ use rrddmma::wrap::{connected_rc_pair, RegisteredMem};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
-const USAGE: &str = "Usage: aio_cost DEVICE event|local|local-tokio BATCH ITERATIONS";
+const USAGE: &str = "Usage: aio_cost DEVICE event|local|local-idle|local-tokio BATCH ITERATIONS";
 
 /// Bytes per operation.
 const SIZE: usize = 64;
@@ -136,7 +139,7 @@ fn main() -> Res<()> {
     };
     let batch: usize = batch.parse()?;
     let iters: usize = iters.parse()?;
-    if !["event", "local", "local-tokio"].contains(&kind.as_str()) || !(1..=32).contains(&batch) {
+    if !["event", "local", "local-idle", "local-tokio"].contains(&kind.as_str()) || !(1..=32).contains(&batch) {
         return Err(USAGE.into());
     }
     let ctx = Context::open(dev)?;
@@ -158,10 +161,10 @@ fn main() -> Res<()> {
         verbs_cost_event(&qp, &cq, &mem, remote, batch, iters);
         return Ok(());
     }
-    let ep = LocalEndpoint::new(qp, cq, MrPool::new(&pd, 64 * SIZE * batch + 4096)?);
+    let ep = LocalEndpoint::new(qp, cq, MrPool::new(&pd, 64 * SIZE * batch + 4096)?).post_when_idle(kind != "local");
     let one = Layout::from_size_align(SIZE, 64)?;
     let mut bufs: Vec<_> = (0..batch).map(|_| ep.alloc_local_mr(one).map(Some)).collect::<Result<_, _>>()?;
-    if kind == "local" {
+    if kind != "local-tokio" {
         verbs_cost_local(&ep, &mut bufs, remote, warm);
         verbs_cost_local(&ep, &mut bufs, remote, iters);
     } else {

@@ -7,7 +7,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context as TaskCx, Poll};
 
-use rrddmma::prim::{AccessFlags, ConnectOpts, Context, Cq, Mr, Pd, Qp, QpCaps, QpType};
+use rrddmma::prim::{AccessFlags, CompChannel, ConnectOpts, Context, Cq, Mr, Pd, Qp, QpCaps, QpType};
 use rrddmma::wrap::aio::{LocalEndpoint, LocalMr, MrPool};
 
 const REMOTE_LEN: usize = 1 << 16;
@@ -17,6 +17,7 @@ const REMOTE_LEN: usize = 1 << 16;
 struct Pair {
     a: LocalEndpoint,
     b: LocalEndpoint,
+    _ch: Option<CompChannel>,
     remote: Mr,
     _mem: Box<[u8]>,
     _pd: Pd,
@@ -24,10 +25,22 @@ struct Pair {
 }
 
 fn pair() -> Pair {
+    pair_on(false, false)
+}
+
+/// [`pair`], `a`'s CQ with a completion channel when `channel` (for
+/// `LocalEndpoint::block_on` to sleep on), `a` posting at once when idle
+/// when `idle` (`LocalEndpoint::post_when_idle`).
+fn pair_on(channel: bool, idle: bool) -> Pair {
     let dev = std::env::var("RRDDMMA_TEST_DEVICE").expect("RRDDMMA_TEST_DEVICE names the device for device tests");
     let ctx = Context::open(&dev).expect("open device");
     let pd = Pd::alloc(&ctx).expect("ibv_alloc_pd");
-    let (cqa, cqb) = (Cq::create(&ctx, 256).expect("cq a"), Cq::create(&ctx, 256).expect("cq b"));
+    let ch = channel.then(|| CompChannel::create(&ctx).expect("channel"));
+    let cqa = match &ch {
+        Some(ch) => Cq::builder(&ctx, 256).channel(ch).build().expect("cq a"),
+        None => Cq::create(&ctx, 256).expect("cq a"),
+    };
+    let cqb = Cq::create(&ctx, 256).expect("cq b");
     let caps = QpCaps::default();
     let qa = Qp::builder(&pd, QpType::RC, &cqa, &cqa).caps(caps).build().expect("qp a");
     let qb = Qp::builder(&pd, QpType::RC, &cqb, &cqb).caps(caps).build().expect("qp b");
@@ -45,9 +58,9 @@ fn pair() -> Pair {
     // SAFETY: the box lives in the same struct, dropped after the region
     // (field order); its heap memory never moves.
     let remote = unsafe { Mr::register(&pd, mem.as_mut_ptr(), REMOTE_LEN, access) }.expect("ibv_reg_mr");
-    let a = LocalEndpoint::new(qa, cqa, MrPool::new(&pd, 1 << 20).expect("pool a"));
+    let a = LocalEndpoint::new(qa, cqa, MrPool::new(&pd, 1 << 20).expect("pool a")).post_when_idle(idle);
     let b = LocalEndpoint::new(qb, cqb, MrPool::new(&pd, 1 << 20).expect("pool b"));
-    Pair { a, b, remote, _mem: mem, _pd: pd, _ctx: ctx }
+    Pair { a, b, _ch: ch, remote, _mem: mem, _pd: pd, _ctx: ctx }
 }
 
 impl Pair {
@@ -150,7 +163,9 @@ async fn local_dropped_future_keeps_its_buffer_until_completion() {
 #[tokio::test(flavor = "current_thread")]
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 async fn local_thirty_two_reads_in_flight_on_one_thread() {
-    let p = pair();
+    // The first READ is posted at once (the endpoint is idle), the
+    // others join the queue.
+    let p = pair_on(false, true);
     let mem: Vec<u8> = (0..32 * 64).map(|i| (i * 7 % 251) as u8).collect();
     let mut src = p.a.alloc_local_mr(layout(mem.len())).unwrap();
     src.write(0, &mem);
@@ -170,40 +185,10 @@ async fn local_thirty_two_reads_in_flight_on_one_thread() {
     assert_eq!(p.a.in_flight(), 0);
 }
 
-/// A pair whose `a` side completes to a CQ with a completion channel, for
-/// `LocalEndpoint::block_on` to sleep on.
-fn pair_with_channel() -> (Pair, rrddmma::prim::CompChannel) {
-    let dev = std::env::var("RRDDMMA_TEST_DEVICE").expect("RRDDMMA_TEST_DEVICE names the device for device tests");
-    let ctx = Context::open(&dev).expect("open device");
-    let pd = Pd::alloc(&ctx).expect("ibv_alloc_pd");
-    let ch = rrddmma::prim::CompChannel::create(&ctx).expect("channel");
-    let cqa = Cq::builder(&ctx, 256).channel(&ch).build().expect("cq a");
-    let cqb = Cq::create(&ctx, 256).expect("cq b");
-    let caps = QpCaps::default();
-    let qa = Qp::builder(&pd, QpType::RC, &cqa, &cqa).caps(caps).build().expect("qp a");
-    let qb = Qp::builder(&pd, QpType::RC, &cqb, &cqb).caps(caps).build().expect("qp b");
-    let opts = ConnectOpts::default()
-        .access(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC);
-    let gid = opts.gid_index_on(&ctx).expect("gid index");
-    let opts = opts.gid_index(Some(gid));
-    let ea = qa.endpoint(opts.get_port(), gid, 100).expect("endpoint a");
-    let eb = qb.endpoint(opts.get_port(), gid, 200).expect("endpoint b");
-    qa.connect(&eb, ea.psn, &opts).expect("connect a");
-    qb.connect(&ea, eb.psn, &opts).expect("connect b");
-    let mut mem = vec![0u8; REMOTE_LEN].into_boxed_slice();
-    let access =
-        AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
-    // SAFETY: as in `pair`.
-    let remote = unsafe { Mr::register(&pd, mem.as_mut_ptr(), REMOTE_LEN, access) }.expect("ibv_reg_mr");
-    let a = LocalEndpoint::new(qa, cqa, MrPool::new(&pd, 1 << 20).expect("pool a"));
-    let b = LocalEndpoint::new(qb, cqb, MrPool::new(&pd, 1 << 20).expect("pool b"));
-    (Pair { a, b, remote, _mem: mem, _pd: pd, _ctx: ctx }, ch)
-}
-
 #[test]
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn local_block_on_every_operation_with_data_checked() {
-    let (p, _ch) = pair_with_channel();
+    let p = pair_on(true, false);
     let dst = p.remote.remote();
     p.a.block_on(async {
         // 32 WRITEs polled in one pass: one list, one doorbell.

@@ -123,6 +123,8 @@ pub struct LocalEndpoint {
     /// The waker of the running [`LocalEndpoint::block_on`], if any.
     driver: RefCell<Option<Waker>>,
     driven: Cell<bool>,
+    /// [`LocalEndpoint::post_when_idle`].
+    when_idle: bool,
     _not_send: PhantomData<Rc<()>>,
 }
 
@@ -186,8 +188,23 @@ impl LocalEndpoint {
             pool,
             driver: RefCell::new(None),
             driven: Cell::new(false),
+            when_idle: false,
             _not_send: PhantomData,
         }
+    }
+
+    /// With `yes`, a one-sided request or SEND polled while the endpoint
+    /// is idle (nothing queued, nothing in flight) is posted at once and
+    /// the CQ polled in the same poll: on a device that completes it
+    /// before the poll (SoftRoCE on loopback does, in the post's system
+    /// call), the operation resolves at its first poll, with no second
+    /// poll and no pass of the executor. Requests polled while others are
+    /// in flight still join the queue. Off by default: then N operations
+    /// polled in one pass always share one doorbell, which is what a
+    /// device with real latency wants.
+    pub fn post_when_idle(mut self, yes: bool) -> LocalEndpoint {
+        self.when_idle = yes;
+        self
     }
 
     /// The pool this endpoint's buffers come from.
@@ -456,15 +473,7 @@ impl LocalEndpoint {
         // written again until the queue is cleared after its post. The
         // `'static` borrow never leaves the queue.
         let sges: &'static [Sge; 1] = unsafe { &*cell.get() };
-        let wr = match req {
-            Req::Write(at) => SendWr::write(sges, at),
-            Req::Read(at) => SendWr::read(sges, at),
-            Req::Send => SendWr::send(sges),
-            Req::FetchAdd(at, add) => SendWr::fetch_add(sges, at, add),
-            Req::CompareSwap(at, compare, swap) => SendWr::compare_swap(sges, at, compare, swap),
-            Req::Recv => unreachable!("receives are posted at once"),
-        };
-        s.sq.push(wr.wr_id(u64::from(id)).signaled());
+        s.sq.push(req.wr(sges, id));
     }
 
     fn op<T, F: Fn(u32, LocalMr) -> T>(
@@ -540,6 +549,22 @@ enum Req {
     Recv,
 }
 
+impl Req {
+    /// The signaled send request `id` over `sges`.
+    #[inline]
+    fn wr(self, sges: &[Sge; 1], id: u32) -> SendWr<'_> {
+        let wr = match self {
+            Req::Write(at) => SendWr::write(sges, at),
+            Req::Read(at) => SendWr::read(sges, at),
+            Req::Send => SendWr::send(sges),
+            Req::FetchAdd(at, add) => SendWr::fetch_add(sges, at, add),
+            Req::CompareSwap(at, compare, swap) => SendWr::compare_swap(sges, at, compare, swap),
+            Req::Recv => unreachable!("receives are posted at once"),
+        };
+        wr.wr_id(u64::from(id)).signaled()
+    }
+}
+
 /// The future of one request of a [`LocalEndpoint`]: queued (a receive:
 /// posted) at its first poll, collected when its completion is there.
 struct LocalOp<'a, F> {
@@ -554,8 +579,10 @@ struct LocalOp<'a, F> {
 impl<F> Unpin for LocalOp<'_, F> {}
 
 impl<F> LocalOp<'_, F> {
-    /// The first poll: a slot, and the request queued (a receive posted).
-    fn start(&mut self, cx: &Context<'_>) -> Result<()> {
+    /// The first poll: a slot, and the request queued (a receive posted;
+    /// with [`LocalEndpoint::post_when_idle`], a request on an idle
+    /// endpoint posted). Whether it was posted.
+    fn start(&mut self, cx: &Context<'_>) -> Result<bool> {
         let ep = self.ep;
         assert!(self.buf.is_some(), "LocalEndpoint: an operation polled after it resolved");
         let w = ep.waker_for(cx);
@@ -571,11 +598,23 @@ impl<F> LocalOp<'_, F> {
                 return Err(e.into());
             }
             s.posted += 1;
+        } else if ep.when_idle && s.posted == 0 && s.sq.is_empty() {
+            let sge = [self.sge];
+            // SAFETY: as in `LocalEndpoint::flush_in`.
+            if let Err(e) = unsafe { ep.qp.post_send(&mut [self.req.wr(&sge, id)]) } {
+                // Never posted (one request: refused whole).
+                s.slots[id as usize] = Slot::Free;
+                s.free.push(id);
+                return Err(e.into());
+            }
+            s.posted += 1;
         } else {
             ep.queue(&mut s, id, self.req, self.sge);
+            self.id = Some(id);
+            return Ok(false);
         }
         self.id = Some(id);
-        Ok(())
+        Ok(true)
     }
 
     /// The operation's result from its finished slot, or `None` (and the
@@ -627,31 +666,42 @@ impl<T, F: Fn(u32, LocalMr) -> T> Future for LocalOp<'_, F> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let ep = self.ep;
-        let Some(id) = self.id else {
-            if let Err(e) = self.start(cx) {
-                return Poll::Ready(Err(e));
-            }
-            if !ep.driven.get() {
-                // Under another executor: the next poll posts the queue
-                // (the pass has ended by then) and drains the CQ.
-                cx.waker().wake_by_ref();
-            }
-            return Poll::Pending;
+        let (id, posted) = match self.id {
+            Some(id) => (id, false),
+            None => match self.start(cx) {
+                Err(e) => return Poll::Ready(Err(e)),
+                Ok(false) => {
+                    if !ep.driven.get() {
+                        // Under another executor: the next poll posts the
+                        // queue (the pass has ended by then) and drains.
+                        cx.waker().wake_by_ref();
+                    }
+                    return Poll::Pending;
+                }
+                Ok(true) => (self.id.expect("a started operation has its slot"), true),
+            },
         };
         let mut s = ep.slots.borrow_mut();
-        if let Some(r) = self.collect(&mut s, id, cx) {
-            return Poll::Ready(r);
+        if !posted {
+            if let Some(r) = self.collect(&mut s, id, cx) {
+                return Poll::Ready(r);
+            }
         }
-        if ep.driven.get() {
+        if ep.driven.get() && !posted {
             // `block_on` posts and drains between passes.
             return Poll::Pending;
         }
-        ep.flush_in(&mut s);
+        if !posted {
+            ep.flush_in(&mut s);
+        }
         if let Err(e) = ep.drain(&mut s) {
             ep.fail_all(&mut s, &e);
         }
         if let Some(r) = self.collect(&mut s, id, cx) {
             return Poll::Ready(r);
+        }
+        if ep.driven.get() {
+            return Poll::Pending;
         }
         drop(s);
         // Busy polling: the next poll drains the CQ again.
