@@ -565,6 +565,25 @@ impl Req {
     }
 }
 
+/// How a first poll left its request.
+enum Started {
+    /// In the submission queue.
+    Queued,
+    /// Posted, its completion not taken yet.
+    Posted,
+    /// Posted and completed in the same poll (its slot freed).
+    Done {
+        /// The request's `wr_id`.
+        id: u32,
+        /// `ibv_wc.status`.
+        status: u32,
+        /// `ibv_wc.byte_len`.
+        byte_len: u32,
+        /// `ibv_wc.vendor_err`.
+        vendor_err: u32,
+    },
+}
+
 /// The future of one request of a [`LocalEndpoint`]: queued (a receive:
 /// posted) at its first poll, collected when its completion is there.
 struct LocalOp<'a, F> {
@@ -581,8 +600,8 @@ impl<F> Unpin for LocalOp<'_, F> {}
 impl<F> LocalOp<'_, F> {
     /// The first poll: a slot, and the request queued (a receive posted;
     /// with [`LocalEndpoint::post_when_idle`], a request on an idle
-    /// endpoint posted). Whether it was posted.
-    fn start(&mut self, cx: &Context<'_>) -> Result<bool> {
+    /// endpoint posted, and its completion taken if it is there).
+    fn start(&mut self, cx: &Context<'_>) -> Result<Started> {
         let ep = self.ep;
         assert!(self.buf.is_some(), "LocalEndpoint: an operation polled after it resolved");
         let w = ep.waker_for(cx);
@@ -607,14 +626,27 @@ impl<F> LocalOp<'_, F> {
                 s.free.push(id);
                 return Err(e.into());
             }
+            // Nothing else is in flight: a completion there is this
+            // request's, or one of a `wr_id` this endpoint did not post
+            // (which a drain would pass over too).
+            if let Ok(1) = ep.cq.poll(&mut s.wcs[..1]) {
+                let wc = &s.wcs[0].0;
+                if wc.wr_id == u64::from(id) {
+                    let done =
+                        Started::Done { id, status: wc.status.0, byte_len: wc.byte_len, vendor_err: wc.vendor_err };
+                    s.slots[id as usize] = Slot::Free;
+                    s.free.push(id);
+                    return Ok(done);
+                }
+            }
             s.posted += 1;
         } else {
             ep.queue(&mut s, id, self.req, self.sge);
             self.id = Some(id);
-            return Ok(false);
+            return Ok(Started::Queued);
         }
         self.id = Some(id);
-        Ok(true)
+        Ok(Started::Posted)
     }
 
     /// The operation's result from its finished slot, or `None` (and the
@@ -670,7 +702,16 @@ impl<T, F: Fn(u32, LocalMr) -> T> Future for LocalOp<'_, F> {
             Some(id) => (id, false),
             None => match self.start(cx) {
                 Err(e) => return Poll::Ready(Err(e)),
-                Ok(false) => {
+                Ok(Started::Done { id, status, byte_len, vendor_err }) => {
+                    let buf = self.buf.take().expect("an unresolved operation holds its buffer");
+                    return Poll::Ready(if status == 0 {
+                        Ok((self.output)(byte_len, buf))
+                    } else {
+                        drop(buf);
+                        Err(failed(ep, id, status, vendor_err))
+                    });
+                }
+                Ok(Started::Queued) => {
                     if !ep.driven.get() {
                         // Under another executor: the next poll posts the
                         // queue (the pass has ended by then) and drains.
@@ -678,7 +719,7 @@ impl<T, F: Fn(u32, LocalMr) -> T> Future for LocalOp<'_, F> {
                     }
                     return Poll::Pending;
                 }
-                Ok(true) => (self.id.expect("a started operation has its slot"), true),
+                Ok(Started::Posted) => (self.id.expect("a started operation has its slot"), true),
             },
         };
         let mut s = ep.slots.borrow_mut();
