@@ -1,5 +1,5 @@
 //! Device checks of the async layer (`wrap::aio`, feature `tokio`): its
-//! device tests, and the three async examples run to their checked end.
+//! device tests, and the four async examples run to their checked end.
 
 use std::process::Command;
 
@@ -7,7 +7,7 @@ use crate::capture::executable;
 use crate::device::Check;
 use crate::{root, show, Result};
 
-const EXAMPLES: [&str; 3] = ["aio_hello", "aio_echo", "aio_events"];
+const EXAMPLES: [&str; 4] = ["aio_hello", "aio_echo", "aio_events", "aio_local_lookup"];
 
 /// A server in the background and a client, on one TCP port; prints
 /// `NAME client exit=N` and `NAME server exit=N`.
@@ -90,6 +90,16 @@ pub fn checks() -> Result<Vec<Check>> {
         "aio_events: awaits PORT_ERR and PORT_ACTIVE as the link goes down and up",
         events_cmd,
         move |d| built && d.output.contains("events exit=0") && d.output.contains("PORT_ERR, then PORT_ACTIVE"),
+    ));
+    let lookup = ex("aio_local_lookup");
+    v.push(Check::verdict(
+        "aio_local_lookup: 32 lookups in flight on one thread (LocalEndpoint::block_on), 128 values checked",
+        format!("timeout 120 {lookup} \"$RRDDMMA_TEST_DEVICE\"; echo \"lookup exit=$?\""),
+        move |d| {
+            built
+                && d.output.contains("lookup exit=0")
+                && d.output.contains("128 lookups, 32 in flight on one thread, every value checked")
+        },
     ));
     Ok(v)
 }

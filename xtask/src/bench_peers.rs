@@ -257,9 +257,11 @@ pub fn run_peers(args: &[String]) -> Result<()> {
         ("rrddmma sync event", &["event"] as &'static [&'static str]),
         ("rrddmma aio", &["aio"]),
         ("rrddmma aio, spin_polls(0)", &["aio-nospin"]),
+        ("rrddmma aio local", &["aio-local"]),
     ] {
-        // The event path cannot run `frontpage` (its timed run says why).
-        let counted = if name.contains("event") { &AIO_ALL[..8] } else { AIO_ALL };
+        // The event path and the local endpoint cannot run `frontpage`
+        // (their timed runs say why).
+        let counted = if name.contains("event") || name.contains("local") { &AIO_ALL[..8] } else { AIO_ALL };
         list.push(Peer { name, exe: bin.join("rrddmma"), pre, workloads: AIO_ALL, counted });
     }
     if sideway.is_ok() {

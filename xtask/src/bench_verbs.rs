@@ -37,10 +37,18 @@ fn target(kind: &str) -> f64 {
 /// poll) of each of [`VERBS_ROWS`], rrddmma (`examples/verbs_cost.rs`)
 /// against C (`benches/verbs_cost/verbs_cost.c`), counted by callgrind
 /// inside the functions named `verbs_cost_*` only, on the default device.
-/// With `kinds` (e.g. `wr cqex`), only their rows run.
+/// With `kinds` (e.g. `wr cqex`), only their rows run; kind `aio` names
+/// the async rows ([`bench_aio`]), which run first when no kind is named.
 pub fn bench_verbs(kinds: &[String]) -> Result<()> {
-    if let Some(k) = kinds.iter().find(|k| !VERBS_ROWS.iter().any(|(kind, _, _)| kind == k)) {
-        return Err(format!("bench-verbs: no row of kind {k:?}; kinds: write read send faa cas wr cqex").into());
+    if let Some(k) = kinds.iter().find(|k| *k != "aio" && !VERBS_ROWS.iter().any(|(kind, _, _)| kind == k)) {
+        return Err(format!("bench-verbs: no row of kind {k:?}; kinds: write read send faa cas wr cqex aio").into());
+    }
+    let aio = kinds.iter().any(|k| k == "aio");
+    if kinds.is_empty() || aio {
+        bench_aio()?;
+    }
+    if aio && kinds.len() == 1 {
+        return Ok(());
     }
     let rows: Vec<_> =
         VERBS_ROWS.iter().filter(|(kind, _, _)| kinds.is_empty() || kinds.iter().any(|k| k == kind)).collect();
@@ -98,6 +106,92 @@ pub fn bench_verbs(kinds: &[String]) -> Result<()> {
         } else {
             format!("above target: {}", over.join(", "))
         }
+    );
+    Ok(())
+}
+
+/// Operation counts of the async rows' two runs (whole batches of 1 or 32).
+const AIO_N: [u64; 2] = [320, 1280];
+
+/// The async rows' targets: `aio local` / sync event at 1 and 32 in flight.
+const AIO_TARGET: [(u32, f64); 2] = [(1, 1.10), (32, 1.05)];
+
+/// The async paths of `examples/aio_cost.rs`: (its argument, row name).
+const AIO_SIDES: [(&str, &str); 4] = [
+    ("event", "sync event (`Qp::post_send` + `Cq::wait_one`)"),
+    ("local", "aio local (`LocalEndpoint`, its `block_on`, one doorbell per pass)"),
+    ("local-idle", "aio local, `post_when_idle` (its `block_on`)"),
+    ("local-tokio", "aio local, `post_when_idle`, under tokio's `block_on`"),
+];
+
+/// The async rows: userspace instructions per awaited 64-byte RDMA WRITE,
+/// 1 and 32 in flight, through the synchronous event path, `LocalEndpoint`
+/// under its own `block_on` (batched, and with `post_when_idle`), and
+/// `LocalEndpoint` with `post_when_idle` under tokio's, each
+/// counted by callgrind inside the functions named `verbs_cost_*` of
+/// `examples/aio_cost.rs` (the whole measured loop, waiting included),
+/// with the ratio to the synchronous event path.
+fn bench_aio() -> Result<()> {
+    run(Command::new(env!("CARGO")).args([
+        "build",
+        "--release",
+        "--quiet",
+        "--features",
+        "tokio",
+        "--example",
+        "aio_cost",
+    ]))?;
+    let exe = root().join("target/release/examples/aio_cost");
+    let place = device::locate(None)?;
+    eprintln!("bench-verbs (aio) on {}", place.describe());
+    let mut steps = Vec::new();
+    for (batch, _) in AIO_TARGET {
+        for (side, _) in AIO_SIDES {
+            for n in AIO_N {
+                steps.push(Step {
+                    name: format!("aio {side} batch {batch} n {n}"),
+                    command: format!(
+                        "valgrind --tool=callgrind --vgdb=no --callgrind-out-file=/dev/null \
+                         --toggle-collect='verbs_cost_*' '{}' \"$RRDDMMA_TEST_DEVICE\" {side} {batch} {}",
+                        exe.display(),
+                        n / u64::from(batch)
+                    ),
+                });
+            }
+        }
+    }
+    let done = device::run_steps(&place, &steps)?;
+    let mut counts = Vec::new();
+    for d in &done {
+        match collected(&d.output) {
+            Some(n) if d.code == Some(0) => counts.push(n),
+            _ => return Err(format!("{} failed ({:?}):\n{}", d.name, d.code, d.output).into()),
+        }
+    }
+    let per = |i: usize| (counts[i + 1] as f64 - counts[i] as f64) / (AIO_N[1] - AIO_N[0]) as f64;
+    println!("| path | in flight | instructions per op | ratio to sync event |");
+    println!("|---|---|---|---|");
+    let mut verdicts = Vec::new();
+    for (b, (batch, target)) in AIO_TARGET.iter().enumerate() {
+        let base = b * AIO_SIDES.len() * 2;
+        let sync = per(base);
+        for (k, (side, what)) in AIO_SIDES.iter().enumerate() {
+            let x = per(base + k * 2);
+            println!("| {what} | {batch} | {x:.1} | {:.3} |", x / sync);
+            if side.starts_with("local") {
+                let ok = (x / sync * 100.0).round() / 100.0 <= *target;
+                verdicts.push(format!(
+                    "{side} x{batch} {:.3} (target {target:.2}: {})",
+                    x / sync,
+                    if ok { "met" } else { "NOT met" }
+                ));
+            }
+        }
+    }
+    println!(
+        "\nuserspace instructions per awaited 64-byte RDMA WRITE, device {}; {}\n",
+        place.device(),
+        verdicts.join(", ")
     );
     Ok(())
 }

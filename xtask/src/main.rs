@@ -11,7 +11,8 @@
 //! - `cargo xtask hostile`: only the hostile-peer suite, with its tables.
 //! - `cargo xtask mlx5-harness`: only the libmlx5 differential harness and the kernel mlx5e oracle.
 //! - `cargo xtask slurm`: only the `srun` checks (a one-node Slurm in the VM).
-//! - `cargo xtask bench-verbs [KIND..]`: callgrind count of post + poll, rrddmma vs C verbs calls.
+//! - `cargo xtask bench-verbs [KIND..]`: callgrind count of post + poll, rrddmma vs C verbs calls;
+//!   kind `aio`: the async rows (`LocalEndpoint` beside the synchronous event path).
 //! - `cargo xtask bench-peers [--device NAME] [--reps N] [--smoke | --times] [--rows W,..] [--userspace v59]`: rrddmma beside the other Rust RDMA
 //!   crates and C (`peers/`): instructions, allocations and time per operation.
 //! - `cargo xtask vm [--kernel stable|newest] -- CMD...`: runs CMD inside the SoftRoCE VM with `rxe0` ready,
@@ -122,7 +123,7 @@ fn usage() -> ExitCode {
          \x20 hostile               the hostile-peer suite only, with its tables (attack, victim, outcome)\n\
          \x20 mlx5-harness          the libmlx5 differential harness and the kernel mlx5e oracle only\n\
          \x20 slurm                 the srun checks only (a one-node Slurm started in the VM)\n\
-         \x20 bench-verbs [KIND..]  callgrind: instructions per post + poll, rrddmma vs C (rows of KINDs only)\n\
+         \x20 bench-verbs [KIND..]  callgrind: instructions per post + poll, rrddmma vs C (rows of KINDs only; aio: async rows)\n\
          \x20 bench-peers [--device NAME] [--reps N] [--smoke | --times] [--rows W,..] [--userspace v59]\n\
          \x20                      rrddmma beside sideway, ibverbs, async-rdma and C (peers/); --rows: those\n\
          \x20                      workloads only (aio: the async ones); --userspace v59: every program on\n\

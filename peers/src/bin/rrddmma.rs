@@ -5,7 +5,7 @@
 //! `prim` calls in both (`Qp::post_send` of a slice of `SendWr`, `Cq::poll`;
 //! 32 WRITEs per post through `Qp::wr_batch`, the `ibv_wr_*` API).
 //!
-//! `rrddmma event|aio|aio-nospin DEVICE OP-SIZE-INFLIGHT N`: the async
+//! `rrddmma event|aio|aio-nospin|aio-local DEVICE OP-SIZE-INFLIGHT N`: the async
 //! comparison (module `asynch`).
 
 #[path = "../../common.rs"]
@@ -115,9 +115,9 @@ fn main() {
     let wrap = match variant.as_str() {
         "prim" => false,
         "wrap" => true,
-        "event" | "aio" | "aio-nospin" => return asynch::main(&variant, &a),
+        "event" | "aio" | "aio-nospin" | "aio-local" => return asynch::main(&variant, &a),
         _ => {
-            eprintln!("usage: rrddmma prim|wrap|event|aio|aio-nospin DEVICE WORKLOAD N [settle]");
+            eprintln!("usage: rrddmma prim|wrap|event|aio|aio-nospin|aio-local DEVICE WORKLOAD N [settle]");
             std::process::exit(2)
         }
     };
@@ -204,6 +204,10 @@ fn main() {
 ///   futures joined), the driver with its default adaptive spin;
 /// - `aio-nospin`: the same with `AioOpts::spin_polls(0)` (the driver arms
 ///   at its first empty poll).
+/// - `aio-local`: `wrap::aio::LocalEndpoint::write` / `read` awaited
+///   (INFLIGHT futures joined) on one thread under the endpoint's own
+///   `block_on` (the requests of a pass posted as one list; sleeps on the
+///   CQ's completion channel), no driver task.
 ///
 /// `frontpage` (`aio` and `aio-nospin`; `event` prints UNSUPPORTED):
 /// async-rdma's README exchange per iteration, as `peers/async-rdma` runs
@@ -223,7 +227,7 @@ mod asynch {
     use std::time::Duration;
 
     use rrddmma::prim::{AccessFlags, CompChannel, ConnectOpts, Context, Cq, Pd, QpCaps, SendWr};
-    use rrddmma::wrap::aio::{AioOpts, Listener, LocalMr, RcEndpoint};
+    use rrddmma::wrap::aio::{AioOpts, Listener, LocalEndpoint, LocalMr, MrPool, RcEndpoint};
     use rrddmma::wrap::{connected_rc_pair, RegisteredMem};
 
     use crate::common::{die, report, Args};
@@ -245,16 +249,17 @@ mod asynch {
     pub fn main(variant: &str, a: &Args) {
         let empty = AtomicU64::new(0);
         let krate = format!("rrddmma-{variant}");
-        if a.workload == "frontpage" && variant == "event" {
-            println!(
-                "UNSUPPORTED crate={krate} workload=frontpage reason=the synchronous path has no memory-region calls"
-            );
+        if a.workload == "frontpage" && (variant == "event" || variant == "aio-local") {
+            println!("UNSUPPORTED crate={krate} workload=frontpage reason=this path has no memory-region calls");
             return;
         }
         let (write, size, inflight) = if a.workload == "frontpage" { (true, 8, 1) } else { parse(&a.workload) };
         let batches = (a.iters as usize).div_ceil(inflight);
         if variant == "event" {
             return event(&krate, a, write, size, inflight, batches, &empty);
+        }
+        if variant == "aio-local" {
+            return local(&krate, a, write, size, inflight, batches, &empty);
         }
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -381,6 +386,44 @@ mod asynch {
         })
         .await;
         out.into_iter().map(|o| o.expect("every future finished")).collect()
+    }
+
+    fn local(krate: &str, a: &Args, write: bool, size: usize, inflight: usize, batches: usize, empty: &AtomicU64) {
+        let ctx = Context::open(&a.device).unwrap_or_else(|e| die("Context::open", e));
+        let pd = Pd::alloc(&ctx).unwrap_or_else(|e| die("Pd::alloc", e));
+        let ch = CompChannel::create(&ctx).unwrap_or_else(|e| die("CompChannel::create", e));
+        let cq = Cq::builder(&ctx, 128).channel(&ch).build().unwrap_or_else(|e| die("Cq build", e));
+        let peer_cq = Cq::create(&ctx, 128).unwrap_or_else(|e| die("Cq::create", e));
+        let opts = ConnectOpts::default().access(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ);
+        let caps = QpCaps::default().max_send_wr(64).max_recv_wr(64);
+        let (qp, _peer) = connected_rc_pair(&pd, &cq, &peer_cq, caps, 1, &opts)
+            .unwrap_or_else(|e| die("connected_rc_pair", e));
+        let mem = RegisteredMem::new(&pd, size * inflight).unwrap_or_else(|e| die("RegisteredMem::new", e));
+        let remote = mem.remote();
+        let pool = MrPool::new(&pd, 64 * size * inflight + 4096).unwrap_or_else(|e| die("MrPool::new", e));
+        let ep = LocalEndpoint::new(qp, cq, pool);
+        let one = Layout::from_size_align(size, 64).expect("layout");
+        let mut bufs: Vec<_> =
+            (0..inflight).map(|_| Some(ep.alloc_local_mr(one).unwrap_or_else(|e| die("alloc_local_mr", e)))).collect();
+        let ep = &ep;
+        let round = |bufs: &mut Vec<Option<LocalMr>>, batches: usize| {
+            ep.block_on(async {
+                for _ in 0..batches {
+                    if inflight == 1 {
+                        let b = bufs[0].take().expect("buffer");
+                        let at = remote.at(0);
+                        let r = if write { ep.write(b, 0..size, at).await } else { ep.read(b, 0..size, at).await };
+                        bufs[0] = Some(r.unwrap_or_else(|e| die("write/read", e)));
+                    } else if write {
+                        together(bufs, |b, j| ep.write(b, 0..size, remote.at((j * size) as u64))).await;
+                    } else {
+                        together(bufs, |b, j| ep.read(b, 0..size, remote.at((j * size) as u64))).await;
+                    }
+                }
+            })
+        };
+        round(&mut bufs, WARM_UP.div_ceil(inflight));
+        report(krate, &Args { iters: (batches * inflight) as u64, ..a.clone() }, empty, || round(&mut bufs, batches));
     }
 
     fn event(krate: &str, a: &Args, write: bool, size: usize, inflight: usize, batches: usize, empty: &AtomicU64) {

@@ -62,10 +62,12 @@ mod driver;
 mod endpoint;
 mod error;
 mod listener;
+mod local;
 mod pool;
 
 pub use control::Denial;
 pub use endpoint::{AioOpts, RcEndpoint, Received};
 pub use error::{Error, Result};
 pub use listener::Listener;
+pub use local::LocalEndpoint;
 pub use pool::{LocalMr, MrPool};

@@ -1,0 +1,176 @@
+//! The async rows of `cargo xtask bench-verbs`: one 64-byte RDMA WRITE per
+//! operation, BATCH in flight, each signaled and awaited, through
+//!
+//! - `event`: the synchronous event path (`prim` on a CQ with a completion
+//!   channel: one `Qp::post_send` per request, then `Cq::wait_one` per
+//!   completion: poll; when empty, arm, poll, sleep on the channel);
+//! - `local`: `wrap::aio::LocalEndpoint::write` awaited (BATCH futures
+//!   joined) under [`LocalEndpoint::block_on`], which posts the requests
+//!   queued in a pass as one list and sleeps on the same channel;
+//! - `local-idle`: `local` with `LocalEndpoint::post_when_idle`: a request
+//!   polled while nothing is in flight is posted at once and the CQ polled
+//!   in the same poll;
+//! - `local-tokio`: the `local-idle` endpoint under tokio's current-thread
+//!   `block_on` (each operation posts, drains and wakes itself).
+//!
+//! callgrind counts only the functions named `verbs_cost_*`, each of which
+//! runs the whole measured loop; the per-operation figure is the
+//! difference of two runs over the difference of their operations.
+//!
+//! ```text
+//! cargo run --release --features tokio --example aio_cost -- DEVICE event|local|local-idle|local-tokio BATCH ITERATIONS
+//! ```
+
+mod cli;
+
+use std::alloc::Layout;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::Duration;
+
+use rrddmma::prim::{AccessFlags, CompChannel, ConnectOpts, Context, Cq, Pd, Qp, QpCaps, RemoteAddr, SendWr};
+use rrddmma::wrap::aio::{LocalEndpoint, LocalMr, MrPool};
+use rrddmma::wrap::{connected_rc_pair, RegisteredMem};
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+const USAGE: &str = "Usage: aio_cost DEVICE event|local|local-idle|local-tokio BATCH ITERATIONS";
+
+/// Bytes per operation.
+const SIZE: usize = 64;
+
+#[cold]
+#[inline(never)]
+fn die(what: &str, e: impl std::fmt::Debug) -> ! {
+    eprintln!("{what}: {e:?}");
+    std::process::exit(1)
+}
+
+/// The synchronous event path: ITERATIONS batches of BATCH WRITEs.
+#[no_mangle]
+#[inline(never)]
+pub fn verbs_cost_event(qp: &Qp, cq: &Cq, mem: &RegisteredMem, remote: RemoteAddr, batch: usize, iters: usize) {
+    for _ in 0..iters {
+        for j in 0..batch {
+            let sge = [mem.sge(j * SIZE..(j + 1) * SIZE)];
+            let at = RemoteAddr { addr: remote.addr + (j * SIZE) as u64, rkey: remote.rkey };
+            // SAFETY: `mem` outlives every completion awaited below.
+            if let Err(e) = unsafe { qp.post_send(&mut [SendWr::write(&sge, at).wr_id(j as u64).signaled()]) } {
+                die("post_send", e)
+            }
+        }
+        for _ in 0..batch {
+            match cq.wait_one(Duration::from_secs(10)) {
+                Ok(Some(wc)) if wc.is_success() => {}
+                other => die("wait_one", other.map(|w| w.map(|w| w.status()))),
+            }
+        }
+    }
+}
+
+/// ITERATIONS batches of BATCH awaited WRITEs through `ep`, as one future.
+async fn rounds(ep: &LocalEndpoint, bufs: &mut [Option<LocalMr>], remote: RemoteAddr, iters: usize) {
+    let at = |j: usize| RemoteAddr { addr: remote.addr + (j * SIZE) as u64, rkey: remote.rkey };
+    if bufs.len() == 1 {
+        for _ in 0..iters {
+            let b = bufs[0].take().expect("buffer");
+            bufs[0] = Some(ep.write(b, 0..SIZE, at(0)).await.unwrap_or_else(|e| die("write", e)));
+        }
+        return;
+    }
+    // The futures' `Vec` is reused: no allocation per batch.
+    let mut futs = Vec::with_capacity(bufs.len());
+    let mut done = vec![false; bufs.len()];
+    for _ in 0..iters {
+        futs.extend(bufs.iter_mut().enumerate().map(|(j, b)| ep.write(b.take().expect("buffer"), 0..SIZE, at(j))));
+        done.fill(false);
+        std::future::poll_fn(|cx| {
+            let mut pending = false;
+            for ((f, d), b) in futs.iter_mut().zip(done.iter_mut()).zip(bufs.iter_mut()) {
+                if *d {
+                    continue;
+                }
+                // SAFETY: the futures stay in the `Vec`'s buffer, which is
+                // neither moved nor resized until they are all finished.
+                match unsafe { Pin::new_unchecked(f) }.poll(cx) {
+                    Poll::Ready(r) => {
+                        *b = Some(r.unwrap_or_else(|e| die("write", e)));
+                        *d = true;
+                    }
+                    Poll::Pending => pending = true,
+                }
+            }
+            if pending {
+                Poll::Pending
+            } else {
+                Poll::Ready(())
+            }
+        })
+        .await;
+        futs.clear();
+    }
+}
+
+/// `LocalEndpoint` under its own `block_on`.
+#[no_mangle]
+#[inline(never)]
+pub fn verbs_cost_local(ep: &LocalEndpoint, bufs: &mut [Option<LocalMr>], remote: RemoteAddr, iters: usize) {
+    ep.block_on(rounds(ep, bufs, remote, iters));
+}
+
+/// `LocalEndpoint` under tokio's current-thread `block_on`.
+#[no_mangle]
+#[inline(never)]
+pub fn verbs_cost_local_tokio(
+    rt: &tokio::runtime::Runtime,
+    ep: &LocalEndpoint,
+    bufs: &mut [Option<LocalMr>],
+    remote: RemoteAddr,
+    iters: usize,
+) {
+    rt.block_on(rounds(ep, bufs, remote, iters));
+}
+
+fn main() -> Res<()> {
+    let args = cli::operands(USAGE);
+    let [dev, kind, batch, iters] = &args[..] else {
+        return Err(USAGE.into());
+    };
+    let batch: usize = batch.parse()?;
+    let iters: usize = iters.parse()?;
+    if !["event", "local", "local-idle", "local-tokio"].contains(&kind.as_str()) || !(1..=32).contains(&batch) {
+        return Err(USAGE.into());
+    }
+    let ctx = Context::open(dev)?;
+    let pd = Pd::alloc(&ctx)?;
+    let ch = CompChannel::create(&ctx)?;
+    let cq = Cq::builder(&ctx, 128).channel(&ch).build()?;
+    let peer_cq = Cq::create(&ctx, 128)?;
+    let opts = ConnectOpts::default().access(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ);
+    let caps = QpCaps::default().max_send_wr(64).max_recv_wr(64);
+    let (qp, _peer) = connected_rc_pair(&pd, &cq, &peer_cq, caps, 1, &opts)?;
+    let target = RegisteredMem::new(&pd, SIZE * batch)?;
+    let remote = target.remote().at(0);
+    // A warm-up of 64 operations through the same function: counted too,
+    // and cancelled by the difference of two runs.
+    let warm = 64usize.div_ceil(batch);
+    if kind == "event" {
+        let mem = RegisteredMem::new(&pd, SIZE * batch)?;
+        verbs_cost_event(&qp, &cq, &mem, remote, batch, warm);
+        verbs_cost_event(&qp, &cq, &mem, remote, batch, iters);
+        return Ok(());
+    }
+    let ep = LocalEndpoint::new(qp, cq, MrPool::new(&pd, 64 * SIZE * batch + 4096)?).post_when_idle(kind != "local");
+    let one = Layout::from_size_align(SIZE, 64)?;
+    let mut bufs: Vec<_> = (0..batch).map(|_| ep.alloc_local_mr(one).map(Some)).collect::<Result<_, _>>()?;
+    if kind != "local-tokio" {
+        verbs_cost_local(&ep, &mut bufs, remote, warm);
+        verbs_cost_local(&ep, &mut bufs, remote, iters);
+    } else {
+        let rt = tokio::runtime::Builder::new_current_thread().build()?;
+        verbs_cost_local_tokio(&rt, &ep, &mut bufs, remote, warm);
+        verbs_cost_local_tokio(&rt, &ep, &mut bufs, remote, iters);
+    }
+    Ok(())
+}

@@ -1,0 +1,791 @@
+//! [`LocalEndpoint`]: the per-thread async path. One thread owns the QP,
+//! its CQ and the requests in flight: no lock, no driver task, no tokio
+//! type. One-sided requests and SENDs wait in a submission queue and are
+//! posted together, one `ibv_post_send` (one doorbell) per flush; the CQ is
+//! drained by [`LocalEndpoint::block_on`] between its passes, or else by
+//! whichever operation is polled, and the operation whose `wr_id` arrived
+//! is woken.
+
+use std::alloc::Layout;
+use std::cell::{Cell, RefCell, UnsafeCell};
+use std::future::Future;
+use std::marker::PhantomData;
+use std::ops::Range;
+use std::pin::{pin, Pin};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+
+use super::error::{Error, Result};
+use super::pool::{LocalMr, MrPool};
+use crate::prim::{Cq, Qp, RecvWr, RemoteAddr, SendWr, Sge, Wc};
+
+/// Requests a submission queue holds before it is flushed on its own.
+const SQ_CAP: usize = 32;
+
+/// Completions taken per `ibv_poll_cq`.
+const POLL_CAP: usize = 32;
+
+/// Where one request stands.
+enum Slot {
+    /// Not in use.
+    Free,
+    /// Queued or posted; the waker of the operation awaiting it (`None`
+    /// when that is [`LocalEndpoint::block_on`]'s own, which re-polls after
+    /// every drain that found a completion).
+    Waiting(Option<Waker>),
+    /// Completed, not yet collected by its operation: the completion's
+    /// status, byte count and vendor error (what an operation's result
+    /// needs; the slot stays small).
+    Done {
+        /// `ibv_wc.status`.
+        status: u32,
+        /// `ibv_wc.byte_len`.
+        byte_len: u32,
+        /// `ibv_wc.vendor_err`.
+        vendor_err: u32,
+    },
+    /// Handed to the device and failed before it ran: the post was refused
+    /// (`posted: false`: the device does not hold the buffer) or its fate
+    /// is unknown (`posted: true`: a refused list whose provider named no
+    /// request, or a CQ that failed: the buffer must stay until the QP is
+    /// destroyed). `op` and `errno` are the failed call's.
+    Failed {
+        /// The call that failed.
+        op: &'static str,
+        /// Its error.
+        errno: i32,
+        /// Whether the device may still hold the request.
+        posted: bool,
+    },
+    /// Queued or posted, its operation dropped: the buffer stays here until
+    /// the completion arrives (or the QP is destroyed).
+    Abandoned(Option<LocalMr>),
+}
+
+/// The requests of one thread's endpoint, and its submission queue.
+struct Slots {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    /// Requests posted whose completion has not been taken.
+    posted: usize,
+    /// The submission queue: requests built, not yet posted. Each one's
+    /// entry list is its own element of `sges` (at the same index).
+    sq: Vec<SendWr<'static>>,
+    wcs: [Wc; POLL_CAP],
+}
+
+/// An async RC endpoint that lives on one thread (`!Send`, `!Sync`).
+///
+/// Built over a connected QP whose send and receive queues complete to
+/// `cq`, which nothing else polls. Its operations are futures as
+/// [`RcEndpoint`](super::RcEndpoint)'s are, with the same cancellation
+/// guarantee: a future dropped before its completion leaves its buffer to
+/// the endpoint, which frees it when the completion arrives or after the
+/// QP is destroyed.
+///
+/// # Posting
+/// WRITE, READ, SEND and the atomics are not posted when their future is
+/// first polled: they join the endpoint's submission queue, which is
+/// posted as one linked list (one `ibv_post_send`, one doorbell) at the end
+/// of the pass, so N operations polled in one pass (N coroutines, or a join
+/// of N futures) cost one post. The queue is flushed by
+/// [`LocalEndpoint::block_on`] when its future returns `Pending`, by any
+/// operation polled a second time, by [`LocalEndpoint::flush`], and when
+/// it holds 32 requests. Receives are posted at once.
+///
+/// # Running it
+/// [`LocalEndpoint::block_on`] runs a future on this thread with the
+/// endpoint as its event source: after each pass it posts the queue and
+/// drains the CQ, and when nothing has completed it waits as
+/// [`Cq::wait_one`] does (poll, arm, poll, sleep on the CQ's completion
+/// channel; a CQ without a channel is busy-polled). This is the cheap way:
+/// an operation is polled twice, once to queue it and once to collect it.
+///
+/// Any other executor that polls futures on one thread runs it too (tokio's
+/// current-thread runtime with a `LocalSet`, or any `block_on`): it needs
+/// no runtime, no timer and no I/O reactor, as its operations, polled
+/// under another executor, flush the queue and drain the CQ themselves and
+/// wake themselves while they wait (a busy-polling design: one thread per
+/// core).
+///
+/// Field order is drop order: the QP goes first, then the slots that hold
+/// abandoned buffers.
+pub struct LocalEndpoint {
+    qp: Qp,
+    cq: Cq,
+    slots: RefCell<Slots>,
+    /// The entry lists of the queued requests (`Slots::sq`), one each, at
+    /// a fixed heap address; written only while its index is not queued.
+    sges: Box<[UnsafeCell<[Sge; 1]>]>,
+    pool: MrPool,
+    /// The waker of the running [`LocalEndpoint::block_on`], if any.
+    driver: RefCell<Option<Waker>>,
+    driven: Cell<bool>,
+    /// [`LocalEndpoint::post_when_idle`].
+    when_idle: bool,
+    _not_send: PhantomData<Rc<()>>,
+}
+
+impl std::fmt::Debug for LocalEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalEndpoint").field("qpn", &self.qp.qpn()).finish_non_exhaustive()
+    }
+}
+
+/// The waker of [`LocalEndpoint::block_on`]: a flag, and the thread to
+/// unpark when it is raised from elsewhere.
+struct RunWaker {
+    woken: AtomicBool,
+    thread: std::thread::Thread,
+}
+
+impl Wake for RunWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if !self.woken.swap(true, Ordering::Release) {
+            self.thread.unpark();
+        }
+    }
+}
+
+/// Marks the endpoint driven for the guard's life.
+struct Driving<'a>(&'a LocalEndpoint);
+
+impl Drop for Driving<'_> {
+    fn drop(&mut self) {
+        self.0.driven.set(false);
+        self.0.driver.borrow_mut().take();
+    }
+}
+
+impl LocalEndpoint {
+    /// An endpoint over `qp` (connected, RC), which completes to `cq`
+    /// alone, with buffers from `pool` (registered on `qp`'s protection
+    /// domain). Completions another poller of `cq` takes are lost to this
+    /// endpoint: their operations never resolve and their buffers are
+    /// never reused. Give `cq` a completion channel
+    /// ([`CqBuilder::channel`](crate::prim::CqBuilder::channel)) for
+    /// [`LocalEndpoint::block_on`] to sleep on; without one it busy-polls.
+    pub fn new(qp: Qp, cq: Cq, pool: MrPool) -> LocalEndpoint {
+        let slots = Slots {
+            slots: Vec::with_capacity(64),
+            free: Vec::with_capacity(64),
+            posted: 0,
+            sq: Vec::with_capacity(SQ_CAP),
+            wcs: [Wc::default(); POLL_CAP],
+        };
+        let sges = (0..SQ_CAP).map(|_| UnsafeCell::new([Sge::from_raw(0, 0, 0)])).collect();
+        LocalEndpoint {
+            qp,
+            cq,
+            slots: RefCell::new(slots),
+            sges,
+            pool,
+            driver: RefCell::new(None),
+            driven: Cell::new(false),
+            when_idle: false,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// With `yes`, a one-sided request or SEND polled while the endpoint
+    /// is idle (nothing queued, nothing in flight) is posted at once and
+    /// the CQ polled in the same poll: on a device that completes it
+    /// before the poll (SoftRoCE on loopback does, in the post's system
+    /// call), the operation resolves at its first poll, with no second
+    /// poll and no pass of the executor. Requests polled while others are
+    /// in flight still join the queue. Off by default: then N operations
+    /// polled in one pass always share one doorbell, which is what a
+    /// device with real latency wants.
+    pub fn post_when_idle(mut self, yes: bool) -> LocalEndpoint {
+        self.when_idle = yes;
+        self
+    }
+
+    /// The pool this endpoint's buffers come from.
+    pub fn pool(&self) -> &MrPool {
+        &self.pool
+    }
+
+    /// A buffer of `layout` from the pool.
+    pub fn alloc_local_mr(&self, layout: Layout) -> Result<LocalMr> {
+        self.pool.alloc(layout).ok_or(Error::PoolExhausted { size: layout.size(), free: self.pool.free_bytes() })
+    }
+
+    /// Requests queued or posted whose completion has not arrived
+    /// (including those of dropped operations).
+    pub fn in_flight(&self) -> usize {
+        let s = self.slots.borrow();
+        s.slots.iter().filter(|s| matches!(s, Slot::Waiting(_) | Slot::Abandoned(_))).count()
+    }
+
+    /// Posts the submission queue now (one `ibv_post_send`). A refused
+    /// post is reported to the operations it refused, not here.
+    pub fn flush(&self) {
+        match self.slots.try_borrow_mut() {
+            Ok(mut s) => self.flush_in(&mut s),
+            Err(_) => panic!("LocalEndpoint::flush called from inside one of its own wake-ups: call it from the task"),
+        }
+    }
+
+    /// Runs `fut` to its end on this thread, with this endpoint's CQ as
+    /// its event source: after each pass the submission queue is posted
+    /// and the CQ drained; when no completion is there and nothing else
+    /// woke the future, the thread waits for one as [`Cq::wait_one`] does
+    /// (on the completion channel if the CQ has one, else busy-polling),
+    /// or, with no request in flight, sleeps until the future is woken.
+    ///
+    /// # Panics
+    /// If called inside another `block_on` of the same endpoint.
+    pub fn block_on<F: Future>(&self, fut: F) -> F::Output {
+        assert!(!self.driven.get(), "LocalEndpoint::block_on called inside its own block_on: await the future instead");
+        let run = Arc::new(RunWaker { woken: AtomicBool::new(false), thread: std::thread::current() });
+        let waker = Waker::from(run.clone());
+        *self.driver.borrow_mut() = Some(waker.clone());
+        self.driven.set(true);
+        let _guard = Driving(self);
+        let mut cx = Context::from_waker(&waker);
+        let mut fut = pin!(fut);
+        loop {
+            if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+                return v;
+            }
+            self.wait_pass(&run);
+        }
+    }
+
+    /// Between two passes of `block_on`: post, then wait until a
+    /// completion arrived or the future was woken.
+    fn wait_pass(&self, run: &RunWaker) {
+        let mut s = self.slots.borrow_mut();
+        self.flush_in(&mut s);
+        let mut armed = false;
+        loop {
+            if run.woken.swap(false, Ordering::Acquire) {
+                return;
+            }
+            if s.posted == 0 {
+                drop(s);
+                // Nothing of ours in flight: the future waits on something
+                // else, which wakes it.
+                while !run.woken.swap(false, Ordering::Acquire) {
+                    std::thread::park();
+                }
+                return;
+            }
+            match self.drain(&mut s) {
+                Ok(0) => {}
+                Ok(_) => return,
+                Err(e) => return self.fail_all(&mut s, &e),
+            }
+            if self.cq.channel().is_none() {
+                continue;
+            }
+            if !armed {
+                // A completion between the poll and the arm raises no
+                // event: armed, poll again before sleeping.
+                if let Err(e) = self.cq.req_notify(false) {
+                    return self.fail_all(&mut s, &e);
+                }
+                armed = true;
+                continue;
+            }
+            armed = false;
+            if let Err(e) = self.cq.wait(None) {
+                return self.fail_all(&mut s, &e);
+            }
+        }
+    }
+
+    /// The CQ failed: every posted request's operation ends with the
+    /// error; their buffers stay in their slots (the device may own them).
+    #[cold]
+    fn fail_all(&self, s: &mut Slots, e: &crate::prim::Error) {
+        let (op, errno) = match e {
+            crate::prim::Error::Verbs { op, errno } => (*op, *errno),
+            _ => ("ibv_poll_cq", e.errno().unwrap_or(libc::EIO)),
+        };
+        for slot in &mut s.slots {
+            if let Slot::Waiting(w) = slot {
+                let w = w.take();
+                *slot = Slot::Failed { op, errno, posted: true };
+                self.wake(w);
+            }
+        }
+    }
+
+    /// Wakes an operation: its own waker, or the running `block_on`.
+    fn wake(&self, w: Option<Waker>) {
+        match w {
+            Some(w) => w.wake(),
+            None => {
+                if let Ok(d) = self.driver.try_borrow() {
+                    d.iter().for_each(Waker::wake_by_ref);
+                }
+            }
+        }
+    }
+
+    /// Posts the submission queue as one list.
+    fn flush_in(&self, s: &mut Slots) {
+        if s.sq.is_empty() {
+            return;
+        }
+        // SAFETY: every queued entry lies in a buffer its operation holds
+        // from before it was queued until its completion; an operation
+        // dropped before leaves the buffer in its slot until the completion
+        // or the QP's destruction (the QP is dropped before the slots). The
+        // entry lists live in `self.sges`, untouched until the queue is
+        // cleared below.
+        let r = unsafe { self.qp.post_send(&mut s.sq) };
+        match r {
+            Ok(()) => s.posted += s.sq.len(),
+            Err(e) => self.refused(s, &e),
+        }
+        s.sq.clear();
+    }
+
+    /// A refused flush: the requests before the one the provider named
+    /// were posted; the rest were not (or, when it named none, may have
+    /// been).
+    #[cold]
+    fn refused(&self, s: &mut Slots, e: &crate::prim::Error) {
+        let (op, errno, index) = match e {
+            crate::prim::Error::Post { op, errno, index, .. } => (*op, *errno, *index),
+            _ => ("ibv_post_send", e.errno().unwrap_or(libc::EIO), None),
+        };
+        let Slots { slots, free, sq, posted, .. } = s;
+        for (k, wr) in sq.iter().enumerate() {
+            #[allow(clippy::cast_possible_truncation)]
+            let id = wr.as_raw().wr_id as u32;
+            let on_device = index.is_none_or(|i| k < i);
+            if index.is_some_and(|i| k < i) {
+                *posted += 1;
+                continue;
+            }
+            if index.is_none() {
+                *posted += 1;
+            }
+            let slot = &mut slots[id as usize];
+            match std::mem::replace(slot, Slot::Failed { op, errno, posted: on_device }) {
+                Slot::Waiting(w) => self.wake(w),
+                Slot::Abandoned(buf) if !on_device => {
+                    *slot = Slot::Free;
+                    free.push(id);
+                    drop(buf);
+                }
+                old => *slot = old,
+            }
+        }
+    }
+
+    /// Drains the CQ: each completion goes to its slot, waking its
+    /// operation; an abandoned request's buffer is freed. The number of
+    /// completions taken.
+    fn drain(&self, s: &mut Slots) -> crate::prim::Result<usize> {
+        let mut total = 0;
+        loop {
+            let want = s.posted.clamp(1, POLL_CAP);
+            let n = self.cq.poll(&mut s.wcs[..want])?;
+            let Slots { slots, free, wcs, posted, .. } = &mut *s;
+            for wc in &wcs[..n] {
+                let i = wc.wr_id() as usize;
+                let Some(slot) = slots.get_mut(i) else { continue };
+                let done = Slot::Done { status: wc.0.status.0, byte_len: wc.0.byte_len, vendor_err: wc.0.vendor_err };
+                match slot {
+                    // `None`: `block_on`'s own waker; it re-polls after
+                    // every drain that took a completion.
+                    Slot::Waiting(w) => {
+                        let w = w.take();
+                        // The old value is `Waiting(None)`: nothing to drop.
+                        std::mem::forget(std::mem::replace(slot, done));
+                        if let Some(w) = w {
+                            w.wake();
+                        }
+                    }
+                    Slot::Abandoned(_) => {
+                        // Its buffer goes back to the pool here.
+                        *slot = Slot::Free;
+                        free.push(i as u32);
+                    }
+                    // A request whose fate was unknown completed after
+                    // all: its operation, which has its error, may now
+                    // take its buffer back.
+                    Slot::Failed { posted: on_device, .. } if *on_device => *on_device = false,
+                    // A `wr_id` this endpoint did not post: left as it was.
+                    _ => continue,
+                }
+                *posted = posted.saturating_sub(1);
+            }
+            total += n;
+            // Fewer than asked for: the CQ is empty; as many as were in
+            // flight: nothing of ours is left to take.
+            if n < POLL_CAP || s.posted == 0 {
+                return Ok(total);
+            }
+        }
+    }
+
+    #[inline]
+    fn take_slot(s: &mut Slots, w: Option<Waker>) -> u32 {
+        match s.free.pop() {
+            Some(i) => {
+                // The old value is `Free`: nothing to drop.
+                std::mem::forget(std::mem::replace(&mut s.slots[i as usize], Slot::Waiting(w)));
+                i
+            }
+            None => {
+                s.slots.push(Slot::Waiting(w));
+                u32::try_from(s.slots.len() - 1).expect("LocalEndpoint: fewer than 2^32 requests in flight")
+            }
+        }
+    }
+
+    /// The waker to keep for an operation polled with `cx`: none when it is
+    /// `block_on`'s own.
+    #[inline]
+    fn waker_for(&self, cx: &Context<'_>) -> Option<Waker> {
+        if self.driven.get() && self.driver.borrow().as_ref().is_some_and(|d| d.will_wake(cx.waker())) {
+            None
+        } else {
+            Some(cx.waker().clone())
+        }
+    }
+
+    /// Queues request `id` (flushing a full queue first).
+    #[inline]
+    fn queue(&self, s: &mut Slots, id: u32, req: Req, sge: Sge) {
+        if s.sq.len() == SQ_CAP {
+            self.flush_in(s);
+        }
+        let k = s.sq.len();
+        let cell = &self.sges[k];
+        // SAFETY: index `k` is not queued (the queue holds `k` requests, at
+        // indices below it), so nothing reads this list now.
+        unsafe { *cell.get() = [sge] };
+        // SAFETY: the list lives in `self.sges` (boxed: its address never
+        // changes) as long as the endpoint, which owns the queue; it is not
+        // written again until the queue is cleared after its post. The
+        // `'static` borrow never leaves the queue.
+        let sges: &'static [Sge; 1] = unsafe { &*cell.get() };
+        s.sq.push(req.wr(sges, id));
+    }
+
+    fn op<T, F: Fn(u32, LocalMr) -> T>(
+        &self,
+        buf: LocalMr,
+        range: Range<usize>,
+        req: Req,
+        output: F,
+    ) -> LocalOp<'_, F> {
+        let sge = buf.sge(range);
+        LocalOp { ep: self, req, sge, output, id: None, buf: Some(buf) }
+    }
+
+    /// RDMA WRITE of `range` of `src` to `dst`; gives `src` back.
+    pub fn write(
+        &self,
+        src: LocalMr,
+        range: Range<usize>,
+        dst: RemoteAddr,
+    ) -> impl Future<Output = Result<LocalMr>> + '_ {
+        self.op(src, range, Req::Write(dst), |_, b| b)
+    }
+
+    /// RDMA READ from `src` into `range` of `dst`; gives `dst` back.
+    pub fn read(
+        &self,
+        dst: LocalMr,
+        range: Range<usize>,
+        src: RemoteAddr,
+    ) -> impl Future<Output = Result<LocalMr>> + '_ {
+        self.op(dst, range, Req::Read(src), |_, b| b)
+    }
+
+    /// SEND of `range` of `src` (consumes a receive at the peer).
+    pub fn send(&self, src: LocalMr, range: Range<usize>) -> impl Future<Output = Result<LocalMr>> + '_ {
+        self.op(src, range, Req::Send, |_, b| b)
+    }
+
+    /// 8-byte fetch-and-add at `dst` (8-byte aligned); the old value.
+    pub async fn fetch_add(&self, dst: RemoteAddr, add: u64) -> Result<u64> {
+        let old = self.alloc_local_mr(Layout::new::<u64>())?;
+        self.op(old, 0..8, Req::FetchAdd(dst, add), |_, old| read_u64(&old)).await
+    }
+
+    /// 8-byte compare-and-swap at `dst` (8-byte aligned): `swap` is
+    /// written if the value there is `compare`; the old value.
+    pub async fn compare_swap(&self, dst: RemoteAddr, compare: u64, swap: u64) -> Result<u64> {
+        let old = self.alloc_local_mr(Layout::new::<u64>())?;
+        self.op(old, 0..8, Req::CompareSwap(dst, compare, swap), |_, old| read_u64(&old)).await
+    }
+
+    /// Receives one message into `dst`; its length and `dst`.
+    pub fn recv(&self, dst: LocalMr) -> impl Future<Output = Result<(usize, LocalMr)>> + '_ {
+        let len = dst.len();
+        self.op(dst, 0..len, Req::Recv, |len, b| (len as usize, b))
+    }
+}
+
+fn read_u64(mr: &LocalMr) -> u64 {
+    let mut b = [0u8; 8];
+    mr.read(0, &mut b);
+    u64::from_ne_bytes(b)
+}
+
+/// What a request does.
+#[derive(Clone, Copy)]
+enum Req {
+    Write(RemoteAddr),
+    Read(RemoteAddr),
+    Send,
+    FetchAdd(RemoteAddr, u64),
+    CompareSwap(RemoteAddr, u64, u64),
+    Recv,
+}
+
+impl Req {
+    /// The signaled send request `id` over `sges`.
+    #[inline]
+    fn wr(self, sges: &[Sge; 1], id: u32) -> SendWr<'_> {
+        let wr = match self {
+            Req::Write(at) => SendWr::write(sges, at),
+            Req::Read(at) => SendWr::read(sges, at),
+            Req::Send => SendWr::send(sges),
+            Req::FetchAdd(at, add) => SendWr::fetch_add(sges, at, add),
+            Req::CompareSwap(at, compare, swap) => SendWr::compare_swap(sges, at, compare, swap),
+            Req::Recv => unreachable!("receives are posted at once"),
+        };
+        wr.wr_id(u64::from(id)).signaled()
+    }
+}
+
+/// How a first poll left its request.
+enum Started {
+    /// In the submission queue.
+    Queued,
+    /// Posted, its completion not taken yet.
+    Posted,
+    /// Posted and completed in the same poll (its slot freed).
+    Done {
+        /// The request's `wr_id`.
+        id: u32,
+        /// `ibv_wc.status`.
+        status: u32,
+        /// `ibv_wc.byte_len`.
+        byte_len: u32,
+        /// `ibv_wc.vendor_err`.
+        vendor_err: u32,
+    },
+}
+
+/// The future of one request of a [`LocalEndpoint`]: queued (a receive:
+/// posted) at its first poll, collected when its completion is there.
+struct LocalOp<'a, F> {
+    ep: &'a LocalEndpoint,
+    req: Req,
+    sge: Sge,
+    output: F,
+    id: Option<u32>,
+    buf: Option<LocalMr>,
+}
+
+impl<F> Unpin for LocalOp<'_, F> {}
+
+impl<F> LocalOp<'_, F> {
+    /// The first poll: a slot, and the request queued (a receive posted;
+    /// with [`LocalEndpoint::post_when_idle`], a request on an idle
+    /// endpoint posted, and its completion taken if it is there).
+    fn start(&mut self, cx: &Context<'_>) -> Result<Started> {
+        let ep = self.ep;
+        assert!(self.buf.is_some(), "LocalEndpoint: an operation polled after it resolved");
+        let w = ep.waker_for(cx);
+        let mut s = ep.slots.borrow_mut();
+        let id = LocalEndpoint::take_slot(&mut s, w);
+        if let Req::Recv = self.req {
+            let sge = [self.sge];
+            // SAFETY: as in `LocalEndpoint::flush_in`.
+            if let Err(e) = unsafe { ep.qp.post_recv(&mut [RecvWr::new(&sge, u64::from(id))]) } {
+                // Never posted: the slot is free, the buffer goes back with the future.
+                s.slots[id as usize] = Slot::Free;
+                s.free.push(id);
+                return Err(e.into());
+            }
+            s.posted += 1;
+        } else if ep.when_idle && s.posted == 0 && s.sq.is_empty() {
+            let sge = [self.sge];
+            // SAFETY: as in `LocalEndpoint::flush_in`.
+            if let Err(e) = unsafe { ep.qp.post_send(&mut [self.req.wr(&sge, id)]) } {
+                // Never posted (one request: refused whole).
+                s.slots[id as usize] = Slot::Free;
+                s.free.push(id);
+                return Err(e.into());
+            }
+            // Nothing else is in flight: a completion there is this
+            // request's, or one of a `wr_id` this endpoint did not post
+            // (which a drain would pass over too).
+            if let Ok(1) = ep.cq.poll(&mut s.wcs[..1]) {
+                let wc = &s.wcs[0].0;
+                if wc.wr_id == u64::from(id) {
+                    let done =
+                        Started::Done { id, status: wc.status.0, byte_len: wc.byte_len, vendor_err: wc.vendor_err };
+                    s.slots[id as usize] = Slot::Free;
+                    s.free.push(id);
+                    return Ok(done);
+                }
+            }
+            s.posted += 1;
+        } else {
+            ep.queue(&mut s, id, self.req, self.sge);
+            self.id = Some(id);
+            return Ok(Started::Queued);
+        }
+        self.id = Some(id);
+        Ok(Started::Posted)
+    }
+
+    /// The operation's result from its finished slot, or `None` (and the
+    /// waker kept) while it waits.
+    fn collect<T>(&mut self, s: &mut Slots, id: u32, cx: &Context<'_>) -> Option<Result<T>>
+    where
+        F: Fn(u32, LocalMr) -> T,
+    {
+        let slot = &mut s.slots[id as usize];
+        match slot {
+            &mut Slot::Done { status, byte_len, vendor_err } => {
+                // The old value is `Done`: nothing to drop.
+                std::mem::forget(std::mem::replace(slot, Slot::Free));
+                s.free.push(id);
+                self.id = None;
+                let buf = self.buf.take().expect("an unresolved operation holds its buffer");
+                Some(if status == 0 {
+                    Ok((self.output)(byte_len, buf))
+                } else {
+                    drop(buf);
+                    Err(failed(self.ep, id, status, vendor_err))
+                })
+            }
+            Slot::Waiting(w) => {
+                if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    *w = self.ep.waker_for(cx);
+                }
+                None
+            }
+            Slot::Failed { op, errno, posted } => {
+                let e = crate::prim::Error::Verbs { op, errno: *errno };
+                if *posted {
+                    // The device may hold the buffer: it stays in the slot.
+                    *slot = Slot::Abandoned(self.buf.take());
+                } else {
+                    *slot = Slot::Free;
+                    s.free.push(id);
+                }
+                self.id = None;
+                Some(Err(e.into()))
+            }
+            Slot::Free | Slot::Abandoned(_) => unreachable!("only this future frees or abandons its slot"),
+        }
+    }
+}
+
+impl<T, F: Fn(u32, LocalMr) -> T> Future for LocalOp<'_, F> {
+    type Output = Result<T>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let ep = self.ep;
+        let (id, posted) = match self.id {
+            Some(id) => (id, false),
+            None => match self.start(cx) {
+                Err(e) => return Poll::Ready(Err(e)),
+                Ok(Started::Done { id, status, byte_len, vendor_err }) => {
+                    let buf = self.buf.take().expect("an unresolved operation holds its buffer");
+                    return Poll::Ready(if status == 0 {
+                        Ok((self.output)(byte_len, buf))
+                    } else {
+                        drop(buf);
+                        Err(failed(ep, id, status, vendor_err))
+                    });
+                }
+                Ok(Started::Queued) => {
+                    if !ep.driven.get() {
+                        // Under another executor: the next poll posts the
+                        // queue (the pass has ended by then) and drains.
+                        cx.waker().wake_by_ref();
+                    }
+                    return Poll::Pending;
+                }
+                Ok(Started::Posted) => (self.id.expect("a started operation has its slot"), true),
+            },
+        };
+        let mut s = ep.slots.borrow_mut();
+        if !posted {
+            if let Some(r) = self.collect(&mut s, id, cx) {
+                return Poll::Ready(r);
+            }
+        }
+        if ep.driven.get() && !posted {
+            // `block_on` posts and drains between passes.
+            return Poll::Pending;
+        }
+        if !posted {
+            ep.flush_in(&mut s);
+        }
+        if let Err(e) = ep.drain(&mut s) {
+            ep.fail_all(&mut s, &e);
+        }
+        if let Some(r) = self.collect(&mut s, id, cx) {
+            return Poll::Ready(r);
+        }
+        if ep.driven.get() {
+            return Poll::Pending;
+        }
+        drop(s);
+        // Busy polling: the next poll drains the CQ again.
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+impl<F> Drop for LocalOp<'_, F> {
+    /// A dropped operation: a finished request's slot is freed and its
+    /// buffer goes back to the pool; a queued or posted one's buffer stays
+    /// in the slot until its completion arrives.
+    fn drop(&mut self) {
+        let Some(id) = self.id else { return };
+        let Ok(mut s) = self.ep.slots.try_borrow_mut() else {
+            // Dropped from inside a drain (a waker that drops futures):
+            // the buffer is never reused.
+            std::mem::forget(self.buf.take());
+            return;
+        };
+        let Slots { slots, free, .. } = &mut *s;
+        match &slots[id as usize] {
+            Slot::Done { .. } | Slot::Failed { posted: false, .. } => {
+                slots[id as usize] = Slot::Free;
+                free.push(id);
+            }
+            _ => slots[id as usize] = Slot::Abandoned(self.buf.take()),
+        }
+    }
+}
+
+/// The error of a failed completion, from what its slot kept.
+#[cold]
+fn failed(ep: &LocalEndpoint, id: u32, status: u32, vendor_err: u32) -> Error {
+    let wc = Wc(crate::bindings::ibv_wc {
+        wr_id: u64::from(id),
+        status: crate::bindings::ibv_wc_status(status),
+        vendor_err,
+        qp_num: ep.qp.qpn(),
+        ..Default::default()
+    });
+    match wc.ok() {
+        Ok(_) => unreachable!("a failed completion's status is not success"),
+        Err(e) => e.into(),
+    }
+}

@@ -1,0 +1,252 @@
+//! Device tests of `LocalEndpoint`, the per-thread async path: every
+//! operation with its data checked, a dropped future, 32 in flight, all on
+//! one thread with no driver task.
+
+use std::alloc::Layout;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context as TaskCx, Poll};
+
+use rrddmma::prim::{AccessFlags, CompChannel, ConnectOpts, Context, Cq, Mr, Pd, Qp, QpCaps, QpType};
+use rrddmma::wrap::aio::{LocalEndpoint, LocalMr, MrPool};
+
+const REMOTE_LEN: usize = 1 << 16;
+
+/// Two local endpoints connected to each other, each with its own CQ, and
+/// a region of `b`'s side open to remote access (its memory box outlives it).
+struct Pair {
+    a: LocalEndpoint,
+    b: LocalEndpoint,
+    _ch: Option<CompChannel>,
+    remote: Mr,
+    _mem: Box<[u8]>,
+    _pd: Pd,
+    _ctx: Context,
+}
+
+fn pair() -> Pair {
+    pair_on(false, false)
+}
+
+/// [`pair`], `a`'s CQ with a completion channel when `channel` (for
+/// `LocalEndpoint::block_on` to sleep on), `a` posting at once when idle
+/// when `idle` (`LocalEndpoint::post_when_idle`).
+fn pair_on(channel: bool, idle: bool) -> Pair {
+    let dev = std::env::var("RRDDMMA_TEST_DEVICE").expect("RRDDMMA_TEST_DEVICE names the device for device tests");
+    let ctx = Context::open(&dev).expect("open device");
+    let pd = Pd::alloc(&ctx).expect("ibv_alloc_pd");
+    let ch = channel.then(|| CompChannel::create(&ctx).expect("channel"));
+    let cqa = match &ch {
+        Some(ch) => Cq::builder(&ctx, 256).channel(ch).build().expect("cq a"),
+        None => Cq::create(&ctx, 256).expect("cq a"),
+    };
+    let cqb = Cq::create(&ctx, 256).expect("cq b");
+    let caps = QpCaps::default();
+    let qa = Qp::builder(&pd, QpType::RC, &cqa, &cqa).caps(caps).build().expect("qp a");
+    let qb = Qp::builder(&pd, QpType::RC, &cqb, &cqb).caps(caps).build().expect("qp b");
+    let opts = ConnectOpts::default()
+        .access(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC);
+    let gid = opts.gid_index_on(&ctx).expect("gid index");
+    let opts = opts.gid_index(Some(gid));
+    let ea = qa.endpoint(opts.get_port(), gid, 100).expect("endpoint a");
+    let eb = qb.endpoint(opts.get_port(), gid, 200).expect("endpoint b");
+    qa.connect(&eb, ea.psn, &opts).expect("connect a");
+    qb.connect(&ea, eb.psn, &opts).expect("connect b");
+    let mut mem = vec![0u8; REMOTE_LEN].into_boxed_slice();
+    let access =
+        AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
+    // SAFETY: the box lives in the same struct, dropped after the region
+    // (field order); its heap memory never moves.
+    let remote = unsafe { Mr::register(&pd, mem.as_mut_ptr(), REMOTE_LEN, access) }.expect("ibv_reg_mr");
+    let a = LocalEndpoint::new(qa, cqa, MrPool::new(&pd, 1 << 20).expect("pool a")).post_when_idle(idle);
+    let b = LocalEndpoint::new(qb, cqb, MrPool::new(&pd, 1 << 20).expect("pool b"));
+    Pair { a, b, _ch: ch, remote, _mem: mem, _pd: pd, _ctx: ctx }
+}
+
+impl Pair {
+    fn mem(&self) -> &[u8] {
+        &self._mem
+    }
+}
+
+fn layout(n: usize) -> Layout {
+    Layout::from_size_align(n, 8).unwrap()
+}
+
+fn bytes(mr: &LocalMr, n: usize) -> Vec<u8> {
+    let mut b = vec![0u8; n];
+    mr.read(0, &mut b);
+    b
+}
+
+/// Polls every future in one pass until all resolve, on this thread.
+async fn join_all<T>(mut futs: Vec<Pin<Box<dyn Future<Output = T> + '_>>>) -> Vec<T> {
+    let mut out: Vec<Option<T>> = futs.iter().map(|_| None).collect();
+    std::future::poll_fn(move |cx: &mut TaskCx<'_>| {
+        let mut pending = false;
+        for (f, o) in futs.iter_mut().zip(out.iter_mut()) {
+            if o.is_none() {
+                match f.as_mut().poll(cx) {
+                    Poll::Ready(v) => *o = Some(v),
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(out.iter_mut().map(|o| o.take().unwrap()).collect())
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+async fn local_write_read_atomic_send_recv_with_data_checked() {
+    let p = pair();
+    let dst = p.remote.remote();
+    // WRITE.
+    let mut src = p.a.alloc_local_mr(layout(64)).unwrap();
+    src.write(0, &[7u8; 64]);
+    let src = p.a.write(src, 0..64, dst.at(128)).await.expect("WRITE");
+    assert_eq!(&p.mem()[128..192], &[7u8; 64][..], "WRITE: the remote bytes");
+    assert_eq!(p.mem()[192], 0, "WRITE: nothing past its range");
+    drop(src);
+    // READ back what was written.
+    let buf = p.a.alloc_local_mr(layout(64)).unwrap();
+    let buf = p.a.read(buf, 0..64, dst.at(128)).await.expect("READ");
+    assert_eq!(bytes(&buf, 64), vec![7u8; 64], "READ: the local bytes");
+    // Fetch-and-add twice: the old values, then the remote value.
+    assert_eq!(p.a.fetch_add(dst.at(0), 5).await.expect("FETCH_ADD"), 0);
+    assert_eq!(p.a.fetch_add(dst.at(0), 3).await.expect("FETCH_ADD"), 5);
+    assert_eq!(u64::from_ne_bytes(p.mem()[..8].try_into().unwrap()), 8, "FETCH_ADD: the remote value");
+    // SEND/RECV: b's receive first, then a's send; both polled on this thread.
+    let rbuf = p.b.alloc_local_mr(layout(256)).unwrap();
+    let mut sbuf = p.a.alloc_local_mr(layout(256)).unwrap();
+    let msg: Vec<u8> = (0..100u8).collect();
+    sbuf.write(0, &msg);
+    let (recv, send) = tokio::join!(p.b.recv(rbuf), p.a.send(sbuf, 0..100));
+    send.expect("SEND");
+    let (len, rbuf) = recv.expect("RECV");
+    assert_eq!(len, 100, "RECV: the message's length");
+    assert_eq!(bytes(&rbuf, 100), msg, "RECV: the message's bytes");
+    assert_eq!((p.a.in_flight(), p.b.in_flight()), (0, 0));
+}
+
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+async fn local_dropped_future_keeps_its_buffer_until_completion() {
+    let p = pair();
+    let pool_free = p.b.pool().free_bytes();
+    // A receive posted and dropped: nothing has arrived, so its buffer must
+    // stay with the endpoint (the device still owns it).
+    let rbuf = p.b.alloc_local_mr(layout(4096)).unwrap();
+    {
+        let mut recv = Box::pin(p.b.recv(rbuf));
+        let waker = std::task::Waker::noop();
+        assert!(recv.as_mut().poll(&mut TaskCx::from_waker(waker)).is_pending(), "a receive with no message");
+    }
+    assert_eq!(p.b.in_flight(), 1, "the dropped receive is still in flight");
+    assert_eq!(p.b.pool().free_bytes(), pool_free - 4096, "its buffer is not back in the pool");
+    // The message arrives: the next drain (any operation's poll) frees it.
+    let mut sbuf = p.a.alloc_local_mr(layout(64)).unwrap();
+    sbuf.write(0, &[9u8; 64]);
+    p.a.send(sbuf, 0..64).await.expect("SEND");
+    let probe = p.b.alloc_local_mr(layout(8)).unwrap();
+    let probe = p.b.read(probe, 0..8, p.remote.remote().at(0)).await.expect("READ that drains b's CQ");
+    drop(probe);
+    assert_eq!(p.b.in_flight(), 0, "the completion freed the dropped receive's slot");
+    assert_eq!(p.b.pool().free_bytes(), pool_free, "the buffer is back in the pool after its completion");
+}
+
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+async fn local_thirty_two_reads_in_flight_on_one_thread() {
+    // The first READ is posted at once (the endpoint is idle), the
+    // others join the queue.
+    let p = pair_on(false, true);
+    let mem: Vec<u8> = (0..32 * 64).map(|i| (i * 7 % 251) as u8).collect();
+    let mut src = p.a.alloc_local_mr(layout(mem.len())).unwrap();
+    src.write(0, &mem);
+    let src = p.a.write(src, 0..mem.len(), p.remote.remote().at(0)).await.expect("WRITE");
+    drop(src);
+    let reads = (0..32u64)
+        .map(|i| {
+            let buf = p.a.alloc_local_mr(layout(64)).unwrap();
+            Box::pin(p.a.read(buf, 0..64, p.remote.remote().at(i * 64))) as Pin<Box<dyn Future<Output = _>>>
+        })
+        .collect();
+    let out: Vec<rrddmma::wrap::aio::Result<LocalMr>> = join_all(reads).await;
+    for (i, r) in out.into_iter().enumerate() {
+        let buf = r.expect("READ");
+        assert_eq!(bytes(&buf, 64), &mem[i * 64..i * 64 + 64], "READ {i}: its bytes");
+    }
+    assert_eq!(p.a.in_flight(), 0);
+}
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn local_block_on_every_operation_with_data_checked() {
+    let p = pair_on(true, false);
+    let dst = p.remote.remote();
+    p.a.block_on(async {
+        // 32 WRITEs polled in one pass: one list, one doorbell.
+        let writes = (0..32u64)
+            .map(|i| {
+                let mut b = p.a.alloc_local_mr(layout(64)).unwrap();
+                b.write(0, &[i as u8 + 1; 64]);
+                Box::pin(p.a.write(b, 0..64, dst.at(1024 + i * 64))) as Pin<Box<dyn Future<Output = _>>>
+            })
+            .collect();
+        let out: Vec<rrddmma::wrap::aio::Result<LocalMr>> = join_all(writes).await;
+        for r in out {
+            r.expect("WRITE");
+        }
+        for i in 0..32usize {
+            let at = 1024 + i * 64;
+            assert_eq!(&p.mem()[at..at + 64], &[i as u8 + 1; 64][..], "WRITE {i}: the remote bytes");
+        }
+        // 32 READs of them.
+        let reads = (0..32u64)
+            .map(|i| {
+                let b = p.a.alloc_local_mr(layout(64)).unwrap();
+                Box::pin(p.a.read(b, 0..64, dst.at(1024 + i * 64))) as Pin<Box<dyn Future<Output = _>>>
+            })
+            .collect();
+        let out: Vec<rrddmma::wrap::aio::Result<LocalMr>> = join_all(reads).await;
+        for (i, r) in out.into_iter().enumerate() {
+            assert_eq!(bytes(&r.expect("READ"), 64), vec![i as u8 + 1; 64], "READ {i}: the local bytes");
+        }
+        // Atomics: fetch-and-add, then a compare-and-swap that fails and one that succeeds.
+        assert_eq!(p.a.fetch_add(dst.at(8), 10).await.expect("FETCH_ADD"), 0);
+        assert_eq!(p.a.compare_swap(dst.at(8), 3, 99).await.expect("CMP_SWAP"), 10, "a failed swap: the old value");
+        assert_eq!(p.a.compare_swap(dst.at(8), 10, 99).await.expect("CMP_SWAP"), 10);
+    });
+    assert_eq!(u64::from_ne_bytes(p.mem()[8..16].try_into().unwrap()), 99, "CMP_SWAP: the remote value");
+    assert_eq!(p.a.in_flight(), 0);
+}
+
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+async fn local_queued_write_dropped_before_its_flush() {
+    let p = pair();
+    let free = p.a.pool().free_bytes();
+    let mut src = p.a.alloc_local_mr(layout(4096)).unwrap();
+    src.write(0, &[5u8; 4096]);
+    {
+        // Polled once: queued, not posted; then dropped.
+        let mut w = Box::pin(p.a.write(src, 0..4096, p.remote.remote().at(4096)));
+        let waker = std::task::Waker::noop();
+        assert!(w.as_mut().poll(&mut TaskCx::from_waker(waker)).is_pending(), "a queued WRITE");
+    }
+    assert_eq!(p.a.in_flight(), 1, "the dropped WRITE is still to be posted");
+    assert_eq!(p.a.pool().free_bytes(), free - 4096, "its buffer stays with the endpoint");
+    // The next operation's polls post it and take its completion.
+    p.a.flush();
+    let probe = p.a.alloc_local_mr(layout(8)).unwrap();
+    drop(p.a.read(probe, 0..8, p.remote.remote().at(0)).await.expect("READ"));
+    assert_eq!(p.a.in_flight(), 0, "the dropped WRITE completed");
+    assert_eq!(p.a.pool().free_bytes(), free, "its buffer is back after its completion");
+    assert_eq!(&p.mem()[4096..8192], &[5u8; 4096][..], "the dropped WRITE's bytes arrived");
+}
