@@ -500,10 +500,14 @@ fn liveness_session_reports_a_killed_rank_without_a_collective() {
         .spawn()
         .unwrap();
     let c = cfg(None);
+    // Rank 2 stays idle until rank 0 has seen rank 1 go: its barrier's
+    // frame would make rank 0's watch readable by itself.
+    let (go, wait) = std::sync::mpsc::channel::<()>();
     let member = {
         let c = c.clone();
         thread::spawn(move || {
             let mut s = Session::join_as(&c, &place(2, 3, addr)).unwrap();
+            wait.recv().unwrap();
             let quiet = s.check_peers();
             (quiet, s.barrier())
         })
@@ -528,6 +532,7 @@ fn liveness_session_reports_a_killed_rank_without_a_collective() {
     // Asked again, still an error naming the rank.
     let again = s.check_peers().unwrap_err();
     assert!(again.to_string().contains("rank 1 closed its connection"), "{again}");
+    go.send(()).unwrap();
     // Rank 2 saw nothing by itself (it holds no connection to rank 1); its
     // next collective fails naming rank 1, as rank 0's does.
     let e0 = s.barrier().unwrap_err();

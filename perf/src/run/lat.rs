@@ -104,6 +104,9 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
     }
     .signaled();
     let mut list = SendList::new(vec![if inline { wr.inline() } else { wr }]);
+    // Receives consumed and not posted again (SEND latency with -n: the
+    // last `rx_per_qp` messages); posted after the run, before the next size.
+    let mut unposted = 0usize;
     // The SEND tests' receive, built once too (perftest's prebuilt one);
     // with --use-srq it goes to the shared queue instead.
     let srq = s.shared.has_srq();
@@ -230,6 +233,8 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
                             // SAFETY: the entry lies in the session's MR, alive
                             // as long as the QP; its message was read above.
                             unsafe { qp.post_recv_list(&mut rlist) }.map_err(err("ibv_post_recv"))?;
+                        } else {
+                            unposted += 1;
                         }
                     }
                     if timed || sc < n {
@@ -289,6 +294,16 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
         let _ = t.join();
     }
     result?;
+    // The receive queue full again for the next size of a sweep, as
+    // perftest's `ctx_set_recv_wqes` before each size.
+    for _ in 0..unposted {
+        if srq {
+            s.post_recv(0)?;
+        } else {
+            // SAFETY: as in the loop; every message has been read.
+            unsafe { qp.post_recv_list(&mut rlist) }.map_err(err("ibv_post_recv"))?;
+        }
+    }
     // TSC ticks to nanoseconds, calibrated over the run itself.
     let ns_per_tick = match clock {
         Clock::Tsc => (t1 - t0).as_nanos() as f64 / c1.wrapping_sub(c0).max(1) as f64,
