@@ -503,12 +503,16 @@ fn liveness_session_reports_a_killed_rank_without_a_collective() {
     // Rank 2 stays idle until rank 0 has seen rank 1 go: its barrier's
     // frame would make rank 0's watch readable by itself.
     let (go, wait) = std::sync::mpsc::channel::<()>();
+    // And rank 0 starts its barrier only after rank 2's quiet check: the
+    // barrier's failure reaches rank 2 as a reject naming rank 1.
+    let (checked, quiet_done) = std::sync::mpsc::channel::<()>();
     let member = {
         let c = c.clone();
         thread::spawn(move || {
             let mut s = Session::join_as(&c, &place(2, 3, addr)).unwrap();
             wait.recv().unwrap();
             let quiet = s.check_peers();
+            checked.send(()).unwrap();
             (quiet, s.barrier())
         })
     };
@@ -533,6 +537,7 @@ fn liveness_session_reports_a_killed_rank_without_a_collective() {
     let again = s.check_peers().unwrap_err();
     assert!(again.to_string().contains("rank 1 closed its connection"), "{again}");
     go.send(()).unwrap();
+    quiet_done.recv().unwrap();
     // Rank 2 saw nothing by itself (it holds no connection to rank 1); its
     // next collective fails naming rank 1, as rank 0's does.
     let e0 = s.barrier().unwrap_err();
