@@ -79,25 +79,21 @@ async fn rounds(ep: &LocalEndpoint, bufs: &mut [Option<LocalMr>], remote: Remote
         }
         return;
     }
-    // The futures' `Vec` is reused: no allocation per batch.
+    // The futures' `Vec` is reused: no allocation per batch. An operation
+    // is done when its buffer is back.
     let mut futs = Vec::with_capacity(bufs.len());
-    let mut done = vec![false; bufs.len()];
     for _ in 0..iters {
         futs.extend(bufs.iter_mut().enumerate().map(|(j, b)| ep.write(b.take().expect("buffer"), 0..SIZE, at(j))));
-        done.fill(false);
         std::future::poll_fn(|cx| {
             let mut pending = false;
-            for ((f, d), b) in futs.iter_mut().zip(done.iter_mut()).zip(bufs.iter_mut()) {
-                if *d {
+            for (f, b) in futs.iter_mut().zip(bufs.iter_mut()) {
+                if b.is_some() {
                     continue;
                 }
                 // SAFETY: the futures stay in the `Vec`'s buffer, which is
                 // neither moved nor resized until they are all finished.
                 match unsafe { Pin::new_unchecked(f) }.poll(cx) {
-                    Poll::Ready(r) => {
-                        *b = Some(r.unwrap_or_else(|e| die("write", e)));
-                        *d = true;
-                    }
+                    Poll::Ready(r) => *b = Some(r.unwrap_or_else(|e| die("write", e))),
                     Poll::Pending => pending = true,
                 }
             }

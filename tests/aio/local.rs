@@ -7,7 +7,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context as TaskCx, Poll};
 
-use rrddmma::prim::{AccessFlags, CompChannel, ConnectOpts, Context, Cq, Mr, Pd, Qp, QpCaps, QpType};
+use rrddmma::prim::{AccessFlags, CompChannel, ConnectOpts, Context, Cq, Mr, Pd, Qp, QpCaps, QpType, RemoteAddr};
 use rrddmma::wrap::aio::{LocalEndpoint, LocalMr, MrPool};
 
 const REMOTE_LEN: usize = 1 << 16;
@@ -249,4 +249,24 @@ async fn local_queued_write_dropped_before_its_flush() {
     assert_eq!(p.a.in_flight(), 0, "the dropped WRITE completed");
     assert_eq!(p.a.pool().free_bytes(), free, "its buffer is back after its completion");
     assert_eq!(&p.mem()[4096..8192], &[5u8; 4096][..], "the dropped WRITE's bytes arrived");
+}
+
+/// A WRITE under a key the peer never gave fails with the remote access
+/// error in both posting modes (posted alone when idle, queued otherwise),
+/// and its slot and buffer come back.
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn local_failed_write_ends_with_its_status_in_both_modes() {
+    for idle in [true, false] {
+        let p = pair_on(true, idle);
+        let free = p.a.pool().free_bytes();
+        let bad = RemoteAddr { addr: p.remote.remote().at(0).addr, rkey: p.remote.remote().at(0).rkey ^ 0xff };
+        let src = p.a.alloc_local_mr(layout(64)).unwrap();
+        let e = p.a.block_on(p.a.write(src, 0..64, bad)).expect_err("a WRITE under a wrong rkey");
+        let msg = e.to_string();
+        assert!(msg.contains("REM_ACCESS"), "idle {idle}: the completion's status in {msg:?}");
+        assert!(matches!(e, rrddmma::wrap::aio::Error::Completion(_)), "idle {idle}: a completion error, got {e:?}");
+        assert_eq!(p.a.in_flight(), 0, "idle {idle}: the failed WRITE's slot is free");
+        assert_eq!(p.a.pool().free_bytes(), free, "idle {idle}: its buffer is back in the pool");
+    }
 }

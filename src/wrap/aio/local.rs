@@ -19,7 +19,8 @@ use std::task::{Context, Poll, Wake, Waker};
 
 use super::error::{Error, Result};
 use super::pool::{LocalMr, MrPool};
-use crate::prim::{Cq, Qp, RecvWr, RemoteAddr, SendWr, Sge, Wc};
+use crate::bindings as ffi;
+use crate::prim::{Cq, Qp, RecvWr, RemoteAddr, SendWr, Sge, Wc, WrOpcode};
 
 /// Requests a submission queue holds before it is flushed on its own.
 const SQ_CAP: usize = 32;
@@ -27,17 +28,23 @@ const SQ_CAP: usize = 32;
 /// Completions taken per `ibv_poll_cq`.
 const POLL_CAP: usize = 32;
 
-/// Where one request stands.
-enum Slot {
+/// An operation's `id` before its first poll.
+const NOT_STARTED: u32 = u32::MAX;
+
+/// Where one request stands. Plain data: a request's waker and an
+/// abandoned request's buffer live beside it (`Slots::wakers`,
+/// `Slots::held`), so the hot path moves no value that needs dropping.
+#[derive(Clone, Copy)]
+enum St {
     /// Not in use.
     Free,
-    /// Queued or posted; the waker of the operation awaiting it (`None`
+    /// Queued or posted; its operation's waker in `Slots::wakers` (`None`
     /// when that is [`LocalEndpoint::block_on`]'s own, which re-polls after
     /// every drain that found a completion).
-    Waiting(Option<Waker>),
+    Waiting,
     /// Completed, not yet collected by its operation: the completion's
     /// status, byte count and vendor error (what an operation's result
-    /// needs; the slot stays small).
+    /// needs).
     Done {
         /// `ibv_wc.status`.
         status: u32,
@@ -59,21 +66,74 @@ enum Slot {
         /// Whether the device may still hold the request.
         posted: bool,
     },
-    /// Queued or posted, its operation dropped: the buffer stays here until
-    /// the completion arrives (or the QP is destroyed).
-    Abandoned(Option<LocalMr>),
+    /// Queued or posted, its operation dropped: the buffer stays in
+    /// `Slots::held` until the completion arrives (or the QP is destroyed).
+    Abandoned,
 }
 
 /// The requests of one thread's endpoint, and its submission queue.
 struct Slots {
-    slots: Vec<Slot>,
+    st: Vec<St>,
+    /// The waker of each `Waiting` request (`None`: `block_on`'s own).
+    wakers: Vec<Option<Waker>>,
+    /// The buffer of each `Abandoned` request (and of a `Failed` one whose
+    /// operation has gone).
+    held: Vec<Option<LocalMr>>,
     free: Vec<u32>,
     /// Requests posted whose completion has not been taken.
     posted: usize,
-    /// The submission queue: requests built, not yet posted. Each one's
-    /// entry list is its own element of `sges` (at the same index).
-    sq: Vec<SendWr<'static>>,
+    /// The submission queue: `wrs[..queued]`, each over its own entry list
+    /// of `LocalEndpoint::sges` (at the same index).
+    wrs: Box<[SendWr<'static>]>,
+    queued: usize,
     wcs: [Wc; POLL_CAP],
+}
+
+impl Slots {
+    /// The slot the next `take` returns.
+    #[inline]
+    fn next_id(&self) -> u32 {
+        match self.free.last() {
+            Some(&i) => i,
+            None => u32::try_from(self.st.len())
+                .ok()
+                .filter(|&i| i != NOT_STARTED)
+                .expect("LocalEndpoint: fewer than 2^32 - 1 requests in flight"),
+        }
+    }
+
+    /// Takes a free slot for a waiting request.
+    #[inline]
+    fn take(&mut self, w: Option<Waker>) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.st[i as usize] = St::Waiting;
+                // A free slot's waker is always `None` (taken when its
+                // request ended): nothing to drop.
+                std::mem::forget(std::mem::replace(&mut self.wakers[i as usize], w));
+                i
+            }
+            None => self.grow(w),
+        }
+    }
+
+    /// A new slot for a waiting request.
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, w: Option<Waker>) -> u32 {
+        let i = self.next_id();
+        self.st.push(St::Waiting);
+        self.wakers.push(w);
+        self.held.push(None);
+        i
+    }
+
+    /// Frees slot `i`.
+    #[inline]
+    fn release(&mut self, i: u32) {
+        self.st[i as usize] = St::Free;
+        self.free.push(i);
+    }
 }
 
 /// An async RC endpoint that lives on one thread (`!Send`, `!Sync`).
@@ -116,7 +176,7 @@ pub struct LocalEndpoint {
     qp: Qp,
     cq: Cq,
     slots: RefCell<Slots>,
-    /// The entry lists of the queued requests (`Slots::sq`), one each, at
+    /// The entry lists of the queued requests (`Slots::wrs`), one each, at
     /// a fixed heap address; written only while its index is not queued.
     sges: Box<[UnsafeCell<[Sge; 1]>]>,
     pool: MrPool,
@@ -172,14 +232,28 @@ impl LocalEndpoint {
     /// ([`CqBuilder::channel`](crate::prim::CqBuilder::channel)) for
     /// [`LocalEndpoint::block_on`] to sleep on; without one it busy-polls.
     pub fn new(qp: Qp, cq: Cq, pool: MrPool) -> LocalEndpoint {
+        let sges: Box<[UnsafeCell<[Sge; 1]>]> =
+            (0..SQ_CAP).map(|_| UnsafeCell::new([Sge::from_raw(0, 0, 0)])).collect();
+        let wrs = sges
+            .iter()
+            .map(|cell| {
+                // SAFETY: the lists live in `sges` (boxed: their addresses
+                // never change) as long as the endpoint, which owns the
+                // queue; the `'static` borrows never leave it.
+                let list: &'static [Sge; 1] = unsafe { &*cell.get() };
+                SendWr::send(list).signaled()
+            })
+            .collect();
         let slots = Slots {
-            slots: Vec::with_capacity(64),
+            st: Vec::with_capacity(64),
+            wakers: Vec::with_capacity(64),
+            held: Vec::with_capacity(64),
             free: Vec::with_capacity(64),
             posted: 0,
-            sq: Vec::with_capacity(SQ_CAP),
+            wrs,
+            queued: 0,
             wcs: [Wc::default(); POLL_CAP],
         };
-        let sges = (0..SQ_CAP).map(|_| UnsafeCell::new([Sge::from_raw(0, 0, 0)])).collect();
         LocalEndpoint {
             qp,
             cq,
@@ -221,7 +295,7 @@ impl LocalEndpoint {
     /// (including those of dropped operations).
     pub fn in_flight(&self) -> usize {
         let s = self.slots.borrow();
-        s.slots.iter().filter(|s| matches!(s, Slot::Waiting(_) | Slot::Abandoned(_))).count()
+        s.st.iter().filter(|s| matches!(s, St::Waiting | St::Abandoned)).count()
     }
 
     /// Posts the submission queue now (one `ibv_post_send`). A refused
@@ -310,16 +384,16 @@ impl LocalEndpoint {
             crate::prim::Error::Verbs { op, errno } => (*op, *errno),
             _ => ("ibv_poll_cq", e.errno().unwrap_or(libc::EIO)),
         };
-        for slot in &mut s.slots {
-            if let Slot::Waiting(w) = slot {
-                let w = w.take();
-                *slot = Slot::Failed { op, errno, posted: true };
-                self.wake(w);
+        for (st, w) in s.st.iter_mut().zip(s.wakers.iter_mut()) {
+            if let St::Waiting = st {
+                *st = St::Failed { op, errno, posted: true };
+                self.wake(w.take());
             }
         }
     }
 
     /// Wakes an operation: its own waker, or the running `block_on`.
+    #[inline]
     fn wake(&self, w: Option<Waker>) {
         match w {
             Some(w) => w.wake(),
@@ -332,54 +406,56 @@ impl LocalEndpoint {
     }
 
     /// Posts the submission queue as one list.
+    #[inline]
     fn flush_in(&self, s: &mut Slots) {
-        if s.sq.is_empty() {
+        let n = s.queued;
+        if n == 0 {
             return;
         }
+        s.queued = 0;
         // SAFETY: every queued entry lies in a buffer its operation holds
         // from before it was queued until its completion; an operation
         // dropped before leaves the buffer in its slot until the completion
         // or the QP's destruction (the QP is dropped before the slots). The
-        // entry lists live in `self.sges`, untouched until the queue is
-        // cleared below.
-        let r = unsafe { self.qp.post_send(&mut s.sq) };
-        match r {
-            Ok(()) => s.posted += s.sq.len(),
-            Err(e) => self.refused(s, &e),
+        // entry lists live in `self.sges`, not written again until their
+        // index is queued anew, after this post.
+        match unsafe { self.qp.post_send(&mut s.wrs[..n]) } {
+            Ok(()) => s.posted += n,
+            Err(e) => self.refused(s, n, &e),
         }
-        s.sq.clear();
     }
 
-    /// A refused flush: the requests before the one the provider named
-    /// were posted; the rest were not (or, when it named none, may have
-    /// been).
+    /// A refused flush of `n` requests: those before the one the provider
+    /// named were posted; the rest were not (or, when it named none, may
+    /// have been).
     #[cold]
-    fn refused(&self, s: &mut Slots, e: &crate::prim::Error) {
+    fn refused(&self, s: &mut Slots, n: usize, e: &crate::prim::Error) {
         let (op, errno, index) = match e {
             crate::prim::Error::Post { op, errno, index, .. } => (*op, *errno, *index),
             _ => ("ibv_post_send", e.errno().unwrap_or(libc::EIO), None),
         };
-        let Slots { slots, free, sq, posted, .. } = s;
-        for (k, wr) in sq.iter().enumerate() {
+        for k in 0..n {
             #[allow(clippy::cast_possible_truncation)]
-            let id = wr.as_raw().wr_id as u32;
+            let id = s.wrs[k].as_raw().wr_id as u32;
             let on_device = index.is_none_or(|i| k < i);
+            if on_device {
+                s.posted += 1;
+            }
             if index.is_some_and(|i| k < i) {
-                *posted += 1;
                 continue;
             }
-            if index.is_none() {
-                *posted += 1;
-            }
-            let slot = &mut slots[id as usize];
-            match std::mem::replace(slot, Slot::Failed { op, errno, posted: on_device }) {
-                Slot::Waiting(w) => self.wake(w),
-                Slot::Abandoned(buf) if !on_device => {
-                    *slot = Slot::Free;
-                    free.push(id);
-                    drop(buf);
+            let i = id as usize;
+            match s.st[i] {
+                St::Waiting => {
+                    s.st[i] = St::Failed { op, errno, posted: on_device };
+                    self.wake(s.wakers[i].take());
                 }
-                old => *slot = old,
+                St::Abandoned if on_device => {}
+                St::Abandoned => {
+                    drop(s.held[i].take());
+                    s.release(id);
+                }
+                _ => {}
             }
         }
     }
@@ -392,31 +468,33 @@ impl LocalEndpoint {
         loop {
             let want = s.posted.clamp(1, POLL_CAP);
             let n = self.cq.poll(&mut s.wcs[..want])?;
-            let Slots { slots, free, wcs, posted, .. } = &mut *s;
+            let Slots { st, wakers, free, held, posted, wcs, .. } = &mut *s;
             for wc in &wcs[..n] {
-                let i = wc.wr_id() as usize;
-                let Some(slot) = slots.get_mut(i) else { continue };
-                let done = Slot::Done { status: wc.0.status.0, byte_len: wc.0.byte_len, vendor_err: wc.0.vendor_err };
-                match slot {
-                    // `None`: `block_on`'s own waker; it re-polls after
-                    // every drain that took a completion.
-                    Slot::Waiting(w) => {
-                        let w = w.take();
-                        // The old value is `Waiting(None)`: nothing to drop.
-                        std::mem::forget(std::mem::replace(slot, done));
-                        if let Some(w) = w {
+                let wc = &wc.0;
+                // `wr_id`s above `usize::MAX` are not this endpoint's.
+                #[allow(clippy::cast_possible_truncation)]
+                let i = wc.wr_id as usize;
+                let Some(slot) = st.get_mut(i) else { continue };
+                match *slot {
+                    St::Waiting => {
+                        *slot = St::Done { status: wc.status.0, byte_len: wc.byte_len, vendor_err: wc.vendor_err };
+                        // `None`: `block_on`'s own waker; it re-polls after
+                        // every drain that took a completion.
+                        if let Some(w) = wakers[i].take() {
                             w.wake();
                         }
                     }
-                    Slot::Abandoned(_) => {
+                    St::Abandoned => {
                         // Its buffer goes back to the pool here.
-                        *slot = Slot::Free;
+                        *slot = St::Free;
+                        #[allow(clippy::cast_possible_truncation)]
                         free.push(i as u32);
+                        drop(held[i].take());
                     }
                     // A request whose fate was unknown completed after
                     // all: its operation, which has its error, may now
                     // take its buffer back.
-                    Slot::Failed { posted: on_device, .. } if *on_device => *on_device = false,
+                    St::Failed { op, errno, posted: true } => *slot = St::Failed { op, errno, posted: false },
                     // A `wr_id` this endpoint did not post: left as it was.
                     _ => continue,
                 }
@@ -431,51 +509,45 @@ impl LocalEndpoint {
         }
     }
 
-    #[inline]
-    fn take_slot(s: &mut Slots, w: Option<Waker>) -> u32 {
-        match s.free.pop() {
-            Some(i) => {
-                // The old value is `Free`: nothing to drop.
-                std::mem::forget(std::mem::replace(&mut s.slots[i as usize], Slot::Waiting(w)));
-                i
-            }
-            None => {
-                s.slots.push(Slot::Waiting(w));
-                u32::try_from(s.slots.len() - 1).expect("LocalEndpoint: fewer than 2^32 requests in flight")
-            }
-        }
-    }
-
     /// The waker to keep for an operation polled with `cx`: none when it is
     /// `block_on`'s own.
     #[inline]
     fn waker_for(&self, cx: &Context<'_>) -> Option<Waker> {
-        if self.driven.get() && self.driver.borrow().as_ref().is_some_and(|d| d.will_wake(cx.waker())) {
+        if self.is_driver(cx) {
             None
         } else {
             Some(cx.waker().clone())
         }
     }
 
+    /// Whether `cx` is the running `block_on`'s.
+    #[inline]
+    fn is_driver(&self, cx: &Context<'_>) -> bool {
+        self.driven.get() && self.driver.borrow().as_ref().is_some_and(|d| d.will_wake(cx.waker()))
+    }
+
     /// Queues request `id` (flushing a full queue first).
     #[inline]
     fn queue(&self, s: &mut Slots, id: u32, req: Req, sge: Sge) {
-        if s.sq.len() == SQ_CAP {
+        if s.queued == SQ_CAP {
             self.flush_in(s);
         }
-        let k = s.sq.len();
-        let cell = &self.sges[k];
-        // SAFETY: index `k` is not queued (the queue holds `k` requests, at
-        // indices below it), so nothing reads this list now.
-        unsafe { *cell.get() = [sge] };
-        // SAFETY: the list lives in `self.sges` (boxed: its address never
-        // changes) as long as the endpoint, which owns the queue; it is not
-        // written again until the queue is cleared after its post. The
-        // `'static` borrow never leaves the queue.
-        let sges: &'static [Sge; 1] = unsafe { &*cell.get() };
-        s.sq.push(req.wr(sges, id));
+        let k = s.queued;
+        self.fill(s, k, id, req, sge);
+        s.queued = k + 1;
     }
 
+    /// Writes request `id` as entry `k` of the submission queue.
+    #[inline]
+    fn fill(&self, s: &mut Slots, k: usize, id: u32, req: Req, sge: Sge) {
+        let cell = &self.sges[k];
+        // SAFETY: index `k` is not queued (the queue holds the indices
+        // below it, posted or not yet), so nothing reads this list now.
+        unsafe { *cell.get() = [sge] };
+        req.fill(s.wrs[k].raw_mut(), id);
+    }
+
+    #[inline]
     fn op<T, F: Fn(u32, LocalMr) -> T>(
         &self,
         buf: LocalMr,
@@ -484,10 +556,11 @@ impl LocalEndpoint {
         output: F,
     ) -> LocalOp<'_, F> {
         let sge = buf.sge(range);
-        LocalOp { ep: self, req, sge, output, id: None, buf: Some(buf) }
+        LocalOp { ep: self, buf: Some(buf), sge, req, id: NOT_STARTED, output }
     }
 
     /// RDMA WRITE of `range` of `src` to `dst`; gives `src` back.
+    #[inline]
     pub fn write(
         &self,
         src: LocalMr,
@@ -498,6 +571,7 @@ impl LocalEndpoint {
     }
 
     /// RDMA READ from `src` into `range` of `dst`; gives `dst` back.
+    #[inline]
     pub fn read(
         &self,
         dst: LocalMr,
@@ -550,145 +624,149 @@ enum Req {
 }
 
 impl Req {
-    /// The signaled send request `id` over `sges`.
+    /// Makes `wr` (a signaled request over one entry, its list in place)
+    /// request `id` doing this; the fields this request does not use are
+    /// left as they were, and the provider does not read them.
     #[inline]
-    fn wr(self, sges: &[Sge; 1], id: u32) -> SendWr<'_> {
-        let wr = match self {
-            Req::Write(at) => SendWr::write(sges, at),
-            Req::Read(at) => SendWr::read(sges, at),
-            Req::Send => SendWr::send(sges),
-            Req::FetchAdd(at, add) => SendWr::fetch_add(sges, at, add),
-            Req::CompareSwap(at, compare, swap) => SendWr::compare_swap(sges, at, compare, swap),
+    fn fill(self, wr: &mut ffi::ibv_send_wr, id: u32) {
+        use ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 as Rdma;
+        use ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_2 as Atomic;
+        wr.wr_id = u64::from(id);
+        let op = match self {
+            Req::Write(at) => {
+                wr.wr.rdma = Rdma { remote_addr: at.addr, rkey: at.rkey };
+                WrOpcode::RDMA_WRITE
+            }
+            Req::Read(at) => {
+                wr.wr.rdma = Rdma { remote_addr: at.addr, rkey: at.rkey };
+                WrOpcode::RDMA_READ
+            }
+            Req::Send => WrOpcode::SEND,
+            Req::FetchAdd(at, add) => {
+                wr.wr.atomic = Atomic { remote_addr: at.addr, compare_add: add, swap: 0, rkey: at.rkey };
+                WrOpcode::ATOMIC_FETCH_AND_ADD
+            }
+            Req::CompareSwap(at, compare, swap) => {
+                wr.wr.atomic = Atomic { remote_addr: at.addr, compare_add: compare, swap, rkey: at.rkey };
+                WrOpcode::ATOMIC_CMP_AND_SWP
+            }
             Req::Recv => unreachable!("receives are posted at once"),
         };
-        wr.wr_id(u64::from(id)).signaled()
+        wr.opcode = op.into();
     }
-}
-
-/// How a first poll left its request.
-enum Started {
-    /// In the submission queue.
-    Queued,
-    /// Posted, its completion not taken yet.
-    Posted,
-    /// Posted and completed in the same poll (its slot freed).
-    Done {
-        /// The request's `wr_id`.
-        id: u32,
-        /// `ibv_wc.status`.
-        status: u32,
-        /// `ibv_wc.byte_len`.
-        byte_len: u32,
-        /// `ibv_wc.vendor_err`.
-        vendor_err: u32,
-    },
 }
 
 /// The future of one request of a [`LocalEndpoint`]: queued (a receive:
 /// posted) at its first poll, collected when its completion is there.
 struct LocalOp<'a, F> {
     ep: &'a LocalEndpoint,
-    req: Req,
-    sge: Sge,
-    output: F,
-    id: Option<u32>,
     buf: Option<LocalMr>,
+    sge: Sge,
+    req: Req,
+    /// Its slot, or `NOT_STARTED`.
+    id: u32,
+    output: F,
 }
 
 impl<F> Unpin for LocalOp<'_, F> {}
 
-impl<F> LocalOp<'_, F> {
-    /// The first poll: a slot, and the request queued (a receive posted;
-    /// with [`LocalEndpoint::post_when_idle`], a request on an idle
-    /// endpoint posted, and its completion taken if it is there).
-    fn start(&mut self, cx: &Context<'_>) -> Result<Started> {
+impl<T, F: Fn(u32, LocalMr) -> T> LocalOp<'_, F> {
+    /// The result of a finished request.
+    #[inline]
+    fn finish(&mut self, id: u32, status: u32, byte_len: u32, vendor_err: u32) -> Result<T> {
+        self.id = NOT_STARTED;
+        let buf = self.buf.take().expect("an unresolved operation holds its buffer");
+        if status == 0 {
+            Ok((self.output)(byte_len, buf))
+        } else {
+            drop(buf);
+            Err(failed(self.ep, id, status, vendor_err))
+        }
+    }
+
+    /// The first poll: the request queued (a receive posted; with
+    /// [`LocalEndpoint::post_when_idle`], a request on an idle endpoint
+    /// posted, and its completion taken if it is there).
+    #[inline]
+    fn start(&mut self, s: &mut Slots, cx: &Context<'_>) -> First {
         let ep = self.ep;
         assert!(self.buf.is_some(), "LocalEndpoint: an operation polled after it resolved");
-        let w = ep.waker_for(cx);
-        let mut s = ep.slots.borrow_mut();
-        let id = LocalEndpoint::take_slot(&mut s, w);
         if let Req::Recv = self.req {
+            let id = s.next_id();
             let sge = [self.sge];
             // SAFETY: as in `LocalEndpoint::flush_in`.
             if let Err(e) = unsafe { ep.qp.post_recv(&mut [RecvWr::new(&sge, u64::from(id))]) } {
-                // Never posted: the slot is free, the buffer goes back with the future.
-                s.slots[id as usize] = Slot::Free;
-                s.free.push(id);
-                return Err(e.into());
+                // Never posted: the buffer goes back with the future.
+                return First::Refused(e.into());
             }
+            self.id = s.take(ep.waker_for(cx));
             s.posted += 1;
-        } else if ep.when_idle && s.posted == 0 && s.sq.is_empty() {
-            let sge = [self.sge];
-            // SAFETY: as in `LocalEndpoint::flush_in`.
-            if let Err(e) = unsafe { ep.qp.post_send(&mut [self.req.wr(&sge, id)]) } {
-                // Never posted (one request: refused whole).
-                s.slots[id as usize] = Slot::Free;
-                s.free.push(id);
-                return Err(e.into());
-            }
-            // Nothing else is in flight: a completion there is this
-            // request's, or one of a `wr_id` this endpoint did not post
-            // (which a drain would pass over too).
-            if let Ok(1) = ep.cq.poll(&mut s.wcs[..1]) {
-                let wc = &s.wcs[0].0;
-                if wc.wr_id == u64::from(id) {
-                    let done =
-                        Started::Done { id, status: wc.status.0, byte_len: wc.byte_len, vendor_err: wc.vendor_err };
-                    s.slots[id as usize] = Slot::Free;
-                    s.free.push(id);
-                    return Ok(done);
-                }
-            }
-            s.posted += 1;
-        } else {
-            ep.queue(&mut s, id, self.req, self.sge);
-            self.id = Some(id);
-            return Ok(Started::Queued);
+            return First::Posted;
         }
-        self.id = Some(id);
-        Ok(Started::Posted)
+        if !(ep.when_idle && s.posted == 0 && s.queued == 0) {
+            let id = s.take(ep.waker_for(cx));
+            ep.queue(s, id, self.req, self.sge);
+            self.id = id;
+            return First::Queued;
+        }
+        // Idle: posted alone, under the slot it takes only if it does not
+        // complete at once.
+        let id = s.next_id();
+        ep.fill(s, 0, id, self.req, self.sge);
+        // SAFETY: as in `LocalEndpoint::flush_in`.
+        if let Err(e) = unsafe { ep.qp.post_send(&mut s.wrs[..1]) } {
+            // Never posted (one request: refused whole).
+            return First::Refused(e.into());
+        }
+        // Nothing else is in flight: a completion there is this request's,
+        // or one of a `wr_id` this endpoint did not post (which a drain
+        // would pass over too).
+        if let Ok(1) = ep.cq.poll(&mut s.wcs[..1]) {
+            let wc = &s.wcs[0].0;
+            if wc.wr_id == u64::from(id) {
+                let (status, byte_len, vendor_err) = (wc.status.0, wc.byte_len, wc.vendor_err);
+                return First::Done { id, status, byte_len, vendor_err };
+            }
+        }
+        self.id = s.take(ep.waker_for(cx));
+        s.posted += 1;
+        First::Posted
     }
 
     /// The operation's result from its finished slot, or `None` (and the
     /// waker kept) while it waits.
-    fn collect<T>(&mut self, s: &mut Slots, id: u32, cx: &Context<'_>) -> Option<Result<T>>
-    where
-        F: Fn(u32, LocalMr) -> T,
-    {
-        let slot = &mut s.slots[id as usize];
-        match slot {
-            &mut Slot::Done { status, byte_len, vendor_err } => {
-                // The old value is `Done`: nothing to drop.
-                std::mem::forget(std::mem::replace(slot, Slot::Free));
-                s.free.push(id);
-                self.id = None;
-                let buf = self.buf.take().expect("an unresolved operation holds its buffer");
-                Some(if status == 0 {
-                    Ok((self.output)(byte_len, buf))
-                } else {
-                    drop(buf);
-                    Err(failed(self.ep, id, status, vendor_err))
-                })
+    #[inline]
+    fn collect(&mut self, s: &mut Slots, cx: &Context<'_>) -> Option<Result<T>> {
+        let id = self.id;
+        match s.st[id as usize] {
+            St::Done { status, byte_len, vendor_err } => {
+                s.release(id);
+                Some(self.finish(id, status, byte_len, vendor_err))
             }
-            Slot::Waiting(w) => {
-                if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            St::Waiting => {
+                let w = &mut s.wakers[id as usize];
+                let keep = match w {
+                    Some(w) => w.will_wake(cx.waker()),
+                    None => self.ep.is_driver(cx),
+                };
+                if !keep {
                     *w = self.ep.waker_for(cx);
                 }
                 None
             }
-            Slot::Failed { op, errno, posted } => {
-                let e = crate::prim::Error::Verbs { op, errno: *errno };
-                if *posted {
+            St::Failed { op, errno, posted } => {
+                let e = crate::prim::Error::Verbs { op, errno };
+                if posted {
                     // The device may hold the buffer: it stays in the slot.
-                    *slot = Slot::Abandoned(self.buf.take());
+                    s.st[id as usize] = St::Abandoned;
+                    s.held[id as usize] = self.buf.take();
                 } else {
-                    *slot = Slot::Free;
-                    s.free.push(id);
+                    s.release(id);
                 }
-                self.id = None;
+                self.id = NOT_STARTED;
                 Some(Err(e.into()))
             }
-            Slot::Free | Slot::Abandoned(_) => unreachable!("only this future frees or abandons its slot"),
+            St::Free | St::Abandoned => unreachable!("only this future frees or abandons its slot"),
         }
     }
 }
@@ -698,47 +776,42 @@ impl<T, F: Fn(u32, LocalMr) -> T> Future for LocalOp<'_, F> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let ep = self.ep;
-        let (id, posted) = match self.id {
-            Some(id) => (id, false),
-            None => match self.start(cx) {
-                Err(e) => return Poll::Ready(Err(e)),
-                Ok(Started::Done { id, status, byte_len, vendor_err }) => {
-                    let buf = self.buf.take().expect("an unresolved operation holds its buffer");
-                    return Poll::Ready(if status == 0 {
-                        Ok((self.output)(byte_len, buf))
-                    } else {
-                        drop(buf);
-                        Err(failed(ep, id, status, vendor_err))
-                    });
+        let Ok(mut s) = ep.slots.try_borrow_mut() else {
+            panic!("LocalEndpoint: an operation polled from inside one of its own wake-ups: poll it from the task")
+        };
+        let posted = if self.id == NOT_STARTED {
+            match self.start(&mut s, cx) {
+                First::Done { id, status, byte_len, vendor_err } => {
+                    return Poll::Ready(self.finish(id, status, byte_len, vendor_err))
                 }
-                Ok(Started::Queued) => {
-                    if !ep.driven.get() {
-                        // Under another executor: the next poll posts the
-                        // queue (the pass has ended by then) and drains.
-                        cx.waker().wake_by_ref();
-                    }
+                First::Refused(e) => return Poll::Ready(Err(e)),
+                First::Queued if ep.driven.get() => return Poll::Pending,
+                First::Queued => {
+                    drop(s);
+                    // Under another executor: the next poll posts the
+                    // queue (the pass has ended by then) and drains.
+                    cx.waker().wake_by_ref();
                     return Poll::Pending;
                 }
-                Ok(Started::Posted) => (self.id.expect("a started operation has its slot"), true),
-            },
-        };
-        let mut s = ep.slots.borrow_mut();
-        if !posted {
-            if let Some(r) = self.collect(&mut s, id, cx) {
+                First::Posted => true,
+            }
+        } else {
+            if let Some(r) = self.collect(&mut s, cx) {
                 return Poll::Ready(r);
             }
-        }
-        if ep.driven.get() && !posted {
-            // `block_on` posts and drains between passes.
-            return Poll::Pending;
-        }
+            if ep.driven.get() {
+                // `block_on` posts and drains between passes.
+                return Poll::Pending;
+            }
+            false
+        };
         if !posted {
             ep.flush_in(&mut s);
         }
         if let Err(e) = ep.drain(&mut s) {
             ep.fail_all(&mut s, &e);
         }
-        if let Some(r) = self.collect(&mut s, id, cx) {
+        if let Some(r) = self.collect(&mut s, cx) {
             return Poll::Ready(r);
         }
         if ep.driven.get() {
@@ -751,25 +824,58 @@ impl<T, F: Fn(u32, LocalMr) -> T> Future for LocalOp<'_, F> {
     }
 }
 
+/// How a first poll left its request.
+enum First {
+    /// Posted and completed at once (its slot never taken).
+    Done {
+        /// Its `wr_id`.
+        id: u32,
+        /// `ibv_wc.status`.
+        status: u32,
+        /// `ibv_wc.byte_len`.
+        byte_len: u32,
+        /// `ibv_wc.vendor_err`.
+        vendor_err: u32,
+    },
+    /// Refused by the provider: never posted.
+    Refused(Error),
+    /// In the submission queue.
+    Queued,
+    /// Posted, its completion not taken yet.
+    Posted,
+}
+
 impl<F> Drop for LocalOp<'_, F> {
     /// A dropped operation: a finished request's slot is freed and its
     /// buffer goes back to the pool; a queued or posted one's buffer stays
     /// in the slot until its completion arrives.
+    #[inline]
     fn drop(&mut self) {
-        let Some(id) = self.id else { return };
+        if self.id != NOT_STARTED {
+            self.abandon();
+        }
+    }
+}
+
+impl<F> LocalOp<'_, F> {
+    /// A started operation dropped before it resolved.
+    #[cold]
+    fn abandon(&mut self) {
+        let id = self.id;
         let Ok(mut s) = self.ep.slots.try_borrow_mut() else {
             // Dropped from inside a drain (a waker that drops futures):
             // the buffer is never reused.
             std::mem::forget(self.buf.take());
             return;
         };
-        let Slots { slots, free, .. } = &mut *s;
-        match &slots[id as usize] {
-            Slot::Done { .. } | Slot::Failed { posted: false, .. } => {
-                slots[id as usize] = Slot::Free;
-                free.push(id);
+        let i = id as usize;
+        match s.st[i] {
+            St::Done { .. } | St::Failed { posted: false, .. } => s.release(id),
+            _ => {
+                s.st[i] = St::Abandoned;
+                s.wakers[i] = None;
+                s.held[i] = self.buf.take();
             }
-            _ => slots[id as usize] = Slot::Abandoned(self.buf.take()),
         }
     }
 }

@@ -118,6 +118,7 @@ impl fmt::Debug for LocalMr {
 
 impl LocalMr {
     /// Length in bytes.
+    #[inline]
     pub fn len(&self) -> usize {
         self.range.len()
     }
@@ -128,10 +129,12 @@ impl LocalMr {
     }
 
     /// Start address (in this process).
+    #[inline]
     pub fn addr(&self) -> u64 {
         self.ptr().as_ptr() as u64
     }
 
+    #[inline]
     fn ptr(&self) -> NonNull<u8> {
         let base = self.pool.0.mem.as_ptr();
         // SAFETY: `range` lies inside the pool's memory.
@@ -168,11 +171,15 @@ impl LocalMr {
 
     #[inline]
     fn check(&self, offset: usize, len: usize) {
-        assert!(
-            offset.checked_add(len).is_some_and(|e| e <= self.len()),
-            "range {offset}..+{len} is outside the {} bytes of this LocalMr",
-            self.len()
-        );
+        if offset.checked_add(len).is_none_or(|e| e > self.len()) {
+            self.outside(offset, len)
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn outside(&self, offset: usize, len: usize) -> ! {
+        panic!("range {offset}..+{len} is outside the {} bytes of this LocalMr", self.len())
     }
 
     /// A scatter/gather entry for `range` of the piece.
@@ -182,7 +189,7 @@ impl LocalMr {
     #[inline]
     pub(crate) fn sge(&self, range: Range<usize>) -> Sge {
         self.check(range.start, range.len());
-        let len = u32::try_from(range.len()).expect("an SGE covers at most 4 GiB - 1");
+        let Ok(len) = u32::try_from(range.len()) else { panic!("an SGE covers at most 4 GiB - 1") };
         // Inside the piece (checked), which lies inside the pool's region:
         // no second check against the region.
         let mr = self.pool.0.mem.mr();
