@@ -1067,7 +1067,9 @@ mod tests {
     }
 
     static POLLED_WC_SIZE: AtomicU32 = AtomicU32::new(0);
-    unsafe extern "C" fn poll(_cq: *mut ibv_cq, n: c_int, _wc: *mut ibv_exp_wc, wc_size: u32) -> c_int {
+    /// A provider's `drv_exp_ibv_poll_cq` that records the entry size it is
+    /// given (it reads no pointer: a safe function).
+    extern "C" fn poll(_cq: *mut ibv_cq, n: c_int, _wc: *mut ibv_exp_wc, wc_size: u32) -> c_int {
         POLLED_WC_SIZE.store(wc_size, Ordering::SeqCst);
         n - 1
     }
@@ -1092,6 +1094,10 @@ mod tests {
     }
 
     static DCT_CALLS: AtomicUsize = AtomicUsize::new(0);
+    /// A provider's `create_dct`, counted: a DCT numbered with the DC key.
+    ///
+    /// # Safety
+    /// `attr` is a valid attribute struct, as `ibv_exp_create_dct` passes it.
     unsafe extern "C" fn create_dct(_ctx: *mut ibv_context, attr: *mut ibv_exp_dct_init_attr) -> *mut ibv_exp_dct {
         DCT_CALLS.fetch_add(1, Ordering::SeqCst);
         // SAFETY: all-zero is valid for `ibv_exp_dct`; leaked to the test.
@@ -1122,6 +1128,11 @@ mod tests {
     }
 
     static CQ: AtomicUsize = AtomicUsize::new(0);
+    /// A provider's `exp_create_cq` that hands out the CQ in [`CQ`].
+    ///
+    /// # Safety
+    /// `attr` is a valid attribute struct, as `ibv_exp_create_cq` passes
+    /// it, and [`CQ`] holds a live CQ.
     unsafe extern "C" fn create_cq(
         _ctx: *mut ibv_context,
         cqe: c_int,

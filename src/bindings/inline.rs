@@ -809,16 +809,22 @@ pub unsafe fn ibv_destroy_rwq_ind_table(table: *mut ibv_rwq_ind_table) -> c_int 
 #[cfg(test)]
 mod tests {
     //! Dispatch checks on hand-built provider tables: no device needed.
-    #![allow(clippy::undocumented_unsafe_blocks)]
 
     use super::*;
 
-    unsafe extern "C" fn fake_create_cq_ex(_: *mut ibv_context, attr: *mut ibv_cq_init_attr_ex) -> *mut ibv_cq_ex {
+    /// A provider's `create_cq_ex` that hands back its attribute pointer
+    /// (it reads no pointer: a safe function).
+    extern "C" fn fake_create_cq_ex(_: *mut ibv_context, attr: *mut ibv_cq_init_attr_ex) -> *mut ibv_cq_ex {
         // Returns the attr pointer, so the test can see the call went through.
         attr.cast()
     }
 
+    /// A provider's `post_send` that accepts everything and returns 42.
+    ///
+    /// # Safety
+    /// `bad` is valid for a write, as `ibv_post_send` passes it.
     unsafe extern "C" fn fake_post_send(_: *mut ibv_qp, _: *mut ibv_send_wr, bad: *mut *mut ibv_send_wr) -> c_int {
+        // SAFETY: `bad` is valid for a write (the contract above).
         unsafe { *bad = ptr::null_mut() };
         42
     }
@@ -833,8 +839,12 @@ mod tests {
     #[test]
     fn legacy_context_has_no_extension() {
         let mut ctx = ibv_context::default();
+        // SAFETY: the context, object and attributes are live locals (or in the
+        // boxed `v`); the wrapper reads the context's tables, calls only fakes.
         assert!(unsafe { verbs_get_ctx(&mut ctx) }.is_null());
         let mut attr = ibv_cq_init_attr_ex::default();
+        // SAFETY: the context, object and attributes are live locals (or in the
+        // boxed `v`); the wrapper reads the context's tables, calls only fakes.
         assert!(unsafe { ibv_create_cq_ex(&mut ctx, &mut attr) }.is_null());
         assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EOPNOTSUPP));
     }
@@ -843,21 +853,34 @@ mod tests {
     fn extended_context_dispatches_when_the_table_reaches_the_op() {
         let mut v = extended();
         let vp: *mut verbs_context = &mut *v;
+        // SAFETY: `vp` points into the boxed `v`, alive for the test; no reference to it is held.
         let ctx = unsafe { ptr::addr_of_mut!((*vp).context) };
+        // SAFETY: the context, object and attributes are live locals (or in the
+        // boxed `v`); the wrapper reads the context's tables, calls only fakes.
         assert_eq!(unsafe { verbs_get_ctx(ctx) }, vp);
         let mut attr = ibv_cq_init_attr_ex::default();
         let attr_p: *mut ibv_cq_init_attr_ex = &mut attr;
         // Entry unset: not supported.
+        // SAFETY: the context, object and attributes are live locals (or in the
+        // boxed `v`); the wrapper reads the context's tables, calls only fakes.
         assert!(unsafe { ibv_create_cq_ex(ctx, attr_p) }.is_null());
         // Entry set: called.
+        // SAFETY: `vp` points into the boxed `v`, alive for the test; no reference to it is held.
         unsafe { (*vp).create_cq_ex = Some(fake_create_cq_ex) };
+        // SAFETY: the context, object and attributes are live locals (or in the
+        // boxed `v`); the wrapper reads the context's tables, calls only fakes.
         assert_eq!(unsafe { ibv_create_cq_ex(ctx, attr_p) }, attr_p.cast());
         // Entry set but the provider's table is too short to contain it.
+        // SAFETY: `vp` points into the boxed `v`, alive for the test; no reference to it is held.
         unsafe { (*vp).sz = size_of::<verbs_context>() - offset_of!(verbs_context, create_cq_ex) - 1 };
+        // SAFETY: the context, object and attributes are live locals (or in the
+        // boxed `v`); the wrapper reads the context's tables, calls only fakes.
         assert!(unsafe { ibv_create_cq_ex(ctx, attr_p) }.is_null());
     }
 
-    unsafe extern "C" fn fake_alloc_td(_: *mut ibv_context, _: *mut ibv_td_init_attr) -> *mut ibv_td {
+    /// A provider's `alloc_td` that hands out a dangling domain (it reads
+    /// no pointer: a safe function).
+    extern "C" fn fake_alloc_td(_: *mut ibv_context, _: *mut ibv_td_init_attr) -> *mut ibv_td {
         ptr::dangling_mut()
     }
 
@@ -867,33 +890,54 @@ mod tests {
         let mut td_attr = ibv_td_init_attr::default();
         let mut pd_attr = ibv_parent_domain_init_attr::default();
         // A legacy context has neither entry.
-        // SAFETY (every call below): the contexts and attributes are live
-        // locals of this test; the wrappers only read the context's ops and
-        // call the fake entry set here.
+        // SAFETY: the context, object and attributes are live locals (or in the
+        // boxed `v`); the wrapper reads the context's tables, calls only fakes.
         assert!(unsafe { ibv_alloc_td(&mut ctx, &mut td_attr) }.is_null());
         assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EOPNOTSUPP));
+        // SAFETY: the context, object and attributes are live locals (or in the
+        // boxed `v`); the wrapper reads the context's tables, calls only fakes.
         assert!(unsafe { ibv_alloc_parent_domain(&mut ctx, &mut pd_attr) }.is_null());
         assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EOPNOTSUPP));
         // An extended context: unset entries are unsupported, set ones called.
         let mut v = extended();
         let vp: *mut verbs_context = &mut *v;
+        // SAFETY: `vp` points into the boxed `v`, alive for the test; no reference to it is held.
         let ctx = unsafe { ptr::addr_of_mut!((*vp).context) };
         let mut td = ibv_td { context: ctx };
+        // SAFETY: the context, object and attributes are live locals (or in the
+        // boxed `v`); the wrapper reads the context's tables, calls only fakes.
         assert_eq!(unsafe { ibv_dealloc_td(&mut td) }, libc::EOPNOTSUPP);
+        // SAFETY: the context, object and attributes are live locals (or in the
+        // boxed `v`); the wrapper reads the context's tables, calls only fakes.
         assert!(unsafe { ibv_alloc_parent_domain(ctx, &mut pd_attr) }.is_null());
+        // SAFETY: `vp` points into the boxed `v`, alive for the test; no reference to it is held.
         unsafe { (*vp).alloc_td = Some(fake_alloc_td) };
+        // SAFETY: the context, object and attributes are live locals (or in the
+        // boxed `v`); the wrapper reads the context's tables, calls only fakes.
         assert_eq!(unsafe { ibv_alloc_td(ctx, &mut td_attr) }, ptr::dangling_mut());
     }
 
-    unsafe extern "C" fn fake_create_srq_ex(_: *mut ibv_context, _: *mut ibv_srq_init_attr_ex) -> *mut ibv_srq {
+    /// A provider's `create_srq_ex` that hands out a dangling SRQ (it reads
+    /// no pointer: a safe function).
+    extern "C" fn fake_create_srq_ex(_: *mut ibv_context, _: *mut ibv_srq_init_attr_ex) -> *mut ibv_srq {
         ptr::dangling_mut()
     }
 
+    /// A provider's `modify_wq` that answers 40 plus the state asked for.
+    ///
+    /// # Safety
+    /// `attr` is valid for reads, as `ibv_modify_wq` passes it.
     unsafe extern "C" fn fake_modify_wq(_: *mut ibv_wq, attr: *mut ibv_wq_attr) -> c_int {
+        // SAFETY: `attr` is valid for reads (the contract above).
         unsafe { (*attr).wq_state.0 as c_int + 40 }
     }
 
+    /// A provider's `destroy_wq` that answers the WQ's number.
+    ///
+    /// # Safety
+    /// `wq` is valid for reads, as `ibv_destroy_wq` passes it.
     unsafe extern "C" fn fake_destroy_wq(wq: *mut ibv_wq) -> c_int {
+        // SAFETY: `wq` is valid for reads (the contract above).
         unsafe { (*wq).wq_num as c_int }
     }
 
@@ -901,6 +945,7 @@ mod tests {
     fn wq_verbs_need_the_providers_entries() {
         let mut v = extended();
         let vp: *mut verbs_context = &mut *v;
+        // SAFETY: `vp` points into the boxed `v`, alive for the test; no reference to it is held.
         let ctx = unsafe { ptr::addr_of_mut!((*vp).context) };
         // SAFETY: a plain C struct, all-zero valid.
         let mut wq: ibv_wq = unsafe { core::mem::zeroed() };
@@ -913,15 +958,30 @@ mod tests {
             flags: 0,
             flags_mask: 0,
         };
+        // SAFETY: the context, object and attributes are live locals (or in the
+        // boxed `v`); the wrapper reads the context's tables, calls only fakes.
         assert_eq!(unsafe { ibv_modify_wq(&mut wq, &mut attr) }, libc::EOPNOTSUPP);
+        // SAFETY: the context, object and attributes are live locals (or in the
+        // boxed `v`); the wrapper reads the context's tables, calls only fakes.
         assert_eq!(unsafe { ibv_destroy_wq(&mut wq) }, libc::EOPNOTSUPP);
+        // SAFETY: `vp` points into the boxed `v`, alive for the test; no reference to it is held.
         unsafe { (*vp).modify_wq = Some(fake_modify_wq) };
+        // SAFETY: `vp` points into the boxed `v`, alive for the test; no reference to it is held.
         unsafe { (*vp).destroy_wq = Some(fake_destroy_wq) };
+        // SAFETY: the context, object and attributes are live locals (or in the
+        // boxed `v`); the wrapper reads the context's tables, calls only fakes.
         assert_eq!(unsafe { ibv_modify_wq(&mut wq, &mut attr) }, 41, "the provider's entry is called");
+        // SAFETY: the context, object and attributes are live locals (or in the
+        // boxed `v`); the wrapper reads the context's tables, calls only fakes.
         assert_eq!(unsafe { ibv_destroy_wq(&mut wq) }, 7, "the provider's entry is called");
     }
 
+    /// A provider's `modify_qp_rate_limit` that answers the rate asked for.
+    ///
+    /// # Safety
+    /// `attr` is valid for reads, as `ibv_modify_qp_rate_limit` passes it.
     unsafe extern "C" fn fake_rate_limit(_: *mut ibv_qp, attr: *mut ibv_qp_rate_limit_attr) -> c_int {
+        // SAFETY: `attr` is valid for reads (the contract above).
         unsafe { (*attr).rate_limit as c_int }
     }
 
@@ -929,6 +989,7 @@ mod tests {
     fn xrc_dm_pacing_and_counter_verbs_need_the_providers_entries() {
         let mut v = extended();
         let vp: *mut verbs_context = &mut *v;
+        // SAFETY: `vp` points into the boxed `v`, alive for the test; no reference to it is held.
         let ctx = unsafe { ptr::addr_of_mut!((*vp).context) };
         let mut pd = ibv_pd { context: ctx, handle: 0 };
         let mut qp = ibv_qp { context: ctx, ..Default::default() };
@@ -945,22 +1006,39 @@ mod tests {
             pd: &mut pd,
             ..Default::default()
         };
+        // SAFETY: the context, object and attributes are live locals (or in the
+        // boxed `v`); the wrapper reads the context's tables, calls only fakes.
         assert!(unsafe { ibv_create_srq_ex(ctx, &mut attr) }.is_null());
         assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EOPNOTSUPP));
+        // SAFETY: `vp` points into the boxed `v`, alive for the test; no reference to it is held.
         unsafe { (*vp).create_srq_ex = Some(fake_create_srq_ex) };
+        // SAFETY: the context, object and attributes are live locals (or in the
+        // boxed `v`); the wrapper reads the context's tables, calls only fakes.
         assert_eq!(unsafe { ibv_create_srq_ex(ctx, &mut attr) }, ptr::dangling_mut());
         // Entries the provider leaves unset: EOPNOTSUPP, as the header's inlines say.
         let mut n = 0;
+        // SAFETY: the context, object and attributes are live locals (or in the
+        // boxed `v`); the wrapper reads the context's tables, calls only fakes.
         assert_eq!(unsafe { ibv_get_srq_num(&mut srq, &mut n) }, libc::EOPNOTSUPP);
+        // SAFETY: a plain C struct, all-zero valid.
         let mut dm: ibv_dm = unsafe { core::mem::zeroed() };
         dm.context = ctx;
+        // SAFETY: the context, object and attributes are live locals (or in the
+        // boxed `v`); the wrapper reads the context's tables, calls only fakes.
         assert!(unsafe { ibv_reg_dm_mr(&mut pd, &mut dm, 0, 64, 0) }.is_null());
         assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EOPNOTSUPP));
         let mut c_attr = ibv_counters_init_attr { comp_mask: 0 };
+        // SAFETY: the context, object and attributes are live locals (or in the
+        // boxed `v`); the wrapper reads the context's tables, calls only fakes.
         assert!(unsafe { ibv_create_counters(ctx, &mut c_attr) }.is_null());
         let mut rl = ibv_qp_rate_limit_attr { rate_limit: 1000, ..Default::default() };
+        // SAFETY: the context, object and attributes are live locals (or in the
+        // boxed `v`); the wrapper reads the context's tables, calls only fakes.
         assert_eq!(unsafe { ibv_modify_qp_rate_limit(&mut qp, &mut rl) }, libc::EOPNOTSUPP);
+        // SAFETY: `vp` points into the boxed `v`, alive for the test; no reference to it is held.
         unsafe { (*vp).modify_qp_rate_limit = Some(fake_rate_limit) };
+        // SAFETY: the context, object and attributes are live locals (or in the
+        // boxed `v`); the wrapper reads the context's tables, calls only fakes.
         assert_eq!(unsafe { ibv_modify_qp_rate_limit(&mut qp, &mut rl) }, 1000, "the provider's entry is called");
     }
 
@@ -971,6 +1049,8 @@ mod tests {
         let mut qp = ibv_qp { context: &mut ctx, ..Default::default() };
         let mut wr = ibv_send_wr::default();
         let mut bad = ptr::dangling_mut();
+        // SAFETY: the context, object and attributes are live locals (or in the
+        // boxed `v`); the wrapper reads the context's tables, calls only fakes.
         assert_eq!(unsafe { ibv_post_send(&mut qp, &mut wr, &mut bad) }, 42);
         assert!(bad.is_null());
     }
@@ -982,6 +1062,8 @@ mod tests {
         let mut qp = ibv_qp { context: &mut ctx, ..Default::default() };
         let mut wr = ibv_recv_wr::default();
         let mut bad = ptr::null_mut();
+        // SAFETY: the context, object and attributes are live locals (or in the
+        // boxed `v`); the wrapper reads the context's tables, calls only fakes.
         unsafe { ibv_post_recv(&mut qp, &mut wr, &mut bad) };
     }
 }

@@ -383,7 +383,9 @@ impl MprqRing {
         if self.wqe_shift > 5 {
             let mut end = DataSeg::default();
             end.set(0, INVALID_LKEY, 0);
-            // SAFETY: a WQE past 32 bytes holds the list's end at byte 32.
+            // SAFETY: `wqe_shift > 5`: the slot is at least 64 bytes, so
+            // bytes 32..48 lie inside it (and 16-byte aligned); the slot is
+            // not outstanding, as above, so the device is not reading it.
             unsafe { std::ptr::write_volatile(wqe.add(32).cast::<DataSeg>(), end) };
         }
         self.consumed[slot as usize] = 0;

@@ -57,7 +57,10 @@ pub unsafe fn ring(wq: &Wq) -> Result<MprqRing> {
     // SAFETY: libmlx5 reports the live WQ's buffer and doorbell record;
     // the caller keeps the ring the WQ's only poster, within its life.
     let mut ring = unsafe { MprqRing::from_raw(out.buf.cast(), out.wqe_cnt, out.stride, out.dbrec.cast(), params) };
-    // SAFETY: as above; the record holds the producer index's low 16 bits.
+    // SAFETY: `out.dbrec` is the live WQ's doorbell record as libmlx5
+    // reported it (mapped and 4-byte aligned while the WQ lives); no other
+    // poster writes it (the caller's contract above), so the read races with
+    // nothing. It holds the producer index's low 16 bits.
     let pi = unsafe { ptr::read_volatile(out.dbrec) };
     ring.start_at(u32::from_be(pi) & 0xffff);
     Ok(ring)

@@ -349,11 +349,16 @@ impl TmRing {
         seg.index = Be16::new(next as u16);
         seg.append_tag = Be64::new(tag);
         seg.append_mask = Be64::new(mask);
-        // SAFETY: a control segment of TAG_MATCHING, the tag-matching
-        // segment, then the one data segment the device reads for an add.
+        // SAFETY: `wqe`'s contract: the layout the device defines for a
+        // TAG_MATCHING add follows (the tag-matching segment, then one data
+        // segment, written below by `data`, under its own contract, or by
+        // `data_end`, which reaches no memory), so every unit the device
+        // reads as a data segment is one of those.
         let w = unsafe { self.sq.wqe(WqeOpcode::TAG_MATCHING, 0, CtrlFlags::empty(), 0) }.seg(&seg);
         let (w, size) = match buf {
-            // SAFETY: the caller's contract (`add_buf`).
+            // SAFETY: `data`'s contract is `add_buf`'s own: the caller vouches
+            // that the buffer is registered memory, alive until the entry's
+            // last completion.
             Some((len, lkey, addr)) if len != 0 => (unsafe { w.data(len, lkey, addr) }, len),
             _ => (w.data_end(), 0),
         };
@@ -387,8 +392,9 @@ impl TmRing {
         }
         let mut seg = opts.seg(TmSeg::REMOVE);
         seg.index = Be16::new(handle as u16);
-        // SAFETY: a control segment of TAG_MATCHING and the tag-matching
-        // segment: a remove has no data segment.
+        // SAFETY: `wqe`'s contract: a TAG_MATCHING remove is the control
+        // and tag-matching segments only (48 bytes), so the
+        // device reads no data segment and reaches no memory.
         let pi = unsafe { self.sq.wqe(WqeOpcode::TAG_MATCHING, 0, CtrlFlags::empty(), 0) }.seg(&seg).finish();
         match opts.signaled {
             Some(wr_id) => self.push_op(handle, wr_id, pi),
@@ -402,8 +408,9 @@ impl TmRing {
     pub fn sync(&mut self, opts: TmOpts) -> Result<(), TmError> {
         self.check_room()?;
         let seg = opts.seg(TmSeg::NOP);
-        // SAFETY: a control segment of TAG_MATCHING and the tag-matching
-        // segment: a sync has no data segment.
+        // SAFETY: `wqe`'s contract: a TAG_MATCHING sync (NOP) is the control
+        // and tag-matching segments only, so the device reads no data
+        // segment and reaches no memory.
         let pi = unsafe { self.sq.wqe(WqeOpcode::TAG_MATCHING, 0, CtrlFlags::empty(), 0) }.seg(&seg).finish();
         if let Some(wr_id) = opts.signaled {
             self.push_op(NONE, wr_id, pi);

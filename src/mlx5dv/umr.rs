@@ -229,8 +229,12 @@ impl SqRing {
                 Some(RawLayout::Interleaved { repeat_count, entries: &strides })
             }
         };
-        // SAFETY: every range was checked to lie in its region, and the key
-        // holds the regions (below) for as long as it lives.
+        // SAFETY: `mkey_configure_raw`'s contract: every range was checked
+        // above (`inside`) to lie in its region, which is registered with the
+        // lkey written for it, so the key reaches only registered memory;
+        // the key holds each region (below, once the WQE is written) for as
+        // long as it lives, so none is deregistered or freed while the key
+        // may be used; `lkey` and `max_entries` are the key's own.
         let pi = unsafe { self.mkey_configure_raw(flags, mkey.lkey(), mkey.max_entries(), access, raw) }?;
         match layout {
             Some(MkeyLayout::List(ranges)) => ranges.iter().for_each(|r| mkey.hold(r.mr)),
@@ -334,9 +338,11 @@ impl SqRing {
         ctx[2] = acc;
         ctx[4..8].copy_from_slice(&(0xffff_ff00 | (lkey & 0xff)).to_be_bytes());
         ctx[24..32].copy_from_slice(&len.to_be_bytes());
-        // SAFETY: a UMR WQE's layout: the UMR control segment, the mkey
-        // context, then the translation entries; the ranges are the
-        // caller's contract.
+        // SAFETY: `wqe`'s contract: what follows is the layout the device
+        // defines for UMR (the UMR control segment, the mkey context, then
+        // the translation entries, all inline), so no 16-byte unit is read
+        // as a data segment; the memory the entries reach is this function's
+        // own contract, passed on to its caller.
         let mut w = unsafe { self.wqe(WqeOpcode::UMR, 0, flags, lkey.to_be()) }.bytes(&ctrl).bytes(&ctx).inline_wqe();
         match layout {
             None => {}
@@ -391,8 +397,10 @@ impl SqRing {
         let mut ctx = [0u8; MKEY_CTX];
         ctx[0] = CONTEXT_FREE;
         ctx[4..8].copy_from_slice(&0xffff_ff00u32.to_be_bytes());
-        // SAFETY: a UMR WQE that frees the key: the UMR control segment and
-        // the mkey context, no translation entries.
+        // SAFETY: `wqe`'s contract: the UMR layout that frees a key (the
+        // UMR control segment and the mkey context with `free` set, no
+        // translation entries), so no unit is read as a data segment and the
+        // WQE reaches no memory.
         let pi = unsafe { self.wqe(WqeOpcode::UMR, 0, flags, rkey.to_be()) }.bytes(&ctrl).bytes(&ctx).finish();
         self.next_fence = CtrlFlags::INITIATOR_SMALL_FENCE.bits();
         pi
@@ -445,7 +453,9 @@ mod tests {
         let mut dbrec = Box::new([Be32::default(); 2]);
         let mut bf = vec![0u64; 8];
         // SAFETY: test memory of the sizes and alignments `from_raw` asks
-        // for, kept beside the ring; no device reads it.
+        // for, owned by the same `Ring` as `sq`, so it lives as long as the
+        // ring; no device reads it, and the BlueFlame page is only ever
+        // written through the ring.
         let mut sq = unsafe {
             SqRing::from_raw(buf.as_mut_ptr().cast(), 16, dbrec.as_mut_ptr(), bf.as_mut_ptr().cast(), 0, 0x42)
         };

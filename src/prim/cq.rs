@@ -121,7 +121,7 @@ const COMPRESSED: std::ffi::c_int = std::ffi::c_int::MIN;
 /// turns the answer ([`COMPRESSED`] + `F`) into a panic on its error path,
 /// which an ordinary CQ never takes, from the answer alone: polling costs
 /// what it did (the inlined poll keeps nothing across the call).
-unsafe extern "C" fn refuse_compressed<const F: u8>(
+extern "C" fn refuse_compressed<const F: u8>(
     _: *mut ffi::ibv_cq,
     _: std::ffi::c_int,
     _: *mut ffi::ibv_wc,
@@ -839,6 +839,9 @@ mod tests {
     static PROVIDER_POLLS: AtomicU32 = AtomicU32::new(0);
 
     /// A provider's `poll_cq` that reports one completion per call, counted.
+    ///
+    /// # Safety
+    /// `wc` has room for `n` completions, as `ibv_poll_cq` passes it.
     unsafe extern "C" fn counting_poll(
         _: *mut ffi::ibv_cq,
         n: std::ffi::c_int,

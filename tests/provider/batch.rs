@@ -10,7 +10,7 @@
 //! written to the BlueFlame page.
 
 use std::collections::BTreeMap;
-use std::ffi::{c_int, c_void, CString};
+use std::ffi::c_int;
 use std::fmt::Write as _;
 use std::ptr::NonNull;
 use std::sync::OnceLock;
@@ -19,7 +19,7 @@ use rrddmma::bindings as ffi;
 use rrddmma::mlx5dv::dc::DciBatch;
 use rrddmma::prim::{BatchQp, Error, QpCaps, QpType, RemoteAddr, SendFlags, SendWr, Sge, WrBatch};
 
-use super::build::unhex;
+use super::build::{library_fn, unhex};
 use super::send::{events, first_diff, layout, op_name, transport, Event, Request};
 use super::send::{
     CAS, FAA, F_FENCE, F_INLINE, F_SIGNALED, F_SOLICITED, READ, SEND, SEND_IMM, SEND_INV, WRITE, WRITE_IMM,
@@ -56,51 +56,26 @@ pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
 
 fn lib() -> &'static Lib {
     static LIB: OnceLock<Lib> = OnceLock::new();
-    LIB.get_or_init(|| {
-        let path = CString::new(super::build::library().as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: a library built for this test; RTLD_LOCAL keeps its
-        // (few, exported) symbols out of the test binary's namespace.
-        let h = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-        assert!(!h.is_null(), "dlopen {:?} failed", path);
-        let sym = |name: &str| -> *mut c_void {
-            let n = CString::new(name).unwrap();
-            // SAFETY: a live handle and a NUL-terminated name.
-            let p = unsafe { libc::dlsym(h, n.as_ptr()) };
-            assert!(!p.is_null(), "the harness library has no {name}");
-            p
-        };
-        // SAFETY: each symbol is the C function of the signature given here
-        // (tests/provider/mlx5_provider.c); the library stays loaded.
-        unsafe {
-            Lib {
-                make_sq: std::mem::transmute::<
-                    *mut c_void,
-                    unsafe extern "C" fn(c_int, u32, u32, c_int, c_int, u32, u32, c_int, u64) -> *mut MQp,
-                >(sym("h_make_sq")),
-                qp_ex: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut MQp) -> *mut ffi::ibv_qp_ex>(sym(
-                    "h_qp_ex",
-                )),
-                dv_qp: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut MQp) -> *mut ffi::mlx5dv_qp_ex>(
-                    sym("h_dv_qp"),
-                ),
-                sq_buf: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut MQp) -> *mut u8>(sym("h_sq_buf")),
-                bf_page: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut MQp) -> *mut u8>(sym(
-                    "h_bf_page",
-                )),
-                set_prefer_bf: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(c_int)>(sym("h_set_prefer_bf")),
-                before: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut MQp)>(sym("h_before")),
-                after: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut MQp, *mut u32)>(sym("h_after")),
-                ah: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(u32, *const u8) -> *mut ffi::ibv_ah>(sym(
-                    "h_ah",
-                )),
-            }
+    // SAFETY: each entry is the mlx5_provider.c function of the signature
+    // its field gives.
+    LIB.get_or_init(|| unsafe {
+        Lib {
+            make_sq: library_fn("h_make_sq"),
+            qp_ex: library_fn("h_qp_ex"),
+            dv_qp: library_fn("h_dv_qp"),
+            sq_buf: library_fn("h_sq_buf"),
+            bf_page: library_fn("h_bf_page"),
+            set_prefer_bf: library_fn("h_set_prefer_bf"),
+            before: library_fn("h_before"),
+            after: library_fn("h_after"),
+            ah: library_fn("h_ah"),
         }
     })
 }
 
 /// The BlueFlame sentinel of the C half (`SENTINEL`) and its page size.
 const SENTINEL: u8 = 0xa5;
-const BF_PAGE: usize = 4096;
+pub const BF_PAGE: usize = 4096;
 
 /// One provider QP on our side, driven through rrddmma's batches.
 struct Queue {

@@ -206,6 +206,20 @@ pub fn library_symbol(name: &str) -> *mut std::ffi::c_void {
     p
 }
 
+/// [`library_symbol`] as the function pointer type `F`, for a section's
+/// table of the library's entries (`Lib { make: library_fn("h_tm_make"), .. }`).
+///
+/// # Safety
+/// `F` is an `unsafe extern "C" fn` type of the C function's own signature
+/// (tests/provider/*.c).
+pub unsafe fn library_fn<F: Copy>(name: &str) -> F {
+    assert_eq!(size_of::<F>(), size_of::<*mut std::ffi::c_void>(), "{name}: not a function pointer type");
+    let p = library_symbol(name);
+    // SAFETY: `p` is the function `name` of the library, which stays loaded;
+    // `F` is its signature (the caller's contract) and pointer-sized.
+    unsafe { std::mem::transmute_copy::<*mut std::ffi::c_void, F>(&p) }
+}
+
 /// The harness's output for the standard run (built and run once per test binary).
 pub fn output() -> &'static str {
     static OUT: OnceLock<String> = OnceLock::new();
@@ -232,6 +246,38 @@ pub fn splitmix(s: &mut u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
+}
+
+/// `struct h_wc_base` (harness.h): the fields every section's completion
+/// record starts with, as libmlx5's extended poller reports them.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WcBaseC {
+    pub wr_id: u64,
+    pub status: u32,
+    pub opcode: u32,
+    pub wc_flags: u32,
+    pub byte_len: u32,
+    pub qp_num: u32,
+}
+
+/// The sections' random source: [`splitmix`] from a seed.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        splitmix(&mut self.0)
+    }
+
+    /// Below `n` (not 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    /// True `pct` times in 100.
+    pub fn chance(&mut self, pct: u64) -> bool {
+        self.below(100) < pct
+    }
 }
 
 /// `fill(seed)` bytes, as the C half fills a fresh send queue.

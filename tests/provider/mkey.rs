@@ -11,21 +11,22 @@
 //! to the BlueFlame page or doorbell.
 
 use std::collections::BTreeMap;
-use std::ffi::{c_int, c_void};
+use std::ffi::c_int;
 use std::fmt::Write as _;
 use std::ptr::NonNull;
 use std::sync::OnceLock;
 
 use rrddmma::bindings as ffi;
-use rrddmma::mlx5dv::be::Be32;
 use rrddmma::mlx5dv::mkey_wr::MkeyWr;
 use rrddmma::mlx5dv::mmio::{Op, Recorder};
 use rrddmma::mlx5dv::seg::CtrlFlags;
-use rrddmma::mlx5dv::sq::{SqLimits, SqRing};
+use rrddmma::mlx5dv::sq::SqLimits;
 use rrddmma::mlx5dv::umr::{KlmEntry, RawLayout, StrideEntry};
 use rrddmma::prim::{AccessFlags, SendFlags};
 
-use super::build::{splitmix, Aligned};
+use super::batch::{bf_written, BF_PAGE};
+use super::build::{library_fn, Rng};
+use super::send::OurRing;
 use super::{Mismatch, Mutation};
 
 #[repr(C)]
@@ -67,43 +68,25 @@ struct Lib {
 
 fn lib() -> &'static Lib {
     static LIB: OnceLock<Lib> = OnceLock::new();
-    LIB.get_or_init(|| {
-        let sym = super::build::library_symbol;
-        // SAFETY: each symbol is the C function of the signature given here
-        // (tests/provider/mkey.c, mlx5_provider.c); the library stays loaded.
-        unsafe {
-            Lib {
-                make: std::mem::transmute::<
-                    *mut c_void,
-                    unsafe extern "C" fn(u32, u32, c_int, u32, c_int, u64) -> *mut MQp,
-                >(sym("h_mkey_sq")),
-                post: std::mem::transmute::<*mut c_void, PostFn>(sym("h_mkey_post")),
-                sq_buf: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut MQp) -> *mut u8>(sym("h_sq_buf")),
-                bf_page: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut MQp) -> *mut u8>(sym(
-                    "h_bf_page",
-                )),
-                set_prefer_bf: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(c_int)>(sym("h_set_prefer_bf")),
-                before: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut MQp)>(sym("h_before")),
-                after: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut MQp, *mut u32)>(sym("h_after")),
-                qp_ex: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut MQp) -> *mut ffi::ibv_qp_ex>(sym(
-                    "h_qp_ex",
-                )),
-                dv_qp: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut MQp) -> *mut ffi::mlx5dv_qp_ex>(
-                    sym("h_dv_qp"),
-                ),
-                mkey: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(u32, u16) -> *mut ffi::mlx5dv_mkey>(sym(
-                    "h_mkey",
-                )),
-                start_at: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut MQp, u32)>(sym(
-                    "h_mkey_start_at",
-                )),
-            }
+    // SAFETY: each entry is the mkey.c (or mlx5_provider.c) function of the
+    // signature its field gives.
+    LIB.get_or_init(|| unsafe {
+        Lib {
+            make: library_fn("h_mkey_sq"),
+            post: library_fn("h_mkey_post"),
+            sq_buf: library_fn("h_sq_buf"),
+            bf_page: library_fn("h_bf_page"),
+            set_prefer_bf: library_fn("h_set_prefer_bf"),
+            before: library_fn("h_before"),
+            after: library_fn("h_after"),
+            qp_ex: library_fn("h_qp_ex"),
+            dv_qp: library_fn("h_dv_qp"),
+            mkey: library_fn("h_mkey"),
+            start_at: library_fn("h_mkey_start_at"),
         }
     })
 }
 
-const SENTINEL: u8 = 0xa5;
-const BF_PAGE: usize = 4096;
 /// `enum ibv_send_flags`.
 const F_FENCE: u32 = 1;
 const F_SIGNALED: u32 = 2;
@@ -165,20 +148,6 @@ impl MkeyStats {
             self.doorbells
         );
         s
-    }
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        splitmix(&mut self.0)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn chance(&mut self, pct: u64) -> bool {
-        self.below(100) < pct
     }
 }
 
@@ -374,27 +343,16 @@ pub fn check(per_queue: usize, mutation: Mutation) -> Result<MkeyStats, Box<Mism
     ];
     for (qi, &(wqe_cnt, max_inline, bf_size, sig_all, prefer_bf)) in shapes.iter().enumerate() {
         let qpn = 0x300 + qi as u32;
+        let seed = rng.next();
         // SAFETY: the library's constructor.
-        let qp = unsafe { (l.make)(qpn, wqe_cnt, max_inline as c_int, bf_size, c_int::from(sig_all), rng.next()) };
+        let qp = unsafe { (l.make)(qpn, wqe_cnt, max_inline as c_int, bf_size, c_int::from(sig_all), seed) };
         // The same queue again, posted to through rrddmma's MkeyWr.
         // SAFETY: as above.
         let qp2 = unsafe { (l.make)(qpn, wqe_cnt, max_inline as c_int, bf_size, c_int::from(sig_all), rng.next()) };
         stats.queues += 1;
-        let mut ring = Aligned::new(wqe_cnt as usize * 64);
-        let mut dbrec = Aligned::new(64);
-        let mut bf = Aligned::new(BF_PAGE);
-        // SAFETY: aligned buffers of the sizes `from_raw` asks for, alive
-        // until the end of this iteration, as `sq`; MMIO goes to a Recorder.
-        let mut sq = unsafe {
-            SqRing::from_raw(
-                ring.as_mut_ptr(),
-                wqe_cnt,
-                dbrec.as_mut_ptr().cast::<Be32>(),
-                bf.as_mut_ptr(),
-                bf_size,
-                qpn,
-            )
-        };
+        // The provider's queue has BlueFlame register 1 (h_mkey_sq); the
+        // buffers stay beside `sq` until the end of this iteration.
+        let OurRing { mut sq, ring, dbrec: _dbrec, bf: _bf } = OurRing::new(qpn, wqe_cnt, bf_size, 1, seed);
         sq.set_prefer_bf(prefer_bf);
         sq.set_limits(SqLimits::new(max_inline, 1, 255 * 16));
         let mut cq = crate::mlx5_support::SoftCq::new(16);
@@ -606,14 +564,7 @@ pub fn check(per_queue: usize, mutation: Mutation) -> Result<MkeyStats, Box<Mism
             let page = unsafe { std::slice::from_raw_parts((l.bf_page)(qp), BF_PAGE) };
             let from =
                 *rec.ops.iter().find_map(|o| if let Op::Write64(off, _) = o { Some(off) } else { None }).unwrap();
-            let mut len = 0;
-            let mut w = 0;
-            while from + w + 8 <= BF_PAGE {
-                if page[from + w..from + w + 8].iter().any(|&b| b != SENTINEL) {
-                    len = w + 8;
-                }
-                w += 8;
-            }
+            let len = bf_written(page, from).len();
             value("doorbell kind (bytes written to the BlueFlame page)", len as u32, ours_bytes.len() as u32)?;
             if len == 8 {
                 stats.doorbells += 1;

@@ -43,7 +43,6 @@ _Static_assert(offsetof(struct mlx5_cqe64, wqe_counter) == 60, "wqe_counter at 6
 struct h_mprq {
 	struct mlx5_rwq *rwq;
 	struct mlx5_cq *cq;
-	unsigned cqe_cnt;
 	uint32_t produced;
 };
 
@@ -61,12 +60,7 @@ struct h_mprq_wr {
 
 /* One completion read through the extended poller (MprqWcC). */
 struct h_mprq_wc {
-	uint64_t wr_id;
-	uint32_t status;
-	uint32_t opcode;
-	uint32_t wc_flags;
-	uint32_t byte_len;
-	uint32_t qp_num;
+	struct h_wc_base base;
 	uint32_t src_qp;
 	uint32_t imm;
 	uint16_t slid;
@@ -123,32 +117,11 @@ H_API struct h_mprq *h_mprq_make(uint32_t wqn, unsigned max_wr, unsigned max_sge
 		abort();
 	m->rwq = rwq;
 
-	/* The WQ's CQ, 64-byte CQEs, every entry invalid (owner 1). */
-	struct mlx5_cq *cq = calloc(1, sizeof(*cq));
-	if (!cq)
-		abort();
-	cq->cqn = cqn;
-	cq->cqe_sz = 64;
-	cq->verbs_cq.cq.cqe = (int)cqe_cnt - 1;
-	cq->verbs_cq.cq.context = &ctx->ibv_ctx.context;
-	if (posix_memalign(&cq->buf_a.buf, 4096, cqe_cnt * 64) || posix_memalign((void **)&cq->dbrec, 64, 64))
-		abort();
-	memset(cq->dbrec, 0, 64);
-	for (unsigned i = 0; i < cqe_cnt; i++) {
-		memset((uint8_t *)cq->buf_a.buf + i * 64, 0, 64);
-		((uint8_t *)cq->buf_a.buf)[i * 64 + 63] = MLX5_CQE_INVALID << 4 | 1;
-	}
-	cq->active_buf = &cq->buf_a;
-	struct ibv_cq_init_attr_ex attr = {
-		.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
-			    IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
-			    IBV_WC_EX_WITH_DLID_PATH_BITS,
-	};
-	if (mlx5_cq_fill_pfns(cq, &attr, ctx))
-		abort();
-	rwq->wq.cq = &cq->verbs_cq.cq;
-	m->cq = cq;
-	m->cqe_cnt = cqe_cnt;
+	/* The WQ's CQ. */
+	m->cq = h_cq64(cqn, cqe_cnt,
+		       IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP |
+			       IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL | IBV_WC_EX_WITH_DLID_PATH_BITS);
+	rwq->wq.cq = &m->cq->verbs_cq.cq;
 	return m;
 }
 
@@ -193,38 +166,22 @@ H_API int h_mprq_post(struct h_mprq *m, const struct h_mprq_wr *wrs, unsigned n,
 	return rc;
 }
 
+/* The i-th completion of a polling pass, into out[i]. */
+static void mprq_read(struct ibv_cq_ex *cx, void *out, unsigned i)
+{
+	struct h_mprq_wc *w = (struct h_mprq_wc *)out + i;
+	h_wc_base_read(cx, &w->base);
+	w->src_qp = ibv_wc_read_src_qp(cx);
+	w->imm = ibv_wc_read_imm_data(cx);
+	w->slid = (uint16_t)ibv_wc_read_slid(cx);
+	w->sl = ibv_wc_read_sl(cx);
+	w->dlid_path_bits = ibv_wc_read_dlid_path_bits(cx);
+}
+
 /* Writes k CQEs (64 bytes each, owner bits as given) at the CQ's next
  * entries and reads up to k completions through the extended poller. */
 H_API int h_mprq_poll(struct h_mprq *m, const uint8_t *cqes, unsigned k, struct h_mprq_wc *out)
 {
-	struct ibv_cq_ex *cx = &m->cq->verbs_cq.cq_ex;
-	for (unsigned i = 0; i < k; i++) {
-		unsigned idx = (m->produced + i) & (m->cqe_cnt - 1);
-		memcpy((uint8_t *)m->cq->buf_a.buf + idx * 64, cqes + i * 64, 64);
-	}
-	m->produced += k;
-	struct ibv_poll_cq_attr attr = { .comp_mask = 0 };
-	int n = 0;
-	if (ibv_start_poll(cx, &attr))
-		return 0;
-	for (;;) {
-		struct h_mprq_wc *w = &out[n];
-		w->wr_id = cx->wr_id;
-		w->status = cx->status;
-		w->opcode = ibv_wc_read_opcode(cx);
-		w->wc_flags = ibv_wc_read_wc_flags(cx);
-		w->byte_len = ibv_wc_read_byte_len(cx);
-		w->qp_num = ibv_wc_read_qp_num(cx);
-		w->src_qp = ibv_wc_read_src_qp(cx);
-		w->imm = ibv_wc_read_imm_data(cx);
-		w->slid = (uint16_t)ibv_wc_read_slid(cx);
-		w->sl = ibv_wc_read_sl(cx);
-		w->dlid_path_bits = ibv_wc_read_dlid_path_bits(cx);
-		n++;
-		if ((unsigned)n == k || ibv_next_poll(cx))
-			break;
-	}
-	ibv_end_poll(cx);
-	return n;
+	return h_cq64_poll(m->cq, &m->produced, cqes, k, mprq_read, out);
 }
 #endif

@@ -34,7 +34,7 @@
 //!   its last stride (the generator's count), the packet address must be
 //!   the stride's (plus 2 with the shift).
 
-use std::ffi::{c_int, c_void, CString};
+use std::ffi::c_int;
 use std::sync::OnceLock;
 
 use rrddmma::mlx5dv::be::{Be16, Be32};
@@ -43,7 +43,7 @@ use rrddmma::mlx5dv::cqe::{Cqe64, CqeOpcode};
 use rrddmma::mlx5dv::mini::{self, CqeResFormat, MiniCqe};
 use rrddmma::mlx5dv::mprq::{MprqRing, StrideCompletion, StridingParams};
 
-use super::build::{splitmix, Aligned};
+use super::build::{library_fn, Aligned, Rng, WcBaseC};
 use super::{Mismatch, Mutation};
 
 #[repr(C)]
@@ -73,12 +73,7 @@ struct SgeC {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 struct MprqWcC {
-    wr_id: u64,
-    status: u32,
-    opcode: u32,
-    wc_flags: u32,
-    byte_len: u32,
-    qp_num: u32,
+    base: WcBaseC,
     src_qp: u32,
     imm: u32,
     slid: u16,
@@ -101,39 +96,16 @@ struct Lib {
 
 fn lib() -> &'static Lib {
     static LIB: OnceLock<Lib> = OnceLock::new();
-    LIB.get_or_init(|| {
-        let path = CString::new(super::build::library().as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: the harness library; dlopen of a loaded one returns its handle.
-        let h = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-        assert!(!h.is_null(), "dlopen {path:?} failed");
-        let sym = |name: &str| -> *mut c_void {
-            let n = CString::new(name).unwrap();
-            // SAFETY: a live handle and a NUL-terminated name.
-            let p = unsafe { libc::dlsym(h, n.as_ptr()) };
-            assert!(!p.is_null(), "the harness library has no {name}");
-            p
-        };
-        // SAFETY: each symbol is the mprq.c function of the signature given
-        // here; the library stays loaded.
-        unsafe {
-            Lib {
-                make: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(u32, u32, u32, u32, u32) -> *mut HMprq>(
-                    sym("h_mprq_make"),
-                ),
-                geometry: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut HMprq, *mut u32)>(sym(
-                    "h_mprq_geometry",
-                )),
-                buf: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut HMprq) -> *mut u8>(sym("h_mprq_buf")),
-                dbrec: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut HMprq) -> u32>(sym("h_mprq_dbrec")),
-                post: std::mem::transmute::<
-                    *mut c_void,
-                    unsafe extern "C" fn(*mut HMprq, *const MprqWrC, u32, *mut c_int) -> c_int,
-                >(sym("h_mprq_post")),
-                poll: std::mem::transmute::<
-                    *mut c_void,
-                    unsafe extern "C" fn(*mut HMprq, *const u8, u32, *mut MprqWcC) -> c_int,
-                >(sym("h_mprq_poll")),
-            }
+    // SAFETY: each entry is the mprq.c function of the signature its field
+    // gives.
+    LIB.get_or_init(|| unsafe {
+        Lib {
+            make: library_fn("h_mprq_make"),
+            geometry: library_fn("h_mprq_geometry"),
+            buf: library_fn("h_mprq_buf"),
+            dbrec: library_fn("h_mprq_dbrec"),
+            post: library_fn("h_mprq_post"),
+            poll: library_fn("h_mprq_poll"),
         }
     })
 }
@@ -186,22 +158,6 @@ impl Stats {
             self.cq_wraps,
             self.handed_back,
         )
-    }
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        splitmix(&mut self.0)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn chance(&mut self, pct: u64) -> bool {
-        self.below(100) < pct
     }
 }
 
@@ -552,16 +508,16 @@ impl Case {
             };
             let flags = if c.cqe.opcode == CqeOpcode::RESP_SEND_IMM { WC_WITH_IMM } else { 0 };
             let checks: [(&str, u64, u64); 11] = [
-                ("status", w.status.into(), c.cqe.status.to_raw().into()),
-                ("opcode", w.opcode.into(), opcode.into()),
-                ("wc_flags", w.wc_flags.into(), flags.into()),
-                ("byte_len (byte_cnt: filler, strides, length)", w.byte_len.into(), c.raw_byte_cnt().into()),
+                ("status", w.base.status.into(), c.cqe.status.to_raw().into()),
+                ("opcode", w.base.opcode.into(), opcode.into()),
+                ("wc_flags", w.base.wc_flags.into(), flags.into()),
+                ("byte_len (byte_cnt: filler, strides, length)", w.base.byte_len.into(), c.raw_byte_cnt().into()),
                 (
                     "wr_id (the slot of wqe_counter, the stride index)",
-                    w.wr_id,
+                    w.base.wr_id,
                     TAG | u64::from(u32::from(c.stride_index) & (self.wqe_cnt - 1)),
                 ),
-                ("qp_num", w.qp_num.into(), c.cqe.qpn.into()),
+                ("qp_num", w.base.qp_num.into(), c.cqe.qpn.into()),
                 ("src_qp", w.src_qp.into(), c.cqe.src_qp.into()),
                 ("slid", w.slid.into(), c.cqe.slid.into()),
                 ("sl", w.sl.into(), c.cqe.sl.into()),

@@ -31,14 +31,10 @@ _Static_assert(offsetof(struct mlx5_wqe_tm_seg, sw_cnt) == 6, "sw_cnt at 6");
 _Static_assert(offsetof(struct mlx5_wqe_tm_seg, append_tag) == 16, "append_tag at 16");
 _Static_assert(offsetof(struct mlx5_wqe_tm_seg, append_mask) == 24, "append_mask at 24");
 
-#define TM_SENTINEL 0xa5
-#define TM_BF_PAGE 4096
-
 struct h_tm {
 	struct mlx5_srq *srq;
 	struct mlx5_qp *cmd;
 	struct mlx5_cq *cq;
-	unsigned cqe_cnt;
 	uint32_t produced;
 };
 
@@ -61,13 +57,8 @@ struct h_tm_op {
 
 /* One completion read through the extended poller (TmWcC). */
 struct h_tm_wc {
-	uint64_t wr_id;
+	struct h_wc_base base;
 	uint64_t tag;
-	uint32_t status;
-	uint32_t opcode;
-	uint32_t wc_flags;
-	uint32_t byte_len;
-	uint32_t qp_num;
 	uint32_t priv;
 };
 
@@ -109,30 +100,9 @@ H_API struct h_tm *h_tm_make(uint32_t srqn, uint32_t cmd_qpn, unsigned max_num_t
 		abort();
 	t->srq = srq;
 
-	/* The SRQ's CQ, 64-byte CQEs, every entry invalid (owner 1). */
-	struct mlx5_cq *cq = calloc(1, sizeof(*cq));
-	if (!cq)
-		abort();
-	cq->cqn = cqn;
-	cq->cqe_sz = 64;
-	cq->verbs_cq.cq.cqe = (int)cqe_cnt - 1;
-	cq->verbs_cq.cq.context = &ctx->ibv_ctx.context;
-	if (posix_memalign(&cq->buf_a.buf, 4096, cqe_cnt * 64) || posix_memalign((void **)&cq->dbrec, 64, 64))
-		abort();
-	memset(cq->dbrec, 0, 64);
-	for (unsigned i = 0; i < cqe_cnt; i++) {
-		memset((uint8_t *)cq->buf_a.buf + i * 64, 0, 64);
-		((uint8_t *)cq->buf_a.buf)[i * 64 + 63] = MLX5_CQE_INVALID << 4 | 1;
-	}
-	cq->active_buf = &cq->buf_a;
-	struct ibv_cq_init_attr_ex attr = {
-		.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
-			    IBV_WC_EX_WITH_TM_INFO,
-	};
-	if (mlx5_cq_fill_pfns(cq, &attr, ctx))
-		abort();
-	t->cq = cq;
-	t->cqe_cnt = cqe_cnt;
+	/* The SRQ's CQ. */
+	t->cq = h_cq64(cqn, cqe_cnt,
+		       IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_TM_INFO);
 	return t;
 }
 
@@ -170,11 +140,8 @@ H_API int h_tm_post(struct h_tm *t, const struct h_tm_op *ops, unsigned n, int *
 		w->tm.add.sg_list = &sges[i];
 		w->tm.add.num_sge = (int)o->num_sge;
 	}
-	struct mlx5_qp *qp = t->cmd;
-	st[0] = qp->sq.cur_post;
-	st[1] = be32toh(qp->db[MLX5_SND_DBR]);
-	st[2] = qp->bf->offset;
-	memset(qp->bf->reg, TM_SENTINEL, TM_BF_PAGE);
+	h_sq_state(t->cmd, st);
+	h_before(t->cmd);
 	struct ibv_ops_wr *bw = NULL;
 	int rc = mlx5_post_srq_ops(&t->srq->vsrq.srq, wrs, &bw);
 	*bad = bw ? (int)(bw - wrs) : -1;
@@ -184,44 +151,23 @@ H_API int h_tm_post(struct h_tm *t, const struct h_tm_op *ops, unsigned n, int *
 }
 
 /* After a post: producer index, doorbell record, BlueFlame offset. */
-H_API void h_tm_state(struct h_tm *t, uint32_t out[3])
+H_API void h_tm_state(struct h_tm *t, uint32_t out[3]) { h_sq_state(t->cmd, out); }
+
+/* The i-th completion of a polling pass, into out[i]. */
+static void tm_read(struct ibv_cq_ex *cx, void *out, unsigned i)
 {
-	out[0] = t->cmd->sq.cur_post;
-	out[1] = be32toh(t->cmd->db[MLX5_SND_DBR]);
-	out[2] = t->cmd->bf->offset;
+	struct h_tm_wc *w = (struct h_tm_wc *)out + i;
+	struct ibv_wc_tm_info tm = { 0, 0 };
+	h_wc_base_read(cx, &w->base);
+	ibv_wc_read_tm_info(cx, &tm);
+	w->tag = tm.tag;
+	w->priv = tm.priv;
 }
 
 /* Writes k CQEs (64 bytes each, owner bits as given) at the CQ's next
  * entries and reads up to k completions through the extended poller. */
 H_API int h_tm_poll(struct h_tm *t, const uint8_t *cqes, unsigned k, struct h_tm_wc *out)
 {
-	struct ibv_cq_ex *cx = &t->cq->verbs_cq.cq_ex;
-	for (unsigned i = 0; i < k; i++) {
-		unsigned idx = (t->produced + i) & (t->cqe_cnt - 1);
-		memcpy((uint8_t *)t->cq->buf_a.buf + idx * 64, cqes + i * 64, 64);
-	}
-	t->produced += k;
-	struct ibv_poll_cq_attr attr = { .comp_mask = 0 };
-	int n = 0;
-	if (ibv_start_poll(cx, &attr))
-		return 0;
-	for (;;) {
-		struct h_tm_wc *w = &out[n];
-		struct ibv_wc_tm_info tm = { 0, 0 };
-		w->wr_id = cx->wr_id;
-		w->status = cx->status;
-		w->opcode = ibv_wc_read_opcode(cx);
-		w->wc_flags = ibv_wc_read_wc_flags(cx);
-		w->byte_len = ibv_wc_read_byte_len(cx);
-		w->qp_num = ibv_wc_read_qp_num(cx);
-		ibv_wc_read_tm_info(cx, &tm);
-		w->tag = tm.tag;
-		w->priv = tm.priv;
-		n++;
-		if ((unsigned)n == k || ibv_next_poll(cx))
-			break;
-	}
-	ibv_end_poll(cx);
-	return n;
+	return h_cq64_poll(t->cq, &t->produced, cqes, k, tm_read, out);
 }
 #endif

@@ -25,18 +25,19 @@
 //! "wasn't added" error); unexpected and untagged messages on SRQ receives.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::ffi::{c_int, c_void, CString};
+use std::ffi::c_int;
 use std::sync::OnceLock;
 
 use rrddmma::mlx5dv::be::Be32;
 use rrddmma::mlx5dv::cqe::Cqe64;
 use rrddmma::mlx5dv::mmio::{Op, Recorder};
-use rrddmma::mlx5dv::sq::SqRing;
 use rrddmma::mlx5dv::tm::TmCqeOp;
 use rrddmma::mlx5dv::tm_wqe::{TmError, TmOpts, TmRing};
 use rrddmma::prim::{Sge, TmInfo, WcOpcode};
 
-use super::build::{fill, splitmix, Aligned};
+use super::batch::{bf_written, BF_PAGE};
+use super::build::{library_fn, Aligned, Rng, WcBaseC};
+use super::send::OurRing;
 use super::{Mismatch, Mutation};
 
 #[repr(C)]
@@ -67,13 +68,8 @@ struct TmOpC {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 struct TmWcC {
-    wr_id: u64,
+    base: WcBaseC,
     tag: u64,
-    status: u32,
-    opcode: u32,
-    wc_flags: u32,
-    byte_len: u32,
-    qp_num: u32,
     priv_: u32,
 }
 
@@ -83,8 +79,6 @@ const SYNC: u32 = 2;
 const OPS_SIGNALED: u32 = 1;
 const OPS_TM_SYNC: u32 = 2;
 const ENOMEM: c_int = 12;
-const SENTINEL: u8 = 0xa5;
-const BF_PAGE: usize = 4096;
 const SRQ_WQES: u32 = 64;
 /// CQE opcodes (`MLX5_CQE_*`).
 const RESP: [u8; 4] = [0x1, 0x2, 0x3, 0x4]; // RESP_WR_IMM, RESP_SEND, RESP_SEND_IMM, RESP_SEND_INV
@@ -104,46 +98,18 @@ struct Lib {
 
 fn lib() -> &'static Lib {
     static LIB: OnceLock<Lib> = OnceLock::new();
-    LIB.get_or_init(|| {
-        let path = CString::new(super::build::library().as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: the harness library; dlopen of a loaded one returns its handle.
-        let h = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-        assert!(!h.is_null(), "dlopen {path:?} failed");
-        let sym = |name: &str| -> *mut c_void {
-            let n = CString::new(name).unwrap();
-            // SAFETY: a live handle and a NUL-terminated name.
-            let p = unsafe { libc::dlsym(h, n.as_ptr()) };
-            assert!(!p.is_null(), "the harness library has no {name}");
-            p
-        };
-        // SAFETY: each symbol is the tm.c (or mlx5_provider.c) function of
-        // the signature given here; the library stays loaded.
-        unsafe {
-            Lib {
-                make: std::mem::transmute::<
-                    *mut c_void,
-                    unsafe extern "C" fn(u32, u32, u32, u32, u32, u32, u32, u64, u32, u32) -> *mut HTm,
-                >(sym("h_tm_make")),
-                sq_buf: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut HTm) -> *mut u8>(sym(
-                    "h_tm_sq_buf",
-                )),
-                bf_page: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut HTm) -> *mut u8>(sym(
-                    "h_tm_bf_page",
-                )),
-                expect: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut HTm, u32) -> c_int>(sym(
-                    "h_tm_expect",
-                )),
-                post: std::mem::transmute::<
-                    *mut c_void,
-                    unsafe extern "C" fn(*mut HTm, *const TmOpC, u32, *mut c_int, *mut u32, *mut u32) -> c_int,
-                >(sym("h_tm_post")),
-                state: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut HTm, *mut u32)>(sym("h_tm_state")),
-                poll: std::mem::transmute::<
-                    *mut c_void,
-                    unsafe extern "C" fn(*mut HTm, *const u8, u32, *mut TmWcC) -> c_int,
-                >(sym("h_tm_poll")),
-                set_prefer_bf: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(c_int)>(sym("h_set_prefer_bf")),
-            }
+    // SAFETY: each entry is the tm.c (or mlx5_provider.c) function of the
+    // signature its field gives.
+    LIB.get_or_init(|| unsafe {
+        Lib {
+            make: library_fn("h_tm_make"),
+            sq_buf: library_fn("h_tm_sq_buf"),
+            bf_page: library_fn("h_tm_bf_page"),
+            expect: library_fn("h_tm_expect"),
+            post: library_fn("h_tm_post"),
+            state: library_fn("h_tm_state"),
+            poll: library_fn("h_tm_poll"),
+            set_prefer_bf: library_fn("h_set_prefer_bf"),
         }
     })
 }
@@ -207,22 +173,6 @@ impl Stats {
             self.tm_infos,
             self.our_refusals,
         )
-    }
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        splitmix(&mut self.0)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn chance(&mut self, pct: u64) -> bool {
-        self.below(100) < pct
     }
 }
 
@@ -319,25 +269,13 @@ impl Case {
         };
         // SAFETY: a context-wide setting, under the harness lock.
         unsafe { (l.set_prefer_bf)(c_int::from(prefer_bf)) };
-        let mut ring = Aligned::new(wqe_cnt as usize * 64);
-        fill(ring.bytes_mut(), seed);
-        let mut dbrec = Aligned::new(64);
-        let mut bf = Aligned::new(BF_PAGE);
-        let ours_bf = if uuarn != 0 { bf_size } else { 0 };
-        // SAFETY: aligned buffers living as long as the case; MMIO goes to a
-        // `Recorder`; the ring is fresh.
-        let tm = unsafe {
-            let mut sq = SqRing::from_raw(
-                ring.as_mut_ptr(),
-                wqe_cnt,
-                dbrec.as_mut_ptr().add(4).cast::<Be32>(),
-                bf.as_mut_ptr(),
-                ours_bf,
-                qpn,
-            );
-            sq.set_prefer_bf(prefer_bf);
-            TmRing::from_raw(sq, max_num_tags)
-        };
+        let OurRing { mut sq, ring, dbrec, bf } = OurRing::new(qpn, wqe_cnt, bf_size, uuarn, seed);
+        sq.set_prefer_bf(prefer_bf);
+        // SAFETY: a fresh ring (nothing posted) over buffers the case keeps
+        // beside it, MMIO to a `Recorder`, standing for the C SRQ's command
+        // QP with its list of `max_num_tags`; every TM CQE the case makes
+        // goes to `TmRing::complete`, in order.
+        let tm = unsafe { TmRing::from_raw(sq, max_num_tags) };
         Case {
             t,
             ring,
@@ -601,7 +539,7 @@ impl Case {
         let ours: Vec<(usize, [u8; 8])> =
             rec.ops.iter().filter_map(|op| if let Op::Write64(o, b) = *op { Some((o, b)) } else { None }).collect();
         if posted == 0 {
-            if page.iter().any(|&b| b != SENTINEL) || !ours.is_empty() {
+            if !bf_written(page, 0).is_empty() || !ours.is_empty() {
                 return Err(mismatch(
                     kind,
                     &at(0),
@@ -613,8 +551,8 @@ impl Case {
             }
             return Ok(());
         }
-        let their_len = if page[off + 8..off + 64].iter().all(|&b| b == SENTINEL) { 8 } else { 64 };
-        let theirs = &page[off..off + their_len];
+        let theirs = bf_written(page, off);
+        let their_len = theirs.len();
         let ours_bytes: Vec<u8> = ours.iter().flat_map(|(_, b)| *b).collect();
         let last = pi0.wrapping_add(posted as u32 - 1);
         if matches!(ours_bad, Some((_, TmError::ListFull { .. }))) {
@@ -808,15 +746,15 @@ impl Case {
                 }
                 Ok(())
             };
-            cmp("status", Some(40), u64::from(w.status), u64::from(c.status.to_raw()))?;
-            cmp("opcode", Some(63), u64::from(w.opcode), u64::from(c.opcode.to_raw()))?;
-            cmp("wc_flags", Some(41), u64::from(w.wc_flags), u64::from(c.flags.bits()))?;
-            cmp("byte_len", Some(44), u64::from(w.byte_len), u64::from(d.byte_len))?;
-            cmp("qp_num", Some(56), u64::from(w.qp_num), u64::from(d.qpn))?;
+            cmp("status", Some(40), u64::from(w.base.status), u64::from(c.status.to_raw()))?;
+            cmp("opcode", Some(63), u64::from(w.base.opcode), u64::from(c.opcode.to_raw()))?;
+            cmp("wc_flags", Some(41), u64::from(w.base.wc_flags), u64::from(c.flags.bits()))?;
+            cmp("byte_len", Some(44), u64::from(w.base.byte_len), u64::from(d.byte_len))?;
+            cmp("qp_num", Some(56), u64::from(w.base.qp_num), u64::from(d.qpn))?;
             cmp("tm_info.tag", Some(8), w.tag, c.cqe.tag)?;
             cmp("tm_info.priv (app_ctx)", Some(4), u64::from(w.priv_), u64::from(c.cqe.app_ctx))?;
             // ExWc::tm_info's mapping, on libmlx5's values, against ours.
-            let theirs_info = TmInfo::of(WcOpcode::from_raw(w.opcode), w.wc_flags, w.tag, w.priv_);
+            let theirs_info = TmInfo::of(WcOpcode::from_raw(w.base.opcode), w.base.wc_flags, w.tag, w.priv_);
             if theirs_info != c.tm_info() {
                 return Err(mismatch(
                     &kind,
@@ -829,8 +767,8 @@ impl Case {
             }
             stats.tm_infos += usize::from(theirs_info.is_some());
             match (c.wr_id, c.srq_wqe) {
-                (Some(id), _) => cmp("wr_id", Some(42), w.wr_id, id)?,
-                (None, Some(idx)) => cmp("wr_id (SRQ receive)", Some(60), w.wr_id, 0x5300 << 48 | u64::from(idx))?,
+                (Some(id), _) => cmp("wr_id", Some(42), w.base.wr_id, id)?,
+                (None, Some(idx)) => cmp("wr_id (SRQ receive)", Some(60), w.base.wr_id, 0x5300 << 48 | u64::from(idx))?,
                 // An error or an unknown app_op: libmlx5 leaves wr_id as it was.
                 (None, None) => {}
             }

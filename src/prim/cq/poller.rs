@@ -75,17 +75,17 @@ impl ExCq {
 const NOT_EXTENDED: std::ffi::c_int = std::ffi::c_int::MIN;
 
 /// The `start_poll` entry of [`CLASSIC`].
-unsafe extern "C" fn classic_start(_: *mut ffi::ibv_cq_ex, _: *mut ffi::ibv_poll_cq_attr) -> std::ffi::c_int {
+extern "C" fn classic_start(_: *mut ffi::ibv_cq_ex, _: *mut ffi::ibv_poll_cq_attr) -> std::ffi::c_int {
     NOT_EXTENDED
 }
 
 /// The `next_poll` entry of [`CLASSIC`] (never called: no pass starts).
-unsafe extern "C" fn classic_next(_: *mut ffi::ibv_cq_ex) -> std::ffi::c_int {
+extern "C" fn classic_next(_: *mut ffi::ibv_cq_ex) -> std::ffi::c_int {
     libc::ENOENT
 }
 
 /// The `end_poll` entry of [`CLASSIC`] (never called: no pass starts).
-unsafe extern "C" fn classic_end(_: *mut ffi::ibv_cq_ex) {}
+extern "C" fn classic_end(_: *mut ffi::ibv_cq_ex) {}
 
 /// The extended view every classic CQ has ([`ExCq::classic`]): no CQ, only
 /// pass entries that touch nothing (the structure is never written).

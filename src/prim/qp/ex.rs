@@ -118,15 +118,15 @@ impl BatchQp {
 const NOT_EXTENDED: std::ffi::c_int = std::ffi::c_int::MIN;
 
 /// The `wr_start` and `wr_abort` entries of [`CLASSIC`].
-unsafe extern "C" fn classic_nothing(_: *mut ffi::ibv_qp_ex) {}
+extern "C" fn classic_nothing(_: *mut ffi::ibv_qp_ex) {}
 
 /// The `wr_complete` entry of [`CLASSIC`].
-unsafe extern "C" fn classic_complete(_: *mut ffi::ibv_qp_ex) -> std::ffi::c_int {
+extern "C" fn classic_complete(_: *mut ffi::ibv_qp_ex) -> std::ffi::c_int {
     NOT_EXTENDED
 }
 
 /// The `wr_set_sge` entry of [`CLASSIC`].
-unsafe extern "C" fn classic_set_sge(_: *mut ffi::ibv_qp_ex, _: u32, _: u64, _: u32) {}
+extern "C" fn classic_set_sge(_: *mut ffi::ibv_qp_ex, _: u32, _: u64, _: u32) {}
 
 /// The extended view of every QP made without send ops ([`classic`]): no
 /// QP, only the entries every batch calls, which touch nothing, and
