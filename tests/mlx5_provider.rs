@@ -24,6 +24,8 @@ mod build;
 mod dc_typed;
 #[path = "provider/eth.rs"]
 mod eth;
+#[path = "provider/eth_vlan.rs"]
+mod eth_vlan;
 #[path = "provider/masked.rs"]
 mod masked;
 #[path = "provider/mkey.rs"]
@@ -76,6 +78,8 @@ pub enum Mutation {
     MkeyWrAccess,
     /// The first raw packet SEND is given its L4 checksum request flipped.
     EthCsum,
+    /// The first VLAN-tagged raw packet request is given its VID's bit 0 flipped.
+    EthVlan,
 }
 
 /// The first disagreement between libmlx5 and rrddmma.
@@ -638,6 +642,36 @@ fn raw_packet_sends_match_libmlx5() {
         }
         Err(m) => panic!("{m}"),
     }
+}
+
+/// Software VLAN insertion: untagged packets and a tag through
+/// `SqRing::send_eth_vlan` / `send_tso_vlan` give the WQEs libmlx5's
+/// `mlx5_post_send` writes for the tagged packets (tests/provider/eth_vlan.rs).
+#[test]
+#[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
+fn raw_packet_vlan_insertion_matches_libmlx5() {
+    match eth_vlan::check(Mutation::None) {
+        Ok(s) => {
+            assert!(s.requests >= 5_000, "only {} requests were compared: {s:?}", s.requests);
+            assert!(s.tso > 500 && s.csum > 1000 && s.inline > 500 && s.split_headers > 500, "{s:?}");
+            assert!(s.short_first > 100 && s.pcp_dei > 1000 && s.wrapped_lists > 100, "{s:?}");
+            report(&format!("raw packet VLAN: {}; 0 mismatches", s.summary()));
+        }
+        Err(m) => panic!("{m}"),
+    }
+}
+
+/// The VLAN comparison can fail: the tag's VID bit 0 flipped in what our
+/// writer is given is reported in the inline headers.
+#[test]
+#[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
+fn mutation_in_a_vlan_tag_is_reported() {
+    let m = eth_vlan::check(Mutation::EthVlan).expect_err("a mutated VLAN tag must be caught");
+    assert!(m.kind.starts_with("raw packet VLAN "), "{m}");
+    assert_eq!(m.at, "list 0 request 0", "{m}");
+    assert!(m.field.starts_with("eth.inline_hdr"), "{m}");
+    assert_eq!(m.byte, Some(45), "{m}");
+    report(&format!("mutation check (raw packet VLAN: the tag's VID bit 0 flipped) caught as it must: {m}"));
 }
 
 /// The UMR comparison can fail: one flag changed on our side is reported

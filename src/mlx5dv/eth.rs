@@ -7,6 +7,17 @@
 //! (the Ethernet header and a VLAN tag, [`L2_INLINE_HEADER`] bytes, on
 //! devices that do not offer a smaller mode); [`SqRing::send_eth`] writes
 //! headers of up to [`ETH_SEG_INLINE_MAX`] bytes.
+//!
+//! # VLAN tags
+//! [`SqRing::send_eth_vlan`] and [`SqRing::send_tso_vlan`] insert an 802.1Q
+//! tag ([`Vlan`]) in software: the tag goes into the inline headers after
+//! the two MAC addresses, so the packet in memory stays untagged and the
+//! gather after the headers starts 4 bytes earlier in it than for a tagged
+//! packet. The WQE is the one libmlx5's `ibv_post_send` writes for the
+//! tagged packet (tests/provider/eth.rs); it works on every ConnectX whose
+//! headers are inline. [`SqRing::send_eth_hw_vlan`] asks the device to
+//! insert the tag instead (`insert.type` `MLX5_ETH_WQE_INSERT_VLAN`), which
+//! needs a capability only DevX reports (`wqe_vlan_insert`), hence unsafe.
 
 use super::mmio::Mmio;
 use super::seg::{CtrlFlags, WqeOpcode};
@@ -45,6 +56,69 @@ impl CsumFlags {
     }
 }
 
+/// An 802.1Q VLAN tag's control information (TCI): priority (PCP, 3 bits),
+/// drop eligible indicator (DEI, 1 bit) and VLAN ID (VID, 12 bits). Its
+/// tag on the wire is [`Vlan::TPID`] then the TCI, big-endian.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Vlan(u16);
+
+impl Vlan {
+    /// The 802.1Q tag protocol identifier the tag starts with.
+    pub const TPID: u16 = 0x8100;
+
+    /// The tag of VLAN `vid` with priority `pcp` and drop eligibility `dei`.
+    ///
+    /// # Panics
+    /// If `vid` is 4095 or more (4095 is reserved; 12 bits) or `pcp` above
+    /// 7 (3 bits): programming errors.
+    pub fn new(vid: u16, pcp: u8, dei: bool) -> Vlan {
+        assert!(vid < 0xfff, "Vlan::new: VLAN ID {vid} is outside 0..=4094 (12 bits, 4095 reserved)");
+        assert!(pcp <= 7, "Vlan::new: priority (PCP) {pcp} is outside 0..=7 (3 bits)");
+        Vlan((u16::from(pcp) << 13) | (u16::from(dei) << 12) | vid)
+    }
+
+    /// The tag of a TCI as it stands (any 16 bits, e.g. one read off a packet).
+    pub const fn from_tci(tci: u16) -> Vlan {
+        Vlan(tci)
+    }
+
+    /// The TCI.
+    pub const fn tci(self) -> u16 {
+        self.0
+    }
+
+    /// The VLAN ID (12 bits).
+    pub const fn vid(self) -> u16 {
+        self.0 & 0xfff
+    }
+
+    /// The priority (PCP, 3 bits).
+    pub const fn pcp(self) -> u8 {
+        (self.0 >> 13) as u8
+    }
+
+    /// The drop eligible indicator.
+    pub const fn dei(self) -> bool {
+        self.0 & (1 << 12) != 0
+    }
+
+    /// The 4 bytes of the tag on the wire: TPID, TCI.
+    pub const fn bytes(self) -> [u8; 4] {
+        let t = Vlan::TPID.to_be_bytes();
+        let c = self.0.to_be_bytes();
+        [t[0], t[1], c[0], c[1]]
+    }
+}
+
+/// Bytes of a VLAN tag.
+pub const VLAN_TAG: usize = 4;
+
+/// Bytes of the two MAC addresses, after which a tag goes.
+const MACS: usize = 12;
+
+/// `MLX5_ETH_WQE_INSERT_VLAN`: bit 15 of the Ethernet segment's `insert.type`.
+pub const INSERT_VLAN: u16 = 1 << 15;
+
 /// A raw packet SEND with its Ethernet segment written: add the rest of the
 /// packet, then [`EthWqe::finish`] or [`EthWqe::post`].
 #[derive(Debug)]
@@ -82,6 +156,83 @@ impl SqRing {
         eth[4] = csum.bits();
         eth[12..14].copy_from_slice(&(hdr.len() as u16).to_be_bytes());
         eth[14..14 + hdr.len()].copy_from_slice(hdr);
+        self.eth_wqe(flags, &eth, hdr.len())
+    }
+
+    /// [`SqRing::send_eth`] of the packet whose first bytes are `hdr` with
+    /// the 802.1Q tag `vlan` inserted after its MAC addresses (software
+    /// insertion): the Ethernet segment holds `hdr`'s 12 MAC bytes, the tag,
+    /// then the rest of `hdr`, `hdr.len() + 4` bytes in all. Add the rest of
+    /// the untagged packet, from `hdr.len()` on, with [`EthWqe::data`] or
+    /// [`EthWqe::inline`]: the gather after the headers starts 4 bytes
+    /// earlier in the packet than for a tagged one.
+    ///
+    /// `hdr` is the untagged packet's first 14 bytes (MACs and EtherType)
+    /// where the device's minimum inline headers are [`L2_INLINE_HEADER`]
+    /// bytes; 12 to 14 bytes otherwise. The WQE is the one libmlx5's
+    /// `ibv_post_send` writes for the tagged packet (tests/provider/eth.rs).
+    ///
+    /// # Panics
+    /// On a ring that is not [`SqTransport::RawPacket`], or if `hdr` is
+    /// shorter than the two MAC addresses (12 bytes) or longer than 14
+    /// (programming errors).
+    #[inline(always)]
+    pub fn send_eth_vlan(&mut self, flags: CtrlFlags, csum: CsumFlags, vlan: Vlan, hdr: &[u8]) -> EthWqe<'_> {
+        self.expect_transport(SqTransport::RawPacket, "send_eth_vlan");
+        assert!(
+            (MACS..=ETH_SEG_INLINE_MAX - VLAN_TAG).contains(&hdr.len()),
+            "send_eth_vlan on QP {:#x}: {} header bytes; pass the untagged packet's first 12 to 14 bytes (its MAC \
+             addresses and EtherType), which the tag joins in the Ethernet segment's {ETH_SEG_INLINE_MAX}",
+            self.qpn(),
+            hdr.len()
+        );
+        let len = hdr.len() + VLAN_TAG;
+        let mut eth = [0u8; 32];
+        eth[4] = csum.bits();
+        eth[12..14].copy_from_slice(&(len as u16).to_be_bytes());
+        eth[14..14 + MACS].copy_from_slice(&hdr[..MACS]);
+        eth[14 + MACS..14 + MACS + VLAN_TAG].copy_from_slice(&vlan.bytes());
+        eth[14 + MACS + VLAN_TAG..14 + len].copy_from_slice(&hdr[MACS..]);
+        self.eth_wqe(flags, &eth, len)
+    }
+
+    /// A SEND on a raw packet QP whose 802.1Q tag `vlan` the device inserts
+    /// (hardware insertion: the Ethernet segment's `insert.type` with
+    /// `MLX5_ETH_WQE_INSERT_VLAN` and `insert.vlan_tci`, which take the
+    /// place of the inline header size and first bytes). No header is
+    /// inline; add the whole untagged packet with [`EthWqe::data`] or
+    /// [`EthWqe::inline`]. `csum` as for [`SqRing::send_eth`].
+    ///
+    /// The layout follows the kernel's `struct mlx5_wqe_eth_seg`
+    /// (`include/linux/mlx5/qp.h`, the `insert` union) and is checked
+    /// against it only: libmlx5 has no VLAN insertion to compare with.
+    ///
+    /// # Safety
+    /// The device must insert VLAN tags from the WQE: the caller must know
+    /// that it reports the `wqe_vlan_insert` HCA capability (DevX
+    /// `QUERY_HCA_CAP`, which this crate does not query) and that its
+    /// minimum inline mode is none (`eth_min_inline` 0), so that no header
+    /// must be inline. Elsewhere the device reads `insert` as an inline
+    /// header size of 32768 or more and the WQE is malformed.
+    ///
+    /// # Panics
+    /// On a ring that is not [`SqTransport::RawPacket`] (a programming error).
+    #[inline(always)]
+    pub unsafe fn send_eth_hw_vlan(&mut self, flags: CtrlFlags, csum: CsumFlags, vlan: Vlan) -> EthWqe<'_> {
+        self.expect_transport(SqTransport::RawPacket, "send_eth_hw_vlan");
+        // `insert.type` at 12, `insert.vlan_tci` at 14.
+        let mut eth = [0u8; 32];
+        eth[4] = csum.bits();
+        eth[12..14].copy_from_slice(&INSERT_VLAN.to_be_bytes());
+        eth[14..16].copy_from_slice(&vlan.tci().to_be_bytes());
+        self.eth_wqe(flags, &eth, 0)
+    }
+
+    /// The SEND WQE of the Ethernet segment `eth` with `inline` header
+    /// bytes: the whole 32 bytes, or its first 16 when at most two header
+    /// bytes are inline.
+    #[inline(always)]
+    fn eth_wqe(&mut self, flags: CtrlFlags, eth: &[u8; 32], inline: usize) -> EthWqe<'_> {
         // SAFETY: a raw packet SEND is the control segment, the Ethernet
         // segment written here, then the payload, whose only address writer
         // is the unsafe `EthWqe::data`.
@@ -89,11 +240,11 @@ impl SqRing {
         // Headers of at most two bytes (devices whose minimum inline mode is
         // none: libmlx5 then inlines nothing) fit the segment's first 16
         // bytes, and the segment is one 16-byte unit, as libmlx5 sizes it.
-        let w = if hdr.len() <= 2 {
+        let w = if inline <= 2 {
             let short: &[u8; 16] = eth[..16].try_into().expect("16 bytes");
             w.operands(&[short])
         } else {
-            w.operands(&[&eth])
+            w.operands(&[eth])
         };
         EthWqe { w }
     }
@@ -115,9 +266,38 @@ impl SqRing {
     #[inline(always)]
     pub fn send_tso(&mut self, flags: CtrlFlags, csum: CsumFlags, mss: u16, hdr: &[u8]) -> EthWqe<'_> {
         self.expect_transport(SqTransport::RawPacket, "send_tso");
+        self.tso_wqe(flags, csum, mss, hdr, None, "send_tso")
+    }
+
+    /// [`SqRing::send_tso`] of headers `hdr` with the 802.1Q tag `vlan`
+    /// inserted after their MAC addresses (software insertion, as
+    /// [`SqRing::send_eth_vlan`]): the WQE carries `hdr.len() + 4` header
+    /// bytes, and every segment the device sends is tagged. The WQE is the
+    /// one libmlx5's `ibv_post_send` writes for the tagged headers.
+    ///
+    /// # Panics
+    /// As [`SqRing::send_tso`], the limit being 65,531 bytes.
+    #[inline(always)]
+    pub fn send_tso_vlan(&mut self, flags: CtrlFlags, csum: CsumFlags, mss: u16, vlan: Vlan, hdr: &[u8]) -> EthWqe<'_> {
+        self.expect_transport(SqTransport::RawPacket, "send_tso_vlan");
+        self.tso_wqe(flags, csum, mss, hdr, Some(vlan), "send_tso_vlan")
+    }
+
+    /// The TSO WQE of headers `hdr`, `vlan`'s tag after their MACs if set.
+    #[inline(always)]
+    fn tso_wqe(
+        &mut self,
+        flags: CtrlFlags,
+        csum: CsumFlags,
+        mss: u16,
+        hdr: &[u8],
+        vlan: Option<Vlan>,
+        op: &str,
+    ) -> EthWqe<'_> {
+        let tag = if vlan.is_some() { VLAN_TAG } else { 0 };
         assert!(
-            hdr.len() >= L2_MIN_HEADER && hdr.len() <= usize::from(u16::MAX),
-            "send_tso on QP {:#x}: {} header bytes; TSO headers are at least an Ethernet header \
+            hdr.len() >= L2_MIN_HEADER && hdr.len() + tag <= usize::from(u16::MAX),
+            "{op} on QP {:#x}: {} header bytes; TSO headers are at least an Ethernet header \
              ({L2_MIN_HEADER} bytes) and at most the QP's max_tso_header",
             self.qpn(),
             hdr.len()
@@ -127,14 +307,27 @@ impl SqRing {
         let mut first = [0u8; 16];
         first[4] = csum.bits();
         first[6..8].copy_from_slice(&mss.to_be_bytes());
-        first[12..14].copy_from_slice(&(hdr.len() as u16).to_be_bytes());
+        first[12..14].copy_from_slice(&((hdr.len() + tag) as u16).to_be_bytes());
         first[14..16].copy_from_slice(&hdr[..2]);
         // SAFETY: a TSO is the control segment, the Ethernet segment with
         // its headers written here, then the payload, whose only address
         // writer is the unsafe `EthWqe::data`.
         let mut w = unsafe { self.wqe(WqeOpcode::TSO, 0, flags, 0) }.operands(&[&first]);
+        let rest = match vlan {
+            // The first unit after the segment's 16 bytes is the rest of the
+            // MACs (10 bytes), the tag and the EtherType: 16 bytes exactly.
+            Some(v) => {
+                let mut unit = [0u8; 16];
+                unit[..MACS - 2].copy_from_slice(&hdr[2..MACS]);
+                unit[MACS - 2..MACS - 2 + VLAN_TAG].copy_from_slice(&v.bytes());
+                unit[MACS - 2 + VLAN_TAG..].copy_from_slice(&hdr[MACS..L2_MIN_HEADER]);
+                w = w.operands(&[&unit]);
+                &hdr[L2_MIN_HEADER..]
+            }
+            None => &hdr[2..],
+        };
         // The rest of the headers in whole 16-byte units, the last padded with zeros.
-        for chunk in hdr[2..].chunks(16) {
+        for chunk in rest.chunks(16) {
             let mut unit = [0u8; 16];
             unit[..chunk.len()].copy_from_slice(chunk);
             w = w.operands(&[&unit]);
@@ -292,5 +485,97 @@ mod tests {
         let mut dbrec = super::super::be::Be32::new(0);
         let mut sq = ring(&mut buf, &mut dbrec);
         let _ = sq.send_eth(CtrlFlags::empty(), CsumFlags::NONE, &[0; 19]);
+    }
+
+    #[test]
+    fn vlan_tag_bytes() {
+        let v = Vlan::new(0x123, 5, true);
+        assert_eq!(v.tci(), (5 << 13) | (1 << 12) | 0x123);
+        assert_eq!((v.vid(), v.pcp(), v.dei()), (0x123, 5, true));
+        assert_eq!(v.bytes(), [0x81, 0x00, 0xb1, 0x23]);
+        assert_eq!(Vlan::from_tci(v.tci()), v);
+    }
+
+    #[test]
+    #[should_panic(expected = "VLAN ID 4095")]
+    fn vlan_id_4095_panics() {
+        let _ = Vlan::new(4095, 0, false);
+    }
+
+    #[test]
+    #[should_panic(expected = "priority (PCP) 8")]
+    fn vlan_pcp_8_panics() {
+        let _ = Vlan::new(1, 8, false);
+    }
+
+    /// The tag sits after the MACs; 18 inline bytes from 14 untagged ones.
+    #[test]
+    fn send_eth_vlan_splices_the_tag_after_the_macs() {
+        let mut buf = Buf([0xee; 256]);
+        let mut dbrec = super::super::be::Be32::new(0);
+        let mut sq = ring(&mut buf, &mut dbrec);
+        let hdr: Vec<u8> = (1..=14).collect();
+        let v = Vlan::new(100, 3, false);
+        // SAFETY: nothing reads the address: the test never rings a doorbell.
+        unsafe { sq.send_eth_vlan(CtrlFlags::empty(), CsumFlags::L4, v, &hdr).data(50, 7, 0x1000) }.finish();
+        let b = &buf.0;
+        assert_eq!(b[7], 4, "control, a 32-byte Ethernet segment, one data segment");
+        assert_eq!(&b[16 + 12..16 + 14], &[0, 18]);
+        assert_eq!(&b[30..42], &hdr[..12]);
+        assert_eq!(&b[42..46], &v.bytes());
+        assert_eq!(&b[46..48], &hdr[12..]);
+        assert_eq!(&b[48..52], &50u32.to_be_bytes());
+    }
+
+    #[test]
+    #[should_panic(expected = "11 header bytes")]
+    fn send_eth_vlan_without_the_macs_panics() {
+        let mut buf = Buf([0; 256]);
+        let mut dbrec = super::super::be::Be32::new(0);
+        let mut sq = ring(&mut buf, &mut dbrec);
+        let _ = sq.send_eth_vlan(CtrlFlags::empty(), CsumFlags::NONE, Vlan::new(1, 0, false), &[0; 11]);
+    }
+
+    /// TSO headers with the tag: the first unit after the segment's 16
+    /// bytes is MACs 2..12, the tag and the EtherType.
+    #[test]
+    fn send_tso_vlan_headers() {
+        let mut buf = Buf([0xee; 256]);
+        let mut dbrec = super::super::be::Be32::new(0);
+        let mut sq = ring(&mut buf, &mut dbrec);
+        let hdr: Vec<u8> = (1..=54).collect();
+        let v = Vlan::new(7, 0, false);
+        sq.send_tso_vlan(CtrlFlags::empty(), CsumFlags::NONE, 1400, v, &hdr).finish();
+        let b = &buf.0;
+        // ds: control, 16 bytes of segment, 56 more header bytes in 4 units.
+        assert_eq!((b[3], b[7]), (0x0e, 6));
+        assert_eq!(&b[16 + 12..16 + 14], &[0, 58]);
+        let mut tagged = hdr[..12].to_vec();
+        tagged.extend_from_slice(&v.bytes());
+        tagged.extend_from_slice(&hdr[12..]);
+        assert_eq!(&b[30..30 + 58], &tagged[..]);
+        assert_eq!(&b[30 + 58..96], &[0; 8], "the last unit padded with zeros");
+    }
+
+    /// Hardware insertion: `struct mlx5_wqe_eth_seg` of the kernel's
+    /// include/linux/mlx5/qp.h: cs_flags at 4, then at 12 the `insert`
+    /// union's `__be16 type` (`MLX5_ETH_WQE_INSERT_VLAN`, `1 << 15`) and
+    /// `__be16 vlan_tci`; no inline header; the segment one 16-byte unit.
+    #[test]
+    fn send_eth_hw_vlan_matches_the_kernel_header() {
+        let mut buf = Buf([0xee; 256]);
+        let mut dbrec = super::super::be::Be32::new(0);
+        let mut sq = ring(&mut buf, &mut dbrec);
+        let v = Vlan::new(0xabc, 6, false);
+        // SAFETY: the test reads the bytes only; no device.
+        unsafe { sq.send_eth_hw_vlan(CtrlFlags::empty(), CsumFlags::L3, v).data(64, 7, 0x2000) }.finish();
+        let b = &buf.0;
+        assert_eq!(b[7], 3, "control, a 16-byte Ethernet segment, one data segment");
+        assert_eq!(&b[16..20], &[0; 4], "swp offsets");
+        assert_eq!(b[20], 0x40, "cs_flags");
+        assert_eq!(&b[21..28], &[0; 7], "swp_flags, mss, flow_table_metadata");
+        assert_eq!(&b[28..30], &[0x80, 0x00], "insert.type: MLX5_ETH_WQE_INSERT_VLAN");
+        assert_eq!(&b[30..32], &[0xca, 0xbc], "insert.vlan_tci: PCP 6, DEI 0, VID 0xabc");
+        assert_eq!(&b[32..36], &64u32.to_be_bytes());
     }
 }

@@ -130,10 +130,19 @@ impl StridingRqCaps {
         self.max_log_num_strides > 0 && self.max_log_stride_bytes > 0
     }
 
-    /// `Ok` when WQEs of shape `p` fit these capabilities, else
-    /// [`Error::CapExceeded`] naming the field (where libmlx5 fails with a
-    /// bare `EINVAL`).
+    /// `Ok` when the device offers striding WQs for raw packet QPs and
+    /// WQEs of shape `p` fit these capabilities; else
+    /// [`Error::Unsupported`] (no striding WQs, or none for raw packet QPs
+    /// in `supported_qpts`) or [`Error::CapExceeded`] naming the field
+    /// (where libmlx5 fails with a bare `EINVAL`).
     pub fn check(&self, p: &StridingParams) -> Result<()> {
+        let raw_packet = 1 << crate::bindings::ibv_qp_type::IBV_QPT_RAW_PACKET.0;
+        if !self.available() || self.supported_qpts & raw_packet == 0 {
+            return Err(Error::Unsupported {
+                op: STRIDING_OP,
+                feature: "striding receive queues (the device's striding_rq_caps offer none for raw packet QPs)",
+            });
+        }
         let (b, s) = (u32::from(p.log_stride_bytes), u32::from(p.log_num_strides));
         if b < self.min_log_stride_bytes || b > self.max_log_stride_bytes {
             let limit =

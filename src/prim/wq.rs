@@ -17,7 +17,7 @@ use super::handle::{Destroy, Owned};
 use super::pd::Pd;
 use super::wr::{link_in_place, RecvWr};
 use crate::bindings as ffi;
-use crate::mlx5dv::mprq::{striding_rq_caps, StridingParams, STRIDING_OP};
+use crate::mlx5dv::mprq::{striding_rq_caps, StridingParams};
 
 pub(crate) struct WqData {
     striding: Option<StridingParams>,
@@ -180,14 +180,7 @@ impl WqBuilder<'_> {
         let mut dv = ffi::mlx5dv_wq_init_attr::default();
         if let Some(s) = self.striding {
             // Unsupported off mlx5 (naming the device), before any system call.
-            let caps = striding_rq_caps(ctx)?;
-            if !caps.available() || caps.supported_qpts & (1 << ffi::ibv_qp_type::IBV_QPT_RAW_PACKET.0) == 0 {
-                return Err(Error::Unsupported {
-                    op: STRIDING_OP,
-                    feature: "striding receive queues (the device's striding_rq_caps offer none for raw packet QPs)",
-                });
-            }
-            caps.check(&s)?;
+            striding_rq_caps(ctx)?.check(&s)?;
             dv.comp_mask = u64::from(ffi::mlx5dv_wq_init_attr_mask::MLX5DV_WQ_INIT_ATTR_MASK_STRIDING_RQ.0);
             dv.striding_rq_attrs = ffi::mlx5dv_striding_rq_init_attr {
                 single_stride_log_num_of_bytes: s.log_stride_bytes.into(),
@@ -217,18 +210,22 @@ impl WqBuilder<'_> {
             cq: self.cq.as_ptr(),
             ..Default::default()
         };
-        let (raw, op) = if self.striding.is_some() {
-            // A MLNX_OFED 4.x build never comes here: `striding_rq_caps`
-            // refuses every striding WQ there (its libmlx5 has no
-            // mlx5dv_create_wq).
-            #[cfg(rrddmma_mlnx_ofed4)]
-            unreachable!("striding_rq_caps refuses striding WQs in a MLNX_OFED 4.x build");
+        let (raw, op) = match self.striding {
+            // SAFETY: live context, PD and CQ of it; `attr` valid.
+            None => (unsafe { ffi::ibv_create_wq(ctx.as_ptr(), &mut attr) }, "ibv_create_wq"),
             // SAFETY: live context, PD and CQ of it; both attributes valid.
             #[cfg(not(rrddmma_mlnx_ofed4))]
-            (unsafe { ffi::mlx5dv_create_wq(ctx.as_ptr(), &mut attr, &mut dv) }, "mlx5dv_create_wq")
-        } else {
-            // SAFETY: live context, PD and CQ of it; `attr` valid.
-            (unsafe { ffi::ibv_create_wq(ctx.as_ptr(), &mut attr) }, "ibv_create_wq")
+            Some(_) => (unsafe { ffi::mlx5dv_create_wq(ctx.as_ptr(), &mut attr, &mut dv) }, "mlx5dv_create_wq"),
+            // `striding_rq_caps` has refused above already; its libmlx5 has
+            // no mlx5dv_create_wq.
+            #[cfg(rrddmma_mlnx_ofed4)]
+            Some(_) => {
+                return Err(Error::Unsupported {
+                    op: crate::mlx5dv::mprq::STRIDING_OP,
+                    feature: "striding receive queues (a build for MLNX_OFED 4.x, whose libmlx5 has no \
+                              mlx5dv_create_wq)",
+                })
+            }
         };
         let raw = NonNull::new(raw).ok_or_else(|| Error::last(op).lacking("receive work queues"))?;
         let data = WqData { striding: self.striding, _pd: self.pd.clone(), _cq: self.cq.clone() };
@@ -319,5 +316,35 @@ impl RwqIndTable {
     /// The raw table.
     pub fn as_ptr(&self) -> *mut ffi::ibv_rwq_ind_table {
         self.0.as_ptr()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::mlx5dv::mprq::{StridingParams, StridingRqCaps};
+    use crate::prim::Error;
+
+    /// One check decides a striding WQ: no striding WQs, or none for raw
+    /// packet QPs, is `Unsupported`; a shape outside the caps `CapExceeded`.
+    #[test]
+    fn striding_caps_check_refuses_without_raw_packet_support() {
+        let p = StridingParams { log_stride_bytes: 6, log_num_strides: 4, two_byte_shift: false };
+        let caps = StridingRqCaps {
+            min_log_stride_bytes: 6,
+            max_log_stride_bytes: 13,
+            min_log_num_strides: 3,
+            max_log_num_strides: 16,
+            supported_qpts: 1 << crate::bindings::ibv_qp_type::IBV_QPT_RAW_PACKET.0,
+        };
+        assert!(caps.check(&p).is_ok());
+        for bad in [StridingRqCaps { supported_qpts: 0, ..caps }, StridingRqCaps::default()] {
+            let e = bad.check(&p).unwrap_err();
+            assert!(
+                matches!(e, Error::Unsupported { feature, .. } if feature.contains("none for raw packet QPs")),
+                "{e:?}"
+            );
+        }
+        let e = caps.check(&StridingParams { log_num_strides: 17, ..p }).unwrap_err();
+        assert!(matches!(e, Error::CapExceeded { limit: 16, .. }), "{e:?}");
     }
 }

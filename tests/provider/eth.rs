@@ -19,7 +19,7 @@ use std::sync::OnceLock;
 
 use rrddmma::bindings as ffi;
 use rrddmma::mlx5dv::be::Be32;
-use rrddmma::mlx5dv::eth::CsumFlags;
+use rrddmma::mlx5dv::eth::{CsumFlags, EthWqe};
 use rrddmma::mlx5dv::mmio::Recorder;
 use rrddmma::mlx5dv::seg::CtrlFlags;
 use rrddmma::mlx5dv::sq::{SqLimits, SqRing, SqTransport};
@@ -32,7 +32,7 @@ use super::{Mismatch, Mutation};
 
 /// An opaque `struct mlx5_qp` of the library.
 #[repr(C)]
-struct MQp {
+pub(super) struct MQp {
     _opaque: [u8; 0],
 }
 
@@ -42,18 +42,18 @@ type EthPost = unsafe extern "C" fn(*mut MQp, u32, *mut ffi::ibv_send_wr, *mut c
 
 /// The library's entry points this check uses (tests/provider/eth.c and
 /// the shared ones of mlx5_provider.c).
-struct Lib {
+pub(super) struct Lib {
     eth_sq: EthSq,
-    eth_post: EthPost,
+    pub(super) eth_post: EthPost,
     eth_tso: EthTso,
     sq_buf: unsafe extern "C" fn(*mut MQp) -> *mut u8,
     bf_page: unsafe extern "C" fn(*mut MQp) -> *mut u8,
-    set_prefer_bf: unsafe extern "C" fn(c_int),
-    before: unsafe extern "C" fn(*mut MQp),
-    after: unsafe extern "C" fn(*mut MQp, *mut u32),
+    pub(super) set_prefer_bf: unsafe extern "C" fn(c_int),
+    pub(super) before: unsafe extern "C" fn(*mut MQp),
+    pub(super) after: unsafe extern "C" fn(*mut MQp, *mut u32),
 }
 
-fn lib() -> &'static Lib {
+pub(super) fn lib() -> &'static Lib {
     static LIB: OnceLock<Lib> = OnceLock::new();
     LIB.get_or_init(|| {
         let path = CString::new(super::build::library().as_os_str().as_encoded_bytes()).unwrap();
@@ -89,11 +89,11 @@ fn lib() -> &'static Lib {
 /// The BlueFlame page's size.
 const BF_PAGE: usize = 4096;
 /// `MLX5_ETH_L2_INLINE_HEADER_SIZE`.
-const L2: usize = 18;
+pub(super) const L2: usize = 18;
 /// `MLX5_ETH_L2_MIN_HEADER_SIZE`: the shortest TSO headers.
-const L2_MIN: usize = 14;
+pub(super) const L2_MIN: usize = 14;
 /// Bytes of the payload buffer the requests' entries and TSO headers lie in.
-const PAYLOAD: usize = 1 << 16;
+pub(super) const PAYLOAD: usize = 1 << 16;
 
 /// Queues and request lists per queue of the run.
 pub const QUEUES: usize = 64;
@@ -103,14 +103,14 @@ pub const LISTS_PER_QUEUE: usize = 100;
 /// and flags; a TSO carries its headers (offset into the payload, length)
 /// and MSS.
 #[derive(Debug, Clone)]
-struct Req {
-    sges: Vec<(u32, u32, usize)>,
-    tso: Option<(usize, usize, u16)>,
-    signaled: bool,
-    solicited: bool,
-    fence: bool,
-    csum: bool,
-    inline: bool,
+pub(super) struct Req {
+    pub(super) sges: Vec<(u32, u32, usize)>,
+    pub(super) tso: Option<(usize, usize, u16)>,
+    pub(super) signaled: bool,
+    pub(super) solicited: bool,
+    pub(super) fence: bool,
+    pub(super) csum: bool,
+    pub(super) inline: bool,
 }
 
 /// Why a request is made to be refused.
@@ -122,47 +122,47 @@ enum Refusal {
     TsoShortHeader,
 }
 
-struct Rng(u64);
+pub(super) struct Rng(pub(super) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         splitmix(&mut self.0)
     }
-    fn below(&mut self, n: u64) -> u64 {
+    pub(super) fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
-    fn chance(&mut self, one_in: u64) -> bool {
+    pub(super) fn chance(&mut self, one_in: u64) -> bool {
         self.below(one_in) == 0
     }
 }
 
 /// The buffers behind our ring (`OurRing`'s, kept beside the ring).
-struct OurRingBuffers {
-    ring: Aligned,
-    dbrec: Aligned,
+pub(super) struct OurRingBuffers {
+    pub(super) ring: Aligned,
+    pub(super) dbrec: Aligned,
     _bf: Aligned,
 }
 
 /// One queue on both sides.
-struct Queue {
-    qp: *mut MQp,
-    sq: SqRing,
+pub(super) struct Queue {
+    pub(super) qp: *mut MQp,
+    pub(super) sq: SqRing,
     cq: crate::mlx5_support::SoftCq,
-    ours: OurRingBuffers,
-    wqe_cnt: u32,
-    max_gs: u32,
-    max_inline: u32,
-    sig_all: bool,
-    prefer_bf: bool,
+    pub(super) ours: OurRingBuffers,
+    pub(super) wqe_cnt: u32,
+    pub(super) max_gs: u32,
+    pub(super) max_inline: u32,
+    pub(super) sig_all: bool,
+    pub(super) prefer_bf: bool,
     db_only: bool,
     min_inline: usize,
-    max_tso_header: usize,
+    pub(super) max_tso_header: usize,
     /// libmlx5's BlueFlame offset before the next list.
     bf_offset: u32,
 }
 
 impl Queue {
-    fn new(i: usize, rng: &mut Rng) -> Queue {
+    pub(super) fn new(i: usize, rng: &mut Rng) -> Queue {
         let qpn = 0x80_0000 + i as u32;
         // At least 32 blocks: a list of four TSOs with 64-byte headers and
         // 200 inline bytes takes 20.
@@ -221,7 +221,7 @@ impl Queue {
         }
     }
 
-    fn their_ring(&self) -> &[u8] {
+    pub(super) fn their_ring(&self) -> &[u8] {
         // SAFETY: the provider's send queue, `wqe_cnt` basic blocks, not
         // written while the slice lives.
         unsafe { std::slice::from_raw_parts((lib().sq_buf)(self.qp), self.wqe_cnt as usize * 64) }
@@ -232,7 +232,7 @@ impl Queue {
         unsafe { std::slice::from_raw_parts((lib().bf_page)(self.qp), BF_PAGE) }
     }
 
-    fn blocks(ring: &[u8], wqe_cnt: u32, start: u32, bbs: usize) -> Vec<u8> {
+    pub(super) fn blocks(ring: &[u8], wqe_cnt: u32, start: u32, bbs: usize) -> Vec<u8> {
         (0..bbs)
             .flat_map(|b| {
                 let slot = (start as usize + b) & (wqe_cnt as usize - 1);
@@ -349,7 +349,7 @@ fn verbs_wr<'a>(r: &Req, sges: &'a [Sge], payload: &'a [u8]) -> SendWr<'a> {
 /// The packet cut as a direct-verbs user cuts it: the first `min_inline`
 /// bytes (the Ethernet segment's headers), then the rest as pieces
 /// (length, lkey, address) of the gather list, zero-length ones included.
-fn cut(r: &Req, base: *const u8, min_inline: usize) -> (Vec<u8>, Vec<(u32, u32, u64)>) {
+pub(super) fn cut(r: &Req, base: *const u8, min_inline: usize) -> (Vec<u8>, Vec<(u32, u32, u64)>) {
     if let Some((off, len, _)) = r.tso {
         // TSO: the headers are their own; every entry is payload.
         // SAFETY: inside the payload buffer.
@@ -369,8 +369,8 @@ fn cut(r: &Req, base: *const u8, min_inline: usize) -> (Vec<u8>, Vec<(u32, u32, 
     (hdr, rest)
 }
 
-/// Writes one request through `send_eth`; `post` rings the doorbell with it.
-fn write_ours(q: &mut Queue, r: &Req, base: *const u8, mutate: bool, post: Option<&mut Recorder>) {
+/// The control flags of request `r` on `q`.
+pub(super) fn ctrl_flags(q: &Queue, r: &Req) -> CtrlFlags {
     let mut flags = CtrlFlags::empty();
     if r.signaled || q.sig_all {
         flags = flags.union(CtrlFlags::CQ_UPDATE);
@@ -381,25 +381,30 @@ fn write_ours(q: &mut Queue, r: &Req, base: *const u8, mutate: bool, post: Optio
     if r.fence {
         flags = flags.union(CtrlFlags::FENCE);
     }
-    let mut csum = if r.csum { CsumFlags::L3.union(CsumFlags::L4) } else { CsumFlags::NONE };
-    if mutate {
-        // The mutation check: the L4 checksum request flipped.
-        csum = if r.csum { CsumFlags::L3 } else { CsumFlags::L4 };
+    flags
+}
+
+/// The checksum requests of `r`.
+pub(super) fn csum_flags(r: &Req) -> CsumFlags {
+    if r.csum {
+        CsumFlags::L3.union(CsumFlags::L4)
+    } else {
+        CsumFlags::NONE
     }
-    let (hdr, rest) = cut(r, base, q.min_inline);
-    let mut w = match r.tso {
-        Some((_, _, mss)) => q.sq.send_tso(flags, csum, mss, &hdr),
-        None => q.sq.send_eth(flags, csum, &hdr),
-    };
+}
+
+/// Adds the packet's pieces after the headers (inline when `r` asks) and
+/// finishes the WQE; `post` rings the doorbell with it.
+pub(super) fn finish_ours(mut w: EthWqe<'_>, r: &Req, rest: &[(u32, u32, u64)], post: Option<&mut Recorder>) {
     if r.inline {
         let mut bytes = Vec::new();
-        for &(len, _, addr) in &rest {
+        for &(len, _, addr) in rest {
             // SAFETY: inside the payload buffer.
             bytes.extend_from_slice(unsafe { std::slice::from_raw_parts(addr as *const u8, len as usize) });
         }
         w = w.inline(&bytes);
     } else {
-        for &(len, lkey, addr) in &rest {
+        for &(len, lkey, addr) in rest {
             // SAFETY: the ring is never handed to a device: the address is
             // only compared.
             w = unsafe { w.data(len, lkey, addr) };
@@ -411,9 +416,25 @@ fn write_ours(q: &mut Queue, r: &Req, base: *const u8, mutate: bool, post: Optio
     };
 }
 
+/// Writes one request through `send_eth`; `post` rings the doorbell with it.
+fn write_ours(q: &mut Queue, r: &Req, base: *const u8, mutate: bool, post: Option<&mut Recorder>) {
+    let flags = ctrl_flags(q, r);
+    let mut csum = csum_flags(r);
+    if mutate {
+        // The mutation check: the L4 checksum request flipped.
+        csum = if r.csum { CsumFlags::L3 } else { CsumFlags::L4 };
+    }
+    let (hdr, rest) = cut(r, base, q.min_inline);
+    let w = match r.tso {
+        Some((_, _, mss)) => q.sq.send_tso(flags, csum, mss, &hdr),
+        None => q.sq.send_eth(flags, csum, &hdr),
+    };
+    finish_ours(w, r, &rest, post);
+}
+
 /// The fields of a raw packet SEND (byte ranges) and whether each is
 /// compared, from `mlx5dv.h`'s segment layouts and the request alone.
-fn layout(r: &Req, base: *const u8, min_inline: usize) -> Vec<(String, usize, usize, bool)> {
+pub(super) fn layout(r: &Req, base: *const u8, min_inline: usize) -> Vec<(String, usize, usize, bool)> {
     let mut v: Vec<(String, usize, usize, bool)> = Vec::new();
     let mut f = |name: &str, len: usize, compared: bool| {
         let at = v.last().map_or(0, |l| l.2);
@@ -787,7 +808,7 @@ fn check_list(
 
 /// For a TSO whose headers cross the ring's end, where libmlx5 misplaces
 /// the segments after them: the WQE offset of those segments.
-fn tso_wrap(q: &Queue, r: &Req, start: u32) -> Option<usize> {
+pub(super) fn tso_wrap(q: &Queue, r: &Req, start: u32) -> Option<usize> {
     let (_, len, _) = r.tso?;
     let slot_off = (start & (q.wqe_cnt - 1)) as usize * 64;
     // The headers start at byte 14 of the Ethernet segment, 16 into the WQE.
@@ -796,7 +817,7 @@ fn tso_wrap(q: &Queue, r: &Req, start: u32) -> Option<usize> {
 }
 
 /// Everything completes: retire up to the list's last posted WQE.
-fn retire(q: &mut Queue, starts: &[u32]) -> Result<(), Box<Mismatch>> {
+pub(super) fn retire(q: &mut Queue, starts: &[u32]) -> Result<(), Box<Mismatch>> {
     let done = q.cq.req(q.sq.qpn(), *starts.last().unwrap() as u16);
     assert!(q.sq.retire(&done), "the list's last WQE retires");
     assert_eq!(q.sq.available(), q.wqe_cnt, "the ring is empty again");
