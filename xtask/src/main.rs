@@ -9,6 +9,7 @@
 //! - `cargo xtask perf-checks [pair|cluster|rdma_cm] [--only TEXT]`: only rrddmma-perf's device checks
 //!   (those whose name contains TEXT).
 //! - `cargo xtask hostile`: only the hostile-peer suite, with its tables.
+//! - `cargo xtask tree-check`: only the source checks (import circles, SAFETY comments).
 //! - `cargo xtask mlx5-harness`: only the libmlx5 differential harness and the kernel mlx5e oracle.
 //! - `cargo xtask slurm`: only the `srun` checks (a one-node Slurm in the VM).
 //! - `cargo xtask bench-verbs [KIND..]`: callgrind count of post + poll, rrddmma vs C verbs calls;
@@ -121,6 +122,7 @@ fn usage() -> ExitCode {
          \x20 perf-checks [pair|cluster|rdma_cm] [--only TEXT]  rrddmma-perf's device checks only (interop, payload,\n\
          \x20                      cluster mode, -R); --only: those whose name contains TEXT\n\
          \x20 hostile               the hostile-peer suite only, with its tables (attack, victim, outcome)\n\
+         \x20 tree-check            the source checks only (import circles, SAFETY comments)\n\
          \x20 mlx5-harness          the libmlx5 differential harness and the kernel mlx5e oracle only\n\
          \x20 slurm                 the srun checks only (a one-node Slurm started in the VM)\n\
          \x20 bench-verbs [KIND..]  callgrind: instructions per post + poll, rrddmma vs C (rows of KINDs only; aio: async rows)\n\
@@ -219,6 +221,16 @@ fn main() -> ExitCode {
         "examples" => examples::run(rest),
         "perf-checks" => perf_checks::run_checks(rest),
         "hostile" => hostile::run(),
+        "tree-check" => {
+            let mut tally = tally::Tally::default();
+            circles::check(&mut tally);
+            tree_check::safety_comments(&mut tally);
+            if tally.failed == 0 {
+                Ok(())
+            } else {
+                Err(format!("{} source check(s) failed: {}", tally.failed, tally.failures.join(", ")).into())
+            }
+        }
         "mlx5-harness" => mlx5_harness(),
         "slurm" => slurm::run(),
         "cm-examples" => cm::run(),
