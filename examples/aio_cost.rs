@@ -6,11 +6,12 @@
 //!   completion: poll; when empty, arm, poll, sleep on the channel);
 //! - `local`: `wrap::aio::LocalEndpoint::write` awaited (BATCH futures
 //!   joined) under [`LocalEndpoint::block_on`], which posts the requests
-//!   queued in a pass as one list and sleeps on the same channel;
-//! - `local-idle`: `local` with `LocalEndpoint::post_when_idle`: a request
+//!   queued in a pass as one list and sleeps on the same channel; a request
 //!   polled while nothing is in flight is posted at once and the CQ polled
-//!   in the same poll;
-//! - `local-tokio`: the `local-idle` endpoint under tokio's current-thread
+//!   in the same poll (`post_when_idle`, the default);
+//! - `local-queue`: `local` with `post_when_idle(false)`: every request
+//!   joins the queue (one doorbell per pass);
+//! - `local-tokio`: the `local` endpoint under tokio's current-thread
 //!   `block_on` (each operation posts, drains and wakes itself).
 //!
 //! callgrind counts only the functions named `verbs_cost_*`, each of which
@@ -18,7 +19,7 @@
 //! difference of two runs over the difference of their operations.
 //!
 //! ```text
-//! cargo run --release --features tokio --example aio_cost -- DEVICE event|local|local-idle|local-tokio BATCH ITERATIONS
+//! cargo run --release --features tokio --example aio_cost -- DEVICE event|local|local-queue|local-tokio BATCH ITERATIONS
 //! ```
 
 mod cli;
@@ -35,7 +36,7 @@ use rrddmma::wrap::{connected_rc_pair, RegisteredMem};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
-const USAGE: &str = "Usage: aio_cost DEVICE event|local|local-idle|local-tokio BATCH ITERATIONS";
+const USAGE: &str = "Usage: aio_cost DEVICE event|local|local-queue|local-tokio BATCH ITERATIONS";
 
 /// Bytes per operation.
 const SIZE: usize = 64;
@@ -135,7 +136,7 @@ fn main() -> Res<()> {
     };
     let batch: usize = batch.parse()?;
     let iters: usize = iters.parse()?;
-    if !["event", "local", "local-idle", "local-tokio"].contains(&kind.as_str()) || !(1..=32).contains(&batch) {
+    if !["event", "local", "local-queue", "local-tokio"].contains(&kind.as_str()) || !(1..=32).contains(&batch) {
         return Err(USAGE.into());
     }
     let ctx = Context::open(dev)?;
@@ -157,7 +158,8 @@ fn main() -> Res<()> {
         verbs_cost_event(&qp, &cq, &mem, remote, batch, iters);
         return Ok(());
     }
-    let ep = LocalEndpoint::new(qp, cq, MrPool::new(&pd, 64 * SIZE * batch + 4096)?).post_when_idle(kind != "local");
+    let ep =
+        LocalEndpoint::new(qp, cq, MrPool::new(&pd, 64 * SIZE * batch + 4096)?).post_when_idle(kind != "local-queue");
     let one = Layout::from_size_align(SIZE, 64)?;
     let mut bufs: Vec<_> = (0..batch).map(|_| ep.alloc_local_mr(one).map(Some)).collect::<Result<_, _>>()?;
     if kind != "local-tokio" {

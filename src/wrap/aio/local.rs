@@ -146,14 +146,18 @@ impl Slots {
 /// QP is destroyed.
 ///
 /// # Posting
-/// WRITE, READ, SEND and the atomics are not posted when their future is
-/// first polled: they join the endpoint's submission queue, which is
+/// A WRITE, READ, SEND or atomic polled while the endpoint is idle
+/// (nothing queued, nothing in flight) is posted at once and the CQ
+/// polled in the same poll; the others are not posted when their future
+/// is first polled: they join the endpoint's submission queue, which is
 /// posted as one linked list (one `ibv_post_send`, one doorbell) at the end
 /// of the pass, so N operations polled in one pass (N coroutines, or a join
-/// of N futures) cost one post. The queue is flushed by
-/// [`LocalEndpoint::block_on`] when its future returns `Pending`, by any
-/// operation polled a second time, by [`LocalEndpoint::flush`], and when
-/// it holds 32 requests. Receives are posted at once.
+/// of N futures) cost at most two posts
+/// ([`LocalEndpoint::post_when_idle`]`(false)`: always one). The queue is
+/// flushed by [`LocalEndpoint::block_on`] when its future returns
+/// `Pending`, by any operation polled a second time, by
+/// [`LocalEndpoint::flush`], and when it holds 32 requests. Receives are
+/// posted at once.
 ///
 /// # Running it
 /// [`LocalEndpoint::block_on`] runs a future on this thread with the
@@ -262,20 +266,21 @@ impl LocalEndpoint {
             pool,
             driver: RefCell::new(None),
             driven: Cell::new(false),
-            when_idle: false,
+            when_idle: true,
             _not_send: PhantomData,
         }
     }
 
-    /// With `yes`, a one-sided request or SEND polled while the endpoint
-    /// is idle (nothing queued, nothing in flight) is posted at once and
-    /// the CQ polled in the same poll: on a device that completes it
-    /// before the poll (SoftRoCE on loopback does, in the post's system
-    /// call), the operation resolves at its first poll, with no second
-    /// poll and no pass of the executor. Requests polled while others are
-    /// in flight still join the queue. Off by default: then N operations
-    /// polled in one pass always share one doorbell, which is what a
-    /// device with real latency wants.
+    /// With `yes` (the default), a one-sided request or SEND polled while
+    /// the endpoint is idle (nothing queued, nothing in flight) is posted
+    /// at once and the CQ polled in the same poll: on a device that
+    /// completes it before the poll (SoftRoCE on loopback does, in the
+    /// post's system call), the operation resolves at its first poll, with
+    /// no second poll and no pass of the executor, and it takes no slot.
+    /// Requests polled while others are in flight still join the queue.
+    /// With `no`, every request joins the queue: N operations polled in
+    /// one pass always share one doorbell (the first of them no longer
+    /// has one of its own), at the cost of a second poll per operation.
     pub fn post_when_idle(mut self, yes: bool) -> LocalEndpoint {
         self.when_idle = yes;
         self
