@@ -12,14 +12,18 @@
 //! - `local-queue`: `local` with `post_when_idle(false)`: every request
 //!   joins the queue (one doorbell per pass);
 //! - `local-tokio`: the `local` endpoint under tokio's current-thread
-//!   `block_on` (each operation posts, drains and wakes itself).
+//!   `block_on` (each operation posts, drains and wakes itself);
+//! - `rc`: the `Sync` endpoint, `wrap::aio::RcEndpoint::write` under
+//!   tokio's current-thread `block_on` (its driver task, which polls the
+//!   CQ and hands completions over, runs on the same thread and is
+//!   counted), connected to a second `RcEndpoint` over loopback TCP.
 //!
 //! callgrind counts only the functions named `verbs_cost_*`, each of which
 //! runs the whole measured loop; the per-operation figure is the
 //! difference of two runs over the difference of their operations.
 //!
 //! ```text
-//! cargo run --release --features tokio --example aio_cost -- DEVICE event|local|local-queue|local-tokio BATCH ITERATIONS
+//! cargo run --release --features tokio --example aio_cost -- DEVICE event|local|local-queue|local-tokio|rc BATCH ITERATIONS
 //! ```
 
 mod cli;
@@ -31,12 +35,12 @@ use std::task::Poll;
 use std::time::Duration;
 
 use rrddmma::prim::{AccessFlags, CompChannel, ConnectOpts, Context, Cq, Pd, Qp, QpCaps, RemoteAddr, SendWr};
-use rrddmma::wrap::aio::{LocalEndpoint, LocalMr, MrPool};
+use rrddmma::wrap::aio::{AioOpts, Listener, LocalEndpoint, LocalMr, MrPool, RcEndpoint};
 use rrddmma::wrap::{connected_rc_pair, RegisteredMem};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
-const USAGE: &str = "Usage: aio_cost DEVICE event|local|local-queue|local-tokio BATCH ITERATIONS";
+const USAGE: &str = "Usage: aio_cost DEVICE event|local|local-queue|local-tokio|rc BATCH ITERATIONS";
 
 /// Bytes per operation.
 const SIZE: usize = 64;
@@ -70,13 +74,17 @@ pub fn verbs_cost_event(qp: &Qp, cq: &Cq, mem: &RegisteredMem, remote: RemoteAdd
     }
 }
 
-/// ITERATIONS batches of BATCH awaited WRITEs through `ep`, as one future.
-async fn rounds(ep: &LocalEndpoint, bufs: &mut [Option<LocalMr>], remote: RemoteAddr, iters: usize) {
-    let at = |j: usize| RemoteAddr { addr: remote.addr + (j * SIZE) as u64, rkey: remote.rkey };
+/// ITERATIONS batches of BATCH awaited WRITEs, `write(buffer, j)` writing
+/// buffer `j` to its place, as one future.
+async fn rounds<W, F>(write: W, bufs: &mut [Option<LocalMr>], iters: usize)
+where
+    W: Fn(LocalMr, usize) -> F,
+    F: Future<Output = rrddmma::wrap::aio::Result<LocalMr>>,
+{
     if bufs.len() == 1 {
         for _ in 0..iters {
             let b = bufs[0].take().expect("buffer");
-            bufs[0] = Some(ep.write(b, 0..SIZE, at(0)).await.unwrap_or_else(|e| die("write", e)));
+            bufs[0] = Some(write(b, 0).await.unwrap_or_else(|e| die("write", e)));
         }
         return;
     }
@@ -84,7 +92,7 @@ async fn rounds(ep: &LocalEndpoint, bufs: &mut [Option<LocalMr>], remote: Remote
     // is done when its buffer is back.
     let mut futs = Vec::with_capacity(bufs.len());
     for _ in 0..iters {
-        futs.extend(bufs.iter_mut().enumerate().map(|(j, b)| ep.write(b.take().expect("buffer"), 0..SIZE, at(j))));
+        futs.extend(bufs.iter_mut().enumerate().map(|(j, b)| write(b.take().expect("buffer"), j)));
         std::future::poll_fn(|cx| {
             let mut pending = false;
             for (f, b) in futs.iter_mut().zip(bufs.iter_mut()) {
@@ -113,7 +121,7 @@ async fn rounds(ep: &LocalEndpoint, bufs: &mut [Option<LocalMr>], remote: Remote
 #[no_mangle]
 #[inline(never)]
 pub fn verbs_cost_local(ep: &LocalEndpoint, bufs: &mut [Option<LocalMr>], remote: RemoteAddr, iters: usize) {
-    ep.block_on(rounds(ep, bufs, remote, iters));
+    ep.block_on(rounds(|b, j| ep.write(b, 0..SIZE, at(remote, j)), bufs, iters));
 }
 
 /// `LocalEndpoint` under tokio's current-thread `block_on`.
@@ -126,7 +134,49 @@ pub fn verbs_cost_local_tokio(
     remote: RemoteAddr,
     iters: usize,
 ) {
-    rt.block_on(rounds(ep, bufs, remote, iters));
+    rt.block_on(rounds(|b, j| ep.write(b, 0..SIZE, at(remote, j)), bufs, iters));
+}
+
+/// `RcEndpoint` under tokio's current-thread `block_on`.
+#[no_mangle]
+#[inline(never)]
+pub fn verbs_cost_rc(
+    rt: &tokio::runtime::Runtime,
+    ep: &RcEndpoint,
+    bufs: &mut [Option<LocalMr>],
+    remote: RemoteAddr,
+    iters: usize,
+) {
+    rt.block_on(rounds(|b, j| ep.write(b, 0..SIZE, at(remote, j)), bufs, iters));
+}
+
+/// Where buffer `j`'s WRITE goes.
+#[inline]
+fn at(remote: RemoteAddr, j: usize) -> RemoteAddr {
+    RemoteAddr { addr: remote.addr + (j * SIZE) as u64, rkey: remote.rkey }
+}
+
+/// The `rc` side: two `RcEndpoint`s over loopback TCP, the client's WRITEs
+/// into a region of the server's.
+fn rc(dev: &str, batch: usize, warm: usize, iters: usize) -> Res<()> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let o = AioOpts::new(dev);
+    let (server, client, remote, mut bufs) = rt.block_on(async {
+        let l = Listener::bind("127.0.0.1:0", o.clone()).await?;
+        let addr = l.local_addr()?;
+        let (s, c) = tokio::join!(l.accept(), RcEndpoint::connect(addr, &o));
+        let (s, c) = (s?, c?);
+        let target = s.alloc_local_mr(Layout::from_size_align(SIZE * batch, 64)?)?;
+        s.send_local_mr(target).await?;
+        let remote = c.receive_remote_mr().await?.at(0);
+        let one = Layout::from_size_align(SIZE, 64)?;
+        let bufs: Vec<_> = (0..batch).map(|_| c.alloc_local_mr(one).map(Some)).collect::<Result<_, _>>()?;
+        Ok::<_, Box<dyn std::error::Error>>((s, c, remote, bufs))
+    })?;
+    verbs_cost_rc(&rt, &client, &mut bufs, remote, warm);
+    verbs_cost_rc(&rt, &client, &mut bufs, remote, iters);
+    drop((server, client));
+    Ok(())
 }
 
 fn main() -> Res<()> {
@@ -136,8 +186,14 @@ fn main() -> Res<()> {
     };
     let batch: usize = batch.parse()?;
     let iters: usize = iters.parse()?;
-    if !["event", "local", "local-queue", "local-tokio"].contains(&kind.as_str()) || !(1..=32).contains(&batch) {
+    if !["event", "local", "local-queue", "local-tokio", "rc"].contains(&kind.as_str()) || !(1..=32).contains(&batch) {
         return Err(USAGE.into());
+    }
+    // A warm-up of 64 operations through the same function: counted too,
+    // and cancelled by the difference of two runs.
+    let warm = 64usize.div_ceil(batch);
+    if kind == "rc" {
+        return rc(dev, batch, warm, iters);
     }
     let ctx = Context::open(dev)?;
     let pd = Pd::alloc(&ctx)?;
@@ -149,9 +205,6 @@ fn main() -> Res<()> {
     let (qp, _peer) = connected_rc_pair(&pd, &cq, &peer_cq, caps, 1, &opts)?;
     let target = RegisteredMem::new(&pd, SIZE * batch)?;
     let remote = target.remote().at(0);
-    // A warm-up of 64 operations through the same function: counted too,
-    // and cancelled by the difference of two runs.
-    let warm = 64usize.div_ceil(batch);
     if kind == "event" {
         let mem = RegisteredMem::new(&pd, SIZE * batch)?;
         verbs_cost_event(&qp, &cq, &mem, remote, batch, warm);

@@ -118,9 +118,9 @@ const AIO_TARGET: [(u32, f64); 2] = [(1, 1.10), (32, 1.05)];
 
 /// The async paths of `examples/aio_cost.rs`: (its argument, row name,
 /// whether the row is held to the targets: the endpoint as built, under
-/// its own `block_on` and under tokio's; the always-queueing rule is shown
-/// beside them).
-const AIO_SIDES: [(&str, &str, bool); 4] = [
+/// its own `block_on` and under tokio's; the always-queueing rule and the
+/// `Sync` endpoint are shown beside them).
+const AIO_SIDES: [(&str, &str, bool); 5] = [
     ("event", "sync event (`Qp::post_send` + `Cq::wait_one`)", false),
     ("local", "aio local (`LocalEndpoint`, its `block_on`)", true),
     ("local-tokio", "aio local, under tokio's `block_on`", true),
@@ -129,12 +129,14 @@ const AIO_SIDES: [(&str, &str, bool); 4] = [
         "aio local, `post_when_idle(false)`: one doorbell per pass (its `block_on`; not held to the targets)",
         false,
     ),
+    ("rc", "aio `RcEndpoint` (`Sync`, its driver task), under tokio's `block_on`", false),
 ];
 
 /// The async rows: userspace instructions per awaited 64-byte RDMA WRITE,
 /// 1 and 32 in flight, through the synchronous event path, `LocalEndpoint`
-/// under its own `block_on` and under tokio's, and `LocalEndpoint` with
-/// `post_when_idle(false)` under its own, each
+/// under its own `block_on` and under tokio's, `LocalEndpoint` with
+/// `post_when_idle(false)` under its own, and the `Sync` `RcEndpoint`
+/// under tokio's, each
 /// counted by callgrind inside the functions named `verbs_cost_*` of
 /// `examples/aio_cost.rs` (the whole measured loop, waiting included),
 /// with the ratio to the synchronous event path.
