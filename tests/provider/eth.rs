@@ -326,8 +326,8 @@ fn random_req(q: &Queue, rng: &mut Rng, payload: usize, refuse: Option<Refusal>)
 }
 
 /// The request as the crate's verbs request (what `Qp::post_send` hands
-/// to `ibv_post_send`).
-fn verbs_wr<'a>(r: &Req, sges: &'a [Sge], payload: &'a [u8]) -> SendWr<'a> {
+/// to `ibv_post_send`); its TSO headers from `payload`.
+pub(super) fn verbs_wr<'a>(r: &Req, sges: &'a [Sge], payload: &'a [u8]) -> SendWr<'a> {
     let mut flags = SendFlags::empty();
     for (on, f) in [
         (r.signaled, SendFlags::SIGNALED),

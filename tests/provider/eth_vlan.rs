@@ -18,11 +18,12 @@ use rrddmma::bindings as ffi;
 use rrddmma::mlx5dv::be::Be32;
 use rrddmma::mlx5dv::eth::Vlan;
 use rrddmma::mlx5dv::mmio::Recorder;
-use rrddmma::prim::{SendFlags, SendWr, Sge};
+use rrddmma::prim::Sge;
 
 use super::build::{fill, SEED};
 use super::eth::{
-    csum_flags, ctrl_flags, cut, finish_ours, layout, lib, retire, tso_wrap, Queue, Req, Rng, L2, L2_MIN, PAYLOAD,
+    csum_flags, ctrl_flags, cut, finish_ours, layout, lib, retire, tso_wrap, verbs_wr, Queue, Req, Rng, L2, L2_MIN,
+    PAYLOAD,
 };
 use super::send::first_diff;
 use super::{Mismatch, Mutation};
@@ -118,26 +119,6 @@ fn tagged(r: &Req, p: *const u8, t: &mut [u8], area: usize, vlan: Vlan) -> Req {
         skip = 0;
     }
     out
-}
-
-/// libmlx5's verbs request for the tagged `r`.
-fn verbs_wr<'a>(r: &Req, sges: &'a [Sge], t: &'a [u8]) -> SendWr<'a> {
-    let mut flags = SendFlags::empty();
-    for (on, f) in [
-        (r.signaled, SendFlags::SIGNALED),
-        (r.solicited, SendFlags::SOLICITED),
-        (r.fence, SendFlags::FENCE),
-        (r.csum, SendFlags::IP_CSUM),
-        (r.inline, SendFlags::INLINE),
-    ] {
-        if on {
-            flags = flags.union(f);
-        }
-    }
-    match r.tso {
-        Some((off, len, mss)) => SendWr::tso(sges, &t[off..off + len], mss).flags(flags),
-        None => SendWr::send(sges).flags(flags),
-    }
 }
 
 /// Writes the untagged `r` with `vlan` through `send_eth_vlan` / `send_tso_vlan`.
