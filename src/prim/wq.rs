@@ -363,6 +363,9 @@ mod tests {
     static PROVIDER_POSTS: AtomicU32 = AtomicU32::new(0);
 
     /// A provider's `post_wq_recv` that takes every list, counted.
+    ///
+    /// # Safety
+    /// None beyond the entry's signature: it reads none of its arguments.
     unsafe extern "C" fn counting_post(
         _: *mut ffi::ibv_wq,
         _: *mut ffi::ibv_recv_wr,
