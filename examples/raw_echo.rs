@@ -156,7 +156,6 @@ fn ordinary_echo(
 /// has no `mlx5dv_create_wq`).
 #[cfg(not(rrddmma_mlnx_ofed4))]
 mod striding {
-    use rrddmma::mlx5dv::cqe::Cqe64;
     use rrddmma::mlx5dv::mprq::{self, StrideCompletion, StridingParams};
     use rrddmma::mlx5dv::mprq_wq;
     use rrddmma::mlx5dv::obj::cq_ring;
@@ -243,9 +242,12 @@ mod striding {
         let rss = RssQp::create(pd, &table, fields, &KEY)?;
         let _flow = udp_flow(&rss, port, udp_port).build()?;
 
+        // SAFETY: the receive CQ is polled through this view only, and not
+        // through libibverbs after it.
+        let mut cq = unsafe { cq_ring(&recv_cq) }?;
         // SAFETY: the WQ is posted through this ring only; the ring is
         // dropped before the WQ (declared after it).
-        let mut ring = unsafe { mprq_wq::ring(&wq) }?;
+        let mut ring = unsafe { mprq_wq::ring(&wq, &cq) }?;
         // WQEs are handed back in the order they were posted, so the n-th
         // posted takes buffer n mod WQES, the one of the WQE handed back last.
         let post = |ring: &mut mprq::MprqRing| {
@@ -258,9 +260,6 @@ mod striding {
             post(&mut ring);
         }
         ring.ring_doorbell();
-        // SAFETY: the receive CQ is polled through this view only, and not
-        // through libibverbs after it.
-        let mut cq = unsafe { cq_ring(&recv_cq) }?;
         println!(
             "echoing UDP port {udp_port} on {} port {port} (striding RQ: {} WQEs of {} strides of {} bytes)",
             ctx.name(),
@@ -270,7 +269,7 @@ mod striding {
         );
 
         let mut free: Vec<usize> = (0..SLOTS).collect();
-        let mut cqes = [Cqe64::default(); 16];
+        let mut cqes = [StrideCompletion::default(); 16];
         let mut wc = [Wc::default(); 16];
         let (mut echoed, mut dropped, mut reposted) = (0u64, 0u64, 0u64);
         while echoed < packets {
@@ -282,14 +281,13 @@ mod striding {
                 free.push(c.wr_id() as usize);
                 echoed += 1;
             }
-            let n = cq.poll_cqes(&mut cqes);
-            for cqe in &cqes[..n] {
-                let sc = StrideCompletion::decode(cqe);
+            let n = cq.poll_strides(&mut cqes);
+            for sc in &cqes[..n] {
                 if sc.cqe.status != WcStatus::SUCCESS {
                     return Err(format!("receive completion failed: {:?}", sc.cqe).into());
                 }
                 // The packet is read before its WQE may go back to the device.
-                if let Some((addr, len)) = ring.payload(&sc) {
+                if let Some((addr, len)) = ring.payload(sc) {
                     let at = (addr - base) as usize;
                     let len = (len as usize).min(SLOT);
                     match free.pop() {
@@ -311,7 +309,8 @@ mod striding {
                         None => dropped += 1,
                     }
                 }
-                if ring.complete(&sc).is_some() {
+                // The WQ is the CQ's only one: nothing is refused.
+                if ring.complete(sc)?.is_some() {
                     // Every stride of the WQE is consumed: post it again.
                     post(&mut ring);
                     ring.ring_doorbell();

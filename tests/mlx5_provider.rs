@@ -586,6 +586,24 @@ fn striding_rq_matches_libmlx5() {
     report(&format!("striding RQ: {} cases: {}; 0 mismatches", stats.cases(), stats.summary()));
 }
 
+/// B-2 on the harness's striding stream: the ring takes only what
+/// `CqRing::poll_strides` stamped, for its own WQ, once and in order:
+/// every CQE decoded from its bytes, offered again, or offered after a
+/// later one, and every CQE of the other WQ sharing the CQ, is refused and
+/// changes nothing (the checks run inside `mprq::check`; here their counts).
+#[test]
+#[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
+fn b2_striding_completions_are_taken_once_by_their_wqs_ring() {
+    let stats = mprq::check(100, build::SEED ^ 0xb2, Mutation::None).unwrap_or_else(|m| panic!("{m}"));
+    assert!(stats.refused_decoded >= 2_000 && stats.refused_replays >= 2_000, "{stats:?}");
+    assert!(stats.refused_out_of_order >= 1_000 && stats.refused_other_wq >= 100, "{stats:?}");
+    report(&format!(
+        "striding RQ refusals (B-2): {} CQEs decoded from bytes, {} replays, {} out of order, {} of another WQ on \
+         the shared CQ refused, each changing nothing",
+        stats.refused_decoded, stats.refused_replays, stats.refused_out_of_order, stats.refused_other_wq
+    ));
+}
+
 /// The striding-RQ comparison can fail: one bit of a decoded stride count
 /// flipped is reported with its field.
 #[test]

@@ -373,6 +373,26 @@ impl CqRing {
     pub fn event_received(&mut self) {
         self.arm_sn = self.arm_sn.wrapping_add(1);
     }
+
+    /// Takes the next CQE as 64 bytes (a compressed session's next one,
+    /// expanded) with the position stamped on it (this ring's count of
+    /// polled CQEs), for pollers of other CQE layouts (striding WQs,
+    /// [`super::mprq`]); the consumer record is left for
+    /// [`CqRing::publish_taken`].
+    #[inline(always)]
+    pub(crate) fn take_stamped(&mut self) -> Option<(Cqe64, u64)> {
+        let (raw, _) = self.take_raw()?;
+        let seq = self.polled;
+        self.polled += 1;
+        self.ci = self.ci.wrapping_add(1);
+        Some((raw, seq))
+    }
+
+    /// Writes the consumer record after [`CqRing::take_stamped`].
+    #[inline(always)]
+    pub(crate) fn publish_taken(&mut self) {
+        self.publish();
+    }
 }
 
 #[cfg(test)]

@@ -388,6 +388,17 @@ impl DirectCq<'_> {
     pub fn poll_scattered(&mut self, payload: &mut [u8; 64]) -> Option<(Completion, usize)> {
         self.ring.poll_scattered(payload)
     }
+
+    /// Polls completions of striding WQs into `out` ([`CqRing::poll_strides`]).
+    #[inline]
+    pub fn poll_strides(&mut self, out: &mut [super::mprq::StrideCompletion]) -> usize {
+        self.ring.poll_strides(out)
+    }
+
+    /// The CQ viewed.
+    pub(crate) fn cq(&self) -> &Cq {
+        self.cq
+    }
 }
 
 /// The send queue of `qp`, its indices taken from the doorbell record,

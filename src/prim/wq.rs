@@ -100,39 +100,71 @@ impl Wq {
     }
 
     /// Posts receives, linked in place and handed to the provider's entry
-    /// with one call (`ibv_post_wq_recv`). On a striding WQ each request is
-    /// one WQE of strides: one entry covering all of them.
+    /// with one call (`ibv_post_wq_recv`), on an ordinary WQ.
+    ///
+    /// A striding WQ ([`WqBuilder::striding`]) is posted through its ring
+    /// only ([`mprq_wq::ring`](crate::mlx5dv::mprq_wq::ring),
+    /// [`MprqRing::post`](crate::mlx5dv::mprq::MprqRing::post)): libmlx5's
+    /// `ibv_post_wq_recv` writes the data segment at a striding WQE's first
+    /// byte, where the device reads the next segment.
     ///
     /// # Safety
     /// Every entry must lie in memory registered on this WQ's PD with local
     /// write access, alive and untouched until its completion.
+    ///
+    /// # Panics
+    /// On a striding WQ (a programming error), before anything is posted.
     ///
     /// # References
     /// `ibv_post_wq_recv(3)`
     #[doc(alias = "ibv_post_wq_recv")]
     #[inline]
     pub unsafe fn post_recv(&self, wrs: &mut [RecvWr<'_>]) -> Result<()> {
-        let Some(head) = link_in_place!(&mut *wrs) else { return Ok(()) };
-        let mut bad = std::ptr::null_mut();
-        let wq = self.0.as_ptr();
-        // SAFETY: a live WQ; providers that make WQs set its entry.
-        let Some(post) = (unsafe { (*wq).post_recv }) else {
-            return Err(Error::Unsupported { op: "ibv_post_wq_recv", feature: "posting to receive work queues" });
-        };
-        // SAFETY: a live WQ and its provider's entry (what the inline
-        // `ibv_post_wq_recv` calls); the list is linked above; memory is the
-        // caller's contract.
-        let rc = unsafe { post(wq, head, &mut bad) };
-        if rc != 0 {
-            return Err(Error::post("ibv_post_wq_recv", rc, head, bad));
-        }
-        Ok(())
+        // SAFETY: forwarded contract; the pointer is this live WQ's and
+        // `striding` was decided at its creation.
+        unsafe { post_wq_recv(self.0.as_ptr(), self.0.striding, wrs) }
     }
 
     /// The raw WQ.
     pub fn as_ptr(&self) -> *mut ffi::ibv_wq {
         self.0.as_ptr()
     }
+}
+
+/// [`Wq::post_recv`] on the WQ `wq`, striding (shaped so) or not.
+///
+/// # Safety
+/// `wq` is a live WQ whose shape is `striding`, and the contract of
+/// [`Wq::post_recv`].
+#[inline]
+unsafe fn post_wq_recv(wq: *mut ffi::ibv_wq, striding: Option<StridingParams>, wrs: &mut [RecvWr<'_>]) -> Result<()> {
+    if striding.is_some() {
+        // SAFETY: a live WQ (the caller's contract).
+        striding_post_refused(unsafe { (*wq).wq_num });
+    }
+    let Some(head) = link_in_place!(&mut *wrs) else { return Ok(()) };
+    let mut bad = std::ptr::null_mut();
+    // SAFETY: a live WQ; providers that make WQs set its entry.
+    let Some(post) = (unsafe { (*wq).post_recv }) else {
+        return Err(Error::Unsupported { op: "ibv_post_wq_recv", feature: "posting to receive work queues" });
+    };
+    // SAFETY: a live WQ and its provider's entry (what the inline
+    // `ibv_post_wq_recv` calls); the list is linked above; memory is the
+    // caller's contract.
+    let rc = unsafe { post(wq, head, &mut bad) };
+    if rc != 0 {
+        return Err(Error::post("ibv_post_wq_recv", rc, head, bad));
+    }
+    Ok(())
+}
+
+#[cold]
+#[inline(never)]
+fn striding_post_refused(wq_num: u32) -> ! {
+    panic!(
+        "Wq::post_recv on WQ {wq_num:#x}, a striding WQ: libmlx5's ibv_post_wq_recv writes the data segment where \
+         the device reads the next segment; post through its ring (mlx5dv::mprq_wq::ring, MprqRing::post)"
+    )
 }
 
 impl WqBuilder<'_> {
@@ -321,8 +353,50 @@ impl RwqIndTable {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use super::post_wq_recv;
+    use crate::bindings as ffi;
     use crate::mlx5dv::mprq::{StridingParams, StridingRqCaps};
-    use crate::prim::Error;
+    use crate::prim::{Error, RecvWr, Sge};
+
+    static PROVIDER_POSTS: AtomicU32 = AtomicU32::new(0);
+
+    /// A provider's `post_wq_recv` that takes every list, counted.
+    ///
+    /// # Safety
+    /// None beyond the entry's signature: it reads none of its arguments.
+    unsafe extern "C" fn counting_post(
+        _: *mut ffi::ibv_wq,
+        _: *mut ffi::ibv_recv_wr,
+        _: *mut *mut ffi::ibv_recv_wr,
+    ) -> std::ffi::c_int {
+        PROVIDER_POSTS.fetch_add(1, Ordering::SeqCst);
+        0
+    }
+
+    /// B-4: a striding WQ is posted through its ring only: the posting of
+    /// `Wq::post_recv` panics naming the ring before the provider's
+    /// `ibv_post_wq_recv` (which writes the data segment where a striding
+    /// WQE has its next segment) is reached; an ordinary WQ posts as before.
+    #[test]
+    fn b4_post_recv_refuses_a_striding_wq() {
+        let mut raw = ffi::ibv_wq { wq_num: 0x5a, post_recv: Some(counting_post), ..Default::default() };
+        let sge = [Sge::from_raw(0x1000, 64, 7)];
+        let before = PROVIDER_POSTS.load(Ordering::SeqCst);
+        // SAFETY: a host WQ whose provider entry touches no memory.
+        unsafe { post_wq_recv(&mut raw, None, &mut [RecvWr::new(&sge, 1)]) }.unwrap();
+        assert_eq!(PROVIDER_POSTS.load(Ordering::SeqCst), before + 1);
+        let p = StridingParams { log_stride_bytes: 6, log_num_strides: 4, two_byte_shift: false };
+        let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            // SAFETY: as above.
+            drop(unsafe { post_wq_recv(&mut raw, Some(p), &mut [RecvWr::new(&sge, 2)]) })
+        }))
+        .expect_err("a striding WQ must not reach ibv_post_wq_recv");
+        let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(msg.contains("WQ 0x5a, a striding WQ") && msg.contains("MprqRing::post"), "{msg}");
+        assert_eq!(PROVIDER_POSTS.load(Ordering::SeqCst), before + 1, "the provider's post was called");
+    }
 
     /// One check decides a striding WQ: no striding WQs, or none for raw
     /// packet QPs, is `Unsupported`; a shape outside the caps `CapExceeded`.

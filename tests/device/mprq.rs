@@ -61,8 +61,11 @@ fn striding_rq_is_created_within_the_caps_on_mlx5() {
     let wq = Wq::builder(&pd, &cq).max_wr(4).striding(p).build().unwrap();
     wq.ready().unwrap();
     assert_eq!(wq.striding(), Some(p));
+    // SAFETY: the CQ is polled through this view only.
+    let view = unsafe { mlx5dv::obj::cq_ring(&cq) }.unwrap();
     // SAFETY: the WQ is posted through this ring only; the ring is dropped first.
-    let mut ring = unsafe { mprq_wq::ring(&wq) }.unwrap();
+    let mut ring = unsafe { mprq_wq::ring(&wq, &view) }.unwrap();
+    assert_eq!(ring.wqn(), wq.num());
     let mut mem = vec![0u8; (p.wqe_bytes() * ring.wqe_cnt()) as usize];
     // SAFETY: `mem` outlives the MR and the WQ (dropped after them).
     let mr = unsafe { Mr::register(&pd, mem.as_mut_ptr(), mem.len(), AccessFlags::LOCAL_WRITE) }.unwrap();

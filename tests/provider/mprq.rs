@@ -33,6 +33,14 @@
 //!   the generator's; and the tracker must hand each WQE back exactly at
 //!   its last stride (the generator's count), the packet address must be
 //!   the stride's (plus 2 with the shift).
+//!
+//! Our CQ is shared with a second WQ: now and then a CQE of that WQ lies
+//! between ours (on our side only). Our completions are polled with
+//! `CqRing::poll_strides`, which stamps them, and the ring must refuse,
+//! changing nothing: the other WQ's (`OtherWq`, then taken by that WQ's
+//! ring), each of ours decoded from its bytes (`NotPolled`), each of ours
+//! again after it was taken (`Taken`), and the one before it after it
+//! (out of order, `Taken`); `payload` answers `None` for all of them.
 
 use std::ffi::c_int;
 use std::sync::OnceLock;
@@ -41,7 +49,7 @@ use rrddmma::mlx5dv::be::{Be16, Be32};
 use rrddmma::mlx5dv::cq::CqRing;
 use rrddmma::mlx5dv::cqe::{Cqe64, CqeOpcode};
 use rrddmma::mlx5dv::mini::{self, CqeResFormat, MiniCqe};
-use rrddmma::mlx5dv::mprq::{MprqRing, StrideCompletion, StridingParams};
+use rrddmma::mlx5dv::mprq::{MprqRing, StrideCompletion, StrideRefusal, StridingParams};
 
 use super::build::{library_fn, Aligned, Rng, WcBaseC};
 use super::{Mismatch, Mutation};
@@ -130,6 +138,12 @@ pub struct Stats {
     pub wqe_sizes: std::collections::BTreeSet<u32>,
     pub two_byte_shift: usize,
     pub cq_wraps: usize,
+    /// Refused as they must be: CQEs decoded from bytes, completions
+    /// offered again, offered after a later one, and the other WQ's.
+    pub refused_decoded: usize,
+    pub refused_replays: usize,
+    pub refused_out_of_order: usize,
+    pub refused_other_wq: usize,
 }
 
 impl Stats {
@@ -143,7 +157,8 @@ impl Stats {
             "{} WQs (WQE sizes {} B, {} with the two-byte shift): {} WQEs in {} lists through mlx5_post_wq_recv ({} \
              after a zero-length entry) with their doorbell records; {} CQEs through the extended poller ({} fillers, \
              {} with immediate; {} of them reached our ring in {} CSUM_STRIDX compressed sessions), {} CQ wraps; {} \
-             WQEs handed back by the tracker, each at its last stride",
+             WQEs handed back by the tracker, each at its last stride; refused: {} decoded from bytes, {} replays, \
+             {} out of order, {} of the other WQ on the shared CQ",
             self.wqs,
             sizes.join("/"),
             self.two_byte_shift,
@@ -157,6 +172,10 @@ impl Stats {
             self.sessions,
             self.cq_wraps,
             self.handed_back,
+            self.refused_decoded,
+            self.refused_replays,
+            self.refused_out_of_order,
+            self.refused_other_wq,
         )
     }
 }
@@ -193,7 +212,12 @@ struct Case {
     _cq_db: Aligned,
     _uar: Aligned,
     cqe_cnt: u32,
+    /// CQEs written for libmlx5 (its CQ positions), and into ours.
     produced: u32,
+    ours_at: u32,
+    /// The ring of the other WQ sharing our CQ (nothing posted), and its memory.
+    other: MprqRing,
+    _other_mem: (Aligned, Aligned),
     /// Free-running index of the WQE the device fills, and its next stride.
     dev_wqe: u32,
     dev_stride: u32,
@@ -220,13 +244,6 @@ impl Case {
             log_num_strides: 3 + rng.below(7) as u8,
             two_byte_shift: rng.chance(50),
         };
-        let mut buf = Aligned::new((wqe_cnt * wqe_size) as usize);
-        let mut dbrec = Aligned::new(64);
-        // SAFETY: buffers of the sizes asked for, alive as long as the ring
-        // (fields of the same `Case`); only this ring posts to them.
-        let ring = unsafe {
-            MprqRing::from_raw(buf.as_mut_ptr(), wqe_cnt, wqe_size, dbrec.as_mut_ptr().cast::<Be32>(), params)
-        };
         let mut cq_buf = Aligned::new((cqe_cnt * 64) as usize);
         for i in 0..cqe_cnt as usize {
             cq_buf.bytes_mut()[i * 64 + 63] = 0xf1;
@@ -240,6 +257,18 @@ impl Case {
         // SAFETY: the buffer comes from a mutable pointer; nothing else writes it
         // but this case's producer, between polls.
         unsafe { cq.set_compression(Some(CqeResFormat::CsumStridx)) };
+        let mut buf = Aligned::new((wqe_cnt * wqe_size) as usize);
+        let mut dbrec = Aligned::new(64);
+        // SAFETY: buffers of the sizes asked for, alive as long as the ring
+        // (fields of the same `Case`); only this ring posts to them.
+        let ring = unsafe {
+            MprqRing::from_raw(buf.as_mut_ptr(), wqe_cnt, wqe_size, dbrec.as_mut_ptr().cast::<Be32>(), params, wqn, &cq)
+        };
+        let (mut obuf, mut odb) = (Aligned::new(4 * 32), Aligned::new(64));
+        // SAFETY: as above, for the other WQ's ring.
+        let other = unsafe {
+            MprqRing::from_raw(obuf.as_mut_ptr(), 4, 32, odb.as_mut_ptr().cast::<Be32>(), params, other_wqn(wqn), &cq)
+        };
         Case {
             h,
             wqn,
@@ -256,6 +285,9 @@ impl Case {
             _uar: uar,
             cqe_cnt,
             produced: 0,
+            ours_at: 0,
+            other,
+            _other_mem: (obuf, odb),
             dev_wqe: 0,
             dev_stride: 0,
             posted: 0,
@@ -416,7 +448,8 @@ impl Case {
     }
 
     fn poll(&mut self, rng: &mut Rng, step: usize, mutate: &mut bool, stats: &mut Stats) -> Result<(), Box<Mismatch>> {
-        let max = 1 + rng.below(u64::from(self.cqe_cnt.min(48))) as u32;
+        // Room for up to 8 CQEs of the other WQ in our CQ.
+        let max = 1 + rng.below(u64::from(self.cqe_cnt.min(48) - 8)) as u32;
         let pkts = self.gen_pkts(rng, max);
         if pkts.is_empty() {
             return Ok(());
@@ -424,8 +457,20 @@ impl Case {
         // Plain CQEs for libmlx5; for ours the same, some runs within one WQE
         // written as a compressed session.
         let mut plain = Vec::with_capacity(pkts.len());
+        let mut foreign = 0;
         let mut i = 0;
         while i < pkts.len() {
+            if foreign < 8 && rng.chance(10) {
+                // A CQE of the other WQ on the shared CQ, in ours only.
+                let p = Pkt { slot: 0, stride: 0, strides: 1, len: 60, filler: false, last: false };
+                let mut c = self.cqe_of(&p, rng, false);
+                c.sop_drop_qpn = Be32::new(other_wqn(self.wqn));
+                c.op_own = (c.op_own & 0xf0) | self.owner(self.ours_at);
+                let at = self.ours_at;
+                self.cq_entry(at).copy_from_slice(&bytes(&c));
+                self.ours_at += 1;
+                foreign += 1;
+            }
             // A run in one WQE, sharing every field but those the mini-CQEs carry.
             let mut run = 1;
             while i + run < pkts.len() && pkts[i + run].slot == pkts[i].slot && run < 24 {
@@ -458,15 +503,16 @@ impl Case {
                 plain.push(c);
             }
             // Ours: the plain CQEs, or title and mini arrays.
+            let ob = self.ours_at;
             if zip {
                 let mut t = plain[plain.len() - n];
                 t.byte_cnt = Be32::new(n as u32);
-                t.op_own = (t.op_own & 0xf0) | (mini::COMPRESSED << 2) | self.owner(base);
+                t.op_own = (t.op_own & 0xf0) | (mini::COMPRESSED << 2) | self.owner(ob);
                 let tb = bytes(&t);
-                self.cq_entry(base).copy_from_slice(&tb);
+                self.cq_entry(ob).copy_from_slice(&tb);
                 for (k, m) in minis.iter().enumerate() {
                     let (entry, at) = mini::position(k as u32);
-                    let e = self.cq_entry(base + entry);
+                    let e = self.cq_entry(ob + entry);
                     let o = at as usize * 8;
                     e[o..o + 4].copy_from_slice(&m.info);
                     e[o + 4..o + 8].copy_from_slice(&m.byte_cnt.get().to_be_bytes());
@@ -474,9 +520,11 @@ impl Case {
                 stats.compressed += n;
                 stats.sessions += 1;
             } else {
-                let cb = bytes(&plain[plain.len() - 1]);
-                self.cq_entry(base).copy_from_slice(&cb);
+                let mut c = plain[plain.len() - 1];
+                c.op_own = (c.op_own & 0xf0) | self.owner(ob);
+                self.cq_entry(ob).copy_from_slice(&bytes(&c));
             }
+            self.ours_at += n as u32;
             i += n;
         }
         let k = plain.len();
@@ -488,15 +536,67 @@ impl Case {
             stats.cq_wraps += 1;
         }
         self.produced += k as u32;
-        let mut ours = vec![Cqe64::default(); k];
-        let n = self.cq.poll_cqes(&mut ours);
+        let mut ours = vec![StrideCompletion::default(); k + foreign];
+        let n = self.cq.poll_strides(&mut ours);
         let kind = "striding RQ CQE";
-        if got != k || n != k {
-            return Err(mismatch(kind, &format!("step {step}"), "completions", None, got.to_string(), n.to_string()));
+        if got != k || n != k + foreign {
+            return Err(mismatch(
+                kind,
+                &format!("step {step}"),
+                "completions (libmlx5's, and ours with the other WQ's)",
+                None,
+                format!("{got} + {foreign}"),
+                n.to_string(),
+            ));
         }
-        for (j, ((w, o), p)) in wcs.iter().zip(&ours).zip(&pkts).enumerate() {
+        let mut mine = Vec::with_capacity(k);
+        for (q, c) in ours.iter().enumerate() {
+            if c.cqe.qpn == self.wqn {
+                mine.push(*c);
+                continue;
+            }
+            // The other WQ's: refused, unchanged, then taken by its ring.
+            let at = format!("step {step}, our CQE {q} (the other WQ's)");
+            let (free, consumed) = (self.ring.free(), self.ring.consumed(0));
+            let refused = self.ring.complete(c);
+            let want = Err(StrideRefusal::OtherWq { wqn: other_wqn(self.wqn) });
+            if refused != want
+                || self.ring.payload(c).is_some()
+                || (self.ring.free(), self.ring.consumed(0)) != (free, consumed)
+            {
+                return Err(mismatch(kind, &at, "refusal (B-2)", None, format!("{want:?}"), format!("{refused:?}")));
+            }
+            let taken = self.other.complete(c);
+            if taken != Ok(None) {
+                return Err(mismatch(
+                    kind,
+                    &at,
+                    "taken by its WQ's ring",
+                    None,
+                    "Ok(None)".into(),
+                    format!("{taken:?}"),
+                ));
+            }
+            stats.refused_other_wq += 1;
+        }
+        let mut prev: Option<StrideCompletion> = None;
+        for (j, ((w, polled), p)) in wcs.iter().zip(&mine).zip(&pkts).enumerate() {
             let at = format!("step {step}, CQE {j}");
-            let mut c = StrideCompletion::decode(o);
+            // The same CQE decoded from its bytes frees nothing.
+            let decoded = StrideCompletion::decode(&plain[j]);
+            let refused = self.ring.complete(&decoded);
+            if refused != Err(StrideRefusal::NotPolled) || self.ring.payload(&decoded).is_some() {
+                return Err(mismatch(
+                    kind,
+                    &at,
+                    "refusal of the CQE decoded from bytes (B-2)",
+                    None,
+                    "Err(NotPolled)".into(),
+                    format!("{refused:?}"),
+                ));
+            }
+            stats.refused_decoded += 1;
+            let mut c = *polled;
             if *mutate && !c.filler {
                 c.strides ^= 1;
                 *mutate = false;
@@ -570,7 +670,7 @@ impl Case {
                 ));
             }
             let back = self.ring.complete(&c);
-            let want = p.last.then_some(p.slot);
+            let want = Ok(p.last.then_some(p.slot));
             if back != want {
                 return Err(mismatch(
                     kind,
@@ -581,7 +681,32 @@ impl Case {
                     format!("{back:?}"),
                 ));
             }
-            stats.handed_back += usize::from(back.is_some());
+            // Offered again, and the one before it after it: refused.
+            for (what, again) in [("replay", Some(c)), ("out of order", prev)] {
+                let Some(again) = again else { continue };
+                let (free, out) = (self.ring.free(), self.ring.outstanding());
+                let refused = self.ring.complete(&again);
+                let ok = matches!(refused, Err(StrideRefusal::Taken { .. }))
+                    && self.ring.payload(&again).is_none()
+                    && (self.ring.free(), self.ring.outstanding()) == (free, out);
+                if !ok {
+                    return Err(mismatch(
+                        kind,
+                        &at,
+                        &format!("refusal of a {what} (B-2)"),
+                        None,
+                        "Err(Taken)".into(),
+                        format!("{refused:?}"),
+                    ));
+                }
+                if what == "replay" {
+                    stats.refused_replays += 1;
+                } else {
+                    stats.refused_out_of_order += 1;
+                }
+            }
+            prev = Some(c);
+            stats.handed_back += usize::from(matches!(back, Ok(Some(_))));
             stats.fillers += usize::from(c.filler);
             stats.with_imm += usize::from(flags != 0);
             stats.cqes += 1;
@@ -589,6 +714,11 @@ impl Case {
         assert_eq!(self.ring.stray(), 0, "no completion names a WQE not posted");
         Ok(())
     }
+}
+
+/// The WQ number of the other WQ sharing `wqn`'s CQ.
+fn other_wqn(wqn: u32) -> u32 {
+    wqn ^ 0x40_0000
 }
 
 fn bytes(c: &Cqe64) -> [u8; 64] {
