@@ -358,7 +358,7 @@ fn event_loop_under_load_cq_wait() {
     }
     let sender = rig.sender();
     let watchdog = Watchdog::start("Cq::wait(None)", rig.cqa.clone());
-    let _burn = Burners::start();
+    let burn = Burners::start();
     let mut rng = Rng(0x5eed_0001);
     let mut timing = Timing::new("Cq::wait, Cq::wait_one");
     let cq = &rig.cqa;
@@ -407,7 +407,61 @@ fn event_loop_under_load_cq_wait() {
         rig.check(&wc, n, remote);
     }
     drop(timing);
+    drop(burn);
+    aimed_rounds(&rig);
     assert!(take(cq).is_none(), "no completion beyond the rounds'");
+}
+
+/// Rounds aimed at the window between `Cq::wait_one`'s first poll and its
+/// arm, with the CPUs otherwise idle (so that the two threads run at
+/// once): the waiter raises a flag, spins 100 µs and enters `wait_one`; a
+/// thread spinning on the flag posts the peer's SEND after a delay swept
+/// from 0 to 150 µs round by round, so that the completion lands before,
+/// inside and after the window.
+fn aimed_rounds(rig: &Rig) {
+    const AIMED: u32 = 300;
+    let flag = Arc::new(AtomicU32::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let thread = {
+        let (qb, cqb, b, flag, stop) = (rig.qb.clone(), rig.cqb.clone(), rig.b.clone(), flag.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut seen = 0;
+            while !stop.load(Ordering::Acquire) {
+                let f = flag.load(Ordering::Acquire);
+                if f == seen {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                seen = f;
+                let n = f - 1;
+                let until = Instant::now() + Duration::from_nanos(u64::from(n * 997 % 150_000));
+                while Instant::now() < until {
+                    std::hint::spin_loop();
+                }
+                let sges = [b.mr.sge(0, 8)];
+                // SAFETY: as in `Rig::sender`.
+                unsafe { qb.post_send(&mut [SendWr::send_imm(&sges, n).wr_id(u64::from(n)).signaled()]) }
+                    .expect("post SEND on qb");
+                crate::common::poll_one(&cqb).ok().expect("the SEND of qb completes");
+            }
+        })
+    };
+    let mut timing = Timing::new("Cq::wait_one, aimed");
+    for n in 0..AIMED {
+        let t = Instant::now();
+        flag.store(n + 1, Ordering::Release);
+        while t.elapsed() < Duration::from_micros(100) {
+            std::hint::spin_loop();
+        }
+        let wc = rig.cqa.wait_one(BOUND).expect("wait_one").unwrap_or_else(|| {
+            panic!("aimed round {n}: Cq::wait_one found no completion within {BOUND:?}: its event was lost")
+        });
+        timing.record(n, t.elapsed());
+        rig.check(&wc, n, true);
+    }
+    drop(timing);
+    stop.store(true, Ordering::Release);
+    thread.join().unwrap();
 }
 
 #[cfg(feature = "tokio")]
