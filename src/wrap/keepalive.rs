@@ -144,7 +144,20 @@ impl RcKeepalive {
     /// [`PeerLost`] once a probe failed, or had no completion within the
     /// bound; also when posting the probe fails (the QP is in error: a
     /// request before it failed).
+    ///
+    /// # Panics
+    /// If `qp`'s send queue is, or was, driven directly through an mlx5dv
+    /// view (`mlx5dv::obj::sq_ring`): a probe posted through libibverbs
+    /// would take a slot the view writes too (their producer indices
+    /// diverge), so it is refused before anything is posted.
     pub fn tick(&mut self, qp: &Qp) -> Result<(), PeerLost> {
+        assert!(
+            !qp.direct.ever_viewed(),
+            "RcKeepalive::tick on QP {:#x}, whose send queue an mlx5dv DirectSq view drives (or drove): its probe \
+             would be posted through libibverbs, whose producer index no longer matches the device's; keep \
+             RcKeepalive to QPs never given to mlx5dv::obj::sq_ring, or probe through the view",
+            qp.qpn()
+        );
         if let Some(l) = &self.lost {
             return Err(l.clone());
         }
@@ -196,5 +209,54 @@ impl RcKeepalive {
                 Err(l)
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// D-1′: a QP whose send queue a direct view drives (the claim taken
+    /// as `mlx5dv::obj::sq_ring` takes it; rxe has no mlx5dv, the claim is
+    /// the same) once got its probe posted through libibverbs beside the
+    /// view. Now `tick` panics naming the QP and the fix, posts nothing,
+    /// and keeps refusing after the view is gone (libibverbs' indices stay
+    /// stale); a QP never viewed is probed as before.
+    #[test]
+    #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (run the lib tests with --ignored in the VM)"]
+    fn d1_prime_tick_refuses_a_qp_under_a_direct_view() {
+        use crate::prim::{AccessFlags, Context, Cq, Pd, QpCaps};
+        let name = std::env::var("RRDDMMA_TEST_DEVICE").expect("RRDDMMA_TEST_DEVICE names the device");
+        let ctx = Context::open(&name).expect("the promised device opens");
+        let pd = Pd::alloc(&ctx).unwrap();
+        let cq = Cq::create(&ctx, 16).unwrap();
+        let opts = ConnectOpts::default().access(AccessFlags::REMOTE_WRITE);
+        let (qa, qb) = crate::wrap::connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 0x42, &opts).unwrap();
+        let panic_of = |ka: &mut RcKeepalive| {
+            let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ka.tick(&qa)))
+                .expect_err("tick on a QP under a direct view must be refused");
+            err.downcast_ref::<String>().cloned().unwrap_or_default()
+        };
+        let mut ka = RcKeepalive::new(&qa, Duration::ZERO, &opts);
+        assert!(qa.direct.take(), "the view's claim");
+        let msg = panic_of(&mut ka);
+        assert!(
+            msg.contains(&format!("QP {:#x}", qa.qpn())) && msg.contains("DirectSq") && msg.contains("sq_ring"),
+            "{msg}"
+        );
+        qa.direct.release();
+        let msg = panic_of(&mut ka);
+        assert!(msg.contains("RcKeepalive::tick"), "refused after the view is gone too: {msg}");
+        let mut wc = [Wc::default()];
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(cq.poll(&mut wc).unwrap(), 0, "nothing was posted");
+        // A QP never viewed: probed, and the probe answered.
+        let mut kb = RcKeepalive::new(&qb, Duration::ZERO, &opts);
+        kb.tick(&qb).expect("the probe is posted");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while cq.poll(&mut wc).unwrap() == 0 {
+            assert!(Instant::now() < deadline, "the probe's completion within 10 s");
+        }
+        assert_eq!(kb.on_completion(&wc[0]), Some(Ok(())));
     }
 }

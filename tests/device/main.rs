@@ -19,6 +19,7 @@ mod device;
 mod domains;
 mod errors;
 mod eth;
+mod event_loop;
 mod events;
 mod ex_post;
 mod features;

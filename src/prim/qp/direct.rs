@@ -6,8 +6,13 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// Set while a view holds the claim; the bits below count resets under way.
+/// Set while a view holds the claim.
 const VIEW: u32 = 1 << 31;
+/// Set by the first view and never cleared: libibverbs' indices of the
+/// send queue are stale from then on, so nothing posts through it again.
+const VIEWED: u32 = 1 << 30;
+/// The bits that count resets under way.
+const RESETS: u32 = VIEWED - 1;
 
 /// A view's claim on a QP's send queue, and the resets under way.
 #[derive(Debug, Default)]
@@ -19,7 +24,18 @@ impl DirectClaim {
     // Used by the `mlx5dv::obj` views, which MLNX_OFED 4.x builds leave out.
     #[cfg_attr(rrddmma_mlnx_ofed4, allow(dead_code))]
     pub(crate) fn take(&self) -> bool {
-        self.0.compare_exchange(0, VIEW, Ordering::AcqRel, Ordering::Acquire).is_ok()
+        self.0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
+                (c & (VIEW | RESETS) == 0).then_some(c | VIEW | VIEWED)
+            })
+            .is_ok()
+    }
+
+    /// Whether a view holds, or ever held, the claim: the send queue is
+    /// then driven (or was) without libibverbs, whose producer index no
+    /// longer matches the device's, and must not be posted to through it.
+    pub(crate) fn ever_viewed(&self) -> bool {
+        self.0.load(Ordering::Acquire) & (VIEW | VIEWED) != 0
     }
 
     /// Gives back a claim [`take`](Self::take) returned `true` for.
@@ -66,6 +82,23 @@ mod tests {
         assert!(!c.take(), "no view while a reset is under way");
         drop(g);
         assert!(c.take());
+    }
+
+    #[test]
+    fn a_view_marks_the_queue_for_good() {
+        let c = DirectClaim::default();
+        assert!(!c.ever_viewed());
+        assert!(c.enter_reset().is_some(), "a reset alone marks nothing");
+        assert!(!c.ever_viewed());
+        assert!(c.take());
+        assert!(c.ever_viewed());
+        c.release();
+        assert!(c.ever_viewed(), "still marked after the view is gone");
+        let g = c.enter_reset().expect("no view: the reset goes ahead");
+        assert!(!c.take(), "no view while a reset is under way");
+        drop(g);
+        assert!(c.take(), "a new view after the first is gone");
+        assert!(c.enter_reset().is_none());
     }
 
     /// A QP in RTS whose send queue a direct view holds (the claim taken as
