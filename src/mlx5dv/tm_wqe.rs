@@ -150,15 +150,23 @@ struct Entry {
     phase_cnt: i32,
     /// The tagged receive's buffer size (0 for an empty one).
     size: u32,
-    /// Completions still due on the entry: 0 when it is free.
+    /// Completions still due on the entry (its match, and each operation
+    /// on it still pending): 0 when it is free.
     expect_cqe: i32,
+    /// A remove of the entry was posted (refused again until it is free).
+    removing: bool,
+    /// A match's first completion (`Consumed`, `ConsumedSwRndv`) was
+    /// seen: the entry left the device's list and its last completion is due.
+    consumed: bool,
 }
 
-/// A signaled operation waiting for its CQE (`struct mlx5_srq_op`).
+/// An operation waiting for its CQE (`struct mlx5_srq_op`), or an
+/// unsignaled remove waiting for a later operation's CQE to prove it ran.
 #[derive(Clone, Copy, Debug)]
 struct Pending {
     tag: u32,
-    wr_id: u64,
+    /// `None`: an unsignaled remove (no CQE of its own).
+    wr_id: Option<u64>,
     /// The operation's WQE index.
     wqe: u16,
 }
@@ -276,9 +284,11 @@ impl TmRing {
                 phase_cnt: 0,
                 size: 0,
                 expect_cqe: 0,
+                removing: false,
+                consumed: false,
             })
             .collect();
-        let ops = vec![Pending { tag: NONE, wr_id: 0, wqe: 0 }; sq.wqe_cnt() as usize].into_boxed_slice();
+        let ops = vec![Pending { tag: NONE, wr_id: None, wqe: 0 }; sq.wqe_cnt() as usize].into_boxed_slice();
         TmRing { sq, tags, head: 0, tail: max_num_tags, ops, op_head: 0, op_tail: 0, unexp_in: 0, unexp_out: 0 }
     }
 
@@ -373,8 +383,10 @@ impl TmRing {
         e.phase_cnt = self.unexp_out;
         e.size = size;
         e.expect_cqe += 1;
+        e.removing = false;
+        e.consumed = false;
         if let Some(wr_id) = opts.signaled {
-            self.push_op(idx, wr_id, pi);
+            self.push_op(idx, Some(wr_id), pi);
         }
         Ok(idx)
     }
@@ -387,7 +399,8 @@ impl TmRing {
         if handle >= entries {
             return Err(TmError::BadHandle { handle, entries });
         }
-        if self.tags[handle as usize].expect_cqe == 0 {
+        let e = &self.tags[handle as usize];
+        if e.expect_cqe == 0 || e.removing {
             return Err(TmError::NotPosted { handle });
         }
         let mut seg = opts.seg(TmSeg::REMOVE);
@@ -396,10 +409,12 @@ impl TmRing {
         // and tag-matching segments only (48 bytes), so the
         // device reads no data segment and reaches no memory.
         let pi = unsafe { self.sq.wqe(WqeOpcode::TAG_MATCHING, 0, CtrlFlags::empty(), 0) }.seg(&seg).finish();
-        match opts.signaled {
-            Some(wr_id) => self.push_op(handle, wr_id, pi),
-            None => self.release(handle),
-        }
+        self.tags[handle as usize].removing = true;
+        // Signaled or not, the entry stays taken until the remove is known
+        // to have run (libmlx5 frees it here when unsignaled, and a match
+        // the device made before the remove ran is then credited to the
+        // entry's next owner).
+        self.push_op(handle, opts.signaled, pi);
         Ok(())
     }
 
@@ -413,7 +428,7 @@ impl TmRing {
         // segment and reaches no memory.
         let pi = unsafe { self.sq.wqe(WqeOpcode::TAG_MATCHING, 0, CtrlFlags::empty(), 0) }.seg(&seg).finish();
         if let Some(wr_id) = opts.signaled {
-            self.push_op(NONE, wr_id, pi);
+            self.push_op(NONE, Some(wr_id), pi);
         }
         Ok(())
     }
@@ -487,6 +502,8 @@ impl TmRing {
         c.wr_id = Some(self.tags[idx].wr_id);
         if c.cqe.op.is_complete() {
             self.release(idx as u32);
+        } else {
+            self.tags[idx].consumed = true;
         }
         // libmlx5 checks the 64-byte scatter bit alone (`MLX5_INLINE_SCATTER_64`).
         if cqe.op_own & 0x8 != 0 {
@@ -497,17 +514,28 @@ impl TmRing {
         }
     }
 
-    /// A list operation's CQE: the oldest signaled operation completes.
-    /// Returns whether software should sync.
+    /// A list operation's CQE: the oldest signaled operation completes,
+    /// and the unsignaled removes posted before it have run (the command
+    /// QP executes and completes its WQEs in order). Returns whether
+    /// software should sync.
     fn list_op(&mut self, c: &mut TmCompletion) -> bool {
         if c.cqe.op == TmCqeOp::Remove && !c.cqe.success {
             c.status = WcStatus::TM_ERR;
         }
-        if self.op_head == self.op_tail {
+        let mask = self.ops.len() as u32 - 1;
+        let mut at = self.op_head;
+        while at != self.op_tail && self.ops[(at & mask) as usize].wr_id.is_none() {
+            at = at.wrapping_add(1);
+        }
+        if at == self.op_tail {
             c.status = WcStatus::GENERAL_ERR;
             return false;
         }
-        let mask = self.ops.len() as u32 - 1;
+        while self.op_head != at {
+            let p = self.ops[(self.op_head & mask) as usize];
+            self.op_head = self.op_head.wrapping_add(1);
+            self.unsignaled_remove_ran(p.tag);
+        }
         let p = self.ops[(self.op_head & mask) as usize];
         self.op_head = self.op_head.wrapping_add(1);
         let mut sync_req = false;
@@ -520,8 +548,21 @@ impl TmRing {
             sync_req = i32::from(c.cqe.hw_phase_cnt) != self.tags[p.tag as usize].phase_cnt;
         }
         self.sq.retire_counter(p.wqe);
-        c.wr_id = Some(p.wr_id);
+        c.wr_id = p.wr_id;
         sync_req
+    }
+
+    /// An unsignaled remove of entry `idx` is known to have run. Its own
+    /// count goes; the match's goes too (the remove took the entry out of
+    /// the device, libmlx5's presumption for unsignaled removes) unless a
+    /// match was seen: a complete one freed its count already, and after a
+    /// first one (`Consumed`) the remove failed and the last one is due.
+    fn unsignaled_remove_ran(&mut self, idx: u32) {
+        self.release(idx);
+        let e = &self.tags[idx as usize];
+        if e.expect_cqe > 0 && !e.consumed {
+            self.release(idx);
+        }
     }
 
     /// Room for one more command WQE (libmlx5's `mlx5_wq_overflow`).
@@ -532,7 +573,7 @@ impl TmRing {
         Ok(())
     }
 
-    fn push_op(&mut self, tag: u32, wr_id: u64, wqe: u16) {
+    fn push_op(&mut self, tag: u32, wr_id: Option<u64>, wqe: u16) {
         let mask = self.ops.len() as u32 - 1;
         self.ops[(self.op_tail & mask) as usize] = Pending { tag, wr_id, wqe };
         self.op_tail = self.op_tail.wrapping_add(1);
@@ -545,8 +586,14 @@ impl TmRing {
     /// of the free chain (`mlx5_tm_release_tag`).
     fn release(&mut self, idx: u32) {
         let e = &mut self.tags[idx as usize];
+        if e.expect_cqe <= 0 {
+            // Free already (a device reporting more than was due).
+            return;
+        }
         e.expect_cqe -= 1;
         if e.expect_cqe == 0 {
+            e.removing = false;
+            e.consumed = false;
             e.next = NONE;
             self.tags[self.tail as usize].next = idx;
             self.tail = idx;
@@ -701,6 +748,73 @@ mod tests {
         let c = f.tm.complete(&u).unwrap();
         assert_eq!((c.opcode, c.srq_wqe, c.wr_id, c.flags), (WcOpcode::TM_RECV, Some(12), None, WcFlags::WITH_IMM));
         assert_eq!(f.tm.complete(&Cqe64::default()), None, "not tag matching");
+    }
+
+    fn match_cqe(app_op: u8, idx: u8) -> Cqe64 {
+        Cqe64 { app: [1, app_op, 0, idx], op_own: CqeOpcode::RESP_SEND.to_raw() << 4, ..Cqe64::default() }
+    }
+
+    /// B-5: an unsignaled remove keeps its entry until a later signaled
+    /// operation's completion shows it ran; a match the device made before
+    /// the remove ran is credited to the entry's own receive, never to an
+    /// add that reused the entry.
+    #[test]
+    fn b5_an_unsignaled_remove_keeps_its_entry_until_it_is_known_to_have_run() {
+        let mut f = ring(8, 2);
+        let a = f.tm.add(0xa, !0, 100, TmOpts::new()).unwrap();
+        assert_eq!(a, 0);
+        f.tm.remove(a, TmOpts::new()).unwrap();
+        assert!(f.tm.is_posted(a), "taken until the remove is known to have run");
+        assert_eq!(f.tm.remove(a, TmOpts::new()), Err(TmError::NotPosted { handle: a }), "a second remove");
+        // B takes entry 1, and its match frees it; C takes entry 2; entry 0
+        // is not handed out again.
+        assert_eq!(f.tm.add(0xb, !0, 200, TmOpts::new()), Ok(1));
+        assert_eq!(f.tm.complete(&match_cqe(0x2, 1)).unwrap().wr_id, Some(200));
+        assert_eq!(f.tm.add(0xc, !0, 300, TmOpts::new()), Ok(2));
+        assert_eq!(f.tm.add(0xd, !0, 400, TmOpts::new()), Err(TmError::ListFull { max_num_tags: 2 }));
+        // A's tag matched before the remove ran: credited to A.
+        let c = f.tm.complete(&match_cqe(0x2, 0)).unwrap();
+        assert_eq!((c.status, c.wr_id), (WcStatus::SUCCESS, Some(100)));
+        assert!(f.tm.is_posted(a), "the remove still pending");
+        // A signaled sync after the remove completes: the remove ran, entry 0 is free.
+        f.tm.sync(TmOpts::new().signaled(7)).unwrap();
+        let c = f.tm.complete(&op_cqe(0x7, true, 0)).unwrap();
+        assert_eq!((c.opcode, c.wr_id, c.status), (WcOpcode::TM_SYNC, Some(7), WcStatus::SUCCESS));
+        assert!(!f.tm.is_posted(a));
+        // Entry 0 went to the end of the free chain, behind entry 1.
+        assert_eq!(f.tm.add(0xd, !0, 400, TmOpts::new()), Ok(1));
+        assert_eq!(f.tm.add(0xe, !0, 500, TmOpts::new()), Err(TmError::ListFull { max_num_tags: 2 }));
+        assert_eq!(f.tm.sq().available(), 8 - 1, "the sync's completion retired the five WQEs up to it");
+    }
+
+    /// B-5: without a match, the remove is presumed to have taken the tag
+    /// out (libmlx5's presumption) once it is known to have run; after a
+    /// match's first completion the entry waits for its last one; a list
+    /// operation's CQE with only unsignaled removes pending is an error
+    /// that proves nothing.
+    #[test]
+    fn b5_a_remove_known_to_have_run_frees_its_entry_unless_a_match_is_due() {
+        let mut f = ring(8, 4);
+        let a = f.tm.add(0xa, !0, 100, TmOpts::new()).unwrap();
+        let b = f.tm.add(0xb, !0, 200, TmOpts::new()).unwrap();
+        f.tm.remove(a, TmOpts::new()).unwrap();
+        f.tm.remove(b, TmOpts::new()).unwrap();
+        assert_eq!(f.tm.complete(&op_cqe(0x7, true, 0)).unwrap().status, WcStatus::GENERAL_ERR);
+        assert!(f.tm.is_posted(a) && f.tm.is_posted(b), "nothing proven");
+        // B's match had started (its first completion) before its remove ran.
+        let c = f.tm.complete(&match_cqe(0x1, b as u8)).unwrap();
+        assert_eq!(c.wr_id, Some(200));
+        f.tm.sync(TmOpts::new().signaled(8)).unwrap();
+        assert_eq!(f.tm.complete(&op_cqe(0x7, true, 0)).unwrap().wr_id, Some(8));
+        assert!(!f.tm.is_posted(a), "A: removed");
+        assert!(f.tm.is_posted(b), "B: its last completion is due");
+        assert_eq!(f.tm.complete(&match_cqe(0x2, b as u8)).unwrap().wr_id, Some(200));
+        assert!(!f.tm.is_posted(b));
+        // A signaled remove still frees its entry with its own completion.
+        let d = f.tm.add(0xd, !0, 400, TmOpts::new()).unwrap();
+        f.tm.remove(d, TmOpts::new().signaled(9)).unwrap();
+        assert_eq!(f.tm.complete(&op_cqe(0x6, true, 0)).unwrap().wr_id, Some(9));
+        assert!(!f.tm.is_posted(d));
     }
 
     #[test]
