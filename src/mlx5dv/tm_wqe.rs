@@ -10,9 +10,12 @@
 //! entry and tells the device the entry after it, and entries come back at
 //! the end when their last completion is seen. [`TmRing`] holds both: the
 //! command QP's [`SqRing`] and that list, and writes the bytes libmlx5's
-//! `mlx5_post_srq_ops` writes; [`TmRing::complete`] does what libmlx5's
-//! extended poller does with a tag-matching CQE (entries freed, the
-//! command queue's WQEs retired) and reports what it reports.
+//! `mlx5_post_srq_ops` writes, but for one difference: a remove always
+//! asks for a completion, and its entry stays taken until that completion
+//! ([`TmRing::remove`]; libmlx5 frees an unsignaled remove's entry at
+//! once). [`TmRing::complete`] does what libmlx5's extended poller does
+//! with a tag-matching CQE (entries freed, the command queue's WQEs
+//! retired) and reports what it reports.
 //!
 //! The libmlx5 harness (tests/provider/tm.rs) checks both against
 //! libmlx5 v59 on ordinary memory; neither has run on hardware. rdma-core
@@ -41,7 +44,8 @@ const MAX_SYNC_DIFF: i32 = 0x3fff;
 /// sync of the unexpected-message count (`IBV_OPS_SIGNALED`, `IBV_OPS_TM_SYNC`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TmOpts {
-    /// A completion carrying this id (`TmSeg::FLAG_CQE_REQ`).
+    /// A completion carrying this id (`TmSeg::FLAG_CQE_REQ`). A remove asks
+    /// for a completion even without it ([`TmRing::remove`]).
     pub signaled: Option<u64>,
     /// Unexpected messages software has handled (`TmSeg::FLAG_SW_CNT`; the
     /// segment carries the low 16 bits).
@@ -155,17 +159,14 @@ struct Entry {
     expect_cqe: i32,
     /// A remove of the entry was posted (refused again until it is free).
     removing: bool,
-    /// A match's first completion (`Consumed`, `ConsumedSwRndv`) was
-    /// seen: the entry left the device's list and its last completion is due.
-    consumed: bool,
 }
 
-/// An operation waiting for its CQE (`struct mlx5_srq_op`), or an
-/// unsignaled remove waiting for a later operation's CQE to prove it ran.
+/// An operation waiting for its CQE (`struct mlx5_srq_op`).
 #[derive(Clone, Copy, Debug)]
 struct Pending {
     tag: u32,
-    /// `None`: an unsignaled remove (no CQE of its own).
+    /// The caller's id; `None` for a remove posted without one, whose
+    /// completion the ring asked for itself ([`TmRing::remove`]).
     wr_id: Option<u64>,
     /// The operation's WQE index.
     wqe: u16,
@@ -187,7 +188,9 @@ pub struct TmCompletion {
     pub status: WcStatus,
     /// The id: of the tagged receive (a match), or of the operation (a
     /// list-operation CQE); `None` for an unexpected or untagged message
-    /// (the SRQ receive at [`TmCompletion::srq_wqe`]) and for errors.
+    /// (the SRQ receive at [`TmCompletion::srq_wqe`]), for errors, and for
+    /// the completion of a remove posted without [`TmOpts::signaled`]
+    /// (opcode `TM_DEL`; the ring asked for it, see [`TmRing::remove`]).
     pub wr_id: Option<u64>,
     /// The SRQ receive (its WQE index) an unexpected or untagged message
     /// went to.
@@ -260,12 +263,23 @@ impl TmRing {
     /// entries (handles `0..=max_num_tags`, as libmlx5 numbers them).
     ///
     /// # Safety
-    /// `sq` is the send queue of a tag-matching SRQ's command QP with no
-    /// operation posted yet, whose device list holds `max_num_tags`
-    /// entries; the CQEs of the SRQ's CQ that carry tag matching (`app` 1)
-    /// are all given to [`TmRing::complete`], in order, and to nothing
-    /// else that frees entries (a ring of made-up CQEs would hand entries
-    /// out again while the device still owns them).
+    /// For as long as the ring lives:
+    /// - `sq` is the ring of the send queue of the command QP of one
+    ///   tag-matching SRQ (its buffer, doorbell record and BlueFlame
+    ///   register, as [`SqRing::from_raw`] asks), with no WQE posted on it
+    ///   before (the device's producer index is the ring's), and nothing
+    ///   else posts on that queue;
+    /// - the SRQ was created for `max_num_tags` tags (`ibv_tm_cap::max_num_tags`),
+    ///   so that its tag list has the `max_num_tags + 1` entries the ring
+    ///   numbers, none of them added yet, and nothing else adds or removes
+    ///   tags on it (libmlx5's `ibv_post_srq_ops` on the same SRQ, a second
+    ///   ring);
+    /// - every CQE of the SRQ's CQ that belongs to this SRQ (its `srqn`) and
+    ///   carries tag matching (`app` 1) is given to [`TmRing::complete`]
+    ///   exactly once, in the order the device wrote them, and no other
+    ///   CQE is: a CQE of another SRQ sharing the CQ, a made-up or repeated
+    ///   one would free entries, and with them buffers of
+    ///   [`TmRing::add_buf`], that the device still owns.
     ///
     /// # Panics
     /// If `max_num_tags` is 0 or above 65535 (the segment's index is 16
@@ -285,7 +299,6 @@ impl TmRing {
                 size: 0,
                 expect_cqe: 0,
                 removing: false,
-                consumed: false,
             })
             .collect();
         let ops = vec![Pending { tag: NONE, wr_id: None, wqe: 0 }; sq.wqe_cnt() as usize].into_boxed_slice();
@@ -302,8 +315,10 @@ impl TmRing {
         self.tags.len() as u32 - 1
     }
 
-    /// Whether entry `handle` is in the device (added, and not yet
-    /// consumed or removed as far as the completions taken tell).
+    /// Whether entry `handle` is taken: added, and not yet consumed or
+    /// removed as far as the completions taken tell (a posted remove
+    /// leaves it taken until its completion). While it is, the device may
+    /// write the buffer of [`TmRing::add_buf`].
     pub fn is_posted(&self, handle: u32) -> bool {
         self.tags.get(handle as usize).is_some_and(|e| e.expect_cqe > 0)
     }
@@ -323,10 +338,19 @@ impl TmRing {
     /// one is an empty receive, as [`TmRing::add`]).
     ///
     /// # Safety
-    /// The device writes a matching message to `buf`: the range must lie in
-    /// memory of this process registered with its lkey on the SRQ's PD with
-    /// local write access, alive and untouched until the entry's last
-    /// completion (its match, or a successful remove) is taken.
+    /// The device writes a matching message, up to `buf.len()` bytes, to
+    /// `buf` at any time from the doorbell ([`TmRing::ring`]) on. So:
+    /// - `buf.addr()..buf.addr() + buf.len()` lies in memory of this
+    ///   process inside a memory region registered on the SRQ's PD with
+    ///   local write access, whose lkey is `buf.lkey()`, and the region stays
+    ///   registered while the entry is taken;
+    /// - the range stays allocated, and the program neither reads nor
+    ///   writes it (nor hands it to other code that does), while the entry
+    ///   is taken: until [`TmRing::is_posted`] returns false for the handle
+    ///   this call returns, which happens when [`TmRing::complete`] takes
+    ///   the entry's last completion (a match that completes it, or its
+    ///   remove's completion reporting success). After a refusal (`Err`)
+    ///   nothing was posted and the range is the caller's at once.
     pub unsafe fn add_buf(
         &mut self,
         tag: u64,
@@ -384,7 +408,6 @@ impl TmRing {
         e.size = size;
         e.expect_cqe += 1;
         e.removing = false;
-        e.consumed = false;
         if let Some(wr_id) = opts.signaled {
             self.push_op(idx, Some(wr_id), pi);
         }
@@ -392,7 +415,21 @@ impl TmRing {
     }
 
     /// Removes the tagged receive `handle` (an add's result). Refused when
-    /// the handle names no entry or one not in the device.
+    /// the handle names no entry, one not in the device, or one whose
+    /// remove is already posted ([`TmError::NotPosted`]).
+    ///
+    /// The remove always asks for a completion, with or without
+    /// [`TmOpts::signaled`] (without, the completion's
+    /// [`wr_id`](TmCompletion::wr_id) is `None`): only its CQE says whether
+    /// the tag left the device (success) or a message matched it first
+    /// (`TM_ERR`; the match's completions, before or after it, then end
+    /// the entry). Until [`TmRing::complete`] has taken that CQE the entry
+    /// stays taken: [`TmRing::is_posted`] is true and [`TmRing::add`] does
+    /// not hand it out, so a match the device made before the remove ran
+    /// is credited to this entry's receive, never to a later add's.
+    /// (libmlx5's `mlx5_post_srq_ops` frees the entry of an unsignaled
+    /// remove at once, without a completion; this ring costs one CQE per
+    /// remove instead.)
     pub fn remove(&mut self, handle: u32, opts: TmOpts) -> Result<(), TmError> {
         self.check_room()?;
         let entries = self.tags.len() as u32;
@@ -404,16 +441,20 @@ impl TmRing {
             return Err(TmError::NotPosted { handle });
         }
         let mut seg = opts.seg(TmSeg::REMOVE);
+        // Always with a completion: only the remove's own CQE says whether
+        // the tag left the device (success) or was matched first (the
+        // match's completions then free the entry).
+        seg.flags |= TmSeg::FLAG_CQE_REQ;
         seg.index = Be16::new(handle as u16);
         // SAFETY: `wqe`'s contract: a TAG_MATCHING remove is the control
         // and tag-matching segments only (48 bytes), so the
         // device reads no data segment and reaches no memory.
         let pi = unsafe { self.sq.wqe(WqeOpcode::TAG_MATCHING, 0, CtrlFlags::empty(), 0) }.seg(&seg).finish();
         self.tags[handle as usize].removing = true;
-        // Signaled or not, the entry stays taken until the remove is known
-        // to have run (libmlx5 frees it here when unsignaled, and a match
-        // the device made before the remove ran is then credited to the
-        // entry's next owner).
+        // Signaled or not, the entry stays taken until the remove's
+        // completion (libmlx5 frees it here when unsignaled, and a match the
+        // device made before the remove ran is then credited to the entry's
+        // next owner).
         self.push_op(handle, opts.signaled, pi);
         Ok(())
     }
@@ -502,8 +543,6 @@ impl TmRing {
         c.wr_id = Some(self.tags[idx].wr_id);
         if c.cqe.op.is_complete() {
             self.release(idx as u32);
-        } else {
-            self.tags[idx].consumed = true;
         }
         // libmlx5 checks the 64-byte scatter bit alone (`MLX5_INLINE_SCATTER_64`).
         if cqe.op_own & 0x8 != 0 {
@@ -514,28 +553,17 @@ impl TmRing {
         }
     }
 
-    /// A list operation's CQE: the oldest signaled operation completes,
-    /// and the unsignaled removes posted before it have run (the command
-    /// QP executes and completes its WQEs in order). Returns whether
-    /// software should sync.
+    /// A list operation's CQE: the oldest signaled operation completes.
+    /// Returns whether software should sync.
     fn list_op(&mut self, c: &mut TmCompletion) -> bool {
         if c.cqe.op == TmCqeOp::Remove && !c.cqe.success {
             c.status = WcStatus::TM_ERR;
         }
-        let mask = self.ops.len() as u32 - 1;
-        let mut at = self.op_head;
-        while at != self.op_tail && self.ops[(at & mask) as usize].wr_id.is_none() {
-            at = at.wrapping_add(1);
-        }
-        if at == self.op_tail {
+        if self.op_head == self.op_tail {
             c.status = WcStatus::GENERAL_ERR;
             return false;
         }
-        while self.op_head != at {
-            let p = self.ops[(self.op_head & mask) as usize];
-            self.op_head = self.op_head.wrapping_add(1);
-            self.unsignaled_remove_ran(p.tag);
-        }
+        let mask = self.ops.len() as u32 - 1;
         let p = self.ops[(self.op_head & mask) as usize];
         self.op_head = self.op_head.wrapping_add(1);
         let mut sync_req = false;
@@ -550,19 +578,6 @@ impl TmRing {
         self.sq.retire_counter(p.wqe);
         c.wr_id = p.wr_id;
         sync_req
-    }
-
-    /// An unsignaled remove of entry `idx` is known to have run. Its own
-    /// count goes; the match's goes too (the remove took the entry out of
-    /// the device, libmlx5's presumption for unsignaled removes) unless a
-    /// match was seen: a complete one freed its count already, and after a
-    /// first one (`Consumed`) the remove failed and the last one is due.
-    fn unsignaled_remove_ran(&mut self, idx: u32) {
-        self.release(idx);
-        let e = &self.tags[idx as usize];
-        if e.expect_cqe > 0 && !e.consumed {
-            self.release(idx);
-        }
     }
 
     /// Room for one more command WQE (libmlx5's `mlx5_wq_overflow`).
@@ -593,7 +608,6 @@ impl TmRing {
         e.expect_cqe -= 1;
         if e.expect_cqe == 0 {
             e.removing = false;
-            e.consumed = false;
             e.next = NONE;
             self.tags[self.tail as usize].next = idx;
             self.tail = idx;
@@ -707,7 +721,7 @@ mod tests {
         assert_eq!(f.tm.add(2, !0, 7, TmOpts::new()), Err(TmError::ListFull { max_num_tags: 2 }));
         f.tm.remove(h2, TmOpts::new()).unwrap();
         let w = wqe(&f, 2);
-        assert_eq!((w[7], &w[16..20]), (3, &[0x20, 0, 0, 1][..]), "3 DS, REMOVE of entry 1");
+        assert_eq!((w[7], &w[16..20]), (3, &[0x20, 0x80, 0, 1][..]), "3 DS, REMOVE of entry 1, CQE_REQ");
         f.tm.sync(TmOpts::new().sync(0x1_0005)).unwrap();
         assert_eq!(&wqe(&f, 3)[16..24], &[0, 0x40, 0, 0, 0, 0, 0, 5]);
         assert_eq!(f.tm.remove(9, TmOpts::new()), Err(TmError::BadHandle { handle: 9, entries: 3 }));
@@ -754,17 +768,18 @@ mod tests {
         Cqe64 { app: [1, app_op, 0, idx], op_own: CqeOpcode::RESP_SEND.to_raw() << 4, ..Cqe64::default() }
     }
 
-    /// B-5: an unsignaled remove keeps its entry until a later signaled
-    /// operation's completion shows it ran; a match the device made before
-    /// the remove ran is credited to the entry's own receive, never to an
-    /// add that reused the entry.
+    /// B-5: a remove posted without a completion id still asks for its
+    /// CQE, and its entry stays taken until that CQE: a match the device
+    /// made before the remove ran is credited to the entry's own receive,
+    /// never to an add that reused the entry.
     #[test]
-    fn b5_an_unsignaled_remove_keeps_its_entry_until_it_is_known_to_have_run() {
+    fn b5_an_unsignaled_remove_keeps_its_entry_until_its_completion() {
         let mut f = ring(8, 2);
         let a = f.tm.add(0xa, !0, 100, TmOpts::new()).unwrap();
         assert_eq!(a, 0);
         f.tm.remove(a, TmOpts::new()).unwrap();
-        assert!(f.tm.is_posted(a), "taken until the remove is known to have run");
+        assert_eq!(wqe(&f, 1)[16..20], [0x20, TmSeg::FLAG_CQE_REQ, 0, 0], "REMOVE of entry 0, with a completion");
+        assert!(f.tm.is_posted(a), "taken until the remove's completion");
         assert_eq!(f.tm.remove(a, TmOpts::new()), Err(TmError::NotPosted { handle: a }), "a second remove");
         // B takes entry 1, and its match frees it; C takes entry 2; entry 0
         // is not handed out again.
@@ -775,46 +790,38 @@ mod tests {
         // A's tag matched before the remove ran: credited to A.
         let c = f.tm.complete(&match_cqe(0x2, 0)).unwrap();
         assert_eq!((c.status, c.wr_id), (WcStatus::SUCCESS, Some(100)));
-        assert!(f.tm.is_posted(a), "the remove still pending");
-        // A signaled sync after the remove completes: the remove ran, entry 0 is free.
-        f.tm.sync(TmOpts::new().signaled(7)).unwrap();
-        let c = f.tm.complete(&op_cqe(0x7, true, 0)).unwrap();
-        assert_eq!((c.opcode, c.wr_id, c.status), (WcOpcode::TM_SYNC, Some(7), WcStatus::SUCCESS));
+        assert!(f.tm.is_posted(a), "the remove's completion is due");
+        // The remove failed (the tag was matched): its completion frees entry 0.
+        let c = f.tm.complete(&op_cqe(0x6, false, 0)).unwrap();
+        assert_eq!((c.opcode, c.wr_id, c.status), (WcOpcode::TM_DEL, None, WcStatus::TM_ERR));
         assert!(!f.tm.is_posted(a));
         // Entry 0 went to the end of the free chain, behind entry 1.
         assert_eq!(f.tm.add(0xd, !0, 400, TmOpts::new()), Ok(1));
         assert_eq!(f.tm.add(0xe, !0, 500, TmOpts::new()), Err(TmError::ListFull { max_num_tags: 2 }));
-        assert_eq!(f.tm.sq().available(), 8 - 1, "the sync's completion retired the five WQEs up to it");
+        assert_eq!(f.tm.sq().available(), 8 - 3, "the remove's completion retired A's add and itself");
     }
 
-    /// B-5: without a match, the remove is presumed to have taken the tag
-    /// out (libmlx5's presumption) once it is known to have run; after a
-    /// match's first completion the entry waits for its last one; a list
-    /// operation's CQE with only unsignaled removes pending is an error
-    /// that proves nothing.
+    /// B-5: a successful remove frees its entry with its completion, and a
+    /// later match on it is an error, not a receive; after a match's first
+    /// completion a failed remove leaves the entry to the match's last one.
     #[test]
-    fn b5_a_remove_known_to_have_run_frees_its_entry_unless_a_match_is_due() {
+    fn b5_a_remove_frees_its_entry_only_as_its_completion_says() {
         let mut f = ring(8, 4);
         let a = f.tm.add(0xa, !0, 100, TmOpts::new()).unwrap();
         let b = f.tm.add(0xb, !0, 200, TmOpts::new()).unwrap();
         f.tm.remove(a, TmOpts::new()).unwrap();
-        f.tm.remove(b, TmOpts::new()).unwrap();
-        assert_eq!(f.tm.complete(&op_cqe(0x7, true, 0)).unwrap().status, WcStatus::GENERAL_ERR);
-        assert!(f.tm.is_posted(a) && f.tm.is_posted(b), "nothing proven");
+        f.tm.remove(b, TmOpts::new().signaled(9)).unwrap();
         // B's match had started (its first completion) before its remove ran.
-        let c = f.tm.complete(&match_cqe(0x1, b as u8)).unwrap();
-        assert_eq!(c.wr_id, Some(200));
-        f.tm.sync(TmOpts::new().signaled(8)).unwrap();
-        assert_eq!(f.tm.complete(&op_cqe(0x7, true, 0)).unwrap().wr_id, Some(8));
+        assert_eq!(f.tm.complete(&match_cqe(0x1, b as u8)).unwrap().wr_id, Some(200));
+        let c = f.tm.complete(&op_cqe(0x6, true, 0)).unwrap();
+        assert_eq!((c.wr_id, c.status), (None, WcStatus::SUCCESS));
         assert!(!f.tm.is_posted(a), "A: removed");
-        assert!(f.tm.is_posted(b), "B: its last completion is due");
+        assert_eq!(f.tm.complete(&match_cqe(0x2, a as u8)).unwrap().status, WcStatus::GENERAL_ERR);
+        let c = f.tm.complete(&op_cqe(0x6, false, 0)).unwrap();
+        assert_eq!((c.wr_id, c.status), (Some(9), WcStatus::TM_ERR));
+        assert!(f.tm.is_posted(b), "B: its match's last completion is due");
         assert_eq!(f.tm.complete(&match_cqe(0x2, b as u8)).unwrap().wr_id, Some(200));
         assert!(!f.tm.is_posted(b));
-        // A signaled remove still frees its entry with its own completion.
-        let d = f.tm.add(0xd, !0, 400, TmOpts::new()).unwrap();
-        f.tm.remove(d, TmOpts::new().signaled(9)).unwrap();
-        assert_eq!(f.tm.complete(&op_cqe(0x6, true, 0)).unwrap().wr_id, Some(9));
-        assert!(!f.tm.is_posted(d));
     }
 
     #[test]
