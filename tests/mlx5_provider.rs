@@ -57,6 +57,9 @@ pub enum Mutation {
     DecoderByteLen,
     /// The first expanded CQE past a session's first has byte_cnt's low bit flipped.
     MiniByteCnt,
+    /// The first expanded requester CQE whose WQE counter is not its
+    /// session's first + i is given that (the expansion before B-3).
+    MiniReqCounter,
     /// The first masked fetch-and-add is given its field boundary's bit 0 flipped.
     MaskedBoundary,
     /// The typed builders put the first request of the first list on its stream XOR 1.
@@ -363,6 +366,39 @@ fn compressed_sessions_expand_to_the_cqes_they_came_from() {
         }
         Err(m) => panic!("{m}"),
     }
+}
+
+/// B-3: requester sessions, many with unsignalled WQEs between the WQEs
+/// their CQEs complete, expand to each mini-CQE's own WQE counter and
+/// opcode (the encoder's reading of `s_wqe_info`), beside CQEs written
+/// whole and receive sessions on the same CQs.
+#[test]
+#[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
+fn b3_requester_sessions_with_unsignalled_wqes_expand_to_their_own_wqes() {
+    match zip::check(build::output(), Mutation::None) {
+        Ok(stats) => {
+            assert!(stats.requester > 100 && stats.requester_gapped > 50, "{stats:?}");
+            assert!(stats.requester_cqes > 1_000 && stats.requester_plain > 50, "{stats:?}");
+            report(&format!(
+                "B-3: {} requester sessions ({} CQEs), {} with unsignalled WQEs between their CQEs' WQEs, expand to \
+                 each mini-CQE's WQE counter and opcode; 0 mismatches",
+                stats.requester, stats.requester_cqes, stats.requester_gapped
+            ));
+        }
+        Err(m) => panic!("{m}"),
+    }
+}
+
+/// B-3's mutation: the requester expansion as it was (the title's counter
+/// + i) is caught on the WQE counter.
+#[test]
+#[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
+fn b3_mutation_requester_counter_as_title_plus_index_is_caught() {
+    let m = zip::check(build::output(), Mutation::MiniReqCounter).expect_err("title + i must be caught");
+    assert!(m.kind.contains("requester session of"), "{m}");
+    assert_eq!(m.field, "wqe_counter", "{m}");
+    assert!(matches!(m.byte, Some(60 | 61)), "{m}");
+    report(&format!("mutation check (requester expansion: WQE counter as title + i) caught as it must: {m}"));
 }
 
 /// The harness can fail: one expanded field changed is reported with its

@@ -244,7 +244,7 @@ impl CqRing {
     /// for [`CqRing::publish`].
     #[inline(always)]
     fn take(&mut self) -> Option<(Completion, *const Cqe64)> {
-        let (raw, cqe) = self.take_raw()?;
+        let (raw, cqe, expanded) = self.take_raw()?;
         let mut c = raw.decode();
         c.ticket = Ticket {
             cq: self.uid,
@@ -252,6 +252,7 @@ impl CqRing {
             qpn: c.qpn,
             counter: c.wqe_counter,
             requester: c.opcode == CqeOpcode::REQ || c.opcode == CqeOpcode::REQ_ERR,
+            expanded,
         };
         self.polled += 1;
         self.ci = self.ci.wrapping_add(1);
@@ -260,12 +261,13 @@ impl CqRing {
 
     /// The CQE at the consumer index if the device has written it (a
     /// compressed session's next CQE, expanded, when sessions are
-    /// expanded), with the entry's address; the consumer index is left
-    /// for the caller.
+    /// expanded), with the entry's address and whether it was expanded
+    /// from a mini-CQE; the consumer index is left for the caller.
     #[inline(always)]
-    fn take_raw(&mut self) -> Option<(Cqe64, *const Cqe64)> {
+    fn take_raw(&mut self) -> Option<(Cqe64, *const Cqe64, bool)> {
         if self.zip_left > 0 {
-            return Some(self.take_mini());
+            let (c, cqe) = self.take_mini();
+            return Some((c, cqe, true));
         }
         let cqe = self.cqe(self.ci);
         // SAFETY: the entry is inside the buffer; `op_own` is read
@@ -279,9 +281,10 @@ impl CqRing {
         // SAFETY: the device handed this entry over (owner bit).
         let raw = unsafe { std::ptr::read_volatile(cqe) };
         if self.expand && format(op_own) == mini::COMPRESSED {
-            return Some(self.start_session(raw));
+            let (c, cqe) = self.start_session(raw);
+            return Some((c, cqe, true));
         }
-        Some((raw, cqe))
+        Some((raw, cqe, false))
     }
 
     /// Starts expanding the session whose title is `title` (at the consumer
@@ -332,7 +335,7 @@ impl CqRing {
     pub fn poll_cqes(&mut self, out: &mut [Cqe64]) -> usize {
         let mut n = 0;
         while n < out.len() {
-            let Some((c, _)) = self.take_raw() else { break };
+            let Some((c, _, _)) = self.take_raw() else { break };
             out[n] = c;
             n += 1;
             self.polled += 1;

@@ -211,8 +211,9 @@ pub struct Completion {
 
 /// Where a polled CQE came from, recorded by the poller and read only by
 /// the crate: the CQ view (`cq`, a process-unique number, 0 for none), the
-/// CQE's position in that view (`seq`, free-running from 0), and the QPN,
-/// requester flag and WQE counter it carried.
+/// CQE's position in that view (`seq`, free-running from 0), the QPN,
+/// requester flag and WQE counter it carried, and whether the poller
+/// expanded it from a compressed session's mini-CQE (`expanded`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Ticket {
     pub(crate) cq: u64,
@@ -220,6 +221,7 @@ pub(crate) struct Ticket {
     pub(crate) qpn: u32,
     pub(crate) counter: u16,
     pub(crate) requester: bool,
+    pub(crate) expanded: bool,
 }
 
 impl Default for Completion {
@@ -246,6 +248,18 @@ impl Default for Completion {
             wqe_opcode: WqeOpcode::NOP,
             ticket: Ticket::default(),
         }
+    }
+}
+
+impl Completion {
+    /// Whether the poller expanded this completion from a mini-CQE of a
+    /// compressed session ([`CqRing::set_compression`](super::cq::CqRing::set_compression))
+    /// rather than reading a CQE the device wrote whole. False for
+    /// completions not polled. [`SqRing::retire`](super::sq::SqRing::retire)
+    /// refuses expanded requester completions.
+    #[inline]
+    pub fn expanded(&self) -> bool {
+        self.ticket.expanded
     }
 }
 

@@ -7,14 +7,16 @@
 //! title CQE (format bits 3, `byte_cnt` = `n`, the fields the `n` CQEs
 //! share), then arrays of eight 8-byte mini-CQEs, one per CQE: the first
 //! array in the entry after the title, array `k >= 1` in the entry of CQE
-//! `8k`. The other entries of the session are not written. CQE `i` of the
-//! session is the title with its byte count, WQE counter and the format's
-//! field taken from mini-CQE `i` ([`expand`]). [`CqRing`](super::cq::CqRing)
-//! expands sessions when told the format
+//! `8k`. The other entries of the session are not written. CQE `i` of a
+//! receive session is the title with its byte count, WQE counter and the
+//! format's field taken from mini-CQE `i`; CQE `i` of a requester session
+//! (title opcode `REQ`) is the title with the byte count, the WQE counter and
+//! the WQE opcode of mini-CQE `i` (`s_wqe_info`) ([`expand`]).
+//! [`CqRing`](super::cq::CqRing) expands sessions when told the format
 //! ([`CqRing::set_compression`](super::cq::CqRing::set_compression)).
 
 use super::be::{Be16, Be32};
-use super::cqe::Cqe64;
+use super::cqe::{cqe_opcode, Cqe64, CqeOpcode};
 
 /// `MLX5_COMPRESSED`: the format bits (`op_own` bits 2-3) of a title CQE.
 pub const COMPRESSED: u8 = 3;
@@ -25,13 +27,15 @@ pub const PER_ARRAY: u32 = 8;
 pub use crate::prim::mlx5::CqeResFormat;
 
 /// One mini-CQE (`struct mlx5_mini_cqe8`): four bytes whose meaning the
-/// format decides (RSS hash; or checksum and stride index), then the byte
-/// count.
+/// session's kind and the format decide, then the byte count.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
 pub struct MiniCqe {
-    /// `rx_hash_result` ([`CqeResFormat::Hash`]), or `checksum` (bytes 0-1)
-    /// and `stridx` (bytes 2-3).
+    /// In a receive session: `rx_hash_result` ([`CqeResFormat::Hash`]), or
+    /// `checksum` (bytes 0-1) and `stridx` (bytes 2-3). In a requester
+    /// session, whatever the format: `s_wqe_info`, the WQE counter
+    /// (bytes 0-1, big-endian) and the WQE opcode (byte 2) of the WQE this
+    /// CQE completes.
     pub info: [u8; 4],
     /// `byte_cnt`.
     pub byte_cnt: Be32,
@@ -50,14 +54,29 @@ pub const fn position(i: u32) -> (u32, u32) {
     }
 }
 
-/// CQE `i` of the session under `title`, from its mini-CQE `m`: the title
-/// with `byte_cnt` from `m`, the format's field from `m` (`format`), the WQE
-/// counter the title's plus `i` (the stride index of `m` for
-/// [`CqeResFormat::CsumStridx`]), format bits 0 and the owner bit `owner`
-/// of the entry the CQE occupies. With `format` `None` only byte count and
-/// WQE counter are taken (the rest of `m` is left out).
+/// Whether `title` heads a requester session (opcode `REQ` or `REQ_ERR`):
+/// its mini-CQEs hold `s_wqe_info`, whatever the CQ's format.
+#[inline]
+pub fn is_requester(title: &Cqe64) -> bool {
+    let op = CqeOpcode::from_raw(cqe_opcode(title.op_own));
+    op == CqeOpcode::REQ || op == CqeOpcode::REQ_ERR
+}
+
+/// CQE `i` of the session under `title`, from its mini-CQE `m`, with format
+/// bits 0 and the owner bit `owner` of the entry the CQE occupies.
 ///
-/// Past the session's first CQE, unless the format is
+/// A requester session ([`is_requester`]): the title with `byte_cnt`, the
+/// WQE counter (`s_wqe_info.wqe_counter`) and the WQE opcode (byte 56,
+/// `s_wqe_info.s_wqe_opcode`) from `m`, whatever `format` says. Each
+/// mini-CQE names the WQE it completes: with selective signalling the
+/// counters of a session are not consecutive. (MLNX_OFED 4.x's libmlx5,
+/// which expanded sessions itself, read requester mini-CQEs this way.)
+///
+/// A receive session: the title with `byte_cnt` from `m`, the format's
+/// field from `m` (`format`), the WQE counter the title's plus `i` (the
+/// stride index of `m` for [`CqeResFormat::CsumStridx`]). With `format`
+/// `None` only byte count and WQE counter are taken (the rest of `m` is
+/// left out). Past the session's first CQE, unless the format is
 /// [`CqeResFormat::Hash`], the RSS hash result and hash type (bytes 12-16)
 /// are 0 ("no hash"): the title's hash is the first CQE's, and the others'
 /// is not in the session. The Linux kernel's mlx5e driver reports the same
@@ -67,6 +86,13 @@ pub const fn position(i: u32) -> (u32, u32) {
 pub fn expand(title: &Cqe64, m: &MiniCqe, i: u32, format: Option<CqeResFormat>, owner: u8) -> Cqe64 {
     let mut c = *title;
     c.byte_cnt = m.byte_cnt;
+    c.op_own = (title.op_own & 0xf2) | (owner & 1);
+    if is_requester(title) {
+        c.wqe_counter = Be16::new(u16::from_be_bytes([m.info[0], m.info[1]]));
+        let sop = title.sop_drop_qpn.get();
+        c.sop_drop_qpn = Be32::new((sop & 0x00ff_ffff) | (u32::from(m.info[2]) << 24));
+        return c;
+    }
     c.wqe_counter = Be16::new(title.wqe_counter.get().wrapping_add(i as u16));
     match format {
         Some(CqeResFormat::Hash) => c.rsvd0[12..16].copy_from_slice(&m.info),
@@ -80,7 +106,6 @@ pub fn expand(title: &Cqe64, m: &MiniCqe, i: u32, format: Option<CqeResFormat>, 
     if i > 0 && format != Some(CqeResFormat::Hash) {
         c.rsvd0[12..17].fill(0);
     }
-    c.op_own = (title.op_own & 0xf2) | (owner & 1);
     c
 }
 
@@ -90,7 +115,7 @@ mod tests {
 
     #[test]
     fn the_hash_past_a_sessions_first_cqe_is_the_minis_or_none() {
-        let mut title = Cqe64::default();
+        let mut title = Cqe64 { op_own: CqeOpcode::RESP_SEND.to_raw() << 4 | COMPRESSED << 2, ..Cqe64::default() };
         title.rsvd0[12..17].copy_from_slice(&[1, 2, 3, 4, 5]);
         let m = MiniCqe { info: [9, 8, 7, 6], byte_cnt: Be32::new(64) };
         for f in [None, Some(CqeResFormat::Csum), Some(CqeResFormat::CsumStridx)] {
@@ -104,6 +129,40 @@ mod tests {
         for i in [0, 1, 9] {
             assert_eq!(expand(&title, &m, i, Some(CqeResFormat::Hash), 0).rsvd0[12..17], [9, 8, 7, 6, 5]);
         }
+    }
+
+    /// B-3: a requester session's CQEs name each mini-CQE's own WQE
+    /// (counter and opcode), not the title's counter plus the index: with
+    /// selective signalling the counters of a session have gaps.
+    #[test]
+    fn b3_requester_minis_carry_their_own_counter_and_opcode() {
+        let title = Cqe64 {
+            rsvd0: [0x5a; 32],
+            app: [1, 2, 3, 4],
+            sop_drop_qpn: Be32::new(0x0a00_1234),
+            wqe_counter: Be16::new(3),
+            op_own: (CqeOpcode::REQ.to_raw() << 4) | (COMPRESSED << 2) | 1,
+            ..Cqe64::default()
+        };
+        assert!(is_requester(&title));
+        // WQEs 3, 7 and 0xfffe were signalled; the ones between were not.
+        for (i, (counter, opcode)) in [(3u16, 0x0a), (7, 0x08), (0xfffe, 0x10)].into_iter().enumerate() {
+            let [hi, lo] = counter.to_be_bytes();
+            let m = MiniCqe { info: [hi, lo, opcode, 0xee], byte_cnt: Be32::new(100 + i as u32) };
+            for f in [None, Some(CqeResFormat::Hash), Some(CqeResFormat::Csum), Some(CqeResFormat::CsumStridx)] {
+                let c = expand(&title, &m, i as u32, f, 0);
+                assert_eq!(c.wqe_counter.get(), counter, "{f:?}: CQE {i}'s counter is its mini-CQE's");
+                assert_eq!(c.sop_drop_qpn.get(), (u32::from(opcode) << 24) | 0x1234, "{f:?}: opcode and QPN");
+                assert_eq!(c.byte_cnt.get(), 100 + i as u32);
+                assert_eq!((c.rsvd0, c.app), ([0x5a; 32], [1, 2, 3, 4]), "{f:?}: the rest is the title's");
+                assert_eq!(c.op_own, CqeOpcode::REQ.to_raw() << 4, "{f:?}: format 0, the entry's owner");
+            }
+        }
+        // A receive title keeps the title + i rule.
+        let rx = Cqe64 { op_own: CqeOpcode::RESP_SEND.to_raw() << 4 | COMPRESSED << 2, ..title };
+        assert!(!is_requester(&rx));
+        let m = MiniCqe { info: [0, 9, 0, 0], byte_cnt: Be32::new(1) };
+        assert_eq!(expand(&rx, &m, 2, Some(CqeResFormat::Hash), 0).wqe_counter.get(), 5);
     }
 
     #[test]

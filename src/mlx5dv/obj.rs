@@ -577,8 +577,10 @@ mod tests {
     /// expand reads the title as one CQE and the mini-CQE array after it as
     /// another, whose WQE counter is a mini-CQE's byte count, and
     /// `SqRing::retire` then frees send WQEs the device never ran. The view
-    /// `cq_ring` makes for a compressing CQ expands by itself: eight
-    /// completions free eight WQEs, the ten later ones stay outstanding.
+    /// `cq_ring` makes for a compressing CQ expands by itself: the eight
+    /// expanded completions free nothing (B-3: `retire` refuses expanded
+    /// requester completions), the whole CQE after them frees eight WQEs,
+    /// and the ten later ones stay outstanding.
     #[test]
     fn compressed_cq_view_expands_by_itself_and_retires_only_what_ran() {
         use super::super::be::{Be16, Be32};
@@ -635,23 +637,116 @@ mod tests {
                 ..Cqe64::default()
             };
             let mut minis = [MiniCqe::default(); 8];
+            for (i, m) in minis.iter_mut().enumerate() {
+                // `s_wqe_info`: WQE counter i, opcode NOP.
+                m.info = [0, i as u8, 0, 0];
+            }
+            // As `s_wqe_info`: WQE counter 0 (refused anyway, see below).
             minis[7] = MiniCqe { info: QPN.to_be_bytes(), byte_cnt: Be32::new(0x0011_0000) };
-            // SAFETY: both are 64 plain bytes.
+            // Then WQE 7's completion again, written whole, at entry 8
+            // (unexpanded, entries 2-7 stay invalid and it is not reached).
+            let whole = Cqe64 {
+                sop_drop_qpn: Be32::new(QPN),
+                wqe_counter: Be16::new(7),
+                op_own: CqeOpcode::REQ.to_raw() << 4,
+                ..Cqe64::default()
+            };
+            // SAFETY: all are 64 plain bytes.
             unsafe {
                 cq_buf[0] = std::mem::transmute::<Cqe64, [u64; 8]>(title);
                 cq_buf[1] = std::mem::transmute::<[MiniCqe; 8], [u64; 8]>(minis);
+                cq_buf[8] = std::mem::transmute::<Cqe64, [u64; 8]>(whole);
             }
             let mut got = [Completion::default(); 16];
             let n = cq.poll(&mut got);
+            let mut taken = 0;
             for c in &got[..n] {
-                sq.retire(c);
+                taken += usize::from(sq.retire(c));
             }
-            (n, 32 - sq.available())
+            (n, taken, 32 - sq.available())
         };
         // What `cq_ring` gives a CQ made with `CqBuilder::mlx5_compression`.
-        assert_eq!(retired_with(Some(CqeResFormat::Hash)), (8, 10), "eight completions, ten WQEs outstanding");
+        assert_eq!(
+            retired_with(Some(CqeResFormat::Hash)),
+            (9, 1, 10),
+            "nine completions, the whole one taken, ten WQEs outstanding"
+        );
         // The hole, as a view of that CQ without expansion saw it.
-        assert_eq!(retired_with(None), (2, 0), "unexpanded: WQEs 8-17 freed though the device never ran them");
+        assert_eq!(retired_with(None), (2, 2, 0), "unexpanded: WQEs 8-17 freed though the device never ran them");
+    }
+
+    /// B-3: with selective signalling a requester session's mini-CQEs name
+    /// non-consecutive WQEs; each expanded completion carries its own
+    /// mini-CQE's counter and opcode and says it was expanded, and
+    /// `SqRing::retire` (and `DirectSq::retire`, which forwards to it)
+    /// refuses it while a whole CQE is taken.
+    #[test]
+    fn b3_expanded_requester_completions_name_their_wqe_and_are_refused_by_retire() {
+        use super::super::be::{Be16, Be32};
+        use super::super::cqe::{Cqe64, CqeOpcode};
+        use super::super::mini::{CqeResFormat, MiniCqe, COMPRESSED};
+        use super::super::seg::WqeOpcode;
+        const QPN: u32 = 0x42;
+        let mut cq_buf = vec![[0u64; 8]; 16];
+        for e in cq_buf.iter_mut() {
+            e[7] = 0xf1u64 << 56;
+        }
+        let mut cq_db = [Be32::default(); 2];
+        let mut uar = [0u64; 8];
+        // SAFETY: host buffers that outlive the ring, written only here (as
+        // the device would) between polls; the buffer comes from a mutable pointer.
+        let mut cq =
+            unsafe { CqRing::from_raw(cq_buf.as_ptr().cast(), 16, 64, cq_db.as_mut_ptr(), uar.as_mut_ptr().cast(), 7) };
+        // SAFETY: as above.
+        unsafe { cq.set_compression(Some(CqeResFormat::Hash)) };
+        let mut sq_buf = vec![[0u64; 8]; 32];
+        let mut sq_db = [Be32::default(); 2];
+        let mut bf = [0u64; 8];
+        // SAFETY: host buffers that outlive the ring; no device reads them.
+        let mut sq = unsafe {
+            SqRing::from_raw(sq_buf.as_mut_ptr().cast(), 32, sq_db.as_mut_ptr().add(1), bf.as_mut_ptr().cast(), 0, QPN)
+        };
+        sq.bind_cq(&cq);
+        // Ten NOPs; the device signals WQEs 1, 4 and 9 only.
+        for i in 0..10 {
+            let f = if [1, 4, 9].contains(&i) { CtrlFlags::CQ_UPDATE } else { CtrlFlags::empty() };
+            sq.nop(f).finish();
+        }
+        let title = Cqe64 {
+            byte_cnt: Be32::new(3),
+            sop_drop_qpn: Be32::new(QPN),
+            wqe_counter: Be16::new(1),
+            op_own: (CqeOpcode::REQ.to_raw() << 4) | (COMPRESSED << 2),
+            ..Cqe64::default()
+        };
+        let mut minis = [MiniCqe::default(); 8];
+        for (m, w) in minis.iter_mut().zip([1u8, 4, 9]) {
+            m.info = [0, w, WqeOpcode::NOP.to_raw(), 0];
+        }
+        // SAFETY: both are 64 plain bytes.
+        unsafe {
+            cq_buf[0] = std::mem::transmute::<Cqe64, [u64; 8]>(title);
+            cq_buf[1] = std::mem::transmute::<[MiniCqe; 8], [u64; 8]>(minis);
+        }
+        let mut got = [Completion::default(); 8];
+        assert_eq!(cq.poll(&mut got), 3);
+        let counters: Vec<u16> = got[..3].iter().map(|c| c.wqe_counter).collect();
+        assert_eq!(counters, [1, 4, 9], "each expanded completion names its own mini-CQE's WQE");
+        for c in &got[..3] {
+            assert!(c.expanded(), "{c:?}");
+            assert_eq!(c.wqe_opcode, WqeOpcode::NOP);
+            assert!(!sq.retire(c), "an expanded requester completion is refused: {c:?}");
+        }
+        assert_eq!(sq.available(), 22, "nothing freed");
+        // WQE 9's completion written whole: taken, all ten freed.
+        let whole =
+            Cqe64 { byte_cnt: Be32::new(0), wqe_counter: Be16::new(9), op_own: CqeOpcode::REQ.to_raw() << 4, ..title };
+        // SAFETY: 64 plain bytes, entry 3 (owner 0 on lap 0).
+        unsafe { cq_buf[3] = std::mem::transmute::<Cqe64, [u64; 8]>(whole) };
+        assert_eq!(cq.poll(&mut got), 1);
+        assert!(!got[0].expanded());
+        assert!(sq.retire(&got[0]));
+        assert_eq!(sq.available(), 32);
     }
 
     /// The limits a view gets from the QP's granted caps: the caps

@@ -394,8 +394,14 @@ impl SqRing {
     /// (made up, or from [`Cqe64::decode`](super::cqe::Cqe64::decode)), one
     /// of another ring or another QP (shared CQ), a receive CQE, a stale one
     /// (retired already, implied by a later one, or written before a reset:
-    /// even when the 16-bit counter has wrapped onto a live WQE), or one that
-    /// points inside a multi-block WQE. The values it checks are the ones
+    /// even when the 16-bit counter has wrapped onto a live WQE), one that
+    /// points inside a multi-block WQE, or one expanded from a compressed
+    /// session ([`Completion::expanded`]). Expanded requester completions
+    /// take their WQE counter from the mini-CQE's `s_wqe_info`, a layout no
+    /// test here has checked on a ConnectX; until it is, they free nothing.
+    /// A later completion the device wrote whole frees their WQEs with its
+    /// own, but nothing makes the device write one: give a send queue whose
+    /// ring must keep moving a CQ without compression. The values it checks are the ones
     /// the poller recorded, not the public fields, so editing those changes
     /// nothing. The freed range therefore always ends at a WQE boundary at
     /// or before the producer index, so new WQEs never overwrite ones the
@@ -404,6 +410,9 @@ impl SqRing {
     pub fn retire(&mut self, c: &Completion) -> bool {
         let t = &c.ticket;
         if t.cq == 0 || t.cq != self.cq_uid || t.seq < self.floor || t.qpn != self.qpn || !t.requester {
+            return false;
+        }
+        if t.expanded {
             return false;
         }
         if !self.retire_counter(t.counter) {

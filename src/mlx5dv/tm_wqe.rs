@@ -10,9 +10,12 @@
 //! entry and tells the device the entry after it, and entries come back at
 //! the end when their last completion is seen. [`TmRing`] holds both: the
 //! command QP's [`SqRing`] and that list, and writes the bytes libmlx5's
-//! `mlx5_post_srq_ops` writes; [`TmRing::complete`] does what libmlx5's
-//! extended poller does with a tag-matching CQE (entries freed, the
-//! command queue's WQEs retired) and reports what it reports.
+//! `mlx5_post_srq_ops` writes, but for one difference: a remove always
+//! asks for a completion, and its entry stays taken until that completion
+//! ([`TmRing::remove`]; libmlx5 frees an unsignaled remove's entry at
+//! once). [`TmRing::complete`] does what libmlx5's extended poller does
+//! with a tag-matching CQE (entries freed, the command queue's WQEs
+//! retired) and reports what it reports.
 //!
 //! The libmlx5 harness (tests/provider/tm.rs) checks both against
 //! libmlx5 v59 on ordinary memory; neither has run on hardware. rdma-core
@@ -41,7 +44,8 @@ const MAX_SYNC_DIFF: i32 = 0x3fff;
 /// sync of the unexpected-message count (`IBV_OPS_SIGNALED`, `IBV_OPS_TM_SYNC`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TmOpts {
-    /// A completion carrying this id (`TmSeg::FLAG_CQE_REQ`).
+    /// A completion carrying this id (`TmSeg::FLAG_CQE_REQ`). A remove asks
+    /// for a completion even without it ([`TmRing::remove`]).
     pub signaled: Option<u64>,
     /// Unexpected messages software has handled (`TmSeg::FLAG_SW_CNT`; the
     /// segment carries the low 16 bits).
@@ -150,15 +154,20 @@ struct Entry {
     phase_cnt: i32,
     /// The tagged receive's buffer size (0 for an empty one).
     size: u32,
-    /// Completions still due on the entry: 0 when it is free.
+    /// Completions still due on the entry (its match, and each operation
+    /// on it still pending): 0 when it is free.
     expect_cqe: i32,
+    /// A remove of the entry was posted (refused again until it is free).
+    removing: bool,
 }
 
-/// A signaled operation waiting for its CQE (`struct mlx5_srq_op`).
+/// An operation waiting for its CQE (`struct mlx5_srq_op`).
 #[derive(Clone, Copy, Debug)]
 struct Pending {
     tag: u32,
-    wr_id: u64,
+    /// The caller's id; `None` for a remove posted without one, whose
+    /// completion the ring asked for itself ([`TmRing::remove`]).
+    wr_id: Option<u64>,
     /// The operation's WQE index.
     wqe: u16,
 }
@@ -179,7 +188,9 @@ pub struct TmCompletion {
     pub status: WcStatus,
     /// The id: of the tagged receive (a match), or of the operation (a
     /// list-operation CQE); `None` for an unexpected or untagged message
-    /// (the SRQ receive at [`TmCompletion::srq_wqe`]) and for errors.
+    /// (the SRQ receive at [`TmCompletion::srq_wqe`]), for errors, and for
+    /// the completion of a remove posted without [`TmOpts::signaled`]
+    /// (opcode `TM_DEL`; the ring asked for it, see [`TmRing::remove`]).
     pub wr_id: Option<u64>,
     /// The SRQ receive (its WQE index) an unexpected or untagged message
     /// went to.
@@ -252,12 +263,23 @@ impl TmRing {
     /// entries (handles `0..=max_num_tags`, as libmlx5 numbers them).
     ///
     /// # Safety
-    /// `sq` is the send queue of a tag-matching SRQ's command QP with no
-    /// operation posted yet, whose device list holds `max_num_tags`
-    /// entries; the CQEs of the SRQ's CQ that carry tag matching (`app` 1)
-    /// are all given to [`TmRing::complete`], in order, and to nothing
-    /// else that frees entries (a ring of made-up CQEs would hand entries
-    /// out again while the device still owns them).
+    /// For as long as the ring lives:
+    /// - `sq` is the ring of the send queue of the command QP of one
+    ///   tag-matching SRQ (its buffer, doorbell record and BlueFlame
+    ///   register, as [`SqRing::from_raw`] asks), with no WQE posted on it
+    ///   before (the device's producer index is the ring's), and nothing
+    ///   else posts on that queue;
+    /// - the SRQ was created for `max_num_tags` tags (`ibv_tm_cap::max_num_tags`),
+    ///   so that its tag list has the `max_num_tags + 1` entries the ring
+    ///   numbers, none of them added yet, and nothing else adds or removes
+    ///   tags on it (libmlx5's `ibv_post_srq_ops` on the same SRQ, a second
+    ///   ring);
+    /// - every CQE of the SRQ's CQ that belongs to this SRQ (its `srqn`) and
+    ///   carries tag matching (`app` 1) is given to [`TmRing::complete`]
+    ///   exactly once, in the order the device wrote them, and no other
+    ///   CQE is: a CQE of another SRQ sharing the CQ, a made-up or repeated
+    ///   one would free entries, and with them buffers of
+    ///   [`TmRing::add_buf`], that the device still owns.
     ///
     /// # Panics
     /// If `max_num_tags` is 0 or above 65535 (the segment's index is 16
@@ -276,9 +298,10 @@ impl TmRing {
                 phase_cnt: 0,
                 size: 0,
                 expect_cqe: 0,
+                removing: false,
             })
             .collect();
-        let ops = vec![Pending { tag: NONE, wr_id: 0, wqe: 0 }; sq.wqe_cnt() as usize].into_boxed_slice();
+        let ops = vec![Pending { tag: NONE, wr_id: None, wqe: 0 }; sq.wqe_cnt() as usize].into_boxed_slice();
         TmRing { sq, tags, head: 0, tail: max_num_tags, ops, op_head: 0, op_tail: 0, unexp_in: 0, unexp_out: 0 }
     }
 
@@ -292,8 +315,10 @@ impl TmRing {
         self.tags.len() as u32 - 1
     }
 
-    /// Whether entry `handle` is in the device (added, and not yet
-    /// consumed or removed as far as the completions taken tell).
+    /// Whether entry `handle` is taken: added, and not yet consumed or
+    /// removed as far as the completions taken tell (a posted remove
+    /// leaves it taken until its completion). While it is, the device may
+    /// write the buffer of [`TmRing::add_buf`].
     pub fn is_posted(&self, handle: u32) -> bool {
         self.tags.get(handle as usize).is_some_and(|e| e.expect_cqe > 0)
     }
@@ -313,10 +338,19 @@ impl TmRing {
     /// one is an empty receive, as [`TmRing::add`]).
     ///
     /// # Safety
-    /// The device writes a matching message to `buf`: the range must lie in
-    /// memory of this process registered with its lkey on the SRQ's PD with
-    /// local write access, alive and untouched until the entry's last
-    /// completion (its match, or a successful remove) is taken.
+    /// The device writes a matching message, up to `buf.len()` bytes, to
+    /// `buf` at any time from the doorbell ([`TmRing::ring`]) on. So:
+    /// - `buf.addr()..buf.addr() + buf.len()` lies in memory of this
+    ///   process inside a memory region registered on the SRQ's PD with
+    ///   local write access, whose lkey is `buf.lkey()`, and the region stays
+    ///   registered while the entry is taken;
+    /// - the range stays allocated, and the program neither reads nor
+    ///   writes it (nor hands it to other code that does), while the entry
+    ///   is taken: until [`TmRing::is_posted`] returns false for the handle
+    ///   this call returns, which happens when [`TmRing::complete`] takes
+    ///   the entry's last completion (a match that completes it, or its
+    ///   remove's completion reporting success). After a refusal (`Err`)
+    ///   nothing was posted and the range is the caller's at once.
     pub unsafe fn add_buf(
         &mut self,
         tag: u64,
@@ -373,33 +407,55 @@ impl TmRing {
         e.phase_cnt = self.unexp_out;
         e.size = size;
         e.expect_cqe += 1;
+        e.removing = false;
         if let Some(wr_id) = opts.signaled {
-            self.push_op(idx, wr_id, pi);
+            self.push_op(idx, Some(wr_id), pi);
         }
         Ok(idx)
     }
 
     /// Removes the tagged receive `handle` (an add's result). Refused when
-    /// the handle names no entry or one not in the device.
+    /// the handle names no entry, one not in the device, or one whose
+    /// remove is already posted ([`TmError::NotPosted`]).
+    ///
+    /// The remove always asks for a completion, with or without
+    /// [`TmOpts::signaled`] (without, the completion's
+    /// [`wr_id`](TmCompletion::wr_id) is `None`): only its CQE says whether
+    /// the tag left the device (success) or a message matched it first
+    /// (`TM_ERR`; the match's completions, before or after it, then end
+    /// the entry). Until [`TmRing::complete`] has taken that CQE the entry
+    /// stays taken: [`TmRing::is_posted`] is true and [`TmRing::add`] does
+    /// not hand it out, so a match the device made before the remove ran
+    /// is credited to this entry's receive, never to a later add's.
+    /// (libmlx5's `mlx5_post_srq_ops` frees the entry of an unsignaled
+    /// remove at once, without a completion; this ring costs one CQE per
+    /// remove instead.)
     pub fn remove(&mut self, handle: u32, opts: TmOpts) -> Result<(), TmError> {
         self.check_room()?;
         let entries = self.tags.len() as u32;
         if handle >= entries {
             return Err(TmError::BadHandle { handle, entries });
         }
-        if self.tags[handle as usize].expect_cqe == 0 {
+        let e = &self.tags[handle as usize];
+        if e.expect_cqe == 0 || e.removing {
             return Err(TmError::NotPosted { handle });
         }
         let mut seg = opts.seg(TmSeg::REMOVE);
+        // Always with a completion: only the remove's own CQE says whether
+        // the tag left the device (success) or was matched first (the
+        // match's completions then free the entry).
+        seg.flags |= TmSeg::FLAG_CQE_REQ;
         seg.index = Be16::new(handle as u16);
         // SAFETY: `wqe`'s contract: a TAG_MATCHING remove is the control
         // and tag-matching segments only (48 bytes), so the
         // device reads no data segment and reaches no memory.
         let pi = unsafe { self.sq.wqe(WqeOpcode::TAG_MATCHING, 0, CtrlFlags::empty(), 0) }.seg(&seg).finish();
-        match opts.signaled {
-            Some(wr_id) => self.push_op(handle, wr_id, pi),
-            None => self.release(handle),
-        }
+        self.tags[handle as usize].removing = true;
+        // Signaled or not, the entry stays taken until the remove's
+        // completion (libmlx5 frees it here when unsignaled, and a match the
+        // device made before the remove ran is then credited to the entry's
+        // next owner).
+        self.push_op(handle, opts.signaled, pi);
         Ok(())
     }
 
@@ -413,7 +469,7 @@ impl TmRing {
         // segment and reaches no memory.
         let pi = unsafe { self.sq.wqe(WqeOpcode::TAG_MATCHING, 0, CtrlFlags::empty(), 0) }.seg(&seg).finish();
         if let Some(wr_id) = opts.signaled {
-            self.push_op(NONE, wr_id, pi);
+            self.push_op(NONE, Some(wr_id), pi);
         }
         Ok(())
     }
@@ -520,7 +576,7 @@ impl TmRing {
             sync_req = i32::from(c.cqe.hw_phase_cnt) != self.tags[p.tag as usize].phase_cnt;
         }
         self.sq.retire_counter(p.wqe);
-        c.wr_id = Some(p.wr_id);
+        c.wr_id = p.wr_id;
         sync_req
     }
 
@@ -532,7 +588,7 @@ impl TmRing {
         Ok(())
     }
 
-    fn push_op(&mut self, tag: u32, wr_id: u64, wqe: u16) {
+    fn push_op(&mut self, tag: u32, wr_id: Option<u64>, wqe: u16) {
         let mask = self.ops.len() as u32 - 1;
         self.ops[(self.op_tail & mask) as usize] = Pending { tag, wr_id, wqe };
         self.op_tail = self.op_tail.wrapping_add(1);
@@ -545,8 +601,13 @@ impl TmRing {
     /// of the free chain (`mlx5_tm_release_tag`).
     fn release(&mut self, idx: u32) {
         let e = &mut self.tags[idx as usize];
+        if e.expect_cqe <= 0 {
+            // Free already (a device reporting more than was due).
+            return;
+        }
         e.expect_cqe -= 1;
         if e.expect_cqe == 0 {
+            e.removing = false;
             e.next = NONE;
             self.tags[self.tail as usize].next = idx;
             self.tail = idx;
@@ -660,7 +721,7 @@ mod tests {
         assert_eq!(f.tm.add(2, !0, 7, TmOpts::new()), Err(TmError::ListFull { max_num_tags: 2 }));
         f.tm.remove(h2, TmOpts::new()).unwrap();
         let w = wqe(&f, 2);
-        assert_eq!((w[7], &w[16..20]), (3, &[0x20, 0, 0, 1][..]), "3 DS, REMOVE of entry 1");
+        assert_eq!((w[7], &w[16..20]), (3, &[0x20, 0x80, 0, 1][..]), "3 DS, REMOVE of entry 1, CQE_REQ");
         f.tm.sync(TmOpts::new().sync(0x1_0005)).unwrap();
         assert_eq!(&wqe(&f, 3)[16..24], &[0, 0x40, 0, 0, 0, 0, 0, 5]);
         assert_eq!(f.tm.remove(9, TmOpts::new()), Err(TmError::BadHandle { handle: 9, entries: 3 }));
@@ -701,6 +762,66 @@ mod tests {
         let c = f.tm.complete(&u).unwrap();
         assert_eq!((c.opcode, c.srq_wqe, c.wr_id, c.flags), (WcOpcode::TM_RECV, Some(12), None, WcFlags::WITH_IMM));
         assert_eq!(f.tm.complete(&Cqe64::default()), None, "not tag matching");
+    }
+
+    fn match_cqe(app_op: u8, idx: u8) -> Cqe64 {
+        Cqe64 { app: [1, app_op, 0, idx], op_own: CqeOpcode::RESP_SEND.to_raw() << 4, ..Cqe64::default() }
+    }
+
+    /// B-5: a remove posted without a completion id still asks for its
+    /// CQE, and its entry stays taken until that CQE: a match the device
+    /// made before the remove ran is credited to the entry's own receive,
+    /// never to an add that reused the entry.
+    #[test]
+    fn b5_an_unsignaled_remove_keeps_its_entry_until_its_completion() {
+        let mut f = ring(8, 2);
+        let a = f.tm.add(0xa, !0, 100, TmOpts::new()).unwrap();
+        assert_eq!(a, 0);
+        f.tm.remove(a, TmOpts::new()).unwrap();
+        assert_eq!(wqe(&f, 1)[16..20], [0x20, TmSeg::FLAG_CQE_REQ, 0, 0], "REMOVE of entry 0, with a completion");
+        assert!(f.tm.is_posted(a), "taken until the remove's completion");
+        assert_eq!(f.tm.remove(a, TmOpts::new()), Err(TmError::NotPosted { handle: a }), "a second remove");
+        // B takes entry 1, and its match frees it; C takes entry 2; entry 0
+        // is not handed out again.
+        assert_eq!(f.tm.add(0xb, !0, 200, TmOpts::new()), Ok(1));
+        assert_eq!(f.tm.complete(&match_cqe(0x2, 1)).unwrap().wr_id, Some(200));
+        assert_eq!(f.tm.add(0xc, !0, 300, TmOpts::new()), Ok(2));
+        assert_eq!(f.tm.add(0xd, !0, 400, TmOpts::new()), Err(TmError::ListFull { max_num_tags: 2 }));
+        // A's tag matched before the remove ran: credited to A.
+        let c = f.tm.complete(&match_cqe(0x2, 0)).unwrap();
+        assert_eq!((c.status, c.wr_id), (WcStatus::SUCCESS, Some(100)));
+        assert!(f.tm.is_posted(a), "the remove's completion is due");
+        // The remove failed (the tag was matched): its completion frees entry 0.
+        let c = f.tm.complete(&op_cqe(0x6, false, 0)).unwrap();
+        assert_eq!((c.opcode, c.wr_id, c.status), (WcOpcode::TM_DEL, None, WcStatus::TM_ERR));
+        assert!(!f.tm.is_posted(a));
+        // Entry 0 went to the end of the free chain, behind entry 1.
+        assert_eq!(f.tm.add(0xd, !0, 400, TmOpts::new()), Ok(1));
+        assert_eq!(f.tm.add(0xe, !0, 500, TmOpts::new()), Err(TmError::ListFull { max_num_tags: 2 }));
+        assert_eq!(f.tm.sq().available(), 8 - 3, "the remove's completion retired A's add and itself");
+    }
+
+    /// B-5: a successful remove frees its entry with its completion, and a
+    /// later match on it is an error, not a receive; after a match's first
+    /// completion a failed remove leaves the entry to the match's last one.
+    #[test]
+    fn b5_a_remove_frees_its_entry_only_as_its_completion_says() {
+        let mut f = ring(8, 4);
+        let a = f.tm.add(0xa, !0, 100, TmOpts::new()).unwrap();
+        let b = f.tm.add(0xb, !0, 200, TmOpts::new()).unwrap();
+        f.tm.remove(a, TmOpts::new()).unwrap();
+        f.tm.remove(b, TmOpts::new().signaled(9)).unwrap();
+        // B's match had started (its first completion) before its remove ran.
+        assert_eq!(f.tm.complete(&match_cqe(0x1, b as u8)).unwrap().wr_id, Some(200));
+        let c = f.tm.complete(&op_cqe(0x6, true, 0)).unwrap();
+        assert_eq!((c.wr_id, c.status), (None, WcStatus::SUCCESS));
+        assert!(!f.tm.is_posted(a), "A: removed");
+        assert_eq!(f.tm.complete(&match_cqe(0x2, a as u8)).unwrap().status, WcStatus::GENERAL_ERR);
+        let c = f.tm.complete(&op_cqe(0x6, false, 0)).unwrap();
+        assert_eq!((c.wr_id, c.status), (Some(9), WcStatus::TM_ERR));
+        assert!(f.tm.is_posted(b), "B: its match's last completion is due");
+        assert_eq!(f.tm.complete(&match_cqe(0x2, b as u8)).unwrap().wr_id, Some(200));
+        assert!(!f.tm.is_posted(b));
     }
 
     #[test]

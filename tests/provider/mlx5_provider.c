@@ -875,9 +875,15 @@ static void run_cq(unsigned cqes, unsigned sz, uint32_t cqn_base)
  *   - the title is the session's first entry, the first mini-CQE array the
  *     entry after it, array k >= 1 the entry of CQE 8k; the device writes no
  *     other entry of the session (the mlx5 Ethernet drivers' decompression);
- *   - CQE i of the session is the title with byte_cnt, the format's field
- *     and the WQE counter (title's + i; the stride index for CSUM_STRIDX)
- *     from mini-CQE i.
+ *   - CQE i of a receive session is the title with byte_cnt, the format's
+ *     field and the WQE counter (title's + i; the stride index for
+ *     CSUM_STRIDX) from mini-CQE i;
+ *   - in a requester session (title opcode MLX5_CQE_REQ) every mini-CQE is
+ *     s_wqe_info, whatever the format: the WQE counter (be16) and the WQE
+ *     opcode of the WQE it completes, then byte_cnt; CQE i is the title
+ *     with byte_cnt, wqe_counter and the opcode byte of sop_drop_qpn
+ *     (byte 56) from mini-CQE i (MLNX_OFED 4.x's libmlx5 expanded them so).
+ *     With unsignalled WQEs between them the counters are not consecutive.
  *
  *   K cqn cqe_cnt cqe_sz format     a compressing CQ, entries op_own 0xf1
  *   S idx hex                        an entry the device writes (whole entry)
@@ -892,10 +898,16 @@ struct mini_cqe8 {
 			__be16 checksum;
 			__be16 stridx;
 		};
+		struct {
+			__be16 wqe_counter;
+			uint8_t s_wqe_opcode;
+			uint8_t reserved;
+		} s_wqe_info;
 	};
 	__be32 byte_cnt;
 };
 #define MINI_CQE_ARRAY_SIZE 8
+#define CQE_SOP 56
 #define CQE_FORMAT_COMPRESSED 3
 #define CQE_RSS_HASH_RESULT 12
 #define CQE_CHECK_SUM 20
@@ -904,6 +916,7 @@ _Static_assert(sizeof(struct mini_cqe8) == 8, "mini-CQE is 8 bytes");
 _Static_assert(offsetof(struct mlx5_cqe64, byte_cnt) == 44, "byte_cnt at 44");
 _Static_assert(offsetof(struct mlx5_cqe64, wqe_counter) == 60, "wqe_counter at 60");
 _Static_assert(offsetof(struct mlx5_cqe64, op_own) == 63, "op_own at 63");
+_Static_assert(offsetof(struct mlx5_cqe64, sop_drop_qpn) == CQE_SOP, "sop_drop_qpn at 56");
 
 static unsigned zip_done;
 
@@ -934,7 +947,8 @@ static void run_zip(unsigned cqes, uint32_t cqn_base)
 			unsigned room = below(cnt + 1), k = 0;
 			while (k < room) {
 				unsigned left = room - k;
-				unsigned n = left < 2 || below(4) == 0 ? 1 : 2 + below(left - 1 < 64 ? left - 1 : 64);
+				/* 1, or a session of 2..64 (orig[] below holds 64). */
+				unsigned n = left < 2 || below(4) == 0 ? 1 : 2 + below(left - 1 < 63 ? left - 1 : 63);
 				uint8_t *e = buf + (pos & (cnt - 1)) * sz;
 				struct mlx5_cqe64 *t = (void *)(e + sz - 64);
 				/* Every byte random, then the fields the CQEs share. */
@@ -942,7 +956,10 @@ static void run_zip(unsigned cqes, uint32_t cqn_base)
 					uint64_t v = rnd();
 					memcpy(e + i, &v, 8);
 				}
-				uint8_t op = resp_ops[below(sizeof(resp_ops))];
+				/* One in four a requester CQE or session (a CQ shared by
+				 * send and receive queues). */
+				int req = below(4) == 0;
+				uint8_t op = req ? MLX5_CQE_REQ : resp_ops[below(sizeof(resp_ops))];
 				uint8_t se = (uint8_t)below(2);
 				if (n == 1) {
 					t->op_own = (uint8_t)(op << 4 | se << 1 | ((pos / cnt) & 1));
@@ -963,12 +980,27 @@ static void run_zip(unsigned cqes, uint32_t cqn_base)
 					uint64_t v = rnd();
 					memcpy(&minis[i], &v, 8); /* unused slots hold anything */
 				}
+				if (req) {
+					/* The signalled WQEs: from the title's counter on,
+					 * 1-4 apart (the WQEs between unsignalled; one in
+					 * four sessions is fully signalled, 1 apart). */
+					unsigned spread = below(4) == 0 ? 1 : 4;
+					uint16_t w = counter;
+					for (unsigned i = 0; i < n; i++) {
+						minis[i].s_wqe_info.wqe_counter = htobe16(w);
+						minis[i].s_wqe_info.s_wqe_opcode = req_wqe_ops[below(sizeof(req_wqe_ops))];
+						w = (uint16_t)(w + 1 + below(spread));
+					}
+				}
 				for (unsigned i = 0; i < n; i++) {
 					struct mlx5_cqe64 *o = &orig[i];
 					struct mini_cqe8 *m = &minis[i];
 					*o = title;
 					o->byte_cnt = m->byte_cnt;
-					if (fmt == MLX5DV_CQE_RES_FORMAT_HASH) {
+					if (req) {
+						o->wqe_counter = m->s_wqe_info.wqe_counter;
+						((uint8_t *)o)[CQE_SOP] = m->s_wqe_info.s_wqe_opcode;
+					} else if (fmt == MLX5DV_CQE_RES_FORMAT_HASH) {
 						memcpy((uint8_t *)o + CQE_RSS_HASH_RESULT, &m->rx_hash_result, 4);
 						o->wqe_counter = htobe16((uint16_t)(counter + i));
 					} else if (fmt == MLX5DV_CQE_RES_FORMAT_CSUM) {
@@ -981,7 +1013,7 @@ static void run_zip(unsigned cqes, uint32_t cqn_base)
 					/* Past the first CQE the session carries no RSS hash
 					 * unless the format is HASH: result and type 0, as
 					 * the kernel's mlx5e reports them. */
-					if (i > 0 && fmt != MLX5DV_CQE_RES_FORMAT_HASH)
+					if (!req && i > 0 && fmt != MLX5DV_CQE_RES_FORMAT_HASH)
 						memset((uint8_t *)o + CQE_RSS_HASH_RESULT, 0,
 						       CQE_RSS_HASH_TYPE + 1 - CQE_RSS_HASH_RESULT);
 					o->op_own = (uint8_t)(op << 4 | se << 1 | (((pos + i) / cnt) & 1));

@@ -1,6 +1,8 @@
 //! CQE compression: sessions written by the C half's encoder (built from the
 //! documented layout, not from our decoder) expand in `CqRing` to exactly
-//! the CQEs they were made from, lap after lap.
+//! the CQEs they were made from, lap after lap: receive sessions, and
+//! requester sessions whose mini-CQEs name non-consecutive WQEs (unsignalled
+//! WQEs between them).
 
 use std::collections::BTreeMap;
 
@@ -49,15 +51,24 @@ pub struct ZipStats {
     /// Sessions whose entries cross the ring's end.
     pub wrapped: usize,
     pub laps: u64,
+    /// Receive sessions by the CQ's format.
     pub by_format: BTreeMap<&'static str, usize>,
+    /// Requester sessions (title opcode REQ), and those whose WQE counters
+    /// are not the title's + i (unsignalled WQEs between them).
+    pub requester: usize,
+    pub requester_gapped: usize,
+    /// Expanded requester CQEs, and requester CQEs written whole.
+    pub requester_cqes: usize,
+    pub requester_plain: usize,
 }
 
 impl ZipStats {
     pub fn summary(&self) -> String {
         let f: Vec<String> = self.by_format.iter().map(|(k, n)| format!("{k} {n}")).collect();
         format!(
-            "CQE compression: {} CQEs on {} CQs ({} in {} compressed sessions of up to {}, {} written whole; by \
-             format {}), {} sessions across the ring's end, {} laps",
+            "CQE compression: {} CQEs on {} CQs ({} in {} compressed sessions of up to {}, {} written whole; \
+             receive sessions by format {}; {} requester sessions of {} CQEs, {} of them with unsignalled WQEs \
+             between their CQEs' WQEs, {} requester CQEs written whole), {} sessions across the ring's end, {} laps",
             self.cqes,
             self.cqs,
             self.compressed,
@@ -65,6 +76,10 @@ impl ZipStats {
             self.longest,
             self.plain,
             f.join(", "),
+            self.requester,
+            self.requester_cqes,
+            self.requester_gapped,
+            self.requester_plain,
             self.wrapped,
             self.laps
         )
@@ -91,6 +106,8 @@ pub fn check(out: &str, mutation: Mutation) -> Result<ZipStats, Box<Mismatch>> {
     let mut want: Vec<(u32, u32, Vec<u8>)> = Vec::new();
     let mut seed = 0x7a69_7000u64;
     let mut mutated = false;
+    // Whether the session under way was counted in `requester_gapped`.
+    let mut gapped = false;
     for line in out.lines() {
         let mut it = line.split(' ');
         let tag = it.next().unwrap_or("");
@@ -141,11 +158,12 @@ pub fn check(out: &str, mutation: Mutation) -> Result<ZipStats, Box<Mismatch>> {
                 let r = ring.as_mut().expect("a Y line before any K line");
                 let short = r.format.trim_start_matches("MLX5DV_CQE_RES_FORMAT_");
                 let size = r.sz;
-                let kind = |n: u32| {
+                let kind = |n: u32, req: bool| {
+                    let what = if req { "requester " } else { "" };
                     if n == 0 {
-                        format!("compressing CQ ({size} B, {short}; libmlx5 = the encoder): CQE written whole")
+                        format!("compressing CQ ({size} B, {short}; libmlx5 = the encoder): {what}CQE written whole")
                     } else {
-                        format!("compressing CQ ({size} B, {short}; libmlx5 = the encoder): session of {n}")
+                        format!("compressing CQ ({size} B, {short}; libmlx5 = the encoder): {what}session of {n}")
                     }
                 };
                 // Poll in batches of 1..16 until the ring is dry.
@@ -159,10 +177,18 @@ pub fn check(out: &str, mutation: Mutation) -> Result<ZipStats, Box<Mismatch>> {
                         break;
                     }
                 }
+                // The first CQE's WQE counter of the session under way.
+                let mut first_counter = 0u16;
                 for (j, (n, i, theirs)) in want.iter().enumerate() {
                     let at = format!("CQE {} (entry {})", r.taken, r.taken & (r.cnt - 1));
+                    // Opcode REQ (0) in op_own's high nibble.
+                    let req = theirs[63] >> 4 == 0;
+                    let counter = u16::from_be_bytes([theirs[60], theirs[61]]);
+                    if *i == 0 {
+                        first_counter = counter;
+                    }
                     let Some(c) = got.get(j) else {
-                        return Err(Mismatch::value(&kind(*n), &at, "CQE count", want.len(), got.len()).into());
+                        return Err(Mismatch::value(&kind(*n, req), &at, "CQE count", want.len(), got.len()).into());
                     };
                     let mut ours = bytes(c);
                     if mutation == Mutation::MiniByteCnt && !mutated && *i > 0 {
@@ -170,9 +196,19 @@ pub fn check(out: &str, mutation: Mutation) -> Result<ZipStats, Box<Mismatch>> {
                         ours[47] ^= 1;
                         mutated = true;
                     }
+                    let title_plus_i = first_counter.wrapping_add(*i as u16);
+                    if mutation == Mutation::MiniReqCounter && !mutated && req && *n > 0 && counter != title_plus_i {
+                        // The expansion before B-3: the title's counter + i.
+                        ours[60..62].copy_from_slice(&title_plus_i.to_be_bytes());
+                        mutated = true;
+                    }
+                    if req && *n > 0 && *i > 0 && counter != title_plus_i && !gapped {
+                        stats.requester_gapped += 1;
+                        gapped = true;
+                    }
                     if let Some(b) = (0..64).find(|&b| theirs[b] != ours[b]) {
                         return Err(Mismatch {
-                            kind: kind(*n),
+                            kind: kind(*n, req),
                             at: format!("{at}, CQE {i} of its session"),
                             field: cqe_field(b).into(),
                             byte: Some(b),
@@ -183,14 +219,21 @@ pub fn check(out: &str, mutation: Mutation) -> Result<ZipStats, Box<Mismatch>> {
                     }
                     if *n == 0 {
                         stats.plain += 1;
+                        stats.requester_plain += usize::from(req);
                     } else {
                         stats.compressed += 1;
+                        stats.requester_cqes += usize::from(req);
                         if *i == 0 {
+                            gapped = false;
                             stats.sessions += 1;
                             stats.longest = stats.longest.max(*n as usize);
                             let first = r.taken & (r.cnt - 1);
                             stats.wrapped += usize::from(first + n > r.cnt);
-                            *stats.by_format.entry(short_name(r.format)).or_default() += 1;
+                            if req {
+                                stats.requester += 1;
+                            } else {
+                                *stats.by_format.entry(short_name(r.format)).or_default() += 1;
+                            }
                         }
                     }
                     r.taken = r.taken.wrapping_add(1);
@@ -198,7 +241,7 @@ pub fn check(out: &str, mutation: Mutation) -> Result<ZipStats, Box<Mismatch>> {
                 if got.len() != want.len() {
                     let at = format!("after CQE {}", r.taken);
                     return Err(Mismatch::value(
-                        &kind(0),
+                        &kind(0, false),
                         &at,
                         "CQE count (an entry read as valid)",
                         want.len(),
@@ -211,7 +254,7 @@ pub fn check(out: &str, mutation: Mutation) -> Result<ZipStats, Box<Mismatch>> {
                 let rec = unsafe { r.dbrec.as_mut_ptr().cast::<Be32>().read() }.get();
                 if rec != r.taken & 0xff_ffff {
                     return Err(Mismatch::value(
-                        &kind(0),
+                        &kind(0, false),
                         &format!("after CQE {}", r.taken),
                         "consumer record",
                         r.taken,
