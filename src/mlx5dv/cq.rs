@@ -384,7 +384,7 @@ impl CqRing {
     /// [`CqRing::publish_taken`].
     #[inline(always)]
     pub(crate) fn take_stamped(&mut self) -> Option<(Cqe64, u64)> {
-        let (raw, _) = self.take_raw()?;
+        let (raw, _, _) = self.take_raw()?;
         let seq = self.polled;
         self.polled += 1;
         self.ci = self.ci.wrapping_add(1);
