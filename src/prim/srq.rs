@@ -221,15 +221,21 @@ impl Srq {
 
 impl<'a> SrqBuilder<'a> {
     /// Makes the SRQ a tag-matching one (`IBV_SRQT_TM`) with `cfg`'s list
-    /// size and operation count; `cq` receives the completions of its tag
-    /// operations. [`SrqBuilder::build`] then checks them
+    /// size and operation count; `cq`, built with
+    /// [`CqBuilder::tag_matching`](super::CqBuilder::tag_matching), receives
+    /// the completions of its tag operations and of its receives. The QPs
+    /// and DCTs that take receives from the SRQ need such a receive CQ too.
+    /// [`SrqBuilder::build`] then checks them
     /// against the device's `tm_caps` before the creation: a device without
     /// tag matching gives [`Error::Unsupported`] naming it, a count above
     /// the device's gives [`Error::CapExceeded`] naming the capability.
     ///
     /// # Panics
     /// If `cfg.max_num_tags` or `cfg.max_ops` is 0 (a tag-matching SRQ
-    /// needs both; pass at least 1).
+    /// needs both; pass at least 1), or if `cq` was not built with
+    /// [`CqBuilder::tag_matching`](super::CqBuilder::tag_matching) (its
+    /// classic poller would misreport tag-matching completions). Programming
+    /// errors, checked before anything is created.
     ///
     /// # References
     /// `ibv_create_srq_ex(3)`
@@ -240,8 +246,30 @@ impl<'a> SrqBuilder<'a> {
             cfg.max_num_tags,
             cfg.max_ops
         );
+        assert!(
+            cq.is_tag_matching(),
+            "SrqBuilder::tag_matching: the CQ {cq:?} is not built for tag matching: build it with \
+             Cq::builder(ctx, n).tag_matching() (libmlx5 reads tag-matching completions through the extended \
+             poller only)"
+        );
         self.tm = Some((cfg, cq));
         self
+    }
+}
+
+impl Srq {
+    /// Panics unless `recv_cq`, the receive CQ of a QP or DCT made by
+    /// `what` taking receives from `srq`, is built for tag matching when
+    /// `srq` is a tag-matching SRQ: the receives of its messages complete
+    /// with tag-matching CQEs, which libmlx5's classic poller misreads.
+    pub(crate) fn check_tm_recv_cq(what: &str, srq: Option<&Srq>, recv_cq: &super::Cq) {
+        if srq.is_some_and(Srq::is_tm) && !recv_cq.is_tag_matching() {
+            panic!(
+                "{what}: the receive CQ {recv_cq:?} is not built for tag matching but the SRQ is a tag-matching \
+                 one: build the CQ with Cq::builder(ctx, n).tag_matching() (libmlx5's classic poller misreads \
+                 tag-matching completions)"
+            );
+        }
     }
 }
 
