@@ -310,9 +310,11 @@ impl<'a> CqBuilder<'a> {
 
     /// Builds the CQ for a tag-matching SRQ
     /// ([`SrqBuilder::tag_matching`](super::SrqBuilder::tag_matching)) and
-    /// the QPs or DCTs receiving through one: extended, its completions
-    /// carrying [`WcFlagsEx::TM_INFO`] besides the fields of
-    /// [`CqBuilder::extended`] (libmlx5 takes no other CQ for such an SRQ).
+    /// the QPs or DCTs receiving through one: extended (libmlx5 takes no
+    /// other CQ for such an SRQ), with the fields of [`CqBuilder::extended`]
+    /// if given, else none. Give it [`WcFlagsEx::TM_INFO`] there to read
+    /// [`ExWc::tm_info`] (rxe, which has no tag matching, refuses that
+    /// flag).
     ///
     /// Such a CQ is polled with its extended poller ([`Cq::start_poll`],
     /// [`ExWc::tm_info`]) or through `mlx5dv::tm_wqe::TmRing::complete` on
@@ -352,7 +354,7 @@ impl<'a> CqBuilder<'a> {
             );
         }
         if self.tag_matching {
-            self.wc_flags = Some(self.wc_flags.unwrap_or_default() | WcFlagsEx::TM_INFO);
+            self.wc_flags = Some(self.wc_flags.unwrap_or_default());
         }
         if let (Some(f), Some(_)) = (self.mlx5.compression, self.wc_flags) {
             panic!(

@@ -33,8 +33,8 @@ use crate::bindings as ffi;
 ///
 /// ```no_run
 /// # fn f(pd: &rrddmma::prim::Pd, mr: &rrddmma::prim::Mr) -> rrddmma::prim::Result<()> {
-/// use rrddmma::prim::{Cq, RecvWr, Srq, TmConfig, TmOp};
-/// let cq = Cq::builder(pd.context(), 256).tag_matching().build()?;
+/// use rrddmma::prim::{Cq, RecvWr, Srq, TmConfig, TmOp, WcFlagsEx};
+/// let cq = Cq::builder(pd.context(), 256).tag_matching().extended(WcFlagsEx::TM_INFO).build()?;
 /// let srq = Srq::builder(pd).max_wr(64).tag_matching(TmConfig { max_num_tags: 64, max_ops: 16 }, &cq).build()?;
 /// // Room for unexpected messages.
 /// let bounce = [mr.sge(0, 4096)];
