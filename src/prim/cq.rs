@@ -907,7 +907,7 @@ impl fmt::Debug for Wc {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// Calls of [`counting_poll`], the stand-in for the provider's `poll_cq`.
@@ -931,17 +931,32 @@ mod tests {
         1
     }
 
-    /// A `Cq` over a host-made CQ whose context's `poll_cq` is
-    /// [`counting_poll`], made as `CqBuilder::finish` makes one; leaked
-    /// (nothing here can be destroyed through libibverbs).
-    fn host_cq(compression: Option<CqeResFormat>, tag_matching: bool) -> &'static Cq {
+    /// A host-made context whose `poll_cq` is [`counting_poll`]; leaked
+    /// (nothing here can be closed through libibverbs).
+    pub(in crate::prim) fn host_context() -> &'static Context {
         let ctx: &'static mut ffi::ibv_context = Box::leak(Box::default());
         ctx.ops.poll_cq = Some(counting_poll);
-        let cq: &'static mut ffi::ibv_cq = Box::leak(Box::default());
-        cq.context = ctx;
-        let raw = NonNull::from(cq);
         // SAFETY: the host context lives for the test run; it is never closed.
-        let context = unsafe { Context::for_host_tests(NonNull::from(ctx)) };
+        Box::leak(Box::new(unsafe { Context::for_host_tests(NonNull::from(ctx)) }))
+    }
+
+    /// A `Cq` over a host-made CQ on its own [`host_context`].
+    fn host_cq(compression: Option<CqeResFormat>, tag_matching: bool) -> &'static Cq {
+        host_cq_on(host_context(), compression, tag_matching)
+    }
+
+    /// A `Cq` over a host-made CQ of `context` (a [`host_context`]), made
+    /// as `CqBuilder::finish` makes one; leaked (nothing here can be
+    /// destroyed through libibverbs).
+    pub(in crate::prim) fn host_cq_on(
+        context: &'static Context,
+        compression: Option<CqeResFormat>,
+        tag_matching: bool,
+    ) -> &'static Cq {
+        let cq: &'static mut ffi::ibv_cq = Box::leak(Box::default());
+        cq.context = context.as_ptr();
+        let raw = NonNull::from(cq);
+        let context = context.clone();
         // SAFETY: the host CQ is never destroyed (the `Cq` is leaked).
         let inner = Arc::new(unsafe {
             Owned::new(

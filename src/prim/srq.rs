@@ -304,3 +304,41 @@ fn create_tm_srq(
     // SAFETY: made by `ibv_create_srq_ex` just now, owned by nothing else.
     Ok(Srq::from_data(Arc::new(unsafe { Owned::new(raw, SrqData::new(pd.clone(), None, Some(cq.clone()))) })))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prim::cq::tests::{host_context, host_cq_on};
+    use crate::prim::{Qp, QpType};
+
+    /// B-1′: the receives of a tag-matching SRQ complete with tag-matching
+    /// CQEs, which libmlx5's classic poller misreads; a QP or a DCT taking
+    /// receives from one is refused, before anything is created, unless
+    /// its receive CQ is built for tag matching (rxe has no tag matching:
+    /// the SRQ here is host-made, never handed to libibverbs).
+    #[test]
+    fn b1_prime_qps_and_dcts_on_a_tm_srq_need_a_tag_matching_recv_cq() {
+        let ctx = host_context();
+        let pd = Pd::for_host_tests(ctx);
+        let (plain, tm_cq) = (host_cq_on(ctx, None, false), host_cq_on(ctx, None, true));
+        let raw: &'static mut ffi::ibv_srq = Box::leak(Box::default());
+        // SAFETY: the host SRQ is never destroyed (the `Srq` is leaked).
+        let data = unsafe { Owned::new(NonNull::from(raw), SrqData::new(pd.clone(), None, Some(tm_cq.clone()))) };
+        let srq: &'static Srq = Box::leak(Box::new(Srq::from_data(Arc::new(data))));
+        assert!(srq.is_tm());
+        let message = |f: &dyn Fn()| {
+            let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).expect_err("refused");
+            err.downcast_ref::<String>().cloned().unwrap_or_default()
+        };
+        let msg = message(&|| drop(Qp::builder(pd, QpType::RC, tm_cq, plain).srq(srq).build()));
+        assert!(msg.starts_with("QpBuilder::build: the receive CQ"), "{msg}");
+        assert!(msg.contains("not built for tag matching") && msg.contains(".tag_matching()"), "{msg}");
+        let dct = || crate::mlx5dv::dc::Dct::create(pd, plain, srq, 1, &crate::mlx5dv::dc::DctOpts::default());
+        let msg = message(&|| drop(dct()));
+        assert!(msg.starts_with("Dct::create: the receive CQ"), "{msg}");
+        // What passes the check: a tag-matching receive CQ, or an SRQ that
+        // is not a tag-matching one.
+        Srq::check_tm_recv_cq("QpBuilder::build", Some(srq), tm_cq);
+        Srq::check_tm_recv_cq("QpBuilder::build", None, plain);
+    }
+}
