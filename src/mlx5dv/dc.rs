@@ -337,7 +337,13 @@ impl Dct {
     /// `ibv_modify_qp(3)` to INIT (P_Key index, port, access) and RTR (path
     /// MTU, address vector, minimum RNR timer). MLNX_OFED 4.x:
     /// `ibv_exp_create_dct(3)`.
+    ///
+    /// # Panics
+    /// If `srq` is a tag-matching SRQ and `cq` was not built with
+    /// [`CqBuilder::tag_matching`](crate::prim::CqBuilder::tag_matching) (a
+    /// programming error: its classic poller would misread the receives).
     pub fn create(pd: &Pd, cq: &Cq, srq: &Srq, key: u64, opts: &DctOpts) -> Result<Dct> {
+        Srq::check_tm_recv_cq("Dct::create", Some(srq), cq);
         imp::create_dct(pd, cq, srq, key, opts)
     }
 

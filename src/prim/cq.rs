@@ -24,13 +24,22 @@ use crate::bindings as ffi;
 use crate::prim::{WcFlags, WcOpcode, WcStatus};
 
 /// The error of a negative `poll_cq` answer; the panic of a CQ that
-/// compresses, whose entry is a `refuse_compressed`.
+/// refuses the classic poll (one that compresses, one built for tag
+/// matching), whose entry is a [`refuse`].
 #[cold]
 #[inline(never)]
 fn poll_error(rc: std::ffi::c_int) -> Error {
+    if rc == REFUSED + std::ffi::c_int::from(TAG_MATCHING) {
+        panic!(
+            "Cq::poll on a CQ built for tag matching (CqBuilder::tag_matching): libibverbs' polling (libmlx5's \
+             mlx5_poll_cq) reports a tag match as an ordinary SRQ receive, frees an SRQ receive still posted and \
+             leaves tag-list operation completions unwritten; poll it with the extended poller (Cq::start_poll, \
+             ExWc::tm_info with WcFlagsEx::TM_INFO) or through mlx5dv::tm_wqe::TmRing::complete on its direct view"
+        );
+    }
     let format = [CqeResFormat::Hash, CqeResFormat::Csum, CqeResFormat::CsumStridx]
         .into_iter()
-        .find(|f| rc == COMPRESSED + std::ffi::c_int::from(f.to_raw()));
+        .find(|f| rc == REFUSED + std::ffi::c_int::from(f.to_raw()));
     if let Some(f) = format {
         panic!(
             "Cq::poll on a CQ that compresses its CQEs in {}: libibverbs' polling (libmlx5's mlx5_poll_cq) does not \
@@ -58,8 +67,11 @@ pub(crate) struct CqInner {
     /// The parent domain the CQ was created on, kept until after its destruction.
     _pd: Option<Pd>,
     /// The mini-CQE format of a CQ that compresses its CQEs
-    /// ([`CqBuilder::mlx5_compression`]); its `poll_fn` is [`refuse_compressed`].
+    /// ([`CqBuilder::mlx5_compression`]); its `poll_fn` is a [`refuse`].
     compression: Option<CqeResFormat>,
+    /// Built for a tag-matching SRQ ([`CqBuilder::tag_matching`]); its
+    /// `poll_fn` is a [`refuse`].
+    tag_matching: bool,
 }
 
 // SAFETY: the extended view is the same CQ (the provider serialises its
@@ -109,39 +121,51 @@ pub struct Cq {
 /// A provider's `poll_cq` entry.
 type PollFn = unsafe extern "C" fn(*mut ffi::ibv_cq, std::ffi::c_int, *mut ffi::ibv_wc) -> std::ffi::c_int;
 
-/// What a `refuse_compressed` entry returns, plus the format's C value: not
-/// a count nor a provider's error (providers return -1 or a negative errno).
-const COMPRESSED: std::ffi::c_int = std::ffi::c_int::MIN;
+/// What a [`refuse`] entry returns, plus the reason (a format's C value,
+/// or [`TAG_MATCHING`]): not a count nor a provider's error (providers
+/// return -1 or a negative errno).
+const REFUSED: std::ffi::c_int = std::ffi::c_int::MIN;
 
-/// The `poll_fn` of a CQ that compresses its CQEs in format `F`
-/// ([`CqeResFormat::to_raw`]): libmlx5's `mlx5_poll_cq` does not expand
-/// compressed sessions (it reads a session's mini-CQE arrays as CQEs,
+/// The reason of a CQ built for tag matching, beside the mini-CQE formats'
+/// C values (1, 2, 4).
+const TAG_MATCHING: u8 = u8::MAX;
+
+/// The `poll_fn` of a CQ that libmlx5's `mlx5_poll_cq` misreads, so that
+/// the CQ is never handed to it: one that compresses its CQEs in format
+/// `WHY` ([`CqeResFormat::to_raw`]; `mlx5_poll_cq` does not expand
+/// compressed sessions, it reads a session's mini-CQE arrays as CQEs,
 /// reporting receives that have not completed and writing scattered bytes
-/// where no receive was), so the CQ is never handed to it. [`Cq::poll`]
-/// turns the answer ([`COMPRESSED`] + `F`) into a panic on its error path,
-/// which an ordinary CQ never takes, from the answer alone: polling costs
-/// what it did (the inlined poll keeps nothing across the call).
-extern "C" fn refuse_compressed<const F: u8>(
-    _: *mut ffi::ibv_cq,
-    _: std::ffi::c_int,
-    _: *mut ffi::ibv_wc,
-) -> std::ffi::c_int {
-    COMPRESSED + std::ffi::c_int::from(F)
+/// where no receive was), or one built for tag matching (`WHY` =
+/// [`TAG_MATCHING`]; `mlx5_poll_cq` reports a tag match as an ordinary SRQ
+/// receive, freeing an SRQ WQE still posted, and leaves a tag-list
+/// operation's completion unwritten). [`Cq::poll`] turns the answer
+/// ([`REFUSED`] + `WHY`) into a panic on its error path, which an ordinary
+/// CQ never takes, from the answer alone: polling costs what it did (the
+/// inlined poll keeps nothing across the call).
+extern "C" fn refuse<const WHY: u8>(_: *mut ffi::ibv_cq, _: std::ffi::c_int, _: *mut ffi::ibv_wc) -> std::ffi::c_int {
+    REFUSED + std::ffi::c_int::from(WHY)
 }
 
 /// The entry [`Cq::poll`] calls for the live CQ `cq`: its provider's
-/// `poll_cq`, or [`refuse_compressed`] for a CQ that compresses.
+/// `poll_cq`, or a [`refuse`] for a CQ that compresses or is built for
+/// tag matching.
 ///
 /// # Safety
 /// `cq` is a live CQ.
-unsafe fn poll_entry(cq: NonNull<ffi::ibv_cq>, compression: Option<CqeResFormat>) -> Result<PollFn> {
+unsafe fn poll_entry(
+    cq: NonNull<ffi::ibv_cq>,
+    compression: Option<CqeResFormat>,
+    tag_matching: bool,
+) -> Result<PollFn> {
     const HASH: u8 = CqeResFormat::Hash.to_raw();
     const CSUM: u8 = CqeResFormat::Csum.to_raw();
     const CSUM_STRIDX: u8 = CqeResFormat::CsumStridx.to_raw();
+    const _: () = assert!(TAG_MATCHING != HASH && TAG_MATCHING != CSUM && TAG_MATCHING != CSUM_STRIDX);
     match compression {
-        Some(CqeResFormat::Hash) => return Ok(refuse_compressed::<HASH>),
-        Some(CqeResFormat::Csum) => return Ok(refuse_compressed::<CSUM>),
-        Some(CqeResFormat::CsumStridx) => return Ok(refuse_compressed::<CSUM_STRIDX>),
+        Some(CqeResFormat::Hash) => return Ok(refuse::<HASH>),
+        Some(CqeResFormat::Csum) => return Ok(refuse::<CSUM>),
+        Some(CqeResFormat::CsumStridx) => return Ok(refuse::<CSUM_STRIDX>),
+        None if tag_matching => return Ok(refuse::<TAG_MATCHING>),
         None => {}
     }
     // SAFETY: a live CQ points to its live context.
@@ -162,6 +186,7 @@ impl fmt::Debug for Cq {
             .field("cqe", &self.capacity())
             .field("extended", &!self.inner.ex.is_classic())
             .field("compression", &self.inner.compression)
+            .field("tag_matching", &self.inner.tag_matching)
             .finish()
     }
 }
@@ -177,6 +202,7 @@ pub struct CqBuilder<'a> {
     single_threaded: bool,
     parent_domain: Option<&'a ParentDomain>,
     mlx5: CqOptions,
+    tag_matching: bool,
 }
 
 impl<'a> CqBuilder<'a> {
@@ -190,6 +216,7 @@ impl<'a> CqBuilder<'a> {
             single_threaded: false,
             parent_domain: None,
             mlx5: CqOptions::default(),
+            tag_matching: false,
         }
     }
 
@@ -281,6 +308,31 @@ impl<'a> CqBuilder<'a> {
         self
     }
 
+    /// Builds the CQ for a tag-matching SRQ
+    /// ([`SrqBuilder::tag_matching`](super::SrqBuilder::tag_matching)) and
+    /// the QPs or DCTs receiving through one: extended (libmlx5 takes no
+    /// other CQ for such an SRQ), with the fields of [`CqBuilder::extended`]
+    /// if given, else none. Give it [`WcFlagsEx::TM_INFO`] there to read
+    /// [`ExWc::tm_info`] (rxe, which has no tag matching, refuses that
+    /// flag).
+    ///
+    /// Such a CQ is polled with its extended poller ([`Cq::start_poll`],
+    /// [`ExWc::tm_info`]) or through `mlx5dv::tm_wqe::TmRing::complete` on
+    /// its direct view: [`Cq::poll`] (and everything built on it:
+    /// [`Cq::poll_one`], [`Cq::spin_one`], [`Cq::wait_one`]) panics on it,
+    /// since libmlx5's classic poller reports a tag match as an ordinary SRQ
+    /// receive (freeing an SRQ receive still posted) and leaves the
+    /// completions of tag-list operations unwritten.
+    ///
+    /// # Panics
+    /// [`CqBuilder::build`] panics if the CQ also compresses
+    /// ([`CqBuilder::mlx5_compression`]; a programming error: only a direct
+    /// view expands sessions, and libmlx5 requires an extended CQ here).
+    pub fn tag_matching(mut self) -> CqBuilder<'a> {
+        self.tag_matching = true;
+        self
+    }
+
     /// Creates the CQ. Fields or flags the device cannot provide give
     /// [`Error::Unsupported`]; so does an extended CQ on rxe when the
     /// rdma-core release in use cannot be read (its polling pass ends
@@ -292,7 +344,18 @@ impl<'a> CqBuilder<'a> {
     /// serves a CQ (programming errors; checked before anything is created).
     /// A channel serves one CQ at a time: it is free again once that CQ is
     /// destroyed, or when its creation fails.
-    pub fn build(self) -> Result<Cq> {
+    pub fn build(mut self) -> Result<Cq> {
+        if let (Some(f), true) = (self.mlx5.compression, self.tag_matching) {
+            panic!(
+                "CqBuilder::build: a CQ built for tag matching cannot compress (in {}): libmlx5 takes only an \
+                 extended CQ for a tag-matching SRQ, and its extended poller does not expand compressed sessions \
+                 (drop CqBuilder::mlx5_compression)",
+                f.name()
+            );
+        }
+        if self.tag_matching {
+            self.wc_flags = Some(self.wc_flags.unwrap_or_default());
+        }
         if let (Some(f), Some(_)) = (self.mlx5.compression, self.wc_flags) {
             panic!(
                 "CqBuilder::build: a CQ compressing in {} cannot be extended: libmlx5's extended poller does not \
@@ -423,6 +486,7 @@ impl<'a> CqBuilder<'a> {
                         ctx: self.ctx.clone(),
                         _pd: self.parent_domain.map(|pd| pd.as_pd().clone()),
                         compression: self.mlx5.compression,
+                        tag_matching: self.tag_matching,
                     },
                 )
             },
@@ -435,7 +499,7 @@ impl<'a> CqBuilder<'a> {
             });
         }
         // SAFETY: the live CQ just made.
-        let poll_fn = unsafe { poll_entry(cq, self.mlx5.compression) }?;
+        let poll_fn = unsafe { poll_entry(cq, self.mlx5.compression, self.tag_matching) }?;
         Ok(Cq { raw: cq, poll_fn, inner })
     }
 }
@@ -465,12 +529,13 @@ impl Cq {
                         ctx: ctx.clone(),
                         _pd: None,
                         compression: None,
+                        tag_matching: false,
                     },
                 )
             },
         );
         // SAFETY: the live CQ given.
-        let poll_fn = unsafe { poll_entry(cq, None) }?;
+        let poll_fn = unsafe { poll_entry(cq, None, false) }?;
         Ok(Cq { raw: cq, poll_fn, inner })
     }
 }
@@ -514,6 +579,13 @@ impl Cq {
         self.inner.compression
     }
 
+    /// Whether the CQ was built for tag matching
+    /// ([`CqBuilder::tag_matching`]), polled through its extended poller or
+    /// its direct view only.
+    pub fn is_tag_matching(&self) -> bool {
+        self.inner.tag_matching
+    }
+
     /// The capacity the provider granted.
     pub fn capacity(&self) -> u32 {
         // SAFETY: the CQ is live while `self` is.
@@ -531,8 +603,11 @@ impl Cq {
     /// # Panics
     /// On a CQ that compresses its CQEs ([`CqBuilder::mlx5_compression`],
     /// a programming error): libmlx5 would read its compressed sessions as
-    /// CQEs. Poll it through `mlx5dv::obj::cq_ring`. The provider is not
-    /// called.
+    /// CQEs. Poll it through `mlx5dv::obj::cq_ring`. On a CQ built for tag
+    /// matching ([`CqBuilder::tag_matching`], a programming error): libmlx5
+    /// would report a tag match as an ordinary SRQ receive. Poll it with
+    /// [`Cq::start_poll`] or through `mlx5dv::tm_wqe::TmRing::complete`.
+    /// The provider is not called.
     #[inline]
     pub fn poll(&self, wc: &mut [Wc]) -> Result<usize> {
         debug_assert!(wc.len() <= i32::MAX as usize, "Cq::poll: at most i32::MAX completions per call");
@@ -832,7 +907,7 @@ impl fmt::Debug for Wc {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// Calls of [`counting_poll`], the stand-in for the provider's `poll_cq`.
@@ -856,17 +931,32 @@ mod tests {
         1
     }
 
-    /// A `Cq` over a host-made CQ whose context's `poll_cq` is
-    /// [`counting_poll`], made as `CqBuilder::finish` makes one; leaked
-    /// (nothing here can be destroyed through libibverbs).
-    fn host_cq(compression: Option<CqeResFormat>) -> &'static Cq {
+    /// A host-made context whose `poll_cq` is [`counting_poll`]; leaked
+    /// (nothing here can be closed through libibverbs).
+    pub(in crate::prim) fn host_context() -> &'static Context {
         let ctx: &'static mut ffi::ibv_context = Box::leak(Box::default());
         ctx.ops.poll_cq = Some(counting_poll);
-        let cq: &'static mut ffi::ibv_cq = Box::leak(Box::default());
-        cq.context = ctx;
-        let raw = NonNull::from(cq);
         // SAFETY: the host context lives for the test run; it is never closed.
-        let context = unsafe { Context::for_host_tests(NonNull::from(ctx)) };
+        Box::leak(Box::new(unsafe { Context::for_host_tests(NonNull::from(ctx)) }))
+    }
+
+    /// A `Cq` over a host-made CQ on its own [`host_context`].
+    fn host_cq(compression: Option<CqeResFormat>, tag_matching: bool) -> &'static Cq {
+        host_cq_on(host_context(), compression, tag_matching)
+    }
+
+    /// A `Cq` over a host-made CQ of `context` (a [`host_context`]), made
+    /// as `CqBuilder::finish` makes one; leaked (nothing here can be
+    /// destroyed through libibverbs).
+    pub(in crate::prim) fn host_cq_on(
+        context: &'static Context,
+        compression: Option<CqeResFormat>,
+        tag_matching: bool,
+    ) -> &'static Cq {
+        let cq: &'static mut ffi::ibv_cq = Box::leak(Box::default());
+        cq.context = context.as_ptr();
+        let raw = NonNull::from(cq);
+        let context = context.clone();
         // SAFETY: the host CQ is never destroyed (the `Cq` is leaked).
         let inner = Arc::new(unsafe {
             Owned::new(
@@ -880,11 +970,12 @@ mod tests {
                     ctx: context,
                     _pd: None,
                     compression,
+                    tag_matching,
                 },
             )
         });
         // SAFETY: a live (host) CQ.
-        let poll_fn = unsafe { poll_entry(raw, compression) }.unwrap();
+        let poll_fn = unsafe { poll_entry(raw, compression, tag_matching) }.unwrap();
         Box::leak(Box::new(Cq { raw, poll_fn, inner }))
     }
 
@@ -896,7 +987,7 @@ mod tests {
     /// as before.
     #[test]
     fn compressed_cq_is_never_polled_through_the_provider() {
-        let plain = host_cq(None);
+        let plain = host_cq(None, false);
         let mut wc = [Wc::default(); 4];
         let before = PROVIDER_POLLS.load(Ordering::SeqCst);
         assert_eq!(plain.poll(&mut wc).unwrap(), 1);
@@ -904,7 +995,7 @@ mod tests {
         assert_eq!(PROVIDER_POLLS.load(Ordering::SeqCst), before + 1);
 
         for format in [CqeResFormat::Hash, CqeResFormat::Csum, CqeResFormat::CsumStridx] {
-            let zipped = host_cq(Some(format));
+            let zipped = host_cq(Some(format), false);
             assert_eq!(zipped.compression(), Some(format));
             let polls = PROVIDER_POLLS.load(Ordering::SeqCst);
             type Call<'a> = (&'static str, Box<dyn Fn() + 'a>);
@@ -923,6 +1014,36 @@ mod tests {
             }
             assert_eq!(PROVIDER_POLLS.load(Ordering::SeqCst), polls, "the provider's poll_cq was called");
         }
+    }
+
+    /// B-1′: libmlx5's `mlx5_poll_cq` reports a tag match as an ordinary
+    /// SRQ receive (freeing an SRQ WQE still posted) and leaves tag-list
+    /// operation completions unwritten. A CQ built for tag matching never
+    /// reaches the provider's `poll_cq` from `Cq::poll`, nor from anything
+    /// built on it, nor through a clone: each panics naming the fix.
+    #[test]
+    fn b1_prime_tag_matching_cq_is_never_polled_through_the_provider() {
+        let tm = host_cq(None, true);
+        assert!(tm.is_tag_matching());
+        assert!(!host_cq(None, false).is_tag_matching());
+        let clone = tm.clone();
+        type Call<'a> = (&'static str, Box<dyn Fn() + 'a>);
+        let calls: [Call<'_>; 5] = [
+            ("poll", Box::new(|| drop(tm.poll(&mut [Wc::default(); 4])))),
+            ("clone poll", Box::new(|| drop(clone.poll(&mut [Wc::default(); 4])))),
+            ("poll_one", Box::new(|| drop(tm.poll_one()))),
+            ("spin_one", Box::new(|| drop(tm.spin_one(Duration::from_millis(1))))),
+            ("wait_one", Box::new(|| drop(tm.wait_one(Duration::from_millis(1))))),
+        ];
+        for (what, call) in calls {
+            let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).expect_err(what);
+            let msg = err.downcast_ref::<&str>().copied().unwrap_or_default();
+            assert!(msg.contains("CQ built for tag matching"), "{what}: {msg}");
+            assert!(msg.contains("Cq::start_poll") && msg.contains("TmRing::complete"), "{what}: {msg}");
+        }
+        // The provider's `poll_cq` ([`counting_poll`]) never panics: each
+        // panic above is the refusal's, so it was not called (its counter is
+        // shared with the test beside, run in parallel).
     }
 
     #[test]

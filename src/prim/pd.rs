@@ -28,6 +28,19 @@ unsafe impl Destroy for PdInner {
     }
 }
 
+#[cfg(test)]
+impl Pd {
+    /// A PD over a host-made `ibv_pd` of the host context `ctx`, for host
+    /// tests of objects that need one; leaked (never deallocated).
+    pub(crate) fn for_host_tests(ctx: &Context) -> &'static Pd {
+        let raw: &'static mut ffi::ibv_pd = Box::leak(Box::default());
+        raw.context = ctx.as_ptr();
+        let inner = PdInner { ctx: ctx.clone(), parent: None, td: None };
+        // SAFETY: the host PD is never deallocated (the `Pd` is leaked).
+        Box::leak(Box::new(Pd(Arc::new(unsafe { Owned::new(NonNull::from(raw), inner) }))))
+    }
+}
+
 /// A protection domain. Cloning shares it.
 ///
 /// A [parent domain](super::ParentDomain) is also a `Pd` (it derefs to one):

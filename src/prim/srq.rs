@@ -221,15 +221,21 @@ impl Srq {
 
 impl<'a> SrqBuilder<'a> {
     /// Makes the SRQ a tag-matching one (`IBV_SRQT_TM`) with `cfg`'s list
-    /// size and operation count; `cq` receives the completions of its tag
-    /// operations. [`SrqBuilder::build`] then checks them
+    /// size and operation count; `cq`, built with
+    /// [`CqBuilder::tag_matching`](super::CqBuilder::tag_matching), receives
+    /// the completions of its tag operations and of its receives. The QPs
+    /// and DCTs that take receives from the SRQ need such a receive CQ too.
+    /// [`SrqBuilder::build`] then checks them
     /// against the device's `tm_caps` before the creation: a device without
     /// tag matching gives [`Error::Unsupported`] naming it, a count above
     /// the device's gives [`Error::CapExceeded`] naming the capability.
     ///
     /// # Panics
     /// If `cfg.max_num_tags` or `cfg.max_ops` is 0 (a tag-matching SRQ
-    /// needs both; pass at least 1).
+    /// needs both; pass at least 1), or if `cq` was not built with
+    /// [`CqBuilder::tag_matching`](super::CqBuilder::tag_matching) (its
+    /// classic poller would misreport tag-matching completions). Programming
+    /// errors, checked before anything is created.
     ///
     /// # References
     /// `ibv_create_srq_ex(3)`
@@ -240,8 +246,30 @@ impl<'a> SrqBuilder<'a> {
             cfg.max_num_tags,
             cfg.max_ops
         );
+        assert!(
+            cq.is_tag_matching(),
+            "SrqBuilder::tag_matching: the CQ {cq:?} is not built for tag matching: build it with \
+             Cq::builder(ctx, n).tag_matching() (libmlx5 reads tag-matching completions through the extended \
+             poller only)"
+        );
         self.tm = Some((cfg, cq));
         self
+    }
+}
+
+impl Srq {
+    /// Panics unless `recv_cq`, the receive CQ of a QP or DCT made by
+    /// `what` taking receives from `srq`, is built for tag matching when
+    /// `srq` is a tag-matching SRQ: the receives of its messages complete
+    /// with tag-matching CQEs, which libmlx5's classic poller misreads.
+    pub(crate) fn check_tm_recv_cq(what: &str, srq: Option<&Srq>, recv_cq: &super::Cq) {
+        if srq.is_some_and(Srq::is_tm) && !recv_cq.is_tag_matching() {
+            panic!(
+                "{what}: the receive CQ {recv_cq:?} is not built for tag matching but the SRQ is a tag-matching \
+                 one: build the CQ with Cq::builder(ctx, n).tag_matching() (libmlx5's classic poller misreads \
+                 tag-matching completions)"
+            );
+        }
     }
 }
 
@@ -275,4 +303,42 @@ fn create_tm_srq(
     let raw = NonNull::new(raw).ok_or_else(|| Error::last("ibv_create_srq_ex").lacking("tag matching"))?;
     // SAFETY: made by `ibv_create_srq_ex` just now, owned by nothing else.
     Ok(Srq::from_data(Arc::new(unsafe { Owned::new(raw, SrqData::new(pd.clone(), None, Some(cq.clone()))) })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prim::cq::tests::{host_context, host_cq_on};
+    use crate::prim::{Qp, QpType};
+
+    /// B-1′: the receives of a tag-matching SRQ complete with tag-matching
+    /// CQEs, which libmlx5's classic poller misreads; a QP or a DCT taking
+    /// receives from one is refused, before anything is created, unless
+    /// its receive CQ is built for tag matching (rxe has no tag matching:
+    /// the SRQ here is host-made, never handed to libibverbs).
+    #[test]
+    fn b1_prime_qps_and_dcts_on_a_tm_srq_need_a_tag_matching_recv_cq() {
+        let ctx = host_context();
+        let pd = Pd::for_host_tests(ctx);
+        let (plain, tm_cq) = (host_cq_on(ctx, None, false), host_cq_on(ctx, None, true));
+        let raw: &'static mut ffi::ibv_srq = Box::leak(Box::default());
+        // SAFETY: the host SRQ is never destroyed (the `Srq` is leaked).
+        let data = unsafe { Owned::new(NonNull::from(raw), SrqData::new(pd.clone(), None, Some(tm_cq.clone()))) };
+        let srq: &'static Srq = Box::leak(Box::new(Srq::from_data(Arc::new(data))));
+        assert!(srq.is_tm());
+        let message = |f: &dyn Fn()| {
+            let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).expect_err("refused");
+            err.downcast_ref::<String>().cloned().unwrap_or_default()
+        };
+        let msg = message(&|| drop(Qp::builder(pd, QpType::RC, tm_cq, plain).srq(srq).build()));
+        assert!(msg.starts_with("QpBuilder::build: the receive CQ"), "{msg}");
+        assert!(msg.contains("not built for tag matching") && msg.contains(".tag_matching()"), "{msg}");
+        let dct = || crate::mlx5dv::dc::Dct::create(pd, plain, srq, 1, &crate::mlx5dv::dc::DctOpts::default());
+        let msg = message(&|| drop(dct()));
+        assert!(msg.starts_with("Dct::create: the receive CQ"), "{msg}");
+        // What passes the check: a tag-matching receive CQ, or an SRQ that
+        // is not a tag-matching one.
+        Srq::check_tm_recv_cq("QpBuilder::build", Some(srq), tm_cq);
+        Srq::check_tm_recv_cq("QpBuilder::build", None, plain);
+    }
 }

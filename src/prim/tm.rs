@@ -26,13 +26,16 @@ use crate::bindings as ffi;
 ///
 /// An MPI-style receiver: a posted receive for tag 7 from any source (the
 /// low 32 bits), ordinary receives for what arrives before its receive is
-/// posted. On a CQ made with `WcFlagsEx::TM_INFO`, [`ExWc::tm_info`](super::ExWc::tm_info)
-/// of a receive tells the two apart (`matched`).
+/// posted. On the SRQ's CQ, built with
+/// [`CqBuilder::tag_matching`](super::CqBuilder::tag_matching),
+/// [`ExWc::tm_info`](super::ExWc::tm_info) of a receive tells the two apart
+/// (`matched`).
 ///
 /// ```no_run
-/// # fn f(pd: &rrddmma::prim::Pd, mr: &rrddmma::prim::Mr, cq: &rrddmma::prim::Cq) -> rrddmma::prim::Result<()> {
-/// use rrddmma::prim::{RecvWr, Srq, TmConfig, TmOp};
-/// let srq = Srq::builder(pd).max_wr(64).tag_matching(TmConfig { max_num_tags: 64, max_ops: 16 }, cq).build()?;
+/// # fn f(pd: &rrddmma::prim::Pd, mr: &rrddmma::prim::Mr) -> rrddmma::prim::Result<()> {
+/// use rrddmma::prim::{Cq, RecvWr, Srq, TmConfig, TmOp, WcFlagsEx};
+/// let cq = Cq::builder(pd.context(), 256).tag_matching().extended(WcFlagsEx::TM_INFO).build()?;
+/// let srq = Srq::builder(pd).max_wr(64).tag_matching(TmConfig { max_num_tags: 64, max_ops: 16 }, &cq).build()?;
 /// // Room for unexpected messages.
 /// let bounce = [mr.sge(0, 4096)];
 /// // SAFETY: `mr` is this PD's, untouched until the completions.

@@ -215,6 +215,9 @@ impl<'a> QpBuilder<'a> {
     /// context than the PD (a programming error: their handles would name
     /// unrelated kernel objects of that other context). Open the device once
     /// and create every object from that [`Context`](super::Context).
+    /// If the SRQ is a tag-matching one and the receive CQ was not built
+    /// with [`CqBuilder::tag_matching`](super::CqBuilder::tag_matching) (a
+    /// programming error: its classic poller would misread the receives).
     pub fn build(self) -> Result<Qp> {
         let ctx = self.pd.context().as_ptr();
         let foreign = |what: &str| {
@@ -235,6 +238,7 @@ impl<'a> QpBuilder<'a> {
         if self.xrcd.is_some_and(|x| x.context().as_ptr() != ctx) {
             foreign("XRC domain");
         }
+        Srq::check_tm_recv_cq("QpBuilder::build", self.srq, self.recv_cq);
         if self.mlx5_send_ops.is_some() {
             assert!(
                 self.send_ops.is_some(),
