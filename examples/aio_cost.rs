@@ -34,9 +34,7 @@ use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
 
-use rrddmma::prim::{
-    AccessFlags, CompChannel, ConnectOpts, Context, Cq, Pd, Qp, QpCaps, QpType, RemoteAddr, SendWr,
-};
+use rrddmma::prim::{AccessFlags, CompChannel, ConnectOpts, Context, Cq, Pd, Qp, QpCaps, QpType, RemoteAddr, SendWr};
 use rrddmma::wrap::aio::{AioOpts, Listener, LocalEndpoint, LocalMr, MrPool, RcEndpoint};
 use rrddmma::wrap::RegisteredMem;
 

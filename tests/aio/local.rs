@@ -299,7 +299,12 @@ fn built(new: impl FnOnce() -> LocalEndpoint) -> Result<LocalEndpoint, String> {
 /// Polls `fut` with a waker that does nothing for about `ms` milliseconds;
 /// its output if it resolved.
 fn poll_for<F: Future + Unpin>(fut: &mut F, ms: u64) -> Option<F::Output> {
-    let mut cx = TaskCx::from_waker(std::task::Waker::noop());
+    struct Noop;
+    impl std::task::Wake for Noop {
+        fn wake(self: std::sync::Arc<Self>) {}
+    }
+    let waker = std::task::Waker::from(std::sync::Arc::new(Noop));
+    let mut cx = TaskCx::from_waker(&waker);
     for _ in 0..ms {
         if let Poll::Ready(v) = Pin::new(&mut *fut).poll(&mut cx) {
             return Some(v);
