@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::task::{Context as TaskCx, Poll};
 
 use rrddmma::prim::{
-    AccessFlags, CompChannel, ConnectOpts, Context, Cq, Mr, Pd, Qp, QpCaps, QpType, RecvWr, RemoteAddr,
+    AccessFlags, CompChannel, ConnectOpts, Context, Cq, Mr, Pd, Qp, QpCaps, QpType, RecvWr, RemoteAddr, SendWr,
 };
 use rrddmma::wrap::aio::{LocalEndpoint, LocalMr, MrPool};
 use rrddmma::wrap::RegisteredMem;
@@ -404,6 +404,43 @@ async fn local_a1_prime_receive_in_flight_before_new_is_not_taken() {
     let (len, rbuf) = recv.await.expect("RECV");
     assert_eq!((len, bytes(&rbuf, 64)), (64, vec![2u8; 64]), "the endpoint's receive holds the second message");
     assert_eq!(a.in_flight(), 0);
+}
+
+/// A signaled WRITE posted on the QP before it is handed to `new` (wr_id
+/// 0), its completion waiting in the CQ: the endpoint's first WRITE,
+/// posted at once on the idle endpoint, is not resolved by it there, and
+/// its own completion does not later resolve the next request of its slot
+/// (a receive, with nothing sent).
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+async fn local_a1_prime_write_in_flight_before_new_is_not_taken() {
+    let (ctx, pd) = open();
+    let (cqa, cqb) = (Cq::create(&ctx, 256).expect("cq a"), Cq::create(&ctx, 256).expect("cq b"));
+    let (qa, qb) = (rc_qp(&pd, &cqa), rc_qp(&pd, &cqb));
+    connect(&ctx, &qa, &qb);
+    let mut target = RegisteredMem::new(&pd, 128).expect("target");
+    target.write(0, &[0u8; 128]);
+    // Declared before the endpoint: dropped after its QP.
+    let mut foreign = RegisteredMem::new(&pd, 64).expect("foreign buffer");
+    foreign.write(0, &[3u8; 64]);
+    let sge = [foreign.sge(0..64)];
+    // SAFETY: `foreign` is registered on the QP's PD and outlives the QP
+    // (dropped after the endpoint that owns it).
+    unsafe { qa.post_send(&mut [SendWr::write(&sge, target.remote().at(0)).signaled().wr_id(0)]) }.expect("post_send");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let a = LocalEndpoint::new(qa, cqa, MrPool::new(&pd, 1 << 16).expect("pool a"));
+    let mut src = a.alloc_local_mr(layout(64)).unwrap();
+    src.write(0, &[4u8; 64]);
+    drop(a.write(src, 0..64, target.remote().at(64)).await.expect("WRITE"));
+    let mut landed = [0u8; 128];
+    target.read(0, &mut landed);
+    assert_eq!(landed, [[3u8; 64], [4u8; 64]].concat()[..], "both WRITEs' bytes");
+    assert_eq!(a.in_flight(), 0, "the endpoint's WRITE took its own completion");
+    let rbuf = a.alloc_local_mr(layout(64)).unwrap();
+    let mut recv = Box::pin(a.recv(rbuf));
+    if let Some(r) = poll_for(&mut recv, 300) {
+        panic!("a receive resolved ({r:?}) with nothing sent: the WRITE's completion was left for its slot");
+    }
 }
 
 /// A CQ another QP completes to, a CQ with a clone kept, and a QP whose
