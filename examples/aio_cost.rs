@@ -34,9 +34,9 @@ use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
 
-use rrddmma::prim::{AccessFlags, CompChannel, ConnectOpts, Context, Cq, Pd, Qp, QpCaps, RemoteAddr, SendWr};
+use rrddmma::prim::{AccessFlags, CompChannel, ConnectOpts, Context, Cq, Pd, Qp, QpCaps, QpType, RemoteAddr, SendWr};
 use rrddmma::wrap::aio::{AioOpts, Listener, LocalEndpoint, LocalMr, MrPool, RcEndpoint};
-use rrddmma::wrap::{connected_rc_pair, RegisteredMem};
+use rrddmma::wrap::RegisteredMem;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -202,7 +202,15 @@ fn main() -> Res<()> {
     let peer_cq = Cq::create(&ctx, 128)?;
     let opts = ConnectOpts::default().access(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ);
     let caps = QpCaps::default().max_send_wr(64).max_recv_wr(64);
-    let (qp, _peer) = connected_rc_pair(&pd, &cq, &peer_cq, caps, 1, &opts)?;
+    // The QP completes to `cq` alone (a `LocalEndpoint` is its CQ's only
+    // poller), its peer to `peer_cq`.
+    let qp = Qp::builder(&pd, QpType::RC, &cq, &cq).caps(caps).build()?;
+    let peer = Qp::builder(&pd, QpType::RC, &peer_cq, &peer_cq).caps(caps).build()?;
+    let gid = opts.gid_index_on(&ctx)?;
+    let opts = opts.gid_index(Some(gid));
+    let (e, pe) = (qp.endpoint(opts.get_port(), gid, 1)?, peer.endpoint(opts.get_port(), gid, 2)?);
+    qp.connect(&pe, e.psn, &opts)?;
+    peer.connect(&e, pe.psn, &opts)?;
     let target = RegisteredMem::new(&pd, SIZE * batch)?;
     let remote = target.remote().at(0);
     if kind == "event" {

@@ -19,9 +19,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
 
-use rrddmma::prim::{AccessFlags, CompChannel, ConnectOpts, Context, Cq, Pd, QpCaps, RemoteMr};
+use rrddmma::prim::{AccessFlags, CompChannel, ConnectOpts, Context, Cq, Pd, Qp, QpType, RemoteMr};
 use rrddmma::wrap::aio::{LocalEndpoint, MrPool};
-use rrddmma::wrap::{connected_rc_pair, RegisteredMem};
+use rrddmma::wrap::RegisteredMem;
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
@@ -57,7 +57,15 @@ fn main() -> Result<()> {
     let ch = CompChannel::create(&ctx)?;
     let (cq, peer_cq) = (Cq::builder(&ctx, 256).channel(&ch).build()?, Cq::create(&ctx, 256)?);
     let opts = ConnectOpts::default().access(AccessFlags::REMOTE_READ);
-    let (qp, _peer) = connected_rc_pair(&pd, &cq, &peer_cq, QpCaps::default(), 1, &opts)?;
+    // The QP completes to `cq` alone (the endpoint is its CQ's only
+    // poller), the peer to `peer_cq`.
+    let qp = Qp::builder(&pd, QpType::RC, &cq, &cq).build()?;
+    let peer = Qp::builder(&pd, QpType::RC, &peer_cq, &peer_cq).build()?;
+    let gid = opts.gid_index_on(&ctx)?;
+    let opts = opts.gid_index(Some(gid));
+    let (e, pe) = (qp.endpoint(opts.get_port(), gid, 1)?, peer.endpoint(opts.get_port(), gid, 2)?);
+    qp.connect(&pe, e.psn, &opts)?;
+    peer.connect(&e, pe.psn, &opts)?;
     // The table, on the peer's side: key k + 1 holds value k * 3.
     let mut table = RegisteredMem::new(&pd, BUCKETS as usize * BUCKET)?;
     for k in 1..=512u64 {

@@ -802,6 +802,18 @@ impl Cq {
         }
         Ok(())
     }
+
+    /// How many handles to this CQ live: `Cq` values, each QP, SRQ, WQ or
+    /// view that holds one counting as its own (nothing holds a weak one).
+    /// A count that includes every handle the caller knows of means no
+    /// other exists; the last handle dropped elsewhere is ordered before
+    /// the caller's next use of the CQ.
+    pub(crate) fn handles(&self) -> usize {
+        let n = Arc::strong_count(&self.inner);
+        // Pairs with the release of a handle dropped on another thread.
+        std::sync::atomic::fence(Ordering::Acquire);
+        n
+    }
 }
 
 /// A work completion (`struct ibv_wc`).

@@ -226,7 +226,7 @@ mod asynch {
     use std::task::Poll;
     use std::time::Duration;
 
-    use rrddmma::prim::{AccessFlags, CompChannel, ConnectOpts, Context, Cq, Pd, QpCaps, SendWr};
+    use rrddmma::prim::{AccessFlags, CompChannel, ConnectOpts, Context, Cq, Pd, Qp, QpCaps, QpType, SendWr};
     use rrddmma::wrap::aio::{AioOpts, Listener, LocalEndpoint, LocalMr, MrPool, RcEndpoint};
     use rrddmma::wrap::{connected_rc_pair, RegisteredMem};
 
@@ -396,8 +396,17 @@ mod asynch {
         let peer_cq = Cq::create(&ctx, 128).unwrap_or_else(|e| die("Cq::create", e));
         let opts = ConnectOpts::default().access(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ);
         let caps = QpCaps::default().max_send_wr(64).max_recv_wr(64);
-        let (qp, _peer) = connected_rc_pair(&pd, &cq, &peer_cq, caps, 1, &opts)
-            .unwrap_or_else(|e| die("connected_rc_pair", e));
+        // The QP completes to `cq` alone (the endpoint is its CQ's only
+        // poller), its peer to `peer_cq`.
+        let build = |cq: &Cq| Qp::builder(&pd, QpType::RC, cq, cq).caps(caps).build();
+        let qp = build(&cq).unwrap_or_else(|e| die("Qp build", e));
+        let peer = build(&peer_cq).unwrap_or_else(|e| die("Qp build", e));
+        let gid = opts.gid_index_on(&ctx).unwrap_or_else(|e| die("gid_index_on", e));
+        let opts = opts.gid_index(Some(gid));
+        let (e, pe) = (qp.endpoint(opts.get_port(), gid, 1), peer.endpoint(opts.get_port(), gid, 2));
+        let (e, pe) = (e.unwrap_or_else(|e| die("endpoint", e)), pe.unwrap_or_else(|e| die("endpoint", e)));
+        qp.connect(&pe, e.psn, &opts).unwrap_or_else(|e| die("connect", e));
+        peer.connect(&e, pe.psn, &opts).unwrap_or_else(|e| die("connect", e));
         let mem = RegisteredMem::new(&pd, size * inflight).unwrap_or_else(|e| die("RegisteredMem::new", e));
         let remote = mem.remote();
         let pool = MrPool::new(&pd, 64 * size * inflight + 4096).unwrap_or_else(|e| die("MrPool::new", e));

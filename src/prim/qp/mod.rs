@@ -764,7 +764,11 @@ impl Qp {
     /// QP's PD with the access the operation needs, and stay alive and
     /// untouched until the request's completion (inline payloads are copied
     /// at the call and are exempt). UD requests' address handles must stay
-    /// alive until completion too.
+    /// alive until completion too. A request still in flight when the QP
+    /// is handed to `wrap::aio::LocalEndpoint::new` must have bit 63 of its
+    /// `wr_id` clear (the endpoint's own requests have it set, and it
+    /// passes over the completions of the others, which nobody then sees:
+    /// their memory stays the device's until the QP is destroyed).
     #[inline]
     pub unsafe fn post_send(&self, wrs: &mut [SendWr<'_>]) -> Result<()> {
         let Some(head) = link_in_place!(&mut *wrs) else { return Ok(()) };
@@ -836,7 +840,10 @@ impl Qp {
     ///
     /// # Safety
     /// Every entry must lie in memory registered on this QP's PD with local
-    /// write access, alive and untouched until its completion.
+    /// write access, alive and untouched until its completion. A receive
+    /// still in flight when the QP is handed to
+    /// `wrap::aio::LocalEndpoint::new` must have bit 63 of its `wr_id`
+    /// clear, as with [`Qp::post_send`].
     #[inline]
     pub unsafe fn post_recv(&self, wrs: &mut [RecvWr<'_>]) -> Result<()> {
         let Some(head) = link_in_place!(&mut *wrs) else { return Ok(()) };
@@ -867,6 +874,16 @@ impl Qp {
             return Err(Error::post_list("ibv_post_recv", rc));
         }
         Ok(())
+    }
+
+    /// The CQs its send and receive queues complete to.
+    pub(crate) fn cqs(&self) -> (&Cq, &Cq) {
+        (&self._send_cq, &self._recv_cq)
+    }
+
+    /// Whether it receives through an SRQ.
+    pub(crate) fn has_srq(&self) -> bool {
+        self._srq.is_some()
     }
 }
 

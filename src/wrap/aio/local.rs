@@ -13,7 +13,7 @@ use std::marker::PhantomData;
 use std::ops::Range;
 use std::pin::{pin, Pin};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
@@ -30,6 +30,10 @@ const POLL_CAP: usize = 32;
 
 /// An operation's `id` before its first poll.
 const NOT_STARTED: u32 = u32::MAX;
+
+/// The next endpoint's tag: the high 32 bits of its requests' `wr_id`s
+/// (bit 31 set, see [`LocalEndpoint::new`]; the low 32 bits are the slot).
+static NEXT_TAG: AtomicU32 = AtomicU32::new(0);
 
 /// Where one request stands. Plain data: a request's waker and an
 /// abandoned request's buffer live beside it (`Slots::wakers`,
@@ -139,7 +143,8 @@ impl Slots {
 /// An async RC endpoint that lives on one thread (`!Send`, `!Sync`).
 ///
 /// Built over a connected QP whose send and receive queues complete to
-/// `cq`, which nothing else polls. Its operations are futures as
+/// `cq`, which nothing else can reach: the endpoint is the CQ's only
+/// poller, and takes only its own requests' completions. Its operations are futures as
 /// [`RcEndpoint`](super::RcEndpoint)'s are, with the same cancellation
 /// guarantee: a future dropped before its completion leaves its buffer to
 /// the endpoint, which frees it when the completion arrives or after the
@@ -178,7 +183,14 @@ impl Slots {
 /// abandoned buffers.
 pub struct LocalEndpoint {
     qp: Qp,
+    /// Held by no one else (checked by `new`; never handed out).
     cq: Cq,
+    /// `qp`'s number, which every completion taken names.
+    qpn: u32,
+    /// This endpoint's tag in the high 32 bits (the low 32 are 0): every
+    /// `wr_id` it posts is `tag | slot`, and a completion whose `wr_id`
+    /// has other high bits is not its own.
+    tag: u64,
     slots: RefCell<Slots>,
     /// The entry lists of the queued requests (`Slots::wrs`), one each, at
     /// a fixed heap address; written only while its index is not queued.
@@ -228,14 +240,52 @@ impl Drop for Driving<'_> {
 }
 
 impl LocalEndpoint {
-    /// An endpoint over `qp` (connected, RC), which completes to `cq`
-    /// alone, with buffers from `pool` (registered on `qp`'s protection
-    /// domain). Completions another poller of `cq` takes are lost to this
-    /// endpoint: their operations never resolve and their buffers are
-    /// never reused. Give `cq` a completion channel
+    /// An endpoint over `qp` (connected, RC), whose send and receive
+    /// queues both complete to `cq`, with buffers from `pool` (registered
+    /// on `qp`'s protection domain). The endpoint is `cq`'s only poller:
+    /// `qp` and `cq` must be its only handles (no clone of `cq` kept, no
+    /// other QP, SRQ, WQ or view made on it), and the endpoint never hands
+    /// either out. Give `cq` a completion channel
     /// ([`CqBuilder::channel`](crate::prim::CqBuilder::channel)) for
     /// [`LocalEndpoint::block_on`] to sleep on; without one it busy-polls.
+    ///
+    /// The endpoint's `wr_id`s have bit 63 set (the high 32 bits are a tag
+    /// of this endpoint, the low 32 its slot); a completion of another
+    /// `wr_id` or QP is passed over. So requests `qp` still has in flight
+    /// (posted with [`Qp::post_send`] or [`Qp::post_recv`], whose contract
+    /// asks bit 63 clear of them) are never taken for the endpoint's: a
+    /// peer's SEND may land in such a receive, and its completion is not
+    /// reported to anyone (its buffer stays the device's until the QP is
+    /// destroyed, when the endpoint is dropped).
+    ///
+    /// # Panics
+    /// If `qp`'s send or receive queue completes to another CQ than `cq`,
+    /// if `qp` receives through an SRQ (the endpoint posts its own
+    /// receives), or if any handle to `cq` lives besides `cq` and `qp`
+    /// (programming errors: another poller would take the endpoint's
+    /// completions, or the endpoint another's).
     pub fn new(qp: Qp, cq: Cq, pool: MrPool) -> LocalEndpoint {
+        let qpn = qp.qpn();
+        let (send_cq, recv_cq) = qp.cqs();
+        assert!(
+            send_cq.as_ptr() == cq.as_ptr() && recv_cq.as_ptr() == cq.as_ptr(),
+            "LocalEndpoint::new: QP {qpn:#x} does not complete to the CQ given (its send and receive queues must \
+             both use it): build the QP with Qp::builder(pd, QpType::RC, &cq, &cq) and give the endpoint that cq"
+        );
+        assert!(
+            !qp.has_srq(),
+            "LocalEndpoint::new: QP {qpn:#x} receives through an SRQ, and the endpoint posts its own receives: \
+             build the QP without QpBuilder::srq"
+        );
+        // `cq` and the QP's two.
+        let others = cq.handles().saturating_sub(3);
+        assert!(
+            others == 0,
+            "LocalEndpoint::new: the CQ of QP {qpn:#x} has {others} other handle(s) (Cq clones, or other QPs, \
+             SRQs, WQs or views made on it), and the endpoint must be its CQ's only poller: give it a CQ of its \
+             own, and drop the clones and the other objects made on that CQ first"
+        );
+        let tag = u64::from(NEXT_TAG.fetch_add(1, Ordering::Relaxed) | 1 << 31) << 32;
         let sges: Box<[UnsafeCell<[Sge; 1]>]> =
             (0..SQ_CAP).map(|_| UnsafeCell::new([Sge::from_raw(0, 0, 0)])).collect();
         let wrs = sges
@@ -261,6 +311,8 @@ impl LocalEndpoint {
         LocalEndpoint {
             qp,
             cq,
+            qpn,
+            tag,
             slots: RefCell::new(slots),
             sges,
             pool,
@@ -466,19 +518,28 @@ impl LocalEndpoint {
     }
 
     /// Drains the CQ: each completion goes to its slot, waking its
-    /// operation; an abandoned request's buffer is freed. The number of
-    /// completions taken.
+    /// operation; an abandoned request's buffer is freed; a completion of
+    /// a request the endpoint did not post (one in flight on the QP before
+    /// `new`) is passed over. The number of the endpoint's completions
+    /// taken: 0 when the CQ had none (or nothing of the endpoint's was in
+    /// flight).
     fn drain(&self, s: &mut Slots) -> crate::prim::Result<usize> {
+        let (qpn, tag) = (self.qpn, self.tag);
         let mut total = 0;
         loop {
             let want = s.posted.clamp(1, POLL_CAP);
             let n = self.cq.poll(&mut s.wcs[..want])?;
+            let before = s.posted;
             let Slots { st, wakers, free, held, posted, wcs, .. } = &mut *s;
             for wc in &wcs[..n] {
                 let wc = &wc.0;
-                // `wr_id`s above `usize::MAX` are not this endpoint's.
+                // Another QP's, or not posted by this endpoint: its
+                // `posted` count does not include it.
+                if wc.qp_num != qpn || (wc.wr_id ^ tag) >> 32 != 0 {
+                    continue;
+                }
                 #[allow(clippy::cast_possible_truncation)]
-                let i = wc.wr_id as usize;
+                let i = wc.wr_id as u32 as usize;
                 let Some(slot) = st.get_mut(i) else { continue };
                 match *slot {
                     St::Waiting => {
@@ -505,10 +566,11 @@ impl LocalEndpoint {
                 }
                 *posted = posted.saturating_sub(1);
             }
-            total += n;
-            // Fewer than asked for: the CQ is empty; as many as were in
-            // flight: nothing of ours is left to take.
-            if n < POLL_CAP || s.posted == 0 {
+            total += before - s.posted;
+            // Fewer than asked for: the CQ is empty; nothing of ours in
+            // flight: nothing is left to take. Else (a full batch, or
+            // completions passed over) poll on.
+            if n < want || s.posted == 0 {
                 return Ok(total);
             }
         }
@@ -549,7 +611,13 @@ impl LocalEndpoint {
         // SAFETY: index `k` is not queued (the queue holds the indices
         // below it, posted or not yet), so nothing reads this list now.
         unsafe { *cell.get() = [sge] };
-        req.fill(s.wrs[k].raw_mut(), id);
+        req.fill(s.wrs[k].raw_mut(), self.wr_id(id));
+    }
+
+    /// The `wr_id` of request `id`.
+    #[inline]
+    fn wr_id(&self, id: u32) -> u64 {
+        self.tag | u64::from(id)
     }
 
     #[inline]
@@ -630,13 +698,13 @@ enum Req {
 
 impl Req {
     /// Makes `wr` (a signaled request over one entry, its list in place)
-    /// request `id` doing this; the fields this request does not use are
-    /// left as they were, and the provider does not read them.
+    /// request `wr_id` doing this; the fields this request does not use
+    /// are left as they were, and the provider does not read them.
     #[inline]
-    fn fill(self, wr: &mut ffi::ibv_send_wr, id: u32) {
+    fn fill(self, wr: &mut ffi::ibv_send_wr, wr_id: u64) {
         use ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 as Rdma;
         use ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_2 as Atomic;
-        wr.wr_id = u64::from(id);
+        wr.wr_id = wr_id;
         let op = match self {
             Req::Write(at) => {
                 wr.wr.rdma = Rdma { remote_addr: at.addr, rkey: at.rkey };
@@ -700,7 +768,7 @@ impl<T, F: Fn(u32, LocalMr) -> T> LocalOp<'_, F> {
             let id = s.next_id();
             let sge = [self.sge];
             // SAFETY: as in `LocalEndpoint::flush_in`.
-            if let Err(e) = unsafe { ep.qp.post_recv(&mut [RecvWr::new(&sge, u64::from(id))]) } {
+            if let Err(e) = unsafe { ep.qp.post_recv(&mut [RecvWr::new(&sge, ep.wr_id(id))]) } {
                 // Never posted: the buffer goes back with the future.
                 return First::Refused(e.into());
             }
@@ -723,12 +791,12 @@ impl<T, F: Fn(u32, LocalMr) -> T> LocalOp<'_, F> {
             // Never posted (one request: refused whole).
             return First::Refused(e.into());
         }
-        // Nothing else is in flight: a completion there is this request's,
-        // or one of a `wr_id` this endpoint did not post (which a drain
-        // would pass over too).
+        // Nothing else of ours is in flight: a completion there is this
+        // request's, or one of a request posted on the QP before `new`
+        // (another `wr_id`), passed over as a drain does.
         if let Ok(1) = ep.cq.poll(&mut s.wcs[..1]) {
             let wc = &s.wcs[0].0;
-            if wc.wr_id == u64::from(id) {
+            if wc.wr_id == ep.wr_id(id) && wc.qp_num == ep.qpn {
                 let (status, byte_len, vendor_err) = (wc.status.0, wc.byte_len, wc.vendor_err);
                 return First::Done { id, status, byte_len, vendor_err };
             }
@@ -889,10 +957,10 @@ impl<F> LocalOp<'_, F> {
 #[cold]
 fn failed(ep: &LocalEndpoint, id: u32, status: u32, vendor_err: u32) -> Error {
     let wc = Wc(crate::bindings::ibv_wc {
-        wr_id: u64::from(id),
+        wr_id: ep.wr_id(id),
         status: crate::bindings::ibv_wc_status(status),
         vendor_err,
-        qp_num: ep.qp.qpn(),
+        qp_num: ep.qpn,
         ..Default::default()
     });
     match wc.ok() {
