@@ -468,6 +468,12 @@ fn local_a1_prime_cq_shared_with_another_qp_is_refused() {
     let qa = Qp::builder(&pd, QpType::RC, &cq, &elsewhere).build().expect("qp");
     let msg = built(|| LocalEndpoint::new(qa, cq, pool())).expect_err("a QP that completes elsewhere");
     assert!(msg.contains("does not complete") && msg.contains("Qp::builder(pd, QpType::RC, &cq, &cq)"), "{msg}");
+    // A CQ whose classic poll refuses (tag matching): refused at `new`,
+    // not at the first poll.
+    let cq = Cq::builder(&ctx, 64).tag_matching().build().expect("a tag-matching CQ (extended, no TM_INFO)");
+    let qa = rc_qp(&pd, &cq);
+    let msg = built(|| LocalEndpoint::new(qa, cq, pool())).expect_err("a tag-matching CQ");
+    assert!(msg.contains("serves tag matching") && msg.contains("CqBuilder::tag_matching"), "the refusal: {msg}");
     // The QP and its CQ alone.
     let cq = Cq::create(&ctx, 64).expect("cq");
     let qa = rc_qp(&pd, &cq);

@@ -263,7 +263,9 @@ impl LocalEndpoint {
     /// if `qp` receives through an SRQ (the endpoint posts its own
     /// receives), or if any handle to `cq` lives besides `cq` and `qp`
     /// (programming errors: another poller would take the endpoint's
-    /// completions, or the endpoint another's).
+    /// completions, or the endpoint another's); if `cq` compresses its
+    /// CQEs or serves tag matching (`Cq::poll` refuses such a CQ); if an
+    /// mlx5dv view drives or drove `qp`'s send queue.
     pub fn new(qp: Qp, cq: Cq, pool: MrPool) -> LocalEndpoint {
         let qpn = qp.qpn();
         let (send_cq, recv_cq) = qp.cqs();
@@ -284,6 +286,17 @@ impl LocalEndpoint {
             "LocalEndpoint::new: the CQ of QP {qpn:#x} has {others} other handle(s) (Cq clones, or other QPs, \
              SRQs, WQs or views made on it), and the endpoint must be its CQ's only poller: give it a CQ of its \
              own, and drop the clones and the other objects made on that CQ first"
+        );
+        assert!(
+            cq.compression().is_none() && !cq.is_tag_matching(),
+            "LocalEndpoint::new: the CQ of QP {qpn:#x} compresses its CQEs or serves tag matching, and the endpoint \
+             polls with Cq::poll, which refuses such a CQ: give the endpoint a CQ built without \
+             CqBuilder::mlx5_compression and CqBuilder::tag_matching"
+        );
+        assert!(
+            !qp.direct.ever_viewed(),
+            "LocalEndpoint::new: the send queue of QP {qpn:#x} is or was driven through an mlx5dv view, and \
+             libibverbs' producer index no longer matches the device's: give the endpoint a QP never viewed"
         );
         let tag = u64::from(NEXT_TAG.fetch_add(1, Ordering::Relaxed) | 1 << 31) << 32;
         let sges: Box<[UnsafeCell<[Sge; 1]>]> =
