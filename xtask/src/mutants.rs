@@ -1,0 +1,472 @@
+//! `cargo xtask mutants`: cargo-mutants over `src/mlx5dv`, its mutants
+//! tested by the library's unit tests, the host test binaries that reach
+//! mlx5dv (`tests/mlx5_*.rs`), the libmlx5 differential harness in its quick
+//! mode (`RRDDMMA_HARNESS_QUICK=1`) and, with `--device`, the device tests
+//! named after the mutated file in the SoftRoCE VM.
+//!
+//! cargo-mutants runs `cargo test` in its scratch copy of the tree; it finds
+//! cargo through `$CARGO`, which this task points at a copy of itself
+//! ([`proxy`]): `cargo test --no-run` builds the binaries above, `cargo test`
+//! runs them, anything else goes to cargo as it is. The builds share
+//! `target/` (its dependencies and the harness's rdma-core build are made
+//! once), and cargo-mutants writes its `mutants.out` under `target/mutants`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+use crate::{root, show, Result};
+
+/// The cargo-mutants release the task installs and runs.
+pub const CARGO_MUTANTS_VERSION: &str = "27.1.0";
+
+/// Where cargo-mutants writes `mutants.out`.
+const OUTPUT: &str = "target/mutants";
+
+/// Code only MLNX_OFED 4.x builds (cfg `rrddmma_mlnx_ofed4`): no test here compiles it.
+const OFED4_ONLY: &str = "src/mlx5dv/exp4.rs";
+
+const HELP: &str = "\
+usage: cargo xtask mutants [--sample N] [--seed S] [--in-diff REF] [--timeout SECS] [--device] [--list]
+
+cargo-mutants (installed from crates.io when missing, version PINNED) over src/mlx5dv/*.rs
+(src/mlx5dv/exp4.rs left out: only MLNX_OFED 4.x compiles it). Each mutant is tested by:
+  1. the library's unit tests and the host test binaries tests/mlx5_*.rs (cargo test --lib --test ..);
+  2. the libmlx5 differential harness (tests/mlx5_provider.rs --ignored) in its quick mode,
+     RRDDMMA_HARNESS_QUICK=1: every section's counts divided by 10, on the rdma-core v59
+     build made once under target/ (the static mlx5 source build when cargo xtask test has made it);
+  3. with --device: the device tests whose names contain the mutated file's stem, in the SoftRoCE VM
+     (one boot per mutant that has such tests; none when no test name matches).
+
+  --sample N      a seeded sample of N mutants, drawn from the listing (reproducible for one tree)
+  --seed S        the sample's seed (default 1)
+  --in-diff REF   only mutants in lines changed since the git ref REF (git diff REF, cargo-mutants --in-diff)
+  --timeout SECS  the test timeout per mutant (default: cargo-mutants' own, from the baseline run)
+  --device        add the device tests (step 3)
+  --list          list the chosen mutants, run nothing
+
+Prints the mutants tested, caught, missed (file:line and the mutation), unviable and timed out, the
+score over the viable ones, and the time per mutant; cargo-mutants' output is in target/mutants/mutants.out.
+Not part of cargo xtask test (minutes per dozen mutants).";
+
+/// The task's options.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Opts {
+    pub help: bool,
+    pub sample: Option<usize>,
+    pub seed: u64,
+    pub in_diff: Option<String>,
+    pub timeout: Option<u64>,
+    pub device: bool,
+    pub list: bool,
+}
+
+impl Opts {
+    /// Reads the flags main.rs's parser has checked.
+    pub fn parse(args: &[String]) -> Result<Opts> {
+        let mut o = Opts { seed: 1, ..Opts::default() };
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            let mut value = |name: &str| it.next().cloned().ok_or_else(|| format!("{name} needs a value"));
+            match a.as_str() {
+                "--help" => o.help = true,
+                "--device" => o.device = true,
+                "--list" => o.list = true,
+                "--sample" => {
+                    let n: usize = value("--sample")?.parse().map_err(|e| format!("--sample: {e}"))?;
+                    if n == 0 {
+                        return Err("--sample needs at least 1 mutant".into());
+                    }
+                    o.sample = Some(n);
+                }
+                "--seed" => o.seed = value("--seed")?.parse().map_err(|e| format!("--seed: {e}"))?,
+                "--in-diff" => o.in_diff = Some(value("--in-diff")?),
+                "--timeout" => o.timeout = Some(value("--timeout")?.parse().map_err(|e| format!("--timeout: {e}"))?),
+                other => return Err(format!("unknown flag {other}").into()),
+            }
+        }
+        Ok(o)
+    }
+}
+
+/// cargo-mutants' arguments that choose the mutants: the files of
+/// src/mlx5dv, the diff, and the sample's names (`--examine-re`, each one
+/// mutant's name anchored).
+pub fn selection_args(diff: Option<&Path>, names: Option<&[String]>) -> Vec<String> {
+    let mut a: Vec<String> =
+        ["--file", "src/mlx5dv/*.rs", "--exclude", OFED4_ONLY].iter().map(|s| s.to_string()).collect();
+    if let Some(d) = diff {
+        a.push("--in-diff".into());
+        a.push(d.display().to_string());
+    }
+    for n in names.unwrap_or_default() {
+        a.push("--examine-re".into());
+        a.push(format!("^{}$", regex_escape(n)));
+    }
+    a
+}
+
+/// `text` matched literally by a regular expression.
+pub fn regex_escape(text: &str) -> String {
+    let mut s = String::with_capacity(text.len());
+    for c in text.chars() {
+        if "\\.+*?()|[]{}^$#&-~".contains(c) {
+            s.push('\\');
+        }
+        s.push(c);
+    }
+    s
+}
+
+/// `n` of `0..total`, drawn with splitmix64 from `seed` (partial
+/// Fisher-Yates), in ascending order.
+pub fn sample_indices(total: usize, n: usize, seed: u64) -> Vec<usize> {
+    let mut s = seed;
+    let mut next = || {
+        s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = s;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let mut idx: Vec<usize> = (0..total).collect();
+    let n = n.min(total);
+    for i in 0..n {
+        let j = i + (next() % (total - i) as u64) as usize;
+        idx.swap(i, j);
+    }
+    let mut chosen = idx[..n].to_vec();
+    chosen.sort_unstable();
+    chosen
+}
+
+fn cargo_mutants() -> PathBuf {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+        .unwrap_or_default();
+    let p = home.join("bin/cargo-mutants");
+    if p.is_file() {
+        p
+    } else {
+        PathBuf::from("cargo-mutants")
+    }
+}
+
+/// Installs the pinned cargo-mutants when it is missing or another version.
+fn ensure_installed() -> Result<()> {
+    let have = Command::new(cargo_mutants()).arg("--version").output().ok();
+    let version = have.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
+    if version == format!("cargo-mutants {CARGO_MUTANTS_VERSION}") {
+        return Ok(());
+    }
+    eprintln!("cargo-mutants {CARGO_MUTANTS_VERSION} missing (found {version:?}): installing it from crates.io");
+    crate::run(Command::new(env!("CARGO")).args([
+        "install",
+        "--locked",
+        "cargo-mutants",
+        "--version",
+        CARGO_MUTANTS_VERSION,
+    ]))
+}
+
+/// The cargo-mutants command at the workspace root, `CARGO` pointing at
+/// this task's proxy.
+fn mutants_cmd(proxy_exe: &Path, opts: &Opts) -> Result<Command> {
+    let mut cmd = Command::new(cargo_mutants());
+    cmd.args(["mutants", "--dir"]).arg(root()).args(["--package", "rrddmma", "--no-shuffle"]);
+    cmd.env("CARGO", proxy_exe)
+        .env(REAL_CARGO, env!("CARGO"))
+        .env(ROOT, root())
+        .env("CARGO_TARGET_DIR", root().join("target"))
+        .env("RRDDMMA_RDMA_CORE_SRC", crate::rdma_core_src::tarball()?)
+        .env(DEVICE, if opts.device { "1" } else { "0" })
+        .current_dir(root());
+    if let Some(build) = crate::mlx5_provider::source_build() {
+        cmd.env("RRDDMMA_MLX5_PROVIDER_BUILD", build);
+    }
+    Ok(cmd)
+}
+
+/// The env var that makes the xtask binary a cargo proxy: the real cargo.
+pub const REAL_CARGO: &str = "RRDDMMA_MUTANTS_REAL_CARGO";
+const ROOT: &str = "RRDDMMA_MUTANTS_ROOT";
+const DEVICE: &str = "RRDDMMA_MUTANTS_DEVICE";
+
+/// `cargo xtask mutants`.
+pub fn run(args: &[String]) -> Result<()> {
+    let opts = Opts::parse(args)?;
+    if opts.help {
+        println!("{}", HELP.replace("PINNED", CARGO_MUTANTS_VERSION));
+        return Ok(());
+    }
+    ensure_installed()?;
+    let out = root().join(OUTPUT);
+    std::fs::create_dir_all(&out)?;
+    // A copy of this binary, so that rebuilding xtask meanwhile changes nothing.
+    let proxy_exe = out.join("cargo-proxy");
+    std::fs::copy(std::env::current_exe()?, &proxy_exe)?;
+
+    let diff = match &opts.in_diff {
+        Some(r) => {
+            let o = Command::new("git").args(["diff", r, "--"]).current_dir(root()).output()?;
+            if !o.status.success() {
+                return Err(format!("git diff {r} failed: {}", String::from_utf8_lossy(&o.stderr)).into());
+            }
+            let p = out.join("in-diff.patch");
+            std::fs::write(&p, &o.stdout)?;
+            Some(p)
+        }
+        None => None,
+    };
+    let names = match opts.sample {
+        Some(n) => {
+            let mut cmd = mutants_cmd(&proxy_exe, &opts)?;
+            cmd.args(selection_args(diff.as_deref(), None)).args(["--list", "--json"]);
+            eprintln!("$ {}", show(&cmd));
+            let o = cmd.output()?;
+            if !o.status.success() {
+                return Err(format!("cargo mutants --list failed: {}", String::from_utf8_lossy(&o.stderr)).into());
+            }
+            let all = listed_names(&String::from_utf8_lossy(&o.stdout))?;
+            let chosen: Vec<String> =
+                sample_indices(all.len(), n, opts.seed).into_iter().map(|i| all[i].clone()).collect();
+            println!("sample: {} of {} mutants (seed {})", chosen.len(), all.len(), opts.seed);
+            Some(chosen)
+        }
+        None => None,
+    };
+    let mut cmd = mutants_cmd(&proxy_exe, &opts)?;
+    cmd.args(selection_args(diff.as_deref(), names.as_deref()));
+    if opts.list {
+        cmd.arg("--list");
+        return crate::run(&mut cmd);
+    }
+    cmd.arg("--output").arg(&out);
+    if let Some(t) = opts.timeout {
+        cmd.args(["--timeout", &t.to_string()]);
+    }
+    eprintln!("$ {}", show(&cmd));
+    let start = Instant::now();
+    let status = cmd.status()?;
+    let took = start.elapsed().as_secs_f64();
+    // 0: all caught; 2: some missed; 3: some timed out.
+    if !matches!(status.code(), Some(0 | 2 | 3)) {
+        return Err(format!("cargo-mutants failed ({status}); see {}/mutants.out/debug.log", out.display()).into());
+    }
+    summary(&out.join("mutants.out"), took)
+}
+
+/// The mutant names of `cargo mutants --list --json`.
+fn listed_names(json: &str) -> Result<Vec<String>> {
+    let v: serde_json::Value = serde_json::from_str(json)?;
+    let list = v.as_array().ok_or("cargo mutants --list --json: not an array")?;
+    Ok(list.iter().filter_map(|m| m["name"].as_str().map(str::to_string)).collect())
+}
+
+fn lines(dir: &Path, file: &str) -> Vec<String> {
+    std::fs::read_to_string(dir.join(file)).unwrap_or_default().lines().map(str::to_string).collect()
+}
+
+/// The summary of a run, from cargo-mutants' `caught.txt`, `missed.txt`,
+/// `unviable.txt` and `timeout.txt`.
+fn summary(dir: &Path, took: f64) -> Result<()> {
+    let caught = lines(dir, "caught.txt");
+    let missed = lines(dir, "missed.txt");
+    let unviable = lines(dir, "unviable.txt");
+    let timeout = lines(dir, "timeout.txt");
+    let tested = caught.len() + missed.len() + unviable.len() + timeout.len();
+    let viable = caught.len() + missed.len() + timeout.len();
+    println!("mutation testing of src/mlx5dv ({}):", dir.display());
+    println!(
+        "  {tested} mutants tested: {} caught, {} missed, {} unviable, {} timed out",
+        caught.len(),
+        missed.len(),
+        unviable.len(),
+        timeout.len()
+    );
+    for m in &missed {
+        println!("  missed: {m}");
+    }
+    for m in &timeout {
+        println!("  timed out: {m}");
+    }
+    if viable > 0 {
+        println!(
+            "  score: {} of {viable} viable mutants caught ({:.1}%; a timeout counts as not caught)",
+            caught.len(),
+            100.0 * caught.len() as f64 / viable as f64
+        );
+    }
+    if tested > 0 {
+        println!("  took {took:.0} s, {:.0} s per mutant (the baseline build and run included)", took / tested as f64);
+    }
+    Ok(())
+}
+
+/// The host test binaries that reach mlx5dv: `tests/mlx5_*.rs`.
+fn host_tests(dir: &Path) -> Vec<String> {
+    let mut t: Vec<String> = std::fs::read_dir(dir.join("tests"))
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| e.file_name().to_str().map(str::to_string))
+                .filter_map(|n| {
+                    n.strip_prefix("mlx5_").and_then(|s| s.strip_suffix(".rs")).map(|s| format!("mlx5_{s}"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    t.sort();
+    t
+}
+
+/// The file of src/mlx5dv that differs between the scratch copy `here`
+/// and the tree, as its stem (`clock` for src/mlx5dv/clock.rs).
+fn mutated_stem(here: &Path, tree: &Path) -> Option<String> {
+    let rd = std::fs::read_dir(here.join("src/mlx5dv")).ok()?;
+    rd.flatten().map(|e| e.path()).find_map(|p| {
+        let name = p.file_name()?.to_owned();
+        let ours = std::fs::read(&p).ok()?;
+        let theirs = std::fs::read(tree.join("src/mlx5dv").join(&name)).ok()?;
+        (ours != theirs).then(|| p.file_stem()?.to_str().map(str::to_string)).flatten()
+    })
+}
+
+/// The xtask binary as cargo-mutants' `cargo` (`RRDDMMA_MUTANTS_REAL_CARGO`
+/// set): `test --no-run` builds, `test` runs the mutant's tests, the rest
+/// is the real cargo's.
+pub fn proxy(real: &str) -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let here = std::env::current_dir().unwrap_or_default();
+    let cargo = |a: &[&str]| {
+        let mut c = Command::new(real);
+        c.args(a).env("CARGO", real).env_remove(REAL_CARGO).current_dir(&here);
+        c
+    };
+    let ok = |c: &mut Command| {
+        eprintln!("$ {}", show(c));
+        c.status().is_ok_and(|s| s.success())
+    };
+    if args.first().map(String::as_str) != Some("test") {
+        let mut c = cargo(&[]);
+        c.args(&args);
+        return match c.status() {
+            Ok(s) if s.success() => ExitCode::SUCCESS,
+            Ok(s) => ExitCode::from(s.code().unwrap_or(1).clamp(1, 255) as u8),
+            Err(_) => ExitCode::FAILURE,
+        };
+    }
+    let device = std::env::var(DEVICE).is_ok_and(|v| v == "1");
+    let tests = host_tests(&here);
+    let mut host: Vec<&str> = vec!["test", "-p", "rrddmma", "--lib"];
+    for t in &tests {
+        host.push("--test");
+        host.push(t);
+    }
+    if args.iter().any(|a| a == "--no-run") {
+        host.push("--no-run");
+        let mut good = ok(&mut cargo(&host));
+        if device {
+            good = good && ok(&mut cargo(&["test", "--no-run", "--test", "device", "--features", "tokio"]));
+        }
+        return if good { ExitCode::SUCCESS } else { ExitCode::FAILURE };
+    }
+    let good = ok(&mut cargo(&host))
+        && ok(cargo(&["test", "-p", "rrddmma", "--test", "mlx5_provider", "--", "--ignored"])
+            .env("RRDDMMA_HARNESS_QUICK", "1"))
+        && (!device || device_step(&cargo, &here));
+    if good {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// The device tests whose names contain the mutated file's stem, in the VM
+/// (no boot when none does).
+fn device_step(cargo: &dyn Fn(&[&str]) -> Command, here: &Path) -> bool {
+    let tree = std::env::var_os(ROOT).map(PathBuf::from).unwrap_or_else(root);
+    let Some(stem) = mutated_stem(here, &tree) else {
+        eprintln!("device step: no mutated file under src/mlx5dv (the baseline): no device tests");
+        return true;
+    };
+    let out = cargo(&["test", "--no-run", "--test", "device", "--features", "tokio", "--message-format=json"]).output();
+    let Some(bin) = out.ok().and_then(|o| crate::capture::executable(&String::from_utf8_lossy(&o.stdout), "device"))
+    else {
+        eprintln!("device step: building the device tests failed");
+        return false;
+    };
+    let listed = Command::new(&bin).args(["--list", "--ignored"]).output();
+    let names = listed.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+    let matching = names.lines().filter(|l| l.ends_with(": test") && l.contains(stem.as_str())).count();
+    if matching == 0 {
+        eprintln!("device step: no device test name contains {stem:?}: no VM boot");
+        return true;
+    }
+    eprintln!("device step: {matching} device tests contain {stem:?}");
+    let bin = bin.display().to_string();
+    let args = [bin, "--ignored".into(), "--test-threads=1".into(), stem];
+    crate::device::vm(&args).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(a: &[&str]) -> Vec<String> {
+        a.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn flags_parse() {
+        let o =
+            Opts::parse(&s(&["--sample", "40", "--seed", "7", "--in-diff", "main", "--timeout", "300", "--device"]))
+                .unwrap();
+        assert_eq!(
+            o,
+            Opts {
+                help: false,
+                sample: Some(40),
+                seed: 7,
+                in_diff: Some("main".into()),
+                timeout: Some(300),
+                device: true,
+                list: false
+            }
+        );
+        assert_eq!(Opts::parse(&[]).unwrap().seed, 1);
+        assert!(Opts::parse(&s(&["--sample", "0"])).is_err());
+        assert!(Opts::parse(&s(&["--sample"])).unwrap_err().to_string().contains("--sample needs a value"));
+        assert!(Opts::parse(&s(&["--seed", "x"])).is_err());
+    }
+
+    #[test]
+    fn selection_names_mlx5dv_without_exp4() {
+        let a =
+            selection_args(Some(Path::new("/t/d.patch")), Some(&s(&["src/mlx5dv/cq.rs:3:5: replace f -> u8 with 0"])));
+        assert_eq!(
+            a,
+            s(&[
+                "--file",
+                "src/mlx5dv/*.rs",
+                "--exclude",
+                "src/mlx5dv/exp4.rs",
+                "--in-diff",
+                "/t/d.patch",
+                "--examine-re",
+                r"^src/mlx5dv/cq\.rs:3:5: replace f \-> u8 with 0$",
+            ])
+        );
+    }
+
+    #[test]
+    fn sample_is_seeded_spread_and_distinct() {
+        let a = sample_indices(1000, 30, 5);
+        assert_eq!(a, sample_indices(1000, 30, 5));
+        assert_ne!(a, sample_indices(1000, 30, 6));
+        assert_eq!(a.len(), 30);
+        assert!(a.windows(2).all(|w| w[0] < w[1]));
+        assert!(a[0] < 200 && a[29] > 800, "{a:?}");
+        assert_eq!(sample_indices(5, 30, 1), vec![0, 1, 2, 3, 4]);
+    }
+}
