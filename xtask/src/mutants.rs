@@ -2,7 +2,7 @@
 //! tested by the library's unit tests, the host test binaries that reach
 //! mlx5dv (`tests/mlx5_*.rs`), the libmlx5 differential harness in its quick
 //! mode (`RRDDMMA_HARNESS_QUICK=1`) and, with `--device`, the device tests
-//! named after the mutated file in the SoftRoCE VM.
+//! of `mlx5dv::` and those named after the mutated file, in the SoftRoCE VM.
 //!
 //! cargo-mutants runs `cargo test` in its scratch copy of the tree; it finds
 //! cargo through `$CARGO`, which this task points at a copy of itself
@@ -35,8 +35,8 @@ cargo-mutants (installed from crates.io when missing, version PINNED) over src/m
   2. the libmlx5 differential harness (tests/mlx5_provider.rs --ignored) in its quick mode,
      RRDDMMA_HARNESS_QUICK=1: every section's counts divided by 10, on the rdma-core v59
      build made once under target/ (the static mlx5 source build when cargo xtask test has made it);
-  3. with --device: the device tests whose names contain the mutated file's stem, in the SoftRoCE VM
-     (one boot per mutant that has such tests; none when no test name matches).
+  3. with --device: the device tests of module mlx5dv:: and those whose names contain the mutated
+     file's stem (cq, dc, clock, ...), in the SoftRoCE VM: one boot per mutant, none for the baseline.
 
   --sample N      a seeded sample of N mutants, drawn from the listing (reproducible for one tree)
   --seed S        the sample's seed (default 1)
@@ -398,14 +398,17 @@ fn device_step(cargo: &dyn Fn(&[&str]) -> Command, here: &Path) -> bool {
     };
     let listed = Command::new(&bin).args(["--list", "--ignored"]).output();
     let names = listed.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
-    let matching = names.lines().filter(|l| l.ends_with(": test") && l.contains(stem.as_str())).count();
+    // The mlx5dv module's own device tests (every entry point off mlx5), and
+    // those named after the file.
+    let hit = |l: &str| l.ends_with(": test") && (l.starts_with("mlx5dv::") || l.contains(stem.as_str()));
+    let matching = names.lines().filter(|l| hit(l)).count();
     if matching == 0 {
-        eprintln!("device step: no device test name contains {stem:?}: no VM boot");
+        eprintln!("device step: no device test is in mlx5dv:: or contains {stem:?}: no VM boot");
         return true;
     }
-    eprintln!("device step: {matching} device tests contain {stem:?}");
+    eprintln!("device step: {matching} device tests (mlx5dv:: or containing {stem:?})");
     let bin = bin.display().to_string();
-    let args = [bin, "--ignored".into(), "--test-threads=1".into(), stem];
+    let args = [bin, "--ignored".into(), "--test-threads=1".into(), "mlx5dv::".into(), stem];
     crate::device::vm(&args).is_ok()
 }
 
