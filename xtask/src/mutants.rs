@@ -228,10 +228,15 @@ pub fn run(args: &[String]) -> Result<()> {
             if !o.status.success() {
                 return Err(format!("cargo mutants --list failed: {}", String::from_utf8_lossy(&o.stderr)).into());
             }
-            let all = listed_names(&String::from_utf8_lossy(&o.stdout))?;
+            let (all, ofed4) = listed_names(&String::from_utf8_lossy(&o.stdout))?;
             let chosen: Vec<String> =
                 sample_indices(all.len(), n, opts.seed).into_iter().map(|i| all[i].clone()).collect();
-            println!("sample: {} of {} mutants (seed {})", chosen.len(), all.len(), opts.seed);
+            println!(
+                "sample: {} of {} mutants (seed {}); {ofed4} more in items only MLNX_OFED 4.x builds left out",
+                chosen.len(),
+                all.len(),
+                opts.seed
+            );
             Some(chosen)
         }
         None => None,
@@ -257,11 +262,71 @@ pub fn run(args: &[String]) -> Result<()> {
     summary(&out.join("mutants.out"), took)
 }
 
-/// The mutant names of `cargo mutants --list --json`.
-fn listed_names(json: &str) -> Result<Vec<String>> {
+/// The mutant names of `cargo mutants --list --json`, without those in
+/// items only MLNX_OFED 4.x builds (counted in the second value).
+fn listed_names(json: &str) -> Result<(Vec<String>, usize)> {
     let v: serde_json::Value = serde_json::from_str(json)?;
     let list = v.as_array().ok_or("cargo mutants --list --json: not an array")?;
-    Ok(list.iter().filter_map(|m| m["name"].as_str().map(str::to_string)).collect())
+    let mut spans: std::collections::HashMap<String, Vec<(usize, usize)>> = Default::default();
+    let (mut names, mut ofed4) = (Vec::new(), 0);
+    for m in list {
+        let (Some(name), Some(file), Some(line)) =
+            (m["name"].as_str(), m["file"].as_str(), m["span"]["start"]["line"].as_u64())
+        else {
+            continue;
+        };
+        let only = spans
+            .entry(file.to_string())
+            .or_insert_with(|| ofed4_items(&std::fs::read_to_string(root().join(file)).unwrap_or_default()));
+        if only.iter().any(|&(a, b)| (a..=b).contains(&(line as usize))) {
+            ofed4 += 1;
+        } else {
+            names.push(name.to_string());
+        }
+    }
+    Ok((names, ofed4))
+}
+
+/// The line ranges (1-based, inclusive) of the items under
+/// `#[cfg(rrddmma_mlnx_ofed4)]` in `src`: from the attribute to the line
+/// where the item's braces close (or its `;`).
+pub fn ofed4_items(src: &str) -> Vec<(usize, usize)> {
+    let lines: Vec<&str> = src.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        if lines[i].trim() != "#[cfg(rrddmma_mlnx_ofed4)]" {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        let mut depth = 0i64;
+        let mut opened = false;
+        let mut end = i;
+        for (j, l) in lines.iter().enumerate().skip(i + 1) {
+            let code = l.split("//").next().unwrap_or("");
+            if !opened && code.trim_start().starts_with("#[") {
+                continue;
+            }
+            for c in code.chars() {
+                match c {
+                    '{' => {
+                        depth += 1;
+                        opened = true;
+                    }
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+            }
+            end = j;
+            if (opened && depth <= 0) || (!opened && code.trim_end().ends_with(';')) {
+                break;
+            }
+        }
+        out.push((start + 1, end + 1));
+        i = end + 1;
+    }
+    out
 }
 
 fn lines(dir: &Path, file: &str) -> Vec<String> {
@@ -460,6 +525,13 @@ mod tests {
                 r"^src/mlx5dv/cq\.rs:3:5: replace f \-> u8 with 0$",
             ])
         );
+    }
+
+    #[test]
+    fn ofed4_items_span_their_braces() {
+        let src = "fn a() {}\n#[cfg(rrddmma_mlnx_ofed4)]\n#[inline]\nfn b() {\n    x({ 1 }); // }\n}\nfn c() {}\n\
+                   #[cfg(rrddmma_mlnx_ofed4)]\nuse x::y;\n#[cfg(not(rrddmma_mlnx_ofed4))]\nfn d() {}\n";
+        assert_eq!(ofed4_items(src), vec![(2, 6), (8, 9)]);
     }
 
     #[test]
