@@ -38,7 +38,9 @@ cargo-mutants (installed from crates.io when missing, version PINNED) over src/m
   3. with --device: the device tests of module mlx5dv:: and those whose names contain the mutated
      file's stem (cq, dc, clock, ...), in the SoftRoCE VM: one boot per mutant, none for the baseline.
 
-  --sample N      a seeded sample of N mutants, drawn from the listing (reproducible for one tree)
+  --sample N      a seeded sample of about N mutants spread over the files: every step-th mutant of
+                  the listing, step = total / N, from the (S mod step)-th (cargo-mutants --shard k/step
+                  --sharding round-robin; the same tree and seed give the same sample)
   --seed S        the sample's seed (default 1)
   --in-diff REF   only mutants in lines changed since the git ref REF (git diff REF, cargo-mutants --in-diff)
   --timeout SECS  the test timeout per mutant (default: cargo-mutants' own, from the baseline run)
@@ -46,7 +48,8 @@ cargo-mutants (installed from crates.io when missing, version PINNED) over src/m
   --list          list the chosen mutants, run nothing
 
 Prints the mutants tested, caught, missed (file:line and the mutation), unviable and timed out, the
-score over the viable ones, and the time per mutant; cargo-mutants' output is in target/mutants/mutants.out.
+score over the viable ones, and the time per mutant; a missed mutant inside an item under
+#[cfg(rrddmma_mlnx_ofed4)] (compiled only for MLNX_OFED 4.x) is listed apart, outside the score; cargo-mutants' output is in target/mutants/mutants.out.
 Not part of cargo xtask test (minutes per dozen mutants).";
 
 /// The task's options.
@@ -90,54 +93,29 @@ impl Opts {
 }
 
 /// cargo-mutants' arguments that choose the mutants: the files of
-/// src/mlx5dv, the diff, and the sample's names (`--examine-re`, each one
-/// mutant's name anchored).
-pub fn selection_args(diff: Option<&Path>, names: Option<&[String]>) -> Vec<String> {
+/// src/mlx5dv, the diff, and the sample (`--shard k/n --sharding
+/// round-robin`: every n-th mutant of the listing, from the k-th).
+pub fn selection_args(diff: Option<&Path>, shard: Option<(usize, usize)>) -> Vec<String> {
     let mut a: Vec<String> =
         ["--file", "src/mlx5dv/*.rs", "--exclude", OFED4_ONLY].iter().map(|s| s.to_string()).collect();
     if let Some(d) = diff {
         a.push("--in-diff".into());
         a.push(d.display().to_string());
     }
-    for n in names.unwrap_or_default() {
-        a.push("--examine-re".into());
-        a.push(format!("^{}$", regex_escape(n)));
+    if let Some((k, n)) = shard {
+        a.push("--shard".into());
+        a.push(format!("{k}/{n}"));
+        a.push("--sharding".into());
+        a.push("round-robin".into());
     }
     a
 }
 
-/// `text` matched literally by a regular expression.
-pub fn regex_escape(text: &str) -> String {
-    let mut s = String::with_capacity(text.len());
-    for c in text.chars() {
-        if "\\.+*?()|[]{}^$#&-~".contains(c) {
-            s.push('\\');
-        }
-        s.push(c);
-    }
-    s
-}
-
-/// `n` of `0..total`, drawn with splitmix64 from `seed` (partial
-/// Fisher-Yates), in ascending order.
-pub fn sample_indices(total: usize, n: usize, seed: u64) -> Vec<usize> {
-    let mut s = seed;
-    let mut next = || {
-        s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = s;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    };
-    let mut idx: Vec<usize> = (0..total).collect();
-    let n = n.min(total);
-    for i in 0..n {
-        let j = i + (next() % (total - i) as u64) as usize;
-        idx.swap(i, j);
-    }
-    let mut chosen = idx[..n].to_vec();
-    chosen.sort_unstable();
-    chosen
+/// The shard `k/n` that samples about `want` of `total` mutants: n the
+/// nearest divisor-free step (`total / want`, at least 1), k from the seed.
+pub fn sample_shard(total: usize, want: usize, seed: u64) -> (usize, usize) {
+    let n = (total as f64 / want.max(1) as f64).round().max(1.0) as usize;
+    ((seed % n as u64) as usize, n)
 }
 
 fn cargo_mutants() -> PathBuf {
@@ -155,7 +133,7 @@ fn cargo_mutants() -> PathBuf {
 
 /// Installs the pinned cargo-mutants when it is missing or another version.
 fn ensure_installed() -> Result<()> {
-    let have = Command::new(cargo_mutants()).arg("--version").output().ok();
+    let have = Command::new(cargo_mutants()).args(["mutants", "--version"]).output().ok();
     let version = have.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
     if version == format!("cargo-mutants {CARGO_MUTANTS_VERSION}") {
         return Ok(());
@@ -219,7 +197,7 @@ pub fn run(args: &[String]) -> Result<()> {
         }
         None => None,
     };
-    let names = match opts.sample {
+    let shard = match opts.sample {
         Some(n) => {
             let mut cmd = mutants_cmd(&proxy_exe, &opts)?;
             cmd.args(selection_args(diff.as_deref(), None)).args(["--list", "--json"]);
@@ -228,21 +206,19 @@ pub fn run(args: &[String]) -> Result<()> {
             if !o.status.success() {
                 return Err(format!("cargo mutants --list failed: {}", String::from_utf8_lossy(&o.stderr)).into());
             }
-            let (all, ofed4) = listed_names(&String::from_utf8_lossy(&o.stdout))?;
-            let chosen: Vec<String> =
-                sample_indices(all.len(), n, opts.seed).into_iter().map(|i| all[i].clone()).collect();
+            let total = listed(&String::from_utf8_lossy(&o.stdout))?;
+            let (k, step) = sample_shard(total, n, opts.seed);
             println!(
-                "sample: {} of {} mutants (seed {}); {ofed4} more in items only MLNX_OFED 4.x builds left out",
-                chosen.len(),
-                all.len(),
-                opts.seed
+                "sample: every {step}th of {total} mutants from the {k}th (seed {}): about {}",
+                opts.seed,
+                total / step
             );
-            Some(chosen)
+            Some((k, step))
         }
         None => None,
     };
     let mut cmd = mutants_cmd(&proxy_exe, &opts)?;
-    cmd.args(selection_args(diff.as_deref(), names.as_deref()));
+    cmd.args(selection_args(diff.as_deref(), shard));
     if opts.list {
         cmd.arg("--list");
         return crate::run(&mut cmd);
@@ -262,29 +238,21 @@ pub fn run(args: &[String]) -> Result<()> {
     summary(&out.join("mutants.out"), took)
 }
 
-/// The mutant names of `cargo mutants --list --json`, without those in
-/// items only MLNX_OFED 4.x builds (counted in the second value).
-fn listed_names(json: &str) -> Result<(Vec<String>, usize)> {
+/// How many mutants `cargo mutants --list --json` lists.
+fn listed(json: &str) -> Result<usize> {
     let v: serde_json::Value = serde_json::from_str(json)?;
-    let list = v.as_array().ok_or("cargo mutants --list --json: not an array")?;
-    let mut spans: std::collections::HashMap<String, Vec<(usize, usize)>> = Default::default();
-    let (mut names, mut ofed4) = (Vec::new(), 0);
-    for m in list {
-        let (Some(name), Some(file), Some(line)) =
-            (m["name"].as_str(), m["file"].as_str(), m["span"]["start"]["line"].as_u64())
-        else {
-            continue;
-        };
-        let only = spans
-            .entry(file.to_string())
-            .or_insert_with(|| ofed4_items(&std::fs::read_to_string(root().join(file)).unwrap_or_default()));
-        if only.iter().any(|&(a, b)| (a..=b).contains(&(line as usize))) {
-            ofed4 += 1;
-        } else {
-            names.push(name.to_string());
-        }
-    }
-    Ok((names, ofed4))
+    Ok(v.as_array().ok_or("cargo mutants --list --json: not an array")?.len())
+}
+
+/// Whether the mutant `line` of `missed.txt` (`file:line:col: what`) lies
+/// in an item only MLNX_OFED 4.x builds.
+fn ofed4_only(mutant: &str) -> bool {
+    let mut parts = mutant.splitn(3, ':');
+    let (Some(file), Some(line)) = (parts.next(), parts.next().and_then(|l| l.parse::<usize>().ok())) else {
+        return false;
+    };
+    let src = std::fs::read_to_string(root().join(file)).unwrap_or_default();
+    ofed4_items(&src).iter().any(|&(a, b)| (a..=b).contains(&line))
 }
 
 /// The line ranges (1-based, inclusive) of the items under
@@ -340,18 +308,23 @@ fn summary(dir: &Path, took: f64) -> Result<()> {
     let missed = lines(dir, "missed.txt");
     let unviable = lines(dir, "unviable.txt");
     let timeout = lines(dir, "timeout.txt");
-    let tested = caught.len() + missed.len() + unviable.len() + timeout.len();
+    let (ofed4, missed): (Vec<String>, Vec<String>) = missed.into_iter().partition(|m| ofed4_only(m));
+    let tested = caught.len() + missed.len() + ofed4.len() + unviable.len() + timeout.len();
     let viable = caught.len() + missed.len() + timeout.len();
     println!("mutation testing of src/mlx5dv ({}):", dir.display());
     println!(
-        "  {tested} mutants tested: {} caught, {} missed, {} unviable, {} timed out",
+        "  {tested} mutants tested: {} caught, {} missed, {} unviable, {} timed out, {} only MLNX_OFED 4.x builds",
         caught.len(),
         missed.len(),
         unviable.len(),
-        timeout.len()
+        timeout.len(),
+        ofed4.len()
     );
     for m in &missed {
         println!("  missed: {m}");
+    }
+    for m in &ofed4 {
+        println!("  not built here (only MLNX_OFED 4.x builds this item; outside the score): {m}");
     }
     for m in &timeout {
         println!("  timed out: {m}");
@@ -510,21 +483,21 @@ mod tests {
 
     #[test]
     fn selection_names_mlx5dv_without_exp4() {
-        let a =
-            selection_args(Some(Path::new("/t/d.patch")), Some(&s(&["src/mlx5dv/cq.rs:3:5: replace f -> u8 with 0"])));
-        assert_eq!(
-            a,
-            s(&[
-                "--file",
-                "src/mlx5dv/*.rs",
-                "--exclude",
-                "src/mlx5dv/exp4.rs",
-                "--in-diff",
-                "/t/d.patch",
-                "--examine-re",
-                r"^src/mlx5dv/cq\.rs:3:5: replace f \-> u8 with 0$",
-            ])
-        );
+        let a = selection_args(Some(Path::new("/t/d.patch")), Some((3, 80)));
+        let want = [
+            "--file",
+            "src/mlx5dv/*.rs",
+            "--exclude",
+            "src/mlx5dv/exp4.rs",
+            "--in-diff",
+            "/t/d.patch",
+            "--shard",
+            "3/80",
+            "--sharding",
+            "round-robin",
+        ];
+        assert_eq!(a, s(&want));
+        assert_eq!(selection_args(None, None), s(&want[..4]));
     }
 
     #[test]
@@ -535,13 +508,10 @@ mod tests {
     }
 
     #[test]
-    fn sample_is_seeded_spread_and_distinct() {
-        let a = sample_indices(1000, 30, 5);
-        assert_eq!(a, sample_indices(1000, 30, 5));
-        assert_ne!(a, sample_indices(1000, 30, 6));
-        assert_eq!(a.len(), 30);
-        assert!(a.windows(2).all(|w| w[0] < w[1]));
-        assert!(a[0] < 200 && a[29] > 800, "{a:?}");
-        assert_eq!(sample_indices(5, 30, 1), vec![0, 1, 2, 3, 4]);
+    fn sample_is_a_seeded_round_robin_shard() {
+        assert_eq!(sample_shard(1218, 15, 46), (46 % 81, 81));
+        assert_eq!(sample_shard(1218, 100, 1), (1, 12));
+        assert_eq!(sample_shard(10, 100, 7), (0, 1));
+        assert_eq!(sample_shard(1218, 15, 46), sample_shard(1218, 15, 46));
     }
 }
