@@ -509,7 +509,8 @@ mod tests {
 
     #[test]
     fn sample_is_a_seeded_round_robin_shard() {
-        assert_eq!(sample_shard(1218, 15, 46), (46 % 81, 81));
+        assert_eq!(sample_shard(1218, 15, 46), (46, 81));
+        assert_eq!(sample_shard(1218, 15, 100), (19, 81));
         assert_eq!(sample_shard(1218, 100, 1), (1, 12));
         assert_eq!(sample_shard(10, 100, 7), (0, 1));
         assert_eq!(sample_shard(1218, 15, 46), sample_shard(1218, 15, 46));
