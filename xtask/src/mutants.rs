@@ -111,8 +111,8 @@ pub fn selection_args(diff: Option<&Path>, shard: Option<(usize, usize)>) -> Vec
     a
 }
 
-/// The shard `k/n` that samples about `want` of `total` mutants: n the
-/// nearest divisor-free step (`total / want`, at least 1), k from the seed.
+/// The shard `k/n` that samples about `want` of `total` mutants: n is
+/// `total / want` rounded (at least 1), k is the seed modulo n.
 pub fn sample_shard(total: usize, want: usize, seed: u64) -> (usize, usize) {
     let n = (total as f64 / want.max(1) as f64).round().max(1.0) as usize;
     ((seed % n as u64) as usize, n)
