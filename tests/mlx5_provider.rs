@@ -152,14 +152,19 @@ fn send_rc_ud_and_dc_request_lists_match_libmlx5() {
     match send::check(out, &["RC", "UD", "DC"], Mutation::None) {
         Ok(stats) => {
             // LISTS on RC queues, LISTS on UD queues, LISTS on DCIs.
-            assert!(stats.lists >= 3 * build::LISTS, "only {} lists were compared", stats.lists);
-            assert!(stats.wrapped_lists > 100 && stats.blueflame > 100 && stats.doorbells > 100, "{stats:?}");
+            assert!(stats.lists >= 3 * build::scaled(build::LISTS), "only {} lists were compared", stats.lists);
+            assert!(
+                stats.wrapped_lists > build::scaled(100)
+                    && stats.blueflame > build::scaled(100)
+                    && stats.doorbells > build::scaled(100),
+                "{stats:?}"
+            );
             assert!(stats.index_wraps >= 1, "no list crossed the 16-bit WQE index: {stats:?}");
-            assert!(stats.views > 100, "too few views from mlx5dv_init_obj: {stats:?}");
+            assert!(stats.views > build::scaled(100), "too few views from mlx5dv_init_obj: {stats:?}");
             let rc = ["WRITE", "WRITE_WITH_IMM", "READ", "SEND", "SEND_WITH_IMM", "SEND_WITH_INV", "FAA", "CAS"];
             let dc = rc.map(|op| format!("DC {op}"));
             for op in rc.into_iter().chain(["UD SEND", "UD SEND_WITH_IMM"]).chain(dc.iter().map(|s| s.as_str())) {
-                assert!(stats.wqes.get(op).copied().unwrap_or(0) > 500, "too few {op} WQEs: {stats:?}");
+                assert!(stats.wqes.get(op).copied().unwrap_or(0) > build::scaled(500), "too few {op} WQEs: {stats:?}");
             }
             report(&format!("RC, UD and DC send: {}; 0 mismatches", stats.summary()));
         }
@@ -178,16 +183,29 @@ fn wr_batch_and_dci_batch_match_libmlx5() {
         Ok(stats) => {
             for t in ["RC", "UD", "DC"] {
                 let n = stats.lists.get(t).copied().unwrap_or(0);
-                assert!(n >= build::LISTS, "only {n} {t} lists went through the batches: {stats:?}");
+                assert!(n >= build::scaled(build::LISTS), "only {n} {t} lists went through the batches: {stats:?}");
             }
-            assert!(stats.lists.get("DC streams").copied().unwrap_or(0) >= build::LISTS / 5, "{stats:?}");
-            assert!(stats.wrapped_lists > 100 && stats.blueflame > 100 && stats.doorbells > 100, "{stats:?}");
-            assert!(stats.inline_wqes > 1000 && stats.list_setters > 1000 && stats.one_entry > 1000, "{stats:?}");
+            assert!(
+                stats.lists.get("DC streams").copied().unwrap_or(0) >= build::scaled(build::LISTS) / 5,
+                "{stats:?}"
+            );
+            assert!(
+                stats.wrapped_lists > build::scaled(100)
+                    && stats.blueflame > build::scaled(100)
+                    && stats.doorbells > build::scaled(100),
+                "{stats:?}"
+            );
+            assert!(
+                stats.inline_wqes > build::scaled(1000)
+                    && stats.list_setters > build::scaled(1000)
+                    && stats.one_entry > build::scaled(1000),
+                "{stats:?}"
+            );
             assert!(stats.index_wraps >= 1, "no list crossed the 16-bit WQE index: {stats:?}");
             let rc = ["WRITE", "WRITE_WITH_IMM", "READ", "SEND", "SEND_WITH_IMM", "SEND_WITH_INV", "FAA", "CAS"];
             let dc = rc.map(|op| format!("DC {op}"));
             for op in rc.into_iter().chain(["UD SEND", "UD SEND_WITH_IMM"]).chain(dc.iter().map(|s| s.as_str())) {
-                assert!(stats.wqes.get(op).copied().unwrap_or(0) > 500, "too few {op} WQEs: {stats:?}");
+                assert!(stats.wqes.get(op).copied().unwrap_or(0) > build::scaled(500), "too few {op} WQEs: {stats:?}");
             }
             report(&format!("WrBatch / DciBatch: {}; 0 mismatches", stats.summary()));
         }
@@ -233,7 +251,7 @@ fn regression_wr_batch_requests_without_entries() {
 fn masked_cas_wqes_match_the_reference_from_the_provider_headers() {
     match masked::check(build::output(), masked::Masked::Cas, Mutation::None) {
         Ok(n) => {
-            assert!(n >= 2000, "only {n} masked CAS WQEs were compared");
+            assert!(n >= build::scaled(2000), "only {n} masked CAS WQEs were compared");
             report(&format!(
                 "masked CAS: {n} WQEs against a reference from the provider's headers (no libmlx5 path), \
                  opmod included; 0 mismatches"
@@ -251,7 +269,7 @@ fn masked_cas_wqes_match_the_reference_from_the_provider_headers() {
 fn masked_fa_wqes_match_the_reference_from_the_documented_layout() {
     match masked::check(build::output(), masked::Masked::Fa, Mutation::None) {
         Ok(n) => {
-            assert!(n >= 2000, "only {n} masked FA WQEs were compared");
+            assert!(n >= build::scaled(2000), "only {n} masked FA WQEs were compared");
             report(&format!(
                 "masked FA: {n} WQEs against a reference from UCX's documented layout (no libmlx5 path), \
                  opmod included; 0 mismatches"
@@ -290,12 +308,18 @@ fn recv_case(size: u32) {
     let out = build::output();
     match recv::check(out, size, Mutation::None) {
         Ok(stats) => {
-            assert!(stats.cqes >= build::CQES, "only {} CQEs were compared", stats.cqes);
-            assert!(stats.wraps > 50 && stats.scatter > 100 && stats.extended > 2000 && stats.arms > 100, "{stats:?}");
-            assert!(stats.scatter_copied > 50, "too few payloads through poll_scattered: {stats:?}");
+            assert!(stats.cqes >= build::scaled(build::CQES), "only {} CQEs were compared", stats.cqes);
+            assert!(
+                stats.wraps > build::scaled(50)
+                    && stats.scatter > build::scaled(100)
+                    && stats.extended > build::scaled(2000)
+                    && stats.arms > build::scaled(100),
+                "{stats:?}"
+            );
+            assert!(stats.scatter_copied > build::scaled(50), "too few payloads through poll_scattered: {stats:?}");
             assert!(stats.views >= stats.cqs, "a view of every CQ: {stats:?}");
             for k in ["REQ", "REQ_ERR", "RESP_ERR", "RESP_SEND", "RESP_SEND_IMM", "RESP_SEND_INV", "RESP_WR_IMM"] {
-                assert!(stats.by_kind.get(k).copied().unwrap_or(0) > 100, "too few {k} CQEs: {stats:?}");
+                assert!(stats.by_kind.get(k).copied().unwrap_or(0) > build::scaled(100), "too few {k} CQEs: {stats:?}");
             }
             report(&format!("{}; 0 mismatches", stats.summary(size)));
         }
@@ -337,9 +361,9 @@ fn mutation_in_our_decoder_is_reported() {
 fn regression_dci_stream_id_is_written_by_sq_ring() {
     match send::check(build::output(), &["DC streams"], Mutation::None) {
         Ok(stats) => {
-            assert!(stats.lists >= build::LISTS / 5, "only {} lists were compared", stats.lists);
+            assert!(stats.lists >= build::scaled(build::LISTS) / 5, "only {} lists were compared", stats.lists);
             for op in ["DC WRITE", "DC SEND", "DC READ"] {
-                assert!(stats.wqes.get(op).copied().unwrap_or(0) > 100, "too few {op} WQEs: {stats:?}");
+                assert!(stats.wqes.get(op).copied().unwrap_or(0) > build::scaled(100), "too few {op} WQEs: {stats:?}");
             }
             report(&format!("DC send on DCI streams: {}; 0 mismatches", stats.summary()));
         }
@@ -356,11 +380,17 @@ fn regression_dci_stream_id_is_written_by_sq_ring() {
 fn compressed_sessions_expand_to_the_cqes_they_came_from() {
     match zip::check(build::output(), Mutation::None) {
         Ok(stats) => {
-            assert!(stats.cqes >= build::CQES, "only {} CQEs were compared", stats.cqes);
-            assert!(stats.sessions > 300 && stats.plain > 300 && stats.longest >= 40, "{stats:?}");
-            assert!(stats.wrapped > 30 && stats.laps > 50, "{stats:?}");
+            assert!(stats.cqes >= build::scaled(build::CQES), "only {} CQEs were compared", stats.cqes);
+            assert!(
+                stats.sessions > build::scaled(300) && stats.plain > build::scaled(300) && stats.longest >= 40,
+                "{stats:?}"
+            );
+            assert!(stats.wrapped > build::scaled(30) && stats.laps > build::scaled(50) as u64, "{stats:?}");
             for f in ["HASH", "CSUM", "CSUM_STRIDX"] {
-                assert!(stats.by_format.get(f).copied().unwrap_or(0) > 100, "too few {f} sessions: {stats:?}");
+                assert!(
+                    stats.by_format.get(f).copied().unwrap_or(0) > build::scaled(100),
+                    "too few {f} sessions: {stats:?}"
+                );
             }
             report(&format!("{}; 0 mismatches", stats.summary()));
         }
@@ -430,20 +460,20 @@ fn typed_dc_builders_match_libmlx5_and_the_documented_layout() {
     let ops = ["WRITE", "WRITE_WITH_IMM", "READ", "SEND", "SEND_WITH_IMM", "SEND_WITH_INV", "FAA", "CAS"];
     for op in ops {
         let n = dc.wqes.get(format!("DC {op}").as_str()).copied().unwrap_or(0);
-        assert!(n > 500, "too few typed DC {op} WQEs: {dc:?}");
+        assert!(n > build::scaled(500), "too few typed DC {op} WQEs: {dc:?}");
     }
     let n = rc.wqes.get("SEND_WITH_INV").copied().unwrap_or(0);
-    assert!(n > 500, "too few typed RC SEND_WITH_INV WQEs: {rc:?}");
+    assert!(n > build::scaled(500), "too few typed RC SEND_WITH_INV WQEs: {rc:?}");
     for kind in ["masked CAS 8", "masked FA 8", "masked CAS 16", "masked FA 16", "masked CAS 32", "masked FA 32"] {
         for t in ["RC", "DC"] {
             let n = ext.wqes.get(&format!("{t} {kind}")).copied().unwrap_or(0);
-            assert!(n >= 400, "too few {t} {kind} WQEs: {ext:?}");
+            assert!(n >= build::scaled(400), "too few {t} {kind} WQEs: {ext:?}");
         }
     }
     let dc_total = dc.wqes.values().sum::<usize>()
         + ext.wqes.iter().filter(|(k, _)| k.starts_with("DC")).map(|(_, n)| n).sum::<usize>();
-    assert!(dc_total >= 10_000, "only {dc_total} typed DC WQEs were compared");
-    assert!(ext.wrapped > 100, "too few reference WQEs across the ring's end: {ext:?}");
+    assert!(dc_total >= build::scaled(10_000), "only {dc_total} typed DC WQEs were compared");
+    assert!(ext.wrapped > build::scaled(100), "too few reference WQEs across the ring's end: {ext:?}");
     report(&format!(
         "typed DC builders: {dc_total} DC WQEs, 0 mismatches; against libmlx5's ibv_wr_* + \
          mlx5dv_wr_set_dc_addr(_stream): {}; against the documented layout (no libmlx5 path): {} WQEs ({}), \
@@ -474,8 +504,11 @@ fn dci_streams_match_libmlx5() {
     let batch = batch::check(out, &["DC streams"], Mutation::None).unwrap_or_else(|m| panic!("{m}"));
     let ext = dc_typed::check_ext(out, Mutation::None).unwrap_or_else(|m| panic!("{m}"));
     let lists = batch.lists.get("DC streams").copied().unwrap_or(0);
-    assert!(typed.lists >= build::LISTS / 5 && lists >= build::LISTS / 5, "{typed:?} {batch:?}");
-    assert!(ext.streams > 1000 && ext.error_streams > 1000, "{ext:?}");
+    assert!(
+        typed.lists >= build::scaled(build::LISTS) / 5 && lists >= build::scaled(build::LISTS) / 5,
+        "{typed:?} {batch:?}"
+    );
+    assert!(ext.streams > build::scaled(1000) && ext.error_streams > build::scaled(1000), "{ext:?}");
     let batch_wqes: usize = batch.wqes.values().sum();
     report(&format!(
         "DCI streams: {} lists through the typed builders ({} WQEs) and {lists} through DciBatch ({batch_wqes} WQEs) \
@@ -548,11 +581,11 @@ fn mutation_in_an_extended_atomic_is_reported() {
 #[test]
 #[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
 fn tag_matching_matches_libmlx5() {
-    let stats = tm::check(600, build::SEED, Mutation::None).unwrap_or_else(|m| panic!("{m}"));
+    let stats = tm::check(build::scaled(600), build::SEED, Mutation::None).unwrap_or_else(|m| panic!("{m}"));
     let (wqes, cqes) = (stats.wqe_total(), stats.cqe_total());
-    assert!(wqes >= 10_000 && cqes >= 10_000, "{stats:?}");
+    assert!(wqes >= build::scaled(10_000) && cqes >= build::scaled(10_000), "{stats:?}");
     for k in ["add", "add (no buffer)", "remove", "sync"] {
-        assert!(stats.wqes.get(k).copied().unwrap_or(0) > 300, "too few {k} WQEs: {stats:?}");
+        assert!(stats.wqes.get(k).copied().unwrap_or(0) > build::scaled(300), "too few {k} WQEs: {stats:?}");
     }
     for k in [
         "Expected",
@@ -567,13 +600,19 @@ fn tag_matching_matches_libmlx5() {
         "Remove",
         "Noop",
     ] {
-        assert!(stats.cqes.get(k).copied().unwrap_or(0) > 50, "too few {k} CQEs: {stats:?}");
+        assert!(stats.cqes.get(k).copied().unwrap_or(0) > build::scaled(50), "too few {k} CQEs: {stats:?}");
     }
     for s in ["TM_ERR", "TM_RNDV_INCOMPLETE", "LOC_LEN_ERR", "GENERAL_ERR"] {
-        assert!(stats.statuses.get(s).copied().unwrap_or(0) > 20, "too few {s} completions: {stats:?}");
+        assert!(stats.statuses.get(s).copied().unwrap_or(0) > build::scaled(20), "too few {s} completions: {stats:?}");
     }
-    assert!(stats.refused.len() == 2 && stats.blueflame > 100 && stats.doorbells > 100, "{stats:?}");
-    assert!(stats.stale_doorbells > 10 && stats.sync_req > 50 && stats.our_refusals > 100, "{stats:?}");
+    assert!(
+        stats.refused.len() == 2 && stats.blueflame > build::scaled(100) && stats.doorbells > build::scaled(100),
+        "{stats:?}"
+    );
+    assert!(
+        stats.stale_doorbells > 10 && stats.sync_req > build::scaled(50) && stats.our_refusals > build::scaled(100),
+        "{stats:?}"
+    );
     // 0x4000 unexpected messages without a sync: the request from the 0x4000th on.
     let (run, asked) = tm::check_unexpected_run(0x4000 + 100, build::SEED ^ 1).unwrap_or_else(|m| panic!("{m}"));
     assert!(run >= 0x4000 + 100 && asked >= 100 && asked <= run - 0x3fff, "{run} CQEs, {asked} sync requests");
@@ -591,12 +630,13 @@ fn tag_matching_matches_libmlx5() {
 #[test]
 #[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
 fn mutation_in_tag_matching_is_reported() {
-    let m = tm::check(600, build::SEED, Mutation::TmTag).expect_err("a mutated tag add must be caught");
+    let m = tm::check(build::scaled(600), build::SEED, Mutation::TmTag).expect_err("a mutated tag add must be caught");
     assert!(m.kind.starts_with("tag matching op list add"), "{m}");
     assert_eq!(m.field, "tm.append_tag", "{m}");
     assert_eq!(m.byte, Some(39), "{m}");
     report(&format!("mutation check (tag matching: the first add's tag bit 0 flipped) caught as it must: {m}"));
-    let m = tm::check(600, build::SEED, Mutation::TmAppCtx).expect_err("a mutated TM CQE decode must be caught");
+    let m = tm::check(build::scaled(600), build::SEED, Mutation::TmAppCtx)
+        .expect_err("a mutated TM CQE decode must be caught");
     assert_eq!(m.field, "tm_info.priv (app_ctx)", "{m}");
     report(&format!(
         "mutation check (tag matching: the first match's app context bit 0 flipped) caught as it must: {m}"
@@ -614,11 +654,26 @@ fn mutation_in_tag_matching_is_reported() {
 #[test]
 #[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
 fn striding_rq_matches_libmlx5() {
-    let stats = mprq::check(400, build::SEED, Mutation::None).unwrap_or_else(|m| panic!("{m}"));
-    assert!(stats.cases() >= 10_000 && stats.wqes >= 2_000 && stats.cqes >= 8_000, "{stats:?}");
-    assert!(stats.fillers > 100 && stats.compressed > 1_000 && stats.sessions > 100, "{stats:?}");
-    assert!(stats.handed_back > 500 && stats.skipped_sge > 50 && stats.cq_wraps > 100, "{stats:?}");
-    assert!(stats.wqe_sizes.len() >= 2 && stats.with_imm > 100, "{stats:?}");
+    let stats = mprq::check(build::scaled(400), build::SEED, Mutation::None).unwrap_or_else(|m| panic!("{m}"));
+    assert!(
+        stats.cases() >= build::scaled(10_000)
+            && stats.wqes >= build::scaled(2_000)
+            && stats.cqes >= build::scaled(8_000),
+        "{stats:?}"
+    );
+    assert!(
+        stats.fillers > build::scaled(100)
+            && stats.compressed > build::scaled(1_000)
+            && stats.sessions > build::scaled(100),
+        "{stats:?}"
+    );
+    assert!(
+        stats.handed_back > build::scaled(500)
+            && stats.skipped_sge > build::scaled(50)
+            && stats.cq_wraps > build::scaled(100),
+        "{stats:?}"
+    );
+    assert!(stats.wqe_sizes.len() >= 2 && stats.with_imm > build::scaled(100), "{stats:?}");
     report(&format!("striding RQ: {} cases: {}; 0 mismatches", stats.cases(), stats.summary()));
 }
 
@@ -645,12 +700,14 @@ fn b2_striding_completions_are_taken_once_by_their_wqs_ring() {
 #[test]
 #[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
 fn mutation_in_striding_rq_is_reported() {
-    let m = mprq::check(400, build::SEED, Mutation::MprqStrides).expect_err("a mutated stride count must be caught");
+    let m = mprq::check(build::scaled(400), build::SEED, Mutation::MprqStrides)
+        .expect_err("a mutated stride count must be caught");
     assert_eq!(m.field, "byte_len (byte_cnt: filler, strides, length)", "{m}");
     report(&format!(
         "mutation check (striding RQ: the first packet's consumed-strides count bit 0 flipped) caught as it must: {m}"
     ));
-    let m = mprq::check(400, build::SEED, Mutation::MprqLkey).expect_err("a mutated striding WQE must be caught");
+    let m = mprq::check(build::scaled(400), build::SEED, Mutation::MprqLkey)
+        .expect_err("a mutated striding WQE must be caught");
     assert!(m.kind == "striding RQ post" && m.field == "data segment lkey" && m.byte == Some(23), "{m}");
     report(&format!("mutation check (striding RQ: the first WQE's lkey bit 0 flipped) caught as it must: {m}"));
 }
@@ -661,9 +718,9 @@ fn mutation_in_striding_rq_is_reported() {
 #[test]
 #[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
 fn mkeys_match_libmlx5() {
-    match mkey::check(1_100, Mutation::None) {
+    match mkey::check(build::scaled(1_100), Mutation::None) {
         Ok(s) => {
-            assert!(s.cases >= 10_000, "{}", s.summary());
+            assert!(s.cases >= build::scaled(10_000), "{}", s.summary());
             assert!(
                 s.wrapped > 0 && s.index_wraps > 0 && s.max_len_lists > 0 && s.blueflame > 0 && s.doorbells > 0,
                 "{}",
@@ -686,12 +743,31 @@ fn mkeys_match_libmlx5() {
 fn raw_packet_sends_match_libmlx5() {
     match eth::check(Mutation::None) {
         Ok(stats) => {
-            assert!(stats.requests >= 10_000, "only {} requests were compared: {stats:?}", stats.requests);
-            assert!(stats.wrapped_lists > 100 && stats.blueflame > 100 && stats.doorbells > 100, "{stats:?}");
+            assert!(
+                stats.requests >= build::scaled(10_000),
+                "only {} requests were compared: {stats:?}",
+                stats.requests
+            );
+            assert!(
+                stats.wrapped_lists > build::scaled(100)
+                    && stats.blueflame > build::scaled(100)
+                    && stats.doorbells > build::scaled(100),
+                "{stats:?}"
+            );
             assert!(stats.index_wraps >= 1 && stats.no_min_inline_queues >= 1, "{stats:?}");
-            assert!(stats.csum > 1000 && stats.inline > 1000 && stats.gathers > 1000, "{stats:?}");
-            assert!(stats.split_headers > 1000 && stats.tso > 1000 && stats.tso_wrap_findings > 0, "{stats:?}");
-            assert!(stats.refused.len() == 3 && stats.refused.values().all(|&n| n >= 20), "{stats:?}");
+            assert!(
+                stats.csum > build::scaled(1000)
+                    && stats.inline > build::scaled(1000)
+                    && stats.gathers > build::scaled(1000),
+                "{stats:?}"
+            );
+            assert!(
+                stats.split_headers > build::scaled(1000)
+                    && stats.tso > build::scaled(1000)
+                    && stats.tso_wrap_findings > 0,
+                "{stats:?}"
+            );
+            assert!(stats.refused.len() == 3 && stats.refused.values().all(|&n| n >= build::scaled(20)), "{stats:?}");
             report(&format!("raw packet send: {}; 0 mismatches", stats.summary()));
         }
         Err(m) => panic!("{m}"),
@@ -706,9 +782,20 @@ fn raw_packet_sends_match_libmlx5() {
 fn raw_packet_vlan_insertion_matches_libmlx5() {
     match eth_vlan::check(Mutation::None) {
         Ok(s) => {
-            assert!(s.requests >= 5_000, "only {} requests were compared: {s:?}", s.requests);
-            assert!(s.tso > 500 && s.csum > 1000 && s.inline > 500 && s.split_headers > 500, "{s:?}");
-            assert!(s.short_first > 100 && s.pcp_dei > 1000 && s.wrapped_lists > 100, "{s:?}");
+            assert!(s.requests >= build::scaled(5_000), "only {} requests were compared: {s:?}", s.requests);
+            assert!(
+                s.tso > build::scaled(500)
+                    && s.csum > build::scaled(1000)
+                    && s.inline > build::scaled(500)
+                    && s.split_headers > build::scaled(500),
+                "{s:?}"
+            );
+            assert!(
+                s.short_first > build::scaled(100)
+                    && s.pcp_dei > build::scaled(1000)
+                    && s.wrapped_lists > build::scaled(100),
+                "{s:?}"
+            );
             report(&format!("raw packet VLAN: {}; 0 mismatches", s.summary()));
         }
         Err(m) => panic!("{m}"),

@@ -104,11 +104,18 @@ impl Clock {
     /// nanoseconds; `None` for an error completion (whose timestamp bytes
     /// hold the syndrome).
     pub fn completion_ns(&self, cq: &Cq, c: &Completion) -> Result<Option<u64>> {
-        if c.status != WcStatus::SUCCESS {
-            return Ok(None);
+        match stamp(c) {
+            Some(ts) => self.ns(cq, ts).map(Some),
+            None => Ok(None),
         }
-        self.ns(cq, c.timestamp).map(Some)
     }
+}
+
+/// The timestamp bytes of `c` when they hold a timestamp: a successful
+/// completion's; an error completion's hold the syndrome.
+#[cfg(not(rrddmma_mlnx_ofed4))]
+fn stamp(c: &Completion) -> Option<u64> {
+    (c.status == WcStatus::SUCCESS).then_some(c.timestamp)
 }
 
 /// Whether a CQ created with `flags` on a device that offers real-time
@@ -124,6 +131,17 @@ fn real_time_cq(capable: bool, flags: WcFlagsEx) -> bool {
 #[cfg(all(test, not(rrddmma_mlnx_ofed4)))]
 mod tests {
     use super::*;
+
+    /// Only a successful completion's timestamp bytes are a timestamp.
+    #[test]
+    fn only_successful_completions_carry_a_stamp() {
+        let ok = Completion { timestamp: 0x1234, ..Completion::default() };
+        assert_eq!(stamp(&ok), Some(0x1234));
+        for status in [WcStatus::LOC_LEN_ERR, WcStatus::WR_FLUSH_ERR, WcStatus::REM_ACCESS_ERR] {
+            let err = Completion { status, timestamp: 0x1234, ..Completion::default() };
+            assert_eq!(stamp(&err), None, "{status:?}: its timestamp bytes hold the syndrome");
+        }
+    }
 
     /// The documented format: seconds above, nanoseconds below.
     #[test]

@@ -22,6 +22,29 @@ pub const SEED: u64 = 0x6d6c_7835;
 /// stream ids are drawn below 2^6, and our rings and batches are told so.
 pub const LOG_DCI_STREAMS: u8 = 6;
 
+/// How much smaller the quick mode makes every count ([`scaled`]).
+pub const QUICK_DIVISOR: usize = 10;
+
+/// Whether the harness runs in its quick mode: `RRDDMMA_HARNESS_QUICK=1`
+/// (`cargo xtask mutants` sets it, so that a mutant costs seconds).
+pub fn quick() -> bool {
+    static QUICK: OnceLock<bool> = OnceLock::new();
+    *QUICK.get_or_init(|| std::env::var("RRDDMMA_HARNESS_QUICK").is_ok_and(|v| v == "1"))
+}
+
+/// A section's count (lists, CQEs, cases per queue) or the coverage bound
+/// that follows from it, `n` as it is or, in the quick mode, divided by
+/// [`QUICK_DIVISOR`] (rounded up, never below 1). The one place the quick
+/// mode changes: every section runs the same generator, comparisons and
+/// mutation checks on fewer cases.
+pub fn scaled(n: usize) -> usize {
+    if quick() {
+        n.div_ceil(QUICK_DIVISOR).max(1)
+    } else {
+        n
+    }
+}
+
 fn run(cmd: &mut Command, what: &str) {
     let out = cmd.output().unwrap_or_else(|e| panic!("{what}: cannot run {:?}: {e}", cmd.get_program()));
     assert!(
@@ -226,7 +249,7 @@ pub fn output() -> &'static str {
     OUT.get_or_init(|| {
         let exe = &built().0;
         let out = Command::new(exe)
-            .args([LISTS.to_string(), CQES.to_string(), SEED.to_string()])
+            .args([scaled(LISTS), scaled(CQES), SEED as usize, LISTS / scaled(LISTS)].map(|n| n.to_string()))
             .output()
             .expect("run the libmlx5 harness");
         assert!(

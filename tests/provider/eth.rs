@@ -578,7 +578,7 @@ pub fn check(mutation: Mutation) -> Result<EthStats, Box<Mismatch>> {
         let mut q = Queue::new(qi, &mut rng);
         stats.queues += 1;
         stats.no_min_inline_queues += usize::from(q.min_inline == 0);
-        for _ in 0..LISTS_PER_QUEUE {
+        for _ in 0..super::build::scaled(LISTS_PER_QUEUE) {
             let n = 1 + rng.below(4) as usize;
             let bad = rng.chance(30).then(|| rng.below(n as u64) as usize);
             let mut reqs: Vec<Req> = (0..n)

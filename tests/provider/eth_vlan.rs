@@ -204,7 +204,7 @@ pub fn check(mutation: Mutation) -> Result<VlanStats, Box<Mismatch>> {
             continue;
         }
         stats.queues += 1;
-        for _ in 0..LISTS_PER_QUEUE {
+        for _ in 0..super::build::scaled(LISTS_PER_QUEUE) {
             let n = 1 + rng.below(4) as usize;
             let mut reqs: Vec<Req> = (0..n).map(|_| vlan_req(&q, &mut rng)).collect();
             // TSOs first (the libmlx5 finding of eth.rs).

@@ -28,6 +28,8 @@
 //!   libraries run in place, and prints the `RRDDMMA_LIB*` settings for a `dlopen` binary.
 //! - `cargo xtask deps`: installs what the other tasks need (idempotent).
 //! - `cargo xtask bench-wqe`: callgrind count of the direct WQE writer vs the C helpers.
+//! - `cargo xtask mutants [--sample N --seed S] [--in-diff REF] [--timeout SECS] [--device]`:
+//!   cargo-mutants over `src/mlx5dv` (unit tests, host tests, the harness's quick mode).
 
 mod aio;
 mod bench;
@@ -53,6 +55,7 @@ mod matrix;
 mod mlnx4;
 mod mlx5_provider;
 mod msrv;
+mod mutants;
 mod pairs;
 mod perf_checks;
 mod rdma_core_src;
@@ -138,7 +141,10 @@ fn usage() -> ExitCode {
          \x20 bindings [--check] [--dl-only]  regenerate / check src/bindings/sys.rs (and the dlopen tables)\n\
          \x20 dlopen                the dlopen linkage: build with rdma-core hidden, load errors, device suite\n\
          \x20 deps                  install the tools and packages the tasks need\n\
-         \x20 bench-wqe             callgrind: instructions per direct WQE, Rust vs C helpers"
+         \x20 bench-wqe             callgrind: instructions per direct WQE, Rust vs C helpers\n\
+         \x20 mutants [--sample N] [--seed S] [--in-diff REF] [--timeout SECS] [--device] [--list] [--help]\n\
+         \x20                      cargo-mutants over src/mlx5dv: unit and host tests, the harness's quick mode\n\
+         \x20                      (--device: the device tests named after the mutated file); not part of test"
     );
     ExitCode::from(2)
 }
@@ -200,6 +206,11 @@ fn parse() -> std::result::Result<(String, Vec<String>), lexopt::Error> {
                 rest.push(p.value()?.string()?);
             }
             ("bench-peers", Long(f @ ("smoke" | "times"))) => rest.push(format!("--{f}")),
+            ("mutants", Long(f @ ("sample" | "seed" | "in-diff" | "timeout"))) => {
+                rest.push(format!("--{f}"));
+                rest.push(p.value()?.string()?);
+            }
+            ("mutants", Long(f @ ("device" | "list" | "help"))) => rest.push(format!("--{f}")),
             (_, arg) => return Err(arg.unexpected()),
         }
     }
@@ -207,6 +218,10 @@ fn parse() -> std::result::Result<(String, Vec<String>), lexopt::Error> {
 }
 
 fn main() -> ExitCode {
+    // cargo-mutants' `cargo` (`cargo xtask mutants`).
+    if let Ok(real) = std::env::var(mutants::REAL_CARGO) {
+        return mutants::proxy(&real);
+    }
     let (task, rest) = match parse() {
         Ok(t) => t,
         Err(e) => {
@@ -243,6 +258,7 @@ fn main() -> ExitCode {
         "userspace" => userspace::run(),
         "deps" => deps::ensure(),
         "bench-wqe" => bench::run_bench(),
+        "mutants" => mutants::run(rest),
         _ => return usage(),
     };
     match result {

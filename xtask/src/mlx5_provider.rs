@@ -18,7 +18,7 @@ use crate::tally::Tally;
 
 /// The rdma-core build folder of the static `mlx5` source build
 /// (`target/static-mlx5`), when it has built the provider.
-fn source_build() -> Option<PathBuf> {
+pub(crate) fn source_build() -> Option<PathBuf> {
     let base = root().join("target/static-mlx5/debug/build");
     std::fs::read_dir(base)
         .ok()?
