@@ -955,4 +955,41 @@ mod tests {
         // SAFETY: u128 has no padding; the slice covers the same bytes.
         unsafe { std::slice::from_raw_parts(v.as_ptr().cast(), v.len() * 16) }
     }
+    /// `check` takes each bound of the device's ranges and refuses one
+    /// past it, naming the field and the bound; no raw packet QP type or
+    /// no striding at all is `Unsupported`.
+    #[test]
+    fn caps_check_takes_each_bound_and_refuses_one_past_it() {
+        let raw_packet = 1 << crate::bindings::ibv_qp_type::IBV_QPT_RAW_PACKET.0;
+        let caps = StridingRqCaps {
+            min_log_stride_bytes: 6,
+            max_log_stride_bytes: 13,
+            min_log_num_strides: 3,
+            max_log_num_strides: 16,
+            supported_qpts: raw_packet,
+        };
+        let p = |b: u8, s: u8| StridingParams { log_stride_bytes: b, log_num_strides: s, two_byte_shift: false };
+        for (b, s) in [(6, 3), (13, 16), (6, 16), (13, 3)] {
+            assert!(caps.check(&p(b, s)).is_ok(), "bounds {b}, {s} are inside the ranges");
+        }
+        let refused = |b: u8, s: u8| match caps.check(&p(b, s)) {
+            Err(Error::CapExceeded { what, asked, limit }) => (what, asked, limit),
+            other => panic!("{b}, {s}: expected CapExceeded, got {other:?}"),
+        };
+        let (what, asked, limit) = refused(5, 3);
+        assert!(what.contains("single_stride_log_num_of_bytes") && (asked, limit) == (5, 6), "{what} {asked} {limit}");
+        let (what, asked, limit) = refused(14, 3);
+        assert!(
+            what.contains("single_stride_log_num_of_bytes") && (asked, limit) == (14, 13),
+            "{what} {asked} {limit}"
+        );
+        let (what, asked, limit) = refused(6, 2);
+        assert!(what.contains("single_wqe_log_num_of_strides") && (asked, limit) == (2, 3), "{what} {asked} {limit}");
+        let (what, asked, limit) = refused(6, 17);
+        assert!(what.contains("single_wqe_log_num_of_strides") && (asked, limit) == (17, 16), "{what} {asked} {limit}");
+        let unsupported = |c: StridingRqCaps| matches!(c.check(&p(6, 3)), Err(Error::Unsupported { .. }));
+        assert!(unsupported(StridingRqCaps { supported_qpts: 0, ..caps }), "no raw packet QPs");
+        assert!(unsupported(StridingRqCaps { max_log_num_strides: 0, ..caps }), "no strides");
+        assert!(unsupported(StridingRqCaps { max_log_stride_bytes: 0, ..caps }), "no stride sizes");
+    }
 }
