@@ -407,8 +407,11 @@ fn compressed_sessions_expand_to_the_cqes_they_came_from() {
 fn b3_requester_sessions_with_unsignalled_wqes_expand_to_their_own_wqes() {
     match zip::check(build::output(), Mutation::None) {
         Ok(stats) => {
-            assert!(stats.requester > 100 && stats.requester_gapped > 50, "{stats:?}");
-            assert!(stats.requester_cqes > 1_000 && stats.requester_plain > 50, "{stats:?}");
+            assert!(stats.requester > build::scaled(100) && stats.requester_gapped > build::scaled(50), "{stats:?}");
+            assert!(
+                stats.requester_cqes > build::scaled(1_000) && stats.requester_plain >= build::scaled(40),
+                "{stats:?}"
+            );
             report(&format!(
                 "B-3: {} requester sessions ({} CQEs), {} with unsignalled WQEs between their CQEs' WQEs, expand to \
                  each mini-CQE's WQE counter and opcode; 0 mismatches",
