@@ -160,7 +160,11 @@ fn at(remote: RemoteAddr, j: usize) -> RemoteAddr {
 /// into a region of the server's.
 fn rc(dev: &str, batch: usize, warm: usize, iters: usize) -> Res<()> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let o = AioOpts::new(dev);
+    // A wide set-up bound: under callgrind in the emulated VM on a loaded
+    // machine the handshake (a 16 MiB pool registered on each side) can
+    // take longer than the default 10 s, and the listener then drops the
+    // client.
+    let o = AioOpts::new(dev).setup_timeout(Duration::from_secs(120));
     let (server, client, remote, mut bufs) = rt.block_on(async {
         let l = Listener::bind("127.0.0.1:0", o.clone()).await?;
         let addr = l.local_addr()?;
