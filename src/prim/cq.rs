@@ -808,6 +808,7 @@ impl Cq {
     /// A count that includes every handle the caller knows of means no
     /// other exists; the last handle dropped elsewhere is ordered before
     /// the caller's next use of the CQ.
+    #[cfg(feature = "tokio")]
     pub(crate) fn handles(&self) -> usize {
         let n = Arc::strong_count(&self.inner);
         // Pairs with the release of a handle dropped on another thread.

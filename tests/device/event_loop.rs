@@ -256,9 +256,13 @@ struct Rig {
     qb: Arc<Qp>,
     cqa: Cq,
     cqb: Cq,
+    /// Read by the tokio tests only.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     ch: CompChannel,
     a: Buf,
     b: Arc<Buf>,
+    /// Read by the tokio tests only.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pd: Pd,
     _ctx: Context,
 }

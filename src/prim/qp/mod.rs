@@ -877,11 +877,13 @@ impl Qp {
     }
 
     /// The CQs its send and receive queues complete to.
+    #[cfg(feature = "tokio")]
     pub(crate) fn cqs(&self) -> (&Cq, &Cq) {
         (&self._send_cq, &self._recv_cq)
     }
 
     /// Whether it receives through an SRQ.
+    #[cfg(feature = "tokio")]
     pub(crate) fn has_srq(&self) -> bool {
         self._srq.is_some()
     }
