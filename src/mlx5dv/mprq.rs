@@ -849,6 +849,7 @@ mod tests {
         let mut cq = HostCq::new(16);
         let mut a = rq(WQN, &cq.ring);
         let mut b = rq(OTHER, &cq.ring);
+        assert_eq!((a.ring.wqn(), b.ring.wqn()), (WQN, OTHER), "each ring names its own WQ");
         cq.push(cqe(OTHER, 0, 0, 8, 100, false));
         cq.push(cqe(WQN, 0, 0, 4, 100, false));
         cq.push(cqe(OTHER, 1, 0, 8, 100, false));
