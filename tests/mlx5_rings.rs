@@ -241,6 +241,50 @@ fn smallest_sq_wraps_and_parses_back_with_c_structs() {
     assert!(expected_post / BBS >= 50, "the ring wrapped many times");
 }
 
+/// The raw writer's segments (`raddr`, `inline`) across the ring's end:
+/// every byte lands at its place modulo the ring, whichever block the
+/// WQE starts in, and the inline header's count and the DS count say so.
+#[test]
+fn raw_writer_segments_across_the_ring_end_parse_back() {
+    const BBS: u32 = 4;
+    let mut buf = aligned((BBS * 64) as usize);
+    let mut dbrec = [Be32::default(); 2];
+    let mut bf = aligned(512);
+    // SAFETY: buffers live until the end; the ring is their only user.
+    let mut sq = unsafe {
+        SqRing::from_raw(buf.as_mut_ptr().cast(), BBS, dbrec.as_mut_ptr().add(1), bf.as_mut_ptr().cast(), 256, 0x55)
+    };
+    let mut cq = bound_cq(&mut sq);
+    let mut rec = Recorder::default();
+    let mut rng = Rng(7);
+    let mut crossed = 0;
+    for i in 0..300u32 {
+        let inline_len = (rng.next() % 150) as usize + 1;
+        let payload: Vec<u8> = (0..inline_len).map(|j| (i as usize * 13 + j * 3) as u8).collect();
+        let before = sq.cur_post();
+        // SAFETY: a remote address and inline data: no local memory is named.
+        let pi = unsafe { sq.wqe(WqeOpcode::RDMA_WRITE, 0, CtrlFlags::CQ_UPDATE, 0) }
+            .raddr(0x9000 + u64::from(i), 0x77)
+            .inline(&payload)
+            .finish();
+        let ring: Vec<u8> = buf.iter().flat_map(|w| w.to_ne_bytes()).collect();
+        let start = (before % BBS) as usize * 64;
+        if start + 36 + inline_len > ring.len() {
+            crossed += 1;
+        }
+        let raddr: ffi::mlx5_wqe_raddr_seg = cast(&ring_bytes(&ring, before, 16, 16));
+        assert_eq!((u64::from_be(raddr.raddr), u32::from_be(raddr.rkey)), (0x9000 + u64::from(i), 0x77));
+        let inl: ffi::mlx5_wqe_inl_data_seg = cast(&ring_bytes(&ring, before, 32, 4));
+        assert_eq!(u32::from_be(inl.byte_count), inline_len as u32 | INLINE_SEG, "WQE {i}");
+        assert_eq!(ring_bytes(&ring, before, 36, inline_len), payload, "WQE {i}: inline bytes across the end");
+        let qpn_ds = u32::from_be_bytes(ring_bytes(&ring, before, 4, 4).try_into().unwrap());
+        assert_eq!(qpn_ds & 0xff, 2 + (inline_len as u32 + 4).div_ceil(16), "WQE {i}: DS count");
+        sq.ring(&mut rec);
+        assert!(retire(&mut sq, &mut cq, pi), "WQE {i} retires");
+    }
+    assert!(crossed > 50, "only {crossed} WQEs had inline bytes across the ring's end");
+}
+
 #[test]
 fn doorbell_sequence_matches_libmlx5() {
     const BBS: u32 = 8;
