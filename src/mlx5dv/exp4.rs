@@ -7,7 +7,7 @@
 //!
 //! | rdma-core path | here |
 //! |---|---|
-//! | [`super::clock_info`] + [`super::clock::ts_to_ns`] | the same two functions ([`clock_info`] via `ibv_exp_query_values`) |
+//! | [`super::clock_info`] + [`crate::mlx5dv::completion::clock::ts_to_ns`] | the same two functions ([`clock_info`] via `ibv_exp_query_values`) |
 //! | masked atomics as hand-built WQE segments (`seg`) | [`ExpSendWr::masked_cas`] / [`ExpSendWr::masked_faa`] posted with `ibv_exp_post_send`: [`ExpQp::post`] on an RC QP from [`ExpQp::create`], or `dc::Dci::post_masked` to a DC target |
 //! | extended CQ with `IBV_WC_EX_WITH_COMPLETION_TIMESTAMP` | [`ExpCq`] (`IBV_EXP_CQ_TIMESTAMP`) polled into [`ExpWc`], whose [`ExpWc::opcode`] is a [`WcOpcode`] and [`ExpWc::to_wc`] a [`Wc`] |
 //!
@@ -19,9 +19,9 @@ use std::marker::PhantomData;
 use std::mem::size_of;
 use std::ptr::{self, NonNull};
 
-use super::clock::ClockInfo;
 use crate::bindings as ffi;
 use crate::bindings::exp4 as x;
+use crate::mlx5dv::completion::clock::ClockInfo;
 use crate::prim::{Context, Cq, Error, Pd, Qp, QpCaps, QpType, Result, Sge, Wc, WcFlags, WcOpcode, WcStatus};
 
 /// Whether `ctx` has the experimental verbs context (every mlx5 and mlx4
@@ -118,7 +118,7 @@ pub fn caps(ctx: &Context) -> Result<ExpCaps> {
     })
 }
 
-/// The device clock parameters for [`super::clock::ts_to_ns`], from
+/// The device clock parameters for [`crate::mlx5dv::completion::clock::ts_to_ns`], from
 /// `ibv_exp_query_values(IBV_EXP_VALUES_CLOCK_INFO)`: the same parameters,
 /// under the same name, as the rdma-core path's `mlx5dv_get_clock_info`.
 pub fn clock_info(ctx: &Context) -> Result<ClockInfo> {
@@ -275,7 +275,7 @@ impl ExpWc {
 
     /// The device timestamp, when the CQ stamps completions
     /// (`IBV_EXP_WC_WITH_TIMESTAMP`); nanoseconds through
-    /// [`super::clock::ts_to_ns`] with [`clock_info`].
+    /// [`crate::mlx5dv::completion::clock::ts_to_ns`] with [`clock_info`].
     pub fn timestamp(&self) -> Option<u64> {
         (self.0.exp_wc_flags & x::ibv_exp_wc_flags::IBV_EXP_WC_WITH_TIMESTAMP != 0).then_some(self.0.timestamp)
     }

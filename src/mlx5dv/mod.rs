@@ -25,6 +25,9 @@
 //!   device's `striding_rq_caps`.
 //! - [`clock`]: device timestamps to nanoseconds.
 //!
+//! The files sit in one folder per family (`queue/`, `completion/`, `dc/`,
+//! `keys/`, `tags/`, `raw/`); each module is public here, at one path.
+//!
 //! On a device that is not mlx5 every entry point returns
 //! [`Error::Unsupported`] before calling into libmlx5 with its objects.
 //!
@@ -39,42 +42,32 @@
 // The links above to `obj` and `Error` name items a 4.x build leaves out.
 #![cfg_attr(rrddmma_mlnx_ofed4, allow(rustdoc::broken_intra_doc_links))]
 
-pub mod av;
-pub mod be;
-pub mod clock;
-#[cfg(not(rrddmma_mlnx_ofed4))]
-#[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
-pub mod comp;
-pub mod cq;
-pub mod cqe;
+mod completion;
 pub mod dc;
-pub mod eth;
 #[cfg(rrddmma_mlnx_ofed4)]
 #[cfg_attr(docsrs, doc(cfg(rrddmma_mlnx_ofed4)))]
 pub mod exp4;
-pub mod mini;
+mod keys;
+mod queue;
+mod raw;
+mod tags;
+
 #[cfg(not(rrddmma_mlnx_ofed4))]
 #[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
-pub mod mkey;
+pub use completion::comp;
+pub use completion::{clock, cq, cqe, mini};
 #[cfg(not(rrddmma_mlnx_ofed4))]
 #[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
-pub mod mkey_wr;
-pub mod mmio;
-pub mod mprq;
+pub use keys::{mkey, mkey_wr, umr};
 #[cfg(not(rrddmma_mlnx_ofed4))]
 #[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
-pub mod mprq_wq;
+pub use queue::obj;
+pub use queue::{av, be, mmio, seg, sq, wqe};
 #[cfg(not(rrddmma_mlnx_ofed4))]
 #[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
-pub mod obj;
-pub mod seg;
-pub mod sq;
-pub mod tm;
-pub mod tm_wqe;
-#[cfg(not(rrddmma_mlnx_ofed4))]
-#[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
-pub mod umr;
-pub mod wqe;
+pub use raw::mprq_wq;
+pub use raw::{eth, mprq};
+pub use tags::{tm, tm_wqe};
 
 #[cfg(not(rrddmma_mlnx_ofed4))]
 use crate::bindings as ffi;
@@ -105,35 +98,7 @@ pub(crate) fn require(ctx: &Context, op: &'static str) -> Result<()> {
 }
 
 #[cfg(not(rrddmma_mlnx_ofed4))]
-/// The `feature` of the error a non-mlx5 device gets: which device, and
-/// what to use instead. One text per device name, kept for the process's
-/// life (there are as many as devices, and at most [`NOT_MLX5_TEXTS`];
-/// beyond that the text names no device).
-pub(crate) fn not_mlx5(device: &str) -> &'static str {
-    use std::sync::Mutex;
-    static TEXTS: Mutex<Vec<(String, &'static str)>> = Mutex::new(Vec::new());
-    let mut texts = TEXTS.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((_, t)) = texts.iter().find(|(d, _)| d == device) {
-        return t;
-    }
-    if texts.len() >= NOT_MLX5_TEXTS {
-        return "mlx5 direct verbs (the device is not a ConnectX (mlx5) one: open one, which `ibv_devices` \
-                lists as mlx5_N, or use the verbs path, Qp::post_send and Cq::poll, which runs on every device)";
-    }
-    let text: &'static str = Box::leak(
-        format!(
-            "mlx5 direct verbs ({device} is not a ConnectX (mlx5) device: open one, which `ibv_devices` lists as \
-             mlx5_N, or use the verbs path, Qp::post_send and Cq::poll, which runs on every device)"
-        )
-        .into_boxed_str(),
-    );
-    texts.push((device.to_string(), text));
-    text
-}
-
-#[cfg(not(rrddmma_mlnx_ofed4))]
-/// The most device names [`not_mlx5`] keeps a text for.
-const NOT_MLX5_TEXTS: usize = 64;
+pub(crate) use crate::prim::mlx5::not_mlx5;
 
 #[cfg(not(rrddmma_mlnx_ofed4))]
 #[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
@@ -195,22 +160,5 @@ mod tests {
             rest = &rest[close..];
         }
         assert_eq!(seen, QUERY_DEVICE_MASK, "the request names a bit the bindings do not define");
-    }
-
-    /// The text names the device and the way out, once per device name.
-    #[test]
-    fn hint_not_mlx5_names_the_device_and_what_to_use() {
-        let t = not_mlx5("rxe7");
-        assert!(t.contains("rxe7 is not a ConnectX (mlx5) device"), "{t}");
-        assert!(t.contains("ibv_devices") && t.contains("Qp::post_send and Cq::poll"), "{t}");
-        assert!(std::ptr::eq(t, not_mlx5("rxe7")), "one text per device name");
-        let e = Error::Unsupported { op: "mlx5dv_query_device", feature: t };
-        assert!(e.to_string().starts_with("mlx5dv_query_device: mlx5 direct verbs (rxe7 is not"), "{e}");
-        // Past the bound, no more texts are kept and none names a device.
-        for i in 0..NOT_MLX5_TEXTS {
-            not_mlx5(&format!("siw{i}"));
-        }
-        let past = not_mlx5("bnxt_re9");
-        assert!(!past.contains("bnxt_re9") && past.contains("not a ConnectX (mlx5) one"), "{past}");
     }
 }

@@ -501,8 +501,8 @@ mod tests {
             include_str!("cq/poller.rs"),
             include_str!("cm/kind.rs"),
             include_str!("gid.rs"),
-            include_str!("../mlx5dv/seg.rs"),
-            include_str!("../mlx5dv/cqe.rs"),
+            include_str!("../mlx5dv/queue/seg.rs"),
+            include_str!("../mlx5dv/completion/cqe.rs"),
         ];
         let made: usize = files.iter().map(|f| f.matches("\nc_type! {").count()).sum();
         let cm_off = usize::from(!cfg!(feature = "cm"));

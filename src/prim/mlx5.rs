@@ -254,6 +254,157 @@ pub(crate) fn check_padding(attr: &ffi::mlx5dv_context, opts: &CqOptions) -> Res
     Ok(())
 }
 
+/// The operation named by the refusals of a striding WQ's creation.
+pub const STRIDING_OP: &str = "mlx5dv_create_wq (striding RQ, MLX5DV_WQ_INIT_ATTR_MASK_STRIDING_RQ)";
+
+/// The shape of a striding WQ's WQEs (`struct mlx5dv_striding_rq_init_attr`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StridingParams {
+    /// `single_stride_log_num_of_bytes`: each stride is `2^this` bytes.
+    pub log_stride_bytes: u8,
+    /// `single_wqe_log_num_of_strides`: each WQE is `2^this` strides.
+    pub log_num_strides: u8,
+    /// `two_byte_shift_en`: the device writes two zero bytes before each
+    /// packet (IP header alignment); the packet starts at offset 2 of its
+    /// first stride.
+    pub two_byte_shift: bool,
+}
+
+impl StridingParams {
+    /// Bytes in one stride.
+    pub const fn stride_bytes(&self) -> u32 {
+        1 << self.log_stride_bytes
+    }
+
+    /// Strides in one WQE.
+    pub const fn num_strides(&self) -> u32 {
+        1 << self.log_num_strides
+    }
+
+    /// Bytes of one WQE's buffer: the data segment's byte count.
+    pub const fn wqe_bytes(&self) -> u32 {
+        self.stride_bytes() << self.log_num_strides
+    }
+}
+
+/// What the device offers for striding WQs (`struct mlx5dv_striding_rq_caps`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StridingRqCaps {
+    /// Smallest `log_stride_bytes`.
+    pub min_log_stride_bytes: u32,
+    /// Largest `log_stride_bytes`.
+    pub max_log_stride_bytes: u32,
+    /// Smallest `log_num_strides`.
+    pub min_log_num_strides: u32,
+    /// Largest `log_num_strides`.
+    pub max_log_num_strides: u32,
+    /// QP types that may use them (`IBV_QPT_*` bits).
+    pub supported_qpts: u32,
+}
+
+impl StridingRqCaps {
+    /// Whether the device has striding WQs at all.
+    pub fn available(&self) -> bool {
+        self.max_log_num_strides > 0 && self.max_log_stride_bytes > 0
+    }
+
+    /// `Ok` when the device offers striding WQs for raw packet QPs and
+    /// WQEs of shape `p` fit these capabilities; else
+    /// [`Error::Unsupported`] (no striding WQs, or none for raw packet QPs
+    /// in `supported_qpts`) or [`Error::CapExceeded`] naming the field
+    /// (where libmlx5 fails with a bare `EINVAL`).
+    pub fn check(&self, p: &StridingParams) -> Result<()> {
+        let raw_packet = 1 << crate::bindings::ibv_qp_type::IBV_QPT_RAW_PACKET.0;
+        if !self.available() || self.supported_qpts & raw_packet == 0 {
+            return Err(Error::Unsupported {
+                op: STRIDING_OP,
+                feature: "striding receive queues (the device's striding_rq_caps offer none for raw packet QPs)",
+            });
+        }
+        let (b, s) = (u32::from(p.log_stride_bytes), u32::from(p.log_num_strides));
+        if b < self.min_log_stride_bytes || b > self.max_log_stride_bytes {
+            let limit =
+                if b < self.min_log_stride_bytes { self.min_log_stride_bytes } else { self.max_log_stride_bytes };
+            return Err(Error::CapExceeded {
+                what: "striding_rq_caps: single_stride_log_num_of_bytes outside min..=max",
+                asked: b.into(),
+                limit: limit.into(),
+            });
+        }
+        if s < self.min_log_num_strides || s > self.max_log_num_strides {
+            let limit = if s < self.min_log_num_strides { self.min_log_num_strides } else { self.max_log_num_strides };
+            return Err(Error::CapExceeded {
+                what: "striding_rq_caps: single_wqe_log_num_of_strides outside min..=max",
+                asked: s.into(),
+                limit: limit.into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The device's striding-WQ capabilities (`mlx5dv_query_device`,
+/// `MLX5DV_CONTEXT_MASK_STRIDING_RQ`); all zero when it reports none.
+/// [`Error::Unsupported`] on a device that is not mlx5.
+pub fn striding_rq_caps(ctx: &Context) -> Result<StridingRqCaps> {
+    #[cfg(rrddmma_mlnx_ofed4)]
+    {
+        let _ = ctx;
+        Err(Error::Unsupported {
+            op: STRIDING_OP,
+            feature: "striding receive queues (a build for MLNX_OFED 4.x, whose libmlx5 has no mlx5dv_create_wq)",
+        })
+    }
+    #[cfg(not(rrddmma_mlnx_ofed4))]
+    {
+        require(ctx, STRIDING_OP, not_mlx5(ctx.name()))?;
+        let attr = query_device_unchecked(ctx)?;
+        let mask = ffi::mlx5dv_context_comp_mask::MLX5DV_CONTEXT_MASK_STRIDING_RQ.0;
+        if attr.comp_mask & u64::from(mask) == 0 {
+            return Ok(StridingRqCaps::default());
+        }
+        let c = attr.striding_rq_caps;
+        Ok(StridingRqCaps {
+            min_log_stride_bytes: c.min_single_stride_log_num_of_bytes,
+            max_log_stride_bytes: c.max_single_stride_log_num_of_bytes,
+            min_log_num_strides: c.min_single_wqe_log_num_of_strides,
+            max_log_num_strides: c.max_single_wqe_log_num_of_strides,
+            supported_qpts: c.supported_qpts,
+        })
+    }
+}
+
+#[cfg(not(rrddmma_mlnx_ofed4))]
+/// The `feature` of the error a non-mlx5 device gets: which device, and
+/// what to use instead. One text per device name, kept for the process's
+/// life (there are as many as devices, and at most [`NOT_MLX5_TEXTS`];
+/// beyond that the text names no device).
+pub(crate) fn not_mlx5(device: &str) -> &'static str {
+    use std::sync::Mutex;
+    static TEXTS: Mutex<Vec<(String, &'static str)>> = Mutex::new(Vec::new());
+    let mut texts = TEXTS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, t)) = texts.iter().find(|(d, _)| d == device) {
+        return t;
+    }
+    if texts.len() >= NOT_MLX5_TEXTS {
+        return "mlx5 direct verbs (the device is not a ConnectX (mlx5) one: open one, which `ibv_devices` \
+                lists as mlx5_N, or use the verbs path, Qp::post_send and Cq::poll, which runs on every device)";
+    }
+    let text: &'static str = Box::leak(
+        format!(
+            "mlx5 direct verbs ({device} is not a ConnectX (mlx5) device: open one, which `ibv_devices` lists as \
+             mlx5_N, or use the verbs path, Qp::post_send and Cq::poll, which runs on every device)"
+        )
+        .into_boxed_str(),
+    );
+    texts.push((device.to_string(), text));
+    text
+}
+
+#[cfg(not(rrddmma_mlnx_ofed4))]
+/// The most device names [`not_mlx5`] keeps a text for.
+const NOT_MLX5_TEXTS: usize = 64;
+
 #[cfg(all(test, not(rrddmma_mlnx_ofed4)))]
 mod tests {
     use super::*;
@@ -303,5 +454,22 @@ mod tests {
         assert!(check_compression(&attr, CqeResFormat::Csum).is_ok());
         let e = check_compression(&attr, CqeResFormat::Hash).unwrap_err().to_string();
         assert!(e.contains("MLX5DV_CQE_RES_FORMAT_HASH"), "{e}");
+    }
+
+    /// The text names the device and the way out, once per device name.
+    #[test]
+    fn hint_not_mlx5_names_the_device_and_what_to_use() {
+        let t = not_mlx5("rxe7");
+        assert!(t.contains("rxe7 is not a ConnectX (mlx5) device"), "{t}");
+        assert!(t.contains("ibv_devices") && t.contains("Qp::post_send and Cq::poll"), "{t}");
+        assert!(std::ptr::eq(t, not_mlx5("rxe7")), "one text per device name");
+        let e = Error::Unsupported { op: "mlx5dv_query_device", feature: t };
+        assert!(e.to_string().starts_with("mlx5dv_query_device: mlx5 direct verbs (rxe7 is not"), "{e}");
+        // Past the bound, no more texts are kept and none names a device.
+        for i in 0..NOT_MLX5_TEXTS {
+            not_mlx5(&format!("siw{i}"));
+        }
+        let past = not_mlx5("bnxt_re9");
+        assert!(!past.contains("bnxt_re9") && past.contains("not a ConnectX (mlx5) one"), "{past}");
     }
 }

@@ -14,10 +14,10 @@ use std::sync::Arc;
 use super::cq::Cq;
 use super::error::{Error, Result};
 use super::handle::{Destroy, Owned};
+use super::mlx5::{striding_rq_caps, StridingParams};
 use super::pd::Pd;
 use super::wr::{link_in_place, RecvWr};
 use crate::bindings as ffi;
-use crate::mlx5dv::mprq::{striding_rq_caps, StridingParams};
 
 pub(crate) struct WqData {
     striding: Option<StridingParams>,
@@ -253,7 +253,7 @@ impl WqBuilder<'_> {
             #[cfg(rrddmma_mlnx_ofed4)]
             Some(_) => {
                 return Err(Error::Unsupported {
-                    op: crate::mlx5dv::mprq::STRIDING_OP,
+                    op: super::mlx5::STRIDING_OP,
                     feature: "striding receive queues (a build for MLNX_OFED 4.x, whose libmlx5 has no \
                               mlx5dv_create_wq)",
                 })
@@ -357,7 +357,7 @@ mod tests {
 
     use super::post_wq_recv;
     use crate::bindings as ffi;
-    use crate::mlx5dv::mprq::{StridingParams, StridingRqCaps};
+    use crate::prim::mlx5::{StridingParams, StridingRqCaps};
     use crate::prim::{Error, RecvWr, Sge};
 
     static PROVIDER_POSTS: AtomicU32 = AtomicU32::new(0);

@@ -333,7 +333,7 @@ impl Case {
             // without a completion and frees its entry at once; `TmRing`
             // asks for the completion anyway and frees the entry with it
             // (B-5), so the WQE, the CQEs and every later handle differ by
-            // design; src/mlx5dv/tm_wqe.rs's `b5_*` tests cover that.
+            // design; src/mlx5dv/tags/tm_wqe.rs's `b5_*` tests cover that.
             if o.kind == REMOVE || rng.chance(60) || (i + 2) as u32 >= self.tm.sq().available() {
                 o.flags |= OPS_SIGNALED;
                 o.wr_id = rng.next();

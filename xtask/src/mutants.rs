@@ -29,7 +29,7 @@ const OFED4_ONLY: &str = "src/mlx5dv/exp4.rs";
 const HELP: &str = "\
 usage: cargo xtask mutants [--sample N] [--seed S] [--in-diff REF] [--timeout SECS] [--device] [--list]
 
-cargo-mutants (installed from crates.io when missing, version PINNED) over src/mlx5dv/*.rs
+cargo-mutants (installed from crates.io when missing, version PINNED) over src/mlx5dv/**/*.rs
 (src/mlx5dv/exp4.rs left out: only MLNX_OFED 4.x compiles it). Each mutant is tested by:
   1. the library's unit tests and the host test binaries tests/mlx5_*.rs (cargo test --lib --test ..);
   2. the libmlx5 differential harness (tests/mlx5_provider.rs --ignored) in its quick mode,
@@ -97,7 +97,7 @@ impl Opts {
 /// round-robin`: every n-th mutant of the listing, from the k-th).
 pub fn selection_args(diff: Option<&Path>, shard: Option<(usize, usize)>) -> Vec<String> {
     let mut a: Vec<String> =
-        ["--file", "src/mlx5dv/*.rs", "--exclude", OFED4_ONLY].iter().map(|s| s.to_string()).collect();
+        ["--file", "src/mlx5dv/**/*.rs", "--exclude", OFED4_ONLY].iter().map(|s| s.to_string()).collect();
     if let Some(d) = diff {
         a.push("--in-diff".into());
         a.push(d.display().to_string());
@@ -358,15 +358,33 @@ fn host_tests(dir: &Path) -> Vec<String> {
     t
 }
 
-/// The file of src/mlx5dv that differs between the scratch copy `here`
-/// and the tree, as its stem (`clock` for src/mlx5dv/clock.rs).
+/// The file of src/mlx5dv (its folders included) that differs between the
+/// scratch copy `here` and the tree, as its module's name (`clock` for
+/// src/mlx5dv/completion/clock.rs, `dc` for src/mlx5dv/dc/mod.rs).
 fn mutated_stem(here: &Path, tree: &Path) -> Option<String> {
-    let rd = std::fs::read_dir(here.join("src/mlx5dv")).ok()?;
-    rd.flatten().map(|e| e.path()).find_map(|p| {
-        let name = p.file_name()?.to_owned();
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let base = here.join("src/mlx5dv");
+    let mut files = Vec::new();
+    walk(&base, &mut files);
+    files.into_iter().find_map(|p| {
+        let rel = p.strip_prefix(&base).ok()?;
         let ours = std::fs::read(&p).ok()?;
-        let theirs = std::fs::read(tree.join("src/mlx5dv").join(&name)).ok()?;
-        (ours != theirs).then(|| p.file_stem()?.to_str().map(str::to_string)).flatten()
+        let theirs = std::fs::read(tree.join("src/mlx5dv").join(rel)).ok()?;
+        if ours == theirs {
+            return None;
+        }
+        let stem = p.file_stem()?.to_str()?;
+        let name = if stem == "mod" { p.parent()?.file_name()?.to_str()? } else { stem };
+        Some(name.to_string())
     })
 }
 

@@ -54,7 +54,7 @@ impl Mkey {
     /// If `max_entries` is 0 (a key with no room for a range).
     pub fn new_indirect(pd: &Pd, max_entries: u16) -> Result<Mkey> {
         assert!(max_entries > 0, "Mkey::new_indirect: max_entries is 0; give room for at least one range");
-        if !super::is_supported(pd.context()) {
+        if !crate::mlx5dv::is_supported(pd.context()) {
             return Err(Error::Unsupported { op: "mlx5dv_create_mkey", feature: INDIRECT_FEATURE });
         }
         let mut attr = ffi::mlx5dv_mkey_init_attr {

@@ -15,9 +15,9 @@
 //! `unsafe`. Signature and crypto keys (their BSF segments and SET_PSV
 //! WQEs) are not built here.
 
-use super::mkey::Mkey;
-use super::seg::{CtrlFlags, WqeOpcode};
-use super::sq::{SqRing, SqTransport};
+use crate::mlx5dv::keys::mkey::Mkey;
+use crate::mlx5dv::queue::seg::{CtrlFlags, WqeOpcode};
+use crate::mlx5dv::queue::sq::{SqRing, SqTransport};
 use crate::prim::{AccessFlags, Error, Mr, Result};
 
 /// `MLX5_WQE_UMR_CTRL_FLAG_*`.
@@ -257,7 +257,7 @@ impl SqRing {
     /// Once the doorbell is rung, the key reaches every range of `layout`
     /// with `access`: each must lie in memory registered with its `lkey`,
     /// and stay registered (and, for local use, alive) while the key may be
-    /// used, as for [`WqeWriter::data`](super::sq::WqeWriter::data). `lkey`
+    /// used, as for [`WqeWriter::data`](crate::mlx5dv::queue::sq::WqeWriter::data). `lkey`
     /// names an indirect key of this QP's protection domain with room for
     /// `max_entries` entries.
     ///
@@ -438,8 +438,8 @@ fn access_bits(a: AccessFlags) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mlx5dv::be::Be32;
-    use crate::mlx5dv::sq::SqLimits;
+    use crate::mlx5dv::queue::be::Be32;
+    use crate::mlx5dv::queue::sq::SqLimits;
 
     struct Ring {
         _buf: Vec<u64>,

@@ -7,7 +7,7 @@
 //! then builds each destination's segment with [`AddressVector::ud`] or
 //! [`AddressVector::dc`], with no call into libmlx5 on the data path.
 
-use super::seg::DatagramSeg;
+use crate::mlx5dv::queue::seg::DatagramSeg;
 
 /// `MLX5_EXTENDED_UD_AV`: the extended-AV bit of `dqp_dct`, which libmlx5
 /// sets in every UD and DC datagram segment it writes.
@@ -48,10 +48,10 @@ impl AddressVector {
     #[inline(always)]
     pub fn ud(&self, qpn: u32, qkey: u32) -> DatagramSeg {
         let mut s = self.0;
-        s.dqp_dct = super::be::Be32::new((qpn & 0xff_ffff) | EXTENDED_UD_AV);
+        s.dqp_dct = crate::mlx5dv::queue::be::Be32::new((qpn & 0xff_ffff) | EXTENDED_UD_AV);
         let mut key = s.key.raw().to_ne_bytes();
         key[..4].copy_from_slice(&qkey.to_be_bytes());
-        s.key = super::be::Be64::from_raw(u64::from_ne_bytes(key));
+        s.key = crate::mlx5dv::queue::be::Be64::from_raw(u64::from_ne_bytes(key));
         s
     }
 
@@ -61,8 +61,8 @@ impl AddressVector {
     #[inline(always)]
     pub fn dc(&self, dctn: u32, dc_key: u64) -> DatagramSeg {
         let mut s = self.0;
-        s.dqp_dct = super::be::Be32::new(s.dqp_dct.get() | (dctn & 0xff_ffff) | EXTENDED_UD_AV);
-        s.key = super::be::Be64::new(dc_key);
+        s.dqp_dct = crate::mlx5dv::queue::be::Be32::new(s.dqp_dct.get() | (dctn & 0xff_ffff) | EXTENDED_UD_AV);
+        s.key = crate::mlx5dv::queue::be::Be64::new(dc_key);
         s
     }
 
@@ -74,7 +74,7 @@ impl AddressVector {
     pub fn of(ah: &crate::prim::Ah) -> crate::prim::Result<AddressVector> {
         use crate::bindings as ffi;
         use crate::prim::Error;
-        super::require(ah.pd().context(), "mlx5dv_init_obj(MLX5DV_OBJ_AH)")?;
+        crate::mlx5dv::require(ah.pd().context(), "mlx5dv_init_obj(MLX5DV_OBJ_AH)")?;
         let raw = ah.as_ptr();
         let mut out = ffi::mlx5dv_ah::default();
         let mut obj = ffi::mlx5dv_obj::default();

@@ -2,24 +2,24 @@
 //! accounts DS, pads inline data, wraps at the queue end and advances the
 //! producer index, and the doorbell / BlueFlame sequence of libmlx5.
 //!
-//! Build WQEs with the typed builders of [`super::wqe`] (`SqRing::write`,
+//! Build WQEs with the typed builders of [`crate::mlx5dv::queue::wqe`] (`SqRing::write`,
 //! `SqRing::send`, ...); the raw writer [`SqRing::wqe`] is `unsafe`.
 //! [`SqRing::retire`] takes only completions polled from the bound
 //! [`CqRing`]; WQEs are checked against the QP's [`SqLimits`].
 
 use std::fmt;
 
-use super::be::{Be32, Be64};
-use super::cq::CqRing;
-use super::cqe::Completion;
-use super::mmio::Mmio;
-use super::seg::{
+use crate::mlx5dv::completion::cq::CqRing;
+use crate::mlx5dv::completion::cqe::Completion;
+use crate::mlx5dv::queue::be::{Be32, Be64};
+use crate::mlx5dv::queue::mmio::Mmio;
+use crate::mlx5dv::queue::seg::{
     AtomicSeg, CtrlFlags, CtrlSeg, DataSeg, DatagramSeg, EthSeg, MaskedCasSeg, MaskedFaSeg, RaddrSeg, TmSeg, WqeOpcode,
     DS_BYTES, INLINE_SEG, INVALID_LKEY, SEND_WQE_BB,
 };
 
 /// A send queue owned by this process: its buffer, doorbell record and
-/// BlueFlame register, from [`super::obj::sq_ring`] or, for tests, from raw
+/// BlueFlame register, from [`crate::mlx5dv::queue::obj::sq_ring`] or, for tests, from raw
 /// parts.
 pub struct SqRing {
     buf: *mut u8,
@@ -80,7 +80,7 @@ pub struct SqRing {
 }
 
 /// The WQE layout family of a ring's QP, which decides the typed builders
-/// of [`super::wqe`] that fit it: a builder of another family panics, since
+/// of [`crate::mlx5dv::queue::wqe`] that fit it: a builder of another family panics, since
 /// the device would read its segments at other offsets (for example a
 /// UD QP reads the 48 bytes after the control segment as an address vector,
 /// and the bytes after those as data segments).
@@ -91,10 +91,10 @@ pub enum SqTransport {
     Connected,
     /// UD: the control segment, the address vector, the payload
     /// (`send_ud`, `nop`). A DCI's ring seen by a view that does not know
-    /// it is one ([`super::obj::sq_ring`] of a `DRIVER` QP) is one too: a
+    /// it is one ([`crate::mlx5dv::queue::obj::sq_ring`] of a `DRIVER` QP) is one too: a
     /// SEND to a DCT has the same layout.
     Datagram,
-    /// DC initiators (DCI), as [`Dci::sq_ring`](super::dc::Dci::sq_ring)
+    /// DC initiators (DCI), as [`Dci::sq_ring`](crate::mlx5dv::dc::Dci::sq_ring)
     /// makes their view: the control segment, the DC address (a datagram
     /// segment), then the opcode's segments; every opcode of a DCI through
     /// [`SqRing::dc`], and `nop`. Only here does the control segment carry
@@ -102,7 +102,7 @@ pub enum SqTransport {
     DcInitiator,
     /// Raw packet QPs: the control segment, the Ethernet segment with the
     /// packet's first bytes inline, then the rest of the packet
-    /// ([`super::eth`]'s `send_eth`, and `nop`).
+    /// ([`crate::mlx5dv::raw::eth`]'s `send_eth`, and `nop`).
     RawPacket,
     /// Any other layout (XRC): `nop` and the raw writer only.
     Other,
@@ -113,7 +113,7 @@ pub enum SqTransport {
 /// beyond them (a programming error: the device would reject the WQE, or
 /// read past what the queue was sized for).
 ///
-/// [`obj::sq_ring`](super::obj::sq_ring) takes them from the QP's granted
+/// [`obj::sq_ring`](crate::mlx5dv::queue::obj::sq_ring) takes them from the QP's granted
 /// caps; a ring from [`SqRing::from_raw`] starts with [`SqLimits::NONE`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SqLimits {
@@ -316,7 +316,7 @@ impl SqRing {
     /// The QP was moved to RESET after the last doorbell and the device's
     /// producer index is `pi`: a ring told this of a QP that was not reset
     /// rings doorbells the device reads as thousands of new WQEs, and it
-    /// re-executes stale ones. [`DirectSq::reset`](super::obj::DirectSq::reset)
+    /// re-executes stale ones. [`DirectSq::reset`](crate::mlx5dv::queue::obj::DirectSq::reset)
     /// does both steps safely.
     pub unsafe fn restart_after_reset(&mut self, pi: u32, cq: &CqRing) {
         self.start_at(pi);
@@ -372,7 +372,7 @@ impl SqRing {
     }
 
     /// Whether the next WQE takes the small fence unless it asks for the
-    /// strong one: after a UMR WQE ([`super::umr`]), as libmlx5 fences the
+    /// strong one: after a UMR WQE ([`crate::mlx5dv::keys::umr`]), as libmlx5 fences the
     /// request after a key is configured or invalidated.
     pub fn pending_small_fence(&self) -> bool {
         self.next_fence != 0
@@ -391,7 +391,7 @@ impl SqRing {
     /// after the binding, and after the last completion this ring took, and
     /// that names an outstanding WQE's first block, is taken. Anything else
     /// changes nothing and returns `false`: a completion not polled
-    /// (made up, or from [`Cqe64::decode`](super::cqe::Cqe64::decode)), one
+    /// (made up, or from [`Cqe64::decode`](crate::mlx5dv::completion::cqe::Cqe64::decode)), one
     /// of another ring or another QP (shared CQ), a receive CQE, a stale one
     /// (retired already, implied by a later one, or written before a reset:
     /// even when the 16-bit counter has wrapped onto a live WQE), one that
@@ -442,7 +442,7 @@ impl SqRing {
 
     /// The DCI stream of the WQE a requester completion of this ring
     /// reports (its WQE counter), for example an error completion, whose
-    /// stream is then in error until [`Dci::reset_stream`](super::dc::Dci::reset_stream).
+    /// stream is then in error until [`Dci::reset_stream`](crate::mlx5dv::dc::Dci::reset_stream).
     /// Ask before the completion's WQE block is reused by new WQEs (before
     /// posting more after retiring it): the ring keeps one entry per basic
     /// block, written when a WQE starts there.
@@ -478,7 +478,7 @@ impl SqRing {
     /// size), `fm_ce_se` flags and `imm` (stored as given, network order for
     /// immediates). Add segments in any order, then [`WqeWriter::finish`].
     ///
-    /// The typed builders of [`super::wqe`] ([`SqRing::write`],
+    /// The typed builders of [`crate::mlx5dv::queue::wqe`] ([`SqRing::write`],
     /// [`SqRing::send`], [`SqRing::cas`], ...) are the safe way to build the
     /// usual WQEs: they write the segments each opcode defines, in its
     /// order. This raw writer puts any segment anywhere, so the bytes of a
@@ -496,7 +496,7 @@ impl SqRing {
     /// }
     /// ```
     ///
-    /// After a UMR WQE ([`super::umr`]) the next WQE started here carries
+    /// After a UMR WQE ([`crate::mlx5dv::keys::umr`]) the next WQE started here carries
     /// the small fence ([`CtrlFlags::INITIATOR_SMALL_FENCE`]) unless
     /// `fm_ce_se` has the strong one, as libmlx5 fences it.
     ///
@@ -798,7 +798,7 @@ impl<'s> WqeWriter<'s> {
         self.put_seg(&s)
     }
 
-    /// Any other segment of [`super::seg`] (atomic, masked atomic,
+    /// Any other segment of [`crate::mlx5dv::queue::seg`] (atomic, masked atomic,
     /// datagram, Ethernet, ...); [`Segment`] is implemented for those types
     /// only, so no padding byte is ever copied into the ring.
     ///
@@ -1003,7 +1003,7 @@ mod sealed {
     pub trait Sealed: Copy {}
 }
 
-/// A WQE segment type of [`super::seg`] that the raw writer's
+/// A WQE segment type of [`crate::mlx5dv::queue::seg`] that the raw writer's
 /// [`WqeWriter::seg`] takes: `#[repr(C)]`, a multiple of 16 bytes, no
 /// padding, so no uninitialised byte is ever copied into the ring. Sealed:
 /// implemented by this crate only, for the segments that name no local
@@ -1049,7 +1049,7 @@ segments!(RaddrSeg, AtomicSeg, MaskedCasSeg, MaskedFaSeg, DatagramSeg, EthSeg, T
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mlx5dv::mmio::{Op, Recorder};
+    use crate::mlx5dv::queue::mmio::{Op, Recorder};
 
     /// Stores between `wc_start` and the flush of one doorbell.
     fn stores(ring: &mut SqRing) -> usize {

@@ -3,16 +3,16 @@
 //!
 //! A compressing CQ comes from [`CqBuilder::mlx5_compression`]
 //! (`mlx5dv_create_cq` with `cqe_comp_res_format`). It writes sessions of
-//! mini-CQEs ([`super::mini`]) that only a direct poller expanding them can
+//! mini-CQEs ([`crate::mlx5dv::completion::mini`]) that only a direct poller expanding them can
 //! read: libmlx5's `mlx5_poll_cq` does not expand them, so the CQ knows it
 //! compresses: [`Cq::poll`](crate::prim::Cq::poll) panics on it, and its
-//! view ([`cq_ring`](super::obj::cq_ring)) expands sessions by itself.
+//! view ([`cq_ring`](crate::mlx5dv::queue::obj::cq_ring)) expands sessions by itself.
 //!
 //! [`CqBuilder::mlx5_compression`]: crate::prim::CqBuilder::mlx5_compression
 
-use super::mini::CqeResFormat;
-use super::{query_device, require};
 use crate::bindings as ffi;
+use crate::mlx5dv::completion::mini::CqeResFormat;
+use crate::mlx5dv::{query_device, require};
 use crate::prim::{mlx5, Context, Result};
 
 /// CQE compression as the device offers it (`struct mlx5dv_cqe_comp_caps`).

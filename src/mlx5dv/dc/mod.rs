@@ -58,7 +58,7 @@
 //! | [`DctOpts::sl`] | honoured (address vector at RTR) | `ibv_exp_dct_init_attr` has no service level: a value other than 0 is [`Error::Unsupported`](crate::prim::Error::Unsupported) |
 //! | [`DctOpts::pkey_index`] | any `u16` | at most 255 (a `u8` in `ibv_exp_dct_init_attr`), else [`Error::Unsupported`](crate::prim::Error::Unsupported) |
 //! | DCI streams | [`Dci::create_with_streams`], [`dci_stream_caps`], [`DciBatch::post_stream`] (`mlx5dv_wr_set_dc_addr_stream`), [`Dci::reset_stream`] (`mlx5dv_dci_stream_id_reset`) | [`Error::Unsupported`](crate::prim::Error::Unsupported) (stream 0 of `post_stream` posts as `post`) |
-//! | direct view | `Dci::sq_ring`: the typed DC builders ([`SqRing::dc`](super::sq::SqRing::dc)) | none |
+//! | direct view | `Dci::sq_ring`: the typed DC builders ([`SqRing::dc`](crate::mlx5dv::queue::sq::SqRing::dc)) | none |
 //! | masked atomics | the typed DC builders (`Dc::masked_cas`, `masked_fa`, the 16- and 32-byte `masked_cas_ext`, `masked_fa_ext`) on the direct view | also `Dci::post_masked` (4.x builds only) |
 //!
 //! On a device that is not mlx5 (rdma-core), or a context without the
@@ -392,7 +392,7 @@ pub struct Dci {
 /// `2^log_num_concurrent` streams run at once, each with its own ordering
 /// and its own error state, and up to `2^log_num_errored` of them may be in
 /// error at once before the DCI itself goes to error. A WQE names its
-/// stream ([`DciBatch::post_stream`], [`Dc::stream`](super::wqe::Dc::stream)).
+/// stream ([`DciBatch::post_stream`], [`Dc::stream`](crate::mlx5dv::queue::wqe::Dc::stream)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DciStreams {
     /// log2 of the streams that run at once (`log_num_concurent`).
@@ -492,7 +492,7 @@ impl Dci {
     }
 
     /// Brings stream `id`, in error after an error completion of one of its
-    /// WQEs ([`SqRing::stream_of`](super::sq::SqRing::stream_of) names it),
+    /// WQEs ([`SqRing::stream_of`](crate::mlx5dv::queue::sq::SqRing::stream_of) names it),
     /// back to work while the DCI's other streams go on
     /// (`mlx5dv_dci_stream_id_reset`, a firmware command).
     ///
@@ -507,30 +507,33 @@ impl Dci {
     }
 
     /// A direct view of the DCI's send queue whose typed builders are the
-    /// DC ones ([`SqRing::dc`](super::sq::SqRing::dc), forwarded by
-    /// [`DirectSq::dc`](super::obj::DirectSq::dc)): from here a DC WRITE,
+    /// DC ones ([`SqRing::dc`](crate::mlx5dv::queue::sq::SqRing::dc), forwarded by
+    /// [`DirectSq::dc`](crate::mlx5dv::queue::obj::DirectSq::dc)): from here a DC WRITE,
     /// READ, atomic or SEND is built and posted without the raw writer,
-    /// `cq` being a view of the DCI's send CQ ([`cq_ring`](super::obj::cq_ring)).
+    /// `cq` being a view of the DCI's send CQ ([`cq_ring`](crate::mlx5dv::queue::obj::cq_ring)).
     ///
-    /// [`Error::Unsupported`] as [`obj::sq_ring`](super::obj::sq_ring).
+    /// [`Error::Unsupported`] as [`obj::sq_ring`](crate::mlx5dv::queue::obj::sq_ring).
     ///
     /// # Safety
-    /// As [`obj::sq_ring`](super::obj::sq_ring): the queue idle when the
+    /// As [`obj::sq_ring`](crate::mlx5dv::queue::obj::sq_ring): the queue idle when the
     /// view is made, posted through the view alone while it lives (no
     /// [`Dci::post`], [`Dci::batch`]) and never through libibverbs after
     /// it; every WQE's memory registered, alive and untouched until its
-    /// completion ([`Wqe::data`](super::wqe::Wqe::data)).
+    /// completion ([`Wqe::data`](crate::mlx5dv::queue::wqe::Wqe::data)).
     ///
     /// # Panics
-    /// As [`obj::sq_ring`](super::obj::sq_ring) (`cq` not the DCI's send
+    /// As [`obj::sq_ring`](crate::mlx5dv::queue::obj::sq_ring) (`cq` not the DCI's send
     /// CQ, a second view).
     ///
     /// [`Error::Unsupported`]: crate::prim::Error::Unsupported
     #[cfg(not(rrddmma_mlnx_ofed4))]
     #[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
-    pub unsafe fn sq_ring(&self, cq: &super::obj::DirectCq<'_>) -> Result<super::obj::DirectSq<'_>> {
+    pub unsafe fn sq_ring(
+        &self,
+        cq: &crate::mlx5dv::queue::obj::DirectCq<'_>,
+    ) -> Result<crate::mlx5dv::queue::obj::DirectSq<'_>> {
         // SAFETY: forwarded contract.
-        let mut sq = unsafe { super::obj::sq_ring(&self.qp, cq) }?;
+        let mut sq = unsafe { crate::mlx5dv::queue::obj::sq_ring(&self.qp, cq) }?;
         // SAFETY: this QP is a DC initiator.
         unsafe { sq.set_dc_initiator(self.streams.map(|st| st.log_num_concurrent)) };
         Ok(sq)
@@ -583,7 +586,7 @@ impl Dci {
     /// `post_send_list`, `wr_batch`): a DCI request needs a DC address,
     /// which only [`Dci::post`], [`DciBatch::post`] / [`DciBatch::post_stream`]
     /// and the DC builders of the direct view (`Dci::sq_ring`) set; and a
-    /// direct view of it made with [`obj::sq_ring`](super::obj::sq_ring)
+    /// direct view of it made with [`obj::sq_ring`](crate::mlx5dv::queue::obj::sq_ring)
     /// is a `Datagram` ring, without the DC builders (`Dci::sq_ring` makes
     /// the DCI's).
     pub unsafe fn qp(&self) -> &Qp {
@@ -769,7 +772,7 @@ impl<'q> DciBatch<'q> {
 impl Dci {
     /// Posts a masked atomic (or any other experimental request) to `to`
     /// (MLNX_OFED 4.x builds only: with rdma-core, masked atomics are
-    /// hand-built WQE segments, [`seg`](super::seg)).
+    /// hand-built WQE segments, [`seg`](crate::mlx5dv::queue::seg)).
     ///
     /// # Safety
     /// As [`DciBatch::post`].

@@ -12,11 +12,11 @@
 //! format's field taken from mini-CQE `i`; CQE `i` of a requester session
 //! (title opcode `REQ`) is the title with the byte count, the WQE counter and
 //! the WQE opcode of mini-CQE `i` (`s_wqe_info`) ([`expand`]).
-//! [`CqRing`](super::cq::CqRing) expands sessions when told the format
-//! ([`CqRing::set_compression`](super::cq::CqRing::set_compression)).
+//! [`CqRing`](crate::mlx5dv::completion::cq::CqRing) expands sessions when told the format
+//! ([`CqRing::set_compression`](crate::mlx5dv::completion::cq::CqRing::set_compression)).
 
-use super::be::{Be16, Be32};
-use super::cqe::{cqe_opcode, Cqe64, CqeOpcode};
+use crate::mlx5dv::completion::cqe::{cqe_opcode, Cqe64, CqeOpcode};
+use crate::mlx5dv::queue::be::{Be16, Be32};
 
 /// `MLX5_COMPRESSED`: the format bits (`op_own` bits 2-3) of a title CQE.
 pub const COMPRESSED: u8 = 3;

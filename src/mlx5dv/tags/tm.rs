@@ -7,10 +7,10 @@
 //! the message's tag-matching header (`struct ibv_tmh`: opcode, application
 //! context, tag) into the CQE's first 16 bytes; a list operation's CQE
 //! carries there instead its success bit and the hardware phase count.
-//! [`super::tm_wqe::TmRing::complete`] reads it through [`TmCqe::of`] and
+//! [`crate::mlx5dv::tags::tm_wqe::TmRing::complete`] reads it through [`TmCqe::of`] and
 //! keeps the tag list the CQEs report on.
 
-use super::cqe::Cqe64;
+use crate::mlx5dv::completion::cqe::Cqe64;
 
 /// What a tag-matching CQE reports (`app_op`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

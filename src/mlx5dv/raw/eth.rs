@@ -19,9 +19,9 @@
 //! insert the tag instead (`insert.type` `MLX5_ETH_WQE_INSERT_VLAN`), which
 //! needs a capability only DevX reports (`wqe_vlan_insert`), hence unsafe.
 
-use super::mmio::Mmio;
-use super::seg::{CtrlFlags, WqeOpcode};
-use super::sq::{SqRing, SqTransport, WqeWriter};
+use crate::mlx5dv::queue::mmio::Mmio;
+use crate::mlx5dv::queue::seg::{CtrlFlags, WqeOpcode};
+use crate::mlx5dv::queue::sq::{SqRing, SqTransport, WqeWriter};
 
 /// Bytes of inline headers the Ethernet segment itself holds.
 pub const ETH_SEG_INLINE_MAX: usize = 18;
@@ -381,7 +381,7 @@ mod tests {
     #[repr(C, align(64))]
     struct Buf([u8; 4 * 64]);
 
-    fn ring(buf: &mut Buf, dbrec: &mut super::super::be::Be32) -> SqRing {
+    fn ring(buf: &mut Buf, dbrec: &mut crate::mlx5dv::queue::be::Be32) -> SqRing {
         // SAFETY: four 64-byte basic blocks aligned to 64 and a doorbell
         // record, alive for the test; no BlueFlame register (finish only).
         let mut sq = unsafe { SqRing::from_raw(buf.0.as_mut_ptr(), 4, dbrec, std::ptr::null_mut(), 0, 0x42) };
@@ -393,7 +393,7 @@ mod tests {
     #[test]
     fn send_eth_layout() {
         let mut buf = Buf([0xee; 256]);
-        let mut dbrec = super::super::be::Be32::new(0);
+        let mut dbrec = crate::mlx5dv::queue::be::Be32::new(0);
         let mut sq = ring(&mut buf, &mut dbrec);
         let hdr: Vec<u8> = (1..=18).collect();
         // SAFETY: nothing reads the address: the test never rings a doorbell.
@@ -419,7 +419,7 @@ mod tests {
     #[test]
     fn send_eth_without_inline_headers_is_one_unit() {
         let mut buf = Buf([0xee; 256]);
-        let mut dbrec = super::super::be::Be32::new(0);
+        let mut dbrec = crate::mlx5dv::queue::be::Be32::new(0);
         let mut sq = ring(&mut buf, &mut dbrec);
         sq.send_eth(CtrlFlags::empty(), CsumFlags::L4, &[]).inline(&[1, 2, 3]).finish();
         let b = &buf.0;
@@ -435,7 +435,7 @@ mod tests {
     #[test]
     fn send_tso_headers_wrap_the_ring_and_the_data_follows_them() {
         let mut buf = Buf([0xee; 256]);
-        let mut dbrec = super::super::be::Be32::new(0);
+        let mut dbrec = crate::mlx5dv::queue::be::Be32::new(0);
         let mut sq = ring(&mut buf, &mut dbrec);
         // The ring starts at its last block.
         sq.start_at(3);
@@ -462,7 +462,7 @@ mod tests {
     #[should_panic(expected = "13 header bytes")]
     fn send_tso_short_header_panics() {
         let mut buf = Buf([0; 256]);
-        let mut dbrec = super::super::be::Be32::new(0);
+        let mut dbrec = crate::mlx5dv::queue::be::Be32::new(0);
         let mut sq = ring(&mut buf, &mut dbrec);
         let _ = sq.send_tso(CtrlFlags::empty(), CsumFlags::NONE, 1000, &[0; 13]);
     }
@@ -471,7 +471,7 @@ mod tests {
     #[should_panic(expected = "send_eth")]
     fn send_eth_on_connected_ring_panics() {
         let mut buf = Buf([0; 256]);
-        let mut dbrec = super::super::be::Be32::new(0);
+        let mut dbrec = crate::mlx5dv::queue::be::Be32::new(0);
         let mut sq = ring(&mut buf, &mut dbrec);
         // SAFETY: the test reads nothing.
         unsafe { sq.set_transport(SqTransport::Connected) };
@@ -482,7 +482,7 @@ mod tests {
     #[should_panic(expected = "19 inline header bytes")]
     fn send_eth_long_header_panics() {
         let mut buf = Buf([0; 256]);
-        let mut dbrec = super::super::be::Be32::new(0);
+        let mut dbrec = crate::mlx5dv::queue::be::Be32::new(0);
         let mut sq = ring(&mut buf, &mut dbrec);
         let _ = sq.send_eth(CtrlFlags::empty(), CsumFlags::NONE, &[0; 19]);
     }
@@ -512,7 +512,7 @@ mod tests {
     #[test]
     fn send_eth_vlan_splices_the_tag_after_the_macs() {
         let mut buf = Buf([0xee; 256]);
-        let mut dbrec = super::super::be::Be32::new(0);
+        let mut dbrec = crate::mlx5dv::queue::be::Be32::new(0);
         let mut sq = ring(&mut buf, &mut dbrec);
         let hdr: Vec<u8> = (1..=14).collect();
         let v = Vlan::new(100, 3, false);
@@ -531,7 +531,7 @@ mod tests {
     #[should_panic(expected = "11 header bytes")]
     fn send_eth_vlan_without_the_macs_panics() {
         let mut buf = Buf([0; 256]);
-        let mut dbrec = super::super::be::Be32::new(0);
+        let mut dbrec = crate::mlx5dv::queue::be::Be32::new(0);
         let mut sq = ring(&mut buf, &mut dbrec);
         let _ = sq.send_eth_vlan(CtrlFlags::empty(), CsumFlags::NONE, Vlan::new(1, 0, false), &[0; 11]);
     }
@@ -541,7 +541,7 @@ mod tests {
     #[test]
     fn send_tso_vlan_headers() {
         let mut buf = Buf([0xee; 256]);
-        let mut dbrec = super::super::be::Be32::new(0);
+        let mut dbrec = crate::mlx5dv::queue::be::Be32::new(0);
         let mut sq = ring(&mut buf, &mut dbrec);
         let hdr: Vec<u8> = (1..=54).collect();
         let v = Vlan::new(7, 0, false);
@@ -564,7 +564,7 @@ mod tests {
     #[test]
     fn send_eth_hw_vlan_matches_the_kernel_header() {
         let mut buf = Buf([0xee; 256]);
-        let mut dbrec = super::super::be::Be32::new(0);
+        let mut dbrec = crate::mlx5dv::queue::be::Be32::new(0);
         let mut sq = ring(&mut buf, &mut dbrec);
         let v = Vlan::new(0xabc, 6, false);
         // SAFETY: the test reads the bytes only; no device.

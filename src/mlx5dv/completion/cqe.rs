@@ -3,9 +3,9 @@
 //! Layout and helpers follow `mlx5dv.h`; `tests/mlx5_oracle.rs` checks every
 //! `op_own` value against the header's `mlx5dv_get_cqe_*` helpers.
 
-use super::be::{Be16, Be32, Be64};
-use super::seg::WqeOpcode;
 use crate::bindings as ffi;
+use crate::mlx5dv::queue::be::{Be16, Be32, Be64};
+use crate::mlx5dv::queue::seg::WqeOpcode;
 use crate::prim::cvalue::c_type;
 use crate::prim::WcStatus;
 
@@ -143,7 +143,7 @@ pub fn syndrome_status(syndrome: Syndrome) -> WcStatus {
 
 /// A decoded CQE: what a direct poller reports.
 ///
-/// The public fields are for reading. [`SqRing::retire`](super::sq::SqRing::retire)
+/// The public fields are for reading. [`SqRing::retire`](crate::mlx5dv::queue::sq::SqRing::retire)
 /// does not use them: it uses what the poller recorded privately when it took
 /// the CQE from the ring (which CQ view, the CQE's position in it, its QPN,
 /// opcode and WQE counter). A completion made up by hand
@@ -253,9 +253,9 @@ impl Default for Completion {
 
 impl Completion {
     /// Whether the poller expanded this completion from a mini-CQE of a
-    /// compressed session ([`CqRing::set_compression`](super::cq::CqRing::set_compression))
+    /// compressed session ([`CqRing::set_compression`](crate::mlx5dv::completion::cq::CqRing::set_compression))
     /// rather than reading a CQE the device wrote whole. False for
-    /// completions not polled. [`SqRing::retire`](super::sq::SqRing::retire)
+    /// completions not polled. [`SqRing::retire`](crate::mlx5dv::queue::sq::SqRing::retire)
     /// refuses expanded requester completions.
     #[inline]
     pub fn expanded(&self) -> bool {
@@ -266,7 +266,7 @@ impl Completion {
 impl Cqe64 {
     /// Decodes the CQE (valid ones; see [`Cqe64::is_valid_for`]). The
     /// result is for reading: only a completion from
-    /// [`CqRing::poll`](super::cq::CqRing::poll) can be retired.
+    /// [`CqRing::poll`](crate::mlx5dv::completion::cq::CqRing::poll) can be retired.
     #[inline]
     pub fn decode(&self) -> Completion {
         let op = CqeOpcode::from_raw(cqe_opcode(self.op_own));

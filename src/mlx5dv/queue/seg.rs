@@ -3,8 +3,8 @@
 //! Layouts and encoders follow `mlx5dv.h`; `tests/mlx5_oracle.rs` compares
 //! them byte for byte with the header's own helpers on random inputs.
 
-use super::be::{Be16, Be32, Be64};
 use crate::bindings as ffi;
+use crate::mlx5dv::queue::be::{Be16, Be32, Be64};
 use crate::prim::cvalue::c_type;
 
 /// Size of a WQE basic block.
@@ -330,7 +330,7 @@ impl EthSeg {
 
 /// Tag-matching segment (`struct mlx5_wqe_tm_seg`): one tag-list
 /// operation on a tag-matching SRQ's command QP, after a control segment of
-/// opcode [`WqeOpcode::TAG_MATCHING`]. [`super::tm_wqe::TmRing`] writes it.
+/// opcode [`WqeOpcode::TAG_MATCHING`]. [`crate::mlx5dv::tags::tm_wqe::TmRing`] writes it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
 pub struct TmSeg {

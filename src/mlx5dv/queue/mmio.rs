@@ -3,7 +3,7 @@
 
 use std::ptr;
 
-use super::be::Be32;
+use crate::mlx5dv::queue::be::Be32;
 
 /// The operations of a doorbell sequence. [`HwMmio`] performs them on real
 /// hardware; [`Recorder`] records them.

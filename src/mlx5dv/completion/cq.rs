@@ -3,10 +3,10 @@
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::be::Be32;
-use super::cqe::{format, Completion, Cqe64, CqeOpcode, Ticket};
-use super::mini::{self, CqeResFormat, MiniCqe};
-use super::mmio::Mmio;
+use crate::mlx5dv::completion::cqe::{format, Completion, Cqe64, CqeOpcode, Ticket};
+use crate::mlx5dv::completion::mini::{self, CqeResFormat, MiniCqe};
+use crate::mlx5dv::queue::be::Be32;
+use crate::mlx5dv::queue::mmio::Mmio;
 
 /// `MLX5_CQ_DOORBELL`: offset of the CQ doorbell in the UAR page.
 pub const CQ_DOORBELL: usize = 0x20;
@@ -16,7 +16,7 @@ pub const DB_REQ_NOT: u32 = 0;
 pub const DB_REQ_NOT_SOL: u32 = 1 << 24;
 
 /// A completion queue owned by this process: CQE buffer, doorbell records
-/// (`[0]` consumer index, `[1]` arm) and UAR, from [`super::obj::cq_ring`]
+/// (`[0]` consumer index, `[1]` arm) and UAR, from [`crate::mlx5dv::queue::obj::cq_ring`]
 /// or, for tests, from raw parts.
 pub struct CqRing {
     buf: *const u8,
@@ -380,7 +380,7 @@ impl CqRing {
     /// Takes the next CQE as 64 bytes (a compressed session's next one,
     /// expanded) with the position stamped on it (this ring's count of
     /// polled CQEs), for pollers of other CQE layouts (striding WQs,
-    /// [`super::mprq`]); the consumer record is left for
+    /// [`crate::mlx5dv::raw::mprq`]); the consumer record is left for
     /// [`CqRing::publish_taken`].
     #[inline(always)]
     pub(crate) fn take_stamped(&mut self) -> Option<(Cqe64, u64)> {

@@ -23,7 +23,7 @@ use crate::bindings as ffi;
 use crate::prim::{Context, Cq, Result, WcFlagsEx, WcStatus};
 
 #[cfg(not(rrddmma_mlnx_ofed4))]
-use super::cqe::Completion;
+use crate::mlx5dv::completion::cqe::Completion;
 
 /// `struct mlx5dv_clock_info`, from `mlx5dv_get_clock_info`.
 pub type ClockInfo = ffi::mlx5dv_clock_info;
@@ -72,7 +72,7 @@ impl Clock {
     /// where asked (`MLX5DV_CONTEXT_FLAGS_REAL_TIME_TS`). [`Error::Unsupported`](crate::prim::Error::Unsupported)
     /// on a device that is not mlx5 (decided before any other libmlx5 call).
     pub fn new(ctx: &Context) -> Result<Clock> {
-        let attr = super::query_device(ctx)?;
+        let attr = crate::mlx5dv::query_device(ctx)?;
         let flag = u64::from(ffi::mlx5dv_context_flags::MLX5DV_CONTEXT_FLAGS_REAL_TIME_TS.0);
         Ok(Clock { ctx: ctx.clone(), real_time: attr.flags & flag != 0 })
     }
@@ -97,7 +97,7 @@ impl Clock {
         if self.is_real_time(cq) {
             return Ok(real_time_to_ns(ts));
         }
-        Ok(ts_to_ns(&super::clock_info(&self.ctx)?, ts))
+        Ok(ts_to_ns(&crate::mlx5dv::clock_info(&self.ctx)?, ts))
     }
 
     /// The time a completion polled from `cq`'s direct view was stamped, in

@@ -11,7 +11,7 @@
 //! The entries that start a WQE take its `wr_id` and flags, as the
 //! `ibv_wr_*` builders do; a configure needs [`SendFlags::INLINE`]
 //! (libmlx5 refuses it otherwise). The typed direct builders of
-//! [`super::umr`] write the same WQEs without libmlx5; the libmlx5
+//! [`crate::mlx5dv::keys::umr`] write the same WQEs without libmlx5; the libmlx5
 //! differential harness drives these wrappers too and compares.
 
 use std::ptr::NonNull;
@@ -71,7 +71,7 @@ impl MkeyWr {
     /// `from_raw`'s contract; once the batch completes the key reaches every
     /// range of `sges` with `access`: each lies in memory registered with
     /// its `lkey`, which stays registered while the key may be used (make
-    /// the key hold the regions, [`Mkey::hold`](super::mkey::Mkey::hold)).
+    /// the key hold the regions, [`Mkey::hold`](crate::mlx5dv::keys::mkey::Mkey::hold)).
     #[doc(alias = "mlx5dv_wr_mr_list")]
     pub unsafe fn mr_list(
         &self,

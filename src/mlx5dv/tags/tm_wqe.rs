@@ -25,12 +25,12 @@
 
 use std::fmt;
 
-use super::be::{Be16, Be64};
-use super::cqe::{cqe_opcode, Cqe64, CqeOpcode};
-use super::mmio::Mmio;
-use super::seg::{CtrlFlags, TmSeg, WqeOpcode};
-use super::sq::SqRing;
-use super::tm::{TmCqe, TmCqeOp};
+use crate::mlx5dv::completion::cqe::{cqe_opcode, Cqe64, CqeOpcode};
+use crate::mlx5dv::queue::be::{Be16, Be64};
+use crate::mlx5dv::queue::mmio::Mmio;
+use crate::mlx5dv::queue::seg::{CtrlFlags, TmSeg, WqeOpcode};
+use crate::mlx5dv::queue::sq::SqRing;
+use crate::mlx5dv::tags::tm::{TmCqe, TmCqeOp};
 use crate::prim::{Sge, TmInfo, WcFlags, WcOpcode, WcStatus};
 
 /// No entry (the end of the free chain, or an operation without a tag).
@@ -663,8 +663,8 @@ fn flags_of(op: CqeOpcode, tm: TmCqeOp, cqe: &Cqe64) -> WcFlags {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mlx5dv::be::Be32;
-    use crate::mlx5dv::mmio::{Op, Recorder};
+    use crate::mlx5dv::queue::be::Be32;
+    use crate::mlx5dv::queue::mmio::{Op, Recorder};
 
     struct Fixture {
         buf: Vec<u64>,
@@ -758,7 +758,7 @@ mod tests {
         assert!(f.tm.is_posted(a));
         // Unexpected: the SRQ receive at the WQE counter.
         let mut u = Cqe64 { app: [1, 0x3, 0, 0], op_own: CqeOpcode::RESP_SEND_IMM.to_raw() << 4, ..Cqe64::default() };
-        u.wqe_counter = crate::mlx5dv::be::Be16::new(12);
+        u.wqe_counter = crate::mlx5dv::queue::be::Be16::new(12);
         let c = f.tm.complete(&u).unwrap();
         assert_eq!((c.opcode, c.srq_wqe, c.wr_id, c.flags), (WcOpcode::TM_RECV, Some(12), None, WcFlags::WITH_IMM));
         assert_eq!(f.tm.complete(&Cqe64::default()), None, "not tag matching");

@@ -39,7 +39,7 @@
 //! the WQE in error.
 //!
 //! A payload beyond the QP's `max_inline_data` or `max_send_sge`, or a WQE
-//! beyond its largest size, panics ([`SqLimits`](super::sq::SqLimits)).
+//! beyond its largest size, panics ([`SqLimits`](crate::mlx5dv::queue::sq::SqLimits)).
 //!
 //! Only payload methods exist on a typed WQE; no segment writer does:
 //!
@@ -80,9 +80,9 @@
 //! }
 //! ```
 
-use super::mmio::Mmio;
-use super::seg::{ext_atomic_opmod, CtrlFlags, DatagramSeg, WqeOpcode};
-use super::sq::{SqRing, SqTransport, WqeWriter};
+use crate::mlx5dv::queue::mmio::Mmio;
+use crate::mlx5dv::queue::seg::{ext_atomic_opmod, CtrlFlags, DatagramSeg, WqeOpcode};
+use crate::mlx5dv::queue::sq::{SqRing, SqTransport, WqeWriter};
 use crate::prim::RemoteAddr;
 
 /// A WQE whose header segments are written; add its payload, then
@@ -418,7 +418,7 @@ impl SqRing {
     }
 
     /// The WQEs of a DC initiator to one DC target: `target` is the DC
-    /// address ([`AddressVector::dc`](super::av::AddressVector::dc): the
+    /// address ([`AddressVector::dc`](crate::mlx5dv::queue::av::AddressVector::dc): the
     /// target's DCT number and access key on the path to its port). The
     /// [`Dc`] has the builders of a connected ring, each writing the DC
     /// address after the control segment; [`Dc::stream`] picks the DCI
@@ -426,7 +426,7 @@ impl SqRing {
     ///
     /// # Panics
     /// On a ring that is not [`SqTransport::DcInitiator`] (a programming
-    /// error: take the view with [`Dci::sq_ring`](super::dc::Dci::sq_ring)).
+    /// error: take the view with [`Dci::sq_ring`](crate::mlx5dv::dc::Dci::sq_ring)).
     #[inline(always)]
     pub fn dc<'t>(&mut self, target: &'t DatagramSeg) -> Dc<'_, 't> {
         self.expect_transport(SqTransport::DcInitiator, "dc");
@@ -456,7 +456,7 @@ pub struct Dc<'s, 't> {
 impl<'s, 't> Dc<'s, 't> {
     /// The DCI stream the WQE goes on (`mlx5dv_wr_set_dc_addr_stream`'s
     /// `stream_id`; 0, the default, is the DCI's first stream). A DCI
-    /// created with streams ([`DciStreams`](super::dc::DciStreams)) has
+    /// created with streams ([`DciStreams`](crate::mlx5dv::dc::DciStreams)) has
     /// `2^log_num_concurrent` of them; a stream the DCI does not have
     /// is a programming error here (libmlx5 passes it to the device).
     ///

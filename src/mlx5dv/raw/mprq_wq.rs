@@ -2,7 +2,7 @@
 //! buffer and doorbell record (`mlx5dv_init_obj`, `MLX5DV_OBJ_RWQ`). The
 //! WQ itself is a [`Wq`] built with
 //! [`WqBuilder::striding`](crate::prim::WqBuilder::striding), checked
-//! against the device's [`striding_rq_caps`](super::mprq::striding_rq_caps).
+//! against the device's [`striding_rq_caps`](crate::mlx5dv::raw::mprq::striding_rq_caps).
 //!
 //! ```no_run
 //! # fn f(pd: &rrddmma::prim::Pd, cq: &rrddmma::prim::Cq) -> rrddmma::prim::Result<()> {
@@ -20,15 +20,15 @@
 
 use std::ptr;
 
-use super::mprq::MprqRing;
-use super::obj::DirectCq;
 use crate::bindings as ffi;
+use crate::mlx5dv::queue::obj::DirectCq;
+use crate::mlx5dv::raw::mprq::MprqRing;
 use crate::prim::{Error, Result, Wq};
 
 /// The WQ's receive ring (`mlx5dv_init_obj`, `MLX5DV_OBJ_RWQ`), its
 /// producer index taken from the doorbell record, taking the completions
 /// that `cq` (a view of the WQ's CQ) polls with
-/// [`CqRing::poll_strides`](super::cq::CqRing::poll_strides)
+/// [`CqRing::poll_strides`](crate::mlx5dv::completion::cq::CqRing::poll_strides)
 /// ([`MprqRing::bind_cq`]: completions already in the CQ are not taken).
 ///
 /// # Safety

@@ -6,7 +6,7 @@
 //! [`WqBuilder::striding`](crate::prim::WqBuilder::striding):
 //! `mlx5dv_create_wq` with `MLX5DV_WQ_INIT_ATTR_MASK_STRIDING_RQ`, checked
 //! against [`striding_rq_caps`]; its ring from
-//! [`mprq_wq::ring`](super::mprq_wq::ring)) receives
+//! [`mprq_wq::ring`](crate::mlx5dv::raw::mprq_wq::ring)) receives
 //! many packets into one WQE: the WQE's buffer is `2^log_num_strides`
 //! strides of `2^log_stride_bytes` bytes, and each packet takes one or more
 //! strides from the next free one. The WQE (`struct mlx5_mprq_wqe` of
@@ -39,7 +39,7 @@
 //! refuses a striding WQ.
 //!
 //! # Compressed CQEs
-//! A CQ compressing in [`CqeResFormat::CsumStridx`](super::mini::CqeResFormat::CsumStridx)
+//! A CQ compressing in [`CqeResFormat::CsumStridx`](crate::mlx5dv::completion::mini::CqeResFormat::CsumStridx)
 //! writes sessions whose mini-CQEs carry the byte count (filler flag and
 //! stride count included) and the stride index; `CqRing` expands them with
 //! the title's other fields, `wqe_id` included. The device compresses only
@@ -50,18 +50,14 @@
 use std::fmt;
 use std::sync::atomic::{fence, Ordering};
 
-use super::be::{Be16, Be32};
-use super::cq::CqRing;
-use super::cqe::{Completion, Cqe64};
-use super::seg::{DataSeg, INVALID_LKEY};
-#[cfg(not(rrddmma_mlnx_ofed4))]
-use super::{not_mlx5, query_device};
-#[cfg(not(rrddmma_mlnx_ofed4))]
-use crate::bindings as ffi;
-use crate::prim::{Error, Result};
+use crate::mlx5dv::completion::cq::CqRing;
+use crate::mlx5dv::completion::cqe::{Completion, Cqe64};
+use crate::mlx5dv::queue::be::{Be16, Be32};
+use crate::mlx5dv::queue::seg::{DataSeg, INVALID_LKEY};
+#[cfg(test)]
+use crate::prim::Error;
 
-/// The operation named by the refusals of a striding WQ's creation.
-pub const STRIDING_OP: &str = "mlx5dv_create_wq (striding RQ, MLX5DV_WQ_INIT_ATTR_MASK_STRIDING_RQ)";
+pub use crate::prim::mlx5::{striding_rq_caps, StridingParams, StridingRqCaps, STRIDING_OP};
 
 /// `MLX5_MPWRQ_FILLER_CQE` as a bit of `byte_cnt`: a filler CQE.
 pub const FILLER: u32 = 1 << 31;
@@ -71,36 +67,6 @@ pub const STRIDES_SHIFT: u32 = 16;
 pub const STRIDES_MASK: u32 = 0x7fff;
 /// Bits 0-15 of `byte_cnt`: the packet's length.
 pub const LEN_MASK: u32 = 0xffff;
-
-/// The shape of a striding WQ's WQEs (`struct mlx5dv_striding_rq_init_attr`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StridingParams {
-    /// `single_stride_log_num_of_bytes`: each stride is `2^this` bytes.
-    pub log_stride_bytes: u8,
-    /// `single_wqe_log_num_of_strides`: each WQE is `2^this` strides.
-    pub log_num_strides: u8,
-    /// `two_byte_shift_en`: the device writes two zero bytes before each
-    /// packet (IP header alignment); the packet starts at offset 2 of its
-    /// first stride.
-    pub two_byte_shift: bool,
-}
-
-impl StridingParams {
-    /// Bytes in one stride.
-    pub const fn stride_bytes(&self) -> u32 {
-        1 << self.log_stride_bytes
-    }
-
-    /// Strides in one WQE.
-    pub const fn num_strides(&self) -> u32 {
-        1 << self.log_num_strides
-    }
-
-    /// Bytes of one WQE's buffer: the data segment's byte count.
-    pub const fn wqe_bytes(&self) -> u32 {
-        self.stride_bytes() << self.log_num_strides
-    }
-}
 
 /// `struct mlx5_wqe_srq_next_seg`: the first 16 bytes of a striding WQE.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -114,95 +80,6 @@ pub struct NextSeg {
     pub signature: u8,
     /// Reserved.
     pub rsvd1: [u8; 11],
-}
-
-/// What the device offers for striding WQs (`struct mlx5dv_striding_rq_caps`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StridingRqCaps {
-    /// Smallest `log_stride_bytes`.
-    pub min_log_stride_bytes: u32,
-    /// Largest `log_stride_bytes`.
-    pub max_log_stride_bytes: u32,
-    /// Smallest `log_num_strides`.
-    pub min_log_num_strides: u32,
-    /// Largest `log_num_strides`.
-    pub max_log_num_strides: u32,
-    /// QP types that may use them (`IBV_QPT_*` bits).
-    pub supported_qpts: u32,
-}
-
-impl StridingRqCaps {
-    /// Whether the device has striding WQs at all.
-    pub fn available(&self) -> bool {
-        self.max_log_num_strides > 0 && self.max_log_stride_bytes > 0
-    }
-
-    /// `Ok` when the device offers striding WQs for raw packet QPs and
-    /// WQEs of shape `p` fit these capabilities; else
-    /// [`Error::Unsupported`] (no striding WQs, or none for raw packet QPs
-    /// in `supported_qpts`) or [`Error::CapExceeded`] naming the field
-    /// (where libmlx5 fails with a bare `EINVAL`).
-    pub fn check(&self, p: &StridingParams) -> Result<()> {
-        let raw_packet = 1 << crate::bindings::ibv_qp_type::IBV_QPT_RAW_PACKET.0;
-        if !self.available() || self.supported_qpts & raw_packet == 0 {
-            return Err(Error::Unsupported {
-                op: STRIDING_OP,
-                feature: "striding receive queues (the device's striding_rq_caps offer none for raw packet QPs)",
-            });
-        }
-        let (b, s) = (u32::from(p.log_stride_bytes), u32::from(p.log_num_strides));
-        if b < self.min_log_stride_bytes || b > self.max_log_stride_bytes {
-            let limit =
-                if b < self.min_log_stride_bytes { self.min_log_stride_bytes } else { self.max_log_stride_bytes };
-            return Err(Error::CapExceeded {
-                what: "striding_rq_caps: single_stride_log_num_of_bytes outside min..=max",
-                asked: b.into(),
-                limit: limit.into(),
-            });
-        }
-        if s < self.min_log_num_strides || s > self.max_log_num_strides {
-            let limit = if s < self.min_log_num_strides { self.min_log_num_strides } else { self.max_log_num_strides };
-            return Err(Error::CapExceeded {
-                what: "striding_rq_caps: single_wqe_log_num_of_strides outside min..=max",
-                asked: s.into(),
-                limit: limit.into(),
-            });
-        }
-        Ok(())
-    }
-}
-
-/// The device's striding-WQ capabilities (`mlx5dv_query_device`,
-/// `MLX5DV_CONTEXT_MASK_STRIDING_RQ`); all zero when it reports none.
-/// [`Error::Unsupported`] on a device that is not mlx5.
-pub fn striding_rq_caps(ctx: &crate::prim::Context) -> Result<StridingRqCaps> {
-    #[cfg(rrddmma_mlnx_ofed4)]
-    {
-        let _ = ctx;
-        Err(Error::Unsupported {
-            op: STRIDING_OP,
-            feature: "striding receive queues (a build for MLNX_OFED 4.x, whose libmlx5 has no mlx5dv_create_wq)",
-        })
-    }
-    #[cfg(not(rrddmma_mlnx_ofed4))]
-    {
-        if !super::is_supported(ctx) {
-            return Err(Error::Unsupported { op: STRIDING_OP, feature: not_mlx5(ctx.name()) });
-        }
-        let attr = query_device(ctx)?;
-        let mask = ffi::mlx5dv_context_comp_mask::MLX5DV_CONTEXT_MASK_STRIDING_RQ.0;
-        if attr.comp_mask & u64::from(mask) == 0 {
-            return Ok(StridingRqCaps::default());
-        }
-        let c = attr.striding_rq_caps;
-        Ok(StridingRqCaps {
-            min_log_stride_bytes: c.min_single_stride_log_num_of_bytes,
-            max_log_stride_bytes: c.max_single_stride_log_num_of_bytes,
-            min_log_num_strides: c.min_single_wqe_log_num_of_strides,
-            max_log_num_strides: c.max_single_wqe_log_num_of_strides,
-            supported_qpts: c.supported_qpts,
-        })
-    }
 }
 
 /// A striding WQE (`struct mlx5_mprq_wqe`).
@@ -391,7 +268,7 @@ impl CqRing {
 /// given at creation) by [`CqRing::poll_strides`], for its own WQ number,
 /// each once and in the order polled.
 ///
-/// Made by [`mprq_wq::ring`](super::mprq_wq::ring) or, for a
+/// Made by [`mprq_wq::ring`](crate::mlx5dv::raw::mprq_wq::ring) or, for a
 /// queue made elsewhere, [`MprqRing::from_raw`].
 #[derive(Debug)]
 pub struct MprqRing {
@@ -694,7 +571,7 @@ impl MprqRing {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mlx5dv::cqe::CqeOpcode;
+    use crate::mlx5dv::completion::cqe::CqeOpcode;
 
     const WQN: u32 = 0x7a;
 

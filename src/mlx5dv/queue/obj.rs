@@ -2,24 +2,24 @@
 
 use std::ops::Deref;
 
-use super::be::Be32;
-use super::cq::CqRing;
-use super::cqe::Completion;
-use super::mkey::Mkey;
-use super::mmio::Mmio;
-use super::require;
-use super::seg::{CtrlFlags, DatagramSeg, WqeOpcode};
-use super::sq::{SqLimits, SqRing, SqTransport, WqeWriter};
-use super::umr::MkeyConf;
-use super::wqe::{Dc, Wqe};
 use crate::bindings as ffi;
+use crate::mlx5dv::completion::cq::CqRing;
+use crate::mlx5dv::completion::cqe::Completion;
+use crate::mlx5dv::keys::mkey::Mkey;
+use crate::mlx5dv::keys::umr::MkeyConf;
+use crate::mlx5dv::queue::be::Be32;
+use crate::mlx5dv::queue::mmio::Mmio;
+use crate::mlx5dv::queue::seg::{CtrlFlags, DatagramSeg, WqeOpcode};
+use crate::mlx5dv::queue::sq::{SqLimits, SqRing, SqTransport, WqeWriter};
+use crate::mlx5dv::queue::wqe::{Dc, Wqe};
+use crate::mlx5dv::require;
 use crate::prim::{Cq, Error, Qp, QpAttr, QpCaps, QpState, QpType, RemoteAddr, Result};
 
 /// A QP's send queue for direct WQE posting; borrows the QP.
 ///
 /// Reads go through `Deref` to [`SqRing`]; writes through the view's own
 /// methods: the typed builders ([`DirectSq::write`], [`DirectSq::send`],
-/// ... as [`super::wqe`] describes), the `unsafe` raw writer
+/// ... as [`crate::mlx5dv::queue::wqe`] describes), the `unsafe` raw writer
 /// [`DirectSq::wqe`], [`DirectSq::ring`], [`DirectSq::retire`]. The view
 /// never hands out `&mut SqRing`, so one QP's ring cannot be swapped into
 /// another QP's view:
@@ -149,7 +149,7 @@ impl DirectSq<'_> {
     }
 
     /// The DC builders towards `target` ([`SqRing::dc`]), on the view of a
-    /// DCI ([`Dci::sq_ring`](super::dc::Dci::sq_ring)).
+    /// DCI ([`Dci::sq_ring`](crate::mlx5dv::dc::Dci::sq_ring)).
     #[inline(always)]
     pub fn dc<'t>(&mut self, target: &'t DatagramSeg) -> Dc<'_, 't> {
         self.ring.dc(target)
@@ -380,7 +380,7 @@ impl DirectCq<'_> {
     }
 
     /// Polls CQEs as 64-byte entries ([`CqRing::poll_cqes`]).
-    pub fn poll_cqes(&mut self, out: &mut [super::cqe::Cqe64]) -> usize {
+    pub fn poll_cqes(&mut self, out: &mut [crate::mlx5dv::completion::cqe::Cqe64]) -> usize {
         self.ring.poll_cqes(out)
     }
 
@@ -391,7 +391,7 @@ impl DirectCq<'_> {
 
     /// Polls completions of striding WQs into `out` ([`CqRing::poll_strides`]).
     #[inline]
-    pub fn poll_strides(&mut self, out: &mut [super::mprq::StrideCompletion]) -> usize {
+    pub fn poll_strides(&mut self, out: &mut [crate::mlx5dv::raw::mprq::StrideCompletion]) -> usize {
         self.ring.poll_strides(out)
     }
 
@@ -426,7 +426,7 @@ impl DirectCq<'_> {
 ///   or ring a doorbell with a wrong index. A new view is fine.
 /// - Every WQE written through it must meet the contract of
 ///   [`Qp::post_send`]: its memory registered, alive and untouched until
-///   completion (see [`super::wqe::Wqe::data`]).
+///   completion (see [`crate::mlx5dv::queue::wqe::Wqe::data`]).
 ///
 /// # Panics
 /// If `cq` is not a view of the QP's send CQ, if another view of the QP's
@@ -500,7 +500,10 @@ pub unsafe fn cq_ring(cq: &Cq) -> Result<DirectCq<'_>> {
 /// # Safety
 /// As [`cq_ring_of`], and the buffer writable (as
 /// [`CqRing::set_compression`] asks) when `compression` is set.
-unsafe fn view_ring(out: &ffi::mlx5dv_cq, compression: Option<super::mini::CqeResFormat>) -> CqRing {
+unsafe fn view_ring(
+    out: &ffi::mlx5dv_cq,
+    compression: Option<crate::mlx5dv::completion::mini::CqeResFormat>,
+) -> CqRing {
     // SAFETY: forwarded contract.
     let mut ring = unsafe { cq_ring_of(out) };
     if compression.is_some() {
@@ -583,9 +586,9 @@ mod tests {
     /// and the ten later ones stay outstanding.
     #[test]
     fn compressed_cq_view_expands_by_itself_and_retires_only_what_ran() {
-        use super::super::be::{Be16, Be32};
-        use super::super::cqe::{Cqe64, CqeOpcode};
-        use super::super::mini::{CqeResFormat, MiniCqe};
+        use crate::mlx5dv::completion::cqe::{Cqe64, CqeOpcode};
+        use crate::mlx5dv::completion::mini::{CqeResFormat, MiniCqe};
+        use crate::mlx5dv::queue::be::{Be16, Be32};
         const QPN: u32 = 0x42;
         let retired_with = |compression: Option<CqeResFormat>| {
             // A CQ of 16 entries, all still the device's (owner bit 1 on lap 0).
@@ -633,7 +636,7 @@ mod tests {
                 byte_cnt: Be32::new(8),
                 sop_drop_qpn: Be32::new(QPN),
                 wqe_counter: Be16::new(0),
-                op_own: (CqeOpcode::REQ.to_raw() << 4) | (super::super::mini::COMPRESSED << 2),
+                op_own: (CqeOpcode::REQ.to_raw() << 4) | (crate::mlx5dv::completion::mini::COMPRESSED << 2),
                 ..Cqe64::default()
             };
             let mut minis = [MiniCqe::default(); 8];
@@ -682,10 +685,10 @@ mod tests {
     /// refuses it while a whole CQE is taken.
     #[test]
     fn b3_expanded_requester_completions_name_their_wqe_and_are_refused_by_retire() {
-        use super::super::be::{Be16, Be32};
-        use super::super::cqe::{Cqe64, CqeOpcode};
-        use super::super::mini::{CqeResFormat, MiniCqe, COMPRESSED};
-        use super::super::seg::WqeOpcode;
+        use crate::mlx5dv::completion::cqe::{Cqe64, CqeOpcode};
+        use crate::mlx5dv::completion::mini::{CqeResFormat, MiniCqe, COMPRESSED};
+        use crate::mlx5dv::queue::be::{Be16, Be32};
+        use crate::mlx5dv::queue::seg::WqeOpcode;
         const QPN: u32 = 0x42;
         let mut cq_buf = vec![[0u64; 8]; 16];
         for e in cq_buf.iter_mut() {
