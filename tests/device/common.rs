@@ -19,6 +19,42 @@ pub fn open_device() -> Context {
     ctx
 }
 
+/// A test written for ConnectX (mlx5) cannot run its body on this device:
+/// logs `reason` and returns `true`, and the caller returns. Under
+/// `cargo xtask test --expect mlx5` (`RRDDMMA_EXPECT_DRIVER=mlx5`) it panics
+/// instead, naming the test and the reason: there a skip means the run did
+/// not test what it promises.
+pub fn mlx5_test_skips(reason: &str) -> bool {
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    if std::env::var("RRDDMMA_EXPECT_DRIVER").is_ok_and(|d| d == "mlx5") {
+        panic!("{test} skipped under --expect mlx5: {reason} (run it on a ConnectX device, or drop --expect mlx5)");
+    }
+    log_skip(&test, reason);
+    true
+}
+
+/// A test of a refusal has nothing to refuse on this device (it has the
+/// feature; the positive tests cover it there): logs `reason`, returns
+/// `true`, and the caller returns. Never a failure.
+pub fn refusal_test_skips(reason: &str) -> bool {
+    log_skip(std::thread::current().name().unwrap_or("?"), reason);
+    true
+}
+
+/// Prints the skip and, when `RRDDMMA_SKIP_LOG` names a file (set by
+/// `cargo xtask test` for its report), appends `test<TAB>reason` to it.
+fn log_skip(test: &str, reason: &str) {
+    eprintln!("skipped: {reason}");
+    if let Ok(path) = std::env::var("RRDDMMA_SKIP_LOG") {
+        use std::io::Write;
+        let line = format!("{test}\t{}\n", reason.replace(['\t', '\n'], " "));
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(&path);
+        if let Err(e) = file.and_then(|mut f| f.write_all(line.as_bytes())) {
+            panic!("RRDDMMA_SKIP_LOG={path}: cannot append the skip of {test}: {e}");
+        }
+    }
+}
+
 /// Polls `cq` until one completion arrives, or panics after 10 s.
 pub fn poll_one(cq: &Cq) -> Wc {
     let deadline = Instant::now() + Duration::from_secs(10);

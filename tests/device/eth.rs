@@ -6,7 +6,7 @@
 use rrddmma::mlx5dv::mprq::{StridingParams, STRIDING_OP};
 use rrddmma::prim::{Error, EthFilter, Flow, Ipv4Filter, PortFilter, QpCaps, QpType, RwqIndTable, Wq};
 
-use crate::common::Loopback;
+use crate::common::{refusal_test_skips, Loopback};
 
 fn unsupported(e: &Error, want_op: &str, want: &str) {
     assert!(
@@ -21,7 +21,7 @@ fn raw_ethernet_is_unsupported_without_the_capabilities() {
     let lb = Loopback::new(QpCaps::default());
     let dev = lb.ctx.query_device_ex().unwrap();
     if dev.raw_packet_caps != 0 || dev.max_wq_type_rq != 0 || rrddmma::mlx5dv::is_supported(&lb.ctx) {
-        eprintln!("skipped: the device has raw Ethernet (raw_packet_caps {:#x})", dev.raw_packet_caps);
+        refusal_test_skips(&format!("the device has raw Ethernet (raw_packet_caps {:#x})", dev.raw_packet_caps));
         return;
     }
     // Raw packet QP: refused from raw_packet_caps.

@@ -11,7 +11,7 @@ use rrddmma::mlx5dv::{self, mkey::Mkey, mkey::INDIRECT_FEATURE, obj};
 use rrddmma::prim::{AccessFlags, Cq, Error, Mlx5SendOps, Mr, Pd, Qp, QpCaps, QpType, SendOps, WcStatus};
 use rrddmma::wrap::connected_rc_pair;
 
-use crate::common::{open_device, opts};
+use crate::common::{mlx5_test_skips, open_device, opts, refusal_test_skips};
 
 #[test]
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
@@ -50,8 +50,7 @@ fn indirect_mkey_unsupported_off_mlx5_created_on_mlx5() {
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn mkey_send_ops_unsupported_off_mlx5() {
     let ctx = open_device();
-    if mlx5dv::is_supported(&ctx) {
-        eprintln!("skipped: {} is an mlx5 device", ctx.name());
+    if mlx5dv::is_supported(&ctx) && refusal_test_skips(&format!("{} is an mlx5 device", ctx.name())) {
         return;
     }
     let pd = Pd::alloc(&ctx).unwrap();
@@ -78,8 +77,7 @@ fn mkey_send_ops_unsupported_off_mlx5() {
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn mkey_one_remote_range_over_three_regions_on_mlx5() {
     let ctx = open_device();
-    if !mlx5dv::is_supported(&ctx) {
-        eprintln!("skipped: {} is not an mlx5 device", ctx.name());
+    if !mlx5dv::is_supported(&ctx) && mlx5_test_skips(&format!("{} is not an mlx5 device", ctx.name())) {
         return;
     }
     let pd = Pd::alloc(&ctx).unwrap();

@@ -4,7 +4,7 @@ use rrddmma::mlx5dv::{self, dc};
 use rrddmma::prim::{Cq, CqeSize, Error, Mlx5QpFlags, Pd, Qp, QpCaps, QpType, Srq};
 use rrddmma::wrap::connected_rc_pair;
 
-use crate::common::{open_device, opts};
+use crate::common::{open_device, opts, refusal_test_skips};
 use rrddmma::prim::QpState;
 
 fn unsupported<T: std::fmt::Debug>(r: rrddmma::prim::Result<T>, what: &str) {
@@ -18,8 +18,7 @@ fn unsupported<T: std::fmt::Debug>(r: rrddmma::prim::Result<T>, what: &str) {
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn every_entry_point_is_unsupported_off_mlx5() {
     let ctx = open_device();
-    if mlx5dv::is_supported(&ctx) {
-        eprintln!("skipped: {} is an mlx5 device", ctx.name());
+    if mlx5dv::is_supported(&ctx) && refusal_test_skips(&format!("{} is an mlx5 device", ctx.name())) {
         return;
     }
     unsupported(mlx5dv::query_device(&ctx), "query_device");
@@ -106,8 +105,7 @@ fn every_entry_point_is_unsupported_off_mlx5() {
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn hint_non_mlx5_error_names_the_device_and_the_way_out() {
     let ctx = open_device();
-    if mlx5dv::is_supported(&ctx) {
-        eprintln!("skipped: {} is an mlx5 device", ctx.name());
+    if mlx5dv::is_supported(&ctx) && refusal_test_skips(&format!("{} is an mlx5 device", ctx.name())) {
         return;
     }
     let e = mlx5dv::query_device(&ctx).unwrap_err();

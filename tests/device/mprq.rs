@@ -6,7 +6,7 @@
 use rrddmma::mlx5dv::{self, mprq, mprq::StridingParams, mprq_wq};
 use rrddmma::prim::{AccessFlags, Cq, Error, Mr, Pd, Wq};
 
-use crate::common::open_device;
+use crate::common::{mlx5_test_skips, open_device, refusal_test_skips};
 
 const PARAMS: StridingParams = StridingParams { log_stride_bytes: 6, log_num_strides: 4, two_byte_shift: false };
 
@@ -14,8 +14,7 @@ const PARAMS: StridingParams = StridingParams { log_stride_bytes: 6, log_num_str
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn striding_rq_is_unsupported_off_mlx5() {
     let ctx = open_device();
-    if mlx5dv::is_supported(&ctx) {
-        eprintln!("skipped: {} is an mlx5 device", ctx.name());
+    if mlx5dv::is_supported(&ctx) && refusal_test_skips(&format!("{} is an mlx5 device", ctx.name())) {
         return;
     }
     let pd = Pd::alloc(&ctx).unwrap();
@@ -38,8 +37,7 @@ fn striding_rq_is_unsupported_off_mlx5() {
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn striding_rq_is_created_within_the_caps_on_mlx5() {
     let ctx = open_device();
-    if !mlx5dv::is_supported(&ctx) {
-        eprintln!("skipped: {} is not an mlx5 device", ctx.name());
+    if !mlx5dv::is_supported(&ctx) && mlx5_test_skips(&format!("{} is not an mlx5 device", ctx.name())) {
         return;
     }
     let caps = mprq::striding_rq_caps(&ctx).unwrap();

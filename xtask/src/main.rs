@@ -59,6 +59,7 @@ mod mutants;
 mod pairs;
 mod perf_checks;
 mod rdma_core_src;
+mod report;
 mod siw;
 mod slurm;
 mod tally;
@@ -184,6 +185,11 @@ fn parse() -> std::result::Result<(String, Vec<String>), lexopt::Error> {
         match (task.as_str(), arg) {
             ("test", Long("kernel-matrix")) => rest.push("--kernel-matrix".to_string()),
             ("test", Long("no-kernel-matrix")) => rest.push("--no-kernel-matrix".to_string()),
+            ("test", Long(f @ ("device" | "expect"))) => {
+                rest.push(format!("--{f}"));
+                rest.push(p.value()?.string()?);
+            }
+            ("test", Long("only-device")) => rest.push("--only-device".to_string()),
             ("demo", Long("device") | Short('d')) => {
                 rest.push("--device".to_string());
                 rest.push(p.value()?.string()?);

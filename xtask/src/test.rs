@@ -7,11 +7,14 @@
 //! binaries; then a second VM under Debian's newest kernel running a subset
 //! of the device tests (`matrix`). Ends with `N passed, N failed`.
 
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::rc::Rc;
 
 use crate::capture::{capture, device_binary, executable};
 use crate::device::{self, Check};
+use crate::report;
 use crate::tally::Tally;
 use crate::{bindings, deps, root, show, Result};
 
@@ -124,12 +127,22 @@ const SKIPPED_MATRIX: &str =
 
 /// `cargo xtask test`.
 pub fn run(args: &[String]) -> Result<()> {
+    let opts = report::Opts::parse(args)?;
+    if opts.only_device {
+        let place = device::locate(opts.device.as_deref())?;
+        let binary = match std::env::var_os("RRDDMMA_DEVICE_TEST_BINARY") {
+            Some(b) => PathBuf::from(b),
+            None => device_binary("tokio", &[], None)?,
+        };
+        return report::only_device(&place, &opts, &binary);
+    }
     // The kernel matrix (Debian's newest kernel) and soft-iWARP add a
     // download, a module build and a second VM (docs/testing.md has the
-    // minutes): on unless `--no-kernel-matrix` or RRDDMMA_KERNEL_MATRIX=0.
+    // minutes): on unless `--no-kernel-matrix` or RRDDMMA_KERNEL_MATRIX=0;
+    // with `--device NAME` (a device of this host) only on `--kernel-matrix`.
+    let asked = args.iter().any(|a| a == "--kernel-matrix");
     let matrix = !args.iter().any(|a| a == "--no-kernel-matrix")
-        && (args.iter().any(|a| a == "--kernel-matrix")
-            || std::env::var("RRDDMMA_KERNEL_MATRIX").map_or(true, |v| v != "0"));
+        && (asked || (opts.device.is_none() && std::env::var("RRDDMMA_KERNEL_MATRIX").map_or(true, |v| v != "0")));
     deps::ensure()?;
     let mut tally = Tally::default();
     let tree_before = crate::tree_check::snapshot();
@@ -207,15 +220,23 @@ pub fn run(args: &[String]) -> Result<()> {
     let dc_built = capture(&mut cargo(&["build", "--quiet", "--example", "dc"])).0;
     let dc_example = root().join("target/debug/examples/dc");
 
-    let place = device::locate(None)?;
+    let place = device::locate(opts.device.as_deref())?;
     println!("device tests on {}", place.describe());
+    let expect = opts.expected(&report::host_driver(place.device()));
     let dev = place.device().to_string();
     let tests = |bin: &Path, filter: &str| format!("{} --ignored --test-threads=1 {filter}", quoted(bin));
+    let (facts, listed) = (Rc::new(RefCell::new(String::new())), Rc::new(RefCell::new(String::new())));
+    let _ = std::fs::remove_file(report::skip_log());
     let mut checks = vec![
         Check::verdict("device listed", "ibv_devices; rdma link show".into(), move |d| {
             d.code == Some(0) && d.output.contains(&dev)
         }),
-        Check::libtest("device tests (pkg-config linkage)", tests(&shared, "")),
+        report::Facts::check(facts.clone()),
+        report::reported(
+            "device tests (pkg-config linkage)",
+            format!("{}{}", report::step_prefix(expect.as_deref()), tests(&shared, report::TIMES)),
+            listed.clone(),
+        ),
         Check::libtest(
             "library unit tests that need the device (CM id lock and events, RESET under a direct view, aio control QP access)",
             tests(&lib, ""),
@@ -275,6 +296,9 @@ pub fn run(args: &[String]) -> Result<()> {
         device::shell_words(&["bash", "-c", "echo \"a b\" && exit 3"]),
         |d| d.code == Some(3) && d.output.lines().any(|l| l == "a b"),
     ));
+    if matches!(place, device::Place::Vm { .. }) {
+        checks.extend(report::vm_checks(&shared)?);
+    }
     checks.extend(crate::perf_checks::checks()?);
     checks.extend(crate::examples::checks(place.device())?);
     checks.extend(crate::cm::checks()?);
@@ -294,6 +318,8 @@ pub fn run(args: &[String]) -> Result<()> {
     checks.extend(crate::perf_checks::cluster_checks()?);
     checks.extend(crate::slurm::checks()?);
     device::run_checks(&place, &checks, &mut tally)?;
+    let facts = report::Facts::parse(place.device(), &facts.borrow());
+    report::finish(&facts, expect.as_deref(), &listed.borrow(), &mut tally);
     // The kernel matrix: a subset under Debian's newest kernel, in its own VM.
     if !matrix {
         tally.skip(SKIPPED_MATRIX);
