@@ -9,7 +9,7 @@ use std::process::Command;
 use crate::device::{Check, Done};
 use crate::{root, show, Result};
 
-const EXAMPLES: [&str; 5] = ["rc_pingpong", "ud_pingpong", "show_gids", "devinfo", "recipes"];
+const EXAMPLES: [&str; 6] = ["rc_pingpong", "ud_pingpong", "show_gids", "devinfo", "recipes", "raw_echo"];
 
 /// The recipes `examples/recipes.rs` runs (docs/recipes.md).
 const RECIPES: [&str; 6] =
@@ -158,7 +158,7 @@ pub fn checks(dev: &str) -> Result<Vec<Check>> {
     if !built {
         println!("building the examples failed");
     }
-    let [rc, ud, gids, devinfo, recipes] = EXAMPLES.map(example);
+    let [rc, ud, gids, devinfo, recipes, raw_echo] = EXAMPLES.map(example);
     let dev_s = dev.to_string();
     let mut v = Vec::new();
     let mut add_pair = |name: &str, port: u16, server: String, client: String, iters: u32, size: u64| {
@@ -235,6 +235,16 @@ pub fn checks(dev: &str) -> Result<Vec<Check>> {
             built
                 && done.code == Some(0)
                 && RECIPES.iter().all(|r| done.output.lines().any(|l| l == format!("recipe {r}: ok")))
+        },
+    ));
+    // A ConnectX Ethernet port echoes; a device without raw packet QPs
+    // (rxe, siw) gets the refusal, naming raw packets, and status 0.
+    v.push(Check::verdict(
+        "raw_echo sets up (flow, raw packet QP, striding RQ where offered) on a ConnectX Ethernet port; elsewhere prints the raw packet refusal",
+        format!("timeout 120 {raw_echo} {dev} 1 7777 0"),
+        move |done| {
+            let refused = done.output.lines().any(|l| l.starts_with("unsupported: ") && l.contains("raw packet"));
+            built && done.code == Some(0) && (refused || done.output.contains("echoed 0 packets"))
         },
     ));
     let d = dev_s.clone();

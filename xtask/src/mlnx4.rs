@@ -115,7 +115,7 @@ pub fn check(tally: &mut Tally) {
     };
     // The library with the DC example, and the library's own tests
     // (`--profile test`: the integration tests need rdma-core-only items).
-    let ok = clippy(&["--example", "dc"]) && clippy(&["--profile", "test"]);
+    let ok = clippy(&["--example", "dc", "--example", "raw_echo"]) && clippy(&["--profile", "test"]);
     tally.check("MLNX_OFED 4.x cfg: clippy -D warnings", ok);
     let (ok, out) = capture(&mut cargo(&["test", "--lib", "--quiet", "--", "exp4", "mlx5dv::dc"]));
     tally.add_run("MLNX_OFED 4.x cfg: exp4 and dc host tests", ok, &out);
