@@ -46,6 +46,7 @@ mod deps;
 mod device;
 mod dl_gen;
 mod dlopen;
+mod doc_tests;
 mod examples;
 mod hostile;
 mod inline_check;
@@ -246,6 +247,7 @@ fn main() -> ExitCode {
             let mut tally = tally::Tally::default();
             circles::check(&mut tally);
             tree_check::safety_comments(&mut tally);
+            doc_tests::check(&mut tally);
             if tally.failed == 0 {
                 Ok(())
             } else {

@@ -183,6 +183,7 @@ pub fn run(args: &[String]) -> Result<()> {
     tally.check("bindings match the installed headers", drift.is_ok());
     crate::circles::check(&mut tally);
     crate::tree_check::safety_comments(&mut tally);
+    crate::doc_tests::check(&mut tally);
 
     let (ok, host) = capture(&mut cargo(&["test", "--workspace"]));
     tally.add_run("host tests", ok, &host);
