@@ -24,6 +24,9 @@
 //!   all its strides are consumed, and the WQ's creation against the
 //!   device's `striding_rq_caps`.
 //! - [`clock`]: device timestamps to nanoseconds.
+//! - [`prm`]: the firmware command and context layouts (`mlx5_ifc.h`) as
+//!   typed field accessors, checked against the kernel's `MLX5_SET` /
+//!   `MLX5_GET`; the bytes of DEVX commands, off the data path.
 //!
 //! The files sit in one folder per family (`queue/`, `completion/`, `dc/`,
 //! `keys/`, `tags/`, `raw/`); each module is public here, at one path.
@@ -48,6 +51,7 @@ pub mod dc;
 #[cfg_attr(docsrs, doc(cfg(rrddmma_mlnx_ofed4)))]
 pub mod exp4;
 mod keys;
+pub mod prm;
 mod queue;
 mod raw;
 mod tags;

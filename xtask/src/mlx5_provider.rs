@@ -6,7 +6,9 @@
 //! references, and prints the per-kind counts, the mismatches (0) and the
 //! mutation checks (which must be caught). In the same run, CQE compression
 //! against the kernel's mlx5e decompression (tests/mlx5_kernel_oracle.rs),
-//! from Debian's `linux-source-6.1` ([`crate::kernel_src`]).
+//! from Debian's `linux-source-6.1` ([`crate::kernel_src`]), and the PRM
+//! layouts of `mlx5dv::prm` against the kernel's `mlx5_ifc.h` through its
+//! `MLX5_SET` / `MLX5_GET` (tests/mlx5_prm_oracle.rs).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -40,7 +42,7 @@ pub fn check(tally: &mut Tally, src: &Path) {
     cmd.args(["test", "-p", "rrddmma", "--test", "mlx5_provider"]);
     match &linux {
         Ok(l) => {
-            cmd.args(["--test", "mlx5_kernel_oracle"])
+            cmd.args(["--test", "mlx5_kernel_oracle", "--test", "mlx5_prm_oracle"])
                 .env("RRDDMMA_LINUX_SRC", &l.tree)
                 .env("RRDDMMA_LINUX_SRC_VERSION", &l.version);
         }
