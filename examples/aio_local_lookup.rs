@@ -56,7 +56,11 @@ fn main() -> Result<()> {
     let pd = Pd::alloc(&ctx)?;
     let ch = CompChannel::create(&ctx)?;
     let (cq, peer_cq) = (Cq::builder(&ctx, 256).channel(&ch).build()?, Cq::create(&ctx, 256)?);
-    let opts = ConnectOpts::default().access(AccessFlags::REMOTE_READ);
+    // Many READs in flight on one QP: the READ depths (how many the QP keeps
+    // outstanding, and how many of the peer's it serves at once) are the
+    // device's, not `Qp::connect`'s default of 1, under which every READ
+    // waits for the one before it at the responder.
+    let opts = ConnectOpts::default().access(AccessFlags::REMOTE_READ).with_device_rd_atomic(&ctx)?;
     // The QP completes to `cq` alone (the endpoint is its CQ's only
     // poller), the peer to `peer_cq`.
     let qp = Qp::builder(&pd, QpType::RC, &cq, &cq).build()?;

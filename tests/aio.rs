@@ -113,6 +113,56 @@ async fn a_thousand_operations_in_flight_on_one_qp() {
     assert_eq!(client.in_flight(), 0);
 }
 
+/// The depths default to the device's, clamped by the peer's offer: the
+/// data QPs of a pair built with default options keep 32 READs outstanding
+/// (read back through `ibv_query_qp` on both sides), and 32 READs posted at
+/// once on one QP all complete with their slot's bytes.
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+async fn rd_atomic_default_keeps_32_reads_in_flight_on_one_qp() {
+    const N: usize = 32;
+    let o = opts();
+    let (server, client) = pair(&o).await;
+    let (init, dest) = client.rd_atomic().unwrap();
+    let (s_init, s_dest) = server.rd_atomic().unwrap();
+    assert!(init as usize >= N && s_dest as usize >= N, "READ depths: client {init}, server {s_dest} as responder");
+    assert!(s_init as usize >= N && dest as usize >= N, "READ depths: server {s_init}, client {dest} as responder");
+    // Each side sends no more than the other takes.
+    assert!(init <= s_dest && s_init <= dest, "clamped by the peer: {init} <= {s_dest}, {s_init} <= {dest}");
+    // The explicit setters stay: a depth set is the depth used.
+    let one = o.clone().connect(ConnectOpts::default().max_rd_atomic(1).max_dest_rd_atomic(1));
+    let (s1, c1) = pair(&one).await;
+    assert_eq!((c1.rd_atomic().unwrap(), s1.rd_atomic().unwrap()), ((1, 1), (1, 1)));
+    drop((s1, c1));
+
+    let (server, client) = (Arc::new(server), Arc::new(client));
+    let mut table = server.alloc_local_mr(layout(N * 8)).unwrap();
+    for i in 0..N {
+        table.write(i * 8, &(i as u64 * 3 + 1).to_le_bytes());
+    }
+    server.send_local_mr(table).await.unwrap();
+    let remote = client.receive_remote_mr().await.unwrap();
+    let mut set = JoinSet::new();
+    for i in 0..N {
+        let c = Arc::clone(&client);
+        let dst = c.alloc_local_mr(layout(8)).unwrap();
+        set.spawn(async move {
+            let dst = c.read(dst, 0..8, remote.checked_at((i * 8) as u64, 8).unwrap()).await?;
+            let mut b = [0u8; 8];
+            dst.read(0, &mut b);
+            Ok::<(usize, u64), Error>((i, u64::from_le_bytes(b)))
+        });
+    }
+    let mut seen = 0;
+    while let Some(r) = set.join_next().await {
+        let (i, v) = r.unwrap().unwrap();
+        assert_eq!(v, i as u64 * 3 + 1, "READ {i} read its own slot");
+        seen += 1;
+    }
+    assert_eq!(seen, N);
+    assert_eq!(client.in_flight(), 0);
+}
+
 /// The "window of N operations" pattern of docs/aio.md: at most N in
 /// flight at any time, every operation done, every byte where it belongs.
 #[tokio::test(flavor = "current_thread")]

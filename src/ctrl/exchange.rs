@@ -24,15 +24,29 @@ pub struct QpInfo {
     pub port: u8,
     /// Path MTU this side will use.
     pub mtu: Mtu,
+    /// READs and atomics this QP will have outstanding as initiator
+    /// (its `max_rd_atomic`); the peer keeps no more responder resources.
+    pub rd_atomic: u8,
+    /// READs and atomics this QP accepts outstanding as responder (its
+    /// `max_dest_rd_atomic`); the peer initiates no more.
+    pub dest_rd_atomic: u8,
 }
 
 impl QpInfo {
     /// Size of the wire form.
-    pub const WIRE_LEN: usize = 29;
+    pub const WIRE_LEN: usize = 31;
 
-    /// A QP's endpoint with the port facts around it.
+    /// A QP's endpoint with the port facts around it, offering READ and
+    /// atomic depths of 1 each ([`QpInfo::with_rd_atomic`] sets others).
     pub fn new(e: &Endpoint, gid_index: u8, port: u8, mtu: Mtu) -> QpInfo {
-        QpInfo { qpn: e.qpn, psn: e.psn, lid: e.lid, gid: e.gid, gid_index, port, mtu }
+        QpInfo { qpn: e.qpn, psn: e.psn, lid: e.lid, gid: e.gid, gid_index, port, mtu, rd_atomic: 1, dest_rd_atomic: 1 }
+    }
+
+    /// This info offering depth `init` as initiator and `dest` as responder
+    /// (`ConnectOpts::rd_atomic` of the options the QP connects with).
+    #[must_use]
+    pub fn with_rd_atomic(self, init: u8, dest: u8) -> QpInfo {
+        QpInfo { rd_atomic: init, dest_rd_atomic: dest, ..self }
     }
 
     /// The address vector from this host's `port` (with its GID at
@@ -51,7 +65,8 @@ impl QpInfo {
         Endpoint { qpn: self.qpn, psn: self.psn, lid: self.lid, gid: self.gid }
     }
 
-    /// Wire form, big-endian: QPN, PSN, LID, GID, GID index, port, MTU.
+    /// Wire form, big-endian: QPN, PSN, LID, GID, GID index, port, MTU,
+    /// initiator depth, responder depth.
     pub fn to_bytes(&self) -> [u8; Self::WIRE_LEN] {
         let mut b = [0u8; Self::WIRE_LEN];
         b[0..4].copy_from_slice(&self.qpn.to_be_bytes());
@@ -61,6 +76,8 @@ impl QpInfo {
         b[26] = self.gid_index;
         b[27] = self.port;
         b[28] = self.mtu.to_raw() as u8;
+        b[29] = self.rd_atomic;
+        b[30] = self.dest_rd_atomic;
         b
     }
 
@@ -82,6 +99,8 @@ impl QpInfo {
             gid_index: b[26],
             port: b[27],
             mtu: Mtu::from_raw(u32::from(b[28])),
+            rd_atomic: b[29],
+            dest_rd_atomic: b[30],
         })
     }
 }
@@ -111,7 +130,7 @@ impl Session {
         let bytes: Vec<u8> = mine.iter().flat_map(QpInfo::to_bytes).collect();
         self.all_gather_within(&bytes, allowed)?
             .iter()
-            .map(|p| parse_list(p, "QP endpoint list length is not a multiple of 29", QpInfo::from_bytes))
+            .map(|p| parse_list(p, "QP endpoint list length is not a multiple of 31", QpInfo::from_bytes))
             .collect()
     }
 
@@ -150,15 +169,18 @@ mod tests {
             gid_index: 3,
             port: 1,
             mtu: Mtu::MTU_4096,
+            rd_atomic: 16,
+            dest_rd_atomic: 128,
         };
         assert_eq!(QpInfo::from_bytes(&q.to_bytes()).unwrap(), q);
+        assert_eq!(q.to_bytes()[29..], [16, 128], "the depths are the last two bytes");
         let mut b = q.to_bytes();
         b[28] = 6;
         assert!(QpInfo::from_bytes(&b).is_err());
         let mut b = q.to_bytes();
         b[4] = 1;
         assert!(QpInfo::from_bytes(&b).is_err());
-        assert!(parse_list(&[0u8; 30], "bad", QpInfo::from_bytes).is_err());
+        assert!(parse_list(&[0u8; 32], "bad", QpInfo::from_bytes).is_err());
     }
 
     #[test]

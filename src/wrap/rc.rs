@@ -6,7 +6,9 @@ use crate::prim::{ConnectOpts, Cq, Endpoint, Pd, Qp, QpCaps, Result, Srq};
 /// Creates two RC QPs on `pd`, both completing sends on `send_cq` and
 /// receives on `recv_cq` (which may be the same CQ), and connects them to each
 /// other through `opts.port` / `opts.gid_index`. The first QP sends from PSN
-/// `psn`, the second from `psn + 1` (mod 2^24).
+/// `psn`, the second from `psn + 1` (mod 2^24). READ and atomic depths not
+/// set in `opts` are the device's (`ConnectOpts::with_device_rd_atomic`):
+/// the pair is built for many operations in flight.
 pub fn connected_rc_pair(
     pd: &Pd,
     send_cq: &Cq,
@@ -20,7 +22,7 @@ pub fn connected_rc_pair(
     // Chosen once: both endpoints and both connections use the same index
     // (and the GID table is read once, not once per connection).
     let gid_index = opts.gid_index_on(pd.context())?;
-    let opts = &ConnectOpts { gid_index: Some(gid_index), ..*opts };
+    let opts = &ConnectOpts { gid_index: Some(gid_index), ..opts.with_device_rd_atomic(pd.context())? };
     let ea: Endpoint = a.endpoint(opts.port, gid_index, psn)?;
     let eb: Endpoint = b.endpoint(opts.port, gid_index, psn.wrapping_add(1))?;
     a.connect(&eb, ea.psn, opts)?;
@@ -100,7 +102,8 @@ pub fn connect_rc_mesh(
     opts: &MeshOpts,
 ) -> super::Result<Vec<Option<Qp>>> {
     let (me, n) = (session.rank(), session.size());
-    let c = &opts.connect;
+    let c = &opts.connect.with_device_rd_atomic(pd.context())?;
+    let (init, dest) = c.rd_atomic();
     let gid_index = c.gid_index_on(pd.context())?;
     let mut qps = Vec::with_capacity(n as usize);
     let mut infos = Vec::with_capacity(n as usize);
@@ -127,7 +130,7 @@ pub fn connect_rc_mesh(
         }
         .build()?;
         let e = qp.endpoint(c.port, gid_index, opts.psn.wrapping_add(peer))?;
-        infos.push(QpInfo::new(&e, gid_index, c.port, c.mtu));
+        infos.push(QpInfo::new(&e, gid_index, c.port, c.mtu).with_rd_atomic(init, dest));
         qps.push(Some(qp));
     }
     let all = session.exchange_endpoints(&infos)?;
@@ -137,7 +140,8 @@ pub fn connect_rc_mesh(
             crate::ctrl::Error::Protocol(format!("rank {peer} sent {} endpoints for {n} ranks", all[peer].len()))
         })?;
         let mtu = c.mtu.min(theirs.mtu);
-        qp.connect(&theirs.endpoint(), infos[peer].psn, &ConnectOpts { mtu, gid_index: Some(gid_index), ..*c })
+        let depths = c.clamp_rd_atomic(theirs.rd_atomic, theirs.dest_rd_atomic);
+        qp.connect(&theirs.endpoint(), infos[peer].psn, &ConnectOpts { mtu, gid_index: Some(gid_index), ..depths })
             .inspect_err(|e| event!(warn, "rank {me}: connecting the RC QP to rank {peer} failed: {e}"))?;
     }
     let connected = qps.iter().filter(|q| q.is_some()).count();

@@ -28,8 +28,8 @@ pub struct ConnectOpts {
     pub(crate) retry_cnt: u8,
     pub(crate) rnr_retry: u8,
     pub(crate) min_rnr_timer: u8,
-    pub(crate) max_rd_atomic: u8,
-    pub(crate) max_dest_rd_atomic: u8,
+    pub(crate) max_rd_atomic: Option<u8>,
+    pub(crate) max_dest_rd_atomic: Option<u8>,
     pub(crate) sl: u8,
     pub(crate) traffic_class: u8,
     pub(crate) hop_limit: u8,
@@ -47,8 +47,8 @@ impl Default for ConnectOpts {
             retry_cnt: 6,
             rnr_retry: 7,
             min_rnr_timer: 12,
-            max_rd_atomic: 1,
-            max_dest_rd_atomic: 1,
+            max_rd_atomic: None,
+            max_dest_rd_atomic: None,
             sl: 0,
             traffic_class: 0,
             hop_limit: 64,
@@ -87,12 +87,6 @@ impl ConnectOpts {
         /// Minimum RNR NAK timer code (RC; `ibv_qp_attr::min_rnr_timer`).
         /// Default 12 (0.64 ms).
         const min_rnr_timer: u8;
-        /// RDMA READ / atomic operations outstanding as initiator (RC;
-        /// `ibv_qp_attr::max_rd_atomic`). Default 1.
-        const max_rd_atomic: u8;
-        /// RDMA READ / atomic operations outstanding as responder (RC;
-        /// `ibv_qp_attr::max_dest_rd_atomic`). Default 1.
-        const max_dest_rd_atomic: u8;
         /// Service level (`ibv_ah_attr::sl`). Default 0.
         const sl: u8;
         /// Traffic class, on RoCE the DSCP/ECN byte
@@ -104,6 +98,73 @@ impl ConnectOpts {
         /// Default empty: grant `REMOTE_WRITE`, `REMOTE_READ`,
         /// `REMOTE_ATOMIC` as the peer needs.
         const access: AccessFlags;
+    }
+
+    /// RDMA READ / atomic operations outstanding as initiator (RC;
+    /// `ibv_qp_attr::max_rd_atomic`, the CM's initiator depth). Default:
+    /// 1 for [`Qp::connect`]; the device's `max_qp_init_rd_atom` for the
+    /// layers built for many operations in flight (`wrap::aio`, the
+    /// one-call connects of `wrap`), clamped there by what the peer accepts.
+    #[inline]
+    #[must_use]
+    pub const fn max_rd_atomic(mut self, v: u8) -> Self {
+        self.max_rd_atomic = Some(v);
+        self
+    }
+
+    /// RDMA READ / atomic operations outstanding as responder (RC;
+    /// `ibv_qp_attr::max_dest_rd_atomic`, the CM's responder resources).
+    /// Default: 1 for [`Qp::connect`]; the device's `max_qp_rd_atom` for the
+    /// layers built for many operations in flight, clamped there by what
+    /// the peer initiates.
+    #[inline]
+    #[must_use]
+    pub const fn max_dest_rd_atomic(mut self, v: u8) -> Self {
+        self.max_dest_rd_atomic = Some(v);
+        self
+    }
+
+    /// The depths [`Qp::connect`] uses: (initiator, responder), the values
+    /// set, else 1 each.
+    pub const fn rd_atomic(&self) -> (u8, u8) {
+        let init = match self.max_rd_atomic {
+            Some(v) => v,
+            None => 1,
+        };
+        let dest = match self.max_dest_rd_atomic {
+            Some(v) => v,
+            None => 1,
+        };
+        (init, dest)
+    }
+
+    /// These options with each depth not set taken from `ctx`
+    /// (`max_qp_init_rd_atom` as initiator, `max_qp_rd_atom` as responder,
+    /// at most 255): the default of the layers built for many operations in
+    /// flight.
+    pub fn with_device_rd_atomic(self, ctx: &Context) -> Result<ConnectOpts> {
+        if self.max_rd_atomic.is_some() && self.max_dest_rd_atomic.is_some() {
+            return Ok(self);
+        }
+        let d = ctx.query_device()?;
+        let cap = |v: i32| u8::try_from(v.max(0)).unwrap_or(u8::MAX);
+        Ok(ConnectOpts {
+            max_rd_atomic: Some(self.max_rd_atomic.unwrap_or(cap(d.max_qp_init_rd_atom))),
+            max_dest_rd_atomic: Some(self.max_dest_rd_atomic.unwrap_or(cap(d.max_qp_rd_atom))),
+            ..self
+        })
+    }
+
+    /// These options with their depths clamped by a peer that initiates at
+    /// most `peer_init` and accepts at most `peer_dest` (its
+    /// `QpInfo::rd_atomic` and `QpInfo::dest_rd_atomic`): this side sends no
+    /// more than the peer takes, and keeps no more resources than it sends.
+    /// Never below 1: a peer offering 0 gets its READs refused by the
+    /// responder (a `REM_INV_REQ` completion), not requests that never leave.
+    pub fn clamp_rd_atomic(self, peer_init: u8, peer_dest: u8) -> ConnectOpts {
+        let (init, dest) = self.rd_atomic();
+        let (init, dest) = (init.min(peer_dest).max(1), dest.min(peer_init).max(1));
+        ConnectOpts { max_rd_atomic: Some(init), max_dest_rd_atomic: Some(dest), ..self }
     }
 
     /// The GID index these options use on `ctx`: the one set, else the
@@ -155,12 +216,12 @@ impl Qp {
         let mut rtr =
             QpAttr::new(QpState::RTR).av(&av).path_mtu(o.mtu).dest_qpn(remote.qpn).rq_psn(remote.psn & 0xff_ffff);
         if rc {
-            rtr = rtr.max_dest_rd_atomic(o.max_dest_rd_atomic).min_rnr_timer(o.min_rnr_timer);
+            rtr = rtr.max_dest_rd_atomic(o.rd_atomic().1).min_rnr_timer(o.min_rnr_timer);
         }
         step(&rtr)?;
         let mut rts = QpAttr::new(QpState::RTS).sq_psn(local_psn & 0xff_ffff);
         if rc {
-            rts = rts.timeout(o.timeout).retry_cnt(o.retry_cnt).rnr_retry(o.rnr_retry).max_rd_atomic(o.max_rd_atomic);
+            rts = rts.timeout(o.timeout).retry_cnt(o.retry_cnt).rnr_retry(o.rnr_retry).max_rd_atomic(o.rd_atomic().0);
         }
         step(&rts)
     }
@@ -261,5 +322,18 @@ mod tests {
         assert_eq!((d.port, d.gid_index, d.mtu, d.timeout, d.retry_cnt), (1, None, Mtu::MTU_1024, 14, 6));
         let caps = crate::prim::QpCaps::default().max_send_wr(5).max_inline_data(7);
         assert_eq!((caps.get_max_send_wr(), caps.get_max_recv_wr(), caps.get_max_inline_data()), (5, 64, 7));
+    }
+
+    #[test]
+    fn rd_atomic_depths_default_to_one_and_clamp_to_the_peer() {
+        let o = ConnectOpts::default();
+        assert_eq!(o.rd_atomic(), (1, 1), "Qp::connect's default");
+        let set = o.max_rd_atomic(16).max_dest_rd_atomic(64);
+        assert_eq!(set.rd_atomic(), (16, 64));
+        // The peer initiates 8 and accepts 4: this side sends 4, keeps 8.
+        assert_eq!(set.clamp_rd_atomic(8, 4).rd_atomic(), (4, 8));
+        // A larger offer changes nothing; an offer of 0 leaves 1.
+        assert_eq!(set.clamp_rd_atomic(255, 255).rd_atomic(), (16, 64));
+        assert_eq!(set.clamp_rd_atomic(0, 0).rd_atomic(), (1, 1));
     }
 }

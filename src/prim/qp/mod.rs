@@ -669,18 +669,32 @@ impl Qp {
         }
     }
 
-    /// The QP's current state, queried from the device.
-    pub fn query_state(&self) -> Result<QpState> {
+    /// The attributes of `mask`, queried from the device (`ibv_query_qp`).
+    fn query_attr(&self, mask: ffi::ibv_qp_attr_mask) -> Result<ffi::ibv_qp_attr> {
         let mut attr = MaybeUninit::<ffi::ibv_qp_attr>::zeroed();
         let mut init = MaybeUninit::<ffi::ibv_qp_init_attr>::zeroed();
-        let mask = i32::try_from(ffi::ibv_qp_attr_mask::IBV_QP_STATE.0).unwrap_or(1);
+        let mask = i32::try_from(mask.0).unwrap_or(i32::MAX);
         // SAFETY: live QP; both outputs are valid for writes.
         let rc = unsafe { ffi::ibv_query_qp(self.as_ptr(), attr.as_mut_ptr(), mask, init.as_mut_ptr()) };
         if rc != 0 {
             return Err(Error::code("ibv_query_qp", rc));
         }
         // SAFETY: zero-initialised, then filled by the provider; zero is valid.
-        Ok(unsafe { attr.assume_init() }.qp_state.into())
+        Ok(unsafe { attr.assume_init() })
+    }
+
+    /// The QP's current state, queried from the device.
+    pub fn query_state(&self) -> Result<QpState> {
+        Ok(self.query_attr(ffi::ibv_qp_attr_mask::IBV_QP_STATE)?.qp_state.into())
+    }
+
+    /// The QP's READ and atomic depths, queried from the device:
+    /// (`max_rd_atomic`, outstanding as initiator; `max_dest_rd_atomic`,
+    /// as responder).
+    pub fn query_rd_atomic(&self) -> Result<(u8, u8)> {
+        let m = ffi::ibv_qp_attr_mask::IBV_QP_MAX_QP_RD_ATOMIC | ffi::ibv_qp_attr_mask::IBV_QP_MAX_DEST_RD_ATOMIC;
+        let a = self.query_attr(m)?;
+        Ok((a.max_rd_atomic, a.max_dest_rd_atomic))
     }
 
     /// Attaches this UD QP to the multicast group `gid` (LID `lid`; 0 on

@@ -153,19 +153,24 @@ impl Events {
 }
 
 /// The connection parameters of `role`'s connection: the data QP gets the
-/// READ and atomic depths of `o.connect`; the control QP takes only SENDs.
-fn conn_param<'a>(o: &AioOpts, role: Role, private_data: &'a [u8]) -> ConnParam<'a> {
+/// READ and atomic depths of `o.connect` on `ctx` (those set, else the
+/// device's: `ConnectOpts::with_device_rd_atomic`); the control QP takes
+/// only SENDs.
+fn conn_param<'a>(o: &AioOpts, ctx: &Context, role: Role, private_data: &'a [u8]) -> Result<ConnParam<'a>> {
     let (responder_resources, initiator_depth) = match role {
-        Role::Data => (o.connect.max_dest_rd_atomic, o.connect.max_rd_atomic),
+        Role::Data => {
+            let (init, dest) = o.connect.with_device_rd_atomic(ctx)?.rd_atomic();
+            (dest, init)
+        }
         Role::Ctrl => (0, 0),
     };
-    ConnParam {
+    Ok(ConnParam {
         private_data,
         responder_resources,
         initiator_depth,
         retry_count: o.connect.retry_cnt,
         rnr_retry_count: o.connect.rnr_retry,
-    }
+    })
 }
 
 /// One of an endpoint's two CM connections: an id with an event channel of
@@ -391,8 +396,8 @@ async fn accept_pair(data: Conn, ctrl: Conn, token: u64, o: &AioOpts) -> Result<
         }
     };
     let p = parts_for(ctx, &data, &ctrl, o)?;
-    ctrl.id.accept(&p.ctrl_qp, &conn_param(o, Role::Ctrl, &hello(Role::Ctrl, token)))?;
-    data.id.accept(&p.data, &conn_param(o, Role::Data, &hello(Role::Data, token)))?;
+    ctrl.id.accept(&p.ctrl_qp, &conn_param(o, &p.ctx, Role::Ctrl, &hello(Role::Ctrl, token))?)?;
+    data.id.accept(&p.data, &conn_param(o, &p.ctx, Role::Data, &hello(Role::Data, token))?)?;
     let deadline = Instant::now() + o.setup_timeout;
     tokio::try_join!(
         data.events.expect(CmEventType::ESTABLISHED, deadline),
@@ -456,8 +461,8 @@ impl RcEndpoint {
         let (data, ctrl) = tokio::try_join!(Conn::resolve(addr, o), Conn::resolve(addr, o))?;
         let p = parts_for(device_of(&data, &ctrl)?, &data, &ctrl, o)?;
         let (hd, hc) = (hello(Role::Data, token), hello(Role::Ctrl, token));
-        ctrl.id.connect(&p.ctrl_qp, &conn_param(o, Role::Ctrl, &hc))?;
-        data.id.connect(&p.data, &conn_param(o, Role::Data, &hd))?;
+        ctrl.id.connect(&p.ctrl_qp, &conn_param(o, &p.ctx, Role::Ctrl, &hc)?)?;
+        data.id.connect(&p.data, &conn_param(o, &p.ctx, Role::Data, &hd)?)?;
         let deadline = Instant::now() + o.setup_timeout;
         tokio::try_join!(
             data.connected(&p.data, Role::Data, &hd, deadline),

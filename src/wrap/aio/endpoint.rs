@@ -371,8 +371,10 @@ impl RcEndpoint {
     async fn exchange(mut tcp: TcpStream, o: &AioOpts, accepting: bool) -> Result<RcEndpoint> {
         let peer = tcp.peer_addr().ok();
         let mut theirs = [0u8; 2 * QpInfo::WIRE_LEN];
-        let parse =
-            |b: &[u8]| QpInfo::from_bytes(b.try_into().expect("29 bytes")).map_err(|e| Error::Protocol(e.to_string()));
+        let parse = |b: &[u8]| {
+            QpInfo::from_bytes(b.try_into().expect("QpInfo::WIRE_LEN bytes"))
+                .map_err(|e| Error::Protocol(e.to_string()))
+        };
         if accepting {
             match &o.secret {
                 Some(s) => auth::accept(&mut tcp, s, &mut theirs, peer).await?,
@@ -388,8 +390,12 @@ impl RcEndpoint {
         let active = p.ctx.query_port(o.port)?.active_mtu();
         let mtu = o.connect.mtu.min(active);
         let psn = crate::prim::random_psn();
+        // The data QP offers the device's depths (or those set); the peer's
+        // offer clamps them below.
+        let depths = o.connect.with_device_rd_atomic(&p.ctx)?;
+        let (init, dest) = depths.rd_atomic();
         let mine = [
-            QpInfo::new(&p.data.endpoint(o.port, gid, psn)?, gid, o.port, mtu),
+            QpInfo::new(&p.data.endpoint(o.port, gid, psn)?, gid, o.port, mtu).with_rd_atomic(init, dest),
             QpInfo::new(&p.ctrl_qp.endpoint(o.port, gid, psn.wrapping_add(1))?, gid, o.port, mtu),
         ];
         let mut out = Vec::with_capacity(2 * QpInfo::WIRE_LEN);
@@ -409,7 +415,7 @@ impl RcEndpoint {
             port: o.port,
             mtu: mtu.min(peer_data.mtu),
             access: granted(&p.ctx, o.connect.access),
-            ..o.connect
+            ..depths.clamp_rd_atomic(peer_data.rd_atomic, peer_data.dest_rd_atomic)
         };
         p.data.connect(&peer_data.endpoint(), mine[0].psn, &copts)?;
         // The control QP takes only SENDs: no remote access at all.
@@ -429,6 +435,14 @@ impl RcEndpoint {
     /// The data QP's number.
     pub fn qpn(&self) -> u32 {
         self.shared.data.qpn()
+    }
+
+    /// The data QP's READ and atomic depths, read back from the device
+    /// ([`Qp::query_rd_atomic`](crate::prim::Qp::query_rd_atomic)): how many
+    /// READs and atomics it keeps outstanding as initiator, and how many of
+    /// the peer's it takes as responder.
+    pub fn rd_atomic(&self) -> Result<(u8, u8)> {
+        Ok(self.shared.data.query_rd_atomic()?)
     }
 
     /// The endpoint's registered memory pool.
