@@ -200,7 +200,8 @@ macro_rules! layout {
         pub struct $ty(pub [u8; $ty::BYTES]);
 
         // Field names are `mlx5_ifc.h`'s, `atomic_req_8B_endianness_mode` included.
-        #[allow(non_snake_case)]
+        // `mkc.len` is a field, not a collection's length.
+        #[allow(non_snake_case, clippy::len_without_is_empty)]
         impl $ty {
             #[doc = concat!("The name in `mlx5_ifc.h`: `struct mlx5_ifc_", $cname, "_bits`.")]
             pub const NAME: &'static str = $cname;
