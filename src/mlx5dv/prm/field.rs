@@ -154,7 +154,10 @@ pub struct Info {
     pub subs: &'static [Sub],
     /// The fields and embedded structures whose layout comes from rdma-core
     /// v59's `providers/mlx5/mlx5_ifc.h` because Linux 6.1's header does not
-    /// have them (all of them when `kernel_bytes` is 0).
+    /// have them (all of them when `kernel_bytes` is 0, for the structures of
+    /// [`LAYOUTS`](crate::mlx5dv::prm::LAYOUTS); the translation entries of
+    /// [`ENTRIES`](crate::mlx5dv::prm::ENTRIES) are the kernel's `qp.h`
+    /// structures).
     pub rdma_core: &'static [&'static str],
 }
 
@@ -203,7 +206,8 @@ macro_rules! layout {
         // `mkc.len` is a field, not a collection's length.
         #[allow(non_snake_case, clippy::len_without_is_empty)]
         impl $ty {
-            #[doc = concat!("The name in `mlx5_ifc.h`: `struct mlx5_ifc_", $cname, "_bits`.")]
+            #[doc = concat!("The name: `", $cname, "` (`struct mlx5_ifc_", $cname,
+                "_bits` in `mlx5_ifc.h`, for the structures of `LAYOUTS`).")]
             pub const NAME: &'static str = $cname;
             /// Size in bytes (`MLX5_ST_SZ_BYTES`).
             pub const BYTES: usize = $bits / 8;
