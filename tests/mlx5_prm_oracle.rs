@@ -23,8 +23,14 @@
 //! against that header, from the pinned rdma-core tree or tarball in
 //! `RRDDMMA_RDMA_CORE_SRC` (the harness sets it).
 //!
-//! Then the mutation: per structure, one field's bit offset moved by one on a
-//! copy of its table; each must be caught.
+//! The KLM and KSM entries, which no `mlx5_ifc.h` defines, are checked the
+//! same way against the kernel's `struct mlx5_klm` / `struct mlx5_ksm`
+//! (`include/linux/mlx5/qp.h`, cut out by name) through their big-endian
+//! members (tests/prm_oracle/entries.h).
+//!
+//! Then the mutation: per structure, one field's bit offset moved by one (by
+//! a dword in the entries, whose fields are whole dwords) on a copy of its
+//! table; each must be caught.
 
 #[path = "prm_oracle/cut.rs"]
 mod cut;
@@ -48,6 +54,8 @@ const PER_FIELD: u64 = 20;
 enum Header {
     Kernel,
     RdmaCore,
+    /// The kernel's `include/linux/mlx5/qp.h`, for the KLM and KSM entries.
+    QpH,
 }
 
 /// One field to check: the C path from the structure, our field as the
@@ -108,16 +116,21 @@ fn collect(info: &'static Info, h: Header, via_rc: bool, prefix: &str, base: u32
 
 fn layouts(h: Header) -> Vec<Lay> {
     let mut v = Vec::new();
-    for &info in prm::LAYOUTS {
+    for &info in if h == Header::QpH { prm::ENTRIES } else { prm::LAYOUTS } {
         let checked_here = match h {
             Header::Kernel => info.kernel_bytes != 0,
             Header::RdmaCore => info.kernel_bytes == 0 || !info.rdma_core.is_empty(),
+            Header::QpH => true,
         };
         if !checked_here {
             continue;
         }
         let mut fields = Vec::new();
-        collect(info, h, false, "", 0, &mut fields);
+        if h == Header::QpH {
+            fields.extend(info.fields.iter().map(|&f| Check { path: f.name.to_string(), ours: f, window: f }));
+        } else {
+            collect(info, h, false, "", 0, &mut fields);
+        }
         let own = fields.iter().filter(|c| !c.path.contains('.')).count();
         let subs = info
             .subs
@@ -129,6 +142,7 @@ fn layouts(h: Header) -> Vec<Lay> {
             })
             .collect();
         let bytes = if h == Header::Kernel { info.kernel_bytes } else { info.bytes };
+        let subs = if h == Header::QpH { Vec::new() } else { subs };
         let n = fields.len() as u64;
         if n == 0 {
             continue;
@@ -206,26 +220,40 @@ fn program(h: Header, lays: &[Lay], tree: &Path, ifc: &Path) -> String {
     let dev_f = "include/linux/mlx5/device.h";
     let dev = std::fs::read_to_string(tree.join(dev_f)).expect("read device.h");
     let mut c = mine("prm_oracle/plumbing.h");
-    for m in [
-        "__mlx5_nullp",
-        "__mlx5_bit_sz",
-        "__mlx5_bit_off",
-        "__mlx5_dw_off",
-        "__mlx5_64_off",
-        "__mlx5_dw_bit_off",
-        "__mlx5_mask",
-        "__mlx5_dw_mask",
-        "__mlx5_st_sz_bits",
-        "MLX5_ST_SZ_BYTES",
-        "MLX5_SET",
-        "MLX5_GET",
-        "__MLX5_SET64",
-        "MLX5_SET64",
-        "MLX5_GET64",
-    ] {
+    if h == Header::QpH {
+        c.push_str(&mine("prm_oracle/entries.h"));
+        let qp = std::fs::read_to_string(ifc).expect("read qp.h");
+        for s in ["mlx5_klm", "mlx5_ksm"] {
+            writeln!(c, "{}", extract::structure(&qp, "include/linux/mlx5/qp.h", s)).unwrap();
+        }
+    }
+    let macros: &[&str] = if h == Header::QpH {
+        &[]
+    } else {
+        &[
+            "__mlx5_nullp",
+            "__mlx5_bit_sz",
+            "__mlx5_bit_off",
+            "__mlx5_dw_off",
+            "__mlx5_64_off",
+            "__mlx5_dw_bit_off",
+            "__mlx5_mask",
+            "__mlx5_dw_mask",
+            "__mlx5_st_sz_bits",
+            "MLX5_ST_SZ_BYTES",
+            "MLX5_SET",
+            "MLX5_GET",
+            "__MLX5_SET64",
+            "MLX5_SET64",
+            "MLX5_GET64",
+        ]
+    };
+    for m in macros {
         writeln!(c, "{}", cut::define(&dev, dev_f, m)).unwrap();
     }
-    writeln!(c, "#include \"{}\"", ifc.display()).unwrap();
+    if h != Header::QpH {
+        writeln!(c, "#include \"{}\"", ifc.display()).unwrap();
+    }
     if h == Header::Kernel {
         for k in ["MLX5_CAP_GENERAL", "HCA_CAP_OPMOD_GET_MAX", "MLX5_EVENT_TYPE_COMP"] {
             writeln!(c, "{}", extract::enum_with(&dev, dev_f, k)).unwrap();
@@ -289,7 +317,7 @@ fn program(h: Header, lays: &[Lay], tree: &Path, ifc: &Path) -> String {
     }
     c.push_str("}\nstatic void consts(void)\n{\n");
     for (name, _, rc) in constants() {
-        if rc == (h == Header::RdmaCore) {
+        if h != Header::QpH && rc == (h == Header::RdmaCore) {
             writeln!(c, "\tprintf(\"C {name} %llu\\n\", (unsigned long long)({name}));").unwrap();
         }
     }
@@ -471,16 +499,24 @@ fn check(h: Header, dir: &Path, tree: &Path, ifc: &Path) -> Outcome {
         let (bad, notes) = ours(li, l, &l.fields, results, 5);
         o.mismatches += bad;
         o.notes.extend(notes);
-        // The mutation: the first own field that can move by one inside its
-        // dword, moved by one on a copy of the table.
-        let pick = l.fields[..l.own]
-            .iter()
-            .position(|c| c.ours.bits < 32 && c.ours.bit_off % 32 + c.ours.bits < 32)
-            .or_else(|| l.fields[..l.own].iter().position(|c| c.ours.bits < 32 && c.ours.bit_off % 32 > 0));
+        // The mutation: the first own field that can move by one bit inside
+        // its dword moved by one on a copy of the table; in a structure of
+        // whole dwords only (the entries), a 32-bit field moved by a dword.
+        let own = &l.fields[..l.own];
+        let by_bit =
+            |c: &Check| c.ours.bits < 32 && (c.ours.bit_off % 32 + c.ours.bits < 32 || c.ours.bit_off % 32 > 0);
+        let by_dword = |c: &Check| c.ours.bits == 32 && (c.ours.bit_off + 64) as usize <= l.bytes * 8;
+        let pick = own.iter().position(by_bit).or_else(|| own.iter().position(by_dword));
         if let Some(i) = pick {
             let mut mutated = l.fields.clone();
             let m = &mut mutated[i].ours;
-            m.bit_off = if m.bit_off % 32 + m.bits < 32 { m.bit_off + 1 } else { m.bit_off - 1 };
+            m.bit_off = if m.bits == 32 {
+                m.bit_off + 32
+            } else if m.bit_off % 32 + m.bits < 32 {
+                m.bit_off + 1
+            } else {
+                m.bit_off - 1
+            };
             o.mutated += 1;
             if ours(li, l, &mutated, results, 0).0 > 0 {
                 o.caught += 1;
@@ -490,7 +526,7 @@ fn check(h: Header, dir: &Path, tree: &Path, ifc: &Path) -> Outcome {
         }
     }
     for (name, v, rc) in constants() {
-        if rc != (h == Header::RdmaCore) {
+        if h == Header::QpH || rc != (h == Header::RdmaCore) {
             continue;
         }
         o.consts += 1;
@@ -524,7 +560,8 @@ fn prm_layouts_match_mlx5_ifc_h() {
     let k = check(Header::Kernel, &dir, &tree, &tree.join("include/linux/mlx5/mlx5_ifc.h"));
     let rc_ifc = rdma_core_ifc(&dir);
     let r = check(Header::RdmaCore, &dir, &tree, &rc_ifc);
-    for n in k.notes.iter().chain(&r.notes) {
+    let e = check(Header::QpH, &dir, &tree, &tree.join("include/linux/mlx5/qp.h"));
+    for n in k.notes.iter().chain(&r.notes).chain(&e.notes) {
         eprintln!("PRM oracle: {n}");
     }
     println!(
@@ -550,11 +587,21 @@ fn prm_layouts_match_mlx5_ifc_h() {
         r.consts
     );
     println!(
-        "mlx5-provider: PRM mutation caught: one field's bit offset moved by one in each structure's table, \
-         {}/{} caught against the kernel, {}/{} against rdma-core",
-        k.caught, k.mutated, r.caught, r.mutated
+        "mlx5-provider: PRM translation entries vs kernel qp.h (struct mlx5_klm, mlx5_ksm): {} structures ({}), {} \
+         fields, {} cases, {} mismatches",
+        e.structures.len(),
+        e.structures.join(", "),
+        e.own,
+        thousands(e.cases),
+        e.mismatches
     );
-    assert_eq!(k.mismatches + r.mismatches, 0, "PRM layouts differ from the headers (notes above)");
-    assert_eq!((k.caught, r.caught), (k.mutated, r.mutated), "a mutation was not caught");
+    println!(
+        "mlx5-provider: PRM mutation caught: one field's bit offset moved by one (by a dword in the entries) in each \
+         structure's table, \
+         {}/{} caught against the kernel, {}/{} against rdma-core, {}/{} against qp.h",
+        k.caught, k.mutated, r.caught, r.mutated, e.caught, e.mutated
+    );
+    assert_eq!(k.mismatches + r.mismatches + e.mismatches, 0, "PRM layouts differ from the headers (notes above)");
+    assert_eq!((k.caught, r.caught, e.caught), (k.mutated, r.mutated, e.mutated), "a mutation was not caught");
     assert!(k.structures.len() >= 10 && k.mutated > 0);
 }

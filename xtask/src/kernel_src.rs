@@ -27,6 +27,7 @@ const PARTS: &[&str] = &[
     "include/linux/mlx5/device.h",
     "include/linux/mlx5/driver.h",
     "include/linux/mlx5/mlx5_ifc.h",
+    "include/linux/mlx5/qp.h",
 ];
 
 /// An unpacked kernel source.

@@ -696,11 +696,14 @@ impl CapType {
 pub struct CapMode(pub u16);
 
 impl CapMode {
+    /// `HCA_CAP_OPMOD_GET_MAX` = 0x0.
+    pub const MAX: CapMode = CapMode(0x0);
     /// `HCA_CAP_OPMOD_GET_CUR` = 0x1.
     pub const CUR: CapMode = CapMode(0x1);
     /// Every constant above with its C name, and whether it comes from
     /// rdma-core v59's header rather than Linux 6.1's.
-    pub const ALL: &'static [(&'static str, CapMode, bool)] = &[("HCA_CAP_OPMOD_GET_CUR", CapMode::CUR, false)];
+    pub const ALL: &'static [(&'static str, CapMode, bool)] =
+        &[("HCA_CAP_OPMOD_GET_MAX", CapMode::MAX, false), ("HCA_CAP_OPMOD_GET_CUR", CapMode::CUR, false)];
 }
 
 /// An event queue entry's type (`enum mlx5_event`): what a DEVX event

@@ -154,7 +154,10 @@ pub struct Info {
     pub subs: &'static [Sub],
     /// The fields and embedded structures whose layout comes from rdma-core
     /// v59's `providers/mlx5/mlx5_ifc.h` because Linux 6.1's header does not
-    /// have them (all of them when `kernel_bytes` is 0).
+    /// have them (all of them when `kernel_bytes` is 0, for the structures of
+    /// [`LAYOUTS`](crate::mlx5dv::prm::LAYOUTS); the translation entries of
+    /// [`ENTRIES`](crate::mlx5dv::prm::ENTRIES) are the kernel's `qp.h`
+    /// structures).
     pub rdma_core: &'static [&'static str],
 }
 
@@ -200,9 +203,11 @@ macro_rules! layout {
         pub struct $ty(pub [u8; $ty::BYTES]);
 
         // Field names are `mlx5_ifc.h`'s, `atomic_req_8B_endianness_mode` included.
-        #[allow(non_snake_case)]
+        // `mkc.len` is a field, not a collection's length.
+        #[allow(non_snake_case, clippy::len_without_is_empty)]
         impl $ty {
-            #[doc = concat!("The name in `mlx5_ifc.h`: `struct mlx5_ifc_", $cname, "_bits`.")]
+            #[doc = concat!("The name: `", $cname, "` (`struct mlx5_ifc_", $cname,
+                "_bits` in `mlx5_ifc.h`, for the structures of `LAYOUTS`).")]
             pub const NAME: &'static str = $cname;
             /// Size in bytes (`MLX5_ST_SZ_BYTES`).
             pub const BYTES: usize = $bits / 8;
@@ -308,3 +313,113 @@ macro_rules! layout {
     };
 }
 pub(crate) use layout;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mlx5dv::prm::{
+        CapMode, CapType, CmdHcaCap, Opcode, Qpc, QueryHcaCapIn, QueryHcaCapOut, Rts2rtsQpIn, LAYOUTS,
+    };
+
+    #[test]
+    fn one_bit_fields_at_both_ends_of_a_dword() {
+        let mut b = [0u8; 8];
+        Field::new("msb", 0, 1).set(&mut b, 1);
+        assert_eq!(b, [0x80, 0, 0, 0, 0, 0, 0, 0]);
+        Field::new("lsb", 63, 1).set(&mut b, 1);
+        assert_eq!(b, [0x80, 0, 0, 0, 0, 0, 0, 1]);
+        assert_eq!(Field::new("x", 31, 1).get(&b), 0);
+        assert_eq!(Field::new("x", 63, 1).get(&b), 1);
+    }
+
+    #[test]
+    fn set_keeps_the_rest_of_the_dword_and_get_masks_it() {
+        let mut b = [0xffu8; 4];
+        let f = Field::new("mid", 4, 8); // bits 4..12: 0x0ff0_0000 of the dword
+        f.set(&mut b, 0x5a);
+        assert_eq!(u32::from_be_bytes(b), 0xf5af_ffff);
+        assert_eq!(f.get(&b), 0x5a);
+        assert_eq!(Field::new("w", 0, 32).get(&b), 0xf5af_ffff);
+    }
+
+    #[test]
+    fn sixty_four_bit_fields_are_two_dwords_high_first() {
+        let mut b = [0u8; 16];
+        let f = Field::new("va", 32, 64);
+        f.set(&mut b, 0x0102_0304_0506_0708);
+        assert_eq!(b, [0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0]);
+        assert_eq!(f.get(&b), 0x0102_0304_0506_0708);
+        assert!(f.fits(u64::MAX));
+    }
+
+    #[test]
+    #[should_panic(expected = "PRM qpc.state: value 0x10 does not fit the field's 4 bits (at most 0xf)")]
+    fn a_value_wider_than_the_field_panics_naming_structure_field_value_and_width() {
+        Qpc::new().set_state(0x10);
+    }
+
+    #[test]
+    #[should_panic(expected = "PRM field f (bits 0x40..+32) lies past the end of a 8-byte buffer")]
+    fn a_buffer_too_short_panics_naming_the_field() {
+        Field::new("f", 64, 32).get(&[0; 8]);
+    }
+
+    #[test]
+    #[should_panic(expected = "1..=32 bits inside one dword")]
+    fn a_field_across_two_dwords_is_refused() {
+        Field::new("across", 28, 8);
+    }
+
+    #[test]
+    fn typed_setters_chain_and_embedded_structures_are_views() {
+        let mut cmd = Rts2rtsQpIn::new();
+        cmd.set_opcode(u32::from(Opcode::RTS2RTS_QP.0)).set_qpn(0x12_3456).set_qpc_ext(1);
+        cmd.qpc_mut().set_lag_tx_port_affinity(2).primary_address_path_mut().set_udp_sport(0xc000);
+        assert_eq!(cmd.qpc().primary_address_path().udp_sport(), 0xc000);
+        assert_eq!(cmd.qpc().lag_tx_port_affinity(), 2);
+        // opcode, then qpn behind qpc_ext, both big-endian
+        assert_eq!(&cmd.as_bytes()[..12], &[0x05, 0x05, 0, 0, 0, 0, 0, 0, 0x80, 0x12, 0x34, 0x56]);
+        let dbg = format!("{:?}", cmd);
+        assert!(dbg.contains("qpn: 0x123456"), "{dbg}");
+        assert!(Rts2rtsQpIn::from_slice(&[0; 10]).is_none());
+    }
+
+    #[test]
+    fn query_hca_cap_op_mod_and_the_general_caps_through_the_union() {
+        let mut q = QueryHcaCapIn::new();
+        q.set_op_mod(u32::from(CapType::ATOMIC.op_mod(CapMode::CUR)));
+        assert_eq!(q.op_mod(), (3 << 1) | 1);
+        let mut out = QueryHcaCapOut::new();
+        out.cmd_hca_cap_mut().set_log_max_qp(17);
+        let caps = CmdHcaCap::from_slice(&out.as_bytes()[16..]).expect("the union follows the 16-byte header");
+        assert_eq!(caps.log_max_qp(), 17);
+    }
+
+    #[test]
+    fn every_table_fits_its_structure_in_offset_order() {
+        let mut names = std::collections::BTreeSet::new();
+        for info in LAYOUTS {
+            assert!(names.insert(info.name), "{} twice", info.name);
+            assert!(info.kernel_bytes <= info.bytes, "{}", info.name);
+            let mut last = 0;
+            for f in info.fields {
+                assert!(
+                    f.bit_off >= last && (f.bit_off + f.bits) as usize <= info.bytes * 8,
+                    "{}.{}",
+                    info.name,
+                    f.name
+                );
+                last = f.bit_off + f.bits;
+                assert_eq!(info.field(f.name), Some(f));
+            }
+            for s in info.subs {
+                assert!(
+                    s.bit_off % 32 == 0 && s.bit_off as usize / 8 + s.layout.bytes <= info.bytes,
+                    "{}.{}",
+                    info.name,
+                    s.name
+                );
+            }
+        }
+    }
+}

@@ -43,6 +43,7 @@
 
 mod caps;
 mod consts;
+mod entries;
 mod field;
 mod mkey;
 mod objects;
@@ -50,12 +51,18 @@ mod qp;
 
 pub use caps::*;
 pub use consts::*;
+pub use entries::{Klm, Ksm};
 pub use field::{Field, Info, Sub};
 pub use mkey::*;
 pub use objects::*;
 pub use qp::*;
 
-/// Every structure of this module, for tools that walk them (the oracle).
+/// The translation entries ([`Klm`], [`Ksm`]): in neither `mlx5_ifc.h`,
+/// they follow the kernel's `struct mlx5_klm` / `struct mlx5_ksm`.
+pub const ENTRIES: &[&Info] = &[&Klm::INFO, &Ksm::INFO];
+
+/// Every `mlx5_ifc.h` structure of this module, for tools that walk them (the
+/// oracle); the translation entries are in [`ENTRIES`].
 pub const LAYOUTS: &[&Info] = &[
     &QueryHcaCapIn::INFO,
     &QueryHcaCapOut::INFO,
