@@ -15,6 +15,7 @@
 use rrddmma::mlx5dv::be::{Be16, Be32, Be64};
 use rrddmma::mlx5dv::cq::CqRing;
 use rrddmma::mlx5dv::cqe::{Completion, Cqe64, CqeOpcode};
+use rrddmma::mlx5dv::eth::CsumFlags;
 use rrddmma::mlx5dv::mmio::HwMmio;
 use rrddmma::mlx5dv::seg::{CtrlFlags, DatagramSeg};
 use rrddmma::mlx5dv::sq::{SqRing, SqTransport};
@@ -39,6 +40,8 @@ const ROWS: &[&str] = &[
     "masked_cas16",
     "dc_write",
     "batch32",
+    "eth42",
+    "tso",
     "poll",
 ];
 
@@ -185,6 +188,22 @@ fn batch32(b: &mut Bench, i: u64) -> u16 {
     unsafe { b.sq.write(F, at(i + BATCH - 1)).data(64, 0x66, 0x20000 + (i + BATCH - 1) * 64) }.post(&mut b.mmio)
 }
 
+/// A 42-byte packet (Ethernet, IPv4, UDP headers) all inline: 18 bytes in
+/// the Ethernet segment, the other 24 in an inline segment.
+#[inline(never)]
+fn eth42(b: &mut Bench, pkt: &[u8; 42]) -> u16 {
+    b.sq.send_eth(F, CsumFlags::L3.union(CsumFlags::L4), &pkt[..18]).inline(&pkt[18..]).post(&mut b.mmio)
+}
+
+/// A TSO of 64 KiB: 54 bytes of headers (Ethernet, IPv4, TCP) inline, MSS
+/// 1448, the payload by one data segment.
+#[inline(never)]
+fn tso(b: &mut Bench, i: u64, hdr: &[u8; 54]) -> u16 {
+    let w = b.sq.send_tso(F, CsumFlags::L3.union(CsumFlags::L4), 1448, hdr);
+    // SAFETY: as in `write`.
+    unsafe { w.data(65536 - 54, 0x66, 0x20000 + i * 64) }.post(&mut b.mmio)
+}
+
 /// One requester completion written by the device and polled.
 #[inline(never)]
 fn poll(b: &mut Bench, i: u64) -> usize {
@@ -263,6 +282,23 @@ fn main() {
             let pi = batch32(&mut b, j * BATCH);
             b.account(pi);
         }),
+        "eth42" | "tso" => {
+            // SAFETY: the ring's WQEs are raw packet WQEs from here on.
+            unsafe { b.sq.set_transport(SqTransport::RawPacket) };
+            let hdr: [u8; 54] = std::array::from_fn(|k| k as u8);
+            if row == "eth42" {
+                let pkt: &[u8; 42] = hdr[..42].try_into().expect("42 bytes");
+                (0..n).for_each(|_| {
+                    let pi = eth42(&mut b, pkt);
+                    b.account(pi);
+                })
+            } else {
+                (0..n).for_each(|i| {
+                    let pi = tso(&mut b, i, &hdr);
+                    b.account(pi);
+                })
+            }
+        }
         "poll" => (0..n).for_each(|i| sum += poll(&mut b, i) as u64),
         other => usage(&format!("unknown row {other:?}")),
     }

@@ -30,7 +30,7 @@
 #define wc_fence() asm volatile("sfence" ::: "memory")
 
 static const char *rows[] = { "write",	      "write_inline32", "send",	    "read",    "cas",  "fetch_add",
-			      "masked_cas8", "masked_cas16",   "dc_write", "batch32", "poll", NULL };
+			      "masked_cas8", "masked_cas16",   "dc_write", "batch32", "eth42",	"tso", "poll", NULL };
 
 static uint8_t ring[BBS * 64] __attribute__((aligned(64)));
 static __be32 sq_dbrec[2];
@@ -338,6 +338,49 @@ __attribute__((noinline)) static uint16_t post_batch32(uint64_t i)
 	return pi;
 }
 
+/* A 42-byte packet all inline (libmlx5's raw packet SEND with
+ * IBV_SEND_INLINE): the first 18 bytes in the Ethernet segment
+ * (mlx5dv_set_eth_seg), the other 24 in an inline segment; 5 DS. */
+__attribute__((noinline)) static uint16_t post_eth42(const uint8_t *pkt)
+{
+	uint8_t *wqe = begin(&q, 2);
+	uint16_t pi = q.cur_post;
+	struct mlx5_wqe_eth_seg *eth = (void *)(wqe + 16);
+	memset(eth, 0, 12);
+	mlx5dv_set_eth_seg(eth, MLX5_ETH_WQE_L3_CSUM | MLX5_ETH_WQE_L4_CSUM, 0, 18, (uint8_t *)pkt);
+	struct mlx5_wqe_inl_data_seg *inl = wrap(&q, wqe + 48);
+	uint8_t *dst = (uint8_t *)(inl + 1);
+	unsigned len = 24, copy = len;
+	if (__builtin_expect(dst + len > q.qend, 0)) {
+		copy = q.qend - dst;
+		memcpy(q.start, pkt + 18 + copy, len - copy);
+	}
+	memcpy(dst, pkt + 18, copy);
+	inl->byte_count = htobe32(len | MLX5_INLINE_SEG);
+	finish(&q, wqe, 5, MLX5_OPCODE_SEND, 0, F, 0);
+	doorbell(&q, wqe, 5, 1, 1);
+	return pi;
+}
+
+/* A TSO: 54 bytes of headers inline (2 in the Ethernet segment's first 16
+ * bytes, the other 52 in 16-byte units after it, the last padded), MSS
+ * 1448, the payload by one data segment; 7 DS. */
+__attribute__((noinline)) static uint16_t post_tso(uint64_t i, const uint8_t *hdr)
+{
+	uint8_t *wqe = begin(&q, 2);
+	uint16_t pi = q.cur_post;
+	struct mlx5_wqe_eth_seg *eth = (void *)(wqe + 16);
+	memset(eth, 0, 12);
+	mlx5dv_set_eth_seg(eth, MLX5_ETH_WQE_L3_CSUM | MLX5_ETH_WQE_L4_CSUM, 1448, 54, (uint8_t *)hdr);
+	/* mlx5dv_set_eth_seg copied all 54 bytes from inline_hdr_start on: the
+	 * units after the segment's first 16 bytes; pad the last */
+	memset(wqe + 16 + 14 + 54, 0, 16 - (52 % 16));
+	mlx5dv_set_data_seg(wrap(&q, wqe + 96), 65536 - 54, 0x66, 0x20000 + i * 64);
+	finish(&q, wqe, 7, MLX5_OPCODE_TSO, 0, F, 0);
+	doorbell(&q, wqe, 7, 1, 0);
+	return pi;
+}
+
 /* One requester completion written by the device and polled. */
 __attribute__((noinline)) static int poll(uint64_t i)
 {
@@ -363,6 +406,9 @@ int main(int argc, char **argv)
 	static const uint8_t payload[32] = { [0 ... 31] = 0x41 };
 	static const uint8_t ops[4][16] = { { [0 ... 15] = 0x11 }, { [0 ... 15] = 0x22 }, { [0 ... 15] = 0x33 },
 					    { [0 ... 15] = 0x44 } };
+	uint8_t hdr[54];
+	for (unsigned k = 0; k < sizeof(hdr); k++)
+		hdr[k] = k;
 	struct mlx5_wqe_av av;
 	memset(&av, 0, sizeof(av));
 	av.key.dc_key = htobe64(0x12345678);
@@ -396,6 +442,10 @@ int main(int argc, char **argv)
 	else if (!strcmp(row, "batch32")) {
 		for (long j = 0; j < n / BATCH; j++)
 			account(post_batch32(j * BATCH));
+	} else if (!strcmp(row, "eth42")) {
+		LOOP(post_eth42(hdr))
+	} else if (!strcmp(row, "tso")) {
+		LOOP(post_tso(i, hdr))
 	} else if (!strcmp(row, "poll")) {
 		for (long i = 0; i < n; i++)
 			sum += poll(i);

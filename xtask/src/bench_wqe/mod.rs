@@ -48,7 +48,7 @@ pub const ROWS: &[(&str, &str)] = &[
     ("batch32", "32 RC WRITEs, one doorbell (per WQE)"),
     ("umr_klm4", "UMR: mkey over a four-entry KLM list"),
     ("tag_add", "tag matching: tag add on the SRQ's command QP"),
-    ("eth42", "raw packet SEND, 42 B inline headers + data"),
+    ("eth42", "raw packet SEND, a 42 B packet all inline (18 B in the Ethernet segment)"),
     ("tso", "raw packet TSO (54 B headers, MSS 1448)"),
     ("mprq", "striding RQ: one striding WQE posted"),
     ("poll", "one completion polled (64 B CQE)"),
