@@ -30,9 +30,13 @@
 
 /* mlx5_provider.c's library build: an address handle holding a 48-byte AV. */
 struct ibv_ah *h_ah(unsigned slot, const uint8_t *av);
+/* eth.c: a raw packet send queue, and its TSO limits. */
+struct mlx5_qp *h_eth_sq(uint32_t qpn, unsigned wqe_cnt, int max_gs, int max_inline, unsigned bf_size, unsigned uuarn,
+			 int sig_all, uint64_t seed, int csum, uint32_t start);
+void h_eth_tso(struct mlx5_qp *qp, int max_tso_header, uint32_t max_tso);
 
 static const char *rows[] = { "write", "write_inline32", "send", "read", "cas", "fetch_add", "dc_write",
-			      "batch32", "poll", NULL };
+			      "batch32", "eth42", "tso", "poll", NULL };
 
 static struct mlx5_qp *qp;
 static struct mlx5_cq *cq;
@@ -147,6 +151,38 @@ __attribute__((noinline)) static void post_dc_write(uint64_t i, struct ibv_ah *a
 		abort();
 }
 
+/* A 42-byte packet all inline (IBV_SEND_INLINE; the minimum inline
+ * headers, 18 bytes, in the Ethernet segment), checksums offloaded. */
+__attribute__((noinline)) static void post_eth42(uint64_t i, uint8_t *pkt)
+{
+	sge.addr = (uintptr_t)pkt;
+	sge.length = 42;
+	sge.lkey = 0x66;
+	wr.wr_id = i;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE | IBV_SEND_IP_CSUM;
+	post();
+}
+
+/* A TSO of 64 KiB: 54 bytes of headers, MSS 1448, the payload by one SGE. */
+__attribute__((noinline)) static void post_tso(uint64_t i, uint8_t *hdr)
+{
+	sge.addr = 0x20000 + i * 64;
+	sge.length = 65536 - 54;
+	sge.lkey = 0x66;
+	wr.wr_id = i;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_TSO;
+	wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_IP_CSUM;
+	wr.tso.hdr = hdr;
+	wr.tso.hdr_sz = 54;
+	wr.tso.mss = 1448;
+	post();
+}
+
 __attribute__((noinline)) static int poll(uint64_t i)
 {
 	struct ibv_wc wc;
@@ -168,9 +204,16 @@ int main(int argc, char **argv)
 	}
 	const char *row = argv[1];
 	long n = argc > 2 ? atol(argv[2]) : 0;
-	int dc = !strcmp(row, "dc_write");
+	int dc = !strcmp(row, "dc_write"), eth = !strcmp(row, "eth42") || !strcmp(row, "tso");
 	/* kind 0 RC, 3 DCI with streams; no BlueFlame (bf_size 0, uuarn 0): the plain doorbell */
-	qp = h_make_sq(dc ? 3 : 0, QPN, BBS, 4, 64, 0, 0, 0, 1);
+	if (eth) {
+		/* a raw packet QP with checksum offload, TSO headers up to 128 bytes */
+		qp = h_eth_sq(QPN, BBS, 4, 64, 0, 0, 0, 1, 1, 0);
+		h_eth_tso(qp, 128, 1 << 18);
+		h_context()->eth_min_inline_size = 18;
+	} else {
+		qp = h_make_sq(dc ? 3 : 0, QPN, BBS, 4, 64, 0, 0, 0, 1);
+	}
 	memset(h_sq_buf(qp), 0, BBS * 64);
 	if (mlx5_store_qp(h_context(), QPN, qp))
 		abort();
@@ -231,7 +274,19 @@ int main(int argc, char **argv)
 			post_batch32(j * BATCH);
 			account(MLX5_OPCODE_RDMA_WRITE, 1);
 		}
-	else if (!strcmp(row, "poll")) {
+	else if (!strcmp(row, "eth42") || !strcmp(row, "tso")) {
+		uint8_t hdr[54];
+		for (unsigned k = 0; k < sizeof(hdr); k++)
+			hdr[k] = k;
+		int tso = !strcmp(row, "tso");
+		for (long i = 0; i < n; i++) {
+			if (tso)
+				post_tso(i, hdr);
+			else
+				post_eth42(i, hdr);
+			account(MLX5_OPCODE_SEND, 2);
+		}
+	} else if (!strcmp(row, "poll")) {
 		/* a full ring of posted WRITEs for the CQEs to name (the poller looks up wrid/wqe_head) */
 		for (long i = 0; i < BBS; i++) {
 			rdma(IBV_WR_RDMA_WRITE, i, 64, 0);

@@ -102,6 +102,10 @@ pub fn build() -> Result<PathBuf> {
     .arg(root().join("benches/wqe_cost/wqe_cost_mlx5.c"))
     .arg(provider.join("mlx5_provider.c"))
     .arg(provider.join("cq64.c"))
+    .arg(provider.join("eth.c"))
+    .arg(provider.join("mkey.c"))
+    .arg(provider.join("tm.c"))
+    .arg(provider.join("mprq.c"))
     .arg(&mlx5);
     for a in &archives[1..] {
         cc.arg(bdir.join(a));
