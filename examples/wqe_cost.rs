@@ -18,8 +18,9 @@ use rrddmma::mlx5dv::cqe::{Completion, Cqe64, CqeOpcode};
 use rrddmma::mlx5dv::eth::CsumFlags;
 use rrddmma::mlx5dv::mmio::HwMmio;
 use rrddmma::mlx5dv::seg::{CtrlFlags, DatagramSeg};
-use rrddmma::mlx5dv::sq::{SqRing, SqTransport};
-use rrddmma::prim::RemoteAddr;
+use rrddmma::mlx5dv::sq::{SqLimits, SqRing, SqTransport};
+use rrddmma::mlx5dv::umr::{KlmEntry, RawLayout};
+use rrddmma::prim::{AccessFlags, RemoteAddr};
 
 /// Send queue blocks.
 const BBS: u32 = 64;
@@ -40,6 +41,7 @@ const ROWS: &[&str] = &[
     "masked_cas16",
     "dc_write",
     "batch32",
+    "umr_klm4",
     "eth42",
     "tso",
     "poll",
@@ -188,6 +190,19 @@ fn batch32(b: &mut Bench, i: u64) -> u16 {
     unsafe { b.sq.write(F, at(i + BATCH - 1)).data(64, 0x66, 0x20000 + (i + BATCH - 1) * 64) }.post(&mut b.mmio)
 }
 
+/// UMR: an indirect key configured over four ranges (a KLM list, inline),
+/// with access rights, then the doorbell (`mlx5dv_wr_mkey_configure` with
+/// the access and list setters, `ibv_wr_complete`).
+#[inline(never)]
+fn umr_klm4(b: &mut Bench, klm: &[KlmEntry; 4]) -> u16 {
+    let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE;
+    // SAFETY: no device reads this ring, and the ranges are never used.
+    let pi = unsafe { b.sq.mkey_configure_raw(F, 0x4200, 4, Some(access), Some(RawLayout::List(klm))) }
+        .expect("a valid configuration");
+    b.sq.ring(&mut b.mmio);
+    pi
+}
+
 /// A 42-byte packet (Ethernet, IPv4, UDP headers) all inline: 18 bytes in
 /// the Ethernet segment, the other 24 in an inline segment.
 #[inline(never)]
@@ -282,6 +297,15 @@ fn main() {
             let pi = batch32(&mut b, j * BATCH);
             b.account(pi);
         }),
+        "umr_klm4" => {
+            b.sq.set_limits(SqLimits::new(128, 4, 1024));
+            let klm: [KlmEntry; 4] =
+                std::array::from_fn(|k| KlmEntry { lkey: 0x66 + k as u32, addr: 0x20000 + k as u64 * 4096, len: 4096 });
+            (0..n).for_each(|_| {
+                let pi = umr_klm4(&mut b, &klm);
+                b.account(pi);
+            })
+        }
         "eth42" | "tso" => {
             // SAFETY: the ring's WQEs are raw packet WQEs from here on.
             unsafe { b.sq.set_transport(SqTransport::RawPacket) };

@@ -30,7 +30,7 @@
 #define wc_fence() asm volatile("sfence" ::: "memory")
 
 static const char *rows[] = { "write",	      "write_inline32", "send",	    "read",    "cas",  "fetch_add",
-			      "masked_cas8", "masked_cas16",   "dc_write", "batch32", "eth42",	"tso", "poll", NULL };
+			      "masked_cas8", "masked_cas16",   "dc_write", "batch32", "umr_klm4", "eth42",	"tso", "poll", NULL };
 
 static uint8_t ring[BBS * 64] __attribute__((aligned(64)));
 static __be32 sq_dbrec[2];
@@ -338,6 +338,40 @@ __attribute__((noinline)) static uint16_t post_batch32(uint64_t i)
 	return pi;
 }
 
+/* UMR (libmlx5's mlx5dv_wr_mkey_configure with the access and list
+ * setters): ctrl (the key in imm), the UMR control segment (inline, four
+ * octowords, the mask), the mkey context (access, key, length), four KLM
+ * entries; 12 DS, three blocks, each reached through the wrap check. */
+__attribute__((noinline)) static uint16_t post_umr_klm4(uint32_t lkey, const struct mlx5_wqe_umr_klm_seg *klm,
+							 uint8_t access)
+{
+	uint8_t *wqe = begin(&q, 3);
+	uint16_t pi = q.cur_post;
+	struct mlx5_wqe_umr_ctrl_seg *umr = (void *)(wqe + 16);
+	memset(umr, 0, sizeof(*umr));
+	umr->flags = MLX5_WQE_UMR_CTRL_FLAG_INLINE;
+	umr->klm_octowords = htobe16(4);
+	umr->mkey_mask = htobe64(MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE | MLX5_WQE_UMR_CTRL_MKEY_MASK_MKEY |
+				 MLX5_WQE_UMR_CTRL_MKEY_MASK_LEN | MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_LOCAL_WRITE |
+				 MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_READ |
+				 MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_WRITE |
+				 MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_ATOMIC);
+	struct mlx5_wqe_mkey_context_seg *mk = wrap(&q, wqe + 64);
+	memset(mk, 0, sizeof(*mk));
+	mk->access_flags = access;
+	mk->qpn_mkey = htobe32(0xffffff00 | (lkey & 0xff));
+	uint64_t len = 0;
+	struct mlx5_wqe_umr_klm_seg *k = wrap(&q, (uint8_t *)mk + 64);
+	for (int e = 0; e < 4; e++) {
+		k[e] = klm[e];
+		len += be32toh(klm[e].byte_count);
+	}
+	mk->len = htobe64(len);
+	finish(&q, wqe, 12, MLX5_OPCODE_UMR, 0, F, htobe32(lkey));
+	doorbell(&q, wqe, 12, 1, 0);
+	return pi;
+}
+
 /* A 42-byte packet all inline (libmlx5's raw packet SEND with
  * IBV_SEND_INLINE): the first 18 bytes in the Ethernet segment
  * (mlx5dv_set_eth_seg), the other 24 in an inline segment; 5 DS. */
@@ -442,6 +476,15 @@ int main(int argc, char **argv)
 	else if (!strcmp(row, "batch32")) {
 		for (long j = 0; j < n / BATCH; j++)
 			account(post_batch32(j * BATCH));
+	} else if (!strcmp(row, "umr_klm4")) {
+		struct mlx5_wqe_umr_klm_seg klm[4];
+		for (int k = 0; k < 4; k++) {
+			klm[k].byte_count = htobe32(4096);
+			klm[k].mkey = htobe32(0x66 + k);
+			klm[k].address = htobe64(0x20000 + k * 4096);
+		}
+		/* local write, remote read, remote write (get_umr_mr_flags) */
+		LOOP(post_umr_klm4(0x4200, klm, 1 << 3 | 1 << 4 | 1 << 5))
 	} else if (!strcmp(row, "eth42")) {
 		LOOP(post_eth42(hdr))
 	} else if (!strcmp(row, "tso")) {

@@ -34,9 +34,13 @@ struct ibv_ah *h_ah(unsigned slot, const uint8_t *av);
 struct mlx5_qp *h_eth_sq(uint32_t qpn, unsigned wqe_cnt, int max_gs, int max_inline, unsigned bf_size, unsigned uuarn,
 			 int sig_all, uint64_t seed, int csum, uint32_t start);
 void h_eth_tso(struct mlx5_qp *qp, int max_tso_header, uint32_t max_tso);
+/* mkey.c: a send queue with the memory-key entries, and a key. */
+struct mlx5_qp *h_mkey_sq(uint32_t qpn, unsigned wqe_cnt, int max_inline, unsigned bf_size, int sig_all,
+			  uint64_t seed);
+struct mlx5dv_mkey *h_mkey(uint32_t key, uint16_t num_desc);
 
 static const char *rows[] = { "write", "write_inline32", "send", "read", "cas", "fetch_add", "dc_write",
-			      "batch32", "eth42", "tso", "poll", NULL };
+			      "batch32", "umr_klm4", "eth42", "tso", "poll", NULL };
 
 static struct mlx5_qp *qp;
 static struct mlx5_cq *cq;
@@ -151,6 +155,23 @@ __attribute__((noinline)) static void post_dc_write(uint64_t i, struct ibv_ah *a
 		abort();
 }
 
+/* UMR: mlx5dv_wr_mkey_configure with the access and list setters. */
+__attribute__((noinline)) static void post_umr_klm4(uint64_t i, struct mlx5dv_mkey *mkey, const struct ibv_sge *klm)
+{
+	struct ibv_qp_ex *qpx = h_qp_ex(qp);
+	struct mlx5dv_qp_ex *dv = h_dv_qp(qp);
+	struct mlx5dv_mkey_conf_attr attr = { 0 };
+	ibv_wr_start(qpx);
+	qpx->wr_id = i;
+	/* libmlx5 configures keys inline only */
+	qpx->wr_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+	mlx5dv_wr_mkey_configure(dv, mkey, 2, &attr);
+	mlx5dv_wr_set_mkey_access_flags(dv, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
+	mlx5dv_wr_set_mkey_layout_list(dv, 4, klm);
+	if (ibv_wr_complete(qpx))
+		abort();
+}
+
 /* A 42-byte packet all inline (IBV_SEND_INLINE; the minimum inline
  * headers, 18 bytes, in the Ethernet segment), checksums offloaded. */
 __attribute__((noinline)) static void post_eth42(uint64_t i, uint8_t *pkt)
@@ -211,6 +232,9 @@ int main(int argc, char **argv)
 		qp = h_eth_sq(QPN, BBS, 4, 64, 0, 0, 0, 1, 1, 0);
 		h_eth_tso(qp, 128, 1 << 18);
 		h_context()->eth_min_inline_size = 18;
+	} else if (!strcmp(row, "umr_klm4")) {
+		/* uuarn 1 in h_mkey_sq; no BlueFlame still: bf_size 0 */
+		qp = h_mkey_sq(QPN, BBS, 128, 0, 0, 1);
 	} else {
 		qp = h_make_sq(dc ? 3 : 0, QPN, BBS, 4, 64, 0, 0, 0, 1);
 	}
@@ -274,7 +298,19 @@ int main(int argc, char **argv)
 			post_batch32(j * BATCH);
 			account(MLX5_OPCODE_RDMA_WRITE, 1);
 		}
-	else if (!strcmp(row, "eth42") || !strcmp(row, "tso")) {
+	else if (!strcmp(row, "umr_klm4")) {
+		struct mlx5dv_mkey *mkey = h_mkey(0x4200, 4);
+		struct ibv_sge klm[4];
+		for (int k = 0; k < 4; k++) {
+			klm[k].addr = 0x20000 + k * 4096;
+			klm[k].length = 4096;
+			klm[k].lkey = 0x66 + k;
+		}
+		for (long i = 0; i < n; i++) {
+			post_umr_klm4(i, mkey, klm);
+			account(MLX5_OPCODE_UMR, 3);
+		}
+	} else if (!strcmp(row, "eth42") || !strcmp(row, "tso")) {
 		uint8_t hdr[54];
 		for (unsigned k = 0; k < sizeof(hdr); k++)
 			hdr[k] = k;
