@@ -53,6 +53,7 @@ struct Ring([u8; BBS as usize * 64]);
 /// A send queue and its CQ over plain memory, and the stand-in device that
 /// writes a requester CQE into the CQ.
 struct Bench {
+    ring: *const u8,
     sq: SqRing,
     cq: CqRing,
     cqes: *mut Cqe64,
@@ -81,7 +82,15 @@ impl Bench {
         let cq = unsafe {
             CqRing::from_raw(base.cast_const().cast(), CQES, 64, cq_db.as_mut_ptr(), uar.as_mut_ptr().cast(), 0x77)
         };
-        let mut b = Bench { sq, cq, cqes: base, produced: 0, out: [Completion::default()], mmio: HwMmio };
+        let mut b = Bench {
+            ring: ring.0.as_ptr(),
+            sq,
+            cq,
+            cqes: base,
+            produced: 0,
+            out: [Completion::default()],
+            mmio: HwMmio,
+        };
         b.sq.bind_cq(&b.cq);
         b
     }
@@ -327,4 +336,12 @@ fn main() {
         other => usage(&format!("unknown row {other:?}")),
     }
     println!("{row} {} {sum}", b.sq.cur_post());
+    // WQE_COST_DUMP=1: the ring's bytes, to compare with the C side's.
+    if std::env::var_os("WQE_COST_DUMP").is_some() {
+        // SAFETY: the leaked ring of `Bench::new`, BBS blocks of 64 bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(b.ring, BBS as usize * 64) };
+        for block in bytes.chunks(64) {
+            println!("{}", block.iter().map(|x| format!("{x:02x}")).collect::<String>());
+        }
+    }
 }

@@ -46,6 +46,8 @@ struct sq {
 	uint32_t cur_post, tail, wqe_cnt, qpn;
 	uint32_t bf_offset, bf_size;
 	int prefer_bf;
+	/* the fence the next WQE takes (after a UMR: libmlx5's fm_cache) */
+	uint8_t fm_cache;
 	uint32_t wqe_end[BBS];
 };
 
@@ -85,7 +87,8 @@ static inline void finish(struct sq *s, uint8_t *wqe, unsigned ds, uint8_t opcod
 			  uint32_t imm)
 {
 	struct mlx5_wqe_ctrl_seg *ctrl = (void *)wqe;
-	mlx5dv_set_ctrl_seg(ctrl, s->cur_post & 0xffff, opcode, opmod, s->qpn, fm_ce_se, ds, 0, imm);
+	mlx5dv_set_ctrl_seg(ctrl, s->cur_post & 0xffff, opcode, opmod, s->qpn, fm_ce_se | s->fm_cache, ds, 0, imm);
+	s->fm_cache = 0;
 	unsigned bbs = (ds * 16 + 63) / 64;
 	s->wqe_end[s->cur_post & (s->wqe_cnt - 1)] = s->cur_post + bbs;
 	s->cur_post += bbs;
@@ -368,6 +371,7 @@ __attribute__((noinline)) static uint16_t post_umr_klm4(uint32_t lkey, const str
 	}
 	mk->len = htobe64(len);
 	finish(&q, wqe, 12, MLX5_OPCODE_UMR, 0, F, htobe32(lkey));
+	q.fm_cache = MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE;
 	doorbell(&q, wqe, 12, 1, 0);
 	return pi;
 }
@@ -497,5 +501,12 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	printf("%s %u %ld\n", row, q.cur_post, sum);
+	/* WQE_COST_DUMP=1: the ring's bytes, to compare with the Rust side's. */
+	if (getenv("WQE_COST_DUMP"))
+		for (unsigned b = 0; b < BBS; b++) {
+			for (unsigned k = 0; k < 64; k++)
+				printf("%02x", ring[b * 64 + k]);
+			printf("\n");
+		}
 	return 0;
 }

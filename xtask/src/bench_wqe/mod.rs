@@ -56,11 +56,18 @@ pub const ROWS: &[(&str, &str)] = &[
 ];
 
 /// Why a column has no count for a row (printed as a footnote).
-const NOT_APPLICABLE: &[(&str, Column, &str)] = &[(
-    "masked_cas16",
-    Column::Libmlx5,
-    "libmlx5 of rdma-core has no path that writes extended (16- and 32-byte) masked atomics",
-)];
+const NOT_APPLICABLE: &[(&str, Column, &str)] = &[
+    (
+        "masked_cas8",
+        Column::Libmlx5,
+        "libmlx5 v59 posts no masked atomics (no IBV_WR_* or mlx5dv_wr_* entry writes opcode 0x14)",
+    ),
+    (
+        "masked_cas16",
+        Column::Libmlx5,
+        "libmlx5 of rdma-core has no path that writes extended (16- and 32-byte) masked atomics",
+    ),
+];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Column {
@@ -145,6 +152,31 @@ fn measure(jobs: &[(PathBuf, String)]) -> Result<Vec<f64>> {
         return Err(e.into());
     }
     Ok(results.into_inner().unwrap().into_iter().map(|(n, z)| (n as f64 - z as f64) / N as f64).collect())
+}
+
+/// The rows whose rings the C and Rust programs leave byte for byte
+/// different (`WQE_COST_DUMP=1` prints a program's ring after a run), at
+/// two run lengths: the two sides must build the same WQEs for their
+/// counts to compare.
+fn ring_mismatches(rust: &Path, c: &Path) -> Result<Vec<String>> {
+    let (r_rows, c_rows) = (rows_of(rust)?, rows_of(c)?);
+    let mut bad = Vec::new();
+    for row in r_rows.iter().filter(|r| c_rows.contains(r) && !matches!(r.as_str(), "poll" | "zip")) {
+        for n in ["100", "130"] {
+            let dump = |exe: &Path| -> Result<Vec<u8>> {
+                let out = Command::new(exe).args([row.as_str(), n]).env("WQE_COST_DUMP", "1").output()?;
+                if !out.status.success() {
+                    return Err(format!("{} {row} {n}: {}", exe.display(), out.status).into());
+                }
+                Ok(out.stdout)
+            };
+            if dump(rust)? != dump(c)? {
+                bad.push(format!("{row} (after {n} WQEs)"));
+                break;
+            }
+        }
+    }
+    Ok(bad)
 }
 
 /// One row's counts per column (`None`: n/a).
@@ -261,10 +293,16 @@ pub fn run(args: &[String]) -> Result<()> {
     if let Some(m) = &mlx5 {
         sides.push((Column::Libmlx5, m.as_path()));
     }
+    let mismatches = ring_mismatches(&rust, &c)?;
     let cols = measure_columns(&rows, &sides, &mut notes)?;
     let libmlx5 = cols.get(2).cloned().unwrap_or_else(|| vec![None; rows.len()]);
     let t = Table { rows: rows.clone(), c: cols[0].clone(), ours: cols[1].clone(), libmlx5, notes };
     print(&t);
+    if mismatches.is_empty() {
+        println!("C and rrddmma leave byte-identical rings on every row they share (WQE_COST_DUMP=1)");
+    } else {
+        println!("C and rrddmma rings DIFFER: {}", mismatches.join(", "));
+    }
     if args.iter().any(|a| a == "--record") {
         let measured = measured(&t);
         if rows.len() != ROWS.len() {
@@ -293,6 +331,14 @@ fn measured(t: &Table) -> Vec<gate::Measured> {
 pub fn gate_check(tally: &mut Tally) {
     let start = std::time::Instant::now();
     let built = build().and_then(|(rust, c)| {
+        match ring_mismatches(&rust, &c) {
+            Ok(bad) => tally.check_output(
+                "bench-wqe: the C and rrddmma programs build byte-identical WQEs on every row",
+                bad.is_empty(),
+                &format!("rings differ: {}", bad.join(", ")),
+            ),
+            Err(e) => tally.check(&format!("bench-wqe: rings compared ({e})"), false),
+        }
         let mut notes = Vec::new();
         let cols = measure_columns(ROWS, &[(Column::C, &c), (Column::Rrddmma, &rust)], &mut notes)?;
         Ok(Table {
