@@ -167,7 +167,7 @@ mod tests {
 
     #[test]
     fn a_rise_beyond_the_margin_fails_naming_the_row_and_both_counts() {
-        let (fail, _) = judge(&counts(), &[m("write", 101.0, Some(60.0)), m("poll", 20.3, None)]);
+        let (fail, _) = judge(&counts(), &[m("write", 101.0, Some(60.0)), m("poll", 20.2, None)]);
         assert!(fail.is_empty(), "{fail:?}");
         let (fail, _) = judge(&counts(), &[m("write", 101.2, Some(60.0))]);
         assert_eq!(fail.len(), 1);
