@@ -16,6 +16,7 @@ use rrddmma::mlx5dv::be::{Be16, Be32, Be64};
 use rrddmma::mlx5dv::cq::CqRing;
 use rrddmma::mlx5dv::cqe::{Completion, Cqe64, CqeOpcode};
 use rrddmma::mlx5dv::eth::CsumFlags;
+use rrddmma::mlx5dv::mini::{CqeResFormat, MiniCqe, COMPRESSED};
 use rrddmma::mlx5dv::mmio::HwMmio;
 use rrddmma::mlx5dv::seg::{CtrlFlags, DatagramSeg};
 use rrddmma::mlx5dv::sq::{SqLimits, SqRing, SqTransport};
@@ -45,6 +46,7 @@ const ROWS: &[&str] = &[
     "eth42",
     "tso",
     "poll",
+    "zip",
 ];
 
 #[repr(C, align(64))]
@@ -235,6 +237,54 @@ fn poll(b: &mut Bench, i: u64) -> usize {
     b.cq.poll(&mut b.out)
 }
 
+/// CQ entries of the compressed-session row, and CQEs per session.
+const ZIP_CQES: u32 = 16;
+const SESSION: u32 = 8;
+
+/// A CQ of [`ZIP_CQES`] plain-memory entries expanding sessions (hash
+/// format), and the stand-in device writing them.
+struct Zip {
+    cq: CqRing,
+    cqes: *mut Cqe64,
+    produced: u32,
+    out: [Completion; SESSION as usize],
+}
+
+impl Zip {
+    fn new() -> Zip {
+        let cqes = Box::leak(vec![Cqe64 { op_own: 0xf0, ..Cqe64::default() }; ZIP_CQES as usize].into_boxed_slice());
+        let cq_db = Box::leak(Box::new([Be32::default(); 2]));
+        let uar = Box::leak(Box::new([0u64; 8]));
+        let base = cqes.as_mut_ptr();
+        // SAFETY: plain memory standing in for the CQ, leaked; this program
+        // is its only producer, and the buffer is writable (`set_compression`).
+        let mut cq = unsafe {
+            CqRing::from_raw(base.cast_const().cast(), ZIP_CQES, 64, cq_db.as_mut_ptr(), uar.as_mut_ptr().cast(), 0x78)
+        };
+        // SAFETY: as above.
+        unsafe { cq.set_compression(Some(CqeResFormat::Hash)) };
+        Zip { cq, cqes: base, produced: 0, out: [Completion::default(); SESSION as usize] }
+    }
+}
+
+/// One compressed session of eight receive CQEs (title and one mini-CQE
+/// array), written by the device, then polled and expanded.
+#[inline(never)]
+fn zip(z: &mut Zip, title: &Cqe64, minis: &[MiniCqe; SESSION as usize]) -> usize {
+    let idx = (z.produced % ZIP_CQES) as usize;
+    let owner = u8::from(z.produced & ZIP_CQES != 0);
+    let t = Cqe64 { byte_cnt: Be32::new(SESSION), op_own: title.op_own | owner, ..*title };
+    // SAFETY: entries `idx` and `idx + 1` of the leaked buffer (sessions
+    // start at multiples of 8 in a ring of 16), the array first, the title
+    // last, as the device hands them over.
+    unsafe {
+        std::ptr::write_volatile(z.cqes.add(idx + 1).cast::<[MiniCqe; SESSION as usize]>(), *minis);
+        std::ptr::write_volatile(z.cqes.add(idx), t);
+    }
+    z.produced += SESSION;
+    z.cq.poll(&mut z.out)
+}
+
 fn usage(msg: &str) -> ! {
     eprintln!("wqe_cost: {msg}\nusage: wqe_cost ROW [ITERATIONS] | wqe_cost --rows\nrows: {}", ROWS.join(" "));
     std::process::exit(2)
@@ -333,6 +383,24 @@ fn main() {
             }
         }
         "poll" => (0..n).for_each(|i| sum += poll(&mut b, i) as u64),
+        // N counts CQEs: N / 8 sessions.
+        "zip" => {
+            let mut z = Zip::new();
+            let title = Cqe64 {
+                sop_drop_qpn: Be32::new(0x1234),
+                wqe_counter: Be16::new(0x10),
+                op_own: (CqeOpcode::RESP_SEND.to_raw() << 4) | (COMPRESSED << 2),
+                ..Cqe64::default()
+            };
+            let minis: [MiniCqe; SESSION as usize] =
+                std::array::from_fn(|k| MiniCqe { info: [k as u8, 1, 2, 3], byte_cnt: Be32::new(64 + k as u32) });
+            (0..n / u64::from(SESSION)).for_each(|_| {
+                let k = zip(&mut z, &title, &minis);
+                for c in &z.out[..k] {
+                    sum += u64::from(c.byte_len);
+                }
+            })
+        }
         other => usage(&format!("unknown row {other:?}")),
     }
     println!("{row} {} {sum}", b.sq.cur_post());

@@ -12,6 +12,10 @@
  * number, WQE counter, the work completion's fields, consumer record) and
  * the ring is freed up to the end of the WQE it names.
  *
+ * The zip row expands compressed sessions as the Linux kernel's mlx5e driver
+ * does (libmlx5 does not expand them) and reads each CQE as libmlx5 reads a
+ * receive CQE.
+ *
  * `wqe_cost_c --rows` lists the rows.
  */
 #include <stdint.h>
@@ -30,7 +34,7 @@
 #define wc_fence() asm volatile("sfence" ::: "memory")
 
 static const char *rows[] = { "write",	      "write_inline32", "send",	    "read",    "cas",  "fetch_add",
-			      "masked_cas8", "masked_cas16",   "dc_write", "batch32", "umr_klm4", "eth42",	"tso", "poll", NULL };
+			      "masked_cas8", "masked_cas16",   "dc_write", "batch32", "umr_klm4", "eth42",	"tso", "poll", "zip", NULL };
 
 static uint8_t ring[BBS * 64] __attribute__((aligned(64)));
 static __be32 sq_dbrec[2];
@@ -428,6 +432,80 @@ __attribute__((noinline)) static int poll(uint64_t i)
 	return poll_one(&c, &wc, &to);
 }
 
+/* Compressed sessions (the zip row): a CQ of 16 entries, sessions of eight
+ * receive CQEs (a title with byte_cnt = 8, one array of eight mini-CQEs in
+ * the next entry), hash format. The mini-CQE layout (struct
+ * mlx5_mini_cqe8, which this mlx5dv.h does not carry): four bytes of
+ * format-specific data (rx_hash_result here), the byte count. */
+#define ZIP_CQES 16
+#define SESSION 8
+struct mini_cqe8 {
+	uint8_t info[4];
+	__be32 byte_cnt;
+};
+static struct mlx5_cqe64 zcqes[ZIP_CQES] __attribute__((aligned(64)));
+static __be32 zdbrec[2];
+static uint32_t zci, zproduced;
+
+/* The device's side: the array first, then the title. */
+static inline void device_session(const struct mlx5_cqe64 *title, const struct mini_cqe8 *minis)
+{
+	unsigned idx = zproduced % ZIP_CQES;
+	struct mlx5_cqe64 t = *title;
+	t.byte_cnt = htobe32(SESSION);
+	t.op_own |= !!(zproduced & ZIP_CQES);
+	*(volatile struct mlx5_cqe64 *)&zcqes[idx + 1] = *(const struct mlx5_cqe64 *)minis;
+	*(volatile struct mlx5_cqe64 *)&zcqes[idx] = t;
+	zproduced += SESSION;
+}
+
+/* Polls up to ne completions, expanding a session as the kernel's mlx5e
+ * does (mlx5e_decompress_cqes_start / _cont: the title copied once, then per
+ * mini-CQE its byte count and hash, the WQE counter the title's plus its
+ * index, the owner bit of the entry; the session's entries handed back with
+ * the owner they would carry, so that none reads valid a lap later), each
+ * expanded CQE read as libmlx5's poller reads a receive CQE (byte count, QP,
+ * WQE counter, flags, the RSS hash), then the consumer record. */
+__attribute__((noinline)) static int poll_zip(struct wc *wc, uint32_t *hash, int ne)
+{
+	struct mlx5_cqe64 *cqe = &zcqes[zci & (ZIP_CQES - 1)];
+	uint8_t op_own = *(volatile uint8_t *)&cqe->op_own;
+	if ((op_own >> 4) == MLX5_CQE_INVALID || ((op_own & 1) ^ !!(zci & ZIP_CQES)))
+		return 0;
+	barrier();
+	int n = 0;
+	if (((op_own >> 2) & 3) == 3) {
+		struct mlx5_cqe64 title = *cqe;
+		unsigned count = be32toh(title.byte_cnt);
+		uint16_t ctr = be16toh(title.wqe_counter);
+		const struct mini_cqe8 *arr = (const void *)&zcqes[(zci + 1) & (ZIP_CQES - 1)];
+		for (unsigned i = 0; i < count && n < ne; i++, n++) {
+			if (i && !(i % SESSION))
+				arr = (const void *)&zcqes[(zci + i) & (ZIP_CQES - 1)];
+			const struct mini_cqe8 *m = &arr[i % SESSION];
+			title.byte_cnt = m->byte_cnt;
+			memcpy((uint8_t *)&title + 12, m->info, 4); /* rx_hash_result */
+			title.wqe_counter = htobe16(ctr + i);
+			title.op_own = (op_own & 0xf2) | !!((zci + i) & ZIP_CQES);
+			/* the receive CQE, read */
+			wc[n].wc_flags = 0;
+			wc[n].qp_num = be32toh(title.sop_drop_qpn) & 0xffffff;
+			wc[n].opcode = 128; /* IBV_WC_RECV */
+			wc[n].byte_len = be32toh(title.byte_cnt);
+			wc[n].wr_id = be16toh(title.wqe_counter);
+			wc[n].status = 0;
+			hash[n] = be32toh(*(__be32 *)((uint8_t *)&title + 12));
+		}
+		for (unsigned i = 0; i < count; i++)
+			zcqes[(zci + i) & (ZIP_CQES - 1)].op_own = 0xf0 | !!((zci + i) & ZIP_CQES);
+		zci += count;
+	} else {
+		abort(); /* this row writes sessions only */
+	}
+	zdbrec[0] = htobe32(zci & 0xffffff);
+	return n;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "--rows")) {
@@ -493,6 +571,30 @@ int main(int argc, char **argv)
 		LOOP(post_eth42(hdr))
 	} else if (!strcmp(row, "tso")) {
 		LOOP(post_tso(i, hdr))
+	} else if (!strcmp(row, "zip")) {
+		struct mlx5_cqe64 title;
+		memset(&title, 0, sizeof(title));
+		title.sop_drop_qpn = htobe32(QPN);
+		title.wqe_counter = htobe16(0x10);
+		title.op_own = MLX5_CQE_RESP_SEND << 4 | 3 << 2;
+		struct mini_cqe8 minis[SESSION];
+		for (unsigned k = 0; k < SESSION; k++) {
+			minis[k].info[0] = k;
+			minis[k].info[1] = 1;
+			minis[k].info[2] = 2;
+			minis[k].info[3] = 3;
+			minis[k].byte_cnt = htobe32(64 + k);
+		}
+		for (unsigned k = 0; k < ZIP_CQES; k++)
+			zcqes[k].op_own = 0xf0;
+		struct wc wc[SESSION];
+		uint32_t hash[SESSION];
+		for (long j = 0; j < n / SESSION; j++) {
+			device_session(&title, minis);
+			int got = poll_zip(wc, hash, SESSION);
+			for (int k = 0; k < got; k++)
+				sum += wc[k].byte_len;
+		}
 	} else if (!strcmp(row, "poll")) {
 		for (long i = 0; i < n; i++)
 			sum += poll(i);
