@@ -1,86 +1,415 @@
-//! The Rust side of `cargo xtask bench-wqe`: builds RDMA WRITE WQEs with
-//! `mlx5dv::sq::SqRing` and rings the plain (non-BlueFlame) doorbell, N
-//! times, over memory of its own (no device). See benches/wqe_cost/wqe_cost.c.
+//! The Rust side of `cargo xtask bench-wqe`: `wqe_cost ROW N` builds N
+//! direct WQEs of one kind (ROW) with the typed builders of
+//! `rrddmma::mlx5dv` and rings the plain (non-BlueFlame) doorbell, over
+//! memory of its own (no device). The C side, benches/wqe_cost/wqe_cost.c,
+//! does the same work with the `mlx5dv.h` helpers; callgrind counts both
+//! (the difference between runs of N and 0).
+//!
+//! The work around each WQE is the same on both sides: a CQ of plain memory
+//! where this program writes the CQE the device would, for the last WQE,
+//! whenever half the ring is outstanding, polled and the ring freed through
+//! it (`SqRing::retire`).
+//!
+//! `wqe_cost --rows` lists the rows.
 
-use rrddmma::mlx5dv::be::{Be16, Be32};
+use rrddmma::mlx5dv::be::{Be16, Be32, Be64};
 use rrddmma::mlx5dv::cq::CqRing;
 use rrddmma::mlx5dv::cqe::{Completion, Cqe64, CqeOpcode};
+use rrddmma::mlx5dv::eth::CsumFlags;
+use rrddmma::mlx5dv::mini::{CqeResFormat, MiniCqe, COMPRESSED};
 use rrddmma::mlx5dv::mmio::HwMmio;
-use rrddmma::mlx5dv::seg::CtrlFlags;
-use rrddmma::mlx5dv::sq::SqRing;
-use rrddmma::prim::RemoteAddr;
+use rrddmma::mlx5dv::seg::{CtrlFlags, DatagramSeg};
+use rrddmma::mlx5dv::sq::{SqLimits, SqRing, SqTransport};
+use rrddmma::mlx5dv::umr::{KlmEntry, RawLayout};
+use rrddmma::prim::{AccessFlags, RemoteAddr};
 
+/// Send queue blocks.
 const BBS: u32 = 64;
+/// CQ entries.
+const CQES: u32 = 4;
+/// WQEs per doorbell in the batch row.
+const BATCH: u64 = 32;
+
+/// The rows: name and what one iteration posts.
+const ROWS: &[&str] = &[
+    "write",
+    "write_inline32",
+    "send",
+    "read",
+    "cas",
+    "fetch_add",
+    "masked_cas8",
+    "masked_cas16",
+    "dc_write",
+    "batch32",
+    "umr_klm4",
+    "eth42",
+    "tso",
+    "poll",
+    "zip",
+];
 
 #[repr(C, align(64))]
 struct Ring([u8; BBS as usize * 64]);
 
-#[inline(never)]
-fn post_write(sq: &mut SqRing, mmio: &mut HwMmio, raddr: u64, rkey: u32, len: u32, lkey: u32, addr: u64) -> u16 {
-    let w = sq.write(CtrlFlags::CQ_UPDATE, RemoteAddr { addr: raddr, rkey });
-    // SAFETY: no device reads this ring (plain memory, see `main`).
-    unsafe { w.data(len, lkey, addr) }.post(mmio)
+/// A send queue and its CQ over plain memory, and the stand-in device that
+/// writes a requester CQE into the CQ.
+struct Bench {
+    ring: *const u8,
+    sq: SqRing,
+    cq: CqRing,
+    cqes: *mut Cqe64,
+    produced: u32,
+    out: [Completion; 1],
+    mmio: HwMmio,
 }
 
-fn usage(e: lexopt::Error) -> ! {
-    eprintln!("wqe_cost: {e}\nusage: wqe_cost [ITERATIONS]");
+impl Bench {
+    fn new() -> Bench {
+        let ring = Box::leak(Box::new(Ring([0; BBS as usize * 64])));
+        let dbrec = Box::leak(Box::new([Be32::default(); 2]));
+        let reg = Box::leak(Box::new([0u64; 8]));
+        // SAFETY: plain memory standing in for the queue, record and
+        // register, leaked (alive until the process ends).
+        let sq = unsafe {
+            SqRing::from_raw(ring.0.as_mut_ptr(), BBS, dbrec.as_mut_ptr().add(1), reg.as_mut_ptr().cast(), 0, 0x1234)
+        };
+        // Invalid, owner 0: a fresh CQ.
+        let cqes = Box::leak(vec![Cqe64 { op_own: 0xf0, ..Cqe64::default() }; CQES as usize].into_boxed_slice());
+        let cq_db = Box::leak(Box::new([Be32::default(); 2]));
+        let uar = Box::leak(Box::new([0u64; 8]));
+        let base = cqes.as_mut_ptr();
+        // SAFETY: plain memory standing in for the CQ, leaked; this program
+        // is its only producer.
+        let cq = unsafe {
+            CqRing::from_raw(base.cast_const().cast(), CQES, 64, cq_db.as_mut_ptr(), uar.as_mut_ptr().cast(), 0x77)
+        };
+        let mut b = Bench {
+            ring: ring.0.as_ptr(),
+            sq,
+            cq,
+            cqes: base,
+            produced: 0,
+            out: [Completion::default()],
+            mmio: HwMmio,
+        };
+        b.sq.bind_cq(&b.cq);
+        b
+    }
+
+    /// The device's side: a requester CQE for the WQE at `pi`.
+    #[inline(always)]
+    fn device_cqe(&mut self, pi: u16) {
+        let op = CqeOpcode::REQ.to_raw();
+        let owner = u8::from(self.produced & CQES != 0);
+        let cqe = Cqe64 {
+            sop_drop_qpn: Be32::new((u32::from(op) << 24) | self.sq.qpn()),
+            wqe_counter: Be16::new(pi),
+            op_own: (op << 4) | owner,
+            ..Cqe64::default()
+        };
+        // SAFETY: a CQE slot of the leaked buffer, written through the
+        // pointer the ring reads it by.
+        unsafe { std::ptr::write_volatile(self.cqes.add((self.produced % CQES) as usize), cqe) };
+        self.produced += 1;
+    }
+
+    /// After a post: at half a ring outstanding, the device completes the
+    /// last WQE; its completion is polled and frees the ring.
+    #[inline(always)]
+    fn account(&mut self, pi: u16) {
+        if self.sq.available() <= BBS / 2 {
+            self.device_cqe(pi);
+            if self.cq.poll(&mut self.out) == 1 {
+                self.sq.retire(&self.out[0]);
+            }
+        }
+    }
+}
+
+fn at(i: u64) -> RemoteAddr {
+    RemoteAddr { addr: 0x10000 + i * 64, rkey: 0x55 }
+}
+
+const F: CtrlFlags = CtrlFlags::CQ_UPDATE;
+
+// One function per row, never inlined, so that a profile names it.
+
+#[inline(never)]
+fn write(b: &mut Bench, i: u64) -> u16 {
+    // SAFETY: no device reads this ring (plain memory).
+    unsafe { b.sq.write(F, at(i)).data(64, 0x66, 0x20000 + i * 64) }.post(&mut b.mmio)
+}
+
+#[inline(never)]
+fn write_inline32(b: &mut Bench, i: u64, payload: &[u8; 32]) -> u16 {
+    b.sq.write(F, at(i)).inline(payload).post(&mut b.mmio)
+}
+
+#[inline(never)]
+fn send(b: &mut Bench, i: u64) -> u16 {
+    // SAFETY: as in `write`.
+    unsafe { b.sq.send(F).data(64, 0x66, 0x20000 + i * 64) }.post(&mut b.mmio)
+}
+
+#[inline(never)]
+fn read(b: &mut Bench, i: u64) -> u16 {
+    // SAFETY: as in `write`.
+    unsafe { b.sq.read(F, at(i)).data(64, 0x66, 0x20000 + i * 64) }.post(&mut b.mmio)
+}
+
+#[inline(never)]
+fn cas(b: &mut Bench, i: u64) -> u16 {
+    // SAFETY: as in `write`.
+    unsafe { b.sq.cas(F, at(i), i, i + 1).data(8, 0x66, 0x20000 + i * 8) }.post(&mut b.mmio)
+}
+
+#[inline(never)]
+fn fetch_add(b: &mut Bench, i: u64) -> u16 {
+    // SAFETY: as in `write`.
+    unsafe { b.sq.fetch_add(F, at(i), 1).data(8, 0x66, 0x20000 + i * 8) }.post(&mut b.mmio)
+}
+
+#[inline(never)]
+fn masked_cas8(b: &mut Bench, i: u64) -> u16 {
+    // SAFETY: as in `write`.
+    unsafe { b.sq.masked_cas(F, at(i), i, 0xff, i + 1, 0xff).data(8, 0x66, 0x20000 + i * 8) }.post(&mut b.mmio)
+}
+
+#[inline(never)]
+fn masked_cas16(b: &mut Bench, i: u64, ops: &[[u8; 16]; 4]) -> u16 {
+    let w = b.sq.masked_cas_ext(F, at(i), &ops[0], &ops[1], &ops[2], &ops[3]);
+    // SAFETY: as in `write`.
+    unsafe { w.data(16, 0x66, 0x20000 + i * 16) }.post(&mut b.mmio)
+}
+
+#[inline(never)]
+fn dc_write(b: &mut Bench, i: u64, target: &DatagramSeg) -> u16 {
+    let w = b.sq.dc(target).stream((i & 63) as u16).write(F, at(i));
+    // SAFETY: as in `write`.
+    unsafe { w.data(64, 0x66, 0x20000 + i * 64) }.post(&mut b.mmio)
+}
+
+/// 32 WRITEs, only the last signalled, one doorbell.
+#[inline(never)]
+fn batch32(b: &mut Bench, i: u64) -> u16 {
+    for k in 0..BATCH - 1 {
+        // SAFETY: as in `write`.
+        unsafe { b.sq.write(CtrlFlags::empty(), at(i + k)).data(64, 0x66, 0x20000 + (i + k) * 64) }.finish();
+    }
+    // SAFETY: as in `write`.
+    unsafe { b.sq.write(F, at(i + BATCH - 1)).data(64, 0x66, 0x20000 + (i + BATCH - 1) * 64) }.post(&mut b.mmio)
+}
+
+/// UMR: an indirect key configured over four ranges (a KLM list, inline),
+/// with access rights, then the doorbell (`mlx5dv_wr_mkey_configure` with
+/// the access and list setters, `ibv_wr_complete`).
+#[inline(never)]
+fn umr_klm4(b: &mut Bench, klm: &[KlmEntry; 4]) -> u16 {
+    let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE;
+    // SAFETY: no device reads this ring, and the ranges are never used.
+    let pi = unsafe { b.sq.mkey_configure_raw(F, 0x4200, 4, Some(access), Some(RawLayout::List(klm))) }
+        .expect("a valid configuration");
+    b.sq.ring(&mut b.mmio);
+    pi
+}
+
+/// A 42-byte packet (Ethernet, IPv4, UDP headers) all inline: 18 bytes in
+/// the Ethernet segment, the other 24 in an inline segment.
+#[inline(never)]
+fn eth42(b: &mut Bench, pkt: &[u8; 42]) -> u16 {
+    b.sq.send_eth(F, CsumFlags::L3.union(CsumFlags::L4), &pkt[..18]).inline(&pkt[18..]).post(&mut b.mmio)
+}
+
+/// A TSO of 64 KiB: 54 bytes of headers (Ethernet, IPv4, TCP) inline, MSS
+/// 1448, the payload by one data segment.
+#[inline(never)]
+fn tso(b: &mut Bench, i: u64, hdr: &[u8; 54]) -> u16 {
+    let w = b.sq.send_tso(F, CsumFlags::L3.union(CsumFlags::L4), 1448, hdr);
+    // SAFETY: as in `write`.
+    unsafe { w.data(65536 - 54, 0x66, 0x20000 + i * 64) }.post(&mut b.mmio)
+}
+
+/// One requester completion written by the device and polled.
+#[inline(never)]
+fn poll(b: &mut Bench, i: u64) -> usize {
+    b.device_cqe(i as u16);
+    b.cq.poll(&mut b.out)
+}
+
+/// CQ entries of the compressed-session row, and CQEs per session.
+const ZIP_CQES: u32 = 16;
+const SESSION: u32 = 8;
+
+/// A CQ of [`ZIP_CQES`] plain-memory entries expanding sessions (hash
+/// format), and the stand-in device writing them.
+struct Zip {
+    cq: CqRing,
+    cqes: *mut Cqe64,
+    produced: u32,
+    out: [Completion; SESSION as usize],
+}
+
+impl Zip {
+    fn new() -> Zip {
+        let cqes = Box::leak(vec![Cqe64 { op_own: 0xf0, ..Cqe64::default() }; ZIP_CQES as usize].into_boxed_slice());
+        let cq_db = Box::leak(Box::new([Be32::default(); 2]));
+        let uar = Box::leak(Box::new([0u64; 8]));
+        let base = cqes.as_mut_ptr();
+        // SAFETY: plain memory standing in for the CQ, leaked; this program
+        // is its only producer, and the buffer is writable (`set_compression`).
+        let mut cq = unsafe {
+            CqRing::from_raw(base.cast_const().cast(), ZIP_CQES, 64, cq_db.as_mut_ptr(), uar.as_mut_ptr().cast(), 0x78)
+        };
+        // SAFETY: as above.
+        unsafe { cq.set_compression(Some(CqeResFormat::Hash)) };
+        Zip { cq, cqes: base, produced: 0, out: [Completion::default(); SESSION as usize] }
+    }
+}
+
+/// One compressed session of eight receive CQEs (title and one mini-CQE
+/// array), written by the device, then polled and expanded.
+#[inline(never)]
+fn zip(z: &mut Zip, title: &Cqe64, minis: &[MiniCqe; SESSION as usize]) -> usize {
+    let idx = (z.produced % ZIP_CQES) as usize;
+    let owner = u8::from(z.produced & ZIP_CQES != 0);
+    let t = Cqe64 { byte_cnt: Be32::new(SESSION), op_own: title.op_own | owner, ..*title };
+    // SAFETY: entries `idx` and `idx + 1` of the leaked buffer (sessions
+    // start at multiples of 8 in a ring of 16), the array first, the title
+    // last, as the device hands them over.
+    unsafe {
+        std::ptr::write_volatile(z.cqes.add(idx + 1).cast::<[MiniCqe; SESSION as usize]>(), *minis);
+        std::ptr::write_volatile(z.cqes.add(idx), t);
+    }
+    z.produced += SESSION;
+    z.cq.poll(&mut z.out)
+}
+
+fn usage(msg: &str) -> ! {
+    eprintln!("wqe_cost: {msg}\nusage: wqe_cost ROW [ITERATIONS] | wqe_cost --rows\nrows: {}", ROWS.join(" "));
     std::process::exit(2)
 }
 
 fn main() {
-    let mut p = lexopt::Parser::from_env();
-    let n: u64 = match p.next() {
-        Ok(Some(lexopt::Arg::Value(v))) => lexopt::ValueExt::parse(&v).unwrap_or_else(|e| usage(e)),
-        Ok(None) => 0,
-        Ok(Some(other)) => usage(other.unexpected()),
-        Err(e) => usage(e),
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == "--rows") {
+        println!("{}", ROWS.join("\n"));
+        return;
+    }
+    let Some(row) = args.first() else { usage("no row") };
+    let n: u64 = match args.get(1).map(|s| s.parse()) {
+        None => 0,
+        Some(Ok(n)) => n,
+        Some(Err(e)) => usage(&format!("ITERATIONS: {e}")),
     };
-    let mut ring = Box::new(Ring([0; BBS as usize * 64]));
-    let mut dbrec = [Be32::default(); 2];
-    let mut reg = Box::new([0u64; 8]);
-    // SAFETY: plain memory standing in for the queue, record and register,
-    // alive until the end of `main`.
-    let mut sq = unsafe {
-        SqRing::from_raw(ring.0.as_mut_ptr(), BBS, dbrec.as_mut_ptr().add(1), reg.as_mut_ptr().cast(), 0, 0x1234)
-    };
-    // A CQ of plain memory too, where this program writes the CQEs the
-    // device would; `retire` takes only completions polled from a ring.
-    const CQES: u32 = 4;
-    // Invalid, owner 0: a fresh CQ.
-    let mut cqes = vec![Cqe64 { op_own: 0xf0, ..Cqe64::default() }; CQES as usize];
-    let base = cqes.as_mut_ptr();
-    let mut cq_db = [Be32::default(); 2];
-    let mut uar = Box::new([0u64; 8]);
-    // SAFETY: plain memory standing in for the CQ, alive until the end of
-    // `main`; this loop is its only producer.
-    let mut cq = unsafe {
-        CqRing::from_raw(base.cast_const().cast(), CQES, 64, cq_db.as_mut_ptr(), uar.as_mut_ptr().cast(), 0x77)
-    };
-    sq.bind_cq(&cq);
-    let mut out = [Completion::default()];
-    let mut produced = 0u32;
-    let mut mmio = HwMmio;
-    for i in 0..n {
-        let pi = post_write(&mut sq, &mut mmio, 0x10000 + i * 64, 0x55, 64, 0x66, 0x20000 + i * 64);
-        // A completion every half ring frees the slots, as a selectively
-        // signalled sender would see (the C side does no bookkeeping).
-        if sq.available() <= BBS / 2 {
-            let op = CqeOpcode::REQ.to_raw();
-            let owner = u8::from(produced & CQES != 0);
-            let cqe = Cqe64 {
-                sop_drop_qpn: Be32::new((u32::from(op) << 24) | sq.qpn()),
-                wqe_counter: Be16::new(pi),
-                op_own: (op << 4) | owner,
-                ..Cqe64::default()
-            };
-            // SAFETY: a CQE slot of the buffer above, written through the
-            // pointer the ring reads it by.
-            unsafe { std::ptr::write_volatile(base.add((produced % CQES) as usize), cqe) };
-            produced += 1;
-            if cq.poll(&mut out) == 1 {
-                sq.retire(&out[0]);
+    let mut b = Bench::new();
+    let payload = [0x41u8; 32];
+    let ops = [[0x11u8; 16], [0x22; 16], [0x33; 16], [0x44; 16]];
+    let target =
+        DatagramSeg { key: Be64::new(0x1234_5678), dqp_dct: Be32::new(0x8000_0000 | 0x4242), ..Default::default() };
+    let mut sum = 0u64;
+    match row.as_str() {
+        "write" => (0..n).for_each(|i| {
+            let pi = write(&mut b, i);
+            b.account(pi);
+        }),
+        "write_inline32" => (0..n).for_each(|i| {
+            let pi = write_inline32(&mut b, i, &payload);
+            b.account(pi);
+        }),
+        "send" => (0..n).for_each(|i| {
+            let pi = send(&mut b, i);
+            b.account(pi);
+        }),
+        "read" => (0..n).for_each(|i| {
+            let pi = read(&mut b, i);
+            b.account(pi);
+        }),
+        "cas" => (0..n).for_each(|i| {
+            let pi = cas(&mut b, i);
+            b.account(pi);
+        }),
+        "fetch_add" => (0..n).for_each(|i| {
+            let pi = fetch_add(&mut b, i);
+            b.account(pi);
+        }),
+        "masked_cas8" => (0..n).for_each(|i| {
+            let pi = masked_cas8(&mut b, i);
+            b.account(pi);
+        }),
+        "masked_cas16" => (0..n).for_each(|i| {
+            let pi = masked_cas16(&mut b, i, &ops);
+            b.account(pi);
+        }),
+        "dc_write" => {
+            // SAFETY: the ring's WQEs are DC initiator WQEs from here on
+            // (no device reads them).
+            unsafe { b.sq.set_transport(SqTransport::DcInitiator) };
+            b.sq.set_dci_streams(6);
+            (0..n).for_each(|i| {
+                let pi = dc_write(&mut b, i, &target);
+                b.account(pi);
+            })
+        }
+        // N counts WQEs: N / 32 batches.
+        "batch32" => (0..n / BATCH).for_each(|j| {
+            let pi = batch32(&mut b, j * BATCH);
+            b.account(pi);
+        }),
+        "umr_klm4" => {
+            b.sq.set_limits(SqLimits::new(128, 4, 1024));
+            let klm: [KlmEntry; 4] =
+                std::array::from_fn(|k| KlmEntry { lkey: 0x66 + k as u32, addr: 0x20000 + k as u64 * 4096, len: 4096 });
+            (0..n).for_each(|_| {
+                let pi = umr_klm4(&mut b, &klm);
+                b.account(pi);
+            })
+        }
+        "eth42" | "tso" => {
+            // SAFETY: the ring's WQEs are raw packet WQEs from here on.
+            unsafe { b.sq.set_transport(SqTransport::RawPacket) };
+            let hdr: [u8; 54] = std::array::from_fn(|k| k as u8);
+            if row == "eth42" {
+                let pkt: &[u8; 42] = hdr[..42].try_into().expect("42 bytes");
+                (0..n).for_each(|_| {
+                    let pi = eth42(&mut b, pkt);
+                    b.account(pi);
+                })
+            } else {
+                (0..n).for_each(|i| {
+                    let pi = tso(&mut b, i, &hdr);
+                    b.account(pi);
+                })
             }
         }
+        "poll" => (0..n).for_each(|i| sum += poll(&mut b, i) as u64),
+        // N counts CQEs: N / 8 sessions.
+        "zip" => {
+            let mut z = Zip::new();
+            let title = Cqe64 {
+                sop_drop_qpn: Be32::new(0x1234),
+                wqe_counter: Be16::new(0x10),
+                op_own: (CqeOpcode::RESP_SEND.to_raw() << 4) | (COMPRESSED << 2),
+                ..Cqe64::default()
+            };
+            let minis: [MiniCqe; SESSION as usize] =
+                std::array::from_fn(|k| MiniCqe { info: [k as u8, 1, 2, 3], byte_cnt: Be32::new(64 + k as u32) });
+            (0..n / u64::from(SESSION)).for_each(|_| {
+                let k = zip(&mut z, &title, &minis);
+                for c in &z.out[..k] {
+                    sum += u64::from(c.byte_len);
+                }
+            })
+        }
+        other => usage(&format!("unknown row {other:?}")),
     }
-    println!("{} {}", sq.cur_post(), dbrec[1].get());
+    println!("{row} {} {sum}", b.sq.cur_post());
+    // WQE_COST_DUMP=1: the ring's bytes, to compare with the C side's.
+    if std::env::var_os("WQE_COST_DUMP").is_some() {
+        // SAFETY: the leaked ring of `Bench::new`, BBS blocks of 64 bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(b.ring, BBS as usize * 64) };
+        for block in bytes.chunks(64) {
+            println!("{}", block.iter().map(|x| format!("{x:02x}")).collect::<String>());
+        }
+    }
 }

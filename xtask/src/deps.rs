@@ -25,6 +25,7 @@ pub const APT_PACKAGES: &[&str] = &[
     "python3",
     "curl",
     "libclang-dev",
+    "valgrind",
     "openmpi-bin",
     "slurm-wlm",
     "munge",

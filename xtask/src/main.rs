@@ -27,14 +27,15 @@
 //! - `cargo xtask userspace`: builds (or reuses) the pinned rdma-core v59 as shared
 //!   libraries run in place, and prints the `RRDDMMA_LIB*` settings for a `dlopen` binary.
 //! - `cargo xtask deps`: installs what the other tasks need (idempotent).
-//! - `cargo xtask bench-wqe`: callgrind count of the direct WQE writer vs the C helpers.
+//! - `cargo xtask bench-wqe [--record | --gate] [ROW..]`: callgrind count per direct WQE, rrddmma vs C with the
+//!   mlx5dv.h helpers vs libmlx5 v59 (`--record` rewrites benches/wqe_cost/counts.json, the gate's counts; `--gate` runs the gate alone).
 //! - `cargo xtask mutants [--sample N --seed S] [--in-diff REF] [--timeout SECS] [--device]`:
 //!   cargo-mutants over `src/mlx5dv` (unit tests, host tests, the harness's quick mode).
 
 mod aio;
-mod bench;
 mod bench_peers;
 mod bench_verbs;
+mod bench_wqe;
 mod bindings;
 mod callgrind;
 mod capture;
@@ -143,7 +144,7 @@ fn usage() -> ExitCode {
          \x20 bindings [--check] [--dl-only]  regenerate / check src/bindings/sys.rs (and the dlopen tables)\n\
          \x20 dlopen                the dlopen linkage: build with rdma-core hidden, load errors, device suite\n\
          \x20 deps                  install the tools and packages the tasks need\n\
-         \x20 bench-wqe             callgrind: instructions per direct WQE, Rust vs C helpers\n\
+         \x20 bench-wqe [--record | --gate] [ROW..]  callgrind: instructions per direct WQE, rrddmma vs C helpers vs libmlx5\n\
          \x20 mutants [--sample N] [--seed S] [--in-diff REF] [--timeout SECS] [--device] [--list] [--help]\n\
          \x20                      cargo-mutants over src/mlx5dv: unit and host tests, the harness's quick mode\n\
          \x20                      (--device: the device tests named after the mutated file); not part of test"
@@ -208,6 +209,8 @@ fn parse() -> std::result::Result<(String, Vec<String>), lexopt::Error> {
                 rest.push(p.value()?.string()?);
             }
             ("bench-verbs", Value(v)) => rest.push(v.string()?),
+            ("bench-wqe", Long(f @ ("record" | "gate"))) => rest.push(format!("--{f}")),
+            ("bench-wqe", Value(v)) => rest.push(v.string()?),
             ("bench-peers", Long(f @ ("device" | "reps" | "rows" | "userspace"))) => {
                 rest.push(format!("--{f}"));
                 rest.push(p.value()?.string()?);
@@ -265,7 +268,7 @@ fn main() -> ExitCode {
         "dlopen" => dlopen::run(),
         "userspace" => userspace::run(),
         "deps" => deps::ensure(),
-        "bench-wqe" => bench::run_bench(),
+        "bench-wqe" => bench_wqe::run(rest),
         "mutants" => mutants::run(rest),
         _ => return usage(),
     };

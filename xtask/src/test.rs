@@ -210,6 +210,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let static_rxe = build_static("mlx5,rxe", "target/static-rxe")?;
     let static_mlx5 = build_static("mlx5", "target/static-mlx5")?;
     crate::mlx5_provider::check(&mut tally, &crate::rdma_core_src::tarball()?);
+    crate::bench_wqe::gate_check(&mut tally);
     let static_debian = device_binary(
         "",
         &[("RRDDMMA_LINKAGE", "static"), ("RRDDMMA_STATIC_PROVIDERS", "mlx5,rxe")],
