@@ -344,10 +344,17 @@ pub const MLX5_TESTS: &[&str] = &[
     "mprq::striding_rq_is_created_within_the_caps_on_mlx5",
     "tm::tag_add_and_remove_complete_on_a_tm_srq",
     "tm::an_unexpected_message_then_an_expected_one_on_a_tm_srq",
+    "cx_bf::dedicated_blueflame_writes_land_on_mlx5",
+    "cx_cq::compressed_cq_expands_a_burst_of_small_receives_on_mlx5",
+    "cx_cq::completion_clock_stamps_advance_with_the_device_and_host_clocks_on_mlx5",
+    "cx_dc::dc_write_read_cas_and_fetch_add_land_in_the_dct_on_mlx5",
+    "cx_dc::dc_requests_on_every_stream_of_a_dci_land_on_mlx5",
+    "cx_dc::dc_stream_in_error_is_reset_while_another_goes_on_on_mlx5",
+    "cx_raw::raw_udp_frames_land_in_a_striding_rq_through_a_flow_on_connectx",
 ];
 
 /// The device-test filter of the checks below: the modules of [`MLX5_TESTS`].
-const MLX5_MODULES: &str = "mkey:: mprq:: tm::";
+const MLX5_MODULES: &str = "mkey:: mprq:: tm:: cx_bf:: cx_cq:: cx_dc:: cx_raw::";
 
 /// Checks run inside the VM: `cargo xtask test --device rxe0 --only-device`
 /// there runs as a host run would (the VM's device is the host's), once
