@@ -4,6 +4,7 @@
 
 mod cluster;
 mod cluster_load;
+mod dc;
 mod flags;
 mod pair;
 mod testbed;
@@ -16,10 +17,12 @@ use crate::device::{self, Check};
 use crate::Result;
 
 /// The pairwise checks for `cargo xtask test`: interoperability, outputs
-/// and refusals, then the SRQ, rate-limit, ODP and XRC flags.
+/// and refusals, then the SRQ, rate-limit, ODP and XRC flags, then DC
+/// against perftest (mlx5 only: skipped elsewhere).
 pub fn checks() -> Result<Vec<Check>> {
     let mut v = pair::checks()?;
     v.extend(flags::checks()?);
+    v.extend(dc::checks()?);
     Ok(v)
 }
 
