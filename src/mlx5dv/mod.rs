@@ -27,6 +27,10 @@
 //! - [`prm`]: the firmware command and context layouts (`mlx5_ifc.h`) as
 //!   typed field accessors, checked against the kernel's `MLX5_SET` /
 //!   `MLX5_GET`; the bytes of DEVX commands, off the data path.
+//! - [`devx`]: DEVX, the firmware commands on the PRM's layouts: a context
+//!   opened with DEVX, objects, UMEMs, UARs, event channels, the device's
+//!   capabilities typed ([`devx::HcaCaps`]), the UDP source port, LAG port
+//!   and DCI stream reset of verbs QPs, DEVX memory keys, packet pacing.
 //!
 //! The files sit in one folder per family (`queue/`, `completion/`, `dc/`,
 //! `keys/`, `tags/`, `raw/`); each module is public here, at one path.
@@ -47,6 +51,9 @@
 
 mod completion;
 pub mod dc;
+#[cfg(not(rrddmma_mlnx_ofed4))]
+#[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
+pub mod devx;
 #[cfg(rrddmma_mlnx_ofed4)]
 #[cfg_attr(docsrs, doc(cfg(rrddmma_mlnx_ofed4)))]
 pub mod exp4;

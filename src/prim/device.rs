@@ -226,6 +226,35 @@ impl Context {
     }
 
     fn open_device(dev: *mut ffi::ibv_device, name: String) -> Result<Context> {
+        // SAFETY: `dev` is from a live device list.
+        Self::open_device_with(dev, name, |d| {
+            NonNull::new(unsafe { ffi::ibv_open_device(d) }).ok_or_else(|| Error::last("ibv_open_device"))
+        })
+    }
+
+    /// Opens the device called `name` through `open` (given the device;
+    /// it may refuse before opening): `mlx5dv::devx` opens with
+    /// `mlx5dv_open_device`. The context is set up as [`Context::open`]'s.
+    #[cfg(not(rrddmma_mlnx_ofed4))]
+    pub(crate) fn open_with(
+        name: &str,
+        open: impl FnOnce(*mut ffi::ibv_device) -> Result<NonNull<ffi::ibv_context>>,
+    ) -> Result<Context> {
+        let list = DeviceList::get()?;
+        let dev = list
+            .devices()
+            .iter()
+            .copied()
+            .find(|d| list.name_bytes(*d) == Some(name.as_bytes()))
+            .ok_or_else(|| list.not_found(Some(name)))?;
+        Self::open_device_with(dev, name.to_string(), open)
+    }
+
+    fn open_device_with(
+        dev: *mut ffi::ibv_device,
+        name: String,
+        open: impl FnOnce(*mut ffi::ibv_device) -> Result<NonNull<ffi::ibv_context>>,
+    ) -> Result<Context> {
         if single_threaded_provider(|k| std::env::var(k).ok()) {
             return Err(Error::Unsupported {
                 op: "ibv_open_device",
@@ -233,9 +262,7 @@ impl Context {
                           rrddmma's Send + Sync QPs, CQs and SRQs rely on; unset it",
             });
         }
-        // SAFETY: `dev` is from a live device list.
-        let ctx = unsafe { ffi::ibv_open_device(dev) };
-        let ctx = NonNull::new(ctx).ok_or_else(|| Error::last("ibv_open_device"))?;
+        let ctx = open(dev)?;
         let mut c = Context(Arc::new(
             // SAFETY: just made by its create verb, owned by nothing else.
             unsafe {

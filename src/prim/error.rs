@@ -41,6 +41,8 @@ fn destroyed_object(op: &str) -> &'static str {
         "ibv_exp_destroy_dct" => "DC target",
         "rdma_destroy_id" => "CM id",
         "munmap" => "RegisteredMem mapping",
+        "mlx5dv_devx_obj_destroy" => "DEVX object",
+        "mlx5dv_devx_umem_dereg" => "DEVX UMEM",
         _ => "object",
     }
 }
@@ -63,6 +65,29 @@ pub(crate) fn count_destroy_failure(op: &'static str, rc: i32) {
         event!(warn, "{}", destroy_failure_message(op, rc));
     } else if cfg!(debug_assertions) {
         eprintln!("rrddmma: {}", destroy_failure_message(op, rc));
+    }
+}
+
+/// The name of a firmware command status (`MLX5_CMD_STAT_*`).
+fn firmware_status_name(status: u8) -> &'static str {
+    match status {
+        0x00 => "OK",
+        0x01 => "internal error",
+        0x02 => "bad operation",
+        0x03 => "bad parameter",
+        0x04 => "bad system state",
+        0x05 => "bad resource",
+        0x06 => "resource busy",
+        0x08 => "limits exceeded",
+        0x09 => "bad resource state",
+        0x0a => "bad index",
+        0x0f => "no resources",
+        0x50 => "bad input length",
+        0x51 => "bad output length",
+        0x10 => "bad QP state",
+        0x30 => "bad packet",
+        0x40 => "bad size",
+        _ => "unknown status",
     }
 }
 
@@ -200,6 +225,18 @@ pub enum Error {
         /// [`Error`] small).
         error: Box<crate::bindings::dl::LoadError>,
     },
+    /// A device firmware command (mlx5 DEVX, `mlx5dv::devx`) came back with
+    /// a status other than 0 in its output header.
+    Firmware {
+        /// The C function that carried the command, e.g. `mlx5dv_devx_general_cmd`.
+        op: &'static str,
+        /// The command's opcode (`MLX5_CMD_OP_*`, e.g. 0x100 QUERY_HCA_CAP).
+        opcode: u16,
+        /// The output header's `status` (e.g. 0x3 bad parameter, 0x5 bad resource state).
+        status: u8,
+        /// The output header's `syndrome`: the firmware's reason code.
+        syndrome: u32,
+    },
     /// The kernel has RDMA devices, but this build has no provider for any of them.
     NoSupportedDevice {
         /// Devices present in `/sys/class/infiniband`.
@@ -329,6 +366,12 @@ impl fmt::Display for Error {
                 write!(f, "{op}: not supported by this device or provider (EOPNOTSUPP)")
             }
             Error::Unsupported { op, feature } => write!(f, "{op}: {feature} is not supported by this device"),
+            Error::Firmware { op, opcode, status, syndrome } => write!(
+                f,
+                "{op}: firmware command {opcode:#06x} failed with status {status:#04x} ({}), syndrome {syndrome:#010x}; \
+                 the syndrome names the field the firmware refused (see the PRM or `dmesg` on the host)",
+                firmware_status_name(*status)
+            ),
             #[cfg(feature = "dlopen")]
             Error::Load { op, error } if error.symbol == Some(*op) => write!(f, "{error}"),
             #[cfg(feature = "dlopen")]
@@ -448,6 +491,7 @@ impl From<Error> for io::Error {
             Error::Load { .. } => io::Error::new(io::ErrorKind::NotFound, e),
             Error::Timeout { .. } => io::Error::new(io::ErrorKind::TimedOut, e),
             Error::BadArgument { .. } => io::Error::new(io::ErrorKind::InvalidInput, e),
+            Error::Firmware { .. } => io::Error::other(e),
             #[cfg(feature = "cm")]
             Error::CmEvent { got, .. } => {
                 let kind = match *got {

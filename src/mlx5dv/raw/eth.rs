@@ -127,6 +127,33 @@ pub struct EthWqe<'s> {
     w: WqeWriter<'s>,
 }
 
+/// Proof that the device inserts VLAN tags from the WQE and needs no
+/// inline header: its current `wqe_vlan_insert` capability is set and its
+/// `wqe_inline_mode` is "not required". [`SqRing::send_eth_hw_vlan`] takes
+/// it; `devx::HcaCaps::hw_vlan_insert` (rdma-core builds) gives it from the
+/// device's answer to `QUERY_HCA_CAP`. Zero-sized: copying it costs nothing.
+#[derive(Clone, Copy, Debug)]
+pub struct HwVlanInsert(());
+
+impl HwVlanInsert {
+    /// The proof without asking the device (MLNX_OFED 4.x builds, which
+    /// have no DEVX, or a device whose capabilities are known otherwise).
+    ///
+    /// # Safety
+    /// The device the rings are used on reports `wqe_vlan_insert` and a
+    /// minimum inline mode of none (`eth_min_inline` 0): otherwise it reads
+    /// the WQE's insert field as an inline header size and the WQE is malformed.
+    pub const unsafe fn assume() -> HwVlanInsert {
+        HwVlanInsert(())
+    }
+
+    /// The proof from the device's capabilities (`devx::HcaCaps`).
+    #[cfg(not(rrddmma_mlnx_ofed4))]
+    pub(crate) const fn from_caps() -> HwVlanInsert {
+        HwVlanInsert(())
+    }
+}
+
 impl SqRing {
     /// A SEND on a raw packet QP whose packet starts with `hdr` (copied into
     /// the Ethernet segment now), with the checksum offloads `csum`; add the
@@ -207,18 +234,24 @@ impl SqRing {
     /// (`include/linux/mlx5/qp.h`, the `insert` union) and is checked
     /// against it only: libmlx5 has no VLAN insertion to compare with.
     ///
-    /// # Safety
-    /// The device must insert VLAN tags from the WQE: the caller must know
-    /// that it reports the `wqe_vlan_insert` HCA capability (DevX
-    /// `QUERY_HCA_CAP`, which this crate does not query) and that its
-    /// minimum inline mode is none (`eth_min_inline` 0), so that no header
-    /// must be inline. Elsewhere the device reads `insert` as an inline
-    /// header size of 32768 or more and the WQE is malformed.
+    /// `proof` says the device inserts VLAN tags from the WQE and needs no
+    /// inline header: `devx::HcaCaps::hw_vlan_insert` (rdma-core builds)
+    /// gives it where the current capabilities have `wqe_vlan_insert` and
+    /// a minimum inline mode of none (elsewhere the device would read
+    /// `insert` as an inline header size of 32768 or more). It is a
+    /// zero-sized value: nothing is checked per WQE.
     ///
     /// # Panics
     /// On a ring that is not [`SqTransport::RawPacket`] (a programming error).
     #[inline(always)]
-    pub unsafe fn send_eth_hw_vlan(&mut self, flags: CtrlFlags, csum: CsumFlags, vlan: Vlan) -> EthWqe<'_> {
+    pub fn send_eth_hw_vlan(
+        &mut self,
+        proof: HwVlanInsert,
+        flags: CtrlFlags,
+        csum: CsumFlags,
+        vlan: Vlan,
+    ) -> EthWqe<'_> {
+        let _ = proof;
         self.expect_transport(SqTransport::RawPacket, "send_eth_hw_vlan");
         // `insert.type` at 12, `insert.vlan_tci` at 14.
         let mut eth = [0u8; 32];
@@ -568,7 +601,9 @@ mod tests {
         let mut sq = ring(&mut buf, &mut dbrec);
         let v = Vlan::new(0xabc, 6, false);
         // SAFETY: the test reads the bytes only; no device.
-        unsafe { sq.send_eth_hw_vlan(CtrlFlags::empty(), CsumFlags::L3, v).data(64, 7, 0x2000) }.finish();
+        let proof = unsafe { HwVlanInsert::assume() };
+        // SAFETY: the test reads the bytes only; no device.
+        unsafe { sq.send_eth_hw_vlan(proof, CtrlFlags::empty(), CsumFlags::L3, v).data(64, 7, 0x2000) }.finish();
         let b = &buf.0;
         assert_eq!(b[7], 3, "control, a 16-byte Ethernet segment, one data segment");
         assert_eq!(&b[16..20], &[0; 4], "swp offsets");

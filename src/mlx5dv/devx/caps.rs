@@ -1,0 +1,402 @@
+//! The device's capabilities (`QUERY_HCA_CAP`), typed, and the proofs
+//! other paths take from them.
+
+use super::cmd::{self, CapGroup, CapWhich};
+use super::context::DevxContext;
+use super::layout::{atomic, eth, general, hca_cap, odp, roce, Field};
+pub use crate::mlx5dv::raw::eth::HwVlanInsert;
+use crate::prim::{Error, Result};
+
+/// One capability group's 4096-byte block, as the device reported it.
+#[derive(Clone)]
+pub struct CapBlock(Box<[u8; hca_cap::CAPABILITY_BYTES]>);
+
+impl std::fmt::Debug for CapBlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CapBlock({} bytes)", self.0.len())
+    }
+}
+
+impl CapBlock {
+    /// The raw block (big-endian PRM layout).
+    pub fn bytes(&self) -> &[u8] {
+        &self.0[..]
+    }
+
+    /// A block from raw bytes (a recorded answer; shorter input is padded with zeros).
+    pub fn from_bytes(b: &[u8]) -> CapBlock {
+        let mut blk = Box::new([0u8; hca_cap::CAPABILITY_BYTES]);
+        let n = b.len().min(blk.len());
+        blk[..n].copy_from_slice(&b[..n]);
+        CapBlock(blk)
+    }
+
+    fn get(&self, f: Field) -> u32 {
+        f.get(&self.0[..]) as u32
+    }
+}
+
+/// `QUERY_HCA_CAP` of one group: its block.
+pub fn query_hca_cap(ctx: &DevxContext, group: CapGroup, which: CapWhich) -> Result<CapBlock> {
+    let mut out = vec![0u8; hca_cap::OUT_BYTES];
+    ctx.general_cmd(&cmd::query_hca_cap(group, which), &mut out)?;
+    Ok(CapBlock::from_bytes(&out[hca_cap::CAPABILITY_BYTE..]))
+}
+
+/// The capabilities researchers look at first, typed: the general group
+/// and, where the general group says the device has them, the atomic,
+/// Ethernet-offload, ODP and RoCE groups, as the device's maximum or its
+/// current setting ([`HcaCaps::query`]).
+#[derive(Clone, Debug)]
+pub struct HcaCaps {
+    which: CapWhich,
+    general: CapBlock,
+    atomic: Option<CapBlock>,
+    eth: Option<CapBlock>,
+    odp: Option<CapBlock>,
+    roce: Option<CapBlock>,
+}
+
+/// `wqe_inline_mode`: no header need be inline (`MLX5_CAP_INLINE_MODE_NOT_REQUIRED`).
+const INLINE_MODE_NOT_REQUIRED: u32 = 2;
+
+impl HcaCaps {
+    /// Queries the groups (`which`: the maximum or the current values).
+    /// The general group is required; a further group that the general one
+    /// says the device lacks is `None`, as is one whose query the firmware
+    /// refuses.
+    pub fn query(ctx: &DevxContext, which: CapWhich) -> Result<HcaCaps> {
+        let general = query_hca_cap(ctx, CapGroup::General, which)?;
+        let g = |f: Field| general.get(f) != 0;
+        let opt = |present: bool, group| -> Result<Option<CapBlock>> {
+            if !present {
+                return Ok(None);
+            }
+            match query_hca_cap(ctx, group, which) {
+                Ok(b) => Ok(Some(b)),
+                Err(Error::Firmware { .. }) => Ok(None),
+                Err(e) => Err(e),
+            }
+        };
+        let atomic = opt(g(general::ATOMIC), CapGroup::Atomic)?;
+        let eth = opt(general.get(general::PORT_TYPE) == 1, CapGroup::EthernetOffloads)?;
+        let odp = opt(true, CapGroup::Odp)?;
+        let roce = opt(g(general::ROCE), CapGroup::Roce)?;
+        Ok(HcaCaps { which, general, atomic, eth, odp, roce })
+    }
+
+    /// Capabilities from recorded blocks (e.g. a saved answer, or a test).
+    pub fn from_blocks(
+        which: CapWhich,
+        general: CapBlock,
+        atomic: Option<CapBlock>,
+        eth: Option<CapBlock>,
+        odp: Option<CapBlock>,
+        roce: Option<CapBlock>,
+    ) -> HcaCaps {
+        HcaCaps { which, general, atomic, eth, odp, roce }
+    }
+
+    /// Maximum or current.
+    pub fn which(&self) -> CapWhich {
+        self.which
+    }
+
+    /// The general group's block.
+    pub fn general(&self) -> &CapBlock {
+        &self.general
+    }
+
+    /// A group's block, if queried.
+    pub fn block(&self, group: CapGroup) -> Option<&CapBlock> {
+        match group {
+            CapGroup::General => Some(&self.general),
+            CapGroup::Atomic => self.atomic.as_ref(),
+            CapGroup::EthernetOffloads => self.eth.as_ref(),
+            CapGroup::Odp => self.odp.as_ref(),
+            CapGroup::Roce => self.roce.as_ref(),
+        }
+    }
+
+    fn gen(&self, f: Field) -> u32 {
+        self.general.get(f)
+    }
+
+    /// This function's id (`vhca_id`).
+    pub fn vhca_id(&self) -> u16 {
+        self.gen(general::VHCA_ID) as u16
+    }
+    /// log2 of the most QPs.
+    pub fn log_max_qp(&self) -> u8 {
+        self.gen(general::LOG_MAX_QP) as u8
+    }
+    /// log2 of the most CQs.
+    pub fn log_max_cq(&self) -> u8 {
+        self.gen(general::LOG_MAX_CQ) as u8
+    }
+    /// log2 of the most SRQs.
+    pub fn log_max_srq(&self) -> u8 {
+        self.gen(general::LOG_MAX_SRQ) as u8
+    }
+    /// log2 of the most memory keys.
+    pub fn log_max_mkey(&self) -> u8 {
+        self.gen(general::LOG_MAX_MKEY) as u8
+    }
+    /// log2 of the most PDs.
+    pub fn log_max_pd(&self) -> u8 {
+        self.gen(general::LOG_MAX_PD) as u8
+    }
+    /// log2 of the longest KLM list of an indirect key.
+    pub fn log_max_klm_list_size(&self) -> u8 {
+        self.gen(general::LOG_MAX_KLM_LIST_SIZE) as u8
+    }
+    /// log2 of the largest message.
+    pub fn log_max_msg(&self) -> u8 {
+        self.gen(general::LOG_MAX_MSG) as u8
+    }
+    /// log2 of the most outstanding RDMA READ / atomic requests per QP (initiator, responder).
+    pub fn log_max_ra_qp(&self) -> (u8, u8) {
+        (self.gen(general::LOG_MAX_RA_REQ_QP) as u8, self.gen(general::LOG_MAX_RA_RES_QP) as u8)
+    }
+    /// Whether the port is Ethernet (`port_type` 1) rather than InfiniBand (0).
+    pub fn is_ethernet(&self) -> bool {
+        self.gen(general::PORT_TYPE) == 1
+    }
+    /// RoCE, atomics, DC targets, QoS.
+    pub fn roce(&self) -> bool {
+        self.gen(general::ROCE) != 0
+    }
+    /// Whether the device executes atomics at all.
+    pub fn atomic(&self) -> bool {
+        self.gen(general::ATOMIC) != 0
+    }
+    /// Whether the device has DC targets.
+    pub fn dct(&self) -> bool {
+        self.gen(general::DCT) != 0
+    }
+    /// Whether the device has QoS (scheduling elements, packet pacing).
+    pub fn qos(&self) -> bool {
+        self.gen(general::QOS) != 0
+    }
+    /// Whether the QP context extension exists (DCI stream reset needs it).
+    pub fn qpc_extension(&self) -> bool {
+        self.gen(general::QPC_EXTENSION) != 0
+    }
+    /// Whether RTS2RTS may set the UDP source port.
+    pub fn rts2rts_qp_udp_sport(&self) -> bool {
+        self.gen(general::RTS2RTS_QP_UDP_SPORT) != 0
+    }
+    /// Whether RTS2RTS may set the LAG port.
+    pub fn rts2rts_lag_tx_port_affinity(&self) -> bool {
+        self.gen(general::RTS2RTS_LAG_TX_PORT_AFFINITY) != 0
+    }
+    /// Whether QPs may be given a LAG port, and how many LAG ports there are.
+    pub fn lag(&self) -> (bool, u8) {
+        (self.gen(general::LAG_TX_PORT_AFFINITY) != 0, self.gen(general::NUM_LAG_PORTS) as u8)
+    }
+    /// The device clock in kHz.
+    pub fn device_frequency_khz(&self) -> u32 {
+        self.gen(general::DEVICE_FREQUENCY_KHZ)
+    }
+    /// log2 of DCI stream channels and of errored streams (Linux 6.1's layout).
+    pub fn log_max_dci_streams(&self) -> (u8, u8) {
+        (self.gen(general::LOG_MAX_DCI_STREAM_CHANNELS) as u8, self.gen(general::LOG_MAX_DCI_ERRORED_STREAMS) as u8)
+    }
+    /// Tag matching, and log2 of its list size.
+    pub fn tag_matching(&self) -> (bool, u8) {
+        (self.gen(general::TAG_MATCHING) != 0, self.gen(general::LOG_TAG_MATCHING_LIST_SZ) as u8)
+    }
+
+    /// `atomic_operations`, `atomic_size_qp`, `atomic_size_dc` (each size a
+    /// bit mask: bit n set for 2^n-byte atomics), `atomic_req_8B_endianness_mode`;
+    /// `None` without the atomic group.
+    pub fn atomic_caps(&self) -> Option<AtomicCaps> {
+        let b = self.atomic.as_ref()?;
+        Some(AtomicCaps {
+            operations: b.get(atomic::ATOMIC_OPERATIONS) as u16,
+            size_qp: b.get(atomic::ATOMIC_SIZE_QP) as u16,
+            size_dc: b.get(atomic::ATOMIC_SIZE_DC) as u16,
+            req_8b_endianness_mode: b.get(atomic::ATOMIC_REQ_8B_ENDIANNESS_MODE) as u8,
+        })
+    }
+
+    /// `Ok` when the device executes `bytes`-byte atomics (8, 16 or 32;
+    /// extended and masked atomics) on RC QPs (`dc` false) or DCIs (`dc`
+    /// true): `atomic_size_qp` / `atomic_size_dc` has bit log2(`bytes`).
+    /// Else [`Error::Unsupported`] naming the size: check this when setting
+    /// up a ring for 16- or 32-byte atomics, before anything is posted.
+    pub fn check_atomic_size(&self, bytes: u32, dc: bool) -> Result<()> {
+        let ok = bytes.is_power_of_two()
+            && self.atomic_caps().is_some_and(|a| {
+                let mask = if dc { a.size_dc } else { a.size_qp };
+                u32::from(mask) & bytes != 0
+            });
+        if ok {
+            return Ok(());
+        }
+        let feature = match (bytes, dc) {
+            (16, false) => "16-byte atomics on RC QPs (atomic_size_qp lacks 16)",
+            (32, false) => "32-byte atomics on RC QPs (atomic_size_qp lacks 32)",
+            (16, true) => "16-byte atomics on DCIs (atomic_size_dc lacks 16)",
+            (32, true) => "32-byte atomics on DCIs (atomic_size_dc lacks 32)",
+            (8, _) => "8-byte atomics (the atomic capability group lacks 8)",
+            _ => "an atomic size the device's atomic_size_qp / atomic_size_dc lack",
+        };
+        Err(Error::Unsupported { op: "QUERY_HCA_CAP (atomic)", feature })
+    }
+
+    /// The Ethernet offloads; `None` on InfiniBand or without the group.
+    pub fn eth_offloads(&self) -> Option<EthOffloads> {
+        let b = self.eth.as_ref()?;
+        Some(EthOffloads {
+            csum: b.get(eth::CSUM_CAP) != 0,
+            vlan: b.get(eth::VLAN_CAP) != 0,
+            lro: b.get(eth::LRO_CAP) != 0,
+            wqe_vlan_insert: b.get(eth::WQE_VLAN_INSERT) != 0,
+            max_lso_log: b.get(eth::MAX_LSO_CAP) as u8,
+            wqe_inline_mode: b.get(eth::WQE_INLINE_MODE) as u8,
+            swp: b.get(eth::SWP) != 0,
+        })
+    }
+
+    /// The proof [`SqRing::send_eth_hw_vlan`](crate::mlx5dv::queue::sq::SqRing::send_eth_hw_vlan)
+    /// takes: `Some` where the current capabilities have `wqe_vlan_insert`
+    /// and an inline mode of "not required"; `None` elsewhere, and for the
+    /// maximum values (what is possible, not what is set).
+    pub fn hw_vlan_insert(&self) -> Option<HwVlanInsert> {
+        let e = self.eth_offloads()?;
+        (self.which == CapWhich::Current
+            && e.wqe_vlan_insert
+            && u32::from(e.wqe_inline_mode) == INLINE_MODE_NOT_REQUIRED)
+            .then(HwVlanInsert::from_caps)
+    }
+
+    /// ODP operations per transport (RC, UC, UD, XRC, DC); `None` without the group.
+    pub fn odp(&self) -> Option<[OdpOps; 5]> {
+        let b = self.odp.as_ref()?;
+        let ops = |base: usize| {
+            let bit = |i: usize| b.get(Field { bit_off: base + i, bits: 1 }) != 0;
+            OdpOps { send: bit(0), receive: bit(1), write: bit(2), read: bit(3), atomic: bit(4), srq_receive: bit(5) }
+        };
+        Some([ops(odp::RC), ops(odp::UC), ops(odp::UD), ops(odp::XRC), ops(odp::DC)])
+    }
+
+    /// RoCE: `(roce_apm, sw_r_roce_src_udp_port, qp_ts_format, min, max source UDP port)`;
+    /// `None` without the group.
+    pub fn roce_caps(&self) -> Option<RoceCaps> {
+        let b = self.roce.as_ref()?;
+        Some(RoceCaps {
+            apm: b.get(roce::ROCE_APM) != 0,
+            sw_src_udp_port: b.get(roce::SW_R_ROCE_SRC_UDP_PORT) != 0,
+            qp_ts_format: b.get(roce::QP_TS_FORMAT) as u8,
+            min_src_udp_port: b.get(roce::R_ROCE_MIN_SRC_UDP_PORT) as u16,
+            max_src_udp_port: b.get(roce::R_ROCE_MAX_SRC_UDP_PORT) as u16,
+        })
+    }
+}
+
+/// The atomic group's fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AtomicCaps {
+    /// `atomic_operations` (bit mask of CAS, FAA, masked CAS, masked FAA, ...).
+    pub operations: u16,
+    /// `atomic_size_qp`: bit n set for 2^n-byte atomics on RC QPs.
+    pub size_qp: u16,
+    /// `atomic_size_dc`: the same on DCIs.
+    pub size_dc: u16,
+    /// `atomic_req_8B_endianness_mode`.
+    pub req_8b_endianness_mode: u8,
+}
+
+/// The Ethernet offload group's fields researchers look at first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EthOffloads {
+    /// L3/L4 checksum offload.
+    pub csum: bool,
+    /// VLAN stripping.
+    pub vlan: bool,
+    /// Large receive offload.
+    pub lro: bool,
+    /// VLAN insertion from the WQE.
+    pub wqe_vlan_insert: bool,
+    /// log2 of the largest LSO.
+    pub max_lso_log: u8,
+    /// 0: L2 headers inline; 1: as the vport context says; 2: none required.
+    pub wqe_inline_mode: u8,
+    /// Software parser offsets.
+    pub swp: bool,
+}
+
+/// ODP operations of one transport.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[allow(missing_docs)]
+pub struct OdpOps {
+    pub send: bool,
+    pub receive: bool,
+    pub write: bool,
+    pub read: bool,
+    pub atomic: bool,
+    pub srq_receive: bool,
+}
+
+/// The RoCE group's fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RoceCaps {
+    /// Automatic path migration.
+    pub apm: bool,
+    /// Software may choose the RoCE v2 UDP source port.
+    pub sw_src_udp_port: bool,
+    /// QP timestamp formats.
+    pub qp_ts_format: u8,
+    /// Lowest source port the device picks.
+    pub min_src_udp_port: u16,
+    /// Highest.
+    pub max_src_udp_port: u16,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caps(which: CapWhich, vlan: bool, inline_mode: u64, size_qp: u64) -> HcaCaps {
+        let mut g = [0u8; 4096];
+        general::PORT_TYPE.set(&mut g, 1);
+        general::ATOMIC.set(&mut g, 1);
+        general::LOG_MAX_QP.set(&mut g, 17);
+        let mut e = [0u8; 4096];
+        eth::WQE_VLAN_INSERT.set(&mut e, vlan.into());
+        eth::WQE_INLINE_MODE.set(&mut e, inline_mode);
+        let mut a = [0u8; 4096];
+        atomic::ATOMIC_SIZE_QP.set(&mut a, size_qp);
+        atomic::ATOMIC_SIZE_DC.set(&mut a, 0x8);
+        HcaCaps::from_blocks(
+            which,
+            CapBlock::from_bytes(&g),
+            Some(CapBlock::from_bytes(&a)),
+            Some(CapBlock::from_bytes(&e)),
+            None,
+            None,
+        )
+    }
+
+    #[test]
+    fn vlan_proof_needs_the_current_cap_and_no_inline_header() {
+        assert!(caps(CapWhich::Current, true, 2, 8).hw_vlan_insert().is_some());
+        assert!(caps(CapWhich::Current, false, 2, 8).hw_vlan_insert().is_none());
+        assert!(caps(CapWhich::Current, true, 0, 8).hw_vlan_insert().is_none());
+        assert!(caps(CapWhich::Max, true, 2, 8).hw_vlan_insert().is_none());
+        assert_eq!(caps(CapWhich::Max, true, 2, 8).log_max_qp(), 17);
+    }
+
+    #[test]
+    fn atomic_sizes_are_refused_by_name() {
+        let c = caps(CapWhich::Current, false, 0, 0x8 | 0x10);
+        assert!(c.check_atomic_size(8, false).is_ok());
+        assert!(c.check_atomic_size(16, false).is_ok());
+        match c.check_atomic_size(32, false) {
+            Err(Error::Unsupported { feature, .. }) => assert!(feature.contains("32-byte"), "{feature}"),
+            e => panic!("{e:?}"),
+        }
+        assert!(c.check_atomic_size(16, true).is_err());
+    }
+}

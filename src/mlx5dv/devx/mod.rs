@@ -1,0 +1,42 @@
+//! DEVX: mlx5 firmware commands on the PRM's layouts (`mlx5dv_devx_*`),
+//! with the crate's ownership rules.
+//!
+//! - [`DevxContext`]: a device opened with DEVX (`mlx5dv_open_device`),
+//!   its general commands ([`DevxContext::general_cmd`]).
+//! - [`DevxObj`]: a firmware object (create, query, modify, destroy); it
+//!   holds what it references ([`Held`]) and is destroyed before it.
+//! - [`Umem`] (memory registered for DEVX objects, owned by the
+//!   registration), [`Uar`], [`EventChannel`] (an fd to poll, event
+//!   subscription), [`CmdComp`] (asynchronous queries).
+//! - [`HcaCaps`]: `QUERY_HCA_CAP`, typed (general, atomic, Ethernet
+//!   offloads, ODP, RoCE; maximum or current), and the proofs other paths
+//!   take from it ([`HwVlanInsert`], [`HcaCaps::check_atomic_size`]).
+//! - [`verbs`]: query and modify of verbs QPs, CQs, SRQs and WQs; the RoCE
+//!   UDP source port, LAG port and DCI stream reset; DEVX memory keys
+//!   ([`DevxMkey`]) and packet pacing entries ([`PacketPacing`]).
+//! - [`cmd`]: the command bytes, built by one function per command and
+//!   compared with libmlx5 v59's (`tests/provider/devx.rs`).
+//!
+//! Firmware answers are checked: a status other than 0 is
+//! [`Error::Firmware`](crate::prim::Error::Firmware) with its status and
+//! syndrome. On a device that is not mlx5 every entry is
+//! [`Error::Unsupported`](crate::prim::Error::Unsupported) naming DEVX, the
+//! device and the way out, decided before any command is sent.
+//!
+//! Scheduling elements (`mlx5dv_sched_node_create` / `_leaf_create`) are in
+//! the bindings and not wrapped yet.
+
+mod caps;
+pub mod cmd;
+mod context;
+mod event;
+mod layout;
+mod obj;
+pub mod verbs;
+
+pub use caps::{query_hca_cap, AtomicCaps, CapBlock, EthOffloads, HcaCaps, HwVlanInsert, OdpOps, RoceCaps};
+pub use cmd::{CapGroup, CapWhich, MkeyAccessMode, MkeySpec};
+pub use context::{DevxContext, KERNEL_REFUSED, OPEN_OP};
+pub use event::{AsyncAnswer, CmdComp, DevxEvent, EventChannel, MAX_EVENT_BYTES};
+pub use obj::{DevxObj, Held, Uar, Umem};
+pub use verbs::{DevxMkey, PacketPacing, PpRate};

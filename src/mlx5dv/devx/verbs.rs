@@ -1,0 +1,320 @@
+//! DEVX on verbs objects: query and modify of QPs, CQs, SRQs and WQs, and
+//! the typed operations researchers use them for (RoCE UDP source port,
+//! LAG port, DCI stream reset), DEVX memory keys and packet pacing entries.
+
+use std::ptr::NonNull;
+
+use super::cmd::{self, MkeySpec};
+use super::context::{not_devx, raw_name, require_raw, DevxContext};
+use super::obj::{DevxObj, Held};
+use crate::bindings as ffi;
+use crate::prim::{Cq, Error, Pd, Qp, RemoteAddr, Result, Srq, Wq};
+
+type RawCall<T> = unsafe extern "C" fn(*mut T, *const std::ffi::c_void, usize, *mut std::ffi::c_void, usize) -> i32;
+
+fn call<T>(op: &'static str, f: RawCall<T>, obj: *mut T, cmd_in: &[u8], out: &mut [u8]) -> Result<()> {
+    assert!(out.len() >= cmd::OUT_HDR_BYTES, "{op}: out is shorter than the 16-byte output header");
+    // SAFETY: `obj` is a live verbs object of an mlx5 context (checked by
+    // the callers); buffers valid for their lengths.
+    let rc = unsafe { f(obj, cmd_in.as_ptr().cast(), cmd_in.len(), out.as_mut_ptr().cast(), out.len()) };
+    if rc != 0 {
+        return Err(cmd::failed(op, cmd_in, rc, out));
+    }
+    cmd::check_out(op, cmd::opcode_of(cmd_in), out)
+}
+
+fn qp_ctx(qp: &Qp, op: &'static str) -> Result<*mut ffi::ibv_qp> {
+    let raw = qp.as_ptr();
+    // SAFETY: a live QP points to its context.
+    let ctx = unsafe { (*raw).context };
+    require_raw(ctx, || raw_name(ctx), op)?;
+    Ok(raw)
+}
+
+/// Sends the QP command `cmd_in` (e.g. `QUERY_QP`) about `qp`; the answer in `out`.
+///
+/// Every function here: on a device that is not mlx5, [`Error::Unsupported`]
+/// naming DEVX, before any command is sent; a QP of a context not opened
+/// with DEVX ([`DevxContext::open`]) is refused by the kernel (`EINVAL`).
+///
+/// # References
+/// `mlx5dv_devx_qp_query(3)`
+pub fn qp_query(qp: &Qp, cmd_in: &[u8], out: &mut [u8]) -> Result<()> {
+    const OP: &str = "mlx5dv_devx_qp_query";
+    call(OP, ffi::mlx5dv_devx_qp_query, qp_ctx(qp, OP)?, cmd_in, out)
+}
+
+/// Sends the QP modify command `cmd_in` (e.g. `RTS2RTS_QP`); as [`qp_query`].
+///
+/// # References
+/// `mlx5dv_devx_qp_modify(3)`
+pub fn qp_modify(qp: &Qp, cmd_in: &[u8], out: &mut [u8]) -> Result<()> {
+    const OP: &str = "mlx5dv_devx_qp_modify";
+    call(OP, ffi::mlx5dv_devx_qp_modify, qp_ctx(qp, OP)?, cmd_in, out)
+}
+
+fn cq_ctx(cq: &Cq, op: &'static str) -> Result<*mut ffi::ibv_cq> {
+    require_raw(cq.context().as_ptr(), || cq.context().name().to_string(), op)?;
+    Ok(cq.as_ptr())
+}
+
+/// Sends a CQ query command (`QUERY_CQ`); as [`qp_query`].
+pub fn cq_query(cq: &Cq, cmd_in: &[u8], out: &mut [u8]) -> Result<()> {
+    const OP: &str = "mlx5dv_devx_cq_query";
+    call(OP, ffi::mlx5dv_devx_cq_query, cq_ctx(cq, OP)?, cmd_in, out)
+}
+
+/// Sends a CQ modify command (`MODIFY_CQ`); as [`qp_query`].
+pub fn cq_modify(cq: &Cq, cmd_in: &[u8], out: &mut [u8]) -> Result<()> {
+    const OP: &str = "mlx5dv_devx_cq_modify";
+    call(OP, ffi::mlx5dv_devx_cq_modify, cq_ctx(cq, OP)?, cmd_in, out)
+}
+
+fn srq_ctx(srq: &Srq, op: &'static str) -> Result<*mut ffi::ibv_srq> {
+    let ctx = srq.pd().context();
+    require_raw(ctx.as_ptr(), || ctx.name().to_string(), op)?;
+    Ok(srq.as_ptr())
+}
+
+/// Sends an SRQ query command (`QUERY_SRQ`, `QUERY_XRC_SRQ`); as [`qp_query`].
+pub fn srq_query(srq: &Srq, cmd_in: &[u8], out: &mut [u8]) -> Result<()> {
+    const OP: &str = "mlx5dv_devx_srq_query";
+    call(OP, ffi::mlx5dv_devx_srq_query, srq_ctx(srq, OP)?, cmd_in, out)
+}
+
+/// Sends an SRQ modify command (`ARM_RQ`, `MODIFY_XRC_SRQ`); as [`qp_query`].
+pub fn srq_modify(srq: &Srq, cmd_in: &[u8], out: &mut [u8]) -> Result<()> {
+    const OP: &str = "mlx5dv_devx_srq_modify";
+    call(OP, ffi::mlx5dv_devx_srq_modify, srq_ctx(srq, OP)?, cmd_in, out)
+}
+
+fn wq_ctx(wq: &Wq, op: &'static str) -> Result<*mut ffi::ibv_wq> {
+    let raw = wq.as_ptr();
+    // SAFETY: a live WQ points to its context.
+    let ctx = unsafe { (*raw).context };
+    require_raw(ctx, || raw_name(ctx), op)?;
+    Ok(raw)
+}
+
+/// Sends a WQ query command (`QUERY_RQ`); as [`qp_query`].
+pub fn wq_query(wq: &Wq, cmd_in: &[u8], out: &mut [u8]) -> Result<()> {
+    const OP: &str = "mlx5dv_devx_wq_query";
+    call(OP, ffi::mlx5dv_devx_wq_query, wq_ctx(wq, OP)?, cmd_in, out)
+}
+
+/// Sends a WQ modify command (`MODIFY_RQ`); as [`qp_query`].
+pub fn wq_modify(wq: &Wq, cmd_in: &[u8], out: &mut [u8]) -> Result<()> {
+    const OP: &str = "mlx5dv_devx_wq_modify";
+    call(OP, ffi::mlx5dv_devx_wq_modify, wq_ctx(wq, OP)?, cmd_in, out)
+}
+
+/// Sets the RoCE v2 UDP source port of an RC or UC QP in RTS
+/// ([`cmd::rts2rts_udp_sport`], the command `mlx5dv_modify_qp_udp_sport`
+/// sends); read it back with [`udp_sport`]. The device's
+/// `rts2rts_qp_udp_sport` capability ([`super::HcaCaps::rts2rts_qp_udp_sport`])
+/// says whether it may; without it the firmware refuses ([`Error::Firmware`]).
+pub fn set_udp_sport(qp: &Qp, udp_sport: u16) -> Result<()> {
+    let mut out = [0u8; cmd::OUT_HDR_BYTES];
+    qp_modify(qp, &cmd::rts2rts_udp_sport(qp.qpn(), udp_sport), &mut out)
+}
+
+/// The QP's RoCE UDP source port, read from its context (`QUERY_QP`).
+pub fn udp_sport(qp: &Qp) -> Result<u16> {
+    let mut out = vec![0u8; cmd::QUERY_QP_OUT_BYTES];
+    qp_query(qp, &cmd::query_qp(qp.qpn()), &mut out)?;
+    Ok(cmd::qp_udp_sport(&out))
+}
+
+/// The LAG port the QP is set to send on and the port that carries it now
+/// (`QUERY_LAG`, then `QUERY_QP`'s `lag_tx_port_affinity`), as
+/// `mlx5dv_query_qp_lag_port`. [`Error::Unsupported`] when the ports are
+/// not bonded (LAG state 0) or the QP has no port set.
+pub fn lag_port(qp: &Qp) -> Result<(u8, u8)> {
+    const OP: &str = "mlx5dv_query_qp_lag_port (DEVX)";
+    let raw = qp_ctx(qp, OP)?;
+    let mut lag = [0u8; cmd::OUT_HDR_BYTES];
+    // SAFETY: a live QP points to its context.
+    let ctx = unsafe { (*raw).context };
+    general_cmd_raw(ctx, &cmd::query_lag(), &mut lag)?;
+    let (state, a1, a2) = cmd::lag_state(&lag);
+    if state == 0 {
+        return Err(Error::Unsupported { op: OP, feature: "LAG port affinity (the device's ports are not bonded)" });
+    }
+    let mut out = vec![0u8; cmd::QUERY_QP_OUT_BYTES];
+    qp_query(qp, &cmd::query_qp(qp.qpn()), &mut out)?;
+    match cmd::qp_lag_port(&out) {
+        1 => Ok((1, a1)),
+        2 => Ok((2, a2)),
+        _ => Err(Error::Unsupported { op: OP, feature: "LAG port affinity (the QP has no LAG port set)" }),
+    }
+}
+
+/// Sets the LAG port (1 or 2) an RC, UC or UD QP or a DCI in RTS sends on
+/// ([`cmd::rts2rts_lag_port`]), after checking as `mlx5dv_modify_qp_lag_port`
+/// does that the ports are bonded ([`lag_port`]).
+///
+/// # Panics
+/// If `port` is not 1 or 2.
+pub fn set_lag_port(qp: &Qp, port: u8) -> Result<()> {
+    assert!(matches!(port, 1 | 2), "devx::set_lag_port: port {port}; a LAG has ports 1 and 2");
+    lag_port(qp)?;
+    let mut out = [0u8; cmd::OUT_HDR_BYTES];
+    qp_modify(qp, &cmd::rts2rts_lag_port(qp.qpn(), port), &mut out)
+}
+
+/// Brings stream `stream` of a DCI in RTS back from error
+/// ([`cmd::rts2rts_dci_stream_reset`], the command
+/// `mlx5dv_dci_stream_id_reset` and so [`Dci::reset_stream`](crate::mlx5dv::dc::Dci::reset_stream) send).
+pub fn reset_dci_stream(dci: &Qp, stream: u16) -> Result<()> {
+    let mut out = [0u8; cmd::OUT_HDR_BYTES];
+    qp_modify(dci, &cmd::rts2rts_dci_stream_reset(dci.qpn(), stream), &mut out)
+}
+
+fn general_cmd_raw(ctx: *mut ffi::ibv_context, cmd_in: &[u8], out: &mut [u8]) -> Result<()> {
+    const OP: &str = "mlx5dv_devx_general_cmd";
+    // SAFETY: a live mlx5 context (checked by the caller); buffers valid.
+    let rc = unsafe {
+        ffi::mlx5dv_devx_general_cmd(ctx, cmd_in.as_ptr().cast(), cmd_in.len(), out.as_mut_ptr().cast(), out.len())
+    };
+    if rc != 0 {
+        return Err(cmd::failed(OP, cmd_in, rc, out));
+    }
+    cmd::check_out(OP, cmd::opcode_of(cmd_in), out)
+}
+
+/// The protection domain number of `pd` (`mlx5dv_init_obj`), which
+/// commands such as `CREATE_MKEY` name.
+pub fn pdn(pd: &Pd) -> Result<u32> {
+    const OP: &str = "mlx5dv_init_obj (PD)";
+    let ctx = pd.context();
+    require_raw(ctx.as_ptr(), || ctx.name().to_string(), OP)?;
+    let mut out = ffi::mlx5dv_pd { pdn: 0, comp_mask: 0 };
+    // SAFETY: all-zero is a valid `mlx5dv_obj` (null pointers).
+    let mut obj: ffi::mlx5dv_obj = unsafe { std::mem::zeroed() };
+    obj.pd.in_ = pd.as_ptr();
+    obj.pd.out = &mut out;
+    // SAFETY: a live PD of an mlx5 context; `out` valid for writes.
+    let rc = unsafe { ffi::mlx5dv_init_obj(&mut obj, u64::from(ffi::mlx5dv_obj_type::MLX5DV_OBJ_PD.0)) };
+    if rc != 0 {
+        return Err(Error::code(OP, rc));
+    }
+    Ok(out.pdn)
+}
+
+/// A memory key made by `CREATE_MKEY` through DEVX ([`MkeySpec`]: an
+/// indirect KLM or KSM key, or a direct key over a UMEM). It holds its PD
+/// and whatever was given at creation (the UMEM, the keys a layout names)
+/// until it is destroyed.
+#[derive(Clone, Debug)]
+pub struct DevxMkey {
+    obj: DevxObj,
+    key: u32,
+}
+
+impl DevxMkey {
+    /// Creates the key of `spec` in `pd` (whose number `spec.pdn` must be,
+    /// see [`pdn`]), holding `pd` and `held`.
+    pub fn create(ctx: &DevxContext, pd: &Pd, spec: &MkeySpec, mut held: Vec<Held>) -> Result<DevxMkey> {
+        let mut out = [0u8; cmd::OUT_HDR_BYTES];
+        held.push(std::sync::Arc::new(pd.clone()));
+        let obj = DevxObj::create(ctx, &cmd::create_mkey(spec), &mut out, held)?;
+        Ok(DevxMkey { obj, key: cmd::mkey_index(&out) << 8 })
+    }
+
+    /// The local key.
+    pub fn lkey(&self) -> u32 {
+        self.key
+    }
+
+    /// The remote key (the same as the local one; its low byte is 0).
+    pub fn rkey(&self) -> u32 {
+        self.key
+    }
+
+    /// The remote address `addr` under this key.
+    pub fn at(&self, addr: u64) -> RemoteAddr {
+        RemoteAddr { addr, rkey: self.key }
+    }
+
+    /// The DEVX object.
+    pub fn obj(&self) -> &DevxObj {
+        &self.obj
+    }
+}
+
+/// A packet pacing entry's rate (`set_pp_rate_limit_context`, Linux 6.1's
+/// layout; libmlx5 passes the context through unchanged).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct PpRate {
+    /// The rate limit in kbit/s.
+    pub rate_limit_kbps: u32,
+    /// The burst's upper bound in bytes (0: the device's default).
+    pub burst_upper_bound: u32,
+    /// The typical packet size in bytes (0: not given).
+    pub typical_packet_size: u16,
+}
+
+impl PpRate {
+    /// The 48-byte context `mlx5dv_pp_alloc` takes.
+    pub fn context(&self) -> [u8; 48] {
+        let mut b = [0u8; 48];
+        b[0..4].copy_from_slice(&self.rate_limit_kbps.to_be_bytes());
+        b[4..8].copy_from_slice(&self.burst_upper_bound.to_be_bytes());
+        b[10..12].copy_from_slice(&self.typical_packet_size.to_be_bytes());
+        b
+    }
+}
+
+/// A packet pacing entry (`mlx5dv_pp_alloc`): its index goes into a send
+/// queue's context (`packet_pacing_rate_limit_index`). Freed on drop.
+pub struct PacketPacing {
+    raw: NonNull<ffi::mlx5dv_pp>,
+    _ctx: DevxContext,
+}
+
+// SAFETY: an entry owned by this value, freed once in `Drop`; `&PacketPacing` reads its index.
+unsafe impl Send for PacketPacing {}
+// SAFETY: as above.
+unsafe impl Sync for PacketPacing {}
+
+impl std::fmt::Debug for PacketPacing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PacketPacing").field("index", &self.index()).finish()
+    }
+}
+
+impl PacketPacing {
+    /// Allocates an entry of `rate`; `dedicated`: an index of its own even
+    /// when another entry has the same rate.
+    ///
+    /// # References
+    /// `mlx5dv_pp_alloc(3)`
+    pub fn alloc(ctx: &DevxContext, rate: PpRate, dedicated: bool) -> Result<PacketPacing> {
+        let c = rate.context();
+        let flags =
+            if dedicated { ffi::mlx5_ib_uapi_pp_alloc_flags::MLX5_IB_UAPI_PP_ALLOC_FLAGS_DEDICATED_INDEX.0 } else { 0 };
+        // SAFETY: a live DEVX context; `c` valid for its length.
+        let raw = unsafe { ffi::mlx5dv_pp_alloc(ctx.as_ptr(), c.len(), c.as_ptr().cast(), flags) };
+        let raw = NonNull::new(raw).ok_or_else(|| Error::last("mlx5dv_pp_alloc"))?;
+        Ok(PacketPacing { raw, _ctx: ctx.clone() })
+    }
+
+    /// The entry's index.
+    pub fn index(&self) -> u16 {
+        // SAFETY: a live entry.
+        unsafe { (*self.raw.as_ptr()).index }
+    }
+}
+
+impl Drop for PacketPacing {
+    fn drop(&mut self) {
+        // SAFETY: made by `mlx5dv_pp_alloc`, freed only here.
+        unsafe { ffi::mlx5dv_pp_free(self.raw.as_ptr()) }
+    }
+}
+
+/// The refusal text of the DEVX entries that take a verbs object, for a
+/// device called `name` (the tests assert on it).
+pub fn refusal_text(name: &str) -> &'static str {
+    not_devx(name)
+}
