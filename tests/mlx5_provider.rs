@@ -22,6 +22,8 @@ mod batch;
 mod build;
 #[path = "provider/dc_typed.rs"]
 mod dc_typed;
+#[path = "provider/devx.rs"]
+mod devx;
 #[path = "provider/eth.rs"]
 mod eth;
 #[path = "provider/eth_vlan.rs"]
@@ -83,6 +85,14 @@ pub enum Mutation {
     EthCsum,
     /// The first VLAN-tagged raw packet request is given its VID's bit 0 flipped.
     EthVlan,
+    /// The first DEVX UDP source port request is given to our builder with the port's bit 0 flipped.
+    DevxUdpSport,
+    /// The first DEVX LAG port request is given to our builder with ports 1 and 2 swapped.
+    DevxLagPort,
+    /// The first DEVX DCI stream reset is given to our builder with the stream's bit 0 flipped.
+    DevxDciStream,
+    /// The first DEVX mkey creation is given to our builder with the PD number's bit 0 flipped.
+    DevxMkey,
 }
 
 /// The first disagreement between libmlx5 and rrddmma.
@@ -872,5 +882,54 @@ fn tso_after_send_in_one_call_loses_entries() {
         "finding (raw packet TSO after a SEND in one ibv_post_send): libmlx5 writes DS {} with a first data \
          segment of {} bytes, the TSO's first entry dropped; rrddmma DS {} with its {} bytes",
         theirs.0, theirs.1, ours.0, ours.1
+    ));
+}
+
+/// DEVX commands: libmlx5 v59's `mlx5dv_modify_qp_udp_sport`,
+/// `mlx5dv_modify_qp_lag_port`, `mlx5dv_dci_stream_id_reset` and
+/// `mlx5dv_create_mkey`, caught at the ioctl boundary by the harness's fake
+/// kernel, against `mlx5dv::devx::cmd` (tests/provider/devx.rs).
+#[test]
+#[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
+fn devx_commands_match_libmlx5() {
+    let _ = build::output();
+    match devx::check(Mutation::None) {
+        Ok(stats) => {
+            for k in ["UDP source port", "LAG port", "DCI stream reset", "mkey creation"] {
+                let n = stats.cases.get(k).copied().unwrap_or(0);
+                assert!(n >= build::scaled(devx::CASES), "only {n} {k} cases: {stats:?}");
+            }
+            assert!(stats.remote_invalidate > build::scaled(100), "{stats:?}");
+            report(&format!("DEVX commands vs libmlx5: {}; 0 mismatches", stats.summary()));
+        }
+        Err(m) => panic!("{m}"),
+    }
+}
+
+/// The DEVX comparison can fail: one input bit changed on our side, per
+/// command family, is reported with its command, field and byte.
+#[test]
+#[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
+fn mutation_in_a_devx_command_is_reported() {
+    let _ = build::output();
+    let cases = [
+        (Mutation::DevxUdpSport, "UDP source port", "command 0 (RTS2RTS_QP) bytes", 83),
+        (Mutation::DevxLagPort, "LAG port", "command 2 (RTS2RTS_QP) bytes", 24),
+        (Mutation::DevxDciStream, "DCI stream reset", "command 0 (RTS2RTS_QP) bytes", 275),
+        (Mutation::DevxMkey, "mkey creation", "command 0 (CREATE_MKEY) bytes", 31),
+    ];
+    let mut seen = Vec::new();
+    for (mutation, kind, field, byte) in cases {
+        let m = devx::check(mutation).expect_err("a mutated DEVX command must be caught");
+        assert_eq!(m.kind, kind, "{m}");
+        assert_eq!(m.at, "case 0", "{m}");
+        assert_eq!(m.field, field, "{m}");
+        assert_eq!(m.byte, Some(byte), "{m}");
+        seen.push(format!("{kind}: byte {byte}"));
+    }
+    report(&format!(
+        "mutation check (DEVX: bit 0 of the UDP port, the LAG port, the DCI stream, the PD number flipped) caught as it \
+         must, each at its field: {}",
+        seen.join("; ")
     ));
 }

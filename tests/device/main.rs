@@ -20,6 +20,8 @@ mod cx_cq;
 mod cx_dc;
 mod cx_raw;
 mod device;
+#[cfg(not(rrddmma_mlnx_ofed4))]
+mod devx;
 mod domains;
 mod errors;
 mod eth;

@@ -1,0 +1,247 @@
+//! DEVX commands against libmlx5: libmlx5 v59's own
+//! `mlx5dv_modify_qp_udp_sport`, `mlx5dv_modify_qp_lag_port`,
+//! `mlx5dv_dci_stream_id_reset` and `mlx5dv_create_mkey`, called on
+//! provider objects fabricated in ordinary memory (tests/provider/devx.c),
+//! hand their commands to a fake kernel at the ioctl boundary (the harness
+//! is linked with `-Wl,--wrap=ioctl`), which records the bytes of every
+//! command (`MLX5_IB_ATTR_DEVX_OTHER_CMD_IN`, `_OBJ_MODIFY_CMD_IN`,
+//! `_OBJ_QUERY_CMD_IN`, `_OBJ_CREATE_CMD_IN`) and the method carrying it,
+//! and answers as a device would. rrddmma's `mlx5dv::devx::cmd` builds the
+//! same requests; compared: the sequence of commands, each one's carrying
+//! method, length and every byte.
+
+use std::collections::BTreeMap;
+use std::ffi::c_int;
+use std::sync::OnceLock;
+
+use rrddmma::mlx5dv::devx::cmd::{self, MkeySpec};
+
+use super::build::{library_fn, scaled, Rng, SEED};
+use super::{Mismatch, Mutation};
+
+#[repr(C)]
+struct VQp {
+    _opaque: [u8; 0],
+}
+
+struct Lib {
+    arm: unsafe extern "C" fn(c_int),
+    count: unsafe extern "C" fn() -> u32,
+    get: unsafe extern "C" fn(u32, *mut u16, *mut u16, *mut u8, u32) -> u32,
+    qp: unsafe extern "C" fn(c_int, u32) -> *mut VQp,
+    udp_sport: unsafe extern "C" fn(*mut VQp, u16) -> c_int,
+    lag_port: unsafe extern "C" fn(*mut VQp, u8) -> c_int,
+    dci_reset: unsafe extern "C" fn(*mut VQp, u16) -> c_int,
+    create_mkey: unsafe extern "C" fn(u32, u16, u32, *mut u32, *mut u16) -> c_int,
+}
+
+fn lib() -> &'static Lib {
+    static LIB: OnceLock<Lib> = OnceLock::new();
+    // SAFETY: each entry is the devx.c function of the signature its field gives.
+    LIB.get_or_init(|| unsafe {
+        Lib {
+            arm: library_fn("h_devx_arm"),
+            count: library_fn("h_devx_count"),
+            get: library_fn("h_devx_get"),
+            qp: library_fn("h_devx_qp"),
+            udp_sport: library_fn("h_devx_udp_sport"),
+            lag_port: library_fn("h_devx_lag_port"),
+            dci_reset: library_fn("h_devx_dci_reset"),
+            create_mkey: library_fn("h_devx_create_mkey"),
+        }
+    })
+}
+
+/// The ioctl method that carried a command, as our layer names it: the
+/// general command (`mlx5dv_devx_general_cmd`), or a query / modify /
+/// create of an object (`mlx5dv_devx_qp_query`, `_qp_modify`, `_obj_create`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Carrier {
+    General,
+    ObjCreate,
+    ObjModify,
+    ObjQuery,
+}
+
+/// `MLX5_IB_OBJECT_DEVX`, `MLX5_IB_OBJECT_DEVX_OBJ` and their methods
+/// (`rdma/mlx5_user_ioctl_cmds.h`: each the namespace bit 1 << 12, plus its index).
+fn carrier(object: u16, method: u16) -> Option<Carrier> {
+    const NS: u16 = 1 << 12;
+    match (object, method) {
+        (o, m) if o == NS && m == NS => Some(Carrier::General),
+        (o, m) if o == NS + 1 && m == NS => Some(Carrier::ObjCreate),
+        (o, m) if o == NS + 1 && m == NS + 2 => Some(Carrier::ObjModify),
+        (o, m) if o == NS + 1 && m == NS + 3 => Some(Carrier::ObjQuery),
+        _ => None,
+    }
+}
+
+/// The commands libmlx5 handed to the fake kernel since it was armed.
+fn recorded() -> Vec<(Option<Carrier>, Vec<u8>)> {
+    let l = lib();
+    // SAFETY: the library's entries, called one at a time (`exclusive`).
+    let n = unsafe { (l.count)() };
+    (0..n)
+        .map(|i| {
+            let (mut o, mut m) = (0u16, 0u16);
+            let mut buf = vec![0u8; 4096];
+            // SAFETY: `buf` holds 4096 bytes; `o`, `m` valid for writes.
+            let len = unsafe { (l.get)(i, &mut o, &mut m, buf.as_mut_ptr(), 4096) };
+            buf.truncate(len as usize);
+            (carrier(o, m), buf)
+        })
+        .collect()
+}
+
+/// What the check covered.
+#[derive(Debug, Default)]
+pub struct DevxStats {
+    /// Requests compared, by kind.
+    pub cases: BTreeMap<&'static str, usize>,
+    /// Commands compared, by opcode name.
+    pub commands: BTreeMap<&'static str, usize>,
+    pub remote_invalidate: usize,
+}
+
+impl DevxStats {
+    pub fn summary(&self) -> String {
+        let cases: Vec<String> = self.cases.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        let cmds: Vec<String> = self.commands.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        format!(
+            "{} (commands: {}; {} mkeys with remote invalidation), bytes, lengths and carrying methods",
+            cases.join(", "),
+            cmds.join(", "),
+            self.remote_invalidate
+        )
+    }
+}
+
+fn opname(op: u16) -> &'static str {
+    match op {
+        0x505 => "RTS2RTS_QP",
+        0x50b => "QUERY_QP",
+        0x842 => "QUERY_LAG",
+        0x200 => "CREATE_MKEY",
+        _ => "other",
+    }
+}
+
+/// Compares what libmlx5 sent for one request (`kind`, case `i`) with ours.
+fn compare(
+    kind: &'static str,
+    i: usize,
+    ours: &[(Carrier, Vec<u8>)],
+    stats: &mut DevxStats,
+) -> Result<(), Box<Mismatch>> {
+    let theirs = recorded();
+    let at = format!("case {i}");
+    if theirs.len() != ours.len() {
+        return Err(Mismatch::value(kind, &at, "commands sent", theirs.len(), ours.len()).into());
+    }
+    for (j, ((tc, tb), (oc, ob))) in theirs.iter().zip(ours).enumerate() {
+        let op = opname(cmd::opcode_of(ob));
+        let field = |f: &str| format!("command {j} ({op}) {f}");
+        if *tc != Some(*oc) {
+            return Err(Mismatch::value(kind, &at, &field("method"), format!("{tc:?}"), format!("{oc:?}")).into());
+        }
+        if tb.len() != ob.len() {
+            return Err(Mismatch::value(kind, &at, &field("length"), tb.len(), ob.len()).into());
+        }
+        if let Some(b) = tb.iter().zip(ob).position(|(t, o)| t != o) {
+            return Err(Mismatch::at_byte(kind.into(), at, field("bytes"), b, tb[b], ob[b]));
+        }
+        *stats.commands.entry(op).or_default() += 1;
+    }
+    *stats.cases.entry(kind).or_default() += 1;
+    Ok(())
+}
+
+/// Cases per command kind.
+pub const CASES: usize = 2_000;
+
+/// Runs the comparison; the first mismatch ends it. `mutation` gives our
+/// builder the first case's input with bit 0 flipped: the UDP port
+/// (`DevxUdpSport`), the LAG port (`DevxLagPort`, 1 and 2 swapped), the
+/// stream (`DevxDciStream`) or the PD number (`DevxMkey`).
+pub fn check(mutation: Mutation) -> Result<DevxStats, Box<Mismatch>> {
+    let _one_at_a_time = super::batch::exclusive();
+    let l = lib();
+    let mut rng = Rng(SEED ^ 0xde_7c);
+    let mut stats = DevxStats::default();
+    let n = scaled(CASES);
+    // SAFETY (every call below): the library's entries, with the objects
+    // it made and buffers valid for what each writes; one at a time.
+    let result = (|| {
+        for i in 0..n {
+            let first = i == 0;
+            let qpn = (rng.next() & 0xff_ffff) as u32;
+
+            // UDP source port of an RC QP.
+            let sport = rng.next() as u16;
+            let qp = unsafe { (l.qp)(0, qpn) };
+            unsafe { (l.arm)(1) };
+            let rc = unsafe { (l.udp_sport)(qp, sport) };
+            assert_eq!(rc, 0, "libmlx5's mlx5dv_modify_qp_udp_sport failed");
+            let s = if first && mutation == Mutation::DevxUdpSport { sport ^ 1 } else { sport };
+            compare("UDP source port", i, &[(Carrier::ObjModify, cmd::rts2rts_udp_sport(qpn, s))], &mut stats)?;
+
+            // LAG port of an RC QP or a DCI.
+            let kind = if rng.chance(50) { 0 } else { 2 };
+            let port = 1 + rng.below(2) as u8;
+            let qp = unsafe { (l.qp)(kind, qpn) };
+            unsafe { (l.arm)(1) };
+            let rc = unsafe { (l.lag_port)(qp, port) };
+            assert_eq!(rc, 0, "libmlx5's mlx5dv_modify_qp_lag_port failed");
+            let p = if first && mutation == Mutation::DevxLagPort { port ^ 3 } else { port };
+            let ours = [
+                (Carrier::General, cmd::query_lag().to_vec()),
+                (Carrier::ObjQuery, cmd::query_qp(qpn).to_vec()),
+                (Carrier::ObjModify, cmd::rts2rts_lag_port(qpn, p)),
+            ];
+            compare("LAG port", i, &ours, &mut stats)?;
+
+            // DCI stream reset.
+            let stream = rng.next() as u16;
+            let qp = unsafe { (l.qp)(2, qpn) };
+            unsafe { (l.arm)(1) };
+            let rc = unsafe { (l.dci_reset)(qp, stream) };
+            assert_eq!(rc, 0, "libmlx5's mlx5dv_dci_stream_id_reset failed");
+            let st = if first && mutation == Mutation::DevxDciStream { stream ^ 1 } else { stream };
+            compare(
+                "DCI stream reset",
+                i,
+                &[(Carrier::ObjModify, cmd::rts2rts_dci_stream_reset(qpn, st))],
+                &mut stats,
+            )?;
+
+            // Indirect mkey, with or without remote invalidation.
+            let pdn = (rng.next() & 0xff_ffff) as u32;
+            let entries = 1 + rng.below(0xfff0) as u16;
+            let rinval = rng.chance(30);
+            // MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT, _REMOTE_INVALIDATE.
+            let flags = 1 | if rinval { 1 << 3 } else { 0 };
+            let (mut key, mut got) = (0u32, 0u16);
+            unsafe { (l.arm)(1) };
+            let rc = unsafe { (l.create_mkey)(pdn, entries, flags, &mut key, &mut got) };
+            assert_eq!(rc, 0, "libmlx5's mlx5dv_create_mkey failed");
+            let mut spec =
+                MkeySpec::indirect(if first && mutation == Mutation::DevxMkey { pdn ^ 1 } else { pdn }, entries);
+            spec.remote_invalidate = rinval;
+            compare("mkey creation", i, &[(Carrier::ObjCreate, cmd::create_mkey(&spec))], &mut stats)?;
+            if u32::from(got) != spec.translations {
+                return Err(Mismatch::value(
+                    "mkey creation",
+                    &format!("case {i}"),
+                    "max_entries written back",
+                    got,
+                    spec.translations,
+                )
+                .into());
+            }
+            stats.remote_invalidate += usize::from(rinval);
+        }
+        Ok(())
+    })();
+    unsafe { (l.arm)(0) };
+    result.map(|()| stats)
+}
