@@ -153,6 +153,9 @@ static void devx_context(void)
 	if (!ctx->ibv_ctx.priv)
 		ctx->ibv_ctx.priv = calloc(1, 4096);
 	ctx->ibv_ctx.context.cmd_fd = -1;
+	/* The DEVX entries (devx_qp_modify, devx_obj_create, ...) of the table,
+	 * as libmlx5's context set-up installs them. */
+	mlx5_set_dv_ctx_ops(ctx->dv_ctx_ops);
 	ctx->entropy_caps.num_lag_ports = 2;
 	ctx->entropy_caps.lag_tx_port_affinity = 1;
 	ctx->entropy_caps.rts2rts_qp_udp_sport = 1;
@@ -163,10 +166,22 @@ static void devx_context(void)
 	devx_pd.ibv_pd.context = &ctx->ibv_ctx.context;
 }
 
-/* Arms the fake kernel and forgets what it recorded. */
+/* Arms the fake kernel and forgets what it recorded. While armed the
+ * context is marked extended (execute_ioctl reaches its private part through
+ * verbs_get_ctx, which answers NULL otherwise); disarmed, it is as the other
+ * sections made it. */
 H_API void h_devx_arm(int on)
 {
+	static void *saved_abi;
+	struct mlx5_context *ctx = h_context();
+
 	devx_context();
+	if (on && !devx_armed) {
+		saved_abi = ctx->ibv_ctx.context.abi_compat;
+		ctx->ibv_ctx.context.abi_compat = __VERBS_ABI_IS_EXTENDED;
+	} else if (!on && devx_armed) {
+		ctx->ibv_ctx.context.abi_compat = saved_abi;
+	}
 	devx_armed = on;
 	devx_n = 0;
 }

@@ -219,7 +219,7 @@ pub fn check(mutation: Mutation) -> Result<DevxStats, Box<Mismatch>> {
             let entries = 1 + rng.below(0xfff0) as u16;
             let rinval = rng.chance(30);
             // MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT, _REMOTE_INVALIDATE.
-            let flags = 1 | if rinval { 1 << 3 } else { 0 };
+            let flags = 1 | if rinval { 1 << 4 } else { 0 };
             let (mut key, mut got) = (0u32, 0u16);
             unsafe { (l.arm)(1) };
             let rc = unsafe { (l.create_mkey)(pdn, entries, flags, &mut key, &mut got) };

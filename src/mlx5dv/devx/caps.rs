@@ -3,44 +3,47 @@
 
 use super::cmd::{self, CapGroup, CapWhich};
 use super::context::DevxContext;
-use super::layout::{atomic, eth, general, hca_cap, odp, roce, Field};
+use crate::mlx5dv::prm;
 pub use crate::mlx5dv::raw::eth::HwVlanInsert;
 use crate::prim::{Error, Result};
 
-/// One capability group's 4096-byte block, as the device reported it.
+/// One capability group as the device reported it: the whole
+/// `QUERY_HCA_CAP` answer ([`prm::QueryHcaCapOut`], whose capability union
+/// is read through the group's view: `cmd_hca_cap()`, `atomic_caps()`, ...).
 #[derive(Clone)]
-pub struct CapBlock(Box<[u8; hca_cap::CAPABILITY_BYTES]>);
+pub struct CapBlock(Box<prm::QueryHcaCapOut>);
 
 impl std::fmt::Debug for CapBlock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "CapBlock({} bytes)", self.0.len())
+        write!(f, "CapBlock({} bytes)", prm::QueryHcaCapOut::BYTES)
     }
 }
 
 impl CapBlock {
-    /// The raw block (big-endian PRM layout).
-    pub fn bytes(&self) -> &[u8] {
-        &self.0[..]
+    /// The answer, as the PRM type.
+    pub fn out(&self) -> &prm::QueryHcaCapOut {
+        &self.0
     }
 
-    /// A block from raw bytes (a recorded answer; shorter input is padded with zeros).
+    /// A block from a capability's raw bytes (a recorded answer without
+    /// its 16-byte header; shorter input is padded with zeros).
     pub fn from_bytes(b: &[u8]) -> CapBlock {
-        let mut blk = Box::new([0u8; hca_cap::CAPABILITY_BYTES]);
-        let n = b.len().min(blk.len());
-        blk[..n].copy_from_slice(&b[..n]);
-        CapBlock(blk)
-    }
-
-    fn get(&self, f: Field) -> u32 {
-        f.get(&self.0[..]) as u32
+        let mut out = Box::new(prm::QueryHcaCapOut::new());
+        let body = &mut out.as_bytes_mut()[CAPABILITY_BYTE..];
+        let n = b.len().min(body.len());
+        body[..n].copy_from_slice(&b[..n]);
+        CapBlock(out)
     }
 }
 
+/// Where the capability union starts in the answer (bit 0x80).
+const CAPABILITY_BYTE: usize = 16;
+
 /// `QUERY_HCA_CAP` of one group: its block.
 pub fn query_hca_cap(ctx: &DevxContext, group: CapGroup, which: CapWhich) -> Result<CapBlock> {
-    let mut out = vec![0u8; hca_cap::OUT_BYTES];
-    ctx.general_cmd(&cmd::query_hca_cap(group, which), &mut out)?;
-    Ok(CapBlock::from_bytes(&out[hca_cap::CAPABILITY_BYTE..]))
+    let mut out = Box::new(prm::QueryHcaCapOut::new());
+    ctx.general_cmd(&cmd::query_hca_cap(group, which), out.as_bytes_mut())?;
+    Ok(CapBlock(out))
 }
 
 /// The capabilities researchers look at first, typed: the general group
@@ -67,7 +70,7 @@ impl HcaCaps {
     /// refuses.
     pub fn query(ctx: &DevxContext, which: CapWhich) -> Result<HcaCaps> {
         let general = query_hca_cap(ctx, CapGroup::General, which)?;
-        let g = |f: Field| general.get(f) != 0;
+        let g = general.0.cmd_hca_cap();
         let opt = |present: bool, group| -> Result<Option<CapBlock>> {
             if !present {
                 return Ok(None);
@@ -78,10 +81,10 @@ impl HcaCaps {
                 Err(e) => Err(e),
             }
         };
-        let atomic = opt(g(general::ATOMIC), CapGroup::Atomic)?;
-        let eth = opt(general.get(general::PORT_TYPE) == 1, CapGroup::EthernetOffloads)?;
+        let atomic = opt(g.atomic() != 0, CapGroup::Atomic)?;
+        let eth = opt(g.port_type() == 1, CapGroup::EthernetOffloads)?;
         let odp = opt(true, CapGroup::Odp)?;
-        let roce = opt(g(general::ROCE), CapGroup::Roce)?;
+        let roce = opt(g.roce() != 0, CapGroup::Roce)?;
         Ok(HcaCaps { which, general, atomic, eth, odp, roce })
     }
 
@@ -118,105 +121,105 @@ impl HcaCaps {
         }
     }
 
-    fn gen(&self, f: Field) -> u32 {
-        self.general.get(f)
+    fn gen(&self) -> &prm::CmdHcaCap {
+        self.general.0.cmd_hca_cap()
     }
 
     /// This function's id (`vhca_id`).
     pub fn vhca_id(&self) -> u16 {
-        self.gen(general::VHCA_ID) as u16
+        self.gen().vhca_id() as u16
     }
     /// log2 of the most QPs.
     pub fn log_max_qp(&self) -> u8 {
-        self.gen(general::LOG_MAX_QP) as u8
+        self.gen().log_max_qp() as u8
     }
     /// log2 of the most CQs.
     pub fn log_max_cq(&self) -> u8 {
-        self.gen(general::LOG_MAX_CQ) as u8
+        self.gen().log_max_cq() as u8
     }
     /// log2 of the most SRQs.
     pub fn log_max_srq(&self) -> u8 {
-        self.gen(general::LOG_MAX_SRQ) as u8
+        self.gen().log_max_srq() as u8
     }
     /// log2 of the most memory keys.
     pub fn log_max_mkey(&self) -> u8 {
-        self.gen(general::LOG_MAX_MKEY) as u8
+        self.gen().log_max_mkey() as u8
     }
     /// log2 of the most PDs.
     pub fn log_max_pd(&self) -> u8 {
-        self.gen(general::LOG_MAX_PD) as u8
+        self.gen().log_max_pd() as u8
     }
     /// log2 of the longest KLM list of an indirect key.
     pub fn log_max_klm_list_size(&self) -> u8 {
-        self.gen(general::LOG_MAX_KLM_LIST_SIZE) as u8
+        self.gen().log_max_klm_list_size() as u8
     }
     /// log2 of the largest message.
     pub fn log_max_msg(&self) -> u8 {
-        self.gen(general::LOG_MAX_MSG) as u8
+        self.gen().log_max_msg() as u8
     }
     /// log2 of the most outstanding RDMA READ / atomic requests per QP (initiator, responder).
     pub fn log_max_ra_qp(&self) -> (u8, u8) {
-        (self.gen(general::LOG_MAX_RA_REQ_QP) as u8, self.gen(general::LOG_MAX_RA_RES_QP) as u8)
+        (self.gen().log_max_ra_req_qp() as u8, self.gen().log_max_ra_res_qp() as u8)
     }
     /// Whether the port is Ethernet (`port_type` 1) rather than InfiniBand (0).
     pub fn is_ethernet(&self) -> bool {
-        self.gen(general::PORT_TYPE) == 1
+        self.gen().port_type() == 1
     }
     /// RoCE, atomics, DC targets, QoS.
     pub fn roce(&self) -> bool {
-        self.gen(general::ROCE) != 0
+        self.gen().roce() != 0
     }
     /// Whether the device executes atomics at all.
     pub fn atomic(&self) -> bool {
-        self.gen(general::ATOMIC) != 0
+        self.gen().atomic() != 0
     }
     /// Whether the device has DC targets.
     pub fn dct(&self) -> bool {
-        self.gen(general::DCT) != 0
+        self.gen().dct() != 0
     }
     /// Whether the device has QoS (scheduling elements, packet pacing).
     pub fn qos(&self) -> bool {
-        self.gen(general::QOS) != 0
+        self.gen().qos() != 0
     }
     /// Whether the QP context extension exists (DCI stream reset needs it).
     pub fn qpc_extension(&self) -> bool {
-        self.gen(general::QPC_EXTENSION) != 0
+        self.gen().qpc_extension() != 0
     }
     /// Whether RTS2RTS may set the UDP source port.
     pub fn rts2rts_qp_udp_sport(&self) -> bool {
-        self.gen(general::RTS2RTS_QP_UDP_SPORT) != 0
+        self.gen().rts2rts_qp_udp_sport() != 0
     }
     /// Whether RTS2RTS may set the LAG port.
     pub fn rts2rts_lag_tx_port_affinity(&self) -> bool {
-        self.gen(general::RTS2RTS_LAG_TX_PORT_AFFINITY) != 0
+        self.gen().rts2rts_lag_tx_port_affinity() != 0
     }
     /// Whether QPs may be given a LAG port, and how many LAG ports there are.
     pub fn lag(&self) -> (bool, u8) {
-        (self.gen(general::LAG_TX_PORT_AFFINITY) != 0, self.gen(general::NUM_LAG_PORTS) as u8)
+        (self.gen().lag_tx_port_affinity() != 0, self.gen().num_lag_ports() as u8)
     }
     /// The device clock in kHz.
     pub fn device_frequency_khz(&self) -> u32 {
-        self.gen(general::DEVICE_FREQUENCY_KHZ)
+        self.gen().device_frequency_khz()
     }
     /// log2 of DCI stream channels and of errored streams (Linux 6.1's layout).
     pub fn log_max_dci_streams(&self) -> (u8, u8) {
-        (self.gen(general::LOG_MAX_DCI_STREAM_CHANNELS) as u8, self.gen(general::LOG_MAX_DCI_ERRORED_STREAMS) as u8)
+        (self.gen().log_max_dci_stream_channels() as u8, self.gen().log_max_dci_errored_streams() as u8)
     }
     /// Tag matching, and log2 of its list size.
     pub fn tag_matching(&self) -> (bool, u8) {
-        (self.gen(general::TAG_MATCHING) != 0, self.gen(general::LOG_TAG_MATCHING_LIST_SZ) as u8)
+        (self.gen().tag_matching() != 0, self.gen().log_tag_matching_list_sz() as u8)
     }
 
     /// `atomic_operations`, `atomic_size_qp`, `atomic_size_dc` (each size a
     /// bit mask: bit n set for 2^n-byte atomics), `atomic_req_8B_endianness_mode`;
     /// `None` without the atomic group.
     pub fn atomic_caps(&self) -> Option<AtomicCaps> {
-        let b = self.atomic.as_ref()?;
+        let b = self.atomic.as_ref()?.0.atomic_caps();
         Some(AtomicCaps {
-            operations: b.get(atomic::ATOMIC_OPERATIONS) as u16,
-            size_qp: b.get(atomic::ATOMIC_SIZE_QP) as u16,
-            size_dc: b.get(atomic::ATOMIC_SIZE_DC) as u16,
-            req_8b_endianness_mode: b.get(atomic::ATOMIC_REQ_8B_ENDIANNESS_MODE) as u8,
+            operations: b.atomic_operations() as u16,
+            size_qp: b.atomic_size_qp() as u16,
+            size_dc: b.atomic_size_dc() as u16,
+            req_8b_endianness_mode: b.atomic_req_8B_endianness_mode() as u8,
         })
     }
 
@@ -247,15 +250,15 @@ impl HcaCaps {
 
     /// The Ethernet offloads; `None` on InfiniBand or without the group.
     pub fn eth_offloads(&self) -> Option<EthOffloads> {
-        let b = self.eth.as_ref()?;
+        let b = self.eth.as_ref()?.0.per_protocol_networking_offload_caps();
         Some(EthOffloads {
-            csum: b.get(eth::CSUM_CAP) != 0,
-            vlan: b.get(eth::VLAN_CAP) != 0,
-            lro: b.get(eth::LRO_CAP) != 0,
-            wqe_vlan_insert: b.get(eth::WQE_VLAN_INSERT) != 0,
-            max_lso_log: b.get(eth::MAX_LSO_CAP) as u8,
-            wqe_inline_mode: b.get(eth::WQE_INLINE_MODE) as u8,
-            swp: b.get(eth::SWP) != 0,
+            csum: b.csum_cap() != 0,
+            vlan: b.vlan_cap() != 0,
+            lro: b.lro_cap() != 0,
+            wqe_vlan_insert: b.wqe_vlan_insert() != 0,
+            max_lso_log: b.max_lso_cap() as u8,
+            wqe_inline_mode: b.wqe_inline_mode() as u8,
+            swp: b.swp() != 0,
         })
     }
 
@@ -273,24 +276,34 @@ impl HcaCaps {
 
     /// ODP operations per transport (RC, UC, UD, XRC, DC); `None` without the group.
     pub fn odp(&self) -> Option<[OdpOps; 5]> {
-        let b = self.odp.as_ref()?;
-        let ops = |base: usize| {
-            let bit = |i: usize| b.get(Field { bit_off: base + i, bits: 1 }) != 0;
-            OdpOps { send: bit(0), receive: bit(1), write: bit(2), read: bit(3), atomic: bit(4), srq_receive: bit(5) }
+        let b = self.odp.as_ref()?.0.odp_cap();
+        let ops = |t: &prm::OdpPerTransportServiceCap| OdpOps {
+            send: t.send() != 0,
+            receive: t.receive() != 0,
+            write: t.write() != 0,
+            read: t.read() != 0,
+            atomic: t.atomic() != 0,
+            srq_receive: t.srq_receive() != 0,
         };
-        Some([ops(odp::RC), ops(odp::UC), ops(odp::UD), ops(odp::XRC), ops(odp::DC)])
+        Some([
+            ops(b.rc_odp_caps()),
+            ops(b.uc_odp_caps()),
+            ops(b.ud_odp_caps()),
+            ops(b.xrc_odp_caps()),
+            ops(b.dc_odp_caps()),
+        ])
     }
 
     /// RoCE: `(roce_apm, sw_r_roce_src_udp_port, qp_ts_format, min, max source UDP port)`;
     /// `None` without the group.
     pub fn roce_caps(&self) -> Option<RoceCaps> {
-        let b = self.roce.as_ref()?;
+        let b = self.roce.as_ref()?.0.roce_cap();
         Some(RoceCaps {
-            apm: b.get(roce::ROCE_APM) != 0,
-            sw_src_udp_port: b.get(roce::SW_R_ROCE_SRC_UDP_PORT) != 0,
-            qp_ts_format: b.get(roce::QP_TS_FORMAT) as u8,
-            min_src_udp_port: b.get(roce::R_ROCE_MIN_SRC_UDP_PORT) as u16,
-            max_src_udp_port: b.get(roce::R_ROCE_MAX_SRC_UDP_PORT) as u16,
+            apm: b.roce_apm() != 0,
+            sw_src_udp_port: b.sw_r_roce_src_udp_port() != 0,
+            qp_ts_format: b.qp_ts_format() as u8,
+            min_src_udp_port: b.r_roce_min_src_udp_port() as u16,
+            max_src_udp_port: b.r_roce_max_src_udp_port() as u16,
         })
     }
 }
@@ -358,25 +371,15 @@ pub struct RoceCaps {
 mod tests {
     use super::*;
 
-    fn caps(which: CapWhich, vlan: bool, inline_mode: u64, size_qp: u64) -> HcaCaps {
-        let mut g = [0u8; 4096];
-        general::PORT_TYPE.set(&mut g, 1);
-        general::ATOMIC.set(&mut g, 1);
-        general::LOG_MAX_QP.set(&mut g, 17);
-        let mut e = [0u8; 4096];
-        eth::WQE_VLAN_INSERT.set(&mut e, vlan.into());
-        eth::WQE_INLINE_MODE.set(&mut e, inline_mode);
-        let mut a = [0u8; 4096];
-        atomic::ATOMIC_SIZE_QP.set(&mut a, size_qp);
-        atomic::ATOMIC_SIZE_DC.set(&mut a, 0x8);
-        HcaCaps::from_blocks(
-            which,
-            CapBlock::from_bytes(&g),
-            Some(CapBlock::from_bytes(&a)),
-            Some(CapBlock::from_bytes(&e)),
-            None,
-            None,
-        )
+    fn caps(which: CapWhich, vlan: bool, inline_mode: u32, size_qp: u32) -> HcaCaps {
+        let mut g = prm::QueryHcaCapOut::new();
+        g.cmd_hca_cap_mut().set_port_type(1).set_atomic(1).set_log_max_qp(17);
+        let mut e = prm::QueryHcaCapOut::new();
+        e.per_protocol_networking_offload_caps_mut().set_wqe_vlan_insert(vlan.into()).set_wqe_inline_mode(inline_mode);
+        let mut a = prm::QueryHcaCapOut::new();
+        a.atomic_caps_mut().set_atomic_size_qp(size_qp).set_atomic_size_dc(0x8);
+        let blk = |o: prm::QueryHcaCapOut| CapBlock(Box::new(o));
+        HcaCaps::from_blocks(which, blk(g), Some(blk(a)), Some(blk(e)), None, None)
     }
 
     #[test]

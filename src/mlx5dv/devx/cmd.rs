@@ -4,8 +4,21 @@
 //! libmlx5 harness compares them with the bytes libmlx5 v59 hands to the
 //! kernel for the same request (`tests/provider/devx.rs`).
 
-use super::layout::{self, hdr, mkey, op, qpc, query_lag, query_qp, rts2rts};
+use crate::mlx5dv::prm::{self, Field, Opcode, QpcOptMask, QpcOptMask32};
 use crate::prim::{Error, Result};
+
+/// The output header every command answer starts with (`status`, `syndrome`).
+const STATUS: Field = Field::new("status", 0x0, 8);
+const SYNDROME: Field = Field::new("syndrome", 0x20, 32);
+/// The input header's opcode.
+const OPCODE: Field = Field::new("opcode", 0x0, 16);
+/// `query_lag_out`: the LAG context (`lagc`) at bit 0x40.
+const QUERY_LAG_CTX: u32 = 0x40;
+/// Not in rdma-core v59's or Linux 6.1's `create_mkey_in` (reserved
+/// there): DPDK's `mlx5_prm.h` places the UMEM of a UMEM-backed key here.
+/// Not checked against libmlx5 or the kernel.
+const MKEY_UMEM_ID: Field = Field::new("mkey_umem_id", 0x320, 32);
+const MKEY_UMEM_OFFSET: Field = Field::new("mkey_umem_offset", 0x340, 64);
 
 /// A capability group of `QUERY_HCA_CAP` (`MLX5_CAP_*`, the op_mod's type).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -57,74 +70,78 @@ pub enum CapWhich {
     Current,
 }
 
-/// `QUERY_HCA_CAP` of `group` (16 bytes; the answer is 4112).
+/// `QUERY_HCA_CAP` of `group` (16 bytes; the answer is [`prm::QueryHcaCapOut`]).
 pub fn query_hca_cap(group: CapGroup, which: CapWhich) -> [u8; 16] {
-    let mut b = [0u8; 16];
-    hdr::OPCODE.set(&mut b, op::QUERY_HCA_CAP.into());
-    hdr::OP_MOD.set(&mut b, u64::from(group.to_raw()) << 1 | u64::from(which == CapWhich::Current));
-    b
+    let mut c = prm::QueryHcaCapIn::new();
+    c.set_opcode(Opcode::QUERY_HCA_CAP.0.into())
+        .set_op_mod(u32::from(group.to_raw()) << 1 | u32::from(which == CapWhich::Current));
+    c.0
 }
 
-/// `QUERY_QP` of `qpn` (16 bytes; the answer is 272).
+/// `QUERY_QP` of `qpn` (16 bytes; the answer is [`prm::QueryQpOut`]).
+///
+/// # Panics
+/// If `qpn` is wider than 24 bits (a programming error).
 pub fn query_qp(qpn: u32) -> [u8; 16] {
-    let mut b = [0u8; 16];
-    hdr::OPCODE.set(&mut b, op::QUERY_QP.into());
-    query_qp::QPN.set(&mut b, qpn.into());
-    b
+    let mut c = prm::QueryQpIn::new();
+    c.set_opcode(Opcode::QUERY_QP.0.into()).set_qpn(qpn);
+    c.0
 }
 
 /// `QUERY_LAG` (16 bytes; the answer is 16).
 pub fn query_lag() -> [u8; 16] {
     let mut b = [0u8; 16];
-    hdr::OPCODE.set(&mut b, op::QUERY_LAG.into());
+    OPCODE.set(&mut b, Opcode::QUERY_LAG.0.into());
     b
 }
 
 /// The bytes of a `QUERY_QP` answer.
-pub const QUERY_QP_OUT_BYTES: usize = query_qp::OUT_BYTES;
-/// The bytes of an `RTS2RTS_QP` command.
-pub const RTS2RTS_IN_BYTES: usize = rts2rts::IN_BYTES;
+pub const QUERY_QP_OUT_BYTES: usize = prm::QueryQpOut::BYTES;
+/// The bytes of an `RTS2RTS_QP` command (rdma-core v59's size, with the QP
+/// context extension).
+pub const RTS2RTS_IN_BYTES: usize = prm::Rts2rtsQpIn::BYTES;
 /// The bytes of a `CREATE_MKEY` command without translation entries.
-pub const CREATE_MKEY_IN_BYTES: usize = mkey::IN_BYTES;
+pub const CREATE_MKEY_IN_BYTES: usize = prm::CreateMkeyIn::BYTES;
 /// The bytes of a command's smallest answer (the output header and 8 bytes).
-pub const OUT_HDR_BYTES: usize = hdr::BYTES;
+pub const OUT_HDR_BYTES: usize = 16;
 
-fn rts2rts(qpn: u32) -> Vec<u8> {
-    let mut b = vec![0u8; rts2rts::IN_BYTES];
-    hdr::OPCODE.set(&mut b, op::RTS2RTS_QP.into());
-    rts2rts::QPN.set(&mut b, qpn.into());
-    b
+fn rts2rts(qpn: u32) -> Box<prm::Rts2rtsQpIn> {
+    let mut c = Box::new(prm::Rts2rtsQpIn::new());
+    c.set_opcode(Opcode::RTS2RTS_QP.0.into()).set_qpn(qpn);
+    c
 }
 
 /// `RTS2RTS_QP` that sets the RoCE UDP source port of `qpn`'s primary
 /// path (`opt_param_mask_95_32` UDP_SPORT): what
 /// `mlx5dv_modify_qp_udp_sport` sends.
 pub fn rts2rts_udp_sport(qpn: u32, udp_sport: u16) -> Vec<u8> {
-    let mut b = rts2rts(qpn);
-    rts2rts::OPT_PARAM_MASK_95_32.set(&mut b, qpc::OPT32_UDP_SPORT);
-    qpc::UDP_SPORT.at(rts2rts::QPC).set(&mut b, udp_sport.into());
-    b
+    let mut c = rts2rts(qpn);
+    c.set_opt_param_mask_95_32(QpcOptMask32::UDP_SPORT.0);
+    c.qpc_mut().primary_address_path_mut().set_udp_sport(udp_sport.into());
+    c.0.to_vec()
 }
 
 /// `RTS2RTS_QP` that sets the LAG port `qpn` sends on (1 or 2;
 /// `opt_param_mask` LAG_TX_PORT_AFFINITY): what `mlx5dv_modify_qp_lag_port`
 /// sends for an RC, UC, UD QP or a DCI.
+///
+/// # Panics
+/// If `port` is wider than the field's 4 bits.
 pub fn rts2rts_lag_port(qpn: u32, port: u8) -> Vec<u8> {
-    let mut b = rts2rts(qpn);
-    rts2rts::OPT_PARAM_MASK.set(&mut b, qpc::OPT_LAG_TX_PORT_AFFINITY);
-    qpc::LAG_TX_PORT_AFFINITY.at(rts2rts::QPC).set(&mut b, port.into());
-    b
+    let mut c = rts2rts(qpn);
+    c.set_opt_param_mask(QpcOptMask::RTS2RTS_LAG_TX_PORT_AFFINITY.0);
+    c.qpc_mut().set_lag_tx_port_affinity(port.into());
+    c.0.to_vec()
 }
 
 /// `RTS2RTS_QP` that brings stream `stream` of DCI `qpn` out of error
 /// (the QP context extension's `dci_stream_channel_id`): what
 /// `mlx5dv_dci_stream_id_reset` sends.
 pub fn rts2rts_dci_stream_reset(qpn: u32, stream: u16) -> Vec<u8> {
-    let mut b = rts2rts(qpn);
-    rts2rts::QPC_EXT.set(&mut b, 1);
-    rts2rts::OPT_PARAM_MASK_95_32.set(&mut b, qpc::OPT32_DCI_STREAM_CHANNEL_ID);
-    qpc::EXT_DCI_STREAM_CHANNEL_ID.at(rts2rts::QPC_EXT_DATA).set(&mut b, stream.into());
-    b
+    let mut c = rts2rts(qpn);
+    c.set_qpc_ext(1).set_opt_param_mask_95_32(QpcOptMask32::DCI_STREAM_CHANNEL_ID.0);
+    c.qpc_data_ext_mut().set_dci_stream_channel_id(stream.into());
+    c.0.to_vec()
 }
 
 /// How a memory key translates addresses (`MLX5_MKC_ACCESS_MODE_*`).
@@ -239,47 +256,46 @@ impl MkeySpec {
     }
 }
 
-/// `CREATE_MKEY` for `spec` (272 bytes; the answer is 16).
+/// `CREATE_MKEY` for `spec` (272 bytes; the answer is [`prm::CreateMkeyOut`]).
+///
+/// # Panics
+/// If `spec.pdn` is wider than 24 bits or `log_page_size` than 5 (programming errors).
 pub fn create_mkey(spec: &MkeySpec) -> Vec<u8> {
-    let mut b = vec![0u8; mkey::IN_BYTES];
-    hdr::OPCODE.set(&mut b, op::CREATE_MKEY.into());
-    let c = mkey::MKC;
-    let mode = spec.access_mode.to_raw();
-    mkey::ACCESS_MODE_1_0.at(c).set(&mut b, mode & 3);
-    mkey::ACCESS_MODE_4_2.at(c).set(&mut b, mode >> 2);
-    mkey::FREE.at(c).set(&mut b, spec.free.into());
-    mkey::UMR_EN.at(c).set(&mut b, spec.umr_en.into());
-    mkey::PD.at(c).set(&mut b, spec.pdn.into());
-    mkey::TRANSLATIONS_OCTWORD_SIZE.at(c).set(&mut b, spec.translations.into());
-    mkey::LR.at(c).set(&mut b, spec.lr.into());
-    mkey::LW.at(c).set(&mut b, spec.lw.into());
-    mkey::RR.at(c).set(&mut b, spec.rr.into());
-    mkey::RW.at(c).set(&mut b, spec.rw.into());
-    mkey::A.at(c).set(&mut b, spec.atomic.into());
-    mkey::QPN.at(c).set(&mut b, 0xff_ffff);
-    mkey::MKEY_7_0.at(c).set(&mut b, 0);
-    mkey::EN_RINVAL.at(c).set(&mut b, spec.remote_invalidate.into());
-    if spec.start_addr != 0 {
-        mkey::START_ADDR.at(c).set(&mut b, spec.start_addr);
-    }
-    if spec.len != 0 {
-        mkey::LEN.at(c).set(&mut b, spec.len);
-    }
-    if spec.log_page_size != 0 {
-        mkey::LOG_PAGE_SIZE.at(c).set(&mut b, spec.log_page_size.into());
-    }
+    let mut c = Box::new(prm::CreateMkeyIn::new());
+    c.set_opcode(Opcode::CREATE_MKEY.0.into());
+    let mode = spec.access_mode.to_raw() as u32;
+    let m = c.memory_key_mkey_entry_mut();
+    m.set_access_mode_1_0(mode & 3)
+        .set_access_mode_4_2(mode >> 2)
+        .set_free(spec.free.into())
+        .set_umr_en(spec.umr_en.into())
+        .set_pd(spec.pdn)
+        .set_translations_octword_size(spec.translations)
+        .set_lr(spec.lr.into())
+        .set_lw(spec.lw.into())
+        .set_rr(spec.rr.into())
+        .set_rw(spec.rw.into())
+        .set_a(spec.atomic.into())
+        .set_qpn(0xff_ffff)
+        .set_mkey_7_0(0)
+        .set_en_rinval(spec.remote_invalidate.into())
+        .set_start_addr(spec.start_addr)
+        .set_len(spec.len)
+        .set_log_page_size(spec.log_page_size.into());
     if let Some((id, offset)) = spec.umem {
-        mkey::MKEY_UMEM_VALID.set(&mut b, 1);
-        mkey::MKEY_UMEM_ID.set(&mut b, id.into());
-        mkey::MKEY_UMEM_OFFSET.set(&mut b, offset);
+        c.set_mkey_umem_valid(1);
+        MKEY_UMEM_ID.set(c.as_bytes_mut(), id.into());
+        MKEY_UMEM_OFFSET.set(c.as_bytes_mut(), offset);
     }
-    let _ = (mkey::PG_ACCESS, mkey::TRANSLATIONS_OCTWORD_ACTUAL_SIZE, mkey::LENGTH64);
-    b
+    c.0.to_vec()
 }
 
 /// The opcode of a command (its first two bytes), 0 for a buffer shorter than that.
 pub fn opcode_of(cmd_in: &[u8]) -> u16 {
-    hdr::OPCODE.get(cmd_in) as u16
+    if cmd_in.len() < 4 {
+        return 0;
+    }
+    OPCODE.get(cmd_in) as u16
 }
 
 /// `Ok` when the answer's `status` is 0, else [`Error::Firmware`] with the
@@ -290,11 +306,11 @@ pub fn check_out(op: &'static str, opcode: u16, out: &[u8]) -> Result<()> {
     if out.len() < 8 {
         return Err(Error::Verbs { op, errno: libc::EPROTO });
     }
-    let status = hdr::STATUS.get(out) as u8;
+    let status = STATUS.get(out) as u8;
     if status == 0 {
         Ok(())
     } else {
-        Err(Error::Firmware { op, opcode, status, syndrome: hdr::SYNDROME.get(out) as u32 })
+        Err(Error::Firmware { op, opcode, status, syndrome: SYNDROME.get(out) as u32 })
     }
 }
 
@@ -308,35 +324,28 @@ pub(crate) fn failed(op: &'static str, cmd_in: &[u8], rc: i32, out: &[u8]) -> Er
     }
 }
 
-/// A `QUERY_QP` answer's LAG port (`qpc.lag_tx_port_affinity`).
+/// A `QUERY_QP` answer's LAG port (`qpc.lag_tx_port_affinity`); 0 for a
+/// short answer.
 pub fn qp_lag_port(out: &[u8]) -> u8 {
-    qpc::LAG_TX_PORT_AFFINITY.at(query_qp::OUT_QPC).get(out) as u8
+    prm::QueryQpOut::from_slice(out).map_or(0, |o| o.qpc().lag_tx_port_affinity() as u8)
 }
 
-/// A `QUERY_QP` answer's RoCE UDP source port (`qpc.primary_address_path.udp_sport`).
+/// A `QUERY_QP` answer's RoCE UDP source port
+/// (`qpc.primary_address_path.udp_sport`); 0 for a short answer.
 pub fn qp_udp_sport(out: &[u8]) -> u16 {
-    qpc::UDP_SPORT.at(query_qp::OUT_QPC).get(out) as u16
+    prm::QueryQpOut::from_slice(out).map_or(0, |o| o.qpc().primary_address_path().udp_sport() as u16)
 }
 
-/// A `QUERY_LAG` answer: `(lag_state, tx_remap_affinity_1, tx_remap_affinity_2)`.
+/// A `QUERY_LAG` answer: `(lag_state, tx_remap_affinity_1,
+/// tx_remap_affinity_2)`; zeros for a short answer.
 pub fn lag_state(out: &[u8]) -> (u8, u8, u8) {
-    (
-        query_lag::LAG_STATE.get(out) as u8,
-        query_lag::TX_REMAP_AFFINITY_1.get(out) as u8,
-        query_lag::TX_REMAP_AFFINITY_2.get(out) as u8,
-    )
+    let Some(l) = out.get(QUERY_LAG_CTX as usize / 8..).and_then(prm::Lagc::from_slice) else { return (0, 0, 0) };
+    (l.lag_state() as u8, l.tx_remap_affinity_1() as u8, l.tx_remap_affinity_2() as u8)
 }
 
-/// A `CREATE_MKEY` answer's key index (the key is `index << 8`).
+/// A `CREATE_MKEY` answer's key index (the key is `index << 8`); 0 for a short answer.
 pub fn mkey_index(out: &[u8]) -> u32 {
-    mkey::OUT_MKEY_INDEX.get(out) as u32
-}
-
-/// Sets a field of a command by its place (for the tests' and the
-/// harness's fake kernel answers): `bit_off` bits in, `bits` wide.
-#[doc(hidden)]
-pub fn set_bits(buf: &mut [u8], bit_off: usize, bits: usize, v: u64) {
-    layout::Field { bit_off, bits }.set(buf, v);
+    prm::CreateMkeyOut::from_slice(out).map_or(0, |o| o.mkey_index())
 }
 
 #[cfg(test)]

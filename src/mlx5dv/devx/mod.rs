@@ -30,7 +30,6 @@ mod caps;
 pub mod cmd;
 mod context;
 mod event;
-mod layout;
 mod obj;
 pub mod verbs;
 
