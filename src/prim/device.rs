@@ -226,9 +226,10 @@ impl Context {
     }
 
     fn open_device(dev: *mut ffi::ibv_device, name: String) -> Result<Context> {
-        // SAFETY: `dev` is from a live device list.
         Self::open_device_with(dev, name, |d| {
-            NonNull::new(unsafe { ffi::ibv_open_device(d) }).ok_or_else(|| Error::last("ibv_open_device"))
+            // SAFETY: `d` is `dev`, from a live device list.
+            let raw = unsafe { ffi::ibv_open_device(d) };
+            NonNull::new(raw).ok_or_else(|| Error::last("ibv_open_device"))
         })
     }
 

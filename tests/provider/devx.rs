@@ -169,8 +169,6 @@ pub fn check(mutation: Mutation) -> Result<DevxStats, Box<Mismatch>> {
     let mut rng = Rng(SEED ^ 0xde_7c);
     let mut stats = DevxStats::default();
     let n = scaled(CASES);
-    // SAFETY (every call below): the library's entries, with the objects
-    // it made and buffers valid for what each writes; one at a time.
     let result = (|| {
         for i in 0..n {
             let first = i == 0;
@@ -178,8 +176,11 @@ pub fn check(mutation: Mutation) -> Result<DevxStats, Box<Mismatch>> {
 
             // UDP source port of an RC QP.
             let sport = rng.next() as u16;
+            // SAFETY: the library's entries with the objects it made; one caller at a time (`exclusive`).
             let qp = unsafe { (l.qp)(0, qpn) };
+            // SAFETY: the library's entries with the objects it made; one caller at a time (`exclusive`).
             unsafe { (l.arm)(1) };
+            // SAFETY: the library's entries with the objects it made; one caller at a time (`exclusive`).
             let rc = unsafe { (l.udp_sport)(qp, sport) };
             assert_eq!(rc, 0, "libmlx5's mlx5dv_modify_qp_udp_sport failed");
             let s = if first && mutation == Mutation::DevxUdpSport { sport ^ 1 } else { sport };
@@ -188,8 +189,11 @@ pub fn check(mutation: Mutation) -> Result<DevxStats, Box<Mismatch>> {
             // LAG port of an RC QP or a DCI.
             let kind = if rng.chance(50) { 0 } else { 2 };
             let port = 1 + rng.below(2) as u8;
+            // SAFETY: the library's entries with the objects it made; one caller at a time (`exclusive`).
             let qp = unsafe { (l.qp)(kind, qpn) };
+            // SAFETY: the library's entries with the objects it made; one caller at a time (`exclusive`).
             unsafe { (l.arm)(1) };
+            // SAFETY: the library's entries with the objects it made; one caller at a time (`exclusive`).
             let rc = unsafe { (l.lag_port)(qp, port) };
             assert_eq!(rc, 0, "libmlx5's mlx5dv_modify_qp_lag_port failed");
             let p = if first && mutation == Mutation::DevxLagPort { port ^ 3 } else { port };
@@ -202,8 +206,11 @@ pub fn check(mutation: Mutation) -> Result<DevxStats, Box<Mismatch>> {
 
             // DCI stream reset.
             let stream = rng.next() as u16;
+            // SAFETY: the library's entries with the objects it made; one caller at a time (`exclusive`).
             let qp = unsafe { (l.qp)(2, qpn) };
+            // SAFETY: the library's entries with the objects it made; one caller at a time (`exclusive`).
             unsafe { (l.arm)(1) };
+            // SAFETY: the library's entries with the objects it made; one caller at a time (`exclusive`).
             let rc = unsafe { (l.dci_reset)(qp, stream) };
             assert_eq!(rc, 0, "libmlx5's mlx5dv_dci_stream_id_reset failed");
             let st = if first && mutation == Mutation::DevxDciStream { stream ^ 1 } else { stream };
@@ -221,7 +228,9 @@ pub fn check(mutation: Mutation) -> Result<DevxStats, Box<Mismatch>> {
             // MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT, _REMOTE_INVALIDATE.
             let flags = 1 | if rinval { 1 << 4 } else { 0 };
             let (mut key, mut got) = (0u32, 0u16);
+            // SAFETY: the library's entries with the objects it made; one caller at a time (`exclusive`).
             unsafe { (l.arm)(1) };
+            // SAFETY: the library's entries with the objects it made; one caller at a time (`exclusive`).
             let rc = unsafe { (l.create_mkey)(pdn, entries, flags, &mut key, &mut got) };
             assert_eq!(rc, 0, "libmlx5's mlx5dv_create_mkey failed");
             let mut spec =
@@ -242,6 +251,7 @@ pub fn check(mutation: Mutation) -> Result<DevxStats, Box<Mismatch>> {
         }
         Ok(())
     })();
+    // SAFETY: the library's entries with the objects it made; one caller at a time (`exclusive`).
     unsafe { (l.arm)(0) };
     result.map(|()| stats)
 }

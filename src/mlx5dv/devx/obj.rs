@@ -88,30 +88,36 @@ impl DevxObj {
 
     /// Sends the query command `cmd_in` about this object; the answer in `out`.
     pub fn query(&self, cmd_in: &[u8], out: &mut [u8]) -> Result<()> {
-        self.call("mlx5dv_devx_obj_query", ffi::mlx5dv_devx_obj_query, cmd_in, out)
+        // SAFETY: a live object; buffers valid for their lengths (`call`).
+        self.call(
+            "mlx5dv_devx_obj_query",
+            |o, i, il, p, pl| unsafe { ffi::mlx5dv_devx_obj_query(o, i, il, p, pl) },
+            cmd_in,
+            out,
+        )
     }
 
     /// Sends the modify command `cmd_in` for this object; the answer in `out`.
     pub fn modify(&self, cmd_in: &[u8], out: &mut [u8]) -> Result<()> {
-        self.call("mlx5dv_devx_obj_modify", ffi::mlx5dv_devx_obj_modify, cmd_in, out)
+        // SAFETY: a live object; buffers valid for their lengths (`call`).
+        self.call(
+            "mlx5dv_devx_obj_modify",
+            |o, i, il, p, pl| unsafe { ffi::mlx5dv_devx_obj_modify(o, i, il, p, pl) },
+            cmd_in,
+            out,
+        )
     }
 
     fn call(
         &self,
         op: &'static str,
-        f: unsafe extern "C" fn(
-            *mut ffi::mlx5dv_devx_obj,
-            *const std::ffi::c_void,
-            usize,
-            *mut std::ffi::c_void,
-            usize,
-        ) -> i32,
+        f: impl FnOnce(*mut ffi::mlx5dv_devx_obj, *const std::ffi::c_void, usize, *mut std::ffi::c_void, usize) -> i32,
         cmd_in: &[u8],
         out: &mut [u8],
     ) -> Result<()> {
         assert!(out.len() >= cmd::OUT_HDR_BYTES, "{op}: out is shorter than the 16-byte output header");
-        // SAFETY: a live object; buffers valid for their lengths.
-        let rc = unsafe { f(self.as_ptr(), cmd_in.as_ptr().cast(), cmd_in.len(), out.as_mut_ptr().cast(), out.len()) };
+        // A live object; buffers valid for their lengths.
+        let rc = f(self.as_ptr(), cmd_in.as_ptr().cast(), cmd_in.len(), out.as_mut_ptr().cast(), out.len());
         if rc != 0 {
             return Err(cmd::failed(op, cmd_in, rc, out));
         }

@@ -10,13 +10,29 @@ use super::obj::{DevxObj, Held};
 use crate::bindings as ffi;
 use crate::prim::{Cq, Error, Pd, Qp, RemoteAddr, Result, Srq, Wq};
 
-type RawCall<T> = unsafe extern "C" fn(*mut T, *const std::ffi::c_void, usize, *mut std::ffi::c_void, usize) -> i32;
+/// A libmlx5 DEVX entry on a verbs object, as a closure (the `dlopen`
+/// linkage's entries are Rust functions, the others C ones).
+macro_rules! raw {
+    ($f:path) => {
+        |o, i: *const std::ffi::c_void, il, p: *mut std::ffi::c_void, pl| {
+            // SAFETY: `call`'s contract: a live object of an mlx5 context and
+            // buffers valid for their lengths.
+            unsafe { $f(o, i, il, p, pl) }
+        }
+    };
+}
 
-fn call<T>(op: &'static str, f: RawCall<T>, obj: *mut T, cmd_in: &[u8], out: &mut [u8]) -> Result<()> {
+fn call<T>(
+    op: &'static str,
+    f: impl FnOnce(*mut T, *const std::ffi::c_void, usize, *mut std::ffi::c_void, usize) -> i32,
+    obj: *mut T,
+    cmd_in: &[u8],
+    out: &mut [u8],
+) -> Result<()> {
     assert!(out.len() >= cmd::OUT_HDR_BYTES, "{op}: out is shorter than the 16-byte output header");
-    // SAFETY: `obj` is a live verbs object of an mlx5 context (checked by
-    // the callers); buffers valid for their lengths.
-    let rc = unsafe { f(obj, cmd_in.as_ptr().cast(), cmd_in.len(), out.as_mut_ptr().cast(), out.len()) };
+    // `obj` is a live verbs object of an mlx5 context (checked by the
+    // callers); the buffers are valid for their lengths.
+    let rc = f(obj, cmd_in.as_ptr().cast(), cmd_in.len(), out.as_mut_ptr().cast(), out.len());
     if rc != 0 {
         return Err(cmd::failed(op, cmd_in, rc, out));
     }
@@ -41,7 +57,7 @@ fn qp_ctx(qp: &Qp, op: &'static str) -> Result<*mut ffi::ibv_qp> {
 /// `mlx5dv_devx_qp_query(3)`
 pub fn qp_query(qp: &Qp, cmd_in: &[u8], out: &mut [u8]) -> Result<()> {
     const OP: &str = "mlx5dv_devx_qp_query";
-    call(OP, ffi::mlx5dv_devx_qp_query, qp_ctx(qp, OP)?, cmd_in, out)
+    call(OP, raw!(ffi::mlx5dv_devx_qp_query), qp_ctx(qp, OP)?, cmd_in, out)
 }
 
 /// Sends the QP modify command `cmd_in` (e.g. `RTS2RTS_QP`); as [`qp_query`].
@@ -50,7 +66,7 @@ pub fn qp_query(qp: &Qp, cmd_in: &[u8], out: &mut [u8]) -> Result<()> {
 /// `mlx5dv_devx_qp_modify(3)`
 pub fn qp_modify(qp: &Qp, cmd_in: &[u8], out: &mut [u8]) -> Result<()> {
     const OP: &str = "mlx5dv_devx_qp_modify";
-    call(OP, ffi::mlx5dv_devx_qp_modify, qp_ctx(qp, OP)?, cmd_in, out)
+    call(OP, raw!(ffi::mlx5dv_devx_qp_modify), qp_ctx(qp, OP)?, cmd_in, out)
 }
 
 fn cq_ctx(cq: &Cq, op: &'static str) -> Result<*mut ffi::ibv_cq> {
@@ -61,13 +77,13 @@ fn cq_ctx(cq: &Cq, op: &'static str) -> Result<*mut ffi::ibv_cq> {
 /// Sends a CQ query command (`QUERY_CQ`); as [`qp_query`].
 pub fn cq_query(cq: &Cq, cmd_in: &[u8], out: &mut [u8]) -> Result<()> {
     const OP: &str = "mlx5dv_devx_cq_query";
-    call(OP, ffi::mlx5dv_devx_cq_query, cq_ctx(cq, OP)?, cmd_in, out)
+    call(OP, raw!(ffi::mlx5dv_devx_cq_query), cq_ctx(cq, OP)?, cmd_in, out)
 }
 
 /// Sends a CQ modify command (`MODIFY_CQ`); as [`qp_query`].
 pub fn cq_modify(cq: &Cq, cmd_in: &[u8], out: &mut [u8]) -> Result<()> {
     const OP: &str = "mlx5dv_devx_cq_modify";
-    call(OP, ffi::mlx5dv_devx_cq_modify, cq_ctx(cq, OP)?, cmd_in, out)
+    call(OP, raw!(ffi::mlx5dv_devx_cq_modify), cq_ctx(cq, OP)?, cmd_in, out)
 }
 
 fn srq_ctx(srq: &Srq, op: &'static str) -> Result<*mut ffi::ibv_srq> {
@@ -79,13 +95,13 @@ fn srq_ctx(srq: &Srq, op: &'static str) -> Result<*mut ffi::ibv_srq> {
 /// Sends an SRQ query command (`QUERY_SRQ`, `QUERY_XRC_SRQ`); as [`qp_query`].
 pub fn srq_query(srq: &Srq, cmd_in: &[u8], out: &mut [u8]) -> Result<()> {
     const OP: &str = "mlx5dv_devx_srq_query";
-    call(OP, ffi::mlx5dv_devx_srq_query, srq_ctx(srq, OP)?, cmd_in, out)
+    call(OP, raw!(ffi::mlx5dv_devx_srq_query), srq_ctx(srq, OP)?, cmd_in, out)
 }
 
 /// Sends an SRQ modify command (`ARM_RQ`, `MODIFY_XRC_SRQ`); as [`qp_query`].
 pub fn srq_modify(srq: &Srq, cmd_in: &[u8], out: &mut [u8]) -> Result<()> {
     const OP: &str = "mlx5dv_devx_srq_modify";
-    call(OP, ffi::mlx5dv_devx_srq_modify, srq_ctx(srq, OP)?, cmd_in, out)
+    call(OP, raw!(ffi::mlx5dv_devx_srq_modify), srq_ctx(srq, OP)?, cmd_in, out)
 }
 
 fn wq_ctx(wq: &Wq, op: &'static str) -> Result<*mut ffi::ibv_wq> {
@@ -99,13 +115,13 @@ fn wq_ctx(wq: &Wq, op: &'static str) -> Result<*mut ffi::ibv_wq> {
 /// Sends a WQ query command (`QUERY_RQ`); as [`qp_query`].
 pub fn wq_query(wq: &Wq, cmd_in: &[u8], out: &mut [u8]) -> Result<()> {
     const OP: &str = "mlx5dv_devx_wq_query";
-    call(OP, ffi::mlx5dv_devx_wq_query, wq_ctx(wq, OP)?, cmd_in, out)
+    call(OP, raw!(ffi::mlx5dv_devx_wq_query), wq_ctx(wq, OP)?, cmd_in, out)
 }
 
 /// Sends a WQ modify command (`MODIFY_RQ`); as [`qp_query`].
 pub fn wq_modify(wq: &Wq, cmd_in: &[u8], out: &mut [u8]) -> Result<()> {
     const OP: &str = "mlx5dv_devx_wq_modify";
-    call(OP, ffi::mlx5dv_devx_wq_modify, wq_ctx(wq, OP)?, cmd_in, out)
+    call(OP, raw!(ffi::mlx5dv_devx_wq_modify), wq_ctx(wq, OP)?, cmd_in, out)
 }
 
 /// Sets the RoCE v2 UDP source port of an RC or UC QP in RTS
