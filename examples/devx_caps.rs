@@ -8,7 +8,8 @@
 
 use std::process::ExitCode;
 
-use rrddmma::mlx5dv::devx::{CapWhich, DevxContext, HcaCaps};
+use rrddmma::mlx5dv::devx::{DevxContext, HcaCaps};
+use rrddmma::mlx5dv::prm::CapMode;
 use rrddmma::prim::{device_names, Error};
 
 fn yes(b: bool) -> &'static str {
@@ -118,7 +119,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match (HcaCaps::query(&ctx, CapWhich::Current), HcaCaps::query(&ctx, CapWhich::Max)) {
+    match (HcaCaps::query(&ctx, CapMode::CUR), HcaCaps::query(&ctx, CapMode::MAX)) {
         (Ok(cur), Ok(max)) => {
             print(&name, &cur, &max);
             ExitCode::SUCCESS

@@ -3,7 +3,8 @@
 //! sent (libmlx5, asked, would answer a bare EOPNOTSUPP without that text);
 //! on ConnectX the capabilities are read and cross-checked with mlx5dv.
 
-use rrddmma::mlx5dv::devx::{self, verbs, CapWhich, DevxContext, HcaCaps, MkeySpec, OPEN_OP};
+use rrddmma::mlx5dv::devx::{self, verbs, DevxContext, HcaCaps, MkeySpec, OPEN_OP};
+use rrddmma::mlx5dv::prm::CapMode;
 use rrddmma::mlx5dv::{self as dv};
 use rrddmma::prim::{Cq, Error, Pd, Qp, QpCaps, QpType, Srq};
 
@@ -32,7 +33,7 @@ fn devx_open_is_refused_off_mlx5_with_devx_named() {
     let name = ctx.name().to_string();
     if dv::is_supported(&ctx) {
         let d = DevxContext::open(&name).expect("DEVX context on an mlx5 device");
-        let caps = HcaCaps::query(&d, CapWhich::Current).expect("QUERY_HCA_CAP");
+        let caps = HcaCaps::query(&d, CapMode::CUR).expect("QUERY_HCA_CAP");
         assert!(caps.log_max_qp() > 0, "a ConnectX has QPs");
         // Cross-checks with what mlx5dv reports.
         let attr = dv::query_device(&ctx).unwrap();

@@ -1,9 +1,9 @@
 //! The device's capabilities (`QUERY_HCA_CAP`), typed, and the proofs
 //! other paths take from them.
 
-use super::cmd::{self, CapGroup, CapWhich};
+use super::cmd;
 use super::context::DevxContext;
-use crate::mlx5dv::prm;
+use crate::mlx5dv::prm::{self, CapMode, CapType};
 pub use crate::mlx5dv::raw::eth::HwVlanInsert;
 use crate::prim::{Error, Result};
 
@@ -40,7 +40,7 @@ impl CapBlock {
 const CAPABILITY_BYTE: usize = 16;
 
 /// `QUERY_HCA_CAP` of one group: its block.
-pub fn query_hca_cap(ctx: &DevxContext, group: CapGroup, which: CapWhich) -> Result<CapBlock> {
+pub fn query_hca_cap(ctx: &DevxContext, group: CapType, which: CapMode) -> Result<CapBlock> {
     let mut out = Box::new(prm::QueryHcaCapOut::new());
     ctx.general_cmd(&cmd::query_hca_cap(group, which), out.as_bytes_mut())?;
     Ok(CapBlock(out))
@@ -52,7 +52,7 @@ pub fn query_hca_cap(ctx: &DevxContext, group: CapGroup, which: CapWhich) -> Res
 /// current setting ([`HcaCaps::query`]).
 #[derive(Clone, Debug)]
 pub struct HcaCaps {
-    which: CapWhich,
+    which: CapMode,
     general: CapBlock,
     atomic: Option<CapBlock>,
     eth: Option<CapBlock>,
@@ -68,8 +68,8 @@ impl HcaCaps {
     /// The general group is required; a further group that the general one
     /// says the device lacks is `None`, as is one whose query the firmware
     /// refuses.
-    pub fn query(ctx: &DevxContext, which: CapWhich) -> Result<HcaCaps> {
-        let general = query_hca_cap(ctx, CapGroup::General, which)?;
+    pub fn query(ctx: &DevxContext, which: CapMode) -> Result<HcaCaps> {
+        let general = query_hca_cap(ctx, CapType::GENERAL, which)?;
         let g = general.0.cmd_hca_cap();
         let opt = |present: bool, group| -> Result<Option<CapBlock>> {
             if !present {
@@ -81,16 +81,16 @@ impl HcaCaps {
                 Err(e) => Err(e),
             }
         };
-        let atomic = opt(g.atomic() != 0, CapGroup::Atomic)?;
-        let eth = opt(g.port_type() == 1, CapGroup::EthernetOffloads)?;
-        let odp = opt(true, CapGroup::Odp)?;
-        let roce = opt(g.roce() != 0, CapGroup::Roce)?;
+        let atomic = opt(g.atomic() != 0, CapType::ATOMIC)?;
+        let eth = opt(g.port_type() == 1, CapType::ETHERNET_OFFLOADS)?;
+        let odp = opt(true, CapType::ODP)?;
+        let roce = opt(g.roce() != 0, CapType::ROCE)?;
         Ok(HcaCaps { which, general, atomic, eth, odp, roce })
     }
 
     /// Capabilities from recorded blocks (e.g. a saved answer, or a test).
     pub fn from_blocks(
-        which: CapWhich,
+        which: CapMode,
         general: CapBlock,
         atomic: Option<CapBlock>,
         eth: Option<CapBlock>,
@@ -101,7 +101,7 @@ impl HcaCaps {
     }
 
     /// Maximum or current.
-    pub fn which(&self) -> CapWhich {
+    pub fn which(&self) -> CapMode {
         self.which
     }
 
@@ -111,13 +111,14 @@ impl HcaCaps {
     }
 
     /// A group's block, if queried.
-    pub fn block(&self, group: CapGroup) -> Option<&CapBlock> {
+    pub fn block(&self, group: CapType) -> Option<&CapBlock> {
         match group {
-            CapGroup::General => Some(&self.general),
-            CapGroup::Atomic => self.atomic.as_ref(),
-            CapGroup::EthernetOffloads => self.eth.as_ref(),
-            CapGroup::Odp => self.odp.as_ref(),
-            CapGroup::Roce => self.roce.as_ref(),
+            CapType::GENERAL => Some(&self.general),
+            CapType::ATOMIC => self.atomic.as_ref(),
+            CapType::ETHERNET_OFFLOADS => self.eth.as_ref(),
+            CapType::ODP => self.odp.as_ref(),
+            CapType::ROCE => self.roce.as_ref(),
+            _ => None,
         }
     }
 
@@ -268,9 +269,7 @@ impl HcaCaps {
     /// maximum values (what is possible, not what is set).
     pub fn hw_vlan_insert(&self) -> Option<HwVlanInsert> {
         let e = self.eth_offloads()?;
-        (self.which == CapWhich::Current
-            && e.wqe_vlan_insert
-            && u32::from(e.wqe_inline_mode) == INLINE_MODE_NOT_REQUIRED)
+        (self.which == CapMode::CUR && e.wqe_vlan_insert && u32::from(e.wqe_inline_mode) == INLINE_MODE_NOT_REQUIRED)
             .then(HwVlanInsert::from_caps)
     }
 
@@ -371,7 +370,7 @@ pub struct RoceCaps {
 mod tests {
     use super::*;
 
-    fn caps(which: CapWhich, vlan: bool, inline_mode: u32, size_qp: u32) -> HcaCaps {
+    fn caps(which: CapMode, vlan: bool, inline_mode: u32, size_qp: u32) -> HcaCaps {
         let mut g = prm::QueryHcaCapOut::new();
         g.cmd_hca_cap_mut().set_port_type(1).set_atomic(1).set_log_max_qp(17);
         let mut e = prm::QueryHcaCapOut::new();
@@ -384,16 +383,16 @@ mod tests {
 
     #[test]
     fn vlan_proof_needs_the_current_cap_and_no_inline_header() {
-        assert!(caps(CapWhich::Current, true, 2, 8).hw_vlan_insert().is_some());
-        assert!(caps(CapWhich::Current, false, 2, 8).hw_vlan_insert().is_none());
-        assert!(caps(CapWhich::Current, true, 0, 8).hw_vlan_insert().is_none());
-        assert!(caps(CapWhich::Max, true, 2, 8).hw_vlan_insert().is_none());
-        assert_eq!(caps(CapWhich::Max, true, 2, 8).log_max_qp(), 17);
+        assert!(caps(CapMode::CUR, true, 2, 8).hw_vlan_insert().is_some());
+        assert!(caps(CapMode::CUR, false, 2, 8).hw_vlan_insert().is_none());
+        assert!(caps(CapMode::CUR, true, 0, 8).hw_vlan_insert().is_none());
+        assert!(caps(CapMode::MAX, true, 2, 8).hw_vlan_insert().is_none());
+        assert_eq!(caps(CapMode::MAX, true, 2, 8).log_max_qp(), 17);
     }
 
     #[test]
     fn atomic_sizes_are_refused_by_name() {
-        let c = caps(CapWhich::Current, false, 0, 0x8 | 0x10);
+        let c = caps(CapMode::CUR, false, 0, 0x8 | 0x10);
         assert!(c.check_atomic_size(8, false).is_ok());
         assert!(c.check_atomic_size(16, false).is_ok());
         match c.check_atomic_size(32, false) {

@@ -20,61 +20,10 @@ const QUERY_LAG_CTX: u32 = 0x40;
 const MKEY_UMEM_ID: Field = Field::new("mkey_umem_id", 0x320, 32);
 const MKEY_UMEM_OFFSET: Field = Field::new("mkey_umem_offset", 0x340, 64);
 
-/// A capability group of `QUERY_HCA_CAP` (`MLX5_CAP_*`, the op_mod's type).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum CapGroup {
-    /// General device capabilities (`cmd_hca_cap`).
-    General,
-    /// Ethernet offloads (`per_protocol_networking_offload_caps`).
-    EthernetOffloads,
-    /// On-demand paging (`odp_cap`).
-    Odp,
-    /// Atomic operations (`atomic_caps`).
-    Atomic,
-    /// RoCE (`roce_cap`).
-    Roce,
-}
-
-impl CapGroup {
-    /// The `MLX5_CAP_*` value.
-    pub const fn to_raw(self) -> u16 {
-        match self {
-            CapGroup::General => 0,
-            CapGroup::EthernetOffloads => 1,
-            CapGroup::Odp => 2,
-            CapGroup::Atomic => 3,
-            CapGroup::Roce => 4,
-        }
-    }
-
-    /// The group's name in the PRM.
-    pub const fn name(self) -> &'static str {
-        match self {
-            CapGroup::General => "general (cmd_hca_cap)",
-            CapGroup::EthernetOffloads => "Ethernet offloads",
-            CapGroup::Odp => "ODP",
-            CapGroup::Atomic => "atomic",
-            CapGroup::Roce => "RoCE",
-        }
-    }
-}
-
-/// Which values `QUERY_HCA_CAP` reports: what the device can do at most,
-/// or what is set now (`HCA_CAP_OPMOD_GET_MAX` / `_CUR`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum CapWhich {
-    /// The device's maximum.
-    Max,
-    /// The current setting.
-    Current,
-}
-
 /// `QUERY_HCA_CAP` of `group` (16 bytes; the answer is [`prm::QueryHcaCapOut`]).
-pub fn query_hca_cap(group: CapGroup, which: CapWhich) -> [u8; 16] {
+pub fn query_hca_cap(group: prm::CapType, which: prm::CapMode) -> [u8; 16] {
     let mut c = prm::QueryHcaCapIn::new();
-    c.set_opcode(Opcode::QUERY_HCA_CAP.0.into())
-        .set_op_mod(u32::from(group.to_raw()) << 1 | u32::from(which == CapWhich::Current));
+    c.set_opcode(Opcode::QUERY_HCA_CAP.0.into()).set_op_mod(group.op_mod(which).into());
     c.0
 }
 

@@ -34,7 +34,7 @@ mod obj;
 pub mod verbs;
 
 pub use caps::{query_hca_cap, AtomicCaps, CapBlock, EthOffloads, HcaCaps, HwVlanInsert, OdpOps, RoceCaps};
-pub use cmd::{CapGroup, CapWhich, MkeyAccessMode, MkeySpec};
+pub use cmd::{MkeyAccessMode, MkeySpec};
 pub use context::{DevxContext, KERNEL_REFUSED, OPEN_OP};
 pub use event::{AsyncAnswer, CmdComp, DevxEvent, EventChannel, MAX_EVENT_BYTES};
 pub use obj::{DevxObj, Held, Uar, Umem};
