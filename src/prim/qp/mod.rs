@@ -998,3 +998,86 @@ unsafe impl Destroy for QpHandle {
         rc
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A provider entry that refuses the second request of the list.
+    unsafe extern "C" fn refuse_second(
+        _qp: *mut ffi::ibv_qp,
+        wr: *mut ffi::ibv_send_wr,
+        bad: *mut *mut ffi::ibv_send_wr,
+    ) -> i32 {
+        // SAFETY: the test's list of two requests and its slot.
+        unsafe { *bad = (*wr).next };
+        libc::EINVAL
+    }
+
+    /// siw's way: the second request refused, and 0 returned.
+    unsafe extern "C" fn hide_second(
+        qp: *mut ffi::ibv_qp,
+        wr: *mut ffi::ibv_send_wr,
+        bad: *mut *mut ffi::ibv_send_wr,
+    ) -> i32 {
+        // SAFETY: as `refuse_second`.
+        unsafe { refuse_second(qp, wr, bad) };
+        0
+    }
+
+    /// Posts a WRITE then `second` through [`no_atomics_post_send`] on a
+    /// stand-in QP whose provider entry is `entry`: the error as the posts
+    /// make it.
+    fn post_two(entry: PostSendFn, siw: bool, second: ffi::ibv_wr_opcode) -> Error {
+        // SAFETY: plain C structs; null pointers and `None` entries are valid.
+        let mut ctx: ffi::ibv_context = unsafe { std::mem::zeroed() };
+        ctx.ops.post_send = Some(entry);
+        // SAFETY: as above.
+        let mut qp: ffi::ibv_qp = unsafe { std::mem::zeroed() };
+        qp.context = &mut ctx;
+        // SAFETY: as above.
+        let mut wrs: [ffi::ibv_send_wr; 2] = unsafe { std::mem::zeroed() };
+        wrs[0].opcode = ffi::ibv_wr_opcode::IBV_WR_RDMA_WRITE;
+        wrs[1].opcode = second;
+        let head = wrs.as_mut_ptr();
+        // SAFETY: both in `wrs`.
+        wrs[0].next = unsafe { head.add(1) };
+        let mut bad = ptr::null_mut();
+        let post = if siw { no_atomics_post_send::<true> } else { no_atomics_post_send::<false> };
+        // SAFETY: the stand-in QP's context has the entry; the list and the slot are valid.
+        let rc = unsafe { post(&mut qp, head, &mut bad) };
+        assert_ne!(rc, 0, "the stand-in refuses the second request");
+        post_refused(Error::post("ibv_post_send", rc, head, bad), rc)
+    }
+
+    #[test]
+    fn a_refused_atomic_on_a_device_without_atomics_names_the_operation_others_keep_the_errno() {
+        for siw in [false, true] {
+            let entry: PostSendFn = if siw { hide_second } else { refuse_second };
+            for (opcode, name) in [
+                (ffi::ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD, "IBV_WR_ATOMIC_FETCH_AND_ADD"),
+                (ffi::ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP, "IBV_WR_ATOMIC_CMP_AND_SWP"),
+            ] {
+                match post_two(entry, siw, opcode) {
+                    Error::Post { errno, index: Some(1), unsupported: Some(what), .. } => {
+                        assert_eq!(errno, libc::EOPNOTSUPP, "{name}, siw {siw}");
+                        assert!(what.starts_with(name) && what.contains("atomic_cap"), "{what}");
+                    }
+                    e => panic!("{name}, siw {siw}: {e:?}"),
+                }
+            }
+            match post_two(entry, siw, ffi::ibv_wr_opcode::IBV_WR_RDMA_READ) {
+                Error::Post { errno: libc::EINVAL, index: Some(1), unsupported: None, .. } => {}
+                e => panic!("READ, siw {siw}: {e:?}"),
+            }
+        }
+        // A list's error (the list keeps the index) is read the same way.
+        let e = list_refused(REFUSED_COMPARE_SWAP);
+        assert!(
+            matches!(e, Error::Post { errno: libc::EOPNOTSUPP, unsupported: Some(w), .. } if w.starts_with("IBV_WR_ATOMIC_CMP_AND_SWP")),
+            "{e:?}"
+        );
+        let e = list_refused(libc::ENOMEM);
+        assert!(matches!(e, Error::Post { errno: libc::ENOMEM, unsupported: None, .. }), "{e:?}");
+    }
+}
