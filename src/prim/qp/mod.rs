@@ -1040,8 +1040,8 @@ mod tests {
         wrs[0].opcode = ffi::ibv_wr_opcode::IBV_WR_RDMA_WRITE;
         wrs[1].opcode = second;
         let head = wrs.as_mut_ptr();
-        // SAFETY: both in `wrs`.
-        wrs[0].next = unsafe { head.add(1) };
+        // SAFETY: both in `wrs`, written through the pointer the post takes.
+        unsafe { (*head).next = head.add(1) };
         let mut bad = ptr::null_mut();
         let post = if siw { no_atomics_post_send::<true> } else { no_atomics_post_send::<false> };
         // SAFETY: the stand-in QP's context has the entry; the list and the slot are valid.
