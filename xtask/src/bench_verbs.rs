@@ -203,10 +203,7 @@ pub fn gate_check() -> Result<Check> {
         })
         .collect::<Vec<_>>()
         .join("; ");
-    Ok(Check {
-        step: Step { name: "instruction gate (verbs rows)".into(), command },
-        judge: Box::new(|d, t| judge_gate(d, t)),
-    })
+    Ok(Check { step: Step { name: "instruction gate (verbs rows)".into(), command }, judge: Box::new(judge_gate) })
 }
 
 /// Reads the gate runs' counts out of `d` and checks them.

@@ -1004,6 +1004,9 @@ mod tests {
     use super::*;
 
     /// A provider entry that refuses the second request of the list.
+    ///
+    /// # Safety
+    /// `wr` a valid list of at least one request, `bad` valid for writes.
     unsafe extern "C" fn refuse_second(
         _qp: *mut ffi::ibv_qp,
         wr: *mut ffi::ibv_send_wr,
@@ -1015,6 +1018,9 @@ mod tests {
     }
 
     /// siw's way: the second request refused, and 0 returned.
+    ///
+    /// # Safety
+    /// As [`refuse_second`].
     unsafe extern "C" fn hide_second(
         qp: *mut ffi::ibv_qp,
         wr: *mut ffi::ibv_send_wr,
