@@ -12,7 +12,7 @@
 //! - `cargo xtask tree-check`: only the source checks (import circles, SAFETY comments).
 //! - `cargo xtask mlx5-harness`: only the libmlx5 differential harness and the kernel mlx5e oracle.
 //! - `cargo xtask slurm`: only the `srun` checks (a one-node Slurm in the VM).
-//! - `cargo xtask bench-verbs [KIND..]`: callgrind count of post + poll, rrddmma vs C verbs calls;
+//! - `cargo xtask bench-verbs [--record | --gate] [KIND..]`: callgrind count of post + poll, rrddmma vs C verbs calls;
 //!   kind `aio`: the async rows (`LocalEndpoint` beside the synchronous event path).
 //! - `cargo xtask bench-peers [--device NAME] [--reps N] [--smoke | --times] [--rows W,..] [--userspace v59]`: rrddmma beside the other Rust RDMA
 //!   crates and C (`peers/`): instructions, allocations and time per operation.
@@ -131,7 +131,8 @@ fn usage() -> ExitCode {
          \x20 tree-check            the source checks only (import circles, SAFETY comments)\n\
          \x20 mlx5-harness          the libmlx5 differential harness and the kernel mlx5e oracle only\n\
          \x20 slurm                 the srun checks only (a one-node Slurm started in the VM)\n\
-         \x20 bench-verbs [KIND..]  callgrind: instructions per post + poll, rrddmma vs C (rows of KINDs only; aio: async rows)\n\
+         \x20 bench-verbs [KIND..]  callgrind: instructions per post + poll, rrddmma vs C (rows of KINDs only; aio: async rows;\n\
+         \x20                      --record: write the rows' counts to benches/verbs_cost/counts.json; --gate: the instruction gate alone)\n\
          \x20 bench-peers [--device NAME] [--reps N] [--smoke | --times] [--rows W,..] [--userspace v59]\n\
          \x20                      rrddmma beside sideway, ibverbs, async-rdma and C (peers/); --rows: those\n\
          \x20                      workloads only (aio: the async ones); --userspace v59: every program on\n\
@@ -209,6 +210,7 @@ fn parse() -> std::result::Result<(String, Vec<String>), lexopt::Error> {
                 rest.push(p.value()?.string()?);
             }
             ("bench-verbs", Value(v)) => rest.push(v.string()?),
+            ("bench-verbs", Long(f @ ("record" | "gate"))) => rest.push(format!("--{f}")),
             ("bench-wqe", Long(f @ ("record" | "gate"))) => rest.push(format!("--{f}")),
             ("bench-wqe", Value(v)) => rest.push(v.string()?),
             ("bench-peers", Long(f @ ("device" | "reps" | "rows" | "userspace"))) => {

@@ -302,6 +302,7 @@ pub fn run(args: &[String]) -> Result<()> {
         checks.extend(report::vm_checks(&shared)?);
     }
     checks.extend(crate::perf_checks::checks()?);
+    checks.push(crate::bench_verbs::gate_check()?);
     checks.extend(crate::examples::checks(place.device())?);
     checks.extend(crate::cm::checks()?);
     checks.extend(crate::aio::checks()?);

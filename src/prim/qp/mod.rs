@@ -338,7 +338,7 @@ impl<'a> QpBuilder<'a> {
         let op = if extended { op } else { "ibv_create_qp" };
         let qp = NonNull::new(qp).ok_or_else(|| crate::prim::flush::refused(Error::last(op), self.send_ops))?;
         // SAFETY: made by the create verb above, owned by nothing else.
-        let (post_send_fn, post_recv_fn, ex) = unsafe { adopt(qp, self.send_ops, ctx.quirks(), op) }?;
+        let (post_send_fn, post_recv_fn, ex) = unsafe { adopt(qp, self.send_ops, ctx, op) }?;
         Ok(Qp {
             // SAFETY: made by the create verb above, owned by nothing else.
             qp: unsafe { Owned::new(qp, QpHandle::default()) },
@@ -410,7 +410,7 @@ type PostRecvFn = unsafe extern "C" fn(*mut ffi::ibv_qp, *mut ffi::ibv_recv_wr, 
 unsafe fn adopt(
     qp: NonNull<ffi::ibv_qp>,
     send_ops: Option<SendOps>,
-    quirks: Quirks,
+    ctx: &Context,
     op: &'static str,
 ) -> Result<(PostSendFn, PostRecvFn, NonNull<ffi::ibv_qp_ex>)> {
     let refuse = |feature: &'static str| {
@@ -418,7 +418,7 @@ unsafe fn adopt(
         unsafe { ffi::ibv_destroy_qp(qp.as_ptr()) };
         Err(Error::Unsupported { op, feature })
     };
-    let Some((post_send_fn, post_recv_fn)) = post_ops(qp, quirks) else {
+    let Some((post_send_fn, post_recv_fn)) = post_ops(qp, ctx.quirks(), ctx.atomics()) else {
         return refuse("post_send and post_recv entries in the provider");
     };
     #[cfg(not(rrddmma_mlnx_ofed4))]
@@ -445,16 +445,93 @@ unsafe fn adopt(
     Ok((post_send_fn, post_recv_fn, ex))
 }
 
-/// The provider's post entries of a live QP, if both are set (the send
-/// one wrapped on a device whose provider hides refusals:
-/// [`siw_post_send`]).
-fn post_ops(qp: NonNull<ffi::ibv_qp>, quirks: Quirks) -> Option<(PostSendFn, PostRecvFn)> {
+/// The provider's post entries of a live QP, if both are set; the send
+/// one wrapped, when the QP is made, on a device whose provider hides
+/// refusals ([`siw_post_send`]) or that has no atomics
+/// ([`no_atomics_post_send`]), so the post itself keeps nothing across the
+/// provider's call to name a refusal.
+fn post_ops(qp: NonNull<ffi::ibv_qp>, quirks: Quirks, atomics: bool) -> Option<(PostSendFn, PostRecvFn)> {
     // SAFETY: a live QP points to its live context; the function table is
     // fixed when the context is opened.
     let ops = unsafe { &(*(*qp.as_ptr()).context).ops };
     let send = ops.post_send?;
-    let send = if quirks.siw_post_send_hides_refusal { siw_post_send } else { send };
+    let send: PostSendFn = match (quirks.siw_post_send_hides_refusal, atomics) {
+        (false, true) => send,
+        (true, true) => siw_post_send,
+        (false, false) => no_atomics_post_send::<false>,
+        (true, false) => no_atomics_post_send::<true>,
+    };
     Some((send, ops.post_recv?))
+}
+
+/// What [`no_atomics_post_send`] returns for a refused fetch-and-add:
+/// outside every errno, positive or negative.
+const REFUSED_FETCH_ADD: i32 = i32::MIN + 1;
+/// As [`REFUSED_FETCH_ADD`], for a refused compare-and-swap.
+const REFUSED_COMPARE_SWAP: i32 = i32::MIN + 2;
+
+/// The post entry of a QP on a device without atomics
+/// ([`Context::atomics`]): the provider's own (through [`siw_post_send`]
+/// with `SIW`), except that a refusal whose `bad` names an atomic request
+/// returns [`REFUSED_FETCH_ADD`] or [`REFUSED_COMPARE_SWAP`], which
+/// [`post_refused`] reads as the refusal of the operation the device lacks.
+/// Chosen when the QP is made, so the post on other devices reads nothing
+/// but the provider's answer.
+///
+/// # Safety
+/// As the provider's `post_send`: `qp` a live QP whose context has that
+/// entry, `wr` a valid list, `bad` valid for writes.
+unsafe extern "C" fn no_atomics_post_send<const SIW: bool>(
+    qp: *mut ffi::ibv_qp,
+    wr: *mut ffi::ibv_send_wr,
+    bad: *mut *mut ffi::ibv_send_wr,
+) -> i32 {
+    let rc = if SIW {
+        // SAFETY: the caller's contract, passed on unchanged.
+        unsafe { siw_post_send(qp, wr, bad) }
+    } else {
+        // SAFETY: a live QP points to its live context; its function table
+        // is fixed when the context is opened.
+        let Some(post) = (unsafe { (*(*qp).context).ops.post_send }) else { return libc::ENOSYS };
+        // SAFETY: the caller's contract, passed on unchanged.
+        unsafe { post(qp, wr, bad) }
+    };
+    if rc == 0 {
+        return 0;
+    }
+    // SAFETY: `bad` is valid (the caller's contract); the provider set it,
+    // null or the refused request of the caller's list, alive for the call.
+    let refused = unsafe { *bad };
+    if refused.is_null() {
+        return rc;
+    }
+    // SAFETY: as above, a request of the caller's list.
+    match unsafe { (*refused).opcode } {
+        ffi::ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD => REFUSED_FETCH_ADD,
+        ffi::ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP => REFUSED_COMPARE_SWAP,
+        _ => rc,
+    }
+}
+
+/// A refused post's error: `err` as the provider's errno made it, or, for
+/// the answers of [`no_atomics_post_send`], the refusal of the atomic the
+/// device lacks (`EOPNOTSUPP`, naming the operation and `atomic_cap`).
+#[cold]
+#[inline(never)]
+fn post_refused(err: Error, rc: i32) -> Error {
+    let feature = match rc {
+        REFUSED_FETCH_ADD => "IBV_WR_ATOMIC_FETCH_AND_ADD (the device's atomic_cap is IBV_ATOMIC_NONE, as on iWARP)",
+        REFUSED_COMPARE_SWAP => "IBV_WR_ATOMIC_CMP_AND_SWP (the device's atomic_cap is IBV_ATOMIC_NONE, as on iWARP)",
+        _ => return err,
+    };
+    err.unsupported_post(feature)
+}
+
+/// [`post_refused`] of a [`SendList`]'s post (the list keeps the index).
+#[cold]
+#[inline(never)]
+fn list_refused(rc: i32) -> Error {
+    post_refused(Error::post_list("ibv_post_send", rc), rc)
 }
 
 /// A queue pair. Destroyed on drop; keeps its PD, CQs and SRQ alive.
@@ -526,7 +603,7 @@ impl Qp {
         srq: Option<&Srq>,
     ) -> Result<Qp> {
         // SAFETY: the caller's contract.
-        let (post_send_fn, post_recv_fn, ex) = unsafe { adopt(qp, send_ops, pd.context().quirks(), op) }?;
+        let (post_send_fn, post_recv_fn, ex) = unsafe { adopt(qp, send_ops, pd.context(), op) }?;
         Ok(Qp {
             // SAFETY: the caller's contract.
             qp: unsafe { Owned::new(qp, QpHandle::default()) },
@@ -805,8 +882,7 @@ impl Qp {
         // memory is the caller's contract.
         let rc = unsafe { (self.post_send_fn)(self.as_ptr(), head, bad) };
         if rc != 0 {
-            // SAFETY: `bad` is the list's slot, null or the refused request of it.
-            return Err(self.refused(Error::post_list("ibv_post_send", rc), unsafe { *bad }));
+            return Err(list_refused(rc));
         }
         Ok(())
     }
@@ -820,34 +896,9 @@ impl Qp {
         // calls); the list and its memory are the caller's contract.
         let rc = unsafe { (self.post_send_fn)(self.as_ptr(), head, &mut bad) };
         if rc != 0 {
-            return Err(self.refused(Error::post("ibv_post_send", rc, head, bad), bad));
+            return Err(post_refused(Error::post("ibv_post_send", rc, head, bad), rc));
         }
         Ok(())
-    }
-
-    /// On a refused post only: `err`, naming the operation the device
-    /// lacks when the refused request `bad` is an atomic and the device has
-    /// none ([`Context::atomics`]); else `err` as it is (the provider's
-    /// errno stands).
-    #[cold]
-    #[inline(never)]
-    fn refused(&self, err: Error, bad: *mut ffi::ibv_send_wr) -> Error {
-        if bad.is_null() || self.pd.context().atomics() {
-            return err;
-        }
-        // SAFETY: the provider points `bad` at a request of the caller's
-        // list, alive for the call.
-        let opcode = unsafe { (*bad).opcode };
-        let feature = match opcode {
-            ffi::ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD => {
-                "IBV_WR_ATOMIC_FETCH_AND_ADD (the device's atomic_cap is IBV_ATOMIC_NONE, as on iWARP)"
-            }
-            ffi::ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP => {
-                "IBV_WR_ATOMIC_CMP_AND_SWP (the device's atomic_cap is IBV_ATOMIC_NONE, as on iWARP)"
-            }
-            _ => return err,
-        };
-        err.unsupported_post(feature)
     }
 
     /// Posts receive work requests, linked in place, with one call.
@@ -945,5 +996,94 @@ unsafe impl Destroy for QpHandle {
                 unsafe { ffi::ibv_modify_qp(raw.as_ptr(), &mut attr, ffi::ibv_qp_attr_mask::IBV_QP_STATE.0 as i32) };
         }
         rc
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A provider entry that refuses the second request of the list.
+    ///
+    /// # Safety
+    /// `wr` a valid list of at least one request, `bad` valid for writes.
+    unsafe extern "C" fn refuse_second(
+        _qp: *mut ffi::ibv_qp,
+        wr: *mut ffi::ibv_send_wr,
+        bad: *mut *mut ffi::ibv_send_wr,
+    ) -> i32 {
+        // SAFETY: the test's list of two requests and its slot.
+        unsafe { *bad = (*wr).next };
+        libc::EINVAL
+    }
+
+    /// siw's way: the second request refused, and 0 returned.
+    ///
+    /// # Safety
+    /// As [`refuse_second`].
+    unsafe extern "C" fn hide_second(
+        qp: *mut ffi::ibv_qp,
+        wr: *mut ffi::ibv_send_wr,
+        bad: *mut *mut ffi::ibv_send_wr,
+    ) -> i32 {
+        // SAFETY: as `refuse_second`.
+        unsafe { refuse_second(qp, wr, bad) };
+        0
+    }
+
+    /// Posts a WRITE then `second` through [`no_atomics_post_send`] on a
+    /// stand-in QP whose provider entry is `entry`: the error as the posts
+    /// make it.
+    fn post_two(entry: PostSendFn, siw: bool, second: ffi::ibv_wr_opcode) -> Error {
+        // SAFETY: plain C structs; null pointers and `None` entries are valid.
+        let mut ctx: ffi::ibv_context = unsafe { std::mem::zeroed() };
+        ctx.ops.post_send = Some(entry);
+        // SAFETY: as above.
+        let mut qp: ffi::ibv_qp = unsafe { std::mem::zeroed() };
+        qp.context = &mut ctx;
+        // SAFETY: as above.
+        let mut wrs: [ffi::ibv_send_wr; 2] = unsafe { std::mem::zeroed() };
+        wrs[0].opcode = ffi::ibv_wr_opcode::IBV_WR_RDMA_WRITE;
+        wrs[1].opcode = second;
+        let head = wrs.as_mut_ptr();
+        // SAFETY: both in `wrs`, written through the pointer the post takes.
+        unsafe { (*head).next = head.add(1) };
+        let mut bad = ptr::null_mut();
+        let post = if siw { no_atomics_post_send::<true> } else { no_atomics_post_send::<false> };
+        // SAFETY: the stand-in QP's context has the entry; the list and the slot are valid.
+        let rc = unsafe { post(&mut qp, head, &mut bad) };
+        assert_ne!(rc, 0, "the stand-in refuses the second request");
+        post_refused(Error::post("ibv_post_send", rc, head, bad), rc)
+    }
+
+    #[test]
+    fn a_refused_atomic_on_a_device_without_atomics_names_the_operation_others_keep_the_errno() {
+        for siw in [false, true] {
+            let entry: PostSendFn = if siw { hide_second } else { refuse_second };
+            for (opcode, name) in [
+                (ffi::ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD, "IBV_WR_ATOMIC_FETCH_AND_ADD"),
+                (ffi::ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP, "IBV_WR_ATOMIC_CMP_AND_SWP"),
+            ] {
+                match post_two(entry, siw, opcode) {
+                    Error::Post { errno, index: Some(1), unsupported: Some(what), .. } => {
+                        assert_eq!(errno, libc::EOPNOTSUPP, "{name}, siw {siw}");
+                        assert!(what.starts_with(name) && what.contains("atomic_cap"), "{what}");
+                    }
+                    e => panic!("{name}, siw {siw}: {e:?}"),
+                }
+            }
+            match post_two(entry, siw, ffi::ibv_wr_opcode::IBV_WR_RDMA_READ) {
+                Error::Post { errno: libc::EINVAL, index: Some(1), unsupported: None, .. } => {}
+                e => panic!("READ, siw {siw}: {e:?}"),
+            }
+        }
+        // A list's error (the list keeps the index) is read the same way.
+        let e = list_refused(REFUSED_COMPARE_SWAP);
+        assert!(
+            matches!(e, Error::Post { errno: libc::EOPNOTSUPP, unsupported: Some(w), .. } if w.starts_with("IBV_WR_ATOMIC_CMP_AND_SWP")),
+            "{e:?}"
+        );
+        let e = list_refused(libc::ENOMEM);
+        assert!(matches!(e, Error::Post { errno: libc::ENOMEM, unsupported: None, .. }), "{e:?}");
     }
 }
