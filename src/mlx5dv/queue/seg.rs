@@ -334,15 +334,15 @@ impl EthSeg {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
 pub struct TmSeg {
-    /// The list operation in the high nibble (`MLX5_TM_OPCODE_*` `<< 4`, [`TmSeg::NOP`] ...).
+    /// The list operation in the high nibble ([`TmOpcode`] `<< 4`; [`TmSeg::op`]).
     pub opcode: u8,
-    /// [`TmSeg::FLAG_SW_CNT`], [`TmSeg::FLAG_CQE_REQ`].
+    /// [`TmFlags`] bits (`TmFlags::SW_CNT`, `TmFlags::CQE_REQ`).
     pub flags: u8,
     /// Append: the list entry that follows the new one; remove: the entry removed.
     pub index: Be16,
     /// Reserved.
     pub rsvd0: [u8; 2],
-    /// Unexpected messages software has handled (with [`TmSeg::FLAG_SW_CNT`]).
+    /// Unexpected messages software has handled (with [`TmFlags::SW_CNT`]).
     pub sw_cnt: Be16,
     /// Reserved.
     pub rsvd1: [u8; 8],
@@ -352,17 +352,64 @@ pub struct TmSeg {
     pub append_mask: Be64,
 }
 
+/// libmlx5's tag-matching constants (rdma-core's `providers/mlx5/wqe.h`
+/// and `mlx5.h`), which no installed header carries; the libmlx5 harness
+/// checks the WQEs they make against `mlx5_post_srq_ops`'s.
+mod tm_c {
+    /// A constant as bindgen gives the others (`c_type!` reads `.0`).
+    pub(super) struct C(pub(super) u8);
+    pub(super) const MLX5_TM_OPCODE_NOP: C = C(0x0);
+    pub(super) const MLX5_TM_OPCODE_APPEND: C = C(0x1);
+    pub(super) const MLX5_TM_OPCODE_REMOVE: C = C(0x2);
+    pub(super) const MLX5_SRQ_FLAG_TM_SW_CNT: C = C(1 << 6);
+    pub(super) const MLX5_SRQ_FLAG_TM_CQE_REQ: C = C(1 << 7);
+}
+
+c_type! {
+    /// A tag-list operation (`MLX5_TM_OPCODE_*`), written to
+    /// [`TmSeg::opcode`]'s high nibble ([`TmSeg::with_op`]).
+    #[doc(alias = "MLX5_TM_OPCODE")]
+    pub value TmOpcode: u8, from consts tm_c {
+        /// A sync, no list change.
+        NOP = MLX5_TM_OPCODE_NOP "MLX5_TM_OPCODE_NOP",
+        /// A tag added.
+        APPEND = MLX5_TM_OPCODE_APPEND "MLX5_TM_OPCODE_APPEND",
+        /// A tag removed.
+        REMOVE = MLX5_TM_OPCODE_REMOVE "MLX5_TM_OPCODE_REMOVE",
+    }
+}
+
+c_type! {
+    /// The flags of a tag-matching segment ([`TmSeg::flags`],
+    /// `MLX5_SRQ_FLAG_TM_*`).
+    #[doc(alias = "MLX5_SRQ_FLAG_TM")]
+    pub flags TmFlags: u8, from consts tm_c {
+        /// `sw_cnt` is valid (a sync).
+        SW_CNT = MLX5_SRQ_FLAG_TM_SW_CNT "MLX5_SRQ_FLAG_TM_SW_CNT",
+        /// The operation completes with a CQE.
+        CQE_REQ = MLX5_SRQ_FLAG_TM_CQE_REQ "MLX5_SRQ_FLAG_TM_CQE_REQ",
+    }
+}
+
 impl TmSeg {
-    /// `MLX5_TM_OPCODE_NOP`: a sync, no list change.
-    pub const NOP: u8 = 0x0;
-    /// `MLX5_TM_OPCODE_APPEND`: a tag added.
-    pub const APPEND: u8 = 0x1;
-    /// `MLX5_TM_OPCODE_REMOVE`: a tag removed.
-    pub const REMOVE: u8 = 0x2;
-    /// `MLX5_SRQ_FLAG_TM_SW_CNT`: `sw_cnt` is valid (a sync).
-    pub const FLAG_SW_CNT: u8 = 1 << 6;
-    /// `MLX5_SRQ_FLAG_TM_CQE_REQ`: the operation completes with a CQE.
-    pub const FLAG_CQE_REQ: u8 = 1 << 7;
+    /// A segment of operation `op` (in `opcode`'s high nibble), the rest zero.
+    pub const fn with_op(op: TmOpcode) -> TmSeg {
+        TmSeg {
+            opcode: op.to_raw() << 4,
+            flags: 0,
+            index: Be16::new(0),
+            rsvd0: [0; 2],
+            sw_cnt: Be16::new(0),
+            rsvd1: [0; 8],
+            append_tag: Be64::new(0),
+            append_mask: Be64::new(0),
+        }
+    }
+
+    /// The operation in `opcode`'s high nibble.
+    pub const fn op(&self) -> TmOpcode {
+        TmOpcode::from_raw(self.opcode >> 4)
+    }
 }
 
 const _: () = {
@@ -377,3 +424,21 @@ const _: () = {
     assert!(size_of::<EthSeg>() == 32 && offset_of!(EthSeg, inline_hdr_sz) == 12);
     assert!(size_of::<TmSeg>() == 32 && offset_of!(TmSeg, sw_cnt) == 6 && offset_of!(TmSeg, append_tag) == 16);
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The operation sits in the high nibble, read back by `op`; the flags
+    /// are libmlx5's bits 6 and 7; an unknown operation is kept, not lost.
+    #[test]
+    fn tm_seg_operations_and_flags_are_typed() {
+        for (op, byte) in [(TmOpcode::NOP, 0x00), (TmOpcode::APPEND, 0x10), (TmOpcode::REMOVE, 0x20)] {
+            let s = TmSeg::with_op(op);
+            assert_eq!((s.opcode, s.op()), (byte, op));
+            assert_eq!(s, TmSeg { opcode: byte, ..TmSeg::default() });
+        }
+        assert_eq!((TmFlags::SW_CNT | TmFlags::CQE_REQ).bits(), 0xc0);
+        assert_eq!(format!("{:?}", TmSeg { opcode: 0x70, ..TmSeg::default() }.op()), "TmOpcode(7)");
+    }
+}

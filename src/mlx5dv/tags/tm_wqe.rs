@@ -28,7 +28,7 @@ use std::fmt;
 use crate::mlx5dv::completion::cqe::{cqe_opcode, Cqe64, CqeOpcode};
 use crate::mlx5dv::queue::be::{Be16, Be64};
 use crate::mlx5dv::queue::mmio::Mmio;
-use crate::mlx5dv::queue::seg::{CtrlFlags, TmSeg, WqeOpcode};
+use crate::mlx5dv::queue::seg::{CtrlFlags, TmFlags, TmOpcode, TmSeg, WqeOpcode};
 use crate::mlx5dv::queue::sq::SqRing;
 use crate::mlx5dv::tags::tm::{TmCqe, TmCqeOp};
 use crate::prim::{Sge, TmInfo, WcFlags, WcOpcode, WcStatus};
@@ -44,10 +44,10 @@ const MAX_SYNC_DIFF: i32 = 0x3fff;
 /// sync of the unexpected-message count (`IBV_OPS_SIGNALED`, `IBV_OPS_TM_SYNC`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TmOpts {
-    /// A completion carrying this id (`TmSeg::FLAG_CQE_REQ`). A remove asks
+    /// A completion carrying this id (`TmFlags::CQE_REQ`). A remove asks
     /// for a completion even without it ([`TmRing::remove`]).
     pub signaled: Option<u64>,
-    /// Unexpected messages software has handled (`TmSeg::FLAG_SW_CNT`; the
+    /// Unexpected messages software has handled (`TmFlags::SW_CNT`; the
     /// segment carries the low 16 bits).
     pub sync: Option<u32>,
 }
@@ -70,13 +70,13 @@ impl TmOpts {
         self
     }
 
-    fn seg(&self, opcode: u8) -> TmSeg {
-        let mut s = TmSeg { opcode: opcode << 4, ..TmSeg::default() };
+    fn seg(&self, op: TmOpcode) -> TmSeg {
+        let mut s = TmSeg::with_op(op);
         if self.signaled.is_some() {
-            s.flags |= TmSeg::FLAG_CQE_REQ;
+            s.flags |= TmFlags::CQE_REQ.bits();
         }
         if let Some(n) = self.sync {
-            s.flags |= TmSeg::FLAG_SW_CNT;
+            s.flags |= TmFlags::SW_CNT.bits();
             s.sw_cnt = Be16::new(n as u16);
         }
         s
@@ -379,7 +379,7 @@ impl TmRing {
         if next == NONE {
             return Err(TmError::ListFull { max_num_tags: self.max_num_tags() });
         }
-        let mut seg = opts.seg(TmSeg::APPEND);
+        let mut seg = opts.seg(TmOpcode::APPEND);
         seg.index = Be16::new(next as u16);
         seg.append_tag = Be64::new(tag);
         seg.append_mask = Be64::new(mask);
@@ -440,11 +440,11 @@ impl TmRing {
         if e.expect_cqe == 0 || e.removing {
             return Err(TmError::NotPosted { handle });
         }
-        let mut seg = opts.seg(TmSeg::REMOVE);
+        let mut seg = opts.seg(TmOpcode::REMOVE);
         // Always with a completion: only the remove's own CQE says whether
         // the tag left the device (success) or was matched first (the
         // match's completions then free the entry).
-        seg.flags |= TmSeg::FLAG_CQE_REQ;
+        seg.flags |= TmFlags::CQE_REQ.bits();
         seg.index = Be16::new(handle as u16);
         // SAFETY: `wqe`'s contract: a TAG_MATCHING remove is the control
         // and tag-matching segments only (48 bytes), so the
@@ -463,7 +463,7 @@ impl TmRing {
     /// device how many unexpected messages software has handled.
     pub fn sync(&mut self, opts: TmOpts) -> Result<(), TmError> {
         self.check_room()?;
-        let seg = opts.seg(TmSeg::NOP);
+        let seg = opts.seg(TmOpcode::NOP);
         // SAFETY: `wqe`'s contract: a TAG_MATCHING sync (NOP) is the control
         // and tag-matching segments only, so the device reads no data
         // segment and reaches no memory.
@@ -778,7 +778,7 @@ mod tests {
         let a = f.tm.add(0xa, !0, 100, TmOpts::new()).unwrap();
         assert_eq!(a, 0);
         f.tm.remove(a, TmOpts::new()).unwrap();
-        assert_eq!(wqe(&f, 1)[16..20], [0x20, TmSeg::FLAG_CQE_REQ, 0, 0], "REMOVE of entry 0, with a completion");
+        assert_eq!(wqe(&f, 1)[16..20], [0x20, TmFlags::CQE_REQ.bits(), 0, 0], "REMOVE of entry 0, with a completion");
         assert!(f.tm.is_posted(a), "taken until the remove's completion");
         assert_eq!(f.tm.remove(a, TmOpts::new()), Err(TmError::NotPosted { handle: a }), "a second remove");
         // B takes entry 1, and its match frees it; C takes entry 2; entry 0
