@@ -85,6 +85,15 @@ impl DeviceList {
     }
 
     /// The error for an empty list or a missing name.
+    /// The device called `name`, else the error naming what is there.
+    fn named(&self, name: &str) -> Result<*mut ffi::ibv_device> {
+        self.devices()
+            .iter()
+            .copied()
+            .find(|d| self.name_bytes(*d) == Some(name.as_bytes()))
+            .ok_or_else(|| self.not_found(Some(name)))
+    }
+
     fn not_found(&self, name: Option<&str>) -> Error {
         let available: Vec<String> = self.devices().iter().map(|d| self.name(*d)).collect();
         match name {
@@ -196,13 +205,7 @@ impl Context {
     /// and SRQs sound to share between threads.
     pub fn open(name: &str) -> Result<Context> {
         let list = DeviceList::get()?;
-        let dev = list
-            .devices()
-            .iter()
-            .copied()
-            .find(|d| list.name_bytes(*d) == Some(name.as_bytes()))
-            .ok_or_else(|| list.not_found(Some(name)))?;
-        Self::open_device(dev, name.to_string())
+        Self::open_device(list.named(name)?, name.to_string())
     }
 
     /// Opens the device with node GUID `guid` (host order, as `ibv_devinfo` prints it).
@@ -242,13 +245,7 @@ impl Context {
         open: impl FnOnce(*mut ffi::ibv_device) -> Result<NonNull<ffi::ibv_context>>,
     ) -> Result<Context> {
         let list = DeviceList::get()?;
-        let dev = list
-            .devices()
-            .iter()
-            .copied()
-            .find(|d| list.name_bytes(*d) == Some(name.as_bytes()))
-            .ok_or_else(|| list.not_found(Some(name)))?;
-        Self::open_device_with(dev, name.to_string(), open)
+        Self::open_device_with(list.named(name)?, name.to_string(), open)
     }
 
     fn open_device_with(
