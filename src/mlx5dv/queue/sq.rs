@@ -51,20 +51,21 @@ pub struct SqRing {
     bf_max_ds_plain: u32,
     /// Whether BlueFlame is preferred without inline data ([`SqRing::set_prefer_bf`]).
     prefer_bf: bool,
-    /// Per basic block: the free-running index of the WQE that covers it
-    /// (written at `finish`). A block starts a WQE exactly when its entry
-    /// equals its own free-running index; continuation blocks hold their
-    /// WQE's start, which differs from theirs. Allocated once, at creation.
-    starts: Box<[u32]>,
-    /// Per basic block: the size in blocks of the WQE starting there.
-    sizes: Box<[u8]>,
-    /// Per basic block: the DCI stream of the WQE starting there (0 on
-    /// other rings), for [`SqRing::stream_of`].
-    streams: Box<[u16]>,
+    /// Per basic block, one 8-byte entry written at `finish` ([`Slot`]):
+    /// the free-running index of the WQE that covers it, and for a
+    /// WQE's first block its size and DCI stream. Allocated once, at
+    /// creation, with `wqe_cnt` entries.
+    slots: Box<[Slot]>,
     /// The CQ ring whose completions `retire` takes (its number; 0: none yet).
     cq_uid: u64,
     /// Which typed builders fit the QP's WQE layout.
     transport: SqTransport,
+    /// Per family ([`SqTransport`] as an index): `wqe_cnt` for the ring's
+    /// own family, 0 for the others. A typed builder compares the
+    /// outstanding blocks with its family's entry, so one comparison
+    /// refuses both a full ring and a ring of another layout (the
+    /// family is a property of the ring, checked when it is set, not per WQE).
+    room: [u32; 5],
     /// The DCI stream ids WQEs may name: `0..dci_streams` (1 unless the
     /// DCI was created with streams, [`SqRing::set_dci_streams`]).
     dci_streams: u32,
@@ -76,7 +77,7 @@ pub struct SqRing {
     /// Fence bits the next WQE takes unless it asks for the strong fence:
     /// the small fence after a UMR WQE (libmlx5's `fm_cache`), so that
     /// nothing runs before the key it configured is ready.
-    pub(crate) next_fence: u8,
+    next_fence: u8,
 }
 
 /// The WQE layout family of a ring's QP, which decides the typed builders
@@ -108,6 +109,30 @@ pub enum SqTransport {
     Other,
 }
 
+/// One basic block's entry in the ring's table (see `SqRing::slots`). A
+/// block starts a WQE exactly when `start` equals its own free-running
+/// index; continuation blocks hold their WQE's start, which differs from
+/// theirs. `size` (blocks) and `stream` (the DCI stream, 0 on other rings,
+/// for [`SqRing::stream_of`]) are those of the WQE starting there.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(8))]
+struct Slot {
+    start: u32,
+    size: u16,
+    stream: u16,
+}
+
+impl SqTransport {
+    const ALL: usize = 5;
+
+    /// `room` for a ring of family `t` with `wqe_cnt` blocks.
+    fn room(t: SqTransport, wqe_cnt: u32) -> [u32; SqTransport::ALL] {
+        let mut r = [0; SqTransport::ALL];
+        r[t as usize] = wqe_cnt;
+        r
+    }
+}
+
 /// What one WQE may hold: the QP's `max_inline_data` and `max_send_sge`,
 /// and the largest WQE in bytes. [`WqeWriter`] panics when a WQE would go
 /// beyond them (a programming error: the device would reject the WQE, or
@@ -127,10 +152,16 @@ impl SqLimits {
     pub const NONE: SqLimits = SqLimits { max_inline_data: u32::MAX, max_send_sge: u32::MAX, max_wqe_bytes: 255 * 16 };
 
     /// Inline bytes per WQE, data segments per WQE, bytes per WQE (at most
-    /// the format's 255 DS of 16 bytes; larger values are clamped).
+    /// the format's 255 DS of 16 bytes, at least one 64-byte basic block:
+    /// values outside are clamped). Every send queue holds WQEs of at
+    /// least one basic block (its WQE size is a whole number of them), so
+    /// a WQE within one block never needs the size check, and the typed
+    /// builders' one-block WQEs skip it.
     pub const fn new(max_inline_data: u32, max_send_sge: u32, max_wqe_bytes: u32) -> SqLimits {
         let cap = 255 * DS_BYTES as u32;
-        SqLimits { max_inline_data, max_send_sge, max_wqe_bytes: if max_wqe_bytes < cap { max_wqe_bytes } else { cap } }
+        let bytes = if max_wqe_bytes < cap { max_wqe_bytes } else { cap };
+        let bytes = if bytes > SEND_WQE_BB as u32 { bytes } else { SEND_WQE_BB as u32 };
+        SqLimits { max_inline_data, max_send_sge, max_wqe_bytes: bytes }
     }
 
     /// Inline bytes per WQE.
@@ -218,11 +249,10 @@ impl SqRing {
             bf_max_ds_plain: bf_size / DS_BYTES as u32,
             prefer_bf: true,
             // No block starts a WQE yet: entry i != i (the ring is at index 0).
-            starts: (0..wqe_cnt).map(|i| i.wrapping_sub(1)).collect(),
-            sizes: vec![0; wqe_cnt as usize].into_boxed_slice(),
-            streams: vec![0; wqe_cnt as usize].into_boxed_slice(),
+            slots: (0..wqe_cnt).map(|i| Slot { start: i.wrapping_sub(1), size: 0, stream: 0 }).collect(),
             cq_uid: 0,
             transport: SqTransport::Connected,
+            room: SqTransport::room(SqTransport::Connected, wqe_cnt),
             dci_streams: 1,
             floor: 0,
             limits: SqLimits::NONE,
@@ -244,6 +274,7 @@ impl SqRing {
     /// segments.
     pub unsafe fn set_transport(&mut self, t: SqTransport) {
         self.transport = t;
+        self.set_room();
     }
 
     /// The DCI's streams: WQEs may name stream ids `0..2^log_num_concurrent`
@@ -268,6 +299,32 @@ impl SqRing {
     /// [`SqRing::set_dci_streams`] said otherwise).
     pub fn dci_streams(&self) -> u32 {
         self.dci_streams
+    }
+
+    /// `room` for the ring's family.
+    fn set_room(&mut self) {
+        self.room = SqTransport::room(self.transport, self.wqe_cnt);
+    }
+
+    /// The next WQE takes the small fence unless it asks for the strong
+    /// one (after a UMR WQE, libmlx5's `fm_cache`).
+    // Used by `umr`, which MLNX_OFED 4.x builds leave out.
+    #[cfg_attr(rrddmma_mlnx_ofed4, allow(dead_code))]
+    pub(crate) fn set_small_fence(&mut self) {
+        self.next_fence = CtrlFlags::INITIATOR_SMALL_FENCE.bits();
+    }
+
+    /// `fm_ce_se` with the pending fence (unless it has the strong one),
+    /// which is then consumed.
+    #[inline(always)]
+    fn take_fence(&mut self, fm_ce_se: CtrlFlags) -> CtrlFlags {
+        let fm = if fm_ce_se.contains(CtrlFlags::FENCE) {
+            fm_ce_se
+        } else {
+            fm_ce_se | CtrlFlags::from_bits_retain(self.next_fence)
+        };
+        self.next_fence = 0;
+        fm
     }
 
     /// Panics unless `id` is one of the DCI's stream ids.
@@ -431,10 +488,11 @@ impl SqRing {
         }
         let start = self.head.wrapping_add(ahead);
         let slot = (start & (self.wqe_cnt - 1)) as usize;
-        if self.starts[slot] != start {
+        let e = self.slots[slot];
+        if e.start != start {
             return false;
         }
-        let end = start.wrapping_add(u32::from(self.sizes[slot]));
+        let end = start.wrapping_add(u32::from(e.size));
         debug_assert!(end.wrapping_sub(self.head) <= outstanding, "a recorded WQE ends past the producer index");
         self.head = end;
         true
@@ -458,7 +516,8 @@ impl SqRing {
             return None;
         }
         let slot = (u32::from(t.counter) & (self.wqe_cnt - 1)) as usize;
-        (self.starts[slot] as u16 == t.counter).then(|| self.streams[slot])
+        let e = self.slots[slot];
+        (e.start as u16 == t.counter).then_some(e.stream)
     }
 
     /// Starts the indices at `pi` (a queue that was used before the view).
@@ -468,9 +527,9 @@ impl SqRing {
         self.next_fence = 0;
         self.cur_post = pi;
         self.head = pi;
-        for (i, s) in self.starts.iter_mut().enumerate() {
+        for (i, s) in self.slots.iter_mut().enumerate() {
             // No block starts a WQE: every entry differs from its block's index.
-            *s = pi.wrapping_add(i as u32).wrapping_sub(1);
+            s.start = pi.wrapping_add(i as u32).wrapping_sub(1);
         }
     }
 
@@ -516,15 +575,72 @@ impl SqRing {
         if limit == 0 {
             full(SEND_WQE_BB, 0);
         }
-        let base = self.slot(start, 0);
         // After a UMR WQE the next one waits for it (small fence), unless it
         // asks for the strong fence itself: libmlx5's `fm_cache`.
-        let fm_ce_se = if fm_ce_se.contains(CtrlFlags::FENCE) {
-            fm_ce_se
-        } else {
-            fm_ce_se | CtrlFlags::from_bits_retain(self.next_fence)
-        };
-        self.next_fence = 0;
+        let fm_ce_se = if self.next_fence != 0 { self.take_fence(fm_ce_se) } else { fm_ce_se };
+        // SAFETY: forwarded contract; `limit` is the free space.
+        unsafe { self.begin_at(start, limit, opcode, opmod, fm_ce_se, imm) }
+    }
+
+    /// Starts a WQE of a typed builder of family `want` (named `builder`
+    /// in the panic): as [`SqRing::wqe`], with the family check folded
+    /// into the full check (`room`).
+    ///
+    /// # Safety
+    /// As [`SqRing::wqe`]: the caller adds the segments `opcode` defines
+    /// on a QP of family `want`.
+    ///
+    /// # Panics
+    /// If the ring is not of family `want`, or full.
+    #[inline(always)]
+    pub(crate) unsafe fn typed_wqe(
+        &mut self,
+        want: SqTransport,
+        builder: &'static str,
+        opcode: WqeOpcode,
+        opmod: u8,
+        fm_ce_se: CtrlFlags,
+        imm: u32,
+    ) -> WqeWriter<'_> {
+        let start = self.cur_post;
+        let outstanding = start.wrapping_sub(self.head);
+        let room = self.room[want as usize];
+        // `outstanding <= wqe_cnt` always; `room` is `wqe_cnt` for the
+        // ring's family and 0 for the others, and while a fence is pending.
+        if outstanding >= room {
+            self.refuse(want, builder);
+        }
+        let limit = (room - outstanding) as usize * SEND_WQE_BB;
+        // After a UMR WQE the next one waits for it (small fence), unless it
+        // asks for the strong fence itself: libmlx5's `fm_cache`.
+        let fm_ce_se = if self.next_fence != 0 { self.take_fence(fm_ce_se) } else { fm_ce_se };
+        // SAFETY: forwarded contract; `room == wqe_cnt` here (the ring is of
+        // family `want`), so `limit` is the free space.
+        unsafe { self.begin_at(start, limit, opcode, opmod, fm_ce_se, imm) }
+    }
+
+    /// Why a typed builder's WQE was refused: the ring's family, else full.
+    #[cold]
+    #[inline(never)]
+    #[track_caller]
+    fn refuse(&self, want: SqTransport, builder: &'static str) -> ! {
+        if self.transport != want {
+            wrong_transport(self.qpn, builder, self.transport);
+        }
+        full(SEND_WQE_BB, 0)
+    }
+
+    #[inline(always)]
+    unsafe fn begin_at(
+        &mut self,
+        start: u32,
+        limit: usize,
+        opcode: WqeOpcode,
+        opmod: u8,
+        fm_ce_se: CtrlFlags,
+        imm: u32,
+    ) -> WqeWriter<'_> {
+        let base = self.slot(start, 0);
         WqeWriter {
             sq: self,
             start,
@@ -574,7 +690,8 @@ impl SqRing {
         let bytes = (usize::from(ds) * DS_BYTES).div_ceil(SEND_WQE_BB) * SEND_WQE_BB;
         // The limits are 0 without BlueFlame.
         let max = if inline { self.bf_max_ds } else { self.bf_max_ds_plain };
-        let bf = nreq == 1 && ds > 1 && u32::from(ds) <= max;
+        // The ring's limit first: without BlueFlame it is 0 and `nreq` is not read.
+        let bf = u32::from(ds) <= max && ds > 1 && nreq == 1;
         let base = self.bf_offset as usize;
         // SAFETY: offsets stay inside the BlueFlame buffer half in use
         // (`bytes <= bf_size`) or at its first 8 bytes (`from_raw` contract).
@@ -952,7 +1069,9 @@ impl<'s> WqeWriter<'s> {
 
     #[inline(always)]
     fn finish_inner(self) -> (u16, &'s mut SqRing, *mut u8, u8, bool, u64) {
-        if self.off > self.sq.limits.max_wqe_bytes as usize {
+        // `max_wqe_bytes >= 64` (`SqLimits::new`): a WQE within one basic
+        // block fits, and the comparison folds away where its size is known.
+        if self.off > SEND_WQE_BB && self.off > self.sq.limits.max_wqe_bytes as usize {
             too_big(self.sq.qpn, self.off, self.sq.limits.max_wqe_bytes);
         }
         let ds = (self.off / DS_BYTES) as u8;
@@ -977,19 +1096,18 @@ impl<'s> WqeWriter<'s> {
         unsafe { std::ptr::write(self.base.cast::<[u64; 2]>(), words) };
         let sq = self.sq;
         let mask = sq.wqe_cnt - 1;
-        let first = (self.start & mask) as usize;
-        debug_assert!(sq.starts.len() == sq.wqe_cnt as usize && sq.sizes.len() == sq.wqe_cnt as usize);
-        debug_assert!(sq.streams.len() == sq.wqe_cnt as usize);
-        // SAFETY: `first <= mask = wqe_cnt - 1`, and the three tables have
-        // `wqe_cnt` entries (allocated so in `from_raw`, never resized).
+        // The block index of `base`, which `slot` masked into the ring.
+        let first = (self.base as usize - sq.buf as usize) / SEND_WQE_BB;
+        debug_assert!(first == (self.start & mask) as usize && sq.slots.len() == sq.wqe_cnt as usize);
+        // SAFETY: `base` lies in the ring's `wqe_cnt` blocks, so `first <
+        // wqe_cnt`, the table's length (allocated so in `from_raw`, never
+        // resized).
         unsafe {
-            *sq.starts.get_unchecked_mut(first) = self.start;
-            *sq.sizes.get_unchecked_mut(first) = bbs as u8;
-            *sq.streams.get_unchecked_mut(first) = self.stream;
-        }
+            *sq.slots.get_unchecked_mut(first) = Slot { start: self.start, size: bbs as u16, stream: self.stream }
+        };
         // Continuation blocks (WQEs of more than one basic block only).
         for i in 1..bbs {
-            sq.starts[(self.start.wrapping_add(i) & mask) as usize] = self.start;
+            sq.slots[(self.start.wrapping_add(i) & mask) as usize].start = self.start;
         }
         sq.cur_post = sq.cur_post.wrapping_add(bbs);
         (pi, sq, self.base, ds, self.inline, words[0])
