@@ -314,17 +314,22 @@ impl SqRing {
         self.next_fence = CtrlFlags::INITIATOR_SMALL_FENCE.bits();
     }
 
-    /// `fm_ce_se` with the pending fence (unless it has the strong one),
-    /// which is then consumed.
+    /// Puts the pending fence on the WQE whose control segment is at
+    /// `ctrl` (unless it has the strong one) and consumes it: byte 11 is
+    /// `fm_ce_se`. Kept out of the common path, which only tests
+    /// `next_fence`, so the flags of a WQE stay a constant there.
+    // Inlined: a call here would keep the WQE's values in saved registers
+    // on the common path too.
     #[inline(always)]
-    fn take_fence(&mut self, fm_ce_se: CtrlFlags) -> CtrlFlags {
-        let fm = if fm_ce_se.contains(CtrlFlags::FENCE) {
-            fm_ce_se
-        } else {
-            fm_ce_se | CtrlFlags::from_bits_retain(self.next_fence)
-        };
+    fn take_fence(&mut self, ctrl: *mut u8) {
+        // SAFETY: the control segment's 16 bytes at the WQE start, inside the ring.
+        unsafe {
+            let fm = ctrl.add(11);
+            if *fm & CtrlFlags::FENCE.bits() == 0 {
+                *fm |= self.next_fence;
+            }
+        }
         self.next_fence = 0;
-        fm
     }
 
     /// Panics unless `id` is one of the DCI's stream ids.
@@ -575,9 +580,6 @@ impl SqRing {
         if limit == 0 {
             full(SEND_WQE_BB, 0);
         }
-        // After a UMR WQE the next one waits for it (small fence), unless it
-        // asks for the strong fence itself: libmlx5's `fm_cache`.
-        let fm_ce_se = if self.next_fence != 0 { self.take_fence(fm_ce_se) } else { fm_ce_se };
         // SAFETY: forwarded contract; `limit` is the free space.
         unsafe { self.begin_at(start, limit, opcode, opmod, fm_ce_se, imm) }
     }
@@ -611,9 +613,6 @@ impl SqRing {
             self.refuse(want, builder);
         }
         let limit = (room - outstanding) as usize * SEND_WQE_BB;
-        // After a UMR WQE the next one waits for it (small fence), unless it
-        // asks for the strong fence itself: libmlx5's `fm_cache`.
-        let fm_ce_se = if self.next_fence != 0 { self.take_fence(fm_ce_se) } else { fm_ce_se };
         // SAFETY: forwarded contract; `room == wqe_cnt` here (the ring is of
         // family `want`), so `limit` is the free space.
         unsafe { self.begin_at(start, limit, opcode, opmod, fm_ce_se, imm) }
@@ -676,13 +675,14 @@ impl SqRing {
             return;
         }
         let first = self.read8_at(self.last_base, 0);
-        self.doorbell(mmio, self.pending, self.last_base, self.last_ds, self.last_inline, first);
+        self.doorbell(mmio, false, self.last_base, self.last_ds, self.last_inline, first);
     }
 
-    /// The doorbell for `nreq` WQEs, the last at `src` with `ds` DS and
-    /// `first` as its first 8 control bytes.
+    /// The doorbell for the pending WQEs (and, with `posting`, the one
+    /// being posted, not counted in `pending`), the last at `src` with
+    /// `ds` DS and `first` as its first 8 control bytes.
     #[inline(always)]
-    fn doorbell<M: Mmio>(&mut self, mmio: &mut M, nreq: u32, src: *const u8, ds: u8, inline: bool, first: [u8; 8]) {
+    fn doorbell<M: Mmio>(&mut self, mmio: &mut M, posting: bool, src: *const u8, ds: u8, inline: bool, first: [u8; 8]) {
         mmio.to_device_barrier();
         // SAFETY: the SQ's doorbell record (`from_raw` contract).
         unsafe { mmio.write_dbrec(self.dbrec, self.cur_post & 0xffff) };
@@ -691,7 +691,13 @@ impl SqRing {
         // The limits are 0 without BlueFlame.
         let max = if inline { self.bf_max_ds } else { self.bf_max_ds_plain };
         // The ring's limit first: without BlueFlame it is 0 and `nreq` is not read.
-        let bf = u32::from(ds) <= max && ds > 1 && nreq == 1;
+        let bf = u32::from(ds) <= max && ds > 1 && {
+            // Read only here (volatile keeps the load from being hoisted
+            // onto the path without BlueFlame).
+            // SAFETY: a field of `self`, aligned and initialised.
+            let pending = unsafe { std::ptr::read_volatile(&self.pending) };
+            pending == u32::from(!posting)
+        };
         let base = self.bf_offset as usize;
         // SAFETY: offsets stay inside the BlueFlame buffer half in use
         // (`bytes <= bf_size`) or at its first 8 bytes (`from_raw` contract).
@@ -1062,8 +1068,7 @@ impl<'s> WqeWriter<'s> {
     #[inline(always)]
     pub fn post<M: Mmio>(self, mmio: &mut M) -> u16 {
         let (pi, sq, base, ds, inline, first) = self.finish_inner();
-        let nreq = sq.pending + 1;
-        sq.doorbell(mmio, nreq, base, ds, inline, first.to_ne_bytes());
+        sq.doorbell(mmio, true, base, ds, inline, first.to_ne_bytes());
         pi
     }
 
@@ -1095,12 +1100,18 @@ impl<'s> WqeWriter<'s> {
         // the ring; WQEs start on 64-byte basic blocks, so 8-byte aligned.
         unsafe { std::ptr::write(self.base.cast::<[u64; 2]>(), words) };
         let sq = self.sq;
+        // After a UMR WQE the next one waits for it (small fence), unless it
+        // asks for the strong fence itself: libmlx5's `fm_cache`.
+        if sq.next_fence != 0 {
+            sq.take_fence(self.base);
+        }
         let mask = sq.wqe_cnt - 1;
-        // The block index of `base`, which `slot` masked into the ring.
-        let first = (self.base as usize - sq.buf as usize) / SEND_WQE_BB;
+        // The block index of `base` (computed as `slot` does, which the
+        // compiler shares).
+        let first = ((self.start as usize * SEND_WQE_BB) & sq.ring_mask) / SEND_WQE_BB;
         debug_assert!(first == (self.start & mask) as usize && sq.slots.len() == sq.wqe_cnt as usize);
-        // SAFETY: `base` lies in the ring's `wqe_cnt` blocks, so `first <
-        // wqe_cnt`, the table's length (allocated so in `from_raw`, never
+        // SAFETY: `ring_mask` is `wqe_cnt * 64 - 1`, so `first < wqe_cnt`,
+        // the table's length (allocated so in `from_raw`, never
         // resized).
         unsafe {
             *sq.slots.get_unchecked_mut(first) = Slot { start: self.start, size: bbs as u16, stream: self.stream }
