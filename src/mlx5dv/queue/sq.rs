@@ -639,10 +639,13 @@ impl SqRing {
         fm_ce_se: CtrlFlags,
         imm: u32,
     ) -> WqeWriter<'_> {
-        let base = self.slot(start, 0);
+        let pos = (start as usize * SEND_WQE_BB) & self.ring_mask;
+        // SAFETY: `pos` is inside the ring buffer (masked by its size).
+        let base = unsafe { self.buf.add(pos) };
         WqeWriter {
             sq: self,
             start,
+            first: pos / SEND_WQE_BB,
             base,
             off: DS_BYTES,
             limit,
@@ -655,13 +658,6 @@ impl SqRing {
             inline_bytes: 0,
             stream: 0,
         }
-    }
-
-    #[inline(always)]
-    fn slot(&self, start: u32, off: usize) -> *mut u8 {
-        let pos = (start as usize * SEND_WQE_BB + off) & self.ring_mask;
-        // SAFETY: `pos` is inside the ring buffer (masked by its size).
-        unsafe { self.buf.add(pos) }
     }
 
     /// Rings the doorbell for the WQEs written since the last one, in
@@ -797,6 +793,8 @@ fn too_big(qpn: u32, len: usize, max: u32) -> ! {
 pub struct WqeWriter<'s> {
     sq: &'s mut SqRing,
     start: u32,
+    /// The block index of `base` in the ring (below `wqe_cnt`).
+    first: usize,
     /// Address of the WQE's first byte.
     base: *mut u8,
     off: usize,
@@ -1106,12 +1104,10 @@ impl<'s> WqeWriter<'s> {
             sq.take_fence(self.base);
         }
         let mask = sq.wqe_cnt - 1;
-        // The block index of `base` (computed as `slot` does, which the
-        // compiler shares).
-        let first = ((self.start as usize * SEND_WQE_BB) & sq.ring_mask) / SEND_WQE_BB;
+        let first = self.first;
         debug_assert!(first == (self.start & mask) as usize && sq.slots.len() == sq.wqe_cnt as usize);
-        // SAFETY: `ring_mask` is `wqe_cnt * 64 - 1`, so `first < wqe_cnt`,
-        // the table's length (allocated so in `from_raw`, never
+        // SAFETY: `first` is a masked offset in the ring (`ring_mask` is
+        // `wqe_cnt * 64 - 1`) over 64, so below `wqe_cnt`, the table's length (allocated so in `from_raw`, never
         // resized).
         unsafe {
             *sq.slots.get_unchecked_mut(first) = Slot { start: self.start, size: bbs as u16, stream: self.stream }
