@@ -828,16 +828,39 @@ impl<'s> WqeWriter<'s> {
     fn put(&mut self, bytes: &[u8]) {
         let end = self.off + bytes.len();
         self.check(end);
-        let ring = self.sq.wqe_cnt as usize * SEND_WQE_BB;
+        let ring = self.sq.ring_mask + 1;
+        let pos = self.first * SEND_WQE_BB + self.off;
+        if pos + bytes.len() <= ring {
+            // Contiguous (the usual case): one copy, of a size the compiler
+            // often knows.
+            // SAFETY: `pos..pos + len` is inside the ring buffer, in blocks
+            // this WQE may take (`check`).
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.sq.buf.add(pos), bytes.len()) };
+            self.off = end;
+            return;
+        }
+        // SAFETY: the ring's buffer and size (`ring_mask + 1`).
+        unsafe { Self::put_wrapped(self.sq.buf, ring, pos, bytes) };
+        self.off = end;
+    }
+
+    /// `put` of bytes that cross the ring's end (or lie past it): `pos`
+    /// is the unmasked ring offset of the first byte. Takes no `&mut self`,
+    /// so the writer stays in registers on the common path.
+    ///
+    /// # Safety
+    /// `buf` is a ring of `ring` writable bytes (a power of two).
+    #[inline(never)]
+    unsafe fn put_wrapped(buf: *mut u8, ring: usize, pos: usize, bytes: &[u8]) {
         let mut done = 0;
         while done < bytes.len() {
-            let pos = (self.start as usize * SEND_WQE_BB + self.off + done) & (ring - 1);
-            let n = (ring - pos).min(bytes.len() - done);
-            // SAFETY: `pos..pos + n` is inside the ring buffer.
-            unsafe { std::ptr::copy_nonoverlapping(bytes[done..].as_ptr(), self.sq.buf.add(pos), n) };
+            let at = (pos + done) & (ring - 1);
+            let n = (ring - at).min(bytes.len() - done);
+            // SAFETY: `at..at + n` is inside the ring buffer of `ring` bytes
+            // at `buf` (the caller's ring).
+            unsafe { std::ptr::copy_nonoverlapping(bytes[done..].as_ptr(), buf.add(at), n) };
             done += n;
         }
-        self.off = end;
     }
 
     #[inline(always)]
@@ -852,11 +875,11 @@ impl<'s> WqeWriter<'s> {
     /// [`WqeWriter::put`].
     #[inline(always)]
     fn put_seg<T: sealed::Sealed>(mut self, seg: &T) -> Self {
-        if size_of::<T>() == DS_BYTES && self.off < SEND_WQE_BB {
+        if self.off + size_of::<T>() <= SEND_WQE_BB {
             // Within the first basic block, which `wqe` found free (checked
             // again, for the whole WQE, in `finish`).
-            let end = self.off + DS_BYTES;
-            // SAFETY: `base + off .. + 16` lies in the WQE's first basic block, inside the ring.
+            let end = self.off + size_of::<T>();
+            // SAFETY: `base + off .. end` lies in the WQE's first basic block, inside the ring.
             unsafe { std::ptr::write_unaligned(self.base.add(self.off).cast::<T>(), *seg) };
             self.off = end;
             return self;
@@ -1040,6 +1063,26 @@ impl<'s> WqeWriter<'s> {
             return self;
         }
         let hdr = Be32::new(data.len() as u32 | INLINE_SEG);
+        // Header, data, padding: `seg` bytes (at least 16), 16-aligned
+        // (every segment before is whole 16-byte units).
+        let seg = (4 + data.len()).next_multiple_of(DS_BYTES);
+        let pos = self.first * SEND_WQE_BB + self.off;
+        if self.off % DS_BYTES == 0 && pos + seg <= self.sq.ring_mask + 1 {
+            // Contiguous (the usual case): zero the last unit, then the
+            // header and the data over it.
+            self.check(self.off + seg);
+            // SAFETY: `pos..pos + seg` is inside the ring buffer, in blocks
+            // this WQE may take (`check`); the last unit starts 16 bytes
+            // before its end, at or after `pos`.
+            unsafe {
+                let dst = self.sq.buf.add(pos);
+                std::ptr::write_unaligned(dst.add(seg - DS_BYTES).cast::<[u8; DS_BYTES]>(), [0; DS_BYTES]);
+                std::ptr::write_unaligned(dst.cast::<u32>(), hdr.raw());
+                std::ptr::copy_nonoverlapping(data.as_ptr(), dst.add(4), data.len());
+            }
+            self.off += seg;
+            return self;
+        }
         self.put(&hdr.raw().to_ne_bytes());
         self.put(data);
         let pad = self.off.next_multiple_of(DS_BYTES) - self.off;
