@@ -1229,6 +1229,34 @@ mod tests {
         rec.ops.iter().filter(|o| matches!(o, Op::Write64(..))).count()
     }
 
+    /// The small fence after a UMR WQE lands in the next WQE's `fm_ce_se`
+    /// (byte 11), typed or raw, unless it asked for the strong fence, and
+    /// only in that one.
+    #[test]
+    fn the_pending_small_fence_goes_to_the_next_wqe_only() {
+        let mut buf = vec![0u64; 8 * 8];
+        let mut dbrec = [Be32::default(); 2];
+        let mut bf = vec![0u64; 8];
+        // SAFETY: test memory of the sizes and alignments `from_raw` asks for.
+        let mut ring = unsafe {
+            SqRing::from_raw(buf.as_mut_ptr().cast(), 8, dbrec.as_mut_ptr(), bf.as_mut_ptr().cast(), 0, 0x42)
+        };
+        let small = CtrlFlags::INITIATOR_SMALL_FENCE.bits();
+        let fm = |ring: &SqRing, pi: u16| {
+            // SAFETY: byte 11 of a WQE's control segment, inside the ring.
+            unsafe { *ring.buf.add(usize::from(pi) * SEND_WQE_BB + 11) }
+        };
+        ring.set_small_fence();
+        let a = ring.nop(CtrlFlags::CQ_UPDATE).finish();
+        assert_eq!(fm(&ring, a), CtrlFlags::CQ_UPDATE.bits() | small, "typed WQE after a UMR");
+        let b = ring.nop(CtrlFlags::CQ_UPDATE).finish();
+        assert_eq!(fm(&ring, b), CtrlFlags::CQ_UPDATE.bits(), "one WQE only");
+        ring.set_small_fence();
+        let c = ring.send(CtrlFlags::FENCE).inline(&[1; 4]).finish();
+        assert_eq!(fm(&ring, c), CtrlFlags::FENCE.bits(), "the strong fence is kept as asked");
+        assert!(!ring.pending_small_fence());
+    }
+
     /// Regression (libmlx5 harness, views): turning BlueFlame on kept
     /// nothing of an earlier `set_prefer_bf(false)`, so a view set up in that
     /// order copied WQEs without inline data where libmlx5 rings an 8-byte
