@@ -629,6 +629,11 @@ impl SqRing {
         full(SEND_WQE_BB, 0)
     }
 
+    /// The writer of a WQE starting at block `start`, `limit` bytes free.
+    ///
+    /// # Safety
+    /// As [`SqRing::wqe`]; `start` is `cur_post` and `limit` at most the
+    /// free space in bytes.
     #[inline(always)]
     unsafe fn begin_at(
         &mut self,
