@@ -278,8 +278,12 @@ impl CqRing {
         }
         // Read the rest only after seeing ownership (udma_from_device_barrier).
         std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
-        // SAFETY: the device handed this entry over (owner bit).
-        let raw = unsafe { std::ptr::read_volatile(cqe) };
+        // SAFETY: the device handed this entry over (owner bit). The entry is
+        // read as eight 8-byte words (a volatile read of the byte-array
+        // struct would be 64 one-byte loads); `Cqe64` is 64 bytes of plain
+        // integers, aligned to 8 (sizes asserted in `cqe`), so any eight
+        // words are one.
+        let raw: Cqe64 = unsafe { std::mem::transmute(std::ptr::read_volatile(cqe.cast::<[u64; 8]>())) };
         if self.expand && format(op_own) == mini::COMPRESSED {
             let (c, cqe) = self.start_session(raw);
             return Some((c, cqe, true));

@@ -88,7 +88,7 @@ pub struct Cqe64 {
 
 const _: () = {
     use std::mem::{offset_of, size_of};
-    assert!(size_of::<Cqe64>() == 64);
+    assert!(size_of::<Cqe64>() == 64 && std::mem::align_of::<Cqe64>() == 8);
     assert!(offset_of!(Cqe64, imm_inval_pkey) == 36 && offset_of!(Cqe64, byte_cnt) == 44);
     assert!(offset_of!(Cqe64, timestamp) == 48 && offset_of!(Cqe64, sop_drop_qpn) == 56);
     assert!(offset_of!(Cqe64, wqe_counter) == 60 && offset_of!(Cqe64, op_own) == 63);

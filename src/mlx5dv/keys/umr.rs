@@ -375,7 +375,7 @@ impl SqRing {
             }
         }
         let pi = w.finish();
-        self.next_fence = CtrlFlags::INITIATOR_SMALL_FENCE.bits();
+        self.set_small_fence();
         Ok(pi)
     }
 
@@ -402,7 +402,7 @@ impl SqRing {
         // translation entries), so no unit is read as a data segment and the
         // WQE reaches no memory.
         let pi = unsafe { self.wqe(WqeOpcode::UMR, 0, flags, rkey.to_be()) }.bytes(&ctrl).bytes(&ctx).finish();
-        self.next_fence = CtrlFlags::INITIATOR_SMALL_FENCE.bits();
+        self.set_small_fence();
         pi
     }
 }

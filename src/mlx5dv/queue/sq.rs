@@ -51,20 +51,21 @@ pub struct SqRing {
     bf_max_ds_plain: u32,
     /// Whether BlueFlame is preferred without inline data ([`SqRing::set_prefer_bf`]).
     prefer_bf: bool,
-    /// Per basic block: the free-running index of the WQE that covers it
-    /// (written at `finish`). A block starts a WQE exactly when its entry
-    /// equals its own free-running index; continuation blocks hold their
-    /// WQE's start, which differs from theirs. Allocated once, at creation.
-    starts: Box<[u32]>,
-    /// Per basic block: the size in blocks of the WQE starting there.
-    sizes: Box<[u8]>,
-    /// Per basic block: the DCI stream of the WQE starting there (0 on
-    /// other rings), for [`SqRing::stream_of`].
-    streams: Box<[u16]>,
+    /// Per basic block, one 8-byte entry written at `finish` ([`Slot`]):
+    /// the free-running index of the WQE that covers it, and for a
+    /// WQE's first block its size and DCI stream. Allocated once, at
+    /// creation, with `wqe_cnt` entries.
+    slots: Box<[Slot]>,
     /// The CQ ring whose completions `retire` takes (its number; 0: none yet).
     cq_uid: u64,
     /// Which typed builders fit the QP's WQE layout.
     transport: SqTransport,
+    /// Per family ([`SqTransport`] as an index): `wqe_cnt` for the ring's
+    /// own family, 0 for the others. A typed builder compares the
+    /// outstanding blocks with its family's entry, so one comparison
+    /// refuses both a full ring and a ring of another layout (the
+    /// family is a property of the ring, checked when it is set, not per WQE).
+    room: [u32; 5],
     /// The DCI stream ids WQEs may name: `0..dci_streams` (1 unless the
     /// DCI was created with streams, [`SqRing::set_dci_streams`]).
     dci_streams: u32,
@@ -76,7 +77,7 @@ pub struct SqRing {
     /// Fence bits the next WQE takes unless it asks for the strong fence:
     /// the small fence after a UMR WQE (libmlx5's `fm_cache`), so that
     /// nothing runs before the key it configured is ready.
-    pub(crate) next_fence: u8,
+    next_fence: u8,
 }
 
 /// The WQE layout family of a ring's QP, which decides the typed builders
@@ -108,6 +109,30 @@ pub enum SqTransport {
     Other,
 }
 
+/// One basic block's entry in the ring's table (see `SqRing::slots`). A
+/// block starts a WQE exactly when `start` equals its own free-running
+/// index; continuation blocks hold their WQE's start, which differs from
+/// theirs. `size` (blocks) and `stream` (the DCI stream, 0 on other rings,
+/// for [`SqRing::stream_of`]) are those of the WQE starting there.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(8))]
+struct Slot {
+    start: u32,
+    size: u16,
+    stream: u16,
+}
+
+impl SqTransport {
+    const ALL: usize = 5;
+
+    /// `room` for a ring of family `t` with `wqe_cnt` blocks.
+    fn room(t: SqTransport, wqe_cnt: u32) -> [u32; SqTransport::ALL] {
+        let mut r = [0; SqTransport::ALL];
+        r[t as usize] = wqe_cnt;
+        r
+    }
+}
+
 /// What one WQE may hold: the QP's `max_inline_data` and `max_send_sge`,
 /// and the largest WQE in bytes. [`WqeWriter`] panics when a WQE would go
 /// beyond them (a programming error: the device would reject the WQE, or
@@ -127,10 +152,16 @@ impl SqLimits {
     pub const NONE: SqLimits = SqLimits { max_inline_data: u32::MAX, max_send_sge: u32::MAX, max_wqe_bytes: 255 * 16 };
 
     /// Inline bytes per WQE, data segments per WQE, bytes per WQE (at most
-    /// the format's 255 DS of 16 bytes; larger values are clamped).
+    /// the format's 255 DS of 16 bytes, at least one 64-byte basic block:
+    /// values outside are clamped). Every send queue holds WQEs of at
+    /// least one basic block (its WQE size is a whole number of them), so
+    /// a WQE within one block never needs the size check, and the typed
+    /// builders' one-block WQEs skip it.
     pub const fn new(max_inline_data: u32, max_send_sge: u32, max_wqe_bytes: u32) -> SqLimits {
         let cap = 255 * DS_BYTES as u32;
-        SqLimits { max_inline_data, max_send_sge, max_wqe_bytes: if max_wqe_bytes < cap { max_wqe_bytes } else { cap } }
+        let bytes = if max_wqe_bytes < cap { max_wqe_bytes } else { cap };
+        let bytes = if bytes > SEND_WQE_BB as u32 { bytes } else { SEND_WQE_BB as u32 };
+        SqLimits { max_inline_data, max_send_sge, max_wqe_bytes: bytes }
     }
 
     /// Inline bytes per WQE.
@@ -218,11 +249,10 @@ impl SqRing {
             bf_max_ds_plain: bf_size / DS_BYTES as u32,
             prefer_bf: true,
             // No block starts a WQE yet: entry i != i (the ring is at index 0).
-            starts: (0..wqe_cnt).map(|i| i.wrapping_sub(1)).collect(),
-            sizes: vec![0; wqe_cnt as usize].into_boxed_slice(),
-            streams: vec![0; wqe_cnt as usize].into_boxed_slice(),
+            slots: (0..wqe_cnt).map(|i| Slot { start: i.wrapping_sub(1), size: 0, stream: 0 }).collect(),
             cq_uid: 0,
             transport: SqTransport::Connected,
+            room: SqTransport::room(SqTransport::Connected, wqe_cnt),
             dci_streams: 1,
             floor: 0,
             limits: SqLimits::NONE,
@@ -244,6 +274,7 @@ impl SqRing {
     /// segments.
     pub unsafe fn set_transport(&mut self, t: SqTransport) {
         self.transport = t;
+        self.set_room();
     }
 
     /// The DCI's streams: WQEs may name stream ids `0..2^log_num_concurrent`
@@ -268,6 +299,37 @@ impl SqRing {
     /// [`SqRing::set_dci_streams`] said otherwise).
     pub fn dci_streams(&self) -> u32 {
         self.dci_streams
+    }
+
+    /// `room` for the ring's family.
+    fn set_room(&mut self) {
+        self.room = SqTransport::room(self.transport, self.wqe_cnt);
+    }
+
+    /// The next WQE takes the small fence unless it asks for the strong
+    /// one (after a UMR WQE, libmlx5's `fm_cache`).
+    // Used by `umr`, which MLNX_OFED 4.x builds leave out.
+    #[cfg_attr(rrddmma_mlnx_ofed4, allow(dead_code))]
+    pub(crate) fn set_small_fence(&mut self) {
+        self.next_fence = CtrlFlags::INITIATOR_SMALL_FENCE.bits();
+    }
+
+    /// Puts the pending fence on the WQE whose control segment is at
+    /// `ctrl` (unless it has the strong one) and consumes it: byte 11 is
+    /// `fm_ce_se`. Kept out of the common path, which only tests
+    /// `next_fence`, so the flags of a WQE stay a constant there.
+    // Inlined: a call here would keep the WQE's values in saved registers
+    // on the common path too.
+    #[inline(always)]
+    fn take_fence(&mut self, ctrl: *mut u8) {
+        // SAFETY: the control segment's 16 bytes at the WQE start, inside the ring.
+        unsafe {
+            let fm = ctrl.add(11);
+            if *fm & CtrlFlags::FENCE.bits() == 0 {
+                *fm |= self.next_fence;
+            }
+        }
+        self.next_fence = 0;
     }
 
     /// Panics unless `id` is one of the DCI's stream ids.
@@ -431,10 +493,11 @@ impl SqRing {
         }
         let start = self.head.wrapping_add(ahead);
         let slot = (start & (self.wqe_cnt - 1)) as usize;
-        if self.starts[slot] != start {
+        let e = self.slots[slot];
+        if e.start != start {
             return false;
         }
-        let end = start.wrapping_add(u32::from(self.sizes[slot]));
+        let end = start.wrapping_add(u32::from(e.size));
         debug_assert!(end.wrapping_sub(self.head) <= outstanding, "a recorded WQE ends past the producer index");
         self.head = end;
         true
@@ -458,7 +521,8 @@ impl SqRing {
             return None;
         }
         let slot = (u32::from(t.counter) & (self.wqe_cnt - 1)) as usize;
-        (self.starts[slot] as u16 == t.counter).then(|| self.streams[slot])
+        let e = self.slots[slot];
+        (e.start as u16 == t.counter).then_some(e.stream)
     }
 
     /// Starts the indices at `pi` (a queue that was used before the view).
@@ -468,9 +532,9 @@ impl SqRing {
         self.next_fence = 0;
         self.cur_post = pi;
         self.head = pi;
-        for (i, s) in self.starts.iter_mut().enumerate() {
+        for (i, s) in self.slots.iter_mut().enumerate() {
             // No block starts a WQE: every entry differs from its block's index.
-            *s = pi.wrapping_add(i as u32).wrapping_sub(1);
+            s.start = pi.wrapping_add(i as u32).wrapping_sub(1);
         }
     }
 
@@ -516,18 +580,77 @@ impl SqRing {
         if limit == 0 {
             full(SEND_WQE_BB, 0);
         }
-        let base = self.slot(start, 0);
-        // After a UMR WQE the next one waits for it (small fence), unless it
-        // asks for the strong fence itself: libmlx5's `fm_cache`.
-        let fm_ce_se = if fm_ce_se.contains(CtrlFlags::FENCE) {
-            fm_ce_se
-        } else {
-            fm_ce_se | CtrlFlags::from_bits_retain(self.next_fence)
-        };
-        self.next_fence = 0;
+        // SAFETY: forwarded contract; `limit` is the free space.
+        unsafe { self.begin_at(start, limit, opcode, opmod, fm_ce_se, imm) }
+    }
+
+    /// Starts a WQE of a typed builder of family `want` (named `builder`
+    /// in the panic): as [`SqRing::wqe`], with the family check folded
+    /// into the full check (`room`).
+    ///
+    /// # Safety
+    /// As [`SqRing::wqe`]: the caller adds the segments `opcode` defines
+    /// on a QP of family `want`.
+    ///
+    /// # Panics
+    /// If the ring is not of family `want`, or full.
+    #[inline(always)]
+    pub(crate) unsafe fn typed_wqe(
+        &mut self,
+        want: SqTransport,
+        builder: &'static str,
+        opcode: WqeOpcode,
+        opmod: u8,
+        fm_ce_se: CtrlFlags,
+        imm: u32,
+    ) -> WqeWriter<'_> {
+        let start = self.cur_post;
+        let outstanding = start.wrapping_sub(self.head);
+        let room = self.room[want as usize];
+        // `outstanding <= wqe_cnt` always; `room` is `wqe_cnt` for the
+        // ring's family and 0 for the others, and while a fence is pending.
+        if outstanding >= room {
+            self.refuse(want, builder);
+        }
+        let limit = (room - outstanding) as usize * SEND_WQE_BB;
+        // SAFETY: forwarded contract; `room == wqe_cnt` here (the ring is of
+        // family `want`), so `limit` is the free space.
+        unsafe { self.begin_at(start, limit, opcode, opmod, fm_ce_se, imm) }
+    }
+
+    /// Why a typed builder's WQE was refused: the ring's family, else full.
+    #[cold]
+    #[inline(never)]
+    #[track_caller]
+    fn refuse(&self, want: SqTransport, builder: &'static str) -> ! {
+        if self.transport != want {
+            wrong_transport(self.qpn, builder, self.transport);
+        }
+        full(SEND_WQE_BB, 0)
+    }
+
+    /// The writer of a WQE starting at block `start`, `limit` bytes free.
+    ///
+    /// # Safety
+    /// As [`SqRing::wqe`]; `start` is `cur_post` and `limit` at most the
+    /// free space in bytes.
+    #[inline(always)]
+    unsafe fn begin_at(
+        &mut self,
+        start: u32,
+        limit: usize,
+        opcode: WqeOpcode,
+        opmod: u8,
+        fm_ce_se: CtrlFlags,
+        imm: u32,
+    ) -> WqeWriter<'_> {
+        let pos = (start as usize * SEND_WQE_BB) & self.ring_mask;
+        // SAFETY: `pos` is inside the ring buffer (masked by its size).
+        let base = unsafe { self.buf.add(pos) };
         WqeWriter {
             sq: self,
             start,
+            first: pos / SEND_WQE_BB,
             base,
             off: DS_BYTES,
             limit,
@@ -542,13 +665,6 @@ impl SqRing {
         }
     }
 
-    #[inline(always)]
-    fn slot(&self, start: u32, off: usize) -> *mut u8 {
-        let pos = (start as usize * SEND_WQE_BB + off) & self.ring_mask;
-        // SAFETY: `pos` is inside the ring buffer (masked by its size).
-        unsafe { self.buf.add(pos) }
-    }
-
     /// Rings the doorbell for the WQEs written since the last one, in
     /// libmlx5's order: barrier; doorbell record = `cur_post & 0xffff`;
     /// `wc_start`; the whole WQE by BlueFlame (one WQE, more than one DS,
@@ -560,13 +676,14 @@ impl SqRing {
             return;
         }
         let first = self.read8_at(self.last_base, 0);
-        self.doorbell(mmio, self.pending, self.last_base, self.last_ds, self.last_inline, first);
+        self.doorbell(mmio, false, self.last_base, self.last_ds, self.last_inline, first);
     }
 
-    /// The doorbell for `nreq` WQEs, the last at `src` with `ds` DS and
-    /// `first` as its first 8 control bytes.
+    /// The doorbell for the pending WQEs (and, with `posting`, the one
+    /// being posted, not counted in `pending`), the last at `src` with
+    /// `ds` DS and `first` as its first 8 control bytes.
     #[inline(always)]
-    fn doorbell<M: Mmio>(&mut self, mmio: &mut M, nreq: u32, src: *const u8, ds: u8, inline: bool, first: [u8; 8]) {
+    fn doorbell<M: Mmio>(&mut self, mmio: &mut M, posting: bool, src: *const u8, ds: u8, inline: bool, first: [u8; 8]) {
         mmio.to_device_barrier();
         // SAFETY: the SQ's doorbell record (`from_raw` contract).
         unsafe { mmio.write_dbrec(self.dbrec, self.cur_post & 0xffff) };
@@ -574,7 +691,14 @@ impl SqRing {
         let bytes = (usize::from(ds) * DS_BYTES).div_ceil(SEND_WQE_BB) * SEND_WQE_BB;
         // The limits are 0 without BlueFlame.
         let max = if inline { self.bf_max_ds } else { self.bf_max_ds_plain };
-        let bf = nreq == 1 && ds > 1 && u32::from(ds) <= max;
+        // The ring's limit first: without BlueFlame it is 0 and `nreq` is not read.
+        let bf = u32::from(ds) <= max && ds > 1 && {
+            // Read only here (volatile keeps the load from being hoisted
+            // onto the path without BlueFlame).
+            // SAFETY: a field of `self`, aligned and initialised.
+            let pending = unsafe { std::ptr::read_volatile(&self.pending) };
+            pending == u32::from(!posting)
+        };
         let base = self.bf_offset as usize;
         // SAFETY: offsets stay inside the BlueFlame buffer half in use
         // (`bytes <= bf_size`) or at its first 8 bytes (`from_raw` contract).
@@ -674,6 +798,8 @@ fn too_big(qpn: u32, len: usize, max: u32) -> ! {
 pub struct WqeWriter<'s> {
     sq: &'s mut SqRing,
     start: u32,
+    /// The block index of `base` in the ring (below `wqe_cnt`).
+    first: usize,
     /// Address of the WQE's first byte.
     base: *mut u8,
     off: usize,
@@ -707,16 +833,39 @@ impl<'s> WqeWriter<'s> {
     fn put(&mut self, bytes: &[u8]) {
         let end = self.off + bytes.len();
         self.check(end);
-        let ring = self.sq.wqe_cnt as usize * SEND_WQE_BB;
+        let ring = self.sq.ring_mask + 1;
+        let pos = self.first * SEND_WQE_BB + self.off;
+        if pos + bytes.len() <= ring {
+            // Contiguous (the usual case): one copy, of a size the compiler
+            // often knows.
+            // SAFETY: `pos..pos + len` is inside the ring buffer, in blocks
+            // this WQE may take (`check`).
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.sq.buf.add(pos), bytes.len()) };
+            self.off = end;
+            return;
+        }
+        // SAFETY: the ring's buffer and size (`ring_mask + 1`).
+        unsafe { Self::put_wrapped(self.sq.buf, ring, pos, bytes) };
+        self.off = end;
+    }
+
+    /// `put` of bytes that cross the ring's end (or lie past it): `pos`
+    /// is the unmasked ring offset of the first byte. Takes no `&mut self`,
+    /// so the writer stays in registers on the common path.
+    ///
+    /// # Safety
+    /// `buf` is a ring of `ring` writable bytes (a power of two).
+    #[inline(never)]
+    unsafe fn put_wrapped(buf: *mut u8, ring: usize, pos: usize, bytes: &[u8]) {
         let mut done = 0;
         while done < bytes.len() {
-            let pos = (self.start as usize * SEND_WQE_BB + self.off + done) & (ring - 1);
-            let n = (ring - pos).min(bytes.len() - done);
-            // SAFETY: `pos..pos + n` is inside the ring buffer.
-            unsafe { std::ptr::copy_nonoverlapping(bytes[done..].as_ptr(), self.sq.buf.add(pos), n) };
+            let at = (pos + done) & (ring - 1);
+            let n = (ring - at).min(bytes.len() - done);
+            // SAFETY: `at..at + n` is inside the ring buffer of `ring` bytes
+            // at `buf` (the caller's ring).
+            unsafe { std::ptr::copy_nonoverlapping(bytes[done..].as_ptr(), buf.add(at), n) };
             done += n;
         }
-        self.off = end;
     }
 
     #[inline(always)]
@@ -731,11 +880,11 @@ impl<'s> WqeWriter<'s> {
     /// [`WqeWriter::put`].
     #[inline(always)]
     fn put_seg<T: sealed::Sealed>(mut self, seg: &T) -> Self {
-        if size_of::<T>() == DS_BYTES && self.off < SEND_WQE_BB {
+        if self.off + size_of::<T>() <= SEND_WQE_BB {
             // Within the first basic block, which `wqe` found free (checked
             // again, for the whole WQE, in `finish`).
-            let end = self.off + DS_BYTES;
-            // SAFETY: `base + off .. + 16` lies in the WQE's first basic block, inside the ring.
+            let end = self.off + size_of::<T>();
+            // SAFETY: `base + off .. end` lies in the WQE's first basic block, inside the ring.
             unsafe { std::ptr::write_unaligned(self.base.add(self.off).cast::<T>(), *seg) };
             self.off = end;
             return self;
@@ -919,6 +1068,26 @@ impl<'s> WqeWriter<'s> {
             return self;
         }
         let hdr = Be32::new(data.len() as u32 | INLINE_SEG);
+        // Header, data, padding: `seg` bytes (at least 16), 16-aligned
+        // (every segment before is whole 16-byte units).
+        let seg = (4 + data.len()).next_multiple_of(DS_BYTES);
+        let pos = self.first * SEND_WQE_BB + self.off;
+        if self.off % DS_BYTES == 0 && pos + seg <= self.sq.ring_mask + 1 {
+            // Contiguous (the usual case): zero the last unit, then the
+            // header and the data over it.
+            self.check(self.off + seg);
+            // SAFETY: `pos..pos + seg` is inside the ring buffer, in blocks
+            // this WQE may take (`check`); the last unit starts 16 bytes
+            // before its end, at or after `pos`.
+            unsafe {
+                let dst = self.sq.buf.add(pos);
+                std::ptr::write_unaligned(dst.add(seg - DS_BYTES).cast::<[u8; DS_BYTES]>(), [0; DS_BYTES]);
+                std::ptr::write_unaligned(dst.cast::<u32>(), hdr.raw());
+                std::ptr::copy_nonoverlapping(data.as_ptr(), dst.add(4), data.len());
+            }
+            self.off += seg;
+            return self;
+        }
         self.put(&hdr.raw().to_ne_bytes());
         self.put(data);
         let pad = self.off.next_multiple_of(DS_BYTES) - self.off;
@@ -945,14 +1114,15 @@ impl<'s> WqeWriter<'s> {
     #[inline(always)]
     pub fn post<M: Mmio>(self, mmio: &mut M) -> u16 {
         let (pi, sq, base, ds, inline, first) = self.finish_inner();
-        let nreq = sq.pending + 1;
-        sq.doorbell(mmio, nreq, base, ds, inline, first.to_ne_bytes());
+        sq.doorbell(mmio, true, base, ds, inline, first.to_ne_bytes());
         pi
     }
 
     #[inline(always)]
     fn finish_inner(self) -> (u16, &'s mut SqRing, *mut u8, u8, bool, u64) {
-        if self.off > self.sq.limits.max_wqe_bytes as usize {
+        // `max_wqe_bytes >= 64` (`SqLimits::new`): a WQE within one basic
+        // block fits, and the comparison folds away where its size is known.
+        if self.off > SEND_WQE_BB && self.off > self.sq.limits.max_wqe_bytes as usize {
             too_big(self.sq.qpn, self.off, self.sq.limits.max_wqe_bytes);
         }
         let ds = (self.off / DS_BYTES) as u8;
@@ -976,20 +1146,23 @@ impl<'s> WqeWriter<'s> {
         // the ring; WQEs start on 64-byte basic blocks, so 8-byte aligned.
         unsafe { std::ptr::write(self.base.cast::<[u64; 2]>(), words) };
         let sq = self.sq;
-        let mask = sq.wqe_cnt - 1;
-        let first = (self.start & mask) as usize;
-        debug_assert!(sq.starts.len() == sq.wqe_cnt as usize && sq.sizes.len() == sq.wqe_cnt as usize);
-        debug_assert!(sq.streams.len() == sq.wqe_cnt as usize);
-        // SAFETY: `first <= mask = wqe_cnt - 1`, and the three tables have
-        // `wqe_cnt` entries (allocated so in `from_raw`, never resized).
-        unsafe {
-            *sq.starts.get_unchecked_mut(first) = self.start;
-            *sq.sizes.get_unchecked_mut(first) = bbs as u8;
-            *sq.streams.get_unchecked_mut(first) = self.stream;
+        // After a UMR WQE the next one waits for it (small fence), unless it
+        // asks for the strong fence itself: libmlx5's `fm_cache`.
+        if sq.next_fence != 0 {
+            sq.take_fence(self.base);
         }
+        let mask = sq.wqe_cnt - 1;
+        let first = self.first;
+        debug_assert!(first == (self.start & mask) as usize && sq.slots.len() == sq.wqe_cnt as usize);
+        // SAFETY: `first` is a masked offset in the ring (`ring_mask` is
+        // `wqe_cnt * 64 - 1`) over 64, so below `wqe_cnt`, the table's length (allocated so in `from_raw`, never
+        // resized).
+        unsafe {
+            *sq.slots.get_unchecked_mut(first) = Slot { start: self.start, size: bbs as u16, stream: self.stream }
+        };
         // Continuation blocks (WQEs of more than one basic block only).
         for i in 1..bbs {
-            sq.starts[(self.start.wrapping_add(i) & mask) as usize] = self.start;
+            sq.slots[(self.start.wrapping_add(i) & mask) as usize].start = self.start;
         }
         sq.cur_post = sq.cur_post.wrapping_add(bbs);
         (pi, sq, self.base, ds, self.inline, words[0])
@@ -1059,6 +1232,34 @@ mod tests {
         let mut rec = Recorder::default();
         ring.ring(&mut rec);
         rec.ops.iter().filter(|o| matches!(o, Op::Write64(..))).count()
+    }
+
+    /// The small fence after a UMR WQE lands in the next WQE's `fm_ce_se`
+    /// (byte 11), typed or raw, unless it asked for the strong fence, and
+    /// only in that one.
+    #[test]
+    fn the_pending_small_fence_goes_to_the_next_wqe_only() {
+        let mut buf = vec![0u64; 8 * 8];
+        let mut dbrec = [Be32::default(); 2];
+        let mut bf = vec![0u64; 8];
+        // SAFETY: test memory of the sizes and alignments `from_raw` asks for.
+        let mut ring = unsafe {
+            SqRing::from_raw(buf.as_mut_ptr().cast(), 8, dbrec.as_mut_ptr(), bf.as_mut_ptr().cast(), 0, 0x42)
+        };
+        let small = CtrlFlags::INITIATOR_SMALL_FENCE.bits();
+        let fm = |ring: &SqRing, pi: u16| {
+            // SAFETY: byte 11 of a WQE's control segment, inside the ring.
+            unsafe { *ring.buf.add(usize::from(pi) * SEND_WQE_BB + 11) }
+        };
+        ring.set_small_fence();
+        let a = ring.nop(CtrlFlags::CQ_UPDATE).finish();
+        assert_eq!(fm(&ring, a), CtrlFlags::CQ_UPDATE.bits() | small, "typed WQE after a UMR");
+        let b = ring.nop(CtrlFlags::CQ_UPDATE).finish();
+        assert_eq!(fm(&ring, b), CtrlFlags::CQ_UPDATE.bits(), "one WQE only");
+        ring.set_small_fence();
+        let c = ring.send(CtrlFlags::FENCE).inline(&[1; 4]).finish();
+        assert_eq!(fm(&ring, c), CtrlFlags::FENCE.bits(), "the strong fence is kept as asked");
+        assert!(!ring.pending_small_fence());
     }
 
     /// Regression (libmlx5 harness, views): turning BlueFlame on kept

@@ -185,24 +185,31 @@ enum To<'t> {
 }
 
 impl SqRing {
+    /// A typed WQE of family `want` (named `builder` in the panic); the
+    /// family is checked with the full check, in one comparison.
     #[inline(always)]
-    fn typed<const I: bool>(&mut self, op: WqeOpcode, opmod: u8, flags: CtrlFlags, imm: u32) -> Wqe<'_, I> {
-        // SAFETY: every caller below adds the segments `op` defines, in its
-        // order, and leaves the payload to `Wqe`, whose only address writer
-        // is the unsafe `data`.
-        Wqe { w: unsafe { self.wqe(op, opmod, flags, imm) } }
+    fn typed<const I: bool>(
+        &mut self,
+        want: SqTransport,
+        builder: &'static str,
+        op: WqeOpcode,
+        opmod: u8,
+        flags: CtrlFlags,
+        imm: u32,
+    ) -> Wqe<'_, I> {
+        // SAFETY: every caller below adds the segments `op` defines on a
+        // QP of family `want`, in its order, and leaves the payload to
+        // `Wqe`, whose only address writer is the unsafe `data`.
+        Wqe { w: unsafe { self.typed_wqe(want, builder, op, opmod, flags, imm) } }
     }
 
     /// The control segment and, to a DC target, the DC address and stream.
     #[inline(always)]
     fn begin<const I: bool>(&mut self, to: To<'_>, op: WqeOpcode, opmod: u8, flags: CtrlFlags, imm: u32) -> Wqe<'_, I> {
         match to {
-            To::Connected(name) => {
-                self.expect_transport(SqTransport::Connected, name);
-                self.typed(op, opmod, flags, imm)
-            }
+            To::Connected(name) => self.typed(SqTransport::Connected, name, op, opmod, flags, imm),
             To::Dc(av, stream) => {
-                let w = self.typed::<I>(op, opmod, flags, imm);
+                let w = self.typed::<I>(SqTransport::DcInitiator, "dc", op, opmod, flags, imm);
                 Wqe { w: w.w.datagram(av).stream_unchecked(stream) }
             }
         }
@@ -278,7 +285,9 @@ impl SqRing {
     /// A NOP: the control segment alone (add nothing).
     #[inline(always)]
     pub fn nop(&mut self, flags: CtrlFlags) -> Wqe<'_, false> {
-        self.typed(WqeOpcode::NOP, 0, flags, 0)
+        // SAFETY: a NOP is the control segment alone, on any QP; `Wqe`'s
+        // only address writer is the unsafe `data`.
+        Wqe { w: unsafe { self.wqe(WqeOpcode::NOP, 0, flags, 0) } }
     }
 
     /// A SEND; add its payload.
@@ -306,8 +315,7 @@ impl SqRing {
     /// vector) to the destination `av`.
     #[inline(always)]
     pub fn send_ud(&mut self, flags: CtrlFlags, av: &DatagramSeg) -> Wqe<'_, true> {
-        self.expect_transport(SqTransport::Datagram, "send_ud");
-        let w = self.typed::<true>(WqeOpcode::SEND, 0, flags, 0);
+        let w = self.typed::<true>(SqTransport::Datagram, "send_ud", WqeOpcode::SEND, 0, flags, 0);
         Wqe { w: w.w.datagram(av) }
     }
 
@@ -425,11 +433,13 @@ impl SqRing {
     /// stream.
     ///
     /// # Panics
-    /// On a ring that is not [`SqTransport::DcInitiator`] (a programming
-    /// error: take the view with [`Dci::sq_ring`](crate::mlx5dv::dc::Dci::sq_ring)).
+    /// Its builders panic on a ring that is not [`SqTransport::DcInitiator`]
+    /// (a programming error: take the view with
+    /// [`Dci::sq_ring`](crate::mlx5dv::dc::Dci::sq_ring)), before writing
+    /// anything: the family is checked with the ring's free space, in the
+    /// same comparison.
     #[inline(always)]
     pub fn dc<'t>(&mut self, target: &'t DatagramSeg) -> Dc<'_, 't> {
-        self.expect_transport(SqTransport::DcInitiator, "dc");
         Dc { sq: self, target, stream: 0 }
     }
 }
