@@ -2,10 +2,11 @@
 //! and SEND bandwidth, and WRITE over DCI streams. DC needs a ConnectX
 //! (mlx5) device; on any other device (rxe in the VM) each check's step
 //! runs nothing but says which driver it found, and the check is counted
-//! as skipped (`Tally::skip`, listed at the end), never as passed.
-//! `--expect mlx5` does not reach these checks (`cargo xtask test` gives
-//! its expectation to the device tests' step only), so there they are
-//! skips too. Written for hardware; on rxe only the skip has been seen.
+//! as skipped (`Tally::skip`, listed at the end), never as passed. Under
+//! `cargo xtask test --expect mlx5` (`RRDDMMA_EXPECT_DRIVER=mlx5`, exported
+//! into every step) the guard fails the step instead, naming the driver it
+//! found. Written for hardware; on rxe only the skip and the failure under
+//! the expectation have been seen.
 
 use super::verdict::interop_ok;
 use crate::device::{Check, Done, Step};
@@ -16,8 +17,9 @@ use crate::Result;
 const NOT_MLX5: &str = "dc-interop: not an mlx5 device, driver";
 
 /// The step's guard: the driver of `$RRDDMMA_TEST_DEVICE` (as `report`'s
-/// facts find it); anything but mlx5_core prints [`NOT_MLX5`] and stops.
-const GUARD: &str = r#"s=/sys/class/infiniband/$RRDDMMA_TEST_DEVICE; drv=-; [ -e "$s/device/driver" ] && drv=$(basename "$(readlink -f "$s/device/driver")"); if [ "$drv" != mlx5_core ]; then echo "dc-interop: not an mlx5 device, driver $drv"; exit 0; fi"#;
+/// facts find it); anything but mlx5_core prints [`NOT_MLX5`] and stops,
+/// with status 1 when mlx5 is expected (`RRDDMMA_EXPECT_DRIVER=mlx5`).
+const GUARD: &str = r#"s=/sys/class/infiniband/$RRDDMMA_TEST_DEVICE; drv=-; [ -e "$s/device/driver" ] && drv=$(basename "$(readlink -f "$s/device/driver")"); if [ "$drv" != mlx5_core ]; then echo "dc-interop: not an mlx5 device, driver $drv"; if [ "${RRDDMMA_EXPECT_DRIVER:-}" = mlx5 ]; then echo "dc-interop: skipped under --expect mlx5 (run it on a ConnectX device, or drop --expect mlx5)"; exit 1; fi; exit 0; fi"#;
 
 /// (test, perftest binary, flags for both sides, size, iterations).
 type Dc = (&'static str, &'static str, &'static str, u64, u64);
@@ -35,6 +37,9 @@ fn judge(ok: impl Fn(&Done) -> bool + 'static) -> crate::device::Judge {
     Box::new(move |d, t| {
         if d.output.contains(NOT_MLX5) && d.code == Some(0) {
             t.skip(&format!("{} (no mlx5 device here)", d.name));
+        } else if d.output.contains(NOT_MLX5) {
+            // The guard under --expect mlx5: the check did not run.
+            t.check_output(&d.name, false, &d.output);
         } else {
             t.check_output(&d.name, ok(d), &d.output);
         }
@@ -95,6 +100,11 @@ mod tests {
         let mut t = crate::tally::Tally::default();
         (judge(|_| true))(&done("dc-interop: not an mlx5 device, driver -\n"), &mut t);
         assert_eq!((t.passed, t.failed, t.skipped.len()), (0, 0, 1));
+        // Under --expect mlx5 the guard exits 1: a failure, not a skip.
+        let expected = Done { code: Some(1), ..done("dc-interop: not an mlx5 device, driver -\n") };
+        (judge(|_| true))(&expected, &mut t);
+        assert_eq!((t.passed, t.failed, t.skipped.len()), (0, 1, 1));
+        t.failed = 0;
         (judge(|_| false))(&done("CLIENT-RC=0\n"), &mut t);
         assert_eq!((t.passed, t.failed), (0, 1));
         (judge(|_| true))(&done("CLIENT-RC=0\n"), &mut t);
