@@ -356,13 +356,15 @@ pub struct TmSeg {
 /// and `mlx5.h`), which no installed header carries; the libmlx5 harness
 /// checks the WQEs they make against `mlx5_post_srq_ops`'s.
 mod tm_c {
-    /// A constant as bindgen gives the others (`c_type!` reads `.0`).
-    pub(super) struct C(pub(super) u8);
-    pub(super) const MLX5_TM_OPCODE_NOP: C = C(0x0);
-    pub(super) const MLX5_TM_OPCODE_APPEND: C = C(0x1);
-    pub(super) const MLX5_TM_OPCODE_REMOVE: C = C(0x2);
-    pub(super) const MLX5_SRQ_FLAG_TM_SW_CNT: C = C(1 << 6);
-    pub(super) const MLX5_SRQ_FLAG_TM_CQE_REQ: C = C(1 << 7);
+    // Written as bindgen writes the others (one type per C enum, `c_type!`
+    // reads `.0`), so prim::cvalue's test checks them the same way.
+    pub struct Op(pub u8);
+    pub struct Flag(pub u8);
+    pub const MLX5_TM_OPCODE_NOP: Op = Op(0);
+    pub const MLX5_TM_OPCODE_APPEND: Op = Op(1);
+    pub const MLX5_TM_OPCODE_REMOVE: Op = Op(2);
+    pub const MLX5_SRQ_FLAG_TM_SW_CNT: Flag = Flag(64);
+    pub const MLX5_SRQ_FLAG_TM_CQE_REQ: Flag = Flag(128);
 }
 
 c_type! {
