@@ -504,7 +504,7 @@ mod tests {
         let a = selection_args(Some(Path::new("/t/d.patch")), Some((3, 80)));
         let want = [
             "--file",
-            "src/mlx5dv/*.rs",
+            "src/mlx5dv/**/*.rs",
             "--exclude",
             "src/mlx5dv/exp4.rs",
             "--in-diff",
