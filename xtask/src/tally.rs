@@ -70,13 +70,24 @@ impl Tally {
     /// As [`Tally::check`], for a check judged on a step's output: a
     /// failure is listed in the final summary with the output's last
     /// [`TAIL_LINES`] lines, so its cause shows at the end of the log too.
+    /// A client/server pair's output (the server's after `--- server
+    /// output`) gives half of them to each side, so the client's part is
+    /// never pushed out by a long server report.
     pub fn check_output(&mut self, name: &str, ok: bool, output: &str) {
         self.check(name, ok);
         if !ok {
-            let lines: Vec<&str> = output.lines().collect();
-            let tail = lines[lines.len().saturating_sub(TAIL_LINES)..].iter().map(|l| format!("\n    | {l}"));
+            let tail = |part: &str, n: usize| {
+                let lines: Vec<&str> = part.lines().collect();
+                lines[lines.len().saturating_sub(n)..].iter().map(|l| format!("\n    | {l}")).collect::<String>()
+            };
+            let shown = match output.split_once("--- server output") {
+                Some((client, server)) => {
+                    format!("{}\n    | --- server output{}", tail(client, TAIL_LINES / 2), tail(server, TAIL_LINES / 2))
+                }
+                None => tail(output, TAIL_LINES),
+            };
             if let Some(last) = self.failures.last_mut() {
-                last.extend(tail);
+                last.push_str(&shown);
             }
         }
     }
@@ -141,6 +152,18 @@ mod tests {
         assert!(f.starts_with("check fails\n    | line 11\n"), "{f}");
         assert!(f.ends_with("    | line 40") && !f.contains("line 10\n"), "{f}");
         assert_eq!(f.lines().count(), 1 + TAIL_LINES);
+    }
+
+    #[test]
+    fn a_failed_pair_repeats_both_sides_tails() {
+        let mut t = Tally::default();
+        let client: String = (1..=40).map(|i| format!("client {i}\n")).collect();
+        let server: String = (1..=40).map(|i| format!("server {i}\n")).collect();
+        t.check_output("pair", false, &format!("{client}--- server output\n{server}"));
+        let f = &t.failures[0];
+        assert!(f.contains("| client 40\n    | --- server output\n"), "{f}");
+        assert!(f.contains("| client 26\n") && !f.contains("| client 25\n"), "{f}");
+        assert!(f.ends_with("| server 40") && !f.contains("| server 25\n"), "{f}");
     }
 
     #[test]
