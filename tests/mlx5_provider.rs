@@ -93,6 +93,8 @@ pub enum Mutation {
     DevxDciStream,
     /// The first DEVX mkey creation is given to our builder with the PD number's bit 0 flipped.
     DevxMkey,
+    /// The first scheduling leaf is given to our builder with its weight's bit 0 flipped.
+    DevxSched,
 }
 
 /// The first disagreement between libmlx5 and rrddmma.
@@ -895,7 +897,14 @@ fn devx_commands_match_libmlx5() {
     let _ = build::output();
     match devx::check(Mutation::None) {
         Ok(stats) => {
-            for k in ["UDP source port", "LAG port", "DCI stream reset", "mkey creation"] {
+            for k in [
+                "UDP source port",
+                "LAG port",
+                "DCI stream reset",
+                "mkey creation",
+                "scheduling leaf creation",
+                "QP on a scheduling leaf",
+            ] {
                 let n = stats.cases.get(k).copied().unwrap_or(0);
                 assert!(n >= build::scaled(devx::CASES), "only {n} {k} cases: {stats:?}");
             }
@@ -917,6 +926,7 @@ fn mutation_in_a_devx_command_is_reported() {
         (Mutation::DevxLagPort, "LAG port", "command 2 (RTS2RTS_QP) bytes", 24),
         (Mutation::DevxDciStream, "DCI stream reset", "command 0 (RTS2RTS_QP) bytes", 275),
         (Mutation::DevxMkey, "mkey creation", "command 0 (CREATE_MKEY) bytes", 31),
+        (Mutation::DevxSched, "scheduling leaf creation", "command 0 (CREATE_GENERAL_OBJECT) bytes", 0x47),
     ];
     let mut seen = Vec::new();
     for (mutation, kind, field, byte) in cases {
@@ -928,8 +938,8 @@ fn mutation_in_a_devx_command_is_reported() {
         seen.push(format!("{kind}: byte {byte}"));
     }
     report(&format!(
-        "mutation check (DEVX: bit 0 of the UDP port, the LAG port, the DCI stream, the PD number flipped) caught as it \
-         must, each at its field: {}",
+        "mutation check (DEVX: bit 0 of the UDP port, the LAG port, the DCI stream, the PD number, a scheduling leaf's \
+         weight flipped) caught as it must, each at its field: {}",
         seen.join("; ")
     ));
 }

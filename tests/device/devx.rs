@@ -81,6 +81,7 @@ fn devx_entries_on_verbs_objects_are_refused_off_mlx5() {
     assert_refusal(verbs::lag_port(&qp), "mlx5dv_query_qp_lag_port (DEVX)", &name);
     assert_refusal(verbs::set_lag_port(&qp, 2), "mlx5dv_query_qp_lag_port (DEVX)", &name);
     assert_refusal(verbs::reset_dci_stream(&qp, 1), "mlx5dv_devx_qp_modify", &name);
+    assert_refusal(devx::SchedLeaf::attach(&qp, None, None), "mlx5dv_devx_qp_modify", &name);
     assert_refusal(verbs::cq_query(&cq, &q, &mut out), "mlx5dv_devx_cq_query", &name);
     assert_refusal(verbs::cq_modify(&cq, &q, &mut out), "mlx5dv_devx_cq_modify", &name);
     assert_refusal(verbs::srq_query(&srq, &q, &mut out), "mlx5dv_devx_srq_query", &name);

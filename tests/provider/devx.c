@@ -8,7 +8,9 @@
  * decodes the ib_uverbs_ioctl_hdr, records every command a method carries
  * (MLX5_IB_ATTR_DEVX_OTHER_CMD_IN, _OBJ_CREATE/_MODIFY/_QUERY_CMD_IN) and
  * answers as a device would: status 0, a LAG in state 1 with ports 1 and 2,
- * a QP on LAG port 1, a new mkey index, an object handle. Otherwise it is
+ * a QP on LAG port 1, a new mkey index, a new general object id (the
+ * scheduling elements of mlx5dv_sched_node_create / _leaf_create), an
+ * object handle. Otherwise it is
  * the real ioctl. tests/provider/devx.rs builds the same requests with
  * rrddmma's mlx5dv::devx::cmd and compares the bytes.
  */
@@ -39,6 +41,7 @@ static int devx_armed;
 static unsigned devx_n;
 static struct devx_rec devx_log[DEVX_MAX_CMDS];
 static uint32_t devx_next_mkey_index = 0x1234;
+static uint32_t devx_next_obj_id = 0x100;
 
 static void be32_put(uint8_t *p, uint32_t v)
 {
@@ -68,6 +71,10 @@ static void devx_answer(const uint8_t *in, uint32_t inlen, uint8_t *out, uint32_
 	case 0x200: /* CREATE_MKEY: mkey_index (bits 72..95) */
 		if (outlen >= 12)
 			be32_put(out + 8, devx_next_mkey_index++ & 0xffffff);
+		break;
+	case 0xa00: /* CREATE_GENERAL_OBJECT: obj_id (bits 64..95) */
+		if (outlen >= 12)
+			be32_put(out + 8, devx_next_obj_id++);
 		break;
 	default:
 		break;
@@ -137,6 +144,7 @@ int __wrap_ioctl(int fd, unsigned long req, ...)
 
 #ifdef HARNESS_LIB
 #include "harness.h"
+#include "mlx5_ifc.h"
 
 static struct mlx5_pd devx_pd;
 
@@ -163,6 +171,13 @@ static void devx_context(void)
 	ctx->qpc_extension_cap = 1;
 	ctx->dci_streams_caps.max_log_num_errored = 4;
 	ctx->dci_streams_caps.max_log_num_concurent = 6;
+	/* NIC scheduling: TSARs with DWRR, queue groups, both attributes, QPs. */
+	ctx->qos_caps.qos = 1;
+	ctx->qos_caps.nic_bw_share = 1;
+	ctx->qos_caps.nic_rate_limit = 1;
+	ctx->qos_caps.nic_qp_scheduling = 1;
+	ctx->qos_caps.nic_element_type = ELEMENT_TYPE_CAP_MASK_TASR | ELEMENT_TYPE_CAP_MASK_QUEUE_GROUP;
+	ctx->qos_caps.nic_tsar_type = TSAR_TYPE_CAP_MASK_DWRR;
 	devx_pd.ibv_pd.context = &ctx->ibv_ctx.context;
 }
 
@@ -242,5 +257,39 @@ H_API int h_devx_create_mkey(uint32_t pdn, uint16_t max_entries, uint32_t flags,
 	*key = mk->lkey;
 	*entries = attr.max_entries;
 	return 0;
+}
+
+/* The scheduling entries: a node (leaf = 0) or a leaf under parent (NULL:
+ * a root node) with flags and attributes; the element made (NULL on
+ * failure, *rc its errno) and its object id. Elements are kept (their
+ * destroy would be one more ioctl). */
+H_API void *h_devx_sched_create(int leaf, void *parent, uint32_t flags, uint32_t bw_share, uint32_t max_avg_bw,
+				uint32_t *id, int *rc)
+{
+	devx_context();
+	struct mlx5dv_sched_attr attr = { .parent = parent, .flags = flags, .bw_share = bw_share,
+					  .max_avg_bw = max_avg_bw };
+	errno = 0;
+	if (leaf) {
+		struct mlx5dv_sched_leaf *l = mlx5dv_sched_leaf_create(&h_context()->ibv_ctx.context, &attr);
+		*rc = l ? 0 : (errno ? errno : -1);
+		*id = l ? l->obj->object_id : 0;
+		return l;
+	}
+	struct mlx5dv_sched_node *n = mlx5dv_sched_node_create(&h_context()->ibv_ctx.context, &attr);
+	*rc = n ? 0 : (errno ? errno : -1);
+	*id = n ? n->obj->object_id : 0;
+	return n;
+}
+H_API int h_devx_sched_modify(int leaf, void *elem, void *parent, uint32_t flags, uint32_t bw_share,
+			      uint32_t max_avg_bw)
+{
+	struct mlx5dv_sched_attr attr = { .parent = parent, .flags = flags, .bw_share = bw_share,
+					  .max_avg_bw = max_avg_bw };
+	return leaf ? mlx5dv_sched_leaf_modify(elem, &attr) : mlx5dv_sched_node_modify(elem, &attr);
+}
+H_API int h_devx_qp_sched(struct ibv_qp *qp, void *requester, void *responder)
+{
+	return mlx5dv_modify_qp_sched_elem(qp, requester, responder);
 }
 #endif

@@ -1,20 +1,25 @@
 //! DEVX commands against libmlx5: libmlx5 v59's own
 //! `mlx5dv_modify_qp_udp_sport`, `mlx5dv_modify_qp_lag_port`,
-//! `mlx5dv_dci_stream_id_reset` and `mlx5dv_create_mkey`, called on
+//! `mlx5dv_dci_stream_id_reset`, `mlx5dv_create_mkey`, and the scheduling
+//! entries (`mlx5dv_sched_node_create`, `_leaf_create`, `_node_modify`,
+//! `_leaf_modify`, `mlx5dv_modify_qp_sched_elem`), called on
 //! provider objects fabricated in ordinary memory (tests/provider/devx.c),
 //! hand their commands to a fake kernel at the ioctl boundary (the harness
 //! is linked with `-Wl,--wrap=ioctl`), which records the bytes of every
 //! command (`MLX5_IB_ATTR_DEVX_OTHER_CMD_IN`, `_OBJ_MODIFY_CMD_IN`,
 //! `_OBJ_QUERY_CMD_IN`, `_OBJ_CREATE_CMD_IN`) and the method carrying it,
 //! and answers as a device would. rrddmma's `mlx5dv::devx::cmd` builds the
-//! same requests; compared: the sequence of commands, each one's carrying
-//! method, length and every byte.
+//! same requests (`mlx5dv::devx::sched` the scheduling ones); compared:
+//! the sequence of commands, each one's carrying method, length and every byte.
 
 use std::collections::BTreeMap;
 use std::ffi::c_int;
 use std::sync::OnceLock;
 
+use std::ffi::c_void;
+
 use rrddmma::mlx5dv::devx::cmd::{self, MkeySpec};
+use rrddmma::mlx5dv::devx::sched::{self, SchedAttr, SchedKind};
 
 use super::build::{library_fn, scaled, Rng, SEED};
 use super::{Mismatch, Mutation};
@@ -33,6 +38,9 @@ struct Lib {
     lag_port: unsafe extern "C" fn(*mut VQp, u8) -> c_int,
     dci_reset: unsafe extern "C" fn(*mut VQp, u16) -> c_int,
     create_mkey: unsafe extern "C" fn(u32, u16, u32, *mut u32, *mut u16) -> c_int,
+    sched_create: unsafe extern "C" fn(c_int, *mut c_void, u32, u32, u32, *mut u32, *mut c_int) -> *mut c_void,
+    sched_modify: unsafe extern "C" fn(c_int, *mut c_void, *mut c_void, u32, u32, u32) -> c_int,
+    qp_sched: unsafe extern "C" fn(*mut VQp, *mut c_void, *mut c_void) -> c_int,
 }
 
 fn lib() -> &'static Lib {
@@ -48,6 +56,9 @@ fn lib() -> &'static Lib {
             lag_port: library_fn("h_devx_lag_port"),
             dci_reset: library_fn("h_devx_dci_reset"),
             create_mkey: library_fn("h_devx_create_mkey"),
+            sched_create: library_fn("h_devx_sched_create"),
+            sched_modify: library_fn("h_devx_sched_modify"),
+            qp_sched: library_fn("h_devx_qp_sched"),
         }
     })
 }
@@ -122,6 +133,8 @@ fn opname(op: u16) -> &'static str {
         0x50b => "QUERY_QP",
         0x842 => "QUERY_LAG",
         0x200 => "CREATE_MKEY",
+        0xa00 => "CREATE_GENERAL_OBJECT",
+        0xa01 => "MODIFY_GENERAL_OBJECT",
         _ => "other",
     }
 }
@@ -162,7 +175,8 @@ pub const CASES: usize = 2_000;
 /// Runs the comparison; the first mismatch ends it. `mutation` gives our
 /// builder the first case's input with bit 0 flipped: the UDP port
 /// (`DevxUdpSport`), the LAG port (`DevxLagPort`, 1 and 2 swapped), the
-/// stream (`DevxDciStream`) or the PD number (`DevxMkey`).
+/// stream (`DevxDciStream`), the PD number (`DevxMkey`) or the leaf's
+/// weight (`DevxSched`).
 pub fn check(mutation: Mutation) -> Result<DevxStats, Box<Mismatch>> {
     let _one_at_a_time = super::batch::exclusive();
     let l = lib();
@@ -248,10 +262,93 @@ pub fn check(mutation: Mutation) -> Result<DevxStats, Box<Mismatch>> {
                 .into());
             }
             stats.remote_invalidate += usize::from(rinval);
+
+            sched_case(l, &mut rng, i, first && mutation == Mutation::DevxSched, &mut stats)?;
         }
         Ok(())
     })();
     // SAFETY: the library's entries with the objects it made; one caller at a time (`exclusive`).
     unsafe { (l.arm)(0) };
     result.map(|()| stats)
+}
+
+/// Random attributes: the flags libmlx5 takes and values for both fields
+/// (set in C whatever the flags, so a builder that writes an unselected
+/// field is caught), and the same as ours.
+fn sched_attr(rng: &mut Rng) -> (u32, u32, u32, SchedAttr) {
+    let flags = rng.below(4) as u32;
+    let (bw, rate) = (rng.next() as u32, rng.next() as u32);
+    let attr = SchedAttr { bw_share: (flags & 1 != 0).then_some(bw), max_avg_bw: (flags & 2 != 0).then_some(rate) };
+    (flags, bw, rate, attr)
+}
+
+/// One scheduling case: a root node, a node under it, a leaf under that,
+/// each created; the leaf and the node modified; an RC QP in RTS attached
+/// to the leaf (its responses to the leaf or to none).
+fn sched_case(l: &Lib, rng: &mut Rng, i: usize, mutate: bool, stats: &mut DevxStats) -> Result<(), Box<Mismatch>> {
+    let create = |leaf: bool, parent: *mut c_void, flags, bw, rate| {
+        let (mut id, mut rc) = (0u32, 0 as c_int);
+        // SAFETY: the library's entries with the objects it made; one caller at a time (`exclusive`).
+        unsafe { (l.arm)(1) };
+        // SAFETY: as above; `id` and `rc` valid for writes.
+        let e = unsafe { (l.sched_create)(c_int::from(leaf), parent, flags, bw, rate, &mut id, &mut rc) };
+        assert!(
+            !e.is_null() && rc == 0,
+            "libmlx5's mlx5dv_sched_{}_create failed: {rc}",
+            ["node", "leaf"][leaf as usize]
+        );
+        (e, id)
+    };
+    let (root, root_id) = create(false, std::ptr::null_mut(), 0, 0, 0);
+    compare(
+        "scheduling node creation",
+        i,
+        &[(Carrier::ObjCreate, sched::create_cmd(SchedKind::Node, 0, &SchedAttr::default()))],
+        stats,
+    )?;
+    let (flags, bw, rate, attr) = sched_attr(rng);
+    let (node, node_id) = create(false, root, flags, bw, rate);
+    compare(
+        "scheduling node creation",
+        i,
+        &[(Carrier::ObjCreate, sched::create_cmd(SchedKind::Node, root_id, &attr))],
+        stats,
+    )?;
+    let (flags, bw, rate, mut attr) = sched_attr(rng);
+    let (leaf, leaf_id) = create(true, node, flags, bw, rate);
+    if mutate {
+        attr.bw_share = Some(attr.bw_share.unwrap_or(0) ^ 1);
+    }
+    compare(
+        "scheduling leaf creation",
+        i,
+        &[(Carrier::ObjCreate, sched::create_cmd(SchedKind::Leaf, node_id, &attr))],
+        stats,
+    )?;
+    for (leaf_kind, elem, parent, id) in [(true, leaf, node, leaf_id), (false, node, root, node_id)] {
+        let (mut flags, bw, rate, mut attr) = sched_attr(rng);
+        if flags == 0 {
+            // A modify that sets nothing is refused on both sides.
+            flags = 1;
+            attr.bw_share = Some(bw);
+        }
+        // SAFETY: the library's entries with the objects it made; one caller at a time (`exclusive`).
+        unsafe { (l.arm)(1) };
+        // SAFETY: as above.
+        let rc = unsafe { (l.sched_modify)(c_int::from(leaf_kind), elem, parent, flags, bw, rate) };
+        assert_eq!(rc, 0, "libmlx5's mlx5dv_sched_*_modify failed");
+        let kind = if leaf_kind { SchedKind::Leaf } else { SchedKind::Node };
+        compare("scheduling element modify", i, &[(Carrier::ObjModify, sched::modify_cmd(kind, id, &attr))], stats)?;
+    }
+    let qpn = (rng.next() & 0xff_ffff) as u32;
+    // SAFETY: the library's entries with the objects it made; one caller at a time (`exclusive`).
+    let qp = unsafe { (l.qp)(0, qpn) };
+    let responder = rng.chance(50);
+    // SAFETY: as above.
+    unsafe { (l.arm)(1) };
+    // SAFETY: as above; `leaf` is a leaf libmlx5 made.
+    let rc = unsafe { (l.qp_sched)(qp, leaf, if responder { leaf } else { std::ptr::null_mut() }) };
+    assert_eq!(rc, 0, "libmlx5's mlx5dv_modify_qp_sched_elem failed");
+    let ours = sched::qp_cmd(qpn, leaf_id, if responder { leaf_id } else { 0 });
+    compare("QP on a scheduling leaf", i, &[(Carrier::ObjModify, ours)], stats)
 }

@@ -23,14 +23,15 @@
 //! [`Error::Unsupported`](crate::prim::Error::Unsupported) naming DEVX, the
 //! device and the way out, decided before any command is sent.
 //!
-//! Scheduling elements (`mlx5dv_sched_node_create` / `_leaf_create`) are in
-//! the bindings and not wrapped yet.
+//! - [`sched`]: NIC scheduling elements ([`SchedNode`], [`SchedLeaf`]) and
+//!   QPs attached to them, as `mlx5dv_sched_*` send them.
 
 mod caps;
 pub mod cmd;
 mod context;
 mod event;
 mod obj;
+pub mod sched;
 pub mod verbs;
 
 pub use caps::{query_hca_cap, AtomicCaps, CapBlock, EthOffloads, HcaCaps, HwVlanInsert, OdpOps, RoceCaps};
@@ -38,4 +39,5 @@ pub use cmd::{MkeyAccessMode, MkeySpec};
 pub use context::{DevxContext, KERNEL_REFUSED, OPEN_OP};
 pub use event::{AsyncAnswer, CmdComp, DevxEvent, EventChannel, MAX_EVENT_BYTES};
 pub use obj::{DevxObj, Held, Uar, Umem};
+pub use sched::{SchedAttr, SchedKind, SchedLeaf, SchedNode};
 pub use verbs::{DevxMkey, PacketPacing, PpRate};

@@ -271,13 +271,14 @@ pub struct PpRate {
 }
 
 impl PpRate {
-    /// The 48-byte context `mlx5dv_pp_alloc` takes.
+    /// The 48-byte context `mlx5dv_pp_alloc` takes
+    /// ([`prm::SetPpRateLimitContext`](crate::mlx5dv::prm::SetPpRateLimitContext)).
     pub fn context(&self) -> [u8; 48] {
-        let mut b = [0u8; 48];
-        b[0..4].copy_from_slice(&self.rate_limit_kbps.to_be_bytes());
-        b[4..8].copy_from_slice(&self.burst_upper_bound.to_be_bytes());
-        b[10..12].copy_from_slice(&self.typical_packet_size.to_be_bytes());
-        b
+        let mut c = crate::mlx5dv::prm::SetPpRateLimitContext::new();
+        c.set_rate_limit(self.rate_limit_kbps)
+            .set_burst_upper_bound(self.burst_upper_bound)
+            .set_typical_packet_size(self.typical_packet_size.into());
+        c.0
     }
 }
 
