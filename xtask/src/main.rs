@@ -60,6 +60,7 @@ mod msrv;
 mod mutants;
 mod pairs;
 mod perf_checks;
+mod phases;
 mod rdma_core_src;
 mod report;
 mod siw;

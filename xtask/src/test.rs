@@ -143,7 +143,9 @@ pub fn run(args: &[String]) -> Result<()> {
     let asked = args.iter().any(|a| a == "--kernel-matrix");
     let matrix = !args.iter().any(|a| a == "--no-kernel-matrix")
         && (asked || (opts.device.is_none() && std::env::var("RRDDMMA_KERNEL_MATRIX").map_or(true, |v| v != "0")));
+    let mut phases = crate::phases::Phases::start();
     deps::ensure()?;
+    phases.end("tools and packages (deps)");
     let mut tally = Tally::default();
     let tree_before = crate::tree_check::snapshot();
     crate::tree_check::lockfiles(&mut tally);
@@ -184,14 +186,17 @@ pub fn run(args: &[String]) -> Result<()> {
     crate::circles::check(&mut tally);
     crate::tree_check::safety_comments(&mut tally);
     crate::doc_tests::check(&mut tally);
+    phases.end("lints: fmt, clippy twice, doc, bindings, source checks");
 
     let (ok, host) = capture(&mut cargo(&["test", "--workspace"]));
     tally.add_run("host tests", ok, &host);
+    phases.end("host tests (build and run)");
     no_linkage_message(&mut tally);
     feature_checks(&mut tally);
     crate::mlnx4::check(&mut tally);
     crate::cluster::fuzz_smoke(&mut tally);
     let dlopen = crate::dlopen::host(&mut tally);
+    phases.end("linkage, feature, MLNX_OFED 4.x, fuzz and dlopen builds");
 
     // With `tokio`: the async layer's CM tests (`aio_cm::`) run in it.
     let shared = device_binary("tokio", &[], None)?;
@@ -209,8 +214,11 @@ pub fn run(args: &[String]) -> Result<()> {
     };
     let static_rxe = build_static("mlx5,rxe", "target/static-rxe")?;
     let static_mlx5 = build_static("mlx5", "target/static-mlx5")?;
+    phases.end("device test binaries (pkg-config, lib, two static source builds)");
     crate::mlx5_provider::check(&mut tally, &crate::rdma_core_src::tarball()?);
+    phases.end("libmlx5 harness and kernel oracles");
     crate::bench_wqe::gate_check(&mut tally);
+    phases.end("direct-path instruction gate");
     let static_debian = device_binary(
         "",
         &[("RRDDMMA_LINKAGE", "static"), ("RRDDMMA_STATIC_PROVIDERS", "mlx5,rxe")],
@@ -221,6 +229,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let direct = root().join("target/debug/examples/mlx5_direct_write");
     let dc_built = capture(&mut cargo(&["build", "--quiet", "--example", "dc"])).0;
     let dc_example = root().join("target/debug/examples/dc");
+    phases.end("static distribution build and examples");
 
     let place = device::locate(opts.device.as_deref())?;
     println!("device tests on {}", place.describe());
@@ -327,7 +336,9 @@ pub fn run(args: &[String]) -> Result<()> {
             c.step.command = format!("export RRDDMMA_EXPECT_DRIVER={e}; {}", c.step.command);
         }
     }
+    phases.end("device checks assembled (perf, examples, siw module)");
     device::run_checks(&place, &checks, &mut tally)?;
+    phases.end("device session (every device check, one VM under the stable kernel)");
     let facts = report::Facts::parse(place.device(), &facts.borrow());
     report::finish(&facts, expect.as_deref(), &listed.borrow(), &mut tally);
     // The kernel matrix: a subset under Debian's newest kernel, in its own VM.
@@ -342,7 +353,9 @@ pub fn run(args: &[String]) -> Result<()> {
     } else {
         tally.check(NOT_IN_VM_MATRIX, false);
     }
+    phases.end("kernel matrix (Debian's newest kernel, its own VM)");
     crate::tree_check::unchanged(&mut tally, tree_before.as_deref());
+    print!("\n{}", phases.table());
 
     tally.finish()
 }
