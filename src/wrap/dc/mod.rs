@@ -1,0 +1,22 @@
+//! DC for applications: a pool of DC initiators ([`DciPool`]) whose
+//! requests to a target go on the DCI (and stream) a policy picks, with
+//! UCX's policies by their names ([`DcPolicy`]: `dcs`, `dcs_quota`,
+//! `hw_dcs`, `rand`).
+//!
+//! The policy is a state machine without a device ([`DcSched`]): the pool
+//! drives it with its CQ's completions, and tests drive it with a model of
+//! them (tests/dc_pool.rs). Under every policy a target's requests in
+//! flight are all on one channel, so they complete in the order posted; a
+//! channel in error flushes its requests ([`Outcome::Flushed`], post them
+//! again) and is recovered while the others go on; when every channel is
+//! held, targets wait in a queue of a bound given at creation
+//! ([`Busy::WaitQueueFull`] beyond it), never an unbounded one.
+//!
+//! docs/mlx5dv.md ("DC for applications") says when DC pays and which
+//! policy when.
+
+mod pool;
+mod sched;
+
+pub use pool::{DcCompletion, DciPool, DciPoolOpts, PostError};
+pub use sched::{Busy, Channel, DcPolicy, DcSched, Done, Outcome, SchedShape, Ticket};
