@@ -170,13 +170,8 @@ impl DciPool {
     /// with a quota of 0 (as [`DcSched::new`]).
     pub fn create(pd: &Pd, cq: &Cq, targets: u32, opts: &DciPoolOpts) -> crate::prim::Result<DciPool> {
         let streams = opts.streams.map_or(1u16, |s| 1u16 << s.log_num_concurrent.min(15));
-        let shape = SchedShape {
-            dcis: opts.dcis,
-            streams,
-            depth: opts.caps.max_send_wr,
-            targets,
-            wait_cap: opts.wait_cap,
-        };
+        let shape =
+            SchedShape { dcis: opts.dcis, streams, depth: opts.caps.max_send_wr, targets, wait_cap: opts.wait_cap };
         let sched = DcSched::new(opts.policy, shape);
         let mut dcis = Vec::with_capacity(usize::from(opts.dcis));
         for _ in 0..opts.dcis {
@@ -214,7 +209,13 @@ impl DciPool {
     /// # Safety
     /// As [`DciBatch::post`](crate::mlx5dv::dc::DciBatch::post): the memory
     /// `wr` names is registered, alive and untouched until its completion.
-    pub unsafe fn post(&mut self, target: u32, to: &DctAddr<'_>, wr: &SendWr<'_>, wr_id: u64) -> Result<Ticket, PostError> {
+    pub unsafe fn post(
+        &mut self,
+        target: u32,
+        to: &DctAddr<'_>,
+        wr: &SendWr<'_>,
+        wr_id: u64,
+    ) -> Result<Ticket, PostError> {
         let t = self.sched.acquire(target, wr_id)?;
         let wr = wr.wr_id(t.tag).signaled();
         let dci = &self.dcis[usize::from(t.channel.dci)];
