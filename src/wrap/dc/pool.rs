@@ -100,8 +100,8 @@ pub struct DcCompletion {
     pub target: u32,
     /// The caller's `wr_id` given to [`DciPool::post`].
     pub wr_id: u64,
-    /// Where it was posted.
-    pub channel: Channel,
+    /// Where it was posted (`None`: on an RC QP of a [`DcMesh`](super::DcMesh) fallback).
+    pub channel: Option<Channel>,
     /// The device's status.
     pub status: WcStatus,
     /// [`Outcome::Flushed`]: never executed, post it again.
@@ -275,5 +275,5 @@ impl DciPool {
 }
 
 fn completion(d: &Done, status: WcStatus) -> DcCompletion {
-    DcCompletion { target: d.target, wr_id: d.wr_id, channel: d.channel, status, outcome: d.outcome }
+    DcCompletion { target: d.target, wr_id: d.wr_id, channel: Some(d.channel), status, outcome: d.outcome }
 }
