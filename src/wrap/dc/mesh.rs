@@ -51,7 +51,7 @@ impl DcMeshOpts {
     #[must_use]
     pub fn access(mut self, access: crate::prim::AccessFlags) -> Self {
         self.dct = self.dct.access(access);
-        let c = self.rc.get_connect().clone().access(access);
+        let c = self.rc.get_connect().access(access);
         self.rc = self.rc.connect(c);
         self
     }
@@ -63,7 +63,7 @@ impl DcMeshOpts {
 }
 
 enum Inner {
-    Dc { _dct: Dct, pool: DciPool, peers: Vec<DctInfo>, ahs: Vec<Option<Ah>> },
+    Dc { _dct: Dct, pool: Box<DciPool>, peers: Vec<DctInfo>, ahs: Vec<Option<Ah>> },
     Rc { qps: Vec<Option<Qp>>, cq: Cq },
 }
 
@@ -163,7 +163,7 @@ impl DcMesh {
                     });
                 }
                 event!(info, "rank {rank}: DC mesh to {} peers with {} DCIs and one DCT", size - 1, opts.pool.dcis);
-                Ok(DcMesh { inner: Inner::Dc { _dct: dct, pool, peers, ahs }, rank, size, refusal: None })
+                Ok(DcMesh { inner: Inner::Dc { _dct: dct, pool: Box::new(pool), peers, ahs }, rank, size, refusal: None })
             }
             dc => {
                 drop(dc);
