@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use rrddmma::wrap::dc::{Busy, Channel, DcPolicy, DcSched, Outcome, SchedShape};
+use rrddmma::wrap::dc::{Busy, Channel, DcPolicy, DcSched, Outcome, Recovery, SchedShape};
 
 /// A reproducible generator (xorshift64*).
 struct Rng(u64);
@@ -134,10 +134,23 @@ impl Model {
             }
         }
         if let Some(rc) = d.recover {
-            assert!(self.hw.get(&rc).is_none_or(VecDeque::is_empty), "{rc} recovered with requests in flight");
-            self.sched.recovered(rc);
-            self.recoveries += 1;
+            self.recover(rc);
         }
+    }
+
+    fn recover(&mut self, rc: Recovery) {
+        let idle = |q: &VecDeque<Req>| q.is_empty();
+        match rc {
+            Recovery::Channel(ch) => {
+                assert!(self.hw.get(&ch).is_none_or(idle), "{ch} recovered with requests in flight")
+            }
+            Recovery::Dci(d) => assert!(
+                self.hw.iter().filter(|(c, _)| c.dci == d).all(|(_, q)| idle(q)),
+                "DCI {d} recovered with requests in flight"
+            ),
+        }
+        self.sched.recovered(rc);
+        self.recoveries += 1;
     }
 
     /// Completes the oldest request of a channel drawn at random.
@@ -314,6 +327,47 @@ fn dci_error_recovers_without_losing_other_targets() {
             assert_eq!(m.sched.waiting(), 0, "{name}");
         }
     }
+}
+
+#[test]
+fn dci_error_of_a_whole_dci_with_streams_waits_for_every_stream() {
+    // hw_dcs over two DCIs of 4 streams: DCI 0 goes to error as a whole
+    // (more streams in error than it allows). Its streams stop; it is
+    // recovered once every stream's requests are back; DCI 1 goes on.
+    let mut m = Model::new(DcPolicy::HwDcs, shape(2, 4, 64, 32));
+    for t in 0..32 {
+        m.post(t).unwrap();
+        m.post(t).unwrap();
+    }
+    let on0: Vec<u32> = (0..32).filter(|&t| m.sched.channel_of(t).unwrap().dci == 0).collect();
+    let on1: Vec<u32> = (0..32).filter(|&t| m.sched.channel_of(t).unwrap().dci == 1).collect();
+    assert!(!on0.is_empty() && !on1.is_empty());
+    let first = m.sched.channel_of(on0[0]).unwrap();
+    m.failing.insert(first);
+    m.complete(first);
+    // The pool found the DCI in ERR: the whole DCI.
+    assert_eq!(m.sched.fail_dci(0), None, "requests are still in flight on DCI 0");
+    assert!(m.sched.is_dci_failed(0));
+    for &t in &on0 {
+        assert!(matches!(m.post(t), Err(Busy::Recovering { .. })), "target {t} on the failed DCI");
+    }
+    for &t in &on1 {
+        m.post(t).unwrap();
+    }
+    let mut rng = Rng(4);
+    m.drain(&mut rng);
+    assert_eq!(m.recoveries, 1, "one recovery: the DCI's, the stream's folded into it");
+    assert!(!m.sched.is_dci_failed(0));
+    assert!((0..4).all(|s| !m.sched.is_errored(Channel { dci: 0, stream: s })));
+    for &t in &on1 {
+        assert_eq!(m.ok[t as usize], 3, "target {t} on DCI 1 lost nothing");
+    }
+    // Everything flushed on DCI 0 posts again and completes.
+    let ok = run(&mut m, &mut rng, 0, 0, 3);
+    assert_eq!(ok, 32 * 3);
+    // A DCI with nothing in flight is handed out at once.
+    assert_eq!(m.sched.fail_dci(1), Some(Recovery::Dci(1)));
+    m.recover(Recovery::Dci(1));
 }
 
 #[test]

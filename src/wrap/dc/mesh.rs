@@ -163,7 +163,12 @@ impl DcMesh {
                     });
                 }
                 event!(info, "rank {rank}: DC mesh to {} peers with {} DCIs and one DCT", size - 1, opts.pool.dcis);
-                Ok(DcMesh { inner: Inner::Dc { _dct: dct, pool: Box::new(pool), peers, ahs }, rank, size, refusal: None })
+                Ok(DcMesh {
+                    inner: Inner::Dc { _dct: dct, pool: Box::new(pool), peers, ahs },
+                    rank,
+                    size,
+                    refusal: None,
+                })
             }
             dc => {
                 drop(dc);

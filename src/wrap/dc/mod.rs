@@ -26,4 +26,4 @@ mod sched;
 
 pub use mesh::{DcMesh, DcMeshOpts};
 pub use pool::{DcCompletion, DciPool, DciPoolOpts, PostError};
-pub use sched::{Busy, Channel, DcPolicy, DcSched, Done, Outcome, SchedShape, Ticket};
+pub use sched::{Busy, Channel, DcPolicy, DcSched, Done, Outcome, Recovery, SchedShape, Ticket};

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use super::sched::{Busy, Channel, DcPolicy, DcSched, Done, Outcome, SchedShape, Ticket};
+use super::sched::{Busy, Channel, DcPolicy, DcSched, Done, Outcome, Recovery, SchedShape, Ticket};
 use crate::mlx5dv::dc::{Dci, DciOpts, DciStreams, DctAddr};
 use crate::prim::{Cq, Pd, QpAttr, QpCaps, QpState, SendWr, Wc, WcStatus};
 
@@ -117,7 +117,10 @@ pub struct DcCompletion {
 /// target and the caller's `wr_id`. A channel in error is recovered in
 /// [`DciPool::poll`] once its requests have all come back (flushed): its
 /// stream reset ([`Dci::reset_stream`]) where the DCI has streams, else the
-/// DCI reset and connected again; other channels go on meanwhile.
+/// DCI reset and connected again; other channels go on meanwhile. A DCI
+/// with streams found in ERR after an error completion (more streams in
+/// error than `log_num_errored` allows) stops all its streams and is reset
+/// and connected again once all of its requests have come back.
 ///
 /// ```no_run
 /// use rrddmma::mlx5dv::dc::DctAddr;
@@ -254,22 +257,35 @@ impl DciPool {
             };
             out[filled] = Some(completion(&d, w.status()));
             filled += 1;
-            if let Some(ch) = d.recover {
-                self.recover(ch)?;
+            let dci = d.channel.dci;
+            let mut recover = d.recover;
+            if d.outcome != Outcome::Ok
+                && self.dcis[usize::from(dci)].streams().is_some()
+                && !self.sched.is_dci_failed(dci)
+                && self.dcis[usize::from(dci)].query_state()? == QpState::ERR
+            {
+                // More streams in error than the DCI allows: the DCI itself.
+                recover = self.sched.fail_dci(dci);
+            }
+            if let Some(r) = recover {
+                self.recover(r)?;
             }
         }
         Ok(filled)
     }
 
-    fn recover(&mut self, ch: Channel) -> crate::prim::Result<()> {
-        let dci = &self.dcis[usize::from(ch.dci)];
-        if dci.streams().is_some() && dci.query_state()? != QpState::ERR {
-            dci.reset_stream(ch.stream)?;
-        } else {
-            dci.modify(&QpAttr::new(QpState::RESET))?;
-            dci.connect(&self.connect)?;
+    fn recover(&mut self, r: Recovery) -> crate::prim::Result<()> {
+        match r {
+            Recovery::Channel(ch) if self.dcis[usize::from(ch.dci)].streams().is_some() => {
+                self.dcis[usize::from(ch.dci)].reset_stream(ch.stream)?;
+            }
+            Recovery::Channel(Channel { dci, .. }) | Recovery::Dci(dci) => {
+                let dci = &self.dcis[usize::from(dci)];
+                dci.modify(&QpAttr::new(QpState::RESET))?;
+                dci.connect(&self.connect)?;
+            }
         }
-        self.sched.recovered(ch);
+        self.sched.recovered(r);
         Ok(())
     }
 }

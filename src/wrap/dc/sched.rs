@@ -179,6 +179,19 @@ pub enum Outcome {
     Flushed,
 }
 
+/// What to bring back to work, handed out once its requests in flight have
+/// all come back ([`Done::recover`], [`DcSched::fail_dci`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recovery {
+    /// One channel: on a DCI with streams, reset its stream
+    /// (`mlx5dv_dci_stream_id_reset`); on a DCI without (its one channel),
+    /// reset the DCI and connect it again.
+    Channel(Channel),
+    /// A whole DCI ([`DcSched::fail_dci`]): reset it and connect it again;
+    /// every stream of it works again after.
+    Dci(u16),
+}
+
 /// A completion mapped back to its request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Done {
@@ -190,10 +203,9 @@ pub struct Done {
     pub channel: Channel,
     /// What became of it.
     pub outcome: Outcome,
-    /// A channel in error whose last request in flight this was: recover it
-    /// now (stream reset, or DCI reset and reconnect) and call
-    /// [`DcSched::recovered`].
-    pub recover: Option<Channel>,
+    /// A channel (or DCI) in error whose last request in flight this was:
+    /// recover it now and call [`DcSched::recovered`].
+    pub recover: Option<Recovery>,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -234,6 +246,10 @@ pub struct DcSched {
     chans: Vec<ChanState>,
     /// Requests in flight per DCI.
     dci_inflight: Vec<u32>,
+    /// DCIs in error as a whole ([`DcSched::fail_dci`]), and whether their
+    /// recovery was handed out.
+    dci_failed: Vec<bool>,
+    dci_recovering: Vec<bool>,
     /// Free slot numbers per DCI (a stack of `depth`).
     free_slots: Vec<Vec<u32>>,
     slots: Vec<Slot>,
@@ -272,6 +288,8 @@ impl DcSched {
             shape,
             chans: vec![ChanState::default(); nchan],
             dci_inflight: vec![0; usize::from(shape.dcis)],
+            dci_failed: vec![false; usize::from(shape.dcis)],
+            dci_recovering: vec![false; usize::from(shape.dcis)],
             free_slots: (0..shape.dcis).map(|_| (0..shape.depth).rev().collect()).collect(),
             slots: vec![Slot::default(); usize::from(shape.dcis) * depth],
             targets: vec![TargetState::default(); shape.targets as usize],
@@ -465,10 +483,17 @@ impl DcSched {
         if outcome != Outcome::Ok {
             cs.errored = true;
         }
-        let recover = (cs.errored && cs.inflight == 0 && !cs.recovering).then(|| {
-            cs.recovering = true;
-            ch
-        });
+        let recover = if self.dci_failed[dci] {
+            (self.dci_inflight[dci] == 0 && !self.dci_recovering[dci]).then(|| {
+                self.dci_recovering[dci] = true;
+                Recovery::Dci(dci as u16)
+            })
+        } else {
+            (cs.errored && cs.inflight == 0 && !cs.recovering).then(|| {
+                cs.recovering = true;
+                Recovery::Channel(ch)
+            })
+        };
         let errored = cs.errored;
         let t = &mut self.targets[s.target as usize];
         t.inflight -= 1;
@@ -483,18 +508,65 @@ impl DcSched {
         Some(Done { target: s.target, wr_id: s.wr_id, channel: ch, outcome, recover })
     }
 
-    /// `ch`, handed out by [`Done::recover`], works again (its stream reset,
-    /// or its DCI reset and reconnected).
+    /// Whether DCI `dci` is in error as a whole ([`DcSched::fail_dci`]).
+    pub fn is_dci_failed(&self, dci: u16) -> bool {
+        self.dci_failed[usize::from(dci)]
+    }
+
+    /// DCI `dci` went to error as a whole (a DCI with streams whose
+    /// errored streams passed `2^log_num_errored`: its state is ERR): every
+    /// stream of it stops taking requests, and it is handed out for
+    /// recovery ([`Recovery::Dci`]) once all its requests have come back;
+    /// here already when none is in flight. A stream recovery of it not yet
+    /// done is folded into the DCI's.
+    pub fn fail_dci(&mut self, dci: u16) -> Option<Recovery> {
+        let d = usize::from(dci);
+        let streams = u32::from(self.shape.streams);
+        if !self.dci_failed[d] {
+            self.dci_failed[d] = true;
+            for c in u32::from(dci) * streams..(u32::from(dci) + 1) * streams {
+                let cs = &mut self.chans[c as usize];
+                cs.errored = true;
+                cs.recovering = false;
+            }
+            self.free_chans.retain(|&c| c / streams != u32::from(dci));
+        }
+        (self.dci_inflight[d] == 0 && !self.dci_recovering[d]).then(|| {
+            self.dci_recovering[d] = true;
+            Recovery::Dci(dci)
+        })
+    }
+
+    /// `r`, handed out by [`Done::recover`] or [`DcSched::fail_dci`], works
+    /// again (the stream reset, or the DCI reset and reconnected).
     ///
     /// # Panics
-    /// For a channel that was not handed out for recovery.
-    pub fn recovered(&mut self, ch: Channel) {
-        let c = self.index(ch);
-        let cs = &mut self.chans[c as usize];
-        assert!(cs.recovering, "DcSched::recovered: {ch} was not handed out by Done::recover");
-        *cs = ChanState { held: cs.held, ..ChanState::default() };
-        if self.policy.holds() && !cs.held {
-            self.free_chans.push_back(c);
+    /// For a recovery that was not handed out.
+    pub fn recovered(&mut self, r: Recovery) {
+        match r {
+            Recovery::Channel(ch) => {
+                let c = self.index(ch);
+                let cs = &mut self.chans[c as usize];
+                assert!(cs.recovering, "DcSched::recovered: {ch} was not handed out by Done::recover");
+                *cs = ChanState { held: cs.held, ..ChanState::default() };
+                if self.policy.holds() && !cs.held {
+                    self.free_chans.push_back(c);
+                }
+            }
+            Recovery::Dci(dci) => {
+                let d = usize::from(dci);
+                assert!(self.dci_recovering[d], "DcSched::recovered: DCI {dci} was not handed out for recovery");
+                self.dci_failed[d] = false;
+                self.dci_recovering[d] = false;
+                let streams = u32::from(self.shape.streams);
+                for c in u32::from(dci) * streams..(u32::from(dci) + 1) * streams {
+                    // Nothing is in flight on the DCI: no channel of it is held.
+                    self.chans[c as usize] = ChanState::default();
+                    if self.policy.holds() {
+                        self.free_chans.push_back(c);
+                    }
+                }
+            }
         }
     }
 }
