@@ -20,6 +20,8 @@
 mod batch;
 #[path = "provider/build.rs"]
 mod build;
+#[path = "provider/dc_pool.rs"]
+mod dc_pool;
 #[path = "provider/dc_typed.rs"]
 mod dc_typed;
 #[path = "provider/devx.rs"]
@@ -91,6 +93,8 @@ pub enum Mutation {
     DevxLagPort,
     /// The first DEVX DCI stream reset is given to our builder with the stream's bit 0 flipped.
     DevxDciStream,
+    /// The DC pool's first request is written by our typed builder on the policy's stream XOR 1.
+    PoolStream,
     /// The first DEVX mkey creation is given to our builder with the PD number's bit 0 flipped.
     DevxMkey,
     /// The first scheduling leaf is given to our builder with its weight's bit 0 flipped.
@@ -942,4 +946,35 @@ fn mutation_in_a_devx_command_is_reported() {
          weight flipped) caught as it must, each at its field: {}",
         seen.join("; ")
     ));
+}
+
+/// The DCI pool's posts (`wrap::dc`'s policy picking DCI and stream per
+/// target, under `dcs`, `dcs_quota`, `hw_dcs` and `rand`, with errors and
+/// recoveries from a model of completions) through the typed DC builders
+/// against libmlx5's `ibv_wr_*` + `mlx5dv_wr_set_dc_addr_stream` for the
+/// same DCI, stream and target (tests/provider/dc_pool.rs).
+#[test]
+#[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
+fn dc_pool_posts_match_libmlx5() {
+    let per_policy = build::scaled(3_000);
+    let stats = dc_pool::check(per_policy, Mutation::None).unwrap_or_else(|m| panic!("{m}"));
+    assert!(stats.total() >= build::scaled(10_000), "only {} DC pool WQEs: {stats:?}", stats.total());
+    assert!(stats.recovered > 0 && stats.flushed > 0, "no error was recovered: {stats:?}");
+    assert!(stats.channels.get("hw_dcs").copied().unwrap_or(0) > 16, "hw_dcs used few streams: {stats:?}");
+    report(&format!(
+        "DC pool vs libmlx5: {}; 0 mismatches; the policy's DCI and stream per target written by the typed DC \
+         builders and by ibv_wr_* + mlx5dv_wr_set_dc_addr_stream",
+        stats.summary()
+    ));
+}
+
+/// The DC pool comparison can fail: our side's first request on the
+/// policy's stream XOR 1.
+#[test]
+#[ignore = "needs the rdma-core v59 source; cargo xtask test runs it"]
+fn mutation_in_a_dc_pool_stream_is_reported() {
+    let m = dc_pool::check(100, Mutation::PoolStream).expect_err("a mutated stream must be caught");
+    assert!(m.kind.starts_with("DC pool (dcs) "), "{m}");
+    assert_eq!(m.field, "ctrl.dci_stream_channel_id", "{m}");
+    report(&format!("mutation check (DC pool: the policy's stream bit 0 flipped) caught as it must: {m}"));
 }

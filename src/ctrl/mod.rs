@@ -6,7 +6,8 @@
 //!   this machine's addresses.
 //! - [`Session`]: a star rendezvous over TCP with rank 0 as coordinator:
 //!   [`Session::all_gather`], [`Session::barrier`], and the typed exchanges
-//!   [`Session::exchange_endpoints`] and [`Session::exchange_mrs`]. Every wait
+//!   [`Session::exchange_endpoints`], [`Session::exchange_mrs`] and the DCT
+//!   directory [`Session::exchange_dcts`] ([`DctInfo`]). Every wait
 //!   has a deadline; a shared secret keeps strangers out; garbage, oversize
 //!   frames, other versions and vanished peers give typed [`Error`]s.
 //! - [`proto`]: the protocol itself as state machines free of I/O, which the
@@ -26,6 +27,7 @@
 
 pub(crate) mod auth;
 mod config;
+mod dct;
 mod error;
 mod exchange;
 mod hostlist;
@@ -36,6 +38,7 @@ mod session;
 pub mod wire;
 
 pub use config::{resolve_addr, ClusterConfig, RankSource, Resolved, DEFAULT_PORT};
+pub use dct::DctInfo;
 pub use error::{Error, RejectCode, Result};
 pub use exchange::QpInfo;
 pub use session::Session;

@@ -12,6 +12,8 @@
 //!   by IP address through librdmacm.
 //! - [`RcKeepalive`]: an idle RC connection's vanished peer as a typed
 //!   error within a stated bound, driven by the loop that polls its CQ.
+//! - [`dc::DciPool`]: DC initiators pooled under UCX's policies (`dcs`,
+//!   `dcs_quota`, `hw_dcs`, `rand`).
 //! - MR tokens: [`crate::ctrl::Session::exchange_mrs`] with
 //!   [`RegisteredMem::remote`].
 
@@ -21,6 +23,8 @@
 pub mod aio;
 #[cfg(feature = "cm")]
 mod cm;
+#[allow(unsafe_code)]
+pub mod dc;
 mod error;
 #[allow(unsafe_code)]
 mod keepalive;

@@ -19,6 +19,7 @@ mod cx_bf;
 mod cx_cq;
 mod cx_dc;
 mod cx_raw;
+mod dc_mesh;
 mod device;
 #[cfg(not(rrddmma_mlnx_ofed4))]
 mod devx;
