@@ -35,7 +35,7 @@ pub(crate) fn require(ctx: &Context, op: &'static str) -> Result<()> {
     if is_supported(ctx) {
         Ok(())
     } else {
-        Err(Error::Unsupported { op, feature: "MLNX_OFED 4.x experimental verbs" })
+        Err(Error::unsupported(op, &crate::prim::unsupported::OFED4_EXP, ctx.name(), "absent"))
     }
 }
 
@@ -43,18 +43,13 @@ pub(crate) fn require(ctx: &Context, op: &'static str) -> Result<()> {
 pub(crate) fn rc(op: &'static str, rc: i32) -> Result<()> {
     match rc.unsigned_abs() as i32 {
         0 => Ok(()),
-        e if e == libc::ENOSYS || e == libc::EOPNOTSUPP => Err(Error::Unsupported { op, feature: "" }),
         e => Err(Error::Verbs { op, errno: e }),
     }
 }
 
 pub(crate) fn last(op: &'static str) -> Error {
     let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
-    if e == libc::ENOSYS || e == libc::EOPNOTSUPP {
-        Error::Unsupported { op, feature: "" }
-    } else {
-        Error::Verbs { op, errno: e }
-    }
+    Error::Verbs { op, errno: e }
 }
 
 /// What the device reports for the three experimental features.
@@ -129,7 +124,12 @@ pub fn clock_info(ctx: &Context) -> Result<ClockInfo> {
     let r = unsafe { x::ibv_exp_query_values(ctx.as_ptr(), V::IBV_EXP_VALUES_CLOCK_INFO as i32, &mut v) };
     rc("ibv_exp_query_values", r)?;
     if v.comp_mask & V::IBV_EXP_VALUES_CLOCK_INFO == 0 {
-        return Err(Error::Unsupported { op: "ibv_exp_query_values", feature: "clock info" });
+        return Err(Error::unsupported(
+            "ibv_exp_query_values",
+            &crate::prim::unsupported::CLOCK,
+            ctx.name(),
+            "no clock info",
+        ));
     }
     Ok(to_clock_info(&v.clock_info))
 }
@@ -188,7 +188,7 @@ impl ExpCq {
             x::ibv_exp_poll_cq(self.cq.as_ptr(), n, wc.as_mut_ptr().cast(), size_of::<x::ibv_exp_wc>() as u32)
         };
         if r == -libc::ENOSYS {
-            return Err(Error::Unsupported { op: "ibv_exp_poll_cq", feature: "" });
+            return Err(Error::Verbs { op: "ibv_exp_poll_cq", errno: libc::ENOSYS });
         }
         usize::try_from(r).map_err(|_| Error::Verbs { op: "ibv_exp_poll_cq", errno: libc::EIO })
     }
@@ -482,7 +482,7 @@ pub(crate) unsafe fn post_raw(qp: &Qp, wr: &mut x::ibv_exp_send_wr) -> Result<()
     let r = unsafe { x::ibv_exp_post_send(qp.as_ptr(), wr, &mut bad) };
     match r {
         0 => Ok(()),
-        r if r == -libc::ENOSYS => Err(Error::Unsupported { op: "ibv_exp_post_send", feature: "" }),
+        r if r == -libc::ENOSYS => Err(Error::Verbs { op: "ibv_exp_post_send", errno: libc::ENOSYS }),
         r => Err(Error::Post { op: "ibv_exp_post_send", errno: r.abs(), index: Some(0), unsupported: None }),
     }
 }

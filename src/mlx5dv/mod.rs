@@ -99,17 +99,20 @@ pub fn is_supported(ctx: &Context) -> bool {
 
 #[cfg(not(rrddmma_mlnx_ofed4))]
 /// `Err(Unsupported)` unless `ctx` is an mlx5 device; the error names the
-/// device and what to do instead ([`not_mlx5`]).
+/// device and what to do instead ([`NOT_MLX5`](crate::prim::unsupported::NOT_MLX5)).
 pub(crate) fn require(ctx: &Context, op: &'static str) -> Result<()> {
-    if is_supported(ctx) {
-        Ok(())
-    } else {
-        Err(Error::Unsupported { op, feature: not_mlx5(ctx.name()) })
-    }
+    require_as(ctx, op, &crate::prim::unsupported::NOT_MLX5)
 }
 
 #[cfg(not(rrddmma_mlnx_ofed4))]
-pub(crate) use crate::prim::mlx5::not_mlx5;
+/// [`require`] for a family whose way out is its own (DC's is an RC mesh).
+pub(crate) fn require_as(ctx: &Context, op: &'static str, missing: &'static crate::prim::Missing) -> Result<()> {
+    if is_supported(ctx) {
+        Ok(())
+    } else {
+        Err(Error::unsupported(op, missing, ctx.name(), "false"))
+    }
+}
 
 #[cfg(not(rrddmma_mlnx_ofed4))]
 #[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]

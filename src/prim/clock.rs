@@ -75,7 +75,12 @@ impl Context {
     pub fn core_clock(&self) -> Result<CoreClock> {
         let attr = self.query_device_ex()?;
         if attr.hca_core_clock == 0 {
-            return Err(Error::Unsupported { op: "ibv_query_device_ex", feature: "device core clock" });
+            return Err(Error::unsupported(
+                "ibv_query_device_ex",
+                &crate::prim::unsupported::CLOCK,
+                self.name(),
+                "hca_core_clock 0",
+            ));
         }
         Ok(CoreClock::new(attr.hca_core_clock, attr.completion_timestamp_mask))
     }
@@ -91,7 +96,12 @@ impl Context {
     pub fn raw_clock(&self) -> Result<u64> {
         #[cfg(rrddmma_mlnx_ofed4)]
         {
-            Err(Error::Unsupported { op: "ibv_query_rt_values_ex", feature: "device clock (MLNX_OFED 4.x)" })
+            Err(Error::unsupported(
+                "ibv_query_rt_values_ex",
+                &crate::prim::unsupported::OFED4,
+                self.name(),
+                "rrddmma_mlnx_ofed4",
+            ))
         }
         #[cfg(not(rrddmma_mlnx_ofed4))]
         {
@@ -102,10 +112,17 @@ impl Context {
             // SAFETY: live context; `v` is valid for the call.
             let rc = unsafe { ffi::ibv_query_rt_values_ex(self.as_ptr(), &mut v) };
             if rc != 0 {
-                return Err(Error::code("ibv_query_rt_values_ex", rc).lacking("device clock"));
+                return Err(
+                    Error::code("ibv_query_rt_values_ex", rc).lacking(&crate::prim::unsupported::CLOCK, self.name())
+                );
             }
             if v.comp_mask & ffi::ibv_values_mask::IBV_VALUES_MASK_RAW_CLOCK.0 == 0 {
-                return Err(Error::Unsupported { op: "ibv_query_rt_values_ex", feature: "device clock" });
+                return Err(Error::unsupported(
+                    "ibv_query_rt_values_ex",
+                    &crate::prim::unsupported::CLOCK,
+                    self.name(),
+                    "no raw_clock",
+                ));
             }
             let secs = u64::try_from(v.raw_clock.tv_sec).unwrap_or(0);
             let nsecs = u64::try_from(v.raw_clock.tv_nsec).unwrap_or(0);

@@ -65,12 +65,19 @@ impl Counters {
     #[doc(alias = "ibv_create_counters")]
     pub fn create(ctx: &Context) -> Result<Counters> {
         if cfg!(rrddmma_mlnx_ofed4) {
-            return Err(Error::Unsupported { op: "ibv_create_counters", feature: "flow counters (MLNX_OFED 4.x)" });
+            return Err(Error::unsupported(
+                "ibv_create_counters",
+                &crate::prim::unsupported::OFED4,
+                ctx.name(),
+                "rrddmma_mlnx_ofed4",
+            ));
         }
         let mut attr = ffi::ibv_counters_init_attr { comp_mask: 0 };
         // SAFETY: live context; `attr` is valid for the call.
         let raw = unsafe { ffi::ibv_create_counters(ctx.as_ptr(), &mut attr) };
-        let raw = NonNull::new(raw).ok_or_else(|| Error::last("ibv_create_counters").lacking("flow counters"))?;
+        let raw = NonNull::new(raw).ok_or_else(|| {
+            Error::last("ibv_create_counters").lacking(&crate::prim::unsupported::FLOW_COUNTERS, ctx.name())
+        })?;
         // SAFETY: made just now, owned by nothing else.
         Ok(Counters(unsafe { Owned::new(raw, CountersData { _ctx: ctx.clone(), attached: 0 }) }))
     }
@@ -86,7 +93,8 @@ impl Counters {
         // SAFETY: live counters; `attr` is valid; no flow yet (null).
         let rc = unsafe { ffi::ibv_attach_counters_point_flow(self.0.as_ptr(), &mut attr, std::ptr::null_mut()) };
         if rc != 0 {
-            return Err(Error::code("ibv_attach_counters_point_flow", rc).lacking("flow counters"));
+            return Err(Error::code("ibv_attach_counters_point_flow", rc)
+                .lacking(&crate::prim::unsupported::FLOW_COUNTERS, &self.device()));
         }
         self.0.data_mut().attached = self.0.attached.max(index.saturating_add(1));
         Ok(())
@@ -125,7 +133,9 @@ impl Counters {
         // SAFETY: live counters; `out` is valid for `n` writes.
         let rc = unsafe { ffi::ibv_read_counters(self.0.as_ptr(), out.as_mut_ptr(), n, flags) };
         if rc != 0 {
-            return Err(Error::code("ibv_read_counters", rc).lacking("flow counters"));
+            return Err(
+                Error::code("ibv_read_counters", rc).lacking(&crate::prim::unsupported::FLOW_COUNTERS, &self.device())
+            );
         }
         Ok(())
     }
@@ -133,5 +143,11 @@ impl Counters {
     /// The raw counters, for the flow spec (`ibv_flow_spec_counter_action`).
     pub fn as_ptr(&self) -> *mut ffi::ibv_counters {
         self.0.as_ptr()
+    }
+
+    /// The name of the counters' device, for a refusal.
+    fn device(&self) -> String {
+        // SAFETY: live counters point to their live context.
+        unsafe { crate::prim::unsupported::device_name((*self.as_ptr()).context) }
     }
 }

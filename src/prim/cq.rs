@@ -169,8 +169,17 @@ unsafe fn poll_entry(
         None => {}
     }
     // SAFETY: a live CQ points to its live context.
-    unsafe { (*(*cq.as_ptr()).context).ops.poll_cq }
-        .ok_or(Error::Unsupported { op: "ibv_poll_cq", feature: "a poll_cq entry in the provider" })
+    unsafe { (*(*cq.as_ptr()).context).ops.poll_cq }.ok_or_else(|| {
+        Error::unsupported(
+            "ibv_poll_cq",
+            &crate::prim::unsupported::CQ_POLL_ENTRY,
+            &{
+                // SAFETY: a live CQ (the caller's contract) points to its live context.
+                unsafe { crate::prim::unsupported::device_name((*cq.as_ptr()).context) }
+            },
+            "none",
+        )
+    })
 }
 
 // SAFETY: `raw` and `poll_fn` are copies out of the shared, thread-safe
@@ -364,7 +373,7 @@ impl<'a> CqBuilder<'a> {
             );
         }
         if self.mlx5.any() {
-            mlx5::require(self.ctx, "mlx5dv_create_cq", self.mlx5.first_name())?;
+            mlx5::require(self.ctx, "mlx5dv_create_cq", &super::unsupported::MLX5_OPTION)?;
         }
         if self.parent_domain.is_some_and(|pd| pd.context().as_ptr() != self.ctx.as_ptr()) {
             panic!(
@@ -402,11 +411,12 @@ impl<'a> CqBuilder<'a> {
                 (NonNull::new(cq).ok_or_else(|| Error::last("ibv_create_cq"))?, None, WcFlagsEx::empty())
             }
             Some(_) if self.ctx.quirks().rxe_release_unknown => {
-                return Err(Error::Unsupported {
-                    op: "ibv_create_cq_ex",
-                    feature: "extended CQs on rxe when the rdma-core release cannot be read \
-                              (ending a polling pass differs between releases; use a classic CQ)",
-                });
+                return Err(Error::unsupported(
+                    "ibv_create_cq_ex",
+                    &crate::prim::unsupported::CQ_EX_RXE,
+                    self.ctx.name(),
+                    "unknown",
+                ));
             }
             wc_flags => {
                 let flags = wc_flags.unwrap_or_else(WcFlagsEx::empty);
@@ -434,7 +444,7 @@ impl<'a> CqBuilder<'a> {
                 let ex = NonNull::new(ex).ok_or_else(|| {
                     let e = Error::last(op);
                     if self.parent_domain.is_some() {
-                        e.lacking("a CQ on a parent domain")
+                        e.lacking(&crate::prim::unsupported::CQ_PARENT_DOMAIN, self.ctx.name())
                     } else {
                         e
                     }
@@ -453,9 +463,9 @@ impl<'a> CqBuilder<'a> {
         if self.mlx5.compression.is_some() || self.mlx5.pad {
             let dev = mlx5::query_device_unchecked(self.ctx)?;
             if let Some(f) = self.mlx5.compression {
-                mlx5::check_compression(&dev, f)?;
+                mlx5::check_compression(self.ctx.name(), &dev, f)?;
             }
-            mlx5::check_padding(&dev, &self.mlx5)?;
+            mlx5::check_padding(self.ctx.name(), &dev, &self.mlx5)?;
         }
         let mut dv = self.mlx5.to_raw();
         // SAFETY: an mlx5 context (checked by `build`); `attr` and `dv` are valid for the call.
@@ -465,7 +475,12 @@ impl<'a> CqBuilder<'a> {
     /// MLNX_OFED 4.x has no `mlx5dv_create_cq` (`build` refused already).
     #[cfg(rrddmma_mlnx_ofed4)]
     fn create_mlx5(&self, _: &mut ffi::ibv_cq_init_attr_ex) -> Result<*mut ffi::ibv_cq_ex> {
-        Err(Error::Unsupported { op: "mlx5dv_create_cq", feature: self.mlx5.first_name() })
+        Err(Error::unsupported(
+            "mlx5dv_create_cq",
+            &crate::prim::unsupported::OFED4,
+            self.ctx.name(),
+            self.mlx5.first_name(),
+        ))
     }
 
     /// The continuation of `build` after the CQ exists.
@@ -493,10 +508,12 @@ impl<'a> CqBuilder<'a> {
         );
         if matches!(ex_cq, Some(None)) {
             // Dropping `inner` destroys the CQ.
-            return Err(Error::Unsupported {
-                op: "ibv_create_cq_ex",
-                feature: "start_poll, next_poll and end_poll entries in the provider's extended CQ",
-            });
+            return Err(Error::unsupported(
+                "ibv_create_cq_ex",
+                &crate::prim::unsupported::CQ_EX_ENTRIES,
+                self.ctx.name(),
+                "unset",
+            ));
         }
         // SAFETY: the live CQ just made.
         let poll_fn = unsafe { poll_entry(cq, self.mlx5.compression, self.tag_matching) }?;

@@ -254,11 +254,7 @@ impl Context {
         open: impl FnOnce(*mut ffi::ibv_device) -> Result<NonNull<ffi::ibv_context>>,
     ) -> Result<Context> {
         if single_threaded_provider(|k| std::env::var(k).ok()) {
-            return Err(Error::Unsupported {
-                op: "ibv_open_device",
-                feature: "MLX5_SINGLE_THREADED=1 in the environment: it turns off libmlx5's locks, which \
-                          rrddmma's Send + Sync QPs, CQs and SRQs rely on; unset it",
-            });
+            return Err(Error::unsupported("ibv_open_device", &crate::prim::unsupported::SINGLE_THREADED, &name, 1));
         }
         let ctx = open(dev)?;
         let mut c = Context(Arc::new(
@@ -367,7 +363,12 @@ impl Context {
         #[cfg(rrddmma_mlnx_ofed4)]
         {
             let _ = (port, index);
-            Err(Error::Unsupported { op: "ibv_query_gid_ex", feature: "GID entries (MLNX_OFED 4.x)" })
+            Err(Error::unsupported(
+                "ibv_query_gid_ex",
+                &crate::prim::unsupported::OFED4,
+                self.name(),
+                "rrddmma_mlnx_ofed4",
+            ))
         }
         #[cfg(not(rrddmma_mlnx_ofed4))]
         {

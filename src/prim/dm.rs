@@ -50,7 +50,7 @@ impl Dm {
     pub fn alloc(ctx: &Context, len: usize) -> Result<Dm> {
         let max = ctx.query_device_ex()?.max_dm_size;
         if max == 0 {
-            return Err(Error::Unsupported { op: "ibv_alloc_dm", feature: "device memory" });
+            return Err(Error::unsupported("ibv_alloc_dm", &crate::prim::unsupported::DEVICE_MEMORY, ctx.name(), 0));
         }
         let mut attr = ffi::ibv_alloc_dm_attr { length: len, log_align_req: 0, comp_mask: 0 };
         // SAFETY: live context; `attr` is valid for the call.
@@ -138,7 +138,12 @@ impl Dm {
         #[cfg(rrddmma_mlnx_ofed4)]
         {
             let _ = access;
-            Err(Error::Unsupported { op: "ibv_reg_dm_mr", feature: "device memory regions (MLNX_OFED 4.x)" })
+            Err(Error::unsupported(
+                "ibv_reg_dm_mr",
+                &crate::prim::unsupported::OFED4,
+                pd.context().name(),
+                "rrddmma_mlnx_ofed4",
+            ))
         }
         #[cfg(not(rrddmma_mlnx_ofed4))]
         {
@@ -146,7 +151,9 @@ impl Dm {
             // SAFETY: live PD and DM of one context (checked above); the
             // range lies in the allocation.
             let mr = unsafe { ffi::ibv_reg_dm_mr(pd.as_ptr(), self.0.as_ptr(), offset as u64, len, access) };
-            let mr = NonNull::new(mr).ok_or_else(|| Error::last("ibv_reg_dm_mr").lacking("device memory regions"))?;
+            let mr = NonNull::new(mr).ok_or_else(|| {
+                Error::last("ibv_reg_dm_mr").lacking(&crate::prim::unsupported::DEVICE_MEMORY_MR, pd.context().name())
+            })?;
             // SAFETY: made just now, owned by nothing else.
             let (lkey, rkey) = unsafe { ((*mr.as_ptr()).lkey, (*mr.as_ptr()).rkey) };
             Ok(DmMr {
@@ -282,7 +289,8 @@ impl Xrcd {
         };
         // SAFETY: live context; `attr` is valid for the call.
         let xrcd = unsafe { ffi::ibv_open_xrcd(ctx.as_ptr(), &mut attr) };
-        let xrcd = NonNull::new(xrcd).ok_or_else(|| Error::last("ibv_open_xrcd"))?;
+        let xrcd = NonNull::new(xrcd)
+            .ok_or_else(|| Error::last("ibv_open_xrcd").lacking(&crate::prim::unsupported::XRC, ctx.name()))?;
         Ok(Xrcd(std::sync::Arc::new(
             // SAFETY: just made by its create verb, owned by nothing else.
             unsafe { Owned::new(xrcd, XrcdInner { _ctx: ctx.clone() }) },

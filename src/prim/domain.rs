@@ -55,8 +55,10 @@ impl ParentDomain {
         // SAFETY: live context; `attr` is valid for the call and names a live
         // PD (and TD) of that context (checked above).
         let raw = unsafe { ffi::ibv_alloc_parent_domain(pd.context().as_ptr(), &mut attr) };
-        let raw = NonNull::new(raw)
-            .ok_or_else(|| Error::last("ibv_alloc_parent_domain").lacking("parent-domain allocation"))?;
+        let raw = NonNull::new(raw).ok_or_else(|| {
+            Error::last("ibv_alloc_parent_domain")
+                .lacking(&crate::prim::unsupported::PARENT_DOMAIN, pd.context().name())
+        })?;
         // SAFETY: just allocated over `pd` and `td`, owned by the result.
         Ok(ParentDomain(unsafe { Pd::from_parent_domain(raw, pd, td) }))
     }
@@ -86,9 +88,16 @@ mod tests {
 
     #[test]
     fn unsupported_names_the_feature_and_keeps_other_errors() {
-        let e = Error::from_errno("ibv_alloc_td", libc::EOPNOTSUPP).lacking("thread-domain allocation");
-        assert_eq!(e.to_string(), "ibv_alloc_td: thread-domain allocation is not supported by this device");
-        let e = Error::from_errno("ibv_alloc_td", libc::ENOMEM).lacking("thread-domain allocation");
+        let td = &crate::prim::unsupported::THREAD_DOMAIN;
+        let e = Error::from_errno("ibv_alloc_td", libc::EOPNOTSUPP).lacking(td, "rxe0");
+        assert!(
+            e.to_string().starts_with(
+                "ibv_alloc_td: thread-domain allocation is not supported by rxe0 \
+                 (the provider's ibv_alloc_td = EOPNOTSUPP); use an ordinary Pd"
+            ),
+            "{e}"
+        );
+        let e = Error::from_errno("ibv_alloc_td", libc::ENOMEM).lacking(td, "rxe0");
         assert!(matches!(e, Error::Verbs { op: "ibv_alloc_td", errno: libc::ENOMEM }), "{e:?}");
     }
 }

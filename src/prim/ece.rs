@@ -42,7 +42,12 @@ impl Qp {
     pub fn query_ece(&self) -> Result<Ece> {
         #[cfg(rrddmma_mlnx_ofed4)]
         {
-            Err(Error::Unsupported { op: "ibv_query_ece", feature: "ECE (MLNX_OFED 4.x)" })
+            Err(Error::unsupported(
+                "ibv_query_ece",
+                &crate::prim::unsupported::OFED4,
+                self.pd().context().name(),
+                "rrddmma_mlnx_ofed4",
+            ))
         }
         #[cfg(not(rrddmma_mlnx_ofed4))]
         {
@@ -50,7 +55,8 @@ impl Qp {
             // SAFETY: live QP; `e` is valid for writes.
             let rc = unsafe { ffi::ibv_query_ece(self.as_ptr(), &mut e) };
             if rc != 0 {
-                return Err(Error::code("ibv_query_ece", rc).lacking("ECE"));
+                return Err(Error::code("ibv_query_ece", rc)
+                    .lacking(&crate::prim::unsupported::ECE, self.pd().context().name()));
             }
             Ok(Ece::from_raw(&e))
         }
@@ -67,7 +73,12 @@ impl Qp {
         #[cfg(rrddmma_mlnx_ofed4)]
         {
             let _ = ece;
-            Err(Error::Unsupported { op: "ibv_set_ece", feature: "ECE (MLNX_OFED 4.x)" })
+            Err(Error::unsupported(
+                "ibv_set_ece",
+                &crate::prim::unsupported::OFED4,
+                self.pd().context().name(),
+                "rrddmma_mlnx_ofed4",
+            ))
         }
         #[cfg(not(rrddmma_mlnx_ofed4))]
         {
@@ -75,7 +86,9 @@ impl Qp {
             // SAFETY: live QP; `e` is valid for the call.
             let rc = unsafe { ffi::ibv_set_ece(self.as_ptr(), &mut e) };
             if rc != 0 {
-                return Err(Error::code("ibv_set_ece", rc).lacking("ECE"));
+                return Err(
+                    Error::code("ibv_set_ece", rc).lacking(&crate::prim::unsupported::ECE, self.pd().context().name())
+                );
             }
             Ok(())
         }

@@ -105,13 +105,22 @@ pub enum Error {
         /// The errno it reported.
         errno: i32,
     },
-    /// The device or its provider does not support what was asked
-    /// (`EOPNOTSUPP` / `ENOSYS`, or a capability the device reports absent).
+    /// The device lacks what was asked, or the crate's build does: a
+    /// capability the device reports absent, or the provider's `EOPNOTSUPP`
+    /// for something the crate can name. Every one has the same three parts
+    /// ([`Lack`](super::unsupported::Lack)): the device, the capability it
+    /// lacks with its value, and the way out; [`super::unsupported::ALL`]
+    /// lists every one the crate can return. `Display`: `{op}: {feature} is
+    /// not supported by {device} ({cap} = {value}); {way out}`.
+    #[non_exhaustive]
     Unsupported {
         /// The C function, e.g. `ibv_create_cq_ex`.
         op: &'static str,
-        /// What is missing, when known (e.g. `on-demand paging`); empty otherwise.
+        /// What is missing (e.g. `on-demand paging`): `lack.missing.feature`.
         feature: &'static str,
+        /// The device, its value of the capability, and the way out (boxed:
+        /// a rare error keeps [`Error`] small).
+        lack: Box<super::unsupported::Lack>,
     },
     /// No RDMA device has this name.
     DeviceNotFound {
@@ -273,25 +282,59 @@ impl Error {
                 return Error::Load { op, error: Box::new(error) };
             }
         }
-        match errno {
-            libc::EOPNOTSUPP | libc::ENOSYS => Error::Unsupported { op, feature: "" },
-            _ => Error::Verbs { op, errno },
+        Error::Verbs { op, errno }
+    }
+
+    /// The refusal of `op` on `device`: `missing` (a row of
+    /// [`super::unsupported::ALL`]) with the device's value of its
+    /// capability. The one way the crate builds an [`Error::Unsupported`].
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn unsupported(
+        op: &'static str,
+        missing: &'static super::unsupported::Missing,
+        device: &str,
+        value: impl fmt::Display,
+    ) -> Error {
+        Error::Unsupported {
+            op,
+            feature: missing.feature,
+            lack: Box::new(super::unsupported::Lack {
+                device: device.to_string(),
+                value: format!("{} = {value}", missing.cap),
+                missing,
+            }),
         }
     }
 
-    /// A bare "not supported" ([`Error::Unsupported`] with no feature) with
-    /// what is missing named; any other error unchanged.
-    pub(crate) fn lacking(self, feature: &'static str) -> Error {
+    /// A provider's "not supported" (`EOPNOTSUPP` / `ENOSYS` of a verb) as
+    /// the refusal `missing` on `device`; any other error unchanged.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn lacking(self, missing: &'static super::unsupported::Missing, device: &str) -> Error {
         match self {
-            Error::Unsupported { op, feature: "" } => Error::Unsupported { op, feature },
+            Error::Verbs { op, errno: e @ (libc::EOPNOTSUPP | libc::ENOSYS) } => {
+                Error::unsupported(op, missing, device, if e == libc::ENOSYS { "ENOSYS" } else { "EOPNOTSUPP" })
+            }
             e => e,
         }
     }
 
-    /// Whether the failure means "not supported here".
+    /// The parts of a refusal: the device, its value, the way out.
+    pub fn lack(&self) -> Option<&super::unsupported::Lack> {
+        match self {
+            Error::Unsupported { lack, .. } => Some(lack),
+            _ => None,
+        }
+    }
+
+    /// Whether the failure means "not supported here": a refusal
+    /// ([`Error::Unsupported`]), a provider's `EOPNOTSUPP` / `ENOSYS`, a
+    /// refused post of an operation the device lacks.
     pub fn is_unsupported(&self) -> bool {
         match self {
             Error::Unsupported { .. } | Error::Post { unsupported: Some(_), .. } => true,
+            Error::Verbs { errno: libc::EOPNOTSUPP | libc::ENOSYS, .. } => true,
             #[cfg(feature = "dlopen")]
             Error::Load { error, .. } => error.is_missing_symbol(),
             _ => false,
@@ -362,10 +405,7 @@ impl fmt::Display for Error {
                     None => Ok(()),
                 }
             }
-            Error::Unsupported { op, feature: "" } => {
-                write!(f, "{op}: not supported by this device or provider (EOPNOTSUPP)")
-            }
-            Error::Unsupported { op, feature } => write!(f, "{op}: {feature} is not supported by this device"),
+            Error::Unsupported { op, lack, .. } => write!(f, "{op}: {lack}"),
             Error::Firmware { op, opcode, status, syndrome } => write!(
                 f,
                 "{op}: firmware command {opcode:#06x} failed with status {status:#04x} ({}), syndrome {syndrome:#010x}; \
@@ -528,8 +568,13 @@ mod tests {
         let e = Error::code("ibv_create_cq_ex", -libc::EOPNOTSUPP);
         assert!(e.is_unsupported(), "{e:?}");
         assert_eq!(io::Error::from(e).kind(), io::ErrorKind::Unsupported);
-        let e = Error::Unsupported { op: "ibv_reg_mr", feature: "on-demand paging" };
-        assert_eq!(e.to_string(), "ibv_reg_mr: on-demand paging is not supported by this device");
+        let e = Error::unsupported("ibv_reg_mr", &super::super::unsupported::ODP, "rxe0", 0);
+        assert!(
+            e.to_string().starts_with(
+                "ibv_reg_mr: on-demand paging is not supported by rxe0 (odp_caps.general_caps = 0); register"
+            ),
+            "{e}"
+        );
         let e = Error::NoSupportedDevice { kernel_devices: vec![], static_providers: &[] };
         assert!(e.to_string().contains("the kernel has no RDMA device"), "{e}");
     }

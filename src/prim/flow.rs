@@ -273,16 +273,14 @@ impl<'q> FlowBuilder<'q> {
         let ctx = self.ctx;
         let caps = u64::from(ctx.query_device_ex()?.orig_attr.device_cap_flags);
         if caps & u64::from(ffi::ibv_device_cap_flags::IBV_DEVICE_MANAGED_FLOW_STEERING.0) == 0 {
-            return Err(Error::Unsupported {
-                op: OP,
-                feature: "flow steering (the device reports no IBV_DEVICE_MANAGED_FLOW_STEERING)",
-            });
+            return Err(Error::unsupported(OP, &crate::prim::unsupported::RAW_FLOW, ctx.name(), "absent"));
         }
         let counters = self.counters.as_ref().map(Counters::as_ptr);
         let mut buf = assemble(self.port, self.priority, &self.specs, counters);
         // SAFETY: a live QP; the attribute is followed by its specs.
         let raw = unsafe { ffi::ibv_create_flow(self.qp, buf.as_mut_ptr().cast()) };
-        let raw = NonNull::new(raw).ok_or_else(|| Error::last(OP).lacking("flow steering"))?;
+        let raw = NonNull::new(raw)
+            .ok_or_else(|| Error::last(OP).lacking(&crate::prim::unsupported::RAW_FLOW, ctx.name()))?;
         // SAFETY: made just now, owned by nothing else.
         let flow = unsafe { Owned::new(raw, FlowData { counters: self.counters }) };
         Ok(Flow { flow, _qp: PhantomData })

@@ -75,19 +75,16 @@ pub(crate) fn check_device(ctx: &Context, ops: SendOps) -> Result<()> {
         return Ok(());
     }
     if ctx.query_device_ex()?.device_cap_flags_ex & (DEVICE_FLUSH_GLOBAL | DEVICE_FLUSH_PERSISTENT) == 0 {
-        return Err(Error::Unsupported {
-            op: "ibv_create_qp_ex",
-            feature: "FLUSH (the device reports neither IB_UVERBS_DEVICE_FLUSH_GLOBAL nor _PERSISTENT)",
-        });
+        return Err(Error::unsupported("ibv_create_qp_ex", &crate::prim::unsupported::FLUSH, ctx.name(), "neither"));
     }
     Ok(())
 }
 
 /// A refused QP creation with [`SendOps::FLUSH`]: a provider older than
 /// FLUSH (rdma-core 44 and before) answers `EOPNOTSUPP` for the flag.
-pub(crate) fn refused(e: Error, ops: Option<SendOps>) -> Error {
+pub(crate) fn refused(e: Error, ops: Option<SendOps>, device: &str) -> Error {
     if ops.is_some_and(|o| o.contains(SendOps::FLUSH)) {
-        e.lacking("FLUSH in the provider (IBV_QP_EX_WITH_FLUSH needs rdma-core 45 or later)")
+        e.lacking(&super::unsupported::FLUSH_PROVIDER, device)
     } else {
         e
     }

@@ -85,6 +85,7 @@ impl CqOptions {
     }
 
     /// The first option asked for, named for an `Unsupported` off mlx5.
+    #[cfg_attr(not(rrddmma_mlnx_ofed4), allow(dead_code))]
     pub(crate) fn first_name(&self) -> &'static str {
         if let Some(f) = self.compression {
             match f {
@@ -157,17 +158,15 @@ c_type! {
     }
 }
 
-/// `Err(Unsupported)` naming `feature` unless `ctx` is an mlx5 device
+/// `Err(Unsupported)` naming `missing` unless `ctx` is an mlx5 device
 /// (`mlx5dv_is_supported`, the first libmlx5 call of every mlx5 path).
-pub(crate) fn require(ctx: &Context, op: &'static str, feature: &'static str) -> Result<()> {
+pub(crate) fn require(ctx: &Context, op: &'static str, missing: &'static super::Missing) -> Result<()> {
     #[cfg(not(rrddmma_mlnx_ofed4))]
     // SAFETY: a live context points to its device.
     if unsafe { ffi::mlx5dv_is_supported((*ctx.as_ptr()).device) } {
         return Ok(());
     }
-    #[cfg(rrddmma_mlnx_ofed4)]
-    let _ = ctx;
-    Err(Error::Unsupported { op, feature })
+    Err(Error::unsupported(op, missing, ctx.name(), "false"))
 }
 
 /// The `mlx5dv_context` fields the bindings' struct holds, as a request mask.
@@ -215,41 +214,43 @@ pub(crate) fn query_device_unchecked(ctx: &Context) -> Result<ffi::mlx5dv_contex
 /// format `f`, else [`Error::Unsupported`] naming the format (where
 /// libmlx5's `mlx5dv_create_cq` fails with a bare `EINVAL`).
 #[cfg(not(rrddmma_mlnx_ofed4))]
-pub(crate) fn check_compression(attr: &ffi::mlx5dv_context, f: CqeResFormat) -> Result<()> {
+pub(crate) fn check_compression(device: &str, attr: &ffi::mlx5dv_context, f: CqeResFormat) -> Result<()> {
     let mask = u64::from(ffi::mlx5dv_context_comp_mask::MLX5DV_CONTEXT_MASK_CQE_COMPRESION.0);
     let caps = attr.cqe_comp_caps;
     if attr.comp_mask & mask != 0 && caps.max_num > 0 && caps.supported_format & u32::from(f.to_raw()) != 0 {
         return Ok(());
     }
-    Err(Error::Unsupported {
-        op: "mlx5dv_create_cq (cqe_comp_res_format)",
-        feature: match f {
-            CqeResFormat::Hash => "CQE compression in format MLX5DV_CQE_RES_FORMAT_HASH on this device",
-            CqeResFormat::Csum => "CQE compression in format MLX5DV_CQE_RES_FORMAT_CSUM on this device",
-            CqeResFormat::CsumStridx => "CQE compression in format MLX5DV_CQE_RES_FORMAT_CSUM_STRIDX on this device",
-        },
-    })
+    Err(Error::unsupported(
+        "mlx5dv_create_cq (cqe_comp_res_format)",
+        &crate::prim::unsupported::CQE_COMPRESSION,
+        device,
+        format_args!("({}, {:#x}), not {} (bit {:#x})", caps.max_num, caps.supported_format, f.name(), f.to_raw()),
+    ))
 }
 
 /// `Ok` when CQEs of `opts` can be padded on this device: 128-byte CQEs and
 /// `MLX5DV_CONTEXT_FLAGS_CQE_128B_PAD` (libmlx5 says a bare `EINVAL`).
 #[cfg(not(rrddmma_mlnx_ofed4))]
-pub(crate) fn check_padding(attr: &ffi::mlx5dv_context, opts: &CqOptions) -> Result<()> {
+pub(crate) fn check_padding(device: &str, attr: &ffi::mlx5dv_context, opts: &CqOptions) -> Result<()> {
     if !opts.pad {
         return Ok(());
     }
     if opts.size != Some(CqeSize::B128) {
-        return Err(Error::Unsupported {
-            op: "mlx5dv_create_cq (MLX5DV_CQ_INIT_ATTR_FLAGS_CQE_PAD)",
-            feature: "CQE padding of CQEs other than 128 bytes (ask for CqeSize::B128 too)",
-        });
+        return Err(Error::unsupported(
+            "mlx5dv_create_cq (MLX5DV_CQ_INIT_ATTR_FLAGS_CQE_PAD)",
+            &crate::prim::unsupported::CQE_PAD_SIZE,
+            device,
+            format_args!("{:?}", opts.size),
+        ));
     }
     let pad = u64::from(ffi::mlx5dv_context_flags::MLX5DV_CONTEXT_FLAGS_CQE_128B_PAD.0);
     if attr.flags & pad == 0 {
-        return Err(Error::Unsupported {
-            op: "mlx5dv_create_cq (MLX5DV_CQ_INIT_ATTR_FLAGS_CQE_PAD)",
-            feature: "128-byte CQE padding on this device (MLX5DV_CONTEXT_FLAGS_CQE_128B_PAD is not set)",
-        });
+        return Err(Error::unsupported(
+            "mlx5dv_create_cq (MLX5DV_CQ_INIT_ATTR_FLAGS_CQE_PAD)",
+            &crate::prim::unsupported::CQE_PAD,
+            device,
+            "not set",
+        ));
     }
     Ok(())
 }
@@ -314,12 +315,27 @@ impl StridingRqCaps {
     /// in `supported_qpts`) or [`Error::CapExceeded`] naming the field
     /// (where libmlx5 fails with a bare `EINVAL`).
     pub fn check(&self, p: &StridingParams) -> Result<()> {
+        self.check_on("the device these caps were read from", p)
+    }
+
+    /// [`StridingRqCaps::check`] for the device named `device` (named in an
+    /// [`Error::Unsupported`]).
+    pub fn check_on(&self, device: &str, p: &StridingParams) -> Result<()> {
         let raw_packet = 1 << crate::bindings::ibv_qp_type::IBV_QPT_RAW_PACKET.0;
         if !self.available() || self.supported_qpts & raw_packet == 0 {
-            return Err(Error::Unsupported {
-                op: STRIDING_OP,
-                feature: "striding receive queues (the device's striding_rq_caps offer none for raw packet QPs)",
-            });
+            return Err(Error::unsupported(
+                STRIDING_OP,
+                &crate::prim::unsupported::RAW_STRIDING,
+                device,
+                format_args!(
+                    "log strides {}..={}, log stride bytes {}..={}, supported_qpts {:#x} (none for raw packet QPs)",
+                    self.min_log_num_strides,
+                    self.max_log_num_strides,
+                    self.min_log_stride_bytes,
+                    self.max_log_stride_bytes,
+                    self.supported_qpts
+                ),
+            ));
         }
         let (b, s) = (u32::from(p.log_stride_bytes), u32::from(p.log_num_strides));
         if b < self.min_log_stride_bytes || b > self.max_log_stride_bytes {
@@ -349,15 +365,16 @@ impl StridingRqCaps {
 pub fn striding_rq_caps(ctx: &Context) -> Result<StridingRqCaps> {
     #[cfg(rrddmma_mlnx_ofed4)]
     {
-        let _ = ctx;
-        Err(Error::Unsupported {
-            op: STRIDING_OP,
-            feature: "striding receive queues (a build for MLNX_OFED 4.x, whose libmlx5 has no mlx5dv_create_wq)",
-        })
+        Err(Error::unsupported(
+            STRIDING_OP,
+            &crate::prim::unsupported::RAW_STRIDING_OFED4,
+            ctx.name(),
+            "rrddmma_mlnx_ofed4 (no mlx5dv_create_wq)",
+        ))
     }
     #[cfg(not(rrddmma_mlnx_ofed4))]
     {
-        require(ctx, STRIDING_OP, not_mlx5(ctx.name()))?;
+        require(ctx, STRIDING_OP, &crate::prim::unsupported::RAW_NOT_MLX5)?;
         let attr = query_device_unchecked(ctx)?;
         let mask = ffi::mlx5dv_context_comp_mask::MLX5DV_CONTEXT_MASK_STRIDING_RQ.0;
         if attr.comp_mask & u64::from(mask) == 0 {
@@ -373,37 +390,6 @@ pub fn striding_rq_caps(ctx: &Context) -> Result<StridingRqCaps> {
         })
     }
 }
-
-#[cfg(not(rrddmma_mlnx_ofed4))]
-/// The `feature` of the error a non-mlx5 device gets: which device, and
-/// what to use instead. One text per device name, kept for the process's
-/// life (there are as many as devices, and at most [`NOT_MLX5_TEXTS`];
-/// beyond that the text names no device).
-pub(crate) fn not_mlx5(device: &str) -> &'static str {
-    use std::sync::Mutex;
-    static TEXTS: Mutex<Vec<(String, &'static str)>> = Mutex::new(Vec::new());
-    let mut texts = TEXTS.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((_, t)) = texts.iter().find(|(d, _)| d == device) {
-        return t;
-    }
-    if texts.len() >= NOT_MLX5_TEXTS {
-        return "mlx5 direct verbs (the device is not a ConnectX (mlx5) one: open one, which `ibv_devices` \
-                lists as mlx5_N, or use the verbs path, Qp::post_send and Cq::poll, which runs on every device)";
-    }
-    let text: &'static str = Box::leak(
-        format!(
-            "mlx5 direct verbs ({device} is not a ConnectX (mlx5) device: open one, which `ibv_devices` lists as \
-             mlx5_N, or use the verbs path, Qp::post_send and Cq::poll, which runs on every device)"
-        )
-        .into_boxed_str(),
-    );
-    texts.push((device.to_string(), text));
-    text
-}
-
-#[cfg(not(rrddmma_mlnx_ofed4))]
-/// The most device names [`not_mlx5`] keeps a text for.
-const NOT_MLX5_TEXTS: usize = 64;
 
 #[cfg(all(test, not(rrddmma_mlnx_ofed4)))]
 mod tests {
@@ -442,34 +428,17 @@ mod tests {
     fn device_checks_name_what_is_missing() {
         let mut attr = ffi::mlx5dv_context::default();
         let pad = CqOptions { pad: true, ..CqOptions::default() };
-        assert!(check_padding(&attr, &pad).unwrap_err().to_string().contains("CqeSize::B128"));
+        assert!(check_padding("mlx5_0", &attr, &pad).unwrap_err().to_string().contains("CqeSize::B128"));
         let pad = CqOptions { size: Some(CqeSize::B128), ..pad };
-        assert!(check_padding(&attr, &pad).unwrap_err().to_string().contains("CQE_128B_PAD"));
+        assert!(check_padding("mlx5_0", &attr, &pad).unwrap_err().to_string().contains("CQE_128B_PAD"));
         attr.flags = u64::from(ffi::mlx5dv_context_flags::MLX5DV_CONTEXT_FLAGS_CQE_128B_PAD.0);
-        assert!(check_padding(&attr, &pad).is_ok());
-        assert!(check_compression(&attr, CqeResFormat::Hash).is_err());
+        assert!(check_padding("mlx5_0", &attr, &pad).is_ok());
+        assert!(check_compression("mlx5_0", &attr, CqeResFormat::Hash).is_err());
         attr.comp_mask = u64::from(ffi::mlx5dv_context_comp_mask::MLX5DV_CONTEXT_MASK_CQE_COMPRESION.0);
         attr.cqe_comp_caps.max_num = 64;
         attr.cqe_comp_caps.supported_format = 2;
-        assert!(check_compression(&attr, CqeResFormat::Csum).is_ok());
-        let e = check_compression(&attr, CqeResFormat::Hash).unwrap_err().to_string();
+        assert!(check_compression("mlx5_0", &attr, CqeResFormat::Csum).is_ok());
+        let e = check_compression("mlx5_0", &attr, CqeResFormat::Hash).unwrap_err().to_string();
         assert!(e.contains("MLX5DV_CQE_RES_FORMAT_HASH"), "{e}");
-    }
-
-    /// The text names the device and the way out, once per device name.
-    #[test]
-    fn hint_not_mlx5_names_the_device_and_what_to_use() {
-        let t = not_mlx5("rxe7");
-        assert!(t.contains("rxe7 is not a ConnectX (mlx5) device"), "{t}");
-        assert!(t.contains("ibv_devices") && t.contains("Qp::post_send and Cq::poll"), "{t}");
-        assert!(std::ptr::eq(t, not_mlx5("rxe7")), "one text per device name");
-        let e = Error::Unsupported { op: "mlx5dv_query_device", feature: t };
-        assert!(e.to_string().starts_with("mlx5dv_query_device: mlx5 direct verbs (rxe7 is not"), "{e}");
-        // Past the bound, no more texts are kept and none names a device.
-        for i in 0..NOT_MLX5_TEXTS {
-            not_mlx5(&format!("siw{i}"));
-        }
-        let past = not_mlx5("bnxt_re9");
-        assert!(!past.contains("bnxt_re9") && past.contains("not a ConnectX (mlx5) one"), "{past}");
     }
 }

@@ -106,7 +106,12 @@ impl Mr {
         let bit = |b: ffi::ibv_odp_general_caps| odp & u64::from(b.0) != 0;
         if !bit(ffi::ibv_odp_general_caps::IBV_ODP_SUPPORT) || !bit(ffi::ibv_odp_general_caps::IBV_ODP_SUPPORT_IMPLICIT)
         {
-            return Err(Error::Unsupported { op: "ibv_reg_mr", feature: "implicit on-demand paging" });
+            return Err(Error::unsupported(
+                "ibv_reg_mr",
+                &crate::prim::unsupported::ODP_IMPLICIT,
+                pd.context().name(),
+                format_args!("{odp:#x}"),
+            ));
         }
         // SAFETY: the caller's contract covers all memory.
         unsafe { Mr::register_backed(pd, std::ptr::null_mut(), usize::MAX, access | AccessFlags::ON_DEMAND, None) }
@@ -127,7 +132,12 @@ impl Mr {
         if access.contains(AccessFlags::ON_DEMAND) {
             let odp = pd.context().query_device_ex()?.odp_caps.general_caps;
             if odp & u64::from(ffi::ibv_odp_general_caps::IBV_ODP_SUPPORT.0) == 0 {
-                return Err(Error::Unsupported { op: "ibv_reg_mr", feature: "on-demand paging" });
+                return Err(Error::unsupported(
+                    "ibv_reg_mr",
+                    &crate::prim::unsupported::ODP,
+                    pd.context().name(),
+                    format_args!("{odp:#x}"),
+                ));
             }
         }
         let flags = access;
@@ -179,7 +189,12 @@ impl Mr {
         #[cfg(rrddmma_mlnx_ofed4)]
         {
             let _ = (pd, fd, access);
-            Err(Error::Unsupported { op: "ibv_reg_dmabuf_mr", feature: "dma-buf registration with MLNX_OFED 4.x" })
+            Err(Error::unsupported(
+                "ibv_reg_dmabuf_mr",
+                &crate::prim::unsupported::OFED4,
+                pd.context().name(),
+                "rrddmma_mlnx_ofed4",
+            ))
         }
         #[cfg(not(rrddmma_mlnx_ofed4))]
         {
@@ -191,8 +206,9 @@ impl Mr {
             // reaches only the exporter's memory, which the kernel keeps
             // alive until deregistration.
             let mr = unsafe { ffi::ibv_reg_dmabuf_mr(pd.as_ptr(), offset, len, iova, fd.as_raw_fd(), access) };
-            let mr =
-                NonNull::new(mr).ok_or_else(|| Error::last("ibv_reg_dmabuf_mr").lacking("dma-buf registration"))?;
+            let mr = NonNull::new(mr).ok_or_else(|| {
+                Error::last("ibv_reg_dmabuf_mr").lacking(&crate::prim::unsupported::DMABUF, pd.context().name())
+            })?;
             Ok(Mr(Arc::new(
                 // SAFETY: just made by its create verb, owned by nothing else.
                 unsafe { Owned::new(mr, MrInner { _pd: pd.clone(), access: flags, backing: None }) },

@@ -95,10 +95,9 @@ impl Pd {
         let rc =
             unsafe { ffi::ibv_advise_mr(self.as_ptr(), advice.to_raw(), flags, sges.as_ptr().cast_mut().cast(), n) };
         if rc != 0 {
-            return Err(match Error::code("ibv_advise_mr", rc) {
-                Error::Unsupported { op, .. } => Error::Unsupported { op, feature: "ODP prefetch (advise_mr)" },
-                e => e,
-            });
+            return Err(
+                Error::code("ibv_advise_mr", rc).lacking(&crate::prim::unsupported::ODP_ADVISE, self.context().name())
+            );
         }
         Ok(())
     }

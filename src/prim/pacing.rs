@@ -56,11 +56,16 @@ impl Qp {
     pub fn set_rate_limit(&self, limit: &RateLimit) -> Result<()> {
         const OP: &str = "ibv_modify_qp_rate_limit";
         if cfg!(rrddmma_mlnx_ofed4) {
-            return Err(Error::Unsupported { op: OP, feature: "packet pacing (MLNX_OFED 4.x)" });
+            return Err(Error::unsupported(
+                OP,
+                &crate::prim::unsupported::OFED4,
+                self.pd().context().name(),
+                "rrddmma_mlnx_ofed4",
+            ));
         }
         let caps = self.pd().context().query_device_ex()?.packet_pacing_caps;
         if caps.qp_rate_limit_max == 0 {
-            return Err(Error::Unsupported { op: OP, feature: "packet pacing" });
+            return Err(Error::unsupported(OP, &crate::prim::unsupported::PACING, self.pd().context().name(), 0));
         }
         let r = limit.rate_kbps;
         if r != 0 && !(caps.qp_rate_limit_min..=caps.qp_rate_limit_max).contains(&r) {
@@ -80,7 +85,7 @@ impl Qp {
         // SAFETY: live QP; `attr` is valid for the call.
         let rc = unsafe { ffi::ibv_modify_qp_rate_limit(self.as_ptr(), &mut attr) };
         if rc != 0 {
-            return Err(Error::code(OP, rc).lacking("packet pacing"));
+            return Err(Error::code(OP, rc).lacking(&crate::prim::unsupported::PACING, self.pd().context().name()));
         }
         Ok(())
     }

@@ -101,16 +101,20 @@ impl RssQp {
         if rss.supported_qpts & (1 << ffi::ibv_qp_type::IBV_QPT_RAW_PACKET.0) == 0
             || rss.rx_hash_function & toeplitz == 0
         {
-            return Err(Error::Unsupported {
-                op: OP,
-                feature: "RSS QPs (the device's rss_caps name no raw packet QPs or no Toeplitz hash)",
-            });
+            return Err(Error::unsupported(
+                OP,
+                &crate::prim::unsupported::RAW_RSS_QP,
+                ctx.name(),
+                format_args!("({:#x}, {:#x})", rss.supported_qpts, rss.rx_hash_function),
+            ));
         }
         if fields.bits() & !rss.rx_hash_fields_mask != 0 {
-            return Err(Error::Unsupported {
-                op: OP,
-                feature: "RSS hashing of fields outside the device's rss_caps.rx_hash_fields_mask",
-            });
+            return Err(Error::unsupported(
+                OP,
+                &crate::prim::unsupported::RAW_RSS_FIELDS,
+                ctx.name(),
+                format_args!("{:#x}", rss.rx_hash_fields_mask),
+            ));
         }
         let key_len = u8::try_from(key.len()).expect("RssQp::create: a hash key of more than 255 bytes");
         let mut attr = ffi::ibv_qp_init_attr_ex {
@@ -131,7 +135,8 @@ impl RssQp {
         };
         // SAFETY: live context, PD and table of it; `attr` and the key valid for the call.
         let raw = unsafe { ffi::ibv_create_qp_ex(ctx.as_ptr(), &mut attr) };
-        let raw = NonNull::new(raw).ok_or_else(|| Error::last(OP).lacking("RSS QPs"))?;
+        let raw = NonNull::new(raw)
+            .ok_or_else(|| Error::last(OP).lacking(&crate::prim::unsupported::RAW_RSS_QP, ctx.name()))?;
         let data = RssQpData { _table: table.clone(), _pd: pd.clone() };
         // SAFETY: made just now, owned by nothing else.
         Ok(RssQp { qp: unsafe { Owned::new(raw, data) }, pd: pd.clone() })

@@ -283,7 +283,7 @@ fn create_tm_srq(
     cq: &super::Cq,
 ) -> Result<Srq> {
     let caps = pd.context().query_device_ex()?.tm_caps;
-    super::tm_config::check_caps(&caps, &cfg)?;
+    super::tm_config::check_caps(pd.context().name(), &caps, &cfg)?;
     let mut attr = ffi::ibv_srq_init_attr_ex {
         srq_context: ptr::null_mut(),
         attr: ffi::ibv_srq_attr { max_wr, max_sge, srq_limit: 0 },
@@ -300,7 +300,9 @@ fn create_tm_srq(
     };
     // SAFETY: live context, PD and CQ; `attr` is valid for the call.
     let raw = unsafe { ffi::ibv_create_srq_ex(pd.context().as_ptr(), &mut attr) };
-    let raw = NonNull::new(raw).ok_or_else(|| Error::last("ibv_create_srq_ex").lacking("tag matching"))?;
+    let raw = NonNull::new(raw).ok_or_else(|| {
+        Error::last("ibv_create_srq_ex").lacking(&crate::prim::unsupported::TAG_MATCHING, pd.context().name())
+    })?;
     // SAFETY: made by `ibv_create_srq_ex` just now, owned by nothing else.
     Ok(Srq::from_data(Arc::new(unsafe { Owned::new(raw, SrqData::new(pd.clone(), None, Some(cq.clone()))) })))
 }

@@ -59,7 +59,8 @@ impl Td {
         let mut attr = ffi::ibv_td_init_attr { comp_mask: 0 };
         // SAFETY: live context; `attr` is valid for the call.
         let td = unsafe { ffi::ibv_alloc_td(ctx.as_ptr(), &mut attr) };
-        let td = NonNull::new(td).ok_or_else(|| Error::last("ibv_alloc_td").lacking("thread-domain allocation"))?;
+        let td = NonNull::new(td)
+            .ok_or_else(|| Error::last("ibv_alloc_td").lacking(&crate::prim::unsupported::THREAD_DOMAIN, ctx.name()))?;
         Ok(Td(
             Arc::new(
                 // SAFETY: just made by its create verb, owned by nothing else.

@@ -167,7 +167,14 @@ impl Srq {
     #[inline]
     pub unsafe fn post_tm_ops(&self, ops: &mut [TmOp<'_>]) -> Result<()> {
         if !self.is_tm() {
-            return Err(Error::Unsupported { op: "ibv_post_srq_ops", feature: "tag matching (SRQ not IBV_SRQT_TM)" });
+            // SAFETY: a live SRQ points to its live context.
+            let device = unsafe { crate::prim::unsupported::device_name((*self.as_ptr()).context) };
+            return Err(Error::unsupported(
+                "ibv_post_srq_ops",
+                &crate::prim::unsupported::TAG_MATCHING_SRQ,
+                &device,
+                "not IBV_SRQT_TM",
+            ));
         }
         let n = ops.len();
         if n == 0 {
@@ -199,18 +206,18 @@ mod tests {
 
     #[test]
     fn no_tm_caps_is_unsupported_naming_tag_matching() {
-        let e = check_caps(&caps(0, 0), &TmConfig { max_num_tags: 1, max_ops: 1 }).unwrap_err();
+        let e = check_caps("rxe0", &caps(0, 0), &TmConfig { max_num_tags: 1, max_ops: 1 }).unwrap_err();
         assert!(e.is_unsupported());
-        assert!(e.to_string().contains("tag matching"), "{e}");
+        assert!(e.to_string().contains("tag matching is not supported by rxe0 (tm_caps.max_num_tags = 0)"), "{e}");
     }
 
     #[test]
     fn counts_above_the_caps_name_the_cap() {
-        let e = check_caps(&caps(64, 16), &TmConfig { max_num_tags: 65, max_ops: 1 }).unwrap_err();
+        let e = check_caps("rxe0", &caps(64, 16), &TmConfig { max_num_tags: 65, max_ops: 1 }).unwrap_err();
         assert!(matches!(e, Error::CapExceeded { what: "tm_caps.max_num_tags", asked: 65, limit: 64 }), "{e}");
-        let e = check_caps(&caps(64, 16), &TmConfig { max_num_tags: 64, max_ops: 17 }).unwrap_err();
+        let e = check_caps("rxe0", &caps(64, 16), &TmConfig { max_num_tags: 64, max_ops: 17 }).unwrap_err();
         assert!(matches!(e, Error::CapExceeded { what: "tm_caps.max_ops", asked: 17, limit: 16 }), "{e}");
-        check_caps(&caps(64, 16), &TmConfig { max_num_tags: 64, max_ops: 16 }).unwrap();
+        check_caps("rxe0", &caps(64, 16), &TmConfig { max_num_tags: 64, max_ops: 16 }).unwrap();
     }
 
     #[test]

@@ -21,9 +21,9 @@ pub struct TmConfig {
 /// Checks `cfg` against the device's capabilities: `Unsupported` when the
 /// device has no tag matching, `CapExceeded` naming the capability when a
 /// count is above it.
-pub(crate) fn check_caps(caps: &TmCaps, cfg: &TmConfig) -> Result<()> {
+pub(crate) fn check_caps(device: &str, caps: &TmCaps, cfg: &TmConfig) -> Result<()> {
     if caps.max_num_tags == 0 {
-        return Err(Error::Unsupported { op: "ibv_create_srq_ex", feature: "tag matching (tm_caps.max_num_tags 0)" });
+        return Err(Error::unsupported("ibv_create_srq_ex", &crate::prim::unsupported::TAG_MATCHING, device, 0));
     }
     if cfg.max_num_tags > caps.max_num_tags {
         return Err(Error::CapExceeded {

@@ -146,7 +146,13 @@ unsafe fn post_wq_recv(wq: *mut ffi::ibv_wq, striding: Option<StridingParams>, w
     let mut bad = std::ptr::null_mut();
     // SAFETY: a live WQ; providers that make WQs set its entry.
     let Some(post) = (unsafe { (*wq).post_recv }) else {
-        return Err(Error::Unsupported { op: "ibv_post_wq_recv", feature: "posting to receive work queues" });
+        return Err(Error::unsupported(
+            "ibv_post_wq_recv",
+            &crate::prim::unsupported::RAW_WQ_POST,
+            // SAFETY: a live WQ points to its live context.
+            &unsafe { crate::prim::unsupported::device_name((*wq).context) },
+            "none",
+        ));
     };
     // SAFETY: a live WQ and its provider's entry (what the inline
     // `ibv_post_wq_recv` calls); the list is linked above; memory is the
@@ -212,7 +218,7 @@ impl WqBuilder<'_> {
         let mut dv = ffi::mlx5dv_wq_init_attr::default();
         if let Some(s) = self.striding {
             // Unsupported off mlx5 (naming the device), before any system call.
-            striding_rq_caps(ctx)?.check(&s)?;
+            striding_rq_caps(ctx)?.check_on(ctx.name(), &s)?;
             dv.comp_mask = u64::from(ffi::mlx5dv_wq_init_attr_mask::MLX5DV_WQ_INIT_ATTR_MASK_STRIDING_RQ.0);
             dv.striding_rq_attrs = ffi::mlx5dv_striding_rq_init_attr {
                 single_stride_log_num_of_bytes: s.log_stride_bytes.into(),
@@ -222,10 +228,7 @@ impl WqBuilder<'_> {
         }
         let dev = ctx.query_device_ex()?;
         if dev.max_wq_type_rq == 0 {
-            return Err(Error::Unsupported {
-                op: "ibv_create_wq",
-                feature: "receive work queues (the device reports max_wq_type_rq 0)",
-            });
+            return Err(Error::unsupported("ibv_create_wq", &crate::prim::unsupported::RAW_WQ, ctx.name(), 0));
         }
         if self.max_wr > dev.max_wq_type_rq {
             return Err(Error::CapExceeded {
@@ -252,14 +255,16 @@ impl WqBuilder<'_> {
             // no mlx5dv_create_wq.
             #[cfg(rrddmma_mlnx_ofed4)]
             Some(_) => {
-                return Err(Error::Unsupported {
-                    op: super::mlx5::STRIDING_OP,
-                    feature: "striding receive queues (a build for MLNX_OFED 4.x, whose libmlx5 has no \
-                              mlx5dv_create_wq)",
-                })
+                return Err(Error::unsupported(
+                    super::mlx5::STRIDING_OP,
+                    &crate::prim::unsupported::RAW_STRIDING_OFED4,
+                    ctx.name(),
+                    "rrddmma_mlnx_ofed4 (no mlx5dv_create_wq)",
+                ))
             }
         };
-        let raw = NonNull::new(raw).ok_or_else(|| Error::last(op).lacking("receive work queues"))?;
+        let raw =
+            NonNull::new(raw).ok_or_else(|| Error::last(op).lacking(&crate::prim::unsupported::RAW_WQ, ctx.name()))?;
         let data = WqData { striding: self.striding, _pd: self.pd.clone(), _cq: self.cq.clone() };
         // SAFETY: made just now, owned by nothing else.
         Ok(Wq(Arc::new(unsafe { Owned::new(raw, data) })))
@@ -315,10 +320,7 @@ impl RwqIndTable {
         const OP: &str = "ibv_create_rwq_ind_table";
         let rss = ctx.query_device_ex()?.rss_caps;
         if rss.max_rwq_indirection_tables == 0 {
-            return Err(Error::Unsupported {
-                op: OP,
-                feature: "RSS indirection tables (the device reports rss_caps.max_rwq_indirection_tables 0)",
-            });
+            return Err(Error::unsupported(OP, &crate::prim::unsupported::RAW_RSS_TABLE, ctx.name(), 0));
         }
         assert!(
             wqs.len().is_power_of_two(),
@@ -340,7 +342,8 @@ impl RwqIndTable {
         };
         // SAFETY: live context and WQs; `attr` and the table valid for the call.
         let raw = unsafe { ffi::ibv_create_rwq_ind_table(ctx.as_ptr(), &mut attr) };
-        let raw = NonNull::new(raw).ok_or_else(|| Error::last(OP).lacking("RSS indirection tables"))?;
+        let raw = NonNull::new(raw)
+            .ok_or_else(|| Error::last(OP).lacking(&crate::prim::unsupported::RAW_RSS_TABLE, ctx.name()))?;
         // SAFETY: made just now, owned by nothing else.
         Ok(RwqIndTable(Arc::new(unsafe { Owned::new(raw, IndTableData { _wqs: wqs.to_vec() }) })))
     }
@@ -413,10 +416,7 @@ mod tests {
         assert!(caps.check(&p).is_ok());
         for bad in [StridingRqCaps { supported_qpts: 0, ..caps }, StridingRqCaps::default()] {
             let e = bad.check(&p).unwrap_err();
-            assert!(
-                matches!(e, Error::Unsupported { feature, .. } if feature.contains("none for raw packet QPs")),
-                "{e:?}"
-            );
+            assert!(matches!(&e, Error::Unsupported { lack, .. } if lack.missing.name == "RAW_STRIDING"), "{e:?}");
         }
         let e = caps.check(&StridingParams { log_num_strides: 17, ..p }).unwrap_err();
         assert!(matches!(e, Error::CapExceeded { limit: 16, .. }), "{e:?}");

@@ -62,7 +62,9 @@ impl Srq {
         // SAFETY: live context; `attr` is valid and names live objects of it
         // (checked above).
         let raw = unsafe { ffi::ibv_create_srq_ex(ctx.as_ptr(), &mut attr) };
-        let raw = NonNull::new(raw).ok_or_else(|| Error::last("ibv_create_srq_ex").lacking("XRC"))?;
+        let raw = NonNull::new(raw).ok_or_else(|| {
+            Error::last("ibv_create_srq_ex").lacking(&crate::prim::unsupported::XRC, pd.context().name())
+        })?;
         // SAFETY: made just now on `pd` with `xrcd` and `cq`, owned by the result.
         Ok(unsafe { Srq::from_raw(raw, pd, Some((xrcd.clone(), cq.clone()))) })
     }
@@ -79,7 +81,10 @@ impl Srq {
         // SAFETY: live SRQ; `n` is valid for writes.
         let rc = unsafe { ffi::ibv_get_srq_num(self.as_ptr(), &mut n) };
         if rc != 0 {
-            return Err(Error::code("ibv_get_srq_num", rc).lacking("XRC"));
+            return Err(Error::code("ibv_get_srq_num", rc).lacking(&crate::prim::unsupported::XRC, &{
+                // SAFETY: a live SRQ points to its live context.
+                unsafe { crate::prim::unsupported::device_name((*self.as_ptr()).context) }
+            }));
         }
         Ok(n)
     }
@@ -139,7 +144,8 @@ impl XrcTargetQp {
         };
         // SAFETY: live context and XRCD of it; `attr` is valid for the call.
         let raw = unsafe { ffi::ibv_open_qp(xrcd.context().as_ptr(), &mut attr) };
-        let raw = NonNull::new(raw).ok_or_else(|| Error::last("ibv_open_qp").lacking("XRC"))?;
+        let raw = NonNull::new(raw)
+            .ok_or_else(|| Error::last("ibv_open_qp").lacking(&crate::prim::unsupported::XRC, xrcd.context().name()))?;
         // SAFETY: made just now by `ibv_open_qp`, owned by the result; it
         // keeps the domain open.
         Ok(XrcTargetQp(unsafe { Owned::new(raw, OpenedQp { xrcd: xrcd.clone() }) }))

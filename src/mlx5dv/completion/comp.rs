@@ -53,5 +53,5 @@ pub fn cqe_compression_caps(ctx: &Context) -> Result<CqeCompressionCaps> {
 /// the check [`CqBuilder::build`](crate::prim::CqBuilder::build) makes.
 pub fn require_cqe_compression(ctx: &Context, f: CqeResFormat) -> Result<()> {
     let attr = query_device(ctx)?;
-    mlx5::check_compression(&attr, f)
+    mlx5::check_compression(ctx.name(), &attr, f)
 }

@@ -691,10 +691,12 @@ impl<'q> DciBatch<'q> {
         #[cfg(rrddmma_mlnx_ofed4)]
         {
             if stream != 0 {
-                return Err(crate::prim::Error::Unsupported {
-                    op: "DciBatch::post_stream",
-                    feature: "DCI streams (MLNX_OFED 4.x has none)",
-                });
+                return Err(crate::prim::Error::unsupported(
+                    "DciBatch::post_stream",
+                    &crate::prim::unsupported::DC_STREAMS_OFED4,
+                    self.qp.pd().context().name(),
+                    "rrddmma_mlnx_ofed4 (no DCI streams)",
+                ));
             }
             // SAFETY: forwarded contract.
             unsafe { self.post(wr, to) }
@@ -791,8 +793,13 @@ mod imp {
 
     use super::{path, Dci, DciOpts, DciStreamCaps, DciStreams, Dct, DctOpts};
     use crate::bindings as ffi;
-    use crate::mlx5dv::require;
+    use crate::prim::unsupported::{DC_NOT_MLX5, DC_NO_MLX5_QP, DC_STREAMS};
     use crate::prim::{Context, Cq, Error, Pd, Qp, QpAttr, QpCaps, QpState, QpType, Result, SendOps, Srq};
+
+    /// `Err(Unsupported)` with DC's way out (an RC mesh) off mlx5.
+    fn require(ctx: &Context, op: &'static str) -> Result<()> {
+        crate::mlx5dv::require_as(ctx, op, &DC_NOT_MLX5)
+    }
 
     #[allow(clippy::too_many_arguments)]
     fn create(
@@ -854,10 +861,7 @@ mod imp {
         let attr = crate::mlx5dv::query_device(ctx)?;
         let bit = u64::from(ffi::mlx5dv_context_comp_mask::MLX5DV_CONTEXT_MASK_DCI_STREAMS.0);
         if attr.comp_mask & bit == 0 {
-            return Err(Error::Unsupported {
-                op: "mlx5dv_query_device",
-                feature: "DCI streams (the library reports no dci_streams_caps)",
-            });
+            return Err(Error::unsupported("mlx5dv_query_device", &DC_STREAMS, ctx.name(), "not reported"));
         }
         let c = attr.dci_streams_caps;
         Ok(DciStreamCaps {
@@ -904,7 +908,9 @@ mod imp {
         }?;
         // SAFETY: the QP's live extended view (checked by `from_parts`).
         let mqp = qp.ex_view().and_then(|e| NonNull::new(unsafe { ffi::mlx5dv_qp_ex_from_ibv_qp_ex(e.as_ptr()) }));
-        let mqp = mqp.ok_or(Error::Unsupported { op: "mlx5dv_qp_ex_from_ibv_qp_ex", feature: "DC" })?;
+        let mqp = mqp.ok_or_else(|| {
+            Error::unsupported("mlx5dv_qp_ex_from_ibv_qp_ex", &DC_NO_MLX5_QP, pd.context().name(), "null")
+        })?;
         Ok(Dci { qp, mqp, streams })
     }
 
@@ -928,22 +934,27 @@ mod imp {
     use super::{path, Dci, DciOpts, DciStreamCaps, DciStreams, Dct, DctOpts};
     use crate::bindings as ffi;
     use crate::bindings::exp4 as x;
-    use crate::mlx5dv::exp4::{last, rc, require};
+    use crate::mlx5dv::exp4::{last, rc};
+    use crate::prim::unsupported::{DC_NOT_MLX5, DC_PKEY_OFED4, DC_SL_OFED4, DC_STREAMS_OFED4};
     use crate::prim::{Cq, Error, Pd, Qp, QpAttr, QpCaps, QpState, QpType, Result, SendFlags, SendWr, Srq};
+
+    /// `Err(Unsupported)` with DC's way out (an RC mesh) off an MLNX_OFED 4.x mlx5 device.
+    fn require(ctx: &crate::prim::Context, op: &'static str) -> Result<()> {
+        if crate::mlx5dv::exp4::is_supported(ctx) {
+            Ok(())
+        } else {
+            Err(Error::unsupported(op, &DC_NOT_MLX5, ctx.name(), "false"))
+        }
+    }
 
     pub(super) fn create_dct(pd: &Pd, cq: &Cq, srq: &Srq, key: u64, o: &DctOpts) -> Result<Dct> {
         let ctx = pd.context();
         require(ctx, "ibv_exp_create_dct")?;
         if o.sl != 0 {
-            return Err(Error::Unsupported {
-                op: "ibv_exp_create_dct",
-                feature: "DctOpts::sl other than 0 (ibv_exp_dct_init_attr has no service level)",
-            });
+            return Err(Error::unsupported("ibv_exp_create_dct", &DC_SL_OFED4, ctx.name(), o.sl));
         }
-        let pkey_index = u8::try_from(o.pkey_index).map_err(|_| Error::Unsupported {
-            op: "ibv_exp_create_dct",
-            feature: "DctOpts::pkey_index above 255 (a u8 in ibv_exp_dct_init_attr)",
-        })?;
+        let pkey_index = u8::try_from(o.pkey_index)
+            .map_err(|_| Error::unsupported("ibv_exp_create_dct", &DC_PKEY_OFED4, ctx.name(), o.pkey_index))?;
         let av = path(ctx, o.port, o.gid_index, o.hop_limit, o.traffic_class, 0)?;
         let mut attr = dct_init_attr(pd, cq, srq, key, o, pkey_index, av.as_raw());
         // SAFETY: a live 4.x context; PD, CQ and SRQ of it; `attr` valid.
@@ -984,15 +995,16 @@ mod imp {
     }
 
     /// MLNX_OFED 4.x has no DCI streams.
-    const NO_STREAMS: Error =
-        Error::Unsupported { op: "mlx5dv DCI streams", feature: "DCI streams (MLNX_OFED 4.x has none)" };
-
-    pub(super) fn dci_stream_caps(_ctx: &crate::prim::Context) -> Result<DciStreamCaps> {
-        Err(NO_STREAMS)
+    fn no_streams(ctx: &crate::prim::Context) -> Error {
+        Error::unsupported("mlx5dv DCI streams", &DC_STREAMS_OFED4, ctx.name(), "rrddmma_mlnx_ofed4 (no DCI streams)")
     }
 
-    pub(super) fn reset_stream(_dci: &Dci, _id: u16) -> Result<()> {
-        Err(NO_STREAMS)
+    pub(super) fn dci_stream_caps(ctx: &crate::prim::Context) -> Result<DciStreamCaps> {
+        Err(no_streams(ctx))
+    }
+
+    pub(super) fn reset_stream(dci: &Dci, _id: u16) -> Result<()> {
+        Err(no_streams(dci.qp.pd().context()))
     }
 
     pub(super) fn create_dci(
@@ -1003,7 +1015,7 @@ mod imp {
         streams: Option<DciStreams>,
     ) -> Result<Dci> {
         if streams.is_some() {
-            return Err(NO_STREAMS);
+            return Err(no_streams(pd.context()));
         }
         let ctx = pd.context();
         require(ctx, "ibv_exp_create_qp")?;

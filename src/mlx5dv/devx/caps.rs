@@ -238,15 +238,14 @@ impl HcaCaps {
         if ok {
             return Ok(());
         }
-        let feature = match (bytes, dc) {
-            (16, false) => "16-byte atomics on RC QPs (atomic_size_qp lacks 16)",
-            (32, false) => "32-byte atomics on RC QPs (atomic_size_qp lacks 32)",
-            (16, true) => "16-byte atomics on DCIs (atomic_size_dc lacks 16)",
-            (32, true) => "32-byte atomics on DCIs (atomic_size_dc lacks 32)",
-            (8, _) => "8-byte atomics (the atomic capability group lacks 8)",
-            _ => "an atomic size the device's atomic_size_qp / atomic_size_dc lack",
-        };
-        Err(Error::Unsupported { op: "QUERY_HCA_CAP (atomic)", feature })
+        let (qp, dc_sizes) = self.atomic_caps().map_or((0, 0), |a| (a.size_qp, a.size_dc));
+        let on = if dc { "DCIs" } else { "RC QPs" };
+        Err(Error::unsupported(
+            "QUERY_HCA_CAP (atomic)",
+            &crate::prim::unsupported::ATOMIC_SIZE,
+            &format!("the device of vhca_id {}", self.vhca_id()),
+            format_args!("{qp:#x} / {dc_sizes:#x}, without {bytes}-byte atomics on {on}"),
+        ))
     }
 
     /// The Ethernet offloads; `None` on InfiniBand or without the group.
@@ -396,7 +395,7 @@ mod tests {
         assert!(c.check_atomic_size(8, false).is_ok());
         assert!(c.check_atomic_size(16, false).is_ok());
         match c.check_atomic_size(32, false) {
-            Err(Error::Unsupported { feature, .. }) => assert!(feature.contains("32-byte"), "{feature}"),
+            Err(e @ Error::Unsupported { .. }) => assert!(e.to_string().contains("32-byte"), "{e}"),
             e => panic!("{e:?}"),
         }
         assert!(c.check_atomic_size(16, true).is_err());

@@ -9,35 +9,6 @@ use crate::prim::{Context, Error, Result};
 /// The operation a refused DEVX open names.
 pub const OPEN_OP: &str = "mlx5dv_open_device (DEVX)";
 
-/// The `feature` of a DEVX refusal on `device`: what is missing, on which
-/// device, and the way out. One text per device name, kept for the
-/// process's life (at most [`REFUSAL_TEXTS`]; beyond that the text names
-/// no device).
-pub(crate) fn not_devx(device: &str) -> &'static str {
-    use std::sync::Mutex;
-    static TEXTS: Mutex<Vec<(String, &'static str)>> = Mutex::new(Vec::new());
-    let mut texts = TEXTS.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((_, t)) = texts.iter().find(|(d, _)| d == device) {
-        return t;
-    }
-    if texts.len() >= REFUSAL_TEXTS {
-        return "DEVX (mlx5 firmware commands; the device is not a ConnectX (mlx5) one: open one, which \
-                `ibv_devices` lists as mlx5_N, or use the verbs and mlx5dv paths that do not need DEVX)";
-    }
-    let text: &'static str = Box::leak(
-        format!(
-            "DEVX (mlx5 firmware commands; {device} is not a ConnectX (mlx5) device: open one, which \
-             `ibv_devices` lists as mlx5_N, or use the verbs and mlx5dv paths that do not need DEVX)"
-        )
-        .into_boxed_str(),
-    );
-    texts.push((device.to_string(), text));
-    text
-}
-
-/// The most device names [`not_devx`] keeps a text for.
-const REFUSAL_TEXTS: usize = 64;
-
 /// What a DEVX context was refused with by the kernel: DEVX needs the
 /// kernel's DEVX support and the right to use it.
 pub const KERNEL_REFUSED: &str = "DEVX (the kernel refused a DEVX context: it needs an mlx5_ib with \
@@ -50,7 +21,7 @@ pub(crate) fn require_raw(ctx: *mut ffi::ibv_context, name: impl FnOnce() -> Str
     if unsafe { ffi::mlx5dv_is_supported((*ctx).device) } {
         Ok(())
     } else {
-        Err(Error::Unsupported { op, feature: not_devx(&name()) })
+        Err(Error::unsupported(op, &crate::prim::unsupported::DEVX_NOT_MLX5, &name(), "false"))
     }
 }
 
@@ -89,7 +60,7 @@ impl DevxContext {
         let ctx = Context::open_with(name, |dev| {
             // SAFETY: `dev` is from a live device list.
             if !unsafe { ffi::mlx5dv_is_supported(dev) } {
-                return Err(Error::Unsupported { op: OPEN_OP, feature: not_devx(name) });
+                return Err(Error::unsupported(OPEN_OP, &crate::prim::unsupported::DEVX_NOT_MLX5, name, "false"));
             }
             let mut attr = ffi::mlx5dv_context_attr {
                 flags: ffi::mlx5dv_context_attr_flags::MLX5DV_CONTEXT_FLAGS_DEVX.0,
@@ -98,8 +69,14 @@ impl DevxContext {
             // SAFETY: an mlx5 device of the live list; `attr` valid.
             let raw = unsafe { ffi::mlx5dv_open_device(dev, &mut attr) };
             NonNull::new(raw).ok_or_else(|| match Error::last("mlx5dv_open_device") {
-                Error::Unsupported { .. } | Error::Verbs { errno: libc::EPERM | libc::EACCES, .. } => {
-                    Error::Unsupported { op: OPEN_OP, feature: KERNEL_REFUSED }
+                Error::Verbs { errno: e @ (libc::EOPNOTSUPP | libc::ENOSYS | libc::EPERM | libc::EACCES), .. } => {
+                    let e = std::io::Error::from_raw_os_error(e);
+                    Error::unsupported(
+                        OPEN_OP,
+                        &crate::prim::unsupported::DEVX_KERNEL,
+                        name,
+                        format_args!("refused: {e}"),
+                    )
                 }
                 e => e,
             })

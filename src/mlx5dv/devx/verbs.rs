@@ -5,7 +5,7 @@
 use std::ptr::NonNull;
 
 use super::cmd::{self, MkeySpec};
-use super::context::{not_devx, raw_name, require_raw, DevxContext};
+use super::context::{raw_name, require_raw, DevxContext, OPEN_OP};
 use super::obj::{DevxObj, Held};
 use crate::bindings as ffi;
 use crate::prim::{Cq, Error, Pd, Qp, RemoteAddr, Result, Srq, Wq};
@@ -154,14 +154,24 @@ pub fn lag_port(qp: &Qp) -> Result<(u8, u8)> {
     general_cmd_raw(ctx, &cmd::query_lag(), &mut lag)?;
     let (state, a1, a2) = cmd::lag_state(&lag);
     if state == 0 {
-        return Err(Error::Unsupported { op: OP, feature: "LAG port affinity (the device's ports are not bonded)" });
+        return Err(Error::unsupported(
+            OP,
+            &crate::prim::unsupported::LAG_PORT,
+            &raw_name(ctx),
+            "LAG state 0 (not bonded)",
+        ));
     }
     let mut out = vec![0u8; cmd::QUERY_QP_OUT_BYTES];
     qp_query(qp, &cmd::query_qp(qp.qpn()), &mut out)?;
     match cmd::qp_lag_port(&out) {
         1 => Ok((1, a1)),
         2 => Ok((2, a2)),
-        _ => Err(Error::Unsupported { op: OP, feature: "LAG port affinity (the QP has no LAG port set)" }),
+        n => Err(Error::unsupported(
+            OP,
+            &crate::prim::unsupported::LAG_PORT,
+            &raw_name(ctx),
+            format_args!("lag_tx_port_affinity {n} (no port set)"),
+        )),
     }
 }
 
@@ -331,7 +341,10 @@ impl Drop for PacketPacing {
 }
 
 /// The refusal text of the DEVX entries that take a verbs object, for a
-/// device called `name` (the tests assert on it).
-pub fn refusal_text(name: &str) -> &'static str {
-    not_devx(name)
+/// device called `name` (the tests assert on it): what is missing, the
+/// device, and the way out.
+pub fn refusal_text(name: &str) -> String {
+    Error::unsupported(OPEN_OP, &crate::prim::unsupported::DEVX_NOT_MLX5, name, "false")
+        .lack()
+        .map_or_else(String::new, ToString::to_string)
 }

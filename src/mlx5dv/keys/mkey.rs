@@ -12,8 +12,9 @@ use std::ptr::NonNull;
 use crate::bindings as ffi;
 use crate::prim::{Error, Mr, Pd, RemoteAddr, Result};
 
-/// The feature an `Unsupported` from [`Mkey::new_indirect`] names.
-pub const INDIRECT_FEATURE: &str = "indirect mkeys (MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT; the device is not mlx5)";
+/// The feature an `Unsupported` from [`Mkey::new_indirect`] names
+/// ([`MKEY_NOT_MLX5`](crate::prim::unsupported::MKEY_NOT_MLX5)'s).
+pub const INDIRECT_FEATURE: &str = crate::prim::unsupported::MKEY_NOT_MLX5.feature;
 
 /// An indirect memory key (`struct mlx5dv_mkey`). Destroyed on drop.
 ///
@@ -55,7 +56,12 @@ impl Mkey {
     pub fn new_indirect(pd: &Pd, max_entries: u16) -> Result<Mkey> {
         assert!(max_entries > 0, "Mkey::new_indirect: max_entries is 0; give room for at least one range");
         if !crate::mlx5dv::is_supported(pd.context()) {
-            return Err(Error::Unsupported { op: "mlx5dv_create_mkey", feature: INDIRECT_FEATURE });
+            return Err(Error::unsupported(
+                "mlx5dv_create_mkey",
+                &crate::prim::unsupported::MKEY_NOT_MLX5,
+                pd.context().name(),
+                "false",
+            ));
         }
         let mut attr = ffi::mlx5dv_mkey_init_attr {
             pd: pd.as_ptr(),

@@ -86,10 +86,12 @@ impl AddressVector {
             return Err(Error::code("mlx5dv_init_obj(MLX5DV_OBJ_AH)", rc));
         }
         if out.av.is_null() {
-            return Err(Error::Unsupported {
-                op: "mlx5dv_init_obj(MLX5DV_OBJ_AH)",
-                feature: "an address vector for this AH (libmlx5 returned none)",
-            });
+            return Err(Error::unsupported(
+                "mlx5dv_init_obj(MLX5DV_OBJ_AH)",
+                &crate::prim::unsupported::AV_NONE,
+                ah.pd().context().name(),
+                "null",
+            ));
         }
         let mut bytes = [0u8; 48];
         // SAFETY: libmlx5 points `av` at the AH's 48-byte `mlx5_wqe_av`,

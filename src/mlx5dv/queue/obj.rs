@@ -264,8 +264,9 @@ impl DirectSq<'_> {
     /// [`Error::Unsupported`] naming what is missing, and the view keeps
     /// plain doorbells.
     pub fn enable_blueflame(&mut self) -> Result<()> {
-        if let Some(feature) = blueflame_refusal(self.blueflame_dedicated(), self.ring.bf_size_available) {
-            return Err(Error::Unsupported { op: "DirectSq::enable_blueflame", feature });
+        if let Some((missing, value)) = blueflame_refusal(self.blueflame_dedicated(), self.ring.bf_size_available) {
+            let device = self.qp.pd().context().name();
+            return Err(Error::unsupported("DirectSq::enable_blueflame", missing, device, value));
         }
         // SAFETY: the register is the thread domain's alone (libmlx5 gives
         // each thread domain one of its own), and the thread-domain contract
@@ -281,14 +282,11 @@ impl DirectSq<'_> {
 /// Why [`DirectSq::enable_blueflame`] refuses: `None` when the QP's
 /// register is its thread domain's own (`dedicated`) and has a BlueFlame
 /// buffer of `bf_size` bytes.
-fn blueflame_refusal(dedicated: bool, bf_size: u32) -> Option<&'static str> {
+fn blueflame_refusal(dedicated: bool, bf_size: u32) -> Option<(&'static crate::prim::Missing, &'static str)> {
     if !dedicated {
-        Some(
-            "a BlueFlame register of the QP's own (create the QP on a TdParentDomain: libmlx5 gives each thread \
-             domain a register of its own)",
-        )
+        Some((&crate::prim::unsupported::BLUEFLAME_SHARED, "false"))
     } else if bf_size == 0 {
-        Some("BlueFlame on this QP's register (libmlx5 reports a BlueFlame size of 0: a doorbell-only register)")
+        Some((&crate::prim::unsupported::BLUEFLAME_SIZE, "0"))
     } else {
         None
     }
@@ -526,7 +524,12 @@ unsafe fn view_ring(
 /// register, and the queue idle and the ring's alone as [`sq_ring`] says.
 pub unsafe fn sq_ring_of(out: &ffi::mlx5dv_qp, qpn: u32) -> Result<SqRing> {
     if out.sq.stride != 64 {
-        return Err(Error::Unsupported { op: "mlx5dv_init_obj", feature: "a send queue stride other than 64 bytes" });
+        return Err(Error::unsupported(
+            "mlx5dv_init_obj",
+            &crate::prim::unsupported::SQ_STRIDE,
+            &format!("the device of QP {qpn:#x}"),
+            out.sq.stride,
+        ));
     }
     // SAFETY: the QP's doorbell records: `[0]` receive, `[1]` send.
     let dbrec = unsafe { out.dbrec.add(1) }.cast::<Be32>();
@@ -571,9 +574,9 @@ mod tests {
     #[test]
     fn blueflame_is_enabled_only_on_a_dedicated_register_with_a_buffer() {
         assert_eq!(blueflame_refusal(true, 256), None);
-        assert!(blueflame_refusal(false, 256).is_some_and(|m| m.contains("TdParentDomain")));
-        assert!(blueflame_refusal(true, 0).is_some_and(|m| m.contains("size of 0")));
-        assert!(blueflame_refusal(false, 0).is_some_and(|m| m.contains("TdParentDomain")));
+        assert!(blueflame_refusal(false, 256).is_some_and(|(m, _)| m.instead.contains("TdParentDomain")));
+        assert!(blueflame_refusal(true, 0).is_some_and(|(m, v)| m.cap.contains("bf.size") && v == "0"));
+        assert!(blueflame_refusal(false, 0).is_some_and(|(m, _)| m.instead.contains("TdParentDomain")));
     }
 
     /// The hole's second shape: a view of a compressing CQ that does not

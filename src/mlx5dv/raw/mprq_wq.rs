@@ -65,10 +65,13 @@ pub unsafe fn ring(wq: &Wq, cq: &DirectCq<'_>) -> Result<MprqRing> {
         return Err(Error::code("mlx5dv_init_obj", rc));
     }
     if out.stride < 32 || !out.stride.is_power_of_two() || !out.wqe_cnt.is_power_of_two() {
-        return Err(Error::Unsupported {
-            op: "mlx5dv_init_obj",
-            feature: "a striding WQ whose reported WQE size or count is not a power of two (of at least 32)",
-        });
+        return Err(Error::unsupported(
+            "mlx5dv_init_obj",
+            &crate::prim::unsupported::RAW_STRIDING_SHAPE,
+            // SAFETY: a live WQ points to its live context.
+            &unsafe { crate::prim::unsupported::device_name((*wq.as_ptr()).context) },
+            format_args!("({}, {})", out.stride, out.wqe_cnt),
+        ));
     }
     // SAFETY: libmlx5 reports the live WQ's buffer and doorbell record;
     // the caller keeps the ring the WQ's only poster, within its life.

@@ -29,7 +29,12 @@ impl CmId {
         );
         #[cfg(rrddmma_mlnx_ofed4)]
         {
-            Err(Error::Unsupported { op: "rdma_set_local_ece", feature: "ECE (MLNX_OFED 4.x)" })
+            Err(Error::unsupported(
+                "rdma_set_local_ece",
+                &crate::prim::unsupported::OFED4,
+                &self.device_name().unwrap_or_else(|| "(no device yet)".into()),
+                "rrddmma_mlnx_ofed4",
+            ))
         }
         #[cfg(not(rrddmma_mlnx_ofed4))]
         {
@@ -37,7 +42,10 @@ impl CmId {
             // SAFETY: live id; `e` is valid for the call (copied by librdmacm).
             let rc = unsafe { cmffi::rdma_set_local_ece(self.as_ptr(), &mut e) };
             if rc != 0 {
-                return Err(Error::last("rdma_set_local_ece").lacking("ECE"));
+                return Err(Error::last("rdma_set_local_ece").lacking(
+                    &crate::prim::unsupported::ECE,
+                    &self.device_name().unwrap_or_else(|| "(no device yet)".into()),
+                ));
             }
             Ok(())
         }
@@ -52,7 +60,12 @@ impl CmId {
     pub fn remote_ece(&self) -> Result<Ece> {
         #[cfg(rrddmma_mlnx_ofed4)]
         {
-            Err(Error::Unsupported { op: "rdma_get_remote_ece", feature: "ECE (MLNX_OFED 4.x)" })
+            Err(Error::unsupported(
+                "rdma_get_remote_ece",
+                &crate::prim::unsupported::OFED4,
+                &self.device_name().unwrap_or_else(|| "(no device yet)".into()),
+                "rrddmma_mlnx_ofed4",
+            ))
         }
         #[cfg(not(rrddmma_mlnx_ofed4))]
         {
@@ -60,7 +73,10 @@ impl CmId {
             // SAFETY: live id; `e` is valid for writes.
             let rc = unsafe { cmffi::rdma_get_remote_ece(self.as_ptr(), &mut e) };
             if rc != 0 {
-                return Err(Error::last("rdma_get_remote_ece").lacking("ECE"));
+                return Err(Error::last("rdma_get_remote_ece").lacking(
+                    &crate::prim::unsupported::ECE,
+                    &self.device_name().unwrap_or_else(|| "(no device yet)".into()),
+                ));
             }
             Ok(Ece::from_raw(&e))
         }

@@ -273,6 +273,13 @@ impl Qp {
 }
 
 impl<'q> WrBatch<'q> {
+    /// The name of the QP's device, for a refusal.
+    #[cold]
+    fn device(&self) -> String {
+        // SAFETY: a live extended QP points to its live context.
+        unsafe { crate::prim::unsupported::device_name((*self.ex.as_ptr()).qp_base.context) }
+    }
+
     /// Opens a batch (`ibv_wr_start`) on a provider QP that no [`Qp`]
     /// owns: the libmlx5 differential harness drives libmlx5's entries on
     /// ordinary memory with it.
@@ -415,11 +422,12 @@ impl WrBatch<'_> {
             let g = sges.iter().fold(0u32, |g, s| gcd(g, s.len()));
             let pieces = if g == 0 { usize::MAX } else { total / g as usize };
             if pieces > MAX_PIECES || pieces > self.qp.caps.max_send_sge as usize {
-                return Err(Error::Unsupported {
-                    op: "ibv_wr_set_sge_list",
-                    feature: "a scatter/gather list of unequal lengths (rxe before rdma-core 64; \
-                              use Qp::post_send or equal-length entries)",
-                });
+                return Err(Error::unsupported(
+                    "ibv_wr_set_sge_list",
+                    &crate::prim::unsupported::SGE_UNEQUAL,
+                    &self.device(),
+                    "before 64",
+                ));
             }
         }
         Ok(())
@@ -490,11 +498,12 @@ impl WrBatch<'_> {
                 let total: u64 = many.iter().map(|s| u64::from(s.len())).sum();
                 let pieces = usize::try_from(total / u64::from(g.max(1))).unwrap_or(usize::MAX);
                 if g == 0 || pieces > MAX_PIECES || pieces > self.qp.caps.max_send_sge as usize {
-                    return Err(Error::Unsupported {
-                        op: "ibv_wr_set_sge_list",
-                        feature: "a scatter/gather list of unequal lengths (rxe before rdma-core 64; \
-                                  use Qp::post_send or equal-length entries)",
-                    });
+                    return Err(Error::unsupported(
+                        "ibv_wr_set_sge_list",
+                        &crate::prim::unsupported::SGE_UNEQUAL,
+                        &self.device(),
+                        "before 64",
+                    ));
                 }
                 let mut out = [ffi::ibv_sge::default(); MAX_PIECES];
                 let mut k = 0;
@@ -676,7 +685,12 @@ impl WrBatch<'_> {
         mw.check_bind((base.qp_num, base.context), mr, offset, len);
         // SAFETY: live extended QP; a plain function-pointer field.
         let Some(entry) = (unsafe { (*self.ex.as_ptr()).wr_bind_mw }) else {
-            return Err(Error::Unsupported { op: "ibv_wr_bind_mw", feature: "type-2 window binds in the provider" });
+            return Err(Error::unsupported(
+                "ibv_wr_bind_mw",
+                &crate::prim::unsupported::MW_BIND,
+                &self.device(),
+                "unset",
+            ));
         };
         let rkey = ffi::ibv_inc_rkey(mw.rkey());
         let info = ffi::ibv_mw_bind_info {
@@ -747,7 +761,12 @@ impl WrBatch<'_> {
         self.require_extended();
         // SAFETY: live extended QP; a plain function-pointer field.
         let Some(entry) = (unsafe { (*self.ex.as_ptr()).wr_atomic_write }) else {
-            return Err(Error::Unsupported { op: "ibv_wr_atomic_write", feature: "ATOMIC WRITE in the provider" });
+            return Err(Error::unsupported(
+                "ibv_wr_atomic_write",
+                &crate::prim::unsupported::ATOMIC_WRITE_PROVIDER,
+                &self.device(),
+                "unset",
+            ));
         };
         let q = self.begin(wr_id, flags);
         let bytes = value.to_ne_bytes();
@@ -786,7 +805,12 @@ impl WrBatch<'_> {
         // SAFETY: a live extended QP that its provider created with
         // IBV_QP_EX_WITH_FLUSH, so its structure has `wr_flush`.
         if unsafe { (*self.ex.as_ptr().cast::<ffi::ibv_qp_ex_flush>()).wr_flush }.is_none() {
-            return Err(Error::Unsupported { op: "ibv_wr_flush", feature: "FLUSH in the provider" });
+            return Err(Error::unsupported(
+                "ibv_wr_flush",
+                &crate::prim::unsupported::FLUSH_PROVIDER,
+                &self.device(),
+                "unset",
+            ));
         }
         let q = self.begin(wr_id, flags);
         // SAFETY: open batch on such a QP; the provider copies the request now.

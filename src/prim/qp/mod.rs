@@ -244,18 +244,10 @@ impl<'a> QpBuilder<'a> {
                 self.send_ops.is_some(),
                 "QpBuilder::mlx5_send_ops needs QpBuilder::send_ops too (the mlx5 entries belong to an extended QP)"
             );
-            mlx5::require(
-                self.pd.context(),
-                "mlx5dv_create_qp",
-                "mlx5 send ops (QpBuilder::mlx5_send_ops: the mlx5dv_wr_* memory-key entries, an mlx5 option)",
-            )?;
+            mlx5::require(self.pd.context(), "mlx5dv_create_qp", &crate::prim::unsupported::MKEY_NOT_MLX5)?;
         }
         if self.mlx5_flags.is_some() {
-            mlx5::require(
-                self.pd.context(),
-                "mlx5dv_create_qp",
-                "mlx5 QP create flags (QpBuilder::mlx5_create_flags, an mlx5 option)",
-            )?;
+            mlx5::require(self.pd.context(), "mlx5dv_create_qp", &crate::prim::unsupported::MLX5_OPTION)?;
         }
         let dev = self.pd.context().limits();
         let limit = |v: i32| u32::try_from(v).unwrap_or(0);
@@ -291,28 +283,33 @@ impl<'a> QpBuilder<'a> {
         }
         #[cfg(rrddmma_mlnx_ofed4)]
         if self.send_ops.is_some() {
-            return Err(Error::Unsupported {
-                op: "ibv_create_qp_ex",
-                feature: "send ops (ibv_wr_*) with MLNX_OFED 4.x",
-            });
+            return Err(Error::unsupported(
+                "ibv_create_qp_ex",
+                &crate::prim::unsupported::OFED4,
+                self.pd.context().name(),
+                "rrddmma_mlnx_ofed4 (no ibv_wr_*)",
+            ));
         }
         if let Some(ops) = self.send_ops {
             if ops.intersects(SendOps::ATOMIC_FETCH_AND_ADD | SendOps::ATOMIC_CMP_AND_SWP)
                 && !self.pd.context().atomics()
             {
-                return Err(Error::Unsupported {
-                    op: "ibv_create_qp_ex",
-                    feature: "the send ops ATOMIC_FETCH_AND_ADD and ATOMIC_CMP_AND_SWP (the device's atomic_cap is \
-                              IBV_ATOMIC_NONE, as on iWARP; leave them out of QpBuilder::send_ops)",
-                });
+                return Err(Error::unsupported(
+                    "ibv_create_qp_ex",
+                    &crate::prim::unsupported::ATOMICS,
+                    self.pd.context().name(),
+                    "IBV_ATOMIC_NONE",
+                ));
             }
             if ops.contains(SendOps::ATOMIC_WRITE)
                 && self.pd.context().query_device_ex()?.device_cap_flags_ex & ex::DEVICE_ATOMIC_WRITE == 0
             {
-                return Err(Error::Unsupported {
-                    op: "ibv_create_qp_ex",
-                    feature: "ATOMIC WRITE (the device does not report IB_UVERBS_DEVICE_ATOMIC_WRITE)",
-                });
+                return Err(Error::unsupported(
+                    "ibv_create_qp_ex",
+                    &crate::prim::unsupported::ATOMIC_WRITE,
+                    self.pd.context().name(),
+                    "absent",
+                ));
             }
             crate::prim::flush::check_device(self.pd.context(), ops)?;
             attr.comp_mask |= ffi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.0;
@@ -322,10 +319,7 @@ impl<'a> QpBuilder<'a> {
         if self.qp_type == QpType::RAW_PACKET && ctx.query_device_ex()?.raw_packet_caps == 0 {
             // rxe and siw have no raw packet QP and report no raw packet
             // capability; ConnectX Ethernet ports report their offloads.
-            return Err(Error::Unsupported {
-                op: "ibv_create_qp",
-                feature: "raw packet QPs (IBV_QPT_RAW_PACKET; the device reports raw_packet_caps 0)",
-            });
+            return Err(Error::unsupported("ibv_create_qp", &crate::prim::unsupported::RAW_QP, ctx.name(), 0));
         }
         let (qp, op) = if self.mlx5_flags.is_some() || self.mlx5_send_ops.is_some() {
             (create_mlx5(ctx, &mut attr, self.mlx5_flags, self.mlx5_send_ops)?, "mlx5dv_create_qp")
@@ -336,7 +330,8 @@ impl<'a> QpBuilder<'a> {
         let extended =
             self.send_ops.is_some() || self.xrcd.is_some() || self.mlx5_flags.is_some() || self.mlx5_send_ops.is_some();
         let op = if extended { op } else { "ibv_create_qp" };
-        let qp = NonNull::new(qp).ok_or_else(|| crate::prim::flush::refused(Error::last(op), self.send_ops))?;
+        let qp =
+            NonNull::new(qp).ok_or_else(|| crate::prim::flush::refused(Error::last(op), self.send_ops, ctx.name()))?;
         // SAFETY: made by the create verb above, owned by nothing else.
         let (post_send_fn, post_recv_fn, ex) = unsafe { adopt(qp, self.send_ops, ctx, op) }?;
         Ok(Qp {
@@ -388,12 +383,17 @@ fn create_mlx5(
 /// MLNX_OFED 4.x has no `mlx5dv_create_qp` (`build` refused already).
 #[cfg(rrddmma_mlnx_ofed4)]
 fn create_mlx5(
-    _: &Context,
+    ctx: &Context,
     _: &mut ffi::ibv_qp_init_attr_ex,
     _: Option<Mlx5QpFlags>,
     _: Option<Mlx5SendOps>,
 ) -> Result<*mut ffi::ibv_qp> {
-    Err(Error::Unsupported { op: "mlx5dv_create_qp", feature: "mlx5 QP create flags with MLNX_OFED 4.x" })
+    Err(Error::unsupported(
+        "mlx5dv_create_qp",
+        &crate::prim::unsupported::OFED4,
+        ctx.name(),
+        "rrddmma_mlnx_ofed4 (no mlx5dv_create_qp)",
+    ))
 }
 
 type PostSendFn = unsafe extern "C" fn(*mut ffi::ibv_qp, *mut ffi::ibv_send_wr, *mut *mut ffi::ibv_send_wr) -> i32;
@@ -413,13 +413,13 @@ unsafe fn adopt(
     ctx: &Context,
     op: &'static str,
 ) -> Result<(PostSendFn, PostRecvFn, NonNull<ffi::ibv_qp_ex>)> {
-    let refuse = |feature: &'static str| {
+    let refuse = |missing: &'static crate::prim::Missing| {
         // SAFETY: the caller's contract (owned, not shared).
         unsafe { ffi::ibv_destroy_qp(qp.as_ptr()) };
-        Err(Error::Unsupported { op, feature })
+        Err(Error::unsupported(op, missing, ctx.name(), "unset"))
     };
     let Some((post_send_fn, post_recv_fn)) = post_ops(qp, ctx.quirks(), ctx.atomics()) else {
-        return refuse("post_send and post_recv entries in the provider");
+        return refuse(&crate::prim::unsupported::QP_POST_ENTRIES);
     };
     #[cfg(not(rrddmma_mlnx_ofed4))]
     let ex = match send_ops {
@@ -427,10 +427,7 @@ unsafe fn adopt(
             // SAFETY: a QP created with send_ops_flags has an extended view.
             let ex = NonNull::new(unsafe { ffi::ibv_qp_to_qp_ex(qp.as_ptr()) });
             let Some(ex) = ex.filter(|&ex| ex::batch_entries_set(ex) && ex::op_entries_set(ex, ops)) else {
-                return refuse(
-                    "wr_start, wr_complete, wr_abort and wr_set_sge entries, and those of the requested send \
-                     ops, in the provider",
-                );
+                return refuse(&crate::prim::unsupported::QP_EX_ENTRIES);
             };
             ex
         }

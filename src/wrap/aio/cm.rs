@@ -456,7 +456,7 @@ impl RcEndpoint {
     /// hello it was sent, [`Error::Protocol`]; a refused connection,
     /// [`Error::Verbs`] with the CM's `REJECTED` event and its reason.
     pub async fn connect_cm(addr: SocketAddr, o: &AioOpts) -> Result<RcEndpoint> {
-        o.check_no_secret("RcEndpoint::connect_cm")?;
+        o.check_no_secret("RcEndpoint::connect_cm", &format!("any device (the RDMA CM path to {addr})"))?;
         let token = token()?;
         let (data, ctrl) = tokio::try_join!(Conn::resolve(addr, o), Conn::resolve(addr, o))?;
         let p = parts_for(device_of(&data, &ctrl)?, &data, &ctrl, o)?;

@@ -175,12 +175,14 @@ impl AioOpts {
 
     /// Refuses a secret on the RDMA CM path, which has no handshake for it.
     #[cfg(feature = "cm")]
-    pub(super) fn check_no_secret(&self, op: &'static str) -> Result<()> {
+    pub(super) fn check_no_secret(&self, op: &'static str, device: &str) -> Result<()> {
         match self.secret {
-            Some(_) => Err(Error::Verbs(crate::prim::Error::Unsupported {
+            Some(_) => Err(Error::Verbs(crate::prim::Error::unsupported(
                 op,
-                feature: "AioOpts::secret on the RDMA CM path (use Listener::bind and RcEndpoint::connect)",
-            })),
+                &crate::prim::unsupported::AIO_CM_SECRET,
+                device,
+                "a secret set",
+            ))),
             None => Ok(()),
         }
     }

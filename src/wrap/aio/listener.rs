@@ -83,7 +83,7 @@ impl Listener {
     /// (its greeting) has arrived, and [`Error::Timeout`] if it has not
     /// within `setup_timeout`.
     pub async fn bind_cm(addr: SocketAddr, opts: AioOpts) -> Result<Listener> {
-        opts.check_no_secret("Listener::bind_cm")?;
+        opts.check_no_secret("Listener::bind_cm", &format!("any device (the RDMA CM listener at {addr})"))?;
         Ok(Listener::from_cm(CmListen::bind(addr)?, opts))
     }
 }
