@@ -161,6 +161,11 @@ table! {
         "use a ConnectX (mlx5) device, which has UMR and indirect keys; elsewhere register each range as its \
          own Mr";
 
+    /// The mlx5 memory-key send ops on a device that is not mlx5.
+    MKEY_SEND_OPS: "mlx5 memory-key send ops (QpBuilder::mlx5_send_ops: the mlx5dv_wr_* UMR entries)",
+        "mlx5dv_is_supported",
+        "use a ConnectX (mlx5) device, which has UMR; elsewhere register each range as its own Mr";
+
     // Raw packets.
     /// A raw packet QP where the device reports no raw packet capability.
     RAW_QP: "raw packet QPs (IBV_QPT_RAW_PACKET)", "raw_packet_caps", CONNECTX_ETH;
@@ -286,7 +291,7 @@ table! {
         ops, in the provider", "the extended QP's entries",
         "leave QpBuilder::send_ops out and post through Qp::post_send, which every provider has";
     /// Atomic send ops where the device has no atomics.
-    ATOMICS: "the send ops ATOMIC_FETCH_AND_ADD and ATOMIC_CMP_AND_SWP", "atomic_cap",
+    ATOMICS: "atomic send ops (ATOMIC_FETCH_AND_ADD, ATOMIC_CMP_AND_SWP)", "atomic_cap",
         "leave them out of QpBuilder::send_ops, or use a device with atomics (InfiniBand, RoCE: a ConnectX, rxe)";
     /// ATOMIC WRITE where the device lacks it.
     ATOMIC_WRITE: "ATOMIC WRITE", "IB_UVERBS_DEVICE_ATOMIC_WRITE in device_cap_flags_ex",

@@ -14,11 +14,11 @@ use crate::common::open_device;
 /// the device and what to open instead.
 fn assert_refusal(e: Result<impl std::fmt::Debug, Error>, op: &str, device: &str) {
     match e {
-        Err(ref err @ Error::Unsupported { op: o, feature }) => {
+        Err(ref err @ Error::Unsupported { op: o, feature, ref lack, .. }) => {
             assert_eq!(o, op, "{err}");
             assert!(feature.starts_with("DEVX"), "the refusal names DEVX: {feature}");
-            assert!(feature.contains(device), "the refusal names the device {device}: {feature}");
-            assert!(feature.contains("mlx5_N"), "the refusal says what to open instead: {feature}");
+            assert_eq!(lack.device, device, "the refusal names the device {device}: {err}");
+            assert!(lack.instead().contains("mlx5_N"), "the refusal says what to open instead: {err}");
             let msg = err.to_string();
             assert!(msg.contains(op) && msg.contains("DEVX") && msg.contains("is not supported"), "{msg}");
         }

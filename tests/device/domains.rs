@@ -18,12 +18,25 @@ fn is_rxe(ctx: &Context) -> bool {
     ctx.query_device().unwrap().vendor_id == 0xff_ffff
 }
 
-fn assert_unsupported(e: &Error, op: &str, feature: &str) {
+/// `e` is the refusal `row` of `prim::unsupported::ALL` from `op`: the
+/// device, the provider's answer, the way out.
+fn assert_unsupported(e: &Error, op: &str, row: &str) {
     assert!(
-        matches!(e, Error::Unsupported { op: o, feature: f } if *o == op && *f == feature),
-        "expected Unsupported {{ {op}, {feature} }}: {e:?}"
+        matches!(e, Error::Unsupported { op: o, lack, .. } if *o == op && lack.missing.name == row),
+        "expected Unsupported {{ {op}, row {row} }}: {e:?}"
     );
-    assert_eq!(e.to_string(), format!("{op}: {feature} is not supported by this device"));
+    let lack = e.lack().unwrap();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{op}: {} is not supported by {} ({}); {}",
+            lack.missing.feature,
+            lack.device,
+            lack.value,
+            lack.instead()
+        )
+    );
+    assert!(lack.value.ends_with("= EOPNOTSUPP") || lack.value.ends_with("= ENOSYS"), "{e}");
     assert_eq!(e.errno(), Some(libc::EOPNOTSUPP));
 }
 
@@ -57,7 +70,7 @@ fn thread_and_parent_domains_or_unsupported() {
 
     // Thread domain; with it, a parent domain whose objects lose their locks.
     match Td::alloc(&ctx) {
-        Err(e) if rxe => assert_unsupported(&e, "ibv_alloc_td", "thread-domain allocation"),
+        Err(e) if rxe => assert_unsupported(&e, "ibv_alloc_td", "THREAD_DOMAIN"),
         Err(e) => assert!(e.is_unsupported(), "{e:?}"),
         Ok(td) => {
             let dom = TdParentDomain::alloc(&pd, &td).unwrap();
@@ -74,7 +87,7 @@ fn thread_and_parent_domains_or_unsupported() {
     // Parent domain without a thread domain.
     let failures = rrddmma::prim::destroy_failures();
     let dom = match ParentDomain::alloc(&pd) {
-        Err(e) if rxe => return assert_unsupported(&e, "ibv_alloc_parent_domain", "parent-domain allocation"),
+        Err(e) if rxe => return assert_unsupported(&e, "ibv_alloc_parent_domain", "PARENT_DOMAIN"),
         Err(e) => {
             assert!(e.is_unsupported(), "{e:?}");
             return eprintln!("skipped: {} has no parent domains: {e}", ctx.name());
@@ -159,7 +172,7 @@ fn dmabuf_region_or_unsupported() {
     // A descriptor that is no dma-buf: rxe's provider refuses the verb
     // before the kernel sees it; elsewhere the kernel refuses the descriptor.
     match Mr::register_dmabuf(&pd, file.as_fd(), 0, LEN, 0, access) {
-        Err(e) if rxe => assert_unsupported(&e, "ibv_reg_dmabuf_mr", "dma-buf registration"),
+        Err(e) if rxe => assert_unsupported(&e, "ibv_reg_dmabuf_mr", "DMABUF"),
         Err(e) => eprintln!("a non-dma-buf descriptor: {e}"),
         Ok(mr) => panic!("a regular file registered as a dma-buf: {mr:?}"),
     }
@@ -172,7 +185,7 @@ fn dmabuf_region_or_unsupported() {
         return eprintln!("skipped: no vgem dma-buf exporter here (modprobe vgem as root)");
     };
     let mr = match Mr::register_dmabuf(&pd, buf.as_fd(), 0, LEN, 0, access) {
-        Err(e) if rxe => return assert_unsupported(&e, "ibv_reg_dmabuf_mr", "dma-buf registration"),
+        Err(e) if rxe => return assert_unsupported(&e, "ibv_reg_dmabuf_mr", "DMABUF"),
         Err(e) => {
             assert!(e.is_unsupported(), "{e:?}");
             return eprintln!("skipped: {} has no dma-buf regions: {e}", ctx.name());

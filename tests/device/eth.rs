@@ -8,11 +8,16 @@ use rrddmma::prim::{Error, EthFilter, Flow, Ipv4Filter, PortFilter, QpCaps, QpTy
 
 use crate::common::{refusal_test_skips, Loopback};
 
+/// `e` is `Unsupported` from `want_op`, whose text names `want`, the device
+/// and the way out: a ConnectX Ethernet port.
 fn unsupported(e: &Error, want_op: &str, want: &str) {
     assert!(
-        matches!(e, Error::Unsupported { op, feature } if *op == want_op && feature.contains(want)),
+        matches!(e, Error::Unsupported { op, .. } if *op == want_op) && e.to_string().contains(want),
         "expected Unsupported from {want_op} naming {want:?}, got {e:?}"
     );
+    let lack = e.lack().unwrap();
+    assert!(e.to_string().contains(&format!("not supported by {}", lack.device)), "{e}");
+    assert!(lack.instead().contains("ConnectX") && lack.instead().contains("Ethernet"), "{e}");
 }
 
 #[test]
@@ -49,7 +54,7 @@ fn raw_ethernet_is_unsupported_without_the_capabilities() {
     unsupported(&e, "ibv_create_wq", "receive work queues");
     let striding = StridingParams { log_stride_bytes: 6, log_num_strides: 9, two_byte_shift: false };
     let e = Wq::builder(&lb.pd, &lb.cq).striding(striding).build().unwrap_err();
-    unsupported(&e, STRIDING_OP, "not a ConnectX (mlx5) device");
+    unsupported(&e, STRIDING_OP, "mlx5dv_is_supported = false");
     let e = RwqIndTable::create(&lb.ctx, &[]).unwrap_err();
     unsupported(&e, "ibv_create_rwq_ind_table", "RSS indirection tables");
 }

@@ -232,7 +232,7 @@ fn atomics_on_iwarp_are_typed_errors_naming_the_cap() {
         let msg = e.to_string();
         matches!(e, Error::Unsupported { op: o, .. } if *o == op)
             && msg.contains(what)
-            && msg.contains("atomic_cap is IBV_ATOMIC_NONE")
+            && msg.contains("atomic_cap = IBV_ATOMIC_NONE")
     };
     // A posted atomic: the refused request's index too, EOPNOTSUPP.
     let is_refused_post = |e: &Error, what: &str, at: Option<usize>| {

@@ -20,9 +20,13 @@ fn indirect_mkey_unsupported_off_mlx5_created_on_mlx5() {
     let pd = Pd::alloc(&ctx).unwrap();
     if !mlx5dv::is_supported(&ctx) {
         match Mkey::new_indirect(&pd, 4) {
-            Err(Error::Unsupported { op, feature }) => {
+            Err(ref e @ Error::Unsupported { op, feature, ref lack, .. }) => {
                 assert_eq!(op, "mlx5dv_create_mkey");
                 assert_eq!(feature, INDIRECT_FEATURE);
+                // The device, the capability with its value, the way out (a ConnectX).
+                assert_eq!(lack.device, ctx.name(), "{e}");
+                assert_eq!(lack.value, "mlx5dv_is_supported = false", "{e}");
+                assert!(lack.instead().contains("ConnectX"), "{e}");
             }
             other => panic!("Mkey::new_indirect off mlx5: expected Unsupported, got {other:?}"),
         }

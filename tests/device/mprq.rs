@@ -23,8 +23,9 @@ fn striding_rq_is_unsupported_off_mlx5() {
         let p = StridingParams { two_byte_shift, ..PARAMS };
         let e = Wq::builder(&pd, &cq).max_wr(8).striding(p).build().unwrap_err();
         assert!(
-            matches!(e, Error::Unsupported { op, feature }
-                if op.contains("MLX5DV_WQ_INIT_ATTR_MASK_STRIDING_RQ") && feature.contains("not a ConnectX (mlx5) device")),
+            matches!(&e, Error::Unsupported { op, lack, .. }
+                if op.contains("MLX5DV_WQ_INIT_ATTR_MASK_STRIDING_RQ") && lack.value == "mlx5dv_is_supported = false"
+                    && lack.instead().contains("ConnectX (mlx5) Ethernet port")),
             "{e:?}"
         );
         assert!(e.to_string().contains("striding RQ") && e.to_string().contains(ctx.name()), "{e}");

@@ -60,7 +60,7 @@ fn odp_region_takes_write_read_and_atomic_on_pages_never_touched() {
     let odp = unsafe { Mr::register(&pd, mem.as_mut_ptr(), ODP_LEN, access) };
     if !general {
         let e = odp.unwrap_err();
-        assert!(matches!(e, Error::Unsupported { op: "ibv_reg_mr", feature: "on-demand paging" }), "{e:?}");
+        assert!(matches!(e, Error::Unsupported { op: "ibv_reg_mr", feature: "on-demand paging", .. }), "{e:?}");
         eprintln!("odp: typed Unsupported on {} under kernel {}", ctx.name(), kernel());
         return;
     }
@@ -133,7 +133,7 @@ fn atomic_write_places_eight_bytes_or_is_unsupported() {
     if !reported {
         let e = built.unwrap_err();
         assert!(
-            matches!(e, Error::Unsupported { op: "ibv_create_qp_ex", feature } if feature.contains("ATOMIC WRITE")),
+            matches!(e, Error::Unsupported { op: "ibv_create_qp_ex", feature, .. } if feature.contains("ATOMIC WRITE")),
             "{e:?}"
         );
         eprintln!("atomic write: typed Unsupported on {} under kernel {}", ctx.name(), kernel());
@@ -181,7 +181,7 @@ fn odp_prefetch_and_implicit_odp_work_or_are_unsupported() {
         Err(e) => {
             assert!(!implicit, "implicit ODP reported but refused: {e:?}");
             assert!(
-                matches!(e, Error::Unsupported { op: "ibv_reg_mr", feature: "implicit on-demand paging" }),
+                matches!(e, Error::Unsupported { op: "ibv_reg_mr", feature: "implicit on-demand paging", .. }),
                 "{e:?}"
             );
             eprintln!("odp: implicit ODP typed Unsupported on {} under kernel {}", ctx.name(), kernel());
@@ -232,7 +232,7 @@ fn odp_prefetch_and_implicit_odp_work_or_are_unsupported() {
         Err(e) => {
             assert!(!prefetch_expected, "advise_mr refused on {} with rdma-core {release}: {e:?}", ctx.name());
             assert!(
-                matches!(e, Error::Unsupported { op: "ibv_advise_mr", feature: "ODP prefetch (advise_mr)" }),
+                matches!(e, Error::Unsupported { op: "ibv_advise_mr", feature: "ODP prefetch (advise_mr)", .. }),
                 "{e:?}"
             );
             eprintln!("odp: advise_mr typed Unsupported on {} under kernel {}", ctx.name(), kernel());

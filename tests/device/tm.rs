@@ -26,7 +26,7 @@ fn tag_matching_is_unsupported_without_tm_caps() {
     let cq = Cq::builder(&lb.ctx, 16).tag_matching().build().unwrap();
     let e = Srq::builder(&lb.pd).tag_matching(CFG, &cq).build().unwrap_err();
     assert!(
-        matches!(e, Error::Unsupported { op: "ibv_create_srq_ex", feature } if feature.contains("tag matching")),
+        matches!(e, Error::Unsupported { op: "ibv_create_srq_ex", feature, .. } if feature.contains("tag matching")),
         "{e:?}"
     );
     // Tag operations on an ordinary SRQ: refused before `ibv_post_srq_ops`.
@@ -35,7 +35,7 @@ fn tag_matching_is_unsupported_without_tm_caps() {
     // SAFETY: a remove carries no memory.
     let e = unsafe { srq.post_tm_ops(&mut [TmOp::remove(0)]) }.unwrap_err();
     assert!(
-        matches!(e, Error::Unsupported { op: "ibv_post_srq_ops", feature } if feature.contains("tag matching")),
+        matches!(e, Error::Unsupported { op: "ibv_post_srq_ops", feature, .. } if feature.contains("tag matching")),
         "{e:?}"
     );
 }
@@ -216,7 +216,7 @@ fn b1_prime_a_tag_matching_srq_needs_a_tag_matching_cq() {
     if lb.ctx.query_device_ex().unwrap().tm_caps.max_num_tags == 0 {
         let e = built.unwrap_err();
         assert!(
-            matches!(e, Error::Unsupported { op: "ibv_create_srq_ex", feature } if feature.contains("tag matching")),
+            matches!(e, Error::Unsupported { op: "ibv_create_srq_ex", feature, .. } if feature.contains("tag matching")),
             "{e:?}"
         );
     } else {

@@ -244,7 +244,7 @@ impl<'a> QpBuilder<'a> {
                 self.send_ops.is_some(),
                 "QpBuilder::mlx5_send_ops needs QpBuilder::send_ops too (the mlx5 entries belong to an extended QP)"
             );
-            mlx5::require(self.pd.context(), "mlx5dv_create_qp", &crate::prim::unsupported::MKEY_NOT_MLX5)?;
+            mlx5::require(self.pd.context(), "mlx5dv_create_qp", &crate::prim::unsupported::MKEY_SEND_OPS)?;
         }
         if self.mlx5_flags.is_some() {
             mlx5::require(self.pd.context(), "mlx5dv_create_qp", &crate::prim::unsupported::MLX5_OPTION)?;

@@ -126,10 +126,12 @@ fn refusals(d: &Done) -> bool {
     // parts[k] starts with pair k's client exit code; pair k+1's client
     // output follows pair k's server output in it.
     let (hw, fallback, xrc, odp) = (parts[1], parts[2], parts[3], parts[4]);
-    let hw_ok = o.contains(
-        "rrddmma-perf: --rate_limit_type HW: ibv_modify_qp_rate_limit: packet pacing is not supported by this \
-         device; use --rate_limit_type SW",
-    ) && hw.starts_with('1');
+    // The refusal names the device, its value and the way out between these.
+    let hw_ok = o
+        .contains("rrddmma-perf: --rate_limit_type HW: ibv_modify_qp_rate_limit: packet pacing is not supported by ")
+        && o.contains("(packet_pacing_caps.qp_rate_limit_max = 0)")
+        && o.contains("; use --rate_limit_type SW")
+        && hw.starts_with('1');
     let fallback_ok = fallback.starts_with('0')
         && o.contains("the QP takes no HW rate limit (ibv_modify_qp_rate_limit: packet pacing is not supported")
         && o.contains(" rate limit: 1 MiB/s, paced in software in bursts of 8")
@@ -141,8 +143,7 @@ fn refusals(d: &Done) -> bool {
         odp.starts_with('0') && o.contains(" memory: registered with on-demand paging (--odp)")
     } else {
         odp.starts_with('1')
-            && o.matches("rrddmma-perf: --odp: ibv_reg_mr: on-demand paging is not supported by this device").count()
-                == 2
+            && o.matches("rrddmma-perf: --odp: ibv_reg_mr: on-demand paging is not supported by ").count() == 2
     };
     hw_ok && fallback_ok && xrc_ok && odp_ok
 }
