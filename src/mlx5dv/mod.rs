@@ -51,6 +51,7 @@
 
 mod completion;
 pub mod dc;
+mod deprecated;
 #[cfg(not(rrddmma_mlnx_ofed4))]
 #[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
 pub mod devx;

@@ -7,7 +7,7 @@
 #[cfg(feature = "cm")]
 use super::cm::{CmId, EventChannel, PortSpace};
 use super::{Ah, AhAttr, CompChannel, Context, Cq, CqBuilder, ParentDomain, Pd, Qp, QpBuilder, QpCaps, QpType};
-use super::{Result, Srq};
+use super::{AttrMask, Result, Srq};
 
 impl Pd {
     /// Old name of [`Pd::alloc`].
@@ -125,5 +125,34 @@ impl CmId {
     #[doc(hidden)]
     pub fn new(channel: &EventChannel, ps: PortSpace) -> Result<CmId> {
         CmId::create(channel, ps)
+    }
+}
+
+impl AttrMask {
+    /// Old name of [`AttrMask::empty`].
+    #[deprecated(note = "use `AttrMask::empty()`; see docs/upgrading.md")]
+    #[doc(hidden)]
+    pub const EMPTY: AttrMask = AttrMask::empty();
+
+    /// Old name of `|` ([`AttrMask::union`] in `const`).
+    #[deprecated(note = "use `a | b` (or `AttrMask::union` in const); see docs/upgrading.md")]
+    #[doc(hidden)]
+    pub const fn or(self, other: AttrMask) -> AttrMask {
+        self.union(other)
+    }
+
+    /// Old name of `-` ([`AttrMask::difference`] in `const`).
+    #[deprecated(note = "use `a - b` (or `AttrMask::difference` in const); see docs/upgrading.md")]
+    #[doc(hidden)]
+    pub const fn minus(self, other: AttrMask) -> AttrMask {
+        self.difference(other)
+    }
+
+    /// Old form of [`AttrMask::field_names`]: the C field names, one string each.
+    #[deprecated(note = "use `AttrMask::field_names()` (displays `av, dest_qpn`); see docs/upgrading.md")]
+    #[doc(hidden)]
+    pub fn names(self) -> Vec<String> {
+        let all = self.field_names().to_string();
+        all.split(", ").filter(|s| !s.is_empty()).map(str::to_string).collect()
     }
 }

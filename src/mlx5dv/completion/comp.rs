@@ -55,3 +55,19 @@ pub fn require_cqe_compression(ctx: &Context, f: CqeResFormat) -> Result<()> {
     let attr = query_device(ctx)?;
     mlx5::check_compression(ctx.name(), &attr, f)
 }
+
+/// Old name of a compressing CQ, which is a plain [`Cq`](crate::prim::Cq) now.
+#[deprecated(
+    note = "a compressing CQ is a plain Cq now: use `prim::Cq`, from `Cq::builder(&ctx, cqe).mlx5_compression(format).build()`; see docs/upgrading.md"
+)]
+#[doc(hidden)]
+pub type CompressedCq = crate::prim::Cq;
+
+/// Old way to make a compressing CQ.
+#[deprecated(
+    note = "use `Cq::builder(&ctx, cqe).mlx5_compression(format).build()` (a plain Cq; `Cq::compression()` says its format); see docs/upgrading.md"
+)]
+#[doc(hidden)]
+pub fn create_cq(ctx: &Context, cqe: u32, format: CqeResFormat) -> Result<crate::prim::Cq> {
+    crate::prim::Cq::builder(ctx, cqe).mlx5_compression(format).build()
+}

@@ -320,6 +320,29 @@ impl Cqe64 {
     }
 }
 
+/// Old `u8` constants of the CQE opcodes, now [`CqeOpcode`] values.
+#[doc(hidden)]
+#[deprecated(note = "typed now: use `cqe::CqeOpcode::X` (`.to_raw()` for the nibble); see docs/upgrading.md")]
+pub mod opcode {
+    use super::CqeOpcode;
+    /// Old name of [`CqeOpcode::REQ`].
+    pub const REQ: CqeOpcode = CqeOpcode::REQ;
+    /// Old name of [`CqeOpcode::RESP_WR_IMM`].
+    pub const RESP_WR_IMM: CqeOpcode = CqeOpcode::RESP_WR_IMM;
+    /// Old name of [`CqeOpcode::RESP_SEND`].
+    pub const RESP_SEND: CqeOpcode = CqeOpcode::RESP_SEND;
+    /// Old name of [`CqeOpcode::RESP_SEND_IMM`].
+    pub const RESP_SEND_IMM: CqeOpcode = CqeOpcode::RESP_SEND_IMM;
+    /// Old name of [`CqeOpcode::RESP_SEND_INV`].
+    pub const RESP_SEND_INV: CqeOpcode = CqeOpcode::RESP_SEND_INV;
+    /// Old name of [`CqeOpcode::REQ_ERR`].
+    pub const REQ_ERR: CqeOpcode = CqeOpcode::REQ_ERR;
+    /// Old name of [`CqeOpcode::RESP_ERR`].
+    pub const RESP_ERR: CqeOpcode = CqeOpcode::RESP_ERR;
+    /// Old name of [`CqeOpcode::INVALID`].
+    pub const INVALID: CqeOpcode = CqeOpcode::INVALID;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -785,6 +785,14 @@ impl Dci {
     }
 }
 
+/// Old way to make a DC target (a `Qp` brought up with `modify`).
+#[deprecated(note = "use `Dct::create(pd, cq, srq, key, &DctOpts::default())`: a ready target (INIT and RTR done), \
+            `dctn()` for `qpn()`; see docs/upgrading.md")]
+#[doc(hidden)]
+pub fn create_dct(pd: &Pd, cq: &Cq, srq: &Srq, key: u64) -> Result<Dct> {
+    Dct::create(pd, cq, srq, key, &DctOpts::default())
+}
+
 #[cfg(not(rrddmma_mlnx_ofed4))]
 mod imp {
     //! rdma-core: `mlx5dv_create_qp`, brought up with `ibv_modify_qp`.

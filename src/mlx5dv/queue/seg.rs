@@ -427,6 +427,49 @@ const _: () = {
     assert!(size_of::<TmSeg>() == 32 && offset_of!(TmSeg, sw_cnt) == 6 && offset_of!(TmSeg, append_tag) == 16);
 };
 
+/// Old `u8` constants of the WQE opcodes, now [`WqeOpcode`] values (the
+/// argument type of the raw writer `wqe`).
+#[doc(hidden)]
+#[deprecated(note = "typed now: use `seg::WqeOpcode::X` (`.to_raw()` for the byte); see docs/upgrading.md")]
+pub mod opcode {
+    use super::WqeOpcode;
+    /// Old name of [`WqeOpcode::NOP`].
+    pub const NOP: WqeOpcode = WqeOpcode::NOP;
+    /// Old name of [`WqeOpcode::RDMA_WRITE`].
+    pub const RDMA_WRITE: WqeOpcode = WqeOpcode::RDMA_WRITE;
+    /// Old name of [`WqeOpcode::RDMA_WRITE_IMM`].
+    pub const RDMA_WRITE_IMM: WqeOpcode = WqeOpcode::RDMA_WRITE_IMM;
+    /// Old name of [`WqeOpcode::SEND`].
+    pub const SEND: WqeOpcode = WqeOpcode::SEND;
+    /// Old name of [`WqeOpcode::SEND_IMM`].
+    pub const SEND_IMM: WqeOpcode = WqeOpcode::SEND_IMM;
+    /// Old name of [`WqeOpcode::RDMA_READ`].
+    pub const RDMA_READ: WqeOpcode = WqeOpcode::RDMA_READ;
+    /// Old name of [`WqeOpcode::ATOMIC_CS`].
+    pub const ATOMIC_CS: WqeOpcode = WqeOpcode::ATOMIC_CS;
+    /// Old name of [`WqeOpcode::ATOMIC_FA`].
+    pub const ATOMIC_FA: WqeOpcode = WqeOpcode::ATOMIC_FA;
+    /// Old name of [`WqeOpcode::ATOMIC_MASKED_CS`].
+    pub const ATOMIC_MASKED_CS: WqeOpcode = WqeOpcode::ATOMIC_MASKED_CS;
+    /// Old name of [`WqeOpcode::ATOMIC_MASKED_FA`].
+    pub const ATOMIC_MASKED_FA: WqeOpcode = WqeOpcode::ATOMIC_MASKED_FA;
+}
+
+/// Old `u8` constants of the control segment's `fm_ce_se`, now [`CtrlFlags`].
+#[doc(hidden)]
+#[deprecated(note = "typed now: use `seg::CtrlFlags::X` (`.bits()` for the byte); see docs/upgrading.md")]
+pub mod fm_ce_se {
+    use super::CtrlFlags;
+    /// Old name of [`CtrlFlags::CQ_UPDATE`].
+    pub const CQ_UPDATE: CtrlFlags = CtrlFlags::CQ_UPDATE;
+    /// Old name of [`CtrlFlags::SOLICITED`].
+    pub const SOLICITED: CtrlFlags = CtrlFlags::SOLICITED;
+    /// Old name of [`CtrlFlags::FENCE`].
+    pub const FENCE: CtrlFlags = CtrlFlags::FENCE;
+    /// Old name of [`CtrlFlags::INITIATOR_SMALL_FENCE`].
+    pub const SMALL_FENCE: CtrlFlags = CtrlFlags::INITIATOR_SMALL_FENCE;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
