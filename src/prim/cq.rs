@@ -373,7 +373,7 @@ impl<'a> CqBuilder<'a> {
             );
         }
         if self.mlx5.any() {
-            mlx5::require(self.ctx, "mlx5dv_create_cq", &super::unsupported::MLX5_OPTION)?;
+            mlx5::require(self.ctx, "mlx5dv_create_cq", &super::unsupported::MLX5_OPTION, self.mlx5.first_name())?;
         }
         if self.parent_domain.is_some_and(|pd| pd.context().as_ptr() != self.ctx.as_ptr()) {
             panic!(

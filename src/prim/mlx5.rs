@@ -85,7 +85,6 @@ impl CqOptions {
     }
 
     /// The first option asked for, named for an `Unsupported` off mlx5.
-    #[cfg_attr(not(rrddmma_mlnx_ofed4), allow(dead_code))]
     pub(crate) fn first_name(&self) -> &'static str {
         if let Some(f) = self.compression {
             match f {
@@ -158,15 +157,16 @@ c_type! {
     }
 }
 
-/// `Err(Unsupported)` naming `missing` unless `ctx` is an mlx5 device
-/// (`mlx5dv_is_supported`, the first libmlx5 call of every mlx5 path).
-pub(crate) fn require(ctx: &Context, op: &'static str, missing: &'static super::Missing) -> Result<()> {
+/// `Err(Unsupported)` naming `missing` and the option `asked` unless `ctx`
+/// is an mlx5 device (`mlx5dv_is_supported`, the first libmlx5 call of
+/// every mlx5 path).
+pub(crate) fn require(ctx: &Context, op: &'static str, missing: &'static super::Missing, asked: &str) -> Result<()> {
     #[cfg(not(rrddmma_mlnx_ofed4))]
     // SAFETY: a live context points to its device.
     if unsafe { ffi::mlx5dv_is_supported((*ctx.as_ptr()).device) } {
         return Ok(());
     }
-    Err(Error::unsupported(op, missing, ctx.name(), "false"))
+    Err(Error::unsupported(op, missing, ctx.name(), format_args!("false (asked for {asked})")))
 }
 
 /// The `mlx5dv_context` fields the bindings' struct holds, as a request mask.
@@ -374,7 +374,7 @@ pub fn striding_rq_caps(ctx: &Context) -> Result<StridingRqCaps> {
     }
     #[cfg(not(rrddmma_mlnx_ofed4))]
     {
-        require(ctx, STRIDING_OP, &crate::prim::unsupported::RAW_NOT_MLX5)?;
+        require(ctx, STRIDING_OP, &crate::prim::unsupported::RAW_NOT_MLX5, "a striding RQ")?;
         let attr = query_device_unchecked(ctx)?;
         let mask = ffi::mlx5dv_context_comp_mask::MLX5DV_CONTEXT_MASK_STRIDING_RQ.0;
         if attr.comp_mask & u64::from(mask) == 0 {

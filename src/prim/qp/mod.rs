@@ -244,10 +244,20 @@ impl<'a> QpBuilder<'a> {
                 self.send_ops.is_some(),
                 "QpBuilder::mlx5_send_ops needs QpBuilder::send_ops too (the mlx5 entries belong to an extended QP)"
             );
-            mlx5::require(self.pd.context(), "mlx5dv_create_qp", &crate::prim::unsupported::MKEY_SEND_OPS)?;
+            mlx5::require(
+                self.pd.context(),
+                "mlx5dv_create_qp",
+                &crate::prim::unsupported::MKEY_SEND_OPS,
+                "QpBuilder::mlx5_send_ops",
+            )?;
         }
         if self.mlx5_flags.is_some() {
-            mlx5::require(self.pd.context(), "mlx5dv_create_qp", &crate::prim::unsupported::MLX5_OPTION)?;
+            mlx5::require(
+                self.pd.context(),
+                "mlx5dv_create_qp",
+                &crate::prim::unsupported::MLX5_OPTION,
+                "QpBuilder::mlx5_create_flags",
+            )?;
         }
         let dev = self.pd.context().limits();
         let limit = |v: i32| u32::try_from(v).unwrap_or(0);
