@@ -7,7 +7,7 @@
 //! RC mesh; for memory keys a ConnectX; for raw packets a ConnectX Ethernet
 //! port). What is missing and the way out are one [`Missing`] of [`ALL`];
 //! the crate builds a refusal only through
-//! [`Error::unsupported`](super::Error::unsupported), which takes one, the
+//! `Error::unsupported` (crate-private), which takes one, the
 //! device's name and its value, so none can leave a part out.
 //!
 //! A provider that answers `EOPNOTSUPP` to a call the crate makes without
