@@ -140,9 +140,11 @@ pub enum Error {
         index: Option<usize>,
         /// The operation the device lacks, when that is why the request was
         /// refused: an atomic on a device whose `atomic_cap` is
-        /// `IBV_ATOMIC_NONE` (iWARP's). `errno` is then `EOPNOTSUPP`, and
+        /// `IBV_ATOMIC_NONE` (iWARP's), with the device and the way out, as
+        /// every refusal ([`Lack`](super::unsupported::Lack), a row of
+        /// [`super::unsupported::ALL`]). `errno` is then `EOPNOTSUPP`, and
         /// [`Error::is_unsupported`] is true. `None` for any other refusal.
-        unsupported: Option<&'static str>,
+        unsupported: Option<Box<super::unsupported::Lack>>,
     },
     /// A QP capacity asked for is above the device's limit.
     CapExceeded {
@@ -323,7 +325,7 @@ impl Error {
     /// The parts of a refusal: the device, its value, the way out.
     pub fn lack(&self) -> Option<&super::unsupported::Lack> {
         match self {
-            Error::Unsupported { lack, .. } => Some(lack),
+            Error::Unsupported { lack, .. } | Error::Post { unsupported: Some(lack), .. } => Some(lack),
             _ => None,
         }
     }
@@ -357,16 +359,22 @@ impl Error {
         Error::Post { op, errno: i32::try_from(rc.unsigned_abs()).unwrap_or(libc::EIO), index: None, unsupported: None }
     }
 
-    /// This refused post, as the refusal of an operation the device lacks
-    /// (`what`; see [`Error::Post`]'s `unsupported`); other errors unchanged.
+    /// This refused post, as the refusal `missing` (a row of
+    /// [`super::unsupported::ALL`]) on `device` with its `value` (see
+    /// [`Error::Post`]'s `unsupported`); other errors unchanged.
     #[cold]
     #[inline(never)]
-    pub(crate) fn unsupported_post(self, what: &'static str) -> Error {
-        match self {
-            Error::Post { op, index, .. } => {
-                Error::Post { op, errno: libc::EOPNOTSUPP, index, unsupported: Some(what) }
+    pub(crate) fn unsupported_post(
+        self,
+        missing: &'static super::unsupported::Missing,
+        device: &str,
+        value: impl fmt::Display,
+    ) -> Error {
+        match (self, Error::unsupported("", missing, device, value)) {
+            (Error::Post { op, index, .. }, Error::Unsupported { lack, .. }) => {
+                Error::Post { op, errno: libc::EOPNOTSUPP, index, unsupported: Some(lack) }
             }
-            e => e,
+            (e, _) => e,
         }
     }
 
@@ -396,7 +404,7 @@ impl fmt::Display for Error {
             }
             Error::Post { op, errno, index, unsupported } => {
                 match unsupported {
-                    Some(what) => write!(f, "{op} failed: {what} is not supported by this device (EOPNOTSUPP)")?,
+                    Some(lack) => write!(f, "{op} failed (EOPNOTSUPP): {lack}")?,
                     None => write!(f, "{op} failed: {} (errno {errno})", io::Error::from_raw_os_error(*errno))?,
                 }
                 match index {
@@ -587,17 +595,22 @@ mod tests {
         assert!(matches!(e, Error::Post { index: Some(2), unsupported: None, errno: libc::EINVAL, .. }), "{e:?}");
         assert!(!e.is_unsupported());
         assert!(e.to_string().ends_with("at work request 2 of the batch; the ones before it were posted"), "{e}");
-        let e = e.unsupported_post("IBV_WR_ATOMIC_FETCH_AND_ADD (the device's atomic_cap is IBV_ATOMIC_NONE)");
+        let u = &super::super::unsupported::ATOMIC_POST_FETCH_ADD;
+        let e = e.unsupported_post(u, "siw0", "IBV_ATOMIC_NONE");
         assert!(e.is_unsupported() && e.errno() == Some(libc::EOPNOTSUPP), "{e:?}");
         assert_eq!(
             e.to_string(),
-            "ibv_post_send failed: IBV_WR_ATOMIC_FETCH_AND_ADD (the device's atomic_cap is IBV_ATOMIC_NONE) is not \
-             supported by this device (EOPNOTSUPP) at work request 2 of the batch; the ones before it were posted"
+            format!(
+                "ibv_post_send failed (EOPNOTSUPP): IBV_WR_ATOMIC_FETCH_AND_ADD is not supported by siw0 \
+                 (atomic_cap = IBV_ATOMIC_NONE); {} at work request 2 of the batch; the ones before it were posted",
+                u.instead
+            )
         );
         assert_eq!(io::Error::from(e).kind(), io::ErrorKind::Unsupported);
-        let e = Error::post_list("ibv_post_send", -libc::EINVAL).unsupported_post("IBV_WR_ATOMIC_CMP_AND_SWP");
-        assert!(matches!(e, Error::Post { index: None, unsupported: Some(_), .. }), "{e:?}");
-        assert!(e.to_string().ends_with("is not supported by this device (EOPNOTSUPP)"), "{e}");
+        let u = &super::super::unsupported::ATOMIC_POST_CMP_SWAP;
+        let e = Error::post_list("ibv_post_send", -libc::EINVAL).unsupported_post(u, "siw0", "IBV_ATOMIC_NONE");
+        assert!(matches!(&e, Error::Post { index: None, unsupported: Some(l), .. } if l.device == "siw0"), "{e:?}");
+        assert!(e.to_string().ends_with(u.instead), "{e}");
         let e = Error::post("ibv_post_send", libc::ENOMEM, head, head);
         assert!(e.to_string().ends_with("(errno 12) at work request 0 of the batch; none was posted"), "{e}");
     }

@@ -71,12 +71,12 @@ impl fmt::Display for Lack {
 /// # Safety
 /// `ctx` is null or a live context.
 pub(crate) unsafe fn device_name(ctx: *mut crate::bindings::ibv_context) -> String {
-    if ctx.is_null() {
-        return "(no device)".into();
-    }
-    // SAFETY: a live context points to its device, whose name is a C string
-    // (the caller's contract).
+    // SAFETY: a live context (the caller's contract) points to its device
+    // (null only in a stand-in), whose name is a C string.
     unsafe {
+        if ctx.is_null() || (*ctx).device.is_null() {
+            return "(no device)".into();
+        }
         let name = crate::bindings::ibv_get_device_name((*ctx).device);
         if name.is_null() {
             return "(unnamed device)".into();
@@ -293,6 +293,14 @@ table! {
     /// Atomic send ops where the device has no atomics.
     ATOMICS: "atomic send ops (ATOMIC_FETCH_AND_ADD, ATOMIC_CMP_AND_SWP)", "atomic_cap",
         "leave them out of QpBuilder::send_ops, or use a device with atomics (InfiniBand, RoCE: a ConnectX, rxe)";
+    /// A posted FETCH_AND_ADD on a device without atomics (an `Error::Post`).
+    ATOMIC_POST_FETCH_ADD: "IBV_WR_ATOMIC_FETCH_AND_ADD", "atomic_cap",
+        "post atomics only on a device with them (InfiniBand or RoCE: a ConnectX, rxe); on iWARP, serialise a \
+         READ and a WRITE under a lock of your own, or ask the peer with a SEND";
+    /// A posted CMP_AND_SWP on a device without atomics (an `Error::Post`).
+    ATOMIC_POST_CMP_SWAP: "IBV_WR_ATOMIC_CMP_AND_SWP", "atomic_cap",
+        "post atomics only on a device with them (InfiniBand or RoCE: a ConnectX, rxe); on iWARP, serialise a \
+         READ and a WRITE under a lock of your own, or ask the peer with a SEND";
     /// ATOMIC WRITE where the device lacks it.
     ATOMIC_WRITE: "ATOMIC WRITE", "IB_UVERBS_DEVICE_ATOMIC_WRITE in device_cap_flags_ex",
         "use an 8-byte RDMA WRITE, or rxe under kernel 6.3 or later";
@@ -371,6 +379,11 @@ mod tests {
             let text = e.to_string();
             let want = format!("some_verb: {} is not supported by dev7 ({} = v42); {}", m.feature, m.cap, m.instead);
             assert_eq!(text, want, "{}", m.name);
+            // The same parts in a refused post (`Error::Post`'s `unsupported`).
+            let post = Error::post_list("ibv_post_send", -libc::EINVAL).unsupported_post(m, "dev7", "v42");
+            assert_eq!(post.lack(), e.lack(), "{}", m.name);
+            assert!(post.is_unsupported() && post.errno() == Some(libc::EOPNOTSUPP), "{}", m.name);
+            assert!(post.to_string().ends_with(&want["some_verb: ".len()..]), "{}: {post}", m.name);
             let family = m.name.split('_').next().unwrap();
             match family {
                 "DC" => assert!(m.instead.contains("RC mesh"), "{}: DC's way out is an RC mesh: {text}", m.name),
@@ -421,6 +434,14 @@ mod tests {
             for (i, _) in text.match_indices("Unsupported {") {
                 let body = &text[i..i + text[i..].find('}').unwrap()];
                 assert!(body.contains(".."), "{}: a refusal built without Error::unsupported: {body}", p.display());
+            }
+            for (i, _) in text.match_indices("Post {") {
+                let body = &text[i..i + text[i..].find('}').unwrap()];
+                assert!(
+                    body.contains("..") || body.contains("unsupported: None"),
+                    "{}: a refused post built without Error::unsupported_post: {body}",
+                    p.display()
+                );
             }
         }
     }

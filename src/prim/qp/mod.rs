@@ -525,20 +525,22 @@ unsafe extern "C" fn no_atomics_post_send<const SIW: bool>(
 /// device lacks (`EOPNOTSUPP`, naming the operation and `atomic_cap`).
 #[cold]
 #[inline(never)]
-fn post_refused(err: Error, rc: i32) -> Error {
-    let feature = match rc {
-        REFUSED_FETCH_ADD => "IBV_WR_ATOMIC_FETCH_AND_ADD (the device's atomic_cap is IBV_ATOMIC_NONE, as on iWARP)",
-        REFUSED_COMPARE_SWAP => "IBV_WR_ATOMIC_CMP_AND_SWP (the device's atomic_cap is IBV_ATOMIC_NONE, as on iWARP)",
+fn post_refused(err: Error, rc: i32, qp: *mut ffi::ibv_qp) -> Error {
+    let missing = match rc {
+        REFUSED_FETCH_ADD => &crate::prim::unsupported::ATOMIC_POST_FETCH_ADD,
+        REFUSED_COMPARE_SWAP => &crate::prim::unsupported::ATOMIC_POST_CMP_SWAP,
         _ => return err,
     };
-    err.unsupported_post(feature)
+    // SAFETY: null, or a live QP (the poster's) that points to its live context.
+    let device = unsafe { crate::prim::unsupported::device_name(qp.as_ref().map_or(ptr::null_mut(), |q| q.context)) };
+    err.unsupported_post(missing, &device, "IBV_ATOMIC_NONE")
 }
 
 /// [`post_refused`] of a [`SendList`]'s post (the list keeps the index).
 #[cold]
 #[inline(never)]
-fn list_refused(rc: i32) -> Error {
-    post_refused(Error::post_list("ibv_post_send", rc), rc)
+fn list_refused(rc: i32, qp: *mut ffi::ibv_qp) -> Error {
+    post_refused(Error::post_list("ibv_post_send", rc), rc, qp)
 }
 
 /// A queue pair. Destroyed on drop; keeps its PD, CQs and SRQ alive.
@@ -889,7 +891,7 @@ impl Qp {
         // memory is the caller's contract.
         let rc = unsafe { (self.post_send_fn)(self.as_ptr(), head, bad) };
         if rc != 0 {
-            return Err(list_refused(rc));
+            return Err(list_refused(rc, self.as_ptr()));
         }
         Ok(())
     }
@@ -903,7 +905,7 @@ impl Qp {
         // calls); the list and its memory are the caller's contract.
         let rc = unsafe { (self.post_send_fn)(self.as_ptr(), head, &mut bad) };
         if rc != 0 {
-            return Err(post_refused(Error::post("ibv_post_send", rc, head, bad), rc));
+            return Err(post_refused(Error::post("ibv_post_send", rc, head, bad), rc, self.as_ptr()));
         }
         Ok(())
     }
@@ -1060,7 +1062,7 @@ mod tests {
         // SAFETY: the stand-in QP's context has the entry; the list and the slot are valid.
         let rc = unsafe { post(&mut qp, head, &mut bad) };
         assert_ne!(rc, 0, "the stand-in refuses the second request");
-        post_refused(Error::post("ibv_post_send", rc, head, bad), rc)
+        post_refused(Error::post("ibv_post_send", rc, head, bad), rc, &mut qp)
     }
 
     #[test]
@@ -1074,7 +1076,8 @@ mod tests {
                 match post_two(entry, siw, opcode) {
                     Error::Post { errno, index: Some(1), unsupported: Some(what), .. } => {
                         assert_eq!(errno, libc::EOPNOTSUPP, "{name}, siw {siw}");
-                        assert!(what.starts_with(name) && what.contains("atomic_cap"), "{what}");
+                        assert!(what.missing.feature == name && what.value == "atomic_cap = IBV_ATOMIC_NONE", "{what}");
+                        assert_eq!(what.device, "(no device)", "the stand-in context has no device");
                     }
                     e => panic!("{name}, siw {siw}: {e:?}"),
                 }
@@ -1085,12 +1088,12 @@ mod tests {
             }
         }
         // A list's error (the list keeps the index) is read the same way.
-        let e = list_refused(REFUSED_COMPARE_SWAP);
+        let e = list_refused(REFUSED_COMPARE_SWAP, ptr::null_mut());
         assert!(
-            matches!(e, Error::Post { errno: libc::EOPNOTSUPP, unsupported: Some(w), .. } if w.starts_with("IBV_WR_ATOMIC_CMP_AND_SWP")),
+            matches!(&e, Error::Post { errno: libc::EOPNOTSUPP, unsupported: Some(w), .. } if w.missing.feature == "IBV_WR_ATOMIC_CMP_AND_SWP"),
             "{e:?}"
         );
-        let e = list_refused(libc::ENOMEM);
+        let e = list_refused(libc::ENOMEM, ptr::null_mut());
         assert!(matches!(e, Error::Post { errno: libc::ENOMEM, unsupported: None, .. }), "{e:?}");
     }
 }
