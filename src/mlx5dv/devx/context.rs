@@ -10,7 +10,12 @@ use crate::prim::{Context, Error, Result};
 pub const OPEN_OP: &str = "mlx5dv_open_device (DEVX)";
 
 /// What a DEVX context was refused with by the kernel: DEVX needs the
-/// kernel's DEVX support and the right to use it.
+/// kernel's DEVX support and the right to use it. The refusal itself is the
+/// row [`DEVX_KERNEL`](crate::prim::unsupported::DEVX_KERNEL) (its way out
+/// says the same).
+#[deprecated(
+    note = "the kernel's refusal is the row `prim::unsupported::DEVX_KERNEL`: match `lack.missing.name == \"DEVX_KERNEL\"`"
+)]
 pub const KERNEL_REFUSED: &str = "DEVX (the kernel refused a DEVX context: it needs an mlx5_ib with \
     CONFIG_MLX5_INFINIBAND user access (DEVX) and, on most kernels, CAP_NET_RAW; run as a user with \
     it, or use the mlx5dv paths that do not need DEVX)";
@@ -49,10 +54,11 @@ impl DevxContext {
     /// Opens the device `name` with DEVX.
     ///
     /// On a device that is not mlx5, [`Error::Unsupported`] naming DEVX,
-    /// the device and the way out, decided from `mlx5dv_is_supported`
-    /// before libmlx5 is asked to open anything. Where the kernel refuses
-    /// DEVX (no DEVX support, no permission) the same kind, with
-    /// [`KERNEL_REFUSED`].
+    /// the device and the way out (the row
+    /// [`DEVX_NOT_MLX5`](crate::prim::unsupported::DEVX_NOT_MLX5)), decided
+    /// from `mlx5dv_is_supported` before libmlx5 is asked to open anything.
+    /// Where the kernel refuses DEVX (no DEVX support, no permission) the
+    /// same kind, the row [`DEVX_KERNEL`](crate::prim::unsupported::DEVX_KERNEL).
     ///
     /// # References
     /// `mlx5dv_open_device(3)`

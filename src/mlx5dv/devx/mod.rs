@@ -36,7 +36,9 @@ pub mod verbs;
 
 pub use caps::{query_hca_cap, AtomicCaps, CapBlock, EthOffloads, HcaCaps, HwVlanInsert, OdpOps, RoceCaps};
 pub use cmd::{MkeyAccessMode, MkeySpec};
-pub use context::{DevxContext, KERNEL_REFUSED, OPEN_OP};
+#[allow(deprecated)]
+pub use context::KERNEL_REFUSED;
+pub use context::{DevxContext, OPEN_OP};
 pub use event::{AsyncAnswer, CmdComp, DevxEvent, EventChannel, MAX_EVENT_BYTES};
 pub use obj::{DevxObj, Held, Uar, Umem};
 pub use sched::{SchedAttr, SchedKind, SchedLeaf, SchedNode};
