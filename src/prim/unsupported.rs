@@ -86,8 +86,8 @@ pub(crate) unsafe fn device_name(ctx: *mut crate::bindings::ibv_context) -> Stri
 }
 
 /// The way out of a DC refusal: DC has no verbs path, an RC mesh does the same work.
-const RC_MESH: &str = "use an RC mesh instead: one RC QP per peer (prim::Qp, wrap::connect_rc_mesh), \
-                       which every device runs";
+const RC_MESH: &str = "use an RC mesh instead: one RC QP per peer (wrap::connect_rc_mesh), which every device \
+                       runs; wrap::dc::DcMesh falls back to one by itself";
 /// The way out of an mlx5-only feature.
 const CONNECTX: &str = "use a ConnectX (mlx5) device, which `ibv_devices` lists as mlx5_N";
 /// The way out of a raw packet feature.
