@@ -16,7 +16,7 @@ use rrddmma::mlx5dv::be::{Be16, Be32, Be64};
 use rrddmma::mlx5dv::cq::CqRing;
 use rrddmma::mlx5dv::cqe::{Completion, Cqe64, CqeOpcode};
 use rrddmma::mlx5dv::eth::CsumFlags;
-use rrddmma::mlx5dv::mini::{CqeResFormat, MiniCqe, COMPRESSED};
+use rrddmma::mlx5dv::mini::{CqeFormat, CqeResFormat, MiniCqe};
 use rrddmma::mlx5dv::mmio::HwMmio;
 use rrddmma::mlx5dv::seg::{CtrlFlags, DatagramSeg};
 use rrddmma::mlx5dv::sq::{SqLimits, SqRing, SqTransport};
@@ -389,7 +389,7 @@ fn main() {
             let title = Cqe64 {
                 sop_drop_qpn: Be32::new(0x1234),
                 wqe_counter: Be16::new(0x10),
-                op_own: (CqeOpcode::RESP_SEND.to_raw() << 4) | (COMPRESSED << 2),
+                op_own: (CqeOpcode::RESP_SEND.to_raw() << 4) | (CqeFormat::COMPRESSED.to_raw() << 2),
                 ..Cqe64::default()
             };
             let minis: [MiniCqe; SESSION as usize] =
@@ -397,7 +397,7 @@ fn main() {
             (0..n / u64::from(SESSION)).for_each(|_| {
                 let k = zip(&mut z, &title, &minis);
                 for c in &z.out[..k] {
-                    sum += u64::from(c.byte_len);
+                    sum += u64::from(c.byte_len());
                 }
             })
         }

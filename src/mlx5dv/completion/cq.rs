@@ -3,9 +3,9 @@
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::mlx5dv::completion::cqe::{format, Completion, Cqe64, CqeOpcode, Ticket};
-use crate::mlx5dv::completion::mini::{self, CqeResFormat, MiniCqe};
-use crate::mlx5dv::queue::be::Be32;
+use crate::mlx5dv::completion::cqe::{format, Completion, Cqe64, CqeOpcode};
+use crate::mlx5dv::completion::mini::{self, CqeFormat, CqeResFormat, MiniCqe};
+use crate::mlx5dv::queue::be::{Be16, Be32};
 use crate::mlx5dv::queue::mmio::Mmio;
 
 /// `MLX5_CQ_DOORBELL`: offset of the CQ doorbell in the UAR page.
@@ -19,9 +19,13 @@ pub const DB_REQ_NOT_SOL: u32 = 1 << 24;
 /// (`[0]` consumer index, `[1]` arm) and UAR, from [`crate::mlx5dv::queue::obj::cq_ring`]
 /// or, for tests, from raw parts.
 pub struct CqRing {
+    /// The 64-byte CQE of entry 0 (the entry's second half in a ring of
+    /// 128-byte entries).
     buf: *const u8,
     cqe_cnt: u32,
     cqe_size: u32,
+    /// `log2(cqe_size)`.
+    shift: u32,
     dbrec: *mut Be32,
     uar: *mut u8,
     cqn: u32,
@@ -39,11 +43,31 @@ pub struct CqRing {
     /// The mini-CQE format of the CQ, when known.
     mini_format: Option<CqeResFormat>,
     /// The session being expanded: CQEs left, the next one's index in it,
-    /// its title and the mini-CQE array in use.
+    /// what its mini-CQEs hold, the CQE its mini-CQEs are expanded into
+    /// (the title with format bits and owner 0, and, past the first CQE,
+    /// the fields that are not in the session cleared) and the mini-CQE
+    /// array in use.
     zip_left: u32,
     zip_next: u32,
-    zip_title: Cqe64,
+    zip_kind: ZipKind,
+    zip_base: Cqe64,
     zip_array: [MiniCqe; 8],
+}
+
+/// What the mini-CQEs of the session under expansion carry besides the
+/// byte count (the format, or a requester session's `s_wqe_info`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ZipKind {
+    /// `s_wqe_info`: WQE counter and WQE opcode.
+    Requester,
+    /// The RSS hash result.
+    Hash,
+    /// The checksum.
+    Csum,
+    /// The checksum and the stride index (the WQE counter).
+    CsumStridx,
+    /// Nothing else (no format given).
+    Plain,
 }
 
 /// The next ring number; 0 is never handed out (it marks "not polled").
@@ -91,9 +115,11 @@ impl CqRing {
         assert!(uar as usize % 8 == 0, "UAR {uar:p} is not 8-byte aligned");
         let uid = NEXT_UID.fetch_add(1, Ordering::Relaxed);
         CqRing {
-            buf,
+            // The CQE is the second half of a 128-byte entry.
+            buf: buf.wrapping_add(cqe_size as usize - 64),
             cqe_cnt,
             cqe_size,
+            shift: cqe_size.trailing_zeros(),
             dbrec,
             uar,
             cqn,
@@ -105,7 +131,8 @@ impl CqRing {
             mini_format: None,
             zip_left: 0,
             zip_next: 0,
-            zip_title: Cqe64::default(),
+            zip_kind: ZipKind::Plain,
+            zip_base: Cqe64::default(),
             zip_array: [MiniCqe::default(); 8],
         }
     }
@@ -167,7 +194,7 @@ impl CqRing {
             if !Cqe64::is_valid_for(op_own, ci, self.cqe_cnt) {
                 break;
             }
-            n += if self.expand && format(op_own) == mini::COMPRESSED {
+            n += if self.expand && format(op_own) == CqeFormat::COMPRESSED.to_raw() {
                 std::sync::atomic::fence(Ordering::Acquire);
                 // SAFETY: a title the device handed over; its byte count is
                 // the number of CQEs of the session.
@@ -184,20 +211,21 @@ impl CqRing {
     #[inline(always)]
     fn cqe(&self, ci: u32) -> *const Cqe64 {
         let idx = (ci & (self.cqe_cnt - 1)) as usize;
-        let extra = if self.cqe_size == 128 { 64 } else { 0 };
-        // SAFETY: `idx` is below `cqe_cnt`, so the entry is inside the buffer.
-        unsafe { self.buf.add(idx * self.cqe_size as usize + extra).cast() }
+        // `buf` is offset to the entry's CQE; `idx << shift` is below
+        // `cqe_cnt * cqe_size`, so the entry is inside the buffer.
+        self.buf.wrapping_add(idx << self.shift).cast()
     }
 
-    /// Polls up to `out.len()` completions, decoding them into `out`; then
-    /// updates the consumer record (`dbrec[0] = ci & 0xffffff`) if any were
-    /// taken. No allocation, no system call.
+    /// Polls up to `out.len()` completions into `out` (their fields are
+    /// decoded when read: [`Completion`]); then updates the consumer record
+    /// (`dbrec[0] = ci & 0xffffff`) if any were taken. No allocation, no
+    /// system call.
     #[inline]
     pub fn poll(&mut self, out: &mut [Completion]) -> usize {
         let mut n = 0;
-        while n < out.len() {
+        for slot in out.iter_mut() {
             let Some((c, _)) = self.take() else { break };
-            out[n] = c;
+            *slot = c;
             n += 1;
         }
         if n > 0 {
@@ -219,8 +247,8 @@ impl CqRing {
     #[inline]
     pub fn poll_scattered(&mut self, payload: &mut [u8; 64]) -> Option<(Completion, usize)> {
         let (c, cqe) = self.take()?;
-        let n = (c.byte_len as usize).min(usize::from(c.inline_scatter));
-        let src: *const u8 = match c.inline_scatter {
+        let n = (c.byte_len() as usize).min(usize::from(c.inline_scatter()));
+        let src: *const u8 = match c.inline_scatter() {
             // The payload fills the 64-byte CQE from its start.
             32 => cqe.cast(),
             // The first half of a 128-byte entry.
@@ -240,34 +268,13 @@ impl CqRing {
     }
 
     /// Takes the CQE at the consumer index if the device has written it:
-    /// decoded and stamped, with its address; the consumer record is left
-    /// for [`CqRing::publish`].
+    /// its bytes 8..64 stamped with this ring and its position, and the
+    /// entry's address; the consumer record is left for [`CqRing::publish`].
     #[inline(always)]
     fn take(&mut self) -> Option<(Completion, *const Cqe64)> {
-        let (raw, cqe, expanded) = self.take_raw()?;
-        let mut c = raw.decode();
-        c.ticket = Ticket {
-            cq: self.uid,
-            seq: self.polled,
-            qpn: c.qpn,
-            counter: c.wqe_counter,
-            requester: c.opcode == CqeOpcode::REQ || c.opcode == CqeOpcode::REQ_ERR,
-            expanded,
-        };
-        self.polled += 1;
-        self.ci = self.ci.wrapping_add(1);
-        Some((c, cqe))
-    }
-
-    /// The CQE at the consumer index if the device has written it (a
-    /// compressed session's next CQE, expanded, when sessions are
-    /// expanded), with the entry's address and whether it was expanded
-    /// from a mini-CQE; the consumer index is left for the caller.
-    #[inline(always)]
-    fn take_raw(&mut self) -> Option<(Cqe64, *const Cqe64, bool)> {
         if self.zip_left > 0 {
             let (c, cqe) = self.take_mini();
-            return Some((c, cqe, true));
+            return Some((self.stamp(c.tail(), true), cqe));
         }
         let cqe = self.cqe(self.ci);
         // SAFETY: the entry is inside the buffer; `op_own` is read
@@ -277,33 +284,88 @@ impl CqRing {
             return None;
         }
         // Read the rest only after seeing ownership (udma_from_device_barrier).
-        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
-        // SAFETY: the device handed this entry over (owner bit). The entry is
-        // read as eight 8-byte words (a volatile read of the byte-array
-        // struct would be 64 one-byte loads); `Cqe64` is 64 bytes of plain
-        // integers, aligned to 8 (sizes asserted in `cqe`), so any eight
-        // words are one.
-        let raw: Cqe64 = unsafe { std::mem::transmute(std::ptr::read_volatile(cqe.cast::<[u64; 8]>())) };
-        if self.expand && format(op_own) == mini::COMPRESSED {
-            let (c, cqe) = self.start_session(raw);
-            return Some((c, cqe, true));
+        std::sync::atomic::fence(Ordering::Acquire);
+        if format(op_own) == CqeFormat::COMPRESSED.to_raw() && self.expand {
+            let (c, cqe) = self.start_session(cqe);
+            return Some((self.stamp(c.tail(), true), cqe));
         }
-        Some((raw, cqe, false))
+        // SAFETY: the device handed this entry over (owner bit, read before
+        // the fence) and does not write it until the consumer record passes
+        // it (`publish`, after a release fence); `Cqe64` is 64 bytes of
+        // plain integers aligned to 8.
+        let tail = unsafe { (*cqe).tail() };
+        Some((self.stamp(tail, false), cqe))
     }
 
-    /// Starts expanding the session whose title is `title` (at the consumer
-    /// index) and takes its first CQE.
+    /// The completion of `tail` at this ring's next position; advances the
+    /// consumer index and the position.
+    #[inline(always)]
+    fn stamp(&mut self, tail: crate::mlx5dv::completion::cqe::Tail, expanded: bool) -> Completion {
+        let c = Completion::from_tail(tail, self.uid, self.polled, expanded);
+        self.polled += 1;
+        self.ci = self.ci.wrapping_add(1);
+        c
+    }
+
+    /// The CQE at the consumer index if the device has written it (a
+    /// compressed session's next CQE, expanded, when sessions are
+    /// expanded); the consumer index is left for the caller.
+    #[inline(always)]
+    fn take_raw(&mut self) -> Option<Cqe64> {
+        if self.zip_left > 0 {
+            return Some(self.take_mini().0);
+        }
+        let cqe = self.cqe(self.ci);
+        // SAFETY: the entry is inside the buffer; `op_own` is read
+        // volatile because the device writes it.
+        let op_own = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*cqe).op_own)) };
+        if !Cqe64::is_valid_for(op_own, self.ci, self.cqe_cnt) {
+            return None;
+        }
+        // Read the rest only after seeing ownership (udma_from_device_barrier).
+        std::sync::atomic::fence(Ordering::Acquire);
+        if format(op_own) == CqeFormat::COMPRESSED.to_raw() && self.expand {
+            return Some(self.start_session(cqe).0);
+        }
+        // SAFETY: as in `take`.
+        Some(unsafe { std::ptr::read(cqe) })
+    }
+
+    /// Starts expanding the session whose title is the CQE at `cqe` (at the
+    /// consumer index) and takes its first CQE.
     #[cold]
-    fn start_session(&mut self, title: Cqe64) -> (Cqe64, *const Cqe64) {
+    #[inline(never)]
+    fn start_session(&mut self, cqe: *const Cqe64) -> (Cqe64, *const Cqe64) {
+        // SAFETY: the title the device handed over (see `take`).
+        let title = unsafe { std::ptr::read(cqe) };
         // The device's count; a count past the ring is cut to the ring.
         self.zip_left = title.byte_cnt.get().clamp(1, self.cqe_cnt);
         self.zip_next = 0;
-        self.zip_title = title;
-        self.take_mini()
+        self.zip_kind = if mini::is_requester(&title) {
+            ZipKind::Requester
+        } else {
+            match self.mini_format {
+                Some(CqeResFormat::Hash) => ZipKind::Hash,
+                Some(CqeResFormat::Csum) => ZipKind::Csum,
+                Some(CqeResFormat::CsumStridx) => ZipKind::CsumStridx,
+                None => ZipKind::Plain,
+            }
+        };
+        // Format bits and owner 0: each CQE sets its entry's owner.
+        self.zip_base = Cqe64 { op_own: title.op_own & 0xf2, ..title };
+        let first = self.take_mini();
+        // Past the first CQE of a receive session the hash result and type
+        // are not in the session ("no hash"), unless the format carries it.
+        if !matches!(self.zip_kind, ZipKind::Requester | ZipKind::Hash) {
+            self.zip_base.rsvd0[12..17].fill(0);
+        }
+        first
     }
 
     /// The next CQE of the session under expansion: reads the mini-CQE
-    /// array it needs, marks its entry invalid for the next lap, expands it.
+    /// array it needs, marks its entry invalid for the next lap, expands it
+    /// (what [`mini::expand`] makes, from the session's prepared CQE).
+    #[inline(always)]
     fn take_mini(&mut self) -> (Cqe64, *const Cqe64) {
         let i = self.zip_next;
         let (entry, at) = mini::position(i);
@@ -315,8 +377,31 @@ impl CqRing {
             // plain bytes, and 8 of them are the entry's 64.
             self.zip_array = unsafe { std::ptr::read_volatile(self.cqe(slot).cast::<[MiniCqe; 8]>()) };
         }
+        let m = self.zip_array[(at & 7) as usize];
         let owner = u8::from(self.ci & self.cqe_cnt != 0);
-        let c = mini::expand(&self.zip_title, &self.zip_array[at as usize], i, self.mini_format, owner);
+        let mut c = self.zip_base;
+        c.byte_cnt = m.byte_cnt;
+        c.op_own |= owner;
+        match self.zip_kind {
+            ZipKind::Requester => {
+                c.wqe_counter = Be16::from_raw(u16::from_ne_bytes([m.info[0], m.info[1]]));
+                let qpn = c.sop_drop_qpn.get() & 0x00ff_ffff;
+                c.sop_drop_qpn = Be32::new(qpn | (u32::from(m.info[2]) << 24));
+            }
+            ZipKind::Hash => {
+                c.wqe_counter = Be16::new(c.wqe_counter.get().wrapping_add(i as u16));
+                c.rsvd0[12..16].copy_from_slice(&m.info);
+            }
+            ZipKind::Csum => {
+                c.wqe_counter = Be16::new(c.wqe_counter.get().wrapping_add(i as u16));
+                c.rsvd0[20..22].copy_from_slice(&m.info[..2]);
+            }
+            ZipKind::CsumStridx => {
+                c.rsvd0[20..22].copy_from_slice(&m.info[..2]);
+                c.wqe_counter = Be16::from_raw(u16::from_ne_bytes([m.info[2], m.info[3]]));
+            }
+            ZipKind::Plain => c.wqe_counter = Be16::new(c.wqe_counter.get().wrapping_add(i as u16)),
+        }
         let cqe = self.cqe(self.ci);
         // SAFETY: the entry is inside the buffer, which `set_compression`'s
         // contract makes writable; the device does not write it until the
@@ -339,7 +424,7 @@ impl CqRing {
     pub fn poll_cqes(&mut self, out: &mut [Cqe64]) -> usize {
         let mut n = 0;
         while n < out.len() {
-            let Some((c, _, _)) = self.take_raw() else { break };
+            let Some(c) = self.take_raw() else { break };
             out[n] = c;
             n += 1;
             self.polled += 1;
@@ -354,6 +439,8 @@ impl CqRing {
     /// Writes the consumer record: the device may reuse the entries taken.
     #[inline(always)]
     fn publish(&mut self) {
+        // The entries' reads stay before the record that hands them back.
+        std::sync::atomic::fence(Ordering::Release);
         // SAFETY: `dbrec` is the CQ's consumer record (ring contract).
         unsafe { std::ptr::write_volatile(self.dbrec, Be32::new(self.ci & 0xff_ffff)) };
     }
@@ -388,7 +475,7 @@ impl CqRing {
     /// [`CqRing::publish_taken`].
     #[inline(always)]
     pub(crate) fn take_stamped(&mut self) -> Option<(Cqe64, u64)> {
-        let (raw, _, _) = self.take_raw()?;
+        let raw = self.take_raw()?;
         let seq = self.polled;
         self.polled += 1;
         self.ci = self.ci.wrapping_add(1);
@@ -419,7 +506,7 @@ mod tests {
             // ...but entry 0: a title of `count` CQEs, owner 0 (lap 0).
             let title = Cqe64 {
                 byte_cnt: Be32::new(count),
-                op_own: (CqeOpcode::RESP_SEND.to_raw() << 4) | (mini::COMPRESSED << 2),
+                op_own: (CqeOpcode::RESP_SEND.to_raw() << 4) | (CqeFormat::COMPRESSED.to_raw() << 2),
                 ..Cqe64::default()
             };
             // SAFETY: `Cqe64` is 64 plain bytes; entry 0 of `buf`.
