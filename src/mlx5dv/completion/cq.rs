@@ -3,9 +3,9 @@
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::mlx5dv::completion::cqe::{format, Completion, Cqe64, CqeOpcode};
-use crate::mlx5dv::completion::mini::{self, CqeFormat, CqeResFormat, MiniCqe};
-use crate::mlx5dv::queue::be::{Be16, Be32};
+use crate::mlx5dv::completion::cqe::{format, Completion, Cqe64, CqeOpcode, Tail};
+use crate::mlx5dv::completion::mini::{self, CqeFormat, CqeResFormat};
+use crate::mlx5dv::queue::be::Be32;
 use crate::mlx5dv::queue::mmio::Mmio;
 
 /// `MLX5_CQ_DOORBELL`: offset of the CQ doorbell in the UAR page.
@@ -50,8 +50,8 @@ pub struct CqRing {
     zip_left: u32,
     zip_next: u32,
     zip_kind: ZipKind,
-    zip_base: Cqe64,
-    zip_array: [MiniCqe; 8],
+    zip_base: [u64; 8],
+    zip_array: [u64; 8],
 }
 
 /// What the mini-CQEs of the session under expansion carry besides the
@@ -132,8 +132,8 @@ impl CqRing {
             zip_left: 0,
             zip_next: 0,
             zip_kind: ZipKind::Plain,
-            zip_base: Cqe64::default(),
-            zip_array: [MiniCqe::default(); 8],
+            zip_base: [0; 8],
+            zip_array: [0; 8],
         }
     }
 
@@ -223,9 +223,50 @@ impl CqRing {
     #[inline]
     pub fn poll(&mut self, out: &mut [Completion]) -> usize {
         let mut n = 0;
-        for slot in out.iter_mut() {
-            let Some((c, _)) = self.take() else { break };
-            *slot = c;
+        while n < out.len() {
+            if self.zip_left > 0 {
+                return self.poll_sessions(out, n);
+            }
+            let Some((cqe, op_own)) = self.next_written() else { break };
+            if is_title(op_own) && self.expand {
+                return self.poll_sessions(out, n);
+            }
+            // Written before the ring's indices move: nothing stands
+            // between the entry's loads and the stores into `out`.
+            out[n] = Completion::from_tail(read_tail(cqe), self.uid, self.polled, false);
+            self.advance();
+            n += 1;
+        }
+        if n > 0 {
+            self.publish();
+        }
+        n
+    }
+
+    /// [`CqRing::poll`] from `out[n]` on, once a compressed session is met
+    /// (its title or the rest of one under expansion).
+    #[inline(never)]
+    fn poll_sessions(&mut self, out: &mut [Completion], mut n: usize) -> usize {
+        while n < out.len() {
+            if self.zip_left > 0 {
+                let w = self.take_mini();
+                out[n] = Completion::from_tail(
+                    Tail([w[1], w[2], w[3], w[4], w[5], w[6], w[7]]),
+                    self.uid,
+                    self.polled,
+                    true,
+                );
+                self.advance();
+                n += 1;
+                continue;
+            }
+            let Some((cqe, op_own)) = self.next_written() else { break };
+            if is_title(op_own) && self.expand {
+                self.start_session(cqe);
+                continue;
+            }
+            out[n] = Completion::from_tail(read_tail(cqe), self.uid, self.polled, false);
+            self.advance();
             n += 1;
         }
         if n > 0 {
@@ -267,15 +308,23 @@ impl CqRing {
         Some((c, n))
     }
 
-    /// Takes the CQE at the consumer index if the device has written it:
-    /// its bytes 8..64 stamped with this ring and its position, and the
-    /// entry's address; the consumer record is left for [`CqRing::publish`].
-    #[inline(always)]
+    /// Takes the CQE at the consumer index if the device has written it
+    /// (a session's next CQE, expanded): the completion and the entry's
+    /// address; the consumer record is left for [`CqRing::publish`].
+    #[inline]
     fn take(&mut self) -> Option<(Completion, *const Cqe64)> {
-        if self.zip_left > 0 {
-            let (c, cqe) = self.take_mini();
-            return Some((self.stamp(c.tail(), true), cqe));
-        }
+        let (raw, expanded) = self.take_raw()?;
+        let cqe = self.cqe(self.ci);
+        let c = Completion::from_tail(raw.tail(), self.uid, self.polled, expanded);
+        self.advance();
+        Some((c, cqe))
+    }
+
+    /// The entry at the consumer index if the device has written it (owner
+    /// bit and opcode), with its `op_own`; what follows reads after an
+    /// acquire fence. Nothing is taken.
+    #[inline(always)]
+    fn next_written(&self) -> Option<(*const Cqe64, u8)> {
         let cqe = self.cqe(self.ci);
         // SAFETY: the entry is inside the buffer; `op_own` is read
         // volatile because the device writes it.
@@ -285,58 +334,43 @@ impl CqRing {
         }
         // Read the rest only after seeing ownership (udma_from_device_barrier).
         std::sync::atomic::fence(Ordering::Acquire);
-        if format(op_own) == CqeFormat::COMPRESSED.to_raw() && self.expand {
-            let (c, cqe) = self.start_session(cqe);
-            return Some((self.stamp(c.tail(), true), cqe));
-        }
-        // SAFETY: the device handed this entry over (owner bit, read before
-        // the fence) and does not write it until the consumer record passes
-        // it (`publish`, after a release fence); `Cqe64` is 64 bytes of
-        // plain integers aligned to 8.
-        let tail = unsafe { (*cqe).tail() };
-        Some((self.stamp(tail, false), cqe))
+        Some((cqe, op_own))
     }
 
-    /// The completion of `tail` at this ring's next position; advances the
-    /// consumer index and the position.
+    /// Moves past the CQE taken: the consumer index and the position.
     #[inline(always)]
-    fn stamp(&mut self, tail: crate::mlx5dv::completion::cqe::Tail, expanded: bool) -> Completion {
-        let c = Completion::from_tail(tail, self.uid, self.polled, expanded);
+    fn advance(&mut self) {
         self.polled += 1;
         self.ci = self.ci.wrapping_add(1);
-        c
     }
 
     /// The CQE at the consumer index if the device has written it (a
     /// compressed session's next CQE, expanded, when sessions are
-    /// expanded); the consumer index is left for the caller.
+    /// expanded), and whether it was expanded from a mini-CQE; the consumer
+    /// index is left for the caller.
     #[inline(always)]
-    fn take_raw(&mut self) -> Option<Cqe64> {
-        if self.zip_left > 0 {
-            return Some(self.take_mini().0);
+    fn take_raw(&mut self) -> Option<(Cqe64, bool)> {
+        if self.zip_left == 0 {
+            let (cqe, op_own) = self.next_written()?;
+            if !(is_title(op_own) && self.expand) {
+                // SAFETY: the device handed this entry over (`next_written`)
+                // and does not write it until the consumer record passes it
+                // (`publish`, after a release fence).
+                return Some((unsafe { std::ptr::read(cqe) }, false));
+            }
+            self.start_session(cqe);
         }
-        let cqe = self.cqe(self.ci);
-        // SAFETY: the entry is inside the buffer; `op_own` is read
-        // volatile because the device writes it.
-        let op_own = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*cqe).op_own)) };
-        if !Cqe64::is_valid_for(op_own, self.ci, self.cqe_cnt) {
-            return None;
-        }
-        // Read the rest only after seeing ownership (udma_from_device_barrier).
-        std::sync::atomic::fence(Ordering::Acquire);
-        if format(op_own) == CqeFormat::COMPRESSED.to_raw() && self.expand {
-            return Some(self.start_session(cqe).0);
-        }
-        // SAFETY: as in `take`.
-        Some(unsafe { std::ptr::read(cqe) })
+        let w = self.take_mini();
+        // SAFETY: `Cqe64` is 64 bytes of plain integers, any eight words are one.
+        Some((unsafe { std::mem::transmute::<[u64; 8], Cqe64>(w) }, true))
     }
 
     /// Starts expanding the session whose title is the CQE at `cqe` (at the
-    /// consumer index) and takes its first CQE.
+    /// consumer index); its CQEs are taken by [`CqRing::take_mini`].
     #[cold]
     #[inline(never)]
-    fn start_session(&mut self, cqe: *const Cqe64) -> (Cqe64, *const Cqe64) {
-        // SAFETY: the title the device handed over (see `take`).
+    fn start_session(&mut self, cqe: *const Cqe64) {
+        // SAFETY: the title the device handed over (`next_written`).
         let title = unsafe { std::ptr::read(cqe) };
         // The device's count; a count past the ring is cut to the ring.
         self.zip_left = title.byte_cnt.get().clamp(1, self.cqe_cnt);
@@ -352,56 +386,59 @@ impl CqRing {
             }
         };
         // Format bits and owner 0: each CQE sets its entry's owner.
-        self.zip_base = Cqe64 { op_own: title.op_own & 0xf2, ..title };
-        let first = self.take_mini();
-        // Past the first CQE of a receive session the hash result and type
-        // are not in the session ("no hash"), unless the format carries it.
-        if !matches!(self.zip_kind, ZipKind::Requester | ZipKind::Hash) {
-            self.zip_base.rsvd0[12..17].fill(0);
-        }
-        first
+        let base = Cqe64 { op_own: title.op_own & 0xf2, ..title };
+        // SAFETY: `Cqe64` is 64 bytes of plain integers, aligned to 8.
+        self.zip_base = unsafe { std::mem::transmute::<Cqe64, [u64; 8]>(base) };
     }
 
-    /// The next CQE of the session under expansion: reads the mini-CQE
-    /// array it needs, marks its entry invalid for the next lap, expands it
-    /// (what [`mini::expand`] makes, from the session's prepared CQE).
+    /// The next CQE of the session under expansion, as eight words: reads
+    /// the mini-CQE array it needs, marks its entry invalid for the next
+    /// lap, expands it (what [`mini::expand`] makes, from the session's
+    /// prepared CQE, patched word by word).
     #[inline(always)]
-    fn take_mini(&mut self) -> (Cqe64, *const Cqe64) {
+    fn take_mini(&mut self) -> [u64; 8] {
         let i = self.zip_next;
         let (entry, at) = mini::position(i);
         if at == 0 {
             // The session started `i` entries before the consumer index.
             let slot = self.ci.wrapping_sub(i).wrapping_add(entry);
             // SAFETY: an entry inside the buffer, written by the device as
-            // part of the session whose title it handed over; `MiniCqe` is 8
-            // plain bytes, and 8 of them are the entry's 64.
-            self.zip_array = unsafe { std::ptr::read_volatile(self.cqe(slot).cast::<[MiniCqe; 8]>()) };
+            // part of the session whose title it handed over; 8 mini-CQEs
+            // of 8 plain bytes are the entry's 64.
+            self.zip_array = unsafe { std::ptr::read_volatile(self.cqe(slot).cast::<[u64; 8]>()) };
         }
-        let m = self.zip_array[(at & 7) as usize];
+        // The mini-CQE: `info` in bytes 0-3, the byte count in 4-7.
+        let m = self.zip_array[(at & 7) as usize].to_ne_bytes();
         let owner = u8::from(self.ci & self.cqe_cnt != 0);
-        let mut c = self.zip_base;
-        c.byte_cnt = m.byte_cnt;
-        c.op_own |= owner;
-        match self.zip_kind {
+        let mut w = self.zip_base;
+        // Byte count: bytes 44-47.
+        w[5] = patch(w[5], 4, &[m[4], m[5], m[6], m[7]]);
+        // Bytes 56-63: WQE opcode (56), WQE counter (60-61), owner (63).
+        let mut last = w[7].to_ne_bytes();
+        last[7] |= owner;
+        let counter = match self.zip_kind {
             ZipKind::Requester => {
-                c.wqe_counter = Be16::from_raw(u16::from_ne_bytes([m.info[0], m.info[1]]));
-                let qpn = c.sop_drop_qpn.get() & 0x00ff_ffff;
-                c.sop_drop_qpn = Be32::new(qpn | (u32::from(m.info[2]) << 24));
-            }
-            ZipKind::Hash => {
-                c.wqe_counter = Be16::new(c.wqe_counter.get().wrapping_add(i as u16));
-                c.rsvd0[12..16].copy_from_slice(&m.info);
-            }
-            ZipKind::Csum => {
-                c.wqe_counter = Be16::new(c.wqe_counter.get().wrapping_add(i as u16));
-                c.rsvd0[20..22].copy_from_slice(&m.info[..2]);
+                last[0] = m[2];
+                [m[0], m[1]]
             }
             ZipKind::CsumStridx => {
-                c.rsvd0[20..22].copy_from_slice(&m.info[..2]);
-                c.wqe_counter = Be16::from_raw(u16::from_ne_bytes([m.info[2], m.info[3]]));
+                // Checksum: bytes 20-21.
+                w[2] = patch(w[2], 4, &[m[0], m[1]]);
+                [m[2], m[3]]
             }
-            ZipKind::Plain => c.wqe_counter = Be16::new(c.wqe_counter.get().wrapping_add(i as u16)),
-        }
+            kind => {
+                match kind {
+                    // The RSS hash result: bytes 12-15.
+                    ZipKind::Hash => w[1] = patch(w[1], 4, &[m[0], m[1], m[2], m[3]]),
+                    ZipKind::Csum => w[2] = patch(w[2], 4, &[m[0], m[1]]),
+                    _ => {}
+                }
+                u16::from_be_bytes([last[4], last[5]]).wrapping_add(i as u16).to_be_bytes()
+            }
+        };
+        last[4] = counter[0];
+        last[5] = counter[1];
+        w[7] = u64::from_ne_bytes(last);
         let cqe = self.cqe(self.ci);
         // SAFETY: the entry is inside the buffer, which `set_compression`'s
         // contract makes writable; the device does not write it until the
@@ -412,9 +449,16 @@ impl CqRing {
                 (CqeOpcode::INVALID.to_raw() << 4) | owner,
             )
         };
+        if i == 0 && !matches!(self.zip_kind, ZipKind::Requester | ZipKind::Hash) {
+            // Past the first CQE of a receive session the hash result and
+            // type (bytes 12-16) are not in the session ("no hash"), unless
+            // the format carries the hash.
+            self.zip_base[1] = patch(self.zip_base[1], 4, &[0; 4]);
+            self.zip_base[2] = patch(self.zip_base[2], 0, &[0]);
+        }
         self.zip_next += 1;
         self.zip_left -= 1;
-        (c, cqe)
+        w
     }
 
     /// Polls up to `out.len()` CQEs as 64-byte entries (compressed sessions
@@ -424,7 +468,7 @@ impl CqRing {
     pub fn poll_cqes(&mut self, out: &mut [Cqe64]) -> usize {
         let mut n = 0;
         while n < out.len() {
-            let Some(c) = self.take_raw() else { break };
+            let Some((c, _)) = self.take_raw() else { break };
             out[n] = c;
             n += 1;
             self.polled += 1;
@@ -475,7 +519,7 @@ impl CqRing {
     /// [`CqRing::publish_taken`].
     #[inline(always)]
     pub(crate) fn take_stamped(&mut self) -> Option<(Cqe64, u64)> {
-        let raw = self.take_raw()?;
+        let (raw, _) = self.take_raw()?;
         let seq = self.polled;
         self.polled += 1;
         self.ci = self.ci.wrapping_add(1);
@@ -487,6 +531,30 @@ impl CqRing {
     pub(crate) fn publish_taken(&mut self) {
         self.publish();
     }
+}
+
+/// Whether `op_own` is a compressed session's title's.
+#[inline(always)]
+fn is_title(op_own: u8) -> bool {
+    format(op_own) == CqeFormat::COMPRESSED.to_raw()
+}
+
+/// Bytes 8..64 of the written entry at `cqe`.
+#[inline(always)]
+fn read_tail(cqe: *const Cqe64) -> Tail {
+    // SAFETY: the device handed this entry over (`next_written`) and does
+    // not write it until the consumer record passes it (`publish`, after a
+    // release fence); `Cqe64` is 64 bytes of plain integers aligned to 8,
+    // so bytes 8..64 are seven aligned words.
+    Tail(unsafe { std::ptr::read(cqe.cast::<u64>().add(1).cast::<[u64; 7]>()) })
+}
+
+/// `w` with its bytes `at..at + src.len()` (native order) replaced by `src`.
+#[inline(always)]
+fn patch(w: u64, at: usize, src: &[u8]) -> u64 {
+    let mut b = w.to_ne_bytes();
+    b[at..at + src.len()].copy_from_slice(src);
+    u64::from_ne_bytes(b)
 }
 
 #[cfg(test)]

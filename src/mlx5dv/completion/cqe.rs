@@ -173,10 +173,11 @@ pub struct Completion {
     expanded: bool,
 }
 
-/// Bytes 8..64 of a CQE, aligned as in the CQE (the part a completion keeps).
+/// Bytes 8..64 of a CQE (the part a completion keeps) as seven 8-byte
+/// words in memory order (each word's bytes in native order: byte `k` of
+/// the CQE is `w[k / 8 - 1].to_ne_bytes()[k % 8]`).
 #[derive(Clone, Copy, PartialEq, Eq)]
-#[repr(C, align(8))]
-pub(crate) struct Tail(pub(crate) [u8; 56]);
+pub(crate) struct Tail(pub(crate) [u64; 7]);
 
 const _: () = assert!(std::mem::size_of::<Tail>() == 56);
 
@@ -198,9 +199,9 @@ pub(crate) struct Ticket {
 impl Default for Completion {
     /// No CQE: opcode `INVALID`, every other field 0; not polled.
     fn default() -> Completion {
-        let mut t = [0u8; 56];
-        t[55] = CqeOpcode::INVALID.to_raw() << 4;
-        Completion { tail: Tail(t), cq: 0, seq: 0, expanded: false }
+        let mut last = [0u8; 8];
+        last[7] = CqeOpcode::INVALID.to_raw() << 4;
+        Completion { tail: Tail([0, 0, 0, 0, 0, 0, u64::from_ne_bytes(last)]), cq: 0, seq: 0, expanded: false }
     }
 }
 
@@ -239,17 +240,24 @@ impl Completion {
         Completion { tail, cq, seq, expanded }
     }
 
+    /// The bytes of the 8-byte word at CQE offset `off` (8..64, a multiple of 8).
+    #[inline(always)]
+    const fn word(&self, off: usize) -> [u8; 8] {
+        self.tail.0[off / 8 - 1].to_ne_bytes()
+    }
+
     /// Byte `off` of the CQE (8..64).
     #[inline(always)]
     const fn byte(&self, off: usize) -> u8 {
-        self.tail.0[off - 8]
+        self.word(off & !7)[off % 8]
     }
 
-    /// The big-endian 32-bit field at CQE offset `off`.
+    /// The big-endian 32-bit field at CQE offset `off` (a multiple of 4).
     #[inline(always)]
     const fn be32(&self, off: usize) -> u32 {
-        let t = &self.tail.0;
-        u32::from_be_bytes([t[off - 8], t[off - 7], t[off - 6], t[off - 5]])
+        let w = self.word(off & !7);
+        let k = off % 8;
+        u32::from_be_bytes([w[k], w[k + 1], w[k + 2], w[k + 3]])
     }
 
     /// What the poller recorded, for `retire` and `stream_of`.
@@ -328,8 +336,7 @@ impl Completion {
     /// bytes are the vendor syndrome and the syndrome).
     #[inline]
     pub fn timestamp(&self) -> u64 {
-        let t = &self.tail.0;
-        u64::from_be_bytes([t[40], t[41], t[42], t[43], t[44], t[45], t[46], t[47]])
+        u64::from_be_bytes(self.word(48))
     }
 
     /// Whether the payload was scattered into the CQE: 32 or 64 (bytes), else 0.
@@ -441,8 +448,8 @@ impl Cqe64 {
     #[inline(always)]
     pub(crate) fn tail(&self) -> Tail {
         // SAFETY: `Cqe64` is 64 bytes of plain integers aligned to 8, so
-        // bytes 8..64 are 56 initialised bytes aligned to 8: a `Tail`.
-        unsafe { std::ptr::read(std::ptr::from_ref(self).cast::<u8>().add(8).cast::<Tail>()) }
+        // bytes 8..64 are seven initialised words, aligned.
+        Tail(unsafe { std::ptr::read(std::ptr::from_ref(self).cast::<u64>().add(1).cast::<[u64; 7]>()) })
     }
 
     /// Whether hardware has written this CQE for consumer index `ci` of a
