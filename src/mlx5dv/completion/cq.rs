@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::mlx5dv::completion::cqe::{format, Completion, Cqe64, CqeOpcode, Tail};
 use crate::mlx5dv::completion::mini::{self, CqeFormat, CqeResFormat};
-use crate::mlx5dv::queue::be::Be32;
+use crate::mlx5dv::queue::be::{Be16, Be32};
 use crate::mlx5dv::queue::mmio::Mmio;
 
 /// `MLX5_CQ_DOORBELL`: offset of the CQ doorbell in the UAR page.
@@ -51,12 +51,14 @@ pub struct CqRing {
     zip_next: u32,
     zip_kind: ZipKind,
     zip_base: [u64; 8],
+    zip_counter: u16,
     zip_array: [u64; 8],
 }
 
 /// What the mini-CQEs of the session under expansion carry besides the
 /// byte count (the format, or a requester session's `s_wqe_info`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 enum ZipKind {
     /// `s_wqe_info`: WQE counter and WQE opcode.
     Requester,
@@ -133,6 +135,7 @@ impl CqRing {
             zip_next: 0,
             zip_kind: ZipKind::Plain,
             zip_base: [0; 8],
+            zip_counter: 0,
             zip_array: [0; 8],
         }
     }
@@ -249,15 +252,7 @@ impl CqRing {
     fn poll_sessions(&mut self, out: &mut [Completion], mut n: usize) -> usize {
         while n < out.len() {
             if self.zip_left > 0 {
-                let w = self.take_mini();
-                out[n] = Completion::from_tail(
-                    Tail([w[1], w[2], w[3], w[4], w[5], w[6], w[7]]),
-                    self.uid,
-                    self.polled,
-                    true,
-                );
-                self.advance();
-                n += 1;
+                n += self.expand_run(&mut out[n..]);
                 continue;
             }
             let Some((cqe, op_own)) = self.next_written() else { break };
@@ -313,11 +308,8 @@ impl CqRing {
     /// address; the consumer record is left for [`CqRing::publish`].
     #[inline]
     fn take(&mut self) -> Option<(Completion, *const Cqe64)> {
-        let (raw, expanded) = self.take_raw()?;
-        let cqe = self.cqe(self.ci);
-        let c = Completion::from_tail(raw.tail(), self.uid, self.polled, expanded);
-        self.advance();
-        Some((c, cqe))
+        let (raw, expanded, cqe, seq) = self.take_raw()?;
+        Some((Completion::from_tail(raw.tail(), self.uid, seq, expanded), cqe))
     }
 
     /// The entry at the consumer index if the device has written it (owner
@@ -346,27 +338,32 @@ impl CqRing {
 
     /// The CQE at the consumer index if the device has written it (a
     /// compressed session's next CQE, expanded, when sessions are
-    /// expanded), and whether it was expanded from a mini-CQE; the consumer
-    /// index is left for the caller.
+    /// expanded), whether it was expanded from a mini-CQE, the entry's
+    /// address and its position; the consumer index and the position
+    /// advance, the consumer record is left for [`CqRing::publish`].
     #[inline(always)]
-    fn take_raw(&mut self) -> Option<(Cqe64, bool)> {
+    fn take_raw(&mut self) -> Option<(Cqe64, bool, *const Cqe64, u64)> {
+        let seq = self.polled;
         if self.zip_left == 0 {
             let (cqe, op_own) = self.next_written()?;
             if !(is_title(op_own) && self.expand) {
                 // SAFETY: the device handed this entry over (`next_written`)
                 // and does not write it until the consumer record passes it
                 // (`publish`, after a release fence).
-                return Some((unsafe { std::ptr::read(cqe) }, false));
+                let raw = unsafe { std::ptr::read(cqe) };
+                self.advance();
+                return Some((raw, false, cqe, seq));
             }
             self.start_session(cqe);
         }
+        let cqe = self.cqe(self.ci);
         let w = self.take_mini();
         // SAFETY: `Cqe64` is 64 bytes of plain integers, any eight words are one.
-        Some((unsafe { std::mem::transmute::<[u64; 8], Cqe64>(w) }, true))
+        Some((unsafe { std::mem::transmute::<[u64; 8], Cqe64>(w) }, true, cqe, seq))
     }
 
     /// Starts expanding the session whose title is the CQE at `cqe` (at the
-    /// consumer index); its CQEs are taken by [`CqRing::take_mini`].
+    /// consumer index); its CQEs are taken by [`CqRing::expand`].
     #[cold]
     #[inline(never)]
     fn start_session(&mut self, cqe: *const Cqe64) {
@@ -385,80 +382,102 @@ impl CqRing {
                 None => ZipKind::Plain,
             }
         };
-        // Format bits and owner 0: each CQE sets its entry's owner.
-        let base = Cqe64 { op_own: title.op_own & 0xf2, ..title };
+        // Format bits, owner and (taken from each mini-CQE or counted from
+        // the title's) WQE counter 0.
+        let base = Cqe64 { op_own: title.op_own & 0xf2, wqe_counter: Be16::new(0), ..title };
+        self.zip_counter = title.wqe_counter.get();
         // SAFETY: `Cqe64` is 64 bytes of plain integers, aligned to 8.
         self.zip_base = unsafe { std::mem::transmute::<Cqe64, [u64; 8]>(base) };
     }
 
-    /// The next CQE of the session under expansion, as eight words: reads
-    /// the mini-CQE array it needs, marks its entry invalid for the next
-    /// lap, expands it (what [`mini::expand`] makes, from the session's
-    /// prepared CQE, patched word by word).
+    /// Expands as many CQEs of the session under expansion as are left and
+    /// fit into `out`, stamped; returns how many.
     #[inline(always)]
+    fn expand_run(&mut self, out: &mut [Completion]) -> usize {
+        let uid = self.uid;
+        let k = out.len().min(self.zip_left as usize);
+        let sink = |j: usize, w: [u64; 8], seq: u64| {
+            out[j] = Completion::from_tail(Tail([w[1], w[2], w[3], w[4], w[5], w[6], w[7]]), uid, seq, true);
+        };
+        match self.zip_kind {
+            ZipKind::Requester => self.expand::<{ ZipKind::Requester as u8 }>(k, sink),
+            ZipKind::Hash => self.expand::<{ ZipKind::Hash as u8 }>(k, sink),
+            ZipKind::Csum => self.expand::<{ ZipKind::Csum as u8 }>(k, sink),
+            ZipKind::CsumStridx => self.expand::<{ ZipKind::CsumStridx as u8 }>(k, sink),
+            ZipKind::Plain => self.expand::<{ ZipKind::Plain as u8 }>(k, sink),
+        }
+        k
+    }
+
+    /// The next CQE of the session under expansion, as eight words (the
+    /// consumer index and the position are advanced).
     fn take_mini(&mut self) -> [u64; 8] {
-        let i = self.zip_next;
-        let (entry, at) = mini::position(i);
-        if at == 0 {
-            // The session started `i` entries before the consumer index.
-            let slot = self.ci.wrapping_sub(i).wrapping_add(entry);
-            // SAFETY: an entry inside the buffer, written by the device as
-            // part of the session whose title it handed over; 8 mini-CQEs
-            // of 8 plain bytes are the entry's 64.
-            self.zip_array = unsafe { std::ptr::read_volatile(self.cqe(slot).cast::<[u64; 8]>()) };
+        let mut out = [0u64; 8];
+        let sink = |_: usize, w: [u64; 8], _: u64| out = w;
+        match self.zip_kind {
+            ZipKind::Requester => self.expand::<{ ZipKind::Requester as u8 }>(1, sink),
+            ZipKind::Hash => self.expand::<{ ZipKind::Hash as u8 }>(1, sink),
+            ZipKind::Csum => self.expand::<{ ZipKind::Csum as u8 }>(1, sink),
+            ZipKind::CsumStridx => self.expand::<{ ZipKind::CsumStridx as u8 }>(1, sink),
+            ZipKind::Plain => self.expand::<{ ZipKind::Plain as u8 }>(1, sink),
         }
-        // The mini-CQE: `info` in bytes 0-3, the byte count in 4-7.
-        let m = self.zip_array[(at & 7) as usize].to_ne_bytes();
-        let owner = u8::from(self.ci & self.cqe_cnt != 0);
-        let mut w = self.zip_base;
-        // Byte count: bytes 44-47.
-        w[5] = patch(w[5], 4, &[m[4], m[5], m[6], m[7]]);
-        // Bytes 56-63: WQE opcode (56), WQE counter (60-61), owner (63).
-        let mut last = w[7].to_ne_bytes();
-        last[7] |= owner;
-        let counter = match self.zip_kind {
-            ZipKind::Requester => {
-                last[0] = m[2];
-                [m[0], m[1]]
+        out
+    }
+
+    /// Takes the next `k` CQEs (at most `zip_left`) of the session under
+    /// expansion, whose mini-CQEs carry what `K` (a [`ZipKind`]) says:
+    /// for each, reads the mini-CQE array it needs, expands the CQE (what
+    /// [`mini::expand`] makes: the session's prepared CQE with the fields of
+    /// the mini-CQE put in, word by word), hands it to `sink` (its index
+    /// among the `k`, its words, its position), and marks its entry invalid
+    /// for the next lap. Advances the consumer index and the position.
+    #[inline(always)]
+    fn expand<const K: u8>(&mut self, k: usize, mut sink: impl FnMut(usize, [u64; 8], u64)) {
+        let (buf, mask, shift) = (self.buf, self.cqe_cnt - 1, self.shift);
+        let entry = |ci: u32| buf.wrapping_add(((ci & mask) as usize) << shift).cast::<Cqe64>();
+        let (mut ci, mut i, mut seq) = (self.ci, self.zip_next, self.polled);
+        let (cnt, counter) = (self.cqe_cnt, self.zip_counter);
+        let mut base = self.zip_base;
+        let mut arr = self.zip_array;
+        for j in 0..k {
+            let at = i % mini::PER_ARRAY;
+            if at == 0 {
+                // The session started `i` entries before the consumer index.
+                let slot = ci.wrapping_sub(i).wrapping_add(mini::position(i).0);
+                // SAFETY: an entry inside the buffer, written by the device
+                // as part of the session whose title it handed over; 8
+                // mini-CQEs of 8 plain bytes are the entry's 64.
+                arr = unsafe { std::ptr::read_volatile(entry(slot).cast::<[u64; 8]>()) };
             }
-            ZipKind::CsumStridx => {
-                // Checksum: bytes 20-21.
-                w[2] = patch(w[2], 4, &[m[0], m[1]]);
-                [m[2], m[3]]
+            let owner = u8::from(ci & cnt != 0);
+            sink(j, expand_words::<K>(&base, arr[at as usize], counter.wrapping_add(i as u16), owner), seq);
+            // SAFETY: the entry is inside the buffer, which
+            // `set_compression`'s contract makes writable; the device does
+            // not write it until the consumer record passes it, which
+            // happens after this write.
+            unsafe {
+                std::ptr::write_volatile(
+                    std::ptr::addr_of!((*entry(ci)).op_own).cast_mut(),
+                    (CqeOpcode::INVALID.to_raw() << 4) | owner,
+                )
+            };
+            if i == 0 && (K == ZipKind::Csum as u8 || K == ZipKind::CsumStridx as u8 || K == ZipKind::Plain as u8) {
+                // Past the first CQE of a receive session the hash result
+                // and type (bytes 12-16) are not in the session ("no
+                // hash"), unless the format carries the hash.
+                base[1] &= !bytes(4, 4);
+                base[2] &= !bytes(0, 1);
             }
-            kind => {
-                match kind {
-                    // The RSS hash result: bytes 12-15.
-                    ZipKind::Hash => w[1] = patch(w[1], 4, &[m[0], m[1], m[2], m[3]]),
-                    ZipKind::Csum => w[2] = patch(w[2], 4, &[m[0], m[1]]),
-                    _ => {}
-                }
-                u16::from_be_bytes([last[4], last[5]]).wrapping_add(i as u16).to_be_bytes()
-            }
-        };
-        last[4] = counter[0];
-        last[5] = counter[1];
-        w[7] = u64::from_ne_bytes(last);
-        let cqe = self.cqe(self.ci);
-        // SAFETY: the entry is inside the buffer, which `set_compression`'s
-        // contract makes writable; the device does not write it until the
-        // consumer record passes it, which happens after this write.
-        unsafe {
-            std::ptr::write_volatile(
-                std::ptr::addr_of!((*cqe).op_own).cast_mut(),
-                (CqeOpcode::INVALID.to_raw() << 4) | owner,
-            )
-        };
-        if i == 0 && !matches!(self.zip_kind, ZipKind::Requester | ZipKind::Hash) {
-            // Past the first CQE of a receive session the hash result and
-            // type (bytes 12-16) are not in the session ("no hash"), unless
-            // the format carries the hash.
-            self.zip_base[1] = patch(self.zip_base[1], 4, &[0; 4]);
-            self.zip_base[2] = patch(self.zip_base[2], 0, &[0]);
+            i += 1;
+            ci = ci.wrapping_add(1);
+            seq += 1;
         }
-        self.zip_next += 1;
-        self.zip_left -= 1;
-        w
+        self.ci = ci;
+        self.polled = seq;
+        self.zip_next = i;
+        self.zip_left -= k as u32;
+        self.zip_base = base;
+        self.zip_array = arr;
     }
 
     /// Polls up to `out.len()` CQEs as 64-byte entries (compressed sessions
@@ -468,11 +487,9 @@ impl CqRing {
     pub fn poll_cqes(&mut self, out: &mut [Cqe64]) -> usize {
         let mut n = 0;
         while n < out.len() {
-            let Some((c, _)) = self.take_raw() else { break };
+            let Some((c, ..)) = self.take_raw() else { break };
             out[n] = c;
             n += 1;
-            self.polled += 1;
-            self.ci = self.ci.wrapping_add(1);
         }
         if n > 0 {
             self.publish();
@@ -519,10 +536,7 @@ impl CqRing {
     /// [`CqRing::publish_taken`].
     #[inline(always)]
     pub(crate) fn take_stamped(&mut self) -> Option<(Cqe64, u64)> {
-        let (raw, _) = self.take_raw()?;
-        let seq = self.polled;
-        self.polled += 1;
-        self.ci = self.ci.wrapping_add(1);
+        let (raw, _, _, seq) = self.take_raw()?;
         Some((raw, seq))
     }
 
@@ -549,12 +563,65 @@ fn read_tail(cqe: *const Cqe64) -> Tail {
     Tail(unsafe { std::ptr::read(cqe.cast::<u64>().add(1).cast::<[u64; 7]>()) })
 }
 
-/// `w` with its bytes `at..at + src.len()` (native order) replaced by `src`.
+/// CQE `i` of a session as eight words: `base` (the title prepared by
+/// `start_session`) with the fields of mini-CQE `m` (`info` in bytes 0-3,
+/// the byte count in 4-7) that `K` (a [`ZipKind`]) says it carries, the
+/// WQE counter `counter` (the title's plus `i`) where the mini-CQE does not
+/// carry one, and the entry's owner bit.
 #[inline(always)]
-fn patch(w: u64, at: usize, src: &[u8]) -> u64 {
-    let mut b = w.to_ne_bytes();
-    b[at..at + src.len()].copy_from_slice(src);
+fn expand_words<const K: u8>(base: &[u64; 8], m: u64, counter: u16, owner: u8) -> [u64; 8] {
+    let mut w = *base;
+    // Byte count: bytes 44-47, where the mini-CQE has it (4-7).
+    w[5] = (w[5] & !bytes(4, 4)) | (m & bytes(4, 4));
+    // Owner: bit 0 of byte 63.
+    w[7] |= move_bytes(u64::from(owner), 0, 7);
+    let from_title = move_bytes(u64::from(counter.to_be()), 0, 4);
+    if K == ZipKind::Requester as u8 {
+        // `s_wqe_info`: the WQE counter (bytes 0-1) to 60-61, the WQE
+        // opcode (byte 2) to 56.
+        w[7] = (w[7] & !bytes(0, 1)) | (move_bytes(m, 0, 4) & bytes(4, 2)) | (move_bytes(m, 2, 0) & bytes(0, 1));
+    } else if K == ZipKind::Hash as u8 {
+        // The hash result: bytes 12-15.
+        w[1] = (w[1] & !bytes(4, 4)) | (move_bytes(m, 0, 4) & bytes(4, 4));
+        w[7] |= from_title;
+    } else if K == ZipKind::Csum as u8 {
+        // The checksum: bytes 20-21.
+        w[2] = (w[2] & !bytes(4, 2)) | (move_bytes(m, 0, 4) & bytes(4, 2));
+        w[7] |= from_title;
+    } else if K == ZipKind::CsumStridx as u8 {
+        w[2] = (w[2] & !bytes(4, 2)) | (move_bytes(m, 0, 4) & bytes(4, 2));
+        // The stride index (bytes 2-3) is the WQE counter.
+        w[7] |= move_bytes(m, 2, 4) & bytes(4, 2);
+    } else {
+        w[7] |= from_title;
+    }
+    w
+}
+
+/// The mask of bytes `at..at + len` of a word (native byte order).
+#[inline(always)]
+const fn bytes(at: usize, len: usize) -> u64 {
+    let mut b = [0u8; 8];
+    let mut k = at;
+    while k < at + len {
+        b[k] = 0xff;
+        k += 1;
+    }
     u64::from_ne_bytes(b)
+}
+
+/// `x` with its byte `from` moved to byte `to` (native byte order; the
+/// bytes shifted out are lost).
+#[inline(always)]
+const fn move_bytes(x: u64, from: u32, to: u32) -> u64 {
+    let up = to >= from;
+    let by = 8 * if up { to - from } else { from - to };
+    // Byte k is bits 8k.. on a little-endian target, bits 56 - 8k.. on a big-endian one.
+    if up == cfg!(target_endian = "little") {
+        x << by
+    } else {
+        x >> by
+    }
 }
 
 #[cfg(test)]
