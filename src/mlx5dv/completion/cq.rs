@@ -230,14 +230,16 @@ impl CqRing {
             if self.zip_left > 0 {
                 return self.poll_sessions(out, n);
             }
-            let Some((cqe, op_own)) = self.next_written() else { break };
+            let ci = self.ci;
+            let Some((cqe, op_own)) = self.written_at(ci) else { break };
             if is_title(op_own) && self.expand {
                 return self.poll_sessions(out, n);
             }
             // Written before the ring's indices move: nothing stands
             // between the entry's loads and the stores into `out`.
             out[n] = Completion::from_tail(read_tail(cqe), self.uid, self.polled, false);
-            self.advance();
+            self.polled += 1;
+            self.ci = ci.wrapping_add(1);
             n += 1;
         }
         if n > 0 {
@@ -317,11 +319,17 @@ impl CqRing {
     /// acquire fence. Nothing is taken.
     #[inline(always)]
     fn next_written(&self) -> Option<(*const Cqe64, u8)> {
-        let cqe = self.cqe(self.ci);
+        self.written_at(self.ci)
+    }
+
+    /// [`CqRing::next_written`] for consumer index `ci`.
+    #[inline(always)]
+    fn written_at(&self, ci: u32) -> Option<(*const Cqe64, u8)> {
+        let cqe = self.cqe(ci);
         // SAFETY: the entry is inside the buffer; `op_own` is read
         // volatile because the device writes it.
         let op_own = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*cqe).op_own)) };
-        if !Cqe64::is_valid_for(op_own, self.ci, self.cqe_cnt) {
+        if !Cqe64::is_valid_for(op_own, ci, self.cqe_cnt) {
             return None;
         }
         // Read the rest only after seeing ownership (udma_from_device_barrier).

@@ -167,11 +167,14 @@ pub struct Completion {
     tail: Tail,
     /// The CQ view that polled it (a process-unique number); 0: not polled.
     cq: u64,
-    /// Its position in that view (free-running from 0).
+    /// Its position in that view (free-running from 0), and in bit 63
+    /// ([`EXPANDED`]) whether the poller expanded it from a mini-CQE.
     seq: u64,
-    /// Whether the poller expanded it from a mini-CQE.
-    expanded: bool,
 }
+
+/// The bit of [`Completion`]'s `seq` that marks a completion expanded from
+/// a mini-CQE (positions stay below it: 2^63 CQEs).
+const EXPANDED: u64 = 1 << 63;
 
 /// Bytes 8..64 of a CQE (the part a completion keeps) as seven 8-byte
 /// words in memory order (each word's bytes in native order: byte `k` of
@@ -201,7 +204,7 @@ impl Default for Completion {
     fn default() -> Completion {
         let mut last = [0u8; 8];
         last[7] = CqeOpcode::INVALID.to_raw() << 4;
-        Completion { tail: Tail([0, 0, 0, 0, 0, 0, u64::from_ne_bytes(last)]), cq: 0, seq: 0, expanded: false }
+        Completion { tail: Tail([0, 0, 0, 0, 0, 0, u64::from_ne_bytes(last)]), cq: 0, seq: 0 }
     }
 }
 
@@ -227,7 +230,7 @@ impl fmt::Debug for Completion {
             .field("rss_hash", &self.rss_hash())
             .field("rss_hash_type", &self.rss_hash_type())
             .field("wqe_opcode", &self.wqe_opcode())
-            .field("expanded", &self.expanded)
+            .field("expanded", &self.expanded())
             .finish()
     }
 }
@@ -237,7 +240,7 @@ impl Completion {
     /// `cq` (0: none) at position `seq`.
     #[inline(always)]
     pub(crate) const fn from_tail(tail: Tail, cq: u64, seq: u64, expanded: bool) -> Completion {
-        Completion { tail, cq, seq, expanded }
+        Completion { tail, cq, seq: seq | if expanded { EXPANDED } else { 0 } }
     }
 
     /// The bytes of the 8-byte word at CQE offset `off` (8..64, a multiple of 8).
@@ -266,11 +269,11 @@ impl Completion {
         let op = self.opcode();
         Ticket {
             cq: self.cq,
-            seq: self.seq,
+            seq: self.seq & !EXPANDED,
             qpn: self.qpn(),
             counter: self.wqe_counter(),
             requester: op == CqeOpcode::REQ || op == CqeOpcode::REQ_ERR,
-            expanded: self.expanded,
+            expanded: self.expanded(),
         }
     }
 
@@ -431,7 +434,7 @@ impl Completion {
     /// refuses expanded requester completions.
     #[inline]
     pub fn expanded(&self) -> bool {
-        self.expanded
+        self.seq & EXPANDED != 0
     }
 }
 
