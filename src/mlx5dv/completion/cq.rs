@@ -677,4 +677,102 @@ mod tests {
             assert_eq!(ring.poll_cqes(&mut out), 0, "count {count}: the session's entries are marked invalid");
         }
     }
+
+    /// Every CQE the ring expands, through `poll` (completions, in calls of
+    /// 3 that split arrays and sessions) and through `poll_cqes` (whole
+    /// CQEs), is what `mini::expand` makes of its title and mini-CQE, for
+    /// each format and for a requester session, across two laps of the ring.
+    #[test]
+    fn sessions_expand_as_mini_expand_says_through_both_pollers() {
+        use crate::mlx5dv::completion::mini::{expand, MiniCqe};
+        use crate::mlx5dv::queue::be::Be16;
+        const CNT: u32 = 16;
+        const LEN: u32 = 11;
+        let formats = [None, Some(CqeResFormat::Hash), Some(CqeResFormat::Csum), Some(CqeResFormat::CsumStridx)];
+        for (f, op) in formats.iter().map(|&f| (f, CqeOpcode::RESP_SEND)).chain([(None, CqeOpcode::REQ)]) {
+            for whole in [false, true] {
+                let mut buf = vec![0u64; 8 * CNT as usize];
+                for i in 0..CNT as usize {
+                    buf[i * 8 + 7] = u64::from_ne_bytes([0, 0, 0, 0, 0, 0, 0, 0xf1]);
+                }
+                let mut dbrec = [Be32::default(); 2];
+                let mut uar = [0u64; 8];
+                let base = buf.as_mut_ptr();
+                // SAFETY: test memory of the sizes `from_raw` asks for,
+                // writable, written by this test between polls only.
+                let mut ring = unsafe {
+                    CqRing::from_raw(base.cast_const().cast(), CNT, 64, dbrec.as_mut_ptr(), uar.as_mut_ptr().cast(), 1)
+                };
+                // SAFETY: as above.
+                unsafe { ring.set_compression(f) };
+                let mut pos = 0u32;
+                for s in 0..3u32 {
+                    let mut title = Cqe64 {
+                        byte_cnt: Be32::new(LEN),
+                        sop_drop_qpn: Be32::new(0x0a00_0000 | 0x1234),
+                        wqe_counter: Be16::new(0xfffa + s as u16),
+                        op_own: (op.to_raw() << 4) | (CqeFormat::COMPRESSED.to_raw() << 2) | 2,
+                        ..Cqe64::default()
+                    };
+                    title.rsvd0 = std::array::from_fn(|k| 0x40 + k as u8 + s as u8);
+                    title.timestamp = crate::mlx5dv::queue::be::Be64::new(0x1122_3344_5566_7788);
+                    let minis: Vec<MiniCqe> = (0..LEN)
+                        .map(|i| MiniCqe {
+                            info: [i as u8, 0x80 | i as u8, 0x0a + s as u8, 0xc0 | i as u8],
+                            byte_cnt: Be32::new(0x100 * (s + 1) + i),
+                        })
+                        .collect();
+                    let at = |k: u32| ((pos + k) % CNT) as usize * 8;
+                    let owner = |k: u32| u8::from((pos + k) & CNT != 0);
+                    let mut t = title;
+                    t.op_own |= owner(0);
+                    // SAFETY: `Cqe64` is 64 plain bytes.
+                    let tw: [u64; 8] = unsafe { std::mem::transmute(t) };
+                    buf[at(0)..at(0) + 8].copy_from_slice(&tw);
+                    for k in 0..LEN {
+                        let (entry, slot) = mini::position(k);
+                        let m = minis[k as usize];
+                        let mw = u64::from_ne_bytes([
+                            m.info[0],
+                            m.info[1],
+                            m.info[2],
+                            m.info[3],
+                            m.byte_cnt.raw().to_ne_bytes()[0],
+                            m.byte_cnt.raw().to_ne_bytes()[1],
+                            m.byte_cnt.raw().to_ne_bytes()[2],
+                            m.byte_cnt.raw().to_ne_bytes()[3],
+                        ]);
+                        buf[at(entry) + slot as usize] = mw;
+                    }
+                    let want: Vec<Cqe64> =
+                        (0..LEN).map(|k| expand(&title, &minis[k as usize], k, f, owner(k))).collect();
+                    if whole {
+                        let mut got = [Cqe64::default(); LEN as usize];
+                        assert_eq!(ring.poll_cqes(&mut got), LEN as usize);
+                        assert_eq!(got.to_vec(), want, "{f:?} {op:?} session {s}");
+                    } else {
+                        let mut got = Vec::new();
+                        let mut out = [Completion::default(); 3];
+                        loop {
+                            let n = ring.poll(&mut out);
+                            if n == 0 {
+                                break;
+                            }
+                            got.extend_from_slice(&out[..n]);
+                        }
+                        assert_eq!(got.len(), LEN as usize, "{f:?} {op:?} session {s}");
+                        for (k, (c, w)) in got.iter().zip(&want).enumerate() {
+                            assert!(c.expanded());
+                            assert!(
+                                c.tail == w.tail(),
+                                "{f:?} {op:?} session {s} CQE {k}: {c:?} against {:?}",
+                                w.decode()
+                            );
+                        }
+                    }
+                    pos += LEN;
+                }
+            }
+        }
+    }
 }

@@ -164,7 +164,7 @@ pub fn syndrome_status(syndrome: Syndrome) -> WcStatus {
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Completion {
     /// Bytes 8..64 of the CQE.
-    tail: Tail,
+    pub(crate) tail: Tail,
     /// The CQ view that polled it (a process-unique number); 0: not polled.
     cq: u64,
     /// Its position in that view (free-running from 0), and in bit 63
