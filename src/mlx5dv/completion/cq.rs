@@ -484,8 +484,13 @@ impl CqRing {
         self.polled = seq;
         self.zip_next = i;
         self.zip_left -= k as u32;
-        self.zip_base = base;
-        self.zip_array = arr;
+        // Only the hash words change (`i == 0` above), and the array is
+        // needed again only when the session goes on inside it.
+        self.zip_base[1] = base[1];
+        self.zip_base[2] = base[2];
+        if i % mini::PER_ARRAY != 0 && self.zip_left > 0 {
+            self.zip_array = arr;
+        }
     }
 
     /// Polls up to `out.len()` CQEs as 64-byte entries (compressed sessions
