@@ -60,7 +60,7 @@ fn transfer(
                 return Err(format!("no completion of the DC {what} within 5 s"));
             }
         }
-        if out[0].status != WcStatus::SUCCESS || !sq.retire(&out[0]) {
+        if out[0].status() != WcStatus::SUCCESS || !sq.retire(&out[0]) {
             return Err(format!("the DC {what} failed: {:?} (stream {:?})", out[0], sq.stream_of(&out[0])));
         }
         Ok(())

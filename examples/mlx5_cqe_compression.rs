@@ -52,9 +52,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         while let Some((c, len)) = view.poll_scattered(&mut payload) {
             println!(
                 "    QP {:#x} WQE {}: {:?}, {len} payload bytes from the CQE: {:02x?}",
-                c.qpn,
-                c.wqe_counter,
-                c.status,
+                c.qpn(),
+                c.wqe_counter(),
+                c.status(),
                 &payload[..len]
             );
         }

@@ -51,7 +51,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // SAFETY: `mr_src` covers these 64 bytes and outlives the loop.
         unsafe { w.data(64, mr_src.lkey(), mr_src.addr()) }.post(&mut mmio);
         while dcq.poll(&mut out) == 0 {}
-        if out[0].status != WcStatus::SUCCESS {
+        if out[0].status() != WcStatus::SUCCESS {
             return Err(format!("WRITE failed: {:?}", out[0]).into());
         }
         if !sq.retire(&out[0]) {

@@ -283,7 +283,7 @@ mod striding {
             }
             let n = cq.poll_strides(&mut cqes);
             for sc in &cqes[..n] {
-                if sc.cqe.status != WcStatus::SUCCESS {
+                if sc.cqe.status() != WcStatus::SUCCESS {
                     return Err(format!("receive completion failed: {:?}", sc.cqe).into());
                 }
                 // The packet is read before its WQE may go back to the device.

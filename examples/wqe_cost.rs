@@ -16,7 +16,7 @@ use rrddmma::mlx5dv::be::{Be16, Be32, Be64};
 use rrddmma::mlx5dv::cq::CqRing;
 use rrddmma::mlx5dv::cqe::{Completion, Cqe64, CqeOpcode};
 use rrddmma::mlx5dv::eth::CsumFlags;
-use rrddmma::mlx5dv::mini::{CqeResFormat, MiniCqe, COMPRESSED};
+use rrddmma::mlx5dv::mini::{CqeFormat, CqeResFormat, MiniCqe};
 use rrddmma::mlx5dv::mmio::HwMmio;
 use rrddmma::mlx5dv::seg::{CtrlFlags, DatagramSeg};
 use rrddmma::mlx5dv::sq::{SqLimits, SqRing, SqTransport};
@@ -102,15 +102,22 @@ impl Bench {
     fn device_cqe(&mut self, pi: u16) {
         let op = CqeOpcode::REQ.to_raw();
         let owner = u8::from(self.produced & CQES != 0);
-        let cqe = Cqe64 {
-            sop_drop_qpn: Be32::new((u32::from(op) << 24) | self.sq.qpn()),
-            wqe_counter: Be16::new(pi),
-            op_own: (op << 4) | owner,
-            ..Cqe64::default()
+        // Bytes 56-63: `sop_drop_qpn`, `wqe_counter`, `signature`, `op_own`;
+        // the rest 0 (as the C side's zeroed struct).
+        let sop = Be32::new((u32::from(op) << 24) | self.sq.qpn()).raw();
+        let last = if cfg!(target_endian = "little") {
+            u64::from(sop) | (u64::from(Be16::new(pi).raw()) << 32) | (u64::from((op << 4) | owner) << 56)
+        } else {
+            let ([s0, s1, s2, s3], [c0, c1]) = (sop.to_ne_bytes(), pi.to_be_bytes());
+            u64::from_ne_bytes([s0, s1, s2, s3, c0, c1, 0, (op << 4) | owner])
         };
-        // SAFETY: a CQE slot of the leaked buffer, written through the
-        // pointer the ring reads it by.
-        unsafe { std::ptr::write_volatile(self.cqes.add((self.produced % CQES) as usize), cqe) };
+        let slot = self.cqes.wrapping_add((self.produced % CQES) as usize).cast::<u64>();
+        for (k, w) in [0, 0, 0, 0, 0, 0, 0, last].into_iter().enumerate() {
+            // SAFETY: word `k` of a CQE slot of the leaked buffer (64 bytes
+            // aligned to 8), written through the pointer the ring reads it
+            // by, word by word (as the C side's volatile struct store).
+            unsafe { std::ptr::write_volatile(slot.add(k), w) };
+        }
         self.produced += 1;
     }
 
@@ -279,7 +286,7 @@ fn zip(z: &mut Zip, title: &Cqe64, minis: &[MiniCqe; SESSION as usize]) -> usize
     // last, as the device hands them over.
     unsafe {
         std::ptr::write_volatile(z.cqes.add(idx + 1).cast::<[MiniCqe; SESSION as usize]>(), *minis);
-        std::ptr::write_volatile(z.cqes.add(idx), t);
+        std::ptr::write_volatile(z.cqes.add(idx).cast::<[u64; 8]>(), std::mem::transmute::<Cqe64, [u64; 8]>(t));
     }
     z.produced += SESSION;
     z.cq.poll(&mut z.out)
@@ -389,7 +396,7 @@ fn main() {
             let title = Cqe64 {
                 sop_drop_qpn: Be32::new(0x1234),
                 wqe_counter: Be16::new(0x10),
-                op_own: (CqeOpcode::RESP_SEND.to_raw() << 4) | (COMPRESSED << 2),
+                op_own: (CqeOpcode::RESP_SEND.to_raw() << 4) | (CqeFormat::COMPRESSED.to_raw() << 2),
                 ..Cqe64::default()
             };
             let minis: [MiniCqe; SESSION as usize] =
@@ -397,7 +404,7 @@ fn main() {
             (0..n / u64::from(SESSION)).for_each(|_| {
                 let k = zip(&mut z, &title, &minis);
                 for c in &z.out[..k] {
-                    sum += u64::from(c.byte_len);
+                    sum += u64::from(c.byte_len());
                 }
             })
         }

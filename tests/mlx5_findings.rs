@@ -166,18 +166,18 @@ fn regression_completion_decodes_sender_fields_grh_and_wqe_opcode() {
         ..Cqe64::default()
     };
     let c: Completion = cqe.decode();
-    assert_eq!((c.src_qp, c.slid, c.sl, c.dlid_path_bits, c.pkey_index), (0xab_cdef, 0x1357, 0xb, 0x25, 7));
-    assert!(c.grh);
-    assert_eq!(c.qpn, 0x77);
+    assert_eq!((c.src_qp(), c.slid(), c.sl(), c.dlid_path_bits(), c.pkey_index()), (0xab_cdef, 0x1357, 0xb, 0x25, 7));
+    assert!(c.grh());
+    assert_eq!(c.qpn(), 0x77);
     let mut no_grh = cqe;
     no_grh.rsvd0[24] = 0x0b;
-    assert!(!no_grh.decode().grh);
+    assert!(!no_grh.decode().grh());
     let req = Cqe64 {
         sop_drop_qpn: Be32::new(u32::from(WqeOpcode::RDMA_READ.to_raw()) << 24 | 0x77),
         op_own: CqeOpcode::REQ.to_raw() << 4,
         ..Cqe64::default()
     };
-    assert_eq!(req.decode().wqe_opcode, WqeOpcode::RDMA_READ);
+    assert_eq!(req.decode().wqe_opcode(), WqeOpcode::RDMA_READ);
 }
 
 /// Finding 1d: a direct UD/DC poster had no way from an AH to the address

@@ -35,7 +35,7 @@ use std::sync::OnceLock;
 use rrddmma::mlx5dv::be::Be32;
 use rrddmma::mlx5dv::cq::CqRing;
 use rrddmma::mlx5dv::cqe::Cqe64;
-use rrddmma::mlx5dv::mini::{CqeResFormat, COMPRESSED, PER_ARRAY};
+use rrddmma::mlx5dv::mini::{CqeFormat, CqeResFormat, PER_ARRAY};
 
 /// CQEs per format.
 const CQES_PER_FORMAT: usize = 10_000;
@@ -247,7 +247,7 @@ fn script(seed: u64) -> Vec<Op> {
                     metas.push(Meta { n: 0, i: 0, wraps: false });
                 } else {
                     e[size - 20..size - 16].copy_from_slice(&n.to_be_bytes());
-                    e[size - 1] = op << 4 | COMPRESSED << 2 | se << 1 | owner(pos);
+                    e[size - 1] = op << 4 | CqeFormat::COMPRESSED.to_raw() << 2 | se << 1 | owner(pos);
                     ops.push(Op::Entry(pos & (cnt - 1), e));
                     for a in 0..n.div_ceil(PER_ARRAY) {
                         let at = pos + if a == 0 { 1 } else { a * PER_ARRAY };

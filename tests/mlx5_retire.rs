@@ -245,7 +245,7 @@ fn regression_stale_completion_after_the_16_bit_counter_wraps_frees_nothing() {
         m.complete(0);
     }
     let live = m.post(1, 2).unwrap();
-    assert_eq!(live as u16, old.wqe_counter, "the live WQE has the stale completion's counter");
+    assert_eq!(live as u16, old.wqe_counter(), "the live WQE has the stale completion's counter");
     let before = m.sq.available();
     assert!(!m.sq.retire(&old), "a stale completion after the wrap must not free the live WQE");
     assert_eq!(m.sq.available(), before, "nothing freed");
@@ -276,7 +276,7 @@ fn regression_completion_from_before_a_reset_frees_nothing() {
     assert_eq!((n0, n1), (a, b), "the new WQEs reuse the old counters");
     assert!(!m.sq.retire(&polled_before), "a completion polled before the reset");
     let in_cq = m.cq.poll();
-    assert_eq!(in_cq.wqe_counter, b as u16);
+    assert_eq!(in_cq.wqe_counter(), b as u16);
     assert!(!m.sq.retire(&in_cq), "a completion written before the reset, polled after it");
     assert_eq!(m.sq.available(), 6, "nothing freed");
     m.check();
@@ -293,11 +293,7 @@ fn regression_made_up_or_edited_completion_frees_nothing() {
     let mut m = Model::new(8);
     let a = m.post(1, 1).unwrap();
     let b = m.post(1, 2).unwrap();
-    let mut made_up = Completion::default();
-    made_up.opcode = CqeOpcode::REQ;
-    made_up.qpn = QPN;
-    made_up.wqe_counter = b as u16;
-    assert!(!m.sq.retire(&made_up), "made up by hand");
+    assert!(!m.sq.retire(&Completion::default()), "made up by hand");
     let op = CqeOpcode::REQ.to_raw();
     let cqe = Cqe64 {
         sop_drop_qpn: Be32::new((u32::from(op) << 24) | QPN),
@@ -306,13 +302,13 @@ fn regression_made_up_or_edited_completion_frees_nothing() {
         ..Cqe64::default()
     };
     let decoded = cqe.decode();
-    assert_eq!((decoded.qpn, decoded.wqe_counter), (QPN, b as u16));
+    assert_eq!((decoded.qpn(), decoded.wqe_counter()), (QPN, b as u16));
     assert!(!m.sq.retire(&decoded), "decoded, not polled");
     assert_eq!(m.sq.available(), 6);
-    // A genuine completion of `a`, edited to name `b`: it frees `a` only.
-    let mut edited = m.completion(QPN, CqeOpcode::REQ, a);
-    edited.wqe_counter = b as u16;
-    assert!(m.sq.retire(&edited));
+    // A genuine completion of `a` (its fields cannot be edited: they are
+    // read through accessors): it frees `a` only.
+    let polled = m.completion(QPN, CqeOpcode::REQ, a);
+    assert!(m.sq.retire(&polled));
     assert_eq!(m.sq.available(), 7, "only WQE a, which the CQE named, is freed");
     m.outstanding.remove(0);
     m.check();

@@ -112,13 +112,16 @@ fn cq_laps(cqe_size: u32) {
         let want = 1 + (rng.next() % 8) as usize;
         let n = cq.poll(&mut out[..want]);
         for c in &out[..n] {
-            assert_eq!(c.wqe_counter, consumed as u16, "in order, none skipped");
-            assert_eq!(c.qpn, 0x00ab_cdef);
+            assert_eq!(c.wqe_counter(), consumed as u16, "in order, none skipped");
+            assert_eq!(c.qpn(), 0x00ab_cdef);
             if consumed % 97 == 5 {
-                assert_eq!((c.opcode, c.status, c.vendor_err), (CqeOpcode::REQ_ERR, WcStatus::RETRY_EXC_ERR, 0x20));
+                assert_eq!(
+                    (c.opcode(), c.status(), c.vendor_err()),
+                    (CqeOpcode::REQ_ERR, WcStatus::RETRY_EXC_ERR, 0x20)
+                );
             } else {
-                assert_eq!((c.opcode, c.status, c.byte_len), (CqeOpcode::RESP_SEND, WcStatus::SUCCESS, consumed));
-                assert_eq!(c.timestamp, u64::from(consumed) << 20);
+                assert_eq!((c.opcode(), c.status(), c.byte_len()), (CqeOpcode::RESP_SEND, WcStatus::SUCCESS, consumed));
+                assert_eq!(c.timestamp(), u64::from(consumed) << 20);
             }
             consumed += 1;
         }

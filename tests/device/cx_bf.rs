@@ -74,7 +74,7 @@ fn dedicated_blueflame_writes_land_on_mlx5() {
         while dcq.poll(&mut out) == 0 {
             assert!(t.elapsed() < Duration::from_secs(5), "no completion of WRITE {i} posted through BlueFlame");
         }
-        assert_eq!(out[0].status, WcStatus::SUCCESS, "WRITE {i}: {:?}", out[0]);
+        assert_eq!(out[0].status(), WcStatus::SUCCESS, "WRITE {i}: {:?}", out[0]);
         assert!(sq.retire(&out[0]), "WRITE {i}: the completion frees its WQE");
         let a = at as usize;
         assert_eq!(&dst.bytes()[a..a + 48], &data[..], "WRITE {i} (BlueFlame) landed");

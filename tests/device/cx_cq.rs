@@ -93,12 +93,16 @@ fn compressed_cq_expands_a_burst_of_small_receives_on_mlx5() {
         let got = poll_n(&mut view, BURST);
         let mut slots = HashSet::new();
         for c in &got {
-            assert_eq!(c.status, WcStatus::SUCCESS, "{c:?}");
-            assert_eq!((c.opcode, c.qpn, c.byte_len), (CqeOpcode::RESP_SEND, qb.qpn(), 8), "{c:?}");
+            assert_eq!(c.status(), WcStatus::SUCCESS, "{c:?}");
+            assert_eq!((c.opcode(), c.qpn(), c.byte_len()), (CqeOpcode::RESP_SEND, qb.qpn(), 8), "{c:?}");
             // The receive queue's WQE counter: whole or expanded (title's
             // counter plus the CQE's place in the session), each receive
             // named once.
-            assert!(slots.insert(usize::from(c.wqe_counter) % BURST), "receive {} named twice: {c:?}", c.wqe_counter);
+            assert!(
+                slots.insert(usize::from(c.wqe_counter()) % BURST),
+                "receive {} named twice: {c:?}",
+                c.wqe_counter()
+            );
             expanded += usize::from(c.expanded());
         }
         total += got.len();
@@ -163,7 +167,7 @@ fn completion_clock_stamps_advance_with_the_device_and_host_clocks_on_mlx5() {
         let before = clock.ns(&cq, ctx.raw_clock().unwrap()).unwrap();
         let host = Instant::now();
         let c = write_and_poll(&qa, &src, dst.mr.remote().at(0), &mut view);
-        assert_eq!(c.status, WcStatus::SUCCESS, "{c:?}");
+        assert_eq!(c.status(), WcStatus::SUCCESS, "{c:?}");
         let after = clock.ns(&cq, ctx.raw_clock().unwrap()).unwrap();
         let t = clock.completion_ns(&cq, &c).unwrap().expect("a successful completion has a stamp");
         assert!(before <= t && t <= after, "completion at {t} ns, device clock read at {before} and {after} ns");
@@ -176,7 +180,7 @@ fn completion_clock_stamps_advance_with_the_device_and_host_clocks_on_mlx5() {
     assert!(dst.bytes().iter().all(|&b| b == 0x5c), "the WRITEs landed");
     let bad = RemoteAddr { addr: closed.addr(), rkey: closed.rkey() };
     let c = write_and_poll(&qa, &src, bad, &mut view);
-    assert_eq!(c.status, WcStatus::REM_ACCESS_ERR, "a WRITE under an rkey without remote write fails: {c:?}");
+    assert_eq!(c.status(), WcStatus::REM_ACCESS_ERR, "a WRITE under an rkey without remote write fails: {c:?}");
     assert_eq!(clock.completion_ns(&cq, &c).unwrap(), None, "{c:?}");
     assert!(closed_mem.iter().all(|&b| b == 0), "the refused WRITE wrote nothing");
 
@@ -203,7 +207,7 @@ fn completion_clock_stamps_advance_with_the_device_and_host_clocks_on_mlx5() {
     for _ in 0..2 {
         let host = Instant::now();
         let c = write_and_poll(&qc, &src, dst.mr.remote().at(0), &mut view);
-        assert_eq!(c.status, WcStatus::SUCCESS, "{c:?}");
+        assert_eq!(c.status(), WcStatus::SUCCESS, "{c:?}");
         let t = clock.completion_ns(&wall, &c).unwrap().expect("a successful completion has a stamp");
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64;
         assert!(t.abs_diff(now) < 600_000_000_000, "real-time stamp {t} ns, host real time {now} ns");

@@ -87,8 +87,8 @@ fn next(dcq: &mut DirectCq<'_>, what: &str) -> Completion {
 /// requester CQE of the DCI, on stream `stream`, and retired.
 fn done(sq: &mut DirectSq<'_>, dcq: &mut DirectCq<'_>, dci: &Dci, stream: u16, what: &str) {
     let c = next(dcq, what);
-    assert_eq!(c.status, WcStatus::SUCCESS, "the DC {what} on stream {stream} failed: {c:?}");
-    assert_eq!((c.opcode, c.qpn), (CqeOpcode::REQ, dci.qpn()), "{what}: {c:?}");
+    assert_eq!(c.status(), WcStatus::SUCCESS, "the DC {what} on stream {stream} failed: {c:?}");
+    assert_eq!((c.opcode(), c.qpn()), (CqeOpcode::REQ, dci.qpn()), "{what}: {c:?}");
     assert_eq!(sq.stream_of(&c), Some(stream), "{what}: the completion names the WQE's stream");
     assert!(sq.retire(&c), "{what}: the completion frees its WQE");
 }
@@ -304,8 +304,8 @@ fn dc_stream_in_error_is_reset_while_another_goes_on_on_mlx5() {
     // SAFETY: as above.
     unsafe { w.data(64, lkey, laddr) }.post(&mut mmio);
     let c = next(&mut dcq, "WRITE under an rkey without remote write");
-    assert_eq!(c.status, WcStatus::REM_ACCESS_ERR, "the responder refused the WRITE: {c:?}");
-    assert_eq!(c.opcode, CqeOpcode::REQ_ERR, "{c:?}");
+    assert_eq!(c.status(), WcStatus::REM_ACCESS_ERR, "the responder refused the WRITE: {c:?}");
+    assert_eq!(c.opcode(), CqeOpcode::REQ_ERR, "{c:?}");
     assert_eq!(sq.stream_of(&c), Some(1), "the error completion names stream 1");
     assert!(sq.retire(&c), "the error completion frees its WQE");
     assert!(closed_mem.iter().all(|&b| b == 0), "nothing was written under the refused rkey");

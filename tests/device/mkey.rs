@@ -115,7 +115,7 @@ fn mkey_one_remote_range_over_three_regions_on_mlx5() {
         while dcq.poll(&mut out) == 0 {
             assert!(t.elapsed() < Duration::from_secs(5), "no completion");
         }
-        assert_eq!(out[0].status, WcStatus::SUCCESS, "{:?}", out[0]);
+        assert_eq!(out[0].status(), WcStatus::SUCCESS, "{:?}", out[0]);
         assert!(sq.retire(&out[0]));
     };
     wait(&mut sq);

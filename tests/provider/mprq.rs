@@ -507,7 +507,7 @@ impl Case {
             if zip {
                 let mut t = plain[plain.len() - n];
                 t.byte_cnt = Be32::new(n as u32);
-                t.op_own = (t.op_own & 0xf0) | (mini::COMPRESSED << 2) | self.owner(ob);
+                t.op_own = (t.op_own & 0xf0) | (mini::CqeFormat::COMPRESSED.to_raw() << 2) | self.owner(ob);
                 let tb = bytes(&t);
                 self.cq_entry(ob).copy_from_slice(&tb);
                 for (k, m) in minis.iter().enumerate() {
@@ -551,7 +551,7 @@ impl Case {
         }
         let mut mine = Vec::with_capacity(k);
         for (q, c) in ours.iter().enumerate() {
-            if c.cqe.qpn == self.wqn {
+            if c.cqe.qpn() == self.wqn {
                 mine.push(*c);
                 continue;
             }
@@ -601,14 +601,14 @@ impl Case {
                 c.strides ^= 1;
                 *mutate = false;
             }
-            let opcode = if c.cqe.opcode == CqeOpcode::RESP_SEND || c.cqe.opcode == CqeOpcode::RESP_SEND_IMM {
+            let opcode = if c.cqe.opcode() == CqeOpcode::RESP_SEND || c.cqe.opcode() == CqeOpcode::RESP_SEND_IMM {
                 WC_RECV
             } else {
                 u32::MAX
             };
-            let flags = if c.cqe.opcode == CqeOpcode::RESP_SEND_IMM { WC_WITH_IMM } else { 0 };
+            let flags = if c.cqe.opcode() == CqeOpcode::RESP_SEND_IMM { WC_WITH_IMM } else { 0 };
             let checks: [(&str, u64, u64); 11] = [
-                ("status", w.base.status.into(), c.cqe.status.to_raw().into()),
+                ("status", w.base.status.into(), c.cqe.status().to_raw().into()),
                 ("opcode", w.base.opcode.into(), opcode.into()),
                 ("wc_flags", w.base.wc_flags.into(), flags.into()),
                 ("byte_len (byte_cnt: filler, strides, length)", w.base.byte_len.into(), c.raw_byte_cnt().into()),
@@ -617,12 +617,12 @@ impl Case {
                     w.base.wr_id,
                     TAG | u64::from(u32::from(c.stride_index) & (self.wqe_cnt - 1)),
                 ),
-                ("qp_num", w.base.qp_num.into(), c.cqe.qpn.into()),
-                ("src_qp", w.src_qp.into(), c.cqe.src_qp.into()),
-                ("slid", w.slid.into(), c.cqe.slid.into()),
-                ("sl", w.sl.into(), c.cqe.sl.into()),
-                ("dlid_path_bits", w.dlid_path_bits.into(), c.cqe.dlid_path_bits.into()),
-                ("imm", if flags != 0 { w.imm.into() } else { 0 }, if flags != 0 { c.cqe.imm.into() } else { 0 }),
+                ("qp_num", w.base.qp_num.into(), c.cqe.qpn().into()),
+                ("src_qp", w.src_qp.into(), c.cqe.src_qp().into()),
+                ("slid", w.slid.into(), c.cqe.slid().into()),
+                ("sl", w.sl.into(), c.cqe.sl().into()),
+                ("dlid_path_bits", w.dlid_path_bits.into(), c.cqe.dlid_path_bits().into()),
+                ("imm", if flags != 0 { w.imm.into() } else { 0 }, if flags != 0 { c.cqe.imm().into() } else { 0 }),
             ];
             for (f, t, u) in checks {
                 if t != u {

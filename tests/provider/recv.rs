@@ -114,9 +114,9 @@ impl Cq {
 }
 
 fn kind_name(c: &Completion) -> String {
-    c.opcode
+    c.opcode()
         .name()
-        .map_or_else(|| format!("opcode {:#x}", c.opcode.to_raw()), |n| n.trim_start_matches("MLX5_CQE_").into())
+        .map_or_else(|| format!("opcode {:#x}", c.opcode().to_raw()), |n| n.trim_start_matches("MLX5_CQE_").into())
 }
 
 /// Replays the C half's CQ lines of CQEs of `size` bytes through `CqRing`.
@@ -237,11 +237,18 @@ pub fn check(out: &str, size: u32, mutation: Mutation) -> Result<RecvStats, Box<
                 next += 1;
                 let mutate = mutation == Mutation::DecoderByteLen
                     && !mutated
-                    && c.opcode == CqeOpcode::RESP_SEND
-                    && c.status.to_raw() == 0;
+                    && c.opcode() == CqeOpcode::RESP_SEND
+                    && c.status().to_raw() == 0;
                 if mutate {
-                    // The mutation check: one decoded field off by one bit.
-                    c.byte_len ^= 1;
+                    // The mutation check: one decoded field off by one bit
+                    // (the entry decoded with its byte count's low bit flipped).
+                    let mut raw = [0u8; 64];
+                    raw.copy_from_slice(cq.cqe64(ci));
+                    raw[47] ^= 1;
+                    // SAFETY: `Cqe64` is 64 bytes of plain integers; any 64
+                    // bytes are one (read unaligned from the array).
+                    c = unsafe { std::ptr::read_unaligned(raw.as_ptr().cast::<rrddmma::mlx5dv::cqe::Cqe64>()) }
+                        .decode();
                     mutated = true;
                 }
                 let payload = payloads.get(next - 1).cloned().flatten();
@@ -276,24 +283,24 @@ fn compare(
     let at = format!("entry {} (consumer index {ci})", ci & (cq.cnt - 1));
     *stats.by_kind.entry(kind_name(c)).or_default() += 1;
     // Field, its first byte in the 64-byte CQE, libmlx5's value, ours.
-    let mut checks: Vec<(&str, usize, u64, u64)> = vec![("qp_num", 57, qp_num.into(), c.qpn.into())];
-    let req = c.opcode == CqeOpcode::REQ || c.opcode == CqeOpcode::REQ_ERR;
-    let error = c.opcode == CqeOpcode::REQ_ERR || c.opcode == CqeOpcode::RESP_ERR;
+    let mut checks: Vec<(&str, usize, u64, u64)> = vec![("qp_num", 57, qp_num.into(), c.qpn().into())];
+    let req = c.opcode() == CqeOpcode::REQ || c.opcode() == CqeOpcode::REQ_ERR;
+    let error = c.opcode() == CqeOpcode::REQ_ERR || c.opcode() == CqeOpcode::RESP_ERR;
     // wr_id through the queue's table, indexed by the decoded wqe_counter.
     let tag = if req { SQ_TAG } else { RQ_TAG };
-    let ours_wr_id = tag << 48 | u64::from(c.qpn) << 16 | u64::from(c.wqe_counter & 63);
+    let ours_wr_id = tag << 48 | u64::from(c.qpn()) << 16 | u64::from(c.wqe_counter() & 63);
     checks.push(("wr_id (via wqe_counter)", 60, wr_id, ours_wr_id));
-    checks.push(("status", 55, status.into(), c.status.to_raw().into()));
+    checks.push(("status", 55, status.into(), c.status().to_raw().into()));
     if error {
-        checks.push(("vendor_err", 54, vendor_err.into(), c.vendor_err.into()));
+        checks.push(("vendor_err", 54, vendor_err.into(), c.vendor_err().into()));
     }
     let resp_ok = !req && !error;
     if resp_ok {
-        let with_imm = c.opcode == CqeOpcode::RESP_WR_IMM || c.opcode == CqeOpcode::RESP_SEND_IMM;
-        let with_inv = c.opcode == CqeOpcode::RESP_SEND_INV;
-        let ours_op = if c.opcode == CqeOpcode::RESP_WR_IMM { WC_RECV_RDMA_WITH_IMM } else { WC_RECV };
+        let with_imm = c.opcode() == CqeOpcode::RESP_WR_IMM || c.opcode() == CqeOpcode::RESP_SEND_IMM;
+        let with_inv = c.opcode() == CqeOpcode::RESP_SEND_INV;
+        let ours_op = if c.opcode() == CqeOpcode::RESP_WR_IMM { WC_RECV_RDMA_WITH_IMM } else { WC_RECV };
         checks.push(("opcode", 63, opcode.into(), ours_op.into()));
-        checks.push(("byte_len", 44, byte_len.into(), c.byte_len.into()));
+        checks.push(("byte_len", 44, byte_len.into(), c.byte_len().into()));
         let ours_flags = if with_imm { WC_WITH_IMM } else { 0 } | if with_inv { WC_WITH_INV } else { 0 };
         checks.push((
             "wc_flags (WITH_IMM, WITH_INV)",
@@ -302,27 +309,27 @@ fn compare(
             ours_flags.into(),
         ));
         if with_imm {
-            checks.push(("imm_data", 36, imm.into(), c.imm.into()));
+            checks.push(("imm_data", 36, imm.into(), c.imm().into()));
         }
         if with_inv {
-            checks.push(("invalidated_rkey", 36, imm.into(), u32::from_be(c.imm).into()));
+            checks.push(("invalidated_rkey", 36, imm.into(), u32::from_be(c.imm()).into()));
         }
         if !ex {
             // mlx5_poll_cq's handle_responder fills the sender's address for
             // every successful receive (the extended poller's line leaves
             // them 0: they were not asked for).
-            checks.push(("src_qp", 25, num(7), c.src_qp.into()));
-            checks.push(("pkey_index", 38, num(9), c.pkey_index.into()));
-            checks.push(("slid", 22, num(10), c.slid.into()));
-            checks.push(("sl", 24, num(11), c.sl.into()));
-            checks.push(("dlid_path_bits", 17, num(12), c.dlid_path_bits.into()));
-            checks.push(("wc_flags (GRH)", 24, (wc_flags & WC_GRH).into(), u64::from(c.grh)));
+            checks.push(("src_qp", 25, num(7), c.src_qp().into()));
+            checks.push(("pkey_index", 38, num(9), c.pkey_index().into()));
+            checks.push(("slid", 22, num(10), c.slid().into()));
+            checks.push(("sl", 24, num(11), c.sl().into()));
+            checks.push(("dlid_path_bits", 17, num(12), c.dlid_path_bits().into()));
+            checks.push(("wc_flags (GRH)", 24, (wc_flags & WC_GRH).into(), u64::from(c.grh())));
         }
     }
-    if c.opcode == CqeOpcode::REQ {
+    if c.opcode() == CqeOpcode::REQ {
         // The requester's WQE opcode (byte 56) decides ibv_wc's opcode and
         // WITH_IMM, as handle_good_req maps it (WQE opcodes of mlx5dv.h).
-        let (op, with_imm) = match c.wqe_opcode {
+        let (op, with_imm) = match c.wqe_opcode() {
             WqeOpcode::RDMA_WRITE => (Some(WC_RDMA_WRITE), false),
             WqeOpcode::RDMA_WRITE_IMM => (Some(WC_RDMA_WRITE), true),
             WqeOpcode::SEND | WqeOpcode::SEND_INVAL => (Some(WC_SEND), false),
@@ -347,14 +354,14 @@ fn compare(
         // completion: byte_cnt, imm_inval_pkey (host order for SEND_INV),
         // the timestamp.
         stats.extended += 1;
-        checks.push(("completion timestamp (ibv_wc_read_completion_ts)", 48, num(14), c.timestamp));
-        checks.push(("byte_len (ibv_wc_read_byte_len)", 44, byte_len.into(), c.byte_len.into()));
+        checks.push(("completion timestamp (ibv_wc_read_completion_ts)", 48, num(14), c.timestamp()));
+        checks.push(("byte_len (ibv_wc_read_byte_len)", 44, byte_len.into(), c.byte_len().into()));
         if !error {
-            let ours = if c.opcode == CqeOpcode::RESP_SEND_INV { u32::from_be(c.imm) } else { c.imm };
+            let ours = if c.opcode() == CqeOpcode::RESP_SEND_INV { u32::from_be(c.imm()) } else { c.imm() };
             checks.push(("imm_data (ibv_wc_read_imm_data)", 36, imm.into(), ours.into()));
         }
-    } else if c.opcode == CqeOpcode::REQ && c.wqe_opcode == WqeOpcode::RDMA_READ {
-        checks.push(("byte_len", 44, byte_len.into(), c.byte_len.into()));
+    } else if c.opcode() == CqeOpcode::REQ && c.wqe_opcode() == WqeOpcode::RDMA_READ {
+        checks.push(("byte_len", 44, byte_len.into(), c.byte_len().into()));
     }
     for (field, byte, theirs, ours) in checks {
         if theirs != ours {
@@ -373,24 +380,24 @@ fn compare(
     // where the decoded format says they are (32: the 64-byte CQE; 64: the
     // first half of a 128-byte entry); without scatter the buffer stays zero.
     let copied = payload.is_some();
-    if resp_ok && (scatter != "~" && scatter != "-" || scatter == "-" && c.byte_len == 0) {
+    if resp_ok && (scatter != "~" && scatter != "-" || scatter == "-" && c.byte_len() == 0) {
         let theirs = unhex(scatter);
-        let n = c.byte_len as usize;
+        let n = c.byte_len() as usize;
         // Through `poll_scattered` when that call took it, else read where
         // the decoded format says the payload is.
-        let ours: Vec<u8> = match (payload, c.inline_scatter) {
+        let ours: Vec<u8> = match (payload, c.inline_scatter()) {
             (Some(p), 32 | 64) => p,
             (_, 32) => cqe[..n.min(64)].to_vec(),
             (_, 64) => cq.first_half(ci)[..n.min(64)].to_vec(),
             _ => vec![0; n],
         };
-        stats.scatter += usize::from(c.inline_scatter != 0);
-        stats.scatter_copied += usize::from(c.inline_scatter != 0 && copied);
+        stats.scatter += usize::from(c.inline_scatter() != 0);
+        stats.scatter_copied += usize::from(c.inline_scatter() != 0 && copied);
         if let Some(i) = (0..theirs.len().max(ours.len())).find(|&i| theirs.get(i) != ours.get(i)) {
             return Err(Mismatch {
                 kind,
                 at,
-                field: format!("scattered payload ({} bytes in the CQE)", c.inline_scatter),
+                field: format!("scattered payload ({} bytes in the CQE)", c.inline_scatter()),
                 byte: Some(i),
                 theirs: format!("{:?}", theirs.get(i)),
                 ours: format!("{:?}", ours.get(i)),

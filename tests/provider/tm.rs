@@ -754,8 +754,8 @@ impl Case {
             cmp("status", Some(40), u64::from(w.base.status), u64::from(c.status.to_raw()))?;
             cmp("opcode", Some(63), u64::from(w.base.opcode), u64::from(c.opcode.to_raw()))?;
             cmp("wc_flags", Some(41), u64::from(w.base.wc_flags), u64::from(c.flags.bits()))?;
-            cmp("byte_len", Some(44), u64::from(w.base.byte_len), u64::from(d.byte_len))?;
-            cmp("qp_num", Some(56), u64::from(w.base.qp_num), u64::from(d.qpn))?;
+            cmp("byte_len", Some(44), u64::from(w.base.byte_len), u64::from(d.byte_len()))?;
+            cmp("qp_num", Some(56), u64::from(w.base.qp_num), u64::from(d.qpn()))?;
             cmp("tm_info.tag", Some(8), w.tag, c.cqe.tag)?;
             cmp("tm_info.priv (app_ctx)", Some(4), u64::from(w.priv_), u64::from(c.cqe.app_ctx))?;
             // ExWc::tm_info's mapping, on libmlx5's values, against ours.

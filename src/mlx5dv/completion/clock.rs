@@ -115,7 +115,7 @@ impl Clock {
 /// completion's; an error completion's hold the syndrome.
 #[cfg(not(rrddmma_mlnx_ofed4))]
 fn stamp(c: &Completion) -> Option<u64> {
-    (c.status == WcStatus::SUCCESS).then_some(c.timestamp)
+    (c.status() == WcStatus::SUCCESS).then_some(c.timestamp())
 }
 
 /// Whether a CQ created with `flags` on a device that offers real-time
@@ -135,11 +135,16 @@ mod tests {
     /// Only a successful completion's timestamp bytes are a timestamp.
     #[test]
     fn only_successful_completions_carry_a_stamp() {
-        let ok = Completion { timestamp: 0x1234, ..Completion::default() };
+        use crate::mlx5dv::completion::cqe::{Cqe64, CqeOpcode, Syndrome};
+        use crate::mlx5dv::queue::be::Be64;
+        let cqe =
+            |op: CqeOpcode, ts: u64| Cqe64 { timestamp: Be64::new(ts), op_own: op.to_raw() << 4, ..Cqe64::default() };
+        let ok = cqe(CqeOpcode::REQ, 0x1234).decode();
         assert_eq!(stamp(&ok), Some(0x1234));
-        for status in [WcStatus::LOC_LEN_ERR, WcStatus::WR_FLUSH_ERR, WcStatus::REM_ACCESS_ERR] {
-            let err = Completion { status, timestamp: 0x1234, ..Completion::default() };
-            assert_eq!(stamp(&err), None, "{status:?}: its timestamp bytes hold the syndrome");
+        for syndrome in [Syndrome::LOCAL_LENGTH_ERR, Syndrome::WR_FLUSH_ERR, Syndrome::REMOTE_ACCESS_ERR] {
+            let err = cqe(CqeOpcode::REQ_ERR, 0x1200 | u64::from(syndrome.to_raw())).decode();
+            assert_ne!(err.status(), WcStatus::SUCCESS);
+            assert_eq!(stamp(&err), None, "{syndrome:?}: its timestamp bytes hold the syndrome");
         }
     }
 

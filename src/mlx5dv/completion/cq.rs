@@ -3,9 +3,9 @@
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::mlx5dv::completion::cqe::{format, Completion, Cqe64, CqeOpcode, Ticket};
-use crate::mlx5dv::completion::mini::{self, CqeResFormat, MiniCqe};
-use crate::mlx5dv::queue::be::Be32;
+use crate::mlx5dv::completion::cqe::{format, Completion, Cqe64, CqeOpcode, Tail};
+use crate::mlx5dv::completion::mini::{self, CqeFormat, CqeResFormat};
+use crate::mlx5dv::queue::be::{Be16, Be32};
 use crate::mlx5dv::queue::mmio::Mmio;
 
 /// `MLX5_CQ_DOORBELL`: offset of the CQ doorbell in the UAR page.
@@ -19,9 +19,13 @@ pub const DB_REQ_NOT_SOL: u32 = 1 << 24;
 /// (`[0]` consumer index, `[1]` arm) and UAR, from [`crate::mlx5dv::queue::obj::cq_ring`]
 /// or, for tests, from raw parts.
 pub struct CqRing {
+    /// The 64-byte CQE of entry 0 (the entry's second half in a ring of
+    /// 128-byte entries).
     buf: *const u8,
     cqe_cnt: u32,
     cqe_size: u32,
+    /// `log2(cqe_size)`.
+    shift: u32,
     dbrec: *mut Be32,
     uar: *mut u8,
     cqn: u32,
@@ -39,11 +43,33 @@ pub struct CqRing {
     /// The mini-CQE format of the CQ, when known.
     mini_format: Option<CqeResFormat>,
     /// The session being expanded: CQEs left, the next one's index in it,
-    /// its title and the mini-CQE array in use.
+    /// what its mini-CQEs hold, the CQE its mini-CQEs are expanded into
+    /// (the title with format bits and owner 0, and, past the first CQE,
+    /// the fields that are not in the session cleared) and the mini-CQE
+    /// array in use.
     zip_left: u32,
     zip_next: u32,
-    zip_title: Cqe64,
-    zip_array: [MiniCqe; 8],
+    zip_kind: ZipKind,
+    zip_base: [u64; 8],
+    zip_counter: u16,
+    zip_array: [u64; 8],
+}
+
+/// What the mini-CQEs of the session under expansion carry besides the
+/// byte count (the format, or a requester session's `s_wqe_info`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+enum ZipKind {
+    /// `s_wqe_info`: WQE counter and WQE opcode.
+    Requester,
+    /// The RSS hash result.
+    Hash,
+    /// The checksum.
+    Csum,
+    /// The checksum and the stride index (the WQE counter).
+    CsumStridx,
+    /// Nothing else (no format given).
+    Plain,
 }
 
 /// The next ring number; 0 is never handed out (it marks "not polled").
@@ -91,9 +117,11 @@ impl CqRing {
         assert!(uar as usize % 8 == 0, "UAR {uar:p} is not 8-byte aligned");
         let uid = NEXT_UID.fetch_add(1, Ordering::Relaxed);
         CqRing {
-            buf,
+            // The CQE is the second half of a 128-byte entry.
+            buf: buf.wrapping_add(cqe_size as usize - 64),
             cqe_cnt,
             cqe_size,
+            shift: cqe_size.trailing_zeros(),
             dbrec,
             uar,
             cqn,
@@ -105,8 +133,10 @@ impl CqRing {
             mini_format: None,
             zip_left: 0,
             zip_next: 0,
-            zip_title: Cqe64::default(),
-            zip_array: [MiniCqe::default(); 8],
+            zip_kind: ZipKind::Plain,
+            zip_base: [0; 8],
+            zip_counter: 0,
+            zip_array: [0; 8],
         }
     }
 
@@ -167,7 +197,7 @@ impl CqRing {
             if !Cqe64::is_valid_for(op_own, ci, self.cqe_cnt) {
                 break;
             }
-            n += if self.expand && format(op_own) == mini::COMPRESSED {
+            n += if self.expand && format(op_own) == CqeFormat::COMPRESSED.to_raw() {
                 std::sync::atomic::fence(Ordering::Acquire);
                 // SAFETY: a title the device handed over; its byte count is
                 // the number of CQEs of the session.
@@ -184,20 +214,56 @@ impl CqRing {
     #[inline(always)]
     fn cqe(&self, ci: u32) -> *const Cqe64 {
         let idx = (ci & (self.cqe_cnt - 1)) as usize;
-        let extra = if self.cqe_size == 128 { 64 } else { 0 };
-        // SAFETY: `idx` is below `cqe_cnt`, so the entry is inside the buffer.
-        unsafe { self.buf.add(idx * self.cqe_size as usize + extra).cast() }
+        // `buf` is offset to the entry's CQE; `idx << shift` is below
+        // `cqe_cnt * cqe_size`, so the entry is inside the buffer.
+        self.buf.wrapping_add(idx << self.shift).cast()
     }
 
-    /// Polls up to `out.len()` completions, decoding them into `out`; then
-    /// updates the consumer record (`dbrec[0] = ci & 0xffffff`) if any were
-    /// taken. No allocation, no system call.
+    /// Polls up to `out.len()` completions into `out` (their fields are
+    /// decoded when read: [`Completion`]); then updates the consumer record
+    /// (`dbrec[0] = ci & 0xffffff`) if any were taken. No allocation, no
+    /// system call.
     #[inline]
     pub fn poll(&mut self, out: &mut [Completion]) -> usize {
         let mut n = 0;
         while n < out.len() {
-            let Some((c, _)) = self.take() else { break };
-            out[n] = c;
+            if self.zip_left > 0 {
+                return self.poll_sessions(out, n);
+            }
+            let ci = self.ci;
+            let Some((cqe, op_own)) = self.written_at(ci) else { break };
+            if is_title(op_own) && self.expand {
+                return self.poll_sessions(out, n);
+            }
+            // Written before the ring's indices move: nothing stands
+            // between the entry's loads and the stores into `out`.
+            out[n] = Completion::from_tail(read_tail(cqe), self.uid, self.polled, false);
+            self.polled += 1;
+            self.ci = ci.wrapping_add(1);
+            n += 1;
+        }
+        if n > 0 {
+            self.publish();
+        }
+        n
+    }
+
+    /// [`CqRing::poll`] from `out[n]` on, once a compressed session is met
+    /// (its title or the rest of one under expansion).
+    #[inline(never)]
+    fn poll_sessions(&mut self, out: &mut [Completion], mut n: usize) -> usize {
+        while n < out.len() {
+            if self.zip_left > 0 {
+                n += self.expand_run(&mut out[n..]);
+                continue;
+            }
+            let Some((cqe, op_own)) = self.next_written() else { break };
+            if is_title(op_own) && self.expand {
+                self.start_session(cqe);
+                continue;
+            }
+            out[n] = Completion::from_tail(read_tail(cqe), self.uid, self.polled, false);
+            self.advance();
             n += 1;
         }
         if n > 0 {
@@ -219,8 +285,8 @@ impl CqRing {
     #[inline]
     pub fn poll_scattered(&mut self, payload: &mut [u8; 64]) -> Option<(Completion, usize)> {
         let (c, cqe) = self.take()?;
-        let n = (c.byte_len as usize).min(usize::from(c.inline_scatter));
-        let src: *const u8 = match c.inline_scatter {
+        let n = (c.byte_len() as usize).min(usize::from(c.inline_scatter()));
+        let src: *const u8 = match c.inline_scatter() {
             // The payload fills the 64-byte CQE from its start.
             32 => cqe.cast(),
             // The first half of a 128-byte entry.
@@ -239,97 +305,192 @@ impl CqRing {
         Some((c, n))
     }
 
-    /// Takes the CQE at the consumer index if the device has written it:
-    /// decoded and stamped, with its address; the consumer record is left
-    /// for [`CqRing::publish`].
-    #[inline(always)]
+    /// Takes the CQE at the consumer index if the device has written it
+    /// (a session's next CQE, expanded): the completion and the entry's
+    /// address; the consumer record is left for [`CqRing::publish`].
+    #[inline]
     fn take(&mut self) -> Option<(Completion, *const Cqe64)> {
-        let (raw, cqe, expanded) = self.take_raw()?;
-        let mut c = raw.decode();
-        c.ticket = Ticket {
-            cq: self.uid,
-            seq: self.polled,
-            qpn: c.qpn,
-            counter: c.wqe_counter,
-            requester: c.opcode == CqeOpcode::REQ || c.opcode == CqeOpcode::REQ_ERR,
-            expanded,
-        };
+        let (raw, expanded, cqe, seq) = self.take_raw()?;
+        Some((Completion::from_tail(raw.tail(), self.uid, seq, expanded), cqe))
+    }
+
+    /// The entry at the consumer index if the device has written it (owner
+    /// bit and opcode), with its `op_own`; what follows reads after an
+    /// acquire fence. Nothing is taken.
+    #[inline(always)]
+    fn next_written(&self) -> Option<(*const Cqe64, u8)> {
+        self.written_at(self.ci)
+    }
+
+    /// [`CqRing::next_written`] for consumer index `ci`.
+    #[inline(always)]
+    fn written_at(&self, ci: u32) -> Option<(*const Cqe64, u8)> {
+        let cqe = self.cqe(ci);
+        // SAFETY: the entry is inside the buffer; `op_own` is read
+        // volatile because the device writes it.
+        let op_own = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*cqe).op_own)) };
+        if !Cqe64::is_valid_for(op_own, ci, self.cqe_cnt) {
+            return None;
+        }
+        // Read the rest only after seeing ownership (udma_from_device_barrier).
+        std::sync::atomic::fence(Ordering::Acquire);
+        Some((cqe, op_own))
+    }
+
+    /// Moves past the CQE taken: the consumer index and the position.
+    #[inline(always)]
+    fn advance(&mut self) {
         self.polled += 1;
         self.ci = self.ci.wrapping_add(1);
-        Some((c, cqe))
     }
 
     /// The CQE at the consumer index if the device has written it (a
     /// compressed session's next CQE, expanded, when sessions are
-    /// expanded), with the entry's address and whether it was expanded
-    /// from a mini-CQE; the consumer index is left for the caller.
+    /// expanded), whether it was expanded from a mini-CQE, the entry's
+    /// address and its position; the consumer index and the position
+    /// advance, the consumer record is left for [`CqRing::publish`].
     #[inline(always)]
-    fn take_raw(&mut self) -> Option<(Cqe64, *const Cqe64, bool)> {
-        if self.zip_left > 0 {
-            let (c, cqe) = self.take_mini();
-            return Some((c, cqe, true));
+    fn take_raw(&mut self) -> Option<(Cqe64, bool, *const Cqe64, u64)> {
+        let seq = self.polled;
+        if self.zip_left == 0 {
+            let (cqe, op_own) = self.next_written()?;
+            if !(is_title(op_own) && self.expand) {
+                // SAFETY: the device handed this entry over (`next_written`)
+                // and does not write it until the consumer record passes it
+                // (`publish`, after a release fence).
+                let raw = unsafe { std::ptr::read(cqe) };
+                self.advance();
+                return Some((raw, false, cqe, seq));
+            }
+            self.start_session(cqe);
         }
         let cqe = self.cqe(self.ci);
-        // SAFETY: the entry is inside the buffer; `op_own` is read
-        // volatile because the device writes it.
-        let op_own = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*cqe).op_own)) };
-        if !Cqe64::is_valid_for(op_own, self.ci, self.cqe_cnt) {
-            return None;
-        }
-        // Read the rest only after seeing ownership (udma_from_device_barrier).
-        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
-        // SAFETY: the device handed this entry over (owner bit). The entry is
-        // read as eight 8-byte words (a volatile read of the byte-array
-        // struct would be 64 one-byte loads); `Cqe64` is 64 bytes of plain
-        // integers, aligned to 8 (sizes asserted in `cqe`), so any eight
-        // words are one.
-        let raw: Cqe64 = unsafe { std::mem::transmute(std::ptr::read_volatile(cqe.cast::<[u64; 8]>())) };
-        if self.expand && format(op_own) == mini::COMPRESSED {
-            let (c, cqe) = self.start_session(raw);
-            return Some((c, cqe, true));
-        }
-        Some((raw, cqe, false))
+        let w = self.take_mini();
+        // SAFETY: `Cqe64` is 64 bytes of plain integers, any eight words are one.
+        Some((unsafe { std::mem::transmute::<[u64; 8], Cqe64>(w) }, true, cqe, seq))
     }
 
-    /// Starts expanding the session whose title is `title` (at the consumer
-    /// index) and takes its first CQE.
+    /// Starts expanding the session whose title is the CQE at `cqe` (at the
+    /// consumer index); its CQEs are taken by [`CqRing::expand`].
     #[cold]
-    fn start_session(&mut self, title: Cqe64) -> (Cqe64, *const Cqe64) {
+    #[inline(never)]
+    fn start_session(&mut self, cqe: *const Cqe64) {
+        // SAFETY: the title the device handed over (`next_written`).
+        let title = unsafe { std::ptr::read(cqe) };
         // The device's count; a count past the ring is cut to the ring.
         self.zip_left = title.byte_cnt.get().clamp(1, self.cqe_cnt);
         self.zip_next = 0;
-        self.zip_title = title;
-        self.take_mini()
+        self.zip_kind = if mini::is_requester(&title) {
+            ZipKind::Requester
+        } else {
+            match self.mini_format {
+                Some(CqeResFormat::Hash) => ZipKind::Hash,
+                Some(CqeResFormat::Csum) => ZipKind::Csum,
+                Some(CqeResFormat::CsumStridx) => ZipKind::CsumStridx,
+                None => ZipKind::Plain,
+            }
+        };
+        // Format bits, owner and (taken from each mini-CQE or counted from
+        // the title's) WQE counter 0.
+        let base = Cqe64 { op_own: title.op_own & 0xf2, wqe_counter: Be16::new(0), ..title };
+        self.zip_counter = title.wqe_counter.get();
+        // SAFETY: `Cqe64` is 64 bytes of plain integers, aligned to 8.
+        self.zip_base = unsafe { std::mem::transmute::<Cqe64, [u64; 8]>(base) };
     }
 
-    /// The next CQE of the session under expansion: reads the mini-CQE
-    /// array it needs, marks its entry invalid for the next lap, expands it.
-    fn take_mini(&mut self) -> (Cqe64, *const Cqe64) {
-        let i = self.zip_next;
-        let (entry, at) = mini::position(i);
-        if at == 0 {
-            // The session started `i` entries before the consumer index.
-            let slot = self.ci.wrapping_sub(i).wrapping_add(entry);
-            // SAFETY: an entry inside the buffer, written by the device as
-            // part of the session whose title it handed over; `MiniCqe` is 8
-            // plain bytes, and 8 of them are the entry's 64.
-            self.zip_array = unsafe { std::ptr::read_volatile(self.cqe(slot).cast::<[MiniCqe; 8]>()) };
-        }
-        let owner = u8::from(self.ci & self.cqe_cnt != 0);
-        let c = mini::expand(&self.zip_title, &self.zip_array[at as usize], i, self.mini_format, owner);
-        let cqe = self.cqe(self.ci);
-        // SAFETY: the entry is inside the buffer, which `set_compression`'s
-        // contract makes writable; the device does not write it until the
-        // consumer record passes it, which happens after this write.
-        unsafe {
-            std::ptr::write_volatile(
-                std::ptr::addr_of!((*cqe).op_own).cast_mut(),
-                (CqeOpcode::INVALID.to_raw() << 4) | owner,
-            )
+    /// Expands as many CQEs of the session under expansion as are left and
+    /// fit into `out`, stamped; returns how many.
+    #[inline(always)]
+    fn expand_run(&mut self, out: &mut [Completion]) -> usize {
+        let uid = self.uid;
+        let k = out.len().min(self.zip_left as usize);
+        let sink = |j: usize, w: [u64; 8], seq: u64| {
+            out[j] = Completion::from_tail(Tail([w[1], w[2], w[3], w[4], w[5], w[6], w[7]]), uid, seq, true);
         };
-        self.zip_next += 1;
-        self.zip_left -= 1;
-        (c, cqe)
+        match self.zip_kind {
+            ZipKind::Requester => self.expand::<{ ZipKind::Requester as u8 }>(k, sink),
+            ZipKind::Hash => self.expand::<{ ZipKind::Hash as u8 }>(k, sink),
+            ZipKind::Csum => self.expand::<{ ZipKind::Csum as u8 }>(k, sink),
+            ZipKind::CsumStridx => self.expand::<{ ZipKind::CsumStridx as u8 }>(k, sink),
+            ZipKind::Plain => self.expand::<{ ZipKind::Plain as u8 }>(k, sink),
+        }
+        k
+    }
+
+    /// The next CQE of the session under expansion, as eight words (the
+    /// consumer index and the position are advanced).
+    fn take_mini(&mut self) -> [u64; 8] {
+        let mut out = [0u64; 8];
+        let sink = |_: usize, w: [u64; 8], _: u64| out = w;
+        match self.zip_kind {
+            ZipKind::Requester => self.expand::<{ ZipKind::Requester as u8 }>(1, sink),
+            ZipKind::Hash => self.expand::<{ ZipKind::Hash as u8 }>(1, sink),
+            ZipKind::Csum => self.expand::<{ ZipKind::Csum as u8 }>(1, sink),
+            ZipKind::CsumStridx => self.expand::<{ ZipKind::CsumStridx as u8 }>(1, sink),
+            ZipKind::Plain => self.expand::<{ ZipKind::Plain as u8 }>(1, sink),
+        }
+        out
+    }
+
+    /// Takes the next `k` CQEs (at most `zip_left`) of the session under
+    /// expansion, whose mini-CQEs carry what `K` (a [`ZipKind`]) says:
+    /// for each, reads the mini-CQE array it needs, expands the CQE (what
+    /// [`mini::expand`] makes: the session's prepared CQE with the fields of
+    /// the mini-CQE put in, word by word), hands it to `sink` (its index
+    /// among the `k`, its words, its position), and marks its entry invalid
+    /// for the next lap. Advances the consumer index and the position.
+    #[inline(always)]
+    fn expand<const K: u8>(&mut self, k: usize, mut sink: impl FnMut(usize, [u64; 8], u64)) {
+        let (buf, mask, shift) = (self.buf, self.cqe_cnt - 1, self.shift);
+        let entry = |ci: u32| buf.wrapping_add(((ci & mask) as usize) << shift).cast::<Cqe64>();
+        let (mut ci, mut i, mut seq) = (self.ci, self.zip_next, self.polled);
+        let (cnt, counter) = (self.cqe_cnt, self.zip_counter);
+        let mut base = self.zip_base;
+        let mut arr = self.zip_array;
+        for j in 0..k {
+            let at = i % mini::PER_ARRAY;
+            if at == 0 {
+                // The session started `i` entries before the consumer index.
+                let slot = ci.wrapping_sub(i).wrapping_add(mini::position(i).0);
+                // SAFETY: an entry inside the buffer, written by the device
+                // as part of the session whose title it handed over; 8
+                // mini-CQEs of 8 plain bytes are the entry's 64.
+                arr = unsafe { std::ptr::read_volatile(entry(slot).cast::<[u64; 8]>()) };
+            }
+            let owner = u8::from(ci & cnt != 0);
+            sink(j, expand_words::<K>(&base, arr[at as usize], counter.wrapping_add(i as u16), owner), seq);
+            // SAFETY: the entry is inside the buffer, which
+            // `set_compression`'s contract makes writable; the device does
+            // not write it until the consumer record passes it, which
+            // happens after this write.
+            unsafe {
+                std::ptr::write_volatile(
+                    std::ptr::addr_of!((*entry(ci)).op_own).cast_mut(),
+                    (CqeOpcode::INVALID.to_raw() << 4) | owner,
+                )
+            };
+            if i == 0 && (K == ZipKind::Csum as u8 || K == ZipKind::CsumStridx as u8 || K == ZipKind::Plain as u8) {
+                // Past the first CQE of a receive session the hash result
+                // and type (bytes 12-16) are not in the session ("no
+                // hash"), unless the format carries the hash.
+                base[1] &= !bytes(4, 4);
+                base[2] &= !bytes(0, 1);
+            }
+            i += 1;
+            ci = ci.wrapping_add(1);
+            seq += 1;
+        }
+        self.ci = ci;
+        self.polled = seq;
+        self.zip_next = i;
+        self.zip_left -= k as u32;
+        // Only the hash words change (`i == 0` above), and the array is
+        // needed again only when the session goes on inside it.
+        self.zip_base[1] = base[1];
+        self.zip_base[2] = base[2];
+        if i % mini::PER_ARRAY != 0 && self.zip_left > 0 {
+            self.zip_array = arr;
+        }
     }
 
     /// Polls up to `out.len()` CQEs as 64-byte entries (compressed sessions
@@ -339,11 +500,9 @@ impl CqRing {
     pub fn poll_cqes(&mut self, out: &mut [Cqe64]) -> usize {
         let mut n = 0;
         while n < out.len() {
-            let Some((c, _, _)) = self.take_raw() else { break };
+            let Some((c, ..)) = self.take_raw() else { break };
             out[n] = c;
             n += 1;
-            self.polled += 1;
-            self.ci = self.ci.wrapping_add(1);
         }
         if n > 0 {
             self.publish();
@@ -354,6 +513,8 @@ impl CqRing {
     /// Writes the consumer record: the device may reuse the entries taken.
     #[inline(always)]
     fn publish(&mut self) {
+        // The entries' reads stay before the record that hands them back.
+        std::sync::atomic::fence(Ordering::Release);
         // SAFETY: `dbrec` is the CQ's consumer record (ring contract).
         unsafe { std::ptr::write_volatile(self.dbrec, Be32::new(self.ci & 0xff_ffff)) };
     }
@@ -388,10 +549,7 @@ impl CqRing {
     /// [`CqRing::publish_taken`].
     #[inline(always)]
     pub(crate) fn take_stamped(&mut self) -> Option<(Cqe64, u64)> {
-        let (raw, _, _) = self.take_raw()?;
-        let seq = self.polled;
-        self.polled += 1;
-        self.ci = self.ci.wrapping_add(1);
+        let (raw, _, _, seq) = self.take_raw()?;
         Some((raw, seq))
     }
 
@@ -399,6 +557,83 @@ impl CqRing {
     #[inline(always)]
     pub(crate) fn publish_taken(&mut self) {
         self.publish();
+    }
+}
+
+/// Whether `op_own` is a compressed session's title's.
+#[inline(always)]
+fn is_title(op_own: u8) -> bool {
+    format(op_own) == CqeFormat::COMPRESSED.to_raw()
+}
+
+/// Bytes 8..64 of the written entry at `cqe`.
+#[inline(always)]
+fn read_tail(cqe: *const Cqe64) -> Tail {
+    // SAFETY: the device handed this entry over (`next_written`) and does
+    // not write it until the consumer record passes it (`publish`, after a
+    // release fence); `Cqe64` is 64 bytes of plain integers aligned to 8,
+    // so bytes 8..64 are seven aligned words.
+    Tail(unsafe { std::ptr::read(cqe.cast::<u64>().add(1).cast::<[u64; 7]>()) })
+}
+
+/// CQE `i` of a session as eight words: `base` (the title prepared by
+/// `start_session`) with the fields of mini-CQE `m` (`info` in bytes 0-3,
+/// the byte count in 4-7) that `K` (a [`ZipKind`]) says it carries, the
+/// WQE counter `counter` (the title's plus `i`) where the mini-CQE does not
+/// carry one, and the entry's owner bit.
+#[inline(always)]
+fn expand_words<const K: u8>(base: &[u64; 8], m: u64, counter: u16, owner: u8) -> [u64; 8] {
+    let mut w = *base;
+    // Byte count: bytes 44-47, where the mini-CQE has it (4-7).
+    w[5] = (w[5] & !bytes(4, 4)) | (m & bytes(4, 4));
+    // Owner: bit 0 of byte 63.
+    w[7] |= move_bytes(u64::from(owner), 0, 7);
+    let from_title = move_bytes(u64::from(counter.to_be()), 0, 4);
+    if K == ZipKind::Requester as u8 {
+        // `s_wqe_info`: the WQE counter (bytes 0-1) to 60-61, the WQE
+        // opcode (byte 2) to 56.
+        w[7] = (w[7] & !bytes(0, 1)) | (move_bytes(m, 0, 4) & bytes(4, 2)) | (move_bytes(m, 2, 0) & bytes(0, 1));
+    } else if K == ZipKind::Hash as u8 {
+        // The hash result: bytes 12-15.
+        w[1] = (w[1] & !bytes(4, 4)) | (move_bytes(m, 0, 4) & bytes(4, 4));
+        w[7] |= from_title;
+    } else if K == ZipKind::Csum as u8 {
+        // The checksum: bytes 20-21.
+        w[2] = (w[2] & !bytes(4, 2)) | (move_bytes(m, 0, 4) & bytes(4, 2));
+        w[7] |= from_title;
+    } else if K == ZipKind::CsumStridx as u8 {
+        w[2] = (w[2] & !bytes(4, 2)) | (move_bytes(m, 0, 4) & bytes(4, 2));
+        // The stride index (bytes 2-3) is the WQE counter.
+        w[7] |= move_bytes(m, 2, 4) & bytes(4, 2);
+    } else {
+        w[7] |= from_title;
+    }
+    w
+}
+
+/// The mask of bytes `at..at + len` of a word (native byte order).
+#[inline(always)]
+const fn bytes(at: usize, len: usize) -> u64 {
+    let mut b = [0u8; 8];
+    let mut k = at;
+    while k < at + len {
+        b[k] = 0xff;
+        k += 1;
+    }
+    u64::from_ne_bytes(b)
+}
+
+/// `x` with its byte `from` moved to byte `to` (native byte order; the
+/// bytes shifted out are lost).
+#[inline(always)]
+const fn move_bytes(x: u64, from: u32, to: u32) -> u64 {
+    let up = to >= from;
+    let by = 8 * if up { to - from } else { from - to };
+    // Byte k is bits 8k.. on a little-endian target, bits 56 - 8k.. on a big-endian one.
+    if up == cfg!(target_endian = "little") {
+        x << by
+    } else {
+        x >> by
     }
 }
 
@@ -419,7 +654,7 @@ mod tests {
             // ...but entry 0: a title of `count` CQEs, owner 0 (lap 0).
             let title = Cqe64 {
                 byte_cnt: Be32::new(count),
-                op_own: (CqeOpcode::RESP_SEND.to_raw() << 4) | (mini::COMPRESSED << 2),
+                op_own: (CqeOpcode::RESP_SEND.to_raw() << 4) | (CqeFormat::COMPRESSED.to_raw() << 2),
                 ..Cqe64::default()
             };
             // SAFETY: `Cqe64` is 64 plain bytes; entry 0 of `buf`.
@@ -445,6 +680,104 @@ mod tests {
             let mut out = [Cqe64::default(); 16];
             assert_eq!(ring.poll_cqes(&mut out), want, "count {count}");
             assert_eq!(ring.poll_cqes(&mut out), 0, "count {count}: the session's entries are marked invalid");
+        }
+    }
+
+    /// Every CQE the ring expands, through `poll` (completions, in calls of
+    /// 3 that split arrays and sessions) and through `poll_cqes` (whole
+    /// CQEs), is what `mini::expand` makes of its title and mini-CQE, for
+    /// each format and for a requester session, across two laps of the ring.
+    #[test]
+    fn sessions_expand_as_mini_expand_says_through_both_pollers() {
+        use crate::mlx5dv::completion::mini::{expand, MiniCqe};
+        use crate::mlx5dv::queue::be::Be16;
+        const CNT: u32 = 16;
+        const LEN: u32 = 11;
+        let formats = [None, Some(CqeResFormat::Hash), Some(CqeResFormat::Csum), Some(CqeResFormat::CsumStridx)];
+        for (f, op) in formats.iter().map(|&f| (f, CqeOpcode::RESP_SEND)).chain([(None, CqeOpcode::REQ)]) {
+            for whole in [false, true] {
+                let mut buf = vec![0u64; 8 * CNT as usize];
+                for i in 0..CNT as usize {
+                    buf[i * 8 + 7] = u64::from_ne_bytes([0, 0, 0, 0, 0, 0, 0, 0xf1]);
+                }
+                let mut dbrec = [Be32::default(); 2];
+                let mut uar = [0u64; 8];
+                let base = buf.as_mut_ptr();
+                // SAFETY: test memory of the sizes `from_raw` asks for,
+                // writable, written by this test between polls only.
+                let mut ring = unsafe {
+                    CqRing::from_raw(base.cast_const().cast(), CNT, 64, dbrec.as_mut_ptr(), uar.as_mut_ptr().cast(), 1)
+                };
+                // SAFETY: as above.
+                unsafe { ring.set_compression(f) };
+                let mut pos = 0u32;
+                for s in 0..3u32 {
+                    let mut title = Cqe64 {
+                        byte_cnt: Be32::new(LEN),
+                        sop_drop_qpn: Be32::new(0x0a00_0000 | 0x1234),
+                        wqe_counter: Be16::new(0xfffa + s as u16),
+                        op_own: (op.to_raw() << 4) | (CqeFormat::COMPRESSED.to_raw() << 2) | 2,
+                        ..Cqe64::default()
+                    };
+                    title.rsvd0 = std::array::from_fn(|k| 0x40 + k as u8 + s as u8);
+                    title.timestamp = crate::mlx5dv::queue::be::Be64::new(0x1122_3344_5566_7788);
+                    let minis: Vec<MiniCqe> = (0..LEN)
+                        .map(|i| MiniCqe {
+                            info: [i as u8, 0x80 | i as u8, 0x0a + s as u8, 0xc0 | i as u8],
+                            byte_cnt: Be32::new(0x100 * (s + 1) + i),
+                        })
+                        .collect();
+                    let at = |k: u32| ((pos + k) % CNT) as usize * 8;
+                    let owner = |k: u32| u8::from((pos + k) & CNT != 0);
+                    let mut t = title;
+                    t.op_own |= owner(0);
+                    // SAFETY: `Cqe64` is 64 plain bytes.
+                    let tw: [u64; 8] = unsafe { std::mem::transmute(t) };
+                    buf[at(0)..at(0) + 8].copy_from_slice(&tw);
+                    for k in 0..LEN {
+                        let (entry, slot) = mini::position(k);
+                        let m = minis[k as usize];
+                        let mw = u64::from_ne_bytes([
+                            m.info[0],
+                            m.info[1],
+                            m.info[2],
+                            m.info[3],
+                            m.byte_cnt.raw().to_ne_bytes()[0],
+                            m.byte_cnt.raw().to_ne_bytes()[1],
+                            m.byte_cnt.raw().to_ne_bytes()[2],
+                            m.byte_cnt.raw().to_ne_bytes()[3],
+                        ]);
+                        buf[at(entry) + slot as usize] = mw;
+                    }
+                    let want: Vec<Cqe64> =
+                        (0..LEN).map(|k| expand(&title, &minis[k as usize], k, f, owner(k))).collect();
+                    if whole {
+                        let mut got = [Cqe64::default(); LEN as usize];
+                        assert_eq!(ring.poll_cqes(&mut got), LEN as usize);
+                        assert_eq!(got.to_vec(), want, "{f:?} {op:?} session {s}");
+                    } else {
+                        let mut got = Vec::new();
+                        let mut out = [Completion::default(); 3];
+                        loop {
+                            let n = ring.poll(&mut out);
+                            if n == 0 {
+                                break;
+                            }
+                            got.extend_from_slice(&out[..n]);
+                        }
+                        assert_eq!(got.len(), LEN as usize, "{f:?} {op:?} session {s}");
+                        for (k, (c, w)) in got.iter().zip(&want).enumerate() {
+                            assert!(c.expanded());
+                            assert!(
+                                c.tail == w.tail(),
+                                "{f:?} {op:?} session {s} CQE {k}: {c:?} against {:?}",
+                                w.decode()
+                            );
+                        }
+                    }
+                    pos += LEN;
+                }
+            }
         }
     }
 }

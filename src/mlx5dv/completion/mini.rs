@@ -17,9 +17,27 @@
 
 use crate::mlx5dv::completion::cqe::{cqe_opcode, Cqe64, CqeOpcode};
 use crate::mlx5dv::queue::be::{Be16, Be32};
+use crate::prim::cvalue::c_type;
 
-/// `MLX5_COMPRESSED`: the format bits (`op_own` bits 2-3) of a title CQE.
-pub const COMPRESSED: u8 = 3;
+mod zip_c {
+    // Written as bindgen writes the others (one type per C enum, `c_type!`
+    // reads `.0`): libmlx5's mlx5.h and the kernel's mlx5/device.h define
+    // it, mlx5dv.h does not.
+    pub struct Format(pub u8);
+    pub const MLX5_COMPRESSED: Format = Format(3);
+}
+
+c_type! {
+    /// The format bits of a CQE (`op_own` bits 2-3, `mlx5dv_get_cqe_format`)
+    /// that mark a compressed session's title (`MLX5_COMPRESSED`); the other
+    /// values (1, 2) are the inline scatter sizes
+    /// ([`Completion::inline_scatter`](crate::mlx5dv::completion::cqe::Completion::inline_scatter)).
+    #[doc(alias = "MLX5_COMPRESSED")]
+    pub value CqeFormat: u8, from consts zip_c {
+        /// A title CQE: a compressed session starts here.
+        COMPRESSED = MLX5_COMPRESSED "MLX5_COMPRESSED",
+    }
+}
 
 /// Mini-CQEs in one array (one 64-byte entry).
 pub const PER_ARRAY: u32 = 8;
@@ -115,7 +133,10 @@ mod tests {
 
     #[test]
     fn the_hash_past_a_sessions_first_cqe_is_the_minis_or_none() {
-        let mut title = Cqe64 { op_own: CqeOpcode::RESP_SEND.to_raw() << 4 | COMPRESSED << 2, ..Cqe64::default() };
+        let mut title = Cqe64 {
+            op_own: CqeOpcode::RESP_SEND.to_raw() << 4 | (CqeFormat::COMPRESSED.to_raw() << 2),
+            ..Cqe64::default()
+        };
         title.rsvd0[12..17].copy_from_slice(&[1, 2, 3, 4, 5]);
         let m = MiniCqe { info: [9, 8, 7, 6], byte_cnt: Be32::new(64) };
         for f in [None, Some(CqeResFormat::Csum), Some(CqeResFormat::CsumStridx)] {
@@ -141,7 +162,7 @@ mod tests {
             app: [1, 2, 3, 4],
             sop_drop_qpn: Be32::new(0x0a00_1234),
             wqe_counter: Be16::new(3),
-            op_own: (CqeOpcode::REQ.to_raw() << 4) | (COMPRESSED << 2) | 1,
+            op_own: (CqeOpcode::REQ.to_raw() << 4) | (CqeFormat::COMPRESSED.to_raw() << 2) | 1,
             ..Cqe64::default()
         };
         assert!(is_requester(&title));
@@ -159,7 +180,7 @@ mod tests {
             }
         }
         // A receive title keeps the title + i rule.
-        let rx = Cqe64 { op_own: CqeOpcode::RESP_SEND.to_raw() << 4 | COMPRESSED << 2, ..title };
+        let rx = Cqe64 { op_own: CqeOpcode::RESP_SEND.to_raw() << 4 | (CqeFormat::COMPRESSED.to_raw() << 2), ..title };
         assert!(!is_requester(&rx));
         let m = MiniCqe { info: [0, 9, 0, 0], byte_cnt: Be32::new(1) };
         assert_eq!(expand(&rx, &m, 2, Some(CqeResFormat::Hash), 0).wqe_counter.get(), 5);

@@ -639,7 +639,8 @@ mod tests {
                 byte_cnt: Be32::new(8),
                 sop_drop_qpn: Be32::new(QPN),
                 wqe_counter: Be16::new(0),
-                op_own: (CqeOpcode::REQ.to_raw() << 4) | (crate::mlx5dv::completion::mini::COMPRESSED << 2),
+                op_own: (CqeOpcode::REQ.to_raw() << 4)
+                    | (crate::mlx5dv::completion::mini::CqeFormat::COMPRESSED.to_raw() << 2),
                 ..Cqe64::default()
             };
             let mut minis = [MiniCqe::default(); 8];
@@ -689,7 +690,7 @@ mod tests {
     #[test]
     fn b3_expanded_requester_completions_name_their_wqe_and_are_refused_by_retire() {
         use crate::mlx5dv::completion::cqe::{Cqe64, CqeOpcode};
-        use crate::mlx5dv::completion::mini::{CqeResFormat, MiniCqe, COMPRESSED};
+        use crate::mlx5dv::completion::mini::{CqeFormat, CqeResFormat, MiniCqe};
         use crate::mlx5dv::queue::be::{Be16, Be32};
         use crate::mlx5dv::queue::seg::WqeOpcode;
         const QPN: u32 = 0x42;
@@ -722,7 +723,7 @@ mod tests {
             byte_cnt: Be32::new(3),
             sop_drop_qpn: Be32::new(QPN),
             wqe_counter: Be16::new(1),
-            op_own: (CqeOpcode::REQ.to_raw() << 4) | (COMPRESSED << 2),
+            op_own: (CqeOpcode::REQ.to_raw() << 4) | (CqeFormat::COMPRESSED.to_raw() << 2),
             ..Cqe64::default()
         };
         let mut minis = [MiniCqe::default(); 8];
@@ -736,11 +737,11 @@ mod tests {
         }
         let mut got = [Completion::default(); 8];
         assert_eq!(cq.poll(&mut got), 3);
-        let counters: Vec<u16> = got[..3].iter().map(|c| c.wqe_counter).collect();
+        let counters: Vec<u16> = got[..3].iter().map(|c| c.wqe_counter()).collect();
         assert_eq!(counters, [1, 4, 9], "each expanded completion names its own mini-CQE's WQE");
         for c in &got[..3] {
             assert!(c.expanded(), "{c:?}");
-            assert_eq!(c.wqe_opcode, WqeOpcode::NOP);
+            assert_eq!(c.wqe_opcode(), WqeOpcode::NOP);
             assert!(!sq.retire(c), "an expanded requester completion is refused: {c:?}");
         }
         assert_eq!(sq.available(), 22, "nothing freed");

@@ -470,7 +470,7 @@ impl SqRing {
     /// device has not completed.
     #[inline]
     pub fn retire(&mut self, c: &Completion) -> bool {
-        let t = &c.ticket;
+        let t = c.ticket();
         if t.cq == 0 || t.cq != self.cq_uid || t.seq < self.floor || t.qpn != self.qpn || !t.requester {
             return false;
         }
@@ -516,7 +516,7 @@ impl SqRing {
     /// [`SqTransport::DcInitiator`] the stream is always 0.
     #[inline]
     pub fn stream_of(&self, c: &Completion) -> Option<u16> {
-        let t = &c.ticket;
+        let t = c.ticket();
         if t.cq == 0 || t.cq != self.cq_uid || t.qpn != self.qpn || !t.requester {
             return None;
         }

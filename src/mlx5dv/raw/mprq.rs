@@ -226,7 +226,7 @@ impl StrideCompletion {
             byte_len: bc & LEN_MASK,
             filler: bc & FILLER != 0,
             cqe: decoded,
-            stamp: Stamp { cq: 0, seq: 0, wqn: decoded.qpn, wqe, stride: cqe.wqe_counter.get(), byte_cnt: bc },
+            stamp: Stamp { cq: 0, seq: 0, wqn: decoded.qpn(), wqe, stride: cqe.wqe_counter.get(), byte_cnt: bc },
         }
     }
 
@@ -734,7 +734,7 @@ mod tests {
         let c = cq.poll();
         assert_eq!(c.len(), 4);
         for (i, x) in c.iter().enumerate() {
-            let (mine, theirs, wqn) = if x.cqe.qpn == WQN { (&mut a, &mut b, WQN) } else { (&mut b, &mut a, OTHER) };
+            let (mine, theirs, wqn) = if x.cqe.qpn() == WQN { (&mut a, &mut b, WQN) } else { (&mut b, &mut a, OTHER) };
             assert_eq!(theirs.ring.complete(x), Err(StrideRefusal::OtherWq { wqn }), "completion {i}");
             assert_eq!(theirs.ring.payload(x), None, "completion {i}");
             let back = mine.ring.complete(x).unwrap_or_else(|e| panic!("completion {i}: {e}"));
