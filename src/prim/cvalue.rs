@@ -382,7 +382,7 @@ mod tests {
 
     /// Every macro-made type and the prefix its C names carry.
     fn types() -> Vec<(CInfo, &'static str)> {
-        use crate::mlx5dv::{cqe, seg};
+        use crate::mlx5dv::{cqe, mini, seg};
         use crate::prim::*;
         #[allow(unused_mut)]
         let mut v = vec![
@@ -409,6 +409,7 @@ mod tests {
             (cqe::Syndrome::C_INFO, "MLX5_CQE_SYNDROME_"),
             (seg::TmOpcode::C_INFO, "MLX5_TM_OPCODE_"),
             (seg::TmFlags::C_INFO, "MLX5_SRQ_FLAG_TM_"),
+            (mini::CqeFormat::C_INFO, "MLX5_"),
         ];
         #[cfg(feature = "cm")]
         v.push((crate::prim::cm::CmEventType::C_INFO, "RDMA_CM_EVENT_"));
@@ -475,6 +476,8 @@ mod tests {
         // libmlx5's tag-matching constants, which no installed header has
         // (the harness checks the WQEs they make against libmlx5's).
         b.extend(consts("seg", include_str!("../mlx5dv/queue/seg.rs")));
+        // The compressed-session format (libmlx5's mlx5.h, the kernel's device.h).
+        b.extend(consts("mini", include_str!("../mlx5dv/completion/mini.rs")));
         #[cfg(feature = "cm")]
         b.extend(consts("cm", include_str!("../bindings/cm.rs")));
         b
@@ -508,6 +511,7 @@ mod tests {
             include_str!("gid.rs"),
             include_str!("../mlx5dv/queue/seg.rs"),
             include_str!("../mlx5dv/completion/cqe.rs"),
+            include_str!("../mlx5dv/completion/mini.rs"),
         ];
         let made: usize = files.iter().map(|f| f.matches("\nc_type! {").count()).sum();
         let cm_off = usize::from(!cfg!(feature = "cm"));
