@@ -644,14 +644,15 @@ impl SqRing {
         fm_ce_se: CtrlFlags,
         imm: u32,
     ) -> WqeWriter<'_> {
-        let pos = (start as usize * SEND_WQE_BB) & self.ring_mask;
-        // SAFETY: `pos` is inside the ring buffer (masked by its size).
-        let base = unsafe { self.buf.add(pos) };
+        let mask = self.ring_mask;
+        let pos = (start as usize * SEND_WQE_BB) & mask;
+        let buf = self.buf;
         WqeWriter {
             sq: self,
+            buf,
+            mask,
+            pos,
             start,
-            first: pos / SEND_WQE_BB,
-            base,
             off: DS_BYTES,
             limit,
             opcode,
@@ -797,11 +798,15 @@ fn too_big(qpn: u32, len: usize, max: u32) -> ! {
 /// Appends segments to one WQE; see [`SqRing::wqe`].
 pub struct WqeWriter<'s> {
     sq: &'s mut SqRing,
+    /// The ring's buffer and byte mask (`SqRing::buf`, `ring_mask`), kept
+    /// here so that they stay in registers across the stores into the ring
+    /// (which the compiler cannot tell apart from stores into the `SqRing`).
+    buf: *mut u8,
+    mask: usize,
+    /// The WQE's first byte as an offset in the ring (a multiple of 64,
+    /// below the ring's size).
+    pos: usize,
     start: u32,
-    /// The block index of `base` in the ring (below `wqe_cnt`).
-    first: usize,
-    /// Address of the WQE's first byte.
-    base: *mut u8,
     off: usize,
     /// Bytes this WQE may take without overrunning unretired WQEs.
     limit: usize,
@@ -833,19 +838,19 @@ impl<'s> WqeWriter<'s> {
     fn put(&mut self, bytes: &[u8]) {
         let end = self.off + bytes.len();
         self.check(end);
-        let ring = self.sq.ring_mask + 1;
-        let pos = self.first * SEND_WQE_BB + self.off;
+        let ring = self.mask + 1;
+        let pos = self.pos + self.off;
         if pos + bytes.len() <= ring {
             // Contiguous (the usual case): one copy, of a size the compiler
             // often knows.
             // SAFETY: `pos..pos + len` is inside the ring buffer, in blocks
             // this WQE may take (`check`).
-            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.sq.buf.add(pos), bytes.len()) };
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.buf.add(pos), bytes.len()) };
             self.off = end;
             return;
         }
-        // SAFETY: the ring's buffer and size (`ring_mask + 1`).
-        unsafe { Self::put_wrapped(self.sq.buf, ring, pos, bytes) };
+        // SAFETY: the ring's buffer and size (`mask + 1`).
+        unsafe { Self::put_wrapped(self.buf, ring, pos, bytes) };
         self.off = end;
     }
 
@@ -875,24 +880,55 @@ impl<'s> WqeWriter<'s> {
         }
     }
 
-    /// Appends a segment. Inside the WQE's first basic block (contiguous) a
-    /// 16-byte segment is one store; anything else may wrap and goes through
-    /// [`WqeWriter::put`].
+    /// The 16-byte unit at byte `o` of the WQE (a multiple of 16), where
+    /// it lies in the ring: the WQE's blocks wrap at the ring's end, a
+    /// unit never straddles it (the ring is whole 64-byte blocks). The
+    /// block's place is computed once per block where `o` is known
+    /// (libmlx5 checks the ring's end once per block, too).
+    #[inline(always)]
+    fn unit(&self, o: usize) -> *mut [u64; 2] {
+        debug_assert!(o % DS_BYTES == 0);
+        let block = (self.pos + (o & !(SEND_WQE_BB - 1))) & self.mask;
+        // SAFETY: `block` is a masked offset, so inside the ring, and a
+        // multiple of 64 (`pos` is, and so is the ring's size); the unit's
+        // 16 bytes at `o % 64` from it end at or before the block's end.
+        unsafe { self.buf.add(block + (o & (SEND_WQE_BB - 1))).cast() }
+    }
+
+    /// Writes `n` 16-byte units from `src` at the current offset (a
+    /// multiple of 16) in place, wrapping at the ring's end, after one check
+    /// that the WQE's blocks up to their end are free (none within the
+    /// first block, which `wqe` found free).
+    ///
+    /// # Safety
+    /// `src` is readable for `n * 16` bytes, all initialised.
+    ///
+    /// # Panics
+    /// As [`WqeWriter::put`].
+    #[inline(always)]
+    unsafe fn put_units(&mut self, src: *const [u64; 2], n: usize) {
+        debug_assert!(self.off % DS_BYTES == 0, "segments start on 16-byte units");
+        let end = self.off + n * DS_BYTES;
+        if end > SEND_WQE_BB {
+            self.check(end);
+        }
+        for i in 0..n {
+            // SAFETY: the unit lies in the ring (`unit`) and in blocks this
+            // WQE may take (`check`, or the first block); `src` as the
+            // caller says.
+            unsafe { self.unit(self.off + i * DS_BYTES).write_unaligned(src.add(i).read_unaligned()) };
+        }
+        self.off = end;
+    }
+
+    /// Appends a segment of whole 16-byte units in place ([`WqeWriter::put_units`]).
     #[inline(always)]
     fn put_seg<T: sealed::Sealed>(mut self, seg: &T) -> Self {
-        if self.off + size_of::<T>() <= SEND_WQE_BB {
-            // Within the first basic block, which `wqe` found free (checked
-            // again, for the whole WQE, in `finish`).
-            let end = self.off + size_of::<T>();
-            // SAFETY: `base + off .. end` lies in the WQE's first basic block, inside the ring.
-            unsafe { std::ptr::write_unaligned(self.base.add(self.off).cast::<T>(), *seg) };
-            self.off = end;
-            return self;
-        }
-        // SAFETY: `Sealed` is implemented only for the crate's `#[repr(C)]` segment
-        // types, whose fields fill them without padding (sizes asserted in `seg`).
-        let bytes = unsafe { std::slice::from_raw_parts((seg as *const T).cast::<u8>(), size_of::<T>()) };
-        self.put(bytes);
+        const { assert!(size_of::<T>() % DS_BYTES == 0, "segments are whole 16-byte units") };
+        // SAFETY: `Sealed` is implemented only for the crate's `#[repr(C)]`
+        // segment types, whose fields fill them without padding (sizes
+        // asserted in `seg`), whole 16-byte units (asserted above).
+        unsafe { self.put_units((seg as *const T).cast(), size_of::<T>() / DS_BYTES) };
         self
     }
 
@@ -986,12 +1022,28 @@ impl<'s> WqeWriter<'s> {
         self.put_seg(&AtomicSeg { swap_add: Be64::new(swap_add), compare: Be64::new(compare) })
     }
 
-    /// Raw bytes at the current offset (the UMR builders' segments).
+    /// `n` 16-byte units, unit `i` given by `unit(i)` as two words in
+    /// memory order, written in place at the current offset (a multiple of
+    /// 16; the UMR builders' segments): one check that the blocks up to
+    /// their end are free, then the stores, wrapping at the ring's end.
+    ///
+    /// # Panics
+    /// As [`WqeWriter::put`].
     // Used by `umr`, which MLNX_OFED 4.x builds leave out.
     #[cfg_attr(rrddmma_mlnx_ofed4, allow(dead_code))]
     #[inline(always)]
-    pub(crate) fn bytes(mut self, b: &[u8]) -> Self {
-        self.put(b);
+    pub(crate) fn units_with(mut self, n: usize, mut unit: impl FnMut(usize) -> [u64; 2]) -> Self {
+        debug_assert!(self.off % DS_BYTES == 0, "segments start on 16-byte units");
+        let end = self.off + n * DS_BYTES;
+        if end > SEND_WQE_BB {
+            self.check(end);
+        }
+        for i in 0..n {
+            // SAFETY: the unit lies in the ring (`unit`) and in blocks this
+            // WQE may take (`check`, or the first block).
+            unsafe { self.unit(self.off + i * DS_BYTES).write_unaligned(unit(i)) };
+        }
+        self.off = end;
         self
     }
 
@@ -1035,8 +1087,10 @@ impl<'s> WqeWriter<'s> {
     /// bytes, two fill 32 or 64; whole 16-byte units either way).
     #[inline(always)]
     pub(crate) fn operands<const N: usize>(mut self, ops: &[&[u8; N]]) -> Self {
+        const { assert!(N % DS_BYTES == 0, "operands are whole 16-byte units") };
         for op in ops {
-            self.put(&op[..]);
+            // SAFETY: `op` is `N` initialised bytes, whole units.
+            unsafe { self.put_units(op.as_ptr().cast(), N / DS_BYTES) };
         }
         self
     }
@@ -1071,8 +1125,8 @@ impl<'s> WqeWriter<'s> {
         // Header, data, padding: `seg` bytes (at least 16), 16-aligned
         // (every segment before is whole 16-byte units).
         let seg = (4 + data.len()).next_multiple_of(DS_BYTES);
-        let pos = self.first * SEND_WQE_BB + self.off;
-        if self.off % DS_BYTES == 0 && pos + seg <= self.sq.ring_mask + 1 {
+        let pos = self.pos + self.off;
+        if self.off % DS_BYTES == 0 && pos + seg <= self.mask + 1 {
             // Contiguous (the usual case): zero the last unit, then the
             // header and the data over it.
             self.check(self.off + seg);
@@ -1080,7 +1134,7 @@ impl<'s> WqeWriter<'s> {
             // this WQE may take (`check`); the last unit starts 16 bytes
             // before its end, at or after `pos`.
             unsafe {
-                let dst = self.sq.buf.add(pos);
+                let dst = self.buf.add(pos);
                 std::ptr::write_unaligned(dst.add(seg - DS_BYTES).cast::<[u8; DS_BYTES]>(), [0; DS_BYTES]);
                 std::ptr::write_unaligned(dst.cast::<u32>(), hdr.raw());
                 std::ptr::copy_nonoverlapping(data.as_ptr(), dst.add(4), data.len());
@@ -1142,30 +1196,35 @@ impl<'s> WqeWriter<'s> {
         } else {
             [(a << 32) | b, (sig << 56) | (stream << 40) | (fm << 32) | imm]
         };
+        // SAFETY: `pos` is a masked offset, a multiple of 64 (`begin_at`),
+        // so inside the ring.
+        let base = unsafe { self.buf.add(self.pos) };
         // SAFETY: the control segment's 16 bytes sit at the WQE start, inside
         // the ring; WQEs start on 64-byte basic blocks, so 8-byte aligned.
-        unsafe { std::ptr::write(self.base.cast::<[u64; 2]>(), words) };
+        unsafe { std::ptr::write(base.cast::<[u64; 2]>(), words) };
         let sq = self.sq;
         // After a UMR WQE the next one waits for it (small fence), unless it
         // asks for the strong fence itself: libmlx5's `fm_cache`.
         if sq.next_fence != 0 {
-            sq.take_fence(self.base);
+            sq.take_fence(base);
         }
         let mask = sq.wqe_cnt - 1;
-        let first = self.first;
+        let first = self.pos / SEND_WQE_BB;
         debug_assert!(first == (self.start & mask) as usize && sq.slots.len() == sq.wqe_cnt as usize);
+        let slots = sq.slots.as_mut_ptr();
         // SAFETY: `first` is a masked offset in the ring (`ring_mask` is
-        // `wqe_cnt * 64 - 1`) over 64, so below `wqe_cnt`, the table's length (allocated so in `from_raw`, never
-        // resized).
+        // `wqe_cnt * 64 - 1`) over 64, so below `wqe_cnt`, the table's
+        // length (allocated so in `from_raw`, never resized); so is every
+        // index masked with `wqe_cnt - 1`.
         unsafe {
-            *sq.slots.get_unchecked_mut(first) = Slot { start: self.start, size: bbs as u16, stream: self.stream }
-        };
-        // Continuation blocks (WQEs of more than one basic block only).
-        for i in 1..bbs {
-            sq.slots[(self.start.wrapping_add(i) & mask) as usize].start = self.start;
+            *slots.add(first) = Slot { start: self.start, size: bbs as u16, stream: self.stream };
+            // Continuation blocks (WQEs of more than one basic block only).
+            for i in 1..bbs {
+                (*slots.add((self.start.wrapping_add(i) & mask) as usize)).start = self.start;
+            }
         }
         sq.cur_post = sq.cur_post.wrapping_add(bbs);
-        (pi, sq, self.base, ds, self.inline, words[0])
+        (pi, sq, base, ds, self.inline, words[0])
     }
 }
 
