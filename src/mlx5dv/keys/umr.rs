@@ -305,10 +305,8 @@ impl SqRing {
                 ));
             }
             xlat = match l {
-                RawLayout::List(e) => {
-                    len = e.iter().map(|e| u64::from(e.len)).sum();
-                    e.len()
-                }
+                // The length is summed while the entries are written.
+                RawLayout::List(e) => e.len(),
                 RawLayout::Interleaved { repeat_count, entries } => {
                     for e in entries {
                         if e.bytes_count > 0xffff || u64::from(e.bytes_count) + u64::from(e.bytes_skip) > 0xffff {
@@ -337,7 +335,6 @@ impl SqRing {
         let ctrl0 = [join([FLAG_INLINE, 0, 0, 0], [oct[0], oct[1], 0, 0]), u64::from_ne_bytes(mask.to_be_bytes())];
         // The mkey context (64 bytes): access at 2, the key at 4, the length at 24.
         let ctx0 = [join([0, 0, acc, 0], (0xffff_ff00 | (lkey & 0xff)).to_be_bytes()), 0];
-        let ctx1 = [0, u64::from_ne_bytes(len.to_be_bytes())];
         // SAFETY: `typed_wqe`'s contract: what follows is the layout the
         // device defines for UMR on a connected QP (the UMR control segment,
         // the mkey context, then the translation entries, all inline), so no
@@ -346,16 +343,15 @@ impl SqRing {
         let w =
             unsafe { self.typed_wqe(SqTransport::Connected, "mkey_configure", WqeOpcode::UMR, 0, flags, lkey.to_be()) }
                 .units_with(3, |i| if i == 0 { ctrl0 } else { [0; 2] })
-                .units_with(4, |i| match i {
-                    0 => ctx0,
-                    1 => ctx1,
-                    _ => [0; 2],
-                })
+                .units_with(4, |i| if i == 0 { ctx0 } else { [0; 2] })
                 .inline_wqe();
-        let w = match layout {
+        let mut w = match layout {
             None => w,
             Some(RawLayout::List(entries)) => w.units_with(xlat, |i| match entries.get(i) {
-                Some(e) => entry(e.len.to_be_bytes(), e.lkey, e.addr),
+                Some(e) => {
+                    len += u64::from(e.len);
+                    entry(e.len.to_be_bytes(), e.lkey, e.addr)
+                }
                 None => [0; 2],
             }),
             Some(RawLayout::Interleaved { repeat_count, entries }) => {
@@ -379,6 +375,10 @@ impl SqRing {
                 })
             }
         };
+        // The mkey context's second unit: the length at 24 (bytes 16 to 32
+        // of the context, which starts at byte 64 of the WQE).
+        // SAFETY: bytes 80..96 of the WQE, written above (the context).
+        unsafe { w.store_unit_at(80, [0, u64::from_ne_bytes(len.to_be_bytes())]) };
         let pi = w.finish();
         self.set_small_fence();
         Ok(pi)

@@ -676,7 +676,10 @@ impl SqRing {
         if self.pending == 0 {
             return;
         }
-        let first = self.read8_at(self.last_base, 0);
+        // SAFETY: `last_base` is the first byte of a WQE written by this
+        // ring (or its buffer's start), a 64-byte block inside the ring, so
+        // 8-byte aligned with 8 bytes to read.
+        let first = unsafe { self.last_base.cast::<[u8; 8]>().read() };
         self.doorbell(mmio, false, self.last_base, self.last_ds, self.last_inline, first);
     }
 
@@ -829,34 +832,8 @@ impl fmt::Debug for WqeWriter<'_> {
 }
 
 impl<'s> WqeWriter<'s> {
-    /// Writes `bytes` at the current offset, wrapping at the ring end.
-    ///
-    /// # Panics
-    /// If the WQE would overrun WQEs not yet retired (a programming error:
-    /// check [`SqRing::available`], retire completions first).
-    #[inline(always)]
-    fn put(&mut self, bytes: &[u8]) {
-        let end = self.off + bytes.len();
-        self.check(end);
-        let ring = self.mask + 1;
-        let pos = self.pos + self.off;
-        if pos + bytes.len() <= ring {
-            // Contiguous (the usual case): one copy, of a size the compiler
-            // often knows.
-            // SAFETY: `pos..pos + len` is inside the ring buffer, in blocks
-            // this WQE may take (`check`).
-            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.buf.add(pos), bytes.len()) };
-            self.off = end;
-            return;
-        }
-        // SAFETY: the ring's buffer and size (`mask + 1`).
-        unsafe { Self::put_wrapped(self.buf, ring, pos, bytes) };
-        self.off = end;
-    }
-
-    /// `put` of bytes that cross the ring's end (or lie past it): `pos`
-    /// is the unmasked ring offset of the first byte. Takes no `&mut self`,
-    /// so the writer stays in registers on the common path.
+    /// Writes `bytes` from the unmasked ring offset `pos` on, wrapping at
+    /// the ring's end.
     ///
     /// # Safety
     /// `buf` is a ring of `ring` writable bytes (a power of two).
@@ -904,7 +881,8 @@ impl<'s> WqeWriter<'s> {
     /// `src` is readable for `n * 16` bytes, all initialised.
     ///
     /// # Panics
-    /// As [`WqeWriter::put`].
+    /// If the WQE would overrun WQEs not yet retired (a programming error:
+    /// check [`SqRing::available`], retire completions first).
     #[inline(always)]
     unsafe fn put_units(&mut self, src: *const [u64; 2], n: usize) {
         debug_assert!(self.off % DS_BYTES == 0, "segments start on 16-byte units");
@@ -921,7 +899,7 @@ impl<'s> WqeWriter<'s> {
         self.off = end;
     }
 
-    /// Appends a segment of whole 16-byte units in place ([`WqeWriter::put_units`]).
+    /// Appends a segment of whole 16-byte units in place (`put_units`).
     #[inline(always)]
     fn put_seg<T: sealed::Sealed>(mut self, seg: &T) -> Self {
         const { assert!(size_of::<T>() % DS_BYTES == 0, "segments are whole 16-byte units") };
@@ -1028,7 +1006,8 @@ impl<'s> WqeWriter<'s> {
     /// their end are free, then the stores, wrapping at the ring's end.
     ///
     /// # Panics
-    /// As [`WqeWriter::put`].
+    /// If the WQE would overrun WQEs not yet retired (a programming error:
+    /// check [`SqRing::available`], retire completions first).
     // Used by `umr`, which MLNX_OFED 4.x builds leave out.
     #[cfg_attr(rrddmma_mlnx_ofed4, allow(dead_code))]
     #[inline(always)]
@@ -1045,6 +1024,23 @@ impl<'s> WqeWriter<'s> {
         }
         self.off = end;
         self
+    }
+
+    /// Stores the 16-byte unit `u` (two words in memory order) at byte
+    /// `o` of the WQE, a multiple of 16 in what was written already (the
+    /// UMR builder's key length, known after its entries).
+    ///
+    /// # Safety
+    /// `o + 16 <= ` the bytes written so far (and `o >= 16`: the control
+    /// segment is `finish`'s), so the unit lies in blocks already checked.
+    // Used by `umr`, which MLNX_OFED 4.x builds leave out.
+    #[cfg_attr(rrddmma_mlnx_ofed4, allow(dead_code))]
+    #[inline(always)]
+    pub(crate) unsafe fn store_unit_at(&mut self, o: usize, u: [u64; 2]) {
+        debug_assert!(o >= DS_BYTES && o + DS_BYTES <= self.off);
+        // SAFETY: inside the ring (`unit`), in blocks this WQE was found to
+        // take (the caller's contract).
+        unsafe { self.unit(o).write_unaligned(u) };
     }
 
     /// Counts the WQE as inline for the BlueFlame choice (UMR WQEs carry
@@ -1124,29 +1120,52 @@ impl<'s> WqeWriter<'s> {
         let hdr = Be32::new(data.len() as u32 | INLINE_SEG);
         // Header, data, padding: `seg` bytes (at least 16), 16-aligned
         // (every segment before is whole 16-byte units).
+        debug_assert!(self.off % DS_BYTES == 0, "segments start on 16-byte units");
         let seg = (4 + data.len()).next_multiple_of(DS_BYTES);
+        let end = self.off + seg;
+        if end > SEND_WQE_BB {
+            self.check(end);
+        }
         let pos = self.pos + self.off;
-        if self.off % DS_BYTES == 0 && pos + seg <= self.mask + 1 {
+        let ring = self.mask + 1;
+        if pos + seg <= ring {
             // Contiguous (the usual case): zero the last unit, then the
             // header and the data over it.
-            self.check(self.off + seg);
             // SAFETY: `pos..pos + seg` is inside the ring buffer, in blocks
-            // this WQE may take (`check`); the last unit starts 16 bytes
-            // before its end, at or after `pos`.
+            // this WQE may take (`check`, or the first block); the last
+            // unit starts 16 bytes before its end, at or after `pos`.
             unsafe {
                 let dst = self.buf.add(pos);
                 std::ptr::write_unaligned(dst.add(seg - DS_BYTES).cast::<[u8; DS_BYTES]>(), [0; DS_BYTES]);
                 std::ptr::write_unaligned(dst.cast::<u32>(), hdr.raw());
                 std::ptr::copy_nonoverlapping(data.as_ptr(), dst.add(4), data.len());
             }
-            self.off += seg;
-            return self;
+        } else {
+            // SAFETY: the ring's buffer and size; `pos..pos + seg` (taken
+            // modulo the ring) are blocks this WQE may take (`check`).
+            unsafe { Self::inline_wrapped(self.buf, ring, pos, hdr, data, seg) };
         }
-        self.put(&hdr.raw().to_ne_bytes());
-        self.put(data);
-        let pad = self.off.next_multiple_of(DS_BYTES) - self.off;
-        self.put(&[0u8; DS_BYTES][..pad]);
+        self.off = end;
         self
+    }
+
+    /// The inline segment of `inline` where it crosses the ring's end (or
+    /// starts past it): header, data and zero padding, `seg` bytes from the
+    /// unmasked ring offset `pos`. Out of line, so that the common path
+    /// keeps its registers.
+    ///
+    /// # Safety
+    /// `buf` is a ring of `ring` writable bytes (a power of two), and
+    /// `seg` is at most `ring`.
+    #[cold]
+    #[inline(never)]
+    unsafe fn inline_wrapped(buf: *mut u8, ring: usize, pos: usize, hdr: Be32, data: &[u8], seg: usize) {
+        // SAFETY: forwarded; each piece stays within `seg` bytes from `pos`.
+        unsafe {
+            Self::put_wrapped(buf, ring, pos, &hdr.raw().to_ne_bytes());
+            Self::put_wrapped(buf, ring, pos + 4, data);
+            Self::put_wrapped(buf, ring, pos + 4 + data.len(), &[0u8; DS_BYTES][..seg - 4 - data.len()]);
+        }
     }
 
     /// Writes the control segment (DS counted from the segments added),
