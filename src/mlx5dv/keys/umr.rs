@@ -501,6 +501,47 @@ mod tests {
         }
     }
 
+    /// A UMR WQE of three blocks on a ring with two free panics before its
+    /// third block (the translation entries, wrapping onto an unretired
+    /// WQE) is written.
+    #[test]
+    fn umr_past_the_free_blocks_panics_before_writing_them() {
+        let mut r = ring();
+        for _ in 0..14 {
+            r.sq.nop(CtrlFlags::empty()).finish();
+        }
+        let four = [KlmEntry { lkey: 1, addr: 0, len: 8 }; 4];
+        let before = r._buf[..8].to_vec();
+        let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            // SAFETY: test memory no device reads.
+            unsafe { r.sq.mkey_configure_raw(CtrlFlags::empty(), 0x100, 4, None, Some(RawLayout::List(&four))) }
+        }));
+        let msg = e.expect_err("a full ring").downcast::<String>().map(|s| *s).unwrap_or_default();
+        assert!(msg.contains("send queue full"), "{msg}");
+        assert_eq!(r._buf[..8], before[..], "block 0 (unretired) untouched");
+        assert_eq!(r.sq.cur_post(), 14);
+    }
+
+    /// The UMR builders' family check, folded into the full check.
+    #[test]
+    #[should_panic(expected = "mkey_configure")]
+    fn mkey_configure_on_a_datagram_ring_panics() {
+        let mut r = ring();
+        // SAFETY: test memory no device reads.
+        unsafe { r.sq.set_transport(SqTransport::Datagram) };
+        // SAFETY: as above.
+        let _ = unsafe { r.sq.mkey_configure_raw(CtrlFlags::empty(), 0x100, 4, None, None) };
+    }
+
+    #[test]
+    #[should_panic(expected = "local_inv")]
+    fn local_inv_on_a_dc_initiator_ring_panics() {
+        let mut r = ring();
+        // SAFETY: test memory no device reads.
+        unsafe { r.sq.set_transport(SqTransport::DcInitiator) };
+        r.sq.local_inv(CtrlFlags::empty(), 7);
+    }
+
     /// The WQE after a UMR WQE takes the small fence unless it asks for the
     /// strong one; a UMR's own size is 8 DS plus its entries.
     #[test]

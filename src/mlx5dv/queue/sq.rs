@@ -1340,6 +1340,49 @@ mod tests {
         assert!(!ring.pending_small_fence());
     }
 
+    /// The checks of segments past a WQE's first block (written in place,
+    /// the ring's end by a mask): on a ring with one free block, a
+    /// two-block WQE panics before its second block, which wraps onto an
+    /// unretired WQE, is written; typed segments and inline data alike.
+    #[test]
+    fn blocks_past_the_first_are_checked_before_they_are_written() {
+        use std::panic::{catch_unwind, AssertUnwindSafe};
+        let rdma = crate::prim::RemoteAddr { addr: 0x1000, rkey: 7 };
+        type Post = fn(&mut SqRing, crate::prim::RemoteAddr);
+        let cases: [(&str, Post); 3] = [
+            ("masked CAS and its data segment", |sq, r| {
+                // SAFETY: test memory no device reads.
+                unsafe { sq.masked_cas(CtrlFlags::empty(), r, 1, 2, 3, 4).data(8, 1, 0x2000) }.finish();
+            }),
+            ("16-byte masked CAS operands", |sq, r| {
+                sq.masked_cas_ext(CtrlFlags::empty(), r, &[1; 16], &[2; 16], &[3; 16], &[4; 16]).finish();
+            }),
+            ("inline data", |sq, r| {
+                sq.write(CtrlFlags::empty(), r).inline(&[9; 40]).finish();
+            }),
+        ];
+        for (what, post) in cases {
+            let mut buf = vec![0u64; 8 * 8];
+            let mut dbrec = [Be32::default(); 2];
+            let mut bf = vec![0u64; 8];
+            // SAFETY: test memory of the sizes and alignments `from_raw` asks for.
+            let mut ring = unsafe {
+                SqRing::from_raw(buf.as_mut_ptr().cast(), 8, dbrec.as_mut_ptr(), bf.as_mut_ptr().cast(), 0, 0x42)
+            };
+            for _ in 0..7 {
+                ring.nop(CtrlFlags::CQ_UPDATE).finish();
+            }
+            // SAFETY: block 0 of the ring, 64 bytes.
+            let block0 = |ring: &SqRing| unsafe { std::slice::from_raw_parts(ring.buf, 64).to_vec() };
+            let before = block0(&ring);
+            let r = catch_unwind(AssertUnwindSafe(|| post(&mut ring, rdma)));
+            let msg = r.expect_err(what).downcast::<String>().map(|s| *s).unwrap_or_default();
+            assert!(msg.contains("send queue full"), "{what}: {msg}");
+            assert_eq!(block0(&ring), before, "{what}: the unretired WQE in block 0 is untouched");
+            assert_eq!(ring.cur_post(), 7, "{what}: nothing posted");
+        }
+    }
+
     /// Regression (libmlx5 harness, views): turning BlueFlame on kept
     /// nothing of an earlier `set_prefer_bf(false)`, so a view set up in that
     /// order copied WQEs without inline data where libmlx5 rings an 8-byte

@@ -516,6 +516,18 @@ mod tests {
         let _ = sq.send_eth(CtrlFlags::empty(), CsumFlags::NONE, &[0; 14]);
     }
 
+    /// The TSO builder's family check, folded into the full check.
+    #[test]
+    #[should_panic(expected = "send_tso")]
+    fn send_tso_on_connected_ring_panics() {
+        let mut buf = Buf([0; 256]);
+        let mut dbrec = crate::mlx5dv::queue::be::Be32::new(0);
+        let mut sq = ring(&mut buf, &mut dbrec);
+        // SAFETY: the test reads nothing.
+        unsafe { sq.set_transport(SqTransport::Connected) };
+        let _ = sq.send_tso(CtrlFlags::empty(), CsumFlags::NONE, 1000, &[0; 54]);
+    }
+
     #[test]
     #[should_panic(expected = "19 inline header bytes")]
     fn send_eth_long_header_panics() {
