@@ -25,6 +25,8 @@ pub struct SqRing {
     buf: *mut u8,
     /// Basic blocks in the ring (a power of two).
     wqe_cnt: u32,
+    /// `wqe_cnt - 1`, the slot table's index mask.
+    slot_mask: u32,
     dbrec: *mut Be32,
     bf_reg: *mut u8,
     bf_size: u32,
@@ -34,6 +36,9 @@ pub struct SqRing {
     bf_max_ds: u32,
     bf_offset: u32,
     qpn: u32,
+    /// `qpn << 8`, the control segment's `qpn_ds` without the DS count
+    /// (computed once, at creation).
+    qpn_shl8: u32,
     /// Basic blocks posted (free-running).
     cur_post: u32,
     /// Basic blocks retired by completions (free-running).
@@ -232,6 +237,7 @@ impl SqRing {
         SqRing {
             buf,
             wqe_cnt,
+            slot_mask: wqe_cnt - 1,
             dbrec,
             bf_reg,
             bf_size,
@@ -239,6 +245,7 @@ impl SqRing {
             bf_max_ds: bf_size / DS_BYTES as u32,
             bf_offset: 0,
             qpn,
+            qpn_shl8: qpn << 8,
             cur_post: 0,
             head: 0,
             pending: 0,
@@ -1207,7 +1214,9 @@ impl<'s> WqeWriter<'s> {
         // The same 16 bytes as two 8-byte stores, in memory order: the two
         // big-endian words, then signature, the DCI stream id (bytes 9-10,
         // big endian), fm_ce_se and imm.
-        let (a, b) = (u64::from(ctrl.opmod_idx_opcode.raw()), u64::from(ctrl.qpn_ds.raw()));
+        debug_assert_eq!(ctrl.qpn_ds, Be32::new(self.sq.qpn_shl8 | u32::from(ds)));
+        let (a, b) =
+            (u64::from(ctrl.opmod_idx_opcode.raw()), u64::from(Be32::new(self.sq.qpn_shl8 | u32::from(ds)).raw()));
         let (sig, fm, imm) = (u64::from(ctrl.signature), u64::from(ctrl.fm_ce_se), u64::from(ctrl.imm));
         let stream = u64::from(self.stream.to_be());
         let words: [u64; 2] = if cfg!(target_endian = "little") {
@@ -1227,7 +1236,7 @@ impl<'s> WqeWriter<'s> {
         if sq.next_fence != 0 {
             sq.take_fence(base);
         }
-        let mask = sq.wqe_cnt - 1;
+        let mask = sq.slot_mask;
         let first = self.pos / SEND_WQE_BB;
         debug_assert!(first == (self.start & mask) as usize && sq.slots.len() == sq.wqe_cnt as usize);
         let slots = sq.slots.as_mut_ptr();
