@@ -34,9 +34,6 @@ const MASK_FREE: u64 = 1 << 29;
 const CONTEXT_FREE: u8 = 1 << 6;
 /// The repeat block's `op` (`umr_strided_seg_create`).
 const REPEAT_OP: u32 = 0x400;
-/// Bytes of the UMR control and mkey context segments.
-const UMR_CTRL: usize = 48;
-const MKEY_CTX: usize = 64;
 
 /// One range of a list layout, by raw key and address (a KLM entry,
 /// `struct ibv_sge` of `mlx5dv_wr_mr_list`).
@@ -132,6 +129,8 @@ pub struct MkeyConf<'a> {
     pub layout: Option<MkeyLayout<'a>>,
 }
 
+#[cold]
+#[inline(never)]
 fn bad(what: &'static str, why: &'static str) -> Error {
     Error::BadArgument { op: "SqRing::mkey_configure", what, why }
 }
@@ -186,7 +185,8 @@ impl SqRing {
     ///
     /// # Panics
     /// If the ring is not a connected QP's ([`SqTransport::Connected`]), or
-    /// is full.
+    /// is full (checked after the arguments: a refused request returns its
+    /// error and writes nothing).
     #[doc(alias = "mlx5dv_wr_mkey_configure")]
     #[doc(alias = "mlx5dv_wr_mr_list")]
     #[doc(alias = "mlx5dv_wr_mr_interleaved")]
@@ -263,6 +263,7 @@ impl SqRing {
     ///
     /// # Panics
     /// As [`SqRing::mkey_configure`].
+    #[inline]
     pub unsafe fn mkey_configure_raw(
         &mut self,
         flags: CtrlFlags,
@@ -271,7 +272,6 @@ impl SqRing {
         access: Option<AccessFlags>,
         layout: Option<RawLayout<'_>>,
     ) -> Result<u16> {
-        self.expect_transport(SqTransport::Connected, "mkey_configure");
         if lkey & 0xff != 0 {
             return Err(bad("the key's tag (lkey & 0xff)", "is not 0: keys with tag update are not configured here"));
         }
@@ -288,7 +288,8 @@ impl SqRing {
         // libmlx5: the entries that fit the QP's inline size, and the key's.
         let inl = (u64::from(self.limits().max_inline_data()) + 4) / 16;
         let mut mask = MASK_FREE | MASK_MKEY;
-        let mut octowords = 0u16;
+        // Translation units (entries, the repeat block, padding to 64 bytes).
+        let mut xlat = 0usize;
         let mut len = 0u64;
         if let Some(l) = layout {
             let (n, max) = match l {
@@ -303,11 +304,9 @@ impl SqRing {
                      layout)",
                 ));
             }
-            let xlat = match l {
-                RawLayout::List(e) => {
-                    len = e.iter().map(|e| u64::from(e.len)).sum();
-                    e.len() * 16
-                }
+            xlat = match l {
+                // The length is summed while the entries are written.
+                RawLayout::List(e) => e.len(),
                 RawLayout::Interleaved { repeat_count, entries } => {
                     for e in entries {
                         if e.bytes_count > 0xffff || u64::from(e.bytes_count) + u64::from(e.bytes_skip) > 0xffff {
@@ -319,61 +318,67 @@ impl SqRing {
                     }
                     let block: u64 = entries.iter().map(|e| u64::from(e.bytes_count)).sum();
                     len = block.wrapping_mul(u64::from(repeat_count));
-                    (entries.len() + 1) * 16
+                    entries.len() + 1
                 }
-            };
+            }
+            .next_multiple_of(4);
             mask |= MASK_LEN;
-            octowords = (xlat.next_multiple_of(64) / 16) as u16;
         }
         let mut acc = 0u8;
         if let Some(a) = access {
             mask |= MASK_ACCESS;
             acc = access_bits(a);
         }
-        let mut ctrl = [0u8; UMR_CTRL];
-        ctrl[0] = FLAG_INLINE;
-        ctrl[4..6].copy_from_slice(&octowords.to_be_bytes());
-        ctrl[8..16].copy_from_slice(&mask.to_be_bytes());
-        let mut ctx = [0u8; MKEY_CTX];
-        ctx[2] = acc;
-        ctx[4..8].copy_from_slice(&(0xffff_ff00 | (lkey & 0xff)).to_be_bytes());
-        ctx[24..32].copy_from_slice(&len.to_be_bytes());
-        // SAFETY: `wqe`'s contract: what follows is the layout the device
-        // defines for UMR (the UMR control segment, the mkey context, then
-        // the translation entries, all inline), so no 16-byte unit is read
-        // as a data segment; the memory the entries reach is this function's
-        // own contract, passed on to its caller.
-        let mut w = unsafe { self.wqe(WqeOpcode::UMR, 0, flags, lkey.to_be()) }.bytes(&ctrl).bytes(&ctx).inline_wqe();
-        match layout {
-            None => {}
-            Some(RawLayout::List(entries)) => {
-                for e in entries {
-                    w = w.bytes(&entry(e.len.to_be_bytes(), e.lkey, e.addr));
+        // The UMR control segment (48 bytes): flags at 0, the translation
+        // octowords at 4 (big endian), the mkey mask at 8.
+        let oct = (xlat as u16).to_be_bytes();
+        let ctrl0 = [join([FLAG_INLINE, 0, 0, 0], [oct[0], oct[1], 0, 0]), u64::from_ne_bytes(mask.to_be_bytes())];
+        // The mkey context (64 bytes): access at 2, the key at 4, the length at 24.
+        let ctx0 = [join([0, 0, acc, 0], (0xffff_ff00 | (lkey & 0xff)).to_be_bytes()), 0];
+        // SAFETY: `typed_wqe`'s contract: what follows is the layout the
+        // device defines for UMR on a connected QP (the UMR control segment,
+        // the mkey context, then the translation entries, all inline), so no
+        // 16-byte unit is read as a data segment; the memory the entries
+        // reach is this function's own contract, passed on to its caller.
+        let w =
+            unsafe { self.typed_wqe(SqTransport::Connected, "mkey_configure", WqeOpcode::UMR, 0, flags, lkey.to_be()) }
+                .units_with(3, |i| if i == 0 { ctrl0 } else { [0; 2] })
+                .units_with(4, |i| if i == 0 { ctx0 } else { [0; 2] })
+                .inline_wqe();
+        let mut w = match layout {
+            None => w,
+            Some(RawLayout::List(entries)) => w.units_with(xlat, |i| match entries.get(i) {
+                Some(e) => {
+                    len += u64::from(e.len);
+                    entry(e.len.to_be_bytes(), e.lkey, e.addr)
                 }
-                for _ in entries.len()..entries.len().next_multiple_of(4) {
-                    w = w.bytes(&[0; 16]);
-                }
-            }
+                None => [0; 2],
+            }),
             Some(RawLayout::Interleaved { repeat_count, entries }) => {
                 let block: u64 = entries.iter().map(|e| u64::from(e.bytes_count)).sum();
-                let mut rb = [0u8; 16];
-                rb[0..4].copy_from_slice(&(block as u32).to_be_bytes());
-                rb[4..8].copy_from_slice(&REPEAT_OP.to_be_bytes());
-                rb[8..12].copy_from_slice(&repeat_count.to_be_bytes());
-                rb[14..16].copy_from_slice(&(entries.len() as u16).to_be_bytes());
-                w = w.bytes(&rb);
-                for e in entries {
-                    let stride = (e.bytes_count + e.bytes_skip) as u16;
-                    let mut head = [0u8; 4];
-                    head[0..2].copy_from_slice(&stride.to_be_bytes());
-                    head[2..4].copy_from_slice(&(e.bytes_count as u16).to_be_bytes());
-                    w = w.bytes(&entry(head, e.lkey, e.addr));
-                }
-                for _ in entries.len() + 1..(entries.len() + 1).next_multiple_of(4) {
-                    w = w.bytes(&[0; 16]);
-                }
+                // The repeat block: its bytes, the op, the count, the entries (at 14).
+                let n = (entries.len() as u16).to_be_bytes();
+                let rb = [
+                    join((block as u32).to_be_bytes(), REPEAT_OP.to_be_bytes()),
+                    join(repeat_count.to_be_bytes(), [0, 0, n[0], n[1]]),
+                ];
+                w.units_with(xlat, |i| match i.checked_sub(1) {
+                    None => rb,
+                    Some(k) => match entries.get(k) {
+                        Some(e) => {
+                            let stride = ((e.bytes_count + e.bytes_skip) as u16).to_be_bytes();
+                            let count = (e.bytes_count as u16).to_be_bytes();
+                            entry([stride[0], stride[1], count[0], count[1]], e.lkey, e.addr)
+                        }
+                        None => [0; 2],
+                    },
+                })
             }
-        }
+        };
+        // The mkey context's second unit: the length at 24 (bytes 16 to 32
+        // of the context, which starts at byte 64 of the WQE).
+        // SAFETY: bytes 80..96 of the WQE, written above (the context).
+        unsafe { w.store_unit_at(80, [0, u64::from_ne_bytes(len.to_be_bytes())]) };
         let pi = w.finish();
         self.set_small_fence();
         Ok(pi)
@@ -390,31 +395,40 @@ impl SqRing {
     /// is full.
     #[doc(alias = "ibv_wr_local_inv")]
     pub fn local_inv(&mut self, flags: CtrlFlags, rkey: u32) -> u16 {
-        self.expect_transport(SqTransport::Connected, "local_inv");
-        let mut ctrl = [0u8; UMR_CTRL];
-        ctrl[0] = FLAG_TRANSLATION_OFFSET | FLAG_INLINE | FLAG_CHECK_QPN;
-        ctrl[8..16].copy_from_slice(&(MASK_FREE | MASK_MKEY | MASK_QPN).to_be_bytes());
-        let mut ctx = [0u8; MKEY_CTX];
-        ctx[0] = CONTEXT_FREE;
-        ctx[4..8].copy_from_slice(&0xffff_ff00u32.to_be_bytes());
-        // SAFETY: `wqe`'s contract: the UMR layout that frees a key (the
-        // UMR control segment and the mkey context with `free` set, no
-        // translation entries), so no unit is read as a data segment and the
-        // WQE reaches no memory.
-        let pi = unsafe { self.wqe(WqeOpcode::UMR, 0, flags, rkey.to_be()) }.bytes(&ctrl).bytes(&ctx).finish();
+        // The UMR control segment: flags, and the mkey mask at 8.
+        let ctrl0 = [
+            join([FLAG_TRANSLATION_OFFSET | FLAG_INLINE | FLAG_CHECK_QPN, 0, 0, 0], [0; 4]),
+            u64::from_ne_bytes((MASK_FREE | MASK_MKEY | MASK_QPN).to_be_bytes()),
+        ];
+        // The mkey context: `free` at 0, the key's tag 0 at 4.
+        let ctx0 = [join([CONTEXT_FREE, 0, 0, 0], 0xffff_ff00u32.to_be_bytes()), 0];
+        // SAFETY: `typed_wqe`'s contract: the UMR layout that frees a key on
+        // a connected QP (the UMR control segment and the mkey context with
+        // `free` set, no translation entries), so no unit is read as a data
+        // segment and the WQE reaches no memory.
+        let pi = unsafe { self.typed_wqe(SqTransport::Connected, "local_inv", WqeOpcode::UMR, 0, flags, rkey.to_be()) }
+            .units_with(3, |i| if i == 0 { ctrl0 } else { [0; 2] })
+            .units_with(4, |i| if i == 0 { ctx0 } else { [0; 2] })
+            .finish();
         self.set_small_fence();
         pi
     }
 }
 
-/// A 16-byte translation entry: `head` (KLM byte count, or stride and byte
-/// count), the key, the address.
-fn entry(head: [u8; 4], lkey: u32, addr: u64) -> [u8; 16] {
-    let mut b = [0u8; 16];
-    b[0..4].copy_from_slice(&head);
-    b[4..8].copy_from_slice(&lkey.to_be_bytes());
-    b[8..16].copy_from_slice(&addr.to_be_bytes());
-    b
+/// A 16-byte translation entry as two words in memory order: `head` (KLM
+/// byte count, or stride and byte count), the key, the address.
+#[inline(always)]
+fn entry(head: [u8; 4], lkey: u32, addr: u64) -> [u64; 2] {
+    [join(head, lkey.to_be_bytes()), u64::from_ne_bytes(addr.to_be_bytes())]
+}
+
+/// The word whose memory bytes are `a` then `b`.
+#[inline(always)]
+fn join(a: [u8; 4], b: [u8; 4]) -> u64 {
+    let mut w = [0u8; 8];
+    w[..4].copy_from_slice(&a);
+    w[4..].copy_from_slice(&b);
+    u64::from_ne_bytes(w)
 }
 
 /// The mkey context's access bits (`get_umr_mr_flags`).
@@ -485,6 +499,47 @@ mod tests {
             assert_eq!(r.sq.cur_post(), 0);
             assert!(!r.sq.pending_small_fence());
         }
+    }
+
+    /// A UMR WQE of three blocks on a ring with two free panics before its
+    /// third block (the translation entries, wrapping onto an unretired
+    /// WQE) is written.
+    #[test]
+    fn umr_past_the_free_blocks_panics_before_writing_them() {
+        let mut r = ring();
+        for _ in 0..14 {
+            r.sq.nop(CtrlFlags::empty()).finish();
+        }
+        let four = [KlmEntry { lkey: 1, addr: 0, len: 8 }; 4];
+        let before = r._buf[..8].to_vec();
+        let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            // SAFETY: test memory no device reads.
+            unsafe { r.sq.mkey_configure_raw(CtrlFlags::empty(), 0x100, 4, None, Some(RawLayout::List(&four))) }
+        }));
+        let msg = e.expect_err("a full ring").downcast::<String>().map(|s| *s).unwrap_or_default();
+        assert!(msg.contains("send queue full"), "{msg}");
+        assert_eq!(r._buf[..8], before[..], "block 0 (unretired) untouched");
+        assert_eq!(r.sq.cur_post(), 14);
+    }
+
+    /// The UMR builders' family check, folded into the full check.
+    #[test]
+    #[should_panic(expected = "mkey_configure")]
+    fn mkey_configure_on_a_datagram_ring_panics() {
+        let mut r = ring();
+        // SAFETY: test memory no device reads.
+        unsafe { r.sq.set_transport(SqTransport::Datagram) };
+        // SAFETY: as above.
+        let _ = unsafe { r.sq.mkey_configure_raw(CtrlFlags::empty(), 0x100, 4, None, None) };
+    }
+
+    #[test]
+    #[should_panic(expected = "local_inv")]
+    fn local_inv_on_a_dc_initiator_ring_panics() {
+        let mut r = ring();
+        // SAFETY: test memory no device reads.
+        unsafe { r.sq.set_transport(SqTransport::DcInitiator) };
+        r.sq.local_inv(CtrlFlags::empty(), 7);
     }
 
     /// The WQE after a UMR WQE takes the small fence unless it asks for the

@@ -25,6 +25,8 @@ pub struct SqRing {
     buf: *mut u8,
     /// Basic blocks in the ring (a power of two).
     wqe_cnt: u32,
+    /// `wqe_cnt - 1`, the slot table's index mask.
+    slot_mask: u32,
     dbrec: *mut Be32,
     bf_reg: *mut u8,
     bf_size: u32,
@@ -34,6 +36,9 @@ pub struct SqRing {
     bf_max_ds: u32,
     bf_offset: u32,
     qpn: u32,
+    /// `qpn << 8`, the control segment's `qpn_ds` without the DS count
+    /// (computed once, at creation).
+    qpn_shl8: u32,
     /// Basic blocks posted (free-running).
     cur_post: u32,
     /// Basic blocks retired by completions (free-running).
@@ -232,6 +237,7 @@ impl SqRing {
         SqRing {
             buf,
             wqe_cnt,
+            slot_mask: wqe_cnt - 1,
             dbrec,
             bf_reg,
             bf_size,
@@ -239,6 +245,7 @@ impl SqRing {
             bf_max_ds: bf_size / DS_BYTES as u32,
             bf_offset: 0,
             qpn,
+            qpn_shl8: qpn << 8,
             cur_post: 0,
             head: 0,
             pending: 0,
@@ -644,14 +651,15 @@ impl SqRing {
         fm_ce_se: CtrlFlags,
         imm: u32,
     ) -> WqeWriter<'_> {
-        let pos = (start as usize * SEND_WQE_BB) & self.ring_mask;
-        // SAFETY: `pos` is inside the ring buffer (masked by its size).
-        let base = unsafe { self.buf.add(pos) };
+        let mask = self.ring_mask;
+        let pos = (start as usize * SEND_WQE_BB) & mask;
+        let buf = self.buf;
         WqeWriter {
             sq: self,
+            buf,
+            mask,
+            pos,
             start,
-            first: pos / SEND_WQE_BB,
-            base,
             off: DS_BYTES,
             limit,
             opcode,
@@ -675,7 +683,10 @@ impl SqRing {
         if self.pending == 0 {
             return;
         }
-        let first = self.read8_at(self.last_base, 0);
+        // SAFETY: `last_base` is the first byte of a WQE written by this
+        // ring (or its buffer's start), a 64-byte block inside the ring, so
+        // 8-byte aligned with 8 bytes to read.
+        let first = unsafe { self.last_base.cast::<[u8; 8]>().read() };
         self.doorbell(mmio, false, self.last_base, self.last_ds, self.last_inline, first);
     }
 
@@ -797,11 +808,15 @@ fn too_big(qpn: u32, len: usize, max: u32) -> ! {
 /// Appends segments to one WQE; see [`SqRing::wqe`].
 pub struct WqeWriter<'s> {
     sq: &'s mut SqRing,
+    /// The ring's buffer and byte mask (`SqRing::buf`, `ring_mask`), kept
+    /// here so that they stay in registers across the stores into the ring
+    /// (which the compiler cannot tell apart from stores into the `SqRing`).
+    buf: *mut u8,
+    mask: usize,
+    /// The WQE's first byte as an offset in the ring (a multiple of 64,
+    /// below the ring's size).
+    pos: usize,
     start: u32,
-    /// The block index of `base` in the ring (below `wqe_cnt`).
-    first: usize,
-    /// Address of the WQE's first byte.
-    base: *mut u8,
     off: usize,
     /// Bytes this WQE may take without overrunning unretired WQEs.
     limit: usize,
@@ -824,34 +839,8 @@ impl fmt::Debug for WqeWriter<'_> {
 }
 
 impl<'s> WqeWriter<'s> {
-    /// Writes `bytes` at the current offset, wrapping at the ring end.
-    ///
-    /// # Panics
-    /// If the WQE would overrun WQEs not yet retired (a programming error:
-    /// check [`SqRing::available`], retire completions first).
-    #[inline(always)]
-    fn put(&mut self, bytes: &[u8]) {
-        let end = self.off + bytes.len();
-        self.check(end);
-        let ring = self.sq.ring_mask + 1;
-        let pos = self.first * SEND_WQE_BB + self.off;
-        if pos + bytes.len() <= ring {
-            // Contiguous (the usual case): one copy, of a size the compiler
-            // often knows.
-            // SAFETY: `pos..pos + len` is inside the ring buffer, in blocks
-            // this WQE may take (`check`).
-            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.sq.buf.add(pos), bytes.len()) };
-            self.off = end;
-            return;
-        }
-        // SAFETY: the ring's buffer and size (`ring_mask + 1`).
-        unsafe { Self::put_wrapped(self.sq.buf, ring, pos, bytes) };
-        self.off = end;
-    }
-
-    /// `put` of bytes that cross the ring's end (or lie past it): `pos`
-    /// is the unmasked ring offset of the first byte. Takes no `&mut self`,
-    /// so the writer stays in registers on the common path.
+    /// Writes `bytes` from the unmasked ring offset `pos` on, wrapping at
+    /// the ring's end.
     ///
     /// # Safety
     /// `buf` is a ring of `ring` writable bytes (a power of two).
@@ -875,24 +864,56 @@ impl<'s> WqeWriter<'s> {
         }
     }
 
-    /// Appends a segment. Inside the WQE's first basic block (contiguous) a
-    /// 16-byte segment is one store; anything else may wrap and goes through
-    /// [`WqeWriter::put`].
+    /// The 16-byte unit at byte `o` of the WQE (a multiple of 16), where
+    /// it lies in the ring: the WQE's blocks wrap at the ring's end, a
+    /// unit never straddles it (the ring is whole 64-byte blocks). The
+    /// block's place is computed once per block where `o` is known
+    /// (libmlx5 checks the ring's end once per block, too).
+    #[inline(always)]
+    fn unit(&self, o: usize) -> *mut [u64; 2] {
+        debug_assert!(o % DS_BYTES == 0);
+        let block = (self.pos + (o & !(SEND_WQE_BB - 1))) & self.mask;
+        // SAFETY: `block` is a masked offset, so inside the ring, and a
+        // multiple of 64 (`pos` is, and so is the ring's size); the unit's
+        // 16 bytes at `o % 64` from it end at or before the block's end.
+        unsafe { self.buf.add(block + (o & (SEND_WQE_BB - 1))).cast() }
+    }
+
+    /// Writes `n` 16-byte units from `src` at the current offset (a
+    /// multiple of 16) in place, wrapping at the ring's end, after one check
+    /// that the WQE's blocks up to their end are free (none within the
+    /// first block, which `wqe` found free).
+    ///
+    /// # Safety
+    /// `src` is readable for `n * 16` bytes, all initialised.
+    ///
+    /// # Panics
+    /// If the WQE would overrun WQEs not yet retired (a programming error:
+    /// check [`SqRing::available`], retire completions first).
+    #[inline(always)]
+    unsafe fn put_units(&mut self, src: *const [u64; 2], n: usize) {
+        debug_assert!(self.off % DS_BYTES == 0, "segments start on 16-byte units");
+        let end = self.off + n * DS_BYTES;
+        if end > SEND_WQE_BB {
+            self.check(end);
+        }
+        for i in 0..n {
+            // SAFETY: the unit lies in the ring (`unit`) and in blocks this
+            // WQE may take (`check`, or the first block); `src` as the
+            // caller says.
+            unsafe { self.unit(self.off + i * DS_BYTES).write_unaligned(src.add(i).read_unaligned()) };
+        }
+        self.off = end;
+    }
+
+    /// Appends a segment of whole 16-byte units in place (`put_units`).
     #[inline(always)]
     fn put_seg<T: sealed::Sealed>(mut self, seg: &T) -> Self {
-        if self.off + size_of::<T>() <= SEND_WQE_BB {
-            // Within the first basic block, which `wqe` found free (checked
-            // again, for the whole WQE, in `finish`).
-            let end = self.off + size_of::<T>();
-            // SAFETY: `base + off .. end` lies in the WQE's first basic block, inside the ring.
-            unsafe { std::ptr::write_unaligned(self.base.add(self.off).cast::<T>(), *seg) };
-            self.off = end;
-            return self;
-        }
-        // SAFETY: `Sealed` is implemented only for the crate's `#[repr(C)]` segment
-        // types, whose fields fill them without padding (sizes asserted in `seg`).
-        let bytes = unsafe { std::slice::from_raw_parts((seg as *const T).cast::<u8>(), size_of::<T>()) };
-        self.put(bytes);
+        const { assert!(size_of::<T>() % DS_BYTES == 0, "segments are whole 16-byte units") };
+        // SAFETY: `Sealed` is implemented only for the crate's `#[repr(C)]`
+        // segment types, whose fields fill them without padding (sizes
+        // asserted in `seg`), whole 16-byte units (asserted above).
+        unsafe { self.put_units((seg as *const T).cast(), size_of::<T>() / DS_BYTES) };
         self
     }
 
@@ -986,13 +1007,47 @@ impl<'s> WqeWriter<'s> {
         self.put_seg(&AtomicSeg { swap_add: Be64::new(swap_add), compare: Be64::new(compare) })
     }
 
-    /// Raw bytes at the current offset (the UMR builders' segments).
+    /// `n` 16-byte units, unit `i` given by `unit(i)` as two words in
+    /// memory order, written in place at the current offset (a multiple of
+    /// 16; the UMR builders' segments): one check that the blocks up to
+    /// their end are free, then the stores, wrapping at the ring's end.
+    ///
+    /// # Panics
+    /// If the WQE would overrun WQEs not yet retired (a programming error:
+    /// check [`SqRing::available`], retire completions first).
     // Used by `umr`, which MLNX_OFED 4.x builds leave out.
     #[cfg_attr(rrddmma_mlnx_ofed4, allow(dead_code))]
     #[inline(always)]
-    pub(crate) fn bytes(mut self, b: &[u8]) -> Self {
-        self.put(b);
+    pub(crate) fn units_with(mut self, n: usize, mut unit: impl FnMut(usize) -> [u64; 2]) -> Self {
+        debug_assert!(self.off % DS_BYTES == 0, "segments start on 16-byte units");
+        let end = self.off + n * DS_BYTES;
+        if end > SEND_WQE_BB {
+            self.check(end);
+        }
+        for i in 0..n {
+            // SAFETY: the unit lies in the ring (`unit`) and in blocks this
+            // WQE may take (`check`, or the first block).
+            unsafe { self.unit(self.off + i * DS_BYTES).write_unaligned(unit(i)) };
+        }
+        self.off = end;
         self
+    }
+
+    /// Stores the 16-byte unit `u` (two words in memory order) at byte
+    /// `o` of the WQE, a multiple of 16 in what was written already (the
+    /// UMR builder's key length, known after its entries).
+    ///
+    /// # Safety
+    /// `o + 16 <= ` the bytes written so far (and `o >= 16`: the control
+    /// segment is `finish`'s), so the unit lies in blocks already checked.
+    // Used by `umr`, which MLNX_OFED 4.x builds leave out.
+    #[cfg_attr(rrddmma_mlnx_ofed4, allow(dead_code))]
+    #[inline(always)]
+    pub(crate) unsafe fn store_unit_at(&mut self, o: usize, u: [u64; 2]) {
+        debug_assert!(o >= DS_BYTES && o + DS_BYTES <= self.off);
+        // SAFETY: inside the ring (`unit`), in blocks this WQE was found to
+        // take (the caller's contract).
+        unsafe { self.unit(o).write_unaligned(u) };
     }
 
     /// Counts the WQE as inline for the BlueFlame choice (UMR WQEs carry
@@ -1035,8 +1090,10 @@ impl<'s> WqeWriter<'s> {
     /// bytes, two fill 32 or 64; whole 16-byte units either way).
     #[inline(always)]
     pub(crate) fn operands<const N: usize>(mut self, ops: &[&[u8; N]]) -> Self {
+        const { assert!(N % DS_BYTES == 0, "operands are whole 16-byte units") };
         for op in ops {
-            self.put(&op[..]);
+            // SAFETY: `op` is `N` initialised bytes, whole units.
+            unsafe { self.put_units(op.as_ptr().cast(), N / DS_BYTES) };
         }
         self
     }
@@ -1070,29 +1127,52 @@ impl<'s> WqeWriter<'s> {
         let hdr = Be32::new(data.len() as u32 | INLINE_SEG);
         // Header, data, padding: `seg` bytes (at least 16), 16-aligned
         // (every segment before is whole 16-byte units).
+        debug_assert!(self.off % DS_BYTES == 0, "segments start on 16-byte units");
         let seg = (4 + data.len()).next_multiple_of(DS_BYTES);
-        let pos = self.first * SEND_WQE_BB + self.off;
-        if self.off % DS_BYTES == 0 && pos + seg <= self.sq.ring_mask + 1 {
+        let end = self.off + seg;
+        if end > SEND_WQE_BB {
+            self.check(end);
+        }
+        let pos = self.pos + self.off;
+        let ring = self.mask + 1;
+        if pos + seg <= ring {
             // Contiguous (the usual case): zero the last unit, then the
             // header and the data over it.
-            self.check(self.off + seg);
             // SAFETY: `pos..pos + seg` is inside the ring buffer, in blocks
-            // this WQE may take (`check`); the last unit starts 16 bytes
-            // before its end, at or after `pos`.
+            // this WQE may take (`check`, or the first block); the last
+            // unit starts 16 bytes before its end, at or after `pos`.
             unsafe {
-                let dst = self.sq.buf.add(pos);
+                let dst = self.buf.add(pos);
                 std::ptr::write_unaligned(dst.add(seg - DS_BYTES).cast::<[u8; DS_BYTES]>(), [0; DS_BYTES]);
                 std::ptr::write_unaligned(dst.cast::<u32>(), hdr.raw());
                 std::ptr::copy_nonoverlapping(data.as_ptr(), dst.add(4), data.len());
             }
-            self.off += seg;
-            return self;
+        } else {
+            // SAFETY: the ring's buffer and size; `pos..pos + seg` (taken
+            // modulo the ring) are blocks this WQE may take (`check`).
+            unsafe { Self::inline_wrapped(self.buf, ring, pos, hdr, data, seg) };
         }
-        self.put(&hdr.raw().to_ne_bytes());
-        self.put(data);
-        let pad = self.off.next_multiple_of(DS_BYTES) - self.off;
-        self.put(&[0u8; DS_BYTES][..pad]);
+        self.off = end;
         self
+    }
+
+    /// The inline segment of `inline` where it crosses the ring's end (or
+    /// starts past it): header, data and zero padding, `seg` bytes from the
+    /// unmasked ring offset `pos`. Out of line, so that the common path
+    /// keeps its registers.
+    ///
+    /// # Safety
+    /// `buf` is a ring of `ring` writable bytes (a power of two), and
+    /// `seg` is at most `ring`.
+    #[cold]
+    #[inline(never)]
+    unsafe fn inline_wrapped(buf: *mut u8, ring: usize, pos: usize, hdr: Be32, data: &[u8], seg: usize) {
+        // SAFETY: forwarded; each piece stays within `seg` bytes from `pos`.
+        unsafe {
+            Self::put_wrapped(buf, ring, pos, &hdr.raw().to_ne_bytes());
+            Self::put_wrapped(buf, ring, pos + 4, data);
+            Self::put_wrapped(buf, ring, pos + 4 + data.len(), &[0u8; DS_BYTES][..seg - 4 - data.len()]);
+        }
     }
 
     /// Writes the control segment (DS counted from the segments added),
@@ -1134,7 +1214,9 @@ impl<'s> WqeWriter<'s> {
         // The same 16 bytes as two 8-byte stores, in memory order: the two
         // big-endian words, then signature, the DCI stream id (bytes 9-10,
         // big endian), fm_ce_se and imm.
-        let (a, b) = (u64::from(ctrl.opmod_idx_opcode.raw()), u64::from(ctrl.qpn_ds.raw()));
+        debug_assert_eq!(ctrl.qpn_ds, Be32::new(self.sq.qpn_shl8 | u32::from(ds)));
+        let (a, b) =
+            (u64::from(ctrl.opmod_idx_opcode.raw()), u64::from(Be32::new(self.sq.qpn_shl8 | u32::from(ds)).raw()));
         let (sig, fm, imm) = (u64::from(ctrl.signature), u64::from(ctrl.fm_ce_se), u64::from(ctrl.imm));
         let stream = u64::from(self.stream.to_be());
         let words: [u64; 2] = if cfg!(target_endian = "little") {
@@ -1142,30 +1224,35 @@ impl<'s> WqeWriter<'s> {
         } else {
             [(a << 32) | b, (sig << 56) | (stream << 40) | (fm << 32) | imm]
         };
+        // SAFETY: `pos` is a masked offset, a multiple of 64 (`begin_at`),
+        // so inside the ring.
+        let base = unsafe { self.buf.add(self.pos) };
         // SAFETY: the control segment's 16 bytes sit at the WQE start, inside
         // the ring; WQEs start on 64-byte basic blocks, so 8-byte aligned.
-        unsafe { std::ptr::write(self.base.cast::<[u64; 2]>(), words) };
+        unsafe { std::ptr::write(base.cast::<[u64; 2]>(), words) };
         let sq = self.sq;
         // After a UMR WQE the next one waits for it (small fence), unless it
         // asks for the strong fence itself: libmlx5's `fm_cache`.
         if sq.next_fence != 0 {
-            sq.take_fence(self.base);
+            sq.take_fence(base);
         }
-        let mask = sq.wqe_cnt - 1;
-        let first = self.first;
+        let mask = sq.slot_mask;
+        let first = self.pos / SEND_WQE_BB;
         debug_assert!(first == (self.start & mask) as usize && sq.slots.len() == sq.wqe_cnt as usize);
+        let slots = sq.slots.as_mut_ptr();
         // SAFETY: `first` is a masked offset in the ring (`ring_mask` is
-        // `wqe_cnt * 64 - 1`) over 64, so below `wqe_cnt`, the table's length (allocated so in `from_raw`, never
-        // resized).
+        // `wqe_cnt * 64 - 1`) over 64, so below `wqe_cnt`, the table's
+        // length (allocated so in `from_raw`, never resized); so is every
+        // index masked with `wqe_cnt - 1`.
         unsafe {
-            *sq.slots.get_unchecked_mut(first) = Slot { start: self.start, size: bbs as u16, stream: self.stream }
-        };
-        // Continuation blocks (WQEs of more than one basic block only).
-        for i in 1..bbs {
-            sq.slots[(self.start.wrapping_add(i) & mask) as usize].start = self.start;
+            *slots.add(first) = Slot { start: self.start, size: bbs as u16, stream: self.stream };
+            // Continuation blocks (WQEs of more than one basic block only).
+            for i in 1..bbs {
+                (*slots.add((self.start.wrapping_add(i) & mask) as usize)).start = self.start;
+            }
         }
         sq.cur_post = sq.cur_post.wrapping_add(bbs);
-        (pi, sq, self.base, ds, self.inline, words[0])
+        (pi, sq, base, ds, self.inline, words[0])
     }
 }
 
@@ -1260,6 +1347,49 @@ mod tests {
         let c = ring.send(CtrlFlags::FENCE).inline(&[1; 4]).finish();
         assert_eq!(fm(&ring, c), CtrlFlags::FENCE.bits(), "the strong fence is kept as asked");
         assert!(!ring.pending_small_fence());
+    }
+
+    /// The checks of segments past a WQE's first block (written in place,
+    /// the ring's end by a mask): on a ring with one free block, a
+    /// two-block WQE panics before its second block, which wraps onto an
+    /// unretired WQE, is written; typed segments and inline data alike.
+    #[test]
+    fn blocks_past_the_first_are_checked_before_they_are_written() {
+        use std::panic::{catch_unwind, AssertUnwindSafe};
+        let rdma = crate::prim::RemoteAddr { addr: 0x1000, rkey: 7 };
+        type Post = fn(&mut SqRing, crate::prim::RemoteAddr);
+        let cases: [(&str, Post); 3] = [
+            ("masked CAS and its data segment", |sq, r| {
+                // SAFETY: test memory no device reads.
+                unsafe { sq.masked_cas(CtrlFlags::empty(), r, 1, 2, 3, 4).data(8, 1, 0x2000) }.finish();
+            }),
+            ("16-byte masked CAS operands", |sq, r| {
+                sq.masked_cas_ext(CtrlFlags::empty(), r, &[1; 16], &[2; 16], &[3; 16], &[4; 16]).finish();
+            }),
+            ("inline data", |sq, r| {
+                sq.write(CtrlFlags::empty(), r).inline(&[9; 40]).finish();
+            }),
+        ];
+        for (what, post) in cases {
+            let mut buf = vec![0u64; 8 * 8];
+            let mut dbrec = [Be32::default(); 2];
+            let mut bf = vec![0u64; 8];
+            // SAFETY: test memory of the sizes and alignments `from_raw` asks for.
+            let mut ring = unsafe {
+                SqRing::from_raw(buf.as_mut_ptr().cast(), 8, dbrec.as_mut_ptr(), bf.as_mut_ptr().cast(), 0, 0x42)
+            };
+            for _ in 0..7 {
+                ring.nop(CtrlFlags::CQ_UPDATE).finish();
+            }
+            // SAFETY: block 0 of the ring, 64 bytes.
+            let block0 = |ring: &SqRing| unsafe { std::slice::from_raw_parts(ring.buf, 64).to_vec() };
+            let before = block0(&ring);
+            let r = catch_unwind(AssertUnwindSafe(|| post(&mut ring, rdma)));
+            let msg = r.expect_err(what).downcast::<String>().map(|s| *s).unwrap_or_default();
+            assert!(msg.contains("send queue full"), "{what}: {msg}");
+            assert_eq!(block0(&ring), before, "{what}: the unretired WQE in block 0 is untouched");
+            assert_eq!(ring.cur_post(), 7, "{what}: nothing posted");
+        }
     }
 
     /// Regression (libmlx5 harness, views): turning BlueFlame on kept

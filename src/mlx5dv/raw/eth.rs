@@ -169,7 +169,6 @@ impl SqRing {
     /// longer than [`ETH_SEG_INLINE_MAX`] bytes (programming errors).
     #[inline(always)]
     pub fn send_eth(&mut self, flags: CtrlFlags, csum: CsumFlags, hdr: &[u8]) -> EthWqe<'_> {
-        self.expect_transport(SqTransport::RawPacket, "send_eth");
         assert!(
             hdr.len() <= ETH_SEG_INLINE_MAX,
             "send_eth on QP {:#x}: {} inline header bytes, the Ethernet segment holds {ETH_SEG_INLINE_MAX}; pass \
@@ -183,7 +182,7 @@ impl SqRing {
         eth[4] = csum.bits();
         eth[12..14].copy_from_slice(&(hdr.len() as u16).to_be_bytes());
         eth[14..14 + hdr.len()].copy_from_slice(hdr);
-        self.eth_wqe(flags, &eth, hdr.len())
+        self.eth_wqe("send_eth", flags, &eth, hdr.len())
     }
 
     /// [`SqRing::send_eth`] of the packet whose first bytes are `hdr` with
@@ -205,7 +204,6 @@ impl SqRing {
     /// (programming errors).
     #[inline(always)]
     pub fn send_eth_vlan(&mut self, flags: CtrlFlags, csum: CsumFlags, vlan: Vlan, hdr: &[u8]) -> EthWqe<'_> {
-        self.expect_transport(SqTransport::RawPacket, "send_eth_vlan");
         assert!(
             (MACS..=ETH_SEG_INLINE_MAX - VLAN_TAG).contains(&hdr.len()),
             "send_eth_vlan on QP {:#x}: {} header bytes; pass the untagged packet's first 12 to 14 bytes (its MAC \
@@ -220,7 +218,7 @@ impl SqRing {
         eth[14..14 + MACS].copy_from_slice(&hdr[..MACS]);
         eth[14 + MACS..14 + MACS + VLAN_TAG].copy_from_slice(&vlan.bytes());
         eth[14 + MACS + VLAN_TAG..14 + len].copy_from_slice(&hdr[MACS..]);
-        self.eth_wqe(flags, &eth, len)
+        self.eth_wqe("send_eth_vlan", flags, &eth, len)
     }
 
     /// A SEND on a raw packet QP whose 802.1Q tag `vlan` the device inserts
@@ -252,24 +250,24 @@ impl SqRing {
         vlan: Vlan,
     ) -> EthWqe<'_> {
         let _ = proof;
-        self.expect_transport(SqTransport::RawPacket, "send_eth_hw_vlan");
         // `insert.type` at 12, `insert.vlan_tci` at 14.
         let mut eth = [0u8; 32];
         eth[4] = csum.bits();
         eth[12..14].copy_from_slice(&INSERT_VLAN.to_be_bytes());
         eth[14..16].copy_from_slice(&vlan.tci().to_be_bytes());
-        self.eth_wqe(flags, &eth, 0)
+        self.eth_wqe("send_eth_hw_vlan", flags, &eth, 0)
     }
 
     /// The SEND WQE of the Ethernet segment `eth` with `inline` header
     /// bytes: the whole 32 bytes, or its first 16 when at most two header
     /// bytes are inline.
     #[inline(always)]
-    fn eth_wqe(&mut self, flags: CtrlFlags, eth: &[u8; 32], inline: usize) -> EthWqe<'_> {
-        // SAFETY: a raw packet SEND is the control segment, the Ethernet
-        // segment written here, then the payload, whose only address writer
-        // is the unsafe `EthWqe::data`.
-        let w = unsafe { self.wqe(WqeOpcode::SEND, 0, flags, 0) };
+    fn eth_wqe(&mut self, builder: &'static str, flags: CtrlFlags, eth: &[u8; 32], inline: usize) -> EthWqe<'_> {
+        // SAFETY: a raw packet SEND on a raw packet QP (the family checked
+        // with the full check) is the control segment, the Ethernet segment
+        // written here, then the payload, whose only address writer is the
+        // unsafe `EthWqe::data`.
+        let w = unsafe { self.typed_wqe(SqTransport::RawPacket, builder, WqeOpcode::SEND, 0, flags, 0) };
         // Headers of at most two bytes (devices whose minimum inline mode is
         // none: libmlx5 then inlines nothing) fit the segment's first 16
         // bytes, and the segment is one 16-byte unit, as libmlx5 sizes it.
@@ -298,7 +296,6 @@ impl SqRing {
     /// larger than the QP's largest.
     #[inline(always)]
     pub fn send_tso(&mut self, flags: CtrlFlags, csum: CsumFlags, mss: u16, hdr: &[u8]) -> EthWqe<'_> {
-        self.expect_transport(SqTransport::RawPacket, "send_tso");
         self.tso_wqe(flags, csum, mss, hdr, None, "send_tso")
     }
 
@@ -312,7 +309,6 @@ impl SqRing {
     /// As [`SqRing::send_tso`], the limit being 65,531 bytes.
     #[inline(always)]
     pub fn send_tso_vlan(&mut self, flags: CtrlFlags, csum: CsumFlags, mss: u16, vlan: Vlan, hdr: &[u8]) -> EthWqe<'_> {
-        self.expect_transport(SqTransport::RawPacket, "send_tso_vlan");
         self.tso_wqe(flags, csum, mss, hdr, Some(vlan), "send_tso_vlan")
     }
 
@@ -325,7 +321,7 @@ impl SqRing {
         mss: u16,
         hdr: &[u8],
         vlan: Option<Vlan>,
-        op: &str,
+        op: &'static str,
     ) -> EthWqe<'_> {
         let tag = if vlan.is_some() { VLAN_TAG } else { 0 };
         assert!(
@@ -342,10 +338,12 @@ impl SqRing {
         first[6..8].copy_from_slice(&mss.to_be_bytes());
         first[12..14].copy_from_slice(&((hdr.len() + tag) as u16).to_be_bytes());
         first[14..16].copy_from_slice(&hdr[..2]);
-        // SAFETY: a TSO is the control segment, the Ethernet segment with
-        // its headers written here, then the payload, whose only address
-        // writer is the unsafe `EthWqe::data`.
-        let mut w = unsafe { self.wqe(WqeOpcode::TSO, 0, flags, 0) }.operands(&[&first]);
+        // SAFETY: a TSO on a raw packet QP (the family checked with the
+        // full check) is the control segment, the Ethernet segment with its
+        // headers written here, then the payload, whose only address writer
+        // is the unsafe `EthWqe::data`.
+        let mut w =
+            unsafe { self.typed_wqe(SqTransport::RawPacket, op, WqeOpcode::TSO, 0, flags, 0) }.operands(&[&first]);
         let rest = match vlan {
             // The first unit after the segment's 16 bytes is the rest of the
             // MACs (10 bytes), the tag and the EtherType: 16 bytes exactly.
@@ -359,12 +357,19 @@ impl SqRing {
             }
             None => &hdr[2..],
         };
-        // The rest of the headers in whole 16-byte units, the last padded with zeros.
-        for chunk in rest.chunks(16) {
+        // The rest of the headers in whole 16-byte units, the last padded
+        // with zeros, stored in place.
+        let mut chunks = rest.chunks(16);
+        let w = w.units_with(rest.len().div_ceil(16), |_| {
             let mut unit = [0u8; 16];
-            unit[..chunk.len()].copy_from_slice(chunk);
-            w = w.operands(&[&unit]);
-        }
+            if let Some(c) = chunks.next() {
+                unit[..c.len()].copy_from_slice(c);
+            }
+            [
+                u64::from_ne_bytes(unit[..8].try_into().expect("8 bytes")),
+                u64::from_ne_bytes(unit[8..].try_into().expect("8 bytes")),
+            ]
+        });
         EthWqe { w }
     }
 }
@@ -509,6 +514,18 @@ mod tests {
         // SAFETY: the test reads nothing.
         unsafe { sq.set_transport(SqTransport::Connected) };
         let _ = sq.send_eth(CtrlFlags::empty(), CsumFlags::NONE, &[0; 14]);
+    }
+
+    /// The TSO builder's family check, folded into the full check.
+    #[test]
+    #[should_panic(expected = "send_tso")]
+    fn send_tso_on_connected_ring_panics() {
+        let mut buf = Buf([0; 256]);
+        let mut dbrec = crate::mlx5dv::queue::be::Be32::new(0);
+        let mut sq = ring(&mut buf, &mut dbrec);
+        // SAFETY: the test reads nothing.
+        unsafe { sq.set_transport(SqTransport::Connected) };
+        let _ = sq.send_tso(CtrlFlags::empty(), CsumFlags::NONE, 1000, &[0; 54]);
     }
 
     #[test]
