@@ -239,6 +239,8 @@ fn tso(b: &mut Bench, i: u64, hdr: &[u8; 54]) -> u16 {
 
 /// One requester completion written by the device and polled.
 #[inline(never)]
+/// One requester completion written by the device and polled into the
+/// caller's array (`b.out`, as the C side's `wcs`).
 fn poll(b: &mut Bench, i: u64) -> usize {
     b.device_cqe(i as u16);
     b.cq.poll(&mut b.out)

@@ -42,6 +42,12 @@ static uint64_t reg[8] __attribute__((aligned(64)));
 static struct mlx5_cqe64 cqes[CQES] __attribute__((aligned(64)));
 static __be32 cq_dbrec[2];
 
+/* A store the device reads (a doorbell record): libmlx5 stores through a
+ * pointer into memory the device shares, which the compiler must keep;
+ * these records are statics nothing reads back, so without volatile gcc
+ * would drop the stores. */
+#define DEVICE_STORE(lv, v) (*(volatile __be32 *)&(lv) = (v))
+
 /* The state libmlx5 keeps for this: producer index, the index freed up to,
  * each WQE's end (wqe_head), the BlueFlame register with its toggling
  * offset (size 0: plain doorbell). */
@@ -102,7 +108,7 @@ static inline void finish(struct sq *s, uint8_t *wqe, unsigned ds, uint8_t opcod
 static inline void doorbell(struct sq *s, uint8_t *ctrl, unsigned ds, int nreq, int inl)
 {
 	barrier();
-	sq_dbrec[MLX5_SND_DBR] = htobe32(s->cur_post & 0xffff);
+	DEVICE_STORE(sq_dbrec[MLX5_SND_DBR], htobe32(s->cur_post & 0xffff));
 	wc_fence();
 	if (nreq == 1 && s->bf_size && (inl || s->prefer_bf) && ds > 1 && ds <= s->bf_size / 16) {
 		for (unsigned i = 0; i < ((ds * 16 + 63) & ~63u) / 8; i++)
@@ -169,7 +175,7 @@ static inline int poll_one(struct cq *cq, struct wc *wc, uint32_t *freed_to)
 	default:
 		abort();
 	}
-	cq->dbrec[0] /* MLX5_CQ_SET_CI */ = htobe32(cq->ci & 0xffffff);
+	DEVICE_STORE(cq->dbrec[0] /* MLX5_CQ_SET_CI */, htobe32(cq->ci & 0xffffff));
 	return 1;
 }
 
@@ -423,13 +429,18 @@ __attribute__((noinline)) static uint16_t post_tso(uint64_t i, const uint8_t *hd
 	return pi;
 }
 
-/* One requester completion written by the device and polled. */
+/* The caller's work-completion array, as libmlx5's poll writes it: memory
+ * the caller reads afterwards, so the stores stay (a local nothing reads
+ * would let gcc drop them). */
+static struct wc wcs[1];
+
+/* One requester completion written by the device and polled into the
+ * caller's array. */
 __attribute__((noinline)) static int poll(uint64_t i)
 {
-	struct wc wc;
 	uint32_t to;
 	device_cqe(i);
-	return poll_one(&c, &wc, &to);
+	return poll_one(&c, &wcs[0], &to);
 }
 
 /* Compressed sessions (the zip row): a CQ of 16 entries, sessions of eight
@@ -502,7 +513,7 @@ __attribute__((noinline)) static int poll_zip(struct wc *wc, uint32_t *hash, int
 	} else {
 		abort(); /* this row writes sessions only */
 	}
-	zdbrec[0] = htobe32(zci & 0xffffff);
+	DEVICE_STORE(zdbrec[0], htobe32(zci & 0xffffff));
 	return n;
 }
 
