@@ -151,7 +151,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Mr::register(&pd, back.as_mut_ptr(), LEN, access)?,
         )
     };
-    let remote = mr_dst.remote().at(0);
+    let remote = mr_dst.remote().addr_at(0);
     transfer(&dci, &cq, &ah, &to, (&mr_src, &mr_back), remote)?;
 
     drop((mr_src, mr_dst, mr_back));

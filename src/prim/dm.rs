@@ -254,10 +254,8 @@ impl DmMr {
     }
 
     /// Old form of [`DmMr::sge_at`], with the length as `u32`.
-    #[deprecated(
-        note = "offsets and lengths are usize across the memory APIs: use `dm_mr.sge_at(offset, len)`; \
-                see docs/upgrading.md"
-    )]
+    #[deprecated(note = "offsets and lengths are usize across the memory APIs: use `dm_mr.sge_at(offset, len)`; \
+                see docs/upgrading.md")]
     #[doc(hidden)]
     pub fn sge(&self, offset: usize, len: u32) -> Sge {
         self.sge_at(offset, len as usize)

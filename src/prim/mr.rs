@@ -291,10 +291,8 @@ impl Mr {
     }
 
     /// Old form of [`Mr::sge_at`], with the length as `u32`.
-    #[deprecated(
-        note = "offsets and lengths are usize across the memory APIs: use `mr.sge_at(offset, len)` \
-                (len: usize; over 4 GiB - 1 is a clear error); see docs/upgrading.md"
-    )]
+    #[deprecated(note = "offsets and lengths are usize across the memory APIs: use `mr.sge_at(offset, len)` \
+                (len: usize; over 4 GiB - 1 is a clear error); see docs/upgrading.md")]
     #[doc(hidden)]
     #[inline]
     pub fn sge(&self, offset: usize, len: u32) -> Sge {
@@ -563,10 +561,8 @@ impl RemoteMr {
     }
 
     /// Old form of [`RemoteMr::addr_at`], with a `u64` offset.
-    #[deprecated(
-        note = "offsets and lengths are usize across the memory APIs: use `remote.addr_at(offset)`; \
-                see docs/upgrading.md"
-    )]
+    #[deprecated(note = "offsets and lengths are usize across the memory APIs: use `remote.addr_at(offset)`; \
+                see docs/upgrading.md")]
     #[doc(hidden)]
     #[inline]
     pub fn at(&self, offset: u64) -> RemoteAddr {

@@ -852,8 +852,8 @@ impl Qp {
     /// # fn f(qp: &rrddmma::prim::Qp, mr: &rrddmma::prim::Mr) {
     /// let mut batch = Vec::new();
     /// for i in 0..4 {
-    ///     let sges = [mr.sge(i * 64, 64)];
-    ///     batch.push(rrddmma::prim::SendWr::write(&sges, mr.remote().at(0)));
+    ///     let sges = [mr.sge_at(i * 64, 64)];
+    ///     batch.push(rrddmma::prim::SendWr::write(&sges, mr.remote().addr_at(0)));
     /// }
     /// unsafe { qp.post_send(&mut batch) }.unwrap();
     /// # }
