@@ -12,6 +12,8 @@ use tokio::task::JoinSet;
 
 #[path = "aio/local.rs"]
 mod local;
+#[path = "aio/both.rs"]
+mod both;
 
 fn opts() -> AioOpts {
     let dev = std::env::var("RRDDMMA_TEST_DEVICE").expect("RRDDMMA_TEST_DEVICE names the device for device tests");

@@ -57,7 +57,7 @@ fn pair_on(channel: bool, idle: bool) -> Pair {
 }
 
 /// The test device and a PD on it.
-fn open() -> (Context, Pd) {
+pub(super) fn open() -> (Context, Pd) {
     let dev = std::env::var("RRDDMMA_TEST_DEVICE").expect("RRDDMMA_TEST_DEVICE names the device for device tests");
     let ctx = Context::open(&dev).expect("open device");
     let pd = Pd::alloc(&ctx).expect("ibv_alloc_pd");
@@ -98,7 +98,7 @@ fn bytes(mr: &LocalMr, n: usize) -> Vec<u8> {
 }
 
 /// Polls every future in one pass until all resolve, on this thread.
-async fn join_all<T>(mut futs: Vec<Pin<Box<dyn Future<Output = T> + '_>>>) -> Vec<T> {
+pub(super) async fn join_all<T>(mut futs: Vec<Pin<Box<dyn Future<Output = T> + '_>>>) -> Vec<T> {
     let mut out: Vec<Option<T>> = futs.iter().map(|_| None).collect();
     std::future::poll_fn(move |cx: &mut TaskCx<'_>| {
         let mut pending = false;
