@@ -10,10 +10,10 @@ use rrddmma::prim::{AccessFlags, ConnectOpts, WcStatus};
 use rrddmma::wrap::aio::{AioOpts, Error, Listener, LocalMr, RcEndpoint};
 use tokio::task::JoinSet;
 
-#[path = "aio/local.rs"]
-mod local;
 #[path = "aio/both.rs"]
 mod both;
+#[path = "aio/local.rs"]
+mod local;
 
 fn opts() -> AioOpts {
     let dev = std::env::var("RRDDMMA_TEST_DEVICE").expect("RRDDMMA_TEST_DEVICE names the device for device tests");

@@ -30,8 +30,7 @@ fn connect(ctx: &Context, qa: &Qp, qb: &Qp, access: AccessFlags, psn: u32) {
     qb.connect(&ea, eb.psn, &opts).expect("connect b");
 }
 
-const OPEN: AccessFlags =
-    AccessFlags::REMOTE_WRITE.union(AccessFlags::REMOTE_READ).union(AccessFlags::REMOTE_ATOMIC);
+const OPEN: AccessFlags = AccessFlags::REMOTE_WRITE.union(AccessFlags::REMOTE_READ).union(AccessFlags::REMOTE_ATOMIC);
 
 /// The pattern slot `i` of a run tagged `tag` holds.
 fn pattern(tag: u8, i: usize) -> [u8; 64] {
@@ -177,10 +176,7 @@ fn rc_endpoint_new_refuses_a_control_qp_with_remote_access() {
         p.downcast_ref::<String>().cloned().expect("a message")
     };
     let msg = refused(AccessFlags::REMOTE_WRITE, RcEndpoint::control_caps());
-    assert!(
-        msg.contains("grants remote access") && msg.contains("ConnectOpts::access(AccessFlags::empty())"),
-        "{msg}"
-    );
+    assert!(msg.contains("grants remote access") && msg.contains("ConnectOpts::access(AccessFlags::empty())"), "{msg}");
     let msg = refused(AccessFlags::empty(), QpCaps::default());
     assert!(msg.contains("RcEndpoint::control_caps()"), "{msg}");
 }

@@ -76,9 +76,8 @@ fn dedicated_blueflame_writes_land_on_mlx5() {
         }
         assert_eq!(out[0].status(), WcStatus::SUCCESS, "WRITE {i}: {:?}", out[0]);
         assert!(sq.retire(&out[0]), "WRITE {i}: the completion frees its WQE");
-        let a = at as usize;
-        assert_eq!(&dst.bytes()[a..a + 48], &data[..], "WRITE {i} (BlueFlame) landed");
-        assert!(dst.bytes()[a + 48..a + 64].iter().all(|&b| b == 0), "WRITE {i} wrote 48 bytes only");
+        assert_eq!(&dst.bytes()[at..at + 48], &data[..], "WRITE {i} (BlueFlame) landed");
+        assert!(dst.bytes()[at + 48..at + 64].iter().all(|&b| b == 0), "WRITE {i} wrote 48 bytes only");
     }
     drop(sq);
 }

@@ -76,6 +76,6 @@ fn loopback_write_read_send_imm() {
     assert_eq!(recv.imm(), Some(0xdead_beef), "immediate data");
     assert_eq!(recv.qp_num(), lb.qb.qpn());
     let b = lb.b();
-    assert_eq!(&b[16..16 + SEND_LEN as usize], &pattern(42)[8..8 + SEND_LEN as usize], "SEND payload");
-    assert!(b[..16].iter().chain(&b[16 + SEND_LEN as usize..]).all(|&x| x == 0), "bytes outside the SEND changed");
+    assert_eq!(&b[16..16 + SEND_LEN], &pattern(42)[8..8 + SEND_LEN], "SEND payload");
+    assert!(b[..16].iter().chain(&b[16 + SEND_LEN..]).all(|&x| x == 0), "bytes outside the SEND changed");
 }

@@ -76,7 +76,7 @@ fn odp_region_takes_write_read_and_atomic_on_pages_never_touched() {
     for (i, b) in src.bytes().iter_mut().enumerate() {
         *b = (i % 251) as u8 ^ 0x5a;
     }
-    let expected = src.bytes()[..PACKET as usize].to_vec();
+    let expected = src.bytes()[..PACKET].to_vec();
     let s = [src.mr.sge_at(0, PACKET)];
     // SAFETY: the entry lies in `src`, untouched until the completion.
     unsafe { qa.post_send(&mut [SendWr::write(&s, odp.remote().addr_at(at)).wr_id(1).signaled()]) }.unwrap();
@@ -90,13 +90,13 @@ fn odp_region_takes_write_read_and_atomic_on_pages_never_touched() {
     unsafe { qa.post_send(&mut [SendWr::read(&s, odp.remote().addr_at(at)).wr_id(2).signaled()]) }.unwrap();
     let wc = poll_one(&cq);
     assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (2, WcStatus::SUCCESS, WcOpcode::RDMA_READ));
-    assert_eq!(&src.bytes()[..PACKET as usize], &expected[..], "READ through the ODP region");
+    assert_eq!(&src.bytes()[..PACKET], &expected[..], "READ through the ODP region");
     src.bytes().fill(0xee);
     // SAFETY: as above.
     unsafe { qa.post_send(&mut [SendWr::read(&s, odp.remote().addr_at(ODP_LEN / 2)).wr_id(3).signaled()]) }.unwrap();
     let wc = poll_one(&cq);
     assert_eq!((wc.wr_id(), wc.status()), (3, WcStatus::SUCCESS));
-    assert!(src.bytes()[..PACKET as usize].iter().all(|&b| b == 0), "an untouched ODP page reads as zeros");
+    assert!(src.bytes()[..PACKET].iter().all(|&b| b == 0), "an untouched ODP page reads as zeros");
 
     // Fetch-and-add on another untouched page.
     let old = [src.mr.sge_at(0, 8)];
@@ -108,7 +108,7 @@ fn odp_region_takes_write_read_and_atomic_on_pages_never_touched() {
     assert_eq!(u64::from_ne_bytes(src.bytes()[..8].try_into().unwrap()), 0, "old value of an untouched page");
 
     drop(odp);
-    assert_eq!(&mem[at..at + PACKET as usize], &expected[..], "the WRITE landed in process memory");
+    assert_eq!(&mem[at..at + PACKET], &expected[..], "the WRITE landed in process memory");
     let q = ODP_LEN / 4;
     assert_eq!(u64::from_ne_bytes(mem[q..q + 8].try_into().unwrap()), 41, "the atomic landed in process memory");
     eprintln!("odp: WRITE, READ and FETCH_ADD through untouched pages on {} under kernel {}", ctx.name(), kernel());

@@ -463,7 +463,16 @@ impl RcEndpoint {
             lend_backlog: opts.lend_backlog,
         };
         let (c, inbox) = Ctrl::new(&pool, limits)?;
-        let p = Parts { ctx: data.pd().context().clone(), channel, cq, data, ctrl_qp: ctrl, pool, ctrl: Arc::new(c), inbox };
+        let p = Parts {
+            ctx: data.pd().context().clone(),
+            channel,
+            cq,
+            data,
+            ctrl_qp: ctrl,
+            pool,
+            ctrl: Arc::new(c),
+            inbox,
+        };
         p.post_ctrl_recvs()?;
         // No transport to watch: the keepalive finds a peer that is gone.
         Ok(p.start(opts, Box::pin(std::future::pending())))

@@ -374,16 +374,17 @@ impl LocalEndpoint {
     /// endpoint gives them: nothing queued, nothing in flight (no
     /// operation, dropped or not, whose completion has not been taken), so
     /// the device holds none of the endpoint's buffers and the CQ holds
-    /// none of its completions; otherwise the endpoint comes back as the
-    /// error (await or drop its operations, and let their completions
-    /// arrive, with [`LocalEndpoint::block_on`] or any poll, first).
-    pub fn into_parts(self) -> std::result::Result<(Qp, Cq, MrPool), LocalEndpoint> {
+    /// none of its completions; otherwise the endpoint comes back, boxed,
+    /// as the error (await or drop its operations, and let their
+    /// completions arrive, with [`LocalEndpoint::block_on`] or any poll,
+    /// first).
+    pub fn into_parts(self) -> std::result::Result<(Qp, Cq, MrPool), Box<LocalEndpoint>> {
         let idle = {
             let s = self.slots.borrow();
             s.queued == 0 && s.st.iter().all(|st| matches!(st, St::Free))
         };
         if !idle {
-            return Err(self);
+            return Err(Box::new(self));
         }
         let LocalEndpoint { qp, cq, pool, .. } = self;
         Ok((qp, cq, pool))
