@@ -172,7 +172,7 @@ fn bind_mw_refuses_a_qp_of_another_context() {
     let lb = Loopback::new(QpCaps::default());
     // `lb` opened the device again: its QP is of another context.
     let msg = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        lb.qa.bind_mw(&mut mw, &mr, 0, 64, AccessFlags::REMOTE_WRITE, 1)
+        lb.qa.bind_mw_at(&mut mw, &mr, 0, 64, AccessFlags::REMOTE_WRITE, 1)
     }))
     .expect_err("a QP of another context panics");
     let msg = msg.downcast_ref::<String>().expect("message");

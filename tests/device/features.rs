@@ -66,7 +66,7 @@ fn memory_window_grants_part_of_a_region() {
         }
     };
     // The owner (b) grants remote write to 1 KiB at offset 4096.
-    let token = qb.bind_mw(&mut mw, &mr, 4096, 1024, AccessFlags::REMOTE_WRITE, 50).unwrap();
+    let token = qb.bind_mw_at(&mut mw, &mr, 4096, 1024, AccessFlags::REMOTE_WRITE, 50).unwrap();
     let wc = poll_one(&cq);
     assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (50, WcStatus::SUCCESS, WcOpcode::BIND_MW));
     assert_eq!(token.rkey, mw.rkey());

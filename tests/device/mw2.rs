@@ -53,7 +53,7 @@ fn bind(p: &Pair, mw: &mut Mw, t: &Target, wr_id: u64) -> rrddmma::prim::RemoteM
     let before = mw.rkey();
     // SAFETY: the bind names no local memory beyond the region (checked).
     let mut batch = unsafe { p.b.wr_batch() };
-    let remote = batch.bind_mw(wr_id, S, mw, &t.mr, (256, 1024), AccessFlags::REMOTE_WRITE).expect("ibv_wr_bind_mw");
+    let remote = batch.bind_mw_at(wr_id, S, mw, &t.mr, (256, 1024), AccessFlags::REMOTE_WRITE).expect("ibv_wr_bind_mw");
     batch.complete().unwrap();
     let wc = poll_one(&p.cq_b);
     assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (wr_id, WcStatus::SUCCESS, WcOpcode::BIND_MW));

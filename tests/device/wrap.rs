@@ -284,7 +284,7 @@ fn memory_window_keeps_registered_mem_alive() {
     let addr = mem.as_ptr() as usize;
     let mut mw = Mw::alloc(&pd, MwType::TYPE_1).expect("type 1 memory window");
     let grant = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ;
-    let token = qb.bind_mw(&mut mw, mem.mr(), 0, 8192, grant, 1).unwrap();
+    let token = qb.bind_mw_at(&mut mw, mem.mr(), 0, 8192, grant, 1).unwrap();
     assert_eq!(poll_one(&cq).status(), WcStatus::SUCCESS);
     let failures = destroy_failures();
 
