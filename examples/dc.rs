@@ -87,11 +87,11 @@ fn transfer(
     (src, back): (&Mr, &Mr),
     remote: RemoteAddr,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let sge = [src.sge(0, LEN as u32)];
+    let sge = [src.sge_at(0, LEN)];
     // SAFETY: `sge` names `src`, registered and untouched until the completion.
     unsafe { dci.post(&SendWr::write(&sge, remote).wr_id(1).signaled(), to)? };
     complete(cq, 1, WcOpcode::RDMA_WRITE)?;
-    let sge = [back.sge(0, LEN as u32)];
+    let sge = [back.sge_at(0, LEN)];
     // SAFETY: as above, for `back`.
     unsafe { dci.post(&SendWr::read(&sge, remote).wr_id(2).signaled(), to)? };
     complete(cq, 2, WcOpcode::RDMA_READ)
