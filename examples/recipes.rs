@@ -76,8 +76,9 @@ fn two_processes_client(dev: &str, port: u16) -> Result<()> {
     tcp.read_exact(&mut ready)?;
     mem.write(0, b"hello, server");
     let src = [mem.sge(0..13)];
-    let dst = token.checked_addr_at(0, 13)?; // the error names the bound if the region is too small
-                                             // SAFETY: `mem` outlives the completion awaited below.
+    // A region too small is a RangeError naming the bound.
+    let dst = token.checked_addr_at(0, 13)?;
+    // SAFETY: `mem` outlives the completion awaited below.
     unsafe { qp.post_send(&mut [SendWr::write(&src, dst).signaled()])? };
     cq.spin_one(Duration::from_secs(10))?.ok_or("no completion")?.ok()?;
     tcp.write_all(b"D")?;
