@@ -30,7 +30,7 @@ fn sync_path(dev: &str, iters: usize, sleep: bool) -> Result<f64> {
     let (a, _b) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 0, &opts)?;
     let mem = RegisteredMem::new(&pd, 128)?;
     let src = [mem.sge(0..64)];
-    let dst = mem.remote().at(64);
+    let dst = mem.remote().addr_at(64);
     let t = Instant::now();
     for i in 0..iters {
         // SAFETY: `mem` outlives every completion awaited below.
@@ -58,7 +58,7 @@ async fn async_path(dev: &str, iters: usize, busy: bool, inflight: usize) -> Res
         .collect::<std::result::Result<_, _>>()?;
     let t = Instant::now();
     for _ in 0..iters / inflight {
-        let futs = bufs.drain(..).enumerate().map(|(j, b)| client.write(b, 0..64, remote.at(64 * j as u64)));
+        let futs = bufs.drain(..).enumerate().map(|(j, b)| client.write(b, 0..64, remote.addr_at(64 * j)));
         let mut out = Vec::with_capacity(inflight);
         for f in futs.collect::<Vec<_>>() {
             out.push(f);

@@ -172,7 +172,7 @@ fn rc(dev: &str, batch: usize, warm: usize, iters: usize) -> Res<()> {
         let (s, c) = (s?, c?);
         let target = s.alloc_local_mr(Layout::from_size_align(SIZE * batch, 64)?)?;
         s.send_local_mr(target).await?;
-        let remote = c.receive_remote_mr().await?.at(0);
+        let remote = c.receive_remote_mr().await?.addr_at(0);
         let one = Layout::from_size_align(SIZE, 64)?;
         let bufs: Vec<_> = (0..batch).map(|_| c.alloc_local_mr(one).map(Some)).collect::<Result<_, _>>()?;
         Ok::<_, Box<dyn std::error::Error>>((s, c, remote, bufs))
@@ -216,7 +216,7 @@ fn main() -> Res<()> {
     qp.connect(&pe, e.psn, &opts)?;
     peer.connect(&e, pe.psn, &opts)?;
     let target = RegisteredMem::new(&pd, SIZE * batch)?;
-    let remote = target.remote().at(0);
+    let remote = target.remote().addr_at(0);
     if kind == "event" {
         let mem = RegisteredMem::new(&pd, SIZE * batch)?;
         verbs_cost_event(&qp, &cq, &mem, remote, batch, warm);

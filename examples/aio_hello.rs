@@ -36,7 +36,7 @@ async fn client(ep: RcEndpoint) -> Result<()> {
     let rmr = ep.request_remote_mr(Layout::new::<[u8; LEN]>()).await?;
     lmr.write(0, &[1u8; LEN / 2]);
     // Write the first half of the local region into the first half of the remote one.
-    let half = rmr.checked_at(0, (LEN / 2) as u64).ok_or("remote region too small")?;
+    let half = rmr.checked_addr_at(0, LEN / 2)?; // a RangeError names the bound if it is too small
     let _lmr = ep.write(lmr, 0..LEN / 2, half).await?;
     ep.send_remote_mr(rmr).await?;
     println!("client: wrote {} bytes and gave the region back", LEN / 2);

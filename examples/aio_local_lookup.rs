@@ -25,12 +25,14 @@ use rrddmma::wrap::RegisteredMem;
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
-const BUCKETS: u64 = 1024;
+const BUCKETS: usize = 1024;
 const BUCKET: usize = 16;
 const IN_FLIGHT: u64 = 32;
 
-fn hash(key: u64) -> u64 {
-    key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 54
+/// The bucket of `key`: an index, so a `usize`, which the local and the
+/// remote offsets take alike (`BUCKET * i`).
+fn hash(key: u64) -> usize {
+    (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 54) as usize
 }
 
 /// One lookup: READ the bucket `key` hashes to, probe on until the key.
@@ -38,7 +40,7 @@ async fn lookup(ep: &LocalEndpoint, table: RemoteMr, key: u64) -> Result<u64> {
     let mut buf = ep.alloc_local_mr(Layout::from_size_align(BUCKET, 8)?)?;
     let mut i = hash(key);
     for _ in 0..BUCKETS {
-        buf = ep.read(buf, 0..BUCKET, table.at(i * BUCKET as u64)).await?;
+        buf = ep.read(buf, 0..BUCKET, table.addr_at(i * BUCKET)).await?;
         let mut b = [0u8; BUCKET];
         buf.read(0, &mut b);
         let (k, v) = (u64::from_le_bytes(b[..8].try_into()?), u64::from_le_bytes(b[8..].try_into()?));
@@ -71,18 +73,18 @@ fn main() -> Result<()> {
     qp.connect(&pe, e.psn, &opts)?;
     peer.connect(&e, pe.psn, &opts)?;
     // The table, on the peer's side: key k + 1 holds value k * 3.
-    let mut table = RegisteredMem::new(&pd, BUCKETS as usize * BUCKET)?;
+    let mut table = RegisteredMem::new(&pd, BUCKETS * BUCKET)?;
     for k in 1..=512u64 {
         let mut i = hash(k);
-        let taken = |t: &RegisteredMem, i: u64| {
+        let taken = |t: &RegisteredMem, i: usize| {
             let mut key = [0u8; 8];
-            t.read(i as usize * BUCKET, &mut key);
+            t.read(i * BUCKET, &mut key);
             key != [0u8; 8]
         };
         while taken(&table, i) {
             i = (i + 1) % BUCKETS;
         }
-        let at = i as usize * BUCKET;
+        let at = i * BUCKET;
         table.write(at, &k.to_le_bytes());
         table.write(at + 8, &(k * 3).to_le_bytes());
     }

@@ -59,7 +59,7 @@ fn run() -> Result<String, Box<dyn std::error::Error>> {
         let at = staging + SLOT * peer;
         mem.write(at, msg.as_bytes());
         let sge = [mem.sge(at..at + msg.len())];
-        let remote = tokens[peer].at((SLOT * rank as usize) as u64);
+        let remote = tokens[peer].addr_at(SLOT * rank as usize);
         // SAFETY: `mem` outlives the completions polled below.
         unsafe { qp.post_send(&mut [SendWr::write(&sge, remote).wr_id(peer as u64).signaled()]) }?;
         posted += 1;

@@ -87,11 +87,11 @@ fn transfer(
     (src, back): (&Mr, &Mr),
     remote: RemoteAddr,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let sge = [src.sge(0, LEN as u32)];
+    let sge = [src.sge_at(0, LEN)];
     // SAFETY: `sge` names `src`, registered and untouched until the completion.
     unsafe { dci.post(&SendWr::write(&sge, remote).wr_id(1).signaled(), to)? };
     complete(cq, 1, WcOpcode::RDMA_WRITE)?;
-    let sge = [back.sge(0, LEN as u32)];
+    let sge = [back.sge_at(0, LEN)];
     // SAFETY: as above, for `back`.
     unsafe { dci.post(&SendWr::read(&sge, remote).wr_id(2).signaled(), to)? };
     complete(cq, 2, WcOpcode::RDMA_READ)
@@ -151,7 +151,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Mr::register(&pd, back.as_mut_ptr(), LEN, access)?,
         )
     };
-    let remote = mr_dst.remote().at(0);
+    let remote = mr_dst.remote().addr_at(0);
     transfer(&dci, &cq, &ah, &to, (&mr_src, &mr_back), remote)?;
 
     drop((mr_src, mr_dst, mr_back));

@@ -60,7 +60,6 @@ fn main() -> Res<()> {
     };
     let iters: usize = args.get(1).map_or(Ok(256), |s| s.parse())?;
     let size: usize = args.get(2).map_or(Ok(65536), |s| s.parse())?;
-    let len = u32::try_from(size)?;
     println!("device {} ({})", ctx.name(), rrddmma::build_info());
 
     let pd = Pd::alloc(&ctx)?;
@@ -82,8 +81,8 @@ fn main() -> Res<()> {
         (Mr::register(&pd, src.as_mut_ptr(), size, access)?, Mr::register(&pd, dst.as_mut_ptr(), size, access)?)
     };
 
-    let src_sges = [mr_src.sge(0, len)];
-    let remote = mr_dst.remote().at(0);
+    let src_sges = [mr_src.checked_sge_at(0, size)?]; // over 4 GiB - 1: a RangeError
+    let remote = mr_dst.remote().addr_at(0);
     let t = run(&qa, &cq, iters, |i| SendWr::write(&src_sges, remote).wr_id(i as u64).signaled())?;
     if dst != src {
         return Err("RDMA WRITE: destination differs from source".into());
@@ -103,12 +102,12 @@ fn main() -> Res<()> {
     let mut wcs = [Wc::default(); 1];
     let start = Instant::now();
     for i in 0..iters {
-        let rsges = [mr_dst.sge(0, len)];
+        let rsges = [mr_dst.sge_at(0, size)];
         // SAFETY: the entry lies in `mr_dst`, alive until the end of `main`.
         unsafe { qb.post_recv(&mut [RecvWr::new(&rsges, i as u64)])? };
         run(&qa, &cq, 1, |i| SendWr::send(&src_sges).wr_id(i as u64).signaled())?;
         while recv_cq.poll(&mut wcs)? == 0 {}
-        if !wcs[0].is_success() || wcs[0].byte_len() != len {
+        if !wcs[0].is_success() || wcs[0].byte_len() as usize != size {
             return Err(format!("receive {i} failed: {:?}", wcs[0]).into());
         }
         sent += wcs[0].byte_len() as usize;

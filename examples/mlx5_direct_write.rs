@@ -47,7 +47,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut out = [Completion::default(); 1];
     let start = Instant::now();
     for _ in 0..iters {
-        let w = sq.write(seg::CtrlFlags::CQ_UPDATE, mr_dst.remote().at(0));
+        let w = sq.write(seg::CtrlFlags::CQ_UPDATE, mr_dst.remote().addr_at(0));
         // SAFETY: `mr_src` covers these 64 bytes and outlives the loop.
         unsafe { w.data(64, mr_src.lkey(), mr_src.addr()) }.post(&mut mmio);
         while dcq.poll(&mut out) == 0 {}

@@ -111,7 +111,7 @@ fn ordinary_echo(
     let qp = raw_qp(pd, &cq, port)?;
     let _flow = udp_flow(&qp, port, udp_port).build()?;
     let recv = |slot: usize| -> rrddmma::prim::Result<()> {
-        let sges = [mr.sge(slot * SLOT, SLOT as u32)];
+        let sges = [mr.sge_at(slot * SLOT, SLOT)];
         // SAFETY: the slot lies in `mr`, untouched until its completion.
         unsafe { qp.post_recv(&mut [RecvWr::new(&sges, slot as u64)]) }
     };
@@ -135,7 +135,7 @@ fn ordinary_echo(
                         recv(slot)?;
                         continue;
                     }
-                    let sges = [mr.sge(slot * SLOT, len as u32)];
+                    let sges = [mr.sge_at(slot * SLOT, len)];
                     let wr = SendWr::send(&sges).wr_id(slot as u64).flags(SendFlags::IP_CSUM | SendFlags::SIGNALED);
                     // SAFETY: the frame lies in `mr`; its slot is reposted
                     // for receiving only after this send completes.
@@ -295,7 +295,7 @@ mod striding {
                             let frame = &mut send_buf[slot * SLOT..slot * SLOT + len];
                             frame.copy_from_slice(&recv_buf[at..at + len]);
                             if make_echo(frame) {
-                                let sges = [send_mr.sge(slot * SLOT, len as u32)];
+                                let sges = [send_mr.sge_at(slot * SLOT, len)];
                                 let wr = SendWr::send(&sges)
                                     .wr_id(slot as u64)
                                     .flags(SendFlags::IP_CSUM | SendFlags::SIGNALED);

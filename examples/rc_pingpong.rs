@@ -59,7 +59,7 @@ fn run(c: &Config) -> Res<()> {
         QpCaps::default().max_send_wr(1).max_recv_wr(c.rx_depth).max_send_sge(1).max_recv_sge(1).max_inline_data(0);
     let qp = Qp::builder(&pd, QpType::RC, &cq, &cq).caps(caps).build()?;
 
-    let sges = [mr.sge(0, c.size)];
+    let sges = [mr.sge_at(0, c.size as usize)];
     let post_recv = |n: u32| -> u32 {
         let mut k = 0;
         while k < n {

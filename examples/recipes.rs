@@ -76,7 +76,8 @@ fn two_processes_client(dev: &str, port: u16) -> Result<()> {
     tcp.read_exact(&mut ready)?;
     mem.write(0, b"hello, server");
     let src = [mem.sge(0..13)];
-    let dst = token.checked_at(0, 13).ok_or("the server's region is too small")?;
+    // A region too small is a RangeError naming the bound.
+    let dst = token.checked_addr_at(0, 13)?;
     // SAFETY: `mem` outlives the completion awaited below.
     unsafe { qp.post_send(&mut [SendWr::write(&src, dst).signaled()])? };
     cq.spin_one(Duration::from_secs(10))?.ok_or("no completion")?.ok()?;
@@ -106,19 +107,19 @@ fn remote_table(dev: &str) -> Result<()> {
 
     // The reader's side.
     let local = RegisteredMem::new(&pd, ENTRY)?;
-    for key in [0u64, 7, 999] {
-        let at = token.checked_at(key * ENTRY as u64, ENTRY as u64).ok_or("key outside the table")?;
+    for key in [0usize, 7, 999] {
+        let at = token.checked_addr_at(key * ENTRY, ENTRY)?; // same usize offsets as `local.sge`
         let dst = [local.sge(0..ENTRY)];
         // SAFETY: `local` outlives the completion awaited below.
-        unsafe { reader.post_send(&mut [SendWr::read(&dst, at).wr_id(key).signaled()])? };
+        unsafe { reader.post_send(&mut [SendWr::read(&dst, at).wr_id(key as u64).signaled()])? };
         let wc = cq.spin_one(Duration::from_secs(10))?.ok_or("no completion")?;
         wc.ok()?;
         let mut entry = [0u8; 8];
         local.read(0, &mut entry);
-        assert_eq!(u64::from_le_bytes(entry), key, "entry {key}");
+        assert_eq!(u64::from_le_bytes(entry), key as u64, "entry {key}");
     }
     // A key past the table is refused before anything is posted.
-    assert!(token.checked_at(1000 * ENTRY as u64, ENTRY as u64).is_none());
+    assert!(token.checked_addr_at(1000 * ENTRY, ENTRY).is_err());
     Ok(())
 }
 // end recipe
@@ -204,7 +205,7 @@ fn wait_without_spinning(dev: &str) -> Result<()> {
     let mem = RegisteredMem::new(&pd, 128)?;
     let src = [mem.sge(0..64)];
     // SAFETY: `mem` outlives the completion awaited below.
-    unsafe { a.post_send(&mut [SendWr::write(&src, mem.remote().at(64)).wr_id(1).signaled()])? };
+    unsafe { a.post_send(&mut [SendWr::write(&src, mem.remote().addr_at(64)).wr_id(1).signaled()])? };
     let wc = cq.wait_one(Duration::from_secs(10))?.ok_or("no completion within 10 s")?;
     wc.ok()?;
     // The CQ's file descriptor (`channel.as_fd()`) also works with any
@@ -249,7 +250,7 @@ fn error_completions(dev: &str) -> Result<()> {
     let target = RegisteredMem::with(&pd, 64, &write_only)?;
     let dst = [local.sge(0..8)];
     // SAFETY: both regions outlive the completion awaited below.
-    unsafe { a.post_send(&mut [SendWr::read(&dst, target.remote().at(0)).wr_id(9).signaled()])? };
+    unsafe { a.post_send(&mut [SendWr::read(&dst, target.remote().addr_at(0)).wr_id(9).signaled()])? };
     let wc = cq.spin_one(Duration::from_secs(10))?.ok_or("no completion")?;
     match wc.ok() {
         Ok(_) => return Err("the READ should have been refused".into()),
@@ -290,7 +291,7 @@ fn message_ring(dev: &str) -> Result<()> {
         staging.write(8, text.as_bytes());
         staging.write(SLOT - 8, &seq.to_le_bytes());
         let src = [staging.sge(0..SLOT)];
-        let at = ring_token.checked_at(slot as u64, SLOT as u64).ok_or("slot outside the ring")?;
+        let at = ring_token.checked_addr_at(slot, SLOT)?;
         // SAFETY: `staging` is not written again before this WRITE completes (below).
         unsafe { sender.post_send(&mut [SendWr::write(&src, at).wr_id(seq).signaled()])? };
 

@@ -60,7 +60,7 @@ fn run(c: &Config) -> Res<()> {
     // A UD QP needs no peer to reach RTS.
     qp.bring_up_ud(c.ib_port, 0, QKEY, psn)?;
 
-    let recv_sges = [mr.sge(0, c.size + GRH as u32)];
+    let recv_sges = [mr.sge_at(0, c.size as usize + GRH)];
     let post_recv = |n: u32| -> u32 {
         let mut k = 0;
         while k < n {
@@ -110,7 +110,7 @@ fn run(c: &Config) -> Res<()> {
     print_dest("remote", &remote, ',');
     let ah = ah.expect("the exchange made the address handle");
 
-    let send_sges = [mr.sge(GRH, c.size)];
+    let send_sges = [mr.sge_at(GRH, c.size as usize)];
     let post_send = || -> Res<()> {
         let mut wr = SendWr::send(&send_sges).ud(&ah, remote.qpn, QKEY).wr_id(SEND_WRID).signaled();
         if inline {

@@ -161,13 +161,13 @@ fn main() -> Res<()> {
     // SAFETY: `buf` outlives the MR (declared before it) and all requests.
     let mr = unsafe { Mr::register(&pd, buf.as_mut_ptr(), buf.len(), access)? };
     let len = if kind == "faa" || kind == "cas" { 8 } else { 64 };
-    let sges: Vec<[Sge; 1]> = (0..batch).map(|i| [mr.sge(i * 64, len)]).collect();
-    let rsges: Vec<[Sge; 1]> = (0..batch).map(|i| [mr.sge((batch + i) * 64, 64)]).collect();
+    let sges: Vec<[Sge; 1]> = (0..batch).map(|i| [mr.sge_at(i * 64, len)]).collect();
+    let rsges: Vec<[Sge; 1]> = (0..batch).map(|i| [mr.sge_at((batch + i) * 64, 64)]).collect();
     let wrs: Vec<SendWr<'_>> = sges
         .iter()
         .enumerate()
         .map(|(i, s)| {
-            let remote = mr.remote().at(((batch + i) * 64) as u64);
+            let remote = mr.remote().addr_at((batch + i) * 64);
             let wr = match kind {
                 "read" => SendWr::read(s, remote),
                 "send" => SendWr::send(s),
@@ -191,7 +191,7 @@ fn main() -> Res<()> {
             wr_id: i as u64,
             flags: if i + 1 == batch { SendFlags::SIGNALED } else { SendFlags::empty() },
             sge: s[0],
-            remote: mr.remote().at(((batch + i) * 64) as u64),
+            remote: mr.remote().addr_at((batch + i) * 64),
         })
         .collect();
     let mut list = SendList::new(wrs);

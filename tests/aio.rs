@@ -10,6 +10,8 @@ use rrddmma::prim::{AccessFlags, ConnectOpts, WcStatus};
 use rrddmma::wrap::aio::{AioOpts, Error, Listener, LocalMr, RcEndpoint};
 use tokio::task::JoinSet;
 
+#[path = "aio/both.rs"]
+mod both;
 #[path = "aio/local.rs"]
 mod local;
 
@@ -60,7 +62,7 @@ async fn a_thousand_operations_in_flight_on_one_qp() {
             let mut src = c.alloc_local_mr(layout(16)).unwrap();
             src.write(0, &(i as u64).to_le_bytes());
             src.write(8, &(!(i as u64)).to_le_bytes());
-            let at = remote.checked_at((i * 16) as u64, 16).unwrap();
+            let at = remote.checked_addr_at(i * 16, 16).unwrap();
             c.write(src, 0..16, at).await.map(drop)
         });
     }
@@ -75,7 +77,7 @@ async fn a_thousand_operations_in_flight_on_one_qp() {
         let c = Arc::clone(&client);
         set.spawn(async move {
             let dst = c.alloc_local_mr(layout(16)).unwrap();
-            let dst = c.read(dst, 0..16, remote.checked_at((i * 16) as u64, 16).unwrap()).await.unwrap();
+            let dst = c.read(dst, 0..16, remote.checked_addr_at(i * 16, 16).unwrap()).await.unwrap();
             let mut b = [0u8; 16];
             dst.read(0, &mut b);
             assert_eq!(u64::from_le_bytes(b[..8].try_into().unwrap()), i as u64, "slot {i}");
@@ -87,7 +89,7 @@ async fn a_thousand_operations_in_flight_on_one_qp() {
         r.unwrap().unwrap();
     }
     // 200 fetch-and-adds on one counter at once: every old value distinct.
-    let counter = remote.checked_at(0, 8).unwrap();
+    let counter = remote.checked_addr_at(0, 8).unwrap();
     client.write(client.alloc_local_mr(layout(8)).unwrap(), 0..8, counter).await.unwrap();
     let mut adds = JoinSet::new();
     for _ in 0..200 {
@@ -147,7 +149,7 @@ async fn rd_atomic_default_keeps_32_reads_in_flight_on_one_qp() {
         let c = Arc::clone(&client);
         let dst = c.alloc_local_mr(layout(8)).unwrap();
         set.spawn(async move {
-            let dst = c.read(dst, 0..8, remote.checked_at((i * 8) as u64, 8).unwrap()).await?;
+            let dst = c.read(dst, 0..8, remote.checked_addr_at(i * 8, 8).unwrap()).await?;
             let mut b = [0u8; 8];
             dst.read(0, &mut b);
             Ok::<(usize, u64), Error>((i, u64::from_le_bytes(b)))
@@ -182,7 +184,7 @@ async fn a_window_of_n_operations_stays_at_most_n_in_flight() {
         if window.len() == N {
             window.join_next().await.expect("a task").unwrap().unwrap();
         }
-        let (c, at) = (Arc::clone(&ep), remote.checked_at((i * 8) as u64, 8).unwrap());
+        let (c, at) = (Arc::clone(&ep), remote.checked_addr_at(i * 8, 8).unwrap());
         window.spawn(async move {
             let mut src = c.alloc_local_mr(layout(8)).unwrap();
             src.write(0, &(i as u64 + 1).to_le_bytes());
@@ -206,7 +208,7 @@ async fn a_window_of_n_operations_stays_at_most_n_in_flight() {
     // Every slot holds its operation's value, read back through the device.
     for i in 0..TOTAL {
         let dst = ep.alloc_local_mr(layout(8)).unwrap();
-        let dst = ep.read(dst, 0..8, remote.checked_at((i * 8) as u64, 8).unwrap()).await.unwrap();
+        let dst = ep.read(dst, 0..8, remote.checked_addr_at(i * 8, 8).unwrap()).await.unwrap();
         let mut b = [0u8; 8];
         dst.read(0, &mut b);
         assert_eq!(u64::from_le_bytes(b), i as u64 + 1, "slot {i}");
@@ -227,7 +229,7 @@ async fn dropped_futures_keep_their_memory_until_completion() {
 
     // A future dropped before its first poll has posted nothing: its
     // buffer is back at once.
-    let never = client.write(client.alloc_local_mr(layout(LEN)).unwrap(), 0..LEN, remote.at(0));
+    let never = client.write(client.alloc_local_mr(layout(LEN)).unwrap(), 0..LEN, remote.addr_at(0));
     assert_eq!(client.pool().free_bytes(), free_before - LEN);
     drop(never);
     assert_eq!((client.in_flight(), client.pool().free_bytes()), (0, free_before), "a write never polled");
@@ -238,7 +240,7 @@ async fn dropped_futures_keep_their_memory_until_completion() {
         let mut src = client.alloc_local_mr(layout(LEN)).unwrap();
         src.write(0, &[i as u8; 8]);
         addrs.push(src.addr());
-        let fut = client.write(src, 0..LEN, remote.checked_at(0, LEN as u64).unwrap());
+        let fut = client.write(src, 0..LEN, remote.checked_addr_at(0, LEN).unwrap());
         tokio::pin!(fut);
         tokio::select! {
             biased;
@@ -267,8 +269,8 @@ async fn dropped_futures_keep_their_memory_until_completion() {
     // The endpoint still works.
     let mut src = client.alloc_local_mr(layout(8)).unwrap();
     src.write(0, b"after!!!");
-    client.write(src, 0..8, remote.checked_at(0, 8).unwrap()).await.unwrap();
-    let dst = client.read(client.alloc_local_mr(layout(8)).unwrap(), 0..8, remote.checked_at(0, 8).unwrap()).await;
+    client.write(src, 0..8, remote.checked_addr_at(0, 8).unwrap()).await.unwrap();
+    let dst = client.read(client.alloc_local_mr(layout(8)).unwrap(), 0..8, remote.checked_addr_at(0, 8).unwrap()).await;
     let mut b = [0u8; 8];
     dst.unwrap().read(0, &mut b);
     assert_eq!(&b, b"after!!!");
@@ -285,16 +287,16 @@ async fn a_vanished_peer_fails_every_waiting_operation() {
     let table = server.alloc_local_mr(layout(1 << 20)).unwrap();
     server.send_local_mr(table).await.unwrap();
     let remote = client.receive_remote_mr().await.unwrap();
-    client.read(client.alloc_local_mr(layout(64)).unwrap(), 0..64, remote.at(0)).await.unwrap();
+    client.read(client.alloc_local_mr(layout(64)).unwrap(), 0..64, remote.addr_at(0)).await.unwrap();
 
     drop(server); // its QPs go to the error state and are destroyed
     tokio::time::sleep(Duration::from_millis(100)).await;
     let mut set = JoinSet::new();
-    for i in 0..20u64 {
+    for i in 0..20usize {
         let c = Arc::clone(&client);
         set.spawn(async move {
             let dst = c.alloc_local_mr(layout(4096)).unwrap();
-            c.read(dst, 0..4096, remote.checked_at(i * 4096, 4096).unwrap()).await.map(drop)
+            c.read(dst, 0..4096, remote.checked_addr_at(i * 4096, 4096).unwrap()).await.map(drop)
         });
     }
     let outcomes = tokio::time::timeout(Duration::from_secs(10), async {
@@ -374,13 +376,13 @@ async fn connected_through_the_rdma_cm_by_ip_address() {
     let lent = client.receive_remote_mr().await.unwrap();
     let mut src = client.alloc_local_mr(layout(8)).unwrap();
     src.write(0, b"wrote");
-    let src = client.write(src, 0..5, lent.checked_at(100, 5).unwrap()).await.unwrap();
-    let src = client.read(src, 0..5, lent.checked_at(100, 5).unwrap()).await.unwrap();
+    let src = client.write(src, 0..5, lent.checked_addr_at(100, 5).unwrap()).await.unwrap();
+    let src = client.read(src, 0..5, lent.checked_addr_at(100, 5).unwrap()).await.unwrap();
     let mut r = [0u8; 5];
     src.read(0, &mut r);
     assert_eq!(&r, b"wrote");
-    assert_eq!(client.fetch_add(lent.checked_at(0, 8).unwrap(), 3).await.unwrap(), 0);
-    assert_eq!(client.compare_swap(lent.checked_at(0, 8).unwrap(), 3, 9).await.unwrap(), 3);
+    assert_eq!(client.fetch_add(lent.checked_addr_at(0, 8).unwrap(), 3).await.unwrap(), 0);
+    assert_eq!(client.compare_swap(lent.checked_addr_at(0, 8).unwrap(), 3, 9).await.unwrap(), 3);
     client.send_remote_mr(lent).await.unwrap();
     let server = server.await.expect("server checks passed");
 
@@ -446,7 +448,7 @@ async fn operations_poll_the_cq_themselves_across_threads() {
             let i = t * EACH + k;
             let mut junk = c.alloc_local_mr(layout(LEN)).unwrap();
             junk.write(0, &[0xee; 8]);
-            let fut = c.write(junk, 0..LEN, big.checked_at(0, LEN as u64).unwrap());
+            let fut = c.write(junk, 0..LEN, big.checked_addr_at(0, LEN).unwrap());
             tokio::pin!(fut);
             tokio::select! {
                 biased;
@@ -455,7 +457,7 @@ async fn operations_poll_the_cq_themselves_across_threads() {
             }
             let mut src = c.alloc_local_mr(layout(8)).unwrap();
             src.write(0, &(i as u64 + 1).to_le_bytes());
-            c.write(src, 0..8, remote.checked_at((i * 8) as u64, 8).unwrap()).await?;
+            c.write(src, 0..8, remote.checked_addr_at(i * 8, 8).unwrap()).await?;
         }
         Ok::<(), Error>(())
     };
@@ -496,7 +498,7 @@ async fn operations_poll_the_cq_themselves_across_threads() {
     assert_eq!(client.pool().free_bytes(), free_before, "every buffer, dropped operations' too, back in the pool");
     for i in 0..TASKS * EACH {
         let dst = client.alloc_local_mr(layout(8)).unwrap();
-        let dst = client.read(dst, 0..8, remote.checked_at((i * 8) as u64, 8).unwrap()).await.unwrap();
+        let dst = client.read(dst, 0..8, remote.checked_addr_at(i * 8, 8).unwrap()).await.unwrap();
         let mut b = [0u8; 8];
         dst.read(0, &mut b);
         assert_eq!(u64::from_le_bytes(b), i as u64 + 1, "slot {i}");
@@ -593,7 +595,7 @@ fn a_loop_of_operations_completing_at_once_yields_to_the_runtime() {
                 let mut src = c.alloc_local_mr(layout(64)).unwrap();
                 let mut n = 0u64;
                 while !s.load(Ordering::Relaxed) {
-                    src = c.write(src, 0..64, remote.at(0)).await?;
+                    src = c.write(src, 0..64, remote.addr_at(0)).await?;
                     n += 1;
                 }
                 Ok::<_, Error>(n)

@@ -104,7 +104,7 @@ fn landing(tokens: &[RemoteMr], me: u32, n: u32, slot: usize) -> Res<Vec<RemoteA
     if tokens.len() != n as usize {
         return Err(format!("the token exchange gave {} memory tokens for {n} ranks", tokens.len()));
     }
-    let off = (n as u64 + u64::from(me)) * slot as u64;
+    let off = (n as usize + me as usize) * slot;
     tokens
         .iter()
         .enumerate()
@@ -112,15 +112,15 @@ fn landing(tokens: &[RemoteMr], me: u32, n: u32, slot: usize) -> Res<Vec<RemoteA
             if r == me as usize {
                 return Ok(RemoteAddr { addr: 0, rkey: 0 });
             }
-            t.checked_at(off, slot as u64).ok_or_else(|| {
+            t.checked_addr_at(off, slot).map_err(|e| {
                 format!(
                     "rank {r}'s memory token (address {:#x}, {} bytes, rkey {:#x}) does not cover this rank's slot, \
                      bytes {off}..{} (each rank registers 2 x slot x ranks bytes; do all ranks run the same -s \
-                     and the same number of ranks?)",
+                     and the same number of ranks?): {e}",
                     t.addr,
                     t.len,
                     t.rkey,
-                    off + slot as u64
+                    off + slot
                 )
             })
         })

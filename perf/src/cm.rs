@@ -197,7 +197,7 @@ fn announce(u: &Ud, i: usize, qp: &Qp, peer: &UdPeer, deadline: Instant) -> Res<
     // SAFETY: `scratch` names HELLO_RX bytes of the registered buffer that
     // nothing else uses or has posted during set-up.
     unsafe { std::ptr::write_unaligned(at as *mut [u8; 4], qpn.to_ne_bytes()) };
-    let sges = [u.mr.sge(u.scratch, 4)];
+    let sges = [u.mr.sge_at(u.scratch, 4)];
     // SAFETY: the source lies in `mr`; the completion is awaited below,
     // before the region is used again.
     unsafe { qp.post_send(&mut [SendWr::send_imm(&sges, qpn).ud(&peer.ah, peer.qpn, peer.qkey).signaled()]) }
@@ -297,7 +297,7 @@ pub fn accept(
                 // The announcement's receive goes up before the reply that
                 // lets the client send it (INIT first: a QP in RESET takes none).
                 id.modify_qp(qp, QpState::INIT).map_err(what)?;
-                let sges = [u.mr.sge(u.scratch, HELLO_RX as u32)];
+                let sges = [u.mr.sge_at(u.scratch, HELLO_RX)];
                 // SAFETY: the region lies in `mr` and is read only after the
                 // receive completes below.
                 unsafe { qp.post_recv(&mut [RecvWr::new(&sges, 0)]) }.map_err(what)?;
@@ -448,7 +448,7 @@ fn announced(u: &Ud, i: usize, qp: &Qp, id: &CmId, deadline: Instant) -> Res<UdP
         Ok(Some((heard, (wc, grh))))
     };
     let repost = || -> Res<()> {
-        let sges = [u.mr.sge(u.scratch, HELLO_RX as u32)];
+        let sges = [u.mr.sge_at(u.scratch, HELLO_RX)];
         // SAFETY: the region lies in `mr`; the previous receive there has
         // completed and been read; the next is read only after it completes.
         unsafe { qp.post_recv(&mut [RecvWr::new(&sges, 0)]) }

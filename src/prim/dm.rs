@@ -229,17 +229,36 @@ impl DmMr {
     }
 
     /// A local entry for `len` bytes at `offset` of the region (its address
-    /// is the offset: the region is zero-based).
+    /// is the offset: the region is zero-based). Offsets and lengths are
+    /// `usize`, as for [`Mr::sge_at`](super::Mr::sge_at).
     ///
     /// # Panics
-    /// If the range is outside the region (a programming error).
+    /// If the range is outside the region, or `len` exceeds the 32-bit
+    /// length of an entry (programming errors; the message is the
+    /// [`RangeError`](super::RangeError)'s of [`DmMr::checked_sge_at`]).
+    #[inline]
+    #[track_caller]
+    pub fn sge_at(&self, offset: usize, len: usize) -> Sge {
+        match self.checked_sge_at(offset, len) {
+            Ok(sge) => sge,
+            Err(e) => e.fail(),
+        }
+    }
+
+    /// [`DmMr::sge_at`], returning the [`RangeError`](super::RangeError)
+    /// where `sge_at` panics.
+    #[inline]
+    pub fn checked_sge_at(&self, offset: usize, len: usize) -> std::result::Result<Sge, super::RangeError> {
+        let len32 = super::mr::local_range("DmMr::sge_at", 0, self.len, offset, len)?;
+        Ok(Sge::from_raw(offset as u64, len32, self.lkey))
+    }
+
+    /// Old form of [`DmMr::sge_at`], with the length as `u32`.
+    #[deprecated(note = "offsets and lengths are usize across the memory APIs: use `dm_mr.sge_at(offset, len)`; \
+                see docs/upgrading.md")]
+    #[doc(hidden)]
     pub fn sge(&self, offset: usize, len: u32) -> Sge {
-        assert!(
-            offset.checked_add(len as usize).is_some_and(|e| e <= self.len),
-            "DmMr::sge: {len} bytes at offset {offset} are outside the {}-byte region",
-            self.len
-        );
-        Sge::from_raw(offset as u64, len, self.lkey)
+        self.sge_at(offset, len as usize)
     }
 
     /// What a peer needs to reach the region: address 0 (zero-based), its

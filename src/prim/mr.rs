@@ -85,7 +85,7 @@ impl Mr {
     /// process, paged in as requests touch it (`ibv_reg_mr` of address 0
     /// and length `SIZE_MAX` with `IBV_ACCESS_ON_DEMAND`, added here to
     /// `access`). [`Mr::addr`] is 0, so an offset is a virtual address:
-    /// `mr.sge(ptr as usize, len)`, `mr.remote().at(ptr as u64)`.
+    /// `mr.sge_at(ptr as usize, len)`, `mr.remote().addr_at(ptr as usize)`.
     ///
     /// [`Error::Unsupported`] (feature `implicit on-demand paging`),
     /// decided before the system call, on a device that does not report
@@ -154,7 +154,7 @@ impl Mr {
     /// Registers `len` bytes of a dma-buf, from `offset` into the buffer
     /// behind `fd`, at device address `iova`, with the given access rights.
     /// Work requests and peers address the region by `iova`:
-    /// [`Mr::addr`] is `iova`, [`Mr::sge`] and [`Mr::remote`] follow it.
+    /// [`Mr::addr`] is `iova`, [`Mr::sge_at`] and [`Mr::remote`] follow it.
     ///
     /// [`Error::Unsupported`]
     /// (feature `dma-buf registration`) when the provider or kernel driver
@@ -264,17 +264,39 @@ impl Mr {
 
     /// A scatter/gather entry for `len` bytes at `offset` into the region.
     ///
+    /// Offsets and lengths are `usize` here as everywhere in the memory
+    /// APIs (see [`RangeError`] for the convention). A zero length is a
+    /// valid entry, also at the region's end.
+    ///
     /// # Panics
-    /// If the range does not lie inside the region (a programming error).
+    /// If the range does not lie inside the region, or `len` exceeds the
+    /// 32-bit length of an entry (programming errors; the message is
+    /// [`RangeError`]'s). [`Mr::checked_sge_at`] returns the error instead.
+    #[inline]
+    #[track_caller]
+    pub fn sge_at(&self, offset: usize, len: usize) -> Sge {
+        match self.checked_sge_at(offset, len) {
+            Ok(sge) => sge,
+            Err(e) => e.fail(),
+        }
+    }
+
+    /// [`Mr::sge_at`], returning a [`RangeError`] (kind
+    /// [`RangeErrorKind::TooLong`] or [`RangeErrorKind::PastEnd`]) where
+    /// `sge_at` panics.
+    #[inline]
+    pub fn checked_sge_at(&self, offset: usize, len: usize) -> std::result::Result<Sge, RangeError> {
+        let len32 = local_range("Mr::sge_at", self.addr(), self.len(), offset, len)?;
+        Ok(Sge::from_raw(self.addr() + offset as u64, len32, self.lkey()))
+    }
+
+    /// Old form of [`Mr::sge_at`], with the length as `u32`.
+    #[deprecated(note = "offsets and lengths are usize across the memory APIs: use `mr.sge_at(offset, len)` \
+                (len: usize; over 4 GiB - 1 is a clear error); see docs/upgrading.md")]
+    #[doc(hidden)]
     #[inline]
     pub fn sge(&self, offset: usize, len: u32) -> Sge {
-        let end = offset.checked_add(len as usize);
-        assert!(
-            end.is_some_and(|e| e <= self.len()),
-            "sge range {offset}..+{len} is outside the memory region of {} bytes",
-            self.len()
-        );
-        Sge::from_raw(self.addr() + offset as u64, len, self.lkey())
+        self.sge_at(offset, len as usize)
     }
 
     /// The token a peer needs to access this region remotely.
@@ -303,20 +325,136 @@ fn check_dmabuf_range(offset: u64, len: usize, iova: u64) {
     );
 }
 
+/// A sub-range of a region that cannot be used: what was asked, of which
+/// region, and why.
+///
+/// # One integer convention for the memory APIs
+/// Every offset and length a program passes into a region, local or
+/// remote, is a `usize`, in the order `(offset, len)`:
+/// [`Mr::sge_at`], [`RegisteredMem::sge_at`](crate::wrap::RegisteredMem::sge_at),
+/// [`DmMr::sge_at`](super::DmMr::sge_at), [`RemoteMr::addr_at`],
+/// [`RemoteMr::checked_addr_at`], the fields of
+/// [`MrRange`](crate::mlx5dv::umr::MrRange), and the `Range<usize>` a
+/// `RegisteredMem` or an async operation takes where it indexes like a slice.
+/// They are computed from Rust sizes (`size_of`, `Layout::size`, slice
+/// lengths, indices), which are `usize`, so a local entry and the remote
+/// location it is copied to take the same values with no cast. Addresses
+/// (`Mr::addr`, `RemoteMr::addr`, [`RemoteAddr::addr`], an [`Sge`]'s) and
+/// the fields of a peer's token are `u64`: they are device and wire values,
+/// not indices. The device's 32-bit limit on one entry's length is checked
+/// where the entry is made: a longer length is a
+/// [`RangeErrorKind::TooLong`] error, never a silent truncation.
+///
+/// The panicking forms (`sge_at`, `addr_at`) treat a bad range as a
+/// programming error and panic with this error's message; the `checked_`
+/// forms return it, for ranges that come from a peer or from input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RangeError {
+    /// Why.
+    pub kind: RangeErrorKind,
+    /// The method that refused it (`"Mr::sge_at"`).
+    pub op: &'static str,
+    /// The offset asked for.
+    pub offset: usize,
+    /// The length asked for.
+    pub len: usize,
+    /// The region's start address.
+    pub region_addr: u64,
+    /// The region's length in bytes.
+    pub region_len: u64,
+}
+
+/// Why a [`RangeError`] refused a range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RangeErrorKind {
+    /// The length exceeds the 32 bits of a scatter/gather entry's length
+    /// (4 GiB - 1, `u32::MAX`).
+    TooLong,
+    /// `offset + len` passes the end of the region (or of the address space).
+    PastEnd,
+    /// The region's own addresses do not fit in 64 bits: a bad token from a peer.
+    BadRegion,
+}
+
+impl fmt::Display for RangeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let RangeError { kind, op, offset, len, region_addr, region_len } = *self;
+        match kind {
+            RangeErrorKind::TooLong => write!(
+                f,
+                "{op}: length {len} exceeds the {} bytes one scatter/gather entry holds; split the transfer \
+                 into several entries or requests",
+                u32::MAX
+            ),
+            RangeErrorKind::PastEnd => write!(
+                f,
+                "{op}: {len} bytes at offset {offset} pass the end of the region of {region_len} bytes; \
+                 offset + len must be at most the region's length"
+            ),
+            RangeErrorKind::BadRegion => write!(
+                f,
+                "{op}: the region at {region_addr:#x} of {region_len} bytes wraps past the end of the 64-bit \
+                 address space (a bad token from the peer: check tokens with RemoteMr::end)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RangeError {}
+
+impl From<RangeError> for std::io::Error {
+    fn from(e: RangeError) -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, e)
+    }
+}
+
+impl RangeError {
+    /// Panics with the message (the panicking forms' path, kept out of line).
+    #[cold]
+    #[inline(never)]
+    #[track_caller]
+    pub(crate) fn fail(self) -> ! {
+        panic!("{self}")
+    }
+}
+
+/// Checks `len` bytes at `offset` of a local region of `region_len` bytes
+/// at `region_addr` for one scatter/gather entry: the length as the
+/// entry's `u32`, or why not.
+#[inline]
+pub(crate) fn local_range(
+    op: &'static str,
+    region_addr: u64,
+    region_len: usize,
+    offset: usize,
+    len: usize,
+) -> std::result::Result<u32, RangeError> {
+    let err = |kind| RangeError { kind, op, offset, len, region_addr, region_len: region_len as u64 };
+    let Ok(len32) = u32::try_from(len) else {
+        return Err(err(RangeErrorKind::TooLong));
+    };
+    match offset.checked_add(len) {
+        Some(end) if end <= region_len => Ok(len32),
+        _ => Err(err(RangeErrorKind::PastEnd)),
+    }
+}
+
 /// A peer's memory region: address, length and rkey, as exchanged out of band.
 ///
-/// Offsets into it are `u64` where local ones ([`Mr::sge`],
-/// `RegisteredMem`'s ranges) are `usize`: the region lives in the peer's
-/// address space, which need not be this process's width, and its fields
-/// come from the peer as 64-bit values. Convert a local `usize` offset with
-/// `as u64` (lossless on every supported target).
+/// Its fields are the peer's values as exchanged (64-bit on the wire);
+/// offsets and lengths into it are `usize`, as for local memory
+/// ([`Mr::sge_at`]): `mem.sge_at(off, len)` and `remote.addr_at(off)` or
+/// `remote.checked_addr_at(off, len)` take the same values with no cast
+/// (see [`RangeError`] for the convention).
 ///
 /// ```
 /// use rrddmma::prim::RemoteMr;
 /// let mr = RemoteMr { addr: 0x7f00_0000_1000, len: 4096, rkey: 0x1234 };
 /// assert_eq!(RemoteMr::from_bytes(&mr.to_bytes()), mr);
-/// assert_eq!(mr.at(64).addr, 0x7f00_0000_1040);
-/// assert!(mr.checked_at(4096, 1).is_none());
+/// assert_eq!(mr.addr_at(64).addr, 0x7f00_0000_1040);
+/// assert!(mr.checked_addr_at(4096, 1).is_err());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -357,17 +495,62 @@ impl RemoteMr {
 
     /// The remote location `offset` bytes in, if `len` bytes fit there.
     ///
-    /// `None` when `offset + len` passes the region's length, or when the
-    /// region's addresses do not fit in 64 bits. Every sum is checked: the
-    /// fields usually come from a peer, and no peer value can make this panic
-    /// or wrap.
+    /// [`RangeErrorKind::PastEnd`] when `offset + len` passes the region's
+    /// length, [`RangeErrorKind::BadRegion`] when the region's addresses do
+    /// not fit in 64 bits. Every sum is checked: the fields usually come
+    /// from a peer, and no peer value can make this panic or wrap. A zero
+    /// length is accepted anywhere up to the end, the end included.
     ///
     /// ```
-    /// use rrddmma::prim::RemoteMr;
+    /// use rrddmma::prim::{RangeErrorKind, RemoteMr};
     /// let bogus = RemoteMr { addr: u64::MAX - 16, len: 4096, rkey: 1 };
-    /// assert!(bogus.checked_at(0, 8).is_none());
-    /// assert!(bogus.checked_at(u64::MAX, 2).is_none());
+    /// assert_eq!(bogus.checked_addr_at(0, 8).unwrap_err().kind, RangeErrorKind::BadRegion);
+    /// let mr = RemoteMr { addr: 0x1000, len: 4096, rkey: 1 };
+    /// assert_eq!(mr.checked_addr_at(usize::MAX, 2).unwrap_err().kind, RangeErrorKind::PastEnd);
     /// ```
+    #[inline]
+    pub fn checked_addr_at(&self, offset: usize, len: usize) -> std::result::Result<RemoteAddr, RangeError> {
+        let err = |kind| RangeError {
+            kind,
+            op: "RemoteMr::checked_addr_at",
+            offset,
+            len,
+            region_addr: self.addr,
+            region_len: self.len,
+        };
+        if self.end().is_none() {
+            return Err(err(RangeErrorKind::BadRegion));
+        }
+        match (offset as u64).checked_add(len as u64) {
+            Some(last) if last <= self.len => Ok(RemoteAddr { addr: self.addr + offset as u64, rkey: self.rkey }),
+            _ => Err(err(RangeErrorKind::PastEnd)),
+        }
+    }
+
+    /// The remote location `offset` bytes in.
+    ///
+    /// # Panics
+    /// If `offset` is not inside the region (a programming error), or if the
+    /// region's addresses do not fit in 64 bits. For a token that came from a
+    /// peer and has not been checked, use [`RemoteMr::checked_addr_at`],
+    /// which returns an error instead.
+    #[inline]
+    pub fn addr_at(&self, offset: usize) -> RemoteAddr {
+        // Two compares on the hot path: `offset < len` and `addr + len`
+        // fitting in 64 bits together prove `addr + offset` does not wrap.
+        let offset = offset as u64;
+        match self.addr.checked_add(self.len) {
+            Some(_) if offset < self.len => RemoteAddr { addr: self.addr + offset, rkey: self.rkey },
+            _ => self.at_failed(offset),
+        }
+    }
+
+    /// Old form of [`RemoteMr::checked_addr_at`], with `u64` offsets and an `Option`.
+    #[deprecated(
+        note = "offsets and lengths are usize across the memory APIs: use `remote.checked_addr_at(offset, len)`, \
+                which returns a RangeError naming the bound; see docs/upgrading.md"
+    )]
+    #[doc(hidden)]
     pub fn checked_at(&self, offset: u64, len: u64) -> Option<RemoteAddr> {
         let last = offset.checked_add(len)?;
         if last > self.len {
@@ -377,17 +560,12 @@ impl RemoteMr {
         Some(RemoteAddr { addr: self.addr.checked_add(offset)?, rkey: self.rkey })
     }
 
-    /// The remote location `offset` bytes in.
-    ///
-    /// # Panics
-    /// If `offset` is not inside the region (a programming error), or if the
-    /// region's addresses do not fit in 64 bits. For a token that came from a
-    /// peer and has not been checked, use [`RemoteMr::checked_at`], which
-    /// returns `None` instead.
+    /// Old form of [`RemoteMr::addr_at`], with a `u64` offset.
+    #[deprecated(note = "offsets and lengths are usize across the memory APIs: use `remote.addr_at(offset)`; \
+                see docs/upgrading.md")]
+    #[doc(hidden)]
     #[inline]
     pub fn at(&self, offset: u64) -> RemoteAddr {
-        // Two compares on the hot path: `offset < len` and `addr + len`
-        // fitting in 64 bits together prove `addr + offset` does not wrap.
         match self.addr.checked_add(self.len) {
             Some(_) if offset < self.len => RemoteAddr { addr: self.addr + offset, rkey: self.rkey },
             _ => self.at_failed(offset),
@@ -400,7 +578,7 @@ impl RemoteMr {
         if self.end().is_none() {
             panic!(
                 "remote region at {:#x} of {} bytes wraps past the end of the address space \
-                 (a bad token: check peer tokens with RemoteMr::checked_at or RemoteMr::end)",
+                 (a bad token: check peer tokens with RemoteMr::checked_addr_at or RemoteMr::end)",
                 self.addr, self.len
             );
         }
@@ -410,7 +588,91 @@ impl RemoteMr {
 
 #[cfg(test)]
 mod tests {
-    use super::{check_dmabuf_range, RemoteMr};
+    use super::{check_dmabuf_range, local_range, RangeError, RangeErrorKind, RemoteMr};
+
+    fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
+        let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
+        msg.expect("a message")
+    }
+
+    /// The local bounds of one scatter/gather entry, as `Mr::sge_at`,
+    /// `RegisteredMem::sge_at` and `DmMr::sge_at` check them: a length over
+    /// 32 bits, a range past the end, a range exactly at the end, a zero
+    /// length. Each refusal names its kind, the values and the fix.
+    #[test]
+    fn local_ranges_refuse_long_and_past_the_end_and_take_the_end_and_zero() {
+        let op = "Mr::sge_at";
+        // Length overflow: one past the entry's 32 bits, even in a region
+        // that holds it (an implicit ODP region is the whole address space).
+        let e = local_range(op, 0, usize::MAX, 0, u32::MAX as usize + 1).expect_err("over 32 bits");
+        assert_eq!(e.kind, RangeErrorKind::TooLong);
+        assert_eq!(
+            e.to_string(),
+            "Mr::sge_at: length 4294967296 exceeds the 4294967295 bytes one scatter/gather entry holds; \
+             split the transfer into several entries or requests"
+        );
+        assert_eq!(local_range(op, 0, usize::MAX, 0, u32::MAX as usize), Ok(u32::MAX));
+        // Too long wins over past the end: the fix it names comes first.
+        assert_eq!(local_range(op, 0, 4096, 0, usize::MAX).unwrap_err().kind, RangeErrorKind::TooLong);
+        // Past the end, by one byte and by wrapping.
+        let e = local_range(op, 0x1000, 4096, 4000, 97).expect_err("one byte past");
+        assert_eq!(e.kind, RangeErrorKind::PastEnd);
+        assert_eq!((e.offset, e.len, e.region_len), (4000, 97, 4096));
+        assert_eq!(
+            e.to_string(),
+            "Mr::sge_at: 97 bytes at offset 4000 pass the end of the region of 4096 bytes; \
+             offset + len must be at most the region's length"
+        );
+        assert_eq!(local_range(op, 0, 4096, usize::MAX, 1).unwrap_err().kind, RangeErrorKind::PastEnd);
+        assert_eq!(local_range(op, 0, 4096, 4097, 0).unwrap_err().kind, RangeErrorKind::PastEnd);
+        // Exactly at the end, and zero lengths (at the start and at the end).
+        assert_eq!(local_range(op, 0, 4096, 4000, 96), Ok(96));
+        assert_eq!(local_range(op, 0, 4096, 0, 4096), Ok(4096));
+        assert_eq!(local_range(op, 0, 4096, 0, 0), Ok(0));
+        assert_eq!(local_range(op, 0, 4096, 4096, 0), Ok(0));
+    }
+
+    /// The panicking forms panic with the error's message, at the caller.
+    #[test]
+    fn a_refused_range_panics_with_its_message() {
+        let e = local_range("RegisteredMem::sge_at", 0, 64, 60, 8).expect_err("past the end");
+        let p = std::panic::catch_unwind(|| e.fail()).expect_err("must panic");
+        assert_eq!(panic_message(p), e.to_string());
+        let io: std::io::Error = e.into();
+        assert_eq!(io.kind(), std::io::ErrorKind::InvalidInput);
+    }
+
+    /// The remote bounds, with `usize` offsets and lengths like the local
+    /// ones: past the end, exactly at the end, zero length, a token that
+    /// wraps.
+    #[test]
+    fn remote_ranges_take_the_same_usize_values_as_local_ones() {
+        let mr = RemoteMr { addr: 0x10_0000, len: 4096, rkey: 9 };
+        // The same (offset, len) values a local entry takes, no cast.
+        let (off, len): (usize, usize) = (4000, 96);
+        assert_eq!(local_range("Mr::sge_at", 0, 4096, off, len), Ok(96));
+        assert_eq!(mr.checked_addr_at(off, len).map(|a| a.addr), Ok(0x10_0000 + 4000));
+        assert_eq!(mr.addr_at(off).addr, 0x10_0000 + 4000);
+        let e: RangeError = mr.checked_addr_at(4000, 97).expect_err("one byte past");
+        assert_eq!(e.kind, RangeErrorKind::PastEnd);
+        assert_eq!(
+            e.to_string(),
+            "RemoteMr::checked_addr_at: 97 bytes at offset 4000 pass the end of the region of 4096 bytes; \
+             offset + len must be at most the region's length"
+        );
+        assert_eq!(mr.checked_addr_at(usize::MAX, 1).unwrap_err().kind, RangeErrorKind::PastEnd);
+        assert_eq!(mr.checked_addr_at(1, usize::MAX).unwrap_err().kind, RangeErrorKind::PastEnd);
+        assert_eq!(mr.checked_addr_at(4097, 0).unwrap_err().kind, RangeErrorKind::PastEnd);
+        assert!(mr.checked_addr_at(4096, 0).is_ok(), "a zero length at the end");
+        assert!(mr.checked_addr_at(0, 0).is_ok(), "a zero length at the start");
+        assert!(mr.checked_addr_at(0, 4096).is_ok(), "the whole region");
+        let p = std::panic::catch_unwind(|| mr.addr_at(4096)).expect_err("addr_at past the end panics");
+        assert_eq!(panic_message(p), "offset 4096 is outside the remote region of 4096 bytes");
+        let bogus = RemoteMr { addr: u64::MAX - 100, len: 4096, rkey: 7 };
+        let e = bogus.checked_addr_at(0, 8).expect_err("wrapping token");
+        assert_eq!(e.kind, RangeErrorKind::BadRegion);
+        assert!(e.to_string().contains("wraps past the end of the 64-bit address space"), "{e}");
+    }
 
     /// Lengths and offsets that cannot describe a region panic before any
     /// call, naming the argument, as a zero-length `RegisteredMem` does.
@@ -438,15 +700,15 @@ mod tests {
     fn peer_token_near_u64_max_is_refused_not_wrapped() {
         let bogus = RemoteMr { addr: u64::MAX - 100, len: 4096, rkey: 7 };
         assert_eq!(bogus.end(), None);
-        for (off, len) in [(0, 0), (0, 8), (200, 8), (4095, 1), (u64::MAX, 1), (1, u64::MAX)] {
-            assert!(bogus.checked_at(off, len).is_none(), "({off}, {len}) must be refused");
+        for (off, len) in [(0, 0), (0, 8), (200, 8), (4095, 1), (usize::MAX, 1), (1, usize::MAX)] {
+            assert!(bogus.checked_addr_at(off, len).is_err(), "({off}, {len}) must be refused");
         }
         let top = RemoteMr { addr: u64::MAX - 4096, len: 4096, rkey: 7 };
         assert_eq!(top.end(), Some(u64::MAX));
-        assert_eq!(top.checked_at(4088, 8).map(|r| r.addr), Some(u64::MAX - 8));
-        assert!(top.checked_at(4089, 8).is_none());
-        let r = std::panic::catch_unwind(|| bogus.at(0)).expect_err("at() on a wrapping token panics");
+        assert_eq!(top.checked_addr_at(4088, 8).map(|r| r.addr), Ok(u64::MAX - 8));
+        assert!(top.checked_addr_at(4089, 8).is_err());
+        let r = std::panic::catch_unwind(|| bogus.addr_at(0)).expect_err("addr_at() on a wrapping token panics");
         let msg = r.downcast_ref::<String>().expect("message");
-        assert!(msg.contains("wraps past the end of the address space") && msg.contains("checked_at"), "{msg}");
+        assert!(msg.contains("wraps past the end of the address space") && msg.contains("checked_addr_at"), "{msg}");
     }
 }

@@ -54,7 +54,7 @@ impl fmt::Debug for Mw {
 }
 
 impl Mw {
-    /// Allocates a window of `mw_type` (1: bound with [`Qp::bind_mw`]; 2:
+    /// Allocates a window of `mw_type` (1: bound with [`Qp::bind_mw_at`]; 2:
     /// bound by a work request). [`Error::Unsupported`] where the device has none.
     pub fn alloc(pd: &Pd, mw_type: MwType) -> Result<Mw> {
         // SAFETY: live PD.
@@ -77,13 +77,13 @@ impl Mw {
     }
 
     /// How many regions of earlier binds the window still keeps registered
-    /// (see [`Qp::bind_mw`]).
+    /// (see [`Qp::bind_mw_at`]).
     pub fn retired_regions(&self) -> usize {
         self.0.retired.len()
     }
 
     /// Releases the regions of earlier binds, which the window otherwise
-    /// keeps until it is deallocated (see [`Qp::bind_mw`]).
+    /// keeps until it is deallocated (see [`Qp::bind_mw_at`]).
     ///
     /// # Safety
     /// Every bind and unbind posted on this window has completed (its work
@@ -113,9 +113,10 @@ impl Mw {
 
     /// The checks every bind makes (programming errors, so panics).
     /// `qpn` and `qp_ctx`: the binding QP's number and device context.
-    pub(crate) fn check_bind(&self, (qpn, qp_ctx): (u32, *mut ffi::ibv_context), mr: &Mr, offset: u64, len: u64) {
+    #[track_caller]
+    pub(crate) fn check_bind(&self, (qpn, qp_ctx): (u32, *mut ffi::ibv_context), mr: &Mr, offset: usize, len: usize) {
         assert!(
-            offset.checked_add(len).is_some_and(|e| e <= mr.len() as u64),
+            offset.checked_add(len).is_some_and(|e| e <= mr.len()),
             "window {offset}..+{len} is outside the memory region of {} bytes",
             mr.len()
         );
@@ -146,7 +147,9 @@ impl Qp {
     /// Binds type 1 window `mw` to `len` bytes at `offset` of `mr` with
     /// remote `access`, through this QP's send queue (a signalled request
     /// with `wr_id`). Returns the window's token once the bind is posted; it
-    /// is valid after the bind's completion. `len == 0` unbinds.
+    /// is valid after the bind's completion. `len == 0` unbinds. Offsets
+    /// and lengths are `usize`, as everywhere in the memory APIs
+    /// ([`RangeError`](super::RangeError) says why).
     ///
     /// The window keeps a clone of `mr`, so the region (and memory that it
     /// owns, such as a [`RegisteredMem`](crate::wrap::RegisteredMem)'s)
@@ -161,16 +164,19 @@ impl Qp {
     /// different PDs, or if the QP is of another device context than the
     /// window (programming errors: handles of another context would name
     /// unrelated kernel objects).
-    pub fn bind_mw(
+    #[track_caller]
+    #[doc(alias = "ibv_bind_mw")]
+    pub fn bind_mw_at(
         &self,
         mw: &mut Mw,
         mr: &Mr,
-        offset: u64,
-        len: u64,
+        offset: usize,
+        len: usize,
         access: AccessFlags,
         wr_id: u64,
     ) -> Result<RemoteMr> {
         mw.check_bind((self.qpn(), self.pd().context().as_ptr()), mr, offset, len);
+        let (offset, len) = (offset as u64, len as u64);
         let mut bind = ffi::ibv_mw_bind {
             wr_id,
             send_flags: SendFlags::SIGNALED.bits(),
@@ -190,5 +196,25 @@ impl Qp {
         // this bind, the window still grants access to it.
         mw.rebound((len != 0).then_some(mr));
         Ok(RemoteMr { addr: mr.addr() + offset, len, rkey: mw.rkey() })
+    }
+
+    /// Old form of [`Qp::bind_mw_at`], with `u64` offset and length.
+    #[deprecated(
+        note = "offsets and lengths are usize across the memory APIs: use `qp.bind_mw_at(mw, mr, offset, len, \
+                access, wr_id)`; see docs/upgrading.md"
+    )]
+    #[doc(hidden)]
+    #[track_caller]
+    pub fn bind_mw(
+        &self,
+        mw: &mut Mw,
+        mr: &Mr,
+        offset: u64,
+        len: u64,
+        access: AccessFlags,
+        wr_id: u64,
+    ) -> Result<RemoteMr> {
+        let fit = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+        self.bind_mw_at(mw, mr, fit(offset), fit(len), access, wr_id)
     }
 }

@@ -37,11 +37,11 @@ use crate::bindings as ffi;
 /// let cq = Cq::builder(pd.context(), 256).tag_matching().extended(WcFlagsEx::TM_INFO).build()?;
 /// let srq = Srq::builder(pd).max_wr(64).tag_matching(TmConfig { max_num_tags: 64, max_ops: 16 }, &cq).build()?;
 /// // Room for unexpected messages.
-/// let bounce = [mr.sge(0, 4096)];
+/// let bounce = [mr.sge_at(0, 4096)];
 /// // SAFETY: `mr` is this PD's, untouched until the completions.
 /// unsafe { srq.post_recv(&mut [RecvWr::new(&bounce, 1)]) }?;
 /// // The application's receive: tag 7 in the high half, any source.
-/// let user = [mr.sge(4096, 4096)];
+/// let user = [mr.sge_at(4096, 4096)];
 /// let mut add = [TmOp::add(7 << 32, 0xffff_ffff_0000_0000, &user, 2).signaled(100)];
 /// // SAFETY: as above.
 /// unsafe { srq.post_tm_ops(&mut add) }?;

@@ -310,14 +310,43 @@ impl RegisteredMem {
         self.mr.remote()
     }
 
-    /// A scatter/gather entry for `range`.
+    /// A scatter/gather entry for `len` bytes at `offset`, as
+    /// [`Mr::sge_at`] (offsets and lengths are `usize` throughout the memory
+    /// APIs: see [`RangeError`](crate::prim::RangeError)).
     ///
     /// # Panics
-    /// If `range` is not inside the memory or longer than 4 GiB.
+    /// If the range is not inside the memory or `len` exceeds the 32-bit
+    /// length of an entry (4 GiB - 1); the message is the
+    /// [`RangeError`](crate::prim::RangeError)'s that
+    /// [`RegisteredMem::checked_sge_at`] returns.
+    #[inline]
+    #[track_caller]
+    pub fn sge_at(&self, offset: usize, len: usize) -> Sge {
+        match self.checked_sge_at(offset, len) {
+            Ok(sge) => sge,
+            Err(e) => e.fail(),
+        }
+    }
+
+    /// [`RegisteredMem::sge_at`], returning the
+    /// [`RangeError`](crate::prim::RangeError) where `sge_at` panics.
+    #[inline]
+    pub fn checked_sge_at(&self, offset: usize, len: usize) -> std::result::Result<Sge, crate::prim::RangeError> {
+        let len32 = crate::prim::mr::local_range("RegisteredMem::sge_at", self.mr.addr(), self.len, offset, len)?;
+        Ok(Sge::from_raw(self.mr.addr() + offset as u64, len32, self.mr.lkey()))
+    }
+
+    /// A scatter/gather entry for `range`, indexed as a slice would be:
+    /// `mem.sge(a..b)` is `mem.sge_at(a, b - a)`.
+    ///
+    /// # Panics
+    /// If `range` is not inside the memory (also when `start > end`), or
+    /// longer than 4 GiB - 1, as [`RegisteredMem::sge_at`].
+    #[inline]
+    #[track_caller]
     pub fn sge(&self, range: Range<usize>) -> Sge {
         self.check(&range);
-        let len = u32::try_from(range.len()).expect("an SGE covers at most 4 GiB - 1");
-        self.mr.sge(range.start, len)
+        self.sge_at(range.start, range.end - range.start)
     }
 
     /// Copies `dst.len()` bytes out, starting at `offset`.
@@ -368,6 +397,7 @@ impl RegisteredMem {
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 
+    #[track_caller]
     fn check(&self, r: &Range<usize>) {
         assert!(
             r.start <= r.end && r.end <= self.len,

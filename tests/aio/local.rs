@@ -57,7 +57,7 @@ fn pair_on(channel: bool, idle: bool) -> Pair {
 }
 
 /// The test device and a PD on it.
-fn open() -> (Context, Pd) {
+pub(super) fn open() -> (Context, Pd) {
     let dev = std::env::var("RRDDMMA_TEST_DEVICE").expect("RRDDMMA_TEST_DEVICE names the device for device tests");
     let ctx = Context::open(&dev).expect("open device");
     let pd = Pd::alloc(&ctx).expect("ibv_alloc_pd");
@@ -98,7 +98,7 @@ fn bytes(mr: &LocalMr, n: usize) -> Vec<u8> {
 }
 
 /// Polls every future in one pass until all resolve, on this thread.
-async fn join_all<T>(mut futs: Vec<Pin<Box<dyn Future<Output = T> + '_>>>) -> Vec<T> {
+pub(super) async fn join_all<T>(mut futs: Vec<Pin<Box<dyn Future<Output = T> + '_>>>) -> Vec<T> {
     let mut out: Vec<Option<T>> = futs.iter().map(|_| None).collect();
     std::future::poll_fn(move |cx: &mut TaskCx<'_>| {
         let mut pending = false;
@@ -127,17 +127,17 @@ async fn local_write_read_atomic_send_recv_with_data_checked() {
     // WRITE.
     let mut src = p.a.alloc_local_mr(layout(64)).unwrap();
     src.write(0, &[7u8; 64]);
-    let src = p.a.write(src, 0..64, dst.at(128)).await.expect("WRITE");
+    let src = p.a.write(src, 0..64, dst.addr_at(128)).await.expect("WRITE");
     assert_eq!(&p.mem()[128..192], &[7u8; 64][..], "WRITE: the remote bytes");
     assert_eq!(p.mem()[192], 0, "WRITE: nothing past its range");
     drop(src);
     // READ back what was written.
     let buf = p.a.alloc_local_mr(layout(64)).unwrap();
-    let buf = p.a.read(buf, 0..64, dst.at(128)).await.expect("READ");
+    let buf = p.a.read(buf, 0..64, dst.addr_at(128)).await.expect("READ");
     assert_eq!(bytes(&buf, 64), vec![7u8; 64], "READ: the local bytes");
     // Fetch-and-add twice: the old values, then the remote value.
-    assert_eq!(p.a.fetch_add(dst.at(0), 5).await.expect("FETCH_ADD"), 0);
-    assert_eq!(p.a.fetch_add(dst.at(0), 3).await.expect("FETCH_ADD"), 5);
+    assert_eq!(p.a.fetch_add(dst.addr_at(0), 5).await.expect("FETCH_ADD"), 0);
+    assert_eq!(p.a.fetch_add(dst.addr_at(0), 3).await.expect("FETCH_ADD"), 5);
     assert_eq!(u64::from_ne_bytes(p.mem()[..8].try_into().unwrap()), 8, "FETCH_ADD: the remote value");
     // SEND/RECV: b's receive first, then a's send; both polled on this thread.
     let rbuf = p.b.alloc_local_mr(layout(256)).unwrap();
@@ -172,7 +172,7 @@ async fn local_dropped_future_keeps_its_buffer_until_completion() {
     sbuf.write(0, &[9u8; 64]);
     p.a.send(sbuf, 0..64).await.expect("SEND");
     let probe = p.b.alloc_local_mr(layout(8)).unwrap();
-    let probe = p.b.read(probe, 0..8, p.remote.remote().at(0)).await.expect("READ that drains b's CQ");
+    let probe = p.b.read(probe, 0..8, p.remote.remote().addr_at(0)).await.expect("READ that drains b's CQ");
     drop(probe);
     assert_eq!(p.b.in_flight(), 0, "the completion freed the dropped receive's slot");
     assert_eq!(p.b.pool().free_bytes(), pool_free, "the buffer is back in the pool after its completion");
@@ -187,12 +187,12 @@ async fn local_thirty_two_reads_in_flight_on_one_thread() {
     let mem: Vec<u8> = (0..32 * 64).map(|i| (i * 7 % 251) as u8).collect();
     let mut src = p.a.alloc_local_mr(layout(mem.len())).unwrap();
     src.write(0, &mem);
-    let src = p.a.write(src, 0..mem.len(), p.remote.remote().at(0)).await.expect("WRITE");
+    let src = p.a.write(src, 0..mem.len(), p.remote.remote().addr_at(0)).await.expect("WRITE");
     drop(src);
-    let reads = (0..32u64)
+    let reads = (0..32usize)
         .map(|i| {
             let buf = p.a.alloc_local_mr(layout(64)).unwrap();
-            Box::pin(p.a.read(buf, 0..64, p.remote.remote().at(i * 64))) as Pin<Box<dyn Future<Output = _>>>
+            Box::pin(p.a.read(buf, 0..64, p.remote.remote().addr_at(i * 64))) as Pin<Box<dyn Future<Output = _>>>
         })
         .collect();
     let out: Vec<rrddmma::wrap::aio::Result<LocalMr>> = join_all(reads).await;
@@ -210,11 +210,11 @@ fn local_block_on_every_operation_with_data_checked() {
     let dst = p.remote.remote();
     p.a.block_on(async {
         // 32 WRITEs polled in one pass: one list, one doorbell.
-        let writes = (0..32u64)
+        let writes = (0..32usize)
             .map(|i| {
                 let mut b = p.a.alloc_local_mr(layout(64)).unwrap();
                 b.write(0, &[i as u8 + 1; 64]);
-                Box::pin(p.a.write(b, 0..64, dst.at(1024 + i * 64))) as Pin<Box<dyn Future<Output = _>>>
+                Box::pin(p.a.write(b, 0..64, dst.addr_at(1024 + i * 64))) as Pin<Box<dyn Future<Output = _>>>
             })
             .collect();
         let out: Vec<rrddmma::wrap::aio::Result<LocalMr>> = join_all(writes).await;
@@ -226,10 +226,10 @@ fn local_block_on_every_operation_with_data_checked() {
             assert_eq!(&p.mem()[at..at + 64], &[i as u8 + 1; 64][..], "WRITE {i}: the remote bytes");
         }
         // 32 READs of them.
-        let reads = (0..32u64)
+        let reads = (0..32usize)
             .map(|i| {
                 let b = p.a.alloc_local_mr(layout(64)).unwrap();
-                Box::pin(p.a.read(b, 0..64, dst.at(1024 + i * 64))) as Pin<Box<dyn Future<Output = _>>>
+                Box::pin(p.a.read(b, 0..64, dst.addr_at(1024 + i * 64))) as Pin<Box<dyn Future<Output = _>>>
             })
             .collect();
         let out: Vec<rrddmma::wrap::aio::Result<LocalMr>> = join_all(reads).await;
@@ -237,9 +237,13 @@ fn local_block_on_every_operation_with_data_checked() {
             assert_eq!(bytes(&r.expect("READ"), 64), vec![i as u8 + 1; 64], "READ {i}: the local bytes");
         }
         // Atomics: fetch-and-add, then a compare-and-swap that fails and one that succeeds.
-        assert_eq!(p.a.fetch_add(dst.at(8), 10).await.expect("FETCH_ADD"), 0);
-        assert_eq!(p.a.compare_swap(dst.at(8), 3, 99).await.expect("CMP_SWAP"), 10, "a failed swap: the old value");
-        assert_eq!(p.a.compare_swap(dst.at(8), 10, 99).await.expect("CMP_SWAP"), 10);
+        assert_eq!(p.a.fetch_add(dst.addr_at(8), 10).await.expect("FETCH_ADD"), 0);
+        assert_eq!(
+            p.a.compare_swap(dst.addr_at(8), 3, 99).await.expect("CMP_SWAP"),
+            10,
+            "a failed swap: the old value"
+        );
+        assert_eq!(p.a.compare_swap(dst.addr_at(8), 10, 99).await.expect("CMP_SWAP"), 10);
     });
     assert_eq!(u64::from_ne_bytes(p.mem()[8..16].try_into().unwrap()), 99, "CMP_SWAP: the remote value");
     assert_eq!(p.a.in_flight(), 0);
@@ -254,7 +258,7 @@ async fn local_queued_write_dropped_before_its_flush() {
     src.write(0, &[5u8; 4096]);
     {
         // Polled once: queued, not posted; then dropped.
-        let mut w = Box::pin(p.a.write(src, 0..4096, p.remote.remote().at(4096)));
+        let mut w = Box::pin(p.a.write(src, 0..4096, p.remote.remote().addr_at(4096)));
         let waker = std::task::Waker::noop();
         assert!(w.as_mut().poll(&mut TaskCx::from_waker(waker)).is_pending(), "a queued WRITE");
     }
@@ -263,7 +267,7 @@ async fn local_queued_write_dropped_before_its_flush() {
     // The next operation's polls post it and take its completion.
     p.a.flush();
     let probe = p.a.alloc_local_mr(layout(8)).unwrap();
-    drop(p.a.read(probe, 0..8, p.remote.remote().at(0)).await.expect("READ"));
+    drop(p.a.read(probe, 0..8, p.remote.remote().addr_at(0)).await.expect("READ"));
     assert_eq!(p.a.in_flight(), 0, "the dropped WRITE completed");
     assert_eq!(p.a.pool().free_bytes(), free, "its buffer is back after its completion");
     assert_eq!(&p.mem()[4096..8192], &[5u8; 4096][..], "the dropped WRITE's bytes arrived");
@@ -278,7 +282,8 @@ fn local_failed_write_ends_with_its_status_in_both_modes() {
     for idle in [true, false] {
         let p = pair_on(true, idle);
         let free = p.a.pool().free_bytes();
-        let bad = RemoteAddr { addr: p.remote.remote().at(0).addr, rkey: p.remote.remote().at(0).rkey ^ 0xff };
+        let bad =
+            RemoteAddr { addr: p.remote.remote().addr_at(0).addr, rkey: p.remote.remote().addr_at(0).rkey ^ 0xff };
         let src = p.a.alloc_local_mr(layout(64)).unwrap();
         let e = p.a.block_on(p.a.write(src, 0..64, bad)).expect_err("a WRITE under a wrong rkey");
         let msg = e.to_string();
@@ -354,7 +359,7 @@ fn local_a1_prime_two_endpoints_on_one_cq_are_refused() {
     assert!(poll_for(&mut recv, 1).is_none(), "a receive with nothing sent");
     // a's WRITE (queued, then posted by the flush) completes on the CQ.
     let src = a.alloc_local_mr(layout(64)).unwrap();
-    let mut write = Box::pin(a.write(src, 0..64, target.remote().at(0)));
+    let mut write = Box::pin(a.write(src, 0..64, target.remote().addr_at(0)));
     assert!(poll_for(&mut write, 1).is_none(), "a queued WRITE");
     a.flush();
     if let Some(r) = poll_for(&mut recv, 500) {
@@ -426,12 +431,13 @@ async fn local_a1_prime_write_in_flight_before_new_is_not_taken() {
     let sge = [foreign.sge(0..64)];
     // SAFETY: `foreign` is registered on the QP's PD and outlives the QP
     // (dropped after the endpoint that owns it).
-    unsafe { qa.post_send(&mut [SendWr::write(&sge, target.remote().at(0)).signaled().wr_id(0)]) }.expect("post_send");
+    unsafe { qa.post_send(&mut [SendWr::write(&sge, target.remote().addr_at(0)).signaled().wr_id(0)]) }
+        .expect("post_send");
     std::thread::sleep(std::time::Duration::from_millis(200));
     let a = LocalEndpoint::new(qa, cqa, MrPool::new(&pd, 1 << 16).expect("pool a"));
     let mut src = a.alloc_local_mr(layout(64)).unwrap();
     src.write(0, &[4u8; 64]);
-    drop(a.write(src, 0..64, target.remote().at(64)).await.expect("WRITE"));
+    drop(a.write(src, 0..64, target.remote().addr_at(64)).await.expect("WRITE"));
     let mut landed = [0u8; 128];
     target.read(0, &mut landed);
     assert_eq!(landed, [[3u8; 64], [4u8; 64]].concat()[..], "both WRITEs' bytes");

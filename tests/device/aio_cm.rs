@@ -98,14 +98,14 @@ fn aio_through_the_cm_writes_reads_and_sends_64_b_and_64_kib() {
             assert_eq!(lent.len, n as u64);
             // READ what the server put there, WRITE over it, READ it back.
             let buf = client.alloc_local_mr(layout(n)).unwrap();
-            let buf = client.read(buf, 0..n, lent.checked_at(0, n as u64).unwrap()).await.unwrap();
+            let buf = client.read(buf, 0..n, lent.checked_addr_at(0, n).unwrap()).await.unwrap();
             let mut got = vec![0; n];
             buf.read(0, &mut got);
             assert_eq!(got, pattern(n, 1), "READ of {n} B");
             let mut src = client.alloc_local_mr(layout(n)).unwrap();
             src.write(0, &pattern(n, 2));
-            let _ = client.write(src, 0..n, lent.checked_at(0, n as u64).unwrap()).await.unwrap();
-            let buf = client.read(buf, 0..n, lent.checked_at(0, n as u64).unwrap()).await.unwrap();
+            let _ = client.write(src, 0..n, lent.checked_addr_at(0, n).unwrap()).await.unwrap();
+            let buf = client.read(buf, 0..n, lent.checked_addr_at(0, n).unwrap()).await.unwrap();
             buf.read(0, &mut got);
             assert_eq!(got, pattern(n, 2), "WRITE then READ of {n} B");
             let mut msg = client.alloc_local_mr(layout(n)).unwrap();
@@ -114,7 +114,7 @@ fn aio_through_the_cm_writes_reads_and_sends_64_b_and_64_kib() {
             // An atomic that adds 0 (the region stays as written): the old
             // value on RoCE, the post's typed refusal on iWARP.
             let first = u64::from_ne_bytes(pattern(n, 2)[..8].try_into().unwrap());
-            match client.fetch_add(lent.checked_at(0, 8).unwrap(), 0).await {
+            match client.fetch_add(lent.checked_addr_at(0, 8).unwrap(), 0).await {
                 Ok(old) => assert!(!iwarp() && old == first, "fetch_add: {old:#x} (iWARP: {})", iwarp()),
                 Err(Error::Verbs(e)) if iwarp() => {
                     let msg = e.to_string();

@@ -53,7 +53,7 @@ const BATCH: usize = 16;
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
 fn posting_and_polling_allocate_nothing() {
     let lb = Loopback::new(QpCaps::default().max_send_wr(2 * BATCH as u32));
-    let sges: [[Sge; 1]; BATCH] = std::array::from_fn(|i| [lb.mr_a.sge(i * 64, 64)]);
+    let sges: [[Sge; 1]; BATCH] = std::array::from_fn(|i| [lb.mr_a.sge_at(i * 64, 64)]);
     let remote = lb.mr_b.remote();
     let mut wcs = [Wc::default(); BATCH];
 
@@ -61,7 +61,7 @@ fn posting_and_polling_allocate_nothing() {
     let before = allocations();
     // One request at a time, each signalled.
     for i in 0..N {
-        let wr = SendWr::write(&sges[i % BATCH], remote.at(((i % BATCH) * 64) as u64)).wr_id(i as u64).signaled();
+        let wr = SendWr::write(&sges[i % BATCH], remote.addr_at((i % BATCH) * 64)).wr_id(i as u64).signaled();
         // SAFETY: entries in registered memory, alive until completion.
         unsafe { lb.qa.post_send(&mut [wr]) }.unwrap();
         loop {
@@ -75,7 +75,7 @@ fn posting_and_polling_allocate_nothing() {
     // Batches of 16 with one doorbell, only the last signalled.
     for b in 0..N / BATCH {
         let mut wrs: [SendWr<'_>; BATCH] =
-            std::array::from_fn(|i| SendWr::write(&sges[i], remote.at((i * 64) as u64)).wr_id((b * BATCH + i) as u64));
+            std::array::from_fn(|i| SendWr::write(&sges[i], remote.addr_at(i * 64)).wr_id((b * BATCH + i) as u64));
         wrs[BATCH - 1] = wrs[BATCH - 1].signaled();
         // SAFETY: as above.
         unsafe { lb.qa.post_send(&mut wrs) }.unwrap();
@@ -104,7 +104,7 @@ fn extended_post_and_poll_allocate_nothing() {
     crate::common::connect_pair(&qa, &qb, &o, (1, 2));
     let a = crate::common::Buf::new(&pd, BATCH * 64);
     let b = crate::common::Buf::new(&pd, BATCH * 64);
-    let sges: [[Sge; 1]; BATCH] = std::array::from_fn(|i| [a.mr.sge(i * 64, 64)]);
+    let sges: [[Sge; 1]; BATCH] = std::array::from_fn(|i| [a.mr.sge_at(i * 64, 64)]);
     let remote = b.mr.remote();
 
     assert_counting();
@@ -114,7 +114,7 @@ fn extended_post_and_poll_allocate_nothing() {
         // SAFETY: entries in registered memory, alive until completion.
         let mut batch = unsafe { qa.wr_batch() };
         for (i, s) in sges.iter().enumerate() {
-            let mut wr = SendWr::write(s, remote.at((i * 64) as u64)).wr_id((round * BATCH + i) as u64);
+            let mut wr = SendWr::write(s, remote.addr_at(i * 64)).wr_id((round * BATCH + i) as u64);
             if i == BATCH - 1 {
                 wr = wr.signaled();
             }

@@ -310,7 +310,7 @@ fn uc_through_rdmacm_write_and_send() {
     unsafe { sqp.post_recv(&mut [RecvWr::new(&rsge, 3)]) }.unwrap();
     let wsge = [src.sge(0..msg.len())];
     let ssge = [src.sge(1024..1028)];
-    let at = remote.checked_at(100, msg.len() as u64).unwrap();
+    let at = remote.checked_addr_at(100, msg.len()).unwrap();
     // SAFETY: `src` is registered on the client's PD and outlives both completions.
     unsafe { cqp.post_send(&mut [SendWr::write(&wsge, at).wr_id(1), SendWr::send(&ssge).wr_id(2).signaled()]) }
         .unwrap();
@@ -552,7 +552,7 @@ fn regression_cm_connection_grants_no_remote_write_unless_asked() {
         let mut src = RegisteredMem::new(&client.pd, 64).unwrap();
         src.write(0, &[0xa5; 64]);
         let sge = [src.sge(0..64)];
-        let at = target.remote().checked_at(128, 64).unwrap();
+        let at = target.remote().checked_addr_at(128, 64).unwrap();
         // SAFETY: `src` is registered on the client's PD and outlives the completion polled below.
         unsafe { client.qp.post_send(&mut [SendWr::write(&sge, at).wr_id(9).signaled()]) }.unwrap();
         let wc = poll_one(&client.send_cq);

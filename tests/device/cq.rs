@@ -34,13 +34,13 @@ fn extended_poller_drains_and_resumes_in_order() {
     let mut src = Buf::new(&pd, 4096);
     let dst = Buf::new(&pd, 4096);
     src.bytes().fill(0xab);
-    let sges: Vec<_> = (0..8).map(|i| [src.mr.sge(i * 512, 512)]).collect();
+    let sges: Vec<_> = (0..8).map(|i| [src.mr.sge_at(i * 512, 512)]).collect();
     // Several rounds: each drains the CQ to empty (the path where rdma-core
     // < 55 rxe ends the pass inside next_poll), then more completions follow.
     let mut next_id = 0u64;
     for round in [5usize, 3, 1, 8] {
         let mut wrs: Vec<SendWr<'_>> = (0..round)
-            .map(|i| SendWr::write(&sges[i], dst.mr.remote().at((i * 512) as u64)).wr_id(next_id + i as u64).signaled())
+            .map(|i| SendWr::write(&sges[i], dst.mr.remote().addr_at(i * 512)).wr_id(next_id + i as u64).signaled())
             .collect();
         // SAFETY: entries in registered memory, alive until completion.
         unsafe { qa.post_send(&mut wrs) }.unwrap();
@@ -71,8 +71,8 @@ fn start_poll_on_a_classic_cq_panics_naming_the_fix() {
     let (qa, _qb) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 3, &opts(&ctx)).unwrap();
     let src = Buf::new(&pd, 64);
     let dst = Buf::new(&pd, 64);
-    let sges = [src.mr.sge(0, 64)];
-    let mut wrs = [SendWr::write(&sges, dst.mr.remote().at(0)).wr_id(7).signaled()];
+    let sges = [src.mr.sge_at(0, 64)];
+    let mut wrs = [SendWr::write(&sges, dst.mr.remote().addr_at(0)).wr_id(7).signaled()];
     // SAFETY: entries in registered memory, alive until completion.
     unsafe { qa.post_send(&mut wrs) }.unwrap();
     for _ in 0..2 {
@@ -101,7 +101,7 @@ fn completion_channel_wakes_a_blocked_thread() {
     assert!(!recv_cq.wait(Some(Duration::from_millis(50))).unwrap());
     assert!(t.elapsed() >= Duration::from_millis(45));
 
-    let rs = [dst.mr.sge(0, 64)];
+    let rs = [dst.mr.sge_at(0, 64)];
     // SAFETY: entry in registered memory, alive until completion.
     unsafe { qb.post_recv(&mut [RecvWr::new(&rs, 42)]) }.unwrap();
     let waiter = {
@@ -115,7 +115,7 @@ fn completion_channel_wakes_a_blocked_thread() {
         })
     };
     std::thread::sleep(Duration::from_millis(200));
-    let ss = [src.mr.sge(0, 32)];
+    let ss = [src.mr.sge_at(0, 32)];
     // SAFETY: as above.
     unsafe { qa.post_send(&mut [SendWr::send(&ss).wr_id(1).signaled()]) }.unwrap();
     let (woke, blocked_for, n, wc) = waiter.join().unwrap();
@@ -191,10 +191,11 @@ fn one_completion_helpers_return_it_or_time_out() {
     assert!(t.elapsed() >= std::time::Duration::from_millis(200), "waited the whole timeout");
     assert!(cq.spin_one(std::time::Duration::from_millis(50)).unwrap().is_none());
     assert!(cq.poll_one().unwrap().is_none());
-    let s = [buf.mr.sge(0, 8)];
+    let s = [buf.mr.sge_at(0, 8)];
     for (i, how) in ["wait", "spin"].into_iter().enumerate() {
         // SAFETY: `buf` outlives the completion taken below.
-        unsafe { qa.post_send(&mut [SendWr::write(&s, buf.mr.remote().at(32)).wr_id(i as u64).signaled()]) }.unwrap();
+        unsafe { qa.post_send(&mut [SendWr::write(&s, buf.mr.remote().addr_at(32)).wr_id(i as u64).signaled()]) }
+            .unwrap();
         let wc = match how {
             "wait" => cq.wait_one(std::time::Duration::from_secs(10)),
             _ => cq.spin_one(std::time::Duration::from_secs(10)),

@@ -60,15 +60,15 @@ fn dedicated_blueflame_writes_land_on_mlx5() {
     // BlueFlame copy): even ones inline, odd ones through a data segment.
     for i in 0..64u32 {
         let data: Vec<u8> = (0..48).map(|k| (i as u8).wrapping_mul(17) ^ k).collect();
-        let at = u64::from(i) * 64;
-        let remote = dst.mr.remote().at(at);
+        let at = i as usize * 64;
+        let remote = dst.mr.remote().addr_at(at);
         if i % 2 == 0 {
             sq.write(CtrlFlags::CQ_UPDATE, remote).inline(&data).post(&mut mmio);
         } else {
-            src.bytes()[at as usize..at as usize + 48].copy_from_slice(&data);
+            src.bytes()[at..at + 48].copy_from_slice(&data);
             let w = sq.write(CtrlFlags::CQ_UPDATE, remote);
             // SAFETY: `src` is registered (on the parent domain) and outlives the completion.
-            unsafe { w.data(48, src.mr.lkey(), src.mr.addr() + at) }.post(&mut mmio);
+            unsafe { w.data(48, src.mr.lkey(), src.mr.addr() + at as u64) }.post(&mut mmio);
         }
         let t = Instant::now();
         while dcq.poll(&mut out) == 0 {
@@ -76,9 +76,8 @@ fn dedicated_blueflame_writes_land_on_mlx5() {
         }
         assert_eq!(out[0].status(), WcStatus::SUCCESS, "WRITE {i}: {:?}", out[0]);
         assert!(sq.retire(&out[0]), "WRITE {i}: the completion frees its WQE");
-        let a = at as usize;
-        assert_eq!(&dst.bytes()[a..a + 48], &data[..], "WRITE {i} (BlueFlame) landed");
-        assert!(dst.bytes()[a + 48..a + 64].iter().all(|&b| b == 0), "WRITE {i} wrote 48 bytes only");
+        assert_eq!(&dst.bytes()[at..at + 48], &data[..], "WRITE {i} (BlueFlame) landed");
+        assert!(dst.bytes()[at + 48..at + 64].iter().all(|&b| b == 0), "WRITE {i} wrote 48 bytes only");
     }
     drop(sq);
 }

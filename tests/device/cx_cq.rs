@@ -75,14 +75,14 @@ fn compressed_cq_expands_a_burst_of_small_receives_on_mlx5() {
             src.bytes()[i * 8..i * 8 + 8].copy_from_slice(&(((rounds << 20) | i) as u64).to_le_bytes());
         }
         // BURST receives of 16 bytes on qb, in one call.
-        let rsges: Vec<[rrddmma::prim::Sge; 1]> = (0..BURST).map(|i| [dst.mr.sge(i * 16, 16)]).collect();
+        let rsges: Vec<[rrddmma::prim::Sge; 1]> = (0..BURST).map(|i| [dst.mr.sge_at(i * 16, 16)]).collect();
         let mut rwrs: Vec<RecvWr<'_>> = rsges.iter().enumerate().map(|(i, s)| RecvWr::new(s, i as u64)).collect();
         // SAFETY: every entry lies in `dst`, untouched until the completions.
         unsafe { qb.post_recv(&mut rwrs) }.unwrap();
         // BURST SENDs of 8 bytes from qa, in one call, the last signalled:
         // its completion means every SEND was acknowledged, so every
         // receive completion is in the CQ before anything polls it.
-        let ssges: Vec<[rrddmma::prim::Sge; 1]> = (0..BURST).map(|i| [src.mr.sge(i * 8, 8)]).collect();
+        let ssges: Vec<[rrddmma::prim::Sge; 1]> = (0..BURST).map(|i| [src.mr.sge_at(i * 8, 8)]).collect();
         let mut swrs: Vec<SendWr<'_>> =
             ssges.iter().enumerate().map(|(i, s)| SendWr::send(s).wr_id(i as u64)).collect();
         swrs[BURST - 1] = SendWr::send(&ssges[BURST - 1]).wr_id(BURST as u64).signaled();
@@ -128,7 +128,7 @@ fn compressed_cq_expands_a_burst_of_small_receives_on_mlx5() {
 /// Posts a WRITE of 64 bytes from `src` to `to` on `qp` (verbs path),
 /// signalled, and polls its completion from `view`.
 fn write_and_poll(qp: &Qp, src: &Buf, to: RemoteAddr, view: &mut DirectCq<'_>) -> Completion {
-    let s = [src.mr.sge(0, 64)];
+    let s = [src.mr.sge_at(0, 64)];
     // SAFETY: `src` is registered and outlives the completion.
     unsafe { qp.post_send(&mut [SendWr::write(&s, to).signaled()]) }.unwrap();
     poll_n(view, 1)[0]
@@ -166,7 +166,7 @@ fn completion_clock_stamps_advance_with_the_device_and_host_clocks_on_mlx5() {
     for _ in 0..2 {
         let before = clock.ns(&cq, ctx.raw_clock().unwrap()).unwrap();
         let host = Instant::now();
-        let c = write_and_poll(&qa, &src, dst.mr.remote().at(0), &mut view);
+        let c = write_and_poll(&qa, &src, dst.mr.remote().addr_at(0), &mut view);
         assert_eq!(c.status(), WcStatus::SUCCESS, "{c:?}");
         let after = clock.ns(&cq, ctx.raw_clock().unwrap()).unwrap();
         let t = clock.completion_ns(&cq, &c).unwrap().expect("a successful completion has a stamp");
@@ -206,7 +206,7 @@ fn completion_clock_stamps_advance_with_the_device_and_host_clocks_on_mlx5() {
     let mut stamps = Vec::new();
     for _ in 0..2 {
         let host = Instant::now();
-        let c = write_and_poll(&qc, &src, dst.mr.remote().at(0), &mut view);
+        let c = write_and_poll(&qc, &src, dst.mr.remote().addr_at(0), &mut view);
         assert_eq!(c.status(), WcStatus::SUCCESS, "{c:?}");
         let t = clock.completion_ns(&wall, &c).unwrap().expect("a successful completion has a stamp");
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64;

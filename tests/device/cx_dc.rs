@@ -67,8 +67,8 @@ impl Target {
         AddressVector::of(&self.ah).unwrap().dc(self.dct.dctn(), self.dct.key())
     }
 
-    fn remote(&self, offset: u64) -> RemoteAddr {
-        self.mem.mr.remote().at(offset)
+    fn remote(&self, offset: usize) -> RemoteAddr {
+        self.mem.mr.remote().addr_at(offset)
     }
 }
 
@@ -124,7 +124,7 @@ fn four_ops(
     local: &mut Buf,
     stream: u16,
     tag: u8,
-    base: u64,
+    base: usize,
 ) {
     let mut mmio = HwMmio;
     let (lkey, laddr) = (local.mr.lkey(), local.mr.addr());
@@ -138,7 +138,7 @@ fn four_ops(
     // SAFETY: `local` is registered with `lkey` and outlives the completion.
     unsafe { w.data(len as u32, lkey, laddr) }.post(&mut mmio);
     done(sq, dcq, dci, stream, "WRITE");
-    let at = base as usize;
+    let at = base;
     assert_eq!(&t.mem.bytes()[at..at + len], &data[..], "stream {stream}: the WRITE landed in the DCT's memory");
 
     // READ them back into local[64..128].
@@ -154,14 +154,14 @@ fn four_ops(
     let (old, new) = (0x1111_1111_1111_1111u64 * u64::from(tag % 7 + 1), 0x2323_2323_2323_2323u64);
     t.mem.bytes()[word..word + 8].copy_from_slice(&old.to_ne_bytes());
     local.bytes()[128..136].fill(0xee);
-    let w = sq.dc(seg).stream(stream).cas(CtrlFlags::CQ_UPDATE, t.remote(word as u64), old, new);
+    let w = sq.dc(seg).stream(stream).cas(CtrlFlags::CQ_UPDATE, t.remote(word), old, new);
     // SAFETY: as above: the fetched value lands in local[128..136].
     unsafe { w.data(8, lkey, laddr + 128) }.post(&mut mmio);
     done(sq, dcq, dci, stream, "CAS");
     assert_eq!(&t.mem.bytes()[word..word + 8], &new.to_ne_bytes(), "stream {stream}: CAS swapped (compare matched)");
     assert_eq!(&local.bytes()[128..136], &old.to_ne_bytes(), "stream {stream}: CAS returned the old value");
     // A CAS whose compare does not match leaves memory alone.
-    let w = sq.dc(seg).stream(stream).cas(CtrlFlags::CQ_UPDATE, t.remote(word as u64), old, 0);
+    let w = sq.dc(seg).stream(stream).cas(CtrlFlags::CQ_UPDATE, t.remote(word), old, 0);
     // SAFETY: as above.
     unsafe { w.data(8, lkey, laddr + 128) }.post(&mut mmio);
     done(sq, dcq, dci, stream, "CAS (no match)");
@@ -172,7 +172,7 @@ fn four_ops(
     let word = at + 72;
     let before = (0x0102_0304_0506_0700u64 | u64::from(tag)).to_ne_bytes();
     t.mem.bytes()[word..word + 8].copy_from_slice(&before);
-    let w = sq.dc(seg).stream(stream).fetch_add(CtrlFlags::CQ_UPDATE, t.remote(word as u64), 5);
+    let w = sq.dc(seg).stream(stream).fetch_add(CtrlFlags::CQ_UPDATE, t.remote(word), 5);
     // SAFETY: as above: the fetched value lands in local[136..144].
     unsafe { w.data(8, lkey, laddr + 136) }.post(&mut mmio);
     done(sq, dcq, dci, stream, "FETCH_ADD");
@@ -208,7 +208,7 @@ fn dc_write_read_cas_and_fetch_add_land_in_the_dct_on_mlx5() {
     // SAFETY: nothing was posted on the DCI; from here it is posted to
     // through this view alone, and each WQE's memory outlives its completion.
     let mut sq = unsafe { dci.sq_ring(&dcq) }.unwrap();
-    for (round, base) in [(1u8, 0u64), (2, 512), (3, 1024)] {
+    for (round, base) in [(1u8, 0usize), (2, 512), (3, 1024)] {
         four_ops(&mut sq, &mut dcq, &dci, &mut t, &seg, &mut local, 0, round, base);
     }
     drop(sq);
@@ -255,7 +255,7 @@ fn dc_requests_on_every_stream_of_a_dci_land_on_mlx5() {
     let n = 1u16 << streams.log_num_concurrent;
     assert_eq!(sq.dci_streams(), u32::from(n), "the view knows the DCI's streams");
     for s in 0..n {
-        four_ops(&mut sq, &mut dcq, &dci, &mut t, &seg, &mut local, s, 0x40 + s as u8, u64::from(s) * 256);
+        four_ops(&mut sq, &mut dcq, &dci, &mut t, &seg, &mut local, s, 0x40 + s as u8, usize::from(s) * 256);
     }
     drop(sq);
     assert_eq!(dci.query_state().unwrap(), QpState::RTS);
@@ -292,7 +292,7 @@ fn dc_stream_in_error_is_reset_while_another_goes_on_on_mlx5() {
 
     // Both streams work.
     for s in [0u16, 1] {
-        let w = sq.dc(&seg).stream(s).write(CtrlFlags::CQ_UPDATE, t.remote(u64::from(s) * 64));
+        let w = sq.dc(&seg).stream(s).write(CtrlFlags::CQ_UPDATE, t.remote(usize::from(s) * 64));
         // SAFETY: `local` is registered with `lkey` and outlives the completion.
         unsafe { w.data(64, lkey, laddr) }.post(&mut mmio);
         done(&mut sq, &mut dcq, &dci, s, "WRITE before the error");

@@ -170,7 +170,7 @@ fn raw_udp_frames_land_in_a_striding_rq_through_a_flow_on_connectx() {
     for seq in 0..PACKETS as u8 {
         let f = frame(mac, seq);
         out.bytes().copy_from_slice(&f);
-        let sges = [out.mr.sge(0, FRAME as u32)];
+        let sges = [out.mr.sge_at(0, FRAME)];
         // SAFETY: `out` is registered and untouched until the completion.
         unsafe { tx.post_send(&mut [SendWr::send(&sges).wr_id(u64::from(seq)).signaled()]) }.unwrap();
         let wc = poll_one(&cq2);

@@ -65,7 +65,7 @@ fn dc_mesh_writes_to_every_peer_or_falls_back_to_rc() {
                     let at = 1024 + 64 * peer as usize;
                     mem.write(at, msg.as_bytes());
                     let sge = [mem.sge(at..at + msg.len())];
-                    let wr = rrddmma::prim::SendWr::write(&sge, mrs[peer as usize].at(64 * u64::from(rank)));
+                    let wr = rrddmma::prim::SendWr::write(&sge, mrs[peer as usize].addr_at(64 * rank as usize));
                     let deadline = Instant::now() + Duration::from_secs(10);
                     loop {
                         // SAFETY: `mem` outlives the completion polled below.

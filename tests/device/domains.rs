@@ -52,9 +52,9 @@ fn write_through(ctx: &Context, pd_a: &Pd, cq_a: &Cq, qa: &Qp, pd_b: &Pd) {
     for (i, b) in src.bytes().iter_mut().enumerate() {
         *b = (i as u8).wrapping_mul(7) ^ 0x5a;
     }
-    let s = [src.mr.sge(0, 256)];
+    let s = [src.mr.sge_at(0, 256)];
     // SAFETY: both buffers are registered and outlive the completion.
-    unsafe { qa.post_send(&mut [SendWr::write(&s, dst.mr.remote().at(0)).wr_id(9).signaled()]) }.unwrap();
+    unsafe { qa.post_send(&mut [SendWr::write(&s, dst.mr.remote().addr_at(0)).wr_id(9).signaled()]) }.unwrap();
     let wc = poll_one(cq_a);
     assert_eq!((wc.wr_id(), wc.status()), (9, WcStatus::SUCCESS), "{wc:?}");
     let want = src.bytes().to_vec();
@@ -202,14 +202,14 @@ fn dmabuf_region_or_unsupported() {
     for (i, b) in src.bytes().iter_mut().enumerate() {
         *b = (i as u8) ^ 0xa5;
     }
-    let s = [src.mr.sge(0, 512)];
+    let s = [src.mr.sge_at(0, 512)];
     // SAFETY: registered buffers, alive until the completions.
-    unsafe { qa.post_send(&mut [SendWr::write(&s, mr.remote().at(1024)).wr_id(1).signaled()]) }.unwrap();
+    unsafe { qa.post_send(&mut [SendWr::write(&s, mr.remote().addr_at(1024)).wr_id(1).signaled()]) }.unwrap();
     let wc = poll_one(&cq);
     assert_eq!((wc.wr_id(), wc.status()), (1, WcStatus::SUCCESS), "{wc:?}");
-    let r = [back.mr.sge(0, 512)];
+    let r = [back.mr.sge_at(0, 512)];
     // SAFETY: as above.
-    unsafe { qa.post_send(&mut [SendWr::read(&r, mr.remote().at(1024)).wr_id(2).signaled()]) }.unwrap();
+    unsafe { qa.post_send(&mut [SendWr::read(&r, mr.remote().addr_at(1024)).wr_id(2).signaled()]) }.unwrap();
     let wc = poll_one(&cq);
     assert_eq!((wc.wr_id(), wc.status()), (2, WcStatus::SUCCESS), "{wc:?}");
     let want = src.bytes().to_vec();

@@ -71,8 +71,8 @@ fn post_on_a_reset_qp_is_an_error() {
     let mut lb = Loopback::new(QpCaps::default());
     let cq = Cq::create(&lb.ctx, 4).unwrap();
     let qp = Qp::builder(&lb.pd, QpType::RC, &cq, &cq).build().unwrap();
-    let s = [lb.mr_a.sge(0, 8)];
-    let remote = lb.mr_b.remote().at(0);
+    let s = [lb.mr_a.sge_at(0, 8)];
+    let remote = lb.mr_b.remote().addr_at(0);
     // SAFETY: entries in registered regions.
     let err = unsafe { qp.post_send(&mut [SendWr::write(&s, remote).signaled()]) }.unwrap_err();
     match err {
@@ -115,9 +115,9 @@ fn destroyed_peer_gives_retry_exceeded_not_a_hang() {
     let mut buf = vec![0u8; 64].into_boxed_slice();
     // SAFETY: `buf` outlives `mr`.
     let mr = unsafe { Mr::register(&pd, buf.as_mut_ptr(), 64, access) }.unwrap();
-    let remote = mr.remote().at(0);
+    let remote = mr.remote().addr_at(0);
     drop(qb);
-    let s = [mr.sge(0, 8)];
+    let s = [mr.sge_at(0, 8)];
     let start = Instant::now();
     // SAFETY: entries in `mr`, alive until the completion.
     unsafe { qa.post_send(&mut [SendWr::write(&s, remote).wr_id(77).signaled()]) }.unwrap();
@@ -172,7 +172,7 @@ fn bind_mw_refuses_a_qp_of_another_context() {
     let lb = Loopback::new(QpCaps::default());
     // `lb` opened the device again: its QP is of another context.
     let msg = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        lb.qa.bind_mw(&mut mw, &mr, 0, 64, AccessFlags::REMOTE_WRITE, 1)
+        lb.qa.bind_mw_at(&mut mw, &mr, 0, 64, AccessFlags::REMOTE_WRITE, 1)
     }))
     .expect_err("a QP of another context panics");
     let msg = msg.downcast_ref::<String>().expect("message");
@@ -254,10 +254,10 @@ fn a_read_without_remote_read_access_names_the_status_and_the_fix() {
     let mut target = vec![0u8; 64].into_boxed_slice();
     // SAFETY: `target` outlives the region (dropped at the end, after it).
     let no_read = unsafe { Mr::register(&lb.pd, target.as_mut_ptr(), 64, AccessFlags::LOCAL_WRITE) }.unwrap();
-    let dst = [lb.mr_a.sge(0, 8)];
+    let dst = [lb.mr_a.sge_at(0, 8)];
     let remote = no_read.remote();
     // SAFETY: `dst` lies in `lb`'s registered buffer, alive until the completion.
-    unsafe { lb.qa.post_send(&mut [SendWr::read(&dst, remote.at(0)).wr_id(77).signaled()]) }.unwrap();
+    unsafe { lb.qa.post_send(&mut [SendWr::read(&dst, remote.addr_at(0)).wr_id(77).signaled()]) }.unwrap();
     let wc = lb.cq.spin_one(Duration::from_secs(10)).unwrap().expect("a completion within 10 s");
     let dbg = format!("{wc:?}");
     assert!(dbg.contains("REM_ACCESS_ERR") || dbg.contains("REM_INV_REQ_ERR"), "{dbg}");

@@ -295,7 +295,7 @@ impl Rig {
         let (qb, cqb, b) = (self.qb.clone(), self.cqb.clone(), self.b.clone());
         Sender::spawn(move || {
             move |n: u32| {
-                let sges = [b.mr.sge(0, 8)];
+                let sges = [b.mr.sge_at(0, 8)];
                 // SAFETY: the bytes are registered, live as long as the
                 // thread (an `Arc`) and never written while a SEND reads them.
                 unsafe { qb.post_send(&mut [SendWr::send_imm(&sges, n).wr_id(u64::from(n)).signaled()]) }
@@ -308,7 +308,7 @@ impl Rig {
 
     /// Posts a receive into slot `slot` (64 bytes) of `a`'s buffer.
     fn post_recv(&self, slot: u32) {
-        let sges = [self.a.mr.sge(1024 + 64 * slot as usize, 64)];
+        let sges = [self.a.mr.sge_at(1024 + 64 * slot as usize, 64)];
         // SAFETY: the slot's bytes are registered and live as long as the
         // QP (field order); the test reads none of them.
         unsafe { self.qa.post_recv(&mut [RecvWr::new(&sges, u64::from(RECV_TAG | slot))]) }.expect("post RECV on qa");
@@ -316,8 +316,8 @@ impl Rig {
 
     /// Posts a signaled 8-byte WRITE from `a`'s buffer into `b`'s, `wr_id` `n`.
     fn post_write(&self, n: u32) {
-        let sges = [self.a.mr.sge(0, 8)];
-        let wr = SendWr::write(&sges, self.b.mr.remote().at(0)).wr_id(u64::from(n)).signaled();
+        let sges = [self.a.mr.sge_at(0, 8)];
+        let wr = SendWr::write(&sges, self.b.mr.remote().addr_at(0)).wr_id(u64::from(n)).signaled();
         // SAFETY: registered bytes that live as long as the QP; the target
         // grants REMOTE_WRITE and is read by nobody.
         unsafe { self.qa.post_send(&mut [wr]) }.expect("post WRITE on qa");
@@ -448,7 +448,7 @@ fn aimed_rounds(rig: &Rig) {
                 while Instant::now() < until {
                     std::hint::spin_loop();
                 }
-                let sges = [b.mr.sge(0, 8)];
+                let sges = [b.mr.sge_at(0, 8)];
                 // SAFETY: as in `Rig::sender`.
                 unsafe { qb.post_send(&mut [SendWr::send_imm(&sges, n).wr_id(u64::from(n)).signaled()]) }
                     .expect("post SEND on qb");
@@ -561,7 +561,7 @@ fn event_loop_under_load_local_endpoint_block_on() {
             move |n: u32| {
                 // Written only between SENDs: each waits for its completion.
                 src.bytes()[..8].copy_from_slice(&u64::from(n).to_le_bytes());
-                let sges = [src.mr.sge(0, 8)];
+                let sges = [src.mr.sge_at(0, 8)];
                 // SAFETY: registered bytes the thread owns, untouched until
                 // the completion polled below.
                 unsafe { qb.post_send(&mut [SendWr::send(&sges).wr_id(u64::from(n)).signaled()]) }
@@ -574,7 +574,7 @@ fn event_loop_under_load_local_endpoint_block_on() {
     let mut rng = Rng(0x5eed_0003);
     let mut timing = Timing::new("LocalEndpoint::block_on");
     let layout = Layout::from_size_align(64, 8).unwrap();
-    let target = b.mr.remote().at(4096 - 64);
+    let target = b.mr.remote().addr_at(4096 - 64);
     for n in 0..ROUNDS {
         let remote = rng.next() % 3 != 0;
         let delay = rng.next();
@@ -673,7 +673,7 @@ fn event_loop_under_load_rc_endpoint_driver() {
             } else {
                 let mut buf = buf;
                 buf.write(0, &u64::from(n).to_le_bytes());
-                match tokio::time::timeout(BOUND, server.write(buf, 0..8, target.at(0))).await {
+                match tokio::time::timeout(BOUND, server.write(buf, 0..8, target.addr_at(0))).await {
                     Ok(r) => drop(r.unwrap_or_else(|e| panic!("round {n}: write: {e}"))),
                     Err(_) => panic!("round {n}: write not resolved within {BOUND:?}: its event was lost"),
                 }

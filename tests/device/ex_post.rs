@@ -31,23 +31,23 @@ fn mixed_batch_with_one_doorbell() {
     let rb = b.mr.remote();
 
     // Entries of unequal lengths (1024 + 512 + 512): what rdma-core < 64 rxe miscounts.
-    let gather = [a.mr.sge(0, 1024), a.mr.sge(2048, 512), a.mr.sge(3072, 512)];
+    let gather = [a.mr.sge_at(0, 1024), a.mr.sge_at(2048, 512), a.mr.sge_at(3072, 512)];
     // Inline list (5 + 7 + 9 bytes): what rdma-core < 64 rxe posts as empty.
-    let inl = [a.mr.sge(1100, 5), a.mr.sge(1200, 7), a.mr.sge(1300, 9)];
-    let read_into = [a.mr.sge(5000, 64)];
-    let old_faa = [a.mr.sge(6000, 8)];
-    let old_cas = [a.mr.sge(6008, 8)];
-    let recv1 = [b.mr.sge(7000, 64)];
-    let recv2 = [b.mr.sge(7100, 64)];
+    let inl = [a.mr.sge_at(1100, 5), a.mr.sge_at(1200, 7), a.mr.sge_at(1300, 9)];
+    let read_into = [a.mr.sge_at(5000, 64)];
+    let old_faa = [a.mr.sge_at(6000, 8)];
+    let old_cas = [a.mr.sge_at(6008, 8)];
+    let recv1 = [b.mr.sge_at(7000, 64)];
+    let recv2 = [b.mr.sge_at(7100, 64)];
     // SAFETY: receives in registered memory, untouched until completion.
     unsafe { qb.post_recv(&mut [RecvWr::new(&recv1, 901), RecvWr::new(&recv2, 902)]) }.unwrap();
 
     let wrs = [
-        SendWr::write(&gather, rb.at(0)).wr_id(1).signaled(),
+        SendWr::write(&gather, rb.addr_at(0)).wr_id(1).signaled(),
         SendWr::send(&inl).inline().wr_id(2).signaled(),
-        SendWr::read(&read_into, rb.at(6000)).wr_id(3).signaled(),
-        SendWr::fetch_add(&old_faa, rb.at(4096), 2).wr_id(4).signaled(),
-        SendWr::compare_swap(&old_cas, rb.at(4104), 5, 77).wr_id(5).signaled(),
+        SendWr::read(&read_into, rb.addr_at(6000)).wr_id(3).signaled(),
+        SendWr::fetch_add(&old_faa, rb.addr_at(4096), 2).wr_id(4).signaled(),
+        SendWr::compare_swap(&old_cas, rb.addr_at(4104), 5, 77).wr_id(5).signaled(),
         SendWr::send_imm(&read_into[..0], 0xabcd).wr_id(6).signaled(),
     ];
     // SAFETY: every entry lies in registered memory, untouched until completion.
@@ -106,18 +106,18 @@ fn dropped_batch_posts_nothing() {
     let mut a = Buf::new(&pd, 64);
     let mut b = Buf::new(&pd, 64);
     a.bytes().fill(1);
-    let s = [a.mr.sge(0, 64)];
+    let s = [a.mr.sge_at(0, 64)];
     {
         // SAFETY: entries in registered memory.
         let mut batch = unsafe { qa.wr_batch() };
         // SAFETY: as above.
-        unsafe { batch.post(&SendWr::write(&s, b.mr.remote().at(0)).wr_id(1).signaled()) }.unwrap();
+        unsafe { batch.post(&SendWr::write(&s, b.mr.remote().addr_at(0)).wr_id(1).signaled()) }.unwrap();
     } // aborted
       // A later batch still works, and only its request completes.
       // SAFETY: as above.
     let mut batch = unsafe { qa.wr_batch() };
     // SAFETY: as above.
-    unsafe { batch.post(&SendWr::write(&s[..], b.mr.remote().at(0)).wr_id(2).signaled()) }.unwrap();
+    unsafe { batch.post(&SendWr::write(&s[..], b.mr.remote().addr_at(0)).wr_id(2).signaled()) }.unwrap();
     batch.complete().unwrap();
     let wc = poll_one(&cq);
     assert_eq!((wc.wr_id(), wc.status()), (2, WcStatus::SUCCESS));
@@ -140,7 +140,7 @@ fn batch_on_a_qp_without_send_ops_panics_naming_the_fix() {
     let mut a = Buf::new(&pd, 64);
     let mut b = Buf::new(&pd, 64);
     a.bytes().fill(5);
-    let s = [a.mr.sge(0, 64)];
+    let s = [a.mr.sge_at(0, 64)];
     let fix = "wr_batch on a QP without send_ops: create it with QpBuilder::send_ops";
     // SAFETY: nothing reaches the device (the batch panics or is dropped).
     assert_eq!(panic_message(|| unsafe { qa.wr_batch() }.complete().unwrap()), fix);
@@ -149,7 +149,7 @@ fn batch_on_a_qp_without_send_ops_panics_naming_the_fix() {
             // SAFETY: as above.
             let mut batch = unsafe { qa.wr_batch() };
             // SAFETY: entries in registered memory.
-            let _ = unsafe { batch.post(&SendWr::write(&s, b.mr.remote().at(0)).wr_id(1).signaled()) };
+            let _ = unsafe { batch.post(&SendWr::write(&s, b.mr.remote().addr_at(0)).wr_id(1).signaled()) };
         }),
         fix
     );
@@ -163,7 +163,7 @@ fn batch_on_a_qp_without_send_ops_panics_naming_the_fix() {
     );
     // SAFETY: as above.
     drop(unsafe { qa.wr_batch() });
-    let mut wrs = [SendWr::write(&s, b.mr.remote().at(0)).wr_id(2).signaled()];
+    let mut wrs = [SendWr::write(&s, b.mr.remote().addr_at(0)).wr_id(2).signaled()];
     // SAFETY: entries in registered memory, alive until completion.
     unsafe { qa.post_send(&mut wrs) }.unwrap();
     let wc = poll_one(&cq);
@@ -188,7 +188,7 @@ fn one_entry_methods_write_read_send_and_atomics() {
     b.bytes()[2048..2056].copy_from_slice(&10u64.to_ne_bytes());
     b.bytes()[2056..2064].copy_from_slice(&3u64.to_ne_bytes());
     let rb = b.mr.remote();
-    let recv = [b.mr.sge(3000, 64)];
+    let recv = [b.mr.sge_at(3000, 64)];
     // SAFETY: a receive in registered memory, untouched until completion.
     unsafe { qb.post_recv(&mut [RecvWr::new(&recv, 900)]) }.unwrap();
 
@@ -197,11 +197,11 @@ fn one_entry_methods_write_read_send_and_atomics() {
     let mut batch = unsafe { qa.wr_batch() };
     // SAFETY: as above (`INLINE` is masked out: the entry is registered).
     unsafe {
-        batch.rdma_write(1, sig | SendFlags::INLINE, &a.mr.sge(0, 64), rb.at(0));
-        batch.rdma_read(2, sig, &a.mr.sge(100, 64), rb.at(1024));
-        batch.send(3, sig, &a.mr.sge(0, 16));
-        batch.fetch_add(4, sig, &a.mr.sge(200, 8), rb.at(2048), 5);
-        batch.compare_swap(5, sig, &a.mr.sge(208, 8), rb.at(2056), 3, 99);
+        batch.rdma_write(1, sig | SendFlags::INLINE, &a.mr.sge_at(0, 64), rb.addr_at(0));
+        batch.rdma_read(2, sig, &a.mr.sge_at(100, 64), rb.addr_at(1024));
+        batch.send(3, sig, &a.mr.sge_at(0, 16));
+        batch.fetch_add(4, sig, &a.mr.sge_at(200, 8), rb.addr_at(2048), 5);
+        batch.compare_swap(5, sig, &a.mr.sge_at(208, 8), rb.addr_at(2056), 3, 99);
     }
     batch.complete().unwrap();
     let mut got: Vec<Wc> = (0..6).map(|_| poll_one(&cq)).collect();
@@ -238,7 +238,7 @@ fn one_entry_methods_refuse_ud() {
     let cq = Cq::create(&ctx, 16).unwrap();
     let qp = Qp::builder(&pd, QpType::UD, &cq, &cq).send_ops(SendOps::SEND).build().unwrap();
     let a = Buf::new(&pd, 64);
-    let sge = a.mr.sge(0, 8);
+    let sge = a.mr.sge_at(0, 8);
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // SAFETY: registered entry; the call panics before anything is written.
         let mut batch = unsafe { qp.wr_batch() };
@@ -252,7 +252,7 @@ fn one_entry_methods_refuse_ud() {
     // refuses RDMA send ops on UD, left the entry unset): a contract of the
     // unsafe call, which debug builds (these tests) check.
     if cfg!(debug_assertions) {
-        let remote = a.mr.remote().at(8);
+        let remote = a.mr.remote().addr_at(8);
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             // SAFETY: registered entry; in a debug build the call panics
             // before anything is called.

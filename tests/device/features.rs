@@ -66,16 +66,16 @@ fn memory_window_grants_part_of_a_region() {
         }
     };
     // The owner (b) grants remote write to 1 KiB at offset 4096.
-    let token = qb.bind_mw(&mut mw, &mr, 4096, 1024, AccessFlags::REMOTE_WRITE, 50).unwrap();
+    let token = qb.bind_mw_at(&mut mw, &mr, 4096, 1024, AccessFlags::REMOTE_WRITE, 50).unwrap();
     let wc = poll_one(&cq);
     assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (50, WcStatus::SUCCESS, WcOpcode::BIND_MW));
     assert_eq!(token.rkey, mw.rkey());
     assert_ne!(token.rkey, mr.rkey(), "the window has its own key");
 
     src.bytes().fill(0x3c);
-    let s = [src.mr.sge(0, 256)];
+    let s = [src.mr.sge_at(0, 256)];
     // SAFETY: entries in registered memory, alive until completion.
-    unsafe { qa.post_send(&mut [SendWr::write(&s, token.at(512)).wr_id(51).signaled()]) }.unwrap();
+    unsafe { qa.post_send(&mut [SendWr::write(&s, token.addr_at(512)).wr_id(51).signaled()]) }.unwrap();
     let wc = poll_one(&cq);
     assert_eq!((wc.wr_id(), wc.status()), (51, WcStatus::SUCCESS));
     assert!(mem[4096 + 512..4096 + 768].iter().all(|&b| b == 0x3c), "write through the window landed");
@@ -118,9 +118,9 @@ fn d1_advise_mr_refuses_a_region_without_odp() {
         let p = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).expect_err("refused before the call");
         p.downcast_ref::<String>().cloned().unwrap_or_default()
     };
-    let m = refused(&|| pd.advise_mr(Advice::PrefetchWrite, true, &plain.mr, &[plain.mr.sge(0, 4096)]));
+    let m = refused(&|| pd.advise_mr(Advice::PrefetchWrite, true, &plain.mr, &[plain.mr.sge_at(0, 4096)]));
     assert!(m.starts_with("Pd::advise_mr: the region at ") && m.contains("without AccessFlags::ON_DEMAND"), "{m}");
-    let m = refused(&|| pd.advise_mr(Advice::Prefetch, false, &other.mr, &[other.mr.sge(0, 64)]));
+    let m = refused(&|| pd.advise_mr(Advice::Prefetch, false, &other.mr, &[other.mr.sge_at(0, 64)]));
     assert!(m.contains("without AccessFlags::ON_DEMAND"), "{m}");
     println!("d1: a region without ODP refused before the call: {m}");
 }

@@ -59,13 +59,13 @@ fn flush_after_write_completes_and_the_data_is_there_or_is_unsupported() {
         *b = (i % 253) as u8 ^ 0xc3;
     }
     let expected_bytes = src.bytes()[..512].to_vec();
-    let s = [src.mr.sge(0, 512)];
+    let s = [src.mr.sge_at(0, 512)];
     // SAFETY: `src` and `target` outlive the completions below.
-    unsafe { qa.post_send(&mut [SendWr::write(&s, mr.remote().at(256)).wr_id(1)]) }.unwrap();
+    unsafe { qa.post_send(&mut [SendWr::write(&s, mr.remote().addr_at(256)).wr_id(1)]) }.unwrap();
     // SAFETY: FLUSH names no local memory.
     let mut batch = unsafe { qa.wr_batch() };
     batch
-        .flush(2, SendFlags::SIGNALED, mr.remote().at(256), 512, FlushPlacement::Global, FlushLevel::Range)
+        .flush(2, SendFlags::SIGNALED, mr.remote().addr_at(256), 512, FlushPlacement::Global, FlushLevel::Range)
         .expect("ibv_wr_flush");
     batch.complete().expect("ibv_wr_complete");
     let wc = poll_one(&cq);
@@ -74,7 +74,7 @@ fn flush_after_write_completes_and_the_data_is_there_or_is_unsupported() {
     // The whole region, too.
     // SAFETY: as above.
     let mut batch = unsafe { qa.wr_batch() };
-    batch.flush(3, SendFlags::SIGNALED, mr.remote().at(0), 0, FlushPlacement::Global, FlushLevel::Region).unwrap();
+    batch.flush(3, SendFlags::SIGNALED, mr.remote().addr_at(0), 0, FlushPlacement::Global, FlushLevel::Region).unwrap();
     batch.complete().unwrap();
     let wc = poll_one(&cq);
     assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (3, WcStatus::SUCCESS, WcOpcode::FLUSH));

@@ -79,10 +79,10 @@ fn xrc_srq_receives_what_the_sender_names_by_srqn() {
     let mut dst = Buf::new(&pd, 64);
     let mut src = Buf::new(&pd, 64);
     src.bytes().copy_from_slice(&[0x5a; 64]);
-    let r = [dst.mr.sge(0, 64)];
+    let r = [dst.mr.sge_at(0, 64)];
     // SAFETY: the entries lie in registered buffers alive until the completions.
     unsafe { srq.post_recv(&mut [RecvWr::new(&r, 1)]) }.unwrap();
-    let s = [src.mr.sge(0, 64)];
+    let s = [src.mr.sge_at(0, 64)];
     // SAFETY: as above.
     unsafe { ini.post_send(&mut [SendWr::send(&s).xrc_srqn(srqn).wr_id(2).signaled()]) }.unwrap();
     let mut seen = [None, None];
@@ -135,10 +135,10 @@ fn device_clock_reads_and_converts_completion_timestamps() {
     let cq = Cq::builder(&lb.ctx, 16).extended(WcFlagsEx::STANDARD | WcFlagsEx::COMPLETION_TIMESTAMP).build().unwrap();
     let (qa, _qb) = connected_rc_pair(&lb.pd, &cq, &cq, QpCaps::default(), 9, &opts(&lb.ctx)).unwrap();
     lb.a().fill(7);
-    let s = [lb.mr_a.sge(0, 64)];
+    let s = [lb.mr_a.sge_at(0, 64)];
     let before = lb.ctx.raw_clock().unwrap();
     // SAFETY: entries in registered memory, alive until the completion.
-    unsafe { qa.post_send(&mut [SendWr::write(&s, lb.mr_b.remote().at(0)).wr_id(3).signaled()]) }.unwrap();
+    unsafe { qa.post_send(&mut [SendWr::write(&s, lb.mr_b.remote().addr_at(0)).wr_id(3).signaled()]) }.unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     let ts = loop {
         if let Some(p) = cq.start_poll().unwrap() {
@@ -176,7 +176,7 @@ fn device_memory_region_is_written_and_read_by_requests() {
     let dmr = dm.reg_mr(&lb.pd, 0, 256, access).unwrap();
     assert_eq!((dmr.len(), dmr.remote().addr), (256, 0));
     lb.a()[..128].iter_mut().enumerate().for_each(|(i, b)| *b = i as u8);
-    let s = [lb.mr_a.sge(0, 128)];
+    let s = [lb.mr_a.sge_at(0, 128)];
     let target = rrddmma::prim::RemoteAddr { addr: 64, rkey: dmr.rkey() };
     // SAFETY: entries in registered memory, alive until the completion.
     unsafe { lb.qa.post_send(&mut [SendWr::write(&s, target).wr_id(4).signaled()]) }.unwrap();
@@ -187,9 +187,9 @@ fn device_memory_region_is_written_and_read_by_requests() {
     assert!(back.iter().enumerate().all(|(i, &b)| b == i as u8), "the WRITE landed in device memory");
     // The device memory as a local entry: a READ from b's buffer lands in it.
     lb.b()[..128].fill(0xa5);
-    let dst = [dmr.sge(128, 128)];
+    let dst = [dmr.sge_at(128, 128)];
     // SAFETY: as above.
-    unsafe { lb.qa.post_send(&mut [SendWr::read(&dst, lb.mr_b.remote().at(0)).wr_id(5).signaled()]) }.unwrap();
+    unsafe { lb.qa.post_send(&mut [SendWr::read(&dst, lb.mr_b.remote().addr_at(0)).wr_id(5).signaled()]) }.unwrap();
     let wc = poll_one(&lb.cq);
     assert_eq!((wc.wr_id(), wc.status()), (5, WcStatus::SUCCESS), "{wc:?}");
     dm.read(128, &mut back).unwrap();
@@ -256,9 +256,9 @@ fn rate_limit_paces_a_qp_or_is_unsupported() {
     let e = lb.qa.set_rate_limit(&RateLimit::kbps(caps.qp_rate_limit_max.saturating_add(1))).unwrap_err();
     assert!(matches!(e, Error::BadArgument { op: "ibv_modify_qp_rate_limit", .. }), "{e:?}");
     lb.a().fill(0x11);
-    let s = [lb.mr_a.sge(0, 1024)];
+    let s = [lb.mr_a.sge_at(0, 1024)];
     // SAFETY: entries in registered memory, alive until the completion.
-    unsafe { lb.qa.post_send(&mut [SendWr::write(&s, lb.mr_b.remote().at(0)).wr_id(6).signaled()]) }.unwrap();
+    unsafe { lb.qa.post_send(&mut [SendWr::write(&s, lb.mr_b.remote().addr_at(0)).wr_id(6).signaled()]) }.unwrap();
     assert_eq!(poll_one(&lb.cq).status(), WcStatus::SUCCESS);
     assert!(lb.b()[..1024].iter().all(|&b| b == 0x11));
     lb.qa.set_rate_limit(&RateLimit::kbps(0)).unwrap();

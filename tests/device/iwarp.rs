@@ -132,7 +132,7 @@ fn rc_through_the_cm_write_send_and_read() {
     src.write(1024, b"done");
     let wsge = [src.sge(0..msg.len())];
     let ssge = [src.sge(1024..1028)];
-    let at = remote.checked_at(100, msg.len() as u64).unwrap();
+    let at = remote.checked_addr_at(100, msg.len()).unwrap();
     // SAFETY: `src` is registered on the client's PD and outlives the completions.
     unsafe { cqp.post_send(&mut [SendWr::write(&wsge, at).wr_id(1), SendWr::send(&ssge).wr_id(2).signaled()]) }
         .unwrap();
@@ -149,7 +149,7 @@ fn rc_through_the_cm_write_send_and_read() {
 
     let back = b"read me back over the wire";
     let rsge = [src.sge(3000..3000 + back.len())];
-    let from = remote.checked_at(2048, back.len() as u64).unwrap();
+    let from = remote.checked_addr_at(2048, back.len()).unwrap();
     // SAFETY: as above.
     unsafe { cqp.post_send(&mut [SendWr::read(&rsge, from).wr_id(4).signaled()]) }.unwrap();
     let wc = poll_one(&ccq);
@@ -284,7 +284,7 @@ fn atomics_on_iwarp_are_typed_errors_naming_the_cap() {
 
     let mut src = RegisteredMem::new(&cpd, 64).unwrap();
     let old = [src.sge(0..8)];
-    let at = remote.checked_at(0, 8).unwrap();
+    let at = remote.checked_addr_at(0, 8).unwrap();
     let atomics = [
         ("IBV_WR_ATOMIC_FETCH_AND_ADD", SendWr::fetch_add(&old, at, 5)),
         ("IBV_WR_ATOMIC_CMP_AND_SWP", SendWr::compare_swap(&old, at, 5, 9)),
@@ -315,7 +315,7 @@ fn atomics_on_iwarp_are_typed_errors_naming_the_cap() {
     src.write(16, b"first");
     let w = [src.sge(16..21)];
     let mut list = [
-        SendWr::write(&w, remote.checked_at(200, 5).unwrap()).wr_id(20).signaled(),
+        SendWr::write(&w, remote.checked_addr_at(200, 5).unwrap()).wr_id(20).signaled(),
         SendWr::fetch_add(&old, at, 1).wr_id(21).signaled(),
     ];
     // SAFETY: as above.
@@ -340,7 +340,8 @@ fn atomics_on_iwarp_are_typed_errors_naming_the_cap() {
     src.write(8, b"after");
     let w = [src.sge(8..13)];
     // SAFETY: as above.
-    unsafe { cqp.post_send(&mut [SendWr::write(&w, remote.checked_at(100, 5).unwrap()).wr_id(7).signaled()]) }.unwrap();
+    unsafe { cqp.post_send(&mut [SendWr::write(&w, remote.checked_addr_at(100, 5).unwrap()).wr_id(7).signaled()]) }
+        .unwrap();
     assert_eq!(poll_one(&ccq).status(), WcStatus::SUCCESS);
     let mut got = [0; 5];
     target.read(100, &mut got);

@@ -39,8 +39,8 @@ fn loopback_write_read_send_imm() {
     lb.a().copy_from_slice(&pattern(1));
 
     // RDMA WRITE a -> b.
-    let sges = [lb.mr_a.sge(0, LEN as u32)];
-    let wr = SendWr::write(&sges, lb.mr_b.remote().at(0)).wr_id(1).signaled();
+    let sges = [lb.mr_a.sge_at(0, LEN)];
+    let wr = SendWr::write(&sges, lb.mr_b.remote().addr_at(0)).wr_id(1).signaled();
     // SAFETY: the entry lies in `mr_a`; the buffers stay untouched until the completion.
     unsafe { lb.qa.post_send(&mut [wr]) }.expect("post WRITE");
     let wc = poll_one(&lb.cq);
@@ -50,7 +50,7 @@ fn loopback_write_read_send_imm() {
 
     // RDMA READ b -> a, after b's memory changes.
     lb.b().copy_from_slice(&pattern(7));
-    let wr = SendWr::read(&sges, lb.mr_b.remote().at(0)).wr_id(2).signaled();
+    let wr = SendWr::read(&sges, lb.mr_b.remote().addr_at(0)).wr_id(2).signaled();
     // SAFETY: as above.
     unsafe { lb.qa.post_send(&mut [wr]) }.expect("post READ");
     let wc = poll_one(&lb.cq);
@@ -59,23 +59,23 @@ fn loopback_write_read_send_imm() {
     assert_eq!(lb.a(), &pattern(7)[..], "RDMA READ: local buffer differs from remote");
 
     // SEND with immediate a -> b, into a posted receive of b at an offset.
-    const SEND_LEN: u32 = 1000;
+    const SEND_LEN: usize = 1000;
     lb.b().fill(0);
     lb.a().copy_from_slice(&pattern(42));
-    let rsges = [lb.mr_b.sge(16, LEN as u32 - 16)];
+    let rsges = [lb.mr_b.sge_at(16, LEN - 16)];
     // SAFETY: the entry lies in `mr_b`, untouched until the completion.
     unsafe { lb.qb.post_recv(&mut [RecvWr::new(&rsges, 3)]) }.expect("post RECV");
-    let ssges = [lb.mr_a.sge(8, SEND_LEN)];
+    let ssges = [lb.mr_a.sge_at(8, SEND_LEN)];
     // SAFETY: as above.
     unsafe { lb.qa.post_send(&mut [SendWr::send_imm(&ssges, 0xdead_beef).wr_id(4).signaled()]) }
         .expect("post SEND_WITH_IMM");
     let (send, recv) = crate::common::poll_pair(&lb.cq, 4, 3);
     assert_eq!((send.status(), send.opcode()), (WcStatus::SUCCESS, WcOpcode::SEND));
     assert_eq!((recv.status(), recv.opcode()), (WcStatus::SUCCESS, WcOpcode::RECV));
-    assert_eq!(recv.byte_len(), SEND_LEN, "RECV byte_len");
+    assert_eq!(recv.byte_len() as usize, SEND_LEN, "RECV byte_len");
     assert_eq!(recv.imm(), Some(0xdead_beef), "immediate data");
     assert_eq!(recv.qp_num(), lb.qb.qpn());
     let b = lb.b();
-    assert_eq!(&b[16..16 + SEND_LEN as usize], &pattern(42)[8..8 + SEND_LEN as usize], "SEND payload");
-    assert!(b[..16].iter().chain(&b[16 + SEND_LEN as usize..]).all(|&x| x == 0), "bytes outside the SEND changed");
+    assert_eq!(&b[16..16 + SEND_LEN], &pattern(42)[8..8 + SEND_LEN], "SEND payload");
+    assert!(b[..16].iter().chain(&b[16 + SEND_LEN..]).all(|&x| x == 0), "bytes outside the SEND changed");
 }

@@ -124,7 +124,7 @@ fn mkey_one_remote_range_over_three_regions_on_mlx5() {
     let past = [MrRange { mr: &mrs[0], offset: 60, len: 16 }];
     let conf = MkeyConf { access: None, layout: Some(MkeyLayout::List(&past)) };
     assert!(sq.mkey_configure(CtrlFlags::empty(), &mut key, conf).is_err());
-    let w = sq.write(CtrlFlags::CQ_UPDATE, key.at(0));
+    let w = sq.write(CtrlFlags::CQ_UPDATE, key.addr_at(0));
     // SAFETY: `mr_src` covers these 48 bytes and outlives the request.
     unsafe { w.data(48, mr_src.lkey(), mr_src.addr()) }.post(&mut mmio);
     wait(&mut sq);

@@ -53,7 +53,7 @@ fn bind(p: &Pair, mw: &mut Mw, t: &Target, wr_id: u64) -> rrddmma::prim::RemoteM
     let before = mw.rkey();
     // SAFETY: the bind names no local memory beyond the region (checked).
     let mut batch = unsafe { p.b.wr_batch() };
-    let remote = batch.bind_mw(wr_id, S, mw, &t.mr, (256, 1024), AccessFlags::REMOTE_WRITE).expect("ibv_wr_bind_mw");
+    let remote = batch.bind_mw_at(wr_id, S, mw, &t.mr, (256, 1024), AccessFlags::REMOTE_WRITE).expect("ibv_wr_bind_mw");
     batch.complete().unwrap();
     let wc = poll_one(&p.cq_b);
     assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (wr_id, WcStatus::SUCCESS, WcOpcode::BIND_MW));
@@ -65,11 +65,11 @@ fn bind(p: &Pair, mw: &mut Mw, t: &Target, wr_id: u64) -> rrddmma::prim::RemoteM
 }
 
 /// WRITEs 64 bytes of `fill` from `p.a` at the window's offset `at`.
-fn write(p: &Pair, src: &mut Buf, remote: &rrddmma::prim::RemoteMr, at: u64, fill: u8, wr_id: u64) -> WcStatus {
+fn write(p: &Pair, src: &mut Buf, remote: &rrddmma::prim::RemoteMr, at: usize, fill: u8, wr_id: u64) -> WcStatus {
     src.bytes()[..64].fill(fill);
-    let s = [src.mr.sge(0, 64)];
+    let s = [src.mr.sge_at(0, 64)];
     // SAFETY: `src` outlives the completion polled below.
-    unsafe { p.a.post_send(&mut [SendWr::write(&s, remote.at(at)).wr_id(wr_id).signaled()]) }.unwrap();
+    unsafe { p.a.post_send(&mut [SendWr::write(&s, remote.addr_at(at)).wr_id(wr_id).signaled()]) }.unwrap();
     let wc = poll_one(&p.cq_a);
     assert_eq!(wc.wr_id(), wr_id);
     wc.status()
@@ -135,11 +135,11 @@ fn type2_window_send_with_invalidate_then_rebind_and_the_old_key_is_refused() {
     let w = bind(&p, &mut mw, &t, 1);
 
     // The peer invalidates the window with its SEND.
-    let r = [inbox.mr.sge(0, 256)];
+    let r = [inbox.mr.sge_at(0, 256)];
     // SAFETY: `inbox` outlives the completion.
     unsafe { p.b.post_recv(&mut [RecvWr::new(&r, 7)]) }.unwrap();
     src.bytes()[..5].copy_from_slice(b"done.");
-    let s = [src.mr.sge(0, 5)];
+    let s = [src.mr.sge_at(0, 5)];
     // SAFETY: `src` outlives the completion.
     let mut batch = unsafe { p.a.wr_batch() };
     // SAFETY: as above.
@@ -159,7 +159,7 @@ fn type2_window_send_with_invalidate_then_rebind_and_the_old_key_is_refused() {
     // SAFETY: `inbox` outlives the completion.
     unsafe { p.b.post_recv(&mut [RecvWr::new(&r, 13)]) }.unwrap();
     src.bytes()[..4].copy_from_slice(b"next");
-    let s = [src.mr.sge(0, 4)];
+    let s = [src.mr.sge_at(0, 4)];
     // SAFETY: `src` outlives the completion.
     let mut batch = unsafe { p.a.wr_batch() };
     // SAFETY: as above.

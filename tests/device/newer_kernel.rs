@@ -21,7 +21,7 @@ use crate::common::{connect_pair, kernel, kernel_version, open_device, opts, pol
 const ODP_LEN: usize = 1 << 20;
 const PAGE: usize = 4096;
 /// One packet at the default path MTU (1024).
-const PACKET: u32 = 1024;
+const PACKET: usize = 1024;
 
 /// What the harness says this kernel's rxe must do, if it says.
 fn expect_odp() -> Option<bool> {
@@ -76,31 +76,31 @@ fn odp_region_takes_write_read_and_atomic_on_pages_never_touched() {
     for (i, b) in src.bytes().iter_mut().enumerate() {
         *b = (i % 251) as u8 ^ 0x5a;
     }
-    let expected = src.bytes()[..PACKET as usize].to_vec();
-    let s = [src.mr.sge(0, PACKET)];
+    let expected = src.bytes()[..PACKET].to_vec();
+    let s = [src.mr.sge_at(0, PACKET)];
     // SAFETY: the entry lies in `src`, untouched until the completion.
-    unsafe { qa.post_send(&mut [SendWr::write(&s, odp.remote().at(at as u64)).wr_id(1).signaled()]) }.unwrap();
+    unsafe { qa.post_send(&mut [SendWr::write(&s, odp.remote().addr_at(at)).wr_id(1).signaled()]) }.unwrap();
     let wc = poll_one(&cq);
     assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (1, WcStatus::SUCCESS, WcOpcode::RDMA_WRITE));
 
     // READ back from it, and READ a page nobody wrote (zeros).
     src.bytes().fill(0xee);
-    let s = [src.mr.sge(0, PACKET)];
+    let s = [src.mr.sge_at(0, PACKET)];
     // SAFETY: as above.
-    unsafe { qa.post_send(&mut [SendWr::read(&s, odp.remote().at(at as u64)).wr_id(2).signaled()]) }.unwrap();
+    unsafe { qa.post_send(&mut [SendWr::read(&s, odp.remote().addr_at(at)).wr_id(2).signaled()]) }.unwrap();
     let wc = poll_one(&cq);
     assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (2, WcStatus::SUCCESS, WcOpcode::RDMA_READ));
-    assert_eq!(&src.bytes()[..PACKET as usize], &expected[..], "READ through the ODP region");
+    assert_eq!(&src.bytes()[..PACKET], &expected[..], "READ through the ODP region");
     src.bytes().fill(0xee);
     // SAFETY: as above.
-    unsafe { qa.post_send(&mut [SendWr::read(&s, odp.remote().at(ODP_LEN as u64 / 2)).wr_id(3).signaled()]) }.unwrap();
+    unsafe { qa.post_send(&mut [SendWr::read(&s, odp.remote().addr_at(ODP_LEN / 2)).wr_id(3).signaled()]) }.unwrap();
     let wc = poll_one(&cq);
     assert_eq!((wc.wr_id(), wc.status()), (3, WcStatus::SUCCESS));
-    assert!(src.bytes()[..PACKET as usize].iter().all(|&b| b == 0), "an untouched ODP page reads as zeros");
+    assert!(src.bytes()[..PACKET].iter().all(|&b| b == 0), "an untouched ODP page reads as zeros");
 
     // Fetch-and-add on another untouched page.
-    let old = [src.mr.sge(0, 8)];
-    let target = odp.remote().at(ODP_LEN as u64 / 4);
+    let old = [src.mr.sge_at(0, 8)];
+    let target = odp.remote().addr_at(ODP_LEN / 4);
     // SAFETY: as above.
     unsafe { qa.post_send(&mut [SendWr::fetch_add(&old, target, 41).wr_id(4).signaled()]) }.unwrap();
     let wc = poll_one(&cq);
@@ -108,7 +108,7 @@ fn odp_region_takes_write_read_and_atomic_on_pages_never_touched() {
     assert_eq!(u64::from_ne_bytes(src.bytes()[..8].try_into().unwrap()), 0, "old value of an untouched page");
 
     drop(odp);
-    assert_eq!(&mem[at..at + PACKET as usize], &expected[..], "the WRITE landed in process memory");
+    assert_eq!(&mem[at..at + PACKET], &expected[..], "the WRITE landed in process memory");
     let q = ODP_LEN / 4;
     assert_eq!(u64::from_ne_bytes(mem[q..q + 8].try_into().unwrap()), 41, "the atomic landed in process memory");
     eprintln!("odp: WRITE, READ and FETCH_ADD through untouched pages on {} under kernel {}", ctx.name(), kernel());
@@ -148,7 +148,7 @@ fn atomic_write_places_eight_bytes_or_is_unsupported() {
     let value = 0x0123_4567_89ab_cdef_u64;
     // SAFETY: the batch names no local memory.
     let mut batch = unsafe { qa.wr_batch() };
-    batch.atomic_write(5, SendFlags::SIGNALED, target.mr.remote().at(64), value).expect("ibv_wr_atomic_write");
+    batch.atomic_write(5, SendFlags::SIGNALED, target.mr.remote().addr_at(64), value).expect("ibv_wr_atomic_write");
     batch.complete().unwrap();
     let wc = poll_one(&cq);
     assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (5, WcStatus::SUCCESS, WcOpcode::ATOMIC_WRITE));
@@ -192,10 +192,10 @@ fn odp_prefetch_and_implicit_odp_work_or_are_unsupported() {
             let (qa, _qb) = connected_rc_pair(&pd, &cq, &cq, QpCaps::default(), 0x1d9, &opts(&ctx)).unwrap();
             let mut src = Buf::new(&pd, 4096);
             src.bytes()[..64].copy_from_slice(&[0x3c; 64]);
-            let s = [src.mr.sge(0, 64)];
-            let at = landing.as_mut_ptr() as u64 + PAGE as u64;
+            let s = [src.mr.sge_at(0, 64)];
+            let at = landing.as_mut_ptr() as usize + PAGE;
             // SAFETY: `src` and `landing` outlive the completion.
-            unsafe { qa.post_send(&mut [SendWr::write(&s, whole.remote().at(at)).wr_id(9).signaled()]) }.unwrap();
+            unsafe { qa.post_send(&mut [SendWr::write(&s, whole.remote().addr_at(at)).wr_id(9).signaled()]) }.unwrap();
             let wc = poll_one(&cq);
             assert_eq!((wc.wr_id(), wc.status()), (9, WcStatus::SUCCESS));
             drop(whole);
@@ -219,7 +219,7 @@ fn odp_prefetch_and_implicit_odp_work_or_are_unsupported() {
     let mem = &mut block[skip..skip + ODP_LEN];
     // SAFETY: `block` outlives the region (dropped first, below).
     let odp = unsafe { Mr::register(&pd, mem.as_mut_ptr(), ODP_LEN, access | AccessFlags::ON_DEMAND) }.unwrap();
-    let ranges = [odp.sge(0, 4 * PAGE as u32), odp.sge(ODP_LEN / 2, PAGE as u32)];
+    let ranges = [odp.sge_at(0, 4 * PAGE), odp.sge_at(ODP_LEN / 2, PAGE)];
     match pd.advise_mr(Advice::PrefetchWrite, true, &odp, &ranges) {
         Ok(()) => {
             assert!(prefetch_expected, "advise_mr worked on rxe with rdma-core {release}, whose provider lacks it");

@@ -14,8 +14,8 @@ fn u64_at(buf: &[u8], off: usize) -> u64 {
 fn atomics_return_the_old_value_and_update_memory() {
     let mut lb = Loopback::new(QpCaps::default());
     lb.b()[64..72].copy_from_slice(&100u64.to_ne_bytes());
-    let old = [lb.mr_a.sge(0, 8)];
-    let target = lb.mr_b.remote().at(64);
+    let old = [lb.mr_a.sge_at(0, 8)];
+    let target = lb.mr_b.remote().addr_at(64);
 
     // Fetch-and-add: old value back, memory increased.
     // SAFETY: entries in registered regions, untouched until completion.
@@ -50,10 +50,11 @@ fn write_with_immediate_consumes_a_receive() {
     lb.a()[..512].iter_mut().enumerate().for_each(|(i, x)| *x = (i % 256) as u8);
     // SAFETY: an empty receive; the WRITE's entries lie in registered regions.
     unsafe { lb.qb.post_recv(&mut [RecvWr::empty(10)]) }.unwrap();
-    let src = [lb.mr_a.sge(0, 512)];
+    let src = [lb.mr_a.sge_at(0, 512)];
     // SAFETY: as above.
     unsafe {
-        lb.qa.post_send(&mut [SendWr::write_imm(&src, lb.mr_b.remote().at(1024), 0x0bad_cafe).wr_id(11).signaled()])
+        lb.qa
+            .post_send(&mut [SendWr::write_imm(&src, lb.mr_b.remote().addr_at(1024), 0x0bad_cafe).wr_id(11).signaled()])
     }
     .unwrap();
     let (send, recv) = poll_pair(&lb.cq, 11, 10);
@@ -72,10 +73,10 @@ fn batch_of_writes_with_one_post_and_selective_signalling() {
     const CHUNK: usize = LEN / N;
     let mut lb = Loopback::new(QpCaps::default().max_send_wr(N as u32));
     lb.a().iter_mut().enumerate().for_each(|(i, x)| *x = (i * 7 % 253) as u8);
-    let sges: Vec<[Sge; 1]> = (0..N).map(|i| [lb.mr_a.sge(i * CHUNK, CHUNK as u32)]).collect();
+    let sges: Vec<[Sge; 1]> = (0..N).map(|i| [lb.mr_a.sge_at(i * CHUNK, CHUNK)]).collect();
     let remote = lb.mr_b.remote();
     let mut wrs: Vec<SendWr<'_>> =
-        (0..N).map(|i| SendWr::write(&sges[i], remote.at((i * CHUNK) as u64)).wr_id(i as u64)).collect();
+        (0..N).map(|i| SendWr::write(&sges[i], remote.addr_at(i * CHUNK)).wr_id(i as u64)).collect();
     // Only the last is signalled; on an RC QP its completion implies the others.
     wrs[N - 1] = wrs[N - 1].signaled();
     // SAFETY: entries in registered regions, untouched until completion.
@@ -94,10 +95,10 @@ fn inline_fenced_and_solicited_sends() {
     let mut lb = Loopback::new(QpCaps::default().max_inline_data(64));
     assert!(lb.qa.caps().get_max_inline_data() >= 64, "provider granted {:?}", lb.qa.caps());
     lb.a()[..48].copy_from_slice(&[0x5a; 48]);
-    let src = [lb.mr_a.sge(0, 48)];
+    let src = [lb.mr_a.sge_at(0, 48)];
     // Inline WRITE: the payload is copied at the call.
     // SAFETY: inline payload copied at post; entries in registered regions.
-    unsafe { lb.qa.post_send(&mut [SendWr::write(&src, lb.mr_b.remote().at(0)).inline().wr_id(1).signaled()]) }
+    unsafe { lb.qa.post_send(&mut [SendWr::write(&src, lb.mr_b.remote().addr_at(0)).inline().wr_id(1).signaled()]) }
         .unwrap();
     lb.a()[..48].fill(0); // changing the source after posting must not matter
     let wc = poll_one(&lb.cq);
@@ -106,13 +107,13 @@ fn inline_fenced_and_solicited_sends() {
 
     // READ, then a fenced WRITE that must not start before the READ is done.
     lb.b()[256..264].copy_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
-    let dst = [lb.mr_a.sge(256, 8)];
-    let src2 = [lb.mr_a.sge(512, 8)];
+    let dst = [lb.mr_a.sge_at(256, 8)];
+    let src2 = [lb.mr_a.sge_at(512, 8)];
     lb.a()[512..520].copy_from_slice(&[9; 8]);
     let remote = lb.mr_b.remote();
     let mut wrs = [
-        SendWr::read(&dst, remote.at(256)).wr_id(2).signaled(),
-        SendWr::write(&src2, remote.at(256)).fence().wr_id(3).signaled(),
+        SendWr::read(&dst, remote.addr_at(256)).wr_id(2).signaled(),
+        SendWr::write(&src2, remote.addr_at(256)).fence().wr_id(3).signaled(),
     ];
     // SAFETY: as above.
     unsafe { lb.qa.post_send(&mut wrs) }.unwrap();
@@ -122,10 +123,10 @@ fn inline_fenced_and_solicited_sends() {
     assert_eq!(&lb.b()[256..264], &[9; 8]);
 
     // Solicited SEND: delivered like any SEND (the bit matters to event channels).
-    let rs = [lb.mr_b.sge(1024, 64)];
+    let rs = [lb.mr_b.sge_at(1024, 64)];
     // SAFETY: as above.
     unsafe { lb.qb.post_recv(&mut [RecvWr::new(&rs, 20)]) }.unwrap();
-    let ss = [lb.mr_a.sge(512, 8)];
+    let ss = [lb.mr_a.sge_at(512, 8)];
     // SAFETY: as above.
     unsafe { lb.qa.post_send(&mut [SendWr::send(&ss).solicited().wr_id(21).signaled()]) }.unwrap();
     let (s, r) = poll_pair(&lb.cq, 21, 20);
@@ -139,8 +140,8 @@ fn multi_sge_gather_and_scatter() {
     lb.a()[0..10].copy_from_slice(b"0123456789");
     lb.a()[100..105].copy_from_slice(b"abcde");
     lb.a()[200..207].copy_from_slice(b"ABCDEFG");
-    let gather = [lb.mr_a.sge(0, 10), lb.mr_a.sge(100, 5), lb.mr_a.sge(200, 7)];
-    let scatter = [lb.mr_b.sge(0, 12), lb.mr_b.sge(2000, 100)];
+    let gather = [lb.mr_a.sge_at(0, 10), lb.mr_a.sge_at(100, 5), lb.mr_a.sge_at(200, 7)];
+    let scatter = [lb.mr_b.sge_at(0, 12), lb.mr_b.sge_at(2000, 100)];
     // SAFETY: entries in registered regions, untouched until completion.
     unsafe { lb.qb.post_recv(&mut [RecvWr::new(&scatter, 1)]) }.unwrap();
     // SAFETY: as above.
@@ -169,12 +170,12 @@ fn uc_write_and_send() {
     let mut a = crate::common::Buf::new(&pd, 256);
     let mut b = crate::common::Buf::new(&pd, 256);
     a.bytes().fill(0x61);
-    let s = [a.mr.sge(0, 128)];
+    let s = [a.mr.sge_at(0, 128)];
     // SAFETY: entries in registered memory, alive until completion.
-    unsafe { qa.post_send(&mut [SendWr::write(&s, b.mr.remote().at(0)).wr_id(1).signaled()]) }.unwrap();
+    unsafe { qa.post_send(&mut [SendWr::write(&s, b.mr.remote().addr_at(0)).wr_id(1).signaled()]) }.unwrap();
     let wc = poll_one(&cq);
     assert_eq!((wc.status(), wc.opcode()), (WcStatus::SUCCESS, WcOpcode::RDMA_WRITE));
-    let r = [b.mr.sge(128, 128)];
+    let r = [b.mr.sge_at(128, 128)];
     // SAFETY: as above.
     unsafe { qb.post_recv(&mut [RecvWr::new(&r, 2)]) }.unwrap();
     // SAFETY: as above.
@@ -192,11 +193,11 @@ fn send_list_posts_a_prebuilt_chain_and_names_the_refused_request() {
     let mut lb = Loopback::new(QpCaps::default().max_send_wr(8));
     lb.a()[..256].iter_mut().enumerate().for_each(|(i, x)| *x = i as u8 ^ 0x5a);
     let src = lb.a()[..256].to_vec();
-    let sges: Vec<[Sge; 1]> = (0..4).map(|i| [lb.mr_a.sge(i * 64, 64)]).collect();
+    let sges: Vec<[Sge; 1]> = (0..4).map(|i| [lb.mr_a.sge_at(i * 64, 64)]).collect();
     let remote = lb.mr_b.remote();
-    let wrs = sges.iter().enumerate().map(|(i, s)| SendWr::write(s, remote.at(1024 + i as u64 * 64)).wr_id(i as u64));
+    let wrs = sges.iter().enumerate().map(|(i, s)| SendWr::write(s, remote.addr_at(1024 + i * 64)).wr_id(i as u64));
     let mut list = SendList::new(wrs.collect());
-    list.set(3, SendWr::write(&sges[3], remote.at(1024 + 192)).wr_id(3).signaled());
+    list.set(3, SendWr::write(&sges[3], remote.addr_at(1024 + 192)).wr_id(3).signaled());
     for round in 0..3 {
         lb.b()[1024..1280].fill(0);
         // SAFETY: entries in registered regions, untouched until completion.
@@ -208,8 +209,8 @@ fn send_list_posts_a_prebuilt_chain_and_names_the_refused_request() {
 
     // More requests than the send queue holds: the provider refuses one,
     // and the list says which.
-    let one = [lb.mr_a.sge(0, 8)];
-    let mut long = SendList::new((0..4096).map(|i| SendWr::write(&one, remote.at(0)).wr_id(i)).collect());
+    let one = [lb.mr_a.sge_at(0, 8)];
+    let mut long = SendList::new((0..4096).map(|i| SendWr::write(&one, remote.addr_at(0)).wr_id(i)).collect());
     // SAFETY: as above; the requests that were posted complete unsignaled.
     let err = unsafe { lb.qa.post_send_list(&mut long) }.unwrap_err();
     assert!(matches!(err, Error::Post { index: None, .. }), "{err:?}");
@@ -224,9 +225,9 @@ fn recv_list_reposts_a_prebuilt_chain_and_names_the_refused_request() {
     use rrddmma::prim::{Error, RecvList};
 
     let mut lb = Loopback::new(QpCaps::default().max_send_wr(8).max_recv_wr(8));
-    let dst: Vec<[Sge; 1]> = (0..2).map(|i| [lb.mr_b.sge(i * 64, 64)]).collect();
+    let dst: Vec<[Sge; 1]> = (0..2).map(|i| [lb.mr_b.sge_at(i * 64, 64)]).collect();
     let mut list = RecvList::new(dst.iter().enumerate().map(|(i, s)| RecvWr::new(s, 100 + i as u64)).collect());
-    let src: Vec<[Sge; 1]> = (0..2).map(|i| [lb.mr_a.sge(512 + i * 64, 64)]).collect();
+    let src: Vec<[Sge; 1]> = (0..2).map(|i| [lb.mr_a.sge_at(512 + i * 64, 64)]).collect();
     for round in 0..3u8 {
         lb.a()[512..640].iter_mut().enumerate().for_each(|(i, x)| *x = (i as u8).wrapping_mul(3) ^ round);
         let sent = lb.a()[512..640].to_vec();
@@ -254,7 +255,7 @@ fn recv_list_reposts_a_prebuilt_chain_and_names_the_refused_request() {
 
     // More receives than the queue holds: the provider refuses one, and the
     // list says which.
-    let one = [lb.mr_b.sge(1024, 8)];
+    let one = [lb.mr_b.sge_at(1024, 8)];
     let mut long = RecvList::new((0..4096).map(|i| RecvWr::new(&one, i)).collect());
     // SAFETY: as above; the posted receives are never consumed.
     let err = unsafe { lb.qb.post_recv_list(&mut long) }.unwrap_err();

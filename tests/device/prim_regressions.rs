@@ -80,20 +80,20 @@ fn regression_mw_rebind_keeps_the_old_region_until_the_window_is_gone() {
             return;
         }
     };
-    qb.bind_mw(&mut mw, &mr_a, 0, 1024, AccessFlags::REMOTE_WRITE, 1).unwrap();
+    qb.bind_mw_at(&mut mw, &mr_a, 0, 1024, AccessFlags::REMOTE_WRITE, 1).unwrap();
     let wc = poll_one(&cq);
     assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (1, WcStatus::SUCCESS, WcOpcode::BIND_MW));
     assert_eq!(mw.retired_regions(), 0);
     let (mrs, failures) = (resources::count(&dev, "mr"), destroy_failures());
     // Rebind to B, then let go of A before the bind's completion.
-    qb.bind_mw(&mut mw, &mr_b, 0, 1024, AccessFlags::REMOTE_WRITE, 2).unwrap();
+    qb.bind_mw_at(&mut mw, &mr_b, 0, 1024, AccessFlags::REMOTE_WRITE, 2).unwrap();
     drop(mr_a);
     assert_eq!(mw.retired_regions(), 1, "the window keeps A");
     assert_eq!(resources::count(&dev, "mr"), mrs, "A stays registered while the window may grant it");
     let wc = poll_one(&cq);
     assert_eq!((wc.wr_id(), wc.status()), (2, WcStatus::SUCCESS));
     // Rebinding to B again keeps one entry per region.
-    qb.bind_mw(&mut mw, &mr_b, 1024, 1024, AccessFlags::REMOTE_WRITE, 3).unwrap();
+    qb.bind_mw_at(&mut mw, &mr_b, 1024, 1024, AccessFlags::REMOTE_WRITE, 3).unwrap();
     assert_eq!(poll_one(&cq).wr_id(), 3);
     assert_eq!(mw.retired_regions(), 1);
     // SAFETY: every bind posted on `mw` has completed (polled above).

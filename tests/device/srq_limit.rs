@@ -31,14 +31,14 @@ fn srq_limit_event_fires_once_below_the_armed_limit() {
         "{e:?}"
     );
 
-    let sges: Vec<_> = (0..8).map(|i| [lb.mr_b.sge(i * 64, 64)]).collect();
+    let sges: Vec<_> = (0..8).map(|i| [lb.mr_b.sge_at(i * 64, 64)]).collect();
     let mut wrs: Vec<_> = sges.iter().enumerate().map(|(i, s)| RecvWr::new(s, 100 + i as u64)).collect();
     // SAFETY: receives in `mr_b`, untouched until their completions.
     unsafe { srq.post_recv(&mut wrs) }.unwrap();
     srq.arm_limit(4).unwrap();
     assert_eq!(srq.query().unwrap().srq_limit, 4);
 
-    let s = [lb.mr_a.sge(0, 16)];
+    let s = [lb.mr_a.sge_at(0, 16)];
     let send = |n: u64| {
         // SAFETY: the entry lies in `mr_a`, untouched until the completion.
         unsafe { qa.post_send(&mut [SendWr::send(&s).wr_id(n).signaled()]) }.unwrap();

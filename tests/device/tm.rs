@@ -56,7 +56,7 @@ fn tag_add_and_remove_complete_on_a_tm_srq() {
     assert!(matches!(e, Error::CapExceeded { what: "tm_caps.max_num_tags", .. }), "{e:?}");
     let srq = Srq::builder(&lb.pd).tag_matching(CFG, &cq).build().unwrap();
     assert!(srq.is_tm());
-    let sge = [lb.mr_b.sge(0, 64)];
+    let sge = [lb.mr_b.sge_at(0, 64)];
     let mut add = [TmOp::add(0x1234, !0, &sge, 77).signaled(1)];
     // SAFETY: the entry lies in `mr_b`, untouched until its completion.
     unsafe { srq.post_tm_ops(&mut add) }.unwrap();
@@ -113,12 +113,12 @@ fn an_unexpected_message_then_an_expected_one_on_a_tm_srq() {
     let receiver = Qp::builder(&lb.pd, QpType::RC, &rcq, &rcq).srq(&srq).build().unwrap();
     crate::common::connect_pair(&sender, &receiver, &ConnectOpts::default(), (3, 4));
     // Room for unexpected messages.
-    let bounce = [lb.mr_b.sge(0, 1024)];
+    let bounce = [lb.mr_b.sge_at(0, 1024)];
     // SAFETY: `mr_b` is this PD's, untouched until the completions.
     unsafe { srq.post_recv(&mut [RecvWr::new(&bounce, 50)]) }.unwrap();
     let send = |lb: &mut Loopback, msg: &[u8], wr_id: u64| {
         lb.a()[..msg.len()].copy_from_slice(msg);
-        let sge = [lb.mr_a.sge(0, msg.len() as u32)];
+        let sge = [lb.mr_a.sge_at(0, msg.len())];
         // SAFETY: `mr_a` is this PD's, untouched until the completion.
         unsafe { sender.post_send(&mut [SendWr::send(&sge).wr_id(wr_id).signaled()]) }.unwrap();
         let wc = poll_one(&scq);
@@ -134,7 +134,7 @@ fn an_unexpected_message_then_an_expected_one_on_a_tm_srq() {
     assert_eq!(&lb.b()[..early.len()], &early[..]);
     // The receive for tag 9 (any source: low 32 bits masked), synced with
     // the one unexpected message handled.
-    let user = [lb.mr_b.sge(4096, 1024)];
+    let user = [lb.mr_b.sge_at(4096, 1024)];
     let mut add = [TmOp::add(9 << 32, 0xffff_ffff_0000_0000, &user, 60).signaled(2).with_sync(1)];
     // SAFETY: the entry lies in `mr_b`, untouched until its completion.
     unsafe { srq.post_tm_ops(&mut add) }.unwrap();

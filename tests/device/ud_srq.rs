@@ -28,11 +28,11 @@ fn ud_send_with_grh_reports_source_qp() {
     let dgid = ctx.query_gid(1, u32::from(gid_index)).unwrap();
     let ah = Ah::create(&pd, &AhAttr::global(1, gid_index, dgid)).unwrap();
 
-    let rs = [mr.sge(1024, (GRH + 256) as u32)];
+    let rs = [mr.sge_at(1024, GRH + 256)];
     // SAFETY: the receive lies in `mr`, untouched until the completion.
     unsafe { qb.post_recv(&mut [RecvWr::new(&rs, 1)]) }.unwrap();
     buf[..100].iter_mut().enumerate().for_each(|(i, x)| *x = i as u8 ^ 0x77);
-    let ss = [mr.sge(0, 100)];
+    let ss = [mr.sge_at(0, 100)];
     // SAFETY: as above; `ah` lives until the completion.
     unsafe { qa.post_send(&mut [SendWr::send(&ss).ud(&ah, qb.qpn(), QKEY).wr_id(2).signaled()]) }.unwrap();
     let (recv, send) = poll_pair(&cq, 1, 2);
@@ -59,11 +59,11 @@ fn srq_receives_for_a_qp_attached_to_it() {
     let opts = rrddmma::prim::ConnectOpts::default();
     crate::common::connect_pair(&qa, &qb, &opts, (5, 6));
 
-    let r1 = [lb.mr_b.sge(0, 64)];
-    let r2 = [lb.mr_b.sge(64, 64)];
+    let r1 = [lb.mr_b.sge_at(0, 64)];
+    let r2 = [lb.mr_b.sge_at(64, 64)];
     // SAFETY: receives in `mr_b`, untouched until completion.
     unsafe { srq.post_recv(&mut [RecvWr::new(&r1, 100), RecvWr::new(&r2, 101)]) }.unwrap();
-    let s = [lb.mr_a.sge(0, 32)];
+    let s = [lb.mr_a.sge_at(0, 32)];
     for i in 0..2u64 {
         // SAFETY: as above.
         unsafe { qa.post_send(&mut [SendWr::send_imm(&s, i as u32).wr_id(i).signaled()]) }.unwrap();

@@ -32,7 +32,7 @@ fn registered_mem_is_aligned_zeroed_and_remotely_writable() {
     a.write(99_000, b"registered memory");
     let s = [a.sge(99_000..99_017)];
     // SAFETY: both buffers outlive the completion polled below.
-    unsafe { qa.post_send(&mut [SendWr::write(&s, b.remote().at(100)).signaled()]) }.unwrap();
+    unsafe { qa.post_send(&mut [SendWr::write(&s, b.remote().addr_at(100)).signaled()]) }.unwrap();
     let wc = poll_one(&cq);
     assert_eq!(wc.status(), WcStatus::SUCCESS, "{wc:?}");
     let mut got = [0u8; 17];
@@ -137,7 +137,7 @@ fn a_three_rank_mesh_writes_to_every_peer() {
                     let msg = format!("{rank}->{peer}");
                     mem.write(1024 + 64 * peer, msg.as_bytes());
                     let sge = [mem.sge(1024 + 64 * peer..1024 + 64 * peer + msg.len())];
-                    let at = mrs[peer].at(64 * u64::from(rank));
+                    let at = mrs[peer].addr_at(64 * rank as usize);
                     // SAFETY: `mem` outlives the completion polled below.
                     unsafe { qp.post_send(&mut [SendWr::write(&sge, at).wr_id(peer as u64).signaled()]) }.unwrap();
                     let wc = poll_one(&cq);
@@ -284,7 +284,7 @@ fn memory_window_keeps_registered_mem_alive() {
     let addr = mem.as_ptr() as usize;
     let mut mw = Mw::alloc(&pd, MwType::TYPE_1).expect("type 1 memory window");
     let grant = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ;
-    let token = qb.bind_mw(&mut mw, mem.mr(), 0, 8192, grant, 1).unwrap();
+    let token = qb.bind_mw_at(&mut mw, mem.mr(), 0, 8192, grant, 1).unwrap();
     assert_eq!(poll_one(&cq).status(), WcStatus::SUCCESS);
     let failures = destroy_failures();
 
@@ -294,12 +294,12 @@ fn memory_window_keeps_registered_mem_alive() {
     src.write(0, b"still here");
     let s = [src.sge(0..10)];
     // SAFETY: `src` outlives the completion polled below.
-    unsafe { qa.post_send(&mut [SendWr::write(&s, token.at(100)).signaled()]) }.unwrap();
+    unsafe { qa.post_send(&mut [SendWr::write(&s, token.addr_at(100)).signaled()]) }.unwrap();
     let wc = poll_one(&cq);
     assert_eq!(wc.status(), WcStatus::SUCCESS, "write through the window: {wc:?}");
     let d = [src.sge(100..110)];
     // SAFETY: as above.
-    unsafe { qa.post_send(&mut [SendWr::read(&d, token.at(100)).signaled()]) }.unwrap();
+    unsafe { qa.post_send(&mut [SendWr::read(&d, token.addr_at(100)).signaled()]) }.unwrap();
     assert_eq!(poll_one(&cq).status(), WcStatus::SUCCESS);
     let mut back = [0u8; 10];
     src.read(100, &mut back);

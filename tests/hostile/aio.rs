@@ -273,15 +273,15 @@ async fn regression_isolation_granted_piece_only_write_past_read_held_forged_rke
         assert!(canary.addr() > g.addr, "the canary lies after the grant in the pool");
         // Inside the grant: allowed.
         raw.mem.write(SCRATCH, &[0x11; 64 << 10]);
-        let w = raw.write(0..64, g.at(0));
+        let w = raw.write(0..64, g.addr_at(0));
         assert_eq!(raw.wait(w).await.status(), WcStatus::SUCCESS, "the grant itself is writable");
         // The attacker forges a token as long as it likes.
         let forged = RemoteMr { len: 1 << 30, ..g };
         let id = match attack {
-            "write 4 KiB past a 64 B grant" => raw.write(0..4096, forged.at(64)),
-            "write 64 KiB past a 64 B grant" => raw.write(0..(64 << 10), forged.at(64)),
-            "read a held piece" => raw.read(0..8, RemoteMr { addr: canary.addr(), len: 8, rkey: g.rkey }.at(0)),
-            _ => raw.write(0..8, RemoteMr { rkey: g.rkey ^ 0x100, ..g }.at(0)),
+            "write 4 KiB past a 64 B grant" => raw.write(0..4096, forged.addr_at(64)),
+            "write 64 KiB past a 64 B grant" => raw.write(0..(64 << 10), forged.addr_at(64)),
+            "read a held piece" => raw.read(0..8, RemoteMr { addr: canary.addr(), len: 8, rkey: g.rkey }.addr_at(0)),
+            _ => raw.write(0..8, RemoteMr { rkey: g.rkey ^ 0x100, ..g }.addr_at(0)),
         };
         let wc = raw.wait(id).await;
         assert_eq!(wc.status(), WcStatus::REM_ACCESS_ERR, "{attack}");
@@ -306,7 +306,7 @@ async fn regression_isolation_returned_piece_is_unreachable_with_its_old_token()
     raw.wait(r).await;
     let g = token(&raw.next_msg().await);
     raw.mem.write(SCRATCH, b"peer wrote this");
-    let w = raw.write(0..15, g.at(0));
+    let w = raw.write(0..15, g.addr_at(0));
     assert!(raw.wait(w).await.is_success());
     let ret = raw.send_ctrl(&RawPeer::msg(5, 0, g));
     assert!(raw.wait(ret).await.is_success());
@@ -315,7 +315,7 @@ async fn regression_isolation_returned_piece_is_unreachable_with_its_old_token()
     back.read(0, &mut b);
     assert_eq!(&b, b"peer wrote this");
     assert_eq!(victim.granted_to_peer(), (0, 0));
-    let again = raw.write(0..8, g.at(0));
+    let again = raw.write(0..8, g.addr_at(0));
     assert_eq!(raw.wait(again).await.status(), WcStatus::REM_ACCESS_ERR);
     back.read(0, &mut b);
     assert_eq!(&b, b"peer wrote this", "the returned piece is unchanged");
@@ -502,7 +502,7 @@ async fn regression_return_is_ordered_after_a_dropped_write() {
         let mut src = client.alloc_local_mr(layout(LEN)).unwrap();
         src.write(0, &vec![round + 1; LEN]);
         {
-            let fut = client.write(src, 0..LEN, remote.at(0));
+            let fut = client.write(src, 0..LEN, remote.addr_at(0));
             tokio::pin!(fut);
             tokio::select! { biased; _ = &mut fut => {}, _ = std::future::ready(()) => {} }
         }
@@ -638,7 +638,7 @@ async fn regression_peer_gone_during_and_after_each_call_ends_it() {
                 }
                 "recv" => s.recv(s.alloc_local_mr(layout(64)).unwrap()).await.map(drop),
                 _ => loop {
-                    s.write(s.alloc_local_mr(layout(64)).unwrap(), 0..64, lent.at(0)).await?;
+                    s.write(s.alloc_local_mr(layout(64)).unwrap(), 0..64, lent.addr_at(0)).await?;
                 },
             }
         });
@@ -689,7 +689,7 @@ fn regression_runtime_shut_down_with_operations_in_flight() {
             // order: it waits behind the SENDs).
             let c = Arc::clone(&client);
             let src = c.alloc_local_mr(layout(64 << 10)).unwrap();
-            tokio::spawn(async move { c.write(src, 0..64 << 10, lent.at(0)).await });
+            tokio::spawn(async move { c.write(src, 0..64 << 10, lent.addr_at(0)).await });
             let s = Arc::clone(&server);
             tokio::spawn(async move { s.receive_local_mr().await });
             tokio::task::yield_now().await;
@@ -819,12 +819,12 @@ async fn fault_table_connect_refused_and_device_error() {
     let (server, client) = (server.unwrap(), client.unwrap());
     server.send_local_mr(server.alloc_local_mr(layout(64)).unwrap()).await.unwrap();
     let lent = client.receive_remote_mr().await.unwrap();
-    let past = RemoteMr { len: 1 << 20, ..lent }.at(64);
+    let past = RemoteMr { len: 1 << 20, ..lent }.addr_at(64);
     let r = client.write(client.alloc_local_mr(layout(64)).unwrap(), 0..64, past).await;
     assert!(matches!(&r, Err(Error::Completion(e)) if e.status == WcStatus::REM_ACCESS_ERR), "{r:?}");
     let next = tokio::time::timeout(
         Duration::from_secs(5),
-        client.read(client.alloc_local_mr(layout(8)).unwrap(), 0..8, lent.at(0)),
+        client.read(client.alloc_local_mr(layout(8)).unwrap(), 0..8, lent.addr_at(0)),
     )
     .await
     .expect("no hang");

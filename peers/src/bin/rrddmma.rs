@@ -134,7 +134,7 @@ fn main() {
     let mr = p.buf.mr();
     let remote = mr.remote();
     let wl = a.workload.as_str();
-    let sges32: [Sge; 32] = std::array::from_fn(|i| mr.sge(i * 64, 64));
+    let sges32: [Sge; 32] = std::array::from_fn(|i| mr.sge_at(i * 64, 64));
     // One completion array for the run, as the other programs keep theirs.
     let mut wcs = [Wc::default(); 4];
     // The workload is chosen once; each loop does only its own work.
@@ -147,8 +147,8 @@ fn main() {
             };
             for _ in 0..a.iters {
                 // Every request built per post, as the C program does.
-                let sges = [mr.sge(0, len)];
-                let at = remote.at(32 * 64);
+                let sges = [mr.sge_at(0, len)];
+                let at = remote.addr_at(32 * 64);
                 let wr = match op {
                     WrOpcode::RDMA_WRITE => SendWr::write(&sges, at),
                     WrOpcode::RDMA_READ => SendWr::read(&sges, at),
@@ -172,7 +172,7 @@ fn main() {
                 for (i, sge) in sges32.iter().enumerate() {
                     let flags = if i == 31 { SendFlags::SIGNALED } else { SendFlags::empty() };
                     // SAFETY: as above; the QP was made with RDMA_WRITE.
-                    unsafe { b.rdma_write(i as u64, flags, sge, remote.at(((32 + i) * 64) as u64)) };
+                    unsafe { b.rdma_write(i as u64, flags, sge, remote.addr_at((32 + i) * 64)) };
                 }
                 b.complete().unwrap_or_else(|e| die("WrBatch::complete", e));
                 peers_settle(a.settle);
@@ -181,8 +181,8 @@ fn main() {
         }
         _ => {
             for _ in 0..a.iters {
-                let rs = [mr.sge(32 * 64, 64)];
-                let ss = [mr.sge(0, 64)];
+                let rs = [mr.sge_at(32 * 64, 64)];
+                let ss = [mr.sge_at(0, 64)];
                 // SAFETY: as above.
                 unsafe { p.b.post_recv(&mut [RecvWr::new(&rs, 1)]) }.unwrap_or_else(|e| die("post_recv", e));
                 // SAFETY: as above.
@@ -301,14 +301,14 @@ mod asynch {
                 for _ in 0..batches {
                     if inflight == 1 {
                         let b = bufs[0].take().expect("buffer");
-                        let at = remote.at(0);
+                        let at = remote.addr_at(0);
                         let r =
                             if write { client.write(b, 0..size, at).await } else { client.read(b, 0..size, at).await };
                         bufs[0] = Some(r.unwrap_or_else(|e| die("write/read", e)));
                     } else if write {
-                        together(bufs, |b, j| client.write(b, 0..size, remote.at((j * size) as u64))).await;
+                        together(bufs, |b, j| client.write(b, 0..size, remote.addr_at(j * size))).await;
                     } else {
-                        together(bufs, |b, j| client.read(b, 0..size, remote.at((j * size) as u64))).await;
+                        together(bufs, |b, j| client.read(b, 0..size, remote.addr_at(j * size))).await;
                     }
                 }
             })
@@ -327,10 +327,10 @@ mod asynch {
             let mut lmr = client.alloc_local_mr(layout).unwrap_or_else(|e| die("alloc_local_mr", e));
             lmr.write(0, &[1; 8]);
             // The second half of the local region into the remote one's.
-            let half = rmr.checked_at(4, 4).unwrap_or_else(|| die("checked_at", rmr));
+            let half = rmr.checked_addr_at(4, 4).unwrap_or_else(|e| die("checked_addr_at", e));
             let lmr = client.write(lmr, 4..8, half).await.unwrap_or_else(|e| die("write", e));
             // The whole remote region read back and checked.
-            let lmr = client.read(lmr, 0..8, rmr.at(0)).await.unwrap_or_else(|e| die("read", e));
+            let lmr = client.read(lmr, 0..8, rmr.addr_at(0)).await.unwrap_or_else(|e| die("read", e));
             check("client", &lmr);
             client.send_remote_mr(rmr).await.unwrap_or_else(|e| die("send_remote_mr", e));
         };
@@ -420,13 +420,13 @@ mod asynch {
                 for _ in 0..batches {
                     if inflight == 1 {
                         let b = bufs[0].take().expect("buffer");
-                        let at = remote.at(0);
+                        let at = remote.addr_at(0);
                         let r = if write { ep.write(b, 0..size, at).await } else { ep.read(b, 0..size, at).await };
                         bufs[0] = Some(r.unwrap_or_else(|e| die("write/read", e)));
                     } else if write {
-                        together(bufs, |b, j| ep.write(b, 0..size, remote.at((j * size) as u64))).await;
+                        together(bufs, |b, j| ep.write(b, 0..size, remote.addr_at(j * size))).await;
                     } else {
-                        together(bufs, |b, j| ep.read(b, 0..size, remote.at((j * size) as u64))).await;
+                        together(bufs, |b, j| ep.read(b, 0..size, remote.addr_at(j * size))).await;
                     }
                 }
             })
@@ -451,7 +451,7 @@ mod asynch {
             for _ in 0..batches {
                 for j in 0..inflight {
                     let sge = [mem.sge(j * size..(j + 1) * size)];
-                    let at = remote.at((base + j * size) as u64);
+                    let at = remote.addr_at(base + j * size);
                     let wr = if write { SendWr::write(&sge, at) } else { SendWr::read(&sge, at) };
                     // SAFETY: `mem` outlives every completion awaited below.
                     unsafe { qp.post_send(&mut [wr.wr_id(j as u64).signaled()]) }

@@ -80,14 +80,13 @@ fn remote_addrs(qp: usize, vaddr: u64, rkey: u32, offs: &[usize]) -> Res<Vec<Rem
 
 /// A bandwidth run of one thread over its QPs; returns (ops, start, end).
 fn bw_thread(s: &Session, o: &Opts, cq: &Cq, mine: &[usize], size: usize) -> Res<(u64, Instant, Instant)> {
-    let len = size as u32;
     let offs = offsets(size, s.cycle, s.line);
     let streams: Vec<Stream> = mine
         .iter()
         .map(|&qp| -> Res<Stream> {
             Ok(Stream {
                 qp,
-                sges: offs.iter().map(|&k| [s.mem.mr().sge(s.local(qp) + k, len)]).collect(),
+                sges: offs.iter().map(|&k| [s.mem.mr().sge_at(s.local(qp) + k, size)]).collect(),
                 remotes: remote_addrs(qp, s.rem[qp].vaddr, s.rem[qp].rkey, &offs)?,
             })
         })

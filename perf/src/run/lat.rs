@@ -79,11 +79,10 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
     let mut taken = 0usize;
     let phase = Arc::new(AtomicU8::new(if timed { WARM_UP } else { SAMPLING }));
     let (stop, stopped) = mpsc::channel::<()>();
-    let len = size as u32;
     let server = !s.oob.is_client();
     let qp = &s.qps[0];
     let cq = &s.cqs[0];
-    let sge = [s.mem.mr().sge(s.local(0), len)];
+    let sge = [s.mem.mr().sge_at(s.local(0), size)];
     let remote = RemoteAddr { addr: s.rem[0].vaddr, rkey: s.rem[0].rkey };
     let inline = size <= o.inline as usize && matches!(o.verb, Verb::Write | Verb::Send);
     let mut wcs = [Wc::default(); 1];

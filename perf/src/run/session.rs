@@ -58,7 +58,7 @@ pub struct Session {
     /// just before it, as in perftest's receive buffers).
     pub(crate) rx_payload: usize,
     /// Bytes of each receive: the region, or on UD the GRH and the largest message.
-    pub(crate) rx_len: u32,
+    pub(crate) rx_len: usize,
     /// Receives posted per QP before the run (SEND tests; perftest's `size_per_qp`).
     pub(crate) rx_per_qp: usize,
     pub cycle: usize,
@@ -142,7 +142,7 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
     let ud = o.conn == Conn::Ud;
     let rx_payload = if ud { inc(GRH_LEN, line) } else { 0 };
     let slot = inc(max_size.max(cycle), line) + rx_payload;
-    let rx_len = if ud { max_size + GRH_LEN } else { slot } as u32;
+    let rx_len = if ud { max_size + GRH_LEN } else { slot };
     let q = o.qps as usize;
     let pd = Pd::alloc(&ctx).map_err(err("allocating a PD"))?;
     let access =
@@ -465,7 +465,7 @@ impl Session {
     /// `rx_payload`): the GRH first, the payload from `received(i)` on.
     pub(crate) fn recv_sge(&self, i: usize) -> Sge {
         let at = self.received(i) - if self.rx_payload == 0 { 0 } else { GRH_LEN };
-        self.mem.mr().sge(at, self.rx_len)
+        self.mem.mr().sge_at(at, self.rx_len)
     }
 
     pub(crate) fn post_recv(&self, i: usize) -> Res<()> {

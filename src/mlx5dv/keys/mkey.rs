@@ -91,6 +91,18 @@ impl Mkey {
     /// covers, for RDMA targets: the key is zero-based (created with start
     /// address 0, which configuring it does not change), so its first byte
     /// is address 0 under [`Mkey::rkey`].
+    ///
+    /// The offset is a `usize`, as every offset of the memory APIs
+    /// ([`RangeError`](crate::prim::RangeError) says why).
+    pub fn addr_at(&self, offset: usize) -> RemoteAddr {
+        RemoteAddr { addr: offset as u64, rkey: self.rkey() }
+    }
+
+    /// Old form of [`Mkey::addr_at`], with a `u64` offset.
+    #[deprecated(
+        note = "offsets and lengths are usize across the memory APIs: use `key.addr_at(offset)`; see docs/upgrading.md"
+    )]
+    #[doc(hidden)]
     pub fn at(&self, offset: u64) -> RemoteAddr {
         RemoteAddr { addr: offset, rkey: self.rkey() }
     }

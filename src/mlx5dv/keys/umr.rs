@@ -78,15 +78,17 @@ pub enum RawLayout<'a> {
     },
 }
 
-/// A range of a registered region: `len` bytes from `offset` bytes into `mr`.
+/// A range of a registered region: `len` bytes from `offset` bytes into
+/// `mr`. Offsets and lengths are `usize`, as everywhere in the memory APIs
+/// ([`RangeError`](crate::prim::RangeError) says why).
 #[derive(Clone, Copy, Debug)]
 pub struct MrRange<'a> {
     /// The region.
     pub mr: &'a Mr,
     /// Bytes from the region's start.
-    pub offset: u64,
-    /// Bytes (at least 1).
-    pub len: u32,
+    pub offset: usize,
+    /// Bytes (1 to 4 GiB - 1: a KLM entry's length is 32 bits).
+    pub len: usize,
 }
 
 /// An interleaved entry inside a registered region: `bytes_count` bytes
@@ -97,7 +99,7 @@ pub struct MrStride<'a> {
     /// The region.
     pub mr: &'a Mr,
     /// Bytes from the region's start to the first repetition.
-    pub offset: u64,
+    pub offset: usize,
     /// Bytes per repetition (1 to 65535).
     pub bytes_count: u32,
     /// Bytes skipped between repetitions (`bytes_count + bytes_skip` at most 65535).
@@ -203,8 +205,14 @@ impl SqRing {
                     if r.len == 0 {
                         return Err(bad("list entry", "is empty (0 bytes); leave it out"));
                     }
-                    let addr = inside(r.mr, mkey, writes, r.offset, u128::from(r.len))?;
-                    klm.push(KlmEntry { lkey: r.mr.lkey(), addr, len: r.len });
+                    let Ok(len) = u32::try_from(r.len) else {
+                        return Err(bad(
+                            "list entry",
+                            "is longer than 4 GiB - 1 (a KLM entry's length is 32 bits); split it into several entries",
+                        ));
+                    };
+                    let addr = inside(r.mr, mkey, writes, r.offset as u64, r.len as u128)?;
+                    klm.push(KlmEntry { lkey: r.mr.lkey(), addr, len });
                 }
                 Some(RawLayout::List(&klm))
             }
@@ -218,7 +226,7 @@ impl SqRing {
                     }
                     let stride = u128::from(e.bytes_count) + u128::from(e.bytes_skip);
                     let extent = (u128::from(repeat_count) - 1) * stride + u128::from(e.bytes_count);
-                    let addr = inside(e.mr, mkey, writes, e.offset, extent)?;
+                    let addr = inside(e.mr, mkey, writes, e.offset as u64, extent)?;
                     strides.push(StrideEntry {
                         lkey: e.mr.lkey(),
                         addr,

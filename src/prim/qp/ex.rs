@@ -253,7 +253,7 @@ impl Qp {
     /// # Panics
     /// On a QP not created with [`super::QpBuilder::send_ops`] (a
     /// programming error): when the batch is posted ([`WrBatch::complete`])
-    /// or a request is added with [`WrBatch::post`], [`WrBatch::bind_mw`],
+    /// or a request is added with [`WrBatch::post`], [`WrBatch::bind_mw_at`],
     /// [`WrBatch::local_inv`], [`WrBatch::send_inv`],
     /// [`WrBatch::atomic_write`] or [`WrBatch::flush`]. The one-entry methods
     /// ([`WrBatch::rdma_write`] and the others) require the operation's send
@@ -654,7 +654,7 @@ impl WrBatch<'_> {
     /// window answers to from now on. Returns the window's token: valid,
     /// for requests arriving on this QP only (type 2B), once the bind
     /// completes; a peer's request with the earlier key is refused. The
-    /// window keeps `mr` registered as [`Qp::bind_mw`] does. `len == 0`
+    /// window keeps `mr` registered as [`Qp::bind_mw_at`] does. `len == 0`
     /// unbinds. The QP needs [`SendOps::BIND_MW`], `mr` the access
     /// [`AccessFlags::MW_BIND`](crate::prim::AccessFlags::MW_BIND). A
     /// provider without the entry point gives [`Error::Unsupported`],
@@ -662,27 +662,30 @@ impl WrBatch<'_> {
     ///
     /// # Panics
     /// If `mw` is not of type 2 (type 1 binds through
-    /// [`Qp::bind_mw`]); if the range is outside `mr`, or the window, the
+    /// [`Qp::bind_mw_at`]); if the range is outside `mr`, or the window, the
     /// region and the QP do not share one PD and device context.
     #[inline]
-    pub fn bind_mw(
+    #[track_caller]
+    #[doc(alias = "ibv_wr_bind_mw")]
+    pub fn bind_mw_at(
         &mut self,
         wr_id: u64,
         flags: SendFlags,
         mw: &mut Mw,
         mr: &Mr,
-        (offset, len): (u64, u64),
+        (offset, len): (usize, usize),
         access: AccessFlags,
     ) -> Result<RemoteMr> {
         self.require_extended();
         assert!(
             mw.mw_type() == MwType::TYPE_2,
-            "WrBatch::bind_mw binds type 2 windows; this one is {:?} (type 1: Qp::bind_mw)",
+            "WrBatch::bind_mw_at binds type 2 windows; this one is {:?} (type 1: Qp::bind_mw_at)",
             mw.mw_type()
         );
         // SAFETY: a live extended QP (checked above); plain reads of its base.
         let base = unsafe { &self.ex.as_ref().qp_base };
         mw.check_bind((base.qp_num, base.context), mr, offset, len);
+        let (offset, len) = (offset as u64, len as u64);
         // SAFETY: live extended QP; a plain function-pointer field.
         let Some(entry) = (unsafe { (*self.ex.as_ptr()).wr_bind_mw }) else {
             return Err(Error::unsupported(
@@ -705,6 +708,26 @@ impl WrBatch<'_> {
         unsafe { entry(q, mw.as_ptr(), rkey, &info) };
         mw.bound_type2(rkey, (len != 0).then_some(mr));
         Ok(RemoteMr { addr: mr.addr() + offset, len, rkey })
+    }
+
+    /// Old form of [`WrBatch::bind_mw_at`], with `u64` offset and length.
+    #[deprecated(
+        note = "offsets and lengths are usize across the memory APIs: use `batch.bind_mw_at(wr_id, flags, mw, mr, \
+                (offset, len), access)`; see docs/upgrading.md"
+    )]
+    #[doc(hidden)]
+    #[track_caller]
+    pub fn bind_mw(
+        &mut self,
+        wr_id: u64,
+        flags: SendFlags,
+        mw: &mut Mw,
+        mr: &Mr,
+        (offset, len): (u64, u64),
+        access: AccessFlags,
+    ) -> Result<RemoteMr> {
+        let fit = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+        self.bind_mw_at(wr_id, flags, mw, mr, (fit(offset), fit(len)), access)
     }
 
     /// Invalidates the local key `rkey` (a type-2 window's, or a region's

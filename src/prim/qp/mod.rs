@@ -783,6 +783,13 @@ impl Qp {
         Ok((a.max_rd_atomic, a.max_dest_rd_atomic))
     }
 
+    /// The remote access the QP grants its peer's requests (`qp_access_flags`),
+    /// queried from the device.
+    pub fn query_access(&self) -> Result<super::AccessFlags> {
+        let a = self.query_attr(ffi::ibv_qp_attr_mask::IBV_QP_ACCESS_FLAGS)?;
+        Ok(super::AccessFlags::from_bits_retain(a.qp_access_flags))
+    }
+
     /// Attaches this UD QP to the multicast group `gid` (LID `lid`; 0 on
     /// RoCE) so that datagrams sent to the group arrive on its receive queue
     /// (`ibv_attach_mcast`). Through the RDMA CM, the group's GID and LID
@@ -852,8 +859,8 @@ impl Qp {
     /// # fn f(qp: &rrddmma::prim::Qp, mr: &rrddmma::prim::Mr) {
     /// let mut batch = Vec::new();
     /// for i in 0..4 {
-    ///     let sges = [mr.sge(i * 64, 64)];
-    ///     batch.push(rrddmma::prim::SendWr::write(&sges, mr.remote().at(0)));
+    ///     let sges = [mr.sge_at(i * 64, 64)];
+    ///     batch.push(rrddmma::prim::SendWr::write(&sges, mr.remote().addr_at(0)));
     /// }
     /// unsafe { qp.post_send(&mut batch) }.unwrap();
     /// # }

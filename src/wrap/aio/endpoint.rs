@@ -305,6 +305,180 @@ impl Parts {
     }
 }
 
+impl RcEndpoint {
+    /// The capacities a control QP needs for [`RcEndpoint::new`]: 256 send
+    /// and 64 receive requests, one entry each, 32 bytes inline (the
+    /// protocol's messages are sent inline). Build it with
+    /// `Qp::builder(&pd, QpType::RC, &cq, &cq).caps(RcEndpoint::control_caps())`.
+    pub fn control_caps() -> QpCaps {
+        QpCaps { max_send_wr: CTRL_SENDS, max_recv_wr: CTRL_RECVS, max_inline_data: MSG as u32, ..QpCaps::default() }
+    }
+
+    /// An endpoint over an RC connection and memory the caller already
+    /// has, as [`LocalEndpoint::new`](super::LocalEndpoint::new) takes
+    /// them: `data`, the connected QP the operations run on; `ctrl`, a
+    /// second connected RC QP to the same peer, for the memory-region
+    /// protocol and the keepalive (capacities at least
+    /// [`RcEndpoint::control_caps`]); `cq`, which both QPs' send and
+    /// receive queues complete to; and `pool`, registered on the QPs'
+    /// protection domain. The peer runs the same over its ends of the two
+    /// connections (or speaks the protocol, docs/aio.md). A
+    /// [`LocalEndpoint`](super::LocalEndpoint) gives its QP, CQ and pool
+    /// back with [`LocalEndpoint::into_parts`](super::LocalEndpoint::into_parts),
+    /// so one program can run the same operations through both endpoints
+    /// over one connection and one pool.
+    ///
+    /// `opts` gives the driver's and the protocol's settings (`busy_poll`,
+    /// `spin_polls`, `peer_timeout`, the grant quotas, `lend_backlog`);
+    /// what it says of the device, the port, the QPs, the CQ, the pool and
+    /// the connection is the caller's already and is not used.
+    ///
+    /// The isolation rules are those of a connected endpoint: the pool is
+    /// registered for local access only ([`MrPool::new`]), a piece lent or
+    /// granted gets a registration of its own over exactly its bytes, the
+    /// quotas bound what the peer can make the endpoint hold, and the
+    /// control QP grants no remote access (checked here, read back from the
+    /// device). The data QP keeps the access the caller connected it with;
+    /// the endpoint adds none, so what else the peer may reach is what the
+    /// caller registered with remote access on the protection domain. With
+    /// no TCP connection or CM id to watch, a peer that goes away is found
+    /// by the keepalive ([`AioOpts::peer_timeout`]) and by the data QP's
+    /// transport timeout.
+    ///
+    /// Until the peer's endpoint has posted its control receives, this
+    /// side's first control message (a keepalive after a quarter of
+    /// `peer_timeout`, or a request) waits in the device's RNR retries:
+    /// connect the control QPs with `rnr_retry` 7 (the [`ConnectOpts`]
+    /// default, retrying for as long as it takes), or start both sides
+    /// within the retries' time.
+    ///
+    /// Call it inside a tokio runtime (it starts the endpoint's driver and
+    /// keepalive tasks).
+    ///
+    /// # Errors
+    /// What the device answers to the QPs' queries, and the pool's
+    /// exhaustion ([`Error::PoolExhausted`]) for the control protocol's 64
+    /// receive buffers of 32 bytes (taken from `pool`).
+    ///
+    /// # Panics
+    /// Outside a tokio runtime; if a QP is not an RC QP in the ready-to-send
+    /// state (connected), completes to another CQ than `cq`, receives
+    /// through an SRQ, or is or was driven through an mlx5dv view; if
+    /// `ctrl` is smaller than [`RcEndpoint::control_caps`] or grants remote
+    /// access; if the QPs and the pool are not on one protection domain; if
+    /// any handle to `cq` lives besides `cq` and the two QPs; if `cq` has no
+    /// completion channel ([`CqBuilder::channel`](crate::prim::CqBuilder::channel)),
+    /// compresses its CQEs or serves tag matching. All are programming
+    /// errors, as for `LocalEndpoint::new`.
+    pub fn new(data: Qp, ctrl: Qp, cq: Cq, pool: MrPool, opts: &AioOpts) -> Result<RcEndpoint> {
+        assert!(
+            tokio::runtime::Handle::try_current().is_ok(),
+            "RcEndpoint::new: called outside a tokio runtime, and the endpoint's driver is a task: call it from \
+             inside the runtime (an async fn, or Runtime::enter)"
+        );
+        for (qp, role) in [(&data, "data"), (&ctrl, "control")] {
+            let qpn = qp.qpn();
+            assert!(
+                qp.qp_type() == QpType::RC,
+                "RcEndpoint::new: the {role} QP {qpn:#x} is {:?}, not RC: build it with QpType::RC",
+                qp.qp_type()
+            );
+            let (send_cq, recv_cq) = qp.cqs();
+            assert!(
+                send_cq.as_ptr() == cq.as_ptr() && recv_cq.as_ptr() == cq.as_ptr(),
+                "RcEndpoint::new: the {role} QP {qpn:#x} does not complete to the CQ given (both QPs' send and \
+                 receive queues must use it): build them with Qp::builder(pd, QpType::RC, &cq, &cq)"
+            );
+            assert!(
+                !qp.has_srq(),
+                "RcEndpoint::new: the {role} QP {qpn:#x} receives through an SRQ, and the endpoint posts its own \
+                 receives: build it without QpBuilder::srq"
+            );
+            assert!(
+                !qp.direct.ever_viewed(),
+                "RcEndpoint::new: the send queue of the {role} QP {qpn:#x} is or was driven through an mlx5dv \
+                 view, and libibverbs' producer index no longer matches the device's: give the endpoint a QP \
+                 never viewed"
+            );
+            assert!(
+                qp.pd().as_ptr() == pool.pd().as_ptr(),
+                "RcEndpoint::new: the {role} QP {qpn:#x} and the pool are on different protection domains: \
+                 make the pool with MrPool::new(qp.pd(), len)"
+            );
+            let state = qp.query_state()?;
+            assert!(
+                state == crate::prim::QpState::RTS,
+                "RcEndpoint::new: the {role} QP {qpn:#x} is in state {state:?}, not connected (RTS): connect it \
+                 first (Qp::connect, wrap::connected_rc_pair, or the RDMA CM)"
+            );
+        }
+        let need = RcEndpoint::control_caps();
+        let caps = ctrl.caps();
+        assert!(
+            caps.max_send_wr >= need.max_send_wr
+                && caps.max_recv_wr >= need.max_recv_wr
+                && caps.max_inline_data >= need.max_inline_data,
+            "RcEndpoint::new: the control QP {:#x} has room for {} sends, {} receives and {} inline bytes; the \
+             protocol needs {}, {} and {}: build it with QpBuilder::caps(RcEndpoint::control_caps())",
+            ctrl.qpn(),
+            caps.max_send_wr,
+            caps.max_recv_wr,
+            caps.max_inline_data,
+            need.max_send_wr,
+            need.max_recv_wr,
+            need.max_inline_data
+        );
+        let access = ctrl.query_access()?;
+        let remote = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
+        assert!(
+            !access.intersects(remote),
+            "RcEndpoint::new: the control QP {:#x} grants remote access ({access:?}), and the control QP of an \
+             endpoint takes only SENDs: connect it with ConnectOpts::access(AccessFlags::empty())",
+            ctrl.qpn()
+        );
+        // `cq` and the two QPs' two each.
+        let others = cq.handles().saturating_sub(5);
+        assert!(
+            others == 0,
+            "RcEndpoint::new: the CQ of QP {:#x} has {others} other handle(s) (Cq clones, or other QPs, SRQs, \
+             WQs or views made on it), and the endpoint must be its CQ's only poller: give it a CQ of its own, \
+             and drop the clones and the other objects made on that CQ first",
+            data.qpn()
+        );
+        assert!(
+            cq.compression().is_none() && !cq.is_tag_matching(),
+            "RcEndpoint::new: the CQ compresses its CQEs or serves tag matching, and the endpoint polls with \
+             Cq::poll, which refuses such a CQ: build it without CqBuilder::mlx5_compression and \
+             CqBuilder::tag_matching"
+        );
+        let channel = cq.channel().cloned().unwrap_or_else(|| {
+            panic!(
+                "RcEndpoint::new: the CQ has no completion channel, which the endpoint's driver sleeps on: build \
+                 it with CqBuilder::channel"
+            )
+        });
+        let limits = Limits {
+            grant_bytes: opts.grant_quota_bytes,
+            grant_count: opts.grant_quota_count,
+            lend_backlog: opts.lend_backlog,
+        };
+        let (c, inbox) = Ctrl::new(&pool, limits)?;
+        let p = Parts {
+            ctx: data.pd().context().clone(),
+            channel,
+            cq,
+            data,
+            ctrl_qp: ctrl,
+            pool,
+            ctrl: Arc::new(c),
+            inbox,
+        };
+        p.post_ctrl_recvs()?;
+        // No transport to watch: the keepalive finds a peer that is gone.
+        Ok(p.start(opts, Box::pin(std::future::pending())))
+    }
+}
+
 /// The watch task: sends a keepalive on the control QP every quarter of
 /// `peer_timeout` and closes the endpoint when one stays unacknowledged for
 /// `peer_timeout` (a failed one closes it at once, in the driver), or when

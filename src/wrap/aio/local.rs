@@ -368,6 +368,28 @@ impl LocalEndpoint {
         s.st.iter().filter(|s| matches!(s, St::Waiting | St::Abandoned)).count()
     }
 
+    /// The QP, CQ and pool back, for another endpoint over the same
+    /// connection and memory ([`RcEndpoint::new`](super::RcEndpoint::new),
+    /// or a new `LocalEndpoint`), or for the synchronous API. Only an idle
+    /// endpoint gives them: nothing queued, nothing in flight (no
+    /// operation, dropped or not, whose completion has not been taken), so
+    /// the device holds none of the endpoint's buffers and the CQ holds
+    /// none of its completions; otherwise the endpoint comes back, boxed,
+    /// as the error (await or drop its operations, and let their
+    /// completions arrive, with [`LocalEndpoint::block_on`] or any poll,
+    /// first).
+    pub fn into_parts(self) -> std::result::Result<(Qp, Cq, MrPool), Box<LocalEndpoint>> {
+        let idle = {
+            let s = self.slots.borrow();
+            s.queued == 0 && s.st.iter().all(|st| matches!(st, St::Free))
+        };
+        if !idle {
+            return Err(Box::new(self));
+        }
+        let LocalEndpoint { qp, cq, pool, .. } = self;
+        Ok((qp, cq, pool))
+    }
+
     /// Posts the submission queue now (one `ibv_post_send`). A refused
     /// post is reported to the operations it refused, not here.
     pub fn flush(&self) {

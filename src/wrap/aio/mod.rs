@@ -7,7 +7,10 @@
 //!   [`RcEndpoint::connect_cm`] / [`Listener::bind_cm`] (feature `cm`, on by
 //!   default) connect the same pair of QPs through the RDMA CM, by IP
 //!   address with no TCP side channel (a CM connection for each QP,
-//!   paired by a token).
+//!   paired by a token). [`RcEndpoint::new`] takes a connection and a
+//!   pool the caller already has (a data QP, a control QP, their CQ), as
+//!   [`LocalEndpoint::new`] does; [`LocalEndpoint::into_parts`] gives them
+//!   back, so both endpoints can run over one connection in turn.
 //! - Operations are futures: [`RcEndpoint::write`], [`RcEndpoint::read`],
 //!   [`RcEndpoint::write_with_imm`], [`RcEndpoint::send`],
 //!   [`RcEndpoint::recv`], [`RcEndpoint::fetch_add`],

@@ -52,6 +52,11 @@ impl MrPool {
         Some(mr)
     }
 
+    /// The protection domain the pool is registered on.
+    pub fn pd(&self) -> &Pd {
+        self.0.mem.mr().pd()
+    }
+
     /// Bytes not handed out.
     pub fn free_bytes(&self) -> usize {
         self.0.free.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|r| r.len()).sum()
