@@ -10,6 +10,7 @@
 
 use rrddmma::prim::{AccessFlags, AhAttr, AttrMask, Context, Cq, QpCaps, QpType, Result, WcStatus};
 use rrddmma::prim::{Ah, CompChannel, CqBuilder, ParentDomain, Pd, Qp, QpBuilder, Srq};
+use rrddmma::prim::{DmMr, Mr, Mw, RemoteMr, SendFlags, WrBatch};
 
 /// The old constructor names (the API sweep).
 #[allow(dead_code)]
@@ -23,6 +24,17 @@ fn constructors(ctx: &Context, attr: &AhAttr) -> Result<()> {
     let _srq = Srq::new(&pd, 64, 1)?;
     let _ah = Ah::new(&pd, attr)?;
     let _channel = CompChannel::new(ctx)?;
+    Ok(())
+}
+
+/// The memory APIs' old integer forms (one convention now: `usize` offsets
+/// and lengths).
+#[allow(dead_code)]
+fn memory_ranges(qp: &Qp, batch: &mut WrBatch<'_>, mr: &Mr, dm: &DmMr, mw: &mut Mw) -> Result<()> {
+    let _ = mr.sge(0, 64);
+    let _ = dm.sge(0, 8);
+    let _ = qp.bind_mw(mw, mr, 0, 64, AccessFlags::REMOTE_READ, 1)?;
+    let _ = batch.bind_mw(2, SendFlags::SIGNALED, mw, mr, (0, 64), AccessFlags::REMOTE_READ)?;
     Ok(())
 }
 
@@ -48,7 +60,8 @@ mod mlx5dv_names {
 
     /// `comp::create_cq`, `CompressedCq` and its readers; the old DC constructors.
     #[allow(dead_code)]
-    fn device(ctx: &Context, pd: &Pd, srq: &Srq) -> Result<()> {
+    fn device(ctx: &Context, pd: &Pd, srq: &Srq, mkey: &rrddmma::mlx5dv::mkey::Mkey) -> Result<()> {
+        let _ = mkey.at(0);
         let compressed: CompressedCq = comp::create_cq(ctx, 64, CqeResFormat::Csum)?;
         let cq: &Cq = compressed.cq();
         let _format: CqeResFormat = compressed.format();
@@ -86,6 +99,10 @@ fn old_names_are_their_replacements() {
     assert_eq!(m.minus(AttrMask::PORT), AttrMask::STATE);
     assert_eq!(m.names(), ["state", "port"]);
     assert!(AttrMask::EMPTY.names().is_empty());
+    let remote = RemoteMr { addr: 0x1000, len: 64, rkey: 7 };
+    assert_eq!(remote.at(8), remote.addr_at(8));
+    assert_eq!(remote.checked_at(8, 56), remote.checked_addr_at(8, 56).ok());
+    assert_eq!(remote.checked_at(8, 57), None);
 }
 
 /// Built with `-D deprecated`, this file fails at every old name, each
@@ -165,6 +182,12 @@ fn without_the_allow_every_old_name_warns_naming_its_replacement() {
         "AttrMask::or",
         "AttrMask::minus",
         "AttrMask::names",
+        "Mr::sge",
+        "DmMr::sge",
+        "Qp::bind_mw",
+        "WrBatch::<'_>::bind_mw",
+        "RemoteMr::at",
+        "RemoteMr::checked_at",
     ] {
         assert!(warned(old), "no deprecation for {old}: {deprecated:#?}");
     }
@@ -176,6 +199,7 @@ fn without_the_allow_every_old_name_warns_naming_its_replacement() {
         "Cq::format",
         "dc::create_dct",
         "Dci::new",
+        "Mkey::at",
         "seg::opcode",
         "seg::fm_ce_se",
         "cqe::opcode",
