@@ -102,3 +102,9 @@ pub unsafe fn ibv_wr_flush(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, len:
         None => panic!("the provider left wr_flush null on a QP it created with IBV_QP_EX_WITH_FLUSH"),
     }
 }
+
+/// What rdma-core 54 to 59 added (DMA handles, `ibv_reg_mr_ex`, data-direct,
+/// out-of-order placement), each function looked up at run time.
+#[path = "newer_v59.rs"]
+pub mod v59;
+pub use v59::*;
