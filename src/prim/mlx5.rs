@@ -139,6 +139,13 @@ c_type! {
         ALLOW_SCATTER_TO_CQE = MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE "MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE",
         PACKET_BASED_CREDIT_MODE = MLX5DV_QP_CREATE_PACKET_BASED_CREDIT_MODE "MLX5DV_QP_CREATE_PACKET_BASED_CREDIT_MODE",
         SIG_PIPELINING = MLX5DV_QP_CREATE_SIG_PIPELINING "MLX5DV_QP_CREATE_SIG_PIPELINING",
+        /// Out-of-order data placement (rdma-core 55): receive WQEs may be
+        /// consumed out of order and the sender need not keep arrival order;
+        /// completions stay in order. Set on both sides (DCI and DCT too).
+        /// [`QpBuilder::build`](super::QpBuilder::build) refuses it from the
+        /// device's `ooo_recv_wrs_caps` for the QP's type
+        /// ([`ooo_recv_wrs_caps`]), before libmlx5 says a bare `EOPNOTSUPP`.
+        OOO_DP = MLX5DV_QP_CREATE_OOO_DP "MLX5DV_QP_CREATE_OOO_DP",
     }
 }
 
@@ -208,6 +215,127 @@ pub(crate) fn query_device_unchecked(ctx: &Context) -> Result<ffi::mlx5dv_contex
         return Err(Error::code("mlx5dv_query_device", rc));
     }
     Ok(attr)
+}
+
+/// The operation named by the out-of-order placement refusals.
+pub const OOO_OP: &str = "mlx5dv_create_qp (MLX5DV_QP_CREATE_OOO_DP)";
+
+/// `mlx5dv_query_device` into the v59 structure, asking also for
+/// `MLX5DV_CONTEXT_MASK_OOO_RECV_WRS` (whose field the 44.0 structure lacks),
+/// on a context already known to be mlx5. A libmlx5 older than the field
+/// leaves its bit clear in the answer and writes nothing past the 44.0
+/// structure's end.
+#[cfg(not(rrddmma_mlnx_ofed4))]
+pub(crate) fn query_device_v59(ctx: &Context) -> Result<ffi::mlx5dv_context_v59> {
+    let ooo = u64::from(ffi::mlx5dv_context_comp_mask::MLX5DV_CONTEXT_MASK_OOO_RECV_WRS.0);
+    let mut attr = ffi::mlx5dv_context_v59::default();
+    attr.base.comp_mask = QUERY_DEVICE_MASK | ooo;
+    // SAFETY: an mlx5 context (the caller's check); `attr` holds every field
+    // whose bit is asked for (the layout is checked in `bindings::newer::v59`),
+    // and `base` is its first field, so the cast names the same memory.
+    let rc = unsafe { ffi::mlx5dv_query_device(ctx.as_ptr(), (&raw mut attr).cast::<ffi::mlx5dv_context>()) };
+    if rc != 0 {
+        return Err(Error::code("mlx5dv_query_device", rc));
+    }
+    Ok(attr)
+}
+
+/// The device's out-of-order receive capabilities
+/// (`MLX5DV_CONTEXT_MASK_OOO_RECV_WRS`): `None` when libmlx5 does not report
+/// them (a libmlx5 older than rdma-core 55, or a device without out-of-order
+/// placement). [`Error::Unsupported`] off mlx5.
+pub fn ooo_recv_wrs_caps(ctx: &Context) -> Result<Option<ffi::mlx5dv_ooo_recv_wrs_caps>> {
+    #[cfg(rrddmma_mlnx_ofed4)]
+    {
+        let _ = ctx;
+        Err(Error::Unsupported { op: OOO_OP, feature: "out-of-order data placement with MLNX_OFED 4.x" })
+    }
+    #[cfg(not(rrddmma_mlnx_ofed4))]
+    {
+        require(ctx, OOO_OP, not_mlx5(ctx.name()))?;
+        let attr = query_device_v59(ctx)?;
+        let ooo = u64::from(ffi::mlx5dv_context_comp_mask::MLX5DV_CONTEXT_MASK_OOO_RECV_WRS.0);
+        Ok((attr.base.comp_mask & ooo != 0).then_some(attr.ooo_recv_wrs_caps))
+    }
+}
+
+#[cfg(not(rrddmma_mlnx_ofed4))]
+/// The `ooo_recv_wrs_caps` field that bounds a QP of type `t`, as libmlx5
+/// reads it; `None` for a type libmlx5 never gives out-of-order placement.
+pub(crate) fn ooo_cap_of(caps: &ffi::mlx5dv_ooo_recv_wrs_caps, t: super::QpType) -> Option<(&'static str, u32)> {
+    use super::QpType as T;
+    Some(match t {
+        T::RC => ("ooo_recv_wrs_caps.max_rc", caps.max_rc),
+        T::UC => ("ooo_recv_wrs_caps.max_uc", caps.max_uc),
+        T::UD => ("ooo_recv_wrs_caps.max_ud", caps.max_ud),
+        T::XRC_SEND | T::XRC_RECV => ("ooo_recv_wrs_caps.max_xrc", caps.max_xrc),
+        T::DRIVER => ("ooo_recv_wrs_caps.max_dct", caps.max_dct),
+        _ => return None,
+    })
+}
+
+#[cfg(not(rrddmma_mlnx_ofed4))]
+/// `Ok` when a QP of type `t` with `max_recv_wr` receive WQEs may be created
+/// with [`Mlx5QpFlags::OOO_DP`] on `device`, whose libmlx5 reported `caps`
+/// (`None`: not reported). The refusal names the device, the capability and
+/// its value; more receive WQEs than the capability is
+/// [`Error::CapExceeded`] (libmlx5's bare `EINVAL`).
+pub(crate) fn check_ooo(
+    device: &str,
+    caps: Option<&ffi::mlx5dv_ooo_recv_wrs_caps>,
+    t: super::QpType,
+    max_recv_wr: u32,
+) -> Result<()> {
+    let Some(caps) = caps else {
+        return Err(Error::Unsupported {
+            op: OOO_OP,
+            feature: leak_text(format!(
+                "out-of-order data placement on {device}: mlx5dv_query_device does not report \
+                 MLX5DV_CONTEXT_MASK_OOO_RECV_WRS (a libmlx5 older than rdma-core 55, or a device or kernel without \
+                 it), so ooo_recv_wrs_caps is unknown"
+            )),
+        });
+    };
+    let Some((cap, value)) = ooo_cap_of(caps, t) else {
+        return Err(Error::Unsupported {
+            op: OOO_OP,
+            feature: leak_text(format!(
+                "out-of-order data placement on {device} for a QP of type {t:?} (libmlx5 offers it to RC, UC, UD, \
+                 XRC and DC only)"
+            )),
+        });
+    };
+    if value == 0 {
+        return Err(Error::Unsupported {
+            op: OOO_OP,
+            feature: leak_text(format!(
+                "out-of-order data placement on {device} for {t:?} QPs: the device reports {cap} = 0"
+            )),
+        });
+    }
+    if max_recv_wr > value && !matches!(t, super::QpType::XRC_SEND | super::QpType::XRC_RECV | super::QpType::DRIVER) {
+        return Err(Error::CapExceeded { what: cap, asked: max_recv_wr.into(), limit: value.into() });
+    }
+    Ok(())
+}
+
+#[cfg(not(rrddmma_mlnx_ofed4))]
+/// A refusal text kept for the process's life: one per distinct text, at
+/// most [`NOT_MLX5_TEXTS`] of them (past that, a fixed text without the details).
+fn leak_text(text: String) -> &'static str {
+    use std::sync::Mutex;
+    static TEXTS: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+    let mut texts = TEXTS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(t) = texts.iter().find(|t| **t == text) {
+        return t;
+    }
+    if texts.len() >= NOT_MLX5_TEXTS {
+        return "out-of-order data placement (refused from the device's ooo_recv_wrs_caps; too many distinct \
+                refusals to name each)";
+    }
+    let t: &'static str = Box::leak(text.into_boxed_str());
+    texts.push(t);
+    t
 }
 
 /// `Ok` when a CQ of `ctx` (an mlx5 context) may compress its CQEs in
@@ -440,5 +568,29 @@ mod tests {
         assert!(check_compression("mlx5_0", &attr, CqeResFormat::Csum).is_ok());
         let e = check_compression("mlx5_0", &attr, CqeResFormat::Hash).unwrap_err().to_string();
         assert!(e.contains("MLX5DV_CQE_RES_FORMAT_HASH"), "{e}");
+    }
+
+    /// OOO_DP is refused from the cap of the QP's type, naming the device,
+    /// the cap and its value; unreported caps name the missing mask bit.
+    #[test]
+    fn ooo_is_refused_from_the_cap_of_the_qp_type() {
+        use crate::prim::QpType;
+        let e = check_ooo("mlx5_0", None, QpType::RC, 16).unwrap_err().to_string();
+        assert!(e.contains("on mlx5_0") && e.contains("MLX5DV_CONTEXT_MASK_OOO_RECV_WRS"), "{e}");
+        let caps = ffi::mlx5dv_ooo_recv_wrs_caps { max_rc: 1024, max_ud: 0, ..Default::default() };
+        assert!(check_ooo("mlx5_0", Some(&caps), QpType::RC, 1024).is_ok());
+        let e = check_ooo("mlx5_0", Some(&caps), QpType::UD, 16).unwrap_err();
+        assert!(e.is_unsupported());
+        let e = e.to_string();
+        assert_eq!(
+            e,
+            "mlx5dv_create_qp (MLX5DV_QP_CREATE_OOO_DP): out-of-order data placement on mlx5_0 for UD QPs: the \
+             device reports ooo_recv_wrs_caps.max_ud = 0 is not supported by this device"
+        );
+        let e = check_ooo("mlx5_0", Some(&caps), QpType::RC, 1025).unwrap_err().to_string();
+        assert!(e.contains("ooo_recv_wrs_caps.max_rc") && e.contains("1025") && e.contains("1024"), "{e}");
+        let e = check_ooo("mlx5_1", Some(&caps), QpType::RAW_PACKET, 1).unwrap_err().to_string();
+        assert!(e.contains("RAW_PACKET") && e.contains("mlx5_1"), "{e}");
+        assert_eq!(Mlx5QpFlags::OOO_DP.bits(), 1 << 7);
     }
 }

@@ -251,6 +251,15 @@ impl<'a> QpBuilder<'a> {
                 "QpBuilder::mlx5_send_ops",
             )?;
         }
+        #[cfg(not(rrddmma_mlnx_ofed4))]
+        if self.mlx5_flags.is_some_and(|f| f.contains(Mlx5QpFlags::OOO_DP)) {
+            // Refused from the device's caps before libmlx5's bare EOPNOTSUPP.
+            let ctx = self.pd.context();
+            mlx5::require(ctx, mlx5::OOO_OP, mlx5::not_mlx5(ctx.name()))?;
+            let caps = mlx5::ooo_recv_wrs_caps(ctx)?;
+            let recv = if self.srq.is_some() { 0 } else { self.caps.max_recv_wr };
+            mlx5::check_ooo(ctx.name(), caps.as_ref(), self.qp_type, recv)?;
+        }
         if self.mlx5_flags.is_some() {
             mlx5::require(
                 self.pd.context(),
