@@ -33,6 +33,7 @@ fn destroyed_object(op: &str) -> &'static str {
         "ibv_destroy_srq" => "shared receive queue",
         "ibv_destroy_ah" => "address handle",
         "ibv_dereg_mr" => "memory region",
+        "ibv_dealloc_dmah" => "DMA handle",
         "ibv_dealloc_mw" => "memory window",
         "ibv_dealloc_td" => "thread domain",
         "ibv_free_dm" => "device memory",

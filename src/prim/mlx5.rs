@@ -13,6 +13,8 @@ use super::device::Context;
 use super::error::{Error, Result};
 use crate::bindings as ffi;
 
+pub use super::mr_ex::data_direct_sysfs_path;
+
 /// The contents of the mini-CQEs of a compressed session
 /// (`enum mlx5dv_cqe_comp_res_format`): besides the byte count, each mini-CQE
 /// carries one of these.

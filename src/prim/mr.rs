@@ -216,6 +216,22 @@ impl Mr {
         }
     }
 
+    /// A region a registration verb just made (`mr_ex.rs`'s `ibv_reg_mr_ex`
+    /// and `mlx5dv_reg_dmabuf_mr`), owning `backing` until deregistration.
+    ///
+    /// # Safety
+    /// `mr` was just returned by a registration verb on `pd` and is owned by
+    /// nothing else.
+    pub(crate) unsafe fn from_registered(
+        mr: NonNull<ffi::ibv_mr>,
+        pd: &Pd,
+        access: AccessFlags,
+        backing: Option<Box<dyn Send + Sync>>,
+    ) -> Mr {
+        // SAFETY: the caller's contract.
+        Mr(Arc::new(unsafe { Owned::new(mr, MrInner { _pd: pd.clone(), access, backing }) }))
+    }
+
     /// The PD the region belongs to.
     pub fn pd(&self) -> &Pd {
         &self.0._pd

@@ -1,0 +1,328 @@
+//! What rdma-core 54 to 59 added to memory registration: DMA handles with
+//! TPH hints ([`DmaHandle`], `ibv_alloc_dmah`), registration through
+//! `ibv_reg_mr_ex` ([`Mr::register_ex`]), and mlx5 data-direct
+//! ([`data_direct_sysfs_path`], a dma-buf region with
+//! `MLX5DV_REG_DMABUF_ACCESS_DATA_DIRECT`).
+//!
+//! Every function here is newer than the rdma-core 44 the bindings are
+//! generated from and is looked up at run time (`bindings::newer::v59`):
+//! when the loaded rdma-core lacks it the call is [`Error::Unsupported`]
+//! naming the function and the release that added it, decided before
+//! anything else; when the provider lacks it (rdma-core 59 implements DMA
+//! handles and `ibv_reg_mr_ex` in mlx5 only) it is the provider's
+//! `EOPNOTSUPP`, also [`Error::Unsupported`].
+
+use std::ffi::CStr;
+use std::fmt;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::path::PathBuf;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use super::device::Context;
+use super::error::{Error, Result};
+use super::handle::{Destroy, Owned};
+use super::mr::Mr;
+use super::pd::Pd;
+use super::values::AccessFlags;
+use crate::bindings as ffi;
+use crate::bindings::newer::v59 as newer;
+
+/// The memory a TPH steering tag targets (`enum ibv_tph_mem_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[doc(alias = "ibv_tph_mem_type")]
+pub enum TphMemType {
+    /// `IBV_TPH_MEM_TYPE_VM`: volatile memory.
+    Volatile,
+    /// `IBV_TPH_MEM_TYPE_PM`: persistent memory.
+    Persistent,
+}
+
+impl TphMemType {
+    /// The C value.
+    pub const fn to_raw(self) -> ffi::ibv_tph_mem_type {
+        match self {
+            TphMemType::Volatile => ffi::ibv_tph_mem_type::IBV_TPH_MEM_TYPE_VM,
+            TphMemType::Persistent => ffi::ibv_tph_mem_type::IBV_TPH_MEM_TYPE_PM,
+        }
+    }
+}
+
+/// A DMA handle (`struct ibv_dmah`): DMA attributes (PCIe TLP processing
+/// hints: the CPU to steer to, the processing hint, the memory type) that a
+/// region registered with it ([`Mr::register_ex`]) carries. Cloning shares
+/// it; freed when the last clone and the last region using it are gone.
+///
+/// # References
+/// `ibv_alloc_dmah(3)`
+#[derive(Clone)]
+pub struct DmaHandle(Arc<Owned<DmahInner>>);
+
+struct DmahInner {
+    ctx: Context,
+}
+
+// SAFETY: `ibv_dealloc_dmah` releases what `ibv_alloc_dmah` made, once, when
+// the last clone (and every region holding one) is gone; the handle is
+// immutable once allocated.
+unsafe impl Destroy for DmahInner {
+    type Raw = ffi::ibv_dmah;
+    const VERB: &'static str = "ibv_dealloc_dmah";
+    unsafe fn destroy(&mut self, raw: NonNull<ffi::ibv_dmah>) -> i32 {
+        // SAFETY: the caller's contract; the symbol was present at allocation.
+        unsafe { ffi::newer::v59::ibv_dealloc_dmah(raw.as_ptr()) }
+    }
+}
+
+impl fmt::Debug for DmaHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DmaHandle").field("device", &self.0.ctx.name()).finish()
+    }
+}
+
+impl DmaHandle {
+    /// Allocates a DMA handle on `ctx` with the attributes given (each
+    /// `None` is left out of `comp_mask`): `cpu_id` the CPU whose cache the
+    /// device's writes are steered to, `ph` the TPH processing hint,
+    /// `mem_type` the target memory.
+    ///
+    /// [`Error::Unsupported`] naming rdma-core 58 when the loaded libibverbs
+    /// has no `ibv_alloc_dmah`; the provider's or kernel's `EOPNOTSUPP`
+    /// (every provider but mlx5 in rdma-core 59) as [`Error::Unsupported`]
+    /// with feature `DMA handles`.
+    #[doc(alias = "ibv_alloc_dmah")]
+    pub fn alloc(ctx: &Context, cpu_id: Option<u32>, ph: Option<u8>, mem_type: Option<TphMemType>) -> Result<DmaHandle> {
+        for sym in [&newer::IBV_ALLOC_DMAH, &newer::IBV_DEALLOC_DMAH] {
+            if !sym.present() {
+                return Err(Error::Unsupported { op: "ibv_alloc_dmah", feature: sym.missing() });
+            }
+        }
+        use ffi::ibv_dmah_init_attr_mask as M;
+        let mut attr = ffi::ibv_dmah_init_attr::default();
+        if let Some(cpu) = cpu_id {
+            attr.comp_mask |= M::IBV_DMAH_INIT_ATTR_MASK_CPU_ID.0;
+            attr.cpu_id = cpu;
+        }
+        if let Some(ph) = ph {
+            attr.comp_mask |= M::IBV_DMAH_INIT_ATTR_MASK_PH.0;
+            attr.ph = ph;
+        }
+        if let Some(t) = mem_type {
+            attr.comp_mask |= M::IBV_DMAH_INIT_ATTR_MASK_TPH_MEM_TYPE.0;
+            attr.tph_mem_type = t.to_raw().0 as u8;
+        }
+        // SAFETY: a live context; `attr` is valid for the call.
+        let raw = unsafe { newer::ibv_alloc_dmah(ctx.as_ptr(), &mut attr) };
+        let raw = NonNull::new(raw).ok_or_else(|| Error::last("ibv_alloc_dmah").lacking("DMA handles"))?;
+        // SAFETY: just made by its create verb, owned by nothing else.
+        Ok(DmaHandle(Arc::new(unsafe { Owned::new(raw, DmahInner { ctx: ctx.clone() }) })))
+    }
+
+    /// The raw handle.
+    pub fn as_ptr(&self) -> *mut ffi::ibv_dmah {
+        self.0.as_ptr()
+    }
+
+    /// The context it was allocated on.
+    pub fn context(&self) -> &Context {
+        &self.0.ctx
+    }
+}
+
+/// What [`Mr::register_ex`] registers.
+#[derive(Clone, Copy, Debug)]
+pub enum MrMemory<'a> {
+    /// Process memory at this address (`IBV_REG_MR_MASK_ADDR`).
+    Addr(*mut u8),
+    /// A dma-buf, from `offset` into it (`IBV_REG_MR_MASK_FD`,
+    /// `IBV_REG_MR_MASK_FD_OFFSET`).
+    DmaBuf {
+        /// The dma-buf; the kernel takes its own reference.
+        fd: BorrowedFd<'a>,
+        /// Where the region starts in the buffer.
+        offset: u64,
+    },
+}
+
+/// The options of [`Mr::register_ex`]; `Default` asks for none.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MrExOptions<'a> {
+    /// The region's device address (`IBV_REG_MR_MASK_IOVA`); without it,
+    /// the address (process memory) or the offset (dma-buf).
+    pub iova: Option<u64>,
+    /// A DMA handle of the PD's context (`IBV_REG_MR_MASK_DMAH`); the region
+    /// keeps it alive.
+    pub dmah: Option<&'a DmaHandle>,
+    /// mlx5 data-direct: a dma-buf region reached through the data-direct
+    /// engine bonded with the device (`mlx5dv_reg_dmabuf_mr` with
+    /// `MLX5DV_REG_DMABUF_ACCESS_DATA_DIRECT`; see [`data_direct_sysfs_path`]).
+    /// Only with [`MrMemory::DmaBuf`] and no `dmah`.
+    pub data_direct: bool,
+}
+
+impl Mr {
+    /// Registers `len` bytes of `mem` with `access` through `ibv_reg_mr_ex`
+    /// (the one registration verb that takes a [`DmaHandle`]), or, with
+    /// [`MrExOptions::data_direct`], through `mlx5dv_reg_dmabuf_mr` with
+    /// data-direct access.
+    ///
+    /// [`Error::Unsupported`] naming the function and the rdma-core release
+    /// that added it (58 for `ibv_reg_mr_ex`, 54 for `mlx5dv_reg_dmabuf_mr`)
+    /// when the loaded rdma-core lacks it; data-direct off mlx5 names the
+    /// device; the provider's `EOPNOTSUPP` (every provider but mlx5 in
+    /// rdma-core 59 for `ibv_reg_mr_ex`) is [`Error::Unsupported`] too.
+    ///
+    /// # Panics
+    /// When `len` is 0, when `data_direct` is asked for process memory, or
+    /// when `dmah` belongs to another context than `pd`.
+    ///
+    /// # Safety
+    /// With [`MrMemory::Addr`], as [`Mr::register`]: `addr..addr+len` is
+    /// memory of this process that stays allocated while the region exists.
+    /// A dma-buf's memory belongs to its exporter (see
+    /// [`Mr::register_dmabuf`]), which needs nothing more of the caller.
+    #[doc(alias = "ibv_reg_mr_ex")]
+    #[doc(alias = "mlx5dv_reg_dmabuf_mr")]
+    pub unsafe fn register_ex(
+        pd: &Pd,
+        mem: MrMemory<'_>,
+        len: usize,
+        access: AccessFlags,
+        opts: MrExOptions<'_>,
+    ) -> Result<Mr> {
+        assert!(len > 0, "Mr::register_ex: length is 0; a region holds at least one byte");
+        if let Some(d) = opts.dmah {
+            assert!(
+                d.context().as_ptr() == pd.context().as_ptr(),
+                "Mr::register_ex: the DMA handle belongs to another context than the PD"
+            );
+        }
+        let flags = access;
+        let access = i32::try_from(access.bits()).expect("access flags are a 32-bit mask");
+        if opts.data_direct {
+            let MrMemory::DmaBuf { fd, offset } = mem else {
+                panic!("Mr::register_ex: data-direct registers a dma-buf (MrMemory::DmaBuf), not process memory");
+            };
+            if !newer::MLX5DV_REG_DMABUF_MR.present() {
+                return Err(Error::Unsupported {
+                    op: "mlx5dv_reg_dmabuf_mr",
+                    feature: newer::MLX5DV_REG_DMABUF_MR.missing(),
+                });
+            }
+            if opts.dmah.is_some() {
+                return Err(Error::Unsupported {
+                    op: "mlx5dv_reg_dmabuf_mr",
+                    feature: "a DMA handle together with data-direct access (mlx5dv_reg_dmabuf_mr takes no handle)",
+                });
+            }
+            require_mlx5(pd.context(), "mlx5dv_reg_dmabuf_mr")?;
+            let iova = opts.iova.unwrap_or(offset);
+            // SAFETY: a live PD of an mlx5 context; `fd` is open for the call
+            // (the kernel takes its own reference to the dma-buf).
+            let mr = unsafe {
+                newer::mlx5dv_reg_dmabuf_mr(
+                    pd.as_ptr(),
+                    offset,
+                    len,
+                    iova,
+                    fd.as_raw_fd(),
+                    access,
+                    ffi::MLX5DV_REG_DMABUF_ACCESS_DATA_DIRECT,
+                )
+            };
+            let mr = NonNull::new(mr).ok_or_else(|| {
+                Error::last("mlx5dv_reg_dmabuf_mr").lacking("data-direct access (MLX5DV_REG_DMABUF_ACCESS_DATA_DIRECT)")
+            })?;
+            // SAFETY: just made by its create verb, owned by nothing else.
+            return Ok(unsafe { Mr::from_registered(mr, pd, flags, None) });
+        }
+        if !newer::IBV_REG_MR_EX.present() {
+            return Err(Error::Unsupported { op: "ibv_reg_mr_ex", feature: newer::IBV_REG_MR_EX.missing() });
+        }
+        use ffi::ibv_mr_init_attr_mask as M;
+        let mut attr = ffi::ibv_mr_init_attr { length: len, access, ..Default::default() };
+        let mut mask = 0;
+        match mem {
+            MrMemory::Addr(a) => {
+                mask |= M::IBV_REG_MR_MASK_ADDR.0;
+                attr.addr = a.cast();
+            }
+            MrMemory::DmaBuf { fd, offset } => {
+                mask |= M::IBV_REG_MR_MASK_FD.0 | M::IBV_REG_MR_MASK_FD_OFFSET.0;
+                attr.fd = fd.as_raw_fd();
+                attr.fd_offset = offset;
+            }
+        }
+        if let Some(iova) = opts.iova {
+            mask |= M::IBV_REG_MR_MASK_IOVA.0;
+            attr.iova = iova;
+        }
+        if let Some(d) = opts.dmah {
+            mask |= M::IBV_REG_MR_MASK_DMAH.0;
+            attr.dmah = d.as_ptr();
+        }
+        attr.comp_mask = u64::from(mask);
+        // SAFETY: a live PD; `attr` is valid for the call and names the
+        // caller's memory (its contract) or a dma-buf open for the call;
+        // a handle of the same context.
+        let mr = unsafe { newer::ibv_reg_mr_ex(pd.as_ptr(), &mut attr) };
+        let mr = NonNull::new(mr).ok_or_else(|| Error::last("ibv_reg_mr_ex").lacking("extended MR registration"))?;
+        let backing: Option<Box<dyn Send + Sync>> = opts.dmah.map(|d| Box::new(d.clone()) as Box<dyn Send + Sync>);
+        // SAFETY: just made by its create verb, owned by nothing else.
+        Ok(unsafe { Mr::from_registered(mr, pd, flags, backing) })
+    }
+}
+
+/// [`Error::Unsupported`] naming the device unless `ctx` is mlx5.
+fn require_mlx5(ctx: &Context, op: &'static str) -> Result<()> {
+    #[cfg(not(rrddmma_mlnx_ofed4))]
+    {
+        super::mlx5::require(ctx, op, super::mlx5::not_mlx5(ctx.name()))
+    }
+    #[cfg(rrddmma_mlnx_ofed4)]
+    {
+        let _ = ctx;
+        Err(Error::Unsupported { op, feature: "data-direct with MLNX_OFED 4.x" })
+    }
+}
+
+/// The sysfs path of the data-direct device bonded with `ctx`
+/// (`mlx5dv_get_data_direct_sysfs_path`, with `/sys` put in front as its
+/// man page says), or `None` when there is none (`ENODEV`).
+///
+/// [`Error::Unsupported`] naming rdma-core 54 when the loaded libmlx5 has
+/// no such function, then naming the device when it is not mlx5.
+#[doc(alias = "mlx5dv_get_data_direct_sysfs_path")]
+pub fn data_direct_sysfs_path(ctx: &Context) -> Result<Option<PathBuf>> {
+    const OP: &str = "mlx5dv_get_data_direct_sysfs_path";
+    let sym = &newer::MLX5DV_GET_DATA_DIRECT_SYSFS_PATH;
+    if !sym.present() {
+        return Err(Error::Unsupported { op: OP, feature: sym.missing() });
+    }
+    require_mlx5(ctx, OP)?;
+    let mut buf = vec![0u8; libc::PATH_MAX as usize];
+    // SAFETY: an mlx5 context; `buf` is writable for its length.
+    let rc = unsafe { newer::mlx5dv_get_data_direct_sysfs_path(ctx.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    match rc {
+        0 => {
+            let s = CStr::from_bytes_until_nul(&buf).map_err(|_| Error::Verbs { op: OP, errno: libc::ENOSPC })?;
+            let rel = s.to_string_lossy();
+            Ok(Some(PathBuf::from("/sys").join(rel.trim_start_matches('/'))))
+        }
+        libc::ENODEV => Ok(None),
+        rc => Err(Error::code(OP, rc).lacking("data-direct")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tph_mem_types_have_the_header_values() {
+        assert_eq!(TphMemType::Volatile.to_raw().0, 0);
+        assert_eq!(TphMemType::Persistent.to_raw().0, 1);
+        let o = MrExOptions::default();
+        assert!(o.iova.is_none() && o.dmah.is_none() && !o.data_direct);
+    }
+}
