@@ -49,6 +49,7 @@ mod tm;
 mod ud_srq;
 mod upgrade;
 mod userspace;
+mod v59_verbs;
 mod wrap;
 mod xrc_open;
 
