@@ -14,7 +14,8 @@ use crate::tally::Tally;
 use crate::Result;
 
 /// The device tests run under the newest kernel with rdma-core v59.
-pub const V59_SUBSET: &[&str] = &["newer_kernel::", "flush::", "xrc_open::", "loopback::", "ops::", "userspace::"];
+pub const V59_SUBSET: &[&str] =
+    &["newer_kernel::", "flush::", "xrc_open::", "loopback::", "ops::", "userspace::", "v59_verbs::"];
 
 /// Runs the subset of the device suite `device_tests` under Debian's newest
 /// kernel, each check named with that kernel and the userspace; with `v59`
@@ -42,7 +43,7 @@ pub fn newest(device_tests: &Path, v59: Option<(&Path, &Path)>, tally: &mut Tall
         None => println!("kernel matrix: rdma-core v59 step not run (the dlopen build failed)"),
         Some(Err(e)) => tally.check(&format!("rdma-core v59 userspace built ({e})"), false),
         Some(Ok((tests, v59))) => checks.push(Check::libtest(
-            &format!("device tests under kernel {release} + rdma-core v59 (dlopen linkage; ODP prefetch, FLUSH, XRC open, loopback, ops, the mapped libibverbs)"),
+            &format!("device tests under kernel {release} + rdma-core v59 (dlopen linkage; ODP prefetch, FLUSH, XRC open, loopback, ops, the v59 verbs, the mapped libibverbs)"),
             format!(
                 "RRDDMMA_EXPECT_LINKAGE=dlopen RRDDMMA_EXPECT_USERSPACE=59 {} '{}' --ignored --test-threads=1 {}",
                 v59.env(),
