@@ -311,12 +311,30 @@ macro_rules! newer_text {
     ($what:literal, $lib:literal, $sym:literal, $release:literal, $ver:literal, $env:literal) => {
         (
             concat!(
-                $what, ": the loaded ", $lib, " has no ", $sym, " (added in rdma-core ", $release, ", symbol version ",
-                $ver, "); install rdma-core ", $release, " or later, or point a `dlopen` build at one (", $env, ")"
+                $what,
+                ": the loaded ",
+                $lib,
+                " has no ",
+                $sym,
+                " (added in rdma-core ",
+                $release,
+                ", symbol version ",
+                $ver,
+                "); install rdma-core ",
+                $release,
+                " or later, or point a `dlopen` build at one (",
+                $env,
+                ")"
             ),
             concat!(
-                $what, ": a static build (linkage static/source) links only the symbols of the rdma-core 44 bindings, not ",
-                $sym, " (rdma-core ", $release, ", ", $ver, "); build with the pkg-config or `dlopen` linkage"
+                $what,
+                ": a static build (linkage static/source) links only the symbols of the rdma-core 44 bindings, not ",
+                $sym,
+                " (rdma-core ",
+                $release,
+                ", ",
+                $ver,
+                "); build with the pkg-config or `dlopen` linkage"
             ),
         )
     };
@@ -334,8 +352,7 @@ const DD_REG_TEXT: (&str, &str) =
     newer_text!("data-direct", "libmlx5", "mlx5dv_reg_dmabuf_mr", "54", "MLX5_1.25", "RRDDMMA_LIBMLX5");
 
 /// `ibv_alloc_dmah` (libibverbs `IBVERBS_1.15`, rdma-core 58).
-pub static IBV_ALLOC_DMAH: NewerSymbol =
-    NewerSymbol::new(c"ibv_alloc_dmah", NewerLib::Verbs, DMAH_TEXT.0, DMAH_TEXT.1);
+pub static IBV_ALLOC_DMAH: NewerSymbol = NewerSymbol::new(c"ibv_alloc_dmah", NewerLib::Verbs, DMAH_TEXT.0, DMAH_TEXT.1);
 /// `ibv_dealloc_dmah` (libibverbs `IBVERBS_1.15`, rdma-core 58).
 pub static IBV_DEALLOC_DMAH: NewerSymbol =
     NewerSymbol::new(c"ibv_dealloc_dmah", NewerLib::Verbs, DEALLOC_TEXT.0, DEALLOC_TEXT.1);

@@ -91,7 +91,12 @@ impl DmaHandle {
     /// (every provider but mlx5 in rdma-core 59) as [`Error::Unsupported`]
     /// with feature `DMA handles`.
     #[doc(alias = "ibv_alloc_dmah")]
-    pub fn alloc(ctx: &Context, cpu_id: Option<u32>, ph: Option<u8>, mem_type: Option<TphMemType>) -> Result<DmaHandle> {
+    pub fn alloc(
+        ctx: &Context,
+        cpu_id: Option<u32>,
+        ph: Option<u8>,
+        mem_type: Option<TphMemType>,
+    ) -> Result<DmaHandle> {
         for sym in [&newer::IBV_ALLOC_DMAH, &newer::IBV_DEALLOC_DMAH] {
             if !sym.present() {
                 return Err(Error::Unsupported { op: "ibv_alloc_dmah", feature: sym.missing() });

@@ -131,7 +131,10 @@ fn data_direct_sysfs_path_and_dmabuf_mr_or_the_exact_refusal() {
     // SAFETY: a dma-buf source needs nothing of the caller.
     let mr = unsafe { Mr::register_ex(&pd, src, 4096, access, dd) };
     if !is_software(&ctx) {
-        eprintln!("data_direct: {} under rdma-core {release}: path {path:?}; a non-dma-buf descriptor: {mr:?}", ctx.name());
+        eprintln!(
+            "data_direct: {} under rdma-core {release}: path {path:?}; a non-dma-buf descriptor: {mr:?}",
+            ctx.name()
+        );
         return;
     }
     let (pe, me) = (path.unwrap_err(), mr.unwrap_err());
