@@ -13,8 +13,6 @@ use super::device::Context;
 use super::error::{Error, Result};
 use crate::bindings as ffi;
 
-pub use super::mr_ex::data_direct_sysfs_path;
-
 /// The contents of the mini-CQEs of a compressed session
 /// (`enum mlx5dv_cqe_comp_res_format`): besides the byte count, each mini-CQE
 /// carries one of these.
@@ -338,6 +336,45 @@ fn leak_text(text: String) -> &'static str {
     let t: &'static str = Box::leak(text.into_boxed_str());
     texts.push(t);
     t
+}
+
+/// The sysfs path of the data-direct device bonded with `ctx`
+/// (`mlx5dv_get_data_direct_sysfs_path`, with `/sys` put in front as its
+/// man page says), or `None` when there is none (`ENODEV`).
+///
+/// [`Error::Unsupported`] naming rdma-core 54 when the loaded libmlx5 has
+/// no such function, then naming the device when it is not mlx5.
+#[doc(alias = "mlx5dv_get_data_direct_sysfs_path")]
+pub fn data_direct_sysfs_path(ctx: &Context) -> Result<Option<std::path::PathBuf>> {
+    const OP: &str = "mlx5dv_get_data_direct_sysfs_path";
+    let sym = &ffi::newer::v59::MLX5DV_GET_DATA_DIRECT_SYSFS_PATH;
+    if !sym.present() {
+        return Err(Error::Unsupported { op: OP, feature: sym.missing() });
+    }
+    #[cfg(rrddmma_mlnx_ofed4)]
+    {
+        let _ = ctx;
+        Err(Error::Unsupported { op: OP, feature: "data-direct with MLNX_OFED 4.x" })
+    }
+    #[cfg(not(rrddmma_mlnx_ofed4))]
+    {
+        require(ctx, OP, not_mlx5(ctx.name()))?;
+        let mut buf = vec![0u8; libc::PATH_MAX as usize];
+        // SAFETY: an mlx5 context; `buf` is writable for its length.
+        let rc = unsafe {
+            ffi::newer::v59::mlx5dv_get_data_direct_sysfs_path(ctx.as_ptr(), buf.as_mut_ptr().cast(), buf.len())
+        };
+        match rc {
+            0 => {
+                let s = std::ffi::CStr::from_bytes_until_nul(&buf)
+                    .map_err(|_| Error::Verbs { op: OP, errno: libc::ENOSPC })?;
+                let rel = s.to_string_lossy();
+                Ok(Some(std::path::PathBuf::from("/sys").join(rel.trim_start_matches('/'))))
+            }
+            libc::ENODEV => Ok(None),
+            rc => Err(Error::code(OP, rc).lacking("data-direct")),
+        }
+    }
 }
 
 /// `Ok` when a CQ of `ctx` (an mlx5 context) may compress its CQEs in

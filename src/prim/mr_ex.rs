@@ -1,7 +1,7 @@
 //! What rdma-core 54 to 59 added to memory registration: DMA handles with
 //! TPH hints ([`DmaHandle`], `ibv_alloc_dmah`), registration through
 //! `ibv_reg_mr_ex` ([`Mr::register_ex`]), and mlx5 data-direct
-//! ([`data_direct_sysfs_path`], a dma-buf region with
+//! ([`data_direct_sysfs_path`](super::mlx5::data_direct_sysfs_path), a dma-buf region with
 //! `MLX5DV_REG_DMABUF_ACCESS_DATA_DIRECT`).
 //!
 //! Every function here is newer than the rdma-core 44 the bindings are
@@ -12,10 +12,8 @@
 //! handles and `ibv_reg_mr_ex` in mlx5 only) it is the provider's
 //! `EOPNOTSUPP`, also [`Error::Unsupported`].
 
-use std::ffi::CStr;
 use std::fmt;
 use std::os::fd::{AsRawFd, BorrowedFd};
-use std::path::PathBuf;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -160,7 +158,8 @@ pub struct MrExOptions<'a> {
     pub dmah: Option<&'a DmaHandle>,
     /// mlx5 data-direct: a dma-buf region reached through the data-direct
     /// engine bonded with the device (`mlx5dv_reg_dmabuf_mr` with
-    /// `MLX5DV_REG_DMABUF_ACCESS_DATA_DIRECT`; see [`data_direct_sysfs_path`]).
+    /// `MLX5DV_REG_DMABUF_ACCESS_DATA_DIRECT`; see
+    /// [`data_direct_sysfs_path`](super::mlx5::data_direct_sysfs_path)).
     /// Only with [`MrMemory::DmaBuf`] and no `dmah`.
     pub data_direct: bool,
 }
@@ -279,7 +278,7 @@ impl Mr {
 }
 
 /// [`Error::Unsupported`] naming the device unless `ctx` is mlx5.
-fn require_mlx5(ctx: &Context, op: &'static str) -> Result<()> {
+pub(crate) fn require_mlx5(ctx: &Context, op: &'static str) -> Result<()> {
     #[cfg(not(rrddmma_mlnx_ofed4))]
     {
         super::mlx5::require(ctx, op, super::mlx5::not_mlx5(ctx.name()))
@@ -288,34 +287,6 @@ fn require_mlx5(ctx: &Context, op: &'static str) -> Result<()> {
     {
         let _ = ctx;
         Err(Error::Unsupported { op, feature: "data-direct with MLNX_OFED 4.x" })
-    }
-}
-
-/// The sysfs path of the data-direct device bonded with `ctx`
-/// (`mlx5dv_get_data_direct_sysfs_path`, with `/sys` put in front as its
-/// man page says), or `None` when there is none (`ENODEV`).
-///
-/// [`Error::Unsupported`] naming rdma-core 54 when the loaded libmlx5 has
-/// no such function, then naming the device when it is not mlx5.
-#[doc(alias = "mlx5dv_get_data_direct_sysfs_path")]
-pub fn data_direct_sysfs_path(ctx: &Context) -> Result<Option<PathBuf>> {
-    const OP: &str = "mlx5dv_get_data_direct_sysfs_path";
-    let sym = &newer::MLX5DV_GET_DATA_DIRECT_SYSFS_PATH;
-    if !sym.present() {
-        return Err(Error::Unsupported { op: OP, feature: sym.missing() });
-    }
-    require_mlx5(ctx, OP)?;
-    let mut buf = vec![0u8; libc::PATH_MAX as usize];
-    // SAFETY: an mlx5 context; `buf` is writable for its length.
-    let rc = unsafe { newer::mlx5dv_get_data_direct_sysfs_path(ctx.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
-    match rc {
-        0 => {
-            let s = CStr::from_bytes_until_nul(&buf).map_err(|_| Error::Verbs { op: OP, errno: libc::ENOSPC })?;
-            let rel = s.to_string_lossy();
-            Ok(Some(PathBuf::from("/sys").join(rel.trim_start_matches('/'))))
-        }
-        libc::ENODEV => Ok(None),
-        rc => Err(Error::code(OP, rc).lacking("data-direct")),
     }
 }
 
