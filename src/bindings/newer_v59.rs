@@ -267,6 +267,12 @@ impl NewerSymbol {
         self.address().is_some()
     }
 
+    /// Whether the build is static (`static`, `source`), which has none of
+    /// these functions whatever rdma-core is installed.
+    pub fn static_build(&self) -> bool {
+        static_linkage()
+    }
+
     /// What is missing, for an `Unsupported` error: the function, its
     /// library, the rdma-core release that added it and the way out.
     pub fn missing(&self) -> &'static str {

@@ -248,11 +248,11 @@ pub fn ooo_recv_wrs_caps(ctx: &Context) -> Result<Option<ffi::mlx5dv_ooo_recv_wr
     #[cfg(rrddmma_mlnx_ofed4)]
     {
         let _ = ctx;
-        Err(Error::Unsupported { op: OOO_OP, feature: "out-of-order data placement with MLNX_OFED 4.x" })
+        Err(Error::unsupported(OOO_OP, &super::unsupported::OFED4, ctx.name(), "MLNX_OFED 4.x"))
     }
     #[cfg(not(rrddmma_mlnx_ofed4))]
     {
-        require(ctx, OOO_OP, not_mlx5(ctx.name()))?;
+        require(ctx, OOO_OP, &super::unsupported::MLX5_OPTION, "Mlx5QpFlags::OOO_DP")?;
         let attr = query_device_v59(ctx)?;
         let ooo = u64::from(ffi::mlx5dv_context_comp_mask::MLX5DV_CONTEXT_MASK_OOO_RECV_WRS.0);
         Ok((attr.base.comp_mask & ooo != 0).then_some(attr.ooo_recv_wrs_caps))
@@ -286,56 +286,20 @@ pub(crate) fn check_ooo(
     t: super::QpType,
     max_recv_wr: u32,
 ) -> Result<()> {
+    use super::unsupported::{OOO_NOT_REPORTED, OOO_QP_TYPE};
     let Some(caps) = caps else {
-        return Err(Error::Unsupported {
-            op: OOO_OP,
-            feature: leak_text(format!(
-                "out-of-order data placement on {device}: mlx5dv_query_device does not report \
-                 MLX5DV_CONTEXT_MASK_OOO_RECV_WRS (a libmlx5 older than rdma-core 55, or a device or kernel without \
-                 it), so ooo_recv_wrs_caps is unknown"
-            )),
-        });
+        return Err(Error::unsupported(OOO_OP, &OOO_NOT_REPORTED, device, "absent"));
     };
     let Some((cap, value)) = ooo_cap_of(caps, t) else {
-        return Err(Error::Unsupported {
-            op: OOO_OP,
-            feature: leak_text(format!(
-                "out-of-order data placement on {device} for a QP of type {t:?} (libmlx5 offers it to RC, UC, UD, \
-                 XRC and DC only)"
-            )),
-        });
+        return Err(Error::unsupported(OOO_OP, &OOO_QP_TYPE, device, format_args!("none for {t:?} QPs")));
     };
     if value == 0 {
-        return Err(Error::Unsupported {
-            op: OOO_OP,
-            feature: leak_text(format!(
-                "out-of-order data placement on {device} for {t:?} QPs: the device reports {cap} = 0"
-            )),
-        });
+        return Err(Error::unsupported(OOO_OP, &OOO_QP_TYPE, device, format_args!("{cap} = 0 ({t:?} QPs)")));
     }
     if max_recv_wr > value && !matches!(t, super::QpType::XRC_SEND | super::QpType::XRC_RECV | super::QpType::DRIVER) {
         return Err(Error::CapExceeded { what: cap, asked: max_recv_wr.into(), limit: value.into() });
     }
     Ok(())
-}
-
-#[cfg(not(rrddmma_mlnx_ofed4))]
-/// A refusal text kept for the process's life: one per distinct text, at
-/// most [`NOT_MLX5_TEXTS`] of them (past that, a fixed text without the details).
-fn leak_text(text: String) -> &'static str {
-    use std::sync::Mutex;
-    static TEXTS: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
-    let mut texts = TEXTS.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(t) = texts.iter().find(|t| **t == text) {
-        return t;
-    }
-    if texts.len() >= NOT_MLX5_TEXTS {
-        return "out-of-order data placement (refused from the device's ooo_recv_wrs_caps; too many distinct \
-                refusals to name each)";
-    }
-    let t: &'static str = Box::leak(text.into_boxed_str());
-    texts.push(t);
-    t
 }
 
 /// The sysfs path of the data-direct device bonded with `ctx`
@@ -349,16 +313,17 @@ pub fn data_direct_sysfs_path(ctx: &Context) -> Result<Option<std::path::PathBuf
     const OP: &str = "mlx5dv_get_data_direct_sysfs_path";
     let sym = &ffi::newer::v59::MLX5DV_GET_DATA_DIRECT_SYSFS_PATH;
     if !sym.present() {
-        return Err(Error::Unsupported { op: OP, feature: sym.missing() });
+        let value = if sym.static_build() { "absent (static build)" } else { "absent" };
+        return Err(Error::unsupported(OP, &super::unsupported::DATA_DIRECT_PATH_SYMBOL, ctx.name(), value));
     }
     #[cfg(rrddmma_mlnx_ofed4)]
     {
         let _ = ctx;
-        Err(Error::Unsupported { op: OP, feature: "data-direct with MLNX_OFED 4.x" })
+        Err(Error::unsupported(OP, &super::unsupported::OFED4, ctx.name(), "MLNX_OFED 4.x"))
     }
     #[cfg(not(rrddmma_mlnx_ofed4))]
     {
-        require(ctx, OP, not_mlx5(ctx.name()))?;
+        require(ctx, OP, &super::unsupported::NOT_MLX5, "mlx5dv_get_data_direct_sysfs_path")?;
         let mut buf = vec![0u8; libc::PATH_MAX as usize];
         // SAFETY: an mlx5 context; `buf` is writable for its length.
         let rc = unsafe {
@@ -372,7 +337,7 @@ pub fn data_direct_sysfs_path(ctx: &Context) -> Result<Option<std::path::PathBuf
                 Ok(Some(std::path::PathBuf::from("/sys").join(rel.trim_start_matches('/'))))
             }
             libc::ENODEV => Ok(None),
-            rc => Err(Error::code(OP, rc).lacking("data-direct")),
+            rc => Err(Error::code(OP, rc).lacking(&super::unsupported::DATA_DIRECT, ctx.name())),
         }
     }
 }
@@ -614,18 +579,17 @@ mod tests {
     #[test]
     fn ooo_is_refused_from_the_cap_of_the_qp_type() {
         use crate::prim::QpType;
-        let e = check_ooo("mlx5_0", None, QpType::RC, 16).unwrap_err().to_string();
-        assert!(e.contains("on mlx5_0") && e.contains("MLX5DV_CONTEXT_MASK_OOO_RECV_WRS"), "{e}");
+        let row = |e: &Error| e.lack().map(|l| (l.missing.name, l.device.clone(), l.value.clone()));
+        let e = check_ooo("mlx5_0", None, QpType::RC, 16).unwrap_err();
+        let v = "MLX5DV_CONTEXT_MASK_OOO_RECV_WRS in mlx5dv_query_device's answer = absent".to_string();
+        assert_eq!(row(&e), Some(("OOO_NOT_REPORTED", "mlx5_0".into(), v)), "{e}");
         let caps = ffi::mlx5dv_ooo_recv_wrs_caps { max_rc: 1024, max_ud: 0, ..Default::default() };
         assert!(check_ooo("mlx5_0", Some(&caps), QpType::RC, 1024).is_ok());
         let e = check_ooo("mlx5_0", Some(&caps), QpType::UD, 16).unwrap_err();
         assert!(e.is_unsupported());
-        let e = e.to_string();
-        assert_eq!(
-            e,
-            "mlx5dv_create_qp (MLX5DV_QP_CREATE_OOO_DP): out-of-order data placement on mlx5_0 for UD QPs: the \
-             device reports ooo_recv_wrs_caps.max_ud = 0 is not supported by this device"
-        );
+        let v = "ooo_recv_wrs_caps for the QP type = ooo_recv_wrs_caps.max_ud = 0 (UD QPs)".to_string();
+        assert_eq!(row(&e), Some(("OOO_QP_TYPE", "mlx5_0".into(), v)), "{e}");
+        assert!(e.to_string().starts_with("mlx5dv_create_qp (MLX5DV_QP_CREATE_OOO_DP): out-of-order data placement"));
         let e = check_ooo("mlx5_0", Some(&caps), QpType::RC, 1025).unwrap_err().to_string();
         assert!(e.contains("ooo_recv_wrs_caps.max_rc") && e.contains("1025") && e.contains("1024"), "{e}");
         let e = check_ooo("mlx5_1", Some(&caps), QpType::RAW_PACKET, 1).unwrap_err().to_string();

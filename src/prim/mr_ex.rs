@@ -22,6 +22,7 @@ use super::error::{Error, Result};
 use super::handle::{Destroy, Owned};
 use super::mr::Mr;
 use super::pd::Pd;
+use super::unsupported as U;
 use super::values::AccessFlags;
 use crate::bindings as ffi;
 use crate::bindings::newer::v59 as newer;
@@ -97,7 +98,7 @@ impl DmaHandle {
     ) -> Result<DmaHandle> {
         for sym in [&newer::IBV_ALLOC_DMAH, &newer::IBV_DEALLOC_DMAH] {
             if !sym.present() {
-                return Err(Error::Unsupported { op: "ibv_alloc_dmah", feature: sym.missing() });
+                return Err(Error::unsupported("ibv_alloc_dmah", &U::DMAH_SYMBOL, ctx.name(), absent(sym)));
             }
         }
         use ffi::ibv_dmah_init_attr_mask as M;
@@ -116,7 +117,8 @@ impl DmaHandle {
         }
         // SAFETY: a live context; `attr` is valid for the call.
         let raw = unsafe { newer::ibv_alloc_dmah(ctx.as_ptr(), &mut attr) };
-        let raw = NonNull::new(raw).ok_or_else(|| Error::last("ibv_alloc_dmah").lacking("DMA handles"))?;
+        let raw =
+            NonNull::new(raw).ok_or_else(|| Error::last("ibv_alloc_dmah").lacking(&U::DMAH_PROVIDER, ctx.name()))?;
         // SAFETY: just made by its create verb, owned by nothing else.
         Ok(DmaHandle(Arc::new(unsafe { Owned::new(raw, DmahInner { ctx: ctx.clone() }) })))
     }
@@ -177,8 +179,8 @@ impl Mr {
     /// rdma-core 59 for `ibv_reg_mr_ex`) is [`Error::Unsupported`] too.
     ///
     /// # Panics
-    /// When `len` is 0, when `data_direct` is asked for process memory, or
-    /// when `dmah` belongs to another context than `pd`.
+    /// When `len` is 0, when `data_direct` is asked for process memory or
+    /// with a `dmah`, or when `dmah` belongs to another context than `pd`.
     ///
     /// # Safety
     /// With [`MrMemory::Addr`], as [`Mr::register`]: `addr..addr+len` is
@@ -207,17 +209,19 @@ impl Mr {
             let MrMemory::DmaBuf { fd, offset } = mem else {
                 panic!("Mr::register_ex: data-direct registers a dma-buf (MrMemory::DmaBuf), not process memory");
             };
-            if !newer::MLX5DV_REG_DMABUF_MR.present() {
-                return Err(Error::Unsupported {
-                    op: "mlx5dv_reg_dmabuf_mr",
-                    feature: newer::MLX5DV_REG_DMABUF_MR.missing(),
-                });
-            }
-            if opts.dmah.is_some() {
-                return Err(Error::Unsupported {
-                    op: "mlx5dv_reg_dmabuf_mr",
-                    feature: "a DMA handle together with data-direct access (mlx5dv_reg_dmabuf_mr takes no handle)",
-                });
+            assert!(
+                opts.dmah.is_none(),
+                "Mr::register_ex: data-direct takes no DMA handle (mlx5dv_reg_dmabuf_mr has no such argument)"
+            );
+            let sym = &newer::MLX5DV_REG_DMABUF_MR;
+            if !sym.present() {
+                let device = pd.context().name();
+                return Err(Error::unsupported(
+                    "mlx5dv_reg_dmabuf_mr",
+                    &U::DATA_DIRECT_REG_SYMBOL,
+                    device,
+                    absent(sym),
+                ));
             }
             require_mlx5(pd.context(), "mlx5dv_reg_dmabuf_mr")?;
             let iova = opts.iova.unwrap_or(offset);
@@ -234,14 +238,19 @@ impl Mr {
                     ffi::MLX5DV_REG_DMABUF_ACCESS_DATA_DIRECT,
                 )
             };
-            let mr = NonNull::new(mr).ok_or_else(|| {
-                Error::last("mlx5dv_reg_dmabuf_mr").lacking("data-direct access (MLX5DV_REG_DMABUF_ACCESS_DATA_DIRECT)")
-            })?;
+            let mr = NonNull::new(mr)
+                .ok_or_else(|| Error::last("mlx5dv_reg_dmabuf_mr").lacking(&U::DATA_DIRECT, pd.context().name()))?;
             // SAFETY: just made by its create verb, owned by nothing else.
             return Ok(unsafe { Mr::from_registered(mr, pd, flags, None) });
         }
         if !newer::IBV_REG_MR_EX.present() {
-            return Err(Error::Unsupported { op: "ibv_reg_mr_ex", feature: newer::IBV_REG_MR_EX.missing() });
+            let device = pd.context().name();
+            return Err(Error::unsupported(
+                "ibv_reg_mr_ex",
+                &U::REG_MR_EX_SYMBOL,
+                device,
+                absent(&newer::IBV_REG_MR_EX),
+            ));
         }
         use ffi::ibv_mr_init_attr_mask as M;
         let mut attr = ffi::ibv_mr_init_attr { length: len, access, ..Default::default() };
@@ -270,10 +279,20 @@ impl Mr {
         // caller's memory (its contract) or a dma-buf open for the call;
         // a handle of the same context.
         let mr = unsafe { newer::ibv_reg_mr_ex(pd.as_ptr(), &mut attr) };
-        let mr = NonNull::new(mr).ok_or_else(|| Error::last("ibv_reg_mr_ex").lacking("extended MR registration"))?;
+        let mr = NonNull::new(mr)
+            .ok_or_else(|| Error::last("ibv_reg_mr_ex").lacking(&U::REG_MR_EX_PROVIDER, pd.context().name()))?;
         let backing: Option<Box<dyn Send + Sync>> = opts.dmah.map(|d| Box::new(d.clone()) as Box<dyn Send + Sync>);
         // SAFETY: just made by its create verb, owned by nothing else.
         Ok(unsafe { Mr::from_registered(mr, pd, flags, backing) })
+    }
+}
+
+/// The device's value of a `*_SYMBOL` row's capability.
+fn absent(sym: &newer::NewerSymbol) -> &'static str {
+    if sym.static_build() {
+        "absent (static build)"
+    } else {
+        "absent"
     }
 }
 
@@ -281,12 +300,12 @@ impl Mr {
 pub(crate) fn require_mlx5(ctx: &Context, op: &'static str) -> Result<()> {
     #[cfg(not(rrddmma_mlnx_ofed4))]
     {
-        super::mlx5::require(ctx, op, super::mlx5::not_mlx5(ctx.name()))
+        super::mlx5::require(ctx, op, &U::NOT_MLX5, op)
     }
     #[cfg(rrddmma_mlnx_ofed4)]
     {
         let _ = ctx;
-        Err(Error::Unsupported { op, feature: "data-direct with MLNX_OFED 4.x" })
+        Err(Error::unsupported(op, &U::OFED4, ctx.name(), "MLNX_OFED 4.x"))
     }
 }
 

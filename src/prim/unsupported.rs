@@ -329,6 +329,47 @@ table! {
     OFED4: "this verb with MLNX_OFED 4.x", "build", RDMA_CORE;
     /// The experimental verbs off an MLNX_OFED 4.x device.
     OFED4_EXP: "MLNX_OFED 4.x experimental verbs", "ibv_exp_* support", CONNECTX;
+
+    // rdma-core 54 to 59 (bindings::newer::v59): functions looked up at run time.
+    /// `ibv_alloc_dmah` absent from the loaded libibverbs (or a static build).
+    DMAH_SYMBOL: "DMA handles (ibv_alloc_dmah: rdma-core 58, IBVERBS_1.15)", "ibv_alloc_dmah in the loaded libibverbs",
+        "install rdma-core 58 or later, or point a `dlopen` build at one (RRDDMMA_LIBIBVERBS); a static build \
+         links only the rdma-core 44 bindings' symbols: use the pkg-config or `dlopen` linkage";
+    /// The provider has no DMA handles (libibverbs' default op: `EOPNOTSUPP`).
+    DMAH_PROVIDER: "DMA handles", "ibv_alloc_dmah",
+        "use a ConnectX (mlx5) device on a kernel with TPH: rdma-core 59 implements DMA handles in mlx5 only";
+    /// `ibv_reg_mr_ex` absent from the loaded libibverbs (or a static build).
+    REG_MR_EX_SYMBOL: "extended MR registration (ibv_reg_mr_ex: rdma-core 58, IBVERBS_1.15)",
+        "ibv_reg_mr_ex in the loaded libibverbs",
+        "install rdma-core 58 or later, or point a `dlopen` build at one (RRDDMMA_LIBIBVERBS); a static build \
+         links only the rdma-core 44 bindings' symbols: use the pkg-config or `dlopen` linkage; without a DMA \
+         handle, Mr::register or Mr::register_dmabuf do the same";
+    /// The provider has no `ibv_reg_mr_ex` (libibverbs' default op: `EOPNOTSUPP`).
+    REG_MR_EX_PROVIDER: "extended MR registration", "ibv_reg_mr_ex",
+        "use Mr::register or Mr::register_dmabuf, which every provider has (rdma-core 59 implements \
+         ibv_reg_mr_ex in mlx5 only)";
+    /// `mlx5dv_get_data_direct_sysfs_path` absent from the loaded libmlx5.
+    DATA_DIRECT_PATH_SYMBOL: "data-direct (mlx5dv_get_data_direct_sysfs_path: rdma-core 54, MLX5_1.25)",
+        "mlx5dv_get_data_direct_sysfs_path in the loaded libmlx5",
+        "install rdma-core 54 or later, or point a `dlopen` build at one (RRDDMMA_LIBMLX5); a static build links \
+         only the rdma-core 44 bindings' symbols: use the pkg-config or `dlopen` linkage";
+    /// `mlx5dv_reg_dmabuf_mr` absent from the loaded libmlx5.
+    DATA_DIRECT_REG_SYMBOL: "data-direct (mlx5dv_reg_dmabuf_mr: rdma-core 54, MLX5_1.25)",
+        "mlx5dv_reg_dmabuf_mr in the loaded libmlx5",
+        "install rdma-core 54 or later, or point a `dlopen` build at one (RRDDMMA_LIBMLX5); a static build links \
+         only the rdma-core 44 bindings' symbols: use the pkg-config or `dlopen` linkage";
+    /// Data-direct access refused by the device or kernel.
+    DATA_DIRECT: "data-direct access (MLX5DV_REG_DMABUF_ACCESS_DATA_DIRECT)", "mlx5dv_reg_dmabuf_mr",
+        "register without data-direct (Mr::register_dmabuf), or use a ConnectX bonded with a data-direct device \
+         (mlx5::data_direct_sysfs_path names it)";
+    /// Out-of-order placement where libmlx5 reports no caps for it.
+    OOO_NOT_REPORTED: "out-of-order data placement (MLX5DV_QP_CREATE_OOO_DP)",
+        "MLX5DV_CONTEXT_MASK_OOO_RECV_WRS in mlx5dv_query_device's answer",
+        "leave Mlx5QpFlags::OOO_DP off, or run rdma-core 55 or later on a ConnectX and kernel that report it";
+    /// Out-of-order placement where the cap of the QP's type is 0 (or the type has none).
+    OOO_QP_TYPE: "out-of-order data placement (MLX5DV_QP_CREATE_OOO_DP)", "ooo_recv_wrs_caps for the QP type",
+        "leave Mlx5QpFlags::OOO_DP off for this QP type; libmlx5 gives it to RC, UC, UD, XRC and DC QPs whose \
+         ooo_recv_wrs_caps field is not 0";
 }
 
 #[cfg(test)]

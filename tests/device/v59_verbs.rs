@@ -5,6 +5,7 @@
 //! v59 (the kernel matrix's `dlopen` build pointed at it) rxe and siw reach
 //! the provider, which has no DMA handles nor `ibv_reg_mr_ex` (mlx5 only),
 //! and the mlx5 functions refuse a device that is not mlx5, naming it.
+//! Each refusal is checked by its row of `prim::unsupported`, its device and value.
 
 use std::fs::File;
 use std::os::fd::AsFd;
@@ -23,39 +24,28 @@ fn is_software(ctx: &Context) -> bool {
     ctx.query_device().unwrap().vendor_id == 0xff_ffff || ctx.name().starts_with("siw")
 }
 
-fn is_static() -> bool {
-    matches!(rrddmma::build_info().linkage, "static" | "source")
-}
-
-/// `e` is `Unsupported { op, feature }` with `feature` starting with `start`.
-fn assert_refusal(e: &Error, op: &str, start: &str) {
-    assert!(
-        matches!(e, Error::Unsupported { op: o, feature: f } if *o == op && f.starts_with(start)),
-        "expected Unsupported {{ op: {op:?}, feature: {start:?}.. }}, got {e:?}"
-    );
+/// `e` is the refusal of `op` from the row `row` on `ctx`'s device, whose
+/// value of the row's capability ends with `value`.
+fn assert_refusal(e: &Error, ctx: &Context, op: &str, row: &str, value: &str) {
+    let lack = e.lack().unwrap_or_else(|| panic!("expected the refusal {row} of {op}, got {e:?}"));
+    assert!(matches!(e, Error::Unsupported { op: o, .. } if *o == op), "expected op {op}: {e:?}");
+    assert_eq!(lack.missing.name, row, "{e}");
+    assert_eq!(lack.device, ctx.name(), "{e}");
+    assert!(lack.value.ends_with(&format!(" = {value}")), "expected value {value:?}: {e}");
     assert!(e.is_unsupported() && e.errno() == Some(libc::EOPNOTSUPP), "{e:?}");
 }
 
-/// What a libibverbs function newer than the loaded one says: the release
-/// that added it (or, in a static build, that the build has none).
-fn absent_verbs(what: &str, sym: &str) -> String {
-    if is_static() {
-        format!("{what}: a static build (linkage static/source) links only the symbols of the rdma-core 44 bindings, not {sym} (rdma-core 58, IBVERBS_1.15)")
+/// The value a `*_SYMBOL` refusal gives: absent from the library, or a static build.
+fn absent() -> &'static str {
+    if matches!(rrddmma::build_info().linkage, "static" | "source") {
+        "absent (static build)"
     } else {
-        format!("{what}: the loaded libibverbs has no {sym} (added in rdma-core 58, symbol version IBVERBS_1.15); install rdma-core 58 or later")
+        "absent"
     }
 }
 
-fn absent_mlx5(sym: &str) -> String {
-    if is_static() {
-        format!("data-direct: a static build (linkage static/source) links only the symbols of the rdma-core 44 bindings, not {sym} (rdma-core 54, MLX5_1.25)")
-    } else {
-        format!("data-direct: the loaded libmlx5 has no {sym} (added in rdma-core 54, symbol version MLX5_1.25); install rdma-core 54 or later")
-    }
-}
-
-fn not_mlx5(ctx: &Context) -> String {
-    format!("mlx5 direct verbs ({} is not a ConnectX (mlx5) device", ctx.name())
+fn static_build() -> bool {
+    absent() != "absent"
 }
 
 #[test]
@@ -63,7 +53,7 @@ fn not_mlx5(ctx: &Context) -> String {
 fn dmah_alloc_and_reg_mr_ex_or_the_exact_refusal() {
     let ctx = open_device();
     let release = userspace();
-    let new = release >= 58 && !is_static();
+    let new = release >= 58 && !static_build();
     let pd = Pd::alloc(&ctx).unwrap();
     let handle = DmaHandle::alloc(&ctx, Some(0), Some(0), Some(TphMemType::Volatile));
     let mut buf = vec![0u8; 8192].into_boxed_slice();
@@ -88,24 +78,24 @@ fn dmah_alloc_and_reg_mr_ex_or_the_exact_refusal() {
     }
     if !new {
         // rdma-core 44: the symbol is absent; nothing reaches the provider.
-        assert_refusal(handle.as_ref().unwrap_err(), "ibv_alloc_dmah", &absent_verbs("DMA handles", "ibv_alloc_dmah"));
+        assert_refusal(handle.as_ref().unwrap_err(), &ctx, "ibv_alloc_dmah", "DMAH_SYMBOL", absent());
         let e = reg(None).unwrap_err();
-        assert_refusal(&e, "ibv_reg_mr_ex", &absent_verbs("extended MR registration", "ibv_reg_mr_ex"));
+        assert_refusal(&e, &ctx, "ibv_reg_mr_ex", "REG_MR_EX_SYMBOL", absent());
         eprintln!("dmah: {} under rdma-core {release}: {}; {e}", ctx.name(), handle.unwrap_err());
         return;
     }
     // rdma-core 59: rxe and siw have neither op (libibverbs' default answers EOPNOTSUPP).
     let e = handle.unwrap_err();
-    assert!(matches!(e, Error::Unsupported { op: "ibv_alloc_dmah", feature: "DMA handles" }), "{e:?}");
-    assert_eq!(e.to_string(), "ibv_alloc_dmah: DMA handles is not supported by this device");
+    assert_refusal(&e, &ctx, "ibv_alloc_dmah", "DMAH_PROVIDER", "EOPNOTSUPP");
+    assert!(e.to_string().starts_with(&format!("ibv_alloc_dmah: DMA handles is not supported by {}", ctx.name())));
     let r = reg(None).unwrap_err();
-    assert!(matches!(r, Error::Unsupported { op: "ibv_reg_mr_ex", feature: "extended MR registration" }), "{r:?}");
+    assert_refusal(&r, &ctx, "ibv_reg_mr_ex", "REG_MR_EX_PROVIDER", "EOPNOTSUPP");
     // A dma-buf source asks the same verb: the same refusal.
     let file = File::open("/proc/self/exe").unwrap();
     let src = MrMemory::DmaBuf { fd: file.as_fd(), offset: 0 };
     // SAFETY: a dma-buf source needs nothing of the caller.
     let d = unsafe { Mr::register_ex(&pd, src, 4096, access, MrExOptions::default()) }.unwrap_err();
-    assert!(matches!(d, Error::Unsupported { op: "ibv_reg_mr_ex", feature: "extended MR registration" }), "{d:?}");
+    assert_refusal(&d, &ctx, "ibv_reg_mr_ex", "REG_MR_EX_PROVIDER", "EOPNOTSUPP");
     eprintln!("dmah: {} under rdma-core {release}: {e}; {r}", ctx.name());
 }
 
@@ -114,7 +104,7 @@ fn dmah_alloc_and_reg_mr_ex_or_the_exact_refusal() {
 fn data_direct_sysfs_path_and_dmabuf_mr_or_the_exact_refusal() {
     let ctx = open_device();
     let release = userspace();
-    let new = release >= 54 && !is_static();
+    let new = release >= 54 && !static_build();
     let pd = Pd::alloc(&ctx).unwrap();
     let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
     let file = File::open("/proc/self/exe").unwrap();
@@ -140,11 +130,13 @@ fn data_direct_sysfs_path_and_dmabuf_mr_or_the_exact_refusal() {
     let (pe, me) = (path.unwrap_err(), mr.unwrap_err());
     if new {
         // The symbols are there; the device is not mlx5, and the refusal names it.
-        assert_refusal(&pe, "mlx5dv_get_data_direct_sysfs_path", &not_mlx5(&ctx));
-        assert_refusal(&me, "mlx5dv_reg_dmabuf_mr", &not_mlx5(&ctx));
+        let path_op = "mlx5dv_get_data_direct_sysfs_path";
+        assert_refusal(&pe, &ctx, path_op, "NOT_MLX5", &format!("false (asked for {path_op})"));
+        let reg_op = "mlx5dv_reg_dmabuf_mr";
+        assert_refusal(&me, &ctx, reg_op, "NOT_MLX5", &format!("false (asked for {reg_op})"));
     } else {
-        assert_refusal(&pe, "mlx5dv_get_data_direct_sysfs_path", &absent_mlx5("mlx5dv_get_data_direct_sysfs_path"));
-        assert_refusal(&me, "mlx5dv_reg_dmabuf_mr", &absent_mlx5("mlx5dv_reg_dmabuf_mr"));
+        assert_refusal(&pe, &ctx, "mlx5dv_get_data_direct_sysfs_path", "DATA_DIRECT_PATH_SYMBOL", absent());
+        assert_refusal(&me, &ctx, "mlx5dv_reg_dmabuf_mr", "DATA_DIRECT_REG_SYMBOL", absent());
     }
     eprintln!("data_direct: {} under rdma-core {release}: {pe}; {me}", ctx.name());
 }
@@ -164,11 +156,13 @@ fn ooo_dp_is_refused_from_the_device_caps() {
     }
     // Off mlx5, on either release: the refusal names the flag's operation and the device.
     let op = "mlx5dv_create_qp (MLX5DV_QP_CREATE_OOO_DP)";
-    assert_refusal(caps.as_ref().unwrap_err(), op, &not_mlx5(&ctx));
+    let asked = "false (asked for Mlx5QpFlags::OOO_DP)";
+    assert_refusal(caps.as_ref().unwrap_err(), &ctx, op, "MLX5_OPTION", asked);
     let e = built.unwrap_err();
-    assert_refusal(&e, op, &not_mlx5(&ctx));
+    assert_refusal(&e, &ctx, op, "MLX5_OPTION", asked);
     // Without the flag, the other mlx5 flags keep their own refusal.
     let other = Qp::builder(&pd, QpType::RC, &cq, &cq).mlx5_create_flags(Mlx5QpFlags::ALLOW_SCATTER_TO_CQE).build();
-    assert_refusal(&other.unwrap_err(), "mlx5dv_create_qp", "mlx5 QP create flags");
+    let other = other.unwrap_err();
+    assert!(matches!(other, Error::Unsupported { op: "mlx5dv_create_qp", .. }), "{other:?}");
     eprintln!("ooo: {} under rdma-core {release}: {e}", ctx.name());
 }

@@ -255,7 +255,7 @@ impl<'a> QpBuilder<'a> {
         if self.mlx5_flags.is_some_and(|f| f.contains(Mlx5QpFlags::OOO_DP)) {
             // Refused from the device's caps before libmlx5's bare EOPNOTSUPP.
             let ctx = self.pd.context();
-            mlx5::require(ctx, mlx5::OOO_OP, mlx5::not_mlx5(ctx.name()))?;
+            mlx5::require(ctx, mlx5::OOO_OP, &super::unsupported::MLX5_OPTION, "Mlx5QpFlags::OOO_DP")?;
             let caps = mlx5::ooo_recv_wrs_caps(ctx)?;
             let recv = if self.srq.is_some() { 0 } else { self.caps.max_recv_wr };
             mlx5::check_ooo(ctx.name(), caps.as_ref(), self.qp_type, recv)?;
