@@ -66,12 +66,8 @@ pub use flush::{FlushLevel, FlushPlacement};
 pub use gid::{Gid, GidEntry, GidType};
 pub use local::{LocalCq, LocalQp, TdParentDomain};
 pub use mlx5::{CqeResFormat, CqeSize, Mlx5QpFlags, Mlx5SendOps};
-<<<<<<< HEAD
 pub use mr::{Mr, RangeError, RangeErrorKind, RemoteMr};
-=======
-pub use mr::{Mr, RemoteMr};
 pub use mr_ex::{DmaHandle, MrExOptions, MrMemory, TphMemType};
->>>>>>> 63822f7 (prim: DmaHandle (ibv_alloc_dmah with TPH cpu/ph/mem type), Mr::register_ex through ibv_reg_mr_ex or data-direct mlx5dv_reg_dmabuf_mr, mlx5::data_direct_sysfs_path)
 pub use mw::Mw;
 pub use odp::Advice;
 pub use pacing::RateLimit;
