@@ -27,7 +27,7 @@ use crate::out;
 
 type Res<T> = Result<T, String>;
 
-fn err<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> String {
+pub(crate) fn err<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> String {
     move |e| format!("{what}: {e}")
 }
 
@@ -100,7 +100,7 @@ impl Net {
 /// (`n` + `me`) × `slot` of the rank's region. A token that does not cover
 /// them (or a list of the wrong length) is an error naming the rank and
 /// its token, never a panic in the measured loop.
-fn landing(tokens: &[RemoteMr], me: u32, n: u32, slot: usize) -> Res<Vec<RemoteAddr>> {
+pub(crate) fn landing(tokens: &[RemoteMr], me: u32, n: u32, slot: usize) -> Res<Vec<RemoteAddr>> {
     if tokens.len() != n as usize {
         return Err(format!("the token exchange gave {} memory tokens for {n} ranks", tokens.len()));
     }
@@ -526,6 +526,9 @@ pub fn run(phases: &[ClusterOpts], ranks: Option<u32>) -> Res<()> {
 
 /// One phase of the cluster mode on this rank, with its report on rank 0.
 fn phase(s: &mut Session, ctx: &Context, pd: &Pd, o: &ClusterOpts) -> Res<()> {
+    if o.transport == crate::cluster_opts::Transport::Dc {
+        return crate::cluster_dc::phase(s, ctx, pd, o);
+    }
     let (me, n) = (s.rank(), s.size());
     let port = ctx.query_port(1).map_err(err("querying port 1"))?;
     let flows = o.flow_list(n);
