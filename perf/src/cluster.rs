@@ -549,6 +549,16 @@ fn phase(s: &mut Session, ctx: &Context, pd: &Pd, o: &ClusterOpts) -> Res<()> {
     let max_size = o.sizes.iter().copied().max().unwrap_or(8);
     let slot = max_size.max(64).div_ceil(64) * 64;
     let mem = RegisteredMem::new(pd, 2 * slot * n as usize).map_err(err("registering memory"))?;
+    // This rank's QPs and memory (docs/perf.md, "QPs and memory per rank").
+    let cq_sizes: Vec<u32> = (0..threads).map(|t| (o.depth * share(&units, t, threads).len() as u32).max(16)).collect();
+    let resources = crate::cluster_res::Resources::rc_mesh(
+        n,
+        o.qps,
+        (o.depth.max(1), rx),
+        &cq_sizes,
+        rx * n * o.qps,
+        (2 * slot * n as usize) as u64,
+    );
     let access = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
     let connect = ConnectOpts::default().access(access).mtu(port.active_mtu()).max_rd_atomic(4).max_dest_rd_atomic(4);
     let caps = QpCaps::default().max_send_wr(o.depth.max(1)).max_recv_wr(rx);
@@ -674,8 +684,10 @@ fn phase(s: &mut Session, ctx: &Context, pd: &Pd, o: &ClusterOpts) -> Res<()> {
     if me == 0 {
         let rep = Report::new(o, n, every).shared_threads(shared).environment(envs).loads(every_load);
         println!("{}", rep.table());
+        println!("QPs and memory of rank 0 ({}): {}", crate::cluster_res::HOW, resources.line());
         if let Some(p) = &o.json {
-            std::fs::write(p, rep.json()?).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+            let json = crate::cluster_res::with_resources(&rep.json()?, &resources)?;
+            std::fs::write(p, json).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
         }
         if let Some(p) = &o.csv {
             std::fs::write(p, rep.csv()?).map_err(|e| format!("cannot write {}: {e}", p.display()))?;

@@ -141,6 +141,19 @@ pub const HOW: &str = "queues and memory per rank as asked of the provider: send
                        / SRQ = entries rounded up x 16 B, CQs = entries rounded up x 64 B, MR = bytes registered; \
                        doorbells, UARs, address handles and the NIC's QP contexts not counted";
 
+/// The cluster report's JSON `json` with `resources` (rank 0's: every rank
+/// of an RC mesh asks for the same, bar the thread count's CQs) and how they
+/// are counted.
+pub fn with_resources(json: &str, r: &Resources) -> Result<String, String> {
+    let mut v: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| format!("the cluster report's JSON does not parse: {e}"))?;
+    let o = v.as_object_mut().ok_or("the cluster report's JSON is not an object")?;
+    o.insert("transport".into(), "rc".into());
+    o.insert("resources".into(), serde_json::to_value(r).map_err(|e| e.to_string())?);
+    o.insert("resources_counted".into(), HOW.into());
+    serde_json::to_string_pretty(&v).map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,5 +193,15 @@ mod tests {
         assert!(l.starts_with("3 QP(s); send queues 32 WQEs = 4.0 KiB; receive 64 entries = 1.0 KiB;"), "{l}");
         assert!(l.contains("CQs 128 entries = 8.0 KiB; MR 3.0 MiB; total 3.0 MiB"), "{l}");
         assert_eq!(bytes(512), "512 B");
+    }
+
+    #[test]
+    fn the_rc_report_json_gains_the_resources() {
+        let r = Resources::rc_mesh(3, 2, (16, 64), &[64, 64], 384, 4096);
+        let j: serde_json::Value = serde_json::from_str(&with_resources("{\"ranks\": 3}", &r).unwrap()).unwrap();
+        assert_eq!((j["ranks"].as_u64(), j["resources"]["qps"].as_u64()), (Some(3), Some(4)));
+        assert_eq!(j["transport"], "rc");
+        assert_eq!(j["resources"]["mr_bytes"], 4096);
+        assert!(with_resources("[]", &r).unwrap_err().contains("not an object"));
     }
 }
