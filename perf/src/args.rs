@@ -757,7 +757,7 @@ mod tests {
         refused("write bw -c DC --log_active_dci_streams 1", &["above --log_dci_streams 0"]);
         refused("write lat -c DC", &["-c DC: write lat: each side would need both", "one-way bandwidth tests"]);
         refused("send bw -c DC -b", &["send bw -b: each side would need both a DC initiator and a DC target"]);
-        refused("read bw -c DC -R", &["-R (rdma_cm makes no DC connections)"]);
+        refused("read bw -c DC -R", &["-R (rdma_cm makes no DC connections: DC has no connection to make)"]);
         refused("write bw -c DC --rate_limit 1 --rate_units M --rate_limit_type HW", &["software only"]);
         refused("write bw -c SRD", &["SRD is EFA's"]);
         // Without a type, the limit falls back to software pacing.
