@@ -22,12 +22,20 @@ fn report_in(out: &str, tag: &str) -> Option<serde_json::Value> {
     serde_json::from_str(&out[s..e]).ok()
 }
 
-/// Every rank's error line ends the run the same way, naming the device's
-/// refusal (`mlx5dv_create_qp`, the DC target's create) and the fallback.
+/// Every rank's error ends the run with its device's refusal, exactly (the
+/// DC target's create, `mlx5dv_create_qp`, naming the rank's rxe device),
+/// then the fallback's hint. The ranks' lines may run into each other (three
+/// processes on one terminal), so each is looked for as a substring.
 fn refused_everywhere(out: &str) -> bool {
-    let lines: Vec<&str> =
-        out.lines().filter(|l| l.starts_with("rrddmma-perf: -c DC: ") && l.ends_with(REFUSAL_TAIL)).collect();
-    lines.len() == 3 && lines.iter().all(|l| *l == lines[0] && l.contains("mlx5dv_create_qp"))
+    (1..=3).all(|r| {
+        out.matches(&format!(
+            "rrddmma-perf: -c DC: mlx5dv_create_qp: mlx5 direct verbs (rxe_h{r} is not a ConnectX (mlx5) device: \
+             open one, which `ibv_devices` lists as mlx5_N, or use the verbs path, Qp::post_send and Cq::poll, \
+             which runs on every device) is not supported by this device{REFUSAL_TAIL}"
+        ))
+        .count()
+            == 1
+    })
 }
 
 /// A `-c DC` report of three ranks, `pattern` with `iters` requests per
@@ -168,13 +176,20 @@ mod tests {
     }
 
     #[test]
-    fn refusal_must_be_the_same_on_every_rank() {
-        let line = format!("rrddmma-perf: -c DC: mlx5dv_create_qp: not supported{REFUSAL_TAIL}");
-        let three = format!("{line}\n{line}\nx\n{line}\n");
-        assert!(refused_everywhere(&three));
-        assert!(!refused_everywhere(&format!("{line}\n{line}\n")), "a rank did not refuse");
-        let other = line.replace("not supported", "other");
-        assert!(!refused_everywhere(&format!("{line}\n{line}\n{other}\n")));
+    fn refusal_must_name_every_ranks_device_exactly() {
+        let line = |r: u32| {
+            format!(
+                "rrddmma-perf: -c DC: mlx5dv_create_qp: mlx5 direct verbs (rxe_h{r} is not a ConnectX (mlx5) \
+                 device: open one, which `ibv_devices` lists as mlx5_N, or use the verbs path, Qp::post_send and \
+                 Cq::poll, which runs on every device) is not supported by this device{REFUSAL_TAIL}"
+            )
+        };
+        // As seen on rxe: two ranks' lines ran into one.
+        let seen = format!("{}\n{}{}\nREFUSE-RC=1\n", line(3), line(2), line(1));
+        assert!(refused_everywhere(&seen));
+        assert!(!refused_everywhere(&format!("{}\n{}\n", line(1), line(2))), "rank 3 did not refuse");
+        let other = line(2).replace("is not supported", "failed");
+        assert!(!refused_everywhere(&format!("{}\n{other}\n{}\n", line(1), line(3))));
         assert!(report_in("=== begin a\n{\"x\": 1}\n=== end a\n", "a").is_some_and(|j| j["x"] == 1));
         assert!(report_in("=== begin a\nnot json\n=== end a\n", "a").is_none());
     }
