@@ -19,11 +19,14 @@ use rrddmma::wrap::{MeshOpts, RegisteredMem};
 use serde::Serialize;
 
 use crate::args::Verb;
-use crate::cluster::{err, landing};
 use crate::cluster_opts::{ClusterOpts, COUNT_BITS};
-use crate::cluster_res::{Resources, HOW};
+use crate::cluster_res::{landing, Resources, HOW};
 
 type Res<T> = Result<T, String>;
+
+fn err<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> String {
+    move |e| format!("{what}: {e}")
+}
 
 /// Receive entries of the DC target's SRQ (nothing is sent to it: WRITE
 /// and READ only).

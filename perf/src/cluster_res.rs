@@ -14,7 +14,10 @@
 //! target's firmware context, address handles, the kernel's and the NIC's
 //! own state (ICM: QP and MPT contexts), which grow with the QP count too.
 
+use rrddmma::prim::{RemoteAddr, RemoteMr};
 use serde::Serialize;
+
+type Res<T> = Result<T, String>;
 
 /// Bytes of one send WQE basic block.
 const WQEBB: u64 = 64;
@@ -154,6 +157,37 @@ pub fn with_resources(json: &str, r: &Resources) -> Result<String, String> {
     serde_json::to_string_pretty(&v).map_err(|e| e.to_string())
 }
 
+/// Where this rank's requests land at every rank: `slot` bytes at offset
+/// (`n` + `me`) × `slot` of the rank's region. A token that does not cover
+/// them (or a list of the wrong length) is an error naming the rank and
+/// its token, never a panic in the measured loop.
+pub(crate) fn landing(tokens: &[RemoteMr], me: u32, n: u32, slot: usize) -> Res<Vec<RemoteAddr>> {
+    if tokens.len() != n as usize {
+        return Err(format!("the token exchange gave {} memory tokens for {n} ranks", tokens.len()));
+    }
+    let off = (n as usize + me as usize) * slot;
+    tokens
+        .iter()
+        .enumerate()
+        .map(|(r, t)| {
+            if r == me as usize {
+                return Ok(RemoteAddr { addr: 0, rkey: 0 });
+            }
+            t.checked_addr_at(off, slot).map_err(|e| {
+                format!(
+                    "rank {r}'s memory token (address {:#x}, {} bytes, rkey {:#x}) does not cover this rank's slot, \
+                     bytes {off}..{} (each rank registers 2 x slot x ranks bytes; do all ranks run the same -s \
+                     and the same number of ranks?): {e}",
+                    t.addr,
+                    t.len,
+                    t.rkey,
+                    off + slot
+                )
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,5 +237,24 @@ mod tests {
         assert_eq!(j["transport"], "rc");
         assert_eq!(j["resources"]["mr_bytes"], 4096);
         assert!(with_resources("[]", &r).unwrap_err().contains("not an object"));
+    }
+
+    #[test]
+    fn regression_short_or_bogus_token_of_another_rank_is_an_error_not_a_panic() {
+        let (n, slot) = (3u32, 4096usize);
+        let good = RemoteMr { addr: 0x10_0000, len: (2 * slot * n as usize) as u64, rkey: 7 };
+        let at = landing(&[good, good, good], 1, n, slot).unwrap();
+        assert_eq!(at[2], RemoteAddr { addr: 0x10_0000 + 4 * 4096, rkey: 7 }, "slot n + me of rank 2's region");
+        // Rank 2's token is one byte short of this rank's slot.
+        let short = RemoteMr { len: good.len - 4096 - 1, ..good };
+        let e = landing(&[good, good, short], 1, n, slot).unwrap_err();
+        assert!(e.contains("rank 2's memory token") && e.contains(&format!("{} bytes", short.len)), "{e}");
+        assert!(e.contains("bytes 16384..20480"), "names the range it must cover: {e}");
+        // An address range that wraps, and a list of the wrong length.
+        let wraps = RemoteMr { addr: u64::MAX - 8, ..good };
+        assert!(landing(&[wraps, good, good], 1, n, slot).unwrap_err().contains("rank 0's memory token"));
+        assert!(landing(&[good, good], 1, n, slot).unwrap_err().contains("2 memory tokens for 3 ranks"));
+        // This rank's own token is never used, so it is not checked.
+        assert!(landing(&[good, short, good], 1, n, slot).is_ok());
     }
 }
