@@ -313,7 +313,10 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("rrddmma-perf: {e}");
+            // One write: the ranks of a cluster run share a terminal, and
+            // `eprintln!` writes its pieces one by one (they interleaved).
+            let line = format!("rrddmma-perf: {e}\n");
+            let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
             ExitCode::FAILURE
         }
     }
