@@ -148,13 +148,20 @@ pub const HOW: &str = "queues and memory per rank as asked of the provider: send
 /// of an RC mesh asks for the same, bar the thread count's CQs) and how they
 /// are counted.
 pub fn with_resources(json: &str, r: &Resources) -> Result<String, String> {
-    let mut v: serde_json::Value =
+    // Checked to parse as an object, then extended as text: the report's
+    // keys keep their order (`"tool"` first, as readers of it look for).
+    let v: serde_json::Value =
         serde_json::from_str(json).map_err(|e| format!("the cluster report's JSON does not parse: {e}"))?;
-    let o = v.as_object_mut().ok_or("the cluster report's JSON is not an object")?;
-    o.insert("transport".into(), "rc".into());
-    o.insert("resources".into(), serde_json::to_value(r).map_err(|e| e.to_string())?);
-    o.insert("resources_counted".into(), HOW.into());
-    serde_json::to_string_pretty(&v).map_err(|e| e.to_string())
+    let o = v.as_object().ok_or("the cluster report's JSON is not an object")?;
+    let end = json.rfind('}').ok_or("the cluster report's JSON has no closing brace")?;
+    let res = serde_json::to_string(r).map_err(|e| e.to_string())?;
+    let how = serde_json::to_string(HOW).map_err(|e| e.to_string())?;
+    let sep = if o.is_empty() { "" } else { "," };
+    Ok(format!(
+        "{}{sep}\n  \"transport\": \"rc\",\n  \"resources\": {res},\n  \"resources_counted\": {how}\n}}{}",
+        json[..end].trim_end(),
+        &json[end + 1..]
+    ))
 }
 
 /// Where this rank's requests land at every rank: `slot` bytes at offset
@@ -232,11 +239,16 @@ mod tests {
     #[test]
     fn the_rc_report_json_gains_the_resources() {
         let r = Resources::rc_mesh(3, 2, (16, 64), &[64, 64], 384, 4096);
-        let j: serde_json::Value = serde_json::from_str(&with_resources("{\"ranks\": 3}", &r).unwrap()).unwrap();
+        let text = with_resources("{\n  \"tool\": \"x\",\n  \"ranks\": 3\n}", &r).unwrap();
+        assert!(text.starts_with("{\n  \"tool\": \"x\","), "the keys keep their order: {text}");
+        let j: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(j["tool"], "x");
         assert_eq!((j["ranks"].as_u64(), j["resources"]["qps"].as_u64()), (Some(3), Some(4)));
         assert_eq!(j["transport"], "rc");
         assert_eq!(j["resources"]["mr_bytes"], 4096);
         assert!(with_resources("[]", &r).unwrap_err().contains("not an object"));
+        let empty: serde_json::Value = serde_json::from_str(&with_resources("{}", &r).unwrap()).unwrap();
+        assert_eq!(empty["resources"]["qps"], 4);
     }
 
     #[test]
