@@ -14,6 +14,16 @@ use crate::Result;
 const REFUSAL_TAIL: &str =
     "; pass --dc-fallback rc to measure the RC mesh instead (the report then says so), or run -c RC";
 
+/// What `DcMesh::refusal()` says on rank `r`'s rxe device (the DC target's
+/// create, `Error::Unsupported` of `mlx5dv_create_qp`), as rrddmma prints it.
+fn refusal(r: u32) -> String {
+    format!(
+        "mlx5dv_create_qp: DC (dynamically connected transport) is not supported by rxe_h{r} (mlx5dv_is_supported = \
+         false); use an RC mesh instead: one RC QP per peer (wrap::connect_rc_mesh), which every device runs; \
+         wrap::dc::DcMesh falls back to one by itself"
+    )
+}
+
 /// The JSON report between the markers the step prints around it.
 fn report_in(out: &str, tag: &str) -> Option<serde_json::Value> {
     let begin = format!("=== begin {tag}\n");
@@ -22,20 +32,12 @@ fn report_in(out: &str, tag: &str) -> Option<serde_json::Value> {
     serde_json::from_str(&out[s..e]).ok()
 }
 
-/// Every rank's error ends the run with its device's refusal, exactly (the
-/// DC target's create, `mlx5dv_create_qp`, naming the rank's rxe device),
+/// Every rank's error ends the run with its device's refusal, exactly
+/// ([`refusal`], naming the rank's rxe device),
 /// then the fallback's hint. The ranks' lines may run into each other (three
 /// processes on one terminal), so each is looked for as a substring.
 fn refused_everywhere(out: &str) -> bool {
-    (1..=3).all(|r| {
-        out.matches(&format!(
-            "rrddmma-perf: -c DC: mlx5dv_create_qp: mlx5 direct verbs (rxe_h{r} is not a ConnectX (mlx5) device: \
-             open one, which `ibv_devices` lists as mlx5_N, or use the verbs path, Qp::post_send and Cq::poll, \
-             which runs on every device) is not supported by this device{REFUSAL_TAIL}"
-        ))
-        .count()
-            == 1
-    })
+    (1..=3).all(|r| out.matches(&format!("rrddmma-perf: -c DC: {}{REFUSAL_TAIL}", refusal(r))).count() == 1)
 }
 
 /// A `-c DC` report of three ranks, `pattern` with `iters` requests per
@@ -177,13 +179,7 @@ mod tests {
 
     #[test]
     fn refusal_must_name_every_ranks_device_exactly() {
-        let line = |r: u32| {
-            format!(
-                "rrddmma-perf: -c DC: mlx5dv_create_qp: mlx5 direct verbs (rxe_h{r} is not a ConnectX (mlx5) \
-                 device: open one, which `ibv_devices` lists as mlx5_N, or use the verbs path, Qp::post_send and \
-                 Cq::poll, which runs on every device) is not supported by this device{REFUSAL_TAIL}"
-            )
-        };
+        let line = |r: u32| format!("rrddmma-perf: -c DC: {}{REFUSAL_TAIL}", refusal(r));
         // As seen on rxe: two ranks' lines ran into one.
         let seen = format!("{}\n{}{}\nREFUSE-RC=1\n", line(3), line(2), line(1));
         assert!(refused_everywhere(&seen));
