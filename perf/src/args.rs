@@ -481,12 +481,18 @@ fn transport(o: &mut Opts) -> Result<(), String> {
         Conn::Rc | Conn::Xrc => return Ok(()),
         Conn::Dc if o.test == Test::Lat || o.bidir || o.rdma_cm => {
             let what = if o.rdma_cm {
-                "-R (rdma_cm makes no DC connections)".to_string()
+                "-R (rdma_cm makes no DC connections: DC has no connection to make)".to_string()
             } else {
-                format!("{test}{}", if o.bidir { " -b" } else { "" })
+                // Each side would need a DCI and a DCT of its own (the ping-pong's reply, the
+                // other direction's stream); perf/src/dc.rs gives a side one or the other.
+                format!(
+                    "{test}{}: each side would need both a DC initiator and a DC target, which rrddmma-perf \
+                     does not build yet",
+                    if o.bidir { " -b" } else { "" }
+                )
             };
             return Err(format!(
-                "-c DC: {what}: rrddmma-perf runs DC on one-way bandwidth tests (write, read, send, atomic bw \
+                "-c DC: {what}; rrddmma-perf runs DC on one-way bandwidth tests (write, read, send, atomic bw \
                  without -b or -R)"
             ));
         }
@@ -749,9 +755,9 @@ mod tests {
             &["--log_active_dci_streams 3 is above --log_dci_streams 2"],
         );
         refused("write bw -c DC --log_active_dci_streams 1", &["above --log_dci_streams 0"]);
-        refused("write lat -c DC", &["-c DC: write lat", "one-way bandwidth tests"]);
-        refused("send bw -c DC -b", &["send bw -b"]);
-        refused("read bw -c DC -R", &["-R (rdma_cm makes no DC connections)"]);
+        refused("write lat -c DC", &["-c DC: write lat: each side would need both", "one-way bandwidth tests"]);
+        refused("send bw -c DC -b", &["send bw -b: each side would need both a DC initiator and a DC target"]);
+        refused("read bw -c DC -R", &["-R (rdma_cm makes no DC connections: DC has no connection to make)"]);
         refused("write bw -c DC --rate_limit 1 --rate_units M --rate_limit_type HW", &["software only"]);
         refused("write bw -c SRD", &["SRD is EFA's"]);
         // Without a type, the limit falls back to software pacing.

@@ -11,9 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use rrddmma::ctrl::{ClusterConfig, QpInfo, Session};
-use rrddmma::prim::{
-    AccessFlags, ConnectOpts, Context, Cq, Endpoint, Pd, Qp, QpCaps, RecvWr, RemoteAddr, RemoteMr, SendWr, Wc,
-};
+use rrddmma::prim::{AccessFlags, ConnectOpts, Context, Cq, Endpoint, Pd, Qp, QpCaps, RecvWr, RemoteAddr, SendWr, Wc};
 use rrddmma::wrap::{MeshOpts, RegisteredMem};
 
 use crate::alloc;
@@ -22,6 +20,7 @@ use crate::cluster_env::{self, RankEnv};
 use crate::cluster_flow::{self, LoadResult, Tally};
 use crate::cluster_opts::{ClusterOpts, Pattern, COUNT_BITS};
 use crate::cluster_report::{decode_rank, Expect, FlowResult, Report};
+use crate::cluster_res::landing;
 use crate::load::{self, Rate, Rng, Sizes};
 use crate::out;
 
@@ -94,37 +93,6 @@ impl Net {
         // SAFETY: the entry lies in `mem`, which outlives the QPs' use.
         unsafe { qp.post_recv(&mut [RecvWr::new(&sges, qi as u64)]) }.map_err(err("ibv_post_recv"))
     }
-}
-
-/// Where this rank's requests land at every rank: `slot` bytes at offset
-/// (`n` + `me`) × `slot` of the rank's region. A token that does not cover
-/// them (or a list of the wrong length) is an error naming the rank and
-/// its token, never a panic in the measured loop.
-fn landing(tokens: &[RemoteMr], me: u32, n: u32, slot: usize) -> Res<Vec<RemoteAddr>> {
-    if tokens.len() != n as usize {
-        return Err(format!("the token exchange gave {} memory tokens for {n} ranks", tokens.len()));
-    }
-    let off = (n as usize + me as usize) * slot;
-    tokens
-        .iter()
-        .enumerate()
-        .map(|(r, t)| {
-            if r == me as usize {
-                return Ok(RemoteAddr { addr: 0, rkey: 0 });
-            }
-            t.checked_addr_at(off, slot).map_err(|e| {
-                format!(
-                    "rank {r}'s memory token (address {:#x}, {} bytes, rkey {:#x}) does not cover this rank's slot, \
-                     bytes {off}..{} (each rank registers 2 x slot x ranks bytes; do all ranks run the same -s \
-                     and the same number of ranks?): {e}",
-                    t.addr,
-                    t.len,
-                    t.rkey,
-                    off + slot
-                )
-            })
-        })
-        .collect()
 }
 
 /// Creates `q` RC QPs to every other rank, the send CQ of QP (peer, k) being
@@ -526,6 +494,9 @@ pub fn run(phases: &[ClusterOpts], ranks: Option<u32>) -> Res<()> {
 
 /// One phase of the cluster mode on this rank, with its report on rank 0.
 fn phase(s: &mut Session, ctx: &Context, pd: &Pd, o: &ClusterOpts) -> Res<()> {
+    if o.transport == crate::cluster_opts::Transport::Dc {
+        return crate::cluster_dc::phase(s, ctx, pd, o);
+    }
     let (me, n) = (s.rank(), s.size());
     let port = ctx.query_port(1).map_err(err("querying port 1"))?;
     let flows = o.flow_list(n);
@@ -546,6 +517,16 @@ fn phase(s: &mut Session, ctx: &Context, pd: &Pd, o: &ClusterOpts) -> Res<()> {
     let max_size = o.sizes.iter().copied().max().unwrap_or(8);
     let slot = max_size.max(64).div_ceil(64) * 64;
     let mem = RegisteredMem::new(pd, 2 * slot * n as usize).map_err(err("registering memory"))?;
+    // This rank's QPs and memory (docs/perf.md, "QPs and memory per rank").
+    let cq_sizes: Vec<u32> = (0..threads).map(|t| (o.depth * share(&units, t, threads).len() as u32).max(16)).collect();
+    let resources = crate::cluster_res::Resources::rc_mesh(
+        n,
+        o.qps,
+        (o.depth.max(1), rx),
+        &cq_sizes,
+        rx * n * o.qps,
+        (2 * slot * n as usize) as u64,
+    );
     let access = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
     let connect = ConnectOpts::default().access(access).mtu(port.active_mtu()).max_rd_atomic(4).max_dest_rd_atomic(4);
     let caps = QpCaps::default().max_send_wr(o.depth.max(1)).max_recv_wr(rx);
@@ -671,8 +652,10 @@ fn phase(s: &mut Session, ctx: &Context, pd: &Pd, o: &ClusterOpts) -> Res<()> {
     if me == 0 {
         let rep = Report::new(o, n, every).shared_threads(shared).environment(envs).loads(every_load);
         println!("{}", rep.table());
+        println!("QPs and memory of rank 0 ({}): {}", crate::cluster_res::HOW, resources.line());
         if let Some(p) = &o.json {
-            std::fs::write(p, rep.json()?).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+            let json = crate::cluster_res::with_resources(&rep.json()?, &resources)?;
+            std::fs::write(p, json).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
         }
         if let Some(p) = &o.csv {
             std::fs::write(p, rep.csv()?).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
@@ -724,24 +707,5 @@ mod tests {
         assert_eq!(thread_count(&o, u.len()), 4);
         assert!(flows_apart(&u, thread_count(&o, u.len())));
         assert_eq!(thread_count(&crate::cluster_opts::parse(["--threads", "3"]).unwrap(), 4), 3);
-    }
-
-    #[test]
-    fn regression_short_or_bogus_token_of_another_rank_is_an_error_not_a_panic() {
-        let (n, slot) = (3u32, 4096usize);
-        let good = RemoteMr { addr: 0x10_0000, len: (2 * slot * n as usize) as u64, rkey: 7 };
-        let at = landing(&[good, good, good], 1, n, slot).unwrap();
-        assert_eq!(at[2], RemoteAddr { addr: 0x10_0000 + 4 * 4096, rkey: 7 }, "slot n + me of rank 2's region");
-        // Rank 2's token is one byte short of this rank's slot.
-        let short = RemoteMr { len: good.len - 4096 - 1, ..good };
-        let e = landing(&[good, good, short], 1, n, slot).unwrap_err();
-        assert!(e.contains("rank 2's memory token") && e.contains(&format!("{} bytes", short.len)), "{e}");
-        assert!(e.contains("bytes 16384..20480"), "names the range it must cover: {e}");
-        // An address range that wraps, and a list of the wrong length.
-        let wraps = RemoteMr { addr: u64::MAX - 8, ..good };
-        assert!(landing(&[wraps, good, good], 1, n, slot).unwrap_err().contains("rank 0's memory token"));
-        assert!(landing(&[good, good], 1, n, slot).unwrap_err().contains("2 memory tokens for 3 ranks"));
-        // This rank's own token is never used, so it is not checked.
-        assert!(landing(&[good, short, good], 1, n, slot).is_ok());
     }
 }

@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use rrddmma::wrap::dc::DcPolicy;
+
 use crate::args::{num, text, Verb};
 use crate::load::{self, Mix, Rate, Sizes, Workload};
 
@@ -52,6 +54,59 @@ impl Pattern {
             Pattern::Loaded => all.filter(|(s, _)| *s != 0).collect(),
             Pattern::Explicit => Vec::new(),
         }
+    }
+}
+
+/// How the ranks reach each other (`-c`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// An RC mesh: `-q` QPs to every other rank.
+    Rc,
+    /// DC (`-c DC`): one DC target and a pool of `--dci` initiators per rank
+    /// ([`rrddmma::wrap::dc::DcMesh`]).
+    Dc,
+}
+
+/// The DC settings of `-c DC`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DcSettings {
+    /// DCIs in each rank's pool (`--dci`).
+    pub dcis: u16,
+    /// The pool's policy (`--dc-policy`).
+    pub policy: DcPolicy,
+    /// Run the RC mesh where a device lacks DC (`--dc-fallback rc`) instead
+    /// of ending with the refusal.
+    pub fallback_rc: bool,
+}
+
+impl Default for DcSettings {
+    fn default() -> DcSettings {
+        DcSettings { dcis: 4, policy: DcPolicy::Dcs, fallback_rc: false }
+    }
+}
+
+/// A `--dc-policy` value: UCX's names, `dcs_quota` with an optional
+/// `:QUOTA` (8), `rand` with an optional `:SEED` (1).
+pub fn dc_policy(v: &str) -> Res<DcPolicy> {
+    let (name, arg) = match v.split_once(':') {
+        Some((n, a)) => (n, Some(a)),
+        None => (v, None),
+    };
+    let n = |what: &str, d: u64| -> Res<u64> {
+        arg.map_or(Ok(d), |a| a.parse().map_err(|_| format!("--dc-policy {v:?}: {a:?} is not a valid {what}")))
+    };
+    match (name, arg) {
+        ("dcs", None) => Ok(DcPolicy::Dcs),
+        ("hw_dcs", None) => Ok(DcPolicy::HwDcs),
+        ("dcs_quota", _) => {
+            let quota = n("quota", 8)?;
+            if quota == 0 || quota > u64::from(u32::MAX) {
+                return Err(format!("--dc-policy {v:?}: the quota is 1 to 2^32 - 1 posts"));
+            }
+            Ok(DcPolicy::DcsQuota { quota: quota as u32 })
+        }
+        ("rand", _) => Ok(DcPolicy::Rand { seed: n("seed", 1)? }),
+        _ => Err(format!("--dc-policy {v:?}: expected dcs, dcs_quota[:QUOTA], hw_dcs or rand[:SEED]")),
     }
 }
 
@@ -108,6 +163,10 @@ pub struct ClusterOpts {
     pub json: Option<PathBuf>,
     pub csv: Option<PathBuf>,
     pub svg: Option<PathBuf>,
+    /// `-c`: RC mesh (default) or DC.
+    pub transport: Transport,
+    /// `-c DC`'s pool, policy and fallback.
+    pub dc: DcSettings,
 }
 
 pub const USAGE: &str = "\
@@ -117,6 +176,13 @@ usage: rrddmma-perf cluster [FLAGS]     (on every rank: mpirun, srun, or RRDDMMA
   -s, --size BYTES     message size (4096; atomic 8), or a list: -s 64,4096,65536
   -a, --all            sweep sizes 2 .. 2^23 (see --max-size)
       --max-size BYTES largest size of a -a sweep (2^23)
+  -c, --connection T   RC (default): an RC mesh, -q QPs to every other rank; DC: one DC target and a
+                       pool of --dci DC initiators per rank, whatever the rank count (mlx5 only; all-to-all
+                       or incast, write or read, closed loop: the scalability experiment of docs/perf.md)
+      --dci K          -c DC: DC initiators in each rank's pool (4)
+      --dc-policy P    -c DC: dcs (default), dcs_quota[:QUOTA] (8), hw_dcs, rand[:SEED]: UCX's DCI policies
+      --dc-fallback rc -c DC where a rank's device lacks DC (rxe): run the RC mesh and say so in the report
+                       (without it the run ends with the device's refusal)
   -q, --qp N           RC QPs per pair of ranks; -n and -t count per QP (1)
       --threads N      threads per rank, each driving its share of the QPs (1); per-qp: one per QP,
                        so flows share no thread's CPU time (figures are per flow either way)
@@ -189,7 +255,10 @@ where
         json: None,
         csv: None,
         svg: None,
+        transport: Transport::Rc,
+        dc: DcSettings::default(),
     };
+    let mut dc_flag: Option<&'static str> = None;
     let (mut all, mut max_size) = (false, 1usize << 23);
     let (mut mix, mut dist): (Option<Mix>, Option<Sizes>) = (None, None);
     while let Some(arg) = p.next().map_err(|e| e.to_string())? {
@@ -220,6 +289,29 @@ where
             Short('s') | Long("size") => o.sizes.extend(size_list(&text(&mut p, "-s")?)?),
             Short('a') | Long("all") => all = true,
             Long("max-size") => max_size = num(&mut p, "--max-size")?,
+            Short('c') | Long("connection") => {
+                o.transport = match text(&mut p, "-c")?.as_str() {
+                    "RC" => Transport::Rc,
+                    "DC" => Transport::Dc,
+                    v => return Err(format!("-c {v:?}: the cluster mode runs RC (a mesh) or DC")),
+                }
+            }
+            Long("dci") => {
+                o.dc.dcis = num(&mut p, "--dci")?;
+                dc_flag = Some("--dci");
+            }
+            Long("dc-policy") => {
+                o.dc.policy = dc_policy(&text(&mut p, "--dc-policy")?)?;
+                dc_flag = Some("--dc-policy");
+            }
+            Long("dc-fallback") => {
+                let v = text(&mut p, "--dc-fallback")?;
+                if v != "rc" {
+                    return Err(format!("--dc-fallback {v:?}: the one fallback is rc (the RC mesh)"));
+                }
+                o.dc.fallback_rc = true;
+                dc_flag = Some("--dc-fallback");
+            }
             Short('q') | Long("qp") => o.qps = num(&mut p, "-q")?,
             Long("threads") => {
                 let v = text(&mut p, "--threads")?;
@@ -316,6 +408,7 @@ where
     if o.verb == Verb::Send && o.workload.rate != Rate::Closed {
         return Err("--op send counts -n messages per QP at the receiver; --rate is for write, read and atomic".into());
     }
+    let drawn = (mix.is_some(), dist.is_some());
     o.workload.mix = mix.unwrap_or(Mix::only(o.verb));
     if let Some(d) = dist {
         o.workload.sizes = d;
@@ -323,7 +416,42 @@ where
     if o.verb == Verb::Send && o.duration.is_some() {
         return Err("--op send counts -n messages per QP at the receiver; -D is for write, read and atomic".into());
     }
+    dc_checks(&o, dc_flag, drawn)?;
     Ok(o)
+}
+
+/// What `-c DC` runs (and what its flags need).
+fn dc_checks(o: &ClusterOpts, dc_flag: Option<&str>, (mix, dist): (bool, bool)) -> Res<()> {
+    if o.transport == Transport::Rc {
+        return match dc_flag {
+            Some(f) => Err(format!("{f} is for -c DC (the RC mesh has no DCIs)")),
+            None => Ok(()),
+        };
+    }
+    let refuse = |what: &str| {
+        Err(format!(
+            "-c DC: {what} (the DC experiment runs all-to-all or incast, write or read, closed loop, -q 1, one thread)"
+        ))
+    };
+    if !matches!(o.pattern, Pattern::AllToAll | Pattern::Incast) {
+        return refuse(&format!("--pattern {} is not built for DC yet", o.pattern.name()));
+    }
+    if !matches!(o.verb, Verb::Write | Verb::Read) || mix {
+        return refuse(&format!("--op {} / --mix is not built for DC yet", o.verb.name()));
+    }
+    if o.workload.rate != Rate::Closed || dist || o.duration.is_some() {
+        return refuse("--rate, --size-dist and -D are not built for DC yet");
+    }
+    if o.qps != 1 || o.threads != 1 {
+        return refuse("-q and --threads are the RC mesh's (DC's QPs are the pool's: --dci)");
+    }
+    if o.dc.dcis == 0 || o.dc.dcis > 256 {
+        return Err(format!("--dci {}: 1 to 256 DCIs per rank", o.dc.dcis));
+    }
+    if o.reps != 1 {
+        return refuse("--reps is not built for DC yet");
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -370,5 +498,48 @@ mod tests {
         assert!(parse(["--reps", "0"]).unwrap_err().contains("at least 1"));
         assert!(parse(["--reps", "1001"]).unwrap_err().contains("at most 1000"));
         assert!(parse(["-n", "1099511627775", "--warmup", "1"]).unwrap_err().contains("plus --warmup"));
+    }
+
+    #[test]
+    fn dc_flags_parse_and_refuse_what_dc_does_not_run() {
+        let o = parse::<[&str; 0]>([]).unwrap();
+        assert_eq!((o.transport, o.dc), (Transport::Rc, DcSettings::default()));
+        let o = parse(["-c", "DC", "--dci", "2", "--dc-policy", "dcs_quota:4", "--dc-fallback", "rc"]).unwrap();
+        assert_eq!(o.transport, Transport::Dc);
+        assert_eq!(o.dc, DcSettings { dcis: 2, policy: DcPolicy::DcsQuota { quota: 4 }, fallback_rc: true });
+        let o = parse(["--connection=DC", "--pattern", "incast", "--op", "read"]).unwrap();
+        assert_eq!((o.transport, o.dc.dcis, o.dc.policy, o.dc.fallback_rc), (Transport::Dc, 4, DcPolicy::Dcs, false));
+        assert_eq!(dc_policy("dcs_quota").unwrap(), DcPolicy::DcsQuota { quota: 8 });
+        assert_eq!(dc_policy("hw_dcs").unwrap(), DcPolicy::HwDcs);
+        assert_eq!(dc_policy("rand:7").unwrap(), DcPolicy::Rand { seed: 7 });
+        assert_eq!(dc_policy("rand").unwrap(), DcPolicy::Rand { seed: 1 });
+        assert!(dc_policy("dcs_quota:0").unwrap_err().contains("1 to 2^32 - 1"));
+        assert!(dc_policy("hw_dcs:3").unwrap_err().contains("expected dcs, dcs_quota[:QUOTA], hw_dcs or rand[:SEED]"));
+        assert!(dc_policy("lru").unwrap_err().contains("expected dcs"));
+        assert!(parse(["-c", "UD"]).unwrap_err().contains("RC (a mesh) or DC"));
+        // The DC flags without -c DC.
+        assert_eq!(parse(["--dci", "2"]).unwrap_err(), "--dci is for -c DC (the RC mesh has no DCIs)");
+        assert!(parse(["--dc-fallback", "rc"]).unwrap_err().contains("is for -c DC"));
+        assert!(parse(["-c", "DC", "--dc-fallback", "ud"]).unwrap_err().contains("the one fallback is rc"));
+        // What the DC experiment does not run.
+        for bad in [
+            &["--pattern", "ring"][..],
+            &["--op", "send"],
+            &["--op", "atomic"],
+            &["--rate", "1k"],
+            &["-D", "1"],
+            &["-q", "2"],
+            &["--threads", "2"],
+            &["--reps", "2"],
+        ] {
+            let mut a = vec!["-c", "DC"];
+            a.extend_from_slice(bad);
+            assert!(parse(a.clone()).unwrap_err().starts_with("-c DC: "), "{a:?}");
+        }
+        assert!(parse(["-c", "DC", "--dci", "0"]).unwrap_err().contains("1 to 256 DCIs"));
+        assert!(USAGE.contains("-c, --connection T") && USAGE.contains("DC: one DC target"));
+        for f in ["--dci K", "--dc-policy P", "--dc-fallback rc"] {
+            assert!(USAGE.contains(f), "{f}");
+        }
     }
 }

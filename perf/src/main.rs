@@ -8,10 +8,12 @@ mod alloc;
 mod args;
 mod clock;
 mod cluster;
+mod cluster_dc;
 mod cluster_env;
 mod cluster_flow;
 mod cluster_opts;
 mod cluster_report;
+mod cluster_res;
 mod cm;
 mod dc;
 mod load;
@@ -311,7 +313,10 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("rrddmma-perf: {e}");
+            // One write: the ranks of a cluster run share a terminal, and
+            // `eprintln!` writes its pieces one by one (they interleaved).
+            let line = format!("rrddmma-perf: {e}\n");
+            let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
             ExitCode::FAILURE
         }
     }

@@ -358,6 +358,7 @@ pub fn cluster_checks() -> Result<Vec<Check>> {
         })
         .collect();
     v.extend(super::cluster_load::load_checks(&me, &|port, flags| launch(false, port, flags))?);
+    v.extend(super::cluster_dc::checks(&me, hosts_up, &|port, flags| launch(false, port, flags))?);
     Ok(v)
 }
 

@@ -14,12 +14,12 @@ use crate::pairs::{binary, pair};
 use crate::Result;
 
 /// Printed by the step when the device's driver is not mlx5_core.
-const NOT_MLX5: &str = "dc-interop: not an mlx5 device, driver";
+pub(super) const NOT_MLX5: &str = "dc-interop: not an mlx5 device, driver";
 
 /// The step's guard: the driver of `$RRDDMMA_TEST_DEVICE` (as `report`'s
 /// facts find it); anything but mlx5_core prints [`NOT_MLX5`] and stops,
 /// with status 1 when mlx5 is expected (`RRDDMMA_EXPECT_DRIVER=mlx5`).
-const GUARD: &str = r#"s=/sys/class/infiniband/$RRDDMMA_TEST_DEVICE; drv=-; [ -e "$s/device/driver" ] && drv=$(basename "$(readlink -f "$s/device/driver")"); if [ "$drv" != mlx5_core ]; then echo "dc-interop: not an mlx5 device, driver $drv"; if [ "${RRDDMMA_EXPECT_DRIVER:-}" = mlx5 ]; then echo "dc-interop: skipped under --expect mlx5 (run it on a ConnectX device, or drop --expect mlx5)"; exit 1; fi; exit 0; fi"#;
+pub(super) const GUARD: &str = r#"s=/sys/class/infiniband/$RRDDMMA_TEST_DEVICE; drv=-; [ -e "$s/device/driver" ] && drv=$(basename "$(readlink -f "$s/device/driver")"); if [ "$drv" != mlx5_core ]; then echo "dc-interop: not an mlx5 device, driver $drv"; if [ "${RRDDMMA_EXPECT_DRIVER:-}" = mlx5 ]; then echo "dc-interop: skipped under --expect mlx5 (run it on a ConnectX device, or drop --expect mlx5)"; exit 1; fi; exit 0; fi"#;
 
 /// (test, perftest binary, flags for both sides, size, iterations).
 type Dc = (&'static str, &'static str, &'static str, u64, u64);
@@ -33,7 +33,7 @@ const LIST: [Dc; 4] = [
 
 /// The judge of a DC check: skipped where the step found no mlx5 device,
 /// else `ok`.
-fn judge(ok: impl Fn(&Done) -> bool + 'static) -> crate::device::Judge {
+pub(super) fn judge(ok: impl Fn(&Done) -> bool + 'static) -> crate::device::Judge {
     Box::new(move |d, t| {
         if d.output.contains(NOT_MLX5) && d.code == Some(0) {
             t.skip(&format!("{} (no mlx5 device here)", d.name));

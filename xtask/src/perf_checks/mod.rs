@@ -3,6 +3,7 @@
 //! cluster mode); `cargo xtask test` runs them too.
 
 mod cluster;
+mod cluster_dc;
 mod cluster_load;
 mod dc;
 mod flags;

@@ -348,6 +348,37 @@ pub fn checks() -> Result<Vec<Check>> {
         },
     ));
 
+    // -c DC where a side would need both a DCI and a DCT (latency tests,
+    // -b) or a connection (-R): refused at once, exit 2, on any device,
+    // before any device work, with the reason (the same line on mlx5).
+    v.push(Check::verdict(
+        "perf: -c DC latency, -b and -R refused with the reason, exit 2, on any device",
+        format!(
+            "for a in 'write lat' 'read lat -s 64' 'send bw -b' 'write bw -b' 'read bw -R'; do \
+             timeout 30 {me} $a {dev} -p 18767 -c DC 127.0.0.1 >/tmp/rrddmma-perf-dc-refused 2>&1; rc=$?; \
+             head -1 /tmp/rrddmma-perf-dc-refused; echo DC-RC=$rc; done"
+        ),
+        |d| {
+            let o = &d.output;
+            let tail =
+                "; rrddmma-perf runs DC on one-way bandwidth tests (write, read, send, atomic bw without -b or -R)";
+            let both = |t: &str| {
+                format!(
+                    "rrddmma-perf: -c DC: {t}: each side would need both a DC initiator and a DC target, which \
+                     rrddmma-perf does not build yet{tail}"
+                )
+            };
+            let cm = format!(
+                "rrddmma-perf: -c DC: -R (rdma_cm makes no DC connections: DC has no connection to make){tail}"
+            );
+            o.matches("DC-RC=2\n").count() == 5
+                && ["write lat", "read lat", "send bw -b", "write bw -b"]
+                    .iter()
+                    .all(|t| o.lines().any(|l| l == both(t)))
+                && o.lines().any(|l| l == cm)
+        },
+    ));
+
     // -c where perftest refuses it (exit 2 naming the flag, the test and
     // what it takes), an explicit UD size above the path MTU (both sides
     // fail after the MTU exchange, as perftest's do), and a UD receiver
