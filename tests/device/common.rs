@@ -41,6 +41,15 @@ pub fn refusal_test_skips(reason: &str) -> bool {
     true
 }
 
+/// A test cannot run its body here for a reason outside what it promises
+/// on this device (a software device lacking an optional feature, a
+/// missing helper module): logs `reason`, returns `true`, and the caller
+/// returns. Never a failure; the report lists it with its reason.
+pub fn test_skips(reason: &str) -> bool {
+    log_skip(std::thread::current().name().unwrap_or("?"), reason);
+    true
+}
+
 /// Prints the skip and, when `RRDDMMA_SKIP_LOG` names a file (set by
 /// `cargo xtask test` for its report), appends `test<TAB>reason` to it.
 fn log_skip(test: &str, reason: &str) {

@@ -18,11 +18,12 @@
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
+use rrddmma::bindings as ffi;
 use rrddmma::mlx5dv::mprq::{self, MprqRing, StrideCompletion, StridingParams};
 use rrddmma::mlx5dv::{self, mprq_wq, obj};
 use rrddmma::prim::{
-    AccessFlags, Context, Cq, EthFilter, Flow, Ipv4Filter, Mr, Pd, PortFilter, Qp, QpCaps, QpType, RssQp, RwqIndTable,
-    RxHashFields, SendWr, WcStatus, Wq,
+    AccessFlags, Context, CounterKind, Counters, Cq, EthFilter, Flow, Ipv4Filter, Mr, Pd, PortFilter, Qp, QpCaps,
+    QpType, RateLimit, RecvWr, RssQp, RwqIndTable, RxHashFields, SendWr, WcStatus, Wq,
 };
 
 use crate::common::{mlx5_test_skips, open_device, poll_one, Buf};
@@ -61,13 +62,18 @@ fn ipv4_checksum(h: &[u8]) -> u16 {
 /// Frame `seq`: to and from `mac`, IPv4 SRC_IP -> DST_IP, UDP to UDP_PORT
 /// (no UDP checksum), payload `seq` then a pattern of it.
 fn frame(mac: [u8; 6], seq: u8) -> [u8; FRAME] {
-    let mut f = [0u8; FRAME];
+    frame_to(mac, seq, UDP_PORT)
+}
+
+/// [`frame`] to UDP port `port`, `N` bytes long.
+fn frame_to<const N: usize>(mac: [u8; 6], seq: u8, port: u16) -> [u8; N] {
+    let mut f = [0u8; N];
     f[0..6].copy_from_slice(&mac);
     f[6..12].copy_from_slice(&mac);
     f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
     let ip = &mut f[14..34];
     ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&((FRAME - 14) as u16).to_be_bytes());
+    ip[2..4].copy_from_slice(&((N - 14) as u16).to_be_bytes());
     ip[8] = 64; // TTL
     ip[9] = 17; // UDP
     ip[12..16].copy_from_slice(&SRC_IP.octets());
@@ -75,8 +81,8 @@ fn frame(mac: [u8; 6], seq: u8) -> [u8; FRAME] {
     let sum = ipv4_checksum(ip);
     ip[10..12].copy_from_slice(&sum.to_be_bytes());
     f[34..36].copy_from_slice(&40_000u16.to_be_bytes());
-    f[36..38].copy_from_slice(&UDP_PORT.to_be_bytes());
-    f[38..40].copy_from_slice(&((FRAME - 34) as u16).to_be_bytes());
+    f[36..38].copy_from_slice(&port.to_be_bytes());
+    f[38..40].copy_from_slice(&((N - 34) as u16).to_be_bytes());
     for (i, b) in f[42..].iter_mut().enumerate() {
         *b = if i == 0 { seq } else { seq.wrapping_mul(31).wrapping_add(i as u8) };
     }
@@ -213,4 +219,161 @@ fn raw_udp_frames_land_in_a_striding_rq_through_a_flow_on_connectx() {
     assert_eq!(ring.stray(), 0, "no completion named a WQE that was not outstanding");
     drop(flow);
     drop(ring);
+}
+
+/// The ConnectX Ethernet port 1 of `ctx` and its MAC, or `None` after a
+/// skip through `mlx5_test_skips` (not mlx5, or an InfiniBand port).
+fn raw_port(ctx: &Context) -> Option<[u8; 6]> {
+    if !mlx5dv::is_supported(ctx) && mlx5_test_skips(&format!("{} is not an mlx5 device", ctx.name())) {
+        return None;
+    }
+    if !ctx.query_port(1).unwrap().is_ethernet()
+        && mlx5_test_skips(&format!("{} port 1 is InfiniBand: raw Ethernet needs an Ethernet port", ctx.name()))
+    {
+        return None;
+    }
+    Some(port_mac(ctx).expect("the MAC of port 1's netdev (GID table, /sys/class/net)"))
+}
+
+/// A raw packet QP on `pd`, in RTS on port 1, sending from `cq`.
+fn raw_sender(pd: &Pd, cq: &Cq) -> Qp {
+    let caps = QpCaps::default().max_send_wr(16).max_recv_wr(1);
+    let tx = Qp::builder(pd, QpType::RAW_PACKET, cq, cq).caps(caps).build().unwrap();
+    tx.bring_up_raw(1).unwrap();
+    tx
+}
+
+/// Sends `f` on `tx` and waits for its send completion.
+fn send_frame(tx: &Qp, cq: &Cq, out: &mut Buf, f: &[u8], id: u64) {
+    out.bytes()[..f.len()].copy_from_slice(f);
+    let sges = [out.mr.sge_at(0, f.len())];
+    // SAFETY: `out` is registered and untouched until the completion.
+    unsafe { tx.post_send(&mut [SendWr::send(&sges).wr_id(id).signaled()]) }.unwrap();
+    let wc = poll_one(cq);
+    assert_eq!((wc.wr_id(), wc.status()), (id, WcStatus::SUCCESS), "{wc:?}");
+}
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn flow_counters_count_the_frames_a_rule_matched_on_connectx() {
+    const COUNTED: u16 = UDP_PORT + 1;
+    const MATCHED: usize = 16;
+    const SLOT: usize = 128;
+    let ctx = open_device();
+    let Some(mac) = raw_port(&ctx) else { return };
+    // Receiver: a raw packet QP with its own receive queue, a rule for UDP
+    // to COUNTED at our MAC and DST_IP, counting packets and bytes.
+    let pd = Pd::alloc(&ctx).unwrap();
+    let cq = Cq::create(&ctx, 64).unwrap();
+    let caps = QpCaps::default().max_send_wr(1).max_recv_wr(MATCHED as u32);
+    let rx = Qp::builder(&pd, QpType::RAW_PACKET, &cq, &cq).caps(caps).build().unwrap();
+    rx.bring_up_raw(1).unwrap();
+    let mut slots = Buf::new(&pd, MATCHED * SLOT);
+    let sges: Vec<_> = (0..MATCHED).map(|i| slots.mr.sge_at(i * SLOT, SLOT)).collect();
+    let mut wrs: Vec<RecvWr<'_>> =
+        sges.iter().enumerate().map(|(i, s)| RecvWr::new(std::slice::from_ref(s), i as u64)).collect();
+    // SAFETY: every entry lies in `slots`, which outlives the QP's receives
+    // (read only after their completions).
+    unsafe { rx.post_recv(&mut wrs) }.unwrap();
+    let mut counters = Counters::create(&ctx).unwrap();
+    counters.attach(CounterKind::PACKETS, 0).unwrap();
+    counters.attach(CounterKind::BYTES, 1).unwrap();
+    let flow = Flow::builder(&rx, 1)
+        .eth(
+            EthFilter { dst_mac: mac, ether_type: 0x0800, ..Default::default() },
+            EthFilter { dst_mac: [0xff; 6], ether_type: 0xffff, ..Default::default() },
+        )
+        .ipv4(
+            Ipv4Filter { src: Ipv4Addr::UNSPECIFIED, dst: DST_IP },
+            Ipv4Filter { src: Ipv4Addr::UNSPECIFIED, dst: Ipv4Addr::BROADCAST },
+        )
+        .udp(PortFilter { dst_port: COUNTED, src_port: 0 }, PortFilter { dst_port: 0xffff, src_port: 0 })
+        .count(counters)
+        .build()
+        .unwrap();
+    let counted = flow.counters().expect("the flow holds its counters");
+    let mut v = [u64::MAX; 2];
+    counted.read(&mut v, false).unwrap();
+    assert_eq!(v, [0, 0], "bound to a flow that matched nothing yet");
+
+    // Sender on a second context (local loopback, as above): MATCHED frames
+    // to COUNTED, each followed by one to the next port, which the rule
+    // does not match.
+    let ctx2 = open_device();
+    let pd2 = Pd::alloc(&ctx2).unwrap();
+    let cq2 = Cq::create(&ctx2, 16).unwrap();
+    let tx = raw_sender(&pd2, &cq2);
+    let mut out = Buf::new(&pd2, FRAME);
+    for seq in 0..MATCHED as u8 {
+        let f: [u8; FRAME] = frame_to(mac, seq, COUNTED);
+        send_frame(&tx, &cq2, &mut out, &f, u64::from(seq) * 2);
+        let wc = poll_one(&cq);
+        assert_eq!((wc.wr_id(), wc.status(), wc.byte_len()), (u64::from(seq), WcStatus::SUCCESS, FRAME as u32));
+        let other: [u8; FRAME] = frame_to(mac, seq, COUNTED + 1);
+        send_frame(&tx, &cq2, &mut out, &other, u64::from(seq) * 2 + 1);
+    }
+    let got = slots.bytes().to_vec();
+    for seq in 0..MATCHED as u8 {
+        let want: [u8; FRAME] = frame_to(mac, seq, COUNTED);
+        let at = usize::from(seq) * SLOT;
+        assert_eq!(&got[at..at + FRAME], &want[..], "frame {seq} in its receive slot");
+    }
+    // The rule counted what it matched, not the frames to the next port.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        counted.read(&mut v, false).unwrap();
+        if v[0] >= MATCHED as u64 || Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(v[0], MATCHED as u64, "packets counted by the rule: {v:?}");
+    let bytes = (MATCHED * FRAME) as u64;
+    assert!((bytes..=bytes + 4 * MATCHED as u64).contains(&v[1]), "bytes counted {} (frames {bytes})", v[1]);
+    // Cached values never run ahead of the device's.
+    let mut cached = [0u64; 2];
+    counted.read(&mut cached, true).unwrap();
+    assert!(cached[0] <= v[0] && cached[1] <= v[1], "cached {cached:?} vs {v:?}");
+    drop(flow);
+}
+
+#[test]
+#[ignore = "device test: needs RRDDMMA_TEST_DEVICE (cargo xtask test)"]
+fn a_paced_raw_packet_qp_sends_no_faster_than_its_rate_on_connectx() {
+    const BIG: usize = 1024;
+    let ctx = open_device();
+    let Some(mac) = raw_port(&ctx) else { return };
+    let caps = ctx.query_device_ex().unwrap().packet_pacing_caps;
+    let raw = 1u32 << ffi::ibv_qp_type::IBV_QPT_RAW_PACKET.0;
+    if (caps.qp_rate_limit_max == 0 || caps.supported_qpts & raw == 0)
+        && mlx5_test_skips(&format!("{}: no packet pacing for raw packet QPs ({caps:?})", ctx.name()))
+    {
+        return;
+    }
+    // 10 Mbit/s, or the nearest rate the device paces at; frames enough
+    // for 100 ms of traffic at it (at least 16).
+    let kbps = 10_000u32.clamp(caps.qp_rate_limit_min.max(1), caps.qp_rate_limit_max);
+    let n = ((u64::from(kbps) * 1000 / 8 / 10 / BIG as u64) as u32).clamp(16, 50_000);
+    let pd = Pd::alloc(&ctx).unwrap();
+    let cq = Cq::create(&ctx, 16).unwrap();
+    let tx = raw_sender(&pd, &cq);
+    let mut out = Buf::new(&pd, BIG);
+    // To this port's MAC (no rule steers them anywhere: the kernel's stack
+    // drops UDP to an address it does not have), discard port 9.
+    let f: [u8; BIG] = frame_to(mac, 0, 9);
+    let timed = |out: &mut Buf| {
+        let t = Instant::now();
+        for i in 0..n {
+            send_frame(&tx, &cq, out, &f, u64::from(i));
+        }
+        t.elapsed()
+    };
+    tx.set_rate_limit(&RateLimit::kbps(kbps)).unwrap();
+    let paced = timed(&mut out);
+    let floor = Duration::from_secs_f64(f64::from(n) * BIG as f64 * 8.0 / (f64::from(kbps) * 1000.0) / 2.0);
+    assert!(paced >= floor, "{n} frames of {BIG} B at {kbps} kbit/s took {paced:?} (at least {floor:?})");
+    tx.set_rate_limit(&RateLimit::kbps(0)).unwrap();
+    let free = timed(&mut out);
+    assert!(free < paced, "unpaced {free:?}, paced {paced:?}");
+    eprintln!("{}: {n} frames paced at {kbps} kbit/s in {paced:?}, unpaced in {free:?}", ctx.name());
 }

@@ -18,6 +18,7 @@ mod cq;
 mod cx_bf;
 mod cx_cq;
 mod cx_dc;
+mod cx_odp;
 mod cx_raw;
 mod dc_mesh;
 mod device;

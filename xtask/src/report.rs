@@ -351,10 +351,13 @@ pub const MLX5_TESTS: &[&str] = &[
     "cx_dc::dc_requests_on_every_stream_of_a_dci_land_on_mlx5",
     "cx_dc::dc_stream_in_error_is_reset_while_another_goes_on_on_mlx5",
     "cx_raw::raw_udp_frames_land_in_a_striding_rq_through_a_flow_on_connectx",
+    "cx_raw::flow_counters_count_the_frames_a_rule_matched_on_connectx",
+    "cx_raw::a_paced_raw_packet_qp_sends_no_faster_than_its_rate_on_connectx",
+    "cx_odp::implicit_odp_takes_write_read_and_fetch_add_on_untouched_pages_on_mlx5",
 ];
 
 /// The device-test filter of the checks below: the modules of [`MLX5_TESTS`].
-const MLX5_MODULES: &str = "mkey:: mprq:: tm:: cx_bf:: cx_cq:: cx_dc:: cx_raw::";
+const MLX5_MODULES: &str = "mkey:: mprq:: tm:: cx_bf:: cx_cq:: cx_dc:: cx_odp:: cx_raw::";
 
 /// Checks run inside the VM: `cargo xtask test --device rxe0 --only-device`
 /// there runs as a host run would (the VM's device is the host's), once
@@ -431,6 +434,56 @@ tm::c skipped under --expect mlx5: rxe0 has no tag matching
         assert_eq!(j["summary"]["failed"], 1);
         assert_eq!(j["tests"]["mkey::b"]["reason"], "rxe0 is not an mlx5 device");
         assert_eq!(j["expect"], "mlx5");
+    }
+
+    /// The `#[test]` functions of tests/device/MODULE.rs, as `MODULE::name`.
+    fn device_tests(module: &str) -> Vec<String> {
+        let text = std::fs::read_to_string(root().join(format!("tests/device/{module}.rs"))).unwrap();
+        let mut names = Vec::new();
+        let mut pending = false;
+        for line in text.lines().map(str::trim) {
+            if line == "#[test]" {
+                pending = true;
+            } else if let Some(rest) = line.strip_prefix("fn ").or_else(|| line.strip_prefix("async fn ")) {
+                if std::mem::take(&mut pending) {
+                    names.push(format!("{module}::{}", rest.split('(').next().unwrap_or(rest)));
+                }
+            }
+        }
+        names
+    }
+
+    /// Every test of a `cx_*` file (written for ConnectX) and every test
+    /// whose name promises mlx5 or ConnectX (and no refusal off it) is in
+    /// MLX5_TESTS; every entry
+    /// names a test that exists, in a module the VM checks' filter runs.
+    #[test]
+    fn mlx5_tests_list_every_test_written_for_connectx() {
+        let mut modules: Vec<String> = std::fs::read_dir(root().join("tests/device"))
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(".rs").map(str::to_string))
+            .collect();
+        modules.sort();
+        let mut all = Vec::new();
+        for m in &modules {
+            let tests = device_tests(m);
+            for t in &tests {
+                // `..._off_mlx5_..._on_mlx5` tests assert a refusal off mlx5: no skip.
+                let named = (t.ends_with("_on_mlx5") || t.ends_with("_on_connectx")) && !t.contains("_off_mlx5");
+                let promised = m.starts_with("cx_") || named;
+                assert!(
+                    !promised || MLX5_TESTS.contains(&t.as_str()),
+                    "{t} is written for ConnectX: list it in MLX5_TESTS"
+                );
+            }
+            all.extend(tests);
+        }
+        assert!(all.len() > 100, "{} device tests found", all.len());
+        for t in MLX5_TESTS {
+            assert!(all.iter().any(|a| a == t), "MLX5_TESTS names {t}, which is no device test");
+            let module = t.split("::").next().unwrap();
+            assert!(MLX5_MODULES.split(' ').any(|m| m == format!("{module}::")), "{t}: add {module}:: to MLX5_MODULES");
+        }
     }
 
     #[test]

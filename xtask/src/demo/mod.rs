@@ -1,11 +1,15 @@
 //! `cargo xtask demo`: rrddmma-perf beside perftest on one device, timed
-//! ([`timing`]) and by userspace instructions per message ([`instr`]).
+//! ([`timing`]) and by userspace instructions per message ([`instr`]);
+//! on a ConnectX also the direct path's rows ([`wqe`]).
 
 mod instr;
 mod timing;
+mod wqe;
 
 use instr::{instr_report, instr_script};
 use timing::{timing_report, timing_script};
+
+use std::process::Command;
 
 use crate::device::{self, Step};
 use crate::pairs::binary;
@@ -22,7 +26,10 @@ const REPS: usize = 5;
 /// message (see [`instr_script`]); then, unless `--no-peers` or
 /// `--instructions-only`, one smoke
 /// round of `cargo xtask bench-peers` (every Rust peer and C, every
-/// workload and ping-pong once, no callgrind) on the same device.
+/// workload and ping-pong once, no callgrind) on the same device. When
+/// the device is a ConnectX, also `cargo xtask bench-wqe`'s rows (with the
+/// instructions) and its WRITE row posted on the device's ring (with the
+/// timing); elsewhere a line saying why they are skipped ([`wqe::plan`]).
 pub fn demo(args: &[String]) -> Result<()> {
     let wanted = args.iter().position(|a| a == "--device").and_then(|i| args.get(i + 1));
     let reps = match args.iter().position(|a| a == "--reps").and_then(|i| args.get(i + 1)) {
@@ -41,6 +48,20 @@ pub fn demo(args: &[String]) -> Result<()> {
     let exe = binary()?;
     let me = format!("'{}'", exe.display());
     let place = device::locate(wanted.map(String::as_str))?;
+    let rows = wqe::plan(&place, &crate::report::host_driver(place.device()));
+    let direct = match (&rows, timing) {
+        (wqe::WqeRows::Run, true) => {
+            crate::run(Command::new(env!("CARGO")).args([
+                "build",
+                "--release",
+                "--quiet",
+                "--example",
+                "mlx5_direct_write",
+            ]))?;
+            Some(root().join("target/release/examples/mlx5_direct_write"))
+        }
+        _ => None,
+    };
     let mut steps = Vec::new();
     if timing {
         eprintln!(
@@ -54,6 +75,10 @@ pub fn demo(args: &[String]) -> Result<()> {
         eprintln!("demo: {}; instructions per message under callgrind (client side)", place.describe());
         steps.push(Step { name: "instructions".into(), command: instr_script(&me) });
     }
+    if let Some(exe) = &direct {
+        let command = wqe::device_script(&format!("'{}'", exe.display()));
+        steps.push(Step { name: "direct WRITE row on the device's ring".into(), command });
+    }
     let done = device::run_steps(&place, &steps)?;
     let dir = root().join("target/demo");
     std::fs::create_dir_all(&dir)?;
@@ -66,6 +91,20 @@ pub fn demo(args: &[String]) -> Result<()> {
     }
     if instr {
         failures.extend(instr_report(outputs.next().unwrap_or("")));
+    }
+    if direct.is_some() {
+        failures.extend(wqe::device_report(outputs.next().unwrap_or("")).err());
+    }
+    match &rows {
+        wqe::WqeRows::Skip(why) => println!("\n{why}"),
+        wqe::WqeRows::Run if instr => {
+            println!("\ndirect-path rows: cargo xtask bench-wqe (instructions per WQE, plain memory)");
+            if let Err(e) = crate::bench_wqe::run(&[]) {
+                failures.push(format!("bench-wqe: {e}"));
+                eprintln!("run failed: bench-wqe: {e}");
+            }
+        }
+        wqe::WqeRows::Run => {}
     }
     for f in &failures {
         eprintln!("run failed: {f}");
