@@ -101,7 +101,6 @@ pub fn demo(args: &[String]) -> Result<()> {
             println!("\ndirect-path rows: cargo xtask bench-wqe (instructions per WQE, plain memory)");
             if let Err(e) = crate::bench_wqe::run(&[]) {
                 failures.push(format!("bench-wqe: {e}"));
-                eprintln!("run failed: bench-wqe: {e}");
             }
         }
         wqe::WqeRows::Run => {}
