@@ -21,7 +21,7 @@ pub fn open_device() -> Context {
 
 /// A test written for ConnectX (mlx5) cannot run its body on this device:
 /// logs `reason` and returns `true`, and the caller returns. Under
-/// `cargo xtask test --expect mlx5` (`RRDDMMA_EXPECT_DRIVER=mlx5`) it panics
+/// `cargo xtask test --device NAME --expect mlx5` (`RRDDMMA_EXPECT_DRIVER=mlx5`) it panics
 /// instead, naming the test and the reason: there a skip means the run did
 /// not test what it promises.
 pub fn mlx5_test_skips(reason: &str) -> bool {

@@ -36,7 +36,8 @@ pub struct Opts {
 }
 
 impl Opts {
-    /// Reads the options out of `args` (the rest stay for the caller).
+    /// Reads the options out of `args`; `--kernel-matrix` and
+    /// `--no-kernel-matrix` stay for the caller, anything else is refused.
     pub fn parse(args: &[String]) -> Result<Opts, String> {
         let mut o = Opts::default();
         let mut it = args.iter();
@@ -51,7 +52,14 @@ impl Opts {
                     o.expect = Some(v.clone());
                 }
                 "--only-device" => o.only_device = true,
-                _ => {}
+                // Read by `test::run`.
+                "--kernel-matrix" | "--no-kernel-matrix" => {}
+                other => {
+                    return Err(format!(
+                        "cargo xtask test: unknown argument {other:?} (it takes --device NAME, --expect mlx5, \
+                         --only-device, --kernel-matrix, --no-kernel-matrix)"
+                    ))
+                }
             }
         }
         if o.only_device && o.device.is_none() {
@@ -486,6 +494,54 @@ tm::c skipped under --expect mlx5: rxe0 has no tag matching
         }
     }
 
+    /// The arguments of every `xtask test --device ...` command quoted in
+    /// `text` (up to the closing backtick, across lines, comment markers
+    /// dropped; in a code block up to a shell comment).
+    fn quoted_device_commands(text: &str) -> Vec<Vec<String>> {
+        text.match_indices("xtask test --device")
+            .map(|(i, _)| {
+                let rest = &text[i + "xtask test".len()..];
+                let end = rest.find('`').unwrap_or_else(|| rest.find('\n').unwrap_or(rest.len()));
+                let words = rest[..end].split_whitespace().take_while(|t| !t.starts_with('#'));
+                words.filter(|t| !t.starts_with("//")).map(str::to_string).collect()
+            })
+            .collect()
+    }
+
+    /// Every `cargo xtask test --device ...` that README.md, docs/ and
+    /// tests/ quote is a command the parser takes.
+    #[test]
+    fn quoted_device_commands_parse() {
+        fn files(dir: &Path, out: &mut Vec<PathBuf>) {
+            for e in std::fs::read_dir(dir).unwrap().filter_map(|e| e.ok()) {
+                let p = e.path();
+                if p.is_dir() {
+                    files(&p, out);
+                } else if p.extension().is_some_and(|x| x == "md" || x == "rs") {
+                    out.push(p);
+                }
+            }
+        }
+        let mut paths = vec![root().join("README.md")];
+        files(&root().join("docs"), &mut paths);
+        files(&root().join("tests"), &mut paths);
+        let mut seen = 0;
+        for p in &paths {
+            for args in quoted_device_commands(&std::fs::read_to_string(p).unwrap_or_default()) {
+                seen += 1;
+                if let Err(e) = Opts::parse(&args) {
+                    panic!("{} quotes `cargo xtask test {}`: {e}", p.display(), args.join(" "));
+                }
+            }
+        }
+        assert!(seen >= 4, "{seen} quoted commands");
+        let bad = quoted_device_commands("see `cargo xtask test --device mlx5_0\n  --expect mlx4` and more");
+        assert_eq!(bad, [["--device", "mlx5_0", "--expect", "mlx4"]]);
+        let block = quoted_device_commands("cargo xtask test --device mlx5_0   # on a ConnectX\nmore\n");
+        assert_eq!(block, [["--device", "mlx5_0"]]);
+        assert!(Opts::parse(&bad[0]).is_err());
+    }
+
     #[test]
     fn options_refuse_what_cannot_run() {
         let a = |v: &[&str]| Opts::parse(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
@@ -494,6 +550,9 @@ tm::c skipped under --expect mlx5: rxe0 has no tag matching
         assert!(a(&["--device", "rxe0", "--expect", "bnxt"]).unwrap_err().contains("only mlx5"));
         assert!(a(&["--only-device"]).unwrap_err().contains("--device NAME"));
         assert!(a(&["--expect", "mlx5"]).unwrap_err().contains("--device NAME"));
+        assert!(a(&["--devcie", "mlx5_0"]).unwrap_err().contains("unknown argument \"--devcie\""));
+        assert!(a(&["--device", "mlx5_0", "mlx5_1"]).unwrap_err().contains("\"mlx5_1\""));
+        assert!(a(&["--device", "mlx5_0", "--no-kernel-matrix"]).is_ok());
         assert_eq!(a(&["--device", "mlx5_0"]).unwrap().expected("mlx5_core").as_deref(), Some("mlx5"));
         assert_eq!(a(&["--device", "rxe0"]).unwrap().expected("-"), None);
         let f = Facts::parse("mlx5_0", "driver=mlx5_core\nfirmware=28.39.1002\nkernel=6.1.0-28-amd64\n");
