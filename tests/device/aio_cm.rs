@@ -477,7 +477,9 @@ impl Drop for ExtraAddrs {
 #[ignore = "device test: needs RRDDMMA_TEST_DEVICE and RRDDMMA_CM_ADDR (cargo xtask test)"]
 fn aio_cm_listener_keeps_at_most_64_waiting_halves_in_all() {
     let Some(extra) = ExtraAddrs::add((HALVES_MAX / PEER_HALVES_MAX) as u8) else {
-        eprintln!("skipped: peer addresses of their own need RRDDMMA_TEST_SOFTROCE_ADMIN (set by cargo xtask test)");
+        crate::common::test_skips(
+            "peer addresses of their own need RRDDMMA_TEST_SOFTROCE_ADMIN (set by cargo xtask test)",
+        );
         return;
     };
     rt().block_on(async {

@@ -23,7 +23,9 @@ impl Drop for Cleanup {
 fn port_down_raises_a_port_error_event() {
     let _ = crate::common::open_device();
     if std::env::var_os("RRDDMMA_TEST_SOFTROCE_ADMIN").is_none() {
-        eprintln!("skipped: creating a SoftRoCE device needs RRDDMMA_TEST_SOFTROCE_ADMIN (set by cargo xtask test)");
+        crate::common::test_skips(
+            "creating a SoftRoCE device needs RRDDMMA_TEST_SOFTROCE_ADMIN (set by cargo xtask test)",
+        );
         return;
     }
     let _cleanup = Cleanup;

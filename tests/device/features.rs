@@ -61,7 +61,7 @@ fn memory_window_grants_part_of_a_region() {
         Ok(mw) => mw,
         Err(e) => {
             assert!(e.is_unsupported(), "{e:?}");
-            eprintln!("skipped: memory windows are not supported by {}", ctx.name());
+            crate::common::test_skips(&format!("memory windows are not supported by {}", ctx.name()));
             return;
         }
     };

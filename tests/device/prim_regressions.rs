@@ -76,7 +76,7 @@ fn regression_mw_rebind_keeps_the_old_region_until_the_window_is_gone() {
         Ok(mw) => mw,
         Err(e) => {
             assert!(e.is_unsupported(), "{e:?}");
-            eprintln!("skipped: memory windows are not supported by {}", ctx.name());
+            crate::common::test_skips(&format!("memory windows are not supported by {}", ctx.name()));
             return;
         }
     };
