@@ -351,10 +351,11 @@ pub const MLX5_TESTS: &[&str] = &[
     "cx_dc::dc_requests_on_every_stream_of_a_dci_land_on_mlx5",
     "cx_dc::dc_stream_in_error_is_reset_while_another_goes_on_on_mlx5",
     "cx_raw::raw_udp_frames_land_in_a_striding_rq_through_a_flow_on_connectx",
+    "devx::devx_caps_agree_with_what_mlx5dv_reports_on_mlx5",
 ];
 
 /// The device-test filter of the checks below: the modules of [`MLX5_TESTS`].
-const MLX5_MODULES: &str = "mkey:: mprq:: tm:: cx_bf:: cx_cq:: cx_dc:: cx_raw::";
+const MLX5_MODULES: &str = "mkey:: mprq:: tm:: cx_bf:: cx_cq:: cx_dc:: cx_raw:: devx::";
 
 /// Checks run inside the VM: `cargo xtask test --device rxe0 --only-device`
 /// there runs as a host run would (the VM's device is the host's), once

@@ -297,6 +297,24 @@ pub fn mkey_index(out: &[u8]) -> u32 {
     prm::CreateMkeyOut::from_slice(out).map_or(0, |o| o.mkey_index())
 }
 
+/// A `CREATE_MKEY` answer's key: its index shifted past the tag byte,
+/// which is 0 (`mkey_7_0` of [`create_mkey`]), as libmlx5 makes the key
+/// of `mlx5dv_create_mkey`.
+pub fn mkey_of(out: &[u8]) -> u32 {
+    mkey_index(out) << 8
+}
+
+/// The most ranges a UMR layout of the key of `spec` may hold, as libmlx5
+/// keeps it (`num_desc`, 16 bits, saturated): its translation entries for
+/// an indirect KLM key made with `umr_en`, 0 (every layout refused) otherwise.
+pub fn umr_entries(spec: &MkeySpec) -> u16 {
+    if spec.access_mode == MkeyAccessMode::Klm && spec.umr_en {
+        u16::try_from(spec.translations).unwrap_or(u16::MAX)
+    } else {
+        0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,11 +4,12 @@
 
 use std::ptr::NonNull;
 
-use super::cmd::{self, MkeySpec};
+use super::cmd::{self, MkeyAccessMode, MkeySpec};
 use super::context::{raw_name, require_raw, DevxContext, OPEN_OP};
 use super::obj::{DevxObj, Held};
 use crate::bindings as ffi;
-use crate::prim::{Cq, Error, Pd, Qp, RemoteAddr, Result, Srq, Wq};
+use crate::mlx5dv::keys::mkey::UmrKey;
+use crate::prim::{Cq, Error, Mr, Pd, Qp, RemoteAddr, Result, Srq, Wq};
 
 /// A libmlx5 DEVX entry on a verbs object, as a closure (the `dlopen`
 /// linkage's entries are Rust functions, the others C ones).
@@ -228,23 +229,62 @@ pub fn pdn(pd: &Pd) -> Result<u32> {
 }
 
 /// A memory key made by `CREATE_MKEY` through DEVX ([`MkeySpec`]: an
-/// indirect KLM or KSM key, or a direct key over a UMEM). It holds its PD
-/// and whatever was given at creation (the UMEM, the keys a layout names)
-/// until it is destroyed.
+/// indirect KLM or KSM key, or a direct key over a UMEM). It holds its PD,
+/// whatever was given at creation (the UMEM, the keys a layout names) and
+/// every region a UMR layout was posted over until it is destroyed (after
+/// its last clone drops).
+///
+/// It is a [`UmrKey`]: the typed UMR builders
+/// ([`SqRing::mkey_configure`](crate::mlx5dv::sq::SqRing::mkey_configure))
+/// configure an indirect KLM key made with `umr_en` ([`MkeySpec::indirect`])
+/// as they do an [`Mkey`](crate::mlx5dv::mkey::Mkey), and
+/// [`UmrKey::addr_at`] gives remote addresses under it.
 #[derive(Clone, Debug)]
 pub struct DevxMkey {
     obj: DevxObj,
     key: u32,
+    spec: MkeySpec,
+    pd: Pd,
 }
 
 impl DevxMkey {
-    /// Creates the key of `spec` in `pd` (whose number `spec.pdn` must be,
-    /// see [`pdn`]), holding `pd` and `held`.
+    /// Creates the key of `spec` in `pd`, holding `pd` and `held`.
+    ///
+    /// # Errors
+    /// [`Error::BadArgument`] before any command is sent when `pd` is of
+    /// another context than `ctx`, when `spec.pdn` is not `pd`'s number
+    /// ([`pdn`]), or when `spec.umr_en` is set on a key that is not an
+    /// indirect KLM key (the typed UMR builders write KLM layouts; a KSM or
+    /// MTT key read them otherwise). [`Error::Firmware`] when the device
+    /// refuses.
     pub fn create(ctx: &DevxContext, pd: &Pd, spec: &MkeySpec, mut held: Vec<Held>) -> Result<DevxMkey> {
+        const OP: &str = "DevxMkey::create";
+        if pd.context().as_ptr() != ctx.as_ptr() {
+            return Err(Error::BadArgument {
+                op: OP,
+                what: "pd",
+                why: "is of another context than the DEVX one; allocate it on DevxContext::context()",
+            });
+        }
+        if spec.pdn != pdn(pd)? {
+            return Err(Error::BadArgument {
+                op: OP,
+                what: "spec.pdn",
+                why: "is not the number of the PD given; take it from devx::verbs::pdn(&pd)",
+            });
+        }
+        if spec.umr_en && spec.access_mode != MkeyAccessMode::Klm {
+            return Err(Error::BadArgument {
+                op: OP,
+                what: "spec.umr_en",
+                why: "is set on a KSM or MTT key; UMR here writes KLM layouts only: clear umr_en, or make an \
+                      indirect KLM key (MkeySpec::indirect)",
+            });
+        }
         let mut out = [0u8; cmd::OUT_HDR_BYTES];
         held.push(std::sync::Arc::new(pd.clone()));
         let obj = DevxObj::create(ctx, &cmd::create_mkey(spec), &mut out, held)?;
-        Ok(DevxMkey { obj, key: cmd::mkey_index(&out) << 8 })
+        Ok(DevxMkey { obj, key: cmd::mkey_of(&out), spec: *spec, pd: pd.clone() })
     }
 
     /// The local key.
@@ -257,14 +297,43 @@ impl DevxMkey {
         self.key
     }
 
-    /// The remote address `addr` under this key.
-    pub fn at(&self, addr: u64) -> RemoteAddr {
-        RemoteAddr { addr, rkey: self.key }
+    /// The request the key was made from.
+    pub fn spec(&self) -> &MkeySpec {
+        &self.spec
     }
 
-    /// The DEVX object.
+    /// The protection domain of the key.
+    pub fn pd(&self) -> &Pd {
+        &self.pd
+    }
+
+    /// The DEVX object (cloning it keeps the key, and what it holds, alive).
     pub fn obj(&self) -> &DevxObj {
         &self.obj
+    }
+}
+
+impl crate::mlx5dv::keys::mkey::sealed::Sealed for DevxMkey {}
+
+impl UmrKey for DevxMkey {
+    fn lkey(&self) -> u32 {
+        self.key
+    }
+    fn rkey(&self) -> u32 {
+        self.key
+    }
+    fn max_entries(&self) -> u16 {
+        cmd::umr_entries(&self.spec)
+    }
+    fn pd(&self) -> &Pd {
+        &self.pd
+    }
+    fn hold(&mut self, mr: &Mr) {
+        // In the object every clone shares: the regions live as long as the key.
+        self.obj.hold_region(mr)
+    }
+    fn addr_at(&self, offset: usize) -> RemoteAddr {
+        RemoteAddr { addr: self.spec.start_addr.wrapping_add(offset as u64), rkey: self.key }
     }
 }
 

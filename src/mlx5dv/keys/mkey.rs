@@ -5,12 +5,80 @@
 //! domain and every region a layout was posted over, so the memory it may
 //! reach stays registered until the key is destroyed. Signature, crypto and
 //! tag-update keys are not offered.
+//!
+//! [`UmrKey`] is what the typed UMR builders
+//! ([`SqRing::mkey_configure`](crate::mlx5dv::sq::SqRing::mkey_configure))
+//! and the remote-address helper take: an [`Mkey`], or a key made through
+//! DEVX ([`DevxMkey`](crate::mlx5dv::devx::DevxMkey)).
 
 use std::fmt;
 use std::ptr::NonNull;
 
 use crate::bindings as ffi;
 use crate::prim::{Error, Mr, Pd, RemoteAddr, Result};
+
+/// A memory key the typed UMR builders configure and remote addresses are
+/// taken under: [`Mkey`] (libmlx5's `mlx5dv_create_mkey`) or
+/// [`DevxMkey`](crate::mlx5dv::devx::DevxMkey) (`CREATE_MKEY` through
+/// DEVX). Sealed: the builders trust what it answers.
+///
+/// Both keep their protection domain and every region a layout was posted
+/// over ([`UmrKey::hold`]) until the key is destroyed, so the memory a
+/// configured key reaches stays registered while the key lives. The key's
+/// tag (`lkey & 0xff`) is 0 for both.
+pub trait UmrKey: sealed::Sealed {
+    /// The local key (for scatter/gather entries, and the key a UMR WQE names).
+    fn lkey(&self) -> u32;
+
+    /// The remote key (for RDMA targets).
+    fn rkey(&self) -> u32;
+
+    /// The most ranges a layout of this key may hold: 0 for a key no UMR
+    /// may lay out (a DEVX key that is not an indirect KLM key with
+    /// `umr_en`), so every layout is refused for it before anything is written.
+    fn max_entries(&self) -> u16;
+
+    /// The protection domain of the key (a layout's regions must be of it).
+    fn pd(&self) -> &Pd;
+
+    /// Keeps `mr` registered for as long as the key lives (the builders
+    /// call it once a layout over `mr` is written; a region held already is
+    /// held once).
+    fn hold(&mut self, mr: &Mr);
+
+    /// The remote address `offset` bytes into what the key covers, for RDMA
+    /// targets: an indirect key is zero-based (its first byte is address 0
+    /// under [`UmrKey::rkey`]), a direct DEVX key starts at its `start_addr`.
+    fn addr_at(&self, offset: usize) -> RemoteAddr;
+}
+
+pub(crate) mod sealed {
+    /// Only this crate's keys are [`super::UmrKey`]s.
+    pub trait Sealed {}
+}
+
+impl sealed::Sealed for Mkey {}
+
+impl UmrKey for Mkey {
+    fn lkey(&self) -> u32 {
+        Mkey::lkey(self)
+    }
+    fn rkey(&self) -> u32 {
+        Mkey::rkey(self)
+    }
+    fn max_entries(&self) -> u16 {
+        Mkey::max_entries(self)
+    }
+    fn pd(&self) -> &Pd {
+        Mkey::pd(self)
+    }
+    fn hold(&mut self, mr: &Mr) {
+        Mkey::hold(self, mr)
+    }
+    fn addr_at(&self, offset: usize) -> RemoteAddr {
+        Mkey::addr_at(self, offset)
+    }
+}
 
 /// The feature an `Unsupported` from [`Mkey::new_indirect`] names
 /// ([`MKEY_NOT_MLX5`](crate::prim::unsupported::MKEY_NOT_MLX5)'s).
