@@ -142,9 +142,7 @@ impl DevxObj {
     pub fn hold_region(&self, mr: &Mr) {
         // A poisoned lock still holds the list: keep using it.
         let mut regions = self.0.regions.lock().unwrap_or_else(|p| p.into_inner());
-        if !regions.iter().any(|r| r.as_ptr() == mr.as_ptr()) {
-            regions.push(mr.clone());
-        }
+        crate::mlx5dv::keys::mkey::hold_once(&mut regions, mr)
     }
 
     /// How many regions the object holds through [`DevxObj::hold_region`].

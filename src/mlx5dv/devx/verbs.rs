@@ -273,14 +273,7 @@ impl DevxMkey {
                 why: "is not the number of the PD given; take it from devx::verbs::pdn(&pd)",
             });
         }
-        if spec.umr_en && spec.access_mode != MkeyAccessMode::Klm {
-            return Err(Error::BadArgument {
-                op: OP,
-                what: "spec.umr_en",
-                why: "is set on a KSM or MTT key; UMR here writes KLM layouts only: clear umr_en, or make an \
-                      indirect KLM key (MkeySpec::indirect)",
-            });
-        }
+        check_umr_en(spec)?;
         let mut out = [0u8; cmd::OUT_HDR_BYTES];
         held.push(std::sync::Arc::new(pd.clone()));
         let obj = DevxObj::create(ctx, &cmd::create_mkey(spec), &mut out, held)?;
@@ -311,6 +304,21 @@ impl DevxMkey {
     pub fn obj(&self) -> &DevxObj {
         &self.obj
     }
+}
+
+/// `umr_en` only on an indirect KLM key: the typed UMR builders write KLM
+/// layouts, which a KSM or MTT key would read as its own entries (reaching
+/// memory no check saw).
+fn check_umr_en(spec: &MkeySpec) -> Result<()> {
+    if spec.umr_en && spec.access_mode != MkeyAccessMode::Klm {
+        return Err(Error::BadArgument {
+            op: "DevxMkey::create",
+            what: "spec.umr_en",
+            why: "is set on a KSM or MTT key; UMR here writes KLM layouts only: clear umr_en, or make an indirect \
+                  KLM key (MkeySpec::indirect)",
+        });
+    }
+    Ok(())
 }
 
 impl crate::mlx5dv::keys::mkey::sealed::Sealed for DevxMkey {}
@@ -416,4 +424,40 @@ pub fn refusal_text(name: &str) -> String {
     Error::unsupported(OPEN_OP, &crate::prim::unsupported::DEVX_NOT_MLX5, name, "false")
         .lack()
         .map_or_else(String::new, ToString::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a `DevxMkey` answers as a `UmrKey`, from the spec and the
+    /// answer alone: the key from `CREATE_MKEY`'s index (tag 0), room for a
+    /// layout only on an indirect KLM key with `umr_en`, and `umr_en`
+    /// refused on KSM and MTT keys before any command.
+    #[test]
+    fn devx_keys_take_umr_layouts_only_as_indirect_klm_keys() {
+        let mut out = [0u8; 16];
+        out[8..12].copy_from_slice(&0x00ab_cdefu32.to_be_bytes());
+        assert_eq!(cmd::mkey_of(&out), 0xab_cdef00);
+        assert_eq!(cmd::mkey_of(&out[..8]), 0, "a short answer");
+        let klm = MkeySpec::indirect(7, 5);
+        assert_eq!(cmd::umr_entries(&klm), 8, "rounded up to 4 as libmlx5's num_desc");
+        assert!(check_umr_en(&klm).is_ok());
+        let mut off = klm;
+        off.umr_en = false;
+        assert_eq!(cmd::umr_entries(&off), 0, "no umr_en: every layout refused");
+        let mut big = klm;
+        big.translations = 1 << 16;
+        assert_eq!(cmd::umr_entries(&big), u16::MAX, "saturated, never wrapped to 0");
+        let mut ksm = klm;
+        ksm.access_mode = MkeyAccessMode::Ksm;
+        assert_eq!(cmd::umr_entries(&ksm), 0);
+        assert!(matches!(check_umr_en(&ksm), Err(Error::BadArgument { what: "spec.umr_en", .. })));
+        let mut mtt = MkeySpec::umem(7, 1, 0, 0x1000, 1 << 16, 16);
+        assert!(check_umr_en(&mtt).is_ok(), "MkeySpec::umem leaves umr_en off");
+        assert_eq!(cmd::umr_entries(&mtt), 0);
+        mtt.umr_en = true;
+        let e = check_umr_en(&mtt).unwrap_err();
+        assert!(e.to_string().contains("MkeySpec::indirect"), "{e}");
+    }
 }
