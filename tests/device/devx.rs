@@ -96,6 +96,7 @@ fn devx_entries_on_verbs_objects_are_refused_off_mlx5() {
     );
     assert_refusal(verbs::set_udp_sport(&qp, 49152), "mlx5dv_devx_qp_modify", &name);
     assert_refusal(verbs::udp_sport(&qp), "mlx5dv_devx_qp_query", &name);
+    assert_refusal(verbs::dp_ordering(&qp), "mlx5dv_devx_qp_query", &name);
     assert_refusal(verbs::lag_port(&qp), "mlx5dv_query_qp_lag_port (DEVX)", &name);
     assert_refusal(verbs::set_lag_port(&qp, 2), "mlx5dv_query_qp_lag_port (DEVX)", &name);
     assert_refusal(verbs::reset_dci_stream(&qp, 1), "mlx5dv_devx_qp_modify", &name);

@@ -45,8 +45,6 @@ static uint32_t devx_next_mkey_index = 0x1234;
  * created key through its own decoder. */
 static uint8_t devx_last_out[64];
 static uint32_t devx_last_outlen;
-/* The last key mlx5dv_create_mkey made (kept, never destroyed). */
-static struct mlx5dv_mkey *devx_last_mkey;
 static uint32_t devx_next_obj_id = 0x100;
 
 static void be32_put(uint8_t *p, uint32_t v)
@@ -155,6 +153,8 @@ int __wrap_ioctl(int fd, unsigned long req, ...)
 #include "mlx5_ifc.h"
 
 static struct mlx5_pd devx_pd;
+/* The last key mlx5dv_create_mkey made (kept, never destroyed). */
+static struct mlx5dv_mkey *devx_last_mkey;
 
 /* The context libmlx5's DEVX entries need: the private part execute_ioctl
  * reads the driver id from, and the capabilities the entries check. */

@@ -142,6 +142,28 @@ pub fn udp_sport(qp: &Qp) -> Result<u16> {
     Ok(cmd::qp_udp_sport(&out))
 }
 
+/// The QP context's data-placement ordering (`QUERY_QP`; the bits of
+/// Linux 7.3's `mlx5_ifc.h`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DpOrdering {
+    /// `dp_ordering_1`: out-of-order data placement.
+    pub dp_ordering_1: bool,
+    /// `dp_ordering_force`: the ordering is the QP's, not the device's default.
+    pub dp_ordering_force: bool,
+}
+
+/// The data-placement ordering of `qp`, read back from its context
+/// (`QUERY_QP`). A QP created with
+/// [`Mlx5QpFlags::OOO_DP`](crate::prim::Mlx5QpFlags::OOO_DP) has both bits
+/// set once in RTR: the kernel writes them into `INIT2RTR_QP` (Linux 7.3's
+/// `__mlx5_ib_modify_qp`); that flag is how they are set.
+pub fn dp_ordering(qp: &Qp) -> Result<DpOrdering> {
+    let mut out = vec![0u8; cmd::QUERY_QP_OUT_BYTES];
+    qp_query(qp, &cmd::query_qp(qp.qpn()), &mut out)?;
+    let (dp_ordering_1, dp_ordering_force) = cmd::qp_dp_ordering(&out);
+    Ok(DpOrdering { dp_ordering_1, dp_ordering_force })
+}
+
 /// The LAG port the QP is set to send on and the port that carries it now
 /// (`QUERY_LAG`, then `QUERY_QP`'s `lag_tx_port_affinity`), as
 /// `mlx5dv_query_qp_lag_port`. [`Error::Unsupported`] when the ports are
