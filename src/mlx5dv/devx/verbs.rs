@@ -155,8 +155,9 @@ pub struct DpOrdering {
 /// The data-placement ordering of `qp`, read back from its context
 /// (`QUERY_QP`). A QP created with
 /// [`Mlx5QpFlags::OOO_DP`](crate::prim::Mlx5QpFlags::OOO_DP) has both bits
-/// set once in RTR: the kernel writes them into `INIT2RTR_QP` (Linux 7.3's
-/// `__mlx5_ib_modify_qp`); that flag is how they are set.
+/// set once in RTR: libmlx5 passes `MLX5_IB_MODIFY_QP_OOO_DP` with the
+/// modify to INIT and the kernel writes them into `INIT2RTR_QP` (Linux
+/// 7.3's `__mlx5_ib_modify_qp`); that flag is how they are set.
 pub fn dp_ordering(qp: &Qp) -> Result<DpOrdering> {
     let mut out = vec![0u8; cmd::QUERY_QP_OUT_BYTES];
     qp_query(qp, &cmd::query_qp(qp.qpn()), &mut out)?;
