@@ -56,6 +56,9 @@ enum Header {
     RdmaCore,
     /// The kernel's `include/linux/mlx5/qp.h`, for the KLM and KSM entries.
     QpH,
+    /// The newest Debian kernel's `mlx5_ifc.h` (`Info::newest_kernel`),
+    /// walked here ([`newest_kernel_check`]), not compiled.
+    NewestKernel,
 }
 
 /// One field to check: the C path from the structure, our field as the
@@ -94,7 +97,9 @@ fn fnv(b: &[u8]) -> u64 {
 /// The header member `name` of `info` is checked against: rdma-core's when
 /// the member or a structure it is reached through comes from there.
 fn header_of(info: &Info, name: &str, via_rc: bool) -> Header {
-    if via_rc || info.from_rdma_core(name) {
+    if info.from_newest_kernel(name) {
+        Header::NewestKernel
+    } else if via_rc || info.from_rdma_core(name) {
         Header::RdmaCore
     } else {
         Header::Kernel
@@ -121,6 +126,7 @@ fn layouts(h: Header) -> Vec<Lay> {
             Header::Kernel => info.kernel_bytes != 0,
             Header::RdmaCore => info.kernel_bytes == 0 || !info.rdma_core.is_empty(),
             Header::QpH => true,
+            Header::NewestKernel => false,
         };
         if !checked_here {
             continue;
@@ -539,6 +545,119 @@ fn check(h: Header, dir: &Path, tree: &Path, ifc: &Path) -> Outcome {
     o
 }
 
+/// The newest kernel's tree (`RRDDMMA_LINUX_NEWEST_SRC`, set by the harness).
+fn newest_linux_source() -> PathBuf {
+    let tree = std::env::var_os("RRDDMMA_LINUX_NEWEST_SRC").map(PathBuf::from).unwrap_or_default();
+    assert!(
+        tree.join("include/linux/mlx5/mlx5_ifc.h").is_file(),
+        "the PRM oracle needs the newest Debian kernel's source for the members Linux 6.1 and rdma-core v59 lack \
+         (RRDDMMA_LINUX_NEWEST_SRC = {:?}); run `cargo xtask mlx5-harness`, which fetches linux-source-<series> \
+         from trixie-backports",
+        tree.display()
+    );
+    tree
+}
+
+/// The members of `struct mlx5_ifc_<st>_bits` in `header`, in order: name,
+/// bit offset, width (a nested structure or union by its size).
+fn walk(header: &str, st: &str) -> Vec<(String, u32, u32)> {
+    let body = |kind: &str, name: &str| -> Vec<String> {
+        let open = format!("{kind} mlx5_ifc_{name}_bits {{");
+        let at = header.find(&open).unwrap_or_else(|| panic!("no `{open}` in the header"));
+        let rest = &header[at + open.len()..];
+        let end = rest.find("\n};").unwrap_or_else(|| panic!("`{open}` never closes"));
+        rest[..end].lines().map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect()
+    };
+    fn member(line: &str, size_of: &dyn Fn(&str, &str) -> u32) -> Option<(String, u32)> {
+        let line = line.split("/*").next()?.split("//").next()?.trim().strip_suffix(';')?;
+        if let Some(decl) = line.strip_prefix("u8") {
+            let decl = decl.trim();
+            let name = &decl[..decl.find('[')?];
+            let mut width = 1;
+            // `rgid_rip[16][0x8]`: a count in decimal, a width in hex.
+            for dim in decl[name.len()..].split(']').map(|d| d.trim_start_matches('[')).filter(|d| !d.is_empty()) {
+                width *= match dim.strip_prefix("0x") {
+                    Some(hex) => u32::from_str_radix(hex, 16).ok()?,
+                    None => dim.parse().ok()?,
+                };
+            }
+            return Some((name.to_string(), width));
+        }
+        for kind in ["struct", "union"] {
+            if let Some(decl) = line.strip_prefix(kind).and_then(|d| d.trim().strip_prefix("mlx5_ifc_")) {
+                let (ty, name) = decl.split_once(' ')?;
+                return Some((name.trim().to_string(), size_of(kind, ty.strip_suffix("_bits")?)));
+            }
+        }
+        None
+    }
+    fn size(header: &str, kind: &str, name: &str) -> u32 {
+        let sizes = |k: &str, n: &str| size(header, k, n);
+        let open = format!("{kind} mlx5_ifc_{name}_bits {{");
+        let at = header.find(&open).unwrap_or_else(|| panic!("no `{open}` in the header"));
+        let rest = &header[at + open.len()..];
+        let body = &rest[..rest.find("\n};").unwrap()];
+        let widths = body.lines().filter_map(|l| member(l.trim(), &sizes)).map(|(_, w)| w);
+        if kind == "union" {
+            widths.max().unwrap_or(0)
+        } else {
+            widths.sum()
+        }
+    }
+    let sizes = |k: &str, n: &str| size(header, k, n);
+    let mut off = 0;
+    let mut out = Vec::new();
+    for line in body("struct", st) {
+        if let Some((name, w)) = member(&line, &sizes) {
+            out.push((name, off, w));
+            off += w;
+        }
+    }
+    out
+}
+
+/// What the newest-kernel check found.
+struct NewestKernel {
+    version: String,
+    /// `qpc.dp_ordering_1` ...: the members taken from that header.
+    members: Vec<String>,
+    /// The other own fields of the same structures, compared too (the walk's own check).
+    others: usize,
+    mismatches: Vec<String>,
+    caught: usize,
+}
+
+/// Every member of `Info::newest_kernel` against the structure walk of the
+/// newest kernel's header (bit offset and width), with the other own kernel
+/// fields of the same structures (so a walk that drifts is seen); then each
+/// such member's offset moved by one must mismatch.
+fn newest_kernel_check() -> NewestKernel {
+    let tree = newest_linux_source();
+    let header = std::fs::read_to_string(tree.join("include/linux/mlx5/mlx5_ifc.h")).expect("read mlx5_ifc.h");
+    let version = std::env::var("RRDDMMA_LINUX_NEWEST_SRC_VERSION").unwrap_or_else(|_| "?".into());
+    let mut r = NewestKernel { version, members: Vec::new(), others: 0, mismatches: Vec::new(), caught: 0 };
+    for &info in prm::LAYOUTS.iter().filter(|i| !i.newest_kernel.is_empty()) {
+        let walked = walk(&header, info.name);
+        let find = |f: &Field| walked.iter().find(|(n, ..)| n == f.name).map(|&(_, o, w)| (o, w));
+        // rdma-core's members are not the kernel's: checked against rdma-core.
+        for f in info.fields.iter().filter(|f| !info.from_rdma_core(f.name)) {
+            let ours = (f.bit_off, f.bits);
+            let theirs = find(f);
+            if theirs != Some(ours) {
+                r.mismatches.push(format!("{}.{}: ours {ours:?}, the header's {theirs:?}", info.name, f.name));
+            }
+            if info.from_newest_kernel(f.name) {
+                r.members.push(format!("{}.{}", info.name, f.name));
+                let moved = Field { name: f.name, bit_off: f.bit_off + 1, bits: f.bits };
+                r.caught += usize::from(find(&moved) != Some((moved.bit_off, moved.bits)));
+            } else {
+                r.others += 1;
+            }
+        }
+    }
+    r
+}
+
 fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
@@ -601,6 +720,20 @@ fn prm_layouts_match_mlx5_ifc_h() {
          {}/{} caught against the kernel, {}/{} against rdma-core, {}/{} against qp.h",
         k.caught, k.mutated, r.caught, r.mutated, e.caught, e.mutated
     );
+    let n = newest_kernel_check();
+    println!(
+        "mlx5-provider: PRM members only the newest kernel's mlx5_ifc.h has (linux-source {}, its structure walked): \
+         {} ({} other fields of the same structures alongside), {} mismatches{}; mutation (offset moved by one) \
+         caught {}/{}",
+        n.version,
+        n.members.join(", "),
+        n.others,
+        n.mismatches.len(),
+        if n.mismatches.is_empty() { String::new() } else { format!(" ({})", n.mismatches.join("; ")) },
+        n.caught,
+        n.members.len()
+    );
+    assert!(n.mismatches.is_empty() && !n.members.is_empty() && n.caught == n.members.len(), "newest-kernel members");
     assert_eq!(k.mismatches + r.mismatches + e.mismatches, 0, "PRM layouts differ from the headers (notes above)");
     assert_eq!((k.caught, r.caught, e.caught), (k.mutated, r.mutated, e.mutated), "a mutation was not caught");
     assert!(k.structures.len() >= 10 && k.mutated > 0);

@@ -99,6 +99,8 @@ pub enum Mutation {
     DevxMkey,
     /// The first scheduling leaf is given to our builder with its weight's bit 0 flipped.
     DevxSched,
+    /// The first UMR on a DEVX-created key is given to our builder with the remote-write right flipped.
+    DevxUmr,
 }
 
 /// The first disagreement between libmlx5 and rrddmma.
@@ -908,6 +910,7 @@ fn devx_commands_match_libmlx5() {
                 "mkey creation",
                 "scheduling leaf creation",
                 "QP on a scheduling leaf",
+                "UMR on a DEVX key",
             ] {
                 let n = stats.cases.get(k).copied().unwrap_or(0);
                 assert!(n >= build::scaled(devx::CASES), "only {n} {k} cases: {stats:?}");
@@ -931,6 +934,8 @@ fn mutation_in_a_devx_command_is_reported() {
         (Mutation::DevxDciStream, "DCI stream reset", "command 0 (RTS2RTS_QP) bytes", 275),
         (Mutation::DevxMkey, "mkey creation", "command 0 (CREATE_MKEY) bytes", 31),
         (Mutation::DevxSched, "scheduling leaf creation", "command 0 (CREATE_GENERAL_OBJECT) bytes", 0x47),
+        // The mkey context's access byte (64 + 2): remote write is bit 5.
+        (Mutation::DevxUmr, "UMR on a DEVX key", "WQE bytes", 66),
     ];
     let mut seen = Vec::new();
     for (mutation, kind, field, byte) in cases {
@@ -943,7 +948,7 @@ fn mutation_in_a_devx_command_is_reported() {
     }
     report(&format!(
         "mutation check (DEVX: bit 0 of the UDP port, the LAG port, the DCI stream, the PD number, a scheduling leaf's \
-         weight flipped) caught as it must, each at its field: {}",
+         weight, a UMR's remote-write right on a DEVX-created key flipped) caught as it must, each at its field: {}",
         seen.join("; ")
     ));
 }

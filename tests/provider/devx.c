@@ -41,6 +41,10 @@ static int devx_armed;
 static unsigned devx_n;
 static struct devx_rec devx_log[DEVX_MAX_CMDS];
 static uint32_t devx_next_mkey_index = 0x1234;
+/* The last answer written (its first bytes), for the Rust side to read the
+ * created key through its own decoder. */
+static uint8_t devx_last_out[64];
+static uint32_t devx_last_outlen;
 static uint32_t devx_next_obj_id = 0x100;
 
 static void be32_put(uint8_t *p, uint32_t v)
@@ -79,6 +83,8 @@ static void devx_answer(const uint8_t *in, uint32_t inlen, uint8_t *out, uint32_
 	default:
 		break;
 	}
+	devx_last_outlen = outlen < sizeof(devx_last_out) ? outlen : sizeof(devx_last_out);
+	memcpy(devx_last_out, out, devx_last_outlen);
 }
 
 static int devx_fake(struct ib_uverbs_ioctl_hdr *hdr)
@@ -147,6 +153,8 @@ int __wrap_ioctl(int fd, unsigned long req, ...)
 #include "mlx5_ifc.h"
 
 static struct mlx5_pd devx_pd;
+/* The last key mlx5dv_create_mkey made (kept, never destroyed). */
+static struct mlx5dv_mkey *devx_last_mkey;
 
 /* The context libmlx5's DEVX entries need: the private part execute_ioctl
  * reads the driver id from, and the capabilities the entries check. */
@@ -256,7 +264,36 @@ H_API int h_devx_create_mkey(uint32_t pdn, uint16_t max_entries, uint32_t flags,
 		return errno ? errno : -1;
 	*key = mk->lkey;
 	*entries = attr.max_entries;
+	devx_last_mkey = mk;
 	return 0;
+}
+
+/* The last answer the fake kernel wrote: up to cap bytes copied; returns its length. */
+H_API uint32_t h_devx_last_out(uint8_t *buf, uint32_t cap)
+{
+	memcpy(buf, devx_last_out, devx_last_outlen < cap ? devx_last_outlen : cap);
+	return devx_last_outlen;
+}
+
+/* Configures the last key mlx5dv_create_mkey made (libmlx5's own struct
+ * mlx5_mkey, not a fabricated one) on qp (h_mkey_sq): one batch of
+ * mlx5dv_wr_mkey_configure with the access setter and the list setter.
+ * Returns ibv_wr_complete's value. */
+H_API int h_devx_umr(struct mlx5_qp *qp, uint32_t wr_flags, uint32_t access, uint16_t n, const struct ibv_sge *sge)
+{
+	struct ibv_qp_ex *ex = &qp->verbs_qp.qp_ex;
+	struct mlx5dv_qp_ex *dv = &qp->dv_qp;
+	struct mlx5dv_mkey_conf_attr attr = { 0 };
+
+	if (!devx_last_mkey)
+		abort();
+	ibv_wr_start(ex);
+	ex->wr_id = 1;
+	ex->wr_flags = wr_flags;
+	mlx5dv_wr_mkey_configure(dv, devx_last_mkey, 2, &attr);
+	mlx5dv_wr_set_mkey_access_flags(dv, access);
+	mlx5dv_wr_set_mkey_layout_list(dv, n, sge);
+	return ibv_wr_complete(ex);
 }
 
 /* The scheduling entries: a node (leaf = 0) or a leaf under parent (NULL:

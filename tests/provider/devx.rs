@@ -18,8 +18,15 @@ use std::sync::OnceLock;
 
 use std::ffi::c_void;
 
+use rrddmma::bindings as ffi;
 use rrddmma::mlx5dv::devx::cmd::{self, MkeySpec};
 use rrddmma::mlx5dv::devx::sched::{self, SchedAttr, SchedKind};
+use rrddmma::mlx5dv::seg::CtrlFlags;
+use rrddmma::mlx5dv::sq::SqLimits;
+use rrddmma::mlx5dv::umr::{KlmEntry, RawLayout};
+use rrddmma::prim::AccessFlags;
+
+use super::send::OurRing;
 
 use super::build::{library_fn, scaled, Rng, SEED};
 use super::{Mismatch, Mutation};
@@ -41,6 +48,11 @@ struct Lib {
     sched_create: unsafe extern "C" fn(c_int, *mut c_void, u32, u32, u32, *mut u32, *mut c_int) -> *mut c_void,
     sched_modify: unsafe extern "C" fn(c_int, *mut c_void, *mut c_void, u32, u32, u32) -> c_int,
     qp_sched: unsafe extern "C" fn(*mut VQp, *mut c_void, *mut c_void) -> c_int,
+    last_out: unsafe extern "C" fn(*mut u8, u32) -> u32,
+    umr: unsafe extern "C" fn(*mut c_void, u32, u32, u16, *const ffi::ibv_sge) -> c_int,
+    mkey_sq: unsafe extern "C" fn(u32, u32, c_int, u32, c_int, u64) -> *mut c_void,
+    sq_buf: unsafe extern "C" fn(*mut c_void) -> *mut u8,
+    after: unsafe extern "C" fn(*mut c_void, *mut u32),
 }
 
 fn lib() -> &'static Lib {
@@ -59,6 +71,11 @@ fn lib() -> &'static Lib {
             sched_create: library_fn("h_devx_sched_create"),
             sched_modify: library_fn("h_devx_sched_modify"),
             qp_sched: library_fn("h_devx_qp_sched"),
+            last_out: library_fn("h_devx_last_out"),
+            umr: library_fn("h_devx_umr"),
+            mkey_sq: library_fn("h_mkey_sq"),
+            sq_buf: library_fn("h_sq_buf"),
+            after: library_fn("h_after"),
         }
     })
 }
@@ -183,6 +200,9 @@ pub fn check(mutation: Mutation) -> Result<DevxStats, Box<Mismatch>> {
     let mut rng = Rng(SEED ^ 0xde_7c);
     let mut stats = DevxStats::default();
     let n = scaled(CASES);
+    let mut umr = UmrQueues::new(l);
+    // A stream of its own: the other families' cases stay as they were.
+    let mut umr_rng = Rng(SEED ^ 0x0075_6d72);
     let result = (|| {
         for i in 0..n {
             let first = i == 0;
@@ -263,6 +283,10 @@ pub fn check(mutation: Mutation) -> Result<DevxStats, Box<Mismatch>> {
             }
             stats.remote_invalidate += usize::from(rinval);
 
+            // The key just made, configured by a UMR WQE: libmlx5's own key
+            // against the key and room a DevxMkey takes from the answer.
+            umr.case(l, &mut umr_rng, i, &spec, key, got, first && mutation == Mutation::DevxUmr, &mut stats)?;
+
             sched_case(l, &mut rng, i, first && mutation == Mutation::DevxSched, &mut stats)?;
         }
         Ok(())
@@ -270,6 +294,138 @@ pub fn check(mutation: Mutation) -> Result<DevxStats, Box<Mismatch>> {
     // SAFETY: the library's entries with the objects it made; one caller at a time (`exclusive`).
     unsafe { (l.arm)(0) };
     result.map(|()| stats)
+}
+
+/// The queues of the UMR case: a provider RC send queue with the
+/// memory-key entries (tests/provider/mkey.c's `h_mkey_sq`) and ours.
+struct UmrQueues {
+    qp: *mut c_void,
+    ours: OurRing,
+    cq: crate::mlx5_support::SoftCq,
+}
+
+const UMR_QPN: u32 = 0x4d4b;
+const UMR_WQES: u32 = 64;
+/// (60 + 4) / 16 = 4 list entries fit.
+const UMR_INLINE: u32 = 60;
+
+impl UmrQueues {
+    fn new(l: &Lib) -> UmrQueues {
+        // SAFETY: the library's constructor.
+        let qp = unsafe { (l.mkey_sq)(UMR_QPN, UMR_WQES, UMR_INLINE as c_int, 256, 0, 0x756d) };
+        let mut ours = OurRing::new(UMR_QPN, UMR_WQES, 256, 1, 0x756d);
+        ours.sq.set_limits(SqLimits::new(UMR_INLINE, 1, 255 * 16));
+        let cq = crate::mlx5_support::SoftCq::new(16);
+        ours.sq.bind_cq(&cq.ring);
+        UmrQueues { qp, ours, cq }
+    }
+
+    /// libmlx5's `mlx5dv_wr_mkey_configure` (access and list setters) on
+    /// the key its `mlx5dv_create_mkey` just made (lkey `key`, room
+    /// `got`), against `SqRing::mkey_configure_raw` with the key
+    /// `cmd::mkey_of` reads from the same answer and the room
+    /// `cmd::umr_entries(spec)` gives: what `DevxMkey`'s `UmrKey` answers,
+    /// so what the typed `SqRing::mkey_configure(&mut DevxMkey, ..)` passes
+    /// on. Compared: the key and room, the outcome, every WQE byte and the
+    /// producer index. `mutate`: our access's remote-write right flipped.
+    #[allow(clippy::too_many_arguments)]
+    fn case(
+        &mut self,
+        l: &Lib,
+        rng: &mut Rng,
+        i: usize,
+        spec: &MkeySpec,
+        key: u32,
+        got: u16,
+        mutate: bool,
+        stats: &mut DevxStats,
+    ) -> Result<(), Box<Mismatch>> {
+        const KIND: &str = "UMR on a DEVX key";
+        let at = format!("case {i}");
+        let mut out = [0u8; 16];
+        // SAFETY: `out` holds 16 bytes.
+        unsafe { (l.last_out)(out.as_mut_ptr(), 16) };
+        let (our_key, room) = (cmd::mkey_of(&out), cmd::umr_entries(spec));
+        if our_key != key || room != got {
+            return Err(Mismatch::value(
+                KIND,
+                &at,
+                "key and room (lkey, max_entries)",
+                format!("{key:#x}, {got}"),
+                format!("{our_key:#x}, {room}"),
+            )
+            .into());
+        }
+        let n = 1 + rng.below(4) as usize;
+        let sges: Vec<ffi::ibv_sge> = (0..n)
+            .map(|_| ffi::ibv_sge {
+                addr: rng.next(),
+                // Under 2^24 bytes each, as tests/provider/mkey.rs: libmlx5
+                // sums the lengths in an `int` (`umr_sg_list_create`), so a
+                // list of 2 GiB or more gets a sign-extended mkey length;
+                // ours is the sum.
+                length: 1 + rng.below((1 << 24) - 1) as u32,
+                lkey: (rng.next() as u32) & !0xff,
+            })
+            .collect();
+        // Rights the access setter takes: local write, remote read, write, atomic.
+        let rights = [1u32, 2, 4, 8];
+        let access = rights.iter().filter(|_| rng.chance(50)).fold(0, |a, r| a | r);
+        let signaled = rng.chance(50);
+        // IBV_SEND_INLINE, and IBV_SEND_SIGNALED.
+        let wr_flags = 8 | if signaled { 2 } else { 0 };
+        let first = self.ours.sq.cur_post();
+        // SAFETY: the library's QP and entries; `sges` lives for the call.
+        let rc = unsafe { (l.umr)(self.qp, wr_flags, access, n as u16, sges.as_ptr()) };
+        let mut after = [0u32; 3];
+        // SAFETY: the library's QP; three words out.
+        unsafe { (l.after)(self.qp, after.as_mut_ptr()) };
+        let klm: Vec<KlmEntry> = sges.iter().map(|s| KlmEntry { lkey: s.lkey, addr: s.addr, len: s.length }).collect();
+        let ours_access = if mutate { access ^ 4 } else { access };
+        let flags = if signaled { CtrlFlags::CQ_UPDATE } else { CtrlFlags::empty() };
+        // SAFETY: the ring is ordinary memory no device reads; the ranges
+        // are never dereferenced.
+        let ours = unsafe {
+            self.ours.sq.mkey_configure_raw(
+                flags,
+                our_key,
+                room,
+                Some(AccessFlags::from_bits_retain(ours_access)),
+                Some(RawLayout::List(&klm)),
+            )
+        };
+        let pi = match (ours, rc) {
+            (Ok(pi), 0) => pi,
+            (o, rc) => {
+                return Err(Mismatch::value(
+                    KIND,
+                    &at,
+                    "outcome (ours, libmlx5's errno)",
+                    format!("{rc}"),
+                    format!("{o:?}"),
+                )
+                .into())
+            }
+        };
+        let bbs = self.ours.sq.cur_post().wrapping_sub(first) as usize;
+        // SAFETY: the provider's ring, `UMR_WQES` blocks, not written while read.
+        let theirs = unsafe { std::slice::from_raw_parts((l.sq_buf)(self.qp), UMR_WQES as usize * 64) };
+        let mask = UMR_WQES as usize * 64 - 1;
+        for b in 0..bbs * 64 {
+            let pos = (first as usize * 64 + b) & mask;
+            let (t, o) = (theirs[pos], self.ours.ring.bytes()[pos]);
+            if t != o {
+                return Err(Mismatch::at_byte(KIND.to_string(), at, "WQE bytes".into(), b, t, o));
+            }
+        }
+        if after[0] != self.ours.sq.cur_post() {
+            return Err(Mismatch::value(KIND, &at, "producer index", after[0], self.ours.sq.cur_post()).into());
+        }
+        let done = self.cq.req(UMR_QPN, pi);
+        assert!(self.ours.sq.retire(&done), "{at}: our UMR WQE retires");
+        *stats.cases.entry(KIND).or_default() += 1;
+        Ok(())
+    }
 }
 
 /// Random attributes: the flags libmlx5 takes and values for both fields

@@ -42,6 +42,19 @@ pub struct LinuxSource {
 
 /// Downloads (once) `linux-source-<series>` and unpacks (once) [`PARTS`].
 pub fn unpacked(series: &str) -> Result<LinuxSource> {
+    unpacked_with(series, &[])
+}
+
+/// The source of Debian's newest kernel (trixie-backports, the series the
+/// `newest` VM kernel is of), for the PRM members only its `mlx5_ifc.h`
+/// has (tests/mlx5_prm_oracle.rs): fetched with the private apt
+/// configuration of [`crate::kernels`], unpacked as [`unpacked`] does.
+pub fn newest() -> Result<LinuxSource> {
+    let (series, opts) = crate::kernels::newest_series()?;
+    unpacked_with(&series, &opts)
+}
+
+fn unpacked_with(series: &str, apt_opts: &[String]) -> Result<LinuxSource> {
     let package = format!("linux-source-{series}");
     let dir = root().join("target/xtask/linux-source").join(series);
     let tree = dir.join(&package);
@@ -62,7 +75,10 @@ pub fn unpacked(series: &str) -> Result<LinuxSource> {
         })
     };
     if deb(&dir).is_none() {
-        run(Command::new("apt-get").args(["download", "-q", "-oAPT::Sandbox::User=root", &package]).current_dir(&dir))?;
+        run(Command::new("apt-get")
+            .args(apt_opts)
+            .args(["download", "-q", "-oAPT::Sandbox::User=root", &package])
+            .current_dir(&dir))?;
     }
     let deb = deb(&dir).ok_or_else(|| format!("apt-get download {package} left no .deb in {}", dir.display()))?;
     let version = Command::new("dpkg-deb").arg("-f").arg(&deb).arg("Version").output()?;

@@ -107,6 +107,15 @@ fn apt(program: &str, opts: &[String]) -> Command {
     c
 }
 
+/// The series (`7.3`) of Debian's newest kernel and the private apt
+/// options its packages (`linux-source-7.3` among them) are fetched with.
+pub(crate) fn newest_series() -> Result<(String, Vec<String>)> {
+    let opts = apt_options()?;
+    let abi = newest_abi(&opts)?;
+    let series: Vec<&str> = abi.split(['.', '-', '+']).take(2).collect();
+    Ok((series.join("."), opts))
+}
+
 /// The ABI (`7.3.4+deb13-amd64`) that the suite's `linux-image-amd64` depends on.
 fn newest_abi(opts: &[String]) -> Result<String> {
     run(apt("apt-get", opts).args(["update", "-q"]))?;

@@ -37,6 +37,8 @@ pub fn check(tally: &mut Tally, src: &Path) {
     let start = Instant::now();
     // The kernel oracle's source: downloaded and unpacked once, shared with siw.
     let linux = crate::kernel_src::unpacked(crate::kernel_src::ORACLE_SERIES);
+    // The PRM members only the newest kernel's mlx5_ifc.h has (dp_ordering).
+    let newest = crate::kernel_src::newest();
     let fetched = start.elapsed().as_secs_f64();
     let mut cmd = Command::new(env!("CARGO"));
     cmd.args(["test", "-p", "rrddmma", "--test", "mlx5_provider"]);
@@ -48,6 +50,12 @@ pub fn check(tally: &mut Tally, src: &Path) {
         }
         Err(e) => tally.check(&format!("kernel mlx5e oracle: linux-source-6.1 downloaded and unpacked ({e})"), false),
     }
+    match &newest {
+        Ok(l) => {
+            cmd.env("RRDDMMA_LINUX_NEWEST_SRC", &l.tree).env("RRDDMMA_LINUX_NEWEST_SRC_VERSION", &l.version);
+        }
+        Err(e) => tally.check(&format!("PRM oracle: the newest kernel's source downloaded and unpacked ({e})"), false),
+    }
     cmd.args(["--", "--ignored", "--nocapture"]).env("RRDDMMA_RDMA_CORE_SRC", src);
     if let Some(dir) = source_build() {
         cmd.env("RRDDMMA_MLX5_PROVIDER_BUILD", dir);
@@ -58,7 +66,7 @@ pub fn check(tally: &mut Tally, src: &Path) {
         println!("  {line}");
     }
     println!(
-        "  took {:.0} s, building libmlx5 and the harness included ({fetched:.0} s of it for linux-source-6.1)",
+        "  took {:.0} s, building libmlx5 and the harness included ({fetched:.0} s of it for the kernel sources)",
         start.elapsed().as_secs_f64()
     );
     tally.add_run("libmlx5 differential harness and kernel mlx5e oracle", ok, &out);

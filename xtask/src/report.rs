@@ -362,10 +362,11 @@ pub const MLX5_TESTS: &[&str] = &[
     "cx_raw::flow_counters_count_the_frames_a_rule_matched_on_connectx",
     "cx_raw::a_paced_raw_packet_qp_sends_no_faster_than_its_rate_on_connectx",
     "cx_odp::implicit_odp_takes_write_read_and_fetch_add_on_untouched_pages_on_mlx5",
+    "devx::devx_caps_agree_with_what_mlx5dv_reports_on_mlx5",
 ];
 
 /// The device-test filter of the checks below: the modules of [`MLX5_TESTS`].
-const MLX5_MODULES: &str = "mkey:: mprq:: tm:: cx_bf:: cx_cq:: cx_dc:: cx_odp:: cx_raw::";
+const MLX5_MODULES: &str = "mkey:: mprq:: tm:: cx_bf:: cx_cq:: cx_dc:: cx_odp:: cx_raw:: devx::";
 
 /// Checks run inside the VM: `cargo xtask test --device rxe0 --only-device`
 /// there runs as a host run would (the VM's device is the host's), once

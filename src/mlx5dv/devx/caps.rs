@@ -306,6 +306,89 @@ impl HcaCaps {
     }
 }
 
+/// What the verbs report of the capabilities [`HcaCaps`] also reads: the
+/// DCI stream caps of `mlx5dv_query_device` and the tag-matching caps of
+/// `ibv_query_device_ex`, both of which the kernel derives from the
+/// general group ([`HcaCaps::disagreements`] compares them).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReportedCaps {
+    /// `dci_streams_caps` (`max_log_num_concurent`, `max_log_num_errored`);
+    /// `None` when libmlx5 did not report them (`MLX5DV_CONTEXT_MASK_DCI_STREAMS` unset).
+    pub dci_streams: Option<(u8, u8)>,
+    /// `tm_caps`.
+    pub tm: crate::bindings::ibv_tm_caps,
+}
+
+impl ReportedCaps {
+    /// Takes them from `mlx5dv_query_device`'s answer and
+    /// `ibv_query_device_ex`'s `tm_caps`.
+    pub fn new(dv: &crate::bindings::mlx5dv_context, tm: crate::bindings::ibv_tm_caps) -> ReportedCaps {
+        let mask = u64::from(crate::bindings::mlx5dv_context_comp_mask::MLX5DV_CONTEXT_MASK_DCI_STREAMS.0);
+        let dci = (dv.comp_mask & mask != 0)
+            .then_some((dv.dci_streams_caps.max_log_num_concurent, dv.dci_streams_caps.max_log_num_errored));
+        ReportedCaps { dci_streams: dci, tm }
+    }
+}
+
+/// One capability the verbs report otherwise than the HCA caps imply
+/// ([`HcaCaps::disagreements`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CapDisagreement {
+    /// The reported field (`dci_streams_caps.max_log_num_errored`, `tm_caps.max_num_tags`, ...).
+    pub field: &'static str,
+    /// What the HCA caps imply for it, as the kernel derives it.
+    pub from_hca_caps: u64,
+    /// What the verbs reported.
+    pub reported: u64,
+}
+
+impl std::fmt::Display for CapDisagreement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: the HCA caps imply {}, the verbs report {}", self.field, self.from_hca_caps, self.reported)
+    }
+}
+
+/// `MLX5_TM_MAX_SGE`, `MLX5_TM_MAX_RNDV_MSG_SIZE` (the kernel's mlx5_ib.h)
+/// and `IB_TM_CAP_RNDV_RC` (`IBV_TM_CAP_RC`).
+const TM_MAX_SGE: u64 = 1;
+const TM_MAX_RNDV_HDR: u64 = 64;
+const TM_CAP_RC: u64 = 1;
+
+impl HcaCaps {
+    /// The DCI stream and tag-matching caps the verbs reported (`r`) that
+    /// differ from what these caps imply, each derived as the kernel's
+    /// `mlx5_ib_query_device` does from the general group
+    /// (`log_max_dci_stream_channels`, `log_max_dci_errored_streams`;
+    /// with `tag_matching`: `max_num_tags` `2^log_tag_matching_list_sz - 1`,
+    /// `max_ops` `2^log_max_qp_sz`, `max_sge` 1, and with `rndv_offload_rc`
+    /// the RC rendezvous flag and a 64-byte header; all 0 without). Empty
+    /// when they agree. Compare current caps ([`CapMode::CUR`]): the kernel
+    /// reads those. DCI stream caps libmlx5 did not report are not compared.
+    pub fn disagreements(&self, r: &ReportedCaps) -> Vec<CapDisagreement> {
+        let g = self.gen();
+        let mut out = Vec::new();
+        let mut cmp = |field: &'static str, from_hca_caps: u64, reported: u64| {
+            if from_hca_caps != reported {
+                out.push(CapDisagreement { field, from_hca_caps, reported });
+            }
+        };
+        if let Some((concurrent, errored)) = r.dci_streams {
+            cmp("dci_streams_caps.max_log_num_concurent", g.log_max_dci_stream_channels().into(), concurrent.into());
+            cmp("dci_streams_caps.max_log_num_errored", g.log_max_dci_errored_streams().into(), errored.into());
+        }
+        let tm = g.tag_matching() != 0;
+        let rndv = tm && g.rndv_offload_rc() != 0;
+        let tags = if tm { (1u64 << g.log_tag_matching_list_sz()) - 1 } else { 0 };
+        let ops = if tm { 1u64 << g.log_max_qp_sz().min(63) } else { 0 };
+        cmp("tm_caps.max_num_tags", tags, r.tm.max_num_tags.into());
+        cmp("tm_caps.max_ops", ops, r.tm.max_ops.into());
+        cmp("tm_caps.max_sge", if tm { TM_MAX_SGE } else { 0 }, r.tm.max_sge.into());
+        cmp("tm_caps.flags", if rndv { TM_CAP_RC } else { 0 }, r.tm.flags.into());
+        cmp("tm_caps.max_rndv_hdr_size", if rndv { TM_MAX_RNDV_HDR } else { 0 }, r.tm.max_rndv_hdr_size.into());
+        out
+    }
+}
+
 /// The atomic group's fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AtomicCaps {
@@ -387,6 +470,77 @@ mod tests {
         assert!(caps(CapMode::CUR, true, 0, 8).hw_vlan_insert().is_none());
         assert!(caps(CapMode::MAX, true, 2, 8).hw_vlan_insert().is_none());
         assert_eq!(caps(CapMode::MAX, true, 2, 8).log_max_qp(), 17);
+    }
+
+    /// A ConnectX-like general group: DCI streams 2^4 / 2^3, tag matching
+    /// with 2^6 tags and rendezvous on RC, 2^15 QP entries.
+    fn tm_dci_caps() -> HcaCaps {
+        let mut g = prm::QueryHcaCapOut::new();
+        g.cmd_hca_cap_mut()
+            .set_log_max_dci_stream_channels(4)
+            .set_log_max_dci_errored_streams(3)
+            .set_tag_matching(1)
+            .set_rndv_offload_rc(1)
+            .set_log_tag_matching_list_sz(6)
+            .set_log_max_qp_sz(15);
+        HcaCaps::from_blocks(CapMode::CUR, CapBlock(Box::new(g)), None, None, None, None)
+    }
+
+    fn tm(
+        max_num_tags: u32,
+        max_ops: u32,
+        max_sge: u32,
+        flags: u32,
+        max_rndv_hdr_size: u32,
+    ) -> crate::bindings::ibv_tm_caps {
+        crate::bindings::ibv_tm_caps { max_rndv_hdr_size, max_num_tags, flags, max_ops, max_sge }
+    }
+
+    /// What the kernel would report from these caps agrees; each field
+    /// changed on the reported side is named with both values; DCI stream
+    /// caps not reported are not compared; a device without tag matching
+    /// must report all-zero `tm_caps`.
+    #[test]
+    fn reported_dci_stream_and_tm_caps_are_cross_checked() {
+        let c = tm_dci_caps();
+        let agree = ReportedCaps { dci_streams: Some((4, 3)), tm: tm(63, 1 << 15, 1, 1, 64) };
+        assert_eq!(c.disagreements(&agree), vec![]);
+        let mut r = agree;
+        r.dci_streams = Some((4, 2));
+        assert_eq!(
+            c.disagreements(&r),
+            vec![CapDisagreement { field: "dci_streams_caps.max_log_num_errored", from_hca_caps: 3, reported: 2 }]
+        );
+        assert_eq!(
+            c.disagreements(&r)[0].to_string(),
+            "dci_streams_caps.max_log_num_errored: the HCA caps imply 3, the verbs report 2"
+        );
+        r = agree;
+        r.tm.max_num_tags = 64;
+        r.tm.flags = 0;
+        let d: Vec<_> = c.disagreements(&r).into_iter().map(|d| d.field).collect();
+        assert_eq!(d, ["tm_caps.max_num_tags", "tm_caps.flags"]);
+        r = agree;
+        r.dci_streams = None;
+        assert!(c.disagreements(&r).is_empty(), "unreported stream caps are not compared");
+        // No tag matching in the caps: every tm field must be 0.
+        let mut g = prm::QueryHcaCapOut::new();
+        g.cmd_hca_cap_mut().set_log_max_qp_sz(15).set_log_tag_matching_list_sz(6);
+        let none = HcaCaps::from_blocks(CapMode::CUR, CapBlock(Box::new(g)), None, None, None, None);
+        let d: Vec<_> = none.disagreements(&agree).into_iter().map(|d| d.field).collect();
+        assert_eq!(
+            d,
+            [
+                "dci_streams_caps.max_log_num_concurent",
+                "dci_streams_caps.max_log_num_errored",
+                "tm_caps.max_num_tags",
+                "tm_caps.max_ops",
+                "tm_caps.max_sge",
+                "tm_caps.flags",
+                "tm_caps.max_rndv_hdr_size"
+            ]
+        );
+        assert!(none.disagreements(&ReportedCaps { dci_streams: Some((0, 0)), tm: tm(0, 0, 0, 0, 0) }).is_empty());
     }
 
     #[test]

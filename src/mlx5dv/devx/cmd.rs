@@ -285,6 +285,14 @@ pub fn qp_udp_sport(out: &[u8]) -> u16 {
     prm::QueryQpOut::from_slice(out).map_or(0, |o| o.qpc().primary_address_path().udp_sport() as u16)
 }
 
+/// A `QUERY_QP` answer's data-placement ordering bits
+/// (`qpc.dp_ordering_1`, `qpc.dp_ordering_force`, Linux 7.3's header);
+/// zeros for a short answer.
+pub fn qp_dp_ordering(out: &[u8]) -> (bool, bool) {
+    prm::QueryQpOut::from_slice(out)
+        .map_or((false, false), |o| (o.qpc().dp_ordering_1() != 0, o.qpc().dp_ordering_force() != 0))
+}
+
 /// A `QUERY_LAG` answer: `(lag_state, tx_remap_affinity_1,
 /// tx_remap_affinity_2)`; zeros for a short answer.
 pub fn lag_state(out: &[u8]) -> (u8, u8, u8) {
@@ -295,6 +303,24 @@ pub fn lag_state(out: &[u8]) -> (u8, u8, u8) {
 /// A `CREATE_MKEY` answer's key index (the key is `index << 8`); 0 for a short answer.
 pub fn mkey_index(out: &[u8]) -> u32 {
     prm::CreateMkeyOut::from_slice(out).map_or(0, |o| o.mkey_index())
+}
+
+/// A `CREATE_MKEY` answer's key: its index shifted past the tag byte,
+/// which is 0 (`mkey_7_0` of [`create_mkey`]), as libmlx5 makes the key
+/// of `mlx5dv_create_mkey`.
+pub fn mkey_of(out: &[u8]) -> u32 {
+    mkey_index(out) << 8
+}
+
+/// The most ranges a UMR layout of the key of `spec` may hold, as libmlx5
+/// keeps it (`num_desc`, 16 bits, saturated): its translation entries for
+/// an indirect KLM key made with `umr_en`, 0 (every layout refused) otherwise.
+pub fn umr_entries(spec: &MkeySpec) -> u16 {
+    if spec.access_mode == MkeyAccessMode::Klm && spec.umr_en {
+        u16::try_from(spec.translations).unwrap_or(u16::MAX)
+    } else {
+        0
+    }
 }
 
 #[cfg(test)]
@@ -328,6 +354,15 @@ mod tests {
         let d = rts2rts_dci_stream_reset(7, 0x2a);
         assert_eq!(d[8] & 0x80, 0x80, "qpc_ext");
         assert_eq!(&d[274..276], &[0, 0x2a], "qpc_ext.dci_stream_channel_id");
+        let mut q = prm::QueryQpOut::new();
+        assert_eq!(qp_dp_ordering(&q.0), (false, false));
+        q.qpc_mut().set_dp_ordering_1(1);
+        assert_eq!(q.0[24 + 0x49c / 8] & 0x08, 0x08, "qpc.dp_ordering_1 at bit 0x49c of the context at byte 24");
+        assert_eq!(qp_dp_ordering(&q.0), (true, false));
+        q.qpc_mut().set_dp_ordering_force(1);
+        assert_eq!(q.0[24 + 4] & 0x01, 0x01, "qpc.dp_ordering_force at bit 0x27");
+        assert_eq!(qp_dp_ordering(&q.0), (true, true));
+        assert_eq!(qp_dp_ordering(&q.0[..100]), (false, false), "a short answer");
         let m = create_mkey(&MkeySpec::indirect(0xabc, 5));
         assert_eq!(m[16], 0x40, "free");
         assert_eq!(m[18], 0x86, "umr_en, lr, access mode KLM");

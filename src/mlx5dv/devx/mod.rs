@@ -34,7 +34,10 @@ mod obj;
 pub mod sched;
 pub mod verbs;
 
-pub use caps::{query_hca_cap, AtomicCaps, CapBlock, EthOffloads, HcaCaps, HwVlanInsert, OdpOps, RoceCaps};
+pub use caps::{
+    query_hca_cap, AtomicCaps, CapBlock, CapDisagreement, EthOffloads, HcaCaps, HwVlanInsert, OdpOps, ReportedCaps,
+    RoceCaps,
+};
 pub use cmd::{MkeyAccessMode, MkeySpec};
 #[allow(deprecated)]
 pub use context::KERNEL_REFUSED;

@@ -2,12 +2,12 @@
 
 use std::any::Any;
 use std::ptr::NonNull;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use super::cmd;
 use super::context::DevxContext;
 use crate::bindings as ffi;
-use crate::prim::{Error, Result};
+use crate::prim::{Error, Mr, Result};
 
 /// Something a DEVX object references and keeps alive until it is
 /// destroyed (another object, a UMEM, a UAR, a PD, a CQ, ...).
@@ -18,6 +18,10 @@ struct ObjInner {
     opcode: u16,
     /// Dropped after the object (fields drop after `Drop::drop`).
     _held: Vec<Held>,
+    /// Regions a UMR layout of the object (a memory key) was posted over,
+    /// added after creation ([`DevxObj::hold_region`]); dropped after the
+    /// object, as `_held`.
+    regions: Mutex<Vec<Mr>>,
     _ctx: DevxContext,
 }
 
@@ -35,6 +39,8 @@ impl Drop for ObjInner {
             crate::prim::count_destroy_failure("mlx5dv_devx_obj_destroy", rc);
             // The device may still reach what the object references.
             std::mem::forget(std::mem::take(&mut self._held));
+            let regions = self.regions.get_mut().unwrap_or_else(|p| p.into_inner());
+            std::mem::forget(std::mem::take(regions));
         }
     }
 }
@@ -81,7 +87,13 @@ impl DevxObj {
             return Err(cmd::failed(OP, cmd_in, errno, out));
         };
         let opcode = cmd::opcode_of(cmd_in);
-        let obj = DevxObj(Arc::new(ObjInner { raw, opcode, _held: held, _ctx: ctx.clone() }));
+        let obj = DevxObj(Arc::new(ObjInner {
+            raw,
+            opcode,
+            _held: held,
+            regions: Mutex::new(Vec::new()),
+            _ctx: ctx.clone(),
+        }));
         cmd::check_out(OP, opcode, out)?;
         Ok(obj)
     }
@@ -122,6 +134,20 @@ impl DevxObj {
             return Err(cmd::failed(op, cmd_in, rc, out));
         }
         cmd::check_out(op, cmd::opcode_of(cmd_in), out)
+    }
+
+    /// Keeps `mr` registered until the object is destroyed (after the last
+    /// clone drops), as what it was created with: for a memory key a UMR
+    /// layout was posted over `mr`. A region held already is held once.
+    pub fn hold_region(&self, mr: &Mr) {
+        // A poisoned lock still holds the list: keep using it.
+        let mut regions = self.0.regions.lock().unwrap_or_else(|p| p.into_inner());
+        crate::mlx5dv::keys::mkey::hold_once(&mut regions, mr)
+    }
+
+    /// How many regions the object holds through [`DevxObj::hold_region`].
+    pub fn held_regions(&self) -> usize {
+        self.0.regions.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     /// The raw object.

@@ -4,11 +4,12 @@
 
 use std::ptr::NonNull;
 
-use super::cmd::{self, MkeySpec};
+use super::cmd::{self, MkeyAccessMode, MkeySpec};
 use super::context::{raw_name, require_raw, DevxContext, OPEN_OP};
 use super::obj::{DevxObj, Held};
 use crate::bindings as ffi;
-use crate::prim::{Cq, Error, Pd, Qp, RemoteAddr, Result, Srq, Wq};
+use crate::mlx5dv::keys::mkey::UmrKey;
+use crate::prim::{Cq, Error, Mr, Pd, Qp, RemoteAddr, Result, Srq, Wq};
 
 /// A libmlx5 DEVX entry on a verbs object, as a closure (the `dlopen`
 /// linkage's entries are Rust functions, the others C ones).
@@ -141,6 +142,29 @@ pub fn udp_sport(qp: &Qp) -> Result<u16> {
     Ok(cmd::qp_udp_sport(&out))
 }
 
+/// The QP context's data-placement ordering (`QUERY_QP`; the bits of
+/// Linux 7.3's `mlx5_ifc.h`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DpOrdering {
+    /// `dp_ordering_1`: out-of-order data placement.
+    pub dp_ordering_1: bool,
+    /// `dp_ordering_force`: the ordering is the QP's, not the device's default.
+    pub dp_ordering_force: bool,
+}
+
+/// The data-placement ordering of `qp`, read back from its context
+/// (`QUERY_QP`). A QP created with
+/// [`Mlx5QpFlags::OOO_DP`](crate::prim::Mlx5QpFlags::OOO_DP) has both bits
+/// set once in RTR: libmlx5 passes `MLX5_IB_MODIFY_QP_OOO_DP` with the
+/// modify to INIT and the kernel writes them into `INIT2RTR_QP` (Linux
+/// 7.3's `__mlx5_ib_modify_qp`); that flag is how they are set.
+pub fn dp_ordering(qp: &Qp) -> Result<DpOrdering> {
+    let mut out = vec![0u8; cmd::QUERY_QP_OUT_BYTES];
+    qp_query(qp, &cmd::query_qp(qp.qpn()), &mut out)?;
+    let (dp_ordering_1, dp_ordering_force) = cmd::qp_dp_ordering(&out);
+    Ok(DpOrdering { dp_ordering_1, dp_ordering_force })
+}
+
 /// The LAG port the QP is set to send on and the port that carries it now
 /// (`QUERY_LAG`, then `QUERY_QP`'s `lag_tx_port_affinity`), as
 /// `mlx5dv_query_qp_lag_port`. [`Error::Unsupported`] when the ports are
@@ -228,23 +252,55 @@ pub fn pdn(pd: &Pd) -> Result<u32> {
 }
 
 /// A memory key made by `CREATE_MKEY` through DEVX ([`MkeySpec`]: an
-/// indirect KLM or KSM key, or a direct key over a UMEM). It holds its PD
-/// and whatever was given at creation (the UMEM, the keys a layout names)
-/// until it is destroyed.
+/// indirect KLM or KSM key, or a direct key over a UMEM). It holds its PD,
+/// whatever was given at creation (the UMEM, the keys a layout names) and
+/// every region a UMR layout was posted over until it is destroyed (after
+/// its last clone drops).
+///
+/// It is a [`UmrKey`]: the typed UMR builders
+/// ([`SqRing::mkey_configure`](crate::mlx5dv::sq::SqRing::mkey_configure))
+/// configure an indirect KLM key made with `umr_en` ([`MkeySpec::indirect`])
+/// as they do an [`Mkey`](crate::mlx5dv::mkey::Mkey), and
+/// [`UmrKey::addr_at`] gives remote addresses under it.
 #[derive(Clone, Debug)]
 pub struct DevxMkey {
     obj: DevxObj,
     key: u32,
+    spec: MkeySpec,
+    pd: Pd,
 }
 
 impl DevxMkey {
-    /// Creates the key of `spec` in `pd` (whose number `spec.pdn` must be,
-    /// see [`pdn`]), holding `pd` and `held`.
+    /// Creates the key of `spec` in `pd`, holding `pd` and `held`.
+    ///
+    /// # Errors
+    /// [`Error::BadArgument`] before any command is sent when `pd` is of
+    /// another context than `ctx`, when `spec.pdn` is not `pd`'s number
+    /// ([`pdn`]), or when `spec.umr_en` is set on a key that is not an
+    /// indirect KLM key (the typed UMR builders write KLM layouts; a KSM or
+    /// MTT key read them otherwise). [`Error::Firmware`] when the device
+    /// refuses.
     pub fn create(ctx: &DevxContext, pd: &Pd, spec: &MkeySpec, mut held: Vec<Held>) -> Result<DevxMkey> {
+        const OP: &str = "DevxMkey::create";
+        if pd.context().as_ptr() != ctx.as_ptr() {
+            return Err(Error::BadArgument {
+                op: OP,
+                what: "pd",
+                why: "is of another context than the DEVX one; allocate it on DevxContext::context()",
+            });
+        }
+        if spec.pdn != pdn(pd)? {
+            return Err(Error::BadArgument {
+                op: OP,
+                what: "spec.pdn",
+                why: "is not the number of the PD given; take it from devx::verbs::pdn(&pd)",
+            });
+        }
+        check_umr_en(spec)?;
         let mut out = [0u8; cmd::OUT_HDR_BYTES];
         held.push(std::sync::Arc::new(pd.clone()));
         let obj = DevxObj::create(ctx, &cmd::create_mkey(spec), &mut out, held)?;
-        Ok(DevxMkey { obj, key: cmd::mkey_index(&out) << 8 })
+        Ok(DevxMkey { obj, key: cmd::mkey_of(&out), spec: *spec, pd: pd.clone() })
     }
 
     /// The local key.
@@ -257,14 +313,58 @@ impl DevxMkey {
         self.key
     }
 
-    /// The remote address `addr` under this key.
-    pub fn at(&self, addr: u64) -> RemoteAddr {
-        RemoteAddr { addr, rkey: self.key }
+    /// The request the key was made from.
+    pub fn spec(&self) -> &MkeySpec {
+        &self.spec
     }
 
-    /// The DEVX object.
+    /// The protection domain of the key.
+    pub fn pd(&self) -> &Pd {
+        &self.pd
+    }
+
+    /// The DEVX object (cloning it keeps the key, and what it holds, alive).
     pub fn obj(&self) -> &DevxObj {
         &self.obj
+    }
+}
+
+/// `umr_en` only on an indirect KLM key: the typed UMR builders write KLM
+/// layouts, which a KSM or MTT key would read as its own entries (reaching
+/// memory no check saw).
+fn check_umr_en(spec: &MkeySpec) -> Result<()> {
+    if spec.umr_en && spec.access_mode != MkeyAccessMode::Klm {
+        return Err(Error::BadArgument {
+            op: "DevxMkey::create",
+            what: "spec.umr_en",
+            why: "is set on a KSM or MTT key; UMR here writes KLM layouts only: clear umr_en, or make an indirect \
+                  KLM key (MkeySpec::indirect)",
+        });
+    }
+    Ok(())
+}
+
+impl crate::mlx5dv::keys::mkey::sealed::Sealed for DevxMkey {}
+
+impl UmrKey for DevxMkey {
+    fn lkey(&self) -> u32 {
+        self.key
+    }
+    fn rkey(&self) -> u32 {
+        self.key
+    }
+    fn max_entries(&self) -> u16 {
+        cmd::umr_entries(&self.spec)
+    }
+    fn pd(&self) -> &Pd {
+        &self.pd
+    }
+    fn hold(&mut self, mr: &Mr) {
+        // In the object every clone shares: the regions live as long as the key.
+        self.obj.hold_region(mr)
+    }
+    fn addr_at(&self, offset: usize) -> RemoteAddr {
+        RemoteAddr { addr: self.spec.start_addr.wrapping_add(offset as u64), rkey: self.key }
     }
 }
 
@@ -347,4 +447,40 @@ pub fn refusal_text(name: &str) -> String {
     Error::unsupported(OPEN_OP, &crate::prim::unsupported::DEVX_NOT_MLX5, name, "false")
         .lack()
         .map_or_else(String::new, ToString::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a `DevxMkey` answers as a `UmrKey`, from the spec and the
+    /// answer alone: the key from `CREATE_MKEY`'s index (tag 0), room for a
+    /// layout only on an indirect KLM key with `umr_en`, and `umr_en`
+    /// refused on KSM and MTT keys before any command.
+    #[test]
+    fn devx_keys_take_umr_layouts_only_as_indirect_klm_keys() {
+        let mut out = [0u8; 16];
+        out[8..12].copy_from_slice(&0x00ab_cdefu32.to_be_bytes());
+        assert_eq!(cmd::mkey_of(&out), 0xab_cdef00);
+        assert_eq!(cmd::mkey_of(&out[..8]), 0, "a short answer");
+        let klm = MkeySpec::indirect(7, 5);
+        assert_eq!(cmd::umr_entries(&klm), 8, "rounded up to 4 as libmlx5's num_desc");
+        assert!(check_umr_en(&klm).is_ok());
+        let mut off = klm;
+        off.umr_en = false;
+        assert_eq!(cmd::umr_entries(&off), 0, "no umr_en: every layout refused");
+        let mut big = klm;
+        big.translations = 1 << 16;
+        assert_eq!(cmd::umr_entries(&big), u16::MAX, "saturated, never wrapped to 0");
+        let mut ksm = klm;
+        ksm.access_mode = MkeyAccessMode::Ksm;
+        assert_eq!(cmd::umr_entries(&ksm), 0);
+        assert!(matches!(check_umr_en(&ksm), Err(Error::BadArgument { what: "spec.umr_en", .. })));
+        let mut mtt = MkeySpec::umem(7, 1, 0, 0x1000, 1 << 16, 16);
+        assert!(check_umr_en(&mtt).is_ok(), "MkeySpec::umem leaves umr_en off");
+        assert_eq!(cmd::umr_entries(&mtt), 0);
+        mtt.umr_en = true;
+        let e = check_umr_en(&mtt).unwrap_err();
+        assert!(e.to_string().contains("MkeySpec::indirect"), "{e}");
+    }
 }

@@ -15,7 +15,9 @@
 //! `unsafe`. Signature and crypto keys (their BSF segments and SET_PSV
 //! WQEs) are not built here.
 
+#[cfg(doc)]
 use crate::mlx5dv::keys::mkey::Mkey;
+use crate::mlx5dv::keys::mkey::UmrKey;
 use crate::mlx5dv::queue::seg::{CtrlFlags, WqeOpcode};
 use crate::mlx5dv::queue::sq::{SqRing, SqTransport};
 use crate::prim::{AccessFlags, Error, Mr, Result};
@@ -140,7 +142,7 @@ fn bad(what: &'static str, why: &'static str) -> Error {
 /// Checks a range against its region: `offset + extent` within `mr`, the
 /// region in the key's protection domain, and registered with local write
 /// when the key may write (`writes`).
-fn inside(mr: &Mr, key: &Mkey, writes: bool, offset: u64, extent: u128) -> Result<u64> {
+fn inside<K: UmrKey + ?Sized>(mr: &Mr, key: &K, writes: bool, offset: u64, extent: u128) -> Result<u64> {
     if mr.pd().as_ptr() != key.pd().as_ptr() {
         return Err(bad(
             "layout entry",
@@ -166,8 +168,9 @@ fn inside(mr: &Mr, key: &Mkey, writes: bool, offset: u64, extent: u128) -> Resul
 }
 
 impl SqRing {
-    /// Configures `mkey` (a UMR WQE, `mlx5dv_wr_mkey_configure` with up to
-    /// two setters): `conf.access` sets the key's access rights
+    /// Configures `mkey` ([`Mkey`], or a DEVX key: any [`UmrKey`]; a UMR
+    /// WQE, `mlx5dv_wr_mkey_configure` with up to two setters):
+    /// `conf.access` sets the key's access rights
     /// (`mlx5dv_wr_set_mkey_access_flags`: local write, remote read, write
     /// and atomic), `conf.layout` the ranges it covers (a KLM list, or an
     /// interleaved repeat block). Both given is `mlx5dv_wr_mr_list` or
@@ -192,7 +195,12 @@ impl SqRing {
     #[doc(alias = "mlx5dv_wr_mkey_configure")]
     #[doc(alias = "mlx5dv_wr_mr_list")]
     #[doc(alias = "mlx5dv_wr_mr_interleaved")]
-    pub fn mkey_configure(&mut self, flags: CtrlFlags, mkey: &mut Mkey, conf: MkeyConf<'_>) -> Result<u16> {
+    pub fn mkey_configure<K: UmrKey + ?Sized>(
+        &mut self,
+        flags: CtrlFlags,
+        mkey: &mut K,
+        conf: MkeyConf<'_>,
+    ) -> Result<u16> {
         let MkeyConf { access, layout } = conf;
         let write = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC;
         let writes = access.is_none_or(|a| a.intersects(write));

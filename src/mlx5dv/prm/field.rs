@@ -159,6 +159,11 @@ pub struct Info {
     /// [`ENTRIES`](crate::mlx5dv::prm::ENTRIES) are the kernel's `qp.h`
     /// structures).
     pub rdma_core: &'static [&'static str],
+    /// The fields neither Linux 6.1's nor rdma-core v59's header has, whose
+    /// layout comes from the newest Debian kernel's `mlx5_ifc.h` (Linux 7.3:
+    /// `qpc.dp_ordering_force`, `qpc.dp_ordering_1`); checked against that
+    /// header's structure walk (`tests/mlx5_prm_oracle.rs`).
+    pub newest_kernel: &'static [&'static str],
 }
 
 impl Info {
@@ -170,6 +175,11 @@ impl Info {
     /// Whether the member `name` comes from rdma-core v59's header.
     pub fn from_rdma_core(&self, name: &str) -> bool {
         self.kernel_bytes == 0 || self.rdma_core.contains(&name)
+    }
+
+    /// Whether the member `name` comes from the newest kernel's header only.
+    pub fn from_newest_kernel(&self, name: &str) -> bool {
+        self.newest_kernel.contains(&name)
     }
 }
 
@@ -196,6 +206,7 @@ macro_rules! layout {
         fields { $($fname:literal $get:ident $set:ident $off:literal $w:literal $fty:ty;)* }
         subs { $($sname:literal $sget:ident $smut:ident $sty:ident $soff:literal;)* }
         rdma_core [ $($rc:literal),* ]
+        $(newest_kernel [ $($nk:literal),* ])?
     ) => {
         $(#[$meta])*
         #[derive(Clone, PartialEq, Eq, Hash)]
@@ -226,6 +237,7 @@ macro_rules! layout {
                 fields: Self::FIELDS,
                 subs: Self::SUBS,
                 rdma_core: &[$($rc),*],
+                newest_kernel: &[$($($nk),*)?],
             };
 
             /// All zeroes (a command or context to fill).

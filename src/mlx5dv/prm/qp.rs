@@ -40,7 +40,10 @@ layout! {
 
 layout! {
     /// QP context: state, transport, queue sizes, PSNs, access flags,
-    /// `lag_tx_port_affinity`, DCI stream counts, address paths.
+    /// `lag_tx_port_affinity`, DCI stream counts, address paths, and the
+    /// data-placement ordering bits `dp_ordering_force` and `dp_ordering_1`
+    /// (out-of-order placement; from Linux 7.3's header, which alone of the
+    /// checked ones has them).
     Qpc = "qpc", bits 0x740, kernel_bits 0x740;
     fields {
         "state" state set_state 0x0 4 u32;
@@ -56,6 +59,7 @@ layout! {
         "atomic_like_write_en" atomic_like_write_en set_atomic_like_write_en 0x22 1 u32;
         "latency_sensitive" latency_sensitive set_latency_sensitive 0x23 1 u32;
         "drain_sigerr" drain_sigerr set_drain_sigerr 0x25 1 u32;
+        "dp_ordering_force" dp_ordering_force set_dp_ordering_force 0x27 1 u32;
         "pd" pd set_pd 0x28 24 u32;
         "mtu" mtu set_mtu 0x40 3 u32;
         "log_msg_max" log_msg_max set_log_msg_max 0x43 5 u32;
@@ -92,6 +96,7 @@ layout! {
         "rwe" rwe set_rwe 0x491 1 u32;
         "rae" rae set_rae 0x492 1 u32;
         "page_offset" page_offset set_page_offset 0x494 6 u32;
+        "dp_ordering_1" dp_ordering_1 set_dp_ordering_1 0x49c 1 u32;
         "cd_slave_receive" cd_slave_receive set_cd_slave_receive 0x49d 1 u32;
         "cd_slave_send" cd_slave_send set_cd_slave_send 0x49e 1 u32;
         "cd_master" cd_master set_cd_master 0x49f 1 u32;
@@ -120,6 +125,7 @@ layout! {
         "secondary_address_path" secondary_address_path secondary_address_path_mut Ads 0x220;
     }
     rdma_core ["data_in_order", "dbr_umem_id"]
+    newest_kernel ["dp_ordering_force", "dp_ordering_1"]
 }
 
 layout! {

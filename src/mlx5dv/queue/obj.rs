@@ -5,7 +5,7 @@ use std::ops::Deref;
 use crate::bindings as ffi;
 use crate::mlx5dv::completion::cq::CqRing;
 use crate::mlx5dv::completion::cqe::Completion;
-use crate::mlx5dv::keys::mkey::Mkey;
+use crate::mlx5dv::keys::mkey::UmrKey;
 use crate::mlx5dv::keys::umr::MkeyConf;
 use crate::mlx5dv::queue::be::Be32;
 use crate::mlx5dv::queue::mmio::Mmio;
@@ -98,7 +98,12 @@ impl DirectSq<'_> {
 
     /// [`SqRing::mkey_configure`]: configures `mkey` (access, layout over
     /// registered regions, which the key then holds).
-    pub fn mkey_configure(&mut self, flags: CtrlFlags, mkey: &mut Mkey, conf: MkeyConf<'_>) -> Result<u16> {
+    pub fn mkey_configure<K: UmrKey + ?Sized>(
+        &mut self,
+        flags: CtrlFlags,
+        mkey: &mut K,
+        conf: MkeyConf<'_>,
+    ) -> Result<u16> {
         self.ring.mkey_configure(flags, mkey, conf)
     }
 
