@@ -185,13 +185,16 @@ enum To<'t> {
 }
 
 impl SqRing {
-    /// A typed WQE of family `want` (named `builder` in the panic); the
-    /// family is checked with the full check, in one comparison.
+    /// A typed WQE of family `want` (named `builder` in the panic) with a
+    /// `header` of that many bytes (control segment included); the family
+    /// is checked with the free space for the header, in one comparison.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn typed<const I: bool>(
         &mut self,
         want: SqTransport,
         builder: &'static str,
+        header: usize,
         op: WqeOpcode,
         opmod: u8,
         flags: CtrlFlags,
@@ -200,16 +203,26 @@ impl SqRing {
         // SAFETY: every caller below adds the segments `op` defines on a
         // QP of family `want`, in its order, and leaves the payload to
         // `Wqe`, whose only address writer is the unsafe `data`.
-        Wqe { w: unsafe { self.typed_wqe(want, builder, op, opmod, flags, imm) } }
+        Wqe { w: unsafe { self.typed_wqe(want, builder, header, op, opmod, flags, imm) } }
     }
 
-    /// The control segment and, to a DC target, the DC address and stream.
+    /// The control segment and, to a DC target, the DC address and stream;
+    /// `rest` is the bytes of the opcode's segments the caller adds next.
     #[inline(always)]
-    fn begin<const I: bool>(&mut self, to: To<'_>, op: WqeOpcode, opmod: u8, flags: CtrlFlags, imm: u32) -> Wqe<'_, I> {
+    fn begin<const I: bool>(
+        &mut self,
+        to: To<'_>,
+        op: WqeOpcode,
+        opmod: u8,
+        flags: CtrlFlags,
+        imm: u32,
+        rest: usize,
+    ) -> Wqe<'_, I> {
         match to {
-            To::Connected(name) => self.typed(SqTransport::Connected, name, op, opmod, flags, imm),
+            To::Connected(name) => self.typed(SqTransport::Connected, name, CTRL + rest, op, opmod, flags, imm),
             To::Dc(av, stream) => {
-                let w = self.typed::<I>(SqTransport::DcInitiator, "dc", op, opmod, flags, imm);
+                let header = CTRL + size_of::<DatagramSeg>() + rest;
+                let w = self.typed::<I>(SqTransport::DcInitiator, "dc", header, op, opmod, flags, imm);
                 Wqe { w: w.w.datagram(av).stream_unchecked(stream) }
             }
         }
@@ -217,7 +230,7 @@ impl SqRing {
 
     #[inline(always)]
     fn send_to(&mut self, to: To<'_>, op: WqeOpcode, flags: CtrlFlags, imm: u32) -> Wqe<'_, true> {
-        self.begin(to, op, 0, flags, imm)
+        self.begin(to, op, 0, flags, imm, 0)
     }
 
     #[inline(always)]
@@ -229,7 +242,7 @@ impl SqRing {
         r: RemoteAddr,
         imm: u32,
     ) -> Wqe<'_, I> {
-        let w = self.begin::<I>(to, op, 0, flags, imm);
+        let w = self.begin::<I>(to, op, 0, flags, imm, RADDR);
         Wqe { w: w.w.raddr(r.addr, r.rkey) }
     }
 
@@ -243,8 +256,8 @@ impl SqRing {
         a: u64,
         b: u64,
     ) -> Wqe<'_, false> {
-        let w = self.rdma_to::<false>(to, op, flags, r, 0);
-        Wqe { w: w.w.atomic(a, b) }
+        let w = self.begin::<false>(to, op, 0, flags, 0, RADDR + 16);
+        Wqe { w: w.w.raddr(r.addr, r.rkey).atomic(a, b) }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -259,13 +272,13 @@ impl SqRing {
         swap: u64,
         swap_mask: u64,
     ) -> Wqe<'_, false> {
-        let w = self.begin::<false>(to, WqeOpcode::ATOMIC_MASKED_CS, ext_atomic_opmod(3), flags, 0);
+        let w = self.begin::<false>(to, WqeOpcode::ATOMIC_MASKED_CS, ext_atomic_opmod(3), flags, 0, RADDR + 32);
         Wqe { w: w.w.raddr(r.addr, r.rkey).masked_cas(swap, compare, swap_mask, compare_mask) }
     }
 
     #[inline(always)]
     fn masked_fa_to(&mut self, to: To<'_>, flags: CtrlFlags, r: RemoteAddr, add: u64, boundary: u64) -> Wqe<'_, false> {
-        let w = self.begin::<false>(to, WqeOpcode::ATOMIC_MASKED_FA, ext_atomic_opmod(3), flags, 0);
+        let w = self.begin::<false>(to, WqeOpcode::ATOMIC_MASKED_FA, ext_atomic_opmod(3), flags, 0, RADDR + 16);
         Wqe { w: w.w.raddr(r.addr, r.rkey).masked_fa(add, boundary) }
     }
 
@@ -278,7 +291,7 @@ impl SqRing {
         r: RemoteAddr,
         ops: &[&[u8; N]],
     ) -> Wqe<'_, false> {
-        let w = self.begin::<false>(to, op, ext_atomic_opmod(ext_log::<N>()), flags, 0);
+        let w = self.begin::<false>(to, op, ext_atomic_opmod(ext_log::<N>()), flags, 0, RADDR + ops.len() * N);
         Wqe { w: w.w.raddr(r.addr, r.rkey).operands(ops) }
     }
 
@@ -315,7 +328,8 @@ impl SqRing {
     /// vector) to the destination `av`.
     #[inline(always)]
     pub fn send_ud(&mut self, flags: CtrlFlags, av: &DatagramSeg) -> Wqe<'_, true> {
-        let w = self.typed::<true>(SqTransport::Datagram, "send_ud", WqeOpcode::SEND, 0, flags, 0);
+        let header = CTRL + size_of::<DatagramSeg>();
+        let w = self.typed::<true>(SqTransport::Datagram, "send_ud", header, WqeOpcode::SEND, 0, flags, 0);
         Wqe { w: w.w.datagram(av) }
     }
 
@@ -444,11 +458,47 @@ impl SqRing {
     }
 }
 
+/// The control segment's bytes, and the remote address segment's.
+const CTRL: usize = 16;
+const RADDR: usize = 16;
+
 /// `log2 N` for an extended-atomic operand of `N` bytes, 16 or 32; any
 /// other `N` fails to compile.
 const fn ext_log<const N: usize>() -> u8 {
     const { assert!(N == 16 || N == 32, "extended atomics take 16- or 32-byte operands (8 bytes: masked_cas / masked_fa)") };
     N.trailing_zeros() as u8
+}
+
+/// A stream id of one DCI, checked against the DCI's streams once, when it
+/// is made ([`SqRing::stream_id`]), so that [`Dc::on`] writes it with no
+/// check: the stream count is a property of the ring, not of a request.
+/// Use it on the ring that made it (the stream ids of one DCI are not
+/// another's; debug builds assert it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DciStream {
+    id: u16,
+    qpn: u32,
+}
+
+impl DciStream {
+    /// The stream id (0 is the DCI's first stream).
+    pub const fn id(self) -> u16 {
+        self.id
+    }
+}
+
+impl SqRing {
+    /// Stream `id` of this DCI's ring, for [`Dc::on`]; the check
+    /// [`Dc::stream`] makes per WQE, made once.
+    ///
+    /// # Panics
+    /// If `id` is not one of the DCI's streams (`0` without streams,
+    /// `0..2^log_num_concurrent` with: [`SqRing::set_dci_streams`]); the
+    /// message names the range and the fix.
+    pub fn stream_id(&self, id: u16) -> DciStream {
+        self.check_stream(id);
+        DciStream { id, qpn: self.qpn() }
+    }
 }
 
 /// The typed builders of a DC initiator's ring towards one DC target
@@ -478,6 +528,16 @@ impl<'s, 't> Dc<'s, 't> {
     pub fn stream(mut self, id: u16) -> Self {
         self.sq.check_stream(id);
         self.stream = id;
+        self
+    }
+
+    /// The DCI stream the WQE goes on, checked when `stream` was made
+    /// ([`SqRing::stream_id`]): nothing is checked per WQE. Take the ids a
+    /// program posts on once, at set-up, from the ring they are used on.
+    #[inline(always)]
+    pub fn on(mut self, stream: DciStream) -> Self {
+        debug_assert_eq!(stream.qpn, self.sq.qpn(), "a DciStream of another DCI's ring");
+        self.stream = stream.id;
         self
     }
 

@@ -267,10 +267,11 @@ impl SqRing {
         // with the full check) is the control segment, the Ethernet segment
         // written here, then the payload, whose only address writer is the
         // unsafe `EthWqe::data`.
-        let w = unsafe { self.typed_wqe(SqTransport::RawPacket, builder, WqeOpcode::SEND, 0, flags, 0) };
         // Headers of at most two bytes (devices whose minimum inline mode is
         // none: libmlx5 then inlines nothing) fit the segment's first 16
         // bytes, and the segment is one 16-byte unit, as libmlx5 sizes it.
+        let header = 16 + if inline <= 2 { 16 } else { 32 };
+        let w = unsafe { self.typed_wqe(SqTransport::RawPacket, builder, header, WqeOpcode::SEND, 0, flags, 0) };
         let w = if inline <= 2 {
             let short: &[u8; 16] = eth[..16].try_into().expect("16 bytes");
             w.operands(&[short])
@@ -342,8 +343,12 @@ impl SqRing {
         // full check) is the control segment, the Ethernet segment with its
         // headers written here, then the payload, whose only address writer
         // is the unsafe `EthWqe::data`.
-        let mut w =
-            unsafe { self.typed_wqe(SqTransport::RawPacket, op, WqeOpcode::TSO, 0, flags, 0) }.operands(&[&first]);
+        // Control, the segment's first 16 bytes, the tagged unit, the rest
+        // of the headers in whole units.
+        let rest_len = if vlan.is_some() { hdr.len() - L2_MIN_HEADER } else { hdr.len() - 2 };
+        let header = 16 + 16 + if vlan.is_some() { 16 } else { 0 } + rest_len.next_multiple_of(16);
+        let mut w = unsafe { self.typed_wqe(SqTransport::RawPacket, op, header, WqeOpcode::TSO, 0, flags, 0) }
+            .operands(&[&first]);
         let rest = match vlan {
             // The first unit after the segment's 16 bytes is the rest of the
             // MACs (10 bytes), the tag and the EtherType: 16 bytes exactly.
