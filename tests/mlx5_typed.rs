@@ -10,7 +10,13 @@ use rrddmma::bindings as ffi;
 use rrddmma::mlx5dv::be::Be32;
 use rrddmma::mlx5dv::seg::{ext_atomic_opmod, CtrlFlags, DatagramSeg, WqeOpcode, INLINE_SEG};
 use rrddmma::mlx5dv::sq::{SqLimits, SqRing, SqTransport, WqeWriter};
-use rrddmma::mlx5dv::wqe::Wqe;
+use rrddmma::mlx5dv::wqe::{ExtAtomics, Wqe};
+
+/// The extended-atomic proof, assumed: these rings are test memory.
+fn ext<const N: usize, const DC: bool>() -> ExtAtomics<N, DC> {
+    // SAFETY: no device reads these rings.
+    unsafe { ExtAtomics::assume() }
+}
 use rrddmma::prim::RemoteAddr;
 
 const QPN: u32 = 0x2a;
@@ -347,7 +353,7 @@ fn limits_clamp_to_the_wqe_format() {
     r.sq.set_limits(l);
     // The longest typed header whose first data segment needs no check,
     // 16-byte masked CAS (96 bytes) and its segment: taken.
-    let w = r.sq.masked_cas_ext(CtrlFlags::empty(), at(1, 2), &[1; 16], &[2; 16], &[3; 16], &[4; 16]);
+    let w = r.sq.masked_cas_ext(ext(), CtrlFlags::empty(), at(1, 2), &[1; 16], &[2; 16], &[3; 16], &[4; 16]);
     w.d(16, 1, 0x1000).finish();
     assert_eq!(r.sq.cur_post(), 2);
     // A second segment is checked: refused (count).
@@ -446,7 +452,7 @@ fn dc_send_inv_and_extended_builders_write_the_segments_each_opcode_defines() {
 
     let op = |b: u8| [b; 32];
     let mut r = Ring::new();
-    r.sq.masked_cas_ext(f, at(0x80, 2), &op(2), &op(4), &op(1), &op(3)).d(32, 6, 0x3000).finish();
+    r.sq.masked_cas_ext(ext(), f, at(0x80, 2), &op(2), &op(4), &op(1), &op(3)).d(32, 6, 0x3000).finish();
     let w = r.wqe();
     assert_eq!(
         ctrl(&w),
@@ -465,7 +471,7 @@ fn dc_send_inv_and_extended_builders_write_the_segments_each_opcode_defines() {
     // SAFETY: a model ring standing for a DCI's.
     unsafe { r.sq.set_transport(SqTransport::DcInitiator) };
     let (add, boundary) = ([7u8; 16], [8u8; 16]);
-    r.sq.dc(&av).masked_fa_ext(f, at(0x80, 2), &add, &boundary).d(16, 6, 0x3000).finish();
+    r.sq.dc(&av).masked_fa_ext(ext(), f, at(0x80, 2), &add, &boundary).d(16, 6, 0x3000).finish();
     let w = r.wqe();
     assert_eq!(ctrl(&w), (0x15, 0x0a, 8, f.bits(), [0; 4]), "16-byte masked FA to a DCT");
     assert_eq!((&w[80..96], &w[96..112]), (&add[..], &boundary[..]), "add, then the field boundary");

@@ -33,10 +33,14 @@
 //! from that documented layout, not against a driver, and they have not
 //! run on hardware. Whether a device takes them is its
 //! `atomic_size_qp` / `atomic_size_dc` HCA capability (and MLNX_OFED 4.x's
-//! `masked_log_atomic_arg_sizes`); rdma-core reports neither (no field of
-//! `ibv_query_device_ex` or `mlx5dv_query_device` holds it), so this
-//! crate cannot check it before posting: a device without them completes
-//! the WQE in error.
+//! `masked_log_atomic_arg_sizes`), which rdma-core's verbs do not report
+//! but DEVX reads ([`HcaCaps`](crate::mlx5dv::devx::HcaCaps)): the 16- and
+//! 32-byte builders take an [`ExtAtomics`] proof, obtained once from the
+//! capabilities ([`ExtAtomics::from_caps`], a typed
+//! [`Error::Unsupported`](crate::prim::Error::Unsupported) where the size is
+//! missing, and off mlx5 or without DEVX, where the capabilities cannot be
+//! read), so a request the device would complete in error is refused at
+//! set-up and nothing is checked per WQE.
 //!
 //! A payload beyond the QP's `max_inline_data` or `max_send_sge`, or a WQE
 //! beyond its largest size, panics ([`SqLimits`](crate::mlx5dv::queue::sq::SqLimits)).
@@ -413,6 +417,7 @@ impl SqRing {
     #[inline(always)]
     pub fn masked_cas_ext<const N: usize>(
         &mut self,
+        proof: ExtAtomics<N, false>,
         flags: CtrlFlags,
         remote: RemoteAddr,
         compare: &[u8; N],
@@ -420,6 +425,7 @@ impl SqRing {
         swap: &[u8; N],
         swap_mask: &[u8; N],
     ) -> Wqe<'_, false> {
+        let _ = proof;
         let ops = [swap, compare, swap_mask, compare_mask];
         self.ext_to(To::Connected("masked_cas_ext"), WqeOpcode::ATOMIC_MASKED_CS, flags, remote, &ops)
     }
@@ -431,11 +437,13 @@ impl SqRing {
     #[inline(always)]
     pub fn masked_fa_ext<const N: usize>(
         &mut self,
+        proof: ExtAtomics<N, false>,
         flags: CtrlFlags,
         remote: RemoteAddr,
         add: &[u8; N],
         field_boundary: &[u8; N],
     ) -> Wqe<'_, false> {
+        let _ = proof;
         self.ext_to(To::Connected("masked_fa_ext"), WqeOpcode::ATOMIC_MASKED_FA, flags, remote, &[add, field_boundary])
     }
 
@@ -455,6 +463,50 @@ impl SqRing {
     #[inline(always)]
     pub fn dc<'t>(&mut self, target: &'t DatagramSeg) -> Dc<'_, 't> {
         Dc { sq: self, target, stream: 0 }
+    }
+}
+
+/// Proof that the device executes `N`-byte extended (masked) atomics on
+/// RC QPs (`DC` false) or DCIs (`DC` true): its `atomic_size_qp` /
+/// `atomic_size_dc` capability has `N`. The 16- and 32-byte masked builders
+/// ([`SqRing::masked_cas_ext`], [`Dc::masked_fa_ext`], ...) take it, so the
+/// device's sizes are checked once, when the proof is made, and a WQE pays
+/// nothing (the value is zero-sized). `N` other than 16 and 32 does not
+/// compile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExtAtomics<const N: usize, const DC: bool> {
+    _checked: (),
+}
+
+impl<const N: usize, const DC: bool> ExtAtomics<N, DC> {
+    /// The proof from the device's capabilities (the current ones,
+    /// [`CapMode::CUR`](crate::mlx5dv::prm::CapMode::CUR), are what the
+    /// device executes).
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`](crate::prim::Error::Unsupported) (the atomic
+    /// size row, [`ATOMIC_SIZE`](crate::prim::unsupported::ATOMIC_SIZE))
+    /// naming the device's sizes when they lack `N` bytes on the QP type
+    /// ([`HcaCaps::check_atomic_size`](crate::mlx5dv::devx::HcaCaps::check_atomic_size)).
+    /// Off mlx5 or without DEVX there are no capabilities to give: their
+    /// query ([`HcaCaps::query`](crate::mlx5dv::devx::HcaCaps::query))
+    /// returns the typed `Unsupported` there.
+    #[cfg(not(rrddmma_mlnx_ofed4))]
+    pub fn from_caps(caps: &crate::mlx5dv::devx::HcaCaps) -> crate::prim::Result<ExtAtomics<N, DC>> {
+        let log = ext_log::<N>();
+        caps.check_atomic_size(1u32 << log, DC)?;
+        Ok(ExtAtomics { _checked: () })
+    }
+
+    /// The proof without a check.
+    ///
+    /// # Safety
+    /// None for memory: a device without `N`-byte atomics completes the WQE
+    /// in error. `unsafe` marks the claim (the device executes them, as
+    /// MLNX_OFED 4.x's `masked_log_atomic_arg_sizes` or a recorded
+    /// capability may say) so that it stands out where it is made.
+    pub const unsafe fn assume() -> ExtAtomics<N, DC> {
+        ExtAtomics { _checked: () }
     }
 }
 
@@ -626,9 +678,11 @@ impl<'s, 't> Dc<'s, 't> {
 
     /// A masked compare-and-swap on an `N`-byte word, 16 or 32
     /// ([`SqRing::masked_cas_ext`]).
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub fn masked_cas_ext<const N: usize>(
         self,
+        proof: ExtAtomics<N, true>,
         flags: CtrlFlags,
         remote: RemoteAddr,
         compare: &[u8; N],
@@ -636,6 +690,7 @@ impl<'s, 't> Dc<'s, 't> {
         swap: &[u8; N],
         swap_mask: &[u8; N],
     ) -> Wqe<'s, false> {
+        let _ = proof;
         let (sq, to) = self.parts();
         let ops = [swap, compare, swap_mask, compare_mask];
         sq.ext_to(to, WqeOpcode::ATOMIC_MASKED_CS, flags, remote, &ops)
@@ -646,12 +701,62 @@ impl<'s, 't> Dc<'s, 't> {
     #[inline(always)]
     pub fn masked_fa_ext<const N: usize>(
         self,
+        proof: ExtAtomics<N, true>,
         flags: CtrlFlags,
         remote: RemoteAddr,
         add: &[u8; N],
         field_boundary: &[u8; N],
     ) -> Wqe<'s, false> {
+        let _ = proof;
         let (sq, to) = self.parts();
         sq.ext_to(to, WqeOpcode::ATOMIC_MASKED_FA, flags, remote, &[add, field_boundary])
+    }
+}
+
+#[cfg(all(test, not(rrddmma_mlnx_ofed4)))]
+mod tests {
+    use super::*;
+    use crate::mlx5dv::devx::{CapBlock, HcaCaps};
+    use crate::mlx5dv::prm::{CapMode, QueryHcaCapOut};
+    use crate::prim::Error;
+
+    /// Capabilities whose atomic group has sizes `qp` (RC) and `dc` (DCIs).
+    fn caps(qp: u32, dc: u32) -> HcaCaps {
+        let block = |o: QueryHcaCapOut| CapBlock::from_bytes(&o.as_bytes()[16..]);
+        let mut g = QueryHcaCapOut::new();
+        g.cmd_hca_cap_mut().set_port_type(1).set_atomic(1);
+        let mut a = QueryHcaCapOut::new();
+        a.atomic_caps_mut().set_atomic_size_qp(qp).set_atomic_size_dc(dc);
+        HcaCaps::from_blocks(CapMode::CUR, block(g), Some(block(a)), None, None, None)
+    }
+
+    /// The proof of the 16- and 32-byte builders is made from the device's
+    /// atomic sizes, per QP type: refused with the typed `Unsupported`
+    /// naming the size where they lack it, given where they have it.
+    #[test]
+    fn extended_atomics_are_proven_from_the_sizes_of_the_qp_type() {
+        let c = caps(0x8 | 0x10, 0x8);
+        assert!(ExtAtomics::<16, false>::from_caps(&c).is_ok(), "16-byte atomics on RC QPs");
+        for e in [ExtAtomics::<32, false>::from_caps(&c).err(), ExtAtomics::<16, true>::from_caps(&c).err()] {
+            match e {
+                Some(e @ Error::Unsupported { .. }) => {
+                    let s = e.to_string();
+                    assert!(s.contains("-byte atomics on"), "{s}");
+                }
+                e => panic!("refused as unsupported: {e:?}"),
+            }
+        }
+        let c = caps(0x8 | 0x10 | 0x20, 0x8 | 0x10 | 0x20);
+        assert!(ExtAtomics::<32, true>::from_caps(&c).is_ok(), "32-byte atomics on DCIs");
+        // Without the atomic group at all: refused too.
+        let g = {
+            let mut g = QueryHcaCapOut::new();
+            g.cmd_hca_cap_mut().set_port_type(1);
+            CapBlock::from_bytes(&g.as_bytes()[16..])
+        };
+        let none = HcaCaps::from_blocks(CapMode::CUR, g, None, None, None, None);
+        assert!(matches!(ExtAtomics::<16, false>::from_caps(&none), Err(Error::Unsupported { .. })));
+        // The proof is zero-sized: the builders pay nothing per WQE.
+        assert_eq!(size_of::<ExtAtomics<16, false>>(), 0);
     }
 }
