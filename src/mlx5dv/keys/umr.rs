@@ -440,12 +440,12 @@ impl SqRing {
         let ctrl0 = [join([FLAG_INLINE, 0, 0, 0], [oct[0], oct[1], 0, 0]), u64::from_ne_bytes(mask.to_be_bytes())];
         // The mkey context (64 bytes): access at 2, the key at 4, the length at 24.
         let ctx0 = [join([0, 0, acc, 0], (0xffff_ff00 | (lkey & 0xff)).to_be_bytes()), 0];
+        let header = 16 + 48 + 64 + xlat * 16;
         // SAFETY: `typed_wqe`'s contract: what follows is the layout the
         // device defines for UMR on a connected QP (the UMR control segment,
         // the mkey context, then the translation entries, all inline), so no
         // 16-byte unit is read as a data segment; the memory the entries
         // reach is this function's own contract, passed on to its caller.
-        let header = 16 + 48 + 64 + xlat * 16;
         let w = unsafe {
             self.typed_wqe(SqTransport::Connected, "mkey_configure", header, WqeOpcode::UMR, 0, flags, lkey.to_be())
         }
