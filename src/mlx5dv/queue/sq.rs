@@ -883,8 +883,10 @@ impl SqRing {
             let src = self.buf.add((start as usize * SEND_WQE_BB) & self.ring_mask);
             (src, src.cast::<[u8; 8]>().read())
         };
-        // The DS count: the low 6 bits of `qpn_ds`, byte 7 of the control segment.
-        let ds = first[7] & 0x3f;
+        // The DS count: the low byte of `qpn_ds`, byte 7 of the control
+        // segment, as `finish` wrote it (all 8 bits: a UMR WQE with many
+        // entries has more than 63 DS).
+        let ds = first[7];
         let inline = self.slots[(start & self.slot_mask) as usize].size & SLOT_INLINE != 0;
         self.doorbell(mmio, false, src, ds, inline, first);
     }
@@ -1717,6 +1719,33 @@ mod tests {
         assert!(msg.contains("send queue full") && msg.contains("128-byte"), "{msg}");
         assert_eq!(block0(&ring), before, "the unretired WQE in block 0 is untouched");
         assert_eq!(ring.cur_post(), 7, "nothing posted");
+    }
+
+    /// Regression (libmlx5 harness, UMR with 66 DS): `ring` reads the last
+    /// WQE's DS count back from its control segment, all 8 bits of it: a
+    /// count above 63 read as 6 bits (66 as 2) would send a 1056-byte WQE
+    /// by BlueFlame where libmlx5 rings an 8-byte doorbell.
+    #[test]
+    fn ring_reads_the_whole_ds_count_of_the_last_wqe() {
+        let mut buf = vec![0u64; 32 * 8];
+        let mut dbrec = [Be32::default(); 2];
+        let mut bf = vec![0u64; 64];
+        // SAFETY: test memory of the sizes and alignments `from_raw` asks for.
+        let mut ring = unsafe {
+            SqRing::from_raw(buf.as_mut_ptr().cast(), 32, dbrec.as_mut_ptr(), bf.as_mut_ptr().cast(), 0, 0x42)
+        };
+        ring.bf_size_available = 256;
+        // SAFETY: the "register" is test memory of this ring alone.
+        unsafe { ring.set_blueflame(true) };
+        // Control and remote address (32 bytes), 4 + 1020 inline bytes: 66 DS.
+        let pi =
+            ring.write(CtrlFlags::empty(), crate::prim::RemoteAddr { addr: 0, rkey: 1 }).inline(&[5; 1020]).finish();
+        // SAFETY: byte 7 of the WQE's control segment.
+        assert_eq!(unsafe { *ring.buf.add(usize::from(pi) * 64 + 7) }, 66);
+        let mut rec = Recorder::default();
+        ring.ring(&mut rec);
+        let writes = rec.ops.iter().filter(|o| matches!(o, Op::Write64(..))).count();
+        assert_eq!(writes, 1, "a WQE larger than the BlueFlame buffer: the 8-byte doorbell");
     }
 
     /// Regression (libmlx5 harness, views): turning BlueFlame on kept

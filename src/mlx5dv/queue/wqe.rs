@@ -404,11 +404,13 @@ impl SqRing {
     /// `N` other than 16 and 32 does not compile (8 bytes: [`SqRing::masked_cas`]):
     ///
     /// ```compile_fail,E0080
-    /// use rrddmma::mlx5dv::{seg::CtrlFlags, sq::SqRing};
+    /// use rrddmma::mlx5dv::{seg::CtrlFlags, sq::SqRing, wqe::ExtAtomics};
     /// use rrddmma::prim::RemoteAddr;
     /// fn f(sq: &mut SqRing) {
     ///     let r = RemoteAddr { addr: 0, rkey: 1 };
-    ///     sq.masked_cas_ext(CtrlFlags::empty(), r, &[0u8; 12], &[0; 12], &[0; 12], &[0; 12]).finish();
+    ///     // SAFETY: (never compiled)
+    ///     let p = unsafe { ExtAtomics::assume() };
+    ///     sq.masked_cas_ext(p, CtrlFlags::empty(), r, &[0u8; 12], &[0; 12], &[0; 12], &[0; 12]).finish();
     /// }
     /// // The check runs when the builder is instantiated (here, for `f`).
     /// let _ = f as fn(&mut SqRing);
