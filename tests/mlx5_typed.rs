@@ -10,7 +10,13 @@ use rrddmma::bindings as ffi;
 use rrddmma::mlx5dv::be::Be32;
 use rrddmma::mlx5dv::seg::{ext_atomic_opmod, CtrlFlags, DatagramSeg, WqeOpcode, INLINE_SEG};
 use rrddmma::mlx5dv::sq::{SqLimits, SqRing, SqTransport, WqeWriter};
-use rrddmma::mlx5dv::wqe::Wqe;
+use rrddmma::mlx5dv::wqe::{ExtAtomics, Wqe};
+
+/// The extended-atomic proof, assumed: these rings are test memory.
+fn ext<const N: usize, const DC: bool>() -> ExtAtomics<N, DC> {
+    // SAFETY: no device reads these rings.
+    unsafe { ExtAtomics::assume() }
+}
 use rrddmma::prim::RemoteAddr;
 
 const QPN: u32 = 0x2a;
@@ -270,17 +276,91 @@ fn regression_data_segments_beyond_max_send_sge_panic() {
 
 #[test]
 fn regression_wqe_beyond_the_largest_size_panics() {
-    // Four data segments are allowed, but the WQE may be 64 bytes only.
-    let msg = refused(SqLimits::new(0, 4, 64), |sq| {
-        sq.write(CtrlFlags::empty(), at(1, 2)).d(1, 1, 1).d(1, 1, 2).d(1, 1, 3).finish();
+    // Eight data segments are allowed, but the WQE may be 128 bytes only:
+    // the seventh segment would end it at 144.
+    let msg = refused(SqLimits::new(0, 8, 128), |sq| {
+        let w = sq.write(CtrlFlags::empty(), at(1, 2)).d(1, 1, 1).d(1, 1, 2).d(1, 1, 3);
+        w.d(1, 1, 4).d(1, 1, 5).d(1, 1, 6).d(1, 1, 7).finish();
     });
-    assert!(msg.contains("80-byte WQE") && msg.contains("largest WQE of 64 bytes"), "{msg}");
+    assert!(msg.contains("144-byte WQE") && msg.contains("largest WQE of 128 bytes"), "{msg}");
+    // The raw writer's WQE is checked at `finish`.
+    let msg = refused(SqLimits::new(0, 8, 128), |sq| {
+        // SAFETY: no device reads this ring.
+        let w = unsafe { sq.wqe(WqeOpcode::RDMA_WRITE, 0, CtrlFlags::empty(), 0) }.raddr(1, 2);
+        w.d(1, 1, 1).d(1, 1, 2).d(1, 1, 3).d(1, 1, 4).d(1, 1, 5).d(1, 1, 6).raddr(3, 4).finish();
+    });
+    assert!(msg.contains("144-byte WQE"), "a segment after the payload: {msg}");
+}
+
+/// The size and count limits are one table lookup per data segment
+/// (`set_limits`): both stay exact with zero-length segments, which count
+/// towards `max_send_sge` but take no room.
+#[test]
+fn data_segment_limits_count_and_size_at_once() {
+    let limits = SqLimits::new(0, 8, 128);
+    // Control and remote address (2 units), a zero-length segment and six
+    // of 16 bytes: 128 bytes, seven segments. Taken.
+    let mut r = Ring::new();
+    r.sq.set_limits(limits);
+    let w = r.sq.write(CtrlFlags::empty(), at(1, 2)).d(0, 1, 0).d(1, 1, 1).d(1, 1, 2);
+    w.d(1, 1, 3).d(1, 1, 4).d(1, 1, 5).d(1, 1, 6).finish();
+    assert_eq!(r.sq.cur_post(), 2, "a 128-byte WQE");
+    // An eighth (within max_send_sge) would end the WQE at 144 bytes.
+    let msg = refused(limits, |sq| {
+        let w = sq.write(CtrlFlags::empty(), at(1, 2)).d(0, 1, 0).d(1, 1, 1).d(1, 1, 2);
+        w.d(1, 1, 3).d(1, 1, 4).d(1, 1, 5).d(1, 1, 6).d(1, 1, 7).finish();
+    });
+    assert!(msg.contains("144-byte WQE") && msg.contains("largest WQE of 128 bytes"), "{msg}");
+    // Zero-length segments still count: nine on an eight-segment QP.
+    let msg = refused(SqLimits::new(0, 8, 4080), |sq| {
+        let w = sq.send(CtrlFlags::empty()).d(0, 1, 0).d(0, 1, 0).d(0, 1, 0).d(0, 1, 0);
+        w.d(0, 1, 0).d(0, 1, 0).d(0, 1, 0).d(0, 1, 0).d(0, 1, 0).finish();
+    });
+    assert!(msg.contains("more than 8 data segments"), "{msg}");
+}
+
+/// An inline payload is checked against `max_inline_data` and the
+/// largest WQE in one comparison; each refusal names its own limit.
+#[test]
+fn inline_payload_beyond_the_largest_wqe_panics() {
+    // 100 bytes are allowed inline, but 32 + 4 + 100 (padded to 112) is
+    // above a 128-byte WQE.
+    let msg = refused(SqLimits::new(100, 1, 128), |sq| {
+        sq.write(CtrlFlags::empty(), at(1, 2)).inline(&[7; 100]).finish();
+    });
+    assert!(msg.contains("144-byte WQE") && msg.contains("largest WQE of 128 bytes"), "{msg}");
+    let msg = refused(SqLimits::new(60, 1, 4080), |sq| {
+        sq.write(CtrlFlags::empty(), at(1, 2)).inline(&[7; 61]).finish();
+    });
+    assert!(msg.contains("61 bytes of inline data"), "{msg}");
+    // At both limits it is taken: 32 + 4 + 92 = 128.
+    let mut r = Ring::new();
+    r.sq.set_limits(SqLimits::new(100, 1, 128));
+    r.sq.write(CtrlFlags::empty(), at(1, 2)).inline(&[7; 92]).finish();
+    assert_eq!(r.sq.cur_post(), 2);
 }
 
 #[test]
 fn limits_clamp_to_the_wqe_format() {
     assert_eq!(SqLimits::new(1, 1, u32::MAX).max_wqe_bytes(), 255 * 16);
     assert_eq!(SqLimits::NONE.max_wqe_bytes(), 255 * 16);
+    // The floors every ring has: two blocks, one data segment (what lets
+    // the first data segment after a typed header skip its check).
+    let l = SqLimits::new(0, 0, 64);
+    assert_eq!((l.max_send_sge(), l.max_wqe_bytes()), (1, SqLimits::MIN_WQE_BYTES));
+    assert_eq!(SqLimits::MIN_WQE_BYTES, 128);
+    let mut r = Ring::new();
+    r.sq.set_limits(l);
+    // The longest typed header whose first data segment needs no check,
+    // 16-byte masked CAS (96 bytes) and its segment: taken.
+    let w = r.sq.masked_cas_ext(ext(), CtrlFlags::empty(), at(1, 2), &[1; 16], &[2; 16], &[3; 16], &[4; 16]);
+    w.d(16, 1, 0x1000).finish();
+    assert_eq!(r.sq.cur_post(), 2);
+    // A second segment is checked: refused (count).
+    let msg = refused(l, |sq| {
+        sq.write(CtrlFlags::empty(), at(1, 2)).d(1, 1, 1).d(1, 1, 2).finish();
+    });
+    assert!(msg.contains("more than 1 data segments"), "{msg}");
 }
 
 /// A connected builder on a UD QP's ring would put an inline payload where
@@ -372,7 +452,7 @@ fn dc_send_inv_and_extended_builders_write_the_segments_each_opcode_defines() {
 
     let op = |b: u8| [b; 32];
     let mut r = Ring::new();
-    r.sq.masked_cas_ext(f, at(0x80, 2), &op(2), &op(4), &op(1), &op(3)).d(32, 6, 0x3000).finish();
+    r.sq.masked_cas_ext(ext(), f, at(0x80, 2), &op(2), &op(4), &op(1), &op(3)).d(32, 6, 0x3000).finish();
     let w = r.wqe();
     assert_eq!(
         ctrl(&w),
@@ -391,7 +471,7 @@ fn dc_send_inv_and_extended_builders_write_the_segments_each_opcode_defines() {
     // SAFETY: a model ring standing for a DCI's.
     unsafe { r.sq.set_transport(SqTransport::DcInitiator) };
     let (add, boundary) = ([7u8; 16], [8u8; 16]);
-    r.sq.dc(&av).masked_fa_ext(f, at(0x80, 2), &add, &boundary).d(16, 6, 0x3000).finish();
+    r.sq.dc(&av).masked_fa_ext(ext(), f, at(0x80, 2), &add, &boundary).d(16, 6, 0x3000).finish();
     let w = r.wqe();
     assert_eq!(ctrl(&w), (0x15, 0x0a, 8, f.bits(), [0; 4]), "16-byte masked FA to a DCT");
     assert_eq!((&w[80..96], &w[96..112]), (&add[..], &boundary[..]), "add, then the field boundary");

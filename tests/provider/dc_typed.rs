@@ -20,7 +20,13 @@ use rrddmma::mlx5dv::cqe::CqeOpcode;
 use rrddmma::mlx5dv::mmio::Recorder;
 use rrddmma::mlx5dv::seg::{CtrlFlags, DatagramSeg};
 use rrddmma::mlx5dv::sq::{SqRing, SqTransport};
-use rrddmma::mlx5dv::wqe::Wqe;
+use rrddmma::mlx5dv::wqe::{ExtAtomics, Wqe};
+
+/// The extended-atomic proof, assumed: these rings are test memory.
+fn ext<const N: usize, const DC: bool>() -> ExtAtomics<N, DC> {
+    // SAFETY: no device reads these rings.
+    unsafe { ExtAtomics::assume() }
+}
 use rrddmma::prim::RemoteAddr;
 
 use super::build::{unhex, Aligned};
@@ -222,10 +228,10 @@ fn write_ext(
             let w = match kind {
                 0 => $b.masked_cas(fm, remote, u(1), u(3), u(0), u(2)),
                 1 => $b.masked_fa(fm, remote, u(0), u(1)),
-                2 => $b.masked_cas_ext::<16>(fm, remote, &arr(op(1)), &arr(op(3)), &arr(op(0)), &arr(op(2))),
-                3 => $b.masked_fa_ext::<16>(fm, remote, &arr(op(0)), &arr(op(1))),
-                4 => $b.masked_cas_ext::<32>(fm, remote, &arr(op(1)), &arr(op(3)), &arr(op(0)), &arr(op(2))),
-                5 => $b.masked_fa_ext::<32>(fm, remote, &arr(op(0)), &arr(op(1))),
+                2 => $b.masked_cas_ext::<16>(ext(), fm, remote, &arr(op(1)), &arr(op(3)), &arr(op(0)), &arr(op(2))),
+                3 => $b.masked_fa_ext::<16>(ext(), fm, remote, &arr(op(0)), &arr(op(1))),
+                4 => $b.masked_cas_ext::<32>(ext(), fm, remote, &arr(op(1)), &arr(op(3)), &arr(op(0)), &arr(op(2))),
+                5 => $b.masked_fa_ext::<32>(ext(), fm, remote, &arr(op(0)), &arr(op(1))),
                 k => panic!("the C half printed kind {k}"),
             };
             // SAFETY: the ring is never handed to a device; the address is only compared.

@@ -18,8 +18,9 @@
 #[cfg(doc)]
 use crate::mlx5dv::keys::mkey::Mkey;
 use crate::mlx5dv::keys::mkey::UmrKey;
+use crate::mlx5dv::queue::mmio::Mmio;
 use crate::mlx5dv::queue::seg::{CtrlFlags, WqeOpcode};
-use crate::mlx5dv::queue::sq::{SqRing, SqTransport};
+use crate::mlx5dv::queue::sq::{SqRing, SqTransport, WqeWriter};
 use crate::prim::{AccessFlags, Error, Mr, Result};
 
 /// `MLX5_WQE_UMR_CTRL_FLAG_*`.
@@ -131,6 +132,48 @@ pub struct MkeyConf<'a> {
     /// The ranges the key covers (`mlx5dv_wr_set_mkey_layout_list` /
     /// `_interleaved`).
     pub layout: Option<MkeyLayout<'a>>,
+}
+
+/// A UMR request refused before anything was written (the argument and
+/// why), as [`SqRing::mkey_configure_raw_post`] returns it: a plain value
+/// the posting path builds without a call. It converts into the crate's
+/// [`Error::BadArgument`] (`?` does it), which the other UMR builders return.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UmrRefused {
+    what: &'static str,
+    why: &'static str,
+}
+
+impl UmrRefused {
+    #[inline(always)]
+    const fn new(what: &'static str, why: &'static str) -> UmrRefused {
+        UmrRefused { what, why }
+    }
+
+    /// The argument refused.
+    pub const fn what(&self) -> &'static str {
+        self.what
+    }
+
+    /// Why, and the usual fix.
+    pub const fn why(&self) -> &'static str {
+        self.why
+    }
+}
+
+impl std::fmt::Display for UmrRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&bad(self.what, self.why), f)
+    }
+}
+
+impl std::error::Error for UmrRefused {}
+
+impl From<UmrRefused> for Error {
+    #[cold]
+    fn from(r: UmrRefused) -> Error {
+        bad(r.what, r.why)
+    }
 }
 
 #[cold]
@@ -288,21 +331,75 @@ impl SqRing {
         access: Option<AccessFlags>,
         layout: Option<RawLayout<'_>>,
     ) -> Result<u16> {
+        // SAFETY: forwarded contract.
+        unsafe { self.configure_raw(flags, lkey, max_entries, access, layout, |w| w.finish()) }.map_err(Error::from)
+    }
+
+    /// [`SqRing::mkey_configure_raw`], then the doorbell for it and any
+    /// WQEs finished before without one, at once ([`WqeWriter::post`](crate::mlx5dv::queue::sq::WqeWriter::post),
+    /// as `ibv_wr_complete` rings it after `mlx5dv_wr_mkey_configure`):
+    /// cheaper than [`SqRing::ring`] after it, which finds the last WQE again.
+    ///
+    /// # Errors
+    /// As [`SqRing::mkey_configure_raw`], as an [`UmrRefused`] (which
+    /// converts into [`Error::BadArgument`], the same error, with `?`);
+    /// nothing is written or rung then.
+    ///
+    /// # Safety
+    /// As [`SqRing::mkey_configure_raw`].
+    ///
+    /// # Panics
+    /// As [`SqRing::mkey_configure`].
+    #[inline]
+    pub unsafe fn mkey_configure_raw_post<M: Mmio>(
+        &mut self,
+        mmio: &mut M,
+        flags: CtrlFlags,
+        lkey: u32,
+        max_entries: u16,
+        access: Option<AccessFlags>,
+        layout: Option<RawLayout<'_>>,
+    ) -> std::result::Result<u16, UmrRefused> {
+        // SAFETY: forwarded contract.
+        unsafe { self.configure_raw(flags, lkey, max_entries, access, layout, |w| w.post(mmio)) }
+    }
+
+    /// The UMR WQE of `mkey_configure_raw`, published by `publish`.
+    ///
+    /// # Safety
+    /// As [`SqRing::mkey_configure_raw`].
+    #[inline(always)]
+    unsafe fn configure_raw(
+        &mut self,
+        flags: CtrlFlags,
+        lkey: u32,
+        max_entries: u16,
+        access: Option<AccessFlags>,
+        layout: Option<RawLayout<'_>>,
+        publish: impl FnOnce(WqeWriter<'_>) -> u16,
+    ) -> std::result::Result<u16, UmrRefused> {
         if lkey & 0xff != 0 {
-            return Err(bad("the key's tag (lkey & 0xff)", "is not 0: keys with tag update are not configured here"));
+            return Err(UmrRefused::new(
+                "the key's tag (lkey & 0xff)",
+                "is not 0: keys with tag update are not configured here",
+            ));
         }
         let allowed = AccessFlags::LOCAL_WRITE
             | AccessFlags::REMOTE_WRITE
             | AccessFlags::REMOTE_READ
             | AccessFlags::REMOTE_ATOMIC;
         if access.is_some_and(|a| !allowed.contains(a)) {
-            return Err(bad(
+            return Err(UmrRefused::new(
                 "access",
                 "has rights other than LOCAL_WRITE, REMOTE_READ, REMOTE_WRITE and REMOTE_ATOMIC",
             ));
         }
-        // libmlx5: the entries that fit the QP's inline size, and the key's.
-        let inl = (u64::from(self.limits().max_inline_data()) + 4) / 16;
+        // libmlx5: the entries that fit the QP's inline size, and the key's;
+        // and those the QP's largest WQE holds after the 128 bytes of
+        // control, UMR control and key context, in groups of four (the
+        // smaller of the two is the ring's, computed once by `set_limits`).
+        // Within it the WQE's size needs no check.
+        let inl = u64::from(self.umr_entries());
         let mut mask = MASK_FREE | MASK_MKEY;
         // Translation units (entries, the repeat block, padding to 64 bytes).
         let mut xlat = 0usize;
@@ -313,11 +410,11 @@ impl SqRing {
                 RawLayout::Interleaved { entries, .. } => (entries.len(), inl.wrapping_sub(1)),
             };
             if n as u64 > max.min(u64::from(max_entries)) {
-                return Err(bad(
+                return Err(UmrRefused::new(
                     "layout",
                     "holds more entries than the key was created for (Mkey::new_indirect's max_entries) or than the \
                      QP's max_inline_data takes ((max_inline_data + 4) / 16 for a list, one less for an interleaved \
-                     layout)",
+                     layout) or its largest WQE holds ((max_wqe_bytes - 128) / 16, in groups of four)",
                 ));
             }
             xlat = match l {
@@ -326,7 +423,7 @@ impl SqRing {
                 RawLayout::Interleaved { repeat_count, entries } => {
                     for e in entries {
                         if e.bytes_count > 0xffff || u64::from(e.bytes_count) + u64::from(e.bytes_skip) > 0xffff {
-                            return Err(bad(
+                            return Err(UmrRefused::new(
                                 "interleaved entry",
                                 "has bytes_count or bytes_count + bytes_skip above 65535 (16-bit WQE fields)",
                             ));
@@ -351,16 +448,18 @@ impl SqRing {
         let ctrl0 = [join([FLAG_INLINE, 0, 0, 0], [oct[0], oct[1], 0, 0]), u64::from_ne_bytes(mask.to_be_bytes())];
         // The mkey context (64 bytes): access at 2, the key at 4, the length at 24.
         let ctx0 = [join([0, 0, acc, 0], (0xffff_ff00 | (lkey & 0xff)).to_be_bytes()), 0];
+        let header = 16 + 48 + 64 + xlat * 16;
         // SAFETY: `typed_wqe`'s contract: what follows is the layout the
         // device defines for UMR on a connected QP (the UMR control segment,
         // the mkey context, then the translation entries, all inline), so no
         // 16-byte unit is read as a data segment; the memory the entries
         // reach is this function's own contract, passed on to its caller.
-        let w =
-            unsafe { self.typed_wqe(SqTransport::Connected, "mkey_configure", WqeOpcode::UMR, 0, flags, lkey.to_be()) }
-                .units_with(3, |i| if i == 0 { ctrl0 } else { [0; 2] })
-                .units_with(4, |i| if i == 0 { ctx0 } else { [0; 2] })
-                .inline_wqe();
+        let w = unsafe {
+            self.typed_wqe(SqTransport::Connected, "mkey_configure", header, WqeOpcode::UMR, 0, flags, lkey.to_be())
+        }
+        .units_with(3, |i| if i == 0 { ctrl0 } else { [0; 2] })
+        .units_with(4, |i| if i == 0 { ctx0 } else { [0; 2] })
+        .inline_wqe();
         let mut w = match layout {
             None => w,
             Some(RawLayout::List(entries)) => w.units_with(xlat, |i| match entries.get(i) {
@@ -391,11 +490,12 @@ impl SqRing {
                 })
             }
         };
-        // The mkey context's second unit: the length at 24 (bytes 16 to 32
-        // of the context, which starts at byte 64 of the WQE).
+        // The mkey context's length at 24 (bytes 88 to 96 of the WQE: the
+        // context starts at byte 64), its unit written (as 0) above.
         // SAFETY: bytes 80..96 of the WQE, written above (the context).
-        unsafe { w.store_unit_at(80, [0, u64::from_ne_bytes(len.to_be_bytes())]) };
-        let pi = w.finish();
+        unsafe { w.store_word_at(88, u64::from_ne_bytes(len.to_be_bytes())) };
+        // The entries were counted against what the WQE's size allows.
+        let pi = publish(w.size_checked());
         self.set_small_fence();
         Ok(pi)
     }
@@ -422,10 +522,11 @@ impl SqRing {
         // a connected QP (the UMR control segment and the mkey context with
         // `free` set, no translation entries), so no unit is read as a data
         // segment and the WQE reaches no memory.
-        let pi = unsafe { self.typed_wqe(SqTransport::Connected, "local_inv", WqeOpcode::UMR, 0, flags, rkey.to_be()) }
-            .units_with(3, |i| if i == 0 { ctrl0 } else { [0; 2] })
-            .units_with(4, |i| if i == 0 { ctx0 } else { [0; 2] })
-            .finish();
+        let pi =
+            unsafe { self.typed_wqe(SqTransport::Connected, "local_inv", 128, WqeOpcode::UMR, 0, flags, rkey.to_be()) }
+                .units_with(3, |i| if i == 0 { ctrl0 } else { [0; 2] })
+                .units_with(4, |i| if i == 0 { ctx0 } else { [0; 2] })
+                .finish();
         self.set_small_fence();
         pi
     }

@@ -11,7 +11,7 @@ use crate::mlx5dv::queue::be::Be32;
 use crate::mlx5dv::queue::mmio::Mmio;
 use crate::mlx5dv::queue::seg::{CtrlFlags, DatagramSeg, WqeOpcode};
 use crate::mlx5dv::queue::sq::{SqLimits, SqRing, SqTransport, WqeWriter};
-use crate::mlx5dv::queue::wqe::{Dc, Wqe};
+use crate::mlx5dv::queue::wqe::{Dc, ExtAtomics, Wqe};
 use crate::mlx5dv::require;
 use crate::prim::{Cq, Error, Qp, QpAttr, QpCaps, QpState, QpType, RemoteAddr, Result};
 
@@ -131,6 +131,7 @@ impl DirectSq<'_> {
     #[inline(always)]
     pub fn masked_cas_ext<const N: usize>(
         &mut self,
+        proof: ExtAtomics<N, false>,
         flags: CtrlFlags,
         remote: RemoteAddr,
         compare: &[u8; N],
@@ -138,19 +139,20 @@ impl DirectSq<'_> {
         swap: &[u8; N],
         swap_mask: &[u8; N],
     ) -> Wqe<'_, false> {
-        self.ring.masked_cas_ext(flags, remote, compare, compare_mask, swap, swap_mask)
+        self.ring.masked_cas_ext(proof, flags, remote, compare, compare_mask, swap, swap_mask)
     }
 
     /// [`SqRing::masked_fa_ext`].
     #[inline(always)]
     pub fn masked_fa_ext<const N: usize>(
         &mut self,
+        proof: ExtAtomics<N, false>,
         flags: CtrlFlags,
         remote: RemoteAddr,
         add: &[u8; N],
         field_boundary: &[u8; N],
     ) -> Wqe<'_, false> {
-        self.ring.masked_fa_ext(flags, remote, add, field_boundary)
+        self.ring.masked_fa_ext(proof, flags, remote, add, field_boundary)
     }
 
     /// The DC builders towards `target` ([`SqRing::dc`]), on the view of a

@@ -43,14 +43,13 @@ pub struct SqRing {
     cur_post: u32,
     /// Basic blocks retired by completions (free-running).
     head: u32,
-    /// WQEs written since the last doorbell, and the last one's start and DS.
+    /// WQEs written since the last doorbell.
     pending: u32,
+    /// The first block (free-running) of the last WQE written; its DS
+    /// count is in its control segment, its inline flag in its slot.
+    last_start: u32,
     /// Byte mask of the ring (`wqe_cnt * 64 - 1`).
     ring_mask: usize,
-    /// The last WQE written: its first byte and its DS count.
-    last_base: *mut u8,
-    last_ds: u8,
-    last_inline: bool,
     /// Largest WQE (DS) sent by BlueFlame without inline data: `bf_max_ds`
     /// when BlueFlame is preferred (libmlx5's default), else 0.
     bf_max_ds_plain: u32,
@@ -79,6 +78,18 @@ pub struct SqRing {
     /// retired.
     floor: u64,
     limits: SqLimits,
+    /// Per header size in 16-byte units `k` (below [`CAP_UNITS`]): how
+    /// many data segments a WQE whose other units number `k` may hold,
+    /// the smaller of `max_send_sge` and what `max_wqe_bytes` leaves
+    /// (computed once, by [`SqRing::set_limits`]). A payload method
+    /// compares its count with one entry, which checks both limits.
+    data_cap: [u16; CAP_UNITS],
+    /// Per header size in units `k`: the longest first inline segment's
+    /// data, the smaller of `max_inline_data` and what `max_wqe_bytes`
+    /// leaves after its 4-byte header (as `data_cap`).
+    inline_cap: [u16; CAP_UNITS],
+    /// Translation entries a UMR WQE may carry inline (`SqLimits::umr_entries`).
+    umr_entries: u32,
     /// Fence bits the next WQE takes unless it asks for the strong fence:
     /// the small fence after a UMR WQE (libmlx5's `fm_cache`), so that
     /// nothing runs before the key it configured is ready.
@@ -117,7 +128,7 @@ pub enum SqTransport {
 /// One basic block's entry in the ring's table (see `SqRing::slots`). A
 /// block starts a WQE exactly when `start` equals its own free-running
 /// index; continuation blocks hold their WQE's start, which differs from
-/// theirs. `size` (blocks) and `stream` (the DCI stream, 0 on other rings,
+/// theirs. `size` (blocks, and [`SLOT_INLINE`]) and `stream` (the DCI stream, 0 on other rings,
 /// for [`SqRing::stream_of`]) are those of the WQE starting there.
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(8))]
@@ -125,6 +136,61 @@ struct Slot {
     start: u32,
     size: u16,
     stream: u16,
+}
+
+/// Header sizes (in 16-byte units) the payload limits are tabled for;
+/// longer headers (long TSO headers) compute them.
+const CAP_UNITS: usize = 16;
+
+/// The bit of `Slot::size` that says the WQE carries inline data (for the
+/// BlueFlame choice of a later `ring`); the others are its blocks.
+const SLOT_INLINE: u16 = 1 << 15;
+
+/// The longest header (16-byte units, control segment included) whose first
+/// data segment every ring's limits admit: 128 bytes (`SqLimits::MIN_WQE_BYTES`)
+/// less the segment.
+const FIRST_DATA_FREE: usize = (SqLimits::MIN_WQE_BYTES as usize - DS_BYTES) / DS_BYTES;
+
+/// Free-running block indices older than this many blocks are swept from
+/// the slot table (see `SqRing::sweep`), so that an entry never survives
+/// the 2^32 blocks after which its index would come round again.
+const SWEEP_SHIFT: u32 = 30;
+
+impl SqLimits {
+    /// Data segments a WQE whose other 16-byte units number `k` may hold
+    /// (`k` may be "negative", wrapped: zero-length data segments count
+    /// without taking a unit).
+    fn data_cap(&self, k: usize) -> u32 {
+        let units = (self.max_wqe_bytes as usize / DS_BYTES) as isize;
+        let room = (units - k as isize).max(0) as u64;
+        room.min(u64::from(self.max_send_sge)) as u32
+    }
+
+    /// Inline bytes a first inline segment may carry after `u` units.
+    fn inline_cap(&self, u: usize) -> u32 {
+        let units = self.max_wqe_bytes as usize / DS_BYTES;
+        let room = (units.saturating_sub(u) * DS_BYTES).saturating_sub(4) as u64;
+        room.min(u64::from(self.max_inline_data)) as u32
+    }
+
+    /// Translation entries a UMR WQE carries inline on the QP: those its
+    /// `max_inline_data` takes (libmlx5's `(max_inline_data + 4) / 16`)
+    /// and its largest WQE holds after the control segment, the UMR
+    /// control segment and the key context (128 bytes), in groups of four
+    /// units (the WQE pads its entries to a multiple of four).
+    fn umr_entries(&self) -> u32 {
+        let inline = (u64::from(self.max_inline_data) + 4) / 16;
+        let size = ((self.max_wqe_bytes.saturating_sub(128) / DS_BYTES as u32) & !3) as u64;
+        inline.min(size) as u32
+    }
+
+    fn tables(&self) -> ([u16; CAP_UNITS], [u16; CAP_UNITS]) {
+        // Both stay below 4080 (255 units of 16 bytes).
+        (
+            std::array::from_fn(|k| self.data_cap(k).min(u32::from(u16::MAX)) as u16),
+            std::array::from_fn(|k| self.inline_cap(k).min(u32::from(u16::MAX)) as u16),
+        )
+    }
 }
 
 impl SqTransport {
@@ -157,17 +223,27 @@ impl SqLimits {
     pub const NONE: SqLimits = SqLimits { max_inline_data: u32::MAX, max_send_sge: u32::MAX, max_wqe_bytes: 255 * 16 };
 
     /// Inline bytes per WQE, data segments per WQE, bytes per WQE (at most
-    /// the format's 255 DS of 16 bytes, at least one 64-byte basic block:
-    /// values outside are clamped). Every send queue holds WQEs of at
-    /// least one basic block (its WQE size is a whole number of them), so
-    /// a WQE within one block never needs the size check, and the typed
-    /// builders' one-block WQEs skip it.
+    /// the format's 255 DS of 16 bytes, at least [`SqLimits::MIN_WQE_BYTES`];
+    /// at least one data segment: values outside are clamped).
+    ///
+    /// The floor is what libmlx5 gives every RC, UC, UD and DC queue (its
+    /// WQE size holds the control segment, the longest header of the QP's
+    /// type and a data segment, 192 bytes at least on RC and DC), and it
+    /// makes a property of every ring what would otherwise be checked per
+    /// WQE: a WQE within two basic blocks never needs the size check, and
+    /// the first data segment after a typed header of at most 112 bytes
+    /// ([`SqRing::write`], the atomics, the masked atomics up to 16 bytes,
+    /// the DC builders up to 8 bytes) none either.
     pub const fn new(max_inline_data: u32, max_send_sge: u32, max_wqe_bytes: u32) -> SqLimits {
         let cap = 255 * DS_BYTES as u32;
         let bytes = if max_wqe_bytes < cap { max_wqe_bytes } else { cap };
-        let bytes = if bytes > SEND_WQE_BB as u32 { bytes } else { SEND_WQE_BB as u32 };
-        SqLimits { max_inline_data, max_send_sge, max_wqe_bytes: bytes }
+        let bytes = if bytes > SqLimits::MIN_WQE_BYTES { bytes } else { SqLimits::MIN_WQE_BYTES };
+        let sge = if max_send_sge > 0 { max_send_sge } else { 1 };
+        SqLimits { max_inline_data, max_send_sge: sge, max_wqe_bytes: bytes }
     }
+
+    /// The smallest largest-WQE a ring takes: two basic blocks, 128 bytes.
+    pub const MIN_WQE_BYTES: u32 = 2 * SEND_WQE_BB as u32;
 
     /// Inline bytes per WQE.
     pub const fn max_inline_data(&self) -> u32 {
@@ -234,6 +310,7 @@ impl SqRing {
         assert!(buf as usize % 8 == 0, "SQ buffer {buf:p} is not 8-byte aligned");
         assert!(dbrec as usize % 4 == 0, "doorbell record {dbrec:p} is not 4-byte aligned");
         assert!(bf_reg as usize % 8 == 0, "BlueFlame register {bf_reg:p} is not 8-byte aligned");
+        let (data_cap, inline_cap) = SqLimits::NONE.tables();
         SqRing {
             buf,
             wqe_cnt,
@@ -249,10 +326,8 @@ impl SqRing {
             cur_post: 0,
             head: 0,
             pending: 0,
+            last_start: 0,
             ring_mask: wqe_cnt as usize * SEND_WQE_BB - 1,
-            last_base: buf,
-            last_ds: 0,
-            last_inline: false,
             bf_max_ds_plain: bf_size / DS_BYTES as u32,
             prefer_bf: true,
             // No block starts a WQE yet: entry i != i (the ring is at index 0).
@@ -263,6 +338,9 @@ impl SqRing {
             dci_streams: 1,
             floor: 0,
             limits: SqLimits::NONE,
+            data_cap,
+            inline_cap,
+            umr_entries: SqLimits::NONE.umr_entries(),
             next_fence: 0,
         }
     }
@@ -355,9 +433,64 @@ impl SqRing {
         }
     }
 
+    /// Translation entries a UMR WQE may carry inline on this ring (see
+    /// `SqLimits::umr_entries`; computed by `set_limits`).
+    #[cfg_attr(rrddmma_mlnx_ofed4, allow(dead_code))]
+    #[inline(always)]
+    pub(crate) fn umr_entries(&self) -> u32 {
+        self.umr_entries
+    }
+
+    /// Data segments a WQE with `k` other 16-byte units may hold (the
+    /// table's entry, or computed for long headers).
+    #[inline(always)]
+    fn data_cap_of(&self, k: usize) -> u32 {
+        match self.data_cap.get(k) {
+            Some(&c) => u32::from(c),
+            None => self.limits.data_cap(k),
+        }
+    }
+
+    /// Bytes a first inline segment after `u` units may carry.
+    #[inline(always)]
+    fn inline_cap_of(&self, u: usize) -> u32 {
+        match self.inline_cap.get(u) {
+            Some(&c) => u32::from(c),
+            None => self.limits.inline_cap(u),
+        }
+    }
+
+    /// Why a data segment was refused: the count, else the size.
+    #[cold]
+    #[inline(never)]
+    #[track_caller]
+    fn refuse_data(&self, segs: u32, off: usize) -> ! {
+        if segs >= self.limits.max_send_sge {
+            too_many_sges(self.qpn, self.limits.max_send_sge);
+        }
+        too_big(self.qpn, off + DS_BYTES, self.limits.max_wqe_bytes)
+    }
+
+    /// Why a first inline segment was refused: the inline limit, else the size.
+    #[cold]
+    #[inline(never)]
+    #[track_caller]
+    fn refuse_inline(&self, total: u64, off: usize, len: usize) -> ! {
+        if total > u64::from(self.limits.max_inline_data) {
+            too_much_inline(self.qpn, total, self.limits.max_inline_data);
+        }
+        too_big(self.qpn, off + (4 + len).next_multiple_of(DS_BYTES), self.limits.max_wqe_bytes)
+    }
+
     /// Limits every later WQE to `limits` (see [`SqLimits`]).
+    ///
+    /// The limits are properties of the ring: they are turned here, once,
+    /// into a table per header size, so that each payload method checks a
+    /// WQE against all three with one comparison.
     pub fn set_limits(&mut self, limits: SqLimits) {
         self.limits = limits;
+        (self.data_cap, self.inline_cap) = limits.tables();
+        self.umr_entries = limits.umr_entries();
     }
 
     /// The limits WQEs are checked against.
@@ -504,10 +637,42 @@ impl SqRing {
         if e.start != start {
             return false;
         }
-        let end = start.wrapping_add(u32::from(e.size));
+        let end = start.wrapping_add(u32::from(e.size & !SLOT_INLINE));
         debug_assert!(end.wrapping_sub(self.head) <= outstanding, "a recorded WQE ends past the producer index");
+        // Once per 2^30 blocks (a boundary crossed): entries older than a lap
+        // go, so none lives to see its index come round again.
+        if (self.head ^ end) >> SWEEP_SHIFT != 0 {
+            self.sweep();
+        }
         self.head = end;
         true
+    }
+
+    /// Keeps in the slot table only the entries of WQEs that start in the
+    /// last lap of the ring (`cur_post - wqe_cnt .. cur_post`); every other
+    /// entry gets a value that no block of the same slot has as its index
+    /// (its block's index minus 1: another slot's, for rings of 2 blocks and
+    /// more; a ring of one block holds one-block WQEs only, each entry
+    /// current).
+    ///
+    /// Only a WQE's first block gets an entry at `finish`, so a block inside
+    /// a multi-block WQE keeps the entry of the WQE that last started
+    /// there, laps ago. That entry holds the block's index of back then,
+    /// which equals its index now only after 2^32 blocks; this sweep, at
+    /// least once per 2^30 blocks retired, rules that out, so that a
+    /// completion naming a block inside a WQE is still refused.
+    #[cold]
+    #[inline(never)]
+    fn sweep(&mut self) {
+        let lap = self.cur_post.wrapping_sub(self.wqe_cnt);
+        let mask = self.slot_mask;
+        for k in 0..self.wqe_cnt {
+            let j = lap.wrapping_add(k);
+            let s = &mut self.slots[(j & mask) as usize];
+            if s.start != j {
+                s.start = j.wrapping_sub(1);
+            }
+        }
     }
 
     /// The DCI stream of the WQE a requester completion of this ring
@@ -527,9 +692,18 @@ impl SqRing {
         if t.cq == 0 || t.cq != self.cq_uid || t.qpn != self.qpn || !t.requester {
             return None;
         }
-        let slot = (u32::from(t.counter) & (self.wqe_cnt - 1)) as usize;
-        let e = self.slots[slot];
-        (e.start as u16 == t.counter).then_some(e.stream)
+        // The block the counter names among the ring's last lap: `d`
+        // blocks before the producer index, 1 ..= wqe_cnt.
+        let d = match (self.cur_post as u16).wrapping_sub(t.counter) {
+            0 => 1 << 16,
+            d => u32::from(d),
+        };
+        if d > self.wqe_cnt {
+            return None;
+        }
+        let j = self.cur_post.wrapping_sub(d);
+        let e = self.slots[(j & self.slot_mask) as usize];
+        (e.start == j).then_some(e.stream)
     }
 
     /// Starts the indices at `pi` (a queue that was used before the view).
@@ -539,9 +713,12 @@ impl SqRing {
         self.next_fence = 0;
         self.cur_post = pi;
         self.head = pi;
-        for (i, s) in self.slots.iter_mut().enumerate() {
-            // No block starts a WQE: every entry differs from its block's index.
-            s.start = pi.wrapping_add(i as u32).wrapping_sub(1);
+        let mask = self.slot_mask;
+        for k in 0..self.wqe_cnt {
+            // No block starts a WQE: every entry differs from the index of
+            // every block of its slot (see `sweep`).
+            let j = pi.wrapping_sub(self.wqe_cnt).wrapping_add(k);
+            self.slots[(j & mask) as usize].start = j.wrapping_sub(1);
         }
     }
 
@@ -587,25 +764,32 @@ impl SqRing {
         if limit == 0 {
             full(SEND_WQE_BB, 0);
         }
-        // SAFETY: forwarded contract; `limit` is the free space.
-        unsafe { self.begin_at(start, limit, opcode, opmod, fm_ce_se, imm) }
+        // SAFETY: forwarded contract; `limit` is the free space, the first
+        // block of it checked.
+        unsafe { self.begin_at(start, limit, SEND_WQE_BB, opcode, opmod, fm_ce_se, imm) }
     }
 
     /// Starts a WQE of a typed builder of family `want` (named `builder`
-    /// in the panic): as [`SqRing::wqe`], with the family check folded
-    /// into the full check (`room`).
+    /// in the panic) whose header (control segment included) is `header`
+    /// bytes: as [`SqRing::wqe`], with the family check folded into the
+    /// full check (`room`), and the header's blocks found free at once, so
+    /// that no segment of the header checks the free space again (C's
+    /// `mlx5_wq_overflow` with the WQE's size).
     ///
     /// # Safety
     /// As [`SqRing::wqe`]: the caller adds the segments `opcode` defines
     /// on a QP of family `want`.
     ///
     /// # Panics
-    /// If the ring is not of family `want`, or full.
+    /// If the ring is not of family `want`, or has fewer free blocks than
+    /// the header takes.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     pub(crate) unsafe fn typed_wqe(
         &mut self,
         want: SqTransport,
         builder: &'static str,
+        header: usize,
         opcode: WqeOpcode,
         opmod: u8,
         fm_ce_se: CtrlFlags,
@@ -614,38 +798,44 @@ impl SqRing {
         let start = self.cur_post;
         let outstanding = start.wrapping_sub(self.head);
         let room = self.room[want as usize];
-        // `outstanding <= wqe_cnt` always; `room` is `wqe_cnt` for the
-        // ring's family and 0 for the others, and while a fence is pending.
-        if outstanding >= room {
-            self.refuse(want, builder);
+        let blocks = header.div_ceil(SEND_WQE_BB).max(1);
+        // `outstanding <= wqe_cnt <= 65536` always, so the sum does not
+        // overflow; `room` is `wqe_cnt` for the ring's family and 0 for the
+        // others.
+        if outstanding as usize + blocks > room as usize {
+            self.refuse(want, builder, blocks);
         }
         let limit = (room - outstanding) as usize * SEND_WQE_BB;
         // SAFETY: forwarded contract; `room == wqe_cnt` here (the ring is of
-        // family `want`), so `limit` is the free space.
-        unsafe { self.begin_at(start, limit, opcode, opmod, fm_ce_se, imm) }
+        // family `want`), so `limit` is the free space, at least `blocks`.
+        unsafe { self.begin_at(start, limit, blocks * SEND_WQE_BB, opcode, opmod, fm_ce_se, imm) }
     }
 
     /// Why a typed builder's WQE was refused: the ring's family, else full.
     #[cold]
     #[inline(never)]
     #[track_caller]
-    fn refuse(&self, want: SqTransport, builder: &'static str) -> ! {
+    fn refuse(&self, want: SqTransport, builder: &'static str, blocks: usize) -> ! {
         if self.transport != want {
             wrong_transport(self.qpn, builder, self.transport);
         }
-        full(SEND_WQE_BB, 0)
+        full(blocks * SEND_WQE_BB, self.available() as usize * SEND_WQE_BB)
     }
 
-    /// The writer of a WQE starting at block `start`, `limit` bytes free.
+    /// The writer of a WQE starting at block `start`, `limit` bytes free,
+    /// the first `checked` of them (whole blocks, at most `limit`) known to
+    /// be free without a check.
     ///
     /// # Safety
-    /// As [`SqRing::wqe`]; `start` is `cur_post` and `limit` at most the
-    /// free space in bytes.
+    /// As [`SqRing::wqe`]; `start` is `cur_post` and `checked <= limit`, at
+    /// most the free space in bytes.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     unsafe fn begin_at(
         &mut self,
         start: u32,
         limit: usize,
+        checked: usize,
         opcode: WqeOpcode,
         opmod: u8,
         fm_ce_se: CtrlFlags,
@@ -662,6 +852,8 @@ impl SqRing {
             start,
             off: DS_BYTES,
             limit,
+            checked,
+            fits: false,
             opcode,
             opmod,
             fm_ce_se,
@@ -683,11 +875,20 @@ impl SqRing {
         if self.pending == 0 {
             return;
         }
-        // SAFETY: `last_base` is the first byte of a WQE written by this
-        // ring (or its buffer's start), a 64-byte block inside the ring, so
-        // 8-byte aligned with 8 bytes to read.
-        let first = unsafe { self.last_base.cast::<[u8; 8]>().read() };
-        self.doorbell(mmio, false, self.last_base, self.last_ds, self.last_inline, first);
+        let start = self.last_start;
+        // SAFETY: `last_start` is the first block of a WQE written by this
+        // ring and not yet rung; its masked offset is inside the ring, a
+        // multiple of 64, so 8-byte aligned with 16 bytes to read.
+        let (src, first) = unsafe {
+            let src = self.buf.add((start as usize * SEND_WQE_BB) & self.ring_mask);
+            (src, src.cast::<[u8; 8]>().read())
+        };
+        // The DS count: the low byte of `qpn_ds`, byte 7 of the control
+        // segment, as `finish` wrote it (all 8 bits: a UMR WQE with many
+        // entries has more than 63 DS).
+        let ds = first[7];
+        let inline = self.slots[(start & self.slot_mask) as usize].size & SLOT_INLINE != 0;
+        self.doorbell(mmio, false, src, ds, inline, first);
     }
 
     /// The doorbell for the pending WQEs (and, with `posting`, the one
@@ -820,6 +1021,14 @@ pub struct WqeWriter<'s> {
     off: usize,
     /// Bytes this WQE may take without overrunning unretired WQEs.
     limit: usize,
+    /// The first bytes of those found free when the WQE was started (its
+    /// first block, or a typed builder's header): stores below need no
+    /// check.
+    checked: usize,
+    /// Whether the WQE as it stands was checked against the size limit by
+    /// a payload method (`data`, `inline`); a segment added after clears
+    /// it, and `finish` then checks the size itself.
+    fits: bool,
     opcode: WqeOpcode,
     opmod: u8,
     fm_ce_se: CtrlFlags,
@@ -894,16 +1103,17 @@ impl<'s> WqeWriter<'s> {
     unsafe fn put_units(&mut self, src: *const [u64; 2], n: usize) {
         debug_assert!(self.off % DS_BYTES == 0, "segments start on 16-byte units");
         let end = self.off + n * DS_BYTES;
-        if end > SEND_WQE_BB {
+        if end > self.checked {
             self.check(end);
         }
         for i in 0..n {
             // SAFETY: the unit lies in the ring (`unit`) and in blocks this
-            // WQE may take (`check`, or the first block); `src` as the
-            // caller says.
+            // WQE may take (`check`, or the blocks found free at its start);
+            // `src` as the caller says.
             unsafe { self.unit(self.off + i * DS_BYTES).write_unaligned(src.add(i).read_unaligned()) };
         }
         self.off = end;
+        self.fits = false;
     }
 
     /// Appends a segment of whole 16-byte units in place (`put_units`).
@@ -946,16 +1156,27 @@ impl<'s> WqeWriter<'s> {
     /// ([`SqLimits`]; a programming error).
     #[inline(always)]
     pub unsafe fn data(mut self, len: u32, lkey: u32, addr: u64) -> Self {
-        if self.data_segs >= self.sq.limits.max_send_sge {
-            too_many_sges(self.sq.qpn, self.sq.limits.max_send_sge);
+        // One comparison for both limits: the data segments a WQE with
+        // this many other units may hold (`SqRing::data_cap`), the count
+        // and the size at once. `k` is known where the builder's segments
+        // are, and the entry's place with it.
+        let k = (self.off / DS_BYTES).wrapping_sub(self.data_segs as usize);
+        // The first data segment after a header of at most `FIRST_DATA_FREE`
+        // units fits every ring's limits (`SqLimits::new`'s floors: one
+        // data segment, 128 bytes): no check, where that is known.
+        let free = self.data_segs == 0 && k <= FIRST_DATA_FREE;
+        if !free && self.data_segs >= self.sq.data_cap_of(k) {
+            self.sq.refuse_data(self.data_segs, self.off);
         }
         self.data_segs += 1;
-        if len == 0 {
-            return self;
+        if len != 0 {
+            let mut s = DataSeg::default();
+            s.set(len, lkey, addr);
+            self = self.put_seg(&s);
         }
-        let mut s = DataSeg::default();
-        s.set(len, lkey, addr);
-        self.put_seg(&s)
+        // The WQE with this segment is within both limits.
+        self.fits = true;
+        self
     }
 
     /// The data segment that ends a list without entries
@@ -1021,33 +1242,44 @@ impl<'s> WqeWriter<'s> {
     pub(crate) fn units_with(mut self, n: usize, mut unit: impl FnMut(usize) -> [u64; 2]) -> Self {
         debug_assert!(self.off % DS_BYTES == 0, "segments start on 16-byte units");
         let end = self.off + n * DS_BYTES;
-        if end > SEND_WQE_BB {
+        if end > self.checked {
             self.check(end);
         }
         for i in 0..n {
             // SAFETY: the unit lies in the ring (`unit`) and in blocks this
-            // WQE may take (`check`, or the first block).
+            // WQE may take (`check`, or the blocks found free at its start).
             unsafe { self.unit(self.off + i * DS_BYTES).write_unaligned(unit(i)) };
         }
         self.off = end;
+        self.fits = false;
         self
     }
 
-    /// Stores the 16-byte unit `u` (two words in memory order) at byte
-    /// `o` of the WQE, a multiple of 16 in what was written already (the
-    /// UMR builder's key length, known after its entries).
+    /// Stores the 8-byte word `w` (memory order) at byte `o` of the WQE,
+    /// a multiple of 8 in a unit already written (the UMR builder's key
+    /// length, known after its entries).
     ///
     /// # Safety
-    /// `o + 16 <= ` the bytes written so far (and `o >= 16`: the control
-    /// segment is `finish`'s), so the unit lies in blocks already checked.
-    // Used by `umr`, which MLNX_OFED 4.x builds leave out.
+    /// `16 <= o` and `o + 8 <= ` the bytes written so far, so the word lies
+    /// in blocks already checked.
     #[cfg_attr(rrddmma_mlnx_ofed4, allow(dead_code))]
     #[inline(always)]
-    pub(crate) unsafe fn store_unit_at(&mut self, o: usize, u: [u64; 2]) {
-        debug_assert!(o >= DS_BYTES && o + DS_BYTES <= self.off);
-        // SAFETY: inside the ring (`unit`), in blocks this WQE was found to
-        // take (the caller's contract).
-        unsafe { self.unit(o).write_unaligned(u) };
+    pub(crate) unsafe fn store_word_at(&mut self, o: usize, w: u64) {
+        debug_assert!(o >= DS_BYTES && o % 8 == 0 && o + 8 <= self.off);
+        // SAFETY: the unit holding the word lies in the ring (`unit`), in
+        // blocks this WQE was found to take (the caller's contract); the
+        // word is its first or second half.
+        unsafe { self.unit(o & !(DS_BYTES - 1)).cast::<u64>().add((o % DS_BYTES) / 8).write_unaligned(w) };
+    }
+
+    /// Marks the WQE as checked against the size limit by its builder (the
+    /// UMR builders count their entries against `SqRing::umr_entries`), so
+    /// that `finish` does not check it again.
+    #[cfg_attr(rrddmma_mlnx_ofed4, allow(dead_code))]
+    #[inline(always)]
+    pub(crate) fn size_checked(mut self) -> Self {
+        self.fits = true;
+        self
     }
 
     /// Counts the WQE as inline for the BlueFlame choice (UMR WQEs carry
@@ -1116,7 +1348,14 @@ impl<'s> WqeWriter<'s> {
     #[inline(always)]
     pub fn inline(mut self, data: &[u8]) -> Self {
         let total = u64::from(self.inline_bytes) + data.len() as u64;
-        if total > u64::from(self.sq.limits.max_inline_data) {
+        let first = self.inline_bytes == 0 && !data.is_empty();
+        if first {
+            // The WQE's first inline bytes: one comparison for the inline
+            // limit and the size (`SqRing::inline_cap`).
+            if data.len() as u64 > u64::from(self.sq.inline_cap_of(self.off / DS_BYTES)) {
+                self.sq.refuse_inline(total, self.off, data.len());
+            }
+        } else if total > u64::from(self.sq.limits.max_inline_data) {
             too_much_inline(self.sq.qpn, total, self.sq.limits.max_inline_data);
         }
         self.inline_bytes = total as u32;
@@ -1130,7 +1369,7 @@ impl<'s> WqeWriter<'s> {
         debug_assert!(self.off % DS_BYTES == 0, "segments start on 16-byte units");
         let seg = (4 + data.len()).next_multiple_of(DS_BYTES);
         let end = self.off + seg;
-        if end > SEND_WQE_BB {
+        if end > self.checked {
             self.check(end);
         }
         let pos = self.pos + self.off;
@@ -1153,6 +1392,9 @@ impl<'s> WqeWriter<'s> {
             unsafe { Self::inline_wrapped(self.buf, ring, pos, hdr, data, seg) };
         }
         self.off = end;
+        // A first inline segment was checked with the size; a later one
+        // leaves the size to `finish`.
+        self.fits = first;
         self
     }
 
@@ -1180,11 +1422,10 @@ impl<'s> WqeWriter<'s> {
     /// the WQE index. The doorbell is rung separately ([`SqRing::ring`]).
     #[inline(always)]
     pub fn finish(self) -> u16 {
-        let (pi, sq, base, ds, inline, _) = self.finish_inner();
+        let start = self.start;
+        let (pi, sq, ..) = self.finish_inner();
         sq.pending += 1;
-        sq.last_base = base;
-        sq.last_ds = ds;
-        sq.last_inline = inline;
+        sq.last_start = start;
         pi
     }
 
@@ -1200,14 +1441,20 @@ impl<'s> WqeWriter<'s> {
 
     #[inline(always)]
     fn finish_inner(self) -> (u16, &'s mut SqRing, *mut u8, u8, bool, u64) {
-        // `max_wqe_bytes >= 64` (`SqLimits::new`): a WQE within one basic
-        // block fits, and the comparison folds away where its size is known.
-        if self.off > SEND_WQE_BB && self.off > self.sq.limits.max_wqe_bytes as usize {
+        // `max_wqe_bytes >= 128` (`SqLimits::new`): a WQE within two basic
+        // blocks fits, and the comparison folds away where its size is known.
+        // A WQE whose payload method checked the size needs no check here
+        // (the typed builders' WQEs with a payload).
+        if !self.fits && self.off > SqLimits::MIN_WQE_BYTES as usize && self.off > self.sq.limits.max_wqe_bytes as usize
+        {
             too_big(self.sq.qpn, self.off, self.sq.limits.max_wqe_bytes);
         }
         let ds = (self.off / DS_BYTES) as u8;
         let bbs = self.off.div_ceil(SEND_WQE_BB) as u32;
-        self.check(bbs as usize * SEND_WQE_BB);
+        // Every byte past the blocks found free at the start was checked
+        // when it was stored, against a limit of whole blocks: the WQE's
+        // blocks are free.
+        debug_assert!(bbs as usize * SEND_WQE_BB <= self.limit, "a WQE's blocks past the free space");
         let pi = self.start as u16;
         let mut ctrl = CtrlSeg::default();
         ctrl.set(pi, self.opcode.to_raw(), self.opmod, self.sq.qpn, self.fm_ce_se.bits(), ds, 0, self.imm);
@@ -1236,20 +1483,17 @@ impl<'s> WqeWriter<'s> {
         if sq.next_fence != 0 {
             sq.take_fence(base);
         }
-        let mask = sq.slot_mask;
         let first = self.pos / SEND_WQE_BB;
-        debug_assert!(first == (self.start & mask) as usize && sq.slots.len() == sq.wqe_cnt as usize);
-        let slots = sq.slots.as_mut_ptr();
+        debug_assert!(first == (self.start & sq.slot_mask) as usize && sq.slots.len() == sq.wqe_cnt as usize);
+        // The WQE's first block only: a block inside it keeps an entry
+        // that differs from its index (`sweep`), so a completion naming it
+        // is refused all the same.
         // SAFETY: `first` is a masked offset in the ring (`ring_mask` is
         // `wqe_cnt * 64 - 1`) over 64, so below `wqe_cnt`, the table's
-        // length (allocated so in `from_raw`, never resized); so is every
-        // index masked with `wqe_cnt - 1`.
+        // length (allocated so in `from_raw`, never resized).
         unsafe {
-            *slots.add(first) = Slot { start: self.start, size: bbs as u16, stream: self.stream };
-            // Continuation blocks (WQEs of more than one basic block only).
-            for i in 1..bbs {
-                (*slots.add((self.start.wrapping_add(i) & mask) as usize)).start = self.start;
-            }
+            let size = bbs as u16 | if self.inline { SLOT_INLINE } else { 0 };
+            *sq.slots.as_mut_ptr().add(first) = Slot { start: self.start, size, stream: self.stream };
         }
         sq.cur_post = sq.cur_post.wrapping_add(bbs);
         (pi, sq, base, ds, self.inline, words[0])
@@ -1364,7 +1608,9 @@ mod tests {
                 unsafe { sq.masked_cas(CtrlFlags::empty(), r, 1, 2, 3, 4).data(8, 1, 0x2000) }.finish();
             }),
             ("16-byte masked CAS operands", |sq, r| {
-                sq.masked_cas_ext(CtrlFlags::empty(), r, &[1; 16], &[2; 16], &[3; 16], &[4; 16]).finish();
+                // SAFETY: test memory no device reads.
+                let proof = unsafe { crate::mlx5dv::wqe::ExtAtomics::assume() };
+                sq.masked_cas_ext(proof, CtrlFlags::empty(), r, &[1; 16], &[2; 16], &[3; 16], &[4; 16]).finish();
             }),
             ("inline data", |sq, r| {
                 sq.write(CtrlFlags::empty(), r).inline(&[9; 40]).finish();
@@ -1390,6 +1636,116 @@ mod tests {
             assert_eq!(block0(&ring), before, "{what}: the unretired WQE in block 0 is untouched");
             assert_eq!(ring.cur_post(), 7, "{what}: nothing posted");
         }
+    }
+
+    /// Only a WQE's first block gets a slot entry; a block inside a
+    /// multi-block WQE keeps an old one. The sweep, once per 2^30 blocks
+    /// retired, clears entries older than a lap, so that none lives the
+    /// 2^32 blocks after which it would name a block inside a WQE as a
+    /// start. Here a block's entry is made to hold the index it will have
+    /// a lap after the sweep (as a 2^32-block-old entry would): without
+    /// the sweep a completion naming it (inside a WQE) would be taken.
+    #[test]
+    fn entries_older_than_a_lap_are_swept_once_per_2_30_blocks() {
+        let mut buf = vec![0u64; 8 * 8];
+        let mut dbrec = [Be32::default(); 2];
+        let mut bf = vec![0u64; 8];
+        // SAFETY: test memory of the sizes and alignments `from_raw` asks for.
+        let mut ring = unsafe {
+            SqRing::from_raw(buf.as_mut_ptr().cast(), 8, dbrec.as_mut_ptr(), bf.as_mut_ptr().cast(), 0, 0x42)
+        };
+        let base = (1u32 << SWEEP_SHIFT) - 4;
+        ring.start_at(base);
+        // 32 bytes of header and 48 of inline payload: two blocks.
+        let two = |ring: &mut SqRing| {
+            ring.write(CtrlFlags::empty(), crate::prim::RemoteAddr { addr: 0, rkey: 1 }).inline(&[0; 40]).finish()
+        };
+        // Two 2-block WQEs at base and base + 2; retire both, crossing no
+        // boundary yet (the head stops at base + 4 = 2^30).
+        let a = two(&mut ring);
+        two(&mut ring);
+        // Block base + 9 (slot 1) is inside the WQE that starts at
+        // base + 8, a lap on; forge the stale entry it would have.
+        let inside = base.wrapping_add(9);
+        ring.slots[(inside & 7) as usize] = Slot { start: inside, size: 2, stream: 0 };
+        assert!(ring.retire_counter(a.wrapping_add(2)), "the second WQE completes; the head reaches 2^30");
+        assert_eq!(ring.head, 1 << SWEEP_SHIFT, "the boundary is crossed: swept");
+        // A lap on: WQEs at base + 4 .. base + 12, two blocks each.
+        for _ in 0..4 {
+            two(&mut ring);
+        }
+        assert!(!ring.retire_counter(inside as u16), "block {inside:#x} is inside the WQE at {:#x}", inside - 1);
+        assert!(ring.retire_counter(base.wrapping_add(8) as u16), "the WQE that starts there is taken");
+    }
+
+    /// A DC WQE's header (control, DC address, remote address: 80 bytes)
+    /// is found free at its start: on a ring with one free block it is
+    /// refused before any byte is written, and a stream id checked once
+    /// (`stream_id`) lands in bytes 9-10 of the control segment.
+    #[test]
+    fn dc_headers_are_checked_at_the_start_and_streams_at_set_up() {
+        use std::panic::{catch_unwind, AssertUnwindSafe};
+        let mut buf = vec![0u64; 8 * 8];
+        let mut dbrec = [Be32::default(); 2];
+        let mut bf = vec![0u64; 8];
+        // SAFETY: test memory of the sizes and alignments `from_raw` asks for.
+        let mut ring = unsafe {
+            SqRing::from_raw(buf.as_mut_ptr().cast(), 8, dbrec.as_mut_ptr(), bf.as_mut_ptr().cast(), 0, 0x42)
+        };
+        // SAFETY: a model ring, a DCI's from here on.
+        unsafe { ring.set_transport(SqTransport::DcInitiator) };
+        ring.set_dci_streams(2);
+        let s3 = ring.stream_id(3);
+        let r = catch_unwind(AssertUnwindSafe(|| ring.stream_id(4)));
+        let msg = r.expect_err("stream 4 of 4").downcast::<String>().map(|s| *s).unwrap_or_default();
+        assert!(msg.contains("streams 0..4"), "{msg}");
+        let av = DatagramSeg::default();
+        let raddr = crate::prim::RemoteAddr { addr: 0x1000, rkey: 7 };
+        let pi = ring.dc(&av).on(s3).write(CtrlFlags::empty(), raddr).inline(&[1; 8]).finish();
+        // SAFETY: bytes 9-10 of the WQE's control segment, inside the ring.
+        let id = unsafe { [*ring.buf.add(usize::from(pi) * 64 + 9), *ring.buf.add(usize::from(pi) * 64 + 10)] };
+        assert_eq!(u16::from_be_bytes(id), 3);
+        for _ in 0..5 {
+            ring.nop(CtrlFlags::empty()).finish();
+        }
+        assert_eq!(ring.available(), 1);
+        // SAFETY: block 0 of the ring, 64 bytes.
+        let block0 = |ring: &SqRing| unsafe { std::slice::from_raw_parts(ring.buf, 64).to_vec() };
+        let before = block0(&ring);
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            ring.dc(&av).on(s3).write(CtrlFlags::empty(), raddr).inline(&[1; 8]).finish();
+        }));
+        let msg = r.expect_err("a 2-block header").downcast::<String>().map(|s| *s).unwrap_or_default();
+        assert!(msg.contains("send queue full") && msg.contains("128-byte"), "{msg}");
+        assert_eq!(block0(&ring), before, "the unretired WQE in block 0 is untouched");
+        assert_eq!(ring.cur_post(), 7, "nothing posted");
+    }
+
+    /// Regression (libmlx5 harness, UMR with 66 DS): `ring` reads the last
+    /// WQE's DS count back from its control segment, all 8 bits of it: a
+    /// count above 63 read as 6 bits (66 as 2) would send a 1056-byte WQE
+    /// by BlueFlame where libmlx5 rings an 8-byte doorbell.
+    #[test]
+    fn ring_reads_the_whole_ds_count_of_the_last_wqe() {
+        let mut buf = vec![0u64; 32 * 8];
+        let mut dbrec = [Be32::default(); 2];
+        let mut bf = vec![0u64; 64];
+        // SAFETY: test memory of the sizes and alignments `from_raw` asks for.
+        let mut ring = unsafe {
+            SqRing::from_raw(buf.as_mut_ptr().cast(), 32, dbrec.as_mut_ptr(), bf.as_mut_ptr().cast(), 0, 0x42)
+        };
+        ring.bf_size_available = 256;
+        // SAFETY: the "register" is test memory of this ring alone.
+        unsafe { ring.set_blueflame(true) };
+        // Control and remote address (32 bytes), 4 + 1020 inline bytes: 66 DS.
+        let pi =
+            ring.write(CtrlFlags::empty(), crate::prim::RemoteAddr { addr: 0, rkey: 1 }).inline(&[5; 1020]).finish();
+        // SAFETY: byte 7 of the WQE's control segment.
+        assert_eq!(unsafe { *ring.buf.add(usize::from(pi) * 64 + 7) }, 66);
+        let mut rec = Recorder::default();
+        ring.ring(&mut rec);
+        let writes = rec.ops.iter().filter(|o| matches!(o, Op::Write64(..))).count();
+        assert_eq!(writes, 1, "a WQE larger than the BlueFlame buffer: the 8-byte doorbell");
     }
 
     /// Regression (libmlx5 harness, views): turning BlueFlame on kept

@@ -33,10 +33,14 @@
 //! from that documented layout, not against a driver, and they have not
 //! run on hardware. Whether a device takes them is its
 //! `atomic_size_qp` / `atomic_size_dc` HCA capability (and MLNX_OFED 4.x's
-//! `masked_log_atomic_arg_sizes`); rdma-core reports neither (no field of
-//! `ibv_query_device_ex` or `mlx5dv_query_device` holds it), so this
-//! crate cannot check it before posting: a device without them completes
-//! the WQE in error.
+//! `masked_log_atomic_arg_sizes`), which rdma-core's verbs do not report
+//! but DEVX reads ([`HcaCaps`](crate::mlx5dv::devx::HcaCaps)): the 16- and
+//! 32-byte builders take an [`ExtAtomics`] proof, obtained once from the
+//! capabilities ([`ExtAtomics::from_caps`], a typed
+//! [`Error::Unsupported`](crate::prim::Error::Unsupported) where the size is
+//! missing, and off mlx5 or without DEVX, where the capabilities cannot be
+//! read), so a request the device would complete in error is refused at
+//! set-up and nothing is checked per WQE.
 //!
 //! A payload beyond the QP's `max_inline_data` or `max_send_sge`, or a WQE
 //! beyond its largest size, panics ([`SqLimits`](crate::mlx5dv::queue::sq::SqLimits)).
@@ -185,13 +189,16 @@ enum To<'t> {
 }
 
 impl SqRing {
-    /// A typed WQE of family `want` (named `builder` in the panic); the
-    /// family is checked with the full check, in one comparison.
+    /// A typed WQE of family `want` (named `builder` in the panic) with a
+    /// `header` of that many bytes (control segment included); the family
+    /// is checked with the free space for the header, in one comparison.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn typed<const I: bool>(
         &mut self,
         want: SqTransport,
         builder: &'static str,
+        header: usize,
         op: WqeOpcode,
         opmod: u8,
         flags: CtrlFlags,
@@ -200,16 +207,26 @@ impl SqRing {
         // SAFETY: every caller below adds the segments `op` defines on a
         // QP of family `want`, in its order, and leaves the payload to
         // `Wqe`, whose only address writer is the unsafe `data`.
-        Wqe { w: unsafe { self.typed_wqe(want, builder, op, opmod, flags, imm) } }
+        Wqe { w: unsafe { self.typed_wqe(want, builder, header, op, opmod, flags, imm) } }
     }
 
-    /// The control segment and, to a DC target, the DC address and stream.
+    /// The control segment and, to a DC target, the DC address and stream;
+    /// `rest` is the bytes of the opcode's segments the caller adds next.
     #[inline(always)]
-    fn begin<const I: bool>(&mut self, to: To<'_>, op: WqeOpcode, opmod: u8, flags: CtrlFlags, imm: u32) -> Wqe<'_, I> {
+    fn begin<const I: bool>(
+        &mut self,
+        to: To<'_>,
+        op: WqeOpcode,
+        opmod: u8,
+        flags: CtrlFlags,
+        imm: u32,
+        rest: usize,
+    ) -> Wqe<'_, I> {
         match to {
-            To::Connected(name) => self.typed(SqTransport::Connected, name, op, opmod, flags, imm),
+            To::Connected(name) => self.typed(SqTransport::Connected, name, CTRL + rest, op, opmod, flags, imm),
             To::Dc(av, stream) => {
-                let w = self.typed::<I>(SqTransport::DcInitiator, "dc", op, opmod, flags, imm);
+                let header = CTRL + size_of::<DatagramSeg>() + rest;
+                let w = self.typed::<I>(SqTransport::DcInitiator, "dc", header, op, opmod, flags, imm);
                 Wqe { w: w.w.datagram(av).stream_unchecked(stream) }
             }
         }
@@ -217,7 +234,7 @@ impl SqRing {
 
     #[inline(always)]
     fn send_to(&mut self, to: To<'_>, op: WqeOpcode, flags: CtrlFlags, imm: u32) -> Wqe<'_, true> {
-        self.begin(to, op, 0, flags, imm)
+        self.begin(to, op, 0, flags, imm, 0)
     }
 
     #[inline(always)]
@@ -229,7 +246,7 @@ impl SqRing {
         r: RemoteAddr,
         imm: u32,
     ) -> Wqe<'_, I> {
-        let w = self.begin::<I>(to, op, 0, flags, imm);
+        let w = self.begin::<I>(to, op, 0, flags, imm, RADDR);
         Wqe { w: w.w.raddr(r.addr, r.rkey) }
     }
 
@@ -243,8 +260,8 @@ impl SqRing {
         a: u64,
         b: u64,
     ) -> Wqe<'_, false> {
-        let w = self.rdma_to::<false>(to, op, flags, r, 0);
-        Wqe { w: w.w.atomic(a, b) }
+        let w = self.begin::<false>(to, op, 0, flags, 0, RADDR + 16);
+        Wqe { w: w.w.raddr(r.addr, r.rkey).atomic(a, b) }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -259,13 +276,13 @@ impl SqRing {
         swap: u64,
         swap_mask: u64,
     ) -> Wqe<'_, false> {
-        let w = self.begin::<false>(to, WqeOpcode::ATOMIC_MASKED_CS, ext_atomic_opmod(3), flags, 0);
+        let w = self.begin::<false>(to, WqeOpcode::ATOMIC_MASKED_CS, ext_atomic_opmod(3), flags, 0, RADDR + 32);
         Wqe { w: w.w.raddr(r.addr, r.rkey).masked_cas(swap, compare, swap_mask, compare_mask) }
     }
 
     #[inline(always)]
     fn masked_fa_to(&mut self, to: To<'_>, flags: CtrlFlags, r: RemoteAddr, add: u64, boundary: u64) -> Wqe<'_, false> {
-        let w = self.begin::<false>(to, WqeOpcode::ATOMIC_MASKED_FA, ext_atomic_opmod(3), flags, 0);
+        let w = self.begin::<false>(to, WqeOpcode::ATOMIC_MASKED_FA, ext_atomic_opmod(3), flags, 0, RADDR + 16);
         Wqe { w: w.w.raddr(r.addr, r.rkey).masked_fa(add, boundary) }
     }
 
@@ -278,7 +295,7 @@ impl SqRing {
         r: RemoteAddr,
         ops: &[&[u8; N]],
     ) -> Wqe<'_, false> {
-        let w = self.begin::<false>(to, op, ext_atomic_opmod(ext_log::<N>()), flags, 0);
+        let w = self.begin::<false>(to, op, ext_atomic_opmod(ext_log::<N>()), flags, 0, RADDR + ops.len() * N);
         Wqe { w: w.w.raddr(r.addr, r.rkey).operands(ops) }
     }
 
@@ -315,7 +332,8 @@ impl SqRing {
     /// vector) to the destination `av`.
     #[inline(always)]
     pub fn send_ud(&mut self, flags: CtrlFlags, av: &DatagramSeg) -> Wqe<'_, true> {
-        let w = self.typed::<true>(SqTransport::Datagram, "send_ud", WqeOpcode::SEND, 0, flags, 0);
+        let header = CTRL + size_of::<DatagramSeg>();
+        let w = self.typed::<true>(SqTransport::Datagram, "send_ud", header, WqeOpcode::SEND, 0, flags, 0);
         Wqe { w: w.w.datagram(av) }
     }
 
@@ -386,11 +404,13 @@ impl SqRing {
     /// `N` other than 16 and 32 does not compile (8 bytes: [`SqRing::masked_cas`]):
     ///
     /// ```compile_fail,E0080
-    /// use rrddmma::mlx5dv::{seg::CtrlFlags, sq::SqRing};
+    /// use rrddmma::mlx5dv::{seg::CtrlFlags, sq::SqRing, wqe::ExtAtomics};
     /// use rrddmma::prim::RemoteAddr;
     /// fn f(sq: &mut SqRing) {
     ///     let r = RemoteAddr { addr: 0, rkey: 1 };
-    ///     sq.masked_cas_ext(CtrlFlags::empty(), r, &[0u8; 12], &[0; 12], &[0; 12], &[0; 12]).finish();
+    ///     // SAFETY: (never compiled)
+    ///     let p = unsafe { ExtAtomics::assume() };
+    ///     sq.masked_cas_ext(p, CtrlFlags::empty(), r, &[0u8; 12], &[0; 12], &[0; 12], &[0; 12]).finish();
     /// }
     /// // The check runs when the builder is instantiated (here, for `f`).
     /// let _ = f as fn(&mut SqRing);
@@ -399,6 +419,7 @@ impl SqRing {
     #[inline(always)]
     pub fn masked_cas_ext<const N: usize>(
         &mut self,
+        proof: ExtAtomics<N, false>,
         flags: CtrlFlags,
         remote: RemoteAddr,
         compare: &[u8; N],
@@ -406,6 +427,7 @@ impl SqRing {
         swap: &[u8; N],
         swap_mask: &[u8; N],
     ) -> Wqe<'_, false> {
+        let _ = proof;
         let ops = [swap, compare, swap_mask, compare_mask];
         self.ext_to(To::Connected("masked_cas_ext"), WqeOpcode::ATOMIC_MASKED_CS, flags, remote, &ops)
     }
@@ -417,11 +439,13 @@ impl SqRing {
     #[inline(always)]
     pub fn masked_fa_ext<const N: usize>(
         &mut self,
+        proof: ExtAtomics<N, false>,
         flags: CtrlFlags,
         remote: RemoteAddr,
         add: &[u8; N],
         field_boundary: &[u8; N],
     ) -> Wqe<'_, false> {
+        let _ = proof;
         self.ext_to(To::Connected("masked_fa_ext"), WqeOpcode::ATOMIC_MASKED_FA, flags, remote, &[add, field_boundary])
     }
 
@@ -444,11 +468,91 @@ impl SqRing {
     }
 }
 
+/// Proof that the device executes `N`-byte extended (masked) atomics on
+/// RC QPs (`DC` false) or DCIs (`DC` true): its `atomic_size_qp` /
+/// `atomic_size_dc` capability has `N`. The 16- and 32-byte masked builders
+/// ([`SqRing::masked_cas_ext`], [`Dc::masked_fa_ext`], ...) take it, so the
+/// device's sizes are checked once, when the proof is made, and a WQE pays
+/// nothing (the value is zero-sized). `N` other than 16 and 32 does not
+/// compile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExtAtomics<const N: usize, const DC: bool> {
+    _checked: (),
+}
+
+impl<const N: usize, const DC: bool> ExtAtomics<N, DC> {
+    /// The proof from the device's capabilities (the current ones,
+    /// [`CapMode::CUR`](crate::mlx5dv::prm::CapMode::CUR), are what the
+    /// device executes).
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`](crate::prim::Error::Unsupported) (the atomic
+    /// size row, [`ATOMIC_SIZE`](crate::prim::unsupported::ATOMIC_SIZE))
+    /// naming the device's sizes when they lack `N` bytes on the QP type
+    /// ([`HcaCaps::check_atomic_size`](crate::mlx5dv::devx::HcaCaps::check_atomic_size)).
+    /// Off mlx5 or without DEVX there are no capabilities to give: their
+    /// query ([`HcaCaps::query`](crate::mlx5dv::devx::HcaCaps::query))
+    /// returns the typed `Unsupported` there.
+    #[cfg(not(rrddmma_mlnx_ofed4))]
+    pub fn from_caps(caps: &crate::mlx5dv::devx::HcaCaps) -> crate::prim::Result<ExtAtomics<N, DC>> {
+        let log = ext_log::<N>();
+        caps.check_atomic_size(1u32 << log, DC)?;
+        Ok(ExtAtomics { _checked: () })
+    }
+
+    /// The proof without a check.
+    ///
+    /// # Safety
+    /// None for memory: a device without `N`-byte atomics completes the WQE
+    /// in error. `unsafe` marks the claim (the device executes them, as
+    /// MLNX_OFED 4.x's `masked_log_atomic_arg_sizes` or a recorded
+    /// capability may say) so that it stands out where it is made.
+    pub const unsafe fn assume() -> ExtAtomics<N, DC> {
+        ExtAtomics { _checked: () }
+    }
+}
+
+/// The control segment's bytes, and the remote address segment's.
+const CTRL: usize = 16;
+const RADDR: usize = 16;
+
 /// `log2 N` for an extended-atomic operand of `N` bytes, 16 or 32; any
 /// other `N` fails to compile.
 const fn ext_log<const N: usize>() -> u8 {
     const { assert!(N == 16 || N == 32, "extended atomics take 16- or 32-byte operands (8 bytes: masked_cas / masked_fa)") };
     N.trailing_zeros() as u8
+}
+
+/// A stream id of one DCI, checked against the DCI's streams once, when it
+/// is made ([`SqRing::stream_id`]), so that [`Dc::on`] writes it with no
+/// check: the stream count is a property of the ring, not of a request.
+/// Use it on the ring that made it (the stream ids of one DCI are not
+/// another's; debug builds assert it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DciStream {
+    id: u16,
+    qpn: u32,
+}
+
+impl DciStream {
+    /// The stream id (0 is the DCI's first stream).
+    pub const fn id(self) -> u16 {
+        self.id
+    }
+}
+
+impl SqRing {
+    /// Stream `id` of this DCI's ring, for [`Dc::on`]; the check
+    /// [`Dc::stream`] makes per WQE, made once.
+    ///
+    /// # Panics
+    /// If `id` is not one of the DCI's streams (`0` without streams,
+    /// `0..2^log_num_concurrent` with: [`SqRing::set_dci_streams`]); the
+    /// message names the range and the fix.
+    pub fn stream_id(&self, id: u16) -> DciStream {
+        self.check_stream(id);
+        DciStream { id, qpn: self.qpn() }
+    }
 }
 
 /// The typed builders of a DC initiator's ring towards one DC target
@@ -478,6 +582,16 @@ impl<'s, 't> Dc<'s, 't> {
     pub fn stream(mut self, id: u16) -> Self {
         self.sq.check_stream(id);
         self.stream = id;
+        self
+    }
+
+    /// The DCI stream the WQE goes on, checked when `stream` was made
+    /// ([`SqRing::stream_id`]): nothing is checked per WQE. Take the ids a
+    /// program posts on once, at set-up, from the ring they are used on.
+    #[inline(always)]
+    pub fn on(mut self, stream: DciStream) -> Self {
+        debug_assert_eq!(stream.qpn, self.sq.qpn(), "a DciStream of another DCI's ring");
+        self.stream = stream.id;
         self
     }
 
@@ -566,9 +680,11 @@ impl<'s, 't> Dc<'s, 't> {
 
     /// A masked compare-and-swap on an `N`-byte word, 16 or 32
     /// ([`SqRing::masked_cas_ext`]).
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub fn masked_cas_ext<const N: usize>(
         self,
+        proof: ExtAtomics<N, true>,
         flags: CtrlFlags,
         remote: RemoteAddr,
         compare: &[u8; N],
@@ -576,6 +692,7 @@ impl<'s, 't> Dc<'s, 't> {
         swap: &[u8; N],
         swap_mask: &[u8; N],
     ) -> Wqe<'s, false> {
+        let _ = proof;
         let (sq, to) = self.parts();
         let ops = [swap, compare, swap_mask, compare_mask];
         sq.ext_to(to, WqeOpcode::ATOMIC_MASKED_CS, flags, remote, &ops)
@@ -586,12 +703,62 @@ impl<'s, 't> Dc<'s, 't> {
     #[inline(always)]
     pub fn masked_fa_ext<const N: usize>(
         self,
+        proof: ExtAtomics<N, true>,
         flags: CtrlFlags,
         remote: RemoteAddr,
         add: &[u8; N],
         field_boundary: &[u8; N],
     ) -> Wqe<'s, false> {
+        let _ = proof;
         let (sq, to) = self.parts();
         sq.ext_to(to, WqeOpcode::ATOMIC_MASKED_FA, flags, remote, &[add, field_boundary])
+    }
+}
+
+#[cfg(all(test, not(rrddmma_mlnx_ofed4)))]
+mod tests {
+    use super::*;
+    use crate::mlx5dv::devx::{CapBlock, HcaCaps};
+    use crate::mlx5dv::prm::{CapMode, QueryHcaCapOut};
+    use crate::prim::Error;
+
+    /// Capabilities whose atomic group has sizes `qp` (RC) and `dc` (DCIs).
+    fn caps(qp: u32, dc: u32) -> HcaCaps {
+        let block = |o: QueryHcaCapOut| CapBlock::from_bytes(&o.as_bytes()[16..]);
+        let mut g = QueryHcaCapOut::new();
+        g.cmd_hca_cap_mut().set_port_type(1).set_atomic(1);
+        let mut a = QueryHcaCapOut::new();
+        a.atomic_caps_mut().set_atomic_size_qp(qp).set_atomic_size_dc(dc);
+        HcaCaps::from_blocks(CapMode::CUR, block(g), Some(block(a)), None, None, None)
+    }
+
+    /// The proof of the 16- and 32-byte builders is made from the device's
+    /// atomic sizes, per QP type: refused with the typed `Unsupported`
+    /// naming the size where they lack it, given where they have it.
+    #[test]
+    fn extended_atomics_are_proven_from_the_sizes_of_the_qp_type() {
+        let c = caps(0x8 | 0x10, 0x8);
+        assert!(ExtAtomics::<16, false>::from_caps(&c).is_ok(), "16-byte atomics on RC QPs");
+        for e in [ExtAtomics::<32, false>::from_caps(&c).err(), ExtAtomics::<16, true>::from_caps(&c).err()] {
+            match e {
+                Some(e @ Error::Unsupported { .. }) => {
+                    let s = e.to_string();
+                    assert!(s.contains("-byte atomics on"), "{s}");
+                }
+                e => panic!("refused as unsupported: {e:?}"),
+            }
+        }
+        let c = caps(0x8 | 0x10 | 0x20, 0x8 | 0x10 | 0x20);
+        assert!(ExtAtomics::<32, true>::from_caps(&c).is_ok(), "32-byte atomics on DCIs");
+        // Without the atomic group at all: refused too.
+        let g = {
+            let mut g = QueryHcaCapOut::new();
+            g.cmd_hca_cap_mut().set_port_type(1);
+            CapBlock::from_bytes(&g.as_bytes()[16..])
+        };
+        let none = HcaCaps::from_blocks(CapMode::CUR, g, None, None, None, None);
+        assert!(matches!(ExtAtomics::<16, false>::from_caps(&none), Err(Error::Unsupported { .. })));
+        // The proof is zero-sized: the builders pay nothing per WQE.
+        assert_eq!(size_of::<ExtAtomics<16, false>>(), 0);
     }
 }

@@ -263,14 +263,15 @@ impl SqRing {
     /// bytes are inline.
     #[inline(always)]
     fn eth_wqe(&mut self, builder: &'static str, flags: CtrlFlags, eth: &[u8; 32], inline: usize) -> EthWqe<'_> {
+        // Headers of at most two bytes (devices whose minimum inline mode is
+        // none: libmlx5 then inlines nothing) fit the segment's first 16
+        // bytes, and the segment is one 16-byte unit, as libmlx5 sizes it.
+        let header = 16 + if inline <= 2 { 16 } else { 32 };
         // SAFETY: a raw packet SEND on a raw packet QP (the family checked
         // with the full check) is the control segment, the Ethernet segment
         // written here, then the payload, whose only address writer is the
         // unsafe `EthWqe::data`.
-        let w = unsafe { self.typed_wqe(SqTransport::RawPacket, builder, WqeOpcode::SEND, 0, flags, 0) };
-        // Headers of at most two bytes (devices whose minimum inline mode is
-        // none: libmlx5 then inlines nothing) fit the segment's first 16
-        // bytes, and the segment is one 16-byte unit, as libmlx5 sizes it.
+        let w = unsafe { self.typed_wqe(SqTransport::RawPacket, builder, header, WqeOpcode::SEND, 0, flags, 0) };
         let w = if inline <= 2 {
             let short: &[u8; 16] = eth[..16].try_into().expect("16 bytes");
             w.operands(&[short])
@@ -338,12 +339,16 @@ impl SqRing {
         first[6..8].copy_from_slice(&mss.to_be_bytes());
         first[12..14].copy_from_slice(&((hdr.len() + tag) as u16).to_be_bytes());
         first[14..16].copy_from_slice(&hdr[..2]);
+        // Control, the segment's first 16 bytes, the tagged unit, the rest
+        // of the headers in whole units.
+        let rest_len = if vlan.is_some() { hdr.len() - L2_MIN_HEADER } else { hdr.len() - 2 };
+        let header = 16 + 16 + if vlan.is_some() { 16 } else { 0 } + rest_len.next_multiple_of(16);
         // SAFETY: a TSO on a raw packet QP (the family checked with the
         // full check) is the control segment, the Ethernet segment with its
         // headers written here, then the payload, whose only address writer
         // is the unsafe `EthWqe::data`.
-        let mut w =
-            unsafe { self.typed_wqe(SqTransport::RawPacket, op, WqeOpcode::TSO, 0, flags, 0) }.operands(&[&first]);
+        let mut w = unsafe { self.typed_wqe(SqTransport::RawPacket, op, header, WqeOpcode::TSO, 0, flags, 0) }
+            .operands(&[&first]);
         let rest = match vlan {
             // The first unit after the segment's 16 bytes is the rest of the
             // MACs (10 bytes), the tag and the EtherType: 16 bytes exactly.
