@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::mlx5dv::completion::cqe::{format, Completion, Cqe64, CqeOpcode, Tail};
+use crate::mlx5dv::completion::cqe::{cqe_opcode, format, Completion, Cqe64, CqeOpcode, Tail};
 use crate::mlx5dv::completion::mini::{self, CqeFormat, CqeResFormat};
 use crate::mlx5dv::queue::be::{Be16, Be32};
 use crate::mlx5dv::queue::mmio::Mmio;
@@ -40,8 +40,9 @@ pub struct CqRing {
     polled: u64,
     /// Whether compressed sessions are expanded ([`CqRing::set_compression`]).
     expand: bool,
-    /// The mini-CQE format of the CQ, when known.
-    mini_format: Option<CqeResFormat>,
+    /// What the mini-CQEs of a receive session carry: the CQ's mini-CQE
+    /// format ([`CqRing::set_compression`]).
+    rx_kind: ZipKind,
     /// The session being expanded: CQEs left, the next one's index in it,
     /// what its mini-CQEs hold, the CQE its mini-CQEs are expanded into
     /// (the title with format bits and owner 0, and, past the first CQE,
@@ -130,7 +131,7 @@ impl CqRing {
             uid,
             polled: 0,
             expand: false,
-            mini_format: None,
+            rx_kind: ZipKind::Plain,
             zip_left: 0,
             zip_next: 0,
             zip_kind: ZipKind::Plain,
@@ -163,7 +164,12 @@ impl CqRing {
     /// write it while the ring lives.
     pub unsafe fn set_compression(&mut self, format: Option<CqeResFormat>) {
         self.expand = true;
-        self.mini_format = format;
+        self.rx_kind = match format {
+            Some(CqeResFormat::Hash) => ZipKind::Hash,
+            Some(CqeResFormat::Csum) => ZipKind::Csum,
+            Some(CqeResFormat::CsumStridx) => ZipKind::CsumStridx,
+            None => ZipKind::Plain,
+        };
     }
 
     /// The CQ number.
@@ -233,7 +239,7 @@ impl CqRing {
             let ci = self.ci;
             let Some((cqe, op_own)) = self.written_at(ci) else { break };
             if is_title(op_own) && self.expand {
-                return self.poll_sessions(out, n);
+                return self.poll_title(out, n, cqe);
             }
             // Written before the ring's indices move: nothing stands
             // between the entry's loads and the stores into `out`.
@@ -259,7 +265,7 @@ impl CqRing {
             }
             let Some((cqe, op_own)) = self.next_written() else { break };
             if is_title(op_own) && self.expand {
-                self.start_session(cqe);
+                n = self.take_title(out, n, cqe);
                 continue;
             }
             out[n] = Completion::from_tail(read_tail(cqe), self.uid, self.polled, false);
@@ -270,6 +276,135 @@ impl CqRing {
             self.publish();
         }
         n
+    }
+
+    /// [`CqRing::poll`] from `out[n]` on, once the title of a compressed
+    /// session is met at `cqe` (at the consumer index).
+    #[inline(never)]
+    fn poll_title(&mut self, out: &mut [Completion], n: usize, cqe: *const Cqe64) -> usize {
+        let n = self.take_title(out, n, cqe);
+        if n < out.len() {
+            return self.poll_sessions(out, n);
+        }
+        // `n` is `out.len()` and above the `n` given: CQEs were taken.
+        self.publish();
+        n
+    }
+
+    /// Takes the session whose title is the CQE at `cqe` (at the consumer
+    /// index, `n < out.len()`): expanded into `out[n..]` when it fits
+    /// there, else started for [`CqRing::expand_run`] to take in parts.
+    /// Returns the new `n`.
+    #[inline(always)]
+    fn take_title(&mut self, out: &mut [Completion], n: usize, cqe: *const Cqe64) -> usize {
+        // SAFETY: the title the device handed over (`next_written`);
+        // its byte count is the number of CQEs of the session.
+        let count = unsafe { std::ptr::read(std::ptr::addr_of!((*cqe).byte_cnt)) }.get();
+        // The device's count; a count past the ring is cut to the ring.
+        let count = count.max(1).min(self.cqe_cnt) as usize;
+        // Entries from the title's to the ring's end.
+        let room = (self.cqe_cnt - (self.ci & (self.cqe_cnt - 1))) as usize;
+        match out.get_mut(n..n + count) {
+            // The whole session fits in `out` and ends before the ring's
+            // end: expanded straight from the ring, no state kept between
+            // calls.
+            Some(dst) if count <= room => {
+                self.expand_whole(cqe, dst);
+                n + count
+            }
+            // Split across calls (or across the ring's end): the
+            // session's state is kept.
+            _ => {
+                self.start_session(cqe);
+                n
+            }
+        }
+    }
+
+    /// Expands the whole session whose title is the CQE at `cqe` (at the
+    /// consumer index) into `out`, one completion per CQE of the session
+    /// (`out.len()` is its count, cut to the ring), as [`CqRing::expand`]
+    /// does for a session kept across calls: each CQE is what
+    /// [`mini::expand`] makes of the title and its mini-CQE, and each
+    /// entry is marked invalid for the next lap. Advances the consumer
+    /// index and the position; the consumer record is left to the caller.
+    #[inline(always)]
+    fn expand_whole(&mut self, cqe: *const Cqe64, out: &mut [Completion]) {
+        // SAFETY: the title the device handed over (`next_written`);
+        // `Cqe64` is 64 bytes of plain integers, aligned to 8.
+        let title = unsafe { std::ptr::read(cqe.cast::<[u64; 8]>()) };
+        let requester = {
+            let op = CqeOpcode::from_raw(cqe_opcode(title[7].to_ne_bytes()[7]));
+            op == CqeOpcode::REQ || op == CqeOpcode::REQ_ERR
+        };
+        // One loop per kind and CQE size (the stride a constant of the loop).
+        match (if requester { ZipKind::Requester } else { self.rx_kind }, self.cqe_size == 64) {
+            (ZipKind::Requester, true) => self.expand_session::<{ ZipKind::Requester as u8 }, 64>(&title, out),
+            (ZipKind::Hash, true) => self.expand_session::<{ ZipKind::Hash as u8 }, 64>(&title, out),
+            (ZipKind::Csum, true) => self.expand_session::<{ ZipKind::Csum as u8 }, 64>(&title, out),
+            (ZipKind::CsumStridx, true) => self.expand_session::<{ ZipKind::CsumStridx as u8 }, 64>(&title, out),
+            (ZipKind::Plain, true) => self.expand_session::<{ ZipKind::Plain as u8 }, 64>(&title, out),
+            (ZipKind::Requester, false) => self.expand_session::<{ ZipKind::Requester as u8 }, 128>(&title, out),
+            (ZipKind::Hash, false) => self.expand_session::<{ ZipKind::Hash as u8 }, 128>(&title, out),
+            (ZipKind::Csum, false) => self.expand_session::<{ ZipKind::Csum as u8 }, 128>(&title, out),
+            (ZipKind::CsumStridx, false) => self.expand_session::<{ ZipKind::CsumStridx as u8 }, 128>(&title, out),
+            (ZipKind::Plain, false) => self.expand_session::<{ ZipKind::Plain as u8 }, 128>(&title, out),
+        }
+    }
+
+    /// [`CqRing::expand_whole`] for mini-CQEs carrying what `K` (a
+    /// [`ZipKind`]) says, for a session that ends before the ring's end,
+    /// in a ring of `STRIDE`-byte entries.
+    #[inline(always)]
+    fn expand_session<const K: u8, const STRIDE: usize>(&mut self, title: &[u64; 8], out: &mut [Completion]) {
+        let ci0 = self.ci;
+        let owner = u8::from(ci0 & self.cqe_cnt != 0);
+        // The title with format bits and WQE counter 0 and the entries'
+        // owner bit (what `start_session` prepares, the owner put in).
+        let mut base = *title;
+        base[7] &= !(bytes(4, 2) | move_bytes(0x0d, 0, 7));
+        base[7] |= move_bytes(u64::from(owner), 0, 7);
+        let last = title[7].to_ne_bytes();
+        let counter = u16::from_be_bytes([last[4], last[5]]);
+        let (seq, uid) = (Completion::tagged_seq(self.polled, true), self.uid);
+        let invalid = (CqeOpcode::INVALID.to_raw() << 4) | owner;
+        // The entries of the session, consecutive (it ends before the
+        // ring's end): CQE `j`'s `op_own` at `mark + j * stride`.
+        let first = self.cqe(ci0).cast_mut().cast::<u8>();
+        // SAFETY: array 0, in the entry after the title's (inside the
+        // buffer), written by the device as part of the session whose title
+        // it handed over (read after the title's acquire fence, and not
+        // written by the device until the consumer record passes it); 8
+        // mini-CQEs of 8 plain bytes are the entry's 64, aligned to 8.
+        let mut arr = unsafe { std::ptr::read(first.wrapping_add(STRIDE).cast::<[u64; 8]>()) };
+        let mut p = first;
+        for (j, slot) in out.iter_mut().enumerate() {
+            let at = j % mini::PER_ARRAY as usize;
+            if at == 0 && j > 0 {
+                // Array `j / 8` is in the entry of CQE `j` (`p`), read
+                // before the entry is marked.
+                // SAFETY: `p` is CQE `j`'s entry, inside the buffer (the
+                // session ends before the ring's end), written by the device
+                // as part of the session as array 0 was.
+                arr = unsafe { std::ptr::read(p.cast::<[u64; 8]>()) };
+            }
+            let w = expand_words::<K>(&base, arr[at], counter.wrapping_add(j as u16), 0);
+            *slot = Completion::from_tagged(Tail([w[1], w[2], w[3], w[4], w[5], w[6], w[7]]), uid, seq + j as u64);
+            // SAFETY: `p + 63` is the `op_own` byte of CQE `j`'s entry,
+            // inside the buffer, which `set_compression`'s contract makes
+            // writable; the device does not write it until the consumer
+            // record passes it, which the caller writes after this.
+            unsafe { std::ptr::write_volatile(p.wrapping_add(63), invalid) };
+            if (K == ZipKind::Csum as u8 || K == ZipKind::CsumStridx as u8 || K == ZipKind::Plain as u8) && j == 0 {
+                // Past the first CQE of a receive session the hash result
+                // and type (bytes 12-16) are not in the session.
+                base[1] &= !bytes(4, 4);
+                base[2] &= !bytes(0, 1);
+            }
+            p = p.wrapping_add(STRIDE);
+        }
+        self.ci = ci0.wrapping_add(out.len() as u32);
+        self.polled += out.len() as u64;
     }
 
     /// Polls one completion and, when the device scattered its payload into
@@ -380,16 +515,7 @@ impl CqRing {
         // The device's count; a count past the ring is cut to the ring.
         self.zip_left = title.byte_cnt.get().clamp(1, self.cqe_cnt);
         self.zip_next = 0;
-        self.zip_kind = if mini::is_requester(&title) {
-            ZipKind::Requester
-        } else {
-            match self.mini_format {
-                Some(CqeResFormat::Hash) => ZipKind::Hash,
-                Some(CqeResFormat::Csum) => ZipKind::Csum,
-                Some(CqeResFormat::CsumStridx) => ZipKind::CsumStridx,
-                None => ZipKind::Plain,
-            }
-        };
+        self.zip_kind = if mini::is_requester(&title) { ZipKind::Requester } else { self.rx_kind };
         // Format bits, owner and (taken from each mini-CQE or counted from
         // the title's) WQE counter 0.
         let base = Cqe64 { op_own: title.op_own & 0xf2, wqe_counter: Be16::new(0), ..title };
