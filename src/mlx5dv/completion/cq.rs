@@ -810,18 +810,23 @@ mod tests {
     }
 
     /// Every CQE the ring expands, through `poll` (completions, in calls of
-    /// 3 that split arrays and sessions) and through `poll_cqes` (whole
-    /// CQEs), is what `mini::expand` makes of its title and mini-CQE, for
-    /// each format and for a requester session, across two laps of the ring.
+    /// 3 that split arrays and sessions, and in calls of 64 that take each
+    /// session whole where it ends before the ring's end) and through
+    /// `poll_cqes` (whole CQEs), is what `mini::expand` makes of its title
+    /// and mini-CQE, for each format and for a requester session, across
+    /// two laps of the ring.
     #[test]
     fn sessions_expand_as_mini_expand_says_through_both_pollers() {
         use crate::mlx5dv::completion::mini::{expand, MiniCqe};
         use crate::mlx5dv::queue::be::Be16;
         const CNT: u32 = 16;
-        const LEN: u32 = 11;
+        // Sessions that end before the ring's end (taken whole by `poll`
+        // when they fit), that end at it, that cross it, on laps 0 to 3,
+        // over one and two mini-CQE arrays, and one of a whole ring.
+        const LENS: [u32; 7] = [11, 5, 8, 11, 3, 9, 16];
         let formats = [None, Some(CqeResFormat::Hash), Some(CqeResFormat::Csum), Some(CqeResFormat::CsumStridx)];
         for (f, op) in formats.iter().map(|&f| (f, CqeOpcode::RESP_SEND)).chain([(None, CqeOpcode::REQ)]) {
-            for whole in [false, true] {
+            for (whole, batch) in [(false, 3), (false, 64), (true, 0)] {
                 let mut buf = vec![0u64; 8 * CNT as usize];
                 for i in 0..CNT as usize {
                     buf[i * 8 + 7] = u64::from_ne_bytes([0, 0, 0, 0, 0, 0, 0, 0xf1]);
@@ -837,17 +842,17 @@ mod tests {
                 // SAFETY: as above.
                 unsafe { ring.set_compression(f) };
                 let mut pos = 0u32;
-                for s in 0..3u32 {
+                for (s, len) in (0u32..).zip(LENS) {
                     let mut title = Cqe64 {
-                        byte_cnt: Be32::new(LEN),
+                        byte_cnt: Be32::new(len),
                         sop_drop_qpn: Be32::new(0x0a00_0000 | 0x1234),
-                        wqe_counter: Be16::new(0xfffa + s as u16),
+                        wqe_counter: Be16::new(0xfffau16.wrapping_add(s as u16)),
                         op_own: (op.to_raw() << 4) | (CqeFormat::COMPRESSED.to_raw() << 2) | 2,
                         ..Cqe64::default()
                     };
                     title.rsvd0 = std::array::from_fn(|k| 0x40 + k as u8 + s as u8);
                     title.timestamp = crate::mlx5dv::queue::be::Be64::new(0x1122_3344_5566_7788);
-                    let minis: Vec<MiniCqe> = (0..LEN)
+                    let minis: Vec<MiniCqe> = (0..len)
                         .map(|i| MiniCqe {
                             info: [i as u8, 0x80 | i as u8, 0x0a + s as u8, 0xc0 | i as u8],
                             byte_cnt: Be32::new(0x100 * (s + 1) + i),
@@ -860,7 +865,7 @@ mod tests {
                     // SAFETY: `Cqe64` is 64 plain bytes.
                     let tw: [u64; 8] = unsafe { std::mem::transmute(t) };
                     buf[at(0)..at(0) + 8].copy_from_slice(&tw);
-                    for k in 0..LEN {
+                    for k in 0..len {
                         let (entry, slot) = mini::position(k);
                         let m = minis[k as usize];
                         let mw = u64::from_ne_bytes([
@@ -876,14 +881,14 @@ mod tests {
                         buf[at(entry) + slot as usize] = mw;
                     }
                     let want: Vec<Cqe64> =
-                        (0..LEN).map(|k| expand(&title, &minis[k as usize], k, f, owner(k))).collect();
+                        (0..len).map(|k| expand(&title, &minis[k as usize], k, f, owner(k))).collect();
                     if whole {
-                        let mut got = [Cqe64::default(); LEN as usize];
-                        assert_eq!(ring.poll_cqes(&mut got), LEN as usize);
+                        let mut got = vec![Cqe64::default(); len as usize];
+                        assert_eq!(ring.poll_cqes(&mut got), len as usize);
                         assert_eq!(got.to_vec(), want, "{f:?} {op:?} session {s}");
                     } else {
                         let mut got = Vec::new();
-                        let mut out = [Completion::default(); 3];
+                        let mut out = vec![Completion::default(); batch];
                         loop {
                             let n = ring.poll(&mut out);
                             if n == 0 {
@@ -891,17 +896,29 @@ mod tests {
                             }
                             got.extend_from_slice(&out[..n]);
                         }
-                        assert_eq!(got.len(), LEN as usize, "{f:?} {op:?} session {s}");
+                        assert_eq!(got.len(), len as usize, "{f:?} {op:?} session {s}, batch {batch}");
                         for (k, (c, w)) in got.iter().zip(&want).enumerate() {
                             assert!(c.expanded());
+                            let ticket = c.ticket();
+                            assert_eq!(
+                                (ticket.cq, ticket.seq),
+                                (ring.uid(), u64::from(pos + k as u32)),
+                                "{f:?} {op:?} session {s} CQE {k}, batch {batch}: stamped with its ring and position"
+                            );
                             assert!(
                                 c.tail == w.tail(),
-                                "{f:?} {op:?} session {s} CQE {k}: {c:?} against {:?}",
+                                "{f:?} {op:?} session {s} CQE {k}, batch {batch}: {c:?} against {:?}",
                                 w.decode()
                             );
                         }
                     }
-                    pos += LEN;
+                    // Each entry of the session taken is marked invalid with
+                    // its lap's owner bit, so that none reads valid a lap on.
+                    for k in 0..len {
+                        let op_own = buf[at(k) + 7].to_ne_bytes()[7];
+                        assert_eq!(op_own, 0xf0 | owner(k), "{f:?} {op:?} session {s} entry {k}, batch {batch}");
+                    }
+                    pos += len;
                 }
             }
         }
