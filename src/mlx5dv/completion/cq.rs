@@ -923,4 +923,148 @@ mod tests {
             }
         }
     }
+
+    /// Random rings (every format, both CQE sizes, requester and receive
+    /// sessions of 1 to 16 CQEs and CQEs written whole, across the ring's
+    /// end, lap after lap) polled twice: through `poll` in calls of 1 to 40
+    /// completions (sessions taken whole where they fit and end before the
+    /// ring's end, split otherwise) and through `poll_cqes`, the path the
+    /// kernel oracle and the libmlx5 harness check. Every completion is
+    /// the same CQE (bytes 8-63), expanded exactly where the CQE came from a
+    /// session, stamped with its ring and position, and the two rings are
+    /// left with the same bytes.
+    #[test]
+    fn poll_expands_every_session_as_poll_cqes_does() {
+        const CNT: u32 = 16;
+        let mut seed = 0x5eed_u64;
+        let mut next = move || {
+            // splitmix64
+            seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = seed;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        let formats = [None, Some(CqeResFormat::Hash), Some(CqeResFormat::Csum), Some(CqeResFormat::CsumStridx)];
+        let mut whole_sessions = 0;
+        for f in formats {
+            for size in [64u32, 128] {
+                let words = (size / 8) as usize;
+                let fresh = |v: &mut Vec<u64>| {
+                    for i in 0..CNT as usize {
+                        v[i * words + words - 1] = u64::from_ne_bytes([0, 0, 0, 0, 0, 0, 0, 0xf1]);
+                    }
+                };
+                let (mut a, mut b) = (vec![0u64; words * CNT as usize], vec![0u64; words * CNT as usize]);
+                fresh(&mut a);
+                fresh(&mut b);
+                let (mut dba, mut dbb) = ([Be32::default(); 2], [Be32::default(); 2]);
+                let (mut ua, mut ub) = ([0u64; 8], [0u64; 8]);
+                // SAFETY: test memory of the sizes `from_raw` asks for,
+                // writable, written by this test between polls only.
+                let (mut ra, mut rb) = unsafe {
+                    (
+                        CqRing::from_raw(
+                            a.as_mut_ptr().cast_const().cast(),
+                            CNT,
+                            size,
+                            dba.as_mut_ptr(),
+                            ua.as_mut_ptr().cast(),
+                            1,
+                        ),
+                        CqRing::from_raw(
+                            b.as_mut_ptr().cast_const().cast(),
+                            CNT,
+                            size,
+                            dbb.as_mut_ptr(),
+                            ub.as_mut_ptr().cast(),
+                            2,
+                        ),
+                    )
+                };
+                // SAFETY: as above.
+                unsafe {
+                    ra.set_compression(f);
+                    rb.set_compression(f);
+                }
+                let mut pos = 0u32;
+                for _ in 0..300 {
+                    // The device's side: CQEs and sessions filling up to a ring.
+                    let mut expanded = Vec::new();
+                    let mut room = CNT;
+                    while room > 0 && next() % 4 != 0 {
+                        let title_at = |k: u32| ((pos + k) % CNT) as usize * words + words - 8;
+                        let owner = |k: u32| u8::from((pos + k) & CNT != 0);
+                        let mut w: [u64; 8] = std::array::from_fn(|_| next());
+                        // A session has 2 CQEs at least (its first array is
+                        // in its second CQE's entry).
+                        let len =
+                            if room < 2 || next() % 3 == 0 { 1 } else { 2 + (next() % u64::from(room - 1)) as u32 };
+                        let op =
+                            [CqeOpcode::RESP_SEND, CqeOpcode::REQ, CqeOpcode::RESP_SEND_IMM][(next() % 3) as usize];
+                        let mut last = w[7].to_ne_bytes();
+                        if len == 1 {
+                            // A CQE written whole.
+                            last[7] = (op.to_raw() << 4) | (((next() % 3) as u8) << 2) | (last[7] & 2) | owner(0);
+                            w[7] = u64::from_ne_bytes(last);
+                            expanded.push(false);
+                        } else {
+                            last[7] =
+                                (op.to_raw() << 4) | (CqeFormat::COMPRESSED.to_raw() << 2) | (last[7] & 2) | owner(0);
+                            w[7] = u64::from_ne_bytes(last);
+                            let mut five = w[5].to_ne_bytes();
+                            five[4..8].copy_from_slice(&Be32::new(len).raw().to_ne_bytes());
+                            w[5] = u64::from_ne_bytes(five);
+                            for k in 0..len {
+                                let (entry, slot) = mini::position(k);
+                                let m = next();
+                                for v in [&mut a, &mut b] {
+                                    v[title_at(entry) + slot as usize] = m;
+                                }
+                            }
+                            expanded.extend((0..len).map(|_| true));
+                            whole_sessions += usize::from(len <= CNT - pos % CNT);
+                        }
+                        for v in [&mut a, &mut b] {
+                            v[title_at(0)..title_at(0) + 8].copy_from_slice(&w);
+                        }
+                        room -= len;
+                        pos += len;
+                    }
+                    // Both pollers drain the ring.
+                    let mut got = Vec::new();
+                    loop {
+                        let mut out = vec![Completion::default(); 1 + (next() % 40) as usize];
+                        let n = ra.poll(&mut out);
+                        got.extend_from_slice(&out[..n]);
+                        if n == 0 {
+                            break;
+                        }
+                    }
+                    let mut want = Vec::new();
+                    loop {
+                        let mut out = vec![Cqe64::default(); 1 + (next() % 16) as usize];
+                        let n = rb.poll_cqes(&mut out);
+                        want.extend_from_slice(&out[..n]);
+                        if n == 0 {
+                            break;
+                        }
+                    }
+                    assert_eq!(got.len(), expanded.len(), "{f:?} {size} B: CQEs taken by poll");
+                    assert_eq!(want.len(), expanded.len(), "{f:?} {size} B: CQEs taken by poll_cqes");
+                    let first = pos as u64 - expanded.len() as u64;
+                    for (k, ((c, w), e)) in got.iter().zip(&want).zip(&expanded).enumerate() {
+                        let at = first + k as u64;
+                        assert!(c.tail == w.tail(), "{f:?} {size} B, CQE {at}: {c:?} against {:?}", w.decode());
+                        assert_eq!(c.expanded(), *e, "{f:?} {size} B, CQE {at}: expanded");
+                        assert_eq!((c.ticket().cq, c.ticket().seq), (ra.uid(), at), "{f:?} {size} B, CQE {at}: stamp");
+                    }
+                    assert_eq!(a, b, "{f:?} {size} B: the rings after the drain (marks)");
+                    assert_eq!(ra.consumer_index(), rb.consumer_index());
+                    assert_eq!(dba[0], dbb[0], "{f:?} {size} B: consumer records");
+                }
+            }
+        }
+        assert!(whole_sessions > 1000, "sessions that end before the ring's end: {whole_sessions}");
+    }
 }
