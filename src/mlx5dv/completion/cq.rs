@@ -369,7 +369,7 @@ impl CqRing {
         let (seq, uid) = (Completion::tagged_seq(self.polled, true), self.uid);
         let invalid = (CqeOpcode::INVALID.to_raw() << 4) | owner;
         // The entries of the session, consecutive (it ends before the
-        // ring's end): CQE `j`'s `op_own` at `mark + j * stride`.
+        // ring's end): CQE `j`'s at `first + j * STRIDE`.
         let first = self.cqe(ci0).cast_mut().cast::<u8>();
         // SAFETY: array 0, in the entry after the title's (inside the
         // buffer), written by the device as part of the session whose title
@@ -377,6 +377,9 @@ impl CqRing {
         // written by the device until the consumer record passes it); 8
         // mini-CQEs of 8 plain bytes are the entry's 64, aligned to 8.
         let mut arr = unsafe { std::ptr::read(first.wrapping_add(STRIDE).cast::<[u64; 8]>()) };
+        // Receive sessions whose mini-CQEs carry no hash: past the first
+        // CQE, the hash result and type are 0.
+        let clears_hash = K == ZipKind::Csum as u8 || K == ZipKind::CsumStridx as u8 || K == ZipKind::Plain as u8;
         let mut p = first;
         for (j, slot) in out.iter_mut().enumerate() {
             let at = j % mini::PER_ARRAY as usize;
@@ -388,14 +391,22 @@ impl CqRing {
                 // as part of the session as array 0 was.
                 arr = unsafe { std::ptr::read(p.cast::<[u64; 8]>()) };
             }
-            let w = expand_words::<K>(&base, arr[at], counter.wrapping_add(j as u16), 0);
+            // The title's words that no CQE changes (3, 4, 6, and 2 where
+            // the hash type stays), read from the title's entry, whose
+            // marking (byte 63) leaves them.
+            // SAFETY: the title's entry, handed over by the device as
+            // above, 64 plain bytes aligned to 8.
+            let t = unsafe { std::ptr::read(first.cast::<[u64; 8]>()) };
+            let w2 = if clears_hash { base[2] } else { t[2] };
+            let b = [base[0], base[1], w2, t[3], t[4], base[5], t[6], base[7]];
+            let w = expand_words::<K>(&b, arr[at], counter.wrapping_add(j as u16), 0);
             *slot = Completion::from_tagged(Tail([w[1], w[2], w[3], w[4], w[5], w[6], w[7]]), uid, seq + j as u64);
             // SAFETY: `p + 63` is the `op_own` byte of CQE `j`'s entry,
             // inside the buffer, which `set_compression`'s contract makes
             // writable; the device does not write it until the consumer
             // record passes it, which the caller writes after this.
             unsafe { std::ptr::write_volatile(p.wrapping_add(63), invalid) };
-            if (K == ZipKind::Csum as u8 || K == ZipKind::CsumStridx as u8 || K == ZipKind::Plain as u8) && j == 0 {
+            if clears_hash && j == 0 {
                 // Past the first CQE of a receive session the hash result
                 // and type (bytes 12-16) are not in the session.
                 base[1] &= !bytes(4, 4);
