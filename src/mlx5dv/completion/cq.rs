@@ -372,11 +372,13 @@ impl CqRing {
         // ring's end): CQE `j`'s at `first + j * STRIDE`.
         let first = self.cqe(ci0).cast_mut().cast::<u8>();
         // SAFETY: array 0, in the entry after the title's (inside the
-        // buffer), written by the device as part of the session whose title
-        // it handed over (read after the title's acquire fence, and not
-        // written by the device until the consumer record passes it); 8
-        // mini-CQEs of 8 plain bytes are the entry's 64, aligned to 8.
-        let mut arr = unsafe { std::ptr::read(first.wrapping_add(STRIDE).cast::<[u64; 8]>()) };
+        // buffer: the index wraps, for a session of one CQE whose title is
+        // the ring's last entry), written by the device as part of the
+        // session whose title it handed over (read after the title's
+        // acquire fence, and not written by the device until the consumer
+        // record passes it); 8 mini-CQEs of 8 plain bytes are the entry's
+        // 64, aligned to 8.
+        let mut arr = unsafe { std::ptr::read(self.cqe(ci0.wrapping_add(1)).cast::<[u64; 8]>()) };
         // Receive sessions whose mini-CQEs carry no hash: past the first
         // CQE, the hash result and type are 0.
         let clears_hash = K == ZipKind::Csum as u8 || K == ZipKind::CsumStridx as u8 || K == ZipKind::Plain as u8;
@@ -817,6 +819,57 @@ mod tests {
             let mut out = [Cqe64::default(); 16];
             assert_eq!(ring.poll_cqes(&mut out), want, "count {count}");
             assert_eq!(ring.poll_cqes(&mut out), 0, "count {count}: the session's entries are marked invalid");
+        }
+    }
+
+    /// A session of one CQE (a device count of 0 or 1) whose title is the
+    /// ring's last entry is taken whole by `poll`: its mini-CQE array is
+    /// read from the ring's first entry (the index wraps), and the one CQE
+    /// is that mini-CQE's, its entry marked invalid.
+    #[test]
+    fn a_one_cqe_session_at_the_rings_end_reads_its_array_at_the_start() {
+        use crate::mlx5dv::completion::mini::{expand, MiniCqe};
+        for count in [0u32, 1] {
+            let mut buf = vec![0u64; 8 * 8];
+            for i in 0..8 {
+                buf[i * 8 + 7] = u64::from_ne_bytes([0, 0, 0, 0, 0, 0, 0, 0xf1]);
+            }
+            let title = Cqe64 {
+                byte_cnt: Be32::new(count),
+                op_own: (CqeOpcode::RESP_SEND.to_raw() << 4) | (CqeFormat::COMPRESSED.to_raw() << 2),
+                ..Cqe64::default()
+            };
+            let m = MiniCqe { info: [1, 2, 3, 4], byte_cnt: Be32::new(77) };
+            // SAFETY: `Cqe64` is 64 plain bytes; entry 7 of `buf`; the array
+            // in entry 0 (mini-CQE 0 its first 8 bytes).
+            unsafe {
+                std::ptr::write(buf.as_mut_ptr().add(7 * 8).cast::<Cqe64>(), title);
+                std::ptr::write(buf.as_mut_ptr().cast::<MiniCqe>(), m);
+            }
+            let mut dbrec = [Be32::default(); 2];
+            let mut uar = [0u64; 8];
+            // SAFETY: test memory of the sizes `from_raw` asks for; `buf`
+            // comes from a mutable pointer and only this ring writes it.
+            let mut ring = unsafe {
+                CqRing::from_raw(
+                    buf.as_mut_ptr().cast_const().cast(),
+                    8,
+                    64,
+                    dbrec.as_mut_ptr(),
+                    uar.as_mut_ptr().cast(),
+                    1,
+                )
+            };
+            // SAFETY: as above.
+            unsafe { ring.set_compression(Some(CqeResFormat::Hash)) };
+            ring.start_at(7);
+            let mut out = [Completion::default(); 16];
+            assert_eq!(ring.poll(&mut out), 1, "count {count}");
+            let want = expand(&title, &m, 0, Some(CqeResFormat::Hash), 0);
+            assert!(out[0].tail == want.tail() && out[0].expanded(), "count {count}: {:?}", out[0]);
+            assert_eq!(out[0].byte_len(), 77);
+            assert_eq!(buf[7 * 8 + 7].to_ne_bytes()[7], 0xf0, "count {count}: the title's entry marked");
+            assert_eq!(ring.consumer_index(), 8);
         }
     }
 
