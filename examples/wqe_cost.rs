@@ -280,18 +280,26 @@ impl Zip {
 }
 
 /// One compressed session of eight receive CQEs (title and one mini-CQE
-/// array), written by the device, then polled and expanded.
+/// array), written by the device, then polled and expanded. The device's
+/// side is the C side's `device_session`: the title copied, its count and
+/// owner bit set, the array stored, then the title.
 #[inline(never)]
-fn zip(z: &mut Zip, title: &Cqe64, minis: &[MiniCqe; SESSION as usize]) -> usize {
+fn zip(z: &mut Zip, title: &[u64; 8], minis: &[u64; SESSION as usize]) -> usize {
     let idx = (z.produced % ZIP_CQES) as usize;
-    let owner = u8::from(z.produced & ZIP_CQES != 0);
-    let t = Cqe64 { byte_cnt: Be32::new(SESSION), op_own: title.op_own | owner, ..*title };
+    let owner = u64::from(z.produced & ZIP_CQES != 0);
+    let mut t = *title;
+    // `byte_cnt` (bytes 44-47) and the owner bit (bit 0 of byte 63), in
+    // the words' native byte order.
+    let (cnt_at, owner_at) = if cfg!(target_endian = "little") { (32, 56) } else { (0, 0) };
+    t[5] = (t[5] & !(0xffff_ffff << cnt_at)) | (u64::from(Be32::new(SESSION).raw()) << cnt_at);
+    t[7] |= owner << owner_at;
+    let slot = z.cqes.cast::<[u64; 8]>();
     // SAFETY: entries `idx` and `idx + 1` of the leaked buffer (sessions
     // start at multiples of 8 in a ring of 16), the array first, the title
     // last, as the device hands them over.
     unsafe {
-        std::ptr::write_volatile(z.cqes.add(idx + 1).cast::<[MiniCqe; SESSION as usize]>(), *minis);
-        std::ptr::write_volatile(z.cqes.add(idx).cast::<[u64; 8]>(), std::mem::transmute::<Cqe64, [u64; 8]>(t));
+        std::ptr::write_volatile(slot.add(idx + 1), *minis);
+        std::ptr::write_volatile(slot.add(idx), t);
     }
     z.produced += SESSION;
     z.cq.poll(&mut z.out)
@@ -413,6 +421,14 @@ fn main() {
             };
             let minis: [MiniCqe; SESSION as usize] =
                 std::array::from_fn(|k| MiniCqe { info: [k as u8, 1, 2, 3], byte_cnt: Be32::new(64 + k as u32) });
+            // SAFETY: `Cqe64` and `[MiniCqe; 8]` are 64 bytes of plain
+            // integers, as are eight words.
+            let (title, minis) = unsafe {
+                (
+                    std::mem::transmute::<Cqe64, [u64; 8]>(title),
+                    std::mem::transmute::<[MiniCqe; SESSION as usize], [u64; SESSION as usize]>(minis),
+                )
+            };
             (0..n / u64::from(SESSION)).for_each(|_| {
                 let k = zip(&mut z, &title, &minis);
                 for c in &z.out[..k] {

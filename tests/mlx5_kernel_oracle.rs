@@ -84,78 +84,16 @@ enum Mutation {
 /// The C file: plumbing, the kernel's definitions in dependency order, the
 /// receive queue written here, the kernel's functions, the driver.
 fn oracle_source(tree: &Path, mutation: Mutation) -> String {
-    let read = |rel: &str| {
-        let p = tree.join(rel);
-        (std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("read {}: {e}", p.display())), rel.to_string())
-    };
-    let (cq_h, cq_f) = read("include/linux/mlx5/cq.h");
-    let (dev, dev_f) = read("include/linux/mlx5/device.h");
-    let (ifc, ifc_f) = read("include/linux/mlx5/mlx5_ifc.h");
-    let (drv, drv_f) = read("include/linux/mlx5/driver.h");
-    let (wq, wq_f) = read("drivers/net/ethernet/mellanox/mlx5/core/wq.h");
-    let (en, en_f) = read("drivers/net/ethernet/mellanox/mlx5/core/en.h");
-    let (rx, rx_f) = read("drivers/net/ethernet/mellanox/mlx5/core/en_rx.c");
     let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kernel_oracle");
-    let mine = |f: &str| std::fs::read_to_string(here.join(f)).unwrap_or_else(|e| panic!("read {f}: {e}"));
-    let mut parts = vec![mine("plumbing.h")];
-    parts.push(extract::enum_with(&cq_h, &cq_f, "MLX5_CQE_OWNER_MASK"));
-    parts.push(extract::enum_with(&dev, &dev_f, "MLX5_COMPRESSED"));
-    parts.push(extract::define(&dev, &dev_f, "MLX5_MINI_CQE_ARRAY_SIZE"));
-    parts.push(extract::enum_with(&ifc, &ifc_f, "MLX5_WQ_TYPE_LINKED_LIST_STRIDING_RQ"));
-    for s in ["mlx5_cqe64", "mlx5_mini_cqe8", "mpwrq_cqe_bc"] {
-        parts.push(extract::structure(&dev, &dev_f, s));
-    }
-    for f in ["mlx5_get_cqe_format", "mpwrq_get_cqe_bc_consumed_strides", "mpwrq_get_cqe_consumed_strides"] {
-        parts.push(extract::function(&dev, &dev_f, f));
-    }
-    for s in ["mlx5_buf_list", "mlx5_frag_buf_ctrl"] {
-        parts.push(extract::structure(&drv, &drv_f, s));
-    }
-    for f in ["mlx5_init_fbc_offset", "mlx5_init_fbc", "mlx5_frag_buf_get_wqe"] {
-        parts.push(extract::function(&drv, &drv_f, f));
-    }
-    for s in ["mlx5_wq_cyc", "mlx5_cqwq"] {
-        parts.push(extract::structure(&wq, &wq_f, s));
-    }
-    for f in [
-        "mlx5_wq_cyc_ctr2ix",
-        "mlx5_cqwq_get_size",
-        "mlx5_cqwq_ctr2ix",
-        "mlx5_cqwq_get_ci",
-        "mlx5_cqwq_get_wqe",
-        "mlx5_cqwq_get_ctr_wrap_cnt",
-        "mlx5_cqwq_get_wrap_cnt",
-        "mlx5_cqwq_pop",
-        "mlx5_cqwq_update_db_record",
-        "mlx5_cqwq_get_cqe",
-    ] {
-        parts.push(extract::function(&wq, &wq_f, f));
-    }
-    parts.push(extract::structure(&en, &en_f, "mlx5e_cq_decomp"));
-    parts.push(extract::enum_with(&en, &en_f, "MLX5E_RQ_STATE_MINI_CQE_HW_STRIDX"));
-    parts.push("struct mlx5e_rq;".into());
-    parts.push(extract::typedef(&en, &en_f, "mlx5e_fp_handle_rx_cqe"));
-    parts.push(mine("rq.h"));
-    for f in [
-        "mlx5e_read_cqe_slot",
-        "mlx5e_read_title_slot",
-        "mlx5e_read_mini_arr_slot",
-        "mlx5e_cqes_update_owner",
-        "mlx5e_decompress_cqe",
-        "mlx5e_decompress_cqe_no_hash",
-        "mlx5e_decompress_cqes_cont",
-        "mlx5e_decompress_cqes_start",
-        "mlx5e_poll_rx_cq",
-    ] {
-        let mut text = extract::function(&rx, &rx_f, f);
+    let mut parts = extract::mlx5e_rx(tree, &here, |f, text| {
         if f == "mlx5e_decompress_cqe" && mutation == Mutation::KernelMiniIndex {
             let from = "&cqd->mini_arr[cqd->mini_arr_idx]";
             assert!(text.contains(from), "mlx5e_decompress_cqe no longer reads `{from}`");
-            text = text.replace(from, "&cqd->mini_arr[cqd->mini_arr_idx ^ 1]");
+            return text.replace(from, "&cqd->mini_arr[cqd->mini_arr_idx ^ 1]");
         }
-        parts.push(text);
-    }
-    parts.push(mine("driver.c"));
+        text
+    });
+    parts.push(std::fs::read_to_string(here.join("driver.c")).unwrap_or_else(|e| panic!("read driver.c: {e}")));
     parts.join("\n\n")
 }
 

@@ -112,6 +112,83 @@ pub fn function(src: &str, file: &str, name: &str) -> String {
     panic!("{file} defines no function {name}")
 }
 
+/// The kernel's mlx5e receive path in dependency order, ready to compile
+/// before a driver: `plumbing.h` (from `here`), the definitions cut from the
+/// kernel tree `tree`, `rq.h` (from `here`), then the functions from
+/// `mlx5e_read_cqe_slot` to `mlx5e_poll_rx_cq`, each passed through
+/// `edit(name, text)` (a mutation; the identity otherwise). Used by the
+/// kernel oracle (tests/mlx5_kernel_oracle.rs) and by the kernel column of
+/// `cargo xtask bench-wqe` (xtask/src/bench_wqe/kernel.rs); the PRM oracle,
+/// which includes this file too, does not use it.
+#[allow(dead_code)]
+pub fn mlx5e_rx(tree: &std::path::Path, here: &std::path::Path, edit: impl Fn(&str, String) -> String) -> Vec<String> {
+    let read = |rel: &str| {
+        let p = tree.join(rel);
+        (std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("read {}: {e}", p.display())), rel.to_string())
+    };
+    let (cq_h, cq_f) = read("include/linux/mlx5/cq.h");
+    let (dev, dev_f) = read("include/linux/mlx5/device.h");
+    let (ifc, ifc_f) = read("include/linux/mlx5/mlx5_ifc.h");
+    let (drv, drv_f) = read("include/linux/mlx5/driver.h");
+    let (wq, wq_f) = read("drivers/net/ethernet/mellanox/mlx5/core/wq.h");
+    let (en, en_f) = read("drivers/net/ethernet/mellanox/mlx5/core/en.h");
+    let (rx, rx_f) = read("drivers/net/ethernet/mellanox/mlx5/core/en_rx.c");
+    let mine = |f: &str| std::fs::read_to_string(here.join(f)).unwrap_or_else(|e| panic!("read {f}: {e}"));
+    let mut parts = vec![mine("plumbing.h")];
+    parts.push(enum_with(&cq_h, &cq_f, "MLX5_CQE_OWNER_MASK"));
+    parts.push(enum_with(&dev, &dev_f, "MLX5_COMPRESSED"));
+    parts.push(define(&dev, &dev_f, "MLX5_MINI_CQE_ARRAY_SIZE"));
+    parts.push(enum_with(&ifc, &ifc_f, "MLX5_WQ_TYPE_LINKED_LIST_STRIDING_RQ"));
+    for s in ["mlx5_cqe64", "mlx5_mini_cqe8", "mpwrq_cqe_bc"] {
+        parts.push(structure(&dev, &dev_f, s));
+    }
+    for f in ["mlx5_get_cqe_format", "mpwrq_get_cqe_bc_consumed_strides", "mpwrq_get_cqe_consumed_strides"] {
+        parts.push(function(&dev, &dev_f, f));
+    }
+    for s in ["mlx5_buf_list", "mlx5_frag_buf_ctrl"] {
+        parts.push(structure(&drv, &drv_f, s));
+    }
+    for f in ["mlx5_init_fbc_offset", "mlx5_init_fbc", "mlx5_frag_buf_get_wqe"] {
+        parts.push(function(&drv, &drv_f, f));
+    }
+    for s in ["mlx5_wq_cyc", "mlx5_cqwq"] {
+        parts.push(structure(&wq, &wq_f, s));
+    }
+    for f in [
+        "mlx5_wq_cyc_ctr2ix",
+        "mlx5_cqwq_get_size",
+        "mlx5_cqwq_ctr2ix",
+        "mlx5_cqwq_get_ci",
+        "mlx5_cqwq_get_wqe",
+        "mlx5_cqwq_get_ctr_wrap_cnt",
+        "mlx5_cqwq_get_wrap_cnt",
+        "mlx5_cqwq_pop",
+        "mlx5_cqwq_update_db_record",
+        "mlx5_cqwq_get_cqe",
+    ] {
+        parts.push(function(&wq, &wq_f, f));
+    }
+    parts.push(structure(&en, &en_f, "mlx5e_cq_decomp"));
+    parts.push(enum_with(&en, &en_f, "MLX5E_RQ_STATE_MINI_CQE_HW_STRIDX"));
+    parts.push("struct mlx5e_rq;".into());
+    parts.push(typedef(&en, &en_f, "mlx5e_fp_handle_rx_cqe"));
+    parts.push(mine("rq.h"));
+    for f in [
+        "mlx5e_read_cqe_slot",
+        "mlx5e_read_title_slot",
+        "mlx5e_read_mini_arr_slot",
+        "mlx5e_cqes_update_owner",
+        "mlx5e_decompress_cqe",
+        "mlx5e_decompress_cqe_no_hash",
+        "mlx5e_decompress_cqes_cont",
+        "mlx5e_decompress_cqes_start",
+        "mlx5e_poll_rx_cq",
+    ] {
+        parts.push(edit(f, function(&rx, &rx_f, f)));
+    }
+    parts
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

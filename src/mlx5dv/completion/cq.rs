@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::mlx5dv::completion::cqe::{format, Completion, Cqe64, CqeOpcode, Tail};
+use crate::mlx5dv::completion::cqe::{cqe_opcode, format, Completion, Cqe64, CqeOpcode, Tail};
 use crate::mlx5dv::completion::mini::{self, CqeFormat, CqeResFormat};
 use crate::mlx5dv::queue::be::{Be16, Be32};
 use crate::mlx5dv::queue::mmio::Mmio;
@@ -40,8 +40,9 @@ pub struct CqRing {
     polled: u64,
     /// Whether compressed sessions are expanded ([`CqRing::set_compression`]).
     expand: bool,
-    /// The mini-CQE format of the CQ, when known.
-    mini_format: Option<CqeResFormat>,
+    /// What the mini-CQEs of a receive session carry: the CQ's mini-CQE
+    /// format ([`CqRing::set_compression`]).
+    rx_kind: ZipKind,
     /// The session being expanded: CQEs left, the next one's index in it,
     /// what its mini-CQEs hold, the CQE its mini-CQEs are expanded into
     /// (the title with format bits and owner 0, and, past the first CQE,
@@ -130,7 +131,7 @@ impl CqRing {
             uid,
             polled: 0,
             expand: false,
-            mini_format: None,
+            rx_kind: ZipKind::Plain,
             zip_left: 0,
             zip_next: 0,
             zip_kind: ZipKind::Plain,
@@ -163,7 +164,12 @@ impl CqRing {
     /// write it while the ring lives.
     pub unsafe fn set_compression(&mut self, format: Option<CqeResFormat>) {
         self.expand = true;
-        self.mini_format = format;
+        self.rx_kind = match format {
+            Some(CqeResFormat::Hash) => ZipKind::Hash,
+            Some(CqeResFormat::Csum) => ZipKind::Csum,
+            Some(CqeResFormat::CsumStridx) => ZipKind::CsumStridx,
+            None => ZipKind::Plain,
+        };
     }
 
     /// The CQ number.
@@ -233,7 +239,7 @@ impl CqRing {
             let ci = self.ci;
             let Some((cqe, op_own)) = self.written_at(ci) else { break };
             if is_title(op_own) && self.expand {
-                return self.poll_sessions(out, n);
+                return self.poll_title(out, n, cqe);
             }
             // Written before the ring's indices move: nothing stands
             // between the entry's loads and the stores into `out`.
@@ -259,7 +265,7 @@ impl CqRing {
             }
             let Some((cqe, op_own)) = self.next_written() else { break };
             if is_title(op_own) && self.expand {
-                self.start_session(cqe);
+                n = self.take_title(out, n, cqe);
                 continue;
             }
             out[n] = Completion::from_tail(read_tail(cqe), self.uid, self.polled, false);
@@ -270,6 +276,148 @@ impl CqRing {
             self.publish();
         }
         n
+    }
+
+    /// [`CqRing::poll`] from `out[n]` on, once the title of a compressed
+    /// session is met at `cqe` (at the consumer index).
+    #[inline(never)]
+    fn poll_title(&mut self, out: &mut [Completion], n: usize, cqe: *const Cqe64) -> usize {
+        let n = self.take_title(out, n, cqe);
+        if n < out.len() {
+            return self.poll_sessions(out, n);
+        }
+        // `n` is `out.len()` and above the `n` given: CQEs were taken.
+        self.publish();
+        n
+    }
+
+    /// Takes the session whose title is the CQE at `cqe` (at the consumer
+    /// index, `n < out.len()`): expanded into `out[n..]` when it fits
+    /// there, else started for [`CqRing::expand_run`] to take in parts.
+    /// Returns the new `n`.
+    #[inline(always)]
+    fn take_title(&mut self, out: &mut [Completion], n: usize, cqe: *const Cqe64) -> usize {
+        // SAFETY: the title the device handed over (`next_written`);
+        // its byte count is the number of CQEs of the session.
+        let count = unsafe { std::ptr::read(std::ptr::addr_of!((*cqe).byte_cnt)) }.get();
+        // The device's count; a count past the ring is cut to the ring.
+        let count = count.max(1).min(self.cqe_cnt) as usize;
+        // Entries from the title's to the ring's end.
+        let room = (self.cqe_cnt - (self.ci & (self.cqe_cnt - 1))) as usize;
+        match out.get_mut(n..n + count) {
+            // The whole session fits in `out` and ends before the ring's
+            // end: expanded straight from the ring, no state kept between
+            // calls.
+            Some(dst) if count <= room => {
+                self.expand_whole(cqe, dst);
+                n + count
+            }
+            // Split across calls (or across the ring's end): the
+            // session's state is kept.
+            _ => {
+                self.start_session(cqe);
+                n
+            }
+        }
+    }
+
+    /// Expands the whole session whose title is the CQE at `cqe` (at the
+    /// consumer index) into `out`, one completion per CQE of the session
+    /// (`out.len()` is its count, cut to the ring), as [`CqRing::expand`]
+    /// does for a session kept across calls: each CQE is what
+    /// [`mini::expand`] makes of the title and its mini-CQE, and each
+    /// entry is marked invalid for the next lap. Advances the consumer
+    /// index and the position; the consumer record is left to the caller.
+    #[inline(always)]
+    fn expand_whole(&mut self, cqe: *const Cqe64, out: &mut [Completion]) {
+        // SAFETY: the title the device handed over (`next_written`);
+        // `Cqe64` is 64 bytes of plain integers, aligned to 8.
+        let title = unsafe { std::ptr::read(cqe.cast::<[u64; 8]>()) };
+        let requester = {
+            let op = CqeOpcode::from_raw(cqe_opcode(title[7].to_ne_bytes()[7]));
+            op == CqeOpcode::REQ || op == CqeOpcode::REQ_ERR
+        };
+        // One loop per kind and CQE size (the stride a constant of the loop).
+        match (if requester { ZipKind::Requester } else { self.rx_kind }, self.cqe_size == 64) {
+            (ZipKind::Requester, true) => self.expand_session::<{ ZipKind::Requester as u8 }, 64>(&title, out),
+            (ZipKind::Hash, true) => self.expand_session::<{ ZipKind::Hash as u8 }, 64>(&title, out),
+            (ZipKind::Csum, true) => self.expand_session::<{ ZipKind::Csum as u8 }, 64>(&title, out),
+            (ZipKind::CsumStridx, true) => self.expand_session::<{ ZipKind::CsumStridx as u8 }, 64>(&title, out),
+            (ZipKind::Plain, true) => self.expand_session::<{ ZipKind::Plain as u8 }, 64>(&title, out),
+            (ZipKind::Requester, false) => self.expand_session::<{ ZipKind::Requester as u8 }, 128>(&title, out),
+            (ZipKind::Hash, false) => self.expand_session::<{ ZipKind::Hash as u8 }, 128>(&title, out),
+            (ZipKind::Csum, false) => self.expand_session::<{ ZipKind::Csum as u8 }, 128>(&title, out),
+            (ZipKind::CsumStridx, false) => self.expand_session::<{ ZipKind::CsumStridx as u8 }, 128>(&title, out),
+            (ZipKind::Plain, false) => self.expand_session::<{ ZipKind::Plain as u8 }, 128>(&title, out),
+        }
+    }
+
+    /// [`CqRing::expand_whole`] for mini-CQEs carrying what `K` (a
+    /// [`ZipKind`]) says, for a session that ends before the ring's end,
+    /// in a ring of `STRIDE`-byte entries.
+    #[inline(always)]
+    fn expand_session<const K: u8, const STRIDE: usize>(&mut self, title: &[u64; 8], out: &mut [Completion]) {
+        let ci0 = self.ci;
+        let owner = u8::from(ci0 & self.cqe_cnt != 0);
+        // The title with format bits and WQE counter 0 and the entries'
+        // owner bit (what `start_session` prepares, the owner put in).
+        let mut base = *title;
+        base[7] &= !(bytes(4, 2) | move_bytes(0x0d, 0, 7));
+        base[7] |= move_bytes(u64::from(owner), 0, 7);
+        let last = title[7].to_ne_bytes();
+        let counter = u16::from_be_bytes([last[4], last[5]]);
+        let (seq, uid) = (Completion::tagged_seq(self.polled, true), self.uid);
+        let invalid = (CqeOpcode::INVALID.to_raw() << 4) | owner;
+        // The entries of the session, consecutive (it ends before the
+        // ring's end): CQE `j`'s at `first + j * STRIDE`.
+        let first = self.cqe(ci0).cast_mut().cast::<u8>();
+        // SAFETY: array 0, in the entry after the title's (inside the
+        // buffer: the index wraps, for a session of one CQE whose title is
+        // the ring's last entry), written by the device as part of the
+        // session whose title it handed over (read after the title's
+        // acquire fence, and not written by the device until the consumer
+        // record passes it); 8 mini-CQEs of 8 plain bytes are the entry's
+        // 64, aligned to 8.
+        let mut arr = unsafe { std::ptr::read(self.cqe(ci0.wrapping_add(1)).cast::<[u64; 8]>()) };
+        // Receive sessions whose mini-CQEs carry no hash: past the first
+        // CQE, the hash result and type are 0.
+        let clears_hash = K == ZipKind::Csum as u8 || K == ZipKind::CsumStridx as u8 || K == ZipKind::Plain as u8;
+        let mut p = first;
+        for (j, slot) in out.iter_mut().enumerate() {
+            let at = j % mini::PER_ARRAY as usize;
+            if at == 0 && j > 0 {
+                // Array `j / 8` is in the entry of CQE `j` (`p`), read
+                // before the entry is marked.
+                // SAFETY: `p` is CQE `j`'s entry, inside the buffer (the
+                // session ends before the ring's end), written by the device
+                // as part of the session as array 0 was.
+                arr = unsafe { std::ptr::read(p.cast::<[u64; 8]>()) };
+            }
+            // The title's words that no CQE changes (3, 4, 6, and 2 where
+            // the hash type stays), read from the title's entry, whose
+            // marking (byte 63) leaves them.
+            // SAFETY: the title's entry, handed over by the device as
+            // above, 64 plain bytes aligned to 8.
+            let t = unsafe { std::ptr::read(first.cast::<[u64; 8]>()) };
+            let w2 = if clears_hash { base[2] } else { t[2] };
+            let b = [base[0], base[1], w2, t[3], t[4], base[5], t[6], base[7]];
+            let w = expand_words::<K>(&b, arr[at], counter.wrapping_add(j as u16), 0);
+            *slot = Completion::from_tagged(Tail([w[1], w[2], w[3], w[4], w[5], w[6], w[7]]), uid, seq + j as u64);
+            // SAFETY: `p + 63` is the `op_own` byte of CQE `j`'s entry,
+            // inside the buffer, which `set_compression`'s contract makes
+            // writable; the device does not write it until the consumer
+            // record passes it, which the caller writes after this.
+            unsafe { std::ptr::write_volatile(p.wrapping_add(63), invalid) };
+            if clears_hash && j == 0 {
+                // Past the first CQE of a receive session the hash result
+                // and type (bytes 12-16) are not in the session.
+                base[1] &= !bytes(4, 4);
+                base[2] &= !bytes(0, 1);
+            }
+            p = p.wrapping_add(STRIDE);
+        }
+        self.ci = ci0.wrapping_add(out.len() as u32);
+        self.polled += out.len() as u64;
     }
 
     /// Polls one completion and, when the device scattered its payload into
@@ -380,16 +528,7 @@ impl CqRing {
         // The device's count; a count past the ring is cut to the ring.
         self.zip_left = title.byte_cnt.get().clamp(1, self.cqe_cnt);
         self.zip_next = 0;
-        self.zip_kind = if mini::is_requester(&title) {
-            ZipKind::Requester
-        } else {
-            match self.mini_format {
-                Some(CqeResFormat::Hash) => ZipKind::Hash,
-                Some(CqeResFormat::Csum) => ZipKind::Csum,
-                Some(CqeResFormat::CsumStridx) => ZipKind::CsumStridx,
-                None => ZipKind::Plain,
-            }
-        };
+        self.zip_kind = if mini::is_requester(&title) { ZipKind::Requester } else { self.rx_kind };
         // Format bits, owner and (taken from each mini-CQE or counted from
         // the title's) WQE counter 0.
         let base = Cqe64 { op_own: title.op_own & 0xf2, wqe_counter: Be16::new(0), ..title };
@@ -683,19 +822,75 @@ mod tests {
         }
     }
 
+    /// A session of one CQE (a device count of 0 or 1) whose title is the
+    /// ring's last entry is taken whole by `poll`: its mini-CQE array is
+    /// read from the ring's first entry (the index wraps), and the one CQE
+    /// is that mini-CQE's, its entry marked invalid.
+    #[test]
+    fn a_one_cqe_session_at_the_rings_end_reads_its_array_at_the_start() {
+        use crate::mlx5dv::completion::mini::{expand, MiniCqe};
+        for count in [0u32, 1] {
+            let mut buf = vec![0u64; 8 * 8];
+            for i in 0..8 {
+                buf[i * 8 + 7] = u64::from_ne_bytes([0, 0, 0, 0, 0, 0, 0, 0xf1]);
+            }
+            let title = Cqe64 {
+                byte_cnt: Be32::new(count),
+                op_own: (CqeOpcode::RESP_SEND.to_raw() << 4) | (CqeFormat::COMPRESSED.to_raw() << 2),
+                ..Cqe64::default()
+            };
+            let m = MiniCqe { info: [1, 2, 3, 4], byte_cnt: Be32::new(77) };
+            // SAFETY: `Cqe64` is 64 plain bytes; entry 7 of `buf`; the array
+            // in entry 0 (mini-CQE 0 its first 8 bytes).
+            unsafe {
+                std::ptr::write(buf.as_mut_ptr().add(7 * 8).cast::<Cqe64>(), title);
+                std::ptr::write(buf.as_mut_ptr().cast::<MiniCqe>(), m);
+            }
+            let mut dbrec = [Be32::default(); 2];
+            let mut uar = [0u64; 8];
+            // SAFETY: test memory of the sizes `from_raw` asks for; `buf`
+            // comes from a mutable pointer and only this ring writes it.
+            let mut ring = unsafe {
+                CqRing::from_raw(
+                    buf.as_mut_ptr().cast_const().cast(),
+                    8,
+                    64,
+                    dbrec.as_mut_ptr(),
+                    uar.as_mut_ptr().cast(),
+                    1,
+                )
+            };
+            // SAFETY: as above.
+            unsafe { ring.set_compression(Some(CqeResFormat::Hash)) };
+            ring.start_at(7);
+            let mut out = [Completion::default(); 16];
+            assert_eq!(ring.poll(&mut out), 1, "count {count}");
+            let want = expand(&title, &m, 0, Some(CqeResFormat::Hash), 0);
+            assert!(out[0].tail == want.tail() && out[0].expanded(), "count {count}: {:?}", out[0]);
+            assert_eq!(out[0].byte_len(), 77);
+            assert_eq!(buf[7 * 8 + 7].to_ne_bytes()[7], 0xf0, "count {count}: the title's entry marked");
+            assert_eq!(ring.consumer_index(), 8);
+        }
+    }
+
     /// Every CQE the ring expands, through `poll` (completions, in calls of
-    /// 3 that split arrays and sessions) and through `poll_cqes` (whole
-    /// CQEs), is what `mini::expand` makes of its title and mini-CQE, for
-    /// each format and for a requester session, across two laps of the ring.
+    /// 3 that split arrays and sessions, and in calls of 64 that take each
+    /// session whole where it ends before the ring's end) and through
+    /// `poll_cqes` (whole CQEs), is what `mini::expand` makes of its title
+    /// and mini-CQE, for each format and for a requester session, across
+    /// two laps of the ring.
     #[test]
     fn sessions_expand_as_mini_expand_says_through_both_pollers() {
         use crate::mlx5dv::completion::mini::{expand, MiniCqe};
         use crate::mlx5dv::queue::be::Be16;
         const CNT: u32 = 16;
-        const LEN: u32 = 11;
+        // Sessions that end before the ring's end (taken whole by `poll`
+        // when they fit), that end at it, that cross it, on laps 0 to 3,
+        // over one and two mini-CQE arrays, and one of a whole ring.
+        const LENS: [u32; 7] = [11, 5, 8, 11, 3, 9, 16];
         let formats = [None, Some(CqeResFormat::Hash), Some(CqeResFormat::Csum), Some(CqeResFormat::CsumStridx)];
         for (f, op) in formats.iter().map(|&f| (f, CqeOpcode::RESP_SEND)).chain([(None, CqeOpcode::REQ)]) {
-            for whole in [false, true] {
+            for (whole, batch) in [(false, 3), (false, 64), (true, 0)] {
                 let mut buf = vec![0u64; 8 * CNT as usize];
                 for i in 0..CNT as usize {
                     buf[i * 8 + 7] = u64::from_ne_bytes([0, 0, 0, 0, 0, 0, 0, 0xf1]);
@@ -711,17 +906,17 @@ mod tests {
                 // SAFETY: as above.
                 unsafe { ring.set_compression(f) };
                 let mut pos = 0u32;
-                for s in 0..3u32 {
+                for (s, len) in (0u32..).zip(LENS) {
                     let mut title = Cqe64 {
-                        byte_cnt: Be32::new(LEN),
+                        byte_cnt: Be32::new(len),
                         sop_drop_qpn: Be32::new(0x0a00_0000 | 0x1234),
-                        wqe_counter: Be16::new(0xfffa + s as u16),
+                        wqe_counter: Be16::new(0xfffau16.wrapping_add(s as u16)),
                         op_own: (op.to_raw() << 4) | (CqeFormat::COMPRESSED.to_raw() << 2) | 2,
                         ..Cqe64::default()
                     };
                     title.rsvd0 = std::array::from_fn(|k| 0x40 + k as u8 + s as u8);
                     title.timestamp = crate::mlx5dv::queue::be::Be64::new(0x1122_3344_5566_7788);
-                    let minis: Vec<MiniCqe> = (0..LEN)
+                    let minis: Vec<MiniCqe> = (0..len)
                         .map(|i| MiniCqe {
                             info: [i as u8, 0x80 | i as u8, 0x0a + s as u8, 0xc0 | i as u8],
                             byte_cnt: Be32::new(0x100 * (s + 1) + i),
@@ -734,7 +929,7 @@ mod tests {
                     // SAFETY: `Cqe64` is 64 plain bytes.
                     let tw: [u64; 8] = unsafe { std::mem::transmute(t) };
                     buf[at(0)..at(0) + 8].copy_from_slice(&tw);
-                    for k in 0..LEN {
+                    for k in 0..len {
                         let (entry, slot) = mini::position(k);
                         let m = minis[k as usize];
                         let mw = u64::from_ne_bytes([
@@ -750,14 +945,14 @@ mod tests {
                         buf[at(entry) + slot as usize] = mw;
                     }
                     let want: Vec<Cqe64> =
-                        (0..LEN).map(|k| expand(&title, &minis[k as usize], k, f, owner(k))).collect();
+                        (0..len).map(|k| expand(&title, &minis[k as usize], k, f, owner(k))).collect();
                     if whole {
-                        let mut got = [Cqe64::default(); LEN as usize];
-                        assert_eq!(ring.poll_cqes(&mut got), LEN as usize);
+                        let mut got = vec![Cqe64::default(); len as usize];
+                        assert_eq!(ring.poll_cqes(&mut got), len as usize);
                         assert_eq!(got.to_vec(), want, "{f:?} {op:?} session {s}");
                     } else {
                         let mut got = Vec::new();
-                        let mut out = [Completion::default(); 3];
+                        let mut out = vec![Completion::default(); batch];
                         loop {
                             let n = ring.poll(&mut out);
                             if n == 0 {
@@ -765,19 +960,175 @@ mod tests {
                             }
                             got.extend_from_slice(&out[..n]);
                         }
-                        assert_eq!(got.len(), LEN as usize, "{f:?} {op:?} session {s}");
+                        assert_eq!(got.len(), len as usize, "{f:?} {op:?} session {s}, batch {batch}");
                         for (k, (c, w)) in got.iter().zip(&want).enumerate() {
                             assert!(c.expanded());
+                            let ticket = c.ticket();
+                            assert_eq!(
+                                (ticket.cq, ticket.seq),
+                                (ring.uid(), u64::from(pos + k as u32)),
+                                "{f:?} {op:?} session {s} CQE {k}, batch {batch}: stamped with its ring and position"
+                            );
                             assert!(
                                 c.tail == w.tail(),
-                                "{f:?} {op:?} session {s} CQE {k}: {c:?} against {:?}",
+                                "{f:?} {op:?} session {s} CQE {k}, batch {batch}: {c:?} against {:?}",
                                 w.decode()
                             );
                         }
                     }
-                    pos += LEN;
+                    // Each entry of the session taken is marked invalid with
+                    // its lap's owner bit, so that none reads valid a lap on.
+                    for k in 0..len {
+                        let op_own = buf[at(k) + 7].to_ne_bytes()[7];
+                        assert_eq!(op_own, 0xf0 | owner(k), "{f:?} {op:?} session {s} entry {k}, batch {batch}");
+                    }
+                    pos += len;
                 }
             }
         }
+    }
+
+    /// Random rings (every format, both CQE sizes, requester and receive
+    /// sessions of 1 to 16 CQEs and CQEs written whole, across the ring's
+    /// end, lap after lap) polled twice: through `poll` in calls of 1 to 40
+    /// completions (sessions taken whole where they fit and end before the
+    /// ring's end, split otherwise) and through `poll_cqes`, the path the
+    /// kernel oracle and the libmlx5 harness check. Every completion is
+    /// the same CQE (bytes 8-63), expanded exactly where the CQE came from a
+    /// session, stamped with its ring and position, and the two rings are
+    /// left with the same bytes.
+    #[test]
+    fn poll_expands_every_session_as_poll_cqes_does() {
+        const CNT: u32 = 16;
+        let mut seed = 0x5eed_u64;
+        let mut next = move || {
+            // splitmix64
+            seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = seed;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        let formats = [None, Some(CqeResFormat::Hash), Some(CqeResFormat::Csum), Some(CqeResFormat::CsumStridx)];
+        let mut whole_sessions = 0;
+        for f in formats {
+            for size in [64u32, 128] {
+                let words = (size / 8) as usize;
+                let fresh = |v: &mut Vec<u64>| {
+                    for i in 0..CNT as usize {
+                        v[i * words + words - 1] = u64::from_ne_bytes([0, 0, 0, 0, 0, 0, 0, 0xf1]);
+                    }
+                };
+                let (mut a, mut b) = (vec![0u64; words * CNT as usize], vec![0u64; words * CNT as usize]);
+                fresh(&mut a);
+                fresh(&mut b);
+                let (mut dba, mut dbb) = ([Be32::default(); 2], [Be32::default(); 2]);
+                let (mut ua, mut ub) = ([0u64; 8], [0u64; 8]);
+                // SAFETY: test memory of the sizes `from_raw` asks for,
+                // writable, written by this test between polls only.
+                let (mut ra, mut rb) = unsafe {
+                    (
+                        CqRing::from_raw(
+                            a.as_mut_ptr().cast_const().cast(),
+                            CNT,
+                            size,
+                            dba.as_mut_ptr(),
+                            ua.as_mut_ptr().cast(),
+                            1,
+                        ),
+                        CqRing::from_raw(
+                            b.as_mut_ptr().cast_const().cast(),
+                            CNT,
+                            size,
+                            dbb.as_mut_ptr(),
+                            ub.as_mut_ptr().cast(),
+                            2,
+                        ),
+                    )
+                };
+                // SAFETY: as above.
+                unsafe {
+                    ra.set_compression(f);
+                    rb.set_compression(f);
+                }
+                let mut pos = 0u32;
+                for _ in 0..300 {
+                    // The device's side: CQEs and sessions filling up to a ring.
+                    let mut expanded = Vec::new();
+                    let mut room = CNT;
+                    while room > 0 && next() % 4 != 0 {
+                        let title_at = |k: u32| ((pos + k) % CNT) as usize * words + words - 8;
+                        let owner = |k: u32| u8::from((pos + k) & CNT != 0);
+                        let mut w: [u64; 8] = std::array::from_fn(|_| next());
+                        // A session has 2 CQEs at least (its first array is
+                        // in its second CQE's entry).
+                        let len =
+                            if room < 2 || next() % 3 == 0 { 1 } else { 2 + (next() % u64::from(room - 1)) as u32 };
+                        let op =
+                            [CqeOpcode::RESP_SEND, CqeOpcode::REQ, CqeOpcode::RESP_SEND_IMM][(next() % 3) as usize];
+                        let mut last = w[7].to_ne_bytes();
+                        if len == 1 {
+                            // A CQE written whole.
+                            last[7] = (op.to_raw() << 4) | (((next() % 3) as u8) << 2) | (last[7] & 2) | owner(0);
+                            w[7] = u64::from_ne_bytes(last);
+                            expanded.push(false);
+                        } else {
+                            last[7] =
+                                (op.to_raw() << 4) | (CqeFormat::COMPRESSED.to_raw() << 2) | (last[7] & 2) | owner(0);
+                            w[7] = u64::from_ne_bytes(last);
+                            let mut five = w[5].to_ne_bytes();
+                            five[4..8].copy_from_slice(&Be32::new(len).raw().to_ne_bytes());
+                            w[5] = u64::from_ne_bytes(five);
+                            for k in 0..len {
+                                let (entry, slot) = mini::position(k);
+                                let m = next();
+                                for v in [&mut a, &mut b] {
+                                    v[title_at(entry) + slot as usize] = m;
+                                }
+                            }
+                            expanded.extend((0..len).map(|_| true));
+                            whole_sessions += usize::from(len <= CNT - pos % CNT);
+                        }
+                        for v in [&mut a, &mut b] {
+                            v[title_at(0)..title_at(0) + 8].copy_from_slice(&w);
+                        }
+                        room -= len;
+                        pos += len;
+                    }
+                    // Both pollers drain the ring.
+                    let mut got = Vec::new();
+                    loop {
+                        let mut out = vec![Completion::default(); 1 + (next() % 40) as usize];
+                        let n = ra.poll(&mut out);
+                        got.extend_from_slice(&out[..n]);
+                        if n == 0 {
+                            break;
+                        }
+                    }
+                    let mut want = Vec::new();
+                    loop {
+                        let mut out = vec![Cqe64::default(); 1 + (next() % 16) as usize];
+                        let n = rb.poll_cqes(&mut out);
+                        want.extend_from_slice(&out[..n]);
+                        if n == 0 {
+                            break;
+                        }
+                    }
+                    assert_eq!(got.len(), expanded.len(), "{f:?} {size} B: CQEs taken by poll");
+                    assert_eq!(want.len(), expanded.len(), "{f:?} {size} B: CQEs taken by poll_cqes");
+                    let first = pos as u64 - expanded.len() as u64;
+                    for (k, ((c, w), e)) in got.iter().zip(&want).zip(&expanded).enumerate() {
+                        let at = first + k as u64;
+                        assert!(c.tail == w.tail(), "{f:?} {size} B, CQE {at}: {c:?} against {:?}", w.decode());
+                        assert_eq!(c.expanded(), *e, "{f:?} {size} B, CQE {at}: expanded");
+                        assert_eq!((c.ticket().cq, c.ticket().seq), (ra.uid(), at), "{f:?} {size} B, CQE {at}: stamp");
+                    }
+                    assert_eq!(a, b, "{f:?} {size} B: the rings after the drain (marks)");
+                    assert_eq!(ra.consumer_index(), rb.consumer_index());
+                    assert_eq!(dba[0], dbb[0], "{f:?} {size} B: consumer records");
+                }
+            }
+        }
+        assert!(whole_sessions > 1000, "sessions that end before the ring's end: {whole_sessions}");
     }
 }

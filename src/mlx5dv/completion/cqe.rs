@@ -243,6 +243,20 @@ impl Completion {
         Completion { tail, cq, seq: seq | if expanded { EXPANDED } else { 0 } }
     }
 
+    /// Position `seq` as [`Completion::from_tagged`] takes it: with the
+    /// expanded mark when `expanded`.
+    #[inline(always)]
+    pub(crate) const fn tagged_seq(seq: u64, expanded: bool) -> u64 {
+        seq | if expanded { EXPANDED } else { 0 }
+    }
+
+    /// [`Completion::from_tail`] with the position already tagged
+    /// ([`Completion::tagged_seq`]).
+    #[inline(always)]
+    pub(crate) const fn from_tagged(tail: Tail, cq: u64, tagged: u64) -> Completion {
+        Completion { tail, cq, seq: tagged }
+    }
+
     /// The bytes of the 8-byte word at CQE offset `off` (8..64, a multiple of 8).
     #[inline(always)]
     const fn word(&self, off: usize) -> [u8; 8] {

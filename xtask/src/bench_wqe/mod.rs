@@ -19,6 +19,7 @@
 //! [`gate::check`]) holds the rows to; `--gate` runs that gate alone.
 
 pub mod gate;
+mod kernel;
 mod mlx5;
 
 use std::path::{Path, PathBuf};
@@ -307,7 +308,8 @@ pub fn run(args: &[String]) -> Result<()> {
     let (rows, missing): (Vec<_>, Vec<_>) = rows.into_iter().partition(|(r, _)| known.iter().any(|k| k == r));
     let mismatches = ring_mismatches(&rust, &c)?;
     let cols = measure_columns(&rows, &sides, &mut notes)?;
-    let libmlx5 = cols.get(2).cloned().unwrap_or_else(|| vec![None; rows.len()]);
+    let mut libmlx5 = cols.get(2).cloned().unwrap_or_else(|| vec![None; rows.len()]);
+    kernel::fill(&rows, &mut libmlx5, &mut notes);
     let t = Table { rows: rows.clone(), c: cols[0].clone(), ours: cols[1].clone(), libmlx5, notes };
     print(&t);
     if !missing.is_empty() {
