@@ -309,7 +309,7 @@ impl GpuMem {
             } else {
                 " (the peer-memory path needs nvidia-peermem or amdgpu's peer-direct loaded; try the dma-buf flag)"
             };
-            format!("{fl}: registering the GPU buffer: {e}{hint}")
+            format!("{fl}: registering the buffer: {e}{hint}")
         })?);
         Ok(mem)
     }

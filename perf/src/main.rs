@@ -95,8 +95,7 @@ fn bench(o: &Opts) -> Result<(), String> {
     }
     let mut results = Vec::new();
     // -W: port counters, their change printed after each report row.
-    let mut counters = regions::Counters::open(s.ctx.name(), o.ib_port, &o.knobs.counters)?;
-    let mut counted = || counters.as_mut().map_or(Ok(()), regions::Counters::print);
+    let counted = || s.counters.as_ref().map_or(Ok(()), regions::Counters::print);
     // -w / -y: the first limit a result of this side fell below.
     let mut below: Option<String> = None;
     let mut judge = |bw: f64, rate: f64| {

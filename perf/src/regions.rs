@@ -147,7 +147,7 @@ pub fn qp_attrs(qp: &Qp) -> Res<String> {
 /// after each report, their change printed as perftest prints it
 /// (`\tNAME=DELTA` per counter, then a blank line).
 pub struct Counters {
-    list: Vec<(String, std::path::PathBuf, u64)>,
+    list: Vec<(String, std::path::PathBuf, std::sync::atomic::AtomicU64)>,
 }
 
 impl Counters {
@@ -167,18 +167,18 @@ impl Counters {
                     dir.display()
                 )
             })?;
-            list.push((n.clone(), path, v));
+            list.push((n.clone(), path, v.into()));
         }
         Ok(Some(Counters { list }))
     }
 
     /// The change since the last read, as perftest prints it.
-    pub fn print(&mut self) -> Res<()> {
+    pub fn print(&self) -> Res<()> {
         let mut out = String::new();
-        for (name, path, last) in &mut self.list {
+        for (name, path, last) in &self.list {
             let v = read(path).map_err(|e| format!("--report-counters: {}: {e}", path.display()))?;
-            out.push_str(&format!("\t{name}={}\n", v.wrapping_sub(*last)));
-            *last = v;
+            let was = last.swap(v, std::sync::atomic::Ordering::Relaxed);
+            out.push_str(&format!("\t{name}={}\n", v.wrapping_sub(was)));
         }
         println!("{out}");
         Ok(())

@@ -50,6 +50,8 @@ pub struct Session {
     pub mem: crate::regions::Memory,
     /// `--write_with_imm` / `--send_with_imm`: requests carry immediate data.
     pub(crate) imm: bool,
+    /// `-W`: the port counters, read before any QP exists.
+    pub counters: Option<crate::regions::Counters>,
     pub oob: Oob,
     pub my: Vec<Dest>,
     pub rem: Vec<Dest>,
@@ -98,6 +100,8 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
     }
     // So are --use_ooo, --use_data_direct, TPH and GPU memory where missing.
     let pre = preflight(&ctx, o)?;
+    // -W: the counters' first values, before this side's QPs exist (perftest reads them at set-up).
+    let counters = crate::regions::Counters::open(ctx.name(), o.ib_port, &o.knobs.counters)?;
     // Pin before anything is allocated or registered (see `place`).
     let placed = if let Some(c) = o.cpu {
         place::pin(&[c])?;
@@ -371,6 +375,7 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
         recv_cq,
         mem,
         imm: o.knobs.imm,
+        counters,
         oob,
         my,
         rem,
