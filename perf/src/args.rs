@@ -216,17 +216,7 @@ This tool's own:
       --numa               run on the CPUs of the device's NUMA node (buffers become node-local)
       --check-payload      check what arrived against a pattern (both sides; not send/atomic bw)";
 
-/// The value of the flag being parsed, as text (non-UTF-8 is an error).
-pub fn text(p: &mut lexopt::Parser, flag: &str) -> Result<String, String> {
-    let v = p.value().map_err(|e| format!("{flag}: {e}"))?;
-    v.into_string().map_err(|v| format!("{flag}: {v:?} is not valid UTF-8"))
-}
-
-/// The value of the flag being parsed, as a number.
-pub fn num<T: std::str::FromStr>(p: &mut lexopt::Parser, flag: &str) -> Result<T, String> {
-    let v = text(p, flag)?;
-    v.parse().map_err(|_| format!("{flag}: {v:?} is not a valid number"))
-}
+pub use crate::getopt::{num, text};
 
 /// A positional argument as text (non-UTF-8 is an error).
 fn positional(v: std::ffi::OsString) -> Result<String, String> {
@@ -457,7 +447,7 @@ where
         r.kind = RateKind::Sw;
     }
     extras(&mut o)?;
-    crate::knobs::check(&mut o, knobs)?;
+    o.knobs = crate::knobs::check(&knob_facts(&o), knobs)?;
     // perftest leaves CQ moderation on for UD, whose messages are small, and
     // with -e.
     if o.size > 8192 && !o.all && !cq_mod_set && o.conn != Conn::Ud && !o.events {
@@ -495,6 +485,22 @@ where
         }
     }
     Ok(o)
+}
+
+/// What [`crate::knobs::check`]'s rules need of the rest of the line.
+fn knob_facts(o: &Opts) -> crate::knobs::Run<'static> {
+    crate::knobs::Run {
+        verb: o.verb.name(),
+        bw: o.test == Test::Bw,
+        conn: o.conn.name(),
+        bidir: o.bidir,
+        run_infinitely: o.run_infinitely,
+        rdma_cm: o.rdma_cm,
+        check_payload: o.check_payload,
+        duration: o.duration.is_some(),
+        odp: o.odp,
+        hugepages: o.hugepages,
+    }
 }
 
 /// The transport's rules, as perftest's parser has them: UC carries WRITE

@@ -8,7 +8,7 @@
 
 use rrddmma::prim::TphMemType;
 
-use crate::args::{num, text, Conn, Opts, Test, Verb};
+use crate::getopt::{num, text};
 
 /// Where the test buffer lives (perftest's `memory_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -249,57 +249,75 @@ fn parse_int(s: &str) -> Option<u64> {
     }
 }
 
-/// perftest's rules for these flags, and this tool's limits; `o.knobs`
-/// is set from `g`.
-pub fn check(o: &mut Opts, g: Given) -> Result<(), String> {
-    let test = format!("{} {}", o.verb.name(), if o.test == Test::Bw { "bw" } else { "lat" });
+/// What the rest of the command line says, for [`check`]'s rules.
+pub struct Run<'a> {
+    /// `write`, `read`, `send` or `atomic`.
+    pub verb: &'a str,
+    /// A bandwidth test (else latency).
+    pub bw: bool,
+    /// The transport's name (`RC`, `UC`, `UD`, `XRC`, `DC`).
+    pub conn: &'a str,
+    pub bidir: bool,
+    pub run_infinitely: bool,
+    pub rdma_cm: bool,
+    pub check_payload: bool,
+    /// `-D` given.
+    pub duration: bool,
+    pub odp: bool,
+    pub hugepages: bool,
+}
+
+/// perftest's rules for these flags, and this tool's limits: the flags'
+/// values, or why not.
+pub fn check(r: &Run<'_>, g: Given) -> Result<Knobs, String> {
+    let test = format!("{} {}", r.verb, if r.bw { "bw" } else { "lat" });
     let mut k = g.k;
-    if g.write_imm && o.verb != Verb::Write {
+    if g.write_imm && r.verb != "write" {
         return Err(format!("--write_with_imm: write lat and write bw only (as perftest), not {test}"));
     }
-    if g.send_imm && o.verb != Verb::Send {
+    if g.send_imm && r.verb != "send" {
         return Err(format!("--send_with_imm: send lat and send bw only (as perftest), not {test}"));
     }
     k.imm = g.write_imm || g.send_imm;
-    if g.write_imm && (o.bidir || o.run_infinitely || o.conn != Conn::Rc && o.conn != Conn::Uc || o.rdma_cm) {
+    if g.write_imm && (r.bidir || r.run_infinitely || !matches!(r.conn, "RC" | "UC") || r.rdma_cm) {
         return Err(format!(
             "--write_with_imm with {}: rrddmma-perf runs write-with-immediate on RC and UC, without -b, \
              --run_infinitely or -R",
-            if o.bidir {
+            if r.bidir {
                 "-b"
-            } else if o.run_infinitely {
+            } else if r.run_infinitely {
                 "--run_infinitely"
-            } else if o.rdma_cm {
+            } else if r.rdma_cm {
                 "-R"
             } else {
-                o.conn.name()
+                r.conn
             }
         ));
     }
-    if g.write_imm && o.check_payload && o.test == Test::Bw {
+    if g.write_imm && r.check_payload && r.bw {
         return Err("--write_with_imm with --check-payload: the payload check covers write bw without it".into());
     }
-    if g.write_imm && o.duration.is_some() {
+    if g.write_imm && r.duration {
         return Err("--write_with_imm with -D: the receiver counts -n messages; use -n".into());
     }
-    if k.mr_per_qp && o.test != Test::Bw {
+    if k.mr_per_qp && !r.bw {
         return Err(format!("--mr_per_qp: bandwidth tests only (as perftest), not {test}"));
     }
-    if (k.limit_bw.is_some() || k.limit_msgrate.is_some()) && o.test != Test::Bw {
+    if (k.limit_bw.is_some() || k.limit_msgrate.is_some()) && !r.bw {
         return Err(format!("--limit_bw / --limit_msgrate: bandwidth tests only (as perftest), not {test}"));
     }
-    if k.retry_count.is_some() && !o.rdma_cm {
+    if k.retry_count.is_some() && !r.rdma_cm {
         return Err("--retry_count: rdma_cm's retry count (perftest's meaning); add -R, or leave it out (QPs \
                     connected without rdma_cm retry 7 times, as perftest's)"
             .into());
     }
-    if !k.flow_labels.is_empty() && o.conn == Conn::Dc {
+    if !k.flow_labels.is_empty() && r.conn == "DC" {
         return Err("--flow_label with -c DC: not yet (DC initiators take their address per request)".into());
     }
-    if k.ooo && !matches!(o.conn, Conn::Rc | Conn::Uc | Conn::Ud) {
+    if k.ooo && !matches!(r.conn, "RC" | "UC" | "UD") {
         return Err(format!(
             "--use_ooo with -c {}: rrddmma-perf asks out-of-order placement on RC, UC and UD QPs",
-            o.conn.name()
+            r.conn
         ));
     }
     // perftest's TPH rules.
@@ -317,7 +335,7 @@ pub fn check(o: &mut Opts, g: Given) -> Result<(), String> {
     if k.tph_mem.is_some() && k.ph.is_none() {
         return Err("--tph_mem and --cpu_id can only be used when --ph is specified (as perftest)".into());
     }
-    if k.ph.is_some() && o.odp {
+    if k.ph.is_some() && r.odp {
         return Err("--ph with --odp: a DMA handle takes registration through reg_mr_ex, not on-demand paging".into());
     }
     // GPU memory.
@@ -351,23 +369,19 @@ pub fn check(o: &mut Opts, g: Given) -> Result<(), String> {
             GpuKind::Vgem => "--dmabuf_exporter",
         };
         let clash = [
-            (o.check_payload, "--check-payload (the CPU cannot read the buffer)"),
-            (
-                o.test == Test::Lat && o.verb == Verb::Write && !k.imm,
-                "write lat (its receiver polls the buffer; add --write_with_imm)",
-            ),
-            (o.odp, "--odp"),
-            (o.hugepages, "--use_hugepages"),
+            (r.check_payload, "--check-payload (the CPU cannot read the buffer)"),
+            (!r.bw && r.verb == "write" && !k.imm, "write lat (its receiver polls the buffer; add --write_with_imm)"),
+            (r.odp, "--odp"),
+            (r.hugepages, "--use_hugepages"),
             (k.mr_per_qp, "--mr_per_qp"),
             (k.ph.is_some(), "--ph (TPH registers process memory here)"),
-            (o.conn == Conn::Dc, "-c DC"),
+            (r.conn == "DC", "-c DC"),
         ];
         if let Some((_, what)) = clash.iter().find(|(on, _)| *on) {
             return Err(format!("{flag} with {what}: not supported; drop one"));
         }
     }
-    o.knobs = k;
-    Ok(())
+    Ok(k)
 }
 
 #[cfg(test)]

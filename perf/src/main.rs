@@ -16,6 +16,7 @@ mod cluster_report;
 mod cluster_res;
 mod cm;
 mod dc;
+mod getopt;
 mod gpu;
 mod knobs;
 mod load;
