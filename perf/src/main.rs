@@ -368,3 +368,21 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// perftest's verifier: a result below `-w` (in the report's units) or
+    /// `-y` (Mpps) is the error, equal or above passes; no limit, no error.
+    #[test]
+    fn limits_fail_below_and_pass_at_or_above() {
+        let o = |line: &str| crate::args::parse(line.split_whitespace()).unwrap();
+        let w = o("write bw -w 10 -y 0.5");
+        assert_eq!(super::limits(&w, 10.0, 0.5), None);
+        let e = super::limits(&w, 9.99, 1.0).unwrap();
+        assert_eq!(e, "BW result is below bw limit: 9.99 MiB/s < --limit_bw 10 (perftest's verifier)");
+        let e = super::limits(&w, 11.0, 0.4).unwrap();
+        assert!(e.starts_with("Msg rate is below msg_rate limit: 0.400000 Mpps < --limit_msgrate 0.5"), "{e}");
+        assert!(super::limits(&o("write bw --report_gbits -w 2"), 1.0, 1.0).unwrap().contains("1.00 Gb/s"));
+        assert_eq!(super::limits(&o("write bw"), 0.0, 0.0), None);
+    }
+}
