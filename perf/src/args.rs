@@ -134,6 +134,8 @@ pub struct Opts {
     /// perftest's `--log_active_dci_streams`: requests go round-robin over
     /// the first `2^N` streams (default `--log_dci_streams`).
     pub log_active_dci_streams: u8,
+    /// perftest's QP attribute, memory and verification flags (`knobs`).
+    pub knobs: crate::knobs::Knobs,
 }
 
 pub const USAGE: &str = "\
@@ -181,6 +183,28 @@ perftest's flags:
       --run_infinitely     bw client: stream until stopped, a report every -D seconds (5)
       --report_gbits       report Gb/s instead of MiB/s
       --dont_xchg_versions skip the version, system-data and MTU exchange
+  -S, --sl N               service level of the QPs' address vectors (0)
+      --tclass N           GRH traffic class (0)
+      --flow_label L[,L..] GRH flow label; QP i takes the (i mod count)-th
+  -u, --qp-timeout N       local ACK timeout, 4.096 us x 2^N (14)
+      --retry_count N      rdma_cm's retry count (with -R)
+      --use_ooo            out-of-order data placement (mlx5 OOO_DP; refused where the device lacks it)
+      --write_with_imm     RDMA WRITE with immediate data (write bw, write lat; the receiver checks it)
+      --send_with_imm      SEND with immediate data (send bw, send lat; the receiver checks it)
+      --mr_per_qp          a memory region per QP (bw tests)
+      --tph_mem T --cpu_id N --ph H
+                           register through a DMA handle with TPH: memory type volatile|vm or
+                           persistent|pm, steering CPU N, processing hint H (0..3); --ph alone works too
+  -W, --report-counters C[,C..]
+                           print the change of port counters (paths under
+                           /sys/class/infiniband/DEV/ports/PORT/, e.g. hw_counters/sent_pkts)
+  -w, --limit_bw BW        fail the run when its bandwidth is below BW (MiB/s, Gb/s with --report_gbits)
+  -y, --limit_msgrate R    fail the run when its message rate is below R (Mpps)
+      --use_cuda N         buffer on CUDA device N (libcuda.so.1 loaded at run time; peer memory)
+      --use_cuda_dmabuf    register the CUDA buffer through its dma-buf
+      --use_rocm N         buffer on ROCm device N (libamdhip64.so loaded at run time; peer memory)
+      --use_rocm_dmabuf    register the ROCm buffer through its dma-buf
+      --use_data_direct    register the GPU's dma-buf through mlx5 data-direct (with --use_cuda_dmabuf)
 This tool's own:
       --threads N          threads driving the QPs (bw; QPs split round-robin)
       --max-size BYTES     largest size of a -a sweep (2^23)
@@ -192,17 +216,7 @@ This tool's own:
       --numa               run on the CPUs of the device's NUMA node (buffers become node-local)
       --check-payload      check what arrived against a pattern (both sides; not send/atomic bw)";
 
-/// The value of the flag being parsed, as text (non-UTF-8 is an error).
-pub fn text(p: &mut lexopt::Parser, flag: &str) -> Result<String, String> {
-    let v = p.value().map_err(|e| format!("{flag}: {e}"))?;
-    v.into_string().map_err(|v| format!("{flag}: {v:?} is not valid UTF-8"))
-}
-
-/// The value of the flag being parsed, as a number.
-pub fn num<T: std::str::FromStr>(p: &mut lexopt::Parser, flag: &str) -> Result<T, String> {
-    let v = text(p, flag)?;
-    v.parse().map_err(|_| format!("{flag}: {v:?} is not a valid number"))
-}
+pub use crate::getopt::{num, text};
 
 /// A positional argument as text (non-UTF-8 is an error).
 fn positional(v: std::ffi::OsString) -> Result<String, String> {
@@ -296,7 +310,9 @@ where
         rate: None,
         log_dci_streams: 0,
         log_active_dci_streams: 0,
+        knobs: Default::default(),
     };
+    let mut knobs = crate::knobs::Given::default();
     let mut cq_mod_set = false;
     let mut active_streams = None;
     let mut limit = Limiter::default();
@@ -371,6 +387,11 @@ where
             Long("svg") => o.svg = Some(p.value().map_err(|e| format!("--svg: {e}"))?.into()),
             Long("no-progress") => o.progress = false,
             Long("check-payload") => o.check_payload = true,
+            Short(c) if crate::knobs::SHORT.contains(&c) => crate::knobs::short(&mut p, c, &mut knobs)?,
+            Long(f) if crate::knobs::LONG.contains(&f) => {
+                let f = f.to_string();
+                crate::knobs::long_flag(&mut p, &f, &mut knobs)?
+            }
             Value(v) if o.server.is_none() => o.server = Some(positional(v)?),
             Value(v) => return Err(format!("unexpected argument {v:?}")),
             Short(c) => return Err(format!("unknown flag -{c}")),
@@ -426,6 +447,7 @@ where
         r.kind = RateKind::Sw;
     }
     extras(&mut o)?;
+    o.knobs = crate::knobs::check(&knob_facts(&o), knobs)?;
     // perftest leaves CQ moderation on for UD, whose messages are small, and
     // with -e.
     if o.size > 8192 && !o.all && !cq_mod_set && o.conn != Conn::Ud && !o.events {
@@ -463,6 +485,22 @@ where
         }
     }
     Ok(o)
+}
+
+/// What [`crate::knobs::check`]'s rules need of the rest of the line.
+fn knob_facts(o: &Opts) -> crate::knobs::Run<'static> {
+    crate::knobs::Run {
+        verb: o.verb.name(),
+        bw: o.test == Test::Bw,
+        conn: o.conn.name(),
+        bidir: o.bidir,
+        run_infinitely: o.run_infinitely,
+        rdma_cm: o.rdma_cm,
+        check_payload: o.check_payload,
+        duration: o.duration.is_some(),
+        odp: o.odp,
+        hugepages: o.hugepages,
+    }
 }
 
 /// The transport's rules, as perftest's parser has them: UC carries WRITE

@@ -109,10 +109,25 @@ fn access() -> rrddmma::prim::AccessFlags {
     AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC
 }
 
+/// `--retry_count`: rdma_cm's retry count of the connections (unset: the
+/// crate's default).
+static RETRY_COUNT: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
+
+/// Sets `--retry_count` for the connections this process makes (once).
+pub fn set_retry_count(n: u8) {
+    let _ = RETRY_COUNT.set(n);
+}
+
 fn param(rd_atomic: u8) -> ConnParam<'static> {
     // perftest: responder resources and initiator depth of its outstanding
     // reads, 7 transport and RNR retries.
-    ConnParam { responder_resources: rd_atomic, initiator_depth: rd_atomic, ..ConnParam::default() }
+    let d = ConnParam::default();
+    ConnParam {
+        responder_resources: rd_atomic,
+        initiator_depth: rd_atomic,
+        retry_count: RETRY_COUNT.get().copied().unwrap_or(d.retry_count),
+        ..d
+    }
 }
 
 fn same_device(id: &CmId, device: &str, what: &str) -> Res<()> {

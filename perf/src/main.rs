@@ -16,6 +16,9 @@ mod cluster_report;
 mod cluster_res;
 mod cm;
 mod dc;
+mod getopt;
+mod gpu;
+mod knobs;
 mod load;
 mod oob;
 mod out;
@@ -23,6 +26,7 @@ mod pace;
 mod payload;
 mod place;
 mod plot;
+mod regions;
 mod run;
 mod scenario;
 mod srq;
@@ -91,6 +95,15 @@ fn bench(o: &Opts) -> Result<(), String> {
         println!(" local QPN {:#08x} PSN {:#08x} | remote QPN {:#08x} PSN {:#08x}", m.qpn, m.psn, r.qpn, r.psn);
     }
     let mut results = Vec::new();
+    // -W: port counters, their change printed after each report row.
+    let counted = || s.counters.as_ref().map_or(Ok(()), regions::Counters::print);
+    // -w / -y: the first limit a result of this side fell below.
+    let mut below: Option<String> = None;
+    let mut judge = |bw: f64, rate: f64| {
+        if below.is_none() {
+            below = limits(o, bw, rate);
+        }
+    };
     let progress = out::Progress::new(sizes.len(), o.progress);
     match (o.test, client) {
         (Test::Bw, _) if o.bidir => {
@@ -116,6 +129,9 @@ fn bench(o: &Opts) -> Result<(), String> {
                     s.oob.handshake(&s.my[0])?;
                 }
                 println!("{}", out::row(o, &r));
+                let mine = run::report_of(o, &r);
+                judge(rep.bw_avg + mine.bw_avg, rep.msg_rate + mine.msg_rate);
+                counted()?;
                 println!(
                     " {:<10} {:<14} {:<20.2} {:<15.6} (reported by the peer; both directions: {:.2})",
                     rep.size,
@@ -129,7 +145,7 @@ fn bench(o: &Opts) -> Result<(), String> {
             }
             s.oob.close(&s.my[0])?;
         }
-        (Test::Bw, _) if o.verb == Verb::Send => {
+        (Test::Bw, _) if o.verb == Verb::Send || (o.verb == Verb::Write && o.knobs.imm) => {
             // perftest's SEND bandwidth: no report exchange; in sweeps one
             // exchange before each size (the set-up's last one is the
             // first size's) and one after it. The receiver counts messages.
@@ -143,6 +159,9 @@ fn bench(o: &Opts) -> Result<(), String> {
                     s.oob.handshake(&s.my[0])?;
                 }
                 println!("{}{}", out::row(o, &r), if client { "" } else { " (received)" });
+                let mine = run::report_of(o, &r);
+                judge(mine.bw_avg, mine.msg_rate);
+                counted()?;
                 progress.step(i + 1, size);
                 results.push(r);
             }
@@ -169,6 +188,9 @@ fn bench(o: &Opts) -> Result<(), String> {
                     run::verify_bw(&s, o.verb, size, r.iters)?;
                 }
                 println!("{}", out::row(o, &r));
+                let mine = run::report_of(o, &r);
+                judge(mine.bw_avg, mine.msg_rate);
+                counted()?;
                 progress.step(i + 1, size);
                 results.push(r);
             }
@@ -185,6 +207,7 @@ fn bench(o: &Opts) -> Result<(), String> {
                 " {:<10} {:<14} {:<20.2} {:<15.6} (reported by the client)",
                 rep.size, rep.iters, rep.bw_avg, rep.msg_rate
             );
+            counted()?;
             if o.check_payload && o.verb == Verb::Write {
                 run::verify_bw(&s, o.verb, rep.size as usize, rep.iters)?;
                 println!(" payload checked: every region the client wrote holds its pattern");
@@ -216,6 +239,7 @@ fn bench(o: &Opts) -> Result<(), String> {
                     }
                 }
                 println!("{}", out::row(o, &r));
+                counted()?;
                 progress.step(i + 1, size);
                 results.push(r);
             }
@@ -259,10 +283,33 @@ fn bench(o: &Opts) -> Result<(), String> {
     if o.events {
         println!(" completion events: {}", run::completion_events());
     }
+    if o.knobs.imm {
+        let (n, last) = run::imm_seen();
+        println!(" immediate data: {n} receive completion(s) carried it, the last {last:#x}");
+    }
+    if let Some(e) = below {
+        return Err(e);
+    }
     if allocs > 0 {
         return Err(format!("{allocs} heap allocation(s) happened inside measured loops"));
     }
     Ok(())
+}
+
+/// perftest's verifier limits (`-w`, `-y`): the error when a bandwidth
+/// test's result `bw` (in the report's units) or message rate `rate`
+/// (Mpps) is below the limit given.
+fn limits(o: &Opts, bw: f64, rate: f64) -> Option<String> {
+    let unit = if o.gbits { "Gb/s" } else { "MiB/s" };
+    match (o.knobs.limit_bw, o.knobs.limit_msgrate) {
+        (Some(l), _) if bw < l => {
+            Some(format!("BW result is below bw limit: {bw:.2} {unit} < --limit_bw {l} (perftest's verifier)"))
+        }
+        (_, Some(l)) if rate < l => Some(format!(
+            "Msg rate is below msg_rate limit: {rate:.6} Mpps < --limit_msgrate {l} (perftest's verifier)"
+        )),
+        _ => None,
+    }
 }
 
 fn main() -> ExitCode {
@@ -319,5 +366,23 @@ fn main() -> ExitCode {
             let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// perftest's verifier: a result below `-w` (in the report's units) or
+    /// `-y` (Mpps) is the error, equal or above passes; no limit, no error.
+    #[test]
+    fn limits_fail_below_and_pass_at_or_above() {
+        let o = |line: &str| crate::args::parse(line.split_whitespace()).unwrap();
+        let w = o("write bw -w 10 -y 0.5");
+        assert_eq!(super::limits(&w, 10.0, 0.5), None);
+        let e = super::limits(&w, 9.99, 1.0).unwrap();
+        assert_eq!(e, "BW result is below bw limit: 9.99 MiB/s < --limit_bw 10 (perftest's verifier)");
+        let e = super::limits(&w, 11.0, 0.4).unwrap();
+        assert!(e.starts_with("Msg rate is below msg_rate limit: 0.400000 Mpps < --limit_msgrate 0.5"), "{e}");
+        assert!(super::limits(&o("write bw --report_gbits -w 2"), 1.0, 1.0).unwrap().contains("1.00 Gb/s"));
+        assert_eq!(super::limits(&o("write bw"), 0.0, 0.0), None);
     }
 }

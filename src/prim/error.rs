@@ -213,6 +213,10 @@ pub enum Error {
         /// The private data it carried (a reject's data from the peer).
         private_data: Vec<u8>,
     },
+    /// A range of memory that cannot be made a region: a length of 0, or
+    /// an end past 2^64 (the crate's `usize` range convention, see
+    /// [`RangeError`](super::RangeError); `Mr::register_ex` returns it).
+    Range(super::RangeError),
     /// An argument that only the device, the kernel or the environment can
     /// judge is unusable (see the crate's error policy: an argument the
     /// program wrote and can check alone panics instead).
@@ -415,6 +419,7 @@ impl fmt::Display for Error {
                 }
             }
             Error::Unsupported { op, lack, .. } => write!(f, "{op}: {lack}"),
+            Error::Range(e) => write!(f, "{e}"),
             Error::Firmware { op, opcode, status, syndrome } => write!(
                 f,
                 "{op}: firmware command {opcode:#06x} failed with status {status:#04x} ({}), syndrome {syndrome:#010x}; \
@@ -539,7 +544,7 @@ impl From<Error> for io::Error {
             #[cfg(feature = "dlopen")]
             Error::Load { .. } => io::Error::new(io::ErrorKind::NotFound, e),
             Error::Timeout { .. } => io::Error::new(io::ErrorKind::TimedOut, e),
-            Error::BadArgument { .. } => io::Error::new(io::ErrorKind::InvalidInput, e),
+            Error::BadArgument { .. } | Error::Range(_) => io::Error::new(io::ErrorKind::InvalidInput, e),
             Error::Firmware { .. } => io::Error::other(e),
             #[cfg(feature = "cm")]
             Error::CmEvent { got, .. } => {

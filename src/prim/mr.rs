@@ -392,6 +392,9 @@ pub enum RangeErrorKind {
     PastEnd,
     /// The region's own addresses do not fit in 64 bits: a bad token from a peer.
     BadRegion,
+    /// A length of 0 where a region is made: a region holds at least one
+    /// byte (an entry of 0 bytes, [`Mr::sge_at`]'s, is valid).
+    Empty,
 }
 
 impl fmt::Display for RangeError {
@@ -414,6 +417,12 @@ impl fmt::Display for RangeError {
                 "{op}: the region at {region_addr:#x} of {region_len} bytes wraps past the end of the 64-bit \
                  address space (a bad token from the peer: check tokens with RemoteMr::end)"
             ),
+            RangeErrorKind::Empty => {
+                write!(
+                    f,
+                    "{op}: length 0 at offset {offset}; a region holds at least one byte: give a length of 1 or more"
+                )
+            }
         }
     }
 }

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use super::device::Context;
 use super::error::{Error, Result};
 use super::handle::{Destroy, Owned};
-use super::mr::Mr;
+use super::mr::{Mr, RangeError, RangeErrorKind};
 use super::pd::Pd;
 use super::unsupported as U;
 use super::values::AccessFlags;
@@ -178,9 +178,15 @@ impl Mr {
     /// device; the provider's `EOPNOTSUPP` (every provider but mlx5 in
     /// rdma-core 59 for `ibv_reg_mr_ex`) is [`Error::Unsupported`] too.
     ///
+    /// [`Error::Range`] (a [`RangeError`] of kind
+    /// [`RangeErrorKind::Empty`] or [`RangeErrorKind::PastEnd`], the crate's
+    /// `usize` range convention) when `len` is 0 or the range's end, from
+    /// the address, the dma-buf offset or the `iova`, passes 2^64; decided
+    /// before any call.
+    ///
     /// # Panics
-    /// When `len` is 0, when `data_direct` is asked for process memory or
-    /// with a `dmah`, or when `dmah` belongs to another context than `pd`.
+    /// When `data_direct` is asked for process memory or with a `dmah`, or
+    /// when `dmah` belongs to another context than `pd`.
     ///
     /// # Safety
     /// With [`MrMemory::Addr`], as [`Mr::register`]: `addr..addr+len` is
@@ -196,7 +202,7 @@ impl Mr {
         access: AccessFlags,
         opts: MrExOptions<'_>,
     ) -> Result<Mr> {
-        assert!(len > 0, "Mr::register_ex: length is 0; a region holds at least one byte");
+        check_range(mem, len, opts.iova).map_err(Error::Range)?;
         if let Some(d) = opts.dmah {
             assert!(
                 d.context().as_ptr() == pd.context().as_ptr(),
@@ -287,6 +293,33 @@ impl Mr {
     }
 }
 
+/// The range [`Mr::register_ex`] registers, by the crate's `usize`
+/// convention: at least one byte, and an end (from the address, or the
+/// dma-buf offset, and from the `iova`) inside 2^64.
+fn check_range(mem: MrMemory<'_>, len: usize, iova: Option<u64>) -> std::result::Result<(), RangeError> {
+    let start = match mem {
+        MrMemory::Addr(a) => a as u64,
+        MrMemory::DmaBuf { offset, .. } => offset,
+    };
+    let err = |kind, at: u64| RangeError {
+        kind,
+        op: "Mr::register_ex",
+        offset: usize::try_from(at).unwrap_or(usize::MAX),
+        len,
+        region_addr: at,
+        region_len: len as u64,
+    };
+    if len == 0 {
+        return Err(err(RangeErrorKind::Empty, start));
+    }
+    for at in [Some(start), iova].into_iter().flatten() {
+        if at.checked_add(len as u64).is_none() {
+            return Err(err(RangeErrorKind::PastEnd, at));
+        }
+    }
+    Ok(())
+}
+
 /// The device's value of a `*_SYMBOL` row's capability.
 fn absent(sym: &newer::NewerSymbol) -> &'static str {
     if sym.static_build() {
@@ -312,6 +345,32 @@ pub(crate) fn require_mlx5(ctx: &Context, op: &'static str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A zero length, and an end past 2^64 from the address, the dma-buf
+    /// offset or the iova, are [`RangeError`]s (returned, as `checked_sge_at`
+    /// returns them), each naming the operation and the fix; a one-byte
+    /// range at the top of the address space is fine.
+    #[test]
+    fn register_ex_ranges_follow_the_usize_convention() {
+        let file = std::fs::File::open("/proc/self/exe").unwrap();
+        let fd = std::os::fd::AsFd::as_fd(&file);
+        let buf = MrMemory::DmaBuf { fd, offset: 64 };
+        let e = check_range(MrMemory::Addr(std::ptr::null_mut::<u8>().wrapping_add(4096)), 0, None).unwrap_err();
+        assert_eq!((e.kind, e.op, e.len, e.region_addr), (RangeErrorKind::Empty, "Mr::register_ex", 0, 4096));
+        assert_eq!(
+            Error::Range(e).to_string(),
+            "Mr::register_ex: length 0 at offset 4096; a region holds at least one byte: give a length of 1 or more"
+        );
+        assert_eq!(check_range(buf, 0, Some(0)).unwrap_err().kind, RangeErrorKind::Empty);
+        let past = check_range(MrMemory::DmaBuf { fd, offset: u64::MAX - 7 }, 16, None).unwrap_err();
+        assert_eq!((past.kind, past.region_addr), (RangeErrorKind::PastEnd, u64::MAX - 7));
+        assert!(Error::Range(past).to_string().contains("pass the end"), "{past}");
+        let iova = check_range(buf, 16, Some(u64::MAX)).unwrap_err();
+        assert_eq!((iova.kind, iova.region_addr), (RangeErrorKind::PastEnd, u64::MAX));
+        assert_eq!(check_range(buf, 1, Some(u64::MAX - 1)), Ok(()));
+        assert_eq!(check_range(MrMemory::Addr(std::ptr::null_mut()), 1 << 20, None), Ok(()));
+        assert!(!Error::Range(iova).is_unsupported());
+    }
 
     #[test]
     fn tph_mem_types_have_the_header_values() {

@@ -51,6 +51,7 @@ fn request<'a>(
     inline: bool,
 ) -> SendWr<'a> {
     let wr = match o.verb {
+        Verb::Write if s.imm => SendWr::write_imm(sge, r, super::session::IMM_BASE + qp as u32),
         Verb::Write => SendWr::write(sge, r),
         Verb::Read => SendWr::read(sge, r),
         Verb::Send => s.send_wr(qp, sge),
@@ -86,7 +87,7 @@ fn bw_thread(s: &Session, o: &Opts, cq: &Cq, mine: &[usize], size: usize) -> Res
         .map(|&qp| -> Res<Stream> {
             Ok(Stream {
                 qp,
-                sges: offs.iter().map(|&k| [s.mem.mr().sge_at(s.local(qp) + k, size)]).collect(),
+                sges: offs.iter().map(|&k| [s.mem.data(qp).sge_at(s.local(qp) + k, size)]).collect(),
                 remotes: remote_addrs(qp, s.rem[qp].vaddr, s.rem[qp].rkey, &offs)?,
             })
         })
@@ -205,7 +206,7 @@ pub fn bw_client(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
         // Warm-up (as perftest's): one queue's worth of requests, so
         // first-touch costs stay out of the measurement. Not for SEND,
         // whose receiver counts every message.
-        if o.verb != Verb::Send {
+        if o.verb != Verb::Send && !s.imm {
             let warm = Opts { iters: u64::from(o.tx_depth), duration: None, ..o.clone() };
             let warmed = bw_thread(s, &warm, &s.cqs[t], &mine, size);
             barrier.wait();
@@ -326,7 +327,7 @@ pub fn send_bw_receiver(s: &Session, o: &Opts, size: usize, stop: Option<&Atomic
             };
             drained = n == 0;
             for wc in &wcs[..n] {
-                check(wc)?;
+                check_recv(wc, s.imm)?;
                 s.post_recv(wc.wr_id() as usize)?;
             }
             if n == 0 {

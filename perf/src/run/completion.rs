@@ -40,6 +40,34 @@ pub(crate) fn event_poll(cq: &Cq, wcs: &mut [Wc], timeout: Option<Duration>) -> 
     cq.poll(wcs).map_err(err("ibv_poll_cq"))
 }
 
+/// Receive completions that carried immediate data (`--write_with_imm`,
+/// `--send_with_imm`), and the last value, reported at the end.
+static IMM_SEEN: AtomicU64 = AtomicU64::new(0);
+static IMM_LAST: AtomicU64 = AtomicU64::new(0);
+
+/// The immediate data seen so far: (completions that carried it, last value).
+pub fn imm_seen() -> (u64, u32) {
+    (IMM_SEEN.load(Ordering::Relaxed), IMM_LAST.load(Ordering::Relaxed) as u32)
+}
+
+/// A receive completion: successful and, with `imm`, carrying immediate
+/// data (perftest fails a run whose receive lacks it the same way).
+#[inline]
+pub(crate) fn check_recv(wc: &Wc, imm: bool) -> Res<()> {
+    check(wc)?;
+    if imm {
+        let Some(v) = wc.imm() else {
+            return Err(format!(
+                "receive {:#x} completed without immediate data (IBV_WC_WITH_IMM clear) although the requests carry                  it (--write_with_imm / --send_with_imm: give the flag on both sides)",
+                wc.wr_id()
+            ));
+        };
+        IMM_SEEN.fetch_add(1, Ordering::Relaxed);
+        IMM_LAST.store(u64::from(v), Ordering::Relaxed);
+    }
+    Ok(())
+}
+
 pub(crate) fn check(wc: &Wc) -> Res<()> {
     if wc.is_success() {
         Ok(())

@@ -82,7 +82,7 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
     let server = !s.oob.is_client();
     let qp = &s.qps[0];
     let cq = &s.cqs[0];
-    let sge = [s.mem.mr().sge_at(s.local(0), size)];
+    let sge = [s.mem.data(0).sge_at(s.local(0), size)];
     let remote = RemoteAddr { addr: s.rem[0].vaddr, rkey: s.rem[0].rkey };
     let inline = size <= o.inline as usize && matches!(o.verb, Verb::Write | Verb::Send);
     let mut wcs = [Wc::default(); 1];
@@ -95,6 +95,7 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
 
     // The one request, built before the loop (perftest's prebuilt WR).
     let wr = match o.verb {
+        Verb::Write if s.imm => SendWr::write_imm(&sge, remote, super::session::IMM_BASE),
         Verb::Write => SendWr::write(&sge, remote),
         Verb::Send => s.send_wr(0, &sge),
         Verb::Read => SendWr::read(&sge, remote),
@@ -162,7 +163,9 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
     alloc::measuring(true);
     let result = (|| -> Res<()> {
         match o.verb {
-            Verb::Write => {
+            // --write_with_imm: the receive completion, not the buffer, says
+            // the message arrived (the SEND ping-pong below).
+            Verb::Write if !s.imm => {
                 let (mut sc, mut rc, mut cc) = (0usize, 0usize, 0usize);
                 'run: while if timed { !ended() } else { sc < n || cc < n || rc < n } {
                     if (timed || rc < n) && !(sc == 0 && server) {
@@ -208,13 +211,14 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
                     }
                 }
             }
-            Verb::Send => {
+            Verb::Send | Verb::Write => {
                 let (mut sc, mut rc) = (0usize, 0usize);
                 while if timed { !ended() } else { sc < n || rc < n } {
                     if (timed || rc < n) && (server || sc != 0) {
                         if !wait(&s.recv_cq, &mut wcs)? {
                             break;
                         }
+                        check_recv(&wcs[0], s.imm)?;
                         rc += 1;
                         if checking {
                             // SAFETY: the message arrived (completion seen) and

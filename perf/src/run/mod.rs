@@ -8,7 +8,7 @@ mod lat;
 mod session;
 
 pub use bw::{bw_bidir, bw_client, send_bw_receiver, verify_bw};
-pub use completion::completion_events;
+pub use completion::{completion_events, imm_seen};
 pub use lat::lat;
 pub use session::setup;
 

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use rrddmma::prim::{
-    AccessFlags, Ah, AhAttr, CompChannel, ConnectOpts, Context, Cq, Endpoint, Gid, Mtu, Pd, Qp, QpCaps, QpType,
-    RateLimit, RecvWr, SendWr, Sge, GRH_LEN,
+    AccessFlags, Ah, AhAttr, CompChannel, ConnectOpts, Context, Cq, Endpoint, Gid, Mtu, Pd, Qp, QpAttr, QpCaps,
+    QpState, QpType, RateLimit, RecvWr, SendWr, Sge, GRH_LEN,
 };
 use rrddmma::wrap::{HugePages, MemOpts, RegisteredMem};
 
@@ -45,8 +45,13 @@ pub struct Session {
     _cm: Option<crate::cm::Conns>,
     pub cqs: Vec<Cq>,
     pub recv_cq: Cq,
-    /// Every QP's source and target regions, registered.
-    pub mem: RegisteredMem,
+    /// Every QP's source and target regions, registered (and the regions
+    /// the data path uses: [`Memory::data`]).
+    pub mem: crate::regions::Memory,
+    /// `--write_with_imm` / `--send_with_imm`: requests carry immediate data.
+    pub(crate) imm: bool,
+    /// `-W`: the port counters, read before any QP exists.
+    pub counters: Option<crate::regions::Counters>,
     pub oob: Oob,
     pub my: Vec<Dest>,
     pub rem: Vec<Dest>,
@@ -93,6 +98,10 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
     if o.conn == Conn::Dc {
         dc::require_mlx5(&ctx)?;
     }
+    // So are --use_ooo, --use_data_direct, TPH and GPU memory where missing.
+    let pre = preflight(&ctx, o)?;
+    // -W: the counters' first values, before this side's QPs exist (perftest reads them at set-up).
+    let counters = crate::regions::Counters::open(ctx.name(), o.ib_port, &o.knobs.counters)?;
     // Pin before anything is allocated or registered (see `place`).
     let placed = if let Some(c) = o.cpu {
         place::pin(&[c])?;
@@ -168,12 +177,18 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
                 format!("allocating and registering memory: {e}")
             }
         })?;
+    let gpu = match (pre.gpu, o.knobs.gpu) {
+        (Some(rt), Some(g)) => Some(crate::gpu::GpuMem::new(rt, &g, &pd, mem.len(), mem_access, o.knobs.data_direct)?),
+        _ => None,
+    };
+    let mem = crate::regions::Memory::new(mem, &pd, q, o.knobs.mr_per_qp, pre.dmah, gpu)?;
 
     let threads = o.threads as usize;
     let per_thread = q.div_ceil(threads) as u32;
     let cqs =
         (0..threads).map(|_| new_cq(&ctx, (o.tx_depth * per_thread).max(2), o.events)).collect::<Res<Vec<_>>>()?;
-    let rx = if o.verb == Verb::Send { o.rx_depth.max(2) } else { 1 };
+    let recv = has_recv(o);
+    let rx = if recv { o.rx_depth.max(2) } else { 1 };
     let recv_cq = new_cq(&ctx, rx * o.qps, o.events)?;
     let caps = QpCaps::default()
         .max_send_wr(o.tx_depth.max(o.post_list))
@@ -199,9 +214,14 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
         None
     };
     let qps = (0..if dc_side.is_some() { 0 } else { q })
-        .map(|i| shared.attach(Qp::builder(&pd, qp_type, &cqs[i % threads], &recv_cq), qp_type, caps).build())
+        .map(|i| {
+            let b = Qp::builder(&pd, qp_type, &cqs[i % threads], &recv_cq);
+            // --use_ooo: mlx5's out-of-order data placement.
+            let b = if o.knobs.ooo { b.mlx5_create_flags(rrddmma::prim::Mlx5QpFlags::OOO_DP) } else { b };
+            shared.attach(b, qp_type, caps).build()
+        })
         .collect::<Result<Vec<_>, _>>()
-        .map_err(err("creating a QP"))?;
+        .map_err(|e| format!("{}creating a QP: {e}", if o.knobs.ooo { "--use_ooo: " } else { "" }))?;
     let srqn = shared.srqn()?;
 
     let out_reads = u32::try_from(dev.max_qp_rd_atom).unwrap_or(1).clamp(1, 16);
@@ -218,6 +238,9 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
         oob.handshake(&Dest::default())?;
         let wait = Duration::from_secs(30);
         let rd = out_reads as u8;
+        if let Some(r) = o.knobs.retry_count {
+            crate::cm::set_retry_count(r);
+        }
         // UD: the first target region holds the QP announcements meanwhile.
         let cm_ud = ud.then(|| crate::cm::Ud {
             pd: &pd,
@@ -244,8 +267,8 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
             qpn: dc_side.as_ref().map_or_else(|| qps[i].qpn(), |d| d.number(i)),
             // From the OS (getrandom), not the process id; with -R the CM's.
             psn: cm_psns.as_ref().map_or_else(rrddmma::prim::random_psn, |p| p[i]),
-            rkey: mem.mr().rkey(),
-            vaddr: mem.mr().addr() + ((q + i) * slot) as u64,
+            rkey: mem.data(i).rkey(),
+            vaddr: mem.data(i).addr() + ((q + i) * slot) as u64,
             gid,
             srqn,
         })
@@ -275,8 +298,13 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
             let av = if remote.gid.is_zero() {
                 AhAttr::lid(o.ib_port, r.lid)
             } else {
-                AhAttr::global(o.ib_port, gid_index, remote.gid).dlid(r.lid).hop_limit(255)
-            };
+                AhAttr::global(o.ib_port, gid_index, remote.gid)
+                    .dlid(r.lid)
+                    .hop_limit(255)
+                    .traffic_class(o.knobs.tclass)
+                    .flow_label(flow_label(o, i))
+            }
+            .sl(o.knobs.sl);
             let ah = Ah::create(&pd, &av).map_err(err("creating the address handle"))?;
             ud_peers.push(UdPeer { ah, qpn: r.qpn, qkey: QKEY });
             continue;
@@ -287,8 +315,17 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
             .mtu(rrddmma::prim::Mtu::from_raw(mtu))
             .max_rd_atomic(r.out_reads.clamp(1, out_reads) as u8)
             .max_dest_rd_atomic(out_reads as u8)
-            .access(qp_access);
-        qp.connect(&remote, my[i].psn, &opts).map_err(err("connecting the QP"))?;
+            .access(qp_access)
+            .sl(o.knobs.sl)
+            .traffic_class(o.knobs.tclass)
+            .timeout(o.knobs.qp_timeout);
+        if !remote.gid.is_zero() && !o.knobs.flow_labels.is_empty() {
+            // --flow_label: QP i's label in its path's GRH (ConnectOpts has none).
+            let rd = (r.out_reads.clamp(1, out_reads) as u8, out_reads as u8);
+            connect_labeled(qp, &remote, my[i].psn, o, (gid_index, mtu, rd, qp_access), flow_label(o, i))?;
+        } else {
+            qp.connect(&remote, my[i].psn, &opts).map_err(err("connecting the QP"))?;
+        }
     }
     // --rate_limit_type HW: the device paces every QP this side sends on.
     let sends = oob.is_client() || o.bidir;
@@ -322,10 +359,10 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
     }
     // Receives go up before the peer may send; to a shared queue, -r of
     // them split between the QPs' regions (perftest's `size_per_qp`).
-    let rx_per_qp = match o.verb {
-        Verb::Send if shared.has_srq() => (rx / q as u32).max(1) as usize,
-        Verb::Send => rx as usize,
-        _ => 0,
+    let rx_per_qp = match recv {
+        true if shared.has_srq() => (rx / q as u32).max(1) as usize,
+        true => rx as usize,
+        false => 0,
     };
     let mut s = Session {
         qps,
@@ -337,6 +374,8 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
         cqs,
         recv_cq,
         mem,
+        imm: o.knobs.imm,
+        counters,
         oob,
         my,
         rem,
@@ -394,10 +433,19 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
             },
         ),
         (o.odp, " memory: registered with on-demand paging (--odp)".to_string()),
+        (s.mem.describe().is_some(), s.mem.describe().unwrap_or_default()),
+        (o.knobs.ooo, " QPs: out-of-order data placement (--use_ooo, MLX5DV_QP_CREATE_OOO_DP)".to_string()),
+        (o.knobs.imm, format!(" requests carry immediate data ({:#x} + QP index)", IMM_BASE)),
         (sends && rate.is_some(), rate.map(|r| format!(" rate limit: {}", r.describe())).unwrap_or_default()),
     ];
     for (_, n) in notes.iter().filter(|(on, _)| *on) {
         println!("{n}");
+    }
+    let k = &o.knobs;
+    if k.sl != 0 || k.tclass != 0 || !k.flow_labels.is_empty() || k.qp_timeout != 14 || k.retry_count.is_some() {
+        for (i, qp) in s.qps.iter().enumerate() {
+            println!(" QP {i} attributes: {}", crate::regions::qp_attrs(qp)?);
+        }
     }
     for i in 0..q {
         let d = s.oob.handshake(&s.my[i])?;
@@ -406,6 +454,109 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
     s.oob.handshake(&s.my[0])?;
     fitted.rate = rate;
     Ok((s, fitted))
+}
+
+/// The immediate data of `--write_with_imm` / `--send_with_imm` requests:
+/// this plus the QP's index.
+pub(crate) const IMM_BASE: u32 = 0x5eed_0000;
+
+/// Whether the test posts receives: SEND, and WRITE with immediate data.
+pub(crate) fn has_recv(o: &Opts) -> bool {
+    o.verb == Verb::Send || (o.verb == Verb::Write && o.knobs.imm)
+}
+
+/// QP `i`'s `--flow_label` (perftest's round robin over the list), 0 without one.
+fn flow_label(o: &Opts, i: usize) -> u32 {
+    let l = &o.knobs.flow_labels;
+    if l.is_empty() {
+        0
+    } else {
+        l[i % l.len()]
+    }
+}
+
+/// What [`preflight`] found and the run keeps.
+struct Pre {
+    dmah: Option<rrddmma::prim::DmaHandle>,
+    gpu: Option<crate::gpu::Runtime>,
+}
+
+/// The device's refusals of `--use_ooo`, `--use_data_direct` and TPH, and
+/// GPU memory's missing runtime or device, before the exchange starts (the
+/// peer waits on no side that cannot run).
+fn preflight(ctx: &Context, o: &Opts) -> Res<Pre> {
+    let k = &o.knobs;
+    if k.ooo {
+        match rrddmma::prim::mlx5::ooo_recv_wrs_caps(ctx) {
+            Err(e) => return Err(format!("--use_ooo: {e}")),
+            Ok(None) => {
+                return Err(format!(
+                    "--use_ooo: {} reports no out-of-order receive capabilities (MLX5DV_CONTEXT_MASK_OOO_RECV_WRS                      absent: rdma-core 55 or later on a ConnectX that has it); run without --use_ooo",
+                    ctx.name()
+                ))
+            }
+            Ok(Some(_)) => {}
+        }
+    }
+    if k.data_direct {
+        match rrddmma::prim::mlx5::data_direct_sysfs_path(ctx) {
+            Err(e) => return Err(format!("--use_data_direct: {e}")),
+            Ok(None) => {
+                return Err(format!(
+                    "--use_data_direct: {} has no data-direct device bonded (mlx5dv_get_data_direct_sysfs_path:                      ENODEV); run without --use_data_direct",
+                    ctx.name()
+                ))
+            }
+            Ok(Some(_)) => {}
+        }
+    }
+    let dmah = match k.ph {
+        Some(ph) => Some(
+            rrddmma::prim::DmaHandle::alloc(ctx, k.cpu_id, Some(ph), k.tph_mem)
+                .map_err(|e| format!("--ph (TPH): {e}"))?,
+        ),
+        None => None,
+    };
+    let gpu = k.gpu.as_ref().map(crate::gpu::Runtime::load).transpose()?;
+    Ok(Pre { dmah, gpu })
+}
+
+/// `Qp::connect`'s transitions (INIT, RTR, RTS) with `label` in the RTR
+/// address vector's GRH; `path`: GID index, MTU (raw), READ/atomic depths
+/// (initiator, responder), remote access.
+fn connect_labeled(
+    qp: &Qp,
+    remote: &Endpoint,
+    psn: u32,
+    o: &Opts,
+    path: (u8, u32, (u8, u8), AccessFlags),
+    label: u32,
+) -> Res<()> {
+    let (gid_index, mtu, (rd_init, rd_dest), access) = path;
+    let k = &o.knobs;
+    let fail = |e: rrddmma::prim::Error| format!("--flow_label: connecting the QP: {e}");
+    qp.modify(&QpAttr::new(QpState::INIT).pkey_index(0).port(o.ib_port).access(access)).map_err(fail)?;
+    let av = AhAttr::global(o.ib_port, gid_index, remote.gid)
+        .dlid(remote.lid)
+        .hop_limit(64)
+        .traffic_class(k.tclass)
+        .flow_label(label)
+        .sl(k.sl);
+    let rc = qp.qp_type() == QpType::RC;
+    let mut rtr = QpAttr::new(QpState::RTR)
+        .av(&av)
+        .path_mtu(rrddmma::prim::Mtu::from_raw(mtu))
+        .dest_qpn(remote.qpn)
+        .rq_psn(remote.psn & 0xff_ffff);
+    if rc {
+        rtr = rtr.max_dest_rd_atomic(rd_dest).min_rnr_timer(12);
+    }
+    qp.modify(&rtr).map_err(fail)?;
+    let mut rts = QpAttr::new(QpState::RTS).sq_psn(psn & 0xff_ffff);
+    if rc {
+        rts = rts.timeout(k.qp_timeout).retry_cnt(6).rnr_retry(7).max_rd_atomic(rd_init);
+    }
+    qp.modify(&rts).map_err(fail)
 }
 
 /// A CQ of `cqe` entries; with `-e` on a completion channel of its own and
@@ -449,14 +600,15 @@ impl Session {
     /// would hand the provider a null handle): only sides that learnt their
     /// peer's address send.
     pub(crate) fn send_wr<'a>(&'a self, i: usize, sge: &'a [Sge]) -> SendWr<'a> {
+        let send = || if self.imm { SendWr::send_imm(sge, IMM_BASE + i as u32) } else { SendWr::send(sge) };
         match self.ud.get(i) {
-            Some(p) => SendWr::send(sge).ud(&p.ah, p.qpn, p.qkey),
+            Some(p) => send().ud(&p.ah, p.qpn, p.qkey),
             None => {
                 assert!(
                     self.qps.get(i).is_none_or(|qp| qp.qp_type() != QpType::UD),
                     "UD QP {i} has no address handle to its peer to send to"
                 );
-                SendWr::send(sge)
+                send()
             }
         }
     }
@@ -465,7 +617,7 @@ impl Session {
     /// `rx_payload`): the GRH first, the payload from `received(i)` on.
     pub(crate) fn recv_sge(&self, i: usize) -> Sge {
         let at = self.received(i) - if self.rx_payload == 0 { 0 } else { GRH_LEN };
-        self.mem.mr().sge_at(at, self.rx_len)
+        self.mem.data(i).sge_at(at, self.rx_len)
     }
 
     pub(crate) fn post_recv(&self, i: usize) -> Res<()> {
@@ -523,6 +675,16 @@ mod tests {
         sources(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut files);
         assert!(files.len() > 10, "the sources were found");
         for (name, text) in &files {
+            // The two that register more (regions over the session buffer;
+            // a GPU's buffer) keep the memory when a deregistration fails:
+            // they compare `prim::destroy_failures` around dropping their
+            // regions before they unmap or free anything.
+            if name.ends_with("/regions.rs") || name.ends_with("/gpu.rs") {
+                let guarded = text.contains("let failures = rrddmma::prim::destroy_failures();")
+                    && text.matches("rrddmma::prim::destroy_failures()").count() >= 2;
+                assert!(guarded, "{name} must keep its memory when a deregistration fails");
+                continue;
+            }
             let text = if name.ends_with("session.rs") {
                 // This test's own list of patterns.
                 text.split("#[cfg(test)]").next().unwrap_or(text)
@@ -534,5 +696,6 @@ mod tests {
         // The type says it too: the session's buffer and the rdma_cm
         // exchange's slots are `RegisteredMem`s.
         let _: fn(&super::Session) -> &rrddmma::wrap::RegisteredMem = |s| &s.mem;
+        let _: fn(&crate::regions::Memory) -> &rrddmma::wrap::RegisteredMem = |m| m;
     }
 }

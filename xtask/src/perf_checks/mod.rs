@@ -7,6 +7,7 @@ mod cluster_dc;
 mod cluster_load;
 mod dc;
 mod flags;
+mod knobs;
 mod pair;
 mod testbed;
 mod verdict;
@@ -18,11 +19,13 @@ use crate::device::{self, Check};
 use crate::Result;
 
 /// The pairwise checks for `cargo xtask test`: interoperability, outputs
-/// and refusals, then the SRQ, rate-limit, ODP and XRC flags, then DC
+/// and refusals, then the SRQ, rate-limit, ODP and XRC flags, then the QP
+/// attribute, immediate-data, counter, limit, v59 and GPU flags, then DC
 /// against perftest (mlx5 only: skipped elsewhere).
 pub fn checks() -> Result<Vec<Check>> {
     let mut v = pair::checks()?;
     v.extend(flags::checks()?);
+    v.extend(knobs::checks()?);
     v.extend(dc::checks()?);
     Ok(v)
 }
