@@ -17,13 +17,19 @@
 //! held, targets wait in a queue of a bound given at creation
 //! ([`Busy::WaitQueueFull`] beyond it), never an unbounded one.
 //!
+//! [`indirect_mkey`] lays an indirect memory key out for a process whose
+//! data path is DC alone (libmlx5 posts UMR on RC QPs only): one call, the
+//! RC pair it needs private to the call.
+//!
 //! docs/mlx5dv.md ("DC for applications") says when DC pays and which
 //! policy when.
 
 mod mesh;
+mod mkey;
 mod pool;
 mod sched;
 
 pub use mesh::{DcMesh, DcMeshOpts};
+pub use mkey::{configure_mkey, indirect_mkey, MkeyError, UMR_TIMEOUT};
 pub use pool::{DcCompletion, DciPool, DciPoolOpts, PostError};
 pub use sched::{Busy, Channel, DcPolicy, DcSched, Done, Outcome, Recovery, SchedShape, Ticket};
