@@ -762,10 +762,11 @@ mod tests {
         let b0 = t.start(entry(1), None);
         let a1 = t.start(entry(0), None);
         let mut posted = Vec::new();
-        // Target 0 is held back: its second request must not pass its first.
+        // Target 0's first request is held back (its second would have
+        // been taken): the second must not pass the first.
         t.pump(|e, id| {
-            if e.target == 0 {
-                Err(busy(0))
+            if id == u64::from(a0) {
+                Err(busy(e.target))
             } else {
                 posted.push(id);
                 Ok(())
