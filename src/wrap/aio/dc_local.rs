@@ -389,17 +389,11 @@ impl DcLocalEndpoint {
     /// the CQ kept, no other QP or view made on it).
     ///
     /// # Panics
-    /// If the pool's CQ has other handles (programming errors: another
+    /// If the pool's CQ has other handles (a programming error: another
     /// poller would take the endpoint's completions), or if `targets` has
     /// fewer entries than the pool has targets.
     pub fn new(pool: DciPool, targets: Vec<DcTarget>, mem: MrPool) -> DcLocalEndpoint {
         let shape = pool.sched().shape();
-        assert!(
-            targets.len() >= shape.targets as usize,
-            "DcLocalEndpoint::new: the pool serves targets 0..{}, but {} DcTargets were given: give one per target",
-            shape.targets,
-            targets.len()
-        );
         // The pool's own handle and each DCI's two (send and receive CQ).
         let ours = 1 + 2 * usize::from(shape.dcis);
         let others = pool.cq().handles().saturating_sub(ours);
@@ -408,6 +402,12 @@ impl DcLocalEndpoint {
             "DcLocalEndpoint::new: the DCI pool's CQ has {others} other handle(s) (Cq clones, or other QPs, SRQs, \
              WQs or views made on it), and the endpoint must be its only poller: create the pool on a CQ of its \
              own and drop your Cq (and the other objects made on it) before DcLocalEndpoint::new"
+        );
+        assert!(
+            targets.len() >= shape.targets as usize,
+            "DcLocalEndpoint::new: the pool serves targets 0..{}, but {} DcTargets were given: give one per target",
+            shape.targets,
+            targets.len()
         );
         let qpns = (0..shape.dcis).map(|i| pool.dci(i).qpn()).collect();
         DcLocalEndpoint {
