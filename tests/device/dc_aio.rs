@@ -102,8 +102,9 @@ fn dc_local_endpoint_writes_and_reads_each_target_or_falls_back_to_rc() {
     let recv_cq = Cq::create(&ctx, 16).unwrap();
     let srq = Srq::builder(&pd).max_wr(4).build().unwrap();
     let access = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ;
-    let dcts: Vec<Dct> =
-        (0..2).map(|k| Dct::create(&pd, &recv_cq, &srq, 0xd0 + k, &DctOpts::default().access(access)).unwrap()).collect();
+    let dcts: Vec<Dct> = (0..2)
+        .map(|k| Dct::create(&pd, &recv_cq, &srq, 0xd0 + k, &DctOpts::default().access(access)).unwrap())
+        .collect();
     let port = 1;
     let gid_index = ctx.roce_v2_gid_index(port).ok();
     let gid = gid_index.map(|i| ctx.query_gid(port, u32::from(i)).unwrap()).unwrap_or_default();
@@ -129,7 +130,10 @@ fn dc_local_endpoint_writes_and_reads_each_target_or_falls_back_to_rc() {
         for t in 0..2u32 {
             for r in 0..ROUNDS {
                 let dst = ep.alloc_local_mr(Layout::from_size_align(64, 8).unwrap()).unwrap();
-                let got = ep.read(t, dst, 0..64, at(t, r)).await.unwrap_or_else(|e| panic!("target {t} round {r}: READ: {e}"));
+                let got = ep
+                    .read(t, dst, 0..64, at(t, r))
+                    .await
+                    .unwrap_or_else(|e| panic!("target {t} round {r}: READ: {e}"));
                 let mut bytes = vec![0u8; 64];
                 got.read(0, &mut bytes);
                 assert_eq!(bytes, pattern(t, r), "target {t} round {r}: READ back over DC");

@@ -27,7 +27,9 @@ fn indirect_mkey_in_one_call_refused_off_mlx5_written_through_by_a_dci_on_mlx5()
     let ranges: Vec<MrRange<'_>> = mrs.iter().map(|mr| MrRange { mr, offset: 8, len: 16 }).collect();
     let conf = MkeyConf { access: Some(access), layout: Some(MkeyLayout::List(&ranges)) };
     let key = match indirect_mkey(&pd, 4, conf, &ConnectOpts::default()) {
-        Err(MkeyError::Verbs(ref e @ Error::Unsupported { op, feature, ref lack, .. })) if !mlx5dv::is_supported(&ctx) => {
+        Err(MkeyError::Verbs(ref e @ Error::Unsupported { op, feature, ref lack, .. }))
+            if !mlx5dv::is_supported(&ctx) =>
+        {
             assert_eq!(op, "mlx5dv_create_mkey", "{e}");
             assert_eq!((feature, feature), (INDIRECT_FEATURE, MKEY_NOT_MLX5.feature), "{e}");
             assert!(ALL.iter().any(|r| r.feature == feature), "not a row of prim::unsupported::ALL: {e}");
@@ -59,8 +61,10 @@ fn indirect_mkey_in_one_call_refused_off_mlx5_written_through_by_a_dci_on_mlx5()
     let mr_src = unsafe { Mr::register(&pd, src.as_mut_ptr(), src.len(), access) }.unwrap();
     let sges = [mr_src.sge_at(0, 48)];
     // SAFETY: `src` is registered and untouched until the completion below.
-    unsafe { dci.post(&SendWr::write(&sges, key.addr_at(0)).wr_id(9).signaled(), &DctAddr::new(&ah, dct.dctn(), 0x5a)) }
-        .unwrap();
+    unsafe {
+        dci.post(&SendWr::write(&sges, key.addr_at(0)).wr_id(9).signaled(), &DctAddr::new(&ah, dct.dctn(), 0x5a))
+    }
+    .unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     let mut wc = [rrddmma::prim::Wc::default()];
     while cq.poll(&mut wc).unwrap() == 0 {

@@ -539,10 +539,8 @@ impl DcLocalEndpoint {
                 // The device may still hold the buffer, which the
                 // operation leaves to the table when it collects this.
                 t.st[k] = St::Refused { on_device: true };
-                t.refusal[k] = Some(crate::prim::Error::Verbs {
-                    op: "ibv_poll_cq",
-                    errno: e.errno().unwrap_or(libc::EIO),
-                });
+                t.refusal[k] =
+                    Some(crate::prim::Error::Verbs { op: "ibv_poll_cq", errno: e.errno().unwrap_or(libc::EIO) });
                 t.posted -= 1;
                 if let Some(w) = t.wakers[k].take() {
                     w.wake();
@@ -563,7 +561,14 @@ impl DcLocalEndpoint {
         }
     }
 
-    fn op<T, F: Fn(LocalMr) -> T>(&self, target: u32, buf: LocalMr, range: Range<usize>, req: Req, output: F) -> DcOp<'_, F> {
+    fn op<T, F: Fn(LocalMr) -> T>(
+        &self,
+        target: u32,
+        buf: LocalMr,
+        range: Range<usize>,
+        req: Req,
+        output: F,
+    ) -> DcOp<'_, F> {
         assert!(
             (target as usize) < self.targets.len(),
             "DcLocalEndpoint: target {target} is not one of the endpoint's 0..{}",
