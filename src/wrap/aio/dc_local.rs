@@ -269,13 +269,18 @@ impl Table {
 
     /// The operation of slot `i` was dropped with `buf`: freed now if the
     /// device does not hold the request, else when its completion comes.
-    pub(crate) fn abandon(&mut self, i: u32, buf: Option<LocalMr>) {
+    /// Returns the target whose last queued request this was (its place in
+    /// the policy's wait queue is to be given up), if any.
+    pub(crate) fn abandon(&mut self, i: u32, buf: Option<LocalMr>) -> Option<u32> {
         let k = i as usize;
         match self.st[k] {
             St::Queued => {
+                let target = self.ent[k].target;
                 self.queue.retain(|&q| q != i);
                 drop(buf);
                 self.release(i);
+                let more = self.queue.iter().any(|&q| self.ent[q as usize].target == target);
+                return (!more).then_some(target);
             }
             St::Posted => {
                 self.abandoned[k] = true;
@@ -288,6 +293,7 @@ impl Table {
                 self.release(i);
             }
         }
+        None
     }
 
     /// Slot `i`, ended while the device may hold `buf`: kept (as an
@@ -731,7 +737,14 @@ impl<F> Drop for DcOp<'_, F> {
             return;
         }
         match self.ep.table.try_borrow_mut() {
-            Ok(mut t) => t.abandon(self.id, self.buf.take()),
+            Ok(mut t) => {
+                if let Some(target) = t.abandon(self.id, self.buf.take()) {
+                    // Its target may wait for a channel it will not take.
+                    if let Ok(mut pool) = self.ep.pool.try_borrow_mut() {
+                        pool.cancel_wait(target);
+                    }
+                }
+            }
             // Dropped from inside a wake-up: the buffer is never reused.
             Err(_) => std::mem::forget(self.buf.take()),
         }
@@ -814,12 +827,13 @@ mod tests {
         let queued = t.start(entry(1), None);
         let posted = t.start(entry(2), None);
         t.pump(|e, _| if e.target == 1 { Err(busy(1)) } else { Ok(()) });
-        // Never on the device: freed at once, and out of the queue.
-        t.abandon(queued, None);
+        // Never on the device: freed at once, and out of the queue; its
+        // target had no other request queued (its wait is given up).
+        assert_eq!(t.abandon(queued, None), Some(1));
         assert_eq!(t.st[queued as usize], St::Free);
         assert!(t.queue.is_empty());
         // On the device: kept until its completion.
-        t.abandon(posted, None);
+        assert_eq!(t.abandon(posted, None), None);
         assert_eq!(t.st[posted as usize], St::Posted);
         assert_eq!(t.in_flight(), 1);
         // Flushed: posted again even though abandoned (the device held it).
@@ -831,6 +845,17 @@ mod tests {
         // A completion naming no posted request changes nothing.
         assert!(!t.complete(&done(u64::from(posted), 2, Outcome::Ok), 1));
         assert!(!t.complete(&done(999, 2, Outcome::Ok), 1));
+    }
+
+    #[test]
+    fn a_dropped_queued_request_gives_up_the_wait_only_when_its_target_has_no_other() {
+        let mut t = Table::new();
+        let a0 = t.start(entry(4), None);
+        let a1 = t.start(entry(4), None);
+        t.pump(|e, _| Err(busy(e.target)));
+        assert_eq!(t.abandon(a1, None), None, "a0 still queued for target 4");
+        assert_eq!(t.abandon(a0, None), Some(4));
+        assert!(t.queue.is_empty());
     }
 
     #[test]

@@ -202,6 +202,14 @@ impl DciPool {
         &self.sched
     }
 
+    /// Gives up `target`'s place in the policy's wait queue
+    /// ([`DcSched::cancel_wait`]): for a target that got
+    /// [`Busy::Waiting`] and will not post again soon (while it heads the
+    /// queue, freed channels wait for it).
+    pub fn cancel_wait(&mut self, target: u32) {
+        self.sched.cancel_wait(target);
+    }
+
     /// DCI `i` of the pool.
     pub fn dci(&self, i: u16) -> &Dci {
         &self.dcis[usize::from(i)]
