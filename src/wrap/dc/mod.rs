@@ -25,11 +25,14 @@
 //! policy when.
 
 mod mesh;
+#[cfg(not(rrddmma_mlnx_ofed4))]
 mod mkey;
 mod pool;
 mod sched;
 
 pub use mesh::{DcMesh, DcMeshOpts};
+#[cfg(not(rrddmma_mlnx_ofed4))]
+#[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
 pub use mkey::{configure_mkey, indirect_mkey, MkeyError, UMR_TIMEOUT};
 pub use pool::{DcCompletion, DciPool, DciPoolOpts, PostError};
 pub use sched::{Busy, Channel, DcPolicy, DcSched, Done, Outcome, Recovery, SchedShape, Ticket};
