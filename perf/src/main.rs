@@ -16,6 +16,7 @@ mod cluster_report;
 mod cluster_res;
 mod cm;
 mod dc;
+mod dc_dual;
 mod load;
 mod oob;
 mod out;
