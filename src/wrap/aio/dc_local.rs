@@ -145,6 +145,9 @@ pub(crate) struct Table {
     pub(crate) posted: usize,
     /// Targets held back in the current [`Table::pump`] (its scratch).
     blocked: Vec<u32>,
+    /// A request of an operation run by [`DcLocalEndpoint::block_on`]
+    /// (no waker of its own) ended: the future is to be polled again.
+    pub(crate) driver_due: bool,
 }
 
 impl Table {
@@ -160,6 +163,15 @@ impl Table {
             queue: VecDeque::with_capacity(64),
             posted: 0,
             blocked: Vec::with_capacity(8),
+            driver_due: false,
+        }
+    }
+
+    /// Wakes the operation of slot `k`: its waker, or `block_on`'s pass.
+    fn wake(&mut self, k: usize) {
+        match self.wakers[k].take() {
+            Some(w) => w.wake(),
+            None => self.driver_due = true,
         }
     }
 
@@ -230,9 +242,7 @@ impl Table {
                     } else {
                         self.st[k] = St::Refused { on_device: false };
                         self.refusal[k] = Some(err);
-                        if let Some(w) = self.wakers[k].take() {
-                            w.wake();
-                        }
+                        self.wake(k);
                     }
                 }
             }
@@ -261,9 +271,7 @@ impl Table {
             return true;
         }
         self.st[k] = St::Done { status: c.status, qp_num };
-        if let Some(w) = self.wakers[k].take() {
-            w.wake();
-        }
+        self.wake(k);
         true
     }
 
@@ -474,16 +482,21 @@ impl DcLocalEndpoint {
                     break;
                 }
                 let mut t = self.table.borrow_mut();
+                // An operation of this future ended (during its own poll,
+                // or a sibling's, or the progress below): poll again.
+                if std::mem::take(&mut t.driver_due) {
+                    break;
+                }
                 if t.posted == 0 && t.queue.is_empty() {
                     drop(t);
                     std::hint::spin_loop();
                     continue;
                 }
                 self.progress(&mut t);
-                drop(t);
-                if run.0.swap(false, Ordering::Acquire) {
+                if std::mem::take(&mut t.driver_due) {
                     break;
                 }
+                drop(t);
                 std::hint::spin_loop();
             }
         }
@@ -548,9 +561,7 @@ impl DcLocalEndpoint {
                 t.refusal[k] =
                     Some(crate::prim::Error::Verbs { op: "ibv_poll_cq", errno: e.errno().unwrap_or(libc::EIO) });
                 t.posted -= 1;
-                if let Some(w) = t.wakers[k].take() {
-                    w.wake();
-                }
+                t.wake(k);
             }
         }
     }
@@ -856,6 +867,23 @@ mod tests {
         assert_eq!(t.abandon(a1, None), None, "a0 still queued for target 4");
         assert_eq!(t.abandon(a0, None), Some(4));
         assert!(t.queue.is_empty());
+    }
+
+    /// An operation run by `block_on` has no waker of its own: its end
+    /// (by a sibling's poll, say) must still make `block_on` poll again.
+    #[test]
+    fn the_end_of_a_block_on_operation_is_due_to_the_driver() {
+        let mut t = Table::new();
+        let a = t.start(entry(0), None);
+        t.pump(|_, _| Ok(()));
+        assert!(!t.driver_due);
+        assert!(t.complete(&done(u64::from(a), 0, Outcome::Ok), 1));
+        assert!(t.driver_due, "a completion with no waker leaves the driver a pass to make");
+        t.driver_due = false;
+        let b = t.start(entry(1), None);
+        t.pump(|_, _| Err(PostError::Verbs(crate::prim::Error::Verbs { op: "ibv_post_send", errno: libc::EINVAL })));
+        assert_eq!(t.st[b as usize], St::Refused { on_device: false });
+        assert!(t.driver_due, "so does a refusal");
     }
 
     #[test]
