@@ -404,7 +404,9 @@ impl DcLocalEndpoint {
     ///
     /// # Panics
     /// If the pool's CQ has other handles (a programming error: another
-    /// poller would take the endpoint's completions), or if `targets` has
+    /// poller would take the endpoint's completions), if the pool has
+    /// requests in flight (their completions would be taken for the
+    /// endpoint's), or if `targets` has
     /// fewer entries than the pool has targets.
     pub fn new(pool: DciPool, targets: Vec<DcTarget>, mem: MrPool) -> DcLocalEndpoint {
         let shape = pool.sched().shape();
@@ -416,6 +418,12 @@ impl DcLocalEndpoint {
             "DcLocalEndpoint::new: the DCI pool's CQ has {others} other handle(s) (Cq clones, or other QPs, SRQs, \
              WQs or views made on it), and the endpoint must be its only poller: create the pool on a CQ of its \
              own and drop your Cq (and the other objects made on it) before DcLocalEndpoint::new"
+        );
+        let busy: u32 = (0..shape.targets).map(|t| pool.sched().inflight(t)).sum();
+        assert!(
+            busy == 0,
+            "DcLocalEndpoint::new: the DCI pool has {busy} request(s) in flight, whose completions would be taken \
+             for the endpoint's: poll them to completion (DciPool::poll) before DcLocalEndpoint::new"
         );
         assert!(
             targets.len() >= shape.targets as usize,
