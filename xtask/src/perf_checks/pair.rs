@@ -355,7 +355,7 @@ pub fn checks() -> Result<Vec<Check>> {
     v.push(Check::verdict(
         "perf: -c DC latency and -b refused off mlx5 naming the device, -R refused with the reason",
         format!(
-            "s=/sys/class/infiniband/$D; drv=-; [ -e \"$s/device/driver\" ] && \
+            "{GID_SHELL}; s=/sys/class/infiniband/$D; drv=-; [ -e \"$s/device/driver\" ] && \
              drv=$(basename \"$(readlink -f \"$s/device/driver\")\"); echo DRIVER=$drv; \
              if [ \"$drv\" = mlx5_core ]; then set -- 'read bw -R'; \
              else set -- 'write lat' 'read lat -s 64' 'send lat' 'atomic lat' 'send bw -b' 'write bw -b' 'read bw -R'; fi; \
