@@ -167,7 +167,7 @@ perftest's flags:
   -U, --report-unsorted    print every latency sample in the order taken (lat tests)
   -c, --connection T       transport: RC (default); UC (write, send); UD (send, messages up to the MTU);
                            XRC (bw without -b; needs a device with XRC, e.g. mlx5);
-                           DC (bw without -b; needs an mlx5 device)
+                           DC (every test, -b too, not -R; needs an mlx5 device)
       --log_dci_streams N  -c DC: each DC initiator runs 2^N streams (0..16, default 0: none)
       --log_active_dci_streams N
                            -c DC: requests go round-robin over 2^N streams (default --log_dci_streams)
@@ -517,22 +517,10 @@ fn transport(o: &mut Opts) -> Result<(), String> {
     };
     match o.conn {
         Conn::Rc | Conn::Xrc => return Ok(()),
-        Conn::Dc if o.test == Test::Lat || o.bidir || o.rdma_cm => {
-            let what = if o.rdma_cm {
-                "-R (rdma_cm makes no DC connections: DC has no connection to make)".to_string()
-            } else {
-                // Each side would need a DCI and a DCT of its own (the ping-pong's reply, the
-                // other direction's stream); perf/src/dc.rs gives a side one or the other.
-                format!(
-                    "{test}{}: each side would need both a DC initiator and a DC target, which rrddmma-perf \
-                     does not build yet",
-                    if o.bidir { " -b" } else { "" }
-                )
-            };
-            return Err(format!(
-                "-c DC: {what}; rrddmma-perf runs DC on one-way bandwidth tests (write, read, send, atomic bw \
-                 without -b or -R)"
-            ));
+        Conn::Dc if o.rdma_cm => {
+            return Err("-c DC: -R (rdma_cm makes no DC connections: DC has no connection to make); run -c DC \
+                 without -R (the exchange goes over TCP)"
+                .to_string());
         }
         Conn::Dc => return Ok(()),
         Conn::Uc if matches!(o.verb, Verb::Read | Verb::Atomic) => {
@@ -793,8 +781,10 @@ mod tests {
             &["--log_active_dci_streams 3 is above --log_dci_streams 2"],
         );
         refused("write bw -c DC --log_active_dci_streams 1", &["above --log_dci_streams 0"]);
-        refused("write lat -c DC", &["-c DC: write lat: each side would need both", "one-way bandwidth tests"]);
-        refused("send bw -c DC -b", &["send bw -b: each side would need both a DC initiator and a DC target"]);
+        // Latency tests and -b: a DC initiator and a DC target on each side (perf/src/dc_dual.rs).
+        for t in ["write lat -c DC", "read lat -c DC", "send lat -c DC", "atomic lat -c DC", "send bw -c DC -b"] {
+            assert_eq!(p(t).unwrap().conn, Conn::Dc, "{t}");
+        }
         refused("read bw -c DC -R", &["-R (rdma_cm makes no DC connections: DC has no connection to make)"]);
         refused("write bw -c DC --rate_limit 1 --rate_units M --rate_limit_type HW", &["software only"]);
         refused("write bw -c SRD", &["SRD is EFA's"]);

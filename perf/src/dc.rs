@@ -45,14 +45,15 @@ pub(crate) struct Place<'a> {
 }
 
 impl DcSide {
-    /// The requester's `q` initiators (on `send_cqs[i]`), or the
-    /// responder's `q` targets on `srq` (completing on `recv_cq`), granting
-    /// `access`.
+    /// `q` initiators (on `send_cqs[i]`) where `kinds.0` (the requester's),
+    /// and `q` targets on `srq` (completing on `recv_cq`) granting `access`
+    /// where `kinds.1` (the responder's); both on each side of a latency
+    /// test or `-b` (`crate::dc_dual`).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn create(
         o: &Opts,
         at: &Place<'_>,
-        requester: bool,
+        kinds: (bool, bool),
         send_cqs: &[&Cq],
         recv_cq: &Cq,
         srq: Option<&Srq>,
@@ -60,7 +61,7 @@ impl DcSide {
         access: AccessFlags,
     ) -> Result<DcSide, String> {
         let mut side = DcSide { dcis: Vec::new(), dcts: Vec::new(), peers: Vec::new(), active: 1 };
-        if requester {
+        if kinds.0 {
             side.active = 1 << o.log_active_dci_streams;
             let opts =
                 DciOpts::default().port(at.port).gid_index(at.gid_index).mtu(at.mtu).max_rd_atomic(16).key(DC_KEY);
@@ -76,7 +77,8 @@ impl DcSide {
                 dci.connect(&opts).map_err(|e| format!("-c DC: bringing the DC initiator to RTS: {e}"))?;
                 side.dcis.push(dci);
             }
-        } else {
+        }
+        if kinds.1 {
             let srq = srq.ok_or("-c DC: the responder's targets need its SRQ")?;
             let opts =
                 DctOpts::default().port(at.port).gid_index(at.gid_index).mtu(at.mtu).access(access).min_rnr_timer(12);
@@ -89,22 +91,26 @@ impl DcSide {
         Ok(side)
     }
 
-    /// What this side announces for QP `i`: its initiator's QP number, or
-    /// its target's DCT number (which the peer addresses).
+    /// What this side announces for destination `i`: its initiators' QP
+    /// numbers first, then its targets' DCT numbers (which the peer
+    /// addresses).
     pub(crate) fn number(&self, i: usize) -> u32 {
-        self.dcis.get(i).map_or_else(|| self.dcts[i].dctn(), Dci::qpn)
+        self.dcis.get(i).map_or_else(|| self.dcts[i - self.dcis.len()].dctn(), Dci::qpn)
     }
 
-    /// How many QPs (initiators or targets) this side has.
-    pub(crate) fn len(&self) -> usize {
+    /// The streams of the run: initiators, or (on a one-way responder) targets.
+    pub(crate) fn streams(&self) -> usize {
         self.dcis.len().max(self.dcts.len())
     }
 
-    /// The requester's address handles to the peer's targets in `rem`.
+    /// The requester's address handles to the peer's targets: the last
+    /// `dcis` destinations of `rem` (after the peer's initiators, if it
+    /// announced any).
     pub(crate) fn reach(&mut self, at: &Place<'_>, rem: &[Dest]) -> Result<(), String> {
         if self.dcis.is_empty() {
             return Ok(());
         }
+        let rem = &rem[rem.len().saturating_sub(self.dcis.len())..];
         for r in rem {
             let gid = Gid(r.gid.unwrap_or([0; 16]));
             let av = match at.gid_index {
@@ -115,6 +121,16 @@ impl DcSide {
             self.peers.push((ah, r.qpn));
         }
         Ok(())
+    }
+
+    /// The peer's DCT numbers from a later exchange (`rem`, as for
+    /// [`DcSide::reach`]): perftest sends its targets' numbers again after
+    /// bringing them up ("to send qpn properly for DC"), and those count.
+    pub(crate) fn renumber(&mut self, rem: &[Dest]) {
+        let rem = &rem[rem.len().saturating_sub(self.peers.len())..];
+        for (p, r) in self.peers.iter_mut().zip(rem) {
+            p.1 = r.qpn;
+        }
     }
 
     /// Posts `wrs` on initiator `i` to the peer's target `i` with one

@@ -16,6 +16,7 @@ mod cluster_report;
 mod cluster_res;
 mod cm;
 mod dc;
+mod dc_dual;
 mod getopt;
 mod gpu;
 mod knobs;

@@ -39,8 +39,9 @@ impl Shared {
             let srq = Srq::create_xrc(pd, &xrcd, recv_cq, max_wr, 1).map_err(xrc("creating the XRC SRQ"))?;
             return Ok(Shared { srq: Some(srq), xrcd: Some(xrcd) });
         }
-        // -c DC: the DC targets (the responder's) receive on one SRQ.
-        if o.use_srq || (o.conn == Conn::Dc && !requester) {
+        // -c DC: the DC targets (the responder's, or each side's in a
+        // latency test or -b) receive on one SRQ.
+        if o.use_srq || (o.conn == Conn::Dc && crate::dc_dual::kinds(o, requester).1) {
             let srq = Srq::builder(pd)
                 .max_wr(max_wr)
                 .max_sge(1)

@@ -20,7 +20,10 @@ mod cx_cq;
 mod cx_dc;
 mod cx_odp;
 mod cx_raw;
+#[cfg(feature = "tokio")]
+mod dc_aio;
 mod dc_mesh;
+mod dc_mkey;
 mod device;
 #[cfg(not(rrddmma_mlnx_ofed4))]
 mod devx;

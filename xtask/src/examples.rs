@@ -9,7 +9,7 @@ use std::process::Command;
 use crate::device::{Check, Done};
 use crate::{root, show, Result};
 
-const EXAMPLES: [&str; 6] = ["rc_pingpong", "ud_pingpong", "show_gids", "devinfo", "recipes", "raw_echo"];
+const EXAMPLES: [&str; 7] = ["rc_pingpong", "ud_pingpong", "show_gids", "devinfo", "recipes", "raw_echo", "dc_mkey"];
 
 /// The recipes `examples/recipes.rs` runs (docs/recipes.md).
 const RECIPES: [&str; 6] =
@@ -158,7 +158,7 @@ pub fn checks(dev: &str) -> Result<Vec<Check>> {
     if !built {
         println!("building the examples failed");
     }
-    let [rc, ud, gids, devinfo, recipes, raw_echo] = EXAMPLES.map(example);
+    let [rc, ud, gids, devinfo, recipes, raw_echo, dc_mkey] = EXAMPLES.map(example);
     let dev_s = dev.to_string();
     let mut v = Vec::new();
     let mut add_pair = |name: &str, port: u16, server: String, client: String, iters: u32, size: u64| {
@@ -235,6 +235,21 @@ pub fn checks(dev: &str) -> Result<Vec<Check>> {
             built
                 && done.code == Some(0)
                 && RECIPES.iter().all(|r| done.output.lines().any(|l| l == format!("recipe {r}: ok")))
+        },
+    ));
+    // Two processes: a DC target with an indirect key on ConnectX; elsewhere
+    // both refusals printed and the RC fallback passing the same check.
+    v.push(Check::verdict(
+        "dc_mkey: DCT + indirect key across two processes; elsewhere the DC and key refusals and the RC fallback",
+        format!("timeout 120 {dc_mkey} {dev}"),
+        move |done| {
+            let out = &done.output;
+            let dc = out.contains("rank 0: indirect key") && out.contains("through the indirect key, mesh over DC");
+            let refused =
+                out.lines().any(|l| l.starts_with("rank 0: unsupported: ") && l.contains("indirect memory keys"))
+                    && out.lines().any(|l| l.starts_with("rank 1: unsupported: ") && l.contains("DC"))
+                    && out.contains("three RC WRITEs, a token each, mesh over RC");
+            built && done.code == Some(0) && out.lines().any(|l| l == "dc_mkey: ok") && (dc || refused)
         },
     ));
     // A ConnectX Ethernet port echoes; a device without raw packet QPs

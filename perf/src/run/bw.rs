@@ -88,7 +88,7 @@ fn bw_thread(s: &Session, o: &Opts, cq: &Cq, mine: &[usize], size: usize) -> Res
             Ok(Stream {
                 qp,
                 sges: offs.iter().map(|&k| [s.mem.data(qp).sge_at(s.local(qp) + k, size)]).collect(),
-                remotes: remote_addrs(qp, s.rem[qp].vaddr, s.rem[qp].rkey, &offs)?,
+                remotes: remote_addrs(qp, s.rem[s.peer(qp)].vaddr, s.rem[s.peer(qp)].rkey, &offs)?,
             })
         })
         .collect::<Res<_>>()?;
@@ -260,7 +260,7 @@ pub fn verify_bw(s: &Session, verb: Verb, size: usize, iters: u64) -> Res<()> {
     let offs = offsets(size, s.cycle, s.line);
     let used = offs.len().min(iters.max(1) as usize);
     for i in 0..s.n_qps() {
-        let base = if verb == Verb::Write { s.target(i) } else { s.local(i) };
+        let base = if verb == Verb::Write { s.target(s.peer(i)) } else { s.local(i) };
         for &k in &offs[..used] {
             let what = format!("{} bw, QP {i}, {size}-byte message at offset {k}", verb.name());
             // SAFETY: the region lies in the buffer and the run is over.

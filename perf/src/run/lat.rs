@@ -80,16 +80,21 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
     let phase = Arc::new(AtomicU8::new(if timed { WARM_UP } else { SAMPLING }));
     let (stop, stopped) = mpsc::channel::<()>();
     let server = !s.oob.is_client();
-    let qp = &s.qps[0];
+    // -c DC: none (the DCI and DCT of crate::dc_dual instead).
+    let qp = s.qps.first();
     let cq = &s.cqs[0];
     let sge = [s.mem.data(0).sge_at(s.local(0), size)];
-    let remote = RemoteAddr { addr: s.rem[0].vaddr, rkey: s.rem[0].rkey };
+    // The peer's destination: its QP, or with -c DC its DC target.
+    let peer = s.peer(0);
+    let remote = RemoteAddr { addr: s.rem[peer].vaddr, rkey: s.rem[peer].rkey };
     let inline = size <= o.inline as usize && matches!(o.verb, Verb::Write | Verb::Send);
     let mut wcs = [Wc::default(); 1];
     let before = alloc::in_loop_allocations();
-    let poll_byte = s.ptr(s.target(0) + size - 1);
+    let poll_byte = s.ptr(s.target(peer) + size - 1);
     let post_byte = s.ptr(s.local(0) + size - 1);
-    let (send_at, recv_at) = (s.ptr(s.local(0)), s.ptr(s.received(0)).cast_const());
+    // WRITE: where the peer writes; SEND: where the receive (index 0) lands.
+    let recv_at = s.ptr(s.received(if o.verb == Verb::Write { peer } else { 0 })).cast_const();
+    let send_at = s.ptr(s.local(0));
     let checking = o.check_payload;
     let corrupt = checking && payload::corrupt_requested();
 
@@ -112,11 +117,17 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
     let srq = s.shared.has_srq();
     let rsge = [s.recv_sge(0)];
     let mut rlist = RecvList::new(vec![RecvWr::new(&rsge, 0)]);
-    let post = |list: &mut SendList<'_>| -> Res<()> {
-        // SAFETY: the entry lies in the session's MR; each request is
-        // completed before the next is posted (or, at a -D deadline, left
-        // in flight until the QP goes).
-        unsafe { qp.post_send_list(list) }.map_err(err("ibv_post_send"))
+    let mut dci_stream = 0u16;
+    let mut post = |list: &mut SendList<'_>| -> Res<()> {
+        match (&s.dc, qp) {
+            // SAFETY: as below; one request on the DCI to the peer's target.
+            (Some(dc), _) => unsafe { dc.post(0, std::slice::from_ref(list.get(0)), &mut dci_stream) },
+            // SAFETY: the entry lies in the session's MR; each request is
+            // completed before the next is posted (or, at a -D deadline, left
+            // in flight until the QP goes).
+            (None, Some(qp)) => unsafe { qp.post_send_list(list) }.map_err(err("ibv_post_send")),
+            (None, None) => Err("a latency test without a QP".into()),
+        }
     };
     let ended = || timed && phase.load(Ordering::Relaxed) == ENDED;
     // One completion. With -e (perftest's `run_iter_lat`/`run_iter_lat_send`):
@@ -235,7 +246,8 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
                         } else if needed {
                             // SAFETY: the entry lies in the session's MR, alive
                             // as long as the QP; its message was read above.
-                            unsafe { qp.post_recv_list(&mut rlist) }.map_err(err("ibv_post_recv"))?;
+                            unsafe { qp.ok_or("no QP to receive on")?.post_recv_list(&mut rlist) }
+                                .map_err(err("ibv_post_recv"))?;
                         } else {
                             unposted += 1;
                         }
@@ -304,7 +316,7 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
             s.post_recv(0)?;
         } else {
             // SAFETY: as in the loop; every message has been read.
-            unsafe { qp.post_recv_list(&mut rlist) }.map_err(err("ibv_post_recv"))?;
+            unsafe { qp.ok_or("no QP to receive on")?.post_recv_list(&mut rlist) }.map_err(err("ibv_post_recv"))?;
         }
     }
     // TSC ticks to nanoseconds, calibrated over the run itself.

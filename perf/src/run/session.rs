@@ -153,6 +153,9 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
     let slot = inc(max_size.max(cycle), line) + rx_payload;
     let rx_len = if ud { max_size + GRH_LEN } else { slot };
     let q = o.qps as usize;
+    // Destinations (and regions) announced: 2q where each side of a -c DC
+    // run has initiators and targets (crate::dc_dual), else one per QP.
+    let regions = if crate::dc_dual::dual(o) { 2 * q } else { q };
     let pd = Pd::alloc(&ctx).map_err(err("allocating a PD"))?;
     let access =
         AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
@@ -162,8 +165,8 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
     let mem_access = if o.odp { access | AccessFlags::ON_DEMAND } else { access };
     // Page-aligned and zeroed; `--use_hugepages`: 2 MiB huge pages (`MAP_HUGETLB`).
     let huge = if o.hugepages { HugePages::Explicit } else { HugePages::No };
-    let mem =
-        RegisteredMem::with(&pd, slot * 2 * q, &MemOpts::default().huge(huge).access(mem_access)).map_err(|e| {
+    let mem = RegisteredMem::with(&pd, slot * 2 * regions, &MemOpts::default().huge(huge).access(mem_access)).map_err(
+        |e| {
             if o.odp && matches!(&e, rrddmma::wrap::Error::Verbs(v) if v.is_unsupported()) {
                 format!(
                     "--odp: {e} (on-demand paging: ConnectX (mlx5), and rxe from Linux 6.14 on; run without --odp \
@@ -176,7 +179,8 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
             } else {
                 format!("allocating and registering memory: {e}")
             }
-        })?;
+        },
+    )?;
     let gpu = match (pre.gpu, o.knobs.gpu) {
         (Some(rt), Some(g)) => Some(crate::gpu::GpuMem::new(rt, &g, &pd, mem.len(), mem_access, o.knobs.data_direct)?),
         _ => None,
@@ -209,7 +213,8 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
     };
     let mut dc_side = if o.conn == Conn::Dc {
         let send_cqs: Vec<&Cq> = (0..q).map(|i| &cqs[i % threads]).collect();
-        Some(DcSide::create(o, &dc_place, oob.is_client(), &send_cqs, &recv_cq, shared.srq(), caps, access)?)
+        let kinds = crate::dc_dual::kinds(o, oob.is_client());
+        Some(DcSide::create(o, &dc_place, kinds, &send_cqs, &recv_cq, shared.srq(), caps, access)?)
     } else {
         None
     };
@@ -259,7 +264,7 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
         cm_conns = Some(conns);
     }
     let cm_psns = cm_conns.as_ref().map(crate::cm::Conns::sq_psns);
-    let my: Vec<Dest> = (0..q)
+    let my: Vec<Dest> = (0..regions)
         .map(|i| Dest {
             lid: port.lid(),
             out_reads,
@@ -268,7 +273,7 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
             // From the OS (getrandom), not the process id; with -R the CM's.
             psn: cm_psns.as_ref().map_or_else(rrddmma::prim::random_psn, |p| p[i]),
             rkey: mem.data(i).rkey(),
-            vaddr: mem.data(i).addr() + ((q + i) * slot) as u64,
+            vaddr: mem.data(i).addr() + ((regions + i) * slot) as u64,
             gid,
             srqn,
         })
@@ -279,7 +284,7 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
     if o.test == Test::Lat && o.verb != Verb::Send {
         oob.handshake(&my[0])?;
     }
-    let mut rem = Vec::with_capacity(q);
+    let mut rem = Vec::with_capacity(regions);
     for d in &my {
         rem.push(oob.handshake(d)?);
     }
@@ -393,22 +398,22 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
     // (WRITE: this side's source regions; READ: the regions the peer reads).
     if o.check_payload && o.test == Test::Bw && matches!(o.verb, Verb::Write | Verb::Read) {
         for i in 0..q {
-            let off = if o.verb == Verb::Write { s.local(i) } else { s.target(i) };
+            let off = if o.verb == Verb::Write { s.local(i) } else { s.target(s.peer(i)) };
             // SAFETY: the region lies in the buffer; nothing is posted yet.
             unsafe { payload::fill(s.ptr(off), s.slot, 0, 0) };
         }
         if payload::corrupt_requested() {
-            let off = if o.verb == Verb::Write { s.local(0) } else { s.target(0) };
+            let off = if o.verb == Verb::Write { s.local(0) } else { s.target(s.peer(0)) };
             // SAFETY: as above.
             unsafe { payload::flip(s.ptr(off)) };
         }
     }
     if o.check_payload && o.test == Test::Lat && o.verb == Verb::Read {
         // SAFETY: as above.
-        unsafe { payload::fill(s.ptr(s.target(0)), s.slot, 0, 0) };
+        unsafe { payload::fill(s.ptr(s.target(s.peer(0))), s.slot, 0, 0) };
         if payload::corrupt_requested() {
             // SAFETY: as above.
-            unsafe { payload::flip(s.ptr(s.target(0))) };
+            unsafe { payload::flip(s.ptr(s.target(s.peer(0)))) };
         }
     }
     for i in 0..q {
@@ -421,7 +426,14 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
         (o.conn == Conn::Xrc, format!(" XRC: XRC SRQ number {srqn:#x}, {qp_type:?} QPs")),
         (
             o.conn == Conn::Dc,
-            if s.oob.is_client() {
+            if crate::dc_dual::dual(o) {
+                format!(
+                    " DC: {q} DC initiators and {q} DC targets on each side (one SRQ), {} stream(s) per \
+                     initiator (key {:#x})",
+                    1u32 << o.log_dci_streams,
+                    dc::DC_KEY
+                )
+            } else if s.oob.is_client() {
                 format!(
                     " DC: {q} DC initiators, {} stream(s) each, requests round-robin over {} (key {:#x})",
                     1u32 << o.log_dci_streams,
@@ -447,9 +459,12 @@ pub fn setup(o: &Opts) -> Res<(Session, Opts)> {
             println!(" QP {i} attributes: {}", crate::regions::qp_attrs(qp)?);
         }
     }
-    for i in 0..q {
+    for i in 0..s.my.len() {
         let d = s.oob.handshake(&s.my[i])?;
         s.rem[i] = d;
+    }
+    if let Some(d) = s.dc.as_mut() {
+        d.renumber(&s.rem);
     }
     s.oob.handshake(&s.my[0])?;
     fitted.rate = rate;
@@ -578,14 +593,22 @@ impl Session {
         i * self.slot
     }
 
-    /// The target region of QP `i` (what the peer writes to).
+    /// The target region of destination `i` (what the peer writes to).
     pub(crate) fn target(&self, i: usize) -> usize {
-        (self.n_qps() + i) * self.slot
+        (self.my.len() + i) * self.slot
     }
 
-    /// How many QPs the run has (with `-c DC`, initiators or targets).
+    /// How many QPs the run has (with `-c DC`, initiators, or on a one-way
+    /// responder targets).
     pub(crate) fn n_qps(&self) -> usize {
-        self.dc.as_ref().map_or(self.qps.len(), DcSide::len)
+        self.dc.as_ref().map_or(self.qps.len(), DcSide::streams)
+    }
+
+    /// The destination of stream `i`'s peer side: `i`, or with initiators
+    /// and targets on each side (`crate::dc_dual`) the peer's target `i`,
+    /// and the region where the peer's initiator `i` lands here.
+    pub(crate) fn peer(&self, i: usize) -> usize {
+        crate::dc_dual::peer_of(i, self.my.len(), self.n_qps())
     }
 
     /// Where the payload of a message QP `i` received starts.

@@ -11,6 +11,9 @@
 //!   pool the caller already has (a data QP, a control QP, their CQ), as
 //!   [`LocalEndpoint::new`] does; [`LocalEndpoint::into_parts`] gives them
 //!   back, so both endpoints can run over one connection in turn.
+//! - [`DcLocalEndpoint`]: the per-thread endpoint over a DCI pool
+//!   ([`DciPool`](crate::wrap::dc::DciPool)), one request per target
+//!   routed by the pool's policy.
 //! - Operations are futures: [`RcEndpoint::write`], [`RcEndpoint::read`],
 //!   [`RcEndpoint::write_with_imm`], [`RcEndpoint::send`],
 //!   [`RcEndpoint::recv`], [`RcEndpoint::fetch_add`],
@@ -61,6 +64,7 @@ mod auth;
 #[cfg(feature = "cm")]
 mod cm;
 mod control;
+mod dc_local;
 mod driver;
 mod endpoint;
 mod error;
@@ -69,6 +73,7 @@ mod local;
 mod pool;
 
 pub use control::Denial;
+pub use dc_local::{DcLocalEndpoint, DcTarget};
 pub use endpoint::{AioOpts, RcEndpoint, Received};
 pub use error::{Error, Result};
 pub use listener::Listener;

@@ -17,13 +17,22 @@
 //! held, targets wait in a queue of a bound given at creation
 //! ([`Busy::WaitQueueFull`] beyond it), never an unbounded one.
 //!
+//! [`indirect_mkey`] lays an indirect memory key out for a process whose
+//! data path is DC alone (libmlx5 posts UMR on RC QPs only): one call, the
+//! RC pair it needs private to the call.
+//!
 //! docs/mlx5dv.md ("DC for applications") says when DC pays and which
 //! policy when.
 
 mod mesh;
+#[cfg(not(rrddmma_mlnx_ofed4))]
+mod mkey;
 mod pool;
 mod sched;
 
 pub use mesh::{DcMesh, DcMeshOpts};
+#[cfg(not(rrddmma_mlnx_ofed4))]
+#[cfg_attr(docsrs, doc(cfg(not(rrddmma_mlnx_ofed4))))]
+pub use mkey::{configure_mkey, indirect_mkey, MkeyError, UMR_TIMEOUT};
 pub use pool::{DcCompletion, DciPool, DciPoolOpts, PostError};
 pub use sched::{Busy, Channel, DcPolicy, DcSched, Done, Outcome, Recovery, SchedShape, Ticket};

@@ -144,6 +144,8 @@ pub struct DcCompletion {
 /// ```
 pub struct DciPool {
     dcis: Vec<Dci>,
+    /// The DCIs' QP numbers, by index: the guard of a shared CQ.
+    qpns: Vec<u32>,
     cq: Cq,
     sched: DcSched,
     connect: DciOpts,
@@ -185,12 +187,27 @@ impl DciPool {
             dci.connect(&opts.connect)?;
             dcis.push(dci);
         }
-        Ok(DciPool { dcis, cq: cq.clone(), sched, connect: opts.connect, foreign: 0 })
+        let qpns = dcis.iter().map(Dci::qpn).collect();
+        Ok(DciPool { dcis, qpns, cq: cq.clone(), sched, connect: opts.connect, foreign: 0 })
+    }
+
+    /// The CQ the DCIs complete to.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn cq(&self) -> &Cq {
+        &self.cq
     }
 
     /// The policy's state.
     pub fn sched(&self) -> &DcSched {
         &self.sched
+    }
+
+    /// Gives up `target`'s place in the policy's wait queue
+    /// ([`DcSched::cancel_wait`]): for a target that got
+    /// [`Busy::Waiting`] and will not post again soon (while it heads the
+    /// queue, freed channels wait for it).
+    pub fn cancel_wait(&mut self, target: u32) {
+        self.sched.cancel_wait(target);
     }
 
     /// DCI `i` of the pool.
@@ -240,7 +257,22 @@ impl DciPool {
     ///
     /// The recovery's failure (the stream reset or the DCI's reconnect) as
     /// `Err`; the channel stays out of use.
+    ///
+    /// Completions of other QPs on the CQ (a CQ shared with another
+    /// consumer) are never taken as the pool's, whatever their `wr_id`:
+    /// they are counted ([`DciPool::foreign_completions`]) and dropped; use
+    /// [`DciPool::poll_shared`] to hand them to their owner.
     pub fn poll(&mut self, out: &mut [Option<DcCompletion>]) -> crate::prim::Result<usize> {
+        self.poll_shared(out, |_| {})
+    }
+
+    /// [`DciPool::poll`], each completion of a QP that is not one of the
+    /// pool's DCIs given to `on_foreign` (in CQ order) instead of dropped.
+    pub fn poll_shared(
+        &mut self,
+        out: &mut [Option<DcCompletion>],
+        mut on_foreign: impl FnMut(&Wc),
+    ) -> crate::prim::Result<usize> {
         let mut wc = [Wc::default(); 16];
         let want = out.len().min(wc.len());
         let n = self.cq.poll(&mut wc[..want])?;
@@ -251,8 +283,9 @@ impl DciPool {
                 WcStatus::WR_FLUSH_ERR => Outcome::Flushed,
                 _ => Outcome::Failed,
             };
-            let Some(d) = self.sched.complete(w.wr_id(), outcome) else {
+            let Some(d) = claim(&mut self.sched, &self.qpns, w.qp_num(), w.wr_id(), outcome) else {
                 self.foreign += 1;
+                on_foreign(w);
                 continue;
             };
             out[filled] = Some(completion(&d, w.status()));
@@ -292,4 +325,53 @@ impl DciPool {
 
 fn completion(d: &Done, status: WcStatus) -> DcCompletion {
     DcCompletion { target: d.target, wr_id: d.wr_id, channel: Some(d.channel), status, outcome: d.outcome }
+}
+
+/// The pool's request a completion of QP `qp_num` carrying `wr_id` names:
+/// `None` for a QP that is not one of the pool's DCIs (`qpns`, by index),
+/// whatever its `wr_id`, and for a tag of another DCI.
+fn claim(sched: &mut DcSched, qpns: &[u32], qp_num: u32, wr_id: u64, outcome: Outcome) -> Option<Done> {
+    let dci = qpns.iter().position(|&q| q == qp_num)?;
+    sched.complete_on(dci as u16, wr_id, outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sched() -> DcSched {
+        let shape = SchedShape { dcis: 2, streams: 1, depth: 4, targets: 4, wait_cap: 4 };
+        DcSched::new(DcPolicy::Dcs, shape)
+    }
+
+    #[test]
+    fn a_foreign_qp_with_a_live_tag_is_not_the_pools() {
+        let mut s = sched();
+        let qpns = [0x100, 0x101];
+        let t = s.acquire(2, 77).unwrap();
+        assert_eq!(t.channel.dci, 0);
+        // Another consumer's QP on the shared CQ, its wr_id equal to the live tag.
+        assert_eq!(claim(&mut s, &qpns, 0x555, t.tag, Outcome::Ok), None);
+        // The other DCI of the pool cannot complete DCI 0's request either.
+        assert_eq!(claim(&mut s, &qpns, 0x101, t.tag, Outcome::Failed), None);
+        assert_eq!(s.inflight(2), 1, "the request is still in flight");
+        assert!(!s.is_errored(t.channel));
+        let d = claim(&mut s, &qpns, 0x100, t.tag, Outcome::Ok).expect("the pool's own completion");
+        assert_eq!((d.target, d.wr_id, d.outcome), (2, 77, Outcome::Ok));
+        assert_eq!(s.inflight(2), 0);
+        // Completed once: the same completion again names nothing.
+        assert_eq!(claim(&mut s, &qpns, 0x100, t.tag, Outcome::Ok), None);
+    }
+
+    #[test]
+    fn complete_on_checks_the_tags_dci() {
+        let mut s = sched();
+        let a = s.acquire(0, 1).unwrap();
+        let b = s.acquire(1, 2).unwrap();
+        assert_ne!(a.channel.dci, b.channel.dci);
+        assert_eq!(s.complete_on(b.channel.dci, a.tag, Outcome::Ok), None);
+        assert_eq!(s.complete_on(a.channel.dci, b.tag, Outcome::Ok), None);
+        assert_eq!(s.complete_on(a.channel.dci, a.tag, Outcome::Ok).map(|d| d.wr_id), Some(1));
+        assert_eq!(s.complete_on(b.channel.dci, b.tag, Outcome::Ok).map(|d| d.wr_id), Some(2));
+    }
 }

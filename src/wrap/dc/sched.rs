@@ -460,9 +460,23 @@ impl DcSched {
         }
     }
 
+    /// The completion of the request posted with `tag`, reported by DCI
+    /// `dci` (the completion's QP is the pool's DCI `dci`): `None`, nothing
+    /// changed, when the tag names another DCI. A pool on a CQ shared with
+    /// other QPs calls this, never [`DcSched::complete`], with the DCI its
+    /// completion's QP number names: a foreign completion whose `wr_id`
+    /// happens to equal a live tag is then never taken as the pool's.
+    pub fn complete_on(&mut self, dci: u16, tag: u64, outcome: Outcome) -> Option<Done> {
+        if (tag >> 48) != u64::from(dci) {
+            return None;
+        }
+        self.complete(tag, outcome)
+    }
+
     /// The completion of the request posted with `tag`: `None` for a tag
     /// that names no request in flight (not this pool's, or completed
-    /// already).
+    /// already). The tag alone: where completions of other QPs may arrive,
+    /// use [`DcSched::complete_on`].
     pub fn complete(&mut self, tag: u64, outcome: Outcome) -> Option<Done> {
         let (dci, gen, slot) = ((tag >> 48) as usize, (tag >> 32) as u16, (tag & 0xffff_ffff) as usize);
         if dci >= usize::from(self.shape.dcis) || slot >= self.shape.depth as usize {

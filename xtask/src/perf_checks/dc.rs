@@ -1,5 +1,6 @@
 //! rrddmma-perf `-c DC` against perftest `-c DC`, both roles: WRITE, READ
-//! and SEND bandwidth, and WRITE over DCI streams. DC needs a ConnectX
+//! and SEND bandwidth, WRITE over DCI streams, the four latency tests and
+//! `-b` (a DC initiator and a DC target on each side). DC needs a ConnectX
 //! (mlx5) device; on any other device (rxe in the VM) each check's step
 //! runs nothing but says which driver it found, and the check is counted
 //! as skipped (`Tally::skip`, listed at the end), never as passed. Under
@@ -21,14 +22,22 @@ pub(super) const NOT_MLX5: &str = "dc-interop: not an mlx5 device, driver";
 /// with status 1 when mlx5 is expected (`RRDDMMA_EXPECT_DRIVER=mlx5`).
 pub(super) const GUARD: &str = r#"s=/sys/class/infiniband/$RRDDMMA_TEST_DEVICE; drv=-; [ -e "$s/device/driver" ] && drv=$(basename "$(readlink -f "$s/device/driver")"); if [ "$drv" != mlx5_core ]; then echo "dc-interop: not an mlx5 device, driver $drv"; if [ "${RRDDMMA_EXPECT_DRIVER:-}" = mlx5 ]; then echo "dc-interop: skipped under --expect mlx5 (run it on a ConnectX device, or drop --expect mlx5)"; exit 1; fi; exit 0; fi"#;
 
-/// (test, perftest binary, flags for both sides, size, iterations).
-type Dc = (&'static str, &'static str, &'static str, u64, u64);
+/// (test, perftest binary, flags for both sides, size, iterations, bandwidth).
+type Dc = (&'static str, &'static str, &'static str, u64, u64, bool);
 
-const LIST: [Dc; 4] = [
-    ("write bw", "ib_write_bw", "-c DC -s 4096 -n 500", 4096, 500),
-    ("read bw", "ib_read_bw", "-c DC -s 4096 -n 500", 4096, 500),
-    ("send bw", "ib_send_bw", "-c DC -s 1024 -n 500", 1024, 500),
-    ("write bw", "ib_write_bw", "-c DC --log_dci_streams 2 -s 4096 -n 500", 4096, 500),
+const LIST: [Dc; 10] = [
+    ("write bw", "ib_write_bw", "-c DC -s 4096 -n 500", 4096, 500, true),
+    ("read bw", "ib_read_bw", "-c DC -s 4096 -n 500", 4096, 500, true),
+    ("send bw", "ib_send_bw", "-c DC -s 1024 -n 500", 1024, 500, true),
+    ("write bw", "ib_write_bw", "-c DC --log_dci_streams 2 -s 4096 -n 500", 4096, 500, true),
+    // A DC initiator and a DC target on each side (perftest doubles its
+    // QPs: initiators first, then targets).
+    ("write lat", "ib_write_lat", "-c DC -n 200", 2, 200, false),
+    ("read lat", "ib_read_lat", "-c DC -s 64 -n 200", 64, 200, false),
+    ("send lat", "ib_send_lat", "-c DC -s 64 -n 200", 64, 200, false),
+    ("atomic lat", "ib_atomic_lat", "-c DC -n 200", 8, 200, false),
+    ("write bw", "ib_write_bw", "-c DC -b -s 4096 -n 300", 4096, 0, true),
+    ("send bw", "ib_send_bw", "-c DC -b -s 1024 -n 300", 1024, 0, true),
 ];
 
 /// The judge of a DC check: skipped where the step found no mlx5 device,
@@ -56,7 +65,7 @@ pub fn checks() -> Result<Vec<Check>> {
 fn build(me: &str) -> Vec<Check> {
     let dev = "-d $D -x $X";
     let mut v = Vec::new();
-    for (k, &(test, tool, flags, size, iters)) in LIST.iter().enumerate() {
+    for (k, &(test, tool, flags, size, iters, bw)) in LIST.iter().enumerate() {
         for ours_client in [true, false] {
             let port = 18900 + 2 * k + usize::from(ours_client);
             let ours = format!("{me} {test} {dev} -p {port} {flags}");
@@ -78,7 +87,7 @@ fn build(me: &str) -> Vec<Check> {
             let command = format!("{GUARD}; {}", pair(&server, &client));
             v.push(Check {
                 step: Step { name, command },
-                judge: judge(move |d| interop_ok(d, test, size, iters, true, ours_client)),
+                judge: judge(move |d| interop_ok(d, test, size, iters, bw, ours_client)),
             });
         }
     }
