@@ -4,7 +4,7 @@
 //! (mlx5) device; on any other device (rxe in the VM) each check's step
 //! runs nothing but says which driver it found, and the check is counted
 //! as skipped (`Tally::skip`, listed at the end), never as passed. Under
-//! `cargo xtask test --expect mlx5` (`RRDDMMA_EXPECT_DRIVER=mlx5`, exported
+//! `cargo xtask test --device NAME --expect mlx5` (`RRDDMMA_EXPECT_DRIVER=mlx5`, exported
 //! into every step) the guard fails the step instead, naming the driver it
 //! found. Written for hardware; on rxe only the skip and the failure under
 //! the expectation have been seen.
