@@ -210,6 +210,10 @@ impl MkeySpec {
 /// # Panics
 /// If `spec.pdn` is wider than 24 bits or `log_page_size` than 5 (programming errors).
 pub fn create_mkey(spec: &MkeySpec) -> Vec<u8> {
+    create_mkey_in(spec).0.to_vec()
+}
+
+fn create_mkey_in(spec: &MkeySpec) -> Box<prm::CreateMkeyIn> {
     let mut c = Box::new(prm::CreateMkeyIn::new());
     c.set_opcode(Opcode::CREATE_MKEY.0.into());
     let mode = spec.access_mode.to_raw() as u32;
@@ -236,7 +240,56 @@ pub fn create_mkey(spec: &MkeySpec) -> Vec<u8> {
         MKEY_UMEM_ID.set(c.as_bytes_mut(), id.into());
         MKEY_UMEM_OFFSET.set(c.as_bytes_mut(), offset);
     }
-    c.0.to_vec()
+    c
+}
+
+/// One translation entry of an indirect key written at creation
+/// ([`create_mkey_with`]): `bcount` bytes of the key `key` from its address
+/// `va` (a KSM entry has no byte count: its ranges are 2^`log_page_size`
+/// bytes each, from the indirect key's spec).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KlmEntry {
+    /// The key the range is under (its lkey).
+    pub key: u32,
+    /// The range's first address, in the key's address space.
+    pub va: u64,
+    /// The range's length in bytes (KLM only).
+    pub bcount: u32,
+}
+
+/// `CREATE_MKEY` for `spec` with `entries` written after the fixed
+/// structure (`klm_pas_mtt`, 16 bytes each: the kernel's `struct mlx5_klm`
+/// for a KLM key, `struct mlx5_ksm` for a KSM one) and
+/// `translations_octword_actual_size` set to their number. Nothing here
+/// checks a range against its key: [`DevxMkey::create_over`](super::DevxMkey::create_over) does.
+///
+/// # Panics
+/// As [`create_mkey`]; and if `spec` is not a KLM or KSM key or `entries`
+/// outnumber `spec.translations` (programming errors).
+pub fn create_mkey_with(spec: &MkeySpec, entries: &[KlmEntry]) -> Vec<u8> {
+    assert!(
+        matches!(spec.access_mode, MkeyAccessMode::Klm | MkeyAccessMode::Ksm),
+        "create_mkey_with: entries need a KLM or KSM key, not {:?}",
+        spec.access_mode
+    );
+    assert!(
+        entries.len() as u64 <= u64::from(spec.translations),
+        "create_mkey_with: {} entries exceed spec.translations {}",
+        entries.len(),
+        spec.translations
+    );
+    let mut c = create_mkey_in(spec);
+    c.set_translations_octword_actual_size(entries.len() as u32);
+    let mut c = c.0.to_vec();
+    for e in entries {
+        let mut k = prm::Klm::new();
+        if spec.access_mode == MkeyAccessMode::Klm {
+            k.set_bcount(e.bcount);
+        }
+        k.set_key(e.key).set_va(e.va);
+        c.extend_from_slice(&k.0);
+    }
+    c
 }
 
 /// The opcode of a command (its first two bytes), 0 for a buffer shorter than that.
@@ -367,5 +420,46 @@ mod tests {
         assert_eq!(m[16], 0x40, "free");
         assert_eq!(m[18], 0x86, "umr_en, lr, access mode KLM");
         assert_eq!(&m[16 + 52..16 + 56], &8u32.to_be_bytes(), "8 translations");
+    }
+
+    /// The translation list after `CREATE_MKEY`'s 272 fixed bytes
+    /// (`klm_pas_mtt`, bit 0x880 of `mlx5_ifc.h`'s `create_mkey_in`): each
+    /// KLM entry big-endian `bcount`, `key`, `va` (the kernel's `struct
+    /// mlx5_klm`); a KSM entry's first dword reserved; the actual size the
+    /// number of entries.
+    #[test]
+    fn create_mkey_with_writes_the_entries_after_the_fixed_structure() {
+        let spec = MkeySpec::indirect(0xabc, 3);
+        let e = [
+            KlmEntry { key: 0x0012_3400, va: 0x1111_2222_3333_4444, bcount: 0x1_0000 },
+            KlmEntry { key: 0x00ab_cd00, va: 0x7000, bcount: 0x200 },
+        ];
+        let m = create_mkey_with(&spec, &e);
+        assert_eq!(m.len(), 272 + 32);
+        let fixed = create_mkey(&spec);
+        assert_eq!(&m[..96], &fixed[..96], "the fixed part as create_mkey's");
+        assert_eq!(&m[100..272], &fixed[100..272]);
+        assert_eq!(&m[0x300 / 8..0x300 / 8 + 4], &2u32.to_be_bytes(), "translations_octword_actual_size");
+        assert_eq!(&m[16 + 52..16 + 56], &4u32.to_be_bytes(), "translations_octword_size stays the room");
+        assert_eq!(&m[272..276], &0x1_0000u32.to_be_bytes(), "bcount");
+        assert_eq!(&m[276..280], &0x0012_3400u32.to_be_bytes(), "key");
+        assert_eq!(&m[280..288], &0x1111_2222_3333_4444u64.to_be_bytes(), "va");
+        assert_eq!(&m[288..292], &0x200u32.to_be_bytes());
+        assert_eq!(&m[292..296], &0x00ab_cd00u32.to_be_bytes());
+        assert_eq!(&m[296..304], &0x7000u64.to_be_bytes());
+        let mut ksm = spec;
+        ksm.access_mode = MkeyAccessMode::Ksm;
+        let k = create_mkey_with(&ksm, &e[..1]);
+        assert_eq!(&k[272..276], &[0; 4], "a KSM entry has no byte count");
+        assert_eq!(&k[276..288], &m[276..288]);
+        assert_eq!(k[16 + 2] & 3, 3, "access mode KSM");
+    }
+
+    #[test]
+    #[should_panic(expected = "exceed spec.translations")]
+    fn create_mkey_with_refuses_more_entries_than_room() {
+        let mut spec = MkeySpec::indirect(1, 1);
+        spec.translations = 1;
+        create_mkey_with(&spec, &[KlmEntry { key: 0, va: 0, bcount: 1 }; 2]);
     }
 }

@@ -38,11 +38,11 @@ pub use caps::{
     query_hca_cap, AtomicCaps, CapBlock, CapDisagreement, EthOffloads, HcaCaps, HwVlanInsert, OdpOps, ReportedCaps,
     RoceCaps,
 };
-pub use cmd::{MkeyAccessMode, MkeySpec};
+pub use cmd::{KlmEntry, MkeyAccessMode, MkeySpec};
 #[allow(deprecated)]
 pub use context::KERNEL_REFUSED;
 pub use context::{DevxContext, OPEN_OP};
 pub use event::{AsyncAnswer, CmdComp, DevxEvent, EventChannel, MAX_EVENT_BYTES};
 pub use obj::{DevxObj, Held, Uar, Umem};
 pub use sched::{SchedAttr, SchedKind, SchedLeaf, SchedNode};
-pub use verbs::{DevxMkey, PacketPacing, PpRate};
+pub use verbs::{DevxMkey, KeyRange, PacketPacing, PpRate};

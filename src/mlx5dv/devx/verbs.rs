@@ -4,7 +4,7 @@
 
 use std::ptr::NonNull;
 
-use super::cmd::{self, MkeyAccessMode, MkeySpec};
+use super::cmd::{self, KlmEntry, MkeyAccessMode, MkeySpec};
 use super::context::{raw_name, require_raw, DevxContext, OPEN_OP};
 use super::obj::{DevxObj, Held};
 use crate::bindings as ffi;
@@ -303,6 +303,57 @@ impl DevxMkey {
         Ok(DevxMkey { obj, key: cmd::mkey_of(&out), spec: *spec, pd: pd.clone() })
     }
 
+    /// Creates the indirect key of `spec` (KLM or KSM) in `pd` with its
+    /// translation list written at creation: one entry per range, in order,
+    /// each naming a DEVX key (a direct key over a UMEM, or another
+    /// indirect one). The new key holds `pd` and every key named (and so,
+    /// through them, their UMEMs) until it is destroyed.
+    ///
+    /// # Errors
+    /// As [`DevxMkey::create`], and [`Error::BadArgument`] before any
+    /// command is sent when `spec` is not a KLM or KSM key, when there are
+    /// more ranges than `spec.translations`, when a named key is of another
+    /// context or another PD than `pd`, when a range reaches outside its
+    /// key's `start_addr..start_addr + len`, when a KLM range is empty, or
+    /// when a KSM range is not 2^`spec.log_page_size` bytes (a KSM entry's
+    /// fixed size).
+    pub fn create_over(ctx: &DevxContext, pd: &Pd, spec: &MkeySpec, ranges: &[KeyRange<'_>]) -> Result<DevxMkey> {
+        const OP: &str = "DevxMkey::create_over";
+        let views: Vec<RangeView> = ranges
+            .iter()
+            .map(|r| RangeView {
+                key: r.key.key,
+                start: r.key.spec.start_addr,
+                len: r.key.spec.len,
+                ctx: r.key.pd.context().as_ptr() as usize,
+                pd: r.key.pd.as_ptr() as usize,
+                addr: r.addr,
+                bytes: r.len,
+            })
+            .collect();
+        let entries = check_ranges(spec, ctx.as_ptr() as usize, pd.as_ptr() as usize, &views)?;
+        if pd.context().as_ptr() != ctx.as_ptr() {
+            return Err(Error::BadArgument {
+                op: OP,
+                what: "pd",
+                why: "is of another context than the DEVX one; allocate it on DevxContext::context()",
+            });
+        }
+        if spec.pdn != pdn(pd)? {
+            return Err(Error::BadArgument {
+                op: OP,
+                what: "spec.pdn",
+                why: "is not the number of the PD given; take it from devx::verbs::pdn(&pd)",
+            });
+        }
+        check_umr_en(spec)?;
+        let mut held: Vec<Held> = ranges.iter().map(|r| std::sync::Arc::new(r.key.clone()) as Held).collect();
+        held.push(std::sync::Arc::new(pd.clone()));
+        let mut out = [0u8; cmd::OUT_HDR_BYTES];
+        let obj = DevxObj::create(ctx, &cmd::create_mkey_with(spec, &entries), &mut out, held)?;
+        Ok(DevxMkey { obj, key: cmd::mkey_of(&out), spec: *spec, pd: pd.clone() })
+    }
+
     /// The local key.
     pub fn lkey(&self) -> u32 {
         self.key
@@ -327,6 +378,73 @@ impl DevxMkey {
     pub fn obj(&self) -> &DevxObj {
         &self.obj
     }
+}
+
+/// A range of a DEVX key for [`DevxMkey::create_over`]: `len` bytes of
+/// `key` from address `addr` (in the key's address space, within
+/// `key.spec().start_addr .. start_addr + len`).
+#[derive(Clone, Copy, Debug)]
+pub struct KeyRange<'a> {
+    /// The key the range is under.
+    pub key: &'a DevxMkey,
+    /// The range's first address.
+    pub addr: u64,
+    /// The range's length in bytes.
+    pub len: u32,
+}
+
+/// What [`check_ranges`] reads of a range and its key (the context and
+/// PD as addresses, to compare).
+#[derive(Clone, Copy, Debug)]
+struct RangeView {
+    key: u32,
+    start: u64,
+    len: u64,
+    ctx: usize,
+    pd: usize,
+    addr: u64,
+    bytes: u32,
+}
+
+/// The entries of an indirect key over `ranges`, each checked: the key of
+/// `ctx` and `pd`, the range inside the key, no more than `spec.translations`.
+fn check_ranges(spec: &MkeySpec, ctx: usize, pd: usize, ranges: &[RangeView]) -> Result<Vec<KlmEntry>> {
+    const OP: &str = "DevxMkey::create_over";
+    let bad = |what, why| Err(Error::BadArgument { op: OP, what, why });
+    if !matches!(spec.access_mode, MkeyAccessMode::Klm | MkeyAccessMode::Ksm) {
+        return bad("spec.access_mode", "is not KLM or KSM; ranges need an indirect key (MkeySpec::indirect)");
+    }
+    if ranges.len() as u64 > u64::from(spec.translations) {
+        return bad("ranges", "outnumber spec.translations; raise spec.translations (a multiple of 4) or pass fewer");
+    }
+    let ksm_bytes = (spec.access_mode == MkeyAccessMode::Ksm).then(|| 1u64.checked_shl(spec.log_page_size.into()));
+    let mut entries = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        if r.ctx != ctx {
+            return bad("ranges[..].key", "is of another context than the DEVX one; make it on the same DevxContext");
+        }
+        if r.pd != pd {
+            return bad("ranges[..].key", "is of another PD than the new key's; make both in one PD");
+        }
+        let bytes = u64::from(r.bytes);
+        match ksm_bytes {
+            Some(k) if k != Some(bytes) => {
+                return bad("ranges[..].len", "is not 2^spec.log_page_size bytes, a KSM entry's fixed size");
+            }
+            None if bytes == 0 => return bad("ranges[..].len", "is 0; a KLM range covers at least one byte"),
+            _ => {}
+        }
+        let within = r.addr >= r.start
+            && r.addr.checked_add(bytes).is_some_and(|end| r.start.checked_add(r.len).is_some_and(|kend| end <= kend));
+        if !within {
+            return bad(
+                "ranges[..]",
+                "reaches outside its key's start_addr..start_addr + len; take the range from the key's spec()",
+            );
+        }
+        entries.push(KlmEntry { key: r.key, va: r.addr, bcount: r.bytes });
+    }
+    Ok(entries)
 }
 
 /// `umr_en` only on an indirect KLM key: the typed UMR builders write KLM
@@ -482,5 +600,49 @@ mod tests {
         mtt.umr_en = true;
         let e = check_umr_en(&mtt).unwrap_err();
         assert!(e.to_string().contains("MkeySpec::indirect"), "{e}");
+    }
+
+    /// A range of a direct key: key 0x500 over `0x10000..0x20000` of
+    /// context 1 and PD 2.
+    fn view(addr: u64, bytes: u32) -> RangeView {
+        RangeView { key: 0x500, start: 0x10000, len: 0x10000, ctx: 1, pd: 2, addr, bytes }
+    }
+
+    /// Ranges over DEVX keys become entries naming the key, the address and
+    /// the byte count, in order; a range past its key's end or before its
+    /// start, a key of another context or PD, more ranges than
+    /// `translations`, an empty KLM range, a KSM range of another size than
+    /// the entry size, and a direct spec are refused.
+    #[test]
+    fn ranges_over_devx_keys_are_checked_against_their_keys() {
+        let spec = MkeySpec::indirect(7, 2);
+        let other = RangeView { key: 0x600, start: 0, len: 0x1000, ..view(0, 0) };
+        let ok = [view(0x10000, 0x10000), RangeView { addr: 0xff0, bytes: 0x10, ..other }];
+        let e = check_ranges(&spec, 1, 2, &ok).unwrap();
+        assert_eq!(
+            e,
+            [KlmEntry { key: 0x500, va: 0x10000, bcount: 0x10000 }, KlmEntry { key: 0x600, va: 0xff0, bcount: 0x10 }]
+        );
+        let what = |r: Result<Vec<KlmEntry>>| match r {
+            Err(Error::BadArgument { what, why, .. }) => (what, why),
+            r => panic!("{r:?}"),
+        };
+        assert_eq!(what(check_ranges(&spec, 1, 2, &[view(0x10001, 0x10000)])).0, "ranges[..]", "one byte past the end");
+        assert_eq!(what(check_ranges(&spec, 1, 2, &[view(0xffff, 1)])).0, "ranges[..]", "before the start");
+        assert_eq!(what(check_ranges(&spec, 1, 2, &[view(u64::MAX, 1)])).0, "ranges[..]", "wrapping");
+        assert!(what(check_ranges(&spec, 9, 2, &ok)).1.contains("another context"));
+        assert!(what(check_ranges(&spec, 1, 9, &ok)).1.contains("another PD"));
+        let mut one = spec;
+        one.translations = 1;
+        assert_eq!(what(check_ranges(&one, 1, 2, &ok)).0, "ranges");
+        assert_eq!(what(check_ranges(&spec, 1, 2, &[view(0x10000, 0)])).0, "ranges[..].len");
+        let direct = MkeySpec::umem(7, 1, 0, 0x1000, 1 << 16, 16);
+        assert_eq!(what(check_ranges(&direct, 1, 2, &ok)).0, "spec.access_mode");
+        let mut ksm = spec;
+        ksm.access_mode = MkeyAccessMode::Ksm;
+        ksm.log_page_size = 12;
+        assert_eq!(check_ranges(&ksm, 1, 2, &[view(0x1f000, 0x1000)]).unwrap().len(), 1);
+        assert_eq!(what(check_ranges(&ksm, 1, 2, &[view(0x10000, 0x800)])).0, "ranges[..].len");
+        assert_eq!(what(check_ranges(&ksm, 1, 2, &[view(0x1f001, 0x1000)])).0, "ranges[..]");
     }
 }
