@@ -20,13 +20,30 @@ pub struct Tally {
 }
 
 impl Tally {
-    /// Adds the counts of every `test result:` line in a libtest output.
+    /// Adds the counts of every `test result:` line in a libtest output,
+    /// and names each failed test: from its `test NAME ... FAILED` line, or
+    /// from the `failures:` list libtest prints before its result (a test
+    /// whose own output ran into its `test NAME ...` line has only that).
+    /// Each name carries the first lines of its `---- NAME stdout ----`
+    /// block (the panic message), so the summary says why.
     pub fn add_libtest(&mut self, output: &str) {
+        let mut named: Vec<String> = Vec::new();
+        let mut listed: Vec<String> = Vec::new();
         for line in output.lines() {
-            if let Some(name) = line.trim().strip_prefix("test ").and_then(|r| r.strip_suffix(" ... FAILED")) {
-                self.failures.push(name.to_string());
+            let t = line.trim();
+            if let Some(name) = t.strip_prefix("test ").and_then(|r| r.strip_suffix(" ... FAILED")) {
+                named.push(name.to_string());
+                continue;
             }
-            let Some(rest) = line.trim().strip_prefix("test result: ") else {
+            if t == "failures:" {
+                listed.clear();
+                continue;
+            }
+            if line.starts_with("    ") && !t.is_empty() && !t.contains(' ') {
+                listed.push(t.to_string());
+                continue;
+            }
+            let Some(rest) = t.strip_prefix("test result: ") else {
                 continue;
             };
             for part in rest.split(';') {
@@ -41,18 +58,33 @@ impl Tally {
                     _ => {}
                 }
             }
+            for name in listed.drain(..) {
+                if !named.contains(&name) {
+                    named.push(name);
+                }
+            }
+        }
+        for name in named {
+            let why = why_failed(output, &name);
+            self.failures.push(format!("{name}{why}"));
         }
     }
 
     /// Counts a libtest run: its `test result:` lines, plus one failure when
     /// the run failed (`ok == false`) without a failing test to show for it
-    /// (a build error, a crash) or ran no test at all.
+    /// (a build error, a crash, a timeout) or ran no test at all; that
+    /// failure repeats the output's tail. Failed tests counted but not
+    /// named are listed under the run's name.
     pub fn add_run(&mut self, name: &str, ok: bool, output: &str) {
-        let (passed, failed) = (self.passed, self.failed);
+        let (passed, failed, names) = (self.passed, self.failed, self.failures.len());
         self.add_libtest(output);
         let ran = self.passed + self.failed > passed + failed;
+        let unnamed = (self.failed - failed).saturating_sub((self.failures.len() - names) as u64);
+        if unnamed > 0 {
+            self.failures.push(format!("{name}: {unnamed} failed test(s) not named in its output"));
+        }
         if !ran || (!ok && self.failed == failed) {
-            self.check(name, false);
+            self.check_output(name, false, output);
         }
     }
 
@@ -123,6 +155,25 @@ impl Tally {
     }
 }
 
+/// The first lines of a failed test's `---- NAME stdout ----` block
+/// (its panic message), each on a line of its own prefixed `    | `;
+/// empty when the output has no such block.
+fn why_failed(output: &str, name: &str) -> String {
+    const WHY_LINES: usize = 8;
+    let head = format!("---- {name} stdout ----");
+    let Some(at) = output.find(&head) else {
+        return String::new();
+    };
+    output[at + head.len()..]
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.starts_with("---- ") && l.trim() != "failures:")
+        .filter(|l| !l.trim().is_empty())
+        .take(WHY_LINES)
+        .map(|l| format!("\n    | {l}"))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,5 +240,35 @@ mod tests {
         assert_eq!((t.passed, t.failed), (4, 3));
         t.add_run("a test failed", false, "test cm::x ... FAILED\ntest result: FAILED. 1 passed; 1 failed;");
         assert_eq!((t.passed, t.failed), (5, 4));
+    }
+
+    #[test]
+    fn failed_tests_are_named_from_libtests_list_with_their_panic() {
+        let out = "running 2 tests\n\
+             test a::one ... ok\n\
+             test a::two ... some output of its own\n\
+             FAILED\n\n\
+             failures:\n\n\
+             ---- a::two stdout ----\n\n\
+             thread 'a::two' panicked at tests/device/a.rs:9:5:\n\
+             the QP is in the error state\n\n\
+             failures:\n    a::two\n\n\
+             test result: FAILED. 1 passed; 1 failed; 0 ignored\n";
+        let mut t = Tally::default();
+        t.add_run("suite", false, out);
+        assert_eq!((t.passed, t.failed), (1, 1));
+        assert_eq!(t.failures.len(), 1, "{:?}", t.failures);
+        let f = &t.failures[0];
+        assert!(f.starts_with("a::two\n    | thread 'a::two' panicked"), "{f}");
+        assert!(f.ends_with("    | the QP is in the error state"), "{f}");
+    }
+
+    #[test]
+    fn a_count_without_names_and_a_crash_show_in_the_summary() {
+        let mut t = Tally::default();
+        t.add_run("suite", false, "test result: FAILED. 3 passed; 2 failed; 0 ignored\n");
+        assert_eq!(t.failures, ["suite: 2 failed test(s) not named in its output"]);
+        t.add_run("vm", false, "running 9 tests\ntest x ... ok\nkilled: step timed out");
+        assert!(t.failures[1].starts_with("check vm\n") && t.failures[1].ends_with("| killed: step timed out"));
     }
 }
