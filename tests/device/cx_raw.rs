@@ -22,8 +22,8 @@ use rrddmma::bindings as ffi;
 use rrddmma::mlx5dv::mprq::{self, MprqRing, StrideCompletion, StridingParams};
 use rrddmma::mlx5dv::{self, mprq_wq, obj};
 use rrddmma::prim::{
-    AccessFlags, Context, CounterKind, Counters, Cq, EthFilter, Flow, Ipv4Filter, Mr, Pd, PortFilter, Qp, QpCaps,
-    QpType, RateLimit, RecvWr, RssQp, RwqIndTable, RxHashFields, SendWr, WcStatus, Wq,
+    AccessFlags, Context, CounterKind, Counters, Cq, EthFilter, Flow, FlowBuilder, Ipv4Filter, Mr, Pd, PortFilter, Qp,
+    QpCaps, QpType, RateLimit, RecvWr, RssQp, RwqIndTable, RxHashFields, SendWr, WcStatus, Wq,
 };
 
 use crate::common::{mlx5_test_skips, open_device, poll_one, Buf};
@@ -50,6 +50,18 @@ fn port_mac(ctx: &Context) -> Option<[u8; 6]> {
     Some(mac)
 }
 
+/// `rule` narrowed to IPv4 UDP frames to `mac`, `DST_IP` and UDP port `port`.
+fn udp_to(rule: FlowBuilder<'_>, mac: [u8; 6], port: u16) -> FlowBuilder<'_> {
+    rule.eth(
+        EthFilter { dst_mac: mac, ether_type: 0x0800, ..Default::default() },
+        EthFilter { dst_mac: [0xff; 6], ether_type: 0xffff, ..Default::default() },
+    )
+    .ipv4(
+        Ipv4Filter { src: Ipv4Addr::UNSPECIFIED, dst: DST_IP },
+        Ipv4Filter { src: Ipv4Addr::UNSPECIFIED, dst: Ipv4Addr::BROADCAST },
+    )
+    .udp(PortFilter { dst_port: port, src_port: 0 }, PortFilter { dst_port: 0xffff, src_port: 0 })
+}
 /// The one's-complement sum of the IPv4 header.
 fn ipv4_checksum(h: &[u8]) -> u16 {
     let mut sum: u32 = h.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], c[1]]))).sum();
@@ -134,18 +146,7 @@ fn raw_udp_frames_land_in_a_striding_rq_through_a_flow_on_connectx() {
     let fields = RxHashFields::SRC_IPV4.union(RxHashFields::DST_IPV4).union(RxHashFields::DST_PORT_UDP);
     let key = [0x6du8; 40];
     let rss = RssQp::create(&pd, &table, fields, &key).unwrap();
-    let flow = Flow::builder(&rss, 1)
-        .eth(
-            EthFilter { dst_mac: mac, ether_type: 0x0800, ..Default::default() },
-            EthFilter { dst_mac: [0xff; 6], ether_type: 0xffff, ..Default::default() },
-        )
-        .ipv4(
-            Ipv4Filter { src: Ipv4Addr::UNSPECIFIED, dst: DST_IP },
-            Ipv4Filter { src: Ipv4Addr::UNSPECIFIED, dst: Ipv4Addr::BROADCAST },
-        )
-        .udp(PortFilter { dst_port: UDP_PORT, src_port: 0 }, PortFilter { dst_port: 0xffff, src_port: 0 })
-        .build()
-        .unwrap();
+    let flow = udp_to(Flow::builder(&rss, 1), mac, UDP_PORT).build().unwrap();
     // SAFETY: the receive CQ is polled through this view alone.
     let mut view = unsafe { obj::cq_ring(&recv_cq) }.unwrap();
     // SAFETY: the WQ is posted through this ring alone; the ring drops first.
@@ -278,19 +279,7 @@ fn flow_counters_count_the_frames_a_rule_matched_on_connectx() {
     let mut counters = Counters::create(&ctx).unwrap();
     counters.attach(CounterKind::PACKETS, 0).unwrap();
     counters.attach(CounterKind::BYTES, 1).unwrap();
-    let flow = Flow::builder(&rx, 1)
-        .eth(
-            EthFilter { dst_mac: mac, ether_type: 0x0800, ..Default::default() },
-            EthFilter { dst_mac: [0xff; 6], ether_type: 0xffff, ..Default::default() },
-        )
-        .ipv4(
-            Ipv4Filter { src: Ipv4Addr::UNSPECIFIED, dst: DST_IP },
-            Ipv4Filter { src: Ipv4Addr::UNSPECIFIED, dst: Ipv4Addr::BROADCAST },
-        )
-        .udp(PortFilter { dst_port: COUNTED, src_port: 0 }, PortFilter { dst_port: 0xffff, src_port: 0 })
-        .count(counters)
-        .build()
-        .unwrap();
+    let flow = udp_to(Flow::builder(&rx, 1), mac, COUNTED).count(counters).build().unwrap();
     let counted = flow.counters().expect("the flow holds its counters");
     let mut v = [u64::MAX; 2];
     counted.read(&mut v, false).unwrap();

@@ -69,10 +69,23 @@ fn liveness_killed_peer_is_reported_by_the_session_and_the_rc_keepalive() {
         .args(["--exact", "liveness::liveness_child_peer", "--ignored", "--test-threads=1"])
         .env("RRDDMMA_LIVENESS_COORD", coord.to_string())
         .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let place = Resolved { rank: 0, size: 2, coordinator: coord, rank_source: RankSource::Config, device: None };
-    let mut s = Session::join_as(&cfg(), &place).unwrap();
+    let mut s = match Session::join_as(&cfg(), &place) {
+        Ok(s) => s,
+        Err(e) => {
+            // Say why the peer did not join: its exit and its own words.
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "rank 0 could not join ({e}); the peer process (rank 1) ended {}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    };
     let ctx = open_device();
     let (_pd, cq, qp) = connect(&ctx, &mut s);
     let mut ka = RcKeepalive::new(&qp, Duration::from_millis(100), &opts());

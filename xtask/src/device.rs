@@ -89,10 +89,10 @@ pub fn run_alone(what: &str, checks: &[Check]) -> Result<()> {
 }
 
 /// Seconds a check's step may run before it is stopped and counted as
-/// failed: the longest (the device tests of one build) takes under five
-/// minutes in the TCG VM, so a step still running after this is a hang, and
+/// failed: the longest (the device tests of one build) takes under three
+/// minutes in the TCG VM on a loaded machine, so a step still running after this is a hang, and
 /// the session goes on with the next step instead of running into CI's limit.
-const CHECK_LIMIT_S: u32 = 1200;
+const CHECK_LIMIT_S: u32 = 600;
 
 /// What `timeout --verbose` writes to a step's log when it stops the step.
 const STOPPED: &str = "timeout: sending signal TERM to command";

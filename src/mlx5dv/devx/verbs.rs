@@ -251,6 +251,26 @@ pub fn pdn(pd: &Pd) -> Result<u32> {
     Ok(out.pdn)
 }
 
+/// The checks both key constructors make before any command: `pd` of the
+/// DEVX context, `spec.pdn` its number, `umr_en` only on an indirect KLM key.
+fn check_key_pd(op: &'static str, ctx: &DevxContext, pd: &Pd, spec: &MkeySpec) -> Result<()> {
+    if pd.context().as_ptr() != ctx.as_ptr() {
+        return Err(Error::BadArgument {
+            op,
+            what: "pd",
+            why: "is of another context than the DEVX one; allocate it on DevxContext::context()",
+        });
+    }
+    if spec.pdn != pdn(pd)? {
+        return Err(Error::BadArgument {
+            op,
+            what: "spec.pdn",
+            why: "is not the number of the PD given; take it from devx::verbs::pdn(&pd)",
+        });
+    }
+    check_umr_en(op, spec)
+}
+
 /// A memory key made by `CREATE_MKEY` through DEVX ([`MkeySpec`]: an
 /// indirect KLM or KSM key, or a direct key over a UMEM). It holds its PD,
 /// whatever was given at creation (the UMEM, the keys a layout names) and
@@ -282,21 +302,7 @@ impl DevxMkey {
     /// refuses.
     pub fn create(ctx: &DevxContext, pd: &Pd, spec: &MkeySpec, mut held: Vec<Held>) -> Result<DevxMkey> {
         const OP: &str = "DevxMkey::create";
-        if pd.context().as_ptr() != ctx.as_ptr() {
-            return Err(Error::BadArgument {
-                op: OP,
-                what: "pd",
-                why: "is of another context than the DEVX one; allocate it on DevxContext::context()",
-            });
-        }
-        if spec.pdn != pdn(pd)? {
-            return Err(Error::BadArgument {
-                op: OP,
-                what: "spec.pdn",
-                why: "is not the number of the PD given; take it from devx::verbs::pdn(&pd)",
-            });
-        }
-        check_umr_en(spec)?;
+        check_key_pd(OP, ctx, pd, spec)?;
         let mut out = [0u8; cmd::OUT_HDR_BYTES];
         held.push(std::sync::Arc::new(pd.clone()));
         let obj = DevxObj::create(ctx, &cmd::create_mkey(spec), &mut out, held)?;
@@ -332,21 +338,7 @@ impl DevxMkey {
             })
             .collect();
         let entries = check_ranges(spec, ctx.as_ptr() as usize, pd.as_ptr() as usize, &views)?;
-        if pd.context().as_ptr() != ctx.as_ptr() {
-            return Err(Error::BadArgument {
-                op: OP,
-                what: "pd",
-                why: "is of another context than the DEVX one; allocate it on DevxContext::context()",
-            });
-        }
-        if spec.pdn != pdn(pd)? {
-            return Err(Error::BadArgument {
-                op: OP,
-                what: "spec.pdn",
-                why: "is not the number of the PD given; take it from devx::verbs::pdn(&pd)",
-            });
-        }
-        check_umr_en(spec)?;
+        check_key_pd(OP, ctx, pd, spec)?;
         let mut held: Vec<Held> = ranges.iter().map(|r| std::sync::Arc::new(r.key.clone()) as Held).collect();
         held.push(std::sync::Arc::new(pd.clone()));
         let mut out = [0u8; cmd::OUT_HDR_BYTES];
@@ -450,10 +442,10 @@ fn check_ranges(spec: &MkeySpec, ctx: usize, pd: usize, ranges: &[RangeView]) ->
 /// `umr_en` only on an indirect KLM key: the typed UMR builders write KLM
 /// layouts, which a KSM or MTT key would read as its own entries (reaching
 /// memory no check saw).
-fn check_umr_en(spec: &MkeySpec) -> Result<()> {
+fn check_umr_en(op: &'static str, spec: &MkeySpec) -> Result<()> {
     if spec.umr_en && spec.access_mode != MkeyAccessMode::Klm {
         return Err(Error::BadArgument {
-            op: "DevxMkey::create",
+            op,
             what: "spec.umr_en",
             why: "is set on a KSM or MTT key; UMR here writes KLM layouts only: clear umr_en, or make an indirect \
                   KLM key (MkeySpec::indirect)",
@@ -583,7 +575,7 @@ mod tests {
         assert_eq!(cmd::mkey_of(&out[..8]), 0, "a short answer");
         let klm = MkeySpec::indirect(7, 5);
         assert_eq!(cmd::umr_entries(&klm), 8, "rounded up to 4 as libmlx5's num_desc");
-        assert!(check_umr_en(&klm).is_ok());
+        assert!(check_umr_en("DevxMkey::create", &klm).is_ok());
         let mut off = klm;
         off.umr_en = false;
         assert_eq!(cmd::umr_entries(&off), 0, "no umr_en: every layout refused");
@@ -593,12 +585,12 @@ mod tests {
         let mut ksm = klm;
         ksm.access_mode = MkeyAccessMode::Ksm;
         assert_eq!(cmd::umr_entries(&ksm), 0);
-        assert!(matches!(check_umr_en(&ksm), Err(Error::BadArgument { what: "spec.umr_en", .. })));
+        assert!(matches!(check_umr_en("DevxMkey::create", &ksm), Err(Error::BadArgument { what: "spec.umr_en", .. })));
         let mut mtt = MkeySpec::umem(7, 1, 0, 0x1000, 1 << 16, 16);
-        assert!(check_umr_en(&mtt).is_ok(), "MkeySpec::umem leaves umr_en off");
+        assert!(check_umr_en("DevxMkey::create", &mtt).is_ok(), "MkeySpec::umem leaves umr_en off");
         assert_eq!(cmd::umr_entries(&mtt), 0);
         mtt.umr_en = true;
-        let e = check_umr_en(&mtt).unwrap_err();
+        let e = check_umr_en("DevxMkey::create", &mtt).unwrap_err();
         assert!(e.to_string().contains("MkeySpec::indirect"), "{e}");
     }
 

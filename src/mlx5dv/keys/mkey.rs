@@ -228,9 +228,7 @@ mod tests {
 
     use super::*;
     use crate::mlx5dv::keys::umr::{MkeyConf, MkeyLayout, MrRange};
-    use crate::mlx5dv::queue::be::Be32;
     use crate::mlx5dv::queue::seg::CtrlFlags;
-    use crate::mlx5dv::queue::sq::{SqLimits, SqRing};
     use crate::prim::{AccessFlags, Context};
 
     /// A key of this crate for host tests, holding as every key does
@@ -282,25 +280,7 @@ mod tests {
         Box::leak(Box::new(mr))
     }
 
-    struct Ring {
-        _buf: Vec<u64>,
-        _dbrec: Box<[Be32; 2]>,
-        _bf: Vec<u64>,
-        sq: SqRing,
-    }
-
-    fn ring() -> Ring {
-        let mut buf = vec![0u64; 16 * 8];
-        let mut dbrec = Box::new([Be32::default(); 2]);
-        let mut bf = vec![0u64; 8];
-        // SAFETY: test memory of the sizes and alignments `from_raw` asks
-        // for, owned by the same `Ring` as `sq`; no device reads it.
-        let mut sq = unsafe {
-            SqRing::from_raw(buf.as_mut_ptr().cast(), 16, dbrec.as_mut_ptr(), bf.as_mut_ptr().cast(), 0, 0x42)
-        };
-        sq.set_limits(SqLimits::new(60, 1, 255 * 16));
-        Ring { _buf: buf, _dbrec: dbrec, _bf: bf, sq }
-    }
+    use crate::mlx5dv::queue::test_ring::host_ring as ring;
 
     /// The typed builder makes any `UmrKey` hold the regions of a layout
     /// it wrote, each once however often it is named or configured, and

@@ -569,30 +569,7 @@ fn access_bits(a: AccessFlags) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mlx5dv::queue::be::Be32;
-    use crate::mlx5dv::queue::sq::SqLimits;
-
-    struct Ring {
-        _buf: Vec<u64>,
-        _dbrec: Box<[Be32; 2]>,
-        _bf: Vec<u64>,
-        sq: SqRing,
-    }
-
-    fn ring() -> Ring {
-        let mut buf = vec![0u64; 16 * 8];
-        let mut dbrec = Box::new([Be32::default(); 2]);
-        let mut bf = vec![0u64; 8];
-        // SAFETY: test memory of the sizes and alignments `from_raw` asks
-        // for, owned by the same `Ring` as `sq`, so it lives as long as the
-        // ring; no device reads it, and the BlueFlame page is only ever
-        // written through the ring.
-        let mut sq = unsafe {
-            SqRing::from_raw(buf.as_mut_ptr().cast(), 16, dbrec.as_mut_ptr(), bf.as_mut_ptr().cast(), 0, 0x42)
-        };
-        sq.set_limits(SqLimits::new(60, 1, 255 * 16));
-        Ring { _buf: buf, _dbrec: dbrec, _bf: bf, sq }
-    }
+    use crate::mlx5dv::queue::test_ring::host_ring as ring;
 
     /// Refusals write nothing and leave the fence state alone.
     #[test]
@@ -628,14 +605,14 @@ mod tests {
             r.sq.nop(CtrlFlags::empty()).finish();
         }
         let four = [KlmEntry { lkey: 1, addr: 0, len: 8 }; 4];
-        let before = r._buf[..8].to_vec();
+        let before = r.buf[..8].to_vec();
         let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             // SAFETY: test memory no device reads.
             unsafe { r.sq.mkey_configure_raw(CtrlFlags::empty(), 0x100, 4, None, Some(RawLayout::List(&four))) }
         }));
         let msg = e.expect_err("a full ring").downcast::<String>().map(|s| *s).unwrap_or_default();
         assert!(msg.contains("send queue full"), "{msg}");
-        assert_eq!(r._buf[..8], before[..], "block 0 (unretired) untouched");
+        assert_eq!(r.buf[..8], before[..], "block 0 (unretired) untouched");
         assert_eq!(r.sq.cur_post(), 14);
     }
 

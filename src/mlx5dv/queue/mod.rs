@@ -9,4 +9,6 @@ pub mod mmio;
 pub mod obj;
 pub mod seg;
 pub mod sq;
+#[cfg(test)]
+pub(crate) mod test_ring;
 pub mod wqe;
