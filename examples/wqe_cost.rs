@@ -362,24 +362,31 @@ impl Tm {
     /// matching, APPEND, success), as the C side's `device_tm_cqe`.
     #[inline(always)]
     fn device_cqe(&mut self, pi: u16) {
-        let mut c = Cqe64 {
-            srqn_uidx: Be32::new(SRQN),
-            app: [1, 0x5, 0, 0],
-            sop_drop_qpn: Be32::new(self.tm.sq().qpn()),
-            wqe_counter: Be16::new(pi),
-            op_own: (CqeOpcode::NO_PACKET.to_raw() << 4) | u8::from(self.produced & CQES != 0),
-            ..Cqe64::default()
-        };
-        c.rsvd0[0] = 0x80; // `tm_cqe.success`
-        // SAFETY: a CQE slot of the leaked buffer, written through the
-        // pointer the ring reads it by (as the C side's volatile store).
-        unsafe { std::ptr::write_volatile(self.cqes.wrapping_add((self.produced % CQES) as usize), c) };
+        let owner = u8::from(self.produced & CQES != 0);
+        let srqn = Be32::new(SRQN).raw().to_ne_bytes();
+        let qpn = Be32::new(self.tm.sq().qpn()).raw().to_ne_bytes();
+        let pi = pi.to_be_bytes();
+        // Bytes 0-3 `tm_cqe.success` (bit 31), 32-35 `srqn_uidx`, 40-43
+        // `app`, `app_op` (APPEND), `app_info`; 56-63 `sop_drop_qpn`,
+        // `wqe_counter`, `signature`, `op_own`; the rest 0.
+        let w0 = u64::from_ne_bytes([0x80, 0, 0, 0, 0, 0, 0, 0]);
+        let w4 = u64::from_ne_bytes([srqn[0], srqn[1], srqn[2], srqn[3], 0, 0, 0, 0]);
+        let w5 = u64::from_ne_bytes([1, 0x5, 0, 0, 0, 0, 0, 0]);
+        let op_own = (CqeOpcode::NO_PACKET.to_raw() << 4) | owner;
+        let w7 = u64::from_ne_bytes([qpn[0], qpn[1], qpn[2], qpn[3], pi[0], pi[1], 0, op_own]);
+        let slot = self.cqes.wrapping_add((self.produced % CQES) as usize).cast::<u64>();
+        for (k, w) in [w0, 0, 0, 0, w4, w5, 0, w7].into_iter().enumerate() {
+            // SAFETY: word `k` of a CQE slot of the leaked buffer (64 bytes
+            // aligned to 8), written through the pointer the ring reads it
+            // by, word by word (as the C side's volatile struct store).
+            unsafe { std::ptr::write_volatile(slot.add(k), w) };
+        }
         self.produced += 1;
     }
 }
 
-/// A tag add with its buffer (`ibv_post_srq_ops` of one `IBV_WR_TAG_ADD`,
-/// which rings the doorbell), signaled every [`TM_SIGNAL_EVERY`]th; the
+/// A tag add with its buffer and its doorbell (`TmRing::add_buf_post`:
+/// `ibv_post_srq_ops` of one `IBV_WR_TAG_ADD`), signaled every [`TM_SIGNAL_EVERY`]th; the
 /// signaled one's completion is written by the device, polled and taken
 /// (`TmRing::complete`: the command ring retired through it).
 #[inline(never)]
@@ -387,12 +394,11 @@ fn tag_add(t: &mut Tm, i: u64) -> u16 {
     let opts = if i % TM_SIGNAL_EVERY == TM_SIGNAL_EVERY - 1 { TmOpts::new().signaled(i) } else { TmOpts::new() };
     let buf = Sge::from_raw(0x20000 + i * 64, 64, 0x66);
     // SAFETY: no device reads this ring or writes the buffer (plain memory).
-    let r = unsafe { t.tm.add_buf(i, !0, buf, i, opts) };
+    let r = unsafe { t.tm.add_buf_post(i, !0, buf, i, opts, &mut t.mmio) };
     // A refusal ends the program, as the C sides' `abort()`.
     if r.is_err() {
         std::process::abort();
     }
-    t.tm.ring(&mut t.mmio);
     t.tm.sq().cur_post() as u16
 }
 
@@ -449,17 +455,23 @@ impl Mprq {
     /// stride 0), as the C side's `device_mprq_cqe`.
     #[inline(always)]
     fn device_cqe(&mut self, wqe: u16) {
-        let n = MPRQ.num_strides();
-        let mut c = Cqe64 {
-            byte_cnt: Be32::new((n << 16) | MPRQ.wqe_bytes()),
-            sop_drop_qpn: Be32::new((u32::from(CqeOpcode::RESP_SEND.to_raw()) << 24) | WQN),
-            op_own: (CqeOpcode::RESP_SEND.to_raw() << 4) | u8::from(self.produced & MPRQ_CQES != 0),
-            ..Cqe64::default()
-        };
-        c.rsvd0[2..4].copy_from_slice(&wqe.to_be_bytes()); // `wqe_id`
-        // SAFETY: a CQE slot of the leaked buffer, written through the
-        // pointer the ring reads it by (as the C side's volatile store).
-        unsafe { std::ptr::write_volatile(self.cqes.wrapping_add((self.produced % MPRQ_CQES) as usize), c) };
+        let op = CqeOpcode::RESP_SEND.to_raw();
+        let owner = u8::from(self.produced & MPRQ_CQES != 0);
+        let id = wqe.to_be_bytes();
+        let bc = Be32::new((MPRQ.num_strides() << 16) | MPRQ.wqe_bytes()).raw().to_ne_bytes();
+        let sop = Be32::new((u32::from(op) << 24) | WQN).raw().to_ne_bytes();
+        // Bytes 2-3 `wqe_id`, 44-47 `byte_cnt`, 56-63 `sop_drop_qpn`,
+        // `wqe_counter` (stride 0), `signature`, `op_own`; the rest 0.
+        let w0 = u64::from_ne_bytes([0, 0, id[0], id[1], 0, 0, 0, 0]);
+        let w5 = u64::from_ne_bytes([0, 0, 0, 0, bc[0], bc[1], bc[2], bc[3]]);
+        let w7 = u64::from_ne_bytes([sop[0], sop[1], sop[2], sop[3], 0, 0, 0, (op << 4) | owner]);
+        let slot = self.cqes.wrapping_add((self.produced % MPRQ_CQES) as usize).cast::<u64>();
+        for (k, w) in [w0, 0, 0, 0, 0, w5, 0, w7].into_iter().enumerate() {
+            // SAFETY: word `k` of a CQE slot of the leaked buffer (64 bytes
+            // aligned to 8), written through the pointer the ring reads it
+            // by, word by word (as the C side's volatile struct store).
+            unsafe { std::ptr::write_volatile(slot.add(k), w) };
+        }
         self.produced += 1;
     }
 

@@ -27,7 +27,7 @@ use std::fmt;
 
 use crate::mlx5dv::completion::cqe::{cqe_opcode, Cqe64, CqeOpcode};
 use crate::mlx5dv::queue::be::{Be16, Be64};
-use crate::mlx5dv::queue::mmio::Mmio;
+use crate::mlx5dv::queue::mmio::{HwMmio, Mmio};
 use crate::mlx5dv::queue::seg::{CtrlFlags, TmFlags, TmOpcode, TmSeg, WqeOpcode};
 use crate::mlx5dv::queue::sq::SqRing;
 use crate::mlx5dv::tags::tm::{TmCqe, TmCqeOp};
@@ -328,9 +328,26 @@ impl TmRing {
     /// memory for it; a message with data completes in error). Returns the
     /// entry's handle, for [`TmRing::remove`]; `recv_wr_id` is the id its
     /// match completes with.
+    #[inline]
     pub fn add(&mut self, tag: u64, mask: u64, recv_wr_id: u64, opts: TmOpts) -> Result<u32, TmError> {
         // SAFETY: no buffer: the WQE ends with the terminating data segment.
-        unsafe { self.add_inner(tag, mask, None, recv_wr_id, opts) }
+        unsafe { self.add_inner(tag, mask, None, recv_wr_id, opts, None::<&mut HwMmio>) }
+    }
+
+    /// [`TmRing::add`] and [`TmRing::ring`] at once: the add is written
+    /// and the doorbell rung for it (and any operations written before it
+    /// without one), as `ibv_post_srq_ops` with a one-operation list does.
+    #[inline]
+    pub fn add_post<M: Mmio>(
+        &mut self,
+        tag: u64,
+        mask: u64,
+        recv_wr_id: u64,
+        opts: TmOpts,
+        mmio: &mut M,
+    ) -> Result<u32, TmError> {
+        // SAFETY: as in `add`.
+        unsafe { self.add_inner(tag, mask, None, recv_wr_id, opts, Some(mmio)) }
     }
 
     /// Adds a tagged receive into the buffer `buf` (its address, length
@@ -351,6 +368,7 @@ impl TmRing {
     ///   the entry's last completion (a match that completes it, or its
     ///   remove's completion reporting success). After a refusal (`Err`)
     ///   nothing was posted and the range is the caller's at once.
+    #[inline]
     pub unsafe fn add_buf(
         &mut self,
         tag: u64,
@@ -360,25 +378,74 @@ impl TmRing {
         opts: TmOpts,
     ) -> Result<u32, TmError> {
         // SAFETY: forwarded contract.
-        unsafe { self.add_inner(tag, mask, Some((buf.len(), buf.lkey(), buf.addr())), recv_wr_id, opts) }
+        unsafe {
+            self.add_inner(tag, mask, Some((buf.len(), buf.lkey(), buf.addr())), recv_wr_id, opts, None::<&mut HwMmio>)
+        }
     }
 
+    /// [`TmRing::add_buf`] and [`TmRing::ring`] at once, as
+    /// [`TmRing::add_post`].
+    ///
+    /// # Safety
+    /// As [`TmRing::add_buf`]; the device may write `buf` from this call on.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn add_buf_post<M: Mmio>(
+        &mut self,
+        tag: u64,
+        mask: u64,
+        buf: Sge,
+        recv_wr_id: u64,
+        opts: TmOpts,
+        mmio: &mut M,
+    ) -> Result<u32, TmError> {
+        // SAFETY: forwarded contract.
+        unsafe { self.add_inner(tag, mask, Some((buf.len(), buf.lkey(), buf.addr())), recv_wr_id, opts, Some(mmio)) }
+    }
+
+    /// The add, rung at once when `mmio` is given.
+    ///
     /// # Safety
     /// As [`TmRing::add_buf`] when `buf` is given.
-    unsafe fn add_inner(
+    #[inline(always)]
+    unsafe fn add_inner<M: Mmio>(
         &mut self,
         tag: u64,
         mask: u64,
         buf: Option<(u32, u32, u64)>,
         recv_wr_id: u64,
         opts: TmOpts,
+        mmio: Option<&mut M>,
     ) -> Result<u32, TmError> {
         self.check_room()?;
         let idx = self.head;
-        let next = self.tags[idx as usize].next;
+        let unexp_out = match opts.sync {
+            Some(n) => n as i32,
+            None => self.unexp_out,
+        };
+        let size = match buf {
+            Some((len, ..)) => len,
+            None => 0,
+        };
+        // The entry's fields first, through one borrow: from here on nothing
+        // refuses or panics (the room was checked, and the WQE's one block
+        // is free), so the WQE below is written whenever they are.
+        let e = &mut self.tags[idx as usize];
+        let next = e.next;
         if next == NONE {
             return Err(TmError::ListFull { max_num_tags: self.max_num_tags() });
         }
+        // A free entry is never being removed (`release` clears the mark
+        // when it frees one).
+        debug_assert!(!e.removing && e.expect_cqe == 0, "the list's free entry {idx} is taken");
+        e.next = NONE;
+        e.wr_id = recv_wr_id;
+        e.phase_cnt = unexp_out;
+        e.size = size;
+        // The add's match, and the add's own completion when signaled.
+        e.expect_cqe += 1 + i32::from(opts.signaled.is_some());
+        self.head = next;
+        self.unexp_out = unexp_out;
         let mut seg = opts.seg(TmOpcode::APPEND);
         seg.index = Be16::new(next as u16);
         seg.append_tag = Be64::new(tag);
@@ -389,27 +456,20 @@ impl TmRing {
         // `data_end`, which reaches no memory), so every unit the device
         // reads as a data segment is one of those.
         let w = unsafe { self.sq.wqe(WqeOpcode::TAG_MATCHING, 0, CtrlFlags::empty(), 0) }.seg(&seg);
-        let (w, size) = match buf {
+        let w = match buf {
             // SAFETY: `data`'s contract is `add_buf`'s own: the caller vouches
             // that the buffer is registered memory, alive until the entry's
             // last completion.
-            Some((len, lkey, addr)) if len != 0 => (unsafe { w.data(len, lkey, addr) }, len),
-            _ => (w.data_end(), 0),
+            Some((len, lkey, addr)) if len != 0 => unsafe { w.data(len, lkey, addr) },
+            _ => w.data_end(),
         };
-        let pi = w.finish();
-        self.head = next;
-        if let Some(n) = opts.sync {
-            self.unexp_out = n as i32;
-        }
-        let e = &mut self.tags[idx as usize];
-        e.next = NONE;
-        e.wr_id = recv_wr_id;
-        e.phase_cnt = self.unexp_out;
-        e.size = size;
-        e.expect_cqe += 1;
-        e.removing = false;
+        let pi = match mmio {
+            Some(m) => w.post(m),
+            None => w.finish(),
+        };
         if let Some(wr_id) = opts.signaled {
-            self.push_op(idx, Some(wr_id), pi);
+            // The entry's count was raised above.
+            self.push_op_counted(idx, Some(wr_id), pi);
         }
         Ok(idx)
     }
@@ -589,12 +649,18 @@ impl TmRing {
     }
 
     fn push_op(&mut self, tag: u32, wr_id: Option<u64>, wqe: u16) {
-        let mask = self.ops.len() as u32 - 1;
-        self.ops[(self.op_tail & mask) as usize] = Pending { tag, wr_id, wqe };
-        self.op_tail = self.op_tail.wrapping_add(1);
+        self.push_op_counted(tag, wr_id, wqe);
         if tag != NONE {
             self.tags[tag as usize].expect_cqe += 1;
         }
+    }
+
+    /// [`TmRing::push_op`] for an entry whose count the caller raised.
+    #[inline(always)]
+    fn push_op_counted(&mut self, tag: u32, wr_id: Option<u64>, wqe: u16) {
+        let mask = self.ops.len() as u32 - 1;
+        self.ops[(self.op_tail & mask) as usize] = Pending { tag, wr_id, wqe };
+        self.op_tail = self.op_tail.wrapping_add(1);
     }
 
     /// One completion due on the entry seen; the last puts it at the end
