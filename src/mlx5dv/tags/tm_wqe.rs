@@ -419,33 +419,14 @@ impl TmRing {
     ) -> Result<u32, TmError> {
         self.check_room()?;
         let idx = self.head;
-        let unexp_out = match opts.sync {
-            Some(n) => n as i32,
-            None => self.unexp_out,
-        };
-        let size = match buf {
-            Some((len, ..)) => len,
-            None => 0,
-        };
-        // The entry's fields first, through one borrow: from here on nothing
-        // refuses or panics (the room was checked, and the WQE's one block
-        // is free), so the WQE below is written whenever they are.
-        let e = &mut self.tags[idx as usize];
-        let next = e.next;
+        // SAFETY: `head` always names an entry of the list: it starts at 0
+        // and only ever takes an entry's `next` that is not `NONE` (below),
+        // and `next` holds `NONE` or an index below the list's length
+        // (`from_raw`, `release`).
+        let next = unsafe { self.tags.get_unchecked(idx as usize) }.next;
         if next == NONE {
             return Err(TmError::ListFull { max_num_tags: self.max_num_tags() });
         }
-        // A free entry is never being removed (`release` clears the mark
-        // when it frees one).
-        debug_assert!(!e.removing && e.expect_cqe == 0, "the list's free entry {idx} is taken");
-        e.next = NONE;
-        e.wr_id = recv_wr_id;
-        e.phase_cnt = unexp_out;
-        e.size = size;
-        // The add's match, and the add's own completion when signaled.
-        e.expect_cqe += 1 + i32::from(opts.signaled.is_some());
-        self.head = next;
-        self.unexp_out = unexp_out;
         let mut seg = opts.seg(TmOpcode::APPEND);
         seg.index = Be16::new(next as u16);
         seg.append_tag = Be64::new(tag);
@@ -456,17 +437,32 @@ impl TmRing {
         // `data_end`, which reaches no memory), so every unit the device
         // reads as a data segment is one of those.
         let w = unsafe { self.sq.wqe(WqeOpcode::TAG_MATCHING, 0, CtrlFlags::empty(), 0) }.seg(&seg);
-        let w = match buf {
+        let (w, size) = match buf {
             // SAFETY: `data`'s contract is `add_buf`'s own: the caller vouches
             // that the buffer is registered memory, alive until the entry's
             // last completion.
-            Some((len, lkey, addr)) if len != 0 => unsafe { w.data(len, lkey, addr) },
-            _ => w.data_end(),
+            Some((len, lkey, addr)) if len != 0 => (unsafe { w.data(len, lkey, addr) }, len),
+            _ => (w.data_end(), 0),
         };
         let pi = match mmio {
             Some(m) => w.post(m),
             None => w.finish(),
         };
+        self.head = next;
+        if let Some(n) = opts.sync {
+            self.unexp_out = n as i32;
+        }
+        // SAFETY: as above (`idx` was `head`).
+        let e = unsafe { self.tags.get_unchecked_mut(idx as usize) };
+        // A free entry is never being removed (`release` clears the mark
+        // when it frees one).
+        debug_assert!(!e.removing && e.expect_cqe == 0, "the list's free entry {idx} is taken");
+        e.next = NONE;
+        e.wr_id = recv_wr_id;
+        e.phase_cnt = self.unexp_out;
+        e.size = size;
+        // The add's match, and the add's own completion when signaled.
+        e.expect_cqe += 1 + i32::from(opts.signaled.is_some());
         if let Some(wr_id) = opts.signaled {
             // The entry's count was raised above.
             self.push_op_counted(idx, Some(wr_id), pi);
