@@ -697,7 +697,12 @@ mod tests {
         r.ring_doorbell();
         assert_eq!(db.get(), 4);
         let bytes: &[u8] = bytemuck_free(&buf);
+        assert_eq!(&bytes[..16], &[0; 16], "the next segment: zero (a cyclic queue)");
         assert_eq!(&bytes[16..20], &(64u32 * 8).to_be_bytes(), "the data segment covers the WQE");
+        assert_eq!(&bytes[20..32], &[0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0x10, 0], "its lkey and address");
+        assert_eq!(&bytes[32..36], &[0; 4], "the list's end: byte count 0");
+        assert_eq!(&bytes[40..48], &[0; 8], "the list's end: address 0");
+        assert_eq!(&bytes[64 + 20..64 + 32], &[0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0x20, 0], "the next WQE's");
         assert_eq!(&bytes[36..40], &INVALID_LKEY.to_be_bytes(), "the list ends after one segment");
         cq.push(cqe(WQN, 0, 0, 3, 150, false));
         cq.push(cqe(WQN, 0, 3, 4, 200, false));

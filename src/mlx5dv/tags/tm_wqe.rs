@@ -886,6 +886,46 @@ mod tests {
         assert!(!f.tm.is_posted(b));
     }
 
+    /// `add_post` and `add_buf_post` write what `add` and `add_buf` write
+    /// and ring the doorbell at once, as `add` then `ring` does (for the
+    /// operations written before them without one too); the handles and
+    /// the entries' state are the same.
+    #[test]
+    fn add_post_writes_what_add_writes_and_rings_as_ring_does() {
+        let (mut a, mut b) = (ring(8, 4), ring(8, 4));
+        a.tm.sync(TmOpts::new()).unwrap();
+        b.tm.sync(TmOpts::new()).unwrap();
+        let ha = a.tm.add(0x33, !0, 7, TmOpts::new().signaled(1)).unwrap();
+        let mut ma = Recorder::default();
+        a.tm.ring(&mut ma);
+        let mut mb = Recorder::default();
+        let hb = b.tm.add_post(0x33, !0, 7, TmOpts::new().signaled(1), &mut mb).unwrap();
+        assert_eq!(ha, hb);
+        assert_eq!((wqe(&a, 0), wqe(&a, 1)), (wqe(&b, 0), wqe(&b, 1)));
+        assert_eq!(ma.ops, mb.ops);
+        assert!(mb.ops.contains(&Op::DbRec(2)), "{:?}", mb.ops);
+        let buf = Sge::from_raw(0x1000, 64, 7);
+        // SAFETY: test memory that no device reads.
+        let h = unsafe { a.tm.add_buf(0x44, !0, buf, 8, TmOpts::new().sync(2)) }.unwrap();
+        let mut ma = Recorder::default();
+        a.tm.ring(&mut ma);
+        let mut mb = Recorder::default();
+        // SAFETY: as above.
+        let h2 = unsafe { b.tm.add_buf_post(0x44, !0, buf, 8, TmOpts::new().sync(2), &mut mb) }.unwrap();
+        assert_eq!((h, wqe(&a, 2), &ma.ops), (h2, wqe(&b, 2), &mb.ops));
+        assert_eq!(&wqe(&b, 2)[48..64], &[0, 0, 0, 64, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0x10, 0]);
+        assert!(b.tm.is_posted(h2) && b.tm.is_posted(hb));
+        // The signaled add's completion retires the sync and itself, and
+        // leaves its entry to its match.
+        let c = b.tm.complete(&op_cqe(0x5, true, 0)).unwrap();
+        assert_eq!((c.opcode, c.wr_id), (WcOpcode::TM_ADD, Some(1)));
+        assert!(b.tm.is_posted(hb));
+        assert_eq!(b.tm.sq().available(), 8 - 1);
+        assert_eq!(b.tm.add_post(1, 1, 1, TmOpts::new(), &mut mb), Ok(2));
+        assert_eq!(b.tm.add_post(1, 1, 1, TmOpts::new(), &mut mb), Ok(3));
+        assert_eq!(b.tm.add_post(1, 1, 1, TmOpts::new(), &mut mb), Err(TmError::ListFull { max_num_tags: 4 }));
+    }
+
     #[test]
     fn a_full_command_queue_is_refused_until_a_completion() {
         let mut f = ring(2, 8);
