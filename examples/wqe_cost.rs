@@ -342,8 +342,14 @@ impl Tm {
         // entries none added, and every tag-matching CQE of the CQ below
         // (written by this program for this SRQ) given to `complete` once.
         let tm = unsafe {
-            let sq =
-                SqRing::from_raw(ring.0.as_mut_ptr(), BBS, dbrec.as_mut_ptr().add(1), reg.as_mut_ptr().cast(), 0, 0x1234);
+            let sq = SqRing::from_raw(
+                ring.0.as_mut_ptr(),
+                BBS,
+                dbrec.as_mut_ptr().add(1),
+                reg.as_mut_ptr().cast(),
+                0,
+                0x1234,
+            );
             TmRing::from_raw(sq, TM_TAGS)
         };
         let cqes = Box::leak(vec![Cqe64 { op_own: 0xf0, ..Cqe64::default() }; CQES as usize].into_boxed_slice());
@@ -441,14 +447,7 @@ impl Mprq {
         // a leaked record; only this ring posts to them, and WQN is the
         // number this program's CQEs carry.
         let rq = unsafe { MprqRing::from_raw(ring.0.as_mut_ptr(), BBS, 32, dbrec.as_mut_ptr(), MPRQ, WQN, &cq) };
-        Mprq {
-            ring: ring.0.as_ptr(),
-            rq,
-            cq,
-            cqes: base,
-            produced: 0,
-            out: [StrideCompletion::default(); MPRQ_BATCH],
-        }
+        Mprq { ring: ring.0.as_ptr(), rq, cq, cqes: base, produced: 0, out: [StrideCompletion::default(); MPRQ_BATCH] }
     }
 
     /// The device's side: a packet filling WQE `wqe` (all its strides from

@@ -286,8 +286,9 @@ fn print(t: &Table) {
         println!("\n[{}] {n}", k + 1);
     }
     println!(
-        "\ninstructions per WQE (per CQE for poll and zip), callgrind, runs of {N} and 0 iterations; a CQE \
-         written and polled and the ring freed every 32 blocks on every side"
+        "\ninstructions per WQE (per CQE for poll and zip), callgrind, runs of {N} and 0 iterations; on every \
+         side a CQE written and polled and the ring freed every 32 blocks (tag_add: every 32nd add; mprq: one \
+         CQE per WQE, 32 polled at once)"
     );
 }
 
