@@ -236,12 +236,13 @@ __attribute__((noinline)) static void post_tso(uint64_t i, uint8_t *hdr)
 #define CQE_APP_OP_TM_APPEND 0x5
 static struct h_tm *tm;
 static struct ibv_ops_wr owr;
+static struct ibv_sge tsge;
 
 __attribute__((noinline)) static void post_tag_add(uint64_t i, int signaled)
 {
-	sge.addr = 0x20000 + i * 64;
-	sge.length = 64;
-	sge.lkey = 0x66;
+	tsge.addr = 0x20000 + i * 64;
+	tsge.length = 64;
+	tsge.lkey = 0x66;
 	owr.wr_id = i;
 	owr.next = NULL;
 	owr.opcode = IBV_WR_TAG_ADD;
@@ -249,7 +250,7 @@ __attribute__((noinline)) static void post_tag_add(uint64_t i, int signaled)
 	owr.tm.add.recv_wr_id = i;
 	owr.tm.add.tag = i;
 	owr.tm.add.mask = ~0ull;
-	owr.tm.add.sg_list = &sge;
+	owr.tm.add.sg_list = &tsge;
 	owr.tm.add.num_sge = 1;
 	struct ibv_ops_wr *bad;
 	if (mlx5_post_srq_ops(&tm->srq->vsrq.srq, &owr, &bad))
@@ -293,16 +294,17 @@ static uint64_t poll_tm(void)
 static struct h_mprq *mp;
 static uint32_t mproduced;
 static struct ibv_recv_wr rwr;
+static struct ibv_sge rsge;
 static struct ibv_wc mwcs[MPRQ_BATCH];
 
 __attribute__((noinline)) static void post_mprq(uint64_t i)
 {
-	sge.addr = 0x20000 + i * 512;
-	sge.length = 512;
-	sge.lkey = 0x66;
+	rsge.addr = 0x20000 + i * 512;
+	rsge.length = 512;
+	rsge.lkey = 0x66;
 	rwr.wr_id = i;
 	rwr.next = NULL;
-	rwr.sg_list = &sge;
+	rwr.sg_list = &rsge;
 	rwr.num_sge = 1;
 	struct ibv_recv_wr *bad;
 	if (ibv_post_wq_recv(&mp->rwq->wq, &rwr, &bad))
