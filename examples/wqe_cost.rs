@@ -18,11 +18,13 @@ use rrddmma::mlx5dv::cqe::{Completion, Cqe64, CqeOpcode};
 use rrddmma::mlx5dv::eth::CsumFlags;
 use rrddmma::mlx5dv::mini::{CqeFormat, CqeResFormat, MiniCqe};
 use rrddmma::mlx5dv::mmio::HwMmio;
+use rrddmma::mlx5dv::mprq::{MprqRing, StrideCompletion, StridingParams};
 use rrddmma::mlx5dv::seg::{CtrlFlags, DatagramSeg};
 use rrddmma::mlx5dv::sq::{SqLimits, SqRing, SqTransport};
+use rrddmma::mlx5dv::tm_wqe::{TmOpts, TmRing};
 use rrddmma::mlx5dv::umr::{KlmEntry, RawLayout};
 use rrddmma::mlx5dv::wqe::{DciStream, ExtAtomics};
-use rrddmma::prim::{AccessFlags, RemoteAddr};
+use rrddmma::prim::{AccessFlags, RemoteAddr, Sge};
 
 /// Send queue blocks.
 const BBS: u32 = 64;
@@ -44,8 +46,10 @@ const ROWS: &[&str] = &[
     "dc_write",
     "batch32",
     "umr_klm4",
+    "tag_add",
     "eth42",
     "tso",
+    "mprq",
     "poll",
     "zip",
 ];
@@ -305,6 +309,201 @@ fn zip(z: &mut Zip, title: &[u64; 8], minis: &[u64; SESSION as usize]) -> usize 
     z.cq.poll(&mut z.out)
 }
 
+/// Tags in the tag-matching row's list: more than a run adds (an entry
+/// comes back only with a match, which this row does not make: it counts
+/// the add and its command completions).
+const TM_TAGS: u32 = 65535;
+/// The tag-matching SRQ's number, which its CQEs carry (`srqn_uidx`).
+const SRQN: u32 = 0x99;
+/// Tag adds per signaled one (and per command completion).
+const TM_SIGNAL_EVERY: u64 = 32;
+
+/// A tag-matching SRQ's command QP over plain memory ([`BBS`] blocks), its
+/// tag list, and the SRQ's CQ, where the stand-in device writes the
+/// completion of each signaled add.
+struct Tm {
+    ring: *const u8,
+    tm: TmRing,
+    cq: CqRing,
+    cqes: *mut Cqe64,
+    produced: u32,
+    out: [Cqe64; 1],
+    mmio: HwMmio,
+}
+
+impl Tm {
+    fn new() -> Tm {
+        let ring = Box::leak(Box::new(Ring([0; BBS as usize * 64])));
+        let dbrec = Box::leak(Box::new([Be32::default(); 2]));
+        let reg = Box::leak(Box::new([0u64; 8]));
+        // SAFETY: plain memory standing in for the command QP's queue,
+        // record and register, leaked (alive until the process ends); a
+        // fresh ring that only this `TmRing` posts on, its list of TM_TAGS
+        // entries none added, and every tag-matching CQE of the CQ below
+        // (written by this program for this SRQ) given to `complete` once.
+        let tm = unsafe {
+            let sq = SqRing::from_raw(
+                ring.0.as_mut_ptr(),
+                BBS,
+                dbrec.as_mut_ptr().add(1),
+                reg.as_mut_ptr().cast(),
+                0,
+                0x1234,
+            );
+            TmRing::from_raw(sq, TM_TAGS)
+        };
+        let cqes = Box::leak(vec![Cqe64 { op_own: 0xf0, ..Cqe64::default() }; CQES as usize].into_boxed_slice());
+        let cq_db = Box::leak(Box::new([Be32::default(); 2]));
+        let uar = Box::leak(Box::new([0u64; 8]));
+        let base = cqes.as_mut_ptr();
+        // SAFETY: plain memory standing in for the CQ, leaked; this program
+        // is its only producer.
+        let cq = unsafe {
+            CqRing::from_raw(base.cast_const().cast(), CQES, 64, cq_db.as_mut_ptr(), uar.as_mut_ptr().cast(), 0x79)
+        };
+        Tm { ring: ring.0.as_ptr(), tm, cq, cqes: base, produced: 0, out: [Cqe64::default()], mmio: HwMmio }
+    }
+
+    /// The device's side: the completion of a signaled add (no packet, tag
+    /// matching, APPEND, success), as the C side's `device_tm_cqe`.
+    #[inline(always)]
+    fn device_cqe(&mut self, pi: u16) {
+        let owner = u8::from(self.produced & CQES != 0);
+        let srqn = Be32::new(SRQN).raw().to_ne_bytes();
+        let qpn = Be32::new(self.tm.sq().qpn()).raw().to_ne_bytes();
+        let pi = pi.to_be_bytes();
+        // Bytes 0-3 `tm_cqe.success` (bit 31), 32-35 `srqn_uidx`, 40-43
+        // `app`, `app_op` (APPEND), `app_info`; 56-63 `sop_drop_qpn`,
+        // `wqe_counter`, `signature`, `op_own`; the rest 0.
+        let w0 = u64::from_ne_bytes([0x80, 0, 0, 0, 0, 0, 0, 0]);
+        let w4 = u64::from_ne_bytes([srqn[0], srqn[1], srqn[2], srqn[3], 0, 0, 0, 0]);
+        let w5 = u64::from_ne_bytes([1, 0x5, 0, 0, 0, 0, 0, 0]);
+        let op_own = (CqeOpcode::NO_PACKET.to_raw() << 4) | owner;
+        let w7 = u64::from_ne_bytes([qpn[0], qpn[1], qpn[2], qpn[3], pi[0], pi[1], 0, op_own]);
+        let slot = self.cqes.wrapping_add((self.produced % CQES) as usize).cast::<u64>();
+        for (k, w) in [w0, 0, 0, 0, w4, w5, 0, w7].into_iter().enumerate() {
+            // SAFETY: word `k` of a CQE slot of the leaked buffer (64 bytes
+            // aligned to 8), written through the pointer the ring reads it
+            // by, word by word (as the C side's volatile struct store).
+            unsafe { std::ptr::write_volatile(slot.add(k), w) };
+        }
+        self.produced += 1;
+    }
+}
+
+/// A tag add with its buffer and its doorbell (`TmRing::add_buf_post`:
+/// `ibv_post_srq_ops` of one `IBV_WR_TAG_ADD`), signaled every [`TM_SIGNAL_EVERY`]th; the
+/// signaled one's completion is written by the device, polled and taken
+/// (`TmRing::complete`: the command ring retired through it).
+#[inline(never)]
+fn tag_add(t: &mut Tm, i: u64) -> u16 {
+    let opts = if i % TM_SIGNAL_EVERY == TM_SIGNAL_EVERY - 1 { TmOpts::new().signaled(i) } else { TmOpts::new() };
+    let buf = Sge::from_raw(0x20000 + i * 64, 64, 0x66);
+    // SAFETY: no device reads this ring or writes the buffer (plain memory).
+    let r = unsafe { t.tm.add_buf_post(i, !0, buf, i, opts, &mut t.mmio) };
+    // A refusal ends the program, as the C sides' `abort()`.
+    if r.is_err() {
+        std::process::abort();
+    }
+    t.tm.sq().cur_post() as u16
+}
+
+/// Striding WQEs of the `mprq` row: 8 strides of 64 bytes.
+const MPRQ: StridingParams = StridingParams { log_stride_bytes: 6, log_num_strides: 3, two_byte_shift: false };
+/// The striding WQ's number, which its CQEs carry.
+const WQN: u32 = 0x1234;
+/// Receive completions polled at once in the `mprq` row (half the WQ).
+const MPRQ_BATCH: usize = BBS as usize / 2;
+
+/// A striding WQ of [`BBS`] WQEs of 32 bytes (next segment and one data
+/// segment) in the C side's ring's place, and its CQ, where the stand-in
+/// device writes one packet per WQE taking all its strides.
+struct Mprq {
+    ring: *const u8,
+    rq: MprqRing,
+    cq: CqRing,
+    cqes: *mut Cqe64,
+    produced: u32,
+    out: [StrideCompletion; MPRQ_BATCH],
+}
+
+/// CQ entries of the `mprq` row.
+const MPRQ_CQES: u32 = 64;
+
+impl Mprq {
+    fn new() -> Mprq {
+        let ring = Box::leak(Box::new(Ring([0; BBS as usize * 64])));
+        let dbrec = Box::leak(Box::new([Be32::default(); 2]));
+        let cqes = Box::leak(vec![Cqe64 { op_own: 0xf0, ..Cqe64::default() }; MPRQ_CQES as usize].into_boxed_slice());
+        let cq_db = Box::leak(Box::new([Be32::default(); 2]));
+        let uar = Box::leak(Box::new([0u64; 8]));
+        let base = cqes.as_mut_ptr();
+        // SAFETY: plain memory standing in for the CQ, leaked; this program
+        // is its only producer.
+        let cq = unsafe {
+            CqRing::from_raw(base.cast_const().cast(), MPRQ_CQES, 64, cq_db.as_mut_ptr(), uar.as_mut_ptr().cast(), 0x7a)
+        };
+        // SAFETY: BBS WQEs of 32 bytes inside the leaked ring (4 KiB), and
+        // a leaked record; only this ring posts to them, and WQN is the
+        // number this program's CQEs carry.
+        let rq = unsafe { MprqRing::from_raw(ring.0.as_mut_ptr(), BBS, 32, dbrec.as_mut_ptr(), MPRQ, WQN, &cq) };
+        Mprq { ring: ring.0.as_ptr(), rq, cq, cqes: base, produced: 0, out: [StrideCompletion::default(); MPRQ_BATCH] }
+    }
+
+    /// The device's side: a packet filling WQE `wqe` (all its strides from
+    /// stride 0), as the C side's `device_mprq_cqe`.
+    #[inline(always)]
+    fn device_cqe(&mut self, wqe: u16) {
+        let op = CqeOpcode::RESP_SEND.to_raw();
+        let owner = u8::from(self.produced & MPRQ_CQES != 0);
+        let id = wqe.to_be_bytes();
+        let bc = Be32::new((MPRQ.num_strides() << 16) | MPRQ.wqe_bytes()).raw().to_ne_bytes();
+        let sop = Be32::new((u32::from(op) << 24) | WQN).raw().to_ne_bytes();
+        // Bytes 2-3 `wqe_id`, 44-47 `byte_cnt`, 56-63 `sop_drop_qpn`,
+        // `wqe_counter` (stride 0), `signature`, `op_own`; the rest 0.
+        let w0 = u64::from_ne_bytes([0, 0, id[0], id[1], 0, 0, 0, 0]);
+        let w5 = u64::from_ne_bytes([0, 0, 0, 0, bc[0], bc[1], bc[2], bc[3]]);
+        let w7 = u64::from_ne_bytes([sop[0], sop[1], sop[2], sop[3], 0, 0, 0, (op << 4) | owner]);
+        let slot = self.cqes.wrapping_add((self.produced % MPRQ_CQES) as usize).cast::<u64>();
+        for (k, w) in [w0, 0, 0, 0, 0, w5, 0, w7].into_iter().enumerate() {
+            // SAFETY: word `k` of a CQE slot of the leaked buffer (64 bytes
+            // aligned to 8), written through the pointer the ring reads it
+            // by, word by word (as the C side's volatile struct store).
+            unsafe { std::ptr::write_volatile(slot.add(k), w) };
+        }
+        self.produced += 1;
+    }
+
+    /// After a post: at half the WQ outstanding, the device fills every
+    /// outstanding WQE (one packet each); the completions are polled and
+    /// each WQE handed back.
+    #[inline(always)]
+    fn account(&mut self) {
+        if self.rq.outstanding() >= BBS / 2 {
+            let first = self.rq.head().wrapping_sub(self.rq.outstanding());
+            for k in 0..self.rq.outstanding() {
+                self.device_cqe(first.wrapping_add(k) as u16);
+            }
+            let n = self.cq.poll_strides(&mut self.out);
+            for c in &self.out[..n] {
+                if self.rq.complete(c).is_err() {
+                    std::process::abort();
+                }
+            }
+        }
+    }
+}
+
+/// One striding WQE posted, with its doorbell record (`ibv_post_wq_recv`
+/// of one request).
+#[inline(never)]
+fn mprq(m: &mut Mprq, i: u64) -> u16 {
+    // SAFETY: no device writes the buffer (plain memory, never read).
+    let Some(slot) = (unsafe { m.rq.post(0x66, 0x20000 + i * 512) }) else { std::process::abort() };
+    m.rq.ring_doorbell();
+    slot
+}
+
 fn usage(msg: &str) -> ! {
     eprintln!("wqe_cost: {msg}\nusage: wqe_cost ROW [ITERATIONS] | wqe_cost --rows\nrows: {}", ROWS.join(" "));
     std::process::exit(2)
@@ -328,6 +527,10 @@ fn main() {
     let target =
         DatagramSeg { key: Be64::new(0x1234_5678), dqp_dct: Be32::new(0x8000_0000 | 0x4242), ..Default::default() };
     let mut sum = 0u64;
+    // The ring the dump prints: the send queue's, or the row's own.
+    let mut dump = b.ring;
+    // The producer index printed: the send queue's, or the row's own.
+    let mut cur_post = None;
     match row.as_str() {
         "write" => (0..n).for_each(|i| {
             let pi = write(&mut b, i);
@@ -409,6 +612,29 @@ fn main() {
                 })
             }
         }
+        "tag_add" => {
+            let mut t = Tm::new();
+            dump = t.ring;
+            (0..n).for_each(|i| {
+                let pi = tag_add(&mut t, i);
+                if i % TM_SIGNAL_EVERY == TM_SIGNAL_EVERY - 1 {
+                    t.device_cqe(pi.wrapping_sub(1));
+                    if t.cq.poll_cqes(&mut t.out) == 1 && t.tm.complete(&t.out[0]).is_none() {
+                        std::process::abort();
+                    }
+                }
+            });
+            sum = u64::from(t.tm.sq().cur_post());
+            cur_post = Some(t.tm.sq().cur_post());
+        }
+        "mprq" => {
+            let mut m = Mprq::new();
+            dump = m.ring;
+            (0..n).for_each(|i| {
+                sum += u64::from(mprq(&mut m, i));
+                m.account();
+            });
+        }
         "poll" => (0..n).for_each(|i| sum += poll(&mut b, i) as u64),
         // N counts CQEs: N / 8 sessions.
         "zip" => {
@@ -438,11 +664,12 @@ fn main() {
         }
         other => usage(&format!("unknown row {other:?}")),
     }
-    println!("{row} {} {sum}", b.sq.cur_post());
+    println!("{row} {} {sum}", cur_post.unwrap_or_else(|| b.sq.cur_post()));
     // WQE_COST_DUMP=1: the ring's bytes, to compare with the C side's.
     if std::env::var_os("WQE_COST_DUMP").is_some() {
-        // SAFETY: the leaked ring of `Bench::new`, BBS blocks of 64 bytes.
-        let bytes = unsafe { std::slice::from_raw_parts(b.ring, BBS as usize * 64) };
+        // SAFETY: a leaked ring of BBS blocks of 64 bytes (`Bench::new`,
+        // `Tm::new`, `Mprq::new`).
+        let bytes = unsafe { std::slice::from_raw_parts(dump, BBS as usize * 64) };
         for block in bytes.chunks(64) {
             println!("{}", block.iter().map(|x| format!("{x:02x}")).collect::<String>());
         }

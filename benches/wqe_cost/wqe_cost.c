@@ -34,7 +34,7 @@
 #define wc_fence() asm volatile("sfence" ::: "memory")
 
 static const char *rows[] = { "write",	      "write_inline32", "send",	    "read",    "cas",  "fetch_add",
-			      "masked_cas8", "masked_cas16",   "dc_write", "batch32", "umr_klm4", "eth42",	"tso", "poll", "zip", NULL };
+			      "masked_cas8", "masked_cas16",   "dc_write", "batch32", "umr_klm4", "tag_add", "eth42",	"tso", "mprq", "poll", "zip", NULL };
 
 static uint8_t ring[BBS * 64] __attribute__((aligned(64)));
 static __be32 sq_dbrec[2];
@@ -429,6 +429,293 @@ __attribute__((noinline)) static uint16_t post_tso(uint64_t i, const uint8_t *hd
 	return pi;
 }
 
+/* Tag matching (the tag_add row): a tag-matching SRQ's command QP (the
+ * ring `q`) and its tag list, as libmlx5 keeps them (struct mlx5_srq's
+ * tm_list, tm_head, tm_tail, op, unexp_out; struct mlx5_tag_entry; struct
+ * mlx5_srq_op). The list holds more tags than a run adds: an entry comes
+ * back only with a match, which this row does not make. mlx5dv.h has the
+ * segment (struct mlx5_wqe_tm_seg), not its opcodes and flags. */
+#define TM_TAGS 65535
+#define TM_SIGNAL_EVERY 32
+#define SRQN 0x99
+#define TM_OPCODE_APPEND 0x01
+#define TM_FLAG_CQE_REQ 0x80
+#define CQE_APP_TAG_MATCHING 1
+#define CQE_APP_OP_TM_APPEND 0x5
+#define WC_TM_ADD 130 /* IBV_WC_TM_ADD */
+#define WC_TM_SYNC_REQ (1 << 6) /* IBV_WC_TM_SYNC_REQ */
+struct tm_entry {
+	struct tm_entry *next;
+	void *ptr;
+	uint64_t wr_id;
+	int expect_cqe;
+	uint32_t phase_cnt;
+	uint32_t size;
+};
+struct srq_op {
+	struct tm_entry *tag;
+	uint64_t wr_id;
+	uint32_t wqe_head;
+};
+static struct tm_entry tm_list[TM_TAGS + 1];
+static struct tm_entry *tm_head, *tm_tail;
+static struct srq_op tm_ops[BBS];
+static uint32_t tm_op_head, tm_op_tail, tm_sq_head, tm_unexp_out;
+
+/* The tag list chained free, as mlx5_create_srq_ex leaves it. */
+static void tm_init(void)
+{
+	for (unsigned k = 0; k < TM_TAGS; k++)
+		tm_list[k].next = &tm_list[k + 1];
+	tm_head = &tm_list[0];
+	tm_tail = &tm_list[TM_TAGS];
+}
+
+/* mlx5_tm_release_tag */
+static inline void tm_release(struct tm_entry *tag)
+{
+	if (!--tag->expect_cqe) {
+		tag->next = NULL;
+		tm_tail->next = tag;
+		tm_tail = tag;
+	}
+}
+
+/* One IBV_WR_TAG_ADD through libmlx5's mlx5_post_srq_ops sequence: the
+ * overflow check, the control segment's words, the list's first free entry
+ * (refused when it is the last), the TM segment (APPEND, the next entry's
+ * index, tag, mask), the entry's fields, the operation recorded when
+ * signaled, the data segment (wrapping at the ring's end), the control
+ * segment's index and DS, then post_send_db. Returns the handle. */
+__attribute__((noinline)) static uint32_t post_tag_add(uint64_t i, int signaled)
+{
+	uint8_t *wqe = begin(&q, 1);
+	if (__builtin_expect(!tm_head->next, 0))
+		abort(); /* tag matching list is full */
+	struct tm_entry *tag = tm_head;
+	tm_head = tag->next;
+	struct mlx5_wqe_tm_seg *tm = (void *)(wqe + 16);
+	tm->flags = signaled ? TM_FLAG_CQE_REQ : 0;
+	tm->opcode = TM_OPCODE_APPEND << 4;
+	tm->index = htobe16(tag->next - tm_list);
+	tm->append_tag = htobe64(i);
+	tm->append_mask = htobe64(~0ull);
+	tag->next = NULL;
+	tag->wr_id = i;
+	tag->phase_cnt = tm_unexp_out;
+	tag->expect_cqe++;
+	if (signaled) {
+		struct srq_op *op = &tm_ops[tm_op_tail++ & (q.wqe_cnt - 1)];
+		op->tag = tag;
+		op->wr_id = i;
+		op->wqe_head = tm_sq_head;
+		tag->expect_cqe++;
+	}
+	uint32_t handle = tag - tm_list;
+	uint64_t addr = 0x20000 + i * 64;
+	mlx5dv_set_data_seg(wrap(&q, wqe + 48), 64, 0x66, addr);
+	tag->ptr = (void *)(uintptr_t)addr;
+	tag->size = 64;
+	mlx5dv_set_ctrl_seg((void *)wqe, q.cur_post & 0xffff, MLX5_OPCODE_TAG_MATCHING, 0, q.qpn, 0, 4, 0, 0);
+	q.cur_post += 1;
+	q.fm_cache = 0;
+	tm_sq_head += 1;
+	doorbell(&q, wqe, 4, 1, 0);
+	return handle;
+}
+
+/* The device's side: the completion of a signaled add (no packet, tag
+ * matching, APPEND, success). */
+static inline void device_tm_cqe(uint16_t pi)
+{
+	struct mlx5_cqe64 cqe;
+	memset(&cqe, 0, sizeof(cqe));
+	cqe.tm_cqe.success = htobe32(MLX5_TMC_SUCCESS);
+	cqe.srqn_uidx = htobe32(SRQN);
+	cqe.app = CQE_APP_TAG_MATCHING;
+	cqe.app_op = CQE_APP_OP_TM_APPEND;
+	cqe.sop_drop_qpn = htobe32(QPN);
+	cqe.wqe_counter = htobe16(pi);
+	cqe.op_own = (MLX5_CQE_NO_PACKET << 4) | !!(produced & CQES);
+	*(volatile struct mlx5_cqe64 *)&cqes[produced % CQES] = cqe;
+	produced++;
+}
+
+/* libmlx5's poller on a tag-matching list operation's CQE (mlx5_parse_cqe's
+ * MLX5_CQE_NO_PACKET case, the SRQ found by its number, then
+ * handle_tag_matching's APPEND case: the oldest operation taken, its entry
+ * released, the phase compared, the command ring freed through it) and what
+ * ibv_wc_read_opcode / _wc_flags report, then the consumer record. */
+static inline int poll_tm(struct cq *cq, struct wc *wc)
+{
+	struct mlx5_cqe64 *cqe = cq->buf + (cq->ci & (cq->cnt - 1));
+	uint8_t op_own = *(volatile uint8_t *)&cqe->op_own;
+	if ((op_own >> 4) == MLX5_CQE_INVALID || ((op_own & 1) ^ !!(cq->ci & cq->cnt)))
+		return 0;
+	cq->ci++;
+	barrier();
+	if ((op_own >> 4) != MLX5_CQE_NO_PACKET || cqe->app != CQE_APP_TAG_MATCHING)
+		abort();
+	if ((be32toh(cqe->srqn_uidx) & 0xffffff) != SRQN)
+		abort(); /* get_srq_ctx */
+	wc->status = 0;
+	wc->wc_flags = 0;
+	switch (cqe->app_op) {
+	case CQE_APP_OP_TM_APPEND: {
+		if (tm_op_tail == tm_op_head)
+			abort(); /* an unexpected list op CQE */
+		struct srq_op *op = &tm_ops[tm_op_head++ & (q.wqe_cnt - 1)];
+		if (op->tag) {
+			tm_release(op->tag);
+			if (be16toh(cqe->tm_cqe.hw_phase_cnt) != op->tag->phase_cnt)
+				wc->wc_flags |= WC_TM_SYNC_REQ;
+		}
+		q.tail = op->wqe_head + 1;
+		wc->wr_id = op->wr_id;
+		wc->opcode = WC_TM_ADD;
+		break;
+	}
+	default:
+		abort(); /* this row writes APPEND completions only */
+	}
+	DEVICE_STORE(cq->dbrec[0], htobe32(cq->ci & 0xffffff));
+	return 1;
+}
+
+/* The striding WQ of the mprq row (libmlx5's struct mlx5_rwq: head, tail,
+ * the WQE shift, max_gs, the ids), in the ring's place: 64 WQEs of 32 bytes
+ * (mlx5dv.h's struct mlx5_mprq_wqe: a next segment, zero on a cyclic queue,
+ * and one data segment), 8 strides of 64 bytes each; and its CQ, where the
+ * device writes one packet per WQE taking all its strides. */
+#define MPRQ_CQES 64
+#define MPRQ_STRIDES 8
+#define MPRQ_WQE_BYTES 512
+#define MPRQ_BATCH (BBS / 2)
+#define WQN QPN
+struct rwq {
+	uint8_t *buf;
+	uint32_t head, tail, wqe_cnt, wqe_shift;
+	int max_gs;
+	uint64_t wrid[BBS];
+	/* the strides consumed per WQE (the kernel's and DPDK's stride count) */
+	uint32_t consumed[BBS];
+	uint64_t addr[BBS];
+	uint64_t stray;
+	__be32 *recv_db;
+};
+static __be32 rq_dbrec[2];
+static struct rwq rq = { .buf = ring, .wqe_cnt = BBS, .wqe_shift = 5, .max_gs = 1, .recv_db = &rq_dbrec[0] };
+static struct mlx5_cqe64 mcqes[MPRQ_CQES] __attribute__((aligned(64)));
+static __be32 mcq_dbrec[2];
+static struct cq mc = { .buf = mcqes, .cnt = MPRQ_CQES, .dbrec = mcq_dbrec };
+static uint32_t mproduced;
+
+/* One receive request through libmlx5's mlx5_post_wq_recv sequence: the
+ * overflow check, the request's segments against max_gs, the data segment
+ * (a zero length skipped), the list's end when room is left, the id, the
+ * head, the barrier, the doorbell record; the data segment where
+ * struct mlx5_mprq_wqe has it (libmlx5 writes it at the WQE's first
+ * byte), and the WQE's stride count and address reset, as ours does at
+ * posting. */
+__attribute__((noinline)) static uint16_t post_mprq(uint64_t i, const struct ibv_sge *sg, int num_sge)
+{
+	if (__builtin_expect(rq.head - rq.tail >= rq.wqe_cnt, 0))
+		abort(); /* mlx5_wq_overflow */
+	if (__builtin_expect(num_sge > rq.max_gs, 0))
+		abort();
+	uint32_t ind = rq.head & (rq.wqe_cnt - 1);
+	struct mlx5_mprq_wqe *w = (void *)(rq.buf + (ind << rq.wqe_shift));
+	struct mlx5_wqe_data_seg *scat = &w->dseg;
+	int j = 0;
+	for (int k = 0; k < num_sge; k++) {
+		if (__builtin_expect(!sg[k].length, 0))
+			continue;
+		mlx5dv_set_data_seg(scat + j++, sg[k].length, sg[k].lkey, sg[k].addr);
+	}
+	if (j < rq.max_gs) {
+		scat[j].byte_count = 0;
+		scat[j].lkey = htobe32(MLX5_INVALID_LKEY);
+		scat[j].addr = 0;
+	}
+	rq.wrid[ind] = i;
+	rq.consumed[ind] = 0;
+	rq.addr[ind] = sg[0].addr;
+	rq.head += 1;
+	barrier();
+	DEVICE_STORE(*rq.recv_db, htobe32(rq.head & 0xffff));
+	return ind;
+}
+
+/* The device's side: a packet filling WQE `wqe` (its strides from 0). */
+static inline void device_mprq_cqe(uint16_t wqe)
+{
+	struct mlx5_cqe64 cqe;
+	memset(&cqe, 0, sizeof(cqe));
+	cqe.wqe_id = htobe16(wqe);
+	cqe.byte_cnt = htobe32(MPRQ_STRIDES << 16 | MPRQ_WQE_BYTES);
+	cqe.sop_drop_qpn = htobe32((MLX5_CQE_RESP_SEND << 24) | WQN);
+	cqe.op_own = (MLX5_CQE_RESP_SEND << 4) | !!(mproduced & MPRQ_CQES);
+	*(volatile struct mlx5_cqe64 *)&mcqes[mproduced % MPRQ_CQES] = cqe;
+	mproduced++;
+}
+
+/* What a striding completion carries. */
+struct swc {
+	uint64_t wr_id;
+	uint32_t status, opcode, byte_len, qp_num, wc_flags;
+	uint16_t wqe, stride, strides;
+	uint8_t filler;
+};
+static struct swc swcs[MPRQ_BATCH];
+
+/* Polls up to ne receive CQEs as libmlx5's poller reads a responder CQE
+ * (owner bit and opcode, the WQ found by its number, byte count, flags)
+ * and the striding fields (WQE, stride, strides, filler), then the
+ * consumer record; each is then taken as the kernel's mlx5e and DPDK take
+ * one (mlx5e_handle_rx_cqe_mpwrq: the WQE's strides summed, the WQE handed
+ * back at its last), a WQE not outstanding ignored. */
+__attribute__((noinline)) static int poll_mprq(int ne)
+{
+	int n = 0;
+	for (; n < ne; n++) {
+		struct mlx5_cqe64 *cqe = mc.buf + (mc.ci & (mc.cnt - 1));
+		uint8_t op_own = *(volatile uint8_t *)&cqe->op_own;
+		if ((op_own >> 4) == MLX5_CQE_INVALID || ((op_own & 1) ^ !!(mc.ci & mc.cnt)))
+			break;
+		mc.ci++;
+		barrier();
+		struct swc *wc = &swcs[n];
+		uint32_t qpn = be32toh(cqe->sop_drop_qpn) & 0xffffff;
+		if ((op_own >> 4) != MLX5_CQE_RESP_SEND || qpn != WQN)
+			abort(); /* this row writes its WQ's SEND completions only */
+		uint32_t bc = be32toh(cqe->byte_cnt);
+		wc->qp_num = qpn;
+		wc->opcode = 128; /* IBV_WC_RECV */
+		wc->status = 0;
+		wc->wc_flags = 0;
+		wc->wqe = be16toh(cqe->wqe_id);
+		wc->stride = be16toh(cqe->wqe_counter);
+		wc->strides = (bc >> 16) & 0x7fff;
+		wc->byte_len = bc & 0xffff;
+		wc->filler = bc >> 31;
+		wc->wr_id = rq.wrid[wc->wqe & (rq.wqe_cnt - 1)];
+	}
+	if (n)
+		DEVICE_STORE(mc.dbrec[0], htobe32(mc.ci & 0xffffff));
+	for (int k = 0; k < n; k++) {
+		uint32_t mask = rq.wqe_cnt - 1, slot = swcs[k].wqe & mask;
+		if (((slot - rq.tail) & mask) >= rq.head - rq.tail) {
+			rq.stray++;
+			continue;
+		}
+		uint32_t *c = &rq.consumed[slot];
+		*c += swcs[k].strides;
+		if (*c >= MPRQ_STRIDES)
+			rq.tail += ((slot - rq.tail) & mask) + 1;
+	}
+	return n;
+}
+
 /* The caller's work-completion array, as libmlx5's poll writes it: memory
  * the caller reads afterwards, so the stores stay (a local nothing reads
  * would let gcc drop them). */
@@ -542,6 +829,8 @@ int main(int argc, char **argv)
 	av.dqp_dct = htobe32(0x80000000 | 0x4242);
 	for (unsigned k = 0; k < CQES; k++)
 		cqes[k].op_own = 0xf0; /* invalid, owner 0: a fresh CQ */
+	for (unsigned k = 0; k < MPRQ_CQES; k++)
+		mcqes[k].op_own = 0xf0;
 	long sum = 0;
 #define LOOP(call)                                   \
 	for (long i = 0; i < n; i++) {               \
@@ -605,6 +894,29 @@ int main(int argc, char **argv)
 			int got = poll_zip(wc, hash, SESSION);
 			for (int k = 0; k < got; k++)
 				sum += wc[k].byte_len;
+		}
+	} else if (!strcmp(row, "tag_add")) {
+		tm_init();
+		for (long i = 0; i < n; i++) {
+			int signaled = i % TM_SIGNAL_EVERY == TM_SIGNAL_EVERY - 1;
+			post_tag_add(i, signaled);
+			if (signaled) {
+				device_tm_cqe((uint16_t)(q.cur_post - 1));
+				if (poll_tm(&c, &wcs[0]) != 1)
+					abort();
+			}
+		}
+		sum = q.cur_post;
+	} else if (!strcmp(row, "mprq")) {
+		for (long i = 0; i < n; i++) {
+			struct ibv_sge sg = { .addr = 0x20000 + i * MPRQ_WQE_BYTES, .length = MPRQ_WQE_BYTES, .lkey = 0x66 };
+			sum += post_mprq(i, &sg, 1);
+			if (rq.head - rq.tail >= BBS / 2) {
+				uint32_t first = rq.tail, out = rq.head - rq.tail;
+				for (uint32_t k = 0; k < out; k++)
+					device_mprq_cqe((uint16_t)(first + k));
+				poll_mprq(MPRQ_BATCH);
+			}
 		}
 	} else if (!strcmp(row, "poll")) {
 		for (long i = 0; i < n; i++)

@@ -39,8 +39,26 @@ struct mlx5_qp *h_mkey_sq(uint32_t qpn, unsigned wqe_cnt, int max_inline, unsign
 			  uint64_t seed);
 struct mlx5dv_mkey *h_mkey(uint32_t key, uint16_t num_desc);
 
-static const char *rows[] = { "write", "write_inline32", "send", "read", "cas", "fetch_add", "dc_write",
-			      "batch32", "umr_klm4", "eth42", "tso", "poll", NULL };
+/* tm.c: a tag-matching SRQ with its command QP and CQ (tm.c's struct h_tm). */
+struct h_tm {
+	struct mlx5_srq *srq;
+	struct mlx5_qp *cmd;
+	struct mlx5_cq *cq;
+	uint32_t produced;
+};
+struct h_tm *h_tm_make(uint32_t srqn, uint32_t cmd_qpn, unsigned max_num_tags, unsigned cmd_wqe_cnt,
+		       unsigned srq_wqes, unsigned bf_size, unsigned uuarn, uint64_t seed, uint32_t cqn,
+		       unsigned cqe_cnt);
+/* mprq.c: a striding receive WQ and its CQ (mprq.c's struct h_mprq). */
+struct h_mprq {
+	struct mlx5_rwq *rwq;
+	struct mlx5_cq *cq;
+	uint32_t produced;
+};
+struct h_mprq *h_mprq_make(uint32_t wqn, unsigned max_wr, unsigned max_sge, uint32_t cqn, unsigned cqe_cnt);
+
+static const char *rows[] = { "write", "write_inline32", "send", "read", "cas", "fetch_add", "dc_write", "batch32",
+			      "umr_klm4", "tag_add", "eth42", "tso", "mprq", "poll", NULL };
 
 static struct mlx5_qp *qp;
 static struct mlx5_cq *cq;
@@ -204,6 +222,107 @@ __attribute__((noinline)) static void post_tso(uint64_t i, uint8_t *hdr)
 	post();
 }
 
+/* Tag matching (the tag_add row): one IBV_WR_TAG_ADD with a 64-byte buffer
+ * through mlx5_post_srq_ops (what ibv_post_srq_ops reaches), signaled every
+ * 32nd; the signaled one's completion (no packet, tag matching, APPEND) is
+ * written by the device and taken through the extended poller
+ * (ibv_start_poll, the opcode and flags read, ibv_end_poll), which frees
+ * the command ring. The list holds 65535 tags, more than a run adds. */
+#define TM_TAGS 65535
+#define TM_SIGNAL_EVERY 32
+#define SRQN 0x99
+/* cq.c's enums (no header has them) */
+#define CQE_APP_TAG_MATCHING 1
+#define CQE_APP_OP_TM_APPEND 0x5
+static struct h_tm *tm;
+static struct ibv_ops_wr owr;
+static struct ibv_sge tsge;
+
+__attribute__((noinline)) static void post_tag_add(uint64_t i, int signaled)
+{
+	tsge.addr = 0x20000 + i * 64;
+	tsge.length = 64;
+	tsge.lkey = 0x66;
+	owr.wr_id = i;
+	owr.next = NULL;
+	owr.opcode = IBV_WR_TAG_ADD;
+	owr.flags = signaled ? IBV_OPS_SIGNALED : 0;
+	owr.tm.add.recv_wr_id = i;
+	owr.tm.add.tag = i;
+	owr.tm.add.mask = ~0ull;
+	owr.tm.add.sg_list = &tsge;
+	owr.tm.add.num_sge = 1;
+	struct ibv_ops_wr *bad;
+	if (mlx5_post_srq_ops(&tm->srq->vsrq.srq, &owr, &bad))
+		abort();
+}
+
+static void device_tm_cqe(uint16_t pi)
+{
+	struct mlx5_cqe64 cqe;
+	memset(&cqe, 0, sizeof(cqe));
+	cqe.tm_cqe.success = htobe32(MLX5_TMC_SUCCESS);
+	cqe.srqn_uidx = htobe32(SRQN);
+	cqe.app = CQE_APP_TAG_MATCHING;
+	cqe.app_op = CQE_APP_OP_TM_APPEND;
+	cqe.sop_drop_qpn = htobe32(QPN);
+	cqe.wqe_counter = htobe16(pi);
+	cqe.op_own = (MLX5_CQE_NO_PACKET << 4) | !!(produced & CQES);
+	*(volatile struct mlx5_cqe64 *)((uint8_t *)tm->cq->active_buf->buf + (produced % CQES) * 64) = cqe;
+	produced++;
+}
+
+static uint64_t poll_tm(void)
+{
+	struct ibv_cq_ex *cx = &tm->cq->verbs_cq.cq_ex;
+	struct ibv_poll_cq_attr attr = { 0 };
+	if (ibv_start_poll(cx, &attr))
+		abort();
+	if (cx->status != IBV_WC_SUCCESS || ibv_wc_read_opcode(cx) != IBV_WC_TM_ADD)
+		abort();
+	uint64_t r = cx->wr_id + ibv_wc_read_wc_flags(cx);
+	ibv_end_poll(cx);
+	return r;
+}
+
+/* The striding WQ (the mprq row): one request (a 512-byte buffer, the
+ * WQE's 8 strides of 64 bytes) through ibv_post_wq_recv; at half the WQ
+ * outstanding the device writes a packet per outstanding WQE taking all its
+ * strides, polled with mlx5_poll_cq into an array of 32. */
+#define MPRQ_CQES 64
+#define MPRQ_BATCH (BBS / 2)
+static struct h_mprq *mp;
+static uint32_t mproduced;
+static struct ibv_recv_wr rwr;
+static struct ibv_sge rsge;
+static struct ibv_wc mwcs[MPRQ_BATCH];
+
+__attribute__((noinline)) static void post_mprq(uint64_t i)
+{
+	rsge.addr = 0x20000 + i * 512;
+	rsge.length = 512;
+	rsge.lkey = 0x66;
+	rwr.wr_id = i;
+	rwr.next = NULL;
+	rwr.sg_list = &rsge;
+	rwr.num_sge = 1;
+	struct ibv_recv_wr *bad;
+	if (ibv_post_wq_recv(&mp->rwq->wq, &rwr, &bad))
+		abort();
+}
+
+static void device_mprq_cqe(uint16_t wqe)
+{
+	struct mlx5_cqe64 cqe;
+	memset(&cqe, 0, sizeof(cqe));
+	cqe.wqe_id = htobe16(wqe);
+	cqe.byte_cnt = htobe32(8 << 16 | 512);
+	cqe.sop_drop_qpn = htobe32((MLX5_CQE_RESP_SEND << 24) | QPN);
+	cqe.op_own = (MLX5_CQE_RESP_SEND << 4) | !!(mproduced & MPRQ_CQES);
+	*(volatile struct mlx5_cqe64 *)((uint8_t *)mp->cq->active_buf->buf + (mproduced % MPRQ_CQES) * 64) = cqe;
+	mproduced++;
+}
+
 __attribute__((noinline)) static int poll(uint64_t i)
 {
 	struct ibv_wc wc;
@@ -226,6 +345,43 @@ int main(int argc, char **argv)
 	const char *row = argv[1];
 	long n = argc > 2 ? atol(argv[2]) : 0;
 	int dc = !strcmp(row, "dc_write"), eth = !strcmp(row, "eth42") || !strcmp(row, "tso");
+	if (!strcmp(row, "tag_add")) {
+		/* no BlueFlame (bf_size 0, uuarn 0): the plain doorbell */
+		tm = h_tm_make(SRQN, QPN, TM_TAGS, BBS, 64, 0, 0, 1, CQN, CQES);
+		tm->cmd->verbs_qp.qp.send_cq = &tm->cq->verbs_cq.cq;
+		long sum = 0;
+		for (long i = 0; i < n; i++) {
+			int signaled = i % TM_SIGNAL_EVERY == TM_SIGNAL_EVERY - 1;
+			post_tag_add(i, signaled);
+			if (signaled) {
+				device_tm_cqe((uint16_t)(tm->cmd->sq.cur_post - 1));
+				sum += poll_tm();
+			}
+		}
+		printf("%s %u %ld\n", row, tm->cmd->sq.cur_post, sum);
+		return 0;
+	}
+	if (!strcmp(row, "mprq")) {
+		mp = h_mprq_make(QPN, BBS, 1, CQN, MPRQ_CQES);
+		if (mp->rwq->rq.wqe_cnt != BBS || mp->rwq->rq.wqe_shift != 5 || mp->rwq->rq.max_gs != 1)
+			abort();
+		long sum = 0;
+		for (long i = 0; i < n; i++) {
+			post_mprq(i);
+			struct mlx5_rwq *w = mp->rwq;
+			if (w->rq.head - w->rq.tail >= BBS / 2) {
+				uint32_t first = w->rq.tail, out = w->rq.head - w->rq.tail;
+				for (uint32_t k = 0; k < out; k++)
+					device_mprq_cqe((uint16_t)(first + k));
+				int got = mlx5_poll_cq(&mp->cq->verbs_cq.cq, MPRQ_BATCH, mwcs);
+				if (got != (int)out)
+					abort();
+				sum += got;
+			}
+		}
+		printf("%s %u %ld\n", row, mp->rwq->rq.head, sum);
+		return 0;
+	}
 	/* kind 0 RC, 3 DCI with streams; no BlueFlame (bf_size 0, uuarn 0): the plain doorbell */
 	if (eth) {
 		/* a raw packet QP with checksum offload, TSO headers up to 128 bytes */

@@ -681,18 +681,35 @@ impl CqRing {
         self.arm_sn = self.arm_sn.wrapping_add(1);
     }
 
-    /// Takes the next CQE as 64 bytes (a compressed session's next one,
-    /// expanded) with the position stamped on it (this ring's count of
-    /// polled CQEs), for pollers of other CQE layouts (striding WQs,
-    /// [`crate::mlx5dv::raw::mprq`]); the consumer record is left for
-    /// [`CqRing::publish_taken`].
+    /// Takes the next CQE (a compressed session's next one, expanded) and
+    /// hands it to `f` in place (the ring's entry itself when it is not
+    /// part of a session, else the expanded copy) with the position
+    /// stamped on it (this ring's count of polled CQEs), for pollers of
+    /// other CQE layouts (striding WQs, [`crate::mlx5dv::raw::mprq`]); the
+    /// consumer record is left for [`CqRing::publish_taken`].
     #[inline(always)]
-    pub(crate) fn take_stamped(&mut self) -> Option<(Cqe64, u64)> {
-        let (raw, _, _, seq) = self.take_raw()?;
-        Some((raw, seq))
+    pub(crate) fn take_stamped_with<R>(&mut self, f: impl FnOnce(&Cqe64, u64) -> R) -> Option<R> {
+        let seq = self.polled;
+        if self.zip_left == 0 {
+            let (cqe, op_own) = self.next_written()?;
+            if !(is_title(op_own) && self.expand) {
+                // SAFETY: the device handed this entry over (`next_written`)
+                // and does not write it until the consumer record passes it
+                // (`publish`, after a release fence), so it stays as read
+                // while `f` borrows it; `Cqe64` is plain integers, aligned.
+                let r = f(unsafe { &*cqe }, seq);
+                self.advance();
+                return Some(r);
+            }
+            self.start_session(cqe);
+        }
+        let w = self.take_mini();
+        // SAFETY: `Cqe64` is 64 bytes of plain integers, any eight words are one.
+        let raw = unsafe { std::mem::transmute::<[u64; 8], Cqe64>(w) };
+        Some(f(&raw, seq))
     }
 
-    /// Writes the consumer record after [`CqRing::take_stamped`].
+    /// Writes the consumer record after [`CqRing::take_stamped_with`].
     #[inline(always)]
     pub(crate) fn publish_taken(&mut self) {
         self.publish();

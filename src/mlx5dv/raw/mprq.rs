@@ -52,7 +52,7 @@ use std::sync::atomic::{fence, Ordering};
 
 use crate::mlx5dv::completion::cq::CqRing;
 use crate::mlx5dv::completion::cqe::{Completion, Cqe64};
-use crate::mlx5dv::queue::be::{Be16, Be32};
+use crate::mlx5dv::queue::be::{Be16, Be32, Be64};
 use crate::mlx5dv::queue::seg::{DataSeg, INVALID_LKEY};
 #[cfg(test)]
 use crate::prim::Error;
@@ -216,18 +216,25 @@ impl StrideCompletion {
     /// from [`CqRing::poll_strides`] is taken by [`MprqRing::complete`].
     #[inline]
     pub fn decode(cqe: &Cqe64) -> StrideCompletion {
+        let mut c = StrideCompletion::default();
+        c.fill(cqe, 0, 0);
+        c
+    }
+
+    /// Decodes `cqe` into `self`, stamped with CQ ring `cq` (0: none) and
+    /// position `seq`.
+    #[inline(always)]
+    fn fill(&mut self, cqe: &Cqe64, cq: u64, seq: u64) {
         let bc = cqe.byte_cnt.get();
         let wqe = u16::from_be_bytes([cqe.rsvd0[2], cqe.rsvd0[3]]);
-        let decoded = cqe.decode();
-        StrideCompletion {
-            wqe_index: wqe,
-            stride_index: cqe.wqe_counter.get(),
-            strides: ((bc >> STRIDES_SHIFT) & STRIDES_MASK) as u16,
-            byte_len: bc & LEN_MASK,
-            filler: bc & FILLER != 0,
-            cqe: decoded,
-            stamp: Stamp { cq: 0, seq: 0, wqn: decoded.qpn(), wqe, stride: cqe.wqe_counter.get(), byte_cnt: bc },
-        }
+        let stride = cqe.wqe_counter.get();
+        self.cqe = cqe.decode();
+        self.wqe_index = wqe;
+        self.stride_index = stride;
+        self.strides = ((bc >> STRIDES_SHIFT) & STRIDES_MASK) as u16;
+        self.byte_len = bc & LEN_MASK;
+        self.filler = bc & FILLER != 0;
+        self.stamp = Stamp { cq, seq, wqn: self.cqe.qpn(), wqe, stride, byte_cnt: bc };
     }
 
     /// `byte_cnt` as the CQE held it (filler flag, strides, length).
@@ -245,13 +252,13 @@ impl CqRing {
     /// no system call.
     #[inline]
     pub fn poll_strides(&mut self, out: &mut [StrideCompletion]) -> usize {
+        let uid = self.uid();
         let mut n = 0;
-        while n < out.len() {
-            let Some((raw, seq)) = self.take_stamped() else { break };
-            let mut c = StrideCompletion::decode(&raw);
-            c.stamp.cq = self.uid();
-            c.stamp.seq = seq;
-            out[n] = c;
+        while let Some(o) = out.get_mut(n) {
+            // Decoded in place: from the ring's entry into the caller's slot.
+            if self.take_stamped_with(|raw, seq| o.fill(raw, uid, seq)).is_none() {
+                break;
+            }
             n += 1;
         }
         if n > 0 {
@@ -277,6 +284,10 @@ pub struct MprqRing {
     wqe_shift: u32,
     dbrec: *mut Be32,
     params: StridingParams,
+    /// `params.wqe_bytes()`, big endian: every WQE's data segment byte count.
+    wqe_bytes_be: Be32,
+    /// `params.num_strides()`: the strides that hand a WQE back.
+    num_strides: u32,
     /// The WQ number its CQEs carry.
     wqn: u32,
     /// The CQ ring completions are taken from.
@@ -340,6 +351,8 @@ impl MprqRing {
             wqe_shift: wqe_size.trailing_zeros(),
             dbrec,
             params,
+            wqe_bytes_be: Be32::new(params.wqe_bytes()),
+            num_strides: params.num_strides(),
             wqn,
             cq_uid: cq.uid(),
             bound_at: horizon,
@@ -428,22 +441,38 @@ impl MprqRing {
             return None;
         }
         let slot = self.head & (self.wqe_cnt - 1);
-        let wqe = self.wqe_ptr(slot);
-        let mut w = MprqWqe::default();
-        w.dseg.set(self.params.wqe_bytes(), lkey, addr);
-        // SAFETY: the slot lies inside the buffer (`from_raw`'s contract),
-        // 16-byte aligned, and is not outstanding: the device is not reading it.
-        unsafe { std::ptr::write_volatile(wqe.cast::<MprqWqe>(), w) };
+        let wqe = self.wqe_ptr(slot).cast::<u64>();
+        // The WQE as four 8-byte words in memory order: the next segment
+        // (zero: a cyclic queue), then the data segment (`byte_count`, `lkey`,
+        // `addr`, big endian), the byte count set up at creation.
+        let (bc, lk) = (self.wqe_bytes_be.raw().to_ne_bytes(), Be32::new(lkey).raw().to_ne_bytes());
+        let dseg0 = u64::from_ne_bytes([bc[0], bc[1], bc[2], bc[3], lk[0], lk[1], lk[2], lk[3]]);
+        // SAFETY: the slot lies inside the buffer (`from_raw`'s contract:
+        // `slot < wqe_cnt`), 16-byte aligned, at least 32 bytes, and is not
+        // outstanding: the device is not reading it.
+        unsafe {
+            std::ptr::write_volatile(wqe, 0);
+            std::ptr::write_volatile(wqe.add(1), 0);
+            std::ptr::write_volatile(wqe.add(2), dseg0);
+            std::ptr::write_volatile(wqe.add(3), Be64::new(addr).raw());
+        }
         if self.wqe_shift > 5 {
-            let mut end = DataSeg::default();
-            end.set(0, INVALID_LKEY, 0);
+            // The list's end: byte count 0, `MLX5_INVALID_LKEY`, address 0.
+            let k = Be32::new(INVALID_LKEY).raw().to_ne_bytes();
+            let end = u64::from_ne_bytes([0, 0, 0, 0, k[0], k[1], k[2], k[3]]);
             // SAFETY: `wqe_shift > 5`: the slot is at least 64 bytes, so
             // bytes 32..48 lie inside it (and 16-byte aligned); the slot is
             // not outstanding, as above, so the device is not reading it.
-            unsafe { std::ptr::write_volatile(wqe.add(32).cast::<DataSeg>(), end) };
+            unsafe {
+                std::ptr::write_volatile(wqe.add(4), end);
+                std::ptr::write_volatile(wqe.add(5), 0);
+            }
         }
-        self.consumed[slot as usize] = 0;
-        self.addrs[slot as usize] = addr;
+        // SAFETY: `slot < wqe_cnt`, the length of both tables (`from_raw`).
+        unsafe {
+            *self.consumed.get_unchecked_mut(slot as usize) = 0;
+            *self.addrs.get_unchecked_mut(slot as usize) = addr;
+        }
         self.head = self.head.wrapping_add(1);
         Some(slot as u16)
     }
@@ -484,9 +513,11 @@ impl MprqRing {
             return Ok(None);
         };
         let age = slot.wrapping_sub(self.tail) & (self.wqe_cnt - 1);
-        let n = &mut self.consumed[slot as usize];
+        // SAFETY: `slot` is masked below `wqe_cnt`, the table's length
+        // (`from_raw`).
+        let n = unsafe { self.consumed.get_unchecked_mut(slot as usize) };
         *n = n.saturating_add(t.strides());
-        if *n < self.params.num_strides() {
+        if *n < self.num_strides {
             return Ok(None);
         }
         // The device fills WQEs in order: the one done is the oldest, and
@@ -666,7 +697,12 @@ mod tests {
         r.ring_doorbell();
         assert_eq!(db.get(), 4);
         let bytes: &[u8] = bytemuck_free(&buf);
+        assert_eq!(&bytes[..16], &[0; 16], "the next segment: zero (a cyclic queue)");
         assert_eq!(&bytes[16..20], &(64u32 * 8).to_be_bytes(), "the data segment covers the WQE");
+        assert_eq!(&bytes[20..32], &[0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0x10, 0], "its lkey and address");
+        assert_eq!(&bytes[32..36], &[0; 4], "the list's end: byte count 0");
+        assert_eq!(&bytes[40..48], &[0; 8], "the list's end: address 0");
+        assert_eq!(&bytes[64 + 20..64 + 32], &[0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0x20, 0], "the next WQE's");
         assert_eq!(&bytes[36..40], &INVALID_LKEY.to_be_bytes(), "the list ends after one segment");
         cq.push(cqe(WQN, 0, 0, 3, 150, false));
         cq.push(cqe(WQN, 0, 3, 4, 200, false));

@@ -27,7 +27,7 @@ use std::fmt;
 
 use crate::mlx5dv::completion::cqe::{cqe_opcode, Cqe64, CqeOpcode};
 use crate::mlx5dv::queue::be::{Be16, Be64};
-use crate::mlx5dv::queue::mmio::Mmio;
+use crate::mlx5dv::queue::mmio::{HwMmio, Mmio};
 use crate::mlx5dv::queue::seg::{CtrlFlags, TmFlags, TmOpcode, TmSeg, WqeOpcode};
 use crate::mlx5dv::queue::sq::SqRing;
 use crate::mlx5dv::tags::tm::{TmCqe, TmCqeOp};
@@ -328,9 +328,26 @@ impl TmRing {
     /// memory for it; a message with data completes in error). Returns the
     /// entry's handle, for [`TmRing::remove`]; `recv_wr_id` is the id its
     /// match completes with.
+    #[inline]
     pub fn add(&mut self, tag: u64, mask: u64, recv_wr_id: u64, opts: TmOpts) -> Result<u32, TmError> {
         // SAFETY: no buffer: the WQE ends with the terminating data segment.
-        unsafe { self.add_inner(tag, mask, None, recv_wr_id, opts) }
+        unsafe { self.add_inner(tag, mask, None, recv_wr_id, opts, None::<&mut HwMmio>) }
+    }
+
+    /// [`TmRing::add`] and [`TmRing::ring`] at once: the add is written
+    /// and the doorbell rung for it (and any operations written before it
+    /// without one), as `ibv_post_srq_ops` with a one-operation list does.
+    #[inline]
+    pub fn add_post<M: Mmio>(
+        &mut self,
+        tag: u64,
+        mask: u64,
+        recv_wr_id: u64,
+        opts: TmOpts,
+        mmio: &mut M,
+    ) -> Result<u32, TmError> {
+        // SAFETY: as in `add`.
+        unsafe { self.add_inner(tag, mask, None, recv_wr_id, opts, Some(mmio)) }
     }
 
     /// Adds a tagged receive into the buffer `buf` (its address, length
@@ -351,6 +368,7 @@ impl TmRing {
     ///   the entry's last completion (a match that completes it, or its
     ///   remove's completion reporting success). After a refusal (`Err`)
     ///   nothing was posted and the range is the caller's at once.
+    #[inline]
     pub unsafe fn add_buf(
         &mut self,
         tag: u64,
@@ -360,22 +378,52 @@ impl TmRing {
         opts: TmOpts,
     ) -> Result<u32, TmError> {
         // SAFETY: forwarded contract.
-        unsafe { self.add_inner(tag, mask, Some((buf.len(), buf.lkey(), buf.addr())), recv_wr_id, opts) }
+        unsafe {
+            self.add_inner(tag, mask, Some((buf.len(), buf.lkey(), buf.addr())), recv_wr_id, opts, None::<&mut HwMmio>)
+        }
     }
 
+    /// [`TmRing::add_buf`] and [`TmRing::ring`] at once, as
+    /// [`TmRing::add_post`].
+    ///
+    /// # Safety
+    /// As [`TmRing::add_buf`]; the device may write `buf` from this call on.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn add_buf_post<M: Mmio>(
+        &mut self,
+        tag: u64,
+        mask: u64,
+        buf: Sge,
+        recv_wr_id: u64,
+        opts: TmOpts,
+        mmio: &mut M,
+    ) -> Result<u32, TmError> {
+        // SAFETY: forwarded contract.
+        unsafe { self.add_inner(tag, mask, Some((buf.len(), buf.lkey(), buf.addr())), recv_wr_id, opts, Some(mmio)) }
+    }
+
+    /// The add, rung at once when `mmio` is given.
+    ///
     /// # Safety
     /// As [`TmRing::add_buf`] when `buf` is given.
-    unsafe fn add_inner(
+    #[inline(always)]
+    unsafe fn add_inner<M: Mmio>(
         &mut self,
         tag: u64,
         mask: u64,
         buf: Option<(u32, u32, u64)>,
         recv_wr_id: u64,
         opts: TmOpts,
+        mmio: Option<&mut M>,
     ) -> Result<u32, TmError> {
         self.check_room()?;
         let idx = self.head;
-        let next = self.tags[idx as usize].next;
+        // SAFETY: `head` always names an entry of the list: it starts at 0
+        // and only ever takes an entry's `next` that is not `NONE` (below),
+        // and `next` holds `NONE` or an index below the list's length
+        // (`from_raw`, `release`).
+        let next = unsafe { self.tags.get_unchecked(idx as usize) }.next;
         if next == NONE {
             return Err(TmError::ListFull { max_num_tags: self.max_num_tags() });
         }
@@ -396,20 +444,28 @@ impl TmRing {
             Some((len, lkey, addr)) if len != 0 => (unsafe { w.data(len, lkey, addr) }, len),
             _ => (w.data_end(), 0),
         };
-        let pi = w.finish();
+        let pi = match mmio {
+            Some(m) => w.post(m),
+            None => w.finish(),
+        };
         self.head = next;
         if let Some(n) = opts.sync {
             self.unexp_out = n as i32;
         }
-        let e = &mut self.tags[idx as usize];
+        // SAFETY: as above (`idx` was `head`).
+        let e = unsafe { self.tags.get_unchecked_mut(idx as usize) };
+        // A free entry is never being removed (`release` clears the mark
+        // when it frees one).
+        debug_assert!(!e.removing && e.expect_cqe == 0, "the list's free entry {idx} is taken");
         e.next = NONE;
         e.wr_id = recv_wr_id;
         e.phase_cnt = self.unexp_out;
         e.size = size;
-        e.expect_cqe += 1;
-        e.removing = false;
+        // The add's match, and the add's own completion when signaled.
+        e.expect_cqe += 1 + i32::from(opts.signaled.is_some());
         if let Some(wr_id) = opts.signaled {
-            self.push_op(idx, Some(wr_id), pi);
+            // The entry's count was raised above.
+            self.push_op_counted(idx, Some(wr_id), pi);
         }
         Ok(idx)
     }
@@ -589,12 +645,18 @@ impl TmRing {
     }
 
     fn push_op(&mut self, tag: u32, wr_id: Option<u64>, wqe: u16) {
-        let mask = self.ops.len() as u32 - 1;
-        self.ops[(self.op_tail & mask) as usize] = Pending { tag, wr_id, wqe };
-        self.op_tail = self.op_tail.wrapping_add(1);
+        self.push_op_counted(tag, wr_id, wqe);
         if tag != NONE {
             self.tags[tag as usize].expect_cqe += 1;
         }
+    }
+
+    /// [`TmRing::push_op`] for an entry whose count the caller raised.
+    #[inline(always)]
+    fn push_op_counted(&mut self, tag: u32, wr_id: Option<u64>, wqe: u16) {
+        let mask = self.ops.len() as u32 - 1;
+        self.ops[(self.op_tail & mask) as usize] = Pending { tag, wr_id, wqe };
+        self.op_tail = self.op_tail.wrapping_add(1);
     }
 
     /// One completion due on the entry seen; the last puts it at the end
@@ -822,6 +884,46 @@ mod tests {
         assert!(f.tm.is_posted(b), "B: its match's last completion is due");
         assert_eq!(f.tm.complete(&match_cqe(0x2, b as u8)).unwrap().wr_id, Some(200));
         assert!(!f.tm.is_posted(b));
+    }
+
+    /// `add_post` and `add_buf_post` write what `add` and `add_buf` write
+    /// and ring the doorbell at once, as `add` then `ring` does (for the
+    /// operations written before them without one too); the handles and
+    /// the entries' state are the same.
+    #[test]
+    fn add_post_writes_what_add_writes_and_rings_as_ring_does() {
+        let (mut a, mut b) = (ring(8, 4), ring(8, 4));
+        a.tm.sync(TmOpts::new()).unwrap();
+        b.tm.sync(TmOpts::new()).unwrap();
+        let ha = a.tm.add(0x33, !0, 7, TmOpts::new().signaled(1)).unwrap();
+        let mut ma = Recorder::default();
+        a.tm.ring(&mut ma);
+        let mut mb = Recorder::default();
+        let hb = b.tm.add_post(0x33, !0, 7, TmOpts::new().signaled(1), &mut mb).unwrap();
+        assert_eq!(ha, hb);
+        assert_eq!((wqe(&a, 0), wqe(&a, 1)), (wqe(&b, 0), wqe(&b, 1)));
+        assert_eq!(ma.ops, mb.ops);
+        assert!(mb.ops.contains(&Op::DbRec(2)), "{:?}", mb.ops);
+        let buf = Sge::from_raw(0x1000, 64, 7);
+        // SAFETY: test memory that no device reads.
+        let h = unsafe { a.tm.add_buf(0x44, !0, buf, 8, TmOpts::new().sync(2)) }.unwrap();
+        let mut ma = Recorder::default();
+        a.tm.ring(&mut ma);
+        let mut mb = Recorder::default();
+        // SAFETY: as above.
+        let h2 = unsafe { b.tm.add_buf_post(0x44, !0, buf, 8, TmOpts::new().sync(2), &mut mb) }.unwrap();
+        assert_eq!((h, wqe(&a, 2), &ma.ops), (h2, wqe(&b, 2), &mb.ops));
+        assert_eq!(&wqe(&b, 2)[48..64], &[0, 0, 0, 64, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0x10, 0]);
+        assert!(b.tm.is_posted(h2) && b.tm.is_posted(hb));
+        // The signaled add's completion retires the sync and itself, and
+        // leaves its entry to its match.
+        let c = b.tm.complete(&op_cqe(0x5, true, 0)).unwrap();
+        assert_eq!((c.opcode, c.wr_id), (WcOpcode::TM_ADD, Some(1)));
+        assert!(b.tm.is_posted(hb));
+        assert_eq!(b.tm.sq().available(), 8 - 1);
+        assert_eq!(b.tm.add_post(1, 1, 1, TmOpts::new(), &mut mb), Ok(2));
+        assert_eq!(b.tm.add_post(1, 1, 1, TmOpts::new(), &mut mb), Ok(3));
+        assert_eq!(b.tm.add_post(1, 1, 1, TmOpts::new(), &mut mb), Err(TmError::ListFull { max_num_tags: 4 }));
     }
 
     #[test]
