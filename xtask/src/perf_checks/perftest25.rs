@@ -82,9 +82,17 @@ pub fn checks(release: &str, me: &str, pt: &Perftest25) -> Vec<Check> {
             // `-F`: perftest's CPU-frequency estimate is unreliable under TCG.
             let theirs = format!("{env} {} {dev} -p {p} -F {flags}", pt.tool(tool));
             let (name, server, client) = if ours_client {
-                (format!("rrddmma-perf {test} {flags} client -> {tool} 25.01 server"), theirs, format!("{ours} 127.0.0.1"))
+                (
+                    format!("rrddmma-perf {test} {flags} client -> {tool} 25.01 server"),
+                    theirs,
+                    format!("{ours} 127.0.0.1"),
+                )
             } else {
-                (format!("{tool} 25.01 {flags} client -> rrddmma-perf {test} server"), ours, format!("{theirs} 127.0.0.1"))
+                (
+                    format!("{tool} 25.01 {flags} client -> rrddmma-perf {test} server"),
+                    ours,
+                    format!("{theirs} 127.0.0.1"),
+                )
             };
             let bw = test.ends_with("bw");
             v.push(Check::verdict(
@@ -107,7 +115,11 @@ pub fn checks(release: &str, me: &str, pt: &Perftest25) -> Vec<Check> {
                 format!("{ours} 127.0.0.1"),
             )
         } else {
-            (format!("ib_send_bw 25.01 {fl} client -> rrddmma-perf send bw server"), ours, format!("{theirs} 127.0.0.1"))
+            (
+                format!("ib_send_bw 25.01 {fl} client -> rrddmma-perf send bw server"),
+                ours,
+                format!("{theirs} 127.0.0.1"),
+            )
         };
         v.push(Check::verdict(
             &format!("kernel {release}: perf flags (perftest 25.01, rdma-core v59): {name}"),
