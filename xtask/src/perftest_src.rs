@@ -46,9 +46,10 @@ impl Perftest25 {
     /// The shell prefix that runs a dynamically linked verbs program on
     /// the v59 libraries (its libibverbs.so.1 and librdmacm.so.1 found
     /// before the system's; libibverbs finds its providers in v59's
-    /// `build/etc/libibverbs.d`).
+    /// `build/etc/libibverbs.d`). An `env` command, so that it also works
+    /// after `timeout`.
     pub fn env(&self) -> String {
-        format!("LD_LIBRARY_PATH='{}'", self.lib.display())
+        format!("env LD_LIBRARY_PATH='{}'", self.lib.display())
     }
 }
 
@@ -157,7 +158,7 @@ mod tests {
     fn tools_and_environment_name_the_built_paths() {
         let p = Perftest25 { bin: PathBuf::from("/t/bin"), lib: PathBuf::from("/v/lib") };
         assert_eq!(p.tool("ib_write_bw"), "'/t/bin/ib_write_bw'");
-        assert_eq!(p.env(), "LD_LIBRARY_PATH='/v/lib'");
+        assert_eq!(p.env(), "env LD_LIBRARY_PATH='/v/lib'");
         let s = stamp_of("abc", Path::new("/v/lib"));
         assert_eq!(s, "abc /v/lib ib_write_bw,ib_write_lat,ib_send_bw,ib_send_lat\n");
         assert_ne!(s, stamp_of("abd", Path::new("/v/lib")));
