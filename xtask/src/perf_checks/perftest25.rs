@@ -152,12 +152,13 @@ fn imm_verdict(d: &Done, bw: bool, size: u64, iters: u64, ours_client: bool) -> 
 }
 
 /// The `--flow_label` pairs: the interop verdict (300 messages on each of
-/// two QPs, 600 in all), rrddmma-perf's QPs read back the labels in turn,
-/// perftest's row has the 600 and no failure line; with `--send_with_imm`
-/// rrddmma-perf's client said so.
+/// two QPs: rrddmma-perf's row counts per QP, perftest's the 600 of all),
+/// rrddmma-perf's QPs read back the labels in turn, perftest's row has the
+/// 600 and no failure line; with `--send_with_imm` rrddmma-perf's client
+/// said so.
 fn flow_verdict(d: &Done, ours_client: bool) -> bool {
     let (mine, theirs) = (side(&d.output, ours_client), side(&d.output, !ours_client));
-    interop_ok(d, "send bw", 1024, 600, true, ours_client)
+    interop_ok(d, "send bw", 1024, 300, true, ours_client)
         && labels(mine) == ["flow label 0x1234", "flow label 0xabcde"]
         && perftest_bw_row(theirs, 1024, 600)
         && perftest_quiet(theirs)
@@ -200,6 +201,17 @@ mod tests {
         // rrddmma-perf's sender received immediates.
         let got = OURS_WRITE_BW.replace("data: 0 receive", "data: 3 receive");
         assert!(!imm_verdict(&done(&got, THEIRS_SERVER), true, 4096, 300, true));
+    }
+
+    /// The flow-label pair: rrddmma-perf counts per QP (300), perftest all
+    /// its QPs (600); both labels read back.
+    #[test]
+    fn flow_label_pair_wants_per_qp_and_total_counts() {
+        let ours = " QP 0 attributes: sl 0, traffic class 0, flow label 0x1234, timeout 14, retry count 6\n             QP 1 attributes: sl 0, traffic class 0, flow label 0xabcde, timeout 14, retry count 6\n             1024       300            371.49               0.380410        0 (received)\n             heap allocations inside measured loops: 0";
+        let theirs = " #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]\n             1024       600              1.54               1.54   \t\t     0.001580\n";
+        assert!(flow_verdict(&done(theirs, ours), false));
+        assert!(!flow_verdict(&done(&theirs.replace(" 600 ", " 300 "), ours), false));
+        assert!(!flow_verdict(&done(theirs, &ours.replace("0xabcde", "0x0")), false));
     }
 
     #[test]
