@@ -23,7 +23,8 @@ pub const V59_SUBSET: &[&str] =
 /// Runs the subset of the device suite `device_tests` under Debian's newest
 /// kernel, each check named with that kernel and the userspace; with `v59`
 /// (the device tests on the `dlopen` linkage, and the pinned rdma-core
-/// tarball), also the v59 subset.
+/// tarball), also the v59 subset and the checks against perftest 25.01
+/// built on the v59 libraries.
 pub fn newest(device_tests: &Path, v59: Option<(&Path, &Path)>, tally: &mut Tally) -> Result<()> {
     let image = Kernel::Newest.image()?;
     let release = kernels::release_of(&image);
@@ -44,7 +45,9 @@ pub fn newest(device_tests: &Path, v59: Option<(&Path, &Path)>, tally: &mut Tall
     ];
     let mut built = None;
     match v59.map(|(tests, tarball)| crate::userspace::build(tarball).map(|v| (tests, v))) {
-        None => println!("kernel matrix: rdma-core v59 step not run (the dlopen build failed)"),
+        None => println!(
+            "kernel matrix: rdma-core v59 step and the perftest 25.01 checks not run (the dlopen build failed)"
+        ),
         Some(Err(e)) => tally.check(&format!("rdma-core v59 userspace built ({e})"), false),
         Some(Ok((tests, v59))) => built = Some((tests, v59)),
     }
