@@ -147,16 +147,17 @@ fn bench(o: &Opts) -> Result<(), String> {
             s.oob.close(&s.my[0])?;
         }
         (Test::Bw, _) if o.verb == Verb::Send || (o.verb == Verb::Write && o.knobs.imm) => {
-            // perftest's SEND bandwidth: no report exchange; in sweeps one
-            // exchange before each size (the set-up's last one is the
-            // first size's) and one after it. The receiver counts messages.
+            // perftest's SEND and WRITE-with-immediate bandwidth: no report
+            // exchange; the exchanges around each size are `oob::size_sync`'s.
+            // The receiver counts messages.
             println!("{}", out::header(o));
             for (i, &size) in sizes.iter().enumerate() {
-                if i > 0 {
+                let sync = oob::size_sync(o.verb, o.test, o.knobs.imm, o.all, i);
+                if sync.before {
                     s.oob.handshake(&s.my[0])?;
                 }
                 let r = if client { run::bw_client(&s, o, size)? } else { run::send_bw_receiver(&s, o, size, None)? };
-                if o.all {
+                if sync.after {
                     s.oob.handshake(&s.my[0])?;
                 }
                 println!("{}{}", out::row(o, &r), if client { "" } else { " (received)" });
@@ -218,10 +219,10 @@ fn bench(o: &Opts) -> Result<(), String> {
         (Test::Lat, _) if client || matches!(o.verb, Verb::Write | Verb::Send) => {
             println!("{}", out::header(o));
             for (i, &size) in sizes.iter().enumerate() {
-                // perftest's send lat sweeps: one exchange before each size
-                // (its receives are posted then; the set-up's last exchange
-                // serves the first size).
-                if o.verb == Verb::Send && i > 0 {
+                // perftest's send lat sweeps and write-with-immediate: the
+                // exchange before a size that follows posting its receives
+                // (`oob::size_sync`).
+                if oob::size_sync(o.verb, o.test, o.knobs.imm, o.all, i).before {
                     s.oob.handshake(&s.my[0])?;
                 }
                 let r = run::lat(&s, o, size)?;

@@ -762,6 +762,36 @@ pub struct BwReport {
     pub msg_rate: f64,
 }
 
+/// The exchanges around one message size's measured run, index `i` of the
+/// sizes (perftest's `ctx_hand_shake` calls between the set-up and the
+/// close), for the unidirectional SEND and WRITE-with-immediate bandwidth
+/// tests and the latency tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SizeSync {
+    /// One exchange before the size's run.
+    pub before: bool,
+    /// One exchange after it.
+    pub after: bool,
+}
+
+/// perftest's schedule: SEND (bandwidth and latency) has one exchange
+/// before each size but the first (the set-up's last one serves it), and
+/// bandwidth sweeps (`-a`) one after each. WRITE with immediate data
+/// (`--write_with_imm`, as perftest 25.01 runs it; perftest 4.5 has no such
+/// flag) posts its receives and then exchanges before every size, the
+/// first too, so that no message arrives before its receive; its bandwidth
+/// sweeps exchange after each size as well. Other tests none.
+pub fn size_sync(verb: crate::args::Verb, test: crate::args::Test, imm: bool, all: bool, i: usize) -> SizeSync {
+    use crate::args::{Test, Verb};
+    match (verb, test) {
+        (Verb::Send, Test::Bw) => SizeSync { before: i > 0, after: all },
+        (Verb::Send, Test::Lat) => SizeSync { before: i > 0, after: false },
+        (Verb::Write, Test::Bw) if imm => SizeSync { before: true, after: all },
+        (Verb::Write, Test::Lat) if imm => SizeSync { before: true, after: false },
+        _ => SizeSync { before: false, after: false },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -810,6 +840,82 @@ mod tests {
         assert_eq!(d.qpn, 1);
         assert_eq!(r, mine);
         assert_eq!(c.rem_version, VERSION);
+    }
+
+    /// perftest 4.5 (version "6.06") and perftest 25.01 (version "6.24")
+    /// speak one out-of-band format: the version string in 16 bytes, the
+    /// cycle buffer and cache line as big-endian 4-byte words, the MTU as
+    /// "%d" in 2 bytes, the QP message with its GID in 108 bytes (59
+    /// without), the reports with 8-byte iterations. A peer of each
+    /// version, written byte by byte as perftest writes them, is understood
+    /// and answered in that format.
+    #[test]
+    fn perftest_4_5_and_25_01_peers_share_one_exchange_format() {
+        for version in ["6.06", "6.24"] {
+            let (mut me, mut peer) = pair(Limits::default());
+            let t = std::thread::spawn(move || {
+                let mut v = [0u8; VERSION_LEN];
+                v[..4].copy_from_slice(version.as_bytes());
+                peer.write_all(&v).unwrap();
+                let mut theirs = [0u8; VERSION_LEN];
+                peer.read_exact(&mut theirs).unwrap();
+                peer.write_all(&8192u32.to_be_bytes()).unwrap();
+                let mut w = [0u8; 4];
+                peer.read_exact(&mut w).unwrap();
+                assert_eq!(u32::from_be_bytes(w), 4096);
+                peer.write_all(&128u32.to_be_bytes()).unwrap();
+                peer.read_exact(&mut w).unwrap();
+                peer.write_all(b"3\0").unwrap();
+                let mut mtu = [0u8; 2];
+                peer.read_exact(&mut mtu).unwrap();
+                assert_eq!(&mtu, b"5\0");
+                // The QP message as perftest formats it with a GID (RoCE).
+                let msg = b"0000:0010:000011:abcdef:00001234:00007f0000001000:00:00:00:00:00:00:00:00:00:00:ff:ff:7f:00:00:01:00000000:\0";
+                assert_eq!(msg.len(), KEY_LEN_GID);
+                peer.write_all(msg).unwrap();
+                let mut mine = [0u8; KEY_LEN_GID];
+                peer.read_exact(&mut mine).unwrap();
+                // The reports: size, 8-byte iterations, three doubles.
+                for v in [64u64, 300, 1.5f64.to_bits(), 1.25f64.to_bits(), 0.5f64.to_bits()] {
+                    peer.write_all(&v.to_be_bytes()).unwrap();
+                    peer.read_exact(&mut [0u8; 8]).unwrap();
+                }
+                (String::from_utf8_lossy(&theirs).trim_end_matches('\0').to_string(), mine)
+            });
+            assert_eq!(me.preamble(false, 4096, 64, 5).unwrap(), (8192, 128, 3), "peer {version}");
+            assert_eq!(me.rem_version, version);
+            let mine = Dest { qpn: 0x22, gid: Some([1; 16]), ..Dest::default() };
+            let d = me.handshake(&mine).unwrap();
+            assert_eq!((d.out_reads, d.qpn, d.psn, d.rkey, d.vaddr), (16, 0x11, 0xabcdef, 0x1234, 0x7f00_0000_1000));
+            assert_eq!(d.gid.unwrap()[10..], [0xff, 0xff, 0x7f, 0, 0, 1]);
+            let r = me.reports(&BwReport::default()).unwrap();
+            assert_eq!(r, BwReport { size: 64, iters: 300, bw_peak: 1.5, bw_avg: 1.25, msg_rate: 0.5 });
+            let (sent_version, sent) = t.join().unwrap();
+            assert_eq!(sent_version, VERSION);
+            assert_eq!(Dest::decode(&sent, true).unwrap(), mine);
+        }
+    }
+
+    /// The exchanges around each size: SEND as perftest 4.5 and 25.01 run
+    /// it (none before the first size), WRITE with immediate data as
+    /// perftest 25.01 runs it (one before every size, the first too; after
+    /// each in bandwidth sweeps), none for the others.
+    #[test]
+    fn exchanges_around_each_size_follow_perftest() {
+        use crate::args::{Test, Verb};
+        let s = |before, after| SizeSync { before, after };
+        assert_eq!(size_sync(Verb::Send, Test::Bw, false, false, 0), s(false, false));
+        assert_eq!(size_sync(Verb::Send, Test::Bw, true, true, 0), s(false, true));
+        assert_eq!(size_sync(Verb::Send, Test::Bw, false, true, 3), s(true, true));
+        assert_eq!(size_sync(Verb::Send, Test::Lat, true, false, 0), s(false, false));
+        assert_eq!(size_sync(Verb::Send, Test::Lat, false, true, 1), s(true, false));
+        assert_eq!(size_sync(Verb::Write, Test::Bw, true, false, 0), s(true, false));
+        assert_eq!(size_sync(Verb::Write, Test::Bw, true, true, 2), s(true, true));
+        assert_eq!(size_sync(Verb::Write, Test::Lat, true, false, 0), s(true, false));
+        assert_eq!(size_sync(Verb::Write, Test::Lat, true, true, 5), s(true, false));
+        assert_eq!(size_sync(Verb::Write, Test::Bw, false, true, 1), s(false, false));
+        assert_eq!(size_sync(Verb::Write, Test::Lat, false, false, 0), s(false, false));
+        assert_eq!(size_sync(Verb::Read, Test::Bw, false, true, 1), s(false, false));
     }
 
     /// A connected pair over loopback TCP: (this side as server, the peer's raw stream).

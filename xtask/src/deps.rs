@@ -4,7 +4,7 @@ use std::process::Command;
 
 use crate::{run, Result};
 
-/// Debian packages: the SoftRoCE VM, rdma-core, the source-build tools, libclang,
+/// Debian packages: the SoftRoCE VM, rdma-core, the source-build tools (rdma-core's, perftest's), libclang,
 /// the launchers (Open MPI, Slurm with munge).
 pub const APT_PACKAGES: &[&str] = &[
     "qemu-system-x86",
@@ -19,6 +19,10 @@ pub const APT_PACKAGES: &[&str] = &[
     "perftest",
     "libibverbs-dev",
     "librdmacm-dev",
+    // perftest 25.01's source build (`perftest_src`): its configure wants
+    // libibumad's and pciutils' headers.
+    "libibumad-dev",
+    "libpci-dev",
     "pkg-config",
     "cmake",
     "ninja-build",

@@ -26,6 +26,8 @@
 //!   errors, and the device suite on it.
 //! - `cargo xtask userspace`: builds (or reuses) the pinned rdma-core v59 as shared
 //!   libraries run in place, and prints the `RRDDMMA_LIB*` settings for a `dlopen` binary.
+//! - `cargo xtask perftest25`: builds (or reuses) perftest 25.01 from Debian's pinned orig tarball
+//!   against the v59 libraries (the kernel matrix's interop peer for the flags perftest 4.5 lacks).
 //! - `cargo xtask deps`: installs what the other tasks need (idempotent).
 //! - `cargo xtask bench-wqe [--record | --gate] [ROW..]`: callgrind count per direct WQE, rrddmma vs C with the
 //!   mlx5dv.h helpers vs libmlx5 v59 (`--record` rewrites benches/wqe_cost/counts.json, the gate's counts; `--gate` runs the gate alone).
@@ -60,6 +62,7 @@ mod msrv;
 mod mutants;
 mod pairs;
 mod perf_checks;
+mod perftest_src;
 mod phases;
 mod rdma_core_src;
 mod report;
@@ -124,9 +127,10 @@ fn usage() -> ExitCode {
          \x20                      rrddmma-perf beside perftest: ratios with spread, a plot, instructions per message;\n\
          \x20                      then a smoke round of bench-peers (--no-peers skips it)\n\
          \x20 userspace             builds the pinned rdma-core v59 shared libraries in place and prints the RRDDMMA_LIB* settings\n\
+         \x20 perftest25            builds perftest 25.01 (Debian's pinned orig tarball) against the v59 libraries\n\
          \x20 examples              device checks of the interoperable examples only\n\
          \x20 cm-examples           device checks of the rdmacm examples only (rping, rdma_server/client)\n\
-         \x20 perf-checks [pair|cluster|rdma_cm] [--only TEXT]  rrddmma-perf's device checks only (interop, payload,\n\
+         \x20 perf-checks [pair|cluster|rdma_cm|matrix] [--only TEXT]  rrddmma-perf's device checks only (interop, payload,\n\
          \x20                      cluster mode, -R); --only: those whose name contains TEXT\n\
          \x20 hostile               the hostile-peer suite only, with its tables (attack, victim, outcome)\n\
          \x20 tree-check            the source checks only (import circles, SAFETY comments)\n\
@@ -270,6 +274,7 @@ fn main() -> ExitCode {
         "bindings" => bindings::run(rest),
         "dlopen" => dlopen::run(),
         "userspace" => userspace::run(),
+        "perftest25" => perftest_src::run(),
         "deps" => deps::ensure(),
         "bench-wqe" => bench_wqe::run(rest),
         "mutants" => mutants::run(rest),

@@ -4,7 +4,10 @@
 //! cycles), with Debian's rdma-core 44 userspace; then, in the same VM, the
 //! rows a newer userspace changes (ODP prefetch, FLUSH, XRC open) with the
 //! `dlopen` build of the device tests pointed at the pinned rdma-core v59
-//! (`userspace`); and `rrddmma-perf --odp` against perftest's `--odp`.
+//! (`userspace`); `rrddmma-perf --odp` against perftest's `--odp`; and
+//! rrddmma-perf's `--write_with_imm`, `--send_with_imm` and `--flow_label`
+//! against perftest 25.01 built from Debian's pinned source on the v59
+//! libraries (`perftest_src`, `perf_checks::perftest25_checks`).
 
 use std::path::Path;
 
@@ -20,7 +23,8 @@ pub const V59_SUBSET: &[&str] =
 /// Runs the subset of the device suite `device_tests` under Debian's newest
 /// kernel, each check named with that kernel and the userspace; with `v59`
 /// (the device tests on the `dlopen` linkage, and the pinned rdma-core
-/// tarball), also the v59 subset.
+/// tarball), also the v59 subset and the checks against perftest 25.01
+/// built on the v59 libraries.
 pub fn newest(device_tests: &Path, v59: Option<(&Path, &Path)>, tally: &mut Tally) -> Result<()> {
     let image = Kernel::Newest.image()?;
     let release = kernels::release_of(&image);
@@ -39,10 +43,16 @@ pub fn newest(device_tests: &Path, v59: Option<(&Path, &Path)>, tally: &mut Tall
             ),
         ),
     ];
+    let mut built = None;
     match v59.map(|(tests, tarball)| crate::userspace::build(tarball).map(|v| (tests, v))) {
-        None => println!("kernel matrix: rdma-core v59 step not run (the dlopen build failed)"),
+        None => println!(
+            "kernel matrix: rdma-core v59 step and the perftest 25.01 checks not run (the dlopen build failed)"
+        ),
         Some(Err(e)) => tally.check(&format!("rdma-core v59 userspace built ({e})"), false),
-        Some(Ok((tests, v59))) => checks.push(Check::libtest(
+        Some(Ok((tests, v59))) => built = Some((tests, v59)),
+    }
+    if let Some((tests, v59)) = &built {
+        checks.push(Check::libtest(
             &format!("device tests under kernel {release} + rdma-core v59 (dlopen linkage; ODP prefetch, FLUSH, XRC open, loopback, ops, the v59 verbs, the mapped libibverbs)"),
             format!(
                 "RRDDMMA_EXPECT_LINKAGE=dlopen RRDDMMA_EXPECT_USERSPACE=59 {} '{}' --ignored --test-threads=1 {}",
@@ -50,9 +60,17 @@ pub fn newest(device_tests: &Path, v59: Option<(&Path, &Path)>, tally: &mut Tall
                 tests.display(),
                 V59_SUBSET.join(" ")
             ),
-        )),
+        ));
     }
     // rrddmma-perf --odp against perftest --odp, both roles (rxe's RC ODP).
     checks.extend(crate::perf_checks::odp_checks(&release)?);
+    // The flags Debian's perftest 4.5 lacks, against perftest 25.01 built
+    // from source on the v59 libraries (both sides run on them).
+    if let Some((_, v59)) = &built {
+        match crate::perftest_src::build(v59) {
+            Ok(pt) => checks.extend(crate::perf_checks::perftest25_checks(&release, &pt)?),
+            Err(e) => tally.check(&format!("perftest 25.01 built from source against rdma-core v59 ({e})"), false),
+        }
+    }
     device::run_checks(&place, &checks, tally)
 }

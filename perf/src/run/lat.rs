@@ -223,9 +223,13 @@ pub fn lat(s: &Session, o: &Opts, size: usize) -> Res<Outcome> {
                 }
             }
             Verb::Send | Verb::Write => {
+                // Who posts first: SEND's client, as perftest's send lat;
+                // WRITE with immediate data's server, as perftest's write lat
+                // (with and without `--write_with_imm`; 25.01 read).
+                let sends_first = if o.verb == Verb::Send { !server } else { server };
                 let (mut sc, mut rc) = (0usize, 0usize);
                 while if timed { !ended() } else { sc < n || rc < n } {
-                    if (timed || rc < n) && (server || sc != 0) {
+                    if (timed || rc < n) && !(sc == 0 && sends_first) {
                         if !wait(&s.recv_cq, &mut wcs)? {
                             break;
                         }

@@ -5,8 +5,9 @@
 //!   the flag and rxe runs it: `-S`, `--tclass`, `-u`, `--mr_per_qp`,
 //!   `-w`/`-y` (rrddmma-perf's side), `-W`, `--retry_count` (with `-R`);
 //! - against rrddmma-perf where that perftest lacks the flag:
-//!   `--write_with_imm`, `--send_with_imm`, `--flow_label`, and a limit the
-//!   run falls below;
+//!   `--write_with_imm`, `--send_with_imm`, `--flow_label` (the kernel
+//!   matrix also runs these against perftest 25.01: `perftest25.rs`), and a
+//!   limit the run falls below;
 //! - the typed refusal where rxe (or the machine) cannot run it:
 //!   `--use_ooo`, `--use_data_direct`, `--ph` (TPH), `--use_cuda`,
 //!   `--use_rocm_dmabuf`, and the dma-buf registration of a vgem buffer.
@@ -130,7 +131,8 @@ fn build(me: &str) -> Vec<Check> {
         ));
     }
 
-    // Where Debian's perftest lacks the flag: rrddmma-perf against itself.
+    // Where Debian's perftest lacks the flag: rrddmma-perf against itself
+    // (against perftest 25.01 in the kernel matrix: perftest25.rs).
     // WRITE with immediate data: the server receives one completion per
     // message, each with the sender's immediate (0x5eed0000 + QP index).
     v.push(Check::verdict(
