@@ -9,6 +9,6 @@ pub mod mmio;
 pub mod obj;
 pub mod seg;
 pub mod sq;
-#[cfg(test)]
+#[cfg(all(test, not(rrddmma_mlnx_ofed4)))]
 pub(crate) mod test_ring;
 pub mod wqe;
