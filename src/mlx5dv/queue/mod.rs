@@ -9,6 +9,6 @@ pub mod mmio;
 pub mod obj;
 pub mod seg;
 pub mod sq;
-#[cfg(all(test, not(rrddmma_mlnx_ofed4)))]
+#[cfg(test)]
 pub(crate) mod test_ring;
 pub mod wqe;

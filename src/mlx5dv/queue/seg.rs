@@ -412,6 +412,15 @@ impl TmSeg {
     pub const fn op(&self) -> TmOpcode {
         TmOpcode::from_raw(self.opcode >> 4)
     }
+
+    /// The segment's 32 bytes as two 16-byte units, each two 8-byte words
+    /// in memory order (for a WQE written a word at a time).
+    #[inline(always)]
+    pub(crate) fn units(&self) -> [[u64; 2]; 2] {
+        let (i, c, r) = (self.index.raw().to_ne_bytes(), self.sw_cnt.raw().to_ne_bytes(), self.rsvd0);
+        let w0 = u64::from_ne_bytes([self.opcode, self.flags, i[0], i[1], r[0], r[1], c[0], c[1]]);
+        [[w0, u64::from_ne_bytes(self.rsvd1)], [self.append_tag.raw(), self.append_mask.raw()]]
+    }
 }
 
 const _: () = {

@@ -14,8 +14,8 @@ use crate::mlx5dv::completion::cqe::Completion;
 use crate::mlx5dv::queue::be::{Be32, Be64};
 use crate::mlx5dv::queue::mmio::Mmio;
 use crate::mlx5dv::queue::seg::{
-    AtomicSeg, CtrlFlags, CtrlSeg, DataSeg, DatagramSeg, EthSeg, MaskedCasSeg, MaskedFaSeg, RaddrSeg, TmSeg, WqeOpcode,
-    DS_BYTES, INLINE_SEG, INVALID_LKEY, SEND_WQE_BB,
+    AtomicSeg, CtrlFlags, DataSeg, DatagramSeg, EthSeg, MaskedCasSeg, MaskedFaSeg, RaddrSeg, TmSeg, WqeOpcode,
+    DS_BYTES, INLINE_SEG, SEND_WQE_BB,
 };
 
 /// A send queue owned by this process: its buffer, doorbell record and
@@ -865,6 +865,97 @@ impl SqRing {
         }
     }
 
+    /// Writes a WQE of one basic block at the producer index: the control
+    /// segment (`opcode`, no flags, signature or immediate), then the
+    /// 16-byte units `units` (each two 8-byte words in memory order) and,
+    /// when given, the data segment `data`; with `mmio`, rings the doorbell
+    /// for it (and the WQEs written before it without one) as
+    /// [`WqeWriter::post`] does, else leaves it for [`SqRing::ring`] as
+    /// [`WqeWriter::finish`] does. Returns the WQE's block index
+    /// (free-running).
+    ///
+    /// The path of a ring whose WQEs are each one block, written through
+    /// here and retired through the poster's own record of them
+    /// ([`SqRing::retire_block`]): a tag-matching SRQ's command QP. So it
+    /// keeps no slot entry (no completion of the ring goes through
+    /// [`SqRing::retire`]: the poster owns the ring), and takes no pending
+    /// fence (the ring carries no UMR WQE, the only kind that sets one).
+    ///
+    /// # Safety
+    /// - The ring has a free block (`available() > 0`).
+    /// - `units` then `data` is the layout the device defines for `opcode`
+    ///   (as [`SqRing::wqe`]'s contract): the data segment, if any, where
+    ///   the opcode has one, naming memory as [`WqeWriter::data`]'s
+    ///   contract asks.
+    #[inline(always)]
+    pub(crate) unsafe fn put_block<const U: usize, M: Mmio>(
+        &mut self,
+        opcode: WqeOpcode,
+        units: [[u64; 2]; U],
+        data: Option<DataSeg>,
+        mmio: Option<&mut M>,
+    ) -> u32 {
+        const { assert!(U + 2 <= SEND_WQE_BB / DS_BYTES, "a control segment, the units and a data segment") };
+        debug_assert!(self.available() > 0, "put_block on a full ring");
+        debug_assert!(self.next_fence == 0, "put_block on a ring with a UMR fence pending");
+        let start = self.cur_post;
+        let ds = (1 + U + usize::from(data.is_some())) as u8;
+        let first = self.ctrl_word0(start as u16, opcode, 0, ds);
+        // SAFETY: the block at the producer index is inside the ring (a
+        // masked offset, a multiple of 64, so 8-byte aligned) and free (the
+        // caller's contract); the control segment, the units and the data
+        // segment end within its 64 bytes (asserted above).
+        let base = unsafe {
+            let base = self.buf.add((start as usize * SEND_WQE_BB) & self.ring_mask);
+            let at = base.cast::<[u64; 2]>();
+            at.write([first, 0]);
+            for (k, u) in units.into_iter().enumerate() {
+                at.add(1 + k).write(u);
+            }
+            if let Some(d) = data {
+                at.add(1 + U).cast::<DataSeg>().write(d);
+            }
+            base
+        };
+        self.cur_post = start.wrapping_add(1);
+        match mmio {
+            Some(m) => self.doorbell(m, true, base, ds, false, first.to_ne_bytes()),
+            None => {
+                self.pending += 1;
+                self.last_start = start;
+            }
+        }
+        start
+    }
+
+    /// Retires the ring up to the one-block WQE `wqe` (the low 16 bits of
+    /// an index [`SqRing::put_block`] returned) and every WQE before it,
+    /// which its completion says the device is done with. False, changing
+    /// nothing, when `wqe` is not outstanding.
+    #[inline(always)]
+    pub(crate) fn retire_block(&mut self, wqe: u16) -> bool {
+        let outstanding = self.cur_post.wrapping_sub(self.head);
+        let ahead = u32::from(wqe.wrapping_sub(self.head as u16));
+        if ahead >= outstanding {
+            return false;
+        }
+        self.head = self.head.wrapping_add(ahead + 1);
+        true
+    }
+
+    /// The control segment's first 8 bytes in memory order: the big-endian
+    /// `opmod << 24 | pi << 8 | opcode`, then `qpn << 8 | ds`.
+    #[inline(always)]
+    fn ctrl_word0(&self, pi: u16, opcode: WqeOpcode, opmod: u8, ds: u8) -> u64 {
+        let a = Be32::new((u32::from(opmod) << 24) | (u32::from(pi) << 8) | u32::from(opcode.to_raw())).raw();
+        let b = Be32::new(self.qpn_shl8 | u32::from(ds)).raw();
+        if cfg!(target_endian = "little") {
+            u64::from(a) | (u64::from(b) << 32)
+        } else {
+            (u64::from(a) << 32) | u64::from(b)
+        }
+    }
+
     /// Rings the doorbell for the WQEs written since the last one, in
     /// libmlx5's order: barrier; doorbell record = `cur_post & 0xffff`;
     /// `wc_start`; the whole WQE by BlueFlame (one WQE, more than one DS,
@@ -1179,16 +1270,6 @@ impl<'s> WqeWriter<'s> {
         self
     }
 
-    /// The data segment that ends a list without entries
-    /// (`set_data_ptr_seg_end`: byte count 0, `MLX5_INVALID_LKEY`, address
-    /// 0): the device reads no memory through it.
-    #[inline(always)]
-    pub(crate) fn data_end(self) -> Self {
-        let mut s = DataSeg::default();
-        s.set(0, INVALID_LKEY, 0);
-        self.put_seg(&s)
-    }
-
     /// Any other segment of [`crate::mlx5dv::queue::seg`] (atomic, masked atomic,
     /// datagram, Ethernet, ...); [`Segment`] is implemented for those types
     /// only, so no padding byte is ever copied into the ring.
@@ -1456,20 +1537,16 @@ impl<'s> WqeWriter<'s> {
         // blocks are free.
         debug_assert!(bbs as usize * SEND_WQE_BB <= self.limit, "a WQE's blocks past the free space");
         let pi = self.start as u16;
-        let mut ctrl = CtrlSeg::default();
-        ctrl.set(pi, self.opcode.to_raw(), self.opmod, self.sq.qpn, self.fm_ce_se.bits(), ds, 0, self.imm);
-        // The same 16 bytes as two 8-byte stores, in memory order: the two
-        // big-endian words, then signature, the DCI stream id (bytes 9-10,
-        // big endian), fm_ce_se and imm.
-        debug_assert_eq!(ctrl.qpn_ds, Be32::new(self.sq.qpn_shl8 | u32::from(ds)));
-        let (a, b) =
-            (u64::from(ctrl.opmod_idx_opcode.raw()), u64::from(Be32::new(self.sq.qpn_shl8 | u32::from(ds)).raw()));
-        let (sig, fm, imm) = (u64::from(ctrl.signature), u64::from(ctrl.fm_ce_se), u64::from(ctrl.imm));
+        // The same 16 bytes as `CtrlSeg::set` writes, as two 8-byte stores
+        // in memory order: the two big-endian words, then signature, the
+        // DCI stream id (bytes 9-10, big endian), fm_ce_se and imm.
+        let w0 = self.sq.ctrl_word0(pi, self.opcode, self.opmod, ds);
+        let (fm, imm) = (u64::from(self.fm_ce_se.bits()), u64::from(self.imm));
         let stream = u64::from(self.stream.to_be());
         let words: [u64; 2] = if cfg!(target_endian = "little") {
-            [a | (b << 32), sig | (stream << 8) | (fm << 24) | (imm << 32)]
+            [w0, (stream << 8) | (fm << 24) | (imm << 32)]
         } else {
-            [(a << 32) | b, (sig << 56) | (stream << 40) | (fm << 32) | imm]
+            [w0, (stream << 40) | (fm << 32) | imm]
         };
         // SAFETY: `pos` is a masked offset, a multiple of 64 (`begin_at`),
         // so inside the ring.
@@ -1563,6 +1640,49 @@ mod tests {
         let mut rec = Recorder::default();
         ring.ring(&mut rec);
         rec.ops.iter().filter(|o| matches!(o, Op::Write64(..))).count()
+    }
+
+    /// A one-block WQE of `put_block` is the raw writer's WQE of the same
+    /// segments, rung the same way; `retire_block` frees through an
+    /// outstanding WQE only.
+    #[test]
+    fn a_block_wqe_is_the_raw_writers_and_retires_through_itself_only() {
+        use crate::mlx5dv::queue::seg::{TmOpcode, TmSeg};
+        use crate::mlx5dv::queue::test_ring::host_ring;
+        let (mut a, mut b) = (host_ring(), host_ring());
+        let mut seg = TmSeg::with_op(TmOpcode::APPEND);
+        seg.index = crate::mlx5dv::queue::be::Be16::new(3);
+        seg.append_tag = Be64::new(0x1122_3344_5566_7788);
+        let mut d = DataSeg::default();
+        d.set(64, 7, 0x1000);
+        let (mut ma, mut mb) = (Recorder::default(), Recorder::default());
+        for k in 0..3u32 {
+            // SAFETY: test memory no device reads; a TAG_MATCHING add's
+            // segments, the data segment last.
+            let i = unsafe {
+                a.sq.wqe(WqeOpcode::TAG_MATCHING, 0, CtrlFlags::empty(), 0).seg(&seg).data(64, 7, 0x1000).post(&mut ma);
+                b.sq.put_block(WqeOpcode::TAG_MATCHING, seg.units(), Some(d), Some(&mut mb))
+            };
+            assert_eq!(i, k);
+        }
+        // SAFETY: as above; a remove's segments, no data segment, rung later.
+        unsafe {
+            a.sq.wqe(WqeOpcode::TAG_MATCHING, 0, CtrlFlags::empty(), 0).seg(&seg).finish();
+            b.sq.put_block(WqeOpcode::TAG_MATCHING, seg.units(), None, None::<&mut Recorder>);
+        }
+        a.sq.ring(&mut ma);
+        b.sq.ring(&mut mb);
+        assert_eq!(a.buf[..32], b.buf[..32]);
+        assert_eq!(ma.ops, mb.ops);
+        assert_eq!(b.sq.available(), 12);
+        // Not outstanding: past the producer index, or before the ring's head.
+        assert!(!b.sq.retire_block(4) && !b.sq.retire_block(0xffff));
+        assert_eq!(b.sq.available(), 12);
+        assert!(b.sq.retire_block(1));
+        assert_eq!(b.sq.available(), 14);
+        assert!(!b.sq.retire_block(1) && !b.sq.retire_block(0));
+        assert!(b.sq.retire_block(3));
+        assert_eq!(b.sq.available(), 16);
     }
 
     /// The small fence after a UMR WQE lands in the next WQE's `fm_ce_se`

@@ -28,7 +28,7 @@ use std::fmt;
 use crate::mlx5dv::completion::cqe::{cqe_opcode, Cqe64, CqeOpcode};
 use crate::mlx5dv::queue::be::{Be16, Be64};
 use crate::mlx5dv::queue::mmio::{HwMmio, Mmio};
-use crate::mlx5dv::queue::seg::{CtrlFlags, TmFlags, TmOpcode, TmSeg, WqeOpcode};
+use crate::mlx5dv::queue::seg::{DataSeg, TmFlags, TmOpcode, TmSeg, WqeOpcode, INVALID_LKEY};
 use crate::mlx5dv::queue::sq::SqRing;
 use crate::mlx5dv::tags::tm::{TmCqe, TmCqeOp};
 use crate::prim::{Sge, TmInfo, WcFlags, WcOpcode, WcStatus};
@@ -159,6 +159,14 @@ struct Entry {
     expect_cqe: i32,
     /// A remove of the entry was posted (refused again until it is free).
     removing: bool,
+}
+
+/// A data segment (`mlx5dv_set_data_seg`).
+#[inline(always)]
+fn data_seg(len: u32, lkey: u32, addr: u64) -> DataSeg {
+    let mut d = DataSeg::default();
+    d.set(len, lkey, addr);
+    d
 }
 
 /// An operation waiting for its CQE (`struct mlx5_srq_op`).
@@ -427,27 +435,16 @@ impl TmRing {
         if next == NONE {
             return Err(TmError::ListFull { max_num_tags: self.max_num_tags() });
         }
-        let mut seg = opts.seg(TmOpcode::APPEND);
-        seg.index = Be16::new(next as u16);
-        seg.append_tag = Be64::new(tag);
-        seg.append_mask = Be64::new(mask);
-        // SAFETY: `wqe`'s contract: the layout the device defines for a
-        // TAG_MATCHING add follows (the tag-matching segment, then one data
-        // segment, written below by `data`, under its own contract, or by
-        // `data_end`, which reaches no memory), so every unit the device
-        // reads as a data segment is one of those.
-        let w = unsafe { self.sq.wqe(WqeOpcode::TAG_MATCHING, 0, CtrlFlags::empty(), 0) }.seg(&seg);
-        let (w, size) = match buf {
-            // SAFETY: `data`'s contract is `add_buf`'s own: the caller vouches
-            // that the buffer is registered memory, alive until the entry's
-            // last completion.
-            Some((len, lkey, addr)) if len != 0 => (unsafe { w.data(len, lkey, addr) }, len),
-            _ => (w.data_end(), 0),
+        let (data, size) = match buf {
+            Some((len, lkey, addr)) if len != 0 => (data_seg(len, lkey, addr), len),
+            // The data segment that ends a list without entries
+            // (`set_data_ptr_seg_end`): the device reads no memory through it.
+            _ => (data_seg(0, INVALID_LKEY, 0), 0),
         };
-        let pi = match mmio {
-            Some(m) => w.post(m),
-            None => w.finish(),
-        };
+        // The list's bookkeeping first, the WQE last: nothing is refused
+        // past the checks above, and the WQE's values are then the only
+        // ones live across its stores.
+        let pi = self.sq.cur_post() as u16;
         self.head = next;
         if let Some(n) = opts.sync {
             self.unexp_out = n as i32;
@@ -467,6 +464,16 @@ impl TmRing {
             // The entry's count was raised above.
             self.push_op_counted(idx, Some(wr_id), pi);
         }
+        let mut seg = opts.seg(TmOpcode::APPEND);
+        seg.index = Be16::new(next as u16);
+        seg.append_tag = Be64::new(tag);
+        seg.append_mask = Be64::new(mask);
+        // SAFETY: room was checked above; a TAG_MATCHING add is the
+        // tag-matching segment then one data segment, which names the
+        // buffer under `add_buf`'s contract (the caller vouches that it is
+        // registered memory, alive until the entry's last completion) or
+        // no memory at all.
+        unsafe { self.sq.put_block(WqeOpcode::TAG_MATCHING, seg.units(), Some(data), mmio) };
         Ok(idx)
     }
 
@@ -502,10 +509,10 @@ impl TmRing {
         // match's completions then free the entry).
         seg.flags |= TmFlags::CQE_REQ.bits();
         seg.index = Be16::new(handle as u16);
-        // SAFETY: `wqe`'s contract: a TAG_MATCHING remove is the control
-        // and tag-matching segments only (48 bytes), so the
-        // device reads no data segment and reaches no memory.
-        let pi = unsafe { self.sq.wqe(WqeOpcode::TAG_MATCHING, 0, CtrlFlags::empty(), 0) }.seg(&seg).finish();
+        // SAFETY: room was checked above; a TAG_MATCHING remove is the
+        // control and tag-matching segments only (48 bytes), so the device
+        // reads no data segment and reaches no memory.
+        let pi = unsafe { self.sq.put_block(WqeOpcode::TAG_MATCHING, seg.units(), None, None::<&mut HwMmio>) } as u16;
         self.tags[handle as usize].removing = true;
         // Signaled or not, the entry stays taken until the remove's
         // completion (libmlx5 frees it here when unsignaled, and a match the
@@ -520,10 +527,10 @@ impl TmRing {
     pub fn sync(&mut self, opts: TmOpts) -> Result<(), TmError> {
         self.check_room()?;
         let seg = opts.seg(TmOpcode::NOP);
-        // SAFETY: `wqe`'s contract: a TAG_MATCHING sync (NOP) is the control
-        // and tag-matching segments only, so the device reads no data
-        // segment and reaches no memory.
-        let pi = unsafe { self.sq.wqe(WqeOpcode::TAG_MATCHING, 0, CtrlFlags::empty(), 0) }.seg(&seg).finish();
+        // SAFETY: room was checked above; a TAG_MATCHING sync (NOP) is the
+        // control and tag-matching segments only, so the device reads no
+        // data segment and reaches no memory.
+        let pi = unsafe { self.sq.put_block(WqeOpcode::TAG_MATCHING, seg.units(), None, None::<&mut HwMmio>) } as u16;
         if let Some(wr_id) = opts.signaled {
             self.push_op(NONE, Some(wr_id), pi);
         }
@@ -631,7 +638,7 @@ impl TmRing {
             }
             sync_req = i32::from(c.cqe.hw_phase_cnt) != self.tags[p.tag as usize].phase_cnt;
         }
-        self.sq.retire_counter(p.wqe);
+        self.sq.retire_block(p.wqe);
         c.wr_id = p.wr_id;
         sync_req
     }
