@@ -315,7 +315,7 @@ impl CqRing {
     /// [`CqRing::poll_title`] for a ring of `STRIDE`-byte entries whose
     /// receive sessions' mini-CQEs carry what `K` (a [`ZipKind`]) says, as
     /// [`CqRing::set_compression`] picks it for [`CqRing::poll`]: a session
-    /// that can be taken whole ([`CqRing::whole_count`]) is expanded here (a
+    /// that can be taken whole ([`CqRing::whole`]) is expanded here (a
     /// requester session by the requester kind's copy), any other is started
     /// by [`CqRing::poll_title`].
     #[inline(never)]
@@ -333,11 +333,11 @@ impl CqRing {
         if K != ZipKind::Requester as u8 && is_requester(last) {
             return self.poll_zip::<{ ZipKind::Requester as u8 }, STRIDE>(out, n, cqe);
         }
-        let Some(count) = self.whole_count(raw, out.len() - n) else {
+        let Some(dst) = out.get_mut(n..).and_then(|rest| self.whole(raw, rest)) else {
             return self.poll_title(out, n, cqe);
         };
-        self.expand_session::<K, STRIDE>(cqe, &mut out[n..n + count]);
-        let n = n + count;
+        let n = n + dst.len();
+        self.expand_session::<K, STRIDE>(cqe, dst);
         if n < out.len() {
             return self.poll_sessions(out, n);
         }
@@ -345,32 +345,36 @@ impl CqRing {
         n
     }
 
-    /// The number of CQEs of the session whose title (at the consumer
-    /// index) has the byte count `raw`, the device's count cut to
-    /// 1..=ring size, if the session can be taken whole: it fits in `room`
-    /// completions, and its entries (two at least: array 0 is in the entry
-    /// after the title's) end before the ring's end.
+    /// The first completions of `rest`, one per CQE of the session whose
+    /// title (at the consumer index) has the byte count `raw` (the
+    /// device's count cut to 1..=ring size), if the session can be taken
+    /// whole: it fits in `rest`, and its entries (two at least: array 0 is
+    /// in the entry after the title's) end before the ring's end.
     #[inline(always)]
-    fn whole_count(&self, raw: u32, room: usize) -> Option<usize> {
-        let count = raw.max(1).min(self.cqe_cnt);
+    fn whole<'a>(&self, raw: u32, rest: &'a mut [Completion]) -> Option<&'a mut [Completion]> {
+        let count = raw.min(self.cqe_cnt).max(1);
         let at = self.ci & (self.cqe_cnt - 1);
         // `at < cqe_cnt <= 2^31` and `count.max(2) <= cqe_cnt.max(2)`: no overflow.
-        (count as usize <= room && at + count.max(2) <= self.cqe_cnt).then_some(count as usize)
+        if at + count.max(2) > self.cqe_cnt {
+            return None;
+        }
+        rest.get_mut(..count as usize)
     }
 
     /// Takes the session whose title is the CQE at `cqe` (at the consumer
     /// index, `n < out.len()`): expanded into `out[n..]` when it can be
-    /// taken whole ([`CqRing::whole_count`]), else started for
+    /// taken whole ([`CqRing::whole`]), else started for
     /// [`CqRing::expand_run`] to take in parts. Returns the new `n`.
     #[inline(always)]
     fn take_title(&mut self, out: &mut [Completion], n: usize, cqe: *const Cqe64) -> usize {
         // SAFETY: the title the device handed over (`next_written`);
         // its byte count is the number of CQEs of the session.
         let raw = unsafe { std::ptr::read(std::ptr::addr_of!((*cqe).byte_cnt)) }.get();
-        match self.whole_count(raw, out.len() - n) {
+        match self.whole(raw, &mut out[n..]) {
             // Expanded straight from the ring, no state kept between calls.
-            Some(count) => {
-                self.expand_whole(cqe, &mut out[n..n + count]);
+            Some(dst) => {
+                let count = dst.len();
+                self.expand_whole(cqe, dst);
                 n + count
             }
             // Split across calls (or across the ring's end): the
@@ -413,7 +417,7 @@ impl CqRing {
     /// what [`mini::expand`] makes of the title and its mini-CQE, and each
     /// entry is marked invalid for the next lap. The session's entries
     /// (two at least) must end before the ring's end
-    /// ([`CqRing::whole_count`]). Advances the consumer index and the
+    /// ([`CqRing::whole`]). Advances the consumer index and the
     /// position; the consumer record is left to the caller.
     #[inline(always)]
     fn expand_session<const K: u8, const STRIDE: usize>(&mut self, cqe: *const Cqe64, out: &mut [Completion]) {
@@ -440,6 +444,8 @@ impl CqRing {
         // CQE `j`'s WQE counter, the title's plus `j`, is its position's
         // low bits plus `delta`.
         let delta = counter.wrapping_sub(seq as u16);
+        self.ci = ci0.wrapping_add(out.len() as u32);
+        self.polled += out.len() as u64;
         // Last to first, an array at a time: an array's entry is marked
         // after every mini-CQE of it is read (marking overwrites the last
         // byte of its last mini-CQE).
@@ -450,10 +456,11 @@ impl CqRing {
             let g = (end - 1) & !(mini::PER_ARRAY as usize - 1);
             let arr = first.wrapping_add(STRIDE * g.max(1)).wrapping_sub(8 * g);
             let mut j = end;
-            while j > g {
+            loop {
                 j -= 1;
                 let s = seq + j as u64;
-                let slot = &mut out[j];
+                // SAFETY: `g <= j < end <= out.len()`.
+                let slot = unsafe { out.get_unchecked_mut(j) };
                 *slot = Completion::from_tagged(tail, uid, s);
                 // Mini-CQE `j - g` of the array.
                 let m = arr.wrapping_add(8 * j);
@@ -496,6 +503,9 @@ impl CqRing {
                 // does not write it until the consumer record passes it,
                 // which the caller writes after this.
                 unsafe { std::ptr::write_volatile(first.wrapping_add(j * STRIDE + 63), invalid) };
+                if j == g {
+                    break;
+                }
             }
             end = g;
         }
@@ -506,8 +516,6 @@ impl CqRing {
                 c.tail.0[1] = (c.tail.0[1] & !bytes(0, 1)) | (t[2] & bytes(0, 1));
             }
         }
-        self.ci = ci0.wrapping_add(out.len() as u32);
-        self.polled += out.len() as u64;
     }
 
     /// Polls one completion and, when the device scattered its payload into
@@ -816,8 +824,8 @@ fn is_title(op_own: u8) -> bool {
 /// requester session ([`mini::is_requester`]).
 #[inline(always)]
 fn is_requester(last: u64) -> bool {
-    let op = CqeOpcode::from_raw(cqe_opcode(last.to_ne_bytes()[7]));
-    op == CqeOpcode::REQ || op == CqeOpcode::REQ_ERR
+    const OPS: u16 = (1 << CqeOpcode::REQ.to_raw()) | (1 << CqeOpcode::REQ_ERR.to_raw());
+    (OPS >> cqe_opcode(last.to_ne_bytes()[7])) & 1 != 0
 }
 
 /// Bytes 8..64 of the written entry at `cqe`.
