@@ -946,9 +946,10 @@ mod tests {
     }
 
     /// A session of one CQE (a device count of 0 or 1) whose title is the
-    /// ring's last entry is taken whole by `poll`: its mini-CQE array is
-    /// read from the ring's first entry (the index wraps), and the one CQE
-    /// is that mini-CQE's, its entry marked invalid.
+    /// ring's last entry is taken by `poll` (through the state-keeping path:
+    /// its array is past the ring's end): its mini-CQE array is read from
+    /// the ring's first entry (the index wraps), and the one CQE is that
+    /// mini-CQE's, its entry marked invalid.
     #[test]
     fn a_one_cqe_session_at_the_rings_end_reads_its_array_at_the_start() {
         use crate::mlx5dv::completion::mini::{expand, MiniCqe};
