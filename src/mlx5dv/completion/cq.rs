@@ -59,9 +59,9 @@ pub struct CqRing {
     zip_array: [u64; 8],
 }
 
-/// [`CqRing::poll`] from `out[n]` on, at a title (`cqe`, at the consumer
-/// index).
-type ZipPoll = fn(&mut CqRing, &mut [Completion], usize, *const Cqe64) -> usize;
+/// [`CqRing::poll`] into `out` (not empty) at a title (`cqe`, at the
+/// consumer index): returns the completions taken.
+type ZipPoll = fn(&mut CqRing, &mut [Completion], *const Cqe64) -> usize;
 
 /// What the mini-CQEs of the session under expansion carry besides the
 /// byte count (the format, or a requester session's `s_wqe_info`).
@@ -259,7 +259,7 @@ impl CqRing {
             let ci = self.ci;
             let Some((cqe, op_own)) = self.written_at(ci) else { break };
             if is_title(op_own) && self.expand {
-                return (self.zip_poll)(self, out, n, cqe);
+                return n + (self.zip_poll)(self, &mut out[n..], cqe);
             }
             // Written before the ring's indices move: nothing stands
             // between the entry's loads and the stores into `out`.
@@ -298,16 +298,16 @@ impl CqRing {
         n
     }
 
-    /// [`CqRing::poll`] from `out[n]` on, once the title of a compressed
-    /// session is met at `cqe` (at the consumer index): for any ring, any
-    /// session.
+    /// [`CqRing::poll`] into `out` (not empty), once the title of a
+    /// compressed session is met at `cqe` (at the consumer index), for any
+    /// ring, any session; returns the completions taken.
     #[inline(never)]
-    fn poll_title(&mut self, out: &mut [Completion], n: usize, cqe: *const Cqe64) -> usize {
-        let n = self.take_title(out, n, cqe);
+    fn poll_title(&mut self, out: &mut [Completion], cqe: *const Cqe64) -> usize {
+        let n = self.take_title(out, 0, cqe);
         if n < out.len() {
             return self.poll_sessions(out, n);
         }
-        // `n` is `out.len()` and above the `n` given: CQEs were taken.
+        // `n` is `out.len()`, not 0: CQEs were taken.
         self.publish();
         n
     }
@@ -319,24 +319,19 @@ impl CqRing {
     /// requester session by the requester kind's copy), any other is started
     /// by [`CqRing::poll_title`].
     #[inline(never)]
-    fn poll_zip<const K: u8, const STRIDE: usize>(
-        &mut self,
-        out: &mut [Completion],
-        n: usize,
-        cqe: *const Cqe64,
-    ) -> usize {
+    fn poll_zip<const K: u8, const STRIDE: usize>(&mut self, out: &mut [Completion], cqe: *const Cqe64) -> usize {
         // SAFETY: the title the device handed over (`written_at`); `Cqe64`
         // is 64 bytes of plain integers aligned to 8, word 7 its last 8.
         let (raw, last) = unsafe {
             (std::ptr::read(std::ptr::addr_of!((*cqe).byte_cnt)).get(), std::ptr::read(cqe.cast::<u64>().add(7)))
         };
         if K != ZipKind::Requester as u8 && is_requester(last) {
-            return self.poll_zip::<{ ZipKind::Requester as u8 }, STRIDE>(out, n, cqe);
+            return self.poll_zip::<{ ZipKind::Requester as u8 }, STRIDE>(out, cqe);
         }
-        let Some(dst) = out.get_mut(n..).and_then(|rest| self.whole(raw, rest)) else {
-            return self.poll_title(out, n, cqe);
+        let Some(dst) = self.whole(raw, out) else {
+            return self.poll_title(out, cqe);
         };
-        let n = n + dst.len();
+        let n = dst.len();
         self.expand_session::<K, STRIDE>(cqe, dst);
         if n < out.len() {
             return self.poll_sessions(out, n);
