@@ -447,7 +447,8 @@ impl CqRing {
         let mut end = out.len();
         while end > 0 {
             // CQEs `g..end`, whose mini-CQEs are array `g / 8`: in the entry
-            // after the title's, then in CQE `g`'s.
+            // after the title's, then in CQE `g`'s. CQE `j`'s mini-CQE
+            // (`j - g` of the array) is at `arr + 8 * j`.
             let g = (end - 1) & !(mini::PER_ARRAY as usize - 1);
             let arr = first.wrapping_add(STRIDE * g.max(1)).wrapping_sub(8 * g);
             let mut j = end;
@@ -457,7 +458,6 @@ impl CqRing {
                 // SAFETY: `g <= j < end <= out.len()`.
                 let slot = unsafe { out.get_unchecked_mut(j) };
                 *slot = Completion::from_tagged(tail, uid, s);
-                // Mini-CQE `j - g` of the array.
                 let m = arr.wrapping_add(8 * j);
                 // Byte `k` of the CQE is byte `k - 8` of the completion's tail.
                 let dst = std::ptr::addr_of_mut!(slot.tail).cast::<u8>();
