@@ -43,6 +43,9 @@ pub struct CqRing {
     /// What the mini-CQEs of a receive session carry: the CQ's mini-CQE
     /// format ([`CqRing::set_compression`]).
     rx_kind: ZipKind,
+    /// What [`CqRing::poll`] calls on a title: [`CqRing::poll_zip`] for the
+    /// receive kind and the CQE size ([`CqRing::set_compression`]).
+    zip_poll: ZipPoll,
     /// The session being expanded: CQEs left, the next one's index in it,
     /// what its mini-CQEs hold, the CQE its mini-CQEs are expanded into
     /// (the title with format bits and owner 0, and, past the first CQE,
@@ -55,6 +58,10 @@ pub struct CqRing {
     zip_counter: u16,
     zip_array: [u64; 8],
 }
+
+/// [`CqRing::poll`] into `out` (not empty) at a title (`cqe`, at the
+/// consumer index): returns the completions taken.
+type ZipPoll = fn(&mut CqRing, &mut [Completion], *const Cqe64) -> usize;
 
 /// What the mini-CQEs of the session under expansion carry besides the
 /// byte count (the format, or a requester session's `s_wqe_info`).
@@ -132,6 +139,7 @@ impl CqRing {
             polled: 0,
             expand: false,
             rx_kind: ZipKind::Plain,
+            zip_poll: CqRing::poll_title,
             zip_left: 0,
             zip_next: 0,
             zip_kind: ZipKind::Plain,
@@ -169,6 +177,18 @@ impl CqRing {
             Some(CqeResFormat::Csum) => ZipKind::Csum,
             Some(CqeResFormat::CsumStridx) => ZipKind::CsumStridx,
             None => ZipKind::Plain,
+        };
+        self.zip_poll = match (self.rx_kind, self.cqe_size == 64) {
+            (ZipKind::Hash, true) => CqRing::poll_zip::<{ ZipKind::Hash as u8 }, 64>,
+            (ZipKind::Csum, true) => CqRing::poll_zip::<{ ZipKind::Csum as u8 }, 64>,
+            (ZipKind::CsumStridx, true) => CqRing::poll_zip::<{ ZipKind::CsumStridx as u8 }, 64>,
+            (ZipKind::Plain, true) => CqRing::poll_zip::<{ ZipKind::Plain as u8 }, 64>,
+            (ZipKind::Hash, false) => CqRing::poll_zip::<{ ZipKind::Hash as u8 }, 128>,
+            (ZipKind::Csum, false) => CqRing::poll_zip::<{ ZipKind::Csum as u8 }, 128>,
+            (ZipKind::CsumStridx, false) => CqRing::poll_zip::<{ ZipKind::CsumStridx as u8 }, 128>,
+            (ZipKind::Plain, false) => CqRing::poll_zip::<{ ZipKind::Plain as u8 }, 128>,
+            // Not a receive kind.
+            (ZipKind::Requester, _) => CqRing::poll_title,
         };
     }
 
@@ -239,7 +259,7 @@ impl CqRing {
             let ci = self.ci;
             let Some((cqe, op_own)) = self.written_at(ci) else { break };
             if is_title(op_own) && self.expand {
-                return self.poll_title(out, n, cqe);
+                return n + (self.zip_poll)(self, &mut out[n..], cqe);
             }
             // Written before the ring's indices move: nothing stands
             // between the entry's loads and the stores into `out`.
@@ -278,43 +298,83 @@ impl CqRing {
         n
     }
 
-    /// [`CqRing::poll`] from `out[n]` on, once the title of a compressed
-    /// session is met at `cqe` (at the consumer index).
+    /// [`CqRing::poll`] into `out` (not empty), once the title of a
+    /// compressed session is met at `cqe` (at the consumer index), for any
+    /// ring, any session; returns the completions taken.
     #[inline(never)]
-    fn poll_title(&mut self, out: &mut [Completion], n: usize, cqe: *const Cqe64) -> usize {
-        let n = self.take_title(out, n, cqe);
+    fn poll_title(&mut self, out: &mut [Completion], cqe: *const Cqe64) -> usize {
+        let n = self.take_title(out, 0, cqe);
         if n < out.len() {
             return self.poll_sessions(out, n);
         }
-        // `n` is `out.len()` and above the `n` given: CQEs were taken.
+        // `n` is `out.len()`, not 0: CQEs were taken.
         self.publish();
         n
     }
 
+    /// [`CqRing::poll_title`] for a ring of `STRIDE`-byte entries whose
+    /// receive sessions' mini-CQEs carry what `K` (a [`ZipKind`]) says, as
+    /// [`CqRing::set_compression`] picks it for [`CqRing::poll`]: a session
+    /// that can be taken whole ([`CqRing::whole`]) is expanded here (a
+    /// requester session by the requester kind's copy), any other is started
+    /// by [`CqRing::poll_title`].
+    #[inline(never)]
+    fn poll_zip<const K: u8, const STRIDE: usize>(&mut self, out: &mut [Completion], cqe: *const Cqe64) -> usize {
+        // SAFETY: the title the device handed over (`written_at`); `Cqe64`
+        // is 64 bytes of plain integers aligned to 8, word 7 its last 8.
+        let (raw, last) = unsafe {
+            (std::ptr::read(std::ptr::addr_of!((*cqe).byte_cnt)).get(), std::ptr::read(cqe.cast::<u64>().add(7)))
+        };
+        if K != ZipKind::Requester as u8 && is_requester(last) {
+            return self.poll_zip::<{ ZipKind::Requester as u8 }, STRIDE>(out, cqe);
+        }
+        let Some(dst) = self.whole(raw, out) else {
+            return self.poll_title(out, cqe);
+        };
+        let n = dst.len();
+        self.expand_session::<K, STRIDE>(cqe, dst);
+        if n < out.len() {
+            return self.poll_sessions(out, n);
+        }
+        self.publish();
+        n
+    }
+
+    /// The first completions of `rest`, one per CQE of the session whose
+    /// title (at the consumer index) has the byte count `raw` (the
+    /// device's count cut to 1..=ring size), if the session can be taken
+    /// whole: it fits in `rest`, and its entries (two at least: array 0 is
+    /// in the entry after the title's) end before the ring's end.
+    #[inline(always)]
+    fn whole<'a>(&self, raw: u32, rest: &'a mut [Completion]) -> Option<&'a mut [Completion]> {
+        let count = raw.min(self.cqe_cnt).max(1);
+        let at = self.ci & (self.cqe_cnt - 1);
+        // `at < cqe_cnt <= 2^31` and `count.max(2) <= cqe_cnt.max(2)`: no overflow.
+        if at + count.max(2) > self.cqe_cnt {
+            return None;
+        }
+        rest.get_mut(..count as usize)
+    }
+
     /// Takes the session whose title is the CQE at `cqe` (at the consumer
-    /// index, `n < out.len()`): expanded into `out[n..]` when it fits
-    /// there, else started for [`CqRing::expand_run`] to take in parts.
-    /// Returns the new `n`.
+    /// index, `n < out.len()`): expanded into `out[n..]` when it can be
+    /// taken whole ([`CqRing::whole`]), else started for
+    /// [`CqRing::expand_run`] to take in parts. Returns the new `n`.
     #[inline(always)]
     fn take_title(&mut self, out: &mut [Completion], n: usize, cqe: *const Cqe64) -> usize {
         // SAFETY: the title the device handed over (`next_written`);
         // its byte count is the number of CQEs of the session.
-        let count = unsafe { std::ptr::read(std::ptr::addr_of!((*cqe).byte_cnt)) }.get();
-        // The device's count; a count past the ring is cut to the ring.
-        let count = count.max(1).min(self.cqe_cnt) as usize;
-        // Entries from the title's to the ring's end.
-        let room = (self.cqe_cnt - (self.ci & (self.cqe_cnt - 1))) as usize;
-        match out.get_mut(n..n + count) {
-            // The whole session fits in `out` and ends before the ring's
-            // end: expanded straight from the ring, no state kept between
-            // calls.
-            Some(dst) if count <= room => {
+        let raw = unsafe { std::ptr::read(std::ptr::addr_of!((*cqe).byte_cnt)) }.get();
+        match self.whole(raw, &mut out[n..]) {
+            // Expanded straight from the ring, no state kept between calls.
+            Some(dst) => {
+                let count = dst.len();
                 self.expand_whole(cqe, dst);
                 n + count
             }
             // Split across calls (or across the ring's end): the
             // session's state is kept.
-            _ => {
+            None => {
                 self.start_session(cqe);
                 n
             }
@@ -322,102 +382,135 @@ impl CqRing {
     }
 
     /// Expands the whole session whose title is the CQE at `cqe` (at the
-    /// consumer index) into `out`, one completion per CQE of the session
-    /// (`out.len()` is its count, cut to the ring), as [`CqRing::expand`]
-    /// does for a session kept across calls: each CQE is what
-    /// [`mini::expand`] makes of the title and its mini-CQE, and each
-    /// entry is marked invalid for the next lap. Advances the consumer
-    /// index and the position; the consumer record is left to the caller.
+    /// consumer index) into `out` ([`CqRing::expand_session`] for the
+    /// session's kind and the ring's CQE size).
     #[inline(always)]
     fn expand_whole(&mut self, cqe: *const Cqe64, out: &mut [Completion]) {
-        // SAFETY: the title the device handed over (`next_written`);
-        // `Cqe64` is 64 bytes of plain integers, aligned to 8.
-        let title = unsafe { std::ptr::read(cqe.cast::<[u64; 8]>()) };
-        let requester = {
-            let op = CqeOpcode::from_raw(cqe_opcode(title[7].to_ne_bytes()[7]));
-            op == CqeOpcode::REQ || op == CqeOpcode::REQ_ERR
-        };
+        // SAFETY: the title the device handed over (`next_written`), its
+        // last word inside it.
+        let last = unsafe { std::ptr::read(cqe.cast::<u64>().add(7)) };
         // One loop per kind and CQE size (the stride a constant of the loop).
-        match (if requester { ZipKind::Requester } else { self.rx_kind }, self.cqe_size == 64) {
-            (ZipKind::Requester, true) => self.expand_session::<{ ZipKind::Requester as u8 }, 64>(&title, out),
-            (ZipKind::Hash, true) => self.expand_session::<{ ZipKind::Hash as u8 }, 64>(&title, out),
-            (ZipKind::Csum, true) => self.expand_session::<{ ZipKind::Csum as u8 }, 64>(&title, out),
-            (ZipKind::CsumStridx, true) => self.expand_session::<{ ZipKind::CsumStridx as u8 }, 64>(&title, out),
-            (ZipKind::Plain, true) => self.expand_session::<{ ZipKind::Plain as u8 }, 64>(&title, out),
-            (ZipKind::Requester, false) => self.expand_session::<{ ZipKind::Requester as u8 }, 128>(&title, out),
-            (ZipKind::Hash, false) => self.expand_session::<{ ZipKind::Hash as u8 }, 128>(&title, out),
-            (ZipKind::Csum, false) => self.expand_session::<{ ZipKind::Csum as u8 }, 128>(&title, out),
-            (ZipKind::CsumStridx, false) => self.expand_session::<{ ZipKind::CsumStridx as u8 }, 128>(&title, out),
-            (ZipKind::Plain, false) => self.expand_session::<{ ZipKind::Plain as u8 }, 128>(&title, out),
+        match (if is_requester(last) { ZipKind::Requester } else { self.rx_kind }, self.cqe_size == 64) {
+            (ZipKind::Requester, true) => self.expand_session::<{ ZipKind::Requester as u8 }, 64>(cqe, out),
+            (ZipKind::Hash, true) => self.expand_session::<{ ZipKind::Hash as u8 }, 64>(cqe, out),
+            (ZipKind::Csum, true) => self.expand_session::<{ ZipKind::Csum as u8 }, 64>(cqe, out),
+            (ZipKind::CsumStridx, true) => self.expand_session::<{ ZipKind::CsumStridx as u8 }, 64>(cqe, out),
+            (ZipKind::Plain, true) => self.expand_session::<{ ZipKind::Plain as u8 }, 64>(cqe, out),
+            (ZipKind::Requester, false) => self.expand_session::<{ ZipKind::Requester as u8 }, 128>(cqe, out),
+            (ZipKind::Hash, false) => self.expand_session::<{ ZipKind::Hash as u8 }, 128>(cqe, out),
+            (ZipKind::Csum, false) => self.expand_session::<{ ZipKind::Csum as u8 }, 128>(cqe, out),
+            (ZipKind::CsumStridx, false) => self.expand_session::<{ ZipKind::CsumStridx as u8 }, 128>(cqe, out),
+            (ZipKind::Plain, false) => self.expand_session::<{ ZipKind::Plain as u8 }, 128>(cqe, out),
         }
     }
 
-    /// [`CqRing::expand_whole`] for mini-CQEs carrying what `K` (a
-    /// [`ZipKind`]) says, for a session that ends before the ring's end,
-    /// in a ring of `STRIDE`-byte entries.
+    /// Expands the whole session whose title is the CQE at `cqe` (at the
+    /// consumer index; its mini-CQEs carry what `K`, a [`ZipKind`], says)
+    /// into `out`, one completion per CQE of the session (`out.len()` is
+    /// its count, cut to the ring), in a ring of `STRIDE`-byte entries, as
+    /// [`CqRing::expand`] does for a session kept across calls: each CQE is
+    /// what [`mini::expand`] makes of the title and its mini-CQE, and each
+    /// entry is marked invalid for the next lap. The session's entries
+    /// (two at least) must end before the ring's end
+    /// ([`CqRing::whole`]). Advances the consumer index and the
+    /// position; the consumer record is left to the caller.
     #[inline(always)]
-    fn expand_session<const K: u8, const STRIDE: usize>(&mut self, title: &[u64; 8], out: &mut [Completion]) {
+    fn expand_session<const K: u8, const STRIDE: usize>(&mut self, cqe: *const Cqe64, out: &mut [Completion]) {
         let ci0 = self.ci;
         let owner = u8::from(ci0 & self.cqe_cnt != 0);
-        // The title with format bits and WQE counter 0 and the entries'
-        // owner bit (what `start_session` prepares, the owner put in).
-        let mut base = *title;
-        base[7] &= !(bytes(4, 2) | move_bytes(0x0d, 0, 7));
-        base[7] |= move_bytes(u64::from(owner), 0, 7);
-        let last = title[7].to_ne_bytes();
+        // SAFETY: the title the device handed over (`next_written`);
+        // `Cqe64` is 64 bytes of plain integers, aligned to 8.
+        let t = unsafe { std::ptr::read(cqe.cast::<[u64; 8]>()) };
+        // Receive sessions whose mini-CQEs carry no hash: past the first
+        // CQE, the hash result and type (bytes 12-16) are 0.
+        let clears_hash = K == ZipKind::Csum as u8 || K == ZipKind::CsumStridx as u8 || K == ZipKind::Plain as u8;
+        let (w1, w2) = if clears_hash { (t[1] & !bytes(4, 4), t[2] & !bytes(0, 1)) } else { (t[1], t[2]) };
+        // Format bits 0 and the entries' owner bit; the WQE counter is
+        // written per CQE.
+        let w7 = (t[7] & !move_bytes(0x0d, 0, 7)) | move_bytes(u64::from(owner), 0, 7);
+        let tail = Tail([w1, w2, t[3], t[4], t[5], t[6], w7]);
+        let last = t[7].to_ne_bytes();
         let counter = u16::from_be_bytes([last[4], last[5]]);
         let (seq, uid) = (Completion::tagged_seq(self.polled, true), self.uid);
         let invalid = (CqeOpcode::INVALID.to_raw() << 4) | owner;
-        // The entries of the session, consecutive (it ends before the
+        // The entries of the session, consecutive (they end before the
         // ring's end): CQE `j`'s at `first + j * STRIDE`.
-        let first = self.cqe(ci0).cast_mut().cast::<u8>();
-        // SAFETY: array 0, in the entry after the title's (inside the
-        // buffer: the index wraps, for a session of one CQE whose title is
-        // the ring's last entry), written by the device as part of the
-        // session whose title it handed over (read after the title's
-        // acquire fence, and not written by the device until the consumer
-        // record passes it); 8 mini-CQEs of 8 plain bytes are the entry's
-        // 64, aligned to 8.
-        let mut arr = unsafe { std::ptr::read(self.cqe(ci0.wrapping_add(1)).cast::<[u64; 8]>()) };
-        // Receive sessions whose mini-CQEs carry no hash: past the first
-        // CQE, the hash result and type are 0.
-        let clears_hash = K == ZipKind::Csum as u8 || K == ZipKind::CsumStridx as u8 || K == ZipKind::Plain as u8;
-        let mut p = first;
-        for (j, slot) in out.iter_mut().enumerate() {
-            let at = j % mini::PER_ARRAY as usize;
-            if at == 0 && j > 0 {
-                // Array `j / 8` is in the entry of CQE `j` (`p`), read
-                // before the entry is marked.
-                // SAFETY: `p` is CQE `j`'s entry, inside the buffer (the
-                // session ends before the ring's end), written by the device
-                // as part of the session as array 0 was.
-                arr = unsafe { std::ptr::read(p.cast::<[u64; 8]>()) };
-            }
-            // The title's words that no CQE changes (3, 4, 6, and 2 where
-            // the hash type stays), read from the title's entry, whose
-            // marking (byte 63) leaves them.
-            // SAFETY: the title's entry, handed over by the device as
-            // above, 64 plain bytes aligned to 8.
-            let t = unsafe { std::ptr::read(first.cast::<[u64; 8]>()) };
-            let w2 = if clears_hash { base[2] } else { t[2] };
-            let b = [base[0], base[1], w2, t[3], t[4], base[5], t[6], base[7]];
-            let w = expand_words::<K>(&b, arr[at], counter.wrapping_add(j as u16), 0);
-            *slot = Completion::from_tagged(Tail([w[1], w[2], w[3], w[4], w[5], w[6], w[7]]), uid, seq + j as u64);
-            // SAFETY: `p + 63` is the `op_own` byte of CQE `j`'s entry,
-            // inside the buffer, which `set_compression`'s contract makes
-            // writable; the device does not write it until the consumer
-            // record passes it, which the caller writes after this.
-            unsafe { std::ptr::write_volatile(p.wrapping_add(63), invalid) };
-            if clears_hash && j == 0 {
-                // Past the first CQE of a receive session the hash result
-                // and type (bytes 12-16) are not in the session.
-                base[1] &= !bytes(4, 4);
-                base[2] &= !bytes(0, 1);
-            }
-            p = p.wrapping_add(STRIDE);
-        }
+        let first = cqe.cast_mut().cast::<u8>();
+        // CQE `j`'s WQE counter, the title's plus `j`, is its position's
+        // low bits plus `delta`.
+        let delta = counter.wrapping_sub(seq as u16);
         self.ci = ci0.wrapping_add(out.len() as u32);
         self.polled += out.len() as u64;
+        // Last to first, an array at a time: an array's entry is marked
+        // after every mini-CQE of it is read (marking overwrites the last
+        // byte of its last mini-CQE).
+        let mut end = out.len();
+        while end > 0 {
+            // CQEs `g..end`, whose mini-CQEs are array `g / 8`: in the entry
+            // after the title's, then in CQE `g`'s. CQE `j`'s mini-CQE
+            // (`j - g` of the array) is at `arr + 8 * j`.
+            let g = (end - 1) & !(mini::PER_ARRAY as usize - 1);
+            let arr = first.wrapping_add(STRIDE * g.max(1)).wrapping_sub(8 * g);
+            let mut j = end;
+            loop {
+                j -= 1;
+                let s = seq + j as u64;
+                // SAFETY: `g <= j < end <= out.len()`.
+                let slot = unsafe { out.get_unchecked_mut(j) };
+                *slot = Completion::from_tagged(tail, uid, s);
+                let m = arr.wrapping_add(8 * j);
+                // Byte `k` of the CQE is byte `k - 8` of the completion's tail.
+                let dst = std::ptr::addr_of_mut!(slot.tail).cast::<u8>();
+                // SAFETY: `m` is a mini-CQE of the array, 8 bytes inside
+                // its entry, inside the buffer (the session ends before the
+                // ring's end), written by the device as part of the session
+                // whose title it handed over (read after the title's acquire
+                // fence, not written by the device until the consumer record
+                // passes it); `dst + k` for `k < 56` is inside `slot`'s
+                // tail; the two do not overlap.
+                unsafe {
+                    // The byte count: bytes 44-47.
+                    std::ptr::copy_nonoverlapping(m.add(4), dst.add(36), 4);
+                    if K == ZipKind::Requester as u8 {
+                        // `s_wqe_info`: the WQE counter to 60-61, the WQE opcode to 56.
+                        std::ptr::copy_nonoverlapping(m, dst.add(52), 2);
+                        std::ptr::copy_nonoverlapping(m.add(2), dst.add(48), 1);
+                    } else {
+                        if K == ZipKind::Hash as u8 {
+                            // The hash result: bytes 12-15.
+                            std::ptr::copy_nonoverlapping(m, dst.add(4), 4);
+                        } else if K == ZipKind::Csum as u8 || K == ZipKind::CsumStridx as u8 {
+                            // The checksum: bytes 20-21.
+                            std::ptr::copy_nonoverlapping(m, dst.add(12), 2);
+                        }
+                        if K == ZipKind::CsumStridx as u8 {
+                            // The stride index is the WQE counter.
+                            std::ptr::copy_nonoverlapping(m.add(2), dst.add(52), 2);
+                        } else {
+                            let c = (s as u16).wrapping_add(delta).to_be_bytes();
+                            std::ptr::copy_nonoverlapping(c.as_ptr(), dst.add(52), 2);
+                        }
+                    }
+                }
+                // SAFETY: `first + j * STRIDE + 63` is the `op_own` byte of
+                // CQE `j`'s entry, inside the buffer, which
+                // `set_compression`'s contract makes writable; the device
+                // does not write it until the consumer record passes it,
+                // which the caller writes after this.
+                unsafe { std::ptr::write_volatile(first.wrapping_add(j * STRIDE + 63), invalid) };
+                if j == g {
+                    break;
+                }
+            }
+            end = g;
+        }
+        if clears_hash {
+            if let Some(c) = out.first_mut() {
+                // The first CQE keeps the title's hash result and type.
+                c.tail.0[0] = t[1];
+                c.tail.0[1] = (c.tail.0[1] & !bytes(0, 1)) | (t[2] & bytes(0, 1));
+            }
+        }
     }
 
     /// Polls one completion and, when the device scattered its payload into
@@ -722,6 +815,14 @@ fn is_title(op_own: u8) -> bool {
     format(op_own) == CqeFormat::COMPRESSED.to_raw()
 }
 
+/// Whether a title whose last word (bytes 56-63) is `last` heads a
+/// requester session ([`mini::is_requester`]).
+#[inline(always)]
+fn is_requester(last: u64) -> bool {
+    const OPS: u16 = (1 << CqeOpcode::REQ.to_raw()) | (1 << CqeOpcode::REQ_ERR.to_raw());
+    (OPS >> cqe_opcode(last.to_ne_bytes()[7])) & 1 != 0
+}
+
 /// Bytes 8..64 of the written entry at `cqe`.
 #[inline(always)]
 fn read_tail(cqe: *const Cqe64) -> Tail {
@@ -840,9 +941,10 @@ mod tests {
     }
 
     /// A session of one CQE (a device count of 0 or 1) whose title is the
-    /// ring's last entry is taken whole by `poll`: its mini-CQE array is
-    /// read from the ring's first entry (the index wraps), and the one CQE
-    /// is that mini-CQE's, its entry marked invalid.
+    /// ring's last entry is taken by `poll` (through the state-keeping path:
+    /// its array is past the ring's end): its mini-CQE array is read from
+    /// the ring's first entry (the index wraps), and the one CQE is that
+    /// mini-CQE's, its entry marked invalid.
     #[test]
     fn a_one_cqe_session_at_the_rings_end_reads_its_array_at_the_start() {
         use crate::mlx5dv::completion::mini::{expand, MiniCqe};
