@@ -349,7 +349,7 @@ struct Bounded {
 
 impl Bounded {
     async fn start() -> Bounded {
-        let setup = Duration::from_secs(if iwarp() { 6 } else { 20 });
+        let setup = Duration::from_secs(if iwarp() { 6 } else { 8 });
         let o = opts(setup);
         let l = Listener::bind_cm(SocketAddr::new(cm_ip(), 0), o.clone()).await.expect("bind_cm");
         let addr = l.local_addr().unwrap();

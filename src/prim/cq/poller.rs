@@ -246,8 +246,15 @@ impl<'cq> Poller<'cq> {
                 Ok(None)
             }
             libc::ENOENT => Ok(None),
-            rc if rc < 0 => Err(Error::poll_failed("ibv_next_poll")),
-            rc => Err(Error::code("ibv_next_poll", rc)),
+            rc => {
+                // The error is made after the pass ends (`drop`); `rc` waits
+                // for it in memory, not in a register that the path that
+                // polls would save and restore.
+                let mut kept = rc;
+                std::hint::black_box(&mut kept);
+                drop(self);
+                Err(if kept < 0 { Error::poll_failed("ibv_next_poll") } else { Error::code("ibv_next_poll", kept) })
+            }
         }
     }
 }

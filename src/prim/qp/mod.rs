@@ -486,6 +486,16 @@ const REFUSED_FETCH_ADD: i32 = i32::MIN + 1;
 /// As [`REFUSED_FETCH_ADD`], for a refused compare-and-swap.
 const REFUSED_COMPARE_SWAP: i32 = i32::MIN + 2;
 
+thread_local! {
+    /// The QP whose request [`no_atomics_post_send`] last answered with
+    /// [`REFUSED_FETCH_ADD`] or [`REFUSED_COMPARE_SWAP`] on this thread,
+    /// for the device [`post_refused`] names; it takes it on the same
+    /// thread right after that answer. Kept here rather than by the
+    /// poster, so that a post keeps nothing across the provider's call
+    /// (no register saved on the path that posts).
+    static REFUSING_QP: std::cell::Cell<*mut ffi::ibv_qp> = const { std::cell::Cell::new(ptr::null_mut()) };
+}
+
 /// The post entry of a QP on a device without atomics
 /// ([`Context::atomics`]): the provider's own (through [`siw_post_send`]
 /// with `SIW`), except that a refusal whose `bad` names an atomic request
@@ -522,11 +532,13 @@ unsafe extern "C" fn no_atomics_post_send<const SIW: bool>(
         return rc;
     }
     // SAFETY: as above, a request of the caller's list.
-    match unsafe { (*refused).opcode } {
+    let answer = match unsafe { (*refused).opcode } {
         ffi::ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD => REFUSED_FETCH_ADD,
         ffi::ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP => REFUSED_COMPARE_SWAP,
-        _ => rc,
-    }
+        _ => return rc,
+    };
+    REFUSING_QP.set(qp);
+    answer
 }
 
 /// A refused post's error: `err` as the provider's errno made it, or, for
@@ -534,13 +546,17 @@ unsafe extern "C" fn no_atomics_post_send<const SIW: bool>(
 /// device lacks (`EOPNOTSUPP`, naming the operation and `atomic_cap`).
 #[cold]
 #[inline(never)]
-fn post_refused(err: Error, rc: i32, qp: *mut ffi::ibv_qp) -> Error {
+fn post_refused(err: Error, rc: i32) -> Error {
     let missing = match rc {
         REFUSED_FETCH_ADD => &crate::prim::unsupported::ATOMIC_POST_FETCH_ADD,
         REFUSED_COMPARE_SWAP => &crate::prim::unsupported::ATOMIC_POST_CMP_SWAP,
         _ => return err,
     };
-    // SAFETY: null, or a live QP (the poster's) that points to its live context.
+    // The QP `no_atomics_post_send` refused on this thread, in the post
+    // that returned `rc` (null if none did).
+    let qp = REFUSING_QP.replace(ptr::null_mut());
+    // SAFETY: null, or a live QP (the poster's, whose call has just
+    // returned) that points to its live context.
     let device = unsafe { crate::prim::unsupported::device_name(qp.as_ref().map_or(ptr::null_mut(), |q| q.context)) };
     err.unsupported_post(missing, &device, "IBV_ATOMIC_NONE")
 }
@@ -548,8 +564,8 @@ fn post_refused(err: Error, rc: i32, qp: *mut ffi::ibv_qp) -> Error {
 /// [`post_refused`] of a [`SendList`]'s post (the list keeps the index).
 #[cold]
 #[inline(never)]
-fn list_refused(rc: i32, qp: *mut ffi::ibv_qp) -> Error {
-    post_refused(Error::post_list("ibv_post_send", rc), rc, qp)
+fn list_refused(rc: i32) -> Error {
+    post_refused(Error::post_list("ibv_post_send", rc), rc)
 }
 
 /// A queue pair. Destroyed on drop; keeps its PD, CQs and SRQ alive.
@@ -907,7 +923,7 @@ impl Qp {
         // memory is the caller's contract.
         let rc = unsafe { (self.post_send_fn)(self.as_ptr(), head, bad) };
         if rc != 0 {
-            return Err(list_refused(rc, self.as_ptr()));
+            return Err(list_refused(rc));
         }
         Ok(())
     }
@@ -921,7 +937,7 @@ impl Qp {
         // calls); the list and its memory are the caller's contract.
         let rc = unsafe { (self.post_send_fn)(self.as_ptr(), head, &mut bad) };
         if rc != 0 {
-            return Err(post_refused(Error::post("ibv_post_send", rc, head, bad), rc, self.as_ptr()));
+            return Err(post_refused(Error::post("ibv_post_send", rc, head, bad), rc));
         }
         Ok(())
     }
@@ -1061,7 +1077,13 @@ mod tests {
     /// make it.
     fn post_two(entry: PostSendFn, siw: bool, second: ffi::ibv_wr_opcode) -> Error {
         // SAFETY: plain C structs; null pointers and `None` entries are valid.
+        let mut dev: ffi::ibv_device = unsafe { std::mem::zeroed() };
+        for (d, &b) in dev.name.iter_mut().zip(b"stand0") {
+            *d = b as std::ffi::c_char;
+        }
+        // SAFETY: as above.
         let mut ctx: ffi::ibv_context = unsafe { std::mem::zeroed() };
+        ctx.device = &mut dev;
         ctx.ops.post_send = Some(entry);
         // SAFETY: as above.
         let mut qp: ffi::ibv_qp = unsafe { std::mem::zeroed() };
@@ -1078,7 +1100,7 @@ mod tests {
         // SAFETY: the stand-in QP's context has the entry; the list and the slot are valid.
         let rc = unsafe { post(&mut qp, head, &mut bad) };
         assert_ne!(rc, 0, "the stand-in refuses the second request");
-        post_refused(Error::post("ibv_post_send", rc, head, bad), rc, &mut qp)
+        post_refused(Error::post("ibv_post_send", rc, head, bad), rc)
     }
 
     #[test]
@@ -1093,7 +1115,8 @@ mod tests {
                     Error::Post { errno, index: Some(1), unsupported: Some(what), .. } => {
                         assert_eq!(errno, libc::EOPNOTSUPP, "{name}, siw {siw}");
                         assert!(what.missing.feature == name && what.value == "atomic_cap = IBV_ATOMIC_NONE", "{what}");
-                        assert_eq!(what.device, "(no device)", "the stand-in context has no device");
+                        // The QP the entry refused names the device (`REFUSING_QP`).
+                        assert_eq!(what.device, "stand0", "the stand-in's device");
                     }
                     e => panic!("{name}, siw {siw}: {e:?}"),
                 }
@@ -1104,12 +1127,12 @@ mod tests {
             }
         }
         // A list's error (the list keeps the index) is read the same way.
-        let e = list_refused(REFUSED_COMPARE_SWAP, ptr::null_mut());
+        let e = list_refused(REFUSED_COMPARE_SWAP);
         assert!(
             matches!(&e, Error::Post { errno: libc::EOPNOTSUPP, unsupported: Some(w), .. } if w.missing.feature == "IBV_WR_ATOMIC_CMP_AND_SWP"),
             "{e:?}"
         );
-        let e = list_refused(libc::ENOMEM, ptr::null_mut());
+        let e = list_refused(libc::ENOMEM);
         assert!(matches!(e, Error::Post { errno: libc::ENOMEM, unsupported: None, .. }), "{e:?}");
     }
 }
